@@ -1,0 +1,218 @@
+// Package engine judges one fixed input with no network and no control plane.
+//
+// It owns the Executor interface, the task and verdict types shared by every
+// executor, and the classification of infrastructure faults. Executors live in
+// sub-packages: engine/code (Docker sandbox for cpp, java, python, arkts) and
+// engine/sqljudge (a dedicated judge MySQL). This package must not import
+// control, worker or contracts: a Task is resolved local input, nothing more.
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Executor judges one task. A Verdict is a user outcome; a non-nil error is an
+// infrastructure fault (see InfraError) and the verdict must then be ignored.
+type Executor interface {
+	Execute(ctx context.Context, task Task, progress ProgressSink) (Verdict, error)
+}
+
+// ProgressSink receives phase and case progress while a task runs. It must not
+// block; executors call it from their own goroutine.
+type ProgressSink interface {
+	Report(Progress)
+}
+
+// ProgressFunc adapts a function to ProgressSink.
+type ProgressFunc func(Progress)
+
+// Report implements ProgressSink.
+func (f ProgressFunc) Report(p Progress) { f(p) }
+
+// NoProgress discards progress.
+var NoProgress ProgressSink = ProgressFunc(func(Progress) {})
+
+// Phase is the coarse stage of a running task.
+type Phase string
+
+// Phases reported through ProgressSink.
+const (
+	PhaseCompiling Phase = "COMPILING"
+	PhaseJudging   Phase = "JUDGING"
+)
+
+// Progress is one progress report; CasesDone only moves forward.
+type Progress struct {
+	Phase      Phase
+	CasesDone  int
+	CasesTotal int
+}
+
+// Status is a user outcome. Infrastructure faults are never a Status.
+type Status string
+
+// User outcomes, worst-first order is decided by the executor (first failing case).
+const (
+	StatusAccepted            Status = "AC"
+	StatusWrongAnswer         Status = "WA"
+	StatusTimeLimitExceeded   Status = "TLE"
+	StatusMemoryLimitExceeded Status = "MLE"
+	StatusOutputLimitExceeded Status = "OLE"
+	StatusRuntimeError        Status = "RE"
+	StatusCompileError        Status = "CE"
+)
+
+// Valid reports whether s is one of the user outcomes.
+func (s Status) Valid() bool {
+	switch s {
+	case StatusAccepted, StatusWrongAnswer, StatusTimeLimitExceeded, StatusMemoryLimitExceeded,
+		StatusOutputLimitExceeded, StatusRuntimeError, StatusCompileError:
+		return true
+	}
+	return false
+}
+
+// Task is everything an executor needs, already resolved to local files.
+// It carries no credentials, URLs or control-plane database settings.
+type Task struct {
+	// NodeID, JobID and LeaseEpoch label sandbox resources (container labels,
+	// temporary database names) so janitors can find leftovers.
+	NodeID     string
+	JobID      string
+	LeaseEpoch int64
+
+	// Runtime selects the code runtime; empty for SQL tasks.
+	Runtime RuntimeSpec
+	// Source is the user's program (or SQL text for the mysql pool).
+	Source []byte
+
+	Limits  Limits
+	Cases   []Case
+	Checker Checker
+
+	// SQL is set for tasks of the mysql pool.
+	SQL *SQLProblem
+}
+
+// Limits bound one run of the user's program (per case).
+type Limits struct {
+	CPUTime     time.Duration // per case
+	WallTime    time.Duration // per case; 0 means a multiple of CPUTime chosen by the executor
+	MemoryBytes int64         // address space / RSS budget for the user program
+	OutputBytes int64         // stdout cap per case
+	StackBytes  int64         // 0: executor default
+}
+
+// Case is one test case. Paths are local, verified files; ExpectedPath is read
+// only by the checker on the host and never enters the sandbox.
+type Case struct {
+	ID           string
+	InputPath    string
+	ExpectedPath string
+	Weight       int64
+}
+
+// CheckerKind names a checker.
+type CheckerKind string
+
+// Checkers. CheckerTolerant (trailing spaces and final newlines ignored) is the default.
+const (
+	CheckerExact    CheckerKind = "exact"
+	CheckerTolerant CheckerKind = "tolerant"
+	CheckerFloat    CheckerKind = "float"
+	CheckerSpecial  CheckerKind = "special"
+)
+
+// Checker configures answer comparison.
+type Checker struct {
+	Kind   CheckerKind
+	AbsTol float64 // float checker
+	RelTol float64 // float checker
+	// Special judge: source compiled with SpecialRuntime in the sandbox; it gets
+	// input, expected and user output paths and its exit code decides (0 = AC).
+	SpecialSource  []byte
+	SpecialRuntime RuntimeSpec
+}
+
+// Verdict is the user-facing outcome of a task.
+type Verdict struct {
+	Status     Status
+	Score      int64 // sum of weights of accepted cases
+	MaxScore   int64 // sum of all weights
+	CompileLog string
+	Message    string
+	Cases      []CaseResult
+}
+
+// CaseResult is the outcome of one case.
+type CaseResult struct {
+	ID       string
+	Status   Status
+	Score    int64
+	CPUTime  time.Duration
+	WallTime time.Duration
+	MemoryKB int64
+	ExitCode int
+	Signal   int
+	Message  string // bounded: checker diff, signal name, SQL error
+}
+
+// InfraClass classifies an infrastructure fault. The worker reports it as the
+// attempt's error code; it never becomes a user's CE/RE.
+type InfraClass string
+
+// Infrastructure fault classes.
+const (
+	InfraDaemonUnreachable  InfraClass = "DAEMON_UNREACHABLE"
+	InfraImageMissing       InfraClass = "IMAGE_MISSING"
+	InfraContainerCreate    InfraClass = "CONTAINER_CREATE"
+	InfraResourceExhausted  InfraClass = "RESOURCE_EXHAUSTED"
+	InfraCorruptInput       InfraClass = "CORRUPT_INPUT"
+	InfraCancelled          InfraClass = "CANCELLED"
+	InfraConfig             InfraClass = "CONFIG"
+	InfraCheckerFailed      InfraClass = "CHECKER_FAILED"
+	InfraJudgeDBUnreachable InfraClass = "JUDGE_DB_UNREACHABLE"
+	InfraJudgeDBRights      InfraClass = "JUDGE_DB_RIGHTS"
+	InfraInternal           InfraClass = "INTERNAL"
+)
+
+// ErrInfrastructure is matched by every InfraError through errors.Is.
+var ErrInfrastructure = errors.New("infrastructure fault")
+
+// InfraError is an infrastructure fault with its class.
+type InfraError struct {
+	Class InfraClass
+	Err   error
+}
+
+// Infra wraps err as an infrastructure fault of the given class.
+func Infra(class InfraClass, err error) error { return &InfraError{Class: class, Err: err} }
+
+// Infraf formats an infrastructure fault of the given class.
+func Infraf(class InfraClass, format string, args ...any) error {
+	return &InfraError{Class: class, Err: fmt.Errorf(format, args...)}
+}
+
+func (e *InfraError) Error() string { return fmt.Sprintf("%s: %v", e.Class, e.Err) }
+
+// Unwrap returns the cause.
+func (e *InfraError) Unwrap() error { return e.Err }
+
+// Is makes errors.Is(err, ErrInfrastructure) true for every InfraError.
+func (e *InfraError) Is(target error) bool { return target == ErrInfrastructure }
+
+// ClassOf returns the class of an infrastructure error, InfraCancelled for
+// context cancellation, and InfraInternal for anything else.
+func ClassOf(err error) InfraClass {
+	var ie *InfraError
+	if errors.As(err, &ie) {
+		return ie.Class
+	}
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return InfraCancelled
+	}
+	return InfraInternal
+}
