@@ -27,7 +27,7 @@ type sample struct {
 	spec   string // spec file name, e.g. machine.yaml
 	method string
 	path   string
-	status int                        // 0: request body; else the response status
+	status int                       // 0: request body; else the response status
 	decode func([]byte) (any, error) // strict decode into the generated type
 }
 
