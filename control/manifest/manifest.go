@@ -1,0 +1,345 @@
+// Package manifest owns the immutable test-data manifest of the control plane:
+// its JSON shape (the same as the business API's Manifest schema), validation,
+// canonical digest, and the check of a node's verdict against it. It reads no
+// database and no files.
+package manifest
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"regexp"
+	"strings"
+)
+
+// Limits on manifests; values outside are refused at publish time.
+const (
+	MaxCases          = 1000
+	MaxTimeMs         = 60_000
+	MaxMemoryMb       = 4096
+	MaxOutputKb       = 256 * 1024
+	MaxCaseIDLen      = 64
+	MaxSQLTextBytes   = 1 << 20
+	MaxLogBytes       = 64 << 10
+	MaxMessageBytes   = 4 << 10
+	MaxStatementMs    = 60_000
+	DefaultOutputKb   = 64 * 1024
+	DefaultStatementM = 2_000
+)
+
+// ErrInvalid is matched by every validation error of this package.
+var ErrInvalid = errors.New("invalid")
+
+// Error is a validation error with a field path.
+type Error struct {
+	Field   string
+	Problem string
+}
+
+func (e *Error) Error() string { return e.Field + ": " + e.Problem }
+
+// Is makes errors.Is(err, ErrInvalid) true.
+func (e *Error) Is(target error) bool { return target == ErrInvalid }
+
+func invalid(field, format string, args ...any) error {
+	return &Error{Field: field, Problem: fmt.Sprintf(format, args...)}
+}
+
+// Kind is CODE or SQL.
+type Kind string
+
+// Manifest kinds.
+const (
+	KindCode Kind = "CODE"
+	KindSQL  Kind = "SQL"
+)
+
+// Manifest is the frozen test data of one problem version.
+type Manifest struct {
+	Kind    Kind     `json:"kind"`
+	Limits  Limits   `json:"limits"`
+	Checker *Checker `json:"checker,omitempty"`
+	Cases   []Case   `json:"cases"`
+	SQL     *SQL     `json:"sql,omitempty"`
+}
+
+// Limits per case.
+type Limits struct {
+	TimeMs   int64 `json:"timeMs"`
+	MemoryMb int64 `json:"memoryMb"`
+	OutputKb int64 `json:"outputKb,omitempty"`
+	WallMs   int64 `json:"wallMs,omitempty"`
+}
+
+// Checker selects answer comparison.
+type Checker struct {
+	Type    string          `json:"type"`
+	AbsTol  float64         `json:"absTol,omitempty"`
+	RelTol  float64         `json:"relTol,omitempty"`
+	Special *SpecialChecker `json:"special,omitempty"`
+}
+
+// SpecialChecker is a special-judge program stored as an artifact.
+type SpecialChecker struct {
+	Language     string `json:"language"`
+	SourceSha256 string `json:"sourceSha256"`
+	SourceSize   int64  `json:"sourceSize"`
+}
+
+// Case is one test case; input and expected output are artifacts.
+type Case struct {
+	CaseID       string `json:"caseId"`
+	InputSha256  string `json:"inputSha256"`
+	InputSize    int64  `json:"inputSize"`
+	OutputSha256 string `json:"outputSha256"`
+	OutputSize   int64  `json:"outputSize"`
+	Weight       int64  `json:"weight"`
+}
+
+// SQL is the frozen SQL part of a manifest.
+type SQL struct {
+	ProblemKind          string         `json:"problemKind"`
+	SchemaSQL            string         `json:"schemaSql"`
+	SeedSQL              string         `json:"seedSql"`
+	ReferenceSQL         string         `json:"referenceSql,omitempty"`
+	Expected             *ResultSet     `json:"expected,omitempty"`
+	Ordered              bool           `json:"ordered"`
+	CompareColumnNames   bool           `json:"compareColumnNames"`
+	Verification         []Verification `json:"verification,omitempty"`
+	StatementTimeoutMs   int64          `json:"statementTimeoutMs"`
+	MaxRows              int64          `json:"maxRows"`
+	MaxBytes             int64          `json:"maxBytes"`
+	AllowMultiStatements bool           `json:"allowMultiStatements"`
+}
+
+// ResultSet is a frozen result: column names, type names, rows (nil = NULL).
+type ResultSet struct {
+	Columns []string    `json:"columns"`
+	Types   []string    `json:"types,omitempty"`
+	Rows    [][]*string `json:"rows"`
+}
+
+// Verification is one query checked after a DML problem's statement.
+type Verification struct {
+	Query    string    `json:"query"`
+	Expected ResultSet `json:"expected"`
+	Ordered  bool      `json:"ordered"`
+}
+
+var (
+	digestRE = regexp.MustCompile(`^[0-9a-f]{64}$`)
+	caseIDRE = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,64}$`)
+)
+
+// ValidDigest reports whether d is 64 lowercase hex characters.
+func ValidDigest(d string) bool { return digestRE.MatchString(d) }
+
+// Parse decodes and validates a manifest, refusing unknown fields.
+func Parse(body []byte) (Manifest, error) {
+	var m Manifest
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&m); err != nil {
+		return Manifest{}, invalid("manifest", "not valid JSON: %v", err)
+	}
+	if err := m.Validate(); err != nil {
+		return Manifest{}, err
+	}
+	return m, nil
+}
+
+// Validate checks limits, checker, cases and the SQL section.
+func (m *Manifest) Validate() error {
+	switch m.Kind {
+	case KindCode:
+		if m.SQL != nil {
+			return invalid("sql", "only SQL manifests have a sql section")
+		}
+		if err := m.validateCode(); err != nil {
+			return err
+		}
+	case KindSQL:
+		if err := m.validateSQL(); err != nil {
+			return err
+		}
+	default:
+		return invalid("kind", "must be CODE or SQL, got %q", m.Kind)
+	}
+	return nil
+}
+
+func (m *Manifest) validateCode() error {
+	l := m.Limits
+	if l.TimeMs <= 0 || l.TimeMs > MaxTimeMs {
+		return invalid("limits.timeMs", "must be 1..%d", MaxTimeMs)
+	}
+	if l.MemoryMb <= 0 || l.MemoryMb > MaxMemoryMb {
+		return invalid("limits.memoryMb", "must be 1..%d", MaxMemoryMb)
+	}
+	if l.OutputKb < 0 || l.OutputKb > MaxOutputKb {
+		return invalid("limits.outputKb", "must be 0..%d (0 = default %d)", MaxOutputKb, DefaultOutputKb)
+	}
+	if l.WallMs < 0 || l.WallMs > 3*MaxTimeMs {
+		return invalid("limits.wallMs", "must be 0..%d", 3*MaxTimeMs)
+	}
+	if m.Checker == nil {
+		m.Checker = &Checker{Type: "tolerant"}
+	}
+	switch c := m.Checker; c.Type {
+	case "exact", "tolerant":
+		if c.Special != nil || c.AbsTol != 0 || c.RelTol != 0 {
+			return invalid("checker", "%s takes no tolerance or special program", c.Type)
+		}
+	case "float":
+		if c.AbsTol < 0 || c.RelTol < 0 || (c.AbsTol == 0 && c.RelTol == 0) {
+			return invalid("checker", "float needs a non-negative absTol or relTol, at least one positive")
+		}
+	case "special":
+		s := c.Special
+		if s == nil {
+			return invalid("checker.special", "required for a special checker")
+		}
+		if _, err := PoolForLanguage(s.Language); err != nil || s.Language == "mysql" {
+			return invalid("checker.special.language", "unknown checker language %q", s.Language)
+		}
+		if !ValidDigest(s.SourceSha256) || s.SourceSize <= 0 {
+			return invalid("checker.special", "sourceSha256 must be 64 lowercase hex and sourceSize positive")
+		}
+	default:
+		return invalid("checker.type", "must be exact, tolerant, float or special, got %q", c.Type)
+	}
+	if len(m.Cases) == 0 || len(m.Cases) > MaxCases {
+		return invalid("cases", "must have 1..%d cases", MaxCases)
+	}
+	seen := make(map[string]bool, len(m.Cases))
+	for i, c := range m.Cases {
+		f := fmt.Sprintf("cases[%d]", i)
+		if !caseIDRE.MatchString(c.CaseID) {
+			return invalid(f+".caseId", "must match %s", caseIDRE)
+		}
+		if seen[c.CaseID] {
+			return invalid(f+".caseId", "duplicate case id %q", c.CaseID)
+		}
+		seen[c.CaseID] = true
+		if !ValidDigest(c.InputSha256) || !ValidDigest(c.OutputSha256) {
+			return invalid(f, "inputSha256 and outputSha256 must be 64 lowercase hex")
+		}
+		if c.InputSize < 0 || c.OutputSize < 0 {
+			return invalid(f, "sizes must not be negative")
+		}
+		if c.Weight < 0 || c.Weight > 1_000_000 {
+			return invalid(f+".weight", "must be 0..1000000")
+		}
+	}
+	return nil
+}
+
+func (m *Manifest) validateSQL() error {
+	s := m.SQL
+	if s == nil {
+		return invalid("sql", "required for a SQL manifest")
+	}
+	if m.Checker != nil || len(m.Cases) != 0 {
+		return invalid("manifest", "a SQL manifest has no checker and no cases")
+	}
+	if m.Limits.TimeMs < 0 || m.Limits.MemoryMb < 0 {
+		return invalid("limits", "must not be negative")
+	}
+	if strings.TrimSpace(s.SchemaSQL) == "" {
+		return invalid("sql.schemaSql", "required")
+	}
+	if len(s.SchemaSQL)+len(s.SeedSQL)+len(s.ReferenceSQL) > MaxSQLTextBytes {
+		return invalid("sql", "schema, seed and reference together exceed %d bytes", MaxSQLTextBytes)
+	}
+	if s.StatementTimeoutMs <= 0 || s.StatementTimeoutMs > MaxStatementMs {
+		return invalid("sql.statementTimeoutMs", "must be 1..%d", MaxStatementMs)
+	}
+	if s.MaxRows <= 0 || s.MaxRows > 1_000_000 {
+		return invalid("sql.maxRows", "must be 1..1000000")
+	}
+	if s.MaxBytes <= 0 || s.MaxBytes > 64<<20 {
+		return invalid("sql.maxBytes", "must be 1..%d", 64<<20)
+	}
+	switch s.ProblemKind {
+	case "SELECT":
+		if (strings.TrimSpace(s.ReferenceSQL) == "") == (s.Expected == nil) {
+			return invalid("sql", "a SELECT problem needs exactly one of referenceSql or expected")
+		}
+		if s.Expected != nil {
+			if err := validateResultSet("sql.expected", *s.Expected); err != nil {
+				return err
+			}
+		}
+		if len(s.Verification) != 0 {
+			return invalid("sql.verification", "only DML problems have verification queries")
+		}
+	case "DML":
+		if len(s.Verification) == 0 {
+			return invalid("sql.verification", "a DML problem needs at least one verification query")
+		}
+		for i, v := range s.Verification {
+			f := fmt.Sprintf("sql.verification[%d]", i)
+			if strings.TrimSpace(v.Query) == "" {
+				return invalid(f+".query", "required")
+			}
+			if err := validateResultSet(f+".expected", v.Expected); err != nil {
+				return err
+			}
+		}
+	default:
+		return invalid("sql.problemKind", "must be SELECT or DML, got %q", s.ProblemKind)
+	}
+	return nil
+}
+
+func validateResultSet(field string, r ResultSet) error {
+	if len(r.Columns) == 0 {
+		return invalid(field+".columns", "required")
+	}
+	if len(r.Types) != 0 && len(r.Types) != len(r.Columns) {
+		return invalid(field+".types", "must match the column count")
+	}
+	for i, row := range r.Rows {
+		if len(row) != len(r.Columns) {
+			return invalid(fmt.Sprintf("%s.rows[%d]", field, i), "has %d values for %d columns", len(row), len(r.Columns))
+		}
+	}
+	return nil
+}
+
+// Canonical returns the canonical JSON encoding of a validated manifest and
+// its SHA-256; the same content always publishes to the same manifest.
+func (m *Manifest) Canonical() ([]byte, string, error) {
+	b, err := json.Marshal(m)
+	if err != nil {
+		return nil, "", fmt.Errorf("manifest: encode: %w", err)
+	}
+	sum := sha256.Sum256(b)
+	return b, hex.EncodeToString(sum[:]), nil
+}
+
+// Digests lists every artifact digest the manifest references (inputs,
+// outputs, special checker source), without duplicates, with sizes.
+func (m *Manifest) Digests() map[string]int64 {
+	out := make(map[string]int64)
+	for _, c := range m.Cases {
+		out[c.InputSha256] = c.InputSize
+		out[c.OutputSha256] = c.OutputSize
+	}
+	if m.Checker != nil && m.Checker.Special != nil {
+		out[m.Checker.Special.SourceSha256] = m.Checker.Special.SourceSize
+	}
+	return out
+}
+
+// MaxScore is the sum of case weights.
+func (m *Manifest) MaxScore() int64 {
+	var n int64
+	for _, c := range m.Cases {
+		n += c.Weight
+	}
+	return n
+}

@@ -1,0 +1,183 @@
+package store_test
+
+import (
+	"context"
+	"crypto/sha256"
+	"database/sql"
+	"encoding/hex"
+	"fmt"
+	"strconv"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/kece-oj/kece/control/dbtest"
+	"github.com/kece-oj/kece/control/manifest"
+	"github.com/kece-oj/kece/control/store"
+)
+
+// testBundle is one fresh database with a store and a published manifest.
+type testBundle struct {
+	ctx      context.Context
+	db       *sql.DB
+	dsn      string
+	store    *store.Store
+	manifest int64 // CODE manifest with cases c1 (weight 40), c2 (weight 60)
+	sqlMan   int64 // SQL manifest
+	seq      atomic.Int64
+}
+
+func testConfig() store.Config {
+	return store.Config{
+		LeaseTTL:    5 * time.Second,
+		MaxAttempts: 3,
+		BackoffBase: 5 * time.Millisecond,
+		BackoffMax:  20 * time.Millisecond,
+	}
+}
+
+func setup(t *testing.T) *testBundle {
+	t.Helper()
+	db, dsn := dbtest.Open(t)
+	st, err := store.New(db, testConfig())
+	require.NoError(t, err)
+	b := &testBundle{ctx: context.Background(), db: db, dsn: dsn, store: st}
+	in, out1, out2 := b.artifact(t, "1 2\n"), b.artifact(t, "3\n"), b.artifact(t, "")
+	pm, err := st.PublishManifest(b.ctx, manifest.Manifest{
+		Kind:   manifest.KindCode,
+		Limits: manifest.Limits{TimeMs: 1000, MemoryMb: 256},
+		Cases: []manifest.Case{
+			{CaseID: "c1", InputSha256: in, InputSize: 4, OutputSha256: out1, OutputSize: 2, Weight: 40},
+			{CaseID: "c2", InputSha256: in, InputSize: 4, OutputSha256: out2, OutputSize: 0, Weight: 60},
+		},
+	})
+	require.NoError(t, err)
+	b.manifest = pm.ID
+	sm, err := st.PublishManifest(b.ctx, manifest.Manifest{
+		Kind: manifest.KindSQL,
+		SQL: &manifest.SQL{ProblemKind: "SELECT", SchemaSQL: "CREATE TABLE t (a INT)", ReferenceSQL: "SELECT a FROM t",
+			StatementTimeoutMs: 1000, MaxRows: 100, MaxBytes: 1 << 20},
+	})
+	require.NoError(t, err)
+	b.sqlMan = sm.ID
+	return b
+}
+
+// secondReplica is an independent store with its own connection pool on the
+// same database, standing in for another control replica.
+func (b *testBundle) secondReplica(t *testing.T) *store.Store {
+	st, err := store.New(dbtest.OpenDSN(t, b.dsn), testConfig())
+	require.NoError(t, err)
+	return st
+}
+
+func (b *testBundle) artifact(t *testing.T, content string) string {
+	sum := sha256.Sum256([]byte(content))
+	d := hex.EncodeToString(sum[:])
+	require.NoError(t, b.store.RegisterArtifact(b.ctx, d, int64(len(content))))
+	return d
+}
+
+func (b *testBundle) group(t *testing.T, capacity int) store.HostGroup {
+	g, err := b.store.CreateHostGroup(b.ctx, fmt.Sprintf("host-%d", b.seq.Add(1)), capacity, "test")
+	require.NoError(t, err)
+	return g
+}
+
+// node creates, joins and opens a session for a node; enabled runs the real
+// verify flow (CHECK job judged AC, heartbeat, enable).
+func (b *testBundle) node(t *testing.T, pool string, groupID int64, slots int, enabled bool) store.Session {
+	t.Helper()
+	n, code, err := b.store.CreateNode(b.ctx, store.NodeSpec{
+		Name: fmt.Sprintf("node-%d", b.seq.Add(1)), Pool: pool, HostGroupID: groupID, Slots: slots}, "test")
+	require.NoError(t, err)
+	j, err := b.store.Join(b.ctx, code.Code)
+	require.NoError(t, err)
+	require.Equal(t, n.ID, j.Node.ID)
+	sess, err := b.store.OpenSession(b.ctx, j.Credential, "boot-"+strconv.FormatInt(b.seq.Add(1), 10))
+	require.NoError(t, err)
+	_, err = b.store.Heartbeat(b.ctx, sess.NodeSession, store.HeartbeatReport{RuntimeVersion: "rt-1"})
+	require.NoError(t, err)
+	if enabled {
+		b.verifyAndEnable(t, sess, pool)
+	}
+	return sess
+}
+
+func (b *testBundle) verifyAndEnable(t *testing.T, sess store.Session, pool string) {
+	t.Helper()
+	lang, man := map[string]string{"cpp": "cpp17", "java": "java17", "python": "python3", "arkts": "arkts", "mysql": "mysql"}[pool], b.manifest
+	if pool == "mysql" {
+		man = b.sqlMan
+	}
+	chk, err := b.store.StartCheck(b.ctx, store.CheckRequest{NodeID: sess.NodeID, ManifestID: man, Language: lang, Source: "check"}, "test", "verify")
+	require.NoError(t, err)
+	jobs, err := b.store.Claim(b.ctx, sess.NodeSession, 1)
+	require.NoError(t, err)
+	require.Len(t, jobs, 1)
+	require.Equal(t, chk.JobID, jobs[0].JobID)
+	require.Equal(t, store.KindCheck, jobs[0].Kind)
+	res := acResult()
+	if pool == "mysql" {
+		res = store.Result{Outcome: store.OutcomeVerdict, Verdict: &store.VerdictResult{Status: "AC", Score: 100, MaxScore: 100}}
+	}
+	_, err = b.store.Complete(b.ctx, sess.NodeSession, chk.JobID, jobs[0].LeaseEpoch, res)
+	require.NoError(t, err)
+	_, err = b.store.Enable(b.ctx, sess.NodeID, "test", "verified")
+	require.NoError(t, err)
+}
+
+func (b *testBundle) enqueue(t *testing.T, typ, id string) store.EnqueueResult {
+	t.Helper()
+	r, err := b.store.Enqueue(b.ctx, store.EnqueueRequest{SubmissionType: typ, SubmissionID: id, Language: "cpp17",
+		Source: "int main(){}", ManifestID: b.manifest})
+	require.NoError(t, err)
+	return r
+}
+
+// expireLease moves a job's lease into the past: the fault a lost node causes.
+func (b *testBundle) expireLease(t *testing.T, jobID int64) {
+	t.Helper()
+	_, err := b.db.ExecContext(b.ctx, `UPDATE judge_job SET lease_until = NOW(6) - INTERVAL 1 SECOND WHERE id = ?`, jobID)
+	require.NoError(t, err)
+}
+
+func acResult() store.Result {
+	return store.Result{Outcome: store.OutcomeVerdict, Verdict: &store.VerdictResult{
+		Status: "AC", Score: 100, MaxScore: 100,
+		Cases: []store.CaseResult{{CaseID: "c1", Status: "AC", Score: 40, TimeMs: 3}, {CaseID: "c2", Status: "AC", Score: 60, TimeMs: 4}},
+	}}
+}
+
+func waResult() store.Result {
+	return store.Result{Outcome: store.OutcomeVerdict, Verdict: &store.VerdictResult{
+		Status: "WA", Score: 40, MaxScore: 100,
+		Cases: []store.CaseResult{{CaseID: "c1", Status: "AC", Score: 40}, {CaseID: "c2", Status: "WA", Score: 0, Message: "line 1"}},
+	}}
+}
+
+func infraResult() store.Result {
+	return store.Result{Outcome: store.OutcomeError, Error: &store.ErrorResult{Code: "DAEMON_UNREACHABLE", Message: "docker down"}}
+}
+
+// claimEventually claims until a job appears (backoff may be pending).
+func (b *testBundle) claimEventually(t *testing.T, st *store.Store, sess store.NodeSession) store.ClaimedJob {
+	t.Helper()
+	var got []store.ClaimedJob
+	require.Eventually(t, func() bool {
+		var err error
+		got, err = st.Claim(b.ctx, sess, 1)
+		require.NoError(t, err)
+		return len(got) == 1
+	}, 5*time.Second, 5*time.Millisecond)
+	return got[0]
+}
+
+func (b *testBundle) count(t *testing.T, q string, args ...any) int {
+	t.Helper()
+	var n int
+	require.NoError(t, b.db.QueryRowContext(b.ctx, q, args...).Scan(&n))
+	return n
+}

@@ -1,0 +1,308 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+)
+
+// NodeSession identifies an authenticated node process: the node and the
+// session epoch of its current boot.
+type NodeSession struct {
+	NodeID       int64
+	SessionEpoch int64
+}
+
+// ClaimedJob is one job handed to a node with a fresh lease.
+type ClaimedJob struct {
+	JobID          int64
+	LeaseEpoch     int64
+	LeaseRemaining time.Duration
+	Kind           JobKind
+	Pool           string
+	SubmissionType string
+	SubmissionID   string
+	Generation     int
+	Language       string
+	ManifestID     int64
+	Snapshot       []byte
+	Attempt        int
+}
+
+// NodeState is a node's configured (desired) state.
+type NodeState string
+
+// Desired states (DESIGN §3). Observed health is kept apart.
+const (
+	NodePendingVerification NodeState = "PENDING_VERIFICATION"
+	NodeEnabled             NodeState = "ENABLED"
+	NodeDraining            NodeState = "DRAINING"
+	NodeDisabled            NodeState = "DISABLED"
+)
+
+// Claim leases up to freeSlots ready jobs of the node's pool to the session.
+// Capacity = min(freeSlots, node slots − node in-flight, group capacity −
+// group in-flight, batch cap); in-flight counts RUNNING jobs, expired-but-
+// unreaped leases included. CHECK jobs bound to the node come first and may
+// be claimed in any state; pool work needs ENABLED.
+func (s *Store) Claim(ctx context.Context, sess NodeSession, freeSlots int) ([]ClaimedJob, error) {
+	if freeSlots <= 0 {
+		return nil, nil
+	}
+	var out []ClaimedJob
+	err := s.inTx(ctx, func(tx *sql.Tx) error {
+		out = nil
+		var groupID int64
+		err := tx.QueryRowContext(ctx, `SELECT host_group_id FROM judge_node WHERE id = ?`, sess.NodeID).Scan(&groupID)
+		if errors.Is(err, sql.ErrNoRows) {
+			return fmt.Errorf("node %d: %w", sess.NodeID, ErrUnauthenticated)
+		}
+		if err != nil {
+			return fmt.Errorf("store: claim: %w", err)
+		}
+		// Lock order: host group, then node.
+		var groupCap int
+		if err := tx.QueryRowContext(ctx,
+			`SELECT slot_capacity FROM judge_host_group WHERE id = ? FOR UPDATE`, groupID).Scan(&groupCap); err != nil {
+			return fmt.Errorf("store: claim: host group: %w", err)
+		}
+		n, err := lockNodeForSession(ctx, tx, sess)
+		if err != nil {
+			return err
+		}
+		if n.hostGroupID != groupID {
+			return conflict("node %d moved host group during claim", sess.NodeID)
+		}
+		var nodeBusy, groupBusy int
+		if err := tx.QueryRowContext(ctx,
+			`SELECT COUNT(*) FROM judge_job WHERE node_id = ? AND state = 'RUNNING'`, sess.NodeID).Scan(&nodeBusy); err != nil {
+			return fmt.Errorf("store: claim: node in-flight: %w", err)
+		}
+		if err := tx.QueryRowContext(ctx,
+			`SELECT COUNT(*) FROM judge_job WHERE host_group_id = ? AND state = 'RUNNING'`, groupID).Scan(&groupBusy); err != nil {
+			return fmt.Errorf("store: claim: group in-flight: %w", err)
+		}
+		capacity := min(freeSlots, n.slots-nodeBusy, groupCap-groupBusy, s.cfg.ClaimBatchMax)
+		if capacity <= 0 {
+			return nil
+		}
+		ids, err := pickReady(ctx, tx, n.pool, sess.NodeID, capacity)
+		if err != nil {
+			return err
+		}
+		if n.state == NodeEnabled && len(ids) < capacity {
+			more, err := pickReady(ctx, tx, n.pool, 0, capacity-len(ids))
+			if err != nil {
+				return err
+			}
+			ids = append(ids, more...)
+		}
+		if len(ids) == 0 {
+			return nil
+		}
+		in, args := inList(ids)
+		if _, err := tx.ExecContext(ctx,
+			`UPDATE judge_job SET state = 'RUNNING', node_id = ?, host_group_id = ?, session_epoch = ?,
+			   lease_epoch = lease_epoch + 1, lease_until = NOW(6) + INTERVAL ? MICROSECOND,
+			   attempt_count = attempt_count + 1, started_at = COALESCE(started_at, NOW(6)),
+			   status_version = status_version + 1, phase = NULL, progress_seq = 0, cases_done = 0,
+			   updated_at = NOW(6)
+			 WHERE id IN (`+in+`)`,
+			append([]any{sess.NodeID, groupID, sess.SessionEpoch, micros(s.cfg.LeaseTTL)}, args...)...); err != nil {
+			return fmt.Errorf("store: claim: lease: %w", err)
+		}
+		if _, err := tx.ExecContext(ctx,
+			`INSERT INTO judge_job_attempt (job_id, lease_epoch, node_id, host_group_id, session_epoch, started_at)
+			 SELECT id, lease_epoch, node_id, host_group_id, session_epoch, NOW(6) FROM judge_job WHERE id IN (`+in+`)`,
+			args...); err != nil {
+			return fmt.Errorf("store: claim: attempts: %w", err)
+		}
+		rows, err := tx.QueryContext(ctx,
+			`SELECT id, lease_epoch, TIMESTAMPDIFF(MICROSECOND, NOW(6), lease_until), kind, pool, submission_type,
+			        submission_id, generation, runtime_spec, manifest_id, request_snapshot, attempt_count
+			 FROM judge_job WHERE id IN (`+in+`) ORDER BY priority, id`, args...)
+		if err != nil {
+			return fmt.Errorf("store: claim: read back: %w", err)
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var c ClaimedJob
+			var us int64
+			if err := rows.Scan(&c.JobID, &c.LeaseEpoch, &us, &c.Kind, &c.Pool, &c.SubmissionType, &c.SubmissionID,
+				&c.Generation, &c.Language, &c.ManifestID, &c.Snapshot, &c.Attempt); err != nil {
+				return fmt.Errorf("store: claim: read back: %w", err)
+			}
+			c.LeaseRemaining = time.Duration(us) * time.Microsecond
+			out = append(out, c)
+		}
+		return rows.Err()
+	})
+	return out, err
+}
+
+// pickReady locks up to limit ready jobs of a pool (requiredNode 0 = pool
+// work, else that node's CHECK jobs), skipping rows other claimers hold. The
+// query is served by ix_job_claim for both WHERE and ORDER BY.
+func pickReady(ctx context.Context, tx *sql.Tx, pool string, requiredNode int64, limit int) ([]int64, error) {
+	rows, err := tx.QueryContext(ctx, claimQuery, pool, requiredNode, limit)
+	if err != nil {
+		return nil, fmt.Errorf("store: claim: pick: %w", err)
+	}
+	defer rows.Close()
+	var ids []int64
+	for rows.Next() {
+		var id int64
+		if err := rows.Scan(&id); err != nil {
+			return nil, fmt.Errorf("store: claim: pick: %w", err)
+		}
+		ids = append(ids, id)
+	}
+	return ids, rows.Err()
+}
+
+// claimQuery is exported to tests through ClaimQueryForExplain.
+const claimQuery = `SELECT id FROM judge_job FORCE INDEX (ix_job_claim)
+ WHERE pool = ? AND state = 'QUEUED' AND required_node_id = ? AND available_at <= NOW(6)
+ ORDER BY priority, available_at, id LIMIT ? FOR UPDATE SKIP LOCKED`
+
+// ClaimQueryForExplain is the claim's pick statement, for EXPLAIN in tests and docs.
+func ClaimQueryForExplain() string { return strings.TrimSuffix(claimQuery, " FOR UPDATE SKIP LOCKED") }
+
+type lockedNode struct {
+	hostGroupID int64
+	pool        string
+	state       NodeState
+	slots       int
+}
+
+// lockNodeForSession locks the node row and checks that the session is the
+// node's current one and the node is not revoked.
+func lockNodeForSession(ctx context.Context, tx *sql.Tx, sess NodeSession) (lockedNode, error) {
+	var n lockedNode
+	var epoch int64
+	var revoked bool
+	err := tx.QueryRowContext(ctx,
+		`SELECT host_group_id, pool, desired_state, slots, session_epoch, revoked_at IS NOT NULL
+		 FROM judge_node WHERE id = ? FOR UPDATE`, sess.NodeID).Scan(
+		&n.hostGroupID, &n.pool, &n.state, &n.slots, &epoch, &revoked)
+	if errors.Is(err, sql.ErrNoRows) {
+		return n, fmt.Errorf("node %d: %w", sess.NodeID, ErrUnauthenticated)
+	}
+	if err != nil {
+		return n, fmt.Errorf("store: lock node: %w", err)
+	}
+	if revoked {
+		return n, fmt.Errorf("node %d: %w", sess.NodeID, ErrNodeRevoked)
+	}
+	if epoch != sess.SessionEpoch {
+		return n, fmt.Errorf("node %d session %d (current %d): %w", sess.NodeID, sess.SessionEpoch, epoch, ErrSessionSuperseded)
+	}
+	return n, nil
+}
+
+// RenewItem is one lease a node wants extended, with its progress.
+type RenewItem struct {
+	JobID       int64
+	LeaseEpoch  int64
+	ProgressSeq int64
+	Phase       string // COMPILING or JUDGING; empty keeps the current one
+	CasesDone   int
+	CasesTotal  int
+}
+
+// RenewState answers one renew item.
+type RenewState string
+
+// Renew answers.
+const (
+	RenewOK        RenewState = "OK"
+	RenewLost      RenewState = "LOST"
+	RenewCancelled RenewState = "CANCELLED"
+)
+
+// RenewResult answers one RenewItem.
+type RenewResult struct {
+	JobID      int64
+	LeaseEpoch int64
+	State      RenewState
+	Remaining  time.Duration
+}
+
+// Renew extends the session's live leases in one transaction. An expired
+// lease is LOST even if not yet reaped; progress only moves forward.
+func (s *Store) Renew(ctx context.Context, sess NodeSession, items []RenewItem) ([]RenewResult, error) {
+	if len(items) == 0 {
+		return nil, nil
+	}
+	sorted := append([]RenewItem(nil), items...)
+	sort.Slice(sorted, func(i, j int) bool { return sorted[i].JobID < sorted[j].JobID })
+	results := make(map[[2]int64]RenewResult, len(items))
+	err := s.inTx(ctx, func(tx *sql.Tx) error {
+		clear(results)
+		for _, it := range sorted {
+			if it.Phase != "" && it.Phase != "COMPILING" && it.Phase != "JUDGING" {
+				return invalid("phase", "must be COMPILING or JUDGING, got %q", it.Phase)
+			}
+			// Assignments run left to right: progress_seq is updated last so
+			// the IF()s compare against the stored value.
+			r, err := tx.ExecContext(ctx,
+				`UPDATE judge_job SET lease_until = NOW(6) + INTERVAL ? MICROSECOND,
+				   phase = IF(? > progress_seq AND ? <> '', ?, phase),
+				   cases_done = IF(? > progress_seq, GREATEST(cases_done, ?), cases_done),
+				   cases_total = IF(? > progress_seq, ?, cases_total),
+				   progress_seq = GREATEST(progress_seq, ?), updated_at = NOW(6)
+				 WHERE id = ? AND state = 'RUNNING' AND node_id = ? AND session_epoch = ? AND lease_epoch = ?
+				   AND lease_until > NOW(6)
+				   AND EXISTS (SELECT 1 FROM judge_node n WHERE n.id = ? AND n.session_epoch = ? AND n.revoked_at IS NULL)`,
+				micros(s.cfg.LeaseTTL),
+				it.ProgressSeq, it.Phase, it.Phase,
+				it.ProgressSeq, it.CasesDone,
+				it.ProgressSeq, it.CasesTotal,
+				it.ProgressSeq,
+				it.JobID, sess.NodeID, sess.SessionEpoch, it.LeaseEpoch, sess.NodeID, sess.SessionEpoch)
+			if err != nil {
+				return fmt.Errorf("store: renew: %w", err)
+			}
+			key := [2]int64{it.JobID, it.LeaseEpoch}
+			if n, _ := r.RowsAffected(); n == 1 {
+				results[key] = RenewResult{JobID: it.JobID, LeaseEpoch: it.LeaseEpoch, State: RenewOK, Remaining: s.cfg.LeaseTTL}
+				continue
+			}
+			var state JobState
+			var epoch int64
+			err = tx.QueryRowContext(ctx, `SELECT state, lease_epoch FROM judge_job WHERE id = ?`, it.JobID).Scan(&state, &epoch)
+			switch {
+			case errors.Is(err, sql.ErrNoRows):
+				results[key] = RenewResult{JobID: it.JobID, LeaseEpoch: it.LeaseEpoch, State: RenewLost}
+			case err != nil:
+				return fmt.Errorf("store: renew: %w", err)
+			case state == StateCancelled && epoch == it.LeaseEpoch:
+				results[key] = RenewResult{JobID: it.JobID, LeaseEpoch: it.LeaseEpoch, State: RenewCancelled}
+			default:
+				results[key] = RenewResult{JobID: it.JobID, LeaseEpoch: it.LeaseEpoch, State: RenewLost}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]RenewResult, 0, len(items))
+	for _, it := range items {
+		out = append(out, results[[2]int64{it.JobID, it.LeaseEpoch}])
+	}
+	return out, nil
+}
+
+// inList renders "?, ?, …" and its arguments.
+func inList(ids []int64) (string, []any) {
+	args := make([]any, len(ids))
+	for i, id := range ids {
+		args[i] = id
+	}
+	return strings.TrimSuffix(strings.Repeat("?, ", len(ids)), ", "), args
+}

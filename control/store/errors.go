@@ -1,0 +1,67 @@
+package store
+
+import (
+	"errors"
+	"fmt"
+	"sync/atomic"
+)
+
+// Error classes. Callers test them with errors.Is; the HTTP layer maps each to
+// a status and machine code in one place.
+var (
+	// ErrNotFound: the named row does not exist.
+	ErrNotFound = errors.New("not found")
+	// ErrValidation: bad input; nothing was written.
+	ErrValidation = errors.New("validation failed")
+	// ErrConflict: the request conflicts with accepted state (stale revision,
+	// same identity with a different body, a state that forbids the action).
+	ErrConflict = errors.New("conflict")
+	// ErrLeaseLost: the lease is no longer this caller's.
+	ErrLeaseLost = errors.New("lease lost")
+	// ErrResultConflict: a different result was already committed for this lease.
+	ErrResultConflict = errors.New("a different result was already committed for this lease")
+	// ErrJobCancelled: the job was cancelled.
+	ErrJobCancelled = errors.New("job cancelled")
+	// ErrSuperseded: a rejudge moved the submission to a newer job.
+	ErrSuperseded = errors.New("job superseded by a rejudge")
+	// ErrUnauthenticated: unknown credential, session or token.
+	ErrUnauthenticated = errors.New("unauthenticated")
+	// ErrSessionSuperseded: a newer boot of this node opened a session.
+	ErrSessionSuperseded = errors.New("session superseded by a newer boot")
+	// ErrNodeRevoked: the node's credential was revoked.
+	ErrNodeRevoked = errors.New("node revoked")
+	// ErrJoinCodeExpired and ErrJoinCodeUsed: a join code that can no longer be used.
+	ErrJoinCodeExpired = errors.New("join code expired")
+	ErrJoinCodeUsed    = errors.New("join code already used")
+)
+
+// ValidationError names the field that failed; it matches ErrValidation.
+type ValidationError struct {
+	Field   string
+	Problem string
+}
+
+func (e *ValidationError) Error() string { return e.Field + ": " + e.Problem }
+
+// Is makes errors.Is(err, ErrValidation) true.
+func (e *ValidationError) Is(target error) bool { return target == ErrValidation }
+
+func invalid(field, format string, args ...any) error {
+	return &ValidationError{Field: field, Problem: fmt.Sprintf(format, args...)}
+}
+
+// ConflictError explains a conflict; it matches ErrConflict.
+type ConflictError struct{ Reason string }
+
+func (e *ConflictError) Error() string { return "conflict: " + e.Reason }
+
+// Is makes errors.Is(err, ErrConflict) true.
+func (e *ConflictError) Is(target error) bool { return target == ErrConflict }
+
+func conflict(format string, args ...any) error {
+	return &ConflictError{Reason: fmt.Sprintf(format, args...)}
+}
+
+type counters struct {
+	retries atomic.Int64
+}

@@ -1,0 +1,630 @@
+package store
+
+import (
+	"context"
+	"crypto/sha256"
+	"database/sql"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/kece-oj/kece/control/manifest"
+)
+
+// JobKind distinguishes business submissions from node self-checks.
+type JobKind string
+
+// Job kinds.
+const (
+	KindSubmission JobKind = "SUBMISSION"
+	KindCheck      JobKind = "CHECK"
+)
+
+// JobState is the scheduling state of a job.
+type JobState string
+
+// Job states (DESIGN §4).
+const (
+	StateQueued    JobState = "QUEUED"
+	StateRunning   JobState = "RUNNING"
+	StateCompleted JobState = "COMPLETED"
+	StateFailed    JobState = "FAILED"
+	StateCancelled JobState = "CANCELLED"
+)
+
+// Terminal reports whether no further transition is possible.
+func (s JobState) Terminal() bool {
+	return s == StateCompleted || s == StateFailed || s == StateCancelled
+}
+
+// CheckSubmissionType is the reserved submission type of CHECK jobs; business
+// types may not start with "KECE_".
+const CheckSubmissionType = "KECE_CHECK"
+
+var (
+	submissionTypeRE = regexp.MustCompile(`^[A-Z][A-Z0-9_]{0,31}$`)
+	submissionIDRE   = regexp.MustCompile(`^[A-Za-z0-9_.:-]{1,64}$`)
+)
+
+// EnqueueRequest is a business submission. The pool follows from Language,
+// the limits from the manifest; the caller chooses neither.
+type EnqueueRequest struct {
+	SubmissionType string
+	SubmissionID   string
+	Language       string
+	Source         string
+	ManifestID     int64
+	// Priority: lower runs first; 0 is normal. Range -100..100.
+	Priority int
+}
+
+// Snapshot is the frozen request a job judges; it is what nodes receive.
+type Snapshot struct {
+	Language string `json:"language"`
+	Source   string `json:"source"`
+}
+
+// EnqueueResult identifies the job that now represents the submission.
+type EnqueueResult struct {
+	JobID      int64
+	Generation int
+	State      JobState
+	// Created is false when an identical earlier enqueue is returned.
+	Created bool
+}
+
+func (r EnqueueRequest) validate(maxSnapshot int) (pool string, snapshot []byte, digest string, err error) {
+	if !submissionTypeRE.MatchString(r.SubmissionType) || strings.HasPrefix(r.SubmissionType, "KECE_") {
+		return "", nil, "", invalid("submissionType", "must match %s and not start with KECE_", submissionTypeRE)
+	}
+	if !submissionIDRE.MatchString(r.SubmissionID) {
+		return "", nil, "", invalid("submissionId", "must match %s", submissionIDRE)
+	}
+	pool, err = manifest.PoolForLanguage(r.Language)
+	if err != nil {
+		return "", nil, "", invalid("language", "%v", err)
+	}
+	if r.ManifestID <= 0 {
+		return "", nil, "", invalid("manifestId", "required")
+	}
+	if r.Priority < -100 || r.Priority > 100 {
+		return "", nil, "", invalid("priority", "must be -100..100")
+	}
+	if strings.TrimSpace(r.Source) == "" {
+		return "", nil, "", invalid("source", "must not be empty")
+	}
+	snapshot, err = json.Marshal(Snapshot{Language: r.Language, Source: r.Source})
+	if err != nil {
+		return "", nil, "", fmt.Errorf("store: snapshot: %w", err)
+	}
+	if len(snapshot) > maxSnapshot {
+		return "", nil, "", invalid("source", "request snapshot is %d bytes, above the limit of %d", len(snapshot), maxSnapshot)
+	}
+	h := sha256.New()
+	fmt.Fprintf(h, "%d\n%d\n", r.ManifestID, r.Priority)
+	h.Write(snapshot)
+	return pool, snapshot, hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// Enqueue accepts a submission: job and pointer in one transaction. Enqueuing
+// an identity that exists returns the existing current job when the request is
+// the same, and a conflict when it differs (use Rejudge for a new generation).
+func (s *Store) Enqueue(ctx context.Context, req EnqueueRequest) (EnqueueResult, error) {
+	var res EnqueueResult
+	var pool string
+	err := s.inTx(ctx, func(tx *sql.Tx) error {
+		var err error
+		res, pool, err = s.enqueueTx(ctx, tx, req)
+		return err
+	})
+	if err == nil && res.Created {
+		s.SignalPool(ctx, pool)
+	}
+	return res, err
+}
+
+// EnqueueTx enqueues inside the caller's transaction, for business backends
+// that share the database: the job exists exactly when their own transaction
+// commits. The caller must retry its whole transaction on deadlock. Waiting
+// nodes notice the job at their next poll of the pool signal (≤ ~100 ms) or,
+// if the caller calls SignalPool after commit, at once.
+func (s *Store) EnqueueTx(ctx context.Context, tx *sql.Tx, req EnqueueRequest) (EnqueueResult, error) {
+	res, _, err := s.enqueueTx(ctx, tx, req)
+	return res, err
+}
+
+func (s *Store) enqueueTx(ctx context.Context, tx *sql.Tx, req EnqueueRequest) (EnqueueResult, string, error) {
+	pool, snapshot, digest, err := req.validate(s.cfg.MaxSnapshotBytes)
+	if err != nil {
+		return EnqueueResult{}, "", err
+	}
+	var kind string
+	err = tx.QueryRowContext(ctx, `SELECT kind FROM judge_manifest WHERE id = ?`, req.ManifestID).Scan(&kind)
+	if errors.Is(err, sql.ErrNoRows) {
+		return EnqueueResult{}, "", invalid("manifestId", "manifest %d does not exist", req.ManifestID)
+	}
+	if err != nil {
+		return EnqueueResult{}, "", fmt.Errorf("store: enqueue: manifest: %w", err)
+	}
+	if err := manifest.CheckPoolKind(pool, manifest.Kind(kind)); err != nil {
+		return EnqueueResult{}, "", invalid("language", "%v", err)
+	}
+
+	// Lock (or create and lock) the pointer first: lock order pointer → job.
+	cur, gen, err := lockPointer(ctx, tx, req.SubmissionType, req.SubmissionID)
+	if err != nil {
+		return EnqueueResult{}, "", err
+	}
+	if cur != 0 {
+		var existingDigest string
+		var state JobState
+		if err := tx.QueryRowContext(ctx,
+			`SELECT request_digest, state FROM judge_job WHERE id = ?`, cur).Scan(&existingDigest, &state); err != nil {
+			return EnqueueResult{}, "", fmt.Errorf("store: enqueue: current job: %w", err)
+		}
+		if existingDigest != digest {
+			return EnqueueResult{}, "", conflict("submission %s/%s already exists with a different request; rejudge to judge it again",
+				req.SubmissionType, req.SubmissionID)
+		}
+		return EnqueueResult{JobID: cur, Generation: gen, State: state}, pool, nil
+	}
+	id, err := s.insertJob(ctx, tx, jobRow{
+		submissionType: req.SubmissionType, submissionID: req.SubmissionID, generation: 1,
+		kind: KindSubmission, pool: pool, language: req.Language, manifestID: req.ManifestID,
+		snapshot: snapshot, digest: digest, priority: req.Priority, maxAttempts: s.cfg.MaxAttempts,
+	})
+	if err != nil {
+		return EnqueueResult{}, "", err
+	}
+	if _, err := tx.ExecContext(ctx,
+		`UPDATE judge_submission SET current_job_id = ?, generation = 1, updated_at = NOW(6)
+		 WHERE submission_type = ? AND submission_id = ?`, id, req.SubmissionType, req.SubmissionID); err != nil {
+		return EnqueueResult{}, "", fmt.Errorf("store: enqueue: pointer: %w", err)
+	}
+	return EnqueueResult{JobID: id, Generation: 1, State: StateQueued, Created: true}, pool, nil
+}
+
+// lockPointer inserts the pointer row if absent and locks it. A concurrent
+// enqueue of the same identity waits here for the first to commit.
+func lockPointer(ctx context.Context, tx *sql.Tx, typ, id string) (current int64, generation int, err error) {
+	if _, err := tx.ExecContext(ctx,
+		`INSERT INTO judge_submission (submission_type, submission_id) VALUES (?, ?)
+		 ON DUPLICATE KEY UPDATE submission_type = submission_type`, typ, id); err != nil {
+		return 0, 0, fmt.Errorf("store: pointer: %w", err)
+	}
+	err = tx.QueryRowContext(ctx,
+		`SELECT current_job_id, generation FROM judge_submission
+		 WHERE submission_type = ? AND submission_id = ? FOR UPDATE`, typ, id).Scan(&current, &generation)
+	if err != nil {
+		return 0, 0, fmt.Errorf("store: pointer: %w", err)
+	}
+	return current, generation, nil
+}
+
+type jobRow struct {
+	submissionType, submissionID string
+	generation                   int
+	kind                         JobKind
+	pool, language               string
+	manifestID                   int64
+	snapshot                     []byte
+	digest                       string
+	priority, maxAttempts        int
+	requiredNode                 int64
+}
+
+func (s *Store) insertJob(ctx context.Context, tx *sql.Tx, j jobRow) (int64, error) {
+	r, err := tx.ExecContext(ctx,
+		`INSERT INTO judge_job (submission_type, submission_id, generation, kind, pool, runtime_spec,
+		   manifest_id, request_snapshot, request_digest, priority, required_node_id, state, max_attempts,
+		   available_at, created_at, updated_at)
+		 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'QUEUED', ?, NOW(6), NOW(6), NOW(6))`,
+		j.submissionType, j.submissionID, j.generation, j.kind, j.pool, j.language,
+		j.manifestID, j.snapshot, j.digest, j.priority, j.requiredNode, j.maxAttempts)
+	if err != nil {
+		return 0, fmt.Errorf("store: insert job: %w", err)
+	}
+	id, err := r.LastInsertId()
+	if err != nil {
+		return 0, fmt.Errorf("store: insert job: %w", err)
+	}
+	if s.hooks != nil && s.hooks.AfterJobInsert != nil {
+		if err := s.hooks.AfterJobInsert(); err != nil {
+			return 0, err
+		}
+	}
+	return id, nil
+}
+
+// Rejudge makes a new job with generation+1 for the submission, moves the
+// pointer to it, and cancels the old job if it had not finished. The old
+// job's lease, if any, can no longer post a result.
+func (s *Store) Rejudge(ctx context.Context, typ, id, actor, reason string) (EnqueueResult, error) {
+	var res EnqueueResult
+	var pool string
+	err := s.inTx(ctx, func(tx *sql.Tx) error {
+		var cur int64
+		var gen int
+		err := tx.QueryRowContext(ctx,
+			`SELECT current_job_id, generation FROM judge_submission
+			 WHERE submission_type = ? AND submission_id = ? FOR UPDATE`, typ, id).Scan(&cur, &gen)
+		if errors.Is(err, sql.ErrNoRows) || (err == nil && cur == 0) {
+			return fmt.Errorf("submission %s/%s: %w", typ, id, ErrNotFound)
+		}
+		if err != nil {
+			return fmt.Errorf("store: rejudge: %w", err)
+		}
+		var j jobRow
+		var state JobState
+		err = tx.QueryRowContext(ctx,
+			`SELECT kind, pool, runtime_spec, manifest_id, request_snapshot, request_digest, priority,
+			        required_node_id, max_attempts, state
+			 FROM judge_job WHERE id = ? FOR UPDATE`, cur).Scan(
+			&j.kind, &j.pool, &j.language, &j.manifestID, &j.snapshot, &j.digest, &j.priority,
+			&j.requiredNode, &j.maxAttempts, &state)
+		if err != nil {
+			return fmt.Errorf("store: rejudge: job %d: %w", cur, err)
+		}
+		if j.kind != KindSubmission {
+			return invalid("submission", "only business submissions can be rejudged")
+		}
+		if !state.Terminal() {
+			if err := cancelLocked(ctx, tx, cur, "SUPERSEDED"); err != nil {
+				return err
+			}
+		}
+		j.submissionType, j.submissionID, j.generation = typ, id, gen+1
+		j.maxAttempts = s.cfg.MaxAttempts
+		newID, err := s.insertJob(ctx, tx, j)
+		if err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx,
+			`UPDATE judge_submission SET current_job_id = ?, generation = ?, updated_at = NOW(6)
+			 WHERE submission_type = ? AND submission_id = ?`, newID, gen+1, typ, id); err != nil {
+			return fmt.Errorf("store: rejudge: pointer: %w", err)
+		}
+		if err := audit(ctx, tx, actor, "job.rejudge", 0, newID, reason, map[string]any{"previousJobId": cur}); err != nil {
+			return err
+		}
+		res = EnqueueResult{JobID: newID, Generation: gen + 1, State: StateQueued, Created: true}
+		pool = j.pool
+		return nil
+	})
+	if err == nil {
+		s.SignalPool(ctx, pool)
+	}
+	return res, err
+}
+
+// Cancel cancels the submission's current job if it has not finished. A
+// running lease learns it at its next renew (CANCELLED) or result (409).
+func (s *Store) Cancel(ctx context.Context, typ, id, actor, reason string) (JobState, error) {
+	var out JobState
+	err := s.inTx(ctx, func(tx *sql.Tx) error {
+		var cur int64
+		err := tx.QueryRowContext(ctx,
+			`SELECT current_job_id FROM judge_submission
+			 WHERE submission_type = ? AND submission_id = ? FOR UPDATE`, typ, id).Scan(&cur)
+		if errors.Is(err, sql.ErrNoRows) || (err == nil && cur == 0) {
+			return fmt.Errorf("submission %s/%s: %w", typ, id, ErrNotFound)
+		}
+		if err != nil {
+			return fmt.Errorf("store: cancel: %w", err)
+		}
+		out, err = s.cancelJobLocked(ctx, tx, cur, actor, reason)
+		return err
+	})
+	return out, err
+}
+
+// CancelJob cancels a job by id (admin). Only the submission's current job or
+// a CHECK job can be live, so the pointer is locked first all the same.
+func (s *Store) CancelJob(ctx context.Context, jobID int64, actor, reason string) (JobState, error) {
+	var out JobState
+	err := s.inTx(ctx, func(tx *sql.Tx) error {
+		var typ, id string
+		err := tx.QueryRowContext(ctx, `SELECT submission_type, submission_id FROM judge_job WHERE id = ?`, jobID).Scan(&typ, &id)
+		if errors.Is(err, sql.ErrNoRows) {
+			return fmt.Errorf("job %d: %w", jobID, ErrNotFound)
+		}
+		if err != nil {
+			return fmt.Errorf("store: cancel job: %w", err)
+		}
+		if _, _, err := lockPointer(ctx, tx, typ, id); err != nil {
+			return err
+		}
+		out, err = s.cancelJobLocked(ctx, tx, jobID, actor, reason)
+		return err
+	})
+	return out, err
+}
+
+func (s *Store) cancelJobLocked(ctx context.Context, tx *sql.Tx, jobID int64, actor, reason string) (JobState, error) {
+	var state JobState
+	if err := tx.QueryRowContext(ctx, `SELECT state FROM judge_job WHERE id = ? FOR UPDATE`, jobID).Scan(&state); err != nil {
+		return "", fmt.Errorf("store: cancel: job %d: %w", jobID, err)
+	}
+	if state.Terminal() {
+		return state, nil
+	}
+	if err := cancelLocked(ctx, tx, jobID, "CANCELLED"); err != nil {
+		return "", err
+	}
+	if err := audit(ctx, tx, actor, "job.cancel", 0, jobID, reason, nil); err != nil {
+		return "", err
+	}
+	return StateCancelled, nil
+}
+
+// cancelLocked moves a locked, live job to CANCELLED and closes its open
+// attempt with the given outcome.
+func cancelLocked(ctx context.Context, tx *sql.Tx, jobID int64, attemptOutcome string) error {
+	if _, err := tx.ExecContext(ctx,
+		`UPDATE judge_job_attempt a JOIN judge_job j ON j.id = a.job_id AND j.lease_epoch = a.lease_epoch
+		 SET a.outcome = ?, a.ended_at = NOW(6)
+		 WHERE j.id = ? AND j.state = 'RUNNING' AND a.outcome = 'RUNNING'`, attemptOutcome, jobID); err != nil {
+		return fmt.Errorf("store: cancel: attempt: %w", err)
+	}
+	if _, err := tx.ExecContext(ctx,
+		`UPDATE judge_job SET state = 'CANCELLED', status_version = status_version + 1,
+		   finished_at = NOW(6), updated_at = NOW(6), lease_until = NULL
+		 WHERE id = ?`, jobID); err != nil {
+		return fmt.Errorf("store: cancel: job: %w", err)
+	}
+	return nil
+}
+
+// SignalPool bumps the pool's wake-up sequence after a commit that made work
+// ready, so long-polls in every replica notice within one poll interval. It
+// is best effort: a failure only delays pickup until the next poll.
+func (s *Store) SignalPool(ctx context.Context, pool string) {
+	if pool == "" {
+		return
+	}
+	_, _ = s.db.ExecContext(ctx, `UPDATE judge_pool_signal SET seq = seq + 1 WHERE pool = ?`, pool)
+}
+
+// PoolSignals returns each pool's wake-up sequence (one cheap query).
+func (s *Store) PoolSignals(ctx context.Context) (map[string]int64, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT pool, seq FROM judge_pool_signal`)
+	if err != nil {
+		return nil, fmt.Errorf("store: pool signals: %w", err)
+	}
+	defer rows.Close()
+	out := make(map[string]int64, 5)
+	for rows.Next() {
+		var p string
+		var n int64
+		if err := rows.Scan(&p, &n); err != nil {
+			return nil, fmt.Errorf("store: pool signals: %w", err)
+		}
+		out[p] = n
+	}
+	return out, rows.Err()
+}
+
+// Job is a read model of one job.
+type Job struct {
+	ID             int64
+	SubmissionType string
+	SubmissionID   string
+	Generation     int
+	Kind           JobKind
+	Pool           string
+	Language       string
+	ManifestID     int64
+	Priority       int
+	State          JobState
+	StatusVersion  int64
+	Phase          string
+	CasesDone      int
+	CasesTotal     int
+	AttemptCount   int
+	MaxAttempts    int
+	RequiredNodeID int64
+	NodeID         int64
+	LeaseEpoch     int64
+	// LeaseRemaining is negative when the lease expired and is not yet reaped.
+	LeaseRemaining time.Duration
+	// AvailableIn is how long a QUEUED job still waits for its backoff.
+	AvailableIn   time.Duration
+	Verdict       string
+	Result        []byte
+	LastErrorCode string
+	CreatedAt     time.Time
+	StartedAt     *time.Time
+	FinishedAt    *time.Time
+}
+
+const jobColumns = `id, submission_type, submission_id, generation, kind, pool, runtime_spec, manifest_id, priority,
+  state, status_version, COALESCE(phase, ''), cases_done, cases_total, attempt_count, max_attempts,
+  required_node_id, COALESCE(node_id, 0), lease_epoch,
+  COALESCE(TIMESTAMPDIFF(MICROSECOND, NOW(6), lease_until), 0),
+  GREATEST(TIMESTAMPDIFF(MICROSECOND, NOW(6), available_at), 0),
+  COALESCE(verdict, ''), result, COALESCE(last_error_code, ''), created_at, started_at, finished_at`
+
+func scanJob(sc interface{ Scan(...any) error }) (Job, error) {
+	var j Job
+	var leaseUS, availUS int64
+	err := sc.Scan(&j.ID, &j.SubmissionType, &j.SubmissionID, &j.Generation, &j.Kind, &j.Pool, &j.Language,
+		&j.ManifestID, &j.Priority, &j.State, &j.StatusVersion, &j.Phase, &j.CasesDone, &j.CasesTotal,
+		&j.AttemptCount, &j.MaxAttempts, &j.RequiredNodeID, &j.NodeID, &j.LeaseEpoch, &leaseUS, &availUS,
+		&j.Verdict, &j.Result, &j.LastErrorCode, &j.CreatedAt, &j.StartedAt, &j.FinishedAt)
+	j.LeaseRemaining = time.Duration(leaseUS) * time.Microsecond
+	j.AvailableIn = time.Duration(availUS) * time.Microsecond
+	return j, err
+}
+
+// GetJob reads one job.
+func (s *Store) GetJob(ctx context.Context, id int64) (Job, error) {
+	j, err := scanJob(s.db.QueryRowContext(ctx, `SELECT `+jobColumns+` FROM judge_job WHERE id = ?`, id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return Job{}, fmt.Errorf("job %d: %w", id, ErrNotFound)
+	}
+	if err != nil {
+		return Job{}, fmt.Errorf("store: get job: %w", err)
+	}
+	return j, nil
+}
+
+// JobFilter narrows ListJobs; zero fields match everything.
+type JobFilter struct {
+	State          JobState
+	Pool           string
+	Kind           JobKind
+	SubmissionType string
+	NodeID         int64
+	// BeforeID pages backwards from an id (exclusive); 0 starts at the newest.
+	BeforeID int64
+	Limit    int
+}
+
+// ListJobs lists jobs newest first.
+func (s *Store) ListJobs(ctx context.Context, f JobFilter) ([]Job, error) {
+	q := `SELECT ` + jobColumns + ` FROM judge_job WHERE 1=1`
+	var args []any
+	add := func(cond string, v any) { q += " AND " + cond; args = append(args, v) }
+	if f.State != "" {
+		add("state = ?", f.State)
+	}
+	if f.Pool != "" {
+		add("pool = ?", f.Pool)
+	}
+	if f.Kind != "" {
+		add("kind = ?", f.Kind)
+	}
+	if f.SubmissionType != "" {
+		add("submission_type = ?", f.SubmissionType)
+	}
+	if f.NodeID != 0 {
+		add("node_id = ?", f.NodeID)
+	}
+	if f.BeforeID > 0 {
+		add("id < ?", f.BeforeID)
+	}
+	if f.Limit <= 0 || f.Limit > 500 {
+		f.Limit = 100
+	}
+	q += " ORDER BY id DESC LIMIT ?"
+	args = append(args, f.Limit)
+	rows, err := s.db.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("store: list jobs: %w", err)
+	}
+	defer rows.Close()
+	var out []Job
+	for rows.Next() {
+		j, err := scanJob(rows)
+		if err != nil {
+			return nil, fmt.Errorf("store: list jobs: %w", err)
+		}
+		out = append(out, j)
+	}
+	return out, rows.Err()
+}
+
+// Attempt is one lease of a job.
+type Attempt struct {
+	JobID         int64
+	LeaseEpoch    int64
+	NodeID        int64
+	HostGroupID   int64
+	SessionEpoch  int64
+	StartedAt     time.Time
+	EndedAt       *time.Time
+	Outcome       string
+	ErrorClass    string
+	ReceiptDigest string
+}
+
+// Attempts lists a job's attempts by lease epoch.
+func (s *Store) Attempts(ctx context.Context, jobID int64) ([]Attempt, error) {
+	return s.queryAttempts(ctx, `WHERE job_id = ? ORDER BY lease_epoch`, jobID)
+}
+
+// NodeAttempts lists a node's most recent attempts.
+func (s *Store) NodeAttempts(ctx context.Context, nodeID int64, limit int) ([]Attempt, error) {
+	return s.queryAttempts(ctx, `WHERE node_id = ? ORDER BY id DESC LIMIT ?`, nodeID, limit)
+}
+
+func (s *Store) queryAttempts(ctx context.Context, where string, args ...any) ([]Attempt, error) {
+	rows, err := s.db.QueryContext(ctx,
+		`SELECT job_id, lease_epoch, node_id, host_group_id, session_epoch, started_at, ended_at, outcome,
+		        COALESCE(error_class, ''), COALESCE(receipt_digest, '')
+		 FROM judge_job_attempt `+where, args...)
+	if err != nil {
+		return nil, fmt.Errorf("store: attempts: %w", err)
+	}
+	defer rows.Close()
+	var out []Attempt
+	for rows.Next() {
+		var a Attempt
+		if err := rows.Scan(&a.JobID, &a.LeaseEpoch, &a.NodeID, &a.HostGroupID, &a.SessionEpoch, &a.StartedAt,
+			&a.EndedAt, &a.Outcome, &a.ErrorClass, &a.ReceiptDigest); err != nil {
+			return nil, fmt.Errorf("store: attempts: %w", err)
+		}
+		out = append(out, a)
+	}
+	return out, rows.Err()
+}
+
+// BusinessStatus is the word a business backend sees for a submission.
+type BusinessStatus struct {
+	JobID      int64
+	Generation int
+	// Status: PENDING, COMPILING, JUDGING, a verdict (AC, WA, …), SYSTEM_ERROR or CANCELLED.
+	Status string
+	// WaitReason for PENDING: WAITING_FOR_WORKER or RETRY_BACKOFF.
+	WaitReason    string
+	CasesDone     int
+	CasesTotal    int
+	Result        []byte
+	StatusVersion int64
+	UpdatedAt     time.Time
+}
+
+// SubmissionStatus reads a submission through its pointer.
+func (s *Store) SubmissionStatus(ctx context.Context, typ, id string) (BusinessStatus, error) {
+	var st BusinessStatus
+	var state JobState
+	var phase, verdict sql.NullString
+	var backoffUS int64
+	err := s.db.QueryRowContext(ctx,
+		`SELECT j.id, j.generation, j.state, j.phase, j.verdict, j.cases_done, j.cases_total, j.result,
+		        j.status_version, j.updated_at, j.attempt_count,
+		        GREATEST(TIMESTAMPDIFF(MICROSECOND, NOW(6), j.available_at), 0)
+		 FROM judge_submission p JOIN judge_job j ON j.id = p.current_job_id
+		 WHERE p.submission_type = ? AND p.submission_id = ?`, typ, id).Scan(
+		&st.JobID, &st.Generation, &state, &phase, &verdict, &st.CasesDone, &st.CasesTotal, &st.Result,
+		&st.StatusVersion, &st.UpdatedAt, new(int), &backoffUS)
+	if errors.Is(err, sql.ErrNoRows) {
+		return BusinessStatus{}, fmt.Errorf("submission %s/%s: %w", typ, id, ErrNotFound)
+	}
+	if err != nil {
+		return BusinessStatus{}, fmt.Errorf("store: submission status: %w", err)
+	}
+	switch state {
+	case StateQueued:
+		st.Status, st.WaitReason = "PENDING", "WAITING_FOR_WORKER"
+		if backoffUS > 0 {
+			st.WaitReason = "RETRY_BACKOFF"
+		}
+	case StateRunning:
+		st.Status = "COMPILING"
+		if phase.String == "JUDGING" {
+			st.Status = "JUDGING"
+		}
+	case StateCompleted:
+		st.Status = verdict.String
+	case StateFailed:
+		st.Status = "SYSTEM_ERROR"
+	case StateCancelled:
+		st.Status = "CANCELLED"
+	}
+	return st, nil
+}

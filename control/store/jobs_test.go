@@ -1,0 +1,195 @@
+package store_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/kece-oj/kece/control/store"
+)
+
+func TestEnqueueIsIdempotentUnderConcurrentDuplicates(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	req := store.EnqueueRequest{SubmissionType: "ALGO", SubmissionID: "1001", Language: "cpp17", Source: "int main(){}", ManifestID: b.manifest}
+	const n = 24
+	ids := make([]int64, n)
+	created := make([]bool, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r, err := b.store.Enqueue(b.ctx, req)
+			require.NoError(t, err)
+			ids[i], created[i] = r.JobID, r.Created
+		}()
+	}
+	wg.Wait()
+	nCreated := 0
+	for i := range n {
+		require.Equal(t, ids[0], ids[i], "every duplicate enqueue returns the same job")
+		if created[i] {
+			nCreated++
+		}
+	}
+	require.Equal(t, 1, nCreated)
+	require.Equal(t, 1, b.count(t, `SELECT COUNT(*) FROM judge_job WHERE submission_type = 'ALGO' AND submission_id = '1001'`))
+
+	// Same identity, different request: a conflict, nothing written.
+	req.Source = "int main(){return 1;}"
+	_, err := b.store.Enqueue(b.ctx, req)
+	require.ErrorIs(t, err, store.ErrConflict)
+	require.Equal(t, 1, b.count(t, `SELECT COUNT(*) FROM judge_job`))
+}
+
+// T02: a failure in the middle of enqueue leaves nothing behind.
+func TestEnqueueFailureLeavesNothing(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	boom := errors.New("injected failure after job insert")
+	failing := b.store.WithHooks(&store.Hooks{AfterJobInsert: func() error { return boom }})
+	_, err := failing.Enqueue(b.ctx, store.EnqueueRequest{SubmissionType: "ALGO", SubmissionID: "7", Language: "cpp17", Source: "x", ManifestID: b.manifest})
+	require.ErrorIs(t, err, boom)
+	require.Equal(t, 0, b.count(t, `SELECT COUNT(*) FROM judge_job`))
+	require.Equal(t, 0, b.count(t, `SELECT COUNT(*) FROM judge_submission`))
+
+	// EnqueueTx joins the caller's transaction: a rollback takes the job with it.
+	tx, err := b.db.BeginTx(b.ctx, nil)
+	require.NoError(t, err)
+	r, err := b.store.EnqueueTx(b.ctx, tx, store.EnqueueRequest{SubmissionType: "ALGO", SubmissionID: "8", Language: "cpp17", Source: "x", ManifestID: b.manifest})
+	require.NoError(t, err)
+	require.True(t, r.Created)
+	require.NoError(t, tx.Rollback())
+	require.Equal(t, 0, b.count(t, `SELECT COUNT(*) FROM judge_job`))
+
+	// And a commit makes it claimable.
+	tx, err = b.db.BeginTx(b.ctx, nil)
+	require.NoError(t, err)
+	r, err = b.store.EnqueueTx(b.ctx, tx, store.EnqueueRequest{SubmissionType: "ALGO", SubmissionID: "8", Language: "cpp17", Source: "x", ManifestID: b.manifest})
+	require.NoError(t, err)
+	require.NoError(t, tx.Commit())
+	g := b.group(t, 4)
+	sess := b.node(t, "cpp", g.ID, 2, true)
+	jobs, err := b.store.Claim(b.ctx, sess.NodeSession, 2)
+	require.NoError(t, err)
+	require.Len(t, jobs, 1)
+	require.Equal(t, r.JobID, jobs[0].JobID)
+}
+
+func TestEnqueueRejectsBadInputAndWritesNothing(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ok := store.EnqueueRequest{SubmissionType: "ALGO", SubmissionID: "1", Language: "cpp17", Source: "x", ManifestID: b.manifest}
+	cases := map[string]func(r *store.EnqueueRequest){
+		"unknown language (pool)": func(r *store.EnqueueRequest) { r.Language = "cobol" },
+		"missing manifest":        func(r *store.EnqueueRequest) { r.ManifestID = 999999 },
+		"no manifest":             func(r *store.EnqueueRequest) { r.ManifestID = 0 },
+		"priority out of range":   func(r *store.EnqueueRequest) { r.Priority = -1000 },
+		"oversized snapshot":      func(r *store.EnqueueRequest) { r.Source = strings.Repeat("x", store.MaxSnapshotBytesDefault+1) },
+		"empty source":            func(r *store.EnqueueRequest) { r.Source = "  " },
+		"bad submission type":     func(r *store.EnqueueRequest) { r.SubmissionType = "algo" },
+		"reserved type":           func(r *store.EnqueueRequest) { r.SubmissionType = "KECE_CHECK" },
+		"bad submission id":       func(r *store.EnqueueRequest) { r.SubmissionID = "a b" },
+		"sql against code tests":  func(r *store.EnqueueRequest) { r.Language = "mysql" },
+	}
+	for name, mutate := range cases {
+		r := ok
+		mutate(&r)
+		_, err := b.store.Enqueue(b.ctx, r)
+		require.ErrorIs(t, err, store.ErrValidation, name)
+		var ve *store.ValidationError
+		require.ErrorAs(t, err, &ve, name)
+		require.NotEmpty(t, ve.Field, name)
+	}
+	require.Equal(t, 0, b.count(t, `SELECT COUNT(*) FROM judge_job`))
+	require.Equal(t, 0, b.count(t, `SELECT COUNT(*) FROM judge_submission`))
+}
+
+// T05: the same numeric id under two submission types stays two submissions.
+func TestSameNumberDifferentTypesStaySeparate(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	algo := b.enqueue(t, "ALGO", "42")
+	dbReq := store.EnqueueRequest{SubmissionType: "DATABASE", SubmissionID: "42", Language: "mysql", Source: "SELECT 1", ManifestID: b.sqlMan}
+	database, err := b.store.Enqueue(b.ctx, dbReq)
+	require.NoError(t, err)
+	require.NotEqual(t, algo.JobID, database.JobID)
+
+	g := b.group(t, 4)
+	cpp := b.node(t, "cpp", g.ID, 2, true)
+	jobs, err := b.store.Claim(b.ctx, cpp.NodeSession, 2)
+	require.NoError(t, err)
+	require.Len(t, jobs, 1, "the cpp node only sees the ALGO job")
+	require.Equal(t, algo.JobID, jobs[0].JobID)
+	_, err = b.store.Complete(b.ctx, cpp.NodeSession, jobs[0].JobID, jobs[0].LeaseEpoch, waResult())
+	require.NoError(t, err)
+
+	st, err := b.store.SubmissionStatus(b.ctx, "ALGO", "42")
+	require.NoError(t, err)
+	require.Equal(t, "WA", st.Status)
+	st, err = b.store.SubmissionStatus(b.ctx, "DATABASE", "42")
+	require.NoError(t, err)
+	require.Equal(t, "PENDING", st.Status)
+	require.Equal(t, "WAITING_FOR_WORKER", st.WaitReason)
+	require.Equal(t, database.JobID, st.JobID)
+}
+
+func TestClaimUsesTheClaimIndexForWhereAndOrder(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	for i := range 50 {
+		b.enqueue(t, "ALGO", "e"+string(rune('a'+i%26))+string(rune('a'+i/26)))
+	}
+	rows, err := b.db.QueryContext(b.ctx, "EXPLAIN "+store.ClaimQueryForExplain(), "cpp", 0, 8)
+	require.NoError(t, err)
+	defer rows.Close()
+	cols, err := rows.Columns()
+	require.NoError(t, err)
+	require.True(t, rows.Next())
+	vals := make([]any, len(cols))
+	ptrs := make([]any, len(cols))
+	for i := range vals {
+		ptrs[i] = &vals[i]
+	}
+	require.NoError(t, rows.Scan(ptrs...))
+	plan := map[string]string{}
+	for i, c := range cols {
+		if b, ok := vals[i].([]byte); ok {
+			plan[c] = string(b)
+		}
+	}
+	require.Equal(t, "ix_job_claim", plan["key"], "plan: %v", plan)
+	require.Equal(t, "ref", plan["type"], "equality on pool, state, required_node_id: %v", plan)
+	require.NotContains(t, plan["Extra"], "filesort", "ORDER BY must be served by the index: %v", plan)
+	require.False(t, rows.Next(), "one table, one row of plan")
+}
+
+func TestRejudgeAndCancel(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	first := b.enqueue(t, "ALGO", "5")
+	r, err := b.store.Rejudge(b.ctx, "ALGO", "5", "admin", "new tests")
+	require.NoError(t, err)
+	require.Equal(t, 2, r.Generation)
+	old, err := b.store.GetJob(b.ctx, first.JobID)
+	require.NoError(t, err)
+	require.Equal(t, store.StateCancelled, old.State, "a queued old generation is cancelled")
+
+	st, err := b.store.Cancel(b.ctx, "ALGO", "5", "admin", "withdrawn")
+	require.NoError(t, err)
+	require.Equal(t, store.StateCancelled, st)
+	s, err := b.store.SubmissionStatus(b.ctx, "ALGO", "5")
+	require.NoError(t, err)
+	require.Equal(t, "CANCELLED", s.Status)
+	require.Equal(t, r.JobID, s.JobID)
+
+	_, err = b.store.Cancel(b.ctx, "ALGO", "nope", "admin", "")
+	require.ErrorIs(t, err, store.ErrNotFound)
+	_, err = b.store.Rejudge(context.Background(), "ALGO", "nope", "admin", "")
+	require.ErrorIs(t, err, store.ErrNotFound)
+}

@@ -1,0 +1,222 @@
+// Package store is the control plane's scheduling core: every SQL statement
+// about host groups, nodes, submissions, jobs, attempts, manifests and
+// settlement events lives here, one file per aggregate. Each operation is one
+// short transaction that takes locks in the order
+//
+//	host group → node → submission pointer → job → attempt
+//
+// and only the locks it needs. Deadlocks (1213) and lock-wait timeouts (1205)
+// are retried a bounded number of times. All scheduling times come from the
+// database clock (NOW(6)); callers are given durations, never instants.
+//
+// The store knows nothing about HTTP, nodes' processes or engines.
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+)
+
+// Defaults for Config.
+const (
+	LeaseTTLDefault         = 60 * time.Second
+	MaxAttemptsDefault      = 3
+	BackoffBaseDefault      = 2 * time.Second
+	BackoffMaxDefault       = 60 * time.Second
+	ClaimBatchMaxDefault    = 16
+	MaxSnapshotBytesDefault = 512 << 10
+	TxRetriesDefault        = 8
+	JoinCodeTTLDefault      = 10 * time.Minute
+	OfflineAfterDefault     = 30 * time.Second
+	ReapBatchDefault        = 100
+	MaxResultBytesDefault   = 1 << 20
+)
+
+// Config tunes the store. Zero fields take their defaults in New.
+type Config struct {
+	LeaseTTL         time.Duration
+	MaxAttempts      int
+	BackoffBase      time.Duration
+	BackoffMax       time.Duration
+	ClaimBatchMax    int
+	MaxSnapshotBytes int
+	MaxResultBytes   int
+	TxRetries        int
+	JoinCodeTTL      time.Duration
+	OfflineAfter     time.Duration
+	ReapBatch        int
+}
+
+func (c *Config) setDefaults() {
+	if c.LeaseTTL == 0 {
+		c.LeaseTTL = LeaseTTLDefault
+	}
+	if c.MaxAttempts == 0 {
+		c.MaxAttempts = MaxAttemptsDefault
+	}
+	if c.BackoffBase == 0 {
+		c.BackoffBase = BackoffBaseDefault
+	}
+	if c.BackoffMax == 0 {
+		c.BackoffMax = BackoffMaxDefault
+	}
+	if c.ClaimBatchMax == 0 {
+		c.ClaimBatchMax = ClaimBatchMaxDefault
+	}
+	if c.MaxSnapshotBytes == 0 {
+		c.MaxSnapshotBytes = MaxSnapshotBytesDefault
+	}
+	if c.MaxResultBytes == 0 {
+		c.MaxResultBytes = MaxResultBytesDefault
+	}
+	if c.TxRetries == 0 {
+		c.TxRetries = TxRetriesDefault
+	}
+	if c.JoinCodeTTL == 0 {
+		c.JoinCodeTTL = JoinCodeTTLDefault
+	}
+	if c.OfflineAfter == 0 {
+		c.OfflineAfter = OfflineAfterDefault
+	}
+	if c.ReapBatch == 0 {
+		c.ReapBatch = ReapBatchDefault
+	}
+}
+
+// Validate refuses nonsensical settings.
+func (c Config) Validate() error {
+	switch {
+	case c.LeaseTTL < time.Second:
+		return fmt.Errorf("store config: lease TTL %s is below 1s", c.LeaseTTL)
+	case c.MaxAttempts < 1 || c.MaxAttempts > 100:
+		return fmt.Errorf("store config: max attempts %d must be 1..100", c.MaxAttempts)
+	case c.BackoffBase <= 0 || c.BackoffMax < c.BackoffBase:
+		return fmt.Errorf("store config: backoff base %s / max %s must be positive and base ≤ max", c.BackoffBase, c.BackoffMax)
+	case c.ClaimBatchMax < 1 || c.ClaimBatchMax > 64:
+		return fmt.Errorf("store config: claim batch max %d must be 1..64", c.ClaimBatchMax)
+	case c.MaxSnapshotBytes < 1024:
+		return fmt.Errorf("store config: max snapshot bytes %d is below 1 KiB", c.MaxSnapshotBytes)
+	case c.TxRetries < 1:
+		return fmt.Errorf("store config: tx retries %d must be positive", c.TxRetries)
+	case c.JoinCodeTTL < time.Second:
+		return fmt.Errorf("store config: join code TTL %s is below 1s", c.JoinCodeTTL)
+	case c.OfflineAfter < time.Second:
+		return fmt.Errorf("store config: offline-after %s is below 1s", c.OfflineAfter)
+	case c.ReapBatch < 1:
+		return fmt.Errorf("store config: reap batch %d must be positive", c.ReapBatch)
+	}
+	return nil
+}
+
+// Store is the scheduling core over one MySQL primary. It is safe for
+// concurrent use, and several Stores (control replicas) may share a database.
+type Store struct {
+	db  *sql.DB
+	cfg Config
+	// stats counts retried deadlocks/lock waits for benchmarks and metrics.
+	stats *counters
+	// hooks are test-only fault injection points; nil in production.
+	hooks *Hooks
+}
+
+// Hooks are fault-injection points for tests.
+type Hooks struct {
+	// AfterJobInsert runs inside the enqueue transaction after the job row is
+	// written; an error aborts the transaction.
+	AfterJobInsert func() error
+}
+
+// New returns a store over db.
+func New(db *sql.DB, cfg Config) (*Store, error) {
+	cfg.setDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	return &Store{db: db, cfg: cfg, stats: &counters{}}, nil
+}
+
+// WithHooks returns a copy of s that runs the given test hooks.
+func (s *Store) WithHooks(h *Hooks) *Store {
+	c := *s
+	c.hooks = h
+	return &c
+}
+
+// DB returns the underlying pool (for health checks).
+func (s *Store) DB() *sql.DB { return s.db }
+
+// Config returns the effective configuration.
+func (s *Store) Config() Config { return s.cfg }
+
+// RetriedTransactions returns how many transactions were retried after a
+// deadlock or lock-wait timeout since the store was created.
+func (s *Store) RetriedTransactions() int64 { return s.stats.retries.Load() }
+
+// inTx runs fn in a transaction, retrying the whole transaction on deadlock
+// (1213) and lock-wait timeout (1205) with jittered backoff.
+func (s *Store) inTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
+	var err error
+	for attempt := 0; attempt < s.cfg.TxRetries; attempt++ {
+		err = s.tryTx(ctx, fn)
+		if err == nil || !retryable(err) {
+			return err
+		}
+		s.stats.retries.Add(1)
+		d := time.Duration(1+rand.IntN(5<<attempt)) * time.Millisecond
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(d):
+		}
+	}
+	return fmt.Errorf("store: transaction still conflicting after %d tries: %w", s.cfg.TxRetries, err)
+}
+
+func (s *Store) tryTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
+	// READ COMMITTED on every transaction regardless of the server default:
+	// counts taken after a lock must see the latest commits, not a snapshot
+	// taken before the lock was granted.
+	tx, err := s.db.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
+	if err != nil {
+		return fmt.Errorf("store: begin: %w", err)
+	}
+	if err := fn(tx); err != nil {
+		_ = tx.Rollback()
+		return err
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("store: commit: %w", err)
+	}
+	return nil
+}
+
+func retryable(err error) bool {
+	var me *mysql.MySQLError
+	if errors.As(err, &me) {
+		return me.Number == 1213 || me.Number == 1205
+	}
+	return false
+}
+
+func isDuplicate(err error) bool {
+	var me *mysql.MySQLError
+	return errors.As(err, &me) && me.Number == 1062
+}
+
+// backoff is the capped exponential delay before retry number n (1-based).
+func (s *Store) backoff(n int) time.Duration {
+	d := s.cfg.BackoffBase
+	for i := 1; i < n && d < s.cfg.BackoffMax; i++ {
+		d *= 2
+	}
+	return min(d, s.cfg.BackoffMax)
+}
+
+// micros renders a duration for INTERVAL … MICROSECOND.
+func micros(d time.Duration) int64 { return d.Microseconds() }
