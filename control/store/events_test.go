@@ -1,0 +1,127 @@
+package store_test
+
+import (
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/kece-oj/kece/control/store"
+)
+
+func (b *testBundle) settleJobs(t *testing.T, n int) {
+	t.Helper()
+	g := b.group(t, 64)
+	sess := b.node(t, "cpp", g.ID, 16, true)
+	for i := range n {
+		b.enqueue(t, "ALGO", fmt.Sprintf("ev-%d", i))
+	}
+	for done := 0; done < n; {
+		got, err := b.store.Claim(b.ctx, sess.NodeSession, 16)
+		require.NoError(t, err)
+		for _, c := range got {
+			_, err := b.store.Complete(b.ctx, sess.NodeSession, c.JobID, c.LeaseEpoch, acResult())
+			require.NoError(t, err)
+			done++
+		}
+	}
+}
+
+// T23 (events): two consumers in two replicas race: every event is
+// delivered, none is acknowledged twice.
+func TestTwoConsumersRacingSkipNothingAndAckOnce(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	const n = 60
+	b.settleJobs(t, n)
+	replicas := []*store.Store{b.store, b.secondReplica(t)}
+	var mu sync.Mutex
+	acked := map[int64]string{}
+	var wg sync.WaitGroup
+	for i, st := range replicas {
+		consumer := fmt.Sprintf("business-%d", i)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				evs, err := st.ClaimEvents(b.ctx, consumer, 7, time.Minute)
+				require.NoError(t, err)
+				if len(evs) == 0 {
+					return
+				}
+				ids := make([]int64, len(evs))
+				for i, e := range evs {
+					ids[i] = e.ID
+					require.Equal(t, store.SettledEventType, e.EventType)
+				}
+				k, err := st.AckEvents(b.ctx, consumer, ids)
+				require.NoError(t, err)
+				require.Equal(t, len(ids), k)
+				mu.Lock()
+				for _, id := range ids {
+					if prev, dup := acked[id]; dup {
+						t.Errorf("event %d acknowledged by %s and %s", id, prev, consumer)
+					}
+					acked[id] = consumer
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	require.Len(t, acked, n)
+	require.Equal(t, n, b.count(t, `SELECT COUNT(*) FROM judge_settlement_event WHERE state = 'DELIVERED'`))
+}
+
+// An event whose consumer lease runs out is delivered again, and the late
+// ack of the first consumer no longer counts.
+func TestUnackedEventIsRedelivered(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.settleJobs(t, 1)
+	evs, err := b.store.ClaimEvents(b.ctx, "a", 10, time.Second)
+	require.NoError(t, err)
+	require.Len(t, evs, 1)
+	none, err := b.store.ClaimEvents(b.ctx, "b", 10, time.Second)
+	require.NoError(t, err)
+	require.Empty(t, none, "leased to a")
+	_, err = b.db.ExecContext(b.ctx, `UPDATE judge_settlement_event SET next_attempt_at = NOW(6) - INTERVAL 1 SECOND`)
+	require.NoError(t, err)
+	again, err := b.store.ClaimEvents(b.ctx, "b", 10, time.Second)
+	require.NoError(t, err)
+	require.Len(t, again, 1)
+	require.Equal(t, evs[0].ID, again[0].ID)
+	require.Equal(t, 2, again[0].DeliveryAttempt)
+	k, err := b.store.AckEvents(b.ctx, "a", []int64{evs[0].ID})
+	require.NoError(t, err)
+	require.Zero(t, k, "a's lease is gone")
+	k, err = b.store.AckEvents(b.ctx, "b", []int64{evs[0].ID})
+	require.NoError(t, err)
+	require.Equal(t, 1, k)
+}
+
+// An event whose id commits after a higher id was consumed is still delivered:
+// the feed is leased rows, not an id cursor.
+func TestLateCommittingEventIsNotSkipped(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	tx, err := b.db.BeginTx(b.ctx, nil)
+	require.NoError(t, err)
+	_, err = tx.ExecContext(b.ctx,
+		`INSERT INTO judge_settlement_event (job_id, event_type, submission_type, submission_id, generation, payload)
+		 VALUES (1000001, 'SETTLED', 'ALGO', 'late', 1, '{}')`)
+	require.NoError(t, err) // holds the lower id, not yet committed
+	b.settleJobs(t, 1)      // a higher id commits first
+	evs, err := b.store.ClaimEvents(b.ctx, "c", 10, time.Minute)
+	require.NoError(t, err)
+	require.Len(t, evs, 1)
+	_, err = b.store.AckEvents(b.ctx, "c", []int64{evs[0].ID})
+	require.NoError(t, err)
+	require.NoError(t, tx.Commit())
+	late, err := b.store.ClaimEvents(b.ctx, "c", 10, time.Minute)
+	require.NoError(t, err)
+	require.Len(t, late, 1)
+	require.Less(t, late[0].ID, evs[0].ID, "the late row has the lower id and is still delivered")
+}

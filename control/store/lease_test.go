@@ -1,0 +1,494 @@
+package store_test
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/kece-oj/kece/control/store"
+)
+
+// T04: many nodes on two replicas race for the same jobs. Every job is leased
+// exactly once, and node and host-group capacity are never exceeded at any
+// sampled instant while the race runs.
+func TestConcurrentClaimsNeverExceedCapacity(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	replicas := []*store.Store{b.store, b.secondReplica(t)}
+	type nodeInfo struct {
+		sess  store.Session
+		group store.HostGroup
+		slots int
+	}
+	gA, gB := b.group(t, 5), b.group(t, 4)
+	var nodes []nodeInfo
+	for i := range 3 {
+		nodes = append(nodes, nodeInfo{b.node(t, "cpp", gA.ID, 3, true), gA, 3})
+		_ = i
+	}
+	for range 2 {
+		nodes = append(nodes, nodeInfo{b.node(t, "cpp", gB.ID, 4, true), gB, 4})
+	}
+	const jobs = 80
+	for i := range jobs {
+		b.enqueue(t, "ALGO", fmt.Sprintf("t04-%d", i))
+	}
+
+	ctx, cancel := context.WithCancel(b.ctx)
+	defer cancel()
+	var violations atomic.Int64
+	var samples atomic.Int64
+	var samplerDone sync.WaitGroup
+	samplerDone.Add(1)
+	go func() {
+		defer samplerDone.Done()
+		for ctx.Err() == nil {
+			rows, err := b.db.QueryContext(ctx,
+				`SELECT n.id, n.slots, g.slot_capacity, n.host_group_id,
+				        (SELECT COUNT(*) FROM judge_job j WHERE j.node_id = n.id AND j.state = 'RUNNING'),
+				        (SELECT COUNT(*) FROM judge_job j WHERE j.host_group_id = n.host_group_id AND j.state = 'RUNNING')
+				 FROM judge_node n JOIN judge_host_group g ON g.id = n.host_group_id`)
+			if err != nil {
+				return
+			}
+			for rows.Next() {
+				var id, slots, capacity, gid, nodeBusy, groupBusy int
+				if rows.Scan(&id, &slots, &capacity, &gid, &nodeBusy, &groupBusy) == nil &&
+					(nodeBusy > slots || groupBusy > capacity) {
+					violations.Add(1)
+				}
+			}
+			rows.Close()
+			samples.Add(1)
+		}
+	}()
+
+	var done atomic.Int64
+	var wg sync.WaitGroup
+	for i, n := range nodes {
+		for w := range 3 { // three claim loops per node, alternating replicas
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				st := replicas[(i+w)%2]
+				for done.Load() < jobs && ctx.Err() == nil {
+					got, err := st.Claim(ctx, n.sess.NodeSession, 2)
+					if err != nil {
+						t.Errorf("claim: %v", err)
+						return
+					}
+					for _, j := range got {
+						time.Sleep(time.Duration(rand.IntN(3)) * time.Millisecond)
+						r, err := st.Complete(ctx, n.sess.NodeSession, j.JobID, j.LeaseEpoch, acResult())
+						if err != nil || r.Disposition != store.Accepted {
+							t.Errorf("complete %d: %v %v", j.JobID, r, err)
+							return
+						}
+						done.Add(1)
+					}
+					if len(got) == 0 {
+						time.Sleep(time.Millisecond)
+					}
+				}
+			}()
+		}
+	}
+	wg.Wait()
+	cancel()
+	samplerDone.Wait()
+	require.EqualValues(t, jobs, done.Load())
+	require.Zero(t, violations.Load(), "capacity exceeded at a sampled instant")
+	require.Positive(t, samples.Load())
+	require.Equal(t, jobs, b.count(t, `SELECT COUNT(*) FROM judge_job WHERE kind = 'SUBMISSION' AND state = 'COMPLETED'`))
+	require.Equal(t, 0, b.count(t,
+		`SELECT COUNT(*) FROM (SELECT job_id FROM judge_job_attempt a JOIN judge_job j ON j.id = a.job_id
+		  WHERE j.kind = 'SUBMISSION' GROUP BY job_id HAVING COUNT(*) <> 1) x`), "each job leased exactly once")
+	require.Equal(t, jobs, b.count(t, `SELECT COUNT(*) FROM judge_settlement_event`))
+	t.Logf("capacity samples=%d retried_tx=%d", samples.Load(), b.store.RetriedTransactions())
+}
+
+// T06: a claim whose response is lost. The lease keeps the job and the slot
+// until it expires; then the reaper requeues it and another node claims it
+// with a higher lease epoch; the attempt history shows both.
+func TestLostClaimResponseIsReapedAndReclaimed(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	g := b.group(t, 4)
+	n1 := b.node(t, "cpp", g.ID, 1, true)
+	n2 := b.node(t, "cpp", g.ID, 1, true)
+	job := b.enqueue(t, "ALGO", "t06")
+	other := b.enqueue(t, "ALGO", "t06-other")
+
+	lost, err := b.store.Claim(b.ctx, n1.NodeSession, 1) // the response never reaches n1
+	require.NoError(t, err)
+	require.Len(t, lost, 1)
+	require.Equal(t, job.JobID, lost[0].JobID)
+
+	// While the lease lives nobody else gets it, and n1's only slot stays taken.
+	got, err := b.store.Claim(b.ctx, n1.NodeSession, 1)
+	require.NoError(t, err)
+	require.Empty(t, got, "n1's slot is still held by the lost lease")
+	got, err = b.store.Claim(b.ctx, n2.NodeSession, 1)
+	require.NoError(t, err)
+	require.Len(t, got, 1)
+	require.Equal(t, other.JobID, got[0].JobID, "n2 gets the other job, never the leased one")
+	_, err = b.store.Complete(b.ctx, n2.NodeSession, other.JobID, got[0].LeaseEpoch, acResult())
+	require.NoError(t, err)
+	st, err := b.store.Reap(b.ctx)
+	require.NoError(t, err)
+	require.Zero(t, st.Requeued, "a live lease is never reaped")
+
+	b.expireLease(t, job.JobID)
+	st, err = b.store.Reap(b.ctx)
+	require.NoError(t, err)
+	require.Equal(t, 1, st.Requeued)
+	again := b.claimEventually(t, b.store, n2.NodeSession)
+	require.Equal(t, job.JobID, again.JobID)
+	require.Greater(t, again.LeaseEpoch, lost[0].LeaseEpoch)
+	_, err = b.store.Complete(b.ctx, n2.NodeSession, job.JobID, again.LeaseEpoch, acResult())
+	require.NoError(t, err)
+
+	atts, err := b.store.Attempts(b.ctx, job.JobID)
+	require.NoError(t, err)
+	require.Len(t, atts, 2)
+	require.Equal(t, n1.NodeID, atts[0].NodeID)
+	require.Equal(t, "EXPIRED", atts[0].Outcome)
+	require.Equal(t, n2.NodeID, atts[1].NodeID)
+	require.Equal(t, "COMPLETED", atts[1].Outcome)
+}
+
+// T07: a result whose ACK was lost is sent again: ALREADY_COMMITTED, one
+// settlement event; a different payload for the same lease is a conflict.
+func TestDuplicateResultIsAlreadyCommitted(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	g := b.group(t, 4)
+	n := b.node(t, "cpp", g.ID, 2, true)
+	job := b.enqueue(t, "ALGO", "t07")
+	c := b.claimEventually(t, b.store, n.NodeSession)
+	r1, err := b.store.Complete(b.ctx, n.NodeSession, job.JobID, c.LeaseEpoch, waResult())
+	require.NoError(t, err)
+	require.Equal(t, store.Accepted, r1.Disposition)
+	r2, err := b.store.Complete(b.ctx, n.NodeSession, job.JobID, c.LeaseEpoch, waResult())
+	require.NoError(t, err)
+	require.Equal(t, store.AlreadyCommitted, r2.Disposition)
+	require.Equal(t, store.StateCompleted, r2.JobState)
+	_, err = b.store.Complete(b.ctx, n.NodeSession, job.JobID, c.LeaseEpoch, acResult())
+	require.ErrorIs(t, err, store.ErrResultConflict)
+	require.Equal(t, 1, b.count(t, `SELECT COUNT(*) FROM judge_settlement_event WHERE job_id = ?`, job.JobID))
+	s, err := b.store.SubmissionStatus(b.ctx, "ALGO", "t07")
+	require.NoError(t, err)
+	require.Equal(t, "WA", s.Status)
+}
+
+// T08: a stale lease (expired, re-claimed by another node) posts its result:
+// refused; the new lease's result stands.
+func TestStaleLeaseResultIsRefused(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	g := b.group(t, 4)
+	n1 := b.node(t, "cpp", g.ID, 1, true)
+	n2 := b.node(t, "cpp", g.ID, 1, true)
+	job := b.enqueue(t, "ALGO", "t08")
+	c1 := b.claimEventually(t, b.store, n1.NodeSession)
+	// n1's renewals stop reaching the server; its lease expires.
+	b.expireLease(t, job.JobID)
+	rr, err := b.store.Renew(b.ctx, n1.NodeSession, []store.RenewItem{{JobID: job.JobID, LeaseEpoch: c1.LeaseEpoch, ProgressSeq: 1}})
+	require.NoError(t, err)
+	require.Equal(t, store.RenewLost, rr[0].State, "an expired lease is lost even before it is reaped")
+	_, err = b.store.Reap(b.ctx)
+	require.NoError(t, err)
+	c2 := b.claimEventually(t, b.store, n2.NodeSession)
+	require.Equal(t, job.JobID, c2.JobID)
+
+	_, err = b.store.Complete(b.ctx, n1.NodeSession, job.JobID, c1.LeaseEpoch, acResult())
+	require.ErrorIs(t, err, store.ErrLeaseLost)
+	r, err := b.store.Complete(b.ctx, n2.NodeSession, job.JobID, c2.LeaseEpoch, waResult())
+	require.NoError(t, err)
+	require.Equal(t, store.Accepted, r.Disposition)
+	// n1 trying n2's epoch is refused too: the lease is (node, session, epoch).
+	_, err = b.store.Complete(b.ctx, n1.NodeSession, job.JobID, c2.LeaseEpoch, waResult())
+	require.ErrorIs(t, err, store.ErrLeaseLost)
+	s, err := b.store.SubmissionStatus(b.ctx, "ALGO", "t08")
+	require.NoError(t, err)
+	require.Equal(t, "WA", s.Status)
+}
+
+// T09: repeated lease expiry ends in FAILED after max attempts; the business
+// sees SYSTEM_ERROR; every attempt is recorded; one settlement event.
+func TestRepeatedExpiryFailsAfterMaxAttempts(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	g := b.group(t, 4)
+	n := b.node(t, "cpp", g.ID, 1, true)
+	job := b.enqueue(t, "ALGO", "t09")
+	for i := 1; i <= 3; i++ {
+		c := b.claimEventually(t, b.store, n.NodeSession)
+		require.EqualValues(t, i, c.Attempt)
+		b.expireLease(t, job.JobID)
+		st, err := b.store.Reap(b.ctx)
+		require.NoError(t, err)
+		if i < 3 {
+			require.Equal(t, 1, st.Requeued)
+			s, err := b.store.SubmissionStatus(b.ctx, "ALGO", "t09")
+			require.NoError(t, err)
+			require.Equal(t, "PENDING", s.Status)
+		} else {
+			require.Equal(t, 1, st.Failed)
+		}
+	}
+	s, err := b.store.SubmissionStatus(b.ctx, "ALGO", "t09")
+	require.NoError(t, err)
+	require.Equal(t, "SYSTEM_ERROR", s.Status)
+	atts, err := b.store.Attempts(b.ctx, job.JobID)
+	require.NoError(t, err)
+	require.Len(t, atts, 3)
+	for _, a := range atts {
+		require.Equal(t, "EXPIRED", a.Outcome)
+	}
+	require.Equal(t, 1, b.count(t, `SELECT COUNT(*) FROM judge_settlement_event WHERE job_id = ?`, job.JobID))
+	got, err := b.store.Claim(b.ctx, n.NodeSession, 1)
+	require.NoError(t, err)
+	require.Empty(t, got, "terminal jobs are never claimed again")
+}
+
+// Infrastructure errors retry with backoff, then fail; user verdicts never retry.
+func TestInfrastructureErrorRetriesWithBackoffThenFails(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	g := b.group(t, 4)
+	n := b.node(t, "cpp", g.ID, 1, true)
+	job := b.enqueue(t, "ALGO", "infra")
+	for i := 1; i <= 3; i++ {
+		c := b.claimEventually(t, b.store, n.NodeSession)
+		r, err := b.store.Complete(b.ctx, n.NodeSession, job.JobID, c.LeaseEpoch, infraResult())
+		require.NoError(t, err)
+		if i < 3 {
+			require.Equal(t, store.StateQueued, r.JobState)
+		} else {
+			require.Equal(t, store.StateFailed, r.JobState)
+		}
+	}
+	j, err := b.store.GetJob(b.ctx, job.JobID)
+	require.NoError(t, err)
+	require.Equal(t, "DAEMON_UNREACHABLE", j.LastErrorCode)
+	atts, err := b.store.Attempts(b.ctx, job.JobID)
+	require.NoError(t, err)
+	require.Len(t, atts, 3)
+	require.Equal(t, "INFRA_ERROR", atts[0].Outcome)
+	require.Equal(t, "DAEMON_UNREACHABLE", atts[0].ErrorClass)
+}
+
+// T10: drain and resize while jobs run: no new claims beyond the new limit;
+// running jobs finish and settle.
+func TestDrainAndResizeNeverKillRunningJobs(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	g := b.group(t, 8)
+	n := b.node(t, "cpp", g.ID, 3, true)
+	var ids []int64
+	for i := range 6 {
+		ids = append(ids, b.enqueue(t, "ALGO", fmt.Sprintf("t10-%d", i)).JobID)
+	}
+	running, err := b.store.Claim(b.ctx, n.NodeSession, 8)
+	require.NoError(t, err)
+	require.Len(t, running, 3, "node slots bound the claim")
+
+	node, err := b.store.GetNode(b.ctx, n.NodeID)
+	require.NoError(t, err)
+	_, err = b.store.ResizeNode(b.ctx, n.NodeID, 1, node.Revision-1, "admin", "stale")
+	require.ErrorIs(t, err, store.ErrConflict, "a stale revision is refused")
+	_, err = b.store.ResizeNode(b.ctx, n.NodeID, 9, node.Revision, "admin", "too big")
+	require.ErrorIs(t, err, store.ErrValidation, "a node cannot exceed its host group")
+	_, err = b.store.ResizeNode(b.ctx, n.NodeID, 1, node.Revision, "admin", "shrink")
+	require.NoError(t, err)
+
+	complete := func(c store.ClaimedJob) {
+		t.Helper()
+		r, err := b.store.Complete(b.ctx, n.NodeSession, c.JobID, c.LeaseEpoch, acResult())
+		require.NoError(t, err)
+		require.Equal(t, store.StateCompleted, r.JobState)
+	}
+	got, err := b.store.Claim(b.ctx, n.NodeSession, 8)
+	require.NoError(t, err)
+	require.Empty(t, got)
+	complete(running[0])
+	complete(running[1])
+	got, err = b.store.Claim(b.ctx, n.NodeSession, 8)
+	require.NoError(t, err)
+	require.Empty(t, got, "one job still in flight fills the new limit of 1")
+	complete(running[2])
+	got, err = b.store.Claim(b.ctx, n.NodeSession, 8)
+	require.NoError(t, err)
+	require.Len(t, got, 1)
+
+	// Disable is refused while a lease lives; forcing needs a reason.
+	_, err = b.store.Disable(b.ctx, n.NodeID, false, "admin", "")
+	require.ErrorIs(t, err, store.ErrConflict)
+	_, err = b.store.Disable(b.ctx, n.NodeID, true, "admin", "")
+	require.ErrorIs(t, err, store.ErrValidation)
+
+	// Drain: the running job finishes and settles; nothing new is claimed.
+	_, err = b.store.Drain(b.ctx, n.NodeID, "admin", "maintenance")
+	require.NoError(t, err)
+	complete(got[0])
+	more, err := b.store.Claim(b.ctx, n.NodeSession, 8)
+	require.NoError(t, err)
+	require.Empty(t, more, "a draining node gets no new pool work")
+	require.Equal(t, 4, b.count(t, `SELECT COUNT(*) FROM judge_settlement_event`))
+	_, err = b.store.Disable(b.ctx, n.NodeID, false, "admin", "drained")
+	require.NoError(t, err)
+
+	// Host-group capacity bounds nodes together, and shrinking it stops claims.
+	g2 := b.group(t, 2)
+	a := b.node(t, "cpp", g2.ID, 2, true)
+	c := b.node(t, "cpp", g2.ID, 2, true)
+	ga, err := b.store.Claim(b.ctx, a.NodeSession, 2)
+	require.NoError(t, err)
+	require.Len(t, ga, 2)
+	gc, err := b.store.Claim(b.ctx, c.NodeSession, 2)
+	require.NoError(t, err)
+	require.Empty(t, gc, "group capacity is used up by the other node")
+}
+
+// T22: a rejudge while the old lease runs: the old lease can no longer post
+// and never touches the new generation.
+func TestRejudgeWhileOldLeaseRuns(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	g := b.group(t, 4)
+	n1 := b.node(t, "cpp", g.ID, 1, true)
+	n2 := b.node(t, "cpp", g.ID, 1, true)
+	old := b.enqueue(t, "ALGO", "t22")
+	c1 := b.claimEventually(t, b.store, n1.NodeSession)
+	nw, err := b.store.Rejudge(b.ctx, "ALGO", "t22", "admin", "tests fixed")
+	require.NoError(t, err)
+
+	rr, err := b.store.Renew(b.ctx, n1.NodeSession, []store.RenewItem{{JobID: old.JobID, LeaseEpoch: c1.LeaseEpoch, ProgressSeq: 1}})
+	require.NoError(t, err)
+	require.Equal(t, store.RenewCancelled, rr[0].State)
+	_, err = b.store.Complete(b.ctx, n1.NodeSession, old.JobID, c1.LeaseEpoch, acResult())
+	require.ErrorIs(t, err, store.ErrSuperseded)
+
+	c2 := b.claimEventually(t, b.store, n2.NodeSession)
+	require.Equal(t, nw.JobID, c2.JobID)
+	_, err = b.store.Complete(b.ctx, n2.NodeSession, nw.JobID, c2.LeaseEpoch, waResult())
+	require.NoError(t, err)
+	s, err := b.store.SubmissionStatus(b.ctx, "ALGO", "t22")
+	require.NoError(t, err)
+	require.Equal(t, "WA", s.Status)
+	require.Equal(t, 2, s.Generation)
+	require.Equal(t, 0, b.count(t, `SELECT COUNT(*) FROM judge_settlement_event WHERE job_id = ?`, old.JobID))
+	require.Equal(t, 1, b.count(t, `SELECT COUNT(*) FROM judge_settlement_event WHERE job_id = ?`, nw.JobID))
+	atts, err := b.store.Attempts(b.ctx, old.JobID)
+	require.NoError(t, err)
+	require.Equal(t, "SUPERSEDED", atts[0].Outcome)
+}
+
+// T23: two reapers in two replicas race over the same expired leases: each
+// lease is reaped exactly once.
+func TestTwoReapersRacingReapEachLeaseOnce(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	g := b.group(t, 64)
+	n := b.node(t, "cpp", g.ID, 40, true)
+	for i := range 40 {
+		b.enqueue(t, "ALGO", fmt.Sprintf("t23-%d", i))
+	}
+	got, err := b.store.Claim(b.ctx, n.NodeSession, 40)
+	require.NoError(t, err)
+	require.Len(t, got, store.ClaimBatchMaxDefault)
+	more, err := b.store.Claim(b.ctx, n.NodeSession, 40)
+	require.NoError(t, err)
+	got = append(got, more...)
+	_, err = b.db.ExecContext(b.ctx, `UPDATE judge_job SET lease_until = NOW(6) - INTERVAL 1 SECOND WHERE state = 'RUNNING'`)
+	require.NoError(t, err)
+
+	replicas := []*store.Store{b.store, b.secondReplica(t)}
+	var requeued atomic.Int64
+	var wg sync.WaitGroup
+	for _, st := range replicas {
+		for range 2 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				r, err := st.Reap(b.ctx)
+				require.NoError(t, err)
+				requeued.Add(int64(r.Requeued))
+			}()
+		}
+	}
+	wg.Wait()
+	// Whatever a racing pass skipped (locked by the other), a later pass reaps.
+	r, err := b.store.Reap(b.ctx)
+	require.NoError(t, err)
+	requeued.Add(int64(r.Requeued))
+	require.EqualValues(t, len(got), requeued.Load())
+	require.Equal(t, len(got), b.count(t, `SELECT COUNT(*) FROM judge_job_attempt WHERE outcome = 'EXPIRED'`))
+	require.Equal(t, len(got), b.count(t, `SELECT COUNT(*) FROM judge_job WHERE state = 'QUEUED' AND attempt_count = 1 AND kind = 'SUBMISSION'`))
+}
+
+// Renew moves progress only forward and answers per job.
+func TestRenewProgressOnlyForward(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	g := b.group(t, 4)
+	n := b.node(t, "cpp", g.ID, 2, true)
+	job := b.enqueue(t, "ALGO", "renew")
+	c := b.claimEventually(t, b.store, n.NodeSession)
+	rr, err := b.store.Renew(b.ctx, n.NodeSession, []store.RenewItem{
+		{JobID: job.JobID, LeaseEpoch: c.LeaseEpoch, ProgressSeq: 5, Phase: "JUDGING", CasesDone: 1, CasesTotal: 2},
+		{JobID: 999999, LeaseEpoch: 1, ProgressSeq: 1},
+	})
+	require.NoError(t, err)
+	require.Equal(t, store.RenewOK, rr[0].State)
+	require.Positive(t, rr[0].Remaining)
+	require.Equal(t, store.RenewLost, rr[1].State)
+	_, err = b.store.Renew(b.ctx, n.NodeSession, []store.RenewItem{
+		{JobID: job.JobID, LeaseEpoch: c.LeaseEpoch, ProgressSeq: 3, Phase: "COMPILING", CasesDone: 0, CasesTotal: 2},
+	})
+	require.NoError(t, err)
+	j, err := b.store.GetJob(b.ctx, job.JobID)
+	require.NoError(t, err)
+	require.Equal(t, "JUDGING", j.Phase, "an older progress report does not move the phase back")
+	require.Equal(t, 1, j.CasesDone)
+	s, err := b.store.SubmissionStatus(b.ctx, "ALGO", "renew")
+	require.NoError(t, err)
+	require.Equal(t, "JUDGING", s.Status)
+}
+
+// A verdict that does not fit the manifest is refused and nothing is written.
+func TestResultValidatedAgainstManifest(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	g := b.group(t, 4)
+	n := b.node(t, "cpp", g.ID, 1, true)
+	job := b.enqueue(t, "ALGO", "val")
+	c := b.claimEventually(t, b.store, n.NodeSession)
+	bad := []store.Result{
+		{Outcome: store.OutcomeVerdict, Verdict: &store.VerdictResult{Status: "AC", Score: 100, MaxScore: 100,
+			Cases: []store.CaseResult{{CaseID: "c1", Status: "AC", Score: 40}}}},
+		{Outcome: store.OutcomeVerdict, Verdict: &store.VerdictResult{Status: "AC", Score: 100, MaxScore: 100,
+			Cases: []store.CaseResult{{CaseID: "c1", Status: "AC", Score: 40}, {CaseID: "zz", Status: "AC", Score: 60}}}},
+		{Outcome: store.OutcomeVerdict, Verdict: &store.VerdictResult{Status: "AC", Score: 200, MaxScore: 100,
+			Cases: []store.CaseResult{{CaseID: "c1", Status: "AC", Score: 140}, {CaseID: "c2", Status: "AC", Score: 60}}}},
+		{Outcome: store.OutcomeVerdict, Verdict: &store.VerdictResult{Status: "OK", MaxScore: 100}},
+		{Outcome: store.OutcomeError},
+	}
+	for i, r := range bad {
+		_, err := b.store.Complete(b.ctx, n.NodeSession, job.JobID, c.LeaseEpoch, r)
+		require.ErrorIs(t, err, store.ErrValidation, "case %d", i)
+	}
+	j, err := b.store.GetJob(b.ctx, job.JobID)
+	require.NoError(t, err)
+	require.Equal(t, store.StateRunning, j.State)
+	ce := store.Result{Outcome: store.OutcomeVerdict, Verdict: &store.VerdictResult{Status: "CE", MaxScore: 100, CompileLog: "error: x"}}
+	_, err = b.store.Complete(b.ctx, n.NodeSession, job.JobID, c.LeaseEpoch, ce)
+	require.NoError(t, err, "a compile error has no cases")
+}
