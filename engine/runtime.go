@@ -25,6 +25,14 @@ type RuntimeSpec struct {
 	ExtraMemoryBytes int64
 	// VersionProbe prints the runtime version, reported in heartbeats.
 	VersionProbe []string
+	// AddressSpaceExtraBytes, when positive, sets a per-run RLIMIT_AS of the
+	// memory limit + ExtraMemoryBytes + this. Zero leaves RLIMIT_AS off, for
+	// VMs that reserve large virtual ranges (JVM, V8); they are held by the
+	// container memory limit and judged by peak RSS.
+	AddressSpaceExtraBytes int64
+	// MemoryErrorMarkers: a failing run whose stderr contains one of these
+	// (std::bad_alloc, MemoryError, java.lang.OutOfMemoryError) is an MLE.
+	MemoryErrorMarkers []string
 }
 
 var sourceFileRE = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}$`)
@@ -48,7 +56,7 @@ func (r RuntimeSpec) Validate() error {
 	if len(r.CompileCmd) > 0 && (r.CompileTime <= 0 || r.CompileMemoryBytes <= 0) {
 		return fmt.Errorf("runtime spec %s: compile time and memory limits must be positive", r.Pool)
 	}
-	if r.ExtraMemoryBytes < 0 {
+	if r.ExtraMemoryBytes < 0 || r.AddressSpaceExtraBytes < 0 {
 		return fmt.Errorf("runtime spec %s: extra memory must not be negative", r.Pool)
 	}
 	return nil

@@ -1,0 +1,133 @@
+package code
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"time"
+)
+
+// Defaults for Config.
+const (
+	// ContainerCPUsDefault is the CPU quota of one sandbox container.
+	ContainerCPUsDefault = 1.0
+	// PidsLimitDefault caps processes+threads of a whole sandbox container.
+	PidsLimitDefault = 256
+	// ProcessesPerRunDefault is RLIMIT_NPROC of one run (the run uid is unique
+	// per job, so the count only covers that job's program).
+	ProcessesPerRunDefault = 128
+	// OpenFilesDefault is the container nofile ulimit and the per-run RLIMIT_NOFILE.
+	OpenFilesDefault = 256
+	// TmpfsBytesDefault is the size of the /tmp tmpfs (counted in container memory).
+	TmpfsBytesDefault = 64 << 20
+	// CompileLogBytesDefault bounds the compiler output kept for a CE.
+	CompileLogBytesDefault = 16 << 10
+	// RunLogBytesDefault bounds the stderr kept per case.
+	RunLogBytesDefault = 4 << 10
+	// CompileOutputBytesDefault is RLIMIT_FSIZE while compiling.
+	CompileOutputBytesDefault = 256 << 20
+	// CleanupTimeoutDefault bounds container removal after the job context ends.
+	CleanupTimeoutDefault = 10 * time.Second
+	// DaemonTimeoutDefault bounds single daemon calls (create, start, inspect).
+	DaemonTimeoutDefault = 30 * time.Second
+)
+
+// Config configures an Executor. Zero values take the …Default constants,
+// except the fields documented as required.
+type Config struct {
+	// NodeID labels every container so Janitor can find leftovers. Required.
+	NodeID string
+	// Workspace is a host directory for per-job work directories (bind-mounted
+	// into the sandbox). Required; created if missing.
+	Workspace string
+	// SupervisorPath is the static kece-sandbox-init binary mounted read-only
+	// into every container. Required.
+	SupervisorPath string
+	// SeccompProfilePath is a Docker seccomp profile (JSON). Empty selects the
+	// built-in profile (see seccomp.go). A path that cannot be read or parsed is
+	// a configuration error; there is no fallback to "unconfined".
+	SeccompProfilePath string
+	// DockerHost is the daemon address (e.g. unix:///var/run/docker.sock);
+	// empty uses DOCKER_HOST or the default socket.
+	DockerHost string
+
+	ContainerCPUs   float64
+	PidsLimit       int64
+	ProcessesPerRun int64
+	OpenFiles       int64
+	TmpfsBytes      int64
+	CompileLogBytes int
+	RunLogBytes     int
+	CleanupTimeout  time.Duration
+	DaemonTimeout   time.Duration
+
+	// Logger receives one line per container lifecycle problem; nil = slog.Default().
+	Logger *slog.Logger
+}
+
+func (c *Config) setDefaults() {
+	if c.ContainerCPUs == 0 {
+		c.ContainerCPUs = ContainerCPUsDefault
+	}
+	if c.PidsLimit == 0 {
+		c.PidsLimit = PidsLimitDefault
+	}
+	if c.ProcessesPerRun == 0 {
+		c.ProcessesPerRun = ProcessesPerRunDefault
+	}
+	if c.OpenFiles == 0 {
+		c.OpenFiles = OpenFilesDefault
+	}
+	if c.TmpfsBytes == 0 {
+		c.TmpfsBytes = TmpfsBytesDefault
+	}
+	if c.CompileLogBytes == 0 {
+		c.CompileLogBytes = CompileLogBytesDefault
+	}
+	if c.RunLogBytes == 0 {
+		c.RunLogBytes = RunLogBytesDefault
+	}
+	if c.CleanupTimeout == 0 {
+		c.CleanupTimeout = CleanupTimeoutDefault
+	}
+	if c.DaemonTimeout == 0 {
+		c.DaemonTimeout = DaemonTimeoutDefault
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+}
+
+// Validate refuses incomplete or unsafe configuration. It does not touch the
+// daemon; New does that lazily per call.
+func (c Config) Validate() error {
+	var errs []error
+	if c.NodeID == "" {
+		errs = append(errs, errors.New("node id is empty"))
+	}
+	if c.Workspace == "" || !filepath.IsAbs(c.Workspace) {
+		errs = append(errs, fmt.Errorf("workspace %q must be an absolute path", c.Workspace))
+	}
+	if c.SupervisorPath == "" || !filepath.IsAbs(c.SupervisorPath) {
+		errs = append(errs, fmt.Errorf("supervisor path %q must be an absolute path", c.SupervisorPath))
+	} else if st, err := os.Stat(c.SupervisorPath); err != nil {
+		errs = append(errs, fmt.Errorf("supervisor: %w", err))
+	} else if !st.Mode().IsRegular() || st.Mode()&0o111 == 0 {
+		errs = append(errs, fmt.Errorf("supervisor %s is not an executable file", c.SupervisorPath))
+	} else if err := checkStatic(c.SupervisorPath); err != nil {
+		errs = append(errs, err)
+	}
+	if c.ContainerCPUs < 0 || c.PidsLimit < 0 || c.ProcessesPerRun < 0 || c.OpenFiles < 0 || c.TmpfsBytes < 0 ||
+		c.CompileLogBytes < 0 || c.RunLogBytes < 0 || c.CleanupTimeout < 0 || c.DaemonTimeout < 0 {
+		errs = append(errs, errors.New("limits must not be negative"))
+	}
+	if c.PidsLimit != 0 && c.ProcessesPerRun > c.PidsLimit {
+		errs = append(errs, fmt.Errorf("processes per run %d exceed the container pids limit %d", c.ProcessesPerRun, c.PidsLimit))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("code executor config: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,585 @@
+package code
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/moby/moby/api/types/mount"
+	"github.com/moby/moby/client"
+
+	"github.com/kece-oj/kece/engine"
+	"github.com/kece-oj/kece/engine/code/checker"
+	"github.com/kece-oj/kece/engine/code/sandboxinit"
+)
+
+// uidBase and uidSpan: every job gets its own compile and run uid pair from
+// this range, so RLIMIT_NPROC (counted per uid, host-wide) only sees that
+// job's processes and two jobs on one node never share a uid.
+const (
+	uidBase = 200000
+	uidSpan = 400000
+)
+
+// Executor judges code tasks in Docker sandboxes. It is safe for concurrent use.
+type Executor struct {
+	cfg     Config
+	cli     *client.Client
+	seccomp string
+}
+
+var _ engine.Executor = (*Executor)(nil)
+
+// New validates cfg, loads the seccomp profile and prepares a Docker client.
+// It does not contact the daemon (use Probe for that).
+func New(cfg Config) (*Executor, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, engine.Infra(engine.InfraConfig, err)
+	}
+	cfg.setDefaults()
+	prof, err := loadSeccomp(cfg.SeccompProfilePath)
+	if err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(cfg.Workspace, 0o711); err != nil {
+		return nil, engine.Infraf(engine.InfraConfig, "workspace: %w", err)
+	}
+	opts := []client.Opt{client.FromEnv, client.WithAPIVersionNegotiation()}
+	if cfg.DockerHost != "" {
+		opts = append(opts, client.WithHost(cfg.DockerHost))
+	}
+	cli, err := client.New(opts...)
+	if err != nil {
+		return nil, engine.Infraf(engine.InfraConfig, "docker client: %w", err)
+	}
+	return &Executor{cfg: cfg, cli: cli, seccomp: prof}, nil
+}
+
+// Close releases the Docker client.
+func (x *Executor) Close() error { return x.cli.Close() }
+
+// job is the host side of one Execute call.
+type job struct {
+	x              *Executor
+	task           engine.Task
+	dir            string // host work dir
+	compileUID     int
+	runUID         int
+	memLimit       int64 // what the verdict compares peak RSS with
+	progress       engine.ProgressSink
+	userSession    *session
+	checkerSession *session
+}
+
+// Execute implements engine.Executor: compile once, run every case in one
+// sandbox container, check on the host (or with the special judge in a second
+// sandbox). A returned error is an infrastructure fault; the verdict is then
+// meaningless.
+func (x *Executor) Execute(ctx context.Context, task engine.Task, progress engine.ProgressSink) (engine.Verdict, error) {
+	if progress == nil {
+		progress = engine.NoProgress
+	}
+	if err := validateTask(task); err != nil {
+		return engine.Verdict{}, err
+	}
+	j := &job{x: x, task: task, progress: progress}
+	j.memLimit = task.Limits.MemoryBytes + task.Runtime.ExtraMemoryBytes
+	var r [4]byte
+	if _, err := rand.Read(r[:]); err != nil {
+		return engine.Verdict{}, engine.Infra(engine.InfraInternal, err)
+	}
+	j.compileUID = uidBase + int(binary.BigEndian.Uint32(r[:])%uidSpan)*2
+	j.runUID = j.compileUID + 1
+	defer j.cleanup(ctx)
+	if err := j.prepare(); err != nil {
+		return engine.Verdict{}, err
+	}
+	v, err := j.judge(ctx)
+	if err != nil && ctx.Err() != nil {
+		return engine.Verdict{}, engine.Infra(engine.InfraCancelled, ctx.Err())
+	}
+	return v, err
+}
+
+var idRE = regexp.MustCompile(`[^A-Za-z0-9_.-]+`)
+
+func validateTask(t engine.Task) error {
+	if err := t.Runtime.Validate(); err != nil {
+		return engine.Infra(engine.InfraConfig, err)
+	}
+	l := t.Limits
+	if l.CPUTime <= 0 || l.MemoryBytes <= 0 || l.OutputBytes <= 0 || l.WallTime < 0 || l.StackBytes < 0 {
+		return engine.Infraf(engine.InfraConfig, "limits need positive cpu time, memory and output bytes: %+v", l)
+	}
+	if len(t.Cases) == 0 {
+		return engine.Infraf(engine.InfraCorruptInput, "task has no cases")
+	}
+	seen := map[string]bool{}
+	for _, c := range t.Cases {
+		if c.ID == "" || seen[c.ID] || c.Weight < 0 {
+			return engine.Infraf(engine.InfraCorruptInput, "case id %q empty, duplicate or negative weight", c.ID)
+		}
+		seen[c.ID] = true
+		for _, p := range []string{c.InputPath, c.ExpectedPath} {
+			st, err := os.Stat(p)
+			if err != nil || !st.Mode().IsRegular() {
+				return engine.Infraf(engine.InfraCorruptInput, "case %s: %s is missing or not a regular file", c.ID, p)
+			}
+		}
+	}
+	switch t.Checker.Kind {
+	case "", engine.CheckerExact, engine.CheckerTolerant:
+	case engine.CheckerFloat:
+		if t.Checker.AbsTol < 0 || t.Checker.RelTol < 0 {
+			return engine.Infraf(engine.InfraConfig, "float checker tolerances must not be negative")
+		}
+	case engine.CheckerSpecial:
+		if len(t.Checker.SpecialSource) == 0 {
+			return engine.Infraf(engine.InfraConfig, "special judge has no source")
+		}
+		if err := t.Checker.SpecialRuntime.Validate(); err != nil {
+			return engine.Infraf(engine.InfraConfig, "special judge runtime: %w", err)
+		}
+	default:
+		return engine.Infraf(engine.InfraConfig, "unknown checker %q", t.Checker.Kind)
+	}
+	return nil
+}
+
+// prepare lays out the host work dir:
+//
+//	box/  source and build output; owned by the compile uid, read-only to runs
+//	in/   hard links (or copies) of the inputs; root-only, opened by the supervisor
+//	out/  stdout files, created by the supervisor (root); nobody else can write
+//	exp/  expected outputs, only for the special judge's own container
+//	cbox/ the special judge's source and build
+func (j *job) prepare() error {
+	var r [6]byte
+	_, _ = rand.Read(r[:])
+	name := idRE.ReplaceAllString(fmt.Sprintf("%s-%s-%d-%s", j.x.cfg.NodeID, j.task.JobID, j.task.LeaseEpoch, hex.EncodeToString(r[:])), "_")
+	j.dir = filepath.Join(j.x.cfg.Workspace, name)
+	mk := func(sub string, mode os.FileMode, uid int) error {
+		p := filepath.Join(j.dir, sub)
+		if err := os.MkdirAll(p, mode); err != nil {
+			return err
+		}
+		if err := os.Chmod(p, mode); err != nil {
+			return err
+		}
+		return os.Chown(p, uid, uid)
+	}
+	if err := os.MkdirAll(j.dir, 0o711); err != nil {
+		return hostErr("work dir", err)
+	}
+	dirs := []struct {
+		sub  string
+		mode os.FileMode
+		uid  int
+	}{{"box", 0o755, j.compileUID}, {"in", 0o700, 0}, {"out", 0o755, 0}}
+	if j.task.Checker.Kind == engine.CheckerSpecial {
+		dirs = append(dirs, struct {
+			sub  string
+			mode os.FileMode
+			uid  int
+		}{"exp", 0o755, 0}, struct {
+			sub  string
+			mode os.FileMode
+			uid  int
+		}{"cin", 0o755, 0}, struct {
+			sub  string
+			mode os.FileMode
+			uid  int
+		}{"cbox", 0o755, j.compileUID})
+	}
+	for _, d := range dirs {
+		if err := mk(d.sub, d.mode, d.uid); err != nil {
+			return hostErr("work dir", err)
+		}
+	}
+	if err := writeOwned(filepath.Join(j.dir, "box", j.task.Runtime.SourceFile), j.task.Source, j.compileUID); err != nil {
+		return hostErr("source", err)
+	}
+	for i, c := range j.task.Cases {
+		if err := linkOrCopy(c.InputPath, filepath.Join(j.dir, "in", caseFile(i))); err != nil {
+			return engine.Infraf(engine.InfraCorruptInput, "case %s input: %w", c.ID, err)
+		}
+		if j.task.Checker.Kind == engine.CheckerSpecial {
+			// Copies, not links: the checker runs unprivileged and needs them
+			// readable without changing the mode of the cached originals.
+			if err := copyReadable(c.InputPath, filepath.Join(j.dir, "cin", caseFile(i))); err != nil {
+				return engine.Infraf(engine.InfraCorruptInput, "case %s input: %w", c.ID, err)
+			}
+			if err := copyReadable(c.ExpectedPath, filepath.Join(j.dir, "exp", caseFile(i))); err != nil {
+				return engine.Infraf(engine.InfraCorruptInput, "case %s expected: %w", c.ID, err)
+			}
+		}
+	}
+	if j.task.Checker.Kind == engine.CheckerSpecial {
+		src := filepath.Join(j.dir, "cbox", j.task.Checker.SpecialRuntime.SourceFile)
+		if err := writeOwned(src, j.task.Checker.SpecialSource, j.compileUID); err != nil {
+			return hostErr("special judge source", err)
+		}
+	}
+	return nil
+}
+
+func caseFile(i int) string { return fmt.Sprintf("%d", i) }
+
+func hostErr(what string, err error) error {
+	if errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) {
+		return engine.Infraf(engine.InfraResourceExhausted, "%s: %w", what, err)
+	}
+	return engine.Infraf(engine.InfraInternal, "%s: %w", what, err)
+}
+
+func writeOwned(path string, data []byte, uid int) error {
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		return err
+	}
+	return os.Chown(path, uid, uid)
+}
+
+// linkOrCopy hard-links src to dst (same file system), else copies it.
+func linkOrCopy(src, dst string) error {
+	if err := os.Link(src, dst); err == nil {
+		return nil
+	}
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		out.Close()
+		return err
+	}
+	return out.Close()
+}
+
+// copyReadable copies src to a new world-readable dst.
+func copyReadable(src, dst string) error {
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		out.Close()
+		return err
+	}
+	return out.Close()
+}
+
+func (j *job) cleanup(ctx context.Context) {
+	for _, s := range []*session{j.userSession, j.checkerSession} {
+		if s != nil {
+			s.close(ctx)
+		}
+	}
+	if j.dir != "" {
+		if err := os.RemoveAll(j.dir); err != nil {
+			j.x.cfg.Logger.Warn("work dir not removed", "dir", j.dir, "error", err)
+		}
+	}
+}
+
+func (j *job) mounts(box string, extra ...mount.Mount) []mount.Mount {
+	b := func(src, dst string, ro bool) mount.Mount {
+		return mount.Mount{Type: mount.TypeBind, Source: filepath.Join(j.dir, src), Target: dst, ReadOnly: ro}
+	}
+	return append([]mount.Mount{b(box, boxDir, false), b("in", inDir, true), b("out", outDir, false)}, extra...)
+}
+
+func (j *job) judge(ctx context.Context) (engine.Verdict, error) {
+	t := j.task
+	v := engine.Verdict{Status: engine.StatusAccepted}
+	for _, c := range t.Cases {
+		v.MaxScore += c.Weight
+	}
+	if err := j.x.checkImage(ctx, t.Runtime.Image); err != nil {
+		return v, err
+	}
+	compileMem := max(t.Runtime.CompileMemoryBytes, j.memLimit)
+	var err error
+	j.userSession, err = j.x.startSession(ctx, sessionSpec{
+		image: t.Runtime.Image, role: "user", task: &j.task, memoryBytes: compileMem, mounts: j.mounts("box"),
+	})
+	if err != nil {
+		return v, err
+	}
+	if len(t.Runtime.CompileCmd) > 0 {
+		j.progress.Report(engine.Progress{Phase: engine.PhaseCompiling, CasesTotal: len(t.Cases)})
+		ok, log, err := j.compile(ctx, j.userSession, t.Runtime)
+		if err != nil {
+			return v, err
+		}
+		v.CompileLog = log
+		if !ok {
+			v.Status = engine.StatusCompileError
+			v.Message = "compilation failed"
+			return v, nil
+		}
+	}
+	if t.Checker.Kind == engine.CheckerSpecial {
+		if err := j.startChecker(ctx); err != nil {
+			return v, err
+		}
+	}
+	j.progress.Report(engine.Progress{Phase: engine.PhaseJudging, CasesTotal: len(t.Cases)})
+	for i, c := range t.Cases {
+		cr, err := j.runCase(ctx, i, c)
+		if err != nil {
+			return v, err
+		}
+		if cr.Status == engine.StatusAccepted {
+			cr.Score = c.Weight
+			v.Score += c.Weight
+		} else if v.Status == engine.StatusAccepted {
+			v.Status = cr.Status // the first failing case decides
+			v.Message = fmt.Sprintf("case %s: %s", c.ID, cr.Status)
+		}
+		v.Cases = append(v.Cases, cr)
+		j.progress.Report(engine.Progress{Phase: engine.PhaseJudging, CasesDone: i + 1, CasesTotal: len(t.Cases)})
+	}
+	return v, nil
+}
+
+// checkImage refuses a missing image (or a digest reference that does not
+// resolve to a local image) before a container is created.
+func (x *Executor) checkImage(ctx context.Context, image string) error {
+	dctx, cancel := context.WithTimeout(ctx, x.cfg.DaemonTimeout)
+	defer cancel()
+	if _, err := x.cli.ImageInspect(dctx, image); err != nil {
+		if ctx.Err() != nil {
+			return engine.Infra(engine.InfraCancelled, ctx.Err())
+		}
+		if client.IsErrConnectionFailed(err) || isConnErr(err) {
+			return engine.Infraf(engine.InfraDaemonUnreachable, "inspect image %s: %w", image, err)
+		}
+		return engine.Infraf(engine.InfraImageMissing, "image %s missing or digest mismatch: %w", image, err)
+	}
+	return nil
+}
+
+// compile runs the spec's compile command in box; false means a CE.
+func (j *job) compile(ctx context.Context, s *session, rt engine.RuntimeSpec) (bool, string, error) {
+	cfg := j.x.cfg
+	res, err := s.run(ctx, sandboxinit.Request{
+		Argv:       expand(rt.CompileCmd, j.task.Limits.MemoryBytes),
+		Dir:        boxDir,
+		Env:        []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "LANG=C.UTF-8", "HOME=" + tmpDir, "TMPDIR=" + tmpDir},
+		UID:        j.compileUID,
+		GID:        j.compileUID,
+		LogBytes:   cfg.CompileLogBytes,
+		CPUMillis:  rt.CompileTime.Milliseconds(),
+		WallMillis: 2*rt.CompileTime.Milliseconds() + 1000,
+		FileSize:   CompileOutputBytesDefault,
+		Processes:  cfg.ProcessesPerRun,
+		Stack:      64 << 20,
+		OpenFiles:  cfg.OpenFiles,
+		CleanDir:   tmpDir,
+	})
+	if err != nil {
+		return false, "", err
+	}
+	if res.SetupError != "" {
+		return false, "", engine.Infraf(engine.InfraConfig, "compile command of %s (image %s) did not start: %s", rt.Pool, rt.Image, res.SetupError)
+	}
+	log := res.Log
+	if res.LogTruncated {
+		log += "\n[compiler output truncated]"
+	}
+	switch {
+	case res.CPUExceeded || res.WallExceeded:
+		return false, log + "\n[compilation time limit exceeded]", nil
+	case res.OOMKilled:
+		return false, log + "\n[compiler ran out of memory]", nil
+	case res.Signal != 0:
+		return false, log + fmt.Sprintf("\n[compiler killed by signal %d (%s)]", res.Signal, syscall.Signal(res.Signal)), nil
+	case res.ExitCode != 0:
+		return false, log, nil
+	}
+	return true, log, nil
+}
+
+func (j *job) runEnv() []string {
+	return []string{"PATH=/usr/local/bin:/usr/bin:/bin", "LANG=C.UTF-8", "HOME=" + tmpDir, "TMPDIR=" + tmpDir, "PYTHONDONTWRITEBYTECODE=1"}
+}
+
+// wallLimit is the explicit wall limit or twice the CPU limit plus a second.
+func (j *job) wallLimit() time.Duration {
+	if j.task.Limits.WallTime > 0 {
+		return j.task.Limits.WallTime
+	}
+	return 2*j.task.Limits.CPUTime + time.Second
+}
+
+func (j *job) runCase(ctx context.Context, i int, c engine.Case) (engine.CaseResult, error) {
+	t := j.task
+	l := t.Limits
+	cr := engine.CaseResult{ID: c.ID}
+	stack := l.StackBytes
+	if stack == 0 {
+		stack = min(l.MemoryBytes, 1<<30)
+	}
+	var as int64
+	if t.Runtime.AddressSpaceExtraBytes > 0 {
+		as = j.memLimit + t.Runtime.AddressSpaceExtraBytes
+	}
+	outName := caseFile(i) + ".out"
+	res, err := j.userSession.run(ctx, sandboxinit.Request{
+		Argv:         expand(t.Runtime.RunCmd, l.MemoryBytes),
+		Dir:          boxDir,
+		Env:          j.runEnv(),
+		UID:          j.runUID,
+		GID:          j.runUID,
+		Stdin:        inDir + "/" + caseFile(i),
+		Stdout:       outDir + "/" + outName,
+		LogBytes:     j.x.cfg.RunLogBytes,
+		CPUMillis:    l.CPUTime.Milliseconds(),
+		WallMillis:   j.wallLimit().Milliseconds(),
+		AddressSpace: as,
+		FileSize:     l.OutputBytes + 1,
+		Processes:    j.x.cfg.ProcessesPerRun,
+		Stack:        stack,
+		OpenFiles:    j.x.cfg.OpenFiles,
+		CleanDir:     tmpDir,
+	})
+	if err != nil {
+		return cr, err
+	}
+	if res.SetupError != "" {
+		return cr, engine.Infraf(engine.InfraConfig, "run command of %s (image %s) did not start: %s", t.Runtime.Pool, t.Runtime.Image, res.SetupError)
+	}
+	cr.CPUTime = time.Duration(res.CPUMicros) * time.Microsecond
+	cr.WallTime = time.Duration(res.WallMicros) * time.Microsecond
+	cr.MemoryKB = res.MaxRSSKB
+	cr.ExitCode = res.ExitCode
+	cr.Signal = res.Signal
+	outPath := filepath.Join(j.dir, "out", outName)
+	defer os.Remove(outPath)
+	failed := res.Signal != 0 || res.ExitCode != 0
+	switch {
+	case res.WallExceeded:
+		cr.Status, cr.Message = engine.StatusTimeLimitExceeded, "wall time limit exceeded"
+		return cr, nil
+	case res.CPUExceeded || res.Signal == int(syscall.SIGXCPU):
+		cr.Status, cr.Message = engine.StatusTimeLimitExceeded, "CPU time limit exceeded"
+		return cr, nil
+	case res.OOMKilled || res.MaxRSSKB*1024 > j.memLimit:
+		cr.Status, cr.Message = engine.StatusMemoryLimitExceeded, fmt.Sprintf("peak memory %d KiB", res.MaxRSSKB)
+		return cr, nil
+	case failed && containsAny(res.Log, t.Runtime.MemoryErrorMarkers):
+		cr.Status, cr.Message = engine.StatusMemoryLimitExceeded, "out of memory: allocation failed"
+		return cr, nil
+	case res.Signal == int(syscall.SIGXFSZ):
+		cr.Status, cr.Message = engine.StatusOutputLimitExceeded, "output limit exceeded"
+		return cr, nil
+	}
+	out, size, err := readOutput(outPath, l.OutputBytes)
+	if err != nil {
+		return cr, err
+	}
+	switch {
+	case size > l.OutputBytes:
+		cr.Status, cr.Message = engine.StatusOutputLimitExceeded, "output limit exceeded"
+	case res.Signal != 0:
+		cr.Status, cr.Message = engine.StatusRuntimeError, fmt.Sprintf("killed by signal %d (%s)", res.Signal, syscall.Signal(res.Signal))
+	case res.ExitCode != 0:
+		cr.Status, cr.Message = engine.StatusRuntimeError, fmt.Sprintf("exit code %d", res.ExitCode)
+	}
+	if cr.Status != "" {
+		if tail := strings.TrimSpace(res.Log); tail != "" {
+			cr.Message += ": " + clip(tail, 200)
+		}
+		return cr, nil
+	}
+	ok, msg, err := j.check(ctx, i, c, out, outName)
+	if err != nil {
+		return cr, err
+	}
+	cr.Status = engine.StatusWrongAnswer
+	if ok {
+		cr.Status = engine.StatusAccepted
+	}
+	cr.Message = msg
+	return cr, nil
+}
+
+// readOutput reads a stdout file written in the sandbox, refusing anything but
+// a regular file, and at most limit+1 bytes.
+func readOutput(path string, limit int64) ([]byte, int64, error) {
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, 0, engine.Infraf(engine.InfraInternal, "program output: %w", err)
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil || !st.Mode().IsRegular() {
+		return nil, 0, engine.Infraf(engine.InfraInternal, "program output %s is not a regular file: refused", path)
+	}
+	if st.Size() > limit {
+		return nil, st.Size(), nil
+	}
+	b, err := io.ReadAll(io.LimitReader(f, limit+1))
+	if err != nil {
+		return nil, 0, engine.Infraf(engine.InfraInternal, "program output: %w", err)
+	}
+	return b, int64(len(b)), nil
+}
+
+func (j *job) check(ctx context.Context, i int, c engine.Case, out []byte, outName string) (bool, string, error) {
+	ck := j.task.Checker
+	if ck.Kind == engine.CheckerSpecial {
+		return j.special(ctx, i, outName)
+	}
+	exp, err := os.ReadFile(c.ExpectedPath)
+	if err != nil {
+		return false, "", engine.Infraf(engine.InfraCorruptInput, "case %s expected output: %w", c.ID, err)
+	}
+	var ok bool
+	var msg string
+	switch ck.Kind {
+	case engine.CheckerExact:
+		ok, msg = checker.Exact(exp, out)
+	case engine.CheckerFloat:
+		ok, msg = checker.Float(exp, out, ck.AbsTol, ck.RelTol)
+	default:
+		ok, msg = checker.Tolerant(exp, out)
+	}
+	return ok, msg, nil
+}
+
+func containsAny(s string, subs []string) bool {
+	for _, sub := range subs {
+		if sub != "" && strings.Contains(s, sub) {
+			return true
+		}
+	}
+	return false
+}
+
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}

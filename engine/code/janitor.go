@@ -1,0 +1,87 @@
+package code
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	cerrdefs "github.com/containerd/errdefs"
+	"github.com/moby/moby/client"
+
+	"github.com/kece-oj/kece/engine"
+	"github.com/kece-oj/kece/engine/code/sandboxinit"
+)
+
+// Janitor force-removes every container labelled with nodeID (running or
+// not). Call it at node start, before claiming: containers of a previous
+// process of this node are leftovers by definition.
+func (x *Executor) Janitor(ctx context.Context, nodeID string) (int, error) {
+	if nodeID == "" {
+		return 0, engine.Infraf(engine.InfraConfig, "janitor: empty node id")
+	}
+	list, err := x.cli.ContainerList(ctx, client.ContainerListOptions{
+		All: true, Filters: make(client.Filters).Add("label", LabelNode+"="+nodeID),
+	})
+	if err != nil {
+		return 0, x.classifyDaemon(ctx, "janitor list", err)
+	}
+	removed := 0
+	for _, c := range list.Items {
+		if c.Labels[LabelNode] != nodeID { // the filter is the daemon's; trust but verify
+			continue
+		}
+		_, err := x.cli.ContainerRemove(ctx, c.ID, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true})
+		if err != nil && !cerrdefs.IsNotFound(err) {
+			return removed, x.classifyDaemon(ctx, "janitor remove "+short(c.ID), err)
+		}
+		removed++
+		x.cfg.Logger.Info("janitor removed sandbox container", "node_id", nodeID, "container", short(c.ID),
+			"job_id", c.Labels[LabelJob], "lease_epoch", c.Labels[LabelLeaseEpoch])
+	}
+	return removed, nil
+}
+
+// Probe checks that the daemon answers, the image of spec is present and the
+// runtime works in a sandbox; it returns the first line of the version probe.
+func (x *Executor) Probe(ctx context.Context, spec engine.RuntimeSpec) (string, error) {
+	if err := spec.Validate(); err != nil {
+		return "", engine.Infra(engine.InfraConfig, err)
+	}
+	if _, err := x.cli.Ping(ctx, client.PingOptions{}); err != nil {
+		return "", engine.Infraf(engine.InfraDaemonUnreachable, "ping: %w", err)
+	}
+	if err := x.checkImage(ctx, spec.Image); err != nil {
+		return "", err
+	}
+	if len(spec.VersionProbe) == 0 {
+		return spec.Image, nil
+	}
+	task := engine.Task{NodeID: x.cfg.NodeID, JobID: "probe", Runtime: spec}
+	j := &job{x: x, task: task, compileUID: uidBase, runUID: uidBase + 1}
+	defer j.cleanup(ctx)
+	if err := j.prepare(); err != nil {
+		return "", err
+	}
+	s, err := x.startSession(ctx, sessionSpec{image: spec.Image, role: "probe", task: &j.task, memoryBytes: 512 << 20, mounts: j.mounts("box")})
+	if err != nil {
+		return "", err
+	}
+	j.userSession = s
+	res, err := s.run(ctx, sandboxinit.Request{
+		Argv: spec.VersionProbe, Dir: boxDir, Env: j.runEnv(), UID: j.runUID, GID: j.runUID,
+		LogBytes: 4096, CPUMillis: 10000, WallMillis: 20000, FileSize: 1 << 20,
+		Processes: x.cfg.ProcessesPerRun, Stack: 8 << 20, OpenFiles: x.cfg.OpenFiles,
+	})
+	if err != nil {
+		return "", err
+	}
+	if res.SetupError != "" || res.ExitCode != 0 || res.Signal != 0 {
+		return "", engine.Infraf(engine.InfraImageMissing, "version probe %v in %s failed: %s %s (exit %d signal %d)",
+			spec.VersionProbe, spec.Image, res.SetupError, clip(res.Log, 300), res.ExitCode, res.Signal)
+	}
+	first, _, _ := strings.Cut(strings.TrimSpace(res.Log), "\n")
+	if first == "" {
+		return "", engine.Infraf(engine.InfraImageMissing, "version probe %v printed nothing", spec.VersionProbe)
+	}
+	return fmt.Sprintf("%s (%s)", strings.TrimSpace(first), spec.Image), nil
+}

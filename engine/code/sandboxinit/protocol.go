@@ -1,0 +1,93 @@
+// Package sandboxinit is the small static supervisor that runs as PID 1 inside
+// every code sandbox container (binary: cmd/kece-sandbox-init).
+//
+// One container serves one job: the host attaches to the container's stdin and
+// stdout and sends one JSON Request per line; the supervisor runs it and answers
+// with one JSON Result per line. User code never sees that channel: its stdin,
+// stdout and stderr are files and pipes the supervisor opened, it runs under a
+// different uid (so /proc/1/fd is closed to it and it cannot signal PID 1), and
+// the statistics are taken by the supervisor from wait4, not from anything the
+// program prints.
+//
+// Each run goes through a short "launch" stage (this binary re-executed) that
+// sets the per-run rlimits, raises its OOM score, drops to the run uid/gid (which
+// clears every capability) and execs the program. The supervisor enforces the
+// CPU and wall limits, bounds the captured log while it is produced, and after
+// every run kills every leftover process of the sandbox (kill(-1)) and empties
+// /tmp, so cases cannot leak state into each other.
+//
+// This package must stay free of cgo and of the net package: the binary has to
+// be static so it runs in any runtime image.
+package sandboxinit
+
+// Version is reported in the hello line; the host refuses a mismatch.
+const Version = "kece-sandbox-init/1"
+
+// Hello is the first line the supervisor writes once it is ready.
+type Hello struct {
+	Version string `json:"version"`
+	PID     int    `json:"pid"`
+}
+
+// Request is one program run inside the sandbox.
+type Request struct {
+	ID   int64    `json:"id"`
+	Argv []string `json:"argv"`
+	Dir  string   `json:"dir"`
+	Env  []string `json:"env"`
+	UID  int      `json:"uid"`
+	GID  int      `json:"gid"`
+
+	// Stdin is a path opened read-only by the supervisor ("" = /dev/null).
+	Stdin string `json:"stdin,omitempty"`
+	// Stdout is a path created by the supervisor (O_EXCL, no symlinks); the
+	// program only gets the open descriptor. "" = merge stdout into the log.
+	Stdout string `json:"stdout,omitempty"`
+	// LogBytes bounds how much of stderr (and merged stdout) is kept; the rest
+	// is read and discarded so the writer never blocks.
+	LogBytes int `json:"log_bytes"`
+
+	CPUMillis    int64 `json:"cpu_ms"`
+	WallMillis   int64 `json:"wall_ms"`
+	AddressSpace int64 `json:"as_bytes,omitempty"` // 0: no RLIMIT_AS
+	FileSize     int64 `json:"fsize_bytes"`
+	Processes    int64 `json:"nproc"`
+	Stack        int64 `json:"stack_bytes"`
+	OpenFiles    int64 `json:"nofile"`
+
+	// CleanDir is emptied (as the run uid) after the run, e.g. /tmp.
+	CleanDir string `json:"clean_dir,omitempty"`
+}
+
+// Result is the outcome of one Request, measured by the supervisor.
+type Result struct {
+	ID           int64  `json:"id"`
+	CPUMicros    int64  `json:"cpu_us"`
+	WallMicros   int64  `json:"wall_us"`
+	MaxRSSKB     int64  `json:"maxrss_kb"`
+	ExitCode     int    `json:"exit_code"`
+	Signal       int    `json:"signal"`
+	CPUExceeded  bool   `json:"cpu_exceeded,omitempty"`
+	WallExceeded bool   `json:"wall_exceeded,omitempty"`
+	OOMKilled    bool   `json:"oom_killed,omitempty"`
+	Log          string `json:"log,omitempty"`
+	LogTruncated bool   `json:"log_truncated,omitempty"`
+	// SetupError is set when the program never started (bad request, exec
+	// failure of the launcher or of the program): an infrastructure fault.
+	SetupError string `json:"setup_error,omitempty"`
+}
+
+// launchSpec is what the supervisor hands to the launch stage (argv[2]).
+type launchSpec struct {
+	Argv         []string `json:"argv"`
+	Dir          string   `json:"dir"`
+	Env          []string `json:"env"`
+	UID          int      `json:"uid"`
+	GID          int      `json:"gid"`
+	CPUSeconds   uint64   `json:"cpu_s"`
+	AddressSpace int64    `json:"as"`
+	FileSize     int64    `json:"fsize"`
+	Processes    int64    `json:"nproc"`
+	Stack        int64    `json:"stack"`
+	OpenFiles    int64    `json:"nofile"`
+}

@@ -1,0 +1,332 @@
+package sandboxinit
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// rlimitNPROC is RLIMIT_NPROC on linux (the syscall package does not name it).
+const rlimitNPROC = 6
+
+// cpuPollInterval is how often the CPU time of a running program is sampled;
+// RLIMIT_CPU is only the backstop (whole seconds).
+const cpuPollInterval = 10 * time.Millisecond
+
+// Main is the entry point of cmd/kece-sandbox-init.
+func Main(args []string) int {
+	if len(args) < 2 {
+		fmt.Fprintln(os.Stderr, "usage: kece-sandbox-init serve | launch <spec> | clean <dir> | version")
+		return 2
+	}
+	switch args[1] {
+	case "serve":
+		if err := serve(os.Stdin, os.Stdout, args[0]); err != nil {
+			fmt.Fprintln(os.Stderr, "kece-sandbox-init:", err)
+			return 1
+		}
+		return 0
+	case "launch":
+		if len(args) != 3 {
+			return 2
+		}
+		return launch(args[2])
+	case "clean":
+		if len(args) != 3 {
+			return 2
+		}
+		return clean(args[2])
+	case "version":
+		fmt.Println(Version)
+		return 0
+	}
+	fmt.Fprintln(os.Stderr, "kece-sandbox-init: unknown command", args[1])
+	return 2
+}
+
+// serve answers requests until stdin closes.
+func serve(in io.Reader, out io.Writer, self string) error {
+	enc := json.NewEncoder(out)
+	if err := enc.Encode(Hello{Version: Version, PID: os.Getpid()}); err != nil {
+		return fmt.Errorf("hello: %w", err)
+	}
+	sc := bufio.NewScanner(in)
+	sc.Buffer(make([]byte, 64<<10), 4<<20)
+	for sc.Scan() {
+		var req Request
+		var res Result
+		if err := json.Unmarshal(sc.Bytes(), &req); err != nil {
+			res.SetupError = fmt.Sprintf("bad request: %v", err)
+		} else {
+			res = run(self, req)
+		}
+		res.ID = req.ID
+		if err := enc.Encode(res); err != nil {
+			return fmt.Errorf("answer: %w", err)
+		}
+	}
+	return sc.Err()
+}
+
+// run executes one request and always returns a Result.
+func run(self string, req Request) Result {
+	res := Result{}
+	if len(req.Argv) == 0 || req.CPUMillis <= 0 || req.WallMillis <= 0 {
+		res.SetupError = "request needs argv, cpu_ms and wall_ms"
+		return res
+	}
+	spec := launchSpec{
+		Argv: req.Argv, Dir: req.Dir, Env: req.Env, UID: req.UID, GID: req.GID,
+		CPUSeconds:   uint64((req.CPUMillis+999)/1000) + 1,
+		AddressSpace: req.AddressSpace, FileSize: req.FileSize, Processes: req.Processes,
+		Stack: req.Stack, OpenFiles: req.OpenFiles,
+	}
+	specJSON, err := json.Marshal(spec)
+	if err != nil {
+		res.SetupError = err.Error()
+		return res
+	}
+
+	stdin, err := openStdin(req.Stdin)
+	if err != nil {
+		res.SetupError = err.Error()
+		return res
+	}
+	defer stdin.Close()
+	logR, logW, err := os.Pipe()
+	if err != nil {
+		res.SetupError = fmt.Sprintf("log pipe: %v", err)
+		return res
+	}
+	defer logR.Close()
+	stdout := logW
+	if req.Stdout != "" {
+		f, err := os.OpenFile(req.Stdout, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, 0o644)
+		if err != nil {
+			logW.Close()
+			res.SetupError = fmt.Sprintf("stdout: %v", err)
+			return res
+		}
+		defer f.Close()
+		stdout = f
+	}
+	statR, statW, err := os.Pipe()
+	if err != nil {
+		logW.Close()
+		res.SetupError = fmt.Sprintf("status pipe: %v", err)
+		return res
+	}
+	defer statR.Close()
+
+	oomBefore := oomKills()
+	start := time.Now()
+	pid, err := syscall.ForkExec(self, []string{self, "launch", string(specJSON)}, &syscall.ProcAttr{
+		Dir:   "/",
+		Env:   []string{},
+		Files: []uintptr{stdin.Fd(), stdout.Fd(), logW.Fd(), statW.Fd()},
+		Sys:   &syscall.SysProcAttr{Setpgid: true},
+	})
+	logW.Close()
+	statW.Close()
+	if err != nil {
+		res.SetupError = fmt.Sprintf("fork launcher: %v", err)
+		return res
+	}
+
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		res.Log, res.LogTruncated = readBounded(logR, req.LogBytes)
+	}()
+
+	done := make(chan struct{})
+	var ws syscall.WaitStatus
+	var ru syscall.Rusage
+	go func() {
+		defer close(done)
+		for {
+			_, err := syscall.Wait4(pid, &ws, 0, &ru)
+			if !errors.Is(err, syscall.EINTR) {
+				return
+			}
+		}
+	}()
+	cpuLimit := time.Duration(req.CPUMillis) * time.Millisecond
+	wall := time.NewTimer(time.Duration(req.WallMillis) * time.Millisecond)
+	tick := time.NewTicker(cpuPollInterval)
+	func() {
+		defer wall.Stop()
+		defer tick.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-wall.C:
+				res.WallExceeded = true
+				_ = syscall.Kill(-pid, syscall.SIGKILL)
+				_ = syscall.Kill(pid, syscall.SIGKILL)
+			case <-tick.C:
+				if cpuOf(pid) > cpuLimit {
+					res.CPUExceeded = true
+					_ = syscall.Kill(-pid, syscall.SIGKILL)
+					_ = syscall.Kill(pid, syscall.SIGKILL)
+				}
+			}
+		}
+	}()
+	<-done
+	res.WallMicros = time.Since(start).Microseconds()
+
+	// Whatever the program left behind (daemons, children holding the log
+	// pipe) dies now: we are PID 1, so kill(-1) reaches every other process.
+	_ = syscall.Kill(-1, syscall.SIGKILL)
+	reapAll()
+	wg.Wait()
+
+	if msg, _ := io.ReadAll(io.LimitReader(statR, 4096)); len(msg) > 0 {
+		res.SetupError = "launch: " + string(msg)
+		return res
+	}
+	res.CPUMicros = (time.Duration(ru.Utime.Nano()) + time.Duration(ru.Stime.Nano())).Microseconds()
+	res.MaxRSSKB = ru.Maxrss
+	if ws.Signaled() {
+		res.Signal = int(ws.Signal())
+	} else {
+		res.ExitCode = ws.ExitStatus()
+	}
+	if res.CPUMicros > cpuLimit.Microseconds() {
+		res.CPUExceeded = true
+	}
+	res.OOMKilled = oomKills() > oomBefore
+	if req.CleanDir != "" {
+		cleanDir(self, req.CleanDir, req.UID, req.GID)
+	}
+	return res
+}
+
+func openStdin(path string) (*os.File, error) {
+	if path == "" {
+		path = os.DevNull
+	}
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
+	if err != nil {
+		return nil, fmt.Errorf("stdin: %w", err)
+	}
+	if st, err := f.Stat(); err != nil || (!st.Mode().IsRegular() && path != os.DevNull) {
+		f.Close()
+		return nil, fmt.Errorf("stdin %s: not a regular file", path)
+	}
+	return f, nil
+}
+
+// readBounded keeps the first max bytes and drains the rest.
+func readBounded(r io.Reader, limit int) (string, bool) {
+	if limit <= 0 {
+		limit = 4096
+	}
+	buf := make([]byte, 0, min(limit, 64<<10))
+	chunk := make([]byte, 32<<10)
+	truncated := false
+	for {
+		n, err := r.Read(chunk)
+		if n > 0 {
+			room := limit - len(buf)
+			if n > room {
+				truncated = true
+				n = max(room, 0)
+			}
+			buf = append(buf, chunk[:n]...)
+		}
+		if err != nil {
+			return string(buf), truncated
+		}
+	}
+}
+
+// cpuOf returns user+system CPU time of pid's thread group from /proc.
+func cpuOf(pid int) time.Duration {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0
+	}
+	// Fields after the command name (which may contain spaces) start at ") ".
+	i := strings.LastIndexByte(string(b), ')')
+	if i < 0 {
+		return 0
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 13 {
+		return 0
+	}
+	ut, _ := strconv.ParseInt(f[11], 10, 64)
+	st, _ := strconv.ParseInt(f[12], 10, 64)
+	return time.Duration(ut+st) * (time.Second / 100) // USER_HZ is 100 on linux
+}
+
+// reapAll waits for every remaining child (orphans are reparented to PID 1).
+func reapAll() {
+	for {
+		var ws syscall.WaitStatus
+		_, err := syscall.Wait4(-1, &ws, 0, nil)
+		if errors.Is(err, syscall.EINTR) {
+			continue
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// cleanDir empties dir by running "clean" as the run uid, only when needed.
+func cleanDir(self, dir string, uid, gid int) {
+	f, err := os.Open(dir)
+	if err != nil {
+		return
+	}
+	names, _ := f.Readdirnames(1)
+	f.Close()
+	if len(names) == 0 {
+		return
+	}
+	pid, err := syscall.ForkExec(self, []string{self, "clean", dir}, &syscall.ProcAttr{
+		Dir: "/",
+		Sys: &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid), Groups: []uint32{}}},
+	})
+	if err != nil {
+		return
+	}
+	var ws syscall.WaitStatus
+	for {
+		if _, err := syscall.Wait4(pid, &ws, 0, nil); !errors.Is(err, syscall.EINTR) {
+			break
+		}
+	}
+	_ = syscall.Kill(-1, syscall.SIGKILL)
+	reapAll()
+}
+
+// oomKills reads the container cgroup's OOM kill counter (v1 or v2), 0 if unknown.
+func oomKills() int64 {
+	for _, p := range []string{"/sys/fs/cgroup/memory/memory.oom_control", "/sys/fs/cgroup/memory.events"} {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			continue
+		}
+		for _, line := range strings.Split(string(b), "\n") {
+			if v, ok := strings.CutPrefix(line, "oom_kill "); ok {
+				n, _ := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+				return n
+			}
+		}
+	}
+	return 0
+}

@@ -1,0 +1,97 @@
+package code
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+
+	"github.com/kece-oj/kece/engine"
+)
+
+// builtinSeccomp is the profile used when Config.SeccompProfilePath is empty.
+//
+// It is a deny-list on top of what the container already lacks (no
+// capabilities, no network, no-new-privileges): everything a compiler, JVM,
+// CPython or Node needs stays allowed, and these fail with EPERM (ENOSYS for
+// clone3, so libc falls back to clone where the namespace flag is checked):
+// kernel/module/mount/namespace administration, tracing and cross-process
+// memory access (ptrace, process_vm_*), BPF and perf, io_uring, userfaultfd,
+// keyrings, clock setting, handle-based opens, user-namespace creation, and
+// socket() for AF_INET, AF_INET6, AF_NETLINK and AF_PACKET (AF_UNIX stays for
+// runtimes that use socketpair internally).
+const builtinSeccomp = `{
+  "defaultAction": "SCMP_ACT_ALLOW",
+  "architectures": ["SCMP_ARCH_X86_64", "SCMP_ARCH_X86", "SCMP_ARCH_X32", "SCMP_ARCH_AARCH64", "SCMP_ARCH_ARM"],
+  "syscalls": [
+    {"names": ["acct", "add_key", "bpf", "chroot", "clock_adjtime", "clock_settime", "delete_module",
+      "fanotify_init", "finit_module", "init_module", "io_uring_enter", "io_uring_register", "io_uring_setup",
+      "ioperm", "iopl", "kcmp", "kexec_file_load", "kexec_load", "keyctl", "lookup_dcookie", "mount",
+      "name_to_handle_at", "nfsservctl", "open_by_handle_at", "perf_event_open", "pivot_root",
+      "process_vm_readv", "process_vm_writev", "ptrace", "quotactl", "reboot", "request_key", "setns",
+      "settimeofday", "adjtimex", "swapoff", "swapon", "syslog", "umount2", "unshare", "userfaultfd",
+      "uselib", "vhangup"],
+     "action": "SCMP_ACT_ERRNO", "errnoRet": 1},
+    {"names": ["clone3"], "action": "SCMP_ACT_ERRNO", "errnoRet": 38},
+    {"names": ["clone"], "action": "SCMP_ACT_ERRNO", "errnoRet": 1,
+     "args": [{"index": 0, "value": 268435456, "valueTwo": 268435456, "op": "SCMP_CMP_MASKED_EQ"}]},
+    {"names": ["socket"], "action": "SCMP_ACT_ERRNO", "errnoRet": 1, "args": [{"index": 0, "value": 2, "op": "SCMP_CMP_EQ"}]},
+    {"names": ["socket"], "action": "SCMP_ACT_ERRNO", "errnoRet": 1, "args": [{"index": 0, "value": 10, "op": "SCMP_CMP_EQ"}]},
+    {"names": ["socket"], "action": "SCMP_ACT_ERRNO", "errnoRet": 1, "args": [{"index": 0, "value": 16, "op": "SCMP_CMP_EQ"}]},
+    {"names": ["socket"], "action": "SCMP_ACT_ERRNO", "errnoRet": 1, "args": [{"index": 0, "value": 17, "op": "SCMP_CMP_EQ"}]}
+  ]
+}`
+
+// BuiltinSeccompProfile returns the built-in profile (for docs and operators
+// who want to start from it).
+func BuiltinSeccompProfile() string { return builtinSeccomp }
+
+var seccompActions = map[string]bool{
+	"SCMP_ACT_KILL": true, "SCMP_ACT_KILL_PROCESS": true, "SCMP_ACT_KILL_THREAD": true, "SCMP_ACT_TRAP": true,
+	"SCMP_ACT_ERRNO": true, "SCMP_ACT_TRACE": true, "SCMP_ACT_ALLOW": true, "SCMP_ACT_LOG": true, "SCMP_ACT_NOTIFY": true,
+}
+
+// loadSeccomp reads and checks a profile and returns it compacted for the
+// daemon. Any failure is a configuration error: never a silent fallback.
+func loadSeccomp(path string) (string, error) {
+	raw := []byte(builtinSeccomp)
+	if path != "" {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return "", engine.Infraf(engine.InfraConfig, "seccomp profile: %w", err)
+		}
+		raw = b
+	}
+	var p struct {
+		DefaultAction string `json:"defaultAction"`
+		Syscalls      []struct {
+			Names  []string `json:"names"`
+			Action string   `json:"action"`
+		} `json:"syscalls"`
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	if err := dec.Decode(&p); err != nil {
+		return "", engine.Infraf(engine.InfraConfig, "seccomp profile %q: %w", path, err)
+	}
+	if !seccompActions[p.DefaultAction] {
+		return "", engine.Infraf(engine.InfraConfig, "seccomp profile %q: unknown defaultAction %q", path, p.DefaultAction)
+	}
+	for i, s := range p.Syscalls {
+		if !seccompActions[s.Action] || len(s.Names) == 0 {
+			return "", engine.Infraf(engine.InfraConfig, "seccomp profile %q: rule %d has action %q and %d names", path, i, s.Action, len(s.Names))
+		}
+	}
+	var buf bytes.Buffer
+	if err := json.Compact(&buf, raw); err != nil {
+		return "", engine.Infraf(engine.InfraConfig, "seccomp profile %q: %w", path, err)
+	}
+	return buf.String(), nil
+}
+
+// describeSeccomp names the profile in logs and errors.
+func describeSeccomp(path string) string {
+	if path == "" {
+		return "built-in"
+	}
+	return fmt.Sprintf("file %s", path)
+}

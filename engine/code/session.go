@@ -1,0 +1,313 @@
+package code
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	cerrdefs "github.com/containerd/errdefs"
+	"github.com/moby/moby/api/pkg/stdcopy"
+	"github.com/moby/moby/api/types/container"
+	"github.com/moby/moby/api/types/mount"
+	"github.com/moby/moby/client"
+
+	"github.com/kece-oj/kece/engine"
+	"github.com/kece-oj/kece/engine/code/sandboxinit"
+)
+
+// Container labels; Janitor selects by LabelNode.
+const (
+	LabelNode       = "kece.node"
+	LabelJob        = "kece.job"
+	LabelLeaseEpoch = "kece.lease_epoch"
+	LabelRole       = "kece.role"
+)
+
+// Paths inside the sandbox.
+const (
+	supervisorTarget = "/kece/init"
+	boxDir           = "/box" // writable by the compile uid only
+	inDir            = "/in"  // trusted inputs, read-only, readable by the supervisor only
+	outDir           = "/out" // program stdout files, created by the supervisor
+	expDir           = "/exp" // special judge only: expected outputs
+	userDir          = "/user"
+	tmpDir           = "/tmp"
+)
+
+// sessionSpec describes one sandbox container.
+type sessionSpec struct {
+	image       string
+	role        string
+	task        *engine.Task
+	memoryBytes int64
+	mounts      []mount.Mount
+}
+
+// session is one running sandbox container and its supervisor channel.
+type session struct {
+	x       *Executor
+	id      string
+	conn    client.HijackedResponse
+	lines   chan string
+	readErr chan error
+	diag    *boundedBuffer
+	nextID  int64
+	done    chan struct{}
+	closeMu sync.Once
+}
+
+// startSession creates, attaches and starts a container and waits for the
+// supervisor's hello. On error nothing is left behind.
+func (x *Executor) startSession(ctx context.Context, s sessionSpec) (_ *session, err error) {
+	memory := s.memoryBytes + x.cfg.TmpfsBytes + 64<<20
+	pids := x.cfg.PidsLimit
+	labels := map[string]string{
+		LabelNode: x.cfg.NodeID, LabelJob: s.task.JobID,
+		LabelLeaseEpoch: strconv.FormatInt(s.task.LeaseEpoch, 10), LabelRole: s.role,
+	}
+	mounts := append([]mount.Mount{{
+		Type: mount.TypeBind, Source: x.cfg.SupervisorPath, Target: supervisorTarget, ReadOnly: true,
+	}}, s.mounts...)
+	dctx, cancel := context.WithTimeout(ctx, x.cfg.DaemonTimeout)
+	defer cancel()
+	created, err := x.cli.ContainerCreate(dctx, client.ContainerCreateOptions{
+		Config: &container.Config{
+			Image:           s.image,
+			Entrypoint:      []string{supervisorTarget},
+			Cmd:             []string{"serve"},
+			User:            "0:0",
+			WorkingDir:      "/",
+			Env:             []string{"PATH=/usr/local/bin:/usr/bin:/bin"},
+			Labels:          labels,
+			OpenStdin:       true,
+			AttachStdin:     true,
+			AttachStdout:    true,
+			AttachStderr:    true,
+			NetworkDisabled: true,
+		},
+		HostConfig: &container.HostConfig{
+			NetworkMode: "none",
+			IpcMode:     "none",
+			CapDrop:     []string{"ALL"},
+			// The supervisor needs these to drop to the run uid and to kill what
+			// the program leaves behind; the uid change clears them before any
+			// user code runs.
+			CapAdd:         []string{"SETUID", "SETGID", "KILL"},
+			ReadonlyRootfs: true,
+			SecurityOpt:    []string{"no-new-privileges", "seccomp=" + x.seccomp},
+			Mounts:         mounts,
+			Tmpfs:          map[string]string{tmpDir: fmt.Sprintf("rw,nosuid,nodev,noexec,size=%d,mode=1777", x.cfg.TmpfsBytes)},
+			LogConfig:      container.LogConfig{Type: "none"},
+			Resources: container.Resources{
+				Memory:     memory,
+				MemorySwap: memory,
+				NanoCPUs:   int64(x.cfg.ContainerCPUs * 1e9),
+				PidsLimit:  &pids,
+				Ulimits: []*container.Ulimit{
+					{Name: "nofile", Soft: x.cfg.OpenFiles, Hard: x.cfg.OpenFiles},
+					{Name: "core", Soft: 0, Hard: 0},
+				},
+			},
+		},
+	})
+	if err != nil {
+		return nil, x.classifyDaemon(ctx, "create container", err)
+	}
+	ss := &session{x: x, id: created.ID, lines: make(chan string, 4), readErr: make(chan error, 1), diag: &boundedBuffer{max: 4096}, done: make(chan struct{})}
+	defer func() {
+		if err != nil {
+			ss.close(ctx)
+		}
+	}()
+	att, err := x.cli.ContainerAttach(dctx, ss.id, client.ContainerAttachOptions{Stream: true, Stdin: true, Stdout: true, Stderr: true})
+	if err != nil {
+		return nil, x.classifyDaemon(ctx, "attach container", err)
+	}
+	ss.conn = att.HijackedResponse
+	go ss.demux()
+	if _, err := x.cli.ContainerStart(dctx, ss.id, client.ContainerStartOptions{}); err != nil {
+		return nil, x.classifyDaemon(ctx, "start container", err)
+	}
+	line, err := ss.readLine(ctx, x.cfg.DaemonTimeout)
+	if err != nil {
+		return nil, err
+	}
+	var hello sandboxinit.Hello
+	if err := json.Unmarshal([]byte(line), &hello); err != nil || hello.Version != sandboxinit.Version {
+		return nil, engine.Infraf(engine.InfraConfig, "supervisor hello %q: want version %s", line, sandboxinit.Version)
+	}
+	return ss, nil
+}
+
+// demux splits the attach stream: stdout lines are answers, stderr is kept
+// (bounded) for diagnostics.
+func (s *session) demux() {
+	pr, pw := io.Pipe()
+	go func() {
+		_, err := stdcopy.StdCopy(pw, s.diag, s.conn.Reader)
+		if err == nil {
+			err = io.EOF
+		}
+		pw.CloseWithError(err)
+	}()
+	defer pr.Close()
+	sc := bufio.NewScanner(pr)
+	sc.Buffer(make([]byte, 64<<10), 8<<20)
+	for sc.Scan() {
+		select {
+		case s.lines <- sc.Text():
+		case <-s.done:
+			return
+		}
+	}
+	err := sc.Err()
+	if err == nil {
+		err = io.EOF
+	}
+	s.readErr <- err
+}
+
+func (s *session) readLine(ctx context.Context, timeout time.Duration) (string, error) {
+	t := time.NewTimer(timeout)
+	defer t.Stop()
+	select {
+	case l := <-s.lines:
+		return l, nil
+	case err := <-s.readErr:
+		s.readErr <- err
+		return "", s.lost(ctx, err)
+	case <-ctx.Done():
+		return "", engine.Infra(engine.InfraCancelled, ctx.Err())
+	case <-t.C:
+		return "", engine.Infraf(engine.InfraInternal, "supervisor in %s did not answer within %s (%s)", short(s.id), timeout, s.diag.String())
+	}
+}
+
+// run sends one request and waits for its result.
+func (s *session) run(ctx context.Context, req sandboxinit.Request) (sandboxinit.Result, error) {
+	s.nextID++
+	req.ID = s.nextID
+	b, err := json.Marshal(req)
+	if err != nil {
+		return sandboxinit.Result{}, engine.Infra(engine.InfraInternal, err)
+	}
+	if _, err := s.conn.Conn.Write(append(b, '\n')); err != nil {
+		if ctx.Err() != nil {
+			return sandboxinit.Result{}, engine.Infra(engine.InfraCancelled, ctx.Err())
+		}
+		return sandboxinit.Result{}, s.lost(ctx, err)
+	}
+	// The supervisor enforces the wall limit itself; the margin covers reaping
+	// and cleaning, and catches a wedged supervisor.
+	line, err := s.readLine(ctx, time.Duration(req.WallMillis)*time.Millisecond+s.x.cfg.DaemonTimeout)
+	if err != nil {
+		return sandboxinit.Result{}, err
+	}
+	var res sandboxinit.Result
+	if err := json.Unmarshal([]byte(line), &res); err != nil || res.ID != req.ID {
+		return sandboxinit.Result{}, engine.Infraf(engine.InfraInternal, "supervisor answer %.200q does not match request %d", line, req.ID)
+	}
+	return res, nil
+}
+
+// lost explains a broken supervisor channel: daemon gone, container OOM, or
+// the supervisor died.
+func (s *session) lost(ctx context.Context, cause error) error {
+	if ctx.Err() != nil {
+		return engine.Infra(engine.InfraCancelled, ctx.Err())
+	}
+	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 3*time.Second)
+	defer cancel()
+	if _, err := s.x.cli.Ping(pctx, client.PingOptions{}); err != nil {
+		return engine.Infraf(engine.InfraDaemonUnreachable, "sandbox channel lost (%v); daemon ping: %w", cause, err)
+	}
+	if in, err := s.x.cli.ContainerInspect(pctx, s.id, client.ContainerInspectOptions{}); err == nil && in.Container.State != nil {
+		if in.Container.State.OOMKilled {
+			return engine.Infraf(engine.InfraResourceExhausted, "sandbox supervisor was OOM-killed")
+		}
+		return engine.Infraf(engine.InfraInternal, "sandbox supervisor stopped: status %s exit %d (%v; %s)",
+			in.Container.State.Status, in.Container.State.ExitCode, cause, s.diag.String())
+	}
+	return engine.Infraf(engine.InfraInternal, "sandbox channel lost: %w", cause)
+}
+
+// close kills and removes the container with its own bounded context, so a
+// cancelled job still cleans up.
+func (s *session) close(ctx context.Context) {
+	s.closeMu.Do(func() {
+		close(s.done)
+		if s.conn.Conn != nil {
+			s.conn.Close()
+		}
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.x.cfg.CleanupTimeout)
+		defer cancel()
+		_, err := s.x.cli.ContainerRemove(cctx, s.id, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true})
+		if err != nil && !cerrdefs.IsNotFound(err) {
+			s.x.cfg.Logger.Warn("sandbox container not removed; the janitor will retry", "container", short(s.id), "error", err)
+		}
+	})
+}
+
+// classifyDaemon maps a daemon call error to an infrastructure class.
+func (x *Executor) classifyDaemon(ctx context.Context, what string, err error) error {
+	if ctx.Err() != nil {
+		return engine.Infra(engine.InfraCancelled, ctx.Err())
+	}
+	msg := strings.ToLower(err.Error())
+	switch {
+	case client.IsErrConnectionFailed(err):
+		return engine.Infraf(engine.InfraDaemonUnreachable, "%s: %w", what, err)
+	case strings.Contains(msg, "seccomp"):
+		return engine.Infraf(engine.InfraConfig, "%s: seccomp profile (%s) rejected: %w", what, describeSeccomp(x.cfg.SeccompProfilePath), err)
+	case cerrdefs.IsNotFound(err) && strings.Contains(msg, "image"):
+		return engine.Infraf(engine.InfraImageMissing, "%s: %w", what, err)
+	case strings.Contains(msg, "no space left") || strings.Contains(msg, "cannot allocate memory") || strings.Contains(msg, "out of memory"):
+		return engine.Infraf(engine.InfraResourceExhausted, "%s: %w", what, err)
+	case isConnErr(err):
+		return engine.Infraf(engine.InfraDaemonUnreachable, "%s: %w", what, err)
+	}
+	return engine.Infraf(engine.InfraContainerCreate, "%s: %w", what, err)
+}
+
+func isConnErr(err error) bool {
+	msg := err.Error()
+	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		strings.Contains(msg, "connection refused") || strings.Contains(msg, "connection reset") ||
+		strings.Contains(msg, "no such file or directory") && strings.Contains(msg, ".sock")
+}
+
+func short(id string) string {
+	if len(id) > 12 {
+		return id[:12]
+	}
+	return id
+}
+
+// boundedBuffer keeps the first max bytes written to it.
+type boundedBuffer struct {
+	mu  sync.Mutex
+	max int
+	buf []byte
+}
+
+func (b *boundedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if room := b.max - len(b.buf); room > 0 {
+		b.buf = append(b.buf, p[:min(room, len(p))]...)
+	}
+	return len(p), nil
+}
+
+func (b *boundedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return strings.TrimSpace(string(b.buf))
+}
