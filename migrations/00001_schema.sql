@@ -223,13 +223,17 @@ CREATE TABLE judge_idempotency_key (
   PRIMARY KEY (token_id, idem_key)
 ) ENGINE=InnoDB;
 
--- Cheap cross-replica wake-up for claim long-polls: bumped after each commit
--- that makes work ready in a pool, polled by every replica (one query each).
+-- Cheap cross-replica wake-up for claim long-polls. A transaction that makes
+-- work ready bumps one of 16 slots of its pool as its last statement (so the
+-- bump commits with the work, and concurrent enqueues rarely share a row);
+-- every replica polls SUM(seq) per pool with one query.
 CREATE TABLE judge_pool_signal (
-  pool VARCHAR(16) NOT NULL PRIMARY KEY,
-  seq BIGINT NOT NULL DEFAULT 0
+  pool VARCHAR(16) NOT NULL,
+  slot TINYINT NOT NULL,
+  seq BIGINT NOT NULL DEFAULT 0,
+  PRIMARY KEY (pool, slot)
 ) ENGINE=InnoDB;
-INSERT INTO judge_pool_signal (pool) VALUES ('cpp'), ('java'), ('python'), ('arkts'), ('mysql');
+INSERT INTO judge_pool_signal (pool, slot) VALUES ('cpp', 0), ('cpp', 1), ('cpp', 2), ('cpp', 3), ('cpp', 4), ('cpp', 5), ('cpp', 6), ('cpp', 7), ('cpp', 8), ('cpp', 9), ('cpp', 10), ('cpp', 11), ('cpp', 12), ('cpp', 13), ('cpp', 14), ('cpp', 15), ('java', 0), ('java', 1), ('java', 2), ('java', 3), ('java', 4), ('java', 5), ('java', 6), ('java', 7), ('java', 8), ('java', 9), ('java', 10), ('java', 11), ('java', 12), ('java', 13), ('java', 14), ('java', 15), ('python', 0), ('python', 1), ('python', 2), ('python', 3), ('python', 4), ('python', 5), ('python', 6), ('python', 7), ('python', 8), ('python', 9), ('python', 10), ('python', 11), ('python', 12), ('python', 13), ('python', 14), ('python', 15), ('arkts', 0), ('arkts', 1), ('arkts', 2), ('arkts', 3), ('arkts', 4), ('arkts', 5), ('arkts', 6), ('arkts', 7), ('arkts', 8), ('arkts', 9), ('arkts', 10), ('arkts', 11), ('arkts', 12), ('arkts', 13), ('arkts', 14), ('arkts', 15), ('mysql', 0), ('mysql', 1), ('mysql', 2), ('mysql', 3), ('mysql', 4), ('mysql', 5), ('mysql', 6), ('mysql', 7), ('mysql', 8), ('mysql', 9), ('mysql', 10), ('mysql', 11), ('mysql', 12), ('mysql', 13), ('mysql', 14), ('mysql', 15);
 
 -- +goose Down
 DROP TABLE judge_pool_signal;

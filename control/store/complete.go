@@ -300,7 +300,7 @@ func (s *Store) Complete(ctx context.Context, sess NodeSession, jobID, leaseEpoc
 			}
 			out = CompleteResponse{Disposition: Accepted, JobState: StateQueued}
 			requeuedPool = j.pool
-			return nil
+			return bumpPool(ctx, tx, j.pool)
 		}
 		if err := failLocked(ctx, tx, jobID, res.Error.Code); err != nil {
 			return err
@@ -309,8 +309,8 @@ func (s *Store) Complete(ctx context.Context, sess NodeSession, jobID, leaseEpoc
 		return s.settle(ctx, tx, settlement{jobID: jobID, kind: j.kind, typ: typ, sid: sid, generation: j.generation,
 			status: "SYSTEM_ERROR", errorCode: res.Error.Code, nodeID: sess.NodeID})
 	})
-	if err == nil && requeuedPool != "" {
-		s.SignalPool(ctx, requeuedPool)
+	if err == nil {
+		s.notify(requeuedPool)
 	}
 	return out, err
 }

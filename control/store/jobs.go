@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"regexp"
 	"strings"
 	"time"
@@ -122,7 +123,7 @@ func (s *Store) Enqueue(ctx context.Context, req EnqueueRequest) (EnqueueResult,
 		return err
 	})
 	if err == nil && res.Created {
-		s.SignalPool(ctx, pool)
+		s.notify(pool)
 	}
 	return res, err
 }
@@ -130,8 +131,7 @@ func (s *Store) Enqueue(ctx context.Context, req EnqueueRequest) (EnqueueResult,
 // EnqueueTx enqueues inside the caller's transaction, for business backends
 // that share the database: the job exists exactly when their own transaction
 // commits. The caller must retry its whole transaction on deadlock. Waiting
-// nodes notice the job at their next poll of the pool signal (≤ ~100 ms) or,
-// if the caller calls SignalPool after commit, at once.
+// nodes notice the job at their next poll of the pool signal (~100 ms).
 func (s *Store) EnqueueTx(ctx context.Context, tx *sql.Tx, req EnqueueRequest) (EnqueueResult, error) {
 	res, _, err := s.enqueueTx(ctx, tx, req)
 	return res, err
@@ -184,6 +184,9 @@ func (s *Store) enqueueTx(ctx context.Context, tx *sql.Tx, req EnqueueRequest) (
 		`UPDATE judge_submission SET current_job_id = ?, generation = 1, updated_at = NOW(6)
 		 WHERE submission_type = ? AND submission_id = ?`, id, req.SubmissionType, req.SubmissionID); err != nil {
 		return EnqueueResult{}, "", fmt.Errorf("store: enqueue: pointer: %w", err)
+	}
+	if err := bumpPool(ctx, tx, pool); err != nil {
+		return EnqueueResult{}, "", err
 	}
 	return EnqueueResult{JobID: id, Generation: 1, State: StateQueued, Created: true}, pool, nil
 }
@@ -293,10 +296,10 @@ func (s *Store) Rejudge(ctx context.Context, typ, id, actor, reason string) (Enq
 		}
 		res = EnqueueResult{JobID: newID, Generation: gen + 1, State: StateQueued, Created: true}
 		pool = j.pool
-		return nil
+		return bumpPool(ctx, tx, pool)
 	})
 	if err == nil {
-		s.SignalPool(ctx, pool)
+		s.notify(pool)
 	}
 	return res, err
 }
@@ -379,19 +382,31 @@ func cancelLocked(ctx context.Context, tx *sql.Tx, jobID int64, attemptOutcome s
 	return nil
 }
 
-// SignalPool bumps the pool's wake-up sequence after a commit that made work
-// ready, so long-polls in every replica notice within one poll interval. It
-// is best effort: a failure only delays pickup until the next poll.
-func (s *Store) SignalPool(ctx context.Context, pool string) {
-	if pool == "" {
-		return
+// PoolSignalSlots is how many rows each pool's wake-up counter is spread over.
+const PoolSignalSlots = 16
+
+// bumpPool marks the pool as having new ready work, inside the transaction
+// that made it ready and as its last statement: the signal commits exactly
+// when the work does (EnqueueTx included). Waiters in every replica see it at
+// their next poll of PoolSignals.
+func bumpPool(ctx context.Context, tx *sql.Tx, pool string) error {
+	if _, err := tx.ExecContext(ctx,
+		`UPDATE judge_pool_signal SET seq = seq + 1 WHERE pool = ? AND slot = ?`, pool, rand.IntN(PoolSignalSlots)); err != nil {
+		return fmt.Errorf("store: pool signal: %w", err)
 	}
-	_, _ = s.db.ExecContext(ctx, `UPDATE judge_pool_signal SET seq = seq + 1 WHERE pool = ?`, pool)
+	return nil
 }
 
-// PoolSignals returns each pool's wake-up sequence (one cheap query).
+// notify tells this replica's waiters at once (no database round trip).
+func (s *Store) notify(pool string) {
+	if s.notifier != nil && pool != "" {
+		s.notifier.Notify(pool)
+	}
+}
+
+// PoolSignals returns each pool's wake-up counter (one cheap query).
 func (s *Store) PoolSignals(ctx context.Context) (map[string]int64, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT pool, seq FROM judge_pool_signal`)
+	rows, err := s.db.QueryContext(ctx, `SELECT pool, SUM(seq) FROM judge_pool_signal GROUP BY pool`)
 	if err != nil {
 		return nil, fmt.Errorf("store: pool signals: %w", err)
 	}

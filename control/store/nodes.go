@@ -776,10 +776,13 @@ func (s *Store) StartCheck(ctx context.Context, r CheckRequest, actor, reason st
 		if _, err := tx.ExecContext(ctx, `UPDATE judge_node_check SET job_id = ? WHERE id = ?`, out.JobID, out.CheckID); err != nil {
 			return fmt.Errorf("store: start check: %w", err)
 		}
-		return audit(ctx, tx, actor, "node.verify", r.NodeID, out.JobID, reason, map[string]any{"checkId": out.CheckID})
+		if err := audit(ctx, tx, actor, "node.verify", r.NodeID, out.JobID, reason, map[string]any{"checkId": out.CheckID}); err != nil {
+			return err
+		}
+		return bumpPool(ctx, tx, pool)
 	})
 	if err == nil {
-		s.SignalPool(ctx, pool)
+		s.notify(pool)
 	}
 	return out, err
 }

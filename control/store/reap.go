@@ -71,7 +71,10 @@ func (s *Store) Reap(ctx context.Context) (ReapStats, error) {
 			}
 			if j.attempts < j.maxAttempts {
 				outcome = StateQueued
-				return s.requeueLocked(ctx, tx, id, j.attempts, "LEASE_EXPIRED")
+				if err := s.requeueLocked(ctx, tx, id, j.attempts, "LEASE_EXPIRED"); err != nil {
+					return err
+				}
+				return bumpPool(ctx, tx, j.pool)
 			}
 			outcome = StateFailed
 			if err := failLocked(ctx, tx, id, "LEASE_EXPIRED"); err != nil {
@@ -92,7 +95,7 @@ func (s *Store) Reap(ctx context.Context) (ReapStats, error) {
 		}
 	}
 	for p := range pools {
-		s.SignalPool(ctx, p)
+		s.notify(p)
 	}
 	return st, nil
 }

@@ -123,6 +123,22 @@ type Store struct {
 	stats *counters
 	// hooks are test-only fault injection points; nil in production.
 	hooks *Hooks
+	// notifier wakes this replica's claim waiters after a commit.
+	notifier Notifier
+}
+
+// Notifier is told, after commit, that a pool has new ready work. It must not
+// block. The HTTP layer's long-poll registry implements it.
+type Notifier interface {
+	Notify(pool string)
+}
+
+// WithNotifier returns a copy of s that notifies n after commits that make
+// work ready.
+func (s *Store) WithNotifier(n Notifier) *Store {
+	c := *s
+	c.notifier = n
+	return &c
 }
 
 // Hooks are fault-injection points for tests.
