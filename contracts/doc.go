@@ -15,6 +15,8 @@ package contracts
 import "embed"
 
 //go:generate go tool oapi-codegen -config machineapi/oapi-codegen.yaml machine.yaml
+//go:generate go tool oapi-codegen -config adminapi/oapi-codegen.yaml admin.yaml
+//go:generate go tool oapi-codegen -config businessapi/oapi-codegen.yaml business.yaml
 
 // Samples holds the fixed JSON samples under samples/, for tests elsewhere
 // that want a known-good message.

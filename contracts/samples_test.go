@@ -16,6 +16,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kece-oj/kece/contracts"
+	"github.com/kece-oj/kece/contracts/adminapi"
+	"github.com/kece-oj/kece/contracts/businessapi"
 	"github.com/kece-oj/kece/contracts/machineapi"
 )
 
@@ -95,8 +97,71 @@ func machineSamples() []sample {
 	return s
 }
 
+func adminSamples() []sample {
+	m := func(file, method, p string, status int, decode func([]byte) (any, error)) sample {
+		return sample{file: "admin/" + file, spec: "admin.yaml", method: method, path: p, status: status, decode: decode}
+	}
+	const (
+		groups = "/api/v1/admin/judge-host-groups"
+		group  = groups + "/{hostGroupId}"
+		nodes  = "/api/v1/admin/judgers"
+		node   = nodes + "/{nodeId}"
+		jobs   = "/api/v1/admin/judge-jobs"
+	)
+	return []sample{
+		m("host-group-create.json", http.MethodPost, groups, 0, into[adminapi.HostGroupCreate]()),
+		m("host-group.json", http.MethodPost, groups, 201, into[adminapi.HostGroup]()),
+		m("host-group-update.json", http.MethodPatch, group, 0, into[adminapi.HostGroupUpdate]()),
+		m("error-409.json", http.MethodPatch, group, 409, into[adminapi.Error]()),
+		m("judger-create.json", http.MethodPost, nodes, 0, into[adminapi.JudgerCreate]()),
+		m("judger-created.json", http.MethodPost, nodes, 201, into[adminapi.JudgerCreated]()),
+		m("judger-detail.json", http.MethodGet, node, 200, into[adminapi.JudgerDetail]()),
+		m("disable-request.json", http.MethodPost, node+"/disable", 0, into[adminapi.DisableRequest]()),
+		m("probe-result.json", http.MethodPost, node+"/probe", 200, into[adminapi.ProbeResult]()),
+		m("judge-job-list.json", http.MethodGet, jobs, 200, into[adminapi.JudgeJobList]()),
+		m("judge-job-detail.json", http.MethodGet, jobs+"/{jobId}", 200, into[adminapi.JudgeJobDetail]()),
+		m("settlement-events-dead.json", http.MethodGet, "/api/v1/admin/settlement-events", 200, into[adminapi.SettlementEventList]()),
+		m("reconcile-report.json", http.MethodGet, "/api/v1/admin/reconcile", 200, into[adminapi.ReconcileReport]()),
+	}
+}
+
+func businessSamples() []sample {
+	m := func(file, method, p string, status int, decode func([]byte) (any, error)) sample {
+		return sample{file: "business/" + file, spec: "business.yaml", method: method, path: p, status: status, decode: decode}
+	}
+	const (
+		subs = "/api/v1/submissions"
+		sub  = subs + "/{submissionType}/{submissionId}"
+	)
+	post := http.MethodPost
+	return []sample{
+		m("artifact-stored.json", http.MethodPut, "/api/v1/artifacts/{sha256}", 201, into[businessapi.ArtifactStored]()),
+		m("error-422.json", http.MethodPut, "/api/v1/artifacts/{sha256}", 422, into[businessapi.Error]()),
+		m("manifest-code.json", post, "/api/v1/manifests", 0, into[businessapi.Manifest]()),
+		m("manifest-sql.json", post, "/api/v1/manifests", 0, into[businessapi.Manifest]()),
+		m("manifest-published.json", post, "/api/v1/manifests", 201, into[businessapi.ManifestPublished]()),
+		m("manifest-stored.json", http.MethodGet, "/api/v1/manifests/{manifestId}", 200, into[businessapi.StoredManifest]()),
+		m("submission-create.json", post, subs, 0, into[businessapi.SubmissionCreate]()),
+		m("submission-accepted.json", post, subs, 202, into[businessapi.SubmissionAccepted]()),
+		m("error-409.json", post, subs, 409, into[businessapi.Error]()),
+		m("submission-status-pending.json", http.MethodGet, sub, 200, into[businessapi.SubmissionStatus]()),
+		m("submission-status-judging.json", http.MethodGet, sub, 200, into[businessapi.SubmissionStatus]()),
+		m("submission-status-wa.json", http.MethodGet, sub, 200, into[businessapi.SubmissionStatus]()),
+		m("reason-request.json", post, sub+"/rejudge", 0, into[businessapi.ReasonRequest]()),
+		m("event-claim-request.json", post, "/api/v1/settlement-events/claim", 0, into[businessapi.EventClaimRequest]()),
+		m("event-claim-response.json", post, "/api/v1/settlement-events/claim", 200, into[businessapi.EventClaimResponse]()),
+		m("event-ack-request.json", post, "/api/v1/settlement-events/ack", 0, into[businessapi.EventAckRequest]()),
+		m("event-ack-response.json", post, "/api/v1/settlement-events/ack", 200, into[businessapi.EventAckResponse]()),
+		m("judgers-summary.json", http.MethodGet, "/api/v1/system/judgers/summary", 200, into[businessapi.JudgersSummary]()),
+	}
+}
+
 func allSamples() []sample {
-	return machineSamples()
+	var all []sample
+	all = append(all, machineSamples()...)
+	all = append(all, adminSamples()...)
+	all = append(all, businessSamples()...)
+	return all
 }
 
 // loadSpec loads and validates one spec from disk (the source of truth).
@@ -327,6 +392,7 @@ func TestCheckerRejectsBadSamples(t *testing.T) {
 		{"missing required", "machine/result-response-accepted.json", `, "jobState": "COMPLETED"`, ``},
 		{"unknown error code", "machine/error-409.json", `"LEASE_LOST"`, `"LEASE_GONE"`},
 		{"bad digest", "machine/claim-response-code.json", `"f251ddc1`, `"F251DDC1`},
+		{"null rows only where allowed", "machine/claim-response-sql.json", `"columns": ["name", "dept"]`, `"columns": ["name", null]`},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -359,7 +425,9 @@ func jsonEqual(t *testing.T, a, b []byte) bool {
 func TestEmbeddedSpecsAreCurrent(t *testing.T) {
 	t.Parallel()
 	for name, embedded := range map[string]func() (*openapi3.T, error){
-		"machine.yaml": machineapi.GetSwagger,
+		"machine.yaml":  machineapi.GetSwagger,
+		"admin.yaml":    adminapi.GetSwagger,
+		"business.yaml": businessapi.GetSwagger,
 	} {
 		onDisk := loadSpec(t, name)
 		got, err := embedded()
@@ -370,4 +438,47 @@ func TestEmbeddedSpecsAreCurrent(t *testing.T) {
 		require.NoError(t, err)
 		require.JSONEq(t, string(a), string(b), "%s: embedded spec is stale; run make generate", name)
 	}
+}
+
+// TestSharedSchemasAgree: the specs are self-contained, so small shared
+// schemas are duplicated; the copies must stay identical.
+func TestSharedSchemasAgree(t *testing.T) {
+	t.Parallel()
+	specs := map[string]*openapi3.T{
+		"machine.yaml":  loadSpec(t, "machine.yaml"),
+		"admin.yaml":    loadSpec(t, "admin.yaml"),
+		"business.yaml": loadSpec(t, "business.yaml"),
+	}
+	shared := map[string]int{}
+	for _, doc := range specs {
+		for name := range doc.Components.Schemas {
+			shared[name]++
+		}
+	}
+	// Error and ErrorCode differ on purpose: each surface has its own codes.
+	delete(shared, "Error")
+	delete(shared, "ErrorCode")
+	checked := 0
+	for name, n := range shared {
+		if n < 2 {
+			continue
+		}
+		var first []byte
+		var firstSpec string
+		for specName, doc := range specs {
+			ref := doc.Components.Schemas[name]
+			if ref == nil {
+				continue
+			}
+			b, err := json.Marshal(ref.Value)
+			require.NoError(t, err)
+			if first == nil {
+				first, firstSpec = b, specName
+				continue
+			}
+			require.JSONEq(t, string(first), string(b), "schema %s differs between %s and %s", name, firstSpec, specName)
+		}
+		checked++
+	}
+	require.GreaterOrEqual(t, checked, 15, "expected the manifest and verdict schemas to be shared")
 }

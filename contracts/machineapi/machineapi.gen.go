@@ -1149,8 +1149,9 @@ type ClientInterface interface {
 	// Errors: 400 `REQUEST_INVALID`; 401 `SESSION_INVALID`,
 	// `SESSION_SUPERSEDED`; 403 `NODE_REVOKED`; 404 `JOB_NOT_FOUND`;
 	// 409 `LEASE_LOST`, `RESULT_CONFLICT`, `JOB_CANCELLED`, `SUPERSEDED`;
-	// 413 `PAYLOAD_TOO_LARGE`; 422 `RESULT_INVALID`; 429 `RATE_LIMITED`;
-	// 5xx `INTERNAL`, `UNAVAILABLE` (retry the same payload within the lease).
+	// 413 `PAYLOAD_TOO_LARGE` (body over 8 MiB); 422 `RESULT_INVALID`;
+	// 429 `RATE_LIMITED`; 5xx `INTERNAL`, `UNAVAILABLE` (retry the same
+	// payload within the lease).
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -1176,8 +1177,9 @@ type ClientInterface interface {
 	// Errors: 400 `REQUEST_INVALID`; 401 `SESSION_INVALID`,
 	// `SESSION_SUPERSEDED`; 403 `NODE_REVOKED`; 404 `JOB_NOT_FOUND`;
 	// 409 `LEASE_LOST`, `RESULT_CONFLICT`, `JOB_CANCELLED`, `SUPERSEDED`;
-	// 413 `PAYLOAD_TOO_LARGE`; 422 `RESULT_INVALID`; 429 `RATE_LIMITED`;
-	// 5xx `INTERNAL`, `UNAVAILABLE` (retry the same payload within the lease).
+	// 413 `PAYLOAD_TOO_LARGE` (body over 8 MiB); 422 `RESULT_INVALID`;
+	// 429 `RATE_LIMITED`; 5xx `INTERNAL`, `UNAVAILABLE` (retry the same
+	// payload within the lease).
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -1462,8 +1464,9 @@ func (c *Client) DownloadArtifact(ctx context.Context, jobId JobIdPath, sha256 S
 // Errors: 400 `REQUEST_INVALID`; 401 `SESSION_INVALID`,
 // `SESSION_SUPERSEDED`; 403 `NODE_REVOKED`; 404 `JOB_NOT_FOUND`;
 // 409 `LEASE_LOST`, `RESULT_CONFLICT`, `JOB_CANCELLED`, `SUPERSEDED`;
-// 413 `PAYLOAD_TOO_LARGE`; 422 `RESULT_INVALID`; 429 `RATE_LIMITED`;
-// 5xx `INTERNAL`, `UNAVAILABLE` (retry the same payload within the lease).
+// 413 `PAYLOAD_TOO_LARGE` (body over 8 MiB); 422 `RESULT_INVALID`;
+// 429 `RATE_LIMITED`; 5xx `INTERNAL`, `UNAVAILABLE` (retry the same
+// payload within the lease).
 //
 // Takes any type of body and a specified content type.
 //
@@ -1499,8 +1502,9 @@ func (c *Client) SubmitResultWithBody(ctx context.Context, jobId JobIdPath, cont
 // Errors: 400 `REQUEST_INVALID`; 401 `SESSION_INVALID`,
 // `SESSION_SUPERSEDED`; 403 `NODE_REVOKED`; 404 `JOB_NOT_FOUND`;
 // 409 `LEASE_LOST`, `RESULT_CONFLICT`, `JOB_CANCELLED`, `SUPERSEDED`;
-// 413 `PAYLOAD_TOO_LARGE`; 422 `RESULT_INVALID`; 429 `RATE_LIMITED`;
-// 5xx `INTERNAL`, `UNAVAILABLE` (retry the same payload within the lease).
+// 413 `PAYLOAD_TOO_LARGE` (body over 8 MiB); 422 `RESULT_INVALID`;
+// 429 `RATE_LIMITED`; 5xx `INTERNAL`, `UNAVAILABLE` (retry the same
+// payload within the lease).
 //
 // Takes a body of the `application/json` content type.
 //
@@ -2111,8 +2115,9 @@ type ClientWithResponsesInterface interface {
 	// Errors: 400 `REQUEST_INVALID`; 401 `SESSION_INVALID`,
 	// `SESSION_SUPERSEDED`; 403 `NODE_REVOKED`; 404 `JOB_NOT_FOUND`;
 	// 409 `LEASE_LOST`, `RESULT_CONFLICT`, `JOB_CANCELLED`, `SUPERSEDED`;
-	// 413 `PAYLOAD_TOO_LARGE`; 422 `RESULT_INVALID`; 429 `RATE_LIMITED`;
-	// 5xx `INTERNAL`, `UNAVAILABLE` (retry the same payload within the lease).
+	// 413 `PAYLOAD_TOO_LARGE` (body over 8 MiB); 422 `RESULT_INVALID`;
+	// 429 `RATE_LIMITED`; 5xx `INTERNAL`, `UNAVAILABLE` (retry the same
+	// payload within the lease).
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -2138,8 +2143,9 @@ type ClientWithResponsesInterface interface {
 	// Errors: 400 `REQUEST_INVALID`; 401 `SESSION_INVALID`,
 	// `SESSION_SUPERSEDED`; 403 `NODE_REVOKED`; 404 `JOB_NOT_FOUND`;
 	// 409 `LEASE_LOST`, `RESULT_CONFLICT`, `JOB_CANCELLED`, `SUPERSEDED`;
-	// 413 `PAYLOAD_TOO_LARGE`; 422 `RESULT_INVALID`; 429 `RATE_LIMITED`;
-	// 5xx `INTERNAL`, `UNAVAILABLE` (retry the same payload within the lease).
+	// 413 `PAYLOAD_TOO_LARGE` (body over 8 MiB); 422 `RESULT_INVALID`;
+	// 429 `RATE_LIMITED`; 5xx `INTERNAL`, `UNAVAILABLE` (retry the same
+	// payload within the lease).
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -3021,8 +3027,9 @@ func (c *ClientWithResponses) DownloadArtifactWithResponse(ctx context.Context, 
 // Errors: 400 `REQUEST_INVALID`; 401 `SESSION_INVALID`,
 // `SESSION_SUPERSEDED`; 403 `NODE_REVOKED`; 404 `JOB_NOT_FOUND`;
 // 409 `LEASE_LOST`, `RESULT_CONFLICT`, `JOB_CANCELLED`, `SUPERSEDED`;
-// 413 `PAYLOAD_TOO_LARGE`; 422 `RESULT_INVALID`; 429 `RATE_LIMITED`;
-// 5xx `INTERNAL`, `UNAVAILABLE` (retry the same payload within the lease).
+// 413 `PAYLOAD_TOO_LARGE` (body over 8 MiB); 422 `RESULT_INVALID`;
+// 429 `RATE_LIMITED`; 5xx `INTERNAL`, `UNAVAILABLE` (retry the same
+// payload within the lease).
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -3054,8 +3061,9 @@ func (c *ClientWithResponses) SubmitResultWithBodyWithResponse(ctx context.Conte
 // Errors: 400 `REQUEST_INVALID`; 401 `SESSION_INVALID`,
 // `SESSION_SUPERSEDED`; 403 `NODE_REVOKED`; 404 `JOB_NOT_FOUND`;
 // 409 `LEASE_LOST`, `RESULT_CONFLICT`, `JOB_CANCELLED`, `SUPERSEDED`;
-// 413 `PAYLOAD_TOO_LARGE`; 422 `RESULT_INVALID`; 429 `RATE_LIMITED`;
-// 5xx `INTERNAL`, `UNAVAILABLE` (retry the same payload within the lease).
+// 413 `PAYLOAD_TOO_LARGE` (body over 8 MiB); 422 `RESULT_INVALID`;
+// 429 `RATE_LIMITED`; 5xx `INTERNAL`, `UNAVAILABLE` (retry the same
+// payload within the lease).
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -5126,149 +5134,149 @@ func (sh *strictHandler) OpenSession(w http.ResponseWriter, r *http.Request) {
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7H1rc9s4suhfQXFP1ch7acd2nOzErvtBkZVEiS15JHnm7B3lmhAJSUhIgAFAy5qM//spNAC+RNmSM8me",
-	"rdoviUXi0QC6G/3mVy/kScoZYUp6p1+9BcEREfDnkCixas8UEfpXRGQoaKooZ96pNyIhZ5FEiqMlpgpN",
-	"yYwLgoTuQtn8wPM9Qb5kVJDIO1UiI74nwwVJsB5qxkWClXfqUaaeH3u+l1BGkyzxTg99T61SYl6RORHe",
-	"/f2976VY4IQoC9d7Pu1FV1gt1sEaLwj6xKeIRhoCqh+luqHvMZzoYT/pvg8C91+CzLxT72/Pin15Zt7K",
-	"Z73IwCOITDmTBMB5jaMh+ZIRqfSvkDNFGPyJ0zSmIdagPfskNXxft5ynKwS3S19fnzCToYgTiRhXKMEq",
-	"XCC1IEhPLnCoUCsYdn+57o7GN73+r+2L3nngo+BqOBgPOoOLm+v+6PrqajAcd8+DvQPv3vc6nM1iGv6g",
-	"FcQES4Kohh7FnM2JQGpBJQpxHBPxkzxDeIpZxBmiCsB7w8WURhFh3x++dqYWhCk9KonQNFOwxTiO+ZJE",
-	"Z+jk8DkK+oPz7s2w++vgQ/c8QFLxVML2Mx4RgPctZ+THbOUnThkKeUTQEkuEY0FwtEKZJBHiAi2wROQu",
-	"1YgOcPW5esMzFv0o2KYaiBmNSYGs5I5Kc6hXeBVzHI05v8Bi/oP2a8qjFSJ3ISGRRFRJNNX7cYYYuSXC",
-	"sC9EFcISUQlQjjm/xGxlKVx+fyiHWBEU04Rq/GsFw/a4e3PRu+wBsZ6hKQ4/Iz6boRkXCDj0PrBoJA1H",
-	"1nyvzsP3cybeBJFt/azE7gGsa4YzteCC/kF+AMJcUikpm2uEEWQGCBwKEmlSxLF+KomUlLMzoDcUxpgm",
-	"cNEApOQuJaH6EXCOiLglYl/SiKAZzmKFWi/u7lDQ64+7w377QjPa637713bvov36oquPzGCVZhASJwSl",
-	"Bu/RkqoFHCefzewyUsFDIiWexqTLFFWr77+e30gc7+sL2XI7ykLOJJV6SgOiMqT8k0QJZnRGpNpILvfu",
-	"IgXc62BJenAkKVaKCD3d//+9vf//8P4fh/uvPhZ/3hzsf/x66L98fv9fXi4BSCUom8PthCUZEpnFZhOi",
-	"iGrgcXwleEqEovoenuFYEt9LS4++emEOwUN7Y+G89z1yR1WHR6RRSKkLJr6XkISL1YdpvfnLk0dkGt1V",
-	"SmyYXvU8OgsSfiYCRXQ285Gkc4ZjpIUXTQOjXy4Q0SfpI6xQwqVCJ+gDfa2JPsF3F4TNtVR0cvjqZcM2",
-	"ypAL8gRYDRANwhYRCWVYabJ1gGbJlAgfHSI6Q4wzoiHbSdzzPamwyuRjh/YrEREN1cg0vvc9RRNyKRs2",
-	"9Ooa6Xd1SLZY+BLHsRlyp473ZfHyd4eE+cLcQeQg5xOVMKqEi/kBFFjzMZ+UTz+RUAGRGMR5lEJq4g6T",
-	"SyKQ3mAsqOTsAAWKx0RgpgJE54wLIpESmMZwzCkOiUSYRWhG4cDJMqaMyLMJC2YxxyqwY+nrHpBBGi4S",
-	"4Kkc8zh4FggS6z/OUCBTElIcB0hkTCI8YfbB/qcsmhOUCj4XOEGUWebJoim/Qy29M0bmOUT/F+EwJKki",
-	"0d7BhHl1BmAmrZxgxLNpTJqP0EDswQHGT+tol/AY+o5MM3do926kRziVaT7WTetoBv0fQIyxHZ8wDfrv",
-	"HrnDodJIaE9bk4c+QK9Yw8c6E/G9u33df/8WC82TpB6oawcaFwO9sQON3EAaDH1jlxSlHdj4TBAyirlq",
-	"oG54jHQDxFkuhCNB5wstuS/PckYJGkaC2UpfZhJho61mgpGomUnhO3PKL09KR37UzCeoamI97/gS9BuD",
-	"viA4oASv0ILHETxzqpweQJOXlumWXHxu5lUOoKMXh4eHO7GgYgNzYBsxxRyR0W13PCO9qfp/qkjyKPOG",
-	"iUj0nk/hLsR3PdNLb7WFCguBV2sLgVk2gm5G3A1uLZkkqVo/vCM4DX1KMyqkQrahryUkQRLCQD9cIS0J",
-	"rawoxGcGzT7x6cMXXyMaGdvEFiYI3/tM2aMt3/PpB93s3vdA4e6mPGwwmbwhLNS4p/hnoqVrwiIt0gHT",
-	"dmtjZOmjiC8ZCK6a+wsQxx5acPWabFwwgDUkCaaMsvkTblqNO0YkfWwzLl27Up9tNzvl/FF+fqXbaGTN",
-	"mL7VtziboW2p74xsmlDQbrboNyoaN1AHCBql427YZIs9dl1+TgGVjakAVdrmYoVNVHhOUsIiwsLVjmLI",
-	"O4JjtdDoxBlBMQ9xjKJ8MNQ650YoxiThzEcWBkQTPCc+MuJChBWeYkl8FFH5ee9gTRiIiMK0QY4dLbhQ",
-	"iNylMWagW/mIHMwPgPZB2kaK3Gmlh2slWxAla/L20eHxSYO8vYBFwVbYd1POY4KZfmnskVXVCO//8fF3",
-	"pxGdPqAS1c4dxirmaz4ZqVtrcZk0m01DzmZ0ngnYAaRlVYIwQzhKKEOSqJwdwgXbYlyB/YRP4WKLkJkd",
-	"tt2JGFfd/nmv//bm1+6w96bXaY97g77ne92+1ozPPd87H7Z7/V7/rf6zNzJPtxM6rgiLKJv/SgSdWY1Y",
-	"j8y06qyx91wYfNd/UmmeainknMqUS6osrdWE4U6nezXunqNWyJOEKsvhc9vkntbB2hfDbvv8nzedweVl",
-	"bwytMUM0MkbDGBEsYqpFahzHKKJRZUfcDJ7vrY2z5crbVt7VQxhzX8cBCys0mv5u5NcFPm9wfcqj1Trt",
-	"hFYrftTGACoLWBk0scnNgBi7exWOQWraIalEFqpMkAhs2uROoZbGP3KHkzQmgId8NjNIgGaUxGaf1/B+",
-	"o579Lksw29f7p5HDUTiYNfSMmDK5gdobteu6zmcUt4f0tWK31mC7xOGCMlJAZ04mBPNygUw1E7/ne00W",
-	"fs/33g96/ZvO4Lxbalo86/73VW9Ya3c9ggedYfe82x/32helnqPuaNQb9BuejK6vusNR9xz6lo3k8HN8",
-	"82Zw3TfzvL4p/24Px7037c4YHvb6N5ftfu9NdzQuv7rsjUaGU1x026PuzcUA3g+7o+uL8U1n0H9z0euM",
-	"7eCddr/TvTA8pgLUVfufF4P2+c14MLi5aA/fdoshiuWUTa6e7znLnud7JcPeltRqFZ4eu8Ux1TR7Jbji",
-	"IY+vmczSlAtDye85ZRoXinbuSdeY70tPriX87OTW0aLTyNhI1x6MspQISSLo2OcRGZJb/tn+si4BPcG0",
-	"9KstFJ3hUPW56rHL4v53z63BVh+IljAuOLw1ZrrcnQSDdjALSWz4cgWSugfAdS/gH2JFLowtXJ8E01cl",
-	"WEKuGb7FNNbUAVzvHcFCTQlWT9Mwc1nD/t5KiylJOxUt5vlxXYvxvcjdR413L1ypVEkSzxCVyDVGLZBD",
-	"OEOj3ttxd3hZ5nElWQLkpQcVZHdv/yStcFW97cG9JVGLKmOKSShrQTvf3f96lL29HRTlRmndym2/EiEb",
-	"L2CNmmia0dgqGVbMuzXtpZXLJt5nEpJ92LSjg8ODwzM0D0N0dHxwfHA48Wrs+sXRcZMtVC/odSZX60C8",
-	"51Opp4YTyA0J37b02vVQ2we/in+VAy2DWkKjphulRANPUuENTgzJLW0+nZ5TfCVaLggrpMNwgdmcyJJ0",
-	"CDD7Rorce4LlNaqJqw+TYantve/x2SymjIAnq9Eq47YJ4TlBGJxnywW1LnRDihLJBV8yZMd6gm4rHTn+",
-	"ZUhT2RO/flpuxrX1N2GK0Xxrwi963Xvb648RjRCWCKOIhDQxspiN6LDSl3fqneiFlFWXo/1XH38/3H+l",
-	"dZajn5vdOD02E3g78XR34bMY3EmgJdHvr5featM10MpM4FyKtZ7CMMZSopYkBBE213gFzTr6cUVNOG93",
-	"Lwf9m+v+sNvuvANxw/d6l+233ZIc1Bn0x+1evzu86Qy77bEVZQbXw46W6d61r0dGfukMhsPrKy3gXF1r",
-	"AaksHGm5qQeDvet2PnSHN2/aPfPm/fX52+7N+esaEPnjYe/tu/GoLB5tJxCdgwp/zQTB4QIbg3pPq/GF",
-	"PNEx8jcRHUEMrg+J5JkISfdugTNphIEOFyJLVY+lmZYzykJGB0jDy03fbzA1L95n0ZycT6uz24dDzell",
-	"WcrQcoUzoq3fq9ev4SgGfc0tMkmM5fYMwU7qZ4497lsrL4mQvuD3Qw2UiTtAioPBg9Uk+2JwdzRb7u6o",
-	"bLSB1btVDAvD1A6KIcQb2VvY+oFRkkkQExBnZyWLOzjtNd9IOY8RLcUngYFgXaWMMZtnlkAfouwL124n",
-	"U1yNpPPJ7BhNNP2eT/MLx53EL9fda6CH4XW/7+ju8uqia2grJ5eCqLY7qF8ykgFKDo2gAVirmatB7hxj",
+	"7H1rc9s4suhfQXFP1ch7acd2nOwkrvtBkZVEiS15JHnm7B3lmhAJSYhJgAFAy5qM//spNAC+RNmSM8me",
+	"rdoviUXi0QC6G/3mVy/kScoZYUp6r796C4IjIuDPIVFi1Z4pIvSviMhQ0FRRzrzX3oiEnEUSKY6WmCo0",
+	"JTMuCBK6C2XzA8/3BPmSUUEi77USGfE9GS5IgvVQMy4SrLzXHmXq+bHnewllNMkS7/Wh76lVSswrMifC",
+	"u7+/970UC5wQZeH6wKe96BKrxTpY4wVBn/kU0UhDQPWjVDf0PYYTPexn3fdB4P5LkJn32vvbs2Jfnpm3",
+	"8lkvMvAIIlPOJAFw3uBoSL5kRCr9K+RMEQZ/4jSNaYg1aM8+Sw3f1y3n6QrB7dLX1yfMZCjiRCLGFUqw",
+	"ChdILQjSkwscKtQKht1frrqj8XWv/2v7vHcW+Ci4HA7Gg87g/PqqP7q6vBwMx92zYO/Au/e9DmezmIY/",
+	"aAUxwZIgqqFHMWdzIpBaUIlCHMdE/CRPEZ5iFnGGqALw3nIxpVFE2PeHr52pBWFKj0oiNM0UbDGOY74k",
+	"0Sk6OXyOgv7grHs97P46+Ng9C5BUPJWw/YxHBOB9xxn5MVv5mVOGQh4RtMQS4VgQHK1QJkmEuEALLBG5",
+	"SzWiA1x9rt7yjEU/CrapBmJGY1IgK7mj0hzqJV7FHEdjzs+xmP+g/ZryaIXIXUhIJBFVEk31fpwiRm6J",
+	"MOwLUYWwRFQClGPOLzBbWQqX3x/KIVYExTShGv9awbA97l6f9y56QKynaIrDG8RnMzTjAgGH3gcWjaTh",
+	"yJrv1Xn4fs7EmyCyrZ+V2D2AdcVwphZc0D/ID0CYCyolZXONMILMAIFDQSJNijjWTyWRknJ2CvSGwhjT",
+	"BC4agJTcpSRUPwLOERG3ROxLGhE0w1msUOvF3R0Kev1xd9hvn2tGe9Vv/9runbffnHf1kRms0gxC4oSg",
+	"1OA9WlK1gOPks5ldRip4SKTE05h0maJq9f3X8xuJ4319IVtuR1nImaRST2lAVIaUf5IowYzOiFQbyeXe",
+	"XaSAex0sSQ+OJMVKEaGn+/+/t/f/H97/43D/1afiz+uD/U9fD/2Xz+//y8slAKkEZXO4nbAkQyKz2GxC",
+	"FFENPI4vBU+JUFTfwzMcS+J7aenRVy/MIXhobyyc975H7qjq8Ig0Cil1wcT3EpJwsfo4rTd/efKITKO7",
+	"SokN06ueR2dBwhsiUERnMx9JOmc4Rlp40TQw+uUcEX2SPsIKJVwqdII+0jea6BN8d07YXEtFJ4evXjZs",
+	"owy5IE+A1QDRIGwRkVCGlSZbB2iWTInw0SGiM8Q4IxqyncQ935MKq0w+dmi/EhHRUI1M43vfUzQhF7Jh",
+	"Qy+vkH5Xh2SLhS9xHJshd+p4XxYvf3dImC/MHUQOcj5RCaNKuJgfQIE1n/JJ+fQzCRUQiUGcRymkJu4w",
+	"uSQC6Q3GgkrODlCgeEwEZipAdM64IBIpgWkMx5zikEiEWYRmFA6cLGPKiDydsGAWc6wCO5a+7gEZpOEi",
+	"AZ7KMY+DZ4Egsf7jFAUyJSHFcYBExiTCE2Yf7H/OojlBqeBzgRNEmWWeLJryO9TSO2NknkP0fxEOQ5Iq",
+	"Eu0dTJhXZwBm0soJRjybxqT5CA3EHhxg/LSOdgmPoe/INHOHdu9GeoRTmeZj3bSOZtD/AcQY2/EJ06D/",
+	"7pE7HCqNhPa0NXnoA/SKNXyqMxHfu9vX/fdvsdA8SeqBunagcTHQWzvQyA2kwdA3dklR2oGNzwQho5ir",
+	"BuqGx0g3QJzlQjgSdL7QkvvyNGeUoGEkmK30ZSYRNtpqJhiJmpkUvjOn/PKkdORHzXyCqibW854vQb8x",
+	"6AuCA0rwCi14HMEzp8rpATR5aZluycVNM69yAB29ODw83IkFFRuYA9uIKeaIjG674xnpTdX/U0WSR5k3",
+	"TESiD3wKdyG+65leeqstVFgIvFpbCMyyEXQz4m5wa8kkSdX64R3BaehTmlEhFbINfS0hCZIQBvrhCmlJ",
+	"aGVFIT4zaPaZTx+++BrRyNgmtjBB+N4NZY+2/MCnH3Wze98Dhbub8rDBZPKWsFDjnuI3REvXhEVapAOm",
+	"7dbGyNJHEV8yEFw19xcgjj204Oo12bhgAGtIEkwZZfMn3LQad4xI+thmXLh2pT7bbnbK+aP8/FK30cia",
+	"MX2rb3E2Q9tS3xnZNKGg3WzRb1Q0bqAOEDRKx92wyRZ77Lr8nAIqG1MBqrTNxQqbqPCMpIRFhIWrHcWQ",
+	"9wTHaqHRiTOCYh7iGEX5YKh1xo1QjEnCmY8sDIgmeE58ZMSFCCs8xZL4KKLyZu9gTRiIiMK0QY4dLbhQ",
+	"iNylMWagW/mIHMwPgPZB2kaK3Gmlh2slWxAla/L20eHxSYO8vYBFwVbYd1POY4KZfmnskVXVCO//8el3",
+	"pxG9fkAlqp07jFXM13wyUrfW4jJpNpuGnM3oPBOwA0jLqgRhhnCUUIYkUTk7hAu2xbgC+wmfwsUWITM7",
+	"bLsTMS67/bNe/931r91h722v0x73Bn3P97p9rRmfeb53Nmz3+r3+O/1nb2Sebid0XBIWUTb/lQg6sxqx",
+	"Hplp1Vlj75kw+K7/pNI81VLIGZUpl1RZWqsJw51O93LcPUOtkCcJVZbD57bJPa2Dtc+H3fbZP687g4uL",
+	"3hhaY4ZoZIyGMSJYxFSL1DiOUUSjyo64GTzfWxtny5W3rbyrhzDmvo4DFlZoNP3dyK8LfN7g+pRHq3Xa",
+	"Ca1W/KiNAVQWsDJoYpObATF29yocg9S0Q1KJLFSZIBHYtMmdQi2Nf+QOJ2lMAA/5bGaQAM0oic0+r+H9",
+	"Rj37fZZgtq/3TyOHo3Awa+gZMWVyA7U3atd1nc8obg/pa8VurcF2gcMFZaSAzpxMCOblAplqJn7P95os",
+	"/J7vfRj0+tedwVm31LR41v3vy96w1u5qBA86w+5Ztz/utc9LPUfd0ag36Dc8GV1ddoej7hn0LRvJ4ef4",
+	"+u3gqm/meXNd/t0ejntv250xPOz1ry/a/d7b7mhcfnXRG40Mpzjvtkfd6/MBvB92R1fn4+vOoP/2vNcZ",
+	"28E77X6ne254TAWoy/Y/zwfts+vxYHB93h6+6xZDFMspm1w933OWPc/3Soa9LanVKjw9dotjqmn2UnDF",
+	"Qx5fMZmlKReGkj9wyjQuFO3ck64x35eeXEn42cmto0WnkbGRrj0YZSkRkkTQsc8jMiS3/Mb+si4BPcG0",
+	"9KstFJ3hUPW56rGL4v53z63BVh+IljDOObw1ZrrcnQSDdjALSWz4cgWSugfAdS/gH2JFzo0tXJ8E01cl",
+	"WEKuGL7FNNbUAVzvPcFCTQlWT9Mwc1nD/t5KiylJOxUt5vlxXYvxvcjdR413L1ypVEkSzxCVyDVGLZBD",
+	"OEOj3rtxd3hR5nElWQLkpQcVZHdv/yStcFW97cG9JVGLKmOKSShrQTvf3f96lL29HRTlRmndym2/EiEb",
+	"L2CNmmia0dgqGVbMuzXtpZXLJt4NCck+bNrRweHB4SmahyE6Oj44PjiceDV2/eLouMkWqhf0JpOrdSA+",
+	"8KnUU8MJ5IaEb1t67Xqo7YNfxb/KgZZBLaFR041SooEnqfAGJ4bkljafTs8pvhItF4QV0mG4wGxOZEk6",
+	"BJh9I0XuPcHyGtXE1YfJsNT23vf4bBZTRsCT1WiVcduE8JwgDM6z5YJaF7ohRYnkgi8ZsmM9QbeVjhz/",
+	"MqSp7IlfPy0349r6mzDFaL414Re96b3r9ceIRghLhFFEQpoYWcxGdFjpy3vtneiFlFWXo/1Xn34/3H+l",
+	"dZajn5vdOD02E3g78XR34bMY3EmgJdHvr5featM10MpM4FyKtZ7CMMZSopYkBBE213gFzTr6cUVNOGt3",
+	"Lwb966v+sNvuvAdxw/d6F+133ZIc1Bn0x+1evzu87gy77bEVZQZXw46W6d63r0ZGfukMhsOrSy3gXF5p",
+	"AaksHGm5qQeDve92PnaH12/bPfPmw9XZu+712ZsaEPnjYe/d+/GoLB5tJxCdgQp/xQTB4QIbg3pPq/GF",
+	"PNEx8jcRHUEMrg+J5JkISfdugTNphIEOFyJLVY+lmZYzykJGB0jDy03fbzE1Lz5k0ZycTauz24dDzell",
+	"WcrQcoUzoq3fq1dv4CgGfc0tMkmM5fYUwU7qZ4497lsrL4mQvuD3Qw2UiTtAioPBg9Uk+2JwdzRb7u6o",
+	"bLSB1btVDAvD1A6KIcQb2VvY+oFRkkkQExBnpyWLOzjtNd9IOY8RLcUngYFgXaWMMZtnlkAfouxz124n",
+	"U1yNpPPJ7BhNNP2BT/MLx53EL1fdK6CH4VW/7+ju4vK8a2grJ5eCqLY7qF8ykgFKDo2gAVirmatB7hxj",
 	"C7S25ziq2Ap3YKJP2W5Ddc0yq/POWbe0VqALr/Txi5cNfunjl8dHJ02WssLW+LhNdlRuW+k73sKDNqq2",
-	"rqNJbbAaZH4ZjezeNCMSZU/TQz5ZHa95yzkj+0CK4PzMxS8qZUYia5+DqDotgoEKhY4OtTCfKWIumLLR",
-	"8vhnED/c758fuxVz2DYv+WliZ67IPqAcFY18J5qxkBygD4SkmtlQhrCJNMuNJpzFK2O+KxhsGRlfvKys",
-	"/3mTmrDgUr0VPEu39RXoif56v0Ld3msmyS34ZSj98n42ndRFiQ9UN9u9QZ/JyqpaYZoe/cNHn/At1v+n",
-	"K7Xg7LmPsPis5ftkJb/EZ8DsSUgjqwJoqA5q8mHJtP1/Dm7AtP38qFlMBHOCiUvY3Qe57d5XPWJ/gd+q",
-	"upVXgkgIoNJ6krGlU4kGH56gCsltdCDYM6sBbeMUMoM2oodudqV5O5HyCeFW8tzGvm7We44edV/7Zqgx",
-	"Vzj+9rF+FFqkCywfPakraHQPWwd7PCJfNqjaegvKfljXw+rbufMVgN4Zs7ZBkzKMbn1+6Zgr57QRmzY4",
-	"nQYfUAtcyyTa89HFYDQ2XqUVz4SWnlco4YLs+SiXrVArdOIQRITmtsSK8jT44PmeNQ/vKpYNPuu+xpRZ",
-	"Fb3ACrkrQZhwrssNAYIOh38+enX8GG7xTKWZMqGGNUVEYRZhESHTBIU4RSn4nzYhhZvXiWMPz/xYXN2W",
-	"k708rFLq0cMBd7UgVRzH1cnOEJ4Ch00IZlrrSLJY0TQ2VAEgo3DBJWFOBCB3JMwUFw+D+fzwcTjrgVcu",
-	"ii8/7dJxNRHFZSlmYQddrJckmbLOKqnA3a0XizVfmMYkOUCdwXk3D9KVaIFviZbINUkr0DP1zk0YZhFi",
-	"HAXySxycgfBe6wNvkG0GFN4UWwcvtjaWu0V3LPsrzOWGhdcN5mERzrhFRNy2MTEOijwwJqfqB29X00pf",
-	"xl8ej+z7oo9SH8gapti4CztpsUbLRh9Elg7eXbDeMfqZsjRTowU+fvHy0UWaVnkn+sdTAosNlew6o+1l",
-	"p6zSyCEYXlBM5lTRBCsSrxBJUrVCLkPAssmnRAMTOl+oh1n50WGdf+wQH1ze//LG1jaqsgM5WA/hjrNg",
-	"uRtS8wnP90a/bGu0s3HIoy/GKDbIVMiTip3k1+7w3Phfu8PhYLjluDaI23NRC3rwKydFFdBeXvUujO3l",
-	"/fX5W/3XtmAnKcQtWysfOE70FFbxqhvAbdgx5/FZbpZDNifDWLEkgrDZeIVsbLsDMkxTz/e0nqT5JKhJ",
-	"nu+BmqTxQ+tJ2wINI703I125kdp2pEsz0r3vDbXo9DQrA8h427PuqkqwFrCZUOY4+SPRm3beJlS1q3mS",
-	"AeEpy7H65W7Rpw/CL7P4ic5n4lwi2/k3vllP4QX5PjSjo/J737u1dLpdTkbzvjmdws3+0C4+CQ2iamjX",
-	"gy7DUlOjIG7lacwNxGuuudJ4peE2L3FEdpX+2mgm+B+EuchbSdQZusVxRiTC0ppfWRbHYAfUQl3/+uKi",
-	"KZArzhJWpZa6VWzNJFPQSPl9LqsJvqwOmP+hAQI3iw332nXkqpTYJCfq3xtX8/Jk1ynXPIFmt9w8dq1N",
-	"B2tDbZ7GAqacqyan7BCziCeIRk6Z4Sw0SlB+LSksFGphdH3dO9fSz4wy43J/NOlu/+PXf2zMuUttnNLG",
-	"WI3xgqDEBKoh19hFahRuIZkS/FmeGUNFxMMs0UoblXnLo50D5WtHZLduHeIHD+lpluoY0+Q3TNUlvmtS",
-	"UyGKyaZzXMpy1seCM7BqcGYyV785wePbQiQWLgQCfJ23+NEst8Z7ZGfjONwDY9Wo4sOtjGIgXDQX2KVX",
-	"wHbZlANGlk+IxPg+JnmNhIwsv2kDbUrzhsSMcrhNYQRkZIk0yiManSEeRyTPjHY5TZA8/ZSIFTPMmH8m",
-	"DeT+mmBBhMkSgSvGgMPVgghErcvcBD07u6QG8ylOF9kcyQZxWYWDK8Er8EJjBUzR17egi2ozqOMcZH9p",
-	"6FZll2pH6D/imalF8LiAnSZqrBDLOq75dV7UyOxyxbpGanxJxL5WO9GC3KHRu/b+8YuXKKKaedVvjsP9",
-	"V3h/9vHry5Pme6KWyPijfNK7Gg1sr412io020ccxYs0nnOvppUkbz6ewFO0elWGlQS3opVoCAEugs+Md",
-	"oFH3otsZO9OgdEm55k5SWUSY+klOWCFM2ixdZyYJfMRFkf9fpHsFgsyIICwkoy8mcxdxNmF5dYOZIHKR",
-	"5+KcofPLiwIK3ZrgcIGC21LiRoC+ZESsJszE4lVANM4z4IKN+b1xzJeXWazoKG/XnG9jN6ADAl3fKNtN",
-	"7cqVJB5CrUKONyLl65Ui8mHcevmPo8Off348nTTBd0MrUe9iaWrW9UREhFnN+lrtuXzYwnBa4KoznZbx",
-	"oC52v3jxvLkAgR5svf3muBBCovXmJ0evTp4fNrZ3SDCmCeGZunzsRLbZwjKqbm1kGH2JK7lJuxkaygdT",
-	"3rZiR4qTbUTtGtSNO1MgWgmB/WaSeph91e2Lhvl4vnd+ua2FcURiAobA88SYt+obuKNJ5SlU/CCtAIva",
-	"Cs9rZ2k6lhhLMVHjrtZCoRpKGGWSMiLlT1LrhSBsEVTEKW2l+j2YXVgGwsVUPQjGZ8oAkAIIGz7Svng7",
-	"0PfIeXvcft0edV105Azq+bhYSNkAMgCrIX0oUuTXwiy1a5TChhxIcLmrBVZIYL0IfVe5SxXe5hFuWuY8",
-	"s74FvZxOFyrObZX9XpSz2cYRBkZscsEbckeMgZsI69Qo4u9eQlmYMnwgoqeCaLXKRnTWE9s2se0E341c",
-	"6Zia7zlLQPCIY7M5xhchHVLm4sjuzpYdgrdLhW0aodOQlABz9UKsY/NpATk716epaxH1UjD5HlcOvNiH",
-	"h1yE1aka/BoQnWztrgeoKTTd6I4m/REja+6tJq56vvdb2/O9McSBX8K/gwsTde75XmfbjLitRoJKUiTM",
-	"BFWrkd5RQ7FaversFi6YF/kwprPpCgVXg9EYCucFB+gaKuUxcOjYN1alCw7c1Qs3Aai/BRNaKJU644I1",
-	"KjWDY0ezinMOTA5HPpsDZbNivQVA9+CRnfGNIbvGTDclakkIQ9i6vEzEaJCnVQV7YHHJS0ryGKUxZmTC",
-	"bCP7NNg7QCZ3OMVqgWJ6SyTKWEQECp7hlD67PXrmlvAMphLymYksoHLCIsKo2YuImAwJcqeJs3JEEzZh",
-	"f/sb6sF5qtWEtQ24+q00hwpqCi7CY4uiiMZuFBIADEMxln0NZTRhJRRpFRGlewfoN6P0YFXGIqoQTwlE",
-	"mrgTLVlhJwxMMq3qkfrInBYKqngb7J1VDjk0/FMIagIoJ6yKNK3yMBbZ9M67LfFNyL1e60Iz/7ngWYpw",
-	"vMQrOWGa6LW2mJjjbKqp51vKh1Y4r0oDmeB2+zuc3ep+nMkJ+3uRKiRRK4DQscA38Jm/SnYP/bMoLKEx",
-	"SxCXWzRhyKYXSVPFlLI5CtaziTQW/B2d23RFw6wsR5aIMpTQOKa2AKLFBoaCSxkgmc1m9O4A9XlEoJ+e",
-	"0qx2Tm81CUwljzPlipJGBEdQ0OoUYctKeJJmiphqka4yhWmkx4I9068SzrjijIYojHn4WV/FcAdyY/FW",
-	"6O+SMPX3ct0fH6VxJvUoQT2kNPAhbhvwDc+IWqEEizllsBHldH2TaPJuPL5C5lKBMVHwdQJpTBPPRxN3",
-	"i5gfNjN/4t0HZ3ru0G0Nur666g5vRv32hy5gU0wha4VapV0LUXAAP0lUYi4ORUzyJlngW8ozAeRhIWo5",
-	"C0W5Ru3ehP3pGvxpthoyRv7Uz/f395H9V/88OTzyofTqn9Xqj2f6DQpqGekB2AY1ueozJMucYnNzBlgq",
-	"citqZYwiXVwj7noCvOFeG8rAmvBn65lpYWboGybiS1YkSIJxhSqo2SpMKvaeW+mJvgMwZNr8mdfBBXYE",
-	"j0yjV/V3gD+nBgiNjbZYmmYNEkrYAmklXF/4Zm4z0tEh+tNm9jieSSWSKWHqDGH5ucgy0N3MdnJGXO/n",
-	"Pjo5PtbnVyoIWa90eWb7GiOSjwRJuVBAohAsEjjZBLWKMpp7iDKpCI4QNXiTFw2WisYx3DUWimO9G5W6",
-	"qEGp7GngKqOi1ieqdQwIN1ULcxuLlRmEEbXk4rOrrvji7g79+WDhTjeWq+CJlgtqC1PkkDoYodSfgsTJ",
-	"D91Od81tZtR1aetOgSqaEoZT6p16zw8OD54b/WgBMtDGezU3I0NZGS5VU9VupuzVEzRYnYMDNK5f+fr6",
-	"5CKSlm/pk5sw2AGo/rJkht2dOXa5XHBJUIylQvkMei+Mq0ItMJuwoJqiGqzn2wIc2NYmLG5Gl8NuDekT",
-	"5srURLWEdmHTYnMurngcocDVmwk0/QWu5EwwYTPKqFw4Jm8ir2FUzWhkTj+MLIHbQRyGPEUnh4dordL2",
-	"BqbkT1gTk2kqKX0GOF0t/Xs2YQ/WmTXW0ZxF9yJz3FGe7WyLnhOpXvPoryssu1Z44b6q6yiRkXrF9OPD",
-	"w+8xv/XpNtVUBhy2RbBPzOxNg+ZQPisVdYcuR493qdRLhk7PH+9UVDbXPY5fPd6jXpAaFgvS8zYg5lYo",
-	"0LCyJMFiBRsELNmlemrUL5XfMqWdzjRhCOPbtwRorPNQlALPQbvTLI8RKY0Kt5FXfeJT+QyIazOz+g1r",
-	"YsxSpDgKjEs9QC1n4QAf+R5we1Pz3FR1BHlf61gS/UEER1xMGNx6RvpIrE3HagzGWWH4dSsowpQ0ca1J",
-	"ZHsHE9Zm1qSihV4ZgISECrcFfAoBHJQiwfGZc17PMWXlW+NgwkBThaKhGjKAndpi5FY7zGs2Bn6Z9YHT",
-	"0MqGVMkJo2x/FkOVihLf0h0KXeAniUKc4pBqMRJ66vf21foIB2igFWK4n02prsDl+FpNKigSlAMA/gzh",
-	"CTOlExikbhjJx7DnvBvo2XrqAMyApmuRCU3VvxNzhYqT7/lUfifGWqmX+oOZarUQaANDteU24QBBxpR0",
-	"Gq9sxef/8NhGHnvB2Xw/5TZCz/C1nMgNKbjICUvrLpHSMVdT/fRxxgrRApsZ62v4Xgg0gnTaklBYizMI",
-	"DlBXs8tcojUiGdipJswKgKcoGHwICuVKqwhN+mxwMRiNA9QqRGTGJ8x+/2NK9B/wPRnYAaeyaWZGNEs+",
-	"LRSsim6j2Q4IZ1CcL8gTvuxEWmfSWtaGxDEIE5kwQWD/zBxVnWnvALnQZ8O/Eq5Z2YyLJRYR8L2glCYX",
-	"QMWDORSuMOKuUQlcBo4khOmNNJW1Tcl9UGg0EIws5b8TC4Sg7QsTFP19mGAlyP0HM8FqSHoDExywXEdJ",
-	"iTA47esL0BnQwM/3H364gR927xSxooqVXPgsr7tVkuZAMnUk9hR2+BUMlPfPsK1cJ599lRCic6+hn5MG",
-	"FgkCkAmIkiiPdLDVQI0ppvQ9DB8gBe6QWwEmzHzNCIp9g+2Z3jq+ZwNkgTc5rmmskcDqjPYLX6qhUuu4",
-	"guCERKViKwsMyqqZjCqQgKWPjDcVSfqHFeFhAQDdhOlRFGRKUmm+GIXBdEir7iBjVWwFlapBwZ4zEWM5",
-	"YdgJwTMakx/Br3wUbCoRqfnWyeEJCio1JSs9bMUkGPkVCorykdB3nRGinfngua2M7UojetUvlv3eTCJF",
-	"k2fFF83u/S2j9aw1FY6g+VNn0oWhPe1bZy52bh2i4hNegK7GqltG9gK/c9DMR4YK4P57/wMJyT5cHvsu",
-	"enK7L8Y9Gsp6/3GnW4GHiqh9Q2XV2yGfdUoZhiCOeqhH4zem9Jn4yJFt7YNMduGbYjNrxwtMoAXWR2yL",
-	"a2C1sIS9d/Dth3v/v/tyOjx5vEdesxQ6bHGb5dVJ/6XX3wjwA4RCRaTah3xuqGADoZzVG+Zbrj2Rfzmp",
-	"WR1wBaXLF1jQMm4KJ4YDofuosJDsBdYOz5fMXHelmzs3QcCnGI1RtYgN+kmiMBNCax168a2Z+QDBHlx7",
-	"5tqEThFJUq4J9hQEcuq+o6GJwRhYNGK50FRjZLE1yicMWgUt2IIa3EZkkyhYq8Ad+FoPYoVBZ8IsnzNF",
-	"eM8Qhu8yEQDeTmx8G0XB8FxXOjl8NWFBrUBxcIAC6+04RTZpNkCWiCXExUY0VHn2fQD3sb6pim7WaVJ0",
-	"Mm3yLm6MA9R2oRwaHpNtHk0YbJVUlRAd1IIbhkay8BUX4g3YzMqRT/6EQeSK8bZqkRezOfFzA1bM53LP",
-	"fRQUs5Uxn1OJlkLvkvEZttcdQGHMpTX1288SnJYRSRAlKKl+Om3CuPPzma03GGy76z5aCfWNRWpJJQhM",
-	"M0xjaTREF8c2YZKAaeufo3H38sYAtveD1LF1CQbkmqq44qM1bPJNt0Lr9VFQnm3CTo6eo2Ct7DWogMf5",
-	"eKW17KwYotYDbjL76SY4mL1GF4VmC8pGw32D2PTxe+mf5bTeH66AVrJhN34OFtgQlSUe1GJ8ibiwSTDu",
-	"iwTFNwrgYwb/2xXT73/3H20BU71GOcgMx9tswPrHHP+l8sYVtyzfXQkQFNqg+4H4ARQbORF+J9GDss2y",
-	"RoczmSWWw9fDtIzbRjWV/DP1mZ2beMKKKgwhQS0QXChUr5GmleKCRHsHqM8RLj7o64JVtuHna99MCFAr",
-	"Y58ZeLx5RPaAtx6WG9oPKRimXP6Swl9mcHvPKeubWhzfg9uV61ZuxeuO/uKpN3M6/V4LYHCytUg2H1mv",
-	"G1goTCAByDg/lsMdbTEPfBj6X8EGbCytd/r7xzJTGAusya8pdLLyuZ9is8vsgNoAxEdYgiziYzdoIJVv",
-	"bheOhNrMYBYzgr1J+g7KTMPK/E5jMUqzCaDU7CUoZ2oGez6SHEKSjEDplA6JZ+QAQkzJspiFFpm41WHO",
-	"cmGZFZG7MFaCI2LjZOBbNXGUQwZyrPnCMbzfFH6Wa1E8jibuNjHVl8EVIjD4WMHHEPM5eF5BCTJf55wv",
-	"tnCnbvoqPEifR43xb9/ToTBICXPR1N+HxdWqNPxgia5efmCDSOcwpZpI/R83QjNDW08L+P3jfYXLabRC",
-	"LYgU0dLHnq3MUN1kR2Aua72JyTVNnEf/21mh4INRXzIRe6feM9BO7HB11gf8VhOszNHeWkjzedcNsItS",
-	"TJdtncfdrLeGIBTffcUxd4L4VnMoxgDp7v7j/f8EAAD//w==",
+	"rqNJbbAaZH4ZjezeNCMSZU/TQz5bHa95yzkj+0CK4PzMxS8qZUYia5+DqDotgoEKhY4OtTCfKWIumLLR",
+	"8vhnED/c758fuxVz2DYv+WliZ67IPqAcFY18J5qxkBygj4SkmtlQhrCJNMuNJpzFK2O+KxhsGRlfvKys",
+	"/3mTmrDgUr0TPEu39RXoif56v0Ld3msmyS34ZSj98n42ndR5iQ9UN9u9QTdkZVWtME2P/uGjz/gW6//T",
+	"lVpw9txHWNxo+T5ZyS/xKTB7EtLIqgAaqoOafFgybf+fg2swbT8/ahYTwZxg4hJ290Fuu/dVj9hf4Leq",
+	"buWlIBICqLSeZGzpVKLBxyeoQnIbHQj2zGpA2ziFzKCN6KGbXWreTqR8QriVPLOxr5v1nqNH3de+GWrM",
+	"FY6/fawfhRbpAstHT+oSGt3D1sEej8iXDaq23oKyH9b1sPp27nwFoHfGrG3QpAyjW59fOubKOW3Epg1O",
+	"p8FH1ALXMon2fHQ+GI2NV2nFM6Gl5xVKuCB7PsplK9QKnTgEEaG5LbGiPA0+er5nzcO7imWDG93XmDKr",
+	"ohdYIXclCBPOdbEhQNDh8M9Hr44fwy2eqTRTJtSwpogozCIsImSaoBCnKAX/0yakcPM6cezhmR+Lq9ty",
+	"speHVUo9ejjgrhakiuO4OtkpwlPgsAnBTGsdSRYrmsaGKgBkFC64JMyJAOSOhJni4mEwnx8+Dmc98MpF",
+	"8eWnXTquJqK4KMUs7KCL9ZIkU9ZZJRW4u/ViseYL05gkB6gzOOvmQboSLfAt0RK5JmkFeqbeuQnDLEKM",
+	"o0B+iYNTEN5rfeANss2Awpti6+DF1sZyt+iOZX+Fudyw8LrBPCzCGbeIiNs2JsZBkQfG5FT94O1qWunL",
+	"+MvjkX1f9FHqA1nDFBt3YSct1mjZ6IPI0sG7C9Y7Rj9TlmZqtMDHL14+ukjTKu9E/3hKYLGhkl1ntL3s",
+	"lFUaOQTDC4rJnCqaYEXiFSJJqlbIZQhYNvmUaGBC5wv1MCs/Oqzzjx3ig8v7X97Y2kZVdiAH6yHccRYs",
+	"d0NqPuH53uiXbY12Ng559MUYxQaZCnlSsZP82h2eGf9rdzgcDLcc1wZxey5qQQ9+6aSoAtqLy965sb18",
+	"uDp7p//aFuwkhbhla+UDx4mewipedQO4DTvmPD7NzXLI5mQYK5ZEEDYbr5CNbXdAhmnq+Z7WkzSfBDXJ",
+	"8z1QkzR+aD1pW6BhpA9mpEs3UtuOdGFGuve9oRadnmZlABlve9ZdVQnWAjYTyhwnfyR6087bhKp2NU8y",
+	"IDxlOVa/3C369EH4ZRY/0flMnEtkO//GN+spvCDfh2Z0VH7ve7eWTrfLyWjeN6dTuNkf2sUnoUFUDe16",
+	"0GVYamoUxK08jbmBeM01VxqvNNzmJY7IrtJfG80E/4MwF3kriTpFtzjOiERYWvMry+IY7IBaqOtfnZ83",
+	"BXLFWcKq1FK3iq2ZZAoaKb/PZTXBl9UB8z80QOBmseFeu45clRKb5ET9e+NqXp7sOuWaJ9DslpvHrrXp",
+	"YG2ozdNYwJRz1eSUHWIW8QTRyCkznIVGCcqvJYWFQi2Mrq56Z1r6mVFmXO6PJt3tf/r6j405d6mNU9oY",
+	"qzFeEJSYQDXkGrtIjcItJFOCb+SpMVREPMwSrbRRmbc82jlQvnZEduvWIX7wkJ5mqY4xTX7DVF3guyY1",
+	"FaKYbDrHhSxnfSw4A6sGZyZz9ZsTPL4tRGLhQiDA13mLH81ya7xHdjaOwz0wVo0qPtzKKAbCRXOBXXoF",
+	"bJdNOWBk+YRIjO9jktdIyMjymzbQpjRvSMwoh9sURkBGlkijPKLRKeJxRPLMaJfTBMnTT4lYMcOM+Q1p",
+	"IPc3BAsiTJYIXDEGHK4WRCBqXeYm6NnZJTWYT3G6yOZINojLKhxcCV6BFxorYIq+vgVdVJtBHecg+0tD",
+	"tyq7VDtC/xHPTC2CxwXsNFFjhVjWcc2v86JGZpcr1jVS40si9rXaiRbkDo3et/ePX7xEEdXMq35zHO6/",
+	"wvuzT19fnjTfE7VExh/lk97VaGB7bbRTbLSJPo4Raz7hXE8vTdp4PoWlaPeoDCsNakEv1RIAWAKdHe8A",
+	"jbrn3c7YmQalS8o1d5LKIsLUT3LCCmHSZuk6M0ngIy6K/P8i3SsQZEYEYSEZfTGZu4izCcurG8wEkYs8",
+	"F+cUnV2cF1Do1gSHCxTclhI3AvQlI2I1YSYWrwKicZ4BF2zM741jvrzIYkVHebvmfBu7AR0Q6PpG2W5q",
+	"V64k8RBqFXK8ESnfrBSRD+PWy38cHf788+PppAm+G1qJehdLU7OuJyIizGrW12rP5eMWhtMCV53ptIwH",
+	"dbH7xYvnzQUI9GDr7TfHhRASrTc/OXp18vywsb1DgjFNCM/UxWMnss0WllF1ayPD6EtcyU3azdBQPpjy",
+	"thU7UpxsI2rXoG7cmQLRSgjsN5PUw+yrbl80zMfzvbOLbS2MIxITMASeJca8Vd/AHU0qT6HiB2kFWNRW",
+	"eF47S9OxxFiKiRp3tRYK1VDCKJOUESl/klovBGGLoCJOaSvV78HswjIQLqbqQTBuKANACiBs+Ej7/N1A",
+	"3yNn7XH7TXvUddGRM6jn42IhZQPIAKyG9KFIkV8Ls9SuUQobciDB5a4WWCGB9SL0XeUuVXibR7hpmfPU",
+	"+hb0cjpdqDi3VfZ7Uc5mG0cYGLHJOW/IHTEGbiKsU6OIv3sJZWHK8IGIngqi1Sob0VlPbNvEthN8N3Kl",
+	"Y2q+5ywBwSOOzeYYX4R0SJmLI7s7W3YI3i4VtmmETkNSAszVC7GOzacF5Oxcn6auRdRLweR7XDnwYh8e",
+	"chFWp2rwa0B0srW7HqCm0HSjO5r0R4ysubeauOr53m9tz/fGEAd+Af8Ozk3Uued7nW0z4rYaCSpJkTAT",
+	"VK1GekcNxWr1qrNbuGBe5MOYzqYrFFwORmMonBccoCuolMfAoWPfWJUuOHBXL9wEoP4WTGihVOqMC9ao",
+	"1AyOHc0qzjkwORz5bA6UzYr1FgDdg0d2xjeG7Boz3ZSoJSEMYevyMhGjQZ5WFeyBxSUvKcljlMaYkQmz",
+	"jezTYO8AmdzhFKsFiuktkShjEREoeIZT+uz26JlbwjOYSshnJrKAygmLCKNmLyJiMiTInSbOyhFN2IT9",
+	"7W+oB+epVhPWNuDqt9IcKqgpuAiPLYoiGrtRSAAwDMVY9jWU0YSVUKRVRJTuHaDfjNKDVRmLqEI8JRBp",
+	"4k60ZIWdMDDJtKpH6iNzWiio4m2wd1o55NDwTyGoCaCcsCrStMrDWGTTO++2xDch93qtC83854JnKcLx",
+	"Eq/khGmi19piYo6zqaaebykfWuG8Kg1kgtvt73B2q/txJifs70WqkEStAELHAt/AZ/4q2T30z6KwhMYs",
+	"QVxu0YQhm14kTRVTyuYoWM8m0ljwd3Rm0xUNs7IcWSLKUELjmNoCiBYbGAouZIBkNpvRuwPU5xGBfnpK",
+	"s9o5vdUkMJU8zpQrShoRHEFBq9cIW1bCkzRTxFSLdJUpTCM9FuyZfpVwxhVnNERhzMMbfRXDHciNxVuh",
+	"v0vC1N/LdX98lMaZ1KME9ZDSwIe4bcA3PCNqhRIs5pTBRpTT9U2iyfvx+BKZSwXGRMHXCaQxTTwfTdwt",
+	"Yn7YzPyJdx+c6rlDtzXo6vKyO7we9dsfu4BNMYWsFWqVdi1EwQH8JFGJuTgUMcmbZIFvKc8EkIeFqOUs",
+	"FOUatXsT9qdr8KfZasgY+VM/39/fR/Zf/fPk8MiH0qt/Vqs/nuo3KKhlpAdgG9Tkqs+QLHOKzc0ZYKnI",
+	"raiVMYp0cY246wnwhnttKANrwp+tZ6aFmaFvmIgvWZEgCcYVqqBmqzCp2HtupSf6DsCQafNnXgcX2BE8",
+	"Mo1e1d8B/rw2QGhstMXSNGuQUMIWSCvh+sI3c5uRjg7Rnzazx/FMKpFMCVOnCMubIstAdzPbyRlxvZ/7",
+	"6OT4WJ9fqSBkvdLlqe1rjEg+EiTlQgGJQrBI4GQT1CrKaO4hyqQiOELU4E1eNFgqGsdw11gojvVuVOqi",
+	"BqWyp4GrjIpan6nWMSDcVC3MbSxWZhBG1JKLG1dd8cXdHfrzwcKdbixXwRMtF9QWpsghdTBCqT8FiZMf",
+	"u53umtvMqOvS1p0CVTQlDKfUe+09Pzg8eG70owXIQBvv1dyMDGVluFRNVbuZsldP0GB1Dg7QuH7l6+uT",
+	"i0havqVPbsJgB6D6y5IZdnfq2OVywSVBMZYK5TPovTCuCrXAbMKCaopqsJ5vC3BgW5uwuBldDrs1pE+Y",
+	"K1MT1RLahU2Lzbm44nGEAldvJtD0F7iSM8GEzSijcuGYvIm8hlE1o5E5/TCyBG4HcRjyNTo5PERrlbY3",
+	"MCV/wpqYTFNJ6VPA6Wrp39MJe7DOrLGO5iy6F5njjvJsZ1v0nEj1hkd/XWHZtcIL91VdR4mM1CumHx8e",
+	"fo/5rU+3qaYy4LAtgn1iZm8aNIfyWamoO3Q5erxLpV4ydHr+eKeisrnucfzq8R71gtSwWJCetwExt0KB",
+	"hpUlCRYr2CBgyS7VU6N+qfyWKe10qglDGN++JUBjnYeiFHgO2p1meYxIaVS4jbzqM5/KZ0Bcm5nVb1gT",
+	"Y5YixVFgXOoBajkLB/jI94Dbm5rnpqojyPtax5LoDyI44mLC4NYz0kdibTpWYzDOCsOvW0ERpqSJa00i",
+	"2zuYsDazJhUt9MoAJCRUuC3gUwjgoBQJjk+d83qOKSvfGgcTBpoqFA3VkAHs1BYjt9phXrMx8MusD5yG",
+	"VjakSk4YZfuzGKpUlPiW7lDoAj9JFOIUh1SLkdBTv7ev1kc4QAOtEMP9bEp1BS7H12pSQZGgHADwpwhP",
+	"mCmdwCB1w0g+hj3n3UDP1lMHYAY0XYtMaKr+nZgrVJz8wKfyOzHWSr3UH8xUq4VAGxiqLbcJBwgypqTT",
+	"eGUrPv+Hxzby2HPO5vsptxF6hq/lRG5IwUVOWFp3iZSOuZrqp48zVogW2MxY38D3QqARpNOWhMJanEFw",
+	"gLqaXeYSrRHJwE41YVYAfI2CwcegUK60itCkzwbng9E4QK1CRGZ8wuz3P6ZE/wHfk4EdcCqbZmZEs+TX",
+	"hYJV0W002wHhDIrzBXnCl51I60xay9qQOAZhIhMmCOyfmaOqM+0dIBf6bPhXwjUrm3GxxCICvheU0uQC",
+	"qHgwh8IVRtw1KoHLwJGEML2RprK2KbkPCo0GgpGl/HdigRC0fW6Cor8PE6wEuf9gJlgNSW9gggOW6ygp",
+	"EQanfX0BOgMa+Pn+ww838MPunSJWVLGSC5/ldbdK0hxIpo7EnsIOv4KB8v4ZtpXr5LOvEkJ07jX0c9LA",
+	"IkEAMgFREuWRDrYaqDHFlL6H4QOkwB1yK8CEma8ZQbFvsD3TW8f3bIAs8CbHNY01Elid0X7hSzVUah1X",
+	"EJyQqFRsZYFBWTWTUQUSsPSR8aYiSf+wIjwsAKCbMD2KgkxJKs0XozCYDmnVHWSsiq2gUjUo2HMmYiwn",
+	"DDsheEZj8iP4lY+CTSUiNd86OTxBQaWmZKWHrZgEI79CQVE+EvquM0K0Mx88s5WxXWlEr/rFst+bSaRo",
+	"8qz4otm9v2W0nrWmwhE0f+pMujC0p33rzMXOrUNUfMIL0NVYdcvIXuB3Dpr5yFAB3H/vfyQh2YfLY99F",
+	"T273xbhHQ1nvP+10K/BQEbVvqKx6O+SzTinDEMRRD/Vo/MaUPhMfObKtfZDJLnxTbGbteIEJtMD6iG1x",
+	"DawWlrD3Dr79cO//d19OhyeP98hrlkKHLW6zvDrpv/T6GwF+gFCoiFT7kM8NFWwglLN6w3zLtSfyLyc1",
+	"qwOuoHT5Agtaxk3hxHAgdB8VFpK9wNrh+ZKZ6650c+cmCPgUozGqFrFBP0kUZkJorUMvvjUzHyDYg2vP",
+	"XJvQKSJJyjXBvgaBnLrvaGhiMAYWjVguNNUYWWyN8gmDVkELtqAGtxHZJArWKnAHvtaDWGHQmTDL50wR",
+	"3lOE4btMBIC3ExvfRlEwPNeVTg5fTVhQK1AcHKDAejteI5s0GyBLxBLiYiMaqjz7PoD7WN9URTfrNCk6",
+	"mTZ5FzfGAWq7UA4Nj8k2jyYMtkqqSogOasENQyNZ+IoL8QZsZuXIJ3/CIHLFeFu1yIvZnPi5ASvmc7nn",
+	"PgqK2cqYz6lES6F3yfgM2+sOoDDm0pr67WcJXpcRSRAlKKl+Om3CuPPzma03GGy76z5aCfWNRWpJJQhM",
+	"M0xjaTREF8c2YZKAaeufo3H34toAtveD1LF1CQbkmqq44qM1bPJNt0Lr9VFQnm3CTo6eo2Ct7HWAWnC1",
+	"cC3T/Ywu6Ju9U/DkBdVq2E8SkVCr6jibsLLnzH7NCc5qr9FroTmFsgFy3yBJffpeKmk50/eH66SVBNmN",
+	"X4gFzkRliS21GF8iLmxejPtIQfHZAvi+wf92XfX7iwNHW8BUL1sOYsTxNhuw/n3Hf6kIcsntLeBuCYgT",
+	"bVAHQSIBio2cVL+TNELZZvGjw5nMEsv065FbxpOjmqoAmpLNznM8YUVhhpCgFsgyFAraSNNKcUGivQPU",
+	"5wgX3/h18SvbsPi1zygEqJWxGwZOcB6RPWC3h+WG9tsKhk+XP67wl9ngPnDK+qY8x/fgduVSllvxuqO/",
+	"eOrNnE6/1zIZnGwtuM1H1hEHRgsTWwBiz4/lcEdbzAPfiv5XsAEbXuu9/v1TmSmMBdbk1xRNWfkCULHZ",
+	"ZXZAbUziIyxBFiGzG5SSyme4C99CbWawlBlZ3+SBB2WmYdUAp8QYPdrEVGr2EpSTN4M9H0kOUUpGxnR6",
+	"iMQzcgBRp2RZzEKL5NzqMKe5/MyKYF4YK8ERsaEz8PmaOMohA9HWfPQY3m+KSMsVKx5HE3ebmILM4B0R",
+	"GNyu4HaI+RycsaAXmQ92zhdbeFg3fSgeBNKjxpC47+ljGKSEuQDr78PiaoUbfrBEV69IsEGkc5hSza3+",
+	"j2ehmaGtZwr8/um+wuU0WqEWBI9o6WPPFmuobrIjMJfI3sTkmibOEwLMrLZbncUBX9WEKXP0tsbRfPx1",
+	"2+uiFM5lW+chN+utIf7Edx9wzP0fvtUQijFAirv/dP8/AQAA//8=",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,
