@@ -215,7 +215,7 @@ func (l *lease) create(ctx context.Context) error {
 	}
 	l.password = pw
 	dbr := resource{Kind: kindDatabase, Name: l.names.DB, NodeID: e.cfg.NodeID, JobID: l.jobID, LeaseEpoch: l.epoch}
-	if err := e.register(ctx, dbr); err != nil {
+	if dbr.fresh, err = e.register(ctx, dbr); err != nil {
 		return err
 	}
 	l.created = append(l.created, dbr)
@@ -227,8 +227,9 @@ func (l *lease) create(ctx context.Context) error {
 			return classifyAdmin(ctx, err, "create temporary database")
 		}
 	}
+	l.created[len(l.created)-1].made = true
 	ur := resource{Kind: kindUser, Name: l.names.User, Host: l.srv.StudentHost, NodeID: e.cfg.NodeID, JobID: l.jobID, LeaseEpoch: l.epoch}
-	if err := e.register(ctx, ur); err != nil {
+	if ur.fresh, err = e.register(ctx, ur); err != nil {
 		return err
 	}
 	l.created = append(l.created, ur)
@@ -243,6 +244,7 @@ func (l *lease) create(ctx context.Context) error {
 			return classifyAdmin(ctx, err, "create temporary account")
 		}
 	}
+	l.created[len(l.created)-1].made = true
 	return nil
 }
 
@@ -272,8 +274,14 @@ func (e *Executor) dropAll(ctx context.Context, rs []resource) error {
 				continue
 			}
 			if err := e.dropResource(ctx, r); err != nil {
-				errs = append(errs, err)
-				continue
+				// Without the right to drop it, a resource whose row this
+				// lease inserted and whose CREATE failed cannot exist (rows
+				// precede resources), so its row goes; anything else stays
+				// recorded for the janitor.
+				if !(r.fresh && !r.made && engine.ClassOf(err) == engine.InfraJudgeDBRights) {
+					errs = append(errs, err)
+					continue
+				}
 			}
 			if err := e.unregister(ctx, r); err != nil {
 				errs = append(errs, err)

@@ -5,14 +5,15 @@ import (
 	"crypto/rand"
 	"database/sql"
 	"encoding/hex"
+	"fmt"
 	"io"
 	"log/slog"
 	"os"
 	"regexp"
-	"strings"
 	"testing"
 	"time"
 
+	"github.com/go-sql-driver/mysql"
 	"github.com/stretchr/testify/require"
 
 	"github.com/kece-oj/kece/engine"
@@ -169,4 +170,12 @@ func selectProblem(ref string, ordered bool) *engine.SQLProblem {
 	}
 }
 
-func containsFold(s, sub string) bool { return strings.Contains(strings.ToLower(s), strings.ToLower(sub)) }
+func sprintf(format string, args ...any) string { return fmt.Sprintf(format, args...) }
+
+// adminAddr is the host:port of the judge server under test.
+func adminAddr(t *testing.T) string {
+	t.Helper()
+	mc, err := mysql.ParseDSN(judgeDSN())
+	require.NoError(t, err)
+	return mc.Addr
+}

@@ -27,6 +27,11 @@ type resource struct {
 	NodeID     string
 	JobID      string
 	LeaseEpoch int64
+
+	// Set by a lease for its own resources only (never by the janitor):
+	// fresh means this lease inserted the registry row (none existed before),
+	// made means the CREATE statement succeeded.
+	fresh, made bool
 }
 
 // leaseNames are the temporary database and account of one lease. They are
@@ -72,14 +77,22 @@ func (e *Executor) ensureRegistry(ctx context.Context) error {
 	return nil
 }
 
-// register records a resource before it is created. Recording the same
-// resource again (a retry of the same lease in this process) is not an error.
-func (e *Executor) register(ctx context.Context, r resource) error {
-	_, err := e.db.ExecContext(ctx, "INSERT INTO "+e.registryTable()+
+// register records a resource before it is created and reports whether the
+// row is new. Recording the same resource again (a rerun of the same lease) is
+// not an error.
+func (e *Executor) register(ctx context.Context, r resource) (fresh bool, err error) {
+	res, err := e.db.ExecContext(ctx, "INSERT INTO "+e.registryTable()+
 		" (kind, name, host, node_id, job_id, lease_epoch) VALUES (?, ?, ?, ?, ?, ?)"+
 		" ON DUPLICATE KEY UPDATE host = VALUES(host)",
 		r.Kind, r.Name, r.Host, r.NodeID, r.JobID, r.LeaseEpoch)
-	return classifyAdmin(ctx, err, "record "+r.Kind+" in registry")
+	if err != nil {
+		return false, classifyAdmin(ctx, err, "record "+r.Kind+" in registry")
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return false, classifyAdmin(ctx, err, "record "+r.Kind+" in registry")
+	}
+	return n == 1, nil
 }
 
 // unregister deletes a resource's row after the resource is gone.

@@ -1,0 +1,124 @@
+package sqljudge
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/kece-oj/kece/engine"
+)
+
+func TestSelfCheckPasses(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	rep, err := b.exec.SelfCheck(ctx)
+	require.NoError(t, err)
+	require.Contains(t, []Flavour{FlavourMariaDB, FlavourMySQL}, rep.Flavour)
+	require.NotEmpty(t, rep.Version)
+	require.NotEmpty(t, rep.Identity)
+	b.requireNoLeftovers(t)
+}
+
+// The configured control server identity equals the judge server's: refuse.
+func TestSelfCheckRefusesControlServerIdentity(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	rep, err := b.exec.SelfCheck(ctx)
+	require.NoError(t, err)
+
+	same := setup(t, func(c *Config) { c.ControlServerIdentity = " " + rep.Identity + " " })
+	_, err = same.exec.SelfCheck(ctx)
+	require.ErrorIs(t, err, ErrControlDatabase)
+	require.Equal(t, engine.InfraConfig, engine.ClassOf(err))
+	_, err = same.exec.Execute(ctx, engine.Task{JobID: "j", LeaseEpoch: 1, Source: []byte("SELECT 1"), SQL: selectProblem("SELECT 1", false)}, engine.NoProgress)
+	require.ErrorIs(t, err, ErrControlDatabase)
+	same.requireNoLeftovers(t)
+
+	differs := setup(t, func(c *Config) { c.ControlServerIdentity = "control-host:33061" })
+	_, err = differs.exec.SelfCheck(ctx)
+	require.NoError(t, err)
+}
+
+// A schema holding the control plane's marker table on the judge server means
+// the DSN points at the control database: refuse. Not parallel: while the
+// marker exists every executor of this package must refuse the server.
+func TestSelfCheckRefusesControlMarker(t *testing.T) {
+	b := setup(t, nil)
+	schema := "kece_test_ctrl_" + randHex(t, 4)
+	_, err := b.root.Exec("CREATE DATABASE `" + schema + "`")
+	require.NoError(t, err)
+	t.Cleanup(func() { _, _ = b.root.Exec("DROP DATABASE IF EXISTS `" + schema + "`") })
+	_, err = b.root.Exec("CREATE TABLE `" + schema + "`." + ControlMarkerTable + " (id INT)")
+	require.NoError(t, err)
+
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	_, err = b.exec.SelfCheck(ctx)
+	require.ErrorIs(t, err, ErrControlDatabase)
+	require.Contains(t, err.Error(), schema)
+	_, err = b.exec.Execute(ctx, engine.Task{JobID: "j", LeaseEpoch: 1, Source: []byte("SELECT 1"), SQL: selectProblem("SELECT 1", false)}, engine.NoProgress)
+	require.ErrorIs(t, err, ErrControlDatabase)
+	_, err = b.exec.Janitor(ctx, func(string, int64) bool { return false })
+	require.ErrorIs(t, err, ErrControlDatabase)
+	b.requireNoLeftovers(t)
+
+	_, err = b.root.Exec("DROP DATABASE `" + schema + "`")
+	require.NoError(t, err)
+	_, err = b.exec.SelfCheck(ctx)
+	require.NoError(t, err)
+}
+
+// An admin account that cannot create accounts (or kill their queries) fails
+// the self-check as a rights problem, never later as a user's verdict.
+func TestSelfCheckRefusesMissingRights(t *testing.T) {
+	t.Parallel()
+	root := rootDB(t)
+	// Same host as root's TCP sessions, so the weak account is the one matched.
+	var host string
+	require.NoError(t, root.QueryRow("SELECT SUBSTRING_INDEX(USER(), '@', -1)").Scan(&host))
+
+	const lease = "CREATE, DROP, SELECT, INSERT, UPDATE, DELETE, SHOW VIEW, CREATE USER"
+	cases := map[string]struct {
+		grant string
+		fails string // the step that must fail
+	}{
+		// Note: INSERT on mysql.* would allow CREATE USER, so this account
+		// gets no data rights at all.
+		"no create user": {"GRANT CREATE, DROP, PROCESS ON *.* TO %s", "create temporary account"},
+		"no process":     {"GRANT " + lease + " ON *.* TO %s WITH GRANT OPTION", "PROCESS"},
+		"no kill":        {"GRANT " + lease + ", PROCESS ON *.* TO %s WITH GRANT OPTION", "kill QUERY"},
+	}
+	for name, c := range cases {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			user := "kece_weak_" + randHex(t, 4)
+			acct := account(user, host)
+			_, err := root.Exec("CREATE USER " + acct + " IDENTIFIED BY 'weakpw'")
+			require.NoError(t, err)
+			t.Cleanup(func() { _, _ = root.Exec("DROP USER IF EXISTS " + acct) })
+			_, err = root.Exec(sprintf(c.grant, acct))
+			require.NoError(t, err)
+			_, err = root.Exec("GRANT ALL ON `" + RegistrySchemaDefault + "`.* TO " + acct)
+			require.NoError(t, err)
+
+			b := setup(t, func(c *Config) { c.AdminDSN = user + ":weakpw@tcp(" + adminAddr(t) + ")/" })
+			_, err = b.exec.SelfCheck(ctx)
+			require.Error(t, err)
+			t.Logf("self-check: %v", err)
+			require.Equal(t, engine.InfraJudgeDBRights, engine.ClassOf(err), "%v", err)
+			require.ErrorIs(t, err, ErrAdminRights)
+			require.Contains(t, err.Error(), c.fails)
+			require.NotContains(t, err.Error(), "weakpw")
+			// The probe's own database and account are gone even so.
+			b.requireNoLeftovers(t)
+		})
+	}
+}
