@@ -476,13 +476,22 @@ func (j *job) runCase(ctx context.Context, i int, c engine.Case) (engine.CaseRes
 	cr.Signal = res.Signal
 	outPath := filepath.Join(j.dir, "out", outName)
 	defer os.Remove(outPath)
+	out, size, err := readOutput(outPath, l.OutputBytes)
+	if err != nil {
+		return cr, err
+	}
 	failed := res.Signal != 0 || res.ExitCode != 0
+	// Output past the limit decides first: runtimes that ignore SIGXFSZ (the
+	// JVM, CPython) keep running or fail later, but they did exceed it.
 	switch {
-	case res.WallExceeded:
-		cr.Status, cr.Message = engine.StatusTimeLimitExceeded, "wall time limit exceeded"
+	case size > l.OutputBytes:
+		cr.Status, cr.Message = engine.StatusOutputLimitExceeded, "output limit exceeded"
 		return cr, nil
 	case res.CPUExceeded || res.Signal == int(syscall.SIGXCPU):
 		cr.Status, cr.Message = engine.StatusTimeLimitExceeded, "CPU time limit exceeded"
+		return cr, nil
+	case res.WallExceeded:
+		cr.Status, cr.Message = engine.StatusTimeLimitExceeded, "wall time limit exceeded"
 		return cr, nil
 	case res.OOMKilled || res.MaxRSSKB*1024 > j.memLimit:
 		cr.Status, cr.Message = engine.StatusMemoryLimitExceeded, fmt.Sprintf("peak memory %d KiB", res.MaxRSSKB)
@@ -494,13 +503,7 @@ func (j *job) runCase(ctx context.Context, i int, c engine.Case) (engine.CaseRes
 		cr.Status, cr.Message = engine.StatusOutputLimitExceeded, "output limit exceeded"
 		return cr, nil
 	}
-	out, size, err := readOutput(outPath, l.OutputBytes)
-	if err != nil {
-		return cr, err
-	}
 	switch {
-	case size > l.OutputBytes:
-		cr.Status, cr.Message = engine.StatusOutputLimitExceeded, "output limit exceeded"
 	case res.Signal != 0:
 		cr.Status, cr.Message = engine.StatusRuntimeError, fmt.Sprintf("killed by signal %d (%s)", res.Signal, syscall.Signal(res.Signal))
 	case res.ExitCode != 0:

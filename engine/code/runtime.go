@@ -89,7 +89,7 @@ func DefaultRuntime(pool string) (engine.RuntimeSpec, error) {
 			// programs console/require/process without @types/node.
 			CompileCmd: []string{"/bin/sh", "-c",
 				"cp main.ets main.ts && printf 'declare const require: any;\\ndeclare const process: any;\\n' > kece-env.d.ts && " +
-					"exec tsc --strict --noEmitOnError --pretty false --target es2020 --module commonjs --lib es2020 --types '' main.ts kece-env.d.ts"},
+					"exec tsc --strict --noEmitOnError --pretty false --target es2020 --module commonjs --lib es2020 main.ts kece-env.d.ts"},
 			RunCmd:             []string{"node", "--max-old-space-size=" + MemoryPlaceholder, "--stack-size=65500", "main.js"},
 			CompileTime:        60 * time.Second,
 			CompileMemoryBytes: 768 << 20,

@@ -144,3 +144,16 @@ func (b *testBundle) run(t *testing.T, task engine.Task) engine.Verdict {
 	require.NoError(t, err)
 	return v
 }
+
+// leftovers reports containers still labelled with this bundle's node.
+func (b *testBundle) leftovers(t testing.TB) error {
+	t.Helper()
+	list, err := b.x.cli.ContainerList(context.Background(), client.ContainerListOptions{
+		All: true, Filters: make(client.Filters).Add("label", LabelNode+"="+b.nodeID),
+	})
+	require.NoError(t, err)
+	if len(list.Items) > 0 {
+		return fmt.Errorf("%d containers left for node %s", len(list.Items), b.nodeID)
+	}
+	return nil
+}
