@@ -470,7 +470,9 @@ type ClaimedJob struct {
 	// Example: 42
 	JobId Id `json:"jobId"`
 
-	// Kind SUBMISSION is user work; CHECK is an admin-requested self-check bound to one node.
+	// Kind SUBMISSION is user work. CHECK is an admin-requested self-check bound
+	// to one node; its submission has submissionType `CHECK` and a built-in
+	// manifest, and it is judged and reported like any other job.
 	Kind JobKind `json:"kind"`
 
 	// LeaseEpoch Fencing token; send it with every renew, download and result of this job.
@@ -568,7 +570,9 @@ type InfraError struct {
 // InfraErrorCode Infrastructure fault class (see engine.InfraClass).
 type InfraErrorCode string
 
-// JobKind SUBMISSION is user work; CHECK is an admin-requested self-check bound to one node.
+// JobKind SUBMISSION is user work. CHECK is an admin-requested self-check bound
+// to one node; its submission has submissionType `CHECK` and a built-in
+// manifest, and it is judged and reported like any other job.
 type JobKind string
 
 // JobRuntime The runtime the job must run on; the node refuses a pool it does not serve.
@@ -1084,7 +1088,8 @@ type ClientInterface interface {
 	// nothing) or `CANCELLED` (the job was cancelled or superseded by a
 	// rejudge: stop, post nothing). Progress only moves forward; a
 	// `progressSeq` not greater than the last one seen is ignored but still
-	// renews.
+	// renews. An unknown job, or one leased to another session or epoch,
+	// answers `LOST`.
 	//
 	// Errors: 400 `REQUEST_INVALID`; 401 `SESSION_INVALID`,
 	// `SESSION_SUPERSEDED`; 403 `NODE_REVOKED`; 429 `RATE_LIMITED`;
@@ -1103,7 +1108,8 @@ type ClientInterface interface {
 	// nothing) or `CANCELLED` (the job was cancelled or superseded by a
 	// rejudge: stop, post nothing). Progress only moves forward; a
 	// `progressSeq` not greater than the last one seen is ignored but still
-	// renews.
+	// renews. An unknown job, or one leased to another session or epoch,
+	// answers `LOST`.
 	//
 	// Errors: 400 `REQUEST_INVALID`; 401 `SESSION_INVALID`,
 	// `SESSION_SUPERSEDED`; 403 `NODE_REVOKED`; 429 `RATE_LIMITED`;
@@ -1118,7 +1124,9 @@ type ClientInterface interface {
 	//
 	// Only digests referenced by that job's manifest, and only while the
 	// caller holds a live lease on the job with the given epoch. The body is
-	// streamed; the node hashes while it reads, checks size and digest, and
+	// streamed with `Content-Length` and `X-Kece-Sha256` set (the strict
+	// response's `ContentLength` field; an empty file is a valid 0-byte
+	// body). The node hashes while it reads, checks size and digest, and
 	// treats a mismatch as an infrastructure error (`CORRUPT_INPUT`), never as
 	// an empty file.
 	//
@@ -1145,6 +1153,12 @@ type ClientInterface interface {
 	// An `ERROR` outcome closes the attempt: the job is retried with backoff
 	// on a new lease while attempts remain, otherwise it fails (the business
 	// sees `SYSTEM_ERROR`).
+	//
+	// 409 codes: `LEASE_LOST` (the lease expired or was revoked and the job
+	// moved on), `RESULT_CONFLICT` (a different result was already committed
+	// for this lease), `JOB_CANCELLED` (cancelled), `SUPERSEDED` (a rejudge
+	// made a newer generation current). In every 409 case the node drops the
+	// job.
 	//
 	// Errors: 400 `REQUEST_INVALID`; 401 `SESSION_INVALID`,
 	// `SESSION_SUPERSEDED`; 403 `NODE_REVOKED`; 404 `JOB_NOT_FOUND`;
@@ -1173,6 +1187,12 @@ type ClientInterface interface {
 	// An `ERROR` outcome closes the attempt: the job is retried with backoff
 	// on a new lease while attempts remain, otherwise it fails (the business
 	// sees `SYSTEM_ERROR`).
+	//
+	// 409 codes: `LEASE_LOST` (the lease expired or was revoked and the job
+	// moved on), `RESULT_CONFLICT` (a different result was already committed
+	// for this lease), `JOB_CANCELLED` (cancelled), `SUPERSEDED` (a rejudge
+	// made a newer generation current). In every 409 case the node drops the
+	// job.
 	//
 	// Errors: 400 `REQUEST_INVALID`; 401 `SESSION_INVALID`,
 	// `SESSION_SUPERSEDED`; 403 `NODE_REVOKED`; 404 `JOB_NOT_FOUND`;
@@ -1369,7 +1389,8 @@ func (c *Client) ClaimJobs(ctx context.Context, body ClaimJobsJSONRequestBody, r
 // nothing) or `CANCELLED` (the job was cancelled or superseded by a
 // rejudge: stop, post nothing). Progress only moves forward; a
 // `progressSeq` not greater than the last one seen is ignored but still
-// renews.
+// renews. An unknown job, or one leased to another session or epoch,
+// answers `LOST`.
 //
 // Errors: 400 `REQUEST_INVALID`; 401 `SESSION_INVALID`,
 // `SESSION_SUPERSEDED`; 403 `NODE_REVOKED`; 429 `RATE_LIMITED`;
@@ -1398,7 +1419,8 @@ func (c *Client) RenewLeasesWithBody(ctx context.Context, contentType string, bo
 // nothing) or `CANCELLED` (the job was cancelled or superseded by a
 // rejudge: stop, post nothing). Progress only moves forward; a
 // `progressSeq` not greater than the last one seen is ignored but still
-// renews.
+// renews. An unknown job, or one leased to another session or epoch,
+// answers `LOST`.
 //
 // Errors: 400 `REQUEST_INVALID`; 401 `SESSION_INVALID`,
 // `SESSION_SUPERSEDED`; 403 `NODE_REVOKED`; 429 `RATE_LIMITED`;
@@ -1423,7 +1445,9 @@ func (c *Client) RenewLeases(ctx context.Context, body RenewLeasesJSONRequestBod
 //
 // Only digests referenced by that job's manifest, and only while the
 // caller holds a live lease on the job with the given epoch. The body is
-// streamed; the node hashes while it reads, checks size and digest, and
+// streamed with `Content-Length` and `X-Kece-Sha256` set (the strict
+// response's `ContentLength` field; an empty file is a valid 0-byte
+// body). The node hashes while it reads, checks size and digest, and
 // treats a mismatch as an infrastructure error (`CORRUPT_INPUT`), never as
 // an empty file.
 //
@@ -1460,6 +1484,12 @@ func (c *Client) DownloadArtifact(ctx context.Context, jobId JobIdPath, sha256 S
 // An `ERROR` outcome closes the attempt: the job is retried with backoff
 // on a new lease while attempts remain, otherwise it fails (the business
 // sees `SYSTEM_ERROR`).
+//
+// 409 codes: `LEASE_LOST` (the lease expired or was revoked and the job
+// moved on), `RESULT_CONFLICT` (a different result was already committed
+// for this lease), `JOB_CANCELLED` (cancelled), `SUPERSEDED` (a rejudge
+// made a newer generation current). In every 409 case the node drops the
+// job.
 //
 // Errors: 400 `REQUEST_INVALID`; 401 `SESSION_INVALID`,
 // `SESSION_SUPERSEDED`; 403 `NODE_REVOKED`; 404 `JOB_NOT_FOUND`;
@@ -1498,6 +1528,12 @@ func (c *Client) SubmitResultWithBody(ctx context.Context, jobId JobIdPath, cont
 // An `ERROR` outcome closes the attempt: the job is retried with backoff
 // on a new lease while attempts remain, otherwise it fails (the business
 // sees `SYSTEM_ERROR`).
+//
+// 409 codes: `LEASE_LOST` (the lease expired or was revoked and the job
+// moved on), `RESULT_CONFLICT` (a different result was already committed
+// for this lease), `JOB_CANCELLED` (cancelled), `SUPERSEDED` (a rejudge
+// made a newer generation current). In every 409 case the node drops the
+// job.
 //
 // Errors: 400 `REQUEST_INVALID`; 401 `SESSION_INVALID`,
 // `SESSION_SUPERSEDED`; 403 `NODE_REVOKED`; 404 `JOB_NOT_FOUND`;
@@ -2048,7 +2084,8 @@ type ClientWithResponsesInterface interface {
 	// nothing) or `CANCELLED` (the job was cancelled or superseded by a
 	// rejudge: stop, post nothing). Progress only moves forward; a
 	// `progressSeq` not greater than the last one seen is ignored but still
-	// renews.
+	// renews. An unknown job, or one leased to another session or epoch,
+	// answers `LOST`.
 	//
 	// Errors: 400 `REQUEST_INVALID`; 401 `SESSION_INVALID`,
 	// `SESSION_SUPERSEDED`; 403 `NODE_REVOKED`; 429 `RATE_LIMITED`;
@@ -2067,7 +2104,8 @@ type ClientWithResponsesInterface interface {
 	// nothing) or `CANCELLED` (the job was cancelled or superseded by a
 	// rejudge: stop, post nothing). Progress only moves forward; a
 	// `progressSeq` not greater than the last one seen is ignored but still
-	// renews.
+	// renews. An unknown job, or one leased to another session or epoch,
+	// answers `LOST`.
 	//
 	// Errors: 400 `REQUEST_INVALID`; 401 `SESSION_INVALID`,
 	// `SESSION_SUPERSEDED`; 403 `NODE_REVOKED`; 429 `RATE_LIMITED`;
@@ -2082,7 +2120,9 @@ type ClientWithResponsesInterface interface {
 	//
 	// Only digests referenced by that job's manifest, and only while the
 	// caller holds a live lease on the job with the given epoch. The body is
-	// streamed; the node hashes while it reads, checks size and digest, and
+	// streamed with `Content-Length` and `X-Kece-Sha256` set (the strict
+	// response's `ContentLength` field; an empty file is a valid 0-byte
+	// body). The node hashes while it reads, checks size and digest, and
 	// treats a mismatch as an infrastructure error (`CORRUPT_INPUT`), never as
 	// an empty file.
 	//
@@ -2112,6 +2152,12 @@ type ClientWithResponsesInterface interface {
 	// on a new lease while attempts remain, otherwise it fails (the business
 	// sees `SYSTEM_ERROR`).
 	//
+	// 409 codes: `LEASE_LOST` (the lease expired or was revoked and the job
+	// moved on), `RESULT_CONFLICT` (a different result was already committed
+	// for this lease), `JOB_CANCELLED` (cancelled), `SUPERSEDED` (a rejudge
+	// made a newer generation current). In every 409 case the node drops the
+	// job.
+	//
 	// Errors: 400 `REQUEST_INVALID`; 401 `SESSION_INVALID`,
 	// `SESSION_SUPERSEDED`; 403 `NODE_REVOKED`; 404 `JOB_NOT_FOUND`;
 	// 409 `LEASE_LOST`, `RESULT_CONFLICT`, `JOB_CANCELLED`, `SUPERSEDED`;
@@ -2139,6 +2185,12 @@ type ClientWithResponsesInterface interface {
 	// An `ERROR` outcome closes the attempt: the job is retried with backoff
 	// on a new lease while attempts remain, otherwise it fails (the business
 	// sees `SYSTEM_ERROR`).
+	//
+	// 409 codes: `LEASE_LOST` (the lease expired or was revoked and the job
+	// moved on), `RESULT_CONFLICT` (a different result was already committed
+	// for this lease), `JOB_CANCELLED` (cancelled), `SUPERSEDED` (a rejudge
+	// made a newer generation current). In every 409 case the node drops the
+	// job.
 	//
 	// Errors: 400 `REQUEST_INVALID`; 401 `SESSION_INVALID`,
 	// `SESSION_SUPERSEDED`; 403 `NODE_REVOKED`; 404 `JOB_NOT_FOUND`;
@@ -2942,7 +2994,8 @@ func (c *ClientWithResponses) ClaimJobsWithResponse(ctx context.Context, body Cl
 // nothing) or `CANCELLED` (the job was cancelled or superseded by a
 // rejudge: stop, post nothing). Progress only moves forward; a
 // `progressSeq` not greater than the last one seen is ignored but still
-// renews.
+// renews. An unknown job, or one leased to another session or epoch,
+// answers `LOST`.
 //
 // Errors: 400 `REQUEST_INVALID`; 401 `SESSION_INVALID`,
 // `SESSION_SUPERSEDED`; 403 `NODE_REVOKED`; 429 `RATE_LIMITED`;
@@ -2967,7 +3020,8 @@ func (c *ClientWithResponses) RenewLeasesWithBodyWithResponse(ctx context.Contex
 // nothing) or `CANCELLED` (the job was cancelled or superseded by a
 // rejudge: stop, post nothing). Progress only moves forward; a
 // `progressSeq` not greater than the last one seen is ignored but still
-// renews.
+// renews. An unknown job, or one leased to another session or epoch,
+// answers `LOST`.
 //
 // Errors: 400 `REQUEST_INVALID`; 401 `SESSION_INVALID`,
 // `SESSION_SUPERSEDED`; 403 `NODE_REVOKED`; 429 `RATE_LIMITED`;
@@ -2988,7 +3042,9 @@ func (c *ClientWithResponses) RenewLeasesWithResponse(ctx context.Context, body 
 //
 // Only digests referenced by that job's manifest, and only while the
 // caller holds a live lease on the job with the given epoch. The body is
-// streamed; the node hashes while it reads, checks size and digest, and
+// streamed with `Content-Length` and `X-Kece-Sha256` set (the strict
+// response's `ContentLength` field; an empty file is a valid 0-byte
+// body). The node hashes while it reads, checks size and digest, and
 // treats a mismatch as an infrastructure error (`CORRUPT_INPUT`), never as
 // an empty file.
 //
@@ -3024,6 +3080,12 @@ func (c *ClientWithResponses) DownloadArtifactWithResponse(ctx context.Context, 
 // on a new lease while attempts remain, otherwise it fails (the business
 // sees `SYSTEM_ERROR`).
 //
+// 409 codes: `LEASE_LOST` (the lease expired or was revoked and the job
+// moved on), `RESULT_CONFLICT` (a different result was already committed
+// for this lease), `JOB_CANCELLED` (cancelled), `SUPERSEDED` (a rejudge
+// made a newer generation current). In every 409 case the node drops the
+// job.
+//
 // Errors: 400 `REQUEST_INVALID`; 401 `SESSION_INVALID`,
 // `SESSION_SUPERSEDED`; 403 `NODE_REVOKED`; 404 `JOB_NOT_FOUND`;
 // 409 `LEASE_LOST`, `RESULT_CONFLICT`, `JOB_CANCELLED`, `SUPERSEDED`;
@@ -3057,6 +3119,12 @@ func (c *ClientWithResponses) SubmitResultWithBodyWithResponse(ctx context.Conte
 // An `ERROR` outcome closes the attempt: the job is retried with backoff
 // on a new lease while attempts remain, otherwise it fails (the business
 // sees `SYSTEM_ERROR`).
+//
+// 409 codes: `LEASE_LOST` (the lease expired or was revoked and the job
+// moved on), `RESULT_CONFLICT` (a different result was already committed
+// for this lease), `JOB_CANCELLED` (cancelled), `SUPERSEDED` (a rejudge
+// made a newer generation current). In every 409 case the node drops the
+// job.
 //
 // Errors: 400 `REQUEST_INVALID`; 401 `SESSION_INVALID`,
 // `SESSION_SUPERSEDED`; 403 `NODE_REVOKED`; 404 `JOB_NOT_FOUND`;
@@ -5134,149 +5202,153 @@ func (sh *strictHandler) OpenSession(w http.ResponseWriter, r *http.Request) {
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7H1rc9s4suhfQXFP1ch7acd2nOwkrvtBkZVEiS15JHnm7B3lmhAJSYhJgAFAy5qM//spNAC+RNmSM8me",
-	"rdoviUXi0QC6G/3mVy/kScoZYUp6r796C4IjIuDPIVFi1Z4pIvSviMhQ0FRRzrzX3oiEnEUSKY6WmCo0",
-	"JTMuCBK6C2XzA8/3BPmSUUEi77USGfE9GS5IgvVQMy4SrLzXHmXq+bHnewllNMkS7/Wh76lVSswrMifC",
-	"u7+/970UC5wQZeH6wKe96BKrxTpY4wVBn/kU0UhDQPWjVDf0PYYTPexn3fdB4P5LkJn32vvbs2Jfnpm3",
-	"8lkvMvAIIlPOJAFw3uBoSL5kRCr9K+RMEQZ/4jSNaYg1aM8+Sw3f1y3n6QrB7dLX1yfMZCjiRCLGFUqw",
-	"ChdILQjSkwscKtQKht1frrqj8XWv/2v7vHcW+Ci4HA7Gg87g/PqqP7q6vBwMx92zYO/Au/e9DmezmIY/",
-	"aAUxwZIgqqFHMWdzIpBaUIlCHMdE/CRPEZ5iFnGGqALw3nIxpVFE2PeHr52pBWFKj0oiNM0UbDGOY74k",
-	"0Sk6OXyOgv7grHs97P46+Ng9C5BUPJWw/YxHBOB9xxn5MVv5mVOGQh4RtMQS4VgQHK1QJkmEuEALLBG5",
-	"SzWiA1x9rt7yjEU/CrapBmJGY1IgK7mj0hzqJV7FHEdjzs+xmP+g/ZryaIXIXUhIJBFVEk31fpwiRm6J",
-	"MOwLUYWwRFQClGPOLzBbWQqX3x/KIVYExTShGv9awbA97l6f9y56QKynaIrDG8RnMzTjAgGH3gcWjaTh",
-	"yJrv1Xn4fs7EmyCyrZ+V2D2AdcVwphZc0D/ID0CYCyolZXONMILMAIFDQSJNijjWTyWRknJ2CvSGwhjT",
-	"BC4agJTcpSRUPwLOERG3ROxLGhE0w1msUOvF3R0Kev1xd9hvn2tGe9Vv/9runbffnHf1kRms0gxC4oSg",
-	"1OA9WlK1gOPks5ldRip4SKTE05h0maJq9f3X8xuJ4319IVtuR1nImaRST2lAVIaUf5IowYzOiFQbyeXe",
-	"XaSAex0sSQ+OJMVKEaGn+/+/t/f/H97/43D/1afiz+uD/U9fD/2Xz+//y8slAKkEZXO4nbAkQyKz2GxC",
-	"FFENPI4vBU+JUFTfwzMcS+J7aenRVy/MIXhobyyc975H7qjq8Ig0Cil1wcT3EpJwsfo4rTd/efKITKO7",
-	"SokN06ueR2dBwhsiUERnMx9JOmc4Rlp40TQw+uUcEX2SPsIKJVwqdII+0jea6BN8d07YXEtFJ4evXjZs",
-	"owy5IE+A1QDRIGwRkVCGlSZbB2iWTInw0SGiM8Q4IxqyncQ935MKq0w+dmi/EhHRUI1M43vfUzQhF7Jh",
-	"Qy+vkH5Xh2SLhS9xHJshd+p4XxYvf3dImC/MHUQOcj5RCaNKuJgfQIE1n/JJ+fQzCRUQiUGcRymkJu4w",
-	"uSQC6Q3GgkrODlCgeEwEZipAdM64IBIpgWkMx5zikEiEWYRmFA6cLGPKiDydsGAWc6wCO5a+7gEZpOEi",
-	"AZ7KMY+DZ4Egsf7jFAUyJSHFcYBExiTCE2Yf7H/OojlBqeBzgRNEmWWeLJryO9TSO2NknkP0fxEOQ5Iq",
-	"Eu0dTJhXZwBm0soJRjybxqT5CA3EHhxg/LSOdgmPoe/INHOHdu9GeoRTmeZj3bSOZtD/AcQY2/EJ06D/",
-	"7pE7HCqNhPa0NXnoA/SKNXyqMxHfu9vX/fdvsdA8SeqBunagcTHQWzvQyA2kwdA3dklR2oGNzwQho5ir",
-	"BuqGx0g3QJzlQjgSdL7QkvvyNGeUoGEkmK30ZSYRNtpqJhiJmpkUvjOn/PKkdORHzXyCqibW854vQb8x",
-	"6AuCA0rwCi14HMEzp8rpATR5aZluycVNM69yAB29ODw83IkFFRuYA9uIKeaIjG674xnpTdX/U0WSR5k3",
-	"TESiD3wKdyG+65leeqstVFgIvFpbCMyyEXQz4m5wa8kkSdX64R3BaehTmlEhFbINfS0hCZIQBvrhCmlJ",
-	"aGVFIT4zaPaZTx+++BrRyNgmtjBB+N4NZY+2/MCnH3Wze98Dhbub8rDBZPKWsFDjnuI3REvXhEVapAOm",
-	"7dbGyNJHEV8yEFw19xcgjj204Oo12bhgAGtIEkwZZfMn3LQad4xI+thmXLh2pT7bbnbK+aP8/FK30cia",
-	"MX2rb3E2Q9tS3xnZNKGg3WzRb1Q0bqAOEDRKx92wyRZ77Lr8nAIqG1MBqrTNxQqbqPCMpIRFhIWrHcWQ",
-	"9wTHaqHRiTOCYh7iGEX5YKh1xo1QjEnCmY8sDIgmeE58ZMSFCCs8xZL4KKLyZu9gTRiIiMK0QY4dLbhQ",
-	"iNylMWagW/mIHMwPgPZB2kaK3Gmlh2slWxAla/L20eHxSYO8vYBFwVbYd1POY4KZfmnskVXVCO//8el3",
-	"pxG9fkAlqp07jFXM13wyUrfW4jJpNpuGnM3oPBOwA0jLqgRhhnCUUIYkUTk7hAu2xbgC+wmfwsUWITM7",
-	"bLsTMS67/bNe/931r91h722v0x73Bn3P97p9rRmfeb53Nmz3+r3+O/1nb2Sebid0XBIWUTb/lQg6sxqx",
-	"Hplp1Vlj75kw+K7/pNI81VLIGZUpl1RZWqsJw51O93LcPUOtkCcJVZbD57bJPa2Dtc+H3fbZP687g4uL",
-	"3hhaY4ZoZIyGMSJYxFSL1DiOUUSjyo64GTzfWxtny5W3rbyrhzDmvo4DFlZoNP3dyK8LfN7g+pRHq3Xa",
-	"Ca1W/KiNAVQWsDJoYpObATF29yocg9S0Q1KJLFSZIBHYtMmdQi2Nf+QOJ2lMAA/5bGaQAM0oic0+r+H9",
-	"Rj37fZZgtq/3TyOHo3Awa+gZMWVyA7U3atd1nc8obg/pa8VurcF2gcMFZaSAzpxMCOblAplqJn7P95os",
-	"/J7vfRj0+tedwVm31LR41v3vy96w1u5qBA86w+5Ztz/utc9LPUfd0ag36Dc8GV1ddoej7hn0LRvJ4ef4",
-	"+u3gqm/meXNd/t0ejntv250xPOz1ry/a/d7b7mhcfnXRG40Mpzjvtkfd6/MBvB92R1fn4+vOoP/2vNcZ",
-	"28E77X6ne254TAWoy/Y/zwfts+vxYHB93h6+6xZDFMspm1w933OWPc/3Soa9LanVKjw9dotjqmn2UnDF",
-	"Qx5fMZmlKReGkj9wyjQuFO3ck64x35eeXEn42cmto0WnkbGRrj0YZSkRkkTQsc8jMiS3/Mb+si4BPcG0",
-	"9KstFJ3hUPW56rGL4v53z63BVh+IljDOObw1ZrrcnQSDdjALSWz4cgWSugfAdS/gH2JFzo0tXJ8E01cl",
-	"WEKuGL7FNNbUAVzvPcFCTQlWT9Mwc1nD/t5KiylJOxUt5vlxXYvxvcjdR413L1ypVEkSzxCVyDVGLZBD",
-	"OEOj3rtxd3hR5nElWQLkpQcVZHdv/yStcFW97cG9JVGLKmOKSShrQTvf3f96lL29HRTlRmndym2/EiEb",
-	"L2CNmmia0dgqGVbMuzXtpZXLJt4NCck+bNrRweHB4SmahyE6Oj44PjiceDV2/eLouMkWqhf0JpOrdSA+",
-	"8KnUU8MJ5IaEb1t67Xqo7YNfxb/KgZZBLaFR041SooEnqfAGJ4bkljafTs8pvhItF4QV0mG4wGxOZEk6",
-	"BJh9I0XuPcHyGtXE1YfJsNT23vf4bBZTRsCT1WiVcduE8JwgDM6z5YJaF7ohRYnkgi8ZsmM9QbeVjhz/",
-	"MqSp7IlfPy0349r6mzDFaL414Re96b3r9ceIRghLhFFEQpoYWcxGdFjpy3vtneiFlFWXo/1Xn34/3H+l",
-	"dZajn5vdOD02E3g78XR34bMY3EmgJdHvr5featM10MpM4FyKtZ7CMMZSopYkBBE213gFzTr6cUVNOGt3",
-	"Lwb966v+sNvuvAdxw/d6F+133ZIc1Bn0x+1evzu87gy77bEVZQZXw46W6d63r0ZGfukMhsOrSy3gXF5p",
-	"AaksHGm5qQeDve92PnaH12/bPfPmw9XZu+712ZsaEPnjYe/d+/GoLB5tJxCdgQp/xQTB4QIbg3pPq/GF",
-	"PNEx8jcRHUEMrg+J5JkISfdugTNphIEOFyJLVY+lmZYzykJGB0jDy03fbzE1Lz5k0ZycTauz24dDzell",
-	"WcrQcoUzoq3fq1dv4CgGfc0tMkmM5fYUwU7qZ4497lsrL4mQvuD3Qw2UiTtAioPBg9Uk+2JwdzRb7u6o",
-	"bLSB1btVDAvD1A6KIcQb2VvY+oFRkkkQExBnpyWLOzjtNd9IOY8RLcUngYFgXaWMMZtnlkAfouxz124n",
-	"U1yNpPPJ7BhNNP2BT/MLx53EL1fdK6CH4VW/7+ju4vK8a2grJ5eCqLY7qF8ykgFKDo2gAVirmatB7hxj",
-	"C7S25ziq2Ap3YKJP2W5Ddc0yq/POWbe0VqALr/Txi5cNfunjl8dHJ02WssLW+LhNdlRuW+k73sKDNqq2",
-	"rqNJbbAaZH4ZjezeNCMSZU/TQz5bHa95yzkj+0CK4PzMxS8qZUYia5+DqDotgoEKhY4OtTCfKWIumLLR",
-	"8vhnED/c758fuxVz2DYv+WliZ67IPqAcFY18J5qxkBygj4SkmtlQhrCJNMuNJpzFK2O+KxhsGRlfvKys",
-	"/3mTmrDgUr0TPEu39RXoif56v0Ld3msmyS34ZSj98n42ndR5iQ9UN9u9QTdkZVWtME2P/uGjz/gW6//T",
-	"lVpw9txHWNxo+T5ZyS/xKTB7EtLIqgAaqoOafFgybf+fg2swbT8/ahYTwZxg4hJ290Fuu/dVj9hf4Leq",
-	"buWlIBICqLSeZGzpVKLBxyeoQnIbHQj2zGpA2ziFzKCN6KGbXWreTqR8QriVPLOxr5v1nqNH3de+GWrM",
-	"FY6/fawfhRbpAstHT+oSGt3D1sEej8iXDaq23oKyH9b1sPp27nwFoHfGrG3QpAyjW59fOubKOW3Epg1O",
-	"p8FH1ALXMon2fHQ+GI2NV2nFM6Gl5xVKuCB7PsplK9QKnTgEEaG5LbGiPA0+er5nzcO7imWDG93XmDKr",
-	"ohdYIXclCBPOdbEhQNDh8M9Hr44fwy2eqTRTJtSwpogozCIsImSaoBCnKAX/0yakcPM6cezhmR+Lq9ty",
-	"speHVUo9ejjgrhakiuO4OtkpwlPgsAnBTGsdSRYrmsaGKgBkFC64JMyJAOSOhJni4mEwnx8+Dmc98MpF",
-	"8eWnXTquJqK4KMUs7KCL9ZIkU9ZZJRW4u/ViseYL05gkB6gzOOvmQboSLfAt0RK5JmkFeqbeuQnDLEKM",
-	"o0B+iYNTEN5rfeANss2Awpti6+DF1sZyt+iOZX+Fudyw8LrBPCzCGbeIiNs2JsZBkQfG5FT94O1qWunL",
-	"+MvjkX1f9FHqA1nDFBt3YSct1mjZ6IPI0sG7C9Y7Rj9TlmZqtMDHL14+ukjTKu9E/3hKYLGhkl1ntL3s",
-	"lFUaOQTDC4rJnCqaYEXiFSJJqlbIZQhYNvmUaGBC5wv1MCs/Oqzzjx3ig8v7X97Y2kZVdiAH6yHccRYs",
-	"d0NqPuH53uiXbY12Ng559MUYxQaZCnlSsZP82h2eGf9rdzgcDLcc1wZxey5qQQ9+6aSoAtqLy965sb18",
-	"uDp7p//aFuwkhbhla+UDx4mewipedQO4DTvmPD7NzXLI5mQYK5ZEEDYbr5CNbXdAhmnq+Z7WkzSfBDXJ",
-	"8z1QkzR+aD1pW6BhpA9mpEs3UtuOdGFGuve9oRadnmZlABlve9ZdVQnWAjYTyhwnfyR6087bhKp2NU8y",
-	"IDxlOVa/3C369EH4ZRY/0flMnEtkO//GN+spvCDfh2Z0VH7ve7eWTrfLyWjeN6dTuNkf2sUnoUFUDe16",
-	"0GVYamoUxK08jbmBeM01VxqvNNzmJY7IrtJfG80E/4MwF3kriTpFtzjOiERYWvMry+IY7IBaqOtfnZ83",
-	"BXLFWcKq1FK3iq2ZZAoaKb/PZTXBl9UB8z80QOBmseFeu45clRKb5ET9e+NqXp7sOuWaJ9DslpvHrrXp",
-	"YG2ozdNYwJRz1eSUHWIW8QTRyCkznIVGCcqvJYWFQi2Mrq56Z1r6mVFmXO6PJt3tf/r6j405d6mNU9oY",
-	"qzFeEJSYQDXkGrtIjcItJFOCb+SpMVREPMwSrbRRmbc82jlQvnZEduvWIX7wkJ5mqY4xTX7DVF3guyY1",
-	"FaKYbDrHhSxnfSw4A6sGZyZz9ZsTPL4tRGLhQiDA13mLH81ya7xHdjaOwz0wVo0qPtzKKAbCRXOBXXoF",
-	"bJdNOWBk+YRIjO9jktdIyMjymzbQpjRvSMwoh9sURkBGlkijPKLRKeJxRPLMaJfTBMnTT4lYMcOM+Q1p",
-	"IPc3BAsiTJYIXDEGHK4WRCBqXeYm6NnZJTWYT3G6yOZINojLKhxcCV6BFxorYIq+vgVdVJtBHecg+0tD",
-	"tyq7VDtC/xHPTC2CxwXsNFFjhVjWcc2v86JGZpcr1jVS40si9rXaiRbkDo3et/ePX7xEEdXMq35zHO6/",
-	"wvuzT19fnjTfE7VExh/lk97VaGB7bbRTbLSJPo4Raz7hXE8vTdp4PoWlaPeoDCsNakEv1RIAWAKdHe8A",
-	"jbrn3c7YmQalS8o1d5LKIsLUT3LCCmHSZuk6M0ngIy6K/P8i3SsQZEYEYSEZfTGZu4izCcurG8wEkYs8",
-	"F+cUnV2cF1Do1gSHCxTclhI3AvQlI2I1YSYWrwKicZ4BF2zM741jvrzIYkVHebvmfBu7AR0Q6PpG2W5q",
-	"V64k8RBqFXK8ESnfrBSRD+PWy38cHf788+PppAm+G1qJehdLU7OuJyIizGrW12rP5eMWhtMCV53ptIwH",
-	"dbH7xYvnzQUI9GDr7TfHhRASrTc/OXp18vywsb1DgjFNCM/UxWMnss0WllF1ayPD6EtcyU3azdBQPpjy",
-	"thU7UpxsI2rXoG7cmQLRSgjsN5PUw+yrbl80zMfzvbOLbS2MIxITMASeJca8Vd/AHU0qT6HiB2kFWNRW",
-	"eF47S9OxxFiKiRp3tRYK1VDCKJOUESl/klovBGGLoCJOaSvV78HswjIQLqbqQTBuKANACiBs+Ej7/N1A",
-	"3yNn7XH7TXvUddGRM6jn42IhZQPIAKyG9KFIkV8Ls9SuUQobciDB5a4WWCGB9SL0XeUuVXibR7hpmfPU",
-	"+hb0cjpdqDi3VfZ7Uc5mG0cYGLHJOW/IHTEGbiKsU6OIv3sJZWHK8IGIngqi1Sob0VlPbNvEthN8N3Kl",
-	"Y2q+5ywBwSOOzeYYX4R0SJmLI7s7W3YI3i4VtmmETkNSAszVC7GOzacF5Oxcn6auRdRLweR7XDnwYh8e",
-	"chFWp2rwa0B0srW7HqCm0HSjO5r0R4ysubeauOr53m9tz/fGEAd+Af8Ozk3Uued7nW0z4rYaCSpJkTAT",
-	"VK1GekcNxWr1qrNbuGBe5MOYzqYrFFwORmMonBccoCuolMfAoWPfWJUuOHBXL9wEoP4WTGihVOqMC9ao",
-	"1AyOHc0qzjkwORz5bA6UzYr1FgDdg0d2xjeG7Boz3ZSoJSEMYevyMhGjQZ5WFeyBxSUvKcljlMaYkQmz",
-	"jezTYO8AmdzhFKsFiuktkShjEREoeIZT+uz26JlbwjOYSshnJrKAygmLCKNmLyJiMiTInSbOyhFN2IT9",
-	"7W+oB+epVhPWNuDqt9IcKqgpuAiPLYoiGrtRSAAwDMVY9jWU0YSVUKRVRJTuHaDfjNKDVRmLqEI8JRBp",
-	"4k60ZIWdMDDJtKpH6iNzWiio4m2wd1o55NDwTyGoCaCcsCrStMrDWGTTO++2xDch93qtC83854JnKcLx",
-	"Eq/khGmi19piYo6zqaaebykfWuG8Kg1kgtvt73B2q/txJifs70WqkEStAELHAt/AZ/4q2T30z6KwhMYs",
-	"QVxu0YQhm14kTRVTyuYoWM8m0ljwd3Rm0xUNs7IcWSLKUELjmNoCiBYbGAouZIBkNpvRuwPU5xGBfnpK",
-	"s9o5vdUkMJU8zpQrShoRHEFBq9cIW1bCkzRTxFSLdJUpTCM9FuyZfpVwxhVnNERhzMMbfRXDHciNxVuh",
-	"v0vC1N/LdX98lMaZ1KME9ZDSwIe4bcA3PCNqhRIs5pTBRpTT9U2iyfvx+BKZSwXGRMHXCaQxTTwfTdwt",
-	"Yn7YzPyJdx+c6rlDtzXo6vKyO7we9dsfu4BNMYWsFWqVdi1EwQH8JFGJuTgUMcmbZIFvKc8EkIeFqOUs",
-	"FOUatXsT9qdr8KfZasgY+VM/39/fR/Zf/fPk8MiH0qt/Vqs/nuo3KKhlpAdgG9Tkqs+QLHOKzc0ZYKnI",
-	"raiVMYp0cY246wnwhnttKANrwp+tZ6aFmaFvmIgvWZEgCcYVqqBmqzCp2HtupSf6DsCQafNnXgcX2BE8",
-	"Mo1e1d8B/rw2QGhstMXSNGuQUMIWSCvh+sI3c5uRjg7Rnzazx/FMKpFMCVOnCMubIstAdzPbyRlxvZ/7",
-	"6OT4WJ9fqSBkvdLlqe1rjEg+EiTlQgGJQrBI4GQT1CrKaO4hyqQiOELU4E1eNFgqGsdw11gojvVuVOqi",
-	"BqWyp4GrjIpan6nWMSDcVC3MbSxWZhBG1JKLG1dd8cXdHfrzwcKdbixXwRMtF9QWpsghdTBCqT8FiZMf",
-	"u53umtvMqOvS1p0CVTQlDKfUe+09Pzg8eG70owXIQBvv1dyMDGVluFRNVbuZsldP0GB1Dg7QuH7l6+uT",
-	"i0havqVPbsJgB6D6y5IZdnfq2OVywSVBMZYK5TPovTCuCrXAbMKCaopqsJ5vC3BgW5uwuBldDrs1pE+Y",
-	"K1MT1RLahU2Lzbm44nGEAldvJtD0F7iSM8GEzSijcuGYvIm8hlE1o5E5/TCyBG4HcRjyNTo5PERrlbY3",
-	"MCV/wpqYTFNJ6VPA6Wrp39MJe7DOrLGO5iy6F5njjvJsZ1v0nEj1hkd/XWHZtcIL91VdR4mM1CumHx8e",
-	"fo/5rU+3qaYy4LAtgn1iZm8aNIfyWamoO3Q5erxLpV4ydHr+eKeisrnucfzq8R71gtSwWJCetwExt0KB",
-	"hpUlCRYr2CBgyS7VU6N+qfyWKe10qglDGN++JUBjnYeiFHgO2p1meYxIaVS4jbzqM5/KZ0Bcm5nVb1gT",
-	"Y5YixVFgXOoBajkLB/jI94Dbm5rnpqojyPtax5LoDyI44mLC4NYz0kdibTpWYzDOCsOvW0ERpqSJa00i",
-	"2zuYsDazJhUt9MoAJCRUuC3gUwjgoBQJjk+d83qOKSvfGgcTBpoqFA3VkAHs1BYjt9phXrMx8MusD5yG",
-	"VjakSk4YZfuzGKpUlPiW7lDoAj9JFOIUh1SLkdBTv7ev1kc4QAOtEMP9bEp1BS7H12pSQZGgHADwpwhP",
-	"mCmdwCB1w0g+hj3n3UDP1lMHYAY0XYtMaKr+nZgrVJz8wKfyOzHWSr3UH8xUq4VAGxiqLbcJBwgypqTT",
-	"eGUrPv+Hxzby2HPO5vsptxF6hq/lRG5IwUVOWFp3iZSOuZrqp48zVogW2MxY38D3QqARpNOWhMJanEFw",
-	"gLqaXeYSrRHJwE41YVYAfI2CwcegUK60itCkzwbng9E4QK1CRGZ8wuz3P6ZE/wHfk4EdcCqbZmZEs+TX",
-	"hYJV0W002wHhDIrzBXnCl51I60xay9qQOAZhIhMmCOyfmaOqM+0dIBf6bPhXwjUrm3GxxCICvheU0uQC",
-	"qHgwh8IVRtw1KoHLwJGEML2RprK2KbkPCo0GgpGl/HdigRC0fW6Cor8PE6wEuf9gJlgNSW9gggOW6ygp",
-	"EQanfX0BOgMa+Pn+ww838MPunSJWVLGSC5/ldbdK0hxIpo7EnsIOv4KB8v4ZtpXr5LOvEkJ07jX0c9LA",
-	"IkEAMgFREuWRDrYaqDHFlL6H4QOkwB1yK8CEma8ZQbFvsD3TW8f3bIAs8CbHNY01Elid0X7hSzVUah1X",
-	"EJyQqFRsZYFBWTWTUQUSsPSR8aYiSf+wIjwsAKCbMD2KgkxJKs0XozCYDmnVHWSsiq2gUjUo2HMmYiwn",
-	"DDsheEZj8iP4lY+CTSUiNd86OTxBQaWmZKWHrZgEI79CQVE+EvquM0K0Mx88s5WxXWlEr/rFst+bSaRo",
-	"8qz4otm9v2W0nrWmwhE0f+pMujC0p33rzMXOrUNUfMIL0NVYdcvIXuB3Dpr5yFAB3H/vfyQh2YfLY99F",
-	"T273xbhHQ1nvP+10K/BQEbVvqKx6O+SzTinDEMRRD/Vo/MaUPhMfObKtfZDJLnxTbGbteIEJtMD6iG1x",
-	"DawWlrD3Dr79cO//d19OhyeP98hrlkKHLW6zvDrpv/T6GwF+gFCoiFT7kM8NFWwglLN6w3zLtSfyLyc1",
-	"qwOuoHT5Agtaxk3hxHAgdB8VFpK9wNrh+ZKZ6650c+cmCPgUozGqFrFBP0kUZkJorUMvvjUzHyDYg2vP",
-	"XJvQKSJJyjXBvgaBnLrvaGhiMAYWjVguNNUYWWyN8gmDVkELtqAGtxHZJArWKnAHvtaDWGHQmTDL50wR",
-	"3lOE4btMBIC3ExvfRlEwPNeVTg5fTVhQK1AcHKDAejteI5s0GyBLxBLiYiMaqjz7PoD7WN9URTfrNCk6",
-	"mTZ5FzfGAWq7UA4Nj8k2jyYMtkqqSogOasENQyNZ+IoL8QZsZuXIJ3/CIHLFeFu1yIvZnPi5ASvmc7nn",
-	"PgqK2cqYz6lES6F3yfgM2+sOoDDm0pr67WcJXpcRSRAlKKl+Om3CuPPzma03GGy76z5aCfWNRWpJJQhM",
-	"M0xjaTREF8c2YZKAaeufo3H34toAtveD1LF1CQbkmqq44qM1bPJNt0Lr9VFQnm3CTo6eo2Ct7HWAWnC1",
-	"cC3T/Ywu6Ju9U/DkBdVq2E8SkVCr6jibsLLnzH7NCc5qr9FroTmFsgFy3yBJffpeKmk50/eH66SVBNmN",
-	"X4gFzkRliS21GF8iLmxejPtIQfHZAvi+wf92XfX7iwNHW8BUL1sOYsTxNhuw/n3Hf6kIcsntLeBuCYgT",
-	"bVAHQSIBio2cVL+TNELZZvGjw5nMEsv065FbxpOjmqoAmpLNznM8YUVhhpCgFsgyFAraSNNKcUGivQPU",
-	"5wgX3/h18SvbsPi1zygEqJWxGwZOcB6RPWC3h+WG9tsKhk+XP67wl9ngPnDK+qY8x/fgduVSllvxuqO/",
-	"eOrNnE6/1zIZnGwtuM1H1hEHRgsTWwBiz4/lcEdbzAPfiv5XsAEbXuu9/v1TmSmMBdbk1xRNWfkCULHZ",
-	"ZXZAbUziIyxBFiGzG5SSyme4C99CbWawlBlZ3+SBB2WmYdUAp8QYPdrEVGr2EpSTN4M9H0kOUUpGxnR6",
-	"iMQzcgBRp2RZzEKL5NzqMKe5/MyKYF4YK8ERsaEz8PmaOMohA9HWfPQY3m+KSMsVKx5HE3ebmILM4B0R",
-	"GNyu4HaI+RycsaAXmQ92zhdbeFg3fSgeBNKjxpC47+ljGKSEuQDr78PiaoUbfrBEV69IsEGkc5hSza3+",
-	"j2ehmaGtZwr8/um+wuU0WqEWBI9o6WPPFmuobrIjMJfI3sTkmibOEwLMrLZbncUBX9WEKXP0tsbRfPx1",
-	"2+uiFM5lW+chN+utIf7Edx9wzP0fvtUQijFAirv/dP8/AQAA//8=",
+	"7L1rc9s4sjD8V1DcUzXyvpRiO052Ytf7QZGVRIlteSV55uwzymNCJCQhJgGFgGxrMv7vT3UD4E2ULXkm",
+	"2XOq9ktikbg0Gt2NvqH5zQtlspCCCa2842/enNGIpfjngOl01Z5qlsKviKkw5QvNpfCOvSELpYgU0ZLc",
+	"Ua7JhE1lykgKXbiYtTzfS9nXJU9Z5B3rdMl8T4VzllAYairThGrv2ONCvzz0fC/hgifLxDve9z29WjDz",
+	"is1Y6j08PPjegqY0YdrC9VFOetEl1fN1sEZzRr7ICeERQMDh0QIa+p6gCQz7Bfo+Ctx/pWzqHXt/e5Hj",
+	"5YV5q170IgNPytRCCsUQnLc0GrCvS6Y0/Aql0Ezgn3SxiHlIAbQXXxTA923LebppKu3S19eXmslIJJki",
+	"QmqSUB3OiZ4zApOnNNSkEQy6/7zqDkfXvYtf2me908AnweWgP+p3+mfXVxfDq8vL/mDUPQ32Wt6D73Wk",
+	"mMY8/EEriBlVjHCAnsRSzFhK9JwrEtI4ZulP6oTQCRWRFIRrBO+dTCc8ipj4/vC1l3rOhIZRWUQmS40o",
+	"pnEs71h0Qo72X5Lgon/avR50f+l/6p4GRGm5UIh+ISOG8L6Xgv0YVH6RXJBQRozcUUVonDIarchSsYjI",
+	"lMypIux+AYSOcF1I/U4uRfSjYJsAEFMes5xY2T1XZlMv6SqWNBpJeUbT2Q/C10RGK8LuQ8YiRbhWZAL4",
+	"OCGC3bLUiC/CNaGKcIVQjqQ8p2JlOVx9fygHVDMS84QD/TWCQXvUvT7rnfeQWU/IhIY3RE6nZCpTghK6",
+	"iSKaKCORQe5VZXgzE+J1ENnWLwriHsG6EnSp5zLlv7MfQDDnXCkuZkAwKZsiAYcpi4AVaQxPFVOKS3GC",
+	"/EbCmPIEDxqElN0vWKh/BJxDlt6ytKl4xMiULmNNGq/u70nQuxh1BxftMxC0VxftX9q9s/bbsy5smaEq",
+	"EBCKJowsDN2TO67nuJ1yOrXLWKQyZErRScy6QnO9+v7r+ZXFcRMOZCvtuAilUFzBlAZEbVj5J0USKviU",
+	"Kb2RXR7cQYq016GK9XBLFlRrlsJ0//e3dvP/0Obv+803n/M/r1vNz9/2/dcvH/7LyzQApVMuZng6UcUG",
+	"TC1jg4Qo4gA8jS9TuWCp5nAOT2msmO8tCo++eWEGwWO4sXA++B6757ojI1arpFQVE99LWCLT1adJtfnr",
+	"oyd0GuiqFDVCr7wfnTkLb1hKIj6d+kTxmaAxAeUFeGD4zzPCYCd9QjVJpNLkiHzib4HpE3p/xsQMtKKj",
+	"/Teva9CoQpmyZ8BqgKhRtliacEE1sK0DdJlMWOqTfcKnREjBALKd1D3fU5rqpXpq035hacRDPTSNH3xP",
+	"84SdqxqEXl4ReFeFZIuF39E4NkPu1PGhqF7+5ogwW5jbiAzkbKICRRVoMduAnGo+Z5PKyRcWamQSQzhP",
+	"ckhF3RHqjqUEEExTrqRokUDLmKVU6IDwmZApU0SnlMe4zQsaMkWoiMiU44azu5gLpk7GIpjGkurAjgXH",
+	"PRKDMlIkoBM1knHwIkhZDH+ckEAtWMhpHJB0KRShY2EfNL8soxkji1TOUpoQLqzwFNFE3pMGYMboPPvk",
+	"/yc0DNlCs2ivNRZeVQCYSUs7GMnlJGb1W2gg9nAD4+d1tEt4inyHppnbtAc30hOSyjQfQdMqmWH/Rwhj",
+	"ZMdnAkD/zWP3NNRAhHa3gT1gA718DZ+rQsT37pvQv3lLU5BJCgbq2oFG+UDv7EBDNxCAASd2wVDaQYxP",
+	"U8aGsdQ13I2PCTQgUmRKOEn5bA6a+91JJijRwkioWMFhpgg11uoyFSyqF1L03uzy66PClh/Uywmu60TP",
+	"B3mH9o0hX1QcSEJXZC7jCJ85Uw4GAPYCne5Opjf1ssoBdPBqf39/JxGUIzADtpZSzBYZ23bHPQKkwv9c",
+	"s+RJ4Y0TseijnOBZSO97pheg2kJF05Su1haCs2wE3Yy4G9ygmSQLvb55B7gbsEtTnipNbEMfNKSUJUyg",
+	"fbgioAmtrCokp4bMvsjJ4wdfLRkZ38QWLgjfu+HiyZYf5eQTNHvwPTS4uwsZ1rhM3jERAu1pecNAu2Yi",
+	"ApUOhbZbm2B3PonknUDFFaR/iurYYwsuH5O1C0awBiyhXHAxe8ZJC7RjVNKnkHHu2hX6bIvshZRPyvNL",
+	"aAPEuhRwqm+xNwPbEs6M5SThaN1s0W+YN67hDlQ0Cttdg2RLPXZdfsYBJcSUgCqgOV9hHReesgUTERPh",
+	"akc15AOjsZ4DOUnBSCxDGpMoG4w0TqVRiilLpPCJhYHwhM6YT4y6EFFNJ1Qxn0Rc3ey11pSBiGnKa/TY",
+	"4VymmrD7RUwF2lY+Ya1ZC3kftW2i2T0YPRKM7JRpVdG3D/YPj2r07TkuClFh302kjBkV8NL4I8umEW3+",
+	"/vk3ZxEdP2ISVfYdx8rnq98ZBa1BXWb1btNQiimfLVPEAAFdlREqCI0SLohiOhOHeMA2hNToP5ETPNgi",
+	"YmZHtDsV47J7cdq7eH/9S3fQe9frtEe9/oXne90LsIxPPd87HbR7F72L9/Bnb2iebqd0XDIRcTH7haV8",
+	"ai1iGFmA6QzUe5oaeoc/uTJPQQs55WohFdeW1yrKcKfTvRx1T0kjlEnCtZXwmW9yD2yw9tmg2z7913Wn",
+	"f37eG2FrKgiPjNMwJoymMQeVmsYxiXhUwoibwfO9tXG2XHnb6rswhHH3dRywuEJj6e/Gfl2U84bWJzJa",
+	"rfNOaK3iJ30MaLKglwGYTW0GxPjdy3D0F6YdUTpdhnqZsgh92uxekwbQH7unySJmSIdyOjVEQKacxQbP",
+	"a3S/0c7+sEyoaAL+gDgch6NbA2akXKgN3F5rXVdtPmO4PWav5dhag+2chnMuWA6d2ZkQ3cs5MVVc/J7v",
+	"1Xn4Pd/72O9dXHf6p91C0/xZ978ve4NKu6shPugMuqfdi1GvfVboOewOh73+Rc2T4dVldzDsnmLfopMc",
+	"f46u3/WvLsw8b6+Lv9uDUe9duzPCh72L6/P2Re9ddzgqvjrvDYdGUpx128Pu9Vkf3w+6w6uz0XWnf/Hu",
+	"rNcZ2cE77YtO98zImBJQl+1/nfXbp9ejfv/6rD14382HyJdTdLl6vuc8e57vFRx7W3KrNXh64pbGHHj2",
+	"MpVahjK+Emq5WMjUcPJHyQXQQt7OPeka933hyZXCn53MO5p3Ghof6dqD4XLBUsUi7HghIzZgt/LG/rIh",
+	"AZhgUvjVTjWf0lBfSN0T5/n5755bhy1sCGgYZxLfGjddFk7CQTtUhCw2crkESTUC4Lrn8A+oZmfGFw47",
+	"IeCoRE/IlaC3lMfAHSj1PjCa6gmj+nkWZqZr2N9bWTEFbadkxbw8rFoxvhe586j27MUjlWvF4inhirjG",
+	"pIF6iBRk2Hs/6g7OizKuoEugvvSogezO7Z+UVa7Kpz2GtxRpcG1cMQkXDWznu/MfRtnb28FQrtXWrd72",
+	"C0tV7QEMpEkmSx5bI8OqebemvbJ62di7YSFrItIOWvut/RMyC0NycNg6bO2PvYq4fnVwWOcLhQW9XarV",
+	"OhAf5UTB1LgDmSPhzy29cjxU8OCX6a+0oUVQC2RUd6IUeOBZJryhiQG75fW703OGryJ3cyZy7TCcUzFj",
+	"qqAdIsy+0SL3nuF5jSrq6uNsWGj74HtyOo25YBjJqvXKODQROmOEYvDsbs5tCN2woiJqLu8EsWM9w7ZV",
+	"jh3/MqIp4cSv7pabcW39dZRiLN+K8kve9t73LkaER4QqQknEQp4YXcxmdFjtyzv2jmAhRdPloPnm82/7",
+	"zTdgsxz8XB/G6YlpSrdTT3dXPvPBnQZaUP3+eu2tMl0Nr0xTmmmxNlIYxlQp0lCMESZmQFfYrAOPS2bC",
+	"abt73r+4vroYdNudD6hu+F7vvP2+W9CDOv2LUbt30R1cdwbd9siqMv2rQQd0ug/tq6HRXzr9weDqEhSc",
+	"yytQkIrKEehNPRzsQ7fzqTu4ftfumTcfr07fd69P31aAyB4Peu8/jIZF9Wg7hegUTfgrkTIazqlxqPfA",
+	"jM/1iY7Rv1naSZmh9QFTcpmGrHs/p0tllIGOTNPlQvfEYgl6RlHJ6CBreJnr+x3l5sXHZTRjp5Py7Pbh",
+	"ACS9KmoZoFc4J9r6uXr1FreifwHSYqmY9dwSxCQ8c+Kxab28LCJwwDdDAMrkHYyFlujxAKlzgvZ07nbB",
+	"7I3852i1YCTA0QM8HSmelLrJxVg4/4yPb7iG+dEr4rx1RtMkMb8Bq35FpJ6zFN12GDVxhJevytHElts6",
+	"LHqLEO0OfYPcI7aDRYqJTvb4twFokiwV6idEipOCqx+zBUBgLaSMYe1Zrgl6JtZt2ZiK2dJKhsdEyplr",
+	"t5MPsCJLssnsGHXC5KOcZCed24l/XnWvkBEHVxcXjuHPL8+6hqkzPs25ebuN+ueSLZEXBkbDQXYBqW64",
+	"KmOVnJ/sPg5LTsodpPdz0G3YvV5ZdmFBGw8Hyz0Phx++el0TED98fXhwVOeiy9nraWfwsNi21He0Rehu",
+	"WG5dJZPKYBXI/CIZWdzUExIXzzOAvljjsh7lUrAmsiJGXTO9jyu1ZJF1DGI6H+h+aLuRg32wIpaamZOt",
+	"6C09/Bn1Hvf756eO4wy2zUt+nr6bWdCPWGV5I9/phCJkLfKJsQUKWkGoSXHLvDVSxCvjN3QpgWVifPW6",
+	"tP6XdfbJXCr9PpXLxbZBCpjorw9oVB3NZpIsdFCE0i/is26nzgpyoIxs94bcsJW18cLF4uAfPvlCbyn8",
+	"v1jpuRQvfULTGzAskpX6Gp+gsGchj6ztAVC1Koppwaf+/7Wu0af+8qBeP0U/hkmI2D34uS3uy6G4vyBg",
+	"VkblZcoUZm6BgWac+FyR/qdn2GBqG+MLcWZNr22iUWbQWvKAZpcg25lSz8jzUqc26XazwXXwZNzcN0ON",
+	"pKbxnx/rR5HFYk7Vkzt1iY0eEHWI4yH7usHGBxQUA8CuhzX0s6gvAr0zZW1DJkUY3fr8wjaX9mkjNW2I",
+	"dvU/kQbGtFm055Oz/nBkwlkruUwVaseJTNmeTzLdijRCpw5hKmrmxCxZbf1Pnu9Zv/Sualn/BvoaH2pZ",
+	"9UL3564MYfLIzjdkJjoa/vngzeFTtCWXerHUJsexYgFpKiKaRsQ0ISFdkAUGvjYRhZvXqWOPz/xUQt+W",
+	"k73eL3PqweOZfpXsWBrH5clOCJ2ghE0YFWB1JMtY80VsuAJBJuFcKiacCsDuWbjUMn0czJf7T8NZzfhy",
+	"6YPZbhe2q44pzgvJEjvYYr0kWWobJVMa4+ywWApyYRKzpEU6/dNulh2syJzeMtDIgaU12reAubEAU1RI",
+	"EqivcXCCynulD74hthlyeF1SH77Y2kvvFt2x4i/30xsRXvXUh3ke5RapeNsm4zgosoycjKsfPV1NKziM",
+	"vz6dUvgVthI2ZI1SbMKHnTRfoxWjjxJLh+6uWO+Yds3FYqmHc3r46vWTizStsk789+dkNBsu2XVG28tO",
+	"WeaRffT4kJjNuOYJ1SxeEZYs9Iq4qwlWTD4nDZnx2Vw/LsoP9qvyY4fE5CL+i4itIKqEgQysx2jHuc7c",
+	"CQlywvO94T+39RbaBOjhV+ON6y91KJOSn+SX7uDUBH67g0F/sOW4Nnvcc+kSMPil06JyaM8ve2fG9/Lx",
+	"6vQ9/LUt2MkCE6atexEjNjCFNbyqnneb7yxlfJK5A4m9DGK8WIpgvm68Ijap3gEZLhae74GdBHISzSTP",
+	"99BMAvoAO2lboHGkj2akSzdS2450bkZ68L0BqE7P8zKgjre96C6bBGuZogkXTpI/kTZq560jVbuaZzkQ",
+	"nrMca1/ulvb6KPxqGT8z6s1cLGa7wMqftlNkzr6Pzei4/MH3bi2fbncZpB5vzqZwsz+GxWeRQVTOKXs0",
+	"VlloagzErUKcmYN4LSZYGK8w3OYlDtmu2l+bTFP5OxMu5VcxfUJuabxkilBl3a9iGcfoBwSl7uLq7Kwu",
+	"gyxeJqLMLVWv2JpLJueR4vtMV0vlXXnA7A8ACOM7Ns9s15HLWmKdngi/N67m9dGuU66FIA223Dx2rXUb",
+	"a3N8nicCJlLqumjwgIpIJoRHzpiRIjRGUHYsaZpq0qDk6qp3CtrPlAsT63/ytl/z87d/bLzst7AJUhuT",
+	"REZzRhKTIUdcY5cikoeF1ILRG3ViHBWRDJcJGG1cZS0Pds7Qr2yRRd06xI9u0vM81THlya+U63N6X2em",
+	"YvqUvUdyrorXTeZSoFdDCnNl9k/fLPlzuRlzl3uBQdZb+uT1utpzZGfnOJ4DI11r4uOpTGJkXDJLqbvX",
+	"geiy0VPB7p6RAvJ9XPJAhILd/SkE2rvUG26EFPN8ciegYHcESJ7w6ITIOGLZlWx3mQpvbT8nVcYMM5I3",
+	"rIbd3zKastRcT8EjxoBjAtjcxupNtrXzSwKYzwm6qPoUOkwIywNcCV1hFJpqFIo+nIIunc6QjguQ/aU5",
+	"YyUsVbbQfyIyU0kdcplCddxYYpZ1WvOrsqhW2GWGdYXV5B1Lm2B2kjm7J8MP7ebhq9ck4iC8qifHfvMN",
+	"bU4/f3t9VH9OVG5Q/qiY9K5OA9tro59io0/0aYpYiwlndnph0tr9yT1Fu2dlWG0QFL0FaADoCXR+vBYZ",
+	"ds+6nZFzDSp3G9icSXoZMaF/UmORK5P2erBzkwQ+kWleeCC/ZxakbMpSJkI2/GquDBMpxiIrqzBNmZpn",
+	"l4BOyOn5WQ4FtGY0nJPgtnBjJCBflyxdjYVJAiyBaIJnKAVrLxbHsbw7X8aaD7N29Rd9LAI6qNBdGGO7",
+	"rl2xhMVjpJXr8UalfLvSTD1OW6//cbD/889P32NN6P3AatS7eJrqbb00YqlZzfpa7b582sJxmtOqc50W",
+	"6aCqdr969bK+8gEMtt5+c14IY9F686ODN0cv92vbOyIY8YTJpT5/ake2QWGRVLd2Mgy/xqVLUbs5Goob",
+	"U0RbjpF8Z2tJuwJ1LWZyQisQsF/PUo+Lr6p/0Qgfz/dOz7f1MA5ZzNAReJoY91YVgTu6VJ7DxY/yCoqo",
+	"rei8spemY0Gw5BPVYrWSClVTO2mpuGBK/aTALkRlixUSFLcy/R691lgEwuVUPQrGDRcISA6ETR9pn73v",
+	"wzly2h6137aH3RObljnFQkIuCVPVgIzAAqSPZYr8krulds1S2HD5EkPuek41SSksAs4qd6ji2yzDDXTO",
+	"ExtbgOV0uljqbqtr93kdnW0CYejEZmey5tKKcXCz1AY18vy711iPpggfquiLlIFZZTM6qzfqNonthN4P",
+	"Xc2aSux5maDiEccGOSYWoRxRZurI7sGWHbLGCxV1aqEDSAqAuUIlNrD5vIScnQvjVK2Iag2aDMelDc/x",
+	"8FiIsDxVTVwD06Kt37VF6nLije1o7l1SYt295Ruznu/92vZ8b4QJ6Of4b//MpLt7vtfZ9ireViNhCSsW",
+	"LlOuV0PAqOFYMK86u6ULZtVFjOtssiLBZX84wop9QYtcYYk+gQEd+8aadEHLHb14EqD5mwuhudYL51yw",
+	"TqV6cOxo1nDOgMngyGZzoGw2rLcA6AEjslO5MWXXuOkmTN8xJgi1IS+TMRpk97mCPfS4ZLUsZUwWMRVs",
+	"LGwj+zTYaxFzaXlB9ZzE/JYpshQRS0nwgi74i9uDF24JL3CqVL0wmQVcjUXEBDe4iJi5msHugTlLWzQW",
+	"Y/G3v5Ee7qdejUXbgAtvldlUNFNonh6bV2M0fqOQIWAUq8A0AcpoLAok0sgzSvda5Fdj9FBdpCKuiVww",
+	"zDRxO1rwwo4FumQa5S31idktEpTpNtg7KW1yaORnmnKTQDkWZaJpFIexxAaYdyjxTco9rHUOwn+WyuWC",
+	"0PiOrtRYANODtZiY7awr5udbzsdWNCuHg1fQLfo7UtxCPynUWPw9v6OkSCPA1LHAN/CZvwp+D/iZV7QA",
+	"ykqZu9Q0FsTea1KmfCoXMxKsX2MCKvg7ObX3JI2wshJZES5IwuOY28qLlhoECc5VQNRyOuX3LXIhI4b9",
+	"YEqz2hm/BRaYKBkvtauGGjEaYSWtY0KtKJHJYqmZKVPpSmKYRjAW4gxeJVJILQUPSRjL8AaOYjwDpfF4",
+	"a/J3xYT+e7HgkE8W8VLBKEE1pTTwMW8b6Y1OmV6RhKYzLhARxToB5obLh9HokphDBcckwbcx3p8aez4Z",
+	"u1PE/LAlAcbeQ3ACc4cONeTq8rI7uB5etD91kZpijtdluDXaQYnCDfhJkYJwcSRibo2yOb3lcpkie1iI",
+	"Gs5DUSyOuzcWf7gGfxhU442RP+B5s9kk9l/4ebR/4GPN1z/KZSdP4A0JKlfhA/QNArvCHrK7jGMzdwZ6",
+	"KjIvammM/J46EO76zXsjvTbUnzXpzzYy06DC8DdOJO9EfjMTnStcY7HY1NwB33MrPYIzgOJNmz+yArwo",
+	"jvCRafSm+g7p59gAgfeXTJU2EA0Ka+ciayUSDnwztxnpYJ/8YW/2OJnJFVELJvQJoeomv2UA3Qw6pWCu",
+	"90ufHB0ewv4VKlFWS2ye2L7GieTba1DIopgsEjjdhDTy+p17hAulGY0IN3STVStWmscxnjUWikPARqkg",
+	"a1Cotxq4kqyk8YWDjYHppnpuTuN0ZQYRTN/J9MaVdXx1f0/+eLRiqBvLlQ4ld3NuK2JkkDoYscagxhub",
+	"n7qd7lrYzJjryha8QlN0wQRdcO/Ye9nab7009tEcdaCN52rmRsZ6NlLpunLhQtujJ6jxOgctMqoe+XB8",
+	"yjRSVm7Bzo0FYgDLztwJI+5OnLi8m0vFSEyVJtkMgAsTqtBzKsYiKN+NDdYv+iIc1BZFzE9Gd3neOtLH",
+	"wtXHiSo36VN7HzeT4lrGEQlcoZsA+C9wtW6CsZhywdXcCXmTeY2jgqBRGf8IdofSDvMw1DE52t8nayW+",
+	"NwglfyzqhExdLesTpOlyzeGTsXi0wK3xjmYiuheZ7Y6ya9a22jpT+q2M/rqKtmsVHx7Kto5Ol6xaqv1w",
+	"f/97zG9junXFnJGGbfXtIzN73aAZlC8K1eSxy8HTXUqFmrHTy6c75SXVocfhm6d7VCth42JRe94GxMwL",
+	"hRbWMkloukIEoUh2Vz2B9At1v0xNqRNgjNTE9i0DGu88VsOgM7TuQOQJppQx4TbKqi9yol4gc20WVr9S",
+	"YMblgmhJAhNSD0jDeTgwRr6H0t4UWzflJFHfBxtLkd9ZKolMxwJPPaN9JNanYy0GE6ww8roR5GlKwFxr",
+	"GtleayzawrpUQOlVAWpIJA9b4DcYMECZJjQ+ccHrGeWieGq0xgItVaxWCpAh7NxWQbfWYVYsMvCLog+D",
+	"hlY35FqNBRfNaYzlMQpyCzrktsBPioR0QUMOaiT2hPf21foILdIHgxjPZ1MjLHB3fK0lFeQXlAME/oTQ",
+	"sTA1G0ThYrMRz1k3tLNhand/GteNi4ZN5vp/k3DFUpcf5UR9J8FaKtT6g4VquQJpjUC1dT5xA1HHVHwS",
+	"r2yp6f/I2FoZeybFrLmQNkPPyLWMyQ0ruMwJy+vuIqUTrqbs6tOCFbMFNgvWt/ihEmyE12kLSmElzyBo",
+	"kS6Iy0yjNSoZ+qnGwiqAxyTofwpy4wpMhDp7NjjrD0cBaeQqspBjYT88MmHwB37IBjHgTDYQZgxE8nFu",
+	"YJVsGxA7qJxhVcAgu/BlJwKbCaysDRfHME1kLFKG+DNzlG2mvRZxqc9GfiUSRNlUpnc0jVDuBYVrcgFW",
+	"PJhhxQyj7hqTwN3AUYwJQKQp6W1q/aNBA0AIdqdapC3IUtwIUIe/yAmailiNE1CGctLZlQ5HMjUo8sfC",
+	"7I+yuP7fJE4xAfzMJFh/H4FaSpj/wQK1nN5eI1D7IrN3Fiw1m+3DYeqccRgz/I9s3SBbu/eaWbXHakFy",
+	"mhUPK2iGqOU6dn2OaP2Gzs6HF9SW31MvvilM93kA6GesRtyiMmWSqxTJsiZsSVPj1il81MOUjkFJk3kU",
+	"xsJ8kgkrlqMfm986GWqTbVHOOQlsPJsoE4wljZ/b4Qrs5ZRROLhNtk/H0HbTxNeMayv47+YnFrKmyWIK",
+	"MDeoYXJyUh5qzBnC7fhJZQO4/lgB9AQ0Rxt4hAXgjSxTjWK/OVlpNhYAz54BDZXGOUXj2yyYa9TolU9M",
+	"dJgo/rs1SRCJiKGxgJVovPnJlfn0FkVXKC+Ht4yXtBGUyi8Fe87lTRUIzQK4P0Jm+iTYVGsTZOfR/hEJ",
+	"SsU5Sz1s6Skc+Q0J8jqc2HddGJOdZfGpLTHuakx65U+//VbPpnmTF/mn4R78LbMPrXcYt6D+m3HKpdU9",
+	"76NxLhdwHaL8W2jIMsZLXWS4nMcy0MzXmnLgLNPgAdZ02aDbfXrvydTch887nUwy1Ew3DaeXT6hs1gkX",
+	"FJNSqqkrtR/rgj3xiRMdlS9blaRFjcexvL0oiBroTaW2WAjVc8vYe60/v7kP/7MPyP2jp3tkxV+xwxYn",
+	"albm9d96BA+RPlBV1UzpJt5PxwMAU1PLp9yfOXrT7BNU9eaNq8xdPESDhgm7OJXZ6Msk9/jsBTauAGo3",
+	"HrkF7SFzqeA3LVWlQNxPioTLNAUrChbfmJovOZjzzRzd2CliyUICwx6jgcHdB0mAGYzDCAjLpdoap5Et",
+	"9j4W2CpoIAoqcGc6/1op88AHu07kDqqxsHLOVDM+IRQ/cMUQeDuxidXkldcz2+9o/81YBJVKz0GLBDZ6",
+	"c0zsJeCAWCZWmOcb8VBn1QQCPI/hpMq72SBQ3sm0ybq4MVqk7VJTAB5zez4aC0SV0qWUI9LAE4ZHKo99",
+	"5yoW+gCLmVz+WGAmjokeg9pNxYz5mUMuljO1576uSsXKhAO4IncpYMnEQNvrAa0wlsqGLuz3HY6LhJQy",
+	"nXJW/gbdWEgXtzSoNxRsu0MfMKp942G74woVpinlsTJqmsvLGwvF0FX3r+Goe35tANtDQEFvwKjvcUl9",
+	"KJrmlkIwCTwPUhYZYSzAEgYu2/PJGlmQRg1pFb+NmRHYWGSFy3BqGK1UPDwolH2BlwXlCmaxtvtYJDRi",
+	"BnEsJTMmrEbjmHOvRXouuQYRAMvM7qlFqf166FiYaow/wnBe1/NOzOYUd6UGuWsYKmMFBjl4SYK1KusB",
+	"aeABLEHz/Zmc87d7Jxi/DcrF15+lSJJGOVw6FsV4qf14mNnh2lgVyFNt0yL/hL75+Xs5D4r3u3+496B0",
+	"LXrjB4mRybgqCO+GkHfAw+Y2lPsmRv6VDPycxv90r8L3V5oOtoCpWiUfla3DbRCw/jnRf6uidintWenO",
+	"UswOrjGaUW+zbkdr++yks3GxWUnrSKGWiT0aq/l6Jn6n62o/mgrhLl9gLPJyHCEjDdT4OJYxUqaVlimL",
+	"9lrkQhKaf1LaZS1tI+LXvtoRkIbzzwLMeyhu94sN7ac8jJwufsvjL/OWfpRcXJiiLN9D2hULmG4l6w7+",
+	"4qk3Szp4D5or7mwlpdG3JZeNa8dklKBy+GMl3MEW8+Cnyf8dYsAmVXvHv30uCoVRarSnmhza0gencmQX",
+	"xQG3mahPiASVJ0pvMN1KX33PI0qVmdFxaCwic/s/KAoNayw5U894G0wmLfo3i1d2gz2fKIm5aUYTd9aa",
+	"olPWwlxjdpfPwvMr2eVhTjIrQ+Qp3DgWaKU2YQq/lhRHGWRoAJhvbOP7TXmImdYt42jsThNThhtjYinF",
+	"cBAGm2I5wxA8Wo/m+7Cz+RZxdZ8EdV8tMgrpQW0i5PeMBvUXTLi0+u8j4irlOn6wRletQ7FBpcsifKUb",
+	"9f+JAdULtPX7Ib99fihJOSAr0sCUIdA+9myJjjKSHYO58gV1Qq5u4uwaiJnVdquKOJSrwJgqI2/rQs7G",
+	"X/dQzwtJfLZ1lmi13hqzjnz3vdAsUuVbCyEfA7W4h88P/y8AAP//",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,
