@@ -3,6 +3,7 @@ package sqljudge
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -28,8 +29,10 @@ type Executor struct {
 	db       *sql.DB
 	adminCfg *mysql.Config // holds the admin password: never log or format it
 
+	preMu  sync.Mutex  // serialises preflights; held across network calls
+	server *serverInfo // nil until a preflight succeeds; guarded by preMu
+
 	mu     sync.Mutex
-	server *serverInfo         // nil until a preflight succeeds
 	active map[string]struct{} // databases of leases running in this process
 
 	hooks testHooks
@@ -298,7 +301,12 @@ func (l *lease) judge(ctx context.Context, task engine.Task) (engine.Verdict, er
 	if err != nil {
 		return engine.Verdict{}, classifyAdmin(ctx, err, "admin connection")
 	}
-	defer admin.Close()
+	defer func() {
+		// The manifest's DDL may have changed session state (USE, sql_mode,
+		// foreign_key_checks…): discard the connection instead of pooling it.
+		_ = admin.Raw(func(any) error { return driver.ErrBadConn })
+		admin.Close()
+	}()
 	actx, cancel := context.WithTimeout(ctx, e.cfg.AdminStatementTimeout)
 	defer cancel()
 	if _, err := admin.ExecContext(actx, "USE `"+l.names.DB+"`"); err != nil {

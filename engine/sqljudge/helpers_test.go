@@ -99,10 +99,14 @@ func (b *testBundle) run(t *testing.T, job string, p *engine.SQLProblem, src str
 // requireVerdict runs src and requires the status.
 func (b *testBundle) requireVerdict(t *testing.T, p *engine.SQLProblem, src string, want engine.Status) engine.Verdict {
 	t.Helper()
-	v, err := b.run(t, "job-"+randHex(t, 4), p, src)
+	job := "job-" + randHex(t, 4)
+	v, err := b.run(t, job, p, src)
 	require.NoError(t, err)
 	require.Equal(t, want, v.Status, "message: %s", v.Message)
 	b.requireNoLeftovers(t)
+	names := namesFor(b.node, job, 1)
+	require.False(t, b.dbExists(t, names.DB), "temporary database left behind")
+	require.False(t, b.userExists(t, names.User), "temporary account left behind")
 	return v
 }
 

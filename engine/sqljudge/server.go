@@ -50,8 +50,8 @@ type SelfCheckReport struct {
 // control plane's server, registry present, student host. A failure is not
 // cached; the next call tries again.
 func (e *Executor) preflight(ctx context.Context) (*serverInfo, error) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
+	e.preMu.Lock()
+	defer e.preMu.Unlock()
 	if e.server != nil {
 		return e.server, nil
 	}
@@ -136,9 +136,9 @@ func (e *Executor) inspect(ctx context.Context) (*serverInfo, error) {
 // accounts must not see any schema but their own; a server that grants every
 // account access to e.g. `test` fails the check.
 func (e *Executor) SelfCheck(ctx context.Context) (SelfCheckReport, error) {
-	e.mu.Lock()
+	e.preMu.Lock()
 	e.server = nil // always look again
-	e.mu.Unlock()
+	e.preMu.Unlock()
 	srv, err := e.preflight(ctx)
 	if err != nil {
 		return SelfCheckReport{}, err

@@ -129,7 +129,7 @@ func (s *studentSession) run(ctx context.Context, stmt string, maxRows, maxBytes
 		switch {
 		case isSQL && (no == erStatementTimeout || no == erQueryTimeout):
 			out.status, out.message = engine.StatusTimeLimitExceeded, fmt.Sprintf("statement exceeded the time limit of %s", s.limit)
-		case isSQL && no == erQueryInterrupted && elapsed >= s.limit:
+		case isSQL && (no == erQueryInterrupted || no == erSortAborted) && elapsed >= s.limit:
 			out.status, out.message = engine.StatusTimeLimitExceeded, fmt.Sprintf("statement exceeded the time limit of %s", s.limit)
 		case isSQL && (no == erServerShutdown || no == erDiskFull):
 			out.err = classifyAdmin(ctx, err, "student statement")
