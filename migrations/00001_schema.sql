@@ -38,6 +38,8 @@ CREATE TABLE judge_node (
   reported_health TEXT NULL,
   reported_slots_busy INT NULL,
   reported_draining TINYINT(1) NOT NULL DEFAULT 0,
+  -- Queued CHECK jobs bound to this node: lets a claim skip their query.
+  pending_checks INT NOT NULL DEFAULT 0,
   created_at DATETIME(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6),
   updated_at DATETIME(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6),
   UNIQUE KEY uk_node_name (name),

@@ -42,6 +42,10 @@ install() {
 
 start() {
   install
+  mkdir -p "$base"
+  # Concurrent starts (parallel test runs, CI and a developer) serialize here.
+  exec 9>"$base.lock"
+  flock 9
   if alive; then echo "mariadb.sh: $name already running on 127.0.0.1:$port" >&2; return 0; fi
   mkdir -p "$base"
   if [ ! -d "$datadir/mysql" ]; then
@@ -52,7 +56,7 @@ start() {
   fi
   # Stale PID/socket from a killed run.
   rm -f "$sock" "$pidfile"
-  /usr/sbin/mariadbd --no-defaults --user=root --datadir="$datadir" \
+  setsid /usr/sbin/mariadbd --no-defaults --user=root --datadir="$datadir" \
     --bind-address=127.0.0.1 --port="$port" --socket="$sock" --pid-file="$pidfile" \
     --log-error="$log" --skip-name-resolve \
     --innodb-flush-log-at-trx-commit=1 --sync-binlog=1 \

@@ -49,21 +49,21 @@ const (
 // group in-flight, batch cap); in-flight counts RUNNING jobs, expired-but-
 // unreaped leases included. CHECK jobs bound to the node come first and may
 // be claimed in any state; pool work needs ENABLED.
+//
+// The host-group lock serializes the claims of one physical host, so the
+// transaction is kept to six round trips: lock group, lock node, count
+// in-flight, pick (full rows), lease, attempts.
 func (s *Store) Claim(ctx context.Context, sess NodeSession, freeSlots int) ([]ClaimedJob, error) {
 	if freeSlots <= 0 {
 		return nil, nil
 	}
+	groupID, err := s.nodeGroup(ctx, sess.NodeID)
+	if err != nil {
+		return nil, err
+	}
 	var out []ClaimedJob
-	err := s.inTx(ctx, func(tx *sql.Tx) error {
+	err = s.inTx(ctx, func(tx *sql.Tx) error {
 		out = nil
-		var groupID int64
-		err := tx.QueryRowContext(ctx, `SELECT host_group_id FROM judge_node WHERE id = ?`, sess.NodeID).Scan(&groupID)
-		if errors.Is(err, sql.ErrNoRows) {
-			return fmt.Errorf("node %d: %w", sess.NodeID, ErrUnauthenticated)
-		}
-		if err != nil {
-			return fmt.Errorf("store: claim: %w", err)
-		}
 		// Lock order: host group, then node.
 		var groupCap int
 		if err := tx.QueryRowContext(ctx,
@@ -74,35 +74,44 @@ func (s *Store) Claim(ctx context.Context, sess NodeSession, freeSlots int) ([]C
 		if err != nil {
 			return err
 		}
-		if n.hostGroupID != groupID {
-			return conflict("node %d moved host group during claim", sess.NodeID)
-		}
 		var nodeBusy, groupBusy int
 		if err := tx.QueryRowContext(ctx,
-			`SELECT COUNT(*) FROM judge_job WHERE node_id = ? AND state = 'RUNNING'`, sess.NodeID).Scan(&nodeBusy); err != nil {
-			return fmt.Errorf("store: claim: node in-flight: %w", err)
-		}
-		if err := tx.QueryRowContext(ctx,
-			`SELECT COUNT(*) FROM judge_job WHERE host_group_id = ? AND state = 'RUNNING'`, groupID).Scan(&groupBusy); err != nil {
-			return fmt.Errorf("store: claim: group in-flight: %w", err)
+			`SELECT COALESCE(SUM(node_id = ?), 0), COUNT(*) FROM judge_job WHERE host_group_id = ? AND state = 'RUNNING'`,
+			sess.NodeID, groupID).Scan(&nodeBusy, &groupBusy); err != nil {
+			return fmt.Errorf("store: claim: in-flight: %w", err)
 		}
 		capacity := min(freeSlots, n.slots-nodeBusy, groupCap-groupBusy, s.cfg.ClaimBatchMax)
 		if capacity <= 0 {
 			return nil
 		}
-		ids, err := pickReady(ctx, tx, n.pool, sess.NodeID, capacity)
-		if err != nil {
-			return err
-		}
-		if n.state == NodeEnabled && len(ids) < capacity {
-			more, err := pickReady(ctx, tx, n.pool, 0, capacity-len(ids))
+		if n.pendingChecks > 0 {
+			checks, err := pickReady(ctx, tx, n.pool, sess.NodeID, capacity)
 			if err != nil {
 				return err
 			}
-			ids = append(ids, more...)
+			if _, err := tx.ExecContext(ctx,
+				`UPDATE judge_node SET pending_checks = IF(? < ?, 0, GREATEST(pending_checks - ?, 0)) WHERE id = ?`,
+				len(checks), capacity, len(checks), sess.NodeID); err != nil {
+				return fmt.Errorf("store: claim: pending checks: %w", err)
+			}
+			out = append(out, checks...)
 		}
-		if len(ids) == 0 {
+		if n.state == NodeEnabled && len(out) < capacity {
+			more, err := pickReady(ctx, tx, n.pool, 0, capacity-len(out))
+			if err != nil {
+				return err
+			}
+			out = append(out, more...)
+		}
+		if len(out) == 0 {
 			return nil
+		}
+		ids := make([]int64, len(out))
+		for i := range out {
+			ids[i] = out[i].JobID
+			out[i].LeaseEpoch++
+			out[i].Attempt++
+			out[i].LeaseRemaining = s.cfg.LeaseTTL
 		}
 		in, args := inList(ids)
 		if _, err := tx.ExecContext(ctx,
@@ -121,62 +130,71 @@ func (s *Store) Claim(ctx context.Context, sess NodeSession, freeSlots int) ([]C
 			args...); err != nil {
 			return fmt.Errorf("store: claim: attempts: %w", err)
 		}
-		rows, err := tx.QueryContext(ctx,
-			`SELECT id, lease_epoch, TIMESTAMPDIFF(MICROSECOND, NOW(6), lease_until), kind, pool, submission_type,
-			        submission_id, generation, runtime_spec, manifest_id, request_snapshot, attempt_count
-			 FROM judge_job WHERE id IN (`+in+`) ORDER BY priority, id`, args...)
-		if err != nil {
-			return fmt.Errorf("store: claim: read back: %w", err)
-		}
-		defer rows.Close()
-		for rows.Next() {
-			var c ClaimedJob
-			var us int64
-			if err := rows.Scan(&c.JobID, &c.LeaseEpoch, &us, &c.Kind, &c.Pool, &c.SubmissionType, &c.SubmissionID,
-				&c.Generation, &c.Language, &c.ManifestID, &c.Snapshot, &c.Attempt); err != nil {
-				return fmt.Errorf("store: claim: read back: %w", err)
-			}
-			c.LeaseRemaining = time.Duration(us) * time.Microsecond
-			out = append(out, c)
-		}
-		return rows.Err()
+		return nil
 	})
-	return out, err
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// nodeGroup returns a node's host group; it never changes, so it is cached.
+func (s *Store) nodeGroup(ctx context.Context, nodeID int64) (int64, error) {
+	if g, ok := s.groups.get(nodeID); ok {
+		return g, nil
+	}
+	var g int64
+	err := s.db.QueryRowContext(ctx, `SELECT host_group_id FROM judge_node WHERE id = ?`, nodeID).Scan(&g)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, fmt.Errorf("node %d: %w", nodeID, ErrUnauthenticated)
+	}
+	if err != nil {
+		return 0, fmt.Errorf("store: node group: %w", err)
+	}
+	s.groups.put(nodeID, g)
+	return g, nil
 }
 
 // pickReady locks up to limit ready jobs of a pool (requiredNode 0 = pool
-// work, else that node's CHECK jobs), skipping rows other claimers hold. The
-// query is served by ix_job_claim for both WHERE and ORDER BY.
-func pickReady(ctx context.Context, tx *sql.Tx, pool string, requiredNode int64, limit int) ([]int64, error) {
+// work, else that node's CHECK jobs), skipping rows other claimers hold, and
+// returns them as they are before leasing. The query is served by
+// ix_job_claim for both WHERE and ORDER BY.
+func pickReady(ctx context.Context, tx *sql.Tx, pool string, requiredNode int64, limit int) ([]ClaimedJob, error) {
 	rows, err := tx.QueryContext(ctx, claimQuery, pool, requiredNode, limit)
 	if err != nil {
 		return nil, fmt.Errorf("store: claim: pick: %w", err)
 	}
 	defer rows.Close()
-	var ids []int64
+	var out []ClaimedJob
 	for rows.Next() {
-		var id int64
-		if err := rows.Scan(&id); err != nil {
+		var c ClaimedJob
+		if err := rows.Scan(&c.JobID, &c.LeaseEpoch, &c.Kind, &c.Pool, &c.SubmissionType, &c.SubmissionID,
+			&c.Generation, &c.Language, &c.ManifestID, &c.Snapshot, &c.Attempt); err != nil {
 			return nil, fmt.Errorf("store: claim: pick: %w", err)
 		}
-		ids = append(ids, id)
+		out = append(out, c)
 	}
-	return ids, rows.Err()
+	return out, rows.Err()
 }
 
-// claimQuery is exported to tests through ClaimQueryForExplain.
-const claimQuery = `SELECT id FROM judge_job FORCE INDEX (ix_job_claim)
+const claimColumns = `id, lease_epoch, kind, pool, submission_type, submission_id, generation, runtime_spec, manifest_id,
+ request_snapshot, attempt_count`
+
+const claimWhere = ` FROM judge_job FORCE INDEX (ix_job_claim)
  WHERE pool = ? AND state = 'QUEUED' AND required_node_id = ? AND available_at <= NOW(6)
- ORDER BY priority, available_at, id LIMIT ? FOR UPDATE SKIP LOCKED`
+ ORDER BY priority, available_at, id LIMIT ?`
+
+const claimQuery = `SELECT ` + claimColumns + claimWhere + ` FOR UPDATE SKIP LOCKED`
 
 // ClaimQueryForExplain is the claim's pick statement, for EXPLAIN in tests and docs.
-func ClaimQueryForExplain() string { return strings.TrimSuffix(claimQuery, " FOR UPDATE SKIP LOCKED") }
+func ClaimQueryForExplain() string { return `SELECT id` + claimWhere }
 
 type lockedNode struct {
-	hostGroupID int64
-	pool        string
-	state       NodeState
-	slots       int
+	hostGroupID   int64
+	pool          string
+	state         NodeState
+	slots         int
+	pendingChecks int
 }
 
 // lockNodeForSession locks the node row and checks that the session is the
@@ -186,9 +204,9 @@ func lockNodeForSession(ctx context.Context, tx *sql.Tx, sess NodeSession) (lock
 	var epoch int64
 	var revoked bool
 	err := tx.QueryRowContext(ctx,
-		`SELECT host_group_id, pool, desired_state, slots, session_epoch, revoked_at IS NOT NULL
+		`SELECT host_group_id, pool, desired_state, slots, session_epoch, revoked_at IS NOT NULL, pending_checks
 		 FROM judge_node WHERE id = ? FOR UPDATE`, sess.NodeID).Scan(
-		&n.hostGroupID, &n.pool, &n.state, &n.slots, &epoch, &revoked)
+		&n.hostGroupID, &n.pool, &n.state, &n.slots, &epoch, &revoked, &n.pendingChecks)
 	if errors.Is(err, sql.ErrNoRows) {
 		return n, fmt.Errorf("node %d: %w", sess.NodeID, ErrUnauthenticated)
 	}

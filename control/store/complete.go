@@ -193,11 +193,14 @@ func (s *Store) Complete(ctx context.Context, sess NodeSession, jobID, leaseEpoc
 		if err != nil {
 			return fmt.Errorf("store: complete: %w", err)
 		}
-		// Lock order: node → pointer → job → attempt.
+		// Lock order: node → pointer → job → attempt. The node is locked in
+		// share mode: it only has to hold still against a new session or a
+		// revoke (which take it exclusively); results of one node don't
+		// exclude each other.
 		var nodeEpoch int64
 		var revoked bool
 		err = tx.QueryRowContext(ctx,
-			`SELECT session_epoch, revoked_at IS NOT NULL FROM judge_node WHERE id = ? FOR UPDATE`, sess.NodeID).Scan(&nodeEpoch, &revoked)
+			`SELECT session_epoch, revoked_at IS NOT NULL FROM judge_node WHERE id = ? LOCK IN SHARE MODE`, sess.NodeID).Scan(&nodeEpoch, &revoked)
 		if errors.Is(err, sql.ErrNoRows) {
 			return fmt.Errorf("node %d: %w", sess.NodeID, ErrUnauthenticated)
 		}
@@ -222,26 +225,23 @@ func (s *Store) Complete(ctx context.Context, sess NodeSession, jobID, leaseEpoc
 			attempts     int
 			maxAttempts  int
 		}
+		// Job, then its attempt for this lease epoch, in one locking read
+		// (job → attempt is the lock order).
+		var receipt sql.NullString
+		var attemptNode sql.NullInt64
 		if err := tx.QueryRowContext(ctx,
-			`SELECT state, node_id, session_epoch, lease_epoch, COALESCE(lease_until > NOW(6), FALSE), kind, pool,
-			        generation, attempt_count, max_attempts
-			 FROM judge_job WHERE id = ? FOR UPDATE`, jobID).Scan(
+			`SELECT j.state, j.node_id, j.session_epoch, j.lease_epoch, COALESCE(j.lease_until > NOW(6), FALSE), j.kind,
+			        j.pool, j.generation, j.attempt_count, j.max_attempts, a.receipt_digest, a.node_id
+			 FROM judge_job j LEFT JOIN judge_job_attempt a ON a.job_id = j.id AND a.lease_epoch = ?
+			 WHERE j.id = ? FOR UPDATE`, leaseEpoch, jobID).Scan(
 			&j.state, &j.nodeID, &j.sessionEpoch, &j.leaseEpoch, &j.live, &j.kind, &j.pool,
-			&j.generation, &j.attempts, &j.maxAttempts); err != nil {
+			&j.generation, &j.attempts, &j.maxAttempts, &receipt, &attemptNode); err != nil {
 			return fmt.Errorf("store: complete: job: %w", err)
 		}
-		var receipt sql.NullString
-		var attemptNode int64
-		err = tx.QueryRowContext(ctx,
-			`SELECT receipt_digest, node_id FROM judge_job_attempt WHERE job_id = ? AND lease_epoch = ? FOR UPDATE`,
-			jobID, leaseEpoch).Scan(&receipt, &attemptNode)
-		if errors.Is(err, sql.ErrNoRows) {
+		if !attemptNode.Valid {
 			return fmt.Errorf("job %d lease %d was never granted: %w", jobID, leaseEpoch, ErrLeaseLost)
 		}
-		if err != nil {
-			return fmt.Errorf("store: complete: attempt: %w", err)
-		}
-		if attemptNode != sess.NodeID {
+		if attemptNode.Int64 != sess.NodeID {
 			return fmt.Errorf("job %d lease %d belongs to another node: %w", jobID, leaseEpoch, ErrLeaseLost)
 		}
 		if receipt.Valid {
@@ -277,14 +277,15 @@ func (s *Store) Complete(ctx context.Context, sess NodeSession, jobID, leaseEpoc
 			}
 		}
 		if res.Outcome == OutcomeVerdict {
+			// Job and attempt receipt in one statement.
 			if _, err := tx.ExecContext(ctx,
-				`UPDATE judge_job SET state = 'COMPLETED', verdict = ?, result = ?, result_digest = ?,
-				   status_version = status_version + 1, finished_at = NOW(6), updated_at = NOW(6), lease_until = NULL
-				 WHERE id = ?`, res.Verdict.Status, body, digest, jobID); err != nil {
+				`UPDATE judge_job j JOIN judge_job_attempt a ON a.job_id = j.id AND a.lease_epoch = ?
+				 SET j.state = 'COMPLETED', j.verdict = ?, j.result = ?, j.result_digest = ?,
+				     j.status_version = j.status_version + 1, j.finished_at = NOW(6), j.updated_at = NOW(6),
+				     j.lease_until = NULL,
+				     a.outcome = 'COMPLETED', a.receipt_digest = ?, a.ended_at = NOW(6)
+				 WHERE j.id = ?`, leaseEpoch, res.Verdict.Status, body, digest, digest, jobID); err != nil {
 				return fmt.Errorf("store: complete: job: %w", err)
-			}
-			if err := closeAttempt(ctx, tx, jobID, leaseEpoch, "COMPLETED", "", digest); err != nil {
-				return err
 			}
 			out = CompleteResponse{Disposition: Accepted, JobState: StateCompleted}
 			return s.settle(ctx, tx, settlement{jobID: jobID, kind: j.kind, typ: typ, sid: sid, generation: j.generation,

@@ -115,13 +115,38 @@ func (r EnqueueRequest) validate(maxSnapshot int) (pool string, snapshot []byte,
 // an identity that exists returns the existing current job when the request is
 // the same, and a conflict when it differs (use Rejudge for a new generation).
 func (s *Store) Enqueue(ctx context.Context, req EnqueueRequest) (EnqueueResult, error) {
+	pool, snapshot, digest, err := s.validateEnqueue(ctx, req)
+	if err != nil {
+		return EnqueueResult{}, err
+	}
+	// Fast path for a new submission: job, pointer, signal — three statements.
+	// A duplicate identity (1062 on either unique key) rolls back and takes
+	// the locking path, which returns the existing job or a conflict.
 	var res EnqueueResult
-	var pool string
-	err := s.inTx(ctx, func(tx *sql.Tx) error {
-		var err error
-		res, pool, err = s.enqueueTx(ctx, tx, req)
-		return err
+	err = s.inTx(ctx, func(tx *sql.Tx) error {
+		id, err := s.insertJob(ctx, tx, jobRow{
+			submissionType: req.SubmissionType, submissionID: req.SubmissionID, generation: 1,
+			kind: KindSubmission, pool: pool, language: req.Language, manifestID: req.ManifestID,
+			snapshot: snapshot, digest: digest, priority: req.Priority, maxAttempts: s.cfg.MaxAttempts,
+		})
+		if err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx,
+			`INSERT INTO judge_submission (submission_type, submission_id, current_job_id, generation) VALUES (?, ?, ?, 1)`,
+			req.SubmissionType, req.SubmissionID, id); err != nil {
+			return fmt.Errorf("store: enqueue: pointer: %w", err)
+		}
+		res = EnqueueResult{JobID: id, Generation: 1, State: StateQueued, Created: true}
+		return bumpPool(ctx, tx, pool)
 	})
+	if isDuplicate(err) {
+		err = s.inTx(ctx, func(tx *sql.Tx) error {
+			var err error
+			res, err = s.enqueueLocked(ctx, tx, req, pool, snapshot, digest)
+			return err
+		})
+	}
 	if err == nil && res.Created {
 		s.notify(pool)
 	}
@@ -138,39 +163,54 @@ func (s *Store) EnqueueTx(ctx context.Context, tx *sql.Tx, req EnqueueRequest) (
 }
 
 func (s *Store) enqueueTx(ctx context.Context, tx *sql.Tx, req EnqueueRequest) (EnqueueResult, string, error) {
-	pool, snapshot, digest, err := req.validate(s.cfg.MaxSnapshotBytes)
+	pool, snapshot, digest, err := s.validateEnqueue(ctx, req)
 	if err != nil {
 		return EnqueueResult{}, "", err
 	}
-	var kind string
-	err = tx.QueryRowContext(ctx, `SELECT kind FROM judge_manifest WHERE id = ?`, req.ManifestID).Scan(&kind)
-	if errors.Is(err, sql.ErrNoRows) {
-		return EnqueueResult{}, "", invalid("manifestId", "manifest %d does not exist", req.ManifestID)
+	res, err := s.enqueueLocked(ctx, tx, req, pool, snapshot, digest)
+	return res, pool, err
+}
+
+// validateEnqueue checks the request and its manifest (manifests are
+// immutable and never deleted, so this needs no transaction).
+func (s *Store) validateEnqueue(ctx context.Context, req EnqueueRequest) (pool string, snapshot []byte, digest string, err error) {
+	pool, snapshot, digest, err = req.validate(s.cfg.MaxSnapshotBytes)
+	if err != nil {
+		return "", nil, "", err
+	}
+	m, err := s.Manifest(ctx, req.ManifestID)
+	if errors.Is(err, ErrNotFound) {
+		return "", nil, "", invalid("manifestId", "manifest %d does not exist", req.ManifestID)
 	}
 	if err != nil {
-		return EnqueueResult{}, "", fmt.Errorf("store: enqueue: manifest: %w", err)
+		return "", nil, "", err
 	}
-	if err := manifest.CheckPoolKind(pool, manifest.Kind(kind)); err != nil {
-		return EnqueueResult{}, "", invalid("language", "%v", err)
+	if err := manifest.CheckPoolKind(pool, m.Kind); err != nil {
+		return "", nil, "", invalid("language", "%v", err)
 	}
+	return pool, snapshot, digest, nil
+}
 
-	// Lock (or create and lock) the pointer first: lock order pointer → job.
+// enqueueLocked is the locking path: lock (or create and lock) the pointer
+// first (lock order pointer → job), then return the existing current job or
+// insert generation 1.
+func (s *Store) enqueueLocked(ctx context.Context, tx *sql.Tx, req EnqueueRequest, pool string, snapshot []byte, digest string) (EnqueueResult, error) {
 	cur, gen, err := lockPointer(ctx, tx, req.SubmissionType, req.SubmissionID)
 	if err != nil {
-		return EnqueueResult{}, "", err
+		return EnqueueResult{}, err
 	}
 	if cur != 0 {
 		var existingDigest string
 		var state JobState
 		if err := tx.QueryRowContext(ctx,
 			`SELECT request_digest, state FROM judge_job WHERE id = ?`, cur).Scan(&existingDigest, &state); err != nil {
-			return EnqueueResult{}, "", fmt.Errorf("store: enqueue: current job: %w", err)
+			return EnqueueResult{}, fmt.Errorf("store: enqueue: current job: %w", err)
 		}
 		if existingDigest != digest {
-			return EnqueueResult{}, "", conflict("submission %s/%s already exists with a different request; rejudge to judge it again",
+			return EnqueueResult{}, conflict("submission %s/%s already exists with a different request; rejudge to judge it again",
 				req.SubmissionType, req.SubmissionID)
 		}
-		return EnqueueResult{JobID: cur, Generation: gen, State: state}, pool, nil
+		return EnqueueResult{JobID: cur, Generation: gen, State: state}, nil
 	}
 	id, err := s.insertJob(ctx, tx, jobRow{
 		submissionType: req.SubmissionType, submissionID: req.SubmissionID, generation: 1,
@@ -178,17 +218,17 @@ func (s *Store) enqueueTx(ctx context.Context, tx *sql.Tx, req EnqueueRequest) (
 		snapshot: snapshot, digest: digest, priority: req.Priority, maxAttempts: s.cfg.MaxAttempts,
 	})
 	if err != nil {
-		return EnqueueResult{}, "", err
+		return EnqueueResult{}, err
 	}
 	if _, err := tx.ExecContext(ctx,
 		`UPDATE judge_submission SET current_job_id = ?, generation = 1, updated_at = NOW(6)
 		 WHERE submission_type = ? AND submission_id = ?`, id, req.SubmissionType, req.SubmissionID); err != nil {
-		return EnqueueResult{}, "", fmt.Errorf("store: enqueue: pointer: %w", err)
+		return EnqueueResult{}, fmt.Errorf("store: enqueue: pointer: %w", err)
 	}
 	if err := bumpPool(ctx, tx, pool); err != nil {
-		return EnqueueResult{}, "", err
+		return EnqueueResult{}, err
 	}
-	return EnqueueResult{JobID: id, Generation: 1, State: StateQueued, Created: true}, pool, nil
+	return EnqueueResult{JobID: id, Generation: 1, State: StateQueued, Created: true}, nil
 }
 
 // lockPointer inserts the pointer row if absent and locks it. A concurrent

@@ -116,6 +116,9 @@ type queryer interface {
 }
 
 func (s *Store) readManifest(ctx context.Context, q queryer, id int64) (manifest.Manifest, error) {
+	if m, ok := s.manifests.get(id); ok {
+		return m, nil
+	}
 	var body []byte
 	err := q.QueryRowContext(ctx, `SELECT body FROM judge_manifest WHERE id = ?`, id).Scan(&body)
 	if errors.Is(err, sql.ErrNoRows) {
@@ -128,8 +131,11 @@ func (s *Store) readManifest(ctx context.Context, q queryer, id int64) (manifest
 	if err != nil {
 		return manifest.Manifest{}, fmt.Errorf("store: stored manifest %d does not parse: %w", id, err)
 	}
+	s.manifests.put(id, m)
 	return m, nil
 }
+
+
 
 // ArtifactAccess is the answer to "may this lease download this digest".
 var (

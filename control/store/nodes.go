@@ -776,6 +776,9 @@ func (s *Store) StartCheck(ctx context.Context, r CheckRequest, actor, reason st
 		if _, err := tx.ExecContext(ctx, `UPDATE judge_node_check SET job_id = ? WHERE id = ?`, out.JobID, out.CheckID); err != nil {
 			return fmt.Errorf("store: start check: %w", err)
 		}
+		if _, err := tx.ExecContext(ctx, `UPDATE judge_node SET pending_checks = pending_checks + 1 WHERE id = ?`, r.NodeID); err != nil {
+			return fmt.Errorf("store: start check: %w", err)
+		}
 		if err := audit(ctx, tx, actor, "node.verify", r.NodeID, out.JobID, reason, map[string]any{"checkId": out.CheckID}); err != nil {
 			return err
 		}

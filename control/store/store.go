@@ -18,9 +18,12 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"sync"
 	"time"
 
 	"github.com/go-sql-driver/mysql"
+
+	"github.com/kece-oj/kece/control/manifest"
 )
 
 // Defaults for Config.
@@ -125,6 +128,41 @@ type Store struct {
 	hooks *Hooks
 	// notifier wakes this replica's claim waiters after a commit.
 	notifier Notifier
+	// txOpts is nil when the server already defaults to READ COMMITTED, which
+	// saves a round trip per transaction.
+	txOpts *sql.TxOptions
+	// manifests caches parsed manifests; they are immutable.
+	manifests *cache[int64, manifest.Manifest]
+	// groups caches each node's host group, which never changes.
+	groups *cache[int64, int64]
+}
+
+// cache is a small bounded map for immutable facts; when full it starts over,
+// which is simple and enough for a working set of problems and nodes.
+type cache[K comparable, V any] struct {
+	mu  sync.Mutex
+	max int
+	m   map[K]V
+}
+
+func newCache[K comparable, V any](max int) *cache[K, V] {
+	return &cache[K, V]{max: max, m: make(map[K]V)}
+}
+
+func (c *cache[K, V]) get(k K) (V, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	v, ok := c.m[k]
+	return v, ok
+}
+
+func (c *cache[K, V]) put(k K, v V) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.m) >= c.max {
+		clear(c.m)
+	}
+	c.m[k] = v
 }
 
 // Notifier is told, after commit, that a pool has new ready work. It must not
@@ -154,7 +192,18 @@ func New(db *sql.DB, cfg Config) (*Store, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	return &Store{db: db, cfg: cfg, stats: &counters{}}, nil
+	s := &Store{db: db, cfg: cfg, stats: &counters{}, manifests: newCache[int64, manifest.Manifest](1024),
+		groups: newCache[int64, int64](4096),
+		txOpts: &sql.TxOptions{Isolation: sql.LevelReadCommitted}}
+	// MariaDB before 11.1 names it tx_isolation; MySQL 8 transaction_isolation.
+	var iso string
+	if err := db.QueryRow(`SELECT @@global.tx_isolation`).Scan(&iso); err != nil {
+		_ = db.QueryRow(`SELECT @@global.transaction_isolation`).Scan(&iso)
+	}
+	if iso == "READ-COMMITTED" {
+		s.txOpts = nil
+	}
+	return s, nil
 }
 
 // WithHooks returns a copy of s that runs the given test hooks.
@@ -195,10 +244,10 @@ func (s *Store) inTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
 }
 
 func (s *Store) tryTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
-	// READ COMMITTED on every transaction regardless of the server default:
-	// counts taken after a lock must see the latest commits, not a snapshot
-	// taken before the lock was granted.
-	tx, err := s.db.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
+	// READ COMMITTED on every transaction (set per transaction unless it is
+	// the server's default): counts taken after a lock must see the latest
+	// commits, not a snapshot taken before the lock was granted.
+	tx, err := s.db.BeginTx(ctx, s.txOpts)
 	if err != nil {
 		return fmt.Errorf("store: begin: %w", err)
 	}

@@ -1,0 +1,63 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+
+	"github.com/kece-oj/kece/migrations"
+)
+
+// benchDSNDefault is the private MariaDB of scripts/mariadb.sh.
+const benchDSNDefault = "root@tcp(127.0.0.1:33061)/"
+
+// freshDatabase creates and migrates a throwaway database; drop removes it.
+func freshDatabase(ctx context.Context, serverDSN string, conns int) (db *sql.DB, dsn string, drop func(), err error) {
+	if serverDSN == "" {
+		serverDSN = os.Getenv("KECE_BENCH_MYSQL_DSN")
+	}
+	if serverDSN == "" {
+		serverDSN = benchDSNDefault
+	}
+	admin, err := sql.Open("mysql", serverDSN)
+	if err != nil {
+		return nil, "", nil, err
+	}
+	var b [5]byte
+	_, _ = rand.Read(b[:])
+	name := "kece_bench_" + hex.EncodeToString(b[:])
+	if _, err := admin.ExecContext(ctx, "CREATE DATABASE "+name); err != nil {
+		admin.Close()
+		return nil, "", nil, fmt.Errorf("create database (is scripts/mariadb.sh start running?): %w", err)
+	}
+	cfg, err := mysql.ParseDSN(serverDSN)
+	if err != nil {
+		admin.Close()
+		return nil, "", nil, err
+	}
+	cfg.DBName, cfg.ParseTime, cfg.Loc = name, true, time.UTC
+	dsn = cfg.FormatDSN()
+	db, err = sql.Open("mysql", dsn)
+	if err != nil {
+		admin.Close()
+		return nil, "", nil, err
+	}
+	db.SetMaxOpenConns(conns)
+	db.SetMaxIdleConns(conns)
+	drop = func() {
+		db.Close()
+		_, _ = admin.ExecContext(context.Background(), "DROP DATABASE IF EXISTS "+name)
+		admin.Close()
+	}
+	if err := migrations.Up(ctx, db); err != nil {
+		drop()
+		return nil, "", nil, err
+	}
+	return db, dsn, drop, nil
+}

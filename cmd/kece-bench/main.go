@@ -1,0 +1,66 @@
+// Command kece-bench measures the judge pool and prints key=value figures
+// with the baseline they are compared to, measured in the same run.
+//
+//	kece-bench scheduler [flags]   durable scheduling throughput vs the commit-rate bound
+//	kece-bench all                 every benchmark with default flags
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+type command struct {
+	name string
+	help string
+	run  func(ctx context.Context, args []string) error
+}
+
+func commands() []command {
+	return []command{
+		{"scheduler", "durable lifecycles/s against the machine's commit rate", runScheduler},
+	}
+}
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if len(os.Args) < 2 {
+		usage()
+		os.Exit(2)
+	}
+	name, args := os.Args[1], os.Args[2:]
+	if name == "all" {
+		for _, c := range commands() {
+			fmt.Printf("# %s\n", c.name)
+			if err := c.run(ctx, nil); err != nil {
+				fmt.Fprintf(os.Stderr, "kece-bench %s: %v\n", c.name, err)
+				os.Exit(1)
+			}
+		}
+		return
+	}
+	for _, c := range commands() {
+		if c.name == name {
+			if err := c.run(ctx, args); err != nil {
+				fmt.Fprintf(os.Stderr, "kece-bench %s: %v\n", name, err)
+				os.Exit(1)
+			}
+			return
+		}
+	}
+	fmt.Fprintf(os.Stderr, "kece-bench: unknown benchmark %q\n", name)
+	usage()
+	os.Exit(2)
+}
+
+func usage() {
+	fmt.Fprintln(os.Stderr, "usage: kece-bench <benchmark> [flags]   (kece-bench <benchmark> -h for flags)")
+	for _, c := range commands() {
+		fmt.Fprintf(os.Stderr, "  %-10s %s\n", c.name, c.help)
+	}
+	fmt.Fprintln(os.Stderr, "  all        run every benchmark")
+}

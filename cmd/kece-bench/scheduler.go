@@ -1,0 +1,300 @@
+package main
+
+import (
+	"context"
+	"crypto/sha256"
+	"database/sql"
+	"encoding/hex"
+	"errors"
+	"flag"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/kece-oj/kece/control/manifest"
+	"github.com/kece-oj/kece/control/store"
+)
+
+// runScheduler measures full durable job lifecycles (enqueue → claim → renew
+// once → complete → event ack) by N simulated nodes, against the machine's
+// durable single-row commit rate measured first with the same connections.
+func runScheduler(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("scheduler", flag.ContinueOnError)
+	nodes := fs.Int("nodes", 8, "simulated nodes (one connection each)")
+	slots := fs.Int("slots", 4, "slots per node (claim batch)")
+	enqueuers := fs.Int("enqueuers", 4, "business enqueue goroutines")
+	dur := fs.Duration("duration", 8*time.Second, "measurement time of each phase")
+	dsn := fs.String("dsn", "", "MySQL server DSN without database (default $KECE_BENCH_MYSQL_DSN or the private MariaDB)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	conns := *nodes + *enqueuers + 1
+	db, _, drop, err := freshDatabase(ctx, *dsn, conns+2)
+	if err != nil {
+		return err
+	}
+	defer drop()
+
+	var durable string
+	_ = db.QueryRowContext(ctx, `SELECT @@innodb_flush_log_at_trx_commit`).Scan(&durable)
+	rate, err := commitRate(ctx, db, conns, *dur)
+	if err != nil {
+		return err
+	}
+	bound := rate / 3
+
+	st, err := store.New(db, store.Config{LeaseTTL: time.Minute})
+	if err != nil {
+		return err
+	}
+	manID, sessions, err := setupFleet(ctx, db, st, *nodes, *slots)
+	if err != nil {
+		return err
+	}
+	res, err := lifecycles(ctx, st, db, manID, sessions, *slots, *enqueuers, *dur)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("innodb_flush_log_at_trx_commit=%s\n", durable)
+	fmt.Printf("connections=%d nodes=%d slots=%d enqueuers=%d duration_s=%.0f\n", conns, *nodes, *slots, *enqueuers, dur.Seconds())
+	fmt.Printf("commit_rate_per_s=%.0f\n", rate)
+	fmt.Printf("commit_bound_lifecycles_per_s=%.0f\n", bound)
+	fmt.Printf("lifecycles_per_s=%.0f\n", res.perSec)
+	fmt.Printf("ratio=%.2f\n", res.perSec/bound)
+	fmt.Printf("claim_p50_ms=%.2f\n", res.claimP50)
+	fmt.Printf("claim_p99_ms=%.2f\n", res.claimP99)
+	fmt.Printf("enqueue_avg_ms=%.2f\n", res.enqueueAvgMs)
+	fmt.Printf("complete_avg_ms=%.2f\n", res.completeAvgMs)
+	fmt.Printf("empty_claims=%d\n", res.emptyClaims)
+	fmt.Printf("deadlocks_retried=%d\n", st.RetriedTransactions())
+	return nil
+}
+
+// commitRate is the baseline: conns goroutines each committing single-row
+// autocommit inserts for d.
+func commitRate(ctx context.Context, db *sql.DB, conns int, d time.Duration) (float64, error) {
+	if _, err := db.ExecContext(ctx, `CREATE TABLE bench_commit (id BIGINT AUTO_INCREMENT PRIMARY KEY, v INT NOT NULL) ENGINE=InnoDB`); err != nil {
+		return 0, err
+	}
+	var n atomic.Int64
+	var firstErr error
+	var once sync.Once
+	deadline := time.Now().Add(d)
+	var wg sync.WaitGroup
+	for i := range conns {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for time.Now().Before(deadline) && ctx.Err() == nil {
+				if _, err := db.ExecContext(ctx, `INSERT INTO bench_commit (v) VALUES (?)`, i); err != nil {
+					once.Do(func() { firstErr = err })
+					return
+				}
+				n.Add(1)
+			}
+		}()
+	}
+	wg.Wait()
+	return float64(n.Load()) / d.Seconds(), firstErr
+}
+
+func setupFleet(ctx context.Context, db *sql.DB, st *store.Store, nodes, slots int) (int64, []store.Session, error) {
+	in, out := "1 2\n", "3\n"
+	var cases []manifest.Case
+	for _, c := range []string{in, out} {
+		sum := sha256.Sum256([]byte(c))
+		if err := st.RegisterArtifact(ctx, hex.EncodeToString(sum[:]), int64(len(c))); err != nil {
+			return 0, nil, err
+		}
+	}
+	si, so := sha256.Sum256([]byte(in)), sha256.Sum256([]byte(out))
+	cases = append(cases, manifest.Case{CaseID: "1", InputSha256: hex.EncodeToString(si[:]), InputSize: int64(len(in)),
+		OutputSha256: hex.EncodeToString(so[:]), OutputSize: int64(len(out)), Weight: 100})
+	pm, err := st.PublishManifest(ctx, manifest.Manifest{Kind: manifest.KindCode, Limits: manifest.Limits{TimeMs: 1000, MemoryMb: 256}, Cases: cases})
+	if err != nil {
+		return 0, nil, err
+	}
+	g, err := st.CreateHostGroup(ctx, "bench-host", nodes*slots, "bench")
+	if err != nil {
+		return 0, nil, err
+	}
+	var sessions []store.Session
+	for i := range nodes {
+		n, code, err := st.CreateNode(ctx, store.NodeSpec{Name: fmt.Sprintf("bench-%d", i), Pool: "cpp", HostGroupID: g.ID, Slots: slots}, "bench")
+		if err != nil {
+			return 0, nil, err
+		}
+		j, err := st.Join(ctx, code.Code)
+		if err != nil {
+			return 0, nil, err
+		}
+		s, err := st.OpenSession(ctx, j.Credential, fmt.Sprintf("boot-%d", i))
+		if err != nil {
+			return 0, nil, err
+		}
+		// The bench skips the self-check flow (it is tested elsewhere) and
+		// enables the nodes directly.
+		if _, err := db.ExecContext(ctx, `UPDATE judge_node SET desired_state = 'ENABLED' WHERE id = ?`, n.ID); err != nil {
+			return 0, nil, err
+		}
+		sessions = append(sessions, s)
+	}
+	return pm.ID, sessions, nil
+}
+
+type lifecycleResult struct {
+	perSec             float64
+	claimP50, claimP99 float64
+	enqueueAvgMs       float64
+	completeAvgMs      float64
+	emptyClaims        int64
+}
+
+func lifecycles(ctx context.Context, st *store.Store, db *sql.DB, manID int64, sessions []store.Session, slots, enqueuers int, d time.Duration) (lifecycleResult, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var (
+		wg       sync.WaitGroup
+		errMu    sync.Mutex
+		firstErr error
+		seq      atomic.Int64
+		acked    atomic.Int64
+		queued   atomic.Int64
+		latMu    sync.Mutex
+		claimLat []float64
+		enqNs    atomic.Int64
+		enqN     atomic.Int64
+		compNs   atomic.Int64
+		compN    atomic.Int64
+		idleN    atomic.Int64
+	)
+	fail := func(err error) {
+		if err == nil || errors.Is(err, context.Canceled) {
+			return
+		}
+		errMu.Lock()
+		if firstErr == nil {
+			firstErr = err
+		}
+		errMu.Unlock()
+		cancel()
+	}
+	backlog := int64(len(sessions) * slots * 4)
+	for range enqueuers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for ctx.Err() == nil {
+				if queued.Load() > backlog {
+					time.Sleep(200 * time.Microsecond)
+					continue
+				}
+				t0 := time.Now()
+				_, err := st.Enqueue(ctx, store.EnqueueRequest{SubmissionType: "ALGO", SubmissionID: fmt.Sprint(seq.Add(1)),
+					Language: "cpp17", Source: "int main(){}", ManifestID: manID})
+				enqNs.Add(int64(time.Since(t0)))
+				enqN.Add(1)
+				if err != nil {
+					fail(err)
+					return
+				}
+				queued.Add(1)
+			}
+		}()
+	}
+	res := store.Result{Outcome: store.OutcomeVerdict, Verdict: &store.VerdictResult{Status: "AC", Score: 100, MaxScore: 100,
+		Cases: []store.CaseResult{{CaseID: "1", Status: "AC", Score: 100, TimeMs: 1}}}}
+	for _, s := range sessions {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var lat []float64
+			defer func() { latMu.Lock(); claimLat = append(claimLat, lat...); latMu.Unlock() }()
+			for ctx.Err() == nil {
+				t0 := time.Now()
+				jobs, err := st.Claim(ctx, s.NodeSession, slots)
+				if err != nil {
+					fail(err)
+					return
+				}
+				lat = append(lat, float64(time.Since(t0).Microseconds())/1000)
+				if len(jobs) == 0 {
+					idleN.Add(1)
+					time.Sleep(time.Millisecond)
+					continue
+				}
+				queued.Add(-int64(len(jobs)))
+				items := make([]store.RenewItem, len(jobs))
+				for i, j := range jobs {
+					items[i] = store.RenewItem{JobID: j.JobID, LeaseEpoch: j.LeaseEpoch, ProgressSeq: 1, Phase: "JUDGING", CasesDone: 1, CasesTotal: 1}
+				}
+				if _, err := st.Renew(ctx, s.NodeSession, items); err != nil {
+					fail(err)
+					return
+				}
+				for _, j := range jobs {
+					t0 := time.Now()
+					if _, err := st.Complete(ctx, s.NodeSession, j.JobID, j.LeaseEpoch, res); err != nil {
+						fail(err)
+						return
+					}
+					compNs.Add(int64(time.Since(t0)))
+					compN.Add(1)
+				}
+			}
+		}()
+	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for ctx.Err() == nil {
+			evs, err := st.ClaimEvents(ctx, "bench", 100, time.Minute)
+			if err != nil {
+				fail(err)
+				return
+			}
+			if len(evs) == 0 {
+				time.Sleep(time.Millisecond)
+				continue
+			}
+			ids := make([]int64, len(evs))
+			for i, e := range evs {
+				ids[i] = e.ID
+			}
+			n, err := st.AckEvents(ctx, "bench", ids)
+			if err != nil {
+				fail(err)
+				return
+			}
+			acked.Add(int64(n))
+		}
+	}()
+	// Warm up, then count acknowledged lifecycles over d.
+	time.Sleep(time.Second)
+	start := acked.Load()
+	t0 := time.Now()
+	select {
+	case <-time.After(d):
+	case <-ctx.Done():
+	}
+	n := acked.Load() - start
+	el := time.Since(t0)
+	cancel()
+	wg.Wait()
+	if firstErr != nil {
+		return lifecycleResult{}, firstErr
+	}
+	slices.Sort(claimLat)
+	pct := func(p float64) float64 {
+		if len(claimLat) == 0 {
+			return 0
+		}
+		return claimLat[min(len(claimLat)-1, int(p*float64(len(claimLat))))]
+	}
+	avg := func(ns, n int64) float64 { return float64(ns) / float64(max(n, 1)) / 1e6 }
+	return lifecycleResult{perSec: float64(n) / el.Seconds(), claimP50: pct(0.50), claimP99: pct(0.99),
+		enqueueAvgMs: avg(enqNs.Load(), enqN.Load()), completeAvgMs: avg(compNs.Load(), compN.Load()),
+		emptyClaims: idleN.Load()}, nil
+}
