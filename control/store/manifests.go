@@ -135,8 +135,6 @@ func (s *Store) readManifest(ctx context.Context, q queryer, id int64) (manifest
 	return m, nil
 }
 
-
-
 // ArtifactAccess is the answer to "may this lease download this digest".
 var (
 	// ErrArtifactNotInManifest: the digest is not referenced by the job's manifest.

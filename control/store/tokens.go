@@ -53,7 +53,9 @@ type TokenIdentity struct {
 }
 
 // Actor names the caller in audit rows.
-func (t TokenIdentity) Actor() string { return string(t.Kind) + ":" + t.Name + "#" + strconv.FormatInt(t.ID, 10) }
+func (t TokenIdentity) Actor() string {
+	return string(t.Kind) + ":" + t.Name + "#" + strconv.FormatInt(t.ID, 10)
+}
 
 // AuthenticateToken resolves a token of the wanted kind; any other kind, or
 // an unknown or revoked token, is ErrUnauthenticated.
