@@ -112,7 +112,7 @@ func setupFleet(ctx context.Context, db *sql.DB, st *store.Store, nodes, slots i
 	si, so := sha256.Sum256([]byte(in)), sha256.Sum256([]byte(out))
 	cases = append(cases, manifest.Case{CaseID: "1", InputSha256: hex.EncodeToString(si[:]), InputSize: int64(len(in)),
 		OutputSha256: hex.EncodeToString(so[:]), OutputSize: int64(len(out)), Weight: 100})
-	pm, err := st.PublishManifest(ctx, manifest.Manifest{Kind: manifest.KindCode, Limits: manifest.Limits{TimeMs: 1000, MemoryMb: 256}, Cases: cases})
+	pm, err := st.PublishManifest(ctx, manifest.Manifest{Kind: manifest.KindCode, Limits: manifest.Limits{TimeMs: 1000, MemoryMb: 256, OutputKb: 1024}, Checker: manifest.Checker{Type: "tolerant"}, Cases: cases})
 	if err != nil {
 		return 0, nil, err
 	}

@@ -59,18 +59,18 @@ const (
 
 // Manifest is the frozen test data of one problem version.
 type Manifest struct {
-	Kind    Kind     `json:"kind"`
-	Limits  Limits   `json:"limits"`
-	Checker *Checker `json:"checker,omitempty"`
-	Cases   []Case   `json:"cases"`
-	SQL     *SQL     `json:"sql,omitempty"`
+	Kind    Kind    `json:"kind"`
+	Limits  Limits  `json:"limits"`
+	Checker Checker `json:"checker"`
+	Cases   []Case  `json:"cases"`
+	SQL     *SQL    `json:"sql,omitempty"`
 }
 
 // Limits per case.
 type Limits struct {
 	TimeMs   int64 `json:"timeMs"`
 	MemoryMb int64 `json:"memoryMb"`
-	OutputKb int64 `json:"outputKb,omitempty"`
+	OutputKb int64 `json:"outputKb"`
 	WallMs   int64 `json:"wallMs,omitempty"`
 }
 
@@ -108,7 +108,7 @@ type SQL struct {
 	Expected             *ResultSet     `json:"expected,omitempty"`
 	Ordered              bool           `json:"ordered"`
 	CompareColumnNames   bool           `json:"compareColumnNames"`
-	Verification         []Verification `json:"verification,omitempty"`
+	Verification         []Verification `json:"verification"`
 	StatementTimeoutMs   int64          `json:"statementTimeoutMs"`
 	MaxRows              int64          `json:"maxRows"`
 	MaxBytes             int64          `json:"maxBytes"`
@@ -179,14 +179,11 @@ func (m *Manifest) validateCode() error {
 	if l.MemoryMb <= 0 || l.MemoryMb > MaxMemoryMb {
 		return invalid("limits.memoryMb", "must be 1..%d", MaxMemoryMb)
 	}
-	if l.OutputKb < 0 || l.OutputKb > MaxOutputKb {
-		return invalid("limits.outputKb", "must be 0..%d (0 = default %d)", MaxOutputKb, DefaultOutputKb)
+	if l.OutputKb <= 0 || l.OutputKb > MaxOutputKb {
+		return invalid("limits.outputKb", "must be 1..%d", MaxOutputKb)
 	}
 	if l.WallMs < 0 || l.WallMs > 3*MaxTimeMs {
 		return invalid("limits.wallMs", "must be 0..%d", 3*MaxTimeMs)
-	}
-	if m.Checker == nil {
-		m.Checker = &Checker{Type: "tolerant"}
 	}
 	switch c := m.Checker; c.Type {
 	case "exact", "tolerant":
@@ -242,10 +239,13 @@ func (m *Manifest) validateSQL() error {
 	if s == nil {
 		return invalid("sql", "required for a SQL manifest")
 	}
-	if m.Checker != nil || len(m.Cases) != 0 {
-		return invalid("manifest", "a SQL manifest has no checker and no cases")
+	if len(m.Cases) != 0 {
+		return invalid("cases", "a SQL manifest has no cases (its checks are in sql)")
 	}
-	if m.Limits.TimeMs < 0 || m.Limits.MemoryMb < 0 {
+	if m.Checker.Type != "exact" || m.Checker.Special != nil {
+		return invalid("checker", "a SQL manifest takes checker {\"type\": \"exact\"}; result sets are compared as sql says")
+	}
+	if m.Limits.TimeMs < 0 || m.Limits.MemoryMb < 0 || m.Limits.OutputKb < 0 || m.Limits.WallMs < 0 {
 		return invalid("limits", "must not be negative")
 	}
 	if strings.TrimSpace(s.SchemaSQL) == "" {
@@ -313,6 +313,12 @@ func validateResultSet(field string, r ResultSet) error {
 // Canonical returns the canonical JSON encoding of a validated manifest and
 // its SHA-256; the same content always publishes to the same manifest.
 func (m *Manifest) Canonical() ([]byte, string, error) {
+	if m.Cases == nil {
+		m.Cases = []Case{}
+	}
+	if m.SQL != nil && m.SQL.Verification == nil {
+		m.SQL.Verification = []Verification{}
+	}
 	b, err := json.Marshal(m)
 	if err != nil {
 		return nil, "", fmt.Errorf("manifest: encode: %w", err)
@@ -329,7 +335,7 @@ func (m *Manifest) Digests() map[string]int64 {
 		out[c.InputSha256] = c.InputSize
 		out[c.OutputSha256] = c.OutputSize
 	}
-	if m.Checker != nil && m.Checker.Special != nil {
+	if m.Checker.Special != nil {
 		out[m.Checker.Special.SourceSha256] = m.Checker.Special.SourceSize
 	}
 	return out

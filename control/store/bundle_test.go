@@ -47,7 +47,7 @@ func setup(t *testing.T) *testBundle {
 	in, out1, out2 := b.artifact(t, "1 2\n"), b.artifact(t, "3\n"), b.artifact(t, "")
 	pm, err := st.PublishManifest(b.ctx, manifest.Manifest{
 		Kind:   manifest.KindCode,
-		Limits: manifest.Limits{TimeMs: 1000, MemoryMb: 256},
+		Limits: manifest.Limits{TimeMs: 1000, MemoryMb: 256, OutputKb: 1024}, Checker: manifest.Checker{Type: "tolerant"},
 		Cases: []manifest.Case{
 			{CaseID: "c1", InputSha256: in, InputSize: 4, OutputSha256: out1, OutputSize: 2, Weight: 40},
 			{CaseID: "c2", InputSha256: in, InputSize: 4, OutputSha256: out2, OutputSize: 0, Weight: 60},
@@ -56,7 +56,7 @@ func setup(t *testing.T) *testBundle {
 	require.NoError(t, err)
 	b.manifest = pm.ID
 	sm, err := st.PublishManifest(b.ctx, manifest.Manifest{
-		Kind: manifest.KindSQL,
+		Kind: manifest.KindSQL, Checker: manifest.Checker{Type: "exact"},
 		SQL: &manifest.SQL{ProblemKind: "SELECT", SchemaSQL: "CREATE TABLE t (a INT)", ReferenceSQL: "SELECT a FROM t",
 			StatementTimeoutMs: 1000, MaxRows: 100, MaxBytes: 1 << 20},
 	})
