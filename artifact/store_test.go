@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -19,6 +20,9 @@ func newStore(t *testing.T, cfg StoreConfig) *Store {
 	t.Helper()
 	if cfg.Root == "" {
 		cfg.Root = t.TempDir()
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	s, err := OpenStore(context.Background(), cfg)
 	require.NoError(t, err)
