@@ -29,6 +29,27 @@ func judgeDSN() string {
 	return judgeDSNDefault
 }
 
+func discardLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+// rootDBForBench is rootDB for benchmarks.
+func rootDBForBench(b *testing.B) *sql.DB {
+	b.Helper()
+	db, err := sql.Open("mysql", judgeDSN())
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { db.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	if err := db.PingContext(ctx); err != nil {
+		if os.Getenv("KECE_REQUIRE_MYSQL") == "1" {
+			b.Fatalf("judge MariaDB required (KECE_REQUIRE_MYSQL=1) but unreachable: %v", err)
+		}
+		b.Skipf("judge MariaDB unreachable: %v", err)
+	}
+	return db
+}
+
 // rootDB opens the judge server as its admin for assertions. Without a
 // server the test skips, or fails when KECE_REQUIRE_MYSQL=1.
 func rootDB(t *testing.T) *sql.DB {
@@ -78,7 +99,7 @@ func setup(t *testing.T, mod func(*Config)) *testBundle {
 	cfg := Config{
 		AdminDSN: judgeDSN(),
 		NodeID:   testNodeID(t),
-		Logger:   slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Logger:   discardLogger(),
 	}
 	if mod != nil {
 		mod(&cfg)
