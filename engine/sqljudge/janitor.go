@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/kece-oj/kece/engine"
 )
@@ -55,4 +56,25 @@ func (e *Executor) Janitor(ctx context.Context, isLive func(jobID string, leaseE
 			"lease_epoch", k.epoch, "resources", len(rs))
 	}
 	return removed, errors.Join(errs...)
+}
+
+// RunJanitor runs Janitor now and then every interval until ctx is done,
+// logging failures (the next round retries). It returns ctx's error. The
+// worker owns the goroutine that calls it.
+func (e *Executor) RunJanitor(ctx context.Context, interval time.Duration, isLive func(jobID string, leaseEpoch int64) bool) error {
+	if interval <= 0 {
+		return fmt.Errorf("janitor: interval must be positive, got %s", interval)
+	}
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		if _, err := e.Janitor(ctx, isLive); err != nil && ctx.Err() == nil {
+			e.log.Warn("sql judge janitor round failed", "node_id", e.cfg.NodeID, "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
 }

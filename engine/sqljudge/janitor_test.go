@@ -167,3 +167,23 @@ func TestJanitorSkipsRunningLease(t *testing.T) {
 	require.Equal(t, engine.StatusAccepted, v.Status, v.Message)
 	b.requireNoLeftovers(t)
 }
+
+func TestRunJanitorRemovesLeftoversPeriodically(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- b.exec.RunJanitor(ctx, 20*time.Millisecond, func(string, int64) bool { return false }) }()
+	// A leftover appears while the janitor is already running.
+	b.exec.hooks.skipCleanup = true
+	_, err := b.run(t, "left-behind", sleepProblem(), "SELECT x FROM t")
+	require.NoError(t, err)
+	names := namesFor(b.node, "left-behind", 1)
+	require.Eventually(t, func() bool { return b.registryRows(t, "left-behind", 1) == 0 }, 20*time.Second, 10*time.Millisecond)
+	require.False(t, b.dbExists(t, names.DB))
+	require.False(t, b.userExists(t, names.User))
+	cancel()
+	require.ErrorIs(t, <-done, context.Canceled)
+	_, err = b.exec.Janitor(context.Background(), nil)
+	require.Error(t, err)
+}
