@@ -24,39 +24,6 @@ import (
 	"github.com/oapi-codegen/runtime"
 )
 
-// Defines values for AttemptOutcome.
-const (
-	AttemptOutcomeCancelled    AttemptOutcome = "CANCELLED"
-	AttemptOutcomeError        AttemptOutcome = "ERROR"
-	AttemptOutcomeLeaseExpired AttemptOutcome = "LEASE_EXPIRED"
-	AttemptOutcomeRevoked      AttemptOutcome = "REVOKED"
-	AttemptOutcomeRunning      AttemptOutcome = "RUNNING"
-	AttemptOutcomeSuperseded   AttemptOutcome = "SUPERSEDED"
-	AttemptOutcomeVerdict      AttemptOutcome = "VERDICT"
-)
-
-// Valid indicates whether the value is a known member of the AttemptOutcome enum.
-func (e AttemptOutcome) Valid() bool {
-	switch e {
-	case AttemptOutcomeCancelled:
-		return true
-	case AttemptOutcomeError:
-		return true
-	case AttemptOutcomeLeaseExpired:
-		return true
-	case AttemptOutcomeRevoked:
-		return true
-	case AttemptOutcomeRunning:
-		return true
-	case AttemptOutcomeSuperseded:
-		return true
-	case AttemptOutcomeVerdict:
-		return true
-	default:
-		return false
-	}
-}
-
 // Defines values for CheckState.
 const (
 	CheckStateFailed  CheckState = "FAILED"
@@ -83,20 +50,17 @@ func (e CheckState) Valid() bool {
 
 // Defines values for DeliveryState.
 const (
-	DeliveryStateAcked   DeliveryState = "ACKED"
-	DeliveryStateDead    DeliveryState = "DEAD"
-	DeliveryStateLeased  DeliveryState = "LEASED"
-	DeliveryStatePending DeliveryState = "PENDING"
+	DeliveryStateDead      DeliveryState = "DEAD"
+	DeliveryStateDelivered DeliveryState = "DELIVERED"
+	DeliveryStatePending   DeliveryState = "PENDING"
 )
 
 // Valid indicates whether the value is a known member of the DeliveryState enum.
 func (e DeliveryState) Valid() bool {
 	switch e {
-	case DeliveryStateAcked:
-		return true
 	case DeliveryStateDead:
 		return true
-	case DeliveryStateLeased:
+	case DeliveryStateDelivered:
 		return true
 	case DeliveryStatePending:
 		return true
@@ -344,40 +308,13 @@ func (e ProbeErrorCode) Valid() bool {
 
 // Defines values for SettlementEventType.
 const (
-	SettlementEventTypeJobCancelled SettlementEventType = "JOB_CANCELLED"
-	SettlementEventTypeJobCompleted SettlementEventType = "JOB_COMPLETED"
-	SettlementEventTypeJobFailed    SettlementEventType = "JOB_FAILED"
+	SettlementEventTypeSettled SettlementEventType = "SETTLED"
 )
 
 // Valid indicates whether the value is a known member of the SettlementEventType enum.
 func (e SettlementEventType) Valid() bool {
 	switch e {
-	case SettlementEventTypeJobCancelled:
-		return true
-	case SettlementEventTypeJobCompleted:
-		return true
-	case SettlementEventTypeJobFailed:
-		return true
-	default:
-		return false
-	}
-}
-
-// Defines values for StepOutcome.
-const (
-	StepOutcomeFailed  StepOutcome = "FAILED"
-	StepOutcomePassed  StepOutcome = "PASSED"
-	StepOutcomeSkipped StepOutcome = "SKIPPED"
-)
-
-// Valid indicates whether the value is a known member of the StepOutcome enum.
-func (e StepOutcome) Valid() bool {
-	switch e {
-	case StepOutcomeFailed:
-		return true
-	case StepOutcomePassed:
-		return true
-	case StepOutcomeSkipped:
+	case SettlementEventTypeSettled:
 		return true
 	default:
 		return false
@@ -452,11 +389,16 @@ type Attempt struct {
 	// AttemptId A BIGINT id as a decimal string.
 	//
 	// Example: 42
-	AttemptId Id         `json:"attemptId"`
+	AttemptId *Id        `json:"attemptId,omitempty"`
 	EndedAt   *time.Time `json:"endedAt,omitempty"`
 
-	// ErrorCode Infrastructure error class for ERROR outcomes.
+	// ErrorCode Infrastructure error class (ERROR), or LEASE_EXPIRED.
 	ErrorCode *string `json:"errorCode,omitempty"`
+
+	// HostGroupId A BIGINT id as a decimal string.
+	//
+	// Example: 42
+	HostGroupId *Id `json:"hostGroupId,omitempty"`
 
 	// JobId A BIGINT id as a decimal string.
 	//
@@ -469,8 +411,8 @@ type Attempt struct {
 	// Example: 42
 	NodeId Id `json:"nodeId"`
 
-	// Outcome RUNNING while the lease lives; then how the attempt ended.
-	Outcome AttemptOutcome `json:"outcome"`
+	// Outcome RUNNING while the lease lives; then COMPLETED, ERROR, EXPIRED, CANCELLED, SUPERSEDED or REVOKED.
+	Outcome string `json:"outcome"`
 
 	// ReceiptDigest SHA-256 of the normalized result accepted for this attempt.
 	ReceiptDigest *string   `json:"receiptDigest,omitempty"`
@@ -478,12 +420,9 @@ type Attempt struct {
 	StartedAt     time.Time `json:"startedAt"`
 }
 
-// AttemptOutcome RUNNING while the lease lives; then how the attempt ended.
-type AttemptOutcome string
-
 // AuditEntry defines model for AuditEntry.
 type AuditEntry struct {
-	// Action What happened, e.g. NODE_ENABLED, JOB_CANCELLED.
+	// Action What happened, e.g. node.enable, job.cancel.
 	Action string `json:"action"`
 
 	// Actor Name of the admin token, or "system" for automatic actions.
@@ -540,14 +479,7 @@ type CaseResult struct {
 // CheckState defines model for CheckState.
 type CheckState string
 
-// CheckStep defines model for CheckStep.
-type CheckStep struct {
-	Message string      `json:"message"`
-	Name    string      `json:"name"`
-	Outcome StepOutcome `json:"outcome"`
-}
-
-// DeliveryState PENDING (waiting or retrying), LEASED (claimed by a consumer), ACKED, DEAD (gave up; see redeliver).
+// DeliveryState PENDING (not yet acknowledged, possibly leased to a consumer), DELIVERED (acknowledged), DEAD (gave up; see redeliver).
 type DeliveryState string
 
 // Dependency Health of one local dependency (Docker daemon, runtime image, judge database, disk).
@@ -583,7 +515,7 @@ type ErrorCode string
 
 // HostGroup defines model for HostGroup.
 type HostGroup struct {
-	CreatedAt time.Time `json:"createdAt"`
+	CreatedAt *time.Time `json:"createdAt,omitempty"`
 
 	// HostGroupId A BIGINT id as a decimal string.
 	//
@@ -591,16 +523,16 @@ type HostGroup struct {
 	HostGroupId Id `json:"hostGroupId"`
 
 	// Name Human name, unique within its kind.
-	Name      Name  `json:"name"`
-	NodeCount int32 `json:"nodeCount"`
-	Revision  int64 `json:"revision"`
+	Name      Name   `json:"name"`
+	NodeCount *int32 `json:"nodeCount,omitempty"`
+	Revision  int64  `json:"revision"`
 
 	// SlotCapacity Most jobs the whole host may run at once, across its nodes.
 	SlotCapacity int32 `json:"slotCapacity"`
 
 	// SlotsInFlight Leases held by the group's nodes now, expired but unreaped ones included.
-	SlotsInFlight int32     `json:"slotsInFlight"`
-	UpdatedAt     time.Time `json:"updatedAt"`
+	SlotsInFlight int32      `json:"slotsInFlight"`
+	UpdatedAt     *time.Time `json:"updatedAt,omitempty"`
 }
 
 // HostGroupCreate defines model for HostGroupCreate.
@@ -650,14 +582,14 @@ type JoinCodeIssued struct {
 type JudgeJob struct {
 	AttemptCount int32 `json:"attemptCount"`
 
-	// AvailableAt When a QUEUED job becomes claimable (retry backoff).
-	AvailableAt *time.Time `json:"availableAt,omitempty"`
-	CasesDone   int32      `json:"casesDone"`
-	CasesTotal  int32      `json:"casesTotal"`
-	CreatedAt   time.Time  `json:"createdAt"`
+	// AvailableInMs How long a QUEUED job still waits for its retry backoff; 0 when claimable.
+	AvailableInMs *int64    `json:"availableInMs,omitempty"`
+	CasesDone     int32     `json:"casesDone"`
+	CasesTotal    int32     `json:"casesTotal"`
+	CreatedAt     time.Time `json:"createdAt"`
 
 	// Current This job is its submission's current generation.
-	Current    bool       `json:"current"`
+	Current    *bool      `json:"current,omitempty"`
 	FinishedAt *time.Time `json:"finishedAt,omitempty"`
 	Generation int64      `json:"generation"`
 
@@ -697,16 +629,19 @@ type JudgeJob struct {
 	Phase  *Phase `json:"phase,omitempty"`
 
 	// Pool A judge pool; one node process serves exactly one.
-	Pool     Pool     `json:"pool"`
-	Priority int32    `json:"priority"`
-	State    JobState `json:"state"`
+	Pool Pool `json:"pool"`
+
+	// Priority Lower runs first; 0 is normal.
+	Priority  int32      `json:"priority"`
+	StartedAt *time.Time `json:"startedAt,omitempty"`
+	State     JobState   `json:"state"`
 
 	// SubmissionId The business's id of the submission.
 	SubmissionId SubmissionId `json:"submissionId"`
 
 	// SubmissionType The business's kind of submission, e.g. ALGO or DATABASE; CHECK for self-checks.
 	SubmissionType SubmissionType `json:"submissionType"`
-	UpdatedAt      time.Time      `json:"updatedAt"`
+	UpdatedAt      *time.Time     `json:"updatedAt,omitempty"`
 }
 
 // JudgeJobDetail defines model for JudgeJobDetail.
@@ -716,7 +651,7 @@ type JudgeJobDetail struct {
 	Job      JudgeJob  `json:"job"`
 
 	// RequestDigest SHA-256 of the normalized request snapshot.
-	RequestDigest string   `json:"requestDigest"`
+	RequestDigest *string  `json:"requestDigest,omitempty"`
 	ResultDigest  *string  `json:"resultDigest,omitempty"`
 	Verdict       *Verdict `json:"verdict,omitempty"`
 }
@@ -732,9 +667,8 @@ type JudgeJobList struct {
 // Judger A judge node as admins see it.
 type Judger struct {
 	// Address Base URL of the node's health endpoint, for probing.
-	Address           *string   `json:"address,omitempty"`
-	CreatedAt         time.Time `json:"createdAt"`
-	CredentialVersion int64     `json:"credentialVersion"`
+	Address   *string   `json:"address,omitempty"`
+	CreatedAt time.Time `json:"createdAt"`
 
 	// DesiredState The configuration state an admin set for the node (not its observed health).
 	DesiredState DesiredState `json:"desiredState"`
@@ -760,12 +694,12 @@ type Judger struct {
 	NodeId Id `json:"nodeId"`
 
 	// Pool A judge pool; one node process serves exactly one.
-	Pool         Pool      `json:"pool"`
-	Revision     int64     `json:"revision"`
-	Revoked      bool      `json:"revoked"`
-	SessionEpoch int64     `json:"sessionEpoch"`
-	Slots        int32     `json:"slots"`
-	UpdatedAt    time.Time `json:"updatedAt"`
+	Pool         Pool       `json:"pool"`
+	Revision     int64      `json:"revision"`
+	Revoked      bool       `json:"revoked"`
+	SessionEpoch int64      `json:"sessionEpoch"`
+	Slots        int32      `json:"slots"`
+	UpdatedAt    *time.Time `json:"updatedAt,omitempty"`
 }
 
 // JudgerCreate defines model for JudgerCreate.
@@ -850,7 +784,7 @@ type Language = string
 // Name Human name, unique within its kind.
 type Name = string
 
-// NodeCheck One self-check run of a node.
+// NodeCheck One self-check run of a node (state PASSED when its CHECK job ended AC).
 type NodeCheck struct {
 	// CheckId A BIGINT id as a decimal string.
 	//
@@ -858,9 +792,12 @@ type NodeCheck struct {
 	CheckId Id `json:"checkId"`
 
 	// ConfigRevision Node revision the check ran against; enable needs a pass at the current one.
-	ConfigRevision int64      `json:"configRevision"`
-	CreatedAt      time.Time  `json:"createdAt"`
-	FinishedAt     *time.Time `json:"finishedAt,omitempty"`
+	ConfigRevision int64     `json:"configRevision"`
+	CreatedAt      time.Time `json:"createdAt"`
+
+	// ErrorCode Infrastructure error class when the check job failed.
+	ErrorCode  *string    `json:"errorCode,omitempty"`
+	FinishedAt *time.Time `json:"finishedAt,omitempty"`
 
 	// JobId A BIGINT id as a decimal string.
 	//
@@ -870,10 +807,12 @@ type NodeCheck struct {
 	// NodeId A BIGINT id as a decimal string.
 	//
 	// Example: 42
-	NodeId         Id          `json:"nodeId"`
-	RuntimeVersion *string     `json:"runtimeVersion,omitempty"`
-	State          CheckState  `json:"state"`
-	Steps          []CheckStep `json:"steps"`
+	NodeId         Id         `json:"nodeId"`
+	RuntimeVersion *string    `json:"runtimeVersion,omitempty"`
+	State          CheckState `json:"state"`
+
+	// Verdict The CHECK job's verdict; each case is one check step.
+	Verdict *Verdict `json:"verdict,omitempty"`
 }
 
 // Phase defines model for Phase.
@@ -950,7 +889,7 @@ type SettlementEventList struct {
 
 // SettlementEventRecord defines model for SettlementEventRecord.
 type SettlementEventRecord struct {
-	// Consumer Consumer holding the lease, when LEASED.
+	// Consumer Consumer that claimed the event last.
 	Consumer         *string   `json:"consumer,omitempty"`
 	CreatedAt        time.Time `json:"createdAt"`
 	DeliveryAttempts int32     `json:"deliveryAttempts"`
@@ -958,7 +897,9 @@ type SettlementEventRecord struct {
 	// EventId A BIGINT id as a decimal string.
 	//
 	// Example: 42
-	EventId    Id                  `json:"eventId"`
+	EventId Id `json:"eventId"`
+
+	// EventType SETTLED is the one event of a job that ended (verdict, SYSTEM_ERROR or CANCELLED).
 	EventType  SettlementEventType `json:"eventType"`
 	Generation int64               `json:"generation"`
 
@@ -969,7 +910,7 @@ type SettlementEventRecord struct {
 	LastError     *string    `json:"lastError,omitempty"`
 	NextAttemptAt *time.Time `json:"nextAttemptAt,omitempty"`
 
-	// State PENDING (waiting or retrying), LEASED (claimed by a consumer), ACKED, DEAD (gave up; see redeliver).
+	// State PENDING (not yet acknowledged, possibly leased to a consumer), DELIVERED (acknowledged), DEAD (gave up; see redeliver).
 	State DeliveryState `json:"state"`
 
 	// SubmissionId The business's id of the submission.
@@ -980,11 +921,8 @@ type SettlementEventRecord struct {
 	UpdatedAt      time.Time      `json:"updatedAt"`
 }
 
-// SettlementEventType defines model for SettlementEventType.
+// SettlementEventType SETTLED is the one event of a job that ended (verdict, SYSTEM_ERROR or CANCELLED).
 type SettlementEventType string
-
-// StepOutcome defines model for StepOutcome.
-type StepOutcome string
 
 // SubjectType defines model for SubjectType.
 type SubjectType string
@@ -12201,159 +12139,158 @@ func (sh *strictHandler) RedeliverSettlementEvent(w http.ResponseWriter, r *http
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7H1rdxq5tuBf2Ytz12p7bvmVpDM38ZoPxJCEhIAP4PScaTJGVAlQXEi0pLJNZ/m/36Ut1QsKXIXtdE7f",
-	"fEkMVElb0n6/9K3mi/lCcMq1qr3+VptRElCJf/aolsv6RFNpPgVU+ZItNBO89rrWp77ggQIt4IYwDWM6",
-	"EZKCNK8wPj2seTVJ/4iYpEHttZYR9WrKn9E5MUNNhJwTXXtdY1w/f1bzanPG2Tya114fezW9XFD7E51S",
-	"Wbu7u/NqCyLJnGoH1xucqxWsQ9Xl4RKYpnMFN0zPgICakzCkElgAe3pGYSHpNRORggWZ0l8UcHqr4/H2",
-	"DdTMjPNHROWy5tU4mRtYxvGE2UX8h6ST2uvaP47S/Tuyv6qjVlAzYL8XSr+TIlq0gnOiZ+YtHH5hPiSj",
-	"z9Kntu5aiQk/iPHWqb6a3x86SZvNmV7f+3MypaDYnxT2AjohUajh5Ph4456GOMp2rCC3Fit+PT7O4MhJ",
-	"AY54tY4I6Na1c3zgYYu/M2+rheCKWkwkQY/+EVGF++ELrinHP8liETKfmK05+qrM/nwrOU9TSuGwPr+/",
-	"g5khL5wMAkEVcKFhTrQ/A4PYZnJJfA17o17znxfN/uCy1flcb7cao/3D2p1XOxN8EjL/u0GqRCR9Q2JK",
-	"E01BSDCkp5jgKfgkDMUN6BlT4M8In1KEtCP0WxHx4PtASoJAUqVokMCcwkdvmdII00CIT4Qv3Wmrpwet",
-	"ZzYNiYQG5kzrg+Zlu/WpNWg2RvunltECMcwZkE8fIKMGZfmyobpVTn6QsPIigNzTRxmmj1BdcBLpmZDs",
-	"T/odDuQTU4rxqcGWiF9xccOBBHPGQYsrymFvdNGpXwzeNzuD1lkdtwJP54LT2wX19fcAsU/lNZUHigUU",
-	"LJvb+/X2FkatzqDZ69TbIw8MlJ/rrXb9TbuZQLiQwqdKkXFIm1wzvXx6UH+jYXhg2CoNYBxpkHQSGUQf",
-	"L4GAjEIKe/RweggLKcYJIeAPykB9F/NGxKG61nS+sKAGATNTkPBcigWVmhl2OCGhol5tkfnqW43Yt6yw",
-	"vo+/ejXKAxrUdU4cBETTA83mtJYwfqUl41N8waz9TAR0XSC1+EQSpWXk60hSwCfBD4lSMBESmr1etwci",
-	"0r6YUySYhQFWmlf//+/1g//3xfxzfPDq8su3Y+/l87v/KJrfStRSawspUbS5EP5sVdq9fFHbLt+8WHqV",
-	"msit6b6H3YF23dMo23zKFrrBpk6irWD++/rBs19fgpigxOFmBaHhC4ZzGkIgvk8Xhl+Z/UWu7o5/dXeP",
-	"D16Rg8mXby9fFO+qosoIil03S2kidRU8ustqBb9nkNZLVKbM6XmpLpEDNDtxegpfktnE+Cv1tQFwZevX",
-	"drp30em0Ou/gZsZCipuN00PIrqk6NV9wmKHkpPEWA5KO2WjKzcb8Hg9S82qfm71G62xQ82qI9DWv1m7W",
-	"+83L5v89b/WajZpXO6t3zprtNv7dvzhv9vrNBn7oNT93PzYbmVW4PfNqtwdmpoNrIo2GpXDKiHP742cq",
-	"A6NseDXLnbxaGzfwdoGb7NXOCPdpGOLf/WhBpaIBfujRa3FFg9oXs09RwHSTa7msynZ8u5OrG/vbjGiY",
-	"kcWCchp4gNyv0200L5sdw6wbHnzovrlMdmNXrkB8LQqMpg6Z05h6MmLNM+JuWFNLpel8WEPqIZEWc6KZ",
-	"D3YpyKDm5LZN+dSouCfP/qto3gqck5i9LctSAqoJC9XmU7Cq9BqiZ22bUhNV4KdVWKKkxInU7B4eP3tx",
-	"Lytwu4R7Gx+sF+NXMnARkZ8R5eBbQSFy8Ofxwasv6Z+XhwfbsMkM1EMOW5EK/ASCbTvk4DTC9JbpWJau",
-	"WWPrbHZO50IuP463c+jj4leVItMCznc2o/4VlRCwycQDxaachMCRbiT0/9m2YtwDomEulIYX8JG9WaGN",
-	"F8evXhYJFV9IugOsFoh1UAdUzhkn2uirMaDRfEylB8fAJsAFpwaySt4OlCE6UvcdmuOvffvwnVczZP5J",
-	"FWzo+QWY31YhKbHwGxKGdshKL65QkEPCZGHxQSQgJxNlMCqDi8kBpFhTSG0Gccx24BHHMvC82WlYGZhK",
-	"w/N6v4+y7W291S4t2s4pD+yPqZA7J8ZuNCMRFjqR5eCgi4q0mqGI+1HZujS+3S8QSqqCBt5ED1w5P5wr",
-	"HWn7KTSoUVHkMjmIFR+RPQ7YuyFMOzsvdhnue4BaSQP2/JCweWyn+IKraE7lvgf1s49GRDea9QbsTck1",
-	"hWhxCopSkDSwM+9nNaD09O3INa+GQ9S8mhmj8smjCmPOu+5f4f8NSuypN+jC6F/cv19Rye/Ie0pCPTNK",
-	"geAUQuGTEIJkMNhrCMsOCZ0L7oGMuKEaYHMypR58jYIphYBoMiaKehAwdYU7kMctK70LFPqZkBro7SIk",
-	"HA1PpxEZ/cSaS5re6lPgAhT1JdVrWkiRBEXPQ6hnuBXut7EQISU8i7tZoUgO/vzyeywLX28RhsW4Gc9X",
-	"jJHKPL0BIQfWczZh00jiDjhvFYn9DopqZ80YgyegsMeFBqYViLGi8poGYGcvQrzLz81e623rrD5odTtG",
-	"FbZKpkGcXr3l2FGj1bffVsLGz1SyiXMXmJE5GVtduiEJc+ypwZT9FjHUfsi4Kyswp4mQfpGZgqo6WiXW",
-	"QFHAuNKUBAah0dtgiBxd8UiB/cv62aD1uXmYnmwGM1IlbRuv6tmnVlHBvew5WItQwVoiFVUopw7d639B",
-	"WfUATbkC/18VsFZKbmPLzc1ekk/EnzFODyQlgUGQ2E8iApozJvM+5ZpXW/HE1bxapzu4fNu96Ji/33f7",
-	"g8t3ve7F+WX2a7S1sl8Ycyv7ufm52RnkX6l/al4O6h+bHWuOtvqtbueyP6i3m8Z0HNQHzcuzbudt21q4",
-	"OENstbqP9XavWW/86/JDt9Wx5u775tnHS7Om2P7FL1qdy/Ne912v2e+bJTTrvcGbZn2QTJbD4QzwZxe9",
-	"XrMzcN8Mmr1PrU69nVsNyhsDzmW90XATuL/w93q73f0NQTmv/6vdrTcuB93uZbvee2cmynp/a14tdjXa",
-	"U4g9jWVtdMsBWvyahMxwDOvhpVwbdoI8JHHAZ0JYme86IqCZjx/EOPOpeU25zj5M5nRArii3pj0GAPqa",
-	"hAZlkSkncQk7cGz+20/10ODl8oNg3HoNjHbVi5HffW7xcymmkiqjQr6nROoxJTqeBIW2qvuaXdME2rNI",
-	"Ssq1/ewU+TADPQp2A0LdOkXNadm/OkLXw1Dc4PTnZBkKEgyEaBM5NcP3iKZt67U3B8WNiMORLzi5Jiw0",
-	"JIb8ONnYqgxJUqKr+UgrG+GxiN72pDnX2Ao/ExHXlQO7hotZfNjFxRcKfUYWxHeO9BWmZkzDr2KsUG7f",
-	"zERIwewCzMnS6FDGfBTcpx4QXwqlUKCblahigy0ORFp2fI/9FgqtWvxtyKazAieqRUeY0RD1WwPf1JzN",
-	"Lw4A4OLGMzqZwXD02kdcUrKggdEQjYD1w8h5+ipud7QIyEPcovlAtdO9cgexuvosemSO28tgcRasItGV",
-	"0MkZvlKRWqpg8ipKPQQNivXU3AxbF9tmlXW05HTwEyZB3LfylAfd4epa9qWT4+N0SURKstyMCmr7Oi7w",
-	"bCuuJMsWiiLLLoqMUW+MGgNTYAwgQyLb/RyleMkjHvwKdSQrK9q0ooSWOrxpvWt1BsACIAoIBNRncxKC",
-	"JVHU0G7JfBGaoV48W3FXnxy8+vL78cErY0+d/Fexc/GDGH9kvGDq/sWbT62+UbbM9kaKSrgR8uoQUFcy",
-	"38VG0oFLS6ABKBpODnwjlGFsFIAh1wItW8MHTpHNqmg8Zxg1gRnJfhwsFxRGOPoICA+AwDhioT5gfMjn",
-	"hLMJVdrDX5g286P1G+AXki6ENACE7MpYb0sQekalkQGHQ57RY9NVxVpfSbWpn8AZqx0oxj+I8ZrT6Z8X",
-	"zQsbPEl8TmfdT+ft5iDrdsoGXcqB8M+IRjZEknigzoQ5e511QmVDKxZCxo3q31IqsvHxCqT41b1cytkU",
-	"P2yDPKqKilLel7/KWeNIXAJpERxF5PbBYM8HMd4toL2rypMogXVdFJ2iHAhY/DG4C2OK0WlAjxiaZ3s2",
-	"82NM/Csxmezn2N3WLfaN3tEQnO4ANb47ENq6wau+XF1j9Z16XiAADN2LsSH/PDP5RYF7C6aUU+vNKfYz",
-	"TBhnalYNonTMHZTVp4yCXTnmve3JmMffebWQ8Gnk/AzbXmnHz+E7Suc8CLuERMtmPxSiEL7co3Pr2ioK",
-	"c5xLqszZ24i5Y7ynwOmUGMMPtf2cVs2FhiXVYHXrQq2hIGzlpFDZw5mTWxfqV9sJ58E5H4sZUfce6jk+",
-	"ZJ4WIrz3YfOMeVYyITdpRsXhK1oCIa3UNC8kJHz/WvvZZ3PvDhCQsm/j049gEcXJIUiEblvXoFpZYo6X",
-	"ZAgyh13xPqasMMvAcww5c0JeXjrl8W8lhaW8BRYLykYSRaguLgsothsGVGmYMKkwP6iUxRInoa3aK6vm",
-	"CrLQe7Ew1gDcqVK1U+qTTclVnCzUTFROdbKpU+m8Vd69dkk25WLFRdibooyqrW7CNlzYwT79KsblLdPs",
-	"0aQH/WvRQWcz+BGkMOxOaq9/v59rflkNxtXHKEOcbWnEHpYJHBbtnNq8P7JiDLDu4ngYXzJWnjGqFMY1",
-	"mV6P5rk8zXUkfUMUhYteO8XSgP6iXHwKKA8WgnHtYTxrIcXYGZAZvf7Xk2dF2tgOCpykAeWakfAzlfe7",
-	"+AqFfrASudt2nLkoXxKBLIVl0oZgd9TT0C9dYLanG4BW7phSDgwtMFuHYt7EIAvcELSubfXJurJq42pZ",
-	"f2JF9buqM7e0xlFBh3iAo1e6eEBhLLl8nuhmV+12j8/LF0/tVU0sWOckdEpE3tlqIc25UHPkke5TgpRF",
-	"RLiWsLqCXQnhVNYP5E7u2Y2srLuwI8BM68We2kf3XgFvO7Lw/ukBOp1oAGRKGFcabLGXGFObz16K0T1p",
-	"oKQKvVRFzJOyHugtyHXf0T7EdbRapWdJI2WCHqiZuOFopZVKdH2gq6mcYCgk1Z1dTXI3/TkKiortOvQm",
-	"UZ7TZMiT4+PymnSaWn2/Mo3EpcqC8aw8FB0RUOtMzQHxrEjPq3ButpSB6/pG66MY8l+PH2aJ/Hpf3MRh",
-	"0Ap0yQa7rOwtSPQ+UWwqKJjdfKqSB4ouiCSawkSKeT4Bqih7zKWjuc+ltieTEJfboefP1k92Fofs61O6",
-	"Q76pdVAlcf8ix6qt2cI82FiAoHafzHwKxOr+Lm8XllSXd61i2l5/M8/eCrzgIeO0SIdMoAMiJTPnd8P0",
-	"jHEQk4l5B6v0PqlNyVQ2IpLkgxUG09DkUITFIZXAPQ1MKxpOXH2YmkUa0zUDccM36KkuMzGj7q8sR9kt",
-	"j+E6BYP7y7hw3BwJEmO66lIiG2XXm0gtq9eV5ynTHcPaQrw8/hds7GZi3cVKxhcrGsqycvw2nmYz7DtG",
-	"bqtk8D04AeRxVaQCHXtLdUc740hfyfBwv8AVXbqEWn+xOPnfHnwl18T8v1jqmeDPPSDySisP5kv1R3hq",
-	"SDCgPguoTVsxutqqNymTKPufh5eYKPv8pNg51CFFlWXvoznhWFDhQcTZHxGNmQrTCq4YDwpqnqoWrKRS",
-	"vaKc4jQbQZaRYXVAkEutyyV8qKymbmVcb2NmgQF5NbUAYSA8NilOgWKWLXBKAwUEFkQpozrg0y72VFDz",
-	"UQKZd/Cw7BLEeqriqjXWfz/bLuPUyZR04Cu0QmpLWoaRY40vX9zDGGOk8rKR5XHeI59HpRiy7CkWMYzz",
-	"OEITpwmcdT+dt9o2P+DDReOd+atcIsCZmC9YaH823BqlkJnCmZjF7kXDT06TZAxw9eiAqqECekt8HS5j",
-	"BI6B9BcLswXkmhj6Q75ltFTDtwxWG8ZVFmgc6YMd6Tweqe5G+mRHMoswRvtTpWqng8f52k+ad70yXebw",
-	"G53+ZZoI0u10mmeD9ItBO/ProPWp2b0YYPZzo9UzD/aaby9sPcubeuOyP6gPLvrmyUzKsPnhTbfxr5Kn",
-	"0+AqzR8RnFNfJ58HYfrbgM2piDQm8wZMUl/3bFMBMyUJ+nGNVyYl9g0J3ohgmR7uTrWMGVfRvdwlYCSk",
-	"QWtRrPMuGOc0gNY56BnR6H81L4Q2CpwZ/OWLTQ0HyqNZ3hm9rSKgWDnP+LjgQ7/bgT2GPj299JCgk5Ig",
-	"L1s25EpSPOzHc4CZWHZ1axgaEm3e2MnsqliA688w+bnYkYt4U7r2dJMLlSTZ2ul82TUW0Wgv0VlXk3GW",
-	"pyCpL2RAA2BWKUDzHEIxLSyEmjOefFGAOnam3SpwHqM2pnj1vuA+C2kPzZqqRKm6k/Wda7h6tJy9nY2P",
-	"ltNWxFUxrqA/19YJBzl9YG2EbXLfq10zEaLLo7xW8Tl+Zd3gus/iwq3CRa2sIAdI8RGh/K675hoVj+hB",
-	"iUsVFMaKeR8bEilyqRF2yKIt6VOtQzqnXGPBxg52Nr2OG96VOviVCXvIFn7Q4LRbWol9c8uoqmbZetyC",
-	"UnP3C8xEGDA+TRuXeHAzo9zV95Zy8O9gEbkK4GW5jKtCiYZbV7pXkXm4VN5Rftfj5KPvRZlJ+l7J2nJ6",
-	"G3umq+y+Khemz5aH/5snf8XIksWEjLVYJQksNi3XULhKHLYIzTIWBza2yaShm8+JjZHrelPSZPggxtn0",
-	"8w9inFgJ5qdcEnq2wUC2PcNKKwav1v/YOj8vXwy90oDBq/Wv2GIRTxrh3hRshDE8B4Pmp/O4YjRXsYo9",
-	"kDJlAljFWX5Takl/J1fEmC2jxG5HmUoCPKoY2hwprNsD40gxTpX6RQELEr0qea2c4+71Vs9df42mtoJx",
-	"xTgCkgLhHJ719rsuCAmN+qD+pt5vnrqqkYmQGQ/fvV3XNvk2P6eJbxXb4agNPQCwKA/tQUnMIog/gzgf",
-	"E39NYoSC+zQOXpjlnDVLxwwzjXzuddh72JeXhbQtpkWiFn+TICK9iDIRzJfYECcLnxEaciENlca24mo2",
-	"xMtff31eJArm5LYfN81ZCahFc3TNhqHdnBvKpjOtYqSMd26HpjOV+qCordBh7WcKWNKdDg97B9B26syz",
-	"GmRYbYKT7HHuwNN9cLm+hRw/P1WB4w+rtlznlkNYaYiIzSsVEEmB02sqgYBLKM06AOtnNa/2Wx2dUoZN",
-	"fsJ/u/hvz/xzVrbwvNRIdlVsYlQEWd3aqRQTKK1DbfQR2xEKjyaxFKst4Du0j7D2ZzEfZPyaSEa4hrG0",
-	"remQnbt6isvfWoP33YvBJSryHgx+6142375tYj+Ey16zf9Ee9D2wbR+6n5u9y7P6ef2sNfjXro30lBXh",
-	"pY3QvMS/Rx9MHl3zl0Sh09iSR7KgbPP5YlKiH0mml30zU+y8nDM+MBtaQKWrLW6vqE8PsJ2zCN2XVgmE",
-	"gwMUuPj4COPwuBrbopxIKtMtnGm9sC1hGZ+IogQ7o30KCfXzVswrPzbPmplYAUQ8oBJGR2TBjq5PjnDa",
-	"o9FrW0mPRevKG/I0d1nBXpLRpbysnPdc6MwDSRX7k3o20QAbFuH3Q27zF71s4qwU2nUlctnK+x4W9Zuh",
-	"Y1UXAkoCCKlBLQWEB0Oe4rB0zi1mM1ugaXRr8I3UcjG8lb232znko/TARvunicZjH8NpbAwlBTbHR52g",
-	"ORzyIf/HP+BMcKPlMcHVkP+vtKJXwd7Iui5HHowyOXnmI7IW80daFWI+OaNj5A05wChpVGp+cmzJ/Om6",
-	"Fo72Eap8zbCyTcMZn+IQ61XCo0MD5cDoCfh67+0ZPH/+/FXyPiYNGYSJG0+BHwr/CvYuBmf7pxC4TCJ8",
-	"28zhRKgCxmHOwpC5JtWuRz+H0Sc1AhVNJuwW57bnZBvR2Drj94PBOVjZCYswUjD6NsQAzLDmwTCmR/vB",
-	"sdBh7W50aqZHdMSVXJyfN3uX/U79YxPPMGRYtMy41ffEwllkvyjIUIvDGzNU8gQ2kiChEkC4uqESXhwf",
-	"w1rjdQ9eHJ/AWs9qPLsXz15Bvqs37OF+ZHp17yOU+e7SR7nm0rhdnyLtNhwVWFcTb8PmRgn/KsagyZX5",
-	"amRdwSNv1bNtQEqc2/Zg0N/tY95Phkh+UZg9gBNj0Pya0RsFV5QuVjpp7Y2yKcoGLTHDwiDlgkiNaISb",
-	"ms9Og72R/ePQpuSMPAioTX9KEC+fvAVkSnFPkyrwuE3atQ1J4zZm03j2X8OwZlmSrQZ0GVXDmmUhAMO4",
-	"qRj+HKdFmd8lhbHQM6C3C0mVYuPQbkabKadNmX2VNACeyTFEEBZk6pK4YISt3W2d+yi+X2JkZt7DtIKi",
-	"uypGWW/iaN8Wtmumsfgfmbc9p/p5q4bFQTYcXztBb/qCcrJgtde154fHh8+tPJ6hdMozeOTnB4YbHUyT",
-	"dhJTWpBVh04l9boYyU8LMPzU4LIFO6EkI9prZu/epy0lVm5ZeHZ8/Gi90vMdNgp6ptfDMCfgYLwEFmAP",
-	"9xfHJ5uGT+A9yvXLNy89e3X/S6u3CyBUqJ+XmTDpfY/aRzSfE7l0m5pdSkLVTILvelIg/kUKQ/6aTFXc",
-	"2yM++i+YuK62Hn4B4zvdiBPHr2CUdvQyDLoCmthE9KwvxVWsYXz50VHElTTc5dVDo4DfrWHoyeNPX4Sd",
-	"LhXfoePx/diRuaFkZww+LoHBSRevvxTl7fYAyaA97AlOYTFbKuaT0Km35uf9zTh/593HE4++ZdS1O1e3",
-	"aWuQ8gc2inPKRjCPlAb6R0TCXNenOHMsfvAQ2uKGGk0rodIhH9PQtXtHGWqE9gRLdlA/sv3IXhuxh8m7",
-	"2PnKJog5XdXIoiHHLhLmjakk3MhJIyZDQ/8QSLFQkE7D6U0yPeqxO9H7kL84fgGjomaAMTPId/SrJjZs",
-	"jmqWH2QvitoQZEsfOVq9n+nuyxNzFJdUW4qjHH8fjmJB+t4c5cX9LyU9BP/NWFCsfacs6BeFVJsK3T2x",
-	"0GzOlGZ+mnOK5lt1phSXVd+joVUS0tUUt7hWW63TX9HFX3GsqxzuZjMGiseLmy6UGs4W2G0ayrVxKA2Z",
-	"baqyabT1CGCpcVcDlWb4e/iYvZGtxINJKoLldE/Eb3JNAgpYTtcIZDLF1CCDvt+X9/y1+rj1X/Fc9Rnq",
-	"5RMWmiPK0r/tMrCN8I++oZvo7nEZgJPauda81djCO5pwhcpCOb3D8LsgqavK3HA53Fcx/sEl41+GzoaK",
-	"v4qxc+KFIRaQxM1EXJc+5W6G2g2rj3zMIUDtutAGdSeUdElLMhiS2z9TPzE6Tk9jr1icocT0kE+pVjBK",
-	"3h2B4CCpUYDNIlBJzaVHuAdwXUPu8hzQS5YBwIBlXYMKnh0fP1iFXiPGGKy42/QI9ohtlgxJlgcICTaz",
-	"Yr+ioY2LejQSfnyNOp9K+5316bQ5zUam4QEXN5C5R+qndv042jUiJhD4A3th4v0hqdG7I5uRNsF2M5+x",
-	"bgVlmAe9SZneKM3hgv+Ek1FyUYQi82xijvUpz8W1K+zL/IIdeagELYBpvNgNRBhYDGITUJqFYbrWIXeL",
-	"9YwR78cZVrAXt68G5GXIG9Jb3NBT/ETcJ9P93jAgVGxkpgHjkOMVqmrfg1G+Vf8I9mxKEDorMHgmNLij",
-	"CCryK5ci/fdiWM8ecfJ8BvkGvhUjN1MO5X6yrUdiW+4AVqkfi1szfZbN5u+ZU0gJaL80T5M/ghtAlnQC",
-	"7Gi0r9SZ2PCiu7LHGlCbrhuv5nXItxN7ejtEbjKVP7lQvc2vyAej/mfYy2l2iQfCdYUKl2YjMEfFRnYz",
-	"eJCjl7jLwcYoVtoDQxNp/eqjosubRocwyHVtYyrTsmjIDRi2u6xyl3KfHMOc8UhTdQqCh0u0hmZEzfBV",
-	"LaTLD3kqv/pqkO0ZjArumzFC2137LCKNd1pj2H+xkAJD8kIZSSmkVvu7xOpce4qnkam5xmPfOUqX74y1",
-	"OVJ3CjODG/mWf1rgF+ghFi4R628na5+VAWv9UvS/WE5PmdKYCpttyckD27vR3vu21r2smOVsktJH32zO",
-	"19M47fIXbO3mtZOV9ecOrug7Oe3kdpedbRby02e3yWeHKI32q/XP+ZTrxG+Xy9q0l3BgUpiWhIUbRWvV",
-	"0LcrbF+PfCfiOKREYj4bHXKjENv4mYi4TRuz9zXR21wHLzWTjF8ZZSkNYye3Eg65i5eHxkLWMzp3AfIH",
-	"C+F1iisIa3vuOXcxXcW8FxujfSzafCpB/NcEt5NWjT8j208uHBX7M8krLRnDriAPj1wy+GY/nGs14i55",
-	"SK5knYkwULlbSPcwYdPG1/Yh4iFVashHeDXoyCjgWEVhtP2bGfNntobJ8BT3PpHYDEpgQ1lb8vXa6XBj",
-	"NeRTgfevxHocOktgz/FQ8EOhaOABF5B8ZThXvjntkH8VY5vgGxKjcmDI4cjGFTBHXWV73cKUasNZnohd",
-	"5W62fCC3cjfN/rjsauUq3B+GYcXSzwYP4nuBf/KvR+Jf7thjBoa58pZ1cJHhHjtzL8NyNvOux6fZHImu",
-	"+9crEq2B/scl2b8+3leGYt2l3j8p9pEotq/FwmaihoTN1WlRguuu5GqrPzbTa5eHS+fKs50ezbyZ5pQ2",
-	"0qVnhBeYNEOeL4WxtxlOJFWzTH9bwFvbMXOAw8hdDj+y3IkpIEPOxYFYWE71mMkExfwkfym24SgrN2CP",
-	"vCFfUQyquBfsHfU/ecyDeIzDkp8s5rGCDFTbunc2YUZptzVnrroT0+XTeJ3aldd8FYwfxO0pi9mNu47d",
-	"phnwJVAiQ0YlRBwtHnQzwlshc9pLnPBjtRgy5Jni2UhRGGEFLT1Ivx6BsT8oCZ6IhxRct/9Aa6JHFdUf",
-	"0hsXflDHZP6S1S0B9vXrLn5S8qNQMm59ImXTYMtkhWhmRGGqib0mJ270vwtZ4/Uym0m63++9PZhGRAY0",
-	"eG1jgCtxtbNWo2e9rBhhOwWKhc+NTt+J+yFnKr3ZxsWRXLNSaJ27VqanMGj3Ex52CtJ1ZlUgrcPkdMhd",
-	"D1CwLhwzEpvTU2P5KOpLinVEinJ9CPXMXvmEm60a0yHHhpo0QMXEKCEuBSrps/kasJ+Fu7mZwwjLt0en",
-	"QEATOaXO6YGtD82ZjBmOtTEw+WQM6tLNhsrLhsmrsSjs9vqDR06yjXcLuNNvM5K9MkmRm5/xyB8gHvmW",
-	"an9WdN9VGgWxN7BTrrHk3AXzd+Vo1ue5JeGaXFEFdDKhvs47RjOaB+ZCICNzl405dyqyoiHfe3H8fEUj",
-	"2Pdy3tuc99UyPSatzYd6f4SpE/XkGausxawKJD1wpf2GFSYBXSN8BaeH0DOvodUVdx0J4jjvU5pYVVQe",
-	"A9RPQ+lBhpI72Z+R4E3BHLM9sWLE5nMaMKJpuIS9lJS9mIKtkmLJc+fwzpoxsr2wI44Or3CWFKKUqVhu",
-	"aE5dcNh7cXwy5KOzXrNhyLLeTkgWjmDUb2KqZfqd66c7J/7MGH7189b+acJxh9xoicrGbdKuKLEefwjt",
-	"DNtSmixdRbWe0aXLB8O07SSKw1Tc8uhJLbCd/DM9PJ8ksSk+pJ8MaFdTb8P1hj/tvcex9xKPSRokXeEV",
-	"zJmEucPYlX2hfbXcEuDhqJoY88i6Uke28dIM9aRwCXrGXJXGnCytcwlD0IQvh3huBnKf6DiTFS+EipQr",
-	"GokdzHENecgM++ZLrHuBllZD7ho9GiuTEttuK9kZ2xTrF+XahKlRxvsc32eElvOQx85ufPB7cCkv9j23",
-	"Opfnve47a51VMsFsz8i/lcr0eOUf+YaaGxiWjWr8LP14/BgWkRpLUZPQ0R6BpPQJ0DFjM0kceyirYMXd",
-	"DenGRNIeJcGB4T2naVlanNqnIN9oMhltdAgjcTUCpoYcXTq2d79hNclFFQZPbPO8Ff7w0EKS5DqSp+wB",
-	"tnrnyQaKsN3k/h07f+HVIvbI/RkNIuTySVtMhZpy3P8wPdSc1yBFrgLMS8uqD9J7NP66yqOVxvdP0odk",
-	"5eaCf7+mHEVXptzTm8Oe7f+kaqPVfgHK9T/ONZndQ8z5P41mvZFj1fG9KyXo5eib6+N6d2Q0VkStbWmP",
-	"yiUtW6iMtHBFSmkidz7VUIIfUiJp4IESmI2AN7Mo2IujCDd0PBPiChTlAZX7oCg1+iZaug9W+vDGhHWt",
-	"L/3abF5VyeD2aQWRNxD7wmhzCa2nV3Xkta6y1I9NwP+OxuyGe42KBSLuovWuOfT7qSU+Evc5j4yOaNjM",
-	"gWUzNHC0jonGjGsB8eUwxTwn03gcqSDbcvz3LwZ53TvfYqLIthczYsp9HWuc2a/EOPfZzZr5JlUX7r7c",
-	"/XcAAAD//w==",
+	"7H1rdxq5tuBf2Ytz14o9t2zjPHpu4jUfiCEJaYx9AKenp8kYUSVAcSHRksoOneX/fpe2VC8ocBW20znn",
+	"5ktioErakvb7pW81X8wXglOuVe3Nt9qMkoBK/LNHtVw2JppK8ymgypdsoZngtTe1PvUFDxRoAbeEaRjT",
+	"iZAUpHmF8elhzatJ+mfEJA1qb7SMqFdT/ozOiRlqIuSc6NqbGuP6xfOaV5szzubRvPam7tX0ckHtT3RK",
+	"Ze3u7s6rLYgkc6odXG9xrnawDtU5D5fANJ0ruGV6BgTUnIQhlcAC2NMzCgtJb5iIFCzIlD5TwOlXHY+3",
+	"b6BmZpw/IyqXNa/GydzAMo4nzC7iPySd1N7U/nGU7t+R/VUdtYOaAfuDUPq9FNGiHVwQPTNv4fAL8yEZ",
+	"fZY+tXXXSkz4UYy3TvXF/P7QSTpszvT63l+QKQXF/qKwF9AJiUINx/X6xj0NcZTtWEG+Wqx4Va9ncOS4",
+	"AEe8WlcEdOvaOT7wsMXfmbfVQnBFLSaSoEf/jKjC/fAF15Tjn2SxCJlPzNYcfVFmf76VnKclpXBYn9/f",
+	"wcyQF04GgaAKuNAwJ9qfgUFsM7kkvoa9Ua/1z8tWf3DV7n5qdNrN0f5h7c6rnQo+CZn/3SBVIpK+ITGl",
+	"iaYgJBjSU0zwFHwShuIW9Iwp8GeETylC2hX6nYh48H0gJUEgqVI0SGBO4aNfmdII00CIM8KX7rTV04PW",
+	"M5uGREIDc6aNQeuq0z5rD1rN0f6JZbRADHMG5NMHyKhBWb5sqG6Vkx8krLwIIPf0UYbpI1SXnER6JiT7",
+	"i36HAzljSjE+NdgS8WsubjmQYM44aHFNOeyNLruNy8GHVnfQPm3gVuDpXHL6dUF9/T1A7FN5Q+WBYgEF",
+	"y+b2Xn39CqN2d9DqdRudkQcGyk+NdqfxttNKIFxI4VOlyDikLa6ZXj49qL/RMDwwbJUGMI40SDqJDKKP",
+	"l0BARiGFPXo4PYSFFOOEEPAHZaC+i3kj4lBDazpfWFCDgJkpSHghxYJKzQw7nJBQUa+2yHz1rUbsW1ZY",
+	"38dfvRrlAQ0aOicOAqLpgWZzWksYv9KS8Sm+YNZ+KgK6LpDafCKJ0jLydSQp4JPgh0Qp2Gv1eue9fc/g",
+	"WafV6LeuWv/3ot1rNQ3dLAzM0ozw//9oHPy/z+af+sHrq8/f6t4vL+7+owiMrAwvtVAriUs9GlKiaGsh",
+	"/NmqlPzlZW27XPRiqVdqIhFpX8wLdrJ32e22u+/hdsZCitIGYYKQ3VB1Yr7gcHp+dtFpDVpND3BzPXBb",
+	"6sFpo3va6nTMn/3Li1av32q2mmbre61P57/ev+nPN2y6pD5lC91kUyeAVwj1Q+Pg+atfQEwQZG42LjRs",
+	"zDB6Q7fE9+nCsNeJkFYIOWxdBah+8JocTD5/++VlMSCKKiPXdj0jpYnUVdD+LqvE/JFodRlE8VJ1Jwdc",
+	"drL0wD8nM4jxF+prA1QjCphucS2XVSnet/u/ehy/zYiGGVksKKeBB8h4DJCHlBue6MEXMT70CfdpeGiV",
+	"vw7lU6PO/fKyYM+Jr0WBXdIlcxqfeEZyIKUPa2qpNJ0Pa3jiJNJiTjTzwYKsVqY9fv5fRfNWYE7E7GFZ",
+	"6guoJixUm3fbaqtrB/WUrKcK95CUOKmV3cP685f3oW+8S7i38cF6MR4lAxch6SlRDr4V/kEO/qofvP6c",
+	"/nl1eLCNf5uBesgVKmK7n0CwbYccnEZefWU6FldrBs86a5jTuZDLX8fbuUq9+FWlyLSAm5/OqH9NJQRs",
+	"MvFAsSknIXCkGwn9f3aspPSAaJgLpeEl/MrertDGy/rrX4oYoS8k3QFWC8Q6qAMq54wTbVTCGNBoPqbS",
+	"gzqwCXDBqYGskkMBeaCO1H2H9onKgPm6bx++82qGzM9UwYZeXIL5bRWSEgu/JWFoh6z04goFOSRMFhYf",
+	"RAJyMlEGozK4mBxAijWF1GYQx2wHHjHlBrg/ahetbrPdfV/zYjWh5tUuGv1+q1nzau8a7U6rmRnN4YpX",
+	"+3pgBji4IdKgnsKRKA/sj72Ic/vXBTGmmRmJsJAGtc93Xq1JjeIhlwkoK44ICxDsGQtuSY2cN5ZESIOp",
+	"ETwLoRQbh0urwwSgBRBjPatoTuW+B81Wp/2p1Ws1YS/7Iv7SaMLelNxQiBYnoKgxcwMLDPo51rckGQz/",
+	"blTfCbdW3IImJfEGLIyizP37ZXN+az5QEuqZkY+CUwiFT0IIksFgryksZyB0LrgHMuIGgYDNydQI6CiY",
+	"UgiIJmOiqAcBU9e47jxLtIKsQB+bCWlM6kVIOJo5Tgkwotoq55p+1SfAhbFiJdVrArlImKCdG+oZboX7",
+	"bSxESAlHCUasQpuVD+Tgr89/xGLhzRa5sEJmOFY6XxGJNKkyT2/AzIH100zYNJK4A843QmIrV1HtlFGK",
+	"upHFYaYViLEydmcAdvYidLv61Oq13xm7uH3erXm1VtfYn4h5vUbbUWaz3bffVkLET1SyiTNOzciosSFK",
+	"SsIcpTaZst8ihtoPGedYBZk6EdIvskLojbi2RoelXQWMK01JYBAabVsjJ9Dxi0Zd/6pxOmh/ah2mJ5vB",
+	"jFRf2SYEevapVVRwL3sO1iJUsFZ5RW3CaQb3WvvIth+gNGaUg/uk+qqssQJjm5xobbbJz4g/Y5weSEoC",
+	"gyCxVW7sgAxGr3gwa15txe9T82rd88HVu/PLrvn7w3l/cPW+d355cZX9unvebOW++Hj+Nve59anVHeRf",
+	"aZy1rgaNX1uGgnqtT+1++7x71R80Oq2aV+sPGoPW1el5912nfTqIZ3BmbPyx0em1Gs3frz6et7v47emH",
+	"1umvV2ZN7V7mi3b36qJ3/r7X6vfNElqN3uBtqzFIJsvhcAb408ter9UduG8Grd5Zu9vo5FaDosaAc9Vo",
+	"Nt0E7i/8vdHpnP+GoFw0fu+cN5pXg/Pzq06j995MlPU11rxa7NiypxD7tUoyEMcB2vyGhMxwDOtPpFwb",
+	"doI8JHH3ZgImme+6IqCZjx/FOPOpdUO5zj5M5nRArqkhzZ5zN/c1CQ3KIlNOvOB2YMtT4mkaocHL5UfB",
+	"OH6HCk8vRn73uc0vpJhKqow29YESqceU6HiSDjKmhq/ZDU2gPY2kpFzbz06nDTPQo2A3IDSsC86clv2r",
+	"K3QjDMUtTn9BlqEgwUCIDpFTM3yPaNqxPmJzUNyIOBz5kpMbwkJDYsiPk42typAkJbqaR66yPRqL6G1P",
+	"mnONDdJTEXFdOYxouJjFh108NKHQp2RBfOe2XWFqxkr6IsYK5fbtTIQUzC7AnCyNDmUsKcF96gHxpVAK",
+	"BbpZiSq2XeKwl2XH90Om2vxdyKazAh+YRUeY0RC9vga+qTmbZw4A4OLWMzqZwXD0EUdcUrKggdEQjYD1",
+	"wyigwQ5GVrQIyEO8WvmwqNO9cgexuvrMEReJpYQGThGpK1JCFSxdRZeHHHGxDpqbYetiO6yy/pXsPH7C",
+	"cPp9K0/5yx2urm1fOq7XU9wgUpLl5mNW29dxiehUcSVZki+KUbp4JMZPMf4ITMEYzULBt5vzpfjEIx78",
+	"CuZvxfSi1IgGvG2/b3cHwAIgCggE1GdzEoIlP9S+vpL5IjRDvXy+4gE/Pnj9+Y/6wWtjKx3/V7EP7aMY",
+	"/8p4wdT9y7dn7b5RpMz2RopKuBXy+hBQDzLfxQbQgQtw0wAUDScHvhG4MDbCfci1QKvV8K0TZKEqGs8Z",
+	"OrdhRrIfB8sFhRGOPgLCAyAwjlioDxgf8jnhbEKV9vAXps38aNkG+IWkCyENACG7NpbZEoSeUYne6SHP",
+	"6KjpqmKNrqRK1E/gjFUKFNEfxXjNt/LPy9Yl6mCpayWJs6TeFa+WRFhKgvDPiEaoMqSOllNhzl5nfS1e",
+	"7RTd8bFRZ/Qio9a3lYpspLUCKX5xL686iAud7PHDLRRMqor6Ud5lvcpZ44BJAmkRHEXk9tFgz0cx3i00",
+	"uqs6kyh4bV7klPwgbiEUfAoELBYZDAalWRhixpZCR4P536YSjIl/LSaTE6jD7Yxy8EPC5mb4HbyavlE6",
+	"moLTHZaF7w6Etu7gqi9XV1d9p5sXSAjDGMTY8Ic8t3mmwL0FU8qpdeUUOxkmjDM1qwZROuYOmupTRoOu",
+	"HXff9mQsBO68Wkj4NHJOhm2vdOLn8B2lc+6DXYLxZQPmhSiEL/fo3Pq1iijrQlJlzt5Gwx1nPgFOp8RY",
+	"fajq51Tq2A9tFetCeioI3zgxVfZw5uSry9BQ2wnnwWkCixlR9x7qBT5knhYivPdh84x5VjIhC02sjril",
+	"0thSCiZMKm3YFFMupr/dijrOJQ8eHNfrjxKDt8EWWoIerFQ3LyQc5P6t7mefzb07QDjKvo1PP4I1FucY",
+	"IA9wp7oG1coSc6wsww9yyB3vY1Zq5KRABi28vMzMI/1K/kMqCraJ7GYSq6guuAtYw3kYUKUtimLiaxnb",
+	"KU6sWrWcVg0n5NX34lusi7jzo2qn/BibZqo4WaiZqJwPY/Nr0nmrvHtjo64lg7NFeJqiidp69jtYxl/E",
+	"uLxNnD2K9GBfFR1sNgsdQQrD80ntzR/3s+PPqyG+xhiFk7NqjTzFVPfDop3asj+yYmSx4aKDGLUy9qUx",
+	"5xTGSJlejxG6XMN1pHxLFIXLXifFyoA+Uy7qBZQHC8G49lB5XUgxdqZrxqJ4dfy8SM2rrhkGK7G8bUeR",
+	"i/slMclSGCJtUHZH5Q091QXGvi9pQLlmJETbeEwpB4Z2m62DMG9i2AVuCdrktvphXYO1kbash7GiTl7V",
+	"vVtaDamgWDzA9StdhKAwulw+8a++0Xm73U/0/NUvT+1oTQxf51t0sj3vf7WgZnZyhT7SjUqwci31cAWV",
+	"EiopJazlTl7bjXzmfGFHgJnWiz21j16/AsZzZGH8ywP0RdEAyJQwrjTYaiIxpjZhuhQXetLYSBWCqIx5",
+	"pT3TW7DnvrN9iEtptQ7M4n7K5jxQM3HL0Tgrlef5QBdUOdZfSIs7u6DkbtpsFBSVc3XpbaLKprmAx/V6",
+	"eb02zSC+X7VF6lJlwXheHoquCKh1suaAeF6khVU4N5t9znVjoy1QDPmr+sPsglf3xVMcBq1Al2ywS0re",
+	"gkQfEtWlgvp3nk9P8kDRBZFEU5hIMc8nPRVljLkUNPe51PZkkuByO/Ti+frJzuIwfWNKd0i3tH6pJNbf",
+	"KDKmsCoI00BjCYK6dzLzCRCrmbu0VVhSnXNcbGUpmKrX38y0twIveMg4LdISE+iASMnM+d0yPWMcxGRi",
+	"3sE6sDO1KYHKRkqSHLDCIBsaBIqwONQSuKeBaUXDiatAUrNIY5ZvIG75Bk3UZSN+orI4pNdQdstjuE7A",
+	"4P4yLk02R4LEmK66lMxG2fU2Usvqlct5ynTHsLYQL4//BRu7mVh3sWHxxYpmrKwc142n2Qz7jhHdKll7",
+	"D076eGQdqUCL3lLd0Mk40Ffcoe4XuKZLl0XrLxbH/9uDL+SGmP8XSz0T/IUHRF5r5cF8qf4MTwwNBtRn",
+	"AbW5KkZZW3XuZLJj//PwCrNjXxwX+2q6pKha7EM0JxwLCjyIOPszojFXYVrBNeNBQcFX1YKNVKxXFFSc",
+	"ZkPLMjK8DojLtrXpuDZ73YbBDMg2TP1FjAHLE6FxWpD1jOOVVeutPOxtzE4wq1tNT0BwCY/tjxOwdVPA",
+	"KQ0UEFgQpYyagU+78FRBeUQJxN/BV7JbGSbucLo6s8MTDD3vWoa5S7jtqcqh1qTV/ZKmjKcpU4SR95aW",
+	"8xkmftPPRbXwCaY/U+CGPgFK/Bn4xjxmCjMw7GkpTRfrXsWYDLxsPH2c9/Pnkf8+6/8iDjfFSRGn52cX",
+	"7Y7Nhvh42Xxv/iqX9nAq5gsW2p+NDELZaqZwlnOxS9MwyZMk9QRcHTegwquAfiW+DpcxqcVA+ouFWTq5",
+	"IQaVkRkb3dswY0N/hhuXBRpH+mhHuohHariRzuxIZhFSjOlTJZ2ng8eZ50+aQb4yXebwm93+VZr2ct7t",
+	"tk4H6ReDTubXQfusdX45wDzuZrtnHuy13l3awqS3jeZVf9AYXPbNk5nkZ/PD2/Pm7yVPp8lVmi0jOKe+",
+	"Tj4PwvS3AZtTEWlMSw6YpL7u2WJ8MyUJ+nHhVia59y0J3opgmR7uTgWKGQ/YvQwoYCSkQXtRrMkvGOc0",
+	"gPYF6BnR6Dc2Lzh2fV+9Lo0xsxya5Z3o22obik2OjOsOPvbPu7DH0B+ulx4SdFLc5GULoFxxjYd9bA4w",
+	"78yubg1DQ6LNGzsZkxWrav0ZpnEXO6ARb0oXlG7y/JIk7zydL7vGIhrtJZr4ap338gQk9YU0uhKzAh6d",
+	"DhCKaWFJ15zx5IsC1LEz7VZL9BhVPsWr9wX3WUh7aKxVJUplRPXqzjVdZV3Oi5CNwZZTaMR1Ma6gm9oW",
+	"/wY5629thNTQy5By4ky5YSJER055G/JT/Mq6GXmfHYlbhYtaWUEOkOIjQvndcF0eKh7Rg7KwKuiUFbNI",
+	"NqRl5BIt7JBFW9KnWod0TrnG0pMdvAf0Jm4UV+rgVybsIVv4QQPibmkl9s0to6qaZUuMC+rH3S9WrmLi",
+	"JQ1sWayZDWEuFbPYKchta6nL5Y4VijMEsnSDH/NwqRSm/JbHeUzfiyyTRMQyCq7FV7eFj55Cli93/xfP",
+	"I4uRJYsJGROxSj5ZbE+uoXCWELIQl6DseFNWnPutwaDTahr711ClMQUtZaLr6IsYW8q13qE9Zzh70P+9",
+	"P2idXWE7JBAy7YOUq952g5ctHkB4bT5+P8JlxDDHA348f2sMxMGgdXYR16jmamRrXr54AetGS87/EfOr",
+	"4tCU9cNlCzdrXr6+AXc1hjaHtet6+zhSjFOlnilgQaL/JK+V8xq+2eo27K+h/1YwrhlHQFIgnLe10Xl/",
+	"bo602Rg03jb6rRPnOpkImXEvqvv8WJscq58ybp1qvWjUhq4DWAaIWCqJWQTxZxBnYVrnThyhFNyncejE",
+	"LOe0VTpimemic2+4wMO+syykHTEtEon4mwQR6UWUiZ/+gt1osvAZ/i4XkmoaxDbdajLGL69evSji2nPy",
+	"tR93rFmh+GiOxB2GdnNuKZvOtIqRMt65HWojKvhNMv10CqHDatMUsKSdGR72DqDt1BZnNcKx2oEm2ePc",
+	"gaf74HJ9C5lzfqoCBx3WkrkuZoew4mnG5owKiKTA6Q2VQGKfZpb9Nk5rXu23BjqPDJs8w3/P8d+e+ee0",
+	"bKl7qZHsqtjESHNZ3SqpFGUore5s9OHaEQqPJrHoqi3gOzSssHZiMR9k/IZIRriGsbR94ZCduyKOq9/a",
+	"gw/nl4MrbL3gweC386vWu3ct7MBw1Wv1LzuDvge20cT5p1bv6rRx0ThtD37fNWChrAgvbSzmJf49qlvy",
+	"6JpfIwqdcpU8kgVlm28Wkx79SDK97JuZYifjnPGB2dACKl1t4XpNfXqA7YpF6L60+hocHKDAxcdHqCTh",
+	"amwLbiKpTLdwpvXCtjxlfCKK8vuMoigkNC7aMa/8tXXayvj0IeIBlTA6Igt2dHN8hNMejd7Y2n0sk1fe",
+	"kKd5zQr2knwy5WXlvAdxE0NJFfuLejbNAVsk4fdDbtMjvWxirhTa9UFymcz72AQRh461UggoCSCkBrUU",
+	"EB4MeYrD0jmhmM2rgZZRg8E3UstFBVf23m7nkI/SAxvtnyQaj30Mp7GxjhTYHB91guZwyIf8H/+AU8GN",
+	"lscEV0P+v9I6YwV7I+tiHHkwymQEmo/IWswfaS2I+eTsg5E35ACjpHus+cmxJfOnaxk42keo8pXMyjbF",
+	"ZnyKQ6zXLo8ODZQDoyfg6713p/DixYvXyfuYsmQQJm51BX4o/GvYuxyc7p9A4PKY8G0zhxOhChiHOQtD",
+	"5powux70HEZnagQqmkzYV5zbnpONhNrq5w+DwQVY2QmLMFIw+jbEQMmw5sEwpkf7wbHQYe1udGKmR3TE",
+	"lVxeXLR6V/1u49cWnmHIsJSacavviYUznp4pyFCLwxszVPIEtq4goRJAuLqlEl7W67DWWNyDl/VjWOvJ",
+	"jGf38vlryHethj3cj0wv6n2EMt89+SjXPBm36yzSbsOtg8RW6ruYvZDWACPX5quRddmOvFUPtAEpcULb",
+	"g0G/tI9ZRxkieaYwdQEnxjD8DaO3Cq4pXaz07tobZTOgDVpieodBygWRGtEINzWfGwd7I/vHoU0IGnkQ",
+	"UJt8lSBePnUMyJTinia16XFjthsbXcZtzCYR7b+BYc2yJFuC6PK5hjXLQgCGcRsz/DlOyjK/SwpjoWdA",
+	"vy4kxVZ5djM6TDltyuyrpAHwTIYjgrAgU5dCBiNsXW6r70fx/QkjM/MeJioU3cUwynr9Rvu23F4zjS0J",
+	"kHnbc2pctGsY+raR9doxer0XlJMFq72pvTisH76w8niG0inP4JGfHxhudDBNmlxMaUFOH/p/1JtiJD8p",
+	"wPATg8sW7ISSjGivmb37kDa6WLlF4Hm9/mi9wPN9Pwp6gjfCMCfgYLwEFmCP8pf1403DJ/Ae5frBm5ee",
+	"v77/pdXu+QgV6udlJkx6u6P2Ec3nRC7dpmaXklA1k+C7ThmIf5HC0LwmUxV3HImP/jPmzauth1/A+E42",
+	"4kT9NYzSHmKGQVdAE5sGn/WluEo8jAM/Ooq4ioq7vHpoFPC7NQw9fvzpi7DTFQI4dKzfjx2ZGzh2xuB6",
+	"CQxO+ob9rShvtwdIBu1hT3AKi9lSMZ+ETr01P+9vxvk77z6eePQto67duRpOW+OUP7BRnKU2gnmkNNA/",
+	"IxLm+kzFuWjxg4eAxdxG7MZUOuRjai8CoYAy1AjtCVYJoX5kO6C9MWIPU4ex15bN9XK6qpFFQ46hE/PG",
+	"VBJu5KQRk6GhfwikWChIp+H0Npke9did6H3IX9Zfwqio/WDMDPI9BKuJDZshm+UH2YuQNgTD0keOVu8f",
+	"uvv8xBzFpfSW4ij178NRLEjfm6O8vP+lpGvhvxgLirXvlAU9U0i1qdDdEwvN5kxp5qdZrGi+VWdKccn1",
+	"PRpaJSFdTXGL67jVOv0VXWwVh6XK4W42sl88XtxqodRwtr5v01CueUNpyGwnl02jrQfrSo27GlM0w9/D",
+	"x+yNYyUeTFIGLKd7In6TayBQwHLOjUAmU0zhMej7fXnP36uPW/8Vz9W+oV4+YaE5oiz92w4E2wj/6Bu6",
+	"ie4elwE4qZ1rBlyNLbynCVeoLJTTO/q+C5K6mtANl599EeMfXDL+behsqPiLGDsnXhhiKUjcWMT1DlTu",
+	"KqHdsPrI3naD2nWhDepOCMbUF3Oq0gSC5HbL1E+MjtOT2Cs2E2Fgi+yGfEq1glHy7ggEB0mNAmwWgUqq",
+	"IYXVB3BdQ+5aAKKXLAOAAcu6BhU8r9cfrEKvEWMMVtzfegR7xLZnTq+aAiHBpnvvVzS0cVGPRsKPr1Hn",
+	"U16/sz6dNq7ZyDQ84OI2RYef2vVjadeImEDgT+zQibdmpkbvjmxG2kTYzXzGuhWUYR70NmV6ozTdCv4T",
+	"jkfJ1RSKzLOJOdanPBc3rqow8wt266EStACmT2z2VBhYDGIT144yWeuQu8V6xoj34+ajsBc3zAbkZcgb",
+	"0pvk0FP8RNwn02/fMCBUbGSm6+OQ4xWhat+DUf5ygBHsJdVULngmNLijCCryK5fK/O/FsJ4/4uT5TO8N",
+	"fCtGbqYcyv1kW4/EttwBrFI/pkdmuj+bzd8zp5AS0H5pniZ/BDeALOkE2NFoX6kHseFFd0mQNaA2Xadd",
+	"zeuQb1f29HaI3GQqn7lQvc2vyAej/mfYy2l2iQfCNaUKl2YjMEfFRnYzeJCjl7jHwsYoVtqBQxNp/eqj",
+	"ouuiRocwyHWFYyrTMGnIDRi2pa1yl04f12HOeKSpOgFhr91XMCNqhq9qIV1+yFP51VeDbM9hVHDDjRHa",
+	"7lpjEWm8sxnD/ouFFBiSF8pISiG12t8lVueaYzyNTM31PfvOUbp8X67NkboTmBncyLcU1AK/QA+xcIlY",
+	"/3ay9nkZsNYv/f6b5fSUKY2psNl2nTywvSHtTXNrvdOKWc4mKX30zeZ8PY3TLn+l125eO1lZf+7iir6T",
+	"005ud9nhnck/fXYbfXaI0mi/Wv+cT7lO/Ha5rE17NQgmhWlJWLhRtFYNfbsC9PXIdyKOQ0ok5rPRITcK",
+	"sY2fiYjbtDF7QxT9musfpmaS8WujLKVh7OQexCF38fLQWMh6RucuQP5gIbxOcQVhbc89567Cq5j3YmO0",
+	"j0WbTyWI/57gdtIo8mdk+8mFo2J/JXmlJWPYFeThkUsG3+yHcy1B3M0SySWwMxEGKnfv6R4mbNr42j5E",
+	"PKRKDfkILyMdYZmijKhntP3bGUu692gVv08ktpcS2M/Wlny9cTrcWA35VOB1MLEeh84S2HM8FPxQKBp4",
+	"wAUkXxnOle+NO+RfxNgm+IbEqBwYcjiycQXMUVfZVrswpdpwlidiV7m7NB/Irdzdtj8uu1q5fPeHYVix",
+	"9LPBg/gm4p/865H4lzv2mIFhrrxlHVxkuMfO3MuwnM286/FpNkei6/71ikRroP9xSfbvj/eVoVh3jfhP",
+	"in0kiu1rsbCZqCFhc3VSlOC6K7na6o/N9HrOw6Vz5dnekWbeTGdMG+nSM8ILTJohz5fC2DsWJ5KqWaa7",
+	"LuA98Zg5wGHkrqMfWe7EFJAh5+JALCynesxkgmJ+kr+G23CUlTu3R96QrygGVdwL9lb8nzzmQTzGYclP",
+	"FvNYQQaqbd07mzCjtNuaM1fdienyabxO7cprvgjGD+I2ksXsxl0Ab9MM+BIokSGjEiKOFg+6GeGdkDnt",
+	"JU74sVoMGfJM8WykKIywgpYepF+PwNgflARPxEMKLvh/oDXRo4rqj+l9Dz+oYzJ/9euWAPv6ZRs/KflR",
+	"KBm3PpGyabBlskI0M6Iw1cTewhNfM7ALWePtNptJut/vvTuYRkQGNHhjY4ArcbXTdrNnvawYYTsBioXP",
+	"zW7fifshZyq9WMfFkVxTUWhfuJajJzDo9BMedgLSdVBVIK3D5GTIXa9OsC4cMxKb0xNj+SjqS4p1RIpy",
+	"fQiNzF75hJutGtMhx8aXNEDFxCghLgUq6Yf5BrCfhbtPmsMIy7dHJ0BAEzmlzumBLQrNmYwZjrUxMPlk",
+	"DOrKzYbKy4bJq7Eo7Mr6g0dOsg1yC7jTbzOSvbFJkduf8cgfIB75jmp/VnTdVhoFsffCU66x5NwF83fl",
+	"aNbnuSXhmlxTBXQyob7OO0YzmgfmQiAjc/ebOXcqsqIh33tZf7GiEex7Oe9tzvtqmR6T1uZDvT/C1IlG",
+	"8oxV1mJWBZIeuNJ+wwqTgK4RvoLTQ+iZ19DqiruOBHGc9ylNrCoqjwHqp6H0IEPJnezPSPCmYI7Znlgx",
+	"YvM5DRjRNFzCXkrKXkzBVkmx5LlzeGfNGNle2BFHh1c4SwpRylQsNzSnLjjsvawfD/notNdqGrJsdBKS",
+	"hSMY9VuYapl+5/rezok/M4Zf46K9f5Jw3CE3WqKycZu0K0qsxx9CJ8O2lCZLV1GtZ3Tp8sEwbTuJ4jAV",
+	"tzx6UgtsJ/9MD88nSWyKD+knA9rV1NtwueJPe+9x7L3EY5IGSVd4BXMmYe4wdmVfaF8ttwR4OKomxjyy",
+	"rtRR2vkWjT89Y65KY06W1rmEIWjCl0M8NwO5T3ScyYq3UUXKFY3EDua4hjxkhn3zJda9QFurIXeNHo2V",
+	"SYltt5XsjG2K9Uy5NmFqlPE+xzckoeU85LGzGx/8HlzKi33P7e7VRe/8vbXOKplgtmfkv5XK9HjlH/mG",
+	"mhsYlo1q/Cz9ePwYFpEaS1GT0NEeyVyZho4Zm0ni2ENZBSvubkg3JpL2KAkODO85ScvS4tQ+BflGk8lo",
+	"o0MYiesRMDXk6NKx15AZVpNcKGHwxDbPW+EPDy0kSa4NecoeYKt3k2ygCNtN7l+x8xdeAWKP3J/RIEIu",
+	"n7TFVKgpx/0P00PNeQ1S5CrAvLSs+iC97+Lvqzxa6VH/JH1IVi4Z+NdrylF0tck9vTns2f5PqjZa7Reg",
+	"XP/jXJNZewvm/2m2Gs0cq47vRylBL0ffXB/XuyOjsSJqbUt7VC5p2V2roAW4IqU0kTufaijBDymRNPBA",
+	"CcxGwBtUFOzFUYRbOp4JcQ2K8oDKfVCUGn0TLd0HK314Y8K61pd+bTavqmRw+7SCyBuIfWG0uYTW01s1",
+	"8lpXWerHJuD/jsbshvuHigUi7qL1rjn0+6klPhL3uYiMjmjYzIFlMzRwtI6JxoxrAfE9LsU8J9N4HKkg",
+	"23L8j88Ged0732KiyLYXM2LKfR1rnNmvxDj32c2a+SZVF+4+3/13AAAA//8=",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

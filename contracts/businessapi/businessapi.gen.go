@@ -181,19 +181,13 @@ func (e Pool) Valid() bool {
 
 // Defines values for SettlementEventType.
 const (
-	SettlementEventTypeJobCancelled SettlementEventType = "JOB_CANCELLED"
-	SettlementEventTypeJobCompleted SettlementEventType = "JOB_COMPLETED"
-	SettlementEventTypeJobFailed    SettlementEventType = "JOB_FAILED"
+	SettlementEventTypeSettled SettlementEventType = "SETTLED"
 )
 
 // Valid indicates whether the value is a known member of the SettlementEventType enum.
 func (e SettlementEventType) Valid() bool {
 	switch e {
-	case SettlementEventTypeJobCancelled:
-		return true
-	case SettlementEventTypeJobCompleted:
-		return true
-	case SettlementEventTypeJobFailed:
+	case SettlementEventTypeSettled:
 		return true
 	default:
 		return false
@@ -437,12 +431,13 @@ type Language = string
 
 // Limits defines model for Limits.
 type Limits struct {
+	// MemoryMb Memory per run; at least 1 for CODE manifests.
 	MemoryMb int64 `json:"memoryMb"`
 
-	// OutputKb Standard output cap per case.
+	// OutputKb Standard output cap per case; at least 1 for CODE manifests.
 	OutputKb int64 `json:"outputKb"`
 
-	// TimeMs CPU time per case.
+	// TimeMs CPU time per case; at least 1 for CODE manifests.
 	TimeMs int64 `json:"timeMs"`
 
 	// WallMs Wall time per case; absent means a multiple of timeMs chosen by the executor.
@@ -450,7 +445,9 @@ type Limits struct {
 }
 
 // Manifest Immutable test data of a problem. CODE manifests have at least one case
-// and no `sql`; SQL manifests have `sql` and no cases.
+// and no `sql`. SQL manifests have `sql`, checker `{"type": "exact"}` and
+// no cases; their limits are not used (statementTimeoutMs, maxRows and
+// maxBytes govern) and may be 0.
 type Manifest struct {
 	Cases []ManifestCase `json:"cases"`
 
@@ -463,8 +460,8 @@ type Manifest struct {
 
 	// Sql The frozen SQL part of a manifest. SELECT problems compare the student's
 	// result set with `expected`, or with the result of `referenceSql` run on
-	// the same fresh database; DML problems run each `verification` query
-	// after the student's statements.
+	// the same fresh database (exactly one of the two); DML problems run each
+	// `verification` query after the student's statements.
 	Sql *SqlProblem `json:"sql,omitempty"`
 }
 
@@ -525,11 +522,11 @@ type ReasonRequest struct {
 	Reason Reason `json:"reason"`
 }
 
-// ResultSet A frozen result set; values as text, null for SQL NULL.
+// ResultSet A frozen result set; values as text, null for SQL NULL. `types`, when present, has one entry per column.
 type ResultSet struct {
 	Columns []string    `json:"columns"`
 	Rows    [][]*string `json:"rows"`
-	Types   []string    `json:"types"`
+	Types   *[]string   `json:"types,omitempty"`
 }
 
 // SettlementEvent defines model for SettlementEvent.
@@ -542,7 +539,9 @@ type SettlementEvent struct {
 	// EventId A BIGINT id as a decimal string.
 	//
 	// Example: 42
-	EventId    Id                  `json:"eventId"`
+	EventId Id `json:"eventId"`
+
+	// EventType SETTLED is the one event of a job that ended (verdict, SYSTEM_ERROR or CANCELLED).
 	EventType  SettlementEventType `json:"eventType"`
 	Generation int64               `json:"generation"`
 
@@ -559,7 +558,7 @@ type SettlementEvent struct {
 	SubmissionType SubmissionType `json:"submissionType"`
 }
 
-// SettlementEventType defines model for SettlementEventType.
+// SettlementEventType SETTLED is the one event of a job that ended (verdict, SYSTEM_ERROR or CANCELLED).
 type SettlementEventType string
 
 // SettlementPayload defines model for SettlementPayload.
@@ -588,23 +587,25 @@ type SpecialChecker struct {
 
 // SqlProblem The frozen SQL part of a manifest. SELECT problems compare the student's
 // result set with `expected`, or with the result of `referenceSql` run on
-// the same fresh database; DML problems run each `verification` query
-// after the student's statements.
+// the same fresh database (exactly one of the two); DML problems run each
+// `verification` query after the student's statements.
 type SqlProblem struct {
 	AllowMultiStatements bool `json:"allowMultiStatements"`
 	CompareColumnNames   bool `json:"compareColumnNames"`
 
-	// Expected A frozen result set; values as text, null for SQL NULL.
-	Expected           *ResultSet        `json:"expected,omitempty"`
-	MaxBytes           int64             `json:"maxBytes"`
-	MaxRows            int64             `json:"maxRows"`
-	Ordered            bool              `json:"ordered"`
-	ProblemKind        SqlProblemKind    `json:"problemKind"`
-	ReferenceSql       *string           `json:"referenceSql,omitempty"`
-	SchemaSql          string            `json:"schemaSql"`
-	SeedSql            string            `json:"seedSql"`
-	StatementTimeoutMs int64             `json:"statementTimeoutMs"`
-	Verification       []SqlVerification `json:"verification"`
+	// Expected A frozen result set; values as text, null for SQL NULL. `types`, when present, has one entry per column.
+	Expected           *ResultSet     `json:"expected,omitempty"`
+	MaxBytes           int64          `json:"maxBytes"`
+	MaxRows            int64          `json:"maxRows"`
+	Ordered            bool           `json:"ordered"`
+	ProblemKind        SqlProblemKind `json:"problemKind"`
+	ReferenceSql       *string        `json:"referenceSql,omitempty"`
+	SchemaSql          string         `json:"schemaSql"`
+	SeedSql            string         `json:"seedSql"`
+	StatementTimeoutMs int64          `json:"statementTimeoutMs"`
+
+	// Verification DML problems have at least one query; SELECT problems none.
+	Verification []SqlVerification `json:"verification"`
 }
 
 // SqlProblemKind defines model for SqlProblemKind.
@@ -612,7 +613,7 @@ type SqlProblemKind string
 
 // SqlVerification defines model for SqlVerification.
 type SqlVerification struct {
-	// Expected A frozen result set; values as text, null for SQL NULL.
+	// Expected A frozen result set; values as text, null for SQL NULL. `types`, when present, has one entry per column.
 	Expected ResultSet `json:"expected"`
 	Ordered  bool      `json:"ordered"`
 	Query    string    `json:"query"`
@@ -626,7 +627,9 @@ type StoredManifest struct {
 	Digest Sha256 `json:"digest"`
 
 	// Manifest Immutable test data of a problem. CODE manifests have at least one case
-	// and no `sql`; SQL manifests have `sql` and no cases.
+	// and no `sql`. SQL manifests have `sql`, checker `{"type": "exact"}` and
+	// no cases; their limits are not used (statementTimeoutMs, maxRows and
+	// maxBytes govern) and may be 0.
 	Manifest Manifest `json:"manifest"`
 
 	// ManifestId A BIGINT id as a decimal string.
@@ -660,7 +663,7 @@ type SubmissionCreate struct {
 	// Example: 42
 	ManifestId Id `json:"manifestId"`
 
-	// Priority Higher is claimed first within a pool; default 0.
+	// Priority Lower runs first within a pool; 0 is normal.
 	Priority *int32 `json:"priority,omitempty"`
 
 	// Source The program or SQL text, at most 256 KiB (UTF-8 bytes).
@@ -5965,129 +5968,130 @@ func (sh *strictHandler) GetJudgersSummary(w http.ResponseWriter, r *http.Reques
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7H39ctu4suerdPHcqrHvpWzZ8eRM7No/ZFlJNPHXseSZmhtlLYhsWYxJgCFA20rKVfs0+2D7JFsNgJ+i",
-	"ZcmZeM6tc+aPjEURQKPR+KG/0PrmeCKKBUeupLP/zZkh8zHRf16gSuadqcKEPvkovSSIVSC4s+8M0BPc",
-	"l6AE3LFAwQSnIkFIqEnAr7cc10nwSxok6Dv7KknRdaQ3w4hRV1ORREw5+07A1atdx3WigAdRGjn7bddR",
-	"8xjNV3iNifPw8OA6MUtYhMrSNUgnUSBlIHjfP2dqRs8CIiqmD67DWUQ9yNJrS8n5jwSnzr7zt+2CE9vm",
-	"W7ldHsshUooHw3mMKw1PL/4JBOhuNDsSlLHgEjU3Dpl/gV9SlIo+eYIr5PpPFsdh4DFasO3Pklbt24pj",
-	"9pJEWM5XV304oyXWg4EvUAIXCiKmvBmoGQINnjBPwcb4ovePy95geNU//a1z3D8ab245D67TFXwaBt4L",
-	"UJqNJOEuUDO4mzEFLEyQ+XPA+0AqeQC+0PRrmQUmIZCayFOh3oqU+y/DTub7CUqJPiQoRZp4WHBWE6pp",
-	"OmfzUDB/KMQxS67xZUibCM0sD9GXECgJE2ILbIzPO38cn3WOroZnZ1fHnYt3Pbu8QyFOGJ9bcZQ/nsoL",
-	"phDCIAoUEl0XnWHv6rh/0h/2jsabB9nKEoKBBrOWRjOQBrwIpOpw18rxrokg+/Z2CRk1VZecpWomkuAr",
-	"voDYnBAe8GsQCaT8hos7DpNUBhwl4fENctgYX552Lofve6fDfrejuaEX6JLjfYyeegkqB5jcYtKSgY8w",
-	"ZWmoYOPn+3sY90+HvYvTzvHYBaLyt07/uHN43MvXyxIaJ8JDKdkkxB5XgZr/eIp/xzBs0dmEPkxSAoZp",
-	"ShtzMgcGSRriI5DxkGG5FqNOooIp89RAicTwmfl+QEOw8DwRMSYqIOSeslCi68SlR98cOWO7P79+8kww",
-	"b9G4wVesn6iv9546Uctn0cdsTNvZp/x9MfmMntKwzST29VRiphQmxKz//bHT+m/W+tpuvflU/Hm11fr0",
-	"re2+fvXwH07ekVRJwK+zji5QpqFaky9eTsEyvlg6H1wH7wPVFT42aht1frhOhJFI5h8ma7OSmkrJDCLX",
-	"TqAZejeYgB9Mpy7I4JqzEEg3oH07+McxIMmhC0xBJKSCPfgQHBIkRez+GPk1KRZ77TevG9goPZHgM2g1",
-	"RCySOsQkCjhTBCoZoWk0wcSFNgRT4IIjUbaW3uY6UjGVyqcW7TdM/IC2i375wXVUEOGJbGDo+SXQd3VK",
-	"Vpj4HQtD0+X3bBQrhPnEsoXISc4HKklUSRbzBSikpnG3GcF5codUudPh8g4TIAazJJCCb8FYiRATxtUY",
-	"gmsuEpSgEhaEeplj5qEExn2YBnrB8S6kI+RgxMfTUDA1tn2RLqKFwapSYzaRQxGOt8cJhvTHAYxljF7A",
-	"wjEkKZfARtw+aH1O/WuEOBHXCYsg4FpNlIz7E3EPG8QZ8ISP0Ib/BczzMFbob26NuFMHADNoZQV9kU5C",
-	"bF5CQ7GjFzB8XkM7hSex2LyWLdpD1tMTSGVetyp9Vcx0+yWCMbT9IyfSPzp4zzxFQmhXm7YHLaBTzOFT",
-	"HURc575F7Vu3LCFMktRRz3Y0LDp6azsaZB09uI45P9eTzt4tJnODeFqt3FpYYM+i9ZMnt95K+uxWLAjl",
-	"44QYK6tKx1ls3gOpktRTaYK+tlrwXsHGVCSA9yyKQ9RyKqZT5D7tlmmAob+55TQsyqP4/z6NGG+RxUE6",
-	"DNAQB8DxVm9SrljAJSmiCSq5CurXscgAyjIcKbi1QNsJ82YBx4I6szLUKdGSSVbNiHNcp6ZWOq5zeja8",
-	"ent2eUp/n3RO+2+pQfnh4PLwpD8Y9M9OK4+P+u/ozZP+4KQz7L4vty6G61wM+287Xf3aoH/6rvxo0P/v",
-	"Xrn5cef03WXnXe/q8nRweX5+dmHoy3vNvy+1KdHWPTt9e9zvDh3X6R/1Ts7Phr3T7h9XH3p/XF30Lge9",
-	"2lSGvYuT/mnn2HGdBWvIcZ2yJUI9Wp3XcDBTeVfcltac6vNbFgZ0/BhrA7ki/RfpSW6yus4J48EUpSo9",
-	"KlwIpYdHwTVKdRJIbb6XGhbjZJqstTdKTwbBVyw1PWb8OmXXeMllGsciMURlHWbflhoUFOUeAdfp+xjF",
-	"QiH35h9wfoGke1fetWoKnZ91e9jVpuCxsQSpL05qqn71krNbFoQk5ga+bpGrjndTcpqso4gKLtPInM5P",
-	"K8P7Whve2f17szqMRErf1x0HCqMndSWj3Ebsvm/e3mm39SmWfczHYEnC5g2gYYkvDd2IHDmLjJ9pTR4x",
-	"78YYPs+fU3UarsOFeo/hn9ppjTeG6GKkR/nSDVkQfb/w1IxlpWHYmAfTzJkm04hOnwS1qavPzO8VuRCZ",
-	"bNSu34s7CAW/1mNr6ZAgFZuDbuGDEqBmgYRsDs1aOLs3CtXrNv1X0rB22u1m84ndN3uEs552qt08raQX",
-	"Mk59FzN+akGfJeqGUSuL5QCVCjFCrvTI68qoHa1pJm8TlDOOUq45AY53KNV7ZImaIFOd60bhOAnCMLBe",
-	"M5AB94yCZBrDLGtNosv4HLjw8QDYRCJXxmg4Pbt63+tcDA97neHgGQYcWVxPqoc5Dwb67QU/h366lHmD",
-	"bJjq9I/7v/VgY2G2NDNr0ojplKwnUDPqSoT+pguDYee4Bxsi9DHZdBdZkGlZ1Dudc/S6VqhK762oIhwH",
-	"t3QGDhTTds2pyBdU6jPPuE5qBiMc9t/1T4cQ+MAkMPDRCyKjGtsIjlWGnX1nb7cGPjsEO4Q9BDa/NGPN",
-	"r2T8JXKQRhFL5useIvJs2hR2SkiB3vCZYhMmcVN7BDLIlJzFciZURcB8prBFbzWROC1vm5Vki1rFQoSr",
-	"b/pzIcKMB9UN/3rxoNMRivOs/+rk9WOzn5jSuKxAcAQT1eBWeV/TSaOEYmE+4HqRudoJSitWZmllNpWR",
-	"MhY2bcZMXWzYhvYbuMG5C7h1vQVeHO/83YXP7JbR/+O5mgn+ygWW3CjpQjSXX8IDCJQWbh+lFhMau36Y",
-	"stbXTx/NGfpfW1f6DH210yzWWstcF2eNP+jkEQ9jdtj9svNmd/lp5zoiVXGqjK9yQYngPkt8MK+Ax2KI",
-	"ydxkEpcf17uvd3f29p4a+SnH3IqDva6rBss9djUfPQvD6mD5QRMh44RjURqqgGx4QgVNMngzIZHDZG60",
-	"m3v0UiWeUGFetZ+ms+65ydyA+WqXlqtJ1jMTaU1vSj+KUmW9ClIBgaE+eiFOxCTEaAu6Z0c9iGzvEmbs",
-	"FquYQZwbccZ94ALG8ks4PtBO6Vob/Q3Y16iNbHLO6S9WxsNs0l0mcUEDatD9vcIfuoJLjVrcBNxflYoP",
-	"9C4pxvmuXtbK7n3SSL487Rr8QktJC7IgKZrCfNBijq7l5TJh0Xz7seGTgMepGqwZizKNnhOQynbJuiPa",
-	"VnbI6h5pQ0BgEOJ1oIKIKQzngFGs5pCFQC1MPiecgMH1TC2H8p12HT/WCDCU+V9mbI1RFQ7kZC2TnQ92",
-	"Z2S6J+EEKY7/OF5R07SBjMEX4wvO+j1PJ2EgZ2vHO33thdKNwpAUvo+rrf2nhWjz+05r9+fXmSbIaV3C",
-	"4Cv6OaJtGayxTi5/FQ9CbXlKjd2M8iZmk47TpG/bYIgQ4YHGYNLYwMa5QZJmK0E788M52Ihbtk5eHDuu",
-	"Q2oOga/WchzX0VoOCR2pOasuoO7pV9PTedZTx/Z0Ynqyk3ie5k4Gj1S/s0A1HeCd61xdNy/ClxRT9KHI",
-	"lzqANtzNkDfGHVfYnrHl/1NKOb1rBi98jA0U/+Oyd9k7gsL5C5/FRMJG932v+8H8jfdemPpoQgRrUqt1",
-	"5FPhY8PQvdPO4XHvSB/AgmsLk4RGGg4GMldlv0dv1+yq0NHEFre6rk1yf4HMJmLUdLbZ/AAS9ETio58F",
-	"AVnqBwpCcV0Lfuy0d40imj9oUMHNSM9zwiU5lcvkw86lzivbuHn2Mg3VANdV5jowTcRX5JDoDkCiOoBb",
-	"FqYoyS5XeK9c4GkYwtQmDpxeHh83BdDCNOJVNazE192fmzIJCt2r/H1hjYq7aof5H0SQdqnbMNu6PVeV",
-	"via1jz4/OpvXe+sOueAmNNzKxrFzbVrYutNuTdUrQabQ71TVhaVOCR/D4BaTeUcp0lgWN9QOCA7TICHd",
-	"3767HAQaTSwbAljNla5fHq4Q2a5xy0S4XecaOSbM0L9MO2yk9LOYrEpnbAJDq1NpI0lapS/n+q6VF+zW",
-	"s33XTept8PNqLaNge8YFdzGxuJboXGJ1wY9FqXJLormC2NezDn49O7zqnp2cH/dMiJM+v+30j/MP3c5p",
-	"t3dMn1dTTH4Vk66I4hBNBO9XMXnLgjD7u8u4hyF9/FSh7bxY73Xc9uXQeC2moqMp7dabq2WJbKulNhXL",
-	"bLKbstSFW5PytGJmVKMjO30Eq3ILquY6E3eYtMi+gBneQ6YtGyW27gtrt96w1vTTt9d7zZOvpbysx/qw",
-	"5N5bamln7xG3dV70utahbfWoQfqo8+tplSmfRI22yqCN61O4BNbTEoYzzPQEUgFilphoS2HewKB33OsO",
-	"Mx+QzNK3jGdcpT5y9ZMc8ULNsPlcmT08dkEk5pnSef76PTGFcYJTTJB7OPhicrxA8BE3qVwR0YVyBplL",
-	"/gCOTo4LKuhtZN4MxreYBFObsjsmrT+Zj7hJzq6QCDpQQ5u70dnEwlDcnaShCgb5e/Tc8noiRIiMa8eR",
-	"YUBXH/WnBmea3ivnRC/XCTMNzygbh3OFcrlsvf77TvuXX14/6VqN2P2F1bXWcSk0O4gTH23m8eJc7bp8",
-	"WMFDVshq5iMry0FdIfv551fNqarU2eL72aZbbIDoL76+t/Nm71V77xEk1kIwDCIUqTp5akVWYWFZVFcP",
-	"7n4Jfyu3q2ikJYW1WSEtL0yZbQVHipVtFO0a1Y2cKQStJMBu85ZaDl91R5IBH8d1jk5WdSUNMESd+HMU",
-	"GZdDnYFrnunP2cVL94qGqJXkvLaWpmEJWIqBGrmqbwqsHAv4fvsid7qtdpBGJcpWcan/EEdbWV0tkdTI",
-	"z1zt6tiU4jV5+lLGyvdokTWWZcZBRflfpigWGXiarS+gxa0nEjRiIBJ78aeWqxRczzCBQIIXsiBC3xrD",
-	"NiGDWR+rj+beUbvZOG7OMGrtNCcqGcWu4e7ErMhvt/4Z47LJ7nWQnv0hOISNy+Hb1i8wIczdrDm9Hj8N",
-	"/1lM0qeMzgWN2Kks+HIRbEpP0RcQ7a22nyQEfp7kkTdbJyHuMUOuvrmeEViTR4Lj2skTNtI3FIqFz2iM",
-	"jyd39/k0YXl+e5baHTIpMxaGTCqYausamHEHwMbgj8Gwd3LVu7g4u9CWwHnv9Kh/+s5YBBe94cUfV4ed",
-	"7oezt283Gzi/ktn8PwFY/8pN5zpp7K97nJe8CasF0XK/wkIU7TxBk7M3Qw6GiSaMaseAjU4X/t//+b/Q",
-	"7ZkLpXcsUBcrOdR/L95cF1uWnW0VEtzSfqzsrzJfl0NRSRIWNtahhaPWlHn6DpV+dz/fKBsSEQpyNl3o",
-	"np2c94/7p+9c+PXy6B39MeI5N10o7znYsFtRAt7PWCqVuXoaVLezPtLk5oiLBHIXm7GTM13c0uO4Tj6+",
-	"4zqWAMd1Ol3HdX7vOK4z1BmHJ/rfM/3vBf3T1THhEm30bE133rm5OkMtRRTrS2eOSQm0VwlWI2IuFUbm",
-	"xpHr1JyAC1tt6QlyE3B9hhTCZXPIOsfvzgjvjjrDzmFn0DsAE9mbigQkhtOWTs6QT2HeY+liv5W255oH",
-	"S/Oc9FegZkxBwmgSzJvlbiD9ba57CO7hgU17oOl0ezSLlazZ0lXdVXJ09BrjsbhuSA8z3yU236LQjF7r",
-	"K69l+gjtkzhBEv0k5YR49ctRjzkaInY/yK7F1lID0ki7ysLQMMekSeSHYZEf4H7H3d81Lu02UkeUlAjL",
-	"7kLanKvnJUyvffe22c9cXHPNeVxZ8IIPy7KXqkM1ZEek0oiIJyLcgn4T6gFL0F6hy0G0nCWxCqashl4r",
-	"9fTgOr9Xzr+FsDew/HAoYEcfEfLAxHSFmmFyF8hKtsfvnf6wf/ru6u3ZxdXvZxcfehd62JIGRtNYHoJt",
-	"nBaRG/DrtyL5XSQm30yXsjhk3o2YTp1PupYBeinZXQMSEgNCGYwOxQ3ypsXL6094YUAKRFaG4gY9bOmy",
-	"MCK0D40ZD62WBuSs4VjrlFoutRcGWaLJs5OaKRWbkg0Bn4pmXOyc9/U2ymmZMO8GuQ8bOtnEpE/oHJyf",
-	"JIg7DqUSEpskfnJ/xNM4FMzXeZUtnVfJ7JU36UJskpwgyNMv82xJF5DrnAl3xAN9+1m5kKDJ+GGc9jEd",
-	"XSUpkK55bq6rgMwjWvbyzdaIdzRihaEEjqSpP8ZlwzUYV1ZpvKlLt8TKOOo17R5Ik9ED43e9IWyzONi+",
-	"3dmW+pDd/mzS9bftO+OtER/xv/0NuoITRUTziP9ncWtAwsZYq2ZjF8aFrUefbABzvKl3bPVigRxxMDWD",
-	"SIcaL14loIH/E4aE/br5xdsuvHr16k3WHqaJiPRKZyEH8ELh3ZCF3d08AD81SqJuTYNZWJQQcIjKN1lM",
-	"Kj2H8Ykcg0yn0+Bej12+rUzqL4f3w+F5phDHYSph/G2k7+COHBdGGQCaD/Zi8sh5GB/Q8J7O2KGZXJ6f",
-	"9y6uBqedDz29+GGglbzARkjo/NeU/yShJN5bhh7qKn8DIjYHFkoBzNz732u3YaHokgt77R1YqAXjUld7",
-	"u2+gWjAHNoylV5TB2dRUVqu2bFeKtugJ0gs6RRjVnUhuDOPMjCWbIihhC6ZsoGbsXRIoJMYG2Y1PtWnW",
-	"nLQbI9r2ovRMCFJ2YiFC1+TLicQU/JH7eS4/TEUYijsjGESQsXGNQ8I1n3STQnLyQ9/K+KC+/UbcCMFn",
-	"MTGqFpLAbOSau9kzWQ0Ps7tDCyVxIvzUK5L5RlzwxR1eVEOIEFTCuGRevtzcHnY2aK/t9BHP0rc93AeW",
-	"38QzTjCy0ia6ElfKfX1A6otvrkE5c/Mh0szgI868Gy7uQvSv7RcH2ZU/LhSUvvWzwm6aidShYYTeWSXi",
-	"rlnArfyMa4kG8F+wM97cgg54LMFpGhaEW9JGnHHLE8HDOQRTXW1qXNh7Y5IWIk1fpqIFsdeuOEKQF/Ya",
-	"8ZkIfak1Sb1mZVWfBDSrgkFbPoMoaj9j0tLiG0tKBUpfe/rQ6/YK1O2c902URdo0HB1BiJGzOHD2nVdb",
-	"7a1XxkiY6VMzw9f8CNn+ZmrtPOi0g1Q9YrMIf07zlSpBFpmrlwyIlyIh7J4GIcLdjP6dMUkoqm+4BBJu",
-	"NNyXeZgF+vFLykJ7+4WpWRb4h0t93BEQ0xLcB5LUgxE3XxvTn4uWiC3M0Iu77fYWdErOzZPgUF/GILr0",
-	"ftLmmtxvxqSDZkw6GPG9nVfQUFrsAPZ2d2FcqxegH9cR7ICgyKxgjpR939l3zDSz2+tOtaDgx+byfVlE",
-	"/5ll+2z05OGT6QGlOhT+siJWwlOoWmbRq8WsctV/EnCmA0v18NNDncx6kcDddvtPq59VK3DVUEirYwvt",
-	"Sf2GdhTttndekADzDXBxpwffM7Nv6jPn0napjqJusvN0k0rZN2q08+rpRvXSBdRud3eVwRZLoum2b55u",
-	"Wy/MpxmmbapVxs3DmNo6yHLCDZM1BBfassYmcwCV4afIM1LsWlsiOSYamyODylyh1ggp5CMQmXs79LGQ",
-	"p/oTxhMkon+QKeuBvdGuT1krfSNuzqsEVZpwWXxf1mKNcqjBzmgCefKDb6cz4lEqi6qSEwRjPKBfJNHo",
-	"GLwPMviKW9DztfVV3NMyV9ZGvEQrA453+fwOTHr5DWJcUVvowxzuMMHM7vBHnAb9cfhbr84yhg3tPdM3",
-	"zWhokaoR1/a/q6Ng9pm5QuYCA1uMCOxdp/wFEhQTM9p0R3xcr/lC9kRz0Zf1zgB7RSUPUq+Ky+thUxED",
-	"f1lQXryI80hRz/JGgDtSfKz8xlnLPx2vV6It//LfqP1DUdvymfS9RT8GbNgFb+VlaTfLqF3AczNqb38r",
-	"EPTBZFI0IPhz8am9V4KhvJbUeijwDlUJAZ5WAyupKM9TBXWCy6cfuPdr+UOPbPzKPbgX21vtvacb5VWp",
-	"/tKNcYHMp6M5x6FyYOCJDVDY9i1jR28z7+ZxFaaTG9h05FccIVvQyWzhovAO49pNnBvOI74xQY+lEqs1",
-	"eX6S1kZPGAeRqk3qu3AyjW1tozHZi6QvhCFpLSLRBvAEkZf8DTQgghLi+SrFOvuy493ULhzIH3RC1+t/",
-	"vfBBvVBbq6kQ8YzZs7nkiXnZffuXbcNib2Dmk8nLUQmj9+ookFBQ8z+V92lWKWn5JtWOs8e36YW1D2Jb",
-	"BdKSsUFmhv37biYkArIkDDDJHGT3MYmSdp4an511stFWHmd7dazdVGNbnWq8BQO8xYQV3jGpfbyaxBFn",
-	"WSw395QFsgQQuqJD7lVTwEyhXI0lOrhKIDDipkIGgYnFHTuzisvReF7lTRDH2v1ncEZMwRNRRLihU1n3",
-	"85tn1M/EEurqdZnMtXbhg5cmUiQvAyC6itdLQkilDtxfASLVumVNv4FgkyONrLrZfWudK+lCLKQMJuHc",
-	"3rL+lwAXzRFIY9ozEbvXnooMQxYicFVH+pPoUr1C3owoeYlL2s61bEZSArR9AOONakaUO+LljKjN8X5m",
-	"9Td5N6wz3jhsJey2d3N3xIhnLl74LCYHujQ5JtQma0uYVPIEFzQFEvbab0Z83FAydQwbBBFZuFMJW+lA",
-	"E7K5pcM6whbeHfFxqc5n6wPOx2B+VQEidoMSmI4VBfr3MMwPjegYErEcmJcIKUfcUhWgDQLp6d/g3Ab0",
-	"SvPKfOmG9ubCrmND4UIkCcZZDGl8kAWQNKQXRXea40nPtm/eQCN7XXiM8ie9Nk1FccfuiDfZUW7Juloo",
-	"lpu5e3TBLcvnES9XDNpcC657RoCLHK5HrDEjG4U9VhMep2yElbOzRqP73Z3WaHT/d/z0bcfd2W2sUbe6",
-	"d35Ni6yeXb/S+bD7A8bPb0A0uemzJKMNLu7IDDAHd6bNmF3msTDbiZsvbDqucErk5YP/5fw4dgMBKx8h",
-	"BN+fTYolbJSj66XDq3xQPXaCbX+rnkAP5Qc/yrXTVCh8befOMkBp4nTxynbDL3s9uGu0sj9G9mNdPfXr",
-	"Co95efW3/3b1PBa50ok8CxdKfpJksmjFocg9+LP3zrZJFnlcSbRZzjYon7nnvSz3ubzfCyWv/X2ax5Lt",
-	"V9NKssL3Y9goMi9gxmQpsV1fhCqlj6+nGpj5/7Ns5D9fOagWL3phy3FlACmlzpB2UFw1+OfGlLWVhr/O",
-	"FjUZoY8i0GcxMVk82jvLBRnu3Abo/mREspbbEkjSWiwZZ0SVSfMqEFJneOngeyRubY3dypRioRP7R1wJ",
-	"CNQB6SwqCMOs8ptIIEk51z9pp/O79NRlCfJsBi1wMeKh4Nfmh44iAiBbp2JrMYWP8N30V5CqnWojboZn",
-	"SRLc4n5eKKOccPbD4HR1HLwwq/JvIPwLTaShqXJfkiASTCO3/9aumoHtV+MFqjq3rFNK2gSXddWrxgz1",
-	"R62Qrkhp/+sa47Z4sY8SJJKU60qwG8bLraunExmEFROhZjpPVXuCAl0qh3QbfRmyUjw5K8toEpKnNvvS",
-	"3DDYgm72606EVvoVff/CzX/qVRLiBb6sYsxaZk6ttP4PVBhqIz2mLuSV9/8K0bMXVpz9j58WUh08F9Lq",
-	"7yXlxNLSGU+lx2LmBWqu81izmpqZVJqrEySQ1bEWrsV8/ERIaZt9yzxWRaYbYW8traDysCz+pcfW21x6",
-	"Yil6+PTw/wMAAP//",
+	"7H39ctu4suerdPHcqpHvpWzZ8eRM7No/FFtJdOKvY8mTmhtlLYiELMYkwBCgbSXlqn2afbB9kq1ugJ+i",
+	"LclJPOfWmfkjI1ME0Gg0fugvtL45noxiKbjQytn75sw483lCH8+5TubdqeYJ/uVz5SVBrAMpnD1nwD0p",
+	"fAVawi0LNEz4VCYcEmwSiKtNx3US/iUNEu47ezpJuesob8Yjhl1NZRIx7ew5gdAvdhzXiQIRRGnk7HVc",
+	"R89jbr7iVzxx7u/vXSdmCYu4tnQN0kkUKBVI0ffPmJ7hswCJivEP1xEswh5U6bVHyfmPhE+dPedvWwUn",
+	"tsy3aqs8loOkFA+G85ivNDy++AMIoG6IHQlXsRSKEzdeM/+cf0m50viXJ4Xmgj6yOA4Dj+GCbX1WuGrf",
+	"VhyzlyTScr666sMZLjENBr7kCoTUEDHtzUDPOODgCfM0tMbnvX9e9AbDy/7J792j/uF4Y9O5d50DKaZh",
+	"4D0DpdlICm4DPYPbGdPAwoQzfw78LlBa7YMviX6SWWAKAkVEnkj9RqbCfx52Mt9PuFLch4QrmSYeLzhL",
+	"hBJNZ2weSuYPpTxiyRV/HtImkpjlce4rCLSCCbIFWuOz7h9Hp93Dy+Hp6eVR9/xtzy7vUMpjJuZWHNXP",
+	"p/KcaQ5hEAWaI13n3WHv8qh/3B/2Dscb+9nKIoIBgVmb0AyUAS8EqTrctXO8ayLIvr1VQkai6kKwVM9k",
+	"EnzlzyA2x4gH4gpkAqm4FvJWwCRVgeAK8fiaC2iNL066F8N3vZNh/6BL3KAFuhD8Luaefg4qBzy54Ulb",
+	"BT6HKUtDDa1f7+5g3D8Z9s5PukdjF5DK37v9o+7ro16+XpbQOJEeV4pNQt4TOtDzn0/xBx6GbTybuA+T",
+	"FIFhmuLGnMyBQZKG/AHIuM+wnMSom+hgyjw90DIxfGa+H+AQLDxLZMwTHSByT1mouOvEpUffHDVjO7++",
+	"XHommLdw3OArr5+oL3eXnajls+hjNqbt7FP+vpx85p4m2GaK92kqMdOaJ8is//2x2/5v1v7aab/6VHy8",
+	"3Gx/+tZxX764/w8n70jpJBBXWUfnXKWhXpMvXk7BY3yxdN67Dr8L9IH0eaO2UeeH60Q8ksn8/WRtVmJT",
+	"pZhB5NoJNOPeNU/AD6ZTF1RwJVgIqBvgvh388wg4yqELTEMklYZdeB+8RkiK2N0RF1eoWOx2Xr1sYKPy",
+	"ZMKfQKshYpHUIU+iQDCNoJIRmkYTnrjQgWAKQgqOlK2lt7mO0kynatmi/c4TP8DtQi/fu44OIn6sGhh6",
+	"dgH4XZ2SFSZ+y8LQdPk9G8UKYT6xbCFykvOBShJVksV8AQqpadxtRnCW7pAqd7pC3fIEkMEsCZQUmzDW",
+	"MuQJE3oMwZWQCVegExaEtMwx87gCJnyYBrTg/DbEI2R/JMbTUDI9tn2hLkLCYFWpMZuooQzHW+OEh/hh",
+	"H8Yq5l7AwjEkqVDARsI+aH9O/SsOcSKvEhZBIEhNVEz4E3kHLeQMeNLn0IH/BczzeKy5v7E5Ek4dAMyg",
+	"lRX0ZToJefMSGoodWsDwaQ3tFJZisXktW7T7rKclSGVetyp9Vcyo/SOCMbT9c4Gkf3T4HfM0CqFdbdwe",
+	"uIBOMYdPdRBxnbs2tm/fsAQxSWFHPdvRsOjoje1okHV07zrm/FxPOns3PJkbxCO1cnNhgT2L1ktPbtpK",
+	"dHZrFoTqYUKMlVWl4zQ274HSSerpNOE+WS38TkNrKhPgdyyKQ05yKqdTLnzcLdOAh/7GptOwKA/i/7s0",
+	"YqKNFgfqMIBD7IPgN7RJhWaBUKiIJlyrVVC/jkUGUB7DkYJbC7QdM28WCF5QZ1YGO0VaMsmqGXGO69TU",
+	"Ssd1Tk6Hl29OL07w83H3pP8GG5QfDi5eH/cHg/7pSeXxYf8tvnncHxx3hwfvyq2L4brnw/6b7gG9Nuif",
+	"vC0/GvT/u1duftQ9eXvRfdu7vDgZXJydnZ4b+vJe8+9LbUq0HZyevDnqHwwd1+kf9o7PToe9k4M/Lt/3",
+	"/rg8710MerWpDHvnx/2T7pHjOgvWkOM6ZUsEe7Q6r+FgpvKuuC2tOdUXNywM8Pgx1gYXGvVfjk9yk9V1",
+	"jpkIplzp0qPChVB6eBhccaWPA0Xme6lhMU6myVp7o/RkEHzlpaZHTFyl7IpfCJXGsUwMUVmH2belBgVF",
+	"uUfAdfo+j2KpufDm7/n8nKPuXXnXqil4ftbtYZdMwSNjCWJfAtVUevVCsBsWhCjmBr5uuNBd77rkNFlH",
+	"EZVCpZE5nZcrw3ukDW/v/L1ZHeZISt+njgPNo6W6klFuI3bXN29vdzp0imV/5mOwJGHzBtCwxJeGbkSO",
+	"nEXGz7Qmj5h3bQyfp8+pOg3XEVK/4+EP7bTGG0N0MdKDfDkIWRB9v/DUjGVNMGzMg2nmTFNphKdPwsnU",
+	"pTPze0Uu5Ew1atfv5C2EUlzR2CQdCpRmc6AWPmgJehYoyObQrIWzO6NQvXjZwf9KKtZ2p9NsP7G7Zpdw",
+	"1tV2tZvlWnoh5Nh3MeVlK/okWTecWlkuB1zrkEdcaBp5XSG1ozXN5E3C1UxwpdacgOC3XOl3nCV6wpnu",
+	"XjVKx3EQhoF1m4EKhGc0JNMYZllrlF0m5iCkz/eBTRQX2lgNJ6eX73rd8+HrXnc4eIIFhybXUv0w58GA",
+	"3l5wdNDTR5k3yIapTv+o/3sPWguzxZlZm0ZOp2g+gZ5hVzL0N1wYDLtHPWjJ0OfJhrvIgkzNwt7xoMPX",
+	"SaMqvbeijnAU3OAhONCMDJsTmS+ookPP+E5qFiO87r/tnwwh8IEpYOBzL4iMbmxDOFYbdvac3Z0a+mwj",
+	"7iD4INr81gw2/0DrL1GDNIpYMl/3FFGn06a4U4IadMtnmk2Y4hvkEsgwUwkWq5nUFQHzmeZtfKuJxGl5",
+	"26wkW9gqljJcfdOfSRlmPKhu+JeLJx2FKM6y/quTp8dmPzFNwKxBCg4mrCGs9r6ml0ZLzcJ8wPVCc7Uj",
+	"FFeszNLKbCojZSxs2oyZvtiwDe03cM3nLvDNq03w4nj77y58ZjcM/x/P9UyKFy6w5ForF6K5+hLuQ6BJ",
+	"uH2uSExw7PppytpfP300h+h/bV7SIfpiu1msSc1cF2eNQ+h40oCt9A3EPIEkFfvF0m4DWqQHp4c9iKwu",
+	"rR4/dn/bfrWzbL1lquNUv580KiHCZ4kP5hXwWExUeUzx7yJr5+XO9u7uUkFc4vf7MbS8rOklS/yFtQgB",
+	"C8MFWswpF3EmEESjNNRBHBpIohmBN5OKC5jMjW51x71Uy2UK1IL+tHT75U7IXNRKi9200TIDbU1fTj+K",
+	"Um19GkoDIjGd+xAnchLyaLO2HjBjN7wKWMi5kWDCByFhrL6E401yidfa0DcueNaTPv42okmMnD0YGbfX",
+	"yLkfAxP+SAhJvap9ZHKQmKigApZwithQIKdFGgBqX8Mg4jLVxwgR7O5c3irTS8TuXs81V3Alb3giNshB",
+	"GrE5TDh0mvySNObKJ0HG8QOm+ILu12D2eIUreAVvIra4DoS/KhXv8V20CXI8e6yVRT3Uxb4s94p+QTlC",
+	"aVgQU6IwH7SYo2t5+ZikEt9+buQoEHGqB2uG4Uyjp8Tisi267oi2lR2yukE7ECAShfwq0EHENA/nwKNY",
+	"zyGL/lqEf0okhQdXM908zZLFthxkH4qtlPlfZmyNURUO5GQ9Jjvv7c7ItG4EKVSZ/3m0oo5tYziDL8YN",
+	"nvV7lk7CQM3WDvX65ICjRmGIqu7H1db+00Kg/V23vfPry0wHFrguYfCV+zmcbhqssf49fxXnSW15So3d",
+	"jPImZqN212Rp2DiQlOE+HQCoq4IN8YNCnV4BAXo4BxtszNbJi2PHdVDBQ/Al/c5xHdLvUOhQwVt1Aamn",
+	"f5iezrKeuranY9OTncTTbBY09ZT+wALdpD10r3JDxbwIX1Kech+KVLF96MDtjIvGkOsK2zO2/F9mjuC7",
+	"ZvDCvdpA8T8vehe9Qyj83vBZThS0Dt71Dt6bz/zOC1Ofm+jImtSSdXAifd4wdO+k+/qod0gHsBRkW6PQ",
+	"KMPBQOVK/PdYLMSuCh1NbHGr69ok9+ec2RyUmsI4m+9Dwj2Z+NzP4p8s9QMNobyqxX22OztGSc4fNBgf",
+	"ZqSn+R+TnMrH5MPOpc4r27h59ioN9YCvq0l2YZrIr1xAQh2A4nofbliYcgVMUcjMBZGGIWn5qCCeXBwd",
+	"bcIYKVBj12yVOOGogbswY4rAhQtt7SlPhmkkmoKN+Lyqt5UWYufXpqyLQlkrf18Y7vK22mH+AWdA4Qcb",
+	"kly356qW2KQnEj8ems3L3XWHXPCoGm7ZOTZJQN2vuaaOlnCmud+t6hWP+m18HgY3PJl3tUbVZnHnbYMU",
+	"MA0StFDsu4+jxXYTQtkwyWrhBnp5uEL0v8YtkwXgOldc8IQZ+h9TIxsp/Swnq9IZm+DZ6lTaaBvp/uV8",
+	"6LVyp916RvS6ic8NrnBSRwq2Z1xwF5Ova8ngJVYX/FiUKrckmiuIfTatmn7WGw7xJAuM84kQCt82RvNn",
+	"OQE9Yxq4wCOidWPSoVwY/DEY9o4ve+fnp+cgEzjonhz0jo56hxtl7ch2vqIGZOj1SctZXN41Ix/l9IJa",
+	"XIoiUp32q8vHkgFXSw8rxMBkiGXpH5ZPK2aXNcYC0gewLDfFat5HecuTNhoqMON3kKndRhuuuxM77Ves",
+	"Pf307eVu8+RraUPrsT4seUgfNdmz95DblFu+rplpWz1o2a7j4autQD6JGm2VQRvXp/AtrKduDGc8UzhQ",
+	"l4hZYvdgbifBoHfUOxhmniyVpcCZ4IJOfS70L2okCn3F5sRlhvXYxa1KzzTdlaD35BTGCZ/yhAuPD76Y",
+	"PDmQYiRMOlyEdHE1gyyqAa2SMZTZDPpWbuzD4fFRQR52w5k3G4nxDU+CqU2IHqNhkWe+V2iH3AWmGtPs",
+	"wlDeHqehDgb5e/jcLsJEypAzQa4pw5kD0g1ODMA0vVdOOH9c68x0SKOdkBvucaF7+fftzm+/vdxddjRa",
+	"D9+6TovGvlCRt2ndi3O16/J+BR9cIcSZF64sIHUN7tdfXzTnAWNni+9nu3GxAef+4uu72692X3R2H4Do",
+	"qr90yYqswsKypC6ibEW+Fz3HJNj7C/s0M5dXC8J/CX8v01BRh0vacrM2XF7k8hIU3C2kpHGb1DjQyOVC",
+	"aEubwW3eno9jZN3tZTjnuMjolbWGkFOG1mFkHCR1Bq6pODwFER7ddyQUK+2Z2lqahiWQKgZq5Cpd6Vg5",
+	"bPL9Rk7uIlzttI5KlK0SAPgpbsGyzlwiqZGfuW7Xtbnfa/L0uSym71FVayzLLJSKBfKYNlqkShJbn0FV",
+	"XE8kcMRAJvaGVoPKbC4FGFPcZsww6wqmSIVxWDcb581JYO3t5lwyozg23G+ZFXcQrCPJ+Jayuzeox78P",
+	"XkPrYvim/RtMEG43at65hw/VfxWTeJnRu6BxO5W1flz6mjKI6JKovXn4i4LAz/Nw8mbrJC0+ZCjW99UT",
+	"IoDqUAq+dn6LDUkOpWbhExrzhxPw+2KasPwOQpZ+HzKlMhaGqPFMWRByH5hxR0Cr7BMgS+Osd3LYP3lr",
+	"LI7z3vD8j8vX3YP3p2/ebDRwfiWz/H8Cpv6Zm8510thf9yQveStWi/blfouFcN+ZcXcb37dhoon32jGg",
+	"1T2A//d//i8c9Myl31sW6POVPP8fijfXxZbHjrUKCW5pP1b2V5mvj0NRSRIWNtZrC0ftKfPonhu9u5dv",
+	"lJbiHApyNlw4OD0+6x/1T9668I+Lw7f4YSRybtb8cC27FRXwuxlLlTbXg4PqdqbrzmpjJMpuO2NuZ2q4",
+	"pcdxnXx8x3UsAY7rdA8c1/nQdVxnSEmhx/TvKf17jv8cUPC6RBs+y8ZaUbE/M9ebsKWMYroY6JisTXvd",
+	"YzUi5krzyNwKc50DJjwe5k7Gha326AlyHQg6Qwrhsml+3aO3p4h3h91h93V30NsHE4KcygQUD6dtyiJR",
+	"yzDvoYy+30vbc82DpXlO9JXx6yYMJ8G8We5mom9z3UMKj+/b/AxKZuutbMiWrlOvkkxEa8yP5FVDjp35",
+	"LrGJIYVm9JKuJZfpQ7RP4oSj6CepQMSrX2B7yF8RsbtBdnW55iNPI3LFhaFhjsnnyA/DIpHB/Y772Wtc",
+	"rG6kDikpEZbdVzWL/cSc9rXvRzf7sYuryDmPKwte8OGxNKvqUA1pHKkyIuLJiG9Cvwn1TMYdXXPMQbQc",
+	"sFgFU1ZDr5V6unedD5XzbyE+Dyw/HArYoSNC7Zvgs9QzntwGqpKW8qHbH/ZP3l6+OT2//HB6/r53TsOW",
+	"NDCcxuOh38ZpIbmBuHojkw8yMYlxVG7kNfOu5XTqfKJ6E9xL0eQaoJAYEMpgdCivuWhavLxGiBcGqEBk",
+	"pUKuucfbVLpHhvahseCh3SZAzhqOSackuSQHDGcJkWcnNdM6NmU1AjGVzbjYPevTNsppmTDvmgsfWiY0",
+	"RnkelCz0iwJ5K6BU5mMDxU/tjUQah5L5lH3apuxTZq8lKhdik40FQZ6kmueUusAFJXe4IxHQDXXtQsJN",
+	"ahITuI/x6CpJgXLNc3OjCFQeMbMXpDZHokuIFYYKBEdN/SEuG67BuLJK4w0qrxNrEwgg2j1QJvUIxm97",
+	"Q9hicbB1s72l6JDd+mxuVGzZd8abIzESf/sbHEiBFCHNI/GfxcUOBa0xqWZjF8aFrYd/2QDqeIN2bPXu",
+	"hxoJMHWdUIcaL972wIH/E4aI/dT8/M0BvHjx4lXWHqaJjGil85CGF0rvGi3sg4198FOjJFJrHMzCooJA",
+	"QFS+bGRuOwgYH6sxqHQ6De5o7PKNclR/BbwbDs8yhTgOU0X5wp70+chxYZQBoPnDXh4fOffjfRzeo9Qi",
+	"nMnF2Vnv/HJw0n3fo8UPA1LyAhNoATz/ifJfFJTEe9PQg13lb1DeMAuVBGZqM+x2OrBQGMuF3c42LNTr",
+	"cbGr3Z1XUC1qBC1j6RWlikyKcrWyzlalsA5NEF+gfGuub2VybRhnZqzYlIOWtqhNixNjb5NAc2RskN3K",
+	"1RtmzVG7MaJtL7PPpERlJ5YydE1in8zSr/fy6xYwlWEob41gIEHGxjUOCdf8ZTK2c8nJD30r44P69hsJ",
+	"IwTlELoqRdDNnsnqrJjdHVooiRPpp16RdTgSUizu8KJiRcRBJ0wo5uXLLexhZ5MGyE4fiSxU4fE9YPlt",
+	"SbTtgwittAlVS0uFTwck3U10DcqZyykRMUOMBPOuhbwNuX9lv9jPrmUKqaH0rZ8V3yMmYoeGEbSzSsRd",
+	"sUBY+RnXEh3gv2B7vLEJXfBYwqdpWBBuSRsJJrK0BRHOIZhSRbBxYe+NjS9PU25jggsi8nyHIC++NhIz",
+	"GfqKNElas7KqjwKaVSrBLZ9BFLafMWVp8Y0lpQNNN9Pe9w56Bep2z/omwKJsGhAFD2IuWBw4e86Lzc7m",
+	"C2MkzOjUzPA1P0K2vpl6SPeU1pDqB2wW6c9xvkonnEXmeiwD5KVMELunQcjhdob/zphCFKVLSIGCa4L7",
+	"Mg+zRAL+JWWhvaDE9CxLLIALOu4QiHEJ7gKF6sFImK+N6S9kW8YWZvDFnU5nE7ol5+Zx8JoS4pAu2k9k",
+	"rqm9Zkzab8ak/ZHY3X4BDeXf9mF3ZwfGtZoO9LiOYPsIRWYFc6Ts+86eY6aZVRhwqkUfPzaXWMwyBp5Y",
+	"WtEGTu4/mR640q+l/1ihMelprttm0asFx3LVfxIIRjGleuTpvk5mvZDjTqfzw2qc1YqQNRQ769piiIre",
+	"IEfRTmf7GQkw34CQtzT4rpl9U585l7ZKtS6pyfbyJpXSfNho+8XyRvXyEthuZ2eVwRbL1lHbV8vb1osn",
+	"EsPIplpl3DyCSdZBlrxumEwQXGjLhE3mACrDT5HHpNkVWSI5JhqbI4PKXKEmhJTqAYjMvR15iIfuJCDG",
+	"IyRyfz9T1gNbdYBOWSt9I2HOq4TrNBGq+L6sxRrlkMDOaAJ5DoVvpzMSUaqKyp8TDsZ44H6RpEPhdx9U",
+	"8JVvQs8n66u4zWYu9o1EiVYGgt/m89s3efDXnMcVtQX/mMMtT3hmd/gjgYP+PPytV9AZQ4u8Z3QfD4eW",
+	"qR4Jsv9dioLZZ9lFOwa2YFR+5S57AQXFxIw23JEY1+vyoD3RXJhnvTPA3qXJ49Or4vJ62FSEv58XlBdv",
+	"DD1QeLW8EeAWFR8rv3HW8ofj9Uq05V/+hdo/FbUtn1HfW/RjQMsueDsvHbxRRu0CnptRe+tbgaD3Jomi",
+	"AcGfik+d3RIM5fW+1kOBt1yXEGC5GljJQnmaKki5LZ9+4t6vpQ49sPErF/aebW91dpc3yiuH/akb45wz",
+	"H4/mHIfKgYElG6Cw7dvGjt5i3vXDKkw3N7DxyK84Qjahm9nCRXEkJshNnBvOI9GacI+lilfrJv2irI2e",
+	"MAEy1RvYd+FkGtv6U2O0F1FfCEPUWmRCBvCEc1HyN+CAHLSUT1cp1tmXXe+6duFB/aQTul6j7ZkP6oX6",
+	"Z03FomfMns0lT8zz7ts/bRsWe4NnPpm8ZJg0em9Wd6Hmfyrv06yY1eOblBxnD2/Tc2sfxLZSpyWjhWaG",
+	"/Xw7k4oDZ0kY8CRzkN3FKEobpuoDPTNONtzK42yvjslNNbYFxMabMOA3PGGFd0yRj5dIHAmWxXJzT1mg",
+	"SgBBdS9yr5oGZooZE5ZQcBVBYCRMHREEE4s7dmYVl6PxvKrrII7J/WdwRk7Bk1GEuEFZrHv5zTfsZ2IJ",
+	"dWldJnPSLnzw0kTJ5HkAhAqtPSeEVGr1/RkgUi0t1/Q7FfhCvn3c7GI4ZUu6EEulgkk4t/nt/xbgQhyB",
+	"NMY9E7E78lRkGLIQgas60peiS/WuezOi5GVIcTvXshlRCSD7AMatakaUOxLljKiN8V5m9Td5N6wz3jhs",
+	"Fex0dnJ3xEhkLl74LCf7VD6eJ9gma4uYVPIEFzQFCnY7r0Zi3FDWdgwthIgs3KmlLclAhGxsUlhH2uLI",
+	"IzEu1WJtv+fzMZhfvoCIXXMFjGJFAf1mifkxGIohIcuBeYlUaiQsVQG3QSCa/jWf24BeaV6ZL93Q3lx8",
+	"d2woXIgkwTiLIY3385I/COlFaaLmeNKT7ZtX0MheFx6ifKnXpqlw8dgdiSY7yi1ZVwsFjTN3D9VEs3we",
+	"iXJdpY214LpnBLjI4XrAGjOyUdhjNeFxykZYOTtrNLrb2W6PRnd/55++bbvbO41lBFf3zq9pkdUT61c6",
+	"H3Z+wvj55YcmN32WZNQS8hbNAHNwZ9qM2WUeC7OduPHMpuMKp0Re4vnfzo9jNxCw8hGC8P3ZpFhCqxxd",
+	"Lx1e5YPqoRNs61v1BLovP/hZrp2mYu5rO3ceA5QmThevbDX8+tq9u0Yr+4NxP9fVU7+u8JCXl779y9Xz",
+	"UOSKEnkWLpT8otBkIcWhyD340XtnyySLPKwk2ixnG5TP3PNelvtc3u+Fktf5Ps3jke1X00qyHycYQ6vI",
+	"vIAZU6XEdroIVUofX081MPP/V9nIP145qFZZembLcWUAKaXOoHZQXDX418aUtZWGP88WNRmhDyLQZzkx",
+	"WTzknRUSDXdhA3Q/GJGs5fYIJJEWq2xJGZPmVSAkZXiZaqbyxpZBrkwplpTYPxJaQqD3UWfRQRhmJeok",
+	"XeMU9LODlN9FU1clyLMZtCDkSIRSXJkfo4oQgGwdjM3FFD7Ed9NfQSo51UbCDM+SJLjhe3khjnLC2U+D",
+	"09Vx8Nysyl9A+CeaSEPzQwQlCULBNHL7l3bVDGz/MF6gqnPLOqWUTXBZV71qzFB/0Ao5kCnufyoDbzKT",
+	"KQVbcZRyKlnbMl5uKnCPZCBWTKSeUZ4qeYICKsWDug1dhqwUCsnqR5qE5KnNvjQ3DDbhIPsFLkQreoXu",
+	"X7j5z/EqRLzAV1WMWcvMqf36wU9UGGojPaQu5D+O8GeInr2w4ux9/LSQ6uC5kFZ/0yonFpfOeCo9FjMv",
+	"0KawY1b8M5NKc3UCBbI61sK1mI+fEClts2+Zx6rIdEPsraUVVB6Wxb/02HqbS08sRfef7v9/AAAA//8=",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

@@ -480,7 +480,9 @@ type ClaimedJob struct {
 	LeaseRemainingMs int64 `json:"leaseRemainingMs"`
 
 	// Manifest Immutable test data of a problem. CODE manifests have at least one case
-	// and no `sql`; SQL manifests have `sql` and no cases.
+	// and no `sql`. SQL manifests have `sql`, checker `{"type": "exact"}` and
+	// no cases; their limits are not used (statementTimeoutMs, maxRows and
+	// maxBytes govern) and may be 0.
 	Manifest Manifest `json:"manifest"`
 
 	// ManifestId A BIGINT id as a decimal string.
@@ -666,12 +668,13 @@ type LeaseState string
 
 // Limits defines model for Limits.
 type Limits struct {
+	// MemoryMb Memory per run; at least 1 for CODE manifests.
 	MemoryMb int64 `json:"memoryMb"`
 
-	// OutputKb Standard output cap per case.
+	// OutputKb Standard output cap per case; at least 1 for CODE manifests.
 	OutputKb int64 `json:"outputKb"`
 
-	// TimeMs CPU time per case.
+	// TimeMs CPU time per case; at least 1 for CODE manifests.
 	TimeMs int64 `json:"timeMs"`
 
 	// WallMs Wall time per case; absent means a multiple of timeMs chosen by the executor.
@@ -679,7 +682,9 @@ type Limits struct {
 }
 
 // Manifest Immutable test data of a problem. CODE manifests have at least one case
-// and no `sql`; SQL manifests have `sql` and no cases.
+// and no `sql`. SQL manifests have `sql`, checker `{"type": "exact"}` and
+// no cases; their limits are not used (statementTimeoutMs, maxRows and
+// maxBytes govern) and may be 0.
 type Manifest struct {
 	Cases []ManifestCase `json:"cases"`
 
@@ -692,8 +697,8 @@ type Manifest struct {
 
 	// Sql The frozen SQL part of a manifest. SELECT problems compare the student's
 	// result set with `expected`, or with the result of `referenceSql` run on
-	// the same fresh database; DML problems run each `verification` query
-	// after the student's statements.
+	// the same fresh database (exactly one of the two); DML problems run each
+	// `verification` query after the student's statements.
 	Sql *SqlProblem `json:"sql,omitempty"`
 }
 
@@ -750,11 +755,11 @@ type ResultResponse struct {
 	JobState    JobState    `json:"jobState"`
 }
 
-// ResultSet A frozen result set; values as text, null for SQL NULL.
+// ResultSet A frozen result set; values as text, null for SQL NULL. `types`, when present, has one entry per column.
 type ResultSet struct {
 	Columns []string    `json:"columns"`
 	Rows    [][]*string `json:"rows"`
-	Types   []string    `json:"types"`
+	Types   *[]string   `json:"types,omitempty"`
 }
 
 // SessionRequest defines model for SessionRequest.
@@ -817,23 +822,25 @@ type SpecialChecker struct {
 
 // SqlProblem The frozen SQL part of a manifest. SELECT problems compare the student's
 // result set with `expected`, or with the result of `referenceSql` run on
-// the same fresh database; DML problems run each `verification` query
-// after the student's statements.
+// the same fresh database (exactly one of the two); DML problems run each
+// `verification` query after the student's statements.
 type SqlProblem struct {
 	AllowMultiStatements bool `json:"allowMultiStatements"`
 	CompareColumnNames   bool `json:"compareColumnNames"`
 
-	// Expected A frozen result set; values as text, null for SQL NULL.
-	Expected           *ResultSet        `json:"expected,omitempty"`
-	MaxBytes           int64             `json:"maxBytes"`
-	MaxRows            int64             `json:"maxRows"`
-	Ordered            bool              `json:"ordered"`
-	ProblemKind        SqlProblemKind    `json:"problemKind"`
-	ReferenceSql       *string           `json:"referenceSql,omitempty"`
-	SchemaSql          string            `json:"schemaSql"`
-	SeedSql            string            `json:"seedSql"`
-	StatementTimeoutMs int64             `json:"statementTimeoutMs"`
-	Verification       []SqlVerification `json:"verification"`
+	// Expected A frozen result set; values as text, null for SQL NULL. `types`, when present, has one entry per column.
+	Expected           *ResultSet     `json:"expected,omitempty"`
+	MaxBytes           int64          `json:"maxBytes"`
+	MaxRows            int64          `json:"maxRows"`
+	Ordered            bool           `json:"ordered"`
+	ProblemKind        SqlProblemKind `json:"problemKind"`
+	ReferenceSql       *string        `json:"referenceSql,omitempty"`
+	SchemaSql          string         `json:"schemaSql"`
+	SeedSql            string         `json:"seedSql"`
+	StatementTimeoutMs int64          `json:"statementTimeoutMs"`
+
+	// Verification DML problems have at least one query; SELECT problems none.
+	Verification []SqlVerification `json:"verification"`
 }
 
 // SqlProblemKind defines model for SqlProblemKind.
@@ -841,7 +848,7 @@ type SqlProblemKind string
 
 // SqlVerification defines model for SqlVerification.
 type SqlVerification struct {
-	// Expected A frozen result set; values as text, null for SQL NULL.
+	// Expected A frozen result set; values as text, null for SQL NULL. `types`, when present, has one entry per column.
 	Expected ResultSet `json:"expected"`
 	Ordered  bool      `json:"ordered"`
 	Query    string    `json:"query"`
@@ -5202,153 +5209,155 @@ func (sh *strictHandler) OpenSession(w http.ResponseWriter, r *http.Request) {
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7L1rc9s4sjD8V1DcUzXyvpRiO052Ytf7QZGVRIlteSV55uwzymNCJCQhJgGFgGxrMv7vT3UD4E2ULXkm",
-	"2XOq9ktikbg0Gt2NvqH5zQtlspCCCa2842/enNGIpfjngOl01Z5qlsKviKkw5QvNpfCOvSELpYgU0ZLc",
-	"Ua7JhE1lykgKXbiYtTzfS9nXJU9Z5B3rdMl8T4VzllAYairThGrv2ONCvzz0fC/hgifLxDve9z29WjDz",
-	"is1Y6j08PPjegqY0YdrC9VFOetEl1fN1sEZzRr7ICeERQMDh0QIa+p6gCQz7Bfo+Ctx/pWzqHXt/e5Hj",
-	"5YV5q170IgNPytRCCsUQnLc0GrCvS6Y0/Aql0Ezgn3SxiHlIAbQXXxTA923LebppKu3S19eXmslIJJki",
-	"QmqSUB3OiZ4zApOnNNSkEQy6/7zqDkfXvYtf2me908AnweWgP+p3+mfXVxfDq8vL/mDUPQ32Wt6D73Wk",
-	"mMY8/EEriBlVjHCAnsRSzFhK9JwrEtI4ZulP6oTQCRWRFIRrBO+dTCc8ipj4/vC1l3rOhIZRWUQmS40o",
-	"pnEs71h0Qo72X5Lgon/avR50f+l/6p4GRGm5UIh+ISOG8L6Xgv0YVH6RXJBQRozcUUVonDIarchSsYjI",
-	"lMypIux+AYSOcF1I/U4uRfSjYJsAEFMes5xY2T1XZlMv6SqWNBpJeUbT2Q/C10RGK8LuQ8YiRbhWZAL4",
-	"OCGC3bLUiC/CNaGKcIVQjqQ8p2JlOVx9fygHVDMS84QD/TWCQXvUvT7rnfeQWU/IhIY3RE6nZCpTghK6",
-	"iSKaKCORQe5VZXgzE+J1ENnWLwriHsG6EnSp5zLlv7MfQDDnXCkuZkAwKZsiAYcpi4AVaQxPFVOKS3GC",
-	"/EbCmPIEDxqElN0vWKh/BJxDlt6ytKl4xMiULmNNGq/u70nQuxh1BxftMxC0VxftX9q9s/bbsy5smaEq",
-	"EBCKJowsDN2TO67nuJ1yOrXLWKQyZErRScy6QnO9+v7r+ZXFcRMOZCvtuAilUFzBlAZEbVj5J0USKviU",
-	"Kb2RXR7cQYq016GK9XBLFlRrlsJ0//e3dvP/0Obv+803n/M/r1vNz9/2/dcvH/7LyzQApVMuZng6UcUG",
-	"TC1jg4Qo4gA8jS9TuWCp5nAOT2msmO8tCo++eWEGwWO4sXA++B6757ojI1arpFQVE99LWCLT1adJtfnr",
-	"oyd0GuiqFDVCr7wfnTkLb1hKIj6d+kTxmaAxAeUFeGD4zzPCYCd9QjVJpNLkiHzib4HpE3p/xsQMtKKj",
-	"/Teva9CoQpmyZ8BqgKhRtliacEE1sK0DdJlMWOqTfcKnREjBALKd1D3fU5rqpXpq035hacRDPTSNH3xP",
-	"84SdqxqEXl4ReFeFZIuF39E4NkPu1PGhqF7+5ogwW5jbiAzkbKICRRVoMduAnGo+Z5PKyRcWamQSQzhP",
-	"ckhF3RHqjqUEEExTrqRokUDLmKVU6IDwmZApU0SnlMe4zQsaMkWoiMiU44azu5gLpk7GIpjGkurAjgXH",
-	"PRKDMlIkoBM1knHwIkhZDH+ckEAtWMhpHJB0KRShY2EfNL8soxkji1TOUpoQLqzwFNFE3pMGYMboPPvk",
-	"/yc0DNlCs2ivNRZeVQCYSUs7GMnlJGb1W2gg9nAD4+d1tEt4inyHppnbtAc30hOSyjQfQdMqmWH/Rwhj",
-	"ZMdnAkD/zWP3NNRAhHa3gT1gA718DZ+rQsT37pvQv3lLU5BJCgbq2oFG+UDv7EBDNxCAASd2wVDaQYxP",
-	"U8aGsdQ13I2PCTQgUmRKOEn5bA6a+91JJijRwkioWMFhpgg11uoyFSyqF1L03uzy66PClh/Uywmu60TP",
-	"B3mH9o0hX1QcSEJXZC7jCJ85Uw4GAPYCne5Opjf1ssoBdPBqf39/JxGUIzADtpZSzBYZ23bHPQKkwv9c",
-	"s+RJ4Y0TseijnOBZSO97pheg2kJF05Su1haCs2wE3Yy4G9ygmSQLvb55B7gbsEtTnipNbEMfNKSUJUyg",
-	"fbgioAmtrCokp4bMvsjJ4wdfLRkZ38QWLgjfu+HiyZYf5eQTNHvwPTS4uwsZ1rhM3jERAu1pecNAu2Yi",
-	"ApUOhbZbm2B3PonknUDFFaR/iurYYwsuH5O1C0awBiyhXHAxe8ZJC7RjVNKnkHHu2hX6bIvshZRPyvNL",
-	"aAPEuhRwqm+xNwPbEs6M5SThaN1s0W+YN67hDlQ0Cttdg2RLPXZdfsYBJcSUgCqgOV9hHReesgUTERPh",
-	"akc15AOjsZ4DOUnBSCxDGpMoG4w0TqVRiilLpPCJhYHwhM6YT4y6EFFNJ1Qxn0Rc3ey11pSBiGnKa/TY",
-	"4VymmrD7RUwF2lY+Ya1ZC3kftW2i2T0YPRKM7JRpVdG3D/YPj2r07TkuClFh302kjBkV8NL4I8umEW3+",
-	"/vk3ZxEdP2ISVfYdx8rnq98ZBa1BXWb1btNQiimfLVPEAAFdlREqCI0SLohiOhOHeMA2hNToP5ETPNgi",
-	"YmZHtDsV47J7cdq7eH/9S3fQe9frtEe9/oXne90LsIxPPd87HbR7F72L9/Bnb2iebqd0XDIRcTH7haV8",
-	"ai1iGFmA6QzUe5oaeoc/uTJPQQs55WohFdeW1yrKcKfTvRx1T0kjlEnCtZXwmW9yD2yw9tmg2z7913Wn",
-	"f37eG2FrKgiPjNMwJoymMQeVmsYxiXhUwoibwfO9tXG2XHnb6rswhHH3dRywuEJj6e/Gfl2U84bWJzJa",
-	"rfNOaK3iJ30MaLKglwGYTW0GxPjdy3D0F6YdUTpdhnqZsgh92uxekwbQH7unySJmSIdyOjVEQKacxQbP",
-	"a3S/0c7+sEyoaAL+gDgch6NbA2akXKgN3F5rXVdtPmO4PWav5dhag+2chnMuWA6d2ZkQ3cs5MVVc/J7v",
-	"1Xn4Pd/72O9dXHf6p91C0/xZ978ve4NKu6shPugMuqfdi1GvfVboOewOh73+Rc2T4dVldzDsnmLfopMc",
-	"f46u3/WvLsw8b6+Lv9uDUe9duzPCh72L6/P2Re9ddzgqvjrvDYdGUpx128Pu9Vkf3w+6w6uz0XWnf/Hu",
-	"rNcZ2cE77YtO98zImBJQl+1/nfXbp9ejfv/6rD14382HyJdTdLl6vuc8e57vFRx7W3KrNXh64pbGHHj2",
-	"MpVahjK+Emq5WMjUcPJHyQXQQt7OPeka933hyZXCn53MO5p3Ghof6dqD4XLBUsUi7HghIzZgt/LG/rIh",
-	"AZhgUvjVTjWf0lBfSN0T5/n5755bhy1sCGgYZxLfGjddFk7CQTtUhCw2crkESTUC4Lrn8A+oZmfGFw47",
-	"IeCoRE/IlaC3lMfAHSj1PjCa6gmj+nkWZqZr2N9bWTEFbadkxbw8rFoxvhe586j27MUjlWvF4inhirjG",
-	"pIF6iBRk2Hs/6g7OizKuoEugvvSogezO7Z+UVa7Kpz2GtxRpcG1cMQkXDWznu/MfRtnb28FQrtXWrd72",
-	"C0tV7QEMpEkmSx5bI8OqebemvbJ62di7YSFrItIOWvut/RMyC0NycNg6bO2PvYq4fnVwWOcLhQW9XarV",
-	"OhAf5UTB1LgDmSPhzy29cjxU8OCX6a+0oUVQC2RUd6IUeOBZJryhiQG75fW703OGryJ3cyZy7TCcUzFj",
-	"qqAdIsy+0SL3nuF5jSrq6uNsWGj74HtyOo25YBjJqvXKODQROmOEYvDsbs5tCN2woiJqLu8EsWM9w7ZV",
-	"jh3/MqIp4cSv7pabcW39dZRiLN+K8kve9t73LkaER4QqQknEQp4YXcxmdFjtyzv2jmAhRdPloPnm82/7",
-	"zTdgsxz8XB/G6YlpSrdTT3dXPvPBnQZaUP3+eu2tMl0Nr0xTmmmxNlIYxlQp0lCMESZmQFfYrAOPS2bC",
-	"abt73r+4vroYdNudD6hu+F7vvP2+W9CDOv2LUbt30R1cdwbd9siqMv2rQQd0ug/tq6HRXzr9weDqEhSc",
-	"yytQkIrKEehNPRzsQ7fzqTu4ftfumTcfr07fd69P31aAyB4Peu8/jIZF9Wg7hegUTfgrkTIazqlxqPfA",
-	"jM/1iY7Rv1naSZmh9QFTcpmGrHs/p0tllIGOTNPlQvfEYgl6RlHJ6CBreJnr+x3l5sXHZTRjp5Py7Pbh",
-	"ACS9KmoZoFc4J9r6uXr1FreifwHSYqmY9dwSxCQ8c+Kxab28LCJwwDdDAMrkHYyFlujxAKlzgvZ07nbB",
-	"7I3852i1YCTA0QM8HSmelLrJxVg4/4yPb7iG+dEr4rx1RtMkMb8Bq35FpJ6zFN12GDVxhJevytHElts6",
-	"LHqLEO0OfYPcI7aDRYqJTvb4twFokiwV6idEipOCqx+zBUBgLaSMYe1Zrgl6JtZt2ZiK2dJKhsdEyplr",
-	"t5MPsCJLssnsGHXC5KOcZCed24l/XnWvkBEHVxcXjuHPL8+6hqkzPs25ebuN+ueSLZEXBkbDQXYBqW64",
-	"KmOVnJ/sPg5LTsodpPdz0G3YvV5ZdmFBGw8Hyz0Phx++el0TED98fXhwVOeiy9nraWfwsNi21He0Rehu",
-	"WG5dJZPKYBXI/CIZWdzUExIXzzOAvljjsh7lUrAmsiJGXTO9jyu1ZJF1DGI6H+h+aLuRg32wIpaamZOt",
-	"6C09/Bn1Hvf756eO4wy2zUt+nr6bWdCPWGV5I9/phCJkLfKJsQUKWkGoSXHLvDVSxCvjN3QpgWVifPW6",
-	"tP6XdfbJXCr9PpXLxbZBCpjorw9oVB3NZpIsdFCE0i/is26nzgpyoIxs94bcsJW18cLF4uAfPvlCbyn8",
-	"v1jpuRQvfULTGzAskpX6Gp+gsGchj6ztAVC1Koppwaf+/7Wu0af+8qBeP0U/hkmI2D34uS3uy6G4vyBg",
-	"VkblZcoUZm6BgWac+FyR/qdn2GBqG+MLcWZNr22iUWbQWvKAZpcg25lSz8jzUqc26XazwXXwZNzcN0ON",
-	"pKbxnx/rR5HFYk7Vkzt1iY0eEHWI4yH7usHGBxQUA8CuhzX0s6gvAr0zZW1DJkUY3fr8wjaX9mkjNW2I",
-	"dvU/kQbGtFm055Oz/nBkwlkruUwVaseJTNmeTzLdijRCpw5hKmrmxCxZbf1Pnu9Zv/Sualn/BvoaH2pZ",
-	"9UL3564MYfLIzjdkJjoa/vngzeFTtCWXerHUJsexYgFpKiKaRsQ0ISFdkAUGvjYRhZvXqWOPz/xUQt+W",
-	"k73eL3PqweOZfpXsWBrH5clOCJ2ghE0YFWB1JMtY80VsuAJBJuFcKiacCsDuWbjUMn0czJf7T8NZzfhy",
-	"6YPZbhe2q44pzgvJEjvYYr0kWWobJVMa4+ywWApyYRKzpEU6/dNulh2syJzeMtDIgaU12reAubEAU1RI",
-	"EqivcXCCynulD74hthlyeF1SH77Y2kvvFt2x4i/30xsRXvXUh3ke5RapeNsm4zgosoycjKsfPV1NKziM",
-	"vz6dUvgVthI2ZI1SbMKHnTRfoxWjjxJLh+6uWO+Yds3FYqmHc3r46vWTizStsk789+dkNBsu2XVG28tO",
-	"WeaRffT4kJjNuOYJ1SxeEZYs9Iq4qwlWTD4nDZnx2Vw/LsoP9qvyY4fE5CL+i4itIKqEgQysx2jHuc7c",
-	"CQlywvO94T+39RbaBOjhV+ON6y91KJOSn+SX7uDUBH67g0F/sOW4Nnvcc+kSMPil06JyaM8ve2fG9/Lx",
-	"6vQ9/LUt2MkCE6atexEjNjCFNbyqnneb7yxlfJK5A4m9DGK8WIpgvm68Ijap3gEZLhae74GdBHISzSTP",
-	"99BMAvoAO2lboHGkj2akSzdS2450bkZ68L0BqE7P8zKgjre96C6bBGuZogkXTpI/kTZq560jVbuaZzkQ",
-	"nrMca1/ulvb6KPxqGT8z6s1cLGa7wMqftlNkzr6Pzei4/MH3bi2fbncZpB5vzqZwsz+GxWeRQVTOKXs0",
-	"VlloagzErUKcmYN4LSZYGK8w3OYlDtmu2l+bTFP5OxMu5VcxfUJuabxkilBl3a9iGcfoBwSl7uLq7Kwu",
-	"gyxeJqLMLVWv2JpLJueR4vtMV0vlXXnA7A8ACOM7Ns9s15HLWmKdngi/N67m9dGuU66FIA223Dx2rXUb",
-	"a3N8nicCJlLqumjwgIpIJoRHzpiRIjRGUHYsaZpq0qDk6qp3CtrPlAsT63/ytl/z87d/bLzst7AJUhuT",
-	"REZzRhKTIUdcY5cikoeF1ILRG3ViHBWRDJcJGG1cZS0Pds7Qr2yRRd06xI9u0vM81THlya+U63N6X2em",
-	"YvqUvUdyrorXTeZSoFdDCnNl9k/fLPlzuRlzl3uBQdZb+uT1utpzZGfnOJ4DI11r4uOpTGJkXDJLqbvX",
-	"geiy0VPB7p6RAvJ9XPJAhILd/SkE2rvUG26EFPN8ciegYHcESJ7w6ITIOGLZlWx3mQpvbT8nVcYMM5I3",
-	"rIbd3zKastRcT8EjxoBjAtjcxupNtrXzSwKYzwm6qPoUOkwIywNcCV1hFJpqFIo+nIIunc6QjguQ/aU5",
-	"YyUsVbbQfyIyU0kdcplCddxYYpZ1WvOrsqhW2GWGdYXV5B1Lm2B2kjm7J8MP7ebhq9ck4iC8qifHfvMN",
-	"bU4/f3t9VH9OVG5Q/qiY9K5OA9tro59io0/0aYpYiwlndnph0tr9yT1Fu2dlWG0QFL0FaADoCXR+vBYZ",
-	"ds+6nZFzDSp3G9icSXoZMaF/UmORK5P2erBzkwQ+kWleeCC/ZxakbMpSJkI2/GquDBMpxiIrqzBNmZpn",
-	"l4BOyOn5WQ4FtGY0nJPgtnBjJCBflyxdjYVJAiyBaIJnKAVrLxbHsbw7X8aaD7N29Rd9LAI6qNBdGGO7",
-	"rl2xhMVjpJXr8UalfLvSTD1OW6//cbD/889P32NN6P3AatS7eJrqbb00YqlZzfpa7b582sJxmtOqc50W",
-	"6aCqdr969bK+8gEMtt5+c14IY9F686ODN0cv92vbOyIY8YTJpT5/ake2QWGRVLd2Mgy/xqVLUbs5Goob",
-	"U0RbjpF8Z2tJuwJ1LWZyQisQsF/PUo+Lr6p/0Qgfz/dOz7f1MA5ZzNAReJoY91YVgTu6VJ7DxY/yCoqo",
-	"rei8spemY0Gw5BPVYrWSClVTO2mpuGBK/aTALkRlixUSFLcy/R691lgEwuVUPQrGDRcISA6ETR9pn73v",
-	"wzly2h6137aH3RObljnFQkIuCVPVgIzAAqSPZYr8krulds1S2HD5EkPuek41SSksAs4qd6ji2yzDDXTO",
-	"ExtbgOV0uljqbqtr93kdnW0CYejEZmey5tKKcXCz1AY18vy711iPpggfquiLlIFZZTM6qzfqNonthN4P",
-	"Xc2aSux5maDiEccGOSYWoRxRZurI7sGWHbLGCxV1aqEDSAqAuUIlNrD5vIScnQvjVK2Iag2aDMelDc/x",
-	"8FiIsDxVTVwD06Kt37VF6nLije1o7l1SYt295Ruznu/92vZ8b4QJ6Of4b//MpLt7vtfZ9ireViNhCSsW",
-	"LlOuV0PAqOFYMK86u6ULZtVFjOtssiLBZX84wop9QYtcYYk+gQEd+8aadEHLHb14EqD5mwuhudYL51yw",
-	"TqV6cOxo1nDOgMngyGZzoGw2rLcA6AEjslO5MWXXuOkmTN8xJgi1IS+TMRpk97mCPfS4ZLUsZUwWMRVs",
-	"LGwj+zTYaxFzaXlB9ZzE/JYpshQRS0nwgi74i9uDF24JL3CqVL0wmQVcjUXEBDe4iJi5msHugTlLWzQW",
-	"Y/G3v5Ee7qdejUXbgAtvldlUNFNonh6bV2M0fqOQIWAUq8A0AcpoLAok0sgzSvda5Fdj9FBdpCKuiVww",
-	"zDRxO1rwwo4FumQa5S31idktEpTpNtg7KW1yaORnmnKTQDkWZaJpFIexxAaYdyjxTco9rHUOwn+WyuWC",
-	"0PiOrtRYANODtZiY7awr5udbzsdWNCuHg1fQLfo7UtxCPynUWPw9v6OkSCPA1LHAN/CZvwp+D/iZV7QA",
-	"ykqZu9Q0FsTea1KmfCoXMxKsX2MCKvg7ObX3JI2wshJZES5IwuOY28qLlhoECc5VQNRyOuX3LXIhI4b9",
-	"YEqz2hm/BRaYKBkvtauGGjEaYSWtY0KtKJHJYqmZKVPpSmKYRjAW4gxeJVJILQUPSRjL8AaOYjwDpfF4",
-	"a/J3xYT+e7HgkE8W8VLBKEE1pTTwMW8b6Y1OmV6RhKYzLhARxToB5obLh9HokphDBcckwbcx3p8aez4Z",
-	"u1PE/LAlAcbeQ3ACc4cONeTq8rI7uB5etD91kZpijtdluDXaQYnCDfhJkYJwcSRibo2yOb3lcpkie1iI",
-	"Gs5DUSyOuzcWf7gGfxhU442RP+B5s9kk9l/4ebR/4GPN1z/KZSdP4A0JKlfhA/QNArvCHrK7jGMzdwZ6",
-	"KjIvammM/J46EO76zXsjvTbUnzXpzzYy06DC8DdOJO9EfjMTnStcY7HY1NwB33MrPYIzgOJNmz+yArwo",
-	"jvCRafSm+g7p59gAgfeXTJU2EA0Ka+ciayUSDnwztxnpYJ/8YW/2OJnJFVELJvQJoeomv2UA3Qw6pWCu",
-	"90ufHB0ewv4VKlFWS2ye2L7GieTba1DIopgsEjjdhDTy+p17hAulGY0IN3STVStWmscxnjUWikPARqkg",
-	"a1Cotxq4kqyk8YWDjYHppnpuTuN0ZQYRTN/J9MaVdXx1f0/+eLRiqBvLlQ4ld3NuK2JkkDoYscagxhub",
-	"n7qd7lrYzJjryha8QlN0wQRdcO/Ye9nab7009tEcdaCN52rmRsZ6NlLpunLhQtujJ6jxOgctMqoe+XB8",
-	"yjRSVm7Bzo0FYgDLztwJI+5OnLi8m0vFSEyVJtkMgAsTqtBzKsYiKN+NDdYv+iIc1BZFzE9Gd3neOtLH",
-	"wtXHiSo36VN7HzeT4lrGEQlcoZsA+C9wtW6CsZhywdXcCXmTeY2jgqBRGf8IdofSDvMw1DE52t8nayW+",
-	"NwglfyzqhExdLesTpOlyzeGTsXi0wK3xjmYiuheZ7Y6ya9a22jpT+q2M/rqKtmsVHx7Kto5Ol6xaqv1w",
-	"f/97zG9junXFnJGGbfXtIzN73aAZlC8K1eSxy8HTXUqFmrHTy6c75SXVocfhm6d7VCth42JRe94GxMwL",
-	"hRbWMkloukIEoUh2Vz2B9At1v0xNqRNgjNTE9i0DGu88VsOgM7TuQOQJppQx4TbKqi9yol4gc20WVr9S",
-	"YMblgmhJAhNSD0jDeTgwRr6H0t4UWzflJFHfBxtLkd9ZKolMxwJPPaN9JNanYy0GE6ww8roR5GlKwFxr",
-	"GtleayzawrpUQOlVAWpIJA9b4DcYMECZJjQ+ccHrGeWieGq0xgItVaxWCpAh7NxWQbfWYVYsMvCLog+D",
-	"hlY35FqNBRfNaYzlMQpyCzrktsBPioR0QUMOaiT2hPf21foILdIHgxjPZ1MjLHB3fK0lFeQXlAME/oTQ",
-	"sTA1G0ThYrMRz1k3tLNhand/GteNi4ZN5vp/k3DFUpcf5UR9J8FaKtT6g4VquQJpjUC1dT5xA1HHVHwS",
-	"r2yp6f/I2FoZeybFrLmQNkPPyLWMyQ0ruMwJy+vuIqUTrqbs6tOCFbMFNgvWt/ihEmyE12kLSmElzyBo",
-	"kS6Iy0yjNSoZ+qnGwiqAxyTofwpy4wpMhDp7NjjrD0cBaeQqspBjYT88MmHwB37IBjHgTDYQZgxE8nFu",
-	"YJVsGxA7qJxhVcAgu/BlJwKbCaysDRfHME1kLFKG+DNzlG2mvRZxqc9GfiUSRNlUpnc0jVDuBYVrcgFW",
-	"PJhhxQyj7hqTwN3AUYwJQKQp6W1q/aNBA0AIdqdapC3IUtwIUIe/yAmailiNE1CGctLZlQ5HMjUo8sfC",
-	"7I+yuP7fJE4xAfzMJFh/H4FaSpj/wQK1nN5eI1D7IrN3Fiw1m+3DYeqccRgz/I9s3SBbu/eaWbXHakFy",
-	"mhUPK2iGqOU6dn2OaP2Gzs6HF9SW31MvvilM93kA6GesRtyiMmWSqxTJsiZsSVPj1il81MOUjkFJk3kU",
-	"xsJ8kgkrlqMfm986GWqTbVHOOQlsPJsoE4wljZ/b4Qrs5ZRROLhNtk/H0HbTxNeMayv47+YnFrKmyWIK",
-	"MDeoYXJyUh5qzBnC7fhJZQO4/lgB9AQ0Rxt4hAXgjSxTjWK/OVlpNhYAz54BDZXGOUXj2yyYa9TolU9M",
-	"dJgo/rs1SRCJiKGxgJVovPnJlfn0FkVXKC+Ht4yXtBGUyi8Fe87lTRUIzQK4P0Jm+iTYVGsTZOfR/hEJ",
-	"SsU5Sz1s6Skc+Q0J8jqc2HddGJOdZfGpLTHuakx65U+//VbPpnmTF/mn4R78LbMPrXcYt6D+m3HKpdU9",
-	"76NxLhdwHaL8W2jIMsZLXWS4nMcy0MzXmnLgLNPgAdZ02aDbfXrvydTch887nUwy1Ew3DaeXT6hs1gkX",
-	"FJNSqqkrtR/rgj3xiRMdlS9blaRFjcexvL0oiBroTaW2WAjVc8vYe60/v7kP/7MPyP2jp3tkxV+xwxYn",
-	"albm9d96BA+RPlBV1UzpJt5PxwMAU1PLp9yfOXrT7BNU9eaNq8xdPESDhgm7OJXZ6Msk9/jsBTauAGo3",
-	"HrkF7SFzqeA3LVWlQNxPioTLNAUrChbfmJovOZjzzRzd2CliyUICwx6jgcHdB0mAGYzDCAjLpdoap5Et",
-	"9j4W2CpoIAoqcGc6/1op88AHu07kDqqxsHLOVDM+IRQ/cMUQeDuxidXkldcz2+9o/81YBJVKz0GLBDZ6",
-	"c0zsJeCAWCZWmOcb8VBn1QQCPI/hpMq72SBQ3sm0ybq4MVqk7VJTAB5zez4aC0SV0qWUI9LAE4ZHKo99",
-	"5yoW+gCLmVz+WGAmjokeg9pNxYz5mUMuljO1576uSsXKhAO4IncpYMnEQNvrAa0wlsqGLuz3HY6LhJQy",
-	"nXJW/gbdWEgXtzSoNxRsu0MfMKp942G74woVpinlsTJqmsvLGwvF0FX3r+Goe35tANtDQEFvwKjvcUl9",
-	"KJrmlkIwCTwPUhYZYSzAEgYu2/PJGlmQRg1pFb+NmRHYWGSFy3BqGK1UPDwolH2BlwXlCmaxtvtYJDRi",
-	"BnEsJTMmrEbjmHOvRXouuQYRAMvM7qlFqf166FiYaow/wnBe1/NOzOYUd6UGuWsYKmMFBjl4SYK1KusB",
-	"aeABLEHz/Zmc87d7Jxi/DcrF15+lSJJGOVw6FsV4qf14mNnh2lgVyFNt0yL/hL75+Xs5D4r3u3+496B0",
-	"LXrjB4mRybgqCO+GkHfAw+Y2lPsmRv6VDPycxv90r8L3V5oOtoCpWiUfla3DbRCw/jnRf6uidintWenO",
-	"UswOrjGaUW+zbkdr++yks3GxWUnrSKGWiT0aq/l6Jn6n62o/mgrhLl9gLPJyHCEjDdT4OJYxUqaVlimL",
-	"9lrkQhKaf1LaZS1tI+LXvtoRkIbzzwLMeyhu94sN7ac8jJwufsvjL/OWfpRcXJiiLN9D2hULmG4l6w7+",
-	"4qk3Szp4D5or7mwlpdG3JZeNa8dklKBy+GMl3MEW8+Cnyf8dYsAmVXvHv30uCoVRarSnmhza0gencmQX",
-	"xQG3mahPiASVJ0pvMN1KX33PI0qVmdFxaCwic/s/KAoNayw5U894G0wmLfo3i1d2gz2fKIm5aUYTd9aa",
-	"olPWwlxjdpfPwvMr2eVhTjIrQ+Qp3DgWaKU2YQq/lhRHGWRoAJhvbOP7TXmImdYt42jsThNThhtjYinF",
-	"cBAGm2I5wxA8Wo/m+7Cz+RZxdZ8EdV8tMgrpQW0i5PeMBvUXTLi0+u8j4irlOn6wRletQ7FBpcsifKUb",
-	"9f+JAdULtPX7Ib99fihJOSAr0sCUIdA+9myJjjKSHYO58gV1Qq5u4uwaiJnVdquKOJSrwJgqI2/rQs7G",
-	"X/dQzwtJfLZ1lmi13hqzjnz3vdAsUuVbCyEfA7W4h88P/y8AAP//",
+	"7H1rc9s4suhfQXFP1ch7KcV2nOzErvtBkZVEiW15JHnm7B3lmhAJSUhIQCEgy5qM//upbgB8ibYlZ5I9",
+	"W7VfEovEo9HobvQLza9eKJOFFExo5R1/9eaMRizFPwdMp+v2VLMUfkVMhSlfaC6Fd+wNWShFpIiWZEW5",
+	"JhM2lSkjKXThYtbyfC9lX5Y8ZZF3rNMl8z0VzllCYaipTBOqvWOPC/380PO9hAueLBPveN/39HrBzCs2",
+	"Y6l3d3fnewua0oRpC9d7OelFl1TPN8EazRn5JCeERwABh0cLaOh7giYw7Cfo+yBw/5WyqXfs/e1Zjpdn",
+	"5q161osMPClTCykUQ3Be02jAviyZ0vArlEIzgX/SxSLmIQXQnn1SAN/XLefppqm0S99cX2omI5Fkigip",
+	"SUJ1OCd6zghMntJQk0Yw6P5y1R2OrnsXv7bPeqeBT4LLQX/U7/TPrq8uhleXl/3BqHsa7LW8O9/rSDGN",
+	"efiDVhAzqhjhAD2JpZixlOg5VySkcczSn9QJoRMqIikI1wjeG5lOeBQx8f3hay/1nAkNo7KITJYaUUzj",
+	"WK5YdEKO9p+T4KJ/2r0edH/tf+ieBkRpuVCIfiEjhvC+lYL9GFR+klyQUEaMrKgiNE4ZjdZkqVhEZErm",
+	"VBF2uwBCR7gupH4jlyL6UbBNAIgpj1lOrOyWK7Opl3QdSxqNpDyj6ewH4WsiozVhtyFjkSJcKzIBfJwQ",
+	"wW5YasQX4ZpQRbhCKEdSnlOxthyuvj+UA6oZiXnCgf4awaA96l6f9c57yKwnZELDz0ROp2QqU4ISuoki",
+	"migjkUHuVWV4MxPidRDZ1s8K4h7BuhJ0qecy5X+wH0Aw51wpLmZAMCmbIgGHKYuAFWkMTxVTiktxgvxG",
+	"wpjyBA8ahJTdLliofwScQ5besLSpeMTIlC5jTRovbm9J0LsYdQcX7TMQtFcX7V/bvbP267MubJmhKhAQ",
+	"iiaMLAzdkxXXc9xOOZ3aZSxSGTKl6CRmXaG5Xn//9fzG4rgJB7KVdlyEUiiuYEoDojas/JMiCRV8ypS+",
+	"l13u3EGKtNehivVwSxZUa5bCdP//93bz/9HmH/vNVx/zP69bzY9f9/2Xz+/+y8s0AKVTLmZ4OlHFBkwt",
+	"Y4OEKOIAPI0vU7lgqeZwDk9prJjvLQqPvnphBsFDuLFw3vkeu+W6IyNWq6RUFRPfS1gi0/WHSbX5y6NH",
+	"dBroqhQ1Qq+8H505Cz+zlER8OvWJ4jNBYwLKC/DA8JczwmAnfUI1SaTS5Ih84K+B6RN6e8bEDLSio/1X",
+	"L2vQqEKZsifAaoCoUbZYmnBBNbCtA3SZTFjqk33Cp0RIwQCyndQ931Oa6qV6bNN+ZWnEQz00je98T/OE",
+	"nasahF5eEXhXhWSLha9oHJshd+p4V1Qvf3dEmC3MbUQGcjZRgaIKtJhtQE41H7NJ5eQTCzUyiSGcRzmk",
+	"ou4ItWIpAQTTlCspWiTQMmYpFTogfCZkyhTRKeUxbvOChkwRKiIy5bjhbBVzwdTJWATTWFId2LHguEdi",
+	"UEaKBHSiRjIOngUpi+GPExKoBQs5jQOSLoUidCzsg+anZTRjZJHKWUoTwoUVniKayFvSAMwYnWef/F9C",
+	"w5AtNIv2WmPhVQWAmbS0g5FcTmJWv4UGYg83MH5aR7uEx8h3aJq5TbtzIz0iqUzzETStkhn2f4AwRnZ8",
+	"JgD03z12S0MNRGh3G9gDNtDL1/CxKkR877YJ/Zs3NAWZpGCgrh1olA/0xg40dAMBGHBiFwylHcT4NGVs",
+	"GEtdw934mEADIkWmhJOUz+agua9OMkGJFkZCxRoOM0WosVaXqWBRvZCit2aXXx4VtvygXk5wXSd63skV",
+	"2jeGfFFxIAldk7mMI3zmTDkYANgLdLqVTD/XyyoH0MGL/f39nURQjsAM2FpKMVtkbNsd9wiQCv9zzZJH",
+	"hTdOxKL3coJnIb3tmV6AagsVTVO63lgIznIv6GbE3eAGzSRZ6M3NO8DdgF2a8lRpYhv6oCGlLGEC7cM1",
+	"AU1obVUhOTVk9klOHj74asnI+Ca2cEH43mcuHm35Xk4+QLM730ODu7uQYY3L5A0TIdCelp8ZaNdMRKDS",
+	"odB2axNs5ZNIrgQqriD9U1THHlpw+ZisXTCCNWAJ5YKL2RNOWqAdo5I+hoxz167QZ1tkL6R8VJ5fQhsg",
+	"1qWAU32LvRnYlnBmLCcJR+tmi37DvHENd6CiUdjuGiRb6rHr8jMOKCGmBFQBzfkK67jwlC2YiJgI1zuq",
+	"Ie8YjfUcyEkKRmIZ0phE2WCkcSqNUkxZIoVPLAyEJ3TGfGLUhYhqOqGK+STi6vNea0MZiJimvEaPHc5l",
+	"qgm7XcRUoG3lE9aatZD3Udsmmt2C0SPByE6ZVhV9+2D/8KhG357johAV9t1EyphRAS+NP7JsGtHmHx9/",
+	"dxbR8QMmUWXfcax8vvqdUdAa1GVW7zYNpZjy2TJFDBDQVRmhgtAo4YIopjNxiAdsQ0iN/hM5wYMtImZ2",
+	"RLtTMS67F6e9i7fXv3YHvTe9TnvU6194vte9AMv41PO900G7d9G7eAt/9obm6XZKxyUTERezX1nKp9Yi",
+	"hpEFmM5AvaepoXf4kyvzFLSQU64WUnFtea2iDHc63ctR95Q0QpkkXFsJn/km98AGa58Nuu3Tf153+ufn",
+	"vRG2poLwyDgNY8JoGnNQqWkck4hHJYy4GTzf2xhny5W3rb4LQxh3X8cBiys0lv5u7NdFOW9ofSKj9Sbv",
+	"hNYqftTHgCYLehmA2dT9gBi/exmO/sK0I0qny1AvUxahT5vdatIA+mO3NFnEDOlQTqeGCMiUs9jgeYPu",
+	"77Wz3y0TKpqAPyAOx+Ho1oAZKRfqHm6vta6rNp8x3B6y13JsbcB2TsM5FyyHzuxMiO7lnJgqLn7P9+o8",
+	"/J7vve/3Lq47/dNuoWn+rPvfl71Bpd3VEB90Bt3T7sWo1z4r9Bx2h8Ne/6LmyfDqsjsYdk+xb9FJjj9H",
+	"12/6VxdmntfXxd/twaj3pt0Z4cPexfV5+6L3pjscFV+d94ZDIynOuu1h9/qsj+8H3eHV2ei60794c9br",
+	"jOzgnfZFp3tmZEwJqMv2P8/67dPrUb9/fdYevO3mQ+TLKbpcPd9znj3P9wqOvS251Ro8PXFDYw48e5lK",
+	"LUMZXwm1XCxkajj5veQCaCFv5550jfu+8ORK4c9O5h3NOw2Nj3TjwXC5YKliEXa8kBEbsBv52f6yIQGY",
+	"YFL41U41n9JQX0jdE+f5+e+eW4ctbAhoGGcS3xo3XRZOwkE7VIQsNnK5BEk1AuC65/APqGZnxhcOOyHg",
+	"qERPyJWgN5THwB0o9d4xmuoJo/ppFmama9jfW1kxBW2nZMU8P6xaMb4XufOo9uzFI5VrxeIp4Yq4xqSB",
+	"eogUZNh7O+oOzosyrqBLoL70oIHszu2flFWuyqc9hrcUaXBtXDEJFw1s57vzH0bZ23vYUD588fIxdd0q",
+	"br+yVNWewECbZLLksbUyrJ53Y9orq5iNvc8sZE3E2kFrv7V/QmZhSA4OW4et/bFXkdcvDg7rnKGwotdL",
+	"td4E4r2cKJgatyDzJHzj2isHRAURfpkCS1tahLVASHVnSoELnmTEG6oYsBtevz09Z/oqspozkeuH4ZyK",
+	"GVMF/RBh9o0eufcE32tUUVgfZsRC2zvfk9NpzAXDWFatX8ahidAZIxTDZ6s5t0F0w4yKqLlcCWLHeoJ1",
+	"qxxD/nVUU0KKX90uN+UGAupIxRi/Ff2XvO697V2MCI8IVYSSiIU8MeqYTeqwCph37B3BSorWy0Hz1cff",
+	"95uvwGw5+Lk+ktMT05Rup6Hurn/mgzsltKD9/fUKXGW6GmaZpjRTZG2wMIypUqShGCNMzICwsFkHHpcs",
+	"hdN297x/cX11Mei2O+9Q4/C93nn7bbegCnX6F6N276I7uO4Muu2R1Wb6V4MOqHXv2ldDo8J0+oPB1SXo",
+	"OJdXoCMV9SNQnXo42Ltu50N3cP2m3TNv3l+dvu1en76uAJE9HvTevhsNixrSdjrRKVrxVyJlNJxT41Pv",
+	"gSWfqxQdo4KztJMyQ+sDpuQyDVn3dk6XyugDHZmmy4XuicUSVI2intFB1vAy7/cbys2L98toxk4n5dnt",
+	"wwHIelVUNEC1cH60zaP16jVuRf8CxMVSMeu8JYhJeObkY9M6ellE4IxvhgCUST0YCy3R6QFi5wRN6tzz",
+	"ggkc+c/ResFIgKMHeD5SPCt1k4uxcC4aH99wDfOjY8Q57IyySWL+GQz7NZF6zlL03GHgxBFevipHE1tu",
+	"67DoMEK0O/QNcqfYDkYp5jpZBcDGoEmyVKiiEClOCt5+TBgAgbWQMoa1Z+km6JzYNGdjKmZLKxkeEiln",
+	"rt1ObsCKLMkms2PUCZP3cpIddW4nfrnqXiEjDq4uLhzDn1+edQ1TZ3yac/N2G/XLki2RFwZGx0F2Aalu",
+	"uCpjlZyf7D4OS37KHaT3U9Bt2L1eX3aRQRsSB+M9j4gfvnhZExM/fHl4cFTnpcvZ63F/8LDYttR3tEX0",
+	"blhuXSWTymAVyPwiGVnc1BMSF0+zgT5Z+7Ie5VKwJrIiBl4zxY8rtWSR9Q1iRh8of2i+kYN9MCSWmpmT",
+	"regwPfwZ9R73++fHjuMMtvuX/DSFNzOiHzDM8ka+UwpFyFrkA2MLFLSCUJPlljlspIjXxnXosgLLxGj1",
+	"Pvf7eZ2FMpdKv03lcrFtnAIm+utjGlVfs5kkix4UofSL+KzbqbOCHCgj270hn9naWnnhYnHwD598ojcU",
+	"/l+s9VyK5z6h6WewLJK1+hKfoLBnIY+s8QFQtSqKacGt/n9a1+hWf35Qr5+iK8PkROwe/9wW9+Vo3F8Q",
+	"Myuj8jJlCpO3wEIzfnyuSP/DE4wwtY31hTizttc2ASkzaC15QLNLkO1MqSekeqlTm3d7v8V18Gjo3DdD",
+	"jaSm8beP9aPIYjGn6tGdusRGd4g6xPGQfbnHyAcUFGPAroe19LPALwK9M2VtQyZFGN36/MI2l/bpXmq6",
+	"J+DV/0AaGNZm0Z5PzvrDkYloreUyVagdJzJlez7JdCvSCJ06hNmomR+zZLX1P3i+Z13Tu6pl/c/Q17hR",
+	"y6oXekB3ZQiTSnY+qQkv4BuyYCmo0pghA5jXxKQ8dPqn3SzVUz2civLzwavDx1hALvViqT/UADLUVEQ0",
+	"jYhpQkK6QKhgY78JLKfsPQzYYxmDfw0sL/e3EBN5pmElO5fG8QYsExTvCaMCTJ5kGWu+iA1L4opIOJeK",
+	"Cad/sFsWLrVMHwbz+X4FzoNH2TZLX8xIrbDZdRx5XkjW2MEQ7CXJUtsondIY54fFUhBKk5glrcp+kDm9",
+	"YfmWgXENmBsLsIOFJIH6EgcttBwqffCNT0Kbgxt8HeMixt4xGZuEubF3h6b3WAiJoyq0Q3lqUvZNXhlI",
+	"Esxgb+BZlzChRzxhcqnPQXGhtwO5UmaUhN6+XmumyEzesFTsoa2e0DWZMLJfl9GIc24donAY71jBnwcp",
+	"zOFVDVOEeRLpFnmI22YiOSiydKRMnj2oV5hWoIZ8eTyf8gvQEVDDBpnabBc7ab5Ge4A8SKkdurtJsWPO",
+	"OReLpR7O6eGLl48u0rTKOvE/npLObVh01xltLztlmUH30ddFYjbjmidUs3hNWLLQa+LuZVgJ/5QcbMZn",
+	"c12/zKIitmtKZJaVXcR/EbEVRJUwkIH1EO04p6HTDUBIeb43/GVbP6nN/h5+MX7I/lKHMil5iH7tDk5N",
+	"1Ls7GPQHW45rU+c9lysCg186/TGH9vyyd2a8Tu+vTt/CX9uCnSwwW9w6VjFYBVNYk7Mac7DJ3lLGJ5kj",
+	"lNibMMZ/pwjK3nhN7I0CB2S4WHi+BxYiyEk0ED3fQwMR6AMsxG2BxpHem5Eu3UhtO9K5GenO9wagND7N",
+	"v4La7faiu2wMbaTJJlw4Sf5Izqydt45U7Wqe5Dp5ynKsZb1bzu+D8Ktl/MSQP3NRqO1CSt9socmcfR+a",
+	"0XH5ne/dWD7d7iZMPd6cNeVmfwiLTyKDqJxQ92CYttDUmMZbRXcz1/hGNLQwXmG4+5c4ZLuqnm0yTeUf",
+	"TLh8Z8X0Cbmh8ZIpQpV1PItlHKNZABrlxdXZWYsEAIEKfOOEWRiPjI/hHBBxTGhrgIUyXiaiLt8OnpfZ",
+	"q+pA3PBe5UxVfJ8pd6lclQfM/oAVYCjMZuXtOnJZraxTLBEf963m5dGuU25Eaw227BrrKMBmQj1NVkyk",
+	"1HUB8wEVkUwIj5zJJUVoTLXs/NI01aRBydVV7xTUpCkXJh/i0TuRzY9f/3HvlciFTSO7N5NmNGckMXmE",
+	"xDV2eTR55EwtGP2MJgxXJJLhEmwVANO1PNj5HkNlayzqNiF+cJOe5syPKU9+o1yf09s6YxqTzOxtm3NV",
+	"vJQzlwIdP1KYi8XffP/m2/JX5i4/BePQN/TRS4i1B87O8QM8MEa61hGBxzeJkWHJLKXu9guiywaYBVs9",
+	"IU3m+0QtgAgFW30TAu2N83vuzRRzoXI/qWArAiRPeHRCZByx7OK6u3KGd9ufkk5khhnJz6yG3V8zmrLU",
+	"XOLBs8iAY2L83KYzmJx057oFMJ8Sl1L1iYaYNZfHABO6xkA91SgUfTguXdKhIR0XQ/xrE+tKaKrsof9I",
+	"9KqSXuWyqerYscQtm8TmV4VRrbTLTPAKr8kVS5tgoJI5uyXDd+3m4YuXJOIgvapHx37zFW1OP359eVR/",
+	"UFQumv6ouP2u7gXb616Pxi6e3fvTL0qwlSat3Z/cp7R75orVG0ElXIAKgA5L525skWH3rNsZOQ+mcpem",
+	"zaGklxET+ic1FrnaaW9RO4dK4BOZ5vUZ8ut4QcqmLGUiZMMv5mY1kWIssuoT05SpeXZXijQKlrWRDIzo",
+	"ldw7IafnZzl4MAyj4XwsgpvClZuAfFmCmDEplCXYSeb6VLUXs+NYrs6XsebDrF39RSmLmQ6qeBfGXq9r",
+	"VywB8hDN5aaAUTLR/fow0b38x8H+zz8/fg/YenZ3dVbVm4tpxFKzms212n35sIXvNSdi530tEkhVEX/x",
+	"4nl95QgYbLP9/Uk1jEWbzY8OXh09369tv+Enf2RHtkFhkVI3pWyJvjcjBkjYJxt86mpabOXzGH6JSxfU",
+	"dvN7FDe5uAU5dnMqqWWTCgZqsZwTbYEZ/Hr2fFhGVt2dBnOeD4jeNoOQxQz9kqeJ8bZVEbijh+cpEuFB",
+	"vkOi2IpnKntpOhaEVD5RLVYrOWk1dayWigum1E8KrE8ruPOEsa0MzAevmBaBcMltD4LxmQsEJAfC5vG0",
+	"z9724bA6bY/ar9vD7onNj51iUSeXDatqQEZgAdKHUnZ+zb1ku6aL3HMRFnMf9JxqklJYBA3n2cmNb7NU",
+	"Q9BsT2yoA+PC3a1lQ6Gm0TZxOfSpszNZc4HI+NtZamMseSLkS6wNVIQPDYFFysB4s6m11duN9x0BCb0d",
+	"uvpBlSj+MkHtJo4NckxoRDmizHSe3WM/O6TvF6ob1UIHkBQAc0VjzGY/MTNq5yJFVVOlWg8ow3Fpw3M8",
+	"PBSxLE9VE2bB/HTrBm6RussJNniNd2Apsd7n8u1lz/d+a3u+N8KbAOf4b//M3DvwfK+z7bXIrUbCcmIs",
+	"XKZcr4eAUcOxYMN1dsvbzCq9GAfdZE2Cy/5whNUTgxa5wnKJArVg+8bajUHLHb14EqCRnQuhudYL58Kw",
+	"rqt6cOxo1jzPgMngyGZzoNxvvm8B0B0GiKfy3txp4wycML1iTBBqI3AmdTfIrtYFJhkhqysqY7KIqWBj",
+	"YRvZp8Fei5gL5Auq5yTmN0yRpYhYSoJndMGf3Rw8c0t4hlOl6pm5v8DVWERMcIOLiJk7MuwWmLO0RWMx",
+	"Fn/7G+nhfur1WLQNuPBWmU1FW4jmecp5ZUzjnQoZAkaxIk8ToIzGokAijTy1d69FfjOWFdVFKuKayAXD",
+	"rBu3owVf71ig46dR3lKfmN0iQZlug72T0iaHRn6mKTeZrGNRJppGcRhLbIB5hxLf3H2Atc5B+M9SuVwQ",
+	"Gq/oWo0FMD2YpInZzrrCir7lfGxFs9JEWA7Aor8jxQ30k0KNxd/zy2KKNALM4Qt8A5/5q+BcgZ95dRGg",
+	"rJS522VjQewFM2VK2XIxI8HmfTKggr+TU3tn1QgrK5EV4YIkPI65rYJpqUGQ4FwFRC2nU37bIhcyYtgP",
+	"pjSrnfEbYIGJkvFSu8q0EaMRVjU7JtSKEpkslpqZkqGuPIlpBGMhzuBVIoXUUvCQhLEMP8NRjGegNH51",
+	"Tf6umNB/LxZ/8skiXioYJajm9gY+JtAjvdEp02uS0HTGBSKiWLPBXDV6NxpdEnOo4JiYvwQcMPZ8Mnan",
+	"iPlhyzOMvbvgBOYOHWrI1eVld3A9vGh/6CI1xRzvLXHjAAAGMBvwkyIF4eJIxFzgZXN6w+UyRfawEDWc",
+	"G6RYqHhvLP50Df40qMarO3/C82azSey/8PNo/8DH+rt/lkuAnsAbElTKEgTogQR2hT1kq4xjM58JukMy",
+	"X21pjLxmABDuZhUEI73uqQVs8tBt/KdBheFvnEiuRH5HFj04XGPh3tTcx99zKz2CM4Dilac/s2LIKI7w",
+	"kWn0qvoO6efYAIEXyUzFPBANCusYI2slEg58M7cZ6WCf/GmvWDmZyRVRCyb0CaHqc37dA7oZdIKNbHs/",
+	"98nR4SHsX6EqaLXc6YntazxVvr2PhiyKuSuB001II6+luke4UJrRiHBDN1nlaKV5HONZY6E4BGyUiuMG",
+	"hdq3gSuPSxqfONgYmPer5+Y0TtdmEMH0SqafXYnNF7e35M8Hq7e6sVwZV7Kac1udJIPUwYj1HjVenf3Q",
+	"7XQ3gnPGXFe2+Biaogsm6IJ7x97z1n7rubGP5qgD3XuuZr5qrC0kla4r3S60PXqCGtd20CKj6pEPx6dM",
+	"I2XlFuzcWCAGsATQShhxd+LE5WouFSMxVZpkMwAuTEBEz6kYi6B8STnYvHKNcFBboDI/GV0hA+utHwtX",
+	"qyiqVDVI7cXoTIprGUckcEWHAuC/wNUdCsZiygVXcyfkTQo8jgqCRmX8I9gKpR2mhahjcrS/TzbKrd8j",
+	"lPyxqBMydXXFT5Cmy/WfT8biwWLDxtOaieheZLY7yi6828r3TOnXMvrrqgtvVN+4K9s6Ol2yatn8w/39",
+	"7zG/jRzXFdZGGraV0I/M7HWDZlA+K1T2xy4Hj3cpFc3GTs8f75SXt4ceh68e71GtSo6LRe15GxAzLxRa",
+	"WMskoekaEYQi2d25BdIv1GAz9b1OgDFSk0FgGdB4+rEyCZ2hdQciTzCljAl3r6z6JCfqGTLX/cLqNwrM",
+	"uFwQLUlgAvcBaTgPB0bi91Dam8L3prQn6vtgYynyB0slkelY4KlntI/E+nSsxWAiIkZeN4I8awqYa0Mj",
+	"22uNRVtYlwoovSpADakQAsHvYWAYNE1ofOJC5DPKRfHUaI0FWqpYORYgQ9i5rUhvrcOscGfgF0UfRiat",
+	"bsi1GgsumtMYK5UU5BZ0yG2BnxQJ6YKGHNRI7Anv7avNEVqkDwYxns+mXlvgLltbSyrIb4oHCPwJoWNh",
+	"qmeIwg1zI56zbmhnw9TuIjuuGxcNm8z1v5NwxbKj7+VEfSfBWiqa+4OFarkabI1AtTVXcQNRx1R8Eq9t",
+	"iOQ/MrZWxp5JMWsupE0YNHItY3LDCi4/w/K6u9HqhKspgfu4YMWUhPsF62v8aAw2wnvNBaWwkswQtEgX",
+	"xGWm0RqVDP1UY2EVwGMS9D8EuXEFJkKdPRuc9YejgDRyFVnIsbAfgZkw+AM/KoQYcCYbCDMGIvk4N7BK",
+	"tg2IHVTOsEJjkN28sxOBzQRW1j03+DAZZSxShvgzc5Rtpr0WcZnYRn4lEkTZVKYrmkYo94LCfcUAbwDN",
+	"sHSJUXeNSeBii4oxAYg05dXNdxfQoAEgBFupFmkLshSfBajDn+QETUWsjAooQznp7EqHI5kaFPljYfZH",
+	"WVz/O4lTzEc/M/ne30eglvL3f7BALWfb1wjUvsjsnQVLzWb7cJg6ZxzGDP8jW++Rrd1bzazaY7UgOc3q",
+	"uBU0Q9RyHbs+RbR+RWfn3TNqSyGqZ18V5hTdAfQzViNuUZkyGVyKZBkYtryscesUPrBiavigpMk8CmNh",
+	"Po+F1ePRj81vnAy1Kb0o55wENp5NlAnGksZPH3EF9nLKKBzcJqWoY2i7aeJrxrUV/HfzAwtZ06RKBZiA",
+	"1DD5PSkPNSYm4Xb8pLIBXH+sxnoCmqMNPMIC8IKYKQuy35ysNRsLgGfPgIZK45yi8W0WzDVq9MpexlRE",
+	"8T+sSYJI9M31SViJxluwXJnPoFF0hfJyeMt4SRtBqQ5WsOdc3lSB0CyA+yNkpk+C++qeguw82j8iQalQ",
+	"aqmHrQGGI78iQV4TFftuCmOysyw+teXeXb1Pr/wZvt/r2TRv8iz/TN+dv2WKo/UO4xbUf79Pudy9p33A",
+	"zyUcbkKUf5cOWcZ4qYsMl/NYBpr5clYOnGUaPMCaLuV0u88gPpoAfPdxp5NJhprppuH08gmVzTrhgmJS",
+	"SjV1pfbDabAnPnGio/KVsZK0qPE4lrcXBVEDvanUVm2hem4Ze6/17Zt797/7gNw/erxHVogXO2xxomYl",
+	"d/+lR/AQ6QNVVc2UbuJdfTwAMP+1fMp9y9GbZp8DqzdvXJX04iEaNEzYxanMRl8mucdnL7BxBVC78cgt",
+	"aA+ZSwW/L6oqlfp+UiRcpilYUbD4xtR8VcOcb+boxk4RSxYSGPYYDQzuPg4DzGAcRkBYLp/XOI1s4f2x",
+	"wFZBA1FQgTvT+TfKygc+2HUid1CNhZVzprL0CaH4sTGGwNuJTawmr4Kf2X5H+6/GIqhU3Q5aJLDRm2Ni",
+	"7yQHxDKxIoFNJTGqhZAkwPMYTqq8mw0C5Z1Mm6yLG6NF2i41BeAxl/mjsUBUKV1KOSINPGF4pPLYd65i",
+	"oQ+wmMnljwVm4pjoMajdVMyYnznkYjlTe+5Lt1SsTTiAK7JKAUsmBtreDGiFsVQ2dGG/tXFcJKSU6ZSz",
+	"8vcAx0K6uKVBvaFg2x36gFHtGw/biitUmKaUx8qoaS4vbywUQ1fdP4ej7vm1AWwPAQW9AaO+xyX1oWia",
+	"WwrBTPM8SFlkhLEASxi4bM8nG2RBGjWkVfxOaUZgY5FVkMOpYbRSIfegUH8HXhaUK5jF2u5jkdCIGcSx",
+	"lMyYsBqNY869Fum55BpEACwzuw0XpfZLrmNhymL+CMN5U887MZtT3JUa5G5gqIwVGOTgOQk2Kt4HpIEH",
+	"sATN92dyzl/vnWD8NigXwn+SIkka5XDpWBTjpfZDbmaHa2NVIE+1TYv8Bn3z4/dyHhSvm/9w70Hplva9",
+	"H4dGJuOqILwbQq6Ah82dK/d9kvyLJfhpk//tXoXvrzQdbAFT9YsFqGwdboOAzU+7/ksVtUtpz0p3lmJ2",
+	"cI3RjHqbdTta22cnnY2L+5W0jhRqmdijsZqvZ+J3uq4Ip6nV7vIFxiK/wxQy0kCNj2NJJ2VaaZmyaK9F",
+	"LiSh+ee9XdbSNiJ+4wsqAWk4/yzAvIfidr/Y0H5Wxcjp4ndV/jJv6XvJxYWpEfM9pF2xkuxWsu7gL576",
+	"fkkH70FzxZ2tpDT6tva1ce2YjBJUDn+shDvYYh78TPy/QgzYpGrv+PePRaEwSo32VJNDW/r4V47sojjg",
+	"NhP1EZGg8kTpe0y30hf484hSZWZ0HBqLyNQYCIpCwxpLztQz3gaTSYv+zeK94GDPJ0pibprRxJ21puiU",
+	"tTDXmK3yWXh+8bs8zElmZYg8hRvHAq3UJkzhl6viKIMMDQDzvXN8f18eYqZ1yzgau9PE1EPHmFhKMRyE",
+	"waZYzjAEj9aj+VbvbL5FXN0nQd0XpIxCelCbCPk9o0H9BRMurf77iLhKUZAfrNFVq13co9JlEb7Svf3/",
+	"xIDqBdrm/ZDfP96VpByQFWlgyhBoH3u2EEgZyY7BXJGEOiFXN3F2DcTMartVRRzKVWBMlZG3dSFn4296",
+	"qOeFJD7bOku02myNWUe++3ZrFqnyrYWQj4Fa3N3Hu/8JAAD//w==",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,
