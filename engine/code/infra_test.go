@@ -1,0 +1,305 @@
+package code
+
+import (
+	"context"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/moby/moby/api/types/container"
+	"github.com/moby/moby/client"
+	"github.com/stretchr/testify/require"
+
+	"github.com/kece-oj/kece/engine"
+)
+
+func TestConfigValidate(t *testing.T) {
+	t.Parallel()
+	sup := supervisorBinary(t)
+	ok := Config{NodeID: "n1", Workspace: t.TempDir(), SupervisorPath: sup}
+	require.NoError(t, ok.Validate())
+	for name, mut := range map[string]func(*Config){
+		"no node":         func(c *Config) { c.NodeID = "" },
+		"relative ws":     func(c *Config) { c.Workspace = "ws" },
+		"no supervisor":   func(c *Config) { c.SupervisorPath = "/nonexistent/kece-sandbox-init" },
+		"not executable":  func(c *Config) { c.SupervisorPath = "/etc/hostname" },
+		"dynamic binary":  func(c *Config) { c.SupervisorPath = "/bin/ls" },
+		"negative pids":   func(c *Config) { c.PidsLimit = -1 },
+		"nproc over pids": func(c *Config) { c.PidsLimit, c.ProcessesPerRun = 10, 20 },
+	} {
+		c := ok
+		mut(&c)
+		require.Error(t, c.Validate(), name)
+		_, err := New(c)
+		requireClass(t, err, engine.InfraConfig)
+	}
+}
+
+// TestSeccompProfileErrors: an unloadable profile is a configuration error,
+// never a silent fallback to no profile.
+func TestSeccompProfileErrors(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	base := Config{NodeID: "n1", Workspace: filepath.Join(dir, "ws"), SupervisorPath: supervisorBinary(t)}
+
+	c := base
+	c.SeccompProfilePath = filepath.Join(dir, "missing.json")
+	_, err := New(c)
+	requireClass(t, err, engine.InfraConfig)
+
+	bad := filepath.Join(dir, "bad.json")
+	require.NoError(t, os.WriteFile(bad, []byte(`{"defaultAction": "SCMP_ACT_ALLOW", `), 0o644))
+	c.SeccompProfilePath = bad
+	_, err = New(c)
+	requireClass(t, err, engine.InfraConfig)
+
+	require.NoError(t, os.WriteFile(bad, []byte(`{"defaultAction": "SCMP_ACT_PERHAPS"}`), 0o644))
+	_, err = New(c)
+	requireClass(t, err, engine.InfraConfig)
+
+	// Well-formed for us but refused by the daemon/runtime: still CONFIG.
+	b := setup(t, "cpp")
+	require.NoError(t, os.WriteFile(bad, []byte(`{"defaultAction": "SCMP_ACT_ALLOW", "architectures": ["SCMP_ARCH_NOPE"], "syscalls": []}`), 0o644))
+	c = base
+	c.NodeID = b.nodeID
+	c.SeccompProfilePath = bad
+	x, err := New(c)
+	require.NoError(t, err)
+	defer x.Close()
+	_, err = x.Execute(context.Background(), b.task(t, "cpp", cppSum, tcase{in: "1 2", exp: "3"}), nil)
+	requireClass(t, err, engine.InfraConfig)
+	require.Contains(t, err.Error(), "seccomp")
+	require.NoError(t, b.leftovers(t))
+
+	// A custom profile that loads is used (it denies socket for AF_UNIX too).
+	strict := strings.Replace(builtinSeccomp, `"value": 2,`, `"value": 1,`, 1)
+	require.NoError(t, os.WriteFile(bad, []byte(strict), 0o644))
+	x2, err := New(c)
+	require.NoError(t, err)
+	defer x2.Close()
+	src := `#include <sys/socket.h>
+#include <cstdio>
+int main(){ puts(socket(AF_UNIX, SOCK_STREAM, 0) < 0 ? "denied" : "allowed"); }`
+	v, err := x2.Execute(context.Background(), b.task(t, "cpp", src, tcase{exp: "denied"}), nil)
+	require.NoError(t, err)
+	require.Equal(t, engine.StatusAccepted, v.Status, "%+v", v)
+	v = b.run(t, b.task(t, "cpp", src, tcase{exp: "allowed"}))
+	require.Equal(t, engine.StatusAccepted, v.Status, "built-in profile allows AF_UNIX: %+v", v)
+}
+
+const cppSum = `#include <cstdio>
+int main(){long long a,b; if(scanf("%lld %lld",&a,&b)!=2) return 3; printf("%lld\n",a+b); return 0;}`
+
+func TestImageMissing(t *testing.T) {
+	t.Parallel()
+	b := setup(t, "cpp")
+	task := b.task(t, "cpp", cppSum, tcase{in: "1 2", exp: "3"})
+	task.Runtime.Image = "kece/runtime-cpp:does-not-exist"
+	_, err := b.x.Execute(context.Background(), task, nil)
+	requireClass(t, err, engine.InfraImageMissing)
+
+	task.Runtime.Image = "kece/runtime-cpp@sha256:" + strings.Repeat("ab", 32)
+	_, err = b.x.Execute(context.Background(), task, nil)
+	requireClass(t, err, engine.InfraImageMissing)
+
+	// An image without the runtime: the compile command cannot start. That is
+	// the image's fault, never the user's CE.
+	pyImage, err := ImageTag("python")
+	require.NoError(t, err)
+	task.Runtime.Image = pyImage
+	_, err = b.x.Execute(context.Background(), task, nil)
+	requireClass(t, err, engine.InfraConfig)
+	require.NoError(t, b.leftovers(t))
+}
+
+func TestCorruptInput(t *testing.T) {
+	t.Parallel()
+	b := setup(t, "cpp")
+	task := b.task(t, "cpp", cppSum, tcase{in: "1 2", exp: "3"})
+	require.NoError(t, os.Remove(task.Cases[0].ExpectedPath))
+	_, err := b.x.Execute(context.Background(), task, nil)
+	requireClass(t, err, engine.InfraCorruptInput)
+
+	task = b.task(t, "cpp", cppSum, tcase{in: "1 2", exp: "3"})
+	require.NoError(t, os.Remove(task.Cases[0].InputPath))
+	require.NoError(t, os.Mkdir(task.Cases[0].InputPath, 0o755))
+	_, err = b.x.Execute(context.Background(), task, nil)
+	requireClass(t, err, engine.InfraCorruptInput)
+}
+
+// TestCancellation: a job cancelled mid-case returns CANCELLED and leaves no
+// container behind within the cleanup bound.
+func TestCancellation(t *testing.T) {
+	t.Parallel()
+	b := setup(t, "cpp")
+	task := b.task(t, "cpp", readTestdata(t, "prog.cpp"), tcase{in: "sum 1 1", exp: "2"}, tcase{in: "sleep", exp: "woke"})
+	task.Limits.WallTime = time.Minute
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	cancelled := make(chan time.Time, 1)
+	progress := engine.ProgressFunc(func(p engine.Progress) {
+		if p.CasesDone == 1 { // cancel while the sleeper (1 min wall) runs
+			time.AfterFunc(500*time.Millisecond, func() { cancelled <- time.Now(); cancel() })
+		}
+	})
+	_, err := b.x.Execute(ctx, task, progress)
+	requireClass(t, err, engine.InfraCancelled)
+	at := <-cancelled
+	require.Less(t, time.Since(at), CleanupTimeoutDefault, "stopped and removed within the cleanup bound")
+	require.NoError(t, b.leftovers(t), "Execute returns only after removing its containers")
+}
+
+// dockerProxy forwards a unix socket to the real daemon and can cut every
+// connection, which looks to the executor exactly like a daemon that stopped.
+type dockerProxy struct {
+	ln    net.Listener
+	mu    sync.Mutex
+	conns []net.Conn
+	cut   bool
+}
+
+func newDockerProxy(t *testing.T) (*dockerProxy, string) {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "kdp")
+	require.NoError(t, err)
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	sock := filepath.Join(dir, "d.sock")
+	ln, err := net.Listen("unix", sock)
+	require.NoError(t, err)
+	p := &dockerProxy{ln: ln}
+	t.Cleanup(p.Cut)
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			up, err := net.Dial("unix", "/var/run/docker.sock")
+			if err != nil {
+				c.Close()
+				continue
+			}
+			p.mu.Lock()
+			if p.cut {
+				c.Close()
+				up.Close()
+			}
+			p.conns = append(p.conns, c, up)
+			p.mu.Unlock()
+			go func() { _, _ = io.Copy(up, c); up.Close() }()
+			go func() { _, _ = io.Copy(c, up); c.Close() }()
+		}
+	}()
+	return p, "unix://" + sock
+}
+
+// Cut closes the listener and every connection.
+func (p *dockerProxy) Cut() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.cut = true
+	p.ln.Close()
+	for _, c := range p.conns {
+		c.Close()
+	}
+}
+
+// TestDaemonStoppedMidRun: losing the daemon mid-case is DAEMON_UNREACHABLE,
+// not a verdict, and Janitor later removes the container it could not.
+func TestDaemonStoppedMidRun(t *testing.T) {
+	t.Parallel()
+	b := setup(t, "cpp")
+	proxy, host := newDockerProxy(t)
+	x, err := New(Config{NodeID: b.nodeID, Workspace: filepath.Join(b.dir, "ws2"), SupervisorPath: supervisorBinary(t),
+		DockerHost: host, CleanupTimeout: 2 * time.Second})
+	require.NoError(t, err)
+	defer x.Close()
+	task := b.task(t, "cpp", readTestdata(t, "prog.cpp"), tcase{in: "sum 1 1", exp: "2"}, tcase{in: "sleep", exp: "woke"})
+	task.Limits.WallTime = time.Minute
+	_, err = x.Execute(context.Background(), task, engine.ProgressFunc(func(p engine.Progress) {
+		if p.CasesDone == 1 { // cut while the sleeper runs
+			time.AfterFunc(500*time.Millisecond, proxy.Cut)
+		}
+	}))
+	requireClass(t, err, engine.InfraDaemonUnreachable)
+	require.Error(t, b.leftovers(t), "the executor could not reach the daemon to remove its container")
+
+	removed, err := b.x.Janitor(context.Background(), b.nodeID)
+	require.NoError(t, err)
+	require.Equal(t, 1, removed)
+	require.NoError(t, b.leftovers(t))
+}
+
+func TestJanitorOnlyTouchesItsNode(t *testing.T) {
+	t.Parallel()
+	b := setup(t, "cpp")
+	image, err := ImageTag("cpp")
+	require.NoError(t, err)
+	ctx := context.Background()
+	mk := func(node string) string {
+		c, err := b.x.cli.ContainerCreate(ctx, client.ContainerCreateOptions{
+			Config:     &container.Config{Image: image, Cmd: []string{"sleep", "600"}, Labels: map[string]string{LabelNode: node}},
+			HostConfig: &container.HostConfig{NetworkMode: "none"},
+		})
+		require.NoError(t, err)
+		_, err = b.x.cli.ContainerStart(ctx, c.ID, client.ContainerStartOptions{})
+		require.NoError(t, err)
+		return c.ID
+	}
+	mk(b.nodeID)
+	mk(b.nodeID)
+	other := mk(b.nodeID + "-other")
+	defer b.x.cli.ContainerRemove(ctx, other, client.ContainerRemoveOptions{Force: true})
+
+	removed, err := b.x.Janitor(ctx, b.nodeID)
+	require.NoError(t, err)
+	require.Equal(t, 2, removed)
+	require.NoError(t, b.leftovers(t))
+	_, err = b.x.cli.ContainerInspect(ctx, other, client.ContainerInspectOptions{})
+	require.NoError(t, err, "another node's container is untouched")
+
+	_, err = b.x.Janitor(ctx, "")
+	requireClass(t, err, engine.InfraConfig)
+}
+
+func TestProbe(t *testing.T) {
+	t.Parallel()
+	b := setup(t, "cpp", "java", "python", "arkts")
+	for pool, want := range map[string]string{"cpp": "g++", "java": "openjdk", "python": "Python 3", "arkts": "v"} {
+		spec, err := DefaultRuntime(pool)
+		require.NoError(t, err)
+		v, err := b.x.Probe(context.Background(), spec)
+		require.NoError(t, err, pool)
+		require.Contains(t, v, want, pool)
+	}
+	spec, err := DefaultRuntime("cpp")
+	require.NoError(t, err)
+	spec.Image = "kece/runtime-cpp:does-not-exist"
+	_, err = b.x.Probe(context.Background(), spec)
+	requireClass(t, err, engine.InfraImageMissing)
+	require.NoError(t, b.leftovers(t))
+}
+
+func TestImageTagMatchesBuildScript(t *testing.T) {
+	t.Parallel()
+	for _, pool := range []string{"cpp", "java", "python", "arkts"} {
+		out, err := exec.Command("../../deploy/images/build-local.sh", "--print-tag", pool).CombinedOutput()
+		require.NoError(t, err, string(out))
+		tag, err := ImageTag(pool)
+		require.NoError(t, err)
+		require.Equal(t, tag, strings.TrimSpace(string(out)))
+		spec, err := DefaultRuntime(pool)
+		require.NoError(t, err)
+		require.Equal(t, tag, spec.Image)
+	}
+	_, err := DefaultRuntime("mysql")
+	require.Error(t, err)
+	_, err = ImageTag("base")
+	require.Error(t, err)
+}
