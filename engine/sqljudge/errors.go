@@ -56,8 +56,13 @@ func classifyAdmin(ctx context.Context, err error, what string) error {
 	if err == nil {
 		return nil
 	}
-	if ctx.Err() != nil {
+	if errors.Is(ctx.Err(), context.Canceled) {
 		return engine.Infra(engine.InfraCancelled, fmt.Errorf("%s: %w", what, ctx.Err()))
+	}
+	if ctx.Err() != nil {
+		// A step's own deadline (or the lease's: Execute reports that as
+		// cancellation) passed: the server did not answer in time.
+		return engine.Infra(engine.InfraJudgeDBUnreachable, fmt.Errorf("%s: timed out: %w", what, ctx.Err()))
 	}
 	if no, ok := mysqlErrNo(err); ok {
 		switch no {

@@ -21,12 +21,16 @@ import (
 // above all) waits for a metadata lock; MySQL's default is a year.
 const lockWaitTimeoutSeconds = "30"
 
+// killConns is the size of the pool reserved for KILL QUERY/CONNECTION.
+const killConns = 2
+
 // Executor judges SQL tasks against a dedicated judge server. It is safe for
 // concurrent use by several jobs.
 type Executor struct {
 	cfg      Config
 	log      *slog.Logger
 	db       *sql.DB
+	killDB   *sql.DB       // KILL statements only: never waits behind job work in db
 	adminCfg *mysql.Config // holds the admin password: never log or format it
 
 	preMu  sync.Mutex  // serialises preflights; held across network calls
@@ -83,18 +87,22 @@ func New(cfg Config) (*Executor, error) {
 	db.SetMaxOpenConns(cfg.AdminMaxOpenConns)
 	db.SetMaxIdleConns(cfg.AdminMaxOpenConns)
 	db.SetConnMaxIdleTime(time.Minute)
+	killDB := sql.OpenDB(connector)
+	killDB.SetMaxOpenConns(killConns)
+	killDB.SetConnMaxIdleTime(time.Minute)
 	return &Executor{
 		cfg:      cfg,
 		log:      cfg.Logger,
 		db:       db,
+		killDB:   killDB,
 		adminCfg: mc,
 		active:   map[string]struct{}{},
 	}, nil
 }
 
-// Close closes the admin pool. Running Execute calls fail afterwards.
+// Close closes the admin pools. Running Execute calls fail afterwards.
 func (e *Executor) Close() error {
-	return e.db.Close()
+	return errors.Join(e.db.Close(), e.killDB.Close())
 }
 
 // claim marks a lease's database as in use by this process; false if it is.
@@ -294,48 +302,15 @@ func (e *Executor) dropAll(ctx context.Context, rs []resource) error {
 	return errors.Join(errs...)
 }
 
-// judge applies the problem, runs the student's SQL and compares.
+// judge applies the problem, runs the student's SQL and compares. Admin
+// connections are held only for the setup and verification phases, never
+// while the student's statements run, so a node with many slots cannot
+// starve the admin pool.
 func (l *lease) judge(ctx context.Context, task engine.Task) (engine.Verdict, error) {
 	e, p := l.e, task.SQL
-	admin, err := e.db.Conn(ctx)
+	expected, err := l.setup(ctx, p)
 	if err != nil {
-		return engine.Verdict{}, classifyAdmin(ctx, err, "admin connection")
-	}
-	defer func() {
-		// The manifest's DDL may have changed session state (USE, sql_mode,
-		// foreign_key_checks…): discard the connection instead of pooling it.
-		_ = admin.Raw(func(any) error { return driver.ErrBadConn })
-		admin.Close()
-	}()
-	actx, cancel := context.WithTimeout(ctx, e.cfg.AdminStatementTimeout)
-	defer cancel()
-	if _, err := admin.ExecContext(actx, "USE `"+l.names.DB+"`"); err != nil {
-		return engine.Verdict{}, classifyAdmin(actx, err, "use temporary database")
-	}
-	if _, err := admin.ExecContext(actx, p.Schema); err != nil {
-		return engine.Verdict{}, classifyManifest(actx, err, "apply schema DDL")
-	}
-	if strings.TrimSpace(p.Seed) != "" {
-		if _, err := admin.ExecContext(actx, p.Seed); err != nil {
-			return engine.Verdict{}, classifyManifest(actx, err, "apply seed data")
-		}
-	}
-	var expected engine.ResultSet
-	if p.Kind == engine.SQLKindSelect {
-		if p.Expected != nil {
-			expected = *p.Expected
-		} else {
-			rs, capped, err := readResults(actx, admin, p.Reference, p.MaxRows, p.MaxBytes, nil)
-			switch {
-			case err != nil:
-				return engine.Verdict{}, classifyManifest(actx, err, "run reference query")
-			case capped:
-				return engine.Verdict{}, engine.Infraf(engine.InfraCorruptInput, "reference result exceeds the problem's row or byte cap")
-			case rs == nil:
-				return engine.Verdict{}, engine.Infraf(engine.InfraCorruptInput, "reference query returned no result set")
-			}
-			expected = *rs
-		}
+		return engine.Verdict{}, err
 	}
 
 	sc := newScrubber(l.names.User, l.names.DB, l.srv.StudentHost, e.cfg.MaxMessageBytes)
@@ -383,26 +358,99 @@ func (l *lease) judge(ctx context.Context, task engine.Task) (engine.Verdict, er
 		if last == nil {
 			return l.verdict(task, engine.StatusWrongAnswer, "the submission returned no result set", elapsed), nil
 		}
-		if diff := compareResults(expected, *last, p.Ordered, p.CompareColumnNames, e.cfg.MaxMessageBytes); diff != "" {
+		if diff := compareResults(*expected, *last, p.Ordered, p.CompareColumnNames, e.cfg.MaxMessageBytes); diff != "" {
 			return l.verdict(task, engine.StatusWrongAnswer, diff, elapsed), nil
 		}
 		return l.verdict(task, engine.StatusAccepted, "", elapsed), nil
 	}
+	status, msg, err := l.verify(ctx, p)
+	if err != nil {
+		return engine.Verdict{}, err
+	}
+	return l.verdict(task, status, msg, elapsed), nil
+}
+
+// adminConn returns an admin connection whose default database is the
+// lease's, and a release func that discards it: the manifest's SQL may have
+// changed session state (USE, sql_mode, foreign_key_checks…), so it never
+// goes back to the pool.
+func (l *lease) adminConn(ctx context.Context) (*sql.Conn, func(), error) {
+	c, err := l.e.db.Conn(ctx)
+	if err != nil {
+		return nil, nil, classifyAdmin(ctx, err, "admin connection")
+	}
+	release := func() {
+		_ = c.Raw(func(any) error { return driver.ErrBadConn })
+		c.Close()
+	}
+	if _, err := c.ExecContext(ctx, "USE `"+l.names.DB+"`"); err != nil {
+		release()
+		return nil, nil, classifyAdmin(ctx, err, "use temporary database")
+	}
+	return c, release, nil
+}
+
+// setup applies DDL and seed as admin and, for SELECT problems, returns the
+// expected result (frozen, or the reference query's on the fresh data).
+func (l *lease) setup(ctx context.Context, p *engine.SQLProblem) (*engine.ResultSet, error) {
+	actx, cancel := context.WithTimeout(ctx, l.e.cfg.AdminStatementTimeout)
+	defer cancel()
+	admin, release, err := l.adminConn(actx)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
+	if _, err := admin.ExecContext(actx, p.Schema); err != nil {
+		return nil, classifyManifest(actx, err, "apply schema DDL")
+	}
+	if strings.TrimSpace(p.Seed) != "" {
+		if _, err := admin.ExecContext(actx, p.Seed); err != nil {
+			return nil, classifyManifest(actx, err, "apply seed data")
+		}
+	}
+	if p.Kind != engine.SQLKindSelect {
+		return nil, nil
+	}
+	if p.Expected != nil {
+		return p.Expected, nil
+	}
+	rs, capped, err := readResults(actx, admin, p.Reference, p.MaxRows, p.MaxBytes, nil)
+	switch {
+	case err != nil:
+		return nil, classifyManifest(actx, err, "run reference query")
+	case capped:
+		return nil, engine.Infraf(engine.InfraCorruptInput, "reference result exceeds the problem's row or byte cap")
+	case rs == nil:
+		return nil, engine.Infraf(engine.InfraCorruptInput, "reference query returned no result set")
+	}
+	return rs, nil
+}
+
+// verify runs a DML problem's verification queries as admin and compares
+// each with its expected result. The first difference is the WA message.
+func (l *lease) verify(ctx context.Context, p *engine.SQLProblem) (engine.Status, string, error) {
+	actx, cancel := context.WithTimeout(ctx, l.e.cfg.AdminStatementTimeout)
+	defer cancel()
+	admin, release, err := l.adminConn(actx)
+	if err != nil {
+		return "", "", err
+	}
+	defer release()
 	for i, v := range p.Verification {
 		rs, capped, err := readResults(actx, admin, v.Query, p.MaxRows, p.MaxBytes, nil)
 		switch {
 		case err != nil:
-			return engine.Verdict{}, classifyManifest(actx, err, fmt.Sprintf("run verification query %d", i+1))
+			return "", "", classifyManifest(actx, err, fmt.Sprintf("run verification query %d", i+1))
 		case capped:
-			return l.verdict(task, engine.StatusWrongAnswer, fmt.Sprintf("verification %d: the table holds more than the problem's row or byte cap", i+1), elapsed), nil
+			return engine.StatusWrongAnswer, fmt.Sprintf("verification %d: the table holds more than the problem's row or byte cap", i+1), nil
 		case rs == nil:
-			return engine.Verdict{}, engine.Infraf(engine.InfraCorruptInput, "verification query %d returned no result set", i+1)
+			return "", "", engine.Infraf(engine.InfraCorruptInput, "verification query %d returned no result set", i+1)
 		}
-		if diff := compareResults(v.Expected, *rs, v.Ordered, p.CompareColumnNames, e.cfg.MaxMessageBytes-32); diff != "" {
-			return l.verdict(task, engine.StatusWrongAnswer, fmt.Sprintf("verification %d: %s", i+1, diff), elapsed), nil
+		if diff := compareResults(v.Expected, *rs, v.Ordered, p.CompareColumnNames, l.e.cfg.MaxMessageBytes-32); diff != "" {
+			return engine.StatusWrongAnswer, fmt.Sprintf("verification %d: %s", i+1, diff), nil
 		}
 	}
-	return l.verdict(task, engine.StatusAccepted, "", elapsed), nil
+	return engine.StatusAccepted, "", nil
 }
 
 // verdict builds the task's verdict. A SQL task is one unit of score: the

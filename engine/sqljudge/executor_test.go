@@ -389,3 +389,34 @@ func TestProgressReported(t *testing.T) {
 	require.Equal(t, engine.StatusAccepted, v.Status)
 	require.Equal(t, []engine.Progress{{Phase: engine.PhaseJudging, CasesTotal: 1}, {Phase: engine.PhaseJudging, CasesDone: 1, CasesTotal: 1}}, got)
 }
+
+// More running jobs than admin connections: the watchdog's kills have their
+// own pool, so every runaway statement is still stopped at its limit (a
+// statement not killed would outlive the 30 s context and fail the job).
+func TestWatchdogDoesNotStarveOnAdminPool(t *testing.T) {
+	t.Parallel()
+	b := setup(t, func(c *Config) { c.AdminMaxOpenConns = 2 })
+	p := selectProblem("SELECT 1 AS x", true)
+	p.StatementTimeout = 300 * time.Millisecond
+	p.AllowMultiStatements = true
+	const jobs = 6
+	var wg sync.WaitGroup
+	res := make([]engine.Verdict, jobs)
+	errs := make([]error, jobs)
+	for i := 0; i < jobs; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			res[i], errs[i] = b.exec.Execute(ctx, engine.Task{JobID: "starve-" + string(rune('a'+i)), LeaseEpoch: 1,
+				Source: []byte("SET SESSION max_statement_time = 0; SELECT SLEEP(100) AS x"), SQL: p}, engine.NoProgress)
+		}()
+	}
+	wg.Wait()
+	for i := range res {
+		require.NoError(t, errs[i])
+		require.Equal(t, engine.StatusTimeLimitExceeded, res[i].Status)
+	}
+	b.requireNoLeftovers(t)
+}

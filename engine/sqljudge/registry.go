@@ -171,7 +171,7 @@ func (e *Executor) killSessionsOf(ctx context.Context, user string) error {
 
 // kill sends KILL QUERY or KILL CONNECTION; a thread already gone is fine.
 func (e *Executor) kill(ctx context.Context, what string, threadID int64) error {
-	_, err := e.db.ExecContext(ctx, "KILL "+what+" "+strconv.FormatInt(threadID, 10))
+	_, err := e.killDB.ExecContext(ctx, "KILL "+what+" "+strconv.FormatInt(threadID, 10))
 	if no, ok := mysqlErrNo(err); ok && no == erNoSuchThread {
 		return nil
 	}
