@@ -339,6 +339,10 @@ func (c *Cache) checkHit(ctx context.Context, e *entry, size int64, stale bool) 
 		err := hashFile(ctx, path, e.digest, st.Size())
 		var me *MismatchError
 		switch {
+		case errors.Is(err, os.ErrNotExist):
+			// Discarded by a concurrent caller that found it damaged.
+			c.discard(e)
+			return nil, nil
 		case errors.As(err, &me):
 			c.log.WarnContext(ctx, "artifact cache file is corrupt; downloading again", "digest", e.digest, "error", err)
 			c.discard(e)
@@ -363,7 +367,7 @@ func (c *Cache) checkHit(ctx context.Context, e *entry, size int64, stale bool) 
 	}
 	// Record the use on disk so the LRU order survives a restart.
 	_ = os.Chtimes(path, c.now(), time.Time{})
-	return c.newHandle(e), nil
+	return c.newHandle(e, size), nil
 }
 
 // startLocked registers a new download and starts it. c.mu is held.
@@ -413,12 +417,17 @@ func (c *Cache) wait(ctx context.Context, f *flight, starter bool, size int64) (
 		c.mu.Unlock()
 		return nil, retry, f.err
 	}
-	if f.entry.size != size {
+	c.mu.Lock()
+	got := f.entry.size
+	c.mu.Unlock()
+	if got != size {
+		// Two manifests disagree about this digest's size; the file matches
+		// the digest, so the declared size is wrong.
 		c.release(f.entry)
 		return nil, false, &MismatchError{Kind: ErrSizeMismatch, Digest: f.digest,
-			Want: strconv.FormatInt(size, 10), Got: strconv.FormatInt(f.entry.size, 10)}
+			Want: strconv.FormatInt(size, 10), Got: strconv.FormatInt(got, 10)}
 	}
-	return c.newHandle(f.entry), false, nil
+	return c.newHandle(f.entry, size), false, nil
 }
 
 // download runs one flight: fetch, verify, publish, pin for the waiters.
@@ -458,6 +467,7 @@ func (c *Cache) download(ctx context.Context, f *flight, fetch FetchFunc) {
 		c.evictLocked()
 	}
 	f.err = err
+	abandoned := f.abandoned
 	close(f.done)
 	if c.flights[f.digest] == f {
 		delete(c.flights, f.digest)
@@ -472,7 +482,7 @@ func (c *Cache) download(ctx context.Context, f *flight, fetch FetchFunc) {
 			c.log.Warn("artifact cache could not fsync a shard directory", "digest", f.digest, "error", serr)
 		}
 	}
-	if err != nil && !errors.Is(err, ErrClosed) && !f.abandoned {
+	if err != nil && !errors.Is(err, ErrClosed) && !abandoned {
 		c.log.Warn("artifact download failed", "digest", f.digest, "size", f.size, "error", err)
 	}
 }
@@ -613,8 +623,9 @@ func (c *Cache) releaseLocked(e *entry) {
 	}
 }
 
-func (c *Cache) newHandle(e *entry) *Handle {
-	return &Handle{c: c, e: e, path: c.path(e.digest), size: e.size}
+// newHandle wraps a pinned entry whose verified size is size.
+func (c *Cache) newHandle(e *entry, size int64) *Handle {
+	return &Handle{c: c, e: e, path: c.path(e.digest), size: size}
 }
 
 // Handle is a pinned cached file. Its file is not evicted until Release.

@@ -35,7 +35,7 @@ type origin struct {
 	serve   map[string]http.HandlerFunc // per-digest override
 }
 
-func newOrigin(t *testing.T) *origin {
+func newOrigin(t testing.TB) *origin {
 	t.Helper()
 	o := &origin{files: map[string][]byte{}, gets: map[string]int{}, serve: map[string]http.HandlerFunc{}}
 	o.srv = httptest.NewServer(http.HandlerFunc(o.handle))
@@ -753,4 +753,71 @@ func TestCacheCloseCancelsDownloads(t *testing.T) {
 	require.ErrorIs(t, <-errA, ErrClosed)
 	requireNoFile(t, layoutPath(c.Dir(), d))
 	requireClean(t, c)
+}
+
+// TestCacheConcurrentStress runs many jobs over a small budget: every handle
+// must keep the right content until released, whatever eviction, shared
+// downloads and cancellations do around it.
+func TestCacheConcurrentStress(t *testing.T) {
+	t.Parallel()
+	o := newOrigin(t)
+	const nFiles, workers, rounds = 12, 16, 40
+	bodies := make([][]byte, nFiles)
+	digests := make([]string, nFiles)
+	for i := range nFiles {
+		bodies[i] = randomBytes(uint64(100+i), 1000+i*300)
+		digests[i] = o.add(bodies[i])
+	}
+	const budget = 8000 // about three files: eviction and overshoot both happen
+	c := openCache(t, CacheConfig{MaxBytes: budget})
+
+	var wg sync.WaitGroup
+	errs := make(chan error, workers)
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for r := range rounds {
+				i := (w*7 + r*5) % nFiles
+				ctx, cancel := context.WithCancel(context.Background())
+				if (w+r)%9 == 0 {
+					cancel() // some jobs lose their lease before or while acquiring
+				}
+				h, err := c.Acquire(ctx, digests[i], int64(len(bodies[i])), o.fetch(digests[i]))
+				cancel()
+				if err != nil {
+					if errors.Is(err, context.Canceled) {
+						continue
+					}
+					errs <- fmt.Errorf("acquire %d: %w", i, err)
+					return
+				}
+				got, err := os.ReadFile(h.Path())
+				if err != nil || !bytes.Equal(got, bodies[i]) {
+					errs <- fmt.Errorf("pinned file %d changed under its job (err %v)", i, err)
+					return
+				}
+				h.Release()
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		require.NoError(t, err)
+	}
+	c.wg.Wait()
+	st := c.Stats()
+	require.Zero(t, st.PinnedFiles)
+	require.Zero(t, st.InFlight)
+	require.LessOrEqual(t, st.Bytes, int64(budget))
+	requireClean(t, c)
+	// The index matches the directory.
+	onDisk := 0
+	for _, d := range digests {
+		if _, err := os.Stat(layoutPath(c.Dir(), d)); err == nil {
+			onDisk++
+		}
+	}
+	require.Equal(t, st.Files, onDisk)
 }

@@ -151,7 +151,8 @@ func (s *Store) path(digest string) string { return filepath.Join(s.root, relPat
 //
 // Put is idempotent: if the artifact is already stored, the body is still
 // read (at most the declared size, or MaxArtifactBytes, plus one byte) and
-// verified, and created is false. If the stored copy has the wrong size it is
+// verified, and created is false. A stored copy of the declared size is
+// trusted without re-reading it (Verify does that); one of the wrong size is
 // replaced by the verified upload.
 func (s *Store) Put(ctx context.Context, digest string, size int64, r io.Reader) (created bool, err error) {
 	if err := ValidateDigest(digest); err != nil {
