@@ -1,0 +1,136 @@
+package httpapi
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"net/http"
+	"strconv"
+
+	"github.com/go-sql-driver/mysql"
+
+	"github.com/kece-oj/kece/artifact"
+	"github.com/kece-oj/kece/control/store"
+)
+
+// Error is an API error with its HTTP status and machine code. Handlers
+// return it (or any error) as the error result; writeError is the one place
+// that turns errors into responses.
+type Error struct {
+	Status     int
+	Code       string
+	Message    string
+	Details    map[string]any
+	RetryAfter int // seconds, for 429/503
+	cause      error
+}
+
+func (e *Error) Error() string { return e.Code + ": " + e.Message }
+
+// Unwrap returns the cause.
+func (e *Error) Unwrap() error { return e.cause }
+
+// apiErr builds an Error with an explicit status and code.
+func apiErr(status int, code string, cause error) *Error {
+	msg := http.StatusText(status)
+	if cause != nil {
+		msg = cause.Error()
+	}
+	return &Error{Status: status, Code: code, Message: msg, cause: cause}
+}
+
+// surface names which API answered, for codes that differ by surface.
+type surface int
+
+const (
+	surfaceMachine surface = iota
+	surfaceAdmin
+	surfaceBusiness
+)
+
+// classify maps an error class to status and code. Specific codes chosen by a
+// handler (*Error) win; store classes map here and nowhere else.
+func classify(err error, sf surface) *Error {
+	var e *Error
+	if errors.As(err, &e) {
+		return e
+	}
+	var ve *store.ValidationError
+	var mm *artifact.MismatchError
+	var me *mysql.MySQLError
+	switch {
+	case errors.As(err, &ve):
+		code := "REQUEST_INVALID"
+		if sf == surfaceMachine {
+			code = "RESULT_INVALID"
+		}
+		e := apiErr(http.StatusUnprocessableEntity, code, err)
+		e.Details = map[string]any{"field": ve.Field}
+		return e
+	case errors.Is(err, store.ErrValidation):
+		return apiErr(http.StatusUnprocessableEntity, "REQUEST_INVALID", err)
+	case errors.As(err, &mm):
+		return apiErr(http.StatusUnprocessableEntity, "DIGEST_MISMATCH", err)
+	case errors.Is(err, store.ErrNotFound):
+		return apiErr(http.StatusNotFound, "NOT_FOUND", err)
+	case errors.Is(err, store.ErrLeaseLost):
+		return apiErr(http.StatusConflict, "LEASE_LOST", err)
+	case errors.Is(err, store.ErrResultConflict):
+		return apiErr(http.StatusConflict, "RESULT_CONFLICT", err)
+	case errors.Is(err, store.ErrJobCancelled):
+		return apiErr(http.StatusConflict, "JOB_CANCELLED", err)
+	case errors.Is(err, store.ErrSuperseded):
+		return apiErr(http.StatusConflict, "SUPERSEDED", err)
+	case errors.Is(err, store.ErrArtifactNotInManifest):
+		return apiErr(http.StatusForbidden, "ARTIFACT_NOT_IN_MANIFEST", err)
+	case errors.Is(err, store.ErrConflict):
+		code := "STATE_CONFLICT"
+		if sf == surfaceBusiness {
+			code = "SUBMISSION_CONFLICT"
+		}
+		return apiErr(http.StatusConflict, code, err)
+	case errors.Is(err, store.ErrSessionSuperseded):
+		return apiErr(http.StatusUnauthorized, "SESSION_SUPERSEDED", err)
+	case errors.Is(err, store.ErrNodeRevoked):
+		return apiErr(http.StatusForbidden, "NODE_REVOKED", err)
+	case errors.Is(err, store.ErrJoinCodeExpired):
+		return apiErr(http.StatusGone, "JOIN_CODE_EXPIRED", err)
+	case errors.Is(err, store.ErrJoinCodeUsed):
+		return apiErr(http.StatusGone, "JOIN_CODE_USED", err)
+	case errors.Is(err, store.ErrUnauthenticated):
+		code := "UNAUTHENTICATED"
+		if sf == surfaceMachine {
+			code = "SESSION_INVALID"
+		}
+		return apiErr(http.StatusUnauthorized, code, err)
+	case errors.Is(err, context.Canceled):
+		return &Error{Status: 499, Code: "CANCELLED", Message: "request cancelled", cause: err}
+	case errors.As(err, &me), errors.Is(err, context.DeadlineExceeded):
+		e := &Error{Status: http.StatusServiceUnavailable, Code: "UNAVAILABLE", Message: "database unavailable; retry", cause: err, RetryAfter: 1}
+		if me != nil && me.Number < 2000 && me.Number != 1205 && me.Number != 1213 {
+			// A server-side SQL error is our bug, not an outage.
+			e = &Error{Status: http.StatusInternalServerError, Code: "INTERNAL", Message: "internal error", cause: err}
+		}
+		return e
+	}
+	return &Error{Status: http.StatusInternalServerError, Code: "INTERNAL", Message: "internal error", cause: err}
+}
+
+// writeError writes the JSON error body. 5xx causes are logged, never sent.
+func writeError(w http.ResponseWriter, r *http.Request, log *slog.Logger, err error, sf surface) {
+	e := classify(err, sf)
+	if e.Status >= 500 {
+		log.Error("request failed", "method", r.Method, "path", r.URL.Path, "code", e.Code, "err", err)
+	}
+	body := map[string]any{"code": e.Code, "message": e.Message}
+	if e.Details != nil {
+		body["details"] = e.Details
+	}
+	if e.RetryAfter > 0 {
+		w.Header().Set("Retry-After", strconv.Itoa(e.RetryAfter))
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(e.Status)
+	_ = json.NewEncoder(w).Encode(body)
+}

@@ -1,0 +1,282 @@
+package httpapi
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/kece-oj/kece/artifact"
+	"github.com/kece-oj/kece/contracts/machineapi"
+	"github.com/kece-oj/kece/control/store"
+)
+
+// parseID parses a BIGINT id that travels as a decimal string.
+func parseID(field, v string) (int64, error) {
+	id, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || id <= 0 {
+		return 0, apiErr(http.StatusBadRequest, "REQUEST_INVALID", fmt.Errorf("%s %q is not a positive decimal id", field, v))
+	}
+	return id, nil
+}
+
+func idString(id int64) string { return strconv.FormatInt(id, 10) }
+
+// JoinNode trades a one-time code for the node credential (shown once).
+func (m machineAPI) JoinNode(ctx context.Context, req machineapi.JoinNodeRequestObject) (machineapi.JoinNodeResponseObject, error) {
+	j, err := m.s.store.Join(ctx, req.Body.JoinCode)
+	if errors.Is(err, store.ErrUnauthenticated) {
+		return nil, apiErr(http.StatusUnauthorized, "JOIN_CODE_INVALID", errors.New("unknown join code"))
+	}
+	if err != nil {
+		return nil, err
+	}
+	m.s.log.Info("node joined", "node_id", j.Node.ID, "pool", j.Node.Pool)
+	return machineapi.JoinNode201JSONResponse{Credential: j.Credential, NodeId: idString(j.Node.ID),
+		HostGroupId: idString(j.Node.HostGroupID), Pool: machineapi.Pool(j.Node.Pool)}, nil
+}
+
+// OpenSession opens (or resumes) the session of a process boot.
+func (m machineAPI) OpenSession(ctx context.Context, req machineapi.OpenSessionRequestObject) (machineapi.OpenSessionResponseObject, error) {
+	if req.Body.ProtocolVersion != ProtocolVersion {
+		return nil, apiErr(http.StatusBadRequest, "PROTOCOL_UNSUPPORTED",
+			fmt.Errorf("protocol version %d is not supported; this control plane speaks %d", req.Body.ProtocolVersion, ProtocolVersion))
+	}
+	cred, _ := ctx.Value(credentialKey).(string)
+	sess, err := m.s.store.OpenSession(ctx, cred, req.Body.BootId)
+	if errors.Is(err, store.ErrUnauthenticated) {
+		return nil, apiErr(http.StatusUnauthorized, "CREDENTIAL_INVALID", errors.New("unknown node credential"))
+	}
+	if err != nil {
+		return nil, err
+	}
+	m.s.log.Info("node session opened", "node_id", sess.NodeID, "session_epoch", sess.SessionEpoch)
+	return machineapi.OpenSession200JSONResponse{
+		SessionToken: sess.Token, SessionEpoch: sess.SessionEpoch, NodeId: idString(sess.NodeID),
+		Pool: machineapi.Pool(sess.Pool), HostGroupId: idString(sess.HostGroupID),
+		DesiredState: machineapi.DesiredState(sess.State), Slots: int32(sess.Slots),
+		HeartbeatIntervalMs: m.s.cfg.HeartbeatInterval.Milliseconds(),
+		LeaseTtlMs:          m.s.store.Config().LeaseTTL.Milliseconds(),
+		RenewIntervalMs:     m.s.cfg.RenewInterval.Milliseconds(),
+		ClaimWaitMaxMs:      m.s.cfg.ClaimWaitMax.Milliseconds(),
+	}, nil
+}
+
+// SendHeartbeat records observed health and returns the desired state.
+func (m machineAPI) SendHeartbeat(ctx context.Context, req machineapi.SendHeartbeatRequestObject) (machineapi.SendHeartbeatResponseObject, error) {
+	sess, err := sessionFrom(ctx)
+	if err != nil {
+		return nil, err
+	}
+	health, _ := json.Marshal(req.Body.Dependencies)
+	n, err := m.s.store.Heartbeat(ctx, sess.NodeSession, store.HeartbeatReport{
+		RuntimeVersion: req.Body.RuntimeVersion, Health: health, SlotsBusy: int(req.Body.SlotsBusy), Draining: req.Body.Draining,
+	})
+	if err != nil {
+		return nil, err
+	}
+	return machineapi.SendHeartbeat200JSONResponse{DesiredState: machineapi.DesiredState(n.DesiredState),
+		ConfigRevision: n.Revision, Slots: int32(n.Slots), OfflineAfterMs: m.s.store.Config().OfflineAfter.Milliseconds()}, nil
+}
+
+// ClaimJobs is the long-poll: try to claim; if nothing, wait for a wake-up
+// of the node's pool (no connection or transaction held) until the wait ends.
+func (m machineAPI) ClaimJobs(ctx context.Context, req machineapi.ClaimJobsRequestObject) (machineapi.ClaimJobsResponseObject, error) {
+	sess, err := sessionFrom(ctx)
+	if err != nil {
+		return nil, err
+	}
+	wait := min(time.Duration(req.Body.WaitMs)*time.Millisecond, m.s.cfg.ClaimWaitMax)
+	deadline := time.NewTimer(wait)
+	defer deadline.Stop()
+	// Capacity freed in another replica (or backoff ending) wakes no one, so
+	// a waiter also retries now and then.
+	retry := time.NewTicker(2*time.Second + time.Duration(rand.IntN(500))*time.Millisecond)
+	defer retry.Stop()
+	for {
+		wake := m.s.hub.Watch(sess.Pool)
+		jobs, err := m.s.store.Claim(ctx, sess.NodeSession, int(req.Body.FreeSlots))
+		if err != nil {
+			m.s.hub.Done()
+			return nil, err
+		}
+		if len(jobs) > 0 {
+			m.s.hub.Done()
+			return m.claimResponse(ctx, jobs)
+		}
+		select {
+		case <-wake:
+		case <-retry.C:
+		case <-deadline.C:
+			m.s.hub.Done()
+			return machineapi.ClaimJobs200JSONResponse{Jobs: []machineapi.ClaimedJob{}}, nil
+		case <-ctx.Done():
+			m.s.hub.Done()
+			return nil, ctx.Err()
+		}
+		m.s.hub.Done()
+	}
+}
+
+func (m machineAPI) claimResponse(ctx context.Context, jobs []store.ClaimedJob) (machineapi.ClaimJobsResponseObject, error) {
+	out := make([]machineapi.ClaimedJob, 0, len(jobs))
+	for _, j := range jobs {
+		man, err := m.s.manifests.get(ctx, m.s.store, j.ManifestID)
+		if err != nil {
+			return nil, err
+		}
+		var snap store.Snapshot
+		if err := json.Unmarshal(j.Snapshot, &snap); err != nil {
+			return nil, fmt.Errorf("job %d: request snapshot: %w", j.JobID, err)
+		}
+		m.s.log.Info("job leased", "job_id", j.JobID, "lease_epoch", j.LeaseEpoch, "kind", j.Kind)
+		out = append(out, machineapi.ClaimedJob{
+			JobId: idString(j.JobID), LeaseEpoch: j.LeaseEpoch, LeaseRemainingMs: j.LeaseRemaining.Milliseconds(),
+			Kind: machineapi.JobKind(j.Kind), Pool: machineapi.Pool(j.Pool), Attempt: int32(j.Attempt),
+			Manifest: man, ManifestId: idString(j.ManifestID),
+			Submission: machineapi.JobSubmission{SubmissionType: j.SubmissionType, SubmissionId: j.SubmissionID,
+				Language: snap.Language, Source: snap.Source},
+			Runtime: machineapi.JobRuntime{Language: j.Language, Pool: machineapi.Pool(j.Pool)},
+		})
+	}
+	return machineapi.ClaimJobs200JSONResponse{Jobs: out}, nil
+}
+
+// RenewLeases extends the session's leases in one transaction.
+func (m machineAPI) RenewLeases(ctx context.Context, req machineapi.RenewLeasesRequestObject) (machineapi.RenewLeasesResponseObject, error) {
+	sess, err := sessionFrom(ctx)
+	if err != nil {
+		return nil, err
+	}
+	items := make([]store.RenewItem, 0, len(req.Body.Leases))
+	for _, l := range req.Body.Leases {
+		id, err := parseID("jobId", l.JobId)
+		if err != nil {
+			return nil, err
+		}
+		items = append(items, store.RenewItem{JobID: id, LeaseEpoch: l.LeaseEpoch, ProgressSeq: l.ProgressSeq,
+			Phase: string(l.Phase), CasesDone: int(l.CasesDone), CasesTotal: int(l.CasesTotal)})
+	}
+	res, err := m.s.store.Renew(ctx, sess.NodeSession, items)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]machineapi.LeaseAnswer, len(res))
+	for i, r := range res {
+		out[i] = machineapi.LeaseAnswer{JobId: idString(r.JobID), LeaseEpoch: r.LeaseEpoch, State: machineapi.LeaseState(r.State)}
+		if r.State == store.RenewOK {
+			ms := r.Remaining.Milliseconds()
+			out[i].LeaseRemainingMs = &ms
+		}
+	}
+	return machineapi.RenewLeases200JSONResponse{Leases: out}, nil
+}
+
+// DownloadArtifact streams one file of the job's manifest to the lease holder.
+func (m machineAPI) DownloadArtifact(ctx context.Context, req machineapi.DownloadArtifactRequestObject) (machineapi.DownloadArtifactResponseObject, error) {
+	sess, err := sessionFrom(ctx)
+	if err != nil {
+		return nil, err
+	}
+	jobID, err := parseID("jobId", req.JobId)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := m.s.store.CheckArtifactAccess(ctx, sess.NodeSession, jobID, req.Params.XKeceLeaseEpoch, req.Sha256); err != nil {
+		if errors.Is(err, store.ErrNotFound) {
+			return nil, apiErr(http.StatusNotFound, "JOB_NOT_FOUND", err)
+		}
+		return nil, err
+	}
+	f, size, err := m.s.artifacts.Open(req.Sha256)
+	if errors.Is(err, artifact.ErrNotFound) {
+		m.s.log.Error("artifact referenced by a manifest is missing from the store", "sha256", req.Sha256, "job_id", jobID)
+		return nil, apiErr(http.StatusNotFound, "ARTIFACT_MISSING", err)
+	}
+	if err != nil {
+		return nil, err
+	}
+	// The strict handler copies Body to the response; closing the file when
+	// the request ends is enough.
+	context.AfterFunc(ctx, func() { _ = f.Close() })
+	return machineapi.DownloadArtifact200ApplicationoctetStreamResponse{Body: f, ContentLength: size,
+		Headers: machineapi.DownloadArtifact200ResponseHeaders{XKeceSha256: req.Sha256}}, nil
+}
+
+// SubmitResult records a verdict or an infrastructure error for a lease.
+func (m machineAPI) SubmitResult(ctx context.Context, req machineapi.SubmitResultRequestObject) (machineapi.SubmitResultResponseObject, error) {
+	sess, err := sessionFrom(ctx)
+	if err != nil {
+		return nil, err
+	}
+	jobID, err := parseID("jobId", req.JobId)
+	if err != nil {
+		return nil, err
+	}
+	res := store.Result{Outcome: store.Outcome(req.Body.Outcome)}
+	if v := req.Body.Verdict; v != nil {
+		res.Verdict = &store.VerdictResult{Status: string(v.Status), Score: v.Score, MaxScore: v.MaxScore,
+			CompileLog: v.CompileLog, Message: v.Message}
+		for _, c := range v.Cases {
+			res.Verdict.Cases = append(res.Verdict.Cases, store.CaseResult{CaseID: c.CaseId, Status: string(c.Status),
+				Score: c.Score, TimeMs: c.TimeMs, WallMs: c.WallMs, MemoryKb: c.MemoryKb, ExitCode: int(c.ExitCode),
+				Signal: int(c.Signal), Message: c.Message})
+		}
+	}
+	if e := req.Body.Error; e != nil {
+		res.Error = &store.ErrorResult{Code: string(e.Code), Message: e.Message}
+	}
+	r, err := m.s.store.Complete(ctx, sess.NodeSession, jobID, req.Body.LeaseEpoch, res)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, apiErr(http.StatusNotFound, "JOB_NOT_FOUND", err)
+	}
+	if err != nil {
+		return nil, err
+	}
+	m.s.log.Info("result recorded", "job_id", jobID, "lease_epoch", req.Body.LeaseEpoch, "node_id", sess.NodeID,
+		"disposition", r.Disposition, "job_state", r.JobState)
+	// A finished job frees capacity: let this replica's waiters retry now.
+	m.s.hub.Notify(sess.Pool)
+	return machineapi.SubmitResult200JSONResponse{Disposition: machineapi.Disposition(r.Disposition), JobState: machineapi.JobState(r.JobState)}, nil
+}
+
+// wireManifests caches manifests converted to the wire type (immutable).
+type wireManifests struct {
+	mu sync.Mutex
+	m  map[int64]machineapi.Manifest
+}
+
+func newWireManifests() *wireManifests { return &wireManifests{m: make(map[int64]machineapi.Manifest)} }
+
+func (w *wireManifests) get(ctx context.Context, st *store.Store, id int64) (machineapi.Manifest, error) {
+	w.mu.Lock()
+	man, ok := w.m[id]
+	w.mu.Unlock()
+	if ok {
+		return man, nil
+	}
+	src, err := st.Manifest(ctx, id)
+	if err != nil {
+		return machineapi.Manifest{}, err
+	}
+	// The control plane's manifest type has the contract's JSON shape.
+	b, err := json.Marshal(src)
+	if err != nil {
+		return machineapi.Manifest{}, fmt.Errorf("manifest %d: %w", id, err)
+	}
+	if err := json.Unmarshal(b, &man); err != nil {
+		return machineapi.Manifest{}, fmt.Errorf("manifest %d: %w", id, err)
+	}
+	w.mu.Lock()
+	if len(w.m) > 1024 {
+		clear(w.m)
+	}
+	w.m[id] = man
+	w.mu.Unlock()
+	return man, nil
+}

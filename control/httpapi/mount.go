@@ -1,0 +1,63 @@
+package httpapi
+
+import (
+	"net/http"
+
+	"github.com/getkin/kin-openapi/openapi3"
+
+	"github.com/kece-oj/kece/contracts/adminapi"
+	"github.com/kece-oj/kece/contracts/businessapi"
+	"github.com/kece-oj/kece/contracts/machineapi"
+	"github.com/kece-oj/kece/control/store"
+)
+
+// adminAPI implements adminapi.StrictServerInterface.
+type adminAPI struct{ s *Server }
+
+// businessAPI implements businessapi.StrictServerInterface.
+type businessAPI struct{ s *Server }
+
+// machineAPI implements machineapi.StrictServerInterface.
+type machineAPI struct{ s *Server }
+
+var (
+	_ adminapi.StrictServerInterface    = adminAPI{}
+	_ businessapi.StrictServerInterface = businessAPI{}
+	_ machineapi.StrictServerInterface  = machineAPI{}
+)
+
+func (s *Server) errorHandlers(sf surface) (func(http.ResponseWriter, *http.Request, error), func(http.ResponseWriter, *http.Request, error)) {
+	req := func(w http.ResponseWriter, r *http.Request, err error) {
+		writeError(w, r, s.log, &Error{Status: http.StatusBadRequest, Code: "REQUEST_INVALID", Message: err.Error(), cause: err}, sf)
+	}
+	resp := func(w http.ResponseWriter, r *http.Request, err error) { writeError(w, r, s.log, err, sf) }
+	return req, resp
+}
+
+func (s *Server) mountMachine() error {
+	s.internal = http.NewServeMux()
+	reqErr, respErr := s.errorHandlers(surfaceMachine)
+	machineapi.HandlerFromMux(machineapi.NewStrictHandlerWithOptions(machineAPI{s}, nil,
+		machineapi.StrictHTTPServerOptions{RequestErrorHandlerFunc: reqErr, ResponseErrorHandlerFunc: respErr}), s.internal)
+	return nil
+}
+
+func (s *Server) mountAdmin() error {
+	mux := http.NewServeMux()
+	reqErr, respErr := s.errorHandlers(surfaceAdmin)
+	adminapi.HandlerFromMux(adminapi.NewStrictHandlerWithOptions(adminAPI{s}, nil,
+		adminapi.StrictHTTPServerOptions{RequestErrorHandlerFunc: reqErr, ResponseErrorHandlerFunc: respErr}), mux)
+	s.admin = s.tokenAuth(store.TokenAdmin, surfaceAdmin, nil,
+		s.validated(mux, func() (*openapi3.T, error) { return adminapi.GetSwagger() }, surfaceAdmin))
+	return nil
+}
+
+func (s *Server) mountBusiness() error {
+	mux := http.NewServeMux()
+	reqErr, respErr := s.errorHandlers(surfaceBusiness)
+	businessapi.HandlerFromMux(businessapi.NewStrictHandlerWithOptions(businessAPI{s}, nil,
+		businessapi.StrictHTTPServerOptions{RequestErrorHandlerFunc: reqErr, ResponseErrorHandlerFunc: respErr}), mux)
+	s.business = s.tokenAuth(store.TokenBusiness, surfaceBusiness, map[string]bool{"/api/v1/system/judgers/summary": true},
+		s.validated(mux, func() (*openapi3.T, error) { return businessapi.GetSwagger() }, surfaceBusiness))
+	return nil
+}
