@@ -100,7 +100,10 @@ func (e *Env) SecondReplica() *Env {
 
 type testWriter struct{ t testing.TB }
 
-func (w testWriter) Write(p []byte) (int, error) { w.t.Log(string(bytes.TrimRight(p, "\n"))); return len(p), nil }
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Log(string(bytes.TrimRight(p, "\n")))
+	return len(p), nil
+}
 
 func must(t testing.TB, err error) {
 	t.Helper()
