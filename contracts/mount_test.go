@@ -87,8 +87,9 @@ func (f fakeMachine) SubmitResult(_ context.Context, req machineapi.SubmitResult
 	return machineapi.SubmitResult200JSONResponse(sampleAs[machineapi.ResultResponse](f.t, "machine/result-response-accepted.json")), nil
 }
 
-// summaryOnly serves the public summary; the other business operations are
-// not called in these tests (the embedded nil interface would panic).
+// summaryOnly serves the public summary and enqueue; the other business
+// operations are not called in these tests (the embedded nil interface would
+// panic).
 type summaryOnly struct {
 	businessapi.StrictServerInterface
 	t *testing.T
@@ -96,6 +97,10 @@ type summaryOnly struct {
 
 func (s summaryOnly) GetJudgersSummary(context.Context, businessapi.GetJudgersSummaryRequestObject) (businessapi.GetJudgersSummaryResponseObject, error) {
 	return businessapi.GetJudgersSummary200JSONResponse(sampleAs[businessapi.JudgersSummary](s.t, "business/judgers-summary.json")), nil
+}
+
+func (s summaryOnly) EnqueueSubmission(context.Context, businessapi.EnqueueSubmissionRequestObject) (businessapi.EnqueueSubmissionResponseObject, error) {
+	return businessapi.EnqueueSubmission202JSONResponse(sampleAs[businessapi.SubmissionAccepted](s.t, "business/submission-accepted.json")), nil
 }
 
 // writeError is the one place that turns a status and code into an Error body.
@@ -264,6 +269,33 @@ func TestGeneratedServerAndClientFit(t *testing.T) {
 		require.Equal(t, http.StatusInternalServerError, res.StatusCode())
 		require.NotNil(t, res.JSONDefault)
 		require.Equal(t, machineapi.ErrorCodeInternal, res.JSONDefault.Code)
+	})
+	t.Run("admin calls need a token", func(t *testing.T) {
+		ac, err := adminapi.NewClientWithResponses(srv.URL)
+		require.NoError(t, err)
+		res, err := ac.ListJudgersWithResponse(ctx, &adminapi.ListJudgersParams{})
+		require.NoError(t, err)
+		require.Equal(t, http.StatusUnauthorized, res.StatusCode())
+	})
+	t.Run("Idempotency-Key is checked by validation", func(t *testing.T) {
+		bc, err := businessapi.NewClientWithResponses(srv.URL, businessapi.WithRequestEditorFn(func(_ context.Context, r *http.Request) error {
+			r.Header.Set("Authorization", "Bearer kb1_test")
+			return nil
+		}))
+		require.NoError(t, err)
+		key := "two words"
+		res, err := bc.EnqueueSubmissionWithResponse(ctx, &businessapi.EnqueueSubmissionParams{IdempotencyKey: &key},
+			sampleAs[businessapi.SubmissionCreate](t, "business/submission-create.json"))
+		require.NoError(t, err)
+		require.Equal(t, http.StatusBadRequest, res.StatusCode())
+		require.Equal(t, businessapi.ErrorCodeRequestInvalid, res.JSON400.Code)
+
+		key = "enqueue-7f3a9c"
+		res, err = bc.EnqueueSubmissionWithResponse(ctx, &businessapi.EnqueueSubmissionParams{IdempotencyKey: &key},
+			sampleAs[businessapi.SubmissionCreate](t, "business/submission-create.json"))
+		require.NoError(t, err)
+		require.Equal(t, http.StatusAccepted, res.StatusCode())
+		require.Equal(t, businessapi.SubmissionStatusCodePending, res.JSON202.Status)
 	})
 	t.Run("public summary needs no token; business calls do", func(t *testing.T) {
 		bc, err := businessapi.NewClientWithResponses(srv.URL)
