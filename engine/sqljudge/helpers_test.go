@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"os"
 	"regexp"
+	"strings"
 	"testing"
 	"time"
 
@@ -203,4 +204,8 @@ func adminAddr(t *testing.T) string {
 	mc, err := mysql.ParseDSN(judgeDSN())
 	require.NoError(t, err)
 	return mc.Addr
+}
+
+func containsMariaDB(version string) bool {
+	return strings.Contains(strings.ToLower(version), "mariadb")
 }

@@ -122,3 +122,34 @@ func TestSelfCheckRefusesMissingRights(t *testing.T) {
 		})
 	}
 }
+
+// The minimal admin account documented in docs/sql-engine.md passes the
+// self-check and judges a DML problem.
+func TestSelfCheckMinimalDocumentedGrants(t *testing.T) {
+	t.Parallel()
+	root := rootDB(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var host, version string
+	require.NoError(t, root.QueryRow("SELECT SUBSTRING_INDEX(USER(), '@', -1), VERSION()").Scan(&host, &version))
+	kill := "CONNECTION ADMIN"
+	if !containsMariaDB(version) {
+		kill = "CONNECTION_ADMIN"
+	}
+	user := "kece_weak_" + randHex(t, 4)
+	acct := account(user, host)
+	_, err := root.Exec("CREATE USER " + acct + " IDENTIFIED BY 'minpw'")
+	require.NoError(t, err)
+	t.Cleanup(func() { _, _ = root.Exec("DROP USER IF EXISTS " + acct) })
+	_, err = root.Exec("GRANT CREATE, DROP, SELECT, INSERT, UPDATE, DELETE, SHOW VIEW, CREATE USER, PROCESS, " + kill + " ON *.* TO " + acct + " WITH GRANT OPTION")
+	require.NoError(t, err)
+
+	b := setup(t, func(c *Config) { c.AdminDSN = user + ":minpw@tcp(" + adminAddr(t) + ")/" })
+	_, err = b.exec.SelfCheck(ctx)
+	require.NoError(t, err)
+	p := dmlProblem(engine.SQLVerification{Query: "SELECT COUNT(*) FROM person",
+		Expected: engine.ResultSet{Columns: []string{"c"}, Rows: rowsOf([]string{"3"})}})
+	b.requireVerdict(t, p, "DELETE FROM person WHERE id = 1", engine.StatusAccepted)
+	p.StatementTimeout = 200 * time.Millisecond
+	b.requireVerdict(t, p, "SET SESSION max_statement_time = 0; DELETE FROM person WHERE SLEEP(1) = 0", engine.StatusTimeLimitExceeded)
+}
