@@ -14,8 +14,9 @@ import (
 
 // Store defaults; a zero field in StoreConfig takes its default.
 const (
-	// StoreMaxArtifactBytesDefault bounds one stored file.
-	StoreMaxArtifactBytesDefault int64 = 1 << 30
+	// StoreMaxArtifactBytesDefault bounds one stored file (the business API
+	// promises 256 MiB per artifact).
+	StoreMaxArtifactBytesDefault int64 = 256 << 20
 	// StoreStaleTempAfterDefault is the age after which OpenStore removes an
 	// upload's temporary file. It is long so that replicas sharing one root
 	// never delete each other's uploads in progress.
