@@ -41,9 +41,10 @@ var (
 // ErrNotFound reports that no artifact with the digest is stored.
 var ErrNotFound = errors.New("artifact: not found")
 
-// ErrCorrupt is returned by Cache when a download or a cached file does not
-// match its digest or size. It wraps a *MismatchError with the details.
-// Callers treat it as an infrastructure fault, never as an empty file.
+// ErrCorrupt reports bytes that do not match their digest or size: a Cache
+// download, or a stored file checked by Store.Verify. It comes with a
+// *MismatchError holding the details. Callers treat it as an infrastructure
+// fault, never as an empty file.
 var ErrCorrupt = errors.New("artifact: corrupt")
 
 // ErrClosed is returned by a Cache after Close.
