@@ -138,6 +138,8 @@ func TestTimeLimit(t *testing.T) {
 	p.StatementTimeout = 300 * time.Millisecond
 	v := b.requireVerdict(t, p, "SELECT SLEEP(5) AS x", engine.StatusTimeLimitExceeded)
 	require.Contains(t, v.Message, "time limit")
+	// MariaDB interrupts BENCHMARK() at the limit without an error.
+	b.requireVerdict(t, p, "SELECT BENCHMARK(4000000000, MD5('x')) + 1 AS x", engine.StatusTimeLimitExceeded)
 	// The student resets the server-side limit: the watchdog's KILL QUERY still ends it.
 	p.AllowMultiStatements = true
 	b.requireVerdict(t, p, "SET SESSION max_statement_time = 0; SELECT SLEEP(5) AS x", engine.StatusTimeLimitExceeded)

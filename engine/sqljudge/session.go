@@ -118,7 +118,9 @@ func (s *studentSession) run(ctx context.Context, stmt string, maxRows, maxBytes
 	switch {
 	case ctx.Err() != nil:
 		out.err = engine.Infra(engine.InfraCancelled, fmt.Errorf("student statement: %w", ctx.Err()))
-	case timedOut.Load():
+	case timedOut.Load() || elapsed >= s.limit:
+		// Past the limit is TLE even without an error: an interrupted
+		// BENCHMARK() or SLEEP() returns normally on MariaDB.
 		out.status, out.message = engine.StatusTimeLimitExceeded, fmt.Sprintf("statement exceeded the time limit of %s", s.limit)
 	case capped:
 		out.status, out.message = engine.StatusOutputLimitExceeded, fmt.Sprintf("result exceeds the limit of %d rows or %d bytes", maxRows, maxBytes)
