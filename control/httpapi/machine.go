@@ -115,6 +115,9 @@ func (m machineAPI) ClaimJobs(ctx context.Context, req machineapi.ClaimJobsReque
 		case <-deadline.C:
 			m.s.hub.Done()
 			return machineapi.ClaimJobs200JSONResponse{Jobs: []machineapi.ClaimedJob{}}, nil
+		case <-m.s.closing:
+			m.s.hub.Done()
+			return machineapi.ClaimJobs200JSONResponse{Jobs: []machineapi.ClaimedJob{}}, nil
 		case <-ctx.Done():
 			m.s.hub.Done()
 			return nil, ctx.Err()

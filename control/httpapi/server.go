@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/getkin/kin-openapi/openapi3"
@@ -99,7 +100,14 @@ type Server struct {
 	internal *http.ServeMux
 	admin    http.Handler
 	business http.Handler
+
+	closing   chan struct{}
+	closeOnce sync.Once
 }
+
+// StopLongPolls makes waiting claims answer (empty) at once; call it before
+// http.Server.Shutdown so a restart does not wait out 15 s polls.
+func (s *Server) StopLongPolls() { s.closeOnce.Do(func() { close(s.closing) }) }
 
 // New builds a server over a store and an artifact store.
 func New(cfg Config, st *store.Store, arts *artifact.Store, log *slog.Logger) (*Server, error) {
@@ -112,7 +120,7 @@ func New(cfg Config, st *store.Store, arts *artifact.Store, log *slog.Logger) (*
 	}
 	hub := longpoll.New()
 	s := &Server{cfg: cfg, store: st.WithNotifier(hub), artifacts: arts, hub: hub, log: log,
-		manifests: newWireManifests()}
+		manifests: newWireManifests(), closing: make(chan struct{})}
 	if err := s.mountMachine(); err != nil {
 		return nil, err
 	}

@@ -1,0 +1,93 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"fmt"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/kece-oj/kece/control/dbtest"
+)
+
+func TestBadSettingsAreRefusedWithAHint(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	cases := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"serve", "--mysql-dsn", ""}, "KECE_ARTIFACT_DIR"},
+		{[]string{"serve", "--artifact-dir", t.TempDir(), "--mysql-dsn", ""}, "KECE_MYSQL_DSN"},
+		{[]string{"serve", "--artifact-dir", t.TempDir(), "--listen", "nonsense", "--mysql-dsn", "x"}, "host:port"},
+		{[]string{"serve", "--artifact-dir", t.TempDir(), "--mysql-dsn", "root@tcp(127.0.0.1:1)/"}, "names no database"},
+		{[]string{"token", "create", "--kind", "root", "--name", "x", "--mysql-dsn", "a@tcp(b)/c"}, "--kind must be admin or business"},
+		{[]string{"migrate", "sideways", "--mysql-dsn", "a@tcp(b)/c"}, "unknown migrate action"},
+		{[]string{"frobnicate"}, "unknown command"},
+	}
+	for _, c := range cases {
+		var out, errOut bytes.Buffer
+		code := run(ctx, c.args, &out, &errOut)
+		require.Equal(t, 2, code, "%v: %s", c.args, errOut.String())
+		require.Contains(t, errOut.String(), c.want, c.args)
+	}
+}
+
+func TestMigrateTokenAndServe(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	db, dsn := dbtest.Open(t) // already migrated: migrate up is then a no-op
+	var out, errOut bytes.Buffer
+	require.Equal(t, 0, run(ctx, []string{"migrate", "up", "--mysql-dsn", dsn}, &out, &errOut), errOut.String())
+	require.Contains(t, out.String(), "up to date")
+	out.Reset()
+	require.Equal(t, 0, run(ctx, []string{"migrate", "status", "--mysql-dsn", dsn}, &out, &errOut), errOut.String())
+	require.Contains(t, out.String(), "00001_schema.sql")
+
+	out.Reset()
+	require.Equal(t, 0, run(ctx, []string{"token", "create", "--kind", "admin", "--name", "ops", "--mysql-dsn", dsn}, &out, &errOut), errOut.String())
+	tok := strings.TrimSpace(out.String())
+	require.True(t, strings.HasPrefix(tok, "kat_"))
+	var stored int
+	require.NoError(t, db.QueryRow(`SELECT COUNT(*) FROM judge_api_token WHERE token_hash = ?`, tok).Scan(&stored))
+	require.Zero(t, stored, "the token itself is never stored")
+
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := ln.Addr().String()
+	ln.Close()
+	done := make(chan int, 1)
+	var serveErr bytes.Buffer
+	go func() {
+		done <- run(ctx, []string{"serve", "--listen", addr, "--artifact-dir", t.TempDir(), "--mysql-dsn", dsn}, &out, &serveErr)
+	}()
+	require.Eventually(t, func() bool {
+		resp, err := http.Get("http://" + addr + "/healthz")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	}, 10*time.Second, 20*time.Millisecond)
+	req, _ := http.NewRequest(http.MethodGet, fmt.Sprintf("http://%s/api/v1/admin/judge-host-groups", addr), nil)
+	req.Header.Set("Authorization", "Bearer "+tok)
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.NotEqual(t, http.StatusUnauthorized, resp.StatusCode, "the created admin token is accepted")
+	cancel()
+	select {
+	case code := <-done:
+		require.Equal(t, 0, code, serveErr.String())
+	case <-time.After(25 * time.Second):
+		t.Fatal("serve did not stop on cancel")
+	}
+	_ = sql.ErrNoRows
+}

@@ -1,0 +1,69 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/kece-oj/kece/migrations"
+)
+
+func migrate(ctx context.Context, args []string, stdout io.Writer) error {
+	fs := flag.NewFlagSet("migrate", flag.ContinueOnError)
+	dsn := dsnFlag(fs)
+	// Accept the action before or after the flags.
+	var action string
+	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+		action, args = args[0], args[1:]
+	}
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if action == "" && fs.NArg() == 1 {
+		action = fs.Arg(0)
+	} else if fs.NArg() != 0 || action == "" {
+		return usagef("say up, down or status")
+	}
+	if action != "up" && action != "down" && action != "status" {
+		return usagef("unknown migrate action %q: say up, down or status", action)
+	}
+	db, err := openDB(ctx, *dsn, 2)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	p, err := migrations.Provider(db)
+	if err != nil {
+		return err
+	}
+	switch action {
+	case "up":
+		res, err := p.Up(ctx)
+		for _, r := range res {
+			fmt.Fprintf(stdout, "applied %s (%s)\n", r.Source.Path, r.Duration)
+		}
+		if err != nil {
+			return err
+		}
+		if len(res) == 0 {
+			fmt.Fprintln(stdout, "schema is up to date")
+		}
+	case "down":
+		r, err := p.Down(ctx)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "rolled back %s\n", r.Source.Path)
+	case "status":
+		st, err := p.Status(ctx)
+		if err != nil {
+			return err
+		}
+		for _, s := range st {
+			fmt.Fprintf(stdout, "%-8s %s\n", s.State, s.Source.Path)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,123 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"time"
+
+	"github.com/kece-oj/kece/artifact"
+	"github.com/kece-oj/kece/control/httpapi"
+	"github.com/kece-oj/kece/control/store"
+	"github.com/kece-oj/kece/migrations"
+)
+
+// envDuration reads a duration from the environment for a flag default.
+func envDuration(name string, def time.Duration) time.Duration {
+	if v := os.Getenv(name); v != "" {
+		if d, err := time.ParseDuration(v); err == nil {
+			return d
+		}
+	}
+	return def
+}
+
+func envOr(name, def string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return def
+}
+
+func serve(ctx context.Context, args []string, stderr io.Writer) error {
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	dsn := dsnFlag(fs)
+	listen := fs.String("listen", envOr("KECE_LISTEN", "127.0.0.1:8080"), "address to listen on (env KECE_LISTEN)")
+	artDir := fs.String("artifact-dir", os.Getenv("KECE_ARTIFACT_DIR"), "artifact store directory (env KECE_ARTIFACT_DIR)")
+	migrate := fs.Bool("migrate", os.Getenv("KECE_MIGRATE") == "1", "apply pending migrations before serving (env KECE_MIGRATE=1)")
+	leaseTTL := fs.Duration("lease-ttl", envDuration("KECE_LEASE_TTL", store.LeaseTTLDefault), "lease duration (env KECE_LEASE_TTL)")
+	maxAttempts := fs.Int("max-attempts", store.MaxAttemptsDefault, "attempts before a job fails")
+	reap := fs.Duration("reap-interval", envDuration("KECE_REAP_INTERVAL", httpapi.ReapIntervalDefault), "reaper scan interval (env KECE_REAP_INTERVAL)")
+	hb := fs.Duration("heartbeat-interval", envDuration("KECE_HEARTBEAT_INTERVAL", httpapi.HeartbeatIntervalDefault), "node heartbeat interval")
+	renew := fs.Duration("renew-interval", envDuration("KECE_RENEW_INTERVAL", httpapi.RenewIntervalDefault), "node renew interval")
+	offline := fs.Duration("offline-after", store.OfflineAfterDefault, "a node without heartbeat this long is offline")
+	conns := fs.Int("db-conns", 32, "maximum database connections")
+	logJSON := fs.Bool("log-json", os.Getenv("KECE_LOG_JSON") == "1", "log JSON lines (env KECE_LOG_JSON=1)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *artDir == "" {
+		return usagef("no artifact directory: set KECE_ARTIFACT_DIR or --artifact-dir to a writable directory")
+	}
+	if _, _, err := net.SplitHostPort(*listen); err != nil {
+		return usagef("--listen %q is not host:port (e.g. 127.0.0.1:8080)", *listen)
+	}
+	if *conns < 4 {
+		return usagef("--db-conns %d is too few (at least 4)", *conns)
+	}
+	var handler slog.Handler = slog.NewTextHandler(stderr, nil)
+	if *logJSON {
+		handler = slog.NewJSONHandler(stderr, nil)
+	}
+	log := slog.New(handler)
+
+	db, err := openDB(ctx, *dsn, *conns)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	if *migrate {
+		if err := migrations.Up(ctx, db); err != nil {
+			return err
+		}
+	}
+	st, err := store.New(db, store.Config{LeaseTTL: *leaseTTL, MaxAttempts: *maxAttempts, OfflineAfter: *offline})
+	if err != nil {
+		return usagef("%v", err)
+	}
+	arts, err := artifact.OpenStore(ctx, artifact.StoreConfig{Root: *artDir})
+	if err != nil {
+		return usagef("artifact directory: %v", err)
+	}
+	srv, err := httpapi.New(httpapi.Config{ReapInterval: *reap, HeartbeatInterval: *hb, RenewInterval: *renew}, st, arts, log)
+	if err != nil {
+		return usagef("%v", err)
+	}
+	ln, err := net.Listen("tcp", *listen)
+	if err != nil {
+		return fmt.Errorf("listen: %w", err)
+	}
+	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
+	runCtx, stopRun := context.WithCancel(ctx)
+	defer stopRun()
+	bg := make(chan struct{})
+	go func() { defer close(bg); srv.Run(runCtx) }()
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- hs.Serve(ln) }()
+	log.Info("kece-control serving", "listen", ln.Addr().String(), "lease_ttl", leaseTTL.String(), "reap_interval", reap.String())
+	select {
+	case <-ctx.Done():
+		log.Info("shutting down")
+	case err := <-serveErr:
+		stopRun()
+		<-bg
+		return fmt.Errorf("http server: %w", err)
+	}
+	// Long-polls end with an empty answer; nodes simply poll again elsewhere.
+	srv.StopLongPolls()
+	sctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	err = hs.Shutdown(sctx)
+	stopRun()
+	<-bg
+	if err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}
