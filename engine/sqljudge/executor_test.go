@@ -422,3 +422,26 @@ func TestWatchdogDoesNotStarveOnAdminPool(t *testing.T) {
 	}
 	b.requireNoLeftovers(t)
 }
+
+// A registry that cannot record resources is an infrastructure error, and
+// nothing is created unrecorded.
+func TestRegistryFailureIsInfrastructure(t *testing.T) {
+	t.Parallel()
+	root := rootDB(t)
+	schema := "kece_test_badreg_" + randHex(t, 4)
+	_, err := root.Exec("CREATE DATABASE `" + schema + "`")
+	require.NoError(t, err)
+	t.Cleanup(func() { _, _ = root.Exec("DROP DATABASE IF EXISTS `" + schema + "`") })
+	// A table of the registry's name the executor cannot write its rows to.
+	_, err = root.Exec("CREATE TABLE `" + schema + "`.`resource` (kind VARCHAR(16) PRIMARY KEY)")
+	require.NoError(t, err)
+
+	b := setup(t, func(c *Config) { c.RegistrySchema = schema })
+	v, err := b.run(t, "badreg", selectProblem("SELECT id FROM person", false), "SELECT id FROM person")
+	require.Error(t, err)
+	require.ErrorIs(t, err, engine.ErrInfrastructure)
+	require.Empty(t, v.Status)
+	names := namesFor(b.node, "badreg", 1)
+	require.False(t, b.dbExists(t, names.DB))
+	require.False(t, b.userExists(t, names.User))
+}
