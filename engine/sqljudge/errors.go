@@ -33,8 +33,6 @@ const (
 	erColumnAccessDenied   = 1143
 	erUserLimitReached     = 1226
 	erSpecificAccessDenied = 1227
-	erQueryInterrupted     = 1317
-	erSortAborted          = 1028
 	erCannotUser           = 1396
 	erCantCreateUserGrant  = 1410
 	erTooManyUserConns     = 1203

@@ -180,12 +180,15 @@ func (e *Executor) Execute(ctx context.Context, task engine.Task, progress engin
 	}()
 
 	progress.Report(engine.Progress{Phase: engine.PhaseJudging, CasesTotal: 1})
-	if err := l.create(ctx); err != nil {
-		return engine.Verdict{}, err
+	err = l.create(ctx)
+	var v engine.Verdict
+	if err == nil {
+		v, err = l.judge(ctx, task)
 	}
-	v, err := l.judge(ctx, task)
 	if err != nil {
 		if ctx.Err() != nil {
+			// Lease lost or past its local deadline: whatever failed, the
+			// cause is the cancellation.
 			return engine.Verdict{}, engine.Infra(engine.InfraCancelled, fmt.Errorf("sql judge: %w", ctx.Err()))
 		}
 		return engine.Verdict{}, err
