@@ -133,6 +133,10 @@ func New(cfg Config, st *store.Store, arts *artifact.Store, log *slog.Logger) (*
 	return s, nil
 }
 
+// InternalMuxForTest exposes the machine mux so tests can add a route and
+// prove the default-deny middleware covers it.
+func (s *Server) InternalMuxForTest() *http.ServeMux { return s.internal }
+
 // Store returns the server's store (with this replica's notifier).
 func (s *Server) Store() *store.Store { return s.store }
 

@@ -472,8 +472,10 @@ func TestResultValidatedAgainstManifest(t *testing.T) {
 	job := b.enqueue(t, "ALGO", "val")
 	c := b.claimEventually(t, b.store, n.NodeSession)
 	bad := []store.Result{
-		{Outcome: store.OutcomeVerdict, Verdict: &store.VerdictResult{Status: "AC", Score: 100, MaxScore: 100,
+		{Outcome: store.OutcomeVerdict, Verdict: &store.VerdictResult{Status: "AC", Score: 40, MaxScore: 100,
 			Cases: []store.CaseResult{{CaseID: "c1", Status: "AC", Score: 40}}}},
+		{Outcome: store.OutcomeVerdict, Verdict: &store.VerdictResult{Status: "WA", Score: 0, MaxScore: 100,
+			Cases: []store.CaseResult{{CaseID: "c1", Status: "WA"}, {CaseID: "c1", Status: "WA"}}}},
 		{Outcome: store.OutcomeVerdict, Verdict: &store.VerdictResult{Status: "AC", Score: 100, MaxScore: 100,
 			Cases: []store.CaseResult{{CaseID: "c1", Status: "AC", Score: 40}, {CaseID: "zz", Status: "AC", Score: 60}}}},
 		{Outcome: store.OutcomeVerdict, Verdict: &store.VerdictResult{Status: "AC", Score: 200, MaxScore: 100,
