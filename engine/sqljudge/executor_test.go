@@ -445,3 +445,34 @@ func TestRegistryFailureIsInfrastructure(t *testing.T) {
 	require.False(t, b.dbExists(t, names.DB))
 	require.False(t, b.userExists(t, names.User))
 }
+
+func TestSubmissionAndTaskLimits(t *testing.T) {
+	t.Parallel()
+	b := setup(t, func(c *Config) { c.MaxSourceBytes = 200; c.MaxStatements = 3; c.MaxStatementTimeout = 5 * time.Second })
+	p := selectProblem("SELECT id FROM person", false)
+	p.AllowMultiStatements = true
+	v := b.requireVerdict(t, p, "SELECT id FROM person WHERE name <> '"+string(make([]byte, 200))+"'", engine.StatusRuntimeError)
+	require.Contains(t, v.Message, "larger than 200 bytes")
+	v = b.requireVerdict(t, p, "SET @a = 1; SET @b = 2; SET @c = 3; SELECT id FROM person", engine.StatusRuntimeError)
+	require.Contains(t, v.Message, "at most 3")
+	// The last result set answers a SELECT problem.
+	b.requireVerdict(t, p, "SELECT 1; SET @x = 0; SELECT id FROM person", engine.StatusAccepted)
+	v = b.requireVerdict(t, p, "SET @x = 1", engine.StatusWrongAnswer)
+	require.Contains(t, v.Message, "no result set")
+
+	p.StatementTimeout = 10 * time.Second // over this node's ceiling
+	_, err := b.run(t, "ceiling", p, "SELECT id FROM person")
+	require.Equal(t, engine.InfraCorruptInput, engine.ClassOf(err))
+
+	ctx := context.Background()
+	_, err = b.exec.Execute(ctx, engine.Task{NodeID: "someone-else", JobID: "j", LeaseEpoch: 1, Source: []byte("SELECT 1"),
+		SQL: selectProblem("SELECT 1", false)}, nil)
+	require.Equal(t, engine.InfraConfig, engine.ClassOf(err))
+	_, err = b.exec.Execute(ctx, engine.Task{JobID: "", LeaseEpoch: 1, Source: []byte("SELECT 1"), SQL: selectProblem("SELECT 1", false)}, nil)
+	require.Equal(t, engine.InfraCorruptInput, engine.ClassOf(err))
+	cctx, cancel := context.WithCancel(ctx)
+	cancel()
+	_, err = b.exec.Execute(cctx, engine.Task{JobID: "j", LeaseEpoch: 1, Source: []byte("SELECT 1"), SQL: selectProblem("SELECT 1", false)}, nil)
+	require.Equal(t, engine.InfraCancelled, engine.ClassOf(err))
+	b.requireNoLeftovers(t)
+}
