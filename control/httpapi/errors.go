@@ -70,8 +70,14 @@ func classify(err error, sf surface) *Error {
 		return e
 	case errors.Is(err, store.ErrValidation):
 		return apiErr(http.StatusUnprocessableEntity, "REQUEST_INVALID", err)
+	case errors.Is(err, artifact.ErrTooLarge):
+		return apiErr(http.StatusRequestEntityTooLarge, "PAYLOAD_TOO_LARGE", err)
+	case errors.Is(err, artifact.ErrSizeMismatch):
+		return apiErr(http.StatusUnprocessableEntity, "ARTIFACT_SIZE_MISMATCH", err)
 	case errors.As(err, &mm):
 		return apiErr(http.StatusUnprocessableEntity, "DIGEST_MISMATCH", err)
+	case errors.Is(err, artifact.ErrInvalid):
+		return apiErr(http.StatusBadRequest, "REQUEST_INVALID", err)
 	case errors.Is(err, store.ErrNotFound):
 		return apiErr(http.StatusNotFound, "NOT_FOUND", err)
 	case errors.Is(err, store.ErrLeaseLost):
