@@ -55,7 +55,7 @@ func (s *Server) mountAdmin() error {
 func (s *Server) mountBusiness() error {
 	mux := http.NewServeMux()
 	reqErr, respErr := s.errorHandlers(surfaceBusiness)
-	businessapi.HandlerFromMux(businessapi.NewStrictHandlerWithOptions(businessAPI{s}, nil,
+	businessapi.HandlerFromMux(businessapi.NewStrictHandlerWithOptions(businessAPI{s}, []businessapi.StrictMiddlewareFunc{declaredSize},
 		businessapi.StrictHTTPServerOptions{RequestErrorHandlerFunc: reqErr, ResponseErrorHandlerFunc: respErr}), mux)
 	s.business = s.tokenAuth(store.TokenBusiness, surfaceBusiness, map[string]bool{"/api/v1/system/judgers/summary": true},
 		s.validated(mux, func() (*openapi3.T, error) { return businessapi.GetSwagger() }, surfaceBusiness))

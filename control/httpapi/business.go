@@ -1,0 +1,447 @@
+package httpapi
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/kece-oj/kece/artifact"
+	"github.com/kece-oj/kece/contracts/businessapi"
+	"github.com/kece-oj/kece/control/manifest"
+	"github.com/kece-oj/kece/control/store"
+	"github.com/kece-oj/kece/control/webhook"
+)
+
+// The business API (contracts/business.yaml): artifacts, manifests,
+// submissions, settlement events and the public summary. Handlers translate
+// wire types to control/store calls; the pool follows from the language and
+// the limits from the manifest — the request never names either.
+
+// declaredSizeKey carries the upload's Content-Length to UploadArtifact,
+// which the strict request object does not expose.
+const declaredSizeKey ctxKey = 100
+
+// declaredSize is a strict middleware that records the request's
+// Content-Length (-1 when not declared) for UploadArtifact.
+func declaredSize(f businessapi.StrictHandlerFunc, operationID string) businessapi.StrictHandlerFunc {
+	if operationID != "UploadArtifact" {
+		return f
+	}
+	return func(ctx context.Context, w http.ResponseWriter, r *http.Request, req any) (any, error) {
+		return f(context.WithValue(ctx, declaredSizeKey, r.ContentLength), w, r, req)
+	}
+}
+
+// fieldErr is a 422 with a specific code naming the offending field.
+func fieldErr(code, field string, cause error) *Error {
+	e := apiErr(http.StatusUnprocessableEntity, code, cause)
+	if field != "" {
+		e.Details = map[string]any{"field": field}
+	}
+	return e
+}
+
+// UploadArtifact streams the body into the artifact store, which hashes and
+// counts it while writing and publishes it only if digest and size match,
+// then registers it. Uploading a stored digest again answers 200.
+func (b businessAPI) UploadArtifact(ctx context.Context, req businessapi.UploadArtifactRequestObject) (businessapi.UploadArtifactResponseObject, error) {
+	size := artifact.SizeUnknown
+	if n, ok := ctx.Value(declaredSizeKey).(int64); ok && n >= 0 {
+		size = n
+	}
+	created, err := b.s.artifacts.Put(ctx, req.Sha256, size, req.Body)
+	if err != nil {
+		return nil, uploadError(err)
+	}
+	n, err := b.s.artifacts.Stat(req.Sha256)
+	if err != nil {
+		return nil, fmt.Errorf("artifact %s: stat after upload: %w", req.Sha256, err)
+	}
+	if err := b.s.store.RegisterArtifact(ctx, req.Sha256, n); err != nil {
+		if errors.Is(err, store.ErrConflict) {
+			return nil, fieldErr("ARTIFACT_SIZE_MISMATCH", "sha256", err)
+		}
+		return nil, err
+	}
+	if created {
+		b.s.log.Info("artifact stored", "sha256", req.Sha256, "size", n)
+		return businessapi.UploadArtifact201JSONResponse{Sha256: req.Sha256, Size: n}, nil
+	}
+	return businessapi.UploadArtifact200JSONResponse{Sha256: req.Sha256, Size: n}, nil
+}
+
+func uploadError(err error) error {
+	var mbe *http.MaxBytesError
+	switch {
+	case errors.As(err, &mbe), errors.Is(err, artifact.ErrTooLarge):
+		return apiErr(http.StatusRequestEntityTooLarge, "PAYLOAD_TOO_LARGE", err)
+	case errors.Is(err, artifact.ErrDigestMismatch):
+		return fieldErr("DIGEST_MISMATCH", "sha256", err)
+	case errors.Is(err, artifact.ErrSizeMismatch):
+		return fieldErr("ARTIFACT_SIZE_MISMATCH", "body", err)
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		// The body ended before its declared Content-Length.
+		return fieldErr("ARTIFACT_SIZE_MISMATCH", "body", fmt.Errorf("body shorter than its Content-Length: %w", err))
+	case errors.Is(err, artifact.ErrInvalid):
+		return apiErr(http.StatusBadRequest, "REQUEST_INVALID", err)
+	}
+	return err
+}
+
+// PublishManifest validates a manifest (shape, limits, checker, and every
+// referenced artifact uploaded with the stated size) and stores it
+// content-addressed: the same content answers 200 with the same id.
+func (b businessAPI) PublishManifest(ctx context.Context, req businessapi.PublishManifestRequestObject) (businessapi.PublishManifestResponseObject, error) {
+	// The control plane's manifest type has the contract's JSON shape.
+	raw, err := json.Marshal(req.Body)
+	if err != nil {
+		return nil, fmt.Errorf("manifest: encode: %w", err)
+	}
+	m, err := manifest.Parse(raw)
+	if err != nil {
+		var me *manifest.Error
+		if errors.As(err, &me) {
+			return nil, fieldErr("MANIFEST_INVALID", me.Field, err)
+		}
+		return nil, fieldErr("MANIFEST_INVALID", "", err)
+	}
+	if err := b.checkArtifacts(ctx, m); err != nil {
+		return nil, err
+	}
+	p, err := b.s.store.PublishManifest(ctx, m)
+	if err != nil {
+		var ve *store.ValidationError
+		if errors.As(err, &ve) {
+			// An artifact check the pre-check above did not see (it cannot
+			// change in between: artifacts are never deleted).
+			return nil, fieldErr("MANIFEST_INVALID", ve.Field, err)
+		}
+		return nil, err
+	}
+	if p.Created {
+		b.s.log.Info("manifest published", "manifest_id", p.ID, "digest", p.Digest)
+		return businessapi.PublishManifest201JSONResponse{ManifestId: idString(p.ID), Digest: p.Digest}, nil
+	}
+	return businessapi.PublishManifest200JSONResponse{ManifestId: idString(p.ID), Digest: p.Digest}, nil
+}
+
+// checkArtifacts names the first field whose digest is not uploaded or whose
+// size differs from the uploaded file.
+func (b businessAPI) checkArtifacts(ctx context.Context, m manifest.Manifest) error {
+	type ref struct {
+		field, digest string
+		size          int64
+	}
+	var refs []ref
+	for i, c := range m.Cases {
+		refs = append(refs,
+			ref{fmt.Sprintf("cases[%d].inputSha256", i), c.InputSha256, c.InputSize},
+			ref{fmt.Sprintf("cases[%d].outputSha256", i), c.OutputSha256, c.OutputSize})
+	}
+	if sp := m.Checker.Special; sp != nil {
+		refs = append(refs, ref{"checker.special.sourceSha256", sp.SourceSha256, sp.SourceSize})
+	}
+	if len(refs) == 0 {
+		return nil
+	}
+	digests := make([]string, 0, len(refs))
+	for _, r := range refs {
+		digests = append(digests, r.digest)
+	}
+	have, err := b.s.store.ArtifactSizes(ctx, digests)
+	if err != nil {
+		return err
+	}
+	for _, r := range refs {
+		n, ok := have[r.digest]
+		if !ok {
+			return fieldErr("ARTIFACT_MISSING", r.field, fmt.Errorf("artifact %s is not uploaded", r.digest))
+		}
+		if n != r.size {
+			return fieldErr("ARTIFACT_SIZE_MISMATCH", r.field,
+				fmt.Errorf("artifact %s has %d bytes, the manifest says %d", r.digest, n, r.size))
+		}
+	}
+	return nil
+}
+
+// GetManifest returns a published manifest.
+func (b businessAPI) GetManifest(ctx context.Context, req businessapi.GetManifestRequestObject) (businessapi.GetManifestResponseObject, error) {
+	id, err := parseID("manifestId", req.ManifestId)
+	if err != nil {
+		return nil, err
+	}
+	rec, err := b.s.store.ManifestRecord(ctx, id)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, apiErr(http.StatusNotFound, "MANIFEST_NOT_FOUND", err)
+	}
+	if err != nil {
+		return nil, err
+	}
+	raw, err := json.Marshal(rec.Manifest)
+	if err != nil {
+		return nil, fmt.Errorf("manifest %d: %w", id, err)
+	}
+	var wire businessapi.Manifest
+	if err := json.Unmarshal(raw, &wire); err != nil {
+		return nil, fmt.Errorf("manifest %d: %w", id, err)
+	}
+	return businessapi.GetManifest200JSONResponse{ManifestId: idString(rec.ID), Digest: rec.Digest,
+		CreatedAt: rec.CreatedAt.UTC(), Manifest: wire}, nil
+}
+
+// EnqueueSubmission accepts a submission. The pool comes from the language
+// table and the limits from the manifest. With an Idempotency-Key (scoped to
+// the calling token) a retried request gets the same receipt.
+func (b businessAPI) EnqueueSubmission(ctx context.Context, req businessapi.EnqueueSubmissionRequestObject) (businessapi.EnqueueSubmissionResponseObject, error) {
+	body := req.Body
+	if isReservedType(body.SubmissionType) {
+		return nil, fieldErr("REQUEST_INVALID", "submissionType", errors.New("submission types starting with KECE_ are reserved"))
+	}
+	pool, err := manifest.PoolForLanguage(body.Language)
+	if err != nil {
+		return nil, fieldErr("LANGUAGE_UNSUPPORTED", "language", err)
+	}
+	manID, err := parseID("manifestId", body.ManifestId)
+	if err != nil {
+		return nil, err
+	}
+	m, err := b.s.store.Manifest(ctx, manID)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, fieldErr("MANIFEST_NOT_FOUND", "manifestId", err)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if err := manifest.CheckPoolKind(pool, m.Kind); err != nil {
+		return nil, fieldErr("MANIFEST_LANGUAGE_MISMATCH", "language", err)
+	}
+	sreq := store.EnqueueRequest{SubmissionType: body.SubmissionType, SubmissionID: body.SubmissionId,
+		Language: body.Language, Source: body.Source, ManifestID: manID}
+	if body.Priority != nil {
+		sreq.Priority = int(*body.Priority)
+	}
+	key := ""
+	if req.Params.IdempotencyKey != nil {
+		key = *req.Params.IdempotencyKey
+	}
+	res, err := b.s.store.EnqueueIdempotent(ctx, tokenFrom(ctx).ID, key, sreq)
+	switch {
+	case errors.Is(err, store.ErrIdempotencyKeyReused):
+		return nil, apiErr(http.StatusConflict, "IDEMPOTENCY_KEY_REUSED", err)
+	case err != nil:
+		return nil, err
+	}
+	status := businessapi.SubmissionStatusCodePending
+	if !res.Created {
+		j, err := b.s.store.GetJob(ctx, res.JobID)
+		if err != nil {
+			return nil, err
+		}
+		status, _ = jobStatus(j)
+	} else {
+		b.s.log.Info("submission enqueued", "job_id", res.JobID, "pool", pool,
+			"submission_type", body.SubmissionType, "submission_id", body.SubmissionId)
+	}
+	return businessapi.EnqueueSubmission202JSONResponse{JobId: idString(res.JobID), Generation: int64(res.Generation),
+		Status: status}, nil
+}
+
+// isReservedType: CHECK jobs and other internal submission types are never
+// visible to or addressable by the business.
+func isReservedType(t string) bool { return strings.HasPrefix(t, "KECE_") }
+
+// jobStatus is the business word for a job (the same mapping as
+// store.SubmissionStatus).
+func jobStatus(j store.Job) (businessapi.SubmissionStatusCode, *businessapi.WaitReason) {
+	switch j.State {
+	case store.StateQueued:
+		w := businessapi.WaitReasonWaitingForWorker
+		if j.AvailableIn > 0 {
+			w = businessapi.WaitReasonRetryBackoff
+		}
+		return businessapi.SubmissionStatusCodePending, &w
+	case store.StateRunning:
+		if j.Phase == "JUDGING" {
+			return businessapi.SubmissionStatusCodeJudging, nil
+		}
+		return businessapi.SubmissionStatusCodeCompiling, nil
+	case store.StateCompleted:
+		return businessapi.SubmissionStatusCode(j.Verdict), nil
+	case store.StateFailed:
+		return businessapi.SubmissionStatusCodeSystemError, nil
+	}
+	return businessapi.SubmissionStatusCodeCancelled, nil
+}
+
+// GetSubmission reads the submission's current generation through its pointer.
+func (b businessAPI) GetSubmission(ctx context.Context, req businessapi.GetSubmissionRequestObject) (businessapi.GetSubmissionResponseObject, error) {
+	st, err := b.submissionStatus(ctx, req.SubmissionType, req.SubmissionId)
+	if err != nil {
+		return nil, err
+	}
+	return businessapi.GetSubmission200JSONResponse(st), nil
+}
+
+func (b businessAPI) submissionStatus(ctx context.Context, typ, id string) (businessapi.SubmissionStatus, error) {
+	if isReservedType(typ) {
+		return businessapi.SubmissionStatus{}, apiErr(http.StatusNotFound, "SUBMISSION_NOT_FOUND", errors.New("no such submission"))
+	}
+	st, err := b.s.store.SubmissionStatus(ctx, typ, id)
+	if errors.Is(err, store.ErrNotFound) {
+		return businessapi.SubmissionStatus{}, apiErr(http.StatusNotFound, "SUBMISSION_NOT_FOUND", err)
+	}
+	if err != nil {
+		return businessapi.SubmissionStatus{}, err
+	}
+	out := businessapi.SubmissionStatus{SubmissionType: typ, SubmissionId: id, JobId: idString(st.JobID),
+		Generation: int64(st.Generation), Status: businessapi.SubmissionStatusCode(st.Status),
+		StatusVersion: st.StatusVersion, CasesDone: int32(st.CasesDone), CasesTotal: int32(st.CasesTotal),
+		UpdatedAt: st.UpdatedAt.UTC()}
+	if st.WaitReason != "" {
+		w := businessapi.WaitReason(st.WaitReason)
+		out.WaitReason = &w
+	}
+	switch {
+	case out.Status == businessapi.SubmissionStatusCodeSystemError || out.WaitReason != nil && *out.WaitReason == businessapi.WaitReasonRetryBackoff:
+		j, err := b.s.store.GetJob(ctx, st.JobID)
+		if err != nil {
+			return businessapi.SubmissionStatus{}, err
+		}
+		if j.LastErrorCode != "" {
+			code := j.LastErrorCode
+			out.ErrorCode = &code
+		}
+	case isVerdict(out.Status):
+		if out.Verdict, err = webhook.WireVerdict(st.Result); err != nil {
+			return businessapi.SubmissionStatus{}, fmt.Errorf("job %d: %w", st.JobID, err)
+		}
+	}
+	return out, nil
+}
+
+func isVerdict(s businessapi.SubmissionStatusCode) bool {
+	switch s {
+	case businessapi.SubmissionStatusCodeAC, businessapi.SubmissionStatusCodeWA, businessapi.SubmissionStatusCodeTLE, businessapi.SubmissionStatusCodeMLE, businessapi.SubmissionStatusCodeOLE, businessapi.SubmissionStatusCodeRE, businessapi.SubmissionStatusCodeCE:
+		return true
+	}
+	return false
+}
+
+// RejudgeSubmission queues generation+1 and cancels a still live older job.
+func (b businessAPI) RejudgeSubmission(ctx context.Context, req businessapi.RejudgeSubmissionRequestObject) (businessapi.RejudgeSubmissionResponseObject, error) {
+	if isReservedType(req.SubmissionType) {
+		return nil, apiErr(http.StatusNotFound, "SUBMISSION_NOT_FOUND", errors.New("no such submission"))
+	}
+	res, err := b.s.store.Rejudge(ctx, req.SubmissionType, req.SubmissionId, tokenFrom(ctx).Actor(), req.Body.Reason)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, apiErr(http.StatusNotFound, "SUBMISSION_NOT_FOUND", err)
+	}
+	if err != nil {
+		return nil, err
+	}
+	b.s.log.Info("submission rejudged", "job_id", res.JobID, "generation", res.Generation,
+		"submission_type", req.SubmissionType, "submission_id", req.SubmissionId)
+	return businessapi.RejudgeSubmission202JSONResponse{JobId: idString(res.JobID), Generation: int64(res.Generation),
+		Status: businessapi.SubmissionStatusCodePending}, nil
+}
+
+// CancelSubmission cancels the current job unless it already has an
+// outcome; cancelling a cancelled submission answers 200 again.
+func (b businessAPI) CancelSubmission(ctx context.Context, req businessapi.CancelSubmissionRequestObject) (businessapi.CancelSubmissionResponseObject, error) {
+	if isReservedType(req.SubmissionType) {
+		return nil, apiErr(http.StatusNotFound, "SUBMISSION_NOT_FOUND", errors.New("no such submission"))
+	}
+	state, err := b.s.store.Cancel(ctx, req.SubmissionType, req.SubmissionId, tokenFrom(ctx).Actor(), req.Body.Reason)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, apiErr(http.StatusNotFound, "SUBMISSION_NOT_FOUND", err)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if state != store.StateCancelled {
+		return nil, apiErr(http.StatusConflict, "SUBMISSION_TERMINAL",
+			fmt.Errorf("submission %s/%s already ended (%s)", req.SubmissionType, req.SubmissionId, state))
+	}
+	st, err := b.submissionStatus(ctx, req.SubmissionType, req.SubmissionId)
+	if err != nil {
+		return nil, err
+	}
+	return businessapi.CancelSubmission200JSONResponse(st), nil
+}
+
+// ClaimSettlementEvents leases a batch of pending events to the consumer.
+func (b businessAPI) ClaimSettlementEvents(ctx context.Context, req businessapi.ClaimSettlementEventsRequestObject) (businessapi.ClaimSettlementEventsResponseObject, error) {
+	events, err := b.s.store.ClaimEvents(ctx, req.Body.Consumer, int(req.Body.Max), time.Duration(req.Body.LeaseMs)*time.Millisecond)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]businessapi.SettlementEvent, 0, len(events))
+	for _, e := range events {
+		w, err := webhook.WireEvent(e)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, w)
+	}
+	return businessapi.ClaimSettlementEvents200JSONResponse{Events: out}, nil
+}
+
+// AckSettlementEvents marks applied events delivered; events this consumer
+// no longer holds are listed in notHeld.
+func (b businessAPI) AckSettlementEvents(ctx context.Context, req businessapi.AckSettlementEventsRequestObject) (businessapi.AckSettlementEventsResponseObject, error) {
+	ids := make([]int64, 0, len(req.Body.EventIds))
+	for _, s := range req.Body.EventIds {
+		id, err := parseID("eventIds", s)
+		if err != nil {
+			return nil, err
+		}
+		ids = append(ids, id)
+	}
+	res, err := b.s.store.AckEventsFor(ctx, req.Body.Consumer, ids)
+	if err != nil {
+		return nil, err
+	}
+	return businessapi.AckSettlementEvents200JSONResponse{Acked: idStrings(res.Acked), NotHeld: idStrings(res.NotHeld)}, nil
+}
+
+func idStrings(ids []int64) []string {
+	out := make([]string, len(ids))
+	for i, id := range ids {
+		out[i] = strconv.FormatInt(id, 10)
+	}
+	return out
+}
+
+// GetJudgersSummary is the public snapshot: database clock, per-pool ready
+// nodes and queued submissions; no names, addresses or credentials.
+func (b businessAPI) GetJudgersSummary(ctx context.Context, _ businessapi.GetJudgersSummaryRequestObject) (businessapi.GetJudgersSummaryResponseObject, error) {
+	sum, err := b.s.store.Summary(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := businessapi.GetJudgersSummary200JSONResponse{AsOf: sum.AsOf.UTC(), ReadyPools: int32(sum.ReadyPools),
+		TotalPools: int32(sum.TotalPools), Pools: make([]businessapi.PoolSummary, 0, len(sum.Pools))}
+	switch {
+	case sum.Freshness == nil:
+		out.Freshness.State = businessapi.FreshnessStateNoHeartbeats
+	default:
+		age := max(sum.Freshness.Milliseconds(), 0)
+		out.Freshness.NewestHeartbeatAgeMs = &age
+		out.Freshness.State = businessapi.FreshnessStateLive
+		if *sum.Freshness > b.s.store.Config().OfflineAfter {
+			out.Freshness.State = businessapi.FreshnessStateStale
+		}
+	}
+	for _, p := range sum.Pools {
+		out.Pools = append(out.Pools, businessapi.PoolSummary{Pool: businessapi.Pool(p.Pool), ReadyNodes: int32(p.ReadyNodes),
+			QueuedSubmissions: int64(p.QueuedSubmissions), OldestWaitMs: p.OldestWait.Milliseconds()})
+	}
+	return out, nil
+}

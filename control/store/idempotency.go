@@ -1,0 +1,144 @@
+package store
+
+import (
+	"context"
+	"crypto/sha256"
+	"database/sql"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// ErrIdempotencyKeyReused: an Idempotency-Key was used before, by the same
+// caller, with a different request. It matches ErrConflict too.
+var ErrIdempotencyKeyReused error = &ConflictError{Reason: "idempotency key was used with a different request"}
+
+// MaxIdempotencyKeyLen is the longest accepted Idempotency-Key.
+const MaxIdempotencyKeyLen = 128
+
+// errKeyRace: a concurrent request with the same key committed first; the
+// transaction is rolled back and run again, and then finds that key.
+var errKeyRace = errors.New("idempotency key inserted concurrently")
+
+func validIdempotencyKey(key string) bool {
+	if len(key) == 0 || len(key) > MaxIdempotencyKeyLen {
+		return false
+	}
+	for i := 0; i < len(key); i++ {
+		if key[i] < 0x21 || key[i] > 0x7e {
+			return false
+		}
+	}
+	return true
+}
+
+// idempotencyDigest covers everything the caller sent, the submission
+// identity included (the job's request digest does not need it).
+func idempotencyDigest(req EnqueueRequest) (string, error) {
+	b, err := json.Marshal(req)
+	if err != nil {
+		return "", fmt.Errorf("store: idempotency digest: %w", err)
+	}
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:]), nil
+}
+
+// EnqueueIdempotent is Enqueue behind an Idempotency-Key scoped to one API
+// caller (tokenID). The first request with a key enqueues (or finds the
+// identical existing submission) and records the key with its job in the same
+// transaction; a later request with the same key and the same body gets the
+// same job back, whatever the submission has become since; the same key with
+// a different body is ErrIdempotencyKeyReused and writes nothing. An empty
+// key is plain Enqueue.
+func (s *Store) EnqueueIdempotent(ctx context.Context, tokenID int64, key string, req EnqueueRequest) (EnqueueResult, error) {
+	if key == "" {
+		return s.Enqueue(ctx, req)
+	}
+	if !validIdempotencyKey(key) {
+		return EnqueueResult{}, invalid("Idempotency-Key", "must be 1..%d printable ASCII characters", MaxIdempotencyKeyLen)
+	}
+	reqDigest, err := idempotencyDigest(req)
+	if err != nil {
+		return EnqueueResult{}, err
+	}
+	pool, snapshot, digest, err := s.validateEnqueue(ctx, req)
+	if err != nil {
+		return EnqueueResult{}, err
+	}
+	// Two rounds suffice: a lost race on the key row means the key is
+	// committed and the second round reads it.
+	for round := 0; ; round++ {
+		var res EnqueueResult
+		err := s.inTx(ctx, func(tx *sql.Tx) error {
+			var have string
+			var jobID int64
+			err := tx.QueryRowContext(ctx,
+				`SELECT request_digest, job_id FROM judge_idempotency_key WHERE token_id = ? AND idem_key = ?`,
+				tokenID, key).Scan(&have, &jobID)
+			if err == nil {
+				if have != reqDigest {
+					return fmt.Errorf("idempotency key %q: %w", key, ErrIdempotencyKeyReused)
+				}
+				res = EnqueueResult{JobID: jobID}
+				if err := tx.QueryRowContext(ctx, `SELECT generation, state FROM judge_job WHERE id = ?`, jobID).
+					Scan(&res.Generation, &res.State); err != nil {
+					return fmt.Errorf("store: idempotent enqueue: job %d: %w", jobID, err)
+				}
+				return nil
+			}
+			if !errors.Is(err, sql.ErrNoRows) {
+				return fmt.Errorf("store: idempotent enqueue: %w", err)
+			}
+			res, err = s.enqueueLocked(ctx, tx, req, pool, snapshot, digest)
+			if err != nil {
+				return err
+			}
+			// Taken last, after pointer and job: a concurrent request with
+			// this key waits here and then fails with a duplicate.
+			_, err = tx.ExecContext(ctx,
+				`INSERT INTO judge_idempotency_key (token_id, idem_key, request_digest, job_id) VALUES (?, ?, ?, ?)`,
+				tokenID, key, reqDigest, res.JobID)
+			if isDuplicate(err) {
+				return errKeyRace
+			}
+			if err != nil {
+				return fmt.Errorf("store: idempotent enqueue: key: %w", err)
+			}
+			return nil
+		})
+		if errors.Is(err, errKeyRace) && round < 2 {
+			continue
+		}
+		if err != nil {
+			return EnqueueResult{}, err
+		}
+		if res.Created {
+			s.notify(pool)
+		}
+		return res, nil
+	}
+}
+
+// PurgeIdempotencyKeys deletes keys recorded more than olderThan ago, in
+// batches, and returns how many were deleted. A purged key is free again.
+func (s *Store) PurgeIdempotencyKeys(ctx context.Context, olderThan time.Duration) (int64, error) {
+	if olderThan < time.Minute {
+		return 0, invalid("olderThan", "must be at least a minute")
+	}
+	var total int64
+	for {
+		r, err := s.db.ExecContext(ctx,
+			`DELETE FROM judge_idempotency_key WHERE created_at < NOW(6) - INTERVAL ? MICROSECOND LIMIT 1000`,
+			micros(olderThan))
+		if err != nil {
+			return total, fmt.Errorf("store: purge idempotency keys: %w", err)
+		}
+		n, _ := r.RowsAffected()
+		total += n
+		if n < 1000 {
+			return total, nil
+		}
+	}
+}

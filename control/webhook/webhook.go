@@ -1,0 +1,347 @@
+package webhook
+
+import (
+	"bytes"
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"net/http"
+	"net/url"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/kece-oj/kece/control/store"
+)
+
+// Defaults for Config.
+const (
+	ConsumerDefault      = "webhook"
+	BatchDefault         = 16
+	TimeoutDefault       = 10 * time.Second
+	MaxAttemptsDefault   = 8
+	BackoffBaseDefault   = 2 * time.Second
+	BackoffMaxDefault    = 10 * time.Minute
+	PollIntervalDefault  = time.Second
+	MinSecretBytes       = 16
+	maxResponseBytesRead = 4 << 10
+)
+
+// Header names of a delivery.
+const (
+	SignatureHeader = "X-Kece-Signature"
+	EventIDHeader   = "X-Kece-Event-Id"
+	AttemptHeader   = "X-Kece-Delivery-Attempt"
+)
+
+// Config configures a Sender. Zero fields take their defaults (except URL
+// and Secret, which are required).
+type Config struct {
+	// URL receives a POST per event (http or https, absolute).
+	URL string
+	// Secret is the HMAC-SHA256 key, at least MinSecretBytes long.
+	Secret []byte
+	// Consumer is the event consumer name the sender claims under.
+	Consumer string
+	// Batch is how many events one claim takes (1..100).
+	Batch int
+	// Timeout bounds one delivery: connect, send, and read the response.
+	Timeout time.Duration
+	// MaxAttempts is how many failed deliveries make an event DEAD.
+	MaxAttempts int
+	// BackoffBase and BackoffMax shape the capped exponential retry delay.
+	BackoffBase time.Duration
+	BackoffMax  time.Duration
+	// PollInterval is the pause after a claim that found nothing.
+	PollInterval time.Duration
+}
+
+func (c *Config) setDefaults() {
+	if c.Consumer == "" {
+		c.Consumer = ConsumerDefault
+	}
+	if c.Batch == 0 {
+		c.Batch = BatchDefault
+	}
+	if c.Timeout == 0 {
+		c.Timeout = TimeoutDefault
+	}
+	if c.MaxAttempts == 0 {
+		c.MaxAttempts = MaxAttemptsDefault
+	}
+	if c.BackoffBase == 0 {
+		c.BackoffBase = BackoffBaseDefault
+	}
+	if c.BackoffMax == 0 {
+		c.BackoffMax = BackoffMaxDefault
+	}
+	if c.PollInterval == 0 {
+		c.PollInterval = PollIntervalDefault
+	}
+}
+
+// Validate refuses a missing or non-HTTP URL, a short secret and
+// nonsensical timings. It applies defaults to a copy first.
+func (c Config) Validate() error {
+	c.setDefaults()
+	u, err := url.Parse(c.URL)
+	switch {
+	case c.URL == "":
+		return errors.New("webhook config: URL is required")
+	case err != nil:
+		return fmt.Errorf("webhook config: URL: %w", err)
+	case (u.Scheme != "http" && u.Scheme != "https") || u.Host == "":
+		return fmt.Errorf("webhook config: URL must be an absolute http(s) URL")
+	case u.User != nil:
+		return errors.New("webhook config: URL must not carry credentials; deliveries are signed instead")
+	case len(c.Secret) < MinSecretBytes:
+		return fmt.Errorf("webhook config: secret must be at least %d bytes", MinSecretBytes)
+	case len(c.Consumer) > 128:
+		return errors.New("webhook config: consumer name is longer than 128")
+	case c.Batch < 1 || c.Batch > 100:
+		return fmt.Errorf("webhook config: batch %d must be 1..100", c.Batch)
+	case c.Timeout < 10*time.Millisecond || c.Timeout > 5*time.Minute:
+		return fmt.Errorf("webhook config: timeout %s must be 10ms..5m", c.Timeout)
+	case c.MaxAttempts < 1 || c.MaxAttempts > 100:
+		return fmt.Errorf("webhook config: max attempts %d must be 1..100", c.MaxAttempts)
+	case c.BackoffBase <= 0 || c.BackoffMax < c.BackoffBase:
+		return fmt.Errorf("webhook config: backoff base %s / max %s must be positive and base ≤ max", c.BackoffBase, c.BackoffMax)
+	case c.PollInterval < time.Millisecond:
+		return fmt.Errorf("webhook config: poll interval %s is below 1ms", c.PollInterval)
+	}
+	return nil
+}
+
+// ReadSecretFile reads a secret from a file (KECE_WEBHOOK_SECRET_FILE),
+// trimming surrounding whitespace; an empty or short secret is an error.
+func ReadSecretFile(path string) ([]byte, error) {
+	if path == "" {
+		return nil, errors.New("webhook: secret file path is empty")
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("webhook: secret file: %w", err)
+	}
+	b = bytes.TrimSpace(b)
+	if len(b) < MinSecretBytes {
+		return nil, fmt.Errorf("webhook: secret in %s is shorter than %d bytes", path, MinSecretBytes)
+	}
+	return b, nil
+}
+
+// Sender delivers settlement events to the configured URL.
+type Sender struct {
+	cfg    Config
+	store  *store.Store
+	client *http.Client
+	log    *slog.Logger
+}
+
+// New returns a sender; it does nothing until Run.
+func New(cfg Config, st *store.Store, log *slog.Logger) (*Sender, error) {
+	cfg.setDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if log == nil {
+		log = slog.Default()
+	}
+	client := &http.Client{
+		Timeout: cfg.Timeout,
+		// A redirect is a failed delivery: the signed body goes only to the
+		// configured URL.
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	}
+	return &Sender{cfg: cfg, store: st, client: client, log: log.With("consumer", cfg.Consumer)}, nil
+}
+
+// Run delivers events until ctx ends. Several replicas may run a sender at
+// once: each event is leased to one of them at a time.
+func (s *Sender) Run(ctx context.Context) {
+	for ctx.Err() == nil {
+		n, err := s.RunOnce(ctx)
+		if err != nil && ctx.Err() == nil {
+			s.log.Warn("webhook: delivery pass failed", "err", err)
+		}
+		if n > 0 && err == nil {
+			continue
+		}
+		t := time.NewTimer(s.cfg.PollInterval)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// RunOnce claims one batch and attempts each event once; it returns how
+// many events were claimed.
+func (s *Sender) RunOnce(ctx context.Context) (int, error) {
+	// The lease covers every delivery of the batch, so no other sender
+	// takes these events while this one still works on them.
+	lease := time.Duration(s.cfg.Batch)*s.cfg.Timeout + 5*time.Second
+	lease = min(max(lease, time.Second), time.Hour)
+	events, err := s.store.ClaimEvents(ctx, s.cfg.Consumer, s.cfg.Batch, lease)
+	if err != nil {
+		return 0, err
+	}
+	for _, e := range events {
+		if ctx.Err() != nil {
+			// Unfinished events come back when the lease ends.
+			return len(events), ctx.Err()
+		}
+		if err := s.deliverOne(ctx, e); err != nil {
+			return len(events), err
+		}
+	}
+	return len(events), nil
+}
+
+// deliverOne sends one event and records the outcome. Only store errors are
+// returned; a failed delivery is recorded, not returned.
+func (s *Sender) deliverOne(ctx context.Context, e store.Event) error {
+	derr := s.deliver(ctx, e)
+	if derr == nil {
+		if _, err := s.store.AckEvents(ctx, s.cfg.Consumer, []int64{e.ID}); err != nil {
+			return fmt.Errorf("webhook: ack event %d: %w", e.ID, err)
+		}
+		s.log.Debug("webhook delivered", "event_id", e.ID, "attempt", e.DeliveryAttempt)
+		return nil
+	}
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	retry := s.backoff(e.DeliveryAttempt)
+	if err := s.store.FailEventDelivery(ctx, s.cfg.Consumer, e.ID, derr.Error(), retry, s.cfg.MaxAttempts); err != nil {
+		return fmt.Errorf("webhook: record failed delivery of event %d: %w", e.ID, err)
+	}
+	if e.DeliveryAttempt >= s.cfg.MaxAttempts {
+		s.log.Error("webhook: event is dead after its last attempt", "event_id", e.ID, "job_id", e.JobID,
+			"attempts", e.DeliveryAttempt, "err", derr)
+	} else {
+		s.log.Warn("webhook: delivery failed; will retry", "event_id", e.ID, "attempt", e.DeliveryAttempt,
+			"retry_in", retry, "err", derr)
+	}
+	return nil
+}
+
+// backoff is the delay after the n-th failed attempt: base·2^(n-1), capped,
+// with up to 20% jitter so many failed events do not retry in lockstep.
+func (s *Sender) backoff(n int) time.Duration {
+	d := s.cfg.BackoffBase
+	for i := 1; i < n && d < s.cfg.BackoffMax; i++ {
+		d *= 2
+	}
+	d = min(d, s.cfg.BackoffMax)
+	return d + time.Duration(rand.Int64N(int64(d)/5+1))
+}
+
+// deliver POSTs one signed event; nil only on a 2xx answer.
+func (s *Sender) deliver(ctx context.Context, e store.Event) error {
+	wire, err := WireEvent(e)
+	if err != nil {
+		return err
+	}
+	body, err := json.Marshal(wire)
+	if err != nil {
+		return fmt.Errorf("encode event: %w", err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.cfg.URL, bytes.NewReader(body))
+	if err != nil {
+		return fmt.Errorf("build request: %w", err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("User-Agent", "kece-webhook/1")
+	req.Header.Set(SignatureHeader, Sign(s.cfg.Secret, time.Now(), body))
+	req.Header.Set(EventIDHeader, wire.EventId)
+	req.Header.Set(AttemptHeader, strconv.Itoa(int(wire.DeliveryAttempt)))
+	resp, err := s.client.Do(req)
+	if err != nil {
+		// The URL may carry a path the operator considers private; keep
+		// only the error class.
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err
+		}
+		return fmt.Errorf("post: %w", err)
+	}
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxResponseBytesRead))
+	resp.Body.Close()
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		return fmt.Errorf("receiver answered %d", resp.StatusCode)
+	}
+	return nil
+}
+
+// Sign returns the X-Kece-Signature value for body sent at t:
+// "t=<unix seconds>,v1=<hex HMAC-SHA256(secret, "<unix>.<body>")>".
+func Sign(secret []byte, t time.Time, body []byte) string {
+	ts := strconv.FormatInt(t.Unix(), 10)
+	return "t=" + ts + ",v1=" + mac(secret, ts, body)
+}
+
+func mac(secret []byte, ts string, body []byte) string {
+	m := hmac.New(sha256.New, secret)
+	m.Write([]byte(ts))
+	m.Write([]byte{'.'})
+	m.Write(body)
+	return hex.EncodeToString(m.Sum(nil))
+}
+
+// Verification errors.
+var (
+	ErrSignatureMalformed = errors.New("webhook: signature header malformed")
+	ErrSignatureMismatch  = errors.New("webhook: signature does not match")
+	ErrSignatureExpired   = errors.New("webhook: signature timestamp outside tolerance")
+)
+
+// Verify checks a delivery for receivers: the header's HMAC over
+// "timestamp.body" with secret, and a timestamp within tolerance of now (which
+// bounds replays). Any v1 entry may match, so a receiver can accept during a
+// secret rotation by calling Verify with each secret.
+func Verify(secret []byte, header string, body []byte, tolerance time.Duration) error {
+	return verifyAt(secret, header, body, tolerance, time.Now())
+}
+
+func verifyAt(secret []byte, header string, body []byte, tolerance time.Duration, now time.Time) error {
+	var ts string
+	var sigs []string
+	for _, part := range strings.Split(header, ",") {
+		k, v, ok := strings.Cut(strings.TrimSpace(part), "=")
+		if !ok {
+			return ErrSignatureMalformed
+		}
+		switch k {
+		case "t":
+			ts = v
+		case "v1":
+			sigs = append(sigs, v)
+		}
+	}
+	unix, err := strconv.ParseInt(ts, 10, 64)
+	if err != nil || len(sigs) == 0 {
+		return ErrSignatureMalformed
+	}
+	if d := now.Sub(time.Unix(unix, 0)); d > tolerance || d < -tolerance {
+		return ErrSignatureExpired
+	}
+	want := mac(secret, ts, body)
+	for _, sig := range sigs {
+		if hmac.Equal([]byte(sig), []byte(want)) {
+			return nil
+		}
+	}
+	return ErrSignatureMismatch
+}
