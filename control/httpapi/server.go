@@ -22,6 +22,7 @@ import (
 	"github.com/kece-oj/kece/artifact"
 	"github.com/kece-oj/kece/contracts/machineapi"
 	"github.com/kece-oj/kece/control/longpoll"
+	"github.com/kece-oj/kece/control/probe"
 	"github.com/kece-oj/kece/control/store"
 )
 
@@ -46,6 +47,9 @@ type Config struct {
 	ReapInterval       time.Duration
 	SignalPollInterval time.Duration
 	MaxBodyBytes       int64
+	// Probe is the SSRF allowlist for probing node addresses (admin API).
+	// The zero value allows nothing: every probe is ADDRESS_NOT_ALLOWED.
+	Probe probe.Config
 }
 
 func (c *Config) setDefaults() {
@@ -82,6 +86,9 @@ func (c Config) Validate() error {
 		return fmt.Errorf("http config: reap interval %s is below 10ms", c.ReapInterval)
 	case c.MaxBodyBytes < 64<<10:
 		return fmt.Errorf("http config: max body %d is below 64 KiB", c.MaxBodyBytes)
+	}
+	if err := c.Probe.Validate(); err != nil {
+		return fmt.Errorf("http config: %w", err)
 	}
 	return nil
 }
