@@ -42,6 +42,7 @@ func freshDatabase(ctx context.Context, serverDSN string, conns int) (db *sql.DB
 		return nil, "", nil, err
 	}
 	cfg.DBName, cfg.ParseTime, cfg.Loc = name, true, time.UTC
+	cfg.InterpolateParams = true
 	dsn = cfg.FormatDSN()
 	db, err = sql.Open("mysql", dsn)
 	if err != nil {

@@ -25,13 +25,15 @@ func runScheduler(ctx context.Context, args []string) error {
 	nodes := fs.Int("nodes", 8, "simulated nodes (one connection each)")
 	slots := fs.Int("slots", 4, "slots per node (claim batch)")
 	enqueuers := fs.Int("enqueuers", 4, "business enqueue goroutines")
+	groups := fs.Int("groups", 4, "host groups the nodes are spread over (a host group lock serializes its nodes' claims)")
 	dur := fs.Duration("duration", 8*time.Second, "measurement time of each phase")
 	dsn := fs.String("dsn", "", "MySQL server DSN without database (default $KECE_BENCH_MYSQL_DSN or the private MariaDB)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	conns := *nodes + *enqueuers + 1
-	db, _, drop, err := freshDatabase(ctx, *dsn, conns+2)
+	// Both phases share one pool of conns connections.
+	db, _, drop, err := freshDatabase(ctx, *dsn, conns)
 	if err != nil {
 		return err
 	}
@@ -49,7 +51,10 @@ func runScheduler(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	manID, sessions, err := setupFleet(ctx, db, st, *nodes, *slots)
+	if *groups < 1 || *groups > *nodes {
+		return fmt.Errorf("-groups must be 1..nodes")
+	}
+	manID, sessions, err := setupFleet(ctx, db, st, *nodes, *slots, *groups)
 	if err != nil {
 		return err
 	}
@@ -58,7 +63,7 @@ func runScheduler(ctx context.Context, args []string) error {
 		return err
 	}
 	fmt.Printf("innodb_flush_log_at_trx_commit=%s\n", durable)
-	fmt.Printf("connections=%d nodes=%d slots=%d enqueuers=%d duration_s=%.0f\n", conns, *nodes, *slots, *enqueuers, dur.Seconds())
+	fmt.Printf("connections=%d nodes=%d host_groups=%d slots=%d enqueuers=%d duration_s=%.0f\n", conns, *nodes, *groups, *slots, *enqueuers, dur.Seconds())
 	fmt.Printf("commit_rate_per_s=%.0f\n", rate)
 	fmt.Printf("commit_bound_lifecycles_per_s=%.0f\n", bound)
 	fmt.Printf("lifecycles_per_s=%.0f\n", res.perSec)
@@ -100,7 +105,7 @@ func commitRate(ctx context.Context, db *sql.DB, conns int, d time.Duration) (fl
 	return float64(n.Load()) / d.Seconds(), firstErr
 }
 
-func setupFleet(ctx context.Context, db *sql.DB, st *store.Store, nodes, slots int) (int64, []store.Session, error) {
+func setupFleet(ctx context.Context, db *sql.DB, st *store.Store, nodes, slots, groups int) (int64, []store.Session, error) {
 	in, out := "1 2\n", "3\n"
 	var cases []manifest.Case
 	for _, c := range []string{in, out} {
@@ -116,13 +121,17 @@ func setupFleet(ctx context.Context, db *sql.DB, st *store.Store, nodes, slots i
 	if err != nil {
 		return 0, nil, err
 	}
-	g, err := st.CreateHostGroup(ctx, "bench-host", nodes*slots, "bench")
-	if err != nil {
-		return 0, nil, err
+	var gs []store.HostGroup
+	for i := range groups {
+		g, err := st.CreateHostGroup(ctx, fmt.Sprintf("bench-host-%d", i), nodes*slots, "bench")
+		if err != nil {
+			return 0, nil, err
+		}
+		gs = append(gs, g)
 	}
 	var sessions []store.Session
 	for i := range nodes {
-		n, code, err := st.CreateNode(ctx, store.NodeSpec{Name: fmt.Sprintf("bench-%d", i), Pool: "cpp", HostGroupID: g.ID, Slots: slots}, "bench")
+		n, code, err := st.CreateNode(ctx, store.NodeSpec{Name: fmt.Sprintf("bench-%d", i), Pool: "cpp", HostGroupID: gs[i%groups].ID, Slots: slots}, "bench")
 		if err != nil {
 			return 0, nil, err
 		}
@@ -206,42 +215,76 @@ func lifecycles(ctx context.Context, st *store.Store, db *sql.DB, manID int64, s
 	}
 	res := store.Result{Outcome: store.OutcomeVerdict, Verdict: &store.VerdictResult{Status: "AC", Score: 100, MaxScore: 100,
 		Cases: []store.CaseResult{{CaseID: "1", Status: "AC", Score: 100, TimeMs: 1}}}}
+	// Each node runs its slots concurrently, like a real node: one claim
+	// loop asking for the free slots, and one goroutine per leased job that
+	// renews once and posts its result.
 	for _, s := range sessions {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			var lat []float64
 			defer func() { latMu.Lock(); claimLat = append(claimLat, lat...); latMu.Unlock() }()
+			free := make(chan struct{}, slots)
+			for range slots {
+				free <- struct{}{}
+			}
+			var jobs sync.WaitGroup
+			defer jobs.Wait()
 			for ctx.Err() == nil {
+				// Wait for at least one free slot, then take all free ones.
+				select {
+				case <-free:
+				case <-ctx.Done():
+					return
+				}
+				n := 1
+			drain:
+				for n < slots {
+					select {
+					case <-free:
+						n++
+					default:
+						break drain
+					}
+				}
 				t0 := time.Now()
-				jobs, err := st.Claim(ctx, s.NodeSession, slots)
+				got, err := st.Claim(ctx, s.NodeSession, n)
 				if err != nil {
 					fail(err)
 					return
 				}
 				lat = append(lat, float64(time.Since(t0).Microseconds())/1000)
-				if len(jobs) == 0 {
+				for range n - len(got) {
+					free <- struct{}{}
+				}
+				if len(got) == 0 {
 					idleN.Add(1)
 					time.Sleep(time.Millisecond)
 					continue
 				}
-				queued.Add(-int64(len(jobs)))
-				items := make([]store.RenewItem, len(jobs))
-				for i, j := range jobs {
+				queued.Add(-int64(len(got)))
+				// A node renews all its leases in one call.
+				items := make([]store.RenewItem, len(got))
+				for i, j := range got {
 					items[i] = store.RenewItem{JobID: j.JobID, LeaseEpoch: j.LeaseEpoch, ProgressSeq: 1, Phase: "JUDGING", CasesDone: 1, CasesTotal: 1}
 				}
 				if _, err := st.Renew(ctx, s.NodeSession, items); err != nil {
 					fail(err)
 					return
 				}
-				for _, j := range jobs {
-					t0 := time.Now()
-					if _, err := st.Complete(ctx, s.NodeSession, j.JobID, j.LeaseEpoch, res); err != nil {
-						fail(err)
-						return
-					}
-					compNs.Add(int64(time.Since(t0)))
-					compN.Add(1)
+				for _, j := range got {
+					jobs.Add(1)
+					go func() {
+						defer jobs.Done()
+						defer func() { free <- struct{}{} }()
+						t0 := time.Now()
+						if _, err := st.Complete(ctx, s.NodeSession, j.JobID, j.LeaseEpoch, res); err != nil {
+							fail(err)
+							return
+						}
+						compNs.Add(int64(time.Since(t0)))
+						compN.Add(1)
+					}()
 				}
 			}
 		}()

@@ -108,6 +108,9 @@ func (s *Store) Claim(ctx context.Context, sess NodeSession, freeSlots int) ([]C
 		}
 		ids := make([]int64, len(out))
 		for i := range out {
+			c := &out[i]
+			s.facts.put(c.JobID, jobFacts{typ: c.SubmissionType, sid: c.SubmissionID, manifestID: c.ManifestID,
+				kind: c.Kind, pool: c.Pool, generation: c.Generation})
 			ids[i] = out[i].JobID
 			out[i].LeaseEpoch++
 			out[i].Attempt++

@@ -181,9 +181,111 @@ func (s *Store) Complete(ctx context.Context, sess NodeSession, jobID, leaseEpoc
 	if len(body) > s.cfg.MaxResultBytes {
 		return CompleteResponse{}, invalid("result", "is %d bytes, above %d", len(body), s.cfg.MaxResultBytes)
 	}
+	facts, err := s.jobFacts(ctx, jobID)
+	if err != nil {
+		return CompleteResponse{}, err
+	}
+	if res.Outcome == OutcomeVerdict {
+		// Validate before anything is written (manifests are immutable).
+		m, err := s.Manifest(ctx, facts.manifestID)
+		if err != nil {
+			return CompleteResponse{}, err
+		}
+		if err := checkAgainst(m, *res.Verdict); err != nil {
+			return CompleteResponse{}, err
+		}
+		if facts.kind == KindSubmission {
+			out, done, err := s.completeFast(ctx, sess, jobID, leaseEpoch, facts, res, body, digest)
+			if err != nil || done {
+				return out, err
+			}
+		}
+	}
+	return s.completeSlow(ctx, sess, jobID, leaseEpoch, res, body, digest)
+}
+
+// jobFacts are the fields of a job that never change after enqueue.
+type jobFacts struct {
+	typ, sid   string
+	manifestID int64
+	kind       JobKind
+	pool       string
+	generation int
+}
+
+func (s *Store) jobFacts(ctx context.Context, jobID int64) (jobFacts, error) {
+	if f, ok := s.facts.get(jobID); ok {
+		return f, nil
+	}
+	var f jobFacts
+	err := s.db.QueryRowContext(ctx,
+		`SELECT submission_type, submission_id, manifest_id, kind, pool, generation FROM judge_job WHERE id = ?`, jobID).Scan(
+		&f.typ, &f.sid, &f.manifestID, &f.kind, &f.pool, &f.generation)
+	if errors.Is(err, sql.ErrNoRows) {
+		return f, fmt.Errorf("job %d: %w", jobID, ErrNotFound)
+	}
+	if err != nil {
+		return f, fmt.Errorf("store: complete: %w", err)
+	}
+	s.facts.put(jobID, f)
+	return f, nil
+}
+
+// completeFast commits the common case — a verdict for a live lease of a
+// business job — as one fenced UPDATE of job and attempt plus the event
+// insert. Every fencing condition of completeSlow is in the WHERE clause;
+// when any fails nothing is written and done is false, and the slow path
+// works out which answer applies.
+func (s *Store) completeFast(ctx context.Context, sess NodeSession, jobID, leaseEpoch int64, f jobFacts, res Result, body []byte, digest string) (CompleteResponse, bool, error) {
+	payload, err := json.Marshal(SettlementPayload{JobID: fmt.Sprint(jobID), SubmissionType: f.typ, SubmissionID: f.sid,
+		Generation: f.generation, Status: res.Verdict.Status, Result: body})
+	if err != nil {
+		return CompleteResponse{}, false, fmt.Errorf("store: settle: %w", err)
+	}
+	var done bool
+	err = s.inTx(ctx, func(tx *sql.Tx) error {
+		r, err := tx.ExecContext(ctx,
+			`UPDATE judge_job j JOIN judge_job_attempt a ON a.job_id = j.id AND a.lease_epoch = j.lease_epoch
+			 SET j.state = 'COMPLETED', j.verdict = ?, j.result = ?, j.result_digest = ?,
+			     j.status_version = j.status_version + 1, j.finished_at = NOW(6), j.updated_at = NOW(6),
+			     j.lease_until = NULL, a.outcome = 'COMPLETED', a.receipt_digest = ?, a.ended_at = NOW(6)
+			 WHERE j.id = ? AND j.state = 'RUNNING' AND j.node_id = ? AND j.session_epoch = ? AND j.lease_epoch = ?
+			   AND j.lease_until > NOW(6) AND a.receipt_digest IS NULL
+			   AND EXISTS (SELECT 1 FROM judge_node n WHERE n.id = ? AND n.session_epoch = ? AND n.revoked_at IS NULL)
+			   AND EXISTS (SELECT 1 FROM judge_submission p
+			               WHERE p.submission_type = ? AND p.submission_id = ? AND p.current_job_id = ?)`,
+			res.Verdict.Status, body, digest, digest,
+			jobID, sess.NodeID, sess.SessionEpoch, leaseEpoch,
+			sess.NodeID, sess.SessionEpoch,
+			f.typ, f.sid, jobID)
+		if err != nil {
+			return fmt.Errorf("store: complete: %w", err)
+		}
+		if n, _ := r.RowsAffected(); n == 0 {
+			done = false
+			return nil
+		}
+		if _, err := tx.ExecContext(ctx,
+			`INSERT INTO judge_settlement_event (job_id, event_type, submission_type, submission_id, generation, payload)
+			 VALUES (?, ?, ?, ?, ?, ?)`, jobID, SettledEventType, f.typ, f.sid, f.generation, payload); err != nil {
+			return fmt.Errorf("store: settle: %w", err)
+		}
+		done = true
+		return nil
+	})
+	if err != nil || !done {
+		return CompleteResponse{}, false, err
+	}
+	return CompleteResponse{Disposition: Accepted, JobState: StateCompleted}, true, nil
+}
+
+// completeSlow takes the locks one by one in the documented order and
+// answers every case: already committed, conflict, lost, cancelled,
+// superseded, infrastructure errors, CHECK jobs.
+func (s *Store) completeSlow(ctx context.Context, sess NodeSession, jobID, leaseEpoch int64, res Result, body []byte, digest string) (CompleteResponse, error) {
 	var out CompleteResponse
 	var requeuedPool string
-	err = s.inTx(ctx, func(tx *sql.Tx) error {
+	err := s.inTx(ctx, func(tx *sql.Tx) error {
 		requeuedPool = ""
 		var typ, sid string
 		var manifestID int64
@@ -268,15 +370,6 @@ func (s *Store) Complete(ctx context.Context, sess NodeSession, jobID, leaseEpoc
 		case j.state != StateRunning || j.leaseEpoch != leaseEpoch || !j.nodeID.Valid || j.nodeID.Int64 != sess.NodeID ||
 			j.sessionEpoch.Int64 != sess.SessionEpoch || !j.live:
 			return fmt.Errorf("job %d lease %d: %w", jobID, leaseEpoch, ErrLeaseLost)
-		}
-		if res.Outcome == OutcomeVerdict {
-			m, err := s.manifestTx(ctx, tx, manifestID)
-			if err != nil {
-				return err
-			}
-			if err := checkAgainst(m, *res.Verdict); err != nil {
-				return err
-			}
 		}
 		if res.Outcome == OutcomeVerdict {
 			// Job and attempt receipt in one statement.

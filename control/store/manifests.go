@@ -107,10 +107,6 @@ func (s *Store) Manifest(ctx context.Context, id int64) (manifest.Manifest, erro
 	return s.readManifest(ctx, s.db, id)
 }
 
-func (s *Store) manifestTx(ctx context.Context, tx *sql.Tx, id int64) (manifest.Manifest, error) {
-	return s.readManifest(ctx, tx, id)
-}
-
 type queryer interface {
 	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
 }

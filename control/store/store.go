@@ -135,6 +135,8 @@ type Store struct {
 	manifests *cache[int64, manifest.Manifest]
 	// groups caches each node's host group, which never changes.
 	groups *cache[int64, int64]
+	// facts caches the immutable fields of recently claimed jobs.
+	facts *cache[int64, jobFacts]
 }
 
 // cache is a small bounded map for immutable facts; when full it starts over,
@@ -193,7 +195,7 @@ func New(db *sql.DB, cfg Config) (*Store, error) {
 		return nil, err
 	}
 	s := &Store{db: db, cfg: cfg, stats: &counters{}, manifests: newCache[int64, manifest.Manifest](1024),
-		groups: newCache[int64, int64](4096),
+		groups: newCache[int64, int64](4096), facts: newCache[int64, jobFacts](16384),
 		txOpts: &sql.TxOptions{Isolation: sql.LevelReadCommitted}}
 	// MariaDB before 11.1 names it tx_isolation; MySQL 8 transaction_isolation.
 	var iso string
