@@ -2,6 +2,7 @@
 // with the baseline they are compared to, measured in the same run.
 //
 //	kece-bench scheduler [flags]   durable scheduling throughput vs the commit-rate bound
+//	kece-bench sandbox [flags]     code engine per-case cost vs native exec and container per case
 //	kece-bench all                 every benchmark with default flags
 package main
 
@@ -22,6 +23,7 @@ type command struct {
 func commands() []command {
 	return []command{
 		{"scheduler", "durable lifecycles/s against the machine's commit rate", runScheduler},
+		{"sandbox", "code engine per-case cost vs native exec and container per case", runSandbox},
 	}
 }
 

@@ -15,11 +15,14 @@ import (
 // capabilities, no network, no-new-privileges): everything a compiler, JVM,
 // CPython or Node needs stays allowed, and these fail with EPERM (ENOSYS for
 // clone3, so libc falls back to clone where the namespace flag is checked):
-// kernel/module/mount/namespace administration, tracing and cross-process
-// memory access (ptrace, process_vm_*), BPF and perf, io_uring, userfaultfd,
+// kernel/module/mount/namespace administration, cross-process memory access
+// (process_vm_*), BPF and perf, io_uring, userfaultfd,
 // keyrings, clock setting, handle-based opens, user-namespace creation, and
 // socket() for AF_INET, AF_INET6, AF_NETLINK and AF_PACKET (AF_UNIX stays for
-// runtimes that use socketpair internally).
+// runtimes that use socketpair internally). ptrace stays allowed: the
+// supervisor starts every program with PTRACE_TRACEME to apply its limits
+// before the first instruction; without capabilities a program can only trace
+// its own children (never PID 1, which runs as another uid).
 const builtinSeccomp = `{
   "defaultAction": "SCMP_ACT_ALLOW",
   "architectures": ["SCMP_ARCH_X86_64", "SCMP_ARCH_X86", "SCMP_ARCH_X32", "SCMP_ARCH_AARCH64", "SCMP_ARCH_ARM"],
@@ -28,7 +31,7 @@ const builtinSeccomp = `{
       "fanotify_init", "finit_module", "init_module", "io_uring_enter", "io_uring_register", "io_uring_setup",
       "ioperm", "iopl", "kcmp", "kexec_file_load", "kexec_load", "keyctl", "lookup_dcookie", "mount",
       "name_to_handle_at", "nfsservctl", "open_by_handle_at", "perf_event_open", "pivot_root",
-      "process_vm_readv", "process_vm_writev", "ptrace", "quotactl", "reboot", "request_key", "setns",
+      "process_vm_readv", "process_vm_writev", "quotactl", "reboot", "request_key", "setns",
       "settimeofday", "adjtimex", "swapoff", "swapon", "syslog", "umount2", "unshare", "userfaultfd",
       "uselib", "vhangup"],
      "action": "SCMP_ACT_ERRNO", "errnoRet": 1},

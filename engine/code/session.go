@@ -96,9 +96,10 @@ func (x *Executor) startSession(ctx context.Context, s sessionSpec) (_ *session,
 			NetworkMode: "none",
 			IpcMode:     "none",
 			CapDrop:     []string{"ALL"},
-			// The supervisor needs these to drop to the run uid and to kill what
-			// the program leaves behind; the uid change clears them before any
-			// user code runs.
+			// Only the supervisor (PID 1, root) holds these: SETUID/SETGID to
+			// fork programs as the run uid (and to prlimit them from a thread
+			// that briefly takes that uid), KILL to kill what they leave
+			// behind. The uid change clears them before any program's exec.
 			CapAdd:         []string{"SETUID", "SETGID", "KILL"},
 			ReadonlyRootfs: true,
 			SecurityOpt:    []string{"no-new-privileges", "seccomp=" + x.seccomp},

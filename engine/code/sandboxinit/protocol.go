@@ -9,9 +9,10 @@
 // the statistics are taken by the supervisor from wait4, not from anything the
 // program prints.
 //
-// Each run goes through a short "launch" stage (this binary re-executed) that
-// sets the per-run rlimits, raises its OOM score, drops to the run uid/gid (which
-// clears every capability) and execs the program. The supervisor enforces the
+// Each program is forked as the run uid/gid (which clears every capability)
+// with PTRACE_TRACEME, so it stops right after exec; the supervisor applies the
+// per-run rlimits with prlimit and lets it run, so no user instruction runs
+// without them and no intermediate process costs time. The supervisor enforces the
 // CPU and wall limits, bounds the captured log while it is produced, and after
 // every run kills every leftover process of the sandbox (kill(-1)) and empties
 // /tmp, so cases cannot leak state into each other.
@@ -75,19 +76,4 @@ type Result struct {
 	// SetupError is set when the program never started (bad request, exec
 	// failure of the launcher or of the program): an infrastructure fault.
 	SetupError string `json:"setup_error,omitempty"`
-}
-
-// launchSpec is what the supervisor hands to the launch stage (argv[2]).
-type launchSpec struct {
-	Argv         []string `json:"argv"`
-	Dir          string   `json:"dir"`
-	Env          []string `json:"env"`
-	UID          int      `json:"uid"`
-	GID          int      `json:"gid"`
-	CPUSeconds   uint64   `json:"cpu_s"`
-	AddressSpace int64    `json:"as"`
-	FileSize     int64    `json:"fsize"`
-	Processes    int64    `json:"nproc"`
-	Stack        int64    `json:"stack"`
-	OpenFiles    int64    `json:"nofile"`
 }

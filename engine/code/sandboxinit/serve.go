@@ -24,21 +24,22 @@ const cpuPollInterval = 10 * time.Millisecond
 // Main is the entry point of cmd/kece-sandbox-init.
 func Main(args []string) int {
 	if len(args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: kece-sandbox-init serve | launch <spec> | clean <dir> | version")
+		fmt.Fprintln(os.Stderr, "usage: kece-sandbox-init serve | clean <dir> | version")
 		return 2
 	}
 	switch args[1] {
 	case "serve":
+		// After every run the supervisor kills every other process it can
+		// see (kill(-1)); that is only safe as PID 1 of a sandbox namespace.
+		if os.Getpid() != 1 {
+			fmt.Fprintln(os.Stderr, "kece-sandbox-init: serve must run as PID 1 of a sandbox container")
+			return 2
+		}
 		if err := serve(os.Stdin, os.Stdout, args[0]); err != nil {
 			fmt.Fprintln(os.Stderr, "kece-sandbox-init:", err)
 			return 1
 		}
 		return 0
-	case "launch":
-		if len(args) != 3 {
-			return 2
-		}
-		return launch(args[2])
 	case "clean":
 		if len(args) != 3 {
 			return 2
@@ -54,6 +55,9 @@ func Main(args []string) int {
 
 // serve answers requests until stdin closes.
 func serve(in io.Reader, out io.Writer, self string) error {
+	if err := prepareSelf(); err != nil {
+		return err
+	}
 	enc := json.NewEncoder(out)
 	if err := enc.Encode(Hello{Version: Version, PID: os.Getpid()}); err != nil {
 		return fmt.Errorf("hello: %w", err)
@@ -79,22 +83,10 @@ func serve(in io.Reader, out io.Writer, self string) error {
 // run executes one request and always returns a Result.
 func run(self string, req Request) Result {
 	res := Result{}
-	if len(req.Argv) == 0 || req.CPUMillis <= 0 || req.WallMillis <= 0 {
-		res.SetupError = "request needs argv, cpu_ms and wall_ms"
+	if len(req.Argv) == 0 || req.CPUMillis <= 0 || req.WallMillis <= 0 || req.UID <= 0 || req.GID <= 0 {
+		res.SetupError = "request needs argv, cpu_ms, wall_ms and a non-root uid and gid"
 		return res
 	}
-	spec := launchSpec{
-		Argv: req.Argv, Dir: req.Dir, Env: req.Env, UID: req.UID, GID: req.GID,
-		CPUSeconds:   uint64((req.CPUMillis+999)/1000) + 1,
-		AddressSpace: req.AddressSpace, FileSize: req.FileSize, Processes: req.Processes,
-		Stack: req.Stack, OpenFiles: req.OpenFiles,
-	}
-	specJSON, err := json.Marshal(spec)
-	if err != nil {
-		res.SetupError = err.Error()
-		return res
-	}
-
 	stdin, err := openStdin(req.Stdin)
 	if err != nil {
 		res.SetupError = err.Error()
@@ -118,26 +110,14 @@ func run(self string, req Request) Result {
 		defer f.Close()
 		stdout = f
 	}
-	statR, statW, err := os.Pipe()
-	if err != nil {
-		logW.Close()
-		res.SetupError = fmt.Sprintf("status pipe: %v", err)
-		return res
-	}
-	defer statR.Close()
-
 	oomBefore := oomKills()
 	start := time.Now()
-	pid, err := syscall.ForkExec(self, []string{self, "launch", string(specJSON)}, &syscall.ProcAttr{
-		Dir:   "/",
-		Env:   []string{},
-		Files: []uintptr{stdin.Fd(), stdout.Fd(), logW.Fd(), statW.Fd()},
-		Sys:   &syscall.SysProcAttr{Setpgid: true},
-	})
+	pid, err := startTraced(req, []uintptr{stdin.Fd(), stdout.Fd(), logW.Fd()})
 	logW.Close()
-	statW.Close()
 	if err != nil {
-		res.SetupError = fmt.Sprintf("fork launcher: %v", err)
+		res.SetupError = err.Error()
+		// The log pipe's write end is closed; drain what the child wrote.
+		res.Log, _ = readBounded(logR, req.LogBytes)
 		return res
 	}
 
@@ -192,10 +172,6 @@ func run(self string, req Request) Result {
 	reapAll()
 	wg.Wait()
 
-	if msg, _ := io.ReadAll(io.LimitReader(statR, 4096)); len(msg) > 0 {
-		res.SetupError = "launch: " + string(msg)
-		return res
-	}
 	res.CPUMicros = (time.Duration(ru.Utime.Nano()) + time.Duration(ru.Stime.Nano())).Microseconds()
 	res.MaxRSSKB = ru.Maxrss
 	if ws.Signaled() {
