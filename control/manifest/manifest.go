@@ -269,7 +269,7 @@ func (m *Manifest) validateSQL() error {
 			return invalid("sql", "a SELECT problem needs exactly one of referenceSql or expected")
 		}
 		if s.Expected != nil {
-			if err := validateResultSet("sql.expected", *s.Expected); err != nil {
+			if err := validateResultSet("sql.expected", *s.Expected, s.MaxRows); err != nil {
 				return err
 			}
 		}
@@ -285,9 +285,12 @@ func (m *Manifest) validateSQL() error {
 			if strings.TrimSpace(v.Query) == "" {
 				return invalid(f+".query", "required")
 			}
-			if err := validateResultSet(f+".expected", v.Expected); err != nil {
+			if err := validateResultSet(f+".expected", v.Expected, s.MaxRows); err != nil {
 				return err
 			}
+		}
+		if s.Expected != nil || strings.TrimSpace(s.ReferenceSQL) != "" {
+			return invalid("sql", "a DML problem is checked by its verification queries only (no referenceSql or expected)")
 		}
 	default:
 		return invalid("sql.problemKind", "must be SELECT or DML, got %q", s.ProblemKind)
@@ -295,9 +298,14 @@ func (m *Manifest) validateSQL() error {
 	return nil
 }
 
-func validateResultSet(field string, r ResultSet) error {
+// validateResultSet mirrors the SQL judge's own check (engine/sqljudge
+// ValidateProblem), so a manifest it would refuse is refused at publish time.
+func validateResultSet(field string, r ResultSet, maxRows int64) error {
 	if len(r.Columns) == 0 {
 		return invalid(field+".columns", "required")
+	}
+	if int64(len(r.Rows)) > maxRows {
+		return invalid(field+".rows", "%d rows exceed sql.maxRows %d", len(r.Rows), maxRows)
 	}
 	if len(r.Types) != 0 && len(r.Types) != len(r.Columns) {
 		return invalid(field+".types", "must match the column count")

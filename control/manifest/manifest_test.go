@@ -1,0 +1,121 @@
+package manifest_test
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/kece-oj/kece/control/manifest"
+)
+
+const d1 = "f251ddc12234e0da8d3b778bd0f7463fb477f16f47757f5617dc8b4ff4d4f14a"
+
+func codeManifest() manifest.Manifest {
+	return manifest.Manifest{Kind: manifest.KindCode, Limits: manifest.Limits{TimeMs: 1000, MemoryMb: 256, OutputKb: 64},
+		Checker: manifest.Checker{Type: "tolerant"},
+		Cases:   []manifest.Case{{CaseID: "1", InputSha256: d1, InputSize: 4, OutputSha256: d1, OutputSize: 4, Weight: 100}}}
+}
+
+func sqlManifest() manifest.Manifest {
+	return manifest.Manifest{Kind: manifest.KindSQL, Checker: manifest.Checker{Type: "exact"},
+		SQL: &manifest.SQL{ProblemKind: "SELECT", SchemaSQL: "CREATE TABLE t (a INT)", ReferenceSQL: "SELECT a FROM t",
+			StatementTimeoutMs: 1000, MaxRows: 10, MaxBytes: 1 << 20}}
+}
+
+func TestValidateRefusesWhatTheJudgesCannotRun(t *testing.T) {
+	t.Parallel()
+	s := func(v string) *string { return &v }
+	cases := map[string]struct {
+		m     func() manifest.Manifest
+		field string
+	}{
+		"zero time":          {func() manifest.Manifest { m := codeManifest(); m.Limits.TimeMs = 0; return m }, "limits.timeMs"},
+		"negative memory":    {func() manifest.Manifest { m := codeManifest(); m.Limits.MemoryMb = -1; return m }, "limits.memoryMb"},
+		"no output limit":    {func() manifest.Manifest { m := codeManifest(); m.Limits.OutputKb = 0; return m }, "limits.outputKb"},
+		"unknown checker":    {func() manifest.Manifest { m := codeManifest(); m.Checker.Type = "fuzzy"; return m }, "checker.type"},
+		"float without tol":  {func() manifest.Manifest { m := codeManifest(); m.Checker.Type = "float"; return m }, "checker"},
+		"special no program": {func() manifest.Manifest { m := codeManifest(); m.Checker.Type = "special"; return m }, "checker.special"},
+		"no cases":           {func() manifest.Manifest { m := codeManifest(); m.Cases = nil; return m }, "cases"},
+		"duplicate case": {func() manifest.Manifest {
+			m := codeManifest()
+			m.Cases = append(m.Cases, m.Cases[0])
+			return m
+		}, "cases[1].caseId"},
+		"bad digest": {func() manifest.Manifest { m := codeManifest(); m.Cases[0].InputSha256 = strings.ToUpper(d1); return m }, "cases[0]"},
+		"sql without ddl": {func() manifest.Manifest { m := sqlManifest(); m.SQL.SchemaSQL = " "; return m }, "sql.schemaSql"},
+		"sql no timeout":  {func() manifest.Manifest { m := sqlManifest(); m.SQL.StatementTimeoutMs = 0; return m }, "sql.statementTimeoutMs"},
+		"select needs exactly one answer": {func() manifest.Manifest {
+			m := sqlManifest()
+			m.SQL.Expected = &manifest.ResultSet{Columns: []string{"a"}}
+			return m
+		}, "sql"},
+		"dml without verification": {func() manifest.Manifest {
+			m := sqlManifest()
+			m.SQL.ProblemKind, m.SQL.ReferenceSQL = "DML", ""
+			return m
+		}, "sql.verification"},
+		"dml with reference": {func() manifest.Manifest {
+			m := sqlManifest()
+			m.SQL.ProblemKind = "DML"
+			m.SQL.Verification = []manifest.Verification{{Query: "SELECT a FROM t", Expected: manifest.ResultSet{Columns: []string{"a"}}}}
+			return m
+		}, "sql"},
+		"expected above row cap": {func() manifest.Manifest {
+			m := sqlManifest()
+			m.SQL.ReferenceSQL = ""
+			rows := make([][]*string, 11)
+			for i := range rows {
+				rows[i] = []*string{s("1")}
+			}
+			m.SQL.Expected = &manifest.ResultSet{Columns: []string{"a"}, Rows: rows}
+			return m
+		}, "sql.expected.rows"},
+		"sql with cases": {func() manifest.Manifest { m := sqlManifest(); m.Cases = codeManifest().Cases; return m }, "cases"},
+		"code with sql":  {func() manifest.Manifest { m := codeManifest(); m.SQL = sqlManifest().SQL; return m }, "sql"},
+		"unknown kind":   {func() manifest.Manifest { m := codeManifest(); m.Kind = "BINARY"; return m }, "kind"},
+	}
+	for name, c := range cases {
+		m := c.m()
+		err := m.Validate()
+		require.ErrorIs(t, err, manifest.ErrInvalid, name)
+		var e *manifest.Error
+		require.ErrorAs(t, err, &e, name)
+		require.Equal(t, c.field, e.Field, name)
+	}
+	good, sq := codeManifest(), sqlManifest()
+	require.NoError(t, good.Validate())
+	require.NoError(t, sq.Validate())
+}
+
+func TestCanonicalIsStableAndRoundTrips(t *testing.T) {
+	t.Parallel()
+	a, b := sqlManifest(), sqlManifest()
+	ba, da, err := a.Canonical()
+	require.NoError(t, err)
+	_, db, err := b.Canonical()
+	require.NoError(t, err)
+	require.Equal(t, da, db, "same content, same digest")
+	require.Contains(t, string(ba), `"cases":[]`, "the contract requires cases, even empty")
+	back, err := manifest.Parse(ba)
+	require.NoError(t, err)
+	_, dc, err := back.Canonical()
+	require.NoError(t, err)
+	require.Equal(t, da, dc)
+	var generic map[string]any
+	require.NoError(t, json.Unmarshal(ba, &generic))
+	_, err = manifest.Parse([]byte(`{"kind":"CODE","bogus":1}`))
+	require.ErrorIs(t, err, manifest.ErrInvalid, "unknown fields are refused")
+}
+
+func TestLanguagesMapToPools(t *testing.T) {
+	t.Parallel()
+	for lang, pool := range map[string]string{"cpp17": "cpp", "java17": "java", "python3": "python", "arkts": "arkts", "mysql": "mysql"} {
+		got, err := manifest.PoolForLanguage(lang)
+		require.NoError(t, err)
+		require.Equal(t, pool, got)
+	}
+	_, err := manifest.PoolForLanguage("brainfuck")
+	require.ErrorIs(t, err, manifest.ErrInvalid)
+}
