@@ -43,7 +43,7 @@ func TestValidateRefusesWhatTheJudgesCannotRun(t *testing.T) {
 			m.Cases = append(m.Cases, m.Cases[0])
 			return m
 		}, "cases[1].caseId"},
-		"bad digest": {func() manifest.Manifest { m := codeManifest(); m.Cases[0].InputSha256 = strings.ToUpper(d1); return m }, "cases[0]"},
+		"bad digest":      {func() manifest.Manifest { m := codeManifest(); m.Cases[0].InputSha256 = strings.ToUpper(d1); return m }, "cases[0]"},
 		"sql without ddl": {func() manifest.Manifest { m := sqlManifest(); m.SQL.SchemaSQL = " "; return m }, "sql.schemaSql"},
 		"sql no timeout":  {func() manifest.Manifest { m := sqlManifest(); m.SQL.StatementTimeoutMs = 0; return m }, "sql.statementTimeoutMs"},
 		"select needs exactly one answer": {func() manifest.Manifest {
