@@ -1,0 +1,415 @@
+package httpapi_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/kece-oj/kece/artifact"
+	"github.com/kece-oj/kece/contracts/businessapi"
+	"github.com/kece-oj/kece/contracts/machineapi"
+	"github.com/kece-oj/kece/control/store"
+)
+
+func TestUploadArtifactVerification(t *testing.T) {
+	t.Parallel()
+	b := startBiz(t)
+	ctx, c := b.env.Ctx, b.c
+	content := []byte("expected output\n")
+	d := digestOf(content)
+	stored := func() bool {
+		_, err := b.env.Artifacts.Stat(d)
+		if errors.Is(err, artifact.ErrNotFound) {
+			return false
+		}
+		require.NoError(t, err)
+		return true
+	}
+
+	// Wrong bytes for the digest: 422 and nothing kept.
+	r, err := c.UploadArtifactWithBodyWithResponse(ctx, d, "application/octet-stream", strings.NewReader("something else\n"))
+	require.NoError(t, err)
+	require.Equal(t, http.StatusUnprocessableEntity, r.StatusCode(), string(r.Body))
+	code, _ := apiError(t, r.Body)
+	require.Equal(t, "DIGEST_MISMATCH", code)
+	require.False(t, stored())
+	require.Zero(t, b.count(`SELECT COUNT(*) FROM judge_artifact`))
+
+	// A body shorter than its Content-Length: 422 ARTIFACT_SIZE_MISMATCH.
+	status, body := rawUpload(t, b.env.HTTP.Listener.Addr().String(), b.env.Business, d, len(content), content[:5])
+	require.Equal(t, http.StatusUnprocessableEntity, status, body)
+	require.Contains(t, body, "ARTIFACT_SIZE_MISMATCH")
+	require.False(t, stored())
+	require.Zero(t, b.count(`SELECT COUNT(*) FROM judge_artifact`))
+
+	// Streamed without a Content-Length (chunked): verified all the same.
+	r, err = c.UploadArtifactWithBodyWithResponse(ctx, d, "application/octet-stream", io.MultiReader(bytes.NewReader(content)))
+	require.NoError(t, err)
+	require.Equal(t, http.StatusCreated, r.StatusCode(), string(r.Body))
+	require.Equal(t, int64(len(content)), r.JSON201.Size)
+	// Idempotent: the same bytes again answer 200; wrong bytes for a stored
+	// digest are still refused and leave the stored copy alone.
+	r, err = c.UploadArtifactWithBodyWithResponse(ctx, d, "application/octet-stream", bytes.NewReader(content))
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, r.StatusCode(), string(r.Body))
+	r, err = c.UploadArtifactWithBodyWithResponse(ctx, d, "application/octet-stream", strings.NewReader("EXPECTED OUTPUT\n"))
+	require.NoError(t, err)
+	require.Equal(t, http.StatusUnprocessableEntity, r.StatusCode(), string(r.Body))
+	f, n, err := b.env.Artifacts.Open(d)
+	require.NoError(t, err)
+	got, _ := io.ReadAll(f)
+	f.Close()
+	require.Equal(t, int64(len(content)), n)
+	require.Equal(t, content, got)
+	require.Equal(t, 1, b.count(`SELECT COUNT(*) FROM judge_artifact WHERE sha256 = ? AND size = ?`, d, len(content)))
+
+	// The empty file is a valid artifact.
+	r, err = c.UploadArtifactWithBodyWithResponse(ctx, artifact.EmptyDigest, "application/octet-stream", bytes.NewReader(nil))
+	require.NoError(t, err)
+	require.Equal(t, http.StatusCreated, r.StatusCode(), string(r.Body))
+	require.Zero(t, r.JSON201.Size)
+
+	// A malformed digest never reaches the store.
+	r, err = c.UploadArtifactWithBodyWithResponse(ctx, strings.ToUpper(d), "application/octet-stream", bytes.NewReader(content))
+	require.NoError(t, err)
+	require.Equal(t, http.StatusBadRequest, r.StatusCode(), string(r.Body))
+}
+
+// rawUpload sends a PUT whose body stops short of its Content-Length, then
+// half-closes the connection and reads the answer.
+func rawUpload(t *testing.T, addr, token, digest string, declared int, body []byte) (int, string) {
+	t.Helper()
+	conn, err := net.Dial("tcp", addr)
+	require.NoError(t, err)
+	defer conn.Close()
+	require.NoError(t, conn.SetDeadline(time.Now().Add(10*time.Second)))
+	fmt.Fprintf(conn, "PUT /api/v1/artifacts/%s HTTP/1.1\r\nHost: %s\r\nAuthorization: Bearer %s\r\n"+
+		"Content-Type: application/octet-stream\r\nContent-Length: %d\r\n\r\n", digest, addr, token, declared)
+	_, err = conn.Write(body)
+	require.NoError(t, err)
+	require.NoError(t, conn.(*net.TCPConn).CloseWrite())
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+func TestPublishManifestValidation(t *testing.T) {
+	t.Parallel()
+	b := startBiz(t)
+	ctx, c := b.env.Ctx, b.c
+	good := codeManifest(t, c, "1 2\n", "3\n")
+	absent := digestOf([]byte("never uploaded"))
+	special := upload(t, c, []byte("int main(){return 0;}"))
+
+	cases := []struct {
+		name        string
+		mut         func(m *businessapi.Manifest)
+		status      int
+		code, field string
+	}{
+		{"missing output digest", func(m *businessapi.Manifest) { m.Cases[0].OutputSha256 = absent },
+			422, "ARTIFACT_MISSING", "cases[0].outputSha256"},
+		{"input size differs from the upload", func(m *businessapi.Manifest) { m.Cases[0].InputSize = 99 },
+			422, "ARTIFACT_SIZE_MISMATCH", "cases[0].inputSha256"},
+		{"time limit zero for code", func(m *businessapi.Manifest) { m.Limits.TimeMs = 0 },
+			422, "MANIFEST_INVALID", "limits.timeMs"},
+		{"memory above the control plane's bound", func(m *businessapi.Manifest) { m.Limits.MemoryMb = 8000 },
+			422, "MANIFEST_INVALID", "limits.memoryMb"},
+		{"time limit above the contract's bound", func(m *businessapi.Manifest) { m.Limits.TimeMs = 600000 },
+			400, "REQUEST_INVALID", ""},
+		{"unknown checker type", func(m *businessapi.Manifest) { m.Checker.Type = "regex" },
+			400, "REQUEST_INVALID", ""},
+		{"special checker in an unknown language", func(m *businessapi.Manifest) {
+			m.Checker = businessapi.Checker{Type: businessapi.CheckerTypeSpecial,
+				Special: &businessapi.SpecialChecker{Language: "brainfuck", SourceSha256: special, SourceSize: 21}}
+		}, 422, "MANIFEST_INVALID", "checker.special.language"},
+		{"special checker without its program", func(m *businessapi.Manifest) { m.Checker.Type = businessapi.CheckerTypeSpecial },
+			422, "MANIFEST_INVALID", "checker.special"},
+		{"special checker program not uploaded", func(m *businessapi.Manifest) {
+			m.Checker = businessapi.Checker{Type: businessapi.CheckerTypeSpecial,
+				Special: &businessapi.SpecialChecker{Language: "cpp17", SourceSha256: absent, SourceSize: 21}}
+		}, 422, "ARTIFACT_MISSING", "checker.special.sourceSha256"},
+		{"code manifest without cases", func(m *businessapi.Manifest) { m.Cases = []businessapi.ManifestCase{} },
+			422, "MANIFEST_INVALID", "cases"},
+		{"duplicate case ids", func(m *businessapi.Manifest) { m.Cases = append(m.Cases, m.Cases[0]) },
+			422, "MANIFEST_INVALID", "cases[1].caseId"},
+	}
+	for _, tc := range cases {
+		m := good
+		m.Cases = append([]businessapi.ManifestCase(nil), good.Cases...)
+		tc.mut(&m)
+		r, err := c.PublishManifestWithResponse(ctx, m)
+		require.NoError(t, err)
+		require.Equal(t, tc.status, r.StatusCode(), tc.name+": "+string(r.Body))
+		code, field := apiError(t, r.Body)
+		require.Equal(t, tc.code, code, tc.name)
+		if tc.field != "" {
+			require.Equal(t, tc.field, field, tc.name)
+		}
+	}
+	require.Zero(t, b.count(`SELECT COUNT(*) FROM judge_manifest`), "nothing written by refused manifests")
+	require.Zero(t, b.count(`SELECT COUNT(*) FROM judge_manifest_artifact`))
+
+	// A special checker that is complete publishes.
+	m := good
+	m.Checker = businessapi.Checker{Type: businessapi.CheckerTypeSpecial,
+		Special: &businessapi.SpecialChecker{Language: "cpp17", SourceSha256: special, SourceSize: 21}}
+	publish(t, c, m)
+	require.Equal(t, 1, b.count(`SELECT COUNT(*) FROM judge_manifest`))
+}
+
+func TestEnqueueIdempotencyKeyConcurrent(t *testing.T) {
+	t.Parallel()
+	b := startBiz(t)
+	ctx, c := b.env.Ctx, b.c
+	manID := publish(t, c, codeManifest(t, c, "in", "out"))
+	body := func(id, src string) businessapi.SubmissionCreate {
+		return businessapi.SubmissionCreate{SubmissionType: "ALGO", SubmissionId: id, Language: "java17", Source: src, ManifestId: manID}
+	}
+	key := func(k string) *businessapi.EnqueueSubmissionParams {
+		return &businessapi.EnqueueSubmissionParams{IdempotencyKey: &k}
+	}
+
+	// Many retries of one request at once: one job, one receipt.
+	const n = 16
+	var wg sync.WaitGroup
+	receipts := make([]*businessapi.EnqueueSubmissionResponse, n)
+	errs := make([]error, n)
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			receipts[i], errs[i] = c.EnqueueSubmissionWithResponse(ctx, key("retry-1"), body("s-1", "class A{}"))
+		}()
+	}
+	wg.Wait()
+	for i := 0; i < n; i++ {
+		require.NoError(t, errs[i])
+		require.Equal(t, http.StatusAccepted, receipts[i].StatusCode(), string(receipts[i].Body))
+		require.Equal(t, *receipts[0].JSON202, *receipts[i].JSON202)
+	}
+	require.Equal(t, 1, b.count(`SELECT COUNT(*) FROM judge_job`))
+	require.Equal(t, 1, b.count(`SELECT COUNT(*) FROM judge_idempotency_key`))
+
+	// The same key with another body: 409, nothing written.
+	for _, other := range []businessapi.SubmissionCreate{body("s-1", "class B{}"), body("s-2", "class A{}")} {
+		r, err := c.EnqueueSubmissionWithResponse(ctx, key("retry-1"), other)
+		require.NoError(t, err)
+		require.Equal(t, http.StatusConflict, r.StatusCode(), string(r.Body))
+		require.Equal(t, businessapi.ErrorCodeIdempotencyKeyReused, r.JSON409.Code)
+	}
+	require.Equal(t, 1, b.count(`SELECT COUNT(*) FROM judge_job`))
+
+	// A new key raced by different bodies: exactly one wins, the rest are 409.
+	statuses := make([]int, n)
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r, err := c.EnqueueSubmissionWithResponse(ctx, key("race-2"), body(fmt.Sprintf("r-%d", i), "class A{}"))
+			if err == nil {
+				statuses[i] = r.StatusCode()
+			}
+		}()
+	}
+	wg.Wait()
+	sort.Ints(statuses)
+	want := append([]int{http.StatusAccepted}, repeat(http.StatusConflict, n-1)...)
+	require.Equal(t, want, statuses)
+	require.Equal(t, 2, b.count(`SELECT COUNT(*) FROM judge_job`))
+	require.Equal(t, 2, b.count(`SELECT COUNT(*) FROM judge_submission WHERE current_job_id <> 0`), "losers leave no pointer behind")
+
+	// Keys belong to one business token: another client may use the same key.
+	other, err := b.env.Store.CreateToken(ctx, store.TokenBusiness, "second-backend")
+	require.NoError(t, err)
+	r, err := bizClient(t, b.env.URL, other).EnqueueSubmissionWithResponse(ctx, key("retry-1"), body("s-3", "class C{}"))
+	require.NoError(t, err)
+	require.Equal(t, http.StatusAccepted, r.StatusCode(), string(r.Body))
+	require.NotEqual(t, receipts[0].JSON202.JobId, r.JSON202.JobId)
+
+	// A retried key keeps answering with its job after the submission moved on.
+	rj, err := c.RejudgeSubmissionWithResponse(ctx, "ALGO", "s-1", businessapi.ReasonRequest{Reason: "again"})
+	require.NoError(t, err)
+	require.Equal(t, http.StatusAccepted, rj.StatusCode(), string(rj.Body))
+	r, err = c.EnqueueSubmissionWithResponse(ctx, key("retry-1"), body("s-1", "class A{}"))
+	require.NoError(t, err)
+	require.Equal(t, http.StatusAccepted, r.StatusCode(), string(r.Body))
+	require.Equal(t, receipts[0].JSON202.JobId, r.JSON202.JobId)
+	require.Equal(t, businessapi.SubmissionStatusCodeCancelled, r.JSON202.Status)
+
+	// A malformed key is refused by the contract.
+	r, err = c.EnqueueSubmissionWithResponse(ctx, key("has space"), body("s-4", "class A{}"))
+	require.NoError(t, err)
+	require.Equal(t, http.StatusBadRequest, r.StatusCode(), string(r.Body))
+	require.Equal(t, 3, b.count(`SELECT COUNT(*) FROM judge_job WHERE generation = 1`))
+}
+
+func repeat(v, n int) []int {
+	out := make([]int, n)
+	for i := range out {
+		out[i] = v
+	}
+	return out
+}
+
+func TestSettlementEventsTwoConsumers(t *testing.T) {
+	t.Parallel()
+	b := startBiz(t)
+	ctx := b.env.Ctx
+	const n = 60
+	ins := `INSERT INTO judge_settlement_event (job_id, event_type, submission_type, submission_id, generation, payload)
+	        VALUES (?, 'SETTLED', 'ALGO', ?, 1, ?)`
+	payload := func(id int) string {
+		return fmt.Sprintf(`{"jobId":"%d","submissionType":"ALGO","submissionId":"e-%d","generation":1,"status":"SYSTEM_ERROR","errorCode":"IMAGE_MISSING"}`, id, id)
+	}
+	// One event takes its id first but commits last: a cursor by id would skip it.
+	late, err := b.env.DB.BeginTx(ctx, nil)
+	require.NoError(t, err)
+	_, err = late.ExecContext(ctx, ins, 1, "e-1", payload(1))
+	require.NoError(t, err)
+	for i := 2; i <= n; i++ {
+		_, err := b.env.DB.ExecContext(ctx, ins, i, fmt.Sprintf("e-%d", i), payload(i))
+		require.NoError(t, err)
+	}
+
+	var mu sync.Mutex
+	ackedBy := map[string][]string{}
+	consume := func(name string, c *businessapi.ClientWithResponses) error {
+		for {
+			r, err := c.ClaimSettlementEventsWithResponse(ctx, businessapi.EventClaimRequest{Consumer: name, Max: 7, LeaseMs: 60000})
+			if err != nil {
+				return err
+			}
+			if r.StatusCode() != http.StatusOK {
+				return fmt.Errorf("claim: %d %s", r.StatusCode(), r.Body)
+			}
+			if len(r.JSON200.Events) == 0 {
+				return nil
+			}
+			ids := make([]string, 0, len(r.JSON200.Events))
+			for _, e := range r.JSON200.Events {
+				if e.Payload.Status != businessapi.SubmissionStatusCodeSystemError || e.Payload.ErrorCode == nil {
+					return fmt.Errorf("event %s: payload %+v", e.EventId, e.Payload)
+				}
+				ids = append(ids, e.EventId)
+			}
+			a, err := c.AckSettlementEventsWithResponse(ctx, businessapi.EventAckRequest{Consumer: name, EventIds: ids})
+			if err != nil {
+				return err
+			}
+			if a.StatusCode() != http.StatusOK || len(a.JSON200.NotHeld) != 0 {
+				return fmt.Errorf("ack: %d %s", a.StatusCode(), a.Body)
+			}
+			mu.Lock()
+			for _, id := range a.JSON200.Acked {
+				ackedBy[id] = append(ackedBy[id], name)
+			}
+			mu.Unlock()
+		}
+	}
+	second := b.env.SecondReplica()
+	drain := func() {
+		var wg sync.WaitGroup
+		errs := make([]error, 2)
+		for i, c := range []*businessapi.ClientWithResponses{b.c, bizClient(t, second.URL, second.Business)} {
+			wg.Add(1)
+			go func() { defer wg.Done(); errs[i] = consume(fmt.Sprintf("replica-%d", i), c) }()
+		}
+		wg.Wait()
+		require.NoError(t, errs[0])
+		require.NoError(t, errs[1])
+	}
+	drain()
+	require.Len(t, ackedBy, n-1)
+	require.NoError(t, late.Commit())
+	drain()
+	require.Len(t, ackedBy, n, "the late commit is delivered too")
+	for id, who := range ackedBy {
+		require.Len(t, who, 1, "event %s acknowledged once", id)
+	}
+	require.Equal(t, n, b.count(`SELECT COUNT(*) FROM judge_settlement_event WHERE state = 'DELIVERED'`))
+}
+
+// TestEventLeaseExpiryRedelivers: an event whose consumer never acks is
+// delivered again to another consumer, and the first one's ack is refused.
+func TestEventLeaseExpiryRedelivers(t *testing.T) {
+	t.Parallel()
+	b := startBiz(t)
+	ctx, c := b.env.Ctx, b.c
+	_, err := b.env.DB.ExecContext(ctx, `INSERT INTO judge_settlement_event (job_id, event_type, submission_type, submission_id, generation, payload)
+	   VALUES (7, 'SETTLED', 'ALGO', 'x', 1, '{"status":"CANCELLED"}')`)
+	require.NoError(t, err)
+	r, err := c.ClaimSettlementEventsWithResponse(ctx, businessapi.EventClaimRequest{Consumer: "slow", Max: 1, LeaseMs: 1000})
+	require.NoError(t, err)
+	require.Len(t, r.JSON200.Events, 1)
+	id := r.JSON200.Events[0].EventId
+	_, err = b.env.DB.ExecContext(ctx, `UPDATE judge_settlement_event SET next_attempt_at = NOW(6) - INTERVAL 1 SECOND`)
+	require.NoError(t, err)
+	r, err = c.ClaimSettlementEventsWithResponse(ctx, businessapi.EventClaimRequest{Consumer: "fast", Max: 1, LeaseMs: 60000})
+	require.NoError(t, err)
+	require.Len(t, r.JSON200.Events, 1)
+	require.Equal(t, id, r.JSON200.Events[0].EventId)
+	require.Equal(t, int32(2), r.JSON200.Events[0].DeliveryAttempt)
+	a, err := c.AckSettlementEventsWithResponse(ctx, businessapi.EventAckRequest{Consumer: "slow", EventIds: []string{id}})
+	require.NoError(t, err)
+	require.Equal(t, []string{id}, a.JSON200.NotHeld)
+	require.Empty(t, a.JSON200.Acked)
+	a, err = c.AckSettlementEventsWithResponse(ctx, businessapi.EventAckRequest{Consumer: "fast", EventIds: []string{id}})
+	require.NoError(t, err)
+	require.Equal(t, []string{id}, a.JSON200.Acked)
+}
+
+// TestClaimWokenByEnqueueOnAnotherReplica: a node long-polls on the second
+// replica; a business enqueue on the first wakes it through the pool signal,
+// well before the waiter's own periodic retry (≥ 2 s) would.
+func TestClaimWokenByEnqueueOnAnotherReplica(t *testing.T) {
+	t.Parallel()
+	b := startBiz(t)
+	second := b.env.SecondReplica()
+	manID := publish(t, b.c, codeManifest(t, b.c, "1\n", "1\n"))
+	n := b.env.NewNode("cpp", 4, 4)
+	b.env.ForceEnable(n.ID)
+	nc := joinAndOpen(t, second, n.JoinCode, "boot-wake")
+
+	for i, via := range []*businessapi.ClientWithResponses{b.c, bizClient(t, second.URL, second.Business)} {
+		type claimed struct {
+			jobs []machineapi.ClaimedJob
+			err  error
+			at   time.Time
+		}
+		ch := make(chan claimed, 1)
+		go func() {
+			r, err := nc.c.ClaimJobsWithResponse(context.Background(), machineapi.ClaimRequest{FreeSlots: 1, WaitMs: 10000})
+			c := claimed{err: err, at: time.Now()}
+			if err == nil && r.JSON200 != nil {
+				c.jobs = r.JSON200.Jobs
+			}
+			ch <- c
+		}()
+		time.Sleep(300 * time.Millisecond) // let the claim park (nothing to signal this from outside)
+		en, err := via.EnqueueSubmissionWithResponse(b.env.Ctx, nil, businessapi.SubmissionCreate{SubmissionType: "ALGO",
+			SubmissionId: fmt.Sprintf("wake-%d", i), Language: "cpp17", Source: "int main(){}", ManifestId: manID})
+		require.NoError(t, err)
+		require.Equal(t, http.StatusAccepted, en.StatusCode(), string(en.Body))
+		enqueued := time.Now()
+		got := <-ch
+		require.NoError(t, got.err)
+		require.Len(t, got.jobs, 1)
+		require.Equal(t, en.JSON202.JobId, got.jobs[0].JobId)
+		require.Less(t, got.at.Sub(enqueued), 1500*time.Millisecond, "woken by the pool signal, not the periodic retry")
+	}
+}
