@@ -32,6 +32,7 @@ func TestAbuse(t *testing.T) {
 		{"forge", "x", engine.StatusTimeLimitExceeded, ""},
 		{"stderr", "blocked", engine.StatusAccepted, ""},
 		{"sparse", "x", engine.StatusOutputLimitExceeded, ""},
+		{"oomfork", "blocked", engine.StatusMemoryLimitExceeded, ""}, // the container OOMs; the supervisor survives
 		{"tmpstate", "blocked", engine.StatusAccepted, ""},
 		{"ids", "blocked", engine.StatusAccepted, ""},
 	}

@@ -11,6 +11,7 @@
 #include <sys/ptrace.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <netinet/in.h>
 #include <arpa/inet.h>
 #include <unistd.h>
@@ -98,6 +99,18 @@ int main() {
         int fd = open("/tmp/sparse", O_WRONLY | O_CREAT | O_TRUNC, 0644);
         if (fd < 0) { puts("cannot open /tmp/sparse"); return 0; }
         if (pwrite(fd, "x", 1, 10LL << 30) == 1) breach("wrote at 10 GB");
+        done();
+    } else if (m == "oomfork") {  // more than the container's memory, spread over processes
+        for (int i = 0; i < 6; i++) {
+            if (fork() == 0) {
+                size_t n = 200u << 20;
+                char *p = (char *)malloc(n);
+                for (size_t j = 0; p && j < n; j += 4096) p[j] = 1;
+                usleep(500000);
+                _exit(0);
+            }
+        }
+        while (wait(nullptr) > 0) {}
         done();
     } else if (m == "tmpstate") {  // nothing survives in /tmp from an earlier case
         if (access("/tmp/ok", F_OK) == 0 || access("/tmp/sparse", F_OK) == 0) breach("found files of an earlier case");
