@@ -1,0 +1,309 @@
+package webhook_test
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/kece-oj/kece/contracts/businessapi"
+	"github.com/kece-oj/kece/control/dbtest"
+	"github.com/kece-oj/kece/control/store"
+	"github.com/kece-oj/kece/control/webhook"
+)
+
+var secret = []byte("0123456789abcdef0123456789abcdef")
+
+type testBundle struct {
+	ctx   context.Context
+	db    *sql.DB
+	dsn   string
+	store *store.Store
+}
+
+func setup(t *testing.T) *testBundle {
+	t.Helper()
+	db, dsn := dbtest.Open(t)
+	st, err := store.New(db, store.Config{})
+	require.NoError(t, err)
+	return &testBundle{ctx: context.Background(), db: db, dsn: dsn, store: st}
+}
+
+// event writes a settlement event as the store's settle step does.
+func (b *testBundle) event(t *testing.T, jobID int64) int64 {
+	t.Helper()
+	payload := fmt.Sprintf(`{"jobId":"%d","submissionType":"ALGO","submissionId":"s-%d","generation":1,"status":"AC",`+
+		`"result":{"outcome":"VERDICT","verdict":{"status":"AC","score":1,"maxScore":1,"cases":[{"caseId":"c1","status":"AC","score":1,"timeMs":1,"wallMs":2,"memoryKb":3,"exitCode":0,"signal":0}]}}}`, jobID, jobID)
+	r, err := b.db.ExecContext(b.ctx, `INSERT INTO judge_settlement_event (job_id, event_type, submission_type, submission_id, generation, payload)
+		VALUES (?, 'SETTLED', 'ALGO', ?, 1, ?)`, jobID, fmt.Sprintf("s-%d", jobID), payload)
+	require.NoError(t, err)
+	id, err := r.LastInsertId()
+	require.NoError(t, err)
+	return id
+}
+
+func (b *testBundle) state(t *testing.T, id int64) (state string, attempts int, lastError string) {
+	t.Helper()
+	require.NoError(t, b.db.QueryRowContext(b.ctx,
+		`SELECT state, attempts, COALESCE(last_error, '') FROM judge_settlement_event WHERE id = ?`, id).Scan(&state, &attempts, &lastError))
+	return
+}
+
+// run starts a sender until the test ends.
+func (b *testBundle) run(t *testing.T, cfg webhook.Config) {
+	t.Helper()
+	s, err := webhook.New(cfg, b.store, nil)
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(b.ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); s.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+}
+
+func testConfig(url string) webhook.Config {
+	return webhook.Config{URL: url, Secret: secret, Timeout: 2 * time.Second, MaxAttempts: 5,
+		BackoffBase: 30 * time.Millisecond, BackoffMax: 200 * time.Millisecond, PollInterval: 5 * time.Millisecond}
+}
+
+type delivery struct {
+	at      time.Time
+	attempt string
+	eventID string
+	body    []byte
+	sigErr  error
+}
+
+func TestRetriedWithBackoffThenDelivered(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	id := b.event(t, 41)
+	var mu sync.Mutex
+	var seen []delivery
+	delivered := make(chan delivery, 1)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		d := delivery{at: time.Now(), attempt: r.Header.Get(webhook.AttemptHeader), eventID: r.Header.Get(webhook.EventIDHeader), body: body,
+			sigErr: webhook.Verify(secret, r.Header.Get(webhook.SignatureHeader), body, time.Minute)}
+		mu.Lock()
+		seen = append(seen, d)
+		n := len(seen)
+		mu.Unlock()
+		if n <= 2 {
+			http.Error(w, "not yet", http.StatusServiceUnavailable)
+			return
+		}
+		w.WriteHeader(http.StatusNoContent)
+		delivered <- d
+	}))
+	t.Cleanup(srv.Close)
+	b.run(t, testConfig(srv.URL))
+
+	select {
+	case <-delivered:
+	case <-time.After(20 * time.Second):
+		t.Fatal("event was never delivered")
+	}
+	require.Eventually(t, func() bool { s, _, _ := b.state(t, id); return s == store.EventDelivered }, 10*time.Second, 5*time.Millisecond)
+	_, attempts, _ := b.state(t, id)
+	require.Equal(t, 3, attempts)
+
+	mu.Lock()
+	defer mu.Unlock()
+	require.Len(t, seen, 3)
+	for i, d := range seen {
+		require.NoError(t, d.sigErr, "delivery %d is signed", i+1)
+		require.Equal(t, strconv.Itoa(i+1), d.attempt)
+		require.Equal(t, strconv.FormatInt(id, 10), d.eventID)
+		var e businessapi.SettlementEvent
+		require.NoError(t, json.Unmarshal(d.body, &e))
+		require.Equal(t, strconv.FormatInt(id, 10), e.EventId)
+		require.Equal(t, "41", e.JobId)
+		require.Equal(t, int32(i+1), e.DeliveryAttempt)
+		require.Equal(t, businessapi.SubmissionStatusCodeAC, e.Payload.Status)
+		require.Len(t, e.Payload.Verdict.Cases, 1)
+	}
+	// Backoff: at least base after the first failure, twice that after the second.
+	require.GreaterOrEqual(t, seen[1].at.Sub(seen[0].at), 30*time.Millisecond)
+	require.GreaterOrEqual(t, seen[2].at.Sub(seen[1].at), 60*time.Millisecond)
+}
+
+func TestAlwaysFailingReceiverMakesEventDead(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	id := b.event(t, 42)
+	var mu sync.Mutex
+	hits := 0
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		hits++
+		mu.Unlock()
+		http.Error(w, "broken", http.StatusInternalServerError)
+	}))
+	t.Cleanup(srv.Close)
+	cfg := testConfig(srv.URL)
+	cfg.MaxAttempts = 3
+	b.run(t, cfg)
+
+	require.Eventually(t, func() bool { s, _, _ := b.state(t, id); return s == store.EventDead }, 20*time.Second, 5*time.Millisecond)
+	_, attempts, lastErr := b.state(t, id)
+	require.Equal(t, 3, attempts)
+	require.Contains(t, lastErr, "500")
+	dead, err := b.store.ListEvents(b.ctx, store.EventDead, 10)
+	require.NoError(t, err)
+	require.Len(t, dead, 1)
+	require.Equal(t, id, dead[0].ID)
+	mu.Lock()
+	require.Equal(t, 3, hits, "a dead event is not sent again")
+	mu.Unlock()
+}
+
+func TestRedirectIsNotFollowed(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	id := b.event(t, 43)
+	var mu sync.Mutex
+	targetHits := 0
+	mux := http.NewServeMux()
+	mux.HandleFunc("/hook", func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, "/elsewhere", http.StatusTemporaryRedirect)
+	})
+	mux.HandleFunc("/elsewhere", func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		targetHits++
+		mu.Unlock()
+		w.WriteHeader(http.StatusOK)
+	})
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	cfg := testConfig(srv.URL + "/hook")
+	cfg.MaxAttempts = 1
+	b.run(t, cfg)
+	require.Eventually(t, func() bool { s, _, _ := b.state(t, id); return s == store.EventDead }, 20*time.Second, 5*time.Millisecond)
+	_, _, lastErr := b.state(t, id)
+	require.Contains(t, lastErr, "307")
+	mu.Lock()
+	require.Zero(t, targetHits)
+	mu.Unlock()
+}
+
+func TestSlowReceiverTimesOut(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	id := b.event(t, 44)
+	release := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-r.Context().Done():
+		case <-release:
+		}
+	}))
+	t.Cleanup(func() { close(release); srv.Close() })
+	cfg := testConfig(srv.URL)
+	cfg.MaxAttempts, cfg.Timeout = 1, 100*time.Millisecond
+	b.run(t, cfg)
+	require.Eventually(t, func() bool { s, _, _ := b.state(t, id); return s == store.EventDead }, 20*time.Second, 5*time.Millisecond)
+	_, _, lastErr := b.state(t, id)
+	require.Contains(t, lastErr, "post:")
+}
+
+// TestTwoSendersDeliverEachEventOnce: senders in two replicas share the
+// work through event leases.
+func TestTwoSendersDeliverEachEventOnce(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	const n = 40
+	for i := 1; i <= n; i++ {
+		b.event(t, int64(100+i))
+	}
+	var mu sync.Mutex
+	got := map[string]int{}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		if webhook.Verify(secret, r.Header.Get(webhook.SignatureHeader), body, time.Minute) != nil {
+			http.Error(w, "bad signature", http.StatusUnauthorized)
+			return
+		}
+		mu.Lock()
+		got[r.Header.Get(webhook.EventIDHeader)]++
+		mu.Unlock()
+	}))
+	t.Cleanup(srv.Close)
+	cfg := testConfig(srv.URL)
+	cfg.Batch = 3
+	b.run(t, cfg)
+	other, err := store.New(dbtest.OpenDSN(t, b.dsn), store.Config{})
+	require.NoError(t, err)
+	s2, err := webhook.New(cfg, other, nil)
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(b.ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); s2.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+
+	require.Eventually(t, func() bool {
+		var left int
+		require.NoError(t, b.db.QueryRowContext(b.ctx, `SELECT COUNT(*) FROM judge_settlement_event WHERE state <> 'DELIVERED'`).Scan(&left))
+		return left == 0
+	}, 20*time.Second, 5*time.Millisecond)
+	mu.Lock()
+	defer mu.Unlock()
+	require.Len(t, got, n)
+	for id, k := range got {
+		require.Equal(t, 1, k, "event %s", id)
+	}
+}
+
+func TestVerify(t *testing.T) {
+	t.Parallel()
+	body := []byte(`{"eventId":"1"}`)
+	now := time.Now()
+	h := webhook.Sign(secret, now, body)
+	require.Regexp(t, `^t=\d+,v1=[0-9a-f]{64}$`, h)
+	require.NoError(t, webhook.Verify(secret, h, body, time.Minute))
+	require.ErrorIs(t, webhook.Verify(secret, h, []byte(`{"eventId":"2"}`), time.Minute), webhook.ErrSignatureMismatch)
+	require.ErrorIs(t, webhook.Verify([]byte("another secret of enough length"), h, body, time.Minute), webhook.ErrSignatureMismatch)
+	old := webhook.Sign(secret, now.Add(-10*time.Minute), body)
+	require.ErrorIs(t, webhook.Verify(secret, old, body, 5*time.Minute), webhook.ErrSignatureExpired)
+	future := webhook.Sign(secret, now.Add(10*time.Minute), body)
+	require.ErrorIs(t, webhook.Verify(secret, future, body, 5*time.Minute), webhook.ErrSignatureExpired)
+	for _, bad := range []string{"", "v1=abc", "t=x,v1=abc", "t=123", "garbage"} {
+		require.ErrorIs(t, webhook.Verify(secret, bad, body, time.Minute), webhook.ErrSignatureMalformed, bad)
+	}
+	// A second v1 entry (the receiver rotating secrets) may be the match.
+	other := webhook.Sign([]byte("the previous secret, long enough"), now, body)
+	_, v1, _ := strings.Cut(other, ",v1=")
+	require.NoError(t, webhook.Verify(secret, h+",v1="+v1, body, time.Minute))
+}
+
+func TestConfigValidate(t *testing.T) {
+	t.Parallel()
+	ok := webhook.Config{URL: "https://business.example/hooks/kece", Secret: secret}
+	require.NoError(t, ok.Validate())
+	for name, mut := range map[string]func(c *webhook.Config){
+		"no url":           func(c *webhook.Config) { c.URL = "" },
+		"relative url":     func(c *webhook.Config) { c.URL = "/hooks" },
+		"ftp url":          func(c *webhook.Config) { c.URL = "ftp://x/y" },
+		"credentials":      func(c *webhook.Config) { c.URL = "https://u:p@business.example/" },
+		"short secret":     func(c *webhook.Config) { c.Secret = []byte("short") },
+		"batch":            func(c *webhook.Config) { c.Batch = 101 },
+		"negative timeout": func(c *webhook.Config) { c.Timeout = -time.Second },
+		"backoff order":    func(c *webhook.Config) { c.BackoffBase, c.BackoffMax = time.Minute, time.Second },
+		"attempts":         func(c *webhook.Config) { c.MaxAttempts = -1 },
+	} {
+		c := ok
+		mut(&c)
+		require.Error(t, c.Validate(), name)
+		_, err := webhook.New(c, nil, nil)
+		require.Error(t, err, name)
+	}
+}
