@@ -303,3 +303,13 @@ func TestImageTagMatchesBuildScript(t *testing.T) {
 	_, err = ImageTag("base")
 	require.Error(t, err)
 }
+
+// The profile shipped for operators is the built-in one.
+func TestShippedSeccompProfileIsBuiltin(t *testing.T) {
+	t.Parallel()
+	b, err := os.ReadFile("../../deploy/images/seccomp-kece.json")
+	require.NoError(t, err)
+	require.Equal(t, strings.TrimSpace(builtinSeccomp), strings.TrimSpace(string(b)))
+	_, err = loadSeccomp("../../deploy/images/seccomp-kece.json")
+	require.NoError(t, err)
+}
