@@ -1,0 +1,176 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"path/filepath"
+	"time"
+)
+
+// Defaults for Config (DESIGN §6). The control plane's session answer can only
+// shorten the heartbeat, renew and claim-wait intervals, never lengthen them.
+const (
+	HeartbeatIntervalDefault = 10 * time.Second
+	RenewIntervalDefault     = 15 * time.Second
+	ClaimWaitDefault         = 15 * time.Second
+	// SafetyMarginDefault is subtracted from every lease's remaining time to
+	// get the local deadline; it is capped at a quarter of the lease TTL.
+	SafetyMarginDefault = 5 * time.Second
+	// DrainGraceDefault is how long running jobs may finish after SIGTERM.
+	DrainGraceDefault = 5 * time.Minute
+	// RequestTimeoutDefault bounds one control-plane call other than the
+	// claim long-poll (which gets its wait plus this).
+	RequestTimeoutDefault = 30 * time.Second
+	// HealthIntervalDefault is how often the pool's dependencies are probed;
+	// heartbeats report the latest probe.
+	HealthIntervalDefault = time.Minute
+	// JanitorIntervalDefault is how often leftovers of dead leases are removed.
+	JanitorIntervalDefault = 5 * time.Minute
+	// RetryBaseDefault and RetryMaxDefault bound the jittered backoff of
+	// retried calls (claim, renew, result, download).
+	RetryBaseDefault = 200 * time.Millisecond
+	RetryMaxDefault  = 5 * time.Second
+	// CleanupTimeoutDefault bounds the wait for an executor to clean up after
+	// its context was cancelled.
+	CleanupTimeoutDefault = 30 * time.Second
+	// ListenDefault serves /healthz and /metrics on loopback only.
+	ListenDefault = "127.0.0.1:9464"
+	// ProtocolVersion is the machine protocol this node speaks.
+	ProtocolVersion = 1
+	// maxBatch is the protocol's bound on claim and renew batches.
+	maxBatch = 64
+)
+
+// Pools a node may serve; one process serves exactly one.
+var validPools = map[string]bool{"cpp": true, "java": true, "python": true, "arkts": true, "mysql": true}
+
+// ValidPool reports whether p is a pool a node can serve.
+func ValidPool(p string) bool { return validPools[p] }
+
+// BackendFactory builds the pool's executor once the node knows its id (after
+// the session opened). It is called exactly once per Run.
+type BackendFactory func(ctx context.Context, nodeID string) (Backend, error)
+
+// Config configures a Node. Parse env and flags in cmd/kece-node, not here.
+type Config struct {
+	// Pool is the pool this process serves; the credential's pool must match.
+	Pool string
+	// ControlURL is the control plane's base URL (scheme://host:port).
+	ControlURL string
+	// CredentialFile keeps the node credential (mode 0600). Required.
+	CredentialFile string
+	// JoinCode is used only when CredentialFile does not exist yet.
+	JoinCode string
+	// LocalSlots is how many jobs this host lets the node run at once; the
+	// node runs min(LocalSlots, the admin's slots). Required, positive.
+	LocalSlots int
+	// CacheDir and CacheMaxBytes configure the artifact cache (0: default budget).
+	CacheDir      string
+	CacheMaxBytes int64
+	// Listen is the address of /healthz and /metrics; empty disables them.
+	Listen string
+	// NewBackend builds the pool's executor. Required.
+	NewBackend BackendFactory
+
+	HeartbeatInterval time.Duration
+	RenewInterval     time.Duration
+	ClaimWait         time.Duration
+	SafetyMargin      time.Duration
+	DrainGrace        time.Duration
+	RequestTimeout    time.Duration
+	HealthInterval    time.Duration
+	JanitorInterval   time.Duration
+	RetryBase         time.Duration
+	RetryMax          time.Duration
+	CleanupTimeout    time.Duration
+
+	// Version is this build's version, reported in heartbeats and /healthz.
+	Version string
+	// Logger receives one line per state change; nil: slog.Default().
+	Logger *slog.Logger
+}
+
+func (c *Config) setDefaults() {
+	def := func(d *time.Duration, v time.Duration) {
+		if *d == 0 {
+			*d = v
+		}
+	}
+	def(&c.HeartbeatInterval, HeartbeatIntervalDefault)
+	def(&c.RenewInterval, RenewIntervalDefault)
+	def(&c.ClaimWait, ClaimWaitDefault)
+	def(&c.SafetyMargin, SafetyMarginDefault)
+	def(&c.DrainGrace, DrainGraceDefault)
+	def(&c.RequestTimeout, RequestTimeoutDefault)
+	def(&c.HealthInterval, HealthIntervalDefault)
+	def(&c.JanitorInterval, JanitorIntervalDefault)
+	def(&c.RetryBase, RetryBaseDefault)
+	def(&c.RetryMax, RetryMaxDefault)
+	def(&c.CleanupTimeout, CleanupTimeoutDefault)
+	if c.Version == "" {
+		c.Version = "dev"
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+}
+
+// Validate refuses a configuration the node cannot run with. Each message
+// names the setting (as the env variable cmd/kece-node reads) and what would
+// be right. Zero durations mean their defaults.
+func (c Config) Validate() error {
+	var errs []error
+	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	if !ValidPool(c.Pool) {
+		bad("KECE_POOL %q is not a pool: want one of cpp, java, python, arkts, mysql", c.Pool)
+	}
+	if u, err := url.Parse(c.ControlURL); c.ControlURL == "" || err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		bad("KECE_CONTROL_URL %q must be an http(s) URL such as https://control.example:8443", c.ControlURL)
+	}
+	if c.CredentialFile == "" || !filepath.IsAbs(c.CredentialFile) {
+		bad("KECE_CREDENTIAL_FILE %q must be an absolute file path (the credential is kept there, mode 0600)", c.CredentialFile)
+	}
+	if c.LocalSlots < 1 || c.LocalSlots > 256 {
+		bad("KECE_LOCAL_SLOTS %d must be 1..256 (there is no default: size it to the host)", c.LocalSlots)
+	}
+	if c.CacheDir == "" || !filepath.IsAbs(c.CacheDir) {
+		bad("KECE_CACHE_DIR %q must be an absolute directory path", c.CacheDir)
+	}
+	if c.CacheMaxBytes < 0 {
+		bad("KECE_CACHE_MAX_BYTES %d must not be negative (0 takes the default)", c.CacheMaxBytes)
+	}
+	if c.NewBackend == nil {
+		bad("no executor for pool %q (internal wiring error)", c.Pool)
+	}
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+		min  time.Duration
+	}{
+		{"heartbeat interval", c.HeartbeatInterval, 50 * time.Millisecond},
+		{"renew interval", c.RenewInterval, 50 * time.Millisecond},
+		{"claim wait", c.ClaimWait, 0},
+		{"safety margin", c.SafetyMargin, 0},
+		{"drain grace", c.DrainGrace, 0},
+		{"request timeout", c.RequestTimeout, 100 * time.Millisecond},
+		{"health interval", c.HealthInterval, 50 * time.Millisecond},
+		{"janitor interval", c.JanitorInterval, 50 * time.Millisecond},
+		{"retry base", c.RetryBase, time.Millisecond},
+		{"retry max", c.RetryMax, time.Millisecond},
+		{"cleanup timeout", c.CleanupTimeout, 100 * time.Millisecond},
+	} {
+		if d.v != 0 && d.v < d.min || d.v < 0 {
+			bad("%s %s must be at least %s (0 takes the default)", d.name, d.v, d.min)
+		}
+	}
+	if c.ClaimWait > 15*time.Second {
+		bad("claim wait %s must be at most 15s (the protocol's bound)", c.ClaimWait)
+	}
+	if c.RetryBase > 0 && c.RetryMax > 0 && c.RetryMax < c.RetryBase {
+		bad("retry max %s is below retry base %s", c.RetryMax, c.RetryBase)
+	}
+	return errors.Join(errs...)
+}

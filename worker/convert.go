@@ -1,0 +1,159 @@
+package worker
+
+import (
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/kece-oj/kece/contracts/machineapi"
+	"github.com/kece-oj/kece/engine"
+)
+
+// Bounds of the result payload (docs/api.md).
+const (
+	maxCompileLog = 64 << 10
+	maxMessage    = 4 << 10
+)
+
+// codePoolOf maps a language key to its code pool (special checkers may be
+// written in another language than the submission).
+func codePoolOf(lang string) (string, error) {
+	switch lang {
+	case "cpp", "cpp17", "cpp20":
+		return "cpp", nil
+	case "java", "java17":
+		return "java", nil
+	case "python", "python3":
+		return "python", nil
+	case "arkts":
+		return "arkts", nil
+	}
+	return "", fmt.Errorf("no code pool for language %q", lang)
+}
+
+// limitsOf converts manifest limits (per case).
+func limitsOf(l machineapi.Limits) engine.Limits {
+	out := engine.Limits{
+		CPUTime:     time.Duration(l.TimeMs) * time.Millisecond,
+		MemoryBytes: l.MemoryMb << 20,
+		OutputBytes: l.OutputKb << 10,
+	}
+	if l.WallMs != nil {
+		out.WallTime = time.Duration(*l.WallMs) * time.Millisecond
+	}
+	return out
+}
+
+// checkerOf converts the checker; the special judge's source and runtime are
+// filled in by the caller after download.
+func checkerOf(c machineapi.Checker) (engine.Checker, error) {
+	out := engine.Checker{}
+	switch c.Type {
+	case machineapi.CheckerTypeExact:
+		out.Kind = engine.CheckerExact
+	case machineapi.CheckerTypeTolerant, "":
+		out.Kind = engine.CheckerTolerant
+	case machineapi.CheckerTypeFloat:
+		out.Kind = engine.CheckerFloat
+	case machineapi.CheckerTypeSpecial:
+		out.Kind = engine.CheckerSpecial
+	default:
+		return out, fmt.Errorf("unknown checker %q", c.Type)
+	}
+	if c.AbsTol != nil {
+		out.AbsTol = *c.AbsTol
+	}
+	if c.RelTol != nil {
+		out.RelTol = *c.RelTol
+	}
+	return out, nil
+}
+
+func resultSetOf(r machineapi.ResultSet) engine.ResultSet {
+	out := engine.ResultSet{Columns: r.Columns, Rows: r.Rows}
+	if r.Types != nil {
+		out.Types = *r.Types
+	}
+	return out
+}
+
+// sqlProblemOf converts the frozen SQL part of a manifest.
+func sqlProblemOf(p *machineapi.SqlProblem) (*engine.SQLProblem, error) {
+	if p == nil {
+		return nil, fmt.Errorf("SQL manifest without a sql section")
+	}
+	out := &engine.SQLProblem{
+		Kind: engine.SQLKind(p.ProblemKind), Schema: p.SchemaSql, Seed: p.SeedSql,
+		Ordered: p.Ordered, CompareColumnNames: p.CompareColumnNames,
+		StatementTimeout: time.Duration(p.StatementTimeoutMs) * time.Millisecond,
+		MaxRows:          p.MaxRows, MaxBytes: p.MaxBytes, AllowMultiStatements: p.AllowMultiStatements,
+	}
+	if p.ReferenceSql != nil {
+		out.Reference = *p.ReferenceSql
+	}
+	if p.Expected != nil {
+		rs := resultSetOf(*p.Expected)
+		out.Expected = &rs
+	}
+	for _, v := range p.Verification {
+		out.Verification = append(out.Verification, engine.SQLVerification{Query: v.Query, Expected: resultSetOf(v.Expected), Ordered: v.Ordered})
+	}
+	return out, nil
+}
+
+var wireStatus = map[engine.Status]machineapi.VerdictStatus{
+	engine.StatusAccepted:            machineapi.VerdictStatusAC,
+	engine.StatusWrongAnswer:         machineapi.VerdictStatusWA,
+	engine.StatusTimeLimitExceeded:   machineapi.VerdictStatusTLE,
+	engine.StatusMemoryLimitExceeded: machineapi.VerdictStatusMLE,
+	engine.StatusOutputLimitExceeded: machineapi.VerdictStatusOLE,
+	engine.StatusRuntimeError:        machineapi.VerdictStatusRE,
+	engine.StatusCompileError:        machineapi.VerdictStatusCE,
+}
+
+// verdictOf maps an engine verdict to the wire, bounding logs and messages.
+// An invalid status is the executor's defect, reported as an error.
+func verdictOf(v engine.Verdict) (machineapi.Verdict, error) {
+	st, ok := wireStatus[v.Status]
+	if !ok {
+		return machineapi.Verdict{}, fmt.Errorf("executor returned status %q, which is not a user outcome", v.Status)
+	}
+	out := machineapi.Verdict{Status: st, Score: max(v.Score, 0), MaxScore: max(v.MaxScore, 0),
+		CompileLog: clip(v.CompileLog, maxCompileLog), Message: clip(v.Message, maxMessage),
+		Cases: make([]machineapi.CaseResult, 0, len(v.Cases))}
+	for i, c := range v.Cases {
+		cs, ok := wireStatus[c.Status]
+		if !ok {
+			return machineapi.Verdict{}, fmt.Errorf("executor returned status %q for case %d", c.Status, i)
+		}
+		out.Cases = append(out.Cases, machineapi.CaseResult{CaseId: c.ID, Status: cs, Score: max(c.Score, 0),
+			TimeMs: c.CPUTime.Milliseconds(), WallMs: c.WallTime.Milliseconds(), MemoryKb: max(c.MemoryKB, 0),
+			ExitCode: int32(c.ExitCode), Signal: int32(max(c.Signal, 0)), Message: clip(c.Message, maxMessage)})
+	}
+	return out, nil
+}
+
+var wireInfra = map[engine.InfraClass]machineapi.InfraErrorCode{
+	engine.InfraDaemonUnreachable:  machineapi.InfraErrorCodeDaemonUnreachable,
+	engine.InfraImageMissing:       machineapi.InfraErrorCodeImageMissing,
+	engine.InfraContainerCreate:    machineapi.InfraErrorCodeContainerCreate,
+	engine.InfraResourceExhausted:  machineapi.InfraErrorCodeResourceExhausted,
+	engine.InfraCorruptInput:       machineapi.InfraErrorCodeCorruptInput,
+	engine.InfraCancelled:          machineapi.InfraErrorCodeCancelled,
+	engine.InfraConfig:             machineapi.InfraErrorCodeConfig,
+	engine.InfraCheckerFailed:      machineapi.InfraErrorCodeCheckerFailed,
+	engine.InfraJudgeDBUnreachable: machineapi.InfraErrorCodeJudgeDbUnreachable,
+	engine.InfraJudgeDBRights:      machineapi.InfraErrorCodeJudgeDbRights,
+	engine.InfraInternal:           machineapi.InfraErrorCodeInternal,
+}
+
+// infraOf maps an infrastructure error to the wire error.
+func infraOf(err error) *machineapi.InfraError {
+	code, ok := wireInfra[engine.ClassOf(err)]
+	if !ok {
+		code = machineapi.InfraErrorCodeInternal
+	}
+	return &machineapi.InfraError{Code: code, Message: clip(err.Error(), maxMessage)}
+}
+
+func jobKey(jobID string, epoch int64) string { return jobID + "/" + strconv.FormatInt(epoch, 10) }

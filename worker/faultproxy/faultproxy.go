@@ -1,0 +1,219 @@
+// Package faultproxy is a small loopback reverse proxy for fault-injection
+// tests: it sits between a judge node and the control plane and, per rule
+// (method and path, a number of times), forwards a request and then drops its
+// answer (the server handled it, the client sees a cut connection), delays
+// the answer, refuses to forward at all (a blocked path), or rewrites the
+// answer's body (a corrupt artifact). It is for tests only and binds
+// 127.0.0.1.
+package faultproxy
+
+import (
+	"bytes"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Action is what a rule does to a matching request.
+type Action int
+
+// Actions.
+const (
+	// Pass forwards untouched (useful to let the first N through).
+	Pass Action = iota
+	// DropResponse forwards, lets the server handle it, then cuts the client
+	// connection without an answer.
+	DropResponse
+	// DelayResponse forwards, then waits Delay before answering.
+	DelayResponse
+	// Block never forwards: the client's connection is cut.
+	Block
+	// Rewrite forwards and replaces the answer's body with Body(old body),
+	// keeping status and headers (Content-Length follows the new body).
+	Rewrite
+)
+
+// Rule matches requests whose method equals Method (empty: any) and whose
+// path contains PathContains. Times is how many requests it applies to
+// (0: all). Rules are tried in the order added; the first with uses left
+// wins.
+type Rule struct {
+	Method       string
+	PathContains string
+	Action       Action
+	Times        int
+	Delay        time.Duration
+	Body         func([]byte) []byte
+}
+
+// Handle observes one rule.
+type Handle struct {
+	fired chan struct{}
+	once  sync.Once
+	mu    sync.Mutex
+	hits  int
+}
+
+// Fired is closed the first time the rule applies.
+func (h *Handle) Fired() <-chan struct{} { return h.fired }
+
+// Hits is how many requests the rule applied to.
+func (h *Handle) Hits() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.hits
+}
+
+type rule struct {
+	Rule
+	h *Handle
+}
+
+// Proxy is a running fault proxy.
+type Proxy struct {
+	srv      *httptest.Server
+	upstream string
+	client   *http.Client
+
+	mu    sync.Mutex
+	rules []*rule
+	seen  map[string]int // requests per "METHOD path-key"
+}
+
+// New starts a proxy on 127.0.0.1 in front of upstream (a base URL).
+func New(upstream string) *Proxy {
+	p := &Proxy{upstream: strings.TrimRight(upstream, "/"), seen: map[string]int{},
+		client: &http.Client{Transport: &http.Transport{Proxy: nil, MaxIdleConnsPerHost: 16}}}
+	p.srv = httptest.NewServer(http.HandlerFunc(p.serve))
+	return p
+}
+
+// URL is the proxy's base URL, to give to the node.
+func (p *Proxy) URL() string { return p.srv.URL }
+
+// Close stops the proxy.
+func (p *Proxy) Close() { p.srv.CloseClientConnections(); p.srv.Close() }
+
+// Add installs a rule and returns its handle.
+func (p *Proxy) Add(r Rule) *Handle {
+	h := &Handle{fired: make(chan struct{})}
+	p.mu.Lock()
+	p.rules = append(p.rules, &rule{Rule: r, h: h})
+	p.mu.Unlock()
+	return h
+}
+
+// Count is how many requests with this method and a path containing
+// pathContains reached the proxy (whatever happened to them).
+func (p *Proxy) Count(method, pathContains string) int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	n := 0
+	for k, v := range p.seen {
+		m, path, _ := strings.Cut(k, " ")
+		if (method == "" || m == method) && strings.Contains(path, pathContains) {
+			n += v
+		}
+	}
+	return n
+}
+
+func (p *Proxy) match(r *http.Request) *rule {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.seen[r.Method+" "+r.URL.Path]++
+	for _, ru := range p.rules {
+		if ru.Method != "" && ru.Method != r.Method || !strings.Contains(r.URL.Path, ru.PathContains) {
+			continue
+		}
+		ru.h.mu.Lock()
+		left := ru.Times == 0 || ru.h.hits < ru.Times
+		if left {
+			ru.h.hits++
+		}
+		ru.h.mu.Unlock()
+		if left {
+			ru.h.once.Do(func() { close(ru.h.fired) })
+			return ru
+		}
+	}
+	return nil
+}
+
+func (p *Proxy) serve(w http.ResponseWriter, r *http.Request) {
+	ru := p.match(r)
+	action := Pass
+	if ru != nil {
+		action = ru.Action
+	}
+	if action == Block {
+		cut(w)
+		return
+	}
+	out, err := http.NewRequestWithContext(r.Context(), r.Method, p.upstream+r.URL.RequestURI(), r.Body)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadGateway)
+		return
+	}
+	out.Header = r.Header.Clone()
+	out.ContentLength = r.ContentLength
+	resp, err := p.client.Do(out)
+	if err != nil {
+		cut(w)
+		return
+	}
+	defer resp.Body.Close()
+	// The whole answer is read first: the server has handled the request
+	// before anything is dropped, delayed or rewritten.
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		cut(w)
+		return
+	}
+	switch action {
+	case DropResponse:
+		cut(w)
+		return
+	case DelayResponse:
+		t := time.NewTimer(ru.Delay)
+		select {
+		case <-t.C:
+		case <-r.Context().Done():
+			t.Stop()
+			return
+		}
+	case Rewrite:
+		if ru.Body != nil {
+			body = ru.Body(bytes.Clone(body))
+		}
+	}
+	for k, vs := range resp.Header {
+		for _, v := range vs {
+			w.Header().Add(k, v)
+		}
+	}
+	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
+	w.WriteHeader(resp.StatusCode)
+	_, _ = w.Write(body)
+}
+
+// cut closes the client connection without writing an answer.
+func cut(w http.ResponseWriter) {
+	hj, ok := w.(http.Hijacker)
+	if !ok {
+		panic("faultproxy: response writer cannot be hijacked")
+	}
+	conn, _, err := hj.Hijack()
+	if err != nil {
+		return
+	}
+	if tc, ok := conn.(*net.TCPConn); ok {
+		_ = tc.SetLinger(0) // reset, not a clean close
+	}
+	_ = conn.Close()
+}

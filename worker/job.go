@@ -1,0 +1,420 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/kece-oj/kece/artifact"
+	"github.com/kece-oj/kece/contracts/machineapi"
+	"github.com/kece-oj/kece/engine"
+)
+
+// job is one lease this process holds, from claim to posted result.
+type job struct {
+	c   machineapi.ClaimedJob
+	key string
+
+	// execCtx ends execution (lease lost, deadline, shutdown); postCtx ends
+	// result posting (deadline, stop at once). Both end at the local deadline.
+	execCtx    context.Context
+	cancelExec context.CancelCauseFunc
+	postCtx    context.Context
+	cancelPost context.CancelCauseFunc
+
+	mu       sync.Mutex
+	deadline time.Time
+	timer    *time.Timer
+	posting  bool // execution is over; a LOST renew no longer stops anything
+	lost     error
+	seq      int64
+	phase    machineapi.Phase
+	done     int
+	total    int
+}
+
+// extend moves the local deadline to sent + remaining − margin (never back).
+func (j *job) extend(sent time.Time, remaining, margin time.Duration) {
+	d := sent.Add(remaining - margin)
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if d.After(j.deadline) {
+		j.deadline = d
+		j.timer.Reset(time.Until(d))
+	}
+}
+
+// Report implements engine.ProgressSink; cases only move forward.
+func (j *job) Report(p engine.Progress) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	ph := machineapi.PhaseJudging
+	if p.Phase == engine.PhaseCompiling {
+		ph = machineapi.PhaseCompiling
+	}
+	if ph == j.phase && p.CasesDone <= j.done && p.CasesTotal == j.total {
+		return
+	}
+	j.phase = ph
+	j.done = min(max(p.CasesDone, j.done), 1000)
+	j.total = min(max(p.CasesTotal, 0), 1000)
+	j.seq++
+}
+
+func (j *job) progress() machineapi.LeaseProgress {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return machineapi.LeaseProgress{JobId: j.c.JobId, LeaseEpoch: j.c.LeaseEpoch, ProgressSeq: j.seq, Phase: j.phase,
+		CasesDone: int32(j.done), CasesTotal: int32(max(j.total, j.done))}
+}
+
+// start registers a claimed job and runs it in its own goroutine.
+func (n *Node) start(jobsCtx, hardCtx context.Context, wg *sync.WaitGroup, c machineapi.ClaimedJob, sent time.Time) {
+	log := n.log.With("node_id", n.nodeID, "job_id", c.JobId, "lease_epoch", c.LeaseEpoch)
+	deadline := sent.Add(time.Duration(c.LeaseRemainingMs)*time.Millisecond - n.times().margin)
+	if time.Until(deadline) <= 0 {
+		log.Warn("claimed job arrived with its lease already past the local deadline; left to expire")
+		return
+	}
+	j := &job{c: c, key: jobKey(c.JobId, c.LeaseEpoch), deadline: deadline, phase: machineapi.PhaseCompiling}
+	if c.Manifest.Kind == machineapi.ManifestKindSql {
+		j.phase = machineapi.PhaseJudging
+	}
+	j.execCtx, j.cancelExec = context.WithCancelCause(jobsCtx)
+	j.postCtx, j.cancelPost = context.WithCancelCause(hardCtx)
+	j.timer = time.AfterFunc(time.Until(deadline), func() {
+		j.cancelExec(errLocalDeadline)
+		j.cancelPost(errLocalDeadline)
+	})
+	n.mu.Lock()
+	n.jobs[j.key] = j
+	n.busy++
+	n.mu.Unlock()
+	n.m.jobsStarted.Add(1)
+	log.Info("job leased", "kind", c.Kind, "attempt", c.Attempt, "lease_remaining_ms", c.LeaseRemainingMs)
+	wg.Go(func() {
+		defer func() {
+			j.timer.Stop()
+			j.cancelExec(nil)
+			j.cancelPost(nil)
+			n.mu.Lock()
+			delete(n.jobs, j.key)
+			n.busy--
+			n.mu.Unlock()
+			n.poke()
+		}()
+		n.runJob(j, log)
+	})
+}
+
+// abandon is returned by prepare when the lease is gone (409 on download).
+type abandonError struct{ err error }
+
+func (e *abandonError) Error() string { return "lease gone: " + e.err.Error() }
+func (e *abandonError) Unwrap() error { return e.err }
+
+func (n *Node) runJob(j *job, log *slog.Logger) {
+	var verdict engine.Verdict
+	task, release, err := n.prepare(j.execCtx, j)
+	if err == nil {
+		n.m.executions.Add(1)
+		verdict, err = n.backend.Execute(j.execCtx, task, j)
+	}
+	release()
+
+	j.mu.Lock()
+	j.posting = true
+	lost := j.lost
+	j.mu.Unlock()
+	if lost != nil {
+		n.m.leasesLost.Add(1)
+		log.Warn("job abandoned; nothing is posted", "reason", lost)
+		return
+	}
+	var ab *abandonError
+	if errors.As(err, &ab) {
+		n.m.leasesLost.Add(1)
+		log.Warn("job abandoned; nothing is posted", "reason", err)
+		return
+	}
+	postCtx := j.postCtx
+	if cause := context.Cause(j.execCtx); j.execCtx.Err() != nil {
+		switch {
+		case errors.Is(cause, errGraceOver):
+			// Tell the control plane now rather than let the lease run out:
+			// the job is retried elsewhere sooner. Bounded, best effort.
+			var cancel context.CancelFunc
+			postCtx, cancel = context.WithTimeout(j.postCtx, 5*time.Second)
+			defer cancel()
+			err = engine.Infra(engine.InfraCancelled, cause)
+		default:
+			if errors.Is(cause, errLocalDeadline) {
+				n.m.deadlineCancels.Add(1)
+			}
+			log.Warn("execution stopped; nothing is posted", "reason", cause)
+			return
+		}
+	}
+	req := machineapi.ResultRequest{LeaseEpoch: j.c.LeaseEpoch}
+	if err != nil {
+		req.Outcome, req.Error = machineapi.OutcomeError, infraOf(err)
+		log.Warn("infrastructure error", "code", req.Error.Code, "err", err)
+	} else if v, verr := verdictOf(verdict); verr != nil {
+		req.Outcome, req.Error = machineapi.OutcomeError, infraOf(engine.Infra(engine.InfraInternal, verr))
+		log.Error("executor defect", "err", verr)
+	} else {
+		req.Outcome, req.Verdict = machineapi.OutcomeVerdict, &v
+	}
+	n.post(postCtx, j, req, log)
+}
+
+// prepare downloads every artifact the job needs into the cache (pinned until
+// release) and builds the engine task.
+func (n *Node) prepare(ctx context.Context, j *job) (engine.Task, func(), error) {
+	var handles []*artifact.Handle
+	release := func() {
+		for _, h := range handles {
+			h.Release()
+		}
+	}
+	c := j.c
+	task := engine.Task{NodeID: n.nodeID, JobID: c.JobId, LeaseEpoch: c.LeaseEpoch, Source: []byte(c.Submission.Source)}
+	if string(c.Pool) != n.cfg.Pool || string(c.Runtime.Pool) != n.cfg.Pool {
+		return task, release, engine.Infraf(engine.InfraConfig, "job of pool %s sent to a %s node", c.Pool, n.cfg.Pool)
+	}
+	m := c.Manifest
+	if m.Kind == machineapi.ManifestKindSql {
+		p, err := sqlProblemOf(m.Sql)
+		if err != nil {
+			return task, release, engine.Infra(engine.InfraCorruptInput, err)
+		}
+		task.SQL = p
+		// A SQL manifest has no case files; one listed case carries the weight.
+		for _, mc := range m.Cases {
+			task.Cases = append(task.Cases, engine.Case{ID: mc.CaseId, Weight: mc.Weight})
+		}
+		return task, release, nil
+	}
+	rt, err := n.backend.Runtime(n.cfg.Pool)
+	if err != nil {
+		return task, release, engine.Infra(engine.InfraConfig, err)
+	}
+	task.Runtime = rt
+	task.Limits = limitsOf(m.Limits)
+	if task.Checker, err = checkerOf(m.Checker); err != nil {
+		return task, release, engine.Infra(engine.InfraCorruptInput, err)
+	}
+	get := func(digest string, size int64) (string, error) {
+		h, err := n.fetch(ctx, j, digest, size)
+		if err != nil {
+			return "", err
+		}
+		handles = append(handles, h)
+		return h.Path(), nil
+	}
+	for _, mc := range m.Cases {
+		in, err := get(mc.InputSha256, mc.InputSize)
+		if err != nil {
+			return task, release, err
+		}
+		out, err := get(mc.OutputSha256, mc.OutputSize)
+		if err != nil {
+			return task, release, err
+		}
+		task.Cases = append(task.Cases, engine.Case{ID: mc.CaseId, InputPath: in, ExpectedPath: out, Weight: mc.Weight})
+	}
+	if sp := m.Checker.Special; sp != nil {
+		path, err := get(sp.SourceSha256, sp.SourceSize)
+		if err != nil {
+			return task, release, err
+		}
+		if task.Checker.SpecialSource, err = os.ReadFile(path); err != nil {
+			return task, release, engine.Infraf(engine.InfraInternal, "special checker source: %w", err)
+		}
+		pool, err := codePoolOf(sp.Language)
+		if err != nil {
+			return task, release, engine.Infra(engine.InfraCorruptInput, err)
+		}
+		if task.Checker.SpecialRuntime, err = n.backend.Runtime(pool); err != nil {
+			return task, release, engine.Infra(engine.InfraConfig, err)
+		}
+	}
+	return task, release, nil
+}
+
+// fetch acquires one verified artifact. Network errors and 5xx are retried
+// with backoff while the lease lives; a corrupt body never is (it is an
+// infrastructure error, reported so the job is retried elsewhere); 409 means
+// the lease is gone.
+func (n *Node) fetch(ctx context.Context, j *job, digest string, size int64) (*artifact.Handle, error) {
+	backoff := n.cfg.RetryBase
+	for attempt := 1; ; attempt++ {
+		tok := n.cl.token.Load()
+		h, err := n.cache.Acquire(ctx, digest, size, func(ctx context.Context) (io.ReadCloser, error) {
+			n.m.downloads.Add(1)
+			return n.cl.download(ctx, j.c.JobId, digest, j.c.LeaseEpoch)
+		})
+		if err == nil {
+			return h, nil
+		}
+		if ctx.Err() != nil {
+			return nil, engine.Infra(engine.InfraCancelled, context.Cause(ctx))
+		}
+		var ae *APIError
+		switch {
+		case errors.Is(err, artifact.ErrCorrupt):
+			n.m.corruptDownloads.Add(1)
+			return nil, engine.Infraf(engine.InfraCorruptInput, "artifact %s: %w", digest, err)
+		case errors.Is(err, artifact.ErrTooLarge):
+			return nil, engine.Infraf(engine.InfraConfig, "artifact %s does not fit the cache budget (KECE_CACHE_MAX_BYTES): %w", digest, err)
+		case errors.Is(err, artifact.ErrSizeMismatch), errors.Is(err, artifact.ErrInvalid):
+			return nil, engine.Infraf(engine.InfraCorruptInput, "artifact %s: %w", digest, err)
+		case errors.Is(err, artifact.ErrClosed):
+			return nil, engine.Infra(engine.InfraCancelled, err)
+		case errors.As(err, &ae) && (ae.Status == http.StatusConflict || ae.Code == machineapi.ErrorCodeJobNotFound):
+			return nil, &abandonError{err}
+		case errors.As(err, &ae) && ae.Status == http.StatusNotFound:
+			return nil, engine.Infraf(engine.InfraCorruptInput, "artifact %s missing on the control plane: %w", digest, err)
+		}
+		d, ok := n.handleCallError(ctx, err, tok, &backoff)
+		if !ok || attempt >= 5 {
+			return nil, engine.Infraf(engine.InfraInternal, "download %s: %w", digest, err)
+		}
+		if !n.sleep(ctx, d) {
+			return nil, engine.Infra(engine.InfraCancelled, context.Cause(ctx))
+		}
+	}
+}
+
+// post sends the result, retrying the same payload on network errors, 5xx and
+// 429 while the lease can still be valid (ctx ends at the local deadline).
+func (n *Node) post(ctx context.Context, j *job, req machineapi.ResultRequest, log *slog.Logger) {
+	backoff := n.cfg.RetryBase
+	fellBack := false
+	for attempt := 1; ; attempt++ {
+		if attempt > 1 {
+			n.m.resultRetries.Add(1)
+		}
+		tok := n.cl.token.Load()
+		r, err := n.cl.submit(ctx, j.c.JobId, req)
+		if err == nil {
+			n.m.posted(r.Disposition)
+			log.Info("result posted", "outcome", req.Outcome, "disposition", r.Disposition, "job_state", r.JobState, "attempt", attempt)
+			return
+		}
+		if ctx.Err() != nil {
+			log.Warn("result not posted: the lease can no longer be valid", "reason", context.Cause(ctx), "last_err", err)
+			return
+		}
+		var ae *APIError
+		if errors.As(err, &ae) {
+			switch ae.Status {
+			case http.StatusConflict, http.StatusNotFound:
+				n.m.resultsAbandoned.Add(1)
+				log.Warn("result refused for this lease; job abandoned", "code", ae.Code, "err", err)
+				return
+			case http.StatusRequestEntityTooLarge, http.StatusUnprocessableEntity, http.StatusBadRequest:
+				n.m.nodeDefects.Add(1)
+				log.Error("NODE DEFECT: the control plane refused the result payload; it is not retried as is", "code", ae.Code, "err", err)
+				if fellBack || req.Outcome != machineapi.OutcomeVerdict {
+					return
+				}
+				fellBack = true
+				req = machineapi.ResultRequest{LeaseEpoch: req.LeaseEpoch, Outcome: machineapi.OutcomeError,
+					Error: &machineapi.InfraError{Code: machineapi.InfraErrorCodeInternal,
+						Message: clip(fmt.Sprintf("node produced a result the control plane refused: %s", ae.Message), maxMessage)}}
+				continue
+			}
+		}
+		log.Warn("posting the result failed; retrying the same payload", "err", err, "attempt", attempt)
+		d, ok := n.handleCallError(ctx, err, tok, &backoff)
+		if !ok {
+			return
+		}
+		if !n.sleep(ctx, d) {
+			log.Warn("result not posted: the lease can no longer be valid", "reason", context.Cause(ctx))
+			return
+		}
+	}
+}
+
+// renewLoop renews every running lease in one batched call per interval.
+func (n *Node) renewLoop(ctx context.Context) {
+	backoff := n.cfg.RetryBase
+	next := n.times().renew
+	for n.sleep(ctx, next) {
+		next = n.times().renew
+		n.mu.Lock()
+		jobs := make([]*job, 0, len(n.jobs))
+		for _, j := range n.jobs {
+			jobs = append(jobs, j)
+		}
+		n.mu.Unlock()
+		for len(jobs) > 0 {
+			batch := jobs[:min(len(jobs), maxBatch)]
+			jobs = jobs[len(batch):]
+			if d, ok := n.renewBatch(ctx, batch, &backoff); !ok {
+				// Retry soon: every failed round eats into the lease.
+				next = min(d, n.times().renew)
+			}
+		}
+	}
+}
+
+func (n *Node) renewBatch(ctx context.Context, batch []*job, backoff *time.Duration) (time.Duration, bool) {
+	leases := make([]machineapi.LeaseProgress, len(batch))
+	byKey := make(map[string]*job, len(batch))
+	for i, j := range batch {
+		leases[i] = j.progress()
+		byKey[j.key] = j
+	}
+	tok := n.cl.token.Load()
+	sent := time.Now()
+	answers, err := n.cl.renew(ctx, leases)
+	if err != nil {
+		if ctx.Err() != nil {
+			return 0, true
+		}
+		n.m.renewFailures.Add(1)
+		n.log.Warn("renew failed", "node_id", n.nodeID, "leases", len(batch), "err", err)
+		d, _ := n.handleCallError(ctx, err, tok, backoff)
+		return max(d, time.Millisecond), false
+	}
+	*backoff = n.cfg.RetryBase
+	n.m.renewals.Add(1)
+	for _, a := range answers {
+		j := byKey[jobKey(a.JobId, a.LeaseEpoch)]
+		if j == nil {
+			continue
+		}
+		switch a.State {
+		case machineapi.LeaseStateOk:
+			if a.LeaseRemainingMs != nil {
+				j.extend(sent, time.Duration(*a.LeaseRemainingMs)*time.Millisecond, n.times().margin)
+			}
+		case machineapi.LeaseStateLost, machineapi.LeaseStateCancelled:
+			cause := errLeaseLost
+			if a.State == machineapi.LeaseStateCancelled {
+				cause = errJobCancelled
+			}
+			j.mu.Lock()
+			if !j.posting && j.lost == nil {
+				// Still executing: stop the sandbox, post nothing. Once
+				// posting, LOST may mean our own result committed (its
+				// answer lost); the poster resolves that with the server.
+				j.lost = cause
+				j.cancelExec(cause)
+				n.log.Warn("lease ended by the control plane; stopping the job", "node_id", n.nodeID,
+					"job_id", a.JobId, "lease_epoch", a.LeaseEpoch, "state", a.State)
+			}
+			j.mu.Unlock()
+		}
+	}
+	return 0, true
+}

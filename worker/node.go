@@ -1,0 +1,603 @@
+package worker
+
+import (
+	"context"
+	crand "crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/kece-oj/kece/artifact"
+	"github.com/kece-oj/kece/contracts/machineapi"
+)
+
+// Causes of a job's cancellation (context.Cause of its contexts).
+var (
+	errLocalDeadline = errors.New("local lease deadline passed without a successful renewal")
+	errLeaseLost     = errors.New("lease lost (renew answered LOST)")
+	errJobCancelled  = errors.New("job cancelled or superseded (renew answered CANCELLED)")
+	errGraceOver     = errors.New("shutdown grace period over")
+	errHardStop      = errors.New("node stopped at once")
+)
+
+// Node is one judge node process serving one pool. Create it with New, run
+// it with Run; Drain asks it to finish its jobs and stop.
+type Node struct {
+	cfg    Config
+	log    *slog.Logger
+	cl     *client
+	bootID string
+	m      *metrics
+
+	// Set once by Run before the loops start.
+	cache   *artifact.Cache
+	backend Backend
+	nodeID  string
+	timing  timing
+
+	reopenMu sync.Mutex
+
+	mu         sync.Mutex
+	cred       Credential
+	epoch      int64
+	desired    machineapi.DesiredState
+	adminSlots int
+	busy       int
+	jobs       map[string]*job
+	draining   bool // local: SIGTERM or Drain
+	runtime    string
+	deps       []Dependency
+	listenAddr string
+
+	wake      chan struct{} // capacity 1: slots or state changed
+	drainCh   chan struct{}
+	drainOnce sync.Once
+	ready     chan struct{}
+	fatalCh   chan struct{}
+	fatalOnce sync.Once
+	fatalErr  error
+}
+
+// timing is the effective schedule after the session answer.
+type timing struct {
+	heartbeat time.Duration
+	renew     time.Duration
+	claimWait time.Duration
+	margin    time.Duration
+	leaseTTL  time.Duration
+}
+
+// New validates cfg and prepares a node; nothing is contacted yet.
+func New(cfg Config) (*Node, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg.setDefaults()
+	cl, err := newClient(cfg.ControlURL, cfg.RequestTimeout)
+	if err != nil {
+		return nil, err
+	}
+	var b [12]byte
+	if _, err := crand.Read(b[:]); err != nil {
+		return nil, fmt.Errorf("boot id: %w", err)
+	}
+	return &Node{
+		cfg: cfg, log: cfg.Logger.With("pool", cfg.Pool), cl: cl, bootID: "boot-" + hex.EncodeToString(b[:]),
+		m: &metrics{}, jobs: make(map[string]*job), wake: make(chan struct{}, 1),
+		drainCh: make(chan struct{}), ready: make(chan struct{}), fatalCh: make(chan struct{}),
+	}, nil
+}
+
+// BootID is this process's boot id (one per Node).
+func (n *Node) BootID() string { return n.bootID }
+
+// Ready is closed once the session is open, the executor built and the
+// health endpoint listening.
+func (n *Node) Ready() <-chan struct{} { return n.ready }
+
+// Addr is the /healthz and /metrics address (after Ready; empty if disabled).
+func (n *Node) Addr() string {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.listenAddr
+}
+
+// Drain stops claiming; running jobs finish within the drain grace, then are
+// cancelled; Run then returns nil. Safe to call more than once.
+func (n *Node) Drain() {
+	n.drainOnce.Do(func() {
+		n.mu.Lock()
+		n.draining = true
+		n.mu.Unlock()
+		close(n.drainCh)
+		n.poke()
+	})
+}
+
+func (n *Node) poke() {
+	select {
+	case n.wake <- struct{}{}:
+	default:
+	}
+}
+
+// fail records a fatal error (superseded, revoked) once and stops the node.
+func (n *Node) fail(err error) {
+	n.fatalOnce.Do(func() {
+		n.fatalErr = err
+		n.log.Error("node stops: the control plane refused this process for good", "node_id", n.nodeID, "err", err)
+		close(n.fatalCh)
+		n.poke()
+	})
+}
+
+func (n *Node) failed() bool {
+	select {
+	case <-n.fatalCh:
+		return true
+	default:
+		return false
+	}
+}
+
+// Run joins (first start), opens the session, builds the executor, runs the
+// janitor and then heartbeats, claims and judges until ctx ends (stop at
+// once: jobs are cancelled and cleaned up, nothing more is posted), Drain is
+// called (graceful), or the control plane refuses this process (superseded,
+// revoked: the error is returned).
+func (n *Node) Run(ctx context.Context) (err error) {
+	defer n.cl.close()
+	if n.cache, err = artifact.OpenCache(ctx, artifact.CacheConfig{Dir: n.cfg.CacheDir, MaxBytes: n.cfg.CacheMaxBytes,
+		Logger: n.log}); err != nil {
+		return fmt.Errorf("KECE_CACHE_DIR: %w", err)
+	}
+	defer n.cache.Close()
+	if err := n.login(ctx); err != nil {
+		return err
+	}
+	if n.backend, err = n.cfg.NewBackend(ctx, n.nodeID); err != nil {
+		return fmt.Errorf("pool %s executor: %w", n.cfg.Pool, err)
+	}
+	defer n.backend.Close()
+	// Leftovers of earlier processes go before the first claim.
+	if err := n.backend.Janitor(ctx, n.isLive); err != nil {
+		n.log.Warn("janitor at start failed; retrying on its schedule", "node_id", n.nodeID, "err", err)
+	}
+	n.probe(ctx)
+	if n.cfg.Listen != "" {
+		ln, err := net.Listen("tcp", n.cfg.Listen)
+		if err != nil {
+			return fmt.Errorf("KECE_LISTEN %s: %w", n.cfg.Listen, err)
+		}
+		n.mu.Lock()
+		n.listenAddr = ln.Addr().String()
+		n.mu.Unlock()
+		srv := &http.Server{Handler: n.Handler(), ReadHeaderTimeout: 5 * time.Second}
+		go func() { _ = srv.Serve(ln) }()
+		defer srv.Close()
+	}
+	// A first heartbeat before claiming: the desired state and slots decide
+	// whether to claim at all.
+	n.sendHeartbeat(ctx)
+
+	loopsCtx, stopLoops := context.WithCancel(context.Background())
+	claimCtx, stopClaims := context.WithCancel(loopsCtx)
+	// jobsCtx ends execution; hardCtx also ends result posting.
+	hardCtx, hardStop := context.WithCancelCause(context.Background())
+	jobsCtx, stopJobs := context.WithCancelCause(hardCtx)
+	defer stopLoops()
+	defer hardStop(nil)
+	defer stopJobs(nil)
+
+	var loops, jobsWG sync.WaitGroup
+	for _, loop := range []func(context.Context){n.heartbeatLoop, n.renewLoop, n.healthLoop, n.janitorLoop} {
+		loops.Go(func() { loop(loopsCtx) })
+	}
+	claimDone := make(chan struct{})
+	go func() {
+		defer close(claimDone)
+		n.claimLoop(claimCtx, jobsCtx, hardCtx, &jobsWG)
+	}()
+	close(n.ready)
+	t := n.times()
+	n.log.Info("node running", "node_id", n.nodeID, "boot_id", n.bootID, "local_slots", n.cfg.LocalSlots,
+		"lease_ttl", t.leaseTTL, "renew_every", t.renew, "safety_margin", t.margin)
+
+	select {
+	case <-ctx.Done():
+		n.log.Warn("stopping at once: running jobs are cancelled and not posted", "node_id", n.nodeID)
+		stopClaims()
+		hardStop(errHardStop)
+	case <-n.fatalCh:
+		stopClaims()
+		hardStop(n.fatalErr)
+	case <-n.drainCh:
+		stopClaims()
+		n.log.Info("draining: no new claims; waiting for running jobs", "node_id", n.nodeID, "grace", n.cfg.DrainGrace)
+		grace := time.NewTimer(n.cfg.DrainGrace)
+		idle := make(chan struct{})
+		go func() { jobsWG.Wait(); close(idle) }()
+		<-claimDone // no job starts after this
+		select {
+		case <-idle:
+		case <-grace.C:
+			n.log.Warn("drain grace over: cancelling running jobs", "node_id", n.nodeID)
+			stopJobs(errGraceOver)
+		case <-ctx.Done():
+			hardStop(errHardStop)
+		case <-n.fatalCh:
+			hardStop(n.fatalErr)
+		}
+		grace.Stop()
+	}
+	<-claimDone
+	jobsWG.Wait() // executors honour cancellation and clean up before returning
+	stopLoops()
+	loops.Wait()
+	if n.failed() {
+		return n.fatalErr
+	}
+	n.log.Info("node stopped", "node_id", n.nodeID)
+	return nil
+}
+
+// login reads or obtains the credential and opens the session of this boot.
+func (n *Node) login(ctx context.Context) error {
+	cred, err := readCredential(n.cfg.CredentialFile)
+	if errors.Is(err, errNoCredential) {
+		if n.cfg.JoinCode == "" {
+			return fmt.Errorf("KECE_CREDENTIAL_FILE %s does not exist and KECE_JOIN_CODE is empty: "+
+				"ask an admin for a join code for the first start", n.cfg.CredentialFile)
+		}
+		j, err := n.cl.join(ctx, n.cfg.JoinCode)
+		if err != nil {
+			return fmt.Errorf("join: %w", err)
+		}
+		cred = Credential{NodeID: j.NodeId, Pool: string(j.Pool), HostGroupID: j.HostGroupId, Secret: j.Credential}
+		if err := writeCredential(n.cfg.CredentialFile, cred); err != nil {
+			return err
+		}
+		n.log.Info("joined the control plane; credential stored", "node_id", cred.NodeID, "file", n.cfg.CredentialFile)
+	} else if err != nil {
+		return err
+	} else if n.cfg.JoinCode != "" {
+		n.log.Info("credential file exists; the join code is not used", "node_id", cred.NodeID)
+	}
+	if cred.Pool != n.cfg.Pool {
+		return fmt.Errorf("KECE_POOL is %q but the credential in %s belongs to a %q node", n.cfg.Pool, n.cfg.CredentialFile, cred.Pool)
+	}
+	n.mu.Lock()
+	n.cred = cred
+	n.mu.Unlock()
+	backoff := n.cfg.RetryBase
+	for {
+		err := n.openSession(ctx)
+		if err == nil {
+			return nil
+		}
+		if !retryable(err) || ctx.Err() != nil {
+			return err
+		}
+		n.log.Warn("opening the session failed; retrying", "err", err)
+		if !n.sleep(ctx, n.backoffFor(err, &backoff)) {
+			return ctx.Err()
+		}
+	}
+}
+
+func (n *Node) openSession(ctx context.Context) error {
+	n.mu.Lock()
+	cred := n.cred
+	n.mu.Unlock()
+	s, err := n.cl.openSession(ctx, cred.Secret, n.bootID)
+	if err != nil {
+		return err
+	}
+	if string(s.Pool) != n.cfg.Pool {
+		return fmt.Errorf("KECE_POOL is %q but the control plane says node %s serves %q", n.cfg.Pool, s.NodeId, s.Pool)
+	}
+	t := timing{
+		heartbeat: minPositive(n.cfg.HeartbeatInterval, time.Duration(s.HeartbeatIntervalMs)*time.Millisecond),
+		renew:     minPositive(n.cfg.RenewInterval, time.Duration(s.RenewIntervalMs)*time.Millisecond),
+		claimWait: min(n.cfg.ClaimWait, time.Duration(s.ClaimWaitMaxMs)*time.Millisecond),
+		leaseTTL:  time.Duration(s.LeaseTtlMs) * time.Millisecond,
+	}
+	// Renew well inside the lease and keep the margin below a quarter of it.
+	t.renew = min(t.renew, t.leaseTTL/3)
+	t.margin = min(n.cfg.SafetyMargin, t.leaseTTL/4)
+	n.mu.Lock()
+	n.nodeID, n.epoch, n.timing = s.NodeId, s.SessionEpoch, t
+	n.desired, n.adminSlots = s.DesiredState, int(s.Slots)
+	n.mu.Unlock()
+	n.log.Info("session open", "node_id", s.NodeId, "session_epoch", s.SessionEpoch, "desired_state", s.DesiredState, "slots", s.Slots)
+	return nil
+}
+
+// reopen re-opens the session with the same boot id after SESSION_INVALID,
+// once for every caller that saw the same token fail.
+func (n *Node) reopen(ctx context.Context, failedToken *string) {
+	n.reopenMu.Lock()
+	defer n.reopenMu.Unlock()
+	if n.cl.token.Load() != failedToken {
+		return // someone else reopened already
+	}
+	if err := n.openSession(ctx); err != nil {
+		if fatal(err) {
+			n.fail(err)
+			return
+		}
+		n.log.Warn("re-opening the session failed", "err", err)
+	}
+}
+
+// handleCallError applies the contract's per-status behaviour common to all
+// calls. It returns how long to wait before retrying, and false when the
+// caller must give up on this request.
+func (n *Node) handleCallError(ctx context.Context, err error, token *string, backoff *time.Duration) (time.Duration, bool) {
+	switch {
+	case fatal(err):
+		n.fail(err)
+		return 0, false
+	case sessionInvalid(err):
+		n.reopen(ctx, token)
+		return 0, true
+	case retryable(err):
+		return n.backoffFor(err, backoff), true
+	}
+	var ae *APIError
+	if errors.As(err, &ae) && (ae.Status == http.StatusUnauthorized || ae.Status == http.StatusForbidden) {
+		n.m.authFailures.Add(1)
+		n.fail(fmt.Errorf("authentication trouble: %w", err))
+		return 0, false
+	}
+	return 0, false
+}
+
+// backoffFor returns the jittered wait before a retry: Retry-After for 429,
+// else the doubling backoff.
+func (n *Node) backoffFor(err error, backoff *time.Duration) time.Duration {
+	var ae *APIError
+	if errors.As(err, &ae) && ae.Status == http.StatusTooManyRequests && ae.RetryAfter > 0 {
+		return ae.RetryAfter + jitter(ae.RetryAfter/4)
+	}
+	d := *backoff
+	*backoff = min(*backoff*2, n.cfg.RetryMax)
+	return d/2 + jitter(d/2)
+}
+
+func jitter(d time.Duration) time.Duration {
+	if d <= 0 {
+		return 0
+	}
+	return rand.N(d)
+}
+
+func minPositive(a, b time.Duration) time.Duration {
+	if b <= 0 {
+		return a
+	}
+	return min(a, b)
+}
+
+// sleep waits d or until ctx ends; false means ctx ended.
+func (n *Node) sleep(ctx context.Context, d time.Duration) bool {
+	if d <= 0 {
+		return ctx.Err() == nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// times returns the effective schedule (it changes when a session reopens).
+func (n *Node) times() timing {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.timing
+}
+
+// slotsLocked is how many jobs the node may run now: min(local, admin).
+func (n *Node) slotsLocked() int { return max(min(n.cfg.LocalSlots, n.adminSlots), 0) }
+
+// mayClaimLocked: the desired state lets the node take work. A node pending
+// verification claims too: it is given only the CHECK jobs bound to it.
+func (n *Node) mayClaimLocked() bool {
+	if n.draining {
+		return false
+	}
+	switch n.desired {
+	case machineapi.DesiredStateEnabled, machineapi.DesiredStatePendingVerification:
+		return true
+	}
+	return false
+}
+
+// isLive answers the janitor from the node's own view of its leases.
+func (n *Node) isLive(jobID string, epoch int64) bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	_, ok := n.jobs[jobKey(jobID, epoch)]
+	return ok
+}
+
+func (n *Node) heartbeatLoop(ctx context.Context) {
+	for {
+		n.mu.Lock()
+		every := n.timing.heartbeat
+		n.mu.Unlock()
+		if !n.sleep(ctx, every) {
+			return
+		}
+		n.sendHeartbeat(ctx)
+	}
+}
+
+// sendHeartbeat reports health and applies the desired state it returns.
+func (n *Node) sendHeartbeat(ctx context.Context) {
+	n.mu.Lock()
+	req := machineapi.HeartbeatRequest{RuntimeVersion: clip(n.cfg.Version+"; "+n.runtime, 255),
+		LocalSlots: int32(n.cfg.LocalSlots), SlotsBusy: int32(min(n.busy, 256)), Draining: n.draining,
+		Dependencies: make([]machineapi.Dependency, 0, len(n.deps))}
+	for _, d := range n.deps {
+		md := machineapi.Dependency{Name: d.Name, Healthy: d.Healthy}
+		if d.Detail != "" {
+			s := clip(d.Detail, 1024)
+			md.Detail = &s
+		}
+		req.Dependencies = append(req.Dependencies, md)
+	}
+	n.mu.Unlock()
+	tok := n.cl.token.Load()
+	r, err := n.cl.heartbeat(ctx, req)
+	if err != nil {
+		if ctx.Err() == nil {
+			n.m.heartbeatFailures.Add(1)
+			n.log.Warn("heartbeat failed", "node_id", n.nodeID, "err", err)
+			var b time.Duration
+			n.handleCallError(ctx, err, tok, &b)
+		}
+		return
+	}
+	n.m.heartbeats.Add(1)
+	n.mu.Lock()
+	changed := r.DesiredState != n.desired || int(r.Slots) != n.adminSlots
+	if changed {
+		n.log.Info("desired state from the control plane", "node_id", n.nodeID, "desired_state", r.DesiredState,
+			"slots", r.Slots, "config_revision", r.ConfigRevision)
+	}
+	n.desired, n.adminSlots = r.DesiredState, int(r.Slots)
+	n.mu.Unlock()
+	if changed {
+		n.poke()
+	}
+}
+
+func (n *Node) healthLoop(ctx context.Context) {
+	for n.sleep(ctx, n.cfg.HealthInterval) {
+		n.probe(ctx)
+	}
+}
+
+// probe runs the backend's health check, bounded, and keeps the answer for
+// heartbeats and /healthz.
+func (n *Node) probe(ctx context.Context) {
+	pctx, cancel := context.WithTimeout(ctx, max(n.cfg.RequestTimeout, 30*time.Second))
+	defer cancel()
+	rt, deps := n.backend.Health(pctx)
+	n.mu.Lock()
+	n.runtime, n.deps = rt, deps
+	n.mu.Unlock()
+	for _, d := range deps {
+		if !d.Healthy {
+			n.log.Warn("dependency unhealthy", "node_id", n.nodeID, "dependency", d.Name, "detail", d.Detail)
+		}
+	}
+}
+
+func (n *Node) janitorLoop(ctx context.Context) {
+	for n.sleep(ctx, n.cfg.JanitorInterval) {
+		if err := n.backend.Janitor(ctx, n.isLive); err != nil && ctx.Err() == nil {
+			n.log.Warn("janitor failed", "node_id", n.nodeID, "err", err)
+		}
+	}
+}
+
+// claimLoop keeps at most one long-poll claim in flight, asking for the free
+// slots, and starts the jobs it gets.
+func (n *Node) claimLoop(ctx, jobsCtx, hardCtx context.Context, jobsWG *sync.WaitGroup) {
+	backoff := n.cfg.RetryBase
+	for {
+		n.mu.Lock()
+		free := min(n.slotsLocked()-n.busy, maxBatch)
+		may := n.mayClaimLocked() && !n.failed()
+		wait := n.timing.claimWait
+		n.mu.Unlock()
+		if free <= 0 || !may {
+			select {
+			case <-n.wake:
+				continue
+			case <-ctx.Done():
+				return
+			}
+		}
+		tok := n.cl.token.Load()
+		sent := time.Now()
+		jobs, err := n.cl.claim(ctx, free, wait)
+		if ctx.Err() != nil {
+			if len(jobs) > 0 {
+				n.log.Warn("claim answer arrived after the node stopped claiming; its jobs are left to expire",
+					"node_id", n.nodeID, "jobs", len(jobs))
+			}
+			return
+		}
+		if err != nil {
+			n.m.claimFailures.Add(1)
+			n.log.Warn("claim failed", "node_id", n.nodeID, "err", err)
+			d, ok := n.handleCallError(ctx, err, tok, &backoff)
+			if !ok && n.failed() {
+				return
+			}
+			if !ok {
+				d = n.backoffFor(err, &backoff) // a refused request: do not hammer
+			}
+			if !n.sleep(ctx, d) {
+				return
+			}
+			continue
+		}
+		backoff = n.cfg.RetryBase
+		n.m.claims.Add(1)
+		if len(jobs) == 0 {
+			// Jitter so that a fleet does not poll in lockstep.
+			n.sleep(ctx, jitter(wait/20+time.Millisecond))
+			continue
+		}
+		n.mu.Lock()
+		stop := !n.mayClaimLocked() || n.failed()
+		n.mu.Unlock()
+		for _, cj := range jobs {
+			if stop {
+				// Decided to stop while the claim was in flight: do not run
+				// what we did not plan to; the leases expire and are reaped.
+				n.log.Warn("claimed job not started: the node is stopping; its lease will expire",
+					"node_id", n.nodeID, "job_id", cj.JobId, "lease_epoch", cj.LeaseEpoch)
+				continue
+			}
+			n.start(jobsCtx, hardCtx, jobsWG, cj, sent)
+		}
+	}
+}
+
+// Status is what /healthz shows: identity, pool, runtime, dependency health,
+// slots and draining — nothing else.
+type Status struct {
+	ProtocolVersion int          `json:"protocolVersion"`
+	NodeID          string       `json:"nodeId"`
+	Pool            string       `json:"pool"`
+	Runtime         string       `json:"runtime"`
+	Dependencies    []Dependency `json:"dependencies"`
+	SlotsBusy       int          `json:"slotsBusy"`
+	SlotsTotal      int          `json:"slotsTotal"`
+	Draining        bool         `json:"draining"`
+}
+
+// Status returns the node's current status.
+func (n *Node) Status() Status {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	deps := append([]Dependency{}, n.deps...)
+	return Status{ProtocolVersion: ProtocolVersion, NodeID: n.nodeID, Pool: n.cfg.Pool, Runtime: n.runtime,
+		Dependencies: deps, SlotsBusy: n.busy, SlotsTotal: n.slotsLocked(),
+		Draining: n.draining || n.desired == machineapi.DesiredStateDraining || n.desired == machineapi.DesiredStateDisabled}
+}

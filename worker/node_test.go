@@ -1,0 +1,444 @@
+package worker_test
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/kece-oj/kece/control/controltest"
+	"github.com/kece-oj/kece/control/store"
+	"github.com/kece-oj/kece/worker"
+	"github.com/kece-oj/kece/worker/faultproxy"
+)
+
+func TestConfigValidate(t *testing.T) {
+	t.Parallel()
+	ok := worker.Config{Pool: "cpp", ControlURL: "http://127.0.0.1:1", CredentialFile: "/x/cred", LocalSlots: 2,
+		CacheDir: "/x/cache", NewBackend: func(context.Context, string) (worker.Backend, error) { return nil, nil }}
+	require.NoError(t, ok.Validate())
+	for name, c := range map[string]struct {
+		mut  func(*worker.Config)
+		want string
+	}{
+		"unknown pool":    {func(c *worker.Config) { c.Pool = "rust" }, "KECE_POOL"},
+		"zero slots":      {func(c *worker.Config) { c.LocalSlots = 0 }, "KECE_LOCAL_SLOTS"},
+		"no credential":   {func(c *worker.Config) { c.CredentialFile = "" }, "KECE_CREDENTIAL_FILE"},
+		"relative cache":  {func(c *worker.Config) { c.CacheDir = "cache" }, "KECE_CACHE_DIR"},
+		"bad url":         {func(c *worker.Config) { c.ControlURL = "ftp://x" }, "KECE_CONTROL_URL"},
+		"claim wait long": {func(c *worker.Config) { c.ClaimWait = time.Minute }, "claim wait"},
+	} {
+		c2 := ok
+		c.mut(&c2)
+		err := c2.Validate()
+		require.Error(t, err, name)
+		require.Contains(t, err.Error(), c.want, name)
+	}
+}
+
+// A node joins, judges a job with a legitimately empty expected output,
+// reports health and progress, and exposes /healthz and /metrics.
+func TestNodeJudgesAndReports(t *testing.T) {
+	t.Parallel()
+	e := env(t, 3*time.Second)
+	man := publishEcho(e)
+	nd := e.NewNode("cpp", 2, 4)
+	e.ForceEnable(nd.ID)
+	fake := newFake(false)
+	n := runNode(t, nodeConfig(t, e.URL, "cpp", nd.JoinCode, fake))
+
+	jobID := enqueue(e, "cpp17", man)
+	j := waitJob(t, e, jobID, 10*time.Second, "completed", completed)
+	require.Equal(t, "AC", j.Verdict)
+	var res struct {
+		Verdict struct {
+			Score int64 `json:"score"`
+			Cases []struct {
+				CaseID string `json:"caseId"`
+				Status string `json:"status"`
+			} `json:"cases"`
+		} `json:"verdict"`
+	}
+	require.NoError(t, json.Unmarshal(j.Result, &res))
+	require.Equal(t, int64(100), res.Verdict.Score)
+	require.Len(t, res.Verdict.Cases, 2, "the empty expected output is judged like any other case")
+	require.Equal(t, 1, eventsFor(t, e, jobID))
+
+	node, err := e.Store.GetNode(e.Ctx, nd.ID)
+	require.NoError(t, err)
+	require.Contains(t, node.RuntimeVersion, "fake-runtime 1.0")
+	require.Contains(t, string(node.Health), `"fake"`)
+
+	st := healthz(t, n)
+	require.Equal(t, worker.Status{ProtocolVersion: 1, NodeID: idStr(nd.ID), Pool: "cpp", Runtime: "fake-runtime 1.0",
+		Dependencies: []worker.Dependency{{Name: "fake", Healthy: true}}, SlotsBusy: 0, SlotsTotal: 1}, st)
+	resp, err := http.Get("http://" + n.Addr() + "/metrics")
+	require.NoError(t, err)
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	require.Contains(t, string(body), "kece_node_results_accepted_total 1")
+	// /healthz offers nothing to run.
+	resp, err = http.Post("http://"+n.Addr()+"/healthz", "application/json", strings.NewReader("{}"))
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, http.StatusMethodNotAllowed, resp.StatusCode)
+}
+
+// T06: the claim answer is lost after the server leased the job. The node
+// never runs a job it does not know; the lease is reaped and another node
+// judges it.
+func TestT06ClaimResponseLost(t *testing.T) {
+	t.Parallel()
+	e := env(t, 2*time.Second)
+	man := publishEcho(e)
+	jobID := enqueue(e, "cpp17", man)
+	a, b := e.NewNode("cpp", 1, 4), e.NewNode("cpp", 1, 4)
+	e.ForceEnable(a.ID)
+	e.ForceEnable(b.ID)
+
+	px := faultproxy.New(e.URL)
+	t.Cleanup(px.Close)
+	dropped := px.Add(faultproxy.Rule{Method: "POST", PathContains: "/jobs/claim", Action: faultproxy.DropResponse, Times: 1})
+	// Afterwards A's claims never reach the server, so only B can take the job.
+	px.Add(faultproxy.Rule{Method: "POST", PathContains: "/jobs/claim", Action: faultproxy.Block})
+	fa := newFake(false)
+	runNode(t, nodeConfig(t, px.URL(), "cpp", a.JoinCode, fa))
+	<-dropped.Fired()
+	j := waitJob(t, e, jobID, 5*time.Second, "leased to A", func(j store.Job) bool { return j.NodeID == a.ID })
+	require.Equal(t, store.StateRunning, j.State)
+
+	fb := newFake(false)
+	runNode(t, nodeConfig(t, e.URL, "cpp", b.JoinCode, fb))
+	j = waitJob(t, e, jobID, 15*time.Second, "completed by B", completed)
+	require.Equal(t, b.ID, j.NodeID)
+	require.Equal(t, 0, fa.totalRuns(), "A never runs a job whose claim answer it did not get")
+	require.Equal(t, 1, fb.ran(idStr(jobID)))
+	att, err := e.Store.Attempts(e.Ctx, jobID)
+	require.NoError(t, err)
+	require.Len(t, att, 2)
+	require.Equal(t, a.ID, att[0].NodeID)
+	require.Equal(t, b.ID, att[1].NodeID)
+	require.Equal(t, 1, eventsFor(t, e, jobID))
+}
+
+// T07: the result's answer is lost after it committed. The node resends the
+// same payload, gets ALREADY_COMMITTED, and there is one settlement.
+func TestT07ResultAckLost(t *testing.T) {
+	t.Parallel()
+	e := env(t, 3*time.Second)
+	man := publishEcho(e)
+	nd := e.NewNode("cpp", 1, 4)
+	e.ForceEnable(nd.ID)
+	px := faultproxy.New(e.URL)
+	t.Cleanup(px.Close)
+	lost := px.Add(faultproxy.Rule{Method: "POST", PathContains: "/result", Action: faultproxy.DropResponse, Times: 1})
+	fake := newFake(false)
+	n := runNode(t, nodeConfig(t, px.URL(), "cpp", nd.JoinCode, fake))
+
+	jobID := enqueue(e, "cpp17", man)
+	<-lost.Fired()
+	waitJob(t, e, jobID, 10*time.Second, "completed", completed)
+	require.Eventually(t, func() bool { return n.Metrics().ResultsAlreadyCommitted == 1 }, 10*time.Second, 10*time.Millisecond)
+	require.Equal(t, 2, px.Count("POST", "/jobs/"+idStr(jobID)+"/result"), "the same payload was sent twice")
+	require.Equal(t, int64(0), n.Metrics().ResultsAccepted, "the first (committed) answer never arrived")
+	require.Equal(t, 1, fake.ran(idStr(jobID)))
+	require.Equal(t, 1, eventsFor(t, e, jobID), "one settlement")
+	att, err := e.Store.Attempts(e.Ctx, jobID)
+	require.NoError(t, err)
+	require.Len(t, att, 1)
+}
+
+// T08: renewals never reach the server. The node cancels execution at its
+// local deadline — before the server's lease ends — and posts nothing;
+// another node's result stands.
+func TestT08RenewalsBlocked(t *testing.T) {
+	t.Parallel()
+	e := env(t, 2*time.Second)
+	man := publishEcho(e)
+	jobID := enqueue(e, "cpp17", man)
+	a, b := e.NewNode("cpp", 1, 4), e.NewNode("cpp", 1, 4)
+	e.ForceEnable(a.ID)
+	e.ForceEnable(b.ID)
+	px := faultproxy.New(e.URL)
+	t.Cleanup(px.Close)
+	px.Add(faultproxy.Rule{Method: "POST", PathContains: "/jobs/renew", Action: faultproxy.Block})
+	px.Add(faultproxy.Rule{Method: "POST", PathContains: "/jobs/claim", Action: faultproxy.Pass, Times: 1})
+	px.Add(faultproxy.Rule{Method: "POST", PathContains: "/jobs/claim", Action: faultproxy.Block})
+	fa := newFake(true) // runs until cancelled
+	na := runNode(t, nodeConfig(t, px.URL(), "cpp", a.JoinCode, fa))
+	require.Equal(t, idStr(jobID), fa.waitStarted(t, 10*time.Second))
+
+	select {
+	case id := <-fa.cancelled:
+		require.Equal(t, idStr(jobID), id)
+	case <-time.After(10 * time.Second):
+		t.Fatal("A did not cancel its execution")
+	}
+	// Cancelled before the server-side lease ended: still A's, still running.
+	j, err := e.Store.GetJob(e.Ctx, jobID)
+	require.NoError(t, err)
+	require.Equal(t, store.StateRunning, j.State)
+	require.Equal(t, a.ID, j.NodeID)
+	require.Equal(t, int64(1), j.LeaseEpoch)
+	require.Positive(t, j.LeaseRemaining, "the node stops before the server's lease ends")
+	require.Positive(t, px.Count("POST", "/jobs/renew"), "A did try to renew")
+
+	fb := newFake(false)
+	runNode(t, nodeConfig(t, e.URL, "cpp", b.JoinCode, fb))
+	j = waitJob(t, e, jobID, 15*time.Second, "completed by B", completed)
+	require.Equal(t, b.ID, j.NodeID)
+	require.Equal(t, "AC", j.Verdict)
+	require.Equal(t, 0, px.Count("POST", "/result"), "A posted nothing")
+	require.Equal(t, int64(1), na.Metrics().DeadlineCancels)
+	att, err := e.Store.Attempts(e.Ctx, jobID)
+	require.NoError(t, err)
+	require.Len(t, att, 2)
+	require.Equal(t, a.ID, att[0].NodeID)
+	require.Empty(t, att[0].ReceiptDigest, "no result from A")
+	require.Equal(t, b.ID, att[1].NodeID)
+}
+
+// T10: drain lets running jobs finish and claims nothing new; the node
+// reports drained; a resize reaches it; a restart of the same node opens a
+// new session and the old process is refused and stops.
+func TestT10DrainResizeRestart(t *testing.T) {
+	t.Parallel()
+	e := env(t, 3*time.Second)
+	man := publishEcho(e)
+	nd := e.NewNode("cpp", 2, 4)
+	e.ForceEnable(nd.ID)
+	fake := newFake(true)
+	cfg := nodeConfig(t, e.URL, "cpp", nd.JoinCode, fake)
+	cfg.LocalSlots = 4
+	n := runNode(t, cfg)
+	j1, j2 := enqueue(e, "cpp17", man), enqueue(e, "cpp17", man)
+	fake.waitStarted(t, 10*time.Second)
+	fake.waitStarted(t, 10*time.Second)
+	require.Equal(t, 2, healthz(t, n).SlotsBusy)
+
+	_, err := e.Store.Drain(e.Ctx, nd.ID, "test", "maintenance")
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return healthz(t, n).Draining }, 5*time.Second, 10*time.Millisecond)
+	j3 := enqueue(e, "cpp17", man)
+	fake.release(idStr(j1))
+	fake.release(idStr(j2))
+	waitJob(t, e, j1, 10*time.Second, "completed", completed)
+	waitJob(t, e, j2, 10*time.Second, "completed", completed)
+	// Drained: nothing busy, and the node says so in its heartbeats.
+	require.Eventually(t, func() bool {
+		node, err := e.Store.GetNode(e.Ctx, nd.ID)
+		require.NoError(t, err)
+		return healthz(t, n).SlotsBusy == 0 && node.ReportedSlotsBusy == 0
+	}, 5*time.Second, 10*time.Millisecond)
+	hb := n.Metrics().Heartbeats
+	require.Eventually(t, func() bool { return n.Metrics().Heartbeats >= hb+3 }, 5*time.Second, 10*time.Millisecond)
+	j, err := e.Store.GetJob(e.Ctx, j3)
+	require.NoError(t, err)
+	require.Equal(t, store.StateQueued, j.State, "a draining node claims nothing new")
+
+	// Resize down (through the admin store call); the node learns it.
+	node, err := e.Store.GetNode(e.Ctx, nd.ID)
+	require.NoError(t, err)
+	_, err = e.Store.ResizeNode(e.Ctx, nd.ID, 1, node.Revision, "test", "smaller host")
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return healthz(t, n).SlotsTotal == 1 }, 5*time.Second, 10*time.Millisecond)
+
+	// Restart: a second process with the same credential file takes over.
+	cfg2 := nodeConfig(t, e.URL, "cpp", "", newFake(false))
+	cfg2.CredentialFile = cfg.CredentialFile
+	n2 := runNode(t, cfg2)
+	require.NotEqual(t, n.BootID(), n2.BootID())
+	err = n.wait(t, 10*time.Second)
+	require.ErrorIs(t, err, worker.ErrSuperseded, "the old process stops instead of fighting")
+	node, err = e.Store.GetNode(e.Ctx, nd.ID)
+	require.NoError(t, err)
+	require.Equal(t, int64(2), node.SessionEpoch)
+	// The new process is draining too (the admin's state), so j3 stays queued
+	// until the node is enabled again.
+	e.ForceEnable(nd.ID)
+	waitJob(t, e, j3, 10*time.Second, "completed by the new process", completed)
+}
+
+// T11: the server sends wrong bytes for an artifact. The node does not
+// execute, reports an infrastructure error, and the job is judged elsewhere.
+func TestT11CorruptArtifact(t *testing.T) {
+	t.Parallel()
+	e := env(t, 3*time.Second)
+	man := publishEcho(e)
+	jobID := enqueue(e, "cpp17", man)
+	a, b := e.NewNode("cpp", 1, 4), e.NewNode("cpp", 1, 4)
+	e.ForceEnable(a.ID)
+	e.ForceEnable(b.ID)
+	px := faultproxy.New(e.URL)
+	t.Cleanup(px.Close)
+	px.Add(faultproxy.Rule{Method: "GET", PathContains: "/artifacts/", Action: faultproxy.Rewrite, Body: func(b []byte) []byte {
+		for i := range b {
+			b[i] ^= 0x20
+		}
+		return b
+	}})
+	px.Add(faultproxy.Rule{Method: "POST", PathContains: "/jobs/claim", Action: faultproxy.Pass, Times: 1})
+	px.Add(faultproxy.Rule{Method: "POST", PathContains: "/jobs/claim", Action: faultproxy.Block})
+	fa := newFake(false)
+	na := runNode(t, nodeConfig(t, px.URL(), "cpp", a.JoinCode, fa))
+	j := waitJob(t, e, jobID, 10*time.Second, "A's attempt closed", func(j store.Job) bool { return j.LastErrorCode != "" })
+	require.Equal(t, "CORRUPT_INPUT", j.LastErrorCode)
+	require.Equal(t, 0, fa.totalRuns(), "nothing executes on corrupt test data")
+	require.Positive(t, na.Metrics().CorruptDownloads)
+
+	fb := newFake(false)
+	runNode(t, nodeConfig(t, e.URL, "cpp", b.JoinCode, fb))
+	j = waitJob(t, e, jobID, 15*time.Second, "completed by B", completed)
+	require.Equal(t, b.ID, j.NodeID)
+	require.Equal(t, "AC", j.Verdict, "B judges with verified files, the empty expected output included")
+	att, err := e.Store.Attempts(e.Ctx, jobID)
+	require.NoError(t, err)
+	require.Len(t, att, 2)
+	require.Equal(t, "CORRUPT_INPUT", att[0].ErrorClass)
+}
+
+// Two nodes of a pool share its queue; a node of another pool gets none of it.
+func TestPoolsShareAndIsolate(t *testing.T) {
+	t.Parallel()
+	e := env(t, 3*time.Second)
+	man := publishEcho(e)
+	a, b, c := e.NewNode("cpp", 1, 4), e.NewNode("cpp", 1, 4), e.NewNode("python", 1, 4)
+	for _, x := range []controltest.Node{a, b, c} {
+		e.ForceEnable(x.ID)
+	}
+	fa, fb, fc := newFake(true), newFake(true), newFake(true)
+	runNode(t, nodeConfig(t, e.URL, "cpp", a.JoinCode, fa))
+	runNode(t, nodeConfig(t, e.URL, "cpp", b.JoinCode, fb))
+	runNode(t, nodeConfig(t, e.URL, "python", c.JoinCode, fc))
+	j1, j2 := enqueue(e, "cpp17", man), enqueue(e, "cpp17", man)
+	// One slot each: both cpp nodes must be running one job at once.
+	ja, jb := fa.waitStarted(t, 10*time.Second), fb.waitStarted(t, 10*time.Second)
+	require.ElementsMatch(t, []string{idStr(j1), idStr(j2)}, []string{ja, jb})
+	fa.release(ja)
+	fb.release(jb)
+	waitJob(t, e, j1, 10*time.Second, "completed", completed)
+	waitJob(t, e, j2, 10*time.Second, "completed", completed)
+	require.Equal(t, 0, fc.totalRuns(), "the python node never receives cpp jobs")
+
+	// And the python node does take python work.
+	jp := enqueue(e, "python3", man)
+	require.Equal(t, idStr(jp), fc.waitStarted(t, 10*time.Second))
+	fc.release(idStr(jp))
+	waitJob(t, e, jp, 10*time.Second, "completed", completed)
+}
+
+// A join code works once; the credential file is 0600; a readable credential
+// file, a missing code and a pool mismatch are refused with clear errors.
+func TestJoinCodeAndCredentialFile(t *testing.T) {
+	t.Parallel()
+	e := env(t, 3*time.Second)
+	nd := e.NewNode("cpp", 1, 4)
+	cfg := nodeConfig(t, e.URL, "cpp", nd.JoinCode, newFake(false))
+	n := runNode(t, cfg)
+	st, err := os.Stat(cfg.CredentialFile)
+	require.NoError(t, err)
+	require.Equal(t, os.FileMode(0o600), st.Mode().Perm())
+	raw, err := os.ReadFile(cfg.CredentialFile)
+	require.NoError(t, err)
+	require.Contains(t, string(raw), idStr(nd.ID))
+	n.cancel()
+	require.NoError(t, n.wait(t, 10*time.Second))
+
+	run := func(c worker.Config) error {
+		w, err := worker.New(c)
+		require.NoError(t, err)
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		return w.Run(ctx)
+	}
+	// The same code on a fresh host (no credential file): used.
+	again := nodeConfig(t, e.URL, "cpp", nd.JoinCode, newFake(false))
+	err = run(again)
+	require.ErrorIs(t, err, worker.ErrJoinCodeSpent)
+	_, statErr := os.Stat(again.CredentialFile)
+	require.ErrorIs(t, statErr, os.ErrNotExist, "nothing stored on a refused join")
+	// No credential and no code.
+	none := nodeConfig(t, e.URL, "cpp", "", newFake(false))
+	require.ErrorContains(t, run(none), "KECE_JOIN_CODE is empty")
+	// A credential file others can read.
+	require.NoError(t, os.Chmod(cfg.CredentialFile, 0o644))
+	loose := nodeConfig(t, e.URL, "cpp", "", newFake(false))
+	loose.CredentialFile = cfg.CredentialFile
+	require.ErrorContains(t, run(loose), "must be 0600")
+	require.NoError(t, os.Chmod(cfg.CredentialFile, 0o600))
+	// The credential of a cpp node under KECE_POOL=python.
+	wrong := nodeConfig(t, e.URL, "python", "", newFake(false))
+	wrong.CredentialFile = cfg.CredentialFile
+	require.ErrorContains(t, run(wrong), `belongs to a "cpp" node`)
+	// Unknown code.
+	bogus := nodeConfig(t, e.URL, "cpp", "kjc_not-a-real-code-000000", newFake(false))
+	require.ErrorIs(t, run(bogus), worker.ErrJoinCodeInvalid)
+}
+
+// A job cancelled by the business while it runs: the renew answer stops the
+// sandbox and nothing is posted.
+func TestCancelledJobStops(t *testing.T) {
+	t.Parallel()
+	e := env(t, 3*time.Second)
+	man := publishEcho(e)
+	nd := e.NewNode("cpp", 1, 4)
+	e.ForceEnable(nd.ID)
+	fake := newFake(true)
+	n := runNode(t, nodeConfig(t, e.URL, "cpp", nd.JoinCode, fake))
+	jobID := enqueue(e, "cpp17", man)
+	fake.waitStarted(t, 10*time.Second)
+	_, err := e.Store.CancelJob(e.Ctx, jobID, "test", "withdrawn")
+	require.NoError(t, err)
+	select {
+	case id := <-fake.cancelled:
+		require.Equal(t, idStr(jobID), id)
+	case <-time.After(10 * time.Second):
+		t.Fatal("the cancelled job kept running")
+	}
+	require.Eventually(t, func() bool { return n.Metrics().LeasesLost == 1 }, 5*time.Second, 10*time.Millisecond)
+	m := n.Metrics()
+	require.Zero(t, m.ResultsAccepted+m.ResultsAlreadyCommitted+m.ResultsAbandoned, "nothing posted")
+}
+
+// Drain (SIGTERM): the running job finishes and is posted, Run returns nil;
+// with a short grace a job that does not finish is cancelled and reported as
+// an infrastructure error so it is retried elsewhere.
+func TestGracefulDrain(t *testing.T) {
+	t.Parallel()
+	e := env(t, 3*time.Second)
+	man := publishEcho(e)
+	nd := e.NewNode("cpp", 1, 4)
+	e.ForceEnable(nd.ID)
+	fake := newFake(true)
+	n := runNode(t, nodeConfig(t, e.URL, "cpp", nd.JoinCode, fake))
+	j1 := enqueue(e, "cpp17", man)
+	fake.waitStarted(t, 10*time.Second)
+	n.Drain()
+	require.Eventually(t, func() bool { return healthz(t, n).Draining }, 5*time.Second, 10*time.Millisecond)
+	fake.release(idStr(j1))
+	require.NoError(t, n.wait(t, 10*time.Second))
+	j, err := e.Store.GetJob(e.Ctx, j1)
+	require.NoError(t, err)
+	require.Equal(t, store.StateCompleted, j.State)
+
+	nd2 := e.NewNode("cpp", 1, 4)
+	e.ForceEnable(nd2.ID)
+	fake2 := newFake(true)
+	cfg := nodeConfig(t, e.URL, "cpp", nd2.JoinCode, fake2)
+	cfg.DrainGrace = 200 * time.Millisecond
+	n2 := runNode(t, cfg)
+	j2 := enqueue(e, "cpp17", man)
+	fake2.waitStarted(t, 10*time.Second)
+	n2.Drain()
+	require.NoError(t, n2.wait(t, 10*time.Second))
+	require.Equal(t, idStr(j2), <-fake2.cancelled)
+	j = waitJob(t, e, j2, 5*time.Second, "attempt closed", func(j store.Job) bool { return j.LastErrorCode != "" })
+	require.Equal(t, "CANCELLED", j.LastErrorCode)
+	require.Equal(t, store.StateQueued, j.State, "retried elsewhere")
+}
