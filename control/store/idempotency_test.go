@@ -1,0 +1,131 @@
+package store_test
+
+import (
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/kece-oj/kece/control/store"
+)
+
+func enqueueReq(id, src string, manifestID int64) store.EnqueueRequest {
+	return store.EnqueueRequest{SubmissionType: "ALGO", SubmissionID: id, Language: "cpp17", Source: src, ManifestID: manifestID}
+}
+
+func TestEnqueueIdempotentConcurrentRetries(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	replicas := []*store.Store{b.store, b.secondReplica(t)}
+	const n = 16
+	res := make([]store.EnqueueResult, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			res[i], errs[i] = replicas[i%2].EnqueueIdempotent(b.ctx, 7, "key-1", enqueueReq("s-1", "int main(){}", b.manifest))
+		}()
+	}
+	wg.Wait()
+	created := 0
+	for i := 0; i < n; i++ {
+		require.NoError(t, errs[i])
+		require.Equal(t, res[0].JobID, res[i].JobID)
+		require.Equal(t, 1, res[i].Generation)
+		if res[i].Created {
+			created++
+		}
+	}
+	require.Equal(t, 1, created, "one request created the job")
+	require.Equal(t, 1, b.count(t, `SELECT COUNT(*) FROM judge_job`))
+	require.Equal(t, 1, b.count(t, `SELECT COUNT(*) FROM judge_idempotency_key WHERE token_id = 7 AND job_id = ?`, res[0].JobID))
+
+	// Same key, different body (content or identity): refused, nothing written.
+	for _, req := range []store.EnqueueRequest{enqueueReq("s-1", "int main(){return 1;}", b.manifest), enqueueReq("s-2", "int main(){}", b.manifest)} {
+		_, err := b.store.EnqueueIdempotent(b.ctx, 7, "key-1", req)
+		require.ErrorIs(t, err, store.ErrIdempotencyKeyReused)
+		require.ErrorIs(t, err, store.ErrConflict)
+	}
+	require.Equal(t, 1, b.count(t, `SELECT COUNT(*) FROM judge_job`))
+	require.Equal(t, 1, b.count(t, `SELECT COUNT(*) FROM judge_submission`))
+
+	// Keys are per caller.
+	r, err := b.store.EnqueueIdempotent(b.ctx, 8, "key-1", enqueueReq("s-2", "int main(){}", b.manifest))
+	require.NoError(t, err)
+	require.True(t, r.Created)
+
+	// A request that conflicts with the submission records no key.
+	_, err = b.store.EnqueueIdempotent(b.ctx, 7, "key-2", enqueueReq("s-1", "other", b.manifest))
+	require.ErrorIs(t, err, store.ErrConflict)
+	require.NotErrorIs(t, err, store.ErrIdempotencyKeyReused)
+	require.Zero(t, b.count(t, `SELECT COUNT(*) FROM judge_idempotency_key WHERE idem_key = 'key-2'`))
+
+	// Malformed keys; no key at all is plain Enqueue.
+	for _, k := range []string{"has space", string(make([]byte, 129)), "tab\t"} {
+		_, err := b.store.EnqueueIdempotent(b.ctx, 7, k, enqueueReq("s-9", "x", b.manifest))
+		require.ErrorIs(t, err, store.ErrValidation)
+	}
+	r, err = b.store.EnqueueIdempotent(b.ctx, 7, "", enqueueReq("s-1", "int main(){}", b.manifest))
+	require.NoError(t, err)
+	require.Equal(t, res[0].JobID, r.JobID)
+	require.False(t, r.Created)
+}
+
+func TestPurgeIdempotencyKeys(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	first, err := b.store.EnqueueIdempotent(b.ctx, 1, "old", enqueueReq("p-1", "a", b.manifest))
+	require.NoError(t, err)
+	_, err = b.store.EnqueueIdempotent(b.ctx, 1, "new", enqueueReq("p-2", "a", b.manifest))
+	require.NoError(t, err)
+	_, err = b.db.ExecContext(b.ctx, `UPDATE judge_idempotency_key SET created_at = NOW(6) - INTERVAL 2 DAY WHERE idem_key = 'old'`)
+	require.NoError(t, err)
+	_, err = b.store.PurgeIdempotencyKeys(b.ctx, time.Second)
+	require.ErrorIs(t, err, store.ErrValidation)
+	n, err := b.store.PurgeIdempotencyKeys(b.ctx, 24*time.Hour)
+	require.NoError(t, err)
+	require.Equal(t, int64(1), n)
+	// The purged key is free: a different request may use it now.
+	r, err := b.store.EnqueueIdempotent(b.ctx, 1, "old", enqueueReq("p-3", "a", b.manifest))
+	require.NoError(t, err)
+	require.NotEqual(t, first.JobID, r.JobID)
+	_, err = b.store.EnqueueIdempotent(b.ctx, 1, "new", enqueueReq("p-3", "a", b.manifest))
+	require.ErrorIs(t, err, store.ErrIdempotencyKeyReused)
+}
+
+func TestBusinessQueries(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	rec, err := b.store.ManifestRecord(b.ctx, b.manifest)
+	require.NoError(t, err)
+	require.Len(t, rec.Manifest.Cases, 2)
+	require.Len(t, rec.Digest, 64)
+	require.False(t, rec.CreatedAt.IsZero())
+	_, err = b.store.ManifestRecord(b.ctx, 999999)
+	require.ErrorIs(t, err, store.ErrNotFound)
+
+	in := b.artifact(t, "1 2\n")
+	sizes, err := b.store.ArtifactSizes(b.ctx, []string{in, in, "0000000000000000000000000000000000000000000000000000000000000000"})
+	require.NoError(t, err)
+	require.Equal(t, map[string]int64{in: 4}, sizes)
+
+	_, err = b.db.ExecContext(b.ctx, `INSERT INTO judge_settlement_event (job_id, event_type, submission_type, submission_id, generation, payload)
+		VALUES (1, 'SETTLED', 'ALGO', 'a', 1, '{}'), (2, 'SETTLED', 'ALGO', 'b', 1, '{}')`)
+	require.NoError(t, err)
+	evs, err := b.store.ClaimEvents(b.ctx, "one", 1, time.Minute)
+	require.NoError(t, err)
+	require.Len(t, evs, 1)
+	evs2, err := b.store.ClaimEvents(b.ctx, "two", 1, time.Minute)
+	require.NoError(t, err)
+	require.Len(t, evs2, 1)
+	out, err := b.store.AckEventsFor(b.ctx, "one", []int64{evs[0].ID, evs2[0].ID, evs[0].ID, 424242})
+	require.NoError(t, err)
+	require.Equal(t, []int64{evs[0].ID}, out.Acked)
+	require.Equal(t, []int64{evs2[0].ID, 424242}, out.NotHeld)
+	out, err = b.store.AckEventsFor(b.ctx, "one", []int64{evs[0].ID})
+	require.NoError(t, err)
+	require.Equal(t, []int64{evs[0].ID}, out.Acked, "acknowledging again is idempotent")
+}
