@@ -43,8 +43,10 @@ lint:
 bench: deps build
 	bin/kece-bench all
 
+# The main job end to end: control plane, one node per pool, verify/enable,
+# publish, enqueue, verdicts, settlement events (see cmd/kece-demo).
 demo: deps build
-	scripts/demo.sh
+	bin/kece-demo
 
 stop:
 	-scripts/mariadb.sh stop control

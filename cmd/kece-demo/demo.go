@@ -1,0 +1,517 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"database/sql"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"reflect"
+	"strconv"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	_ "github.com/go-sql-driver/mysql"
+
+	"github.com/kece-oj/kece/contracts/adminapi"
+	"github.com/kece-oj/kece/contracts/businessapi"
+)
+
+type demoConfig struct {
+	bin, work, mysql, judgeMySQL string
+	pools                        []string
+	timeout                      time.Duration
+	keep                         bool
+}
+
+type demo struct {
+	cfg      demoConfig
+	procs    []*exec.Cmd
+	url      string
+	admin    *adminapi.ClientWithResponses
+	business *businessapi.ClientWithResponses
+}
+
+func step(format string, args ...any) { fmt.Printf("==> "+format+"\n", args...) }
+
+func (d *demo) run(ctx context.Context) error {
+	work, err := filepath.Abs(d.cfg.work)
+	if err != nil {
+		return err
+	}
+	d.cfg.work = work
+	_ = os.RemoveAll(work)
+	if err := os.MkdirAll(work, 0o700); err != nil {
+		return err
+	}
+	step("fresh control database kece_demo")
+	dsn, err := freshDatabase(ctx, d.cfg.mysql, "kece_demo")
+	if err != nil {
+		return err
+	}
+	ctl := filepath.Join(d.cfg.bin, "kece-control")
+	if out, err := exec.CommandContext(ctx, ctl, "migrate", "up", "--mysql-dsn", dsn).CombinedOutput(); err != nil {
+		return fmt.Errorf("migrate: %v: %s", err, out)
+	}
+	adminTok, err := output(ctx, ctl, "token", "create", "--kind", "admin", "--name", "demo-admin", "--mysql-dsn", dsn)
+	if err != nil {
+		return err
+	}
+	bizTok, err := output(ctx, ctl, "token", "create", "--kind", "business", "--name", "demo-oj", "--mysql-dsn", dsn)
+	if err != nil {
+		return err
+	}
+
+	addr, err := freeAddr()
+	if err != nil {
+		return err
+	}
+	d.url = "http://" + addr
+	step("kece-control on %s (lease 20s, reap every 1s)", d.url)
+	if err := d.start(ctx, "control", ctl, []string{"serve", "--listen", addr, "--artifact-dir", filepath.Join(work, "artifacts"),
+		"--mysql-dsn", dsn, "--lease-ttl", "20s", "--reap-interval", "1s", "--heartbeat-interval", "2s", "--renew-interval", "5s"}, nil); err != nil {
+		return err
+	}
+	if err := waitHTTP(ctx, d.url+"/healthz"); err != nil {
+		return err
+	}
+	d.admin, err = adminapi.NewClientWithResponses(d.url, adminapi.WithRequestEditorFn(bearer(adminTok)))
+	if err != nil {
+		return err
+	}
+	d.business, err = businessapi.NewClientWithResponses(d.url, businessapi.WithRequestEditorFn(bearer(bizTok)))
+	if err != nil {
+		return err
+	}
+
+	step("host group and one node per pool: %s", strings.Join(d.cfg.pools, ", "))
+	hg, err := d.admin.CreateHostGroupWithResponse(ctx, adminapi.HostGroupCreate{Name: "demo-host", SlotCapacity: 8})
+	if err := check(hg, err, http.StatusCreated); err != nil {
+		return fmt.Errorf("create host group: %w", err)
+	}
+	nodes := map[string]string{}
+	for _, pool := range d.cfg.pools {
+		cr, err := d.admin.CreateJudgerWithResponse(ctx, adminapi.JudgerCreate{Name: "demo-" + pool, Pool: adminapi.Pool(pool),
+			HostGroupId: hg.JSON201.HostGroupId, Slots: 2})
+		if err := check(cr, err, http.StatusCreated); err != nil {
+			return fmt.Errorf("create %s node: %w", pool, err)
+		}
+		nodes[pool] = cr.JSON201.Node.NodeId
+		if err := d.startNode(ctx, pool, cr.JSON201.JoinCode); err != nil {
+			return err
+		}
+	}
+	step("verify each node (a CHECK job it must judge correctly), then enable it")
+	for _, pool := range d.cfg.pools {
+		if err := d.verifyAndEnable(ctx, pool, nodes[pool]); err != nil {
+			return err
+		}
+	}
+
+	step("publish test data (business API)")
+	codeManifest, err := d.publishCode(ctx)
+	if err != nil {
+		return err
+	}
+	sqlManifest, err := d.publishSQL(ctx)
+	if err != nil {
+		return err
+	}
+	step("enqueue submissions")
+	subs := submissions(d.cfg.pools, codeManifest, sqlManifest)
+	for _, s := range subs {
+		r, err := d.business.EnqueueSubmissionWithResponse(ctx, &businessapi.EnqueueSubmissionParams{}, businessapi.SubmissionCreate{
+			SubmissionType: s.typ, SubmissionId: s.id, Language: s.lang, Source: s.source, ManifestId: s.manifest})
+		if err := check(r, err, http.StatusAccepted); err != nil {
+			return fmt.Errorf("enqueue %s: %w", s.id, err)
+		}
+	}
+	step("wait for verdicts")
+	mismatches, err := d.waitVerdicts(ctx, subs)
+	if err != nil {
+		return err
+	}
+	step("consume settlement events")
+	n, err := d.consumeEvents(ctx, len(subs))
+	if err != nil {
+		return err
+	}
+	fmt.Printf("settlement events consumed and acknowledged: %d (one per submission)\n", n)
+	if err := d.printSummary(ctx); err != nil {
+		return err
+	}
+	if mismatches > 0 {
+		return fmt.Errorf("%d verdicts differ from the expected ones", mismatches)
+	}
+	step("demo passed")
+	if d.cfg.keep {
+		fmt.Printf("control plane at %s; Ctrl-C to stop\n", d.url)
+		<-ctx.Done()
+	}
+	return nil
+}
+
+// start runs a child process with its output in work/<name>.log.
+func (d *demo) start(ctx context.Context, name, bin string, args, env []string) error {
+	logf, err := os.Create(filepath.Join(d.cfg.work, name+".log"))
+	if err != nil {
+		return err
+	}
+	cmd := exec.Command(bin, args...)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.Env = append(os.Environ(), env...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("start %s: %w", name, err)
+	}
+	d.procs = append(d.procs, cmd)
+	go func() { _ = cmd.Wait(); logf.Close() }()
+	return nil
+}
+
+// stopAll stops the children it started (nodes first), by their PIDs.
+func (d *demo) stopAll() {
+	for i := len(d.procs) - 1; i >= 0; i-- {
+		p := d.procs[i]
+		if p.Process != nil {
+			_ = p.Process.Signal(syscall.SIGTERM)
+		}
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for _, p := range d.procs {
+		for p.ProcessState == nil && time.Now().Before(deadline) {
+			if err := p.Process.Signal(syscall.Signal(0)); err != nil {
+				break
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		_ = p.Process.Kill()
+	}
+}
+
+func (d *demo) startNode(ctx context.Context, pool, joinCode string) error {
+	dir := filepath.Join(d.cfg.work, "node-"+pool)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	listen, err := freeAddr()
+	if err != nil {
+		return err
+	}
+	env := []string{
+		"KECE_POOL=" + pool,
+		"KECE_CONTROL_URL=" + d.url,
+		"KECE_CREDENTIAL_FILE=" + filepath.Join(dir, "credential"),
+		"KECE_JOIN_CODE=" + joinCode,
+		"KECE_LOCAL_SLOTS=2",
+		"KECE_WORKSPACE=" + filepath.Join(dir, "work"),
+		"KECE_CACHE_DIR=" + filepath.Join(dir, "cache"),
+		"KECE_CACHE_MAX_BYTES=" + strconv.Itoa(256<<20),
+		"KECE_LISTEN=" + listen,
+	}
+	if pool == "mysql" {
+		f := filepath.Join(dir, "judge-dsn")
+		if err := os.WriteFile(f, []byte(d.cfg.judgeMySQL+"\n"), 0o600); err != nil {
+			return err
+		}
+		env = append(env, "KECE_JUDGE_MYSQL_DSN_FILE="+f)
+	}
+	fmt.Printf("    kece-node pool=%s healthz=http://%s/healthz log=%s\n", pool, listen, filepath.Join(d.cfg.work, "node-"+pool+".log"))
+	return d.start(ctx, "node-"+pool, filepath.Join(d.cfg.bin, "kece-node"), nil, env)
+}
+
+func (d *demo) verifyAndEnable(ctx context.Context, pool, nodeID string) error {
+	// The node must have joined and sent a heartbeat before its check makes sense.
+	if err := poll(ctx, 2*time.Minute, func() (bool, error) {
+		r, err := d.admin.GetJudgerWithResponse(ctx, nodeID)
+		if err := check(r, err, http.StatusOK); err != nil {
+			return false, err
+		}
+		return r.JSON200.Node.Joined && r.JSON200.Node.Health.Online, nil
+	}); err != nil {
+		return fmt.Errorf("%s node never came online (see node-%s.log): %w", pool, pool, err)
+	}
+	v, err := d.admin.VerifyJudgerWithResponse(ctx, nodeID, adminapi.ReasonRequest{Reason: "demo: first start"})
+	if err := check(v, err, http.StatusAccepted); err != nil {
+		return fmt.Errorf("verify %s: %w", pool, err)
+	}
+	start := time.Now()
+	if err := poll(ctx, 5*time.Minute, func() (bool, error) {
+		r, err := d.admin.GetJudgerWithResponse(ctx, nodeID)
+		if err := check(r, err, http.StatusOK); err != nil {
+			return false, err
+		}
+		for _, c := range r.JSON200.Checks {
+			if c.CheckId != v.JSON202.CheckId {
+				continue
+			}
+			switch c.State {
+			case adminapi.CheckStatePassed:
+				return true, nil
+			case adminapi.CheckStateFailed:
+				return false, fmt.Errorf("self-check of the %s node failed (see node-%s.log)", pool, pool)
+			}
+		}
+		return false, nil
+	}); err != nil {
+		return err
+	}
+	e, err := d.admin.EnableJudgerWithResponse(ctx, nodeID, adminapi.ReasonRequest{Reason: "demo: check passed"})
+	if err := check(e, err, http.StatusOK); err != nil {
+		return fmt.Errorf("enable %s: %w", pool, err)
+	}
+	fmt.Printf("    %-6s node %s verified in %s and enabled\n", pool, nodeID, time.Since(start).Round(100*time.Millisecond))
+	return nil
+}
+
+func (d *demo) upload(ctx context.Context, content string) (string, int64, error) {
+	sum := sha256.Sum256([]byte(content))
+	digest := hex.EncodeToString(sum[:])
+	r, err := d.business.UploadArtifactWithBodyWithResponse(ctx, digest, "application/octet-stream", strings.NewReader(content))
+	if err != nil {
+		return "", 0, err
+	}
+	if r.StatusCode() != http.StatusCreated && r.StatusCode() != http.StatusOK {
+		return "", 0, fmt.Errorf("upload: %d %s", r.StatusCode(), r.Body)
+	}
+	return digest, int64(len(content)), nil
+}
+
+func (d *demo) publishCode(ctx context.Context) (string, error) {
+	cases := [][2]string{{"1 2\n", "3\n"}, {"40 2\n", "42\n"}, {"-5 5\n", "0\n"}}
+	m := businessapi.Manifest{Kind: businessapi.ManifestKindCode,
+		Limits:  businessapi.Limits{TimeMs: 1000, MemoryMb: 256, OutputKb: 64},
+		Checker: businessapi.Checker{Type: businessapi.CheckerTypeTolerant}}
+	for i, c := range cases {
+		in, inSize, err := d.upload(ctx, c[0])
+		if err != nil {
+			return "", err
+		}
+		out, outSize, err := d.upload(ctx, c[1])
+		if err != nil {
+			return "", err
+		}
+		m.Cases = append(m.Cases, businessapi.ManifestCase{CaseId: strconv.Itoa(i + 1), InputSha256: in, InputSize: inSize,
+			OutputSha256: out, OutputSize: outSize, Weight: []int64{30, 30, 40}[i]})
+	}
+	r, err := d.business.PublishManifestWithResponse(ctx, m)
+	if err := check(r, err, http.StatusCreated); err != nil {
+		return "", fmt.Errorf("publish a+b: %w", err)
+	}
+	fmt.Printf("    a+b: 3 cases, manifest %s\n", r.JSON201.ManifestId)
+	return r.JSON201.ManifestId, nil
+}
+
+func (d *demo) publishSQL(ctx context.Context) (string, error) {
+	ref := "SELECT name FROM city WHERE population > 1000000 ORDER BY name"
+	verification := []businessapi.SqlVerification{}
+	m := businessapi.Manifest{Kind: businessapi.ManifestKindSql, Limits: businessapi.Limits{TimeMs: 2000, MemoryMb: 64, OutputKb: 64},
+		Checker: businessapi.Checker{Type: businessapi.CheckerTypeExact}, Cases: []businessapi.ManifestCase{},
+		Sql: &businessapi.SqlProblem{ProblemKind: businessapi.SqlProblemKindSelect, SchemaSql: "CREATE TABLE city (name VARCHAR(40) PRIMARY KEY, population INT NOT NULL)",
+			SeedSql:      "INSERT INTO city VALUES ('Lyon', 513000), ('Paris', 2100000), ('Berlin', 3600000), ('Bonn', 330000)",
+			ReferenceSql: &ref, Ordered: true, CompareColumnNames: false, Verification: verification,
+			StatementTimeoutMs: 2000, MaxRows: 1000, MaxBytes: 1 << 20}}
+	r, err := d.business.PublishManifestWithResponse(ctx, m)
+	if err := check(r, err, http.StatusCreated); err != nil {
+		return "", fmt.Errorf("publish SQL problem: %w", err)
+	}
+	fmt.Printf("    big cities (SQL SELECT): manifest %s\n", r.JSON201.ManifestId)
+	return r.JSON201.ManifestId, nil
+}
+
+func (d *demo) waitVerdicts(ctx context.Context, subs []submission) (int, error) {
+	got := map[string]*businessapi.SubmissionStatus{}
+	start := time.Now()
+	err := poll(ctx, 8*time.Minute, func() (bool, error) {
+		done := true
+		for _, s := range subs {
+			if st := got[s.id]; st != nil && terminal(st.Status) {
+				continue
+			}
+			r, err := d.business.GetSubmissionWithResponse(ctx, s.typ, s.id)
+			if err := check(r, err, http.StatusOK); err != nil {
+				return false, err
+			}
+			got[s.id] = r.JSON200
+			if !terminal(r.JSON200.Status) {
+				done = false
+			}
+		}
+		return done, nil
+	})
+	if err != nil {
+		return 0, err
+	}
+	tw := tabwriter.NewWriter(os.Stdout, 2, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "    submission\tlanguage\texpected\tgot\tscore\tcases (time ms)\t")
+	mismatches := 0
+	for _, s := range subs {
+		st := got[s.id]
+		mark := ""
+		if string(st.Status) != s.want {
+			mark = "  <-- MISMATCH"
+			mismatches++
+		}
+		score, cases := "", ""
+		if v := st.Verdict; v != nil {
+			score = fmt.Sprintf("%d/%d", v.Score, v.MaxScore)
+			var parts []string
+			for _, c := range v.Cases {
+				parts = append(parts, fmt.Sprintf("%s:%s(%d)", c.CaseId, c.Status, c.TimeMs))
+			}
+			cases = strings.Join(parts, " ")
+		}
+		fmt.Fprintf(tw, "    %s/%s\t%s\t%s\t%s\t%s\t%s%s\t\n", s.typ, s.id, s.lang, s.want, st.Status, score, cases, mark)
+	}
+	tw.Flush()
+	fmt.Printf("    all %d judged in %s\n", len(subs), time.Since(start).Round(100*time.Millisecond))
+	return mismatches, nil
+}
+
+func terminal(s businessapi.SubmissionStatusCode) bool {
+	switch s {
+	case "PENDING", "COMPILING", "JUDGING":
+		return false
+	}
+	return true
+}
+
+func (d *demo) consumeEvents(ctx context.Context, want int) (int, error) {
+	n := 0
+	err := poll(ctx, time.Minute, func() (bool, error) {
+		r, err := d.business.ClaimSettlementEventsWithResponse(ctx, businessapi.EventClaimRequest{Consumer: "demo-oj", Max: 100, LeaseMs: 30000})
+		if err := check(r, err, http.StatusOK); err != nil {
+			return false, err
+		}
+		if len(r.JSON200.Events) == 0 {
+			return n >= want, nil
+		}
+		ids := make([]businessapi.Id, len(r.JSON200.Events))
+		for i, e := range r.JSON200.Events {
+			ids[i] = e.EventId
+		}
+		a, err := d.business.AckSettlementEventsWithResponse(ctx, businessapi.EventAckRequest{Consumer: "demo-oj", EventIds: ids})
+		if err := check(a, err, http.StatusOK); err != nil {
+			return false, err
+		}
+		n += len(ids)
+		return n >= want, nil
+	})
+	return n, err
+}
+
+func (d *demo) printSummary(ctx context.Context) error {
+	r, err := d.business.GetJudgersSummaryWithResponse(ctx)
+	if err := check(r, err, http.StatusOK); err != nil {
+		return err
+	}
+	s := r.JSON200
+	fmt.Printf("public summary (asOf %s): %d of %d pools ready\n", s.AsOf.Format(time.RFC3339), s.ReadyPools, s.TotalPools)
+	for _, p := range s.Pools {
+		fmt.Printf("    %-7s ready nodes %d, queued %d\n", p.Pool, p.ReadyNodes, p.QueuedSubmissions)
+	}
+	return nil
+}
+
+// ---- small helpers ----
+
+type statusCoder interface{ StatusCode() int }
+
+// check turns a generated-client answer into an error unless it has the
+// wanted status; the error carries the API's code and message.
+func check(r statusCoder, err error, want int) error {
+	if err != nil {
+		return err
+	}
+	if r.StatusCode() != want {
+		var body []byte
+		if v := reflect.ValueOf(r); v.Kind() == reflect.Pointer {
+			if f := v.Elem().FieldByName("Body"); f.IsValid() && f.Kind() == reflect.Slice {
+				body = f.Bytes()
+			}
+		}
+		return fmt.Errorf("HTTP %d: %s", r.StatusCode(), bytes.TrimSpace(body))
+	}
+	return nil
+}
+
+func poll(ctx context.Context, limit time.Duration, f func() (bool, error)) error {
+	ctx, cancel := context.WithTimeout(ctx, limit)
+	defer cancel()
+	for {
+		ok, err := f()
+		if err != nil || ok {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("gave up after %s: %w", limit, ctx.Err())
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+}
+
+func bearer(tok string) func(context.Context, *http.Request) error {
+	return func(_ context.Context, r *http.Request) error {
+		r.Header.Set("Authorization", "Bearer "+tok)
+		return nil
+	}
+}
+
+func output(ctx context.Context, bin string, args ...string) (string, error) {
+	var out, errb bytes.Buffer
+	cmd := exec.CommandContext(ctx, bin, args...)
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	if err := cmd.Run(); err != nil {
+		return "", fmt.Errorf("%s %s: %v: %s", filepath.Base(bin), args[0], err, errb.String())
+	}
+	return strings.TrimSpace(out.String()), nil
+}
+
+func freeAddr() (string, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer ln.Close()
+	return ln.Addr().String(), nil
+}
+
+func waitHTTP(ctx context.Context, url string) error {
+	return poll(ctx, 30*time.Second, func() (bool, error) {
+		resp, err := http.Get(url)
+		if err != nil {
+			return false, nil
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK, nil
+	})
+}
+
+func freshDatabase(ctx context.Context, serverDSN, name string) (string, error) {
+	db, err := sql.Open("mysql", serverDSN)
+	if err != nil {
+		return "", err
+	}
+	defer db.Close()
+	if _, err := db.ExecContext(ctx, "DROP DATABASE IF EXISTS "+name); err != nil {
+		return "", fmt.Errorf("control MySQL at %s (start it with scripts/mariadb.sh start control): %w", serverDSN, err)
+	}
+	if _, err := db.ExecContext(ctx, "CREATE DATABASE "+name+" CHARACTER SET utf8mb4 COLLATE utf8mb4_bin"); err != nil {
+		return "", err
+	}
+	if !strings.HasSuffix(serverDSN, "/") {
+		return "", errors.New("-mysql must end with / (no database)")
+	}
+	i := strings.LastIndex(serverDSN, "/")
+	return serverDSN[:i+1] + name, nil
+}

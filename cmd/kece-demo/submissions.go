@@ -1,0 +1,48 @@
+package main
+
+type submission struct {
+	typ, id, lang, source, manifest, want string
+}
+
+const (
+	cppAC  = "#include <cstdio>\nint main(){long long a,b;if(std::scanf(\"%lld %lld\",&a,&b)!=2)return 1;std::printf(\"%lld\\n\",a+b);}\n"
+	cppWA  = "#include <cstdio>\nint main(){long long a,b;std::scanf(\"%lld %lld\",&a,&b);std::printf(\"%lld\\n\",a-b);}\n"
+	cppTLE = "int main(){volatile unsigned long x=0;for(;;)x++;}\n"
+	cppCE  = "int main( { return 0 }\n"
+	pyAC   = "a, b = map(int, input().split())\nprint(a + b)\n"
+	pyRE   = "a, b = map(int, input().split())\nraise ValueError('no sums today')\n"
+	javaAC = "import java.util.Scanner;\npublic class Main { public static void main(String[] args) { Scanner s = new Scanner(System.in); long a = s.nextLong(), b = s.nextLong(); System.out.println(a + b); } }\n"
+	arkAC  = "const fs = require(\"fs\");\nconst w: number[] = fs.readFileSync(0, \"utf8\").trim().split(/\\s+/).map(Number);\nconsole.log(String(w[0] + w[1]));\n"
+	sqlAC  = "SELECT name FROM city WHERE population > 1000000 ORDER BY name"
+	sqlWA  = "SELECT name FROM city ORDER BY name"
+)
+
+// submissions lists what the demo judges, with the verdict each must get.
+func submissions(pools []string, code, sqlManifest string) []submission {
+	has := map[string]bool{}
+	for _, p := range pools {
+		has[p] = true
+	}
+	var out []submission
+	add := func(pool, id, lang, src, man, want string) {
+		if has[pool] {
+			typ := "ALGO"
+			if pool == "mysql" {
+				typ = "DATABASE"
+			}
+			out = append(out, submission{typ, id, lang, src, man, want})
+		}
+	}
+	add("cpp", "1001", "cpp17", cppAC, code, "AC")
+	add("cpp", "1002", "cpp17", cppWA, code, "WA")
+	add("cpp", "1003", "cpp17", cppTLE, code, "TLE")
+	add("cpp", "1004", "cpp17", cppCE, code, "CE")
+	add("python", "1005", "python3", pyAC, code, "AC")
+	add("python", "1006", "python3", pyRE, code, "RE")
+	add("java", "1007", "java17", javaAC, code, "AC")
+	add("arkts", "1008", "arkts", arkAC, code, "AC")
+	// Same numeric id as an ALGO submission: a different submission type.
+	add("mysql", "1001", "mysql", sqlAC, sqlManifest, "AC")
+	add("mysql", "1002", "mysql", sqlWA, sqlManifest, "WA")
+	return out
+}
