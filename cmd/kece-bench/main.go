@@ -24,6 +24,7 @@ func commands() []command {
 	return []command{
 		{"scheduler", "durable lifecycles/s against the machine's commit rate", runScheduler},
 		{"sandbox", "code engine per-case cost vs native exec and container per case", runSandbox},
+		{"pickup", "claim long-poll pickup latency, same vs cross replica, against the ready-claim floor", runPickup},
 	}
 }
 

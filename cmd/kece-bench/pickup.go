@@ -1,0 +1,310 @@
+package main
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/kece-oj/kece/artifact"
+	"github.com/kece-oj/kece/contracts/businessapi"
+	"github.com/kece-oj/kece/contracts/machineapi"
+	"github.com/kece-oj/kece/control/httpapi"
+	"github.com/kece-oj/kece/control/longpoll"
+	"github.com/kece-oj/kece/control/store"
+)
+
+// Pickup targets (issue 3): p95 from enqueue to claim response.
+const (
+	pickupSameTargetMs  = 10
+	pickupCrossTargetMs = 250
+)
+
+// runPickup measures how fast a parked claim long-poll picks up new work: a
+// node waits on replica A; a business client enqueues through the HTTP API
+// on A (same replica: in-process wake-up) or on B (cross replica: A's pool
+// signal poll). Latency runs from the enqueue response to the claim
+// response. Baselines in the same run: the claim round trip when work is
+// already queued (the floor), and the signal poll interval (the expected
+// cross-replica cost, about half of it on average).
+func runPickup(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("pickup", flag.ContinueOnError)
+	samples := fs.Int("samples", 100, "wake-ups measured per mode")
+	park := fs.Duration("park", 20*time.Millisecond, "pause before each enqueue so the claim is parked")
+	poll := fs.Duration("poll", longpoll.PollIntervalDefault, "cross-replica signal poll interval")
+	dsn := fs.String("dsn", "", "MySQL server DSN without database (default $KECE_BENCH_MYSQL_DSN or the private MariaDB)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *samples < 1 {
+		return errors.New("samples must be positive")
+	}
+	db, dbDSN, drop, err := freshDatabase(ctx, *dsn, 16)
+	if err != nil {
+		return err
+	}
+	defer drop()
+	dbB, err := sql.Open("mysql", dbDSN)
+	if err != nil {
+		return err
+	}
+	defer dbB.Close()
+	dir, err := os.MkdirTemp("", "kece-bench-pickup-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	arts, err := artifact.OpenStore(ctx, artifact.StoreConfig{Root: dir})
+	if err != nil {
+		return err
+	}
+	stA, err := store.New(db, store.Config{})
+	if err != nil {
+		return err
+	}
+	stB, err := store.New(dbB, store.Config{})
+	if err != nil {
+		return err
+	}
+	cfg := httpapi.Config{SignalPollInterval: *poll}
+	urlA, stopA, err := serveReplica(ctx, cfg, stA, arts)
+	if err != nil {
+		return err
+	}
+	defer stopA()
+	urlB, stopB, err := serveReplica(ctx, cfg, stB, arts)
+	if err != nil {
+		return err
+	}
+	defer stopB()
+
+	manID, sessions, err := setupFleet(ctx, db, stA, 1, 4, 1)
+	if err != nil {
+		return err
+	}
+	token, err := stA.CreateToken(ctx, store.TokenBusiness, "bench-pickup")
+	if err != nil {
+		return err
+	}
+	bearer := func(tok string) func(context.Context, *http.Request) error {
+		return func(_ context.Context, r *http.Request) error {
+			r.Header.Set("Authorization", "Bearer "+tok)
+			return nil
+		}
+	}
+	node, err := machineapi.NewClientWithResponses(urlA, machineapi.WithRequestEditorFn(bearer(sessions[0].Token)))
+	if err != nil {
+		return err
+	}
+	bizA, err := businessapi.NewClientWithResponses(urlA, businessapi.WithRequestEditorFn(bearer(token)))
+	if err != nil {
+		return err
+	}
+	bizB, err := businessapi.NewClientWithResponses(urlB, businessapi.WithRequestEditorFn(bearer(token)))
+	if err != nil {
+		return err
+	}
+	p := &pickup{node: node, store: stA, manID: strconv.FormatInt(manID, 10)}
+
+	floor, err := p.readyClaims(ctx, bizA, *samples)
+	if err != nil {
+		return fmt.Errorf("baseline: %w", err)
+	}
+	same, err := p.wakeups(ctx, bizA, "same", *samples, *park)
+	if err != nil {
+		return fmt.Errorf("same replica: %w", err)
+	}
+	cross, err := p.wakeups(ctx, bizB, "cross", *samples, *park)
+	if err != nil {
+		return fmt.Errorf("cross replica: %w", err)
+	}
+	var durable string
+	_ = db.QueryRowContext(ctx, `SELECT @@innodb_flush_log_at_trx_commit`).Scan(&durable)
+	fmt.Printf("innodb_flush_log_at_trx_commit=%s\n", durable)
+	if la, err := os.ReadFile("/proc/loadavg"); err == nil && len(strings.Fields(string(la))) > 0 {
+		// The pickup floor is one claim transaction; a busy machine moves it.
+		fmt.Printf("loadavg_1m=%s cpus=%d\n", strings.Fields(string(la))[0], runtime.NumCPU())
+	}
+	fmt.Printf("samples=%d park_ms=%d\n", *samples, park.Milliseconds())
+	fmt.Printf("baseline_signal_poll_ms=%d\n", poll.Milliseconds())
+	fmt.Printf("baseline_ready_claim_p50_ms=%.2f\n", pickupMs(pickupPct(floor, 50)))
+	fmt.Printf("baseline_ready_claim_p95_ms=%.2f\n", pickupMs(pickupPct(floor, 95)))
+	for _, m := range []struct {
+		name   string
+		r      wakeResult
+		target float64
+	}{{"same_replica", same, pickupSameTargetMs}, {"cross_replica", cross, pickupCrossTargetMs}} {
+		p95 := pickupMs(pickupPct(m.r.latency, 95))
+		fmt.Printf("%s_pickup_p50_ms=%.2f\n", m.name, pickupMs(pickupPct(m.r.latency, 50)))
+		fmt.Printf("%s_pickup_p95_ms=%.2f\n", m.name, p95)
+		fmt.Printf("%s_pickup_max_ms=%.2f\n", m.name, pickupMs(slices.Max(m.r.latency)))
+		fmt.Printf("%s_enqueue_p50_ms=%.2f\n", m.name, pickupMs(pickupPct(m.r.enqueue, 50)))
+		fmt.Printf("%s_claimed_before_enqueue_returned=%d\n", m.name, m.r.early)
+		fmt.Printf("%s_target_p95_ms=%.0f\n", m.name, m.target)
+		fmt.Printf("%s_target_met=%t\n", m.name, p95 <= m.target)
+	}
+	return nil
+}
+
+// serveReplica runs one control replica on a loopback port.
+func serveReplica(ctx context.Context, cfg httpapi.Config, st *store.Store, arts *artifact.Store) (string, func(), error) {
+	srv, err := httpapi.New(cfg, st, arts, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		return "", nil, err
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", nil, err
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 5 * time.Second}
+	runDone, serveDone := make(chan struct{}), make(chan struct{})
+	go func() { defer close(runDone); srv.Run(ctx) }()
+	go func() { defer close(serveDone); _ = hs.Serve(ln) }()
+	stop := func() {
+		cancel()
+		sctx, scancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer scancel()
+		_ = hs.Shutdown(sctx)
+		<-serveDone
+		<-runDone
+	}
+	return "http://" + ln.Addr().String(), stop, nil
+}
+
+type pickup struct {
+	node  *machineapi.ClientWithResponses
+	store *store.Store
+	manID string
+	seq   int
+}
+
+type wakeResult struct {
+	latency []time.Duration // enqueue response → claim response (0 if the claim answered first)
+	enqueue []time.Duration // enqueue round trip
+	early   int             // claims answered before the enqueue response arrived
+}
+
+func (p *pickup) enqueue(ctx context.Context, biz *businessapi.ClientWithResponses) (string, error) {
+	p.seq++
+	r, err := biz.EnqueueSubmissionWithResponse(ctx, nil, businessapi.SubmissionCreate{SubmissionType: "BENCH",
+		SubmissionId: fmt.Sprintf("p-%d", p.seq), Language: "cpp17", Source: "int main(){}", ManifestId: p.manID})
+	if err != nil {
+		return "", err
+	}
+	if r.JSON202 == nil {
+		return "", fmt.Errorf("enqueue: %d %s", r.StatusCode(), r.Body)
+	}
+	return r.JSON202.JobId, nil
+}
+
+// release cancels the claimed job so the node's slot is free again.
+func (p *pickup) release(ctx context.Context, seq int) error {
+	_, err := p.store.Cancel(ctx, "BENCH", fmt.Sprintf("p-%d", seq), "bench", "pickup sample done")
+	return err
+}
+
+func (p *pickup) claim(ctx context.Context, waitMs int64) ([]machineapi.ClaimedJob, error) {
+	r, err := p.node.ClaimJobsWithResponse(ctx, machineapi.ClaimRequest{FreeSlots: 1, WaitMs: waitMs})
+	if err != nil {
+		return nil, err
+	}
+	if r.JSON200 == nil {
+		return nil, fmt.Errorf("claim: %d %s", r.StatusCode(), r.Body)
+	}
+	return r.JSON200.Jobs, nil
+}
+
+// readyClaims is the floor: the claim round trip when a job is already queued.
+func (p *pickup) readyClaims(ctx context.Context, biz *businessapi.ClientWithResponses, n int) ([]time.Duration, error) {
+	out := make([]time.Duration, 0, n)
+	for range n {
+		id, err := p.enqueue(ctx, biz)
+		if err != nil {
+			return nil, err
+		}
+		start := time.Now()
+		jobs, err := p.claim(ctx, 0)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, time.Since(start))
+		if len(jobs) != 1 || jobs[0].JobId != id {
+			return nil, fmt.Errorf("ready claim returned %d jobs", len(jobs))
+		}
+		if err := p.release(ctx, p.seq); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+func (p *pickup) wakeups(ctx context.Context, biz *businessapi.ClientWithResponses, mode string, n int, park time.Duration) (wakeResult, error) {
+	var res wakeResult
+	type claimed struct {
+		jobs []machineapi.ClaimedJob
+		at   time.Time
+		err  error
+	}
+	for range n {
+		ch := make(chan claimed, 1)
+		go func() {
+			jobs, err := p.claim(ctx, 10_000)
+			ch <- claimed{jobs, time.Now(), err}
+		}()
+		t := time.NewTimer(park)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return res, ctx.Err()
+		case <-t.C:
+		}
+		start := time.Now()
+		id, err := p.enqueue(ctx, biz)
+		if err != nil {
+			return res, err
+		}
+		returned := time.Now()
+		c := <-ch
+		if c.err != nil {
+			return res, c.err
+		}
+		if len(c.jobs) != 1 || c.jobs[0].JobId != id {
+			return res, fmt.Errorf("%s: the parked claim returned %d jobs, not the new one", mode, len(c.jobs))
+		}
+		d := c.at.Sub(returned)
+		if d < 0 {
+			res.early++
+			d = 0
+		}
+		res.latency = append(res.latency, d)
+		res.enqueue = append(res.enqueue, returned.Sub(start))
+		if err := p.release(ctx, p.seq); err != nil {
+			return res, err
+		}
+	}
+	return res, nil
+}
+
+func pickupPct(d []time.Duration, p int) time.Duration {
+	s := slices.Clone(d)
+	slices.Sort(s)
+	i := (len(s)*p+99)/100 - 1
+	return s[max(i, 0)]
+}
+
+func pickupMs(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
