@@ -1,0 +1,210 @@
+package httpapi
+
+// Admin API: judge jobs, settlement dead letters, reconciliation.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+
+	"github.com/kece-oj/kece/contracts/adminapi"
+	"github.com/kece-oj/kece/control/store"
+)
+
+const codeJobNotFound = "JOB_NOT_FOUND"
+
+func pageLimit(l *int32) int {
+	if l == nil {
+		return 100
+	}
+	return int(*l)
+}
+
+func beforeID(raw *string) (int64, error) {
+	if raw == nil {
+		return 0, nil
+	}
+	return parseID("beforeId", *raw)
+}
+
+// ListJudgeJobs lists jobs newest first with filters.
+func (a adminAPI) ListJudgeJobs(ctx context.Context, req adminapi.ListJudgeJobsRequestObject) (adminapi.ListJudgeJobsResponseObject, error) {
+	p := req.Params
+	f := store.JobFilter{Limit: pageLimit(p.Limit)}
+	var err error
+	if f.BeforeID, err = beforeID(p.BeforeId); err != nil {
+		return nil, err
+	}
+	if p.State != nil {
+		f.State = store.JobState(*p.State)
+	}
+	if p.Pool != nil {
+		f.Pool = string(*p.Pool)
+	}
+	if p.Kind != nil {
+		f.Kind = store.JobKind(*p.Kind)
+	}
+	if p.SubmissionType != nil {
+		f.SubmissionType = *p.SubmissionType
+	}
+	jobs, err := a.s.store.ListJobs(ctx, f)
+	if err != nil {
+		return nil, err
+	}
+	out := adminapi.JudgeJobList{Jobs: make([]adminapi.JudgeJob, 0, len(jobs))}
+	for _, j := range jobs {
+		out.Jobs = append(out.Jobs, jobOut(j, nil))
+	}
+	if len(jobs) == f.Limit {
+		next := idString(jobs[len(jobs)-1].ID)
+		out.NextBeforeId = &next
+	}
+	return adminapi.ListJudgeJobs200JSONResponse(out), nil
+}
+
+func (a adminAPI) job(ctx context.Context, id int64) (adminapi.JudgeJob, store.Job, *store.JobExtra, error) {
+	j, err := a.s.store.GetJob(ctx, id)
+	if err != nil {
+		return adminapi.JudgeJob{}, j, nil, orNotFound(err, codeJobNotFound)
+	}
+	x, err := a.s.store.JobExtras(ctx, id)
+	if err != nil {
+		return adminapi.JudgeJob{}, j, nil, orNotFound(err, codeJobNotFound)
+	}
+	return jobOut(j, &x), j, &x, nil
+}
+
+// GetJudgeJob returns a job with its attempts and result.
+func (a adminAPI) GetJudgeJob(ctx context.Context, req adminapi.GetJudgeJobRequestObject) (adminapi.GetJudgeJobResponseObject, error) {
+	id, err := parseID("jobId", req.JobId)
+	if err != nil {
+		return nil, err
+	}
+	wire, j, x, err := a.job(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	attempts, err := a.s.store.Attempts(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	out := adminapi.JudgeJobDetail{Job: wire, Attempts: make([]adminapi.Attempt, 0, len(attempts)), Verdict: verdictOut(j.Result)}
+	for _, at := range attempts {
+		out.Attempts = append(out.Attempts, attemptOut(at))
+	}
+	if x.RequestDigest != "" {
+		out.RequestDigest = &x.RequestDigest
+	}
+	if x.ResultDigest != "" {
+		out.ResultDigest = &x.ResultDigest
+	}
+	return adminapi.GetJudgeJob200JSONResponse(out), nil
+}
+
+// RejudgeJudgeJob rejudges the submission of a job that is still current.
+func (a adminAPI) RejudgeJudgeJob(ctx context.Context, req adminapi.RejudgeJudgeJobRequestObject) (adminapi.RejudgeJudgeJobResponseObject, error) {
+	id, err := parseID("jobId", req.JobId)
+	if err != nil {
+		return nil, err
+	}
+	r, err := a.s.store.RejudgeJob(ctx, id, actor(ctx), req.Body.Reason)
+	switch {
+	case errors.Is(err, store.ErrJobNotCurrent):
+		return nil, apiErr(http.StatusConflict, "JOB_NOT_CURRENT", err)
+	case errors.Is(err, store.ErrCheckJob):
+		return nil, apiErr(http.StatusConflict, "STATE_CONFLICT", err)
+	case err != nil:
+		return nil, orNotFound(err, codeJobNotFound)
+	}
+	a.s.log.Info("job rejudged", "job_id", id, "new_job_id", r.JobID, "generation", r.Generation, "actor", actor(ctx))
+	return adminapi.RejudgeJudgeJob202JSONResponse{JobId: idString(r.JobID), Generation: int64(r.Generation),
+		State: adminapi.JobState(r.State)}, nil
+}
+
+// CancelJudgeJob cancels a queued or running job; a CANCELLED job answers
+// 200, a COMPLETED or FAILED one 409 JOB_TERMINAL.
+func (a adminAPI) CancelJudgeJob(ctx context.Context, req adminapi.CancelJudgeJobRequestObject) (adminapi.CancelJudgeJobResponseObject, error) {
+	id, err := parseID("jobId", req.JobId)
+	if err != nil {
+		return nil, err
+	}
+	st, err := a.s.store.CancelJob(ctx, id, actor(ctx), req.Body.Reason)
+	if err != nil {
+		return nil, orNotFound(err, codeJobNotFound)
+	}
+	if st == store.StateCompleted || st == store.StateFailed {
+		return nil, apiErr(http.StatusConflict, "JOB_TERMINAL", fmt.Errorf("job %d already ended %s", id, st))
+	}
+	a.s.log.Info("job cancelled", "job_id", id, "actor", actor(ctx))
+	wire, _, _, err := a.job(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	return adminapi.CancelJudgeJob200JSONResponse(wire), nil
+}
+
+// ListSettlementEvents lists settlement events, e.g. dead letters.
+func (a adminAPI) ListSettlementEvents(ctx context.Context, req adminapi.ListSettlementEventsRequestObject) (adminapi.ListSettlementEventsResponseObject, error) {
+	f := store.EventFilter{Limit: pageLimit(req.Params.Limit)}
+	var err error
+	if f.BeforeID, err = beforeID(req.Params.BeforeId); err != nil {
+		return nil, err
+	}
+	if req.Params.State != nil {
+		f.State = string(*req.Params.State)
+	}
+	evs, err := a.s.store.ListEventsPage(ctx, f)
+	if err != nil {
+		return nil, err
+	}
+	out := adminapi.SettlementEventList{Events: make([]adminapi.SettlementEventRecord, 0, len(evs))}
+	for _, e := range evs {
+		out.Events = append(out.Events, eventOut(e))
+	}
+	if len(evs) == f.Limit {
+		next := idString(evs[len(evs)-1].ID)
+		out.NextBeforeId = &next
+	}
+	return adminapi.ListSettlementEvents200JSONResponse(out), nil
+}
+
+// RedeliverSettlementEvent puts a dead-lettered event back into delivery.
+func (a adminAPI) RedeliverSettlementEvent(ctx context.Context, req adminapi.RedeliverSettlementEventRequestObject) (adminapi.RedeliverSettlementEventResponseObject, error) {
+	id, err := parseID("eventId", req.EventId)
+	if err != nil {
+		return nil, err
+	}
+	e, err := a.s.store.RedeliverEvent(ctx, id, actor(ctx), req.Body.Reason)
+	switch {
+	case errors.Is(err, store.ErrEventNotDead):
+		return nil, apiErr(http.StatusConflict, "EVENT_NOT_DEAD", err)
+	case err != nil:
+		return nil, orNotFound(err, "EVENT_NOT_FOUND")
+	}
+	a.s.log.Info("settlement event redelivered", "event_id", id, "job_id", e.JobID, "actor", actor(ctx))
+	return adminapi.RedeliverSettlementEvent200JSONResponse(eventOut(e)), nil
+}
+
+// Reconcile checks the scheduling invariants now (read-only).
+func (a adminAPI) Reconcile(ctx context.Context, _ adminapi.ReconcileRequestObject) (adminapi.ReconcileResponseObject, error) {
+	rep, err := a.s.store.ReconcileWith(ctx, store.ReconcileOptions{ReapInterval: a.s.cfg.ReapInterval})
+	if err != nil {
+		return nil, err
+	}
+	out := adminapi.ReconcileReport{AsOf: rep.AsOf.UTC(), Ok: rep.OK(), RulesChecked: rep.Rules,
+		Violations: make([]adminapi.Violation, 0, len(rep.Violations))}
+	for _, v := range rep.Violations {
+		w := adminapi.Violation{Rule: v.Rule, SubjectType: adminapi.SubjectType(v.SubjectType), SubjectId: idString(v.SubjectID),
+			Message: v.Message}
+		if len(v.Details) > 0 {
+			d := v.Details
+			w.Details = &d
+		}
+		out.Violations = append(out.Violations, w)
+	}
+	if !rep.OK() {
+		a.s.log.Warn("reconciliation found violations", "count", len(rep.Violations), "actor", actor(ctx))
+	}
+	return adminapi.Reconcile200JSONResponse(out), nil
+}
