@@ -311,6 +311,10 @@ func (n *Node) openSession(ctx context.Context) error {
 	// Renew well inside the lease and keep the margin below a quarter of it.
 	t.renew = min(t.renew, t.leaseTTL/3)
 	t.margin = min(n.cfg.SafetyMargin, t.leaseTTL/4)
+	// A job's deadline counts from when its claim was sent, and the server
+	// may grant the lease at the end of the long-poll: keep the wait to a
+	// quarter of the lease so a claimed job always has most of it left.
+	t.claimWait = min(t.claimWait, t.leaseTTL/4)
 	n.mu.Lock()
 	n.nodeID, n.epoch, n.timing = s.NodeId, s.SessionEpoch, t
 	n.desired, n.adminSlots = s.DesiredState, int(s.Slots)

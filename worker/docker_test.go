@@ -1,0 +1,116 @@
+package worker_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/moby/moby/client"
+	"github.com/stretchr/testify/require"
+
+	"github.com/kece-oj/kece/control/controltest"
+	"github.com/kece-oj/kece/control/manifest"
+	"github.com/kece-oj/kece/engine/code"
+	"github.com/kece-oj/kece/worker"
+)
+
+// requireDocker skips without a daemon and the pool's image, or fails under
+// KECE_REQUIRE_DOCKER=1.
+func requireDocker(t *testing.T, pool string) {
+	t.Helper()
+	miss := func(format string, args ...any) {
+		t.Helper()
+		if os.Getenv("KECE_REQUIRE_DOCKER") == "1" {
+			t.Fatalf("KECE_REQUIRE_DOCKER=1: "+format, args...)
+		}
+		t.Skipf(format+" (set KECE_REQUIRE_DOCKER=1 to fail instead)", args...)
+	}
+	cli, err := client.New(client.FromEnv, client.WithAPIVersionNegotiation())
+	if err != nil {
+		miss("docker client: %v", err)
+		return
+	}
+	defer cli.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if _, err := cli.Ping(ctx, client.PingOptions{}); err != nil {
+		miss("docker daemon not reachable: %v", err)
+		return
+	}
+	tag, err := code.ImageTag(pool)
+	require.NoError(t, err)
+	if _, err := cli.ImageInspect(ctx, tag); err != nil {
+		miss("image %s missing (deploy/images/build-local.sh %s): %v", tag, pool, err)
+	}
+}
+
+var supervisor struct {
+	sync.Once
+	path string
+	err  error
+}
+
+// supervisorBinary builds the static kece-sandbox-init once.
+func supervisorBinary(t *testing.T) string {
+	t.Helper()
+	supervisor.Do(func() {
+		dir, err := os.MkdirTemp("", "kece-sup-")
+		if err != nil {
+			supervisor.err = err
+			return
+		}
+		_, file, _, _ := runtime.Caller(0)
+		out := filepath.Join(dir, "kece-sandbox-init")
+		cmd := exec.Command("go", "build", "-o", out, "./cmd/kece-sandbox-init")
+		cmd.Dir = filepath.Join(filepath.Dir(file), "..")
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if b, err := cmd.CombinedOutput(); err != nil {
+			supervisor.err = fmt.Errorf("build supervisor: %v: %s", err, b)
+			return
+		}
+		supervisor.path = out
+	})
+	require.NoError(t, supervisor.err)
+	return supervisor.path
+}
+
+// The cpp pool end to end with the real Docker sandbox: an accepted program
+// over two cases (one with an empty expected output) and a compile error.
+func TestCppPoolEndToEnd(t *testing.T) {
+	t.Parallel()
+	requireDocker(t, "cpp")
+	e := env(t, 20*time.Second)
+	man := e.PublishCode(manifest.Limits{TimeMs: 2000, MemoryMb: 256, OutputKb: 64}, manifest.Checker{Type: "tolerant"},
+		controltest.Case{In: "1 2\n", Out: "3\n", Weight: 70}, controltest.Case{In: "0 0\n", Out: "", Weight: 30})
+	nd := e.NewNode("cpp", 2, 4)
+	e.ForceEnable(nd.ID)
+	factory, err := worker.NewCodeBackend(worker.CodeBackendConfig{Pool: "cpp", Executor: code.Config{
+		Workspace: filepath.Join(t.TempDir(), "ws"), SupervisorPath: supervisorBinary(t)}})
+	require.NoError(t, err)
+	cfg := nodeConfig(t, e.URL, "cpp", nd.JoinCode, nil)
+	cfg.NewBackend, cfg.LocalSlots, cfg.RenewInterval = factory, 2, time.Second
+	n := runNode(t, cfg)
+	st := healthz(t, n)
+	require.Contains(t, st.Runtime, "g++")
+	require.Equal(t, []worker.Dependency{{Name: "docker", Healthy: true}, {Name: "image", Healthy: true, Detail: mustTag(t, "cpp")}}, st.Dependencies)
+
+	src := "#include <cstdio>\nint main(){long a,b;if(scanf(\"%ld %ld\",&a,&b)!=2)return 1;if(a+b)printf(\"%ld\\n\",a+b);}\n"
+	ac := e.Enqueue("ALGO", "cpp-ac", "cpp17", src, man)
+	ce := e.Enqueue("ALGO", "cpp-ce", "cpp17", "int main( {", man)
+	j := waitJob(t, e, ac, 3*time.Minute, "completed", completed)
+	require.Equal(t, "AC", j.Verdict, string(j.Result))
+	j = waitJob(t, e, ce, 3*time.Minute, "completed", completed)
+	require.Equal(t, "CE", j.Verdict, string(j.Result))
+}
+
+func mustTag(t *testing.T, pool string) string {
+	tag, err := code.ImageTag(pool)
+	require.NoError(t, err)
+	return tag
+}
