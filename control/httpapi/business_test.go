@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/getkin/kin-openapi/openapi3filter"
+	"github.com/getkin/kin-openapi/routers/gorillamux"
 	"github.com/stretchr/testify/require"
 
 	"github.com/kece-oj/kece/contracts/businessapi"
@@ -75,6 +77,29 @@ func publish(t *testing.T, c *businessapi.ClientWithResponses, m businessapi.Man
 	return r.JSON200.ManifestId
 }
 
+// conforms checks a response against the business contract: status listed
+// for the operation, body valid against its schema.
+func conforms(t *testing.T, resp *http.Response, body []byte) {
+	t.Helper()
+	require.NoError(t, contractErr(t, resp, body), "%s %s → %d %s", resp.Request.Method, resp.Request.URL.Path, resp.StatusCode, body)
+}
+
+func contractErr(t *testing.T, resp *http.Response, body []byte) error {
+	t.Helper()
+	sw, err := businessapi.GetSwagger()
+	require.NoError(t, err)
+	sw.Servers = nil
+	router, err := gorillamux.NewRouter(sw)
+	require.NoError(t, err)
+	route, params, err := router.FindRoute(resp.Request)
+	require.NoError(t, err)
+	in := &openapi3filter.RequestValidationInput{Request: resp.Request, PathParams: params, Route: route,
+		Options: &openapi3filter.Options{AuthenticationFunc: openapi3filter.NoopAuthenticationFunc}}
+	return openapi3filter.ValidateResponse(context.Background(), &openapi3filter.ResponseValidationInput{
+		RequestValidationInput: in, Status: resp.StatusCode, Header: resp.Header, Body: io.NopCloser(bytes.NewReader(body)),
+		Options: &openapi3filter.Options{IncludeResponseStatus: true}})
+}
+
 func (e *bizEnv) count(q string, args ...any) int {
 	e.t.Helper()
 	var n int
@@ -103,10 +128,12 @@ func TestBusinessRoundTrip(t *testing.T) {
 	d := digestOf(content)
 	up, err := c.UploadArtifactWithBodyWithResponse(ctx, d, "application/octet-stream", bytes.NewReader(content))
 	require.NoError(t, err)
+	conforms(t, up.HTTPResponse, up.Body)
 	require.Equal(t, http.StatusCreated, up.StatusCode(), string(up.Body))
 	require.Equal(t, businessapi.ArtifactStored{Sha256: d, Size: 4}, *up.JSON201)
 	up, err = c.UploadArtifactWithBodyWithResponse(ctx, d, "application/octet-stream", bytes.NewReader(content))
 	require.NoError(t, err)
+	conforms(t, up.HTTPResponse, up.Body)
 	require.Equal(t, http.StatusOK, up.StatusCode(), string(up.Body))
 	require.Equal(t, businessapi.ArtifactStored{Sha256: d, Size: 4}, *up.JSON200)
 
@@ -114,20 +141,24 @@ func TestBusinessRoundTrip(t *testing.T) {
 	m := codeManifest(t, c, "1 2\n", "3\n")
 	pm, err := c.PublishManifestWithResponse(ctx, m)
 	require.NoError(t, err)
+	conforms(t, pm.HTTPResponse, pm.Body)
 	require.Equal(t, http.StatusCreated, pm.StatusCode(), string(pm.Body))
 	manID := pm.JSON201.ManifestId
 	pm2, err := c.PublishManifestWithResponse(ctx, m)
 	require.NoError(t, err)
+	conforms(t, pm2.HTTPResponse, pm2.Body)
 	require.Equal(t, http.StatusOK, pm2.StatusCode(), string(pm2.Body))
 	require.Equal(t, *pm.JSON201, *pm2.JSON200)
 	gm, err := c.GetManifestWithResponse(ctx, manID)
 	require.NoError(t, err)
+	conforms(t, gm.HTTPResponse, gm.Body)
 	require.Equal(t, http.StatusOK, gm.StatusCode(), string(gm.Body))
 	require.Equal(t, manID, gm.JSON200.ManifestId)
 	require.Equal(t, pm.JSON201.Digest, gm.JSON200.Digest)
 	require.Equal(t, m, gm.JSON200.Manifest)
 	gm, err = c.GetManifestWithResponse(ctx, "999999")
 	require.NoError(t, err)
+	conforms(t, gm.HTTPResponse, gm.Body)
 	require.Equal(t, http.StatusNotFound, gm.StatusCode())
 	code, _ := apiError(t, gm.Body)
 	require.Equal(t, "MANIFEST_NOT_FOUND", code)
@@ -137,18 +168,21 @@ func TestBusinessRoundTrip(t *testing.T) {
 		Source: "int main(){}", ManifestId: manID}
 	en, err := c.EnqueueSubmissionWithResponse(ctx, nil, create)
 	require.NoError(t, err)
+	conforms(t, en.HTTPResponse, en.Body)
 	require.Equal(t, http.StatusAccepted, en.StatusCode(), string(en.Body))
 	require.Equal(t, businessapi.SubmissionStatusCodePending, en.JSON202.Status)
 	require.Equal(t, int64(1), en.JSON202.Generation)
 	jobID := en.JSON202.JobId
 	again, err := c.EnqueueSubmissionWithResponse(ctx, nil, create)
 	require.NoError(t, err)
+	conforms(t, again.HTTPResponse, again.Body)
 	require.Equal(t, http.StatusAccepted, again.StatusCode(), string(again.Body))
 	require.Equal(t, *en.JSON202, *again.JSON202)
 	other := create
 	other.Source = "int main(){return 1;}"
 	cf, err := c.EnqueueSubmissionWithResponse(ctx, nil, other)
 	require.NoError(t, err)
+	conforms(t, cf.HTTPResponse, cf.Body)
 	require.Equal(t, http.StatusConflict, cf.StatusCode(), string(cf.Body))
 	require.Equal(t, businessapi.ErrorCodeSubmissionConflict, cf.JSON409.Code)
 
@@ -177,6 +211,7 @@ func TestBusinessRoundTrip(t *testing.T) {
 
 	st, err := c.GetSubmissionWithResponse(ctx, "ALGO", "s-1")
 	require.NoError(t, err)
+	conforms(t, st.HTTPResponse, st.Body)
 	require.Equal(t, http.StatusOK, st.StatusCode(), string(st.Body))
 	require.Equal(t, businessapi.SubmissionStatusCodePending, st.JSON200.Status)
 	require.Equal(t, businessapi.WaitReasonWaitingForWorker, *st.JSON200.WaitReason)
@@ -208,6 +243,7 @@ func TestBusinessRoundTrip(t *testing.T) {
 	require.Equal(t, http.StatusOK, rn.StatusCode(), string(rn.Body))
 	st, err = c.GetSubmissionWithResponse(ctx, "ALGO", "s-1")
 	require.NoError(t, err)
+	conforms(t, st.HTTPResponse, st.Body)
 	require.Equal(t, businessapi.SubmissionStatusCodeJudging, st.JSON200.Status)
 	require.Nil(t, st.JSON200.WaitReason)
 	require.Equal(t, int32(1), st.JSON200.CasesTotal)
@@ -218,7 +254,10 @@ func TestBusinessRoundTrip(t *testing.T) {
 	require.Equal(t, http.StatusOK, res.StatusCode(), string(res.Body))
 	st, err = c.GetSubmissionWithResponse(ctx, "ALGO", "s-1")
 	require.NoError(t, err)
+	conforms(t, st.HTTPResponse, st.Body)
 	require.Equal(t, businessapi.SubmissionStatusCodeWA, st.JSON200.Status)
+	require.Error(t, contractErr(t, st.HTTPResponse, bytes.Replace(st.Body, []byte(`"casesDone"`), []byte(`"casesDoneX"`), 1)),
+		"the contract check can fail")
 	require.NotNil(t, st.JSON200.Verdict)
 	require.Equal(t, businessapi.VerdictStatusWA, st.JSON200.Verdict.Status)
 	require.Equal(t, int64(100), st.JSON200.Verdict.MaxScore)
@@ -228,6 +267,7 @@ func TestBusinessRoundTrip(t *testing.T) {
 	// The settlement event: claimed once, acked, then gone; acking again is idempotent.
 	ev, err := c.ClaimSettlementEventsWithResponse(ctx, businessapi.EventClaimRequest{Consumer: "biz-1", Max: 10, LeaseMs: 60000})
 	require.NoError(t, err)
+	conforms(t, ev.HTTPResponse, ev.Body)
 	require.Equal(t, http.StatusOK, ev.StatusCode(), string(ev.Body))
 	require.Len(t, ev.JSON200.Events, 1)
 	e := ev.JSON200.Events[0]
@@ -246,26 +286,31 @@ func TestBusinessRoundTrip(t *testing.T) {
 	}
 	ev, err = c.ClaimSettlementEventsWithResponse(ctx, businessapi.EventClaimRequest{Consumer: "biz-2", Max: 10, LeaseMs: 60000})
 	require.NoError(t, err)
+	conforms(t, ev.HTTPResponse, ev.Body)
 	require.Empty(t, ev.JSON200.Events)
 
 	// A judged submission cannot be cancelled; a rejudge makes generation 2,
 	// which can be cancelled, twice.
 	cn, err := c.CancelSubmissionWithResponse(ctx, "ALGO", "s-1", businessapi.ReasonRequest{Reason: "user withdrew"})
 	require.NoError(t, err)
+	conforms(t, cn.HTTPResponse, cn.Body)
 	require.Equal(t, http.StatusConflict, cn.StatusCode(), string(cn.Body))
 	require.Equal(t, businessapi.ErrorCodeSubmissionTerminal, cn.JSON409.Code)
 	rj, err := c.RejudgeSubmissionWithResponse(ctx, "ALGO", "s-1", businessapi.ReasonRequest{Reason: "tests fixed"})
 	require.NoError(t, err)
+	conforms(t, rj.HTTPResponse, rj.Body)
 	require.Equal(t, http.StatusAccepted, rj.StatusCode(), string(rj.Body))
 	require.Equal(t, int64(2), rj.JSON202.Generation)
 	require.NotEqual(t, jobID, rj.JSON202.JobId)
 	st, err = c.GetSubmissionWithResponse(ctx, "ALGO", "s-1")
 	require.NoError(t, err)
+	conforms(t, st.HTTPResponse, st.Body)
 	require.Equal(t, businessapi.SubmissionStatusCodePending, st.JSON200.Status)
 	require.Equal(t, rj.JSON202.JobId, st.JSON200.JobId)
 	for i := 0; i < 2; i++ {
 		cn, err = c.CancelSubmissionWithResponse(ctx, "ALGO", "s-1", businessapi.ReasonRequest{Reason: "user withdrew"})
 		require.NoError(t, err)
+		conforms(t, cn.HTTPResponse, cn.Body)
 		require.Equal(t, http.StatusOK, cn.StatusCode(), string(cn.Body))
 		require.Equal(t, businessapi.SubmissionStatusCodeCancelled, cn.JSON200.Status)
 		require.Equal(t, int64(2), cn.JSON200.Generation)
@@ -293,6 +338,7 @@ func TestBusinessRoundTrip(t *testing.T) {
 	require.NoError(t, err)
 	sum, err := anon.GetJudgersSummaryWithResponse(ctx)
 	require.NoError(t, err)
+	conforms(t, sum.HTTPResponse, sum.Body)
 	require.Equal(t, http.StatusOK, sum.StatusCode(), string(sum.Body))
 	require.Equal(t, int32(5), sum.JSON200.TotalPools)
 	require.Equal(t, int32(1), sum.JSON200.ReadyPools)
