@@ -3,6 +3,7 @@
 //
 //	kece-bench scheduler [flags]   durable scheduling throughput vs the commit-rate bound
 //	kece-bench sandbox [flags]     code engine per-case cost vs native exec and container per case
+//	kece-bench failover [flags]    time from killing a node mid-job to the job running on another
 //	kece-bench all                 every benchmark with default flags
 package main
 
@@ -24,6 +25,7 @@ func commands() []command {
 	return []command{
 		{"scheduler", "durable lifecycles/s against the machine's commit rate", runScheduler},
 		{"sandbox", "code engine per-case cost vs native exec and container per case", runSandbox},
+		{"failover", "kill a kece-node mid-job: time until another node runs it, vs lease TTL + reap + 1s", runFailover},
 		{"pickup", "claim long-poll pickup latency, same vs cross replica, against the ready-claim floor", runPickup},
 	}
 }
