@@ -62,11 +62,11 @@ public class Main {
 	"python": {"python3", `a, b = map(int, input().split())
 print(a + b)
 `},
-	// TypeScript as run by the arkts stand-in runtime (tsc + Node.js); an
-	// Ark toolchain runs it unchanged.
+	// TypeScript as run by the arkts stand-in runtime (tsc --lib es2020 +
+	// Node.js): no DOM, so output goes through fs, not console.
 	"arkts": {"arkts", `const fs = require("fs");
 const w: string[] = fs.readFileSync(0, "utf8").split(/\s+/).filter((s: string) => s.length > 0);
-console.log(String(BigInt(w[0]) + BigInt(w[1])));
+fs.writeSync(1, String(BigInt(w[0]) + BigInt(w[1])) + "\n");
 `},
 	"mysql": {"mysql", "SELECT a + b AS s FROM kece_check ORDER BY id"},
 }
