@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
@@ -41,7 +42,7 @@ const (
 func runPickup(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("pickup", flag.ContinueOnError)
 	samples := fs.Int("samples", 100, "wake-ups measured per mode")
-	park := fs.Duration("park", 20*time.Millisecond, "pause before each enqueue so the claim is parked")
+	park := fs.Duration("park", 20*time.Millisecond, "least pause before each enqueue so the claim is parked (plus a random part of -poll)")
 	poll := fs.Duration("poll", longpoll.PollIntervalDefault, "cross-replica signal poll interval")
 	dsn := fs.String("dsn", "", "MySQL server DSN without database (default $KECE_BENCH_MYSQL_DSN or the private MariaDB)")
 	if err := fs.Parse(args); err != nil {
@@ -124,11 +125,11 @@ func runPickup(ctx context.Context, args []string) error {
 	if err != nil {
 		return fmt.Errorf("baseline: %w", err)
 	}
-	same, err := p.wakeups(ctx, bizA, "same", *samples, *park)
+	same, err := p.wakeups(ctx, bizA, "same", *samples, *park, *poll)
 	if err != nil {
 		return fmt.Errorf("same replica: %w", err)
 	}
-	cross, err := p.wakeups(ctx, bizB, "cross", *samples, *park)
+	cross, err := p.wakeups(ctx, bizB, "cross", *samples, *park, *poll)
 	if err != nil {
 		return fmt.Errorf("cross replica: %w", err)
 	}
@@ -253,7 +254,10 @@ func (p *pickup) readyClaims(ctx context.Context, biz *businessapi.ClientWithRes
 	return out, nil
 }
 
-func (p *pickup) wakeups(ctx context.Context, biz *businessapi.ClientWithResponses, mode string, n int, park time.Duration) (wakeResult, error) {
+// wakeups parks a claim, then enqueues. The pause before each enqueue is
+// park plus a random part of the poll interval, so enqueues fall at every
+// phase of the signal poller's ticker (a fixed pause would lock onto one).
+func (p *pickup) wakeups(ctx context.Context, biz *businessapi.ClientWithResponses, mode string, n int, park, poll time.Duration) (wakeResult, error) {
 	var res wakeResult
 	type claimed struct {
 		jobs []machineapi.ClaimedJob
@@ -266,7 +270,7 @@ func (p *pickup) wakeups(ctx context.Context, biz *businessapi.ClientWithRespons
 			jobs, err := p.claim(ctx, 10_000)
 			ch <- claimed{jobs, time.Now(), err}
 		}()
-		t := time.NewTimer(park)
+		t := time.NewTimer(park + rand.N(poll))
 		select {
 		case <-ctx.Done():
 			t.Stop()
