@@ -277,6 +277,8 @@ func (n *Node) fetch(ctx context.Context, j *job, digest string, size int64) (*a
 			return nil, engine.Infraf(engine.InfraCorruptInput, "artifact %s: %w", digest, err)
 		case errors.Is(err, artifact.ErrClosed):
 			return nil, engine.Infra(engine.InfraCancelled, err)
+		case errors.As(err, &ae) && ae.Code == machineapi.ErrorCodeArtifactNotInManifest:
+			return nil, engine.Infraf(engine.InfraCorruptInput, "artifact %s is not in the job's manifest: %w", digest, err)
 		case errors.As(err, &ae) && (ae.Status == http.StatusConflict || ae.Code == machineapi.ErrorCodeJobNotFound):
 			return nil, &abandonError{err}
 		case errors.As(err, &ae) && ae.Status == http.StatusNotFound:

@@ -275,6 +275,8 @@ func (n *Node) login(ctx context.Context) error {
 	n.mu.Lock()
 	n.cred = cred
 	n.mu.Unlock()
+	// Written once, before any goroutine that reads it starts.
+	n.nodeID = cred.NodeID
 	backoff := n.cfg.RetryBase
 	for {
 		err := n.openSession(ctx)
@@ -316,7 +318,11 @@ func (n *Node) openSession(ctx context.Context) error {
 	// quarter of the lease so a claimed job always has most of it left.
 	t.claimWait = min(t.claimWait, t.leaseTTL/4)
 	n.mu.Lock()
-	n.nodeID, n.epoch, n.timing = s.NodeId, s.SessionEpoch, t
+	if n.nodeID != "" && n.nodeID != s.NodeId {
+		n.mu.Unlock()
+		return fmt.Errorf("the control plane now says this credential is node %s, not %s", s.NodeId, n.nodeID)
+	}
+	n.epoch, n.timing = s.SessionEpoch, t
 	n.desired, n.adminSlots = s.DesiredState, int(s.Slots)
 	n.mu.Unlock()
 	n.log.Info("session open", "node_id", s.NodeId, "session_epoch", s.SessionEpoch, "desired_state", s.DesiredState, "slots", s.Slots)
@@ -346,6 +352,7 @@ func (n *Node) reopen(ctx context.Context, failedToken *string) {
 func (n *Node) handleCallError(ctx context.Context, err error, token *string, backoff *time.Duration) (time.Duration, bool) {
 	switch {
 	case fatal(err):
+		n.m.authFailures.Add(1)
 		n.fail(err)
 		return 0, false
 	case sessionInvalid(err):
@@ -355,7 +362,8 @@ func (n *Node) handleCallError(ctx context.Context, err error, token *string, ba
 		return n.backoffFor(err, backoff), true
 	}
 	var ae *APIError
-	if errors.As(err, &ae) && (ae.Status == http.StatusUnauthorized || ae.Status == http.StatusForbidden) {
+	if errors.As(err, &ae) && ae.Status == http.StatusUnauthorized {
+		// An unauthenticated answer we cannot repair by reopening the session.
 		n.m.authFailures.Add(1)
 		n.fail(fmt.Errorf("authentication trouble: %w", err))
 		return 0, false

@@ -12,6 +12,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/kece-oj/kece/contracts/machineapi"
 	"github.com/kece-oj/kece/control/controltest"
 	"github.com/kece-oj/kece/control/store"
 	"github.com/kece-oj/kece/worker"
@@ -441,4 +442,61 @@ func TestGracefulDrain(t *testing.T) {
 	j = waitJob(t, e, j2, 5*time.Second, "attempt closed", func(j store.Job) bool { return j.LastErrorCode != "" })
 	require.Equal(t, "CANCELLED", j.LastErrorCode)
 	require.Equal(t, store.StateQueued, j.State, "retried elsewhere")
+}
+
+// 401 SESSION_INVALID (the session token was reissued to the same boot):
+// the node reopens its session with the same boot id, keeps its epoch and
+// goes on judging.
+func TestSessionInvalidReopens(t *testing.T) {
+	t.Parallel()
+	e := env(t, 3*time.Second)
+	man := publishEcho(e)
+	nd := e.NewNode("cpp", 1, 4)
+	e.ForceEnable(nd.ID)
+	cfg := nodeConfig(t, e.URL, "cpp", nd.JoinCode, newFake(false))
+	n := runNode(t, cfg)
+	raw, err := os.ReadFile(cfg.CredentialFile)
+	require.NoError(t, err)
+	var cred worker.Credential
+	require.NoError(t, json.Unmarshal(raw, &cred))
+	// Reissue this boot's session token behind the node's back.
+	c, err := machineapi.NewClientWithResponses(e.URL, machineapi.WithRequestEditorFn(controltest.Bearer(cred.Secret)))
+	require.NoError(t, err)
+	s, err := c.OpenSessionWithResponse(e.Ctx, machineapi.SessionRequest{BootId: n.BootID(), ProtocolVersion: 1})
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, s.StatusCode(), string(s.Body))
+	require.Equal(t, int64(1), s.JSON200.SessionEpoch)
+	failures := n.Metrics().HeartbeatFailures + n.Metrics().ClaimFailures
+	require.Eventually(t, func() bool { return n.Metrics().HeartbeatFailures+n.Metrics().ClaimFailures > failures },
+		5*time.Second, 10*time.Millisecond, "the old token is refused")
+
+	jobID := enqueue(e, "cpp17", man)
+	waitJob(t, e, jobID, 10*time.Second, "completed after the reopen", completed)
+	node, err := e.Store.GetNode(e.Ctx, nd.ID)
+	require.NoError(t, err)
+	require.Equal(t, int64(1), node.SessionEpoch, "same boot, same session epoch")
+	select {
+	case <-n.done:
+		t.Fatalf("node stopped: %v", n.err)
+	default:
+	}
+}
+
+// A revoked node stops at once (403 NODE_REVOKED), cancelling its job.
+func TestRevokedNodeStops(t *testing.T) {
+	t.Parallel()
+	e := env(t, 3*time.Second)
+	man := publishEcho(e)
+	nd := e.NewNode("cpp", 1, 4)
+	e.ForceEnable(nd.ID)
+	fake := newFake(true)
+	n := runNode(t, nodeConfig(t, e.URL, "cpp", nd.JoinCode, fake))
+	jobID := enqueue(e, "cpp17", man)
+	fake.waitStarted(t, 10*time.Second)
+	_, err := e.Store.Revoke(e.Ctx, nd.ID, "test", "stolen host")
+	require.NoError(t, err)
+	require.ErrorIs(t, n.wait(t, 10*time.Second), worker.ErrRevoked)
+	require.Equal(t, idStr(jobID), <-fake.cancelled)
+	m := n.Metrics()
+	require.Zero(t, m.ResultsAccepted+m.ResultsAlreadyCommitted, "nothing posted")
 }
