@@ -4,12 +4,14 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -18,6 +20,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kece-oj/kece/artifact"
+	"github.com/kece-oj/kece/contracts"
 	"github.com/kece-oj/kece/contracts/businessapi"
 	"github.com/kece-oj/kece/contracts/machineapi"
 	"github.com/kece-oj/kece/control/store"
@@ -412,4 +415,54 @@ func TestClaimWokenByEnqueueOnAnotherReplica(t *testing.T) {
 		require.Equal(t, en.JSON202.JobId, got.jobs[0].JobId)
 		require.Less(t, got.at.Sub(enqueued), 1500*time.Millisecond, "woken by the pool signal, not the periodic retry")
 	}
+}
+
+// TestBusinessSamplesAccepted: the contract's fixed samples go through the
+// real server: the SQL manifest publishes and reads back unchanged, and the
+// sample submission enqueues against it only with a SQL language.
+func TestBusinessSamplesAccepted(t *testing.T) {
+	t.Parallel()
+	b := startBiz(t)
+	ctx := b.env.Ctx
+	raw, err := contracts.Samples.ReadFile("samples/business/manifest-sql.json")
+	require.NoError(t, err)
+	pm, err := b.c.PublishManifestWithBodyWithResponse(ctx, "application/json", bytes.NewReader(raw))
+	require.NoError(t, err)
+	require.Equal(t, http.StatusCreated, pm.StatusCode(), string(pm.Body))
+	conforms(t, pm.HTTPResponse, pm.Body)
+	gm, err := b.c.GetManifestWithResponse(ctx, pm.JSON201.ManifestId)
+	require.NoError(t, err)
+	conforms(t, gm.HTTPResponse, gm.Body)
+	back, err := json.Marshal(gm.JSON200.Manifest)
+	require.NoError(t, err)
+	require.JSONEq(t, string(raw), string(back))
+
+	sub, err := contracts.Samples.ReadFile("samples/business/submission-create.json")
+	require.NoError(t, err)
+	var create map[string]any
+	require.NoError(t, json.Unmarshal(sub, &create))
+	create["manifestId"] = pm.JSON201.ManifestId
+	body, err := json.Marshal(create)
+	require.NoError(t, err)
+	r, err := b.c.EnqueueSubmissionWithBodyWithResponse(ctx, nil, "application/json", bytes.NewReader(body))
+	require.NoError(t, err)
+	require.Equal(t, http.StatusUnprocessableEntity, r.StatusCode(), string(r.Body))
+	require.Equal(t, businessapi.ErrorCodeManifestLanguageMismatch, r.JSON422.Code)
+	create["language"], create["source"] = "mysql", "SELECT name, dept FROM emp WHERE salary > 5000 ORDER BY name"
+	body, err = json.Marshal(create)
+	require.NoError(t, err)
+	r, err = b.c.EnqueueSubmissionWithBodyWithResponse(ctx, nil, "application/json", bytes.NewReader(body))
+	require.NoError(t, err)
+	require.Equal(t, http.StatusAccepted, r.StatusCode(), string(r.Body))
+	conforms(t, r.HTTPResponse, r.Body)
+	j, err := b.env.Store.GetJob(ctx, bizID(t, r.JSON202.JobId))
+	require.NoError(t, err)
+	require.Equal(t, "mysql", j.Pool, "the pool follows the language")
+}
+
+func bizID(t *testing.T, s string) int64 {
+	t.Helper()
+	id, err := strconv.ParseInt(s, 10, 64)
+	require.NoError(t, err)
+	return id
 }
