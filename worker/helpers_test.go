@@ -31,6 +31,8 @@ import (
 // release(jobID) or its context.
 type fakeBackend struct {
 	block bool
+	// badCase makes every verdict name a case the manifest does not have.
+	badCase bool
 
 	mu        sync.Mutex
 	gates     map[string]chan struct{}
@@ -99,6 +101,9 @@ func (f *fakeBackend) Execute(ctx context.Context, task engine.Task, p engine.Pr
 			return engine.Verdict{}, engine.Infra(engine.InfraCorruptInput, err)
 		}
 		cr := engine.CaseResult{ID: c.ID, Status: engine.StatusAccepted, Score: c.Weight, CPUTime: time.Millisecond}
+		if f.badCase {
+			cr.ID = "not-in-manifest"
+		}
 		if !bytes.Equal(in, exp) {
 			cr.Status, cr.Score, cr.Message = engine.StatusWrongAnswer, 0, "differs"
 			if v.Status == engine.StatusAccepted {

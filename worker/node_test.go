@@ -500,3 +500,25 @@ func TestRevokedNodeStops(t *testing.T) {
 	m := n.Metrics()
 	require.Zero(t, m.ResultsAccepted+m.ResultsAlreadyCommitted, "nothing posted")
 }
+
+// 422 RESULT_INVALID: the payload is never retried as is; the node reports
+// its own defect and closes the lease with an INTERNAL error instead.
+func TestRefusedResultIsNotRetried(t *testing.T) {
+	t.Parallel()
+	e := env(t, 3*time.Second)
+	man := publishEcho(e)
+	nd := e.NewNode("cpp", 1, 4)
+	e.ForceEnable(nd.ID)
+	fake := newFake(false)
+	fake.badCase = true
+	px := faultproxy.New(e.URL)
+	t.Cleanup(px.Close)
+	n := runNode(t, nodeConfig(t, px.URL(), "cpp", nd.JoinCode, fake))
+	jobID := enqueue(e, "cpp17", man)
+	j := waitJob(t, e, jobID, 10*time.Second, "attempt closed", func(j store.Job) bool { return j.LastErrorCode != "" })
+	require.Equal(t, "INTERNAL", j.LastErrorCode)
+	require.Eventually(t, func() bool { return n.Metrics().ResultsAccepted == 1 }, 5*time.Second, 10*time.Millisecond)
+	m := n.Metrics()
+	require.Equal(t, int64(1), m.NodeDefects)
+	require.Equal(t, 2, px.Count("POST", "/jobs/"+idStr(jobID)+"/result"), "one refused verdict, one error report, no loop")
+}
