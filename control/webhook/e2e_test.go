@@ -90,4 +90,3 @@ func TestDeliversRealSettlements(t *testing.T) {
 	require.Equal(t, "IMAGE_MISSING", *e.Payload.ErrorCode)
 	require.Nil(t, e.Payload.Verdict)
 }
-
