@@ -33,6 +33,7 @@ func TestAbuse(t *testing.T) {
 		{"stderr", "blocked", engine.StatusAccepted, ""},
 		{"sparse", "x", engine.StatusOutputLimitExceeded, ""},
 		{"oomfork", "blocked", engine.StatusMemoryLimitExceeded, ""}, // the container OOMs; the supervisor survives
+		{"nofile", "blocked", engine.StatusAccepted, ""},
 		{"tmpstate", "blocked", engine.StatusAccepted, ""},
 		{"ids", "blocked", engine.StatusAccepted, ""},
 	}

@@ -403,7 +403,7 @@ func (j *job) compile(ctx context.Context, s *session, rt engine.RuntimeSpec) (b
 	if res.SetupError != "" {
 		return false, "", engine.Infraf(engine.InfraConfig, "compile command of %s (image %s) did not start: %s", rt.Pool, rt.Image, res.SetupError)
 	}
-	log := res.Log
+	log := strings.ToValidUTF8(res.Log, "\uFFFD")
 	if res.LogTruncated {
 		log += "\n[compiler output truncated]"
 	}
@@ -580,9 +580,10 @@ func containsAny(s string, subs []string) bool {
 	return false
 }
 
+// clip bounds s to about n bytes of valid UTF-8 (program output is arbitrary bytes).
 func clip(s string, n int) string {
-	if len(s) <= n {
-		return s
+	if len(s) > n {
+		s = s[:n] + "…"
 	}
-	return s[:n] + "…"
+	return strings.ToValidUTF8(s, "\uFFFD")
 }

@@ -112,6 +112,11 @@ int main() {
         }
         while (wait(nullptr) > 0) {}
         done();
+    } else if (m == "nofile") {  // the per-run open-files limit holds
+        int n = 0;
+        while (n < 100000 && open("/dev/null", O_RDONLY) >= 0) n++;
+        if (n >= 1024) breach("opened 1024+ files");
+        done();
     } else if (m == "tmpstate") {  // nothing survives in /tmp from an earlier case
         if (access("/tmp/ok", F_OK) == 0 || access("/tmp/sparse", F_OK) == 0) breach("found files of an earlier case");
         done();
