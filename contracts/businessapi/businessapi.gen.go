@@ -882,10 +882,14 @@ type ClientInterface interface {
 	//
 	// The body is streamed to a temporary file while hashing; it is kept
 	// only if its SHA-256 equals the path digest. Uploading an existing
-	// digest is a no-op answering 200. At most 256 MiB per file.
+	// digest is a no-op answering 200. At most 256 MiB per file. With a
+	// `Content-Length` the body must have exactly that many bytes; a chunked
+	// body is bounded by the maximum only.
 	//
 	// Errors: 400 `REQUEST_INVALID`; 401 `UNAUTHENTICATED`;
-	// 413 `PAYLOAD_TOO_LARGE`; 422 `DIGEST_MISMATCH`; 429 `RATE_LIMITED`; 5xx.
+	// 413 `PAYLOAD_TOO_LARGE`; 422 `DIGEST_MISMATCH`,
+	// `ARTIFACT_SIZE_MISMATCH` (the body ended before its Content-Length);
+	// 429 `RATE_LIMITED`; 5xx.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -1116,10 +1120,14 @@ type ClientInterface interface {
 //
 // The body is streamed to a temporary file while hashing; it is kept
 // only if its SHA-256 equals the path digest. Uploading an existing
-// digest is a no-op answering 200. At most 256 MiB per file.
+// digest is a no-op answering 200. At most 256 MiB per file. With a
+// `Content-Length` the body must have exactly that many bytes; a chunked
+// body is bounded by the maximum only.
 //
 // Errors: 400 `REQUEST_INVALID`; 401 `UNAUTHENTICATED`;
-// 413 `PAYLOAD_TOO_LARGE`; 422 `DIGEST_MISMATCH`; 429 `RATE_LIMITED`; 5xx.
+// 413 `PAYLOAD_TOO_LARGE`; 422 `DIGEST_MISMATCH`,
+// `ARTIFACT_SIZE_MISMATCH` (the body ended before its Content-Length);
+// 429 `RATE_LIMITED`; 5xx.
 //
 // Takes any type of body and a specified content type.
 //
@@ -1974,10 +1982,14 @@ type ClientWithResponsesInterface interface {
 	//
 	// The body is streamed to a temporary file while hashing; it is kept
 	// only if its SHA-256 equals the path digest. Uploading an existing
-	// digest is a no-op answering 200. At most 256 MiB per file.
+	// digest is a no-op answering 200. At most 256 MiB per file. With a
+	// `Content-Length` the body must have exactly that many bytes; a chunked
+	// body is bounded by the maximum only.
 	//
 	// Errors: 400 `REQUEST_INVALID`; 401 `UNAUTHENTICATED`;
-	// 413 `PAYLOAD_TOO_LARGE`; 422 `DIGEST_MISMATCH`; 429 `RATE_LIMITED`; 5xx.
+	// 413 `PAYLOAD_TOO_LARGE`; 422 `DIGEST_MISMATCH`,
+	// `ARTIFACT_SIZE_MISMATCH` (the body ended before its Content-Length);
+	// 429 `RATE_LIMITED`; 5xx.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -3058,10 +3070,14 @@ func (r GetJudgersSummaryResponse) ContentType() string {
 //
 // The body is streamed to a temporary file while hashing; it is kept
 // only if its SHA-256 equals the path digest. Uploading an existing
-// digest is a no-op answering 200. At most 256 MiB per file.
+// digest is a no-op answering 200. At most 256 MiB per file. With a
+// `Content-Length` the body must have exactly that many bytes; a chunked
+// body is bounded by the maximum only.
 //
 // Errors: 400 `REQUEST_INVALID`; 401 `UNAUTHENTICATED`;
-// 413 `PAYLOAD_TOO_LARGE`; 422 `DIGEST_MISMATCH`; 429 `RATE_LIMITED`; 5xx.
+// 413 `PAYLOAD_TOO_LARGE`; 422 `DIGEST_MISMATCH`,
+// `ARTIFACT_SIZE_MISMATCH` (the body ended before its Content-Length);
+// 429 `RATE_LIMITED`; 5xx.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -5974,132 +5990,133 @@ func (sh *strictHandler) GetJudgersSummary(w http.ResponseWriter, r *http.Reques
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7H39chu3suerdM25VaHuHUqUrPjEUu0ftEzbPNbXEamkckOvCM6AIqwZgB5gJDEuVe3T7IPtk2x1A/PJ",
-	"kUjKsXNuneQPhxoOgEaj8UN/ofnFC1Q8V5JLo72DL96Ms5An9PGCm2TRnRqe4F8h10Ei5kYo6R14Ax4o",
-	"GWowCu6YMDDhU5VwSLCJkNfbnu8l/HMqEh56ByZJue/pYMZjhl1NVRIz4x14QpoXe57vxUKKOI29g47v",
-	"mcWc26/4NU+8h4cH35uzhMXcOLoG6SQWWgsl++E5MzN8JpCoOf7he5LF2IMuvfYkOf+R8Kl34P1tp+DE",
-	"jv1W75TH8pCU4sFwMedrDY8v/gEEUDfEjoTruZKaEzdes/CCf065NvhXoKThkj6y+TwSAcMF2/mkcdW+",
-	"rDlmL0mU43x11YczXGIaDELFNUhlIGYmmIGZccDBExYYaI0vev+87A2GV/3Tn7vH/TfjrW3vwfeOlJxG",
-	"IvgOlGYjabgTZgZ3M2aARQln4QL4vdBGH0KoiH6SWWAahCYiT5V5q1IZfh92sjBMuNY8hIRrlSYBLzhL",
-	"hBJN52wRKRYOlTpmyTX/PqRNFDEr4DzUIIyGCbIFWuPz7q/HZ903V8Ozs6vj7sW7nlveoVInTC6cOOpv",
-	"T+UFMxwiEQvDka6L7rB3ddw/6Q97b8Zbh9nKIoIBgVmb0Ay0BS8EqTrctXO8ayLIvb1TQkai6lKy1MxU",
-	"In7n30FsThAP5DWoBFJ5I9WdhEmqheQa8fiGS2iNL0+7l8P3vdNh/6hL3KAFupT8fs4D8z2oHPDklidt",
-	"LUIOU5ZGBlo/3t/DuH867F2cdo/HPiCVP3f7x93Xx718vRyh80QFXGs2iXhPGmEW357iX3gUtfFs4iFM",
-	"UgSGaYobc7IABkka8Ucg4yHDchKjbmLElAVmYFRi+czCUOAQLDpP1JwnRiByT1mkue/NS4++eHrG9n58",
-	"ufJMsG/huOJ3Xj9RX+6vOlHLZ9Fv2Zius4/5+2ryiQeGYJtp3qepzJkxPEFm/e/fuu3/Zu3fO+1XH4uP",
-	"V9vtj186/ssXD//h5R1pkwh5nXV0wXUamQ35EuQUPMUXR+eD7/F7YY5UyBu1jTo/fC/msUoWHyYbsxKb",
-	"as0sItdOoBkPbngCoZhOfdDiWrIIUDfAfTv45zFwlEMfmIFYaQP78EG8RkiK2f0xl9eoWOx3Xr1sYKMO",
-	"VMKfQaslYpnUIU9iIZlBUMkITeMJT3zogJiCVJIjZRvpbb6nDTOpXrVoP/MkFLhd6OUH3zMi5ie6gaHn",
-	"l4Df1SlZY+J3LIpsl1+zUZwQ5hPLFiInOR+oJFElWcwXoJCaxt1mBWflDqlypyv1HU8AGcwSoZXchrFR",
-	"EU+YNGMQ11IlXINJmIhomecs4BqYDGEqaMH5XYRHyOFIjqeRYmbs+kJdhITBqVJjNtFDFY13xgmP8MMh",
-	"jPWcB4JFY0hSqYGNpHvQ/pSG1xzmibpOWAxCkpqomQwn6h5ayBkIVMihA/8LWBDwueHh1vZIenUAsINW",
-	"VjBU6STizUtoKfZoAaPnNXRTWInF9rVs0R6ynlYglX3dqfRVMaP2TwjG0PXPJZL+m8fvWWBQCN1q4/bA",
-	"BfSKOXysg4jv3bexffuWJYhJGjvquY6GRUdvXUeDrKMH37Pn52bS2bvlycIiHqmV20sLHDi0Xnly01ai",
-	"s9swEenHCbFWVpWOs7l9D7RJ0sCkCQ/JauH3BlpTlQC/Z/E84iSnajrlMsTdMhU8Cre2vYZFeRT/36cx",
-	"k220OFCHARziECS/pU0qDRNSoyKacKPXQf06FllAeQpHCm4t0XbCgpmQvKDOrgx2ug1HZ6dvj/tHQxCa",
-	"2HDNJU9EAPudV3A34xKkghiNfZKuqQjsFiaFjNNcMsmsGYGe79XUUs/3Ts+GV2/PLk/x80n3tP8WG5Qf",
-	"Di5fn/QHg/7ZaeXxm/47fPOkPzjpDo/el1sXw3Uvhv233SN6bdA/fVd+NOj/d6/c/Lh7+u6y+653dXk6",
-	"uDw/P7uw9OW95t+X2pRoy7jm+V7/Te/k/GzYOz369epD79eri97loFebyrB3cdI/7R57vldquWRYeb5X",
-	"Nmqwc6c+W2Zm2vOaO9xZZn15yyKBJ5k1XLg0qEpzfJJbv753wqSYcm1KjwpvROnhG3HNtTkRmjwBpYbF",
-	"OJlS7EyX0pOB+J2Xmh4zeZ2ya34pdTqfq8QSlXWYfVtqUFCUOxd8rx/yeK4Ml8HiA19ccFTjK+86jQeP",
-	"4lKzupXtk4F5bO1L7Fai8kutLiW7ZSLCzWNB8ZZL0w1uSq6YTdRbJXUa2zN/tYp9QDr27t7fm5VsjqT0",
-	"Q+pYGB6v1MCsyhyz+759e7fTobMx+zMfgyUJWzRAkSO+NHQjHuUsst6rDXnEghtrTj1/TtVp+J5U5j2P",
-	"/tBOa7yxRBcjPcqXo4iJ+OuFp2aCGwJ3a3RMMxedTmM80xJOBjSdxF8rchFnulFnf6/uIFLymsYm6dCg",
-	"DVsAtQjBKDAzoSGbQ7Nuz+6tmvbiZQf/Kyluu51Os1XG7psdzVlXu9VuVuv+hZBj38WUV63os2Tdcmpt",
-	"uRxwYyIec2lo5E2F1I3WNJO3CdczybXecAKS33Ft3nOWmAlnpnvdKB0nIoqEc8aBFjKwepdtDLOsNcou",
-	"kwuQKuSHwCaaS2NtkdOzq/e97sXwda87HDzDLkRDbqXWmfNgQG8vuU/o6ZPMG2TDVKd/3P+5B62l2eLM",
-	"nKWkplM0ysDMsCsVhVs+DIbd4x60VBTyZMtfZkGmfGHveObh66Rnld5bU104Frd4CA4MI3PpVOULqunQ",
-	"sx6Zmh0Kr/vv+qdDECEwDQxCHojYatwuMOR0bO/A29+roc8u4g6CD6LNT81g8w+0KRM9SOOYJYtNTxF9",
-	"Nm2KZiWol7dCZtiEab5FjoYMM7Vkcz1TpiJgITO8jW81kTgtb5u1ZAtbzZWK1t/050pFGQ+qG/7l8klH",
-	"gY/zrP/q5Omx3U/MEDAbUJKDDZbgpnuG78cow6J8wM0CfrUjFFeszNLKbCojZSxs2oyZ6tiwDd03cMMX",
-	"PvDt620I5vPdv/vwid0y/P98YWZKvvCBJTdG+xAv9OfoEIQh4Q65tZNw7Pppytq/f/zNHqL/tX1Fh+iL",
-	"3WaxJjVzU5y1bqaTSQO20jcw5wkkqTwslnYX0M49OnvTg9ip1frpY/en3Vd7q9ZbpWaemg+TRiVEhiwJ",
-	"wb4CAZsTVQHT/KvI2nu5t7u/v1IQV3gT/xhaXtb0khVeyFrcgUXREi32lIs5kwiicRoZMY8sJNGMIJgp",
-	"zSVMFla3uudBatQqBWpJf1q5/XLXZi5qpcVu2miZrbahh6gfx6lxnhJtAJGYzn2YJ2oS8Xi7th4wY7e8",
-	"CljIuZFkMgSpYKw/R+NtcrTX2tA3PgTOPz/+MqJJjLwDGFln2sh7GAOT4UhKRb3qQ2SySGysUQNLOMWB",
-	"KDzUIg0Ata+hiLlKzQlCBLu/UHfa9hKz+9cLwzVcq1ueyC1yu8ZsARMOnSZvJ4259kmQcfyIab6k+zWY",
-	"PUHhYF7DR4ktboQM16XiA76LNkGOZ0+1cqiHutjn1b7WzyhHKA1LYkoU5oMWc/QdL5+SVOLbt41HCTlP",
-	"zWDD4J5t9JwIX7ZFNx3RtXJDVjdoBwQiUcSvhRExMzxaAI/nZgFZTNkh/HPiM1xcz0zzNEsW22qQfSxi",
-	"U+Z/mbE1RlU4kJP1lOx8cDsj07oRpFBl/ufxmjq2iwwNPlvnetbveTqJhJ5tHEAOyRdHjaIIVd3f1lv7",
-	"j0vh+/fd9t6PLzMdWOK6ROJ3HuZwum2xxrn6wnWcJ7XlKTX2M8qbmI3aXZOl4aJLSkWHdACgrgoucQA0",
-	"6vQaCNCjBbgQZrZOwXzu+R4qeAi+pN95vkf6HQodKnjrLiD19A/b03nWU9f1dGJ7cpN4ns2Cpp42vzBh",
-	"mrSH7nVuqNgX4XPKUx5CkYB2CJ3Mcy+fEz6dO/6vMkfwXTt44WltoPifl73L3hsovOHwSU00tI7e944+",
-	"2M/8PojSkNuYy4bUknVwqkLeMHTvtPv6uPeGDmAlybZGodGWg0LnSvzXWCzErgodTWzxq+vaJPcXnLnM",
-	"lprCOFscQsIDlYQ8zKKqLA2FgUhd16JJu509qyTnDxqMDzvS8/yPSU7lU/Lh5lLnlWvcPHudRmbAN9Uk",
-	"uzBN1O9cQkIdgObmEG5ZlHINTFMgzgeZRhFp+aggnl4eH2/DGCnQY99ulXnCUQP3YcY0gQuXxtlTgYrS",
-	"WDaFMPF5VW8rLcTej025HIWyVv6+MNzVXbXD/APOgMIPLtC5ac9VLbFJTyR+PDabl/ubDrnkUbXccnNs",
-	"koC6X3NDHS3hzPCwW9UrnvTbhDwStzxZdI1B1WZ55+2CkjAVCVoo7t2n0WK3CaFcmGS9cAO9PFwjp6DG",
-	"LZtb4HsUvmWW/qfUyEZKP6nJunTObfBsfSpdtI10/3KW9UYZ2X49z3rTdOoGVzipIwXbMy74yyndtRTz",
-	"EqsLfixLlV8SzTXEPptWTT/rDYd4krkgPSEUvm2N5k9qAmbGDHCJR0Tr1iZZ+TD4dTDsnVz1Li7OLkAl",
-	"cNQ9PeodH/febJW1I9f5mhqQpTckLWd5eTeMfJSTFmpxKYpIddqvrp5KMVwv6awQA5t3liWVOD6tmbPW",
-	"GAtIH8Gy3BSreR/VHU/aaKjAjN9DpnZbbbjuTuy0X7H29OOXl/vNk68lI23G+qjkIX3SZM/eQ25Txvqm",
-	"ZqZr9ahlu4mHr7YC+SRqtFUGbVyfwrewmboxnPFM4UBdYs4StwdzOwkGvePe0TDzZOkssc4GF0wacml+",
-	"0CNZ6Csu0y4zrMc+blV6ZugGBr2npjBO+JQnXAZ88Nlm34GSI2mT7GKki+sZZFENaJWMocxmMHdq6xDe",
-	"nBwX5GE3nAWzkRzf8kRMXZr1GA2LPJ++QjvkLjDdmLwXReruJI2MGOTv4XO3CBOlIs4kuaYsZ45INzi1",
-	"ANP0XjmN/WmtM9MhrXZCbrinhe7l33c7P/30cn/V0eg8fJs6LRr7QkXeJYsvz9Wty4c1fHCFEGdeuLKA",
-	"1DW4H3980ZxdjJ0tv5/txuUGnIfLr+/vvtp/0dl/BKKr/tIVK7IOC8uSuoyyFfle9hyTYB8u7dPMXF4v",
-	"CP85+rlMQ0UdLmnLzdpweZHLS1Bwt5CSxm1S40AjlwuhLW0Gv3l7Po2RdbeX5ZznI6PX1hoiTllXb2Lr",
-	"IKkzcEPF4TmI8OS+I6FYa8/U1tI2LIFUMVAjV+miyNphk683cnIX4XqndVyibJ0AwDdxC5Z15hJJjfzM",
-	"dbuuyyjfkKffy2L6GlW1xrLMQqlYIE9po0XWJLH1O6iKm4kEjihU4u59NajM9qqBNcVdxgxzrmCKVFiH",
-	"dbNx3pwE1t5tziWzimPDrZlZcbPBOZKsbym70YN6/AfxGlqXw7ftn2CCcLtV8849fqj+q5jEq4zeJY3b",
-	"q6z109LXlEFEV0/dfcYfNIgwz8PJm22StPiYoVjfV8+IAOo3SvKN81tcSHKoDIue0Zg/ntbfl9OE5Tcb",
-	"sqT+iGmdsTBCjWfKRMRDYNYdAa2yT4AsjfPe6Zv+6TtrcVz0hhe/Xr3uHn04e/t2q4Hza5nl/xMwNWv9",
-	"M090oxbZl3gIae6ypThdarFtIJgxmUVihIZPanJY2HnKXcDClyObWaWfk674p2GC76XzcFNFo+RMWS8Y",
-	"mbtVlqKR59Ybb13zjuMUjnZjQKt7BP/v//xfOOrZm853TJiLtQITvxRvbgp9T526dWGqkOSX4KMCB2U+",
-	"P42cJcFdktPXDj3bUxbQZT969yDf1y3NORTkbPlwdHZy3j/un77z4R+Xb97hh5HMuVtzG7Yccmjg9zOW",
-	"amPvSIsq+tCdb701kmUvo/UOZFaDo4fuwLjxPd9zBHi+1z3yfO+Xrud7Q8phPaF/z+jfC/zniGLtJdrw",
-	"WTbWmnbIub3jRTdB4jndjvRskqm7qLIeEQtteGyvxvneEZMBj3Kf6NLWe/LAuxGSjrxC2FxWYvf43RnC",
-	"85vusPu6O+gdgo2YTlUCmkfTNiW96FUQ/VgC4s+l7brhOdg8J/rKuqEThpNgwSz3itG3uaqkZMAPXToJ",
-	"5d711ra7S3fK18l9ojXmx+q6ISXQfpe4PJZCkXtJd7PL9CEoJ/OEo+gnqUQErN/ie8y9ErP7QXZ/u+bS",
-	"T2PyHEaRZY5NP8nP7iLvwv+KS+ob3C5vpA4pKRGWXdq1i/3MFPyNL4k3u92L+9g5jysLXvDhqayw6lAN",
-	"WSeptiISqJhvQ78J9WyCIN31zEG0HF9ZB1PWQ6+1enrwvV8q5+FSOgGw/HAoYIeOCH1oY+XKzHhyJ3Ql",
-	"i+aXbn/YP3139fbs4uqXs4sPvQsatqQw4jSejlQ3TgvJFfL6rUp+UYnN46OaK69ZcKOmU+8jFd3gQYoW",
-	"4gCFxIJQBqNDdcNl0+LlhVKCSKBCkdVLueEBb1P9IhW5h9bhAO02AXLWcEwqMMkl+Ys4S4g8N6mZMXNb",
-	"W0TIqWrGxe55n7ZRTsuEBTdchtCykTxKS6Hcph80qDsJpVonWyh++mAk03mkWEjJsm1KlmXuQqX2YW6T",
-	"x0DkObV5CqwPXFIuij+Sgq7pGx8SbjOpmMR9jEdXSQq0b5/bC1Cg8wCfu8+1PZJdQqwo0iA5GhaPcdly",
-	"DcaVVRpvUY2hubFxC6I9AG0zpWD8rjeEHTYXO7e7O5oO2Z1P9gLIjntnvD2SI/m3v8GRkkgR0jyS/1nc",
-	"Q9HQGpOqNvZhXJim+JeL9463aMdWr6rokQRb3Ap1qPHy5RQc+D9hiNhPzS/eHsGLFy9eZe1hmqiYVjqP",
-	"wASRCm6gdTk82jqEMLVKI7XGwRwsahAS4vLdKHs5Q8L4RI9Bp9OpuKexy9fqUR2W8H44PM8U5HmUakpv",
-	"DlTIR54PowwA7R/uBv3Iexgf4vABZULhTC7Pz3sXV4PT7oceLX4kSMkTNi4EeP4T5T9oKIn3tqUHu8rf",
-	"oDRnFmkFzBao2O90YKk6mA/7nV1YKlrkY1f7e6+gWtkJWtYwLeo12YzqanmhnUp1IZogvkDp4dzcqeTG",
-	"Ms7OWLMp2Wm2sk/LmnZ3iTAcGSuy+8Rmy645ajdWtN2N/plSqOzMlYp8m4eosmzxg/x2CExVFKk7KxhI",
-	"kDXJrf/Et3/ZBPNccvJD38n4oL79RtIKQTnir0sBf7tnsmIzdndHDkrmiQrToEiSHEkll3d4UbYj5mAS",
-	"JjUL8uWW7rBzOQ7kVhjJLLIS8ANg+eVOCCImYrTaJlQyLpUhHZB0ldLPCgjgWDExQ44kC26kuot4eO2+",
-	"OMxukUploPRtmFUgJCZih5YRtLNKxF0zIZ38jGt5GfBfsDve2oYuBCzh0zQqCHekjSSTWZaFjBYgplQW",
-	"bVzYf2PrejSUipnggsg8PUPkFehGcqaiUJMmSWtWVvVRQLNyLbjlM4jC9jOmHS2htaSMMHSR7kPvqFeg",
-	"bve8b+NB2mUtUaxjziWbC+/Ae7Hd2X5hjYQZnZoZvuZHyM4XWxTqgbIwUvOIzaLCBc5Xm4Sz2N7mZYC8",
-	"VAli91REHO5m+O+MaURRujMlNNwQ3Jd5mOU98M8pi9x9KmZmWR4EXNJxh0CMS3AvNKoHI2m/tq4Aqdpq",
-	"7mAGX9zrdLahW/LFnojXlL+HdNF+InNNHzRj0mEzJh2O5P7uC2iogXcI+3t7MK4VpqDHdQQ7RCiyK5gj",
-	"ZT/0Djw7zaw2gletfPlbc53JLMHhmfUlXZzn4aPtgWvzWoVPVVtTgeGmbRe9WnUtV/0nQjIKgdUDZQ91",
-	"MuvVLPc6nT+s0FutEltDxbeuqwip6Q1yHO11dr8jAfYbkOqOBt+3s2/qM+fSTqngJzXZXd2kUp8QG+2+",
-	"WN2oXg0D2+3trTPYcu0+avtqddt6BUliGNlU64ybB1zJOshy7S2TCYILbZmwyR5AZfgp0q4MuyZLJMdE",
-	"a3NkUJkr1ISQSj8Ckbm3I49I0RUKxHiERB4eZsq6cEUS6JR10jeS9rxKuEkTqYvvy1qsVQ4J7KwmkKd8",
-	"hG46Ixmnuih/OuFgjQceFjlFlC0Qgha/823ohWR9FZfv7D3EkSzRykDyu3x+hzZt/4bzeUVtwT8WcMcT",
-	"ntkd4UjioN8Of+tlgMbQIu8ZXR/EoVVqRpLsf5+Cdu5Zdi+Qgauald8QzF5AQbEhri1/JMf14kJoTzRX",
-	"F9rsDHBXf/Jw+rq4vBk2FdH67wvKyxecHqk+W94IcIeKj5PfedbyD8frtWjLv/wLtb8pajs+o7637MeA",
-	"llvwdl4/eauM2gU8N6P2zpcCQR9szkcDgj8Xnzr7JRjKi5ZthgLvuCkhwGo1sJI08zxVkFJxPn7DvV/L",
-	"dHpk41fuF363vdXZX90or3n2p26MC85CPJpzHCoHBlZsgMK2b1s7eocFN4+rMN3cwMYjv+II2YZuZgsX",
-	"tZyYJDdxbjiPZGvCA5ZqXi3z9IN2NnrCJKjUbGHfhZNp7MpljdFeRH0hilBrUQkZwBPOZcnfgANyMEo9",
-	"X6XYZF92g5va/Qz9jU7oekm573xQL5Vra6qYPWPubC55Yr7vvv3TtmGxN7Lal2Fe4UxZvTcrE1HzP5X3",
-	"aVZ76+lNSo6zx7fphbMP5q5cqSOjhWaG+3w3U5oDZ0kkeJI5yO7nKEpbtkhFxF24lse4lcfZXh2Tm2rs",
-	"6p2Nt2HAb3nCCu+YJh8vkTiSLIvl5p4yoUsAQWU6cq+aAWYrOhOWUHAVQWAkbdkTBBOHO25mFZej9bzq",
-	"GzGfk/vP4oyaQqDiGHGDkm4P8ot62M/EEerTukwWpF2EEKSJVsn3ARCqC/c9IaRSWvDPAJFqJbymH+vA",
-	"F/Lt42f32Cm504e50lpMooVLx/+3ABfiCKRz3DMxuydPRYYhSxG4qiN9JbpUr+Y3I0peQBW3cy35EpUA",
-	"sg9g3KpmSPkjWc6Q2hofZFZ/k3fDOeOtw1bDXmcvd0eMZObitYl0oZiST8PkbRGTSp7ggiahYb/zaiTH",
-	"DbV5x9BCiMjCnUa5ChJEyNY2hXWUqxA9kuNSFdn2B74Yg/35D4jZDdfAKFYk6Idb7C/iUAwJWQ4sSJTW",
-	"I+moEtwFgWj6N3zhAnqleWW+dEt7cwXhsaVwKZIE4yyGND7MKxQhpBeVlJrjSc+2b15BI3t9eIzylV6b",
-	"purLY38km+wov2RdLVVlztw9VMLN8Xkky2WgtjaC654V4CKH6xFrzMpGYY/VhMcrG2Hl7KzR6H5vtz0a",
-	"3f+df/yy6+/uNVY9XN87v6FFVr8HsNb5sPcNxs/vajS56bMko5ZUd2gG2IM702bsLgtYlO3Ere9sOq5x",
-	"SuRVpv/t/DhuAwErHyEI359siiW0ytH10uFVPqgeO8F2vlRPoIfyg2/l2mmqSL+xc+cpQGnidPHKTsNP",
-	"0D34G7Ryv5r3bV099dsVj3l56du/XD2PRa4okWfp/ssPGk0WUhyK3IM/eu/s2GSRx5VEl+XsgvKZez7I",
-	"cp/L+71Q8jpfp3k8sf1qWkn2CwtjaBWZFzBjupTYTve2Sunjm6kGdv7/Khv5j1cOqkWhvrPluDaAlFJn",
-	"UDsorhr8a2PKxkrDn2eL2ozQRxHok5rYLB7yzkqFhrt0Abo/GJGc5fYEJJEWq10FHJvmVSAkZXjZ4qvq",
-	"1lVtrkxpriixfySNAmEOUWcxIoqyinqKbp1K+u1Fyu+iqesS5LkMWpBqJCMlr+0vcsUIQK5sx/ZyCh/i",
-	"u+2vIJWcaiNph2dJIm75QX6frJxw9s3gdH0cvLCr8hcQ/okm0tD+bkJJglAwrdz+pV01A9s/rBeo6txy",
-	"TintElw2Va8aM9QftUKOVIr7n6rW28xkSsHWHKWcKuy2rJeb6vEjGYgVE2VmlKdKniBBlYNQt6HLkZW6",
-	"Jlm5S5uQPHXZl/aGwTYcZT9DhmhFr9D9Cz//TWKNiCdCXcWYjcyc2o81fEOFoTbSY+pC/lsOf4bouQsr",
-	"3sFvH5dSHQIf0uqvceXE4tJZT2XA5iwQxtahzGqVZlJpr06gQFbHWroW89tHRErX7EvmsSoy3RB7a2kF",
-	"lYdl8S89dt7m0hNH0cPHh/8fAAD//w==",
+	"7L3rctu4si/+Kl1cu2rkvSlbdjxZE7v+HxRHSbTi27LkSc0e5W9BJGQhJgGFAG1rUq46T3Me7DzJqW6A",
+	"V9GW5Ewy69Re8yEjUwTQaDR+6BtaX71AxXMluTTaO/jqzTgLeUIfL7hJFt2p4Qn+FXIdJGJuhJLegTfg",
+	"gZKhBqPgjgkDEz5VCYcEmwh5ve35XsK/pCLhoXdgkpT7ng5mPGbY1VQlMTPegSekebHn+V4spIjT2Dvo",
+	"+J5ZzLn9il/zxHt4ePC9OUtYzI2ja5BOYqG1ULIfnjMzw2cCiZrjH74nWYw96NJrT5LzHwmfegfe33YK",
+	"TuzYb/VOeSwPSSkeDBdzvtbw+OKfQAB1Q+xIuJ4rqTlx4zULL/iXlGuDfwVKGi7pI5vPIxEwXLCdzxpX",
+	"7euaY/aSRDnOV1d9OMMlpsEgVFyDVAZiZoIZmBkHHDxhgYHW+KL3z8veYHjVP/21e9x/M97a9h5870jJ",
+	"aSSCH0BpNpKGO2FmcDdjBliUcBYugN8LbfQhhIroJ5kFpkFoIvJUmbcqleGPYScLw4RrzUNIuFZpEvCC",
+	"s0Qo0XTOFpFi4VCpY5Zc8x9D2kQRswLOQw3CaJggW6A1Pu/+dnzWfXM1PDu7Ou5evOu55R0qdcLkwomj",
+	"/v5UXjDDIRKxMBzpuugOe1fH/ZP+sPdmvHWYrSwiGBCYtQnNQFvwQpCqw107x7smgtzbOyVkJKouJUvN",
+	"TCXiD/4DxOYE8UBeg0oglTdS3UmYpFpIrhGPb7iE1vjytHs5fN87HfaPusQNWqBLye/nPDA/gsoBT255",
+	"0tYi5DBlaWSg9fP9PYz7p8PexWn3eOwDUvlrt3/cfX3cy9fLETpPVMC1ZpOI96QRZvH9Kf7Io6iNZxMP",
+	"YZIiMExT3JiTBTBI0og/AhkPGZaTGHUTI6YsMAOjEstnFoYCh2DReaLmPDECkXvKIs19b1569NXTM7b3",
+	"88uVZ4J9C8cVf/D6ifpyf9WJWj6Lfs/GdJ19yt9Xk888MATbTPM+TWXOjOEJMuv//73b/m/W/qPTfvWp",
+	"+Hi13f70teO/fPHwH17ekTaJkNdZRxdcp5HZkC9BTsFTfHF0PvgevxfmSIW8Uduo88P3Yh6rZPFhsjEr",
+	"sanWzCJy7QSa8eCGJxCK6dQHLa4liwB1A9y3g38eA0c59IEZiJU2sA8fxGuEpJjdH3N5jYrFfufVywY2",
+	"6kAl/Bm0WiKWSR3yJBaSGQSVjNA0nvDEhw6IKUglOVK2kd7me9owk+pVi/YrT0KB24VefvA9I2J+ohsY",
+	"en4J+F2dkjUmfseiyHb5LRvFCWE+sWwhcpLzgUoSVZLFfAEKqWncbVZwVu6QKne6Ut/xBJDBLBFayW0Y",
+	"GxXxhEkzBnEtVcI1mISJiJZ5zgKugckQpoIWnN9FeIQcjuR4Gilmxq4v1EVIGJwqNWYTPVTReGec8Ag/",
+	"HMJYz3kgWDSGJJUa2Ei6B+3PaXjNYZ6o64TFICSpiZrJcKLuoYWcgUCFHDrw/wELAj43PNzaHkmvDgB2",
+	"0MoKhiqdRLx5CS3FHi1g9LyGbgorsdi+li3aQ9bTCqSyrzuVvipm1P4JwRi6/rlE0n/3+D0LDAqhW23c",
+	"HriAXjGHT3UQ8b37NrZv37IEMUljRz3X0bDo6K3raJB19OB79vzcTDp7tzxZWMQjtXJ7aYEDh9YrT27a",
+	"SnR2GyYi/Tgh1sqq0nE2t++BNkkamDThIVkt/N5Aa6oS4Pcsnkec5FRNp1yGuFumgkfh1rbXsCiP4v/7",
+	"NGayjRYH6jCAQxyC5Le0SaVhQmpURBNu9DqoX8ciCyhP4UjBrSXaTlgwE5IX1NmVwU634ejs9O1x/2gI",
+	"QhMbrrnkiQhgv/MK7mZcglQQo7FP0jUVgd3CpJBxmksmmTUj0PO9mlrq+d7p2fDq7dnlKX4+6Z7232KD",
+	"8sPB5euT/mDQPzutPH7Tf4dvnvQHJ93h0fty62K47sWw/7Z7RK8N+qfvyo8G/f/ulZsfd0/fXXbf9a4u",
+	"TweX5+dnF5a+vNf8+1KbEm0Z1zzf67/pnZyfDXunR79dfej9dnXRuxz0alMZ9i5O+qfdY8/3Si2XDCvP",
+	"98pGDXbu1GfLzEx7XnOHO8usL29ZJPAks4YLlwZVaY5PcuvX906YFFOuTelR4Y0oPXwjrrk2J0KTJ6DU",
+	"sBgnU4qd6VJ6MhB/8FLTYyavU3bNL6VO53OVWKKyDrNvSw0KinLngu/1Qx7PleEyWHzgiwuOanzlXafx",
+	"4FFcala3sn0yMI+tfYndSlR+qdWlZLdMRLh5LCjecmm6wU3JFbOJequkTmN75q9WsQ9Ix97d+3uzks2R",
+	"lH5IHQvD45UamFWZY3bft2/vdjp0NmZ/5mOwJGGLBihyxJeGbsSjnEXWe7Uhj1hwY82p58+pOg3fk8q8",
+	"59Gf2mmNN5boYqRH+XIUMRF/u/DUTHBD4G6NjmnmotNpjGdawsmAppP4W0Uu4kw36uzv1R1ESl7T2CQd",
+	"GrRhC6AWIRgFZiY0ZHNo1u3ZvVXTXrzs4H8lxW2302m2yth9s6M562q32s1q3b8Qcuy7mPKqFX2WrFtO",
+	"rS2XA25MxGMuDY28qZC60Zpm8jbheia51htOQPI7rs17zhIz4cx0rxul40REkXDOONBCBlbvso1hlrVG",
+	"2WVyAVKF/BDYRHNprC1yenb1vte9GL7udYeDZ9iFaMit1DpzHgzo7SX3CT19knmDbJjq9I/7v/agtTRb",
+	"nJmzlNR0ikYZmBl2paJwy4fBsHvcg5aKQp5s+cssyJQv7B3PPHyd9KzSe2uqC8fiFg/BgWFkLp2qfEE1",
+	"HXrWI1OzQ+F1/13/dAgiBKaBQcgDEVuN2wWGnI7tHXj7ezX02UXcQfBBtPmlGWz+gTZlogdpHLNksekp",
+	"os+mTdGsBPXyVsgMmzDNt8jRkGGmlmyuZ8pUBCxkhrfxrSYSp+Vts5ZsYau5UtH6m/5cqSjjQXXDv1w+",
+	"6SjwcZ71X508Pbb7iRkCZgNKcrDBEtx0z/D9GGVYlA+4WcCvdoTiipVZWplNZaSMhU2bMVMdG7ah+wZu",
+	"+MIHvn29DcF8vvt3Hz6zW4b/ny/MTMkXPrDkxmgf4oX+Eh2CMCTcIbd2Eo5dP01Z+49Pv9tD9L+2r+gQ",
+	"fbHbLNakZm6Ks9bNdDJpwFb6BuY8gSSVh8XS7gLauUdnb3oQO7VaP33s/rL7am/VeqvUzFPzYdKohMiQ",
+	"JSHYVyBgc6IqYJp/E1l7L/d29/dXCuIKb+KfQ8vLml6ywgtZizuwKFqixZ5yMWcSQTROIyPmkYUkmhEE",
+	"M6W5hMnC6lb3PEiNWqVALelPK7df7trMRa202E0bLbPVNvQQ9eM4Nc5Tog0gEtO5D/NETSIeb9fWA2bs",
+	"llcBCzk3kkyGIBWM9ZdovE2O9lob+saHwPnnx19HNImRdwAj60wbeQ9jYDIcSamoV32ITBaJjTVqYAmn",
+	"OBCFh1qkAaD2NRQxV6k5QYhg9xfqTtteYnb/emG4hmt1yxO5RW7XmC1gwqHT5O2kMdc+CTKOHzHNl3S/",
+	"BrMnKBzMa/goscWNkOG6VHzAd9EmyPHsqVYO9VAX+7La1/oF5QilYUlMicJ80GKOvuPlU5JKfPu+8Sgh",
+	"56kZbBjcs42eE+HLtuimI7pWbsjqBu2AQCSK+LUwImaGRwvg8dwsIIspO4R/TnyGi+uZaZ5myWJbDbKP",
+	"RWzK/C8ztsaoCgdysp6SnQ9uZ2RaN4IUqsz/PF5Tx3aRocEX61zP+j1PJ5HQs40DyCH54qhRFKGq+/t6",
+	"a/9pKXz/vtve+/llpgNLXJdI/MHDHE63LdY4V1+4jvOktjylxn5GeROzUbtrsjRcdEmp6JAOANRVwSUO",
+	"gEadXgMBerQAF8LM1imYzz3fQwUPwZf0O8/3SL9DoUMFb90FpJ7+YXs6z3rqup5ObE9uEs+zWdDU0+Yj",
+	"E6ZJe+he54aKfRG+pDzlIRQJaIfQyTz38jnh07nj/ypzBN+1gxee1gaK/3nZu+y9gcIbDp/VREPr6H3v",
+	"6IP9zO+DKA25jblsSC1ZB6cq5A1D9067r497b+gAVpJsaxQabTkodK7Ef4vFQuyq0NHEFr+6rk1yf8GZ",
+	"y2ypKYyzxSEkPFBJyMMsqsrSUBiI1HUtmrTb2bNKcv6gwfiwIz3P/5jkVD4lH24udV65xs2z12lkBnxT",
+	"TbIL00T9wSUk1AFobg7hlkUp18A0BeJ8kGkUkZaPCuLp5fHxNoyRAj327VaZJxw1cB9mTBO4cGmcPRWo",
+	"KI1lUwgTn1f1ttJC7P3clMtRKGvl7wvDXd1VO8w/4Awo/OACnZv2XNUSm/RE4sdjs3m5v+mQSx5Vyy03",
+	"xyYJqPs1N9TREs4MD7tVveJJv03II3HLk0XXGFRtlnfeLigJU5GgheLefRotdpsQyoVJ1gs30MvDNXIK",
+	"atyyuQW+R+FbZul/So1spPSzmqxL59wGz9an0kXbSPcvZ1lvlJHt1/OsN02nbnCFkzpSsD3jgr+c0l1L",
+	"MS+xuuDHslT5JdFcQ+yzadX0s95wiCeZC9ITQuHb1mj+rCZgZswAl3hEtG5tkpUPg98Gw97JVe/i4uwC",
+	"VAJH3dOj3vFx781WWTtyna+pAVl6Q9Jylpd3w8hHOWmhFpeiiFSn/erqqRTD9ZLOCjGweWdZUonj05o5",
+	"a42xgPQRLMtNsZr3Ud3xpI2GCsz4PWRqt9WG6+7ETvsVa08/fX253zz5WjLSZqyPSh7SJ0327D3kNmWs",
+	"b2pmulaPWrabePhqK5BPokZbZdDG9Sl8C5upG8MZzxQO1CXmLHF7MLeTYNA77h0NM0+WzhLrbHDBpCGX",
+	"5ic9koW+4jLtMsN67ONWpWeGbmDQe2oK44RPecJlwAdfbPYdKDmSNskuRrq4nkEW1YBWyRjKbAZzp7YO",
+	"4c3JcUEedsNZMBvJ8S1PxNSlWY/RsMjz6Su0Q+4C043Je1Gk7k7SyIhB/h4+d4swUSriTJJrynLmiHSD",
+	"UwswTe+V09if1jozHdJqJ+SGe1roXv59t/PLLy/3Vx2NzsO3qdOisS9U5F2y+PJc3bp8WMMHVwhx5oUr",
+	"C0hdg/v55xfN2cXY2fL72W5cbsB5uPz6/u6r/Red/UcguuovXbEi67CwLKnLKFuR72XPMQn24dI+zczl",
+	"9YLwX6JfyzRU1OGSttysDZcXubwEBXcLKWncJjUONHK5ENrSZvCbt+fTGFl3e1nOeT4yem2tIeKUdfUm",
+	"tg6SOgM3VByegwhP7jsSirX2TG0tbcMSSBUDNXKVLoqsHTb5diMndxGud1rHJcrWCQB8F7dgWWcukdTI",
+	"z1y367qM8g15+qMspm9RVWssyyyUigXylDZaZE0SW3+AqriZSOCIQiXu3leDymyvGlhT3GXMMOcKpkiF",
+	"dVg3G+fNSWDt3eZcMqs4NtyamRU3G5wjyfqWshs9qMd/EK+hdTl82/4FJgi3WzXv3OOH6r+KSbzK6F3S",
+	"uL3KWj8tfU0ZRHT11N1n/EmDCPM8nLzZJkmLjxmK9X31jAigfqMk3zi/xYUkh8qw6BmN+eNp/X05TVh+",
+	"syFL6o+Y1hkLI9R4pkxEPARm3RHQKvsEyNI4752+6Z++sxbHRW948dvV6+7Rh7O3b7caOL+WWf7/AqZm",
+	"rX/liW7UIvsSDyHNXbYUp0sttg0EMyazSIzQ8FlNDgs7T7kLWPhyZDOr9HPSFf8yTPC9dB5uqmiUnCnr",
+	"BSNzt8pSNPLceuOta95xnMLRbgxodY/g//yv/w1HPXvT+Y4Jc7FWYOJj8eam0PfUqVsXpgpJfgk+KnBQ",
+	"5vPTyFkS3CU5fe3Qsz1lAV32o3cP8n3d0pxDQc6WD0dnJ+f94/7pOx/+cfnmHX4YyZy7NbdhyyGHBn4/",
+	"Y6k29o60qKIP3fnWWyNZ9jJa70BmNTh66A6MG9/zPUeA53vdI8/3PnY93xtSDusJ/XtG/17gP0cUay/R",
+	"hs+ysda0Q87tHS+6CRLP6XakZ5NM3UWV9YhYaMNjezXO946YDHiU+0SXtt6TB96NkHTkFcLmshK7x+/O",
+	"EJ7fdIfd191B7xBsxHSqEtA8mrYp6UWvgujHEhB/LW3XDc/B5jnRV9YNnTCcBAtmuVeMvs1VJSUDfujS",
+	"SSj3rre23V26U75O7hOtMT9W1w0pgfa7xOWxFIrcS7qbXaYPQTmZJxxFP0klImD9Ft9j7pWY3Q+y+9s1",
+	"l34ak+cwiixzbPpJfnYXeRf+N1xS3+B2eSN1SEmJsOzSrl3sZ6bgb3xJvNntXtzHznlcWfCCD09lhVWH",
+	"asg6SbUVkUDFfBv6TahnEwTprmcOouX4yjqYsh56rdXTg+99rJyHS+kEwPLDoYAdOiL0oY2VKzPjyZ3Q",
+	"lSyaj93+sH/67urt2cXVx7OLD70LGrakMOI0no5UN04LyRXy+q1KPqrE5vFRzZXXLLhR06n3iYpu8CBF",
+	"C3GAQmJBKIPRobrhsmnx8kIpQSRQocjqpdzwgLepfpGK3EPrcIB2mwA5azgmFZjkkvxFnCVEnpvUzJi5",
+	"rS0i5FQ142L3vE/bKKdlwoIbLkNo2UgepaVQbtNPGtSdhFKtky0UP30wkuk8UiykZNk2Jcsyd6FS+zC3",
+	"yWMg8pzaPAXWBy4pF8UfSUHX9I0PCbeZVEziPsajqyQF2rfP7QUo0HmAz93n2h7JLiFWFGmQHA2Lx7hs",
+	"uQbjyiqNt6jG0NzYuAXRHoC2mVIwftcbwg6bi53b3R1Nh+zOZ3sBZMe9M94eyZH829/gSEmkCGkeyf8s",
+	"7qFoaI1JVRv7MC5MU/zLxXvHW7Rjq1dV9EiCLW6FOtR4+XIKDvyfMETsp+YXb4/gxYsXr7L2ME1UTCud",
+	"R2CCSAU30LocHm0dQphapZFa42AOFjUICXH5bpS9nCFhfKLHoNPpVNzT2OVr9agOS3g/HJ5nCvI8SjWl",
+	"Nwcq5CPPh1EGgPYPd4N+5D2MD3H4gDKhcCaX5+e9i6vBafdDjxY/EqTkCRsXAjz/ifKfNJTEe9vSg13l",
+	"b1CaM4u0AmYLVOx3OrBUHcyH/c4uLBUt8rGr/b1XUK3sBC1rmBb1mmxGdbW80E6luhBNEF+g9HBu7lRy",
+	"YxlnZ6zZlOw0W9mnZU27u0QYjowV2X1is2XXHLUbK9ruRv9MKVR25kpFvs1DVFm2+EF+OwSmKorUnRUM",
+	"JMia5NZ/4tu/bIJ5Ljn5oe9kfFDffiNphaAc8delgL/dM1mxGbu7Iwcl80SFaVAkSY6kkss7vCjbEXMw",
+	"CZOaBflyS3fYuRwHciuMZBZZCfgBsPxyJwQREzFabRMqGZfKkA5IukrpZwUEcKyYmCFHkgU3Ut1FPLx2",
+	"Xxxmt0ilMlD6NswqEBITsUPLCNpZJeKumZBOfsa1vAz4L9gdb21DFwKW8GkaFYQ70kaSySzLQkYLEFMq",
+	"izYu7L+xdT0aSsVMcEFknp4h8gp0IzlTUahJk6Q1K6v6KKBZuRbc8hlEYfsZ046W0FpSRhi6SPehd9Qr",
+	"ULd73rfxIO2ylijWMeeSzYV34L3Y7my/sEbCjE7NDF/zI2Tnqy0K9UBZGKl5xGZR4QLnq03CWWxv8zJA",
+	"XqoEsXsqIg53M/x3xjSiKN2ZEhpuCO7LPMzyHviXlEXuPhUzsywPAi7puEMgxiW4FxrVg5G0X1tXgFRt",
+	"NXcwgy/udTrb0C35Yk/Ea8rfQ7q24SNh6kiOj2xRsbZVi8f2aMapxak2NliYxc1psWImF9aZe4jCPUvl",
+	"DQ9HMuMGFcmzFrHdwORsJoGhTUw2oj5oBsLDZiA8HMn93RfQUHjvEPb39mBcq4aByDlurnQxtlqGre1n",
+	"CbUbB1ehyootHHYJfQ8RRq305SjfD70Dzy5RVtfBq1bt/L25RmaWnPHM2pguRvXwyfbAtXmtwqcqxanA",
+	"cNO2AlutGJebLRMhGYXv6kG+hzqZ9Uqce53On1akrlZFrqFaXddVs9T0Bjm99jq7P5AA+w1IdUeD79vZ",
+	"N/WZc2mnVKyUmuyublKprYiNdl+sblSv5IHt9vbWGWy57iC1fbW6bb36JTGM7MF1xs2DxWTZZPcELJPp",
+	"+Cg0fcJVe3iWobNIGTPsmqyoHM+tvZTBfG4MELor/Qi8556aPJpG1z/wfEI45+FhZmgIV+CBNAQnfSNp",
+	"z9qEmzSRuvi+rIFbxZaA2moxebpK6KYzkoTCWenWCQdr+PCwyIeiTIcQtPiDb0MvJMuxuDho71COZIlW",
+	"BpLf5fM7tFcObjifV1Qu/GMBdzzhmc0UjiQO+v1gvF7CaAwt8vzR1UccWqVmJMl34VPA0T3L7jQycBW/",
+	"8tuN2QsoKDY8t1U5G1xhJLSFHjkvDmGDM8BdW8pTAdbF5c2wqcg0+LGgvHw565HKueWNAHeotDn5nWct",
+	"/3S8Xou2/Mt/o/Z3RW3HZ9RVl30w0HIL3s5rP2+VUbuA52bU3vlaIOiDzVdpQPDn4lNnvwRDecG1zVDg",
+	"HTclBFitBlYSfp6nClIa0afvuPdrWVqPbPzK3cgftrc6+6sb5fXa/tKNccFZiEdzjkPloMaKDVD4JdrW",
+	"B7DDgpvHVZhu7hzAI7/ixNmGbmbHF3WomCQXd270j2RrwgOWal4tUfWTdv6FhElQqdnCvgsH2diV+hqj",
+	"rYv6QhSh1qISMt4nnMuSrwQH5GCUer5Kscm+7AY3tbsl+jud0PVyeD/4oF4qNddU7RtteTqbS16kH7tv",
+	"/7JtWOyNrG5nmFdnU1bvzUpc1Hxn5X2a1Q17epOS0+/xbXrh7IO5K7XqyGihmeE+382U5sBZEgmeZM69",
+	"+zmK0pYtsBFxF2rmMW7lcbZXx+RiG7tabeNtGPBbnrDCs6fJP00kjiTL4tC5l0/oEkBQiZHcI2iA2WrU",
+	"hCUUGEYQGElbsgXBxOGOm1nFXWq9xvpGzOfkgbE4o6YQqDhG3KCE4YP8kiE5lhyhPq3LZEHaRQhBmmiV",
+	"/BgAoZp2PxJCKmUR/woQqVbxa/qhEXwh3z5+dgefElN9mCutxSRauKsE/yPAhTgC6Rz3TMzuyVORYchS",
+	"9LAaBFiJLtWyAs2Ikhd/xe1cSxxFJYDsAxi3qtld/kiWs7u2xgeZ1d/k3XCBBOts1rDX2cvdESOZuadt",
+	"EmAopuTTMHlbxKSSF7ugSWjY77wayXFDXeExtBAislCtUa76BRGytU0hKeWqW4/kuFQBt/2BL8Zgf7oE",
+	"YnbDNTCKcwn60Rn7az4U/0KWAwsSpfVIOqoEdwEsmv4NX7hgZGlemefb0t5c/XhsKVyKgsE4i3+ND/Pq",
+	"SgjpRRWo5ljYs+2bV9DIXh8eo3yl16apcjR54BvsKL9kXS1VlM7cPVR+zvF5JMslrLY2guueFeAi/+wR",
+	"a8zKRmGP1YTHKxth5cyy0eh+b7c9Gt3/nX/6uuvv7jVWbFzfO7+hRVa/w7DW+bD3HcbP75k0uemzBKmW",
+	"VHdoBtiDO9Nm7C4LWJTtxK0fbDqucUrkFbL/x/lx3AYCVj5CEL4/2/RQaJUzA0qHV/mgeuwE2/laPYEe",
+	"yg++l2unqZr+xs6dpwClidPFKzsNP5/34G/Qyv3i3/d19dRvhjzm5aVv/+3qeSxyRUlIS3d3ftJospDi",
+	"UORN/Nl7Z8cmujyuJLoMbZdQkLnngyxvu7zfCyWv822axxPbr6aVZL8OMYZWkTUCM6ZLSfl056yU+r6Z",
+	"amDn/6+ykf985aBa0OoHW45rA0gp7Qe1g+KaxL82pmysNPx1tqjNZn0UgT6ric1AIu+sVGi4Sxeg+5MR",
+	"yVluT0ASabHaVe+xKWoFQlJ2mi0cq25dxenKlOaKLiWMpFEgzCHqLEZEUVYNUNGNWUm/G0m5aTR1XYI8",
+	"l/0LUo1kpOS1/TWxGAHIlRzZXk4/RHy3/RWkklNtJO3wLEnELT/I78KVk+W+G5yuj4MXdlX+DYR/oYk0",
+	"tL/5UJIgFEwrt//WrpqB7R/WC1R1bjmnlHYJLpuqV43Z9Y9aIUcqxf1PFfdtVjWlj2uOUk7VgVvWy02/",
+	"JYBkIFZMlJlRji15ggRVPULdhi52VmqyZKU6bTL11GWO2tsR25SpSD+hhmhFr9DdET//PWWNiCdCXcWY",
+	"jcyc2g9NfEeFoTbSY+pC/jsUf4Xoucs23sHvn5ZSHQIf0uovieXE4tJZT2XA5iwQxtbQzOqsZlJpr32g",
+	"QFbHWrrS8/snRErX7GvmsSoy3RB7a2kFlYdl8S89dt7m0hNH0cOnh/8bAAD//w==",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,
