@@ -23,6 +23,7 @@ import (
 	"github.com/kece-oj/kece/contracts"
 	"github.com/kece-oj/kece/contracts/businessapi"
 	"github.com/kece-oj/kece/contracts/machineapi"
+	"github.com/kece-oj/kece/control/controltest"
 	"github.com/kece-oj/kece/control/store"
 )
 
@@ -465,4 +466,50 @@ func bizID(t *testing.T, s string) int64 {
 	id, err := strconv.ParseInt(s, 10, 64)
 	require.NoError(t, err)
 	return id
+}
+
+// TestStatusAfterInfrastructureFailures: a failed attempt with attempts left
+// is PENDING/RETRY_BACKOFF with the error class; the last one SYSTEM_ERROR.
+func TestStatusAfterInfrastructureFailures(t *testing.T) {
+	t.Parallel()
+	env := controltest.Start(t, controltest.Options{Store: store.Config{MaxAttempts: 2, BackoffBase: time.Hour, BackoffMax: time.Hour}})
+	c := bizClient(t, env.URL, env.Business)
+	manID := publish(t, c, codeManifest(t, c, "in", "out"))
+	en, err := c.EnqueueSubmissionWithResponse(env.Ctx, nil, businessapi.SubmissionCreate{SubmissionType: "ALGO",
+		SubmissionId: "infra-1", Language: "cpp17", Source: "int main(){}", ManifestId: manID})
+	require.NoError(t, err)
+	require.Equal(t, http.StatusAccepted, en.StatusCode(), string(en.Body))
+	n := env.NewNode("cpp", 1, 1)
+	j, err := env.Store.Join(env.Ctx, n.JoinCode)
+	require.NoError(t, err)
+	sess, err := env.Store.OpenSession(env.Ctx, j.Credential, "boot-infra")
+	require.NoError(t, err)
+	env.ForceEnable(n.ID)
+	fail := func() {
+		t.Helper()
+		jobs, err := env.Store.Claim(env.Ctx, sess.NodeSession, 1)
+		require.NoError(t, err)
+		require.Len(t, jobs, 1)
+		_, err = env.Store.Complete(env.Ctx, sess.NodeSession, jobs[0].JobID, jobs[0].LeaseEpoch,
+			store.Result{Outcome: store.OutcomeError, Error: &store.ErrorResult{Code: "DAEMON_UNREACHABLE"}})
+		require.NoError(t, err)
+	}
+	fail()
+	st, err := c.GetSubmissionWithResponse(env.Ctx, "ALGO", "infra-1")
+	require.NoError(t, err)
+	conforms(t, st.HTTPResponse, st.Body)
+	require.Equal(t, businessapi.SubmissionStatusCodePending, st.JSON200.Status)
+	require.Equal(t, businessapi.WaitReasonRetryBackoff, *st.JSON200.WaitReason)
+	require.Equal(t, "DAEMON_UNREACHABLE", *st.JSON200.ErrorCode)
+
+	_, err = env.DB.ExecContext(env.Ctx, `UPDATE judge_job SET available_at = NOW(6) WHERE id = ?`, bizID(t, en.JSON202.JobId))
+	require.NoError(t, err)
+	fail()
+	st, err = c.GetSubmissionWithResponse(env.Ctx, "ALGO", "infra-1")
+	require.NoError(t, err)
+	conforms(t, st.HTTPResponse, st.Body)
+	require.Equal(t, businessapi.SubmissionStatusCodeSystemError, st.JSON200.Status)
+	require.Nil(t, st.JSON200.WaitReason)
+	require.Equal(t, "DAEMON_UNREACHABLE", *st.JSON200.ErrorCode)
+	require.Nil(t, st.JSON200.Verdict)
 }
