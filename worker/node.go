@@ -422,18 +422,12 @@ func (n *Node) times() timing {
 // slotsLocked is how many jobs the node may run now: min(local, admin).
 func (n *Node) slotsLocked() int { return max(min(n.cfg.LocalSlots, n.adminSlots), 0) }
 
-// mayClaimLocked: the desired state lets the node take work. A node pending
-// verification claims too: it is given only the CHECK jobs bound to it.
-func (n *Node) mayClaimLocked() bool {
-	if n.draining {
-		return false
-	}
-	switch n.desired {
-	case machineapi.DesiredStateEnabled, machineapi.DesiredStatePendingVerification:
-		return true
-	}
-	return false
-}
+// mayClaimLocked: the node keeps one long-poll open unless it drains itself
+// (SIGTERM) or is stopping. The desired state is enforced by the control
+// plane, which hands a node that is not ENABLED only the CHECK jobs an admin
+// bound to it (verify works on a draining or disabled node, and enable needs
+// a passing check); pool work stops at once on DRAINING or DISABLED.
+func (n *Node) mayClaimLocked() bool { return !n.draining }
 
 // isLive answers the janitor from the node's own view of its leases.
 func (n *Node) isLive(jobID string, epoch int64) bool {

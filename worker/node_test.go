@@ -522,3 +522,29 @@ func TestRefusedResultIsNotRetried(t *testing.T) {
 	require.Equal(t, int64(1), m.NodeDefects)
 	require.Equal(t, 2, px.Count("POST", "/jobs/"+idStr(jobID)+"/result"), "one refused verdict, one error report, no loop")
 }
+
+// A node that is not ENABLED gets no pool work but still runs the CHECK jobs
+// an admin binds to it (verify), pending verification or draining alike.
+func TestCheckJobsInAnyState(t *testing.T) {
+	t.Parallel()
+	e := env(t, 3*time.Second)
+	man := publishEcho(e)
+	nd := e.NewNode("cpp", 1, 4) // PENDING_VERIFICATION
+	fake := newFake(false)
+	n := runNode(t, nodeConfig(t, e.URL, "cpp", nd.JoinCode, fake))
+	pool := enqueue(e, "cpp17", man)
+	chk, err := e.Store.StartCheck(e.Ctx, store.CheckRequest{NodeID: nd.ID, ManifestID: man, Language: "cpp17", Source: "x"}, "test", "verify")
+	require.NoError(t, err)
+	require.Equal(t, "AC", waitJob(t, e, chk.JobID, 10*time.Second, "check completed", completed).Verdict)
+
+	_, err = e.Store.Drain(e.Ctx, nd.ID, "test", "maintenance")
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return healthz(t, n).Draining }, 5*time.Second, 10*time.Millisecond)
+	chk2, err := e.Store.StartCheck(e.Ctx, store.CheckRequest{NodeID: nd.ID, ManifestID: man, Language: "cpp17", Source: "x"}, "test", "verify")
+	require.NoError(t, err)
+	waitJob(t, e, chk2.JobID, 10*time.Second, "check completed while draining", completed)
+	j, err := e.Store.GetJob(e.Ctx, pool)
+	require.NoError(t, err)
+	require.Equal(t, store.StateQueued, j.State, "no pool work for a node that is not ENABLED")
+	require.Zero(t, fake.ran(idStr(pool)))
+}
