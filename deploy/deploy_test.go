@@ -6,6 +6,7 @@ import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
+	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
@@ -13,7 +14,11 @@ import (
 	"go/ast"
 	"go/parser"
 	"go/token"
+	"io"
 	"math/big"
+	"net"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -1184,4 +1189,136 @@ func TestTimingsTable(t *testing.T) {
 	attempts := regexp.MustCompile("`--max-attempts`[^|]*\\|\\s*(\\d+)").FindStringSubmatch(string(data))
 	require.NotNil(t, attempts, "timings table names `--max-attempts`")
 	require.Equal(t, strconv.Itoa(store.MaxAttemptsDefault), attempts[1])
+}
+
+// TestNginxLive runs the proxy for real on loopback (when nginx is available,
+// like TestNginxSyntax) in front of a recording upstream: judge routes pass
+// from a judge network, admin routes are refused from elsewhere, bodies over
+// 8 MiB are refused except artifact uploads, and unknown paths are 404.
+func TestNginxLive(t *testing.T) {
+	t.Parallel()
+	bin := os.Getenv("KECE_NGINX")
+	if bin == "" {
+		var err error
+		if bin, err = exec.LookPath("nginx"); err != nil {
+			t.Skip("nginx not installed (set KECE_NGINX to a binary to run this check)")
+		}
+	}
+	type seen struct {
+		path string
+		n    int64
+	}
+	got := make(chan seen, 16)
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n, _ := io.Copy(io.Discard, r.Body)
+		got <- seen{r.URL.Path, n}
+		fmt.Fprintf(w, "upstream %s %d", r.URL.Path, n)
+	}))
+	t.Cleanup(up.Close)
+
+	dir := t.TempDir()
+	crt, key := filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key")
+	writeSelfSigned(t, crt, key)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := ln.Addr().String()
+	require.NoError(t, ln.Close())
+
+	data, err := os.ReadFile(repo(nginxConf))
+	require.NoError(t, err)
+	site := string(data)
+	for old, repl := range map[string]string{
+		"/etc/nginx/tls/control.example.org.crt":                     crt,
+		"/etc/nginx/tls/control.example.org.key":                     key,
+		"    server 10.10.0.11:8080;\n    server 10.10.0.12:8080;\n": "    server " + strings.TrimPrefix(up.URL, "http://") + ";\n",
+		"    listen 443 ssl;\n    listen [::]:443 ssl;\n":            "    listen " + addr + " ssl;\n",
+		// Loopback is a judge and a business network here, not an admin one.
+		"    10.20.0.0/16 1;": "    127.0.0.1/32 1;",
+		"    10.40.0.0/16 1;": "    127.0.0.1/32 1;",
+	} {
+		require.Contains(t, site, old, "the example changed; update this test")
+		site = strings.Replace(site, old, repl, 1)
+	}
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "site.conf"), []byte(site), 0o644))
+	var main strings.Builder
+	fmt.Fprintf(&main, "daemon off;\nmaster_process off;\npid %s/nginx.pid;\nerror_log %s/error.log;\nevents {}\nhttp {\n", dir, dir)
+	for _, d := range []string{"client_body", "proxy", "fastcgi", "uwsgi", "scgi"} {
+		fmt.Fprintf(&main, "  %s_temp_path %s/%s;\n", d, dir, d)
+	}
+	fmt.Fprintf(&main, "  access_log off;\n  include %s/site.conf;\n}\n", dir)
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "nginx.conf"), []byte(main.String()), 0o644))
+
+	cmd := exec.Command(bin, "-p", dir, "-c", filepath.Join(dir, "nginx.conf"))
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	require.NoError(t, cmd.Start())
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		<-exited
+	})
+
+	pool := x509.NewCertPool()
+	crtPEM, err := os.ReadFile(crt)
+	require.NoError(t, err)
+	require.True(t, pool.AppendCertsFromPEM(crtPEM))
+	client := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{
+		TLSClientConfig: &tls.Config{RootCAs: pool, ServerName: "control.example.org"}}}
+	base := "https://" + addr
+
+	// Wait until nginx accepts connections (or report why it exited).
+	for {
+		c, err := net.DialTimeout("tcp", addr, time.Second)
+		if err == nil {
+			c.Close()
+			break
+		}
+		select {
+		case err := <-exited:
+			t.Fatalf("nginx exited: %v\n%s", err, stderr.String())
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+
+	sha := strings.Repeat("ab", 32)
+	do := func(method, path string, size int) int {
+		t.Helper()
+		req, err := http.NewRequest(method, base+path, bytes.NewReader(make([]byte, size)))
+		require.NoError(t, err)
+		resp, err := client.Do(req)
+		require.NoError(t, err)
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	for _, c := range []struct {
+		method, path string
+		size         int
+		status       int
+	}{
+		{"POST", "/api/v1/internal/judgers/heartbeat", 1 << 10, 200},
+		{"POST", "/api/v1/internal/judgers/jobs/claim", 1 << 10, 200},
+		{"GET", "/api/v1/internal/judgers/jobs/7/artifacts/" + sha, 0, 200},
+		{"GET", "/api/v1/admin/judgers", 0, 403},
+		{"POST", "/api/v1/admin/judgers/7/revoke", 1 << 10, 403},
+		{"GET", "/api/v1/system/judgers/summary", 0, 200},
+		{"POST", "/api/v1/submissions", 1 << 10, 200},
+		{"POST", "/api/v1/submissions", 9 << 20, 413},
+		{"POST", "/api/v1/internal/judgers/jobs/7/result", 9 << 20, 413},
+		{"PUT", "/api/v1/artifacts/" + sha, 9 << 20, 200},
+		{"GET", "/metrics", 0, 404},
+	} {
+		require.Equal(t, c.status, do(c.method, c.path, c.size), "%s %s (%d bytes)", c.method, c.path, c.size)
+		if c.status == 200 {
+			s := <-got
+			require.Equal(t, c.path, s.path)
+			require.Equal(t, int64(c.size), s.n, "the upstream got the whole body")
+		}
+	}
+	select {
+	case s := <-got:
+		t.Fatalf("a refused request reached the upstream: %+v", s)
+	default:
+	}
 }
