@@ -529,12 +529,19 @@ func TestSystemdAnalyzeVerify(t *testing.T) {
 		data = bytes.ReplaceAll(data, []byte("/usr/local/bin/"), []byte(bin+"/"))
 		require.NoError(t, os.WriteFile(filepath.Join(dir, filepath.Base(u)), data, 0o644))
 	}
-	for _, name := range []string{"kece-control.service", "kece-node@cpp-01.service", "kece-node-sql@mysql-01.service"} {
+	// Exposure thresholds are systemd's score x10 (0 best, 100 worst): the
+	// code template pays for chown capabilities and the docker group.
+	for name, threshold := range map[string]string{"kece-control.service": "20",
+		"kece-node@cpp-01.service": "25", "kece-node-sql@mysql-01.service": "20"} {
 		cmd := exec.Command(sa, "verify", "./"+name)
 		cmd.Dir = dir
 		out, err := cmd.CombinedOutput()
 		require.NoError(t, err, "systemd-analyze verify %s: %s", name, out)
 		require.Empty(t, strings.TrimSpace(string(out)), "systemd-analyze verify %s warns", name)
+		cmd = exec.Command(sa, "security", "--offline=true", "--threshold="+threshold, "./"+name)
+		cmd.Dir = dir
+		out, err = cmd.CombinedOutput()
+		require.NoError(t, err, "systemd-analyze security %s above %s:\n%s", name, threshold, out)
 	}
 	// The check is live: a broken copy is reported.
 	bad := filepath.Join(dir, "kece-broken.service")
