@@ -424,6 +424,11 @@ func (a adminAPI) ProbeJudger(ctx context.Context, req adminapi.ProbeJudgerReque
 	}
 	res, err := p.Probe(ctx, n.Address)
 	if errors.Is(err, probe.ErrNotAllowed) {
+		// Refused targets are audited too: they are what an SSRF attempt looks like.
+		if aerr := a.s.store.RecordNodeAction(ctx, id, actor(ctx), "node.probe", "", map[string]any{
+			"address": n.Address, "refused": err.Error()}); aerr != nil {
+			return nil, aerr
+		}
 		return nil, apiErr(http.StatusUnprocessableEntity, "ADDRESS_NOT_ALLOWED", err)
 	}
 	if err != nil {
@@ -443,6 +448,13 @@ func (a adminAPI) ProbeJudger(ctx context.Context, req adminapi.ProbeJudgerReque
 	}
 	if f := res.Failure; f != nil {
 		out.Error = &adminapi.ProbeError{Code: adminapi.ProbeErrorCode(f.Code), Message: f.Message}
+	}
+	detail := map[string]any{"address": n.Address, "dialedIp": res.DialedIP, "reachable": res.Reachable}
+	if res.Failure != nil {
+		detail["error"] = string(res.Failure.Code)
+	}
+	if err := a.s.store.RecordNodeAction(ctx, id, actor(ctx), "node.probe", "", detail); err != nil {
+		return nil, err
 	}
 	a.s.log.Info("node probed", "node_id", id, "reachable", out.Reachable, "dialed_ip", res.DialedIP, "actor", actor(ctx))
 	return adminapi.ProbeJudger200JSONResponse(out), nil

@@ -303,6 +303,18 @@ func TestAdminVerifyThenEnable(t *testing.T) {
 	en, err = a.c.EnableJudgerWithResponse(a.ctx, third.Node.NodeId, adminapi.ReasonRequest{Reason: "other runtime"})
 	require.NoError(t, err)
 	wantErr(t, en, en.Body, http.StatusConflict, "CHECK_REQUIRED")
+
+	// The mysql pool's check is a SQL problem.
+	sqlNode := a.judger("judge-sql", adminapi.PoolMysql, g.HostGroupId, 1, "")
+	sc := joinAndOpen(t, a.env, sqlNode.JoinCode, "boot-sql-admin")
+	v, err = a.c.VerifyJudgerWithResponse(a.ctx, sqlNode.Node.NodeId, adminapi.ReasonRequest{Reason: "verify"})
+	require.NoError(t, err)
+	require.Equal(t, http.StatusAccepted, v.StatusCode(), string(v.Body))
+	jobs = claimNow(t, sc)
+	require.Len(t, jobs, 1)
+	require.Equal(t, machineapi.ManifestKindSql, jobs[0].Manifest.Kind)
+	require.Contains(t, jobs[0].Submission.Source, "SELECT")
+	require.Equal(t, "mysql", jobs[0].Submission.Language)
 }
 
 func mustID(t *testing.T, s string) int64 {
@@ -678,4 +690,8 @@ func TestAdminProbe(t *testing.T) {
 	}
 	none := probeOf("p-none", "")
 	wantErr(t, none, none.Body, http.StatusConflict, "NO_ADDRESS")
+
+	// Probes are audited, refused ones included.
+	require.Equal(t, 4, a.count(`SELECT COUNT(*) FROM judge_audit WHERE action = 'node.probe' AND actor LIKE 'ADMIN:%'`))
+	require.Equal(t, 1, a.count(`SELECT COUNT(*) FROM judge_audit WHERE action = 'node.probe' AND detail LIKE '%refused%'`))
 }

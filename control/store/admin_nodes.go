@@ -217,3 +217,11 @@ func (s *Store) HostGroupDetails(ctx context.Context, id int64) ([]HostGroupDeta
 	}
 	return out, rows.Err()
 }
+
+// RecordNodeAction writes an audit row for an admin action on a node that
+// changes no row itself (a probe of its address).
+func (s *Store) RecordNodeAction(ctx context.Context, nodeID int64, actor, action, reason string, detail map[string]any) error {
+	return s.inTx(ctx, func(tx *sql.Tx) error {
+		return audit(ctx, tx, actor, action, nodeID, 0, reason, detail)
+	})
+}
