@@ -408,3 +408,42 @@ func trim(s string) string {
 	}
 	return s
 }
+
+// ParseCIDRs parses a comma-separated list of CIDRs or single IPs (a single
+// IP becomes a /32 or /128), for flags and environment variables.
+func ParseCIDRs(list string) ([]netip.Prefix, error) {
+	var out []netip.Prefix
+	for _, f := range strings.Split(list, ",") {
+		f = strings.TrimSpace(f)
+		if f == "" {
+			continue
+		}
+		if p, err := netip.ParsePrefix(f); err == nil {
+			out = append(out, p.Masked())
+			continue
+		}
+		ip, err := netip.ParseAddr(f)
+		if err != nil {
+			return nil, fmt.Errorf("probe: %q is neither a CIDR nor an IP address", f)
+		}
+		out = append(out, netip.PrefixFrom(ip.Unmap(), ip.Unmap().BitLen()))
+	}
+	return out, nil
+}
+
+// ParsePorts parses a comma-separated list of ports.
+func ParsePorts(list string) ([]int, error) {
+	var out []int
+	for _, f := range strings.Split(list, ",") {
+		f = strings.TrimSpace(f)
+		if f == "" {
+			continue
+		}
+		n, err := strconv.Atoi(f)
+		if err != nil || n < 1 || n > 65535 {
+			return nil, fmt.Errorf("probe: port %q must be 1..65535", f)
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}

@@ -267,3 +267,20 @@ func TestProbeVerifiesTLS(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, probe.CodeTLSFailed, r.Failure.Code)
 }
+
+func TestParseLists(t *testing.T) {
+	t.Parallel()
+	cidrs, err := probe.ParseCIDRs(" 10.1.0.0/16, 192.168.1.7 ,fd00::/8,")
+	require.NoError(t, err)
+	require.Equal(t, []netip.Prefix{netip.MustParsePrefix("10.1.0.0/16"), netip.MustParsePrefix("192.168.1.7/32"),
+		netip.MustParsePrefix("fd00::/8")}, cidrs)
+	_, err = probe.ParseCIDRs("10.0.0.0/33")
+	require.Error(t, err)
+	_, err = probe.ParseCIDRs("judge.example")
+	require.Error(t, err)
+	ports, err := probe.ParsePorts("443, 9443")
+	require.NoError(t, err)
+	require.Equal(t, []int{443, 9443}, ports)
+	_, err = probe.ParsePorts("0")
+	require.Error(t, err)
+}

@@ -3,7 +3,10 @@ package store
 import (
 	"context"
 	"database/sql"
+	"encoding/csv"
+	"encoding/json"
 	"fmt"
+	"io"
 	"strconv"
 	"time"
 )
@@ -100,6 +103,29 @@ type Report struct {
 
 // OK reports whether no invariant is broken.
 func (r Report) OK() bool { return len(r.Violations) == 0 }
+
+// WriteCSV writes one line per violation after a header:
+// rule,subject_type,subject_id,message,details (details as JSON).
+func (r Report) WriteCSV(w io.Writer) error {
+	cw := csv.NewWriter(w)
+	if err := cw.Write([]string{"rule", "subject_type", "subject_id", "message", "details"}); err != nil {
+		return fmt.Errorf("reconcile csv: %w", err)
+	}
+	for _, v := range r.Violations {
+		var d []byte
+		if len(v.Details) > 0 {
+			d, _ = json.Marshal(v.Details)
+		}
+		if err := cw.Write([]string{v.Rule, v.SubjectType, strconv.FormatInt(v.SubjectID, 10), v.Message, string(d)}); err != nil {
+			return fmt.Errorf("reconcile csv: %w", err)
+		}
+	}
+	cw.Flush()
+	if err := cw.Error(); err != nil {
+		return fmt.Errorf("reconcile csv: %w", err)
+	}
+	return nil
+}
 
 // ReconcileOptions tune Reconcile.
 type ReconcileOptions struct {

@@ -1,6 +1,8 @@
 package store_test
 
 import (
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -127,6 +129,12 @@ func TestReconcileFindsPlantedViolations(t *testing.T) {
 			if want := tc.subject(t, d, b); want != 0 {
 				require.Equal(t, want, found.SubjectID)
 			}
+			var csv strings.Builder
+			require.NoError(t, rep.WriteCSV(&csv))
+			lines := strings.Split(strings.TrimSpace(csv.String()), "\n")
+			require.Equal(t, "rule,subject_type,subject_id,message,details", lines[0])
+			require.GreaterOrEqual(t, len(lines), 2)
+			require.Contains(t, csv.String(), tc.rule+","+found.SubjectType+","+strconv.FormatInt(found.SubjectID, 10)+",")
 		})
 	}
 }
