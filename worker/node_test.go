@@ -394,6 +394,8 @@ func TestCancelledJobStops(t *testing.T) {
 	n := runNode(t, nodeConfig(t, e.URL, "cpp", nd.JoinCode, fake))
 	jobID := enqueue(e, "cpp17", man)
 	fake.waitStarted(t, 10*time.Second)
+	// Progress travels with the renewals.
+	waitJob(t, e, jobID, 5*time.Second, "progress reported", func(j store.Job) bool { return j.Phase == "JUDGING" && j.CasesTotal == 2 })
 	_, err := e.Store.CancelJob(e.Ctx, jobID, "test", "withdrawn")
 	require.NoError(t, err)
 	select {
@@ -547,4 +549,58 @@ func TestCheckJobsInAnyState(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, store.StateQueued, j.State, "no pool work for a node that is not ENABLED")
 	require.Zero(t, fake.ran(idStr(pool)))
+}
+
+// 503 and 429 on a result: the same payload is sent again (after
+// Retry-After for the 429) and accepted once.
+func TestResultRetriedOn5xxAnd429(t *testing.T) {
+	t.Parallel()
+	e := env(t, 5*time.Second)
+	man := publishEcho(e)
+	nd := e.NewNode("cpp", 1, 4)
+	e.ForceEnable(nd.ID)
+	px := faultproxy.New(e.URL)
+	t.Cleanup(px.Close)
+	errBody := func(code string) func([]byte) []byte {
+		return func([]byte) []byte { return []byte(`{"code":"` + code + `","message":"injected"}`) }
+	}
+	jsonHdr := http.Header{"Content-Type": {"application/json"}}
+	px.Add(faultproxy.Rule{Method: "POST", PathContains: "/result", Action: faultproxy.Respond, Times: 1,
+		Status: http.StatusServiceUnavailable, Header: jsonHdr, Body: errBody("UNAVAILABLE")})
+	limited := px.Add(faultproxy.Rule{Method: "POST", PathContains: "/result", Action: faultproxy.Respond, Times: 1,
+		Status: http.StatusTooManyRequests, Header: http.Header{"Content-Type": {"application/json"}, "Retry-After": {"1"}},
+		Body: errBody("RATE_LIMITED")})
+	n := runNode(t, nodeConfig(t, px.URL(), "cpp", nd.JoinCode, newFake(false)))
+	jobID := enqueue(e, "cpp17", man)
+	<-limited.Fired()
+	limitedAt := time.Now()
+	waitJob(t, e, jobID, 10*time.Second, "completed", completed)
+	require.GreaterOrEqual(t, time.Since(limitedAt), time.Second, "Retry-After honoured")
+	require.Eventually(t, func() bool { return n.Metrics().ResultsAccepted == 1 }, 5*time.Second, 10*time.Millisecond)
+	require.Equal(t, int64(2), n.Metrics().ResultRetries)
+	require.Equal(t, 3, px.Count("POST", "/jobs/"+idStr(jobID)+"/result"))
+	require.Equal(t, 1, eventsFor(t, e, jobID))
+}
+
+// A claim answer that arrives after the node decided to stop is not run:
+// the lease it carried expires and the job is requeued.
+func TestClaimAfterStopIsNotRun(t *testing.T) {
+	t.Parallel()
+	e := env(t, 2*time.Second)
+	man := publishEcho(e)
+	jobID := enqueue(e, "cpp17", man)
+	nd := e.NewNode("cpp", 1, 4)
+	e.ForceEnable(nd.ID)
+	px := faultproxy.New(e.URL)
+	t.Cleanup(px.Close)
+	slow := px.Add(faultproxy.Rule{Method: "POST", PathContains: "/jobs/claim", Action: faultproxy.DelayResponse, Delay: 3 * time.Second})
+	fake := newFake(false)
+	n := runNode(t, nodeConfig(t, px.URL(), "cpp", nd.JoinCode, fake))
+	<-slow.Fired()
+	waitJob(t, e, jobID, 5*time.Second, "leased by the slow claim", func(j store.Job) bool { return j.NodeID == nd.ID })
+	n.Drain()
+	require.NoError(t, n.wait(t, 10*time.Second))
+	j := waitJob(t, e, jobID, 10*time.Second, "requeued after the lease", func(j store.Job) bool { return j.State == store.StateQueued })
+	require.Equal(t, "LEASE_EXPIRED", j.LastErrorCode)
+	require.Zero(t, fake.totalRuns(), "never run")
 }

@@ -2,8 +2,8 @@
 // tests: it sits between a judge node and the control plane and, per rule
 // (method and path, a number of times), forwards a request and then drops its
 // answer (the server handled it, the client sees a cut connection), delays
-// the answer, refuses to forward at all (a blocked path), or rewrites the
-// answer's body (a corrupt artifact). It is for tests only and binds
+// the answer, refuses to forward at all (a blocked path), rewrites the
+// answer's body (a corrupt artifact), or answers by itself (429, 503). It is for tests only and binds
 // 127.0.0.1.
 package faultproxy
 
@@ -36,6 +36,9 @@ const (
 	// Rewrite forwards and replaces the answer's body with Body(old body),
 	// keeping status and headers (Content-Length follows the new body).
 	Rewrite
+	// Respond never forwards: the proxy answers Status with Header and
+	// Body(nil) itself (a 429 or a 503 the server did not send).
+	Respond
 )
 
 // Rule matches requests whose method equals Method (empty: any) and whose
@@ -49,6 +52,8 @@ type Rule struct {
 	Times        int
 	Delay        time.Duration
 	Body         func([]byte) []byte
+	Status       int         // Respond
+	Header       http.Header // Respond
 }
 
 // Handle observes one rule.
@@ -151,8 +156,21 @@ func (p *Proxy) serve(w http.ResponseWriter, r *http.Request) {
 	if ru != nil {
 		action = ru.Action
 	}
-	if action == Block {
+	switch action {
+	case Block:
 		cut(w)
+		return
+	case Respond:
+		var body []byte
+		if ru.Body != nil {
+			body = ru.Body(nil)
+		}
+		for k, vs := range ru.Header {
+			w.Header()[k] = vs
+		}
+		w.Header().Set("Content-Length", strconv.Itoa(len(body)))
+		w.WriteHeader(ru.Status)
+		_, _ = w.Write(body)
 		return
 	}
 	out, err := http.NewRequestWithContext(r.Context(), r.Method, p.upstream+r.URL.RequestURI(), r.Body)

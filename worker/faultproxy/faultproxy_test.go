@@ -61,4 +61,16 @@ func TestRules(t *testing.T) {
 	require.Equal(t, "hello /slow", body)
 	require.GreaterOrEqual(t, time.Since(start), 200*time.Millisecond)
 	require.Equal(t, 2, p.Count("POST", "/drop"))
+
+	p.Add(faultproxy.Rule{PathContains: "/busy", Action: faultproxy.Respond, Status: http.StatusTooManyRequests,
+		Header: http.Header{"Retry-After": {"1"}}, Body: func([]byte) []byte { return []byte(`{"code":"RATE_LIMITED"}`) }})
+	before = handled.Load()
+	resp, err := http.Get(p.URL() + "/busy")
+	require.NoError(t, err)
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	require.Equal(t, http.StatusTooManyRequests, resp.StatusCode)
+	require.Equal(t, "1", resp.Header.Get("Retry-After"))
+	require.JSONEq(t, `{"code":"RATE_LIMITED"}`, string(b))
+	require.Equal(t, before, handled.Load(), "answered by the proxy")
 }
