@@ -221,9 +221,9 @@ func (n *Node) Run(ctx context.Context) (err error) {
 		stopClaims()
 		n.log.Info("draining: no new claims; waiting for running jobs", "node_id", n.nodeID, "grace", n.cfg.DrainGrace)
 		grace := time.NewTimer(n.cfg.DrainGrace)
+		<-claimDone // no job starts (jobsWG.Add) after this
 		idle := make(chan struct{})
 		go func() { jobsWG.Wait(); close(idle) }()
-		<-claimDone // no job starts after this
 		select {
 		case <-idle:
 		case <-grace.C:

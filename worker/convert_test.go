@@ -1,0 +1,81 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+	"unicode/utf8"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/kece-oj/kece/contracts/machineapi"
+	"github.com/kece-oj/kece/engine"
+)
+
+func TestVerdictOfBoundsAndMaps(t *testing.T) {
+	t.Parallel()
+	long := strings.Repeat("é", 40<<10) // 80 KiB of two-byte runes
+	v, err := verdictOf(engine.Verdict{Status: engine.StatusWrongAnswer, Score: 3, MaxScore: 5, CompileLog: long, Message: long,
+		Cases: []engine.CaseResult{
+			{ID: "a", Status: engine.StatusAccepted, Score: 3, CPUTime: 1500 * time.Microsecond, WallTime: 20 * time.Millisecond, MemoryKB: 900},
+			{ID: "b", Status: engine.StatusRuntimeError, ExitCode: 139, Signal: 11, Message: long},
+		}})
+	require.NoError(t, err)
+	require.Equal(t, machineapi.VerdictStatusWA, v.Status)
+	require.LessOrEqual(t, len(v.CompileLog), 64<<10)
+	require.LessOrEqual(t, len(v.Message), 4<<10)
+	require.LessOrEqual(t, len(v.Cases[1].Message), 4<<10)
+	for _, s := range []string{v.CompileLog, v.Message, v.Cases[1].Message} {
+		require.True(t, utf8.ValidString(s), "never cut inside a rune")
+	}
+	require.Equal(t, machineapi.CaseResult{CaseId: "a", Status: machineapi.VerdictStatusAC, Score: 3, TimeMs: 1, WallMs: 20, MemoryKb: 900}, v.Cases[0])
+	require.Equal(t, int32(139), v.Cases[1].ExitCode)
+	require.Equal(t, int32(11), v.Cases[1].Signal)
+
+	_, err = verdictOf(engine.Verdict{Status: "SYSTEM_ERROR"})
+	require.Error(t, err, "an infrastructure word is never a verdict")
+	_, err = verdictOf(engine.Verdict{Status: engine.StatusAccepted, Cases: []engine.CaseResult{{ID: "a", Status: "??"}}})
+	require.Error(t, err)
+}
+
+func TestInfraOfMapsEveryClass(t *testing.T) {
+	t.Parallel()
+	for class, code := range wireInfra {
+		require.Equal(t, code, infraOf(engine.Infra(class, errors.New("x"))).Code)
+		require.Equal(t, string(class), string(code), "engine classes and wire codes share their words")
+	}
+	require.Equal(t, machineapi.InfraErrorCodeInternal, infraOf(errors.New("plain")).Code)
+	require.Equal(t, machineapi.InfraErrorCodeCancelled, infraOf(context0()).Code)
+	require.LessOrEqual(t, len(infraOf(engine.Infraf(engine.InfraConfig, "%s", strings.Repeat("x", 10000))).Message), 4<<10)
+}
+
+func TestTaskConversion(t *testing.T) {
+	t.Parallel()
+	wall := int64(3000)
+	l := limitsOf(machineapi.Limits{TimeMs: 1000, MemoryMb: 256, OutputKb: 64, WallMs: &wall})
+	require.Equal(t, engine.Limits{CPUTime: time.Second, WallTime: 3 * time.Second, MemoryBytes: 256 << 20, OutputBytes: 64 << 10}, l)
+	abs, rel := 1e-6, 1e-9
+	c, err := checkerOf(machineapi.Checker{Type: machineapi.CheckerTypeFloat, AbsTol: &abs, RelTol: &rel})
+	require.NoError(t, err)
+	require.Equal(t, engine.Checker{Kind: engine.CheckerFloat, AbsTol: abs, RelTol: rel}, c)
+	_, err = checkerOf(machineapi.Checker{Type: "fuzzy"})
+	require.Error(t, err)
+	ref := "SELECT 1"
+	types := []string{"INT"}
+	one := "1"
+	p, err := sqlProblemOf(&machineapi.SqlProblem{ProblemKind: machineapi.SqlProblemKindDml, SchemaSql: "CREATE TABLE t (a INT)",
+		ReferenceSql: &ref, StatementTimeoutMs: 1500, MaxRows: 10, MaxBytes: 100,
+		Verification: []machineapi.SqlVerification{{Query: "SELECT a FROM t", Ordered: true,
+			Expected: machineapi.ResultSet{Columns: []string{"a"}, Types: &types, Rows: [][]*string{{&one}}}}}})
+	require.NoError(t, err)
+	require.Equal(t, engine.SQLKindDML, p.Kind)
+	require.Equal(t, 1500*time.Millisecond, p.StatementTimeout)
+	require.Equal(t, "SELECT 1", p.Reference)
+	require.Equal(t, []string{"INT"}, p.Verification[0].Expected.Types)
+	_, err = sqlProblemOf(nil)
+	require.Error(t, err)
+}
+
+func context0() error { return context.Canceled }
