@@ -143,17 +143,19 @@ func (s *Store) NodeChecks(ctx context.Context, nodeID int64, limit int) ([]Chec
 			c.Result = json.RawMessage(result)
 		}
 		switch {
-		case c.Outcome == CheckPassed || c.Outcome == CheckFailed:
-			c.State = c.Outcome
+		case c.Outcome == CheckPassed:
+			c.State = CheckPassed
+		case c.Outcome == CheckFailed:
+			c.State = CheckFailed
 		case state == StateRunning:
 			c.State = CheckRunning
 		case state == StateQueued:
 			c.State = CheckPending
-		default: // cancelled (or its job is gone): it will never pass
+		default: // its job ended without settling the check, or is gone: it will never pass
 			c.State = CheckFailed
-			if c.ErrorCode == "" {
-				c.ErrorCode = "CANCELLED"
-			}
+		}
+		if c.State == CheckFailed && c.ErrorCode == "" && state == StateCancelled {
+			c.ErrorCode = "CANCELLED"
 		}
 		out = append(out, c)
 	}
