@@ -51,6 +51,19 @@ func TestMigrateTokenAndServe(t *testing.T) {
 	require.Equal(t, 0, run(ctx, []string{"migrate", "status", "--mysql-dsn", dsn}, &out, &errOut), errOut.String())
 	require.Contains(t, out.String(), "00001_schema.sql")
 
+	// Down removes the schema, status shows it pending, up brings it back.
+	out.Reset()
+	require.Equal(t, 0, run(ctx, []string{"migrate", "down", "--mysql-dsn", dsn}, &out, &errOut), errOut.String())
+	var tables int
+	require.NoError(t, db.QueryRow(`SELECT COUNT(*) FROM information_schema.tables WHERE table_schema = DATABASE() AND table_name LIKE 'judge_%'`).Scan(&tables))
+	require.Zero(t, tables)
+	out.Reset()
+	require.Equal(t, 0, run(ctx, []string{"migrate", "status", "--mysql-dsn", dsn}, &out, &errOut), errOut.String())
+	require.Contains(t, out.String(), "pending")
+	out.Reset()
+	require.Equal(t, 0, run(ctx, []string{"migrate", "up", "--mysql-dsn", dsn}, &out, &errOut), errOut.String())
+	require.Contains(t, out.String(), "applied")
+
 	out.Reset()
 	require.Equal(t, 0, run(ctx, []string{"token", "create", "--kind", "admin", "--name", "ops", "--mysql-dsn", dsn}, &out, &errOut), errOut.String())
 	tok := strings.TrimSpace(out.String())

@@ -383,7 +383,7 @@ func (s *Store) completeSlow(ctx context.Context, sess NodeSession, jobID, lease
 				return fmt.Errorf("store: complete: job: %w", err)
 			}
 			out = CompleteResponse{Disposition: Accepted, JobState: StateCompleted}
-			return s.settle(ctx, tx, settlement{jobID: jobID, kind: j.kind, typ: typ, sid: sid, generation: j.generation,
+			return settle(ctx, tx, settlement{jobID: jobID, kind: j.kind, typ: typ, sid: sid, generation: j.generation,
 				status: res.Verdict.Status, result: body, nodeID: sess.NodeID})
 		}
 		// Infrastructure error: retry with backoff while attempts remain.
@@ -402,7 +402,7 @@ func (s *Store) completeSlow(ctx context.Context, sess NodeSession, jobID, lease
 			return err
 		}
 		out = CompleteResponse{Disposition: Accepted, JobState: StateFailed}
-		return s.settle(ctx, tx, settlement{jobID: jobID, kind: j.kind, typ: typ, sid: sid, generation: j.generation,
+		return settle(ctx, tx, settlement{jobID: jobID, kind: j.kind, typ: typ, sid: sid, generation: j.generation,
 			status: "SYSTEM_ERROR", errorCode: res.Error.Code, nodeID: sess.NodeID})
 	})
 	if err == nil {
@@ -470,7 +470,7 @@ type SettlementPayload struct {
 
 // settle writes the outbox event of a SUBMISSION job, or finishes the node
 // check of a CHECK job (checks never reach the business).
-func (s *Store) settle(ctx context.Context, tx *sql.Tx, st settlement) error {
+func settle(ctx context.Context, tx *sql.Tx, st settlement) error {
 	if st.kind == KindCheck {
 		outcome := "FAILED"
 		if st.status == "AC" {

@@ -404,8 +404,9 @@ func (s *Store) cancelJobLocked(ctx context.Context, tx *sql.Tx, jobID int64, ac
 	return StateCancelled, nil
 }
 
-// cancelLocked moves a locked, live job to CANCELLED and closes its open
-// attempt with the given outcome.
+// cancelLocked moves a locked, live job to CANCELLED, closes its open
+// attempt with the given outcome and, like every way a job ends, writes its
+// one settlement event (status CANCELLED) in the same transaction.
 func cancelLocked(ctx context.Context, tx *sql.Tx, jobID int64, attemptOutcome string) error {
 	if _, err := tx.ExecContext(ctx,
 		`UPDATE judge_job_attempt a JOIN judge_job j ON j.id = a.job_id AND j.lease_epoch = a.lease_epoch
@@ -414,12 +415,18 @@ func cancelLocked(ctx context.Context, tx *sql.Tx, jobID int64, attemptOutcome s
 		return fmt.Errorf("store: cancel: attempt: %w", err)
 	}
 	if _, err := tx.ExecContext(ctx,
-		`UPDATE judge_job SET state = 'CANCELLED', status_version = status_version + 1,
+		`UPDATE judge_job SET state = 'CANCELLED', status_version = status_version + 1, last_error_code = ?,
 		   finished_at = NOW(6), updated_at = NOW(6), lease_until = NULL
-		 WHERE id = ?`, jobID); err != nil {
+		 WHERE id = ?`, attemptOutcome, jobID); err != nil {
 		return fmt.Errorf("store: cancel: job: %w", err)
 	}
-	return nil
+	st := settlement{jobID: jobID, status: "CANCELLED", errorCode: attemptOutcome}
+	if err := tx.QueryRowContext(ctx,
+		`SELECT kind, submission_type, submission_id, generation FROM judge_job WHERE id = ?`, jobID).Scan(
+		&st.kind, &st.typ, &st.sid, &st.generation); err != nil {
+		return fmt.Errorf("store: cancel: %w", err)
+	}
+	return settle(ctx, tx, st)
 }
 
 // PoolSignalSlots is how many rows each pool's wake-up counter is spread over.

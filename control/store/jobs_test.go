@@ -186,6 +186,11 @@ func TestRejudgeAndCancel(t *testing.T) {
 	s, err := b.store.SubmissionStatus(b.ctx, "ALGO", "5")
 	require.NoError(t, err)
 	require.Equal(t, "CANCELLED", s.Status)
+	// Every job that ends settles once: generation 1 (superseded) and 2 (cancelled).
+	require.Equal(t, 2, b.count(t, `SELECT COUNT(*) FROM judge_settlement_event WHERE submission_id = '5' AND payload LIKE '%"status":"CANCELLED"%'`))
+	_, err = b.store.Cancel(b.ctx, "ALGO", "5", "admin", "again")
+	require.NoError(t, err)
+	require.Equal(t, 2, b.count(t, `SELECT COUNT(*) FROM judge_settlement_event WHERE submission_id = '5'`), "cancelling a cancelled job writes nothing")
 	require.Equal(t, r.JobID, s.JobID)
 
 	_, err = b.store.Cancel(b.ctx, "ALGO", "nope", "admin", "")

@@ -384,7 +384,8 @@ func TestRejudgeWhileOldLeaseRuns(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "WA", s.Status)
 	require.Equal(t, 2, s.Generation)
-	require.Equal(t, 0, b.count(t, `SELECT COUNT(*) FROM judge_settlement_event WHERE job_id = ?`, old.JobID))
+	require.Equal(t, 1, b.count(t, `SELECT COUNT(*) FROM judge_settlement_event WHERE job_id = ? AND payload LIKE '%"status":"CANCELLED"%' AND payload LIKE '%SUPERSEDED%'`, old.JobID),
+		"the superseded generation ends with one CANCELLED event")
 	require.Equal(t, 1, b.count(t, `SELECT COUNT(*) FROM judge_settlement_event WHERE job_id = ?`, nw.JobID))
 	atts, err := b.store.Attempts(b.ctx, old.JobID)
 	require.NoError(t, err)

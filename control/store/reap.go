@@ -80,7 +80,7 @@ func (s *Store) Reap(ctx context.Context) (ReapStats, error) {
 			if err := failLocked(ctx, tx, id, "LEASE_EXPIRED"); err != nil {
 				return err
 			}
-			return s.settle(ctx, tx, settlement{jobID: id, kind: j.kind, typ: j.typ, sid: j.sid,
+			return settle(ctx, tx, settlement{jobID: id, kind: j.kind, typ: j.typ, sid: j.sid,
 				generation: j.generation, status: "SYSTEM_ERROR", errorCode: "LEASE_EXPIRED"})
 		})
 		if err != nil {
