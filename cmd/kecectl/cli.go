@@ -57,7 +57,10 @@ func parseGlobal(args []string, getenv func(string) string) (*cli, []string, err
 		return nil, nil, usagef("kecectl [--url URL] [--token-file FILE] [--json] RESOURCE VERB ...", "%v", err)
 	}
 	rest := fs.Args()
-	if len(rest) == 0 || rest[0] == "help" || rest[0] == "-h" || rest[0] == "--help" {
+	if len(rest) == 0 {
+		return nil, nil, usagef("", "no command given")
+	}
+	if rest[0] == "help" || rest[0] == "-h" || rest[0] == "--help" {
 		return nil, nil, errHelp
 	}
 	c := &cli{url: strings.TrimRight(*url, "/"), json: *asJSON}

@@ -191,6 +191,7 @@ func TestKecectlConfigurationErrors(t *testing.T) {
 	none.fails(exitUsage, "set KECE_ADMIN_URL or pass --url", "node", "list")
 	none.fails(exitUsage, "no admin token", "--url", env.URL, "node", "list")
 	require.Contains(t, none.ok("help"), "node create --name NAME")
+	none.fails(exitUsage, "no command given")
 
 	c := ctl{t: t, env: map[string]string{"KECE_ADMIN_URL": env.URL, "KECE_ADMIN_TOKEN": env.Admin}}
 	c.fails(exitUsage, "unknown resource", "nodes", "list")
