@@ -141,9 +141,9 @@ func (w lockedBuffer) Write(p []byte) (int, error) {
 }
 
 // startNodeProcess runs kece-node as a mysql-pool process against url.
-func startNodeProcess(t *testing.T, bin, url, joinCode, dsn string) *nodeProc {
+// Its files live in dir (a restart passes the same dir and no code).
+func startNodeProcess(t *testing.T, bin, url, joinCode, dsn, dir string) *nodeProc {
 	t.Helper()
-	dir := t.TempDir()
 	dsnFile := filepath.Join(dir, "judge.dsn")
 	require.NoError(t, os.WriteFile(dsnFile, []byte(dsn), 0o600))
 	cmd := exec.Command(bin, "-heartbeat", "200ms", "-renew", "300ms", "-claim-wait", "2s", "-safety-margin", "500ms",
@@ -180,7 +180,8 @@ func judgeRunning(t *testing.T, dsn, marker string) bool {
 
 // T09: a kece-node process is SIGKILLed mid-job (its SQL statement running on
 // the judge server). A second node takes the job after the lease; the
-// attempts show both; the second process exits 0 on SIGTERM.
+// attempts show both; restarting the killed node removes its leftovers on
+// the judge server; both processes exit 0 on SIGTERM.
 func TestT09NodeProcessKilled(t *testing.T) {
 	dsn := judgeDSN(t)
 	bin := buildNode(t)
@@ -195,14 +196,15 @@ func TestT09NodeProcessKilled(t *testing.T) {
 	// The derived table sleeps once; the rows equal the reference's.
 	jobID := enqueueSQL(e, man, "SELECT a AS "+marker+" FROM t, (SELECT SLEEP(2) AS z) AS s")
 
-	pa := startNodeProcess(t, bin, e.URL, a.JoinCode, dsn)
+	dirA := t.TempDir()
+	pa := startNodeProcess(t, bin, e.URL, a.JoinCode, dsn, dirA)
 	waitJob(t, e, jobID, 20*time.Second, "running on A", func(j store.Job) bool { return j.State == store.StateRunning && j.NodeID == a.ID })
 	require.Eventually(t, func() bool { return judgeRunning(t, dsn, marker) }, 20*time.Second, 20*time.Millisecond,
 		"A's statement runs on the judge server")
 	require.NoError(t, pa.cmd.Process.Signal(syscall.SIGKILL))
 	<-pa.done
 
-	pb := startNodeProcess(t, bin, e.URL, b.JoinCode, dsn)
+	pb := startNodeProcess(t, bin, e.URL, b.JoinCode, dsn, t.TempDir())
 	j := waitJob(t, e, jobID, 30*time.Second, "completed by B", completed)
 	require.Equal(t, b.ID, j.NodeID)
 	require.Equal(t, "AC", j.Verdict)
@@ -213,15 +215,35 @@ func TestT09NodeProcessKilled(t *testing.T) {
 	require.Equal(t, "EXPIRED", strings.ToUpper(att[0].Outcome))
 	require.Equal(t, b.ID, att[1].NodeID)
 
-	require.NoError(t, pb.cmd.Process.Signal(syscall.SIGTERM))
-	select {
-	case <-pb.done:
-	case <-time.After(30 * time.Second):
-		t.Fatal("kece-node did not exit after SIGTERM")
+	// A's killed statement left its temporary database and account behind;
+	// restarting A (same credential, new boot) removes them before it claims.
+	leftovers := func() int {
+		db, err := sql.Open("mysql", dsn)
+		require.NoError(t, err)
+		defer db.Close()
+		var n int
+		require.NoError(t, db.QueryRow(`SELECT COUNT(*) FROM kece_judge_registry.resource WHERE node_id = ? AND job_id = ? AND lease_epoch = 1`,
+			idStr(a.ID), idStr(jobID)).Scan(&n))
+		return n
 	}
-	var ee *exec.ExitError
-	if errors.As(pb.err, &ee) {
-		t.Fatalf("kece-node exited with %v after SIGTERM", pb.err)
+	require.Positive(t, leftovers(), "the killed process could not clean up")
+	pa2 := startNodeProcess(t, bin, e.URL, "", dsn, dirA)
+	require.Eventually(t, func() bool { return leftovers() == 0 }, 20*time.Second, 50*time.Millisecond, "janitor at restart")
+	node, err := e.Store.GetNode(e.Ctx, a.ID)
+	require.NoError(t, err)
+	require.Equal(t, int64(2), node.SessionEpoch, "the restart is a new session")
+
+	for _, p := range []*nodeProc{pb, pa2} {
+		require.NoError(t, p.cmd.Process.Signal(syscall.SIGTERM))
+		select {
+		case <-p.done:
+		case <-time.After(30 * time.Second):
+			t.Fatal("kece-node did not exit after SIGTERM")
+		}
+		var ee *exec.ExitError
+		if errors.As(p.err, &ee) {
+			t.Fatalf("kece-node exited with %v after SIGTERM", p.err)
+		}
+		require.NoError(t, p.err)
 	}
-	require.NoError(t, pb.err)
 }
