@@ -30,6 +30,8 @@ func TestBadSettingsAreRefusedWithAHint(t *testing.T) {
 		{[]string{"token", "create", "--kind", "root", "--name", "x", "--mysql-dsn", "a@tcp(b)/c"}, "--kind must be admin or business"},
 		{[]string{"migrate", "sideways", "--mysql-dsn", "a@tcp(b)/c"}, "unknown migrate action"},
 		{[]string{"frobnicate"}, "unknown command"},
+		{[]string{"serve", "--artifact-dir", t.TempDir(), "--mysql-dsn", "a@tcp(b)/c", "--webhook-url", "https://oj.example/hook"}, "--webhook-secret-file"},
+		{[]string{"serve", "--artifact-dir", t.TempDir(), "--mysql-dsn", "a@tcp(b)/c", "--webhook-url", "https://oj.example/hook", "--webhook-secret-file", "/nonexistent/secret"}, "webhook secret"},
 	}
 	for _, c := range cases {
 		var out, errOut bytes.Buffer

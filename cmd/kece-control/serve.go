@@ -15,6 +15,7 @@ import (
 	"github.com/kece-oj/kece/artifact"
 	"github.com/kece-oj/kece/control/httpapi"
 	"github.com/kece-oj/kece/control/store"
+	"github.com/kece-oj/kece/control/webhook"
 	"github.com/kece-oj/kece/migrations"
 )
 
@@ -49,6 +50,10 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	offline := fs.Duration("offline-after", store.OfflineAfterDefault, "a node without heartbeat this long is offline")
 	conns := fs.Int("db-conns", 32, "maximum database connections")
 	logJSON := fs.Bool("log-json", os.Getenv("KECE_LOG_JSON") == "1", "log JSON lines (env KECE_LOG_JSON=1)")
+	hookURL := fs.String("webhook-url", os.Getenv("KECE_WEBHOOK_URL"), "deliver settlement events to this URL, signed (env KECE_WEBHOOK_URL); empty: consumers pull them")
+	hookSecret := fs.String("webhook-secret-file", os.Getenv("KECE_WEBHOOK_SECRET_FILE"), "file holding the webhook HMAC secret (env KECE_WEBHOOK_SECRET_FILE)")
+	hookTimeout := fs.Duration("webhook-timeout", envDuration("KECE_WEBHOOK_TIMEOUT", webhook.TimeoutDefault), "bound on one webhook delivery (env KECE_WEBHOOK_TIMEOUT)")
+	hookAttempts := fs.Int("webhook-max-attempts", webhook.MaxAttemptsDefault, "failed deliveries before an event is dead")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -60,6 +65,17 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	}
 	if *conns < 4 {
 		return usagef("--db-conns %d is too few (at least 4)", *conns)
+	}
+	var hookCfg *webhook.Config
+	if *hookURL != "" {
+		if *hookSecret == "" {
+			return usagef("--webhook-url needs --webhook-secret-file (env KECE_WEBHOOK_SECRET_FILE) with the HMAC secret")
+		}
+		secret, err := webhook.ReadSecretFile(*hookSecret)
+		if err != nil {
+			return usagef("webhook secret: %v", err)
+		}
+		hookCfg = &webhook.Config{URL: *hookURL, Secret: secret, Timeout: *hookTimeout, MaxAttempts: *hookAttempts}
 	}
 	var handler slog.Handler = slog.NewTextHandler(stderr, nil)
 	if *logJSON {
@@ -89,6 +105,12 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	if err != nil {
 		return usagef("%v", err)
 	}
+	var sender *webhook.Sender
+	if hookCfg != nil {
+		if sender, err = webhook.New(*hookCfg, srv.Store(), log); err != nil {
+			return usagef("webhook: %v", err)
+		}
+	}
 	ln, err := net.Listen("tcp", *listen)
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
@@ -97,7 +119,17 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	runCtx, stopRun := context.WithCancel(ctx)
 	defer stopRun()
 	bg := make(chan struct{})
-	go func() { defer close(bg); srv.Run(runCtx) }()
+	go func() {
+		defer close(bg)
+		done := make(chan struct{})
+		if sender != nil {
+			go func() { defer close(done); sender.Run(runCtx) }()
+		} else {
+			close(done)
+		}
+		srv.Run(runCtx)
+		<-done
+	}()
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- hs.Serve(ln) }()
 	log.Info("kece-control serving", "listen", ln.Addr().String(), "lease_ttl", leaseTTL.String(), "reap_interval", reap.String())

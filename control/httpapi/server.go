@@ -32,11 +32,13 @@ const (
 	HeartbeatIntervalDefault = 10 * time.Second
 	RenewIntervalDefault     = 15 * time.Second
 	ReapIntervalDefault      = 5 * time.Second
-	MaxBodyBytesDefault      = 8 << 20
-	ProtocolVersion          = 1
-	machinePrefix            = "/api/v1/internal/judgers/"
-	adminPrefix              = "/api/v1/admin/"
-	businessPrefix           = "/api/v1/"
+	// IdempotencyKeyTTL is how long an Idempotency-Key is remembered.
+	IdempotencyKeyTTL   = 7 * 24 * time.Hour
+	MaxBodyBytesDefault = 8 << 20
+	ProtocolVersion     = 1
+	machinePrefix       = "/api/v1/internal/judgers/"
+	adminPrefix         = "/api/v1/admin/"
+	businessPrefix      = "/api/v1/"
 )
 
 // Config tunes the HTTP layer.
@@ -175,11 +177,21 @@ func (s *Server) Run(ctx context.Context) {
 	}()
 	t := time.NewTicker(s.cfg.ReapInterval)
 	defer t.Stop()
+	purge := time.NewTicker(time.Hour)
+	defer purge.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			<-done
 			return
+		case <-purge.C:
+			// Idempotency keys outlive any sane client retry by far.
+			if n, err := s.store.PurgeIdempotencyKeys(ctx, IdempotencyKeyTTL); err != nil && ctx.Err() == nil {
+				s.log.Warn("purging idempotency keys failed", "err", err)
+			} else if n > 0 {
+				s.log.Info("purged idempotency keys", "count", n)
+			}
+			continue
 		case <-t.C:
 		}
 		st, err := s.store.Reap(ctx)
