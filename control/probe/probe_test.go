@@ -284,3 +284,33 @@ func TestParseLists(t *testing.T) {
 	_, err = probe.ParsePorts("0")
 	require.Error(t, err)
 }
+
+// rebinder answers an approved address first and another one afterwards,
+// the way a DNS-rebinding attacker's server would.
+type rebinder struct{ calls atomic.Int64 }
+
+func (r *rebinder) LookupNetIP(context.Context, string, string) ([]netip.Addr, error) {
+	if r.calls.Add(1) == 1 {
+		return []netip.Addr{netip.MustParseAddr("127.0.0.1")}, nil
+	}
+	// Loopback but outside the allowlist, and nothing listens there.
+	return []netip.Addr{netip.MustParseAddr("127.0.0.2")}, nil
+}
+
+func TestProbeDialsTheCheckedAnswerDespiteRebinding(t *testing.T) {
+	t.Parallel()
+	var s seen
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.record(r)
+		_, _ = w.Write([]byte(`{"ok":true}`))
+	}))
+	t.Cleanup(srv.Close)
+	port := portOf(t, srv.URL)
+	p := newProber(t, probe.Config{AllowedHosts: []string{"rebind.lab.test"}, AllowedCIDRs: loopback(), AllowedPorts: []int{port},
+		AllowHTTP: true, Resolver: &rebinder{}})
+	r, err := p.Probe(context.Background(), fmt.Sprintf("http://rebind.lab.test:%d", port))
+	require.NoError(t, err)
+	require.Nil(t, r.Failure, "the connection went to the checked address, not a second lookup's")
+	require.Equal(t, "127.0.0.1", r.DialedIP)
+	require.EqualValues(t, 1, s.n.Load())
+}
