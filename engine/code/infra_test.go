@@ -313,3 +313,18 @@ func TestShippedSeccompProfileIsBuiltin(t *testing.T) {
 	_, err = loadSeccomp("../../deploy/images/seccomp-kece.json")
 	require.NoError(t, err)
 }
+
+// The daemon refusing the container (the docker CLI's exit 125 class) is
+// CONTAINER_CREATE, not a verdict.
+func TestContainerCreateRefused(t *testing.T) {
+	t.Parallel()
+	b := setup(t, "cpp")
+	x, err := New(Config{NodeID: b.nodeID, Workspace: filepath.Join(b.dir, "ws2"), SupervisorPath: supervisorBinary(t),
+		ContainerCPUs: 4096}) // more CPUs than any host has
+	require.NoError(t, err)
+	defer x.Close()
+	_, err = x.Execute(context.Background(), b.task(t, "cpp", cppSum, tcase{in: "1 2", exp: "3"}), nil)
+	requireClass(t, err, engine.InfraContainerCreate)
+	require.Contains(t, err.Error(), "CPU")
+	require.NoError(t, b.leftovers(t))
+}

@@ -101,15 +101,18 @@ int main() {
         if (pwrite(fd, "x", 1, 10LL << 30) == 1) breach("wrote at 10 GB");
         done();
     } else if (m == "oomfork") {  // more than the container's memory, spread over processes
-        for (int i = 0; i < 6; i++) {
-            if (fork() == 0) {
+        pid_t kids[8];
+        for (int i = 0; i < 8; i++) {
+            kids[i] = fork();
+            if (kids[i] == 0) {
                 size_t n = 200u << 20;
                 char *p = (char *)malloc(n);
                 for (size_t j = 0; p && j < n; j += 4096) p[j] = 1;
-                usleep(500000);
-                _exit(0);
+                for (;;) pause();
             }
         }
+        usleep(2500000);  // all of them hold their memory by now, unless OOM-killed
+        for (int i = 0; i < 8; i++) if (kids[i] > 0) kill(kids[i], SIGKILL);
         while (wait(nullptr) > 0) {}
         done();
     } else if (m == "nofile") {  // the per-run open-files limit holds
