@@ -3,6 +3,7 @@ package worker
 import (
 	"context"
 	crand "crypto/rand"
+	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -10,6 +11,8 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
+	"net/url"
+	"strings"
 	"sync"
 	"time"
 
@@ -39,6 +42,7 @@ type Node struct {
 	cache   *artifact.Cache
 	backend Backend
 	nodeID  string
+	execID  string // the node's name towards executors, see ExecutorNodeID
 	timing  timing
 
 	reopenMu sync.Mutex
@@ -161,7 +165,7 @@ func (n *Node) Run(ctx context.Context) (err error) {
 	if err := n.login(ctx); err != nil {
 		return err
 	}
-	if n.backend, err = n.cfg.NewBackend(ctx, n.nodeID); err != nil {
+	if n.backend, err = n.cfg.NewBackend(ctx, n.execID); err != nil {
 		return fmt.Errorf("pool %s executor: %w", n.cfg.Pool, err)
 	}
 	defer n.backend.Close()
@@ -275,8 +279,9 @@ func (n *Node) login(ctx context.Context) error {
 	n.mu.Lock()
 	n.cred = cred
 	n.mu.Unlock()
-	// Written once, before any goroutine that reads it starts.
+	// Written once, before any goroutine that reads them starts.
 	n.nodeID = cred.NodeID
+	n.execID = ExecutorNodeID(n.cfg.ControlURL, cred.NodeID)
 	backoff := n.cfg.RetryBase
 	for {
 		err := n.openSession(ctx)
@@ -410,6 +415,23 @@ func (n *Node) sleep(ctx context.Context, d time.Duration) bool {
 	case <-ctx.Done():
 		return false
 	}
+}
+
+// ExecutorNodeID is the name a node gives its executor, which labels
+// sandbox containers and records temporary databases with it and whose
+// janitor removes only what carries it: the node id plus a short hash of the
+// control plane's host:port. Node ids are unique within one control plane
+// only; the suffix keeps two control planes (staging and production, or
+// tests and a demo) that share a Docker host or judge MySQL from cleaning up
+// each other's live work. It is stable across restarts as long as
+// KECE_CONTROL_URL names the same host:port.
+func ExecutorNodeID(controlURL, nodeID string) string {
+	host := controlURL
+	if u, err := url.Parse(controlURL); err == nil && u.Host != "" {
+		host = u.Host
+	}
+	sum := sha256.Sum256([]byte(strings.ToLower(host)))
+	return nodeID + "@" + hex.EncodeToString(sum[:4])
 }
 
 // times returns the effective schedule (it changes when a session reopens).
