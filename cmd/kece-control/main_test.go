@@ -31,6 +31,8 @@ func TestBadSettingsAreRefusedWithAHint(t *testing.T) {
 		{[]string{"migrate", "sideways", "--mysql-dsn", "a@tcp(b)/c"}, "unknown migrate action"},
 		{[]string{"frobnicate"}, "unknown command"},
 		{[]string{"serve", "--artifact-dir", t.TempDir(), "--mysql-dsn", "a@tcp(b)/c", "--webhook-url", "https://oj.example/hook"}, "--webhook-secret-file"},
+		{[]string{"serve", "--artifact-dir", t.TempDir(), "--mysql-dsn", "a@tcp(b)/c", "--probe-allow-cidrs", "10.0.0.0/33"}, "--probe-allow-cidrs"},
+		{[]string{"reconcile", "--format", "xml", "--mysql-dsn", "a@tcp(b)/c"}, "--format must be json or csv"},
 		{[]string{"serve", "--artifact-dir", t.TempDir(), "--mysql-dsn", "a@tcp(b)/c", "--webhook-url", "https://oj.example/hook", "--webhook-secret-file", "/nonexistent/secret"}, "webhook secret"},
 	}
 	for _, c := range cases {
@@ -73,6 +75,18 @@ func TestMigrateTokenAndServe(t *testing.T) {
 	var stored int
 	require.NoError(t, db.QueryRow(`SELECT COUNT(*) FROM judge_api_token WHERE token_hash = ?`, tok).Scan(&stored))
 	require.Zero(t, stored, "the token itself is never stored")
+
+	// Reconcile: a healthy database exits 0; a planted violation exits 1.
+	out.Reset()
+	require.Equal(t, 0, run(ctx, []string{"reconcile", "--mysql-dsn", dsn}, &out, &errOut), errOut.String())
+	require.Contains(t, out.String(), `"violations": []`)
+	_, err := db.Exec(`INSERT INTO judge_submission (submission_type, submission_id, current_job_id, generation) VALUES ('ALGO', 'dangling', 999999, 1)`)
+	require.NoError(t, err)
+	out.Reset()
+	require.Equal(t, 1, run(ctx, []string{"reconcile", "--format", "csv", "--mysql-dsn", dsn}, &out, &errOut), errOut.String())
+	require.Contains(t, out.String(), "POINTER_DANGLING")
+	_, err = db.Exec(`DELETE FROM judge_submission WHERE submission_id = 'dangling'`)
+	require.NoError(t, err)
 
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)

@@ -10,10 +10,12 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/kece-oj/kece/artifact"
 	"github.com/kece-oj/kece/control/httpapi"
+	"github.com/kece-oj/kece/control/probe"
 	"github.com/kece-oj/kece/control/store"
 	"github.com/kece-oj/kece/control/webhook"
 	"github.com/kece-oj/kece/migrations"
@@ -50,6 +52,9 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	offline := fs.Duration("offline-after", store.OfflineAfterDefault, "a node without heartbeat this long is offline")
 	conns := fs.Int("db-conns", 32, "maximum database connections")
 	logJSON := fs.Bool("log-json", os.Getenv("KECE_LOG_JSON") == "1", "log JSON lines (env KECE_LOG_JSON=1)")
+	probeHosts := fs.String("probe-allow-hosts", os.Getenv("KECE_PROBE_ALLOW_HOSTS"), "node addresses may name these hosts (comma list, *.suffix allowed; env KECE_PROBE_ALLOW_HOSTS)")
+	probeCIDRs := fs.String("probe-allow-cidrs", os.Getenv("KECE_PROBE_ALLOW_CIDRS"), "probes may connect only to these networks (comma list; env KECE_PROBE_ALLOW_CIDRS); empty: probing is off")
+	probePorts := fs.String("probe-allow-ports", envOr("KECE_PROBE_ALLOW_PORTS", "9464"), "probes may connect only to these ports (env KECE_PROBE_ALLOW_PORTS)")
 	hookURL := fs.String("webhook-url", os.Getenv("KECE_WEBHOOK_URL"), "deliver settlement events to this URL, signed (env KECE_WEBHOOK_URL); empty: consumers pull them")
 	hookSecret := fs.String("webhook-secret-file", os.Getenv("KECE_WEBHOOK_SECRET_FILE"), "file holding the webhook HMAC secret (env KECE_WEBHOOK_SECRET_FILE)")
 	hookTimeout := fs.Duration("webhook-timeout", envDuration("KECE_WEBHOOK_TIMEOUT", webhook.TimeoutDefault), "bound on one webhook delivery (env KECE_WEBHOOK_TIMEOUT)")
@@ -66,6 +71,21 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	if *conns < 4 {
 		return usagef("--db-conns %d is too few (at least 4)", *conns)
 	}
+	cidrs, err := probe.ParseCIDRs(*probeCIDRs)
+	if err != nil {
+		return usagef("--probe-allow-cidrs: %v", err)
+	}
+	ports, err := probe.ParsePorts(*probePorts)
+	if err != nil {
+		return usagef("--probe-allow-ports: %v", err)
+	}
+	var hosts []string
+	for _, h := range strings.Split(*probeHosts, ",") {
+		if h = strings.TrimSpace(h); h != "" {
+			hosts = append(hosts, h)
+		}
+	}
+	probeCfg := probe.Config{AllowedHosts: hosts, AllowedCIDRs: cidrs, AllowedPorts: ports}
 	var hookCfg *webhook.Config
 	if *hookURL != "" {
 		if *hookSecret == "" {
@@ -101,7 +121,7 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	if err != nil {
 		return usagef("artifact directory: %v", err)
 	}
-	srv, err := httpapi.New(httpapi.Config{ReapInterval: *reap, HeartbeatInterval: *hb, RenewInterval: *renew}, st, arts, log)
+	srv, err := httpapi.New(httpapi.Config{ReapInterval: *reap, HeartbeatInterval: *hb, RenewInterval: *renew, Probe: probeCfg}, st, arts, log)
 	if err != nil {
 		return usagef("%v", err)
 	}

@@ -12,7 +12,7 @@ const (
 	pyAC   = "a, b = map(int, input().split())\nprint(a + b)\n"
 	pyRE   = "a, b = map(int, input().split())\nraise ValueError('no sums today')\n"
 	javaAC = "import java.util.Scanner;\npublic class Main { public static void main(String[] args) { Scanner s = new Scanner(System.in); long a = s.nextLong(), b = s.nextLong(); System.out.println(a + b); } }\n"
-	arkAC  = "const fs = require(\"fs\");\nconst w: number[] = fs.readFileSync(0, \"utf8\").trim().split(/\\s+/).map(Number);\nconsole.log(String(w[0] + w[1]));\n"
+	arkAC  = "const fs = require(\"fs\");\nconst w: number[] = fs.readFileSync(0, \"utf8\").trim().split(/\\s+/).map(Number);\nfs.writeSync(1, String(w[0] + w[1]) + \"\\n\");\n"
 	sqlAC  = "SELECT name FROM city WHERE population > 1000000 ORDER BY name"
 	sqlWA  = "SELECT name FROM city ORDER BY name"
 )

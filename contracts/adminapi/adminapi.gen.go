@@ -563,7 +563,7 @@ type HostGroupUpdate struct {
 type Id = string
 
 // JobKind SUBMISSION is user work. CHECK is an admin-requested self-check bound
-// to one node; its submission has submissionType `CHECK` and a built-in
+// to one node; its submission has submissionType `KECE_CHECK` and a built-in
 // manifest, and it is judged and reported like any other job.
 type JobKind string
 
@@ -607,7 +607,7 @@ type JudgeJob struct {
 	JobId Id `json:"jobId"`
 
 	// Kind SUBMISSION is user work. CHECK is an admin-requested self-check bound
-	// to one node; its submission has submissionType `CHECK` and a built-in
+	// to one node; its submission has submissionType `KECE_CHECK` and a built-in
 	// manifest, and it is judged and reported like any other job.
 	Kind JobKind `json:"kind"`
 
@@ -642,7 +642,7 @@ type JudgeJob struct {
 	// SubmissionId The business's id of the submission.
 	SubmissionId SubmissionId `json:"submissionId"`
 
-	// SubmissionType The business's kind of submission, e.g. ALGO or DATABASE; CHECK for self-checks.
+	// SubmissionType The business's kind of submission, e.g. ALGO or DATABASE; types starting with KECE_ are reserved (self-checks use KECE_CHECK).
 	SubmissionType SubmissionType `json:"submissionType"`
 	UpdatedAt      *time.Time     `json:"updatedAt,omitempty"`
 }
@@ -919,7 +919,7 @@ type SettlementEventRecord struct {
 	// SubmissionId The business's id of the submission.
 	SubmissionId SubmissionId `json:"submissionId"`
 
-	// SubmissionType The business's kind of submission, e.g. ALGO or DATABASE; CHECK for self-checks.
+	// SubmissionType The business's kind of submission, e.g. ALGO or DATABASE; types starting with KECE_ are reserved (self-checks use KECE_CHECK).
 	SubmissionType SubmissionType `json:"submissionType"`
 	UpdatedAt      time.Time      `json:"updatedAt"`
 }
@@ -933,7 +933,7 @@ type SubjectType string
 // SubmissionId The business's id of the submission.
 type SubmissionId = string
 
-// SubmissionType The business's kind of submission, e.g. ALGO or DATABASE; CHECK for self-checks.
+// SubmissionType The business's kind of submission, e.g. ALGO or DATABASE; types starting with KECE_ are reserved (self-checks use KECE_CHECK).
 type SubmissionType = string
 
 // Verdict defines model for Verdict.
@@ -1386,9 +1386,11 @@ type ClientInterface interface {
 	// DisableJudgerWithBody Disable a node that holds no live lease.
 	//
 	// Refused while the node holds live leases (drain first) unless
-	// `force` is true, in which case its leases are revoked at once: the jobs
-	// go back to the queue (attempt closed, no attempt counted against the
-	// job) and later renew/result calls of the node get 409.
+	// `force` is true (with a reason). Forcing never kills running jobs:
+	// the node is told DISABLED at its next heartbeat and stops claiming;
+	// leases it still holds run out and are reaped (retried elsewhere while
+	// attempts remain), and a result it posts while its lease lives still
+	// counts.
 	//
 	// Errors: 400 `REQUEST_INVALID`; 401 `UNAUTHENTICATED`;
 	// 404 `NODE_NOT_FOUND`; 409 `LEASES_ACTIVE`, `NODE_REVOKED`;
@@ -1402,9 +1404,11 @@ type ClientInterface interface {
 	// DisableJudger Disable a node that holds no live lease.
 	//
 	// Refused while the node holds live leases (drain first) unless
-	// `force` is true, in which case its leases are revoked at once: the jobs
-	// go back to the queue (attempt closed, no attempt counted against the
-	// job) and later renew/result calls of the node get 409.
+	// `force` is true (with a reason). Forcing never kills running jobs:
+	// the node is told DISABLED at its next heartbeat and stops claiming;
+	// leases it still holds run out and are reaped (retried elsewhere while
+	// attempts remain), and a result it posts while its lease lives still
+	// counts.
 	//
 	// Errors: 400 `REQUEST_INVALID`; 401 `UNAUTHENTICATED`;
 	// 404 `NODE_NOT_FOUND`; 409 `LEASES_ACTIVE`, `NODE_REVOKED`;
@@ -1497,7 +1501,9 @@ type ClientInterface interface {
 	// RevokeJudgerWithBody Revoke a node immediately (credential, sessions and leases).
 	//
 	// Takes effect at once: the credential and every session are refused
-	// (403 `NODE_REVOKED`), live leases are revoked and their jobs requeued.
+	// (403 `NODE_REVOKED`), so its results are refused from then on; the
+	// leases it held run out and are reaped and their jobs retried
+	// elsewhere.
 	// A revoked node cannot be re-enabled; register a new one. Revoking a
 	// revoked node answers 200.
 	//
@@ -1512,7 +1518,9 @@ type ClientInterface interface {
 	// RevokeJudger Revoke a node immediately (credential, sessions and leases).
 	//
 	// Takes effect at once: the credential and every session are refused
-	// (403 `NODE_REVOKED`), live leases are revoked and their jobs requeued.
+	// (403 `NODE_REVOKED`), so its results are refused from then on; the
+	// leases it held run out and are reaped and their jobs retried
+	// elsewhere.
 	// A revoked node cannot be re-enabled; register a new one. Revoking a
 	// revoked node answers 200.
 	//
@@ -2010,9 +2018,11 @@ func (c *Client) UpdateJudger(ctx context.Context, nodeId NodeIdPath, body Updat
 // DisableJudgerWithBody Disable a node that holds no live lease.
 //
 // Refused while the node holds live leases (drain first) unless
-// `force` is true, in which case its leases are revoked at once: the jobs
-// go back to the queue (attempt closed, no attempt counted against the
-// job) and later renew/result calls of the node get 409.
+// `force` is true (with a reason). Forcing never kills running jobs:
+// the node is told DISABLED at its next heartbeat and stops claiming;
+// leases it still holds run out and are reaped (retried elsewhere while
+// attempts remain), and a result it posts while its lease lives still
+// counts.
 //
 // Errors: 400 `REQUEST_INVALID`; 401 `UNAUTHENTICATED`;
 // 404 `NODE_NOT_FOUND`; 409 `LEASES_ACTIVE`, `NODE_REVOKED`;
@@ -2036,9 +2046,11 @@ func (c *Client) DisableJudgerWithBody(ctx context.Context, nodeId NodeIdPath, c
 // DisableJudger Disable a node that holds no live lease.
 //
 // Refused while the node holds live leases (drain first) unless
-// `force` is true, in which case its leases are revoked at once: the jobs
-// go back to the queue (attempt closed, no attempt counted against the
-// job) and later renew/result calls of the node get 409.
+// `force` is true (with a reason). Forcing never kills running jobs:
+// the node is told DISABLED at its next heartbeat and stops claiming;
+// leases it still holds run out and are reaped (retried elsewhere while
+// attempts remain), and a result it posts while its lease lives still
+// counts.
 //
 // Errors: 400 `REQUEST_INVALID`; 401 `UNAUTHENTICATED`;
 // 404 `NODE_NOT_FOUND`; 409 `LEASES_ACTIVE`, `NODE_REVOKED`;
@@ -2201,7 +2213,9 @@ func (c *Client) ProbeJudger(ctx context.Context, nodeId NodeIdPath, reqEditors 
 // RevokeJudgerWithBody Revoke a node immediately (credential, sessions and leases).
 //
 // Takes effect at once: the credential and every session are refused
-// (403 `NODE_REVOKED`), live leases are revoked and their jobs requeued.
+// (403 `NODE_REVOKED`), so its results are refused from then on; the
+// leases it held run out and are reaped and their jobs retried
+// elsewhere.
 // A revoked node cannot be re-enabled; register a new one. Revoking a
 // revoked node answers 200.
 //
@@ -2226,7 +2240,9 @@ func (c *Client) RevokeJudgerWithBody(ctx context.Context, nodeId NodeIdPath, co
 // RevokeJudger Revoke a node immediately (credential, sessions and leases).
 //
 // Takes effect at once: the credential and every session are refused
-// (403 `NODE_REVOKED`), live leases are revoked and their jobs requeued.
+// (403 `NODE_REVOKED`), so its results are refused from then on; the
+// leases it held run out and are reaped and their jobs retried
+// elsewhere.
 // A revoked node cannot be re-enabled; register a new one. Revoking a
 // revoked node answers 200.
 //
@@ -3742,9 +3758,11 @@ type ClientWithResponsesInterface interface {
 	// DisableJudgerWithBodyWithResponse Disable a node that holds no live lease.
 	//
 	// Refused while the node holds live leases (drain first) unless
-	// `force` is true, in which case its leases are revoked at once: the jobs
-	// go back to the queue (attempt closed, no attempt counted against the
-	// job) and later renew/result calls of the node get 409.
+	// `force` is true (with a reason). Forcing never kills running jobs:
+	// the node is told DISABLED at its next heartbeat and stops claiming;
+	// leases it still holds run out and are reaped (retried elsewhere while
+	// attempts remain), and a result it posts while its lease lives still
+	// counts.
 	//
 	// Errors: 400 `REQUEST_INVALID`; 401 `UNAUTHENTICATED`;
 	// 404 `NODE_NOT_FOUND`; 409 `LEASES_ACTIVE`, `NODE_REVOKED`;
@@ -3758,9 +3776,11 @@ type ClientWithResponsesInterface interface {
 	// DisableJudgerWithResponse Disable a node that holds no live lease.
 	//
 	// Refused while the node holds live leases (drain first) unless
-	// `force` is true, in which case its leases are revoked at once: the jobs
-	// go back to the queue (attempt closed, no attempt counted against the
-	// job) and later renew/result calls of the node get 409.
+	// `force` is true (with a reason). Forcing never kills running jobs:
+	// the node is told DISABLED at its next heartbeat and stops claiming;
+	// leases it still holds run out and are reaped (retried elsewhere while
+	// attempts remain), and a result it posts while its lease lives still
+	// counts.
 	//
 	// Errors: 400 `REQUEST_INVALID`; 401 `UNAUTHENTICATED`;
 	// 404 `NODE_NOT_FOUND`; 409 `LEASES_ACTIVE`, `NODE_REVOKED`;
@@ -3857,7 +3877,9 @@ type ClientWithResponsesInterface interface {
 	// RevokeJudgerWithBodyWithResponse Revoke a node immediately (credential, sessions and leases).
 	//
 	// Takes effect at once: the credential and every session are refused
-	// (403 `NODE_REVOKED`), live leases are revoked and their jobs requeued.
+	// (403 `NODE_REVOKED`), so its results are refused from then on; the
+	// leases it held run out and are reaped and their jobs retried
+	// elsewhere.
 	// A revoked node cannot be re-enabled; register a new one. Revoking a
 	// revoked node answers 200.
 	//
@@ -3872,7 +3894,9 @@ type ClientWithResponsesInterface interface {
 	// RevokeJudgerWithResponse Revoke a node immediately (credential, sessions and leases).
 	//
 	// Takes effect at once: the credential and every session are refused
-	// (403 `NODE_REVOKED`), live leases are revoked and their jobs requeued.
+	// (403 `NODE_REVOKED`), so its results are refused from then on; the
+	// leases it held run out and are reaped and their jobs retried
+	// elsewhere.
 	// A revoked node cannot be re-enabled; register a new one. Revoking a
 	// revoked node answers 200.
 	//
@@ -6198,9 +6222,11 @@ func (c *ClientWithResponses) UpdateJudgerWithResponse(ctx context.Context, node
 // DisableJudgerWithBodyWithResponse Disable a node that holds no live lease.
 //
 // Refused while the node holds live leases (drain first) unless
-// `force` is true, in which case its leases are revoked at once: the jobs
-// go back to the queue (attempt closed, no attempt counted against the
-// job) and later renew/result calls of the node get 409.
+// `force` is true (with a reason). Forcing never kills running jobs:
+// the node is told DISABLED at its next heartbeat and stops claiming;
+// leases it still holds run out and are reaped (retried elsewhere while
+// attempts remain), and a result it posts while its lease lives still
+// counts.
 //
 // Errors: 400 `REQUEST_INVALID`; 401 `UNAUTHENTICATED`;
 // 404 `NODE_NOT_FOUND`; 409 `LEASES_ACTIVE`, `NODE_REVOKED`;
@@ -6220,9 +6246,11 @@ func (c *ClientWithResponses) DisableJudgerWithBodyWithResponse(ctx context.Cont
 // DisableJudgerWithResponse Disable a node that holds no live lease.
 //
 // Refused while the node holds live leases (drain first) unless
-// `force` is true, in which case its leases are revoked at once: the jobs
-// go back to the queue (attempt closed, no attempt counted against the
-// job) and later renew/result calls of the node get 409.
+// `force` is true (with a reason). Forcing never kills running jobs:
+// the node is told DISABLED at its next heartbeat and stops claiming;
+// leases it still holds run out and are reaped (retried elsewhere while
+// attempts remain), and a result it posts while its lease lives still
+// counts.
 //
 // Errors: 400 `REQUEST_INVALID`; 401 `UNAUTHENTICATED`;
 // 404 `NODE_NOT_FOUND`; 409 `LEASES_ACTIVE`, `NODE_REVOKED`;
@@ -6361,7 +6389,9 @@ func (c *ClientWithResponses) ProbeJudgerWithResponse(ctx context.Context, nodeI
 // RevokeJudgerWithBodyWithResponse Revoke a node immediately (credential, sessions and leases).
 //
 // Takes effect at once: the credential and every session are refused
-// (403 `NODE_REVOKED`), live leases are revoked and their jobs requeued.
+// (403 `NODE_REVOKED`), so its results are refused from then on; the
+// leases it held run out and are reaped and their jobs retried
+// elsewhere.
 // A revoked node cannot be re-enabled; register a new one. Revoking a
 // revoked node answers 200.
 //
@@ -6382,7 +6412,9 @@ func (c *ClientWithResponses) RevokeJudgerWithBodyWithResponse(ctx context.Conte
 // RevokeJudgerWithResponse Revoke a node immediately (credential, sessions and leases).
 //
 // Takes effect at once: the credential and every session are refused
-// (403 `NODE_REVOKED`), live leases are revoked and their jobs requeued.
+// (403 `NODE_REVOKED`), so its results are refused from then on; the
+// leases it held run out and are reaped and their jobs retried
+// elsewhere.
 // A revoked node cannot be re-enabled; register a new one. Revoking a
 // revoked node answers 200.
 //
@@ -12188,113 +12220,115 @@ var swaggerSpec = []string{
 	"Fwm7hAbOEal3pIRdsHQVXR5zxMWabW6GrYtts521umTn8RMG6R9aecpf7nF1LfvSSa2W4gaRkiw3H7Pa",
 	"vo4rRKcdV5Il+aLIp4tyYlQWo5pGoRmjsSn4didBKT7xhAe/gvlbMb0o4aIOb1vvW50BsACIAgIB9dmc",
 	"hGDJD3Wyr2S+CM1QL09X/Oon1deff69VXxsL7OS/iz1zH8X4F8YLpu5fvb1o9Y16ZbY3UlTCnZA3R4Da",
-	"kfkuNquqLmxOA1A0nFR9I3thbOT8kGuBtrDhW2fIQlU0njN0mcOMZD8OlgsKIxx9BIQHQGAcsVBXGR/y",
-	"OeFsQpX28BemzfxoLwf4haQLIQ0AIbsx9t4ShJ5RiT7vIc9orumqYj2vpHbUT+CMtQsU0R/FeM1j88+r",
-	"5hWqY6nDJonepD4br5LEbUqC8M+IRqgypO6bc2HOXmc9OF7lHJ38saloVCRjLLSUimz8dgdS/OJeXnU7",
-	"F7ru44ebKJjULupHeUf4KmeNwzAJpEVwFJHbR4M9H8V4v4DrvupMouC1eJGr84O4g1DwKRCwWGQwGJRm",
-	"YYh5YArdF+Z/m6AwJv6NmEzOoGYtOD8kbG6G38NX6huloyE43WNZ+O5AaOtk3vXl3dVV36npBRLCMAYx",
-	"Nvwhz21+UuDesoYvOluKXRcTxpma7QZROuYemupzxphuHHff9mQsBO69Skj4NHKui22vtOPn8B2lc06J",
-	"fUL8ZcPwhSiEL/fo3HrLiijrUlJlzt7G2B1nPgNOp8QYgKjq51Tq2LttFetCeioICjkxVfZw5uSry/tQ",
-	"2wnn0ckHixlRDx7qJT5knhYifPBh84x5VjIhC02strij0thSCiZMKm3YFFMuU2C7FXWSS0msntRqTxLZ",
-	"tyEcWoIerFQ3LyQc5OGt7mefzb07QDjKvo1PP4E1FmcuIA9wp7oG1coSc6wsww9yyB3vY1Zq5KRABi28",
-	"vMzMI/1KVkUqCraJ7EYSAdldcBewhm4YUKUtimI6bRnbKU7XWrWcVg0n5NUP4lusi7jzo2qvrBubvKo4",
-	"WaiZ2DnLxmbtpPPu8u6tjeWWDPkW4WmKJmrr2e9hGX8R4/I2cfYo0oN9VXSw2dx2BCkMu5PKm98fZsef",
-	"VwOH9TEKJ2fVGnmKCfRHRTu1ZX/kjvHKuos5YizM2JfGnFMYeWV6PfLoMhjXkfItURSueu0UKwP6k3Kx",
-	"NKA8WAjGtYfK60KKsTNdMxbFq5PTIjVvd80wWIkQbjuKXDQxiXSWwhBpQ717Km/otC4w9n1JA8o1IyHa",
-	"xmNKOTC022x1hXnTBmXuCNrktqZiXYO18bush3FHnXxX925pNWQHxeIRrl/pggWFMevy6YS1jc7b7X6i",
-	"01c/P7ejNTF8nW/Ryfa8/9WCmtnJFfpINyrByrWExhVUSqiklLCWe3ltN/KZ7sKOADOtFwfqEL1+BYzn",
-	"2ML4pwfoi6IBkClhXGmwNUpiTG0adiku9KyxkV0IYmfMK+2Z3oI9D53tY1xKq9VlFvdTNueBmok7jsZZ",
-	"qezRR7qgyrH+Qlrc2wUl99Nmo6CoSKxD7xJVNs0wPKnVyuu1aV7yw6otUpcqC8ZpeSg6IqDWyZoD4rRI",
-	"C9vh3GxOO9f1jbZAMeSvao+zC149FE9xGLQCXbLBLtV5CxJ9SFSXHdS/bj7pyQNFF0QSTWEixTyfSlWU",
-	"h+YS29znUtuTSa3L7dCL0/WTncUR+/qU7pHEaf1SSdi/XmRMYa0RJpfGEgR172TmMyBWM3fJsLCkOue4",
-	"2MpSMAGwv5lpbwVe8JBxWqQlJtABkZKZ87tjesY4iMnEvIPVZRdqU1qWjZQkmWWFQTY0CBRhcaglcE8D",
-	"04qGE1fXpGaRxtzhQNzxDZqoy3H8RGVxSK+u7JbHcJ2Bwf1lXPBsjgSJMV11KZmNsuttpJa710PnKdMd",
-	"w9pCvDz+F2zsZmLdx4bFF3c0Y+XOcd14ms2w7xnR3SUX8NFJH0+sIxVo0VtqJtoZB/qKO9T9Ajd06XJz",
-	"/cXi5L88+EJuifl/sdQzwV94QOSNVh7Ml+qP8MzQYEB9FlCbq2KUtVXnTibn9j+PrjHn9sVJsa+mQ4pq",
-	"0D5Ec8KxTMGDiLM/IhpzFaYV3DAewEGI/lyfKHpYMD8WhNj/HQQnp/+1AYREvO8osDjNhphlZHgeEJfL",
-	"a5N9bW68DYcZ0G24+osYAxY/Qv28IKcaxyur3lu52NuYpWBWt5qmgOASHtshZ2CrsoBTGiggsCBKGXUD",
-	"n3ZhqoLiixIEsIfPZL8iT9zhdHVmhycYgt63yHOfsNtzFVutSa2HJU4Zj1OmxCPvNS3nO0z8p5+LKu0T",
-	"TP9JgRv6DCjxZ0iyRowbDcaeltJ0se5djMnAy8bVx3l/fx75H/ICXMZhpzg54rx7cdlq26yIj1eN9+av",
-	"cukP52K+YKH92cgilLFmCmdBF7s2DbM8S1JQwFWJAyq+CuhX4utwGZNaDKS/WJilk1tiUBmZstHBDVM2",
-	"9Ge4clmgcaSPdqTLeKS6G+nCjmQWIcWYPldKezp4nNf+rPnpK9NlDr/R6V+n6S/dTqd5Pki/GLQzvw5a",
-	"F83u1QCzvButnnmw13x3Zcue3tYb1/1BfXDVN09m8qHND2+7jd9Knk6DqzRrRnBOfZ18HoTpbwM2pyLS",
-	"mKkcMEl93bOl/mZKEvTjsrBMku9bErwVwTI93L3KHzOesAcZUMBISIPWolijXzDOaQCtS9AzotF/bF5w",
-	"7PqhamAaY2Y5NMs707dVThSbHhkXHnzsdztwwNAvrpceEnRSOuVly6tc6Y6HXXKqmH9mV7eGoSHR5o29",
-	"jModa3b9GaZzFzuiEW9Kl6tu8gCTJBU9nS+7xiIa7SUa+WoV+fIMJPWFNLoSswIenQ8Qimlhwdic8eSL",
-	"AtSxM+1XqfQUNUTFq/cF91lIe2i07UqUyojq1Z1ruLq9nDchG4stp9CIm2JcQXe1LS0Oclbg2gipwZch",
-	"5cSpcstEiA6d8rbkp/iVdXPyIXsStwoXtbKCHCDFR4Tyu+56SOx4RI/KxtpBp9wxm2RDekYu4cIOWbQl",
-	"fap1SOeUa6xG2cOLQG/jNnSlDn5lwh6yhb9pYNwtrcS+uWXsqmbZAuaC6nT3i5WrmIBJA1t0a2ZDmEvF",
-	"LvYKdttK7XI5ZIXiDIEs3T7IPFwqlSm/5XE+0/ciyyQhsYyCa/HVbeGTp5Lli+n/xfPJYmTJYkLGRNwl",
-	"ryy2J9dQOEsIWYhLUHa8KStO/uZg0G424qpXYwpaykTX0RcxtpRrvUMHznD2oP9bf9C8uMZmSyBk2mUp",
-	"VxvuBi9bRIDw2rz8foTLiGGOB/zYfWsMxMGgeXEZV7DmKmgrXr6IAatKS87/EfOs4hCV9cNlazkrXr7O",
-	"AXc1hjaHtet6+zhSjFOlflLAgkT/SV4rcAoVNJF5s7WLTH8N/beCgU5LMckA4byu9fb7rjnSRn1Qf1vv",
-	"N8+c62QiZMa9qB7yY21ysH7KuHV263SjNvQ0wHJAxFJJzCKIP4M4G9M6d+JIpeA+jUMoZjnnzdKRy0yP",
-	"ngfDBh52tWUhbYtpkUjE3ySISC+iTBz1Z+x1k4XP8He5kFTTILbpVpMyfn716kUR156Tr/24H84KxUdz",
-	"JO4wtJtzR9l0plWMlPHO7VEjsYPfJNOtpxA6rDpNAUuapeFh7wHaXk13ViMdq/1tkj3OHXi6Dy7nt5A5",
-	"56cqcNBhTZnrkXYEK55mbP2ogEgKnN5SCST2aWbZb/284lV+raPzyLDJC/y3i//2zD/nZavfS41kV8Um",
-	"RprL3a2SnaIMpdWdjT5cO0Lh0SQW3W4L+A7tMKydWMwHGb8lkhGuYSxt1zlk566Y4/rX1uBD92pwjY0Z",
-	"PBj82r1uvnvXxP4M171m/6o96Htg21B0PzV71+f1y/p5a/DbvgELZUV4aWMxL/EfUN2SR9f8GlHolKvk",
-	"kSwo23yzmPzoR5LpZd/MFDsZ54wPzIYWUOlqg9gb6tMqNkMWofvS6mtQraLAxcdHqCThamyDbyKpTLdw",
-	"pvXCNlRlfCKK8vyMoigk1C9bMa/8pXnezPj0IeIBlTA6Jgt2fHtyjNMej97YGn4sl1fekKf5zQoOkrwy",
-	"5WXlvAdxi0RJFfuTejbdARsw4fdDbtMkvWyCrhTadVlyGc2H2GIRh461UggoCSCkBrUUEB4MeYrD0jmh",
-	"mM2vgaZRg8E3UstFBVf23m7nkI/SAxsdniUaj30Mp7GxjhTYHB91guZoyIf8H/+Ac8GNlscEV0P+v9J6",
-	"YwUHI+tiHHkwymQGmo/IWswfaU2I+eTsg5E35ACjpDet+cmxJfOna0g4OkSo8hXNyrbcZnyKQ6zXMI+O",
-	"DJQDoyfg67135/DixYvXyfuYumQQJm6kBX4o/Bs4uBqcH55B4PKZ8G0zhxOhChiHOQtD5lo8uw73HEYX",
-	"agQqmkzYV5zbnpONhNoq6A+DwSVY2QmLMFIw+jbEQMmw4sEwpkf7wbHQYeV+dGamR3TElVxdXjZ71/1O",
-	"/ZcmnmHIsKSacavviYUznn5SkKEWhzdmqOQJbGFBQiWAcHVHJbys1WCtbbkHL2snsNbxGc/u5elryPfE",
-	"hgPcj0yn60OEMt+b+TjXmhm36yLSbsOtg8RW7LuYvZDWACM35quRddmOvFUPtAEpcULbg0G/tI/ZRxki",
-	"+UlhCgNOjGH4W0bvFNxQuljpDHYwymZCG7TENA+DlAsiNaIRbmo+Rw4ORvaPI5sYNPIgoDYJK0G8fAoZ",
-	"kCnFPU1q1OO2b7c2uozbmE0mOnwDw4plSbYU0eV1DSuWhQAM4yZp+HOcnGV+lxTGQs+Afl1Iio347Ga0",
-	"mXLalNlXSQPgmUxHBGFBpi6VDEbYGN1W4Y/i2xlGZuYDTFQouulhlPX6jQ5t2b1mGlsTIPO251S/bFUw",
-	"9G0j65UT9HovKCcLVnlTeXFUO3ph5fEMpVOewSM/rxpuVJ0mzS6mtCC3D/0/6k0xkp8VYPiZwWULdkJJ",
-	"RrRXzN59SBterNxRcFqrPVmn8Xz/j4KO4/UwzAk4GC+BBdgB/WXtZNPwCbzHuW7z5qXT1w+/tNqbH6FC",
-	"/bzMhEnneNQ+ovmcyKXb1OxSEqpmEnzXMQPxL1IYmtdkquLOI/HRf8b8ebX18AsY39lGnKi9hlHaYcww",
-	"6B3QxKbDZ30priIP48BPjiKusuI+rx4aBfx+DUNPnn76Iux0BQEOHWsPY0fmfo+9MbhWAoOTdlx/Kcrb",
-	"7QGSQXs4EJzCYrZUzCehU2/Nz4ebcf7ee4gnHn/LqGv3rpbT1jrlD2wUZ6mNYB4pDfSPiIS5flNxLlr8",
-	"4BFgUbcRuzGVDvmY2mtGKKAMNUJ7gtVCqB/ZpmhvjNjDFGLsuWVzvZyuamTRkGPoxLwxlYQbOWnEZGjo",
-	"HwIpFgrSaTi9S6ZHPXYveh/yl7WXMCpqThgzg3yHwd3Ehs2UzfKD7DVLG4Jh6SPHq7cb3X9+Zo7iUntL",
-	"cZTa9+EoFqTvzVFePvxS0sjwX4wFxdp3yoJ+Uki1qdA9EAvN5kxp5qdZrGi+7c6U4tLrBzS0nYT0bopb",
-	"XM+t1umv6NqsOCxVDnezkf3i8eKWC6WGs3V+m4ZyTRxKQ2Y7umwabT1YV2rc1ZiiGf4BPmbvMyvxYJIy",
-	"YDndM/GbXCOBApbTNQKZTDGFx6Dv9+U9f60+bv1XPFcDh3r5hIXmiLL0bzsRbCP842/oJrp/WgbgpHau",
-	"VfBubOE9TbjCzkI5vQHwuyCpqw3dcLXaFzH+m0vGvwydDRV/EWPnxAtDLAWJG4y4HoLKXVS0H1Yf27t0",
-	"ULsutEHdCcGY+mJOVZpAkNydmfqJ0XF6FnvFZiIMbLHdkE+pVjBK3h2B4CCpUYDNIlBJNaSw+gCua8hd",
-	"K0D0kmUAMGBZ16CC01rt0Sr0GjHGYMXdr0dwQGzH5vQiKxASbLr34Y6GNi7qyUj46TXqfMrrd9an0wY2",
-	"G5mGB1zcpejwQ7t+Ku0aERMI/IGdOvFOztTo3ZPNSJsIu5nPWLeCMsyD3qVMb5SmW8F/wskoufhCkXk2",
-	"Mcf6lOfi1lUXZn7Brj1UghbA9JnNngoDi0Fs4tpSJmsdcrdYzxjxftyEFA7ixtmAvAx5Q3pPHXqKn4n7",
-	"ZLrxGwaEio3MdH8ccryAVB16MMpfHTCCg6SaygXPhAZ3FMGO/MqlMv97MazTJ5w8n+m9gW/FyM2UQ7kf",
-	"bOuJ2JY7gFXqx/TITBdos/kH5hRSAjoszdPk38ENIEs6AfY02lfqQWx40V1BZA2oTZd17+Z1yLcte347",
-	"RG4ylS9cqN7mV+SDUf8z7OU0u8QD4ZpThUuzEZijYiO7GTzI0Uvca2FjFCvtxKGJtH71UdFlVKMjGOS6",
-	"wzGVaZw05AYM29pWuSutT2owZzzSVJ2BsJf6K5gRNcNXtZAuP+S5/OqrQbZTGBXcf2OEtrs0WUQab4TG",
-	"sP9iIQWG5IUyklJIrQ73idW5JhnPI1Nz/c++c5Qu359rc6TuDGYGN/KtBbXAL9BDLFwi1r+drD0tA9b6",
-	"leJ/sZyeMqUxFTbbtpMHtkekvcdurYdaMcvZJKWPv9mcr+dx2uUv/NrPayd31p87uKLv5LST2112eCPz",
-	"D5/dRp8dojTar9Y/51OuE79dLmvTXhGCSWFaEhZuFK27hr5dAfp65DsRxyElEvPZ6JAbhdjGz0TEbdqY",
-	"vSmKfs31EVMzyfiNUZbSMHZyy+KQu3h5aCxkPaNzFyB/tBBep7iCsLbnnnMX5e2Y92JjtE9Fm88liP+a",
-	"4HbSMPJHZPvZhaNifyZ5pSVj2DvIw2OXDL7ZD+dagrgbJpIrZmciDFTuVtUDTNi08bVDiHhIlRryEV51",
-	"OsIyRRlRz2j7dzOWdO/RKn6fSGwvJbCvrS35euN0uLEa8qnAa2FiPQ6dJXDgeCj4oVA08IALSL4ynCvf",
-	"I3fIv4ixTfANiVE5MORwbOMKmKOusi13YUq14SzPxK5yN20+klu5m3P/vuxq5Wrfvw3DiqWfDR7E9xz/",
-	"4F9PxL/csccMDHPlLevgIsM99uZehuVs5l1PT7M5El33r+9ItAb6vy/J/vXxvjIU6y4p/0GxT0SxfS0W",
-	"NhM1JGyuzooSXPclV1v9sZleuzxcOlee7R1p5s10xrSRLj0jvMCkGfJ8KYy9a3EiqZpluuwC3kKPmQMc",
-	"Ru6y+5HlTkwBGXIuqmJhOdVTJhMU85P8Jd2Go6zcyD3yhnxFMdjFvWDv3P/BYx7FYxyW/GAxTxVkoNrW",
-	"vbMJM0q7rTlz1Z2YLp/G69S+vOaLYLwat5EsZjfuTnibZsCXQIkMGZUQcbR40M0I74TMaS9xwo/VYsiQ",
-	"Z4pnI0VhhBW0tJp+PQJjf1ASPBMPKbj+/5HWRI8qqj+m9z78TR2T+StgtwTY1y/d+EHJT0LJuPWJlE2D",
-	"LZMVopkRhakm9jae+LqBfcgab7nZTNL9fu9ddRoRGdDgjY0BrsTVzluNnvWyYoTtDCgWPjc6fSfuh5yp",
-	"9IIdF0dyTUWhdelajp7BoN1PeNgZSNdBVYG0DpOzIXe9OsG6cMxIbE7PjOWjqC8p1hEpyvUR1DN75RNu",
-	"tmpMhxwbX9IAFROjhLgUqKQf5hvAfhbuXmkOIyzfHp0BAU3klDqnB7YoNGcyZjjWxsDkszGoazcbKi8b",
-	"Jt+NRWFX1r955CTbILeAO/06I9mbmxS5+xGP/BvEI99R7c+Krt1KoyD2fnjKNZacu2D+vhzN+jy3JFyT",
-	"G6qATibU13nHaEbzwFwIZGTunjPnTkVWNOQHL2svVjSCQy/nvc15Xy3TY9LafKj3R5g6UU+escpazKpA",
-	"0qor7TesMAnoGuErOD2CnnkNra6460gQx3mf08TaReUxQP0wlB5lKLmT/REJ3hTMMdsTK0ZsPqcBI5qG",
-	"SzhISdmLKdgqKZY89w7vrBkj2ws74ujwCmdJIUqZiuWG5tQFh4OXtZMhH533mg1DlvV2QrJwDKN+E1Mt",
-	"0+9c39s58WfG8Ktftg7PEo475EZLVDZuk3ZFifX4I2hn2JbSZOkqqvWMLl0+GKZtJ1EcpuKWR89qge3l",
-	"n+nh+SSJTfEh/WBA+5p6Gy5Z/GHvPY29l3hM0iDpCq9gziTMHca+7Avtq+WWAA9H1cSYR9aVOko736Lx",
-	"p2fMVWnMydI6lzAETfhyiOdmIPeJjjNZ8VaqSLmikdjBHNeQh8ywb77EuhdoaTXkrtGjsTIpse22kp2x",
-	"TbF+Uq5NmBplvM/xDUloOQ957OzGB78Hl/Ji33Orc33Z67631tlOJpjtGflvpTI9XflHvqHmBoZloxo/",
-	"Sj+ePoZFpMZS1CR0dEAyV6ahY8Zmkjj2UFbBirsb0o2JpD1KgqrhPWdpWVqc2qcg32gyGW10BCNxMwKm",
-	"hhxdOvYaMsNqkgslDJ7Y5nkr/OGxhSTJtSHP2QNs9W6SDRRhu8n9K3b+witA7JH7MxpEyOWTtpgKNeW4",
-	"/2F6qDmvQYpcBZiXllVX0/su/rrKo5Ue9c/Sh2TlkoF/vaYcRVebPNCbw57t/6Rqo9V+Acr1P841mbW3",
-	"YP7vRrPeyLHq+H6UEvRy/M31cb0/Nhorota2tEflkpbdtQpagCtSShO586mGEvyQEkkDD5TAbAS8QUXB",
-	"QRxFuKPjmRA3oCgPqDwERanRN9HSfbTShzcmrGt96ddm83aVDG6fVhB5A7EvjDaX0Hp6q0Ze6ypL/dgE",
-	"/N/RmN1w/1CxQMRdtN41h34/tMQn4j6XkdERDZupWjZDA0frmGjMuBYQ3+NSzHMyjceRCrItx3//bJDX",
-	"vfMtJopsezEjptzXscaZ/UqMc5/drJlvUnXh/vP9/w8AAP//",
+	"kfkuNquqLmxOA1A0nFR9I3thbOT8kGuBtrDhW2fIQlU0njN0mcOMZD8OlgsKo1+a581rnGIEhAdAYByx",
+	"UFcZH/I54WxClfbwF6YNEGg0B/iFpAshDRQhuzFG3xKEnlGJju8hz6iv6dJiZa+kitRPgI1VDJTTH8V4",
+	"zW3zz6vmFepkqdcmCeGkjhuvkgRvSoLwz4hGqDekPpxzYRBAZ904XuUcPf2xvWj0JGMxtJSKbBB3B3r8",
+	"4l5e9T0X+u/jh5sondQuOkh5b/gqe41jMQmkRXAU0dxHgz0fxXi/qOu+Ok2i5bV4kb/zg7iDUPApELBY",
+	"ZDAYlGZhiMlgCn0Y5n+bpTAm/o2YTM6gZs04PyRsbobfw2HqG82jITjdY1n47kBo62ne9eXddVbf6eoF",
+	"YsIwBjE2/CHPcn5S4N6y1i96XIr9FxPGmZrtBlE65h7q6nMGmm4ci9/2ZCwJ7r1KSPg0cv6Lba+04+fw",
+	"HaVznol94vxlY/GFKIQv9+jcusyKKOtSUmXO3gbaHWc+A06nxFiBqO/n9OrYxW2160J6KogMOTFV9nDm",
+	"5KtL/lDbCefRGQiLGVEPHuolPmSeFiJ88GHzjHlWMiEL7ay2uKPSGFQKJkwqbdgUUy5dYLspdZLLS6ye",
+	"1GpPEt63cRxagh6sVDcvJBzk4a3uZ5/NvTtAOMq+jU8/gUkWpy8gD3CnugbVyhJzrCzDD3LIHe9jVmrk",
+	"pEAGLby8zMwj/UpqRSoKtonsRhIG2V1wF7CGbhhQpS2KYk5tGQMqztlaNZ9WrSfk1Q/iW6yLuPOjaq/U",
+	"G5vBqjhZqJnYOdXGpu6k8+7y7q0N6JaM+xbhaYomauvZ72EefxHj8oZx9ijSg31VdLDZBHcEKQy7k8qb",
+	"3x9mx59Xo4f1MQonZ9oaeYpZ9EdFO7Vlf+SOQcu6CzxiQMwYmcamUxh+ZXo9/OjSGNeR8i1RFK567RQr",
+	"A/qTcgE1oDxYCMa1h8rrQoqxs18zFsWrk9MiNW93zTBYCRNuO4pcSDEJd5bCEGnjvXsqb+i5LrD4fUkD",
+	"yjUjIRrIY0o5MLTbbImFedNGZu4IGua2sGJdg7VBvKybcUedfFcfb2k1ZAfF4hH+X+kiBoWB6/I5hbWN",
+	"HtztzqLTVz8/t7c1MXydg9HJ9rwT1oKa2ckV+kg3KsHKtazGFVRKqKSUsJZ7uW438pnuwo4AM60XB+oQ",
+	"XX8FjOfYwvinB+iQogGQKWFcabCFSmJMbS52KS70rAGSXQhiZ8wr7Z7egj0Pne1jXEqrJWYW91M254Ga",
+	"iTuOxlmpFNJHuqDKsf5CWtzbBSX302ajoKhSrEPvElU2TTM8qdXK67VpcvLDqi1SlyoLxml5KDoioNbJ",
+	"mgPitEgL2+HcbGI71/WNtkAx5K9qj7MLXj0UVHEYtAJdssEu33kLEn1IVJcd1L9uPvPJA0UXRBJNYSLF",
+	"PJ9PVZSM5rLb3OdS25PJr8vt0IvT9ZOdxWH7+pTukclp/VJJ7L9eZExhwRFmmMYSBHXvZOYzIFYzdxmx",
+	"sKQ657jYylIwC7C/mWlvBV7wkHFapCUm0AGRkpnzu2N6xjiIycS8gyVmF2pTbpaNlCTpZYWRNjQIFGFx",
+	"qCVwTwPTioYTV9ykZpHGBOJA3PENmqhLdPxEZXFcr67slsdwnYHB/WVc9WyOBIkxXXUpmY2y622klrsX",
+	"Recp0x3D2kK8PP4XbOxmYt3HhsUXdzRj5c7B3XiazbDvGdbdJSHw0ZkfT6wjFWjRWwon2hkH+oo71P0C",
+	"N3TpEnT9xeLkvzz4Qm6J+X+x1DPBX3hA5I1WHsyX6o/wzNBgQH0WUJuwYpS1VedOJvH2P4+uMfH2xUmx",
+	"r6ZDigrRPkRzwrFWwYOIsz8iGnMVphXcMB7AQYj+XJ8oelgwP1aF2P8dBCen/7UBhES87yiwOM3GmWVk",
+	"eB4Ql9BrM35tgrwNhxnQbcz6ixgDVkBC/bwgsRrHK6veW7nY25iqYFa3mquA4BIe2yFnYEuzgFMaKCCw",
+	"IEoZdQOfdmGqggqMEgSwh89kv0pP3OF0dWaHJxiC3rfSc5+w23NVXK1JrYclThmPU6bOI+81Lec7TPyn",
+	"n4vK7RNM/0mBG/oMKPFnSLJGjBsNxp6W0nSx7l2MycDLxtXHeX9/Hvkf8gJcxmGnODnivHtx2WrbrIiP",
+	"V4335q9y6Q/nYr5gof3ZyCKUsWYKZ0EXuzYNszxL8lDAlYoDKr4K6Ffi63AZk1oMpL9YmKWTW2JQGZmy",
+	"0cENUzb0Z7hyWaBxpI92pMt4pLob6cKOZBYhxZg+V157Onic3P6sSeor02UOv9HpX6fpL91Op3k+SL8Y",
+	"tDO/DloXze7VAFO9G62eebDXfHdla5/e1hvX/UF9cNU3T2aSos0Pb7uN30qeToOrNGtGcE59nXwehOlv",
+	"AzanItKYrhwwSX3ds/X+ZkoS9OPasEym71sSvBXBMj3cvWogM56wBxlQwEhIg9aiWKNfMM5pAK1L0DOi",
+	"0X9sXnDs+qGSYBpjZjk0yzvTt5VPFJseGRcefOx3O3DA0C+ulx4SdFI/5WVrrFz9joetcqqYhGZXt4ah",
+	"IdHmjb2Myh0Ld/0Z5nQXO6IRb0rXrG7yAJMkHz2dL7vGIhrtJRr5ain58gwk9YU0uhKzAh6dDxCKaWHV",
+	"2Jzx5IsC1LEz7Veu9BSFRMWr9wX3WUh7aLTtSpTKiOrVnWu44r2cNyEbiy2n0IibYlxBd7WtLw5yVuDa",
+	"CKnBlyHlxKlyy0SIDp3ytuSn+JV1c/IhexK3Che1soIcIMVHhPK77hpJ7HhEj8rG2kGn3DGbZEN6Ri7h",
+	"wg5ZtCV9qnVI55RrLEnZw4tAb+NedKUOfmXCHrKFv2lg3C2txL65ZeyqZtkq5oISdfeLlauYgEkDW3lr",
+	"ZkOYS8Uu9gp223LtcjlkheIMgSzdQ8g8XCqVKb/lcT7T9yLLJCGxjIJr8dVt4ZOnkuUr6v/F88liZMli",
+	"QsZE3CWvLLYn11A4SwhZiEtQdrwpK07+5mDQbjbi0ldjClrKRNfRFzG2lGu9QwfOcPag/1t/0Ly4xo5L",
+	"IGTaailXIO4GL1tEgPDavPx+hMuIYY4H/Nh9awzEwaB5cRmXsebKaCtevogBS0tLzv8R86ziEJX1w2UL",
+	"Oitevs4BdzWGNoe163r7OFKMU6V+UsCCRP9JXitwChV0knmztZVMfw39t4KBTksxyQDhvK719vuuOdJG",
+	"fVB/W+83z8BMhe0UpU4K3bEcBQi2XnVxsoPU+YjpN5CWrBw+5PXa5I79lHEC7dYcR21og4AVhIjTkpgl",
+	"E38Gce6mdQXFcU3BfRoHXCYGx5ul45yZtj4PBhk8bITLQtoW0yIBir9JEJFeRJmo68/YHicLn5EGciGp",
+	"pkFsAa6mcPz86tWLIh4/J1/7cQudFf4QzZEVhKHdnDvKpjOtYhSOd26PioodvCyZBj+F0GGhagpY0l8N",
+	"D3sP0Pbq07MaF1ltiZPsce7A031wGcKFrDw/VYE7D8vQXFu1I1jxS2O3SIXEyuktlUBiD2iWWdfPK17l",
+	"1zq6mgxTvcB/u/hvz/xzXrZgvtRIdlVsYmS/3N2G2SkmUVo52ujxtSMUHk1i/+22gO/QQcNalcV8kPFb",
+	"IhnhGsbSNqpD5u9KP65/bQ0+dK8G19jLwYPBr93r5rt3TWzpcN1r9q/ag74HtnNF91Ozd31ev6yftwa/",
+	"7RveUFbglzYt8/rBA4pe8uiaFyQKnSqWPJIFZZsnF1Ml/UgyveybmWKX5JzxgdnQAipd7Sl7Q31axf7J",
+	"InRfWu0OqlUUz/j4CIUnrsb2BCeSynQLZ1ovbA9WxieiKCvQqJVCQv2yFfNKI5gzEQCIeEAljI7Jgh3f",
+	"nhzjtMejN7bsHyvslTfkaTa0goMkC015maCj8iDuqiipYn9SzyZHYM8m/H7IbVKll03nlUK7xkwu//kQ",
+	"uzLi0LEOCwElAYTUoJYCwoMhT3FYOpcVs9k40DRKM/hGarkY4sre2+0c8lF6YKPDs0Q/so/hNDYykgKb",
+	"46NO0BwN+ZD/4x9wLrjRCZngasj/V1qirOBgZB2SIw9GmTxC8xFZi/kjrSAxn5w1MfKGHGCUtLM1Pzm2",
+	"ZP50PQxHhwhVvgha2S7djE9xiPWy59GRgXJg9AR8vffuHF68ePE6eR8TnQzCxL23wA+FfwMHV4PzwzMI",
+	"XPYTvm3mcCJUAeMwZ2HIXFdo1xSfw+hCjUBFkwn7inPbc7JxU1s4/WEwuAQrO2ERRgpG34YYVhlWPBjG",
+	"9Gg/OBY6rNyPzsz0iI64kqvLy2bvut+p/9LEMwwZVmEzbvU9sXCm1k8KMtTi8MYMlTyBXS9IqAQQru6o",
+	"hJe1Gqx1OvfgZe0E1ppE49m9PH0N+TbacID7kWmOfYhQ5ts5H+e6OeN2XUTabbh1p9gifxfhF9Kaa+TG",
+	"fDWyDt6Rt+qvNiAlLmt7MOjF9lG3zxDJTwoTHnBiDNrfMnqn4IbSxUozsYNRNm/aoCUmhRikXBCpEY1w",
+	"U/MZdXAwsn8c2TSikQcBtSlbCeLlE86ATCnuaVLRHneKu7WxaNzGbOrR4RsYVixLsoWLLgtsWLEsBGAY",
+	"91XDn+NULvO7pDAWegb060JS7N1nN6PNlNOmzL5KGgDP5EUiCAsydYlnMMJe6rZmfxRf6DAyMx9gWkPR",
+	"5RCjrI9wdGiL9DXT2M0Ambc9p/plq4KBchuHr5ygj3xBOVmwypvKi6Pa0Qsrj2confIMHvl51XCj6jTp",
+	"jzGlBZmA6C1Sb4qR/KwAw88MLluwE0oyor1i9u5D2iNj5VqD01rtyZqT51uGFDQpr4dhTsDBeAkswKbp",
+	"L2snm4ZP4D3ONag3L52+fvil1Xb+CBXq52UmTJrNo/YRzedELt2mZpeSUDWT4LsmG4h/kcJAviZTFTcr",
+	"iY/+M2bbq62HX8D4zjbiRO01jNKmZIZB74AmNnk+63lx9XsYNX5yFHF1GPd59dAo4PdrGHry9NMXYacr",
+	"H3DoWHsYOzJXguyNwbUSGJx08PpLUd5uD5AM2sOB4BQWs6ViPgmdemt+PtyM8/feQzzx+FtGXbt3lZ+2",
+	"Mip/YKM4p20E80hpoH9EJMy1qIoz1+IHjwBLwI3Yjal0yMfU3kxCAWWoEdoTrC1C/cj2UXtjxB4mHGOb",
+	"LpsZ5nRVI4uGHAMt5o2pJNzISSMmQ3TKBVIsFKTTcHqXTI967F70PuQvay9hVNTPMGYG+aaEu4kNm1eb",
+	"5QfZm5k2hM7SR45XL0S6//zMHMUlApfiKLXvw1EsSN+bo7x8+KWk9+G/GAuKte+UBf2kkGpToXsgFprN",
+	"mdLMT3Ne0XzbnSnFhdoPaGg7CendFLe4+lut01/RTVtxEKsc7mbzAIrHixs0lBrOVgVuGsq1fCgNme3/",
+	"smm09dBeqXFXI5Bm+Af4mL0CrcSDSYKB5XTPxG9ybQcKWE7XCGQyxYQfg77fl/f8tfq49V/xXMUc6uUT",
+	"FpojytK/7VuwjfCPv6Gb6P5pGYCT2rnuwruxhfc04Qo7C+X00sDvgqSuknTDbWxfxPhvLhn/MnQ2VPxF",
+	"jJ0TLwyxcCRuR+I6Dip3t9F+WH1sr99B7brQBnUnBGPqizlVabpBct1m6idGx+lZ7BWbiTCwpXlDPqVa",
+	"wSh5dwSCg6RGATaLQCXVkMLqA7iuIXeNA9FLlgHAgGVdgwpOa7VHq9BrxBiDFTfMHsEBsU2e07uvQEiw",
+	"yeGHOxrauKgnI+Gn16jzCbLfWZ9O291sZBoecHGXosMP7fqptGtETCDwB/b1xGs8U6N3TzYjbdrsZj5j",
+	"3QrKMA96lzK9UZqcBf8JJ6PkrgxF5tk0HutTnotbV4uY+QV7/FAJWgDTZzbXKgwsBrGJa2KZrHXI3WI9",
+	"Y8T7cctSOIh7bQPyMuQN6dV26Cl+Ju6TaeBvGBAqNjLTK3LI8c5SdejBKH/bwAgOktorFzwTGtxRBDvy",
+	"K5f4/O/FsE6fcPJ8XvgGvhUjN1MO5X6wrSdiW+4AVqkfkykzjaPN5h+YU0gJ6LA0T5N/BzeALOkE2NNo",
+	"X6keseFFd2uRNaA23e+9m9ch3+Ts+e0QuclUvnCheptfkQ9G/c+wl9PsEg+Ea2UVLs1GYI6Kjexm8CBH",
+	"L3Fnho1RrLRvhybS+tVHRfdXjY5gkOslx1SmzdKQGzBsI1zlbsE+qcGc8UhTdQaCh0u0hmZEzfBVLaTL",
+	"D3kuv/pqkO0URgVX5hih7e5ZFpHGS6Qx7L9YSIEheaGMpBRSq8N9YnWupcbzyNRct7TvHKXLd/PaHKk7",
+	"g5nBjXwjQi3wC/QQC5eI9W8na0/LgLV+C/lfLKenTGlMhc02+eSB7Shpr75b67hWzHI2Senjbzbn63mc",
+	"dvk7wvbz2smd9ecOrug7Oe3kdpcdXuL8w2e30WeHKI32q/XP+ZTrxG+Xy9q0F4pgUpiWhIUbReuuoW9X",
+	"rr4e+U7EcUiJxHw2OuRGIbbxMxFxmzZmL5eiX3Ndx9RMMn5jlKU0jJ1czDjkLl4eGgtZz+jcBcgfLYTX",
+	"Ka4grO2559zdejvmvdgY7VPR5nMJ4r8muJ20l/wR2X524ajYn0leackY9g7y8Nglg2/2w7kGIu4+iuRW",
+	"2pkIA5W7iPUAEzZtfO0QIh5SpYZ8hLejjrCoUUbU5dsSsDmxh0fwTkgfjS1M475hYahyOTVvhjyZ1Awi",
+	"wgDiG2yB6AKuhCxUabFQtsqZ8enZkMdcSTsHn10AduaK7Cu2gg6vqDuQVEtGA6ChonczKqld/5AnwRaJ",
+	"l3gceu4GKBubMMObbVRuuwxwODHulLJTDzkyVfVMXDB35+cjmaC7w/fvywVXLhn+2/DBWKjamESMrz/Y",
+	"4hOxRXfsMV/EFHxL0FxkmNLeTNFwss0s8elpNkei6277HYnWQP/3Jdm/PoxYhmLddek/KPaJKLavxcIm",
+	"uBqRrM6K8mb3JVdbVLKZXrs8XDoPoW1gaebNtOe0ATQ9I7zAUjLSOlthY8X9RFI1y7T6BbwPHxMSOIzc",
+	"tfujRGshQ85FVSwsp3rKHIVifpK/LtxwlJW7wUfekK8oBrt4Lezt/z94zKN4jMOSHyzmqWIXVNtyejZh",
+	"NPDAlrK5olHMwk/DgGpfXvNFMF6Ne1kWsxt3O73NXuBLoESGjEqIOBpS6L00Zk9Oe4nziKwWQ4Y8U5Mb",
+	"KQojLMyl1fTrETCuNCXBM/EQ/Lbe7jXrjd+uP3ZbHctIHmFN9Kii+mN6+cTf1N+Zv4d2S9x+/eaPH5T8",
+	"JJSMW59I2TSGM1khmhlRmMFirwSK7zzYh6zxqp3NJN3v995VpxGRAQ3e2NDiSrjuvNXoWectBu7OgGI9",
+	"daPTd+J+yJlKb/lx4SnX2RRal67v6RkM2v2Eh52BdG1cFUjrhzkbctcwFKxnyIzE5vTMWD6K+pJieZKi",
+	"XB9BPbNXPuFmq8Z0yLH7Jg1QMTFKiMusSppyvgFsk+Eut+Ywwqrw0RkQ0EROqbY+YuyTaM5kzHCsjfHO",
+	"Z2NQ1242VF42TL4bi8LWsH/zgEy2S28Bd/p1RrLXRyly9yPM+TcIc76j2p8V3f2VBlfsTfWUa6xkdzkC",
+	"+3I029tjSx43uaEK6GRCfQ3Etth6Y9vkp5oHplggI3OXrTknKbKiIT94WXuxohEceqBEJgtdZd9ImgkY",
+	"eXlmuUjql53RMNjkkHUMk0lrLzr37JAn/tmjIa+DuyTOqXwxwwNJq67vgGGoSbTZiHDB6RH0zGtou8Ut",
+	"UYI4CP2chtouipMB6oe59Shzy53sjzD1pkiT2Z5YvWLzOQ0Y0TRcwkHKELyYD1hVx9Lu3rGnNZNme9VJ",
+	"HLpe4U8pRKuMxpy64HDwsnYy5KPzXrNhyLLeTkgWjmHUb2IeaPqda+E7J/7MmI/1y9bhWcK3h9zomspe",
+	"j5K2bImtgSNoZyJiSpOlK/fWM7p0yWqYU54NabkQ3LPacXt5eXp4PknWVXxIPxjQvgbjhvsif1iNT2M1",
+	"Jn6XNEy9wiuYMyxzh7Ev+0IrbbklTMQxo98YWdYhO0qb+KIJqWfMlZDMydK6qDxgHAhfDvHcDOQ+0XGa",
+	"LV6wFSlX0RK7qeMC95AZ9s2XWJQDLa2G3HWhNLYqJbYXWLIztmPXT8r1MFOjjA87vuwJ7e8hj13m+OD3",
+	"4FJe7MFuda4ve9331sbbyZCzDS3/rVSmp6tNyXf73MCwbGzkR13K00fCiNRYJ5sEoA5I5vY3dO/YdGXH",
+	"HsoqWHHrRboxy7VHSVA1vOcsrZmL8w4V5LtgJqONjmAkbkbA1JCjY8jeqGZYTXI3hsET29lvhT88tsol",
+	"uQHlORuUrV6zsoEibKu7f8W2ZHibiT1yf0aDCLl80rNToaYcN2dMDzXne0iRqwDz0prvanp1x19XFrXS",
+	"bv9ZmqSs3Jfwr9cxpOiWlgcah9iz/Z9UCrXazEC55sy5Drj2Qs//3WjWGzlWHV/1UoJejr+5JrP3x0Zj",
+	"RdTalpOpXEa1uyFCC3AVVGmWuctUtBncVIIfUiJp4IESmNOAl8EoOIhjEXd0PBPiBhTlAZWHoCg1+iZa",
+	"uo9W+vDyh3WtL/3abN6uksHt0woibyD2hdHmElpPLwjJa11lqR87lP87GrMbrlIqFoi4i9a75tDvh5b4",
+	"RNznMjI6omEzVctmaOBofUyMWs61gPhKmmKek+mKjlSQ7Yf++2eDvO6dbzFRZHufGTHlvo41zuxXYpz7",
+	"7GbNfJOqC/ef7/9/AAAA//8=",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

@@ -557,7 +557,7 @@ type SettlementEvent struct {
 	// SubmissionId The business's id of the submission.
 	SubmissionId SubmissionId `json:"submissionId"`
 
-	// SubmissionType The business's kind of submission, e.g. ALGO or DATABASE; CHECK for self-checks.
+	// SubmissionType The business's kind of submission, e.g. ALGO or DATABASE; types starting with KECE_ are reserved (self-checks use KECE_CHECK).
 	SubmissionType SubmissionType `json:"submissionType"`
 }
 
@@ -675,7 +675,7 @@ type SubmissionCreate struct {
 	// SubmissionId The business's id of the submission.
 	SubmissionId SubmissionId `json:"submissionId"`
 
-	// SubmissionType The business's kind of submission, e.g. ALGO or DATABASE; CHECK for self-checks.
+	// SubmissionType The business's kind of submission, e.g. ALGO or DATABASE; types starting with KECE_ are reserved (self-checks use KECE_CHECK).
 	SubmissionType SubmissionType `json:"submissionType"`
 }
 
@@ -707,7 +707,7 @@ type SubmissionStatus struct {
 	// SubmissionId The business's id of the submission.
 	SubmissionId SubmissionId `json:"submissionId"`
 
-	// SubmissionType The business's kind of submission, e.g. ALGO or DATABASE; CHECK for self-checks.
+	// SubmissionType The business's kind of submission, e.g. ALGO or DATABASE; types starting with KECE_ are reserved (self-checks use KECE_CHECK).
 	SubmissionType SubmissionType `json:"submissionType"`
 	UpdatedAt      time.Time      `json:"updatedAt"`
 
@@ -723,7 +723,7 @@ type SubmissionStatus struct {
 // or CANCELLED.
 type SubmissionStatusCode string
 
-// SubmissionType The business's kind of submission, e.g. ALGO or DATABASE; CHECK for self-checks.
+// SubmissionType The business's kind of submission, e.g. ALGO or DATABASE; types starting with KECE_ are reserved (self-checks use KECE_CHECK).
 type SubmissionType = string
 
 // Verdict defines model for Verdict.
@@ -754,7 +754,7 @@ type WaitReason string
 // SubmissionIdPath The business's id of the submission.
 type SubmissionIdPath = SubmissionId
 
-// SubmissionTypePath The business's kind of submission, e.g. ALGO or DATABASE; CHECK for self-checks.
+// SubmissionTypePath The business's kind of submission, e.g. ALGO or DATABASE; types starting with KECE_ are reserved (self-checks use KECE_CHECK).
 type SubmissionTypePath = SubmissionType
 
 // BadRequest Every error body.
@@ -6065,58 +6065,59 @@ var swaggerSpec = []string{
 	"5vPTyFkS3CU5fe3Qsz1lAV32o3cP8n3d0pxDQc6WD0dnJ+f94/7pOx/+cfnmHX4YyZy7NbdhyyGHBn4/",
 	"Y6k29o60qKIP3fnWWyNZ9jJa70BmNTh66A6MG9/zPUeA53vdI8/3PnY93xtSDusJ/XtG/17gP0cUay/R",
 	"hs+ysda0Q87tHS+6CRLP6XakZ5NM3UWV9YhYaMNjezXO946YDHiU+0SXtt6TB96NkHTkFcLmshK7x+/O",
-	"EJ7fdIfd191B7xBsxHSqEtA8mrYp6UWvgujHEhB/LW3XDc/B5jnRV9YNnTCcBAtmuVeMvs1VJSUDfujS",
-	"SSj3rre23V26U75O7hOtMT9W1w0pgfa7xOWxFIrcS7qbXaYPQTmZJxxFP0klImD9Ft9j7pWY3Q+y+9s1",
-	"l34ak+cwiixzbPpJfnYXeRf+N1xS3+B2eSN1SEmJsOzSrl3sZ6bgb3xJvNntXtzHznlcWfCCD09lhVWH",
-	"asg6SbUVkUDFfBv6TahnEwTprmcOouX4yjqYsh56rdXTg+99rJyHS+kEwPLDoYAdOiL0oY2VKzPjyZ3Q",
-	"lSyaj93+sH/67urt2cXVx7OLD70LGrakMOI0no5UN04LyRXy+q1KPqrE5vFRzZXXLLhR06n3iYpu8CBF",
-	"C3GAQmJBKIPRobrhsmnx8kIpQSRQocjqpdzwgLepfpGK3EPrcIB2mwA5azgmFZjkkvxFnCVEnpvUzJi5",
-	"rS0i5FQ142L3vE/bKKdlwoIbLkNo2UgepaVQbtNPGtSdhFKtky0UP30wkuk8UiykZNk2Jcsyd6FS+zC3",
-	"yWMg8pzaPAXWBy4pF8UfSUHX9I0PCbeZVEziPsajqyQF2rfP7QUo0HmAz93n2h7JLiFWFGmQHA2Lx7hs",
-	"uQbjyiqNt6jG0NzYuAXRHoC2mVIwftcbwg6bi53b3R1Nh+zOZ3sBZMe9M94eyZH829/gSEmkCGkeyf8s",
-	"7qFoaI1JVRv7MC5MU/zLxXvHW7Rjq1dV9EiCLW6FOtR4+XIKDvyfMETsp+YXb4/gxYsXr7L2ME1UTCud",
-	"R2CCSAU30LocHm0dQphapZFa42AOFjUICXH5bpS9nCFhfKLHoNPpVNzT2OVr9agOS3g/HJ5nCvI8SjWl",
-	"Nwcq5CPPh1EGgPYPd4N+5D2MD3H4gDKhcCaX5+e9i6vBafdDjxY/EqTkCRsXAjz/ifKfNJTEe9vSg13l",
-	"b1CaM4u0AmYLVOx3OrBUHcyH/c4uLBUt8rGr/b1XUK3sBC1rmBb1mmxGdbW80E6luhBNEF+g9HBu7lRy",
-	"YxlnZ6zZlOw0W9mnZU27u0QYjowV2X1is2XXHLUbK9ruRv9MKVR25kpFvs1DVFm2+EF+OwSmKorUnRUM",
-	"JMia5NZ/4tu/bIJ5Ljn5oe9kfFDffiNphaAc8delgL/dM1mxGbu7Iwcl80SFaVAkSY6kkss7vCjbEXMw",
-	"CZOaBflyS3fYuRwHciuMZBZZCfgBsPxyJwQREzFabRMqGZfKkA5IukrpZwUEcKyYmCFHkgU3Ut1FPLx2",
-	"Xxxmt0ilMlD6NswqEBITsUPLCNpZJeKumZBOfsa1vAz4L9gdb21DFwKW8GkaFYQ70kaSySzLQkYLEFMq",
-	"izYu7L+xdT0aSsVMcEFknp4h8gp0IzlTUahJk6Q1K6v6KKBZuRbc8hlEYfsZ046W0FpSRhi6SPehd9Qr",
-	"ULd73rfxIO2ylijWMeeSzYV34L3Y7my/sEbCjE7NDF/zI2Tnqy0K9UBZGKl5xGZR4QLnq03CWWxv8zJA",
-	"XqoEsXsqIg53M/x3xjSiKN2ZEhpuCO7LPMzyHviXlEXuPhUzsywPAi7puEMgxiW4FxrVg5G0X1tXgFRt",
-	"NXcwgy/udTrb0C35Yk/Ea8rfQ7q24SNh6kiOj2xRsbZVi8f2aMapxak2NliYxc1psWImF9aZe4jCPUvl",
-	"DQ9HMuMGFcmzFrHdwORsJoGhTUw2oj5oBsLDZiA8HMn93RfQUHjvEPb39mBcq4aByDlurnQxtlqGre1n",
-	"CbUbB1ehyootHHYJfQ8RRq305SjfD70Dzy5RVtfBq1bt/L25RmaWnPHM2pguRvXwyfbAtXmtwqcqxanA",
-	"cNO2AlutGJebLRMhGYXv6kG+hzqZ9Uqce53On1akrlZFrqFaXddVs9T0Bjm99jq7P5AA+w1IdUeD79vZ",
-	"N/WZc2mnVKyUmuyublKprYiNdl+sblSv5IHt9vbWGWy57iC1fbW6bb36JTGM7MF1xs2DxWTZZPcELJPp",
-	"+Cg0fcJVe3iWobNIGTPsmqyoHM+tvZTBfG4MELor/Qi8556aPJpG1z/wfEI45+FhZmgIV+CBNAQnfSNp",
-	"z9qEmzSRuvi+rIFbxZaA2moxebpK6KYzkoTCWenWCQdr+PCwyIeiTIcQtPiDb0MvJMuxuDho71COZIlW",
-	"BpLf5fM7tFcObjifV1Qu/GMBdzzhmc0UjiQO+v1gvF7CaAwt8vzR1UccWqVmJMl34VPA0T3L7jQycBW/",
-	"8tuN2QsoKDY8t1U5G1xhJLSFHjkvDmGDM8BdW8pTAdbF5c2wqcg0+LGgvHw565HKueWNAHeotDn5nWct",
-	"/3S8Xou2/Mt/o/Z3RW3HZ9RVl30w0HIL3s5rP2+VUbuA52bU3vlaIOiDzVdpQPDn4lNnvwRDecG1zVDg",
-	"HTclBFitBlYSfp6nClIa0afvuPdrWVqPbPzK3cgftrc6+6sb5fXa/tKNccFZiEdzjkPloMaKDVD4JdrW",
-	"B7DDgpvHVZhu7hzAI7/ixNmGbmbHF3WomCQXd270j2RrwgOWal4tUfWTdv6FhElQqdnCvgsH2diV+hqj",
-	"rYv6QhSh1qISMt4nnMuSrwQH5GCUer5Kscm+7AY3tbsl+jud0PVyeD/4oF4qNddU7RtteTqbS16kH7tv",
-	"/7JtWOyNrG5nmFdnU1bvzUpc1Hxn5X2a1Q17epOS0+/xbXrh7IO5K7XqyGihmeE+382U5sBZEgmeZM69",
-	"+zmK0pYtsBFxF2rmMW7lcbZXx+RiG7tabeNtGPBbnrDCs6fJP00kjiTL4tC5l0/oEkBQiZHcI2iA2WrU",
-	"hCUUGEYQGElbsgXBxOGOm1nFXWq9xvpGzOfkgbE4o6YQqDhG3KCE4YP8kiE5lhyhPq3LZEHaRQhBmmiV",
-	"/BgAoZp2PxJCKmUR/woQqVbxa/qhEXwh3z5+dgefElN9mCutxSRauKsE/yPAhTgC6Rz3TMzuyVORYchS",
-	"9LAaBFiJLtWyAs2Ikhd/xe1cSxxFJYDsAxi3qtld/kiWs7u2xgeZ1d/k3XCBBOts1rDX2cvdESOZuadt",
-	"EmAopuTTMHlbxKSSF7ugSWjY77wayXFDXeExtBAislCtUa76BRGytU0hKeWqW4/kuFQBt/2BL8Zgf7oE",
-	"YnbDNTCKcwn60Rn7az4U/0KWAwsSpfVIOqoEdwEsmv4NX7hgZGlemefb0t5c/XhsKVyKgsE4i3+ND/Pq",
-	"SgjpRRWo5ljYs+2bV9DIXh8eo3yl16apcjR54BvsKL9kXS1VlM7cPVR+zvF5JMslrLY2guueFeAi/+wR",
-	"a8zKRmGP1YTHKxth5cyy0eh+b7c9Gt3/nX/6uuvv7jVWbFzfO7+hRVa/w7DW+bD3HcbP75k0uemzBKmW",
-	"VHdoBtiDO9Nm7C4LWJTtxK0fbDqucUrkFbL/x/lx3AYCVj5CEL4/2/RQaJUzA0qHV/mgeuwE2/laPYEe",
-	"yg++l2unqZr+xs6dpwClidPFKzsNP5/34G/Qyv3i3/d19dRvhjzm5aVv/+3qeSxyRUlIS3d3ftJospDi",
-	"UORN/Nl7Z8cmujyuJLoMbZdQkLnngyxvu7zfCyWv822axxPbr6aVZL8OMYZWkTUCM6ZLSfl056yU+r6Z",
-	"amDn/6+ykf985aBa0OoHW45rA0gp7Qe1g+KaxL82pmysNPx1tqjNZn0UgT6ric1AIu+sVGi4Sxeg+5MR",
-	"yVluT0ASabHaVe+xKWoFQlJ2mi0cq25dxenKlOaKLiWMpFEgzCHqLEZEUVYNUNGNWUm/G0m5aTR1XYI8",
-	"l/0LUo1kpOS1/TWxGAHIlRzZXk4/RHy3/RWkklNtJO3wLEnELT/I78KVk+W+G5yuj4MXdlX+DYR/oYk0",
-	"tL/5UJIgFEwrt//WrpqB7R/WC1R1bjmnlHYJLpuqV43Z9Y9aIUcqxf1PFfdtVjWlj2uOUk7VgVvWy02/",
-	"JYBkIFZMlJlRji15ggRVPULdhi52VmqyZKU6bTL11GWO2tsR25SpSD+hhmhFr9DdET//PWWNiCdCXcWY",
-	"jcyc2g9NfEeFoTbSY+pC/jsUf4Xoucs23sHvn5ZSHQIf0uovieXE4tJZT2XA5iwQxtbQzOqsZlJpr32g",
-	"QFbHWrrS8/snRErX7GvmsSoy3RB7a2kFlYdl8S89dt7m0hNH0cOnh/8bAAD//w==",
+	"EJ7fdIfd191B7xAoQoPLm9DdXUKlD72j3hVlKOGeSW4pQ4lH0zalxGhINbfvULh1JaA/lq74a2lzb3hq",
+	"NnOAvrJO64ThlFkwy31o9G2uWCkZ8EOXfEKZer21rfTSDfR1MqVIIvixum5IILTfJS7rpVD7XtJN7jJ9",
+	"COHJPOG4UZJUIl7W7/w95oyJ2f0gu+1dCwCkMfkZo8gyxyar5Cd9kaXhf8OV9g3uojdSh5SUCMuu+NrF",
+	"fmbC/sZXypud9MXt7ZzHlQUv+PBUDll1qIYclVRbEQlUzLeh34SRNp2QbobmkFuOxqyDQOth3Vo9Pfje",
+	"x8rpuZR8ACw/SgqQogNFH9rIujIzntwJXcm5+djtD/un767enl1cfTy7+NC7oGFL6iVO4+m4duO0kFwh",
+	"r9+q5KNKbNYfVWh5zYIbNZ16n6hEBw9StCcHKCQWhDLQHaobLpsWLy+rEkQC1Y+susoND3ibqh2pyD20",
+	"7glotwm+s4ZjwleSS/IucZYQeW5SM2PmthKJkFPVjIvd8z5to5yWCQtuuAyhZeN+lMRCmVA/aVB3EkqV",
+	"UbZQ/PTBSKbzSLGQUmvblFrL3PVL7cPcppqByDNw84RZH7ikzBV/JAVd6jc+JNzmXTGJ+xgPupIUaN8+",
+	"t9elQOfhQHf7a3sku4RYUaRBcjRDHuOy5RqMK6s03qKKRHNjoxxEewDa5lXB+F1vCDtsLnZud3c0Hck7",
+	"n+11kR33znh7JEfyb3+DIyWRIqR5JP+zuLWioTUmxW7sw7gwZPEvFx0eb9GOrV5s0SMJthQWnsTj5ass",
+	"OPB/whCxn5pfvD2CFy9evMrawzRRMa10Hq8JIhXcQOtyeLR1CGFqVUxqjYM5WNQgJMTlm1T2KoeE8Yke",
+	"g06nU3FPY5cv4aPyLOH9cHieqdPzKNWUDB2okI88H0YZANo/3H37kfcwPsThA8qbwplcnp/3Lq4Gp90P",
+	"PVr8SJBKKGwUCfD8J8p/0lAS721LD3aVv0FJ0SzSCpgtZ7Hf6cBSLTEf9ju7sFTiyMeu9vdeQbUOFLSs",
+	"GVtUd7L519ViRDuVWkQ0QXyBksm5uVPJjWWcnbFmU7LqbB2gljUE7xJhODJWZLePzZZdc9RurGi7+/8z",
+	"pVDZmSsV+TZrUWW55Qf5XRKYqihSd1YwkCBrwFtvi2//sunoueTkh76T8UF9+42kFYJyfoAupQfYPZOV",
+	"prG7O3JQMk9UmAZFSuVIKrm8w4siHzEHkzCpWZAvt3SHncuIICfESGZxmIAfAMuvgkIQMRGjjTehAnOp",
+	"DOmApIuXflZuAMeKiRlyJFlwI9VdxMNr98VhdudUKgOlb8OsXiExETu0jKCdVSLumgnp5Gdcy+KA/4Ld",
+	"8dY2dCFgCZ+mUUG4I20kmcxyMmS0ADGlImrjwlocW0elocTNBBdE5skcIq9XN5IzFYWaNElas7JhgAKa",
+	"FXfBLZ9BFLafMe1oCa3dZYSha3eo/heo2z3v2+iRdjlOFBmZc8nmwjvwXmx3tl9YI2FGp2aGr/kRsvPV",
+	"lpB6oJyN1Dxi4ahwgfPVJuEstnd/GSAvVYLYPRURh7sZ/jtjGlGUblgJDTcE92UeZlkS/EvKInf7iplZ",
+	"ljUBl3TcIRDjEtwLjerBSNqvreNAqraaO5jBF/c6nW3oljy3J+I1ZfshXdvwkTB1JMdHtgRZ26rFY3s0",
+	"49TiVBsbWsyi7LRYMZML6/o9ROGepfKGhyOZcYNK6ln72W5gck2TwNAmJotSHzQD4WEzEB6O5P7uC2go",
+	"03cI+3t7MK7VzkDkHDfXxRhbLcNWArSE2o2Dq1BlxRYOu4S+hwijVvpylO+H3oFnlyirAuFVa3z+3lxR",
+	"M0vleGYlTRfRevhke+DavFbhU3XlVGC4aVuBrdaXy82WiZCMgn31kOBDncx63c69TudPK2lXqznXUNuu",
+	"62pfanqDXGR7nd0fSID9BqS6o8H37eyb+sy5tFMqbUpNdlc3qVRixEa7L1Y3qtf9wHZ7e+sMtlylkNq+",
+	"Wt22XiuTGEb24Drj5qFlsmyyWwWWyXR8FJo+4ao9PMvQWSSYGXZNVlSO59ZeymA+NwYI3ZV+BN5zT00e",
+	"e6PLIng+IZzz8DAzNIQrB0EagpO+kbRnbcJNmkhdfF/WwK1iS0BttZg8uSV00xlJQuGs0OuEgzV8eFhk",
+	"T1FeRAha/MG3oReS5VhcM7Q3LkeyRCsDye/y+R3aCwo3nM8rKhf+sYA7nvDMZgpHEgf9fjBeL3g0hhb5",
+	"CemiJA6tUjOS5LvwKTzpnmU3IBm4+mD5XcjsBRQUG8zbqpwNrowS2kKPnBeHsMEZ4C455YkD6+LyZthU",
+	"5CX8WFBevsr1SJ3d8kaAO1TanPzOs5Z/Ol6vRVv+5b9R+7uituMz6qrLPhhouQVv55Wit8qoXcBzM2rv",
+	"fC0Q9MFmtzQg+HPxqbNfgqG8PNtmKPCOmxICrFYDK+lBz1MFKeno03fc+7Wcrkc2fuUm5Q/bW5391Y3y",
+	"6m5/6ca44CzEoznHoXJQY8UGKPwSbesD2GHBzeMqTDd3DuCRX3HibEM3s+OLqlVMkos7N/pHsjXhAUs1",
+	"rxa0+kk7/0LCJKjUbGHfhYNs7AqDjdHWRX0hilBrUQkZ7xPOZclXggNyMEo9X6XYZF92g5vaTRT9nU7o",
+	"evG8H3xQLxWma6oNjrY8nc0lL9KP3bd/2TYs9kZW5TPMa7kpq/dmBTFqvrPyPs2qjD29Scnp9/g2vXD2",
+	"wdwVZnVktNDMcJ/vZkpz4CyJBE8y5979HEVpy5bjiLgLNfMYt/I426tjcrGNXWW38TYM+C1PWOHZ0+Sf",
+	"JhJHkmVx6NzLJ3QJIKggSe4RNMBs7WrCEgoMIwiMpC3wgmDicMfNrOIutV5jfSPmc/LAWJxRUwhUHCNu",
+	"UHrxQX4lkRxLjlCf1mWyIO0ihCBNtEp+DIBQBbwfCSGVIop/BYhUa/41/SwJvpBvHz+7sU9prD7MldZi",
+	"Ei3cxYP/EeBCHIF0jnsmZvfkqcgwZCl6WA0CrESXahGCZkTJS8Xidq6lmaISQPYBjFvVXDB/JMu5YFvj",
+	"g8zqb/JuuECCdTZr2Ovs5e6Ikczc0zZlMBRT8mmYvC1iUsmLXdAkNOx3Xo3kuKEK8RhaCBFZqNYoVyuD",
+	"CNnappCUcrWwR3Jcqpfb/sAXY7A/dAIxu+EaGMW5BP1Ejf3tH4p/IcuBBYnSeiQdVYK7ABZN/4YvXDCy",
+	"NK/M821pb66VPLYULkXBYJzFv8aHeS0mhPSiZlRzLOzZ9s0raGSvD49RvtJr01RnmjzwDXaUX7KulupP",
+	"Z+4eKlbn+DyS5YJXWxvBdc8KcJGt9og1ZmWjsMdqwuOVjbByZtlodL+32x6N7v/OP33d9Xf3Gus7ru+d",
+	"39Aiq994WOt82PsO4+e3Uprc9FmCVEuqOzQD7MGdaTN2lwUsynbi1g82Hdc4JfJ62v/j/DhuAwErHyEI",
+	"359tMim0ypkBpcOrfFA9doLtfK2eQA/lB9/LtdNUe39j585TgNLE6eKVnYYf23vwN2jlfh/w+7p66vdI",
+	"HvPy0rf/dvU8FrmiJKSlmz4/aTRZSHEo8ib+7L2zYxNdHlcSXT63SyjI3PNBluVd3u+Fktf5Ns3jie1X",
+	"00qy35IYQ6vIGoEZ06UUfrqhVkqU30w1sPP/V9nIf75yUC1/9YMtx7UBpJT2g9pBcaniXxtTNlYa/jpb",
+	"1GazPopAn9XEZiCRd1YqNNylC9D9yYjkLLcnIIm0WO1q/dgUtQIhKTvNlplVt64+dWVKc0WXEkbSKBDm",
+	"EHUWI6Ioqx2o6H6tpF+ZpNw0mrouQZ7L/gWpRjJS8tr+9liMAOQKlGwvpx8ivtv+ClLJqTaSdniWJOKW",
+	"H+Q358rJct8NTtfHwQu7Kv8Gwr/QRBraX4goSRAKppXbf2tXzcD2D+sFqjq3nFNKuwSXTdWrxuz6R62Q",
+	"I5Xi/qf6/DarmtLHNUcpp1rCLevlpl8eQDIQKybKzCjHljxBgmokoW5D10ArFVyywp42mXrqMkft7Yht",
+	"ylSkH1xDtKJX6O6In//6skbEE6GuYsxGZk7tZym+o8JQG+kxdSH/1Yq/QvTcZRvv4PdPS6kOgQ9p9XfH",
+	"cmJx6aynMmBzFghjK25mVVkzqbTXPlAgq2MtXen5/RMipWv2NfNYFZluiL21tILKw7L4lx47b3PpiaPo",
+	"4dPD/w0AAP//",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

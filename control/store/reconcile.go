@@ -47,7 +47,8 @@ const (
 	// change (a shrink below work in flight is allowed and drains by itself).
 	RuleNodeOverCapacity  = "NODE_OVER_CAPACITY"
 	RuleGroupOverCapacity = "GROUP_OVER_CAPACITY"
-	// RuleSettlementMissing: a COMPLETED/FAILED SUBMISSION job has no SETTLED event.
+	// RuleSettlementMissing: a SUBMISSION job that ended (COMPLETED, FAILED
+	// or CANCELLED) has no SETTLED event.
 	RuleSettlementMissing = "SETTLEMENT_EVENT_MISSING"
 	// RuleSettlementUnexpected: a SETTLED event of a CHECK job or of a job
 	// that has not ended.
@@ -216,7 +217,7 @@ func (s *Store) ReconcileWith(ctx context.Context, o ReconcileOptions) (Report, 
 		{RuleSettlementMissing, SubjectJob,
 			`SELECT j.id, j.state, j.submission_type, j.submission_id FROM judge_job j
 			 LEFT JOIN judge_settlement_event e ON e.job_id = j.id AND e.event_type = 'SETTLED'
-			 WHERE j.kind = 'SUBMISSION' AND j.state IN ('COMPLETED', 'FAILED') AND e.id IS NULL
+			 WHERE j.kind = 'SUBMISSION' AND j.state IN ('COMPLETED', 'FAILED', 'CANCELLED') AND e.id IS NULL
 			 ORDER BY j.id LIMIT ?`, []any{lim},
 			func(x []string) (string, map[string]any) {
 				return fmt.Sprintf("%s submission job %s/%s has no settlement event", x[0], x[1], x[2]),
