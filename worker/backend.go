@@ -23,8 +23,9 @@ type Backend interface {
 	// that are not live; live answers from the node's own view.
 	Janitor(ctx context.Context, live func(jobID string, leaseEpoch int64) bool) error
 	// Health probes the dependencies (daemon and image, or judge database)
-	// and returns the runtime version. It may take seconds; the node calls
-	// it on its own schedule, never from /healthz.
+	// and returns the runtime version ("" when the probe could not learn it;
+	// the node then keeps reporting the last known one). It may take
+	// seconds; the node calls it on its own schedule, never from /healthz.
 	Health(ctx context.Context) (runtime string, deps []Dependency)
 	// Close releases the executor.
 	Close() error
@@ -119,7 +120,7 @@ func (b *codeBackend) Health(ctx context.Context) (string, []Dependency) {
 		if engine.ClassOf(err) == engine.InfraImageMissing {
 			name = "image"
 		}
-		return b.rt.Image, []Dependency{{Name: name, Healthy: false, Detail: clip(err.Error(), 1024)}}
+		return "", []Dependency{{Name: name, Healthy: false, Detail: clip(err.Error(), 1024)}}
 	}
 	return v, []Dependency{{Name: "docker", Healthy: true}, {Name: "image", Healthy: true, Detail: clip(b.rt.Image, 1024)}}
 }
@@ -168,7 +169,7 @@ func (b *sqlBackend) Janitor(ctx context.Context, live func(string, int64) bool)
 func (b *sqlBackend) Health(ctx context.Context) (string, []Dependency) {
 	r, err := b.x.SelfCheck(ctx)
 	if err != nil {
-		return "judge-mysql unknown", []Dependency{{Name: "judge_mysql", Healthy: false, Detail: clip(err.Error(), 1024)}}
+		return "", []Dependency{{Name: "judge_mysql", Healthy: false, Detail: clip(err.Error(), 1024)}}
 	}
 	return fmt.Sprintf("judge-mysql %s %s", r.Flavour, r.Version), []Dependency{{Name: "judge_mysql", Healthy: true}}
 }

@@ -524,7 +524,12 @@ func (n *Node) probe(ctx context.Context) {
 	defer cancel()
 	rt, deps := n.backend.Health(pctx)
 	n.mu.Lock()
-	n.runtime, n.deps = rt, deps
+	// A failed probe keeps the last known version: enable compares it with
+	// the version the self-check ran with, and a blip must not change it.
+	if rt != "" {
+		n.runtime = rt
+	}
+	n.deps = deps
 	n.mu.Unlock()
 	for _, d := range deps {
 		if !d.Healthy {
