@@ -33,6 +33,8 @@ type fakeBackend struct {
 	block bool
 	// badCase makes every verdict name a case the manifest does not have.
 	badCase bool
+	// sick makes the health probe report an unhealthy dependency.
+	sick bool
 
 	mu        sync.Mutex
 	gates     map[string]chan struct{}
@@ -130,6 +132,9 @@ func (f *fakeBackend) Janitor(context.Context, func(string, int64) bool) error {
 }
 
 func (f *fakeBackend) Health(context.Context) (string, []worker.Dependency) {
+	if f.sick {
+		return "", []worker.Dependency{{Name: "fake", Healthy: false, Detail: "daemon unreachable"}}
+	}
 	return "fake-runtime 1.0", []worker.Dependency{{Name: "fake", Healthy: true}}
 }
 

@@ -604,3 +604,25 @@ func TestClaimAfterStopIsNotRun(t *testing.T) {
 	require.Equal(t, "LEASE_EXPIRED", j.LastErrorCode)
 	require.Zero(t, fake.totalRuns(), "never run")
 }
+
+// An unhealthy dependency is reported in heartbeats and makes /healthz 503.
+func TestUnhealthyDependencyReported(t *testing.T) {
+	t.Parallel()
+	e := env(t, 3*time.Second)
+	nd := e.NewNode("cpp", 1, 4)
+	fake := newFake(false)
+	fake.sick = true
+	n := runNode(t, nodeConfig(t, e.URL, "cpp", nd.JoinCode, fake))
+	resp, err := http.Get("http://" + n.Addr() + "/healthz")
+	require.NoError(t, err)
+	var st worker.Status
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&st))
+	resp.Body.Close()
+	require.Equal(t, http.StatusServiceUnavailable, resp.StatusCode)
+	require.Equal(t, []worker.Dependency{{Name: "fake", Healthy: false, Detail: "daemon unreachable"}}, st.Dependencies)
+	require.Eventually(t, func() bool {
+		node, err := e.Store.GetNode(e.Ctx, nd.ID)
+		require.NoError(t, err)
+		return strings.Contains(string(node.Health), `"healthy":false`) && strings.Contains(string(node.Health), "daemon unreachable")
+	}, 5*time.Second, 10*time.Millisecond)
+}
