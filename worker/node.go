@@ -162,7 +162,27 @@ func (n *Node) Run(ctx context.Context) (err error) {
 		return fmt.Errorf("KECE_CACHE_DIR: %w", err)
 	}
 	defer n.cache.Close()
-	if err := n.login(ctx); err != nil {
+	// A drain (SIGTERM) while the control plane is still unreachable ends
+	// the session retries: there is nothing to finish yet.
+	loginCtx, cancelLogin := context.WithCancel(ctx)
+	go func() {
+		select {
+		case <-n.drainCh:
+			cancelLogin()
+		case <-loginCtx.Done():
+		}
+	}()
+	err = n.login(loginCtx)
+	cancelLogin() // also ends the watcher
+	if err != nil {
+		select {
+		case <-n.drainCh:
+			if ctx.Err() == nil {
+				n.log.Info("drained before the session opened")
+				return nil
+			}
+		default:
+		}
 		return err
 	}
 	if n.backend, err = n.cfg.NewBackend(ctx, n.execID); err != nil {

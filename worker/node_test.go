@@ -626,3 +626,27 @@ func TestUnhealthyDependencyReported(t *testing.T) {
 		return strings.Contains(string(node.Health), `"healthy":false`) && strings.Contains(string(node.Health), "daemon unreachable")
 	}, 5*time.Second, 10*time.Millisecond)
 }
+
+// SIGTERM while the control plane is unreachable: the session retries end
+// and Run returns nil (nothing to finish).
+func TestDrainBeforeSession(t *testing.T) {
+	t.Parallel()
+	e := env(t, 3*time.Second)
+	nd := e.NewNode("cpp", 1, 4)
+	px := faultproxy.New(e.URL)
+	t.Cleanup(px.Close)
+	refused := px.Add(faultproxy.Rule{Method: "POST", PathContains: "/session", Action: faultproxy.Block})
+	w, err := worker.New(nodeConfig(t, px.URL(), "cpp", nd.JoinCode, newFake(false)))
+	require.NoError(t, err)
+	done := make(chan error, 1)
+	go func() { done <- w.Run(context.Background()) }()
+	<-refused.Fired()
+	w.Drain()
+	select {
+	case err := <-done:
+		require.NoError(t, err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("Run kept retrying after Drain")
+	}
+	require.Positive(t, refused.Hits())
+}
