@@ -30,7 +30,7 @@ RUN apt-get update \
  && rm -rf /var/lib/apt/lists/*
 COPY --from=build /out/kece-node /usr/local/bin/kece-node
 COPY --from=build /out/kece-sandbox-init /usr/local/lib/kece/kece-sandbox-init
-# Code pools run as root inside the container with only CHOWN, DAC_OVERRIDE
-# and FOWNER (compose sets cap_drop/cap_add); the mysql pool runs as 65532.
+# Code pools run as root inside the container with only CHOWN and
+# DAC_OVERRIDE (compose sets cap_drop/cap_add); the mysql pool runs as 65532.
 STOPSIGNAL SIGTERM
 ENTRYPOINT ["/usr/local/bin/kece-node"]
