@@ -113,7 +113,8 @@ func (n *Node) start(jobsCtx, hardCtx context.Context, wg *sync.WaitGroup, c mac
 	})
 }
 
-// abandon is returned by prepare when the lease is gone (409 on download).
+// abandonError is returned by prepare when the lease is gone (409 or 404 on
+// a download): nothing is posted for it.
 type abandonError struct{ err error }
 
 func (e *abandonError) Error() string { return "lease gone: " + e.err.Error() }
@@ -144,7 +145,9 @@ func (n *Node) runJob(j *job, log *slog.Logger) {
 		return
 	}
 	postCtx := j.postCtx
-	if cause := context.Cause(j.execCtx); j.execCtx.Err() != nil {
+	// A verdict that came back before a cancellation is still posted (the
+	// poster's context decides whether the lease can still be valid).
+	if cause := context.Cause(j.execCtx); err != nil && j.execCtx.Err() != nil {
 		switch {
 		case errors.Is(cause, errGraceOver):
 			// Tell the control plane now rather than let the lease run out:
