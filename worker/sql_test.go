@@ -8,12 +8,14 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -142,7 +144,7 @@ func (w lockedBuffer) Write(p []byte) (int, error) {
 
 // startNodeProcess runs kece-node as a mysql-pool process against url.
 // Its files live in dir (a restart passes the same dir and no code).
-func startNodeProcess(t *testing.T, bin, url, joinCode, dsn, dir string) *nodeProc {
+func startNodeProcess(t *testing.T, bin, url, joinCode, dsn, dir string, extraEnv ...string) *nodeProc {
 	t.Helper()
 	dsnFile := filepath.Join(dir, "judge.dsn")
 	require.NoError(t, os.WriteFile(dsnFile, []byte(dsn), 0o600))
@@ -151,6 +153,7 @@ func startNodeProcess(t *testing.T, bin, url, joinCode, dsn, dir string) *nodePr
 	cmd.Env = append(os.Environ(), "KECE_POOL=mysql", "KECE_CONTROL_URL="+url, "KECE_CREDENTIAL_FILE="+filepath.Join(dir, "cred.json"),
 		"KECE_JOIN_CODE="+joinCode, "KECE_LOCAL_SLOTS=1", "KECE_CACHE_DIR="+filepath.Join(dir, "cache"),
 		"KECE_LISTEN=127.0.0.1:0", "KECE_JUDGE_MYSQL_DSN_FILE="+dsnFile, "KECE_LOG_LEVEL=debug")
+	cmd.Env = append(cmd.Env, extraEnv...)
 	p := &nodeProc{cmd: cmd, stderr: &bytes.Buffer{}, mu: &sync.Mutex{}, done: make(chan struct{})}
 	cmd.Stderr = lockedBuffer{p.mu, p.stderr}
 	require.NoError(t, cmd.Start())
@@ -181,7 +184,8 @@ func judgeRunning(t *testing.T, dsn, marker string) bool {
 // T09: a kece-node process is SIGKILLed mid-job (its SQL statement running on
 // the judge server). A second node takes the job after the lease; the
 // attempts show both; restarting the killed node removes its leftovers on
-// the judge server; both processes exit 0 on SIGTERM.
+// the judge server; both processes exit 0 on SIGTERM; none of them ever
+// dials the Docker socket it is given.
 func TestT09NodeProcessKilled(t *testing.T) {
 	t.Parallel()
 	dsn := judgeDSN(t)
@@ -197,15 +201,33 @@ func TestT09NodeProcessKilled(t *testing.T) {
 	// The derived table sleeps once; the rows equal the reference's.
 	jobID := enqueueSQL(e, man, "SELECT a AS "+marker+" FROM t, (SELECT SLEEP(2) AS z) AS s")
 
+	// A Docker socket that counts who dials it: the mysql pool never does.
+	sock := filepath.Join(t.TempDir(), "docker.sock")
+	ln, err := net.Listen("unix", sock)
+	require.NoError(t, err)
+	t.Cleanup(func() { ln.Close() })
+	var dialed atomic.Int64
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			dialed.Add(1)
+			c.Close()
+		}
+	}()
+	docker := []string{"DOCKER_HOST=unix://" + sock, "KECE_DOCKER_HOST=unix://" + sock}
+
 	dirA := t.TempDir()
-	pa := startNodeProcess(t, bin, e.URL, a.JoinCode, dsn, dirA)
+	pa := startNodeProcess(t, bin, e.URL, a.JoinCode, dsn, dirA, docker...)
 	waitJob(t, e, jobID, 20*time.Second, "running on A", func(j store.Job) bool { return j.State == store.StateRunning && j.NodeID == a.ID })
 	require.Eventually(t, func() bool { return judgeRunning(t, dsn, marker) }, 20*time.Second, 20*time.Millisecond,
 		"A's statement runs on the judge server")
 	require.NoError(t, pa.cmd.Process.Signal(syscall.SIGKILL))
 	<-pa.done
 
-	pb := startNodeProcess(t, bin, e.URL, b.JoinCode, dsn, t.TempDir())
+	pb := startNodeProcess(t, bin, e.URL, b.JoinCode, dsn, t.TempDir(), docker...)
 	j := waitJob(t, e, jobID, 30*time.Second, "completed by B", completed)
 	require.Equal(t, b.ID, j.NodeID)
 	require.Equal(t, "AC", j.Verdict)
@@ -228,7 +250,7 @@ func TestT09NodeProcessKilled(t *testing.T) {
 		return n
 	}
 	require.Positive(t, leftovers(), "the killed process could not clean up")
-	pa2 := startNodeProcess(t, bin, e.URL, "", dsn, dirA)
+	pa2 := startNodeProcess(t, bin, e.URL, "", dsn, dirA, docker...)
 	require.Eventually(t, func() bool { return leftovers() == 0 }, 20*time.Second, 50*time.Millisecond, "janitor at restart")
 	node, err := e.Store.GetNode(e.Ctx, a.ID)
 	require.NoError(t, err)
@@ -247,4 +269,5 @@ func TestT09NodeProcessKilled(t *testing.T) {
 		}
 		require.NoError(t, p.err)
 	}
+	require.Zero(t, dialed.Load(), "a mysql node never opens the Docker socket")
 }
