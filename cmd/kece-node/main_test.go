@@ -54,6 +54,11 @@ func TestConfigureRefusesWithClearErrors(t *testing.T) {
 	require.Equal(t, 2, cfg.LocalSlots)
 	require.NotNil(t, cfg.NewBackend)
 
+	// A code pool never reads the DSN file, even a missing one.
+	cfg, err = configure(nil, getenv(map[string]string{"KECE_POOL": "cpp", "KECE_JUDGE_MYSQL_DSN_FILE": filepath.Join(dir, "absent")}), log)
+	require.NoError(t, err)
+	require.Equal(t, "cpp", cfg.Pool)
+
 	cfg, err = configure([]string{"-local-slots", "3", "-cache-max", "2GiB"}, getenv(map[string]string{"KECE_POOL": "mysql", "KECE_JUDGE_MYSQL_DSN_FILE": dsn}), log)
 	require.NoError(t, err)
 	require.Equal(t, 3, cfg.LocalSlots, "flags override the environment")
