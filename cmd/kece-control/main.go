@@ -2,7 +2,7 @@
 //
 //	kece-control serve      run the HTTP server (machine, admin, business APIs) and the reaper
 //	kece-control migrate    up | down | status of the schema
-//	kece-control token      create --kind admin|business --name NAME (prints the token once)
+//	kece-control token      create|revoke --kind admin|business --name NAME (create prints the token once)
 //	kece-control reconcile  check invariants; JSON or CSV; exit 1 when violated
 //
 // Settings come from flags or environment (flags win). It refuses to start on
@@ -81,7 +81,7 @@ func usage(w io.Writer) {
 commands:
   serve       run the control plane HTTP server and reaper
   migrate     up | down | status
-  token       create --kind admin|business --name NAME
+  token       create|revoke --kind admin|business --name NAME
   reconcile   check scheduling invariants (--format json|csv); exit 1 on violation
 
 Every command reads the database from --mysql-dsn or KECE_MYSQL_DSN

@@ -43,6 +43,14 @@ func TestBadSettingsAreRefusedWithAHint(t *testing.T) {
 	}
 }
 
+func TestUnparsableEnvironmentRefusesToStart(t *testing.T) {
+	t.Setenv("KECE_LEASE_TTL", "sixty")
+	var out, errOut bytes.Buffer
+	code := run(context.Background(), []string{"serve", "--artifact-dir", t.TempDir(), "--mysql-dsn", "a@tcp(b)/c"}, &out, &errOut)
+	require.Equal(t, 2, code)
+	require.Contains(t, errOut.String(), `KECE_LEASE_TTL="sixty" is not a duration`)
+}
+
 func TestMigrateTokenAndServe(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithCancel(context.Background())
@@ -75,6 +83,11 @@ func TestMigrateTokenAndServe(t *testing.T) {
 	var stored int
 	require.NoError(t, db.QueryRow(`SELECT COUNT(*) FROM judge_api_token WHERE token_hash = ?`, tok).Scan(&stored))
 	require.Zero(t, stored, "the token itself is never stored")
+	out.Reset()
+	require.Equal(t, 0, run(ctx, []string{"token", "create", "--kind", "business", "--name", "old-oj", "--mysql-dsn", dsn}, &out, &errOut), errOut.String())
+	require.Equal(t, 0, run(ctx, []string{"token", "revoke", "--kind", "business", "--name", "old-oj", "--mysql-dsn", dsn}, &out, &errOut), errOut.String())
+	require.Equal(t, 1, run(ctx, []string{"token", "revoke", "--kind", "business", "--name", "old-oj", "--mysql-dsn", dsn}, &out, &errOut))
+	require.Contains(t, errOut.String(), "no live business token")
 
 	// Reconcile: a healthy database exits 0; a planted violation exits 1.
 	out.Reset()
@@ -87,6 +100,10 @@ func TestMigrateTokenAndServe(t *testing.T) {
 	require.Contains(t, out.String(), "POINTER_DANGLING")
 	_, err = db.Exec(`DELETE FROM judge_submission WHERE submission_id = 'dangling'`)
 	require.NoError(t, err)
+
+	var revoked int
+	require.NoError(t, db.QueryRow(`SELECT COUNT(*) FROM judge_api_token WHERE name = 'old-oj' AND revoked_at IS NOT NULL`).Scan(&revoked))
+	require.Equal(t, 1, revoked)
 
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)

@@ -40,6 +40,11 @@ func migrate(ctx context.Context, args []string, stdout io.Writer) error {
 	}
 	switch action {
 	case "up":
+		unlock, err := migrations.Lock(ctx, db)
+		if err != nil {
+			return err
+		}
+		defer unlock()
 		res, err := p.Up(ctx)
 		for _, r := range res {
 			fmt.Fprintf(stdout, "applied %s (%s)\n", r.Source.Path, r.Duration)

@@ -16,11 +16,15 @@ import (
 // found a violation; the process then exits 1 so scripts and alerts notice.
 func reconcile(ctx context.Context, args []string, stdout io.Writer) (violated bool, err error) {
 	fs := flag.NewFlagSet("reconcile", flag.ContinueOnError)
+	var env envReader
 	dsn := dsnFlag(fs)
 	format := fs.String("format", "json", "json or csv")
-	reap := fs.Duration("reap-interval", envDuration("KECE_REAP_INTERVAL", httpapi.ReapIntervalDefault),
+	reap := fs.Duration("reap-interval", env.duration("KECE_REAP_INTERVAL", httpapi.ReapIntervalDefault),
 		"the replicas' reap interval: a lease expired for longer than twice this is reported as a stuck reaper")
 	if err := fs.Parse(args); err != nil {
+		return false, err
+	}
+	if err := env.err(); err != nil {
 		return false, err
 	}
 	if *format != "json" && *format != "csv" {

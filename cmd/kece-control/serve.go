@@ -21,14 +21,31 @@ import (
 	"github.com/kece-oj/kece/migrations"
 )
 
-// envDuration reads a duration from the environment for a flag default.
-func envDuration(name string, def time.Duration) time.Duration {
-	if v := os.Getenv(name); v != "" {
-		if d, err := time.ParseDuration(v); err == nil {
-			return d
-		}
+// envReader reads flag defaults from the environment and remembers values
+// that do not parse, so a typo refuses to start instead of falling back to a
+// default.
+type envReader struct{ errs []string }
+
+// duration returns the parsed value of name, or def when it is unset.
+func (e *envReader) duration(name string, def time.Duration) time.Duration {
+	v := os.Getenv(name)
+	if v == "" {
+		return def
 	}
-	return def
+	d, err := time.ParseDuration(v)
+	if err != nil || d < 0 {
+		e.errs = append(e.errs, fmt.Sprintf("%s=%q is not a duration such as 60s or 5m", name, v))
+		return def
+	}
+	return d
+}
+
+// err reports every environment value that did not parse.
+func (e *envReader) err() error {
+	if len(e.errs) == 0 {
+		return nil
+	}
+	return usagef("%s", strings.Join(e.errs, "; "))
 }
 
 func envOr(name, def string) string {
@@ -40,15 +57,16 @@ func envOr(name, def string) string {
 
 func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	var env envReader
 	dsn := dsnFlag(fs)
 	listen := fs.String("listen", envOr("KECE_LISTEN", "127.0.0.1:8080"), "address to listen on (env KECE_LISTEN)")
 	artDir := fs.String("artifact-dir", os.Getenv("KECE_ARTIFACT_DIR"), "artifact store directory (env KECE_ARTIFACT_DIR)")
 	migrate := fs.Bool("migrate", os.Getenv("KECE_MIGRATE") == "1", "apply pending migrations before serving (env KECE_MIGRATE=1)")
-	leaseTTL := fs.Duration("lease-ttl", envDuration("KECE_LEASE_TTL", store.LeaseTTLDefault), "lease duration (env KECE_LEASE_TTL)")
+	leaseTTL := fs.Duration("lease-ttl", env.duration("KECE_LEASE_TTL", store.LeaseTTLDefault), "lease duration (env KECE_LEASE_TTL)")
 	maxAttempts := fs.Int("max-attempts", store.MaxAttemptsDefault, "attempts before a job fails")
-	reap := fs.Duration("reap-interval", envDuration("KECE_REAP_INTERVAL", httpapi.ReapIntervalDefault), "reaper scan interval (env KECE_REAP_INTERVAL)")
-	hb := fs.Duration("heartbeat-interval", envDuration("KECE_HEARTBEAT_INTERVAL", httpapi.HeartbeatIntervalDefault), "node heartbeat interval")
-	renew := fs.Duration("renew-interval", envDuration("KECE_RENEW_INTERVAL", httpapi.RenewIntervalDefault), "node renew interval")
+	reap := fs.Duration("reap-interval", env.duration("KECE_REAP_INTERVAL", httpapi.ReapIntervalDefault), "reaper scan interval (env KECE_REAP_INTERVAL)")
+	hb := fs.Duration("heartbeat-interval", env.duration("KECE_HEARTBEAT_INTERVAL", httpapi.HeartbeatIntervalDefault), "node heartbeat interval")
+	renew := fs.Duration("renew-interval", env.duration("KECE_RENEW_INTERVAL", httpapi.RenewIntervalDefault), "node renew interval")
 	offline := fs.Duration("offline-after", store.OfflineAfterDefault, "a node without heartbeat this long is offline")
 	conns := fs.Int("db-conns", 32, "maximum database connections")
 	logJSON := fs.Bool("log-json", os.Getenv("KECE_LOG_JSON") == "1", "log JSON lines (env KECE_LOG_JSON=1)")
@@ -57,9 +75,12 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	probePorts := fs.String("probe-allow-ports", envOr("KECE_PROBE_ALLOW_PORTS", "9464"), "probes may connect only to these ports (env KECE_PROBE_ALLOW_PORTS)")
 	hookURL := fs.String("webhook-url", os.Getenv("KECE_WEBHOOK_URL"), "deliver settlement events to this URL, signed (env KECE_WEBHOOK_URL); empty: consumers pull them")
 	hookSecret := fs.String("webhook-secret-file", os.Getenv("KECE_WEBHOOK_SECRET_FILE"), "file holding the webhook HMAC secret (env KECE_WEBHOOK_SECRET_FILE)")
-	hookTimeout := fs.Duration("webhook-timeout", envDuration("KECE_WEBHOOK_TIMEOUT", webhook.TimeoutDefault), "bound on one webhook delivery (env KECE_WEBHOOK_TIMEOUT)")
+	hookTimeout := fs.Duration("webhook-timeout", env.duration("KECE_WEBHOOK_TIMEOUT", webhook.TimeoutDefault), "bound on one webhook delivery (env KECE_WEBHOOK_TIMEOUT)")
 	hookAttempts := fs.Int("webhook-max-attempts", webhook.MaxAttemptsDefault, "failed deliveries before an event is dead")
 	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if err := env.err(); err != nil {
 		return err
 	}
 	if *artDir == "" {
@@ -109,7 +130,7 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	}
 	defer db.Close()
 	if *migrate {
-		if err := migrations.Up(ctx, db); err != nil {
+		if err := migrations.UpLocked(ctx, db); err != nil {
 			return err
 		}
 	}

@@ -11,10 +11,11 @@ import (
 )
 
 func token(ctx context.Context, args []string, stdout io.Writer) error {
-	if len(args) == 0 || args[0] != "create" {
-		return usagef("usage: kece-control token create --kind admin|business --name NAME")
+	if len(args) == 0 || (args[0] != "create" && args[0] != "revoke") {
+		return usagef("usage: kece-control token create|revoke --kind admin|business --name NAME")
 	}
-	fs := flag.NewFlagSet("token create", flag.ContinueOnError)
+	action := args[0]
+	fs := flag.NewFlagSet("token "+action, flag.ContinueOnError)
 	dsn := dsnFlag(fs)
 	kind := fs.String("kind", "", "admin or business")
 	name := fs.String("name", "", "a name for the token's holder (lowercase, digits, . _ -)")
@@ -41,6 +42,17 @@ func token(ctx context.Context, args []string, stdout io.Writer) error {
 	st, err := store.New(db, store.Config{})
 	if err != nil {
 		return err
+	}
+	if action == "revoke" {
+		live, err := st.RevokeToken(ctx, k, *name)
+		if err != nil {
+			return err
+		}
+		if !live {
+			return fmt.Errorf("no live %s token named %q", strings.ToLower(*kind), *name)
+		}
+		fmt.Fprintf(stdout, "revoked %s token %q\n", strings.ToLower(*kind), *name)
+		return nil
 	}
 	tok, err := st.CreateToken(ctx, k, *name)
 	if err != nil {

@@ -75,3 +75,14 @@ func (s *Store) AuthenticateToken(ctx context.Context, kind TokenKind, token str
 	}
 	return t, nil
 }
+
+// RevokeToken refuses a token from now on; it reports whether one was live.
+func (s *Store) RevokeToken(ctx context.Context, kind TokenKind, name string) (bool, error) {
+	r, err := s.db.ExecContext(ctx,
+		`UPDATE judge_api_token SET revoked_at = NOW(6) WHERE kind = ? AND name = ? AND revoked_at IS NULL`, kind, name)
+	if err != nil {
+		return false, fmt.Errorf("store: revoke token: %w", err)
+	}
+	n, _ := r.RowsAffected()
+	return n == 1, nil
+}
