@@ -89,6 +89,9 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	if _, _, err := net.SplitHostPort(*listen); err != nil {
 		return usagef("--listen %q is not host:port (e.g. 127.0.0.1:8080)", *listen)
 	}
+	if *leaseTTL < 2**renew {
+		return usagef("--lease-ttl %s must be at least twice --renew-interval %s (3x recommended), or healthy nodes lose their leases", *leaseTTL, *renew)
+	}
 	if *conns < 4 {
 		return usagef("--db-conns %d is too few (at least 4)", *conns)
 	}
