@@ -141,6 +141,9 @@ func run(self string, req Request) Result {
 		}
 	}()
 	cpuLimit := time.Duration(req.CPUMillis) * time.Millisecond
+	// The container's CPU counter covers every process of the run (a fork
+	// bomb's children too); the supervisor's own share is negligible.
+	cgBefore, cgOK := cgroupCPU()
 	wall := time.NewTimer(time.Duration(req.WallMillis) * time.Millisecond)
 	tick := time.NewTicker(cpuPollInterval)
 	func() {
@@ -155,7 +158,11 @@ func run(self string, req Request) Result {
 				_ = syscall.Kill(-pid, syscall.SIGKILL)
 				_ = syscall.Kill(pid, syscall.SIGKILL)
 			case <-tick.C:
-				if cpuOf(pid) > cpuLimit {
+				over := cpuOf(pid) > cpuLimit
+				if now, ok := cgroupCPU(); ok && cgOK && now-cgBefore > cpuLimit {
+					over = true
+				}
+				if over {
 					res.CPUExceeded = true
 					_ = syscall.Kill(-pid, syscall.SIGKILL)
 					_ = syscall.Kill(pid, syscall.SIGKILL)
@@ -246,6 +253,25 @@ func cpuOf(pid int) time.Duration {
 	ut, _ := strconv.ParseInt(f[11], 10, 64)
 	st, _ := strconv.ParseInt(f[12], 10, 64)
 	return time.Duration(ut+st) * (time.Second / 100) // USER_HZ is 100 on linux
+}
+
+// cgroupCPU reads the container's total CPU time (cgroup v1 cpuacct or v2).
+func cgroupCPU() (time.Duration, bool) {
+	for _, p := range []string{"/sys/fs/cgroup/cpuacct/cpuacct.usage", "/sys/fs/cgroup/cpu,cpuacct/cpuacct.usage"} {
+		if b, err := os.ReadFile(p); err == nil {
+			ns, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+			return time.Duration(ns), err == nil
+		}
+	}
+	if b, err := os.ReadFile("/sys/fs/cgroup/cpu.stat"); err == nil {
+		for _, line := range strings.Split(string(b), "\n") {
+			if v, ok := strings.CutPrefix(line, "usage_usec "); ok {
+				us, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+				return time.Duration(us) * time.Microsecond, err == nil
+			}
+		}
+	}
+	return 0, false
 }
 
 // reapAll waits for every remaining child (orphans are reparented to PID 1).

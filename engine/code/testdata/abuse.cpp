@@ -101,6 +101,8 @@ int main() {
         if (pwrite(fd, "x", 1, 10LL << 30) == 1) breach("wrote at 10 GB");
         done();
     } else if (m == "oomfork") {  // more than the container's memory, spread over processes
+        int ready[2];
+        if (pipe(ready) != 0) return 5;
         pid_t kids[8];
         for (int i = 0; i < 8; i++) {
             kids[i] = fork();
@@ -108,12 +110,23 @@ int main() {
                 size_t n = 200u << 20;
                 char *p = (char *)malloc(n);
                 for (size_t j = 0; p && j < n; j += 4096) p[j] = 1;
+                if (write(ready[1], "r", 1) != 1) _exit(1);
                 for (;;) pause();
             }
         }
-        usleep(2500000);  // all of them hold their memory by now, unless OOM-killed
+        close(ready[1]);
+        fcntl(ready[0], F_SETFL, O_NONBLOCK);
+        // Until all of them hold their memory, or one of them is gone (OOM).
+        int got = 0, died = 0;
+        while (got < 8 && !died) {
+            char c;
+            while (read(ready[0], &c, 1) == 1) got++;
+            if (waitpid(-1, nullptr, WNOHANG) > 0) died = 1;
+            usleep(10000);
+        }
         for (int i = 0; i < 8; i++) if (kids[i] > 0) kill(kids[i], SIGKILL);
         while (wait(nullptr) > 0) {}
+        if (!died) breach("8 x 200 MiB fit in the container");
         done();
     } else if (m == "nofile") {  // the per-run open-files limit holds
         int n = 0;
