@@ -12,7 +12,7 @@
 // # API for the node
 //
 //	x, err := code.New(code.Config{NodeID: id, Workspace: dir, SupervisorPath: bin})
-//	removed, err := x.Janitor(ctx, id)        // at node start: leftovers of this node
+//	removed, err := x.Janitor(ctx, id)        // at node start: containers and work dirs of this node
 //	spec, err := code.DefaultRuntime("cpp")   // spec of the locally built image
 //	version, err := x.Probe(ctx, spec)        // daemon, image and runtime answer
 //	verdict, err := x.Execute(ctx, task, sink) // engine.Executor

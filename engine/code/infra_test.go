@@ -257,10 +257,16 @@ func TestJanitorOnlyTouchesItsNode(t *testing.T) {
 	other := mk(b.nodeID + "-other")
 	defer b.x.cli.ContainerRemove(ctx, other, client.ContainerRemoveOptions{Force: true})
 
+	ws := b.x.cfg.Workspace
+	require.NoError(t, os.MkdirAll(filepath.Join(ws, b.nodeID+"-job7-3-abcdef", "box"), 0o755))
+	require.NoError(t, os.MkdirAll(filepath.Join(ws, b.nodeID+"x-job7-3-abcdef"), 0o755))
+
 	removed, err := b.x.Janitor(ctx, b.nodeID)
 	require.NoError(t, err)
 	require.Equal(t, 2, removed)
 	require.NoError(t, b.leftovers(t))
+	require.NoDirExists(t, filepath.Join(ws, b.nodeID+"-job7-3-abcdef"), "this node's leftover work dir")
+	require.DirExists(t, filepath.Join(ws, b.nodeID+"x-job7-3-abcdef"), "another node's work dir")
 	_, err = b.x.cli.ContainerInspect(ctx, other, client.ContainerInspectOptions{})
 	require.NoError(t, err, "another node's container is untouched")
 
@@ -327,4 +333,17 @@ func TestContainerCreateRefused(t *testing.T) {
 	requireClass(t, err, engine.InfraContainerCreate)
 	require.Contains(t, err.Error(), "CPU")
 	require.NoError(t, b.leftovers(t))
+}
+
+// make build compiles every command with the Makefile's CGO_ENABLED=1; the
+// supervisor must still come out static (it imports no cgo and no net).
+func TestSupervisorIsStaticWithCgoEnabled(t *testing.T) {
+	t.Parallel()
+	out := filepath.Join(t.TempDir(), "kece-sandbox-init")
+	cmd := exec.Command("go", "build", "-o", out, "../../cmd/kece-sandbox-init")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=1")
+	b, err := cmd.CombinedOutput()
+	require.NoError(t, err, string(b))
+	require.NoError(t, checkStatic(out))
+	require.Error(t, checkStatic("/bin/ls"))
 }

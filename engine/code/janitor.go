@@ -3,6 +3,8 @@ package code
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 
 	cerrdefs "github.com/containerd/errdefs"
@@ -13,11 +15,15 @@ import (
 )
 
 // Janitor force-removes every container labelled with nodeID (running or
-// not). Call it at node start, before claiming: containers of a previous
-// process of this node are leftovers by definition.
+// not) and that node's work directories left in the workspace. Call it at
+// node start, before the first Execute: resources of a previous process of
+// this node are leftovers by definition. It returns the containers removed.
 func (x *Executor) Janitor(ctx context.Context, nodeID string) (int, error) {
 	if nodeID == "" {
 		return 0, engine.Infraf(engine.InfraConfig, "janitor: empty node id")
+	}
+	if err := x.removeWorkDirs(nodeID); err != nil {
+		return 0, err
 	}
 	list, err := x.cli.ContainerList(ctx, client.ContainerListOptions{
 		All: true, Filters: make(client.Filters).Add("label", LabelNode+"="+nodeID),
@@ -84,4 +90,23 @@ func (x *Executor) Probe(ctx context.Context, spec engine.RuntimeSpec) (string, 
 		return "", engine.Infraf(engine.InfraImageMissing, "version probe %v printed nothing", spec.VersionProbe)
 	}
 	return fmt.Sprintf("%s (%s)", strings.TrimSpace(first), spec.Image), nil
+}
+
+// removeWorkDirs removes workspace directories named after nodeID (see prepare).
+func (x *Executor) removeWorkDirs(nodeID string) error {
+	entries, err := os.ReadDir(x.cfg.Workspace)
+	if err != nil {
+		return engine.Infraf(engine.InfraInternal, "janitor: workspace: %w", err)
+	}
+	prefix := idRE.ReplaceAllString(nodeID, "_") + "-"
+	for _, e := range entries {
+		if !e.IsDir() || !strings.HasPrefix(e.Name(), prefix) {
+			continue
+		}
+		if err := os.RemoveAll(filepath.Join(x.cfg.Workspace, e.Name())); err != nil {
+			return hostErr("janitor: work dir", err)
+		}
+		x.cfg.Logger.Info("janitor removed work dir", "node_id", nodeID, "dir", e.Name())
+	}
+	return nil
 }
