@@ -109,19 +109,39 @@ func (m machineAPI) ClaimJobs(ctx context.Context, req machineapi.ClaimJobsReque
 			m.s.hub.Done()
 			return m.claimResponse(ctx, jobs)
 		}
+		// Jobs in retry backoff wake no one when it ends: sleep until the
+		// soonest one is ready (capacity limits may still say no then).
+		// A job that is ready but was not claimable (capacity, or another
+		// node holds it) is left to the wake-up and retry paths: no spin.
+		var backoffEnds <-chan time.Time
+		var backoffTimer *time.Timer
+		if next, ok, err := m.s.store.NextReady(ctx, sess.Pool, sess.NodeID); err == nil && ok && next > 0 && next < wait {
+			backoffTimer = time.NewTimer(next + 5*time.Millisecond)
+			backoffEnds = backoffTimer.C
+		}
+		stopBackoff := func() {
+			if backoffTimer != nil {
+				backoffTimer.Stop()
+			}
+		}
 		select {
 		case <-wake:
+		case <-backoffEnds:
 		case <-retry.C:
 		case <-deadline.C:
+			stopBackoff()
 			m.s.hub.Done()
 			return machineapi.ClaimJobs200JSONResponse{Jobs: []machineapi.ClaimedJob{}}, nil
 		case <-m.s.closing:
+			stopBackoff()
 			m.s.hub.Done()
 			return machineapi.ClaimJobs200JSONResponse{Jobs: []machineapi.ClaimedJob{}}, nil
 		case <-ctx.Done():
+			stopBackoff()
 			m.s.hub.Done()
 			return nil, ctx.Err()
 		}
+		stopBackoff()
 		m.s.hub.Done()
 	}
 }

@@ -141,6 +141,24 @@ func (s *Store) Claim(ctx context.Context, sess NodeSession, freeSlots int) ([]C
 	return out, nil
 }
 
+// NextReady says how long until the soonest job of the pool that a claim
+// could take becomes ready (its retry backoff ends); ok is false when no job
+// waits. A long-poll that found nothing sleeps at most that long, so a retry
+// is picked up when its backoff ends rather than at the next poll.
+func (s *Store) NextReady(ctx context.Context, pool string, nodeID int64) (d time.Duration, ok bool, err error) {
+	var us sql.NullInt64
+	err = s.db.QueryRowContext(ctx,
+		`SELECT GREATEST(TIMESTAMPDIFF(MICROSECOND, NOW(6), MIN(available_at)), 0) FROM judge_job
+		 WHERE pool = ? AND state = 'QUEUED' AND required_node_id IN (0, ?)`, pool, nodeID).Scan(&us)
+	if err != nil {
+		return 0, false, fmt.Errorf("store: next ready: %w", err)
+	}
+	if !us.Valid {
+		return 0, false, nil
+	}
+	return time.Duration(us.Int64) * time.Microsecond, true, nil
+}
+
 // nodeGroup returns a node's host group; it never changes, so it is cached.
 func (s *Store) nodeGroup(ctx context.Context, nodeID int64) (int64, error) {
 	if g, ok := s.groups.get(nodeID); ok {

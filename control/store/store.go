@@ -30,7 +30,9 @@ import (
 const (
 	LeaseTTLDefault         = 60 * time.Second
 	MaxAttemptsDefault      = 3
-	BackoffBaseDefault      = 2 * time.Second
+	// BackoffBaseDefault is the first retry delay; with it a dead node's job
+	// runs elsewhere within lease TTL + reap interval + 1 s.
+	BackoffBaseDefault = 500 * time.Millisecond
 	BackoffMaxDefault       = 60 * time.Second
 	ClaimBatchMaxDefault    = 16
 	MaxSnapshotBytesDefault = 512 << 10
