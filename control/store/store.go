@@ -28,11 +28,11 @@ import (
 
 // Defaults for Config.
 const (
-	LeaseTTLDefault         = 60 * time.Second
-	MaxAttemptsDefault      = 3
+	LeaseTTLDefault    = 60 * time.Second
+	MaxAttemptsDefault = 3
 	// BackoffBaseDefault is the first retry delay; with it a dead node's job
 	// runs elsewhere within lease TTL + reap interval + 1 s.
-	BackoffBaseDefault = 500 * time.Millisecond
+	BackoffBaseDefault      = 500 * time.Millisecond
 	BackoffMaxDefault       = 60 * time.Second
 	ClaimBatchMaxDefault    = 16
 	MaxSnapshotBytesDefault = 512 << 10
