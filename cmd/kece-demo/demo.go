@@ -334,14 +334,14 @@ func (d *demo) waitVerdicts(ctx context.Context, subs []submission) (int, error)
 	err := poll(ctx, 8*time.Minute, func() (bool, error) {
 		done := true
 		for _, s := range subs {
-			if st := got[s.id]; st != nil && terminal(st.Status) {
+			if st := got[s.typ+"/"+s.id]; st != nil && terminal(st.Status) {
 				continue
 			}
 			r, err := d.business.GetSubmissionWithResponse(ctx, s.typ, s.id)
 			if err := check(r, err, http.StatusOK); err != nil {
 				return false, err
 			}
-			got[s.id] = r.JSON200
+			got[s.typ+"/"+s.id] = r.JSON200
 			if !terminal(r.JSON200.Status) {
 				done = false
 			}
@@ -355,7 +355,7 @@ func (d *demo) waitVerdicts(ctx context.Context, subs []submission) (int, error)
 	fmt.Fprintln(tw, "    submission\tlanguage\texpected\tgot\tscore\tcases (time ms)\t")
 	mismatches := 0
 	for _, s := range subs {
-		st := got[s.id]
+		st := got[s.typ+"/"+s.id]
 		mark := ""
 		if string(st.Status) != s.want {
 			mark = "  <-- MISMATCH"
