@@ -51,7 +51,7 @@ done
 start=$(date +%s)
 if ! command -v debootstrap >/dev/null; then
 	log "installing debootstrap"
-	apt-get install -y -q debootstrap >/dev/null
+	apt-get install -y -q debootstrap >/dev/null || { apt-get update -q >/dev/null && apt-get install -y -q debootstrap >/dev/null; }
 fi
 
 # The Debian mirror this host already uses (deb822 .sources or one-line lists).
