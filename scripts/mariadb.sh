@@ -43,7 +43,8 @@ install() {
 start() {
   install
   mkdir -p "$base"
-  # Concurrent starts (parallel test runs, CI and a developer) serialize here.
+  # Concurrent starts (parallel test runs, CI and a developer) serialize here;
+  # the server must not inherit fd 9, or it would hold the lock for its life.
   exec 9>"$base.lock"
   flock 9
   if alive; then echo "mariadb.sh: $name already running on 127.0.0.1:$port" >&2; return 0; fi
@@ -64,7 +65,7 @@ start() {
     --max-connections=1000 --innodb-lock-wait-timeout=10 \
     --character-set-server=utf8mb4 --collation-server=utf8mb4_bin \
     --default-time-zone=+00:00 --transaction-isolation=READ-COMMITTED \
-    >/dev/null 2>&1 &
+    >/dev/null 2>&1 9>&- &
   for _ in $(seq 1 120); do
     if alive; then
       # Root over TCP without a password, loopback only, for tests.
