@@ -34,7 +34,7 @@ func runFailover(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("failover", flag.ContinueOnError)
 	lease := fs.Duration("lease", 10*time.Second, "lease TTL of the control plane")
 	reap := fs.Duration("reap", time.Second, "reaper interval of the control plane")
-	backoff := fs.Duration("backoff", time.Millisecond, "retry backoff base after an expired lease (store BackoffBase)")
+	backoff := fs.Duration("backoff", store.BackoffBaseDefault, "retry backoff base after an expired lease (store BackoffBase)")
 	runs := fs.Int("runs", 3, "kill/failover rounds (two fresh nodes each)")
 	sleep := fs.Duration("statement", 0, "how long the judged SQL statement sleeps (default: 2×lease)")
 	dsn := fs.String("dsn", "", "control MySQL server DSN without database (default $KECE_BENCH_MYSQL_DSN or the private MariaDB)")
