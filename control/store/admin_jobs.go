@@ -33,55 +33,7 @@ func (s *Store) RejudgeJob(ctx context.Context, jobID int64, actor, reason strin
 	if kind != KindSubmission {
 		return EnqueueResult{}, fmt.Errorf("job %d: %w", jobID, ErrCheckJob)
 	}
-	var res EnqueueResult
-	var pool string
-	err = s.inTx(ctx, func(tx *sql.Tx) error {
-		var cur int64
-		var gen int
-		if err := tx.QueryRowContext(ctx,
-			`SELECT current_job_id, generation FROM judge_submission
-			 WHERE submission_type = ? AND submission_id = ? FOR UPDATE`, typ, sid).Scan(&cur, &gen); err != nil {
-			return fmt.Errorf("store: rejudge job: pointer: %w", err)
-		}
-		if cur != jobID {
-			return fmt.Errorf("job %d (current is %d): %w", jobID, cur, ErrJobNotCurrent)
-		}
-		var j jobRow
-		var state JobState
-		if err := tx.QueryRowContext(ctx,
-			`SELECT kind, pool, runtime_spec, manifest_id, request_snapshot, request_digest, priority,
-			        required_node_id, state
-			 FROM judge_job WHERE id = ? FOR UPDATE`, cur).Scan(
-			&j.kind, &j.pool, &j.language, &j.manifestID, &j.snapshot, &j.digest, &j.priority,
-			&j.requiredNode, &state); err != nil {
-			return fmt.Errorf("store: rejudge job %d: %w", cur, err)
-		}
-		if !state.Terminal() {
-			if err := cancelLocked(ctx, tx, cur, "SUPERSEDED"); err != nil {
-				return err
-			}
-		}
-		j.submissionType, j.submissionID, j.generation, j.maxAttempts = typ, sid, gen+1, s.cfg.MaxAttempts
-		newID, err := s.insertJob(ctx, tx, j)
-		if err != nil {
-			return err
-		}
-		if _, err := tx.ExecContext(ctx,
-			`UPDATE judge_submission SET current_job_id = ?, generation = ?, updated_at = NOW(6)
-			 WHERE submission_type = ? AND submission_id = ?`, newID, gen+1, typ, sid); err != nil {
-			return fmt.Errorf("store: rejudge job: pointer: %w", err)
-		}
-		if err := audit(ctx, tx, actor, "job.rejudge", 0, newID, reason, map[string]any{"previousJobId": cur}); err != nil {
-			return err
-		}
-		res = EnqueueResult{JobID: newID, Generation: gen + 1, State: StateQueued, Created: true}
-		pool = j.pool
-		return bumpPool(ctx, tx, pool)
-	})
-	if err == nil {
-		s.notify(pool)
-	}
-	return res, err
+	return s.rejudge(ctx, typ, sid, jobID, actor, reason)
 }
 
 // JobExtra is what the admin job view adds to Job.

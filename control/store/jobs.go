@@ -287,6 +287,13 @@ func (s *Store) insertJob(ctx context.Context, tx *sql.Tx, j jobRow) (int64, err
 // pointer to it, and cancels the old job if it had not finished. The old
 // job's lease, if any, can no longer post a result.
 func (s *Store) Rejudge(ctx context.Context, typ, id, actor, reason string) (EnqueueResult, error) {
+	return s.rejudge(ctx, typ, id, 0, actor, reason)
+}
+
+// rejudge makes generation+1 of a submission. With onlyJob > 0 it does so
+// only while that job is still the submission's current one
+// (ErrJobNotCurrent otherwise), so racing admins make one generation.
+func (s *Store) rejudge(ctx context.Context, typ, id string, onlyJob int64, actor, reason string) (EnqueueResult, error) {
 	var res EnqueueResult
 	var pool string
 	err := s.inTx(ctx, func(tx *sql.Tx) error {
@@ -301,14 +308,17 @@ func (s *Store) Rejudge(ctx context.Context, typ, id, actor, reason string) (Enq
 		if err != nil {
 			return fmt.Errorf("store: rejudge: %w", err)
 		}
+		if onlyJob > 0 && cur != onlyJob {
+			return fmt.Errorf("job %d (current is %d): %w", onlyJob, cur, ErrJobNotCurrent)
+		}
 		var j jobRow
 		var state JobState
 		err = tx.QueryRowContext(ctx,
 			`SELECT kind, pool, runtime_spec, manifest_id, request_snapshot, request_digest, priority,
-			        required_node_id, max_attempts, state
+			        required_node_id, state
 			 FROM judge_job WHERE id = ? FOR UPDATE`, cur).Scan(
 			&j.kind, &j.pool, &j.language, &j.manifestID, &j.snapshot, &j.digest, &j.priority,
-			&j.requiredNode, &j.maxAttempts, &state)
+			&j.requiredNode, &state)
 		if err != nil {
 			return fmt.Errorf("store: rejudge: job %d: %w", cur, err)
 		}
