@@ -249,35 +249,26 @@ func writeOwned(path string, data []byte, uid int) error {
 	return os.Chown(path, uid, uid)
 }
 
-// linkOrCopy hard-links src to dst (same file system), else copies it.
+// linkOrCopy hard-links src to dst (same file system), else copies it
+// readable by the owner only.
 func linkOrCopy(src, dst string) error {
 	if err := os.Link(src, dst); err == nil {
 		return nil
 	}
-	in, err := os.Open(src)
-	if err != nil {
-		return err
-	}
-	defer in.Close()
-	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-	if err != nil {
-		return err
-	}
-	if _, err := io.Copy(out, in); err != nil {
-		out.Close()
-		return err
-	}
-	return out.Close()
+	return copyFile(src, dst, 0o600)
 }
 
 // copyReadable copies src to a new world-readable dst.
-func copyReadable(src, dst string) error {
+func copyReadable(src, dst string) error { return copyFile(src, dst, 0o644) }
+
+// copyFile copies src to a new file dst with the given mode.
+func copyFile(src, dst string, mode os.FileMode) error {
 	in, err := os.Open(src)
 	if err != nil {
 		return err
 	}
 	defer in.Close()
-	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, mode)
 	if err != nil {
 		return err
 	}
