@@ -148,6 +148,19 @@ func validID(s string) bool {
 	return true
 }
 
+// idAndReason parses "VERB ID --reason TEXT" (with whatever other flags the
+// caller put on fs) and requires the reason, which goes to the audit log.
+func idAndReason(fs *flag.FlagSet, hint string, args []string) (id, reason string, err error) {
+	r := fs.String("reason", "", "why (audit log)")
+	if id, err = oneID(fs, hint, args); err != nil {
+		return "", "", err
+	}
+	if err := needReason(hint, *r); err != nil {
+		return "", "", err
+	}
+	return id, *r, nil
+}
+
 func needReason(hint, reason string) error {
 	if strings.TrimSpace(reason) == "" {
 		return usagef(hint, "--reason is required: say why (it is written to the audit log)")

@@ -307,15 +307,11 @@ func (c *cli) nodeAction(verb string) func([]string) error {
 	return func(args []string) error {
 		hint := "kecectl node " + verb + " ID --reason TEXT"
 		fs := c.verbFlags("node " + verb)
-		reason := fs.String("reason", "", "why (audit log)")
-		id, err := oneID(fs, hint, args)
+		id, reason, err := idAndReason(fs, hint, args)
 		if err != nil {
 			return err
 		}
-		if err := needReason(hint, *reason); err != nil {
-			return err
-		}
-		body := adminapi.ReasonRequest{Reason: *reason}
+		body := adminapi.ReasonRequest{Reason: reason}
 		var node *adminapi.Judger
 		switch verb {
 		case "verify":
@@ -367,16 +363,12 @@ func (c *cli) printNode(n *adminapi.Judger) error {
 func (c *cli) nodeDisable(args []string) error {
 	const hint = "kecectl node disable ID --reason TEXT [--force]"
 	fs := c.verbFlags("node disable")
-	reason := fs.String("reason", "", "why (audit log)")
 	force := fs.Bool("force", false, "disable even while the node holds live leases")
-	id, err := oneID(fs, hint, args)
+	id, reason, err := idAndReason(fs, hint, args)
 	if err != nil {
 		return err
 	}
-	if err := needReason(hint, *reason); err != nil {
-		return err
-	}
-	r, err := c.client.DisableJudgerWithResponse(c.ctx, id, adminapi.DisableRequest{Reason: *reason, Force: *force})
+	r, err := c.client.DisableJudgerWithResponse(c.ctx, id, adminapi.DisableRequest{Reason: reason, Force: *force})
 	if err := c.result(r, err, http.StatusOK); err != nil {
 		return err
 	}
@@ -387,17 +379,13 @@ func (c *cli) nodeResize(args []string) error {
 	const hint = "kecectl node resize ID --slots N --reason TEXT [--revision R]"
 	fs := c.verbFlags("node resize")
 	slots := fs.Int("slots", 0, "new slot count")
-	reason := fs.String("reason", "", "why (audit log)")
 	rev := fs.Int64("revision", 0, "revision the change is based on (default: the current one)")
-	id, err := oneID(fs, hint, args)
+	id, reason, err := idAndReason(fs, hint, args)
 	if err != nil {
 		return err
 	}
 	if *slots < 1 {
 		return usagef(hint, "a positive --slots is required")
-	}
-	if err := needReason(hint, *reason); err != nil {
-		return err
 	}
 	if *rev == 0 {
 		g, err := c.client.GetJudgerWithResponse(c.ctx, id)
@@ -406,7 +394,7 @@ func (c *cli) nodeResize(args []string) error {
 		}
 		*rev = g.JSON200.Node.Revision
 	}
-	r, err := c.client.UpdateJudgerWithResponse(c.ctx, id, adminapi.JudgerUpdate{Slots: int32(*slots), Revision: *rev, Reason: *reason})
+	r, err := c.client.UpdateJudgerWithResponse(c.ctx, id, adminapi.JudgerUpdate{Slots: int32(*slots), Revision: *rev, Reason: reason})
 	if err := c.result(r, err, http.StatusOK); err != nil {
 		return err
 	}
@@ -424,15 +412,11 @@ func (c *cli) printJoinCode(j *adminapi.JoinCodeIssued, what string) error {
 func (c *cli) nodeRotate(args []string) error {
 	const hint = "kecectl node rotate ID --reason TEXT"
 	fs := c.verbFlags("node rotate")
-	reason := fs.String("reason", "", "why (audit log)")
-	id, err := oneID(fs, hint, args)
+	id, reason, err := idAndReason(fs, hint, args)
 	if err != nil {
 		return err
 	}
-	if err := needReason(hint, *reason); err != nil {
-		return err
-	}
-	r, err := c.client.RotateJudgerCredentialWithResponse(c.ctx, id, adminapi.ReasonRequest{Reason: *reason})
+	r, err := c.client.RotateJudgerCredentialWithResponse(c.ctx, id, adminapi.ReasonRequest{Reason: reason})
 	if err := c.result(r, err, http.StatusOK); err != nil {
 		return err
 	}
@@ -587,15 +571,11 @@ func (c *cli) jobShow(args []string) error {
 func (c *cli) jobRejudge(args []string) error {
 	const hint = "kecectl job rejudge ID --reason TEXT"
 	fs := c.verbFlags("job rejudge")
-	reason := fs.String("reason", "", "why (audit log)")
-	id, err := oneID(fs, hint, args)
+	id, reason, err := idAndReason(fs, hint, args)
 	if err != nil {
 		return err
 	}
-	if err := needReason(hint, *reason); err != nil {
-		return err
-	}
-	r, err := c.client.RejudgeJudgeJobWithResponse(c.ctx, id, adminapi.ReasonRequest{Reason: *reason})
+	r, err := c.client.RejudgeJudgeJobWithResponse(c.ctx, id, adminapi.ReasonRequest{Reason: reason})
 	if err := c.result(r, err, http.StatusAccepted); err != nil {
 		return err
 	}
@@ -609,15 +589,11 @@ func (c *cli) jobRejudge(args []string) error {
 func (c *cli) jobCancel(args []string) error {
 	const hint = "kecectl job cancel ID --reason TEXT"
 	fs := c.verbFlags("job cancel")
-	reason := fs.String("reason", "", "why (audit log)")
-	id, err := oneID(fs, hint, args)
+	id, reason, err := idAndReason(fs, hint, args)
 	if err != nil {
 		return err
 	}
-	if err := needReason(hint, *reason); err != nil {
-		return err
-	}
-	r, err := c.client.CancelJudgeJobWithResponse(c.ctx, id, adminapi.ReasonRequest{Reason: *reason})
+	r, err := c.client.CancelJudgeJobWithResponse(c.ctx, id, adminapi.ReasonRequest{Reason: reason})
 	if err := c.result(r, err, http.StatusOK); err != nil {
 		return err
 	}
@@ -671,15 +647,11 @@ func (c *cli) eventsDead(args []string) error {
 func (c *cli) eventsRedeliver(args []string) error {
 	const hint = "kecectl events redeliver ID --reason TEXT"
 	fs := c.verbFlags("events redeliver")
-	reason := fs.String("reason", "", "why (audit log)")
-	id, err := oneID(fs, hint, args)
+	id, reason, err := idAndReason(fs, hint, args)
 	if err != nil {
 		return err
 	}
-	if err := needReason(hint, *reason); err != nil {
-		return err
-	}
-	r, err := c.client.RedeliverSettlementEventWithResponse(c.ctx, id, adminapi.ReasonRequest{Reason: *reason})
+	r, err := c.client.RedeliverSettlementEventWithResponse(c.ctx, id, adminapi.ReasonRequest{Reason: reason})
 	if err := c.result(r, err, http.StatusOK); err != nil {
 		return err
 	}
