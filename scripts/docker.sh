@@ -58,6 +58,15 @@ start() {
 		echo $! >"$RUN/containerd.pid"
 		wait_for containerd 30 ctrd_ok || { tail -n 20 "$RUN/containerd.log" >&2; exit 1; }
 	fi
+	# A daemon killed hard (e.g. when a previous session or CI run was ended)
+	# leaves its pid file behind, and dockerd refuses to start over it.
+	local pidf=/var/run/docker.pid
+	local oldpid
+	oldpid=$(cat "$pidf" 2>/dev/null || echo 0)
+	if [[ -f $pidf ]] && ! { grep -qs dockerd "/proc/$oldpid/comm" && ! grep -qs '^State:.*Z' "/proc/$oldpid/status"; }; then
+		log "removing stale $pidf"
+		rm -f "$pidf"
+	fi
 	log "starting dockerd (log $RUN/dockerd.log)"
 	setsid dockerd --bridge=none --iptables=false --ip-forward=false \
 		--containerd="$CTRD_SOCK" -H "unix://$SOCK" >"$RUN/dockerd.log" 2>&1 </dev/null &
