@@ -74,7 +74,19 @@ func runScheduler(ctx context.Context, args []string) error {
 	fmt.Printf("complete_avg_ms=%.2f\n", res.completeAvgMs)
 	fmt.Printf("empty_claims=%d\n", res.emptyClaims)
 	fmt.Printf("deadlocks_retried=%d\n", st.RetriedTransactions())
+	// Where the time goes: the baseline is one statement per commit.
+	fmt.Printf("baseline_statements_per_commit=1\n")
+	fmt.Printf("statements_per_lifecycle=%.1f\n", res.statementsPerLifecycle)
 	return nil
+}
+
+// serverStatements reads the server's statement counter (every statement
+// and COMMIT a client sends), so a run can say how many it cost per unit.
+func serverStatements(ctx context.Context, db *sql.DB) int64 {
+	var name string
+	var v int64
+	_ = db.QueryRowContext(ctx, `SHOW GLOBAL STATUS LIKE 'Questions'`).Scan(&name, &v)
+	return v
 }
 
 // commitRate is the baseline: conns goroutines each committing single-row
@@ -159,6 +171,9 @@ type lifecycleResult struct {
 	enqueueAvgMs       float64
 	completeAvgMs      float64
 	emptyClaims        int64
+	// statementsPerLifecycle counts every statement the server received
+	// (BEGIN and COMMIT included) per acknowledged lifecycle.
+	statementsPerLifecycle float64
 }
 
 func lifecycles(ctx context.Context, st *store.Store, db *sql.DB, manID int64, sessions []store.Session, slots, enqueuers int, d time.Duration) (lifecycleResult, error) {
@@ -317,6 +332,7 @@ func lifecycles(ctx context.Context, st *store.Store, db *sql.DB, manID int64, s
 	// Warm up, then count acknowledged lifecycles over d.
 	time.Sleep(time.Second)
 	start := acked.Load()
+	q0 := serverStatements(ctx, db)
 	t0 := time.Now()
 	select {
 	case <-time.After(d):
@@ -324,6 +340,7 @@ func lifecycles(ctx context.Context, st *store.Store, db *sql.DB, manID int64, s
 	}
 	n := acked.Load() - start
 	el := time.Since(t0)
+	q1 := serverStatements(ctx, db)
 	cancel()
 	wg.Wait()
 	if firstErr != nil {
@@ -339,5 +356,5 @@ func lifecycles(ctx context.Context, st *store.Store, db *sql.DB, manID int64, s
 	avg := func(ns, n int64) float64 { return float64(ns) / float64(max(n, 1)) / 1e6 }
 	return lifecycleResult{perSec: float64(n) / el.Seconds(), claimP50: pct(0.50), claimP99: pct(0.99),
 		enqueueAvgMs: avg(enqNs.Load(), enqN.Load()), completeAvgMs: avg(compNs.Load(), compN.Load()),
-		emptyClaims: idleN.Load()}, nil
+		emptyClaims: idleN.Load(), statementsPerLifecycle: float64(q1-q0) / float64(max(n, 1))}, nil
 }
