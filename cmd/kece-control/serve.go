@@ -72,6 +72,7 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	logJSON := fs.Bool("log-json", os.Getenv("KECE_LOG_JSON") == "1", "log JSON lines (env KECE_LOG_JSON=1)")
 	probeHosts := fs.String("probe-allow-hosts", os.Getenv("KECE_PROBE_ALLOW_HOSTS"), "node addresses may name these hosts (comma list, *.suffix allowed; env KECE_PROBE_ALLOW_HOSTS)")
 	probeCIDRs := fs.String("probe-allow-cidrs", os.Getenv("KECE_PROBE_ALLOW_CIDRS"), "probes may connect only to these networks (comma list; env KECE_PROBE_ALLOW_CIDRS); empty: probing is off")
+	probeHTTP := fs.Bool("probe-allow-http", os.Getenv("KECE_PROBE_ALLOW_HTTP") == "1", "allow plain http:// node addresses for probes (env KECE_PROBE_ALLOW_HTTP=1; only for a private judge network, the allowlists still apply)")
 	probePorts := fs.String("probe-allow-ports", envOr("KECE_PROBE_ALLOW_PORTS", "9464"), "probes may connect only to these ports (env KECE_PROBE_ALLOW_PORTS)")
 	hookURL := fs.String("webhook-url", os.Getenv("KECE_WEBHOOK_URL"), "deliver settlement events to this URL, signed (env KECE_WEBHOOK_URL); empty: consumers pull them")
 	hookSecret := fs.String("webhook-secret-file", os.Getenv("KECE_WEBHOOK_SECRET_FILE"), "file holding the webhook HMAC secret (env KECE_WEBHOOK_SECRET_FILE)")
@@ -109,7 +110,7 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 			hosts = append(hosts, h)
 		}
 	}
-	probeCfg := probe.Config{AllowedHosts: hosts, AllowedCIDRs: cidrs, AllowedPorts: ports}
+	probeCfg := probe.Config{AllowedHosts: hosts, AllowedCIDRs: cidrs, AllowedPorts: ports, AllowHTTP: *probeHTTP}
 	var hookCfg *webhook.Config
 	if *hookURL != "" {
 		if *hookSecret == "" {
