@@ -28,6 +28,7 @@ import (
 
 type demoConfig struct {
 	bin, work, mysql, judgeMySQL string
+	database                     string // control database to (re)create
 	pools                        []string
 	timeout                      time.Duration
 	keep                         bool
@@ -35,10 +36,16 @@ type demoConfig struct {
 
 type demo struct {
 	cfg      demoConfig
-	procs    []*exec.Cmd
+	procs    []*child
 	url      string
 	admin    *adminapi.ClientWithResponses
 	business *businessapi.ClientWithResponses
+}
+
+// child is a started process and the channel closed when it has exited.
+type child struct {
+	cmd    *exec.Cmd
+	exited chan struct{}
 }
 
 func step(format string, args ...any) { fmt.Printf("==> "+format+"\n", args...) }
@@ -53,8 +60,8 @@ func (d *demo) run(ctx context.Context) error {
 	if err := os.MkdirAll(work, 0o700); err != nil {
 		return err
 	}
-	step("fresh control database kece_demo")
-	dsn, err := freshDatabase(ctx, d.cfg.mysql, "kece_demo")
+	step("fresh control database %s", d.cfg.database)
+	dsn, err := freshDatabase(ctx, d.cfg.mysql, d.cfg.database)
 	if err != nil {
 		return err
 	}
@@ -173,28 +180,27 @@ func (d *demo) start(ctx context.Context, name, bin string, args, env []string) 
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("start %s: %w", name, err)
 	}
-	d.procs = append(d.procs, cmd)
-	go func() { _ = cmd.Wait(); logf.Close() }()
+	c := &child{cmd: cmd, exited: make(chan struct{})}
+	d.procs = append(d.procs, c)
+	go func() { _ = cmd.Wait(); logf.Close(); close(c.exited) }()
 	return nil
 }
 
-// stopAll stops the children it started (nodes first), by their PIDs.
+// stopAll stops the children it started (nodes first), by their PIDs: a
+// SIGTERM, then a kill for any still running after 20 s.
 func (d *demo) stopAll() {
 	for i := len(d.procs) - 1; i >= 0; i-- {
-		p := d.procs[i]
-		if p.Process != nil {
-			_ = p.Process.Signal(syscall.SIGTERM)
-		}
+		_ = d.procs[i].cmd.Process.Signal(syscall.SIGTERM)
 	}
-	deadline := time.Now().Add(20 * time.Second)
+	grace, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
 	for _, p := range d.procs {
-		for p.ProcessState == nil && time.Now().Before(deadline) {
-			if err := p.Process.Signal(syscall.Signal(0)); err != nil {
-				break
-			}
-			time.Sleep(100 * time.Millisecond)
+		select {
+		case <-p.exited:
+		case <-grace.Done():
+			_ = p.cmd.Process.Kill()
+			<-p.exited
 		}
-		_ = p.Process.Kill()
 	}
 }
 

@@ -28,6 +28,7 @@ func main() {
 	flag.StringVar(&cfg.bin, "bin", "bin", "directory with kece-control and kece-node")
 	flag.StringVar(&cfg.work, "work", ".run/demo", "working directory for logs, credentials, caches")
 	flag.StringVar(&cfg.mysql, "mysql", "root@tcp(127.0.0.1:33061)/", "control MySQL server DSN (without database)")
+	flag.StringVar(&cfg.database, "database", "kece_demo", "control database to drop and create")
 	flag.StringVar(&cfg.judgeMySQL, "judge-mysql", "root@tcp(127.0.0.1:33062)/", "judge MySQL server DSN for the mysql pool")
 	pools := flag.String("pools", "cpp,python,java,arkts,mysql", "pools to run a node for")
 	flag.DurationVar(&cfg.timeout, "timeout", 10*time.Minute, "give up after this long")
