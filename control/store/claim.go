@@ -181,21 +181,16 @@ func (s *Store) nodeGroup(ctx context.Context, nodeID int64) (int64, error) {
 // returns them as they are before leasing. The query is served by
 // ix_job_claim for both WHERE and ORDER BY.
 func pickReady(ctx context.Context, tx *sql.Tx, pool string, requiredNode int64, limit int) ([]ClaimedJob, error) {
-	rows, err := tx.QueryContext(ctx, claimQuery, pool, requiredNode, limit)
+	out, err := queryAll(ctx, tx, func(r rowScanner) (ClaimedJob, error) {
+		var c ClaimedJob
+		err := r.Scan(&c.JobID, &c.LeaseEpoch, &c.Kind, &c.Pool, &c.SubmissionType, &c.SubmissionID,
+			&c.Generation, &c.Language, &c.ManifestID, &c.Snapshot, &c.Attempt)
+		return c, err
+	}, claimQuery, pool, requiredNode, limit)
 	if err != nil {
 		return nil, fmt.Errorf("store: claim: pick: %w", err)
 	}
-	defer rows.Close()
-	var out []ClaimedJob
-	for rows.Next() {
-		var c ClaimedJob
-		if err := rows.Scan(&c.JobID, &c.LeaseEpoch, &c.Kind, &c.Pool, &c.SubmissionType, &c.SubmissionID,
-			&c.Generation, &c.Language, &c.ManifestID, &c.Snapshot, &c.Attempt); err != nil {
-			return nil, fmt.Errorf("store: claim: pick: %w", err)
-		}
-		out = append(out, c)
-	}
-	return out, rows.Err()
+	return out, nil
 }
 
 const claimColumns = `id, lease_epoch, kind, pool, submission_type, submission_id, generation, runtime_spec, manifest_id,

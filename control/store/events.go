@@ -45,25 +45,15 @@ func (s *Store) ClaimEvents(ctx context.Context, consumer string, max int, lease
 	var out []Event
 	err := s.inTx(ctx, func(tx *sql.Tx) error {
 		out = nil
-		rows, err := tx.QueryContext(ctx,
+		ids, err := queryAll(ctx, tx, scanID,
 			`SELECT id FROM judge_settlement_event
 			 WHERE state = 'PENDING' AND next_attempt_at <= NOW(6)
 			 ORDER BY next_attempt_at, id LIMIT ? FOR UPDATE SKIP LOCKED`, max)
 		if err != nil {
 			return fmt.Errorf("store: claim events: %w", err)
 		}
-		var ids []int64
-		for rows.Next() {
-			var id int64
-			if err := rows.Scan(&id); err != nil {
-				rows.Close()
-				return fmt.Errorf("store: claim events: %w", err)
-			}
-			ids = append(ids, id)
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil || len(ids) == 0 {
-			return err
+		if len(ids) == 0 {
+			return nil
 		}
 		in, args := inList(ids)
 		if _, err := tx.ExecContext(ctx,
@@ -72,22 +62,17 @@ func (s *Store) ClaimEvents(ctx context.Context, consumer string, max int, lease
 			 WHERE id IN (`+in+`)`, append([]any{consumer, micros(lease)}, args...)...); err != nil {
 			return fmt.Errorf("store: claim events: %w", err)
 		}
-		r, err := tx.QueryContext(ctx,
-			`SELECT id, job_id, event_type, submission_type, submission_id, generation, payload, attempts, created_at
-			 FROM judge_settlement_event WHERE id IN (`+in+`) ORDER BY id`, args...)
+		out, err = queryAll(ctx, tx, func(r rowScanner) (Event, error) {
+			var e Event
+			err := r.Scan(&e.ID, &e.JobID, &e.EventType, &e.SubmissionType, &e.SubmissionID, &e.Generation,
+				&e.Payload, &e.DeliveryAttempt, &e.CreatedAt)
+			return e, err
+		}, `SELECT id, job_id, event_type, submission_type, submission_id, generation, payload, attempts, created_at
+		    FROM judge_settlement_event WHERE id IN (`+in+`) ORDER BY id`, args...)
 		if err != nil {
 			return fmt.Errorf("store: claim events: %w", err)
 		}
-		defer r.Close()
-		for r.Next() {
-			var e Event
-			if err := r.Scan(&e.ID, &e.JobID, &e.EventType, &e.SubmissionType, &e.SubmissionID, &e.Generation,
-				&e.Payload, &e.DeliveryAttempt, &e.CreatedAt); err != nil {
-				return fmt.Errorf("store: claim events: %w", err)
-			}
-			out = append(out, e)
-		}
-		return r.Err()
+		return nil
 	})
 	return out, err
 }
@@ -143,22 +128,16 @@ func (s *Store) ListEvents(ctx context.Context, state string, limit int) ([]Even
 	if limit <= 0 || limit > 500 {
 		limit = 100
 	}
-	rows, err := s.db.QueryContext(ctx,
-		`SELECT id, job_id, event_type, submission_type, submission_id, generation, payload, attempts, created_at,
-		        state, COALESCE(consumer, ''), COALESCE(last_error, '')
-		 FROM judge_settlement_event WHERE state = ? ORDER BY id DESC LIMIT ?`, state, limit)
+	out, err := queryAll(ctx, s.db, func(r rowScanner) (EventRecord, error) {
+		var e EventRecord
+		err := r.Scan(&e.ID, &e.JobID, &e.EventType, &e.SubmissionType, &e.SubmissionID, &e.Generation,
+			&e.Payload, &e.DeliveryAttempt, &e.CreatedAt, &e.State, &e.Consumer, &e.LastError)
+		return e, err
+	}, `SELECT id, job_id, event_type, submission_type, submission_id, generation, payload, attempts, created_at,
+	           state, COALESCE(consumer, ''), COALESCE(last_error, '')
+	    FROM judge_settlement_event WHERE state = ? ORDER BY id DESC LIMIT ?`, state, limit)
 	if err != nil {
 		return nil, fmt.Errorf("store: list events: %w", err)
 	}
-	defer rows.Close()
-	var out []EventRecord
-	for rows.Next() {
-		var e EventRecord
-		if err := rows.Scan(&e.ID, &e.JobID, &e.EventType, &e.SubmissionType, &e.SubmissionID, &e.Generation,
-			&e.Payload, &e.DeliveryAttempt, &e.CreatedAt, &e.State, &e.Consumer, &e.LastError); err != nil {
-			return nil, fmt.Errorf("store: list events: %w", err)
-		}
-		out = append(out, e)
-	}
-	return out, rows.Err()
+	return out, nil
 }

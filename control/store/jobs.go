@@ -520,7 +520,7 @@ const jobColumns = `id, submission_type, submission_id, generation, kind, pool, 
   GREATEST(TIMESTAMPDIFF(MICROSECOND, NOW(6), available_at), 0),
   COALESCE(verdict, ''), result, COALESCE(last_error_code, ''), created_at, started_at, finished_at`
 
-func scanJob(sc interface{ Scan(...any) error }) (Job, error) {
+func scanJob(sc rowScanner) (Job, error) {
 	var j Job
 	var leaseUS, availUS int64
 	err := sc.Scan(&j.ID, &j.SubmissionType, &j.SubmissionID, &j.Generation, &j.Kind, &j.Pool, &j.Language,
@@ -584,20 +584,11 @@ func (s *Store) ListJobs(ctx context.Context, f JobFilter) ([]Job, error) {
 	}
 	q += " ORDER BY id DESC LIMIT ?"
 	args = append(args, f.Limit)
-	rows, err := s.db.QueryContext(ctx, q, args...)
+	out, err := queryAll(ctx, s.db, scanJob, q, args...)
 	if err != nil {
 		return nil, fmt.Errorf("store: list jobs: %w", err)
 	}
-	defer rows.Close()
-	var out []Job
-	for rows.Next() {
-		j, err := scanJob(rows)
-		if err != nil {
-			return nil, fmt.Errorf("store: list jobs: %w", err)
-		}
-		out = append(out, j)
-	}
-	return out, rows.Err()
+	return out, nil
 }
 
 // Attempt is one lease of a job.
@@ -625,24 +616,18 @@ func (s *Store) NodeAttempts(ctx context.Context, nodeID int64, limit int) ([]At
 }
 
 func (s *Store) queryAttempts(ctx context.Context, where string, args ...any) ([]Attempt, error) {
-	rows, err := s.db.QueryContext(ctx,
-		`SELECT job_id, lease_epoch, node_id, host_group_id, session_epoch, started_at, ended_at, outcome,
-		        COALESCE(error_class, ''), COALESCE(receipt_digest, '')
-		 FROM judge_job_attempt `+where, args...)
+	out, err := queryAll(ctx, s.db, func(r rowScanner) (Attempt, error) {
+		var a Attempt
+		err := r.Scan(&a.JobID, &a.LeaseEpoch, &a.NodeID, &a.HostGroupID, &a.SessionEpoch, &a.StartedAt,
+			&a.EndedAt, &a.Outcome, &a.ErrorClass, &a.ReceiptDigest)
+		return a, err
+	}, `SELECT job_id, lease_epoch, node_id, host_group_id, session_epoch, started_at, ended_at, outcome,
+	           COALESCE(error_class, ''), COALESCE(receipt_digest, '')
+	    FROM judge_job_attempt `+where, args...)
 	if err != nil {
 		return nil, fmt.Errorf("store: attempts: %w", err)
 	}
-	defer rows.Close()
-	var out []Attempt
-	for rows.Next() {
-		var a Attempt
-		if err := rows.Scan(&a.JobID, &a.LeaseEpoch, &a.NodeID, &a.HostGroupID, &a.SessionEpoch, &a.StartedAt,
-			&a.EndedAt, &a.Outcome, &a.ErrorClass, &a.ReceiptDigest); err != nil {
-			return nil, fmt.Errorf("store: attempts: %w", err)
-		}
-		out = append(out, a)
-	}
-	return out, rows.Err()
+	return out, nil
 }
 
 // BusinessStatus is the word a business backend sees for a submission.

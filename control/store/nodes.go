@@ -122,23 +122,17 @@ func (s *Store) CreateHostGroup(ctx context.Context, name string, capacity int, 
 
 // ListHostGroups lists host groups with their busy slots.
 func (s *Store) ListHostGroups(ctx context.Context) ([]HostGroup, error) {
-	rows, err := s.db.QueryContext(ctx,
-		`SELECT g.id, g.name, g.slot_capacity, g.revision,
-		        (SELECT COUNT(*) FROM judge_job j WHERE j.host_group_id = g.id AND j.state = 'RUNNING')
-		 FROM judge_host_group g ORDER BY g.id`)
+	out, err := queryAll(ctx, s.db, func(r rowScanner) (HostGroup, error) {
+		var g HostGroup
+		err := r.Scan(&g.ID, &g.Name, &g.SlotCapacity, &g.Revision, &g.SlotsBusy)
+		return g, err
+	}, `SELECT g.id, g.name, g.slot_capacity, g.revision,
+	           (SELECT COUNT(*) FROM judge_job j WHERE j.host_group_id = g.id AND j.state = 'RUNNING')
+	    FROM judge_host_group g ORDER BY g.id`)
 	if err != nil {
 		return nil, fmt.Errorf("store: list host groups: %w", err)
 	}
-	defer rows.Close()
-	var out []HostGroup
-	for rows.Next() {
-		var g HostGroup
-		if err := rows.Scan(&g.ID, &g.Name, &g.SlotCapacity, &g.Revision, &g.SlotsBusy); err != nil {
-			return nil, fmt.Errorf("store: list host groups: %w", err)
-		}
-		out = append(out, g)
-	}
-	return out, rows.Err()
+	return out, nil
 }
 
 // ResizeHostGroup changes a group's capacity if revision is current. Lowering
@@ -203,7 +197,7 @@ const nodeColumns = `n.id, n.name, n.pool, n.host_group_id, n.desired_state, n.s
   COALESCE(n.reported_health, ''), COALESCE(n.reported_slots_busy, 0), n.reported_draining,
   (SELECT COUNT(*) FROM judge_job j WHERE j.node_id = n.id AND j.state = 'RUNNING'), n.created_at`
 
-func (s *Store) scanNode(sc interface{ Scan(...any) error }) (Node, error) {
+func (s *Store) scanNode(sc rowScanner) (Node, error) {
 	var n Node
 	var hbAge sql.NullInt64
 	var health string
@@ -248,20 +242,11 @@ func (s *Store) ListNodes(ctx context.Context, pool string, state NodeState) ([]
 		q += ` AND n.desired_state = ?`
 		args = append(args, state)
 	}
-	rows, err := s.db.QueryContext(ctx, q+` ORDER BY n.id`, args...)
+	out, err := queryAll(ctx, s.db, s.scanNode, q+` ORDER BY n.id`, args...)
 	if err != nil {
 		return nil, fmt.Errorf("store: list nodes: %w", err)
 	}
-	defer rows.Close()
-	var out []Node
-	for rows.Next() {
-		n, err := s.scanNode(rows)
-		if err != nil {
-			return nil, fmt.Errorf("store: list nodes: %w", err)
-		}
-		out = append(out, n)
-	}
-	return out, rows.Err()
+	return out, nil
 }
 
 // NodeSpec describes a node to create.
@@ -804,27 +789,21 @@ type NodeCheck struct {
 
 // Checks lists a node's recent self-checks.
 func (s *Store) Checks(ctx context.Context, nodeID int64, limit int) ([]NodeCheck, error) {
-	rows, err := s.db.QueryContext(ctx,
-		`SELECT id, COALESCE(job_id, 0), config_revision, COALESCE(runtime_version, ''), outcome, COALESCE(steps, ''),
-		        created_at, finished_at
-		 FROM judge_node_check WHERE node_id = ? ORDER BY id DESC LIMIT ?`, nodeID, limit)
-	if err != nil {
-		return nil, fmt.Errorf("store: checks: %w", err)
-	}
-	defer rows.Close()
-	var out []NodeCheck
-	for rows.Next() {
+	out, err := queryAll(ctx, s.db, func(r rowScanner) (NodeCheck, error) {
 		var c NodeCheck
 		var steps string
-		if err := rows.Scan(&c.ID, &c.JobID, &c.ConfigRevision, &c.RuntimeVersion, &c.Outcome, &steps, &c.CreatedAt, &c.FinishedAt); err != nil {
-			return nil, fmt.Errorf("store: checks: %w", err)
-		}
+		err := r.Scan(&c.ID, &c.JobID, &c.ConfigRevision, &c.RuntimeVersion, &c.Outcome, &steps, &c.CreatedAt, &c.FinishedAt)
 		if steps != "" {
 			c.Steps = json.RawMessage(steps)
 		}
-		out = append(out, c)
+		return c, err
+	}, `SELECT id, COALESCE(job_id, 0), config_revision, COALESCE(runtime_version, ''), outcome, COALESCE(steps, ''),
+	           created_at, finished_at
+	    FROM judge_node_check WHERE node_id = ? ORDER BY id DESC LIMIT ?`, nodeID, limit)
+	if err != nil {
+		return nil, fmt.Errorf("store: checks: %w", err)
 	}
-	return out, rows.Err()
+	return out, nil
 }
 
 // AuditEntry is one audit row.
@@ -849,22 +828,17 @@ func (s *Store) Audit(ctx context.Context, nodeID, jobID int64, limit int) ([]Au
 	} else {
 		q, arg = q+`job_id = ?`, jobID
 	}
-	rows, err := s.db.QueryContext(ctx, q+` ORDER BY id DESC LIMIT ?`, arg, limit)
-	if err != nil {
-		return nil, fmt.Errorf("store: audit: %w", err)
-	}
-	defer rows.Close()
-	var out []AuditEntry
-	for rows.Next() {
+	out, err := queryAll(ctx, s.db, func(r rowScanner) (AuditEntry, error) {
 		var a AuditEntry
 		var d string
-		if err := rows.Scan(&a.ID, &a.Actor, &a.Action, &a.NodeID, &a.JobID, &a.Reason, &d, &a.CreatedAt); err != nil {
-			return nil, fmt.Errorf("store: audit: %w", err)
-		}
+		err := r.Scan(&a.ID, &a.Actor, &a.Action, &a.NodeID, &a.JobID, &a.Reason, &d, &a.CreatedAt)
 		if d != "" {
 			a.Detail = json.RawMessage(d)
 		}
-		out = append(out, a)
+		return a, err
+	}, q+` ORDER BY id DESC LIMIT ?`, arg, limit)
+	if err != nil {
+		return nil, fmt.Errorf("store: audit: %w", err)
 	}
-	return out, rows.Err()
+	return out, nil
 }

@@ -19,23 +19,10 @@ type ReapStats struct {
 // another replica holds; running it in every replica at once is safe.
 func (s *Store) Reap(ctx context.Context) (ReapStats, error) {
 	var st ReapStats
-	rows, err := s.db.QueryContext(ctx,
+	ids, err := queryAll(ctx, s.db, scanID,
 		`SELECT id FROM judge_job WHERE state = 'RUNNING' AND lease_until < NOW(6)
 		 ORDER BY lease_until, id LIMIT ?`, s.cfg.ReapBatch)
 	if err != nil {
-		return st, fmt.Errorf("store: reap: candidates: %w", err)
-	}
-	var ids []int64
-	for rows.Next() {
-		var id int64
-		if err := rows.Scan(&id); err != nil {
-			rows.Close()
-			return st, fmt.Errorf("store: reap: candidates: %w", err)
-		}
-		ids = append(ids, id)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
 		return st, fmt.Errorf("store: reap: candidates: %w", err)
 	}
 	pools := map[string]bool{}

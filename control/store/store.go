@@ -289,3 +289,36 @@ func (s *Store) backoff(n int) time.Duration {
 
 // micros renders a duration for INTERVAL … MICROSECOND.
 func micros(d time.Duration) int64 { return d.Microseconds() }
+
+// rowScanner is what a row scan needs (*sql.Row and *sql.Rows both fit).
+type rowScanner interface{ Scan(dest ...any) error }
+
+// querier runs a query on the pool or inside a transaction.
+type querier interface {
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+}
+
+// queryAll runs query and scans every row with scan.
+func queryAll[T any](ctx context.Context, q querier, scan func(rowScanner) (T, error), query string, args ...any) ([]T, error) {
+	rows, err := q.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []T
+	for rows.Next() {
+		v, err := scan(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, v)
+	}
+	return out, rows.Err()
+}
+
+// scanID scans a single BIGINT column.
+func scanID(r rowScanner) (int64, error) {
+	var id int64
+	err := r.Scan(&id)
+	return id, err
+}
