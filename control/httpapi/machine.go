@@ -99,50 +99,54 @@ func (m machineAPI) ClaimJobs(ctx context.Context, req machineapi.ClaimJobsReque
 	retry := time.NewTicker(2*time.Second + time.Duration(rand.IntN(500))*time.Millisecond)
 	defer retry.Stop()
 	for {
-		wake := m.s.hub.Watch(sess.Pool)
-		jobs, err := m.s.store.Claim(ctx, sess.NodeSession, int(req.Body.FreeSlots))
+		jobs, again, err := m.claimOrWait(ctx, sess, int(req.Body.FreeSlots), wait, deadline.C, retry.C)
 		if err != nil {
-			m.s.hub.Done()
 			return nil, err
 		}
 		if len(jobs) > 0 {
-			m.s.hub.Done()
 			return m.claimResponse(ctx, jobs)
 		}
-		// Jobs in retry backoff wake no one when it ends: sleep until the
-		// soonest one is ready (capacity limits may still say no then).
-		// A job that is ready but was not claimable (capacity, or another
-		// node holds it) is left to the wake-up and retry paths: no spin.
-		var backoffEnds <-chan time.Time
-		var backoffTimer *time.Timer
-		if next, ok, err := m.s.store.NextReady(ctx, sess.Pool, sess.NodeID); err == nil && ok && next > 0 && next < wait {
-			backoffTimer = time.NewTimer(next + 5*time.Millisecond)
-			backoffEnds = backoffTimer.C
-		}
-		stopBackoff := func() {
-			if backoffTimer != nil {
-				backoffTimer.Stop()
-			}
-		}
-		select {
-		case <-wake:
-		case <-backoffEnds:
-		case <-retry.C:
-		case <-deadline.C:
-			stopBackoff()
-			m.s.hub.Done()
+		if !again {
 			return machineapi.ClaimJobs200JSONResponse{Jobs: []machineapi.ClaimedJob{}}, nil
-		case <-m.s.closing:
-			stopBackoff()
-			m.s.hub.Done()
-			return machineapi.ClaimJobs200JSONResponse{Jobs: []machineapi.ClaimedJob{}}, nil
-		case <-ctx.Done():
-			stopBackoff()
-			m.s.hub.Done()
-			return nil, ctx.Err()
 		}
-		stopBackoff()
-		m.s.hub.Done()
+	}
+}
+
+// claimOrWait tries one claim; when it gets nothing it waits for a reason to
+// try again (again) or for the poll to end (deadline, shutdown, cancel).
+// The wake channel is taken before the claim so a wake-up between the claim
+// and the wait is not missed.
+func (m machineAPI) claimOrWait(ctx context.Context, sess store.SessionInfo, free int, wait time.Duration,
+	deadline, retry <-chan time.Time) (jobs []store.ClaimedJob, again bool, err error) {
+	wake := m.s.hub.Watch(sess.Pool)
+	defer m.s.hub.Done()
+	jobs, err = m.s.store.Claim(ctx, sess.NodeSession, free)
+	if err != nil || len(jobs) > 0 {
+		return jobs, false, err
+	}
+	// Jobs in retry backoff wake no one when it ends: sleep until the soonest
+	// one is ready (capacity limits may still say no then). A job that is
+	// ready but was not claimable (capacity, or another node holds it) is
+	// left to the wake-up and retry paths: no spin.
+	var backoffEnds <-chan time.Time
+	if next, ok, err := m.s.store.NextReady(ctx, sess.Pool, sess.NodeID); err == nil && ok && next > 0 && next < wait {
+		t := time.NewTimer(next + 5*time.Millisecond)
+		defer t.Stop()
+		backoffEnds = t.C
+	}
+	select {
+	case <-wake:
+		return nil, true, nil
+	case <-backoffEnds:
+		return nil, true, nil
+	case <-retry:
+		return nil, true, nil
+	case <-deadline:
+		return nil, false, nil
+	case <-m.s.closing:
+		return nil, false, nil
+	case <-ctx.Done():
+		return nil, false, ctx.Err()
 	}
 }
 
