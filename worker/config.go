@@ -7,7 +7,11 @@ import (
 	"log/slog"
 	"net/url"
 	"path/filepath"
+	"slices"
+	"strings"
 	"time"
+
+	"github.com/kece-oj/kece/contracts"
 )
 
 // Defaults for Config (DESIGN §6). The control plane's session answer can only
@@ -44,11 +48,9 @@ const (
 	maxBatch = 64
 )
 
-// Pools a node may serve; one process serves exactly one.
-var validPools = map[string]bool{"cpp": true, "java": true, "python": true, "arkts": true, "mysql": true}
-
-// ValidPool reports whether p is a pool a node can serve.
-func ValidPool(p string) bool { return validPools[p] }
+// ValidPool reports whether p is a pool a node can serve (one process
+// serves exactly one; the pools are the contract's).
+func ValidPool(p string) bool { return slices.Contains(contracts.Pools(), p) }
 
 // BackendFactory builds the pool's executor once the node knows its id (after
 // the session opened). It is called exactly once per Run.
@@ -125,7 +127,7 @@ func (c Config) Validate() error {
 	var errs []error
 	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
 	if !ValidPool(c.Pool) {
-		bad("KECE_POOL %q is not a pool: want one of cpp, java, python, arkts, mysql", c.Pool)
+		bad("KECE_POOL %q is not a pool: want one of %s", c.Pool, strings.Join(contracts.Pools(), ", "))
 	}
 	if u, err := url.Parse(c.ControlURL); c.ControlURL == "" || err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		bad("KECE_CONTROL_URL %q must be an http(s) URL such as https://control.example:8443", c.ControlURL)

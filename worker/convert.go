@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/kece-oj/kece/contracts"
 	"github.com/kece-oj/kece/contracts/machineapi"
 	"github.com/kece-oj/kece/engine"
 )
@@ -16,17 +17,10 @@ const (
 )
 
 // codePoolOf maps a language key to its code pool (special checkers may be
-// written in another language than the submission).
+// written in another language than the submission), by the contract's table.
 func codePoolOf(lang string) (string, error) {
-	switch lang {
-	case "cpp", "cpp17", "cpp20":
-		return "cpp", nil
-	case "java", "java17":
-		return "java", nil
-	case "python", "python3":
-		return "python", nil
-	case "arkts":
-		return "arkts", nil
+	if pool, ok := contracts.PoolOfLanguage(lang); ok && pool != "mysql" {
+		return pool, nil
 	}
 	return "", fmt.Errorf("no code pool for language %q", lang)
 }

@@ -1,37 +1,24 @@
 package manifest
 
-// Pools are the judge pools; one node process serves exactly one.
-var pools = []string{"cpp", "java", "python", "arkts", "mysql"}
+import (
+	"slices"
 
-// Pools returns the known pools in a stable order.
-func Pools() []string { return append([]string(nil), pools...) }
+	"github.com/kece-oj/kece/contracts"
+)
+
+// Pools returns the known pools in a stable order (the contract's table).
+func Pools() []string { return contracts.Pools() }
 
 // ValidPool reports whether p is a known pool.
-func ValidPool(p string) bool {
-	for _, x := range pools {
-		if x == p {
-			return true
-		}
-	}
-	return false
-}
+func ValidPool(p string) bool { return slices.Contains(contracts.Pools(), p) }
 
 // PoolForLanguage maps a business language to its pool. The business never
 // chooses a pool, node or limits: they follow from the language and manifest.
 func PoolForLanguage(lang string) (string, error) {
-	switch lang {
-	case "cpp", "cpp17", "cpp20":
-		return "cpp", nil
-	case "java", "java17":
-		return "java", nil
-	case "python", "python3":
-		return "python", nil
-	case "arkts":
-		return "arkts", nil
-	case "mysql", "sql":
-		return "mysql", nil
+	if pool, ok := contracts.PoolOfLanguage(lang); ok {
+		return pool, nil
 	}
-	return "", invalid("language", "unknown language %q (known: cpp17, cpp20, java17, python3, arkts, mysql)", lang)
+	return "", invalid("language", "unknown language %q (known: %s)", lang, contracts.CanonicalLanguages)
 }
 
 // KindForPool is the manifest kind a pool judges.
