@@ -186,13 +186,6 @@ func (e *Env) Enqueue(typ, id, language, source string, manifestID int64) int64 
 	return r.JobID
 }
 
-// ExpireLease moves a job's lease into the past (a node lost on purpose).
-func (e *Env) ExpireLease(jobID int64) {
-	e.T.Helper()
-	_, err := e.DB.ExecContext(e.Ctx, `UPDATE judge_job SET lease_until = NOW(6) - INTERVAL 1 SECOND WHERE id = ? AND state = 'RUNNING'`, jobID)
-	must(e.T, err)
-}
-
 // Bearer returns a request editor that sets the Authorization header.
 func Bearer(token string) func(ctx context.Context, req *http.Request) error {
 	return func(_ context.Context, req *http.Request) error {

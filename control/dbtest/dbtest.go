@@ -9,7 +9,6 @@ import (
 	"crypto/rand"
 	"database/sql"
 	"encoding/hex"
-	"fmt"
 	"os"
 	"testing"
 	"time"
@@ -93,12 +92,4 @@ func OpenDSN(t testing.TB, dsn string) *sql.DB {
 	db.SetMaxIdleConns(32)
 	t.Cleanup(func() { _ = db.Close() })
 	return db
-}
-
-// Must fails the test on err; a small helper for setup statements.
-func Must(t testing.TB, err error) {
-	t.Helper()
-	if err != nil {
-		t.Fatal(fmt.Errorf("dbtest: %w", err))
-	}
 }

@@ -19,7 +19,8 @@
 //
 // Config: NodeID (container label), Workspace (host dir for per-job work
 // dirs), SupervisorPath (static kece-sandbox-init; a dynamic binary is a
-// config error), SeccompProfilePath (empty = BuiltinSeccompProfile; a path
+// config error), SeccompProfilePath (empty = the built-in profile, the same as
+// deploy/images/seccomp-kece.json; a path
 // that cannot be read or parsed, or that the daemon rejects, is an
 // engine.InfraConfig error — never a fallback), DockerHost (empty =
 // DOCKER_HOST or the default socket), and limits with …Default constants.

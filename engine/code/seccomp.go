@@ -45,10 +45,6 @@ const builtinSeccomp = `{
   ]
 }`
 
-// BuiltinSeccompProfile returns the built-in profile (for docs and operators
-// who want to start from it).
-func BuiltinSeccompProfile() string { return builtinSeccomp }
-
 var seccompActions = map[string]bool{
 	"SCMP_ACT_KILL": true, "SCMP_ACT_KILL_PROCESS": true, "SCMP_ACT_KILL_THREAD": true, "SCMP_ACT_TRAP": true,
 	"SCMP_ACT_ERRNO": true, "SCMP_ACT_TRACE": true, "SCMP_ACT_ALLOW": true, "SCMP_ACT_LOG": true, "SCMP_ACT_NOTIFY": true,
