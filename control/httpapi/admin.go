@@ -319,20 +319,14 @@ func (a adminAPI) EnableJudger(ctx context.Context, req adminapi.EnableJudgerReq
 		return adminapi.EnableJudger200JSONResponse(a.judger(ctx, n)), nil
 	}
 	enabled, err := a.s.store.Enable(ctx, n.ID, actor(ctx), req.Body.Reason)
-	if errors.Is(err, store.ErrConflict) {
-		// The store says why in words; the code follows the node's state.
-		now, rerr := a.s.store.GetNode(ctx, n.ID)
-		switch {
-		case rerr != nil:
-			return nil, rerr
-		case now.Revoked:
-			return nil, apiErr(http.StatusConflict, codeNodeRevoked, err)
-		case !now.Online:
-			return nil, apiErr(http.StatusConflict, "HEARTBEAT_STALE", err)
-		}
+	switch {
+	case errors.Is(err, store.ErrNodeRevoked):
+		return nil, apiErr(http.StatusConflict, codeNodeRevoked, err)
+	case errors.Is(err, store.ErrHeartbeatStale):
+		return nil, apiErr(http.StatusConflict, "HEARTBEAT_STALE", err)
+	case errors.Is(err, store.ErrCheckRequired):
 		return nil, apiErr(http.StatusConflict, "CHECK_REQUIRED", err)
-	}
-	if err != nil {
+	case err != nil:
 		return nil, nodeErr(err)
 	}
 	a.s.log.Info("node enabled", "node_id", n.ID, "actor", actor(ctx))

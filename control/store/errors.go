@@ -51,16 +51,36 @@ func invalid(field, format string, args ...any) error {
 }
 
 // ConflictError explains a conflict; it matches ErrConflict.
-type ConflictError struct{ Reason string }
+type ConflictError struct {
+	Reason string
+	// Kind, when set, is a more specific class the error also matches
+	// (ErrCheckRequired, ErrHeartbeatStale, ErrNodeRevoked).
+	Kind error
+}
 
 func (e *ConflictError) Error() string { return "conflict: " + e.Reason }
 
-// Is makes errors.Is(err, ErrConflict) true.
-func (e *ConflictError) Is(target error) bool { return target == ErrConflict }
+// Is makes errors.Is(err, ErrConflict) true, and errors.Is(err, Kind).
+func (e *ConflictError) Is(target error) bool {
+	return target == ErrConflict || (e.Kind != nil && target == e.Kind)
+}
 
 func conflict(format string, args ...any) error {
 	return &ConflictError{Reason: fmt.Sprintf(format, args...)}
 }
+
+// conflictOf is a conflict of a specific kind.
+func conflictOf(kind error, format string, args ...any) error {
+	return &ConflictError{Reason: fmt.Sprintf(format, args...), Kind: kind}
+}
+
+// Why an enable is refused; each also matches ErrConflict.
+var (
+	// ErrCheckRequired: no fresh passing self-check for the runtime the node reports.
+	ErrCheckRequired = errors.New("a fresh passing self-check is required")
+	// ErrHeartbeatStale: the node has no fresh heartbeat.
+	ErrHeartbeatStale = errors.New("no fresh heartbeat")
+)
 
 type counters struct {
 	retries atomic.Int64

@@ -588,10 +588,10 @@ const CheckFreshness = 30 * time.Minute
 func (s *Store) Enable(ctx context.Context, nodeID int64, actor, reason string) (Node, error) {
 	return s.changeNode(ctx, nodeID, actor, "node.enable", reason, func(tx *sql.Tx, n *Node) error {
 		if n.Revoked {
-			return conflict("node %d is revoked; rotate its credential first", nodeID)
+			return conflictOf(ErrNodeRevoked, "node %d is revoked; rotate its credential first", nodeID)
 		}
 		if !n.Online {
-			return conflict("node %d has no fresh heartbeat", nodeID)
+			return conflictOf(ErrHeartbeatStale, "node %d has no fresh heartbeat", nodeID)
 		}
 		var checkRuntime string
 		err := tx.QueryRowContext(ctx,
@@ -599,13 +599,13 @@ func (s *Store) Enable(ctx context.Context, nodeID int64, actor, reason string) 
 			 WHERE node_id = ? AND outcome = 'PASSED' AND finished_at > NOW(6) - INTERVAL ? MICROSECOND
 			 ORDER BY id DESC LIMIT 1`, nodeID, micros(CheckFreshness)).Scan(&checkRuntime)
 		if errors.Is(err, sql.ErrNoRows) {
-			return conflict("node %d has no passing self-check in the last %s; verify it first", nodeID, CheckFreshness)
+			return conflictOf(ErrCheckRequired, "node %d has no passing self-check in the last %s; verify it first", nodeID, CheckFreshness)
 		}
 		if err != nil {
 			return fmt.Errorf("store: enable: %w", err)
 		}
 		if checkRuntime != n.RuntimeVersion {
-			return conflict("node %d now reports runtime %q but was verified with %q; verify again", nodeID, n.RuntimeVersion, checkRuntime)
+			return conflictOf(ErrCheckRequired, "node %d now reports runtime %q but was verified with %q; verify again", nodeID, n.RuntimeVersion, checkRuntime)
 		}
 		return setState(ctx, tx, nodeID, NodeEnabled)
 	})
