@@ -244,7 +244,8 @@ func (b businessAPI) EnqueueSubmission(ctx context.Context, req businessapi.Enqu
 		if err != nil {
 			return nil, err
 		}
-		status, _ = jobStatus(j)
+		word, _ := j.BusinessStatus()
+		status = businessapi.SubmissionStatusCode(word)
 	} else {
 		b.s.log.Info("submission enqueued", "job_id", res.JobID, "pool", pool,
 			"submission_type", body.SubmissionType, "submission_id", body.SubmissionId)
@@ -256,29 +257,6 @@ func (b businessAPI) EnqueueSubmission(ctx context.Context, req businessapi.Enqu
 // isReservedType: CHECK jobs and other internal submission types are never
 // visible to or addressable by the business.
 func isReservedType(t string) bool { return strings.HasPrefix(t, "KECE_") }
-
-// jobStatus is the business word for a job (the same mapping as
-// store.SubmissionStatus).
-func jobStatus(j store.Job) (businessapi.SubmissionStatusCode, *businessapi.WaitReason) {
-	switch j.State {
-	case store.StateQueued:
-		w := businessapi.WaitReasonWaitingForWorker
-		if j.AvailableIn > 0 {
-			w = businessapi.WaitReasonRetryBackoff
-		}
-		return businessapi.SubmissionStatusCodePending, &w
-	case store.StateRunning:
-		if j.Phase == "JUDGING" {
-			return businessapi.SubmissionStatusCodeJudging, nil
-		}
-		return businessapi.SubmissionStatusCodeCompiling, nil
-	case store.StateCompleted:
-		return businessapi.SubmissionStatusCode(j.Verdict), nil
-	case store.StateFailed:
-		return businessapi.SubmissionStatusCodeSystemError, nil
-	}
-	return businessapi.SubmissionStatusCodeCancelled, nil
-}
 
 // GetSubmission reads the submission's current generation through its pointer.
 func (b businessAPI) GetSubmission(ctx context.Context, req businessapi.GetSubmissionRequestObject) (businessapi.GetSubmissionResponseObject, error) {

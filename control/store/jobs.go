@@ -665,23 +665,33 @@ func (s *Store) SubmissionStatus(ctx context.Context, typ, id string) (BusinessS
 	if err != nil {
 		return BusinessStatus{}, fmt.Errorf("store: submission status: %w", err)
 	}
+	st.Status, st.WaitReason = businessWord(state, phase.String, verdict.String, backoffUS > 0)
+	return st, nil
+}
+
+// BusinessStatus is the word the business sees for this job (see
+// BusinessStatus.Status) and, while PENDING, why it waits.
+func (j Job) BusinessStatus() (status, waitReason string) {
+	return businessWord(j.State, j.Phase, j.Verdict, j.AvailableIn > 0)
+}
+
+// businessWord maps a job's scheduling state to the business's words.
+func businessWord(state JobState, phase, verdict string, inBackoff bool) (status, waitReason string) {
 	switch state {
 	case StateQueued:
-		st.Status, st.WaitReason = "PENDING", "WAITING_FOR_WORKER"
-		if backoffUS > 0 {
-			st.WaitReason = "RETRY_BACKOFF"
+		if inBackoff {
+			return "PENDING", "RETRY_BACKOFF"
 		}
+		return "PENDING", "WAITING_FOR_WORKER"
 	case StateRunning:
-		st.Status = "COMPILING"
-		if phase.String == "JUDGING" {
-			st.Status = "JUDGING"
+		if phase == "JUDGING" {
+			return "JUDGING", ""
 		}
+		return "COMPILING", ""
 	case StateCompleted:
-		st.Status = verdict.String
+		return verdict, ""
 	case StateFailed:
-		st.Status = "SYSTEM_ERROR"
-	case StateCancelled:
-		st.Status = "CANCELLED"
+		return "SYSTEM_ERROR", ""
 	}
-	return st, nil
+	return "CANCELLED", ""
 }
