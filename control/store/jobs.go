@@ -653,12 +653,12 @@ func (s *Store) SubmissionStatus(ctx context.Context, typ, id string) (BusinessS
 	var backoffUS int64
 	err := s.db.QueryRowContext(ctx,
 		`SELECT j.id, j.generation, j.state, j.phase, j.verdict, j.cases_done, j.cases_total, j.result,
-		        j.status_version, j.updated_at, j.attempt_count,
+		        j.status_version, j.updated_at,
 		        GREATEST(TIMESTAMPDIFF(MICROSECOND, NOW(6), j.available_at), 0)
 		 FROM judge_submission p JOIN judge_job j ON j.id = p.current_job_id
 		 WHERE p.submission_type = ? AND p.submission_id = ?`, typ, id).Scan(
 		&st.JobID, &st.Generation, &state, &phase, &verdict, &st.CasesDone, &st.CasesTotal, &st.Result,
-		&st.StatusVersion, &st.UpdatedAt, new(int), &backoffUS)
+		&st.StatusVersion, &st.UpdatedAt, &backoffUS)
 	if errors.Is(err, sql.ErrNoRows) {
 		return BusinessStatus{}, fmt.Errorf("submission %s/%s: %w", typ, id, ErrNotFound)
 	}
