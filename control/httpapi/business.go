@@ -204,23 +204,9 @@ func (b businessAPI) EnqueueSubmission(ctx context.Context, req businessapi.Enqu
 	if isReservedType(body.SubmissionType) {
 		return nil, fieldErr("REQUEST_INVALID", "submissionType", errors.New("submission types starting with KECE_ are reserved"))
 	}
-	pool, err := manifest.PoolForLanguage(body.Language)
-	if err != nil {
-		return nil, fieldErr("LANGUAGE_UNSUPPORTED", "language", err)
-	}
 	manID, err := parseID("manifestId", body.ManifestId)
 	if err != nil {
 		return nil, err
-	}
-	m, err := b.s.store.Manifest(ctx, manID)
-	if errors.Is(err, store.ErrNotFound) {
-		return nil, fieldErr("MANIFEST_NOT_FOUND", "manifestId", err)
-	}
-	if err != nil {
-		return nil, err
-	}
-	if err := manifest.CheckPoolKind(pool, m.Kind); err != nil {
-		return nil, fieldErr("MANIFEST_LANGUAGE_MISMATCH", "language", err)
 	}
 	sreq := store.EnqueueRequest{SubmissionType: body.SubmissionType, SubmissionID: body.SubmissionId,
 		Language: body.Language, Source: body.Source, ManifestID: manID}
@@ -233,6 +219,12 @@ func (b businessAPI) EnqueueSubmission(ctx context.Context, req businessapi.Enqu
 	}
 	res, err := b.s.store.EnqueueIdempotent(ctx, tokenFrom(ctx).ID, key, sreq)
 	switch {
+	case errors.Is(err, store.ErrUnknownLanguage):
+		return nil, fieldErr("LANGUAGE_UNSUPPORTED", "language", err)
+	case errors.Is(err, store.ErrManifestMissing):
+		return nil, fieldErr("MANIFEST_NOT_FOUND", "manifestId", err)
+	case errors.Is(err, store.ErrManifestMismatch):
+		return nil, fieldErr("MANIFEST_LANGUAGE_MISMATCH", "language", err)
 	case errors.Is(err, store.ErrIdempotencyKeyReused):
 		return nil, apiErr(http.StatusConflict, "IDEMPOTENCY_KEY_REUSED", err)
 	case err != nil:
@@ -247,7 +239,7 @@ func (b businessAPI) EnqueueSubmission(ctx context.Context, req businessapi.Enqu
 		word, _ := j.BusinessStatus()
 		status = businessapi.SubmissionStatusCode(word)
 	} else {
-		b.s.log.Info("submission enqueued", "job_id", res.JobID, "pool", pool,
+		b.s.log.Info("submission enqueued", "job_id", res.JobID, "language", body.Language,
 			"submission_type", body.SubmissionType, "submission_id", body.SubmissionId)
 	}
 	return businessapi.EnqueueSubmission202JSONResponse{JobId: idString(res.JobID), Generation: int64(res.Generation),

@@ -39,16 +39,36 @@ var (
 type ValidationError struct {
 	Field   string
 	Problem string
+	// Kind, when set, is a more specific class the error also matches
+	// (ErrUnknownLanguage, ErrManifestMissing, ErrManifestMismatch).
+	Kind error
 }
 
 func (e *ValidationError) Error() string { return e.Field + ": " + e.Problem }
 
-// Is makes errors.Is(err, ErrValidation) true.
-func (e *ValidationError) Is(target error) bool { return target == ErrValidation }
+// Is makes errors.Is(err, ErrValidation) true, and errors.Is(err, Kind).
+func (e *ValidationError) Is(target error) bool {
+	return target == ErrValidation || (e.Kind != nil && target == e.Kind)
+}
 
 func invalid(field, format string, args ...any) error {
 	return &ValidationError{Field: field, Problem: fmt.Sprintf(format, args...)}
 }
+
+// invalidOf is a validation error of a specific kind.
+func invalidOf(kind error, field, format string, args ...any) error {
+	return &ValidationError{Field: field, Problem: fmt.Sprintf(format, args...), Kind: kind}
+}
+
+// Why a submission is refused at enqueue; each also matches ErrValidation.
+var (
+	// ErrUnknownLanguage: no pool judges the language.
+	ErrUnknownLanguage = errors.New("unknown language")
+	// ErrManifestMissing: the manifest does not exist.
+	ErrManifestMissing = errors.New("manifest does not exist")
+	// ErrManifestMismatch: the language's pool cannot judge the manifest's kind.
+	ErrManifestMismatch = errors.New("language does not fit the manifest")
+)
 
 // ConflictError explains a conflict; it matches ErrConflict.
 type ConflictError struct {

@@ -87,10 +87,10 @@ func (r EnqueueRequest) validate(maxSnapshot int) (pool string, snapshot []byte,
 	}
 	pool, err = manifest.PoolForLanguage(r.Language)
 	if err != nil {
-		return "", nil, "", invalid("language", "%v", err)
+		return "", nil, "", invalidOf(ErrUnknownLanguage, "language", "%v", err)
 	}
 	if r.ManifestID <= 0 {
-		return "", nil, "", invalid("manifestId", "required")
+		return "", nil, "", invalidOf(ErrManifestMissing, "manifestId", "required")
 	}
 	if r.Priority < -100 || r.Priority > 100 {
 		return "", nil, "", invalid("priority", "must be -100..100")
@@ -180,13 +180,13 @@ func (s *Store) validateEnqueue(ctx context.Context, req EnqueueRequest) (pool s
 	}
 	m, err := s.Manifest(ctx, req.ManifestID)
 	if errors.Is(err, ErrNotFound) {
-		return "", nil, "", invalid("manifestId", "manifest %d does not exist", req.ManifestID)
+		return "", nil, "", invalidOf(ErrManifestMissing, "manifestId", "manifest %d does not exist", req.ManifestID)
 	}
 	if err != nil {
 		return "", nil, "", err
 	}
 	if err := manifest.CheckPoolKind(pool, m.Kind); err != nil {
-		return "", nil, "", invalid("language", "%v", err)
+		return "", nil, "", invalidOf(ErrManifestMismatch, "language", "%v", err)
 	}
 	return pool, snapshot, digest, nil
 }
