@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -197,4 +198,39 @@ func TestRejudgeJobMakesOneGenerationUnderRacingAdmins(t *testing.T) {
 
 	_, err := b.store.RejudgeJob(b.ctx, 999999, "admin", "x")
 	require.ErrorIs(t, err, store.ErrNotFound)
+}
+
+// Concurrent new submissions share one transaction; each caller gets its own
+// job, and a duplicate identity in the batch gets the same job as the first
+// (the batch falls back item by item, nothing is lost or doubled).
+func TestBatchedEnqueuesAnswerEachSubmission(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.enqueue(t, "ALGO", "exists")
+	ids := []string{"a", "b", "c", "a", "exists", "d"}
+	queued, release := store.HoldBatches(b.store)
+	results := make([]store.EnqueueResult, len(ids))
+	errs := make([]error, len(ids))
+	var wg sync.WaitGroup
+	for i, id := range ids {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			results[i], errs[i] = b.store.Enqueue(b.ctx, store.EnqueueRequest{SubmissionType: "ALGO", SubmissionID: id,
+				Language: "cpp17", Source: "int main(){}", ManifestID: b.manifest})
+		}()
+	}
+	require.Eventually(t, func() bool { return queued() == len(ids) }, 5*time.Second, time.Millisecond)
+	release()
+	wg.Wait()
+	for i, id := range ids {
+		require.NoError(t, errs[i], id)
+		j, err := b.store.GetJob(b.ctx, results[i].JobID)
+		require.NoError(t, err)
+		require.Equal(t, id, j.SubmissionID, "each caller gets the job of its own submission")
+	}
+	require.Equal(t, results[0].JobID, results[3].JobID, "the same identity twice is one job")
+	require.False(t, results[4].Created, "an existing submission is returned, not created")
+	require.Equal(t, 5, b.count(t, `SELECT COUNT(*) FROM judge_job`))
+	require.Equal(t, 5, b.count(t, `SELECT COUNT(*) FROM judge_submission`))
 }

@@ -1,12 +1,15 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -34,8 +37,8 @@ type ClaimedJob struct {
 // be claimed in any state; pool work needs ENABLED.
 //
 // The host-group lock serializes the claims of one physical host, so the
-// transaction is kept to six round trips: lock group, lock node, count
-// in-flight, pick (full rows), lease, attempts.
+// transaction is kept to five round trips: lock group and node (one
+// statement), count in-flight, pick (full rows), lease, attempts.
 func (s *Store) Claim(ctx context.Context, sess NodeSession, freeSlots int) ([]ClaimedJob, error) {
 	if freeSlots <= 0 {
 		return nil, nil
@@ -47,13 +50,7 @@ func (s *Store) Claim(ctx context.Context, sess NodeSession, freeSlots int) ([]C
 	var out []ClaimedJob
 	err = s.inTx(ctx, func(tx *sql.Tx) error {
 		out = nil
-		// Lock order: host group, then node.
-		var groupCap int
-		if err := tx.QueryRowContext(ctx,
-			`SELECT slot_capacity FROM judge_host_group WHERE id = ? FOR UPDATE`, groupID).Scan(&groupCap); err != nil {
-			return fmt.Errorf("store: claim: host group: %w", err)
-		}
-		n, err := lockNodeForSession(ctx, tx, sess)
+		groupCap, n, err := lockGroupAndNode(ctx, tx, groupID, sess)
 		if err != nil {
 			return err
 		}
@@ -196,29 +193,34 @@ type lockedNode struct {
 	pendingChecks int
 }
 
-// lockNodeForSession locks the node row and checks that the session is the
-// node's current one and the node is not revoked.
-func lockNodeForSession(ctx context.Context, tx *sql.Tx, sess NodeSession) (lockedNode, error) {
+// lockGroupAndNode locks the host group and then the node in one statement
+// (STRAIGHT_JOIN fixes the order: group → node, the documented lock order),
+// and checks that the session is the node's current one and the node is
+// not revoked.
+func lockGroupAndNode(ctx context.Context, tx *sql.Tx, groupID int64, sess NodeSession) (int, lockedNode, error) {
 	var n lockedNode
+	var capacity int
 	var epoch int64
 	var revoked bool
 	err := tx.QueryRowContext(ctx,
-		`SELECT host_group_id, pool, desired_state, slots, session_epoch, revoked_at IS NOT NULL, pending_checks
-		 FROM judge_node WHERE id = ? FOR UPDATE`, sess.NodeID).Scan(
-		&n.hostGroupID, &n.pool, &n.state, &n.slots, &epoch, &revoked, &n.pendingChecks)
+		`SELECT g.slot_capacity, n.host_group_id, n.pool, n.desired_state, n.slots, n.session_epoch,
+		        n.revoked_at IS NOT NULL, n.pending_checks
+		 FROM judge_host_group g STRAIGHT_JOIN judge_node n ON n.id = ? AND n.host_group_id = g.id
+		 WHERE g.id = ? FOR UPDATE`, sess.NodeID, groupID).Scan(
+		&capacity, &n.hostGroupID, &n.pool, &n.state, &n.slots, &epoch, &revoked, &n.pendingChecks)
 	if errors.Is(err, sql.ErrNoRows) {
-		return n, fmt.Errorf("node %d: %w", sess.NodeID, ErrUnauthenticated)
+		return 0, n, fmt.Errorf("node %d: %w", sess.NodeID, ErrUnauthenticated)
 	}
 	if err != nil {
-		return n, fmt.Errorf("store: lock node: %w", err)
+		return 0, n, fmt.Errorf("store: claim: lock: %w", err)
 	}
 	if revoked {
-		return n, fmt.Errorf("node %d: %w", sess.NodeID, ErrNodeRevoked)
+		return 0, n, fmt.Errorf("node %d: %w", sess.NodeID, ErrNodeRevoked)
 	}
 	if epoch != sess.SessionEpoch {
-		return n, fmt.Errorf("node %d session %d (current %d): %w", sess.NodeID, sess.SessionEpoch, epoch, ErrSessionSuperseded)
+		return 0, n, fmt.Errorf("node %d session %d (current %d): %w", sess.NodeID, sess.SessionEpoch, epoch, ErrSessionSuperseded)
 	}
-	return n, nil
+	return capacity, n, nil
 }
 
 // RenewItem is one lease a node wants extended, with its progress.
@@ -255,15 +257,30 @@ func (s *Store) Renew(ctx context.Context, sess NodeSession, items []RenewItem) 
 	if len(items) == 0 {
 		return nil, nil
 	}
+	for _, it := range items {
+		if it.Phase != "" && it.Phase != "COMPILING" && it.Phase != "JUDGING" {
+			return nil, invalid("phase", "must be COMPILING or JUDGING, got %q", it.Phase)
+		}
+	}
 	sorted := append([]RenewItem(nil), items...)
 	sort.Slice(sorted, func(i, j int) bool { return sorted[i].JobID < sorted[j].JobID })
+	if ok, err := s.renewAll(ctx, sess, sorted); err != nil || ok {
+		if err != nil {
+			return nil, err
+		}
+		out := make([]RenewResult, len(items))
+		for i, it := range items {
+			out[i] = RenewResult{JobID: it.JobID, LeaseEpoch: it.LeaseEpoch, State: RenewOK, Remaining: s.cfg.LeaseTTL}
+		}
+		return out, nil
+	}
+	// Some lease did not renew: work out each answer item by item. Repeating
+	// a renewal that did commit above is harmless (the lease is extended
+	// again; progress only moves forward).
 	results := make(map[[2]int64]RenewResult, len(items))
 	err := s.inTx(ctx, func(tx *sql.Tx) error {
 		clear(results)
 		for _, it := range sorted {
-			if it.Phase != "" && it.Phase != "COMPILING" && it.Phase != "JUDGING" {
-				return invalid("phase", "must be COMPILING or JUDGING, got %q", it.Phase)
-			}
 			// Assignments run left to right: progress_seq is updated last so
 			// the IF()s compare against the stored value.
 			r, err := tx.ExecContext(ctx,
@@ -315,6 +332,59 @@ func (s *Store) Renew(ctx context.Context, sess NodeSession, items []RenewItem) 
 	return out, nil
 }
 
+// renewAll extends every item's lease in one autocommit statement — the
+// common case, where all of them are live. It reports false when some item
+// did not renew (lost, cancelled, a stale session); what did renew stays
+// renewed, and Renew answers item by item.
+//
+// Single-table UPDATE assignments run left to right, so progress_seq is set
+// last and the CASEs before it compare against the stored value.
+func (s *Store) renewAll(ctx context.Context, sess NodeSession, items []RenewItem) (bool, error) {
+	var phase, done, total, seq, in strings.Builder
+	var pa, da, ta, sa, ia []any
+	ids := make([]int64, len(items))
+	for i, it := range items {
+		phase.WriteString(" WHEN ? THEN IF(? > progress_seq AND ? <> '', ?, phase)")
+		pa = append(pa, it.JobID, it.ProgressSeq, it.Phase, it.Phase)
+		done.WriteString(" WHEN ? THEN IF(? > progress_seq, GREATEST(cases_done, ?), cases_done)")
+		da = append(da, it.JobID, it.ProgressSeq, it.CasesDone)
+		total.WriteString(" WHEN ? THEN IF(? > progress_seq, ?, cases_total)")
+		ta = append(ta, it.JobID, it.ProgressSeq, it.CasesTotal)
+		seq.WriteString(" WHEN ? THEN GREATEST(progress_seq, ?)")
+		sa = append(sa, it.JobID, it.ProgressSeq)
+		if i > 0 {
+			in.WriteString(", ")
+		}
+		in.WriteString("(?, ?)")
+		ia = append(ia, it.JobID, it.LeaseEpoch)
+		ids[i] = it.JobID
+	}
+	// id IN (…) lets the optimizer use the primary key whatever it does with
+	// the row constructor.
+	idList, idArgs := inList(ids)
+	q := `UPDATE judge_job SET lease_until = NOW(6) + INTERVAL ? MICROSECOND,
+	   phase = CASE id` + phase.String() + ` END,
+	   cases_done = CASE id` + done.String() + ` END,
+	   cases_total = CASE id` + total.String() + ` END,
+	   progress_seq = CASE id` + seq.String() + ` END, updated_at = NOW(6)
+	 WHERE id IN (` + idList + `) AND (id, lease_epoch) IN (` + in.String() + `) AND state = 'RUNNING' AND node_id = ? AND session_epoch = ?
+	   AND lease_until > NOW(6)
+	   AND EXISTS (SELECT 1 FROM judge_node n WHERE n.id = ? AND n.session_epoch = ? AND n.revoked_at IS NULL)`
+	args := make([]any, 0, 1+len(pa)+len(da)+len(ta)+len(sa)+len(ia)+4)
+	args = append(args, micros(s.cfg.LeaseTTL))
+	args = append(append(append(append(append(append(args, pa...), da...), ta...), sa...), idArgs...), ia...)
+	args = append(args, sess.NodeID, sess.SessionEpoch, sess.NodeID, sess.SessionEpoch)
+	r, err := s.db.ExecContext(ctx, q, args...)
+	if err != nil {
+		if retryable(err) {
+			return false, nil
+		}
+		return false, fmt.Errorf("store: renew: %w", err)
+	}
+	n, _ := r.RowsAffected()
+	return n == int64(len(items)), nil
+}
+
 // inList renders "?, ?, …" and its arguments.
 func inList(ids []int64) (string, []any) {
 	args := make([]any, len(ids))
@@ -355,9 +425,18 @@ func (s *Store) Complete(ctx context.Context, sess NodeSession, jobID, leaseEpoc
 			return CompleteResponse{}, err
 		}
 		if facts.kind == KindSubmission {
-			out, done, err := s.completeFast(ctx, sess, jobID, leaseEpoch, facts, res, body, digest)
-			if err != nil || done {
-				return out, err
+			payload, err := json.Marshal(SettlementPayload{JobID: strconv.FormatInt(jobID, 10), SubmissionType: facts.typ,
+				SubmissionID: facts.sid, Generation: facts.generation, Status: res.Verdict.Status, Result: body})
+			if err != nil {
+				return CompleteResponse{}, fmt.Errorf("store: settle: %w", err)
+			}
+			done, err := s.completer.do(ctx, fastResult{sess: sess, jobID: jobID, leaseEpoch: leaseEpoch, f: facts,
+				status: res.Verdict.Status, body: body, digest: digest, payload: payload})
+			if err != nil {
+				return CompleteResponse{}, err
+			}
+			if done {
+				return CompleteResponse{Disposition: Accepted, JobState: StateCompleted}, nil
 			}
 		}
 	}
@@ -391,52 +470,141 @@ func (s *Store) jobFacts(ctx context.Context, jobID int64) (jobFacts, error) {
 	return f, nil
 }
 
-// completeFast commits the common case — a verdict for a live lease of a
-// business job — as one fenced UPDATE of job and attempt plus the event
-// insert. Every fencing condition of completeSlow is in the WHERE clause;
-// when any fails nothing is written and done is false, and the slow path
-// works out which answer applies.
-func (s *Store) completeFast(ctx context.Context, sess NodeSession, jobID, leaseEpoch int64, f jobFacts, res Result, body []byte, digest string) (CompleteResponse, bool, error) {
-	payload, err := json.Marshal(SettlementPayload{JobID: fmt.Sprint(jobID), SubmissionType: f.typ, SubmissionID: f.sid,
-		Generation: f.generation, Status: res.Verdict.Status, Result: body})
+// fastResult is a verdict for a live lease of a business job: the common
+// case, committed without the locking reads of completeSlow.
+type fastResult struct {
+	sess              NodeSession
+	jobID, leaseEpoch int64
+	f                 jobFacts
+	status            string
+	body              []byte
+	digest            string
+	payload           []byte
+}
+
+// errFenced says a fast completion's fencing did not hold for some item;
+// nothing was written, and the slow path works out the answer.
+var errFenced = errors.New("fast completion fenced out")
+
+// completeFast commits one verdict alone; done is false when its fencing did
+// not hold (nothing written).
+func (s *Store) completeFast(ctx context.Context, r fastResult) (done bool, err error) {
+	err = s.inTx(ctx, func(tx *sql.Tx) error { return completeFastTx(ctx, tx, []fastResult{r}) })
+	if errors.Is(err, errFenced) {
+		return false, nil
+	}
+	return err == nil, err
+}
+
+// completeBatch commits concurrent fast completions in one transaction: one
+// fenced UPDATE of all their jobs and attempts, one multi-row event INSERT,
+// one commit. If any item's fencing fails the whole batch rolls back and each
+// item is retried alone, so every item gets exactly the answer it would get
+// by itself. A job that appears twice in a batch goes alone.
+func (s *Store) completeBatch(ctx context.Context, calls []*batchCall[fastResult, bool]) {
+	seen := make(map[int64]bool, len(calls))
+	var batch, alone []*batchCall[fastResult, bool]
+	for _, c := range calls {
+		if seen[c.req.jobID] {
+			alone = append(alone, c)
+			continue
+		}
+		seen[c.req.jobID] = true
+		batch = append(batch, c)
+	}
+	if len(batch) > 1 {
+		// Job-id order: batches lock their rows in one order.
+		slices.SortFunc(batch, func(a, b *batchCall[fastResult, bool]) int { return cmp.Compare(a.req.jobID, b.req.jobID) })
+		items := make([]fastResult, len(batch))
+		for i, c := range batch {
+			items[i] = c.req
+		}
+		if err := s.inTx(ctx, func(tx *sql.Tx) error { return completeFastTx(ctx, tx, items) }); err == nil {
+			for _, c := range batch {
+				c.resp = true
+			}
+			batch = nil
+		}
+	}
+	for _, c := range append(batch, alone...) {
+		c.resp, c.err = s.completeFast(ctx, c.req)
+	}
+}
+
+// completeFastTx is the fast completion of items (distinct jobs, in job-id
+// order) inside tx: one UPDATE of their jobs, one of their attempts, one
+// event INSERT. Every fencing condition of completeSlow is in the job
+// UPDATE's WHERE clause; unless it changed every job it returns errFenced and
+// the caller rolls back. The node and pointer fences are single-table
+// subqueries on purpose: under READ COMMITTED InnoDB reads them without
+// locks, where a multi-table UPDATE would share-lock every node row of the
+// batch and queue behind those nodes' claims.
+func completeFastTx(ctx context.Context, tx *sql.Tx, items []fastResult) error {
+	var verdict, result, digest, fence strings.Builder
+	var va, ra, da, fa []any
+	ids := make([]int64, len(items))
+	for i, r := range items {
+		verdict.WriteString(" WHEN ? THEN ?")
+		va = append(va, r.jobID, r.status)
+		result.WriteString(" WHEN ? THEN ?")
+		ra = append(ra, r.jobID, r.body)
+		digest.WriteString(" WHEN ? THEN ?")
+		da = append(da, r.jobID, r.digest)
+		if i > 0 {
+			fence.WriteString(", ")
+		}
+		fence.WriteString("(?, ?, ?, ?)")
+		fa = append(fa, r.jobID, r.leaseEpoch, r.sess.NodeID, r.sess.SessionEpoch)
+		ids[i] = r.jobID
+	}
+	in, idArgs := inList(ids)
+	args := append(append(append(append(append([]any{}, va...), ra...), da...), idArgs...), fa...)
+	res, err := tx.ExecContext(ctx,
+		`UPDATE judge_job SET state = 'COMPLETED',
+		   verdict = CASE id`+verdict.String()+` END,
+		   result = CASE id`+result.String()+` END,
+		   result_digest = CASE id`+digest.String()+` END,
+		   status_version = status_version + 1, finished_at = NOW(6), updated_at = NOW(6), lease_until = NULL
+		 WHERE id IN (`+in+`) AND (id, lease_epoch, node_id, session_epoch) IN (`+fence.String()+`)
+		   AND state = 'RUNNING' AND lease_until > NOW(6)
+		   AND EXISTS (SELECT 1 FROM judge_node n
+		               WHERE n.id = judge_job.node_id AND n.session_epoch = judge_job.session_epoch AND n.revoked_at IS NULL)
+		   AND EXISTS (SELECT 1 FROM judge_submission p
+		               WHERE p.submission_type = judge_job.submission_type AND p.submission_id = judge_job.submission_id
+		                 AND p.current_job_id = judge_job.id)`, args...)
 	if err != nil {
-		return CompleteResponse{}, false, fmt.Errorf("store: settle: %w", err)
+		return fmt.Errorf("store: complete: %w", err)
 	}
-	var done bool
-	err = s.inTx(ctx, func(tx *sql.Tx) error {
-		r, err := tx.ExecContext(ctx,
-			`UPDATE judge_job j JOIN judge_job_attempt a ON a.job_id = j.id AND a.lease_epoch = j.lease_epoch
-			 SET j.state = 'COMPLETED', j.verdict = ?, j.result = ?, j.result_digest = ?,
-			     j.status_version = j.status_version + 1, j.finished_at = NOW(6), j.updated_at = NOW(6),
-			     j.lease_until = NULL, a.outcome = 'COMPLETED', a.receipt_digest = ?, a.ended_at = NOW(6)
-			 WHERE j.id = ? AND j.state = 'RUNNING' AND j.node_id = ? AND j.session_epoch = ? AND j.lease_epoch = ?
-			   AND j.lease_until > NOW(6) AND a.receipt_digest IS NULL
-			   AND EXISTS (SELECT 1 FROM judge_node n WHERE n.id = ? AND n.session_epoch = ? AND n.revoked_at IS NULL)
-			   AND EXISTS (SELECT 1 FROM judge_submission p
-			               WHERE p.submission_type = ? AND p.submission_id = ? AND p.current_job_id = ?)`,
-			res.Verdict.Status, body, digest, digest,
-			jobID, sess.NodeID, sess.SessionEpoch, leaseEpoch,
-			sess.NodeID, sess.SessionEpoch,
-			f.typ, f.sid, jobID)
-		if err != nil {
-			return fmt.Errorf("store: complete: %w", err)
-		}
-		if n, _ := r.RowsAffected(); n == 0 {
-			done = false
-			return nil
-		}
-		if _, err := tx.ExecContext(ctx,
-			`INSERT INTO judge_settlement_event (job_id, event_type, submission_type, submission_id, generation, payload)
-			 VALUES (?, ?, ?, ?, ?, ?)`, jobID, SettledEventType, f.typ, f.sid, f.generation, payload); err != nil {
-			return fmt.Errorf("store: settle: %w", err)
-		}
-		done = true
-		return nil
-	})
-	if err != nil || !done {
-		return CompleteResponse{}, false, err
+	if n, _ := res.RowsAffected(); n != int64(len(items)) {
+		return errFenced
 	}
-	return CompleteResponse{Disposition: Accepted, JobState: StateCompleted}, true, nil
+	// The job left RUNNING for exactly these lease epochs, so their attempts
+	// have no receipt yet; the IS NULL is a belt to the fence above.
+	var attempts strings.Builder
+	aa := make([]any, 0, 4*len(items))
+	for i, r := range items {
+		if i > 0 {
+			attempts.WriteString(", ")
+		}
+		attempts.WriteString("(?, ?)")
+		aa = append(aa, r.jobID, r.leaseEpoch)
+	}
+	res, err = tx.ExecContext(ctx,
+		`UPDATE judge_job_attempt SET outcome = 'COMPLETED', receipt_digest = CASE job_id`+digest.String()+` END,
+		   ended_at = NOW(6)
+		 WHERE job_id IN (`+in+`) AND (job_id, lease_epoch) IN (`+attempts.String()+`) AND receipt_digest IS NULL`,
+		append(append(append([]any{}, da...), idArgs...), aa...)...)
+	if err != nil {
+		return fmt.Errorf("store: complete: attempt: %w", err)
+	}
+	if n, _ := res.RowsAffected(); n != int64(len(items)) {
+		return errFenced
+	}
+	evs := make([]settlementRow, len(items))
+	for i, r := range items {
+		evs[i] = settlementRow{jobID: r.jobID, typ: r.f.typ, sid: r.f.sid, generation: r.f.generation, payload: r.payload}
+	}
+	return insertSettlements(ctx, tx, evs)
 }
 
 // completeSlow takes the locks one by one in the documented order and

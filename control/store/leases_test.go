@@ -493,3 +493,57 @@ func TestRenewProgressOnlyForward(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "JUDGING", s.Status)
 }
+
+// Concurrent results share one transaction, and each still gets the answer
+// it would get alone: a fenced-out result (expired lease) does not sink the
+// others, a repeated result is ALREADY_COMMITTED, and every accepted job has
+// exactly one settlement event.
+func TestBatchedCompletionsAnswerEachResult(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	g := b.group(t, 8)
+	sess := b.node(t, "cpp", g.ID, 8, true)
+	for i := range 6 {
+		b.enqueue(t, "ALGO", fmt.Sprintf("batch-%d", i))
+	}
+	jobs, err := b.store.Claim(b.ctx, sess.NodeSession, 6)
+	require.NoError(t, err)
+	require.Len(t, jobs, 6)
+	b.expireLease(t, jobs[0].JobID)
+
+	queued, release := store.HoldBatches(b.store)
+	type answer struct {
+		resp store.CompleteResponse
+		err  error
+	}
+	// One result per job, and jobs[1]'s result twice.
+	targets := append(append([]store.ClaimedJob(nil), jobs...), jobs[1])
+	answers := make([]answer, len(targets))
+	var wg sync.WaitGroup
+	for i, j := range targets {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r, err := b.store.Complete(b.ctx, sess.NodeSession, j.JobID, j.LeaseEpoch, acResult())
+			answers[i] = answer{r, err}
+		}()
+	}
+	require.Eventually(t, func() bool { return queued() == len(answers) }, 5*time.Second, time.Millisecond)
+	release()
+	wg.Wait()
+
+	require.ErrorIs(t, answers[0].err, store.ErrLeaseLost, "the expired lease is refused")
+	for i := 1; i < len(jobs); i++ {
+		require.NoError(t, answers[i].err)
+		require.Equal(t, store.Accepted, answers[i].resp.Disposition)
+		require.Equal(t, store.StateCompleted, answers[i].resp.JobState)
+	}
+	require.NoError(t, answers[len(jobs)].err)
+	require.Equal(t, store.AlreadyCommitted, answers[len(jobs)].resp.Disposition, "the repeated result")
+	require.Equal(t, 5, b.count(t, `SELECT COUNT(*) FROM judge_settlement_event`))
+	require.Equal(t, 5, b.count(t, `SELECT COUNT(*) FROM judge_job_attempt a JOIN judge_job j ON j.id = a.job_id
+		WHERE j.kind = 'SUBMISSION' AND a.outcome = 'COMPLETED' AND a.receipt_digest IS NOT NULL`))
+	again, err := b.store.Complete(b.ctx, sess.NodeSession, jobs[1].JobID, jobs[1].LeaseEpoch, acResult())
+	require.NoError(t, err)
+	require.Equal(t, store.AlreadyCommitted, again.Disposition)
+}

@@ -23,6 +23,7 @@ type Config struct {
 	JoinCodeTTL      time.Duration
 	OfflineAfter     time.Duration
 	ReapBatch        int
+	CompleteBatchMax int
 }
 
 // Defaults for Config.
@@ -40,6 +41,9 @@ const (
 	OfflineAfterDefault     = 30 * time.Second
 	ReapBatchDefault        = 100
 	MaxResultBytesDefault   = 1 << 20
+	// CompleteBatchMaxDefault caps how many concurrent results (and, apart,
+	// how many concurrent new submissions) share one commit.
+	CompleteBatchMaxDefault = 64
 )
 
 func (c *Config) setDefaults() {
@@ -76,6 +80,9 @@ func (c *Config) setDefaults() {
 	if c.ReapBatch == 0 {
 		c.ReapBatch = ReapBatchDefault
 	}
+	if c.CompleteBatchMax == 0 {
+		c.CompleteBatchMax = CompleteBatchMaxDefault
+	}
 }
 
 // Validate refuses nonsensical settings.
@@ -99,6 +106,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("store config: offline-after %s is below 1s", c.OfflineAfter)
 	case c.ReapBatch < 1:
 		return fmt.Errorf("store config: reap batch %d must be positive", c.ReapBatch)
+	case c.CompleteBatchMax < 1 || c.CompleteBatchMax > 256:
+		return fmt.Errorf("store config: complete batch max %d must be 1..256", c.CompleteBatchMax)
 	}
 	return nil
 }
@@ -123,6 +132,10 @@ type Store struct {
 	groups *cache[int64, int64]
 	// facts caches the immutable fields of recently claimed jobs.
 	facts *cache[int64, jobFacts]
+	// completer batches concurrent fast completions into one transaction.
+	completer *batcher[fastResult, bool]
+	// enqueuer batches concurrent new submissions into one transaction.
+	enqueuer *batcher[newJob, EnqueueResult]
 }
 
 // New returns a store over db.
@@ -142,6 +155,8 @@ func New(db *sql.DB, cfg Config) (*Store, error) {
 	if iso == "READ-COMMITTED" {
 		s.txOpts = nil
 	}
+	s.completer = newBatcher(cfg.CompleteBatchMax, s.completeBatch)
+	s.enqueuer = newBatcher(cfg.CompleteBatchMax, s.enqueueBatch)
 	return s, nil
 }
 
