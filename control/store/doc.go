@@ -17,6 +17,7 @@
 //	doc.go           this overview
 //	store.go         Config and its defaults, Store, New, hooks, notifier, caches
 //	tx.go            transactions with deadlock retry, driver-error helpers, scan helpers
+//	batch.go         the batcher that lets concurrent calls share one commit
 //	errors.go        error classes (ErrNotFound, ErrConflict, …) and their typed forms
 //	host_groups.go   judge_host_group: create, resize, per-group detail
 //	nodes.go         judge_node configuration: create, get/list, enable/drain/disable/revoke, resize
@@ -27,6 +28,8 @@
 //	jobs.go          enqueue, rejudge, cancel (submission pointer → job writes)
 //	idempotency.go   idempotency keys for enqueue and their purge
 //	status.go        job, attempt and submission-status reads
+//	settled.go       which jobs are settled (waiting status reads)
+//	languages.go     the language catalog from nodes' heartbeat reports
 //	signals.go       pool signal rows and the after-commit wake-up
 //	leases.go        claim, renew, complete, reap (the lease lifecycle)
 //	results.go       result shape and its validation against the manifest
