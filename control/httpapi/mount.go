@@ -48,7 +48,7 @@ func (s *Server) mountAdmin() error {
 	adminapi.HandlerFromMux(adminapi.NewStrictHandlerWithOptions(adminAPI{s}, nil,
 		adminapi.StrictHTTPServerOptions{RequestErrorHandlerFunc: reqErr, ResponseErrorHandlerFunc: respErr}), mux)
 	s.admin = s.tokenAuth(store.TokenAdmin, surfaceAdmin, nil,
-		s.validated(mux, func() (*openapi3.T, error) { return adminapi.GetSwagger() }, surfaceAdmin))
+		s.validated(mux, func() (*openapi3.T, error) { return adminapi.GetSpec() }, surfaceAdmin))
 	return nil
 }
 
@@ -58,6 +58,6 @@ func (s *Server) mountBusiness() error {
 	businessapi.HandlerFromMux(businessapi.NewStrictHandlerWithOptions(businessAPI{s}, []businessapi.StrictMiddlewareFunc{declaredSize},
 		businessapi.StrictHTTPServerOptions{RequestErrorHandlerFunc: reqErr, ResponseErrorHandlerFunc: respErr}), mux)
 	s.business = s.tokenAuth(store.TokenBusiness, surfaceBusiness, map[string]bool{"/api/v1/system/judgers/summary": true},
-		s.validated(mux, func() (*openapi3.T, error) { return businessapi.GetSwagger() }, surfaceBusiness))
+		s.validated(mux, func() (*openapi3.T, error) { return businessapi.GetSpec() }, surfaceBusiness))
 	return nil
 }

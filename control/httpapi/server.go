@@ -207,7 +207,7 @@ func (s *Server) bounded(next http.Handler, sf surface) http.Handler {
 
 type specFunc func() (*openapi3.T, error)
 
-func machineSpec() (*openapi3.T, error) { return machineapi.GetSwagger() }
+func machineSpec() (*openapi3.T, error) { return machineapi.GetSpec() }
 
 // validated checks requests against the surface's spec before handlers run.
 // Authentication is done by our own middleware; the validator only checks

@@ -322,9 +322,8 @@ func TestDrainAndResizeNeverKillRunningJobs(t *testing.T) {
 	b := setup(t)
 	g := b.group(t, 8)
 	n := b.node(t, "cpp", g.ID, 3, true)
-	var ids []int64
 	for i := range 6 {
-		ids = append(ids, b.enqueue(t, "ALGO", fmt.Sprintf("t10-%d", i)).JobID)
+		b.enqueue(t, "ALGO", fmt.Sprintf("t10-%d", i))
 	}
 	running, err := b.store.Claim(b.ctx, n.NodeSession, 8)
 	require.NoError(t, err)

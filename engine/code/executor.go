@@ -54,7 +54,7 @@ func New(cfg Config) (*Executor, error) {
 	if err := os.MkdirAll(cfg.Workspace, 0o711); err != nil {
 		return nil, engine.Infraf(engine.InfraConfig, "workspace: %w", err)
 	}
-	opts := []client.Opt{client.FromEnv, client.WithAPIVersionNegotiation()}
+	opts := []client.Opt{client.FromEnv}
 	if cfg.DockerHost != "" {
 		opts = append(opts, client.WithHost(cfg.DockerHost))
 	}

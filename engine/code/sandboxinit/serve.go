@@ -14,9 +14,6 @@ import (
 	"time"
 )
 
-// rlimitNPROC is RLIMIT_NPROC on linux (the syscall package does not name it).
-const rlimitNPROC = 6
-
 // cpuPollInterval is how often the CPU time of a running program is sampled;
 // RLIMIT_CPU is only the backstop (whole seconds).
 const cpuPollInterval = 10 * time.Millisecond
