@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/kece-oj/kece/control/longpoll"
 	"github.com/kece-oj/kece/control/manifest"
 	"github.com/kece-oj/kece/control/store"
 )
@@ -27,6 +28,7 @@ func runScheduler(ctx context.Context, args []string) error {
 	enqueuers := fs.Int("enqueuers", 4, "business enqueue goroutines")
 	groups := fs.Int("groups", 4, "host groups the nodes are spread over (a host group lock serializes its nodes' claims)")
 	dur := fs.Duration("duration", 8*time.Second, "measurement time of each phase")
+	batchParallel := fs.Int("batch-parallel", store.BatchParallelDefault, "store: batches of completions / new submissions that may commit at once")
 	dsn := fs.String("dsn", "", "MySQL server DSN without database (default $KECE_BENCH_MYSQL_DSN or the private MariaDB)")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -47,10 +49,14 @@ func runScheduler(ctx context.Context, args []string) error {
 	}
 	bound := rate / 3
 
-	st, err := store.New(db, store.Config{LeaseTTL: time.Minute})
+	st, err := store.New(db, store.Config{LeaseTTL: time.Minute, BatchParallel: *batchParallel})
 	if err != nil {
 		return err
 	}
+	// Nodes wait for work the way the claim handler does: on this replica's
+	// long-poll hub, told after each commit that made work ready.
+	hub := longpoll.New()
+	st = st.WithNotifier(hub)
 	if *groups < 1 || *groups > *nodes {
 		return fmt.Errorf("-groups must be 1..nodes")
 	}
@@ -58,12 +64,12 @@ func runScheduler(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	res, err := lifecycles(ctx, st, db, manID, sessions, *slots, *enqueuers, *dur)
+	res, err := lifecycles(ctx, st, hub, db, manID, sessions, *slots, *enqueuers, *dur)
 	if err != nil {
 		return err
 	}
 	fmt.Printf("innodb_flush_log_at_trx_commit=%s\n", durable)
-	fmt.Printf("connections=%d nodes=%d host_groups=%d slots=%d enqueuers=%d duration_s=%.0f\n", conns, *nodes, *groups, *slots, *enqueuers, dur.Seconds())
+	fmt.Printf("connections=%d nodes=%d host_groups=%d slots=%d enqueuers=%d duration_s=%.0f batch_parallel=%d\n", conns, *nodes, *groups, *slots, *enqueuers, dur.Seconds(), *batchParallel)
 	fmt.Printf("commit_rate_per_s=%.0f\n", rate)
 	fmt.Printf("commit_bound_lifecycles_per_s=%.0f\n", bound)
 	fmt.Printf("lifecycles_per_s=%.0f\n", res.perSec)
@@ -172,7 +178,7 @@ type lifecycleResult struct {
 	statementsPerLifecycle float64
 }
 
-func lifecycles(ctx context.Context, st *store.Store, db *sql.DB, manID int64, sessions []store.Session, slots, enqueuers int, d time.Duration) (lifecycleResult, error) {
+func lifecycles(ctx context.Context, st *store.Store, hub *longpoll.Hub, db *sql.DB, manID int64, sessions []store.Session, slots, enqueuers int, d time.Duration) (lifecycleResult, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var (
@@ -259,8 +265,12 @@ func lifecycles(ctx context.Context, st *store.Store, db *sql.DB, manID int64, s
 					}
 				}
 				t0 := time.Now()
+				// Watch before claiming, so a wake-up between the claim and
+				// the wait is not missed (as the claim long-poll does).
+				wake := hub.Watch("cpp")
 				got, err := st.Claim(ctx, s.NodeSession, n)
 				if err != nil {
+					hub.Done()
 					fail(err)
 					return
 				}
@@ -270,9 +280,17 @@ func lifecycles(ctx context.Context, st *store.Store, db *sql.DB, manID int64, s
 				}
 				if len(got) == 0 {
 					idleN.Add(1)
-					time.Sleep(time.Millisecond)
+					// The long-poll: until new work commits here, or the
+					// poll interval at which other replicas' work is seen.
+					select {
+					case <-wake:
+					case <-time.After(longpoll.PollIntervalDefault):
+					case <-ctx.Done():
+					}
+					hub.Done()
 					continue
 				}
+				hub.Done()
 				queued.Add(-int64(len(got)))
 				// A node renews all its leases in one call.
 				items := make([]store.RenewItem, len(got))
@@ -310,7 +328,9 @@ func lifecycles(ctx context.Context, st *store.Store, db *sql.DB, manID int64, s
 				return
 			}
 			if len(evs) == 0 {
-				time.Sleep(time.Millisecond)
+				// A consumer polling an empty outbox pauses briefly (River's
+				// fetch cooldown in the comparison run is 5 ms).
+				time.Sleep(5 * time.Millisecond)
 				continue
 			}
 			ids := make([]int64, len(evs))

@@ -8,20 +8,23 @@ import (
 // batcher combines concurrent calls into batches that share one transaction
 // (and so one commit and one fsync). A call that finds no batch running runs
 // one at once with whatever is queued, so a lone call waits for nothing; calls
-// that arrive while a batch runs queue up and form the next one. At most one
-// batch runs at a time per batcher: the queue, not a timer, sets the batch
-// size, so it grows exactly as fast as commits are the bottleneck.
+// that arrive while a batch runs queue up and form the next one. The queue, not a timer, sets the batch
+// size, so it grows exactly as fast as commits are the bottleneck. Up to
+// parallel batches run at once, so one slow commit does not hold up every
+// caller.
 //
 // The goroutine that runs a batch is owned by the batcher and ends when the
 // queue is empty.
 type batcher[Req, Resp any] struct {
 	max int
+	// parallel is how many batches may run at once.
+	parallel int
 	// run answers every call of the batch (sets resp/err).
 	run func(ctx context.Context, calls []*batchCall[Req, Resp])
 
 	mu      sync.Mutex
 	pending []*batchCall[Req, Resp]
-	running bool
+	running int
 }
 
 // batchCall is one caller's request and, once done is closed, its answer.
@@ -33,8 +36,8 @@ type batchCall[Req, Resp any] struct {
 	done chan struct{}
 }
 
-func newBatcher[Req, Resp any](max int, run func(context.Context, []*batchCall[Req, Resp])) *batcher[Req, Resp] {
-	return &batcher[Req, Resp]{max: max, run: run}
+func newBatcher[Req, Resp any](max, parallel int, run func(context.Context, []*batchCall[Req, Resp])) *batcher[Req, Resp] {
+	return &batcher[Req, Resp]{max: max, parallel: parallel, run: run}
 }
 
 // do queues req and waits for its answer or ctx. When ctx ends first the
@@ -44,8 +47,10 @@ func (b *batcher[Req, Resp]) do(ctx context.Context, req Req) (Resp, error) {
 	c := &batchCall[Req, Resp]{ctx: ctx, req: req, done: make(chan struct{})}
 	b.mu.Lock()
 	b.pending = append(b.pending, c)
-	lead := !b.running
-	b.running = true
+	lead := b.running < b.parallel
+	if lead {
+		b.running++
+	}
 	b.mu.Unlock()
 	if lead {
 		b.lead()
@@ -65,7 +70,7 @@ func (b *batcher[Req, Resp]) lead() {
 	b.mu.Lock()
 	n := min(len(b.pending), b.max)
 	if n == 0 {
-		b.running = false
+		b.running--
 		b.mu.Unlock()
 		return
 	}
@@ -82,7 +87,7 @@ func (b *batcher[Req, Resp]) lead() {
 	b.mu.Lock()
 	more := len(b.pending) > 0
 	if !more {
-		b.running = false
+		b.running--
 	}
 	b.mu.Unlock()
 	if more {

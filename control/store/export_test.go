@@ -8,6 +8,12 @@ func HoldBatches(s *Store) (queued func() int, release func()) {
 	s.enqueuer.hold()
 	queued = func() int { return s.completer.queued() + s.enqueuer.queued() }
 	release = func() {
+		s.completer.mu.Lock()
+		s.completer.running = 1
+		s.completer.mu.Unlock()
+		s.enqueuer.mu.Lock()
+		s.enqueuer.running = 1
+		s.enqueuer.mu.Unlock()
 		go s.completer.lead()
 		go s.enqueuer.lead()
 	}
@@ -16,7 +22,7 @@ func HoldBatches(s *Store) (queued func() int, release func()) {
 
 func (b *batcher[Req, Resp]) hold() {
 	b.mu.Lock()
-	b.running = true
+	b.running = b.parallel
 	b.mu.Unlock()
 }
 

@@ -47,6 +47,13 @@ func (s *Store) Claim(ctx context.Context, sess NodeSession, freeSlots int) ([]C
 	if err != nil {
 		return nil, err
 	}
+	// Most claims that find nothing are long-polls woken with the rest of a
+	// pool's waiters; one plain read of the claim index answers them without
+	// a transaction or a lock. A job that commits after this read wakes the
+	// waiter again.
+	if ready, err := s.anyReady(ctx, sess); err != nil || !ready {
+		return nil, err
+	}
 	var out []ClaimedJob
 	err = s.inTx(ctx, func(tx *sql.Tx) error {
 		out = nil
@@ -121,6 +128,37 @@ func (s *Store) Claim(ctx context.Context, sess NodeSession, freeSlots int) ([]C
 	return out, nil
 }
 
+// anyReady reports whether a claim by the session could find a job: a ready
+// QUEUED job of its pool, or a CHECK job bound to its node. It refuses a
+// superseded session or a revoked node as the locked claim does (this read
+// is the whole claim when there is nothing to take). The pool is the
+// node's, which never changes (cached with its host group).
+func (s *Store) anyReady(ctx context.Context, sess NodeSession) (bool, error) {
+	pool, err := s.nodePool(ctx, sess.NodeID)
+	if err != nil {
+		return false, err
+	}
+	var epoch int64
+	var revoked, ready bool
+	err = s.db.QueryRowContext(ctx,
+		`SELECT n.session_epoch, n.revoked_at IS NOT NULL,
+		        EXISTS (SELECT 1 FROM judge_job j FORCE INDEX (ix_job_claim)
+		                WHERE j.pool = ? AND j.state = 'QUEUED' AND j.required_node_id IN (0, n.id)
+		                  AND j.available_at <= NOW(6))
+		 FROM judge_node n WHERE n.id = ?`, pool, sess.NodeID).Scan(&epoch, &revoked, &ready)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return false, fmt.Errorf("node %d: %w", sess.NodeID, ErrUnauthenticated)
+	case err != nil:
+		return false, fmt.Errorf("store: claim: ready: %w", err)
+	case revoked:
+		return false, fmt.Errorf("node %d: %w", sess.NodeID, ErrNodeRevoked)
+	case epoch != sess.SessionEpoch:
+		return false, fmt.Errorf("node %d session %d (current %d): %w", sess.NodeID, sess.SessionEpoch, epoch, ErrSessionSuperseded)
+	}
+	return ready, nil
+}
+
 // NextReady says how long until the soonest job of the pool that a claim
 // could take becomes ready (its retry backoff ends); ok is false when no job
 // waits. A long-poll that found nothing sleeps at most that long, so a retry
@@ -141,19 +179,36 @@ func (s *Store) NextReady(ctx context.Context, pool string, nodeID int64) (d tim
 
 // nodeGroup returns a node's host group; it never changes, so it is cached.
 func (s *Store) nodeGroup(ctx context.Context, nodeID int64) (int64, error) {
-	if g, ok := s.groups.get(nodeID); ok {
-		return g, nil
+	p, err := s.nodePlace(ctx, nodeID)
+	return p.group, err
+}
+
+// nodePool returns a node's pool; it never changes, so it is cached.
+func (s *Store) nodePool(ctx context.Context, nodeID int64) (string, error) {
+	p, err := s.nodePlace(ctx, nodeID)
+	return p.pool, err
+}
+
+// nodePlace is a node's pool and host group, fixed at creation.
+type nodePlace struct {
+	group int64
+	pool  string
+}
+
+func (s *Store) nodePlace(ctx context.Context, nodeID int64) (nodePlace, error) {
+	if p, ok := s.groups.get(nodeID); ok {
+		return p, nil
 	}
-	var g int64
-	err := s.db.QueryRowContext(ctx, `SELECT host_group_id FROM judge_node WHERE id = ?`, nodeID).Scan(&g)
+	var p nodePlace
+	err := s.db.QueryRowContext(ctx, `SELECT host_group_id, pool FROM judge_node WHERE id = ?`, nodeID).Scan(&p.group, &p.pool)
 	if errors.Is(err, sql.ErrNoRows) {
-		return 0, fmt.Errorf("node %d: %w", nodeID, ErrUnauthenticated)
+		return p, fmt.Errorf("node %d: %w", nodeID, ErrUnauthenticated)
 	}
 	if err != nil {
-		return 0, fmt.Errorf("store: node group: %w", err)
+		return p, fmt.Errorf("store: node place: %w", err)
 	}
-	s.groups.put(nodeID, g)
-	return g, nil
+	s.groups.put(nodeID, p)
+	return p, nil
 }
 
 // pickReady locks up to limit ready jobs of a pool (requiredNode 0 = pool
