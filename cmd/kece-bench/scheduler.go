@@ -28,6 +28,7 @@ func runScheduler(ctx context.Context, args []string) error {
 	enqueuers := fs.Int("enqueuers", 4, "business enqueue goroutines")
 	groups := fs.Int("groups", 4, "host groups the nodes are spread over (a host group lock serializes its nodes' claims)")
 	dur := fs.Duration("duration", 8*time.Second, "measurement time of each phase")
+	enqueueBatch := fs.Int("enqueue-batch", 1, "submissions per enqueue call (1: Enqueue, one per transaction like River's InsertTx; >1: EnqueueMany, one transaction per call)")
 	batchParallel := fs.Int("batch-parallel", store.BatchParallelDefault, "store: batches of completions / new submissions that may commit at once")
 	dsn := fs.String("dsn", "", "MySQL server DSN without database (default $KECE_BENCH_MYSQL_DSN or the private MariaDB)")
 	if err := fs.Parse(args); err != nil {
@@ -64,12 +65,15 @@ func runScheduler(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	res, err := lifecycles(ctx, st, hub, db, manID, sessions, *slots, *enqueuers, *dur)
+	if *enqueueBatch < 1 || *enqueueBatch > store.EnqueueManyMax {
+		return fmt.Errorf("-enqueue-batch must be 1..%d", store.EnqueueManyMax)
+	}
+	res, err := lifecycles(ctx, st, hub, db, manID, sessions, *slots, *enqueuers, *enqueueBatch, *dur)
 	if err != nil {
 		return err
 	}
 	fmt.Printf("innodb_flush_log_at_trx_commit=%s\n", durable)
-	fmt.Printf("connections=%d nodes=%d host_groups=%d slots=%d enqueuers=%d duration_s=%.0f batch_parallel=%d\n", conns, *nodes, *groups, *slots, *enqueuers, dur.Seconds(), *batchParallel)
+	fmt.Printf("connections=%d nodes=%d host_groups=%d slots=%d enqueuers=%d enqueue_batch=%d duration_s=%.0f batch_parallel=%d\n", conns, *nodes, *groups, *slots, *enqueuers, *enqueueBatch, dur.Seconds(), *batchParallel)
 	fmt.Printf("commit_rate_per_s=%.0f\n", rate)
 	fmt.Printf("commit_bound_lifecycles_per_s=%.0f\n", bound)
 	fmt.Printf("lifecycles_per_s=%.0f\n", res.perSec)
@@ -178,7 +182,7 @@ type lifecycleResult struct {
 	statementsPerLifecycle float64
 }
 
-func lifecycles(ctx context.Context, st *store.Store, hub *longpoll.Hub, db *sql.DB, manID int64, sessions []store.Session, slots, enqueuers int, d time.Duration) (lifecycleResult, error) {
+func lifecycles(ctx context.Context, st *store.Store, hub *longpoll.Hub, db *sql.DB, manID int64, sessions []store.Session, slots, enqueuers, enqueueBatch int, d time.Duration) (lifecycleResult, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var (
@@ -217,16 +221,25 @@ func lifecycles(ctx context.Context, st *store.Store, hub *longpoll.Hub, db *sql
 					time.Sleep(200 * time.Microsecond)
 					continue
 				}
+				reqs := make([]store.EnqueueRequest, enqueueBatch)
+				for i := range reqs {
+					reqs[i] = store.EnqueueRequest{SubmissionType: "ALGO", SubmissionID: fmt.Sprint(seq.Add(1)),
+						Language: "cpp17", Source: "int main(){}", ManifestID: manID}
+				}
 				t0 := time.Now()
-				_, err := st.Enqueue(ctx, store.EnqueueRequest{SubmissionType: "ALGO", SubmissionID: fmt.Sprint(seq.Add(1)),
-					Language: "cpp17", Source: "int main(){}", ManifestID: manID})
+				var err error
+				if enqueueBatch == 1 {
+					_, err = st.Enqueue(ctx, reqs[0])
+				} else {
+					_, err = st.EnqueueMany(ctx, reqs)
+				}
 				enqNs.Add(int64(time.Since(t0)))
 				enqN.Add(1)
 				if err != nil {
 					fail(err)
 					return
 				}
-				queued.Add(1)
+				queued.Add(int64(enqueueBatch))
 			}
 		}()
 	}

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"database/sql"
@@ -9,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 
 	"github.com/kece-oj/kece/control/manifest"
@@ -140,6 +142,77 @@ func (s *Store) Enqueue(ctx context.Context, req EnqueueRequest) (EnqueueResult,
 		s.notify(pool)
 	}
 	return res, err
+}
+
+// EnqueueManyMax is the most submissions one EnqueueMany call takes.
+const EnqueueManyMax = 1000
+
+// EnqueueMany accepts many submissions in one transaction (contest imports,
+// rejudge-all, a business backend flushing its queue): all of them or none.
+// Each answers like Enqueue — a new job, the existing identical one, or the
+// whole call fails with the first conflict or invalid item, whose index the
+// error names. New submissions are written with one multi-row INSERT each
+// for jobs and pointers.
+func (s *Store) EnqueueMany(ctx context.Context, reqs []EnqueueRequest) ([]EnqueueResult, error) {
+	if len(reqs) == 0 || len(reqs) > EnqueueManyMax {
+		return nil, invalid("submissions", "must hold 1..%d submissions, got %d", EnqueueManyMax, len(reqs))
+	}
+	jobs := make([]newJob, len(reqs))
+	seen := make(map[[2]string]int, len(reqs))
+	pools := map[string]bool{}
+	for i, req := range reqs {
+		pool, snapshot, digest, err := s.validateEnqueue(ctx, req)
+		if err != nil {
+			return nil, fmt.Errorf("submissions[%d]: %w", i, err)
+		}
+		k := [2]string{req.SubmissionType, req.SubmissionID}
+		if j, dup := seen[k]; dup {
+			return nil, invalid(fmt.Sprintf("submissions[%d]", i), "repeats submissions[%d] (%s/%s)", j, req.SubmissionType, req.SubmissionID)
+		}
+		seen[k] = i
+		jobs[i] = newJob{req: req, pool: pool, snapshot: snapshot, digest: digest}
+		pools[pool] = true
+	}
+	out := make([]EnqueueResult, len(reqs))
+	err := s.inTx(ctx, func(tx *sql.Tx) error {
+		ids, err := s.insertNewJobs(ctx, tx, jobs)
+		if err != nil {
+			return err
+		}
+		for i, id := range ids {
+			out[i] = EnqueueResult{JobID: id, Generation: 1, State: StateQueued, Created: true}
+		}
+		return nil
+	})
+	if isDuplicate(err) {
+		// Some exist: the locking path per item, pointers locked in identity
+		// order so two overlapping calls cannot deadlock.
+		order := make([]int, len(reqs))
+		for i := range order {
+			order[i] = i
+		}
+		slices.SortFunc(order, func(a, b int) int {
+			return cmp.Or(cmp.Compare(reqs[a].SubmissionType, reqs[b].SubmissionType),
+				cmp.Compare(reqs[a].SubmissionID, reqs[b].SubmissionID))
+		})
+		err = s.inTx(ctx, func(tx *sql.Tx) error {
+			for _, i := range order {
+				r, err := s.enqueueLocked(ctx, tx, reqs[i], jobs[i].pool, jobs[i].snapshot, jobs[i].digest)
+				if err != nil {
+					return fmt.Errorf("submissions[%d]: %w", i, err)
+				}
+				out[i] = r
+			}
+			return nil
+		})
+	}
+	if err != nil {
+		return nil, err
+	}
+	for p := range pools {
+		s.notify(p)
+	}
+	return out, nil
 }
 
 // newJob is a validated submission that does not exist yet (as far as the

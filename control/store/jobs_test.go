@@ -234,3 +234,41 @@ func TestBatchedEnqueuesAnswerEachSubmission(t *testing.T) {
 	require.Equal(t, 5, b.count(t, `SELECT COUNT(*) FROM judge_job`))
 	require.Equal(t, 5, b.count(t, `SELECT COUNT(*) FROM judge_submission`))
 }
+
+// Many submissions in one call: all new ones in one transaction; with an
+// existing identical one the call still succeeds (that one is returned, not
+// created); with a conflicting one nothing at all is written.
+func TestEnqueueManyIsAllOrNothing(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	req := func(id, src string) store.EnqueueRequest {
+		return store.EnqueueRequest{SubmissionType: "ALGO", SubmissionID: id, Language: "cpp17", Source: src, ManifestID: b.manifest}
+	}
+	got, err := b.store.EnqueueMany(b.ctx, []store.EnqueueRequest{req("m1", "a"), req("m2", "a"), req("m3", "a")})
+	require.NoError(t, err)
+	require.Len(t, got, 3)
+	for i, id := range []string{"m1", "m2", "m3"} {
+		require.True(t, got[i].Created)
+		j, err := b.store.GetJob(b.ctx, got[i].JobID)
+		require.NoError(t, err)
+		require.Equal(t, id, j.SubmissionID)
+	}
+
+	again, err := b.store.EnqueueMany(b.ctx, []store.EnqueueRequest{req("m4", "a"), req("m1", "a")})
+	require.NoError(t, err)
+	require.True(t, again[0].Created)
+	require.False(t, again[1].Created)
+	require.Equal(t, got[0].JobID, again[1].JobID, "the existing identical submission is returned")
+
+	_, err = b.store.EnqueueMany(b.ctx, []store.EnqueueRequest{req("m5", "a"), req("m2", "different")})
+	require.ErrorIs(t, err, store.ErrConflict)
+	require.ErrorContains(t, err, "submissions[1]")
+	require.Equal(t, 0, b.count(t, `SELECT COUNT(*) FROM judge_job WHERE submission_id = 'm5'`), "nothing of a refused call is written")
+
+	_, err = b.store.EnqueueMany(b.ctx, []store.EnqueueRequest{req("m6", "a"), req("m6", "a")})
+	require.ErrorIs(t, err, store.ErrValidation)
+	_, err = b.store.EnqueueMany(b.ctx, []store.EnqueueRequest{req("m7", "a"), {SubmissionType: "ALGO", SubmissionID: "m8", Language: "cobol", Source: "x", ManifestID: b.manifest}})
+	require.ErrorIs(t, err, store.ErrUnknownLanguage)
+	require.ErrorContains(t, err, "submissions[1]")
+	require.Equal(t, 4, b.count(t, `SELECT COUNT(*) FROM judge_job`), "m1..m4")
+}

@@ -662,6 +662,60 @@ func completeFastTx(ctx context.Context, tx *sql.Tx, items []fastResult) error {
 	return insertSettlements(ctx, tx, evs)
 }
 
+// fenceFacts is what completeSlow read under its locks about one result.
+type fenceFacts struct {
+	jobID, leaseEpoch int64
+	sess              NodeSession
+	digest            string
+	// The attempt row of (job, lease epoch), if the lease was ever granted.
+	attemptGranted bool
+	attemptNode    int64
+	hasReceipt     bool
+	receipt        string
+	// The node now.
+	nodeRevoked bool
+	nodeEpoch   int64
+	// The submission's current job.
+	current int64
+	// The job now.
+	state         JobState
+	jobLeaseEpoch int64
+	jobNode       sql.NullInt64
+	jobSession    sql.NullInt64
+	live          bool
+}
+
+// fenceResult is the fencing decision for a result (DESIGN §5), apart from
+// the SQL so it can be tested as a table: nil and committed=false accept it;
+// committed=true answers ALREADY_COMMITTED; otherwise the error says why it
+// is refused. The receipt is checked before anything about expiry or
+// ownership now, so a resent result of a committed lease always gets the
+// same answer.
+func fenceResult(f fenceFacts) (committed bool, err error) {
+	switch {
+	case !f.attemptGranted:
+		return false, fmt.Errorf("job %d lease %d was never granted: %w", f.jobID, f.leaseEpoch, ErrLeaseLost)
+	case f.attemptNode != f.sess.NodeID:
+		return false, fmt.Errorf("job %d lease %d belongs to another node: %w", f.jobID, f.leaseEpoch, ErrLeaseLost)
+	case f.hasReceipt && f.receipt == f.digest:
+		return true, nil
+	case f.hasReceipt:
+		return false, fmt.Errorf("job %d lease %d: %w", f.jobID, f.leaseEpoch, ErrResultConflict)
+	case f.nodeRevoked:
+		return false, fmt.Errorf("node %d: %w", f.sess.NodeID, ErrNodeRevoked)
+	case f.nodeEpoch != f.sess.SessionEpoch:
+		return false, fmt.Errorf("node %d: %w", f.sess.NodeID, ErrSessionSuperseded)
+	case f.state == StateCancelled && f.jobLeaseEpoch == f.leaseEpoch && f.current == f.jobID:
+		return false, fmt.Errorf("job %d: %w", f.jobID, ErrJobCancelled)
+	case f.current != f.jobID:
+		return false, fmt.Errorf("job %d: %w", f.jobID, ErrSuperseded)
+	case f.state != StateRunning || f.jobLeaseEpoch != f.leaseEpoch || !f.jobNode.Valid || f.jobNode.Int64 != f.sess.NodeID ||
+		f.jobSession.Int64 != f.sess.SessionEpoch || !f.live:
+		return false, fmt.Errorf("job %d lease %d: %w", f.jobID, f.leaseEpoch, ErrLeaseLost)
+	}
+	return false, nil
+}
+
 // completeSlow takes the locks one by one in the documented order and
 // answers every case: already committed, conflict, lost, cancelled,
 // superseded, infrastructure errors, CHECK jobs.
@@ -725,34 +779,19 @@ func (s *Store) completeSlow(ctx context.Context, sess NodeSession, jobID, lease
 			&j.generation, &j.attempts, &j.maxAttempts, &receipt, &attemptNode); err != nil {
 			return fmt.Errorf("store: complete: job: %w", err)
 		}
-		if !attemptNode.Valid {
-			return fmt.Errorf("job %d lease %d was never granted: %w", jobID, leaseEpoch, ErrLeaseLost)
+		committed, err := fenceResult(fenceFacts{
+			jobID: jobID, leaseEpoch: leaseEpoch, sess: sess, digest: digest,
+			attemptGranted: attemptNode.Valid, attemptNode: attemptNode.Int64,
+			hasReceipt: receipt.Valid, receipt: receipt.String,
+			nodeRevoked: revoked, nodeEpoch: nodeEpoch, current: current,
+			state: j.state, jobLeaseEpoch: j.leaseEpoch, jobNode: j.nodeID, jobSession: j.sessionEpoch, live: j.live,
+		})
+		if err != nil {
+			return err
 		}
-		if attemptNode.Int64 != sess.NodeID {
-			return fmt.Errorf("job %d lease %d belongs to another node: %w", jobID, leaseEpoch, ErrLeaseLost)
-		}
-		if receipt.Valid {
-			if receipt.String == digest {
-				out = CompleteResponse{Disposition: AlreadyCommitted, JobState: j.state}
-				return nil
-			}
-			return fmt.Errorf("job %d lease %d: %w", jobID, leaseEpoch, ErrResultConflict)
-		}
-		switch {
-		case revoked:
-			return fmt.Errorf("node %d: %w", sess.NodeID, ErrNodeRevoked)
-		case nodeEpoch != sess.SessionEpoch:
-			return fmt.Errorf("node %d: %w", sess.NodeID, ErrSessionSuperseded)
-		case j.state == StateCancelled && j.leaseEpoch == leaseEpoch:
-			if current != jobID {
-				return fmt.Errorf("job %d: %w", jobID, ErrSuperseded)
-			}
-			return fmt.Errorf("job %d: %w", jobID, ErrJobCancelled)
-		case current != jobID:
-			return fmt.Errorf("job %d: %w", jobID, ErrSuperseded)
-		case j.state != StateRunning || j.leaseEpoch != leaseEpoch || !j.nodeID.Valid || j.nodeID.Int64 != sess.NodeID ||
-			j.sessionEpoch.Int64 != sess.SessionEpoch || !j.live:
-			return fmt.Errorf("job %d lease %d: %w", jobID, leaseEpoch, ErrLeaseLost)
+		if committed {
+			out = CompleteResponse{Disposition: AlreadyCommitted, JobState: j.state}
+			return nil
 		}
 		if res.Outcome == OutcomeVerdict {
 			// Job and attempt receipt in one statement.
