@@ -9,7 +9,6 @@ import (
 	"regexp"
 	"strings"
 	"syscall"
-	"time"
 
 	"github.com/moby/moby/api/types/mount"
 
@@ -18,12 +17,10 @@ import (
 	"github.com/kece-oj/kece/engine/code/sandboxinit"
 )
 
-// Special judge limits: the checker is the problem's program, not the user's,
-// so it gets fixed generous limits.
-const (
-	checkerCPUTime = 10 * time.Second
-	checkerMemory  = 512 << 20
-)
+// checkerMemory is the special judge's memory: the checker is the problem's
+// program, not the user's, so it gets a fixed generous limit (its time limit
+// is Config.CheckerTime).
+const checkerMemory = 512 << 20
 
 // startChecker starts the special judge's own sandbox and compiles it there.
 // The user's container never sees expected outputs; this one sees the inputs
@@ -84,8 +81,8 @@ func (j *job) special(ctx context.Context, i int, outName string) (checker.Outco
 		GID:        j.runUID,
 		Stdout:     outDir + "/" + stdoutName,
 		LogBytes:   j.x.cfg.RunLogBytes,
-		CPUMillis:  checkerCPUTime.Milliseconds(),
-		WallMillis: 2 * checkerCPUTime.Milliseconds(),
+		CPUMillis:  j.x.cfg.CheckerTime.Milliseconds(),
+		WallMillis: 2 * j.x.cfg.CheckerTime.Milliseconds(),
 		FileSize:   16 << 20,
 		Processes:  j.x.cfg.ProcessesPerRun,
 		Stack:      256 << 20,
