@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io/fs"
+	"math"
 	"net/http"
 	"path"
 	"sort"
@@ -349,10 +350,10 @@ func TestResultSamplesAreConsistent(t *testing.T) {
 			require.Nil(t, r.Error, s.file)
 			var sum int64
 			for _, c := range r.Verdict.Cases {
-				sum += c.Score
+				sum += scoreUnits(t, c.Score)
 			}
-			require.Equal(t, r.Verdict.Score, sum, "%s: score is not the sum of case scores", s.file)
-			require.LessOrEqual(t, r.Verdict.Score, r.Verdict.MaxScore, s.file)
+			require.Equal(t, scoreUnits(t, r.Verdict.Score), sum, "%s: score is not the sum of case scores", s.file)
+			require.LessOrEqual(t, r.Verdict.Score, float64(r.Verdict.MaxScore), s.file)
 			if r.Verdict.Status == machineapi.VerdictStatusCE {
 				require.Empty(t, r.Verdict.Cases, s.file)
 			}
@@ -481,4 +482,13 @@ func TestSharedSchemasAgree(t *testing.T) {
 		checked++
 	}
 	require.GreaterOrEqual(t, checked, 15, "expected the manifest and verdict schemas to be shared")
+}
+
+// scoreUnits is a sample's score in whole 1/ScoreScale units; a score with
+// more decimals is a broken sample.
+func scoreUnits(t *testing.T, score float64) int64 {
+	t.Helper()
+	x := score * contracts.ScoreScale
+	require.InDelta(t, math.Round(x), x, 1e-6, "score %v is not a multiple of 1/%d", score, contracts.ScoreScale)
+	return int64(math.Round(x))
 }

@@ -356,13 +356,14 @@ func (e SubjectType) Valid() bool {
 
 // Defines values for VerdictStatus.
 const (
-	VerdictStatusAC  VerdictStatus = "AC"
-	VerdictStatusCE  VerdictStatus = "CE"
-	VerdictStatusMLE VerdictStatus = "MLE"
-	VerdictStatusOLE VerdictStatus = "OLE"
-	VerdictStatusRE  VerdictStatus = "RE"
-	VerdictStatusTLE VerdictStatus = "TLE"
-	VerdictStatusWA  VerdictStatus = "WA"
+	VerdictStatusAC      VerdictStatus = "AC"
+	VerdictStatusCE      VerdictStatus = "CE"
+	VerdictStatusMLE     VerdictStatus = "MLE"
+	VerdictStatusOLE     VerdictStatus = "OLE"
+	VerdictStatusPARTIAL VerdictStatus = "PARTIAL"
+	VerdictStatusRE      VerdictStatus = "RE"
+	VerdictStatusTLE     VerdictStatus = "TLE"
+	VerdictStatusWA      VerdictStatus = "WA"
 )
 
 // Valid indicates whether the value is a known member of the VerdictStatus enum.
@@ -375,6 +376,8 @@ func (e VerdictStatus) Valid() bool {
 	case VerdictStatusMLE:
 		return true
 	case VerdictStatusOLE:
+		return true
+	case VerdictStatusPARTIAL:
 		return true
 	case VerdictStatusRE:
 		return true
@@ -466,12 +469,21 @@ type CaseResult struct {
 
 	// Message Checker diff, signal name or SQL error, at most 4 KiB.
 	Message string `json:"message"`
-	Score   int64  `json:"score"`
+
+	// Score fraction × weight rounded half away from zero to 4 decimal places
+	// (a multiple of 0.0001 in [0, weight]); the fraction is 1 for AC, 0
+	// for any failure, and what a special checker awarded otherwise.
+	Score float64 `json:"score"`
 
 	// Signal Terminating signal number, 0 if none.
 	Signal int32 `json:"signal"`
 
-	// Status A user outcome. Infrastructure faults are never a verdict.
+	// Status A user outcome. Infrastructure faults are never a verdict. PARTIAL:
+	// for a case, a special checker awarded a fraction strictly between 0
+	// and 1 of its weight; for a job, every case is AC or PARTIAL and at
+	// least one is PARTIAL. A job's status is the status of its first case
+	// that is neither AC nor PARTIAL, else PARTIAL if any case is, else AC
+	// (CE before any case runs).
 	Status VerdictStatus `json:"status"`
 
 	// TimeMs CPU time.
@@ -948,14 +960,25 @@ type Verdict struct {
 	MaxScore int64  `json:"maxScore"`
 	Message  string `json:"message"`
 
-	// Score Sum of the weights of accepted cases.
-	Score int64 `json:"score"`
+	// Score Sum of the case scores, a multiple of 0.0001 in [0, maxScore]
+	// (case scores are whole units of 1/10000, so the sum is exact).
+	Score float64 `json:"score"`
 
-	// Status A user outcome. Infrastructure faults are never a verdict.
+	// Status A user outcome. Infrastructure faults are never a verdict. PARTIAL:
+	// for a case, a special checker awarded a fraction strictly between 0
+	// and 1 of its weight; for a job, every case is AC or PARTIAL and at
+	// least one is PARTIAL. A job's status is the status of its first case
+	// that is neither AC nor PARTIAL, else PARTIAL if any case is, else AC
+	// (CE before any case runs).
 	Status VerdictStatus `json:"status"`
 }
 
-// VerdictStatus A user outcome. Infrastructure faults are never a verdict.
+// VerdictStatus A user outcome. Infrastructure faults are never a verdict. PARTIAL:
+// for a case, a special checker awarded a fraction strictly between 0
+// and 1 of its weight; for a job, every case is AC or PARTIAL and at
+// least one is PARTIAL. A job's status is the status of its first case
+// that is neither AC nor PARTIAL, else PARTIAL if any case is, else AC
+// (CE before any case runs).
 type VerdictStatus string
 
 // VerifyStarted defines model for VerifyStarted.
@@ -12174,161 +12197,166 @@ func (sh *strictHandler) RedeliverSettlementEvent(w http.ResponseWriter, r *http
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7H1rdxq5tuBf2Ytz12p7bmFjJ+l7E6/5QAxJSGPwAZyeniZjRJUAxYVESyo7dJb/+yxtqV5Q4ALb6T7n",
-	"5ktioErakvb7pW8VX8wXglOuVeXNt8qMkoBK/LNHtVzWJ5pK8ymgypdsoZnglTeVPvUFDxRoAXeEaRjT",
-	"iZAUpHmF8elRxatI+kfEJA0qb7SMqFdR/ozOiRlqIuSc6MqbCuP6xWnFq8wZZ/NoXnlT8yp6uaD2Jzql",
-	"snJ/f+9VFkSSOdUOrrc4VytYh6rLwyUwTecK7pieAQE1J2FIJbAADvSMwkLSWyYiBQsypT8p4PSrjsc7",
-	"NFAzM84fEZXLilfhZG5gGccTZhfxH5JOKm8q/zhO9+/Y/qqOW0HFgP1BKP1eimjRCi6Jnpm3cPiF+ZCM",
-	"Pkuf2rprJSb8KMZbp/pifn/sJG02Z3p97y/JlIJif1I4COiERKGGk1pt456GOMp2rCBfLVa8qtUyOHJS",
-	"gCNepSMCunXtHB943OLvzdtqIbiiFhNJ0KN/RFThfviCa8rxT7JYhMwnZmuOvyizP99KztOUUjisz+/v",
-	"YGbICyeDQFAFXGiYE+3PwCC2mVwSX8PBqNf851WzP7hudT7V263G6PCocu9VzgWfhMz/bpAqEUnfkJjS",
-	"RFMQEgzpKSZ4Cj4JQ3EHesYU+DPCpxQh7Qj9TkQ8+D6QkiCQVCkaJDCn8NGvTGmEaSDEBeFLd9rq+UHr",
-	"mU1DIqGBOdP6oHndbl20Bs3G6PDMMloghjkD8ukqMmpQli8bqlvl5NWElRcB5J4+zjB9hOqKk0jPhGR/",
-	"0u9wIBdMKcanBlsifsPFHQcSzBkHLW4oh4PRVad+NfjQ7Axa53XcCjydK06/LqivvweIfSpvqawqFlCw",
-	"bO7g1devMGp1Bs1ep94eeWCg/FRvtetv280EwoUUPlWKjEPa5Jrp5fOD+isNw6phqzSAcaRB0klkEH28",
-	"BAIyCikc0KPpESykGCeEgD8oA/V9zBsRh+pa0/nCghoEzExBwkspFlRqZtjhhISKepVF5qtvFWLfssL6",
-	"If7qVSgPaFDXOXEQEE2rms1pJWH8SkvGp/iCWfu5COi6QGrxiSRKy8jXkaSAT4IfEqXgoNnrdXuHnsGz",
-	"drPeb143/89lq9dsGLpZGJilGeH//V6v/t/P5p9a9fX152817+cX9/9RBEZWhpdaqJXEpR4NKVG0uRD+",
-	"bFVK/vyysl0uerHUKzWRiLQv5gU72bvqdFqd93A3YyFFaYMwQchuqTozX3A4715ctpuDZsMD3FwP3JZ6",
-	"cF7vnDfbbfNn/+qy2es3G82G2fpe81P3l4c3/XTDpkvqU7bQDTZ1AniFUD/Uq6evfgYxQZC52bjQsDHD",
-	"6A3dEt+nC8NeJ0JaIeSwdRWgWvU1qU4+f/v5ZTEgiioj1/Y9I6WJ1Lug/X1Wifk90eoyiOKl6k4OuOxk",
-	"6YF/TmYQ4y/U1waoehQw3eRaLneleN/u/+px/DojGmZksaCcBh4g4zFAHlFueKIHX8T4yCfcp+GRVf7a",
-	"lE+NOvfzy4I9J74WBXZJh8xpfOIZyYGUPqyopdJ0PqzgiZNIiznRzAcLslqZ9uT0v4vm3YE5EbOHZakv",
-	"oJqwUG3ebautrh3Uc7KeXbiHpMRJrewe1k5fPoS+8S7h3sYH68V4lAxchKTnRDn4VvgHqf5Zq77+nP55",
-	"fVTdxr/NQD3kCjtiu59AsG2HHJxGXn1lOhZXawbPOmuY07mQy1/G27lKrfhVpci0gJufz6h/QyUEbDLx",
-	"QLEpJyFwpBsJ/X+2raT0gGiYC6XhJfzC3q7Qxsva65+LGKEvJN0DVgvEOqgDKueME21UwhjQaD6m0oMa",
-	"sAlwwamBbCeHAvJAHamHDu0TlQHzdd8+fO9VDJlfqIINvbwC89sqJCUWfkfC0A6504srFOSQMFlYfBAJ",
-	"yMlEGYzK4GJyACnWFFKbQRyzHXjElBvgfq9cNjuNVud9xYvVhIpXuaz3+81Gxau8q7fazUZmNIcrXuVr",
-	"1QxQvSXSoJ7CkSgP7I+9iHP71yUxppkZibCQBpXP916lQY3iIZcJKCuOCAsQHBgLbkmNnDeWREiDqRE8",
-	"C6EUG4dLq8MEoAUQYz2raE7loQeNZrv1qdlrNuAg+yL+Um/AwZTcUogWZ6CoMXMDCwz6Oda3JBkM/67v",
-	"vhNurbgFDUriDVgYRZn7D8vm/NZ8oCTUMyMfBacQCp+EECSDwUFDWM5A6FxwD2TEDQIBm5OpEdBRMKUQ",
-	"EE3GRFEPAqZucN15lmgFWYE+NhPSmNSLkHA0c5wSYES1Vc41/arPgAtjxUqq1wRykTBBOzfUM9wK99tY",
-	"iJASjhKMWIU2Kx9I9c/Pv8di4c0WubBCZjhWOl8RiTSoMk9vwMyB9dNM2DSSuAPON0JiK1dR7ZRRirqR",
-	"xWGmFYixMnZnAHb2InS7/tTstd4Zu7jV7VS8SrNj7E/EvF695Siz0erbb3dCxE9UsokzTs3IqLEhSkrC",
-	"HKU2mLLfIobaDxnn2A4ydSKkX2SF0FtxY40OS7sKGFeaksAgNNq2Rk6g4xeNuv51/XzQ+tQ8Sk82gxmp",
-	"vrJNCPTsU6uo4F72HKxFqGCt8h21CacZPGjtI9t+hNKYUQ4ekuqrssYKjG1yornZJr8g/oxxWpWUBAZB",
-	"Yqvc2AFw3u28a7fOB8AUUsCUciqZDy9rr+HO2JhcwFxICmpBfYOP+B6g44SqLEWseEArXmXFb1TxKp3u",
-	"4Ppd96pj/v7Q7Q+u3/e6V5fX2a873UYz98XH7tvc5+anZmeQf6V+0bwe1H9pGgrsNT+1+q1u57o/qLeb",
-	"Fa/SH9QHzet4nfEMzgyOP9bbvWa98dv1x26rg9+ef2ie/3Jt1tTqZb5oda4ve933vWa/b5bQrPcGb5v1",
-	"QTJZjgYywJ9f9XrNzsB9M2j2Llqdeju3GhRVBpzreqPhJnB/4e/1drv7qwUlXctl/bd2t964HnS71+16",
-	"772ZM+u2rHiV2EdmDyR2kZXkRY6ZtPgtCZlhPtY1Sbk2nAnZUeI5zsReMt91REAzHz+KceZT85ZynX2Y",
-	"zOmA3FBD5T3nue5rEhrsR/6eONTtwJY9xdPUQ4Piy4+CcfwOdadeTEfuc4tfSjGVVBnF7AMlUo8p0fEk",
-	"beRxdV+zW5pAex5JSbm2n516HGagRx3BgFC33jxzcPavjtD1MBR3dvoU9kuyDAUJBkK0iZyamXpE07b1",
-	"PJsz40Zw4iRXnNwSFhrCRS6f7PGubE5Sonfz8+1s5caCf9uT5ohjM/dcRFzvHJw0vNGixj5+n1Doc7Ig",
-	"vnMGr7BKY3t9EWPLC+9mIqRgdgHmZGk0M2OfCe5TD4gvhVKoJpiVqGKLKA6mWSb/MGSqxd+FbDor8KxZ",
-	"zIQZDdGXjLzanM1PDgDg4s4zmp5BdvQ8R1xSsqCB0TuN2PbDKKDBHqZbtAjIY3xl+WCr0+hyB7G6+swR",
-	"Fwm7hAbOEal3pIRdsHQVXR5zxMWabW6GrYtts521umTn8RMG6R9aecpf7nF1LfvSSa2W4gaRkiw3H7Pa",
-	"vo4rRKcdV5Il+aLIp4tyYlQWo5pGoRmjsSn4didBKT7xhAe/gvlbMb0o4aIOb1vvW50BsACIAgIB9dmc",
-	"hGDJD3Wyr2S+CM1QL09X/Oon1deff69VXxsL7OS/iz1zH8X4F8YLpu5fvb1o9Y16ZbY3UlTCnZA3R4Da",
-	"kfkuNquqLmxOA1A0nFR9I3thbOT8kGuBtrDhW2fIQlU0njN0mcOMZD8OlgsKo1+a581rnGIEhAdAYByx",
-	"UFcZH/I54WxClfbwF6YNEGg0B/iFpAshDRQhuzFG3xKEnlGJju8hz6iv6dJiZa+kitRPgI1VDJTTH8V4",
-	"zW3zz6vmFepkqdcmCeGkjhuvkgRvSoLwz4hGqDekPpxzYRBAZ904XuUcPf2xvWj0JGMxtJSKbBB3B3r8",
-	"4l5e9T0X+u/jh5sondQuOkh5b/gqe41jMQmkRXAU0dxHgz0fxXi/qOu+Ok2i5bV4kb/zg7iDUPApELBY",
-	"ZDAYlGZhiMlgCn0Y5n+bpTAm/o2YTM6gZs04PyRsbobfw2HqG82jITjdY1n47kBo62ne9eXddVbf6eoF",
-	"YsIwBjE2/CHPcn5S4N6y1i96XIr9FxPGmZrtBlE65h7q6nMGmm4ci9/2ZCwJ7r1KSPg0cv6Lba+04+fw",
-	"HaVznol94vxlY/GFKIQv9+jcusyKKOtSUmXO3gbaHWc+A06nxFiBqO/n9OrYxW2160J6KogMOTFV9nDm",
-	"5KtL/lDbCefRGQiLGVEPHuolPmSeFiJ88GHzjHlWMiEL7ay2uKPSGFQKJkwqbdgUUy5dYLspdZLLS6ye",
-	"1GpPEt63cRxagh6sVDcvJBzk4a3uZ5/NvTtAOMq+jU8/gUkWpy8gD3CnugbVyhJzrCzDD3LIHe9jVmrk",
-	"pEAGLby8zMwj/UpqRSoKtonsRhIG2V1wF7CGbhhQpS2KYk5tGQMqztlaNZ9WrSfk1Q/iW6yLuPOjaq/U",
-	"G5vBqjhZqJnYOdXGpu6k8+7y7q0N6JaM+xbhaYomauvZ72EefxHj8oZx9ijSg31VdLDZBHcEKQy7k8qb",
-	"3x9mx59Xo4f1MQonZ9oaeYpZ9EdFO7Vlf+SOQcu6CzxiQMwYmcamUxh+ZXo9/OjSGNeR8i1RFK567RQr",
-	"A/qTcgE1oDxYCMa1h8rrQoqxs18zFsWrk9MiNW93zTBYCRNuO4pcSDEJd5bCEGnjvXsqb+i5LrD4fUkD",
-	"yjUjIRrIY0o5MLTbbImFedNGZu4IGua2sGJdg7VBvKybcUedfFcfb2k1ZAfF4hH+X+kiBoWB6/I5hbWN",
-	"HtztzqLTVz8/t7c1MXydg9HJ9rwT1oKa2ckV+kg3KsHKtazGFVRKqKSUsJZ7uW438pnuwo4AM60XB+oQ",
-	"XX8FjOfYwvinB+iQogGQKWFcabCFSmJMbS52KS70rAGSXQhiZ8wr7Z7egj0Pne1jXEqrJWYW91M254Ga",
-	"iTuOxlmpFNJHuqDKsf5CWtzbBSX302ajoKhSrEPvElU2TTM8qdXK67VpcvLDqi1SlyoLxml5KDoioNbJ",
-	"mgPitEgL2+HcbGI71/WNtkAx5K9qj7MLXj0UVHEYtAJdssEu33kLEn1IVJcd1L9uPvPJA0UXRBJNYSLF",
-	"PJ9PVZSM5rLb3OdS25PJr8vt0IvT9ZOdxWH7+pTukclp/VJJ7L9eZExhwRFmmMYSBHXvZOYzIFYzdxmx",
-	"sKQ657jYylIwC7C/mWlvBV7wkHFapCUm0AGRkpnzu2N6xjiIycS8gyVmF2pTbpaNlCTpZYWRNjQIFGFx",
-	"qCVwTwPTioYTV9ykZpHGBOJA3PENmqhLdPxEZXFcr67slsdwnYHB/WVc9WyOBIkxXXUpmY2y622klrsX",
-	"Recp0x3D2kK8PP4XbOxmYt3HhsUXdzRj5c7B3XiazbDvGdbdJSHw0ZkfT6wjFWjRWwon2hkH+oo71P0C",
-	"N3TpEnT9xeLkvzz4Qm6J+X+x1DPBX3hA5I1WHsyX6o/wzNBgQH0WUJuwYpS1VedOJvH2P4+uMfH2xUmx",
-	"r6ZDigrRPkRzwrFWwYOIsz8iGnMVphXcMB7AQYj+XJ8oelgwP1aF2P8dBCen/7UBhES87yiwOM3GmWVk",
-	"eB4Ql9BrM35tgrwNhxnQbcz6ixgDVkBC/bwgsRrHK6veW7nY25iqYFa3mquA4BIe2yFnYEuzgFMaKCCw",
-	"IEoZdQOfdmGqggqMEgSwh89kv0pP3OF0dWaHJxiC3rfSc5+w23NVXK1JrYclThmPU6bOI+81Lec7TPyn",
-	"n4vK7RNM/0mBG/oMKPFnSLJGjBsNxp6W0nSx7l2MycDLxtXHeX9/Hvkf8gJcxmGnODnivHtx2WrbrIiP",
-	"V4335q9y6Q/nYr5gof3ZyCKUsWYKZ0EXuzYNszxL8lDAlYoDKr4K6Ffi63AZk1oMpL9YmKWTW2JQGZmy",
-	"0cENUzb0Z7hyWaBxpI92pMt4pLob6cKOZBYhxZg+V157Onic3P6sSeor02UOv9HpX6fpL91Op3k+SL8Y",
-	"tDO/DloXze7VAFO9G62eebDXfHdla5/e1hvX/UF9cNU3T2aSos0Pb7uN30qeToOrNGtGcE59nXwehOlv",
-	"AzanItKYrhwwSX3ds/X+ZkoS9OPasEym71sSvBXBMj3cvWogM56wBxlQwEhIg9aiWKNfMM5pAK1L0DOi",
-	"0X9sXnDs+qGSYBpjZjk0yzvTt5VPFJseGRcefOx3O3DA0C+ulx4SdFI/5WVrrFz9joetcqqYhGZXt4ah",
-	"IdHmjb2Myh0Ld/0Z5nQXO6IRb0rXrG7yAJMkHz2dL7vGIhrtJRr5ain58gwk9YU0uhKzAh6dDxCKaWHV",
-	"2Jzx5IsC1LEz7Veu9BSFRMWr9wX3WUh7aLTtSpTKiOrVnWu44r2cNyEbiy2n0IibYlxBd7WtLw5yVuDa",
-	"CKnBlyHlxKlyy0SIDp3ytuSn+JV1c/IhexK3Che1soIcIMVHhPK77hpJ7HhEj8rG2kGn3DGbZEN6Ri7h",
-	"wg5ZtCV9qnVI55RrLEnZw4tAb+NedKUOfmXCHrKFv2lg3C2txL65ZeyqZtkq5oISdfeLlauYgEkDW3lr",
-	"ZkOYS8Uu9gp223LtcjlkheIMgSzdQ8g8XCqVKb/lcT7T9yLLJCGxjIJr8dVt4ZOnkuUr6v/F88liZMli",
-	"QsZE3CWvLLYn11A4SwhZiEtQdrwpK07+5mDQbjbi0ldjClrKRNfRFzG2lGu9QwfOcPag/1t/0Ly4xo5L",
-	"IGTaailXIO4GL1tEgPDavPx+hMuIYY4H/Nh9awzEwaB5cRmXsebKaCtevogBS0tLzv8R86ziEJX1w2UL",
-	"Oitevs4BdzWGNoe163r7OFKMU6V+UsCCRP9JXitwChV0knmztZVMfw39t4KBTksxyQDhvK719vuuOdJG",
-	"fVB/W+83z8BMhe0UpU4K3bEcBQi2XnVxsoPU+YjpN5CWrBw+5PXa5I79lHEC7dYcR21og4AVhIjTkpgl",
-	"E38Gce6mdQXFcU3BfRoHXCYGx5ul45yZtj4PBhk8bITLQtoW0yIBir9JEJFeRJmo68/YHicLn5EGciGp",
-	"pkFsAa6mcPz86tWLIh4/J1/7cQudFf4QzZEVhKHdnDvKpjOtYhSOd26PioodvCyZBj+F0GGhagpY0l8N",
-	"D3sP0Pbq07MaF1ltiZPsce7A031wGcKFrDw/VYE7D8vQXFu1I1jxS2O3SIXEyuktlUBiD2iWWdfPK17l",
-	"1zq6mgxTvcB/u/hvz/xzXrZgvtRIdlVsYmS/3N2G2SkmUVo52ujxtSMUHk1i/+22gO/QQcNalcV8kPFb",
-	"IhnhGsbSNqpD5u9KP65/bQ0+dK8G19jLwYPBr93r5rt3TWzpcN1r9q/ag74HtnNF91Ozd31ev6yftwa/",
-	"7RveUFbglzYt8/rBA4pe8uiaFyQKnSqWPJIFZZsnF1Ml/UgyveybmWKX5JzxgdnQAipd7Sl7Q31axf7J",
-	"InRfWu0OqlUUz/j4CIUnrsb2BCeSynQLZ1ovbA9WxieiKCvQqJVCQv2yFfNKI5gzEQCIeEAljI7Jgh3f",
-	"nhzjtMejN7bsHyvslTfkaTa0goMkC015maCj8iDuqiipYn9SzyZHYM8m/H7IbVKll03nlUK7xkwu//kQ",
-	"uzLi0LEOCwElAYTUoJYCwoMhT3FYOpcVs9k40DRKM/hGarkY4sre2+0c8lF6YKPDs0Q/so/hNDYykgKb",
-	"46NO0BwN+ZD/4x9wLrjRCZngasj/V1qirOBgZB2SIw9GmTxC8xFZi/kjrSAxn5w1MfKGHGCUtLM1Pzm2",
-	"ZP50PQxHhwhVvgha2S7djE9xiPWy59GRgXJg9AR8vffuHF68ePE6eR8TnQzCxL23wA+FfwMHV4PzwzMI",
-	"XPYTvm3mcCJUAeMwZ2HIXFdo1xSfw+hCjUBFkwn7inPbc7JxU1s4/WEwuAQrO2ERRgpG34YYVhlWPBjG",
-	"9Gg/OBY6rNyPzsz0iI64kqvLy2bvut+p/9LEMwwZVmEzbvU9sXCm1k8KMtTi8MYMlTyBXS9IqAQQru6o",
-	"hJe1Gqx1OvfgZe0E1ppE49m9PH0N+TbacID7kWmOfYhQ5ts5H+e6OeN2XUTabbh1p9gifxfhF9Kaa+TG",
-	"fDWyDt6Rt+qvNiAlLmt7MOjF9lG3zxDJTwoTHnBiDNrfMnqn4IbSxUozsYNRNm/aoCUmhRikXBCpEY1w",
-	"U/MZdXAwsn8c2TSikQcBtSlbCeLlE86ATCnuaVLRHneKu7WxaNzGbOrR4RsYVixLsoWLLgtsWLEsBGAY",
-	"91XDn+NULvO7pDAWegb060JS7N1nN6PNlNOmzL5KGgDP5EUiCAsydYlnMMJe6rZmfxRf6DAyMx9gWkPR",
-	"5RCjrI9wdGiL9DXT2M0Ambc9p/plq4KBchuHr5ygj3xBOVmwypvKi6Pa0Qsrj2confIMHvl51XCj6jTp",
-	"jzGlBZmA6C1Sb4qR/KwAw88MLluwE0oyor1i9u5D2iNj5VqD01rtyZqT51uGFDQpr4dhTsDBeAkswKbp",
-	"L2snm4ZP4D3ONag3L52+fvil1Xb+CBXq52UmTJrNo/YRzedELt2mZpeSUDWT4LsmG4h/kcJAviZTFTcr",
-	"iY/+M2bbq62HX8D4zjbiRO01jNKmZIZB74AmNnk+63lx9XsYNX5yFHF1GPd59dAo4PdrGHry9NMXYacr",
-	"H3DoWHsYOzJXguyNwbUSGJx08PpLUd5uD5AM2sOB4BQWs6ViPgmdemt+PtyM8/feQzzx+FtGXbt3lZ+2",
-	"Mip/YKM4p20E80hpoH9EJMy1qIoz1+IHjwBLwI3Yjal0yMfU3kxCAWWoEdoTrC1C/cj2UXtjxB4mHGOb",
-	"LpsZ5nRVI4uGHAMt5o2pJNzISSMmQ3TKBVIsFKTTcHqXTI967F70PuQvay9hVNTPMGYG+aaEu4kNm1eb",
-	"5QfZm5k2hM7SR45XL0S6//zMHMUlApfiKLXvw1EsSN+bo7x8+KWk9+G/GAuKte+UBf2kkGpToXsgFprN",
-	"mdLMT3Ne0XzbnSnFhdoPaGg7CendFLe4+lut01/RTVtxEKsc7mbzAIrHixs0lBrOVgVuGsq1fCgNme3/",
-	"smm09dBeqXFXI5Bm+Af4mL0CrcSDSYKB5XTPxG9ybQcKWE7XCGQyxYQfg77fl/f8tfq49V/xXMUc6uUT",
-	"FpojytK/7VuwjfCPv6Gb6P5pGYCT2rnuwruxhfc04Qo7C+X00sDvgqSuknTDbWxfxPhvLhn/MnQ2VPxF",
-	"jJ0TLwyxcCRuR+I6Dip3t9F+WH1sr99B7brQBnUnBGPqizlVabpBct1m6idGx+lZ7BWbiTCwpXlDPqVa",
-	"wSh5dwSCg6RGATaLQCXVkMLqA7iuIXeNA9FLlgHAgGVdgwpOa7VHq9BrxBiDFTfMHsEBsU2e07uvQEiw",
-	"yeGHOxrauKgnI+Gn16jzCbLfWZ9O291sZBoecHGXosMP7fqptGtETCDwB/b1xGs8U6N3TzYjbdrsZj5j",
-	"3QrKMA96lzK9UZqcBf8JJ6PkrgxF5tk0HutTnotbV4uY+QV7/FAJWgDTZzbXKgwsBrGJa2KZrHXI3WI9",
-	"Y8T7cctSOIh7bQPyMuQN6dV26Cl+Ju6TaeBvGBAqNjLTK3LI8c5SdejBKH/bwAgOktorFzwTGtxRBDvy",
-	"K5f4/O/FsE6fcPJ8XvgGvhUjN1MO5X6wrSdiW+4AVqkfkykzjaPN5h+YU0gJ6LA0T5N/BzeALOkE2NNo",
-	"X6keseFFd2uRNaA23e+9m9ch3+Ts+e0QuclUvnCheptfkQ9G/c+wl9PsEg+Ea2UVLs1GYI6Kjexm8CBH",
-	"L3Fnho1RrLRvhybS+tVHRfdXjY5gkOslx1SmzdKQGzBsI1zlbsE+qcGc8UhTdQaCh0u0hmZEzfBVLaTL",
-	"D3kuv/pqkO0URgVX5hih7e5ZFpHGS6Qx7L9YSIEheaGMpBRSq8N9YnWupcbzyNRct7TvHKXLd/PaHKk7",
-	"g5nBjXwjQi3wC/QQC5eI9W8na0/LgLV+C/lfLKenTGlMhc02+eSB7Shpr75b67hWzHI2Senjbzbn63mc",
-	"dvk7wvbz2smd9ecOrug7Oe3kdpcdXuL8w2e30WeHKI32q/XP+ZTrxG+Xy9q0F4pgUpiWhIUbReuuoW9X",
-	"rr4e+U7EcUiJxHw2OuRGIbbxMxFxmzZmL5eiX3Ndx9RMMn5jlKU0jJ1czDjkLl4eGgtZz+jcBcgfLYTX",
-	"Ka4grO2559zdejvmvdgY7VPR5nMJ4r8muJ20l/wR2X524ajYn0leackY9g7y8Nglg2/2w7kGIu4+iuRW",
-	"2pkIA5W7iPUAEzZtfO0QIh5SpYZ8hLejjrCoUUbU5dsSsDmxh0fwTkgfjS1M475hYahyOTVvhjyZ1Awi",
-	"wgDiG2yB6AKuhCxUabFQtsqZ8enZkMdcSTsHn10AduaK7Cu2gg6vqDuQVEtGA6ChonczKqld/5AnwRaJ",
-	"l3gceu4GKBubMMObbVRuuwxwODHulLJTDzkyVfVMXDB35+cjmaC7w/fvywVXLhn+2/DBWKjamESMrz/Y",
-	"4hOxRXfsMV/EFHxL0FxkmNLeTNFwss0s8elpNkei6277HYnWQP/3Jdm/PoxYhmLddek/KPaJKLavxcIm",
-	"uBqRrM6K8mb3JVdbVLKZXrs8XDoPoW1gaebNtOe0ATQ9I7zAUjLSOlthY8X9RFI1y7T6BbwPHxMSOIzc",
-	"tfujRGshQ85FVSwsp3rKHIVifpK/LtxwlJW7wUfekK8oBrt4Lezt/z94zKN4jMOSHyzmqWIXVNtyejZh",
-	"NPDAlrK5olHMwk/DgGpfXvNFMF6Ne1kWsxt3O73NXuBLoESGjEqIOBpS6L00Zk9Oe4nziKwWQ4Y8U5Mb",
-	"KQojLMyl1fTrETCuNCXBM/EQ/Lbe7jXrjd+uP3ZbHctIHmFN9Kii+mN6+cTf1N+Zv4d2S9x+/eaPH5T8",
-	"JJSMW59I2TSGM1khmhlRmMFirwSK7zzYh6zxqp3NJN3v995VpxGRAQ3e2NDiSrjuvNXoWectBu7OgGI9",
-	"daPTd+J+yJlKb/lx4SnX2RRal67v6RkM2v2Eh52BdG1cFUjrhzkbctcwFKxnyIzE5vTMWD6K+pJieZKi",
-	"XB9BPbNXPuFmq8Z0yLH7Jg1QMTFKiMusSppyvgFsk+Eut+Ywwqrw0RkQ0EROqbY+YuyTaM5kzHCsjfHO",
-	"Z2NQ1242VF42TL4bi8LWsH/zgEy2S28Bd/p1RrLXRyly9yPM+TcIc76j2p8V3f2VBlfsTfWUa6xkdzkC",
-	"+3I029tjSx43uaEK6GRCfQ3Etth6Y9vkp5oHplggI3OXrTknKbKiIT94WXuxohEceqBEJgtdZd9ImgkY",
-	"eXlmuUjql53RMNjkkHUMk0lrLzr37JAn/tmjIa+DuyTOqXwxwwNJq67vgGGoSbTZiHDB6RH0zGtou8Ut",
-	"UYI4CP2chtouipMB6oe59Shzy53sjzD1pkiT2Z5YvWLzOQ0Y0TRcwkHKELyYD1hVx9Lu3rGnNZNme9VJ",
-	"HLpe4U8pRKuMxpy64HDwsnYy5KPzXrNhyLLeTkgWjmHUb2IeaPqda+E7J/7MmI/1y9bhWcK3h9zomspe",
-	"j5K2bImtgSNoZyJiSpOlK/fWM7p0yWqYU54NabkQ3LPacXt5eXp4PknWVXxIPxjQvgbjhvsif1iNT2M1",
-	"Jn6XNEy9wiuYMyxzh7Ev+0IrbbklTMQxo98YWdYhO0qb+KIJqWfMlZDMydK6qDxgHAhfDvHcDOQ+0XGa",
-	"LV6wFSlX0RK7qeMC95AZ9s2XWJQDLa2G3HWhNLYqJbYXWLIztmPXT8r1MFOjjA87vuwJ7e8hj13m+OD3",
-	"4FJe7MFuda4ve9331sbbyZCzDS3/rVSmp6tNyXf73MCwbGzkR13K00fCiNRYJ5sEoA5I5vY3dO/YdGXH",
-	"HsoqWHHrRboxy7VHSVA1vOcsrZmL8w4V5LtgJqONjmAkbkbA1JCjY8jeqGZYTXI3hsET29lvhT88tsol",
-	"uQHlORuUrV6zsoEibKu7f8W2ZHibiT1yf0aDCLl80rNToaYcN2dMDzXne0iRqwDz0prvanp1x19XFrXS",
-	"bv9ZmqSs3Jfwr9cxpOiWlgcah9iz/Z9UCrXazEC55sy5Drj2Qs//3WjWGzlWHV/1UoJejr+5JrP3x0Zj",
-	"RdTalpOpXEa1uyFCC3AVVGmWuctUtBncVIIfUiJp4IESmNOAl8EoOIhjEXd0PBPiBhTlAZWHoCg1+iZa",
-	"uo9W+vDyh3WtL/3abN6uksHt0woibyD2hdHmElpPLwjJa11lqR87lP87GrMbrlIqFoi4i9a75tDvh5b4",
-	"RNznMjI6omEzVctmaOBofUyMWs61gPhKmmKek+mKjlSQ7Yf++2eDvO6dbzFRZHufGTHlvo41zuxXYpz7",
-	"7GbNfJOqC/ef7/9/AAAA//8=",
+	"7H3rdho5t+Cr7MU5azWeU7ZxLn1O4jU/KkAS0gT8AU5PT5MxokqA4kKiJZUdOsvPMQ80LzZLW6obFBiw",
+	"ne7vO/mTGKiStqR9v+lbJRDzheCUa1V5/a0yoySkEv/sUS2X/kRTaT6FVAWSLTQTvPK60qeB4KECLeCW",
+	"MA1jOhGSgjSvMD49qXgVSf+ImaRh5bWWMfUqKpjROTFDTYScE115XWFcP39W8Spzxtk8nlde17yKXi6o",
+	"/YlOqazc3d15lQWRZE61g+sNztUK16Hq8mgJTNO5glumZ0BAzUkUUQkshKqeUVhIesNErGBBpvQnBZx+",
+	"1cl4RwZqZsb5I6ZyWfEqnMwNLONkwvwi/l3SSeV15d9Os/07tb+q01ZYMWC/F0q/kyJetMILomfmLRx+",
+	"YT6ko8+yp7bu2g4TfhDjrVN9Mb8/dJI2mzO9vvcXZEpBsT8pVEM6IXGk4axW27inEY6yHSvIV4sVL2u1",
+	"HI6cleCIV+mIkG5dO8cHHrb4O/O2WgiuqMVEEvboHzFVuB+B4Jpy/JMsFhELiNma0y/K7M+3HedpSikc",
+	"1hf3dzAz5IWTQSioAi40zIkOZmAQ20wuSaChOuo1/3HZ7A+uWp1PfrvVGB2dVO68Sl3wScSC7wapErEM",
+	"DIkpTTQFIcGQnmKCZ+CTKBK3oGdMQTAjfEoR0o7Qb0XMw+8DKQlDSZWiYQpzBh/9ypRGmAZCfCR86U5b",
+	"PT1oPbNpSCQ0NGfqD5pX7dbH1qDZGB2dW0YLxDBnQD59jIwalOXLhupWOflxysrLAHJPn+aYPkJ1yUms",
+	"Z0KyP+l3OJCPTCnGpwZbYn7NxS0HEs4ZBy2uKYfq6LLjXw7eNzuDVt3HrcDTueT064IG+nuA2Kfyhspj",
+	"xUIKls1VX379CqNWZ9Dsdfz2yAMD5Se/1fbftJsphAspAqoUGUe0yTXTy6cH9VcaRceGrdIQxrEGSSex",
+	"QfTxEgjIOKJQpSfTE1hIMU4JAX9QBuq7hDciDvla0/nCghqGzExBogspFlRqZtjhhESKepVF7qtvFWLf",
+	"ssL6Pv7qVSgPaejrgjgIiabHms1pJWX8SkvGp/iCWXtdhHRdILX4RBKlZRzoWFLAJyGIiFJQbfZ63d6R",
+	"Z/Cs3fT7zavm/7po9ZoNQzcLA7M0I/yf3/3j//3Z/FM7fnX1+VvN+/n53b+XgZGX4Tst1ErinR6NKFG0",
+	"uRDBbFVK/vyisl0ueonU22kiEetAzEt2snfZ6bQ67+B2xiKK0gZhgojdUHVuvuBQ7368aDcHzYYHuLke",
+	"uC31oO536s122/zZv7xo9vrNRrNhtr7X/NT95f5Nf7Zh0yUNKFvoBps6AbxCqO/942cvfwYxQZC52bjI",
+	"sDHD6A3dkiCgC8NeJ0JaIeSwdRWg2vErcjz5/O3nF+WAKKqMXDv0jJQmUu+D9nd5Jeb3VKvLIYqXqTsF",
+	"4PKTZQf+OZ1BjL/QQBug/Dhkusm1XO5L8YHd/9Xj+HVGNMzIYkE5DT1AxmOAPKHc8EQPvojxSUB4QKMT",
+	"q/y1KZ8ade7nFyV7TgItSuySDpnT5MRzkgMpfVhRS6XpfFjBEyexFnOiWQAWZLUy7dmz/yqbdw/mRMwe",
+	"7kp9IdWERWrzblttde2gnpL17MM9JCVOauX3sPbsxX3om+wS7m1ysF6CR+nAZUhaJ8rBt8I/yPGfteNX",
+	"n7M/r06Ot/FvM1APucKe2B6kEGzbIQenkVdfmU7E1ZrBs84a5nQu5PKX8XauUit/VSkyLeHm9RkNrqmE",
+	"kE0mHig25SQCjnQjof+PtpWUHhANc6E0vIBf2JsV2nhRe/VzGSMMhCyZcSLtYcL/+79wS9l0pkEaBZ+G",
+	"MCPRBMgtWcJEijn8SaUALeAFhDRgcxLBIiIBVUNeJTCPI80WEdJ37aRWq50B4/B7zXODfj5CWQTpdEzB",
+	"GZK6X/egNuRI9XwJE8KiWFIPCA/h1vAlAmpBA0YiCNzukFsiDYBCz6i8ZYqeDA0yZoQv4nFEy0+Bx/Ox",
+	"Y+24u+s7MqByzjjRRtdNTgBf8qAGbAJccHqSn24XTwkydx2r+7DxE5UhC3TfPnznVQz/+qhKMOXiEsxv",
+	"q5DsgH23JIrskHu9uMIaHHWlC0swLAU5nShHKjkiSw8gI4dSNmLO3GwH4i7lBrjfKxfNTqPVeVfxEv2n",
+	"4lUu/H6/2ah4lbd+q91s5EZzROBVvh6bAY5viDQ0pXAkykP7Yy/m3P51QYzNaUYiLKJh5fOdV2lQo1HJ",
+	"ZQrKiofFAgRVY5ouqVFgjIkU0XBqJOpCKMXG0dIqZ6EhIwKB4CqeU3nkQaPZbn1q9poNqOZfxF/8BlSn",
+	"5IZCvDgHRY39Hlpg0IGzviXpYPi3v/9OuLXiFjQoSTZgYSwAHtyvdBS35j0lkZ4ZxiA4hUgEJIIwHQyq",
+	"DWFZHqFzwT2QMTcIBGxOpkbziMMphZBoMiaKehAydY3rLvJ6K6FLFM2ZkBro10VEONpvTrsxvMhaHZp+",
+	"1efAhTHPJdVrmkaZlEQDPtIz3Ar321iIiBKOoplYTT0v+Mjxn59/T+Td6y0Cb4XMcKxsvjISaVBlnt6A",
+	"mQPrgJqwaSxxB5zThyTmu6LaadkUlT6Lw0wrEGNlDOoQ7Oxl6Hb1qdlrvTUGf6vbqXiVZscY1oh5Pb/l",
+	"KLPR6ttv90LET1SyibO6zcioiiJKSsIcpTaYst8ihtoPOa/fHsrCRMigzLyiN+LaWlOWdhUwrjQloUFo",
+	"NNqNnECPNlqr/Su/Pmh9ap5kJ5vDjEwR2yYEevapVVRwL3sO1jJUsO6GPdUkp/Lc68ZAtv0AbTin9dyn",
+	"rqzKGiswtsmJ5mZnw0cSzBinx5KS0CBI4m4wBg7Uu5237VZ9YBQSQwFTyqlkAbyovYJbYzxzAXMhqVVC",
+	"JizA9wA9QlTlKWLFtVvxKisOsYpX6XQHV2+7lx3z9/tuf3D1rte9vLjKf93pNpqFLz503xQ+Nz81O4Pi",
+	"K/7H5tXA/6VpKLDX/NTqt7qdq/7AbzcrXqU/8AfNq2SdyQzOvk8++u1e02/8dvWh2+rgt/X3zfovV2ZN",
+	"rV7ui1bn6qLXfddr9vtmCU2/N3jT9AfpZAUayAFfv+z1mp2B+2bQ7H1sdfx2YTUoqgw4V36j4SZwf+Hv",
+	"frvd/dWCkq3lwv+t3fUbV4Nu96rt996ZOfP+2IpXSZx/9kAS39+OvMgxkxa/IREzzMf6XCnXhjMhO0pd",
+	"4rmgUu67jghp7uMHMc59at5QrvMPkzkdkGtqqLznXPJ9TVCZRf6eRgrswJY9JdP4kUHx5QfBOH6HulMv",
+	"oSP3ucUvpJhKqoxi9p4SqceU6GSSNvI4P9DshqbQ1mMpKdf2s1OPoxz0qCMYEHzrpjQHZ//qCO1Hkbi1",
+	"02ewX5BlJEg4EKJN5NTM1COatq1L3ZwZN4ITJ7nk5IawyBAucvl0j/dlc5ISvZ8Dc2/zPRH82540R5zY",
+	"73URc7131NXwRosahzi0IqHrZEEC5+VeYZXGqPwixpYX3s5ERMHsAszJ0mhmxvAUPDDmWSCFUqgmmJWo",
+	"cosoiRJaJn8/ZKrF30bGXlwHzWImzGiETnLk1eZsfnIAABe3ntH0DLKjSz3mkpKFsRM5iu0gikMaHmC6",
+	"xYuQPMQJWIwiO42ucBCrq88dcZmwS2mgjki9JyXsg6Wr6PKQIy7XbAszbF1sm+2t1aU7j58w++C+lWf8",
+	"5Q5X17IvndVqGW4QKcly8zGr7eu4RHTacyV5ki8L6brwLYabMVxrFJoxGpuCb3cS7MQnHvHgVzB/K6aX",
+	"ZZL48Kb1rtUZAAuBKCCpP8qSH+pkX8l8EZmhXjxbCRicHb/6/Hvt+JWxwM7+q9zl+EGMf2G8ZOr+5ZuP",
+	"rb5Rr8z2xopKuBXy+gRQOzLfJWbVscsHoCEoGk2O0XcFYyPnh1wLtIUN3zpHFqri8ZxhLABmJP9xsFxQ",
+	"GP3SrDevcIoR+sUIjGMW6WPGh3xOOJtQpa3HjGkDBBrNIX4h6UJIA0XEril62NBrhh599Jol6mu2tETZ",
+	"21FF6qfAJioGyukPYrzmtvnHZfMSdbLMa5PGpjLHjVdJo1I7gvCPmMaoN2Q+nLowCKDzbhyvUscQRmIv",
+	"Gj3JWAwtpWIbnd6DHr+4l1ed6qWBieThJkontY8Osrubf5W9JkGmFNIyOMpo7oPBng9ifFg4+VCdJtXy",
+	"WrzM3/le3EIk+BQIWCwyGAxKsyjCLDeFPgzzv02/GJPgWkwm51CzZlwQETY3wx/gMA2M5tEQnB6wLHx3",
+	"ILT1NO/78v46a+B09RIxYRiDGBv+UGQ5Pylwb1nrFz0u5f6LCeNMzfaDKBvzAHX1KSNo147Fb3sykQR3",
+	"XiUifBo7/8W2V9rJc/iO0gXPxCEJDLsmGZSiEL7co3PrMiujrAtJlTl7m0HgOPM5cDolxgpEfb+gVycu",
+	"bqtdl9JTScjLialdD2dOvrqsFrWdcB6cWrGYEXXvoV7gQ+ZpIaJ7HzbPmGclE7LUzmqLWyqNQaVgwqTS",
+	"hk0x5fIgtptSZ4WEy+OzWu1R8hZsHIfuQA9WqpsXUg5y/1b3888W3h0gHLu+jU8/gkmW5GUgD3CnugbV",
+	"yhILrCzHDwrInexjXmoUpEAOLbyizCwi/UrOSCYKtonsRhoG2V9wl7CGbhRSpS2KYrLwLgZUkoy2aj6t",
+	"Wk/Iq+/Ft0QXcedH1UE5RTY1V3GyUDOxdw6RzUnK5t3n3Rsb0N0x7luGpxmaqK1nf4B5/EWMdzeM80eR",
+	"HezLsoPNZ+4jSFHUnVRe/34/O/68Gj30xyicnGlr5CmWB5yU7dSW/ZF7Bi19F3jEgJgxMo1NpzD8yvR6",
+	"+NHlZ64j5RuiKFz22hlWhvQn5QJqQHm4EIxrD5XXhRRjZ7/mLIqXZ8/K1Lz9NcNwJUy47SgKIcU03LkT",
+	"hkgb7z1QeUPPdYnFH0gaUq4ZidBAHlPKgaHdZmtHzJs2MnNL0DC3FSPrGqwN4uXdjHvq5Pv6eHdWQ/ZQ",
+	"LB7g/5UuYlAauN49WbK20YO73Vn07OXPT+1tTQ1f52B0sr3ohLWg5nZyhT6yjUqxci1dcwWVUirZSVjL",
+	"g1y3G/lMd2FHgJnWi6o6QtdfCeM5tTD+6blkqhDIlDCuNNgKLDGmNsl8Jy70pAGSfQhib8zb2T29BXvu",
+	"O9uHuJRWa+cs7mdszgM1E7ccjbOdcmMf6ILajfWX0uLBLih5mDYbh2UlcB16m6qyWf7kWa22u16bZV3f",
+	"r9oidaldwXi2OxQdEVLrZC0A8axMC9vj3GzGPtf+RlugHPKXtYfZBS/vC6o4DFqBLt1gl8i9BYnep6rL",
+	"Hupft5j55IGiCyKJpjYVtpBPVZaM5rLb3OedtieXX1fYoefP1k92loTt/Sk9IJPT+qXS2L9fZkxhJRVm",
+	"mCYSBHXvdOZzIFYzdxmxsKS64LjYylIwC7C/mWlvBV7wiHFapiWm0AGRkpnzu2V6xjiIycS8g7VzH9Wm",
+	"3CwbKUnTy0ojbWgQKMKSUEvongamFY0mrmpLzWKNCcShuOUbNFGX6PiJyvK4nq/slidwnYPB/WVSzo3Z",
+	"1IYYs1XvJLNRdr2J1XL/au8iZbpjWFuIV8T/ko3dTKyH2LD44p5mrNw7uJtMsxn2A8O6+yQEPjjz45F1",
+	"pBItektFSDvnQF9xh7pf4JouXYJusFic/acHX8gNMf8vlnom+HMPiLzWyoP5Uv0RnRsaDGnAQmoTVoyy",
+	"turcySXe/sfJFSbePj8r99V0SFmF3ft4TjgWYXgQc/ZHTBOuwrSCa8ZDqEbozw2Iokcl82O5i/3fQXD2",
+	"7D83gJCK9z0FFqf5OLOMDc8D4hJ6bcavTZC34TADuo1ZfxFjwNJO8OslidU43q7qvZWLvY2pCmZ1q7kK",
+	"CC7hiR1yDrbmDDiloQICC6KUUTfwaRemKqnA2IEADvCZHFbCijucrc7s8ARD0IeWsB4SdnuqUrI1qXW/",
+	"xNnF45Sr8yh6TXfzHab+089lfQRSTP9JgRv6HCgJZkiyRowbDcaeltJ0se5dTMjAy8fVx0V/fxH57/MC",
+	"XCRhpyQ5ot79eNFq26yID5eNd+av3dIf6mK+YJH92cgilLFmCmdBl7s2DbM8T/NQwNXAAyq+CuhXEuho",
+	"mZBaAmSwWJilkxtiUBmZstHBDVM29Ge48q5A40gf7EgXyUi+G+mjHcksQooxfaq89mzwJLn9SZPUV6bL",
+	"HX6j07/K0l+6nU6zPsi+GLRzvw5aH5vdywGmejdaPfNgr/n20tY+vfEbV/2BP7jsmydzSdHmhzfdxm87",
+	"nk6DqyxrRnBOA51+HkTZbwM2pyLWmK4cMkkD3bONDMyUJOwntWG5TN83JHwjwmV2uAcVd+Y8YfcyoJCR",
+	"iIatRblGv2Cc0xBaF6BnRKP/2Lzg2PV9tc40wczd0KzoTN9WPlFueuRcePCh3+1AlaFfXC89JOi0fsrL",
+	"11i5+h0PewAdj219Z84qyTA0Itq8cZBRuWdFcjDDnO5yRzTizc7FuJs8wCTNR8/my6+xjEZ7qUa+WiO/",
+	"PAdJA4Glp8wKeHQ+QCSmpVVjc8bTL0pQx850WLnSYxQSla8+EDxgEe2h0bYvUSojqld3ruGK9wrehHws",
+	"djeFRlyX4wq6q23hdFiwAtdGyAy+HCmnTpUbJiJ06OxuS35KXlk3J++zJ3GrcFErKygAUn5EKL991yFj",
+	"zyN6UDbWHjrlntkkG9IzCgkXdsiyLelTrSM6p1xjScoBXgR6kzTZ2+ngVybsIVv4mwbG3dJ22De3jH3V",
+	"LFvFXFKi7n6xchUTMGloK2/NbAjzTrGLg4Ldtlx7txyyUnGGQO7cHMk8vFMqU3HLk3ym70WWaULiLgqu",
+	"xVe3hY+eSlasqP8nzydLkCWPCTkTcZ+8ssSeXEPhPCHkId6BspNNWXHyNweDdrORlL4aU9BSJrqOvoix",
+	"pVzrHao6w9mD/m/9QfPjFbaSAiGzHlKFAnE3+K5FBAivzcvvx7iMBOZkwA/dN8ZAHAyaHy+SMtZCGW3F",
+	"KxYxYGnpjvN/wDyrJERl/XD5gs6KV6xzwF1NoC1g7brePo4V41SpnxSwMNV/0tdKnEIlLXJeb+2R019D",
+	"/61goNNSTHJAOK+r337XNUfa8Af+G7/fPAczFfaJlDotdMdyFCDYU9bFyaqZ8xHTbyArWTm6z+u1yR37",
+	"KecE2q/rj9rQBgErCBGnJTFLJsEMktxN6wpK4pqCBzQJuEwMjjd3jnPm+hXdG2TwsMMvi2hbTMsEKP4m",
+	"QcR6Eeeirj9j3588fEYayIWkmoaJBbiawvHzy5fPy3j8nHztl/cG6sdzZAVRZDfHtvJRCQonO3dARcUe",
+	"XpaNnYscdNodLOBjyoNtzYiStX4e8mruJcRlW+0ac2ZXeHZq1XhQwhHs3DBK9IsdHdZw6JAOQKsRl9Vm",
+	"O+npFVAp22GXe1wqJIpTlTgKscDNdaI7gRWPNzbYtFvH6Q2VQBLf6glc+L1By2+/dn2d8IC8LZ2cSNYY",
+	"ypw7eh7HVN9SyqE25ISHcGYOxZyNxcJz2yfOSCnPSC25TH25ft2wMAeCrZfTQx5RgnSNj7gfT8B3XmG7",
+	"r4kkdJ/chDbKakYfcmQeTAGnDMvo/DrwbDIPaKRoOjWbYMGdg8v96NeHvFpvJmHc9AEZc3VULMnz69jh",
+	"AAereJVffXQFGqH3Ef/t4r89809914YGe45psYRNjJYm97c294oe7azGbvTN2xFKUT211PdbwHfodWLt",
+	"/3KJxfgNkYxwDWNpeyWimHZFOle/tgbvu5eDK+y64cHg1+5V8+3bJjbfuOo1+5ftQd8D22Ok+6nZu6r7",
+	"F369Nfjt0ECUsqrZzk6AoiZ3j0qePrrmr4ojpzSnj+RB2eZzx6TWIJZML/tmpsR5PGd8YDa0hOuttjW+",
+	"pgE9xhbeInJfWj0cjo9RkcLHR6jm4GpsW3oiqcy2cKb1wrYBZnwiyvI3jQEgJPgXrUSqGRUqF6uBmIdU",
+	"wuiULNjpzdkpTns6em0bNGAvBOUNeZa3rqCa5gsqLxceNqzINfaUVLE/qWfTWLC7Fn4/5Db91csnXkuh",
+	"XQstl6l+hI1BcejE2oCQkhAialBLGd475BkOS+dcZDZvCpqObUdREu1d2Xu7nUM+yg5sdHSearL2MZzG",
+	"xrAyYAtyyXnKToZ8yP/t36AuuNHemeBqyP9HVkyuoDqyruORB6Ncxqf5iKzF/JHV+phPzu4beUMOMEo7",
+	"KpufHFsyf7o2mqMjhKpYrq5so3jGpzjEeoH66MRAOTAaHb7ee1uH58+fv0rfx5Q0gzBJlzQIIhFcQ/Vy",
+	"UD86h9DlqeHbZg6nhymjFM1ZFDHXmNzdy8Bh9FGNQMWTCfuKc9tzshFuW+L+fjC4SKTkIooVjL4NMQA2",
+	"rHgwTOjRfnAsdFi5G52b6REdcSWXFxfN3lW/4//SxDOMGNbLM241c7FwRvFPCnLU4vDGDJU+gf1JSKQE",
+	"EK5uqYQXtRqsNdv34EXtDNb6lOPZvXj2Coqd3KGK+5Hrz36EUBY7ip8WGorjdn2Mtdtw6/iy7RhcLoaQ",
+	"1rAm1+arkXXFj7zVyIIBKQ0u2IPBeEOAVliOSH5SmJqCE2N6xQ2jtwquKV2stH2rjvIZ7gYtMX3HIOWC",
+	"SI1ohJtazH2E6sj+cWITvkYehNQm16WIV0wNBDKluKdp74Gkp9+NzRrAbcwniR29hmHFsiRbYury9YYV",
+	"y0IAhkkHPPw5Sbozv0sKY6FnQL8uJMUui3Yz2kw57dTsq6Qh8FwGK4KwIFOXIggjbOdvuyuMkjtFRmbm",
+	"KiaglN1PMsp7c0dOd9NMY98JZN72nPyLVgVTGmzGROUMoxkLysmCVV5Xnp/UTp5beTxD6VRk8MjPjw03",
+	"Op6mnUymtCRnE/166nU5kp+XYPi5wWULdkpJRrRXzN69z7qZrNys8axWe7T++MXmLiV98v0oKgg4GC+B",
+	"hdi3/0XtbNPwKbynhTsSzEvPXt3/0uqNEggV2ju7TJjed4DaRzyfE7l0m5pfSkrVTELg2qEg/sUKUy40",
+	"maqkrUxy9J+xLkJtPfwSxne+ESdqr2CUtY8zDHoPNLFlDnkfmau0xPj+o6OIq5i5K6qHRgG/W8PQs8ef",
+	"vgw7XaGHQ8fa/diRu5XmYAyu7YDBaa+1vxTl7fYAyaE9VI0JvpgtFQtI5NRb8/PRZpy/8+7jiaffcura",
+	"navRtTVsxQMbJdmHI5jHSgP9IyZRoZlYkmOYPHgCWKxvxG5CpUM+pvZyHAooQ43QnmAVGOpHtuPdayP2",
+	"MDUcG6rZHD6nqxpZNOQYEjNvTCXhRk4aMRmh+zSUYqEgm4bT23R61GMPovchf1F7AaOyzpMJMyi2j9xP",
+	"bNgM6Dw/yF8OtiHImT1yunon193nJ+YoLmV7J45S+z4cxYL0vTnKi/tfSrtU/pOxoET7zljQTwqpNhO6",
+	"VbHQbM6UZkGWnYzm2/5MKSmpv0dD20tI76e4JXX6ap3+yi57S8KNu+FuPmOjfLyklcZOw9n6zU1DueYc",
+	"O0NmO/VsGm09CLvTuKuxYjP8PXzM3sK3w4NpKojldE/EbwoNIkpYTtcIZDLFcIlB3+/Le/5afdz6r3ih",
+	"thH18gmLzBHl6d92mNhG+Kff0E1097gMwEntQh/o/djCO5pyhb2FcnZv5XdBUlfzu+FCwC9i/DeXjH8Z",
+	"Ohsq/iLGzokXRRi6ShrHuN6Qyl2vdRhWn9oboFC7LrVB3QnBmAZiTlWWGJLe+Jr5idFxep54xWYiCm0R",
+	"5ZBPqVYwSt8dgeAgqVGAzSJQSTWksPoArmvIXYtH9JLlADBgWdeggme12oNV6DViTMBKWpuPoEpsO+7s",
+	"+jUQEmwa/9GehjYu6tFI+PE16mIq83fWp7PGRBuZhgdc3Gbo8EO7fiztGhETCPyBHVjxJtnM6D2QzUib",
+	"4LyZz1i3gjLMg95mTG+UpdHBf8DZKL3VRJF5PuHK+pTn4sZVjeZ+wW5MVIIWwLS9sUpEocUgNnHtRtO1",
+	"DrlbrGeM+CBpLgvVpCs6IC9D3pDdroie4ifiPrmrFgwDQsVG5rp6Djlem6uOPBgV74UYQTWtknPBM6HB",
+	"HUW4J79yKer/Wgzr2SNOXszg38C3EuRmyqHcD7b1SGzLHcAq9WPaa67Ft9n8qjmFjICOduZp8u/gBpA7",
+	"OgEONNpX6nxseNHdL2UNqE1XzO/ndSi2o3t6O0RuMpU/ulC9za8oBqP+e9jLWXaJB8I1HYuWZiMwR8VG",
+	"dnN4UKCXpIfGxihW1mFFE2n96qOym8ZGJzAodP1jKtcQyyYM2pbFyl3EflaDOeOxpuocBI+WaA3NiJrh",
+	"q1pIlx/yVH711SDbMxiVXG5khLa76lvEGu8xx7D/YiEFhuSFMpJSSK2ODonVueYnTyNTC33tvnOUrth3",
+	"bXOk7hxmBjeKLSO1zfBFD7FwiVj/crL22S5grV+E/xfL6SlTGlOL8+1YeWh7f9pLCtd645WznE1S+vSb",
+	"zfl6Gqdd8Ta3w7x2cm/9uYMr+k5OO7ndZYf3iP/w2W302SFKo/1q/XMB5Tr12xWyNm0qOyaFaUlYtFG0",
+	"7hv6do0F1iPfqTiOKJGYz0aH3CjENn4mYm7Txuw1YPRroT+cmknGr42ylIWx0ys0h9zFyyNjIesZnbsA",
+	"+YOF8DrFlYS1PfecuwVxz7wXG6N9LNp8KkH81wS300agPyLbTy4cFfszzSvdMYa9hzw8dcngm/1wrtWL",
+	"uzkkvT94JqJQFa7MrWLCpo2vHUHMI6rUkI/wHtsRFt3ImLp8WwI2J/boBN4KGaCxhWnc1yyKVCGn5vWQ",
+	"p5OaQUQUQnLXMBBdwpWQhSotFsrWozM+PbelQYYraefgswvAHmqxfcXWOuJlglVJtWQ0xGqe2xnFyjEW",
+	"GaMjCbZIvG7lyHN3ddnYhBnebKNy22WAw4lxp5SdesiRqaon4oKF21kfyATdbct/Xy64ch3034YPJkLV",
+	"xiQSfP3BFh+JLbpjT/gipuBbguYix5QOZoqGk21miY9PswUSXXfb70m0Bvq/L8n+9WHEXSjWXWz/g2If",
+	"iWL7WixsgqsRyeq8LG/2UHK1RSWb6bXLo6XzENpWo2beXCNVG0DTM8JLLCUjrfMVNlbcTyRVs1xTZmga",
+	"GDAhgcOo2UF2P0q1FjLkXByLheVUj5mjUM5Pihe7G46ycov7yBvyFcVgH68Frpb+4DEP4jEOS36wmMeK",
+	"XVBt2xOwCaOhB7aUzRWNYhZ+FgZUh/KaL4Lx46TraDm7afEbErHQZi/wJVAiI0YlxBwNKfReGrOnoL0k",
+	"eURWiyFDnqvJjRWFERbm0uPs6xEwrjQl4RPxEPzWb/eafuO3qw/dVscykgdYEz2qqP6QXRPyN/V3Fm8M",
+	"3hK3X7+j5QclPwol49anUjaL4UxWiGZGFGaw2MubktspDiFrvBRpM0n3+723x9MY+5i8tqHFlXBdvdXo",
+	"WectBu7OXbuSRqfvxP2QM5Xdx+TCU64HLbQuXIfacxi0+ykPOwfpGu4qkNYPcz7krrUrWM+QGYnN6bmx",
+	"fBQNJMXyJEW5PgE/t1cB4WarxnTIsU8qDVExMUqIy6xK26e+BmyT4a4h5zDCqvDRORDQRE6ptj5i7Ghp",
+	"zmTMcKyN8c4nY1BXbjZUXjZMvh+Lwia+f/OATL6fcgl3+nVG8hd9KXL7I8z5NwhzvqU6mJXd0pYFV5A3",
+	"HVOusZLd5QgcytFsb48tedzkmiqgkwkNNBDbDO21bbSVaR6YYoGMzF2L55ykyIqGvPqi9nxFIzjCXlpZ",
+	"FrrKv5E2EzDy8txykcwvO6NRuMkh6xgmk9ZedO7ZIU/9sydD7oO7zs+pfAnDA0mPXd8Bw1DTaLMR4YLT",
+	"E+iZ19B2S1qihEkQ+ikNtX0UJwPUD3PrQeaWO9kfYepNkSazPYl6xeZzGjKiabSEasYQvIQPWFXH0u7B",
+	"sac1k2Z71UkSul7hTxlEq4zGnLrgUH1ROxvyUb3XbBiy9NspycIpjPpNzAPNvnPNluckmBnz0b9oHZ2n",
+	"fHvIja6p7EU2WcuWxBo4gXYuIqY0Wbpybz2jS5eshjnl+ZCWC8E9qR13kJenh+eTZl0lh/SDAR1qMG64",
+	"2fOH1fg4VmPqd8nC1Cu8gjnDsnAYh7IvtNKWW8JEHDP6jZFlHbKjrN0ympB6xlwJyZwsrYvKA8aB8OUQ",
+	"z81AHhCdpNniVWixchUtiZs6KXCP2LXtNPlFjE+gpdWQu66exlalxPYCS3fGduz6SbkeZmqU82En13Kh",
+	"/T3kicscH/weXMpLPNitztVFr/vO2nh7GXK2oeW/lMr0eLUpxW6fGxiWjY38qEt5/EgYkRrrZNMAVJXk",
+	"7ulD945NV3bsYVcFK2m9SDdmufYoCY8N7znPauaSvEMFxS6Y6WijExiJ6xEwNeToGLJ33xlWk95iYvDE",
+	"dvZb4Q8PrXJJ76p5ygZlqxfibKAI2+run7EtGd47Y488mNEwRi6f9uxUqCknzRmzQy34HjLkKsG8rOb7",
+	"OLtk5a8ri1q5GOFJmqSs3Gzxz9cxpOw+nXsah9iz/e9UCrXazEC55syFDrj26tX/2Wj6jQKrTi7l2YFe",
+	"Tr+5JrN3p0ZjRdTalpOpXEa1u8tDC3AVVFmWuctUtBncVEIQUSJp6IESmNOA1/YoqCaxiFs6nglxDYry",
+	"kMojUJQafRMt3QcrfXhNx7rWl31tNm9fyeD2aQWRNxD7wmhzKa1nV7kUta5dqR87lP8rGrMbLr0qF4i4",
+	"i9a75tDvh5b4SNznIjY6omEzx5bN0NDR+pgYtZxrAcnlQeU8J9cVHakg3w/9988Ged073xKiyPc+M2LK",
+	"fZ1onPmvxLjw2c2a+yZTF+4+3/3/AAAA//8=",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

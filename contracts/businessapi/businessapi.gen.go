@@ -23,6 +23,27 @@ import (
 	"github.com/oapi-codegen/runtime"
 )
 
+// Defines values for CheckerProtocol.
+const (
+	CheckerProtocolLegacy  CheckerProtocol = "legacy"
+	CheckerProtocolScore   CheckerProtocol = "score"
+	CheckerProtocolTestlib CheckerProtocol = "testlib"
+)
+
+// Valid indicates whether the value is a known member of the CheckerProtocol enum.
+func (e CheckerProtocol) Valid() bool {
+	switch e {
+	case CheckerProtocolLegacy:
+		return true
+	case CheckerProtocolScore:
+		return true
+	case CheckerProtocolTestlib:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for CheckerType.
 const (
 	CheckerTypeExact    CheckerType = "exact"
@@ -224,6 +245,7 @@ const (
 	SubmissionStatusCodeJudging     SubmissionStatusCode = "JUDGING"
 	SubmissionStatusCodeMLE         SubmissionStatusCode = "MLE"
 	SubmissionStatusCodeOLE         SubmissionStatusCode = "OLE"
+	SubmissionStatusCodePARTIAL     SubmissionStatusCode = "PARTIAL"
 	SubmissionStatusCodePending     SubmissionStatusCode = "PENDING"
 	SubmissionStatusCodeRE          SubmissionStatusCode = "RE"
 	SubmissionStatusCodeSystemError SubmissionStatusCode = "SYSTEM_ERROR"
@@ -248,6 +270,8 @@ func (e SubmissionStatusCode) Valid() bool {
 		return true
 	case SubmissionStatusCodeOLE:
 		return true
+	case SubmissionStatusCodePARTIAL:
+		return true
 	case SubmissionStatusCodePending:
 		return true
 	case SubmissionStatusCodeRE:
@@ -265,13 +289,14 @@ func (e SubmissionStatusCode) Valid() bool {
 
 // Defines values for VerdictStatus.
 const (
-	VerdictStatusAC  VerdictStatus = "AC"
-	VerdictStatusCE  VerdictStatus = "CE"
-	VerdictStatusMLE VerdictStatus = "MLE"
-	VerdictStatusOLE VerdictStatus = "OLE"
-	VerdictStatusRE  VerdictStatus = "RE"
-	VerdictStatusTLE VerdictStatus = "TLE"
-	VerdictStatusWA  VerdictStatus = "WA"
+	VerdictStatusAC      VerdictStatus = "AC"
+	VerdictStatusCE      VerdictStatus = "CE"
+	VerdictStatusMLE     VerdictStatus = "MLE"
+	VerdictStatusOLE     VerdictStatus = "OLE"
+	VerdictStatusPARTIAL VerdictStatus = "PARTIAL"
+	VerdictStatusRE      VerdictStatus = "RE"
+	VerdictStatusTLE     VerdictStatus = "TLE"
+	VerdictStatusWA      VerdictStatus = "WA"
 )
 
 // Valid indicates whether the value is a known member of the VerdictStatus enum.
@@ -284,6 +309,8 @@ func (e VerdictStatus) Valid() bool {
 	case VerdictStatusMLE:
 		return true
 	case VerdictStatusOLE:
+		return true
+	case VerdictStatusPARTIAL:
 		return true
 	case VerdictStatusRE:
 		return true
@@ -332,12 +359,21 @@ type CaseResult struct {
 
 	// Message Checker diff, signal name or SQL error, at most 4 KiB.
 	Message string `json:"message"`
-	Score   int64  `json:"score"`
+
+	// Score fraction × weight rounded half away from zero to 4 decimal places
+	// (a multiple of 0.0001 in [0, weight]); the fraction is 1 for AC, 0
+	// for any failure, and what a special checker awarded otherwise.
+	Score float64 `json:"score"`
 
 	// Signal Terminating signal number, 0 if none.
 	Signal int32 `json:"signal"`
 
-	// Status A user outcome. Infrastructure faults are never a verdict.
+	// Status A user outcome. Infrastructure faults are never a verdict. PARTIAL:
+	// for a case, a special checker awarded a fraction strictly between 0
+	// and 1 of its weight; for a job, every case is AC or PARTIAL and at
+	// least one is PARTIAL. A job's status is the status of its first case
+	// that is neither AC nor PARTIAL, else PARTIAL if any case is, else AC
+	// (CE before any case runs).
 	Status VerdictStatus `json:"status"`
 
 	// TimeMs CPU time.
@@ -345,15 +381,44 @@ type CaseResult struct {
 	WallMs int64 `json:"wallMs"`
 }
 
-// Checker Answer comparison. `tolerant` ignores trailing spaces and final newlines;
-// `float` compares numbers with `absTol`/`relTol`; `special` runs a
-// special-judge program in the sandbox (exit code 0 = accepted).
+// Checker Answer comparison (docs/engine.md, "Checkers", has the exact rules).
+// `exact` is byte equality. `tolerant` compares lines after removing
+// spaces, tabs and CR at line ends and dropping trailing empty lines.
+// `float` compares tokens separated by ASCII whitespace, decimal numbers
+// within `absTol` or `relTol` (relative to the expected value).
+// `special` runs a special-judge program in the sandbox; see
+// SpecialChecker for its protocols.
 type Checker struct {
-	AbsTol  *float64        `json:"absTol,omitempty"`
-	RelTol  *float64        `json:"relTol,omitempty"`
+	AbsTol *float64 `json:"absTol,omitempty"`
+	RelTol *float64 `json:"relTol,omitempty"`
+
+	// Special A special-judge program stored as an artifact, compiled in the sandbox
+	// with the runtime of `language`, next to its `files`.
 	Special *SpecialChecker `json:"special,omitempty"`
 	Type    CheckerType     `json:"type"`
 }
+
+// CheckerFile defines model for CheckerFile.
+type CheckerFile struct {
+	Name string `json:"name"`
+
+	// Sha256 Lower-case hex SHA-256 digest.
+	Sha256 Sha256 `json:"sha256"`
+	Size   int64  `json:"size"`
+}
+
+// CheckerProtocol How the special checker is called and read. Absent means `legacy`
+// (every manifest published before this field keeps judging the same).
+// `legacy`: argv `input expected output`; exit 0 AC, 1 or 2 WA.
+// `testlib`: argv `input output answer` (testlib's order); exit 0 AC,
+// 1 WA, 2 presentation error (judged WA, message says so), 3 FAIL
+// (infrastructure error CHECKER_FAILED), 7 points: stderr starts with
+// `points <value>` as testlib's quitp writes it.
+// `score`: argv as testlib; exit 0 with exactly one decimal number on
+// stdout, the points. Anything else (other exit codes, garbage, points
+// outside [0, maxPoints], a crash or a time-out) is CHECKER_FAILED,
+// never WA.
+type CheckerProtocol string
 
 // CheckerType defines model for CheckerType.
 type CheckerType string
@@ -454,9 +519,13 @@ type Limits struct {
 type Manifest struct {
 	Cases []ManifestCase `json:"cases"`
 
-	// Checker Answer comparison. `tolerant` ignores trailing spaces and final newlines;
-	// `float` compares numbers with `absTol`/`relTol`; `special` runs a
-	// special-judge program in the sandbox (exit code 0 = accepted).
+	// Checker Answer comparison (docs/engine.md, "Checkers", has the exact rules).
+	// `exact` is byte equality. `tolerant` compares lines after removing
+	// spaces, tabs and CR at line ends and dropping trailing empty lines.
+	// `float` compares tokens separated by ASCII whitespace, decimal numbers
+	// within `absTol` or `relTol` (relative to the expected value).
+	// `special` runs a special-judge program in the sandbox; see
+	// SpecialChecker for its protocols.
 	Checker Checker      `json:"checker"`
 	Kind    ManifestKind `json:"kind"`
 	Limits  Limits       `json:"limits"`
@@ -569,8 +638,9 @@ type SettlementPayload struct {
 	ErrorCode *string `json:"errorCode,omitempty"`
 
 	// Status Business-facing status: PENDING (see waitReason), COMPILING, JUDGING,
-	// a verdict, SYSTEM_ERROR (attempts exhausted by infrastructure faults)
-	// or CANCELLED.
+	// a verdict (PARTIAL: every case AC or PARTIAL, at least one PARTIAL;
+	// see VerdictStatus), SYSTEM_ERROR (attempts exhausted by infrastructure
+	// faults) or CANCELLED.
 	Status  SubmissionStatusCode `json:"status"`
 	Verdict *Verdict             `json:"verdict,omitempty"`
 }
@@ -578,10 +648,34 @@ type SettlementPayload struct {
 // Sha256 Lower-case hex SHA-256 digest.
 type Sha256 = string
 
-// SpecialChecker defines model for SpecialChecker.
+// SpecialChecker A special-judge program stored as an artifact, compiled in the sandbox
+// with the runtime of `language`, next to its `files`.
 type SpecialChecker struct {
+	// Files Extra files laid next to the source before it compiles, e.g. the
+	// problem's copy of `testlib.h` (the judge ships none). Names are
+	// plain file names, unique, and not the runtime's source file name.
+	Files *[]CheckerFile `json:"files,omitempty"`
+
 	// Language Language key, e.g. cpp17, java17, python3, arkts, mysql; it decides the pool.
 	Language Language `json:"language"`
+
+	// MaxPoints What a `testlib` or `score` checker's points are divided by to
+	// give the fraction of the case weight (points must lie in
+	// [0, maxPoints]). Absent means 1. Not allowed with `legacy`.
+	MaxPoints *float64 `json:"maxPoints,omitempty"`
+
+	// Protocol How the special checker is called and read. Absent means `legacy`
+	// (every manifest published before this field keeps judging the same).
+	// `legacy`: argv `input expected output`; exit 0 AC, 1 or 2 WA.
+	// `testlib`: argv `input output answer` (testlib's order); exit 0 AC,
+	// 1 WA, 2 presentation error (judged WA, message says so), 3 FAIL
+	// (infrastructure error CHECKER_FAILED), 7 points: stderr starts with
+	// `points <value>` as testlib's quitp writes it.
+	// `score`: argv as testlib; exit 0 with exactly one decimal number on
+	// stdout, the points. Anything else (other exit codes, garbage, points
+	// outside [0, maxPoints], a crash or a time-out) is CHECKER_FAILED,
+	// never WA.
+	Protocol *CheckerProtocol `json:"protocol,omitempty"`
 
 	// SourceSha256 Lower-case hex SHA-256 digest.
 	SourceSha256 Sha256 `json:"sourceSha256"`
@@ -651,8 +745,9 @@ type SubmissionAccepted struct {
 	JobId Id `json:"jobId"`
 
 	// Status Business-facing status: PENDING (see waitReason), COMPILING, JUDGING,
-	// a verdict, SYSTEM_ERROR (attempts exhausted by infrastructure faults)
-	// or CANCELLED.
+	// a verdict (PARTIAL: every case AC or PARTIAL, at least one PARTIAL;
+	// see VerdictStatus), SYSTEM_ERROR (attempts exhausted by infrastructure
+	// faults) or CANCELLED.
 	Status SubmissionStatusCode `json:"status"`
 }
 
@@ -697,8 +792,9 @@ type SubmissionStatus struct {
 	JobId Id `json:"jobId"`
 
 	// Status Business-facing status: PENDING (see waitReason), COMPILING, JUDGING,
-	// a verdict, SYSTEM_ERROR (attempts exhausted by infrastructure faults)
-	// or CANCELLED.
+	// a verdict (PARTIAL: every case AC or PARTIAL, at least one PARTIAL;
+	// see VerdictStatus), SYSTEM_ERROR (attempts exhausted by infrastructure
+	// faults) or CANCELLED.
 	Status SubmissionStatusCode `json:"status"`
 
 	// StatusVersion Increases with every status change of this job; compare to ignore stale reads.
@@ -719,8 +815,9 @@ type SubmissionStatus struct {
 }
 
 // SubmissionStatusCode Business-facing status: PENDING (see waitReason), COMPILING, JUDGING,
-// a verdict, SYSTEM_ERROR (attempts exhausted by infrastructure faults)
-// or CANCELLED.
+// a verdict (PARTIAL: every case AC or PARTIAL, at least one PARTIAL;
+// see VerdictStatus), SYSTEM_ERROR (attempts exhausted by infrastructure
+// faults) or CANCELLED.
 type SubmissionStatusCode string
 
 // SubmissionType The business's kind of submission, e.g. ALGO or DATABASE; types starting with KECE_ are reserved (self-checks use KECE_CHECK).
@@ -738,14 +835,25 @@ type Verdict struct {
 	MaxScore int64  `json:"maxScore"`
 	Message  string `json:"message"`
 
-	// Score Sum of the weights of accepted cases.
-	Score int64 `json:"score"`
+	// Score Sum of the case scores, a multiple of 0.0001 in [0, maxScore]
+	// (case scores are whole units of 1/10000, so the sum is exact).
+	Score float64 `json:"score"`
 
-	// Status A user outcome. Infrastructure faults are never a verdict.
+	// Status A user outcome. Infrastructure faults are never a verdict. PARTIAL:
+	// for a case, a special checker awarded a fraction strictly between 0
+	// and 1 of its weight; for a job, every case is AC or PARTIAL and at
+	// least one is PARTIAL. A job's status is the status of its first case
+	// that is neither AC nor PARTIAL, else PARTIAL if any case is, else AC
+	// (CE before any case runs).
 	Status VerdictStatus `json:"status"`
 }
 
-// VerdictStatus A user outcome. Infrastructure faults are never a verdict.
+// VerdictStatus A user outcome. Infrastructure faults are never a verdict. PARTIAL:
+// for a case, a special checker awarded a fraction strictly between 0
+// and 1 of its weight; for a job, every case is AC or PARTIAL and at
+// least one is PARTIAL. A job's status is the status of its first case
+// that is neither AC nor PARTIAL, else PARTIAL if any case is, else AC
+// (CE before any case runs).
 type VerdictStatus string
 
 // WaitReason Why a PENDING submission waits; null otherwise.
@@ -5990,134 +6098,151 @@ func (sh *strictHandler) GetJudgersSummary(w http.ResponseWriter, r *http.Reques
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7L3rctu4si/+Kl1cu2rkvSlbdjxZE7v+HxRHSbTi27LkSc0e5W9BJGQhJgGFAG1rUq46T3Me7DzJqW6A",
-	"V9GW5Ewy69Re8yEjUwTQaDR+6BtaX71AxXMluTTaO/jqzTgLeUIfL7hJFt2p4Qn+FXIdJGJuhJLegTfg",
-	"gZKhBqPgjgkDEz5VCYcEmwh5ve35XsK/pCLhoXdgkpT7ng5mPGbY1VQlMTPegSekebHn+V4spIjT2Dvo",
-	"+J5ZzLn9il/zxHt4ePC9OUtYzI2ja5BOYqG1ULIfnjMzw2cCiZrjH74nWYw96NJrT5LzHwmfegfe33YK",
-	"TuzYb/VOeSwPSSkeDBdzvtbw+OKfQAB1Q+xIuJ4rqTlx4zULL/iXlGuDfwVKGi7pI5vPIxEwXLCdzxpX",
-	"7euaY/aSRDnOV1d9OMMlpsEgVFyDVAZiZoIZmBkHHDxhgYHW+KL3z8veYHjVP/21e9x/M97a9h5870jJ",
-	"aSSCH0BpNpKGO2FmcDdjBliUcBYugN8LbfQhhIroJ5kFpkFoIvJUmbcqleGPYScLw4RrzUNIuFZpEvCC",
-	"s0Qo0XTOFpFi4VCpY5Zc8x9D2kQRswLOQw3CaJggW6A1Pu/+dnzWfXM1PDu7Ou5evOu55R0qdcLkwomj",
-	"/v5UXjDDIRKxMBzpuugOe1fH/ZP+sPdmvHWYrSwiGBCYtQnNQFvwQpCqw107x7smgtzbOyVkJKouJUvN",
-	"TCXiD/4DxOYE8UBeg0oglTdS3UmYpFpIrhGPb7iE1vjytHs5fN87HfaPusQNWqBLye/nPDA/gsoBT255",
-	"0tYi5DBlaWSg9fP9PYz7p8PexWn3eOwDUvlrt3/cfX3cy9fLETpPVMC1ZpOI96QRZvH9Kf7Io6iNZxMP",
-	"YZIiMExT3JiTBTBI0og/AhkPGZaTGHUTI6YsMAOjEstnFoYCh2DReaLmPDECkXvKIs19b1569NXTM7b3",
-	"88uVZ4J9C8cVf/D6ifpyf9WJWj6Lfs/GdJ19yt9Xk888MATbTPM+TWXOjOEJMuv//73b/m/W/qPTfvWp",
-	"+Hi13f70teO/fPHwH17ekTaJkNdZRxdcp5HZkC9BTsFTfHF0PvgevxfmSIW8Uduo88P3Yh6rZPFhsjEr",
-	"sanWzCJy7QSa8eCGJxCK6dQHLa4liwB1A9y3g38eA0c59IEZiJU2sA8fxGuEpJjdH3N5jYrFfufVywY2",
-	"6kAl/Bm0WiKWSR3yJBaSGQSVjNA0nvDEhw6IKUglOVK2kd7me9owk+pVi/YrT0KB24VefvA9I2J+ohsY",
-	"en4J+F2dkjUmfseiyHb5LRvFCWE+sWwhcpLzgUoSVZLFfAEKqWncbVZwVu6QKne6Ut/xBJDBLBFayW0Y",
-	"GxXxhEkzBnEtVcI1mISJiJZ5zgKugckQpoIWnN9FeIQcjuR4Gilmxq4v1EVIGJwqNWYTPVTReGec8Ag/",
-	"HMJYz3kgWDSGJJUa2Ei6B+3PaXjNYZ6o64TFICSpiZrJcKLuoYWcgUCFHDrw/wELAj43PNzaHkmvDgB2",
-	"0MoKhiqdRLx5CS3FHi1g9LyGbgorsdi+li3aQ9bTCqSyrzuVvipm1P4JwRi6/rlE0n/3+D0LDAqhW23c",
-	"HriAXjGHT3UQ8b37NrZv37IEMUljRz3X0bDo6K3raJB19OB79vzcTDp7tzxZWMQjtXJ7aYEDh9YrT27a",
-	"SnR2GyYi/Tgh1sqq0nE2t++BNkkamDThIVkt/N5Aa6oS4Pcsnkec5FRNp1yGuFumgkfh1rbXsCiP4v/7",
-	"NGayjRYH6jCAQxyC5Le0SaVhQmpURBNu9DqoX8ciCyhP4UjBrSXaTlgwE5IX1NmVwU634ejs9O1x/2gI",
-	"QhMbrrnkiQhgv/MK7mZcglQQo7FP0jUVgd3CpJBxmksmmTUj0PO9mlrq+d7p2fDq7dnlKX4+6Z7232KD",
-	"8sPB5euT/mDQPzutPH7Tf4dvnvQHJ93h0fty62K47sWw/7Z7RK8N+qfvyo8G/f/ulZsfd0/fXXbf9a4u",
-	"TweX5+dnF5a+vNf8+1KbEm0Z1zzf67/pnZyfDXunR79dfej9dnXRuxz0alMZ9i5O+qfdY8/3Si2XDCvP",
-	"98pGDXbu1GfLzEx7XnOHO8usL29ZJPAks4YLlwZVaY5PcuvX906YFFOuTelR4Y0oPXwjrrk2J0KTJ6DU",
-	"sBgnU4qd6VJ6MhB/8FLTYyavU3bNL6VO53OVWKKyDrNvSw0KinLngu/1Qx7PleEyWHzgiwuOanzlXafx",
-	"4FFcala3sn0yMI+tfYndSlR+qdWlZLdMRLh5LCjecmm6wU3JFbOJequkTmN75q9WsQ9Ix97d+3uzks2R",
-	"lH5IHQvD45UamFWZY3bft2/vdjp0NmZ/5mOwJGGLBihyxJeGbsSjnEXWe7Uhj1hwY82p58+pOg3fk8q8",
-	"59Gf2mmNN5boYqRH+XIUMRF/u/DUTHBD4G6NjmnmotNpjGdawsmAppP4W0Uu4kw36uzv1R1ESl7T2CQd",
-	"GrRhC6AWIRgFZiY0ZHNo1u3ZvVXTXrzs4H8lxW2302m2yth9s6M562q32s1q3b8Qcuy7mPKqFX2WrFtO",
-	"rS2XA25MxGMuDY28qZC60Zpm8jbheia51htOQPI7rs17zhIz4cx0rxul40REkXDOONBCBlbvso1hlrVG",
-	"2WVyAVKF/BDYRHNprC1yenb1vte9GL7udYeDZ9iFaMit1DpzHgzo7SX3CT19knmDbJjq9I/7v/agtTRb",
-	"nJmzlNR0ikYZmBl2paJwy4fBsHvcg5aKQp5s+cssyJQv7B3PPHyd9KzSe2uqC8fiFg/BgWFkLp2qfEE1",
-	"HXrWI1OzQ+F1/13/dAgiBKaBQcgDEVuN2wWGnI7tHXj7ezX02UXcQfBBtPmlGWz+gTZlogdpHLNksekp",
-	"os+mTdGsBPXyVsgMmzDNt8jRkGGmlmyuZ8pUBCxkhrfxrSYSp+Vts5ZsYau5UtH6m/5cqSjjQXXDv1w+",
-	"6SjwcZ71X508Pbb7iRkCZgNKcrDBEtx0z/D9GGVYlA+4WcCvdoTiipVZWplNZaSMhU2bMVMdG7ah+wZu",
-	"+MIHvn29DcF8vvt3Hz6zW4b/ny/MTMkXPrDkxmgf4oX+Eh2CMCTcIbd2Eo5dP01Z+49Pv9tD9L+2r+gQ",
-	"fbHbLNakZm6Ks9bNdDJpwFb6BuY8gSSVh8XS7gLauUdnb3oQO7VaP33s/rL7am/VeqvUzFPzYdKohMiQ",
-	"JSHYVyBgc6IqYJp/E1l7L/d29/dXCuIKb+KfQ8vLml6ywgtZizuwKFqixZ5yMWcSQTROIyPmkYUkmhEE",
-	"M6W5hMnC6lb3PEiNWqVALelPK7df7trMRa202E0bLbPVNvQQ9eM4Nc5Tog0gEtO5D/NETSIeb9fWA2bs",
-	"llcBCzk3kkyGIBWM9ZdovE2O9lob+saHwPnnx19HNImRdwAj60wbeQ9jYDIcSamoV32ITBaJjTVqYAmn",
-	"OBCFh1qkAaD2NRQxV6k5QYhg9xfqTtteYnb/emG4hmt1yxO5RW7XmC1gwqHT5O2kMdc+CTKOHzHNl3S/",
-	"BrMnKBzMa/goscWNkOG6VHzAd9EmyPHsqVYO9VAX+7La1/oF5QilYUlMicJ80GKOvuPlU5JKfPu+8Sgh",
-	"56kZbBjcs42eE+HLtuimI7pWbsjqBu2AQCSK+LUwImaGRwvg8dwsIIspO4R/TnyGi+uZaZ5myWJbDbKP",
-	"RWzK/C8ztsaoCgdysp6SnQ9uZ2RaN4IUqsz/PF5Tx3aRocEX61zP+j1PJ5HQs40DyCH54qhRFKGq+/t6",
-	"a/9pKXz/vtve+/llpgNLXJdI/MHDHE63LdY4V1+4jvOktjylxn5GeROzUbtrsjRcdEmp6JAOANRVwSUO",
-	"gEadXgMBerQAF8LM1imYzz3fQwUPwZf0O8/3SL9DoUMFb90FpJ7+YXs6z3rqup5ObE9uEs+zWdDU0+Yj",
-	"E6ZJe+he54aKfRG+pDzlIRQJaIfQyTz38jnh07nj/ypzBN+1gxee1gaK/3nZu+y9gcIbDp/VREPr6H3v",
-	"6IP9zO+DKA25jblsSC1ZB6cq5A1D9067r497b+gAVpJsaxQabTkodK7Ef4vFQuyq0NHEFr+6rk1yf8GZ",
-	"y2ypKYyzxSEkPFBJyMMsqsrSUBiI1HUtmrTb2bNKcv6gwfiwIz3P/5jkVD4lH24udV65xs2z12lkBnxT",
-	"TbIL00T9wSUk1AFobg7hlkUp18A0BeJ8kGkUkZaPCuLp5fHxNoyRAj327VaZJxw1cB9mTBO4cGmcPRWo",
-	"KI1lUwgTn1f1ttJC7P3clMtRKGvl7wvDXd1VO8w/4Awo/OACnZv2XNUSm/RE4sdjs3m5v+mQSx5Vyy03",
-	"xyYJqPs1N9TREs4MD7tVveJJv03II3HLk0XXGFRtlnfeLigJU5GgheLefRotdpsQyoVJ1gs30MvDNXIK",
-	"atyyuQW+R+FbZul/So1spPSzmqxL59wGz9an0kXbSPcvZ1lvlJHt1/OsN02nbnCFkzpSsD3jgr+c0l1L",
-	"MS+xuuDHslT5JdFcQ+yzadX0s95wiCeZC9ITQuHb1mj+rCZgZswAl3hEtG5tkpUPg98Gw97JVe/i4uwC",
-	"VAJH3dOj3vFx781WWTtyna+pAVl6Q9Jylpd3w8hHOWmhFpeiiFSn/erqqRTD9ZLOCjGweWdZUonj05o5",
-	"a42xgPQRLMtNsZr3Ud3xpI2GCsz4PWRqt9WG6+7ETvsVa08/fX253zz5WjLSZqyPSh7SJ0327D3kNmWs",
-	"b2pmulaPWrabePhqK5BPokZbZdDG9Sl8C5upG8MZzxQO1CXmLHF7MLeTYNA77h0NM0+WzhLrbHDBpCGX",
-	"5ic9koW+4jLtMsN67ONWpWeGbmDQe2oK44RPecJlwAdfbPYdKDmSNskuRrq4nkEW1YBWyRjKbAZzp7YO",
-	"4c3JcUEedsNZMBvJ8S1PxNSlWY/RsMjz6Su0Q+4C043Je1Gk7k7SyIhB/h4+d4swUSriTJJrynLmiHSD",
-	"UwswTe+V09if1jozHdJqJ+SGe1roXv59t/PLLy/3Vx2NzsO3qdOisS9U5F2y+PJc3bp8WMMHVwhx5oUr",
-	"C0hdg/v55xfN2cXY2fL72W5cbsB5uPz6/u6r/Red/UcguuovXbEi67CwLKnLKFuR72XPMQn24dI+zczl",
-	"9YLwX6JfyzRU1OGSttysDZcXubwEBXcLKWncJjUONHK5ENrSZvCbt+fTGFl3e1nOeT4yem2tIeKUdfUm",
-	"tg6SOgM3VByegwhP7jsSirX2TG0tbcMSSBUDNXKVLoqsHTb5diMndxGud1rHJcrWCQB8F7dgWWcukdTI",
-	"z1y367qM8g15+qMspm9RVWssyyyUigXylDZaZE0SW3+AqriZSOCIQiXu3leDymyvGlhT3GXMMOcKpkiF",
-	"dVg3G+fNSWDt3eZcMqs4NtyamRU3G5wjyfqWshs9qMd/EK+hdTl82/4FJgi3WzXv3OOH6r+KSbzK6F3S",
-	"uL3KWj8tfU0ZRHT11N1n/EmDCPM8nLzZJkmLjxmK9X31jAigfqMk3zi/xYUkh8qw6BmN+eNp/X05TVh+",
-	"syFL6o+Y1hkLI9R4pkxEPARm3RHQKvsEyNI4752+6Z++sxbHRW948dvV6+7Rh7O3b7caOL+WWf7/AqZm",
-	"rX/liW7UIvsSDyHNXbYUp0sttg0EMyazSIzQ8FlNDgs7T7kLWPhyZDOr9HPSFf8yTPC9dB5uqmiUnCnr",
-	"BSNzt8pSNPLceuOta95xnMLRbgxodY/g//yv/w1HPXvT+Y4Jc7FWYOJj8eam0PfUqVsXpgpJfgk+KnBQ",
-	"5vPTyFkS3CU5fe3Qsz1lAV32o3cP8n3d0pxDQc6WD0dnJ+f94/7pOx/+cfnmHX4YyZy7NbdhyyGHBn4/",
-	"Y6k29o60qKIP3fnWWyNZ9jJa70BmNTh66A6MG9/zPUeA53vdI8/3PnY93xtSDusJ/XtG/17gP0cUay/R",
-	"hs+ysda0Q87tHS+6CRLP6XakZ5NM3UWV9YhYaMNjezXO946YDHiU+0SXtt6TB96NkHTkFcLmshK7x+/O",
-	"EJ7fdIfd191B7xAoQoPLm9DdXUKlD72j3hVlKOGeSW4pQ4lH0zalxGhINbfvULh1JaA/lq74a2lzb3hq",
-	"NnOAvrJO64ThlFkwy31o9G2uWCkZ8EOXfEKZer21rfTSDfR1MqVIIvixum5IILTfJS7rpVD7XtJN7jJ9",
-	"COHJPOG4UZJUIl7W7/w95oyJ2f0gu+1dCwCkMfkZo8gyxyar5Cd9kaXhf8OV9g3uojdSh5SUCMuu+NrF",
-	"fmbC/sZXypud9MXt7ZzHlQUv+PBUDll1qIYclVRbEQlUzLeh34SRNp2QbobmkFuOxqyDQOth3Vo9Pfje",
-	"x8rpuZR8ACw/SgqQogNFH9rIujIzntwJXcm5+djtD/un767enl1cfTy7+NC7oGFL6iVO4+m4duO0kFwh",
-	"r9+q5KNKbNYfVWh5zYIbNZ16n6hEBw9StCcHKCQWhDLQHaobLpsWLy+rEkQC1Y+susoND3ibqh2pyD20",
-	"7glotwm+s4ZjwleSS/IucZYQeW5SM2PmthKJkFPVjIvd8z5to5yWCQtuuAyhZeN+lMRCmVA/aVB3EkqV",
-	"UbZQ/PTBSKbzSLGQUmvblFrL3PVL7cPcppqByDNw84RZH7ikzBV/JAVd6jc+JNzmXTGJ+xgPupIUaN8+",
-	"t9elQOfhQHf7a3sku4RYUaRBcjRDHuOy5RqMK6s03qKKRHNjoxxEewDa5lXB+F1vCDtsLnZud3c0Hck7",
-	"n+11kR33znh7JEfyb3+DIyWRIqR5JP+zuLWioTUmxW7sw7gwZPEvFx0eb9GOrV5s0SMJthQWnsTj5ass",
-	"OPB/whCxn5pfvD2CFy9evMrawzRRMa10Hq8JIhXcQOtyeLR1CGFqVUxqjYM5WNQgJMTlm1T2KoeE8Yke",
-	"g06nU3FPY5cv4aPyLOH9cHieqdPzKNWUDB2okI88H0YZANo/3H37kfcwPsThA8qbwplcnp/3Lq4Gp90P",
-	"PVr8SJBKKGwUCfD8J8p/0lAS721LD3aVv0FJ0SzSCpgtZ7Hf6cBSLTEf9ju7sFTiyMeu9vdeQbUOFLSs",
-	"GVtUd7L519ViRDuVWkQ0QXyBksm5uVPJjWWcnbFmU7LqbB2gljUE7xJhODJWZLePzZZdc9RurGi7+/8z",
-	"pVDZmSsV+TZrUWW55Qf5XRKYqihSd1YwkCBrwFtvi2//sunoueTkh76T8UF9+42kFYJyfoAupQfYPZOV",
-	"prG7O3JQMk9UmAZFSuVIKrm8w4siHzEHkzCpWZAvt3SHncuIICfESGZxmIAfAMuvgkIQMRGjjTehAnOp",
-	"DOmApIuXflZuAMeKiRlyJFlwI9VdxMNr98VhdudUKgOlb8OsXiExETu0jKCdVSLumgnp5Gdcy+KA/4Ld",
-	"8dY2dCFgCZ+mUUG4I20kmcxyMmS0ADGlImrjwlocW0elocTNBBdE5skcIq9XN5IzFYWaNElas7JhgAKa",
-	"FXfBLZ9BFLafMe1oCa3dZYSha3eo/heo2z3v2+iRdjlOFBmZc8nmwjvwXmx3tl9YI2FGp2aGr/kRsvPV",
-	"lpB6oJyN1Dxi4ahwgfPVJuEstnd/GSAvVYLYPRURh7sZ/jtjGlGUblgJDTcE92UeZlkS/EvKInf7iplZ",
-	"ljUBl3TcIRDjEtwLjerBSNqvreNAqraaO5jBF/c6nW3oljy3J+I1ZfshXdvwkTB1JMdHtgRZ26rFY3s0",
-	"49TiVBsbWsyi7LRYMZML6/o9ROGepfKGhyOZcYNK6ln72W5gck2TwNAmJotSHzQD4WEzEB6O5P7uC2go",
-	"03cI+3t7MK7VzkDkHDfXxRhbLcNWArSE2o2Dq1BlxRYOu4S+hwijVvpylO+H3oFnlyirAuFVa3z+3lxR",
-	"M0vleGYlTRfRevhke+DavFbhU3XlVGC4aVuBrdaXy82WiZCMgn31kOBDncx63c69TudPK2lXqznXUNuu",
-	"62pfanqDXGR7nd0fSID9BqS6o8H37eyb+sy5tFMqbUpNdlc3qVRixEa7L1Y3qtf9wHZ7e+sMtlylkNq+",
-	"Wt22XiuTGEb24Drj5qFlsmyyWwWWyXR8FJo+4ao9PMvQWSSYGXZNVlSO59ZeymA+NwYI3ZV+BN5zT00e",
-	"e6PLIng+IZzz8DAzNIQrB0EagpO+kbRnbcJNmkhdfF/WwK1iS0BttZg8uSV00xlJQuGs0OuEgzV8eFhk",
-	"T1FeRAha/MG3oReS5VhcM7Q3LkeyRCsDye/y+R3aCwo3nM8rKhf+sYA7nvDMZgpHEgf9fjBeL3g0hhb5",
-	"CemiJA6tUjOS5LvwKTzpnmU3IBm4+mD5XcjsBRQUG8zbqpwNrowS2kKPnBeHsMEZ4C455YkD6+LyZthU",
-	"5CX8WFBevsr1SJ3d8kaAO1TanPzOs5Z/Ol6vRVv+5b9R+7uituMz6qrLPhhouQVv55Wit8qoXcBzM2rv",
-	"fC0Q9MFmtzQg+HPxqbNfgqG8PNtmKPCOmxICrFYDK+lBz1MFKeno03fc+7Wcrkc2fuUm5Q/bW5391Y3y",
-	"6m5/6ca44CzEoznHoXJQY8UGKPwSbesD2GHBzeMqTDd3DuCRX3HibEM3s+OLqlVMkos7N/pHsjXhAUs1",
-	"rxa0+kk7/0LCJKjUbGHfhYNs7AqDjdHWRX0hilBrUQkZ7xPOZclXggNyMEo9X6XYZF92g5vaTRT9nU7o",
-	"evG8H3xQLxWma6oNjrY8nc0lL9KP3bd/2TYs9kZW5TPMa7kpq/dmBTFqvrPyPs2qjD29Scnp9/g2vXD2",
-	"wdwVZnVktNDMcJ/vZkpz4CyJBE8y5979HEVpy5bjiLgLNfMYt/I426tjcrGNXWW38TYM+C1PWOHZ0+Sf",
-	"JhJHkmVx6NzLJ3QJIKggSe4RNMBs7WrCEgoMIwiMpC3wgmDicMfNrOIutV5jfSPmc/LAWJxRUwhUHCNu",
-	"UHrxQX4lkRxLjlCf1mWyIO0ihCBNtEp+DIBQBbwfCSGVIop/BYhUa/41/SwJvpBvHz+7sU9prD7MldZi",
-	"Ei3cxYP/EeBCHIF0jnsmZvfkqcgwZCl6WA0CrESXahGCZkTJS8Xidq6lmaISQPYBjFvVXDB/JMu5YFvj",
-	"g8zqb/JuuECCdTZr2Ovs5e6Ikczc0zZlMBRT8mmYvC1iUsmLXdAkNOx3Xo3kuKEK8RhaCBFZqNYoVyuD",
-	"CNnappCUcrWwR3Jcqpfb/sAXY7A/dAIxu+EaGMW5BP1Ejf3tH4p/IcuBBYnSeiQdVYK7ABZN/4YvXDCy",
-	"NK/M821pb66VPLYULkXBYJzFv8aHeS0mhPSiZlRzLOzZ9s0raGSvD49RvtJr01RnmjzwDXaUX7KulupP",
-	"Z+4eKlbn+DyS5YJXWxvBdc8KcJGt9og1ZmWjsMdqwuOVjbByZtlodL+32x6N7v/OP33d9Xf3Gus7ru+d",
-	"39Aiq994WOt82PsO4+e3Uprc9FmCVEuqOzQD7MGdaTN2lwUsynbi1g82Hdc4JfJ62v/j/DhuAwErHyEI",
-	"359tMim0ypkBpcOrfFA9doLtfK2eQA/lB9/LtdNUe39j585TgNLE6eKVnYYf23vwN2jlfh/w+7p66vdI",
-	"HvPy0rf/dvU8FrmiJKSlmz4/aTRZSHEo8ib+7L2zYxNdHlcSXT63SyjI3PNBluVd3u+Fktf5Ns3jie1X",
-	"00qy35IYQ6vIGoEZ06UUfrqhVkqU30w1sPP/V9nIf75yUC1/9YMtx7UBpJT2g9pBcaniXxtTNlYa/jpb",
-	"1GazPopAn9XEZiCRd1YqNNylC9D9yYjkLLcnIIm0WO1q/dgUtQIhKTvNlplVt64+dWVKc0WXEkbSKBDm",
-	"EHUWI6Ioqx2o6H6tpF+ZpNw0mrouQZ7L/gWpRjJS8tr+9liMAOQKlGwvpx8ivtv+ClLJqTaSdniWJOKW",
-	"H+Q358rJct8NTtfHwQu7Kv8Gwr/QRBraX4goSRAKppXbf2tXzcD2D+sFqjq3nFNKuwSXTdWrxuz6R62Q",
-	"I5Xi/qf6/DarmtLHNUcpp1rCLevlpl8eQDIQKybKzCjHljxBgmokoW5D10ArFVyywp42mXrqMkft7Yht",
-	"ylSkH1xDtKJX6O6In//6skbEE6GuYsxGZk7tZym+o8JQG+kxdSH/1Yq/QvTcZRvv4PdPS6kOgQ9p9XfH",
-	"cmJx6aynMmBzFghjK25mVVkzqbTXPlAgq2MtXen5/RMipWv2NfNYFZluiL21tILKw7L4lx47b3PpiaPo",
-	"4dPD/w0AAP//",
+	"7H1rchs50uBVMur7IkzOlChKVrvb0i+apm2O9RqRakd/Ta8IVoEirCJAF1CSaIci9hZ7g73I3mRPspEJ",
+	"1JMliZQfPRvf9A83RRaARCLfmcj66gVqvlCSS6O9/a/ejLOQx/TxjJt42ZkaHuNfIddBLBZGKOntewMe",
+	"KBlqMApumDAw4VMVc4hxiJCXLc/3Yv45ETEPvX0TJ9z3dDDjc4ZTTVU8Z8bb94Q0z3c935sLKebJ3Ntv",
+	"+55ZLrj9iV/y2Lu7u/O9BYvZnBsH1yCZzIXWQsl+eMrMDL8TCNQC//A9yeY4gy489iA4/xnzqbfv/cd2",
+	"jolt+6veLq7lISj5F8Plgq+1PD74HQCgaQgdMdcLJTUnbLxi4Rn/nHBt8K9AScMlfWSLRSQChge2/Unj",
+	"qX1dc81eHCuH+fKpD2d4xLQYhIprkMrAnJlgBmbGARePWWCgMT7r/fO8Nxhe9I9/7xz2X4+bLe/O97pK",
+	"TiMR/ARI05U03Agzg5sZM8CimLNwCfxWaKMPIFQEP9EsMA1CE5DHyrxRiQx/DjpZGMZcax5CzLVK4oDn",
+	"mCVACaZTtowUC4dKHbL4kv8c0CaKkBVwHmoQRsME0QKN8Wnnj8OTzuuL4cnJxWHn7G3PHe9QqSMml44c",
+	"9Y+H8owZDpGYC8MRrrPOsHdx2D/qD3uvx82D9GRRggEJsy2SZqCt8EIhVRV3W5m8qwPIPb1dkIwE1blk",
+	"iZmpWHzhP4FsjlAeyEtQMSTySqobCZNEC8k1yuMrLqExPj/unA/f9Y6H/W6HsEEHdC757YIH5mdAOeDx",
+	"NY+3tAg5TFkSGWj8cnsL4/7xsHd23Dkc+4BQ/t7pH3ZeHfay83KALmIVcK3ZJOI9aYRZ/niIP/Ao2kLd",
+	"xEOYJCgYpgky5mQJDOIk4veIjLtUlhMZdWIjpiwwA6Nii2cWhgKXYNFprBY8NgIl95RFmvveovDVV0/P",
+	"2O4vLx7VCfYpXFd84VWN+mLvMY1a1EV/pmu6yT5mz6vJJx4YEttM8z5tZcGM4TEi63/82dn6L7b1pb31",
+	"8mP+8aK19fFr23/x/O4/vWwibWIhL9OJzrhOIrMhXoIMgofw4uC88z1+K0xXhbzW2qjiw/fmfK7i5fvJ",
+	"xqjEoVozK5ErGmjGgyseQyimUx+0uJQsArQNkG8H/zwEjnToAzMwV9rAHrwXr1AkzdntIZeXaFjstV++",
+	"qEGjDlRcs+IUda9QEv7P/4IbLi5nBmKU2DyEGYumwG7YEqaxmsMXHis03fYg5IGYswgWEQu4HskGg3kS",
+	"GbGIOKgptFvtdnsHhIQ/276b9GPzgLR9tpzQsANTFUOn60N7JPEjk0uYMhElMfeBydBpYNALHggWQeCw",
+	"w25YjAAqM+PxjdC8NZKenx9CqJJJxOtPQSbziT0Ei91VjAx5PBeSGZSW6QnQIB/aIKYgleSt4nLrGKS+",
+	"pw0ziX6MGn/ncShQDtDDd75nxJwf6RpKOT0H/K0KyRrUd8OiyE75LRLAcVe2sZTCMpCzhQqsUmCy7ABy",
+	"dqgVI/bMH2X9MnY6Ut/wGBDBLBZaSWiEKtDbXF4KyVvz0IdROrUeeT7MmCb65LdoiqLc1s3WSI7p7zFS",
+	"62RpOPDPCYuEWbZgbFTEYybN2K3CNUSoTp3pEPO5uhbyciT1ArnEB8Mmmqi6e4b8iw8DR3cIvwtjtVgg",
+	"xZmYiQg/8PnCLO2UCMg0Uqy4FulsDZqjm2OswukMuv0+3MyE4bSon3GqJWA9kmjYCgljNtFDFY1RrIxj",
+	"HtHnRswjZsQ1Ry63yLB6H65ZlHDCh2PFMcSJ1Dlrbn1KwksOi1hdxmyOrI/jNZPhRN0egOZ8JAf20VTE",
+	"IcOjfbiIlVGBirRl4rIIt2CWSHU95rZ7esJAt6FHtWlpM8SoNNMjusY+7pyyMj/R+Ac44I2I+IYK0DqV",
+	"9yjgi5IG/vuDKvj7WRjs1qJ+b+fl3vP23kYSh7bjr2N6WIydOspaFZ7v1I0l0IpiERoCFkU8JJ5Ex68F",
+	"nYnm0sCcM6lhHPFLFizHI9ng1zxewpxJMUXPdpFMIqFnyIg2qmFmQsNU8CiEK84XGpBFiMOJM+aWn9x8",
+	"+8Diy2sYC7lITM53KjGLxIwP0Kkz0CZduYM8uwsfOjjccG0iMamMt8OAkRAcQ8M99UyDikMeN4vzjeQO",
+	"fOj4sAuLmONOyTq2dgY0iK1DesAJadBsqUGrpg/P4U2nfziSDSGnMdMmTgKTxNyN7b7rdd/3zi7wmd7r",
+	"pg+/wkIJafQ+aBPyOAZtWOx87ZEc2x9hlLTbzwMSOPSRj9FkznfwORFmATcxyjgQhmQS6p0UBfnD2S7J",
+	"mSdBHi1BSV6RiqDkSGoTqsT4dDgWkhZ05BKF5SXwSHNokLVh5wxUiBL9ksUTdsl9N2IkVWLIdUG7Z85u",
+	"T+nrjz4wCGKmZ3hyjLT2lkpME8mtjCV/JCXSlT1d1JYSWeNPz5IJsqbdW6ZtP1a51fdut3DU1jWLkWE0",
+	"Dj9Mhw+z4QM7POeWoZNf6ZKEMFzR6Tm0M1AHebmMXG/xnptomE/0xk00SCe68z3rYW2m5nvEg5beJipc",
+	"tlYUSODs+Ud9O7JJyLszTET6fkBsHK4Mx8nCPgcZE4QU1+K3Bhqo6Pgtm6N1jOSlplMuQ6Qrkg7Nllcj",
+	"wu71EN4lcya3UDShlwu4xAFYosEVmSCjIIi50ev4BVWjzlpmDxlkObZWYDtiwUxInkNnTwYnbUH35PjN",
+	"Yb87RKpHNFxyyWMRwF77JdzMuASpYI6Ck6hrKgIaB+Syc9pLSpmVMKHne5XAhed7xyfDizcn58f4+ahz",
+	"3H+DA4pfDs5fHfUHg/7Jcenr1/23+ORRf3DUGXbfFUfny3XOhv03nS49Nugfvy1+Nej/V684/LBz/Pa8",
+	"87Z3cX48OD89PTmz8GWzZr8XxhRgS7Hm+V7/de/o9GTYO+7+cfG+98fFWe980KtsZdg7O+ofdw493yuM",
+	"XAm9eb5XDHvh5C7AYpGZxlfW5HAXu+vLaxYJdAlsaItLIwK0Tb1CfNT3jpzKLHyVx6sLX74Wl1ybI6Ep",
+	"VlwYmK+Thk1ccKvwzUB84YWhh0xeJuySn0udLBYqtkClE6a/FgbkEGXhZ9/rh3y+UIbLYPmeL894onkZ",
+	"euc6ok9TGFaNw/oUgjy0EUicVqJ1RqPOJbtmIkLmsULxmkvTCa4KwfpNAiBK6mRunafHgzD7ZALu7P5a",
+	"bwNyBKUf0sTC8PmjrqwNqszZbd8+vdNuk7mX/pmtweKYLWtEkQO+sHStPMpQZPMbG+KIBVc24Pb0PZW3",
+	"4XtSmXc8+q6TVnBjgc5Xuhcv3YiJ+bcTTyVIa0i427DUNE3i6GSOOi3mFGIlTfytJBdxpmuDH2i/R8rZ",
+	"0kQdGq3JJdCI0PqvaMy7PdQHSVJf5PmLNv5X8EV22u36uB27rU9FplPtlKd5PIiSEznOnW/5sRN9Eq1b",
+	"TK1NlwNuTMTnXBpaeVMidavV7eRNzPVMcq03dWj5DdfmHWexmXBmOpe11HEkoki4dA1oIQNrd9nBMEtH",
+	"I+0yuQSpQn4AzLp55Cscn1y863XOhq96neHgCQE2bZh51OrMcDCgp1cC7PTtg8gbpMuUt3/Y/70HjZXd",
+	"usiPs0Ap+mRmOJWKwqYPg2HnsAcNFaGD6K+iIDW+cHbUefg42VmF59b1RsQ1KsGBYRSOOVbZgWpSejZm",
+	"Xwnowav+2/7xEESILh7LfDi7EEFobWxv39vbrUifHZQ7KHxQ2vxWL2z+ga5urAfJfM7i5aZaRJ9M6+od",
+	"YrTLGyEzbMI0b5Lvl8pMLdlCz5QpEVjIDN/Cp+pAnBbZZi3awlELpaL1mf5UqSjFQZnhX6xqOkqNn6bz",
+	"lzdPX1t+YoYEsyHn26bTkemeEEQ3yrAoW3CzkpCKCsUTK6K0tJvSSikK65gxNR1r2ND9Ald86QNvXbYg",
+	"WCx2fvXhE7tm+P/F0syUfO4Di6+M9mG+1J+jAxCGiDvk2kUjVFTVpmzry8c/rRL9e+uClOjznXqyJjNz",
+	"Uzlr4/VHkxrZSr/AgscQJ/IgP1qbzOmevO5lMTH9sNr9befl7mPnbSNZ7ye1RogMWZzGyCBgC4IqYJp/",
+	"E1i7L3Z39vYeJcRH0jLfB5YXFbvkkXROJTPNomgFlmIws5y1szuCYKY0lzBZugwADxKjHjOgVuynR9kv",
+	"yxFlpFY47DpGS321DSNE/fk8MS5Sog2gJCa9D4tYTSI+b1XOA2bsmpcFFmJuJJkMQSoY68/RuEWp2MoY",
+	"+sXPQsnjryPaxMjbh5ENpo28uzEwGY6kVDSrppyoiG01igYWc6oUoAKCBlkAaH0NxZyrxBxpCiqeqRtt",
+	"Z5mz21dLwzVcqmseyyYFredsCRMO7bpsCq25tiZIMd5lmq/YfjVuT5Bn6tbIgeCIKyHDdaF4j8+iT5DJ",
+	"s4dGOamHttjnx3M5n5GOkBpWyJQgzBbN9+g7XD5EqYS3H1uxQOH+wYbJGTvoKTUgKYtuuqIb5ZYsM2gb",
+	"BEqiiF8KI+bM8GjpUp+VLMhTEt1UevBwImqn3X5cyN6X+i7iv4jYCqJKGMjAeoh23jvOSK1uFFJoMv/z",
+	"cE0b26XYB59tcD2d9zTNUm1ImCHF4mhQFKGp++d6Z/9xpcDrXWdr95cXqQ0s8Vwi8YWHmThtWVnjQn3h",
+	"OsGTyvEUBvsp5HXIRuuuztNwuWylogNSAGirgistA402vS6mk4reUbBYeL6HBh4KX7LvPN8j+w6JDg28",
+	"dQ+QZvqHnek0nanjZjqyM7lNPM1nQVdPmw9MmDrroXOZOSr2Qfic8ISHkJcoH0A7jdzLp9ShLBz+H3NH",
+	"8Fm7eB5prYH4n+e9895ryKPh8ElNNDQoxWY/89sgSkJucy4bQkvewbEKec3SvePOq8Pea1LASpJvjUSj",
+	"LQaFzoz4b/FYCF0lOOrQ4pfPtY7uzzhztY8Vg3G2PICYB4qKq1ysgCWhMBCpy0o2aae9a43k7Isa58Ou",
+	"9LT4Y5xB+RB9uL1UceUG1+9eJ5EZ8E0tyQ5MY/WFS4hpAtDcHNjCGG2TzrfGB5lEEVn5aCAenx8etmCM",
+	"EOixb1nFJdltwZGiCiDj/KlARclc1qUw8fuy3VY4iN1f6qr9cmOt+HvuuKub8oTZB9wBpR9conPTmctW",
+	"Yp2dSPi4bzcv9jZdciWiarHl9lhHAdW45oY2WsyZ4WGnbFc8GLcJeSSuebzsGIOmzSrn7YCSMBUxeiju",
+	"2YelxU6dhHJpkvXSDfTwcI2apQq2bO2S71H6lln4HzIjayH9pCbrwrmwybP1oXTZNrL9i/dwNrqz41dv",
+	"4mx64aYmFE7mSI72FAv+6qWfyiWkAqpzfKxSlV8gzTXIPt1WxT7rDYeoyVySniQUPm2d5k9qAmbGDHAq",
+	"EG5c22pVHwZ/DIa9o4ve2dnJGagYup3jbu/wsPe6WbSO3ORrWkAW3pCsnNXj3TDzUSxaqOSlKCNFBXEP",
+	"VcCtVb2bk4Et4E2LShye1iz+rc0FJPfIsswVq0Qf1Q2Pt9BRgRm/hdTsttZwNZzY3nrJtqYfv77Yq998",
+	"pdhxU71ZXyOq6aoDBfMlMJe296nAVUS5/eFqSG3lKn0TJzINo48jF2Qd+yD5rQGjqKZ0PBUR1+O6GAj9",
+	"UmPB3ZqYAf0IERNhNh3BYK9YucI+qv8iILWL65oZH0kXUHqmIVCLJUHnirVaszE0cB6LAD0TC002c7MF",
+	"x0jtwGKcIGJCEgiUWtU+JFJ8TlwpvFSmuPtnOoUqG2B3u1Zop1hS+miQPyqEuB+MuaTP2Rlt8VudlUk1",
+	"/VnpIpUg2xK+NHj2TLuKOoqIheJahLbA2aiRvKQC5eJVgjQHjcTurjA03Ph5og1EgoOQI1muymtWSjt3",
+	"WnCsDLAoUjc8tImLtDzTFeOh96DFNT9KlZs1kWoqjCvRhfsCDHnZ8aJQq7rGyWWlrSiaiA42jcm4UY8W",
+	"6q4TDq+Iq4xgKrCVFq0VZnkgbjMZMyRyIOscDe8Fi53CyoIKMOgd9rrDNOyr00J6y98mCbk0z/RI5sa9",
+	"o4A0CjX2kVBzIWSfQy6P+ZTHXAZ88NnWxVNBaVrlC5RhgjQFCI1iIaqjXHOjmgfw+ugwBw+n4SyYjeT4",
+	"msdi6m6tjdELz64nlmCHLF5cX0mPdH2UREYMsufwe3cIE6UiziTFcS1mumRIH1ttXPdc8Vbgwy5a6nBZ",
+	"wUAx64eJ7sWvO+3ffnux95gd6cLhm0b4auei0mi7m9W9unN5v0bAOifiNGRdJJCqu/PLL8/rL2vhZKvP",
+	"p9y4OoDzcPXxrMq+1p4pJxceOZF1UFik1FXBX6Lv1TQLEfbBCp+msaX1KlY+R78XYSjptoJrWe86Fg+5",
+	"eAQ5dnMqqWWTCgZqsZwTbYEZ/Hr2fFhGVmPEFnOej4he28SOOJUovp7baGIVgRta2U+RCA/yHRHFWjxT",
+	"OUs7sCCk8oVqsUrG6No5xm+PCGTx9PW09bwA2TrZsh8SQy86mAWQavGZOUKdIOALs3HC4WeFF77Fr6ug",
+	"LHXnS+76Q65bXmJMaN0QQ08zyzchCVxRqNhdo6/xL+0lQBu3cuVlzOVNKK1nszv1kaz6ismtnfrCS2s4",
+	"1tzVneUOpYu62kBsekEand734hU0zodvtn6jS5y6WQll369U/1XiR49FiFYsbq901g9TX125HXXycO0h",
+	"nmkQYVa0lg3bpML3vqhKla+ekC7Xr5XkGxeDufz9UBkWPWEwv/8OTL/uLlwQMa1TFEZo8UwZBTmYjd1B",
+	"oxhAI0/jtHf8un/81nocZ73h2R8Xrzrd9ydv3jRrML9WDOv/B5majv6dx7rWiuxLVEKau9JCewvTjoFg",
+	"xmSathQaPqnJQe7nKRCXku4XGRbZMkT9lNrev0wm+F6yCDc1NAqRx/Uy91kMciV1f2pTVzaP5TBOtRtu",
+	"DWh0uvB//+f/hm7PNo65YcKcrZXF+5A/uanoe0jrVompBJJfEB8lcVDE88OSs0C4K3T6yknPrSkLqJME",
+	"Pbuf8XVDcw45OE0fuidHp/3D/vFbH/5x/votfhjJAnZPO2fDfudw39E8hbs6XZIV9he/7FC5bw9GEpcq",
+	"NZZoViL2DSeHNPDbGUu06ydQvtc7ktSRRzdLAf7yPVW3O7p+5nbj+Z7bjud7nS5dRyPAPN/70PF8b0iF",
+	"5Ef07wn9e4b/dKngpQAlfpeuuqZ/c2ovWtJ1rPmC+ip4ttLb3RbbFJylNnxub6r6XpfJgEdZimKFuR9U",
+	"qVdCklLNydkFkzuHb08Qw687w86rzqB3AJQwtbelkZJI7r3vdXsXFB5FroyvqWCQR9MtCqFqSDS3z1D1",
+	"w6Mq477q4d8L4mNDvVyPAfrJ5pBihltmwSy/RE80nZpuSgb8wNWCUeFsb+04QKFl0DqFizaaf6gua+p5",
+	"7W+xK0LLDcsX1HqnCB8qiXgRc2QeF6WvXsG9L9wzZ7eD+vY8g2ROkcwoKsa3M1siL5ryv6EH0ZObBzno",
+	"sug7PaZ9eKgfULrXjyPZKAwiWr6ZqYhDIoXd4c42xe580C4Pk8xR41AEtfm0nj9PacJTn43L+91kp1ci",
+	"pRzDDxWLlpeqKUZLtCW+QM15CyrWpRXItm6YroBn6qKViv9911qJDsh/oJkSyxMqeO4Uo55wc8O5hLat",
+	"f97BQ8GzsVR4AHbmT2riF5WS0GW9RPkrZkYy101Cpz+2oIMTuPi1NSlsXJv+cgtaH9NWYpPwQO+SC+rI",
+	"0Omio5krQerWkC4t7B0vB5f7sdMdyUa3lyb0sgfQnW2WFdpmGmI9rbThnHe+96FkSa1UbQHLzIpcnZBx",
+	"oQ9sSVLeKauwtw+d/rB//PbizcnZxYeTs/e9M1q24Grghh4uCKrdIIIr5OUbFX9QsS2XpuaHr1hwpaZT",
+	"7yN1v+NBEguzHCDTWXWRqsehuuKyjhmyjoVBJNAUTRsXXvGAb1EjURW5L22oCra2SNGmA8ekCYnPKdLI",
+	"WUzguU3NjFnYJn9CTlW9Buuc9olAM1gmLLjiMrQpXlf9R5neZxrUjYRC08EmsrPeH8lkESkW0p2ELbqT",
+	"kCbAtZ92kgGRXV3Ibhr4wCWV/PkjKSRysvEh5javjFwWkElSoAJts8funinorI7CXZttjWSHdEsUIUeR",
+	"HLgHyxZrMC6d0rhJzT4Xxma8CPYABfWcxUsYv+0NYZstxPb1zrYm42n7k71nt+2eGbdGciT/4z+gqyRC",
+	"hDCP5N/y634aGmMy8sc+jPOgBv7lymrGTZsnLt0I1CMJtsss2kzj1TuAuPDfYChc/h3O3nTh+fPnL9Px",
+	"tukdbirL3QWRCq6gcT7sNg8gTKy74bL3AE63alR08+IVVHsHTsL4SI9BJ9OpuKW1i91LBJVBvBsOT1PJ",
+	"t4gSTbdIAhXykefDKFUo9g/XqGTk3Y0PcHnqSUM7OT897Z1dDI4773t0+JEgg17YjCKgpUaQP9NQIO+W",
+	"hQenyp6g2yQs0sr1EoK9dhtW2vT6sNfegZXuoT5Otbf7EsotVqFhQxp541R7caXc53O71OaTNogPUCUE",
+	"NzcqvrKIszvWbEoevm2x6VozUY8gRKxI2zaQ0fA3IDvUkrZrnDJTCs3ShVKRb8u9VXopZz+7hAdTFUXq",
+	"xhIGAmSDOTbyZjsHuXs8GeVk5pmj8UGV/UbSEkGxsEoX6qosz6RdHy13R06ULGIVJkFeiz6SqFmrHJ7X",
+	"0cw5mJhJbZU8HXdWYmFLyXhZTQd8H+0Gd0UdgoiJOfr7E+rdnMiQDA66se6nfVpwrTkhQ44kC66kuol4",
+	"eOl+OEgv60tloPBroWkWtxO6znjIWQXgLpmQjn7GlfI3+DvsjJtoTQQs5tMkygF3oKENkxazyWiJpgHV",
+	"CuWRg7ENWhuqeI/xQGRWBSeyVtAjOVNRqMn4oTMrunBIoDbORAydiSgcP2PawRJaI8MIQ/eV0VHLpW7n",
+	"tG8zidoVh1KWbMElWwhv33veareeW3duRlozla+ZCtn+aluk3VGxW2Lu8UVVuMT9ahNzNrdNExggLlWM",
+	"spvqim5m+O+MaZSidDVVaLgicV/EYVpeRu0R3bVVZmZpuRmck7pDQYxHcCu0oc6I9mcbRJJqSy2cmMEH",
+	"d9vtFnQKUfwj8YrKpBGuFnwgmTqS467t7rtlHZixVc24NSr9oTRzWnFBhzVHa4/SAAdI3LNEXvFwJFNs",
+	"TFzvU3f/0aUpiGCIicn31/v1gvCgXhAejOTeznOo6YB9AHu7uzCuNB1CyTmubyjkCslsk20LaFqUpqGM",
+	"iiYuuyJ9D1CMWurLpHw/9PY9e0Rp+xyv3D7/z/pm9WlZzxOb1Lvs5t1HOwPX5pUKH2rZrALDzZYl2HLr",
+	"5swNnAjJKPFbTQ/fVcGstsTfbbe/W7foSjvnmrbRHddW3lZBUrh0t73zEwGwv4BUN7T4nt193ZwZlrYL",
+	"bw2gITuPDyk1OcdBO88fH1RtmITjdnfXWWy1ATiNffn42GobekIY+dfrrJuVGZBnk17Hskgm9ZFb+iRX",
+	"rfIsis68MtewS/KiMnlu/aVUzGfOAEl3pe8R71lMLcvD0i071E8oznl4kDoaxZ6U4KhvJK2ujblJYqnz",
+	"34sWuDVsSVBbKyYrdArddkaSpHD6DoUJB+v4pPWVqaPPQ9DiC29BLyTPMb+fbYszR7IAKwPJb7L9Hdib",
+	"XVecL0omF/6xhBse89RnCm0N8Y8T49VOcWNoUESXbpjj0ioxI0mxIJ9S1e679Or4amwmfQAJxSZ2myXd",
+	"4PrPoS90j744gA10gLsdmhWRrCuXN5NNeY3KzxXKq3dg73mFRZER4AaNNke/WY/X7y6v14It+/HfUvuH",
+	"Sm2HZ7RVV2Mw0HAHvpW9hKVZlNq5eK6X2ttfcwl6ZyudaiT4U+VTe68ghrK+lptJgbfcFCTA42ZgqVTs",
+	"aaYgFaB9/IG8X6nvu4fxS1fQfxpvtfceH5S1xfxLGeOMsxBVcyaHiumnRxggj0ts2RjANguu7jdhOllw",
+	"AFV+KYjTgk7qx+ft/pi07ZlTp38kGxMesETzcifAZ9rFF2ImIW3CnAfIxq6j4hh9XbQXogitFhWT8z7h",
+	"XBZiJbggB6PU002KTfiyE1xVrvDpH6Shq11Hf7KiXunoWffaHfTlSTcXokg/l2//MjbMeSNtjxxmTTCV",
+	"tXvTTkKV2FmRT9P2jA8zKQX97mfTM+cfLFxHawdGA90M9/lmpjQHzuJI8DgN7t0ukJSato9RxF1RAJ8j",
+	"K49TXh1TiG3sWmKOWzDg1zxmeWRPU3yaQBxJllYMZFE+oQsCgjo5ZRFB4/qwW1ni3rRB/grdBUNh4uSO",
+	"21kpXGqjxvpKLBYUgbFyRk0hUPM5yg0qNd/P7nLb14dYQH06l8mSrIsQgiTWKv45AoRah/5MEVLqPvtX",
+	"CJFys9S6N/7hAxn7+GmrE0o3+7BQWotJtHSXUP5bCBfCCCQL5Jk5u6VIRSpDVrKH5STAo9Kl3L2lXqJk",
+	"PbaRnSslx2gEkH8A40a5LtAfyWJdYHO8n3r9ddENl0iwwWYNu+3dLBwxkml42paPhmJKMQ2TjbUvqsqi",
+	"2DlMQsNe++VIjmvat4+hgSIiTdUa5e4CEyDNFqWklHuJwEiOC43Gt97z5RjsOwRhzq64BkZ5LkFvf7Sv",
+	"1aT8F6IcWBArrUfSQSW4S2DR9q/40iUjC/tKI98W9vom82ML4UoWrHAB+yBrYociPW+2V58Le7J/8xJq",
+	"0evDfZA/GrWpa9BPEfgaP8oveFcrjfvTcA91+XR4Hslip8DmRuK6Zwk4ryu8xxuztJH7YxXi8YpOWLEG",
+	"cDS63d3ZGo1uf+Ufv+74O7u1jXHXj85v6JFVb7+spR92f8D62Q2lujC9+w0aUt2gG2AVd2rNWC4LWJRy",
+	"YvMnu45raInsRQT/7eI4joGAFVUIiu/0TUyNYmVAQXkVFdV9Gmz7a1kD3RW/+FGhnbqXlmwc3HlIoNRh",
+	"On9ku+Y91nf+BqPcq7d/bKineqfovigv/frvUM99mau0/LJsgj3T6LKQ4ZDXTXxv3tm2hS73G4mu8t4V",
+	"FKTh+SCtxy/ye27ktb/N8niA/SpWSfoSnjE08qoRmDFdvM6h4tIVjM1MA7v/fxVG/v7GQblv4E/2HNcW",
+	"IIWyH7QO8isx/9oyZWOj4a/zRW01670S6JOa2Aokis5KhY67dAm67yyRnOf2gEgiK1a7Jmm2RC2XkFSd",
+	"Zvtzq2vX2L+0JepXxOORpA5WB2izGBFFadNVRXetJb3AnWrTaOu6IPJc9S9INZKRkpf27bdzFECuWU1r",
+	"tfwQ5budLweVgmojaZdncSyu+X52i7JYLPfDxOn6cvDMnsq/BeFf6CIN7at1ChSEhGnp9t/WVb1g+4eN",
+	"ApWDWy4opV2By6bmVW11/b1eSFclyP/0YhPXXy7k+eukoyU0bJSbXtmCYKCsmCgzoxpbigQJ6peFtg1d",
+	"CS5dPk07Itti6qmrHLW3I1pUqUhvqkRpRY+4jndpTl2jxBOhLsuYjdycyvt8fqDBUFnpPnMhe93PX0F6",
+	"7rKNt//nx5VSh8CHpPzCxgxYPDobqQzYggXC2FbFaTvrlCrttQ8kyPJaK1d6/vyIktINS19QXah0Q9lb",
+	"KSsofVkk/8LXLtpc+MZBdPfx7v8FAAD//w==",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

@@ -22,6 +22,27 @@ import (
 	"github.com/oapi-codegen/runtime"
 )
 
+// Defines values for CheckerProtocol.
+const (
+	CheckerProtocolLegacy  CheckerProtocol = "legacy"
+	CheckerProtocolScore   CheckerProtocol = "score"
+	CheckerProtocolTestlib CheckerProtocol = "testlib"
+)
+
+// Valid indicates whether the value is a known member of the CheckerProtocol enum.
+func (e CheckerProtocol) Valid() bool {
+	switch e {
+	case CheckerProtocolLegacy:
+		return true
+	case CheckerProtocolScore:
+		return true
+	case CheckerProtocolTestlib:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for CheckerType.
 const (
 	CheckerTypeExact    CheckerType = "exact"
@@ -378,13 +399,14 @@ func (e SqlProblemKind) Valid() bool {
 
 // Defines values for VerdictStatus.
 const (
-	VerdictStatusAC  VerdictStatus = "AC"
-	VerdictStatusCE  VerdictStatus = "CE"
-	VerdictStatusMLE VerdictStatus = "MLE"
-	VerdictStatusOLE VerdictStatus = "OLE"
-	VerdictStatusRE  VerdictStatus = "RE"
-	VerdictStatusTLE VerdictStatus = "TLE"
-	VerdictStatusWA  VerdictStatus = "WA"
+	VerdictStatusAC      VerdictStatus = "AC"
+	VerdictStatusCE      VerdictStatus = "CE"
+	VerdictStatusMLE     VerdictStatus = "MLE"
+	VerdictStatusOLE     VerdictStatus = "OLE"
+	VerdictStatusPARTIAL VerdictStatus = "PARTIAL"
+	VerdictStatusRE      VerdictStatus = "RE"
+	VerdictStatusTLE     VerdictStatus = "TLE"
+	VerdictStatusWA      VerdictStatus = "WA"
 )
 
 // Valid indicates whether the value is a known member of the VerdictStatus enum.
@@ -397,6 +419,8 @@ func (e VerdictStatus) Valid() bool {
 	case VerdictStatusMLE:
 		return true
 	case VerdictStatusOLE:
+		return true
+	case VerdictStatusPARTIAL:
 		return true
 	case VerdictStatusRE:
 		return true
@@ -420,12 +444,21 @@ type CaseResult struct {
 
 	// Message Checker diff, signal name or SQL error, at most 4 KiB.
 	Message string `json:"message"`
-	Score   int64  `json:"score"`
+
+	// Score fraction × weight rounded half away from zero to 4 decimal places
+	// (a multiple of 0.0001 in [0, weight]); the fraction is 1 for AC, 0
+	// for any failure, and what a special checker awarded otherwise.
+	Score float64 `json:"score"`
 
 	// Signal Terminating signal number, 0 if none.
 	Signal int32 `json:"signal"`
 
-	// Status A user outcome. Infrastructure faults are never a verdict.
+	// Status A user outcome. Infrastructure faults are never a verdict. PARTIAL:
+	// for a case, a special checker awarded a fraction strictly between 0
+	// and 1 of its weight; for a job, every case is AC or PARTIAL and at
+	// least one is PARTIAL. A job's status is the status of its first case
+	// that is neither AC nor PARTIAL, else PARTIAL if any case is, else AC
+	// (CE before any case runs).
 	Status VerdictStatus `json:"status"`
 
 	// TimeMs CPU time.
@@ -433,15 +466,44 @@ type CaseResult struct {
 	WallMs int64 `json:"wallMs"`
 }
 
-// Checker Answer comparison. `tolerant` ignores trailing spaces and final newlines;
-// `float` compares numbers with `absTol`/`relTol`; `special` runs a
-// special-judge program in the sandbox (exit code 0 = accepted).
+// Checker Answer comparison (docs/engine.md, "Checkers", has the exact rules).
+// `exact` is byte equality. `tolerant` compares lines after removing
+// spaces, tabs and CR at line ends and dropping trailing empty lines.
+// `float` compares tokens separated by ASCII whitespace, decimal numbers
+// within `absTol` or `relTol` (relative to the expected value).
+// `special` runs a special-judge program in the sandbox; see
+// SpecialChecker for its protocols.
 type Checker struct {
-	AbsTol  *float64        `json:"absTol,omitempty"`
-	RelTol  *float64        `json:"relTol,omitempty"`
+	AbsTol *float64 `json:"absTol,omitempty"`
+	RelTol *float64 `json:"relTol,omitempty"`
+
+	// Special A special-judge program stored as an artifact, compiled in the sandbox
+	// with the runtime of `language`, next to its `files`.
 	Special *SpecialChecker `json:"special,omitempty"`
 	Type    CheckerType     `json:"type"`
 }
+
+// CheckerFile defines model for CheckerFile.
+type CheckerFile struct {
+	Name string `json:"name"`
+
+	// Sha256 Lower-case hex SHA-256 digest.
+	Sha256 Sha256 `json:"sha256"`
+	Size   int64  `json:"size"`
+}
+
+// CheckerProtocol How the special checker is called and read. Absent means `legacy`
+// (every manifest published before this field keeps judging the same).
+// `legacy`: argv `input expected output`; exit 0 AC, 1 or 2 WA.
+// `testlib`: argv `input output answer` (testlib's order); exit 0 AC,
+// 1 WA, 2 presentation error (judged WA, message says so), 3 FAIL
+// (infrastructure error CHECKER_FAILED), 7 points: stderr starts with
+// `points <value>` as testlib's quitp writes it.
+// `score`: argv as testlib; exit 0 with exactly one decimal number on
+// stdout, the points. Anything else (other exit codes, garbage, points
+// outside [0, maxPoints], a crash or a time-out) is CHECKER_FAILED,
+// never WA.
+type CheckerProtocol string
 
 // CheckerType defines model for CheckerType.
 type CheckerType string
@@ -688,9 +750,13 @@ type Limits struct {
 type Manifest struct {
 	Cases []ManifestCase `json:"cases"`
 
-	// Checker Answer comparison. `tolerant` ignores trailing spaces and final newlines;
-	// `float` compares numbers with `absTol`/`relTol`; `special` runs a
-	// special-judge program in the sandbox (exit code 0 = accepted).
+	// Checker Answer comparison (docs/engine.md, "Checkers", has the exact rules).
+	// `exact` is byte equality. `tolerant` compares lines after removing
+	// spaces, tabs and CR at line ends and dropping trailing empty lines.
+	// `float` compares tokens separated by ASCII whitespace, decimal numbers
+	// within `absTol` or `relTol` (relative to the expected value).
+	// `special` runs a special-judge program in the sandbox; see
+	// SpecialChecker for its protocols.
 	Checker Checker      `json:"checker"`
 	Kind    ManifestKind `json:"kind"`
 	Limits  Limits       `json:"limits"`
@@ -810,10 +876,34 @@ type SessionResponse struct {
 // Sha256 Lower-case hex SHA-256 digest.
 type Sha256 = string
 
-// SpecialChecker defines model for SpecialChecker.
+// SpecialChecker A special-judge program stored as an artifact, compiled in the sandbox
+// with the runtime of `language`, next to its `files`.
 type SpecialChecker struct {
+	// Files Extra files laid next to the source before it compiles, e.g. the
+	// problem's copy of `testlib.h` (the judge ships none). Names are
+	// plain file names, unique, and not the runtime's source file name.
+	Files *[]CheckerFile `json:"files,omitempty"`
+
 	// Language Language key, e.g. cpp17, java17, python3, arkts, mysql; it decides the pool.
 	Language Language `json:"language"`
+
+	// MaxPoints What a `testlib` or `score` checker's points are divided by to
+	// give the fraction of the case weight (points must lie in
+	// [0, maxPoints]). Absent means 1. Not allowed with `legacy`.
+	MaxPoints *float64 `json:"maxPoints,omitempty"`
+
+	// Protocol How the special checker is called and read. Absent means `legacy`
+	// (every manifest published before this field keeps judging the same).
+	// `legacy`: argv `input expected output`; exit 0 AC, 1 or 2 WA.
+	// `testlib`: argv `input output answer` (testlib's order); exit 0 AC,
+	// 1 WA, 2 presentation error (judged WA, message says so), 3 FAIL
+	// (infrastructure error CHECKER_FAILED), 7 points: stderr starts with
+	// `points <value>` as testlib's quitp writes it.
+	// `score`: argv as testlib; exit 0 with exactly one decimal number on
+	// stdout, the points. Anything else (other exit codes, garbage, points
+	// outside [0, maxPoints], a crash or a time-out) is CHECKER_FAILED,
+	// never WA.
+	Protocol *CheckerProtocol `json:"protocol,omitempty"`
 
 	// SourceSha256 Lower-case hex SHA-256 digest.
 	SourceSha256 Sha256 `json:"sourceSha256"`
@@ -872,14 +962,25 @@ type Verdict struct {
 	MaxScore int64  `json:"maxScore"`
 	Message  string `json:"message"`
 
-	// Score Sum of the weights of accepted cases.
-	Score int64 `json:"score"`
+	// Score Sum of the case scores, a multiple of 0.0001 in [0, maxScore]
+	// (case scores are whole units of 1/10000, so the sum is exact).
+	Score float64 `json:"score"`
 
-	// Status A user outcome. Infrastructure faults are never a verdict.
+	// Status A user outcome. Infrastructure faults are never a verdict. PARTIAL:
+	// for a case, a special checker awarded a fraction strictly between 0
+	// and 1 of its weight; for a job, every case is AC or PARTIAL and at
+	// least one is PARTIAL. A job's status is the status of its first case
+	// that is neither AC nor PARTIAL, else PARTIAL if any case is, else AC
+	// (CE before any case runs).
 	Status VerdictStatus `json:"status"`
 }
 
-// VerdictStatus A user outcome. Infrastructure faults are never a verdict.
+// VerdictStatus A user outcome. Infrastructure faults are never a verdict. PARTIAL:
+// for a case, a special checker awarded a fraction strictly between 0
+// and 1 of its weight; for a job, every case is AC or PARTIAL and at
+// least one is PARTIAL. A job's status is the status of its first case
+// that is neither AC nor PARTIAL, else PARTIAL if any case is, else AC
+// (CE before any case runs).
 type VerdictStatus string
 
 // JobIdPath A BIGINT id as a decimal string.
@@ -5209,155 +5310,173 @@ func (sh *strictHandler) OpenSession(w http.ResponseWriter, r *http.Request) {
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7H1rc9s4suhfQXFP1ch7KcV2nOzErvtBkZVEiW15JHnm7B3lmhAJSUhIQCEgy5qM//upbgB8ibYlZ5I9",
-	"W7VfEovEo9HobvQLza9eKJOFFExo5R1/9eaMRizFPwdMp+v2VLMUfkVMhSlfaC6Fd+wNWShFpIiWZEW5",
-	"JhM2lSkjKXThYtbyfC9lX5Y8ZZF3rNMl8z0VzllCYaipTBOqvWOPC/380PO9hAueLBPveN/39HrBzCs2",
-	"Y6l3d3fnewua0oRpC9d7OelFl1TPN8EazRn5JCeERwABh0cLaOh7giYw7Cfo+yBw/5WyqXfs/e1Zjpdn",
-	"5q161osMPClTCykUQ3Be02jAviyZ0vArlEIzgX/SxSLmIQXQnn1SAN/XLefppqm0S99cX2omI5Fkigip",
-	"SUJ1OCd6zghMntJQk0Yw6P5y1R2OrnsXv7bPeqeBT4LLQX/U7/TPrq8uhleXl/3BqHsa7LW8O9/rSDGN",
-	"efiDVhAzqhjhAD2JpZixlOg5VySkcczSn9QJoRMqIikI1wjeG5lOeBQx8f3hay/1nAkNo7KITJYaUUzj",
-	"WK5YdEKO9p+T4KJ/2r0edH/tf+ieBkRpuVCIfiEjhvC+lYL9GFR+klyQUEaMrKgiNE4ZjdZkqVhEZErm",
-	"VBF2uwBCR7gupH4jlyL6UbBNAIgpj1lOrOyWK7Opl3QdSxqNpDyj6ewH4WsiozVhtyFjkSJcKzIBfJwQ",
-	"wW5YasQX4ZpQRbhCKEdSnlOxthyuvj+UA6oZiXnCgf4awaA96l6f9c57yKwnZELDz0ROp2QqU4ISuoki",
-	"migjkUHuVWV4MxPidRDZ1s8K4h7BuhJ0qecy5X+wH0Aw51wpLmZAMCmbIgGHKYuAFWkMTxVTiktxgvxG",
-	"wpjyBA8ahJTdLliofwScQ5besLSpeMTIlC5jTRovbm9J0LsYdQcX7TMQtFcX7V/bvbP267MubJmhKhAQ",
-	"iiaMLAzdkxXXc9xOOZ3aZSxSGTKl6CRmXaG5Xn//9fzG4rgJB7KVdlyEUiiuYEoDojas/JMiCRV8ypS+",
-	"l13u3EGKtNehivVwSxZUa5bCdP//93bz/9HmH/vNVx/zP69bzY9f9/2Xz+/+y8s0AKVTLmZ4OlHFBkwt",
-	"Y4OEKOIAPI0vU7lgqeZwDk9prJjvLQqPvnphBsFDuLFw3vkeu+W6IyNWq6RUFRPfS1gi0/WHSbX5y6NH",
-	"dBroqhQ1Qq+8H505Cz+zlER8OvWJ4jNBYwLKC/DA8JczwmAnfUI1SaTS5Ih84K+B6RN6e8bEDLSio/1X",
-	"L2vQqEKZsifAaoCoUbZYmnBBNbCtA3SZTFjqk33Cp0RIwQCyndQ931Oa6qV6bNN+ZWnEQz00je98T/OE",
-	"nasahF5eEXhXhWSLha9oHJshd+p4V1Qvf3dEmC3MbUQGcjZRgaIKtJhtQE41H7NJ5eQTCzUyiSGcRzmk",
-	"ou4ItWIpAQTTlCspWiTQMmYpFTogfCZkyhTRKeUxbvOChkwRKiIy5bjhbBVzwdTJWATTWFId2LHguEdi",
-	"UEaKBHSiRjIOngUpi+GPExKoBQs5jQOSLoUidCzsg+anZTRjZJHKWUoTwoUVniKayFvSAMwYnWef/F9C",
-	"w5AtNIv2WmPhVQWAmbS0g5FcTmJWv4UGYg83MH5aR7uEx8h3aJq5TbtzIz0iqUzzETStkhn2f4AwRnZ8",
-	"JgD03z12S0MNRGh3G9gDNtDL1/CxKkR877YJ/Zs3NAWZpGCgrh1olA/0xg40dAMBGHBiFwylHcT4NGVs",
-	"GEtdw934mEADIkWmhJOUz+agua9OMkGJFkZCxRoOM0WosVaXqWBRvZCit2aXXx4VtvygXk5wXSd63skV",
-	"2jeGfFFxIAldk7mMI3zmTDkYANgLdLqVTD/XyyoH0MGL/f39nURQjsAM2FpKMVtkbNsd9wiQCv9zzZJH",
-	"hTdOxKL3coJnIb3tmV6AagsVTVO63lgIznIv6GbE3eAGzSRZ6M3NO8DdgF2a8lRpYhv6oCGlLGEC7cM1",
-	"AU1obVUhOTVk9klOHj74asnI+Ca2cEH43mcuHm35Xk4+QLM730ODu7uQYY3L5A0TIdCelp8ZaNdMRKDS",
-	"odB2axNs5ZNIrgQqriD9U1THHlpw+ZisXTCCNWAJ5YKL2RNOWqAdo5I+hoxz167QZ1tkL6R8VJ5fQhsg",
-	"1qWAU32LvRnYlnBmLCcJR+tmi37DvHENd6CiUdjuGiRb6rHr8jMOKCGmBFQBzfkK67jwlC2YiJgI1zuq",
-	"Ie8YjfUcyEkKRmIZ0phE2WCkcSqNUkxZIoVPLAyEJ3TGfGLUhYhqOqGK+STi6vNea0MZiJimvEaPHc5l",
-	"qgm7XcRUoG3lE9aatZD3Udsmmt2C0SPByE6ZVhV9+2D/8KhG357johAV9t1EyphRAS+NP7JsGtHmHx9/",
-	"dxbR8QMmUWXfcax8vvqdUdAa1GVW7zYNpZjy2TJFDBDQVRmhgtAo4YIopjNxiAdsQ0iN/hM5wYMtImZ2",
-	"RLtTMS67F6e9i7fXv3YHvTe9TnvU6194vte9AMv41PO900G7d9G7eAt/9obm6XZKxyUTERezX1nKp9Yi",
-	"hpEFmM5AvaepoXf4kyvzFLSQU64WUnFtea2iDHc63ctR95Q0QpkkXFsJn/km98AGa58Nuu3Tf153+ufn",
-	"vRG2poLwyDgNY8JoGnNQqWkck4hHJYy4GTzf2xhny5W3rb4LQxh3X8cBiys0lv5u7NdFOW9ofSKj9Sbv",
-	"hNYqftTHgCYLehmA2dT9gBi/exmO/sK0I0qny1AvUxahT5vdatIA+mO3NFnEDOlQTqeGCMiUs9jgeYPu",
-	"77Wz3y0TKpqAPyAOx+Ho1oAZKRfqHm6vta6rNp8x3B6y13JsbcB2TsM5FyyHzuxMiO7lnJgqLn7P9+o8",
-	"/J7vve/3Lq47/dNuoWn+rPvfl71Bpd3VEB90Bt3T7sWo1z4r9Bx2h8Ne/6LmyfDqsjsYdk+xb9FJjj9H",
-	"12/6VxdmntfXxd/twaj3pt0Z4cPexfV5+6L3pjscFV+d94ZDIynOuu1h9/qsj+8H3eHV2ei60794c9br",
-	"jOzgnfZFp3tmZEwJqMv2P8/67dPrUb9/fdYevO3mQ+TLKbpcPd9znj3P9wqOvS251Ro8PXFDYw48e5lK",
-	"LUMZXwm1XCxkajj5veQCaCFv5550jfu+8ORK4c9O5h3NOw2Nj3TjwXC5YKliEXa8kBEbsBv52f6yIQGY",
-	"YFL41U41n9JQX0jdE+f5+e+eW4ctbAhoGGcS3xo3XRZOwkE7VIQsNnK5BEk1AuC65/APqGZnxhcOOyHg",
-	"qERPyJWgN5THwB0o9d4xmuoJo/ppFmama9jfW1kxBW2nZMU8P6xaMb4XufOo9uzFI5VrxeIp4Yq4xqSB",
-	"eogUZNh7O+oOzosyrqBLoL70oIHszu2flFWuyqc9hrcUaXBtXDEJFw1s57vzH0bZ23vYUD588fIxdd0q",
-	"br+yVNWewECbZLLksbUyrJ53Y9orq5iNvc8sZE3E2kFrv7V/QmZhSA4OW4et/bFXkdcvDg7rnKGwotdL",
-	"td4E4r2cKJgatyDzJHzj2isHRAURfpkCS1tahLVASHVnSoELnmTEG6oYsBtevz09Z/oqspozkeuH4ZyK",
-	"GVMF/RBh9o0eufcE32tUUVgfZsRC2zvfk9NpzAXDWFatX8ahidAZIxTDZ6s5t0F0w4yKqLlcCWLHeoJ1",
-	"qxxD/nVUU0KKX90uN+UGAupIxRi/Ff2XvO697V2MCI8IVYSSiIU8MeqYTeqwCph37B3BSorWy0Hz1cff",
-	"95uvwGw5+Lk+ktMT05Rup6Hurn/mgzsltKD9/fUKXGW6GmaZpjRTZG2wMIypUqShGCNMzICwsFkHHpcs",
-	"hdN297x/cX11Mei2O+9Q4/C93nn7bbegCnX6F6N276I7uO4Muu2R1Wb6V4MOqHXv2ldDo8J0+oPB1SXo",
-	"OJdXoCMV9SNQnXo42Ltu50N3cP2m3TNv3l+dvu1en76uAJE9HvTevhsNixrSdjrRKVrxVyJlNJxT41Pv",
-	"gSWfqxQdo4KztJMyQ+sDpuQyDVn3dk6XyugDHZmmy4XuicUSVI2intFB1vAy7/cbys2L98toxk4n5dnt",
-	"wwHIelVUNEC1cH60zaP16jVuRf8CxMVSMeu8JYhJeObkY9M6ellE4IxvhgCUST0YCy3R6QFi5wRN6tzz",
-	"ggkc+c/ResFI8KHb6V7jFAEekhQPTN3kYiycn8bHN1wDEOgdcV47o3GSmH8G635NpJ6zFN13GD1x1Jcv",
-	"zRHGlns7LHqNEPcOh4PcM7aDZYoJT1YLsIFokiwV6ilEipOCyx+zBkBqLaSMYe1Zzgl6KDZt2piK2dKK",
-	"h4fkyplrt5MvsCJQssnsGHUS5b2cZOed24lfrrpXyI2Dq4sLx/Xnl2ddw9kZs+Ysvd1G/bJkS2SIgVF0",
-	"kGdAtBvWyvglZyq7j8OSs3IHEf4UdBuer1eaXXjQxsXBgs/D4ocvXtYExg9fHh4c1bnqch573Ck8LLYt",
-	"9R1tEcIblltXyaQyWAUyv0hGFjf1hMTF0wyhT9bIrEe5FKyJrIjR10z740otWWQdhJjWBxog2nDkYB+s",
-	"iaVm5ngrek0Pf0blx/3++bEzOYPt/iU/TevNLOkHrLO8ke80QxGyFvnA2AIFrSDUpLplXhsp4rXxH7rU",
-	"wDIxWuXP/X5eZ6bMpdJvU7lcbBusgIn++sBG1eFsJslCCEUo/SI+63bqrCAHysh2b8hntramXrhYHPzD",
-	"J5/oDYX/F2s9l+K5T2j6GcyLZK2+xCco7FnII2uBAFStinZa8K3/n9Y1+tafH9QrqejPMIkRuwdBt8V9",
-	"OST3FwTOyqi8TJnCDC4w04wznyvS//AES0xtY4IhzqwBtk1UygxaSx7Q7BJkO1PqCfle6tQm395vdh08",
-	"Gj/3zVAjqWn87WP9KLJYzKl6dKcusdEdog5xPGRf7rH0AQXFQLDrYc39LPqLQO9MWduQSRFGtz6/sM2l",
-	"fbqXmu6JevU/kAbGtlm055Oz/nBkwlpruUwVaseJTNmeTzLdijRCpw5hSmrmzCyZbv0Pnu9Z//Sualn/",
-	"M/Q1vtSy6oVu0F0ZwuSTnU9qYgz4hixYCqo0pskA5jUxeQ+d/mk3y/dUD+ej/Hzw6vAxFpBLvVjqDzWA",
-	"DDUVEU0jYpqQkC4QKtjYbwLLKXsPA/ZY2uBfA8vL/S3ERJ5uWEnRpXG8AcsExXvCqACTJ1nGmi9iw5K4",
-	"IhLOpWLC6R/sloVLLdOHwXy+X4Hz4FG2zXIYM1IrbHYdR54XMjZ2MAR7SbLUNlSnNAb7YbEUhNIkZkmr",
-	"sh9kTm9YvmVgYQPmxgLsYCFJoL7EQQsth0offOOT0CbiBl/HuIixd0zGJmtu7N2h6T0WQuKoCu1Qnpq8",
-	"fZNcBpIE09gbeNYlTOgRT5hc6nNQXOjtQK6UGSWht6/XmikykzcsFXtoqyd0TSaM7NelNeKcW8cpHMY7",
-	"VvDnkQpzeFVjFWGeSbpFMuK26UgOiiwnKZNnD+oVphWoIV8eT6r8AnQE1LBBpjblxU6ar9EeIA9Saofu",
-	"blLsmHjOxWKph3N6+OLlo4s0rbJO/I+n5HQbFt11RtvLTllm0H10eJGYzbjmCdUsXhOWLPSauMsZVsI/",
-	"JRGb8dlc1y+zqIjtmheZpWYX8V9EbAVRJQxkYD1EO85z6HQDEFKe7w1/2dZZalPAh1+MM7K/1KFMSh6i",
-	"X7uDUxP67g4G/cGW49r8ec8ljMDgl05/zKE9v+ydGa/T+6vTt/DXtmAnC0wZt95VjFjBFNbkrAYebMa3",
-	"lPFJ5g0l9jqM8d8pgrI3XhN7rcABGS4Wnu+BhQhyEg1Ez/fQQAT6AAtxW6BxpPdmpEs3UtuOdG5GuvO9",
-	"ASiNT/OvoHa7veguG0MbubIJF06SP5I4a+etI1W7mie5Tp6yHGtZ75b4+yD8ahk/Me7PXChqu7jSN1to",
-	"Mmffh2Z0XH7nezeWT7e7DlOPN2dNudkfwuKTyCAqZ9U9GKstNDWm8VYh3sw1vhESLYxXGO7+JQ7Zrqpn",
-	"m0xT+QcTLulZMX1Cbmi8ZIpQZR3PYhnHaBaARnlxdXbWIgFAoALfOGEWxiPjY0wHRBwT2hpgoYyXiahL",
-	"uoPnZfaqOhA3vFc5UxXfZ8pdKlflAbM/YAUYD7OpebuOXFYr6xRLxMd9q3l5tOuUGyFbgy27xjoKsOlQ",
-	"T5MVEyl1XdR8QEUkE8IjZ3JJERpTLTu/NE01aVByddU7BTVpyoVJinj0YmTz49d/3HsvcmFzye5NpxnN",
-	"GUlMMiFxjV0yTR45UwtGP6MJwxWJZLgEWwXAdC0Pdr7MUNkai7pNiB/cpKc582PKk98o1+f0ts6Yxkwz",
-	"e+XmXBVv5sylQMePFOZ28Tdfwvm2JJa5S1LBYPQNffQmYu2Bs3P8AA+Mka51RODxTWJkWDJLqbsCg+iy",
-	"AWbBVk/Ilfk+UQsgQsFW34RAe+38nsszxYSo3E8q2IoAyRMenRAZRyy7ve7uneEF96fkFJlhRvIzq2H3",
-	"14ymLDU3efAsMuCYGD+3OQ0mMd25bgHMp8SlVH22IabO5THAhK4xUE81CkUfjkuXeWhIx8UQ/9rsuhKa",
-	"KnvoPxK9quRYuZSqOnYsccsmsflVYVQr7TITvMJrcsXSJhioZM5uyfBdu3n44iWJOEiv6tGx33xFm9OP",
-	"X18e1R8UldumPypuv6t7wfa616Oxi2f3/vSLEmylSWv3J/cp7Z65YvVGUAkXoAKgw9K5G1tk2D3rdkbO",
-	"g6nczWlzKOllxIT+SY1Frnbaq9TOoRL4RKZ5kYb8Tl6QsilLmQjZ8Iu5Xk2kGIusBMU0ZWqeXZgijYJl",
-	"bSQDI3ol907I6flZDh4Mw2g4H4vgpnDvJiBfliBmTB5lCXaSuT5V7e3sOJar82Ws+TBrV39bymKmgyre",
-	"hbHX69oV64A8RHO5KWCUTHS/Pkx0L/9xsP/zz49fBrae3V2dVfXmYhqx1Kxmc612Xz5s4XvNidh5X4sE",
-	"UlXEX7x4Xl8+AgbbbH9/Ug1j0Wbzo4NXR8/3a9tv+Mkf2ZFtUFik1E0pW6LvzYgBEvbJBp+6whZb+TyG",
-	"X+LSLbXd/B7FTS5uQY7dnEpq2aSCgVos50RbYAa/nj0flpFVd6fBnOcDorfNIGQxQ7/kaWK8bVUE7ujh",
-	"eYpEeJDvkCi24pnKXpqOBSGVT1SL1UpOWk0xq6Xigin1kwLr0wruPGFsKwPzwXumRSBcctuDYHzmAgHJ",
-	"gbB5PO2zt304rE7bo/br9rB7QtAZYExjLmbmFMPUVqsi22uljTxhFnNsSZ7+WmdB49JgXQ8l+Pya+9R2",
-	"TS655+4sZkroOdUkpbBkGs6zcx7fZomJoAef2MAIRpG7W0uSQhmkbaJ46IFnZ7LmzpHxzrPURmTytMmX",
-	"WE6oCB+aDYuUgalnE3GrFyLvOzASejt0JYcqMf9lgrpQHBvkmECKciScaUi7R4p2yPgvFESqhQ4gKQDm",
-	"6syYzX5iHtXOdY2qhk21hFCG49KG53h4KL5ZnqomKIMp7dZp3CJ19xlsqBuvzVJifdXlC8+e7/3W9nxv",
-	"hJcHzvHf/pm5quD5Xmfbm5RbjYQVyFi4TLleDwGjhmPB4uvsluWZFYcx7rzJmgSX/eEICy4GLXKFFRYF",
-	"6sz2jbUyg5Y7qPHcQJM8F0JzrRfO4WEdXfXg2NGsMZ8Bk8GRzeZAud/Y3wKgOwwnT+W9mdbGdThhesWY",
-	"INTG60yib5DdxgtM6kJWilTGZBFTwcbCNrJPg70WMXfOF1TPScxvmCJLEbGUBM/ogj+7OXjmlvAMp0rV",
-	"M3PbgauxiJjgBhcRM9dq2C0wZ2mLxmIs/vY30sP91OuxaBtw4a0ym4pnDs2zmvNimsaXFTIEjGIRnyZA",
-	"GY1FgUQaeSLwXov8ZuwwqotUxDWRC4Y5Om5HC57hsUA3UaO8pT4xu0WCMt0GeyelTQ6N/ExTbvJex6JM",
-	"NI3iMJbYAPMOJb65KQFrnYPwn6VyuSA0XtG1GgtgejBgE7OddbUYfcv52Ipm1YywgoBFf0eKG+gnhRqL",
-	"v+f3yxRpBJjxF/gGPvNXwRUDP/OCJEBZKXMX0saC2DtpylS/BQ0i2LyCBlTwd3Jqr7kaYWUlsiJckITH",
-	"MbeFMy01CBKcq4Co5XTKb1vkQkYM+8GUZrUzfgMsMFEyXmpXzDZiNMJCaMeEWlEik8VSM1Nl1FU0MY1g",
-	"LMQZvEqkkFoKHpIwluFnOIrxDJTGC6/J3xUT+u/FelE+WcRLBaME1UzgwMd0e6Q3OmV6TRKazrhARBTL",
-	"PJjbSe9Go0tiDhUcE7OdgAPGnk/G7hQxP2xFh7F3F5zA3KFDDbm6vOwOrocX7Q9dpKaY41UnbtwFwABm",
-	"A35SpCBcHImYO79sTm+4XKbIHhaihnOaFGsb743Fn67BnwbVeNHnT3jebDaJ/Rd+Hu0f+Fiy989y1dAT",
-	"eEOCSiWDAP2VwK6wh2yVcWzmYUHnSebZLY2RlxkAwt0snGCk1z3lg03Wuo0WNagw/I0TyZXIr9Wiv4dr",
-	"rPWbmiv8e26lR3AGULwg9WdWPxnFET4yjV5V3yH9HBsg8O6ZKbIHokFh6WNkrUTCgW/mNiMd7JM/7YUs",
-	"JzO5ImrBhD4hVH3OL4dAN4NOsKht7+c+OTo8hP0rFBKtVkg9sX2NX8u3t9eQRTHTJXC6CWnk5Vf3CBdK",
-	"MxoRbugmKzatNI9jPGssFIeAjVI93aBQLjdwFXVJ4xMHGwOzhPXcnMbp2gwimF7J9LOryvni9pb8+WDB",
-	"VzeWq/xKVnNuC5pkkDoYsUSkxtu2YPVshPKMca9svTI0XBdM0AX3jr3nrf3Wc2MfzVEHuvdczTzbWI5I",
-	"Kl1X7V1oe/QENY7woEVG1SMfjk+ZRsrKLdi5sUAMYNWglTDi7sSJy9VcKkZiqjTJZgBcmPCJnlMxFkH5",
-	"XnOweUsb4aC2pmV+MrraB9a3PxauvFFUKYSQ2rvUmRTXMo5I4OoUBcB/gStVFIzFlAuu5k7Im4R5HBUE",
-	"jcr4R7AVSjtMIlHH5Gh/n2xUaL9HKPljUSdk6kqRnyBNl0tGn4zFg/WJjV82E9G9yGx3lN2Rt8XymdKv",
-	"ZfTXFSTeKNhxV7Z1dLpk1Ur7h/v732N+G2euq8WNNGyLpx+Z2esGzaB8VvgYAHY5eLxLqc42dnr+eKe8",
-	"Ij70OHz1eI9qIXNcLGrP24CY+azQwlomCU3XiCAUye6GLpB+oWybKQl2AoyRmnwDy4AmLoDFTOgMrTsQ",
-	"eYIpZUy4e2XVJzlRz5C57hdWv1FgxuWCaEkCE+YPSMN5ODBuv4fS3tTKN9VAUd8HG0uRP1gqiUzHAk89",
-	"o30k1qdjLQYTPzHyuhHkOVbAXBsa2V5rLNrCulRA6VUBakiFgAl+QgODpmlC4xMXUJ9RLoqnRmss0FLF",
-	"YrMAGcLObRF7ax1mtT4Dvyj6MI5pdUOu1Vhw0ZzGWNykILegQ24L/KRISBc05KBGYk94b19tjtAifTCI",
-	"8Xw2Jd4CdzXbWlJBfq88QOBPCB0LU3BDFO6jG/GcdUM7G6YO7LV3XDcuGjaZ638n4YqVSt/LifpOgrVU",
-	"Z/cHC9VyAdkagWrLtOIGoo6p+CRe24DKf2RsrYw9k2LWXEibXmjkWsbkhhVcNofldXf/1QlXUzX3ccGK",
-	"CQz3C9bX+J0ZbIS3oAtKYSX1IWiRLojLTKM1Khn6qcbCKoDHJOh/CHLjCkyEOns2OOsPRwFp5CqykGNh",
-	"vxszYfAHfocIMeBMNhBmDETycW5glWwbEDuonGFRxyC7p2cnApsJrKx77vth6spYpAzxZ+Yo20x7LeLy",
-	"to38SiSIsqlMVzSNUO4FhduNAd4XmmG1E6PuGpPARSIVYwIQaSqym081oEEDQAi2Ui3SFmQpPgtQhz/J",
-	"CZqKWEwVUIZy0tmVDkcyNSjyx8Lsj7K4/ncSp5i9fmayw7+PQC1l+/9ggVrOza8RqH2R2TsLlprN9uEw",
-	"dc44jDD+R7beI1u7t5pZtcdqQXKalX4raIao5Tp2fYpo/YrOzrtn1FZPVM++KsxAugPoZ6xG3KIyZfK9",
-	"FMnyNWxFWuPWKXyTxVT8QUmTeRTGwnxRCwvOox+b3zgZahOAUc45CWw8mygTjCWNX0viCuzllFE4uE0C",
-	"UsfQdtPE14xrK/jv5gcWsqZJrAowXalhsoFSHmpMY8Lt+EllA7j+WMD1BDRHG3iEBeB1MlNEZL85WWs2",
-	"FgDPngENlcY5RePbLJhr1OiVvbqpiOJ/WJMEkeiby5awEo13ZrkyX06j6Arl5fCW8ZI2glLprGDPubyp",
-	"AqFZAPdHyEyfBPeVSgXZebR/RIJSbdVSD1s2DEd+RYK8jCr23RTGZGdZfGorxLsSoV75y32/17Np3uRZ",
-	"/mW/O3/LhEjrHcYtqP/kn3KZfk/75p9LT9yEKP+UHbKM8VIXGS7nsQw087GtHDjLNHiANV2C6nZfTnw0",
-	"Xfju404nkww1003D6eUTKpt1wgXFFJZqokvtt9ZgT3ziREflw2QlaVHjcSxvLwqiBnpTqa3xQvXcMvZe",
-	"69s39+5/9wG5f/R4j6x2L3bY4kTNqvT+S4/gIdIHqqqaKd3Em/14AGC2bPmU+5ajN82+IFZv3rjC6sVD",
-	"NGiYsItTmY2+THKPz15g4wqgduORW9AeMpcKfpJUVYr7/aRIuExTsKJg8Y2p+RCHOd/M0Y2dIpYsJDDs",
-	"MRoY3H1PBpjBOIyAsFz2r3Ea2Vr9Y4GtggaioAJ3pvNvVKIPfLDrRO6gGgsr50wx6hNC8ftkDIG3E5tY",
-	"TV44P7P9jvZfjUVQKdQdtEhgozfHxN5gDohlYkUCm0piVAshSYDnMZxUeTcbBMo7mTZZFzdGi7RdagrA",
-	"Y67+R2OBqFK6lHJEGnjC8Ejlse9cxUIfYDGTyx8LzMQx0WNQu6mYMT9zyMVypvbcx3GpWJtwAFdklQKW",
-	"TAy0vRnQCmOpbOjCfp7juEhIKdMpZ+VPCI6FdHFLg3pDwbY79AGj2jcethVXqDBNKY+VUdNcFt9YKIau",
-	"un8OR93zawPYHgIKegNGfY9L6kPRNLcUgnnpeZCyyAhjAZYwcNmeTzbIgjRqSKv4adOMwMYiqzeHU8No",
-	"pdrvQaFaD7wsKFcwi7XdxyKhETOIYymZMWE1Gsecey3Sc8k1iABYZnZ3Lkrtx1/HwhTR/BGG86aed2I2",
-	"p7grNcjdwFAZKzDIwXMSbBTJD0gDD2AJmu/P5Jy/3jvB+G1Qrp3/JEWSNMrh0rEoxkvtt9/MDtfGqkCe",
-	"apsW+Q365sfv5TwoXk7/4d6D0p3ue78njUzGVUF4N4RcAQ+bG1rukyb5R07wayj/270K319pOtgCpupH",
-	"DlDZOtwGAZtfg/2XKmqX0p6V7izF7OAaoxn1Nut2tLbPTjobF/craR0p1DKxR2M1X8/E73RdyU5T3t3l",
-	"C4xFfuMpZKSBGh/HAlDKtNIyZdFei1xIQvMvgruspW1E/MZHVwLScP5ZgHkPxe1+saH9EouR08VPsfxl",
-	"3tL3kosLU1Hme0i7Yt3ZrWTdwV889f2SDt6D5oo7W0lp9G2lbOPaMRklqBz+WAl3sMU8+GX5f4UYsEnV",
-	"3vHvH4tCYZQa7akmh7b0vbAc2UVxwG0m6iMiQeWJ0veYbqWP9ucRpcrM6Dg0FpGpSBAUhYY1lpypZ7wN",
-	"JpMW/ZvFW8TBnk+UxNw0o4k7a03RKWthrjFb5bPw/Jp4eZiTzMoQeQo3jgVaqU2Ywo9dxVEGGRoA5hPp",
-	"+P6+PMRM65ZxNHaniamejjGxlGI4CINNsZxhCB6tR/N539l8i7i6T4K6j04ZhfSgNhHye0aD+gsmXFr9",
-	"9xFxlRIiP1ijq9bGuEelyyJ8pVv+/4kB1Qu0zfshv3+8K0k5ICvSwJQh0D72bNmQMpIdg7mSCnVCrm7i",
-	"7BqImdV2q4o4lKvAmCojb+tCzsbf9FDPC0l8tnWWaLXZGrOOfPe51yxS5VsLIR8Dtbi7j3f/EwAA//8=",
+	"7L37dhq5sjD+KrU4Z63gfdoEO57sif0XwSRD4tsGPHP2b8jPLboFKGkk0lL7MjN+ju+Bvhf7VpWkvkDb",
+	"Bs8k+5y19j+JAV1KUlWp7vq9EanFUkkujW4c/t6YcxbzlP4ccJPedaaGp/gp5jpKxdIIJRuHjSGPlIw1",
+	"GAU3TBiY8KlKOaTYRchZqxE0Uv41EymPG4cmzXjQ0NGcLxgONVXpgpnGYUNI82q/ETQWQopFtmgctoOG",
+	"uVty+xOf8bRxf38fNJYsZQtuHFwf1KQfXzAzXwdrNOfwWU1AxAiBwK+W2DBoSLbAYT9j30eB+8+UTxuH",
+	"jf94WezLS/urftmPLTwp10slNSdw3rJ4wL9mXBv8FClpuKQ/2XKZiIghaC8/a4Tv9w3n6aWpcktfX19q",
+	"J4NYcQ1SGVgwE83BzDng5CmLDDTDQe8fl73h6Kp/9nPnpH8cBhBeDM5H593zk6vLs+HlxcX5YNQ7Dnda",
+	"jfug0VVymojoO60g4UxzEAg9JErOeApmLjRELEl4+kIfAZswGSsJwhB471Q6EXHM5beHr5OZOZcGR+Ux",
+	"TDJDW8ySRN3w+AgO2q8gPDs/7l0Nej+ff+wdh6CNWmrafqliTvC+V5J/n638rISESMUcbpgGlqScxXeQ",
+	"aR6DSmHONPDbJSI6wXWmzDuVyfh7wTZBIKYi4QWy8luh7aFesLtEsXik1AlLZ99pvyYqvgN+G3EeaxBG",
+	"wwT34wgkv+apZV8gDDANQhOUI6VOmbxzFK6/PZQDZjgkYiEQ/5rhoDPqXZ30T/tErEcwYdEXUNMpTFUK",
+	"xKF3iUWDthwZ+d4qD9/NmXgdRK71yxK7J7AuJcvMXKXiN/4dEOZUaC3kDBEm5VNC4CjlMZIiS/BbzbUW",
+	"Sh4RvUGUMLGgi4Yg5bdLHpnvAeeQp9c83dUi5jBlWWKg+cPtLYT9s1FvcNY5QUZ7edb5udM/6bw96eGR",
+	"WaxCBqHZgsPS4j3cCDOn41TTqVvGMlUR15pNEt6TRpi7b7+eX3iS7OKF7LidkJGSWmic0oJoLCm/0LBg",
+	"Uky5Ng+Sy72/SAn3ukzzPh3JkhnDU5zu//+1s/v/sd3f2rtvPhV/XrV2P/3eDl6/uv/PRi4BaJMKOaPb",
+	"iWk+4DpL7CbEsUDgWXKRqiVPjcB7eMoSzYPGsvTV740oh+CxvXFw3gcNfitMV8W8VkhZFUyCxoIvVHr3",
+	"cbLa/PXBEzINdtWaWaZXPY/unEdfeAqxmE4D0GImWQIovCANDP9xAhxPMgBmYKG0gQP4KN4i0S/Y7QmX",
+	"M5SKDtpvXtdso45UWjPjFCUGoST83/8DN1zM5gZSZIo8hjlLpsBu2B1MU7WA33iqUOI7gJhHYsESWCYs",
+	"4nosmwwWWWLEMuGgptButdvtPRASfm0HbtBPO0eESvl0QsMecbFON4D2WOKfTN7BlIkkS3kATMZwM2cG",
+	"GOglj5APRG532A1LEUBl5jy9EZq3xrIRFIcQq2yS8PpTkNliYg/B7m6NFMnThZDMID/yJ0CdAmiDmIJU",
+	"krfK020ixwYNbZjJ9FPY+DNPYxGZoW18HzSMWPBTXYMpF5eAv61CsgH23bAksUNu1fG+LDf/6qkrX5jH",
+	"sBzkfKISqZSILD+Aghw+5ZOqyWceGaJ+e+ZPkv6KHCf1DU8BN5ilQisJzVhF+iWXMyF5axEHMPZD63Ej",
+	"IFkJ8ZPfogCdZgnXO62xDOlziNg6uTMc+NeMJcLctSA0KuEpkyZ0s3ANiZBcA6MLOeULdS3kbCz1Eqkk",
+	"AMMmmrC6O0D6xcbAUYvC7+JULZeIcSZlIsE/+GJp7uyQCMg0Uaw8l1FfuNSgOWpHJKzeQWfY7ffhZi4M",
+	"p0mDnFItAuuxRJ4uJIRsokcqCZGthClP6O9myhNmxDVHKrebYe9VuGZJxmk/HCmGkGZSF6S5+zmLZxyW",
+	"qZqlbIGkby88GU/U7RFozsdyaJt6FocEjyLYMlVGRSrRloirLNyCWUHVzYjbrukZHd2CnqLT6mKIUGmk",
+	"J+4a23yETVfpifo/QgHvRMK3vACt1vvABXxVuYH/69ErWM/Z/g+vn9wT24pY62+8nr+wW7v1B3tvDl61",
+	"D7biOLScHBg3yyM7duEwa515/qRuLIKuXCxeC42JJlGbakFnolEYWnAmNYQJn7HoLhzLJspAd7lQBMts",
+	"kgg9R0K0xhDSaaeCJzF84XypAUmEKNyJgkRPbrxDYOnsGkIhl5kp6E5lZpmZ8Aj1JgNtuiv3kGb34ZcO",
+	"djdcm0RMVvrbbsCICYbQdK1eaFBpzNOd8nhjuQe/dALYh2XKcaUkX1o5A5pE1jE1cEwaNLvToNVOAK/g",
+	"Xad/MpZNIacp0ybNIpOl3PXt/tTrfuwNrrBN73gngL/DUglp9CFoE/M0BW1YajSJmWMZ2h9hnLXbryJi",
+	"OPQnD1G+LFbwNRNmCTcp8jgQhngS3jt+C4rG+SpJjiVGntyBknyFK4KSY6lNrDIT0OFYSFrQkXfILGfA",
+	"E82hSdKGHRNVbh3AjKUTNuOB6zGWKjOkGqDcs2C3F/T1pwAYRCnTczw5Rrf2rsrMDqJbdZeCsbSyNZ0u",
+	"3pYSSePXhkUTJE27tvy2/bRKrUHjdhd77V6zFAlGY/cT332Udx/a7gW1jBz/8lPShuGM7p5DOQPvoEbB",
+	"IzebvOcGGhUDvXMDDf1ACAbqdCVT2hZ8bppyPkyUqRGT6GvABqBkbqaBlARdqW6OclGa6HWBIuhnhRe1",
+	"tWdmqeRxvbTnWdnrMhfbqxe4hKmT4ZANJcqzBFItYcHuYK6SmL7zxj4cABER78wblX6pF/o8QHs/tNvt",
+	"rThrsYE5sLV81R6RtX5ueUa4qfi/MHzxpBRME/H4g5qQtsRu+7YXbrWDiqUpu1tbCM3yIOh2xO3gxqtz",
+	"sTTrh2e1F9JpRKoNuIYB6tApX3DphDJ7T1hlWU0tmn1Wk8c1iFo0stbrDYzUQeOLkE+2/KAmH7HZfdAg",
+	"k2xvqaIao/o7LiO6tlDgRFFOxqj0W6bq1ib5TQCxupFk2rB3Jyrsjy24qm/ULpjAGvAFE1LI2TNUFsQd",
+	"ez8/tRmnvl2pz6abvVTqSXnxAtsgsmYS+f8GZzNwLVGcyiYLQfavDfoNi8Y11EEaW+m4azbZYY9bV5BT",
+	"QGVjKkCVtrlYYR0VHvMllzGX0d2W+txPnCVmjuiE93eiIpZAnA8GzWNlzSaML5QMwMEAYkHXs1VOYmbY",
+	"hGnUioT+stNaUzZibpiokRaHc5WSUJYwSdJRALw1a1kViWQdw2/NEUgFmkcpN3rFIrPX3j+okarntCja",
+	"CvfbRKmEM4k/1snubPe3T796if3wEYm9XnD289WfjMbWQ8MMr3esRUpOxSxLrXyISj8HJoHFCyFBc5Oz",
+	"Q7pgm1IZUu/UhC62GOzstO1exLjonR33z95f/dwb9N/1u51R//ysETR6Z523J73jRtA4HnT6Z/2z9/hn",
+	"f2i/3UzouOAyFnL2M0/F1NlMcWTJJglH7D1OLb7jn0Lbb1EKORZ6qbQwjtZWrArdbu9i1DuGZqQWC2Ec",
+	"h8+9Vzso4HVOBr3O8T+vuuenp/0RtWYSRGzdSglwliaCp9QBYhFXdsTP0Agaa+NsuPJOFPGloUV2rEOo",
+	"64GlFVpb8Hbk1yM+b3F9ouK7ddqJnN30SSs02X7IDo3Eph8GxHpmq3CcL207yJWNmLye/NZAE/GP37LF",
+	"MuGEh2o6tUhgtTDa5zW8f9AS+1O2YHIX9w+Rw1M4Cec4IxNkfKmj9lr766rxzFrAHjN8Fbu1Btspi+ZC",
+	"8gI6ezIROSALZFpxAjeCRp0PuBE0Ppz3z66658e9UtPiu95/X/QHK+0uh/RFd9A77p2N+p2TUs9hbzjs",
+	"n5/VfDO8vOgNhr1j6lt2o9LH0dW788szO8/bq/LnzmDUf9fpjujL/tnVaees/643HJV/Ou0Ph5ZTnPQ6",
+	"w97VyTn9PugNL09GV93zs3cn/e7IDd7tnHV7J5bHVIC66Pzz5LxzfDU6P7866Qze94ohiuWUnXKNoOF9",
+	"P42gUXL9bEitTuHpy2uWCKRZb7S4lDpbLlVqKfmDEhJxoWjnv+lZB2/pm0tNH7u5/6zoNLRetLUvhtmS",
+	"p5rH1PFMxXzAr9UX98k5jXGCSelTJzViyiJzpkxfnhb3v//eufTwQFDCOFH0q3Xk5AEHNGiXyYgnli9X",
+	"IFn1EfvuBfwDZviJ9ZbiSUi8KsmkfCnZNRMJUgdxvZ84S82EM/M8DTOXNdznjbSYkrRT0WJe7a9qMUEj",
+	"9vdR7d1LV6owmidTEBp8Y2iSHKIkDPvvR73BaZnHlWQJkpceVZD9vf1CO+GqettTAISGpjDW7rsQsknt",
+	"An//4yg7O48ryvs/vH5KXHeC28881bU3MOImTDKROC3DyXnXtr12gtm48YVHfJd2ba/VbrWPYBZFsLff",
+	"2m+1x40Vfv3D3n6dyRNX9DbTd+tAfFATjVPTEeSWhD+59pULYmUjgioGVo60DGsJkerulBIVPEuJt1gx",
+	"4Nei/nj6XvXVcDPnspAPozmTM65L8iHBHFg5cucZTqx4RWB9nBBLbe+DhppOEyE5RTvU2mX8NgGbcefP",
+	"uZkLF2ZliVGDnqsbCW6sZ2i32hPkX4c1lU0JVo/LT7m2AXWoYpXfFfkX3vbf989GIGJgGlhuSLVkQ7KH",
+	"FcAah40DXElZe9nbffPp1/buG1Rb9n6sdzT05TRlm0mo28ufxeBeCC1Jf3+9ALcyXQ2xVKzmNpwkSpjW",
+	"0NScg/NVUrMufl3RFI47vdPzs6vLs0Gv0/2JJI6g0T/tvO+VRKHu+dmo0z/rDa66g15n5KSZ88tBF8W6",
+	"nzqXQyvCdM8Hg8sLlHEuLlFGKstHKDr1abCKqRqv7svj972r47crQORfD/rvfxoNyxLSZjLRMWnxlzLl",
+	"LJoz67ProyZfiBRdK4LztJtyi+sDrlWWRrx3O2eZtvJAV6VptjR9ucxQ1CjLGV0ijUbhXWPC/vAhi2f8",
+	"eFKd3X05QF6vy4IGihbejrZ+tV6+paM4P0N2kWnujLfW6I/fef646wy9PAa843fJH2WD08bSKDJ6INs5",
+	"IpW6sLyQ27r4OLpbcgg/9rq9K5oipEuS0YVpdoUcS2+nseEVwiAQzsdjrXZW4oREfOEUjmGdHp/VpOqP",
+	"KJbmEWPDsx2WrUa0934PB4VlbAvNlEJinRTgQpVgkWmSU0DJo5LJn+LKkGstlUpw7XlUIlko1nXahMlZ",
+	"5tjDY3zlxLfbyha4wlDyydwYdRzlg5rk950/iX9c9i6JGgeXZ2ee6k8vTnqWsnNiLUh6s4P6R8YzIoiB",
+	"FXSIZpC1W9LK6aUgKneOw4qxcgsW/pzttjRfLzT7YAQXOYUafBE4tf/D65rQqf3X+3sHdaa6gsaeNgoP",
+	"y20rfUcbhAgMq61X0WRlsBXIgjIaub2pRyQhn6cIfXZKZv2WK8l3iRQpJjmX/oTWGY+dgZACv1ECJB0O",
+	"9tqoTWSG2+utbDXd/5GEH//5x6fu5By2h5f8PKk316Qf0c6KRoGXDGXEW/CR8yUxWgnMBkPnVhslkztr",
+	"P/TB41VkdMKf//yqTk2ZK23epypbbuqswIn+esfGqsHZTpK7EMpQBuX9rDupkxIfqG62/wW+8Dun6kXL",
+	"5d7fA/jMrhn+v7wzcyVfBcDSL6heLO701+SImD2PROw0EISqtSKdlmzr/9W6Itv6q716IZXsGTbCbHsn",
+	"6KZ7X3XJ/QWOs+pWXthgD6umWWO+0HD+8RmamN5EBaM9cwrYJl4pO2gtemCzC+TtXOtnRATrY5ee8bDa",
+	"tfek/zywQ42UYcmfH+t7ocVyzvSTJ3VBje5p62iPh/zrA5o+bkHZEex7OHU/9/4S0Ftj1iZoUobRry8o",
+	"HXPlnB7Epge8XucfoUm+bR7vBHByPhxZt9adylJN0vFCpXwngFy2gmbkxSFKWsiNmRXV7fxjI2g4+/S2",
+	"Ytn5F+xrbalV0YvMoNsShA3MPZ3U+BjoF1jyFEVpCpPBnTcuart7ftzLg9/04/EoP+692X+KBGzI2sca",
+	"QIaGyZilPhgOIrYkqPBg/xRYXth7HLCn4q//GlhetzdgE0Xc9koSB0uSNVjKUYvV8Hy7IojmSnPp5Q9+",
+	"y6PMqPRxMF+1V+Dce5Js82DwHNVKh11HkaeliI0tFMH+YpEZ56rThpz9uFiGTGmS8EVr5Txgzq55cWSo",
+	"YePOjSXqwVJBqL8mYYs0h5U+9EuQx4yGv49pEePGIYxt1Ny4cU+q91hKRaNq0kNFajO7bHAZchJKdGrS",
+	"Xbfg0ozEgqvMnGqKHhyoG21HWbDbt3eGa5ipa57KHdLVF+wOJhzadWHTNOfGfgq/413H+AtPhb28Vn0V",
+	"URGSv0Gw86bhSB6KPCYp52ePyhW2FYohX58O2v6KeITYsIamLuTFTVqs0V0gj2Jql22vUmyZmkRxvcMt",
+	"o7BtpwdDsTfgx9vO6Hq5KasE2iaDFyR8JoxYMMOTO5fjsBLu/JyMFsoxejzifK/dbm8bF5nnuJT3v7yx",
+	"KxtV2YEcrMdwx1sOvWyATKoRNIb/2NRY6nJphl+tMfI8M5FaVCxEP/cGx9b13RsMzgcbjusSkRo+YAQH",
+	"v/DyYwHt6UX/xFqdPlwev8e/NgV7saQ8F2ddJY8VTqHq4vU7LoQLFbej3BoKLmHS2u90OcS7LG5Fy2Uj",
+	"aKCGiHySFMRG0CAFEfEDNcRNgaaRPtiRLvxIHTfSqR3pPmgMUGh8nn2FpNvNWXdVGVqLlV0I6Tn5E4Gz",
+	"bt46VHWreZbp5DnLcZr1doG/j8Kvs+SZfn/uXVGb+ZX+tIamCvJ9bEZP5fdB49rR6WZ5hfX75rUpP/tj",
+	"u/gsNIirUXWP+mpLTa1qvJGLNzeNr7lES+OVhnt4iUO+rejZgWmqfuPSBz1rbo5sypy26Si3JgCZJQmp",
+	"BShRnl2enLQgRAh0GFgjjEu/samIinIDjVPAIpVkC1kXdIffV8lr1YC4Zr0qiKr8ey7cpeqmOmD+B66A",
+	"/GEuNG/bkatiZZ1gSfvx0GpeH2w75ZrL1u6WW2MdBrhwqOfxiolSps5rPmAyVgsQsVe5lIysqpbfX4al",
+	"BpoMLi/7x0BpY9IGRTyZOr/76fe/P5i251MrHwynGc05LGwwYZ6H6YNpCs+ZXnL2hVQYoSFWUYa6CoLp",
+	"W+5tncywcjRu69YhfvSQnmfMT5hY/MKEOWW3dco0RZq5lJtTXc7MmStJhh8lbf2JP52E8+eCWOY+SIWc",
+	"0dfsyZTu2gtna/8BXRgjU2uIoOsbEiJYmKXMp8DQdjkHs+Q3z4iV+TZeC0RCyW/+1Aa6wiQPJM+UA6IK",
+	"O6nkN4AoDyI+ApXEPK9v4vPOqATKc2KK7DAj9YXXkPtbzlKe2kweuossONbHL1xMgw1M96ZbBPM5fild",
+	"H21IoXOFD3DB7shRzwwxxQCvSx95aFHH+xD/2ui6yjatnGHwhPdqJcbKh1TVkWOFWtaRLVhlRrXcLlfB",
+	"V2hN3fB0FxVUmPNbGP7U2d3/4TXEArnX6tXR3n3Ddqeffn99UH9RrGSzbyv+1BcB0EbhITIb5uKiggOq",
+	"YCASHq8UCbClCWzWo4vnUFMIvT87DEDyWwNGUQhMOBUJ12Gd7Yt+Wd+v3q1JrQNWQ8JEnA9HMJCr3Gdu",
+	"U4IvAamLTJ+xdIbEF4iiS8rl8+nXrXkITYo+oQ3Qc7HUVCZkpwVnqDwiVY/lMmFCWh8wqZQBZFJ8zVyt",
+	"E6lMefUvtIcq72BXu1kCZalmQFX0qhHMnhN4kWc315ijbdGWPDedakzYHG1vNH2hXco0sbtYXIvYpdKo",
+	"sZxRBYpyrRhiRtY+62vUNF1/ivVJBAchx7Kadr2zkru/14Kzopib5cc+/95FN91GSabFNT/1rMRKujUl",
+	"JFasSg/d9UVdiWWpGMEGJ5fXLsiDXLa1xbleT1Zi2MQN8nCsUgW2yqS1zKwwwG4f5uWULNSfligvk3Xf",
+	"2+ZbMOyd9Lojb+7XvlKKpW+TxVyaF3osCx3NYYC3PoYBImrBhPIE1jDlU55yGfHhV1v4hCoG5BW9pinX",
+	"8zy7EJrlSgMOc82N2jmC49OTAjwchrNoPpbhdSlJLYSvGd7JNui4AjvkfoL6UimI16dZYsQwb1efWuh2",
+	"pkv60Jk1btW1K5dVewznCr3ZMgbyVTyOdK//vtf+8cenM+edG2Rby269bSWNeWpXs75Wdy4fN3BUFEjs",
+	"XRVlBFnVWn/44VV9NS4cbL39wxFonMfrzfMyKuvt15xKT5zIJltYxtR1xl/B73X3GiH20Rqd+nJaG91r",
+	"w69JJaVzOyNh+ZDLR1DsboEltWSysgO1u1wgbYkYgnryfJxHrvoG7M41AtzoTcNtecLJiH+8sKbp1Q3c",
+	"0hz6HI7wKN0RUmxEMytnaTuWmFQxUe2urgRw1tQGzbSQXOsXGkTsGXcRXbmRNebRpOwyED4S9FEwvghJ",
+	"gBRAOHG0c/L+HC+r486o87Yz7B0BWc6sHUnImb3FKA7c6ZMuB7tZRJdTQDoUseJ15iZaGpWKeiQa7ufC",
+	"AL1tJNYDieYUVmRQikwZLplF86LOEgmBPooXlcYj50WkkIvexpykVFVyE5e31QdOVE2CnnVl8dS5L4sY",
+	"49dUnbEMH+nYy5QbnueurWYPP3RhLNjtsL6C4zBbkCyUJGUJWXsUziWk7d2qW6THPFhf0kGXy+/UTAfw",
+	"WMlIv9ZPY9ksdSJcvpmrhKPiZFe495Ju/wC00+SyBQjnCtx5XlnI59RpXLUvrJZEzE+vgkrFDj8WZlCd",
+	"qsY3SpklznfTgrq0IhdxQtnrDJzLqAUXncGo3zk5dNU36YCCR+ptskIlw3MnKXfCzQ3nEto2cmYPDwXP",
+	"xmLhEdiRP6tJ4KxNkav+3ekiC3Mg2EQVM5aFuCC0/7EFHVeC1u4r/mQlY/rkJrRVeGwMDzEPoUFyQbat",
+	"ThdkMVlgC3r5qcWUYvkcXO7HTncsm92eNwnkDdJM6p1qLkynS4njNFgjaPzSaQSNEWVCndK/5yc276oR",
+	"NLqbpoVvOSaV3uVRlgpzN0QMdfX/VMy72wWv5zWvrJdicgfhxflwRJXGwxZcUmlxSdqN+8UZz8KWF6no",
+	"hidLY3FdzI1Zejuus9/Xg+NGczbKHJgcjnw2D8rDNswNALqnKJmpejCBxHpEPI4zZ+Cx+QthnmQc2ois",
+	"vAa/otK4ko+la+S+DXdaYEtpLJmZQyKuuYZMxjyF8CVbipfXey/9El7SVKl+aZO4hB7LmEth9yLmNluQ",
+	"30Z8aSpHNJZj+R//AX06T3M3lh0LLv6q7aGSdMCKZI2iirw10UecAGNUm2wXoYzHsoQizSK/YacFv1iN",
+	"mZkyFgkDaslthVB3oiWH11iS9btZPdIA7GlBWMXbcOeocsiRvenSVNhw/rGsIk2zPIxDNtx5vyWBTQDD",
+	"tc7xmp6lKlsCS27YnR5LZKK23jEdZ10R8sBxUmrF8iJtVBjFbX9XyWvsp6Qey78VabMamiEFMoeBhc/+",
+	"VbIw48eizhJiVpoXLBxLcKm22j77gLJeuJ5Zi1jwNzh22fuW+btrXeMduxBJIlzFeIcNEsJTHYLOplNx",
+	"24IzFXurJbjVzsQ1ksBEqyQz/hWHmLOYStQeAnOsRC2Wma3NqPNCTbYRjkV7hj8tlFRGSRFBlKjoCwpN",
+	"JK0o61w08DfNpflbuQxeAMsk0zhKuJrgEAaURUT4xqbc3MGCpTMhaSPK1Wts0uVPo9GFvz5wTAriRAoY",
+	"NwIY+1vZfnCFasaN+/AI54781sDlxUVvcDU863zsETYlgjI4hTXsIAHYA3ihocRcPIrYUgZ8zq6FylIi",
+	"DwdR05u3yo967IzlH77BH3arKX/xD/x+d3cX3L/48aC9F9BbFX9Uy+Uf4S8QrhRoCckNg+SKZ8hvcorN",
+	"bWFk5sodVpUxiuopiLjr9WAs93rg3QybjOOc4E0mLX3TROpGFtUCyDInDD1ykdrKJDt+pQd4B5CAAX/k",
+	"D4cQO6KvbKM3q78R/hxaICil1johkDVoevODSGuBV7+tU+xG2mvDHy7P1PNMoVFekuYImP5S5LxZuQe3",
+	"E4UZ1/tVAAf7+3h+pQr6q08DeJnJWiADl5RLJEoBfKGX9aBZvDuwA0Jqw1mM4owpv7KijUgSumscFPu4",
+	"G5WHJMLSOxGhf0oCmp8FaoOU/GDm9jZO7+wgkpsblX7x5eh/uL2FPx596cCP5Z88gJu5cHWackg9jFRC",
+	"3FARAdRP1yIUrBlGuzKMZGJYcsmWonHYeNVqt15ZTXZOMtCD92rusKMqa0qbumeOpHFXT1jj3wtbMFq9",
+	"8vH6VGmsHd/Ck3OeLVJYbqRld0eeXd7MleaQoNCbz4B7Yb3CZs7kWIbVcg3hevEJgoO5mufFzehLujiX",
+	"5Vj6qm3xSn2X1JWIyLm4UUkMoS+/Zl04vgJbOJZTIYWeeyZv84BoVGQ0OqcfyW+I21FsnD6Eg3Yb1p4m",
+	"eoApBWNZx2Tq3uA5IpyuvpVyNJaPPsxhRficRfdje9xxXvrDvRLFtXmr4r/uJY61OkT3Vd3RpBlffWJq",
+	"v93+FvO78Jm6R2gIh92rQQd29rpBcyhfll7Boi57T3epPDBDnV493al4Cgp77L95usfqCz60WJKeNwEx",
+	"ty6ShpUtFiy9ow0iluwd1VTAv6hGaSsdHiFhpNbH7QjQenCoRhObkZ6HLE9yra0K9yCv+qwm+iUR18PM",
+	"6heGxJgtwSgIbfRSCE1vi6JwpB3i9vaRKFvkmOR91LG0fd5DpWNJt56VPhbO+uY0Buvpsvy6GRaho0hc",
+	"axIZaskd6YxfKPTqkCSkkmuL3o6jWJB0wZIjHyc0Y0KWb43WWJKm6qp1Ty3swr3e5LTDvIRxGJRZH4Vn",
+	"ONlQGD2WQu5OE3Ihl/gWdih0gRcaIrZkkUAxknri7+6n9RFacI4KMd3PtnJl6CtOOE0qLMplhAT8EbCx",
+	"tHWEZKnMhmXPeTfSs3Hq0FXzoHXTom0cxP8m5koFmD+oif5GjLVSPvw7M9VqXewahuqqT9MBkoypxSS5",
+	"c66vf/PYWh57ouRsd6lc1LTlazmRW1LwQWqO1n1av2euthj404yV4rIeZqxv6YFFakTFHUpC4UpEV9iC",
+	"HrLLXKK1IhnZqcbSCYCHEJ5/DAvlClWEOn02PDkfjlxckR1QqrF0DyZOOP6hbfwSioNOZUNmxpElHxYK",
+	"VkW3QbZDwhnVqg3z9GMfwKQmpGU9kMZMEXljmXLaPztHVWfaaYFPR7H8a6GQlU1VesPSmPheWEraDins",
+	"aUZFnKy4a1UCbwTWnNNTUWImKZhskhmr0CAQkt/QKw2QyS8SxWGyMqvU1ojGLSM+6fVKv0cqtVsUjKU9",
+	"H+32+n8TO6WknBOb9PJtGGoliek7M9RqylENQz2Xub6z5Kk97AAvU2+MI1/wv3nrA7y1d2u4E3ucFKSm",
+	"eUXLkmRIUq4n1+ew1t/J2Hn/0od/6pe/2+d77hH6Ga9htyRM2TBWDXlkjSu0bc06pccIbewkcZrcojCW",
+	"9ilZekeD7Nji2vNQl9dAfM5zYGvZJJ5gNWl6JlRo1JdTzhZ5sGDX4vau9YRa01b437sfecR3bQhcSIFl",
+	"TeudSkVkKOCMjuOFzgfw/aku9RFKjs5FjAugLFlbG6m9O7kzfCwRnh0LGgmNc0bKt12wMCTRa5eRrkGL",
+	"35xKQpsY2BxyXImhUgBC2yeDbWBu7ds9zbBSETDc8SZvppFplsD9HjwzgPChCtDIOw/aBxBWSkZXerhq",
+	"iDTyGwiL6tDUd50Zw9a8+Ng9fOErHzeqT1b/Wk+mRZOXxZPW98GGcd7OOkxHUP/Wdf5M1vMeu/aBpOsQ",
+	"FW84E8k4136J4Aoay0Gzr8wWwDmioQts18fdb/Zk+JNZEPeftrqZVGS42bWUXr2h8lknQjIKNloNSap9",
+	"ZBjPJADPOlZe5K1wixqLY/V4iRE1yZrq3ickx6El7J3Wnz/c+//ZF2T74OkeeUly6rDBjZoXH/+XXsFD",
+	"wg8SVQ3XZpcKltAFQHHN1Vvuz1y9af50br1649+LKF+iYdO6XbzIbOVlKCw+O6HzK6DYTVduSXrITSr0",
+	"Fr9eqVn6QkOUpSlqUbj45tS+L2TvN3t1U6eYL5YKCfaQFIzyy3nOYISI5eO0rdHIPUEyltQqbNIWrMCd",
+	"y/xrD2yEFKIiCwOVDUfh/hH1I2D0MC8n4N3ELnImfw8k1/0O2m/GMlx5fyBsQei8N4fgCjOE4IhYQ+hC",
+	"c0LwVWjoPsabqujmnEBFJ9sm7+LHaEHHh/rQw4YUzBOPJW2VNpXgMLBxViLWhe+7ELHIBliOuQvG0oVk",
+	"ufdEUyZnPMgNcoma6Z1S7Ix1BwhN7/YZbn2gnXWHVpQo7VwX7tWhwzIipdykglffzh5L5f2WdustBrvu",
+	"2AeV6qB4KxgFpikTibZimo+3HEvNyVT3z+God3plAdshQFFuIK/vYUV8KKvmDkMog6BwUpYJYSxRE0Yq",
+	"2wlgDS2gWYNa5Tf9cwSzsVpFWTUcrfKkRVgqQoY/loQrnMXp7mO5YDG3G8dTmHHpJBpPnDst6PvgGtoA",
+	"XGaeEhynaumCL2xt4O+hOK/LeUf2cMqnUrO5aztU3RUcZO8VhGtvf4TQpAtYoeT7I5yKtztH5L8Nq0+C",
+	"PEuQhGbVXTqWZX+py42zJ1zrq0J+alwA65+QNz99K+NBuebGd7ceVEpVPCCmOSITusS8m1LdIA3bxFP/",
+	"UlPxdhM98vQ/3arw7YWmvQ1gWn27hYSt/U02wAWEsEnCexSw9a8V1C6Uuyv9XUpx3DVKM8ltzuzodJ+t",
+	"ZDYhHxbSukrqbOGuxtV4Peu/M3WViO2rFT5eYCyL3LSIQ5MkPkF17bRtRSm7Oy04U4B4aPE+j1rahMWv",
+	"vSUVQtPbZxHmHWK37XJD98CU5dPlF6b+MmvpByXkmS2U9S24Xbmc9ka8bu8vnvphToe/o+RKJ7sS0hi4",
+	"BwCsacdGlJBw+H053N4G87xXkv9L2IALqm4c/vqpzBRGqZWeamJoK88gFptdZgfCRaI+wRJ0ESj9gOpW",
+	"kKiXiutmJsOh1YhsoZWwzDScsuRVPWttsJG0ZN8sF0cIdyjRguWSuNfWNJvyFsUa85tiFlFUv6gOc5Rr",
+	"GbII4aaxUCotlQJQSZxDRgoAFcawS30oDjGXulUSj/1tYhPFySeWMnIHkbMpUTNywZP2iP2mYjbfwK8e",
+	"QFj3lp4VSPdqAyG/pTfofMmlD6v/NixupTLSd5boVkv+PCDS5R6+SvGSf/uA6hnaen7Ir5/uK1wO0Qqa",
+	"FDKE0seOq4ZU3WRPYL5STB2Tq5s4TwOxs7puqyyO+CoSps7R25mQ8/HXLdTzUhCfa50HWq23pqijwL9i",
+	"nXuqAqchFGOQFHf/6f7/BQAA//8=",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

@@ -146,6 +146,9 @@ func (b businessAPI) checkArtifacts(ctx context.Context, m manifest.Manifest) er
 	}
 	if sp := m.Checker.Special; sp != nil {
 		refs = append(refs, ref{"checker.special.sourceSha256", sp.SourceSha256, sp.SourceSize})
+		for i, f := range sp.Files {
+			refs = append(refs, ref{fmt.Sprintf("checker.special.files[%d].sha256", i), f.Sha256, f.Size})
+		}
 	}
 	if len(refs) == 0 {
 		return nil

@@ -151,7 +151,7 @@ func validateSpecial(ck engine.Checker) error {
 	seen := map[string]bool{ck.SpecialRuntime.SourceFile: true}
 	for _, f := range ck.SpecialFiles {
 		if !checkerFileRE.MatchString(f.Name) || seen[f.Name] {
-			return engine.Infraf(engine.InfraConfig, "special judge file name %q is unsafe, repeated or the source's own", f.Name)
+			return engine.Infraf(engine.InfraCheckerFailed, "special judge file name %q is unsafe, repeated or the source's own", f.Name)
 		}
 		seen[f.Name] = true
 	}
