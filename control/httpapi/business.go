@@ -299,12 +299,10 @@ func (b businessAPI) submissionStatus(ctx context.Context, typ, id string) (busi
 	return out, nil
 }
 
+// isVerdict: the status words that are verdicts (AC, PARTIAL, WA, …), by
+// the contract's VerdictStatus enum so a new verdict needs no edit here.
 func isVerdict(s businessapi.SubmissionStatusCode) bool {
-	switch s {
-	case businessapi.SubmissionStatusCodeAC, businessapi.SubmissionStatusCodeWA, businessapi.SubmissionStatusCodeTLE, businessapi.SubmissionStatusCodeMLE, businessapi.SubmissionStatusCodeOLE, businessapi.SubmissionStatusCodeRE, businessapi.SubmissionStatusCodeCE:
-		return true
-	}
-	return false
+	return businessapi.VerdictStatus(s).Valid()
 }
 
 // RejudgeSubmission queues generation+1 and cancels a still live older job.
