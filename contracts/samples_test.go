@@ -92,7 +92,7 @@ func machineSamples() []sample {
 		m("error-422.json", post, pResult, 422, errBody),
 		m("error-429.json", post, pClaim, 429, errBody),
 	}
-	for _, st := range []string{"ac", "wa", "tle", "mle", "ole", "re", "ce"} {
+	for _, st := range []string{"ac", "partial", "wa", "tle", "mle", "ole", "re", "ce"} {
 		s = append(s, m("result-request-"+st+".json", post, pResult, 0, into[machineapi.ResultRequest]()))
 	}
 	return s
@@ -139,6 +139,7 @@ func businessSamples() []sample {
 		m("artifact-stored.json", http.MethodPut, "/api/v1/artifacts/{sha256}", 201, into[businessapi.ArtifactStored]()),
 		m("error-422.json", http.MethodPut, "/api/v1/artifacts/{sha256}", 422, into[businessapi.Error]()),
 		m("manifest-code.json", post, "/api/v1/manifests", 0, into[businessapi.Manifest]()),
+		m("manifest-code-testlib.json", post, "/api/v1/manifests", 0, into[businessapi.Manifest]()),
 		m("manifest-sql.json", post, "/api/v1/manifests", 0, into[businessapi.Manifest]()),
 		m("manifest-published.json", post, "/api/v1/manifests", 201, into[businessapi.ManifestPublished]()),
 		m("manifest-stored.json", http.MethodGet, "/api/v1/manifests/{manifestId}", 200, into[businessapi.StoredManifest]()),
@@ -148,6 +149,7 @@ func businessSamples() []sample {
 		m("submission-status-pending.json", http.MethodGet, sub, 200, into[businessapi.SubmissionStatus]()),
 		m("submission-status-judging.json", http.MethodGet, sub, 200, into[businessapi.SubmissionStatus]()),
 		m("submission-status-wa.json", http.MethodGet, sub, 200, into[businessapi.SubmissionStatus]()),
+		m("submission-status-partial.json", http.MethodGet, sub, 200, into[businessapi.SubmissionStatus]()),
 		m("reason-request.json", post, sub+"/rejudge", 0, into[businessapi.ReasonRequest]()),
 		m("event-claim-request.json", post, "/api/v1/settlement-events/claim", 0, into[businessapi.EventClaimRequest]()),
 		m("event-claim-response.json", post, "/api/v1/settlement-events/claim", 200, into[businessapi.EventClaimResponse]()),
