@@ -67,7 +67,7 @@ func TestNodeJudgesAndReports(t *testing.T) {
 		} `json:"verdict"`
 	}
 	require.NoError(t, json.Unmarshal(j.Result, &res))
-	require.Equal(t, int64(100), res.Verdict.Score)
+	require.Equal(t, float64(100), res.Verdict.Score)
 	require.Len(t, res.Verdict.Cases, 2, "the empty expected output is judged like any other case")
 	require.Equal(t, 1, eventsFor(t, e, jobID))
 

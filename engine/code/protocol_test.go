@@ -135,13 +135,20 @@ func TestScoreProtocol(t *testing.T) {
 	require.Equal(t, 7.0, v.Score)
 	require.Contains(t, v.Cases[1].Message, "scored 40")
 
-	// Garbage or a number above maxPoints is the checker's fault.
-	for _, in := range []string{"garbage", "score 101", "score -3"} {
+	// Garbage, a number above maxPoints or a crash is the checker's fault.
+	for _, in := range []string{"garbage", "score 101", "score -3", "crash"} {
 		task = b.task(t, "cpp", echoSource, tcase{in: in + "\n", exp: "ANSWER\n"})
 		task.Checker = ck
 		_, err := b.x.Execute(context.Background(), task, nil)
 		requireClass(t, err, engine.InfraCheckerFailed)
 	}
+
+	// A checker whose program is missing (its run command names no binary).
+	task = b.task(t, "cpp", echoSource, tcase{in: "score 1\n", exp: "ANSWER\n"})
+	task.Checker = ck
+	task.Checker.SpecialRuntime.RunCmd = []string{"/box/no-such-checker"}
+	_, err = b.x.Execute(context.Background(), task, nil)
+	requireClass(t, err, engine.InfraCheckerFailed)
 	require.NoError(t, b.leftovers(t))
 }
 

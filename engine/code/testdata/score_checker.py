@@ -1,7 +1,7 @@
 # A score-protocol checker for the tests: argv input output answer; prints
 # one number on stdout (the points) and a comment on stderr. The contestant's
 # program echoes its input line: "score X" prints X, "garbage" prints a word.
-import sys
+import os, signal, sys
 
 _, inp, out, ans = sys.argv
 if open(ans).read().split() != ["ANSWER"]:
@@ -13,5 +13,7 @@ if words[0] == "score":
     print("scored " + words[1], file=sys.stderr)
 elif words[0] == "garbage":
     print("lots")
+elif words[0] == "crash":
+    os.kill(os.getpid(), signal.SIGSEGV)
 else:
     print("0")
