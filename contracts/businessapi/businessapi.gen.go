@@ -11,6 +11,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -497,6 +498,54 @@ type JudgersSummary struct {
 // Language Language key, e.g. cpp17, java17, python3, arkts, mysql; it decides the pool.
 type Language = string
 
+// LanguageInfo defines model for LanguageInfo.
+type LanguageInfo struct {
+	// Id Language key, e.g. cpp17, java17, python3, arkts, mysql; it decides the pool.
+	Id Language `json:"id"`
+
+	// MinMemoryBytes Manifests whose memory limit is below this are refused for this language at enqueue (422 `MEMORY_LIMIT_TOO_LOW`).
+	MinMemoryBytes int64 `json:"minMemoryBytes"`
+
+	// Mixed True when ready nodes report more than one variant.
+	Mixed bool `json:"mixed"`
+
+	// Pool A judge pool; one node process serves exactly one.
+	Pool Pool `json:"pool"`
+
+	// ReadyNodes Ready nodes (enabled, online) that report this language.
+	ReadyNodes int32 `json:"readyNodes"`
+
+	// Standard The standard or language version the id names.
+	Standard string            `json:"standard"`
+	Variants []LanguageVariant `json:"variants"`
+}
+
+// LanguageList defines model for LanguageList.
+type LanguageList struct {
+	// AsOf Server time of the snapshot.
+	AsOf      time.Time      `json:"asOf"`
+	Languages []LanguageInfo `json:"languages"`
+}
+
+// LanguageVariant defines model for LanguageVariant.
+type LanguageVariant struct {
+	// CompileCommand Compile command line; empty for none.
+	CompileCommand string `json:"compileCommand"`
+
+	// EntryPoint How the source file name and entry point are chosen.
+	EntryPoint string `json:"entryPoint"`
+
+	// ExtraMemoryBytes Memory granted on top of the manifest's limit.
+	ExtraMemoryBytes int64 `json:"extraMemoryBytes"`
+
+	// Nodes Ready nodes reporting exactly this variant.
+	Nodes      int32  `json:"nodes"`
+	RunCommand string `json:"runCommand"`
+
+	// Version Compiler or runtime version as probed in the sandbox image.
+	Version string `json:"version"`
+}
+
 // Limits defines model for Limits.
 type Limits struct {
 	// MemoryMb Memory per run; at least 1 for CODE manifests.
@@ -894,6 +943,12 @@ type EnqueueSubmissionParams struct {
 	IdempotencyKey *string `json:"Idempotency-Key,omitempty"`
 }
 
+// GetSubmissionParams defines parameters for GetSubmission.
+type GetSubmissionParams struct {
+	// WaitMs Wait up to this long for the current generation to settle (0, the default, answers at once).
+	WaitMs *int32 `form:"waitMs,omitempty" json:"waitMs,omitempty"`
+}
+
 // PublishManifestJSONRequestBody defines body for PublishManifest for application/json ContentType.
 type PublishManifestJSONRequestBody = Manifest
 
@@ -1003,6 +1058,22 @@ type ClientInterface interface {
 	//
 	// Corresponds with PUT /api/v1/artifacts/{sha256} (the `UploadArtifact` operationId).
 	UploadArtifactWithBody(ctx context.Context, sha256 Sha256, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ListLanguages The language ids a submission may name, as the ready nodes run them.
+	//
+	// Every accepted language id, with its pool, the standard it names, the
+	// smallest memory limit it can be enqueued with, and what the ready
+	// nodes of its pool report for it: compiler/runtime version, compile
+	// and run command lines, source file / entry-point rule and extra memory
+	// granted. Nodes of one pool that report different versions or commands
+	// are listed as separate `variants` and the language is marked `mixed`.
+	// A language whose pool has no ready node is still listed, with no
+	// variants: it is accepted and waits for a node.
+	//
+	// Errors: 401 `UNAUTHENTICATED`; 429 `RATE_LIMITED`; 5xx.
+	//
+	// Corresponds with GET /api/v1/languages (the `ListLanguages` operationId).
+	ListLanguages(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// PublishManifestWithBody Publish an immutable manifest (content-addressed).
 	//
@@ -1150,11 +1221,20 @@ type ClientInterface interface {
 
 	// GetSubmission Status of the submission's current generation.
 	//
+	// With `waitMs`, a waiting read: the answer comes as soon as the
+	// current generation settles (a verdict, SYSTEM_ERROR or CANCELLED), or
+	// when the wait ends, whichever is first; a submission that has already
+	// settled answers at once. The wait holds no database connection, and a
+	// settlement committed on another control replica wakes it within the
+	// cross-replica wake-up interval. The answer is always the status at
+	// the moment it is sent: check `status` (and `generation`), not how long
+	// the call took.
+	//
 	// Errors: 400 `REQUEST_INVALID`; 401 `UNAUTHENTICATED`;
 	// 404 `SUBMISSION_NOT_FOUND`; 429 `RATE_LIMITED`; 5xx.
 	//
 	// Corresponds with GET /api/v1/submissions/{submissionType}/{submissionId} (the `GetSubmission` operationId).
-	GetSubmission(ctx context.Context, submissionType SubmissionTypePath, submissionId SubmissionIdPath, reqEditors ...RequestEditorFn) (*http.Response, error)
+	GetSubmission(ctx context.Context, submissionType SubmissionTypePath, submissionId SubmissionIdPath, params *GetSubmissionParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// CancelSubmissionWithBody Cancel the submission's current job if it has not finished.
 	//
@@ -1242,6 +1322,32 @@ type ClientInterface interface {
 // Corresponds with PUT /api/v1/artifacts/{sha256} (the `UploadArtifact` operationId).
 func (c *Client) UploadArtifactWithBody(ctx context.Context, sha256 Sha256, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewUploadArtifactRequestWithBody(c.Server, sha256, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ListLanguages The language ids a submission may name, as the ready nodes run them.
+//
+// Every accepted language id, with its pool, the standard it names, the
+// smallest memory limit it can be enqueued with, and what the ready
+// nodes of its pool report for it: compiler/runtime version, compile
+// and run command lines, source file / entry-point rule and extra memory
+// granted. Nodes of one pool that report different versions or commands
+// are listed as separate `variants` and the language is marked `mixed`.
+// A language whose pool has no ready node is still listed, with no
+// variants: it is accepted and waits for a node.
+//
+// Errors: 401 `UNAUTHENTICATED`; 429 `RATE_LIMITED`; 5xx.
+//
+// Corresponds with GET /api/v1/languages (the `ListLanguages` operationId).
+func (c *Client) ListLanguages(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListLanguagesRequest(c.Server)
 	if err != nil {
 		return nil, err
 	}
@@ -1488,12 +1594,21 @@ func (c *Client) EnqueueSubmission(ctx context.Context, params *EnqueueSubmissio
 
 // GetSubmission Status of the submission's current generation.
 //
+// With `waitMs`, a waiting read: the answer comes as soon as the
+// current generation settles (a verdict, SYSTEM_ERROR or CANCELLED), or
+// when the wait ends, whichever is first; a submission that has already
+// settled answers at once. The wait holds no database connection, and a
+// settlement committed on another control replica wakes it within the
+// cross-replica wake-up interval. The answer is always the status at
+// the moment it is sent: check `status` (and `generation`), not how long
+// the call took.
+//
 // Errors: 400 `REQUEST_INVALID`; 401 `UNAUTHENTICATED`;
 // 404 `SUBMISSION_NOT_FOUND`; 429 `RATE_LIMITED`; 5xx.
 //
 // Corresponds with GET /api/v1/submissions/{submissionType}/{submissionId} (the `GetSubmission` operationId).
-func (c *Client) GetSubmission(ctx context.Context, submissionType SubmissionTypePath, submissionId SubmissionIdPath, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewGetSubmissionRequest(c.Server, submissionType, submissionId)
+func (c *Client) GetSubmission(ctx context.Context, submissionType SubmissionTypePath, submissionId SubmissionIdPath, params *GetSubmissionParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetSubmissionRequest(c.Server, submissionType, submissionId, params)
 	if err != nil {
 		return nil, err
 	}
@@ -1653,6 +1768,33 @@ func NewUploadArtifactRequestWithBody(server string, sha256 Sha256, contentType 
 	}
 
 	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewListLanguagesRequest constructs an http.Request for the ListLanguages method
+func NewListLanguagesRequest(server string) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/languages")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
 
 	return req, nil
 }
@@ -1867,7 +2009,7 @@ func NewEnqueueSubmissionRequestWithBody(server string, params *EnqueueSubmissio
 }
 
 // NewGetSubmissionRequest constructs an http.Request for the GetSubmission method
-func NewGetSubmissionRequest(server string, submissionType SubmissionTypePath, submissionId SubmissionIdPath) (*http.Request, error) {
+func NewGetSubmissionRequest(server string, submissionType SubmissionTypePath, submissionId SubmissionIdPath, params *GetSubmissionParams) (*http.Request, error) {
 	var err error
 
 	var pathParam0 string
@@ -1897,6 +2039,33 @@ func NewGetSubmissionRequest(server string, submissionType SubmissionTypePath, s
 	queryURL, err := serverURL.Parse(operationPath)
 	if err != nil {
 		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.WaitMs != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "waitMs", *params.WaitMs, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: "int32"}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
 	}
 
 	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
@@ -2104,6 +2273,24 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with PUT /api/v1/artifacts/{sha256} (the `UploadArtifact` operationId).
 	UploadArtifactWithBodyWithResponse(ctx context.Context, sha256 Sha256, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*UploadArtifactResponse, error)
 
+	// ListLanguagesWithResponse The language ids a submission may name, as the ready nodes run them.
+	//
+	// Every accepted language id, with its pool, the standard it names, the
+	// smallest memory limit it can be enqueued with, and what the ready
+	// nodes of its pool report for it: compiler/runtime version, compile
+	// and run command lines, source file / entry-point rule and extra memory
+	// granted. Nodes of one pool that report different versions or commands
+	// are listed as separate `variants` and the language is marked `mixed`.
+	// A language whose pool has no ready node is still listed, with no
+	// variants: it is accepted and waits for a node.
+	//
+	// Errors: 401 `UNAUTHENTICATED`; 429 `RATE_LIMITED`; 5xx.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /api/v1/languages (the `ListLanguages` operationId).
+	ListLanguagesWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ListLanguagesResponse, error)
+
 	// PublishManifestWithBodyWithResponse Publish an immutable manifest (content-addressed).
 	//
 	// The manifest is normalized and hashed; publishing the same content
@@ -2252,13 +2439,22 @@ type ClientWithResponsesInterface interface {
 
 	// GetSubmissionWithResponse Status of the submission's current generation.
 	//
+	// With `waitMs`, a waiting read: the answer comes as soon as the
+	// current generation settles (a verdict, SYSTEM_ERROR or CANCELLED), or
+	// when the wait ends, whichever is first; a submission that has already
+	// settled answers at once. The wait holds no database connection, and a
+	// settlement committed on another control replica wakes it within the
+	// cross-replica wake-up interval. The answer is always the status at
+	// the moment it is sent: check `status` (and `generation`), not how long
+	// the call took.
+	//
 	// Errors: 400 `REQUEST_INVALID`; 401 `UNAUTHENTICATED`;
 	// 404 `SUBMISSION_NOT_FOUND`; 429 `RATE_LIMITED`; 5xx.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with GET /api/v1/submissions/{submissionType}/{submissionId} (the `GetSubmission` operationId).
-	GetSubmissionWithResponse(ctx context.Context, submissionType SubmissionTypePath, submissionId SubmissionIdPath, reqEditors ...RequestEditorFn) (*GetSubmissionResponse, error)
+	GetSubmissionWithResponse(ctx context.Context, submissionType SubmissionTypePath, submissionId SubmissionIdPath, params *GetSubmissionParams, reqEditors ...RequestEditorFn) (*GetSubmissionResponse, error)
 
 	// CancelSubmissionWithBodyWithResponse Cancel the submission's current job if it has not finished.
 	//
@@ -2421,6 +2617,75 @@ func (r UploadArtifactResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r UploadArtifactResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// ListLanguagesResponse429Headers the declared response headers of an HTTP 429 response for ListLanguages
+type ListLanguagesResponse429Headers struct {
+	RetryAfter int32
+}
+
+type ListLanguagesResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *LanguageList
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *TooManyRequests
+	// JSONDefault the response for an HTTP default `application/json` response
+	JSONDefault *Unexpected
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *ListLanguagesResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListLanguagesResponse) GetJSON200() *LanguageList {
+	return r.JSON200
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r ListLanguagesResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r ListLanguagesResponse) GetJSON429() *TooManyRequests {
+	return r.JSON429
+}
+
+// GetJSONDefault returns the response for an HTTP default `application/json` response
+func (r ListLanguagesResponse) GetJSONDefault() *Unexpected {
+	return r.JSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r ListLanguagesResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListLanguagesResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListLanguagesResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListLanguagesResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -3198,6 +3463,30 @@ func (c *ClientWithResponses) UploadArtifactWithBodyWithResponse(ctx context.Con
 	return ParseUploadArtifactResponse(rsp)
 }
 
+// ListLanguagesWithResponse The language ids a submission may name, as the ready nodes run them.
+//
+// Every accepted language id, with its pool, the standard it names, the
+// smallest memory limit it can be enqueued with, and what the ready
+// nodes of its pool report for it: compiler/runtime version, compile
+// and run command lines, source file / entry-point rule and extra memory
+// granted. Nodes of one pool that report different versions or commands
+// are listed as separate `variants` and the language is marked `mixed`.
+// A language whose pool has no ready node is still listed, with no
+// variants: it is accepted and waits for a node.
+//
+// Errors: 401 `UNAUTHENTICATED`; 429 `RATE_LIMITED`; 5xx.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /api/v1/languages (the `ListLanguages` operationId).
+func (c *ClientWithResponses) ListLanguagesWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ListLanguagesResponse, error) {
+	rsp, err := c.ListLanguages(ctx, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListLanguagesResponse(rsp)
+}
+
 // PublishManifestWithBodyWithResponse Publish an immutable manifest (content-addressed).
 //
 // The manifest is normalized and hashed; publishing the same content
@@ -3400,14 +3689,23 @@ func (c *ClientWithResponses) EnqueueSubmissionWithResponse(ctx context.Context,
 
 // GetSubmissionWithResponse Status of the submission's current generation.
 //
+// With `waitMs`, a waiting read: the answer comes as soon as the
+// current generation settles (a verdict, SYSTEM_ERROR or CANCELLED), or
+// when the wait ends, whichever is first; a submission that has already
+// settled answers at once. The wait holds no database connection, and a
+// settlement committed on another control replica wakes it within the
+// cross-replica wake-up interval. The answer is always the status at
+// the moment it is sent: check `status` (and `generation`), not how long
+// the call took.
+//
 // Errors: 400 `REQUEST_INVALID`; 401 `UNAUTHENTICATED`;
 // 404 `SUBMISSION_NOT_FOUND`; 429 `RATE_LIMITED`; 5xx.
 //
 // Returns a wrapper object for the known response body format(s).
 //
 // Corresponds with GET /api/v1/submissions/{submissionType}/{submissionId} (the `GetSubmission` operationId).
-func (c *ClientWithResponses) GetSubmissionWithResponse(ctx context.Context, submissionType SubmissionTypePath, submissionId SubmissionIdPath, reqEditors ...RequestEditorFn) (*GetSubmissionResponse, error) {
-	rsp, err := c.GetSubmission(ctx, submissionType, submissionId, reqEditors...)
+func (c *ClientWithResponses) GetSubmissionWithResponse(ctx context.Context, submissionType SubmissionTypePath, submissionId SubmissionIdPath, params *GetSubmissionParams, reqEditors ...RequestEditorFn) (*GetSubmissionResponse, error) {
+	rsp, err := c.GetSubmission(ctx, submissionType, submissionId, params, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -3588,6 +3886,66 @@ func ParseUploadArtifactResponse(rsp *http.Response) (*UploadArtifactResponse, e
 	switch {
 	case rsp.StatusCode == 429:
 		var headers UploadArtifactResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int32
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: "int32"}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseListLanguagesResponse parses an HTTP response from a ListLanguagesWithResponse call
+func ParseListLanguagesResponse(rsp *http.Response) (*ListLanguagesResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListLanguagesResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest LanguageList
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Unexpected
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers ListLanguagesResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
 			var value int32
 			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: "int32"}); err != nil {
@@ -4272,6 +4630,9 @@ type ServerInterface interface {
 	// UploadArtifact Store one test-data file under its SHA-256 digest.
 	// (PUT /api/v1/artifacts/{sha256})
 	UploadArtifact(w http.ResponseWriter, r *http.Request, sha256 Sha256)
+	// ListLanguages The language ids a submission may name, as the ready nodes run them.
+	// (GET /api/v1/languages)
+	ListLanguages(w http.ResponseWriter, r *http.Request)
 	// PublishManifest Publish an immutable manifest (content-addressed).
 	// (POST /api/v1/manifests)
 	PublishManifest(w http.ResponseWriter, r *http.Request)
@@ -4289,7 +4650,7 @@ type ServerInterface interface {
 	EnqueueSubmission(w http.ResponseWriter, r *http.Request, params EnqueueSubmissionParams)
 	// GetSubmission Status of the submission's current generation.
 	// (GET /api/v1/submissions/{submissionType}/{submissionId})
-	GetSubmission(w http.ResponseWriter, r *http.Request, submissionType SubmissionTypePath, submissionId SubmissionIdPath)
+	GetSubmission(w http.ResponseWriter, r *http.Request, submissionType SubmissionTypePath, submissionId SubmissionIdPath, params GetSubmissionParams)
 	// CancelSubmission Cancel the submission's current job if it has not finished.
 	// (POST /api/v1/submissions/{submissionType}/{submissionId}/cancel)
 	CancelSubmission(w http.ResponseWriter, r *http.Request, submissionType SubmissionTypePath, submissionId SubmissionIdPath)
@@ -4327,6 +4688,20 @@ func (siw *ServerInterfaceWrapper) UploadArtifact(w http.ResponseWriter, r *http
 
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		siw.Handler.UploadArtifact(w, r, sha256)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// ListLanguages operation middleware
+func (siw *ServerInterfaceWrapper) ListLanguages(w http.ResponseWriter, r *http.Request) {
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.ListLanguages(w, r)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -4469,8 +4844,24 @@ func (siw *ServerInterfaceWrapper) GetSubmission(w http.ResponseWriter, r *http.
 		return
 	}
 
+	// Parameter object where we will unmarshal all parameters from the context
+	var params GetSubmissionParams
+
+	// ------------- Optional query parameter "waitMs" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "waitMs", r.URL.Query(), &params.WaitMs, runtime.BindQueryParameterOptions{Type: "integer", Format: "int32"})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "waitMs"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "waitMs", Err: err})
+		}
+		return
+	}
+
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		siw.Handler.GetSubmission(w, r, submissionType, submissionId)
+		siw.Handler.GetSubmission(w, r, submissionType, submissionId, params)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -4693,6 +5084,7 @@ func HandlerWithOptions(si ServerInterface, options StdHTTPServerOptions) http.H
 	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/api/v1/submissions/{submissionType}/{submissionId}/cancel", wrapper.CancelSubmission)
 	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/api/v1/settlement-events/claim", wrapper.ClaimSettlementEvents)
 	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/api/v1/settlement-events/ack", wrapper.AckSettlementEvents)
+	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/api/v1/languages", wrapper.ListLanguages)
 	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/api/v1/system/judgers/summary", wrapper.GetJudgersSummary)
 
 	return m
@@ -4837,6 +5229,73 @@ type UploadArtifactdefaultJSONResponse struct {
 }
 
 func (response UploadArtifactdefaultJSONResponse) VisitUploadArtifactResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListLanguagesRequestObject struct {
+}
+
+type ListLanguagesResponseObject interface {
+	VisitListLanguagesResponse(w http.ResponseWriter) error
+}
+
+type ListLanguages200JSONResponse LanguageList
+
+func (response ListLanguages200JSONResponse) VisitListLanguagesResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListLanguages401JSONResponse struct{ UnauthorizedJSONResponse }
+
+func (response ListLanguages401JSONResponse) VisitListLanguagesResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListLanguages429JSONResponse struct{ TooManyRequestsJSONResponse }
+
+func (response ListLanguages429JSONResponse) VisitListLanguagesResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListLanguagesdefaultJSONResponse struct {
+	Body       Error
+	StatusCode int
+}
+
+func (response ListLanguagesdefaultJSONResponse) VisitListLanguagesResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
 	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
@@ -5364,6 +5823,7 @@ func (response EnqueueSubmissiondefaultJSONResponse) VisitEnqueueSubmissionRespo
 type GetSubmissionRequestObject struct {
 	SubmissionType SubmissionTypePath `json:"submissionType"`
 	SubmissionId   SubmissionIdPath   `json:"submissionId"`
+	Params         GetSubmissionParams
 }
 
 type GetSubmissionResponseObject interface {
@@ -5726,6 +6186,9 @@ type StrictServerInterface interface {
 	// UploadArtifact Store one test-data file under its SHA-256 digest.
 	// (PUT /api/v1/artifacts/{sha256})
 	UploadArtifact(ctx context.Context, request UploadArtifactRequestObject) (UploadArtifactResponseObject, error)
+	// ListLanguages The language ids a submission may name, as the ready nodes run them.
+	// (GET /api/v1/languages)
+	ListLanguages(ctx context.Context, request ListLanguagesRequestObject) (ListLanguagesResponseObject, error)
 	// PublishManifest Publish an immutable manifest (content-addressed).
 	// (POST /api/v1/manifests)
 	PublishManifest(ctx context.Context, request PublishManifestRequestObject) (PublishManifestResponseObject, error)
@@ -5815,6 +6278,30 @@ func (sh *strictHandler) UploadArtifact(w http.ResponseWriter, r *http.Request, 
 		sh.options.ResponseErrorHandlerFunc(w, r, err)
 	} else if validResponse, ok := response.(UploadArtifactResponseObject); ok {
 		if err := validResponse.VisitUploadArtifactResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// ListLanguages operation middleware
+func (sh *strictHandler) ListLanguages(w http.ResponseWriter, r *http.Request) {
+	var request ListLanguagesRequestObject
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.ListLanguages(ctx, request.(ListLanguagesRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "ListLanguages")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(ListLanguagesResponseObject); ok {
+		if err := validResponse.VisitListLanguagesResponse(w); err != nil {
 			sh.options.ResponseErrorHandlerFunc(w, r, err)
 		}
 	} else if response != nil {
@@ -5975,11 +6462,12 @@ func (sh *strictHandler) EnqueueSubmission(w http.ResponseWriter, r *http.Reques
 }
 
 // GetSubmission operation middleware
-func (sh *strictHandler) GetSubmission(w http.ResponseWriter, r *http.Request, submissionType SubmissionTypePath, submissionId SubmissionIdPath) {
+func (sh *strictHandler) GetSubmission(w http.ResponseWriter, r *http.Request, submissionType SubmissionTypePath, submissionId SubmissionIdPath, params GetSubmissionParams) {
 	var request GetSubmissionRequestObject
 
 	request.SubmissionType = submissionType
 	request.SubmissionId = submissionId
+	request.Params = params
 
 	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
 		return sh.ssi.GetSubmission(ctx, request.(GetSubmissionRequestObject))
@@ -6098,151 +6586,166 @@ func (sh *strictHandler) GetJudgersSummary(w http.ResponseWriter, r *http.Reques
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7H1rchs50uBVMur7IkzOlChKVrvb0i+apm2O9RqRakd/Ta8IVoEirCJAF1CSaIci9hZ7g73I3mRPspEJ",
-	"1JMliZQfPRvf9A83RRaARCLfmcj66gVqvlCSS6O9/a/ejLOQx/TxjJt42ZkaHuNfIddBLBZGKOntewMe",
-	"KBlqMApumDAw4VMVc4hxiJCXLc/3Yv45ETEPvX0TJ9z3dDDjc4ZTTVU8Z8bb94Q0z3c935sLKebJ3Ntv",
-	"+55ZLrj9iV/y2Lu7u/O9BYvZnBsH1yCZzIXWQsl+eMrMDL8TCNQC//A9yeY4gy489iA4/xnzqbfv/cd2",
-	"jolt+6veLq7lISj5F8Plgq+1PD74HQCgaQgdMdcLJTUnbLxi4Rn/nHBt8K9AScMlfWSLRSQChge2/Unj",
-	"qX1dc81eHCuH+fKpD2d4xLQYhIprkMrAnJlgBmbGARePWWCgMT7r/fO8Nxhe9I9/7xz2X4+bLe/O97pK",
-	"TiMR/ARI05U03Agzg5sZM8CimLNwCfxWaKMPIFQEP9EsMA1CE5DHyrxRiQx/DjpZGMZcax5CzLVK4oDn",
-	"mCVACaZTtowUC4dKHbL4kv8c0CaKkBVwHmoQRsME0QKN8Wnnj8OTzuuL4cnJxWHn7G3PHe9QqSMml44c",
-	"9Y+H8owZDpGYC8MRrrPOsHdx2D/qD3uvx82D9GRRggEJsy2SZqCt8EIhVRV3W5m8qwPIPb1dkIwE1blk",
-	"iZmpWHzhP4FsjlAeyEtQMSTySqobCZNEC8k1yuMrLqExPj/unA/f9Y6H/W6HsEEHdC757YIH5mdAOeDx",
-	"NY+3tAg5TFkSGWj8cnsL4/7xsHd23Dkc+4BQ/t7pH3ZeHfay83KALmIVcK3ZJOI9aYRZ/niIP/Ao2kLd",
-	"xEOYJCgYpgky5mQJDOIk4veIjLtUlhMZdWIjpiwwA6Nii2cWhgKXYNFprBY8NgIl95RFmvveovDVV0/P",
-	"2O4vLx7VCfYpXFd84VWN+mLvMY1a1EV/pmu6yT5mz6vJJx4YEttM8z5tZcGM4TEi63/82dn6L7b1pb31",
-	"8mP+8aK19fFr23/x/O4/vWwibWIhL9OJzrhOIrMhXoIMgofw4uC88z1+K0xXhbzW2qjiw/fmfK7i5fvJ",
-	"xqjEoVozK5ErGmjGgyseQyimUx+0uJQsArQNkG8H/zwEjnToAzMwV9rAHrwXr1AkzdntIZeXaFjstV++",
-	"qEGjDlRcs+IUda9QEv7P/4IbLi5nBmKU2DyEGYumwG7YEqaxmsMXHis03fYg5IGYswgWEQu4HskGg3kS",
-	"GbGIOKgptFvtdnsHhIQ/276b9GPzgLR9tpzQsANTFUOn60N7JPEjk0uYMhElMfeBydBpYNALHggWQeCw",
-	"w25YjAAqM+PxjdC8NZKenx9CqJJJxOtPQSbziT0Ei91VjAx5PBeSGZSW6QnQIB/aIKYgleSt4nLrGKS+",
-	"pw0ziX6MGn/ncShQDtDDd75nxJwf6RpKOT0H/K0KyRrUd8OiyE75LRLAcVe2sZTCMpCzhQqsUmCy7ABy",
-	"dqgVI/bMH2X9MnY6Ut/wGBDBLBZaSWiEKtDbXF4KyVvz0IdROrUeeT7MmCb65LdoiqLc1s3WSI7p7zFS",
-	"62RpOPDPCYuEWbZgbFTEYybN2K3CNUSoTp3pEPO5uhbyciT1ArnEB8Mmmqi6e4b8iw8DR3cIvwtjtVgg",
-	"xZmYiQg/8PnCLO2UCMg0Uqy4FulsDZqjm2OswukMuv0+3MyE4bSon3GqJWA9kmjYCgljNtFDFY1RrIxj",
-	"HtHnRswjZsQ1Ry63yLB6H65ZlHDCh2PFMcSJ1Dlrbn1KwksOi1hdxmyOrI/jNZPhRN0egOZ8JAf20VTE",
-	"IcOjfbiIlVGBirRl4rIIt2CWSHU95rZ7esJAt6FHtWlpM8SoNNMjusY+7pyyMj/R+Ac44I2I+IYK0DqV",
-	"9yjgi5IG/vuDKvj7WRjs1qJ+b+fl3vP23kYSh7bjr2N6WIydOspaFZ7v1I0l0IpiERoCFkU8JJ5Ex68F",
-	"nYnm0sCcM6lhHPFLFizHI9ng1zxewpxJMUXPdpFMIqFnyIg2qmFmQsNU8CiEK84XGpBFiMOJM+aWn9x8",
-	"+8Diy2sYC7lITM53KjGLxIwP0Kkz0CZduYM8uwsfOjjccG0iMamMt8OAkRAcQ8M99UyDikMeN4vzjeQO",
-	"fOj4sAuLmONOyTq2dgY0iK1DesAJadBsqUGrpg/P4U2nfziSDSGnMdMmTgKTxNyN7b7rdd/3zi7wmd7r",
-	"pg+/wkIJafQ+aBPyOAZtWOx87ZEc2x9hlLTbzwMSOPSRj9FkznfwORFmATcxyjgQhmQS6p0UBfnD2S7J",
-	"mSdBHi1BSV6RiqDkSGoTqsT4dDgWkhZ05BKF5SXwSHNokLVh5wxUiBL9ksUTdsl9N2IkVWLIdUG7Z85u",
-	"T+nrjz4wCGKmZ3hyjLT2lkpME8mtjCV/JCXSlT1d1JYSWeNPz5IJsqbdW6ZtP1a51fdut3DU1jWLkWE0",
-	"Dj9Mhw+z4QM7POeWoZNf6ZKEMFzR6Tm0M1AHebmMXG/xnptomE/0xk00SCe68z3rYW2m5nvEg5beJipc",
-	"tlYUSODs+Ud9O7JJyLszTET6fkBsHK4Mx8nCPgcZE4QU1+K3Bhqo6Pgtm6N1jOSlplMuQ6Qrkg7Nllcj",
-	"wu71EN4lcya3UDShlwu4xAFYosEVmSCjIIi50ev4BVWjzlpmDxlkObZWYDtiwUxInkNnTwYnbUH35PjN",
-	"Yb87RKpHNFxyyWMRwF77JdzMuASpYI6Ck6hrKgIaB+Syc9pLSpmVMKHne5XAhed7xyfDizcn58f4+ahz",
-	"3H+DA4pfDs5fHfUHg/7Jcenr1/23+ORRf3DUGXbfFUfny3XOhv03nS49Nugfvy1+Nej/V684/LBz/Pa8",
-	"87Z3cX48OD89PTmz8GWzZr8XxhRgS7Hm+V7/de/o9GTYO+7+cfG+98fFWe980KtsZdg7O+ofdw493yuM",
-	"XAm9eb5XDHvh5C7AYpGZxlfW5HAXu+vLaxYJdAlsaItLIwK0Tb1CfNT3jpzKLHyVx6sLX74Wl1ybI6Ep",
-	"VlwYmK+Thk1ccKvwzUB84YWhh0xeJuySn0udLBYqtkClE6a/FgbkEGXhZ9/rh3y+UIbLYPmeL894onkZ",
-	"euc6ok9TGFaNw/oUgjy0EUicVqJ1RqPOJbtmIkLmsULxmkvTCa4KwfpNAiBK6mRunafHgzD7ZALu7P5a",
-	"bwNyBKUf0sTC8PmjrqwNqszZbd8+vdNuk7mX/pmtweKYLWtEkQO+sHStPMpQZPMbG+KIBVc24Pb0PZW3",
-	"4XtSmXc8+q6TVnBjgc5Xuhcv3YiJ+bcTTyVIa0i427DUNE3i6GSOOi3mFGIlTfytJBdxpmuDH2i/R8rZ",
-	"0kQdGq3JJdCI0PqvaMy7PdQHSVJf5PmLNv5X8EV22u36uB27rU9FplPtlKd5PIiSEznOnW/5sRN9Eq1b",
-	"TK1NlwNuTMTnXBpaeVMidavV7eRNzPVMcq03dWj5DdfmHWexmXBmOpe11HEkoki4dA1oIQNrd9nBMEtH",
-	"I+0yuQSpQn4AzLp55Cscn1y863XOhq96neHgCQE2bZh51OrMcDCgp1cC7PTtg8gbpMuUt3/Y/70HjZXd",
-	"usiPs0Ap+mRmOJWKwqYPg2HnsAcNFaGD6K+iIDW+cHbUefg42VmF59b1RsQ1KsGBYRSOOVbZgWpSejZm",
-	"Xwnowav+2/7xEESILh7LfDi7EEFobWxv39vbrUifHZQ7KHxQ2vxWL2z+ga5urAfJfM7i5aZaRJ9M6+od",
-	"YrTLGyEzbMI0b5Lvl8pMLdlCz5QpEVjIDN/Cp+pAnBbZZi3awlELpaL1mf5UqSjFQZnhX6xqOkqNn6bz",
-	"lzdPX1t+YoYEsyHn26bTkemeEEQ3yrAoW3CzkpCKCsUTK6K0tJvSSikK65gxNR1r2ND9Ald86QNvXbYg",
-	"WCx2fvXhE7tm+P/F0syUfO4Di6+M9mG+1J+jAxCGiDvk2kUjVFTVpmzry8c/rRL9e+uClOjznXqyJjNz",
-	"Uzlr4/VHkxrZSr/AgscQJ/IgP1qbzOmevO5lMTH9sNr9befl7mPnbSNZ7ye1RogMWZzGyCBgC4IqYJp/",
-	"E1i7L3Z39vYeJcRH0jLfB5YXFbvkkXROJTPNomgFlmIws5y1szuCYKY0lzBZugwADxKjHjOgVuynR9kv",
-	"yxFlpFY47DpGS321DSNE/fk8MS5Sog2gJCa9D4tYTSI+b1XOA2bsmpcFFmJuJJkMQSoY68/RuEWp2MoY",
-	"+sXPQsnjryPaxMjbh5ENpo28uzEwGY6kVDSrppyoiG01igYWc6oUoAKCBlkAaH0NxZyrxBxpCiqeqRtt",
-	"Z5mz21dLwzVcqmseyyYFredsCRMO7bpsCq25tiZIMd5lmq/YfjVuT5Bn6tbIgeCIKyHDdaF4j8+iT5DJ",
-	"s4dGOamHttjnx3M5n5GOkBpWyJQgzBbN9+g7XD5EqYS3H1uxQOH+wYbJGTvoKTUgKYtuuqIb5ZYsM2gb",
-	"BEqiiF8KI+bM8GjpUp+VLMhTEt1UevBwImqn3X5cyN6X+i7iv4jYCqJKGMjAeoh23jvOSK1uFFJoMv/z",
-	"cE0b26XYB59tcD2d9zTNUm1ImCHF4mhQFKGp++d6Z/9xpcDrXWdr95cXqQ0s8Vwi8YWHmThtWVnjQn3h",
-	"OsGTyvEUBvsp5HXIRuuuztNwuWylogNSAGirgistA402vS6mk4reUbBYeL6HBh4KX7LvPN8j+w6JDg28",
-	"dQ+QZvqHnek0nanjZjqyM7lNPM1nQVdPmw9MmDrroXOZOSr2Qfic8ISHkJcoH0A7jdzLp9ShLBz+H3NH",
-	"8Fm7eB5prYH4n+e9895ryKPh8ElNNDQoxWY/89sgSkJucy4bQkvewbEKec3SvePOq8Pea1LASpJvjUSj",
-	"LQaFzoz4b/FYCF0lOOrQ4pfPtY7uzzhztY8Vg3G2PICYB4qKq1ysgCWhMBCpy0o2aae9a43k7Isa58Ou",
-	"9LT4Y5xB+RB9uL1UceUG1+9eJ5EZ8E0tyQ5MY/WFS4hpAtDcHNjCGG2TzrfGB5lEEVn5aCAenx8etmCM",
-	"EOixb1nFJdltwZGiCiDj/KlARclc1qUw8fuy3VY4iN1f6qr9cmOt+HvuuKub8oTZB9wBpR9conPTmctW",
-	"Yp2dSPi4bzcv9jZdciWiarHl9lhHAdW45oY2WsyZ4WGnbFc8GLcJeSSuebzsGIOmzSrn7YCSMBUxeiju",
-	"2YelxU6dhHJpkvXSDfTwcI2apQq2bO2S71H6lln4HzIjayH9pCbrwrmwybP1oXTZNrL9i/dwNrqz41dv",
-	"4mx64aYmFE7mSI72FAv+6qWfyiWkAqpzfKxSlV8gzTXIPt1WxT7rDYeoyVySniQUPm2d5k9qAmbGDHAq",
-	"EG5c22pVHwZ/DIa9o4ve2dnJGagYup3jbu/wsPe6WbSO3ORrWkAW3pCsnNXj3TDzUSxaqOSlKCNFBXEP",
-	"VcCtVb2bk4Et4E2LShye1iz+rc0FJPfIsswVq0Qf1Q2Pt9BRgRm/hdTsttZwNZzY3nrJtqYfv77Yq998",
-	"pdhxU71ZXyOq6aoDBfMlMJe296nAVUS5/eFqSG3lKn0TJzINo48jF2Qd+yD5rQGjqKZ0PBUR1+O6GAj9",
-	"UmPB3ZqYAf0IERNhNh3BYK9YucI+qv8iILWL65oZH0kXUHqmIVCLJUHnirVaszE0cB6LAD0TC002c7MF",
-	"x0jtwGKcIGJCEgiUWtU+JFJ8TlwpvFSmuPtnOoUqG2B3u1Zop1hS+miQPyqEuB+MuaTP2Rlt8VudlUk1",
-	"/VnpIpUg2xK+NHj2TLuKOoqIheJahLbA2aiRvKQC5eJVgjQHjcTurjA03Ph5og1EgoOQI1muymtWSjt3",
-	"WnCsDLAoUjc8tImLtDzTFeOh96DFNT9KlZs1kWoqjCvRhfsCDHnZ8aJQq7rGyWWlrSiaiA42jcm4UY8W",
-	"6q4TDq+Iq4xgKrCVFq0VZnkgbjMZMyRyIOscDe8Fi53CyoIKMOgd9rrDNOyr00J6y98mCbk0z/RI5sa9",
-	"o4A0CjX2kVBzIWSfQy6P+ZTHXAZ88NnWxVNBaVrlC5RhgjQFCI1iIaqjXHOjmgfw+ugwBw+n4SyYjeT4",
-	"msdi6m6tjdELz64nlmCHLF5cX0mPdH2UREYMsufwe3cIE6UiziTFcS1mumRIH1ttXPdc8Vbgwy5a6nBZ",
-	"wUAx64eJ7sWvO+3ffnux95gd6cLhm0b4auei0mi7m9W9unN5v0bAOifiNGRdJJCqu/PLL8/rL2vhZKvP",
-	"p9y4OoDzcPXxrMq+1p4pJxceOZF1UFik1FXBX6Lv1TQLEfbBCp+msaX1KlY+R78XYSjptoJrWe86Fg+5",
-	"eAQ5dnMqqWWTCgZqsZwTbYEZ/Hr2fFhGVmPEFnOej4he28SOOJUovp7baGIVgRta2U+RCA/yHRHFWjxT",
-	"OUs7sCCk8oVqsUrG6No5xm+PCGTx9PW09bwA2TrZsh8SQy86mAWQavGZOUKdIOALs3HC4WeFF77Fr6ug",
-	"LHXnS+76Q65bXmJMaN0QQ08zyzchCVxRqNhdo6/xL+0lQBu3cuVlzOVNKK1nszv1kaz6ismtnfrCS2s4",
-	"1tzVneUOpYu62kBsekEand734hU0zodvtn6jS5y6WQll369U/1XiR49FiFYsbq901g9TX125HXXycO0h",
-	"nmkQYVa0lg3bpML3vqhKla+ekC7Xr5XkGxeDufz9UBkWPWEwv/8OTL/uLlwQMa1TFEZo8UwZBTmYjd1B",
-	"oxhAI0/jtHf8un/81nocZ73h2R8Xrzrd9ydv3jRrML9WDOv/B5majv6dx7rWiuxLVEKau9JCewvTjoFg",
-	"xmSathQaPqnJQe7nKRCXku4XGRbZMkT9lNrev0wm+F6yCDc1NAqRx/Uy91kMciV1f2pTVzaP5TBOtRtu",
-	"DWh0uvB//+f/hm7PNo65YcKcrZXF+5A/uanoe0jrVompBJJfEB8lcVDE88OSs0C4K3T6yknPrSkLqJME",
-	"Pbuf8XVDcw45OE0fuidHp/3D/vFbH/5x/votfhjJAnZPO2fDfudw39E8hbs6XZIV9he/7FC5bw9GEpcq",
-	"NZZoViL2DSeHNPDbGUu06ydQvtc7ktSRRzdLAf7yPVW3O7p+5nbj+Z7bjud7nS5dRyPAPN/70PF8b0iF",
-	"5Ef07wn9e4b/dKngpQAlfpeuuqZ/c2ovWtJ1rPmC+ip4ttLb3RbbFJylNnxub6r6XpfJgEdZimKFuR9U",
-	"qVdCklLNydkFkzuHb08Qw687w86rzqB3AJQwtbelkZJI7r3vdXsXFB5FroyvqWCQR9MtCqFqSDS3z1D1",
-	"w6Mq477q4d8L4mNDvVyPAfrJ5pBihltmwSy/RE80nZpuSgb8wNWCUeFsb+04QKFl0DqFizaaf6gua+p5",
-	"7W+xK0LLDcsX1HqnCB8qiXgRc2QeF6WvXsG9L9wzZ7eD+vY8g2ROkcwoKsa3M1siL5ryv6EH0ZObBzno",
-	"sug7PaZ9eKgfULrXjyPZKAwiWr6ZqYhDIoXd4c42xe580C4Pk8xR41AEtfm0nj9PacJTn43L+91kp1ci",
-	"pRzDDxWLlpeqKUZLtCW+QM15CyrWpRXItm6YroBn6qKViv9911qJDsh/oJkSyxMqeO4Uo55wc8O5hLat",
-	"f97BQ8GzsVR4AHbmT2riF5WS0GW9RPkrZkYy101Cpz+2oIMTuPi1NSlsXJv+cgtaH9NWYpPwQO+SC+rI",
-	"0Omio5krQerWkC4t7B0vB5f7sdMdyUa3lyb0sgfQnW2WFdpmGmI9rbThnHe+96FkSa1UbQHLzIpcnZBx",
-	"oQ9sSVLeKauwtw+d/rB//PbizcnZxYeTs/e9M1q24Grghh4uCKrdIIIr5OUbFX9QsS2XpuaHr1hwpaZT",
-	"7yN1v+NBEguzHCDTWXWRqsehuuKyjhmyjoVBJNAUTRsXXvGAb1EjURW5L22oCra2SNGmA8ekCYnPKdLI",
-	"WUzguU3NjFnYJn9CTlW9Buuc9olAM1gmLLjiMrQpXlf9R5neZxrUjYRC08EmsrPeH8lkESkW0p2ELbqT",
-	"kCbAtZ92kgGRXV3Ibhr4wCWV/PkjKSRysvEh5javjFwWkElSoAJts8funinorI7CXZttjWSHdEsUIUeR",
-	"HLgHyxZrMC6d0rhJzT4Xxma8CPYABfWcxUsYv+0NYZstxPb1zrYm42n7k71nt+2eGbdGciT/4z+gqyRC",
-	"hDCP5N/y634aGmMy8sc+jPOgBv7lymrGTZsnLt0I1CMJtsss2kzj1TuAuPDfYChc/h3O3nTh+fPnL9Px",
-	"tukdbirL3QWRCq6gcT7sNg8gTKy74bL3AE63alR08+IVVHsHTsL4SI9BJ9OpuKW1i91LBJVBvBsOT1PJ",
-	"t4gSTbdIAhXykefDKFUo9g/XqGTk3Y0PcHnqSUM7OT897Z1dDI4773t0+JEgg17YjCKgpUaQP9NQIO+W",
-	"hQenyp6g2yQs0sr1EoK9dhtW2vT6sNfegZXuoT5Otbf7EsotVqFhQxp541R7caXc53O71OaTNogPUCUE",
-	"NzcqvrKIszvWbEoevm2x6VozUY8gRKxI2zaQ0fA3IDvUkrZrnDJTCs3ShVKRb8u9VXopZz+7hAdTFUXq",
-	"xhIGAmSDOTbyZjsHuXs8GeVk5pmj8UGV/UbSEkGxsEoX6qosz6RdHy13R06ULGIVJkFeiz6SqFmrHJ7X",
-	"0cw5mJhJbZU8HXdWYmFLyXhZTQd8H+0Gd0UdgoiJOfr7E+rdnMiQDA66se6nfVpwrTkhQ44kC66kuol4",
-	"eOl+OEgv60tloPBroWkWtxO6znjIWQXgLpmQjn7GlfI3+DvsjJtoTQQs5tMkygF3oKENkxazyWiJpgHV",
-	"CuWRg7ENWhuqeI/xQGRWBSeyVtAjOVNRqMn4oTMrunBIoDbORAydiSgcP2PawRJaI8MIQ/eV0VHLpW7n",
-	"tG8zidoVh1KWbMElWwhv33veareeW3duRlozla+ZCtn+aluk3VGxW2Lu8UVVuMT9ahNzNrdNExggLlWM",
-	"spvqim5m+O+MaZSidDVVaLgicV/EYVpeRu0R3bVVZmZpuRmck7pDQYxHcCu0oc6I9mcbRJJqSy2cmMEH",
-	"d9vtFnQKUfwj8YrKpBGuFnwgmTqS467t7rtlHZixVc24NSr9oTRzWnFBhzVHa4/SAAdI3LNEXvFwJFNs",
-	"TFzvU3f/0aUpiGCIicn31/v1gvCgXhAejOTeznOo6YB9AHu7uzCuNB1CyTmubyjkCslsk20LaFqUpqGM",
-	"iiYuuyJ9D1CMWurLpHw/9PY9e0Rp+xyv3D7/z/pm9WlZzxOb1Lvs5t1HOwPX5pUKH2rZrALDzZYl2HLr",
-	"5swNnAjJKPFbTQ/fVcGstsTfbbe/W7foSjvnmrbRHddW3lZBUrh0t73zEwGwv4BUN7T4nt193ZwZlrYL",
-	"bw2gITuPDyk1OcdBO88fH1RtmITjdnfXWWy1ATiNffn42GobekIY+dfrrJuVGZBnk17Hskgm9ZFb+iRX",
-	"rfIsis68MtewS/KiMnlu/aVUzGfOAEl3pe8R71lMLcvD0i071E8oznl4kDoaxZ6U4KhvJK2ujblJYqnz",
-	"34sWuDVsSVBbKyYrdArddkaSpHD6DoUJB+v4pPWVqaPPQ9DiC29BLyTPMb+fbYszR7IAKwPJb7L9Hdib",
-	"XVecL0omF/6xhBse89RnCm0N8Y8T49VOcWNoUESXbpjj0ioxI0mxIJ9S1e679Or4amwmfQAJxSZ2myXd",
-	"4PrPoS90j744gA10gLsdmhWRrCuXN5NNeY3KzxXKq3dg73mFRZER4AaNNke/WY/X7y6v14It+/HfUvuH",
-	"Sm2HZ7RVV2Mw0HAHvpW9hKVZlNq5eK6X2ttfcwl6ZyudaiT4U+VTe68ghrK+lptJgbfcFCTA42ZgqVTs",
-	"aaYgFaB9/IG8X6nvu4fxS1fQfxpvtfceH5S1xfxLGeOMsxBVcyaHiumnRxggj0ts2RjANguu7jdhOllw",
-	"AFV+KYjTgk7qx+ft/pi07ZlTp38kGxMesETzcifAZ9rFF2ImIW3CnAfIxq6j4hh9XbQXogitFhWT8z7h",
-	"XBZiJbggB6PU002KTfiyE1xVrvDpH6Shq11Hf7KiXunoWffaHfTlSTcXokg/l2//MjbMeSNtjxxmTTCV",
-	"tXvTTkKV2FmRT9P2jA8zKQX97mfTM+cfLFxHawdGA90M9/lmpjQHzuJI8DgN7t0ukJSato9RxF1RAJ8j",
-	"K49TXh1TiG3sWmKOWzDg1zxmeWRPU3yaQBxJllYMZFE+oQsCgjo5ZRFB4/qwW1ni3rRB/grdBUNh4uSO",
-	"21kpXGqjxvpKLBYUgbFyRk0hUPM5yg0qNd/P7nLb14dYQH06l8mSrIsQgiTWKv45AoRah/5MEVLqPvtX",
-	"CJFys9S6N/7hAxn7+GmrE0o3+7BQWotJtHSXUP5bCBfCCCQL5Jk5u6VIRSpDVrKH5STAo9Kl3L2lXqJk",
-	"PbaRnSslx2gEkH8A40a5LtAfyWJdYHO8n3r9ddENl0iwwWYNu+3dLBwxkml42paPhmJKMQ2TjbUvqsqi",
-	"2DlMQsNe++VIjmvat4+hgSIiTdUa5e4CEyDNFqWklHuJwEiOC43Gt97z5RjsOwRhzq64BkZ5LkFvf7Sv",
-	"1aT8F6IcWBArrUfSQSW4S2DR9q/40iUjC/tKI98W9vom82ML4UoWrHAB+yBrYociPW+2V58Le7J/8xJq",
-	"0evDfZA/GrWpa9BPEfgaP8oveFcrjfvTcA91+XR4Hslip8DmRuK6Zwk4ryu8xxuztJH7YxXi8YpOWLEG",
-	"cDS63d3ZGo1uf+Ufv+74O7u1jXHXj85v6JFVb7+spR92f8D62Q2lujC9+w0aUt2gG2AVd2rNWC4LWJRy",
-	"YvMnu45raInsRQT/7eI4joGAFVUIiu/0TUyNYmVAQXkVFdV9Gmz7a1kD3RW/+FGhnbqXlmwc3HlIoNRh",
-	"On9ku+Y91nf+BqPcq7d/bKineqfovigv/frvUM99mau0/LJsgj3T6LKQ4ZDXTXxv3tm2hS73G4mu8t4V",
-	"FKTh+SCtxy/ye27ktb/N8niA/SpWSfoSnjE08qoRmDFdvM6h4tIVjM1MA7v/fxVG/v7GQblv4E/2HNcW",
-	"IIWyH7QO8isx/9oyZWOj4a/zRW01670S6JOa2Aokis5KhY67dAm67yyRnOf2gEgiK1a7Jmm2RC2XkFSd",
-	"Zvtzq2vX2L+0JepXxOORpA5WB2izGBFFadNVRXetJb3AnWrTaOu6IPJc9S9INZKRkpf27bdzFECuWU1r",
-	"tfwQ5budLweVgmojaZdncSyu+X52i7JYLPfDxOn6cvDMnsq/BeFf6CIN7at1ChSEhGnp9t/WVb1g+4eN",
-	"ApWDWy4opV2By6bmVW11/b1eSFclyP/0YhPXXy7k+eukoyU0bJSbXtmCYKCsmCgzoxpbigQJ6peFtg1d",
-	"CS5dPk07Itti6qmrHLW3I1pUqUhvqkRpRY+4jndpTl2jxBOhLsuYjdycyvt8fqDBUFnpPnMhe93PX0F6",
-	"7rKNt//nx5VSh8CHpPzCxgxYPDobqQzYggXC2FbFaTvrlCrttQ8kyPJaK1d6/vyIktINS19QXah0Q9lb",
-	"KSsofVkk/8LXLtpc+MZBdPfx7v8FAAD//w==",
+	"7H1tchs5suBVMuq9CJMzJYqS1Z6x9IumaZtjfY1ItaNf0yuCVaAIqwqgCyhRbIci9hZ7g73I3mRPsoEE",
+	"UF8sUqS67Z6NN/3DTZGFQiKRyO9MfPMCEc8Fp1xJ7/ibN6MkpAl+vKIqWXamiib6r5DKIGFzxQT3jr0B",
+	"DQQPJSgBC8IUTOhUJBQSPYTx25bnewn9mrKEht6xSlLqezKY0ZjoV01FEhPlHXuMq5eHnu/FjLM4jb3j",
+	"tu+p5Zyan+gtTbzHx0ffm5OExFRZuAbpJGZSMsH74SVRM/0d00DN9R++x0ms3yALj20E5z8TOvWOvf/Y",
+	"zzGxb36V+8W5PA1K/sVwOadbTa8f/AMAwNcgOhIq54JLith4Q8Ir+jWlUum/AsEV5fiRzOcRC4jesP0v",
+	"Uu/aty3n7CWJsJgv7/pwprcYJ4NQUAlcKIiJCmagZhT05AkJFDTGV71/XvcGw5v++c+d0/7bcbPlPfpe",
+	"V/BpxIIfAKmbScKCqRksZkQBiRJKwiXQByaVPIFQIPxIs0AkMIlAngv1TqQ8/DHoJGGYUClpCAmVIk0C",
+	"mmMWAUWYLskyEiQcCnFKklv6Y0CbCERWQGkogSkJE40WaIwvO7+cXnTe3gwvLm5OO1fve3Z7h0KcEb60",
+	"5Ci/P5RXRFGIWMwU1XBddYa9m9P+WX/Yeztunrid1RwMkJntITcDaZiXZlJVdreX8bs6gOzT+wXOiFBd",
+	"c5KqmUjYb/QHkM2Z5gf8FkQCKb/jYsFhkkrGqdT8+I5yaIyvzzvXww+982G/20Fs4AZdc/owp4H6EVAO",
+	"aHJPkz3JQgpTkkYKGj89PMC4fz7sXZ13Tsc+aCh/7vRPO29Oe9l+WUDniQiolGQS0R5XTC2/P8SfaBTt",
+	"adlEQ5ikmjFMU30wJ0sgkKQRXcMyHh0vRzLqJIpNSaAGSiQGzyQMmZ6CRJeJmNNEMc25pySS1Pfmha++",
+	"eXJGDn969aRMME/pedlvtCpRXx09JVGLsuhXN6d92efseTH5QgOFbJtI2selzIlSNNHI+h+/dvb+i+z9",
+	"1t57/Tn/eNPa+/yt7b96+fifXvYiqRLGb92LrqhMI7UjXoIMgk14sXA++h59YKorQlqrbVTx4XsxjUWy",
+	"/DjZGZV6qJTEcOSKBJrR4I4mELLp1AfJbjmJQOsG+twO/nkKVNOhD0RBLKSCI/jI3miWFJOHU8pvtWJx",
+	"1H79qgaNMhBJzYxTLXuZ4PB//hcsKLudKUg0x6YhzEg0BbIgS5gmIobfaCK06nYEIQ1YTCKYRySgcsQb",
+	"BOI0UmweURBTaLfa7fYBMA6/tn370s/NE5T22XRMwgFMRQKdrg/tEdcfCV/ClLAoTagPhIdWAoOc04CR",
+	"CAKLHbIgiQZQqBlNFkzS1oh7fr4JoUgnEa3fBZ7GE7MJBrurGBnSJGacKM0t3Q7gIB/awKbABaet4nTb",
+	"KKS+JxVRqXyKGn+mScg0H8CHH31PsZieyRpKubwG/VsVki2ob0GiyLzy93AAe7qyhTkKy0DOJioclcIh",
+	"yzYgPw61bMTs+ZNHv4ydDpcLmoBGMEmYFBwaoQjkPuW3jNNWHPowcq+WI8+HGZFIn/RBq6Kab8tma8TH",
+	"+PdYU+tkqSjQrymJmFq2YKxERBPC1djOQiVEWpxa1SGhsbhn/HbE5VyfEh8UmUik6u6VPr/6YaDaHNLf",
+	"hYmYzzXFqYSwSH+g8VwtzSs1INNIkOJcKLMlSKrNHGUETmfQ7fdhMWOK4qR+dlINAcsR14ot4zAmEzkU",
+	"0VizlXFCI/zcSGhEFLun+pQbZBi5D/ckSiniwx7FMSQpl/nR3PuShrcU5om4TUisj74eLwkPJ+LhBCSl",
+	"Iz4wjzoWpw+81g/niVAiEJE0h7jMwg2YJVLd7nCbNT1joF3Qk9K0tBg8qPimJ2SNedwaZeXzhOM3nIB3",
+	"LKI7CkBjVK4RwDclCfzXjSL4j9MwyINB/dHB66OX7aOdOA4ux99G9TAYu7SUtco8P4iFIdCKYGESAhJF",
+	"NMQzqQ2/FnQmknIFMSVcwjiityRYjke8Qe9psoSYcDbVlu08nURMzvRBNF4NNWMSpoxGIdxROpegjwie",
+	"cDwZsTlP9n3HQJLbexgzPk9Vfu5EquapGp9oo05BG2XlgT6zh/Cpo4crKlXEJpXxZhgQZIJjaNinXkgQ",
+	"SUiTZvF9I34Anzo+HMI8oXqlqB0bPQMaeKxDfMAyaZBkKUGKpg8v4V2nfzriDcanCZEqSQOVJtSO7X7o",
+	"dT/2rm70M723TR/+BnPBuJLHIFVIkwSkIom1tUd8bH6EUdpuvwyQ4eBHOtYqc76CrylTc1gkmscBU8iT",
+	"tNxxKMgfzlaJxjwy8mgJgtMKVwTBR1yqUKTKx80xkLSgw5eaWd4CjSSFBmob5p2BCDVHvyXJhNxS344Y",
+	"cZEqNF203hOTh0v8+rMPBIKEyJneOYJSe0+kqqnJrYwlf8S5piuzu1pacn00fvUMmeijadaWSdvP1dPq",
+	"ew97etTePUn0gZF6+KkbPsyGD8zw/LQMLf9yUyLC9IxWzmk9Q8sgL+eR203esy8a5i96Z180cC969D1j",
+	"Ye0m5nt4Bg29TUS4bK0IkMDq80/adqiToHWnCIvkekCMH64Mx8XcPAfZIQjRr0UfFDS0oKMPJNbasSYv",
+	"MZ1SHmq6Qu7QbHk1LGythfAhjQnf06xJW7mgpzgBQzR6RsJQKQgSquQ2dkFVqTOa2SaFLMfWCmxnJJgx",
+	"TnPozM7ol7age3H+7rTfHWqq12i4pZwmLICj9mtYzCgHLiDWjBOpa8oCHAdoslNci6PMipvQ872K48Lz",
+	"vfOL4c27i+tz/fmsc95/pwcUvxxcvznrDwb9i/PS12/77/WTZ/3BWWfY/VAcnU/XuRr233W6+Nigf/6+",
+	"+NWg/1+94vDTzvn768773s31+eD68vLiysCXvTX7vTCmAJvDmud7/be9s8uLYe+8+8vNx94vN1e960Gv",
+	"spRh7+qsf9459XyvMHLF9eb5XtHtpV9uHSwGmc6/suUJt767Pr8nEdMmgXFtUa5YoHVTr+Af9b0zKzIL",
+	"X+X+6sKXb9ktleqMSfQVFwbm8zi3iXVuFb4ZsN9oYegp4bcpuaXXXKbzuUgMUO6F7tfCgByizP3se/2Q",
+	"xnOhKA+WH+nyiqaSlqG3pqO2aQrDqn5YH12Qp8YDqV/LtXaGo645uScs0ofHMMV7ylUnuCs463dxgAgu",
+	"09gYT087YY5RBTw4/Fu9Dkg1KP0QX8wUjZ80ZY1TJSYPffP0QbuN6p77M5uDJAlZ1rAiC3xh6lp+lKHI",
+	"xDd2xBEJ7ozD7flrKi/D97hQH2j0h760ghsDdD7TWrx0I8Li3088FSetQuZu3FJTF8SRaaxlWkLRxYqS",
+	"+PeSXESJrHV+aP09ElaXRuqQWptcAo4Ijf2qlXm7hnonibNFXr5q6/8KtshBu13vtyMP9aFI96qD8mue",
+	"dqLkRK7fnS/5qR19Fq0bTG1NlwOqVERjyhXOvCuR2tnqVvIuoXLGqZS7GrR0QaX6QEmiJpSozm0tdZyx",
+	"KGI2XAOS8cDoXWYwzNxoTbuEL4GLkJ4AMWYe2grnFzcfep2r4ZteZzh4hoNNKqKe1DozHAzw6RUHO367",
+	"EXkDN015+af9n3vQWFmt9fxYDRS9T2qmXyWisOnDYNg57UFDRNpA9FdR4JQv/XYt8/TjqGcVntvWGmH3",
+	"WggOFEF3zLnINlSi0DM++4pDD9703/fPh8BCbeKRzIYzEyGERsf2jr2jwwr3OdB8RzMfzW3+Xs9s/qFN",
+	"3UQO0jgmyXJXKSIvpnX5DonWyxshUWRCJG2i7ed4puRkLmdClQgsJIru6afqQJwWj81WtKVHzYWItj/0",
+	"l0JEDgflA/9qVdJhaPzSvb+8ePzanCeikDErNL5NOF0fumc40ZVQJMom3C0lpCJC9Y4VUVpaTWkmh8K6",
+	"w+hUx5pjaH+BO7r0gbZuWxDM5wd/8+ELuSf6//Olmgn+0geS3CnpQ7yUX6MTYAqJO6TSeiNEVJWmZO+3",
+	"z78aIfrX1g0K0ZcH9WTtwOjzqdiRqNmTsbNs9Y+I+zN0879ZKlrHla2yLWExE5KCiQmYQDz612mEXjkm",
+	"gWBSkImjausZv4wcPokCyr+mNKXQODo8hPFZ7+zi6hdjzBgb5+LTuPkMvh2zB1rDe4ZJSo2JmtOu1IqO",
+	"SJQxWdWMcCTue5IwwlXBpJ8IEVHC3UHc5vhlJ+tcT7QKz1UBigblWhkLfRBc8/SmhkU54EqIe17Miock",
+	"qcOJZmD2VxBJvjv3NNGWEJIuC1FJlK06wrSo2p4zOWL72QzMfe5r9A+0EBHnhYWs0GkJ1Y4ECtBtOvSn",
+	"bGeteqOg+H3SwW3B7hhF3vAUOi3DzGfZhBm3R7uaHPGcRbQr4pjwGqLrmt8hMA9gcOzEBso0n3CR2VXb",
+	"latkid7YDbEAk0c1Zc600TPgQOPeRa4UaNbF6+d4UAnZzAENx7tNCEfnPgcl5m6/XSDhhTQs8Rnsiz/N",
+	"LgxfQJ+29YcjiyiwrfUc4qBuziTlhe1aPeSGG6zdykTzjiTlSPmOdRAMCk5oWIkjAostG9vsxHST+lWC",
+	"KoFbooqa7XP4rCVzvUO7Gi9G4J1N1hLGnCIuTnJ9yWRIdC/e9jL6kJtt2b8fvD58ik5MeOjjpNaytxzd",
+	"RJACMkeoAiLp7wLr8NXhwdHRk9rdE7kOfwwsryrG/hM5EpV0LxJFK7AUI4TlVBizIss2YLK0YXUapEo8",
+	"5ZVYcUo8qdNmiRcZqRU2u46OnU62Y9ilH8epsuEHqUCbN2hM47GNaNyq7AfMyD0tWwEacyOuWSwXMJZf",
+	"o3EL85sqY/AXP4vPjr+NcBEj7xhGJkI18h7HmlWPOBf4VomJRiwxbNQok1woQG2ygWZ1TLkaspiKVJ1J",
+	"jNRdiYU0b4nJA55/uBX3NOFNFAMxWcKEQrsuRQHn3FrkOox3iaQrDpUaX2KQp79skVigR9wxHm4LxUf9",
+	"rFYdMn62UV0wT2m98OvTCRJfNR1palghU4QwmzRfo29xuYlSEW/fNw0QY+iDHTMezKDnJFa6I7rrjHaU",
+	"nbJ8QNvaoCIQ0VumWEwUjZZWTaqkFjwnewzz+TZndxy0208z2XX5ZEX8FxFbQVQJAxlYm2jnoz0ZzpWl",
+	"mZTne4N/nm7puLJ5a4OvJmLt3nvpUj92JMwQA1w4KIq0WfDrdnv/eSVr+kNn7/CnV06V5HpfIvYbDTN2",
+	"2jK8xsbPwm0iEpXtKQz2HeR1yL4UdQk3HbAJYkJEJygAtHIFNl8bpLZ/ZDFHo+hyDOZzz/e+kHuimS86",
+	"TTzfQ6eJJrql5kZbbiC+6R/mTZfuTR37pjPzJruI5zkCRRRSqT4Rpuq0h85tZt+ZBwH9GCHkdT8n0Hbh",
+	"cP6c5M5dnAxm8jx8WQPxP6971723kIeY4YuYSGhg3or5TB+CKA1p+ByPyyY3R++88+a09xYFsHFuWCMG",
+	"Mchk5hn7PW5A6x8o+QBW0eKX97WO7q8okXWGzqfZ8gQSGgjMWLYGDUlDpiASt5UUjYP2oVGSsy9qDE0z",
+	"0/OCekkG5Sb6sGup4soOrl+9TCM1oLtqkh2YJuI39KzpF4Ck6sRkm0qTyfWgfOBpFKGWrxXE8+vT0xaM",
+	"NQRy7JujYjPXTBavwLRaZe2pQERpzOvygvT3Zb2tsBGHP9Wl0OfKWvH33BsuFuUXZh/0CjCmb7OHdn1z",
+	"WUus0xMRH+tW8+po1ylXwpQGW3aNdRRQDRbuqKMllCgadsp6xUZ3V0gjdk+TZUcprdqsnrwDEBymLNEW",
+	"in32GQ4Om3uwXQwfHx5ukQhcwZZJCPY9zIkiynpM1vPSWki/iMm2cM5NRsr2UNoUFtT9i8WtOxXC+tXy",
+	"1l2rWGviy6iO5Gh3WPBXK2krlb0FVOf4WKUqv0CaW5C9W1ZFP+sNh1qS2cw35FD6aWM0fxET47SnWHXT",
+	"uDclID4MfhkMe2c3vauriysQCXQ7593e6WnvbbOoHdmXb6kBGXhD1HJWt3fHdIJiJmAl2QPTPDDLfFNa",
+	"+VYlMTkZmKoYl6lp8bRlRU1tgD1dw8syU6wS0hMLmuxpQwVm9AGc2m204WqMrr33muxNP397dVS/+EoF",
+	"wa5ys77wQmL9IEbIORCbC+eD9YNWHaqmHAS/cT5YMYWxc/GPfeD0QYESWKgxnrKIynGdDwR/qdHgHlRC",
+	"0KMuISIszF5X8LfbbHlMqkYgpQ2WqhkdcetQeiEhEPMlQmczoFuzMTT0ewwC5IzNJerMzRaca2oHkugX",
+	"RITx3KkvfUg5+5ra+jIuVHH1L+RKFMCsdivXTrFO48nIeVSIG28dYXUZ5XVaJhbKZfUAWNdj8uKd8+yF",
+	"tGnq6BEL2T0LTdWQEiN+i1U/xfo8l9ilid3WBTbs+DiVCiJGgfERL6e6Nyv1EgctOBcKSBSJBQ1NNoCr",
+	"ebAZ7tp6kOyenjnhZlSkmrKdindhnYMhr+WZFwpAtti5rF5Esyakg119MnbUk9Uv27jDK+wqI5gKbKVJ",
+	"a5lZ7ojbjccMkRxQO9eK95wkVmBlTgUY9E573aFz+0pXnWbOt0pDytULOeK5cm8pwHmhxr4m1JwJmef0",
+	"KU/olCaUB3Tw1RSbYZWGK50BTNsAl1cDjWJ1h6VctRDNE3h7dpqDp19DSTAb8fE9TdjUloKPtRWe1fyX",
+	"YIfMX1xfnqbp+iyNFBtkzxXiYIXYv8VMFxXpcyON654rltpvNtGcwWUYQxZy3BD3+NtB++9/f3X0lB5p",
+	"3eG7evhq34X1RjSsX6vdl49bOKxzInYu6yKBVM2dn356WV8BrV+2+rw7jasDKA1XH89K12r1mXJw4Ykd",
+	"2QaFRUpdZfwl+l4NsyBhn6ycU+db2i4N9Gv0cxGGkmwrmJb1pmNxk4tbkGM3p5LaY1LBQC2Wc6ItHAa/",
+	"/nhu5pFVH7HBnOdrRG+tYkcU8/7fxsabWEXgjlr2czjCxnOHRLHVmanspRlYYFL5RLVYRWV06xjj7/cI",
+	"ZP707aR1XIBsm2jZd/GhFw3MAki1+MwMoU4Q0LnaOeDwo9wLv8euq6DMmfMlc32T6ZbX7SBad8TQ89Ty",
+	"XUhCz8hEYnvT1NiXprLe+K1szjaxcRMM65noTr0nq74MYe+gvprBKI71uX3OoLReV+OIdV1HtNH7kb2B",
+	"xvXw3d7fsTOCbFZc2euF6r+K/+gpD9GKxu2V9noz9fXX5Ey6nksvJLAwy/XLhu1SNrPOq1I9V88Il8u3",
+	"gtOdM6xt/H4oFImeMZiuLyzt1xWYBxGR0qEw0hrPlKCTgxjfHTSKDjS0NC5752/75++NxXHVG179cvOm",
+	"0/148e5dswbzW/mw/n/gqW70z+uy8fpcCyFJbb6+aW1gxkAwI9yFLZmEL2Jyktt5Atgtx6JdRSKT2y+f",
+	"UzDzp/EE30vn4a6KRsHzuF3kPvNBroTuL03oysSxLMYxd8POAY1OF/7v//zf0O2ZbmwLwtTVVlG8T/mT",
+	"u7K+TVK3SkwlkPwC+yixgyKeN3POAuGu0Okbyz33piTA9kz47HF2rhuSUsjBafrQvTi77J/2z9/78I/r",
+	"t+/1hxEvYPeyczXsd06PLc2ju6vTRV5hfvHLBpX99mTE9VSlbk3Nise+YfmQBPowI6m0TXrKzTJGHNvc",
+	"yWbJwV9u/mBXhzXddjWe79nleL7X6WKNNwLm+d6njud7Q6zOOsN/L/DfK/1PFxNeClDq79ysW9o3l6Z7",
+	"AdY4x3NsVuSZ8ilbgr0rOEupaGzaP/hel/CARlmIYuVwbxSpd4yjUM3J2TqTO6fvLzSG33aGnTedQe8E",
+	"MGBqWpBoSkK+97HX7d3Y6hNMSQk1RUXTPXShSkglNc9g9sOTImNdSc7PBfaxo1yuxwD+ZAs/iF4yCWZ5",
+	"Zxqkaae6CR6UUua7va39AIU+fNskLhpv/qm43ZT8jRlcuWL5CvvZFeHTQiKZJ1QfHuulr/a1WOfuicnD",
+	"oL7n3SCN0ZMZRUX/tqym4j+ngihv2/HsjnwWusz7jo9JHzY12XNr/TzijcIgpOXFTEQUUs7MCg/20Xfn",
+	"g7RxmDTWEgc9qM3nNdJ7Tme7+mhc3kQu270SKeUY3pQsWp6qJhktlYb4AhHTFlS0S8OQTd4w9lXJxEXL",
+	"sf9j268QN8jf0KGQ5AEVve/oo55QtaCUQ9vkPx/oTdF7Y6jwBMybv4iJXxRKTJblEsaviBrxXDYx6X5s",
+	"QUe/wPqvjUph/Nr4l53Q2JgmExuZh7YuKcM2R52uNjRzIYgtkNzUzBROW7jsj53uiDe6PRfQyx7Q5myz",
+	"LNB2kxDbSaUd3/noe59KmtRK1haQTK3IxQkqF/LEpCTl7ScLa/vU6Q/75+9v3l1c3Xy6uPrYu8JpC6aG",
+	"XtDmhKDaBWpwGb99J5JPIjHp0thR+A0J7sR06n3GlrI0SBOmlgN96Iy4cOJxKO4orzsMWRvgIGJaFXXd",
+	"gO9oQPewO7eI7JfGVQV7eyho3UBTa4nnHD2NlCQInl3UTKm56ZzLbA3qqgTrXPaRQDNYJiS4ozw0IV6b",
+	"/YeR3hcSxIJDoZNvUx9neTzi6TwSJMSahD2sSXABcOm79mzAstKFrNLAd+Wk/ogzrk+y8iGhJq6sT1mA",
+	"KkmBCqSJHtvmDSCzPArbi6I14h2ULVGkTxTygTVYNliDcWmXxk3soD1XJuKFsAeaUcckWcL4fW8I+2TO",
+	"9u8P9iUqT/tfTPH6vn1m3BrxEf+P/4Cu4BoiDfOI/yWvoZfQGKOSP/ZhnDs19F82rWbcNHHiUpm9HHEw",
+	"rdu1zjReLazXE/8FhszG3+HqXRdevnz52o03nWT1orLYXRCJ4A4a18Nu8wTC1JgbNnoPYGWr1IIuLvZ1",
+	"MIXlHMZncgwynU7ZA85dbAnGMA3iw3B46TjfPEolVpEEIqQjz4eREyjmD9v9a+Q9jk/09NjoDVdyfXnZ",
+	"u7oZnHc+9sDUHqJCz0xEEbSmhpC/kFAg75aBR78qewKrSUgkhW3QB0ftNqz0vvfhqH0AKy25ff2qo8PX",
+	"UO5bDg3j0si7kZvClXLz7P1S72xcoH4AMyGoWojkziDOrFiSKVr4pm+17XeIjfc0YpnrhYRKw18A9VBD",
+	"2rYb2UwIrZbOhYh8k+4tXFHOcVbZDlMRRWJhCEMDZJw5xvNm2vHZOp6McjL1zNL4oHr8RtwQQTGxShby",
+	"qsyZca2UzemOLCuZJyJMgzwXfcS1ZK2e8DyPJqagEsKlEfK43VmKhUklo2UxHdBjrTfYvi8QRITF2t6f",
+	"4IUIKQ9R4cA2ML5rfqbnihEZfMRJcMfFIqLhrf3hxHXA4UJB4ddCJ0pqXmjbzeqTVQDuljBu6WdcSX+D",
+	"v8LBuKm1iYAkdJpGOeAWNK3DuGQ2Hi21aoC5QrnnYGyc1goz3hNTKu+y4Fh2v8KIz0QUSlvuT1TJhNME",
+	"avxMeKAzFqXHz4i0sIRGyVBMYRMQbajlXLdz2fcK5ajeAUbJ5pSTOfOOvZetduulMedmKDUdf81EyP43",
+	"03f0EZPdUrXGFhXhUq9XqoSS2HQiIqBxKRLNuzGvaDHT/86I1FwU+z0wCXfI7os4dOll2HPY9oIgaubS",
+	"zeAaxZ1mxHoLHphU2G7Y/GycSFzsibllM/rBw3a7BZ2CF/+MvcE0aQ1XCz4hTx3xcde0zN8zBszYiGa9",
+	"NEz9wTBzXj+sjTet7WEY4EQT9yzldzQccYeNiW0obusfbZgCCQYPMdr+8rieEZ7UM8KTET86eAk110qc",
+	"AHaFqHTy05xzXN+lzyaSmZsrDKAuKU1CGRVNPe0K9z3RbNRQX8bl+6F37Jktcj3pvPKdNL/W3wDj0nqe",
+	"efOLjW4+fjZvoFK9EeGmexBEoKjaMwRbvg8hMwMnjBMM/FbDw49VMKv3zBy223/YFQyVOxJq7mLo2Lta",
+	"TBYkuksP2wc/EADzC3CxwMmPzOrr3plhab9wFQ8OOXh6SOnmED3o4OXTg6pdCPW4w8NtJlu9VQPHvn56",
+	"bPVuF0QY2tfbzJulGaBl48qxDJJRfOSaPvJVIzyLrDPPzFXkFq2ojJ8be8mx+VLvjFtaw92NSkFs4D3v",
+	"d8JC3+ii2MscdR1V7I3ClEs8xYRWGZMo0vy53P5Gm+EcJtSZIiZVsnAJgkmPQ0GZFUG5GV23F9NR/dgl",
+	"0ib7lcYKWR6wcTwkKS910pB+Kft131TR7JnmF0ka2Y4YmNNroB9x28uiBecOKL0vCFSxD03IppitpRwo",
+	"ErAvLE6udYiEOoWa5D3tYey6sGCFd0k11GIlJskdDWGMPVu05dHJfzY9hhAQrSFwUejdYwQ0iyI7p91A",
+	"LkbcTXhspXK237gRBPVQdM9g/6qy7KoTUrCDsDhleSdS05fmOzHSUvuaNdc4ZQei9Xyu9KdxiGGJUEK8",
+	"pyB34WjzSx9JH+ydD6WuTilqp3GRZxQM/zLXyFwIqBMKuUYpzDzxWfYG1uZqktJKIA1PnHui2B4e7F6P",
+	"uNHQE6rShMv896LdbigY1TvDqLL0yNAywRFH3c1dZzahYNwlLivbuQdpCJL9RlvQC9HflHd1MCndI16A",
+	"lQCni2x9J6Ye9I7SeclQ038sYUGTnL2ZyoPvp/xVmzaPoYFxIOxLoacWqRpx9CD7mOBiv3MNJ1Y9uu4B",
+	"zQIMm2yWNErbCnrswzotcydmYGvKs9SzbbW53ThBntn2Y1W51cr5NWyoeBBgoU09S7/ZdQt/uJa3FWzZ",
+	"j//W9b4rJ7d41hbuqucWGnbD97L7EJtFvp2z53quvf8t56CP6xW/Z/Kn9lGBDWUt5nfjAu+pKnCAp43H",
+	"UoLp8wxITFv9/B3PfiUreM3BLzWu+GFnq3309KCsQ/2fejCuKAm1aM74UDFo/cQByL2Ze8ZzuE+Cu/Uq",
+	"TCdzKWqRX3L9tqDjvH95523CzU0pzlU44o0JDUgqabkp9wtpvZIJ4eDuQ8nd6mPb3Hx8AkxpfSGKtNYi",
+	"ElToJ5TygodVT0hBCfF8lWKXc9kJ7iqFv/I7SejqBQA/WFCvNNevuwFTG3oomwu+5x97bv+0Y5ifDXdT",
+	"SZj1oxdG73X9xyoe9+I5dZ3SNx9SDBWsP6ZX1j6Y28tlLBgNNNrNZ2MUU5JEjCYuJPAw16TUNN3PImpT",
+	"iWisj/LYndUxmr1j251+3IIBvacJyeMBEs0qBHHEicszymIDTBYYBPZ/y+IIyl6JZHiJvfQO7RWsINXM",
+	"xPIdu7JSkMXEmuQdm8/Rb2v4jJiic0HzDSxQOc46QJib/AygPu7LZInaRQhBmkiR/BgGgl38fyQLKV0E",
+	"8WcwkfK9BXWXb+sHsuPjuwZJmKTiw1xIySbR0pau/bdgLogRSOf6zMTkAf2bjoes5ByUQ4dPcpdyz6d6",
+	"jpJdd6PANnQueFFYSNE+gHGjnE3sj3gxm7g5PnZWf513w4YfTYhKwmH7MHNHjLgLapmk89yJ6MaaO2Oz",
+	"2FcOE5Nw1H494uOam5TG0NAswiV4KGE7CCAgzRYGsoW9z2vEx4U7f/Y+0uUYzHXeEJM7KoFgdJzhRezm",
+	"hnuMmmuUAwkSIeWIW6gYtWFvXP4dXdoUhsK6XLzMwF5/39PYQLgSOy+0bTjJWl9qlp636KyPoD/bvnkN",
+	"tej1YR3kT3pt6u7KwrhdjR3lF6yrlTu0nLsHG+5bPI94sb9ocyd23TMEnGcjr7HGDG3k9liFeLyiEVbM",
+	"HB6NHg4P9kajh7/Rz98O/IPD2jsqto/p7WiRVWvmtpIPh99h/qyusS6451zxDS4W2gwwgttpM+aUBSRy",
+	"J7H5g03HLaREdifYfzs/jj1AZUe8Zt/uUtRGMZ9oG9974Yf9b2UJ9Fj8YpNrB/Mdxgts6odO34XJscSI",
+	"gGHWJLtI2nSkk8I0KEf5FKQJ8u082cXKZa12wxZ9nHwQyYhj7Y+eTE+POTo+LGYsmKFuy2yi7kkZeRhe",
+	"m+Ue0RE3U4eZLLVauJEX+GqTYsNFIflOcE4xdcnEGol7TWzkrNahba/6glmPGaH2oi9YoCBkxQuGRhxF",
+	"317xkb10bpL570lkQLKoZXoJC7IsZSgTm/oYCwTEBOMk5erYOORhbB4cG/ummG7UNGr9zF4RZt4TYNtu",
+	"Ie5+n8g7Kom85zv1NgmSuhOWP1IpYLskauY9+juM6ofZmGpnc6assmmuDRH81qZjUaihdCUssUOjbWLe",
+	"lk34VQrEA43y0TUQsOLRnLySVFxf07xF2/bv67esltWuC1ngr//2W65L3nAVCGV74oWsobE/WhDsm1zP",
+	"9RaPLT6zOXUu1hS4krQi/80tlvZ34ykVFdtd7jqGRp44qWVAsaJRJCV5s5uea9b/L8CdvpOmW26d+4Pd",
+	"IFszkELmq1Z186rQf22esrMG/Oc5VkxBx1oO9EVMTBKuzR1SMGXcRpv/YI5k3RAbWBKaZNL2CTVZ2gUp",
+	"/Fc4MMlRsbi3F8aVloTZWzQZcWziiDokZj7ZLDNz+w7XDM+kZ+PSZYHl2QIYzI7SKoFRhmPNgGy/ttZq",
+	"Bj4mguH7clDRQzziZnqSJOyeHmeNBIoK3L+AinZlduXfjPBPtPeH5srWosrJpKXbf2tX9YztH8alWfbU",
+	"Wg+rtNlau6pXtQVma03qrki5TUuVtsVqSPOUzmgJDROywatANRiaV0yEmmGZCbo1GbaM1LoNWsal/gvu",
+	"UgBTTzS1lqEpEGxhsj5hGDUyebIu99YliGDeKQtlmcfsZLtV7on9jgpDZaZ16kJ2UeCfQXq23tQ7/vXz",
+	"St5O4EOKZ8l45jC10AKrt8643QMyJwFTplu/u9HBUaWpfNQEWZ5rpar118+aU9ph35x9mSd7a95byZEp",
+	"fVkk/8LXNnRS+MZC9Pj58f8FAAD//w==",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,
