@@ -95,7 +95,7 @@ func TestPartialCreditOverHTTP(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, http.StatusOK, res.StatusCode(), string(res.Body))
 
-	st, err := c.GetSubmissionWithResponse(ctx, "ALGO", "p-1")
+	st, err := c.GetSubmissionWithResponse(ctx, "ALGO", "p-1", nil)
 	require.NoError(t, err)
 	conforms(t, st.HTTPResponse, st.Body)
 	require.Equal(t, businessapi.SubmissionStatusCodePARTIAL, st.JSON200.Status)
