@@ -59,7 +59,7 @@ func TestNodeJudgesAndReports(t *testing.T) {
 	require.Equal(t, "AC", j.Verdict)
 	var res struct {
 		Verdict struct {
-			Score int64 `json:"score"`
+			Score float64 `json:"score"`
 			Cases []struct {
 				CaseID string `json:"caseId"`
 				Status string `json:"status"`
