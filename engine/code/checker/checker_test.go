@@ -82,6 +82,9 @@ func TestFloat(t *testing.T) {
 		{"nan", "NaN", 1, 1, false},
 		// Signs, exponents and bare fractions are numbers.
 		{"0.5", ".5", 0, 0, true},
+		{"1", "1.", 0, 0, true},
+		{"1", "1.0e0", 0, 0, true},
+		{"1", "1e", 1, 1, false},
 		{"-0", "0", 0, 0, true},
 		{"+1e3", "1000.0000001", 1e-6, 0, true},
 		// Relative tolerance is relative to the expected value.
