@@ -784,6 +784,54 @@ type JudgerUpdate struct {
 // Language Language key, e.g. cpp17, java17, python3, arkts, mysql; it decides the pool.
 type Language = string
 
+// LanguageInfo defines model for LanguageInfo.
+type LanguageInfo struct {
+	// Id The language id a submission names.
+	Id string `json:"id"`
+
+	// MinMemoryBytes Manifests whose memory limit is below this are refused for this language at enqueue (422 `MEMORY_LIMIT_TOO_LOW`).
+	MinMemoryBytes int64 `json:"minMemoryBytes"`
+
+	// Mixed True when ready nodes report more than one variant.
+	Mixed bool `json:"mixed"`
+
+	// Pool A judge pool; one node process serves exactly one.
+	Pool Pool `json:"pool"`
+
+	// ReadyNodes Ready nodes (enabled, online) that report this language.
+	ReadyNodes int32 `json:"readyNodes"`
+
+	// Standard The standard or language version the id names.
+	Standard string            `json:"standard"`
+	Variants []LanguageVariant `json:"variants"`
+}
+
+// LanguageList defines model for LanguageList.
+type LanguageList struct {
+	// AsOf Server time of the snapshot.
+	AsOf      time.Time      `json:"asOf"`
+	Languages []LanguageInfo `json:"languages"`
+}
+
+// LanguageVariant defines model for LanguageVariant.
+type LanguageVariant struct {
+	// CompileCommand Compile command line; empty for none.
+	CompileCommand string `json:"compileCommand"`
+
+	// EntryPoint How the source file name and entry point are chosen.
+	EntryPoint string `json:"entryPoint"`
+
+	// ExtraMemoryBytes Memory granted on top of the manifest's limit.
+	ExtraMemoryBytes int64 `json:"extraMemoryBytes"`
+
+	// Nodes Ready nodes reporting exactly this variant.
+	Nodes      int32  `json:"nodes"`
+	RunCommand string `json:"runCommand"`
+
+	// Version Compiler or runtime version as probed in the sandbox image.
+	Version string `json:"version"`
+}
+
 // Name Human name, unique within its kind (lower case).
 type Name = string
 
@@ -1594,6 +1642,19 @@ type ClientInterface interface {
 	// Corresponds with POST /api/v1/admin/judgers/{nodeId}/verify (the `VerifyJudger` operationId).
 	VerifyJudger(ctx context.Context, nodeId NodeIdPath, body VerifyJudgerJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// ListLanguages Every accepted language id and what the ready nodes report for it.
+	//
+	// The same catalog as the business API's `GET /api/v1/languages`: per
+	// accepted id its pool, standard and minimum memory, and the distinct
+	// variants (version, command lines, entry-point rule, extra memory) the
+	// ready nodes of its pool report, with node counts; `mixed` when they
+	// disagree (e.g. during a rolling image upgrade).
+	//
+	// Errors: 401 `UNAUTHENTICATED`; 429 `RATE_LIMITED`; 5xx.
+	//
+	// Corresponds with GET /api/v1/admin/languages (the `ListLanguages` operationId).
+	ListLanguages(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// Reconcile Check the scheduling invariants now and list violations.
 	//
 	// Read-only; the same checks as `kece-control reconcile`. `ok` is
@@ -2356,6 +2417,29 @@ func (c *Client) VerifyJudgerWithBody(ctx context.Context, nodeId NodeIdPath, co
 // Corresponds with POST /api/v1/admin/judgers/{nodeId}/verify (the `VerifyJudger` operationId).
 func (c *Client) VerifyJudger(ctx context.Context, nodeId NodeIdPath, body VerifyJudgerJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewVerifyJudgerRequest(c.Server, nodeId, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ListLanguages Every accepted language id and what the ready nodes report for it.
+//
+// The same catalog as the business API's `GET /api/v1/languages`: per
+// accepted id its pool, standard and minimum memory, and the distinct
+// variants (version, command lines, entry-point rule, extra memory) the
+// ready nodes of its pool report, with node counts; `mixed` when they
+// disagree (e.g. during a rolling image upgrade).
+//
+// Errors: 401 `UNAUTHENTICATED`; 429 `RATE_LIMITED`; 5xx.
+//
+// Corresponds with GET /api/v1/admin/languages (the `ListLanguages` operationId).
+func (c *Client) ListLanguages(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListLanguagesRequest(c.Server)
 	if err != nil {
 		return nil, err
 	}
@@ -3342,6 +3426,33 @@ func NewVerifyJudgerRequestWithBody(server string, nodeId NodeIdPath, contentTyp
 	return req, nil
 }
 
+// NewListLanguagesRequest constructs an http.Request for the ListLanguages method
+func NewListLanguagesRequest(server string) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/admin/languages")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 // NewReconcileRequest constructs an http.Request for the Reconcile method
 func NewReconcileRequest(server string) (*http.Request, error) {
 	var err error
@@ -3969,6 +4080,21 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with POST /api/v1/admin/judgers/{nodeId}/verify (the `VerifyJudger` operationId).
 	VerifyJudgerWithResponse(ctx context.Context, nodeId NodeIdPath, body VerifyJudgerJSONRequestBody, reqEditors ...RequestEditorFn) (*VerifyJudgerResponse, error)
+
+	// ListLanguagesWithResponse Every accepted language id and what the ready nodes report for it.
+	//
+	// The same catalog as the business API's `GET /api/v1/languages`: per
+	// accepted id its pool, standard and minimum memory, and the distinct
+	// variants (version, command lines, entry-point rule, extra memory) the
+	// ready nodes of its pool report, with node counts; `mixed` when they
+	// disagree (e.g. during a rolling image upgrade).
+	//
+	// Errors: 401 `UNAUTHENTICATED`; 429 `RATE_LIMITED`; 5xx.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /api/v1/admin/languages (the `ListLanguages` operationId).
+	ListLanguagesWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ListLanguagesResponse, error)
 
 	// ReconcileWithResponse Check the scheduling invariants now and list violations.
 	//
@@ -5665,6 +5791,75 @@ func (r VerifyJudgerResponse) ContentType() string {
 	return ""
 }
 
+// ListLanguagesResponse429Headers the declared response headers of an HTTP 429 response for ListLanguages
+type ListLanguagesResponse429Headers struct {
+	RetryAfter int32
+}
+
+type ListLanguagesResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *LanguageList
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *TooManyRequests
+	// JSONDefault the response for an HTTP default `application/json` response
+	JSONDefault *Unexpected
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *ListLanguagesResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListLanguagesResponse) GetJSON200() *LanguageList {
+	return r.JSON200
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r ListLanguagesResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r ListLanguagesResponse) GetJSON429() *TooManyRequests {
+	return r.JSON429
+}
+
+// GetJSONDefault returns the response for an HTTP default `application/json` response
+func (r ListLanguagesResponse) GetJSONDefault() *Unexpected {
+	return r.JSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r ListLanguagesResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListLanguagesResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListLanguagesResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListLanguagesResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // ReconcileResponse429Headers the declared response headers of an HTTP 429 response for Reconcile
 type ReconcileResponse429Headers struct {
 	RetryAfter int32
@@ -6516,6 +6711,27 @@ func (c *ClientWithResponses) VerifyJudgerWithResponse(ctx context.Context, node
 		return nil, err
 	}
 	return ParseVerifyJudgerResponse(rsp)
+}
+
+// ListLanguagesWithResponse Every accepted language id and what the ready nodes report for it.
+//
+// The same catalog as the business API's `GET /api/v1/languages`: per
+// accepted id its pool, standard and minimum memory, and the distinct
+// variants (version, command lines, entry-point rule, extra memory) the
+// ready nodes of its pool report, with node counts; `mixed` when they
+// disagree (e.g. during a rolling image upgrade).
+//
+// Errors: 401 `UNAUTHENTICATED`; 429 `RATE_LIMITED`; 5xx.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /api/v1/admin/languages (the `ListLanguages` operationId).
+func (c *ClientWithResponses) ListLanguagesWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ListLanguagesResponse, error) {
+	rsp, err := c.ListLanguages(ctx, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListLanguagesResponse(rsp)
 }
 
 // ReconcileWithResponse Check the scheduling invariants now and list violations.
@@ -8065,6 +8281,66 @@ func ParseVerifyJudgerResponse(rsp *http.Response) (*VerifyJudgerResponse, error
 	return response, nil
 }
 
+// ParseListLanguagesResponse parses an HTTP response from a ListLanguagesWithResponse call
+func ParseListLanguagesResponse(rsp *http.Response) (*ListLanguagesResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListLanguagesResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest LanguageList
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Unexpected
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers ListLanguagesResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int32
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: "int32"}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
 // ParseReconcileResponse parses an HTTP response from a ReconcileWithResponse call
 func ParseReconcileResponse(rsp *http.Response) (*ReconcileResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -8332,6 +8608,9 @@ type ServerInterface interface {
 	// VerifyJudger Start a self-check (a CHECK job bound to this node).
 	// (POST /api/v1/admin/judgers/{nodeId}/verify)
 	VerifyJudger(w http.ResponseWriter, r *http.Request, nodeId NodeIdPath)
+	// ListLanguages Every accepted language id and what the ready nodes report for it.
+	// (GET /api/v1/admin/languages)
+	ListLanguages(w http.ResponseWriter, r *http.Request)
 	// Reconcile Check the scheduling invariants now and list violations.
 	// (GET /api/v1/admin/reconcile)
 	Reconcile(w http.ResponseWriter, r *http.Request)
@@ -8902,6 +9181,20 @@ func (siw *ServerInterfaceWrapper) VerifyJudger(w http.ResponseWriter, r *http.R
 	handler.ServeHTTP(w, r)
 }
 
+// ListLanguages operation middleware
+func (siw *ServerInterfaceWrapper) ListLanguages(w http.ResponseWriter, r *http.Request) {
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.ListLanguages(w, r)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
 // Reconcile operation middleware
 func (siw *ServerInterfaceWrapper) Reconcile(w http.ResponseWriter, r *http.Request) {
 
@@ -9143,6 +9436,7 @@ func HandlerWithOptions(si ServerInterface, options StdHTTPServerOptions) http.H
 	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/api/v1/admin/settlement-events", wrapper.ListSettlementEvents)
 	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/api/v1/admin/settlement-events/{eventId}/redeliver", wrapper.RedeliverSettlementEvent)
 	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/api/v1/admin/reconcile", wrapper.Reconcile)
+	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/api/v1/admin/languages", wrapper.ListLanguages)
 
 	return m
 }
@@ -11145,6 +11439,73 @@ func (response VerifyJudgerdefaultJSONResponse) VisitVerifyJudgerResponse(w http
 	return err
 }
 
+type ListLanguagesRequestObject struct {
+}
+
+type ListLanguagesResponseObject interface {
+	VisitListLanguagesResponse(w http.ResponseWriter) error
+}
+
+type ListLanguages200JSONResponse LanguageList
+
+func (response ListLanguages200JSONResponse) VisitListLanguagesResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListLanguages401JSONResponse struct{ UnauthorizedJSONResponse }
+
+func (response ListLanguages401JSONResponse) VisitListLanguagesResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListLanguages429JSONResponse struct{ TooManyRequestsJSONResponse }
+
+func (response ListLanguages429JSONResponse) VisitListLanguagesResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListLanguagesdefaultJSONResponse struct {
+	Body       Error
+	StatusCode int
+}
+
+func (response ListLanguagesdefaultJSONResponse) VisitListLanguagesResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type ReconcileRequestObject struct {
 }
 
@@ -11464,6 +11825,9 @@ type StrictServerInterface interface {
 	// VerifyJudger Start a self-check (a CHECK job bound to this node).
 	// (POST /api/v1/admin/judgers/{nodeId}/verify)
 	VerifyJudger(ctx context.Context, request VerifyJudgerRequestObject) (VerifyJudgerResponseObject, error)
+	// ListLanguages Every accepted language id and what the ready nodes report for it.
+	// (GET /api/v1/admin/languages)
+	ListLanguages(ctx context.Context, request ListLanguagesRequestObject) (ListLanguagesResponseObject, error)
 	// Reconcile Check the scheduling invariants now and list violations.
 	// (GET /api/v1/admin/reconcile)
 	Reconcile(ctx context.Context, request ReconcileRequestObject) (ReconcileResponseObject, error)
@@ -12086,6 +12450,30 @@ func (sh *strictHandler) VerifyJudger(w http.ResponseWriter, r *http.Request, no
 	}
 }
 
+// ListLanguages operation middleware
+func (sh *strictHandler) ListLanguages(w http.ResponseWriter, r *http.Request) {
+	var request ListLanguagesRequestObject
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.ListLanguages(ctx, request.(ListLanguagesRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "ListLanguages")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(ListLanguagesResponseObject); ok {
+		if err := validResponse.VisitListLanguagesResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
 // Reconcile operation middleware
 func (sh *strictHandler) Reconcile(w http.ResponseWriter, r *http.Request) {
 	var request ReconcileRequestObject
@@ -12174,161 +12562,171 @@ func (sh *strictHandler) RedeliverSettlementEvent(w http.ResponseWriter, r *http
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7H1rdxq5tuBf2Ytz12p7bmFjJ+l7E6/5QAxJSGPwAZyeniZjRJUAxYVESyo7dJb/+yxtqV5Q4ALb6T7n",
-	"5ktioErakvb7pW8VX8wXglOuVeXNt8qMkoBK/LNHtVzWJ5pK8ymgypdsoZnglTeVPvUFDxRoAXeEaRjT",
-	"iZAUpHmF8elRxatI+kfEJA0qb7SMqFdR/ozOiRlqIuSc6MqbCuP6xWnFq8wZZ/NoXnlT8yp6uaD2Jzql",
-	"snJ/f+9VFkSSOdUOrrc4VytYh6rLwyUwTecK7pieAQE1J2FIJbAADvSMwkLSWyYiBQsypT8p4PSrjsc7",
-	"NFAzM84fEZXLilfhZG5gGccTZhfxH5JOKm8q/zhO9+/Y/qqOW0HFgP1BKP1eimjRCi6Jnpm3cPiF+ZCM",
-	"Pkuf2rprJSb8KMZbp/pifn/sJG02Z3p97y/JlIJif1I4COiERKGGk1pt456GOMp2rCBfLVa8qtUyOHJS",
-	"gCNepSMCunXtHB943OLvzdtqIbiiFhNJ0KN/RFThfviCa8rxT7JYhMwnZmuOvyizP99KztOUUjisz+/v",
-	"YGbICyeDQFAFXGiYE+3PwCC2mVwSX8PBqNf851WzP7hudT7V263G6PCocu9VzgWfhMz/bpAqEUnfkJjS",
-	"RFMQEgzpKSZ4Cj4JQ3EHesYU+DPCpxQh7Qj9TkQ8+D6QkiCQVCkaJDCn8NGvTGmEaSDEBeFLd9rq+UHr",
-	"mU1DIqGBOdP6oHndbl20Bs3G6PDMMloghjkD8ukqMmpQli8bqlvl5NWElRcB5J4+zjB9hOqKk0jPhGR/",
-	"0u9wIBdMKcanBlsifsPFHQcSzBkHLW4oh4PRVad+NfjQ7Axa53XcCjydK06/LqivvweIfSpvqawqFlCw",
-	"bO7g1devMGp1Bs1ep94eeWCg/FRvtetv280EwoUUPlWKjEPa5Jrp5fOD+isNw6phqzSAcaRB0klkEH28",
-	"BAIyCikc0KPpESykGCeEgD8oA/V9zBsRh+pa0/nCghoEzExBwkspFlRqZtjhhISKepVF5qtvFWLfssL6",
-	"If7qVSgPaFDXOXEQEE2rms1pJWH8SkvGp/iCWfu5COi6QGrxiSRKy8jXkaSAT4IfEqXgoNnrdXuHnsGz",
-	"drPeb143/89lq9dsGLpZGJilGeH//V6v/t/P5p9a9fX152817+cX9/9RBEZWhpdaqJXEpR4NKVG0uRD+",
-	"bFVK/vyysl0uerHUKzWRiLQv5gU72bvqdFqd93A3YyFFaYMwQchuqTozX3A4715ctpuDZsMD3FwP3JZ6",
-	"cF7vnDfbbfNn/+qy2es3G82G2fpe81P3l4c3/XTDpkvqU7bQDTZ1AniFUD/Uq6evfgYxQZC52bjQsDHD",
-	"6A3dEt+nC8NeJ0JaIeSwdRWgWvU1qU4+f/v5ZTEgiioj1/Y9I6WJ1Lug/X1Wifk90eoyiOKl6k4OuOxk",
-	"6YF/TmYQ4y/U1waoehQw3eRaLneleN/u/+px/DojGmZksaCcBh4g4zFAHlFueKIHX8T4yCfcp+GRVf7a",
-	"lE+NOvfzy4I9J74WBXZJh8xpfOIZyYGUPqyopdJ0PqzgiZNIiznRzAcLslqZ9uT0v4vm3YE5EbOHZakv",
-	"oJqwUG3ebautrh3Uc7KeXbiHpMRJrewe1k5fPoS+8S7h3sYH68V4lAxchKTnRDn4VvgHqf5Zq77+nP55",
-	"fVTdxr/NQD3kCjtiu59AsG2HHJxGXn1lOhZXawbPOmuY07mQy1/G27lKrfhVpci0gJufz6h/QyUEbDLx",
-	"QLEpJyFwpBsJ/X+2raT0gGiYC6XhJfzC3q7Qxsva65+LGKEvJN0DVgvEOqgDKueME21UwhjQaD6m0oMa",
-	"sAlwwamBbCeHAvJAHamHDu0TlQHzdd8+fO9VDJlfqIINvbwC89sqJCUWfkfC0A6504srFOSQMFlYfBAJ",
-	"yMlEGYzK4GJyACnWFFKbQRyzHXjElBvgfq9cNjuNVud9xYvVhIpXuaz3+81Gxau8q7fazUZmNIcrXuVr",
-	"1QxQvSXSoJ7CkSgP7I+9iHP71yUxppkZibCQBpXP916lQY3iIZcJKCuOCAsQHBgLbkmNnDeWREiDqRE8",
-	"C6EUG4dLq8MEoAUQYz2raE7loQeNZrv1qdlrNuAg+yL+Um/AwZTcUogWZ6CoMXMDCwz6Oda3JBkM/67v",
-	"vhNurbgFDUriDVgYRZn7D8vm/NZ8oCTUMyMfBacQCp+EECSDwUFDWM5A6FxwD2TEDQIBm5OpEdBRMKUQ",
-	"EE3GRFEPAqZucN15lmgFWYE+NhPSmNSLkHA0c5wSYES1Vc41/arPgAtjxUqq1wRykTBBOzfUM9wK99tY",
-	"iJASjhKMWIU2Kx9I9c/Pv8di4c0WubBCZjhWOl8RiTSoMk9vwMyB9dNM2DSSuAPON0JiK1dR7ZRRirqR",
-	"xWGmFYixMnZnAHb2InS7/tTstd4Zu7jV7VS8SrNj7E/EvF695Siz0erbb3dCxE9UsokzTs3IqLEhSkrC",
-	"HKU2mLLfIobaDxnn2A4ydSKkX2SF0FtxY40OS7sKGFeaksAgNNq2Rk6g4xeNuv51/XzQ+tQ8Sk82gxmp",
-	"vrJNCPTsU6uo4F72HKxFqGCt8h21CacZPGjtI9t+hNKYUQ4ekuqrssYKjG1yornZJr8g/oxxWpWUBAZB",
-	"Yqvc2AFw3u28a7fOB8AUUsCUciqZDy9rr+HO2JhcwFxICmpBfYOP+B6g44SqLEWseEArXmXFb1TxKp3u",
-	"4Ppd96pj/v7Q7Q+u3/e6V5fX2a873UYz98XH7tvc5+anZmeQf6V+0bwe1H9pGgrsNT+1+q1u57o/qLeb",
-	"Fa/SH9QHzet4nfEMzgyOP9bbvWa98dv1x26rg9+ef2ie/3Jt1tTqZb5oda4ve933vWa/b5bQrPcGb5v1",
-	"QTJZjgYywJ9f9XrNzsB9M2j2Llqdeju3GhRVBpzreqPhJnB/4e/1drv7qwUlXctl/bd2t964HnS71+16",
-	"772ZM+u2rHiV2EdmDyR2kZXkRY6ZtPgtCZlhPtY1Sbk2nAnZUeI5zsReMt91REAzHz+KceZT85ZynX2Y",
-	"zOmA3FBD5T3nue5rEhrsR/6eONTtwJY9xdPUQ4Piy4+CcfwOdadeTEfuc4tfSjGVVBnF7AMlUo8p0fEk",
-	"beRxdV+zW5pAex5JSbm2n516HGagRx3BgFC33jxzcPavjtD1MBR3dvoU9kuyDAUJBkK0iZyamXpE07b1",
-	"PJsz40Zw4iRXnNwSFhrCRS6f7PGubE5Sonfz8+1s5caCf9uT5ohjM/dcRFzvHJw0vNGixj5+n1Doc7Ig",
-	"vnMGr7BKY3t9EWPLC+9mIqRgdgHmZGk0M2OfCe5TD4gvhVKoJpiVqGKLKA6mWSb/MGSqxd+FbDor8KxZ",
-	"zIQZDdGXjLzanM1PDgDg4s4zmp5BdvQ8R1xSsqCB0TuN2PbDKKDBHqZbtAjIY3xl+WCr0+hyB7G6+swR",
-	"Fwm7hAbOEal3pIRdsHQVXR5zxMWabW6GrYtts521umTn8RMG6R9aecpf7nF1LfvSSa2W4gaRkiw3H7Pa",
-	"vo4rRKcdV5Il+aLIp4tyYlQWo5pGoRmjsSn4didBKT7xhAe/gvlbMb0o4aIOb1vvW50BsACIAgIB9dmc",
-	"hGDJD3Wyr2S+CM1QL09X/Oon1deff69VXxsL7OS/iz1zH8X4F8YLpu5fvb1o9Y16ZbY3UlTCnZA3R4Da",
-	"kfkuNquqLmxOA1A0nFR9I3thbOT8kGuBtrDhW2fIQlU0njN0mcOMZD8OlgsKo1+a581rnGIEhAdAYByx",
-	"UFcZH/I54WxClfbwF6YNEGg0B/iFpAshDRQhuzFG3xKEnlGJju8hz6iv6dJiZa+kitRPgI1VDJTTH8V4",
-	"zW3zz6vmFepkqdcmCeGkjhuvkgRvSoLwz4hGqDekPpxzYRBAZ904XuUcPf2xvWj0JGMxtJSKbBB3B3r8",
-	"4l5e9T0X+u/jh5sondQuOkh5b/gqe41jMQmkRXAU0dxHgz0fxXi/qOu+Ok2i5bV4kb/zg7iDUPApELBY",
-	"ZDAYlGZhiMlgCn0Y5n+bpTAm/o2YTM6gZs04PyRsbobfw2HqG82jITjdY1n47kBo62ne9eXddVbf6eoF",
-	"YsIwBjE2/CHPcn5S4N6y1i96XIr9FxPGmZrtBlE65h7q6nMGmm4ci9/2ZCwJ7r1KSPg0cv6Lba+04+fw",
-	"HaVznol94vxlY/GFKIQv9+jcusyKKOtSUmXO3gbaHWc+A06nxFiBqO/n9OrYxW2160J6KogMOTFV9nDm",
-	"5KtL/lDbCefRGQiLGVEPHuolPmSeFiJ88GHzjHlWMiEL7ay2uKPSGFQKJkwqbdgUUy5dYLspdZLLS6ye",
-	"1GpPEt63cRxagh6sVDcvJBzk4a3uZ5/NvTtAOMq+jU8/gUkWpy8gD3CnugbVyhJzrCzDD3LIHe9jVmrk",
-	"pEAGLby8zMwj/UpqRSoKtonsRhIG2V1wF7CGbhhQpS2KYk5tGQMqztlaNZ9WrSfk1Q/iW6yLuPOjaq/U",
-	"G5vBqjhZqJnYOdXGpu6k8+7y7q0N6JaM+xbhaYomauvZ72EefxHj8oZx9ijSg31VdLDZBHcEKQy7k8qb",
-	"3x9mx59Xo4f1MQonZ9oaeYpZ9EdFO7Vlf+SOQcu6CzxiQMwYmcamUxh+ZXo9/OjSGNeR8i1RFK567RQr",
-	"A/qTcgE1oDxYCMa1h8rrQoqxs18zFsWrk9MiNW93zTBYCRNuO4pcSDEJd5bCEGnjvXsqb+i5LrD4fUkD",
-	"yjUjIRrIY0o5MLTbbImFedNGZu4IGua2sGJdg7VBvKybcUedfFcfb2k1ZAfF4hH+X+kiBoWB6/I5hbWN",
-	"HtztzqLTVz8/t7c1MXydg9HJ9rwT1oKa2ckV+kg3KsHKtazGFVRKqKSUsJZ7uW438pnuwo4AM60XB+oQ",
-	"XX8FjOfYwvinB+iQogGQKWFcabCFSmJMbS52KS70rAGSXQhiZ8wr7Z7egj0Pne1jXEqrJWYW91M254Ga",
-	"iTuOxlmpFNJHuqDKsf5CWtzbBSX302ajoKhSrEPvElU2TTM8qdXK67VpcvLDqi1SlyoLxml5KDoioNbJ",
-	"mgPitEgL2+HcbGI71/WNtkAx5K9qj7MLXj0UVHEYtAJdssEu33kLEn1IVJcd1L9uPvPJA0UXRBJNYSLF",
-	"PJ9PVZSM5rLb3OdS25PJr8vt0IvT9ZOdxWH7+pTukclp/VJJ7L9eZExhwRFmmMYSBHXvZOYzIFYzdxmx",
-	"sKQ657jYylIwC7C/mWlvBV7wkHFapCUm0AGRkpnzu2N6xjiIycS8gyVmF2pTbpaNlCTpZYWRNjQIFGFx",
-	"qCVwTwPTioYTV9ykZpHGBOJA3PENmqhLdPxEZXFcr67slsdwnYHB/WVc9WyOBIkxXXUpmY2y622klrsX",
-	"Recp0x3D2kK8PP4XbOxmYt3HhsUXdzRj5c7B3XiazbDvGdbdJSHw0ZkfT6wjFWjRWwon2hkH+oo71P0C",
-	"N3TpEnT9xeLkvzz4Qm6J+X+x1DPBX3hA5I1WHsyX6o/wzNBgQH0WUJuwYpS1VedOJvH2P4+uMfH2xUmx",
-	"r6ZDigrRPkRzwrFWwYOIsz8iGnMVphXcMB7AQYj+XJ8oelgwP1aF2P8dBCen/7UBhES87yiwOM3GmWVk",
-	"eB4Ql9BrM35tgrwNhxnQbcz6ixgDVkBC/bwgsRrHK6veW7nY25iqYFa3mquA4BIe2yFnYEuzgFMaKCCw",
-	"IEoZdQOfdmGqggqMEgSwh89kv0pP3OF0dWaHJxiC3rfSc5+w23NVXK1JrYclThmPU6bOI+81Lec7TPyn",
-	"n4vK7RNM/0mBG/oMKPFnSLJGjBsNxp6W0nSx7l2MycDLxtXHeX9/Hvkf8gJcxmGnODnivHtx2WrbrIiP",
-	"V4335q9y6Q/nYr5gof3ZyCKUsWYKZ0EXuzYNszxL8lDAlYoDKr4K6Ffi63AZk1oMpL9YmKWTW2JQGZmy",
-	"0cENUzb0Z7hyWaBxpI92pMt4pLob6cKOZBYhxZg+V157Onic3P6sSeor02UOv9HpX6fpL91Op3k+SL8Y",
-	"tDO/DloXze7VAFO9G62eebDXfHdla5/e1hvX/UF9cNU3T2aSos0Pb7uN30qeToOrNGtGcE59nXwehOlv",
-	"AzanItKYrhwwSX3ds/X+ZkoS9OPasEym71sSvBXBMj3cvWogM56wBxlQwEhIg9aiWKNfMM5pAK1L0DOi",
-	"0X9sXnDs+qGSYBpjZjk0yzvTt5VPFJseGRcefOx3O3DA0C+ulx4SdFI/5WVrrFz9joetcqqYhGZXt4ah",
-	"IdHmjb2Myh0Ld/0Z5nQXO6IRb0rXrG7yAJMkHz2dL7vGIhrtJRr5ain58gwk9YU0uhKzAh6dDxCKaWHV",
-	"2Jzx5IsC1LEz7Veu9BSFRMWr9wX3WUh7aLTtSpTKiOrVnWu44r2cNyEbiy2n0IibYlxBd7WtLw5yVuDa",
-	"CKnBlyHlxKlyy0SIDp3ytuSn+JV1c/IhexK3Che1soIcIMVHhPK77hpJ7HhEj8rG2kGn3DGbZEN6Ri7h",
-	"wg5ZtCV9qnVI55RrLEnZw4tAb+NedKUOfmXCHrKFv2lg3C2txL65ZeyqZtkq5oISdfeLlauYgEkDW3lr",
-	"ZkOYS8Uu9gp223LtcjlkheIMgSzdQ8g8XCqVKb/lcT7T9yLLJCGxjIJr8dVt4ZOnkuUr6v/F88liZMli",
-	"QsZE3CWvLLYn11A4SwhZiEtQdrwpK07+5mDQbjbi0ldjClrKRNfRFzG2lGu9QwfOcPag/1t/0Ly4xo5L",
-	"IGTaailXIO4GL1tEgPDavPx+hMuIYY4H/Nh9awzEwaB5cRmXsebKaCtevogBS0tLzv8R86ziEJX1w2UL",
-	"Oitevs4BdzWGNoe163r7OFKMU6V+UsCCRP9JXitwChV0knmztZVMfw39t4KBTksxyQDhvK719vuuOdJG",
-	"fVB/W+83z8BMhe0UpU4K3bEcBQi2XnVxsoPU+YjpN5CWrBw+5PXa5I79lHEC7dYcR21og4AVhIjTkpgl",
-	"E38Gce6mdQXFcU3BfRoHXCYGx5ul45yZtj4PBhk8bITLQtoW0yIBir9JEJFeRJmo68/YHicLn5EGciGp",
-	"pkFsAa6mcPz86tWLIh4/J1/7cQudFf4QzZEVhKHdnDvKpjOtYhSOd26PioodvCyZBj+F0GGhagpY0l8N",
-	"D3sP0Pbq07MaF1ltiZPsce7A031wGcKFrDw/VYE7D8vQXFu1I1jxS2O3SIXEyuktlUBiD2iWWdfPK17l",
-	"1zq6mgxTvcB/u/hvz/xzXrZgvtRIdlVsYmS/3N2G2SkmUVo52ujxtSMUHk1i/+22gO/QQcNalcV8kPFb",
-	"IhnhGsbSNqpD5u9KP65/bQ0+dK8G19jLwYPBr93r5rt3TWzpcN1r9q/ag74HtnNF91Ozd31ev6yftwa/",
-	"7RveUFbglzYt8/rBA4pe8uiaFyQKnSqWPJIFZZsnF1Ml/UgyveybmWKX5JzxgdnQAipd7Sl7Q31axf7J",
-	"InRfWu0OqlUUz/j4CIUnrsb2BCeSynQLZ1ovbA9WxieiKCvQqJVCQv2yFfNKI5gzEQCIeEAljI7Jgh3f",
-	"nhzjtMejN7bsHyvslTfkaTa0goMkC015maCj8iDuqiipYn9SzyZHYM8m/H7IbVKll03nlUK7xkwu//kQ",
-	"uzLi0LEOCwElAYTUoJYCwoMhT3FYOpcVs9k40DRKM/hGarkY4sre2+0c8lF6YKPDs0Q/so/hNDYykgKb",
-	"46NO0BwN+ZD/4x9wLrjRCZngasj/V1qirOBgZB2SIw9GmTxC8xFZi/kjrSAxn5w1MfKGHGCUtLM1Pzm2",
-	"ZP50PQxHhwhVvgha2S7djE9xiPWy59GRgXJg9AR8vffuHF68ePE6eR8TnQzCxL23wA+FfwMHV4PzwzMI",
-	"XPYTvm3mcCJUAeMwZ2HIXFdo1xSfw+hCjUBFkwn7inPbc7JxU1s4/WEwuAQrO2ERRgpG34YYVhlWPBjG",
-	"9Gg/OBY6rNyPzsz0iI64kqvLy2bvut+p/9LEMwwZVmEzbvU9sXCm1k8KMtTi8MYMlTyBXS9IqAQQru6o",
-	"hJe1Gqx1OvfgZe0E1ppE49m9PH0N+TbacID7kWmOfYhQ5ts5H+e6OeN2XUTabbh1p9gifxfhF9Kaa+TG",
-	"fDWyDt6Rt+qvNiAlLmt7MOjF9lG3zxDJTwoTHnBiDNrfMnqn4IbSxUozsYNRNm/aoCUmhRikXBCpEY1w",
-	"U/MZdXAwsn8c2TSikQcBtSlbCeLlE86ATCnuaVLRHneKu7WxaNzGbOrR4RsYVixLsoWLLgtsWLEsBGAY",
-	"91XDn+NULvO7pDAWegb060JS7N1nN6PNlNOmzL5KGgDP5EUiCAsydYlnMMJe6rZmfxRf6DAyMx9gWkPR",
-	"5RCjrI9wdGiL9DXT2M0Ambc9p/plq4KBchuHr5ygj3xBOVmwypvKi6Pa0Qsrj2confIMHvl51XCj6jTp",
-	"jzGlBZmA6C1Sb4qR/KwAw88MLluwE0oyor1i9u5D2iNj5VqD01rtyZqT51uGFDQpr4dhTsDBeAkswKbp",
-	"L2snm4ZP4D3ONag3L52+fvil1Xb+CBXq52UmTJrNo/YRzedELt2mZpeSUDWT4LsmG4h/kcJAviZTFTcr",
-	"iY/+M2bbq62HX8D4zjbiRO01jNKmZIZB74AmNnk+63lx9XsYNX5yFHF1GPd59dAo4PdrGHry9NMXYacr",
-	"H3DoWHsYOzJXguyNwbUSGJx08PpLUd5uD5AM2sOB4BQWs6ViPgmdemt+PtyM8/feQzzx+FtGXbt3lZ+2",
-	"Mip/YKM4p20E80hpoH9EJMy1qIoz1+IHjwBLwI3Yjal0yMfU3kxCAWWoEdoTrC1C/cj2UXtjxB4mHGOb",
-	"LpsZ5nRVI4uGHAMt5o2pJNzISSMmQ3TKBVIsFKTTcHqXTI967F70PuQvay9hVNTPMGYG+aaEu4kNm1eb",
-	"5QfZm5k2hM7SR45XL0S6//zMHMUlApfiKLXvw1EsSN+bo7x8+KWk9+G/GAuKte+UBf2kkGpToXsgFprN",
-	"mdLMT3Ne0XzbnSnFhdoPaGg7CendFLe4+lut01/RTVtxEKsc7mbzAIrHixs0lBrOVgVuGsq1fCgNme3/",
-	"smm09dBeqXFXI5Bm+Af4mL0CrcSDSYKB5XTPxG9ybQcKWE7XCGQyxYQfg77fl/f8tfq49V/xXMUc6uUT",
-	"FpojytK/7VuwjfCPv6Gb6P5pGYCT2rnuwruxhfc04Qo7C+X00sDvgqSuknTDbWxfxPhvLhn/MnQ2VPxF",
-	"jJ0TLwyxcCRuR+I6Dip3t9F+WH1sr99B7brQBnUnBGPqizlVabpBct1m6idGx+lZ7BWbiTCwpXlDPqVa",
-	"wSh5dwSCg6RGATaLQCXVkMLqA7iuIXeNA9FLlgHAgGVdgwpOa7VHq9BrxBiDFTfMHsEBsU2e07uvQEiw",
-	"yeGHOxrauKgnI+Gn16jzCbLfWZ9O291sZBoecHGXosMP7fqptGtETCDwB/b1xGs8U6N3TzYjbdrsZj5j",
-	"3QrKMA96lzK9UZqcBf8JJ6PkrgxF5tk0HutTnotbV4uY+QV7/FAJWgDTZzbXKgwsBrGJa2KZrHXI3WI9",
-	"Y8T7cctSOIh7bQPyMuQN6dV26Cl+Ju6TaeBvGBAqNjLTK3LI8c5SdejBKH/bwAgOktorFzwTGtxRBDvy",
-	"K5f4/O/FsE6fcPJ8XvgGvhUjN1MO5X6wrSdiW+4AVqkfkykzjaPN5h+YU0gJ6LA0T5N/BzeALOkE2NNo",
-	"X6keseFFd2uRNaA23e+9m9ch3+Ts+e0QuclUvnCheptfkQ9G/c+wl9PsEg+Ea2UVLs1GYI6Kjexm8CBH",
-	"L3Fnho1RrLRvhybS+tVHRfdXjY5gkOslx1SmzdKQGzBsI1zlbsE+qcGc8UhTdQaCh0u0hmZEzfBVLaTL",
-	"D3kuv/pqkO0URgVX5hih7e5ZFpHGS6Qx7L9YSIEheaGMpBRSq8N9YnWupcbzyNRct7TvHKXLd/PaHKk7",
-	"g5nBjXwjQi3wC/QQC5eI9W8na0/LgLV+C/lfLKenTGlMhc02+eSB7Shpr75b67hWzHI2Senjbzbn63mc",
-	"dvk7wvbz2smd9ecOrug7Oe3kdpcdXuL8w2e30WeHKI32q/XP+ZTrxG+Xy9q0F4pgUpiWhIUbReuuoW9X",
-	"rr4e+U7EcUiJxHw2OuRGIbbxMxFxmzZmL5eiX3Ndx9RMMn5jlKU0jJ1czDjkLl4eGgtZz+jcBcgfLYTX",
-	"Ka4grO2559zdejvmvdgY7VPR5nMJ4r8muJ20l/wR2X524ajYn0leackY9g7y8Nglg2/2w7kGIu4+iuRW",
-	"2pkIA5W7iPUAEzZtfO0QIh5SpYZ8hLejjrCoUUbU5dsSsDmxh0fwTkgfjS1M475hYahyOTVvhjyZ1Awi",
-	"wgDiG2yB6AKuhCxUabFQtsqZ8enZkMdcSTsHn10AduaK7Cu2gg6vqDuQVEtGA6ChonczKqld/5AnwRaJ",
-	"l3gceu4GKBubMMObbVRuuwxwODHulLJTDzkyVfVMXDB35+cjmaC7w/fvywVXLhn+2/DBWKjamESMrz/Y",
-	"4hOxRXfsMV/EFHxL0FxkmNLeTNFwss0s8elpNkei6277HYnWQP/3Jdm/PoxYhmLddek/KPaJKLavxcIm",
-	"uBqRrM6K8mb3JVdbVLKZXrs8XDoPoW1gaebNtOe0ATQ9I7zAUjLSOlthY8X9RFI1y7T6BbwPHxMSOIzc",
-	"tfujRGshQ85FVSwsp3rKHIVifpK/LtxwlJW7wUfekK8oBrt4Lezt/z94zKN4jMOSHyzmqWIXVNtyejZh",
-	"NPDAlrK5olHMwk/DgGpfXvNFMF6Ne1kWsxt3O73NXuBLoESGjEqIOBpS6L00Zk9Oe4nziKwWQ4Y8U5Mb",
-	"KQojLMyl1fTrETCuNCXBM/EQ/Lbe7jXrjd+uP3ZbHctIHmFN9Kii+mN6+cTf1N+Zv4d2S9x+/eaPH5T8",
-	"JJSMW59I2TSGM1khmhlRmMFirwSK7zzYh6zxqp3NJN3v995VpxGRAQ3e2NDiSrjuvNXoWectBu7OgGI9",
-	"daPTd+J+yJlKb/lx4SnX2RRal67v6RkM2v2Eh52BdG1cFUjrhzkbctcwFKxnyIzE5vTMWD6K+pJieZKi",
-	"XB9BPbNXPuFmq8Z0yLH7Jg1QMTFKiMusSppyvgFsk+Eut+Ywwqrw0RkQ0EROqbY+YuyTaM5kzHCsjfHO",
-	"Z2NQ1242VF42TL4bi8LWsH/zgEy2S28Bd/p1RrLXRyly9yPM+TcIc76j2p8V3f2VBlfsTfWUa6xkdzkC",
-	"+3I029tjSx43uaEK6GRCfQ3Etth6Y9vkp5oHplggI3OXrTknKbKiIT94WXuxohEceqBEJgtdZd9ImgkY",
-	"eXlmuUjql53RMNjkkHUMk0lrLzr37JAn/tmjIa+DuyTOqXwxwwNJq67vgGGoSbTZiHDB6RH0zGtou8Ut",
-	"UYI4CP2chtouipMB6oe59Shzy53sjzD1pkiT2Z5YvWLzOQ0Y0TRcwkHKELyYD1hVx9Lu3rGnNZNme9VJ",
-	"HLpe4U8pRKuMxpy64HDwsnYy5KPzXrNhyLLeTkgWjmHUb2IeaPqda+E7J/7MmI/1y9bhWcK3h9zomspe",
-	"j5K2bImtgSNoZyJiSpOlK/fWM7p0yWqYU54NabkQ3LPacXt5eXp4PknWVXxIPxjQvgbjhvsif1iNT2M1",
-	"Jn6XNEy9wiuYMyxzh7Ev+0IrbbklTMQxo98YWdYhO0qb+KIJqWfMlZDMydK6qDxgHAhfDvHcDOQ+0XGa",
-	"LV6wFSlX0RK7qeMC95AZ9s2XWJQDLa2G3HWhNLYqJbYXWLIztmPXT8r1MFOjjA87vuwJ7e8hj13m+OD3",
-	"4FJe7MFuda4ve9331sbbyZCzDS3/rVSmp6tNyXf73MCwbGzkR13K00fCiNRYJ5sEoA5I5vY3dO/YdGXH",
-	"HsoqWHHrRboxy7VHSVA1vOcsrZmL8w4V5LtgJqONjmAkbkbA1JCjY8jeqGZYTXI3hsET29lvhT88tsol",
-	"uQHlORuUrV6zsoEibKu7f8W2ZHibiT1yf0aDCLl80rNToaYcN2dMDzXne0iRqwDz0prvanp1x19XFrXS",
-	"bv9ZmqSs3Jfwr9cxpOiWlgcah9iz/Z9UCrXazEC55sy5Drj2Qs//3WjWGzlWHV/1UoJejr+5JrP3x0Zj",
-	"RdTalpOpXEa1uyFCC3AVVGmWuctUtBncVIIfUiJp4IESmNOAl8EoOIhjEXd0PBPiBhTlAZWHoCg1+iZa",
-	"uo9W+vDyh3WtL/3abN6uksHt0woibyD2hdHmElpPLwjJa11lqR87lP87GrMbrlIqFoi4i9a75tDvh5b4",
-	"RNznMjI6omEzVctmaOBofUyMWs61gPhKmmKek+mKjlSQ7Yf++2eDvO6dbzFRZHufGTHlvo41zuxXYpz7",
-	"7GbNfJOqC/ef7/9/AAAA//8=",
+	"7H1rdxq5tuBf2Ytz14o9t7Cxk+57E6/5QEwlIY3BB3B6epqMEVUCFBcSLans0Fn+77O0pXpBgQHb6T7n",
+	"5ktioKq0S9rv57dKIGZzwSnXqvLmW2VKSUgl/tmlWi7qY02l+RRSFUg210zwyptKjwaChwq0gDvCNIzo",
+	"WEgK0tzC+OSo4lUk/SNmkoaVN1rG1KuoYEpnxDxqLOSM6MqbCuP65WnFq8wYZ7N4VnlT8yp6Maf2Jzqh",
+	"snJ/f+9V5kSSGdUOrre4VjNcharDowUwTWcK7pieAgE1I1FEJbAQDvSUwlzSWyZiBXMyoS8UcPpVJ887",
+	"NFAz85w/YioXFa/CyczAMkoWzL/Ef0g6rryp/OM4279j+6s6boYVA/YHofR7KeJ5M7wkemruwsfPzYf0",
+	"6dPsqo27tsWCH8Vo41JfzO+PXaTFZkyv7v0lmVBQ7E8KByEdkzjScFKrrd3TCJ+yGSvIV4sVP9VqORw5",
+	"KcERr9IWId347hwveNzL35u71VxwRS0mkrBL/4ipwv0IBNeU459kPo9YQMzWHH9RZn++bbmOL6VwWF/c",
+	"3/7UkBcuBqGgCrjQMCM6mIJBbLO4JIGGg2HX/+eV3+tfN9uf6q1mY3h4VLn3KueCjyMWfDdIlYhlYEhM",
+	"aaIpCAmG9BQTPAOfRJG4Az1lCoIp4ROKkLaFfidiHn4fSEkYSqoUDVOYM/joV6Y0wtQX4oLwhTtt9fyg",
+	"dc2mIZHQ0Jxpve9ft5oXzb7fGB6eWUYLxDBnQD5dRUYNyvJlQ3XLnLyasvIygNzVxzmmj1BdcRLrqZDs",
+	"T/odDuSCKcX4xGBLzG+4uONAwhnjoMUN5XAwvGrXr/of/Ha/eV7HrcDTueL065wG+nuA2KPylsqqYiEF",
+	"y+YOfvr6FYbNdt/vtuutoQcGyk/1Zqv+tuWnEM6lCKhSZBRRn2umF88P6q80iqqGrdIQRrEGScexQfTR",
+	"AgjIOKJwQI8mRzCXYpQSAv6gDNT3CW9EHKprTWdzC2oYMrMEiS6lmFOpmWGHYxIp6lXmua++VYi9ywrr",
+	"h/irV6E8pGFdF8RBSDStajajlZTxKy0Zn+AN5t3PRUhXBVKTjyVRWsaBjiUFvBKCiCgFB3632+keegbP",
+	"Wn6951/7/+ey2fUbhm7mBmZpnvD/fq9X/+9n80+t+vr687ea9/PL+/8oAyMvw7d6USuJt7o0okRRfy6C",
+	"6bKU/PlVZbNc9BKpt9VCItaBmJXsZPeq3W6238PdlEUUpQ3CBBG7perMfMHhvHNx2fL7fsMD3FwP3JZ6",
+	"cF5vn/utlvmzd3Xpd3t+w2+Yre/6nzq/PLzpp2s2XdKAsrlusIkTwEuE+qFePf3pZxBjBJmbjYsMGzOM",
+	"3tAtCQI6N+x1LKQVQg5blwGqVV+T6vjzt59flQOiqDJybd8zUppIvQva3+eVmN9TrS6HKF6m7hSAyy+W",
+	"HfjndAUx+kIDbYCqxyHTPtdysSvFB3b/l4/j1ynRMCXzOeU09AAZjwHyiHLDEz34IkZHAeEBjY6s8tei",
+	"fGLUuZ9flew5CbQosUvaZEaTE89JDqT0QUUtlKazQQVPnMRazIhmAViQ1dKyJ6f/XbbuDsyJmD3clvpC",
+	"qgmL1PrdttrqykE9J+vZhXtISpzUyu9h7fTVQ+ib7BLubXKwXoJH6YPLkPScKAffEv8g1T9r1defsz+v",
+	"j6qb+Ld5UBe5wo7YHqQQbNohB6eRV1+ZTsTVisGzyhpmdCbk4pfRZq5SK79VKTIp4ebnUxrcUAkhG489",
+	"UGzCSQQc6UZC758tKyk9IBpmQml4Bb+wt0u08ar2+ucyRhgISfeA1QKxCmqfyhnjRBuVMAE0no2o9KAG",
+	"bAxccGog28mhgDxQx+qhQ/tEZcgC3bMX33sVQ+YXqmRDL6/A/LYMyRYvfkeiyD5ypxuXKMghYfpiyUGk",
+	"IKcL5TAqh4vpAWRYU0ptBnHMduARU26A+71y6bcbzfb7ipeoCRWvclnv9fxGxau8qzdbfiP3NIcrXuVr",
+	"1TygekukQT2FT6I8tD92Y87tX5fEmGbmSYRFNKx8vvcqDWoUD7lIQVlyRFiA4MBYcAtq5LyxJCIaTozg",
+	"mQul2ChaWB0mBC2AGOtZxTMqDz1o+K3mJ7/rN+AgfyP+Um/AwYTcUojnZ6CoMXNDCwz6OVa3JH0Y/l3f",
+	"fSfcu+IWNChJNmBuFGUePCybi1vzgZJIT418FJxCJAISQZg+DA4awnIGQmeCeyBjbhAI2IxMjICOwwmF",
+	"kGgyIop6EDJ1g+9dZIlWkJXoY1MhjUk9jwhHM8cpAUZUW+Vc06/6DLgwVqykekUglwkTtHMjPcWtcL+N",
+	"hIgo4SjBiFVo8/KBVP/8/HsiFt5skAtLZIbPytYrI5EGVebqNZjZt36aMZvEEnfA+UZIYuUqqp0ySlE3",
+	"sjjMtAIxUsbuDMGuXoZu15/8bvOdsYubnXbFq/htY38i5nXrTUeZjWbPfrsTIn6iko2dcWqejBoboqQk",
+	"zFFqgyn7LWKo/ZBzju0gU8dCBmVWCL0VN9bosLSrgHGlKQkNQqNta+QEOn7RqOtd18/7zU/+UXayOczI",
+	"9JVNQqBrr1pGBXez52AtQwVrle+oTTjN4EFrH9n2I5TGnHLwkFRfljVWYGySE/56m/yCBFPGaVVSEhoE",
+	"SaxyYwfAeaf9rtU87wNTSAETyqlkAbyqvYY7Y2NyATMhKag5DQw+4n2AjhOq8hSx5AGteJUlv1HFq7Q7",
+	"/et3nau2+ftDp9e/ft/tXF1e579udxp+4YuPnbeFz/4nv90v3lK/8K/79V98Q4Fd/1Oz1+y0r3v9esuv",
+	"eJVev973r5P3TFZwZnDysd7q+vXGb9cfO802fnv+wT//5dq8U7Ob+6LZvr7sdt53/V7PvIJf7/bf+vV+",
+	"uliBBnLAn191u367777p+92LZrveKrwNiioDznW90XALuL/w93qr1fnVgpK9y2X9t1an3rjudzrXrXr3",
+	"vVkz77aseJXER2YPJHGRbcmLHDNp8lsSMcN8rGuScm04E7Kj1HOci73kvmuLkOY+fhSj3Cf/lnKdv5jM",
+	"aJ/cUEPlXee57mkSGexH/p461O2DLXtKlqlHBsUXHwXj+B3qTt2EjtznJr+UYiKpMorZB0qkHlGik0Va",
+	"yOPqgWa3NIX2PJaScm0/O/U4ykGPOoIBoW69eebg7F9toetRJO7s8hnsl2QRCRL2hWgROTErdYmmLet5",
+	"NmfGjeDERa44uSUsMoSLXD7d413ZnKRE7+bn29nKTQT/pivNESdm7rmIud45OGl4o0WNffw+kdDnZE4C",
+	"5wxeYpXG9voiRpYX3k1FRMHsAszIwmhmxj4TPKAekEAKpVBNMG+iyi2iJJhmmfzDkKkmfxexybTEs2Yx",
+	"E6Y0Ql8y8mpzNi8cAMDFnWc0PYPs6HmOuaRkTkOjdxqxHURxSMM9TLd4HpLH+MqKwVan0RUOYvntc0dc",
+	"JuxSGjhHpN6REnbB0mV0ecwRl2u2hRU2vmyL7azVpTuPnzBI/9CbZ/zlHt+uaW86qdUy3CBSksX6Y1ab",
+	"3+MK0WnHN8mTfFnk00U5MSqLUU2j0IzQ2BR8s5NgKz7xhAe/hPkbMb0s4aIOb5vvm+0+sBCIAgIhDdiM",
+	"RGDJD3Wyr2Q2j8yjXp0u+dVPqq8//16rvjYW2Ml/l3vmPorRL4yXLN27envR7Bn1ymxvrKiEOyFvjgC1",
+	"I/NdYlZVXdichqBoNK4GRvbCyMj5AdcCbWHDt86Qhap4NGPoMocpyX/sL+YUhr/45/41LjEEwkMgMIpZ",
+	"pKuMD/iMcDamSnv4C9MGCDSaQ/xC0rmQBoqI3RijbwFCT6lEx/eA59TX7NUSZW9LFamXApuoGCinP4rR",
+	"itvmn1f+FepkmdcmDeFkjhuvkgZvtgThnzGNUW/IfDjnwiCAzrtxvMo5evoTe9HoScZiaCoV2yDuDvT4",
+	"xd287Hsu9d8nF/sondQuOsj23vBl9prEYlJIy+Aoo7mPBns+itF+Udd9dZpUy2vyMn/nB3EHkeATIGCx",
+	"yGAwKM2iCJPBFPowzP82S2FEghsxHp9BzZpxQUTYzDx+D4dpYDSPhuB0j9fCe/tCW0/zrjfvrrMGTlcv",
+	"EROGMYiR4Q9FlvNCgbvLWr/ocSn3X4wZZ2q6G0TZM/dQV58z0HTjWPymKxNJcO9VIsInsfNfbLqllVyH",
+	"9yhd8EzsE+ffNhZfikJ4c5fOrMusjLIuJVXm7G2g3XHmM+B0QowViPp+Qa9OXNxWuy6lp5LIkBNT2x7O",
+	"jHx1yR9qM+E8OgNhPiXqwUO9xIvM1UJED15srjHXSiZkqZ3VEndUGoNKwZhJpQ2bYsqlC2w2pU4KeYnV",
+	"k1rtScL7No5Dt6AHK9XNDSkHeXire/lrC/f2EY5t78arn8AkS9IXkAe4U12BaukVC6wsxw8KyJ3sY15q",
+	"FKRADi28oswsIv1SakUmCjaJ7EYaBtldcJewhk4UUqUtimJO7TYGVJKztWw+LVtPyKsfxLdEF3HnR9Ve",
+	"qTc2g1VxMldTsXOqjU3dydbd5d5bG9DdMu5bhqcZmqiNZ7+HefxFjLY3jPNHkR3sT2UHm09wR5CiqDOu",
+	"vPn9YXb8eTl6WB+hcHKmrZGnmEV/VLZTG/ZH7hi0rLvAIwbEjJFpbDqF4VemV8OPLo1xFSnfEkXhqtvK",
+	"sDKkL5QLqAHl4Vwwrj1UXudSjJz9mrMofjo5LVPzdtcMw6Uw4aajKIQU03DnVhgibbx3T+UNPdclFn8g",
+	"aUi5ZiRCA3lEKQeGdpstsTB32sjMHUHD3BZWrGqwNoiXdzPuqJPv6uPdWg3ZQbF4hP9XuohBaeB6+5zC",
+	"2loP7mZn0elPPz+3tzU1fJ2D0cn2ohPWgprbySX6yDYqxcqVrMYlVEqpZCthLfdy3a7lM525fQJMtZ4f",
+	"qEN0/ZUwnmML458eoEOKhkAmhHGlwRYqiRG1udhbcaFnDZDsQhA7Y97W7ukN2PPQ2T7GpbRcYmZxP2Nz",
+	"HqipuONonG2VQvpIF9R2rL+UFvd2Qcn9tNk4LKsUa9O7VJXN0gxParXt9dosOflh1RapS20Lxun2ULRF",
+	"SK2TtQDEaZkWtsO52cR2rutrbYFyyH+qPc4u+OmhoIrDoCXo0g12+c4bkOhDqrrsoP51iplPHig6J5Jo",
+	"CmMpZsV8qrJkNJfd5j5vtT25/LrCDr08XT3ZaRK2r0/oHpmc1i+Vxv7rZcYUFhxhhmkiQVD3Tlc+A2I1",
+	"c5cRCwuqC46LjSwFswB765n2RuAFjxinZVpiCh0QKZk5vzump4yDGI/NPVhidqHW5WbZSEmaXlYaaUOD",
+	"QBGWhFpCdzUwrWg0dsVNahprTCAOxR1fo4m6RMdPVJbH9erKbnkC1xkY3F8kVc/mSJAYs7feSmaj7Hob",
+	"q8XuRdFFynTHsPIiXhH/SzZ2PbHuY8PijTuasXLn4G6yzHrY9wzr7pIQ+OjMjyfWkUq06A2FE62cA33J",
+	"Hep+gRu6cAm6wXx+8l8efCG3xPw/X+ip4C89IPJGKw9mC/VHdGZoMKQBC6lNWDHK2rJzJ5d4+59H15h4",
+	"+/Kk3FeTgNHkY7HjObKwnF0kTkKMVefDvBi7PCqDYsb4BebLv11oqsrSGa2zUcHdVCgKNrnelu1i0J+m",
+	"9c0EuyPY+su03iwFiWig/I+YxhQOXp2ewvDCv+h0f7OpczajrvPr8HCPgNmMfS0z4/sypjYah3lqLm/H",
+	"sgebZKmnhGNo/JZIRrgu55y7mcokXBilSZUl92ZQHNiKsNADy9cODSwJ8y1u3H7FHzwkcg2SJL+CkNnp",
+	"3Fp2injNwg344rZqew6YoPkneyNWmWxifSzvIU9eZAVPC1udoEAOuk0cYQ+2T1RnvJXaknf6bqmcOKh2",
+	"31FkHA9tJ0KeX2XTziRntGtK92zOInouZjNSlsZybn+HwF4ABuET9cLwiaTEabXy2Zg/l4KVBZg/INeh",
+	"4PoZjM0CWOFlVsAbAZ2dyJUCw7p4+RpftSSbOaDleBNJuMb8JtBinpx3Eot5oSxL3IN98YfZheULRsOj",
+	"X0mgo4VlETm2tWPEUsY8d1xlYYRyLdEdpcReF650JmEdRFmPTgjM8hFFeDgSX21tzdGDnrTbVKNbQqgC",
+	"uAWsKDm+ZD/L0LxNykq/P8QzYiWkBzFnfxipYfV4phXcMB7CQYQR1IAoelgi8bEO0/7vZP7J6X+VC/3M",
+	"oN7RROQ0n9klY2NlAHElNLbGxpakWZFnQLdZYl/ECLDnANTPS0qZ8HnbOtSsJdpdmxxo3m45OxDBJTzx",
+	"/J2BFX3AKQ0VEJgTpYxygFe7xJCSmsctVM49ohT79VbAHc7ezuzwGJO+9u2tsE+iy3PVOK/YiQ/beNvE",
+	"eHKVlcU45XbRujRi+bmswU2K6S8UuEefASXBFEnWqKlGy7OnpTSdr8bzEjLw8plso2KEvYj8D/ndL5NE",
+	"jyQd8bxzcdls2TzEj1eN9+av7RIOLde1PxvrD61as4TTTMuDiUaHOkszP8E1ZwF0NalUkDhSS4AM5nPz",
+	"6uSWGFRGM6jiVdAMMvRn7KBtgcYnfbRPukyeVHdPurBPMi9hZMZzVZJlD0/KyZ61LGxpudzhN9q96yzh",
+	"tNNu++f97It+K/drv3nhd676WFzVaHbNhV3/3ZWtNn5bb1z3+vX+Vc9cmStDMj+87TR+2/J0GlxleaqC",
+	"cxro9HM/yn7rsxkVscYCoZBJGuiutfDMkiTsJdXYudqatyR8K8JFdrh7dR3IxZ4eZEAhIxENm/Nye2fO",
+	"OKchNC+tjXVHFJgbHLt+qAkHTTBzOzQrhq83FSyWO/tyQTP42Ou04YBhJFovPCTotGLZy1c1u4pZD5vT",
+	"VTHt277dCoZGRJs79nLj7tgqI5hiFVV56BfxZusuEetiriStAMvWy79jGY12Ux/YcvOWxRlIGggZZios",
+	"uvshEpPSOu0Z4+kXJahjV9qvQPgpSnfL3z4QPGAR7aJJ8SRmcMOVyz/SEBY35biCAWLb0SMs2MirvqzU",
+	"xZoj5TSMcctEhCGU7S3tT8ktqw7c2nZ2t7ipLL1BAZDyI0L5XXetm3Y8okflP++gU+6Yv7kmIbKQ4mgf",
+	"WbYlPap1RGeUaywC3cOBQ2/pLk6rpQW7yBb+pqlo7tW22Df3GruqWbZvSJkzwP5i5SqWPNDQ9rowqyHM",
+	"W2UL7JVeZhukbJe1XSrOEMitu/aZi7dKHi5ueZJB/L3IMi0B2EbBtfjqtvDJk7eLPWz+xTO4E2TJY0LO",
+	"RNwlkzuxJ1dQOE8IeYi3oOxkU5b8036/3/IbSbMJYwpaykTX0RcxspRrvUMHznD2oPdbr+9fXGOPQxAy",
+	"a25YaMniHr5t2R7CayvhejG+RgJz8sCPnbfGQOz3/YvLpHFEoXFFxSuWDWIzhy3X/4iZzUlSiPXD5Vso",
+	"VLxiZSHuagJtAWtX9fZRrBinSr1QwMJU/0lvK3EKlfRue7OxeVtvBf03goFOSzHOAeHinPXW+4450ka9",
+	"X39b7/lnYJbCBsbWv4ytZbAA1IXzXGbKQeZ8xIRXyIpEDx/yeq0LgH7KOYF2a0en1jQewpp9G0kj5pVJ",
+	"ME099NYVlGQSCR4UYhDn/taZRblGeg+G9VNfdktMNnnTYz2Pc3lOP2NDujx8RhrIuaSahokFuJw0+fNP",
+	"P70s4/Ez8rWXNK1b4g/xDFlBFNnNuaNsMtVqObaxT0h2ey9LrqVeKXTYGiIDLO1oioe9B2h7dcZbzkRY",
+	"bkKX7nHhwLN9cDU5pay8uFSJOw8Lv10j0yNY8ktjf2Ybe+f0lkogiQc0z6zr5xWv8msdXU2GqV7gvx38",
+	"t2v+Od+2Rc1WT7JvxcZG9svdbZidYhJbK0drPb72CaVHk9p/u73Ad+hZZa3Kcj7IuIsMwkja1rDI/F2x",
+	"5fWvzf6HzlX/GrsnedD/tXPtv3vnYxOl667fu2r1ex7YXlGdT373+rx+WT9v9n/bN7yhrMDf2rQs6gcP",
+	"KHrppStekDhyqlh6SR6UTZ5cLE4IYsn0omdWSlySM8b7ZkNLqHS5i/sNDWgVJxaIyH1ptTuoVlE84+U2",
+	"3wXfxk7hIJLKbAunWs9t13PmkoSW8/CNWikk1C+bCa80gjkXAYCYh1TC8JjM2fHtyTEuezx8YxvtYE8b",
+	"5Q14Vn+k4CDN+1ZeLuioPEj6GEuq2J/Us+mI2CURvx9wW8bg5QtopNCuFaKrODrEPsj46ESHhZCSECJq",
+	"UEsB4eGAZzgsncuK2fxX8I3SDIGRWi6GuLT3djsHfJgd2PDwLNWP7GW4jI2MZMAW+KgTNEcDPuD/+Aec",
+	"C250Qia4GvD/lTUFUXAwtA7JoQfDXOa++YisxfyR1WyaT86aGHoDDjBMG8ibnxxbMn+6rsHDQ4Sq2HZE",
+	"2bkYjE/wEauNRoZHBsq+0RPw9u67c3j58uXr9H5MLTYIk3S7hCASwQ0cXPXPD88gdPnGeLdZw4lQBYzD",
+	"jEURc3MY3BgaDsMLNQQVj8fsK65tz8nGTW2rkg/9/iVY2QnzKFYw/DbAsMqg4sEgoUf7wbHQQeV+eGaW",
+	"R3TEN7m6vPS71712/RcfbDoJ9j1h3Op7Yu5MrRcKctTi8MY8Kr0C+0yRSAkgXN1RCa9qNViZLeLBq9oJ",
+	"rIxlwLN7dfoaioMr4AD3IzeO4hChLA5QOC7MT8Dtuoi123DrTrFtdVyEX0hrrpEb89XQOniH3rK/2oCU",
+	"uqztwaAXO0DdPkckLxQmPODCGLS/ZfROwQ2l86X2nQfDfKWSQUtMwzRIOSdSIxrhphZz2OFgaP84sglu",
+	"Qw9CapOkU8QrpngDmVDc07SHzEqCCQ8hn+x7+AYGFZdIh60CXN71oGJZCMAg6WSKPyfJ0+Z3SWEk9BTo",
+	"17mk2C3XbkaLKadNmX2VNASeq0RAEOZk4lK9YYg5P7ZLzjAZoTQ0Kx9gWkPZOKZh3kc4PLRtcTTT2D8I",
+	"mbc9p/pls5LLxKmcoI98TjmZs8qbysuj2tFLK4+nKJ2KDB75edVwo+ok7Ug1oSWJVOgtUm/KkfysBMPP",
+	"DC5bsFNKMqK9YvbuQ9aVammQ0Gmt9mTjQIpNukrGgtSjqCDgYLQAFuKYkle1k3WPT+E9LoyEMTedvn74",
+	"puUBOggV6ufbLJiOd0HtI57NiFy4Tc2/SkrVTELg2loh/sXK5liRiUragyVH/xmzWNXGwy9hfGdrcaL2",
+	"GoZZG1DDoHdAE1uulve8uIp5jBo/OYq4ysf7onpoFPD7FQw9efrly7DTFew5dKw9jB25IVx7Y3BtCwxO",
+	"e2b+pShvtwdIDu3hQHAK8+lCsYBETr01Px+ux/l77yGeePwtp67du14Ltha5eGDDJKdtCLNYaaB/xCQq",
+	"NIVMMteSC48Am64YsZtQ6YAnufIUUIYaoT3Gal7Uj2zn0jdG7GGJDzbGtJlhTlc1smjAMdBi7kgyUo2Y",
+	"jNApF0oxz1LyjSZ7ly6Peuxe9D7gr2qvYFjWQThhBsU2wLuJDVvJkucH+VmIa0Jn2SXHyyMI7z8/M0dx",
+	"pTdbcZTa9+EoFqTvzVFePXxT2m34X4wFJdp3xoJeKKTaTOgeiLlmM6Y0C7KcVzTfdmdKSWuUBzS0nYT0",
+	"bopb0m9FrdJf2WzLJIi1He7m8wDKn5cUfGz1OFtts+5RrsnS1pDZjmvrnrYa2tvqucsRSPP4B/iYHTq6",
+	"xYVpgoHldM/EbwqNfkpYTscIZDLBhB+Dvt+X9/y1+rj1X/FCjTrq5WMWmSPK07/tFLSJ8I+/oZvo/mkZ",
+	"gJPahX7+u7GF9zTlCjsL5WxM73dBUte7Yc380y9i9DeXjH8ZOhsq/iJGzokXRVg4kjQAcz1+lZsmuB9W",
+	"H9uBd6hdl9qg7oRgRAMxoypLN0gHXGd+YnScniVesamIQlsMP+ATqhUM03uHIDhIahRg8xKopBpSWL4A",
+	"32vAXate9JLlADBgWdeggtNa7dEq9AoxJmAlIyqGcEDsWIVs2iQICTY5/HBHQxtf6slI+Ok16mKC7HfW",
+	"p7MGc2uZhgdc3GXo8EO7firtGhETCGA5eOiKCROjd082I23a7Ho+Y90KyjAPepcxvWGWnAX/CSfDdDqV",
+	"IrN8Go/1Kc/Erav+z/2ChaZUghbA9JnNtYpCi0Fs7NpGp+864O5lPWPEB0mTcDhIplsA8jLkDdkwWfQU",
+	"PxP3yY3MMQwIFRuZ68484DglXB16MCzO9xnCQVp75YJnQoM7inBHfuUSn/+9GNbpEy5ezAtfw7cS5GbK",
+	"odwPtvVEbMsdwDL1YzJlblSD2fwDcwoZAR1uzdPk38ENILd0AuxptC9Vj9jwopsTaA0ozMV7tNeh2Fb0",
+	"+e0Quc5UvnCheptfUQxG/c+wl7PsEg+Eax4ZLcxGYI6Kjezm8KBAL0kvpLVRrKxTlibS+tWHZRMjh0fQ",
+	"L3RvZSrX2HDAsXWE7RQIZGwk+kkNZozHmqozEDxaoDU0JWqKt2ohXX7Ic/nVl4NspzAsGVJnhLathAMR",
+	"a8VCy6PIfC4FhuSFMpJSSK0O94nVuSZWzyNTC/1Jv3OUrtg/c32k7gymBjeKrX+1wC/QQyxcIta/naw9",
+	"3QYsV1pORhH1sVb1r5bTE6Y0psLm22rz0PZwtsNmV3qclrOcdVL6+JvN+Xoep11xKud+Xju5s/7cxjf6",
+	"Tk47udllx/FEfvjs1vnsEKXRfrX+uYBynfrtClmbdoQXJoVpSVi0VrTuGvp25eqrke9UHEeUSMxnowNu",
+	"FGIbPxMxt2ljdpwj/Vro86mmkvEboyxlYex0FPKAu3h5ZCxkPaUzFyB/tBBepbiSsLbnrnPTbHfMe7Ex",
+	"2qeizecSxH9NcDtt6Pwjsv3swlGxP9O80i1j2DvIw2OXDL7eD+caiLgJUOkc+KmIQlUYfX6ACZs2vnYI",
+	"MY+oUgM+xHnkQyxqlDF1+bYEbE7s4RG8EzJAYwvTuG9YFKlCTs2bAU8XNQ8RUQjJzHgguoQrIQtVWsyV",
+	"rXJmfHI24AlX0s7BZ18AO3PF9hZbQYdDYQ8k1ZLREGik6N2USmrff8DTYIvEsVmHnpu5aGMT5vFmG5Xb",
+	"LgMcLow7pezSA45MVT0TFyxM2X4kE3RT8/++XHBprP/fhg8mQtXGJBJ8/cEWn4gtumNP+CKm4FuC5iLH",
+	"lPZmioaTrWeJT0+zBRJdddvvSLQG+r8vyf71YcRtKLZbb7ab7fc/KPaJKLanxdwmuBqRrM7K8mb3JVdb",
+	"VLKeXjs8WjgPoW1gadbNtee0ATRsL71qKRlpna+wseJ+LKma5prrg29gwIQEDkO/jex+mGotZMC5qIq5",
+	"5VRPmaNQzk8wyndtHtXsWo7ywa93+2/9ej8xjgZ8STHYxWuBb0t/8JhH8RiHJT9YzFPFLqi25fRszLJe",
+	"7a5oFLPwszCg2pfXfBGMV5NeluXspslvScRCm73AF0CJjBiVEHM0pNB7acyegvaS5BFZLYYMeK4mN1YU",
+	"hliYS6vZ10NgXGlKwmfiIfhtvdX1643frj92mm3LSB5hTXSpovpjNu7pb+rvLE5+3xC3X5219YOSn4SS",
+	"cetTKZvFcMZLRDMlCjNY7BC+ZMrQPmSNrdDXk3Sv131XncREhjR8Y0OLS+G682aja523GLg7A4r11I12",
+	"z4n7AWcqm6vnwlOusyk0L13f0zPot3opDzsD6dq4qmRUx9mAu4ahYD1D5klsRs+M5aNoICmWJynK9RHU",
+	"c3sVEG62akQHHLtv0hAVE6OEuMyqtCnnG8A2GbZQ1ugzWBU+PAMCmsgJ1dZHjH0SzZmMGD5rbbzz2RjU",
+	"tVsNlZc1i+/GorA17N88IJPv0lvCnX6dkvzARkXufoQ5/wZhzndUB9OyaZtZcAV5U5VyjZXsLkdgX45m",
+	"e3tsyOMmN1QBHY9poIHYFltvbJv8TPPAFAtkZG68aX5q0IAfvKq9XNIIDj1QIpeFvjRnyDUTMPLyzHKR",
+	"zC87pVG4ziHrGCaT1l507tkBT/2zRwNeBzeW1al8CcMDSauu74BhqGm02YhwwekRdM1taLslLVHCJAj9",
+	"nIbaLoqTAeqHufUoc8ud7I8w9bpIk9meRL1isxkNGdE0WsBBxhC8hA9YVcfS7t6xpxWTZnPVSRK6XuJP",
+	"GUTLjMacuuBw8Kp2MuDD867fMGRZb6UkC8cw7PmYB5p951r4zkgwNeZj/bJ5eJby7QE3uqay41Gyli2J",
+	"NXAErVxETGmycOXeekoXLlkNc8rzIS0XgntWO24vL08XzyfNukoO6QcD2tdgXDOh+YfV+DRWY+p3ycLU",
+	"S7yCOcOycBj7si+00hYbwkR2fqIxsqxDdpg18UUTEqeCIZgzsrAuKg8YB8IXAzw3A3lAdJJmiyMtY+Uq",
+	"WhI3dVLgHjHDvvkCi3KgqdWAuy6UxlalxPYCS3fGdux6oVwPMzXM+bCTYU9ofw944jLHC78Hl/ISD3az",
+	"fX3Z7by3Nt5OhpxtaPlvpTI9XW1KsdvnGoZlYyM/6lKePhJGpMY62TQAdUBy09/QvWPTlR172FbBKsym",
+	"LM1y7SeFcgHRJBITIJaXpM0W65dNwxLe+31Inp0+dfgG5lQOeNrTl9lyYzvoJp1Tavis6+nrxs96OX+X",
+	"0owHepC0i1TYyNy2vM4PnMTulVouqnYqpIwj6gFOD3TPPHQ+qNzYRTFOwXFd6VyZv5UEmHNzBkMcPjpM",
+	"p8ItBtwoYBNJqZvPHcbSVhZLYWuMcSIixPOJJOYwigzwKcp4WunBPaOaUpinuobm07P+V+y9ZjtYpthZ",
+	"mK7MQ7hL/GIl84WxZ/e2zuOkwyldS2ZdSsKqEfFnWWlqkt6roNhsNn3a8AiG4mYITA04+l8tihqJno6g",
+	"MezYNtB8YixMBw09JwYuTzNag4T2TP4VMRCHBtkjD6Y0jC33yHidMUiTHqjZoRZcfBlylWBe1lqhmk3I",
+	"+euqD5emWjxLL6KlsST/eo15yoYhPdCfx57t/6SKw+WeIcr1QC80mrZzc/93w683ChpRMlFpC3o5/uZ6",
+	"Od8fG8MQUWtT6rNyhQtuEIsW4AoVs2IOlxBs9QsqIYgokTT0QAlMHcKZSwoOEhXojo6mQtyAojyk8hAU",
+	"pcasQ4fSo20rnLGyalxlX5vN21UyuH1aQuQ1xD43RlNK69kcnqJxsy314yCAf0ef0ZqJZeUCEXfROrEd",
+	"+v0wxp6I+1zGxhQzbKZq2QwNHa2PiLF+uRaQTH4q5zm54QNIBfmxA79/Nsjr7vmWEEW+xaARU+7rROPM",
+	"fyVGhc9u1dw3mbpw//n+/wcAAP//",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,
