@@ -796,6 +796,54 @@ type JudgerUpdate struct {
 // Language Language key, e.g. cpp17, java17, python3, arkts, mysql; it decides the pool.
 type Language = string
 
+// LanguageInfo defines model for LanguageInfo.
+type LanguageInfo struct {
+	// Id The language id a submission names.
+	Id string `json:"id"`
+
+	// MinMemoryBytes Manifests whose memory limit is below this are refused for this language at enqueue (422 `MEMORY_LIMIT_TOO_LOW`).
+	MinMemoryBytes int64 `json:"minMemoryBytes"`
+
+	// Mixed True when ready nodes report more than one variant.
+	Mixed bool `json:"mixed"`
+
+	// Pool A judge pool; one node process serves exactly one.
+	Pool Pool `json:"pool"`
+
+	// ReadyNodes Ready nodes (enabled, online) that report this language.
+	ReadyNodes int32 `json:"readyNodes"`
+
+	// Standard The standard or language version the id names.
+	Standard string            `json:"standard"`
+	Variants []LanguageVariant `json:"variants"`
+}
+
+// LanguageList defines model for LanguageList.
+type LanguageList struct {
+	// AsOf Server time of the snapshot.
+	AsOf      time.Time      `json:"asOf"`
+	Languages []LanguageInfo `json:"languages"`
+}
+
+// LanguageVariant defines model for LanguageVariant.
+type LanguageVariant struct {
+	// CompileCommand Compile command line; empty for none.
+	CompileCommand string `json:"compileCommand"`
+
+	// EntryPoint How the source file name and entry point are chosen.
+	EntryPoint string `json:"entryPoint"`
+
+	// ExtraMemoryBytes Memory granted on top of the manifest's limit.
+	ExtraMemoryBytes int64 `json:"extraMemoryBytes"`
+
+	// Nodes Ready nodes reporting exactly this variant.
+	Nodes      int32  `json:"nodes"`
+	RunCommand string `json:"runCommand"`
+
+	// Version Compiler or runtime version as probed in the sandbox image.
+	Version string `json:"version"`
+}
+
 // Name Human name, unique within its kind (lower case).
 type Name = string
 
@@ -1617,6 +1665,19 @@ type ClientInterface interface {
 	// Corresponds with POST /api/v1/admin/judgers/{nodeId}/verify (the `VerifyJudger` operationId).
 	VerifyJudger(ctx context.Context, nodeId NodeIdPath, body VerifyJudgerJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// ListLanguages Every accepted language id and what the ready nodes report for it.
+	//
+	// The same catalog as the business API's `GET /api/v1/languages`: per
+	// accepted id its pool, standard and minimum memory, and the distinct
+	// variants (version, command lines, entry-point rule, extra memory) the
+	// ready nodes of its pool report, with node counts; `mixed` when they
+	// disagree (e.g. during a rolling image upgrade).
+	//
+	// Errors: 401 `UNAUTHENTICATED`; 429 `RATE_LIMITED`; 5xx.
+	//
+	// Corresponds with GET /api/v1/admin/languages (the `ListLanguages` operationId).
+	ListLanguages(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// Reconcile Check the scheduling invariants now and list violations.
 	//
 	// Read-only; the same checks as `kece-control reconcile`. `ok` is
@@ -2379,6 +2440,29 @@ func (c *Client) VerifyJudgerWithBody(ctx context.Context, nodeId NodeIdPath, co
 // Corresponds with POST /api/v1/admin/judgers/{nodeId}/verify (the `VerifyJudger` operationId).
 func (c *Client) VerifyJudger(ctx context.Context, nodeId NodeIdPath, body VerifyJudgerJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewVerifyJudgerRequest(c.Server, nodeId, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ListLanguages Every accepted language id and what the ready nodes report for it.
+//
+// The same catalog as the business API's `GET /api/v1/languages`: per
+// accepted id its pool, standard and minimum memory, and the distinct
+// variants (version, command lines, entry-point rule, extra memory) the
+// ready nodes of its pool report, with node counts; `mixed` when they
+// disagree (e.g. during a rolling image upgrade).
+//
+// Errors: 401 `UNAUTHENTICATED`; 429 `RATE_LIMITED`; 5xx.
+//
+// Corresponds with GET /api/v1/admin/languages (the `ListLanguages` operationId).
+func (c *Client) ListLanguages(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListLanguagesRequest(c.Server)
 	if err != nil {
 		return nil, err
 	}
@@ -3365,6 +3449,33 @@ func NewVerifyJudgerRequestWithBody(server string, nodeId NodeIdPath, contentTyp
 	return req, nil
 }
 
+// NewListLanguagesRequest constructs an http.Request for the ListLanguages method
+func NewListLanguagesRequest(server string) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/admin/languages")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 // NewReconcileRequest constructs an http.Request for the Reconcile method
 func NewReconcileRequest(server string) (*http.Request, error) {
 	var err error
@@ -3992,6 +4103,21 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with POST /api/v1/admin/judgers/{nodeId}/verify (the `VerifyJudger` operationId).
 	VerifyJudgerWithResponse(ctx context.Context, nodeId NodeIdPath, body VerifyJudgerJSONRequestBody, reqEditors ...RequestEditorFn) (*VerifyJudgerResponse, error)
+
+	// ListLanguagesWithResponse Every accepted language id and what the ready nodes report for it.
+	//
+	// The same catalog as the business API's `GET /api/v1/languages`: per
+	// accepted id its pool, standard and minimum memory, and the distinct
+	// variants (version, command lines, entry-point rule, extra memory) the
+	// ready nodes of its pool report, with node counts; `mixed` when they
+	// disagree (e.g. during a rolling image upgrade).
+	//
+	// Errors: 401 `UNAUTHENTICATED`; 429 `RATE_LIMITED`; 5xx.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /api/v1/admin/languages (the `ListLanguages` operationId).
+	ListLanguagesWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ListLanguagesResponse, error)
 
 	// ReconcileWithResponse Check the scheduling invariants now and list violations.
 	//
@@ -5688,6 +5814,75 @@ func (r VerifyJudgerResponse) ContentType() string {
 	return ""
 }
 
+// ListLanguagesResponse429Headers the declared response headers of an HTTP 429 response for ListLanguages
+type ListLanguagesResponse429Headers struct {
+	RetryAfter int32
+}
+
+type ListLanguagesResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *LanguageList
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *TooManyRequests
+	// JSONDefault the response for an HTTP default `application/json` response
+	JSONDefault *Unexpected
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *ListLanguagesResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListLanguagesResponse) GetJSON200() *LanguageList {
+	return r.JSON200
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r ListLanguagesResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r ListLanguagesResponse) GetJSON429() *TooManyRequests {
+	return r.JSON429
+}
+
+// GetJSONDefault returns the response for an HTTP default `application/json` response
+func (r ListLanguagesResponse) GetJSONDefault() *Unexpected {
+	return r.JSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r ListLanguagesResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListLanguagesResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListLanguagesResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListLanguagesResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // ReconcileResponse429Headers the declared response headers of an HTTP 429 response for Reconcile
 type ReconcileResponse429Headers struct {
 	RetryAfter int32
@@ -6539,6 +6734,27 @@ func (c *ClientWithResponses) VerifyJudgerWithResponse(ctx context.Context, node
 		return nil, err
 	}
 	return ParseVerifyJudgerResponse(rsp)
+}
+
+// ListLanguagesWithResponse Every accepted language id and what the ready nodes report for it.
+//
+// The same catalog as the business API's `GET /api/v1/languages`: per
+// accepted id its pool, standard and minimum memory, and the distinct
+// variants (version, command lines, entry-point rule, extra memory) the
+// ready nodes of its pool report, with node counts; `mixed` when they
+// disagree (e.g. during a rolling image upgrade).
+//
+// Errors: 401 `UNAUTHENTICATED`; 429 `RATE_LIMITED`; 5xx.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /api/v1/admin/languages (the `ListLanguages` operationId).
+func (c *ClientWithResponses) ListLanguagesWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ListLanguagesResponse, error) {
+	rsp, err := c.ListLanguages(ctx, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListLanguagesResponse(rsp)
 }
 
 // ReconcileWithResponse Check the scheduling invariants now and list violations.
@@ -8088,6 +8304,66 @@ func ParseVerifyJudgerResponse(rsp *http.Response) (*VerifyJudgerResponse, error
 	return response, nil
 }
 
+// ParseListLanguagesResponse parses an HTTP response from a ListLanguagesWithResponse call
+func ParseListLanguagesResponse(rsp *http.Response) (*ListLanguagesResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListLanguagesResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest LanguageList
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Unexpected
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers ListLanguagesResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int32
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: "int32"}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
 // ParseReconcileResponse parses an HTTP response from a ReconcileWithResponse call
 func ParseReconcileResponse(rsp *http.Response) (*ReconcileResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -8355,6 +8631,9 @@ type ServerInterface interface {
 	// VerifyJudger Start a self-check (a CHECK job bound to this node).
 	// (POST /api/v1/admin/judgers/{nodeId}/verify)
 	VerifyJudger(w http.ResponseWriter, r *http.Request, nodeId NodeIdPath)
+	// ListLanguages Every accepted language id and what the ready nodes report for it.
+	// (GET /api/v1/admin/languages)
+	ListLanguages(w http.ResponseWriter, r *http.Request)
 	// Reconcile Check the scheduling invariants now and list violations.
 	// (GET /api/v1/admin/reconcile)
 	Reconcile(w http.ResponseWriter, r *http.Request)
@@ -8925,6 +9204,20 @@ func (siw *ServerInterfaceWrapper) VerifyJudger(w http.ResponseWriter, r *http.R
 	handler.ServeHTTP(w, r)
 }
 
+// ListLanguages operation middleware
+func (siw *ServerInterfaceWrapper) ListLanguages(w http.ResponseWriter, r *http.Request) {
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.ListLanguages(w, r)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
 // Reconcile operation middleware
 func (siw *ServerInterfaceWrapper) Reconcile(w http.ResponseWriter, r *http.Request) {
 
@@ -9166,6 +9459,7 @@ func HandlerWithOptions(si ServerInterface, options StdHTTPServerOptions) http.H
 	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/api/v1/admin/settlement-events", wrapper.ListSettlementEvents)
 	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/api/v1/admin/settlement-events/{eventId}/redeliver", wrapper.RedeliverSettlementEvent)
 	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/api/v1/admin/reconcile", wrapper.Reconcile)
+	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/api/v1/admin/languages", wrapper.ListLanguages)
 
 	return m
 }
@@ -11168,6 +11462,73 @@ func (response VerifyJudgerdefaultJSONResponse) VisitVerifyJudgerResponse(w http
 	return err
 }
 
+type ListLanguagesRequestObject struct {
+}
+
+type ListLanguagesResponseObject interface {
+	VisitListLanguagesResponse(w http.ResponseWriter) error
+}
+
+type ListLanguages200JSONResponse LanguageList
+
+func (response ListLanguages200JSONResponse) VisitListLanguagesResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListLanguages401JSONResponse struct{ UnauthorizedJSONResponse }
+
+func (response ListLanguages401JSONResponse) VisitListLanguagesResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListLanguages429JSONResponse struct{ TooManyRequestsJSONResponse }
+
+func (response ListLanguages429JSONResponse) VisitListLanguagesResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListLanguagesdefaultJSONResponse struct {
+	Body       Error
+	StatusCode int
+}
+
+func (response ListLanguagesdefaultJSONResponse) VisitListLanguagesResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type ReconcileRequestObject struct {
 }
 
@@ -11487,6 +11848,9 @@ type StrictServerInterface interface {
 	// VerifyJudger Start a self-check (a CHECK job bound to this node).
 	// (POST /api/v1/admin/judgers/{nodeId}/verify)
 	VerifyJudger(ctx context.Context, request VerifyJudgerRequestObject) (VerifyJudgerResponseObject, error)
+	// ListLanguages Every accepted language id and what the ready nodes report for it.
+	// (GET /api/v1/admin/languages)
+	ListLanguages(ctx context.Context, request ListLanguagesRequestObject) (ListLanguagesResponseObject, error)
 	// Reconcile Check the scheduling invariants now and list violations.
 	// (GET /api/v1/admin/reconcile)
 	Reconcile(ctx context.Context, request ReconcileRequestObject) (ReconcileResponseObject, error)
@@ -12109,6 +12473,30 @@ func (sh *strictHandler) VerifyJudger(w http.ResponseWriter, r *http.Request, no
 	}
 }
 
+// ListLanguages operation middleware
+func (sh *strictHandler) ListLanguages(w http.ResponseWriter, r *http.Request) {
+	var request ListLanguagesRequestObject
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.ListLanguages(ctx, request.(ListLanguagesRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "ListLanguages")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(ListLanguagesResponseObject); ok {
+		if err := validResponse.VisitListLanguagesResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
 // Reconcile operation middleware
 func (sh *strictHandler) Reconcile(w http.ResponseWriter, r *http.Request) {
 	var request ReconcileRequestObject
@@ -12197,166 +12585,176 @@ func (sh *strictHandler) RedeliverSettlementEvent(w http.ResponseWriter, r *http
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7H3rdho5t+Cr7MU5azWeU7ZxLn1O4jU/KkAS0gT8AU5PT5MxokqA4kKiJZUdOsvPMQ80LzZLW6obFBiw",
-	"ne7vO/mTGKiStqR9v+lbJRDzheCUa1V5/a0yoySkEv/sUS2X/kRTaT6FVAWSLTQTvPK60qeB4KECLeCW",
-	"MA1jOhGSgjSvMD49qXgVSf+ImaRh5bWWMfUqKpjROTFDTYScE115XWFcP39W8Spzxtk8nlde17yKXi6o",
-	"/YlOqazc3d15lQWRZE61g+sNztUK16Hq8mgJTNO5glumZ0BAzUkUUQkshKqeUVhIesNErGBBpvQnBZx+",
-	"1cl4RwZqZsb5I6ZyWfEqnMwNLONkwvwi/l3SSeV15d9Os/07tb+q01ZYMWC/F0q/kyJetMILomfmLRx+",
-	"YT6ko8+yp7bu2g4TfhDjrVN9Mb8/dJI2mzO9vvcXZEpBsT8pVEM6IXGk4axW27inEY6yHSvIV4sVL2u1",
-	"HI6cleCIV+mIkG5dO8cHHrb4O/O2WgiuqMVEEvboHzFVuB+B4Jpy/JMsFhELiNma0y/K7M+3HedpSikc",
-	"1hf3dzAz5IWTQSioAi40zIkOZmAQ20wuSaChOuo1/3HZ7A+uWp1PfrvVGB2dVO68Sl3wScSC7wapErEM",
-	"DIkpTTQFIcGQnmKCZ+CTKBK3oGdMQTAjfEoR0o7Qb0XMw+8DKQlDSZWiYQpzBh/9ypRGmAZCfCR86U5b",
-	"PT1oPbNpSCQ0NGfqD5pX7dbH1qDZGB2dW0YLxDBnQD59jIwalOXLhupWOflxysrLAHJPn+aYPkJ1yUms",
-	"Z0KyP+l3OJCPTCnGpwZbYn7NxS0HEs4ZBy2uKYfq6LLjXw7eNzuDVt3HrcDTueT064IG+nuA2Kfyhspj",
-	"xUIKls1VX379CqNWZ9Dsdfz2yAMD5Se/1fbftJsphAspAqoUGUe0yTXTy6cH9VcaRceGrdIQxrEGSSex",
-	"QfTxEgjIOKJQpSfTE1hIMU4JAX9QBuq7hDciDvla0/nCghqGzExBogspFlRqZtjhhESKepVF7qtvFWLf",
-	"ssL6Pv7qVSgPaejrgjgIiabHms1pJWX8SkvGp/iCWXtdhHRdILX4RBKlZRzoWFLAJyGIiFJQbfZ63d6R",
-	"Z/Cs3fT7zavm/7po9ZoNQzcLA7M0I/yf3/3j//3Z/FM7fnX1+VvN+/n53b+XgZGX4Tst1ErinR6NKFG0",
-	"uRDBbFVK/vyisl0ueonU22kiEetAzEt2snfZ6bQ67+B2xiKK0gZhgojdUHVuvuBQ7368aDcHzYYHuLke",
-	"uC31oO536s122/zZv7xo9vrNRrNhtr7X/NT95f5Nf7Zh0yUNKFvoBps6AbxCqO/942cvfwYxQZC52bjI",
-	"sDHD6A3dkiCgC8NeJ0JaIeSwdRWg2vErcjz5/O3nF+WAKKqMXDv0jJQmUu+D9nd5Jeb3VKvLIYqXqTsF",
-	"4PKTZQf+OZ1BjL/QQBug/Dhkusm1XO5L8YHd/9Xj+HVGNMzIYkE5DT1AxmOAPKHc8EQPvojxSUB4QKMT",
-	"q/y1KZ8ade7nFyV7TgItSuySDpnT5MRzkgMpfVhRS6XpfFjBEyexFnOiWQAWZLUy7dmz/yqbdw/mRMwe",
-	"7kp9IdWERWrzblttde2gnpL17MM9JCVOauX3sPbsxX3om+wS7m1ysF6CR+nAZUhaJ8rBt8I/yPGfteNX",
-	"n7M/r06Ot/FvM1APucKe2B6kEGzbIQenkVdfmU7E1ZrBs84a5nQu5PKX8XauUit/VSkyLeHm9RkNrqmE",
-	"kE0mHig25SQCjnQjof+PtpWUHhANc6E0vIBf2JsV2nhRe/VzGSMMhCyZcSLtYcL/+79wS9l0pkEaBZ+G",
-	"MCPRBMgtWcJEijn8SaUALeAFhDRgcxLBIiIBVUNeJTCPI80WEdJ37aRWq50B4/B7zXODfj5CWQTpdEzB",
-	"GZK6X/egNuRI9XwJE8KiWFIPCA/h1vAlAmpBA0YiCNzukFsiDYBCz6i8ZYqeDA0yZoQv4nFEy0+Bx/Ox",
-	"Y+24u+s7MqByzjjRRtdNTgBf8qAGbAJccHqSn24XTwkydx2r+7DxE5UhC3TfPnznVQz/+qhKMOXiEsxv",
-	"q5DsgH23JIrskHu9uMIaHHWlC0swLAU5nShHKjkiSw8gI4dSNmLO3GwH4i7lBrjfKxfNTqPVeVfxEv2n",
-	"4lUu/H6/2ah4lbd+q91s5EZzROBVvh6bAY5viDQ0pXAkykP7Yy/m3P51QYzNaUYiLKJh5fOdV2lQo1HJ",
-	"ZQrKiofFAgRVY5ouqVFgjIkU0XBqJOpCKMXG0dIqZ6EhIwKB4CqeU3nkQaPZbn1q9poNqOZfxF/8BlSn",
-	"5IZCvDgHRY39Hlpg0IGzviXpYPi3v/9OuLXiFjQoSTZgYSwAHtyvdBS35j0lkZ4ZxiA4hUgEJIIwHQyq",
-	"DWFZHqFzwT2QMTcIBGxOpkbziMMphZBoMiaKehAydY3rLvJ6K6FLFM2ZkBro10VEONpvTrsxvMhaHZp+",
-	"1efAhTHPJdVrmkaZlEQDPtIz3Ar321iIiBKOoplYTT0v+Mjxn59/T+Td6y0Cb4XMcKxsvjISaVBlnt6A",
-	"mQPrgJqwaSxxB5zThyTmu6LaadkUlT6Lw0wrEGNlDOoQ7Oxl6Hb1qdlrvTUGf6vbqXiVZscY1oh5Pb/l",
-	"KLPR6ttv90LET1SyibO6zcioiiJKSsIcpTaYst8ihtoPOa/fHsrCRMigzLyiN+LaWlOWdhUwrjQloUFo",
-	"NNqNnECPNlqr/Su/Pmh9ap5kJ5vDjEwR2yYEevapVVRwL3sO1jJUsO6GPdUkp/Lc68ZAtv0AbTin9dyn",
-	"rqzKGiswtsmJ5mZnw0cSzBinx5KS0CBI4m4wBg7Uu5237VZ9YBQSQwFTyqlkAbyovYJbYzxzAXMhqVVC",
-	"JizA9wA9QlTlKWLFtVvxKisOsYpX6XQHV2+7lx3z9/tuf3D1rte9vLjKf93pNpqFLz503xQ+Nz81O4Pi",
-	"K/7H5tXA/6VpKLDX/NTqt7qdq/7AbzcrXqU/8AfNq2SdyQzOvk8++u1e02/8dvWh2+rgt/X3zfovV2ZN",
-	"rV7ui1bn6qLXfddr9vtmCU2/N3jT9AfpZAUayAFfv+z1mp2B+2bQ7H1sdfx2YTUoqgw4V36j4SZwf+Hv",
-	"frvd/dWCkq3lwv+t3fUbV4Nu96rt996ZOfP+2IpXSZx/9kAS39+OvMgxkxa/IREzzMf6XCnXhjMhO0pd",
-	"4rmgUu67jghp7uMHMc59at5QrvMPkzkdkGtqqLznXPJ9TVCZRf6eRgrswJY9JdP4kUHx5QfBOH6HulMv",
-	"oSP3ucUvpJhKqoxi9p4SqceU6GSSNvI4P9DshqbQ1mMpKdf2s1OPoxz0qCMYEHzrpjQHZ//qCO1Hkbi1",
-	"02ewX5BlJEg4EKJN5NTM1COatq1L3ZwZN4ITJ7nk5IawyBAucvl0j/dlc5ISvZ8Dc2/zPRH82540R5zY",
-	"73URc7131NXwRosahzi0IqHrZEEC5+VeYZXGqPwixpYX3s5ERMHsAszJ0mhmxvAUPDDmWSCFUqgmmJWo",
-	"cosoiRJaJn8/ZKrF30bGXlwHzWImzGiETnLk1eZsfnIAABe3ntH0DLKjSz3mkpKFsRM5iu0gikMaHmC6",
-	"xYuQPMQJWIwiO42ucBCrq88dcZmwS2mgjki9JyXsg6Wr6PKQIy7XbAszbF1sm+2t1aU7j58w++C+lWf8",
-	"5Q5X17IvndVqGW4QKcly8zGr7eu4RHTacyV5ki8L6brwLYabMVxrFJoxGpuCb3cS7MQnHvHgVzB/K6aX",
-	"ZZL48Kb1rtUZAAuBKCCpP8qSH+pkX8l8EZmhXjxbCRicHb/6/Hvt+JWxwM7+q9zl+EGMf2G8ZOr+5ZuP",
-	"rb5Rr8z2xopKuBXy+gRQOzLfJWbVscsHoCEoGk2O0XcFYyPnh1wLtIUN3zpHFqri8ZxhLABmJP9xsFxQ",
-	"GP3SrDevcIoR+sUIjGMW6WPGh3xOOJtQpa3HjGkDBBrNIX4h6UJIA0XEril62NBrhh599Jol6mu2tETZ",
-	"21FF6qfAJioGyukPYrzmtvnHZfMSdbLMa5PGpjLHjVdJo1I7gvCPmMaoN2Q+nLowCKDzbhyvUscQRmIv",
-	"Gj3JWAwtpWIbnd6DHr+4l1ed6qWBieThJkontY8Osrubf5W9JkGmFNIyOMpo7oPBng9ifFg4+VCdJtXy",
-	"WrzM3/le3EIk+BQIWCwyGAxKsyjCLDeFPgzzv02/GJPgWkwm51CzZlwQETY3wx/gMA2M5tEQnB6wLHx3",
-	"ILT1NO/78v46a+B09RIxYRiDGBv+UGQ5Pylwb1nrFz0u5f6LCeNMzfaDKBvzAHX1KSNo147Fb3sykQR3",
-	"XiUifBo7/8W2V9rJc/iO0gXPxCEJDLsmGZSiEL7co3PrMiujrAtJlTl7m0HgOPM5cDolxgpEfb+gVycu",
-	"bqtdl9JTScjLialdD2dOvrqsFrWdcB6cWrGYEXXvoV7gQ+ZpIaJ7HzbPmGclE7LUzmqLWyqNQaVgwqTS",
-	"hk0x5fIgtptSZ4WEy+OzWu1R8hZsHIfuQA9WqpsXUg5y/1b3888W3h0gHLu+jU8/gkmW5GUgD3CnugbV",
-	"yhILrCzHDwrInexjXmoUpEAOLbyizCwi/UrOSCYKtonsRhoG2V9wl7CGbhRSpS2KYrLwLgZUkoy2aj6t",
-	"Wk/Iq+/Ft0QXcedH1UE5RTY1V3GyUDOxdw6RzUnK5t3n3Rsb0N0x7luGpxmaqK1nf4B5/EWMdzeM80eR",
-	"HezLsoPNZ+4jSFHUnVRe/34/O/68Gj30xyicnGlr5CmWB5yU7dSW/ZF7Bi19F3jEgJgxMo1NpzD8yvR6",
-	"+NHlZ64j5RuiKFz22hlWhvQn5QJqQHm4EIxrD5XXhRRjZ7/mLIqXZ8/K1Lz9NcNwJUy47SgKIcU03LkT",
-	"hkgb7z1QeUPPdYnFH0gaUq4ZidBAHlPKgaHdZmtHzJs2MnNL0DC3FSPrGqwN4uXdjHvq5Pv6eHdWQ/ZQ",
-	"LB7g/5UuYlAauN49WbK20YO73Vn07OXPT+1tTQ1f52B0sr3ohLWg5nZyhT6yjUqxci1dcwWVUirZSVjL",
-	"g1y3G/lMd2FHgJnWi6o6QtdfCeM5tTD+6blkqhDIlDCuNNgKLDGmNsl8Jy70pAGSfQhib8zb2T29BXvu",
-	"O9uHuJRWa+cs7mdszgM1E7ccjbOdcmMf6ILajfWX0uLBLih5mDYbh2UlcB16m6qyWf7kWa22u16bZV3f",
-	"r9oidaldwXi2OxQdEVLrZC0A8axMC9vj3GzGPtf+RlugHPKXtYfZBS/vC6o4DFqBLt1gl8i9BYnep6rL",
-	"Hupft5j55IGiCyKJpjYVtpBPVZaM5rLb3OedtieXX1fYoefP1k92loTt/Sk9IJPT+qXS2L9fZkxhJRVm",
-	"mCYSBHXvdOZzIFYzdxmxsKS64LjYylIwC7C/mWlvBV7wiHFapiWm0AGRkpnzu2V6xjiIycS8g7VzH9Wm",
-	"3CwbKUnTy0ojbWgQKMKSUEvongamFY0mrmpLzWKNCcShuOUbNFGX6PiJyvK4nq/slidwnYPB/WVSzo3Z",
-	"1IYYs1XvJLNRdr2J1XL/au8iZbpjWFuIV8T/ko3dTKyH2LD44p5mrNw7uJtMsxn2A8O6+yQEPjjz45F1",
-	"pBItektFSDvnQF9xh7pf4JouXYJusFic/acHX8gNMf8vlnom+HMPiLzWyoP5Uv0RnRsaDGnAQmoTVoyy",
-	"turcySXe/sfJFSbePj8r99V0SFmF3ft4TjgWYXgQc/ZHTBOuwrSCa8ZDqEbozw2Iokcl82O5i/3fQXD2",
-	"7D83gJCK9z0FFqf5OLOMDc8D4hJ6bcavTZC34TADuo1ZfxFjwNJO8OslidU43q7qvZWLvY2pCmZ1q7kK",
-	"CC7hiR1yDrbmDDiloQICC6KUUTfwaRemKqnA2IEADvCZHFbCijucrc7s8ARD0IeWsB4SdnuqUrI1qXW/",
-	"xNnF45Sr8yh6TXfzHab+089lfQRSTP9JgRv6HCgJZkiyRowbDcaeltJ0se5dTMjAy8fVx0V/fxH57/MC",
-	"XCRhpyQ5ot79eNFq26yID5eNd+av3dIf6mK+YJH92cgilLFmCmdBl7s2DbM8T/NQwNXAAyq+CuhXEuho",
-	"mZBaAmSwWJilkxtiUBmZstHBDVM29Ge48q5A40gf7EgXyUi+G+mjHcksQooxfaq89mzwJLn9SZPUV6bL",
-	"HX6j07/K0l+6nU6zPsi+GLRzvw5aH5vdywGmejdaPfNgr/n20tY+vfEbV/2BP7jsmydzSdHmhzfdxm87",
-	"nk6DqyxrRnBOA51+HkTZbwM2pyLWmK4cMkkD3bONDMyUJOwntWG5TN83JHwjwmV2uAcVd+Y8YfcyoJCR",
-	"iIatRblGv2Cc0xBaF6BnRKP/2Lzg2PV9tc40wczd0KzoTN9WPlFueuRcePCh3+1AlaFfXC89JOi0fsrL",
-	"11i5+h0PewAdj219Z84qyTA0Itq8cZBRuWdFcjDDnO5yRzTizc7FuJs8wCTNR8/my6+xjEZ7qUa+WiO/",
-	"PAdJA4Glp8wKeHQ+QCSmpVVjc8bTL0pQx850WLnSYxQSla8+EDxgEe2h0bYvUSojqld3ruGK9wrehHws",
-	"djeFRlyX4wq6q23hdFiwAtdGyAy+HCmnTpUbJiJ06OxuS35KXlk3J++zJ3GrcFErKygAUn5EKL991yFj",
-	"zyN6UDbWHjrlntkkG9IzCgkXdsiyLelTrSM6p1xjScoBXgR6kzTZ2+ngVybsIVv4mwbG3dJ22De3jH3V",
-	"LFvFXFKi7n6xchUTMGloK2/NbAjzTrGLg4Ldtlx7txyyUnGGQO7cHMk8vFMqU3HLk3ym70WWaULiLgqu",
-	"xVe3hY+eSlasqP8nzydLkCWPCTkTcZ+8ssSeXEPhPCHkId6BspNNWXHyNweDdrORlL4aU9BSJrqOvoix",
-	"pVzrHao6w9mD/m/9QfPjFbaSAiGzHlKFAnE3+K5FBAivzcvvx7iMBOZkwA/dN8ZAHAyaHy+SMtZCGW3F",
-	"KxYxYGnpjvN/wDyrJERl/XD5gs6KV6xzwF1NoC1g7brePo4V41SpnxSwMNV/0tdKnEIlLXJeb+2R019D",
-	"/61goNNSTHJAOK+r337XNUfa8Af+G7/fPAczFfaJlDotdMdyFCDYU9bFyaqZ8xHTbyArWTm6z+u1yR37",
-	"KecE2q/rj9rQBgErCBGnJTFLJsEMktxN6wpK4pqCBzQJuEwMjjd3jnPm+hXdG2TwsMMvi2hbTMsEKP4m",
-	"QcR6Eeeirj9j3588fEYayIWkmoaJBbiawvHzy5fPy3j8nHztl/cG6sdzZAVRZDfHtvJRCQonO3dARcUe",
-	"XpaNnYscdNodLOBjyoNtzYiStX4e8mruJcRlW+0ac2ZXeHZq1XhQwhHs3DBK9IsdHdZw6JAOQKsRl9Vm",
-	"O+npFVAp22GXe1wqJIpTlTgKscDNdaI7gRWPNzbYtFvH6Q2VQBLf6glc+L1By2+/dn2d8IC8LZ2cSNYY",
-	"ypw7eh7HVN9SyqE25ISHcGYOxZyNxcJz2yfOSCnPSC25TH25ft2wMAeCrZfTQx5RgnSNj7gfT8B3XmG7",
-	"r4kkdJ/chDbKakYfcmQeTAGnDMvo/DrwbDIPaKRoOjWbYMGdg8v96NeHvFpvJmHc9AEZc3VULMnz69jh",
-	"AAereJVffXQFGqH3Ef/t4r89809914YGe45psYRNjJYm97c294oe7azGbvTN2xFKUT211PdbwHfodWLt",
-	"/3KJxfgNkYxwDWNpeyWimHZFOle/tgbvu5eDK+y64cHg1+5V8+3bJjbfuOo1+5ftQd8D22Ok+6nZu6r7",
-	"F369Nfjt0ECUsqrZzk6AoiZ3j0qePrrmr4ojpzSnj+RB2eZzx6TWIJZML/tmpsR5PGd8YDa0hOuttjW+",
-	"pgE9xhbeInJfWj0cjo9RkcLHR6jm4GpsW3oiqcy2cKb1wrYBZnwiyvI3jQEgJPgXrUSqGRUqF6uBmIdU",
-	"wuiULNjpzdkpTns6em0bNGAvBOUNeZa3rqCa5gsqLxceNqzINfaUVLE/qWfTWLC7Fn4/5Db91csnXkuh",
-	"XQstl6l+hI1BcejE2oCQkhAialBLGd475BkOS+dcZDZvCpqObUdREu1d2Xu7nUM+yg5sdHSearL2MZzG",
-	"xrAyYAtyyXnKToZ8yP/t36AuuNHemeBqyP9HVkyuoDqyruORB6Ncxqf5iKzF/JHV+phPzu4beUMOMEo7",
-	"KpufHFsyf7o2mqMjhKpYrq5so3jGpzjEeoH66MRAOTAaHb7ee1uH58+fv0rfx5Q0gzBJlzQIIhFcQ/Vy",
-	"UD86h9DlqeHbZg6nhymjFM1ZFDHXmNzdy8Bh9FGNQMWTCfuKc9tzshFuW+L+fjC4SKTkIooVjL4NMQA2",
-	"rHgwTOjRfnAsdFi5G52b6REdcSWXFxfN3lW/4//SxDOMGNbLM241c7FwRvFPCnLU4vDGDJU+gf1JSKQE",
-	"EK5uqYQXtRqsNdv34EXtDNb6lOPZvXj2Coqd3KGK+5Hrz36EUBY7ip8WGorjdn2Mtdtw6/iy7RhcLoaQ",
-	"1rAm1+arkXXFj7zVyIIBKQ0u2IPBeEOAVliOSH5SmJqCE2N6xQ2jtwquKV2stH2rjvIZ7gYtMX3HIOWC",
-	"SI1ohJtazH2E6sj+cWITvkYehNQm16WIV0wNBDKluKdp74Gkp9+NzRrAbcwniR29hmHFsiRbYury9YYV",
-	"y0IAhkkHPPw5Sbozv0sKY6FnQL8uJMUui3Yz2kw57dTsq6Qh8FwGK4KwIFOXIggjbOdvuyuMkjtFRmbm",
-	"KiaglN1PMsp7c0dOd9NMY98JZN72nPyLVgVTGmzGROUMoxkLysmCVV5Xnp/UTp5beTxD6VRk8MjPjw03",
-	"Op6mnUymtCRnE/166nU5kp+XYPi5wWULdkpJRrRXzN69z7qZrNys8axWe7T++MXmLiV98v0oKgg4GC+B",
-	"hdi3/0XtbNPwKbynhTsSzEvPXt3/0uqNEggV2ju7TJjed4DaRzyfE7l0m5pfSkrVTELg2qEg/sUKUy40",
-	"maqkrUxy9J+xLkJtPfwSxne+ESdqr2CUtY8zDHoPNLFlDnkfmau0xPj+o6OIq5i5K6qHRgG/W8PQs8ef",
-	"vgw7XaGHQ8fa/diRu5XmYAyu7YDBaa+1vxTl7fYAyaE9VI0JvpgtFQtI5NRb8/PRZpy/8+7jiaffcura",
-	"navRtTVsxQMbJdmHI5jHSgP9IyZRoZlYkmOYPHgCWKxvxG5CpUM+pvZyHAooQ43QnmAVGOpHtuPdayP2",
-	"MDUcG6rZHD6nqxpZNOQYEjNvTCXhRk4aMRmh+zSUYqEgm4bT23R61GMPovchf1F7AaOyzpMJMyi2j9xP",
-	"bNgM6Dw/yF8OtiHImT1yunon193nJ+YoLmV7J45S+z4cxYL0vTnKi/tfSrtU/pOxoET7zljQTwqpNhO6",
-	"VbHQbM6UZkGWnYzm2/5MKSmpv0dD20tI76e4JXX6ap3+yi57S8KNu+FuPmOjfLyklcZOw9n6zU1DueYc",
-	"O0NmO/VsGm09CLvTuKuxYjP8PXzM3sK3w4NpKojldE/EbwoNIkpYTtcIZDLFcIlB3+/Le/5afdz6r3ih",
-	"thH18gmLzBHl6d92mNhG+Kff0E1097gMwEntQh/o/djCO5pyhb2FcnZv5XdBUlfzu+FCwC9i/DeXjH8Z",
-	"Ohsq/iLGzokXRRi6ShrHuN6Qyl2vdRhWn9oboFC7LrVB3QnBmAZiTlWWGJLe+Jr5idFxep54xWYiCm0R",
-	"5ZBPqVYwSt8dgeAgqVGAzSJQSTWksPoArmvIXYtH9JLlADBgWdeggme12oNV6DViTMBKWpuPoEpsO+7s",
-	"+jUQEmwa/9GehjYu6tFI+PE16mIq83fWp7PGRBuZhgdc3Gbo8EO7fiztGhETCPyBHVjxJtnM6D2QzUib",
-	"4LyZz1i3gjLMg95mTG+UpdHBf8DZKL3VRJF5PuHK+pTn4sZVjeZ+wW5MVIIWwLS9sUpEocUgNnHtRtO1",
-	"DrlbrGeM+CBpLgvVpCs6IC9D3pDdroie4ifiPrmrFgwDQsVG5rp6Djlem6uOPBgV74UYQTWtknPBM6HB",
-	"HUW4J79yKer/Wgzr2SNOXszg38C3EuRmyqHcD7b1SGzLHcAq9WPaa67Ft9n8qjmFjICOduZp8u/gBpA7",
-	"OgEONNpX6nxseNHdL2UNqE1XzO/ndSi2o3t6O0RuMpU/ulC9za8oBqP+e9jLWXaJB8I1HYuWZiMwR8VG",
-	"dnN4UKCXpIfGxihW1mFFE2n96qOym8ZGJzAodP1jKtcQyyYM2pbFyl3EflaDOeOxpuocBI+WaA3NiJrh",
-	"q1pIlx/yVH711SDbMxiVXG5khLa76lvEGu8xx7D/YiEFhuSFMpJSSK2ODonVueYnTyNTC33tvnOUrth3",
-	"bXOk7hxmBjeKLSO1zfBFD7FwiVj/crL22S5grV+E/xfL6SlTGlOL8+1YeWh7f9pLCtd645WznE1S+vSb",
-	"zfl6Gqdd8Ta3w7x2cm/9uYMr+k5OO7ndZYf3iP/w2W302SFKo/1q/XMB5Tr12xWyNm0qOyaFaUlYtFG0",
-	"7hv6do0F1iPfqTiOKJGYz0aH3CjENn4mYm7Txuw1YPRroT+cmknGr42ylIWx0ys0h9zFyyNjIesZnbsA",
-	"+YOF8DrFlYS1PfecuwVxz7wXG6N9LNp8KkH81wS300agPyLbTy4cFfszzSvdMYa9hzw8dcngm/1wrtWL",
-	"uzkkvT94JqJQFa7MrWLCpo2vHUHMI6rUkI/wHtsRFt3ImLp8WwI2J/boBN4KGaCxhWnc1yyKVCGn5vWQ",
-	"p5OaQUQUQnLXMBBdwpWQhSotFsrWozM+PbelQYYraefgswvAHmqxfcXWOuJlglVJtWQ0xGqe2xnFyjEW",
-	"GaMjCbZIvG7lyHN3ddnYhBnebKNy22WAw4lxp5SdesiRqaon4oKF21kfyATdbct/Xy64ch3034YPJkLV",
-	"xiQSfP3BFh+JLbpjT/gipuBbguYix5QOZoqGk21miY9PswUSXXfb70m0Bvq/L8n+9WHEXSjWXWz/g2If",
-	"iWL7WixsgqsRyeq8LG/2UHK1RSWb6bXLo6XzENpWo2beXCNVG0DTM8JLLCUjrfMVNlbcTyRVs1xTZmga",
-	"GDAhgcOo2UF2P0q1FjLkXByLheVUj5mjUM5Pihe7G46ycov7yBvyFcVgH68Frpb+4DEP4jEOS36wmMeK",
-	"XVBt2xOwCaOhB7aUzRWNYhZ+FgZUh/KaL4Lx46TraDm7afEbErHQZi/wJVAiI0YlxBwNKfReGrOnoL0k",
-	"eURWiyFDnqvJjRWFERbm0uPs6xEwrjQl4RPxEPzWb/eafuO3qw/dVscykgdYEz2qqP6QXRPyN/V3Fm8M",
-	"3hK3X7+j5QclPwol49anUjaL4UxWiGZGFGaw2MubktspDiFrvBRpM0n3+723x9MY+5i8tqHFlXBdvdXo",
-	"WectBu7OXbuSRqfvxP2QM5Xdx+TCU64HLbQuXIfacxi0+ykPOwfpGu4qkNYPcz7krrUrWM+QGYnN6bmx",
-	"fBQNJMXyJEW5PgE/t1cB4WarxnTIsU8qDVExMUqIy6xK26e+BmyT4a4h5zDCqvDRORDQRE6ptj5i7Ghp",
-	"zmTMcKyN8c4nY1BXbjZUXjZMvh+Lwia+f/OATL6fcgl3+nVG8hd9KXL7I8z5NwhzvqU6mJXd0pYFV5A3",
-	"HVOusZLd5QgcytFsb48tedzkmiqgkwkNNBDbDO21bbSVaR6YYoGMzF2L55ykyIqGvPqi9nxFIzjCXlpZ",
-	"FrrKv5E2EzDy8txykcwvO6NRuMkh6xgmk9ZedO7ZIU/9sydD7oO7zs+pfAnDA0mPXd8Bw1DTaLMR4YLT",
-	"E+iZ19B2S1qihEkQ+ikNtX0UJwPUD3PrQeaWO9kfYepNkSazPYl6xeZzGjKiabSEasYQvIQPWFXH0u7B",
-	"sac1k2Z71UkSul7hTxlEq4zGnLrgUH1ROxvyUb3XbBiy9NspycIpjPpNzAPNvnPNluckmBnz0b9oHZ2n",
-	"fHvIja6p7EU2WcuWxBo4gXYuIqY0Wbpybz2jS5eshjnl+ZCWC8E9qR13kJenh+eTZl0lh/SDAR1qMG64",
-	"2fOH1fg4VmPqd8nC1Cu8gjnDsnAYh7IvtNKWW8JEHDP6jZFlHbKjrN0ympB6xlwJyZwsrYvKA8aB8OUQ",
-	"z81AHhCdpNniVWixchUtiZs6KXCP2LXtNPlFjE+gpdWQu66exlalxPYCS3fGduz6SbkeZmqU82En13Kh",
-	"/T3kicscH/weXMpLPNitztVFr/vO2nh7GXK2oeW/lMr0eLUpxW6fGxiWjY38qEt5/EgYkRrrZNMAVJXk",
-	"7ulD945NV3bsYVcFK2m9SDdmufYoCY8N7znPauaSvEMFxS6Y6WijExiJ6xEwNeToGLJ33xlWk95iYvDE",
-	"dvZb4Q8PrXJJ76p5ygZlqxfibKAI2+run7EtGd47Y488mNEwRi6f9uxUqCknzRmzQy34HjLkKsG8rOb7",
-	"OLtk5a8ri1q5GOFJmqSs3Gzxz9cxpOw+nXsah9iz/e9UCrXazEC55syFDrj26tX/2Wj6jQKrTi7l2YFe",
-	"Tr+5JrN3p0ZjRdTalpOpXEa1u8tDC3AVVFmWuctUtBncVEIQUSJp6IESmNOA1/YoqCaxiFs6nglxDYry",
-	"kMojUJQafRMt3QcrfXhNx7rWl31tNm9fyeD2aQWRNxD7wmhzKa1nV7kUta5dqR87lP8rGrMbLr0qF4i4",
-	"i9a75tDvh5b4SNznIjY6omEzx5bN0NDR+pgYtZxrAcnlQeU8J9cVHakg3w/9988Ged073xKiyPc+M2LK",
-	"fZ1onPmvxLjw2c2a+yZTF+4+3/3/AAAA//8=",
+	"7H3rdho5t+Cr7MU5a8WeU7axk+5zEq/5QaCSkMbgD3B6epqMEVUCFBcSLans0Fl+jnmgebFZ2lLdoMCA",
+	"7XR/38mfxEBVaZe079dvlUDM5oJTrlXlzbfKlJKQSvyzS7Vc1MaaSvMppCqQbK6Z4JU3lR4NBA8VaAF3",
+	"hGkY0bGQFKS5hfHJccWrSPpHzCQNK2+0jKlXUcGUzoh51FjIGdGVNxXG9cuzileZMc5m8azypupV9GJO",
+	"7U90QmXl/v7eq8yJJDOqHVxvca1muApVh0cLYJrOFNwxPQUCakaiiEpgIRzoKYW5pLdMxArmZEJfKOD0",
+	"q06ed2igZuY5f8RULipehZOZgWWULJh/iX+XdFx5U/m3k2z/Tuyv6qQZVgzYH4TS76WI583wkuipuQsf",
+	"Pzcf0qdPs6s27toWC34Uo41LfTG/P3aRFpsxvbr3l2RCQbE/KRyEdEziSMNptbp2TyN8ymasIF8tVvxU",
+	"reZw5LQER7xKW4R047tzvOBxL39v7lZzwRW1mEjCLv0jpgr3IxBcU45/kvk8YgExW3PyRZn9+bblOr6U",
+	"wmF9cX/7U0NeuBiEgirgQsOM6GAKBrHN4pIEGg6GXf8fV36vf91sf6q1mo3h4XHl3qvUBR9HLPhukCoR",
+	"y8CQmNJEUxASDOkpJngGPokicQd6yhQEU8InFCFtC/1OxDz8PpCSMJRUKRqmMGfw0a9MaYSpL8QF4Qt3",
+	"2ur5QeuaTUMioaE501rfv241L5p9vzE8PLeMFohhzoB8+ggZNSjLlw3VLXPyo5SVlwHkrj7JMX2E6oqT",
+	"WE+FZH/S73AgF0wpxicGW2J+w8UdBxLOGActbiiHg+FVu3bV/+C3+816DbcCT+eK069zGujvAWKPylsq",
+	"jxQLKVg2d/DT168wbLb7frddaw09MFB+qjVbtbctP4VwLkVAlSKjiPpcM714flB/pVF0ZNgqDWEUa5B0",
+	"HBtEHy2AgIwjCgf0eHIMcylGKSHgD8pAfZ/wRsShmtZ0NreghiEzS5DoUoo5lZoZdjgmkaJeZZ776luF",
+	"2LussH6Iv3oVykMa1nRBHIRE0yPNZrSSMn6lJeMTvMG8e12EdFUgNflYEqVlHOhYUsArIYiIUnDgd7ud",
+	"7qFn8Kzl13r+tf+/Lptdv2HoZm5gluYJ/+f32tH//mz+qR69vv78rer9/PL+38vAyMvwrV7USuKtLo0o",
+	"UdSfi2C6LCV/flXZLBe9ROpttZCIdSBmJTvZvWq3m+33cDdlEUVpgzBBxG6pOjdfcKh3Li5bft9veICb",
+	"64HbUg/qtXbdb7XMn72rS7/b8xt+w2x91//U+eXhTT9bs+mSBpTNdYNNnABeItQPtaOzn34GMUaQudm4",
+	"yLAxw+gN3ZIgoHPDXsdCWiHksHUZoOrRa3I0/vzt51flgCiqjFzb94yUJlLvgvb3eSXm91SryyGKl6k7",
+	"BeDyi2UH/jldQYy+0EAboGpxyLTPtVzsSvGB3f/l4/h1SjRMyXxOOQ09QMZjgDym3PBED76I0XFAeECj",
+	"Y6v8tSifGHXu51cle04CLUrskjaZ0eTEc5IDKX1QUQul6WxQwRMnsRYzolkAFmS1tOzp2X+VrbsDcyJm",
+	"D7elvpBqwiK1frettrpyUM/JenbhHpISJ7Xye1g9e/UQ+ia7hHubHKyX4FH64DIkrRPl4FviH+Toz+rR",
+	"68/Zn9fHR5v4t3lQF7nCjtgepBBs2iEHp5FXX5lOxNWKwbPKGmZ0JuTil9FmrlItv1UpMinh5vUpDW6o",
+	"hJCNxx4oNuEkAo50I6H3j5aVlB4QDTOhNLyCX9jbJdp4VX39cxkjDIQsWXEs7WHC//u/cEfZZKpBGgWf",
+	"hjAl0RjIHVnAWIoZ/EmlAC3gFYQ0YDMSwTwiAVUDfkBgFkeazSOk7+pxtVo9Bcbh96rnHvr5EGURpMsx",
+	"BadI6rW6B9UBR6rnCxgTFsWSekB4CHeGLxFQcxowEkHgdofcEWkAFHpK5R1T9HhgkDEjfBGPIlp+Cjye",
+	"jRxrx91d3ZE+lTPGiTa6bnICeJMHVWBj4ILT4/xy23hKkLnrWD2EjZ+oDFmge/bie69i+NeFKsGUyysw",
+	"vy1DsgX23ZEoso/c6cYl1uCoK32xBMNSkNOFcqSSI7L0ADJyKGUj5szNdiDuUm6A+71y6bcbzfb7ipfo",
+	"PxWvclnr9fxGxau8qzVbfiP3NEcEXuXrkXnA0S2RhqYUPony0P7YjTm3f10SY3OaJxEW0bDy+d6rNKjR",
+	"qOQiBWXJw2IBggNjmi6oUWCMiRTRcGIk6lwoxUbRwipnoSEjAoHgKp5ReehBw281P/ldvwEH+Rvxl1oD",
+	"DibklkI8PwdFjf0eWmDQgbO6JenD8O/a7jvh3hW3oEFJsgFzYwHw4GGlo7g1HyiJ9NQwBsEpRCIgEYTp",
+	"w+CgISzLI3QmuAcy5gaBgM3IxGgecTihEBJNRkRRD0KmbvC9i7zeSugSRXMqpAb6dR4Rjvab024ML7JW",
+	"h6Zf9TlwYcxzSfWKplEmJdGAj/QUt8L9NhIiooSjaCZWU88LPnL05+ffE3n3ZoPAWyIzfFa2XhmJNKgy",
+	"V6/BzL51QI3ZJJa4A87pQxLzXVHttGyKSp/FYaYViJEyBnUIdvUydLv+5Heb74zB3+y0K17FbxvDGjGv",
+	"W2s6ymw0e/bbnRDxE5Vs7Kxu82RURRElJWGOUhtM2W8RQ+2HnNdvB2VhLGRQZl7RW3FjrSlLuwoYV5qS",
+	"0CA0Gu1GTqBHG63V3nWt3m9+8o+zk81hRqaIbRICXXvVMiq4mz0HaxkqWHfDjmqSU3kedGMg236ENpzT",
+	"eh5SV5ZljRUYm+SEv97ZcEGCKeP0SFISGgRJ3A3GwIF6p/2u1az3jUJiKGBCOZUsgFfV13BnjGcuYCYk",
+	"tUrImAV4H6BHiKo8RSy5diteZckhVvEq7U7/+l3nqm3+/tDp9a/fdztXl9f5r9udhl/44mPnbeGz/8lv",
+	"94u31C78637tF99QYNf/1Ow1O+3rXr/W8itepdev9f3r5D2TFZx9n3ystbp+rfHb9cdOs43f1j/49V+u",
+	"zTs1u7kvmu3ry27nfdfv9cwr+LVu/61f66eLFWggB3z9qtv12333Td/vXjTbtVbhbVBUGXCua42GW8D9",
+	"hb/XWq3OrxaU7F0ua7+1OrXGdb/TuW7Vuu/Nmnl/bMWrJM4/eyCJ729LXuSYSZPfkogZ5mN9rpRrw5mQ",
+	"HaUu8VxQKfddW4Q09/GjGOU++beU6/zFZEb75IYaKu86l3xPE1Rmkb+nkQL7YMuekmVqkUHxxUfBOH6H",
+	"ulM3oSP3uckvpZhIqoxi9oESqUeU6GSRFvK4WqDZLU2hrcdSUq7tZ6ceRznoUUcwINSsm9IcnP2rLXQt",
+	"isSdXT6D/ZIsIkHCvhAtIidmpS7RtGVd6ubMuBGcuMgVJ7eERYZwkcune7wrm5OU6N0cmDub74ng33Sl",
+	"OeLEfq+LmOudo66GN1rU2MehFQldJ3MSOC/3Eqs0RuUXMbK88G4qIgpmF2BGFkYzM4an4IExzwIplEI1",
+	"wbyJKreIkiihZfIPQ6aa/F1k7MVV0CxmwpRG6CRHXm3O5oUDALi484ymZ5AdXeoxl5TMjZ3IUWwHURzS",
+	"cA/TLZ6H5DFOwGIU2Wl0hYNYfvvcEZcJu5QG6ojUO1LCLli6jC6POeJyzbawwsaXbbGdtbp05/ETZh88",
+	"9OYZf7nHt2vam06r1Qw3iJRksf6Y1eb3uEJ02vFN8iRfFtJ14VsMN2O41ig0IzQ2Bd/sJNiKTzzhwS9h",
+	"/kZML8skqcHb5vtmuw8sBKKApP4oS36ok30ls3lkHvXqbClgcHr0+vPv1aPXxgI7/a9yl+NHMfqF8ZKl",
+	"e1dvL5o9o16Z7Y0VlXAn5M0xoHZkvkvMqiOXD0BDUDQaH6HvCkZGzg+4FmgLG751jixUxaMZw1gATEn+",
+	"Y38xpzD8xa/717jEEP1iBEYxi/QR4wM+I5yNqdLWY8a0AQKN5hC/kHQupIEiYjcUPWzoNUOPPnrNEvU1",
+	"e7VE2dtSReqlwCYqBsrpj2K04rb5x5V/hTpZ5rVJY1OZ48arpFGpLUH4R0xj1BsyH05dGATQeTeOV6lj",
+	"CCOxF42eZCyGplKxjU7vQI9f3M3LTvXSwERysY/SSe2ig2zv5l9mr0mQKYW0DI4ymvtosOejGO0XTt5X",
+	"p0m1vCYv83d+EHcQCT4BAhaLDAaD0iyKMMtNoQ/D/G/TL0YkuBHj8TlUrRkXRITNzOP3cJgGRvNoCE73",
+	"eC28ty+09TTvevPuOmvgdPUSMWEYgxgZ/lBkOS8UuLus9Ysel3L/xZhxpqa7QZQ9cw919TkjaDeOxW+6",
+	"MpEE914lInwSO//FpltayXV4j9IFz8Q+CQzbJhmUohDe3KUz6zIro6xLSZU5e5tB4DjzOXA6IcYKRH2/",
+	"oFcnLm6rXZfSU0nIy4mpbQ9nRr66rBa1mXAenVoxnxL14KFe4kXmaiGiBy8215hrJROy1M5qiTsqjUGl",
+	"YMyk0oZNMeXyIDabUqeFhMuj02r1SfIWbByHbkEPVqqbG1IO8vBW9/LXFu7tIxzb3o1XP4FJluRlIA9w",
+	"p7oC1dIrFlhZjh8UkDvZx7zUKEiBHFp4RZlZRPqlnJFMFGwS2Y00DLK74C5hDZ0opEpbFMVk4W0MqCQZ",
+	"bdl8WraekFc/iG+JLuLOj6q9copsaq7iZK6mYuccIpuTlK27y723NqC7Zdy3DE8zNFEbz34P8/iLGG1v",
+	"GOePIjvYn8oONp+5jyBFUWdcefP7w+z483L0sDZC4eRMWyNPsTzguGynNuyP3DFoWXOBRwyIGSPT2HQK",
+	"w69Mr4YfXX7mKlK+JYrCVbeVYWVIXygXUAPKw7lgXHuovM6lGDn7NWdR/HR6Vqbm7a4Zhkthwk1HUQgp",
+	"puHOrTBE2njvnsobeq5LLP5A0pByzUiEBvKIUg4M7TZbO2LutJGZO4KGua0YWdVgbRAv72bcUSff1ce7",
+	"tRqyg2LxCP+vdBGD0sD19smS1bUe3M3OorOffn5ub2tq+DoHo5PtRSesBTW3k0v0kW1UipUr6ZpLqJRS",
+	"yVbCWu7lul3LZzpz+wSYaj0/UIfo+ithPCcWxj89l0wVApkQxpUGW4ElRtQmmW/FhZ41QLILQeyMeVu7",
+	"pzdgz0Nn+xiX0nLtnMX9jM15oKbijqNxtlVu7CNdUNux/lJa3NsFJffTZuOwrASuTe9SVTbLnzytVrfX",
+	"a7Os64dVW6QutS0YZ9tD0RYhtU7WAhBnZVrYDudmM/a5rq21Bcoh/6n6OLvgp4eCKg6DlqBLN9glcm9A",
+	"og+p6rKD+tcpZj55oOicSKKpTYUt5FOVJaO57Db3eavtyeXXFXbo5dnqyU6TsH1tQvfI5LR+qTT2Xysz",
+	"prCSCjNMEwmCune68jkQq5m7jFhYUF1wXGxkKZgF2FvPtDcCL3jEOC3TElPogEjJzPndMT1lHMR4bO7B",
+	"2rkLtS43y0ZK0vSy0kgbGgSKsCTUErqrgWlFo7Gr2lLTWGMCcSju+BpN1CU6fqKyPK5XU3bLE7jOweD+",
+	"IinnxmxqQ4zZW28ls1F2vY3VYvdq7yJlumNYeRGviP8lG7ueWPexYfHGHc1YuXNwN1lmPex7hnV3SQh8",
+	"dObHE+tIJVr0hoqQVs6BvuQOdb/ADV24BN1gPj/9Tw++kFti/p8v9FTwlx4QeaOVB7OF+iM6NzQY0oCF",
+	"1CasGGVt2bmTS7z9j+NrTLx9eVruq0nAaPKx2PEcWVjOLhInIcaq82FejF0el0ExY/wC8+XfLjRVZemM",
+	"1tmo4G4qFAWbXG/rkTHoT9PCbYJtH2xhaVpIl4JENFD+R0xjCgevzs5geOFfdLq/2dQ5m1HX+XV4uEfA",
+	"bMa+lpnxfRlTG43DPDWXt2PZg02y1FPCMTR+SyQjXJdzzt1MZRIujNKkypJ7MygObKlb6IHla4cGloT5",
+	"Fjduv+IPHhK5BkmSX0HI7HRuLTtFvGbhBnxxW7U9B0zQ/JO9EatMNrE+lveQJy+ygqeFrU5QIAfdJo6w",
+	"B9snqjPeSm3JO323VE4cVLvvKDKOh7YTIc+vsmlnkjPaNaV7NmcRrYvZjJSlsdTt7xDYC8AgfKJeGD6R",
+	"lDitlnQb8+dSsLIA8wfkOhRco4axWQBL18wKeCOgsxO5UmBYFy9f46uWZDMHtBxvIgnXmN8EWsyT805i",
+	"MS+UZYl7sC/+MLuwfMFoePQrCXS0sCwix7Z2jFjKmOeOqyyMUK4luqOU2MTDlc4krIMo69EJgVk+oggP",
+	"R+Krra05ftCTdptqdEsIVQC3gBUlx5fsZxmat0lZTfuHeEashPQg5uwPIzWsHs+0ghvGQziIMIIaEEUP",
+	"SyQ+Fpja/53MPz37z3KhnxnUO5qInOYzu2RsrAwgroTG1tjYkjQr8gzoNkvsixgBNlOAWr2klAmft61D",
+	"zVqi3bXJgebtlrMDEVzCE8/fOVjRB5zSUAGBOVHKKAd4tUsMKal53ELl3CNKsV/TCNzh7O3MDo8x6Wvf",
+	"phH7JLo8V/H2ip34sI23TYwnV1lZjFNuF61LI5afyzr3pJj+QoF79DlQEkyRZI2aarQ8e1pK0/lqPC8h",
+	"Ay+fyTYqRtiLyP+Q3/0ySfRI0hHrnYvLZsvmIX68arw3f22XcGi5rv3ZWH9o1ZolnGZaHkw0OtR5mvkJ",
+	"rusMoKtJpYLEkVoCZDCfm1cnt8SgMppBFa+CZpChP2MHbQs0PumjfdJl8qSae9KFfZJ5CSMznquSLHt4",
+	"Uk72rGVhS8vlDr/R7l1nCaeddtuv97Mv+q3cr/3mhd+56mNxVaPZNRd2/XdXttr4ba1x3evX+lc9c2Wu",
+	"DMn88LbT+G3L02lwleWpCs5poNPP/Sj7rc9mVMQaC4RCJmmgu9bCM0uSsJdUY+dqa96S8K0IF9nh7tVO",
+	"IRd7epABhYxENGzOy+2dOeOchtC8tDbWHVFgbnDs+qHuIjTBzO3QrBi+3lSwWO7sywXN4GOv04YDhpFo",
+	"vfCQoNOKZS9f1ewqZj3sunc0sh0VchpXhqER0eaOvdy4O/YACaZYRVUe+kW82br9xbqYK0krwLL18u9Y",
+	"RqPd1Ae23JVmcQ6SBgKbPTgVFt39EIlJaZ32jPH0ixLUsSvtVyD8FKW75W8fCB6wiHbRpHgSM7jhyuUf",
+	"aQiLm3JcwQCxbVUSFmzkVV9W6mLNkXIaxrhlIsIQyvaW9qfkllUHbnU7u1vcVJbeoABI+RGh/K65nlQ7",
+	"HtGj8p930Cl3zN9ckxBZSHG0jyzbkh7VOqIzyjUWge7hwKG3dBen1dKCXWQLf9NUNPdqW+ybe41d1Szb",
+	"N6TMGWB/sXIVSx5oaHtdmNUQ5q2yBfZKL7MNUrbL2i4VZwjk1u0IzcVbJQ8XtzzJIP5eZJmWAGyj4Fp8",
+	"dVv45MnbxR42/+QZ3Amy5DEhZyLuksmd2JMrKJwnhDzEW1B2silL/mm/32/5jaTZhDEFLWWi6+iLGFnK",
+	"td6hA2c4e9D7rdf3L66xeSMImXVtLLRkcQ/ftmwP4bWVcL0YXyOBOXngx85bYyD2+/7FZdI4otC4ouIV",
+	"ywaxmcOW63/EzOYkKcT64fItFCpesbIQdzWBtoC1q3r7KFaMU6VeKGBhqv+kt5U4hUqa0r3Z2JWut4L+",
+	"G8FAp6UY54Bwcc5a633HHGmj1q+9rfX8czBLYWdm61/G1jJYAOrCeS4z5SBzPmLCK2RFoocPeb3WBUA/",
+	"5ZxAu/XZU2saD2HNvo2kEfPKJJimHnrrCkoyiQQPCjGIur91ZlGuQ+CDYf3Ul90Sk03e9FjP41ye08/Y",
+	"aS8Pn5EGci6ppmFiAS4nTf78008vy3j8jHztlXfj68UzZAVRZDfHNs9Ty7GNfUKy23tZ1vYKdNBpd7CA",
+	"lykPNrX/S97184Af5G5CXLb9JWLO7Buenlg1HpRwBDszjBL9Yof7tfjbp+feco7Dcnu79PQKqJTtsKv2",
+	"KRUSxaVKHIVYUu56vx7DkscbW1rbreP0lkogiW/1GC5r3X6z1nrjOiniAXkbeieSrBWjOXf0PI6ovqOU",
+	"Q3XACQ/h1ByKORuLhee2M6uRUp6RWnKR+nJrdcPCHAi2Ql0PeEQJ0jVe4n48hprzCtt9TSSh++QWtHlN",
+	"5ukDjsyDKeCUYeF6rQ48W8wDGimaLs3GWOLu4HI/1uoDflD3k8Sp9AIZc3VYLIKv1bGnED6s4lV+raEr",
+	"0Ai9C/y3g/92zT/1bVsI7fhMiyVsbLQ0ubu1uVP0aGs1dq1v3j6hFNVTS323F/gO3cWs/V8usRh3MVwY",
+	"SdudGMW0K4u9/rXZ/9C56l9jnysP+r92rv1373xsd3Xd9XtXrX7PA9vVq/PJ717Xa5e1erP/276BKGVV",
+	"s62dAEVN7gGVPL10xV8VR05pTi/Jg7LJ545lJEEsmV70zEqJ83jGeN9saAnXWx4kcEMDeoRDM0TkvrR6",
+	"OBwdoSKFl9vMJHwbOwiGSCqzLZxqPbeN95lL51qumDAGgJBQu2wmUs2oULlYDcQ8pBKGJ2TOTm5PT3DZ",
+	"k+Eb2xIJuw8pb8CzSjEFB2mGvvJy4WHDilwrbUkV+5N6NnEU+1ni9wNuC068fKmTFNo1rXS1YYfYihsf",
+	"nVgbEFISQkQNainDewc8w2HpnIvMZiqD79h2FCXR3qW9t9s54MPswIaH56kmay/DZWwMKwO2IJecp+x4",
+	"wAf83/4N6oIb7Z0Jrgb8f2TtWxQcDK3reOjBMFdjYT4iazF/ZNW15pOz+4begAMM0xkG5ifHlsyfrnH1",
+	"8BChKjaIUXY0C+MTfMRqS5jhsYGybzQ6vL37rg4vX758nd6PSeAGYZK+pBBEIriBg6t+/fAcQpcZjneb",
+	"NZwepoxSNGNRxNwoEDcJicPwQg1BxeMx+4pr23OyEW7bVOZDv3+ZSMl5FCsYfhtgAGxQ8WCQ0KP94Fjo",
+	"oHI/PDfLIzrim1xdXvrd61679osPNvEHO9QwbjVzMXdG8QsFOWpxeGMelV6BHcFIpAQQru6ohFfVKqyM",
+	"t/HgVfUUViaD4Nm9OnsNxdkpcID7kZuIcohQFmd4nBRGeOB2XcTabbh1fNkGSC4XQ0hrWJMb89XQuuKH",
+	"3nJkwYCUBhfswWC8IUArLEckLxSmpuDCmF5xy+idghtK50uNVg+G+Zoyg5aYMGuQck6kRjTCTS1WG8DB",
+	"0P5xbFMRhx6E1Kazp4hXTMYHMqG4p2m3n5VUIB5CPi378A0MKi7lEZs6uAz5QcWyEIBB0nMWf07S3M3v",
+	"ksJI6CnQr3NJsa+x3YwWU047NfsqaQg8VzOCIMzJxCXlwxCzs2w/o2EyxWtoVj7ABJSyiWDDvDd36HQ3",
+	"zTR2ekLmbc+pdtms5HKmKqcYzZhTTuas8qby8rh6/NLK4ylKpyKDR35+ZLjR0STtHTahJSlv6NdTb8qR",
+	"/LwEw88NLluwU0oyor1i9u5D1j9saZbVWbX6ZBNpiu3USibT1KKoIOBgtAAW4qScV9XTdY9P4T0pTCUy",
+	"N529fvim5RlOCBXaO9ssmE4YQu0jns2IXLhNzb9KStVMQuAakCH+xcpmw5GJShq5JUf/GfON1cbDL2F8",
+	"52txovoahlnDVsOgd0ATW1iY95G53gYY339yFHE1qvdF9dAo4PcrGHr69MuXYacrrXToWH0YO3Jz4PbG",
+	"4OoWGJx2N/1LUd5uD5Ac2sOBMcHn04ViAYmcemt+PlyP8/feQzzx5FtOXbt3XTFs1XjxwIZJ9uEQZrHS",
+	"QP+ISVRo35nkGCYXHgO2xzFiN6HSAU+qGiigDDVCe4x116gf2R6zb4zYw2IsbGFqc/icrmpk0YBjSMzc",
+	"keQOGzEZofs0lGKeFU8YTfYuXR712L3ofcBfVV/BsKzXc8IMig2bdxMbtuYozw/y4zjXBDmzS06Wp2De",
+	"f35mjuKKpLbiKNXvw1EsSN+bo7x6+Ka0L/Q/GQtKtO+MBb1QSLWZ0D0Qc81mTGkWZNnJaL7tzpSSJjYP",
+	"aGg7CendFLekM45apb+y8apJuHE73M1nbJQ/LynN2epxti5q3aNcO6ytIbO98dY9bTUIu9Vzl2PF5vEP",
+	"8DE793aLC9NUEMvpnonfFFoylbCcjhHIZILhEoO+35f3/LX6uPVf8UI3AdTLxywyR5Snf9vTaRPhn3xD",
+	"N9H90zIAJ7ULkxd2YwvvacoVdhbK2aTo74KkrsvGmhG8X8Toby4Z/zJ0NlT8RYycEy+KMHSVtGpz3ZiV",
+	"G2i5H1af2JmLqF2X2qDuhGBEAzGjKksMSWesZ35idJyeJ16xqYhC27ZgwCdUKxim9w5BcJDUKMDmJVBJ",
+	"NaSwfAG+14C7psroJcsBYMCyrkEFZ9Xqo1XoFWJMwEqGiQzhgNgBGNnAUxASbBr/4Y6GNr7Uk5Hw02vU",
+	"xVTm76xPZ60A1zIND7i4y9Dhh3b9VNo1IiYQwML90JV9JkbvnmxG2gTn9XzGuhWUYR70LmN6wyyNDv4D",
+	"TofpHDFFZvmEK+tTnolb16ch9wuWBFMJWgDTdkakiEKLQWzsGnyn7zrg7mU9Y8QHSTt3OEjmkADyMuQN",
+	"2Txj9BQ/E/fJDTcyDAgVG5nroz3gOKheHXowLE5iGsJBWiXngmdCgzuKcEd+5VLU/7UY1tkTLl7M4F/D",
+	"txLkZsqh3A+29URsyx3AMvVj2mtuqIbZ/ANzChkBHW7N0+TfwQ0gt3QC7Gm0L9X52PCim+hoDSjMmny0",
+	"16HYAPb57RC5zlS+cKF6m19RDEb997CXs+wSD4Rr8xktzEZgjoqN7ObwoEAvSdeqtVGsrKeZJtL61Ydl",
+	"sz2Hx9Av9NllKteC0iYM2iEBCsjYSPTTKswYjzVV5yB4tEBraErUFG/VQrr8kOfyqy8H2c5gWDJO0Aht",
+	"W7MIItaKhZZHkflcCgzJC2UkpZBaHe4Tq3Ptxp5HphY6yX7nKF2x0+n6SN05TA1uFJs0a5vhix5i4RKx",
+	"/uVk7dk2YLkmAGQUUR+riv9qOT1hSmNqcb4BOg9tt207FnilG205y1knpU++2Zyv53HaFeen7ue1kzvr",
+	"z218o+/ktJObXXYcT+SHz26dzw5RGu1X658LKNep366QtWlT2TEpTEvCorWiddfQt2sssBr5TsVxRInE",
+	"fDY64EYhtvEzEXObNmYHb9KvhY6saioZvzHKUhbGTodWD7iLl0fGQtZTOnMB8kcL4VWKKwlre+46N3d4",
+	"x7wXG6N9Ktp8LkH81wS309bbPyLbzy4cFfszzSvdMoa9gzw8ccng6/1wrtWLm9WVTuyfiihUhSH1B5iw",
+	"aeNrhxDziCo14EOcHD/EohsZU5dvS8DmxB4ewzshAzS2MI37hkWRKuTUvBnwdFHzEBGFkEz3B6JLuBKy",
+	"UKXFXNl6dMYn57Y0yHAl7Rx89gWwh1psb7G1jji+90BSLRkNsZrnbkqxcoxFxuhIgi0SB5wdem46po1N",
+	"mMebbVRuuwxwuDDulLJLDzgyVfVMXLAwD/2RTLBhsePvywUdgH9lUEJuUopsTCLB1x9s8YnYojv2hC9i",
+	"Cr4laC5yTGlvpmg42XqW+PQ0WyDRVbf9jkRroP/7kuxfH0bchmK7tWa72X7/g2KfiGJ7WsxtgqsRyeq8",
+	"LG92X3K1RSXr6bXDo4XzENpWo2bdXCNVG0DDRuCrlpKR1vkKGyvux5KqaW4MAvgGBkxI4DD028juh6nW",
+	"QgaciyMxt5zqKXMUyvkJRvmuzaOaXctRPvi1bv+tX+snxtGALykGu3gt8G3pDx7zKB7jsOQHi3mq2AXV",
+	"tj0BG7Osq74rGsUs/CwMqPblNV8E40dJ19FydtPktyRioc1e4AugREaMSog5GlLovTRmT0F7SfKIrBZD",
+	"BjxXkxsrCkMszKVH2ddDYFxpSsJn4iH4ba3V9WuN364/dppty0geYU10qaL6YzaY62/q7yzO6N8Qt1+d",
+	"ivaDkp+EknHrUymbxXDGS0QzJQozWOy4xGQe1D5kjU3r15N0r9d9dzSJsY/JGxtaXArX1ZuNrnXeYuDu",
+	"3LUrabR7TtwPOFPZBEQXnnI9aKF56TrUnkO/1Ut52DlI13BXJUNVzgfctXYF6xkyT2Izem4sH0UDSbE8",
+	"SVGuj6GW26uAcLNVIzrg2CeVhqiYGCXEZVal7VPfALbJsIWyRp/BqvDhORDQRE6otj5i7GhpzmTE8Flr",
+	"453PxqCu3WqovKxZfDcWhU18/+YBmXw/5RLu9OuU5EdrKnL3I8z5NwhzvqM6mJbNRc2CK8ibjijXWMnu",
+	"cgT25Wi2t8eGPG5yQxXQ8ZgGGohthvbGNtrKNA9MsUBG5gbR5uc7DfjBq+rLJY3gEHtpZVnoSxOhXDMB",
+	"Iy/PLRfJ/LJTGoXrHLKOYTJp7UXnnh3w1D97POA1cAN0ncqXMDyQ9Mj1HTAMNY02GxEuOD2GrrkNbbek",
+	"JUqYBKGf01DbRXEyQP0wtx5lbrmT/RGmXhdpMtuTqFdsNqMhI5pGCzjIGIKX8AGr6lja3Tv2tGLSbK46",
+	"SULXS/wpg2iZ0ZhTFxwOXlVPB3xY7/oNQ5a1VkqycALDno95oNl3rtnyjARTYz7WLpuH5ynfHnCjayo7",
+	"yCZr2ZJYA8fQykXElCYLV+6tp3ThktUwpzwf0nIhuGe14/by8nTxfNKsq+SQfjCgfQ3GNbO0f1iNT2M1",
+	"pn6XLEy9xCuYMywLh7Ev+0IrbbEhTGQnXRojyzpkh1m7ZTQhcX4bgjkjC+ui8oBxIHwxwHMzkAdEJ2m2",
+	"OHw0Vq6iJXFTJwXuEbuxnSa/iNExNLUacNfV09iqlNheYOnO2I5dL5TrYaaGOR92MpYL7e8BT1zmeOH3",
+	"4FJe4sFutq8vu5331sbbyZCzDS3/pVSmp6tNKXb7XMOwbGzkR13K00fCiNRYJ5sGoA5Ibk4fundsurJj",
+	"D9sqWIUpoqVZrv2kUC4gmkRiAsTykrTZYu2yaVjCe78PybPTpw7fwJzKAU9aLQKz5cZ2JFE6UdbwWdci",
+	"2Q0K9nL+LqUZD/QgaRepsOW8bU6eHw2K3Su1XBzZ+Z0yjqgHOOfRPfPQ+aByAzJdJ18sUbBd6VyZv5UE",
+	"mHNzDkMcEztM5/ctBtwoYBNJqZukHsbSVhZLYWuMcXYlxPOJJOYwigzwKcp4WunBPaOaUph8u4bm07P+",
+	"Z+y9ZjtYpthZmIPNQ7hL/GIlk6Cxu/q2zuOkwyldS2ZdSsIjI+LPs9LUJL1XQbHZbPq04TEMxc0QmBpw",
+	"9L9aFDUSPR0WZNixbaD5xFiYjoR6Tgxcnju1BgntmfwzYiCOd7JHHkxpGFvukfE6Y5AmPVCzQy24+DLk",
+	"KsG8rLXCUTbL6K+rPlyaP/IsvYiWBsj88zXmKRtb9UB/Hnu2/50qDpd7hijXA73QaNpOOP6fDb/WKGhE",
+	"yeyrLejl5Jvr5Xx/YgxDRK1Nqc/KFS64kTlagCtUzIo5XEKw1S+ohCCiRNLQAyUwdQinYyk4SFSgOzqa",
+	"CnEDivKQykNQlBqzDh1Kj7atcBrOqnGVfW02b1fJ4PZpCZHXEPvcGE0prWcTk4rGzbbUj4MA/hV9Rmtm",
+	"y5ULRNxF68R26PfDGHsi7nMZG1PMsJkjy2Zo6Gh9RIz1y7WAZEZXOc/JDR9AKsiPHfj9s0Fed8+3hCjy",
+	"LQaNmHJfJxpn/isxKnx2q+a+ydSF+8/3/z8AAP//",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

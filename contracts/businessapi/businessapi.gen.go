@@ -81,6 +81,7 @@ const (
 	ErrorCodeManifestInvalid          ErrorCode = "MANIFEST_INVALID"
 	ErrorCodeManifestLanguageMismatch ErrorCode = "MANIFEST_LANGUAGE_MISMATCH"
 	ErrorCodeManifestNotFound         ErrorCode = "MANIFEST_NOT_FOUND"
+	ErrorCodeMemoryLimitTooLow        ErrorCode = "MEMORY_LIMIT_TOO_LOW"
 	ErrorCodeNotFound                 ErrorCode = "NOT_FOUND"
 	ErrorCodePayloadTooLarge          ErrorCode = "PAYLOAD_TOO_LARGE"
 	ErrorCodeRateLimited              ErrorCode = "RATE_LIMITED"
@@ -114,6 +115,8 @@ func (e ErrorCode) Valid() bool {
 	case ErrorCodeManifestLanguageMismatch:
 		return true
 	case ErrorCodeManifestNotFound:
+		return true
+	case ErrorCodeMemoryLimitTooLow:
 		return true
 	case ErrorCodeNotFound:
 		return true
@@ -1190,7 +1193,9 @@ type ClientInterface interface {
 	// 409 `SUBMISSION_CONFLICT`, `IDEMPOTENCY_KEY_REUSED`;
 	// 413 `PAYLOAD_TOO_LARGE`; 422 `LANGUAGE_UNSUPPORTED`,
 	// `MANIFEST_NOT_FOUND`, `MANIFEST_LANGUAGE_MISMATCH` (e.g. cpp17 with a
-	// SQL manifest); 429 `RATE_LIMITED`; 5xx.
+	// SQL manifest), `MEMORY_LIMIT_TOO_LOW` (the manifest's memory limit is
+	// below the language's `minMemoryBytes`, see `GET /api/v1/languages`;
+	// the message names the minimum); 429 `RATE_LIMITED`; 5xx.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -1212,7 +1217,9 @@ type ClientInterface interface {
 	// 409 `SUBMISSION_CONFLICT`, `IDEMPOTENCY_KEY_REUSED`;
 	// 413 `PAYLOAD_TOO_LARGE`; 422 `LANGUAGE_UNSUPPORTED`,
 	// `MANIFEST_NOT_FOUND`, `MANIFEST_LANGUAGE_MISMATCH` (e.g. cpp17 with a
-	// SQL manifest); 429 `RATE_LIMITED`; 5xx.
+	// SQL manifest), `MEMORY_LIMIT_TOO_LOW` (the manifest's memory limit is
+	// below the language's `minMemoryBytes`, see `GET /api/v1/languages`;
+	// the message names the minimum); 429 `RATE_LIMITED`; 5xx.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -1543,7 +1550,9 @@ func (c *Client) ClaimSettlementEvents(ctx context.Context, body ClaimSettlement
 // 409 `SUBMISSION_CONFLICT`, `IDEMPOTENCY_KEY_REUSED`;
 // 413 `PAYLOAD_TOO_LARGE`; 422 `LANGUAGE_UNSUPPORTED`,
 // `MANIFEST_NOT_FOUND`, `MANIFEST_LANGUAGE_MISMATCH` (e.g. cpp17 with a
-// SQL manifest); 429 `RATE_LIMITED`; 5xx.
+// SQL manifest), `MEMORY_LIMIT_TOO_LOW` (the manifest's memory limit is
+// below the language's `minMemoryBytes`, see `GET /api/v1/languages`;
+// the message names the minimum); 429 `RATE_LIMITED`; 5xx.
 //
 // Takes any type of body and a specified content type.
 //
@@ -1575,7 +1584,9 @@ func (c *Client) EnqueueSubmissionWithBody(ctx context.Context, params *EnqueueS
 // 409 `SUBMISSION_CONFLICT`, `IDEMPOTENCY_KEY_REUSED`;
 // 413 `PAYLOAD_TOO_LARGE`; 422 `LANGUAGE_UNSUPPORTED`,
 // `MANIFEST_NOT_FOUND`, `MANIFEST_LANGUAGE_MISMATCH` (e.g. cpp17 with a
-// SQL manifest); 429 `RATE_LIMITED`; 5xx.
+// SQL manifest), `MEMORY_LIMIT_TOO_LOW` (the manifest's memory limit is
+// below the language's `minMemoryBytes`, see `GET /api/v1/languages`;
+// the message names the minimum); 429 `RATE_LIMITED`; 5xx.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -2408,7 +2419,9 @@ type ClientWithResponsesInterface interface {
 	// 409 `SUBMISSION_CONFLICT`, `IDEMPOTENCY_KEY_REUSED`;
 	// 413 `PAYLOAD_TOO_LARGE`; 422 `LANGUAGE_UNSUPPORTED`,
 	// `MANIFEST_NOT_FOUND`, `MANIFEST_LANGUAGE_MISMATCH` (e.g. cpp17 with a
-	// SQL manifest); 429 `RATE_LIMITED`; 5xx.
+	// SQL manifest), `MEMORY_LIMIT_TOO_LOW` (the manifest's memory limit is
+	// below the language's `minMemoryBytes`, see `GET /api/v1/languages`;
+	// the message names the minimum); 429 `RATE_LIMITED`; 5xx.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -2430,7 +2443,9 @@ type ClientWithResponsesInterface interface {
 	// 409 `SUBMISSION_CONFLICT`, `IDEMPOTENCY_KEY_REUSED`;
 	// 413 `PAYLOAD_TOO_LARGE`; 422 `LANGUAGE_UNSUPPORTED`,
 	// `MANIFEST_NOT_FOUND`, `MANIFEST_LANGUAGE_MISMATCH` (e.g. cpp17 with a
-	// SQL manifest); 429 `RATE_LIMITED`; 5xx.
+	// SQL manifest), `MEMORY_LIMIT_TOO_LOW` (the manifest's memory limit is
+	// below the language's `minMemoryBytes`, see `GET /api/v1/languages`;
+	// the message names the minimum); 429 `RATE_LIMITED`; 5xx.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -3646,7 +3661,9 @@ func (c *ClientWithResponses) ClaimSettlementEventsWithResponse(ctx context.Cont
 // 409 `SUBMISSION_CONFLICT`, `IDEMPOTENCY_KEY_REUSED`;
 // 413 `PAYLOAD_TOO_LARGE`; 422 `LANGUAGE_UNSUPPORTED`,
 // `MANIFEST_NOT_FOUND`, `MANIFEST_LANGUAGE_MISMATCH` (e.g. cpp17 with a
-// SQL manifest); 429 `RATE_LIMITED`; 5xx.
+// SQL manifest), `MEMORY_LIMIT_TOO_LOW` (the manifest's memory limit is
+// below the language's `minMemoryBytes`, see `GET /api/v1/languages`;
+// the message names the minimum); 429 `RATE_LIMITED`; 5xx.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -3674,7 +3691,9 @@ func (c *ClientWithResponses) EnqueueSubmissionWithBodyWithResponse(ctx context.
 // 409 `SUBMISSION_CONFLICT`, `IDEMPOTENCY_KEY_REUSED`;
 // 413 `PAYLOAD_TOO_LARGE`; 422 `LANGUAGE_UNSUPPORTED`,
 // `MANIFEST_NOT_FOUND`, `MANIFEST_LANGUAGE_MISMATCH` (e.g. cpp17 with a
-// SQL manifest); 429 `RATE_LIMITED`; 5xx.
+// SQL manifest), `MEMORY_LIMIT_TOO_LOW` (the manifest's memory limit is
+// below the language's `minMemoryBytes`, see `GET /api/v1/languages`;
+// the message names the minimum); 429 `RATE_LIMITED`; 5xx.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -6622,130 +6641,131 @@ var swaggerSpec = []string{
 	"MZ1SHmq6Qu7QbHk1LGythfAhjQnf06xJW7mgpzgBQzR6RsJQKQgSquQ2dkFVqTOa2SaFLMfWCmxnJJgx",
 	"TnPozM7ol7age3H+7rTfHWqq12i4pZwmLICj9mtYzCgHLiDWjBOpa8oCHAdoslNci6PMipvQ872K48Lz",
 	"vfOL4c27i+tz/fmsc95/pwcUvxxcvznrDwb9i/PS12/77/WTZ/3BWWfY/VAcnU/XuRr233W6+Nigf/6+",
-	"+NWg/1+94vDTzvn768773s31+eD68vLiysCXvTX7vTCmAJvDmud7/be9s8uLYe+8+8vNx94vN1e960Gv",
-	"spRh7+qsf9459XyvMHLF9eb5XtHtpV9uHSwGmc6/suUJt767Pr8nEdMmgXFtUa5YoHVTr+Af9b0zKzIL",
-	"X+X+6sKXb9ktleqMSfQVFwbm8zi3iXVuFb4ZsN9oYegp4bcpuaXXXKbzuUgMUO6F7tfCgByizP3se/2Q",
-	"xnOhKA+WH+nyiqaSlqG3pqO2aQrDqn5YH12Qp8YDqV/LtXaGo645uScs0ofHMMV7ylUnuCs463dxgAgu",
-	"09gYT087YY5RBTw4/Fu9Dkg1KP0QX8wUjZ80ZY1TJSYPffP0QbuN6p77M5uDJAlZ1rAiC3xh6lp+lKHI",
-	"xDd2xBEJ7ozD7flrKi/D97hQH2j0h760ghsDdD7TWrx0I8Li3088FSetQuZu3FJTF8SRaaxlWkLRxYqS",
-	"+PeSXESJrHV+aP09ElaXRuqQWptcAo4Ijf2qlXm7hnonibNFXr5q6/8KtshBu13vtyMP9aFI96qD8mue",
-	"dqLkRK7fnS/5qR19Fq0bTG1NlwOqVERjyhXOvCuR2tnqVvIuoXLGqZS7GrR0QaX6QEmiJpSozm0tdZyx",
-	"KGI2XAOS8cDoXWYwzNxoTbuEL4GLkJ4AMWYe2grnFzcfep2r4ZteZzh4hoNNKqKe1DozHAzw6RUHO367",
-	"EXkDN015+af9n3vQWFmt9fxYDRS9T2qmXyWisOnDYNg57UFDRNpA9FdR4JQv/XYt8/TjqGcVntvWGmH3",
-	"WggOFEF3zLnINlSi0DM++4pDD9703/fPh8BCbeKRzIYzEyGERsf2jr2jwwr3OdB8RzMfzW3+Xs9s/qFN",
-	"3UQO0jgmyXJXKSIvpnX5DonWyxshUWRCJG2i7ed4puRkLmdClQgsJIru6afqQJwWj81WtKVHzYWItj/0",
-	"l0JEDgflA/9qVdJhaPzSvb+8ePzanCeikDErNL5NOF0fumc40ZVQJMom3C0lpCJC9Y4VUVpaTWkmh8K6",
-	"w+hUx5pjaH+BO7r0gbZuWxDM5wd/8+ELuSf6//Olmgn+0geS3CnpQ7yUX6MTYAqJO6TSeiNEVJWmZO+3",
-	"z78aIfrX1g0K0ZcH9WTtwOjzqdiRqNmTsbNs9Y+I+zN0879ZKlrHla2yLWExE5KCiQmYQDz612mEXjkm",
-	"gWBSkImjausZv4wcPokCyr+mNKXQODo8hPFZ7+zi6hdjzBgb5+LTuPkMvh2zB1rDe4ZJSo2JmtOu1IqO",
-	"SJQxWdWMcCTue5IwwlXBpJ8IEVHC3UHc5vhlJ+tcT7QKz1UBigblWhkLfRBc8/SmhkU54EqIe17Miock",
-	"qcOJZmD2VxBJvjv3NNGWEJIuC1FJlK06wrSo2p4zOWL72QzMfe5r9A+0EBHnhYWs0GkJ1Y4ECtBtOvSn",
-	"bGeteqOg+H3SwW3B7hhF3vAUOi3DzGfZhBm3R7uaHPGcRbQr4pjwGqLrmt8hMA9gcOzEBso0n3CR2VXb",
-	"latkid7YDbEAk0c1Zc600TPgQOPeRa4UaNbF6+d4UAnZzAENx7tNCEfnPgcl5m6/XSDhhTQs8Rnsiz/N",
-	"LgxfQJ+29YcjiyiwrfUc4qBuziTlhe1aPeSGG6zdykTzjiTlSPmOdRAMCk5oWIkjAostG9vsxHST+lWC",
-	"KoFbooqa7XP4rCVzvUO7Gi9G4J1N1hLGnCIuTnJ9yWRIdC/e9jL6kJtt2b8fvD58ik5MeOjjpNaytxzd",
-	"RJACMkeoAiLp7wLr8NXhwdHRk9rdE7kOfwwsryrG/hM5EpV0LxJFK7AUI4TlVBizIss2YLK0YXUapEo8",
-	"5ZVYcUo8qdNmiRcZqRU2u46OnU62Y9ilH8epsuEHqUCbN2hM47GNaNyq7AfMyD0tWwEacyOuWSwXMJZf",
-	"o3EL85sqY/AXP4vPjr+NcBEj7xhGJkI18h7HmlWPOBf4VomJRiwxbNQok1woQG2ygWZ1TLkaspiKVJ1J",
-	"jNRdiYU0b4nJA55/uBX3NOFNFAMxWcKEQrsuRQHn3FrkOox3iaQrDpUaX2KQp79skVigR9wxHm4LxUf9",
-	"rFYdMn62UV0wT2m98OvTCRJfNR1palghU4QwmzRfo29xuYlSEW/fNw0QY+iDHTMezKDnJFa6I7rrjHaU",
-	"nbJ8QNvaoCIQ0VumWEwUjZZWTaqkFjwnewzz+TZndxy0208z2XX5ZEX8FxFbQVQJAxlYm2jnoz0ZzpWl",
-	"mZTne4N/nm7puLJ5a4OvJmLt3nvpUj92JMwQA1w4KIq0WfDrdnv/eSVr+kNn7/CnV06V5HpfIvYbDTN2",
-	"2jK8xsbPwm0iEpXtKQz2HeR1yL4UdQk3HbAJYkJEJygAtHIFNl8bpLZ/ZDFHo+hyDOZzz/e+kHuimS86",
-	"TTzfQ6eJJrql5kZbbiC+6R/mTZfuTR37pjPzJruI5zkCRRRSqT4Rpuq0h85tZt+ZBwH9GCHkdT8n0Hbh",
-	"cP6c5M5dnAxm8jx8WQPxP6971723kIeY4YuYSGhg3or5TB+CKA1p+ByPyyY3R++88+a09xYFsHFuWCMG",
-	"Mchk5hn7PW5A6x8o+QBW0eKX97WO7q8okXWGzqfZ8gQSGgjMWLYGDUlDpiASt5UUjYP2oVGSsy9qDE0z",
-	"0/OCekkG5Sb6sGup4soOrl+9TCM1oLtqkh2YJuI39KzpF4Ck6sRkm0qTyfWgfOBpFKGWrxXE8+vT0xaM",
-	"NQRy7JujYjPXTBavwLRaZe2pQERpzOvygvT3Zb2tsBGHP9Wl0OfKWvH33BsuFuUXZh/0CjCmb7OHdn1z",
-	"WUus0xMRH+tW8+po1ylXwpQGW3aNdRRQDRbuqKMllCgadsp6xUZ3V0gjdk+TZUcprdqsnrwDEBymLNEW",
-	"in32GQ4Om3uwXQwfHx5ukQhcwZZJCPY9zIkiynpM1vPSWki/iMm2cM5NRsr2UNoUFtT9i8WtOxXC+tXy",
-	"1l2rWGviy6iO5Gh3WPBXK2krlb0FVOf4WKUqv0CaW5C9W1ZFP+sNh1qS2cw35FD6aWM0fxET47SnWHXT",
-	"uDclID4MfhkMe2c3vauriysQCXQ7593e6WnvbbOoHdmXb6kBGXhD1HJWt3fHdIJiJmAl2QPTPDDLfFNa",
-	"+VYlMTkZmKoYl6lp8bRlRU1tgD1dw8syU6wS0hMLmuxpQwVm9AGc2m204WqMrr33muxNP397dVS/+EoF",
-	"wa5ys77wQmL9IEbIORCbC+eD9YNWHaqmHAS/cT5YMYWxc/GPfeD0QYESWKgxnrKIynGdDwR/qdHgHlRC",
-	"0KMuISIszF5X8LfbbHlMqkYgpQ2WqhkdcetQeiEhEPMlQmczoFuzMTT0ewwC5IzNJerMzRaca2oHkugX",
-	"RITx3KkvfUg5+5ra+jIuVHH1L+RKFMCsdivXTrFO48nIeVSIG28dYXUZ5XVaJhbKZfUAWNdj8uKd8+yF",
-	"tGnq6BEL2T0LTdWQEiN+i1U/xfo8l9ilid3WBTbs+DiVCiJGgfERL6e6Nyv1EgctOBcKSBSJBQ1NNoCr",
-	"ebAZ7tp6kOyenjnhZlSkmrKdindhnYMhr+WZFwpAtti5rF5Esyakg119MnbUk9Uv27jDK+wqI5gKbKVJ",
-	"a5lZ7ojbjccMkRxQO9eK95wkVmBlTgUY9E573aFz+0pXnWbOt0pDytULOeK5cm8pwHmhxr4m1JwJmef0",
-	"KU/olCaUB3Tw1RSbYZWGK50BTNsAl1cDjWJ1h6VctRDNE3h7dpqDp19DSTAb8fE9TdjUloKPtRWe1fyX",
-	"YIfMX1xfnqbp+iyNFBtkzxXiYIXYv8VMFxXpcyON654rltpvNtGcwWUYQxZy3BD3+NtB++9/f3X0lB5p",
-	"3eG7evhq34X1RjSsX6vdl49bOKxzInYu6yKBVM2dn356WV8BrV+2+rw7jasDKA1XH89K12r1mXJw4Ykd",
-	"2QaFRUpdZfwl+l4NsyBhn6ycU+db2i4N9Gv0cxGGkmwrmJb1pmNxk4tbkGM3p5LaY1LBQC2Wc6ItHAa/",
-	"/nhu5pFVH7HBnOdrRG+tYkcU8/7fxsabWEXgjlr2czjCxnOHRLHVmanspRlYYFL5RLVYRWV06xjj7/cI",
-	"ZP707aR1XIBsm2jZd/GhFw3MAki1+MwMoU4Q0LnaOeDwo9wLv8euq6DMmfMlc32T6ZbX7SBad8TQ89Ty",
-	"XUhCz8hEYnvT1NiXprLe+K1szjaxcRMM65noTr0nq74MYe+gvprBKI71uX3OoLReV+OIdV1HtNH7kb2B",
-	"xvXw3d7fsTOCbFZc2euF6r+K/+gpD9GKxu2V9noz9fXX5Ey6nksvJLAwy/XLhu1SNrPOq1I9V88Il8u3",
-	"gtOdM6xt/H4oFImeMZiuLyzt1xWYBxGR0qEw0hrPlKCTgxjfHTSKDjS0NC5752/75++NxXHVG179cvOm",
-	"0/148e5dswbzW/mw/n/gqW70z+uy8fpcCyFJbb6+aW1gxkAwI9yFLZmEL2Jyktt5Atgtx6JdRSKT2y+f",
-	"UzDzp/EE30vn4a6KRsHzuF3kPvNBroTuL03oysSxLMYxd8POAY1OF/7v//zf0O2ZbmwLwtTVVlG8T/mT",
-	"u7K+TVK3SkwlkPwC+yixgyKeN3POAuGu0Okbyz33piTA9kz47HF2rhuSUsjBafrQvTi77J/2z9/78I/r",
-	"t+/1hxEvYPeyczXsd06PLc2ju6vTRV5hfvHLBpX99mTE9VSlbk3Nise+YfmQBPowI6m0TXrKzTJGHNvc",
-	"yWbJwV9u/mBXhzXddjWe79nleL7X6WKNNwLm+d6njud7Q6zOOsN/L/DfK/1PFxNeClDq79ysW9o3l6Z7",
-	"AdY4x3NsVuSZ8ilbgr0rOEupaGzaP/hel/CARlmIYuVwbxSpd4yjUM3J2TqTO6fvLzSG33aGnTedQe8E",
-	"MGBqWpBoSkK+97HX7d3Y6hNMSQk1RUXTPXShSkglNc9g9sOTImNdSc7PBfaxo1yuxwD+ZAs/iF4yCWZ5",
-	"Zxqkaae6CR6UUua7va39AIU+fNskLhpv/qm43ZT8jRlcuWL5CvvZFeHTQiKZJ1QfHuulr/a1WOfuicnD",
-	"oL7n3SCN0ZMZRUX/tqym4j+ngihv2/HsjnwWusz7jo9JHzY12XNr/TzijcIgpOXFTEQUUs7MCg/20Xfn",
-	"g7RxmDTWEgc9qM3nNdJ7Tme7+mhc3kQu270SKeUY3pQsWp6qJhktlYb4AhHTFlS0S8OQTd4w9lXJxEXL",
-	"sf9j268QN8jf0KGQ5AEVve/oo55QtaCUQ9vkPx/oTdF7Y6jwBMybv4iJXxRKTJblEsaviBrxXDYx6X5s",
-	"QUe/wPqvjUph/Nr4l53Q2JgmExuZh7YuKcM2R52uNjRzIYgtkNzUzBROW7jsj53uiDe6PRfQyx7Q5myz",
-	"LNB2kxDbSaUd3/noe59KmtRK1haQTK3IxQkqF/LEpCTl7ScLa/vU6Q/75+9v3l1c3Xy6uPrYu8JpC6aG",
-	"XtDmhKDaBWpwGb99J5JPIjHp0thR+A0J7sR06n3GlrI0SBOmlgN96Iy4cOJxKO4orzsMWRvgIGJaFXXd",
-	"gO9oQPewO7eI7JfGVQV7eyho3UBTa4nnHD2NlCQInl3UTKm56ZzLbA3qqgTrXPaRQDNYJiS4ozw0IV6b",
-	"/YeR3hcSxIJDoZNvUx9neTzi6TwSJMSahD2sSXABcOm79mzAstKFrNLAd+Wk/ogzrk+y8iGhJq6sT1mA",
-	"KkmBCqSJHtvmDSCzPArbi6I14h2ULVGkTxTygTVYNliDcWmXxk3soD1XJuKFsAeaUcckWcL4fW8I+2TO",
-	"9u8P9iUqT/tfTPH6vn1m3BrxEf+P/4Cu4BoiDfOI/yWvoZfQGKOSP/ZhnDs19F82rWbcNHHiUpm9HHEw",
-	"rdu1zjReLazXE/8FhszG3+HqXRdevnz52o03nWT1orLYXRCJ4A4a18Nu8wTC1JgbNnoPYGWr1IIuLvZ1",
-	"MIXlHMZncgwynU7ZA85dbAnGMA3iw3B46TjfPEolVpEEIqQjz4eREyjmD9v9a+Q9jk/09NjoDVdyfXnZ",
-	"u7oZnHc+9sDUHqJCz0xEEbSmhpC/kFAg75aBR78qewKrSUgkhW3QB0ftNqz0vvfhqH0AKy25ff2qo8PX",
-	"UO5bDg3j0si7kZvClXLz7P1S72xcoH4AMyGoWojkziDOrFiSKVr4pm+17XeIjfc0YpnrhYRKw18A9VBD",
-	"2rYb2UwIrZbOhYh8k+4tXFHOcVbZDlMRRWJhCEMDZJw5xvNm2vHZOp6McjL1zNL4oHr8RtwQQTGxShby",
-	"qsyZca2UzemOLCuZJyJMgzwXfcS1ZK2e8DyPJqagEsKlEfK43VmKhUklo2UxHdBjrTfYvi8QRITF2t6f",
-	"4IUIKQ9R4cA2ML5rfqbnihEZfMRJcMfFIqLhrf3hxHXA4UJB4ddCJ0pqXmjbzeqTVQDuljBu6WdcSX+D",
-	"v8LBuKm1iYAkdJpGOeAWNK3DuGQ2Hi21aoC5QrnnYGyc1goz3hNTKu+y4Fh2v8KIz0QUSlvuT1TJhNME",
-	"avxMeKAzFqXHz4i0sIRGyVBMYRMQbajlXLdz2fcK5ajeAUbJ5pSTOfOOvZetduulMedmKDUdf81EyP43",
-	"03f0EZPdUrXGFhXhUq9XqoSS2HQiIqBxKRLNuzGvaDHT/86I1FwU+z0wCXfI7os4dOll2HPY9oIgaubS",
-	"zeAaxZ1mxHoLHphU2G7Y/GycSFzsibllM/rBw3a7BZ2CF/+MvcE0aQ1XCz4hTx3xcde0zN8zBszYiGa9",
-	"NEz9wTBzXj+sjTet7WEY4EQT9yzldzQccYeNiW0obusfbZgCCQYPMdr+8rieEZ7UM8KTET86eAk110qc",
-	"AHaFqHTy05xzXN+lzyaSmZsrDKAuKU1CGRVNPe0K9z3RbNRQX8bl+6F37Jktcj3pvPKdNL/W3wDj0nqe",
-	"efOLjW4+fjZvoFK9EeGmexBEoKjaMwRbvg8hMwMnjBMM/FbDw49VMKv3zBy223/YFQyVOxJq7mLo2Lta",
-	"TBYkuksP2wc/EADzC3CxwMmPzOrr3plhab9wFQ8OOXh6SOnmED3o4OXTg6pdCPW4w8NtJlu9VQPHvn56",
-	"bPVuF0QY2tfbzJulGaBl48qxDJJRfOSaPvJVIzyLrDPPzFXkFq2ojJ8be8mx+VLvjFtaw92NSkFs4D3v",
-	"d8JC3+ii2MscdR1V7I3ClEs8xYRWGZMo0vy53P5Gm+EcJtSZIiZVsnAJgkmPQ0GZFUG5GV23F9NR/dgl",
-	"0ib7lcYKWR6wcTwkKS910pB+Kft131TR7JnmF0ka2Y4YmNNroB9x28uiBecOKL0vCFSxD03IppitpRwo",
-	"ErAvLE6udYiEOoWa5D3tYey6sGCFd0k11GIlJskdDWGMPVu05dHJfzY9hhAQrSFwUejdYwQ0iyI7p91A",
-	"LkbcTXhspXK237gRBPVQdM9g/6qy7KoTUrCDsDhleSdS05fmOzHSUvuaNdc4ZQei9Xyu9KdxiGGJUEK8",
-	"pyB34WjzSx9JH+ydD6WuTilqp3GRZxQM/zLXyFwIqBMKuUYpzDzxWfYG1uZqktJKIA1PnHui2B4e7F6P",
-	"uNHQE6rShMv896LdbigY1TvDqLL0yNAywRFH3c1dZzahYNwlLivbuQdpCJL9RlvQC9HflHd1MCndI16A",
-	"lQCni2x9J6Ye9I7SeclQ038sYUGTnL2ZyoPvp/xVmzaPoYFxIOxLoacWqRpx9CD7mOBiv3MNJ1Y9uu4B",
-	"zQIMm2yWNErbCnrswzotcydmYGvKs9SzbbW53ThBntn2Y1W51cr5NWyoeBBgoU09S7/ZdQt/uJa3FWzZ",
-	"j//W9b4rJ7d41hbuqucWGnbD97L7EJtFvp2z53quvf8t56CP6xW/Z/Kn9lGBDWUt5nfjAu+pKnCAp43H",
-	"UoLp8wxITFv9/B3PfiUreM3BLzWu+GFnq3309KCsQ/2fejCuKAm1aM74UDFo/cQByL2Ze8ZzuE+Cu/Uq",
-	"TCdzKWqRX3L9tqDjvH95523CzU0pzlU44o0JDUgqabkp9wtpvZIJ4eDuQ8nd6mPb3Hx8AkxpfSGKtNYi",
-	"ElToJ5TygodVT0hBCfF8lWKXc9kJ7iqFv/I7SejqBQA/WFCvNNevuwFTG3oomwu+5x97bv+0Y5ifDXdT",
-	"SZj1oxdG73X9xyoe9+I5dZ3SNx9SDBWsP6ZX1j6Y28tlLBgNNNrNZ2MUU5JEjCYuJPAw16TUNN3PImpT",
-	"iWisj/LYndUxmr1j251+3IIBvacJyeMBEs0qBHHEicszymIDTBYYBPZ/y+IIyl6JZHiJvfQO7RWsINXM",
-	"xPIdu7JSkMXEmuQdm8/Rb2v4jJiic0HzDSxQOc46QJib/AygPu7LZInaRQhBmkiR/BgGgl38fyQLKV0E",
-	"8WcwkfK9BXWXb+sHsuPjuwZJmKTiw1xIySbR0pau/bdgLogRSOf6zMTkAf2bjoes5ByUQ4dPcpdyz6d6",
-	"jpJdd6PANnQueFFYSNE+gHGjnE3sj3gxm7g5PnZWf513w4YfTYhKwmH7MHNHjLgLapmk89yJ6MaaO2Oz",
-	"2FcOE5Nw1H494uOam5TG0NAswiV4KGE7CCAgzRYGsoW9z2vEx4U7f/Y+0uUYzHXeEJM7KoFgdJzhRezm",
-	"hnuMmmuUAwkSIeWIW6gYtWFvXP4dXdoUhsK6XLzMwF5/39PYQLgSOy+0bTjJWl9qlp636KyPoD/bvnkN",
-	"tej1YR3kT3pt6u7KwrhdjR3lF6yrlTu0nLsHG+5bPI94sb9ocyd23TMEnGcjr7HGDG3k9liFeLyiEVbM",
-	"HB6NHg4P9kajh7/Rz98O/IPD2jsqto/p7WiRVWvmtpIPh99h/qyusS6451zxDS4W2gwwgttpM+aUBSRy",
-	"J7H5g03HLaREdifYfzs/jj1AZUe8Zt/uUtRGMZ9oG9974Yf9b2UJ9Fj8YpNrB/Mdxgts6odO34XJscSI",
-	"gGHWJLtI2nSkk8I0KEf5FKQJ8u082cXKZa12wxZ9nHwQyYhj7Y+eTE+POTo+LGYsmKFuy2yi7kkZeRhe",
-	"m+Ue0RE3U4eZLLVauJEX+GqTYsNFIflOcE4xdcnEGol7TWzkrNahba/6glmPGaH2oi9YoCBkxQuGRhxF",
-	"317xkb10bpL570lkQLKoZXoJC7IsZSgTm/oYCwTEBOMk5erYOORhbB4cG/ummG7UNGr9zF4RZt4TYNtu",
-	"Ie5+n8g7Kom85zv1NgmSuhOWP1IpYLskauY9+juM6ofZmGpnc6assmmuDRH81qZjUaihdCUssUOjbWLe",
-	"lk34VQrEA43y0TUQsOLRnLySVFxf07xF2/bv67esltWuC1ngr//2W65L3nAVCGV74oWsobE/WhDsm1zP",
-	"9RaPLT6zOXUu1hS4krQi/80tlvZ34ykVFdtd7jqGRp44qWVAsaJRJCV5s5uea9b/L8CdvpOmW26d+4Pd",
-	"IFszkELmq1Z186rQf22esrMG/Oc5VkxBx1oO9EVMTBKuzR1SMGXcRpv/YI5k3RAbWBKaZNL2CTVZ2gUp",
-	"/Fc4MMlRsbi3F8aVloTZWzQZcWziiDokZj7ZLDNz+w7XDM+kZ+PSZYHl2QIYzI7SKoFRhmPNgGy/ttZq",
-	"Bj4mguH7clDRQzziZnqSJOyeHmeNBIoK3L+AinZlduXfjPBPtPeH5srWosrJpKXbf2tX9YztH8alWfbU",
-	"Wg+rtNlau6pXtQVma03qrki5TUuVtsVqSPOUzmgJDROywatANRiaV0yEmmGZCbo1GbaM1LoNWsal/gvu",
-	"UgBTTzS1lqEpEGxhsj5hGDUyebIu99YliGDeKQtlmcfsZLtV7on9jgpDZaZ16kJ2UeCfQXq23tQ7/vXz",
-	"St5O4EOKZ8l45jC10AKrt8643QMyJwFTplu/u9HBUaWpfNQEWZ5rpar118+aU9ph35x9mSd7a95byZEp",
-	"fVkk/8LXNnRS+MZC9Pj58f8FAAD//w==",
+	"+NWg/1+94vDTzvn768773s31+eD68vLiysCXvTX7vThl7+zi6hfjlDL+sotPZZAdMj3f67/tnV1eDHvn",
+	"3V9uPvZ+ubnqXQ96lRUOe1dn/fPOqed7hZErHjnP94reMP1y63cxOHZuly0PvnXp9fk9iZi2FIzHi3LF",
+	"Aq2yegW3qe+dWUla+Cp3Yxe+fMtuqVRnTKILuTAwn8d5U6zPq/DNgP1GC0NPCb9NyS295jKdz0VigHIv",
+	"dL8W50JD5pTFTA2FOBWLEpSZp9r3+iGN50JRHiw/0uUVTSUtr8hamdr8KQyrumx99FaeGmelfi3XihyO",
+	"uubknrBInzPDP+8pV53gruDX38VXIrhMY2NnPe2vOUZt8eDwb/XqItWg9EN8MVM0ftLqNf6XmDz0zdMH",
+	"7TZqhu7PbA6SJGRZw7Us8IWpa1lXhiITCtkRRyS4M76556+pvAzf40J9oNEf+tIKbgzQ+Uxr8dKNCIt/",
+	"P/FU/LkK5YDxYE1dvEemsRZ/CUVvLArt30tyESWy1k+iVf1IWLUbqUNqxXMJOCI0pq7W++0a6v0pzmx5",
+	"+aqt/yuYLQftdr2LjzzURy3dqw7Kr3na35ITuX53vuSndvRZtG4wtTVdDqhSEY0pVzjzrkRqZ6tbybuE",
+	"yhmnUu5q+9IFleoDJYmaUKI6t7XUccaiiNnIDkjGA6OimcEwc6M17RK+BC5CegLEWIRoVpxf3Hzoda6G",
+	"b3qd4eAZvjipiHpSQc1wMMCnV3zx+O1G5A3cNOXln/Z/7kFjZbXWSWSVVXRUqZl+lYjCpg+DYee0Bw0R",
+	"aVvSX0WB09P027XM04+jSlZ4blvDhd1rIThQBD035yLbUIlCz7j3K74/eNN/3z8fAgu1NUgyc89MhBAa",
+	"ddw79o4OK9znQPMdzXw0t/l7PbP5h7aKEzlI45gky12liLyY1qVGJFqFb4REkQmRtIlmouOZkpO5nAlV",
+	"IrCQKLqnn6oDcVo8NlvRlh41FyLa/tBfChE5HJQP/KtVSYdR9Ev3/vLi8WtznohCxqzQTjeRd33onuFv",
+	"V0KRKJtwt+yRigjVO1ZEaWk1pZkcCusOo1Mna46h/QXu6NIH2rptQTCfH/zNhy/knuj/z5dqJvhLH0hy",
+	"p6QP8VJ+jU6AKSTukErruBBRVZqSvd8+/2qE6F9bNyhEXx7Uk7UDo8+nYkeiZk+G2bLVPyLujSL9Zqlo",
+	"HVe2CriExUxICiZ8YGL26IqnETrwmASC+UMm5KoNbfwycvgkCij/mtKUQuPo8BDGdZbVuPkMvh2zB1rD",
+	"e4ZJSo01m9Ou1IqOSJSxbtWMcCTue5IwwlXB+p8IEVHC3UHc5vhlJ+tcT7QKz1UBigblWhkLfRBc8/Sm",
+	"hkU54EqIe154i4ckqcOJZmD2VxBJvjv3NNGWEJIuC1FJlK06wrSo2p4zOWL72QzM3fNr9A+0GhHnhYWs",
+	"0GkJ1Y4ECtBtOvSnbGeteqOg+H3SwW3B7hhF3vAUOi3DzGfZhBm3R7uaHPGcRbQr4pjwGqLrmt8hMA9g",
+	"HO3ExtQ0n3BB3FXblatkiY7bDWEDk3I1Zc600TPgQOMJRq4UaNbF6+d4UAnZzAENx7tNCMc4AAcl5m6/",
+	"XczhhTQs8Rnsiz/NLgxfQPe3dZ0jiyiwrfUc4qBuziTlhe1aPeSGG6zdykTzjiTlSPmOdRCMH05oWAk5",
+	"AostG9vs73ST+lWCKoFbooqa7XP4rCVzvUO7Gi9G4J1N1hLGnCIuTnJ9ySRTdC/e9jL6kJtt2b8fvD58",
+	"ik5MJOnjpNaytxzdBJsCMkeoAiLp7wLr8NXhwdHRk9rdE2kRfwwsryrG/hPpFJXMMBJFK7AUg4nlrBmz",
+	"Iss2YLK0EXgapEo85ZVYcUo8qdNmORoZqRU2u46OnU62Y4SmH8epspEKqUCbN2hM47GNaNyq7AfMyD0t",
+	"WwEacyOuWSwXMJZfo3ELU6EqY/AXPwvljr+NcBEj7xhGJpg18h7HmlWPOBf4Vok5SSwxbNQok1woQG2y",
+	"gWZ1TLkaspiKVJ1JDOpdiYU0b4nJA55/uBX3NOFNFAMxWcKEQrsumwHn3FrkOox3iaQrDpUaX2KQZ8ps",
+	"kYOgR9wxHm4LxUf9rFYdMn62UV0wT2m98OvTuRRfNR1palghU4QwmzRfo29xuYlSEW/fN2MQw+2DHZMj",
+	"zKDn5GC6I7rrjHaUnbJ8QNvaoCIQ0VumWEwUjZZWTapkITwn0QxT/zYnghy0208z2XWpZ0X8FxFbQVQJ",
+	"AxlYm2jnoz0ZzpWlmZTne4N/nm7puLIpboOvJrjt3nvpskR2JMwQg144KIq0WfDrdnv/eSXB+kNn7/Cn",
+	"V06V5HpfIvYbDTN22jK8xsbUwm0iEpXtKQz2HeR1yL4Udbk5HbC5ZEJEJygAtHIFNrUbpLZ/ZDGdo+hy",
+	"DOZzz/e+kHuimS86TTzfQ6eJJrql5kZbbiC+6R/mTZfuTR37pjPzJruI5zkCRRRSqT4Rpuq0h85tZt+Z",
+	"BwH9GCHkJUIn0HaRc/6cPNBdnAxm8jx8WQPxP6971723kIed4YuYSGhgiov5TB+CKA1p+ByPyyY3R++8",
+	"8+a09xYFsHFuWCMGMchk5hn7PW5A6x8o+QBW0eKX97WO7q8okXWGzqfZ8gQSGghMbrYGDUlDpiASt5Vs",
+	"joP2oVGSsy9qDE0z0/OCekkG5Sb6sGup4soOrl+9TCM1oLtqkh2YJuI39KzpF4Ck6sQkpkqT9PWgfOBp",
+	"FKGWrxXE8+vT0xaMNQRy7JujYpPcTMKvwAxcZe2pQERpzOtSiPT3Zb2tsBGHP9Vl2+fKWvH33BsuFuUX",
+	"Zh/0CjCmbxONdn1zWUus0xMRH+tW8+po1ylXwpQGW3aNdRRQDRbuqKMllCgadsp6xUZ3V0gjdk+TZUcp",
+	"rdqsnrwDEBymLNEWin32GQ4Om3uwXQwfHx5ukTNcwZbJHfY9TJ8iynpM1vPSWki/iMm2cM5NRsr2UNoU",
+	"FtT9i3WwO9XM+tVK2F0LXmviy6iO5Gh3WPBXi24rRcAFVOf4WKUqv0CaW5C9W1ZFP+sNh1qS2SQ55FD6",
+	"aWM0fxET47SnWKDTuDfVIj4MfhkMe2c3vauriysQCXQ7593e6WnvbbOoHdmXb6kBGXhD1HJWt3fHdIJi",
+	"0mAl2QPTPDAhfVMG+lbVMzkZmAIal9Rp8bRl8U1tgD1dw8syU6wS0hMLmuxpQwVm9AGc2m204WqMrr33",
+	"muxNP397dVS/+Eqxwa5ys75GQ2KpIUbIORCbH+eD9YNWHaqmcgS/cT5YMYWxc/GPfeD0QYESWNMxnrKI",
+	"ynGdDwR/qdHgHlRC0KMuISIszF5X8LfbxHrMv0YgpQ2WqhkdcetQeiEhEPMlQmeTpVuzMTT0ewwC5IzN",
+	"JerMzRaca2oHkugXRITx3KkvfUg5+5raUjQuVHH1L+RKFMCsdivXTrGk48nIeVSIG28dYXXJ53VaJtbU",
+	"ZaUDWAJkUuid8+yFtBnt6BEL2T0LTYGREiN+iwVCxVI+l9ilid2WEDbs+DiVCiJGgfERL2fFNyulFQct",
+	"OBcKSBSJBQ1NNoArj7DJ8Np6kOyenjnhZlSkmgqfindhnYMhL/uZF2pFtti5rLREsyakg119MnbUk4Uy",
+	"27jDK+wqI5gKbKVJa5lZ7ojbjccMkRxQO9eK95wkVmBlTgUY9E573aFz+0pXyGbOt0pDytULOeK5cm8p",
+	"wHmhxr4m1JwJmef0KU/olCaUB3Tw1dSlYUGHq7IBTNsAl1cDjWIhiKVctRDNE3h7dpqDp19DSTAb8fE9",
+	"TdjUVo2PtRWetQcowQ6Zv7i+kk3T9VkaKTbInivEwQqxf4uZLirS50Ya1z1XrMrfbKI5g8swhizkuCHu",
+	"8beD9t///uroKT3SusN39fDVvgtLk2hYv1a7Lx+3cFjnROxc1kUCqZo7P/30sr5YWr9s9Xl3GlcHUBqu",
+	"Pp5VudXqM+XgwhM7sg0Ki5S6yvhL9L0aZkHCPlk5p863tF0a6Nfo5yIMJdlWMC3rTcfiJhe3IMduTiW1",
+	"x6SCgVos50RbOAx+/fHczCOrPmKDOc/XiN5axY4o5v2/jY03sYrAHbXs53CEjecOiWKrM1PZSzOwwKTy",
+	"iWqxisro1jHG3+8RyPzp20nruADZNtGy7+JDLxqYBZBq8ZkZQp0goHO1c8DhR7kXfo9dV0GZM+dL5vom",
+	"0y2v20G07oih56nlu5CEnpGJxLaxqbEvTRG+8VvZnG1i4yYY1jPRnXpPVn0Zwt5BfTWDURzrc/ucQWm9",
+	"rsYR6xqUaKP3I3sDjevhu72/YxMF2ay4stcL1X8V/9FTHqIVjdsr7fVm6uuvyZl07ZleSGBhluuXDdul",
+	"bGadV6V6rp4RLpdvBac7Z1jb+P1QKBI9YzBdX4Par6tFDyIipUNhpDWeKUEnBzG+O2gUHWhoaVz2zt/2",
+	"z98bi+OqN7z65eZNp/vx4t27Zg3mt/Jh/f/AU93on9dl4/W5FkKS2nx90wXBjIFgRrgLWzIJX8TkJLfz",
+	"BLBbjvW9ikQmt18+p2DmT+MJvpfOw10VjYLncbvIfeaDXAndX5rQlYljWYxj7oadAxqdLvzf//m/odsz",
+	"jdsWhKmrraJ4n/Ind2V9m6RulZhKIPkF9lFiB0U8b+acBcJdodM3lnvuTUmAnZzw2ePsXDckpZCD0/Sh",
+	"e3F22T/tn7/34R/Xb9/rDyNewO5l52rY75weW5pHd1eni7zC/OKXDSr77cmI66lKjZ2aFY99w/IhCfRh",
+	"RlJp+/mU+2qMOHbEk82Sg7/cJ8KuDuu87Wo837PL8Xyv08W6bwTM871PHc/3hliddYb/XuC/V/qfLia8",
+	"FKDU37lZt7RvLk2jA6xxjufY18gz5VO2LHtXcJZS0dh0ivC9LuEBjbIQxcrh3ihS7xhHoZqTs3Umd07f",
+	"X2gMv+0MO286g94JYMDUdCvRlIR872Ov27ux1SeYkhJqioqme+hClZBKap7B7IcnRca6kpyfC+xjR7lc",
+	"jwH8yRZ+EL1kEszyJjZI0051Ezwopcx3e1v7AQot+7ZJXDTe/FNxuyn5GzO4csXyFba+K8KnhUQyT6g+",
+	"PNZLX22Bsc7dE5OHQX17vEEaoyczior+bVlNxX9OBVHe4ePZzfssdJn3HR+TPmzqx+fW+nnEG4VBSMuL",
+	"mYgopJyZFR7so+/OB2njMGmsJQ56UJvP67n3nCZ49dG4vN9ctnslUsoxvClZtDxVTTJaKg3xBSKmLaho",
+	"l4Yhm7xhbMGSiYuWY//HtrUhbpC/oZkhyQMqet/RRz2hakEph7bJfz7Qm6L3xlDhCZg3fxETvyiUmCzL",
+	"JYxfETXiuWxi0v3Ygo5+gfVfG5XC+LXxLzuhsTFNJjYyD21dUoYdkTpdbWjmQhC7JbmpmSmctnDZHzvd",
+	"EW90ey6glz2gzdlmWaDtJiG2k0o7vvPR9z6VNKmVrC0gmVqRixNULuSJSUnKO1UW1vap0x/2z9/fvLu4",
+	"uvl0cfWxd4XTFkwNvaDNCUG1C9TgMn77TiSfRGLSpbH58BsS3Inp1PuM3WdpkCZMLQf60Blx4cTjUNxR",
+	"XncYso7BQcS0KuoaB9/RgO5hI28R2S+Nqwr29lDQuoGm1hLPOXoaKUkQPLuomVJz02SX2RrUVQnWuewj",
+	"gWawTEhwR3loQrw2+w8jvS8kiAWHQtPfpj7O8njE03kkSIg1CXtYk+AC4NJ3ndyAZaULWaWB78pJ/RFn",
+	"XJ9k5UNCTVxZn7IAVZICFUgTPbbNG0BmeRS2F0VrxDsoW6JInyjkA2uwbLAG49IujZvYbHuuTMQLYQ80",
+	"o45JsoTx+94Q9smc7d8f7EtUnva/mOL1ffvMuDXiI/4f/wFdwTVEGuYR/0teQy+hMUYlf+zDOHdq6L9s",
+	"Ws24aeLEpTJ7OeJgurxrnWm8WlivJ/4LDJmNv8PVuy68fPnytRtvms7qRWWxuyASwR00rofd5gmEqTE3",
+	"bPQewMpWqQVdXOzrYArLOYzP5BhkOp2yB5y72D2MYRrEh+Hw0nG+eZRKrCIJREhHng8jJ1DMH7ZR2Mh7",
+	"HJ/o6bEnHK7k+vKyd3UzOO987IGpPUSFnpmIImhNDSF/IaFA3i0Dj35V9gRWk5BICtvLD47abVhpk+/D",
+	"UfsAVrp3+/pVR4evodziHBrGpZE3LjeFK+U+2/ulNtu4QP0AZkJQtRDJnUGcWbEkU7TwTYtr2xoRe/Rp",
+	"xDLXCwmVhr8A6qGGtG3jspkQWi2dCxH5Jt1buKKc46yyHaYiisTCEIYGyDhzjOfNdO6zdTwZ5WTqmaXx",
+	"QfX4jbghgmJilSzkVZkz47oum9MdWVYyT0SYBnku+ohryVo94XkeTUxBJYRLI+Rxu7MUC5NKRstiOqDH",
+	"Wm+wfV8giAiLtb0/wbsTUh6iwoFtYHzXJ03PFSMy+IiT4I6LRUTDW/vDieuAw4WCwq+FppXUvNB2ptUn",
+	"qwDcLWHc0s+4kv4Gf4WDcVNrEwFJ6DSNcsAtaFqHcclsPFpq1QBzhXLPwdg4rRVmvCemVN5lwbHsKoYR",
+	"n4kolLbcn6iSCacJ1PiZ8EBnLEqPnxFpYQmNkqGYwiYg2lDLuW7nsu8VylG9A4ySzSknc+Ydey9b7dZL",
+	"Y87NUGo6/pqJkP1vpkXpIya7pWqNLSrCpV6vVAklselEREDjUiSad2Ne0WKm/50Rqbko9ntgEu6Q3Rdx",
+	"6NLLsD2x7QVB1Mylm8E1ijvNiPUWPDCpsDOx+dk4kbjYE3PLZvSDh+12CzoFL/4Ze4Np0hquFnxCnjri",
+	"467prr9nDJixEc16aZj6g2HmvH5YG29a28MwwIkm7lnK72g44g4bE9t73NY/2jAFEgweYrT95XE9Izyp",
+	"Z4QnI3508BJqbqA4AewKUWn6pznnuL6hn00kM5dcGEBdUpqEMiqaetoV7nui2aihvozL90Pv2DNb5PrU",
+	"eeXra36tvyzGpfU885IYG918/GzeQKV6I8JNVyaIQFG1Zwi2fHVCZgZOGCcY+K2Ghx+rYFavpDlst/+w",
+	"2xoq1ynUXNvQsde6mCxIdJcetg9+IADmF+BigZMfmdXXvTPD0n7h1h4ccvD0kNIlI3rQwcunB1W7EOpx",
+	"h4fbTLZ6AQeOff302Oo1MIgwtK+3mTdLM0DLxpVjGSSj+Mg1feSrRngWWWeemavILVpRGT839pJj86Xe",
+	"Gbe0hrsblYLYwHve74SFvtFFse056jqq2BuFKZd4igmtMiZRpPlzuf2NNsM5TKgzRUyqZOG+BJMeh4Iy",
+	"K4JyM7puL6b5+rFLpE32K40Vsjxg43hIUl7qpCH9Uvbrvqmi2TPNL5I0sh0xMKfXQD/itpdFC84dUHpf",
+	"EKhiH5qQTTFbSzlQJGALWZxc6xAJdQo1ydvfw9h1YcEK75JqqMVKTJI7GsIYe7Zoy6OT/2x6DCEgWkPg",
+	"otC7xwhoFkV2TruBXIy4m/DYSuVsv3EjCOqh6J7B/lVl2VUnpGAHYXHK8u6kpi/Nd2KkpfY1a258yg5E",
+	"6/lc6U/jEMMSoYR4pUHuwtHmlz6SPtjrIUpdnVLUTuMizygY/mWukbkQUCcUco1SmHnis+wNrM3VJKWV",
+	"QBqeOPdEsZM82L0ecaOhJ1SlCZf570W73VAwqneGUWXpkaFlgiOOupu7+WxCwbhLXFa2cw/SECT7jbag",
+	"F6K/Ke/qYFK6R7wAKwFOF9n6Tkw96B2l85Khpv9YwoImOXszlQffT/mr9nceQwPjQNiXQk8tUjXi6EH2",
+	"McHFfucaTqx6dN0DmgUYNtksaZS2a/TYh3Va5k7MwNaUZ6ln22pzu3GCPLPtx6pyq5Xza9hQ8SDAQpt6",
+	"ln6zmxn+cC1vK9iyH/+t631XTm7xrC3cVc8tNOyG72VXJzaLfDtnz/Vce/9bzkEf1yt+z+RP7aMCG8q6",
+	"0e/GBd5TVeAATxuPpQTT5xmQmLb6+Tue/UpW8JqDX2pc8cPOVvvo6UFZ1/o/9WBcURJq0ZzxoWLQ+okD",
+	"kHsz94zncJ8Ed+tVmE7mUtQiv+T6bUHHef/yztuEm0tVnKtwxBsTGpBU0nJT7hfSeiUTwsFdnZK71ce2",
+	"ufn4BJjS+kIUaa1FJKjQTyjlBQ+rnpCCEuL5KsUu57IT3FUKf+V3ktDVCwB+sKBeaa5fd1mmNvRQNhd8",
+	"zz/23P5pxzA/G+5SkzDrRy+M3uv6j1U87sVz6jqlbz6kGCpYf0yvrH0wt/fQWDAaaLSbz8YopiSJGE1c",
+	"SOBhrkmpabqfRdSmEtFYH+WxO6tjNHvHtjv9uAUDek8TkscDJJpVCOKIE5dnlMUGmCwwCOz/lsURlL09",
+	"yfASez8e2itYQaqZieU7dmWlIIuJNck7Np+j39bwGTFF54LmG1igcpx1gDCX/hlAfdyXyRK1ixCCNJEi",
+	"+TEMBLv4/0gWUroI4s9gIuV7C+ru6dYPZMfHdw2SMEnFh7mQkk2ipS1d+2/BXBAjkM71mYnJA/o3HQ9Z",
+	"yTkohw6f5C7lnk/1HCW77kaBbehc8KKwkKJ9AONGOZvYH/FiNnFzfOys/jrvhg0/mhCVhMP2YeaOGHEX",
+	"1DJJ57kT0Y0118tmsa8cJibhqP16xMc1tyuNoaFZhEvwUMJ2EEBAmi0MZAt79deIjwt3/ux9pMsxmJu/",
+	"ISZ3VALB6DjDO9vNZfgYNdcoBxIkQsoRt1AxasPeuPw7urQpDIV1uXiZgb3+DqixgXAldl5o23CStb7U",
+	"LD1v0VkfQX+2ffMaatHrwzrIn/Ta1F2rhXG7GjvKL1hXK9dtOXcPNty3eB7xYn/Rpr+mb7yJBRa6MVf6",
+	"1I+4a1Sf+xhfSBiX24qPfZCUllN1MpeqRgROYi9fxPiA2RiTZtncSZb0zOnKU6XXmIqGcHNjsULZXtFC",
+	"LKY1j0YPhwd7o9HD3+jnbwf+wWHtBRrbBxx3NBerBX1bCa/D7zB/VnRZF3l0cYIGFwttoxitwqlahgUE",
+	"JHJsovmD7dotRFh2Ydl/OyeTPUDlKIGWLe5y10Yx2WmbwEDhh/1vZfH4WPxik98JkzHGC+w4iB7phUkA",
+	"xXCFkSQkuxDbtMuTwnRPR+EZpAkKlTwTxyoN2iaALZpM+SCSEcfCJD2Znh4TiHxYzFgwQ8Wb2SzikzLy",
+	"MPY3y921I26mDjNBb00EI8zw1Sb/h4tCZqDgnGJelQmEEvea2CgBWsG3jfQLPgdMV7W3kMECpTQr3n40",
+	"4iiX94qP7KVzU2lwTyIDkkUt00tYkGUpfZrYvMxYICAmUigpV8cmWgBj8+DYGF/FXKimsTlm9v4y854A",
+	"e4oLcff75PFRSR4/3+O4SZDUnbD8kUp13SVRM+/R32FUP8zGVNuuM2U1YXOnieC3NleMQg2lK2GJHRpt",
+	"E5C3bMKvUiAeaJSPrruBFY/m5JWk4vqC6y16yn9fp2q15nddPAV//bdTdV1miSuPKBs7L2QNjf3RgmDf",
+	"JKKuN8dsZZxN+HOBsMDVyxX5b25Otb8bT6no/+422jE08qxOLQOK5ZYiKcmb3fRcs/5/Ae70nTTdcl/f",
+	"H+yj2ZqBFNJytaqbl6z+a/OUnTXgP8/rY6pN1nKgL2JiMoRtYpOCKeM2FP4HcyTrI9nAktAkk7aJqUkh",
+	"L0jhv8KBydyKxb21cEtLwtQymow4dphEHRLTsmwKnLkaiGuGZ3LHcemywPJsdQ6mbmmVwCjD2lAntplc",
+	"a7U8ALPU8H05qOi+HnEzPUkSdk+Psy4HRQXuX0BFuzK78m9G+Cfa+0Nzn2xR5WTS0u2/tat6xvYP428t",
+	"u5Gt+1faVLJd1ava6re1JnVXpNzmzErb/zWkeb5ptISGiSfhPaUaDM0rJkLNsAYGfa4M+1lq3QYt41Jz",
+	"CHdjgSl2mlrL0FQvtrCSgDAMaZkkXpcY7LJXMCmWhbLMY3ay3SqX2H5HhaEy0zp1IbvF8M8gPVsM6x3/",
+	"+nklqSjwIcWzZDxzmPdogdVbZ2ICAZmTgClzlYC7bsJRpSnL1ARZnmul5PbXz5pT2mHfnH2ZZ6Jr3ltJ",
+	"4Cl9WST/wtc2rlP4xkL0+Pnx/wUAAP//",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,
