@@ -275,4 +275,3 @@ func (s *Sender) deliver(ctx context.Context, e store.Event) error {
 	}
 	return nil
 }
-

@@ -283,13 +283,15 @@ func TestConfigValidate(t *testing.T) {
 	ok := webhook.Config{URL: "https://business.example/hooks/kece", Secrets: secrets}
 	require.NoError(t, ok.Validate())
 	for name, mut := range map[string]func(c *webhook.Config){
-		"no url":           func(c *webhook.Config) { c.URL = "" },
-		"relative url":     func(c *webhook.Config) { c.URL = "/hooks" },
-		"ftp url":          func(c *webhook.Config) { c.URL = "ftp://x/y" },
-		"credentials":      func(c *webhook.Config) { c.URL = "https://u:p@business.example/" },
-		"no secret":        func(c *webhook.Config) { c.Secrets = nil },
-		"zero secret":      func(c *webhook.Config) { c.Secrets = []webhook.Secret{{}} },
-		"five secrets":     func(c *webhook.Config) { c.Secrets = append(mustSecrets(strings.Repeat(secretText+"\n", 4)), secrets[0]) },
+		"no url":       func(c *webhook.Config) { c.URL = "" },
+		"relative url": func(c *webhook.Config) { c.URL = "/hooks" },
+		"ftp url":      func(c *webhook.Config) { c.URL = "ftp://x/y" },
+		"credentials":  func(c *webhook.Config) { c.URL = "https://u:p@business.example/" },
+		"no secret":    func(c *webhook.Config) { c.Secrets = nil },
+		"zero secret":  func(c *webhook.Config) { c.Secrets = []webhook.Secret{{}} },
+		"five secrets": func(c *webhook.Config) {
+			c.Secrets = append(mustSecrets(strings.Repeat(secretText+"\n", 4)), secrets[0])
+		},
 		"batch":            func(c *webhook.Config) { c.Batch = 101 },
 		"negative timeout": func(c *webhook.Config) { c.Timeout = -time.Second },
 		"backoff order":    func(c *webhook.Config) { c.BackoffBase, c.BackoffMax = time.Minute, time.Second },
