@@ -26,7 +26,7 @@
 //	fs := settings.NewFlagSet("serve", os.Getenv)
 //	listen := fs.String("listen", "KECE_LISTEN", "127.0.0.1:8080", "address to listen on")
 //	ttl := fs.Duration("lease-ttl", "KECE_LEASE_TTL", time.Minute, "lease duration")
-//	dsn := fs.Secret("mysql-dsn", "KECE_MYSQL_DSN", "control database DSN")
+//	dsn := fs.Secret("mysql-dsn", "KECE_MYSQL_DSN", "KECE_MYSQL_DSN_FILE", "control database DSN")
 //	if err := fs.Parse(args); err != nil {
 //		// errors.Join of *settings.Error, one per bad setting
 //		return err

@@ -16,9 +16,6 @@ import (
 // systemd units list it in RestartPreventExitStatus=.
 const ExitConfig = 2
 
-// FileSuffix turns a secret's variable into the variable naming its file.
-const FileSuffix = "_FILE"
-
 // Error is one bad setting. Setting is what the user wrote: a flag
 // ("--lease-ttl") or a variable ("KECE_LEASE_TTL").
 type Error struct {
@@ -127,6 +124,7 @@ type FlagSet struct {
 	env     map[string]string
 	secrets []*secret
 	fromEnv map[string]bool
+	aliases map[string]string // alias → flag
 	out     io.Writer
 }
 
@@ -142,7 +140,7 @@ type secret struct {
 func NewFlagSet(name string, getenv func(string) string) *FlagSet {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
-	return &FlagSet{FlagSet: fs, getenv: getenv, env: map[string]string{}, out: os.Stderr}
+	return &FlagSet{FlagSet: fs, getenv: getenv, env: map[string]string{}, aliases: map[string]string{}, out: os.Stderr}
 }
 
 func (f *FlagSet) bind(name, env string) {
@@ -177,7 +175,8 @@ func (f *FlagSet) Int(name, env string, value int, usage string) *int {
 func (f *FlagSet) Duration(name, env string, value time.Duration, usage string) *time.Duration {
 	p := new(time.Duration)
 	*p = value
-	f.FlagSet.Func(name, usage+fmt.Sprintf(" (default %s)", value), func(s string) error {
+	// The backquoted word names the value in -h, as flag.Duration's does.
+	f.FlagSet.Func(name, usage+fmt.Sprintf(" (a Go `duration`, default %s)", value), func(s string) error {
 		d, err := time.ParseDuration(s)
 		if err != nil {
 			return errors.New("not a duration such as 60s or 5m")
@@ -192,13 +191,21 @@ func (f *FlagSet) Duration(name, env string, value time.Duration, usage string) 
 	return p
 }
 
-// Secret defines a secret: --name / env, or --name-file / env+"_FILE"
-// naming a file that holds it. After Parse the returned string holds the
-// value from whichever was given ("" when none).
-func (f *FlagSet) Secret(name, env, usage string) *string {
+// Alias gives a defined flag a second (usually one-letter) name, such as
+// "o" for "output". It shares the flag's value and variable.
+func (f *FlagSet) Alias(alias, name string) {
+	fl := f.Lookup(name)
+	f.FlagSet.Var(fl.Value, alias, "short for --"+name)
+	f.aliases[alias] = name
+}
+
+// Secret defines a secret: --name / env, or --name-file / fileEnv (by
+// convention env+"_FILE") naming a file that holds it. After Parse the
+// returned string holds the value from whichever was given ("" when none).
+func (f *FlagSet) Secret(name, env, fileEnv, usage string) *string {
 	s := &secret{name: name, env: env}
 	s.value = f.String(name, env, "", usage+"; prefer --"+name+"-file")
-	s.file = f.String(name+"-file", env+FileSuffix, "", "file holding the "+usage+" (mode 0600 or 0640)")
+	s.file = f.String(name+"-file", fileEnv, "", "file holding the "+usage+" (mode 0600 or 0640)")
 	f.secrets = append(f.secrets, s)
 	return s.value
 }
@@ -215,10 +222,18 @@ func (f *FlagSet) Parse(args []string) error {
 		return &Error{Setting: "command line", Err: err}
 	}
 	changed := map[string]bool{}
-	f.Visit(func(fl *flag.Flag) { changed[fl.Name] = true })
+	f.Visit(func(fl *flag.Flag) {
+		changed[fl.Name] = true
+		if name, ok := f.aliases[fl.Name]; ok {
+			changed[name] = true
+		}
+	})
 	var flags []Flag
 	var errs []error
 	f.VisitAll(func(fl *flag.Flag) {
+		if _, ok := f.aliases[fl.Name]; ok {
+			return
+		}
 		env, ok := f.env[fl.Name]
 		if !ok {
 			errs = append(errs, fmt.Errorf("settings: flag --%s was registered without an environment variable", fl.Name))

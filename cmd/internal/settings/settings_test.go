@@ -31,7 +31,7 @@ func setup(env map[string]string) *bundle {
 		ttl:    fs.Duration("lease-ttl", "KECE_LEASE_TTL", time.Minute, "lease"),
 		conns:  fs.Int("db-conns", "KECE_DB_CONNS", 32, "connections"),
 		json:   fs.Bool("log-json", "KECE_LOG_JSON", false, "json logs"),
-		dsn:    fs.Secret("mysql-dsn", "KECE_MYSQL_DSN", "control database DSN"),
+		dsn:    fs.Secret("mysql-dsn", "KECE_MYSQL_DSN", "KECE_MYSQL_DSN_FILE", "control database DSN"),
 	}
 }
 
@@ -165,4 +165,19 @@ func TestApplyEnvGeneric(t *testing.T) {
 	var se *Error
 	require.ErrorAs(t, err, &se)
 	require.Equal(t, "KECE_C", se.Setting)
+}
+
+func TestAliasCountsAsTheFlag(t *testing.T) {
+	t.Parallel()
+	fs := NewFlagSet("list", envMap(map[string]string{"KECE_OUTPUT": "json"}))
+	out := fs.String("output", "KECE_OUTPUT", "table", "table, json or yaml")
+	fs.Alias("o", "output")
+	require.NoError(t, fs.Parse([]string{"-o", "yaml"}))
+	require.Equal(t, "yaml", *out, "-o given: the variable does not override it")
+
+	fs = NewFlagSet("list", envMap(map[string]string{"KECE_OUTPUT": "json"}))
+	out = fs.String("output", "KECE_OUTPUT", "table", "table, json or yaml")
+	fs.Alias("o", "output")
+	require.NoError(t, fs.Parse(nil))
+	require.Equal(t, "json", *out)
 }
