@@ -27,19 +27,22 @@ import (
 
 const client = "python/kece_client.py"
 
-// python3 returns the interpreter; CI (KECE_REQUIRE_MYSQL=1) installs it, so
-// there a missing one fails instead of skipping.
-func python3(t *testing.T) string {
+// tool returns the path of a command the examples need; CI
+// (KECE_REQUIRE_MYSQL=1) installs them, so there a missing one fails.
+func tool(t *testing.T, name string) string {
 	t.Helper()
-	p, err := exec.LookPath("python3")
+	p, err := exec.LookPath(name)
 	if err != nil {
 		if os.Getenv("KECE_REQUIRE_MYSQL") == "1" {
-			t.Fatal("python3 is required for the example client tests (apt-get install python3)")
+			t.Fatalf("%s is required for the example tests", name)
 		}
-		t.Skip("python3 not installed")
+		t.Skipf("%s not installed", name)
 	}
 	return p
 }
+
+// python3 returns the interpreter the Python example runs with.
+func python3(t *testing.T) string { return tool(t, "python3") }
 
 // testNode is a judge node speaking the machine protocol over HTTP: it
 // claims, downloads each case's input and expected output by digest, runs
@@ -206,4 +209,49 @@ func TestPythonVerifiesWebhooks(t *testing.T) {
 		require.Error(t, err, "a tampered body is refused")
 		require.Equal(t, "invalid", out)
 	}
+}
+
+// quickstartBlock returns the first sh block under "## Quick start" in
+// docs/business.md: the session users copy.
+func quickstartBlock(t *testing.T) string {
+	t.Helper()
+	doc, err := os.ReadFile("../docs/business.md")
+	require.NoError(t, err)
+	_, rest, ok := strings.Cut(string(doc), "\n## Quick start")
+	require.True(t, ok, "docs/business.md has a Quick start section")
+	_, rest, ok = strings.Cut(rest, "```sh\n")
+	require.True(t, ok, "the Quick start has an sh block")
+	block, _, ok := strings.Cut(rest, "\n```")
+	require.True(t, ok)
+	return block
+}
+
+// TestCurlQuickstartInDocs runs the curl session that opens
+// docs/business.md, as pasted into bash, against a real control plane with
+// a node judging through the machine API.
+func TestCurlQuickstartInDocs(t *testing.T) {
+	t.Parallel()
+	py := python3(t)
+	bash, _ := tool(t, "bash"), tool(t, "curl")
+	env := controltest.Start(t, controltest.Options{Store: store.Config{LeaseTTL: time.Minute}})
+	done := make(chan struct{})
+	defer close(done)
+	testNode(t, env, py, done)
+
+	ctx, cancel := context.WithTimeout(env.Ctx, 90*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bash, "-euo", "pipefail", "-c", quickstartBlock(t))
+	cmd.Dir = t.TempDir()
+	cmd.Env = append(os.Environ(), "KECE="+env.URL, "TOKEN="+env.Business)
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	text := string(out)
+	require.Contains(t, text, `"manifestId":"`)
+	require.Regexp(t, `\{"generation":1,"jobId":"\d+","status":"PENDING"\}`, text)
+	require.Regexp(t, `"status":"AC","statusVersion"`, text, "the verdict is printed")
+	require.Regexp(t, `"eventType":"SETTLED"`, text)
+	require.Regexp(t, `\{"acked":\["\d+"\],"notHeld":\[\]\}`, text, "the event is acknowledged")
+	var left int
+	require.NoError(t, env.DB.QueryRow(`SELECT COUNT(*) FROM judge_settlement_event WHERE state <> 'DELIVERED'`).Scan(&left))
+	require.Zero(t, left)
 }
