@@ -11,6 +11,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -59,6 +60,7 @@ const (
 	ErrorCodeManifestInvalid          ErrorCode = "MANIFEST_INVALID"
 	ErrorCodeManifestLanguageMismatch ErrorCode = "MANIFEST_LANGUAGE_MISMATCH"
 	ErrorCodeManifestNotFound         ErrorCode = "MANIFEST_NOT_FOUND"
+	ErrorCodeMemoryLimitTooLow        ErrorCode = "MEMORY_LIMIT_TOO_LOW"
 	ErrorCodeNotFound                 ErrorCode = "NOT_FOUND"
 	ErrorCodePayloadTooLarge          ErrorCode = "PAYLOAD_TOO_LARGE"
 	ErrorCodeRateLimited              ErrorCode = "RATE_LIMITED"
@@ -93,6 +95,8 @@ func (e ErrorCode) Valid() bool {
 	case ErrorCodeManifestLanguageMismatch:
 		return true
 	case ErrorCodeManifestNotFound:
+		return true
+	case ErrorCodeMemoryLimitTooLow:
 		return true
 	case ErrorCodeNotFound:
 		return true
@@ -434,6 +438,54 @@ type JudgersSummary struct {
 
 // Language Language key, e.g. cpp17, java17, python3, arkts, mysql; it decides the pool.
 type Language = string
+
+// LanguageInfo defines model for LanguageInfo.
+type LanguageInfo struct {
+	// Id Language key, e.g. cpp17, java17, python3, arkts, mysql; it decides the pool.
+	Id Language `json:"id"`
+
+	// MinMemoryBytes Manifests whose memory limit is below this are refused for this language at enqueue (422 `MEMORY_LIMIT_TOO_LOW`).
+	MinMemoryBytes int64 `json:"minMemoryBytes"`
+
+	// Mixed True when ready nodes report more than one variant.
+	Mixed bool `json:"mixed"`
+
+	// Pool A judge pool; one node process serves exactly one.
+	Pool Pool `json:"pool"`
+
+	// ReadyNodes Ready nodes (enabled, online) that report this language.
+	ReadyNodes int32 `json:"readyNodes"`
+
+	// Standard The standard or language version the id names.
+	Standard string            `json:"standard"`
+	Variants []LanguageVariant `json:"variants"`
+}
+
+// LanguageList defines model for LanguageList.
+type LanguageList struct {
+	// AsOf Server time of the snapshot.
+	AsOf      time.Time      `json:"asOf"`
+	Languages []LanguageInfo `json:"languages"`
+}
+
+// LanguageVariant defines model for LanguageVariant.
+type LanguageVariant struct {
+	// CompileCommand Compile command line; empty for none.
+	CompileCommand string `json:"compileCommand"`
+
+	// EntryPoint How the source file name and entry point are chosen.
+	EntryPoint string `json:"entryPoint"`
+
+	// ExtraMemoryBytes Memory granted on top of the manifest's limit.
+	ExtraMemoryBytes int64 `json:"extraMemoryBytes"`
+
+	// Nodes Ready nodes reporting exactly this variant.
+	Nodes      int32  `json:"nodes"`
+	RunCommand string `json:"runCommand"`
+
+	// Version Compiler or runtime version as probed in the sandbox image.
+	Version string `json:"version"`
+}
 
 // Limits defines model for Limits.
 type Limits struct {
@@ -789,6 +841,12 @@ type EnqueueSubmissionParams struct {
 	IdempotencyKey *string `json:"Idempotency-Key,omitempty"`
 }
 
+// GetSubmissionParams defines parameters for GetSubmission.
+type GetSubmissionParams struct {
+	// WaitMs Wait up to this long for the current generation to settle (0, the default, answers at once).
+	WaitMs *int32 `form:"waitMs,omitempty" json:"waitMs,omitempty"`
+}
+
 // PublishManifestJSONRequestBody defines body for PublishManifest for application/json ContentType.
 type PublishManifestJSONRequestBody = Manifest
 
@@ -898,6 +956,22 @@ type ClientInterface interface {
 	//
 	// Corresponds with PUT /api/v1/artifacts/{sha256} (the `UploadArtifact` operationId).
 	UploadArtifactWithBody(ctx context.Context, sha256 Sha256, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ListLanguages The language ids a submission may name, as the ready nodes run them.
+	//
+	// Every accepted language id, with its pool, the standard it names, the
+	// smallest memory limit it can be enqueued with, and what the ready
+	// nodes of its pool report for it: compiler/runtime version, compile
+	// and run command lines, source file / entry-point rule and extra memory
+	// granted. Nodes of one pool that report different versions or commands
+	// are listed as separate `variants` and the language is marked `mixed`.
+	// A language whose pool has no ready node is still listed, with no
+	// variants: it is accepted and waits for a node.
+	//
+	// Errors: 401 `UNAUTHENTICATED`; 429 `RATE_LIMITED`; 5xx.
+	//
+	// Corresponds with GET /api/v1/languages (the `ListLanguages` operationId).
+	ListLanguages(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// PublishManifestWithBody Publish an immutable manifest (content-addressed).
 	//
@@ -1014,7 +1088,9 @@ type ClientInterface interface {
 	// 409 `SUBMISSION_CONFLICT`, `IDEMPOTENCY_KEY_REUSED`;
 	// 413 `PAYLOAD_TOO_LARGE`; 422 `LANGUAGE_UNSUPPORTED`,
 	// `MANIFEST_NOT_FOUND`, `MANIFEST_LANGUAGE_MISMATCH` (e.g. cpp17 with a
-	// SQL manifest); 429 `RATE_LIMITED`; 5xx.
+	// SQL manifest), `MEMORY_LIMIT_TOO_LOW` (the manifest's memory limit is
+	// below the language's `minMemoryBytes`, see `GET /api/v1/languages`;
+	// the message names the minimum); 429 `RATE_LIMITED`; 5xx.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -1036,7 +1112,9 @@ type ClientInterface interface {
 	// 409 `SUBMISSION_CONFLICT`, `IDEMPOTENCY_KEY_REUSED`;
 	// 413 `PAYLOAD_TOO_LARGE`; 422 `LANGUAGE_UNSUPPORTED`,
 	// `MANIFEST_NOT_FOUND`, `MANIFEST_LANGUAGE_MISMATCH` (e.g. cpp17 with a
-	// SQL manifest); 429 `RATE_LIMITED`; 5xx.
+	// SQL manifest), `MEMORY_LIMIT_TOO_LOW` (the manifest's memory limit is
+	// below the language's `minMemoryBytes`, see `GET /api/v1/languages`;
+	// the message names the minimum); 429 `RATE_LIMITED`; 5xx.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -1045,11 +1123,20 @@ type ClientInterface interface {
 
 	// GetSubmission Status of the submission's current generation.
 	//
+	// With `waitMs`, a waiting read: the answer comes as soon as the
+	// current generation settles (a verdict, SYSTEM_ERROR or CANCELLED), or
+	// when the wait ends, whichever is first; a submission that has already
+	// settled answers at once. The wait holds no database connection, and a
+	// settlement committed on another control replica wakes it within the
+	// cross-replica wake-up interval. The answer is always the status at
+	// the moment it is sent: check `status` (and `generation`), not how long
+	// the call took.
+	//
 	// Errors: 400 `REQUEST_INVALID`; 401 `UNAUTHENTICATED`;
 	// 404 `SUBMISSION_NOT_FOUND`; 429 `RATE_LIMITED`; 5xx.
 	//
 	// Corresponds with GET /api/v1/submissions/{submissionType}/{submissionId} (the `GetSubmission` operationId).
-	GetSubmission(ctx context.Context, submissionType SubmissionTypePath, submissionId SubmissionIdPath, reqEditors ...RequestEditorFn) (*http.Response, error)
+	GetSubmission(ctx context.Context, submissionType SubmissionTypePath, submissionId SubmissionIdPath, params *GetSubmissionParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// CancelSubmissionWithBody Cancel the submission's current job if it has not finished.
 	//
@@ -1137,6 +1224,32 @@ type ClientInterface interface {
 // Corresponds with PUT /api/v1/artifacts/{sha256} (the `UploadArtifact` operationId).
 func (c *Client) UploadArtifactWithBody(ctx context.Context, sha256 Sha256, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewUploadArtifactRequestWithBody(c.Server, sha256, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ListLanguages The language ids a submission may name, as the ready nodes run them.
+//
+// Every accepted language id, with its pool, the standard it names, the
+// smallest memory limit it can be enqueued with, and what the ready
+// nodes of its pool report for it: compiler/runtime version, compile
+// and run command lines, source file / entry-point rule and extra memory
+// granted. Nodes of one pool that report different versions or commands
+// are listed as separate `variants` and the language is marked `mixed`.
+// A language whose pool has no ready node is still listed, with no
+// variants: it is accepted and waits for a node.
+//
+// Errors: 401 `UNAUTHENTICATED`; 429 `RATE_LIMITED`; 5xx.
+//
+// Corresponds with GET /api/v1/languages (the `ListLanguages` operationId).
+func (c *Client) ListLanguages(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListLanguagesRequest(c.Server)
 	if err != nil {
 		return nil, err
 	}
@@ -1332,7 +1445,9 @@ func (c *Client) ClaimSettlementEvents(ctx context.Context, body ClaimSettlement
 // 409 `SUBMISSION_CONFLICT`, `IDEMPOTENCY_KEY_REUSED`;
 // 413 `PAYLOAD_TOO_LARGE`; 422 `LANGUAGE_UNSUPPORTED`,
 // `MANIFEST_NOT_FOUND`, `MANIFEST_LANGUAGE_MISMATCH` (e.g. cpp17 with a
-// SQL manifest); 429 `RATE_LIMITED`; 5xx.
+// SQL manifest), `MEMORY_LIMIT_TOO_LOW` (the manifest's memory limit is
+// below the language's `minMemoryBytes`, see `GET /api/v1/languages`;
+// the message names the minimum); 429 `RATE_LIMITED`; 5xx.
 //
 // Takes any type of body and a specified content type.
 //
@@ -1364,7 +1479,9 @@ func (c *Client) EnqueueSubmissionWithBody(ctx context.Context, params *EnqueueS
 // 409 `SUBMISSION_CONFLICT`, `IDEMPOTENCY_KEY_REUSED`;
 // 413 `PAYLOAD_TOO_LARGE`; 422 `LANGUAGE_UNSUPPORTED`,
 // `MANIFEST_NOT_FOUND`, `MANIFEST_LANGUAGE_MISMATCH` (e.g. cpp17 with a
-// SQL manifest); 429 `RATE_LIMITED`; 5xx.
+// SQL manifest), `MEMORY_LIMIT_TOO_LOW` (the manifest's memory limit is
+// below the language's `minMemoryBytes`, see `GET /api/v1/languages`;
+// the message names the minimum); 429 `RATE_LIMITED`; 5xx.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -1383,12 +1500,21 @@ func (c *Client) EnqueueSubmission(ctx context.Context, params *EnqueueSubmissio
 
 // GetSubmission Status of the submission's current generation.
 //
+// With `waitMs`, a waiting read: the answer comes as soon as the
+// current generation settles (a verdict, SYSTEM_ERROR or CANCELLED), or
+// when the wait ends, whichever is first; a submission that has already
+// settled answers at once. The wait holds no database connection, and a
+// settlement committed on another control replica wakes it within the
+// cross-replica wake-up interval. The answer is always the status at
+// the moment it is sent: check `status` (and `generation`), not how long
+// the call took.
+//
 // Errors: 400 `REQUEST_INVALID`; 401 `UNAUTHENTICATED`;
 // 404 `SUBMISSION_NOT_FOUND`; 429 `RATE_LIMITED`; 5xx.
 //
 // Corresponds with GET /api/v1/submissions/{submissionType}/{submissionId} (the `GetSubmission` operationId).
-func (c *Client) GetSubmission(ctx context.Context, submissionType SubmissionTypePath, submissionId SubmissionIdPath, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewGetSubmissionRequest(c.Server, submissionType, submissionId)
+func (c *Client) GetSubmission(ctx context.Context, submissionType SubmissionTypePath, submissionId SubmissionIdPath, params *GetSubmissionParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetSubmissionRequest(c.Server, submissionType, submissionId, params)
 	if err != nil {
 		return nil, err
 	}
@@ -1548,6 +1674,33 @@ func NewUploadArtifactRequestWithBody(server string, sha256 Sha256, contentType 
 	}
 
 	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewListLanguagesRequest constructs an http.Request for the ListLanguages method
+func NewListLanguagesRequest(server string) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/languages")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
 
 	return req, nil
 }
@@ -1762,7 +1915,7 @@ func NewEnqueueSubmissionRequestWithBody(server string, params *EnqueueSubmissio
 }
 
 // NewGetSubmissionRequest constructs an http.Request for the GetSubmission method
-func NewGetSubmissionRequest(server string, submissionType SubmissionTypePath, submissionId SubmissionIdPath) (*http.Request, error) {
+func NewGetSubmissionRequest(server string, submissionType SubmissionTypePath, submissionId SubmissionIdPath, params *GetSubmissionParams) (*http.Request, error) {
 	var err error
 
 	var pathParam0 string
@@ -1792,6 +1945,33 @@ func NewGetSubmissionRequest(server string, submissionType SubmissionTypePath, s
 	queryURL, err := serverURL.Parse(operationPath)
 	if err != nil {
 		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.WaitMs != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "waitMs", *params.WaitMs, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: "int32"}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
 	}
 
 	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
@@ -1999,6 +2179,24 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with PUT /api/v1/artifacts/{sha256} (the `UploadArtifact` operationId).
 	UploadArtifactWithBodyWithResponse(ctx context.Context, sha256 Sha256, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*UploadArtifactResponse, error)
 
+	// ListLanguagesWithResponse The language ids a submission may name, as the ready nodes run them.
+	//
+	// Every accepted language id, with its pool, the standard it names, the
+	// smallest memory limit it can be enqueued with, and what the ready
+	// nodes of its pool report for it: compiler/runtime version, compile
+	// and run command lines, source file / entry-point rule and extra memory
+	// granted. Nodes of one pool that report different versions or commands
+	// are listed as separate `variants` and the language is marked `mixed`.
+	// A language whose pool has no ready node is still listed, with no
+	// variants: it is accepted and waits for a node.
+	//
+	// Errors: 401 `UNAUTHENTICATED`; 429 `RATE_LIMITED`; 5xx.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /api/v1/languages (the `ListLanguages` operationId).
+	ListLanguagesWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ListLanguagesResponse, error)
+
 	// PublishManifestWithBodyWithResponse Publish an immutable manifest (content-addressed).
 	//
 	// The manifest is normalized and hashed; publishing the same content
@@ -2116,7 +2314,9 @@ type ClientWithResponsesInterface interface {
 	// 409 `SUBMISSION_CONFLICT`, `IDEMPOTENCY_KEY_REUSED`;
 	// 413 `PAYLOAD_TOO_LARGE`; 422 `LANGUAGE_UNSUPPORTED`,
 	// `MANIFEST_NOT_FOUND`, `MANIFEST_LANGUAGE_MISMATCH` (e.g. cpp17 with a
-	// SQL manifest); 429 `RATE_LIMITED`; 5xx.
+	// SQL manifest), `MEMORY_LIMIT_TOO_LOW` (the manifest's memory limit is
+	// below the language's `minMemoryBytes`, see `GET /api/v1/languages`;
+	// the message names the minimum); 429 `RATE_LIMITED`; 5xx.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -2138,7 +2338,9 @@ type ClientWithResponsesInterface interface {
 	// 409 `SUBMISSION_CONFLICT`, `IDEMPOTENCY_KEY_REUSED`;
 	// 413 `PAYLOAD_TOO_LARGE`; 422 `LANGUAGE_UNSUPPORTED`,
 	// `MANIFEST_NOT_FOUND`, `MANIFEST_LANGUAGE_MISMATCH` (e.g. cpp17 with a
-	// SQL manifest); 429 `RATE_LIMITED`; 5xx.
+	// SQL manifest), `MEMORY_LIMIT_TOO_LOW` (the manifest's memory limit is
+	// below the language's `minMemoryBytes`, see `GET /api/v1/languages`;
+	// the message names the minimum); 429 `RATE_LIMITED`; 5xx.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -2147,13 +2349,22 @@ type ClientWithResponsesInterface interface {
 
 	// GetSubmissionWithResponse Status of the submission's current generation.
 	//
+	// With `waitMs`, a waiting read: the answer comes as soon as the
+	// current generation settles (a verdict, SYSTEM_ERROR or CANCELLED), or
+	// when the wait ends, whichever is first; a submission that has already
+	// settled answers at once. The wait holds no database connection, and a
+	// settlement committed on another control replica wakes it within the
+	// cross-replica wake-up interval. The answer is always the status at
+	// the moment it is sent: check `status` (and `generation`), not how long
+	// the call took.
+	//
 	// Errors: 400 `REQUEST_INVALID`; 401 `UNAUTHENTICATED`;
 	// 404 `SUBMISSION_NOT_FOUND`; 429 `RATE_LIMITED`; 5xx.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with GET /api/v1/submissions/{submissionType}/{submissionId} (the `GetSubmission` operationId).
-	GetSubmissionWithResponse(ctx context.Context, submissionType SubmissionTypePath, submissionId SubmissionIdPath, reqEditors ...RequestEditorFn) (*GetSubmissionResponse, error)
+	GetSubmissionWithResponse(ctx context.Context, submissionType SubmissionTypePath, submissionId SubmissionIdPath, params *GetSubmissionParams, reqEditors ...RequestEditorFn) (*GetSubmissionResponse, error)
 
 	// CancelSubmissionWithBodyWithResponse Cancel the submission's current job if it has not finished.
 	//
@@ -2316,6 +2527,75 @@ func (r UploadArtifactResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r UploadArtifactResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// ListLanguagesResponse429Headers the declared response headers of an HTTP 429 response for ListLanguages
+type ListLanguagesResponse429Headers struct {
+	RetryAfter int32
+}
+
+type ListLanguagesResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *LanguageList
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *TooManyRequests
+	// JSONDefault the response for an HTTP default `application/json` response
+	JSONDefault *Unexpected
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *ListLanguagesResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListLanguagesResponse) GetJSON200() *LanguageList {
+	return r.JSON200
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r ListLanguagesResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r ListLanguagesResponse) GetJSON429() *TooManyRequests {
+	return r.JSON429
+}
+
+// GetJSONDefault returns the response for an HTTP default `application/json` response
+func (r ListLanguagesResponse) GetJSONDefault() *Unexpected {
+	return r.JSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r ListLanguagesResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListLanguagesResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListLanguagesResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListLanguagesResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -3093,6 +3373,30 @@ func (c *ClientWithResponses) UploadArtifactWithBodyWithResponse(ctx context.Con
 	return ParseUploadArtifactResponse(rsp)
 }
 
+// ListLanguagesWithResponse The language ids a submission may name, as the ready nodes run them.
+//
+// Every accepted language id, with its pool, the standard it names, the
+// smallest memory limit it can be enqueued with, and what the ready
+// nodes of its pool report for it: compiler/runtime version, compile
+// and run command lines, source file / entry-point rule and extra memory
+// granted. Nodes of one pool that report different versions or commands
+// are listed as separate `variants` and the language is marked `mixed`.
+// A language whose pool has no ready node is still listed, with no
+// variants: it is accepted and waits for a node.
+//
+// Errors: 401 `UNAUTHENTICATED`; 429 `RATE_LIMITED`; 5xx.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /api/v1/languages (the `ListLanguages` operationId).
+func (c *ClientWithResponses) ListLanguagesWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ListLanguagesResponse, error) {
+	rsp, err := c.ListLanguages(ctx, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListLanguagesResponse(rsp)
+}
+
 // PublishManifestWithBodyWithResponse Publish an immutable manifest (content-addressed).
 //
 // The manifest is normalized and hashed; publishing the same content
@@ -3252,7 +3556,9 @@ func (c *ClientWithResponses) ClaimSettlementEventsWithResponse(ctx context.Cont
 // 409 `SUBMISSION_CONFLICT`, `IDEMPOTENCY_KEY_REUSED`;
 // 413 `PAYLOAD_TOO_LARGE`; 422 `LANGUAGE_UNSUPPORTED`,
 // `MANIFEST_NOT_FOUND`, `MANIFEST_LANGUAGE_MISMATCH` (e.g. cpp17 with a
-// SQL manifest); 429 `RATE_LIMITED`; 5xx.
+// SQL manifest), `MEMORY_LIMIT_TOO_LOW` (the manifest's memory limit is
+// below the language's `minMemoryBytes`, see `GET /api/v1/languages`;
+// the message names the minimum); 429 `RATE_LIMITED`; 5xx.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -3280,7 +3586,9 @@ func (c *ClientWithResponses) EnqueueSubmissionWithBodyWithResponse(ctx context.
 // 409 `SUBMISSION_CONFLICT`, `IDEMPOTENCY_KEY_REUSED`;
 // 413 `PAYLOAD_TOO_LARGE`; 422 `LANGUAGE_UNSUPPORTED`,
 // `MANIFEST_NOT_FOUND`, `MANIFEST_LANGUAGE_MISMATCH` (e.g. cpp17 with a
-// SQL manifest); 429 `RATE_LIMITED`; 5xx.
+// SQL manifest), `MEMORY_LIMIT_TOO_LOW` (the manifest's memory limit is
+// below the language's `minMemoryBytes`, see `GET /api/v1/languages`;
+// the message names the minimum); 429 `RATE_LIMITED`; 5xx.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -3295,14 +3603,23 @@ func (c *ClientWithResponses) EnqueueSubmissionWithResponse(ctx context.Context,
 
 // GetSubmissionWithResponse Status of the submission's current generation.
 //
+// With `waitMs`, a waiting read: the answer comes as soon as the
+// current generation settles (a verdict, SYSTEM_ERROR or CANCELLED), or
+// when the wait ends, whichever is first; a submission that has already
+// settled answers at once. The wait holds no database connection, and a
+// settlement committed on another control replica wakes it within the
+// cross-replica wake-up interval. The answer is always the status at
+// the moment it is sent: check `status` (and `generation`), not how long
+// the call took.
+//
 // Errors: 400 `REQUEST_INVALID`; 401 `UNAUTHENTICATED`;
 // 404 `SUBMISSION_NOT_FOUND`; 429 `RATE_LIMITED`; 5xx.
 //
 // Returns a wrapper object for the known response body format(s).
 //
 // Corresponds with GET /api/v1/submissions/{submissionType}/{submissionId} (the `GetSubmission` operationId).
-func (c *ClientWithResponses) GetSubmissionWithResponse(ctx context.Context, submissionType SubmissionTypePath, submissionId SubmissionIdPath, reqEditors ...RequestEditorFn) (*GetSubmissionResponse, error) {
-	rsp, err := c.GetSubmission(ctx, submissionType, submissionId, reqEditors...)
+func (c *ClientWithResponses) GetSubmissionWithResponse(ctx context.Context, submissionType SubmissionTypePath, submissionId SubmissionIdPath, params *GetSubmissionParams, reqEditors ...RequestEditorFn) (*GetSubmissionResponse, error) {
+	rsp, err := c.GetSubmission(ctx, submissionType, submissionId, params, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -3483,6 +3800,66 @@ func ParseUploadArtifactResponse(rsp *http.Response) (*UploadArtifactResponse, e
 	switch {
 	case rsp.StatusCode == 429:
 		var headers UploadArtifactResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int32
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: "int32"}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseListLanguagesResponse parses an HTTP response from a ListLanguagesWithResponse call
+func ParseListLanguagesResponse(rsp *http.Response) (*ListLanguagesResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListLanguagesResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest LanguageList
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Unexpected
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers ListLanguagesResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
 			var value int32
 			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: "int32"}); err != nil {
@@ -4167,6 +4544,9 @@ type ServerInterface interface {
 	// UploadArtifact Store one test-data file under its SHA-256 digest.
 	// (PUT /api/v1/artifacts/{sha256})
 	UploadArtifact(w http.ResponseWriter, r *http.Request, sha256 Sha256)
+	// ListLanguages The language ids a submission may name, as the ready nodes run them.
+	// (GET /api/v1/languages)
+	ListLanguages(w http.ResponseWriter, r *http.Request)
 	// PublishManifest Publish an immutable manifest (content-addressed).
 	// (POST /api/v1/manifests)
 	PublishManifest(w http.ResponseWriter, r *http.Request)
@@ -4184,7 +4564,7 @@ type ServerInterface interface {
 	EnqueueSubmission(w http.ResponseWriter, r *http.Request, params EnqueueSubmissionParams)
 	// GetSubmission Status of the submission's current generation.
 	// (GET /api/v1/submissions/{submissionType}/{submissionId})
-	GetSubmission(w http.ResponseWriter, r *http.Request, submissionType SubmissionTypePath, submissionId SubmissionIdPath)
+	GetSubmission(w http.ResponseWriter, r *http.Request, submissionType SubmissionTypePath, submissionId SubmissionIdPath, params GetSubmissionParams)
 	// CancelSubmission Cancel the submission's current job if it has not finished.
 	// (POST /api/v1/submissions/{submissionType}/{submissionId}/cancel)
 	CancelSubmission(w http.ResponseWriter, r *http.Request, submissionType SubmissionTypePath, submissionId SubmissionIdPath)
@@ -4222,6 +4602,20 @@ func (siw *ServerInterfaceWrapper) UploadArtifact(w http.ResponseWriter, r *http
 
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		siw.Handler.UploadArtifact(w, r, sha256)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// ListLanguages operation middleware
+func (siw *ServerInterfaceWrapper) ListLanguages(w http.ResponseWriter, r *http.Request) {
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.ListLanguages(w, r)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -4364,8 +4758,24 @@ func (siw *ServerInterfaceWrapper) GetSubmission(w http.ResponseWriter, r *http.
 		return
 	}
 
+	// Parameter object where we will unmarshal all parameters from the context
+	var params GetSubmissionParams
+
+	// ------------- Optional query parameter "waitMs" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "waitMs", r.URL.Query(), &params.WaitMs, runtime.BindQueryParameterOptions{Type: "integer", Format: "int32"})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "waitMs"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "waitMs", Err: err})
+		}
+		return
+	}
+
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		siw.Handler.GetSubmission(w, r, submissionType, submissionId)
+		siw.Handler.GetSubmission(w, r, submissionType, submissionId, params)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -4588,6 +4998,7 @@ func HandlerWithOptions(si ServerInterface, options StdHTTPServerOptions) http.H
 	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/api/v1/submissions/{submissionType}/{submissionId}/cancel", wrapper.CancelSubmission)
 	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/api/v1/settlement-events/claim", wrapper.ClaimSettlementEvents)
 	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/api/v1/settlement-events/ack", wrapper.AckSettlementEvents)
+	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/api/v1/languages", wrapper.ListLanguages)
 	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/api/v1/system/judgers/summary", wrapper.GetJudgersSummary)
 
 	return m
@@ -4732,6 +5143,73 @@ type UploadArtifactdefaultJSONResponse struct {
 }
 
 func (response UploadArtifactdefaultJSONResponse) VisitUploadArtifactResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListLanguagesRequestObject struct {
+}
+
+type ListLanguagesResponseObject interface {
+	VisitListLanguagesResponse(w http.ResponseWriter) error
+}
+
+type ListLanguages200JSONResponse LanguageList
+
+func (response ListLanguages200JSONResponse) VisitListLanguagesResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListLanguages401JSONResponse struct{ UnauthorizedJSONResponse }
+
+func (response ListLanguages401JSONResponse) VisitListLanguagesResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListLanguages429JSONResponse struct{ TooManyRequestsJSONResponse }
+
+func (response ListLanguages429JSONResponse) VisitListLanguagesResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListLanguagesdefaultJSONResponse struct {
+	Body       Error
+	StatusCode int
+}
+
+func (response ListLanguagesdefaultJSONResponse) VisitListLanguagesResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
 	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
@@ -5259,6 +5737,7 @@ func (response EnqueueSubmissiondefaultJSONResponse) VisitEnqueueSubmissionRespo
 type GetSubmissionRequestObject struct {
 	SubmissionType SubmissionTypePath `json:"submissionType"`
 	SubmissionId   SubmissionIdPath   `json:"submissionId"`
+	Params         GetSubmissionParams
 }
 
 type GetSubmissionResponseObject interface {
@@ -5621,6 +6100,9 @@ type StrictServerInterface interface {
 	// UploadArtifact Store one test-data file under its SHA-256 digest.
 	// (PUT /api/v1/artifacts/{sha256})
 	UploadArtifact(ctx context.Context, request UploadArtifactRequestObject) (UploadArtifactResponseObject, error)
+	// ListLanguages The language ids a submission may name, as the ready nodes run them.
+	// (GET /api/v1/languages)
+	ListLanguages(ctx context.Context, request ListLanguagesRequestObject) (ListLanguagesResponseObject, error)
 	// PublishManifest Publish an immutable manifest (content-addressed).
 	// (POST /api/v1/manifests)
 	PublishManifest(ctx context.Context, request PublishManifestRequestObject) (PublishManifestResponseObject, error)
@@ -5710,6 +6192,30 @@ func (sh *strictHandler) UploadArtifact(w http.ResponseWriter, r *http.Request, 
 		sh.options.ResponseErrorHandlerFunc(w, r, err)
 	} else if validResponse, ok := response.(UploadArtifactResponseObject); ok {
 		if err := validResponse.VisitUploadArtifactResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// ListLanguages operation middleware
+func (sh *strictHandler) ListLanguages(w http.ResponseWriter, r *http.Request) {
+	var request ListLanguagesRequestObject
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.ListLanguages(ctx, request.(ListLanguagesRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "ListLanguages")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(ListLanguagesResponseObject); ok {
+		if err := validResponse.VisitListLanguagesResponse(w); err != nil {
 			sh.options.ResponseErrorHandlerFunc(w, r, err)
 		}
 	} else if response != nil {
@@ -5870,11 +6376,12 @@ func (sh *strictHandler) EnqueueSubmission(w http.ResponseWriter, r *http.Reques
 }
 
 // GetSubmission operation middleware
-func (sh *strictHandler) GetSubmission(w http.ResponseWriter, r *http.Request, submissionType SubmissionTypePath, submissionId SubmissionIdPath) {
+func (sh *strictHandler) GetSubmission(w http.ResponseWriter, r *http.Request, submissionType SubmissionTypePath, submissionId SubmissionIdPath, params GetSubmissionParams) {
 	var request GetSubmissionRequestObject
 
 	request.SubmissionType = submissionType
 	request.SubmissionId = submissionId
+	request.Params = params
 
 	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
 		return sh.ssi.GetSubmission(ctx, request.(GetSubmissionRequestObject))
@@ -5993,135 +6500,151 @@ func (sh *strictHandler) GetJudgersSummary(w http.ResponseWriter, r *http.Reques
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7H39ctu4suerdPHeqpHvpWzZ8eRM7No/FEdJdOKvY8mTnTvKmhAJWYxJgCFA25qUq/Zp9sH2Sba6AX6K",
-	"tiRnkjlb98wfGYsigEaj8UN/ofXV8WWcSMGFVs7BV2fOWcBT+vOC63TRn2me4qeAKz8NEx1K4Rw4I+5L",
-	"ESjQEu5YqGHKZzLlkGKTUFxvO66T8i9ZmPLAOdBpxl1H+XMeM+xqJtOYaefACYV+see4ThyKMM5i56Dn",
-	"OnqRcPMVv+ap8/Dw4DoJS1nMtaVrlE3jUKlQimFwzvQcn4VIVIIfXEewGHtQldeeJOffUz5zDpx/2yk5",
-	"sWO+VTvVsRwkpXwwXiR8reHxxT+BAOqG2JFylUihOHHjNQsu+JeMK42ffCk0F/QnS5Io9Bku2M5nhav2",
-	"dc0xB2kqLefrqz6e4xLTYBBIrkBIDTHT/hz0nAMOnjJfQ8e7GPzjcjAaXw1Pf+0fD994W9vOg+scSTGL",
-	"Qv8HUJqPpOAu1HO4mzMNLEo5CxbA70Ol1SEEkugnmQWmIFRE5KnUb2Umgh/DThYEKVeKB5ByJbPU5yVn",
-	"iVCi6ZwtIsmCsZTHLL3mP4a0qSRm+ZwHCkKtYIpsgY533v/t+Kz/5mp8dnZ13L94N7DLO5byhImFFUf1",
-	"/am8YJpDFMah5kjXRX88uDoengzHgzfe1mG+sohgQGDWJTQDZcALQaoJd90C79oIsm/vVJCRqLoULNNz",
-	"mYZ/8B8gNieIB+IaZAqZuBHyTsA0U6HgCvH4hgvoeJen/cvx+8HpeHjUJ27QAl0Kfp9wX/8IKkc8veVp",
-	"V4UBhxnLIg2dn+/vwRuejgcXp/1jzwWk8tf+8Lj/+nhQrJclNEmlz5Vi04gPhA714vtT/JFHURfPJh7A",
-	"NENgmGW4MacLYJBmEX8EMh5yLCcx6qc6nDFfj7RMDZ9ZEIQ4BIvOU5nwVIeI3DMWKe46SeXRV0fN2d7P",
-	"L1eeCeYtHDf8gzdP1Jf7q07U6ln0ez6m7exT8b6cfua+Jthmig9pKgnTmqfIrP/1e7/7X6z7R6/76lP5",
-	"59V299PXnvvyxcO/O0VHSqehuM47uuAqi/SGfPELCp7ii6XzwXX4faiPZMBbtY0mP1wn5rFMFx+mG7MS",
-	"myrFDCI3TqA59294CkE4m7mgwmvBIkDdAPft6B/HwFEOXWAaYqk07MOH8DVCUszuj7m4RsViv/fqZQsb",
-	"lS9T/gxaDRHLpI55GoeCaQSVnNAsnvLUhR6EMxBScKRsI73NdZRmOlOrFu1XngYhbhd6+cF1dBjzE9XC",
-	"0PNLwO+alKwx8TsWRabLb9koVgiLieULUZBcDFSRqIosFgtQSk3rbjOCs3KH1LnTF+qOp4AMZmmopNgG",
-	"T8uIp0xoD8JrIVOuQKcsjGiZE+ZzBUwEMAtpwfldhEfI4UR4s0gy7dm+UBchYbCqlMemaiwjb8dLeYR/",
-	"HIKnEu6HLPIgzYQCNhH2QfdzFlxzSFJ5nbIYQkFqomIimMp76CBnwJcBhx78D2C+zxPNg63tiXCaAGAG",
-	"ra1gILNpxNuX0FDs0AJGz2top7ASi81r+aI95D2tQCrzulXp62JG7Z8QjLHtnwsk/XeH3zNfoxDa1cbt",
-	"gQvolHP41AQR17nvYvvuLUsRkxR2NLAdjcuO3tqORnlHD65jzs/NpHNwy9OFQTxSK7eXFti3aL3y5Kat",
-	"RGe3ZmGkHifEWFl1Os4S8x4onWa+zlIekNXC7zV0ZjIFfs/iJOIkp3I24yLA3TILeRRsbTsti/Io/r/P",
-	"Yia6aHGgDgM4xCEIfkubVGgWCoWKaMq1Wgf1m1hkAOUpHCm5tUTbCfPnoeAldWZlsNNtODo7fXs8PBpD",
-	"qIgN11zwNPRhv/cK7uZcgJAQo7FP0jULfbOFSSHjNJdcMhtGoOM6DbUUhe3sw+D0avA/z4cX9Pn0bHz1",
-	"9uzyFP8+6Z8O32IH1Yejy9cnw9FoeHZae/xm+A7fPBmOTvrjo/fV1uXw/Yvx8G3/iF4bDU/fVR+Nhv81",
-	"qDY/7p++u+y/G1xdno4uz8/PLgy9Ra/F95U2FdpyLjquM3wzODk/Gw9Oj367+jD47epicDkaNKYyHlyc",
-	"DE/7x47rVFouGVqO61SNHOzcqtOGubk2veaOt5baUNyyKMSTzRgyXGhUrXlAYHDDxeA+IcGrGMeuc8JE",
-	"OONKVx6VzorKwzfhNVf6JFTkKKg0LIfNdWZr2VSejMI/eKXpMRPXGbvml0JlSSJTQ2PeYf5tpUFJUeF7",
-	"cJ1hwONEai78xQe+uOCo5dfetQoRntSVZk0j3CX789iYn9itQN2YWl0KdsvCCPeWwcxbLnTfv6l4ajbR",
-	"fqVQWWxUgtUa+AGp4Lt7f2vXwTmSMgyo41DzeKWCZjTqmN0Pzdu7vR4dnfnHYgyWpmzRglSW+MrQrXBV",
-	"sMg4tzbkEfNvjLX1/DnVp+E6Qur3PPpTO23wxhBdjvQoX44iFsbfLjwNC10T9hubZJZ78FQW45GXcrKv",
-	"6aD+VpGLOFOtKv17eQeRFNc0NkmHAqXZAqhFAFqCnocK8jm0q/7s3mhxL1728L+KXrfb67Ubbey+3Q+d",
-	"d7Vb72a1aVAKOfZdTnnVij5L1g2n1pbLEdc64jEXmkbeVEjtaG0zeZtyNRdcqQ0nIPgdV/o9Z6mecqb7",
-	"163ScRJGUWh9daBC4Ru1zDSGed4aZZeJBQgZ8ENgU8WFNqbK6dnV+0H/Yvx60B+PnmE2op23UikteDCi",
-	"t5e8K/T0SeaN8mHq0z8e/jqAztJscWbWkJKzGdpsoOfYlYyCLRdG4/7xADoyCni65S6zINfNsHc88/B1",
-	"Ursq762pPRyHt3gIjjQja+pUFguq6NAzDpuGmQqvh++Gp2MIA2AKGATcD2OjkNu4kVXBnQNnf6+BPruI",
-	"Owg+iDa/tIPN39HkTNUoi2OWLjY9RdTZrC3YlaLa3gmYZlOm+Bb5IXLMVIIlai51TcACpnkX32ojcVbd",
-	"NmvJFrZKpIzW3/TnUkY5D+ob/uXySUdxkfO8//rk6bHZT0wTMGuQgoOJpeCme4ZrSEvNomLAzeKBjSMU",
-	"V6zK0tpsaiPlLGzbjLnq2LIN7Tdwwxcu8O3rbfCTZPdvLnxmtwz/nyz0XIoXLrD0RisX4oX6Eh1CqEm4",
-	"A27MKBy7eZqy7h+ffjeH6H9uX9Eh+mK3XaxJzdwUZ40X6mTagq30DSQ8hTQTh+XS7gKawUdnbwYQW7Va",
-	"PX3s/rL7am/VestMJ5n+MG1VQkTA0gDMK+CzhKjymeLfRNbey73d/f2VgrjC2fjn0PKyoZescFI2whIs",
-	"ipZoMadczJlAEI2zSIdJZCCJZgT+XCouYLowutU99zMtVylQS/rTyu1XeD4LUassdttGy221DR1IwzjO",
-	"tHWkKA2IxHTuQ5LKacTj7cZ6wJzd8jpgIecmgokAhARPfYm8bfLDN9rQNy741n3vfZ3QJCbOAUyMr23i",
-	"PHjARDARQlKv6hCZHKYmFKmApZzCRBQ96pAGgNrXOIy5zPQJQgS7v5B3yvQSs/vXC80VXMtbnoot8srG",
-	"bAFTDr02ZyiNufZJkHP8iCm+pPu1mD1+6X9ew4WJLW5CEaxLxQd8F22CAs+eamVRD3WxL6tdsV9QjlAa",
-	"lsSUKCwGLefoWl4+JanEt+8brgpFkunRhrE/0+g5AcB8i246om1lh6xv0B6EiEQRvw51GDPNowXwONEL",
-	"yEPOFuGfE77h4fVct0+zYrGtBtnHAjpV/lcZ22BUjQMFWU/Jzge7M3KtG0EKVeZ/HK+pY9vA0eiL8b3n",
-	"/Z5n0yhU843jywH54qhRFKGq+/t6a/9pKbr/vt/d+/llrgMLXJco/IMHBZxuG6yxrr5gHedJY3kqjd2c",
-	"8jZmo3bXZmnY4JOU0SEdAKirgs0rAIU6vQIC9GgBNsKZr5OfJI7roIKH4Ev6neM6pN+h0KGCt+4CUk9/",
-	"Nz2d5z31bU8npic7iefZLGjqKf2RhbpNe+hfF4aKeRG+ZDzjAZT5aYfQyx374jnR1cTyf5U5gu+awUtP",
-	"awvF/7gcXA7eQOkch89yqqBz9H5w9MH8ze/9KAu4CclsSC1ZB6cy4C1DD077r48Hb+gAloJsaxQaZTgY",
-	"qkKJ/xaLhdhVo6ONLW59Xdvk/oIzm/jSUBjni0NIuS/TgAd50JVlQaghkteNYNNub88oycWDFuPDjPQ8",
-	"/2NaUPmUfNi5NHllG7fPXmWRHvFNNck+zFL5BxeQUgeguD6EWxZlXAFTFKdzQWRRRFo+Koinl8fH2+Ah",
-	"BcpzzVZJUo4auAtzpghcuNDWnvJllMWiLcKJz+t6W2Uh9n5uS/UolbXq96XhLu/qHRZ/4Awo/GDjoJv2",
-	"XNcS2/RE4sdjs3m5v+mQSx5Vwy07xzYJaPo1N9TRUs40D/p1veJJv03Ao/CWp4u+1qjaLO+8XZACZmGK",
-	"Fop992m02G1DKBsmWS/cQC+P10g5aHDLpB64DkV3maH/KTWyldLPcrounYkJnq1PpY22ke5fTcLeKGHb",
-	"baZhb5pt3eIKJ3WkZHvOBXc547uRgV5hdcmPZalyK6K5htjn02roZ4PxGE8yG8MnhMK3jdH8WU5Bz5kG",
-	"LvCI6NyaHCwXRr+NxoOTq8HFxdkFyBSO+qdHg+PjwZutqnZkO19TAzL0BqTlLC/vhpGPak5DIy5FEale",
-	"99XVUxmI6+WklWJg0tLynBPLpzVT2lpjAdkjWFaYYg3vo7zjaRcNFZjze8jVbqMNN92Jve4r1p19+vpy",
-	"v33yjVylzVgfVTykT5rs+XvIbUpo39TMtK0etWw38fA1VqCYRIO22qCt61P6FjZTN8ZzniscqEskLLV7",
-	"sLCTYDQ4HhyNc0+WyvPuTHBBZwEX+ic1EaW+YhPxcsPac3Gr0jNNFzToPTkDL+UznnLh89EXk5wHUkyE",
-	"ycGLkS6u5pBHNaBTMYZym0Hfya1DeHNyXJKH3XDmzyfCu+VpOLNZ2B4aFkW6fY12KFxgqjW3L4rk3UkW",
-	"6XBUvIfP7SJMpYw4E+SaMpw5It3g1ABM23vVLPentc5chzTaCbnhnha6l3/b7f3yy8v9VUej9fBt6rRo",
-	"7QsVeZtLvjxXuy4f1vDBlUKce+GqAtLU4H7++UV78jF2tvx+vhuXG3AeLL++v/tq/0Vv/xGIrvtLV6zI",
-	"OiysSuoyytbke9lzTIJ9uLRPc3N5vSD8l+jXKg01dbiiLbdrw9VFri5Byd1SSlq3SYMDrVwuhbayGdz2",
-	"7fk0RjbdXoZzjouMXltriDhlXb2JjYOkycANFYfnIMKT+46EYq0901hL07ACUuVArVyleyRrh02+3cgp",
-	"XITrndZxhbJ1AgDfxS1Y1ZkrJLXys9Dt+jbhfEOe/iiL6VtU1QbLcgulZoE8pY2WWZPE1h+gKm4mEjhi",
-	"KFN7LaxFZTY3EYwpbjNmmHUFU6TCOKzbjfP2JLDubnsumVEcWy7VzMuLD9aRZHxL+YUf1OM/hK+hczl+",
-	"2/0Fpgi3Ww3v3OOH6j+LSbzK6F3SuJ3aWj8tfW0ZRHQz1V53/ElBGBR5OEWzTZIWHzMUm/vqGRFA9UYK",
-	"vnF+iw1JjqVm0TMa88ez/odilrLi4kOe8x8xpXIWRqjxzFgY8QCYcUdAp+oTIEvjfHD6Znj6zlgcF4Px",
-	"xW9Xr/tHH87evt1q4fxaZvn/D5iat/6Vp6pVixwKPIQUt9lSnO68mDbgz5nIIzGhgs9yeljaedLez8KX",
-	"I5NZpZ6TrviXYYLrZEmwqaJRcaasF4ws3CpL0chz4403rnnLcQpH2zGg0z+C//u//w8cDcxF6DsW6ou1",
-	"AhMfyzc3hb6nTt2mMNVIcivwUYODKp+fRs6K4C7J6WuLnt0Z8+kuIL17UOzrjuIcSnK2XDg6OzkfHg9P",
-	"37nw98s37/CPiSi423AbdixyKOD3c5Ypba5Qh3X0oSvhamsiql5G4x3IrQZLD12JseM7rmMJcFynf+S4",
-	"zse+4zpjymE9oX/P6N8L/OeIYu0V2vBZPtaadsi5uQJGN0HihC5POibJ1F5UWY+IhdI8NjfnXOeICZ9H",
-	"hU90aes9eeDdhIKOvFLYbFZi//jdGcLzm/64/7o/GhwCRWhweVO62kuo9GFwNLiiDCXcM+ktZSjxaNal",
-	"lBgFmeLmHQq3rgT0x9IVf61s7g1PzXYO0FfGaZ0ynDLz54UPjb4tFCspfH5ok08oU2+wtpVeuaC+TqYU",
-	"SQQ/ltctCYTmu9RmvZRq30u66F2lDyE8TVKOGyXNBOJl80rgY86YmN2P8svgjQBAFpOfMYoMc0yySnHS",
-	"l1ka7jfceN/gqnordUhJhbD8BrBZ7Gcm7G9847zdSV9e7i54XFvwkg9P5ZDVh2rJUcmUERFfxnwbhm0Y",
-	"adIJ6eJoAbnVaMw6CLQe1q3V04PrfKydnkvJB8CKo6QEKTpQ1KGJrEs95+ldqGo5Nx/7w/Hw9N3V27OL",
-	"q49nFx8GFzRsRb3EaTwd126dFpIbiuu3Mv0oU5P1RwVcXjP/Rs5mzieq4MH9DO3JEQqJAaEcdOkKZNvi",
-	"FVVX/ChE9SMvvnLDfd6lYkgysg+NewK6XYLvvKFH+EpySd4lzlIiz05qrnViCpWEYibbcbF/PqRtVNAy",
-	"Zf4NFwF0TNyPklgoE+onBfJOQKVwyhaKnzqYiCyJJAsotbZLqbXMXr9ULiQm1QzCIgO3SJh1gQvKXHEn",
-	"IqQ7/9qFlJu8KyZwH+NBV5EC5Zrn5roUqCIcaG9/bU9EnxArihQIjmbIY1w2XAOvtkreFhUsSrSJchDt",
-	"PiiTVwXeu8EYdlgS7tzu7ig6knc+m+siO/Ydb3siJuLf/g2OpECKkOaJ+I/y1oqCjkeKneeCVxqy+MlG",
-	"h70t2rH1iy1qIsBUysKT2Fu+yoID/weMEfup+cXbI3jx4sWrvD3MUhnTShfxGj+S/g10LsdHW4cQZEbF",
-	"pNY4mIVFBaGAuHqTylzlEOCdKA9UNpuF9zR29Y4+Ks8C3o/H57k6nUSZomRoXwZ84rgwyQHQfLDX8SfO",
-	"g3eIw/uUN4UzuTw/H1xcjU77Hwa0+FFIKmFookiA5z9R/pOCinhvG3qwq+INSopmkZLATLWL/V4PlkqN",
-	"ubDf24WlCkjYU0em5svarXPvwIS6UIB+Qq01CdMFJEwpHpDByyCVGtXursw09mPu7eOGuuVpxBITR99y",
-	"8bv9vVdQr0QFHWMpl/WlTIp3vRzSTq0aEvEQX6B8da7vZHpj1sYwVbEZGY6mElHH2Jp3aag5rl2YX3DW",
-	"W0asUIEyu8dWIJhLifpUImXkmsRImaevHxTXVWAmo0jeGdlDgoyPwDh0XPPJZLwXwlnoFXYbjZo7fCKM",
-	"nFVTEFQlA8Fsy7w4jgGQyKJVksog88uszYmQYhlEyjIjMQedMqGYX0iUsOepTbogP8dE5KEenx8AK26b",
-	"gh+xMEYzckol7jIR0BlMdzvdvOABjhUTM8REMP9GyLuIB9f2i8P8WquQGirfBnnFRGIidmgYQZu3Qtw1",
-	"C4WVH6+RKAL/Cbve1jb0wWcpn2VRSbglbSKYyNM+RLSAcEZl3LzSIPWML1RTbmiKCyKKfJGwqJg3EXMZ",
-	"BYqUVVqzqu2BApqXl0FUyVEQ28+ZsrQExrTToaabfWhhlMDePx+aAJWyaVQUfEm4YEnoHDgvtnvbL4wd",
-	"MqeDOYfw4pTa+WqKWD1QWkimHzGiZLDA+Sqdchab68UMkJcyxeNhFkYc7ub475wpBGq6xBUquKETpcrD",
-	"PBGDf8lYZC94MT3PEzPgkk5UxHpcgvtQoQYyEeZr45sQsisTi2T44l6vtw39inP4JHxNCYVI1zZ8JNie",
-	"CO/IFEHrGs3bM6c/Ti3OlDbRyzyQT4sVM7Ew3uVDFO55Jm54MBE5N6ionzHRzQYm7zcJDG1iMlrVQTvW",
-	"HrZj7eFE7O++gJZCgYewv7cHXqNah+dOhNdeicMzioypRWgINRsHV6HOii0cdgl9DxFGjfQVB8kwcA4c",
-	"s0R5oQmnXmX09/aannm2yDNredqg2cMn0wNX+rUMnqpsJ33NddcIbL3CXWEZTUPBKJ7YjDo+NMlsVg7d",
-	"6/X+tKJ6jap3LdX1+rb6pqI3yAu319v9gQSYb0DIOxp838y+rc+CSzuV4qrUZHd1k1otSGy0+2J1o2Zp",
-	"EWy3t7fOYMt1Eqntq9Vtm9U6iWFkcq4zbhG9JuMpv7hgmEzHR2lMEK6aw7MKnWUOm2bXZKgVeG5Mshzm",
-	"C3uD0F2qR+C9cAYV4T26j4LnE8I5Dw5zWya0FSdIQ7DSNxHmrE25zlKhyu+rSr7RnQmojRZT5M8EdjoT",
-	"QSicl5qdcjC2FQ/KBC1KvQhAhX/wbRgEZJyWNxnNpc6JqNDKQPC7Yn6H5g7EDedJTeXCDwu44ynPzbJg",
-	"InDQ7wfjzRJLHnTIFUl3MXFo0pfJPeJSBNQ+yy9ZMrAVyorrlvkLKCgmXrhVOxts4SY0tx45Lw5hgzPA",
-	"3qMqchPWxeXNsKlMffixoLx8W+yRSr/VjQB3qLRZ+U3yln86Xq9FW/Hlv1D7u6K25TPqqstuHujYBe8W",
-	"taq3qqhdwnM7au98LRH0wSTQtCD4c/Gpt1+BoaIg3GYo8I7rCgKsVgNrGUjPUwUpr+nTd9z7jbSxRzZ+",
-	"7bLmD9tbvf3VjYoCcn/pxrjgLMCjucChatxkxQYo/RJd4wPYYf7N4ypMv3AO4JFfc+JsQz+348vCWEyQ",
-	"F70w+ieiM+U+yxSv18z6SVn/QsoEyExvYd+lD86ztcc8tHVRX4gi1FpkSsb7lHNR8ZXggBy0lM9XKTbZ",
-	"l33/pnHZRX2nE7pZn+8HH9RLte/aqpOjLU9nc8WL9GP37V+2Dcu9kdcZDYpycdLovXnNjYbvrLpP80Jm",
-	"T29Scvo9vk0vrH2Q2NKwlowOmhn277u5VBw4S6OQp7lzz1TQ3DIVPyJuo9k8xq3s5XvVIxebZ4vHedsw",
-	"4rc8ZaVnT5ELnEicCJaHugsvX6gqAEE1TwqPoAZmqmcTllDsGUFgIkwNGQQTizt2ZjV3qfEaq5swScgD",
-	"Y3BGzsCXcYy4QRnMB8WtR3IsWUJdWpfpgrSLAPwsVTL9MQBCRfZ+JITU6jT+FSBSLyvY9sMo+EKxfdy8",
-	"KABlyrqQSKXCabSwdxv+W4ALcQSyBPdMzO7JU5FjyFKAsh4EWIku9ToH7YhSVKPF7dzIZEUlgOwD8Dr1",
-	"dDN3IqrpZlveQW71t3k3bCDBOJsV7PX2CnfEROTuaZOVGIQz8mnooi1iUsWLXdIUKtjvvZoIr6XusQcd",
-	"hIg8GqylLcdBhGxtU0hK2mrcE+FVSvJ2P/CFB+anViBmN1wBozhXSD+SY359iOJfyHJgfiqVmghLVcht",
-	"AIumf8MXNt5ZmVfu+Ta0t1dn9gyFS1Ew8PL4l3dYlHtCSC/LUrXHwp5t37yCVva68BjlK702bZWtyQPf",
-	"Yke5FetqqeJ17u6heniWzxNRram1tRFcD4wAlwlxj1hjRjZKe6whPE7VCKsmr00m93u73cnk/m/809dd",
-	"d3evtYTk+t75DS2y5qWKtc6Hve8wfnHxpc1Nn+dgdYS8QzPAHNy5NmN2mc+ifCdu/WDTcY1ToijZ/d/O",
-	"j2M3ELDqEYLw/dnkq0KnmhlQObyqB9VjJ9jO1/oJ9FB98L1cO23V/jd27jwFKG2cLl/Zafm5vwd3g1b2",
-	"Fwq/r6uneVXlMS8vffsvV89jkSvKc1q6TPSTQpOFFIcyb+LP3js7JtHlcSXRpozbhILcPe/nieTV/V4q",
-	"eb1v0zye2H4NrST/9QoPOmXWCMyZqtwSoEtwlVz8zVQDM/9/lo385ysH9QpbP9hyXBtAKmk/qB2U9zb+",
-	"uTFlY6Xhr7NFTcLsowj0WU5NBhJ5Z4VEw13YAN2fjEjWcnsCkkiLVbackElRKxGSstNMJVt5a0tg16aU",
-	"SLr3MBFaQqgPUWfRYRTl5QklXeEV9DuXlJtGU1cVyLMJxiDkRERSXJtfP4sRgGwNlO3l9EPEd9NfSSo5",
-	"1SbCDM/SNLzlB8XlvGqy3HeD0/Vx8MKsyr+A8C80kcbmRygqEoSCaeT2X9pVO7D93XiB6s4t65RSNsFl",
-	"U/WqNYH/USvkSGa4/+knAExWNWWoK45STuWKO8bLTT9ugGQgVkylnlOOLXmCQirDhLoN3TStFYnJa4ea",
-	"ZOqZzRw1FzC2KVORfvIN0YpeoespbvH7zwoRLwxUHWM2MnMav3zxHRWGxkiPqQvFD2P8FaJn7/M4B79/",
-	"Wkp18F3I6r90VhCLS2c8lT5LmB9qU9QzL/yaS6W5WYICWR9r6dbQ758QKW2zr7nHqsx0Q+xtpBXUHlbF",
-	"v/LYepsrTyxFD58e/l8AAAD//w==",
+	"7H37cts41ueroDhfVcvfUL7FnZnYtX8ojpJo4ttYcmf7a2VNiIQsxCSgEKBldcpV+zT7YPskWzgH4E3U",
+	"zemkZ+ub+aMnpkjg8ODgh3PnVy+UyVQKJrTyjr96E0YjlsI/r5lO552xZqn5K2IqTPlUcym8Y6/PQiki",
+	"RbQkM8o1GbGxTBlJzSNc3O16vpeyLxlPWeQd6zRjvqfCCUuoGWos04Rq79jjQr849Hwv4YInWeId7/ue",
+	"nk8Z/sTuWOo9PT353pSmNGHa0tXPRglXikvRi66onphr3BA1NX/4nqCJGUGVbltJzn+kbOwde3/ZKzix",
+	"h7+qvfJcniGluDCYT9lG05sb/wACYBhgR8rUVArFgBuvaXTNvmRMafNXKIVmAv5Jp9OYh9Qs2N5nZVbt",
+	"64ZzdtNUWs5XV30wMUsMk5FIMkWE1CShOpwQPWHETJ7SUJNWcN395023P7jtXfzSOeu9CXZ2vSffO5Vi",
+	"HPPwB1DqZlJkxvWEzCZUExqnjEZzwh650uqERBLoB5klVBGugMgLqd/KTEQ/hp00ilKmFItIypTM0pAV",
+	"nAVCgaYrOo8ljQZSntH0jv0Y0kYSmBUyFinCtSIjwxbSCq46v55ddt7cDi4vb8861++6dnkHUp5TMbfi",
+	"qL4/lddUMxLzhGtm6LruDLq3Z73z3qD7Jtg5cStrEIwAmLUBzYhC8DIgVYe7do53TQTZu/dKyAhU3Qia",
+	"6YlM+e/sB4jNucEDcUdkSjJxL+RMkFGmuGDK4PE9E6QV3Fx0bgbvuxeD3mkHuAELdCPY45SF+kdQ2Wfp",
+	"A0vbikeMjGkWa9L6+fGRBL2LQff6onMW+MRQ+Uund9Z5fdbN18sSOk1lyJSio5h1heZ6/v0p/sjiuG3O",
+	"JhaRUWaAYZyZjTmaE0rSLGZLIOPJYTmIUSfVfExD3dcyRT7TKOJmChpfpXLKUs0Nco9prJjvTUuXvnpq",
+	"Qg9/frn2TMC7zLz8d1Y/UV8erTtRy2fRb25OO9in/H45+sxCDbBNFevBq0yp1iw1zPpfv3Xa/0Xbv++3",
+	"X30q/nm72/70dd9/+eLpP7x8IKVTLu7cQNdMZbHeki9hTsEqvlg6n3yPPXJ9KiPWqG3U+eF7CUtkOv8w",
+	"2pqV5lGlKCJy7QSasPCepSTi47FPFL8TNCZGNzD7tv/PM8KMHPqEapJIpckR+cBfG0hK6OMZE3dGsTja",
+	"f/WygY0qlCl7Bq1IxCKpA5YmXFBtQMURmiUjlvpkn/AxEVIwQ9lWepvvKU11ptYt2i8sjbjZLnDzk+9p",
+	"nrBz1cDQqxtifqtTssGLz2gc45DfslGsEOYv5hYiJzmfqCRRJVnMF6CQmsbdhoKzdodUudMRasZSYhhM",
+	"U66k2CWBljFLqdAB4XdCpkwRnVIewzJPacgUoSIiYw4LzmaxOUJOhiIYx5LqwI5ldBEQBqtKBXSkBjIO",
+	"9oKUxeYfJyRQUxZyGgckzYQidCjshfbnLLpjZJrKu5QmhAtQExUV0Ug+kpbhDAllxMg++R+EhiGbahbt",
+	"7A6FVwcAnLSygpHMRjFrXkKk2IMFjJ/3oH2FtViMt7lFe3IjrUEqvN2q9FUxg+dXCMbAjs+EIf03jz3S",
+	"UBshtKtttodZQK94h091EPG9x7Z5vv1AU4NJygzUtQMNioHe2oH6bqAn38Pzczvp7D6wdI6IB2rl7sIC",
+	"hxat157csJXg7NaUx2o5IWhlVem4nOJ9ROk0C3WWsgisFvaoSWssU8IeaTKNGcipHI+ZiMxuGXMWRzu7",
+	"XsOiLMX/91lCRdtYHEaHIWaKEyLYA2xSoSkXyiiiKdNqE9SvYxECyiocKbi1QNs5DSdcsII6XBkz6C45",
+	"vbx4e9Y7HRCugA13TLCUh+Ro/xWZTZggQpLEGPsgXWMe4hYGhYzBuzjJrBmBnu/V1FIjbJcfuhe33f95",
+	"1buGvy8uB7dvL28uzL/POxe9t2aA8sX+zevzXr/fu7yoXH7Te2fuPO/1zzuD0/flp4vpO9eD3tvOKdzW",
+	"7128K1/q9/6rW378rHPx7qbzrnt7c9G/ubq6vEZ681Hz38tTds8vr39FEwSto8uPVZIdcz3f673pnl9d",
+	"DroXp7/efuj+envdvel3a2846F6f9y46Z57vlZ5csL883yvbPmZwq2Ujz52SvSEQWAOuJx5ozM2Bh/YN",
+	"E9po3CwCjLhnovs4BXks2cy+d04FHzOlS5cKH0bp4ht+x5Q+5wr8B6UHi2mdKm0NntKVPv+dlR49o+Iu",
+	"o3fsRqhsOpUp0ugGdL+W54Lj+cxYjsamlrMKlbmbwvd6EUumUjMRzj+w+TUzBkHlXqs7mUO99FjdXvfB",
+	"VD1DS9UMK4waDU/dCPpAeWy2IcLrAxO6E96XnDrbKMpSqCxB7WG9sn4M2vrB4d+a1XVmSOlFMDDXLFmr",
+	"y6HyndDHHt59sL8Pp6z7M5+DpimdN4CaJb40dSOy5SxCP9iWPKLhPRpmz3+n6mv4npD6PYv/0EFrvEGi",
+	"i5mW8uU0pjz5duGpGfMajgk0X8bO2aeyxJyOKQNTHM70bxW5mFHVqP2/lzMSS3EHc4N0KKI0nRN4IiJa",
+	"Ej3hirh3aLYS6CMqfC9e7pv/lVTAg/39ZvuOPja7rN1QB9Vh1lsRhZCbsYtXXreiz5J15NTGctlnWscs",
+	"YULDzNsKqZ2t6U3epkxNBFNqyxcQbMaUfs9oqkeM6s5do3Sc8zjm1q1HFBchanD4MJm4p43sUjEnQkbs",
+	"hNCRYkKjVXNxefu+27kevO52Bv1nWJjGJFyrv+Y86MPdC44YuLqSeX03TfX1z3q/dElr4W3Nm1mbS47H",
+	"xrwjemKGknG045P+oHPWJS0ZRyzd8RdZ4NQ4M7o588ztoKGV7ttQozjjD+YQ7GsKhteFzBdUwaGHvp2a",
+	"RUte9971LgaER4QqQknEQp6g7m5DTFZb9469o8Ma+hwY3DHgY9Dm781g8w9jnaaqnyUJTefbniLqctwU",
+	"F0uNht+KqKYjqtgOuCwcZipBp2oidUXAIqpZ29zVROK4vG02ki3z1FTKePNNfyVl7HhQ3fAvF086CKFc",
+	"ufGrLw+XcT9RDcCsiRSMYNjFbLpneJG01DTOJ9wudFg7Qs2KlVlaeZvKTI6FTZvRqZMN29D+Qu7Z3Cds",
+	"926XhNPpwd988pk+UPP/07meSPHCJzS918onyVx9iU8I1yDcEUOLy8xdP01p+/dPv+Eh+tfdWzhEXxw0",
+	"i7UjoyfGckuh5mt9rPnbPwHvUZF+PdesCZWtAq7IbCIVI+gUw4CNsS5HLJYzPLYpBI/R327scLgYO35S",
+	"TZj4krGMkdbR4SEJmgytYOcZuJ3wR9aAPYM0Y2jsFrKrjKIjU43Gr55QAcL9QFNOhS45B0ZSxowKtxE3",
+	"2X75zrowEy3Sc12iosWEUcYin0hhMH3H0KIdcRXGPc9pKyKaNvHEAJj9lci0WJ0HlhpLCESXR6Akqt0m",
+	"wbSs2hyZnLD9gg8W3rUl+gdYjcDz0ossyGmF1U4EStSt2vRnfGuteuVB8W2ng1uC7TkK2LCOnRYwi1lW",
+	"ccat0bYmRzLlMTuVSUJFg9Cd4u8kxBuIEfgTwpKpngNOuNDEou0qdDq/khwpWrQlgOEYbx9zZ9qYGeBB",
+	"MjVPAiqFBrpE8xyPOqWrERAR7y6lQrOImE0ip269EwuPPymExGfAl1gPF4gLxk4DR3E8R4gowdZyhDho",
+	"mjPNRGm5Fjc5osHSpUwNdqSZAMl30EEVmaZyxKJ6jIAnFsZWu0PdpH5doCrkVqSiYfkcPxvF3KzQtsYL",
+	"Hnjno6WCMWXAi5NCXzoAsT69fNPN5UOttmX/fvDqcJ2cyExPM/1h1GjZW0SHW0hIp0BVSBX7JrIOXx4e",
+	"HB2t1e7WBPv+GFpe1oz9NUHCWloAjeMFWtB0TBgVxjJJsljzaYxIDm9kYYOM5uiweGRhpuU6r8SCU2Kt",
+	"TptHHnNRKy12kxw7nWzLAE4vSTJtAxlKE2PegDEN2zZmyW5tPciEPrCqFWA4NxQGYoUkgfoSB7sQB689",
+	"A7/4JLTh8+DrEF5i6B2TIca6ht5TYKB6KISEUdWJYTJPEUZRmRRSE9AmW2BWJ0zoAU+YzPS50bvp47Wc",
+	"KRwloY+w/8mdfGCp2IFjIKFzMmJkvykYCXNufOQ6jp9SxRYcKg2+xLCI/24QQjRP3HMRbUrFB3OvUR1y",
+	"PFupLuBdRi/8sj4U+sXIkZGGBTEFCvNJi3f0LS9XSSrw7fumi3AxzXR/y9wbfOg5CThui247o33KTlnd",
+	"oPvGoKIkZndc84RqFs+tmuRSvizCPyd9gvG7iW5+zZIbdD3ILkuoKPO/zNgaoyocyMlaJTsf7M5wriwD",
+	"Up7v9f95tqHjyiZu9L9g7NuNe5WNYq4mW+d3RRD0gofi2JgFv2229p8Wsuved9qHP790qqQw6xLz31mU",
+	"w+kuYo2NqUWbRCRqy1N62HeUNzH7yhq5dfedTf6QMj6BA8AoV8Tm9RFl7B+V66RWjXfrFE6nnu99pg/U",
+	"gC84TTzfA6eJEbq5QaMNFxBG+geOdOVG6tiRznEk+xLPcwTKOGJKf6RcN2kPnbvcvsMbCfgxIlLkh5+Q",
+	"fRdYF8/JbtrGyYCTF+HLBor/edO96b4hRRSafJYjRVqn77unH/Df7DGMs4hFz/G4rHJzdC86r8+6b+AA",
+	"RueGNWKAg1zlnrFvcQNa/0DFB7DIFr+6rk1yf82oajJ0Pk7mJyRloUyjwqChWcQ1ieVdLdnjYP8QleT8",
+	"QoOhiTM9L6iX5lSukg/7LnVe2Yeb315lse6zbTXJDhmn8nfwrJkBiGL6hDzQOGPKmIGaPWqfiCyOQcs3",
+	"CuLFzdnZLgkMBSrwcatMU2Y0cJ9MqAJwsWY7ZNfEWSKaMozM9areVlqIw5+bUi0LZa38e+ENl7PqgPk/",
+	"zBtATN/mIW07clVLbNITgR/L3ubl0bZTLoQpkVv2HZskoB4s3FJHSxnVLOpU9YqV7q6IxfyBpfOO1ka1",
+	"Wdx5B0QKMuapsVDsvc9wcNjcg81i+HDzYIOUvxq3MPXP9yC7imrrMVmOpY2UfpajTemcYkbK5lTaFBbQ",
+	"/ctFUFsVTPn1Mqhtq50a4sugjhRsd1zwFyuuahVgJVYX/FiUKr8kmhuIvXutmn7WHQzMSWZz6AChzN1o",
+	"NH+WI3TaM2GOiNYD5kD7pP9rf9A9v+1eX19eE5mS087FaffsrPtmp6wd2cE31ICQ3gi0nMXl3TKdoJxT",
+	"WEv2gDSP/far21UVAJvlhBdigGnhLufT8mnDlPLGAHu2BMtyU6wW0pMzlraNoUIm7JE4tRu14XqMbr/9",
+	"irbHn76+PGp++Vqu8Hasj0thx00DdOjg3tbMtE8ttWy38fDVViB/iRptlUkb16fwLWynbgwmzCkcRpeY",
+	"0tTuwdxOIv3uWfd04DxZyuW9ox9aZxET+ic1FIW+YhPhnWEd+GarwjUNBZJwnxyTIGVjljIRsv4XTI4n",
+	"UgwF+rcTQxdTE+JSBUirZAw5m0HP5M4JeXN+VpBnhmE0nAxF8MBSPrZVUIExLPJytwrtJHeBqcbc+jiW",
+	"s/Ms1ryf31dy7ZfCmZYzp6AbXCDANN1XrjJbrXU6HRK1kzyKssKV+7eD/b///eXRuqPRevi2dVo0jmUU",
+	"eVvL1RDixXX5sIEPrhBi54UrC0hdg/v55xfNxT9msMX73W5cfICxaPH2o4NXRy/2j5ZAdNVfumZFNmFh",
+	"WVIXUbYi34ueYxDsk4V96szlzTLbvsS/lGmoqMMlbblZGy4vcnkJCu4WUtK4TWocaORyIbSlzeA3b8/V",
+	"GFl3eyHnPN8wemOtIWaQyvwmQQdJnYFbKg7PQYSV+w6EYqM9U1tLfLAEUsVEjVyFOs6NwybfbuTkLsLN",
+	"TuukRNkmAYDv4hYs68wlkhr5met2HVvwtSVPf5TF9C2qao1lzkKpWCCrtNGiFAHY+gNUxe1EwszIZWrL",
+	"shtUZqwERFPcpqFS6wqGSAU6rJuN8+bM6vZBc4I2Ko7N6Uqu8NA6ktC35ApujR7/gb8mrZvB2/bfycjA",
+	"7U7NO7f8UP1XMYnXGb0LGrdXWevV0tdbkgbm2g38pAiP8vSl/LFtKgGWGYr1ffWMCKB6IwXbOmnUhiQH",
+	"UtP4GQ+z5VV3PTFOaV546GruYqqUY2FsNJ4x5TGLCEV3BGmVfQJgaVx1L970Lt6hxXHdHVz/evu6c/rh",
+	"8u3bnQbOb2SW//+Aqe7pX5YlGPWEOYQUsynIDGpO8RkSTqhwkRiuyGc5OinsPGnro83NMaYrq+fUAPxp",
+	"mOB72TTaVtEoOVM2C0bmbpWFaOQVeuPRNW85DuFoOwdpdU7J//3f/4ecdrERyYxyfb1RYOJjcee20Lfq",
+	"1K0LU4UkvwQfFTgo83k1cpYEd0FOX1v0bI9pCLX4cO9xvq9bijFSkLPjk9PL86veWe/inU/+cfPmnfnH",
+	"UOTcrbkNWxY5FGGPE5opjS1MeBV9oCWL2hmKspcRvQPOarD0QO2pnd/zPUuA53udU8/3PnY83xtAYcg5",
+	"/PcS/ntt/nMKsfYSbeaam2tDO+QKS7ChvDKZQvMCDys3bEXoZkTMlWYJVq773ikVIYtzn+jC1lt54N1z",
+	"AUdeIWw21b9z9u7SwPObzqDzutPvnhCI0JjlxfxLQKUP3dPurU13hxh4ZNY7HrchJUaRTDG8B8KtawF9",
+	"WQ3AL6XNveWp2cwB+MlmmlPzyjSc5D40+DVXrKQIKzm6p92NrfRSg5hNMqUw1/NM3q3KNoWUkULtewmN",
+	"Vsr0GQhPpykzG8UmptZL8pc5YxL62HfNWGoBgCwBP2McI3MwWUXVc3+fU7JQdBzYolVMI3WGkhJhrgMH",
+	"LvYzq+C27vjS7KQvmqvkPK4seMGHVTlk1akaclQyhSISyoTtkl4TRmI6ITRuyCG3HI3ZBIE2w7qNRnry",
+	"vY+V03Mh+YDQ/CgpQAoOFHWCkXWpJyydcVXJufnY6Q16F+9u315e3368vP7QvYZpS+qleY3Vce3G1zLk",
+	"cnH3VqYfZYpZf9BA7TUN7+V47H2CDloszIw92TdCgiDkQBd6DTQtXt71LIy5UT9c87N7FrI2NCOUsb2I",
+	"7gnSbgN8uwexZAjkErxLjKZAnn2pidZTbBTGbSnVIi52rnqwjXJaRjS8ZyIiLYz7QRILZEL9pIicCVJq",
+	"XLZjxE8dD0U2jSWNILW2Dam11PY5UD6ZYqoZ4XkGbp4w67uqKH8oOPTc0T5JGeZdUWH2sTnoSlKgfLyO",
+	"NchE5eFAW1K9OxQdQKw4VkQwY4Ys4zJyjQSVVQp2oGHgVGOUA2gPicK8KhK86w7IHp3yvYeDPQVH8t5n",
+	"rMHcs/cEu0MxFH/5CzmVwlBkaB6K/yxKQRVpBaDYBT4JCkPW/GWjw8EO7NhqtagaCoKdKs1JHCzWh5qJ",
+	"/5MMDPbD49dvT8mLFy9euefJOJUJrHQerwljGd6T1s3gdOeERBmqmPC0mczCoiJckKRcnoz1kYIE5yog",
+	"KhuP+SPMXe6RY5RnQd4PBldOnZ7GmYJk6FBGbOj5ZOgAEP+w7XCG3lNwYqYPIW/KvMnN1VX3+rZ/0fnQ",
+	"JVhCAyohxygSMec/UP6TIiXx3kV6zFD5HZAUTWMlCcVuU0f7+2Sh1adPjvYPyEIHQjNSS6b4Y6XrS3CM",
+	"oS4jQD8ZrXXK0zmZUqWgyM3Abiq1UbvbMtNmHOybYzbUA0tjOsU4+o5vfjs6fEWqnSBJCy3lor8jpnhX",
+	"2xHuVboRAg/NDZCvzvRMpve4NshURcdgOGInwBbamrOUa2bWjruuIXoHxcooULh7bAegiZRGn5pKGfuY",
+	"GCld+vpxXgNKxjKO5QxlzxCEPgJ06Pj4F2a858KZ6xV2G/XrO3woUM7KKQiqlIGA29I1p0MAiS1aTVMZ",
+	"ZWGRtTkUUiyCSFHCkzCiUyoUDXOJEvY8tUkX4OcYChfqCdkxoXkLBxLGlCfGjBxBi9lMRHAGQ8ME3zUc",
+	"MnMlwAwxFDS8F3IWs+jO/nDiekUIqUnp18h1LAYmmgGREbB5S8TdUS6s/AS1RBHyV3IQ7OySDglpysZZ",
+	"XBBuSRsKKlzah4jnhI+hjWpQGKQB+kI15IamWFTq8kV43rF2KCYyjpQtjKW6YnsYAXXt3QyqOBQ0z0+o",
+	"srREaNpprqFc3lgYBbB3rnpeqXDLO4Dgy5QJOuXesfdid3/3BdohEziYHYTnp9TeV2wi+QRpIZleYkTJ",
+	"aG7eV+mU0QR7dlBieClTczxAHd5sYv47ocoANVRGc0Xu4UQp89AlYrAvGY1t1TTVE5eYQW7gRDVYb5bg",
+	"kSujgQwF/oy+CSHbcmqRzNx4uL+/Szol5/A5fw0JhYauXfIRYHsoglNsQtpGzTvA09+8WpIpjdHLotLO",
+	"WB1UzNG7fGKEe5KJexYNheMGNNVFEx03MHi/QWBgE4PRqo6bsfakGWtPhuLo4AVpaNR7QqB+utYtK/CH",
+	"ImjuhBWgIoO9gJFQ3DhmFaqs2DHTLqDviYFRlL78IOlF3rGHS+Q6OnnVLt+/NffUdtkiz+ylbYNmT59w",
+	"BKb0axmt6iwrQ810GwW22mE2t4xGXFCIJ9ajjk91Muuduw/39/+wpra1rrMN3W07tvu1gjvAC3e4f/AD",
+	"CcBfiJAzmPwI375pzJxLe6Xm5vDIwfpHKr2YzUMHL9Y/VO/XZZ47PNxkssU+xfDsq/XP1rtlA8PA5Nxk",
+	"3jx6DcaTK1xAJsPxURgTgKt4eJahs8hh0/QODLUcz9EkczBfqTK/Yw3ojipF7j7IOwPwyEd118yLuo4u",
+	"dxHgGrsFwOWhUAmNY4PP1UYR2qghZMSctRPBmHjyQWN3zLqCgzIvF3Azur4I4OjRx8S6ENK9Wgmy737B",
+	"EsU0E5Wac+VXqsX3MN+8jWXiaRbb2vFHnVJL/VDYqu9dcuGIMusCRJU7NkR8DElA2pGiCPRihMmNDpEy",
+	"p7NTRRQzMKkZCVy/AqiFrKiG5lhJaHrPIhJAdwNj3HSKn7EbBxBiNAQhS10u8IDmcWzntAso5FC4CY/t",
+	"qZyvNywEBT0UtHXo9FI9u5oOKbLFYXHGiz5+2MHhOwFppdHDksb4+YbYfT4q/WkIMagIilF5y14iY+GZ",
+	"LelDLcaEVfufZKCdJmXMKPkWqqiReylAJ5RqiVKYu5DzpACoYjMiZZRAFp04Dwi3zd/ArrBrPRSooadM",
+	"Z6lQxe9l1wBKMKh3CFR51l1kQXAoQHdzH4gYMYIeGQs1DrSMrCv+O9sl3QhcWkX9M5aCD0WJVkoEm+Xv",
+	"d4KVU/eMTSuGmvljTmYsLeBtKMyk30/5qzdGDUgLAhhQwW2mBisbnKo+5E3Ya640mxLbVzgv0nY3GAhA",
+	"mNypaJS23Wrgk2Va5lZgYKsv84ymTbW57ZCgSJj6sarcYo3pEhgqbwQyM6aeld+pe/IP1/I2oi3/8d+6",
+	"3ndFcstnY+EuOodJyy54O//CzE4Ztwt4bkbtva8Fgj4tV/yeiU/7RyUYyts4b4cC75guIcB647GSt/g8",
+	"AxKyIT99x71fSzZdsvErJd4/bG/tH61/KO/v/KdujGtGI3M05zhUjrau2QCFN7ONnsM9Gt4vV2E6uUvR",
+	"HPkV1+8u6TjvX9GjlgqIveWuwqFojVhIM8Wq7Wt/UtYrmVJBZKZ3zNiF5z6wbYCDE8K10Rfi2GgtMgWF",
+	"fsSYKHlYzYSMaCmfr1Jssy874X2tRE59pxO63ir7Bx/UC22om74pZAw9OJtLvucfu2//tG1Y7A33dYAo",
+	"79wsUe91nXpqHvfyPnU9hVdvUggVLN+m19Y+mNoPOlgyWmC047/RKGY0jTlLXUgAG9zvYJ+gmNkcGJaY",
+	"rRy4vRqA2RvYPs7BLumzB5bSIh6gwKwCEoeCugSZPDbAVQkgoFNSHkfQhOI3bwBLIGPFgMBQYOcpAyYW",
+	"d+ybVYIsGGtS93w6Bb8t4owcg3PB4AbUPRzntdLgjraE+rAuozloFxEJs1TJ9McACPS7/pEQUmmZ/meA",
+	"SLXDd9PnDM0N+fbxXSsRyK/3yVQqxUfx3FZE/bcAF+AIyaZmzyT0EfybDkMW0hqqocO16FLtjtKMKPmH",
+	"ITSxrU9LXhQeMbAPSNCqJqn6Q1FOUt0Jjp3V3+TdsOFHDFEpcrh/mLsjhsIFtTCXuXAiumfBFVfEvgqa",
+	"uCJH+6+GImj4LElAWgYiXA6JlraJDxCyswuBbGm/oTMUQenrGO0PbB4Q/EAiSeg9U4RCdJzDpy3xm6EQ",
+	"NTcsJzRMpVJDYanizIa94fXv2dxmSZTey8XLkPbmj6cESOFC7JwEzuMVnORN4gykF83smiPoz7ZvXpFG",
+	"9vpkGeVrvTZN36OBuF2DHeWXrKuF79Q4dw+0prZ8HopyJ74df0mHZYwFlvqW1jo6D4Vr6Vz4GH9SJKg2",
+	"4A18ohirZgPlLlXDCJgEk1swPoALg6mHO1udJV3cXUWO7xJTEQW3MBZrku2VLcRyPu5w+Hh40B4OH//G",
+	"Pn098A8OG1vNbx5w3NJcrNeJbXR4HX6H+fNavqbIo4sTtIScGRsFtQqnaiEEhDR2MLHzg+3aDY6w/NM+",
+	"/+2cTHYDVaME5mz5jCn4pFVOdtokMFD6Ye9r9Xh8Kl9Y5XeCZIxgBr25wCM9wxxTCFfgSULzDyJiYykl",
+	"sc8wHJ5hlsKhUmTiWKXB2ARkg3YsPpHpUEC9CyRRU46ZVD6ZTXg4AcWb2wLIkyrzIPY3Kdy1Q4FTR/lB",
+	"b00EPMxgaMz/EbKUfCiFYJBXhYFQ6oZJUAkwCr5tOV3yOUBGrP1eD5nBKc3L3wkZCjiX2+Vb2tkUU+Qf",
+	"aIwkWdZy8wozOld5fCRTkM4FaC2BEIwUKib0MUYLSIA3Bmh8lXOhdtDmmNgv/eA4IXTflfL+287jo8p5",
+	"/HyP46qDpGmHFbfsNXw5/snf4in7sXvzTL1BMddWE8bu/1Lc2VwxRhokXUsr7KS1jwF5CxN+XQJhQ8P5",
+	"6Irm7fGIO89b/VH/Lbovf1+nar2UdFk8BX79t1N1WWYJ7O+FYt+fVIOM/dEHwR4moi43x2xJl034c4Gw",
+	"0BV6lfG3MKf2vxum1PR/9xnHgLSKrE5zBpSq+KBIvXTebKfn4vv/C6DTd9J0qx0wf7CPZmMAKaXlGlW3",
+	"qKv818aUrTXgP8/rgwUtSxHosxxhhrBNbNJkzIUNhf/BiGR9JCsgCUwyZdv9YQp56RT+KznAzK1EPlgL",
+	"t/JKkFrG0qHQknDUISEty6bA4Uc0hAE8zB2HV1clyLMFQJC6ZVQCVIaNoU5tj7LdxfIAyFKD8QpSwX09",
+	"FDg9TVP+wI7z4vmyAvcvoKJd46r8Gwj/RHt/gF9eLKucXFm5/bd21Qxs/0B/a9WNbN2/yqaSbateNRbY",
+	"LTWpT2UmbM6swqonyPlz+abxnLQwngRf9DNkGKwYST2BGhjwuXJok2h0G7CMK03cXG9vLHYaW8sQCyR3",
+	"oZIAPolu0ApusYnBLnsFkmJ5pKoYs5XtVvvc43dUGGozLVMX8u99/RmiZ+ttvePfPi0kFYU+yaqf/M6J",
+	"NUuHMYGQTmnINTbddo3ZnVRi5acRyOpcC1W9v30ySGkf++rsyyIT3WBvLYGncrEs/qXLNq5TumIpevr0",
+	"9P8CAAD//w==",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,
