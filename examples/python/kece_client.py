@@ -6,7 +6,7 @@ It does what a business backend does (docs/business.md):
   upload test data   PUT  /api/v1/artifacts/{sha256}
   publish a manifest POST /api/v1/manifests
   enqueue            POST /api/v1/submissions   (with an Idempotency-Key)
-  read status        GET  /api/v1/submissions/{type}/{id}
+  read status        GET  /api/v1/submissions/{type}/{id}?waitMs=…
   consume events     POST /api/v1/settlement-events/claim, then /ack
 
 and verifies settlement webhooks signed per the Standard Webhooks
@@ -93,20 +93,24 @@ class KeceClient:
             "language": language, "source": source, "manifestId": manifest_id})
         return body
 
-    def status(self, submission_type, submission_id):
-        _, body = self._call("GET", "/api/v1/submissions/%s/%s" % (submission_type, submission_id))
+    def status(self, submission_type, submission_id, wait_ms=0):
+        """Current status; with wait_ms the server answers as soon as the
+        submission settles, or with the status as it is when the wait ends."""
+        query = "?waitMs=%d" % wait_ms if wait_ms else ""
+        _, body = self._call("GET", "/api/v1/submissions/%s/%s%s" % (submission_type, submission_id, query))
         return body
 
-    def wait_for_verdict(self, submission_type, submission_id, timeout=120, interval=0.2):
-        """Polls status until it is no longer PENDING/COMPILING/JUDGING."""
+    def wait_for_verdict(self, submission_type, submission_id, timeout=120):
+        """Waiting reads (no polling) until the status is no longer
+        PENDING/COMPILING/JUDGING."""
         deadline = time.monotonic() + timeout
         while True:
-            st = self.status(submission_type, submission_id)
+            left_ms = int((deadline - time.monotonic()) * 1000)
+            st = self.status(submission_type, submission_id, wait_ms=max(1, min(30000, left_ms)))
             if st["status"] not in ("PENDING", "COMPILING", "JUDGING"):
                 return st
             if time.monotonic() > deadline:
                 raise TimeoutError("no verdict for %s/%s after %ss (last: %s)" % (submission_type, submission_id, timeout, st["status"]))
-            time.sleep(interval)
 
     def claim_events(self, consumer, max_events=50, lease_ms=60000):
         _, body = self._call("POST", "/api/v1/settlement-events/claim",
