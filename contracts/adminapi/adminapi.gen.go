@@ -787,6 +787,54 @@ type JudgerUpdate struct {
 // Language Language key, e.g. cpp17, java17, python3, arkts, mysql; it decides the pool.
 type Language = string
 
+// LanguageInfo defines model for LanguageInfo.
+type LanguageInfo struct {
+	// Id The language id a submission names.
+	Id string `json:"id"`
+
+	// MinMemoryBytes Manifests whose memory limit is below this are refused for this language at enqueue (422 `MEMORY_LIMIT_TOO_LOW`).
+	MinMemoryBytes int64 `json:"minMemoryBytes"`
+
+	// Mixed True when ready nodes report more than one variant.
+	Mixed bool `json:"mixed"`
+
+	// Pool A judge pool; one node process serves exactly one.
+	Pool Pool `json:"pool"`
+
+	// ReadyNodes Ready nodes (enabled, online) that report this language.
+	ReadyNodes int32 `json:"readyNodes"`
+
+	// Standard The standard or language version the id names.
+	Standard string            `json:"standard"`
+	Variants []LanguageVariant `json:"variants"`
+}
+
+// LanguageList defines model for LanguageList.
+type LanguageList struct {
+	// AsOf Server time of the snapshot.
+	AsOf      time.Time      `json:"asOf"`
+	Languages []LanguageInfo `json:"languages"`
+}
+
+// LanguageVariant defines model for LanguageVariant.
+type LanguageVariant struct {
+	// CompileCommand Compile command line; empty for none.
+	CompileCommand string `json:"compileCommand"`
+
+	// EntryPoint How the source file name and entry point are chosen.
+	EntryPoint string `json:"entryPoint"`
+
+	// ExtraMemoryBytes Memory granted on top of the manifest's limit.
+	ExtraMemoryBytes int64 `json:"extraMemoryBytes"`
+
+	// Nodes Ready nodes reporting exactly this variant.
+	Nodes      int32  `json:"nodes"`
+	RunCommand string `json:"runCommand"`
+
+	// Version Compiler or runtime version as probed in the sandbox image.
+	Version string `json:"version"`
+}
+
 // Name Human name, unique within its kind (lower case).
 type Name = string
 
@@ -1597,6 +1645,19 @@ type ClientInterface interface {
 	// Corresponds with POST /api/v1/admin/judgers/{nodeId}/verify (the `VerifyJudger` operationId).
 	VerifyJudger(ctx context.Context, nodeId NodeIdPath, body VerifyJudgerJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// ListLanguages Every accepted language id and what the ready nodes report for it.
+	//
+	// The same catalog as the business API's `GET /api/v1/languages`: per
+	// accepted id its pool, standard and minimum memory, and the distinct
+	// variants (version, command lines, entry-point rule, extra memory) the
+	// ready nodes of its pool report, with node counts; `mixed` when they
+	// disagree (e.g. during a rolling image upgrade).
+	//
+	// Errors: 401 `UNAUTHENTICATED`; 429 `RATE_LIMITED`; 5xx.
+	//
+	// Corresponds with GET /api/v1/admin/languages (the `ListLanguages` operationId).
+	ListLanguages(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// Reconcile Check the scheduling invariants now and list violations.
 	//
 	// Read-only; the same checks as `kece-control reconcile`. `ok` is
@@ -2359,6 +2420,29 @@ func (c *Client) VerifyJudgerWithBody(ctx context.Context, nodeId NodeIdPath, co
 // Corresponds with POST /api/v1/admin/judgers/{nodeId}/verify (the `VerifyJudger` operationId).
 func (c *Client) VerifyJudger(ctx context.Context, nodeId NodeIdPath, body VerifyJudgerJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewVerifyJudgerRequest(c.Server, nodeId, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ListLanguages Every accepted language id and what the ready nodes report for it.
+//
+// The same catalog as the business API's `GET /api/v1/languages`: per
+// accepted id its pool, standard and minimum memory, and the distinct
+// variants (version, command lines, entry-point rule, extra memory) the
+// ready nodes of its pool report, with node counts; `mixed` when they
+// disagree (e.g. during a rolling image upgrade).
+//
+// Errors: 401 `UNAUTHENTICATED`; 429 `RATE_LIMITED`; 5xx.
+//
+// Corresponds with GET /api/v1/admin/languages (the `ListLanguages` operationId).
+func (c *Client) ListLanguages(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListLanguagesRequest(c.Server)
 	if err != nil {
 		return nil, err
 	}
@@ -3345,6 +3429,33 @@ func NewVerifyJudgerRequestWithBody(server string, nodeId NodeIdPath, contentTyp
 	return req, nil
 }
 
+// NewListLanguagesRequest constructs an http.Request for the ListLanguages method
+func NewListLanguagesRequest(server string) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/admin/languages")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 // NewReconcileRequest constructs an http.Request for the Reconcile method
 func NewReconcileRequest(server string) (*http.Request, error) {
 	var err error
@@ -3972,6 +4083,21 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with POST /api/v1/admin/judgers/{nodeId}/verify (the `VerifyJudger` operationId).
 	VerifyJudgerWithResponse(ctx context.Context, nodeId NodeIdPath, body VerifyJudgerJSONRequestBody, reqEditors ...RequestEditorFn) (*VerifyJudgerResponse, error)
+
+	// ListLanguagesWithResponse Every accepted language id and what the ready nodes report for it.
+	//
+	// The same catalog as the business API's `GET /api/v1/languages`: per
+	// accepted id its pool, standard and minimum memory, and the distinct
+	// variants (version, command lines, entry-point rule, extra memory) the
+	// ready nodes of its pool report, with node counts; `mixed` when they
+	// disagree (e.g. during a rolling image upgrade).
+	//
+	// Errors: 401 `UNAUTHENTICATED`; 429 `RATE_LIMITED`; 5xx.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /api/v1/admin/languages (the `ListLanguages` operationId).
+	ListLanguagesWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ListLanguagesResponse, error)
 
 	// ReconcileWithResponse Check the scheduling invariants now and list violations.
 	//
@@ -5668,6 +5794,75 @@ func (r VerifyJudgerResponse) ContentType() string {
 	return ""
 }
 
+// ListLanguagesResponse429Headers the declared response headers of an HTTP 429 response for ListLanguages
+type ListLanguagesResponse429Headers struct {
+	RetryAfter int32
+}
+
+type ListLanguagesResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *LanguageList
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *TooManyRequests
+	// JSONDefault the response for an HTTP default `application/json` response
+	JSONDefault *Unexpected
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *ListLanguagesResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListLanguagesResponse) GetJSON200() *LanguageList {
+	return r.JSON200
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r ListLanguagesResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r ListLanguagesResponse) GetJSON429() *TooManyRequests {
+	return r.JSON429
+}
+
+// GetJSONDefault returns the response for an HTTP default `application/json` response
+func (r ListLanguagesResponse) GetJSONDefault() *Unexpected {
+	return r.JSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r ListLanguagesResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListLanguagesResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListLanguagesResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListLanguagesResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // ReconcileResponse429Headers the declared response headers of an HTTP 429 response for Reconcile
 type ReconcileResponse429Headers struct {
 	RetryAfter int32
@@ -6519,6 +6714,27 @@ func (c *ClientWithResponses) VerifyJudgerWithResponse(ctx context.Context, node
 		return nil, err
 	}
 	return ParseVerifyJudgerResponse(rsp)
+}
+
+// ListLanguagesWithResponse Every accepted language id and what the ready nodes report for it.
+//
+// The same catalog as the business API's `GET /api/v1/languages`: per
+// accepted id its pool, standard and minimum memory, and the distinct
+// variants (version, command lines, entry-point rule, extra memory) the
+// ready nodes of its pool report, with node counts; `mixed` when they
+// disagree (e.g. during a rolling image upgrade).
+//
+// Errors: 401 `UNAUTHENTICATED`; 429 `RATE_LIMITED`; 5xx.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /api/v1/admin/languages (the `ListLanguages` operationId).
+func (c *ClientWithResponses) ListLanguagesWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ListLanguagesResponse, error) {
+	rsp, err := c.ListLanguages(ctx, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListLanguagesResponse(rsp)
 }
 
 // ReconcileWithResponse Check the scheduling invariants now and list violations.
@@ -8068,6 +8284,66 @@ func ParseVerifyJudgerResponse(rsp *http.Response) (*VerifyJudgerResponse, error
 	return response, nil
 }
 
+// ParseListLanguagesResponse parses an HTTP response from a ListLanguagesWithResponse call
+func ParseListLanguagesResponse(rsp *http.Response) (*ListLanguagesResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListLanguagesResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest LanguageList
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Unexpected
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers ListLanguagesResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int32
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: "int32"}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
 // ParseReconcileResponse parses an HTTP response from a ReconcileWithResponse call
 func ParseReconcileResponse(rsp *http.Response) (*ReconcileResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -8335,6 +8611,9 @@ type ServerInterface interface {
 	// VerifyJudger Start a self-check (a CHECK job bound to this node).
 	// (POST /api/v1/admin/judgers/{nodeId}/verify)
 	VerifyJudger(w http.ResponseWriter, r *http.Request, nodeId NodeIdPath)
+	// ListLanguages Every accepted language id and what the ready nodes report for it.
+	// (GET /api/v1/admin/languages)
+	ListLanguages(w http.ResponseWriter, r *http.Request)
 	// Reconcile Check the scheduling invariants now and list violations.
 	// (GET /api/v1/admin/reconcile)
 	Reconcile(w http.ResponseWriter, r *http.Request)
@@ -8905,6 +9184,20 @@ func (siw *ServerInterfaceWrapper) VerifyJudger(w http.ResponseWriter, r *http.R
 	handler.ServeHTTP(w, r)
 }
 
+// ListLanguages operation middleware
+func (siw *ServerInterfaceWrapper) ListLanguages(w http.ResponseWriter, r *http.Request) {
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.ListLanguages(w, r)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
 // Reconcile operation middleware
 func (siw *ServerInterfaceWrapper) Reconcile(w http.ResponseWriter, r *http.Request) {
 
@@ -9146,6 +9439,7 @@ func HandlerWithOptions(si ServerInterface, options StdHTTPServerOptions) http.H
 	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/api/v1/admin/settlement-events", wrapper.ListSettlementEvents)
 	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/api/v1/admin/settlement-events/{eventId}/redeliver", wrapper.RedeliverSettlementEvent)
 	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/api/v1/admin/reconcile", wrapper.Reconcile)
+	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/api/v1/admin/languages", wrapper.ListLanguages)
 
 	return m
 }
@@ -11148,6 +11442,73 @@ func (response VerifyJudgerdefaultJSONResponse) VisitVerifyJudgerResponse(w http
 	return err
 }
 
+type ListLanguagesRequestObject struct {
+}
+
+type ListLanguagesResponseObject interface {
+	VisitListLanguagesResponse(w http.ResponseWriter) error
+}
+
+type ListLanguages200JSONResponse LanguageList
+
+func (response ListLanguages200JSONResponse) VisitListLanguagesResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListLanguages401JSONResponse struct{ UnauthorizedJSONResponse }
+
+func (response ListLanguages401JSONResponse) VisitListLanguagesResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListLanguages429JSONResponse struct{ TooManyRequestsJSONResponse }
+
+func (response ListLanguages429JSONResponse) VisitListLanguagesResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListLanguagesdefaultJSONResponse struct {
+	Body       Error
+	StatusCode int
+}
+
+func (response ListLanguagesdefaultJSONResponse) VisitListLanguagesResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type ReconcileRequestObject struct {
 }
 
@@ -11467,6 +11828,9 @@ type StrictServerInterface interface {
 	// VerifyJudger Start a self-check (a CHECK job bound to this node).
 	// (POST /api/v1/admin/judgers/{nodeId}/verify)
 	VerifyJudger(ctx context.Context, request VerifyJudgerRequestObject) (VerifyJudgerResponseObject, error)
+	// ListLanguages Every accepted language id and what the ready nodes report for it.
+	// (GET /api/v1/admin/languages)
+	ListLanguages(ctx context.Context, request ListLanguagesRequestObject) (ListLanguagesResponseObject, error)
 	// Reconcile Check the scheduling invariants now and list violations.
 	// (GET /api/v1/admin/reconcile)
 	Reconcile(ctx context.Context, request ReconcileRequestObject) (ReconcileResponseObject, error)
@@ -12089,6 +12453,30 @@ func (sh *strictHandler) VerifyJudger(w http.ResponseWriter, r *http.Request, no
 	}
 }
 
+// ListLanguages operation middleware
+func (sh *strictHandler) ListLanguages(w http.ResponseWriter, r *http.Request) {
+	var request ListLanguagesRequestObject
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.ListLanguages(ctx, request.(ListLanguagesRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "ListLanguages")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(ListLanguagesResponseObject); ok {
+		if err := validResponse.VisitListLanguagesResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
 // Reconcile operation middleware
 func (sh *strictHandler) Reconcile(w http.ResponseWriter, r *http.Request) {
 	var request ReconcileRequestObject
@@ -12177,162 +12565,172 @@ func (sh *strictHandler) RedeliverSettlementEvent(w http.ResponseWriter, r *http
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7H1rdxq5tuBf2Ytz14o9t7Cxk+57E6/5QAxJSGPwAZyeniZjRJUAxYVESyo7dJb/+yxtqV5Q4ALb6T7n",
-	"5ktioErakvb7pW8VX8wXglOuVeXNt8qMkoBK/LNHtVzWJ5pK8ymgypdsoZnglTeVPvUFDxRoAXeEaRjT",
-	"iZAUpHmF8elRxatI+kfEJA0qb7SMqFdR/ozOiRlqIuSc6MqbCuP65WnFq8wZZ/NoXnlT8yp6uaD2Jzql",
-	"snJ/f+9VFkSSOdUOrrc4VytYh6rLwyUwTecK7pieAQE1J2FIJbAADvSMwkLSWyYiBQsypS8UcPpVx+Md",
-	"GqiZGeePiMplxatwMjewjOMJs4v4D0knlTeVfxyn+3dsf1XHraBiwP4glH4vRbRoBZdEz8xbOPzCfEhG",
-	"n6VPbd21EhN+FOOtU30xvz92kjabM72+95dkSkGxPykcBHRColDDSa22cU9DHGU7VpCvFit+qtUyOHJS",
-	"gCNepSMCunXtHB943OLvzdtqIbiiFhNJ0KN/RFThfviCa8rxT7JYhMwnZmuOvyizP99KztOUUjisz+/v",
-	"YGbICyeDQFAFXGiYE+3PwCC2mVwSX8PBqNf851WzP7hudT7V263G6PCocu9VzgWfhMz/bpAqEUnfkJjS",
-	"RFMQEgzpKSZ4Cj4JQ3EHesYU+DPCpxQh7Qj9TkQ8+D6QkiCQVCkaJDCn8NGvTGmEaSDEBeFLd9rq+UHr",
-	"mU1DIqGBOdP6oHndbl20Bs3G6PDMMloghjkD8ukqMmpQli8bqlvl5NWElRcB5J4+zjB9hOqKk0jPhGR/",
-	"0u9wIBdMKcanBlsifsPFHQcSzBkHLW4oh4PRVad+NfjQ7Axa53XcCjydK06/LqivvweIfSpvqawqFlCw",
-	"bO7gp69fYdTqDJq9Tr098sBA+aneatfftpsJhAspfKoUGYe0yTXTy+cH9VcahlXDVmkA40iDpJPIIPp4",
-	"CQRkFFI4oEfTI1hIMU4IAX9QBur7mDciDtW1pvOFBTUImJmChJdSLKjUzLDDCQkV9SqLzFffKsS+ZYX1",
-	"Q/zVq1Ae0KCuc+IgIJpWNZvTSsL4lZaMT/EFs/ZzEdB1gdTiE0mUlpGvI0kBnwQ/JErBQbPX6/YOPYNn",
-	"7Wa937xu/p/LVq/ZMHSzMDBLM8L/+71e/b+fzT+16uvrz99q3s8v7/+jCIysDC+1UCuJSz0aUqJocyH8",
-	"2aqU/PlVZbtc9GKpV2oiEWlfzAt2snfV6bQ67+FuxkKK0gZhgpDdUnVmvuBw3r24bDcHzYYHuLkeuC31",
-	"4LzeOW+22+bP/tVls9dvNpoNs/W95qfuLw9v+umGTZfUp2yhG2zqBPAKoX6oV09/+hnEBEHmZuNCw8YM",
-	"ozd0S3yfLgx7nQhphZDD1lWAatXXpDr5/O3nV8WAKKqMXNv3jJQmUu+C9vdZJeb3RKvLIIqXqjs54LKT",
-	"pQf+OZlBjL9QXxug6lHAdJNrudyV4n27/6vH8euMaJiRxYJyGniAjMcAeUS54YkefBHjI59wn4ZHVvlr",
-	"Uz416tzPrwr2nPhaFNglHTKn8YlnJAdS+rCilkrT+bCCJ04iLeZEMx8syGpl2pPT/y6adwfmRMwelqW+",
-	"gGrCQrV5t622unZQz8l6duEekhIntbJ7WDt99RD6xruEexsfrBfjUTJwEZKeE+XgW+EfpPpnrfr6c/rn",
-	"9VF1G/82A/WQK+yI7X4CwbYdcnAaefWV6VhcrRk866xhTudCLn8Zb+cqteJXlSLTAm5+PqP+DZUQsMnE",
-	"A8WmnITAkW4k9P/ZtpLSA6JhLpSGV/ALe7tCG69qr38uYoS+kHQPWC0Q66AOqJwzTrRRCWNAo/mYSg9q",
-	"wCbABacGsp0cCsgDdaQeOrRPVAbM13378L1XMWR+oQo29PIKzG+rkJRY+B0JQzvkTi+uUJBDwmRh8UEk",
-	"ICcTZTAqg4vJAaRYU0htBnHMduARU26A+71y2ew0Wp33FS9WEype5bLe7zcbFa/yrt5qNxuZ0RyueJWv",
-	"VTNA9ZZIg3oKR6I8sD/2Is7tX5fEmGZmJMJCGlQ+33uVBjWKh1wmoKw4IixAcGAsuCU1ct5YEiENpkbw",
-	"LIRSbBwurQ4TgBZAjPWsojmVhx40mu3Wp2av2YCD7Iv4S70BB1NySyFanIGixswNLDDo51jfkmQw/Lu+",
-	"+064teIWNCiJN2BhFGXuPyyb81vzgZJQz4x8FJxCKHwSQpAMBgcNYTkDoXPBPZARNwgEbE6mRkBHwZRC",
-	"QDQZE0U9CJi6wXXnWaIVZAX62ExIY1IvQsLRzHFKgBHVVjnX9Ks+Ay6MFSupXhPIRcIE7dxQz3Ar3G9j",
-	"IUJKOEowYhXarHwg1T8//x6LhTdb5MIKmeFY6XxFJNKgyjy9ATMH1k8zYdNI4g443wiJrVxFtVNGKepG",
-	"FoeZViDGytidAdjZi9Dt+lOz13pn7OJWt1PxKs2OsT8R83r1lqPMRqtvv90JET9RySbOODUjo8aGKCkJ",
-	"c5TaYMp+ixhqP2ScYzvI1ImQfpEVQm/FjTU6LO0qYFxpSgKD0GjbGjmBjl806vrX9fNB61PzKD3ZDGak",
-	"+so2IdCzT62ignvZc7AWoYK1ynfUJpxm8KC1j2z7EUpjRjl4SKqvyhorMLbJieZmm/yC+DPGaVVSEhgE",
-	"ia1yYwfAebfzrt06HwBTSAFTyqlkPryqvYY7Y2NyAXMhKagF9Q0+4nuAjhOqshSx4gGteJUVv1HFqwy6",
-	"vzQ7sd1f8Sqd7uD6XfeqY/7+0O0Prt/3uleX19mvO91GM/fFx+7b3Ofmp2ZnkH+lftG8HtR/aRqK7DU/",
-	"tfqtbue6P6i3mxWv0h/UB83reN3xDM4sjj/W271mvfHb9cduq4Pfnn9onv9ybdboQLdftDrXl73u+16z",
-	"3zdLaNZ7g7fN+iCZLEcTGeDPr3q9Zmfgvhk0exetTr2dWw2KLgPOdb3RcBO4v/D3ervd/dWCkq7lsv5b",
-	"u1tvXA+63et2vffezJl1Y1a8SuwzswcUu8xK8ibHXFr8loTMMCPrqqRcG06F7GlgbL/m1wWzAjRxLGdC",
-	"M5nvOiKgmY8fxTjzqXlLuc4+TOZ0QG6oYQI959juaxIa4kD2n/jb7cCWe8XT1ENDAcuPgnH8DlWrXkxm",
-	"7nOLX0oxlVQZve0DJVKPKdHxJG1kgXVfs1uaQHseSUm5tp+d9hxmoEcVwoBQt84+c472r47Q9TAUd3b6",
-	"FPZLsgwFCQZCtImcmpl6RNO2dUybI+RGruIkV5zcEhYaukYhkOzxrlxQUqJ3cwPubATHesG2J80Rx1bw",
-	"uYi43jl2aVinRY193EKh0OdkQXznK17hpMY0+yLGllXezURIwewCzMnSKG7GfBPcpx4QXwqlUIswK1HF",
-	"BlMca7My4GHIVIu/C9l0VuB4s5gJMxqiqxlZuTmbFw4A4OLOM4qgQXZ0TEdcUrKggVFLjVT3wyigwR6W",
-	"XbQIyGNcaflYrFP4cgexuvrMERfJwoQGzhGpd6SEXbB0FV0ec8TFim9uhq2LbbOdlb5k5/ETxvAfWnnK",
-	"X+5xdS370kmtluIGkZIsNx+z2r6OK0SnHVeSJfmiwKgLgmLQFoOeRt8Zoy0q+HYfQik+8YQHv4L5WzG9",
-	"KB+jDm9b71udAbAAiAICAfXZnIRgyQ9Vtq9kvgjNUK9OV9zuJ9XXn3+vVV8bA+3kv4sddx/F+BfGC6bu",
-	"X729aPWNtmW2N1JUwp2QN0eAypL5Lra6qi6qTgNQNJxUfSN7YWzk/JBrgaay4VtnyEJVNJ4z9KjDjGQ/",
-	"DpYLCqNfmufNa5xiBIQHQGAcsVBXGR/yOeFsQpX28BemDRBoUwf4haQLIQ0UIbsxNuEShJ5RiX7xIc9o",
-	"t+nSYt2vpMbUT4CNVQyU0x/FeM2r88+r5hWqaKlTJ4nwpH4dr5LEdkqC8M+IRqg3pC6ec2EQQGe9PF7l",
-	"HAMBsTlp9CRjULSUimyMdwd6/OJeXnVNF7r344et0qh20UHKO8tX2WscqkkgLYKjiOY+Guz5KMb7BWX3",
-	"1WkSLa/Fi9yhH8QdhIJPgYDFIoPBoDQLQ8wVU+jiMP/bJIYx8W/EZHIGNWvl+SFhczP8Hv5U32geDcHp",
-	"HsvCdwdCW0f0ri/vrrP6TlcvEBOGMYix4Q95lvNCgXvLGsfokCl2b0wYZ2q2G0TpmHuoq88Zh7pxLH7b",
-	"k7EkuPcqIeHTyLk3tr3Sjp/Dd5TOOS72SQMoG6ovRCF8uUfn1qNWRFmXkipz9jYO7zjzGXA6JcYKRH0/",
-	"p1fHHnCrXRfSU0HgyImpsoczJ19dbojaTjiPTlBYzIh68FAv8SHztBDhgw+bZ8yzkglZaGe1xR2VxqBS",
-	"MGFSacOmmHLZBNtNqZNc2mL1pFZ7kui/DfPQEvRgpbp5IeEgD291P/ts7t0BwlH2bXz6CUyyOLsBeYA7",
-	"1TWoVpaYY2UZfpBD7ngfs1IjJwUyaOHlZWYe6VcyL1JRsE1kN5Ioye6Cu4A1dMOAKm1RFFNuyxhQcUrX",
-	"qvm0aj0hr34Q32JdxJ0fVXtl5tgEV8XJQs3Ezpk4NrMnnXeXd29tvLdkWLgIT1M0UVvPfg/z+IsYlzeM",
-	"s0eRHuxPRQebzX9HkMKwO6m8+f1hdvx5NbhYH6NwcqatkaeYZH9UtFNb9kfuGNOsu7gkxsuMkWlsOoXR",
-	"WabXo5Muy3EdKd8SReGq106xMqAvlIu3AeXBQjCuPVReF1KMnf2asSh+OjktUvN21wyDlSjitqPIRRyT",
-	"aGgpDJE2HLyn8oae6wKL35c0oFwzEqKBPKaUA0O7zVZgmDdt4OaOoGFu6y7WNVgb48u6GXfUyXf18ZZW",
-	"Q3ZQLB7h/5UuYlAY1y6fcljb6MHd7iw6/enn5/a2JoavczA62Z53wlpQMzu5Qh/pRiVYuZb0uIJKCZWU",
-	"EtZyL9ftRj7TXdgRYKb14kAdouuvgPEcWxj/9AAdUjQAMiWMKw22jkmMqU3VLsWFnjVAsgtB7Ix5pd3T",
-	"W7DnobN9jEtptQLN4n7K5jxQM3HH0TgrlWH6SBdUOdZfSIt7u6DkftpsFBQVknXoXaLKplmIJ7Vaeb02",
-	"zV1+WLVF6lJlwTgtD0VHBNQ6WXNAnBZpYTucm81757q+0RYohvyn2uPsgp8eCqo4DFqBLtlglw69BYk+",
-	"JKrLDupfN58Y5YGiCyKJpjCRYp5PtyrKVXPJb+5zqe3JpN/ldujl6frJzuKwfX1K90j0tH6pJPZfLzKm",
-	"sB4JE1BjCYK6dzLzGRCrmbuEWVhSnXNcbGUpmCTY38y0twIveMg4LdISE+iASMnM+d0xPWMcxGRi3sEK",
-	"tAu1KXXLRkqS7LPCSBsaBIqwONQSuKeBaUXDiat9UrNIY35xIO74Bk3U5UF+orI4rldXdstjuM7A4P4y",
-	"Loo2R4LEmK66lMxG2fU2Usvda6bzlOmOYW0hXh7/CzZ2M7HuY8PiizuasXLn4G48zWbY9wzr7pIv+OjM",
-	"jyfWkQq06C11Fe2MA33FHep+gRu6dPm7/mJx8l8efCG3xPy/WOqZ4C89IPJGKw/mS/VHeGZoMKA+C6hN",
-	"WDHK2qpzJ5OX+59H15iX+/Kk2FfTIUV1ah+iOeFYyuBBxNkfEY25CtMKbhgP4CBEf65PFD0smB+LRuz/",
-	"DoKT0//aAEIi3ncUWJxm48wyMjwPiMv3tQnBNn/ehsMM6DZm/UWMAQskoX5ekHeN45VV761c7G1MVTCr",
-	"W81VQHAJj+2QM7CVW8ApDRQQWBCljLqBT7swVUGBRgkC2MNnsl8hKO5wujqzwxMMQe9bCLpP2O25CrLW",
-	"pNbDEqeMxylTBpL3mpbzHSb+089F1fgJpr9Q4IY+A0r8GZKsEeNGg7GnpTRdrHsXYzLwsnH1cd7fn0f+",
-	"h7wAl3HYKU6OOO9eXLbaNivi41XjvfmrXPrDuZgvWGh/NrIIZayZwlnQxa5NwyzPkjwUcJXkgIqvAvqV",
-	"+DpcxqQWA+kvFmbp5JYYVEambHRww5QN/RmuXBZoHOmjHekyHqnuRrqwI5lFSDGmz5X2ng4e574/aw77",
-	"ynSZw290+tdp+ku302meD9IvBu3Mr4PWRbN7NcDM70arZx7sNd9d2dKot/XGdX9QH1z1MRk9zZE2P7zt",
-	"Nn4reToNrtKsGcE59XXyeRCmvw3YnIpIY7pywCT1dc+2AzBTkqAfl45lMn3fkuCtCJbp4e5VIpnxhD3I",
-	"gAJGQhq0FsUa/YJxTgNoXYKeEY3+Y/OCY9cPVQzTGDPLoVnemb6tuqLY9Mi48OBjv9uBA4Z+cb30kKCT",
-	"8iovW4Llyns87KRTxSQ0u7o1DA2JNm/sZVTuWNfrzzCnu9gRjXhTuqR1kweYJPno6XzZNRbRaC/RyFcr",
-	"zZdnIKkvpNGVmBXw6HyAUEwLi8rmjCdfFKCOnWm/aqanqDMqXr0vuM9C2kOjbVeiVEZUr+5cw9X25bwJ",
-	"2VhsOYVG3BTjCrqrbflxkLMC10ZIDb4MKSdOlVsmQnTolLclP8WvrJuTD9mTuFW4qJUV5AApPiKU33XX",
-	"Z2LHI3pUNtYOOuWO2SQb0jNyCRd2yKIt6VOtQzqnXGNJyh5eBHobt6ordfArE/aQLfxNA+NuaSX2zS1j",
-	"VzXLFjkXVLC7X6xcxQRMGtjCXDMbwlwqdrFXsNtWc5fLISsUZwhk6RZD5uFSqUz5LY/zmb4XWSYJiWUU",
-	"XIuvbgufPJUsX3D/L55PFiNLFhMyJuIueWWxPbmGwllCyEJcgrLjTVlx8jcHg3azEVfGGlPQUia6jr6I",
-	"saVc6x06cIazB/3f+oPmxTU2ZAIh005MufpxN3jZIgKE1+bl9yNcRgxzPODH7ltjIA4GzYvLuKo1V1Vb",
-	"8fJFDFhpWnL+j5hnFYeorB8uW9BZ8fJ1DrirMbQ5rF3X28eRYpwq9UIBCxL9J3mtwClU0GjmzdZOM/01",
-	"9N8KBjotxSQDhPO61tvvu+ZIG/VB/W293zwDMxV2W5Q6qYPHchQg2JnVxckOUucjpt9AWrJy+JDXa5M7",
-	"9lPGCbRb7xy1oUsCVhAiTktilkz8GcS5m9YVFMc1BfdpHHCZGBxvlo5zZrr+PBhk8LBPLgtpW0yLBCj+",
-	"JkFEehFloq4/Y/ecLHxGGsiFpJoGsQW4msLx808/vSzi8XPytR932FnhD9EcWUEY2s25o2w60ypG4Xjn",
-	"9qio2MHLkun/UwgdFqqmgCXt1/Cw9wBtrzY+q3GR1Y45yR7nDjzdB5chXMjK81MVuPOwDM11XTuCFb80",
-	"NpNUSKyc3lIJJPaAZpl1/bziVX6to6vJMNUL/LeL//bMP+dl6+dLjWRXxSZG9svdbZidYhKllaONHl87",
-	"QuHRJPbfbgv4Dg02rFVZzAcZvyWSEa5hLG0fO2T+rvTj+tfW4EP3anCNrR08GPzavW6+e9fEDg/XvWb/",
-	"qj3oe2AbWXQ/NXvX5/XL+nlr8Nu+4Q1lBX5p0zKvHzyg6CWPrnlBotCpYskjWVC2eXIxVdKPJNPLvpkp",
-	"dknOGcfmEAVUutpy9ob6tIrtlUXovrTaHVSrKJ7x8REKT1yNbRlOJJXpFs60XtgWrYxPRFFWoFErhYT6",
-	"ZSvmlUYwZyIAEPGAShgdkwU7vj05xmmPR29s2T9W2CtvyNNsaAUHSRaa8jJBR+VB3HRRUsX+pJ5NjsCW",
-	"Tvj9kNukSi+bziuFdn2bXP7zITZtxKFjHRYCSgIIqUEtBYQHQ57isHQuK2azcaBplGbwjdRyMcSVvbfb",
-	"OeSj9MBGh2eJfmQfw2lsZCQFNsdHnaA5GvIh/8c/4FxwoxMywdWQ/6+0RFnBwcg6JEcejDJ5hOYjshbz",
-	"R1pBYj45a2LkDTnAKOl2a35ybMn86Vocjg4RqnwRtLJNvBmf4hDrZc+jIwPlwOgJ+Hrv3Tm8fPnydfI+",
-	"JjoZhIlbc4EfCv8GDq4G54dnELjsJ3zbzOFEqALGYc7CkLmm0a5nPofRhRqBiiYT9hXntudk46a2cPrD",
-	"YHAJVnbCIowUjL4NMawyrHgwjOnRfnAsdFi5H52Z6REdcSVXl5fN3nW/U/+liWcYMqzCZtzqe2LhTK0X",
-	"CjLU4vDGDJU8gV0vSKgEEK7uqIRXtRqsNUL34FXtBNZ6SJuRDoS0P+baAo3e4L4imr1QtrRuiXFuGmBL",
-	"UWKJggZVEWkzju1c9kKBuKUyJAtrkh0ierw6fQ35Rt5wgFueac99iBuRbyh9nOsnjSdyEWl3ptZjY/sI",
-	"uCQCIa1FSG7MVyPrQx55qy5xA1LiFbdnj45yH82HDB2+UJhTgRNjXsAto3cKbihdrLQzOxhlU7MN5mPe",
-	"icH7BZEaMRXPLZ+0Bwcj+8eRzVQaeRBQmxWW4HY+pw3IlOKeJkXzca+6Wxvuxm3MZjcdvoFhxXI9Wxvp",
-	"Es2GFculAIZxZzf8Oc4WM79LCmOhZ+b8JcXugXYz2kw5hc3sq6QB8EzqJYKwIFOX2wYj7OZu2wKM4isl",
-	"LPJh5kTR9RSjrBtydGj7AGimsWECygd7TvXLVgVj8TbUXzlBN/yCcrJglTeVl0e1o5dW5M9QAOZlCIqM",
-	"qmF41WnSgmNKC5IN0SGl3hTT0VkBhp8ZXLZgJ8RqtIeK2bsPaRuOlYsVTmu1J2uPnu9KUtAmvR6GORkK",
-	"4yWwANu2v6qdbBo+gfc41yLfvHT6+uGXVi8UQKjQBCgzYdLuHhWcaD4ncuk2NbuUhKqZBN/18UD8ixTm",
-	"CmgyVXE/lPjoP2NCv9p6+AW89WwjTtRewyhtg2ZkwA5oYvPzs84dVyKIgeknRxFX6nGf10CNjn+/hqEn",
-	"Tz99EXa6CgWHjrWHsSNzKcneGFwrgcFJk7C/FOXt9gDJoD0cCE5hMVsq5pPQadDm58PNOH/vPcQTj79l",
-	"NMJ7V1xqi6/yBzaK0+ZGMI+UBvpHRMJcF6w4OS5+8AiwytyI3ZhKh3xM7d0oFFCGGqE9wfIlVMFsq7Y3",
-	"RuxhTjN2ArPJZ04dNrJoyDGWY96YSsKNnDRiMkS/XyDFQkE6Dad3yfSoKu9F70P+qvYKRkUdFGNmkG+D",
-	"uJvYsKm7WX6QvRtqQ3QufeR49Uqm+8/PzFFcrnEpjlL7PhzFgvS9Ocqrh19K2iv+i7GgWPtOWdALhVSb",
-	"Ct0DsdBszpRmfppWixbi7kwprgV/QEPbSUjvprjFBeZqnf6K7vqK42TlcDebalA8XtwDotRwtvBw01Cu",
-	"q0RpyGyLmU2jrUcPS427GuQ0wz/Ax+wlbCUeTHIYLKd7Jn6T62xQwHK6RiCTKeYUGfT9vrznr9XHrYuM",
-	"54ryUC+fsNAcUZb+bWuEbYR//A09UfdPywCc1M71M96NLbynCVfYWSin1xZ+FyR1xaob7oP7IsZ/c8n4",
-	"l6GzoeIvYuz8hGGItSlxxxPX1FC525X2w+pjewEQateFNqg7IRhTX8ypSjMakgs/U1c0+mbPYq/YTISB",
-	"rf4b8inVCkbJuyMQHCQ1CrBZBCqphhRWH8B1DbnrTYhesgwABizrfVRwWqs9WoVeI8YYrLhF9wgOiO0j",
-	"nd6+BUKCzT8/3NHQxkU9GQk/vUadz8H9zvp02lFnI9PwgIu7FB1+aNdPpV0jYgKBP7B1KF4kmhq9e7IZ",
-	"aTNzN/MZ61ZQhnnQu5TpjdL8L/hPOBklt3UoMs9mClmf8lzcunLHzC/YRohK0AKYPrPpXGFgMYhNXJ/M",
-	"ZK1D7hbrGSPej7uiwkHczhuQlyFvSC/XQ0/xM3GfzJUBhgGhYiMz7SiHHG9NVYcejPL3G4zgICnvcvE5",
-	"ocEdRbAjv3K51f9eDOv0CSfPp55v4FsxcjPlUO4H23oituUOYJX6MV8z05vabP6BOYWUgA5L8zT5d3AD",
-	"yJJOgD2N9pUCFRtedPcmWQNq0w3ju3kd8n3Unt8OkZtM5QuXDWBTOPLBqP8Z9nKawOKBcN2ywqXZCEyD",
-	"sZHdDB7k6CVu/rAxipW2BtFEWr/6qOgGrdERDHLt6pjKdHIacgOG7bWr3D3cJzWYMx5pqs5A8HCJ1tCM",
-	"qBm+qoV0KSjP5VdfDbKdwqjgkh4jtN1NzyLSeI01hv0XCykwJC+UkZRCanW4T6zOde14Hpmaa8j2naN0",
-	"+YZhmyN1ZzAzuJHvdagFfoEeYuFyvf7tZO1pGbDW70H/i+X0lCmN2bbZPqI8sE0r7eV7a03dilnOJil9",
-	"/M2mlT2P0y5/K9l+Xju5s/7cwRV9J6ed3O6yw2ukf/jsNvrsEKXRfrX+OZ9ynfjtcomh9s4STArTkrBw",
-	"o2jdNfTtKuLXI9+JOA4pkZjPRofcKMQ2fiYibtPG7P1V9GuusZmaScZvjLKUhrGTqyGH3MXLQ2Mh6xmd",
-	"uwD5o4XwOsUVhLU995y7zW/HvBcbo30q2nwuQfzXBLeTDpY/ItvPLhwV+zPJKy0Zw95BHh67fPPNfjjX",
-	"o8RdeZHcizsTYaByV8EeYMKmja8dQsRDqtSQj/B+1hHWTcqIunxbAjYn9vAI3gnpo7GFmeI3LAxVLqfm",
-	"zZAnk5pBRBhAfIcuEF3AlZCFKi0WyhZSMz49G/KYK2nn4LMLwOZfkX3FFunhLXgHkmrJaAA0VPRuRiW1",
-	"6x/yJNgi8Z6QQ89dMmVjE2Z4s43KbZcBDifGnVJ26iFHpqqeiQvmbhl9JBN0twj/fbngyjXHfxs+GAtV",
-	"G5OI8fUHW3wituiOPeaLmIJvCZqLDFPamykaTraZJT49zeZIdN1tvyPRGuj/viT714cRy1Csu7D9B8U+",
-	"EcX2tVjYBFcjktVZUd7svuRqi0o202uXh0vnIbQ9Ms28mQ6gNoCmZ4QXWEpGWmcrbKy4n0iqZpluwoA3",
-	"8mNCAoeRu/h/lGgtZMi5qIqF5VRPmaNQzE/yF5QbjrJyG/nIG/IVxWAXrwWulv7gMY/iMQ5LfrCYp4pd",
-	"UG0r9tmEYXUglrK5ulTMwk/DgGpfXvNFMF6N22UWsxt3H77NXuBLoESGjEqIOBpS6L00Zk9Oe4nziKwW",
-	"Q4Y8U/YbKQojW+ZYTb8eAeNKUxI8Ew/Bb+vtXrPe+O36Y7fVsYzkEdZEjyqqP6b3W/xN/Z35q263xO3X",
-	"Lxf5QclPQsm49YmUTWM4kxWimRGFGSz21qH4WoV9yBpv89lM0v1+7111GhEZ0OCNDS2uhOvOW42edd5i",
-	"4O4MKJZsNzp9J+6HnKn0IiEXnnLNU6F16VqrnsGg3U942BlI1ylWgbR+mLMhdz1JwXqGzEhsTs+M5WNr",
-	"nzHYSbk+gnpmr3zCzVaN6ZBjg08aoGJilBCXWZX0/XwD2InD3Z/NYYSF56MzIKCJnFJtfcTYitGcyZjh",
-	"WBvjnc/GoK7dbKi8bJh8NxaF3Wf/5gGZbCPgAu7064xkb6hS5O5HmPNvEOZ8R7U/K7peLA2u2MvwKddY",
-	"ye5yBPblaLZ9yJY8bnJDFdDJhPoaiO3iZZstZDQPTLFARubuc3NOUmRFQ37wqvZyRSM49ECJTBa6yr6R",
-	"NBMw8vLMcpHULzujYbDJIesYJpPWXnTu2SFP/LNHQ14Hdw+dU/lihgeSVl3fAcNQk2izEeGC0yPomdfQ",
-	"dou7rgRxEPo5DbVdFCcD1A9z61HmljvZH2HqTZEmsz2xesXmcxowomm4hIOUIXgxH7CqjqXdvWNPaybN",
-	"9qqTOHS9wp9SiFYZjTl1weHgVe1kyEfnvWbDkGW9nZAsHMOo38Q80PQ71yV4TvyZMR/rl63Ds4RvD7nR",
-	"NZW9gSVt2RJbA0fQzkTElCZLV+6tZ3TpktUwpzwb0nIhuGe14/by8vTwfJKsq/iQfjCgfQ3GDVdS/rAa",
-	"n8ZqTPwuaZh6hVcwZ1jmDmNf9oVW2nJLmIhjRr8xsqxDdpT2CUYTUs+YKyGZk6V1UXnAOBC+HOK5Gch9",
-	"ouM0W7zDK1KuoiV2U8cF7iEz7JsvsSgHWloNuWt0aWxVSmy7sWRnbFOwF8q1SVOjjA87vk8K7e8hj13m",
-	"+OD34FJe7MFuda4ve9331sbbyZCzPTP/rVSmp6tNyTcU3cCwbGzkR13K00fCiNRYJ5sEoA5I5oI5dO/Y",
-	"dGXHHsoqWHF3R7oxy7VHSVA1vOcsrZmL8w4V5BttJqONjmAkbkbA1JCjY8he2mZYTXL9hsET2zxwhT88",
-	"tsoluWTlORuUrd7ksoEibKu7f8W2ZHhhij1yf0aDCLl80hZUoaYc939MDzXne0iRqwDz0prvano7yF9X",
-	"FrXS0f9ZmqSsXMnwr9cxpOgimAcah9iz/Z9UCrXazEC5/s+5Jrv2ztD/3WjWGzlWHd8mU4Jejr+5Prb3",
-	"x0ZjRdTalpOpXEa1u4RCC3AVVGmWuctUtBncVIIfUiJp4IESmNOA980oOIhjEXd0PBPiBhTlAZWHoCg1",
-	"+iZauo9W+vB+iXWtL/3abN6uksHt0woibyD2hdHmElpP7yDJa11lqR+boP87GrMbbmsqFoi4i9a75tDv",
-	"h5b4RNznMjI6omEzVctmaOBofUyMWs61gPjWm2Kek2m8jlSQbbn++2eDvO6dbzFRZHufGTHlvo41zuxX",
-	"Ypz77GbNfJOqC/ef7/9/AAAA//8=",
+	"7H1rdxq5tuBf2Ytz14o9t7Cxk+57E6/5QEwlIY3BB3B6epqMEVUCFBcSLans0Fn+77O0pXpBgQHb6T7n",
+	"5ktioKq0S9rv57dKIGZzwSnXqvLmW2VKSUgl/tmlWi7qY02l+RRSFUg210zwyptKjwaChwq0gDvCNIzo",
+	"WEgK0tzC+OSo4lUk/SNmkoaVN1rG1KuoYEpnxDxqLOSM6MqbCuP65WnFq8wYZ7N4VnlT8yp6Maf2Jzqh",
+	"snJ/f+9V5kSSGdUOrre4VjNcharDowUwTWcK7pieAgE1I1FEJbAQDvSUwlzSWyZiBXMyoS8UcPpVJ887",
+	"NFAz85w/YioXFa/CyczAMkoWzL/Ef0g6rryp/OM4279j+6s6boYVA/YHofR7KeJ5M7wkemruwsfPzYf0",
+	"6dPsqo27tsWCH8Vo41JfzO+PXaTFZkyv7v0lmVBQ7E8KByEdkzjScFKrrd3TCJ+yGSvIV4sVP9VqORw5",
+	"KcERr9IWId347hwveNzL35u71VxwRS0mkrBL/4ipwv0IBNeU459kPo9YQMzWHH9RZn++bbmOL6VwWF/c",
+	"3/7UkBcuBqGgCrjQMCM6mIJBbLO4JIGGg2HX/+eV3+tfN9uf6q1mY3h4VLn3KueCjyMWfDdIlYhlYEhM",
+	"aaIpCAmG9BQTPAOfRJG4Az1lCoIp4ROKkLaFfidiHn4fSEkYSqoUDVOYM/joV6Y0wtQX4oLwhTtt9fyg",
+	"dc2mIZHQ0Jxpve9ft5oXzb7fGB6eWUYLxDBnQD5dRUYNyvJlQ3XLnLyasvIygNzVxzmmj1BdcRLrqZDs",
+	"T/odDuSCKcX4xGBLzG+4uONAwhnjoMUN5XAwvGrXr/of/Ha/eV7HrcDTueL065wG+nuA2KPylsqqYiEF",
+	"y+YOfvr6FYbNdt/vtuutoQcGyk/1Zqv+tuWnEM6lCKhSZBRRn2umF88P6q80iqqGrdIQRrEGScexQfTR",
+	"AgjIOKJwQI8mRzCXYpQSAv6gDNT3CW9EHKprTWdzC2oYMrMEiS6lmFOpmWGHYxIp6lXmua++VYi9ywrr",
+	"h/irV6E8pGFdF8RBSDStajajlZTxKy0Zn+AN5t3PRUhXBVKTjyVRWsaBjiUFvBKCiCgFB3632+keegbP",
+	"Wn6951/7/+ey2fUbhm7mBmZpnvD/fq9X/+9n80+t+vr687ea9/PL+/8oAyMvw7d6USuJt7o0okRRfy6C",
+	"6bKU/PlVZbNc9BKpt9VCItaBmJXsZPeq3W6238PdlEUUpQ3CBBG7perMfMHhvHNx2fL7fsMD3FwP3JZ6",
+	"cF5vn/utlvmzd3Xpd3t+w2+Yre/6nzq/PLzpp2s2XdKAsrlusIkTwEuE+qFePf3pZxBjBJmbjYsMGzOM",
+	"3tAtCQI6N+x1LKQVQg5blwGqVV+T6vjzt59flQOiqDJybd8zUppIvQva3+eVmN9TrS6HKF6m7hSAyy+W",
+	"HfjndAUx+kIDbYCqxyHTPtdysSvFB3b/l4/j1ynRMCXzOeU09AAZjwHyiHLDEz34IkZHAeEBjY6s8tei",
+	"fGLUuZ9flew5CbQosUvaZEaTE89JDqT0QUUtlKazQQVPnMRazIhmAViQ1dKyJ6f/XbbuDsyJmD3clvpC",
+	"qgmL1PrdttrqykE9J+vZhXtISpzUyu9h7fTVQ+ib7BLubXKwXoJH6YPLkPScKAffEv8g1T9r1defsz+v",
+	"j6qb+Ld5UBe5wo7YHqQQbNohB6eRV1+ZTsTVisGzyhpmdCbk4pfRZq5SK79VKTIp4ebnUxrcUAkhG489",
+	"UGzCSQQc6UZC758tKyk9IBpmQml4Bb+wt0u08ar2+ucyRhgISfeA1QKxCmqfyhnjRBuVMAE0no2o9KAG",
+	"bAxccGog28mhgDxQx+qhQ/tEZcgC3bMX33sVQ+YXqmRDL6/A/LYMyRYvfkeiyD5ypxuXKMghYfpiyUGk",
+	"IKcL5TAqh4vpAWRYU0ptBnHMduARU26A+71y6bcbzfb7ipeoCRWvclnv9fxGxau8qzdbfiP3NIcrXuVr",
+	"1TygekukQT2FT6I8tD92Y87tX5fEmGbmSYRFNKx8vvcqDWoUD7lIQVlyRFiA4MBYcAtq5LyxJCIaTozg",
+	"mQul2ChaWB0mBC2AGOtZxTMqDz1o+K3mJ7/rN+AgfyP+Um/AwYTcUojnZ6CoMXNDCwz6OVa3JH0Y/l3f",
+	"fSfcu+IWNChJNmBuFGUePCybi1vzgZJIT418FJxCJAISQZg+DA4awnIGQmeCeyBjbhAI2IxMjICOwwmF",
+	"kGgyIop6EDJ1g+9dZIlWkJXoY1MhjUk9jwhHM8cpAUZUW+Vc06/6DLgwVqykekUglwkTtHMjPcWtcL+N",
+	"hIgo4SjBiFVo8/KBVP/8/HsiFt5skAtLZIbPytYrI5EGVebqNZjZt36aMZvEEnfA+UZIYuUqqp0ySlE3",
+	"sjjMtAIxUsbuDMGuXoZu15/8bvOdsYubnXbFq/htY38i5nXrTUeZjWbPfrsTIn6iko2dcWqejBoboqQk",
+	"zFFqgyn7LWKo/ZBzju0gU8dCBmVWCL0VN9bosLSrgHGlKQkNQqNta+QEOn7RqOtd18/7zU/+UXayOczI",
+	"9JVNQqBrr1pGBXez52AtQwVrle+oTTjN4EFrH9n2I5TGnHLwkFRfljVWYGySE/56m/yCBFPGaVVSEhoE",
+	"SaxyYwfAeaf9rtU87wNTSAETyqlkAbyqvYY7Y2NyATMhKag5DQw+4n2AjhOq8hSx5AGteJUlv1HFq/Q7",
+	"v/jtxO6veJV2p3/9rnPVNn9/6PT61++7navL6/zX7U7DL3zxsfO28Nn/5Lf7xVvqF/51v/6Lbyiy639q",
+	"9pqd9nWvX2/5Fa/S69f7/nXy3skKzixOPtZbXb/e+O36Y6fZxm/PP/jnv1ybd3Sg2y+a7evLbud91+/1",
+	"zCv49W7/rV/vp4sVaCIH/PlVt+u3++6bvt+9aLbrrcLboOgy4FzXGw23gPsLf6+3Wp1fLSjZu1zWf2t1",
+	"6o3rfqdz3ap335s1827MildJfGb2gBKX2Za8yTGXJr8lETPMyLoqKdeGUyF76hvbz/86Z1aApo7lXGgm",
+	"911bhDT38aMY5T75t5Tr/MVkRvvkhhom0HWO7Z4mkSEOZP+pv90+2HKvZJl6ZChg8VEwjt+hatVNyMx9",
+	"bvJLKSaSKqO3faBE6hElOlmkhSywHmh2S1Noz2MpKdf2s9Oeoxz0qEIYEOrW2WfO0f7VFroeReLOLp/B",
+	"fkkWkSBhX4gWkROzUpdo2rKOaXOE3MhVXOSKk1vCIkPXKATSPd6VC0pK9G5uwJ2N4EQv2HSlOeLECj4X",
+	"Mdc7xy4N67SosY9bKBL6nMxJ4HzFS5zUmGZfxMiyyrupiCiYXYAZWRjFzZhvggfUAxJIoRRqEeZNVLnB",
+	"lMTarAx4GDLV5O8iNpmWON4sZsKURuhqRlZuzuaFAwC4uPOMImiQHR3TMZeUzGlo1FIj1YMoDmm4h2UX",
+	"z0PyGFdaMRbrFL7CQSy/fe6Iy2RhSgPniNQ7UsIuWLqMLo854nLFt7DCxpdtsZ2VvnTn8RPG8B9684y/",
+	"3OPbNe1NJ7VahhtESrJYf8xq83tcITrt+CZ5ki8LjLogKAZtMehp9J0R2qKCb/YhbMUnnvDglzB/I6aX",
+	"5WPU4W3zfbPdBxYCUUAgpAGbkQgs+aHK9pXM5pF51KvTJbf7SfX1599r1dfGQDv573LH3Ucx+oXxkqV7",
+	"V28vmj2jbZntjRWVcCfkzRGgsmS+S6yuqouq0xAUjcbVwMheGBk5P+BaoKls+NYZslAVj2YMPeowJfmP",
+	"/cWcwvAX/9y/xiWGQHgIBEYxi3SV8QGfEc7GVGkPf2HaAIE2dYhfSDoX0kARsRtjEy5A6CmV6Bcf8Jx2",
+	"m71aovttqTH1UmATFQPl9EcxWvHq/PPKv0IVLXPqpBGezK/jVdLYzpYg/DOmMeoNmYvnXBgE0Hkvj1c5",
+	"x0BAYk4aPckYFE2lYhvj3YEev7ibl13Tpe795GKrNKpddJDtneXL7DUJ1aSQlsFRRnMfDfZ8FKP9grL7",
+	"6jSpltfkZe7QD+IOIsEnQMBikcFgUJpFEeaKKXRxmP9tEsOIBDdiPD6DmrXygoiwmXn8Hv7UwGgeDcHp",
+	"Hq+F9/aFto7oXW/eXWcNnK5eIiYMYxAjwx+KLOeFAneXNY7RIVPu3hgzztR0N4iyZ+6hrj5nHOrGsfhN",
+	"VyaS4N6rRIRPYufe2HRLK7kO71G64LjYJw1g21B9KQrhzV06sx61Msq6lFSZs7dxeMeZz4DTCTFWIOr7",
+	"Bb068YBb7bqUnkoCR05MbXs4M/LV5YaozYTz6ASF+ZSoBw/1Ei8yVwsRPXixucZcK5mQpXZWS9xRaQwq",
+	"BWMmlTZsiimXTbDZlDoppC1WT2q1J4n+2zAP3YIerFQ3N6Qc5OGt7uWvLdzbRzi2vRuvfgKTLMluQB7g",
+	"TnUFqqVXLLCyHD8oIHeyj3mpUZACObTwijKziPRLmReZKNgkshtplGR3wV3CGjpRSJW2KIopt9sYUElK",
+	"17L5tGw9Ia9+EN8SXcSdH1V7ZebYBFfFyVxNxc6ZODazJ1t3l3tvbbx3y7BwGZ5maKI2nv0e5vEXMdre",
+	"MM4fRXawP5UdbD7/HUGKos648ub3h9nx5+XgYn2EwsmZtkaeYpL9UdlObdgfuWNMs+7ikhgvM0amsekU",
+	"RmeZXo1OuizHVaR8SxSFq24rw8qQvlAu3gaUh3PBuPZQeZ1LMXL2a86i+OnktEzN210zDJeiiJuOohBx",
+	"TKOhW2GItOHgPZU39FyXWPyBpCHlmpEIDeQRpRwY2m22AsPcaQM3dwQNc1t3sarB2hhf3s24o06+q493",
+	"azVkB8XiEf5f6SIGpXHt7VMOa2s9uJudRac//fzc3tbU8HUORifbi05YC2puJ5foI9uoFCtXkh6XUCml",
+	"kq2EtdzLdbuWz3Tm9gkw1Xp+oA7R9VfCeI4tjH96gA4pGgKZEMaVBlvHJEbUpmpvxYWeNUCyC0HsjHlb",
+	"u6c3YM9DZ/sYl9JyBZrF/YzNeaCm4o6jcbZVhukjXVDbsf5SWtzbBSX302bjsKyQrE3vUlU2y0I8qdW2",
+	"12uz3OWHVVukLrUtGKfbQ9EWIbVO1gIQp2Va2A7nZvPeua6vtQXKIf+p9ji74KeHgioOg5agSzfYpUNv",
+	"QKIPqeqyg/rXKSZGeaDonEiiKYylmBXTrcpy1Vzym/u81fbk0u8KO/TydPVkp0nYvj6heyR6Wr9UGvuv",
+	"lxlTWI+ECaiJBEHdO135DIjVzF3CLCyoLjguNrIUTBLsrWfaG4EXPGKclmmJKXRApGTm/O6YnjIOYjw2",
+	"92AF2oVal7plIyVp9llppA0NAkVYEmoJ3dXAtKLR2NU+qWmsMb84FHd8jSbq8iA/UVke16sru+UJXGdg",
+	"cH+RFEWbI0FizN56K5mNsuttrBa710wXKdMdw8qLeEX8L9nY9cS6jw2LN+5oxsqdg7vJMuth3zOsu0u+",
+	"4KMzP55YRyrRojfUVbRyDvQld6j7BW7owuXvBvP5yX958IXcEvP/fKGngr/0gMgbrTyYLdQf0ZmhwZAG",
+	"LKQ2YcUoa8vOnVxe7n8eXWNe7suTcl9NAkaTj8WO58jCcnaROAkxVp0P82Ls8qgMihnjF5hO/3ahqSrL",
+	"drTORgV3U6Eo2Nx7W9WLQX+alj8TbJ5gyzPTcrQUJKKB8j9iGlM4eHV6CsML/6LT/c1m0tkEu86vw8M9",
+	"AmYz9rXMjO/LmNpoHOapubwdyx5sDqaeEo6h8VsiGeG6nHPuZiqTcGGUJlWW+5tBcWALxkIPLF87NLAk",
+	"zLe4cfvVhvCQyDVIkvwKQmanc2vZKeI1Czfgi9uq7Tlgguaf7I1YhLKJ9bG8hzx5kRU8LWx1ggI56DZx",
+	"hD3YPlGd8VZqS97pu6Vy4qDafUeRcTy0nQh5fpVNO5Oc0a4Z37M5i+i5mM1IWRrLuf0dAnsBGIRP1AvD",
+	"J5IKqNXCaGP+XApWFmD+gFyHgmt3MDYLYAGYWQFvBHR2IlcKDOvi5Wt81ZJs5oCW400k4Rrzm0CLeXLe",
+	"SSzmhbIscQ/2xR9mF5YvGA2PfiWBjhaWReTY1o4RSxnz3HGVhRHKtUR3lBJbYbjKmoR1EGU9OiEwy0cU",
+	"4eFIfLWlN0cPetJuU41uCaEK4BawouT4kv0sQ/M2KasM/xDPiJWQHsSc/WGkhtXjmVZww3gIBxFGUAOi",
+	"6GGJxMcyTfu/k/knp/9VLvQzg3pHE5HTfGaXjI2VAcRV2NgSHFuxZkWeAd1miX0RI8CWBFA/L6l0wudt",
+	"61Czlmh3bXKgebvl7EAEl/DE83cGVvQBpzRUQGBOlDLKAV7tEkNKSiK3UDn3iFLs13oBdzh7O7PDY0z6",
+	"2rf1wj6JLs9VAr1iJz5s420T48kVXhbjlNtF69KI5eey/jcppr9Q4B59BpQEUyRZo6YaLc+eltJ0vhrP",
+	"S8jAy2eyjYoR9iLyP+R3v0wSPZJ0xPPOxWWzZfMQP1413pu/tks4tFzX/mysP7RqzRJOMy0PJhod6izN",
+	"/ATXuwXQ1aRSQeJILQEymM/Nq5NbYlAZzaCKV0EzyNCfsYO2BRqf9NE+6TJ5Ut096cI+ybyEkRnPVWiW",
+	"PTypNnvWqrGl5XKH32j3rrOE00677Z/3sy/6rdyv/eaF37nqY61Vo9k1F3b9d1e2GPltvXHd69f7Vz0s",
+	"/8qqkswPbzuN37Y8nQZXWZ6q4JwGOv3cj7Lf+mxGRayxQChkkga6ay08syQJe0mxdq625i0J34pwkR3u",
+	"Xk0JcrGnBxlQyEhEw+a83N6ZM85pCM1La2PdEQXmBseuH+rRQRPM3A7NiuHrTfWM5c6+XNAMPvY6bThg",
+	"GInWCw8JOi1o9vJFz66g1sPedVVM+7Zvt4KhEdHmjr3cuDt20gimWEVVHvpFvNm6icS6mCtJK8Cy9fLv",
+	"WEaj3dQHttzbZXEGkgZChpkKi+5+iMSktIx7xnj6RQnq2JX2qx9+isre8rcPBA9YRLtoUjyJGdxw1fSP",
+	"NITFTTmuYIDYNvwICzbyqi8rdbHmSDkNY9wyEWEIZXtL+1Nyy6oDt7ad3S1uKktvUACk/IhQftddZ6cd",
+	"j+hR+c876JQ75m+uSYgspDjaR5ZtSY9qHdEZ5RqLQPdw4NBbuovTamnBLrKFv2kqmnu1LfbNvcauapZt",
+	"K1LmDLC/WLmKJQ80tK0wzGoI81bZAnull9n+KdtlbZeKMwRy66Z+5uKtkoeLW55kEH8vskxLALZRcC2+",
+	"ui188uTtYoubf/EM7gRZ8piQMxF3yeRO7MkVFM4TQh7iLSg72ZQl/7Tf77f8RtKLwpiCljLRdfRFjCzl",
+	"Wu/QgTOcPej91uv7F9fYAhGEzHofFjq2uIdvW7aH8NpKuF6Mr5HAnDzwY+etMRD7ff/iMukjUehjUfGK",
+	"ZYPY22HL9T9iZnOSFGL9cPkWChWvWFmIu5pAW8DaVb19FCvGqVIvFLAw1X/S20qcQiWt3d5s7O3WW0H/",
+	"jWCg01KMc0C4OGe99b5jjrRR79ff1nv+GZilsL+x9S9j5xksAHXhPJeZcpA5HzHhFbIi0cOHvF7rAqCf",
+	"ck6g3brVqTV9ibBm30bSiHllEkxTD711BSWZRIIHhRjEub91ZlGuz96DYf3Ul90Sk03e9FjP41ye08/Y",
+	"ry4Pn5EGci6ppmFiAS4nTf78008vy3j8jHztJT3tlvhDPENWEEV2c+4om0y1Wo5t7BOS3d7Lkuu4Vwod",
+	"tobIAEsbnuJh7wHaXo3zljMRlnvUpXtcOPBsH1xNTikrLy5V4s7Dwm/X5/QIlvzS2L7Zxt45vaUSSOIB",
+	"zTPr+nnFq/xaR1eTYaoX+G8H/+2af8637Viz1ZPsW7Gxkf1ydxtmp5jE1srRWo+vfULp0aT2324v8B1a",
+	"WlmrspwPMu4igzCStnMsMn9XbHn9a7P/oXPVv8ZmSh70f+1c++/e+dhT6brr965a/Z4HtnVU55PfvT6v",
+	"X9bPm/3f9g1vKCvwtzYti/rBA4peeumKFySOnCqWXpIHZZMnF4sTglgyveiZlRKX5IxxbMdUQqXLTd5v",
+	"aECrONBARO5Lq91BtYriGS+3+S74NnZIB5FUZls41Xpum6IzlyS0nIdv1EohoX7ZTHilEcy5CADEPKQS",
+	"hsdkzo5vT45x2ePhG9toB3vaKG/As/ojBQdp3rfyckFH5UHS5lhSxf6knk1HxCaK+P2A2zIGL19AI4V2",
+	"nRJdxdEhtknGRyc6LISUhBBRg1oKCA8HPMNh6VxWzOa/gm+UZgiM1HIxxKW9t9s54MPswIaHZ6l+ZC/D",
+	"ZWxkJAO2wEedoDka8AH/xz/gXHCjEzLB1YD/r6wpiIKDoXVIDj0Y5jL3zUdkLeaPrGbTfHLWxNAbcIBh",
+	"2l/e/OTYkvnTNRUeHiJUxbYjyo7NYHyCj1htNDI8MlD2jZ6At3ffncPLly9fp/djarFBmKQZJgSRCG7g",
+	"4Kp/fngGocs3xrvNGk6EKmAcZiyKmBvT4KbUcBheqCGoeDxmX3Fte042bmpblXzo9y/Byk6YR7GC4bcB",
+	"hlUGFQ8GCT3aD46FDir3wzOzPKIjvsnV5aXfve6167/4YNNJsO8J41bfE3Nnar1QkKMWhzfmUekV2GeK",
+	"REoA4eqOSnhVq8HK6BEPXtVOYGVqg3nSgZD2x0IjvuEb3FdEsxfKFrMvMM6NCV9GRCNR0LAqYm2eY3uF",
+	"vlAgbqmMyNyaZIeIHq9OX0NxdAYc4JbnBmIc4kYURzgcFyY44IlcxNqdqfXY2M49LolASGsRkhvz1dD6",
+	"kIfeskvcgJR6xe3Zo6M8QPMhR4cvFOZU4MKYF3DL6J2CG0rnSw1ED4b5YiiD+ZjpafB+TqRGTMVzK6bJ",
+	"w8HQ/nFkc+iGHoTU5mGnuF3MIgcyobinaZualRwWHkI+n/jwDQwqLlcPuxG41O5BxXIpgEHSSxV/TvKz",
+	"ze+SwkjoqTl/SbFfr92MFlNOYTP7KmkIPFfsgCDMycRlk8MQ04psI55hMsTJIh9mTpQNhBrm3ZDDQ9t5",
+	"RzONLYpQPthzql82K7lkn8oJuuHnlJM5q7ypvDyqHb20In+KArAoQ1BkVA3Dq07SplcTWpKrhQ4p9aac",
+	"js5KMPzM4LIFOyVWoz1UzN59yBpfLY0yOq3VnmwgSbEPWMlgknoUFWQojBbAQhyU8qp2su7xKbzHhaE0",
+	"5qbT1w/ftDzCB6FCE2CbBdMBM6jgxLMZkQu3qflXSamaSQhc5yzEv1jZNC4yUUkHsuToP2OirNp4+CW8",
+	"9WwtTtRewzBrPGpkwA5oYivi8s4dV5SPgeknRxFXXHlf1ECNjn+/gqEnT798GXa6mkCHjrWHsSM3Bmxv",
+	"DK5tgcFpW86/FOXt9gDJoT0cCE5hPl0oFpDIadDm58P1OH/vPcQTj7/lNMJ7187BljsXD2yYpM0NYRYr",
+	"DfSPmESFvpNJclxy4RFgXxcjdhMqHfAkHZ8CylAjtMdYMIwqmG2O+saIPawiwt6bNvnMqcNGFg04xnLM",
+	"HUnSqxGTEfr9QinmWda/UZbv0uVRVd6L3gf8Ve0VDMt6FifMoNh4eDexYYtl8vwgP41xTXQuu+R4eQji",
+	"/edn5iiuumcrjlL7PhzFgvS9Ocqrh29KGxr/i7GgRPvOWNALhVSbCd0DMddsxpRmQZZWixbi7kwp6b7y",
+	"gIa2k5DeTXFLWrqoVform66ZxMm2w918qkH585Kakq0eZwt61j3K9XHaGjLb1G3d01ajh1s9dznIaR7/",
+	"AB+zY0+3uDDNYbCc7pn4TaGXUAnL6RiBTCaYU2TQ9/vynr9WH7cuMl4og0e9fMwic0R5+rfNiDYR/vE3",
+	"9ETdPy0DcFK7MEFgN7bwnqZcYWehnA0K/i5I6tpDrJnA+kWM/uaS8S9DZ0PFX8TI+QmjCGtTkh5jro2w",
+	"cvMM98PqYztyD7XrUhvUnRCMaCBmVGUZDemI7cwVjb7Zs8QrNhVRaOvtB3xCtYJheu8QBAdJjQJsXgKV",
+	"VEMKyxfgew246waMXrIcAAYs631UcFqrPVqFXiHGBKxkKMYQDoid3JDNuwQhweafH+5oaONLPRkJP71G",
+	"XczB/c76dNbDbi3T8ICLuwwdfmjXT6VdI2ICAaw4D129YmL07slmpM3MXc9nrFtBGeZB7zKmN8zyv+A/",
+	"4WSYzsdSZJbPFLI+5Zm4dQ0Gcr9gLSuVoAUwfWbTuaLQYhAbu87U6bsOuHtZzxjxQdKHHA6SARqAvAx5",
+	"QzbOFj3Fz8R9ckN6DANCxUbmGkAPOM4pV4ceDIsThYZwkJZ3ufic0OCOItyRX7nc6n8vhnX6hIsXU8/X",
+	"8K0EuZlyKPeDbT0R23IHsEz9mK+ZmwZhNv/AnEJGQIdb8zT5d3ADyC2dAHsa7UsFKja86CYVWgMK0/0e",
+	"7XUodi59fjtErjOVL1w2gE3hKAaj/mfYy1kCiwfC9aeMFmYjMA3GRnZzeFCgl6Td0tooVtaMSxNp/erD",
+	"spmVwyPoFxrEMpXrnTjg2J3CNiMEMjYS/aQGM8ZjTdUZCB4t0BqaEjXFW7WQLgXlufzqy0G2UxiWjMUz",
+	"QtsW24GItWKh5VFkPpcCQ/JCGUkppFaH+8TqXJ+s55GphRao3zlKV2zRuT5SdwZTgxvF7sJa4BfoIRYu",
+	"1+vfTtaebgOWq14no4j6WA77V8vpCVMas23znbt5aNtE23G3K21Uy1nOOil9/M2mlT2P0644B3Q/r53c",
+	"WX9u4xt9J6ed3Oyy43giP3x263x2iNJov1r/XEC5Tv12hcRQOyUMk8K0JCxaK1p3DX27ivjVyHcqjiNK",
+	"JOaz0QE3CrGNn4mY27QxOzGSfi20ElVTyfiNUZayMHY6jHnAXbw8MhayntKZC5A/WgivUlxJWNtz17n5",
+	"uTvmvdgY7VPR5nMJ4r8muJ32jP4R2X524ajYn2le6ZYx7B3k4bHLN1/vh3M9StyQqXQS/VREoSoMXz/A",
+	"hE0bXzuEmEdUqQEf4kT0IdZNypi6fFsCNif28AjeCRmgsYWZ4jcsilQhp+bNgKeLmoeIKIRkaj0QXcKV",
+	"kIUqLebKFlIzPjkb8IQraefgsy+Azb9ie4st0sO5sweSasloCDRS9G5KJbXvP+BpsEXiZK5Dz411tLEJ",
+	"83izjcptlwEOF8adUnbpAUemqp6JCxbmej+SCbq5/X9fLugA/CuDEnKTUmRjEgm+/mCLT8QW3bEnfBFT",
+	"8C1Bc5FjSnszRcPJ1rPEp6fZAomuuu13JFoD/d+XZP/6MOI2FNutN9vN9vsfFPtEFNvTYm4TXI1IVmdl",
+	"ebP7kqstKllPrx0eLZyH0PbINOvmOoDaABp2sF61lIy0zlfYWHE/llRNc/37wTcwYEICh6HfRnY/TLUW",
+	"MuBcVMXccqqnzFEo5ycY5bs2j8IiKg+GH/x6t//Wr/cT42jAlxSDXbwW+Lb0B495FI9xWPKDxTxV7IJq",
+	"W7HPxixrB+/qUjELPwsDqn15zRfBeDVpl1nObpr8lkQstNkLfAGUyIhRCTFHQwq9l8bsKWgvSR6R1WLI",
+	"gOfKfmNFYWjLHKvZ10NgXGlKwmfiIfhtvdX1643frj92mm3LSB5hTXSpovpjNlHqb+rvLA6X3xC3Xx3n",
+	"9YOSn4SScetTKZvFcMZLRDMlCjNY7Jy/ZJDRPmSN3dbXk3Sv131XncREhjR8Y0OLS+G682aja523GLg7",
+	"A4ol2412z4n7AWcqG93nwlOueSo0L11r1TPot3opDzsD6TrFqmQayNmAu56kYD1D5klsRs+M5WNrnzHY",
+	"Sbk+gnpurwLCzVaN6IBjg08aomJilBCXWZX2/XwD2InDFsoafQYLz4dnQEATOaHa+oixFaM5kxHDZ62N",
+	"dz4bg7p2q6Hysmbx3VgUdp/9mwdk8o2AS7jTr1OSnwmpyN2PMOffIMz5jupgWjbQMwuuIG+qUq6xkt3l",
+	"COzL0Wz7kA153OSGKqDjMQ00ENvFyzZbyGkemGKBjMxNUM0PJhrwg1e1l0sawaEHSuSy0JdGGblmAkZe",
+	"nlkukvllpzQK1zlkHcNk0tqLzj074Kl/9mjA6+AmvzqVL2F4IGnV9R0wDDWNNhsRLjg9gq65DW23pOtK",
+	"mAShn9NQ20VxMkD9MLceZW65k/0Rpl4XaTLbk6hXbDajISOaRgs4yBiCl/ABq+pY2t079rRi0myuOklC",
+	"10v8KYNomdGYUxccDl7VTgZ8eN71G4Ys662UZOEYhj0f80Cz71yX4BkJpsZ8rF82D89Svj3gRtdUdgJL",
+	"1rIlsQaOoJWLiClNFq7cW0/pwiWrYU55PqTlQnDPasft5eXp4vmkWVfJIf1gQPsajGuGQP+wGp/Gakz9",
+	"LlmYeolXMGdYFg5jX/aFVtpiQ5jIjmg0RpZ1yA6zPsFoQuLgMQRzRhbWReUB40D4YoDnZiAPiE7SbHFq",
+	"ZqxcRUvipk4K3CNm2DdfYFEONLUacNfo0tiqlNh2Y+nO2KZgL5Rrk6aGOR92Mk8K7e8BT1zmeOH34FJe",
+	"4sFutq8vu5331sbbyZCzPTP/rVSmp6tNKTYUXcOwbGzkR13K00fCiNRYJ5sGoA5IbsAcundsurJjD9sq",
+	"WIXxl6VZrv2kUC4gmkRiAsTykrSfY/2yaVjCe78PybPTpw7fwJzKAU/bBjNbbmxn6aSjUA2fdW2D3YRb",
+	"L+fvUprxQA+SjpQKe6Xbrtr5mZbYIFPLRdUOnpRxRD3AAYXumYfOB5Wb7CjGKTiuK50r87eSAHNuzmCI",
+	"802H6eC5xYAbBWwiKXUjwMNY2spiKWyNMQ5dhHg+kcQcRpEBPkUZTys9uGdUUwojW9fQfHrW/4q912yT",
+	"zBQ7CwOceQh3iV+sZIQxtgXf1nmcNFGla8msS0lYNSL+LCtNTdJ7FRT72aZPGx7BUNwMgakBR/+rRVEj",
+	"0dMpN4Yd2x6dT4yF6Syj58TA5YFJa5DQnsm/IgbiXCJ75MGUhrHlHhmvMwZp0mY1O9SCiy9DrhLMy1or",
+	"VLMhPH9d9eHS4Ixn6UW0NPnkX68xT9m8pQf689iz/Z9UcbjcM0S5NuuFXtZ2NO//bvj1RkEjSoY2bUEv",
+	"x99cu+j7Y2MYImptSn1WrnDBzXrRAlyhYlbM4RKCrX5BJQQRJZKGHiiBqUM41knBQaIC3dHRVIgbUJSH",
+	"VB6CotSYdehQerRthWNcVo2r7GuzebtKBrdPS4i8htjnxmhKaT0b9VM0bralfpw18O/oM1ozFK1cIOIu",
+	"Wie2Q78fxtgTcZ/L2Jhihs1ULZuhoaP1ETHWL9cCkuFS5TwnN98AqSA/2eD3zwZ53T3fEqLItxg0Ysp9",
+	"nWic+a/EqPDZrZr7JlMX7j/f//8AAAD//w==",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,
