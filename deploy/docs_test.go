@@ -57,7 +57,7 @@ func TestTimingsTable(t *testing.T) {
 		"KECE_REAP_INTERVAL":      httpapi.ReapIntervalDefault,
 		"KECE_HEARTBEAT_INTERVAL": httpapi.HeartbeatIntervalDefault,
 		"KECE_RENEW_INTERVAL":     httpapi.RenewIntervalDefault,
-		"--offline-after":         store.OfflineAfterDefault,
+		"KECE_OFFLINE_AFTER":      store.OfflineAfterDefault,
 		"claim wait":              httpapi.ClaimWaitMaxDefault,
 		"join code":               store.JoinCodeTTLDefault,
 		"backoff base":            store.BackoffBaseDefault,
@@ -86,7 +86,7 @@ func TestTimingsTable(t *testing.T) {
 		require.NoError(t, err, "%s row %s: %q", operationsGuide, name, v)
 		require.Equal(t, want[name], d, "%s: default of %s", operationsGuide, name)
 	}
-	attempts := regexp.MustCompile("`--max-attempts`[^|]*\\|\\s*(\\d+)").FindStringSubmatch(string(data))
-	require.NotNil(t, attempts, "timings table names `--max-attempts`")
+	attempts := regexp.MustCompile("`KECE_MAX_ATTEMPTS`[^|]*\\|\\s*(\\d+)").FindStringSubmatch(string(data))
+	require.NotNil(t, attempts, "timings table names `KECE_MAX_ATTEMPTS`")
 	require.Equal(t, strconv.Itoa(store.MaxAttemptsDefault), attempts[1])
 }

@@ -131,12 +131,12 @@ func binaryEnv(t *testing.T, name string) map[string]bool {
 		}
 		ast.Inspect(af, func(n ast.Node) bool {
 			switch n := n.(type) {
-			case *ast.CallExpr:
-				if sel, ok := n.Fun.(*ast.SelectorExpr); ok {
-					if id, ok := sel.X.(*ast.Ident); ok && id.Name == "os" && (sel.Sel.Name == "Getenv" || sel.Sel.Name == "LookupEnv" || sel.Sel.Name == "Environ") {
-						readsEnv = true
-					}
+			case *ast.SelectorExpr:
+				// Called, or handed to a settings loader as its getenv.
+				if id, ok := n.X.(*ast.Ident); ok && id.Name == "os" && (n.Sel.Name == "Getenv" || n.Sel.Name == "LookupEnv" || n.Sel.Name == "Environ") {
+					readsEnv = true
 				}
+			case *ast.CallExpr:
 				for _, a := range n.Args {
 					add(a)
 				}

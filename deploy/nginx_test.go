@@ -84,6 +84,8 @@ func TestNginx(t *testing.T) {
 		{uri: "/api/v1/submissions", gate: "$kece_business_net", maxBody: def},
 		{uri: "/api/v1/settlement-events/claim", gate: "$kece_business_net", maxBody: def},
 		{uri: "/api/v1/system/judgers/summary", gate: "", maxBody: def},
+		{uri: "/openapi/business.yaml", gate: "", maxBody: def},
+		{uri: "/docs/admin", gate: "", maxBody: def},
 		{uri: "/metrics", notFound: true},
 		{uri: "/", notFound: true},
 	}

@@ -24,6 +24,27 @@ import (
 	"github.com/oapi-codegen/runtime"
 )
 
+// Defines values for CheckerProtocol.
+const (
+	CheckerProtocolLegacy  CheckerProtocol = "legacy"
+	CheckerProtocolScore   CheckerProtocol = "score"
+	CheckerProtocolTestlib CheckerProtocol = "testlib"
+)
+
+// Valid indicates whether the value is a known member of the CheckerProtocol enum.
+func (e CheckerProtocol) Valid() bool {
+	switch e {
+	case CheckerProtocolLegacy:
+		return true
+	case CheckerProtocolScore:
+		return true
+	case CheckerProtocolTestlib:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for CheckerType.
 const (
 	CheckerTypeExact    CheckerType = "exact"
@@ -60,6 +81,7 @@ const (
 	ErrorCodeManifestInvalid          ErrorCode = "MANIFEST_INVALID"
 	ErrorCodeManifestLanguageMismatch ErrorCode = "MANIFEST_LANGUAGE_MISMATCH"
 	ErrorCodeManifestNotFound         ErrorCode = "MANIFEST_NOT_FOUND"
+	ErrorCodeMemoryLimitTooLow        ErrorCode = "MEMORY_LIMIT_TOO_LOW"
 	ErrorCodeNotFound                 ErrorCode = "NOT_FOUND"
 	ErrorCodePayloadTooLarge          ErrorCode = "PAYLOAD_TOO_LARGE"
 	ErrorCodeRateLimited              ErrorCode = "RATE_LIMITED"
@@ -67,6 +89,7 @@ const (
 	ErrorCodeSubmissionConflict       ErrorCode = "SUBMISSION_CONFLICT"
 	ErrorCodeSubmissionNotFound       ErrorCode = "SUBMISSION_NOT_FOUND"
 	ErrorCodeSubmissionTerminal       ErrorCode = "SUBMISSION_TERMINAL"
+	ErrorCodeTokenExpired             ErrorCode = "TOKEN_EXPIRED"
 	ErrorCodeUnauthenticated          ErrorCode = "UNAUTHENTICATED"
 	ErrorCodeUnavailable              ErrorCode = "UNAVAILABLE"
 )
@@ -94,6 +117,8 @@ func (e ErrorCode) Valid() bool {
 		return true
 	case ErrorCodeManifestNotFound:
 		return true
+	case ErrorCodeMemoryLimitTooLow:
+		return true
 	case ErrorCodeNotFound:
 		return true
 	case ErrorCodePayloadTooLarge:
@@ -107,6 +132,8 @@ func (e ErrorCode) Valid() bool {
 	case ErrorCodeSubmissionNotFound:
 		return true
 	case ErrorCodeSubmissionTerminal:
+		return true
+	case ErrorCodeTokenExpired:
 		return true
 	case ErrorCodeUnauthenticated:
 		return true
@@ -225,6 +252,7 @@ const (
 	SubmissionStatusCodeJudging     SubmissionStatusCode = "JUDGING"
 	SubmissionStatusCodeMLE         SubmissionStatusCode = "MLE"
 	SubmissionStatusCodeOLE         SubmissionStatusCode = "OLE"
+	SubmissionStatusCodePARTIAL     SubmissionStatusCode = "PARTIAL"
 	SubmissionStatusCodePending     SubmissionStatusCode = "PENDING"
 	SubmissionStatusCodeRE          SubmissionStatusCode = "RE"
 	SubmissionStatusCodeSystemError SubmissionStatusCode = "SYSTEM_ERROR"
@@ -249,6 +277,8 @@ func (e SubmissionStatusCode) Valid() bool {
 		return true
 	case SubmissionStatusCodeOLE:
 		return true
+	case SubmissionStatusCodePARTIAL:
+		return true
 	case SubmissionStatusCodePending:
 		return true
 	case SubmissionStatusCodeRE:
@@ -266,13 +296,14 @@ func (e SubmissionStatusCode) Valid() bool {
 
 // Defines values for VerdictStatus.
 const (
-	VerdictStatusAC  VerdictStatus = "AC"
-	VerdictStatusCE  VerdictStatus = "CE"
-	VerdictStatusMLE VerdictStatus = "MLE"
-	VerdictStatusOLE VerdictStatus = "OLE"
-	VerdictStatusRE  VerdictStatus = "RE"
-	VerdictStatusTLE VerdictStatus = "TLE"
-	VerdictStatusWA  VerdictStatus = "WA"
+	VerdictStatusAC      VerdictStatus = "AC"
+	VerdictStatusCE      VerdictStatus = "CE"
+	VerdictStatusMLE     VerdictStatus = "MLE"
+	VerdictStatusOLE     VerdictStatus = "OLE"
+	VerdictStatusPARTIAL VerdictStatus = "PARTIAL"
+	VerdictStatusRE      VerdictStatus = "RE"
+	VerdictStatusTLE     VerdictStatus = "TLE"
+	VerdictStatusWA      VerdictStatus = "WA"
 )
 
 // Valid indicates whether the value is a known member of the VerdictStatus enum.
@@ -285,6 +316,8 @@ func (e VerdictStatus) Valid() bool {
 	case VerdictStatusMLE:
 		return true
 	case VerdictStatusOLE:
+		return true
+	case VerdictStatusPARTIAL:
 		return true
 	case VerdictStatusRE:
 		return true
@@ -333,12 +366,21 @@ type CaseResult struct {
 
 	// Message Checker diff, signal name or SQL error, at most 4 KiB.
 	Message string `json:"message"`
-	Score   int64  `json:"score"`
+
+	// Score fraction × weight rounded half away from zero to 4 decimal places
+	// (a multiple of 0.0001 in [0, weight]); the fraction is 1 for AC, 0
+	// for any failure, and what a special checker awarded otherwise.
+	Score float64 `json:"score"`
 
 	// Signal Terminating signal number, 0 if none.
 	Signal int32 `json:"signal"`
 
-	// Status A user outcome. Infrastructure faults are never a verdict.
+	// Status A user outcome. Infrastructure faults are never a verdict. PARTIAL:
+	// for a case, a special checker awarded a fraction strictly between 0
+	// and 1 of its weight; for a job, every case is AC or PARTIAL and at
+	// least one is PARTIAL. A job's status is the status of its first case
+	// that is neither AC nor PARTIAL, else PARTIAL if any case is, else AC
+	// (CE before any case runs).
 	Status VerdictStatus `json:"status"`
 
 	// TimeMs CPU time.
@@ -346,15 +388,44 @@ type CaseResult struct {
 	WallMs int64 `json:"wallMs"`
 }
 
-// Checker Answer comparison. `tolerant` ignores trailing spaces and final newlines;
-// `float` compares numbers with `absTol`/`relTol`; `special` runs a
-// special-judge program in the sandbox (exit code 0 = accepted).
+// Checker Answer comparison (docs/engine.md, "Checkers", has the exact rules).
+// `exact` is byte equality. `tolerant` compares lines after removing
+// spaces, tabs and CR at line ends and dropping trailing empty lines.
+// `float` compares tokens separated by ASCII whitespace, decimal numbers
+// within `absTol` or `relTol` (relative to the expected value).
+// `special` runs a special-judge program in the sandbox; see
+// SpecialChecker for its protocols.
 type Checker struct {
-	AbsTol  *float64        `json:"absTol,omitempty"`
-	RelTol  *float64        `json:"relTol,omitempty"`
+	AbsTol *float64 `json:"absTol,omitempty"`
+	RelTol *float64 `json:"relTol,omitempty"`
+
+	// Special A special-judge program stored as an artifact, compiled in the sandbox
+	// with the runtime of `language`, next to its `files`.
 	Special *SpecialChecker `json:"special,omitempty"`
 	Type    CheckerType     `json:"type"`
 }
+
+// CheckerFile defines model for CheckerFile.
+type CheckerFile struct {
+	Name string `json:"name"`
+
+	// Sha256 Lower-case hex SHA-256 digest.
+	Sha256 Sha256 `json:"sha256"`
+	Size   int64  `json:"size"`
+}
+
+// CheckerProtocol How the special checker is called and read. Absent means `legacy`
+// (every manifest published before this field keeps judging the same).
+// `legacy`: argv `input expected output`; exit 0 AC, 1 or 2 WA.
+// `testlib`: argv `input output answer` (testlib's order); exit 0 AC,
+// 1 WA, 2 presentation error (judged WA, message says so), 3 FAIL
+// (infrastructure error CHECKER_FAILED), 7 points: stderr starts with
+// `points <value>` as testlib's quitp writes it.
+// `score`: argv as testlib; exit 0 with exactly one decimal number on
+// stdout, the points. Anything else (other exit codes, garbage, points
+// outside [0, maxPoints], a crash or a time-out) is CHECKER_FAILED,
+// never WA.
+type CheckerProtocol string
 
 // CheckerType defines model for CheckerType.
 type CheckerType string
@@ -503,9 +574,13 @@ type Limits struct {
 type Manifest struct {
 	Cases []ManifestCase `json:"cases"`
 
-	// Checker Answer comparison. `tolerant` ignores trailing spaces and final newlines;
-	// `float` compares numbers with `absTol`/`relTol`; `special` runs a
-	// special-judge program in the sandbox (exit code 0 = accepted).
+	// Checker Answer comparison (docs/engine.md, "Checkers", has the exact rules).
+	// `exact` is byte equality. `tolerant` compares lines after removing
+	// spaces, tabs and CR at line ends and dropping trailing empty lines.
+	// `float` compares tokens separated by ASCII whitespace, decimal numbers
+	// within `absTol` or `relTol` (relative to the expected value).
+	// `special` runs a special-judge program in the sandbox; see
+	// SpecialChecker for its protocols.
 	Checker Checker      `json:"checker"`
 	Kind    ManifestKind `json:"kind"`
 	Limits  Limits       `json:"limits"`
@@ -618,8 +693,9 @@ type SettlementPayload struct {
 	ErrorCode *string `json:"errorCode,omitempty"`
 
 	// Status Business-facing status: PENDING (see waitReason), COMPILING, JUDGING,
-	// a verdict, SYSTEM_ERROR (attempts exhausted by infrastructure faults)
-	// or CANCELLED.
+	// a verdict (PARTIAL: every case AC or PARTIAL, at least one PARTIAL;
+	// see VerdictStatus), SYSTEM_ERROR (attempts exhausted by infrastructure
+	// faults) or CANCELLED.
 	Status  SubmissionStatusCode `json:"status"`
 	Verdict *Verdict             `json:"verdict,omitempty"`
 }
@@ -627,10 +703,34 @@ type SettlementPayload struct {
 // Sha256 Lower-case hex SHA-256 digest.
 type Sha256 = string
 
-// SpecialChecker defines model for SpecialChecker.
+// SpecialChecker A special-judge program stored as an artifact, compiled in the sandbox
+// with the runtime of `language`, next to its `files`.
 type SpecialChecker struct {
+	// Files Extra files laid next to the source before it compiles, e.g. the
+	// problem's copy of `testlib.h` (the judge ships none). Names are
+	// plain file names, unique, and not the runtime's source file name.
+	Files *[]CheckerFile `json:"files,omitempty"`
+
 	// Language Language key, e.g. cpp17, java17, python3, arkts, mysql; it decides the pool.
 	Language Language `json:"language"`
+
+	// MaxPoints What a `testlib` or `score` checker's points are divided by to
+	// give the fraction of the case weight (points must lie in
+	// [0, maxPoints]). Absent means 1. Not allowed with `legacy`.
+	MaxPoints *float64 `json:"maxPoints,omitempty"`
+
+	// Protocol How the special checker is called and read. Absent means `legacy`
+	// (every manifest published before this field keeps judging the same).
+	// `legacy`: argv `input expected output`; exit 0 AC, 1 or 2 WA.
+	// `testlib`: argv `input output answer` (testlib's order); exit 0 AC,
+	// 1 WA, 2 presentation error (judged WA, message says so), 3 FAIL
+	// (infrastructure error CHECKER_FAILED), 7 points: stderr starts with
+	// `points <value>` as testlib's quitp writes it.
+	// `score`: argv as testlib; exit 0 with exactly one decimal number on
+	// stdout, the points. Anything else (other exit codes, garbage, points
+	// outside [0, maxPoints], a crash or a time-out) is CHECKER_FAILED,
+	// never WA.
+	Protocol *CheckerProtocol `json:"protocol,omitempty"`
 
 	// SourceSha256 Lower-case hex SHA-256 digest.
 	SourceSha256 Sha256 `json:"sourceSha256"`
@@ -700,8 +800,9 @@ type SubmissionAccepted struct {
 	JobId Id `json:"jobId"`
 
 	// Status Business-facing status: PENDING (see waitReason), COMPILING, JUDGING,
-	// a verdict, SYSTEM_ERROR (attempts exhausted by infrastructure faults)
-	// or CANCELLED.
+	// a verdict (PARTIAL: every case AC or PARTIAL, at least one PARTIAL;
+	// see VerdictStatus), SYSTEM_ERROR (attempts exhausted by infrastructure
+	// faults) or CANCELLED.
 	Status SubmissionStatusCode `json:"status"`
 }
 
@@ -746,8 +847,9 @@ type SubmissionStatus struct {
 	JobId Id `json:"jobId"`
 
 	// Status Business-facing status: PENDING (see waitReason), COMPILING, JUDGING,
-	// a verdict, SYSTEM_ERROR (attempts exhausted by infrastructure faults)
-	// or CANCELLED.
+	// a verdict (PARTIAL: every case AC or PARTIAL, at least one PARTIAL;
+	// see VerdictStatus), SYSTEM_ERROR (attempts exhausted by infrastructure
+	// faults) or CANCELLED.
 	Status SubmissionStatusCode `json:"status"`
 
 	// StatusVersion Increases with every status change of this job; compare to ignore stale reads.
@@ -768,8 +870,9 @@ type SubmissionStatus struct {
 }
 
 // SubmissionStatusCode Business-facing status: PENDING (see waitReason), COMPILING, JUDGING,
-// a verdict, SYSTEM_ERROR (attempts exhausted by infrastructure faults)
-// or CANCELLED.
+// a verdict (PARTIAL: every case AC or PARTIAL, at least one PARTIAL;
+// see VerdictStatus), SYSTEM_ERROR (attempts exhausted by infrastructure
+// faults) or CANCELLED.
 type SubmissionStatusCode string
 
 // SubmissionType The business's kind of submission, e.g. ALGO or DATABASE; types starting with KECE_ are reserved (self-checks use KECE_CHECK).
@@ -787,14 +890,25 @@ type Verdict struct {
 	MaxScore int64  `json:"maxScore"`
 	Message  string `json:"message"`
 
-	// Score Sum of the weights of accepted cases.
-	Score int64 `json:"score"`
+	// Score Sum of the case scores, a multiple of 0.0001 in [0, maxScore]
+	// (case scores are whole units of 1/10000, so the sum is exact).
+	Score float64 `json:"score"`
 
-	// Status A user outcome. Infrastructure faults are never a verdict.
+	// Status A user outcome. Infrastructure faults are never a verdict. PARTIAL:
+	// for a case, a special checker awarded a fraction strictly between 0
+	// and 1 of its weight; for a job, every case is AC or PARTIAL and at
+	// least one is PARTIAL. A job's status is the status of its first case
+	// that is neither AC nor PARTIAL, else PARTIAL if any case is, else AC
+	// (CE before any case runs).
 	Status VerdictStatus `json:"status"`
 }
 
-// VerdictStatus A user outcome. Infrastructure faults are never a verdict.
+// VerdictStatus A user outcome. Infrastructure faults are never a verdict. PARTIAL:
+// for a case, a special checker awarded a fraction strictly between 0
+// and 1 of its weight; for a job, every case is AC or PARTIAL and at
+// least one is PARTIAL. A job's status is the status of its first case
+// that is neither AC nor PARTIAL, else PARTIAL if any case is, else AC
+// (CE before any case runs).
 type VerdictStatus string
 
 // WaitReason Why a PENDING submission waits; null otherwise.
@@ -1082,7 +1196,9 @@ type ClientInterface interface {
 	// 409 `SUBMISSION_CONFLICT`, `IDEMPOTENCY_KEY_REUSED`;
 	// 413 `PAYLOAD_TOO_LARGE`; 422 `LANGUAGE_UNSUPPORTED`,
 	// `MANIFEST_NOT_FOUND`, `MANIFEST_LANGUAGE_MISMATCH` (e.g. cpp17 with a
-	// SQL manifest); 429 `RATE_LIMITED`; 5xx.
+	// SQL manifest), `MEMORY_LIMIT_TOO_LOW` (the manifest's memory limit is
+	// below the language's `minMemoryBytes`, see `GET /api/v1/languages`;
+	// the message names the minimum); 429 `RATE_LIMITED`; 5xx.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -1104,7 +1220,9 @@ type ClientInterface interface {
 	// 409 `SUBMISSION_CONFLICT`, `IDEMPOTENCY_KEY_REUSED`;
 	// 413 `PAYLOAD_TOO_LARGE`; 422 `LANGUAGE_UNSUPPORTED`,
 	// `MANIFEST_NOT_FOUND`, `MANIFEST_LANGUAGE_MISMATCH` (e.g. cpp17 with a
-	// SQL manifest); 429 `RATE_LIMITED`; 5xx.
+	// SQL manifest), `MEMORY_LIMIT_TOO_LOW` (the manifest's memory limit is
+	// below the language's `minMemoryBytes`, see `GET /api/v1/languages`;
+	// the message names the minimum); 429 `RATE_LIMITED`; 5xx.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -1435,7 +1553,9 @@ func (c *Client) ClaimSettlementEvents(ctx context.Context, body ClaimSettlement
 // 409 `SUBMISSION_CONFLICT`, `IDEMPOTENCY_KEY_REUSED`;
 // 413 `PAYLOAD_TOO_LARGE`; 422 `LANGUAGE_UNSUPPORTED`,
 // `MANIFEST_NOT_FOUND`, `MANIFEST_LANGUAGE_MISMATCH` (e.g. cpp17 with a
-// SQL manifest); 429 `RATE_LIMITED`; 5xx.
+// SQL manifest), `MEMORY_LIMIT_TOO_LOW` (the manifest's memory limit is
+// below the language's `minMemoryBytes`, see `GET /api/v1/languages`;
+// the message names the minimum); 429 `RATE_LIMITED`; 5xx.
 //
 // Takes any type of body and a specified content type.
 //
@@ -1467,7 +1587,9 @@ func (c *Client) EnqueueSubmissionWithBody(ctx context.Context, params *EnqueueS
 // 409 `SUBMISSION_CONFLICT`, `IDEMPOTENCY_KEY_REUSED`;
 // 413 `PAYLOAD_TOO_LARGE`; 422 `LANGUAGE_UNSUPPORTED`,
 // `MANIFEST_NOT_FOUND`, `MANIFEST_LANGUAGE_MISMATCH` (e.g. cpp17 with a
-// SQL manifest); 429 `RATE_LIMITED`; 5xx.
+// SQL manifest), `MEMORY_LIMIT_TOO_LOW` (the manifest's memory limit is
+// below the language's `minMemoryBytes`, see `GET /api/v1/languages`;
+// the message names the minimum); 429 `RATE_LIMITED`; 5xx.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -2300,7 +2422,9 @@ type ClientWithResponsesInterface interface {
 	// 409 `SUBMISSION_CONFLICT`, `IDEMPOTENCY_KEY_REUSED`;
 	// 413 `PAYLOAD_TOO_LARGE`; 422 `LANGUAGE_UNSUPPORTED`,
 	// `MANIFEST_NOT_FOUND`, `MANIFEST_LANGUAGE_MISMATCH` (e.g. cpp17 with a
-	// SQL manifest); 429 `RATE_LIMITED`; 5xx.
+	// SQL manifest), `MEMORY_LIMIT_TOO_LOW` (the manifest's memory limit is
+	// below the language's `minMemoryBytes`, see `GET /api/v1/languages`;
+	// the message names the minimum); 429 `RATE_LIMITED`; 5xx.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -2322,7 +2446,9 @@ type ClientWithResponsesInterface interface {
 	// 409 `SUBMISSION_CONFLICT`, `IDEMPOTENCY_KEY_REUSED`;
 	// 413 `PAYLOAD_TOO_LARGE`; 422 `LANGUAGE_UNSUPPORTED`,
 	// `MANIFEST_NOT_FOUND`, `MANIFEST_LANGUAGE_MISMATCH` (e.g. cpp17 with a
-	// SQL manifest); 429 `RATE_LIMITED`; 5xx.
+	// SQL manifest), `MEMORY_LIMIT_TOO_LOW` (the manifest's memory limit is
+	// below the language's `minMemoryBytes`, see `GET /api/v1/languages`;
+	// the message names the minimum); 429 `RATE_LIMITED`; 5xx.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -3538,7 +3664,9 @@ func (c *ClientWithResponses) ClaimSettlementEventsWithResponse(ctx context.Cont
 // 409 `SUBMISSION_CONFLICT`, `IDEMPOTENCY_KEY_REUSED`;
 // 413 `PAYLOAD_TOO_LARGE`; 422 `LANGUAGE_UNSUPPORTED`,
 // `MANIFEST_NOT_FOUND`, `MANIFEST_LANGUAGE_MISMATCH` (e.g. cpp17 with a
-// SQL manifest); 429 `RATE_LIMITED`; 5xx.
+// SQL manifest), `MEMORY_LIMIT_TOO_LOW` (the manifest's memory limit is
+// below the language's `minMemoryBytes`, see `GET /api/v1/languages`;
+// the message names the minimum); 429 `RATE_LIMITED`; 5xx.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -3566,7 +3694,9 @@ func (c *ClientWithResponses) EnqueueSubmissionWithBodyWithResponse(ctx context.
 // 409 `SUBMISSION_CONFLICT`, `IDEMPOTENCY_KEY_REUSED`;
 // 413 `PAYLOAD_TOO_LARGE`; 422 `LANGUAGE_UNSUPPORTED`,
 // `MANIFEST_NOT_FOUND`, `MANIFEST_LANGUAGE_MISMATCH` (e.g. cpp17 with a
-// SQL manifest); 429 `RATE_LIMITED`; 5xx.
+// SQL manifest), `MEMORY_LIMIT_TOO_LOW` (the manifest's memory limit is
+// below the language's `minMemoryBytes`, see `GET /api/v1/languages`;
+// the message names the minimum); 429 `RATE_LIMITED`; 5xx.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -6478,148 +6608,168 @@ func (sh *strictHandler) GetJudgersSummary(w http.ResponseWriter, r *http.Reques
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7H3rcts4tu6rrOLsqpb3UL7FnZnYdX4ojpJo4ttYcqd6t3JMiIQsxCSgEKBldcpV52nOg50nOYUFgDdR",
-	"N6eTnl175kePQ5HA4sLCh3XnVy8UyVRwypX0jr96E0oimuKf11Sl885Y0VT/K6IyTNlUMcG9Y69PQ8Ej",
-	"CUrAjDAFIzoWKYVUP8L43a7neyn9krGURt6xSjPqezKc0IToocYiTYjyjj3G1YtDz/cSxlmSJd7xvu+p",
-	"+ZSan+gdTb2npyffm5KUJFRZuvrZKGFSMsF70RVRE32NaaKm+h++x0miR5Cl21aS8x8pHXvH3l/2Ck7s",
-	"mV/lXnkuT5NSXBjMp3Sj6fWNfwABOAyyI6VyKrikyI3XJLqmXzIqlf5XKLiiHP8k02nMQqIXbO+z1Kv2",
-	"dcM5u2kqLOerqz6Y6CXGySASVAIXChKiwgmoCQU9eUpCBa3guvvPm25/cNu7+KVz1nsT7Ox6T753Kvg4",
-	"ZuEPoNTNJGHG1ARmE6KAxCkl0RzoI5NKnkAkkH6UWSASmEQiL4R6KzIe/Rh2kihKqZQ0gpRKkaUhLTiL",
-	"hCJNV2QeCxINhDgj6R39MaSNBDIrpDSSwJSEkWYLtIKrzq9nl503t4PLy9uzzvW7rl3egRDnhM+tOMrv",
-	"T+U1URRiljBFNV3XnUH39qx33ht03wQ7J25lNYIBglkb0QykAS8NUnW4a+d410SQvXuvhIxI1Q0nmZqI",
-	"lP1Of4DYnGs84HcgUsj4PRczDqNMMk6lxuN7yqEV3Fx0bgbvuxeD3mkHuYELdMPp45SG6kdQ2afpA03b",
-	"kkUUxiSLFbR+fnyEoHcx6F5fdM4CHzSVv3R6Z53XZ918vSyh01SEVEoyimmXK6bm35/ijzSO2/psohGM",
-	"Mg0M40xvzNEcCKRZTJdAxpPDchSjTqrYmISqr0Rq+EyiiOkpSHyViilNFdPIPSaxpL43LV366skJOfz5",
-	"5dozwdyl52W/0/qJ+vJo3YlaPot+c3PawT7l94vRZxoqhG0iaQ9fZUqUoqlm1v/+rdP+L9L+fb/96lPx",
-	"5+1u+9PXff/li6f/8PKBpEoZv3MDXVOZxWpLvoQ5Bav4Yul88j36yNSpiGijtlHnh+8lNBHp/MNoa1bq",
-	"R6UkBpFrJ9CEhvc0hYiNxz5IdsdJDFo30Pu2/88zoFoOfSAKEiEVHMEH9lpDUkIezyi/04rF0f6rlw1s",
-	"lKFI6TNoNUQskjqgacI4URpUHKFZMqKpD/vAxsAFp5qyrfQ235OKqEyuW7RfaBoxvV3w5iffUyyh57KB",
-	"oVc3oH+rU7LBi89IHJshv2WjWCHMX8wtRE5yPlFJokqymC9AITWNu80IztodUuVOh8sZTUEzmKRMCr4L",
-	"gRIxTQlXAbA7LlIqQaWExbjMUxJSCYRHMGa44HQW6yPkZMiDcSyICuxYWhdBYbCqVEBGciDiYC9Iaaz/",
-	"OIFATmnISBxAmnEJZMjthfbnLLqjME3FXUoSYBzVREl4NBKP0NKcgVBEFPbhfwEJQzpVNNrZHXKvDgBm",
-	"0soKRiIbxbR5CQ3FHi5g/LwH7SusxWJzm1u0JzfSGqQyt1uVvipm+PwKwRjY8SnXpP/m0UcSKi2EdrX1",
-	"9tAL6BXv8KkOIr732NbPtx9IqjFJ6oG6dqBBMdBbO1DfDfTke+b83E46uw80nRvEQ7Vyd2GBQ4vWa09u",
-	"3Ep4divCYrmcEGNlVem4nJr7QKo0C1WW0gitFvqooDUWKdBHkkxjinIqxmPKI71bxozG0c6u17AoS/H/",
-	"fZYQ3tYWh9ZhQE9xApw+4CblijAutSKaUiU3Qf06FhlAWYUjBbcWaDsn4YRxWlBnVkYPugunlxdvz3qn",
-	"A2AS2XBHOU1ZCEf7r2A2oRy4gEQb+yhdYxaaLYwKGcV3cZJZMwI936uppZ7vXVwObt9e3lzov887F723",
-	"+oHyxf7N6/Nev9+7vKhcftN7p+887/XPO4PT9+Wni+k614Pe284p3tbvXbwrX+r3/qtbfvysc/HupvOu",
-	"e3tz0b+5urq8NvTlo+a/l54p0ea45vle7033/Opy0L04/fX2Q/fX2+vuTb9be5VB9/q8d9E583yv9OSC",
-	"YeX5Xtmo0YNb9dkw02nPG+5wa5n1+AOJmT7JjOFCudKqNNVXcuvX984JZ2MqVelS4Y0oXXzD7qhU50yi",
-	"J6D0YDGPU4qt6VK60me/09KjZ4TfZeSO3nCZTaciNUS5Ad2vpQcKinLngu/1IppMhaI8nH+g82uq1fjK",
-	"vVbj0Udx6bG6le2jgXlm7Es9LNfKLz51w8kDYbHePAYUHyhXnfC+5IrZRr0VXGaJOfPXq9jHqGMfHP6t",
-	"WcmmmpRehAMzRZO1GphRmRPy2DN3H+zv49no/pnPQdKUzBugyBJfmroRj3IWGe/Vljwi4b0xp57/TtXX",
-	"8D0u1Hsa/6GD1nhjiC5mWsqX05iw5NuFp2aCKwR3Y3SMnYtOZok+01KKBjSexN8qcjElslFnfy9mEAt+",
-	"h3OjdEiQiswBn4hACVATJsG9Q7NuTx6Nmvbi5b7+X0lxO9jfb7bKyGOzo9kNdVAdZr3uXwi5Hrt45XUr",
-	"+ixZN5zaWC77VKmYJpQrnHlbIbWzNb3J25TKCadSbvkCnM6oVO8pSdWIEtW5a5SOcxbHzDrjQDIeGr3L",
-	"PAwT97SWXcLnwEVET4CMJOXK2CIXl7fvu53rwetuZ9B/hl2oDbm1WmfOgz7eveA+wasrmdd301Rf/6z3",
-	"SxdaC2+r38xaSmI81kYZqIkeSsTRjg/9QeesCy0RRzTd8RdZ4JQvPbo+8/TtqGeV7ttQXThjD/oQ7CuC",
-	"5tKFyBdU4qFnPDI1OxRe9971LgbAIiASCEQ0ZInRuG1gyOrY3rF3dFhDnwONOxp8NNr8vRls/qFtylT2",
-	"syQh6XzbU0RejpuiWanWy1sRUWREJN1BR4PDTMnJVE6EqghYRBRt67uaSByXt81GsqWfmgoRb77pr4SI",
-	"HQ+qG/7l4kmHgY8rN3715fGy2U9EITArEJyCCZboTfcM348SisT5hNsF/GpHqF6xMksrb1OZybGwaTM6",
-	"1bFhG9pf4J7OfaC7d7sQTqcHf/PhM3kg+v+nczUR/IUPJL1X0odkLr/EJ8AUCndEjZ2k566fpqT9+6ff",
-	"zCH6191bPERfHDSLtSOjx8diS6Fmaz2j+ds/Ie/P0Tv1eq5oEypbZVvCbCIkBePKMmEWbROOaCxm5tgm",
-	"GPI1XnJtPePF2PGTKKD8S0YzCq2jw0MIzrvnl9e/GmPG2DiXH4OdZ+B2wh5pA/YM0owaE7WQXakVHZEq",
-	"Y7KqCeEo3A8kZYSrkkk/EiKmhLuNuMn2y3fWhZ5okZ7rEhUtyrUyFvkguMb0HU2LcsRVGPc8VyuPSNrE",
-	"Ew1g9lcQabE6DzTVlhCKLotQSZS7TYJpWbU5Mjlh+8U8WPjElugfaCEiz0svsiCnFVY7EShRt2rTn7Gt",
-	"teqVB8W3nQ5uCbbnKGLDOnZawCxmWcUZt0bbmhzJlMX0VCQJ4Q1Cd2p+h9DcAFrgT4AmUzVHnHABhUXb",
-	"lat0fiWYoWjRlkCGmyj5mDnTRs+AD8JUP4moFGro4s1zPKqUrEZAg3h3KeGKRqA3iZi69U4sPP4kDSQ+",
-	"A774ergwuKDtNHTvxnMDESXYWo4QB01zphkvLdfiJjdosHQpU40dacZR8h10EAnTVIxoVPfss8TC2Gon",
-	"ppvUrwtUhdyKVDQsn+Nno5jrFdrWeDEH3vloqWBMKfLipNCXDlCsTy/fdHP5kKtt2b8fvDpcJyciU9NM",
-	"fRg1WvYW0fEWCMkUqQqJpN9E1uHLw4Ojo7Xa3ZoQ3R9Dy8uasb8mtFcL5pM4XqDFmI4JJVxbJkkWKzaN",
-	"DZLjG1nYgNHcOCweaZgpsc4rseCUWKvT5vHCXNRKi90kx04n2zLs0kuSTNnwg1SgzRs0pnHbxjTZra0H",
-	"TMgDrVoBmnNDriGWCwjklzjYxeh17Rn8xYfQBr2Dr0N8iaF3DEMToRp6T4GG6iHnAkeVJ5rJLDUwapRJ",
-	"LhSgNtlCszqhXA1YQkWmzrXeTR6vxUyaURLyiPsf7sQDTfkOHgMJmcOIwn5TCBHn3PjIdRw/JZIuOFQa",
-	"fIlhEbXdIPCnn7hnPNqUig/6Xq065Hi2Ul0wd2m98Mv6AOYXLUdaGhbEFCnMJy3e0be8XCWpyLfvm+TB",
-	"+DRT/S0zZsxDz0mbcVt02xntU3bK6gbd1wYVgZjeMcUSomg8t2qSS9SyCP+cpAfK7iaq+TVLbtD1ILss",
-	"DaLM/zJja4yqcCAna5XsfLA7w7myNEh5vtf/59mGjiubbtH/YiLWbtyrbBQzOdk6KyvCABc+FMfaLPht",
-	"s7X/tJAT977TPvz5pVMluV6XmP1OoxxOdw3W2PhZtElEorY8pYd9R3kTs6+skVt339mUDSHiEzwAtHIF",
-	"NhsPpLZ/ZK6TWjXerVM4nXq+95k8EA2+6DTxfA+dJlro5hqNNlxAHOkfZqQrN1LHjnRuRrIv8TxHoIgj",
-	"KtVHwlST9tC5y+07cyOgHyOCIqv7BPZdOJw/JydpGyeDmbwIXzZQ/M+b7k33DRQhZvgsRhJap++7px/M",
-	"3/QxjLOIRs/xuKxyc3QvOq/Pum/wADbODWvEIAeZzD1j3+IGtP6Big9gkS1+dV2b5P6aEtlk6HyczE8g",
-	"paFIo8KgIVnEFMTirpaicbB/aJTk/EKDoWlmel5QL82pXCUf9l3qvLIPN7+9zGLVp9tqkh0Yp+J39Kzp",
-	"AUBSdQIPJM6o1Gagoo/KB57FMWr5WkG8uDk724VAUyAD32yVaUq1Bu7DhEgEF2u2Y05MnCW8KS9IX6/q",
-	"baWFOPy5KUGyUNbKvxfecDGrDpj/od8AY/o2e2jbkataYpOeiPxY9jYvj7adciFMabhl37FJAurBwi11",
-	"tJQSRaNOVa9Y6e6KaMweaDrvKKVVm8WddwCCw5il2kKx9z7DwWFzDzaL4ePNgw0S9WrcMgl7voc5UURZ",
-	"j8lyLG2k9LMYbUrn1GSkbE6lTWFB3b9curRVmZNfL17atkapIb6M6kjBdscFf7FOqla3VWJ1wY9FqfJL",
-	"ormB2LvXquln3cFAn2Q28w0RSt9tjObPYmSc9pTrI6L1YDKXfej/2h90z2+719eX1yBSOO1cnHbPzrpv",
-	"dsrakR18Qw3I0BuhlrO4vFumE5QzAWvJHpjmsd9+dbsqb3+zTO5CDEwyt8vUtHzaMBG8McCeLcGy3BSr",
-	"hfTEjKZtbajAhD6CU7uNNlyP0e23X5H2+NPXl0fNL1/L8N2O9XEp7LhpgM44uLc1M+1TSy3bbTx8tRXI",
-	"X6JGW2XSxvUpfAvbqRuDCXUKh9YlpiS1ezC3k6DfPeueDpwnS7psdeOHVllEufpJDnmhr9j0dWdYB77e",
-	"qnhNYVkj3ifGEKR0TFPKQ9r/YlLaQfAhN/7tRNNF5QRcqgC0SsaQsxnUTOycwJvzs4I8PQwl4WTIgwea",
-	"srGtXQq0YZEXqVVoh9wFJhsz4uNYzM6zWLF+fl/JtV8KZ1rOnKJucGEApum+cm3Yaq3T6ZBGO8mjKCtc",
-	"uX872P/7318erTsarYdvW6dF41hakbcVWA0hXrMuHzbwwRVC7LxwZQGpa3A///yiuWRHD7Z4v9uNiw9Q",
-	"Gi3efnTw6ujF/tESiK76S9esyCYsLEvqIspW5HvRc4yCfbKwT525vFlm25f4lzINFXW4pC03a8PlRS4v",
-	"QcHdQkoat0mNA41cLoS2tBn85u25GiPrbi/DOc/XjN5Ya4gppjK/SYyDpM7ALRWH5yDCyn2HQrHRnqmt",
-	"pXmwBFLFRI1cxerLjcMm327k5C7CzU7rpETZJgGA7+IWLOvMJZIa+Znrdh1bprUlT3+UxfQtqmqNZc5C",
-	"qVggq7TRohQB2foDVMXtRELPyERqi6kbVGZTv2dMcZuGSqwrGCMVxmHdbJw3Z1a3D5oTtI3i2Jyu5MoF",
-	"rSPJ+JZcmazW4z+w19C6Gbxt/x1GGm53at655Yfqv4pJvM7oXdC4vcpar5a+3pI0MNck4CcJLMrTl/LH",
-	"tqkEWGYo1vfVMyKA8o3gdOukURuSHAhF4mc8TJfXyvX4OCV5uaCrlIuJlI6FsdZ4xoTFNAJi3BHQKvsE",
-	"0NK46l686V28MxbHdXdw/evt687ph8u3b3caOL+RWf7fAVPd078sSzDqcX0ISWpTkClWippnIJwQ7iIx",
-	"TMJnMTop7Dxhq5r1zbFJV5bPqQH40zDB97JptK2iUXKmbBaMzN0qC9HIK+ONN655y3EMR9s5oNU5hf/3",
-	"f/4vnHZN+5AZYep6o8DEx+LObaFv1albF6YKSX4JPipwUObzauQsCe6CnL626NkekxAr6PHe43xftySl",
-	"UJCz48Pp5flV76x38c6Hf9y8eaf/GPKcuzW3YcsihwT6OCGZVKbxCKuiDzZSkTtDXvYyGu+AsxosPVhY",
-	"auf3fM8S4Ple59TzvY8dz/cGWBhyjv+9xP9e6/+cYqy9RJu+5uba0A65MoXTWF6ZTLHlgGcqN2z152ZE",
-	"zKWiiak3971TwkMa5z7Rha238sC7ZxyPvELYbKp/5+zdpYbnN51B53Wn3z0BjNDo5TX5l4hKH7qn3Vub",
-	"7o4x8EivdzxuY0qMhExScw+GW9cC+rIagF9Km3vLU7OZA/iTzTQn+pVJOMl9aPhrrlgJHlZydE+7G1vp",
-	"pbYum2RKmVzPM3G3KtsUU0YKte8ltkcp06chPJ2mVG8Um5haL6Rf5oxJyGPftVCpBQCyBP2McWyYY5JV",
-	"ZD339zklC0WfgC0avDRSpykpEeb6ZpjFfmYV3NZ9Wpqd9EVLlJzHlQUv+LAqh6w6VUOOSiaNiIQiobvQ",
-	"a8JIk06I7RZyyC1HYzZBoM2wbqORnnzvY+X0XEg+AJIfJQVI4YEiT0xkXagJTWdMVnJuPnZ6g97Fu9u3",
-	"l9e3Hy+vP3SvcdqSeqlfY3Vcu/G1NLmM370V6UeRmqw/bHv2moT3Yjz2PmHfKxpm2p7sayExIORAdyDu",
-	"KW9avLxXWRgzrX64lmX3NKRtbCEoYnvRuCeg3Ub4dg+akiGUS/QuUZIiefalJkpNTXsvZkupFnGxc9XD",
-	"bZTTMiLhPeURtEzcD5NYMBPqJwlixqHUbmxHi588HvJsGgsSYWptG1Nrie1pIH2YmlQzYHkGbp4w67uq",
-	"KH/IGXbKUT6k1ORdEa73sT7oSlIgfXPd1CCDzMOBtqR6d8g7iFhxLIFTbYYs47LhGgSVVQp2sM3fVJko",
-	"B9IegjR5VRC86w5gj0zZ3sPBnsQjee+zqcHcs/cEu0M+5H/5C5wKrinSNA/5fxaloBJaASp2gQ9BYcjq",
-	"f9nocLCDO7ZaLSqHHEx/SX0SB4v1oXri/4SBxn58/PrtKbx48eKVex7GqUhwpfN4TRiL8B5aN4PTnROI",
-	"MqNi4tN6MguLEhiHpFyebOojOQTnMgCZjcfsEecud7bRyjOH94PBlVOnp3EmMRk6FBEdej4MHQCaf9gm",
-	"NkPvKTjR04eYN6Xf5Obqqnt927/ofOiCKaFBlZCZKBLo8x8p/0lCSbx3DT16qPwOTIomsRRATI+oo/19",
-	"WGjQ6cPR/gEs9A309VBHh6+g2lwRWsaMLVommvzraoe/vUqDP3xBfQMmk1M1E+m9YZx5Y0nGaNWZ5not",
-	"YwjOUqaoZixzLT3Ujllzrd0Y0bZNdSZCaGVnKkTsm6xF4XLLj/MCTRiLOBYzIxiaIGPAG2+Lb/5l0tFz",
-	"yckPfSvj/fr2G3IjBOX8AFlKDzB7xvV7M7s7tlAyTUWUhUVK5ZALvrjDi/qahIJKCZckzJeb28POZkSg",
-	"E2LIXRwmpMdA8v4KEMaEJdrGG2HX1oxHeEBiNwPf9fDRcyXIDD7kJLznYhbT6M7+cOIaOXChoPRr5JoA",
-	"IxP1gIYRuLNKxN0Rxq38BLUsDvgrHAQ7u9CBkKR0nMUF4Za0ISfc5WTweA5sjJ1Jg8JaDIyjUmHiZmoq",
-	"Pl0yB8ubwA75RMSRtFWrRFUMAy2grmOa3vIOovTzEyItLZGxuxRTWMuu1f8CdTtXPa9UVeUdYGRkSjmZ",
-	"Mu/Ye7G7v/vCGAkTPDUdvuZHyN5X05fxCXM2MrXEwhHRXL+vVCkliWmoQUDzUqQau7FIbjbR/50QqVEU",
-	"y5aZhHuE+zIPXZYE/ZKR2JY0EzVxWRNwg8edBmK9BI9MavVgyM3PxnHARVtMLczoGw/393ehU/LcnrPX",
-	"mO2n6dqFj4ipQx6cmr6ebaMWB+Zo1q+WZFKZ0GJRBqdNAsLnxvV7ooV7kvF7Gg254wb2qTX2s9nA6JpG",
-	"gcFNjBalPG4GwpNmIDwZ8qODF9DQ+/YEsLi51pBKI2fQ3GwqMFqGaa9rCDUbR69ClRU7etoF9D3RMGqk",
-	"L0f5XuQde2aJXGslr9o4+7fmNtUuleOZ7altROvpkxmBSvVaRKuatYpQUdU2Altt2pqbLSPGCQb76iHB",
-	"pzqZ9WbYh/v7f1if2Foj14aGsR3bUFriHegiO9w/+IEEmF+AixlOfmTevmnMnEt7pX7h+MjB+kcq7Y31",
-	"Qwcv1j9Ub6alnzs83GSyxda/+Oyr9c/WG1Ajw9Ae3GTePLSMlo2rKjBMxuOj0PQRV83hWYbOIsFMkTu0",
-	"onI8N/aSg/lKCfgdbUB3o1Lktn1ets8i3+iiel6j66hyiT9TppQfLw+5TEgca3yudnFQWg2BEXWmSIRj",
-	"mpMPe6WblCg8KPNcfjeja1qAXhh1DNa+T/dq9cG++8XUD6YZrxSES79Syr1nksHbpoY7zWJb2P2oUmKp",
-	"H3Jbkr0LF44ovS5IVLmdQsTGmKGjHCkSsL0hTq51iJQ6hZpIkFTDpKIQuGYCWKhYUQ31sZKQ9J5GEGDr",
-	"AW15dIqfTasMJERrCFyUWlCYA5rFsZ3TLiAXQ+4mPLancr7euBAE9VCR4ska0drZ1XRIwRaHxRkrGuqZ",
-	"9grfCUgrXRiW9JrPN8Tu81HpT0OIQUVQtMpbduFo80tvSR8LJSa02pwkQ+00KWNGyfCvokbuQkCdUMgl",
-	"SmHu380j9lhipkVKK4E0OnHuCWY7s6FdYdd6yI2GnlKVpVwWv5ftdiPBqN4ZoMpT4iILgkOOupv75sKI",
-	"gnGXWKhxoKVlXbLf6S50I/Q3FcXJpk57yEu0EuB0lr/fiSlruqd0WjHU9D/mMKNpAW9Drif9fspfvfdo",
-	"AC2MLmB5tZ5aZGrI0ePpY1KDvebqpgnYVr15BbW7QUOAgcmdikZpO5oGPizTMrcCA1samacbbarNbYcE",
-	"RTbTj1XlFgtAl8BQeSPATJt6Vn6n7sk/XMvbiLb8x3/ret8VyS2ftYW76LmFll3wdv7Rlp0ybhfw3Iza",
-	"e18LBH1arvg9E5/2j0owlHdK3g4F3lFVQoD1xmMlqfB5BiSmKn76jnu/lgm6ZONX6q9/2N7aP1r/UN5o",
-	"+U/dGNeURPpoznGoHApdswEKb2bbeA73SHi/XIXp5C5FfeRXXL+70HHev6KBLOEYGMtdhUPeGtGQZJJW",
-	"e8v+JK1XMiUcRKZ29NiFWz2wPXqDE2BK6wtxrLUWkaJCP6KUlzysekIKSojnqxTb7MtOeF+rX5Pf6YSu",
-	"97H+wQf1Qo/ops/0aEMPz+aS7/nH7ts/bRsWe8M13I/ytsrC6L2ujU7N417ep67h7+pNiqGC5dv02toH",
-	"U/uNBEtGC41287cxiilJY0ZTFxJ4nGpR2jFNfGJqE1Roordy4PZqgGZvYJssB7vQpw80JUU8QKJZhSQO",
-	"OXHZK3lsgMkSQGAbozyOoICYz8gglmA6iQaBITdtoTSYWNyxb1YJsphYk7xn0yn6bQ3OiDE6FzRuYFHC",
-	"cV7IjO5oS6iP6zKao3YRQZilUqQ/BkCwGfWPhJBKP/M/A0Sq7bebvhCob8i3j+/6fGDyuw9TISUbxXNb",
-	"rvQ/AlyQI5BN9Z5JyCP6Nx2GLOQcVEOHa9Gl2rqkGVHyrzYosH1JS14UFlG0DyBoVTNI/SEvZ5DuBMfO",
-	"6m/ybtjwowlRSTjcP8zdEUPuglom0bhwIrpn0RVXxL4KmpiEo/1XQx40fBAkgJaGCJfgoYTtsIOE7Oxi",
-	"IFvYz9IMeVD6dEX7A50HYL45CAm5pxIIRscZfi3SfIYTo+aa5UDCVEg55JYqRm3YG1//ns5tCkPpvVy8",
-	"zNDe/NmSwFC4EDuHwHm8gpO8g5uG9KLTXHME/dn2zStoZK8Pyyhf67Vp+uQLxu0a7Ci/ZF0tfArGuXuw",
-	"b7Tl85CX2+TtbAXXXSPARY7rEmvMyEZhj9WExysbYeV81OHw8fCgPRw+/o1++nrgHxw2tlrfPKa3pUVW",
-	"r5Pa6Hw4/A7z57VsTcE954pvcTHTZoA5uJ02Y3ZZSGK3E3d+sOm4wSmRf9rmf5wfx26gqiNew/dnk4IO",
-	"rXI+0Sa+99IPe1+rJ9BT+cIq1w7mOwQz7E2FTt+ZybHEiIABa5J/xs80VpLC9NnF8ynMUsTtItnFnsta",
-	"7YYN2pH4INIhx3oPTCImzCQr+TCbsHCCui2zBYAnVeZheG1SeESH3Ewd5Wep1cLNeYFDmxQbLkrJd4Jz",
-	"iqlLJtZI3DCJOWe1Dm1bLpfMeswItd+rgRkehKz8nYwhx6OvXb6lnU1NivgDiQ1JlrVMv8KMzGUegsgk",
-	"ZkzhSSWQEBOMk5SrY+OQh8DcGBj7ppxutGPU+on90o0ZJ8Tus0Lcf9uRd1Q58p7v1Ft1kDTtsOKWvYbv",
-	"nT/5WzxlP9Gun6k36GXKKpum+73gdzYdi0KDpCthhR1a+ybmbWHCr0sgbmg8H13RuD0ezc7zVn+Kfovu",
-	"w9/Xb1kvpVwWssBf/+23XJa8gft7odj1J9kgY3/0QbBncj2XWzy2pMnm1LlYU+gKncr4W1gs+98NU2oq",
-	"tvtGYQCtInFSnwGlKjYs0i6dN9vpueb9/wXQ6TtputUOkD/YDbIxgJQyX7WqW9QV/mtjytYa8J/nWDEF",
-	"HUsR6LMYmSRcmzukYMy4jTb/wYhk3RArIAlNMmnb3Zks7dIp/Fc4MMlRiXiw3z2qvBJmb9F0yJUAZnRI",
-	"zHyyWWbmIxJcA55Jz8ZXlyXIswUwmB2lVQKjDCcagGyPrt3FDHxMBMPxClLRQzzkZnqSpuyBHufF42UF",
-	"7l9ARbs2q/JvIPwT7f2B+fJgWeVk0srtv7WrZmD7h3FpVj211sMqbbbWtupVY4HZUpP6VGTcpqWar9mb",
-	"tDqX0hnPoWVCNvhFO02GxoqRUBMsM0G3JsM2gVq3Qcu40sTM9bY29URjaxmaAsFdTNbHD3lrtMJbbO6t",
-	"SxDBvFMWySrGbGW71T53+B0VhtpMy9SF/HtXf4bo2XpT7/i3Twt5O6EPWfV71jmxeumM2z0kUxIyZZpO",
-	"u8bkTipN5aMWyOpcC1Wtv33SSGkf++rsyyLZW2NvLUemcrEs/qXLNnRSumIpevr09P8DAAD//w==",
+	"7H1tchs5suBVMmpehKmZEk3Jak9b+kXLtJtjfY1Itbdf02uCVaAIqwjQBZQktkMRe4u9wV5kb7In2cgE",
+	"UF8sSaS67Z4Xb/qHmyKrgEQikd+Z+BpEar5Qkkujg/2vwYyzmKf08ZybdNmdGp7iXzHXUSoWRigZ7AcD",
+	"HikZazAKbpgwMOFTlXJI8RUhL9tBGKT8SyZSHgf7Js14GOhoxucMh5qqdM5MsB8IaV7sBmEwF1LMs3mw",
+	"3wkDs1xw+xO/5Glwd3cXBguWsjk3Dq5BNpkLrYWS/fiMmRl+JxCoBf4RBpLNcQRdeuxBcP4j5dNgP/jL",
+	"8wITz+2v+nl5rgBBKb4YLhd8renxwT8AABqG0JFyvVBSc8LGaxaf8y8Z1wb/ipQ0XNJHtlgkImK4Yc8/",
+	"a9y1r2vO2UtT5TBf3fXhDLeYJoNYcQ1SGZgzE83AzDjg5CmLDLTG571/XvQGw0/9k5+7R/034612cBcG",
+	"h0pOExF9B0j9TBpuhJnBzYwZYEnKWbwEfiu00QcQK4KfaBaYBqEJyBNl3qpMxt8HnSyOU641jyHlWmVp",
+	"xAvMEqAE0xlbJorFQ6WOWHrJvw9oE0XIijiPNQijYYJogdb4rPvL0Wn3zafh6emno+75u57b3qFSx0wu",
+	"HTnqbw/lOTMcEjEXhiNc591h79NR/7g/7L0Zbx34nUUOBsTMtombgbbMC5lUnd1t5/yuCSD39PMSZySo",
+	"LiTLzEyl4jf+HcjmGPmBvASVQiavpLqRMMm0kFwjP77iElrji5PuxfCn3smwf9glbNAGXUh+u+CR+R5Q",
+	"Dnh6zdNtLWIOU5YlBlo/3N7CuH8y7J2fdI/GISCUP3f7R93XR718vxygi1RFXGs2SXhPGmGW3x7iDzxJ",
+	"tlE28RgmGTKGaYYHc7IEBmmW8HtYxp3n5URG3dSIKYvMwKjU4pnFscApWHKWqgVPjUDOPWWJ5mGwKH31",
+	"NdAztvvDy0dlgn0K5xW/8bpEfbn3mEQty6Jf/ZxusI/582rymUeG2DbTvE9LWTBjeIrI+p+/drf/k23/",
+	"1tl+9bH4+Km9/fFrJ3z54u4/gnwgbVIhL/1A51xnidkQL1EOwUN4cXDehQG/FeZQxbxR26jjIwzmfK7S",
+	"5fvJxqjEV7VmliPXJNCMR1c8hVhMpyFocSlZAqgb4Lkd/PMIONJhCMzAXGkDe/BevEaWNGe3R1xeomKx",
+	"13n1sgGNOlJpw4xTlL1CSfi//xtuuLicGUiRY/MYZiyZArthS5imag6/8VSh6rYHMY/EnCWwSFjE9Ui2",
+	"GMyzxIhFwkFNodPudDo7ICT82gndoB+3Dkja59MJDTswVSl0D0PojCR+ZHIJUyaSLOUhMBk7CQx6wSPB",
+	"EogcdtgNSxFAZWY8vRGat0cyCItNiFU2SXjzLshsPrGbYLG7ipEhT+dCMoPc0u8AvRRCB8QUpJK8XZ5u",
+	"HYU0DLRhJtOPUePPPI0F8gF6+C4MjJjzY91AKWcXgL/VIVmD+m5Yktghfw8HcKcrX5insBzkfKLSUSkd",
+	"snwDiuPQyEbsnj969KvY6Up9w1NABLNUaCWhFatIP+fyUkjenschjPzQehSEMGOa6JPfoiqKfFtvtUdy",
+	"TH+PkVonS8OBf8lYIsyyDWOjEp4yacZuFq4hQXHqVIeUz9W1kJcjqRd4SkIwbKKJqg/P8fziw8DRHMLv",
+	"4lQtFkhxJmUiwQ98vjBLOyQCMk0UK89FMluD5mjmGCtwuoPDfh9uZsJwmjTMT6olYD2SqNgKCWM20UOV",
+	"jJGtjFOe0OdWyhNmxDXHU26RYeU+XLMk44QPdxTHkGZSF0dz+3MWX3JYpOoyZXM8+vi+ZjKeqNsD0JyP",
+	"5MA+6lkcHnjUDxepMipSibaHuMrCLZgVUl3vcNs1PeFFt6BHpWllMXRQaaRHZI193Bll1fNE7z9wAt6K",
+	"hG8oAK1ReY8A/lSRwH97UAT/cRoGu7Wo39t5tfeis7cRx6HlhOuoHhZjZ46yVpnnT+rGEmhNsAgNEUsS",
+	"HtOZRMOvDd2J5tLAnDOpYZzwSxYtxyPZ4tc8XcKcSTFFy3aRTRKhZ3gQrVfDzISGqeBJDFecLzTgEaET",
+	"Tidjbs+TG28fWHp5DWMhF5kpzp3KzCIz4wM06gx0SFbu4JndhQ9dfN1wbRIxqb1vXwNGTHAMLffUMw0q",
+	"jXm6VR5vJHfgQzeEXVikHFdK2rHVM6BFxzqmBxyTBs2WGrTaCuEFvO32j0ayJeQ0ZdqkWWSylLt3D3/q",
+	"Hb7vnX/CZ3pvtkL4OyyUkEbvgzYxT1PQhqXO1h7Jsf0RRlmn8yIihkMf+RhV5mIFXzJhFnCTIo8DYYgn",
+	"odzxKCgezldJxjwx8mQJSvIaVwQlR1KbWGUmpM2xkLShK5fILC+BJ5pDi7QNO2akYuTolyydsEseujdG",
+	"UmWGTBfUe+bs9oy+/hgCgyhleoY7x0hqb6vMbCG5VbEUjqREurK7i9JS4tH4NbBkgkfTri2Xth/rpzUM",
+	"brfxre1rluKB0fj6kX99mL8+sK8Xp2Xo+JefkhCGMzo5h3oGyqCg4JHrTd5zAw2Lgd66gQZ+oLswsBbW",
+	"ZmK+R2fQ0ttExcv2igCJnD7/qG1HOglZd4aJRN8PiPXDVeE4XdjnID8EMfm1+K2BFgo6fsvmqB0jeanp",
+	"lMsY6Yq4w1Y7aGBh91oIP2VzJreRNaGVCzjFAViiwRmZIKUgSrnR69gFdaXOamYPKWQFtlZgO2bRTEhe",
+	"QGd3Bgdtw+Hpyduj/uEQqR7RcMklT0UEe51XcDPjEqSCOTJOoq6piOg9IJOd01o8ZdbchEEY1BwXSGyn",
+	"73snn3r/46x/Tn+fnA4/vT29OMHPx92T/lscoPzl4OL1cX8w6J+eVL5+03+HTx73B8fd4eFP5beL6bvn",
+	"w/7b7iE9NuifvCt/Nej/Z6/8+lH35N1F913v08XJ4OLs7PTcwpuPmv9enrJ3fHr+i3VSWf/Z6YcqyB65",
+	"QRj03/SOz06HvZPDXz697/3y6bx3MejVVjjsnR/3T7pHQRiU3lzx0AVhUPaO4eDOD2Nx7t0wazIC5+Lr",
+	"y2uWCLQcrAeMSyMiVGGJR1xx2btdED2WvKphcOwEbemrwstd+vKNuOTaHAtNHubSi8W03tniXGKlbwbi",
+	"N1569YjJy4xd8gups8VCpRZGP6D/tTwX2TlHYi7MUKkjdVOBMndkh0E/5vOFMlxGy/d8ec4zzasrckYo",
+	"Wkel1+oe3ZCcmUfWl4nDStTz6K0Lya6ZSPAYWvZ6zaXpRlclt/8mrhQldTa3Ztjj7px9UiZ3dv/erE1y",
+	"BKUf08DC8PmjRrF1z8zZbd8+vdPpkOLo/8znYGnKlg1MzQFfmrqRs+UospGSDXHEoivrunv6mqrLCAOp",
+	"zE88+UMHreHGAl3MdC9eDhMm5r+feGruXkNiwjq4pj4cpLM5SseUk7OWZPrvJbmEM93oRkFLIFFOKyfq",
+	"0KiXLoHeiK0ljGaBW0Ozu8VbNS9edvC/klWz0+k0ewDZbXNQ0w+1Ux3mcXdMQeQ4drHkx3b0SbRuMbU2",
+	"XQ64MQmfc2lo5k2J1M3WtJK3KdczybXe1DTmN1ybnzhLzYQz071spI5jkSTCBX5ACxlZDc6+DDP/NtIu",
+	"k0uQKuYHwKzBSFbHyemnn3rd8+HrXnc4eIKrThtmHtVfcxwM6OkVVz19+yDyBn6a6vKP+j/3oLWyWudD",
+	"cros+bHMDIdSSbwVwmDYPepBSyVoaoarKPBqHI6OMg8fJw2t9Ny6do24RiE4MIwcOycq31BNQs96/2uu",
+	"QXjdf9c/GYKI0VhkuTVoJyIIrbYe7Ad7uzXus4N8B5kPcpsfm5nNP9BoTvUgm89ZutxUiujTaVPmRIoa",
+	"fitmhk2Y5ltkRXqeqSVb6JkyFQKLmeHb+FQTiNPysVmLtvCthVLJ+of+TKnE46B64F+uSjoKsp/58auL",
+	"p6/teWKGGLMhM94G5vHQPcEdb5RhST7hZsklNRGKO1ZGaWU1lZk8CpsOo1cnG46h+wWu+DIE3r5sQ7RY",
+	"7Pw9hM/smuH/F0szU/JFCCy9MjqE+VJ/SQ5AGCLumGvn11BJXZqy7d8+/mqF6N/an0iIvthpJmsPRl9O",
+	"1YZELR6NwuWrvyPcW0X69dLwJq7sFHANNzOlOdjogg3pk6eeJ+TfExoYpRfZiCza4fRl4vHJDHD5JeMZ",
+	"h9be7i6Mmwyt8dYT+PZc3PIG3jNMM26N3YJ2NSo6KjXW+DUzJom4r1kqmDQl58BEqYQz6Q/iOscvP1kn",
+	"ONEqPOclKFpcojIWh6Ak8vQthMV44CqIe1r0S8YsbcIJMjD3K6i02J1rnqIlRKQrYlISdbuJMB2q1udM",
+	"nth+ti8W3vt79A+yGgnnpYWs0GkF1Z4EStA9dOiPxMZa9YOC4vdJB78Fm2OUeMNj6HQMs5jlIcz4PdrU",
+	"5JgvRMIP1XzOZAPRHdrfIbIPUJjtwIXckE/4GO+q7SpNuiS/7gNRBZuRNRXetMEZ6EXrKCauFCHrks1z",
+	"3JqUPcwBLce7TJmkMIEEoxZ+v31I4pm2LPEJ7Es+zi4sXyDvuPOsE4sosa37OcRO05xpJkvbtXrILTe4",
+	"dytT5B1pJonyPetgFF6c8LgWkQQxd2zsYXeonzSsE1QF3ApVNGyfx2cjmeMObWq8WIF3PLmXMBaccHFQ",
+	"6Es21+Lw9E0vpw/9sC37486r3cfoxAaa3k8aLXvH0W0sKmILgipimv8usHZf7u7s7T2q3T2SNfHHwPKy",
+	"Zuw/km1RSxxjSbICSznWWE2qsStybAMmSxeg51Fm1GNeiRWnxKM6bZ7CkZNaabOb6NjrZBsGcPrzeWZc",
+	"IEMbQPOGjGk6tgmft2v7ATN2zatWAGJuJJHFSgVj/SUZtylTqvYO/RLmkd7x1xEtYhTsw8jGukbB3RhZ",
+	"9UhKRaNqSlkSqWWjVpmUygBpky0yq+dcmqGYc5WZY00xv3N1o+0oc3ZL5x8u1TVP5RaJgTlbwoRDpynZ",
+	"geZcW+R6jB8yzVccKg2+xKhIpFkjRQHfuBIyXheK9/gsqg45P3tQXbBPoV745fFUiy9IR0gNK2RKEOaT",
+	"FmsMHS4folTC27dNKKRo/GDD3An70lNSNP0R3XRG95absnpAO2hQMUj4pTBizgxPlk5NqiUpPCUPjTID",
+	"H84T2el0Hmey92WmlfFfRmwNURUM5GA9RDvv3cnwrixkUkEYDP55tKbjymXADb7Y2Lcf98wnkWxImDEF",
+	"veilJEGz4Nf19v7jSv71T93t3R9eelVS4r4k4jce5+y0bXmNi6nF60QkattTejn0kDch+0w1pe50waWa",
+	"KZUckABA5Qpc5jdotH90Oduj7HKMFosgDD6za4bMl5wmQRiQ0wSJboncaM0NpJH+YUc68yN13UjHdiS3",
+	"iKc5AlUSc20+MGGatIfuZW7f2QeB/BgxFBVEB9DxgXX5lDTRTZwMdvIifNkA8T8vehe9N1BEoeGzmmho",
+	"UQaM/cxvoySLefwUj8tDbo7eSff1Ue8NCWDr3HBGDGFQ6Nwz9nvcgM4/UPEBrKIlrO5rE92fc6abDJ0P",
+	"s+UBpDxSlPvsDBqWxcJAoi5ryR47nV2rJOdfNBiadqanBfXSHMqH6MOtpY4r93Lz6nWWmAHfVJPswjRV",
+	"v5FnDQcAzc2BzVvVNifs1oQgsyQhLR8VxJOLo6M2jBECPQ7tUXE5cDYfWFGCrnH2VKSSbC6bMozw+6re",
+	"VtqI3R+akvELZa38e+ENVzfVAfMPuAKK6bs8pE1HrmqJTXoi4eO+1bzc23TKlTClxZZbYxMF1IOFG+po",
+	"KWeGx92qXvGguyvmibjm6bJrDKo2qydvB5SEqUjRQnHPPsHB4XIP1ovh08PDNVKKa9iyqcVhQNlVzDiP",
+	"yf28tBHSz2qyLpwLm5GyPpQuhYV0/3KZ7EYltWG9UHbTetiG+DKpIwXaPRbC1ZrcWo1wCdUFPlapKiyR",
+	"5hpk75dV0896wyFKMpdDRxwKn7ZG82c1sU57TvU7rWtbTBLC4JfBsHf8qXd+fnoOKoXD7slh7+io92ar",
+	"rB25wdfUgCy8MWk5q9u7YTpBOaewluxBaR6Ur/5QgvpaxTUFGdj6Gp/z6fC0Zm1OY4A9u4eX5aZYLaSn",
+	"bni6jYYKzPgteLXbasP1GF1n+xXbnn78+nKvefG1WoRN5WZzCYemSkSKkEtgLj8uBOcHrTtUbWEJfeN9",
+	"sGoKY+/iH4cg+a0Bo6jkYzwVCdfjJh8I/dKgwd2alJFHXUPCRJwPV/K3u7x7Ss8mILULlpoZH0nnUHqm",
+	"IVKLJUHncqnbszG0cByLAD0TC00681YbTpDagaU4QMKELJz6OoRMii+Zq1STypRX/0yvRAHsatdy7ZQr",
+	"Ph6NnCeluPHaEVafm96kZVLJXV5ZQBVCNsPeO8+eaZfwTh6xWFyL2NYfGTWSl1Q/VK7084ldSOyuwrDl",
+	"3p9n2kAiOAg5ktWk+a1a5cVOG06UAZYk6obHNhvAV0+4XHm0HrS45sdeuFkVqaEAqOZduM/BUFQFLUql",
+	"JGvsXF55gqyJ6GBTn4x769E6mnXc4TV2lRNMDbbKpI3MrHDEbcZjhkQOpJ2j4r1gqRNYuVMBBr2j3uHQ",
+	"u321r3Oz59tkMZfmmR7JQrl3FOC9UOMQCbVgQvY5POUpn/KUy4gPvtiyNar38EU4QGkb4PNqoFWuE3GU",
+	"a27U1gG8OT4qwMNhOItmIzm+5qmYuqLyMVrhefeACuyQ+4ubC92Qro+zxIhB/lwpDlaK/TvMHJIifWKl",
+	"cdNz5aL9h000b3BZxpCHHB+Ie/x9p/Pjjy/3HtMjnTt8Uw9f41hUucTj5rW6fXm/hsO6IGLvsi4TSN3c",
+	"+eGHF8211DjY6vP+NK6+wHm8+nheBNeoz1SDC4/syDooLFPqKuOv0PdqmIUI+2DlnHrf0nppoF+Sn8sw",
+	"VGRbybRsNh3Lm1zeggK7BZU0HpMaBhqxXBBt6TCEzcfzYR5Z9xFbzAUhInptFTvhlPf/Zm69iXUEbqhl",
+	"P4UjPHjuiCjWOjO1vbQvlphUMVEjVkkZXTvG+Ps9Ark/fT1pPS9Btk607Jv40MsGZgmkRnzmhlA3ivjC",
+	"bBxw+F7uhd9j19VQ5s35irn+kOlW1O0QWjfE0NPU8k1IAmcUKnVdbhrsS1ujb/1WLmebubgJhfVsdKfZ",
+	"k9VchrC901zNYBXH5tw+b1A6r6t1xPr+JWj0vhevoXUxfLv9I/VY0Fs1V/b9QvVfxX/0mIdoReMOKnv9",
+	"MPX178mZ9N2bnmkQcZ7rl7+2SdnMfV6V+rl6Qrhcv1GSb5xh7eL3Q2VY8oSX+f0lqv2mUvUoYVp7FCao",
+	"8UwZOTmY9d1Bq+xAI0vjrHfypn/yzloc573h+S+fXncP35++fbvVgPm1fFj/FXiqf/vn+7Lx+hKFkOYu",
+	"X982SbDvQDRj0octhYbPanJQ2HkKxKWk8l/DEpvbr59SMPOn8YQwyBbxpopGyfO4XuQ+90GuhO7PbOjK",
+	"xrEcxil3w80Bre4h/L//9X/gsGf7ut0wYc7XiuJ9KJ7clPU9JHXrxFQBKSyxjwo7KOP5Yc5ZItwVOn3t",
+	"uOf2lEXU6Ime3c/PdUtzDgU4WyEcnh6f9Y/6J+9C+MfFm3f4YSRL2D3rng/73aN9R/Pk7uoeEq+wv4RV",
+	"g8p9ezCSOFWl79NWzWPfcnxIA7+dsUy7dj/VthsjSQ3z9FbFwV9tI+FWR2XfbjVBGLjlBGHQPaQycAIs",
+	"CIMP3SAMhlSddUz/ntK/5/jPISW8lKDE7/ysa9o3Z7YPAtU4zxfU9iiw5VOuLHtTcJba8LltJBEGh0xG",
+	"PMlDFCuH+0GReiUkCdWCnJ0zuXv07hQx/KY77L7uDnoHQAFT28wEKYn43vveYe+Tqz6hlJQYKSqZbpML",
+	"VUOmuX2Gsh8eFRn3leT8XGIfG8rlZgzQT67wg+GSWTQretwQTXvVTcmokjJ/2FvbD1Dq6LdO4qL15h+p",
+	"y4eSvymDq1AsX1JnvDJ8KCTSRcrx8Dgvfb1Dxn3unjm7HTR3zxtkc/JkJknZv63rqfhPqSAqGoA8ubef",
+	"gy73vtNjOoSH2vX5tX4cyVbpJaLlm5lKOGRS2BXuPCffXQjaxWGyOUoc8qBuPa0l31N65DVH44p2dPnu",
+	"VUipwPBDyaLVqRqS0TJtiS9Sc96GmnZpGbLNG6YOLbm4aHv2v+86H9IGhQ/0OmRFQAX3nXzUE25uOJfQ",
+	"sfnPO7gpuDeWCg/AjvxZTcKyUBK6KpcofsXMSBaySWj/Yxu6OIDzX1uVwvq16S83obUxbSY2MQ+0Lrmg",
+	"hkndQzQ0CyFIzZT81MIWTju43I/dw5FsHfZ8QC9/AM3ZrapA20xCrCeVNhzzLgw+VDSplawtYLlaUYgT",
+	"Ui70gU1JKhpZltb2odsf9k/efXp7ev7pw+n5+945TVsyNXBBDycENS4QwRXy8q1KP6jUpktTb+LXLLpS",
+	"02nwkZrT8ihLhVkO8NBZceHFIzVpaToMeUPhKBGoivq+wlc84tvU51sl7kvrqoLtbRK0/kVba0nnnDyN",
+	"nKUEnlvUzJiF7cErXA3qqgTrnvWJQHNYJiy64jK2IV6X/UeR3mca1I2EUk/gLTzOen8ks0WiWEw1CdtU",
+	"k+AD4Dr0jd5A5KULeaVB6MtJw5EUEk+yCSHlNq6MpywilaREBdpGj13zBtB5HoXrRdEeyS7JliTBE0V8",
+	"4B4sW6zBuLJL4y3qxb0wNuJFsEfIqOcsXcL4XW8Iz9lCPL/eea5JeXr+2RavP3fPjNsjOZJ/+QscKokQ",
+	"Icwj+deihl5Da0xK/jiEceHUwL9cWs14y8aJK2X2eiTBNoFHnWm8WliPE/8VhsLF3+H87SG8ePHilX/f",
+	"9qTFReWxuyhR0RW0LoaHWwcQZ9bccNF7ACdbNQq6ebmvgy0slzA+1mPQ2XQqbmnucnMxQWkQPw2HZ57z",
+	"LZJMUxVJpGI+CkIYeYFi/3B9xEbB3fgAp6eWcbSSi7Oz3vmnwUn3fQ9s7SEp9MJGFAE1NYL8mYYSebct",
+	"PDhU/gRVk7BEK9fqD/Y6HVjpoh/CXmcHVpp740gtldofK+2yxvs27IkE9Azl+UKkS1gwrak6GGVKqgya",
+	"YNsqMziObTiGB+qapwlb2ASkrRB/29t9BdUm69CyXpOidbqtjal2+n5eafRNOMQHKNmCmxuVXtm9sUjV",
+	"bEpOBNtk2zVnpC6BuHfCt1siveSvQKquPT2uddpMKdR8F0oloc0oV77uZz8vnoepShJ1Y2kPAbL+Iuvc",
+	"s70DXalQTpy5BuiO0aB+wkfS0lk5d0uXUrfssfR9ny0DSRy3WqQqzqIi3X0kUXjXmUiRqjPnYFImtdUj",
+	"iKLyLA6brcarmkDE91E1ca1lIEqYmGtkQXR7QyZj0mmo00zoO7XhXHNChhxJFl1JdZPw+NL9cOCb7Ehl",
+	"oPRrqW0mtwO63rh4eEvAXTIhHf2Maxl28DfYGW+hwhKxlE+zpADcgYZqks+Xk8kStQ9KRyqcE2PrFzeU",
+	"VJ/aanyfaCfyyyBGcqaSWLuOAsxUrEQkUOvKIp6Rc0F8f8a0gyW2eowRhvqMoC1YMPbuWT8oVbwGOxSI",
+	"W3DJFiLYD160O+0X1mKckWD2LDyXUs+/2iapd5RPl5l7zF0VL3G92qSczW2zIwaIS5WieKDUpZsZ/jtj",
+	"Ghk1tZQQGq5IopRx6DPYqEGyazfBzMxntMEFSVTk9bgFt0Ib6o1sf7Z+Kqm21cJxMnxwt9NpQ7cUKDgW",
+	"rykTG+Fqwwdi2yM5PrT9/betjTS20h+XRtlFFMkuSpTRPkSFkiINB0jcs0xe8XgkPTYmrvu5K7F0kRAi",
+	"GDrE5F7Q+8289qCZ1x6M5N7OC2i4A+MAqPFErc3gOBzJcXMLQZerZq/ZsID6vDcNVVRs4bQr3PcA2ail",
+	"vlyQ9ONgP7Bb5FvhBdULdH5tvq7GZw498ZoaF0C9+2hH4Nq8VvFDlzaoyHCzbQm2enlDbmlOhGQUW65H",
+	"oO/qYNYvxdntdP6w+yJqFzo0XBzRdRfL2ERL8sjudna+IwD2F5Dqhibfs6tvGjPH0vPSvUH0ys7jr1Su",
+	"OcGXdl48/lK90SG+t7u7zmSrV4DQu68ef7d+EQ0hjEz4debNMxnIePIVXxbJJD4KY4L4qhWeZdZZJP8a",
+	"dkmGWs7PrUnm2XylPcclb+DuVqVgLrZftFQRcWjVXWq8TrqOKbdfEcbntlLOrJ6zJEH+XO2wg5a+hAn3",
+	"1o7Nxizd2GAz8EhQ5nVWfkbfUMa2f9/3ubrp81rvhjzV2Po20kxWmnXosJJg+9wW6mzb/hpplrimG5Q2",
+	"bKEfSdcuow0nHijcFwKq3OomFlNKCDMeFA3UxJYmRx0i5V5nZ0UDfhj7Ri9URF5RDVGszFl6xWMYU1sY",
+	"NG66xc+2jREBghqCVKX2QFZAiyRxc7oNlGok/YT7Tirn+00bwUgPJW2dWmRVZVeTkIINhMWRKBqg2tY3",
+	"34iRVjrk3HPnVH4g2k/nSn8ahxhWCCWmSxUKLxFaeHgkQ3AXVFQaR2Wknc7LPKPkW6hyjdxLQTqh0vco",
+	"hbmzP08QofJfJClUAnl84D0g5V724PZ6JK2GnnKTpVIXv5ddA5aCSb2zjCrPwIwdExxJ0t383WsTDtYj",
+	"4xO/vQeSx6DFb7wNvZhcWkXjCJs1PpIlWBlIfpOv78CWnF5xvqgYavjHEm54WrA3W9zw7ZS/ekfpMbQo",
+	"1EStL3BqsrLJSR1SDo37zve0WHUa+weQBVg2uVXRKF2f6nEI92mZGzEDV7aeZ7etq81txgmK5Lnvq8qt",
+	"Fuffw4bKBwFu0NRz9JvfDfGHa3lrwZb/+G9d75tycodntHBXncPQchu+nV/euFXm2wV7bubaz78WHPTu",
+	"fsXvifyps1diQ3n/+824wDtuShzgceOxksP6NAOSMmM/fsOzX0s8vufgV3pjfLez1dl7/KW8Mf6fejDO",
+	"OYtRNOd8qBwXf+QAFN7Mbes5fM6iq/tVmG7uUkSRX3H9tqHrvX9Fc28m7bUu3lU4kq0Jj1imebXv9zPt",
+	"vJIpk+Avbyk892PXP318AMKgvpAkqLWolBT6Ceey5GHFCTkYpZ6uUmxyLrvRVa22WH8jCV2/Y+A7C+qV",
+	"/v1N13WioUeyueR7/r7n9k87hsXZ8NeqxHnLe2X1Xt/irOZxL59T34z94UNKoYL7j+m5sw8W7iYcB0aL",
+	"jHb72RrFnKWJ4KkPCdibQbZsg7WEu2wlPsejPPZndUxm79g1wB+3YcCvecqKeIAms4pAHEnmU5ny2IDQ",
+	"JQZBLebyOIJx9zdZXuJu6CN7hYpUkZk4vuNWVgmy2FiTvhKLBfltLZ9RU3IuIN+gGpj9vMmEvXbQAhrS",
+	"vkyWpF3EEGWpVun3YSB0UcD3ZCGVuyb+DCZSvRqh6aZwfCA/PqHvwUR5MCEslNZikixdddx/C+ZCGIFs",
+	"gWdmzm7Jv+l5yEpaQzV0+Ch3qbaVauYo+Y06BlzP6JIXRcSc7AMYt6oJy+FIlhOWt8b73upv8m648KMN",
+	"UWnY7ezm7oiR9EEtm9deOBH9u/aC2zz2VcAkNOx1Xo3kuOE+pzG0kEX4HBKjXJMCAmSrTYFs5S4fG8lx",
+	"6Vqh7fd8OQZ79zjM2RXXwCg6LujWeHsdP0XNEeXAolRpPZIOKsFd2JuWf8WXLkuitC4fL7OwN986NbYQ",
+	"rsTOS50hDvLumsjSiy6gzRH0J9s3r6ARvSHcB/mjXpumi7wobtdgR4Ul62rlgi/v7qGe/g7PI1luYboV",
+	"3tOa3sYCSw2fa63wR9L3wi98jM80jKudy8chaM6r2UC5SxURQZO46x8pPmA3xmZybm0kS3r2dBXZ2PeY",
+	"ipZwC2OxRtlB2UIsZ06PRre7O9uj0e3f+cevO+HObuMdHesHHDc0F+s1g2sJr91vMH9e19kUefRxgpZU",
+	"N2ijWK3Cq1qWBUQs8Wxi6zvbtWuIsPxOtP92TiZ3gKpRApQt/nrZVjnZaZ3AQOmH51+r4vGu/MVDfidK",
+	"xhjfUFND8kjf2BxTCldYScLyK7ltRz6tbIN2Ep5RlpJQKTJxnNKANgGs0ccqBJWOJNU+4WQ4PSUQhXAz",
+	"E9GMFG/hEpUPqsij2N+scNeOpJ06zgW9MxGsMKOhbf6PVKXkQyUlp7wqGwhlfpi5VQJQwXe9+ks+B8qI",
+	"dRedwQ1JaVG+YGkkSS5vlx/Zzha2mOGaJRYkh1qBS7hhy0qGNnOpn3NFgNhIoebS7NtoAYztg2NrfJVz",
+	"obaszTFzV6TZcSJqW67U1e+Tx3sVefx0j+NDgqTphBWP1Ar4zpiZBXfhBm/14/ydemd3YZwmbK9NUfLS",
+	"5YpxaKB0oxyxQ6tjA/KOTYR1CqQDTfLRN1Bw4tGevIpUvL+me4229d/WqVovK74vnkK//tupel9mia/A",
+	"qBo7z3QDjf3RguC5TUS93xxzxXcu4c8HwiJfklfmv4U51flmPKWm//v7b8fQKrI6UQaUKzpVWpE3m+m5",
+	"dv3/AtzpG2m61dbB39lHszYDKaXloqpbVMX+a/OUjTXgP8/rYwta7uVAn9XEZgi7xCYDUyFdKPwP5kjO",
+	"R/IASyKTTLs+qTaFvCSF/wY7NnNrrq6dhVtZEqWW8XQkqYkl6ZCUluVS4OztQxIZns0dp6XrEstzBUCU",
+	"uoUqgVWG0VBnrl9de7U8gLLUaLwCVHJfj6SdnqWpuOb7eSOFsgL3L6Cindtd+Tcj/BPt/aG9srascgrt",
+	"6Pbf2lUzY/uH9bdW3cjO/atdKtmm6lVjgd29JvWhyqTLmdWuxWzMi3zTZAktG0+iq1ARDOQVE2VmVAND",
+	"PldBLTNRtyHLuNJ/wl+KYIudps4ytAWSbaokYIJCWjaJ1ycG++wVSooVsa7ymI1st9o9ud9QYajNdJ+6",
+	"kF+U+GeQnqu3DfZ//biSVBSFkNFZsp45ynt0wOLW2ZhAxBYsEsbeVuBvtPBUaSs/kSCrc61U9f76ETml",
+	"e+2rty+LTHTkvbUEnsqXZfIvfe3iOqVvHER3H+/+fwAAAP//",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

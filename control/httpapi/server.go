@@ -52,6 +52,8 @@ type Config struct {
 	// Probe is the SSRF allowlist for probing node addresses (admin API).
 	// The zero value allows nothing: every probe is ADDRESS_NOT_ALLOWED.
 	Probe probe.Config
+	// DisableAPIDocs turns off /openapi/*.yaml and /docs/ (apidocs.go).
+	DisableAPIDocs bool
 }
 
 func (c *Config) setDefaults() {
@@ -113,6 +115,7 @@ type Server struct {
 	internal *http.ServeMux
 	admin    http.Handler
 	business http.Handler
+	apiDocs  []apiDoc
 
 	closing   chan struct{}
 	closeOnce sync.Once
@@ -148,12 +151,23 @@ func New(cfg Config, st *store.Store, arts *artifact.Store, log *slog.Logger) (*
 	if err := s.mountBusiness(); err != nil {
 		return nil, err
 	}
+	if !cfg.DisableAPIDocs {
+		docs, err := renderedAPIDocs()
+		if err != nil {
+			return nil, err
+		}
+		s.apiDocs = docs
+	}
 	return s, nil
 }
 
 // InternalMuxForTest exposes the machine mux so tests can add a route and
 // prove the default-deny middleware covers it.
 func (s *Server) InternalMuxForTest() *http.ServeMux { return s.internal }
+
+// StatusWaitsForTest is how many jobs waiting status reads wait on, so
+// tests can tell a read has parked without sleeping.
+func (s *Server) StatusWaitsForTest() int { return s.settlements.Waiting() }
 
 // Store returns the server's store (with this replica's notifier).
 func (s *Server) Store() *store.Store { return s.store }
@@ -165,6 +179,9 @@ func (s *Server) Handler() http.Handler {
 	root.Handle(machinePrefix, s.bounded(s.nodeAuth(s.validated(s.internal, machineSpec, surfaceMachine)), surfaceMachine))
 	root.Handle(adminPrefix, s.bounded(s.admin, surfaceAdmin))
 	root.Handle(businessPrefix, s.bounded(s.business, surfaceBusiness))
+	if s.apiDocs != nil {
+		mountAPIDocs(root, s.apiDocs)
+	}
 	root.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
 		if err := s.store.DB().PingContext(r.Context()); err != nil {
 			http.Error(w, "database unreachable", http.StatusServiceUnavailable)

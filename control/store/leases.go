@@ -12,6 +12,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/kece-oj/kece/control/manifest"
 )
 
 // ClaimedJob is one job handed to a node with a fresh lease.
@@ -337,9 +339,12 @@ func (s *Store) Renew(ctx context.Context, sess NodeSession, items []RenewItem) 
 		clear(results)
 		for _, it := range sorted {
 			// Assignments run left to right: progress_seq is updated last so
-			// the IF()s compare against the stored value.
+			// the IF()s compare against the stored value, and status_version
+			// (the business sees COMPILING → JUDGING as a status change)
+			// before phase.
 			r, err := tx.ExecContext(ctx,
 				`UPDATE judge_job SET lease_until = NOW(6) + INTERVAL ? MICROSECOND,
+				   status_version = status_version + IF(? > progress_seq AND ? <> '' AND ? <> COALESCE(phase, 'COMPILING'), 1, 0),
 				   phase = IF(? > progress_seq AND ? <> '', ?, phase),
 				   cases_done = IF(? > progress_seq, GREATEST(cases_done, ?), cases_done),
 				   cases_total = IF(? > progress_seq, ?, cases_total),
@@ -348,6 +353,7 @@ func (s *Store) Renew(ctx context.Context, sess NodeSession, items []RenewItem) 
 				   AND lease_until > NOW(6)
 				   AND EXISTS (SELECT 1 FROM judge_node n WHERE n.id = ? AND n.session_epoch = ? AND n.revoked_at IS NULL)`,
 				micros(s.cfg.LeaseTTL),
+				it.ProgressSeq, it.Phase, it.Phase,
 				it.ProgressSeq, it.Phase, it.Phase,
 				it.ProgressSeq, it.CasesDone,
 				it.ProgressSeq, it.CasesTotal,
@@ -393,12 +399,16 @@ func (s *Store) Renew(ctx context.Context, sess NodeSession, items []RenewItem) 
 // renewed, and Renew answers item by item.
 //
 // Single-table UPDATE assignments run left to right, so progress_seq is set
-// last and the CASEs before it compare against the stored value.
+// last and the CASEs before it compare against the stored value, and
+// status_version (the business sees COMPILING → JUDGING as a status change)
+// before phase.
 func (s *Store) renewAll(ctx context.Context, sess NodeSession, items []RenewItem) (bool, error) {
-	var phase, done, total, seq, in strings.Builder
-	var pa, da, ta, sa, ia []any
+	var version, phase, done, total, seq, in strings.Builder
+	var va, pa, da, ta, sa, ia []any
 	ids := make([]int64, len(items))
 	for i, it := range items {
+		version.WriteString(" WHEN ? THEN status_version + IF(? > progress_seq AND ? <> '' AND ? <> COALESCE(phase, 'COMPILING'), 1, 0)")
+		va = append(va, it.JobID, it.ProgressSeq, it.Phase, it.Phase)
 		phase.WriteString(" WHEN ? THEN IF(? > progress_seq AND ? <> '', ?, phase)")
 		pa = append(pa, it.JobID, it.ProgressSeq, it.Phase, it.Phase)
 		done.WriteString(" WHEN ? THEN IF(? > progress_seq, GREATEST(cases_done, ?), cases_done)")
@@ -418,6 +428,7 @@ func (s *Store) renewAll(ctx context.Context, sess NodeSession, items []RenewIte
 	// the row constructor.
 	idList, idArgs := inList(ids)
 	q := `UPDATE judge_job SET lease_until = NOW(6) + INTERVAL ? MICROSECOND,
+	   status_version = CASE id` + version.String() + ` END,
 	   phase = CASE id` + phase.String() + ` END,
 	   cases_done = CASE id` + done.String() + ` END,
 	   cases_total = CASE id` + total.String() + ` END,
@@ -427,7 +438,7 @@ func (s *Store) renewAll(ctx context.Context, sess NodeSession, items []RenewIte
 	   AND EXISTS (SELECT 1 FROM judge_node n WHERE n.id = ? AND n.session_epoch = ? AND n.revoked_at IS NULL)`
 	args := make([]any, 0, 1+len(pa)+len(da)+len(ta)+len(sa)+len(ia)+4)
 	args = append(args, micros(s.cfg.LeaseTTL))
-	args = append(append(append(append(append(append(args, pa...), da...), ta...), sa...), idArgs...), ia...)
+	args = append(append(append(append(append(append(append(args, va...), pa...), da...), ta...), sa...), idArgs...), ia...)
 	args = append(args, sess.NodeID, sess.SessionEpoch, sess.NodeID, sess.SessionEpoch)
 	r, err := s.db.ExecContext(ctx, q, args...)
 	if err != nil {
@@ -470,6 +481,7 @@ func (s *Store) Complete(ctx context.Context, sess NodeSession, jobID, leaseEpoc
 	if err != nil {
 		return CompleteResponse{}, err
 	}
+	var cases caseCounts
 	if res.Outcome == OutcomeVerdict {
 		// Validate before anything is written (manifests are immutable).
 		m, err := s.Manifest(ctx, facts.manifestID)
@@ -479,6 +491,7 @@ func (s *Store) Complete(ctx context.Context, sess NodeSession, jobID, leaseEpoc
 		if err := checkAgainst(m, *res.Verdict); err != nil {
 			return CompleteResponse{}, err
 		}
+		cases = countCases(m, *res.Verdict)
 		if facts.kind == KindSubmission {
 			payload, err := json.Marshal(SettlementPayload{JobID: strconv.FormatInt(jobID, 10), SubmissionType: facts.typ,
 				SubmissionID: facts.sid, Generation: facts.generation, Status: res.Verdict.Status, Result: body})
@@ -486,7 +499,7 @@ func (s *Store) Complete(ctx context.Context, sess NodeSession, jobID, leaseEpoc
 				return CompleteResponse{}, fmt.Errorf("store: settle: %w", err)
 			}
 			done, err := s.completer.do(ctx, fastResult{sess: sess, jobID: jobID, leaseEpoch: leaseEpoch, f: facts,
-				status: res.Verdict.Status, body: body, digest: digest, payload: payload})
+				status: res.Verdict.Status, cases: cases, body: body, digest: digest, payload: payload})
 			if err != nil {
 				return CompleteResponse{}, err
 			}
@@ -495,7 +508,16 @@ func (s *Store) Complete(ctx context.Context, sess NodeSession, jobID, leaseEpoc
 			}
 		}
 	}
-	return s.completeSlow(ctx, sess, jobID, leaseEpoch, res, body, digest)
+	return s.completeSlow(ctx, sess, jobID, leaseEpoch, res, cases, body, digest)
+}
+
+// caseCounts are what a finished job reports as casesDone/casesTotal.
+type caseCounts struct{ done, total int }
+
+// countCases: done is the number of cases the verdict judged (a verdict may
+// stop at the first failing case), total the manifest's (at least done).
+func countCases(m manifest.Manifest, v VerdictResult) caseCounts {
+	return caseCounts{done: len(v.Cases), total: max(len(m.Cases), len(v.Cases))}
 }
 
 // jobFacts are the fields of a job that never change after enqueue.
@@ -532,6 +554,7 @@ type fastResult struct {
 	jobID, leaseEpoch int64
 	f                 jobFacts
 	status            string
+	cases             caseCounts
 	body              []byte
 	digest            string
 	payload           []byte
@@ -595,8 +618,8 @@ func (s *Store) completeBatch(ctx context.Context, calls []*batchCall[fastResult
 // locks, where a multi-table UPDATE would share-lock every node row of the
 // batch and queue behind those nodes' claims.
 func completeFastTx(ctx context.Context, tx *sql.Tx, items []fastResult) error {
-	var verdict, result, digest, fence strings.Builder
-	var va, ra, da, fa []any
+	var verdict, result, digest, done, total, fence strings.Builder
+	var va, ra, da, na, ta, fa []any
 	ids := make([]int64, len(items))
 	for i, r := range items {
 		verdict.WriteString(" WHEN ? THEN ?")
@@ -605,6 +628,10 @@ func completeFastTx(ctx context.Context, tx *sql.Tx, items []fastResult) error {
 		ra = append(ra, r.jobID, r.body)
 		digest.WriteString(" WHEN ? THEN ?")
 		da = append(da, r.jobID, r.digest)
+		done.WriteString(" WHEN ? THEN ?")
+		na = append(na, r.jobID, r.cases.done)
+		total.WriteString(" WHEN ? THEN ?")
+		ta = append(ta, r.jobID, r.cases.total)
 		if i > 0 {
 			fence.WriteString(", ")
 		}
@@ -613,12 +640,14 @@ func completeFastTx(ctx context.Context, tx *sql.Tx, items []fastResult) error {
 		ids[i] = r.jobID
 	}
 	in, idArgs := inList(ids)
-	args := append(append(append(append(append([]any{}, va...), ra...), da...), idArgs...), fa...)
+	args := append(append(append(append(append(append(append([]any{}, va...), ra...), da...), na...), ta...), idArgs...), fa...)
 	res, err := tx.ExecContext(ctx,
 		`UPDATE judge_job SET state = 'COMPLETED',
 		   verdict = CASE id`+verdict.String()+` END,
 		   result = CASE id`+result.String()+` END,
 		   result_digest = CASE id`+digest.String()+` END,
+		   cases_done = CASE id`+done.String()+` END,
+		   cases_total = CASE id`+total.String()+` END,
 		   status_version = status_version + 1, finished_at = NOW(6), updated_at = NOW(6), lease_until = NULL
 		 WHERE id IN (`+in+`) AND (id, lease_epoch, node_id, session_epoch) IN (`+fence.String()+`)
 		   AND state = 'RUNNING' AND lease_until > NOW(6)
@@ -719,7 +748,7 @@ func fenceResult(f fenceFacts) (committed bool, err error) {
 // completeSlow takes the locks one by one in the documented order and
 // answers every case: already committed, conflict, lost, cancelled,
 // superseded, infrastructure errors, CHECK jobs.
-func (s *Store) completeSlow(ctx context.Context, sess NodeSession, jobID, leaseEpoch int64, res Result, body []byte, digest string) (CompleteResponse, error) {
+func (s *Store) completeSlow(ctx context.Context, sess NodeSession, jobID, leaseEpoch int64, res Result, cases caseCounts, body []byte, digest string) (CompleteResponse, error) {
 	var out CompleteResponse
 	var requeuedPool string
 	err := s.inTx(ctx, func(tx *sql.Tx) error {
@@ -797,11 +826,11 @@ func (s *Store) completeSlow(ctx context.Context, sess NodeSession, jobID, lease
 			// Job and attempt receipt in one statement.
 			if _, err := tx.ExecContext(ctx,
 				`UPDATE judge_job j JOIN judge_job_attempt a ON a.job_id = j.id AND a.lease_epoch = ?
-				 SET j.state = 'COMPLETED', j.verdict = ?, j.result = ?, j.result_digest = ?,
+				 SET j.state = 'COMPLETED', j.verdict = ?, j.result = ?, j.result_digest = ?, j.cases_done = ?, j.cases_total = ?,
 				     j.status_version = j.status_version + 1, j.finished_at = NOW(6), j.updated_at = NOW(6),
 				     j.lease_until = NULL,
 				     a.outcome = 'COMPLETED', a.receipt_digest = ?, a.ended_at = NOW(6)
-				 WHERE j.id = ?`, leaseEpoch, res.Verdict.Status, body, digest, digest, jobID); err != nil {
+				 WHERE j.id = ?`, leaseEpoch, res.Verdict.Status, body, digest, cases.done, cases.total, digest, jobID); err != nil {
 				return fmt.Errorf("store: complete: job: %w", err)
 			}
 			out = CompleteResponse{Disposition: Accepted, JobState: StateCompleted}
