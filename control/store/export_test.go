@@ -31,3 +31,6 @@ func (b *batcher[Req, Resp]) queued() int {
 	defer b.mu.Unlock()
 	return len(b.pending)
 }
+
+// CommittedBatches is how many multi-item batches committed as one.
+func CommittedBatches(s *Store) int64 { return s.stats.batches.Load() }

@@ -266,6 +266,7 @@ func (s *Store) enqueueBatch(ctx context.Context, calls []*batchCall[newJob, Enq
 			return err
 		})
 		if err == nil {
+			s.stats.batches.Add(1)
 			for i, c := range batch {
 				c.resp = EnqueueResult{JobID: ids[i], Generation: 1, State: StateQueued, Created: true}
 			}

@@ -208,6 +208,7 @@ func TestBatchedEnqueuesAnswerEachSubmission(t *testing.T) {
 	b := setup(t)
 	b.enqueue(t, "ALGO", "exists")
 	ids := []string{"a", "b", "c", "a", "exists", "d"}
+	before := store.CommittedBatches(b.store)
 	queued, release := store.HoldBatches(b.store)
 	results := make([]store.EnqueueResult, len(ids))
 	errs := make([]error, len(ids))
@@ -230,6 +231,7 @@ func TestBatchedEnqueuesAnswerEachSubmission(t *testing.T) {
 		require.Equal(t, id, j.SubmissionID, "each caller gets the job of its own submission")
 	}
 	require.Equal(t, results[0].JobID, results[3].JobID, "the same identity twice is one job")
+	require.Equal(t, before, store.CommittedBatches(b.store), "a batch holding an existing submission falls back item by item")
 	require.False(t, results[4].Created, "an existing submission is returned, not created")
 	require.Equal(t, 5, b.count(t, `SELECT COUNT(*) FROM judge_job`))
 	require.Equal(t, 5, b.count(t, `SELECT COUNT(*) FROM judge_submission`))

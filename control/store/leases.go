@@ -598,6 +598,7 @@ func (s *Store) completeBatch(ctx context.Context, calls []*batchCall[fastResult
 			items[i] = c.req
 		}
 		if err := s.inTx(ctx, func(tx *sql.Tx) error { return completeFastTx(ctx, tx, items) }); err == nil {
+			s.stats.batches.Add(1)
 			for _, c := range batch {
 				c.resp = true
 			}

@@ -508,37 +508,52 @@ func TestBatchedCompletionsAnswerEachResult(t *testing.T) {
 	jobs, err := b.store.Claim(b.ctx, sess.NodeSession, 6)
 	require.NoError(t, err)
 	require.Len(t, jobs, 6)
-	b.expireLease(t, jobs[0].JobID)
-
-	queued, release := store.HoldBatches(b.store)
 	type answer struct {
 		resp store.CompleteResponse
 		err  error
 	}
-	// One result per job, and jobs[1]'s result twice.
-	targets := append(append([]store.ClaimedJob(nil), jobs...), jobs[1])
-	answers := make([]answer, len(targets))
-	var wg sync.WaitGroup
-	for i, j := range targets {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			r, err := b.store.Complete(b.ctx, sess.NodeSession, j.JobID, j.LeaseEpoch, acResult())
-			answers[i] = answer{r, err}
-		}()
+	// completeTogether posts one result per target while the batchers hold,
+	// then lets them run as one batch.
+	completeTogether := func(targets []store.ClaimedJob) []answer {
+		queued, release := store.HoldBatches(b.store)
+		answers := make([]answer, len(targets))
+		var wg sync.WaitGroup
+		for i, j := range targets {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				r, err := b.store.Complete(b.ctx, sess.NodeSession, j.JobID, j.LeaseEpoch, acResult())
+				answers[i] = answer{r, err}
+			}()
+		}
+		require.Eventually(t, func() bool { return queued() == len(targets) }, 5*time.Second, time.Millisecond)
+		release()
+		wg.Wait()
+		return answers
 	}
-	require.Eventually(t, func() bool { return queued() == len(answers) }, 5*time.Second, time.Millisecond)
-	release()
-	wg.Wait()
 
-	require.ErrorIs(t, answers[0].err, store.ErrLeaseLost, "the expired lease is refused")
-	for i := 1; i < len(jobs); i++ {
-		require.NoError(t, answers[i].err)
-		require.Equal(t, store.Accepted, answers[i].resp.Disposition)
-		require.Equal(t, store.StateCompleted, answers[i].resp.JobState)
+	// A batch whose fences all hold commits as one.
+	before := store.CommittedBatches(b.store)
+	for _, a := range completeTogether(jobs[3:]) {
+		require.NoError(t, a.err)
+		require.Equal(t, store.Accepted, a.resp.Disposition)
+		require.Equal(t, store.StateCompleted, a.resp.JobState)
 	}
-	require.NoError(t, answers[len(jobs)].err)
-	require.Equal(t, store.AlreadyCommitted, answers[len(jobs)].resp.Disposition, "the repeated result")
+	require.Equal(t, 3, b.count(t, `SELECT COUNT(*) FROM judge_settlement_event`))
+	require.Equal(t, before+1, store.CommittedBatches(b.store), "the three results shared one commit")
+
+	// A batch with an expired lease and a result sent twice: it falls back
+	// item by item, and each caller gets its own answer.
+	b.expireLease(t, jobs[0].JobID)
+	answers := completeTogether([]store.ClaimedJob{jobs[0], jobs[1], jobs[2], jobs[1]})
+	require.ErrorIs(t, answers[0].err, store.ErrLeaseLost, "the expired lease is refused")
+	require.NoError(t, answers[2].err)
+	require.Equal(t, store.Accepted, answers[2].resp.Disposition)
+	require.NoError(t, answers[1].err)
+	require.NoError(t, answers[3].err)
+	require.ElementsMatch(t, []store.Disposition{store.Accepted, store.AlreadyCommitted},
+		[]store.Disposition{answers[1].resp.Disposition, answers[3].resp.Disposition}, "one of the repeated results commits")
+
 	require.Equal(t, 5, b.count(t, `SELECT COUNT(*) FROM judge_settlement_event`))
 	require.Equal(t, 5, b.count(t, `SELECT COUNT(*) FROM judge_job_attempt a JOIN judge_job j ON j.id = a.job_id
 		WHERE j.kind = 'SUBMISSION' AND a.outcome = 'COMPLETED' AND a.receipt_digest IS NOT NULL`))

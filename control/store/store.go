@@ -208,6 +208,9 @@ func (s *Store) RetriedTransactions() int64 { return s.stats.retries.Load() }
 
 type counters struct {
 	retries atomic.Int64
+	// batches counts multi-item batches (completions, enqueues) that
+	// committed as one.
+	batches atomic.Int64
 }
 
 // cache is a small bounded map for immutable facts; when full it starts over,
