@@ -359,13 +359,14 @@ func (e SubjectType) Valid() bool {
 
 // Defines values for VerdictStatus.
 const (
-	VerdictStatusAC  VerdictStatus = "AC"
-	VerdictStatusCE  VerdictStatus = "CE"
-	VerdictStatusMLE VerdictStatus = "MLE"
-	VerdictStatusOLE VerdictStatus = "OLE"
-	VerdictStatusRE  VerdictStatus = "RE"
-	VerdictStatusTLE VerdictStatus = "TLE"
-	VerdictStatusWA  VerdictStatus = "WA"
+	VerdictStatusAC      VerdictStatus = "AC"
+	VerdictStatusCE      VerdictStatus = "CE"
+	VerdictStatusMLE     VerdictStatus = "MLE"
+	VerdictStatusOLE     VerdictStatus = "OLE"
+	VerdictStatusPARTIAL VerdictStatus = "PARTIAL"
+	VerdictStatusRE      VerdictStatus = "RE"
+	VerdictStatusTLE     VerdictStatus = "TLE"
+	VerdictStatusWA      VerdictStatus = "WA"
 )
 
 // Valid indicates whether the value is a known member of the VerdictStatus enum.
@@ -378,6 +379,8 @@ func (e VerdictStatus) Valid() bool {
 	case VerdictStatusMLE:
 		return true
 	case VerdictStatusOLE:
+		return true
+	case VerdictStatusPARTIAL:
 		return true
 	case VerdictStatusRE:
 		return true
@@ -469,12 +472,21 @@ type CaseResult struct {
 
 	// Message Checker diff, signal name or SQL error, at most 4 KiB.
 	Message string `json:"message"`
-	Score   int64  `json:"score"`
+
+	// Score fraction × weight rounded half away from zero to 4 decimal places
+	// (a multiple of 0.0001 in [0, weight]); the fraction is 1 for AC, 0
+	// for any failure, and what a special checker awarded otherwise.
+	Score float64 `json:"score"`
 
 	// Signal Terminating signal number, 0 if none.
 	Signal int32 `json:"signal"`
 
-	// Status A user outcome. Infrastructure faults are never a verdict.
+	// Status A user outcome. Infrastructure faults are never a verdict. PARTIAL:
+	// for a case, a special checker awarded a fraction strictly between 0
+	// and 1 of its weight; for a job, every case is AC or PARTIAL and at
+	// least one is PARTIAL. A job's status is the status of its first case
+	// that is neither AC nor PARTIAL, else PARTIAL if any case is, else AC
+	// (CE before any case runs).
 	Status VerdictStatus `json:"status"`
 
 	// TimeMs CPU time.
@@ -999,14 +1011,25 @@ type Verdict struct {
 	MaxScore int64  `json:"maxScore"`
 	Message  string `json:"message"`
 
-	// Score Sum of the weights of accepted cases.
-	Score int64 `json:"score"`
+	// Score Sum of the case scores, a multiple of 0.0001 in [0, maxScore]
+	// (case scores are whole units of 1/10000, so the sum is exact).
+	Score float64 `json:"score"`
 
-	// Status A user outcome. Infrastructure faults are never a verdict.
+	// Status A user outcome. Infrastructure faults are never a verdict. PARTIAL:
+	// for a case, a special checker awarded a fraction strictly between 0
+	// and 1 of its weight; for a job, every case is AC or PARTIAL and at
+	// least one is PARTIAL. A job's status is the status of its first case
+	// that is neither AC nor PARTIAL, else PARTIAL if any case is, else AC
+	// (CE before any case runs).
 	Status VerdictStatus `json:"status"`
 }
 
-// VerdictStatus A user outcome. Infrastructure faults are never a verdict.
+// VerdictStatus A user outcome. Infrastructure faults are never a verdict. PARTIAL:
+// for a case, a special checker awarded a fraction strictly between 0
+// and 1 of its weight; for a job, every case is AC or PARTIAL and at
+// least one is PARTIAL. A job's status is the status of its first case
+// that is neither AC nor PARTIAL, else PARTIAL if any case is, else AC
+// (CE before any case runs).
 type VerdictStatus string
 
 // VerifyStarted defines model for VerifyStarted.
@@ -12565,172 +12588,177 @@ func (sh *strictHandler) RedeliverSettlementEvent(w http.ResponseWriter, r *http
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7H1rdxq5tuBf2Ytz14o9t7Cxk+57E6/5QEwlIY3BB3B6epqMEVUCFBcSLans0Fn+77O0pXpBgQHb6T7n",
-	"5ktioKq0S9rv57dKIGZzwSnXqvLmW2VKSUgl/tmlWi7qY02l+RRSFUg210zwyptKjwaChwq0gDvCNIzo",
-	"WEgK0tzC+OSo4lUk/SNmkoaVN1rG1KuoYEpnxDxqLOSM6MqbCuP65WnFq8wYZ7N4VnlT8yp6Maf2Jzqh",
-	"snJ/f+9V5kSSGdUOrre4VjNcharDowUwTWcK7pieAgE1I1FEJbAQDvSUwlzSWyZiBXMyoS8UcPpVJ887",
-	"NFAz85w/YioXFa/CyczAMkoWzL/Ef0g6rryp/OM4279j+6s6boYVA/YHofR7KeJ5M7wkemruwsfPzYf0",
-	"6dPsqo27tsWCH8Vo41JfzO+PXaTFZkyv7v0lmVBQ7E8KByEdkzjScFKrrd3TCJ+yGSvIV4sVP9VqORw5",
-	"KcERr9IWId347hwveNzL35u71VxwRS0mkrBL/4ipwv0IBNeU459kPo9YQMzWHH9RZn++bbmOL6VwWF/c",
-	"3/7UkBcuBqGgCrjQMCM6mIJBbLO4JIGGg2HX/+eV3+tfN9uf6q1mY3h4VLn3KueCjyMWfDdIlYhlYEhM",
-	"aaIpCAmG9BQTPAOfRJG4Az1lCoIp4ROKkLaFfidiHn4fSEkYSqoUDVOYM/joV6Y0wtQX4oLwhTtt9fyg",
-	"dc2mIZHQ0Jxpve9ft5oXzb7fGB6eWUYLxDBnQD5dRUYNyvJlQ3XLnLyasvIygNzVxzmmj1BdcRLrqZDs",
-	"T/odDuSCKcX4xGBLzG+4uONAwhnjoMUN5XAwvGrXr/of/Ha/eV7HrcDTueL065wG+nuA2KPylsqqYiEF",
-	"y+YOfvr6FYbNdt/vtuutoQcGyk/1Zqv+tuWnEM6lCKhSZBRRn2umF88P6q80iqqGrdIQRrEGScexQfTR",
-	"AgjIOKJwQI8mRzCXYpQSAv6gDNT3CW9EHKprTWdzC2oYMrMEiS6lmFOpmWGHYxIp6lXmua++VYi9ywrr",
-	"h/irV6E8pGFdF8RBSDStajajlZTxKy0Zn+AN5t3PRUhXBVKTjyVRWsaBjiUFvBKCiCgFB3632+keegbP",
-	"Wn6951/7/+ey2fUbhm7mBmZpnvD/fq9X/+9n80+t+vr687ea9/PL+/8oAyMvw7d6USuJt7o0okRRfy6C",
-	"6bKU/PlVZbNc9BKpt9VCItaBmJXsZPeq3W6238PdlEUUpQ3CBBG7perMfMHhvHNx2fL7fsMD3FwP3JZ6",
-	"cF5vn/utlvmzd3Xpd3t+w2+Yre/6nzq/PLzpp2s2XdKAsrlusIkTwEuE+qFePf3pZxBjBJmbjYsMGzOM",
-	"3tAtCQI6N+x1LKQVQg5blwGqVV+T6vjzt59flQOiqDJybd8zUppIvQva3+eVmN9TrS6HKF6m7hSAyy+W",
-	"HfjndAUx+kIDbYCqxyHTPtdysSvFB3b/l4/j1ynRMCXzOeU09AAZjwHyiHLDEz34IkZHAeEBjY6s8tei",
-	"fGLUuZ9flew5CbQosUvaZEaTE89JDqT0QUUtlKazQQVPnMRazIhmAViQ1dKyJ6f/XbbuDsyJmD3clvpC",
-	"qgmL1PrdttrqykE9J+vZhXtISpzUyu9h7fTVQ+ib7BLubXKwXoJH6YPLkPScKAffEv8g1T9r1defsz+v",
-	"j6qb+Ld5UBe5wo7YHqQQbNohB6eRV1+ZTsTVisGzyhpmdCbk4pfRZq5SK79VKTIp4ebnUxrcUAkhG489",
-	"UGzCSQQc6UZC758tKyk9IBpmQml4Bb+wt0u08ar2+ucyRhgISfeA1QKxCmqfyhnjRBuVMAE0no2o9KAG",
-	"bAxccGog28mhgDxQx+qhQ/tEZcgC3bMX33sVQ+YXqmRDL6/A/LYMyRYvfkeiyD5ypxuXKMghYfpiyUGk",
-	"IKcL5TAqh4vpAWRYU0ptBnHMduARU26A+71y6bcbzfb7ipeoCRWvclnv9fxGxau8qzdbfiP3NIcrXuVr",
-	"1TygekukQT2FT6I8tD92Y87tX5fEmGbmSYRFNKx8vvcqDWoUD7lIQVlyRFiA4MBYcAtq5LyxJCIaTozg",
-	"mQul2ChaWB0mBC2AGOtZxTMqDz1o+K3mJ7/rN+AgfyP+Um/AwYTcUojnZ6CoMXNDCwz6OVa3JH0Y/l3f",
-	"fSfcu+IWNChJNmBuFGUePCybi1vzgZJIT418FJxCJAISQZg+DA4awnIGQmeCeyBjbhAI2IxMjICOwwmF",
-	"kGgyIop6EDJ1g+9dZIlWkJXoY1MhjUk9jwhHM8cpAUZUW+Vc06/6DLgwVqykekUglwkTtHMjPcWtcL+N",
-	"hIgo4SjBiFVo8/KBVP/8/HsiFt5skAtLZIbPytYrI5EGVebqNZjZt36aMZvEEnfA+UZIYuUqqp0ySlE3",
-	"sjjMtAIxUsbuDMGuXoZu15/8bvOdsYubnXbFq/htY38i5nXrTUeZjWbPfrsTIn6iko2dcWqejBoboqQk",
-	"zFFqgyn7LWKo/ZBzju0gU8dCBmVWCL0VN9bosLSrgHGlKQkNQqNta+QEOn7RqOtd18/7zU/+UXayOczI",
-	"9JVNQqBrr1pGBXez52AtQwVrle+oTTjN4EFrH9n2I5TGnHLwkFRfljVWYGySE/56m/yCBFPGaVVSEhoE",
-	"SaxyYwfAeaf9rtU87wNTSAETyqlkAbyqvYY7Y2NyATMhKag5DQw+4n2AjhOq8hSx5AGteJUlv1HFq/Q7",
-	"v/jtxO6veJV2p3/9rnPVNn9/6PT61++7navL6/zX7U7DL3zxsfO28Nn/5Lf7xVvqF/51v/6Lbyiy639q",
-	"9pqd9nWvX2/5Fa/S69f7/nXy3skKzixOPtZbXb/e+O36Y6fZxm/PP/jnv1ybd3Sg2y+a7evLbud91+/1",
-	"zCv49W7/rV/vp4sVaCIH/PlVt+u3++6bvt+9aLbrrcLboOgy4FzXGw23gPsLf6+3Wp1fLSjZu1zWf2t1",
-	"6o3rfqdz3ap335s1827MildJfGb2gBKX2Za8yTGXJr8lETPMyLoqKdeGUyF76hvbz/86Z1aApo7lXGgm",
-	"911bhDT38aMY5T75t5Tr/MVkRvvkhhom0HWO7Z4mkSEOZP+pv90+2HKvZJl6ZChg8VEwjt+hatVNyMx9",
-	"bvJLKSaSKqO3faBE6hElOlmkhSywHmh2S1Noz2MpKdf2s9Oeoxz0qEIYEOrW2WfO0f7VFroeReLOLp/B",
-	"fkkWkSBhX4gWkROzUpdo2rKOaXOE3MhVXOSKk1vCIkPXKATSPd6VC0pK9G5uwJ2N4EQv2HSlOeLECj4X",
-	"Mdc7xy4N67SosY9bKBL6nMxJ4HzFS5zUmGZfxMiyyrupiCiYXYAZWRjFzZhvggfUAxJIoRRqEeZNVLnB",
-	"lMTarAx4GDLV5O8iNpmWON4sZsKURuhqRlZuzuaFAwC4uPOMImiQHR3TMZeUzGlo1FIj1YMoDmm4h2UX",
-	"z0PyGFdaMRbrFL7CQSy/fe6Iy2RhSgPniNQ7UsIuWLqMLo854nLFt7DCxpdtsZ2VvnTn8RPG8B9684y/",
-	"3OPbNe1NJ7VahhtESrJYf8xq83tcITrt+CZ5ki8LjLogKAZtMehp9J0R2qKCb/YhbMUnnvDglzB/I6aX",
-	"5WPU4W3zfbPdBxYCUUAgpAGbkQgs+aHK9pXM5pF51KvTJbf7SfX1599r1dfGQDv573LH3Ucx+oXxkqV7",
-	"V28vmj2jbZntjRWVcCfkzRGgsmS+S6yuqouq0xAUjcbVwMheGBk5P+BaoKls+NYZslAVj2YMPeowJfmP",
-	"/cWcwvAX/9y/xiWGQHgIBEYxi3SV8QGfEc7GVGkPf2HaAIE2dYhfSDoX0kARsRtjEy5A6CmV6Bcf8Jx2",
-	"m71aovttqTH1UmATFQPl9EcxWvHq/PPKv0IVLXPqpBGezK/jVdLYzpYg/DOmMeoNmYvnXBgE0Hkvj1c5",
-	"x0BAYk4aPckYFE2lYhvj3YEev7ibl13Tpe795GKrNKpddJDtneXL7DUJ1aSQlsFRRnMfDfZ8FKP9grL7",
-	"6jSpltfkZe7QD+IOIsEnQMBikcFgUJpFEeaKKXRxmP9tEsOIBDdiPD6DmrXygoiwmXn8Hv7UwGgeDcHp",
-	"Hq+F9/aFto7oXW/eXWcNnK5eIiYMYxAjwx+KLOeFAneXNY7RIVPu3hgzztR0N4iyZ+6hrj5nHOrGsfhN",
-	"VyaS4N6rRIRPYufe2HRLK7kO71G64LjYJw1g21B9KQrhzV06sx61Msq6lFSZs7dxeMeZz4DTCTFWIOr7",
-	"Bb068YBb7bqUnkoCR05MbXs4M/LV5YaozYTz6ASF+ZSoBw/1Ei8yVwsRPXixucZcK5mQpXZWS9xRaQwq",
-	"BWMmlTZsiimXTbDZlDoppC1WT2q1J4n+2zAP3YIerFQ3N6Qc5OGt7uWvLdzbRzi2vRuvfgKTLMluQB7g",
-	"TnUFqqVXLLCyHD8oIHeyj3mpUZACObTwijKziPRLmReZKNgkshtplGR3wV3CGjpRSJW2KIopt9sYUElK",
-	"17L5tGw9Ia9+EN8SXcSdH1V7ZebYBFfFyVxNxc6ZODazJ1t3l3tvbbx3y7BwGZ5maKI2nv0e5vEXMdre",
-	"MM4fRXawP5UdbD7/HUGKos648ub3h9nx5+XgYn2EwsmZtkaeYpL9UdlObdgfuWNMs+7ikhgvM0amsekU",
-	"RmeZXo1OuizHVaR8SxSFq24rw8qQvlAu3gaUh3PBuPZQeZ1LMXL2a86i+OnktEzN210zDJeiiJuOohBx",
-	"TKOhW2GItOHgPZU39FyXWPyBpCHlmpEIDeQRpRwY2m22AsPcaQM3dwQNc1t3sarB2hhf3s24o06+q493",
-	"azVkB8XiEf5f6SIGpXHt7VMOa2s9uJudRac//fzc3tbU8HUORifbi05YC2puJ5foI9uoFCtXkh6XUCml",
-	"kq2EtdzLdbuWz3Tm9gkw1Xp+oA7R9VfCeI4tjH96gA4pGgKZEMaVBlvHJEbUpmpvxYWeNUCyC0HsjHlb",
-	"u6c3YM9DZ/sYl9JyBZrF/YzNeaCm4o6jcbZVhukjXVDbsf5SWtzbBSX302bjsKyQrE3vUlU2y0I8qdW2",
-	"12uz3OWHVVukLrUtGKfbQ9EWIbVO1gIQp2Va2A7nZvPeua6vtQXKIf+p9ji74KeHgioOg5agSzfYpUNv",
-	"QKIPqeqyg/rXKSZGeaDonEiiKYylmBXTrcpy1Vzym/u81fbk0u8KO/TydPVkp0nYvj6heyR6Wr9UGvuv",
-	"lxlTWI+ECaiJBEHdO135DIjVzF3CLCyoLjguNrIUTBLsrWfaG4EXPGKclmmJKXRApGTm/O6YnjIOYjw2",
-	"92AF2oVal7plIyVp9llppA0NAkVYEmoJ3dXAtKLR2NU+qWmsMb84FHd8jSbq8iA/UVke16sru+UJXGdg",
-	"cH+RFEWbI0FizN56K5mNsuttrBa710wXKdMdw8qLeEX8L9nY9cS6jw2LN+5oxsqdg7vJMuth3zOsu0u+",
-	"4KMzP55YRyrRojfUVbRyDvQld6j7BW7owuXvBvP5yX958IXcEvP/fKGngr/0gMgbrTyYLdQf0ZmhwZAG",
-	"LKQ2YcUoa8vOnVxe7n8eXWNe7suTcl9NAkaTj8WO58jCcnaROAkxVp0P82Ls8qgMihnjF5hO/3ahqSrL",
-	"drTORgV3U6Eo2Nx7W9WLQX+alj8TbJ5gyzPTcrQUJKKB8j9iGlM4eHV6CsML/6LT/c1m0tkEu86vw8M9",
-	"AmYz9rXMjO/LmNpoHOapubwdyx5sDqaeEo6h8VsiGeG6nHPuZiqTcGGUJlWW+5tBcWALxkIPLF87NLAk",
-	"zLe4cfvVhvCQyDVIkvwKQmanc2vZKeI1Czfgi9uq7Tlgguaf7I1YhLKJ9bG8hzx5kRU8LWx1ggI56DZx",
-	"hD3YPlGd8VZqS97pu6Vy4qDafUeRcTy0nQh5fpVNO5Oc0a4Z37M5i+i5mM1IWRrLuf0dAnsBGIRP1AvD",
-	"J5IKqNXCaGP+XApWFmD+gFyHgmt3MDYLYAGYWQFvBHR2IlcKDOvi5Wt81ZJs5oCW400k4Rrzm0CLeXLe",
-	"SSzmhbIscQ/2xR9mF5YvGA2PfiWBjhaWReTY1o4RSxnz3HGVhRHKtUR3lBJbYbjKmoR1EGU9OiEwy0cU",
-	"4eFIfLWlN0cPetJuU41uCaEK4BawouT4kv0sQ/M2KasM/xDPiJWQHsSc/WGkhtXjmVZww3gIBxFGUAOi",
-	"6GGJxMcyTfu/k/knp/9VLvQzg3pHE5HTfGaXjI2VAcRV2NgSHFuxZkWeAd1miX0RI8CWBFA/L6l0wudt",
-	"61Czlmh3bXKgebvl7EAEl/DE83cGVvQBpzRUQGBOlDLKAV7tEkNKSiK3UDn3iFLs13oBdzh7O7PDY0z6",
-	"2rf1wj6JLs9VAr1iJz5s420T48kVXhbjlNtF69KI5eey/jcppr9Q4B59BpQEUyRZo6YaLc+eltJ0vhrP",
-	"S8jAy2eyjYoR9iLyP+R3v0wSPZJ0xPPOxWWzZfMQP1413pu/tks4tFzX/mysP7RqzRJOMy0PJhod6izN",
-	"/ATXuwXQ1aRSQeJILQEymM/Nq5NbYlAZzaCKV0EzyNCfsYO2BRqf9NE+6TJ5Ut096cI+ybyEkRnPVWiW",
-	"PTypNnvWqrGl5XKH32j3rrOE00677Z/3sy/6rdyv/eaF37nqY61Vo9k1F3b9d1e2GPltvXHd69f7Vz0s",
-	"/8qqkswPbzuN37Y8nQZXWZ6q4JwGOv3cj7Lf+mxGRayxQChkkga6ay08syQJe0mxdq625i0J34pwkR3u",
-	"Xk0JcrGnBxlQyEhEw+a83N6ZM85pCM1La2PdEQXmBseuH+rRQRPM3A7NiuHrTfWM5c6+XNAMPvY6bThg",
-	"GInWCw8JOi1o9vJFz66g1sPedVVM+7Zvt4KhEdHmjr3cuDt20gimWEVVHvpFvNm6icS6mCtJK8Cy9fLv",
-	"WEaj3dQHttzbZXEGkgZChpkKi+5+iMSktIx7xnj6RQnq2JX2qx9+isre8rcPBA9YRLtoUjyJGdxw1fSP",
-	"NITFTTmuYIDYNvwICzbyqi8rdbHmSDkNY9wyEWEIZXtL+1Nyy6oDt7ad3S1uKktvUACk/IhQftddZ6cd",
-	"j+hR+c876JQ75m+uSYgspDjaR5ZtSY9qHdEZ5RqLQPdw4NBbuovTamnBLrKFv2kqmnu1LfbNvcauapZt",
-	"K1LmDLC/WLmKJQ80tK0wzGoI81bZAnull9n+KdtlbZeKMwRy66Z+5uKtkoeLW55kEH8vskxLALZRcC2+",
-	"ui188uTtYoubf/EM7gRZ8piQMxF3yeRO7MkVFM4TQh7iLSg72ZQl/7Tf77f8RtKLwpiCljLRdfRFjCzl",
-	"Wu/QgTOcPej91uv7F9fYAhGEzHofFjq2uIdvW7aH8NpKuF6Mr5HAnDzwY+etMRD7ff/iMukjUehjUfGK",
-	"ZYPY22HL9T9iZnOSFGL9cPkWChWvWFmIu5pAW8DaVb19FCvGqVIvFLAw1X/S20qcQiWt3d5s7O3WW0H/",
-	"jWCg01KMc0C4OGe99b5jjrRR79ff1nv+GZilsL+x9S9j5xksAHXhPJeZcpA5HzHhFbIi0cOHvF7rAqCf",
-	"ck6g3brVqTV9ibBm30bSiHllEkxTD711BSWZRIIHhRjEub91ZlGuz96DYf3Ul90Sk03e9FjP41ye08/Y",
-	"ry4Pn5EGci6ppmFiAS4nTf78008vy3j8jHztJT3tlvhDPENWEEV2c+4om0y1Wo5t7BOS3d7Lkuu4Vwod",
-	"tobIAEsbnuJh7wHaXo3zljMRlnvUpXtcOPBsH1xNTikrLy5V4s7Dwm/X5/QIlvzS2L7Zxt45vaUSSOIB",
-	"zTPr+nnFq/xaR1eTYaoX+G8H/+2af8637Viz1ZPsW7Gxkf1ydxtmp5jE1srRWo+vfULp0aT2324v8B1a",
-	"WlmrspwPMu4igzCStnMsMn9XbHn9a7P/oXPVv8ZmSh70f+1c++/e+dhT6brr965a/Z4HtnVU55PfvT6v",
-	"X9bPm/3f9g1vKCvwtzYti/rBA4peeumKFySOnCqWXpIHZZMnF4sTglgyveiZlRKX5IxxbMdUQqXLTd5v",
-	"aECrONBARO5Lq91BtYriGS+3+S74NnZIB5FUZls41Xpum6IzlyS0nIdv1EohoX7ZTHilEcy5CADEPKQS",
-	"hsdkzo5vT45x2ePhG9toB3vaKG/As/ojBQdp3rfyckFH5UHS5lhSxf6knk1HxCaK+P2A2zIGL19AI4V2",
-	"nRJdxdEhtknGRyc6LISUhBBRg1oKCA8HPMNh6VxWzOa/gm+UZgiM1HIxxKW9t9s54MPswIaHZ6l+ZC/D",
-	"ZWxkJAO2wEedoDka8AH/xz/gXHCjEzLB1YD/r6wpiIKDoXVIDj0Y5jL3zUdkLeaPrGbTfHLWxNAbcIBh",
-	"2l/e/OTYkvnTNRUeHiJUxbYjyo7NYHyCj1htNDI8MlD2jZ6At3ffncPLly9fp/djarFBmKQZJgSRCG7g",
-	"4Kp/fngGocs3xrvNGk6EKmAcZiyKmBvT4KbUcBheqCGoeDxmX3Fte042bmpblXzo9y/Byk6YR7GC4bcB",
-	"hlUGFQ8GCT3aD46FDir3wzOzPKIjvsnV5aXfve6167/4YNNJsO8J41bfE3Nnar1QkKMWhzfmUekV2GeK",
-	"REoA4eqOSnhVq8HK6BEPXtVOYGVqg3nSgZD2x0IjvuEb3FdEsxfKFrMvMM6NCV9GRCNR0LAqYm2eY3uF",
-	"vlAgbqmMyNyaZIeIHq9OX0NxdAYc4JbnBmIc4kYURzgcFyY44IlcxNqdqfXY2M49LolASGsRkhvz1dD6",
-	"kIfeskvcgJR6xe3Zo6M8QPMhR4cvFOZU4MKYF3DL6J2CG0rnSw1ED4b5YiiD+ZjpafB+TqRGTMVzK6bJ",
-	"w8HQ/nFkc+iGHoTU5mGnuF3MIgcyobinaZualRwWHkI+n/jwDQwqLlcPuxG41O5BxXIpgEHSSxV/TvKz",
-	"ze+SwkjoqTl/SbFfr92MFlNOYTP7KmkIPFfsgCDMycRlk8MQ04psI55hMsTJIh9mTpQNhBrm3ZDDQ9t5",
-	"RzONLYpQPthzql82K7lkn8oJuuHnlJM5q7ypvDyqHb20In+KArAoQ1BkVA3Dq07SplcTWpKrhQ4p9aac",
-	"js5KMPzM4LIFOyVWoz1UzN59yBpfLY0yOq3VnmwgSbEPWMlgknoUFWQojBbAQhyU8qp2su7xKbzHhaE0",
-	"5qbT1w/ftDzCB6FCE2CbBdMBM6jgxLMZkQu3qflXSamaSQhc5yzEv1jZNC4yUUkHsuToP2OirNp4+CW8",
-	"9WwtTtRewzBrPGpkwA5oYivi8s4dV5SPgeknRxFXXHlf1ECNjn+/gqEnT798GXa6mkCHjrWHsSM3Bmxv",
-	"DK5tgcFpW86/FOXt9gDJoT0cCE5hPl0oFpDIadDm58P1OH/vPcQTj7/lNMJ7187BljsXD2yYpM0NYRYr",
-	"DfSPmESFvpNJclxy4RFgXxcjdhMqHfAkHZ8CylAjtMdYMIwqmG2O+saIPawiwt6bNvnMqcNGFg04xnLM",
-	"HUnSqxGTEfr9QinmWda/UZbv0uVRVd6L3gf8Ve0VDMt6FifMoNh4eDexYYtl8vwgP41xTXQuu+R4eQji",
-	"/edn5iiuumcrjlL7PhzFgvS9Ocqrh29KGxr/i7GgRPvOWNALhVSbCd0DMddsxpRmQZZWixbi7kwp6b7y",
-	"gIa2k5DeTXFLWrqoVform66ZxMm2w918qkH585Kakq0eZwt61j3K9XHaGjLb1G3d01ajh1s9dznIaR7/",
-	"AB+zY0+3uDDNYbCc7pn4TaGXUAnL6RiBTCaYU2TQ9/vynr9WH7cuMl4og0e9fMwic0R5+rfNiDYR/vE3",
-	"9ETdPy0DcFK7MEFgN7bwnqZcYWehnA0K/i5I6tpDrJnA+kWM/uaS8S9DZ0PFX8TI+QmjCGtTkh5jro2w",
-	"cvMM98PqYztyD7XrUhvUnRCMaCBmVGUZDemI7cwVjb7Zs8QrNhVRaOvtB3xCtYJheu8QBAdJjQJsXgKV",
-	"VEMKyxfgew246waMXrIcAAYs631UcFqrPVqFXiHGBKxkKMYQDoid3JDNuwQhweafH+5oaONLPRkJP71G",
-	"XczB/c76dNbDbi3T8ICLuwwdfmjXT6VdI2ICAaw4D129YmL07slmpM3MXc9nrFtBGeZB7zKmN8zyv+A/",
-	"4WSYzsdSZJbPFLI+5Zm4dQ0Gcr9gLSuVoAUwfWbTuaLQYhAbu87U6bsOuHtZzxjxQdKHHA6SARqAvAx5",
-	"QzbOFj3Fz8R9ckN6DANCxUbmGkAPOM4pV4ceDIsThYZwkJZ3ufic0OCOItyRX7nc6n8vhnX6hIsXU8/X",
-	"8K0EuZlyKPeDbT0R23IHsEz9mK+ZmwZhNv/AnEJGQIdb8zT5d3ADyC2dAHsa7UsFKja86CYVWgMK0/0e",
-	"7XUodi59fjtErjOVL1w2gE3hKAaj/mfYy1kCiwfC9aeMFmYjMA3GRnZzeFCgl6Td0tooVtaMSxNp/erD",
-	"spmVwyPoFxrEMpXrnTjg2J3CNiMEMjYS/aQGM8ZjTdUZCB4t0BqaEjXFW7WQLgXlufzqy0G2UxiWjMUz",
-	"QtsW24GItWKh5VFkPpcCQ/JCGUkppFaH+8TqXJ+s55GphRao3zlKV2zRuT5SdwZTgxvF7sJa4BfoIRYu",
-	"1+vfTtaebgOWq14no4j6WA77V8vpCVMas23znbt5aNtE23G3K21Uy1nOOil9/M2mlT2P0644B3Q/r53c",
-	"WX9u4xt9J6ed3Oyy43giP3x263x2iNJov1r/XEC5Tv12hcRQOyUMk8K0JCxaK1p3DX27ivjVyHcqjiNK",
-	"JOaz0QE3CrGNn4mY27QxOzGSfi20ElVTyfiNUZayMHY6jHnAXbw8MhayntKZC5A/WgivUlxJWNtz17n5",
-	"uTvmvdgY7VPR5nMJ4r8muJ32jP4R2X524ajYn2le6ZYx7B3k4bHLN1/vh3M9StyQqXQS/VREoSoMXz/A",
-	"hE0bXzuEmEdUqQEf4kT0IdZNypi6fFsCNif28AjeCRmgsYWZ4jcsilQhp+bNgKeLmoeIKIRkaj0QXcKV",
-	"kIUqLebKFlIzPjkb8IQraefgsy+Azb9ie4st0sO5sweSasloCDRS9G5KJbXvP+BpsEXiZK5Dz411tLEJ",
-	"83izjcptlwEOF8adUnbpAUemqp6JCxbmej+SCbq5/X9fLugA/CuDEnKTUmRjEgm+/mCLT8QW3bEnfBFT",
-	"8C1Bc5FjSnszRcPJ1rPEp6fZAomuuu13JFoD/d+XZP/6MOI2FNutN9vN9vsfFPtEFNvTYm4TXI1IVmdl",
-	"ebP7kqstKllPrx0eLZyH0PbINOvmOoDaABp2sF61lIy0zlfYWHE/llRNc/37wTcwYEICh6HfRnY/TLUW",
-	"MuBcVMXccqqnzFEo5ycY5bs2j8IiKg+GH/x6t//Wr/cT42jAlxSDXbwW+Lb0B495FI9xWPKDxTxV7IJq",
-	"W7HPxixrB+/qUjELPwsDqn15zRfBeDVpl1nObpr8lkQstNkLfAGUyIhRCTFHQwq9l8bsKWgvSR6R1WLI",
-	"gOfKfmNFYWjLHKvZ10NgXGlKwmfiIfhtvdX1643frj92mm3LSB5hTXSpovpjNlHqb+rvLA6X3xC3Xx3n",
-	"9YOSn4SScetTKZvFcMZLRDMlCjNY7Jy/ZJDRPmSN3dbXk3Sv131XncREhjR8Y0OLS+G682aja523GLg7",
-	"A4ol2412z4n7AWcqG93nwlOueSo0L11r1TPot3opDzsD6TrFqmQayNmAu56kYD1D5klsRs+M5WNrnzHY",
-	"Sbk+gnpurwLCzVaN6IBjg08aomJilBCXWZX2/XwD2InDFsoafQYLz4dnQEATOaHa+oixFaM5kxHDZ62N",
-	"dz4bg7p2q6Hysmbx3VgUdp/9mwdk8o2AS7jTr1OSnwmpyN2PMOffIMz5jupgWjbQMwuuIG+qUq6xkt3l",
-	"COzL0Wz7kA153OSGKqDjMQ00ENvFyzZbyGkemGKBjMxNUM0PJhrwg1e1l0sawaEHSuSy0JdGGblmAkZe",
-	"nlkukvllpzQK1zlkHcNk0tqLzj074Kl/9mjA6+AmvzqVL2F4IGnV9R0wDDWNNhsRLjg9gq65DW23pOtK",
-	"mAShn9NQ20VxMkD9MLceZW65k/0Rpl4XaTLbk6hXbDajISOaRgs4yBiCl/ABq+pY2t079rRi0myuOklC",
-	"10v8KYNomdGYUxccDl7VTgZ8eN71G4Ys662UZOEYhj0f80Cz71yX4BkJpsZ8rF82D89Svj3gRtdUdgJL",
-	"1rIlsQaOoJWLiClNFq7cW0/pwiWrYU55PqTlQnDPasft5eXp4vmkWVfJIf1gQPsajGuGQP+wGp/Gakz9",
-	"LlmYeolXMGdYFg5jX/aFVtpiQ5jIjmg0RpZ1yA6zPsFoQuLgMQRzRhbWReUB40D4YoDnZiAPiE7SbHFq",
-	"ZqxcRUvipk4K3CNm2DdfYFEONLUacNfo0tiqlNh2Y+nO2KZgL5Rrk6aGOR92Mk8K7e8BT1zmeOH34FJe",
-	"4sFutq8vu5331sbbyZCzPTP/rVSmp6tNKTYUXcOwbGzkR13K00fCiNRYJ5sGoA5IbsAcundsurJjD9sq",
-	"WIXxl6VZrv2kUC4gmkRiAsTykrSfY/2yaVjCe78PybPTpw7fwJzKAU/bBjNbbmxn6aSjUA2fdW2D3YRb",
-	"L+fvUprxQA+SjpQKe6Xbrtr5mZbYIFPLRdUOnpRxRD3AAYXumYfOB5Wb7CjGKTiuK50r87eSAHNuzmCI",
-	"802H6eC5xYAbBWwiKXUjwMNY2spiKWyNMQ5dhHg+kcQcRpEBPkUZTys9uGdUUwojW9fQfHrW/4q912yT",
-	"zBQ7CwOceQh3iV+sZIQxtgXf1nmcNFGla8msS0lYNSL+LCtNTdJ7FRT72aZPGx7BUNwMgakBR/+rRVEj",
-	"0dMpN4Yd2x6dT4yF6Syj58TA5YFJa5DQnsm/IgbiXCJ75MGUhrHlHhmvMwZp0mY1O9SCiy9DrhLMy1or",
-	"VLMhPH9d9eHS4Ixn6UW0NPnkX68xT9m8pQf689iz/Z9UcbjcM0S5NuuFXtZ2NO//bvj1RkEjSoY2bUEv",
-	"x99cu+j7Y2MYImptSn1WrnDBzXrRAlyhYlbM4RKCrX5BJQQRJZKGHiiBqUM41knBQaIC3dHRVIgbUJSH",
-	"VB6CotSYdehQerRthWNcVo2r7GuzebtKBrdPS4i8htjnxmhKaT0b9VM0bralfpw18O/oM1ozFK1cIOIu",
-	"Wie2Q78fxtgTcZ/L2Jhihs1ULZuhoaP1ETHWL9cCkuFS5TwnN98AqSA/2eD3zwZ53T3fEqLItxg0Ysp9",
-	"nWic+a/EqPDZrZr7JlMX7j/f//8AAAD//w==",
+	"7H3rdho5t+Cr7MU5a8WeU7axk+5zEq/5QaCSkMbgD3B6epqMEVUCFBcSLans0Fl+jnmgebFZ2lLdoMCA",
+	"7XR/38mfxEBVaZe079dvlUDM5oJTrlXlzbfKlJKQSvyzS7Vc1MaaSvMppCqQbK6Z4JU3lR4NBA8VaAF3",
+	"hGkY0bGQFKS5hfHJccWrSPpHzCQNK2+0jKlXUcGUzoh51FjIGdGVNxXG9cuzileZMc5m8azypupV9GJO",
+	"7U90QmXl/v7eq8yJJDOqHVxvca1muApVh0cLYJrOFNwxPQUCakaiiEpgIRzoKYW5pLdMxArmZEJfKOD0",
+	"q06ed2igZuY5f8RULipehZOZgWWULJh/iX+XdFx5U/m3k2z/Tuyv6qQZVgzYH4TS76WI583wkuipuQsf",
+	"Pzcf0qdPs6s27toWC34Uo41LfTG/P3aRFpsxvbr3l2RCQbE/KRyEdEziSMNptbp2TyN8ymasIF8tVvxU",
+	"reZw5LQER7xKW4R047tzvOBxL39v7lZzwRW1mEjCLv0jpgr3IxBcU45/kvk8YgExW3PyRZn9+bblOr6U",
+	"wmF9cX/7U0NeuBiEgirgQsOM6GAKBrHN4pIEGg6GXf8fV36vf91sf6q1mo3h4XHl3qvUBR9HLPhukCoR",
+	"y8CQmNJEUxASDOkpJngGPokicQd6yhQEU8InFCFtC/1OxDz8PpCSMJRUKRqmMGfw0a9MaYSpL8QF4Qt3",
+	"2ur5QeuaTUMioaE501rfv241L5p9vzE8PLeMFohhzoB8+ggZNSjLlw3VLXPyo5SVlwHkrj7JMX2E6oqT",
+	"WE+FZH/S73AgF0wpxicGW2J+w8UdBxLOGActbiiHg+FVu3bV/+C3+816DbcCT+eK069zGujvAWKPylsq",
+	"jxQLKVg2d/DT168wbLb7frddaw09MFB+qjVbtbctP4VwLkVAlSKjiPpcM714flB/pVF0ZNgqDWEUa5B0",
+	"HBtEHy2AgIwjCgf0eHIMcylGKSHgD8pAfZ/wRsShmtZ0NreghiEzS5DoUoo5lZoZdjgmkaJeZZ776luF",
+	"2LussH6Iv3oVykMa1nRBHIRE0yPNZrSSMn6lJeMTvMG8e12EdFUgNflYEqVlHOhYUsArIYiIUnDgd7ud",
+	"7qFn8Kzl13r+tf+/Lptdv2HoZm5gluYJ/+f32tH//mz+qR69vv78rer9/PL+38vAyMvwrV7USuKtLo0o",
+	"UdSfi2C6LCV/flXZLBe9ROpttZCIdSBmJTvZvWq3m+33cDdlEUVpgzBBxG6pOjdfcKh3Li5bft9veICb",
+	"64HbUg/qtXbdb7XMn72rS7/b8xt+w2x91//U+eXhTT9bs+mSBpTNdYNNnABeItQPtaOzn34GMUaQudm4",
+	"yLAxw+gN3ZIgoHPDXsdCWiHksHUZoOrRa3I0/vzt51flgCiqjFzb94yUJlLvgvb3eSXm91SryyGKl6k7",
+	"BeDyi2UH/jldQYy+0EAboGpxyLTPtVzsSvGB3f/l4/h1SjRMyXxOOQ09QMZjgDym3PBED76I0XFAeECj",
+	"Y6v8tSifGHXu51cle04CLUrskjaZ0eTEc5IDKX1QUQul6WxQwRMnsRYzolkAFmS1tOzp2X+VrbsDcyJm",
+	"D7elvpBqwiK1frettrpyUM/JenbhHpISJ7Xye1g9e/UQ+ia7hHubHKyX4FH64DIkrRPl4FviH+Toz+rR",
+	"68/Zn9fHR5v4t3lQF7nCjtgepBBs2iEHp5FXX5lOxNWKwbPKGmZ0JuTil9FmrlItv1UpMinh5vUpDW6o",
+	"hJCNxx4oNuEkAo50I6H3j5aVlB4QDTOhNLyCX9jbJdp4VX39cxkjDIQsWXEs7WHC//u/cEfZZKpBGgWf",
+	"hjAl0RjIHVnAWIoZ/EmlAC3gFYQ0YDMSwTwiAVUDfkBgFkeazSOk7+pxtVo9Bcbh96rnHvr5EGURpMsx",
+	"BadI6rW6B9UBR6rnCxgTFsWSekB4CHeGLxFQcxowEkHgdofcEWkAFHpK5R1T9HhgkDEjfBGPIlp+Cjye",
+	"jRxrx91d3ZE+lTPGiTa6bnICeJMHVWBj4ILT4/xy23hKkLnrWD2EjZ+oDFmge/bie69i+NeFKsGUyysw",
+	"vy1DsgX23ZEoso/c6cYl1uCoK32xBMNSkNOFcqSSI7L0ADJyKGUj5szNdiDuUm6A+71y6bcbzfb7ipfo",
+	"PxWvclnr9fxGxau8qzVbfiP3NEcEXuXrkXnA0S2RhqYUPony0P7YjTm3f10SY3OaJxEW0bDy+d6rNKjR",
+	"qOQiBWXJw2IBggNjmi6oUWCMiRTRcGIk6lwoxUbRwipnoSEjAoHgKp5ReehBw281P/ldvwEH+Rvxl1oD",
+	"DibklkI8PwdFjf0eWmDQgbO6JenD8O/a7jvh3hW3oEFJsgFzYwHw4GGlo7g1HyiJ9NQwBsEpRCIgEYTp",
+	"w+CgISzLI3QmuAcy5gaBgM3IxGgecTihEBJNRkRRD0KmbvC9i7zeSugSRXMqpAb6dR4Rjvab024ML7JW",
+	"h6Zf9TlwYcxzSfWKplEmJdGAj/QUt8L9NhIiooSjaCZWU88LPnL05+ffE3n3ZoPAWyIzfFa2XhmJNKgy",
+	"V6/BzL51QI3ZJJa4A87pQxLzXVHttGyKSp/FYaYViJEyBnUIdvUydLv+5Heb74zB3+y0K17FbxvDGjGv",
+	"W2s6ymw0e/bbnRDxE5Vs7Kxu82RURRElJWGOUhtM2W8RQ+2HnNdvB2VhLGRQZl7RW3FjrSlLuwoYV5qS",
+	"0CA0Gu1GTqBHG63V3nWt3m9+8o+zk81hRqaIbRICXXvVMiq4mz0HaxkqWHfDjmqSU3kedGMg236ENpzT",
+	"eh5SV5ZljRUYm+SEv97ZcEGCKeP0SFISGgRJ3A3GwIF6p/2u1az3jUJiKGBCOZUsgFfV13BnjGcuYCYk",
+	"tUrImAV4H6BHiKo8RSy5diteZckhVvEq/c4vfjtxaFS8SrvTv37XuWqbvz90ev3r993O1eV1/ut2p+EX",
+	"vvjYeVv47H/y2/3iLbUL/7pf+8U3FNn1PzV7zU77utevtfyKV+n1a33/OnnvZAVn7ycfa62uX2v8dv2x",
+	"02zjt/UPfv2Xa/OODnT7RbN9fdntvO/6vZ55Bb/W7b/1a/10sQJN5ICvX3W7frvvvun73Ytmu9YqvA2K",
+	"LgPOda3RcAu4v/D3WqvV+dWCkr3LZe23VqfWuO53OtetWve9WTPvn614lcQZaA8o8QVuyZscc2nyWxIx",
+	"w4ysD5ZybTgVsqe+MWr9r3NmBWjqMc/FnHLftUVIcx8/ilHuk39Luc5fTGa0T26oYQJd57HvaYK6LrL/",
+	"NJBgH2y5V7JMLTIUsPgoGMfvULXqJmTmPjf5pRQTSZXR2z5QIvWIEp0s0kIWWAs0u6UptPVYSsq1/ey0",
+	"5ygHPaoQBoSa9WKac7R/tYWuRZG4s8tnsF+SRSRI2BeiReTErNQlmrasx90cITdyFRe54uSWsMjQNQqB",
+	"dI935YKSEr2bf3Nn6z7RCzZdaY44Me/rIuZ656CsYZ0WNfbxd0VC18mcBM4JvsRJjc35RYwsq7ybioiC",
+	"2QWYkYVR3IxdKnhgrLdACqVQizBvosoNpiSIaGXAw5CpJn8XGXNyFTSLmTClEfrQkZWbs3nhAAAu7jyj",
+	"CBpkR497zCUlc2NGcpTqQRSHNNzDsovnIXmMj7AYZHYKX+Eglt8+d8RlsjClgToi9Y6UsAuWLqPLY464",
+	"XPEtrLDxZVtsZ6Uv3Xn8hMkJD715xl/u8e2a9qbTajXDDSIlWaw/ZrX5Pa4QnXZ8kzzJl0V8XXQXo9EY",
+	"zTX6zghtUcE3+xC24hNPePBLmL8R08sSTWrwtvm+2e4DC4EoIKm7ypIfqmxfyWwemUe9OluKJ5wevf78",
+	"e/XotTHQTv+r3CP5UYx+Ybxk6d7V24tmz2hbZntjRSXcCXlzDKgsme8Sq+vIpQvQEBSNxkfo2oKRkfMD",
+	"rgWayoZvnSMLVfFoxjBUAFOS/9hfzCkMf/Hr/jUuMUS3GYFRzCJ9xPiAzwhnY6q0dagxbYBAmzrELySd",
+	"C2mgiNgNRQccOtXQ4Y9OtUS7zV4t0f221Jh6KbCJioFy+qMYrXh1/nHlX6GKljl10tBV5tfxKmnQaksQ",
+	"/hHTGPWGzMVTFwYBdN7L41XqGOFIzEmjJxmDoqlUbIPXO9DjF3fzss+9NG6RXGyVRrWLDrJ9FGCZvSYx",
+	"qBTSMjjKaO6jwZ6PYrRftHlfnSbV8pq8zB36QdxBJPgECFgsMhgMSrMowiQ4hS4O87/NzhiR4EaMx+dQ",
+	"tVZeEBE2M4/fw58aGM2jITjd47Xw3r7Q1hG9682766yB09VLxIRhDGJk+EOR5bxQ4O6yxjE6ZMrdG2PG",
+	"mZruBlH2zD3U1ecMsN04Fr/pykQS3HuViPBJ7Nwbm25pJdfhPUoXHBf75Ddsm4NQikJ4c5fOrEetjLIu",
+	"JVXm7G2CgePM58DphBgrEPX9gl6deMCtdl1KTyURMSemtj2cGfnqkl7UZsJ5dObFfErUg4d6iReZq4WI",
+	"HrzYXGOulUzIUjurJe6oNAaVgjGTShs2xZRLk9hsSp0W8jGPTqvVJ0lrsGEeugU9WKlubkg5yMNb3ctf",
+	"W7i3j3Bsezde/QQmWZK2gTzAneoKVEuvWGBlOX5QQO5kH/NSoyAFcmjhFWVmEemXUkoyUbBJZDfSKMnu",
+	"gruENXSikCptURRzibcxoJJctWXzadl6Ql79IL4luog7P6r2SjmymbuKk7maip1TjGzKUrbuLvfe2njv",
+	"lmHhMjzN0ERtPPs9zOMvYrS9YZw/iuxgfyo72HxiP4IURZ1x5c3vD7Pjz8vBxdoIhZMzbY08xeqB47Kd",
+	"2rA/cseYZs3FJTFeZoxMY9MpjM4yvRqddOmbq0j5ligKV91WhpUhfaFcvA0oD+eCce2h8jqXYuTs15xF",
+	"8dPpWZmat7tmGC5FETcdRSHimEZDt8IQacPBeypv6LkusfgDSUPKNSMRGsgjSjkwtNtsaYm50wZu7gga",
+	"5ragZFWDtTG+vJtxR518Vx/v1mrIDorFI/y/0kUMSuPa2+dSVtd6cDc7i85++vm5va2p4escjE62F52w",
+	"FtTcTi7RR7ZRKVauZHMuoVJKJVsJa7mX63Ytn+nM7RNgqvX8QB2i66+E8ZxYGP/0XK5VCGRCGFcabIGW",
+	"GFGbg74VF3rWAMkuBLEz5m3tnt6APQ+d7WNcSsuldRb3MzbngZqKO47G2Vaps490QW3H+ktpcW8XlNxP",
+	"m43Dsgq5Nr1LVdksvfK0Wt1er82Ssh9WbZG61LZgnG0PRVuE1DpZC0CclWlhO5ybTejnurbWFiiH/Kfq",
+	"4+yCnx4KqjgMWoIu3WCX570BiT6kqssO6l+nmBjlgaJzIommNlO2kG5Vlqvmkt/c5622J5d+V9ihl2er",
+	"JztNwva1Cd0j0dP6pdLYf63MmMJCK0xATSQI6t7pyudArGbuEmZhQXXBcbGRpWCSYG89094IvOAR47RM",
+	"S0yhAyIlM+d3x/SUcRDjsbkHS+su1LrULRspSbPPSiNtaBAowpJQS+iuBqYVjcauqEtNY435xaG442s0",
+	"UZcH+YnK8rheTdktT+A6B4P7i6TaG5OtDTFmb72VzEbZ9TZWi92LwYuU6Y5h5UW8Iv6XbOx6Yt3HhsUb",
+	"dzRj5c7B3WSZ9bDvGdbdJV/w0ZkfT6wjlWjRGwpGWjkH+pI71P0CN3Th8neD+fz0Pz34Qm6J+X++0FPB",
+	"X3pA5I1WHswW6o/o3NBgSAMWUpuwYpS1ZedOLi/3P46vMS/35Wm5ryYBo8nHYsdzZGE5u0ichBirzod5",
+	"MXZ5XAbFjPELTKd/u9BUlWU7WmejgrupUBRs7r0tV8agP03rugl2hbB1p2mdXQoS0UD5HzGNKRy8OjuD",
+	"4YV/0en+ZjPpbIJd59fh4R4Bsxn7WmbG92VMbTQO89Rc3o5lDzYHU08Jx9D4LZGMcF3OOXczlUm4MEqT",
+	"Ksv9zaA4sJVwoQeWrx0aWBLmW9y4/WpDeEjkGiRJfgUhs9O5tewU8ZqFG/DFbdX2HDBB80/2RixC2cT6",
+	"WN5DnrzICp4WtjpBgRx0mzjCHmyfqM54K7Ul7/TdUjlxUO2+o8g4HtpOhDy/yqadSc5o14zv2ZxFtC5m",
+	"M1KWxlK3v0NgLwCD8Il6YfhEUgG1WvFtzJ9LwcoCzB+Q61BwfRzGZgGsbDMr4I2Azk7kSoFhXbx8ja9a",
+	"ks0c0HK8iSRcY34TaDFPzjuJxbxQliXuwb74w+zC8gWj4dGvJNDRwrKIHNvaMWIpY547rrIwQrmW6I5S",
+	"Yo8PV1mTsA6irEcnBGb5iCI8HImvtvTm+EFP2m2q0S0hVAHcAlaUHF+yn2Vo3iZlJe8f4hmxEtKDmLM/",
+	"jNSwejzTCm4YD+EgwghqQBQ9LJH4WH9q/3cy//TsP8uFfmZQ72gicprP7JKxsTKAuAobW4JjK9asyDOg",
+	"2yyxL2IE2GsBavWSSid83rYONWuJdtcmB5q3W84ORHAJTzx/52BFH3BKQwUE5kQpoxzg1S4xpKQkcguV",
+	"c48oxX49JXCHs7czOzzGpK99e0rsk+jyXLXdK3biwzbeNjGeXOFlMU65XbQujVh+Lmvsk2L6CwXu0edA",
+	"STBFkjVqqtHy7GkpTeer8byEDLx8JtuoGGEvIv9DfvfLJNEjSUesdy4umy2bh/jxqvHe/LVdwqHluvZn",
+	"Y/2hVWuWcJppeTDR6FDnaeYnuKY0gK4mlQoSR2oJkMF8bl6d3BKDymgGVbwKmkGG/owdtC3Q+KSP9kmX",
+	"yZNq7kkX9knmJYzMeK5Cs+zhSbXZs1aNLS2XO/xGu3edJZx22m2/3s++6Ldyv/abF37nqo+1Vo1m11zY",
+	"9d9d2WLkt7XGda9f61/1sPwrq0oyP7ztNH7b8nQaXGV5qoJzGuj0cz/KfuuzGRWxxgKhkEka6K618MyS",
+	"JOwlxdq52pq3JHwrwkV2uHt1W8jFnh5kQCEjEQ2b83J7Z844pyE0L62NdUcUmBscu36o+QhNMHM7NCuG",
+	"rzfVM5Y7+3JBM/jY67ThgGEkWi88JOi0oNnLFz27gloPm/IdjWzDhZzGlWFoRLS5Yy837o4tQoIpVlGV",
+	"h34Rb7bujrEu5krSCrBsvfw7ltFoN/WBLTetWZyDpIHAXhBOhUV3P0RiUlrGPWM8/aIEdexK+9UPP0Vl",
+	"b/nbB4IHLKJdNCmexAxuuGr6RxrC4qYcVzBAbDuZhAUbedWXlbpYc6SchjFumYgwhLK9pf0puWXVgVvd",
+	"zu4WN5WlNygAUn5EKL9rrmXVjkf0qPznHXTKHfM31yREFlIc7SPLtqRHtY7ojHKNRaB7OHDoLd3FabW0",
+	"YBfZwt80Fc292hb75l5jVzXLthUpcwbYX6xcxZIHGtpWGGY1hHmrbIG90sts/5TtsrZLxRkCuXW3QnPx",
+	"VsnDxS1PMoi/F1mmJQDbKLgWX90WPnnydrHFzT95BneCLHlMyJmIu2RyJ/bkCgrnCSEP8RaUnWzKkn/a",
+	"7/dbfiPpRWFMQUuZ6Dr6IkaWcq136MAZzh70fuv1/Ytr7O0IQmZNHQsdW9zDty3bQ3htJVwvxtdIYE4e",
+	"+LHz1hiI/b5/cZn0kSj0sah4xbJB7O2w5fofMbM5SQqxfrh8C4WKV6wsxF1NoC1g7arePooV41SpFwpY",
+	"mOo/6W0lTqGSnnVvNjat662g/0Yw0GkpxjkgXJyz1nrfMUfaqPVrb2s9/xzMUti42fqXsfMMFoC6cJ7L",
+	"TDnInI+Y8ApZkejhQ16vdQHQTzkn0G5t+NSavkRYs28jacS8MgmmqYfeuoKSTCLBg0IMou5vnVmUayD4",
+	"YFg/9WW3xGSTNz3W8ziX5/QzNuLLw2ekgZxLqmmYWIDLSZM///TTyzIePyNfe+XN+nrxDFlBFNnNsb31",
+	"1HJsY5+Q7PZelrWtBB102h0s4GXKg03dAZN3/TzgB7mbEJdtf4mYM/uGpydWjQclHMHODKNEv9jhfh0A",
+	"92nJt5zjsNz9Lj29AiplO+yqfUqFRHGpEkchlpS71rDHsOTxxo7Xdus4vaUSSOJbPYbLWrffrLXeuEaL",
+	"eEDehtaKJOvUaM4dPY8jqu8o5VAdcMJDODWHYs7GYuG5bdxqpJRnpJZcpL7cWt2wMAeCrVDXAx5RgnSN",
+	"l7gfj6HmvMJ2XxNJ6D65BW1ek3n6gCPzYAo4ZVi4XqsDzxbzgEaKpkuzMZa4O7jcj7X6gB/U/SRxKr1A",
+	"xlwdFovga3VsMYQPq3iVX2voCjRC7wL/7eC/XfNPfduOQjs+02IJGxstTe5ube4UPdpajV3rm7dPKEX1",
+	"1FLf7QW+Q/Mxa/+XSyzGXQwXRtI2L0Yx7cpir39t9j90rvrX2PbKg/6vnWv/3Tsfu19dd/3eVavf88A2",
+	"+ep88rvX9dplrd7s/7ZvIEpZ1WxrJ0BRk3tAJU8vXfFXxZFTmtNL8qBs8rljGUkQS6YXPbNS4jyeMY6N",
+	"s0q43vKcgRsa0COcqSEi96XVw+HoCBUpvNxmJuHb2DkxRFKZbeFU67nty89cOtdyxYQxAISE2mUzkWpG",
+	"hcrFaiDmIZUwPCFzdnJ7eoLLngzf2JZI2H1IeQOeVYopOEgz9JWXCw8bVuQ6bUuq2J/Us4mj2O4Svx9w",
+	"W3Di5UudpNCup6WrDTvETt346MTagJCSECJqUEsZ3jvgGQ5L51xkNlMZfMe2oyiJ9i7tvd3OAR9mBzY8",
+	"PE81WXsZLmNjWBmwBbnkPGXHAz7g//ZvUBfcaO9McDXg/yNr36LgYGhdx0MPhrkaC/MRWYv5I6uuNZ+c",
+	"3Tf0BhxgmI44MD85tmT+dH2th4cIVbFBjLKTWxif4CNWW8IMjw2UfaPR4e3dd3V4+fLl6/R+TAI3CJO0",
+	"LYUgEsENHFz164fnELrMcLzbrOH0MGWUohmLIuYmhbhBSRyGF2oIKh6P2Vdc256TjXDbpjIf+v3LRErO",
+	"o1jB8NsAA2CDigeDhB7tB8dCB5X74blZHtER3+Tq8tLvXvfatV98sIk/2KGGcauZi7kzil8oyFGLwxvz",
+	"qPQK7AhGIiWAcHVHJbyqVmFl+o0Hr6qnsDI4xDzpQEj7Y6Fl4vAN7iui2Qtl2w4sMCMBU/OM/oFEQcMj",
+	"EWvzHNvV9YUCcUtlRObWeD5E9Hh19hqK01vgALc8N5PlEDeiOEXkpDBEBE/kItbuTK1vzfZYcukeQlrb",
+	"ndyYr4bW2z/0loMXBqQ0fmHPHkMaARp6OTp8oTD7BRfGDI5bRu8U3FA6X2r1ejDMl60ZzMecXIP3cyI1",
+	"YiqeW7GgAQ6G9o9jm+049CCkNmM+xe1ivj+QCcU9TRsKrWQb8RDymd+Hb2BQcVmV2DfCJeEPKpZLAQyS",
+	"rrf4c5JJb36XFEZCT835S4qdle1mtJhyCrDZV0lD4LmyFARhTiYu7x+GmABmWyYNkzliFvkwx6VsJtkw",
+	"7zAeOvVQM43NpFA+2HOqXTYrubSsyikGTOaUkzmrvKm8PK4ev7Qif4oCsChDUGQcGYZ3NEnbk01oSVYd",
+	"ug7Vm3I6Oi/B8HODyxbslFiN9lAxe/cha1G2NE3rrFp9spk4xY5tJbNxalFUkKEwWgALcVbPq+rpusen",
+	"8J4U5iKZm85eP3zT8hQphApNqm0WTGccoYITz2ZELtym5l8lpWomIXA9zhD/YmUT7shEJb3ikqP/jCnN",
+	"auPhl/DW87U4UX0Nw6xFrJEBO6CJrV3Mu+Fc+wRMIXhyFHFlsPdFDdTo+PcrGHr69MuXYaer3nToWH0Y",
+	"O3KT6PbG4OoWGJw2UP1LUd5uD5Ac2sOBsfLn04ViAYmcBm1+PlyP8/feQzzx5FtOI7x3jTdsYXrxwIZJ",
+	"guMQZrHSQP+ISVToEJqkMSYXHgN24DFiN6HSAU8KJyigDDVCe4yl3aiC2Ta2b4zYw3ov7JJq0wSdOmxk",
+	"0YBj1M3ckaQnGzEZoYc2lGKe1WcYZfkuXR5V5b3ofcBfVV/BsKy7dMIMii2idxMbtqwpzw/yA0HXxFGz",
+	"S06W53Def35mjuLqsLbiKNXvw1EsSN+bo7x6+Ka09fQ/GQtKtO+MBb1QSLWZ0D0Qc81mTGkWZAnQaCHu",
+	"zpSSPjkPaGg7CendFLek+Y5apb+yAa9JRHM73M0nhZQ/L6n+2epxtvRq3aNcx62tIbPt99Y9bTXOu9Vz",
+	"l8PR5vEP8DE7eXeLC9NsE8vpnonfFLo+lbCcjhHIZIIRGYO+35f3/LX6uHWR8ULDAtTLxywyR5Snf9s2",
+	"ahPhn3xDT9T90zIAJ7ULsx52YwvvacoVdhbK2azq74KkrpHHmiHAX8Toby4Z/zJ0NlT8RYycnzCKMDqW",
+	"dINzDZ+VG6m5H1af2KmPqF2X2qDuhGBEAzGjKss9Sae8Z65o9M2eJ16xqYhC2xlhwCdUKxim9w5BcJDU",
+	"KMDmJVBJNaSwfAG+14C7vs3oJcsBYMCy3kcFZ9Xqo1XoFWJMwErGlwzhgNgZG9nIVRASbKXA4Y6GNr7U",
+	"k5Hw02vUxWzp76xPZ90G1zIND7i4y9Dhh3b9VNo1IiYQwN4AoassTYzePdmMtDnU6/mMdSsowzzoXcb0",
+	"hlmmHvwHnA7TSWaKzPI5XdanPBO3rhVE7hesOqYStACm7ZRKEYUWg9jY9RBP33XA3ct6xogPko7xcJCM",
+	"OgHkZcgbsonK6Cl+Ju6TG6dkGBAqNjLXqnvAcVS+OvRgWJz9NISDtBDPxeeEBncU4Y78ymXB/2sxrLMn",
+	"XLxYJLCGbyXIzZRDuR9s64nYljuAZerHzNrc3A6z+QfmFDICOtyap8m/gxtAbukE2NNoXyolsuFFN1PS",
+	"GlCYmPlor0Oxx+zz2yFynal84bIBbApHMRj138NezhJYPBCuk2i0MBuBaTA2spvDgwK9JI2x1kaxsrZp",
+	"mkjrVx+WTRcdHkO/0MqXqVyXS5uTaOcQKCBjI9FPqzBjPNZUnYPg0QKtoSlRU7xVC+lSUJ7Lr74cZDuD",
+	"YckAQyO0bVkkiFgrFloeReZzKTAkL5SRlEJqdbhPrM51NHsemVpoVvudo3TFZqrrI3XnMDW4UewDrW0S",
+	"MXqIhcv1+peTtWfbgOX6DJBRRH0sXP6r5fSEKY3Zy/ke6zy0Db3tYOKVhrflLGedlD75ZtPKnsdpV5zY",
+	"up/XTu6sP7fxjb6T005udtlxPJEfPrt1PjtEabRfrX8uoFynfrtCYqjNlsekMC0Ji9aK1l1D3653wWrk",
+	"OxXHESUS89nogBuF2MbPRMxt2pid7Um/Fpq+qqlk/MYoS1kYOx2bPeAuXh4ZC1lP6cwFyB8thFcpriSs",
+	"7bnr3KTjHfNebIz2qWjzuQTxXxPcTrt7/4hsP7twVOzPNK90yxj2DvLwxOWbr/fDuW4ybhxYwknQma8K",
+	"Y/IPMGHTxtcOIeYRVWrAhzi7foh1PTKmLt+WgM2JPTyGd0IGaGxhpvgNiyJVyKl5M+DpouYhIgqh0ezV",
+	"3rb8BhBdwpWQhSot5sqWvDM+ObfVR4Yraefgsy+Abdpie4stp8QJwQeSasloiAVDd1OKxWksMkZHEmyR",
+	"OEPt0HMDOG1swjzebKNy22WAw4Vxp5RdesCRqapn4oKFCeyPZIINix1/Xy7oAPwrgxJyk1JkYxIJvv5g",
+	"i0/EFt2xJ3wRU/AtQXORY0p7M0XDydazxKen2QKJrrrtdyRaA/3fl2T/+jDiNhTbrTXbzfb7HxT7RBTb",
+	"02JuE1yNSFbnZXmz+5KrLSpZT68dHi2ch9B2MzXr5nq12gAa9hpftZSMtM5X2FhxP5ZUTXOTFsA3MGBC",
+	"Aoeh30Z2P0y1FjLgXByJueVUT5mjUM5PMMp3bR6FRVQeDD/4tW7/rV/rJ8bRgC8pBrt4LfBt6Q8e8yge",
+	"47DkB4t5qtgF1bYDAhuzrHG/q0vFLPwsDKj25TVfBONHSWPTcnbT5LckYqHNXuALoERGjEqIORpS6L00",
+	"Zk9Be0nyiKwWQwY8V/YbKwpDW+Z4lH09BMaVpiR8Jh6C39ZaXb/W+O36Y6fZtozkEdZElyqqP2azv/6m",
+	"/k4HYBPHSW6K268OXvtByU9Cybj1qZTNYjjjJaKZEoUZLHYiYzJyah+yxr7460m61+u+O5rE2CrljQ0t",
+	"LoXr6s1G1zpvMXB37jqiNNo9J+4HnKlsyKILT7k2t9C8dE1wz6Hf6qU87Byk6+mrkrkt5wPuuseC9QyZ",
+	"J7EZPTeWj619xmAn5foYarm9Cgg3WzWiA46tWGmIiolRQlxmVdqh9Q1gJw5bKGv0GSw8H54DAU3khGrr",
+	"I8ammeZMRgyftTbe+WwM6tqthsrLmsV3Y1HYJ/hvHpDJt2wu4U6/Tkl+eqcidz/CnH+DMOc7qoNp2ejV",
+	"LLiCvOmIco2V7C5HYF+OZtuHbMjjJjdUAR2PaaCB2H5rttlCTvPAFAtkZG7WbX6E1IAfvKq+XNIIDrFd",
+	"V5aFvjR0yjUTMPLy3HKRzC87pVG4ziHrGCaT1l507tkBT/2zxwNeAzej16l8CcMDSY9c3wHDUNNosxHh",
+	"gtNj6Jrb0HZLuq6ESRD6OQ21XRQnA9QPc+tR5pY72R9h6nWRJrM9iXrFZjMaMqJptICDjCF4CR+wqo6l",
+	"3b1jTysmzeaqkyR0vcSfMoiWGY05dcHh4FX1dMCH9a7fMGRZa6UkCycw7PmYB5p95/o5z0gwNeZj7bJ5",
+	"eJ7y7QE3uqays3Kyli2JNXAMrVxETGmycOXeekoXLlkNc8rzIS0XgntWO24vL08XzyfNukoO6QcD2tdg",
+	"XDOu+4fV+DRWY+p3ycLUS7yCOcOycBj7si+00hYbwkR2mKYxsqxDdph1dEYTEkfEIZgzsrAuKg8YB8IX",
+	"Azw3A3lAdJJmi/NNY+UqWhI3dVLgHrEb28zyixgdQ1OrAXeNQ42tSoltN5bujG0K9kK5NmlqmPNhJ5O/",
+	"0P4e8MRljhd+Dy7lJR7sZvv6stt5b228nQw52zPzX0plerralGJD0TUMy8ZGftSlPH0kjEiNdbJpAOqA",
+	"5EYBonvHpis79rCtglUYVFqa5dpPCuUCokkkJkAsL0n7OdYum4YlvPf7kDw7ferwDcypHPCkmyMwW25s",
+	"px6lQ2sNn3VdmN0sYi/n71Ka8UAPko6UCrva2/7n+emj2CBTy8WRHREq44h6gKMk3TMPnQ8qN4PTNQvG",
+	"EgXblc6V+VtJgDk35zDESbTDdETgYsCNAjaRlLph7WEsbWWxFLbGGMdjQjyfSGIOo8gAn6KMp5Ue3DOq",
+	"KYXhumtoPj3rf8bea7ZJZoqdhVHbPIS7xC9WMmwaG7hv6zxOmqjStWTWpSQ8MiL+PCtNTdJ7FRT72aZP",
+	"Gx7DUNwMgakBR/+rRVEj0dN5RIYd2x6dT4yF6dSp58TA5dFWa5DQnsk/IwbiBCl75MGUhrHlHhmvMwZp",
+	"0mY1O9SCiy9DrhLMy1orHGXjkv666sOlESfP0otoaUbNP19jnrLJWA/057Fn+9+p4nC5Z4hybdYLvazt",
+	"EOX/2fBrjYJGlIzX2oJeTr65dtH3J8YwRNTalPqsXOGCm8qjBbhCxayYwyUEW/2CSggiSiQNPVACU4dw",
+	"AJeCg0QFuqOjqRA3oCgPqTwERakx69Ch9GjbCgfurBpX2ddm83aVDG6flhB5DbHPjdGU0no2lKlo3GxL",
+	"/Thr4F/RZ7RmfF25QMRdtE5sh34/jLEn4j6XsTHFDJs5smyGho7WR8RYv1wLSMaAlfOc3HwDpIL8ZIPf",
+	"Pxvkdfd8S4gi32LQiCn3daJx5r8So8Jnt2rum0xduP98//8DAAD//w==",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

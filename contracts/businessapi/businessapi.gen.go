@@ -24,6 +24,27 @@ import (
 	"github.com/oapi-codegen/runtime"
 )
 
+// Defines values for CheckerProtocol.
+const (
+	CheckerProtocolLegacy  CheckerProtocol = "legacy"
+	CheckerProtocolScore   CheckerProtocol = "score"
+	CheckerProtocolTestlib CheckerProtocol = "testlib"
+)
+
+// Valid indicates whether the value is a known member of the CheckerProtocol enum.
+func (e CheckerProtocol) Valid() bool {
+	switch e {
+	case CheckerProtocolLegacy:
+		return true
+	case CheckerProtocolScore:
+		return true
+	case CheckerProtocolTestlib:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for CheckerType.
 const (
 	CheckerTypeExact    CheckerType = "exact"
@@ -231,6 +252,7 @@ const (
 	SubmissionStatusCodeJudging     SubmissionStatusCode = "JUDGING"
 	SubmissionStatusCodeMLE         SubmissionStatusCode = "MLE"
 	SubmissionStatusCodeOLE         SubmissionStatusCode = "OLE"
+	SubmissionStatusCodePARTIAL     SubmissionStatusCode = "PARTIAL"
 	SubmissionStatusCodePending     SubmissionStatusCode = "PENDING"
 	SubmissionStatusCodeRE          SubmissionStatusCode = "RE"
 	SubmissionStatusCodeSystemError SubmissionStatusCode = "SYSTEM_ERROR"
@@ -255,6 +277,8 @@ func (e SubmissionStatusCode) Valid() bool {
 		return true
 	case SubmissionStatusCodeOLE:
 		return true
+	case SubmissionStatusCodePARTIAL:
+		return true
 	case SubmissionStatusCodePending:
 		return true
 	case SubmissionStatusCodeRE:
@@ -272,13 +296,14 @@ func (e SubmissionStatusCode) Valid() bool {
 
 // Defines values for VerdictStatus.
 const (
-	VerdictStatusAC  VerdictStatus = "AC"
-	VerdictStatusCE  VerdictStatus = "CE"
-	VerdictStatusMLE VerdictStatus = "MLE"
-	VerdictStatusOLE VerdictStatus = "OLE"
-	VerdictStatusRE  VerdictStatus = "RE"
-	VerdictStatusTLE VerdictStatus = "TLE"
-	VerdictStatusWA  VerdictStatus = "WA"
+	VerdictStatusAC      VerdictStatus = "AC"
+	VerdictStatusCE      VerdictStatus = "CE"
+	VerdictStatusMLE     VerdictStatus = "MLE"
+	VerdictStatusOLE     VerdictStatus = "OLE"
+	VerdictStatusPARTIAL VerdictStatus = "PARTIAL"
+	VerdictStatusRE      VerdictStatus = "RE"
+	VerdictStatusTLE     VerdictStatus = "TLE"
+	VerdictStatusWA      VerdictStatus = "WA"
 )
 
 // Valid indicates whether the value is a known member of the VerdictStatus enum.
@@ -291,6 +316,8 @@ func (e VerdictStatus) Valid() bool {
 	case VerdictStatusMLE:
 		return true
 	case VerdictStatusOLE:
+		return true
+	case VerdictStatusPARTIAL:
 		return true
 	case VerdictStatusRE:
 		return true
@@ -339,12 +366,21 @@ type CaseResult struct {
 
 	// Message Checker diff, signal name or SQL error, at most 4 KiB.
 	Message string `json:"message"`
-	Score   int64  `json:"score"`
+
+	// Score fraction × weight rounded half away from zero to 4 decimal places
+	// (a multiple of 0.0001 in [0, weight]); the fraction is 1 for AC, 0
+	// for any failure, and what a special checker awarded otherwise.
+	Score float64 `json:"score"`
 
 	// Signal Terminating signal number, 0 if none.
 	Signal int32 `json:"signal"`
 
-	// Status A user outcome. Infrastructure faults are never a verdict.
+	// Status A user outcome. Infrastructure faults are never a verdict. PARTIAL:
+	// for a case, a special checker awarded a fraction strictly between 0
+	// and 1 of its weight; for a job, every case is AC or PARTIAL and at
+	// least one is PARTIAL. A job's status is the status of its first case
+	// that is neither AC nor PARTIAL, else PARTIAL if any case is, else AC
+	// (CE before any case runs).
 	Status VerdictStatus `json:"status"`
 
 	// TimeMs CPU time.
@@ -352,15 +388,44 @@ type CaseResult struct {
 	WallMs int64 `json:"wallMs"`
 }
 
-// Checker Answer comparison. `tolerant` ignores trailing spaces and final newlines;
-// `float` compares numbers with `absTol`/`relTol`; `special` runs a
-// special-judge program in the sandbox (exit code 0 = accepted).
+// Checker Answer comparison (docs/engine.md, "Checkers", has the exact rules).
+// `exact` is byte equality. `tolerant` compares lines after removing
+// spaces, tabs and CR at line ends and dropping trailing empty lines.
+// `float` compares tokens separated by ASCII whitespace, decimal numbers
+// within `absTol` or `relTol` (relative to the expected value).
+// `special` runs a special-judge program in the sandbox; see
+// SpecialChecker for its protocols.
 type Checker struct {
-	AbsTol  *float64        `json:"absTol,omitempty"`
-	RelTol  *float64        `json:"relTol,omitempty"`
+	AbsTol *float64 `json:"absTol,omitempty"`
+	RelTol *float64 `json:"relTol,omitempty"`
+
+	// Special A special-judge program stored as an artifact, compiled in the sandbox
+	// with the runtime of `language`, next to its `files`.
 	Special *SpecialChecker `json:"special,omitempty"`
 	Type    CheckerType     `json:"type"`
 }
+
+// CheckerFile defines model for CheckerFile.
+type CheckerFile struct {
+	Name string `json:"name"`
+
+	// Sha256 Lower-case hex SHA-256 digest.
+	Sha256 Sha256 `json:"sha256"`
+	Size   int64  `json:"size"`
+}
+
+// CheckerProtocol How the special checker is called and read. Absent means `legacy`
+// (every manifest published before this field keeps judging the same).
+// `legacy`: argv `input expected output`; exit 0 AC, 1 or 2 WA.
+// `testlib`: argv `input output answer` (testlib's order); exit 0 AC,
+// 1 WA, 2 presentation error (judged WA, message says so), 3 FAIL
+// (infrastructure error CHECKER_FAILED), 7 points: stderr starts with
+// `points <value>` as testlib's quitp writes it.
+// `score`: argv as testlib; exit 0 with exactly one decimal number on
+// stdout, the points. Anything else (other exit codes, garbage, points
+// outside [0, maxPoints], a crash or a time-out) is CHECKER_FAILED,
+// never WA.
+type CheckerProtocol string
 
 // CheckerType defines model for CheckerType.
 type CheckerType string
@@ -509,9 +574,13 @@ type Limits struct {
 type Manifest struct {
 	Cases []ManifestCase `json:"cases"`
 
-	// Checker Answer comparison. `tolerant` ignores trailing spaces and final newlines;
-	// `float` compares numbers with `absTol`/`relTol`; `special` runs a
-	// special-judge program in the sandbox (exit code 0 = accepted).
+	// Checker Answer comparison (docs/engine.md, "Checkers", has the exact rules).
+	// `exact` is byte equality. `tolerant` compares lines after removing
+	// spaces, tabs and CR at line ends and dropping trailing empty lines.
+	// `float` compares tokens separated by ASCII whitespace, decimal numbers
+	// within `absTol` or `relTol` (relative to the expected value).
+	// `special` runs a special-judge program in the sandbox; see
+	// SpecialChecker for its protocols.
 	Checker Checker      `json:"checker"`
 	Kind    ManifestKind `json:"kind"`
 	Limits  Limits       `json:"limits"`
@@ -624,8 +693,9 @@ type SettlementPayload struct {
 	ErrorCode *string `json:"errorCode,omitempty"`
 
 	// Status Business-facing status: PENDING (see waitReason), COMPILING, JUDGING,
-	// a verdict, SYSTEM_ERROR (attempts exhausted by infrastructure faults)
-	// or CANCELLED.
+	// a verdict (PARTIAL: every case AC or PARTIAL, at least one PARTIAL;
+	// see VerdictStatus), SYSTEM_ERROR (attempts exhausted by infrastructure
+	// faults) or CANCELLED.
 	Status  SubmissionStatusCode `json:"status"`
 	Verdict *Verdict             `json:"verdict,omitempty"`
 }
@@ -633,10 +703,34 @@ type SettlementPayload struct {
 // Sha256 Lower-case hex SHA-256 digest.
 type Sha256 = string
 
-// SpecialChecker defines model for SpecialChecker.
+// SpecialChecker A special-judge program stored as an artifact, compiled in the sandbox
+// with the runtime of `language`, next to its `files`.
 type SpecialChecker struct {
+	// Files Extra files laid next to the source before it compiles, e.g. the
+	// problem's copy of `testlib.h` (the judge ships none). Names are
+	// plain file names, unique, and not the runtime's source file name.
+	Files *[]CheckerFile `json:"files,omitempty"`
+
 	// Language Language key, e.g. cpp17, java17, python3, arkts, mysql; it decides the pool.
 	Language Language `json:"language"`
+
+	// MaxPoints What a `testlib` or `score` checker's points are divided by to
+	// give the fraction of the case weight (points must lie in
+	// [0, maxPoints]). Absent means 1. Not allowed with `legacy`.
+	MaxPoints *float64 `json:"maxPoints,omitempty"`
+
+	// Protocol How the special checker is called and read. Absent means `legacy`
+	// (every manifest published before this field keeps judging the same).
+	// `legacy`: argv `input expected output`; exit 0 AC, 1 or 2 WA.
+	// `testlib`: argv `input output answer` (testlib's order); exit 0 AC,
+	// 1 WA, 2 presentation error (judged WA, message says so), 3 FAIL
+	// (infrastructure error CHECKER_FAILED), 7 points: stderr starts with
+	// `points <value>` as testlib's quitp writes it.
+	// `score`: argv as testlib; exit 0 with exactly one decimal number on
+	// stdout, the points. Anything else (other exit codes, garbage, points
+	// outside [0, maxPoints], a crash or a time-out) is CHECKER_FAILED,
+	// never WA.
+	Protocol *CheckerProtocol `json:"protocol,omitempty"`
 
 	// SourceSha256 Lower-case hex SHA-256 digest.
 	SourceSha256 Sha256 `json:"sourceSha256"`
@@ -706,8 +800,9 @@ type SubmissionAccepted struct {
 	JobId Id `json:"jobId"`
 
 	// Status Business-facing status: PENDING (see waitReason), COMPILING, JUDGING,
-	// a verdict, SYSTEM_ERROR (attempts exhausted by infrastructure faults)
-	// or CANCELLED.
+	// a verdict (PARTIAL: every case AC or PARTIAL, at least one PARTIAL;
+	// see VerdictStatus), SYSTEM_ERROR (attempts exhausted by infrastructure
+	// faults) or CANCELLED.
 	Status SubmissionStatusCode `json:"status"`
 }
 
@@ -752,8 +847,9 @@ type SubmissionStatus struct {
 	JobId Id `json:"jobId"`
 
 	// Status Business-facing status: PENDING (see waitReason), COMPILING, JUDGING,
-	// a verdict, SYSTEM_ERROR (attempts exhausted by infrastructure faults)
-	// or CANCELLED.
+	// a verdict (PARTIAL: every case AC or PARTIAL, at least one PARTIAL;
+	// see VerdictStatus), SYSTEM_ERROR (attempts exhausted by infrastructure
+	// faults) or CANCELLED.
 	Status SubmissionStatusCode `json:"status"`
 
 	// StatusVersion Increases with every status change of this job; compare to ignore stale reads.
@@ -774,8 +870,9 @@ type SubmissionStatus struct {
 }
 
 // SubmissionStatusCode Business-facing status: PENDING (see waitReason), COMPILING, JUDGING,
-// a verdict, SYSTEM_ERROR (attempts exhausted by infrastructure faults)
-// or CANCELLED.
+// a verdict (PARTIAL: every case AC or PARTIAL, at least one PARTIAL;
+// see VerdictStatus), SYSTEM_ERROR (attempts exhausted by infrastructure
+// faults) or CANCELLED.
 type SubmissionStatusCode string
 
 // SubmissionType The business's kind of submission, e.g. ALGO or DATABASE; types starting with KECE_ are reserved (self-checks use KECE_CHECK).
@@ -793,14 +890,25 @@ type Verdict struct {
 	MaxScore int64  `json:"maxScore"`
 	Message  string `json:"message"`
 
-	// Score Sum of the weights of accepted cases.
-	Score int64 `json:"score"`
+	// Score Sum of the case scores, a multiple of 0.0001 in [0, maxScore]
+	// (case scores are whole units of 1/10000, so the sum is exact).
+	Score float64 `json:"score"`
 
-	// Status A user outcome. Infrastructure faults are never a verdict.
+	// Status A user outcome. Infrastructure faults are never a verdict. PARTIAL:
+	// for a case, a special checker awarded a fraction strictly between 0
+	// and 1 of its weight; for a job, every case is AC or PARTIAL and at
+	// least one is PARTIAL. A job's status is the status of its first case
+	// that is neither AC nor PARTIAL, else PARTIAL if any case is, else AC
+	// (CE before any case runs).
 	Status VerdictStatus `json:"status"`
 }
 
-// VerdictStatus A user outcome. Infrastructure faults are never a verdict.
+// VerdictStatus A user outcome. Infrastructure faults are never a verdict. PARTIAL:
+// for a case, a special checker awarded a fraction strictly between 0
+// and 1 of its weight; for a job, every case is AC or PARTIAL and at
+// least one is PARTIAL. A job's status is the status of its first case
+// that is neither AC nor PARTIAL, else PARTIAL if any case is, else AC
+// (CE before any case runs).
 type VerdictStatus string
 
 // WaitReason Why a PENDING submission waits; null otherwise.
@@ -6500,151 +6608,168 @@ func (sh *strictHandler) GetJudgersSummary(w http.ResponseWriter, r *http.Reques
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7H37cts41ueroDhfVcvfUL7FnZnYtX8ojpJo4ttYcmf7a2VNiIQsxCSgEKBldcpV+zT7YPskWzgH4E3U",
-	"zemkZ+ub+aMnpkjg8ODgh3PnVy+UyVQKJrTyjr96E0YjlsI/r5lO552xZqn5K2IqTPlUcym8Y6/PQiki",
-	"RbQkM8o1GbGxTBlJzSNc3O16vpeyLxlPWeQd6zRjvqfCCUuoGWos04Rq79jjQr849Hwv4YInWeId7/ue",
-	"nk8Z/sTuWOo9PT353pSmNGHa0tXPRglXikvRi66onphr3BA1NX/4nqCJGUGVbltJzn+kbOwde3/ZKzix",
-	"h7+qvfJcniGluDCYT9lG05sb/wACYBhgR8rUVArFgBuvaXTNvmRMafNXKIVmAv5Jp9OYh9Qs2N5nZVbt",
-	"64ZzdtNUWs5XV30wMUsMk5FIMkWE1CShOpwQPWHETJ7SUJNWcN395023P7jtXfzSOeu9CXZ2vSffO5Vi",
-	"HPPwB1DqZlJkxvWEzCZUExqnjEZzwh650uqERBLoB5klVBGugMgLqd/KTEQ/hp00ilKmFItIypTM0pAV",
-	"nAVCgaYrOo8ljQZSntH0jv0Y0kYSmBUyFinCtSIjwxbSCq46v55ddt7cDi4vb8861++6dnkHUp5TMbfi",
-	"qL4/lddUMxLzhGtm6LruDLq3Z73z3qD7Jtg5cStrEIwAmLUBzYhC8DIgVYe7do53TQTZu/dKyAhU3Qia",
-	"6YlM+e/sB4jNucEDcUdkSjJxL+RMkFGmuGDK4PE9E6QV3Fx0bgbvuxeD3mkHuAELdCPY45SF+kdQ2Wfp",
-	"A0vbikeMjGkWa9L6+fGRBL2LQff6onMW+MRQ+Uund9Z5fdbN18sSOk1lyJSio5h1heZ6/v0p/sjiuG3O",
-	"JhaRUWaAYZyZjTmaE0rSLGZLIOPJYTmIUSfVfExD3dcyRT7TKOJmChpfpXLKUs0Nco9prJjvTUuXvnpq",
-	"Qg9/frn2TMC7zLz8d1Y/UV8erTtRy2fRb25OO9in/H45+sxCDbBNFevBq0yp1iw1zPpfv3Xa/0Xbv++3",
-	"X30q/nm72/70dd9/+eLpP7x8IKVTLu7cQNdMZbHeki9hTsEqvlg6n3yPPXJ9KiPWqG3U+eF7CUtkOv8w",
-	"2pqV5lGlKCJy7QSasPCepSTi47FPFL8TNCZGNzD7tv/PM8KMHPqEapJIpckR+cBfG0hK6OMZE3dGsTja",
-	"f/WygY0qlCl7Bq1IxCKpA5YmXFBtQMURmiUjlvpkn/AxEVIwQ9lWepvvKU11ptYt2i8sjbjZLnDzk+9p",
-	"nrBz1cDQqxtifqtTssGLz2gc45DfslGsEOYv5hYiJzmfqCRRJVnMF6CQmsbdhoKzdodUudMRasZSYhhM",
-	"U66k2CWBljFLqdAB4XdCpkwRnVIewzJPacgUoSIiYw4LzmaxOUJOhiIYx5LqwI5ldBEQBqtKBXSkBjIO",
-	"9oKUxeYfJyRQUxZyGgckzYQidCjshfbnLLpjZJrKu5QmhAtQExUV0Ug+kpbhDAllxMg++R+EhiGbahbt",
-	"7A6FVwcAnLSygpHMRjFrXkKk2IMFjJ/3oH2FtViMt7lFe3IjrUEqvN2q9FUxg+dXCMbAjs+EIf03jz3S",
-	"UBshtKtttodZQK94h091EPG9x7Z5vv1AU4NJygzUtQMNioHe2oH6bqAn38Pzczvp7D6wdI6IB2rl7sIC",
-	"hxat157csJXg7NaUx2o5IWhlVem4nOJ9ROk0C3WWsgisFvaoSWssU8IeaTKNGcipHI+ZiMxuGXMWRzu7",
-	"XsOiLMX/91lCRdtYHEaHIWaKEyLYA2xSoSkXyiiiKdNqE9SvYxECyiocKbi1QNs5DSdcsII6XBkz6C45",
-	"vbx4e9Y7HRCugA13TLCUh+Ro/xWZTZggQpLEGPsgXWMe4hYGhYzBuzjJrBmBnu/V1FIjbJcfuhe33f95",
-	"1buGvy8uB7dvL28uzL/POxe9t2aA8sX+zevzXr/fu7yoXH7Te2fuPO/1zzuD0/flp4vpO9eD3tvOKdzW",
-	"7128K1/q9/6rW378rHPx7qbzrnt7c9G/ubq6vEZ681Hz38tTds8vr39FEwSto8uPVZIdcz3f673pnl9d",
-	"DroXp7/efuj+envdvel3a2846F6f9y46Z57vlZ5csL883yvbPmZwq2Ujz52SvSEQWAOuJx5ozM2Bh/YN",
-	"E9po3CwCjLhnovs4BXks2cy+d04FHzOlS5cKH0bp4ht+x5Q+5wr8B6UHi2mdKm0NntKVPv+dlR49o+Iu",
-	"o3fsRqhsOpUp0ugGdL+W54Lj+cxYjsamlrMKlbmbwvd6EUumUjMRzj+w+TUzBkHlXqs7mUO99FjdXvfB",
-	"VD1DS9UMK4waDU/dCPpAeWy2IcLrAxO6E96XnDrbKMpSqCxB7WG9sn4M2vrB4d+a1XVmSOlFMDDXLFmr",
-	"y6HyndDHHt59sL8Pp6z7M5+DpimdN4CaJb40dSOy5SxCP9iWPKLhPRpmz3+n6mv4npD6PYv/0EFrvEGi",
-	"i5mW8uU0pjz5duGpGfMajgk0X8bO2aeyxJyOKQNTHM70bxW5mFHVqP2/lzMSS3EHc4N0KKI0nRN4IiJa",
-	"Ej3hirh3aLYS6CMqfC9e7pv/lVTAg/39ZvuOPja7rN1QB9Vh1lsRhZCbsYtXXreiz5J15NTGctlnWscs",
-	"YULDzNsKqZ2t6U3epkxNBFNqyxcQbMaUfs9oqkeM6s5do3Sc8zjm1q1HFBchanD4MJm4p43sUjEnQkbs",
-	"hNCRYkKjVXNxefu+27kevO52Bv1nWJjGJFyrv+Y86MPdC44YuLqSeX03TfX1z3q/dElr4W3Nm1mbS47H",
-	"xrwjemKGknG045P+oHPWJS0ZRyzd8RdZ4NQ4M7o588ztoKGV7ttQozjjD+YQ7GsKhteFzBdUwaGHvp2a",
-	"RUte9971LgaER4QqQknEQp6g7m5DTFZb9469o8Ma+hwY3DHgY9Dm781g8w9jnaaqnyUJTefbniLqctwU",
-	"F0uNht+KqKYjqtgOuCwcZipBp2oidUXAIqpZ29zVROK4vG02ki3z1FTKePNNfyVl7HhQ3fAvF086CKFc",
-	"ufGrLw+XcT9RDcCsiRSMYNjFbLpneJG01DTOJ9wudFg7Qs2KlVlaeZvKTI6FTZvRqZMN29D+Qu7Z3Cds",
-	"926XhNPpwd988pk+UPP/07meSPHCJzS918onyVx9iU8I1yDcEUOLy8xdP01p+/dPv+Eh+tfdWzhEXxw0",
-	"i7UjoyfGckuh5mt9rPnbPwHvUZF+PdesCZWtAq7IbCIVI+gUw4CNsS5HLJYzPLYpBI/R327scLgYO35S",
-	"TZj4krGMkdbR4SEJmgytYOcZuJ3wR9aAPYM0Y2jsFrKrjKIjU43Gr55QAcL9QFNOhS45B0ZSxowKtxE3",
-	"2X75zrowEy3Sc12iosWEUcYin0hhMH3H0KIdcRXGPc9pKyKaNvHEAJj9lci0WJ0HlhpLCESXR6Akqt0m",
-	"wbSs2hyZnLD9gg8W3rUl+gdYjcDz0ossyGmF1U4EStSt2vRnfGuteuVB8W2ng1uC7TkK2LCOnRYwi1lW",
-	"ccat0bYmRzLlMTuVSUJFg9Cd4u8kxBuIEfgTwpKpngNOuNDEou0qdDq/khwpWrQlgOEYbx9zZ9qYGeBB",
-	"MjVPAiqFBrpE8xyPOqWrERAR7y6lQrOImE0ip269EwuPPymExGfAl1gPF4gLxk4DR3E8R4gowdZyhDho",
-	"mjPNRGm5Fjc5osHSpUwNdqSZAMl30EEVmaZyxKJ6jIAnFsZWu0PdpH5doCrkVqSiYfkcPxvF3KzQtsYL",
-	"Hnjno6WCMWXAi5NCXzoAsT69fNPN5UOttmX/fvDqcJ2cyExPM/1h1GjZW0SHW0hIp0BVSBX7JrIOXx4e",
-	"HB2t1e7WBPv+GFpe1oz9NUHCWloAjeMFWtB0TBgVxjJJsljzaYxIDm9kYYOM5uiweGRhpuU6r8SCU2Kt",
-	"TptHHnNRKy12kxw7nWzLAE4vSTJtAxlKE2PegDEN2zZmyW5tPciEPrCqFWA4NxQGYoUkgfoSB7sQB689",
-	"A7/4JLTh8+DrEF5i6B2TIca6ht5TYKB6KISEUdWJYTJPEUZRmRRSE9AmW2BWJ0zoAU+YzPS50bvp47Wc",
-	"KRwloY+w/8mdfGCp2IFjIKFzMmJkvykYCXNufOQ6jp9SxRYcKg2+xLCI/24QQjRP3HMRbUrFB3OvUR1y",
-	"PFupLuBdRi/8sj4U+sXIkZGGBTEFCvNJi3f0LS9XSSrw7fumi3AxzXR/y9wbfOg5CThui247o33KTlnd",
-	"oPvGoKIkZndc84RqFs+tmuRSvizCPyd9gvG7iW5+zZIbdD3ILkuoKPO/zNgaoyocyMlaJTsf7M5wriwD",
-	"Up7v9f95tqHjyiZu9L9g7NuNe5WNYq4mW+d3RRD0gofi2JgFv2229p8Wsuved9qHP790qqQw6xLz31mU",
-	"w+kuYo2NqUWbRCRqy1N62HeUNzH7yhq5dfedTf6QMj6BA8AoV8Tm9RFl7B+V66RWjXfrFE6nnu99pg/U",
-	"gC84TTzfA6eJEbq5QaMNFxBG+geOdOVG6tiRznEk+xLPcwTKOGJKf6RcN2kPnbvcvsMbCfgxIlLkh5+Q",
-	"fRdYF8/JbtrGyYCTF+HLBor/edO96b4hRRSafJYjRVqn77unH/Df7DGMs4hFz/G4rHJzdC86r8+6b+AA",
-	"RueGNWKAg1zlnrFvcQNa/0DFB7DIFr+6rk1yf82oajJ0Pk7mJyRloUyjwqChWcQ1ieVdLdnjYP8QleT8",
-	"QoOhiTM9L6iX5lSukg/7LnVe2Yeb315lse6zbTXJDhmn8nfwrJkBiGL6hDzQOGPKmIGaPWqfiCyOQcs3",
-	"CuLFzdnZLgkMBSrwcatMU2Y0cJ9MqAJwsWY7ZNfEWSKaMozM9areVlqIw5+bUi0LZa38e+ENl7PqgPk/",
-	"zBtATN/mIW07clVLbNITgR/L3ubl0bZTLoQpkVv2HZskoB4s3FJHSxnVLOpU9YqV7q6IxfyBpfOO1ka1",
-	"Wdx5B0QKMuapsVDsvc9wcNjcg81i+HDzYIOUvxq3MPXP9yC7imrrMVmOpY2UfpajTemcYkbK5lTaFBbQ",
-	"/ctFUFsVTPn1Mqhtq50a4sugjhRsd1zwFyuuahVgJVYX/FiUKr8kmhuIvXutmn7WHQzMSWZz6AChzN1o",
-	"NH+WI3TaM2GOiNYD5kD7pP9rf9A9v+1eX19eE5mS087FaffsrPtmp6wd2cE31ICQ3gi0nMXl3TKdoJxT",
-	"WEv2gDSP/far21UVAJvlhBdigGnhLufT8mnDlPLGAHu2BMtyU6wW0pMzlraNoUIm7JE4tRu14XqMbr/9",
-	"irbHn76+PGp++Vqu8Hasj0thx00DdOjg3tbMtE8ttWy38fDVViB/iRptlUkb16fwLWynbgwmzCkcRpeY",
-	"0tTuwdxOIv3uWfd04DxZyuW9ox9aZxET+ic1FIW+YhPhnWEd+GarwjUNBZJwnxyTIGVjljIRsv4XTI4n",
-	"UgwF+rcTQxdTE+JSBUirZAw5m0HP5M4JeXN+VpBnhmE0nAxF8MBSPrZVUIExLPJytwrtJHeBqcbc+jiW",
-	"s/Ms1ryf31dy7ZfCmZYzp6AbXCDANN1XrjJbrXU6HRK1kzyKssKV+7eD/b///eXRuqPRevi2dVo0jmUU",
-	"eVvL1RDixXX5sIEPrhBi54UrC0hdg/v55xfNxT9msMX73W5cfICxaPH2o4NXRy/2j5ZAdNVfumZFNmFh",
-	"WVIXUbYi34ueYxDsk4V96szlzTLbvsS/lGmoqMMlbblZGy4vcnkJCu4WUtK4TWocaORyIbSlzeA3b8/V",
-	"GFl3eyHnPN8wemOtIWaQyvwmQQdJnYFbKg7PQYSV+w6EYqM9U1tLfLAEUsVEjVyFOs6NwybfbuTkLsLN",
-	"TuukRNkmAYDv4hYs68wlkhr5met2HVvwtSVPf5TF9C2qao1lzkKpWCCrtNGiFAHY+gNUxe1EwszIZWrL",
-	"shtUZqwERFPcpqFS6wqGSAU6rJuN8+bM6vZBc4I2Ko7N6Uqu8NA6ktC35ApujR7/gb8mrZvB2/bfycjA",
-	"7U7NO7f8UP1XMYnXGb0LGrdXWevV0tdbkgbm2g38pAiP8vSl/LFtKgGWGYr1ffWMCKB6IwXbOmnUhiQH",
-	"UtP4GQ+z5VV3PTFOaV546GruYqqUY2FsNJ4x5TGLCEV3BGmVfQJgaVx1L970Lt6hxXHdHVz/evu6c/rh",
-	"8u3bnQbOb2SW//+Aqe7pX5YlGPWEOYQUsynIDGpO8RkSTqhwkRiuyGc5OinsPGnro83NMaYrq+fUAPxp",
-	"mOB72TTaVtEoOVM2C0bmbpWFaOQVeuPRNW85DuFoOwdpdU7J//3f/4ecdrERyYxyfb1RYOJjcee20Lfq",
-	"1K0LU4UkvwQfFTgo83k1cpYEd0FOX1v0bI9pCLX4cO9xvq9bijFSkLPjk9PL86veWe/inU/+cfPmnfnH",
-	"UOTcrbkNWxY5FGGPE5opjS1MeBV9oCWL2hmKspcRvQPOarD0QO2pnd/zPUuA53udU8/3PnY83xtAYcg5",
-	"/PcS/ntt/nMKsfYSbeaam2tDO+QKS7ChvDKZQvMCDys3bEXoZkTMlWYJVq773ikVIYtzn+jC1lt54N1z",
-	"AUdeIWw21b9z9u7SwPObzqDzutPvnhCI0JjlxfxLQKUP3dPurU13hxh4ZNY7HrchJUaRTDG8B8KtawF9",
-	"WQ3AL6XNveWp2cwB+MlmmlPzyjSc5D40+DVXrKQIKzm6p92NrfRSg5hNMqUw1/NM3q3KNoWUkULtewmN",
-	"Vsr0GQhPpykzG8UmptZL8pc5YxL62HfNWGoBgCwBP2McI3MwWUXVc3+fU7JQdBzYolVMI3WGkhJhrgMH",
-	"LvYzq+C27vjS7KQvmqvkPK4seMGHVTlk1akaclQyhSISyoTtkl4TRmI6ITRuyCG3HI3ZBIE2w7qNRnry",
-	"vY+V03Mh+YDQ/CgpQAoOFHWCkXWpJyydcVXJufnY6Q16F+9u315e3368vP7QvYZpS+qleY3Vce3G1zLk",
-	"cnH3VqYfZYpZf9BA7TUN7+V47H2CDloszIw92TdCgiDkQBd6DTQtXt71LIy5UT9c87N7FrI2NCOUsb2I",
-	"7gnSbgN8uwexZAjkErxLjKZAnn2pidZTbBTGbSnVIi52rnqwjXJaRjS8ZyIiLYz7QRILZEL9pIicCVJq",
-	"XLZjxE8dD0U2jSWNILW2Dam11PY5UD6ZYqoZ4XkGbp4w67uqKH8oOPTc0T5JGeZdUWH2sTnoSlKgfLyO",
-	"NchE5eFAW1K9OxQdQKw4VkQwY4Ys4zJyjQSVVQp2oGHgVGOUA2gPicK8KhK86w7IHp3yvYeDPQVH8t5n",
-	"rMHcs/cEu0MxFH/5CzmVwlBkaB6K/yxKQRVpBaDYBT4JCkPW/GWjw8EO7NhqtagaCoKdKs1JHCzWh5qJ",
-	"/5MMDPbD49dvT8mLFy9euefJOJUJrHQerwljGd6T1s3gdOeERBmqmPC0mczCoiJckKRcnoz1kYIE5yog",
-	"KhuP+SPMXe6RY5RnQd4PBldOnZ7GmYJk6FBGbOj5ZOgAEP+w7XCG3lNwYqYPIW/KvMnN1VX3+rZ/0fnQ",
-	"JVhCAyohxygSMec/UP6TIiXx3kV6zFD5HZAUTWMlCcVuU0f7+2Sh1adPjvYPyEIHQjNSS6b4Y6XrS3CM",
-	"oS4jQD8ZrXXK0zmZUqWgyM3Abiq1UbvbMtNmHOybYzbUA0tjOsU4+o5vfjs6fEWqnSBJCy3lor8jpnhX",
-	"2xHuVboRAg/NDZCvzvRMpve4NshURcdgOGInwBbamrOUa2bWjruuIXoHxcooULh7bAegiZRGn5pKGfuY",
-	"GCld+vpxXgNKxjKO5QxlzxCEPgJ06Pj4F2a858KZ6xV2G/XrO3woUM7KKQiqlIGA29I1p0MAiS1aTVMZ",
-	"ZWGRtTkUUiyCSFHCkzCiUyoUDXOJEvY8tUkX4OcYChfqCdkxoXkLBxLGlCfGjBxBi9lMRHAGQ8ME3zUc",
-	"MnMlwAwxFDS8F3IWs+jO/nDiekUIqUnp18h1LAYmmgGREbB5S8TdUS6s/AS1RBHyV3IQ7OySDglpysZZ",
-	"XBBuSRsKKlzah4jnhI+hjWpQGKQB+kI15IamWFTq8kV43rF2KCYyjpQtjKW6YnsYAXXt3QyqOBQ0z0+o",
-	"srREaNpprqFc3lgYBbB3rnpeqXDLO4Dgy5QJOuXesfdid3/3BdohEziYHYTnp9TeV2wi+QRpIZleYkTJ",
-	"aG7eV+mU0QR7dlBieClTczxAHd5sYv47ocoANVRGc0Xu4UQp89AlYrAvGY1t1TTVE5eYQW7gRDVYb5bg",
-	"kSujgQwF/oy+CSHbcmqRzNx4uL+/Szol5/A5fw0JhYauXfIRYHsoglNsQtpGzTvA09+8WpIpjdHLotLO",
-	"WB1UzNG7fGKEe5KJexYNheMGNNVFEx03MHi/QWBgE4PRqo6bsfakGWtPhuLo4AVpaNR7QqB+utYtK/CH",
-	"ImjuhBWgIoO9gJFQ3DhmFaqs2DHTLqDviYFRlL78IOlF3rGHS+Q6OnnVLt+/NffUdtkiz+ylbYNmT59w",
-	"BKb0axmt6iwrQ810GwW22mE2t4xGXFCIJ9ajjk91Muuduw/39/+wpra1rrMN3W07tvu1gjvAC3e4f/AD",
-	"CcBfiJAzmPwI375pzJxLe6Xm5vDIwfpHKr2YzUMHL9Y/VO/XZZ47PNxkssU+xfDsq/XP1rtlA8PA5Nxk",
-	"3jx6DcaTK1xAJsPxURgTgKt4eJahs8hh0/QODLUcz9EkczBfqTK/Yw3ojipF7j7IOwPwyEd118yLuo4u",
-	"dxHgGrsFwOWhUAmNY4PP1UYR2qghZMSctRPBmHjyQWN3zLqCgzIvF3Azur4I4OjRx8S6ENK9Wgmy737B",
-	"EsU0E5Wac+VXqsX3MN+8jWXiaRbb2vFHnVJL/VDYqu9dcuGIMusCRJU7NkR8DElA2pGiCPRihMmNDpEy",
-	"p7NTRRQzMKkZCVy/AqiFrKiG5lhJaHrPIhJAdwNj3HSKn7EbBxBiNAQhS10u8IDmcWzntAso5FC4CY/t",
-	"qZyvNywEBT0UtHXo9FI9u5oOKbLFYXHGiz5+2MHhOwFppdHDksb4+YbYfT4q/WkIMagIilF5y14iY+GZ",
-	"LelDLcaEVfufZKCdJmXMKPkWqqiReylAJ5RqiVKYu5DzpACoYjMiZZRAFp04Dwi3zd/ArrBrPRSooadM",
-	"Z6lQxe9l1wBKMKh3CFR51l1kQXAoQHdzH4gYMYIeGQs1DrSMrCv+O9sl3QhcWkX9M5aCD0WJVkoEm+Xv",
-	"d4KVU/eMTSuGmvljTmYsLeBtKMyk30/5qzdGDUgLAhhQwW2mBisbnKo+5E3Ya640mxLbVzgv0nY3GAhA",
-	"mNypaJS23Wrgk2Va5lZgYKsv84ymTbW57ZCgSJj6sarcYo3pEhgqbwQyM6aeld+pe/IP1/I2oi3/8d+6",
-	"3ndFcstnY+EuOodJyy54O//CzE4Ztwt4bkbtva8Fgj4tV/yeiU/7RyUYyts4b4cC75guIcB647GSt/g8",
-	"AxKyIT99x71fSzZdsvErJd4/bG/tH61/KO/v/KdujGtGI3M05zhUjrau2QCFN7ONnsM9Gt4vV2E6uUvR",
-	"HPkV1+8u6TjvX9GjlgqIveWuwqFojVhIM8Wq7Wt/UtYrmVJBZKZ3zNiF5z6wbYCDE8K10Rfi2GgtMgWF",
-	"fsSYKHlYzYSMaCmfr1Jssy874X2tRE59pxO63ir7Bx/UC22om74pZAw9OJtLvucfu2//tG1Y7A33dYAo",
-	"79wsUe91nXpqHvfyPnU9hVdvUggVLN+m19Y+mNoPOlgyWmC047/RKGY0jTlLXUgAG9zvYJ+gmNkcGJaY",
-	"rRy4vRqA2RvYPs7BLumzB5bSIh6gwKwCEoeCugSZPDbAVQkgoFNSHkfQhOI3bwBLIGPFgMBQYOcpAyYW",
-	"d+ybVYIsGGtS93w6Bb8t4owcg3PB4AbUPRzntdLgjraE+rAuozloFxEJs1TJ9McACPS7/pEQUmmZ/meA",
-	"SLXDd9PnDM0N+fbxXSsRyK/3yVQqxUfx3FZE/bcAF+AIyaZmzyT0EfybDkMW0hqqocO16FLtjtKMKPmH",
-	"ITSxrU9LXhQeMbAPSNCqJqn6Q1FOUt0Jjp3V3+TdsOFHDFEpcrh/mLsjhsIFtTCXuXAiumfBFVfEvgqa",
-	"uCJH+6+GImj4LElAWgYiXA6JlraJDxCyswuBbGm/oTMUQenrGO0PbB4Q/EAiSeg9U4RCdJzDpy3xm6EQ",
-	"NTcsJzRMpVJDYanizIa94fXv2dxmSZTey8XLkPbmj6cESOFC7JwEzuMVnORN4gykF83smiPoz7ZvXpFG",
-	"9vpkGeVrvTZN36OBuF2DHeWXrKuF79Q4dw+0prZ8HopyJ74df0mHZYwFlvqW1jo6D4Vr6Vz4GH9SJKg2",
-	"4A18ohirZgPlLlXDCJgEk1swPoALg6mHO1udJV3cXUWO7xJTEQW3MBZrku2VLcRyPu5w+Hh40B4OH//G",
-	"Pn098A8OG1vNbx5w3NJcrNeJbXR4HX6H+fNavqbIo4sTtIScGRsFtQqnaiEEhDR2MLHzg+3aDY6w/NM+",
-	"/+2cTHYDVaME5mz5jCn4pFVOdtokMFD6Ye9r9Xh8Kl9Y5XeCZIxgBr25wCM9wxxTCFfgSULzDyJiYykl",
-	"sc8wHJ5hlsKhUmTiWKXB2ARkg3YsPpHpUEC9CyRRU46ZVD6ZTXg4AcWb2wLIkyrzIPY3Kdy1Q4FTR/lB",
-	"b00EPMxgaMz/EbKUfCiFYJBXhYFQ6oZJUAkwCr5tOV3yOUBGrP1eD5nBKc3L3wkZCjiX2+Vb2tkUU+Qf",
-	"aIwkWdZy8wozOld5fCRTkM4FaC2BEIwUKib0MUYLSIA3Bmh8lXOhdtDmmNgv/eA4IXTflfL+287jo8p5",
-	"/HyP46qDpGmHFbfsNXw5/snf4in7sXvzTL1BMddWE8bu/1Lc2VwxRhokXUsr7KS1jwF5CxN+XQJhQ8P5",
-	"6Irm7fGIO89b/VH/Lbovf1+nar2UdFk8BX79t1N1WWYJ7O+FYt+fVIOM/dEHwR4moi43x2xJl034c4Gw",
-	"0BV6lfG3MKf2vxum1PR/9xnHgLSKrE5zBpSq+KBIvXTebKfn4vv/C6DTd9J0qx0wf7CPZmMAKaXlGlW3",
-	"qKv818aUrTXgP8/rgwUtSxHosxxhhrBNbNJkzIUNhf/BiGR9JCsgCUwyZdv9YQp56RT+KznAzK1EPlgL",
-	"t/JKkFrG0qHQknDUISEty6bA4Uc0hAE8zB2HV1clyLMFQJC6ZVQCVIaNoU5tj7LdxfIAyFKD8QpSwX09",
-	"FDg9TVP+wI7z4vmyAvcvoKJd46r8Gwj/RHt/gF9eLKucXFm5/bd21Qxs/0B/a9WNbN2/yqaSbateNRbY",
-	"LTWpT2UmbM6swqonyPlz+abxnLQwngRf9DNkGKwYST2BGhjwuXJok2h0G7CMK03cXG9vLHYaW8sQCyR3",
-	"oZIAPolu0ApusYnBLnsFkmJ5pKoYs5XtVvvc43dUGGozLVMX8u99/RmiZ+ttvePfPi0kFYU+yaqf/M6J",
-	"NUuHMYGQTmnINTbddo3ZnVRi5acRyOpcC1W9v30ySGkf++rsyyIT3WBvLYGncrEs/qXLNq5TumIpevr0",
-	"9P8CAAD//w==",
+	"7H1tchs5suBVMmpehKmZEk3Jak9b+kXLtJtjfY1Itbdf02uCVaAIqwjQBZQktkMRe4u9wV5kb7In2cgE",
+	"UF8sSaS67Z4Xb/qHmyKrgEQikd+Z+BpEar5Qkkujg/2vwYyzmKf08ZybdNmdGp7iXzHXUSoWRigZ7AcD",
+	"HikZazAKbpgwMOFTlXJI8RUhL9tBGKT8SyZSHgf7Js14GOhoxucMh5qqdM5MsB8IaV7sBmEwF1LMs3mw",
+	"3wkDs1xw+xO/5Glwd3cXBguWsjk3Dq5BNpkLrYWS/fiMmRl+JxCoBf4RBpLNcQRdeuxBcP4j5dNgP/jL",
+	"8wITz+2v+nl5rgBBKb4YLhd8renxwT8AABqG0JFyvVBSc8LGaxaf8y8Z1wb/ipQ0XNJHtlgkImK4Yc8/",
+	"a9y1r2vO2UtT5TBf3fXhDLeYJoNYcQ1SGZgzE83AzDjg5CmLDLTG571/XvQGw0/9k5+7R/034612cBcG",
+	"h0pOExF9B0j9TBpuhJnBzYwZYEnKWbwEfiu00QcQK4KfaBaYBqEJyBNl3qpMxt8HnSyOU641jyHlWmVp",
+	"xAvMEqAE0xlbJorFQ6WOWHrJvw9oE0XIijiPNQijYYJogdb4rPvL0Wn3zafh6emno+75u57b3qFSx0wu",
+	"HTnqbw/lOTMcEjEXhiNc591h79NR/7g/7L0Zbx34nUUOBsTMtombgbbMC5lUnd1t5/yuCSD39PMSZySo",
+	"LiTLzEyl4jf+HcjmGPmBvASVQiavpLqRMMm0kFwjP77iElrji5PuxfCn3smwf9glbNAGXUh+u+CR+R5Q",
+	"Dnh6zdNtLWIOU5YlBlo/3N7CuH8y7J2fdI/GISCUP3f7R93XR718vxygi1RFXGs2SXhPGmGW3x7iDzxJ",
+	"tlE28RgmGTKGaYYHc7IEBmmW8HtYxp3n5URG3dSIKYvMwKjU4pnFscApWHKWqgVPjUDOPWWJ5mGwKH31",
+	"NdAztvvDy0dlgn0K5xW/8bpEfbn3mEQty6Jf/ZxusI/582rymUeG2DbTvE9LWTBjeIrI+p+/drf/k23/",
+	"1tl+9bH4+Km9/fFrJ3z54u4/gnwgbVIhL/1A51xnidkQL1EOwUN4cXDehQG/FeZQxbxR26jjIwzmfK7S",
+	"5fvJxqjEV7VmliPXJNCMR1c8hVhMpyFocSlZAqgb4Lkd/PMIONJhCMzAXGkDe/BevEaWNGe3R1xeomKx",
+	"13n1sgGNOlJpw4xTlL1CSfi//xtuuLicGUiRY/MYZiyZArthS5imag6/8VSh6rYHMY/EnCWwSFjE9Ui2",
+	"GMyzxIhFwkFNodPudDo7ICT82gndoB+3Dkja59MJDTswVSl0D0PojCR+ZHIJUyaSLOUhMBk7CQx6wSPB",
+	"EogcdtgNSxFAZWY8vRGat0cyCItNiFU2SXjzLshsPrGbYLG7ipEhT+dCMoPc0u8AvRRCB8QUpJK8XZ5u",
+	"HYU0DLRhJtOPUePPPI0F8gF6+C4MjJjzY91AKWcXgL/VIVmD+m5Yktghfw8HcKcrX5insBzkfKLSUSkd",
+	"snwDiuPQyEbsnj969KvY6Up9w1NABLNUaCWhFatIP+fyUkjenschjPzQehSEMGOa6JPfoiqKfFtvtUdy",
+	"TH+PkVonS8OBf8lYIsyyDWOjEp4yacZuFq4hQXHqVIeUz9W1kJcjqRd4SkIwbKKJqg/P8fziw8DRHMLv",
+	"4lQtFkhxJmUiwQ98vjBLOyQCMk0UK89FMluD5mjmGCtwuoPDfh9uZsJwmjTMT6olYD2SqNgKCWM20UOV",
+	"jJGtjFOe0OdWyhNmxDXHU26RYeU+XLMk44QPdxTHkGZSF0dz+3MWX3JYpOoyZXM8+vi+ZjKeqNsD0JyP",
+	"5MA+6lkcHnjUDxepMipSibaHuMrCLZgVUl3vcNs1PeFFt6BHpWllMXRQaaRHZI193Bll1fNE7z9wAt6K",
+	"hG8oAK1ReY8A/lSRwH97UAT/cRoGu7Wo39t5tfeis7cRx6HlhOuoHhZjZ46yVpnnT+rGEmhNsAgNEUsS",
+	"HtOZRMOvDd2J5tLAnDOpYZzwSxYtxyPZ4tc8XcKcSTFFy3aRTRKhZ3gQrVfDzISGqeBJDFecLzTgEaET",
+	"Tidjbs+TG28fWHp5DWMhF5kpzp3KzCIz4wM06gx0SFbu4JndhQ9dfN1wbRIxqb1vXwNGTHAMLffUMw0q",
+	"jXm6VR5vJHfgQzeEXVikHFdK2rHVM6BFxzqmBxyTBs2WGrTaCuEFvO32j0ayJeQ0ZdqkWWSylLt3D3/q",
+	"Hb7vnX/CZ3pvtkL4OyyUkEbvgzYxT1PQhqXO1h7Jsf0RRlmn8yIihkMf+RhV5mIFXzJhFnCTIo8DYYgn",
+	"odzxKCgezldJxjwx8mQJSvIaVwQlR1KbWGUmpM2xkLShK5fILC+BJ5pDi7QNO2akYuTolyydsEseujdG",
+	"UmWGTBfUe+bs9oy+/hgCgyhleoY7x0hqb6vMbCG5VbEUjqREurK7i9JS4tH4NbBkgkfTri2Xth/rpzUM",
+	"brfxre1rluKB0fj6kX99mL8+sK8Xp2Xo+JefkhCGMzo5h3oGyqCg4JHrTd5zAw2Lgd66gQZ+oLswsBbW",
+	"ZmK+R2fQ0ttExcv2igCJnD7/qG1HOglZd4aJRN8PiPXDVeE4XdjnID8EMfm1+K2BFgo6fsvmqB0jeanp",
+	"lMsY6Yq4w1Y7aGBh91oIP2VzJreRNaGVCzjFAViiwRmZIKUgSrnR69gFdaXOamYPKWQFtlZgO2bRTEhe",
+	"QGd3Bgdtw+Hpyduj/uEQqR7RcMklT0UEe51XcDPjEqSCOTJOoq6piOg9IJOd01o8ZdbchEEY1BwXSGyn",
+	"73snn3r/46x/Tn+fnA4/vT29OMHPx92T/lscoPzl4OL1cX8w6J+eVL5+03+HTx73B8fd4eFP5beL6bvn",
+	"w/7b7iE9NuifvCt/Nej/Z6/8+lH35N1F913v08XJ4OLs7PTcwpuPmv9enrJ3fHr+i3VSWf/Z6YcqyB65",
+	"QRj03/SOz06HvZPDXz697/3y6bx3MejVVjjsnR/3T7pHQRiU3lzx0AVhUPaO4eDOD2Nx7t0wazIC5+Lr",
+	"y2uWCLQcrAeMSyMiVGGJR1xx2btdED2WvKphcOwEbemrwstd+vKNuOTaHAtNHubSi8W03tniXGKlbwbi",
+	"N1569YjJy4xd8gups8VCpRZGP6D/tTwX2TlHYi7MUKkjdVOBMndkh0E/5vOFMlxGy/d8ec4zzasrckYo",
+	"Wkel1+oe3ZCcmUfWl4nDStTz6K0Lya6ZSPAYWvZ6zaXpRlclt/8mrhQldTa3Ztjj7px9UiZ3dv/erE1y",
+	"BKUf08DC8PmjRrF1z8zZbd8+vdPpkOLo/8znYGnKlg1MzQFfmrqRs+UospGSDXHEoivrunv6mqrLCAOp",
+	"zE88+UMHreHGAl3MdC9eDhMm5r+feGruXkNiwjq4pj4cpLM5SseUk7OWZPrvJbmEM93oRkFLIFFOKyfq",
+	"0KiXLoHeiK0ljGaBW0Ozu8VbNS9edvC/klWz0+k0ewDZbXNQ0w+1Ux3mcXdMQeQ4drHkx3b0SbRuMbU2",
+	"XQ64MQmfc2lo5k2J1M3WtJK3KdczybXe1DTmN1ybnzhLzYQz071spI5jkSTCBX5ACxlZDc6+DDP/NtIu",
+	"k0uQKuYHwKzBSFbHyemnn3rd8+HrXnc4eIKrThtmHtVfcxwM6OkVVz19+yDyBn6a6vKP+j/3oLWyWudD",
+	"cros+bHMDIdSSbwVwmDYPepBSyVoaoarKPBqHI6OMg8fJw2t9Ny6do24RiE4MIwcOycq31BNQs96/2uu",
+	"QXjdf9c/GYKI0VhkuTVoJyIIrbYe7Ad7uzXus4N8B5kPcpsfm5nNP9BoTvUgm89ZutxUiujTaVPmRIoa",
+	"fitmhk2Y5ltkRXqeqSVb6JkyFQKLmeHb+FQTiNPysVmLtvCthVLJ+of+TKnE46B64F+uSjoKsp/58auL",
+	"p6/teWKGGLMhM94G5vHQPcEdb5RhST7hZsklNRGKO1ZGaWU1lZk8CpsOo1cnG46h+wWu+DIE3r5sQ7RY",
+	"7Pw9hM/smuH/F0szU/JFCCy9MjqE+VJ/SQ5AGCLumGvn11BJXZqy7d8+/mqF6N/an0iIvthpJmsPRl9O",
+	"1YZELR6NwuWrvyPcW0X69dLwJq7sFHANNzOlOdjogg3pk6eeJ+TfExoYpRfZiCza4fRl4vHJDHD5JeMZ",
+	"h9be7i6Mmwyt8dYT+PZc3PIG3jNMM26N3YJ2NSo6KjXW+DUzJom4r1kqmDQl58BEqYQz6Q/iOscvP1kn",
+	"ONEqPOclKFpcojIWh6Ak8vQthMV44CqIe1r0S8YsbcIJMjD3K6i02J1rnqIlRKQrYlISdbuJMB2q1udM",
+	"nth+ti8W3vt79A+yGgnnpYWs0GkF1Z4EStA9dOiPxMZa9YOC4vdJB78Fm2OUeMNj6HQMs5jlIcz4PdrU",
+	"5JgvRMIP1XzOZAPRHdrfIbIPUJjtwIXckE/4GO+q7SpNuiS/7gNRBZuRNRXetMEZ6EXrKCauFCHrks1z",
+	"3JqUPcwBLce7TJmkMIEEoxZ+v31I4pm2LPEJ7Es+zi4sXyDvuPOsE4sosa37OcRO05xpJkvbtXrILTe4",
+	"dytT5B1pJonyPetgFF6c8LgWkQQxd2zsYXeonzSsE1QF3ApVNGyfx2cjmeMObWq8WIF3PLmXMBaccHFQ",
+	"6Es21+Lw9E0vpw/9sC37486r3cfoxAaa3k8aLXvH0W0sKmILgipimv8usHZf7u7s7T2q3T2SNfHHwPKy",
+	"Zuw/km1RSxxjSbICSznWWE2qsStybAMmSxeg51Fm1GNeiRWnxKM6bZ7CkZNaabOb6NjrZBsGcPrzeWZc",
+	"IEMbQPOGjGk6tgmft2v7ATN2zatWAGJuJJHFSgVj/SUZtylTqvYO/RLmkd7x1xEtYhTsw8jGukbB3RhZ",
+	"9UhKRaNqSlkSqWWjVpmUygBpky0yq+dcmqGYc5WZY00xv3N1o+0oc3ZL5x8u1TVP5RaJgTlbwoRDpynZ",
+	"geZcW+R6jB8yzVccKg2+xKhIpFkjRQHfuBIyXheK9/gsqg45P3tQXbBPoV745fFUiy9IR0gNK2RKEOaT",
+	"FmsMHS4folTC27dNKKRo/GDD3An70lNSNP0R3XRG95absnpAO2hQMUj4pTBizgxPlk5NqiUpPCUPjTID",
+	"H84T2el0Hmey92WmlfFfRmwNURUM5GA9RDvv3cnwrixkUkEYDP55tKbjymXADb7Y2Lcf98wnkWxImDEF",
+	"veilJEGz4Nf19v7jSv71T93t3R9eelVS4r4k4jce5+y0bXmNi6nF60QkattTejn0kDch+0w1pe50waWa",
+	"KZUckABA5Qpc5jdotH90Oduj7HKMFosgDD6za4bMl5wmQRiQ0wSJboncaM0NpJH+YUc68yN13UjHdiS3",
+	"iKc5AlUSc20+MGGatIfuZW7f2QeB/BgxFBVEB9DxgXX5lDTRTZwMdvIifNkA8T8vehe9N1BEoeGzmmho",
+	"UQaM/cxvoySLefwUj8tDbo7eSff1Ue8NCWDr3HBGDGFQ6Nwz9nvcgM4/UPEBrKIlrO5rE92fc6abDJ0P",
+	"s+UBpDxSlPvsDBqWxcJAoi5ryR47nV2rJOdfNBiadqanBfXSHMqH6MOtpY4r93Lz6nWWmAHfVJPswjRV",
+	"v5FnDQcAzc2BzVvVNifs1oQgsyQhLR8VxJOLo6M2jBECPQ7tUXE5cDYfWFGCrnH2VKSSbC6bMozw+6re",
+	"VtqI3R+akvELZa38e+ENVzfVAfMPuAKK6bs8pE1HrmqJTXoi4eO+1bzc23TKlTClxZZbYxMF1IOFG+po",
+	"KWeGx92qXvGguyvmibjm6bJrDKo2qydvB5SEqUjRQnHPPsHB4XIP1ovh08PDNVKKa9iyqcVhQNlVzDiP",
+	"yf28tBHSz2qyLpwLm5GyPpQuhYV0/3KZ7EYltWG9UHbTetiG+DKpIwXaPRbC1ZrcWo1wCdUFPlapKiyR",
+	"5hpk75dV0896wyFKMpdDRxwKn7ZG82c1sU57TvU7rWtbTBLC4JfBsHf8qXd+fnoOKoXD7slh7+io92ar",
+	"rB25wdfUgCy8MWk5q9u7YTpBOaewluxBaR6Ur/5QgvpaxTUFGdj6Gp/z6fC0Zm1OY4A9u4eX5aZYLaSn",
+	"bni6jYYKzPgteLXbasP1GF1n+xXbnn78+nKvefG1WoRN5WZzCYemSkSKkEtgLj8uBOcHrTtUbWEJfeN9",
+	"sGoKY+/iH4cg+a0Bo6jkYzwVCdfjJh8I/dKgwd2alJFHXUPCRJwPV/K3u7x7Ss8mILULlpoZH0nnUHqm",
+	"IVKLJUHncqnbszG0cByLAD0TC00681YbTpDagaU4QMKELJz6OoRMii+Zq1STypRX/0yvRAHsatdy7ZQr",
+	"Ph6NnCeluPHaEVafm96kZVLJXV5ZQBVCNsPeO8+eaZfwTh6xWFyL2NYfGTWSl1Q/VK7084ldSOyuwrDl",
+	"3p9n2kAiOAg5ktWk+a1a5cVOG06UAZYk6obHNhvAV0+4XHm0HrS45sdeuFkVqaEAqOZduM/BUFQFLUql",
+	"JGvsXF55gqyJ6GBTn4x769E6mnXc4TV2lRNMDbbKpI3MrHDEbcZjhkQOpJ2j4r1gqRNYuVMBBr2j3uHQ",
+	"u321r3Oz59tkMZfmmR7JQrl3FOC9UOMQCbVgQvY5POUpn/KUy4gPvtiyNar38EU4QGkb4PNqoFWuE3GU",
+	"a27U1gG8OT4qwMNhOItmIzm+5qmYuqLyMVrhefeACuyQ+4ubC92Qro+zxIhB/lwpDlaK/TvMHJIifWKl",
+	"cdNz5aL9h000b3BZxpCHHB+Ie/x9p/Pjjy/3HtMjnTt8Uw9f41hUucTj5rW6fXm/hsO6IGLvsi4TSN3c",
+	"+eGHF8211DjY6vP+NK6+wHm8+nheBNeoz1SDC4/syDooLFPqKuOv0PdqmIUI+2DlnHrf0nppoF+Sn8sw",
+	"VGRbybRsNh3Lm1zeggK7BZU0HpMaBhqxXBBt6TCEzcfzYR5Z9xFbzAUhInptFTvhlPf/Zm69iXUEbqhl",
+	"P4UjPHjuiCjWOjO1vbQvlphUMVEjVkkZXTvG+Ps9Ark/fT1pPS9Btk607Jv40MsGZgmkRnzmhlA3ivjC",
+	"bBxw+F7uhd9j19VQ5s35irn+kOlW1O0QWjfE0NPU8k1IAmcUKnVdbhrsS1ujb/1WLmebubgJhfVsdKfZ",
+	"k9VchrC901zNYBXH5tw+b1A6r6t1xPr+JWj0vhevoXUxfLv9I/VY0Fs1V/b9QvVfxX/0mIdoReMOKnv9",
+	"MPX178mZ9N2bnmkQcZ7rl7+2SdnMfV6V+rl6Qrhcv1GSb5xh7eL3Q2VY8oSX+f0lqv2mUvUoYVp7FCao",
+	"8UwZOTmY9d1Bq+xAI0vjrHfypn/yzloc573h+S+fXncP35++fbvVgPm1fFj/FXiqf/vn+7Lx+hKFkOYu",
+	"X982SbDvQDRj0octhYbPanJQ2HkKxKWk8l/DEpvbr59SMPOn8YQwyBbxpopGyfO4XuQ+90GuhO7PbOjK",
+	"xrEcxil3w80Bre4h/L//9X/gsGf7ut0wYc7XiuJ9KJ7clPU9JHXrxFQBKSyxjwo7KOP5Yc5ZItwVOn3t",
+	"uOf2lEXU6Ime3c/PdUtzDgU4WyEcnh6f9Y/6J+9C+MfFm3f4YSRL2D3rng/73aN9R/Pk7uoeEq+wv4RV",
+	"g8p9ezCSOFWl79NWzWPfcnxIA7+dsUy7dj/VthsjSQ3z9FbFwV9tI+FWR2XfbjVBGLjlBGHQPaQycAIs",
+	"CIMP3SAMhlSddUz/ntK/5/jPISW8lKDE7/ysa9o3Z7YPAtU4zxfU9iiw5VOuLHtTcJba8LltJBEGh0xG",
+	"PMlDFCuH+0GReiUkCdWCnJ0zuXv07hQx/KY77L7uDnoHQAFT28wEKYn43vveYe+Tqz6hlJQYKSqZbpML",
+	"VUOmuX2Gsh8eFRn3leT8XGIfG8rlZgzQT67wg+GSWTQretwQTXvVTcmokjJ/2FvbD1Dq6LdO4qL15h+p",
+	"y4eSvymDq1AsX1JnvDJ8KCTSRcrx8Dgvfb1Dxn3unjm7HTR3zxtkc/JkJknZv63rqfhPqSAqGoA8ubef",
+	"gy73vtNjOoSH2vX5tX4cyVbpJaLlm5lKOGRS2BXuPCffXQjaxWGyOUoc8qBuPa0l31N65DVH44p2dPnu",
+	"VUipwPBDyaLVqRqS0TJtiS9Sc96GmnZpGbLNG6YOLbm4aHv2v+86H9IGhQ/0OmRFQAX3nXzUE25uOJfQ",
+	"sfnPO7gpuDeWCg/AjvxZTcKyUBK6KpcofsXMSBaySWj/Yxu6OIDzX1uVwvq16S83obUxbSY2MQ+0Lrmg",
+	"hkndQzQ0CyFIzZT81MIWTju43I/dw5FsHfZ8QC9/AM3ZrapA20xCrCeVNhzzLgw+VDSplawtYLlaUYgT",
+	"Ui70gU1JKhpZltb2odsf9k/efXp7ev7pw+n5+945TVsyNXBBDycENS4QwRXy8q1KP6jUpktTb+LXLLpS",
+	"02nwkZrT8ihLhVkO8NBZceHFIzVpaToMeUPhKBGoivq+wlc84tvU51sl7kvrqoLtbRK0/kVba0nnnDyN",
+	"nKUEnlvUzJiF7cErXA3qqgTrnvWJQHNYJiy64jK2IV6X/UeR3mca1I2EUk/gLTzOen8ks0WiWEw1CdtU",
+	"k+AD4Dr0jd5A5KULeaVB6MtJw5EUEk+yCSHlNq6MpywilaREBdpGj13zBtB5HoXrRdEeyS7JliTBE0V8",
+	"4B4sW6zBuLJL4y3qxb0wNuJFsEfIqOcsXcL4XW8Iz9lCPL/eea5JeXr+2RavP3fPjNsjOZJ/+QscKokQ",
+	"Icwj+deihl5Da0xK/jiEceHUwL9cWs14y8aJK2X2eiTBNoFHnWm8WliPE/8VhsLF3+H87SG8ePHilX/f",
+	"9qTFReWxuyhR0RW0LoaHWwcQZ9bccNF7ACdbNQq6ebmvgy0slzA+1mPQ2XQqbmnucnMxQWkQPw2HZ57z",
+	"LZJMUxVJpGI+CkIYeYFi/3B9xEbB3fgAp6eWcbSSi7Oz3vmnwUn3fQ9s7SEp9MJGFAE1NYL8mYYSebct",
+	"PDhU/gRVk7BEK9fqD/Y6HVjpoh/CXmcHVpp740gtldofK+2yxvs27IkE9Azl+UKkS1gwrak6GGVKqgya",
+	"YNsqMziObTiGB+qapwlb2ASkrRB/29t9BdUm69CyXpOidbqtjal2+n5eafRNOMQHKNmCmxuVXtm9sUjV",
+	"bEpOBNtk2zVnpC6BuHfCt1siveSvQKquPT2uddpMKdR8F0oloc0oV77uZz8vnoepShJ1Y2kPAbL+Iuvc",
+	"s70DXalQTpy5BuiO0aB+wkfS0lk5d0uXUrfssfR9ny0DSRy3WqQqzqIi3X0kUXjXmUiRqjPnYFImtdUj",
+	"iKLyLA6brcarmkDE91E1ca1lIEqYmGtkQXR7QyZj0mmo00zoO7XhXHNChhxJFl1JdZPw+NL9cOCb7Ehl",
+	"oPRrqW0mtwO63rh4eEvAXTIhHf2Maxl28DfYGW+hwhKxlE+zpADcgYZqks+Xk8kStQ9KRyqcE2PrFzeU",
+	"VJ/aanyfaCfyyyBGcqaSWLuOAsxUrEQkUOvKIp6Rc0F8f8a0gyW2eowRhvqMoC1YMPbuWT8oVbwGOxSI",
+	"W3DJFiLYD160O+0X1mKckWD2LDyXUs+/2iapd5RPl5l7zF0VL3G92qSczW2zIwaIS5WieKDUpZsZ/jtj",
+	"Ghk1tZQQGq5IopRx6DPYqEGyazfBzMxntMEFSVTk9bgFt0Ib6o1sf7Z+Kqm21cJxMnxwt9NpQ7cUKDgW",
+	"rykTG+Fqwwdi2yM5PrT9/betjTS20h+XRtlFFMkuSpTRPkSFkiINB0jcs0xe8XgkPTYmrvu5K7F0kRAi",
+	"GDrE5F7Q+8289qCZ1x6M5N7OC2i4A+MAqPFErc3gOBzJcXMLQZerZq/ZsID6vDcNVVRs4bQr3PcA2ail",
+	"vlyQ9ONgP7Bb5FvhBdULdH5tvq7GZw498ZoaF0C9+2hH4Nq8VvFDlzaoyHCzbQm2enlDbmlOhGQUW65H",
+	"oO/qYNYvxdntdP6w+yJqFzo0XBzRdRfL2ERL8sjudna+IwD2F5Dqhibfs6tvGjPH0vPSvUH0ys7jr1Su",
+	"OcGXdl48/lK90SG+t7u7zmSrV4DQu68ef7d+EQ0hjEz4debNMxnIePIVXxbJJD4KY4L4qhWeZdZZJP8a",
+	"dkmGWs7PrUnm2XylPcclb+DuVqVgLrZftFQRcWjVXWq8TrqOKbdfEcbntlLOrJ6zJEH+XO2wg5a+hAn3",
+	"1o7Nxizd2GAz8EhQ5nVWfkbfUMa2f9/3ubrp81rvhjzV2Po20kxWmnXosJJg+9wW6mzb/hpplrimG5Q2",
+	"bKEfSdcuow0nHijcFwKq3OomFlNKCDMeFA3UxJYmRx0i5V5nZ0UDfhj7Ri9URF5RDVGszFl6xWMYU1sY",
+	"NG66xc+2jREBghqCVKX2QFZAiyRxc7oNlGok/YT7Tirn+00bwUgPJW2dWmRVZVeTkIINhMWRKBqg2tY3",
+	"34iRVjrk3HPnVH4g2k/nSn8ahxhWCCWmSxUKLxFaeHgkQ3AXVFQaR2Wknc7LPKPkW6hyjdxLQTqh0vco",
+	"hbmzP08QofJfJClUAnl84D0g5V724PZ6JK2GnnKTpVIXv5ddA5aCSb2zjCrPwIwdExxJ0t383WsTDtYj",
+	"4xO/vQeSx6DFb7wNvZhcWkXjCJs1PpIlWBlIfpOv78CWnF5xvqgYavjHEm54WrA3W9zw7ZS/ekfpMbQo",
+	"1EStL3BqsrLJSR1SDo37zve0WHUa+weQBVg2uVXRKF2f6nEI92mZGzEDV7aeZ7etq81txgmK5Lnvq8qt",
+	"Fuffw4bKBwFu0NRz9JvfDfGHa3lrwZb/+G9d75tycodntHBXncPQchu+nV/euFXm2wV7bubaz78WHPTu",
+	"fsXvifyps1diQ3n/+824wDtuShzgceOxksP6NAOSMmM/fsOzX0s8vufgV3pjfLez1dl7/KW8Mf6fejDO",
+	"OYtRNOd8qBwXf+QAFN7Mbes5fM6iq/tVmG7uUkSRX3H9tqHrvX9Fc28m7bUu3lU4kq0Jj1imebXv9zPt",
+	"vJIpk+Avbyk892PXP318AMKgvpAkqLWolBT6Ceey5GHFCTkYpZ6uUmxyLrvRVa22WH8jCV2/Y+A7C+qV",
+	"/v1N13WioUeyueR7/r7n9k87hsXZ8NeqxHnLe2X1Xt/irOZxL59T34z94UNKoYL7j+m5sw8W7iYcB0aL",
+	"jHb72RrFnKWJ4KkPCdibQbZsg7WEu2wlPsejPPZndUxm79g1wB+3YcCvecqKeIAms4pAHEnmU5ny2IDQ",
+	"JQZBLebyOIJx9zdZXuJu6CN7hYpUkZk4vuNWVgmy2FiTvhKLBfltLZ9RU3IuIN+gGpj9vMmEvXbQAhrS",
+	"vkyWpF3EEGWpVun3YSB0UcD3ZCGVuyb+DCZSvRqh6aZwfCA/PqHvwUR5MCEslNZikixdddx/C+ZCGIFs",
+	"gWdmzm7Jv+l5yEpaQzV0+Ch3qbaVauYo+Y06BlzP6JIXRcSc7AMYt6oJy+FIlhOWt8b73upv8m648KMN",
+	"UWnY7ezm7oiR9EEtm9deOBH9u/aC2zz2VcAkNOx1Xo3kuOE+pzG0kEX4HBKjXJMCAmSrTYFs5S4fG8lx",
+	"6Vqh7fd8OQZ79zjM2RXXwCg6LujWeHsdP0XNEeXAolRpPZIOKsFd2JuWf8WXLkuitC4fL7OwN986NbYQ",
+	"rsTOS50hDvLumsjSiy6gzRH0J9s3r6ARvSHcB/mjXpumi7wobtdgR4Ul62rlgi/v7qGe/g7PI1luYboV",
+	"3tOa3sYCSw2fa63wR9L3wi98jM80jKudy8chaM6r2UC5SxURQZO46x8pPmA3xmZybm0kS3r2dBXZ2PeY",
+	"ipZwC2OxRtlB2UIsZ06PRre7O9uj0e3f+cevO+HObuMdHesHHDc0F+s1g2sJr91vMH9e19kUefRxgpZU",
+	"N2ijWK3Cq1qWBUQs8Wxi6zvbtWuIsPxOtP92TiZ3gKpRApQt/nrZVjnZaZ3AQOmH51+r4vGu/MVDfidK",
+	"xhjfUFND8kjf2BxTCldYScLyK7ltRz6tbIN2Ep5RlpJQKTJxnNKANgGs0ccqBJWOJNU+4WQ4PSUQhXAz",
+	"E9GMFG/hEpUPqsij2N+scNeOpJ06zgW9MxGsMKOhbf6PVKXkQyUlp7wqGwhlfpi5VQJQwXe9+ks+B8qI",
+	"dRedwQ1JaVG+YGkkSS5vlx/Zzha2mOGaJRYkh1qBS7hhy0qGNnOpn3NFgNhIoebS7NtoAYztg2NrfJVz",
+	"obaszTFzV6TZcSJqW67U1e+Tx3sVefx0j+NDgqTphBWP1Ar4zpiZBXfhBm/14/ydemd3YZwmbK9NUfLS",
+	"5YpxaKB0oxyxQ6tjA/KOTYR1CqQDTfLRN1Bw4tGevIpUvL+me4229d/WqVovK74vnkK//tupel9mia/A",
+	"qBo7z3QDjf3RguC5TUS93xxzxXcu4c8HwiJfklfmv4U51flmPKWm//v7b8fQKrI6UQaUKzpVWpE3m+m5",
+	"dv3/AtzpG2m61dbB39lHszYDKaXloqpbVMX+a/OUjTXgP8/rYwta7uVAn9XEZgi7xCYDUyFdKPwP5kjO",
+	"R/IASyKTTLs+qTaFvCSF/wY7NnNrrq6dhVtZEqWW8XQkqYkl6ZCUluVS4OztQxIZns0dp6XrEstzBUCU",
+	"uoUqgVWG0VBnrl9de7U8gLLUaLwCVHJfj6SdnqWpuOb7eSOFsgL3L6Cindtd+Tcj/BPt/aG9srascgrt",
+	"6Pbf2lUzY/uH9bdW3cjO/atdKtmm6lVjgd29JvWhyqTLmdWuxWzMi3zTZAktG0+iq1ARDOQVE2VmVAND",
+	"PldBLTNRtyHLuNJ/wl+KYIudps4ytAWSbaokYIJCWjaJ1ycG++wVSooVsa7ymI1st9o9ud9QYajNdJ+6",
+	"kF+U+GeQnqu3DfZ//biSVBSFkNFZsp45ynt0wOLW2ZhAxBYsEsbeVuBvtPBUaSs/kSCrc61U9f76ETml",
+	"e+2rty+LTHTkvbUEnsqXZfIvfe3iOqVvHER3H+/+fwAAAP//",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,
