@@ -94,7 +94,7 @@ func testNode(t *testing.T, env *controltest.Env, py string, done <-chan struct{
 					cmd := exec.Command(py, "-c", job.Submission.Source)
 					cmd.Stdin = bytes.NewReader(in)
 					got, _ := cmd.Output()
-					st, score := machineapi.VerdictStatusAC, cs.Weight
+					st, score := machineapi.VerdictStatusAC, float64(cs.Weight)
 					if strings.TrimSpace(string(got)) != strings.TrimSpace(string(want)) {
 						st, score, v.Status = machineapi.VerdictStatusWA, 0, machineapi.VerdictStatusWA
 					}
