@@ -505,6 +505,17 @@ type DisableRequest struct {
 	Reason Reason `json:"reason"`
 }
 
+// DrainRequest defines model for DrainRequest.
+type DrainRequest struct {
+	// DeadlineSeconds Seconds from now (server clock) after which the node's remaining
+	// leases are taken back (requeued, not counted as attempts) and the
+	// node is disabled. Absent: no deadline. At most 604800 (7 days).
+	DeadlineSeconds *int64 `json:"deadlineSeconds,omitempty"`
+
+	// Reason Why; recorded in the audit log.
+	Reason Reason `json:"reason"`
+}
+
 // Error defines model for Error.
 type Error struct {
 	// Code Machine-readable error code. CONFLICT is the generic 409 when no more specific code applies.
@@ -580,6 +591,15 @@ type JoinCodeIssued struct {
 	// Example: 42
 	NodeId Id `json:"nodeId"`
 }
+
+// JoinCodeRequest defines model for JoinCodeRequest.
+type JoinCodeRequest struct {
+	// TtlSeconds Lifetime of the join code in seconds; default 3600 (1 hour), at most 604800 (7 days).
+	TtlSeconds *JoinCodeTtlSeconds `json:"ttlSeconds,omitempty"`
+}
+
+// JoinCodeTtlSeconds Lifetime of the join code in seconds; default 3600 (1 hour), at most 604800 (7 days).
+type JoinCodeTtlSeconds = int64
 
 // JudgeJob defines model for JudgeJob.
 type JudgeJob struct {
@@ -676,6 +696,10 @@ type Judger struct {
 	// DesiredState The configuration state an admin set for the node (not its observed health).
 	DesiredState DesiredState `json:"desiredState"`
 
+	// DrainDeadlineAt While DRAINING with a deadline: when the control plane takes the
+	// node's remaining leases back and disables it (server time).
+	DrainDeadlineAt *time.Time `json:"drainDeadlineAt,omitempty"`
+
 	// Health Observed health, separate from configuration.
 	Health JudgerHealth `json:"health"`
 
@@ -714,6 +738,9 @@ type JudgerCreate struct {
 	//
 	// Example: 42
 	HostGroupId Id `json:"hostGroupId"`
+
+	// JoinCodeTtlSeconds Lifetime of the join code in seconds; default 3600 (1 hour), at most 604800 (7 days).
+	JoinCodeTtlSeconds *JoinCodeTtlSeconds `json:"joinCodeTtlSeconds,omitempty"`
 
 	// Name Human name, unique within its kind (lower case).
 	Name Name `json:"name"`
@@ -1085,10 +1112,13 @@ type UpdateJudgerJSONRequestBody = JudgerUpdate
 type DisableJudgerJSONRequestBody = DisableRequest
 
 // DrainJudgerJSONRequestBody defines body for DrainJudger for application/json ContentType.
-type DrainJudgerJSONRequestBody = ReasonRequest
+type DrainJudgerJSONRequestBody = DrainRequest
 
 // EnableJudgerJSONRequestBody defines body for EnableJudger for application/json ContentType.
 type EnableJudgerJSONRequestBody = ReasonRequest
+
+// ResetJoinCodeJSONRequestBody defines body for ResetJoinCode for application/json ContentType.
+type ResetJoinCodeJSONRequestBody = JoinCodeRequest
 
 // RevokeJudgerJSONRequestBody defines body for RevokeJudger for application/json ContentType.
 type RevokeJudgerJSONRequestBody = ReasonRequest
@@ -1318,7 +1348,8 @@ type ClientInterface interface {
 	// CreateJudgerWithBody Register a judge node and issue its one-time join code.
 	//
 	// The node starts in `PENDING_VERIFICATION`. The join code is shown once
-	// and expires after 10 minutes; only its hash is stored.
+	// and is valid for `joinCodeTtlSeconds` (default 1 hour, at most 7
+	// days); only its hash is stored. It can be used once.
 	//
 	// Errors: 400 `REQUEST_INVALID`; 401 `UNAUTHENTICATED`;
 	// 404 `HOST_GROUP_NOT_FOUND`; 409 `NAME_TAKEN`;
@@ -1333,7 +1364,8 @@ type ClientInterface interface {
 	// CreateJudger Register a judge node and issue its one-time join code.
 	//
 	// The node starts in `PENDING_VERIFICATION`. The join code is shown once
-	// and expires after 10 minutes; only its hash is stored.
+	// and is valid for `joinCodeTtlSeconds` (default 1 hour, at most 7
+	// days); only its hash is stored. It can be used once.
 	//
 	// Errors: 400 `REQUEST_INVALID`; 401 `UNAUTHENTICATED`;
 	// 404 `HOST_GROUP_NOT_FOUND`; 409 `NAME_TAKEN`;
@@ -1419,7 +1451,18 @@ type ClientInterface interface {
 	// Corresponds with POST /api/v1/admin/judgers/{nodeId}/disable (the `DisableJudger` operationId).
 	DisableJudger(ctx context.Context, nodeId NodeIdPath, body DisableJudgerJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// DrainJudgerWithBody Stop new claims; running jobs finish.
+	// DrainJudgerWithBody Stop new claims; running jobs finish, optionally by a deadline.
+	//
+	// The node stops claiming at its next heartbeat; the jobs it runs may
+	// finish. With `deadlineSeconds` the control plane stores a deadline
+	// (`drainDeadlineAt` on the node, server time): when it passes while the
+	// node still holds leases, the control plane takes them back — each is
+	// fenced (a later renew or result of that lease gets 409), its job goes
+	// back to the queue at once, and the attempt does NOT count toward
+	// `maxAttempts` — and the node becomes DISABLED; both are audited
+	// (`node.drain_deadline`). Without a deadline the drain waits for the
+	// jobs as long as they take. Draining a DRAINING node again replaces
+	// its deadline (omit it to remove the deadline).
 	//
 	// Errors: 400 `REQUEST_INVALID`; 401 `UNAUTHENTICATED`;
 	// 404 `NODE_NOT_FOUND`; 409 `NODE_REVOKED`, `STATE_CONFLICT`;
@@ -1430,7 +1473,18 @@ type ClientInterface interface {
 	// Corresponds with POST /api/v1/admin/judgers/{nodeId}/drain (the `DrainJudger` operationId).
 	DrainJudgerWithBody(ctx context.Context, nodeId NodeIdPath, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// DrainJudger Stop new claims; running jobs finish.
+	// DrainJudger Stop new claims; running jobs finish, optionally by a deadline.
+	//
+	// The node stops claiming at its next heartbeat; the jobs it runs may
+	// finish. With `deadlineSeconds` the control plane stores a deadline
+	// (`drainDeadlineAt` on the node, server time): when it passes while the
+	// node still holds leases, the control plane takes them back — each is
+	// fenced (a later renew or result of that lease gets 409), its job goes
+	// back to the queue at once, and the attempt does NOT count toward
+	// `maxAttempts` — and the node becomes DISABLED; both are audited
+	// (`node.drain_deadline`). Without a deadline the drain waits for the
+	// jobs as long as they take. Draining a DRAINING node again replaces
+	// its deadline (omit it to remove the deadline).
 	//
 	// Errors: 400 `REQUEST_INVALID`; 401 `UNAUTHENTICATED`;
 	// 404 `NODE_NOT_FOUND`; 409 `NODE_REVOKED`, `STATE_CONFLICT`;
@@ -1471,17 +1525,35 @@ type ClientInterface interface {
 	// Corresponds with POST /api/v1/admin/judgers/{nodeId}/enable (the `EnableJudger` operationId).
 	EnableJudger(ctx context.Context, nodeId NodeIdPath, body EnableJudgerJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// ResetJoinCode Issue a fresh join code for a node that has not joined yet.
+	// ResetJoinCodeWithBody Issue a fresh join code for a node that has not joined yet.
 	//
 	// Invalidates any earlier unused code. For a node that already holds a
-	// credential use `rotate-credential` instead.
+	// credential use `rotate-credential` instead. The body is optional; its
+	// `ttlSeconds` sets the code's lifetime (default 1 hour, at most 7 days).
 	//
 	// Errors: 400 `REQUEST_INVALID`; 401 `UNAUTHENTICATED`;
 	// 404 `NODE_NOT_FOUND`; 409 `NODE_ALREADY_JOINED`, `NODE_REVOKED`;
 	// 429 `RATE_LIMITED`; 5xx.
 	//
+	// Takes any type of body and a specified content type.
+	//
 	// Corresponds with POST /api/v1/admin/judgers/{nodeId}/join-code (the `ResetJoinCode` operationId).
-	ResetJoinCode(ctx context.Context, nodeId NodeIdPath, reqEditors ...RequestEditorFn) (*http.Response, error)
+	ResetJoinCodeWithBody(ctx context.Context, nodeId NodeIdPath, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ResetJoinCode Issue a fresh join code for a node that has not joined yet.
+	//
+	// Invalidates any earlier unused code. For a node that already holds a
+	// credential use `rotate-credential` instead. The body is optional; its
+	// `ttlSeconds` sets the code's lifetime (default 1 hour, at most 7 days).
+	//
+	// Errors: 400 `REQUEST_INVALID`; 401 `UNAUTHENTICATED`;
+	// 404 `NODE_NOT_FOUND`; 409 `NODE_ALREADY_JOINED`, `NODE_REVOKED`;
+	// 429 `RATE_LIMITED`; 5xx.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /api/v1/admin/judgers/{nodeId}/join-code (the `ResetJoinCode` operationId).
+	ResetJoinCode(ctx context.Context, nodeId NodeIdPath, body ResetJoinCodeJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ProbeJudger Fetch the node's /healthz from its admin-entered address.
 	//
@@ -1900,7 +1972,8 @@ func (c *Client) ListJudgers(ctx context.Context, params *ListJudgersParams, req
 // CreateJudgerWithBody Register a judge node and issue its one-time join code.
 //
 // The node starts in `PENDING_VERIFICATION`. The join code is shown once
-// and expires after 10 minutes; only its hash is stored.
+// and is valid for `joinCodeTtlSeconds` (default 1 hour, at most 7
+// days); only its hash is stored. It can be used once.
 //
 // Errors: 400 `REQUEST_INVALID`; 401 `UNAUTHENTICATED`;
 // 404 `HOST_GROUP_NOT_FOUND`; 409 `NAME_TAKEN`;
@@ -1925,7 +1998,8 @@ func (c *Client) CreateJudgerWithBody(ctx context.Context, contentType string, b
 // CreateJudger Register a judge node and issue its one-time join code.
 //
 // The node starts in `PENDING_VERIFICATION`. The join code is shown once
-// and expires after 10 minutes; only its hash is stored.
+// and is valid for `joinCodeTtlSeconds` (default 1 hour, at most 7
+// days); only its hash is stored. It can be used once.
 //
 // Errors: 400 `REQUEST_INVALID`; 401 `UNAUTHENTICATED`;
 // 404 `HOST_GROUP_NOT_FOUND`; 409 `NAME_TAKEN`;
@@ -2071,7 +2145,18 @@ func (c *Client) DisableJudger(ctx context.Context, nodeId NodeIdPath, body Disa
 	return c.Client.Do(req)
 }
 
-// DrainJudgerWithBody Stop new claims; running jobs finish.
+// DrainJudgerWithBody Stop new claims; running jobs finish, optionally by a deadline.
+//
+// The node stops claiming at its next heartbeat; the jobs it runs may
+// finish. With `deadlineSeconds` the control plane stores a deadline
+// (`drainDeadlineAt` on the node, server time): when it passes while the
+// node still holds leases, the control plane takes them back — each is
+// fenced (a later renew or result of that lease gets 409), its job goes
+// back to the queue at once, and the attempt does NOT count toward
+// `maxAttempts` — and the node becomes DISABLED; both are audited
+// (`node.drain_deadline`). Without a deadline the drain waits for the
+// jobs as long as they take. Draining a DRAINING node again replaces
+// its deadline (omit it to remove the deadline).
 //
 // Errors: 400 `REQUEST_INVALID`; 401 `UNAUTHENTICATED`;
 // 404 `NODE_NOT_FOUND`; 409 `NODE_REVOKED`, `STATE_CONFLICT`;
@@ -2092,7 +2177,18 @@ func (c *Client) DrainJudgerWithBody(ctx context.Context, nodeId NodeIdPath, con
 	return c.Client.Do(req)
 }
 
-// DrainJudger Stop new claims; running jobs finish.
+// DrainJudger Stop new claims; running jobs finish, optionally by a deadline.
+//
+// The node stops claiming at its next heartbeat; the jobs it runs may
+// finish. With `deadlineSeconds` the control plane stores a deadline
+// (`drainDeadlineAt` on the node, server time): when it passes while the
+// node still holds leases, the control plane takes them back — each is
+// fenced (a later renew or result of that lease gets 409), its job goes
+// back to the queue at once, and the attempt does NOT count toward
+// `maxAttempts` — and the node becomes DISABLED; both are audited
+// (`node.drain_deadline`). Without a deadline the drain waits for the
+// jobs as long as they take. Draining a DRAINING node again replaces
+// its deadline (omit it to remove the deadline).
 //
 // Errors: 400 `REQUEST_INVALID`; 401 `UNAUTHENTICATED`;
 // 404 `NODE_NOT_FOUND`; 409 `NODE_REVOKED`, `STATE_CONFLICT`;
@@ -2163,18 +2259,46 @@ func (c *Client) EnableJudger(ctx context.Context, nodeId NodeIdPath, body Enabl
 	return c.Client.Do(req)
 }
 
-// ResetJoinCode Issue a fresh join code for a node that has not joined yet.
+// ResetJoinCodeWithBody Issue a fresh join code for a node that has not joined yet.
 //
 // Invalidates any earlier unused code. For a node that already holds a
-// credential use `rotate-credential` instead.
+// credential use `rotate-credential` instead. The body is optional; its
+// `ttlSeconds` sets the code's lifetime (default 1 hour, at most 7 days).
 //
 // Errors: 400 `REQUEST_INVALID`; 401 `UNAUTHENTICATED`;
 // 404 `NODE_NOT_FOUND`; 409 `NODE_ALREADY_JOINED`, `NODE_REVOKED`;
 // 429 `RATE_LIMITED`; 5xx.
 //
+// Takes any type of body and a specified content type.
+//
 // Corresponds with POST /api/v1/admin/judgers/{nodeId}/join-code (the `ResetJoinCode` operationId).
-func (c *Client) ResetJoinCode(ctx context.Context, nodeId NodeIdPath, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewResetJoinCodeRequest(c.Server, nodeId)
+func (c *Client) ResetJoinCodeWithBody(ctx context.Context, nodeId NodeIdPath, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewResetJoinCodeRequestWithBody(c.Server, nodeId, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ResetJoinCode Issue a fresh join code for a node that has not joined yet.
+//
+// Invalidates any earlier unused code. For a node that already holds a
+// credential use `rotate-credential` instead. The body is optional; its
+// `ttlSeconds` sets the code's lifetime (default 1 hour, at most 7 days).
+//
+// Errors: 400 `REQUEST_INVALID`; 401 `UNAUTHENTICATED`;
+// 404 `NODE_NOT_FOUND`; 409 `NODE_ALREADY_JOINED`, `NODE_REVOKED`;
+// 429 `RATE_LIMITED`; 5xx.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /api/v1/admin/judgers/{nodeId}/join-code (the `ResetJoinCode` operationId).
+func (c *Client) ResetJoinCode(ctx context.Context, nodeId NodeIdPath, body ResetJoinCodeJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewResetJoinCodeRequest(c.Server, nodeId, body)
 	if err != nil {
 		return nil, err
 	}
@@ -3133,8 +3257,19 @@ func NewEnableJudgerRequestWithBody(server string, nodeId NodeIdPath, contentTyp
 	return req, nil
 }
 
-// NewResetJoinCodeRequest constructs an http.Request for the ResetJoinCode method
-func NewResetJoinCodeRequest(server string, nodeId NodeIdPath) (*http.Request, error) {
+// NewResetJoinCodeRequest calls the generic ResetJoinCode builder with application/json body
+func NewResetJoinCodeRequest(server string, nodeId NodeIdPath, body ResetJoinCodeJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewResetJoinCodeRequestWithBody(server, nodeId, "application/json", bodyReader)
+}
+
+// NewResetJoinCodeRequestWithBody constructs an http.Request for the ResetJoinCode method, with any body, and a specified content type
+func NewResetJoinCodeRequestWithBody(server string, nodeId NodeIdPath, contentType string, body io.Reader) (*http.Request, error) {
 	var err error
 
 	var pathParam0 string
@@ -3159,10 +3294,12 @@ func NewResetJoinCodeRequest(server string, nodeId NodeIdPath) (*http.Request, e
 		return nil, err
 	}
 
-	req, err := http.NewRequest(http.MethodPost, queryURL.String(), nil)
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
 	if err != nil {
 		return nil, err
 	}
+
+	req.Header.Add("Content-Type", contentType)
 
 	return req, nil
 }
@@ -3688,7 +3825,8 @@ type ClientWithResponsesInterface interface {
 	// CreateJudgerWithBodyWithResponse Register a judge node and issue its one-time join code.
 	//
 	// The node starts in `PENDING_VERIFICATION`. The join code is shown once
-	// and expires after 10 minutes; only its hash is stored.
+	// and is valid for `joinCodeTtlSeconds` (default 1 hour, at most 7
+	// days); only its hash is stored. It can be used once.
 	//
 	// Errors: 400 `REQUEST_INVALID`; 401 `UNAUTHENTICATED`;
 	// 404 `HOST_GROUP_NOT_FOUND`; 409 `NAME_TAKEN`;
@@ -3703,7 +3841,8 @@ type ClientWithResponsesInterface interface {
 	// CreateJudgerWithResponse Register a judge node and issue its one-time join code.
 	//
 	// The node starts in `PENDING_VERIFICATION`. The join code is shown once
-	// and expires after 10 minutes; only its hash is stored.
+	// and is valid for `joinCodeTtlSeconds` (default 1 hour, at most 7
+	// days); only its hash is stored. It can be used once.
 	//
 	// Errors: 400 `REQUEST_INVALID`; 401 `UNAUTHENTICATED`;
 	// 404 `HOST_GROUP_NOT_FOUND`; 409 `NAME_TAKEN`;
@@ -3791,7 +3930,18 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with POST /api/v1/admin/judgers/{nodeId}/disable (the `DisableJudger` operationId).
 	DisableJudgerWithResponse(ctx context.Context, nodeId NodeIdPath, body DisableJudgerJSONRequestBody, reqEditors ...RequestEditorFn) (*DisableJudgerResponse, error)
 
-	// DrainJudgerWithBodyWithResponse Stop new claims; running jobs finish.
+	// DrainJudgerWithBodyWithResponse Stop new claims; running jobs finish, optionally by a deadline.
+	//
+	// The node stops claiming at its next heartbeat; the jobs it runs may
+	// finish. With `deadlineSeconds` the control plane stores a deadline
+	// (`drainDeadlineAt` on the node, server time): when it passes while the
+	// node still holds leases, the control plane takes them back — each is
+	// fenced (a later renew or result of that lease gets 409), its job goes
+	// back to the queue at once, and the attempt does NOT count toward
+	// `maxAttempts` — and the node becomes DISABLED; both are audited
+	// (`node.drain_deadline`). Without a deadline the drain waits for the
+	// jobs as long as they take. Draining a DRAINING node again replaces
+	// its deadline (omit it to remove the deadline).
 	//
 	// Errors: 400 `REQUEST_INVALID`; 401 `UNAUTHENTICATED`;
 	// 404 `NODE_NOT_FOUND`; 409 `NODE_REVOKED`, `STATE_CONFLICT`;
@@ -3802,7 +3952,18 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with POST /api/v1/admin/judgers/{nodeId}/drain (the `DrainJudger` operationId).
 	DrainJudgerWithBodyWithResponse(ctx context.Context, nodeId NodeIdPath, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*DrainJudgerResponse, error)
 
-	// DrainJudgerWithResponse Stop new claims; running jobs finish.
+	// DrainJudgerWithResponse Stop new claims; running jobs finish, optionally by a deadline.
+	//
+	// The node stops claiming at its next heartbeat; the jobs it runs may
+	// finish. With `deadlineSeconds` the control plane stores a deadline
+	// (`drainDeadlineAt` on the node, server time): when it passes while the
+	// node still holds leases, the control plane takes them back — each is
+	// fenced (a later renew or result of that lease gets 409), its job goes
+	// back to the queue at once, and the attempt does NOT count toward
+	// `maxAttempts` — and the node becomes DISABLED; both are audited
+	// (`node.drain_deadline`). Without a deadline the drain waits for the
+	// jobs as long as they take. Draining a DRAINING node again replaces
+	// its deadline (omit it to remove the deadline).
 	//
 	// Errors: 400 `REQUEST_INVALID`; 401 `UNAUTHENTICATED`;
 	// 404 `NODE_NOT_FOUND`; 409 `NODE_REVOKED`, `STATE_CONFLICT`;
@@ -3843,19 +4004,35 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with POST /api/v1/admin/judgers/{nodeId}/enable (the `EnableJudger` operationId).
 	EnableJudgerWithResponse(ctx context.Context, nodeId NodeIdPath, body EnableJudgerJSONRequestBody, reqEditors ...RequestEditorFn) (*EnableJudgerResponse, error)
 
-	// ResetJoinCodeWithResponse Issue a fresh join code for a node that has not joined yet.
+	// ResetJoinCodeWithBodyWithResponse Issue a fresh join code for a node that has not joined yet.
 	//
 	// Invalidates any earlier unused code. For a node that already holds a
-	// credential use `rotate-credential` instead.
+	// credential use `rotate-credential` instead. The body is optional; its
+	// `ttlSeconds` sets the code's lifetime (default 1 hour, at most 7 days).
 	//
 	// Errors: 400 `REQUEST_INVALID`; 401 `UNAUTHENTICATED`;
 	// 404 `NODE_NOT_FOUND`; 409 `NODE_ALREADY_JOINED`, `NODE_REVOKED`;
 	// 429 `RATE_LIMITED`; 5xx.
 	//
-	// Returns a wrapper object for the known response body format(s).
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /api/v1/admin/judgers/{nodeId}/join-code (the `ResetJoinCode` operationId).
-	ResetJoinCodeWithResponse(ctx context.Context, nodeId NodeIdPath, reqEditors ...RequestEditorFn) (*ResetJoinCodeResponse, error)
+	ResetJoinCodeWithBodyWithResponse(ctx context.Context, nodeId NodeIdPath, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*ResetJoinCodeResponse, error)
+
+	// ResetJoinCodeWithResponse Issue a fresh join code for a node that has not joined yet.
+	//
+	// Invalidates any earlier unused code. For a node that already holds a
+	// credential use `rotate-credential` instead. The body is optional; its
+	// `ttlSeconds` sets the code's lifetime (default 1 hour, at most 7 days).
+	//
+	// Errors: 400 `REQUEST_INVALID`; 401 `UNAUTHENTICATED`;
+	// 404 `NODE_NOT_FOUND`; 409 `NODE_ALREADY_JOINED`, `NODE_REVOKED`;
+	// 429 `RATE_LIMITED`; 5xx.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/admin/judgers/{nodeId}/join-code (the `ResetJoinCode` operationId).
+	ResetJoinCodeWithResponse(ctx context.Context, nodeId NodeIdPath, body ResetJoinCodeJSONRequestBody, reqEditors ...RequestEditorFn) (*ResetJoinCodeResponse, error)
 
 	// ProbeJudgerWithResponse Fetch the node's /healthz from its admin-entered address.
 	//
@@ -6122,7 +6299,8 @@ func (c *ClientWithResponses) ListJudgersWithResponse(ctx context.Context, param
 // CreateJudgerWithBodyWithResponse Register a judge node and issue its one-time join code.
 //
 // The node starts in `PENDING_VERIFICATION`. The join code is shown once
-// and expires after 10 minutes; only its hash is stored.
+// and is valid for `joinCodeTtlSeconds` (default 1 hour, at most 7
+// days); only its hash is stored. It can be used once.
 //
 // Errors: 400 `REQUEST_INVALID`; 401 `UNAUTHENTICATED`;
 // 404 `HOST_GROUP_NOT_FOUND`; 409 `NAME_TAKEN`;
@@ -6143,7 +6321,8 @@ func (c *ClientWithResponses) CreateJudgerWithBodyWithResponse(ctx context.Conte
 // CreateJudgerWithResponse Register a judge node and issue its one-time join code.
 //
 // The node starts in `PENDING_VERIFICATION`. The join code is shown once
-// and expires after 10 minutes; only its hash is stored.
+// and is valid for `joinCodeTtlSeconds` (default 1 hour, at most 7
+// days); only its hash is stored. It can be used once.
 //
 // Errors: 400 `REQUEST_INVALID`; 401 `UNAUTHENTICATED`;
 // 404 `HOST_GROUP_NOT_FOUND`; 409 `NAME_TAKEN`;
@@ -6267,7 +6446,18 @@ func (c *ClientWithResponses) DisableJudgerWithResponse(ctx context.Context, nod
 	return ParseDisableJudgerResponse(rsp)
 }
 
-// DrainJudgerWithBodyWithResponse Stop new claims; running jobs finish.
+// DrainJudgerWithBodyWithResponse Stop new claims; running jobs finish, optionally by a deadline.
+//
+// The node stops claiming at its next heartbeat; the jobs it runs may
+// finish. With `deadlineSeconds` the control plane stores a deadline
+// (`drainDeadlineAt` on the node, server time): when it passes while the
+// node still holds leases, the control plane takes them back — each is
+// fenced (a later renew or result of that lease gets 409), its job goes
+// back to the queue at once, and the attempt does NOT count toward
+// `maxAttempts` — and the node becomes DISABLED; both are audited
+// (`node.drain_deadline`). Without a deadline the drain waits for the
+// jobs as long as they take. Draining a DRAINING node again replaces
+// its deadline (omit it to remove the deadline).
 //
 // Errors: 400 `REQUEST_INVALID`; 401 `UNAUTHENTICATED`;
 // 404 `NODE_NOT_FOUND`; 409 `NODE_REVOKED`, `STATE_CONFLICT`;
@@ -6284,7 +6474,18 @@ func (c *ClientWithResponses) DrainJudgerWithBodyWithResponse(ctx context.Contex
 	return ParseDrainJudgerResponse(rsp)
 }
 
-// DrainJudgerWithResponse Stop new claims; running jobs finish.
+// DrainJudgerWithResponse Stop new claims; running jobs finish, optionally by a deadline.
+//
+// The node stops claiming at its next heartbeat; the jobs it runs may
+// finish. With `deadlineSeconds` the control plane stores a deadline
+// (`drainDeadlineAt` on the node, server time): when it passes while the
+// node still holds leases, the control plane takes them back — each is
+// fenced (a later renew or result of that lease gets 409), its job goes
+// back to the queue at once, and the attempt does NOT count toward
+// `maxAttempts` — and the node becomes DISABLED; both are audited
+// (`node.drain_deadline`). Without a deadline the drain waits for the
+// jobs as long as they take. Draining a DRAINING node again replaces
+// its deadline (omit it to remove the deadline).
 //
 // Errors: 400 `REQUEST_INVALID`; 401 `UNAUTHENTICATED`;
 // 404 `NODE_NOT_FOUND`; 409 `NODE_REVOKED`, `STATE_CONFLICT`;
@@ -6343,20 +6544,42 @@ func (c *ClientWithResponses) EnableJudgerWithResponse(ctx context.Context, node
 	return ParseEnableJudgerResponse(rsp)
 }
 
-// ResetJoinCodeWithResponse Issue a fresh join code for a node that has not joined yet.
+// ResetJoinCodeWithBodyWithResponse Issue a fresh join code for a node that has not joined yet.
 //
 // Invalidates any earlier unused code. For a node that already holds a
-// credential use `rotate-credential` instead.
+// credential use `rotate-credential` instead. The body is optional; its
+// `ttlSeconds` sets the code's lifetime (default 1 hour, at most 7 days).
 //
 // Errors: 400 `REQUEST_INVALID`; 401 `UNAUTHENTICATED`;
 // 404 `NODE_NOT_FOUND`; 409 `NODE_ALREADY_JOINED`, `NODE_REVOKED`;
 // 429 `RATE_LIMITED`; 5xx.
 //
-// Returns a wrapper object for the known response body format(s).
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /api/v1/admin/judgers/{nodeId}/join-code (the `ResetJoinCode` operationId).
-func (c *ClientWithResponses) ResetJoinCodeWithResponse(ctx context.Context, nodeId NodeIdPath, reqEditors ...RequestEditorFn) (*ResetJoinCodeResponse, error) {
-	rsp, err := c.ResetJoinCode(ctx, nodeId, reqEditors...)
+func (c *ClientWithResponses) ResetJoinCodeWithBodyWithResponse(ctx context.Context, nodeId NodeIdPath, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*ResetJoinCodeResponse, error) {
+	rsp, err := c.ResetJoinCodeWithBody(ctx, nodeId, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseResetJoinCodeResponse(rsp)
+}
+
+// ResetJoinCodeWithResponse Issue a fresh join code for a node that has not joined yet.
+//
+// Invalidates any earlier unused code. For a node that already holds a
+// credential use `rotate-credential` instead. The body is optional; its
+// `ttlSeconds` sets the code's lifetime (default 1 hour, at most 7 days).
+//
+// Errors: 400 `REQUEST_INVALID`; 401 `UNAUTHENTICATED`;
+// 404 `NODE_NOT_FOUND`; 409 `NODE_ALREADY_JOINED`, `NODE_REVOKED`;
+// 429 `RATE_LIMITED`; 5xx.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/admin/judgers/{nodeId}/join-code (the `ResetJoinCode` operationId).
+func (c *ClientWithResponses) ResetJoinCodeWithResponse(ctx context.Context, nodeId NodeIdPath, body ResetJoinCodeJSONRequestBody, reqEditors ...RequestEditorFn) (*ResetJoinCodeResponse, error) {
+	rsp, err := c.ResetJoinCode(ctx, nodeId, body, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -8311,7 +8534,7 @@ type ServerInterface interface {
 	// DisableJudger Disable a node that holds no live lease.
 	// (POST /api/v1/admin/judgers/{nodeId}/disable)
 	DisableJudger(w http.ResponseWriter, r *http.Request, nodeId NodeIdPath)
-	// DrainJudger Stop new claims; running jobs finish.
+	// DrainJudger Stop new claims; running jobs finish, optionally by a deadline.
 	// (POST /api/v1/admin/judgers/{nodeId}/drain)
 	DrainJudger(w http.ResponseWriter, r *http.Request, nodeId NodeIdPath)
 	// EnableJudger Let a verified, online node claim submissions.
@@ -10592,6 +10815,7 @@ func (response EnableJudgerdefaultJSONResponse) VisitEnableJudgerResponse(w http
 
 type ResetJoinCodeRequestObject struct {
 	NodeId NodeIdPath `json:"nodeId"`
+	Body   *ResetJoinCodeJSONRequestBody
 }
 
 type ResetJoinCodeResponseObject interface {
@@ -11443,7 +11667,7 @@ type StrictServerInterface interface {
 	// DisableJudger Disable a node that holds no live lease.
 	// (POST /api/v1/admin/judgers/{nodeId}/disable)
 	DisableJudger(ctx context.Context, request DisableJudgerRequestObject) (DisableJudgerResponseObject, error)
-	// DrainJudger Stop new claims; running jobs finish.
+	// DrainJudger Stop new claims; running jobs finish, optionally by a deadline.
 	// (POST /api/v1/admin/judgers/{nodeId}/drain)
 	DrainJudger(ctx context.Context, request DrainJudgerRequestObject) (DrainJudgerResponseObject, error)
 	// EnableJudger Let a verified, online node claim submissions.
@@ -11941,6 +12165,16 @@ func (sh *strictHandler) ResetJoinCode(w http.ResponseWriter, r *http.Request, n
 
 	request.NodeId = nodeId
 
+	var body ResetJoinCodeJSONRequestBody
+	if err := runtime.BindJSONBody(r, &body); err != nil {
+		if !errors.Is(err, io.EOF) {
+			sh.options.RequestErrorHandlerFunc(w, r, fmt.Errorf("can't decode JSON body: %w", err))
+			return
+		}
+	} else {
+		request.Body = &body
+	}
+
 	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
 		return sh.ssi.ResetJoinCode(ctx, request.(ResetJoinCodeRequestObject))
 	}
@@ -12174,161 +12408,171 @@ func (sh *strictHandler) RedeliverSettlementEvent(w http.ResponseWriter, r *http
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7H1rdxq5tuBf2Ytz12p7bmFjJ+l7E6/5QAxJSGPwAZyeniZjRJUAxYVESyo7dJb/+yxtqV5Q4ALb6T7n",
-	"5ktioErakvb7pW8VX8wXglOuVeXNt8qMkoBK/LNHtVzWJ5pK8ymgypdsoZnglTeVPvUFDxRoAXeEaRjT",
-	"iZAUpHmF8elRxatI+kfEJA0qb7SMqFdR/ozOiRlqIuSc6MqbCuP6xWnFq8wZZ/NoXnlT8yp6uaD2Jzql",
-	"snJ/f+9VFkSSOdUOrrc4VytYh6rLwyUwTecK7pieAQE1J2FIJbAADvSMwkLSWyYiBQsypT8p4PSrjsc7",
-	"NFAzM84fEZXLilfhZG5gGccTZhfxH5JOKm8q/zhO9+/Y/qqOW0HFgP1BKP1eimjRCi6Jnpm3cPiF+ZCM",
-	"Pkuf2rprJSb8KMZbp/pifn/sJG02Z3p97y/JlIJif1I4COiERKGGk1pt456GOMp2rCBfLVa8qtUyOHJS",
-	"gCNepSMCunXtHB943OLvzdtqIbiiFhNJ0KN/RFThfviCa8rxT7JYhMwnZmuOvyizP99KztOUUjisz+/v",
-	"YGbICyeDQFAFXGiYE+3PwCC2mVwSX8PBqNf851WzP7hudT7V263G6PCocu9VzgWfhMz/bpAqEUnfkJjS",
-	"RFMQEgzpKSZ4Cj4JQ3EHesYU+DPCpxQh7Qj9TkQ8+D6QkiCQVCkaJDCn8NGvTGmEaSDEBeFLd9rq+UHr",
-	"mU1DIqGBOdP6oHndbl20Bs3G6PDMMloghjkD8ukqMmpQli8bqlvl5NWElRcB5J4+zjB9hOqKk0jPhGR/",
-	"0u9wIBdMKcanBlsifsPFHQcSzBkHLW4oh4PRVad+NfjQ7Axa53XcCjydK06/LqivvweIfSpvqawqFlCw",
-	"bO7g1devMGp1Bs1ep94eeWCg/FRvtetv280EwoUUPlWKjEPa5Jrp5fOD+isNw6phqzSAcaRB0klkEH28",
-	"BAIyCikc0KPpESykGCeEgD8oA/V9zBsRh+pa0/nCghoEzExBwkspFlRqZtjhhISKepVF5qtvFWLfssL6",
-	"If7qVSgPaFDXOXEQEE2rms1pJWH8SkvGp/iCWfu5COi6QGrxiSRKy8jXkaSAT4IfEqXgoNnrdXuHnsGz",
-	"drPeb143/89lq9dsGLpZGJilGeH//V6v/t/P5p9a9fX152817+cX9/9RBEZWhpdaqJXEpR4NKVG0uRD+",
-	"bFVK/vyysl0uerHUKzWRiLQv5gU72bvqdFqd93A3YyFFaYMwQchuqTozX3A4715ctpuDZsMD3FwP3JZ6",
-	"cF7vnDfbbfNn/+qy2es3G82G2fpe81P3l4c3/XTDpkvqU7bQDTZ1AniFUD/Uq6evfgYxQZC52bjQsDHD",
-	"6A3dEt+nC8NeJ0JaIeSwdRWgWvU1qU4+f/v5ZTEgiioj1/Y9I6WJ1Lug/X1Wifk90eoyiOKl6k4OuOxk",
-	"6YF/TmYQ4y/U1waoehQw3eRaLneleN/u/+px/DojGmZksaCcBh4g4zFAHlFueKIHX8T4yCfcp+GRVf7a",
-	"lE+NOvfzy4I9J74WBXZJh8xpfOIZyYGUPqyopdJ0PqzgiZNIiznRzAcLslqZ9uT0v4vm3YE5EbOHZakv",
-	"oJqwUG3ebautrh3Uc7KeXbiHpMRJrewe1k5fPoS+8S7h3sYH68V4lAxchKTnRDn4VvgHqf5Zq77+nP55",
-	"fVTdxr/NQD3kCjtiu59AsG2HHJxGXn1lOhZXawbPOmuY07mQy1/G27lKrfhVpci0gJufz6h/QyUEbDLx",
-	"QLEpJyFwpBsJ/X+2raT0gGiYC6XhJfzC3q7Qxsva65+LGKEvJN0DVgvEOqgDKueME21UwhjQaD6m0oMa",
-	"sAlwwamBbCeHAvJAHamHDu0TlQHzdd8+fO9VDJlfqIINvbwC89sqJCUWfkfC0A6504srFOSQMFlYfBAJ",
-	"yMlEGYzK4GJyACnWFFKbQRyzHXjElBvgfq9cNjuNVud9xYvVhIpXuaz3+81Gxau8q7fazUZmNIcrXuVr",
-	"1QxQvSXSoJ7CkSgP7I+9iHP71yUxppkZibCQBpXP916lQY3iIZcJKCuOCAsQHBgLbkmNnDeWREiDqRE8",
-	"C6EUG4dLq8MEoAUQYz2raE7loQeNZrv1qdlrNuAg+yL+Um/AwZTcUogWZ6CoMXMDCwz6Oda3JBkM/67v",
-	"vhNurbgFDUriDVgYRZn7D8vm/NZ8oCTUMyMfBacQCp+EECSDwUFDWM5A6FxwD2TEDQIBm5OpEdBRMKUQ",
-	"EE3GRFEPAqZucN15lmgFWYE+NhPSmNSLkHA0c5wSYES1Vc41/arPgAtjxUqq1wRykTBBOzfUM9wK99tY",
-	"iJASjhKMWIU2Kx9I9c/Pv8di4c0WubBCZjhWOl8RiTSoMk9vwMyB9dNM2DSSuAPON0JiK1dR7ZRRirqR",
-	"xWGmFYixMnZnAHb2InS7/tTstd4Zu7jV7VS8SrNj7E/EvF695Siz0erbb3dCxE9UsokzTs3IqLEhSkrC",
-	"HKU2mLLfIobaDxnn2A4ydSKkX2SF0FtxY40OS7sKGFeaksAgNNq2Rk6g4xeNuv51/XzQ+tQ8Sk82gxmp",
-	"vrJNCPTsU6uo4F72HKxFqGCt8h21CacZPGjtI9t+hNKYUQ4ekuqrssYKjG1yornZJr8g/oxxWpWUBAZB",
-	"Yqvc2AFw3u28a7fOB8AUUsCUciqZDy9rr+HO2JhcwFxICmpBfYOP+B6g44SqLEWseEArXmXFb1TxKp3u",
-	"4Ppd96pj/v7Q7Q+u3/e6V5fX2a873UYz98XH7tvc5+anZmeQf6V+0bwe1H9pGgrsNT+1+q1u57o/qLeb",
-	"Fa/SH9QHzet4nfEMzgyOP9bbvWa98dv1x26rg9+ef2ie/3Jt1tTqZb5oda4ve933vWa/b5bQrPcGb5v1",
-	"QTJZjgYywJ9f9XrNzsB9M2j2Llqdeju3GhRVBpzreqPhJnB/4e/1drv7qwUlXctl/bd2t964HnS71+16",
-	"772ZM+u2rHiV2EdmDyR2kZXkRY6ZtPgtCZlhPtY1Sbk2nAnZUeI5zsReMt91REAzHz+KceZT85ZynX2Y",
-	"zOmA3FBD5T3nue5rEhrsR/6eONTtwJY9xdPUQ4Piy4+CcfwOdadeTEfuc4tfSjGVVBnF7AMlUo8p0fEk",
-	"beRxdV+zW5pAex5JSbm2n516HGagRx3BgFC33jxzcPavjtD1MBR3dvoU9kuyDAUJBkK0iZyamXpE07b1",
-	"PJsz40Zw4iRXnNwSFhrCRS6f7PGubE5Sonfz8+1s5caCf9uT5ohjM/dcRFzvHJw0vNGixj5+n1Doc7Ig",
-	"vnMGr7BKY3t9EWPLC+9mIqRgdgHmZGk0M2OfCe5TD4gvhVKoJpiVqGKLKA6mWSb/MGSqxd+FbDor8KxZ",
-	"zIQZDdGXjLzanM1PDgDg4s4zmp5BdvQ8R1xSsqCB0TuN2PbDKKDBHqZbtAjIY3xl+WCr0+hyB7G6+swR",
-	"Fwm7hAbOEal3pIRdsHQVXR5zxMWabW6GrYtts521umTn8RMG6R9aecpf7nF1LfvSSa2W4gaRkiw3H7Pa",
-	"vo4rRKcdV5Il+aLIp4tyYlQWo5pGoRmjsSn4didBKT7xhAe/gvlbMb0o4aIOb1vvW50BsACIAgIB9dmc",
-	"hGDJD3Wyr2S+CM1QL09X/Oon1deff69VXxsL7OS/iz1zH8X4F8YLpu5fvb1o9Y16ZbY3UlTCnZA3R4Da",
-	"kfkuNquqLmxOA1A0nFR9I3thbOT8kGuBtrDhW2fIQlU0njN0mcOMZD8OlgsKo1+a581rnGIEhAdAYByx",
-	"UFcZH/I54WxClfbwF6YNEGg0B/iFpAshDRQhuzFG3xKEnlGJju8hz6iv6dJiZa+kitRPgI1VDJTTH8V4",
-	"zW3zz6vmFepkqdcmCeGkjhuvkgRvSoLwz4hGqDekPpxzYRBAZ904XuUcPf2xvWj0JGMxtJSKbBB3B3r8",
-	"4l5e9T0X+u/jh5sondQuOkh5b/gqe41jMQmkRXAU0dxHgz0fxXi/qOu+Ok2i5bV4kb/zg7iDUPApELBY",
-	"ZDAYlGZhiMlgCn0Y5n+bpTAm/o2YTM6gZs04PyRsbobfw2HqG82jITjdY1n47kBo62ne9eXddVbf6eoF",
-	"YsIwBjE2/CHPcn5S4N6y1i96XIr9FxPGmZrtBlE65h7q6nMGmm4ci9/2ZCwJ7r1KSPg0cv6Lba+04+fw",
-	"HaVznol94vxlY/GFKIQv9+jcusyKKOtSUmXO3gbaHWc+A06nxFiBqO/n9OrYxW2160J6KogMOTFV9nDm",
-	"5KtL/lDbCefRGQiLGVEPHuolPmSeFiJ88GHzjHlWMiEL7ay2uKPSGFQKJkwqbdgUUy5dYLspdZLLS6ye",
-	"1GpPEt63cRxagh6sVDcvJBzk4a3uZ5/NvTtAOMq+jU8/gUkWpy8gD3CnugbVyhJzrCzDD3LIHe9jVmrk",
-	"pEAGLby8zMwj/UpqRSoKtonsRhIG2V1wF7CGbhhQpS2KYk5tGQMqztlaNZ9WrSfk1Q/iW6yLuPOjaq/U",
-	"G5vBqjhZqJnYOdXGpu6k8+7y7q0N6JaM+xbhaYomauvZ72EefxHj8oZx9ijSg31VdLDZBHcEKQy7k8qb",
-	"3x9mx59Xo4f1MQonZ9oaeYpZ9EdFO7Vlf+SOQcu6CzxiQMwYmcamUxh+ZXo9/OjSGNeR8i1RFK567RQr",
-	"A/qTcgE1oDxYCMa1h8rrQoqxs18zFsWrk9MiNW93zTBYCRNuO4pcSDEJd5bCEGnjvXsqb+i5LrD4fUkD",
-	"yjUjIRrIY0o5MLTbbImFedNGZu4IGua2sGJdg7VBvKybcUedfFcfb2k1ZAfF4hH+X+kiBoWB6/I5hbWN",
-	"HtztzqLTVz8/t7c1MXydg9HJ9rwT1oKa2ckV+kg3KsHKtazGFVRKqKSUsJZ7uW438pnuwo4AM60XB+oQ",
-	"XX8FjOfYwvinB+iQogGQKWFcabCFSmJMbS52KS70rAGSXQhiZ8wr7Z7egj0Pne1jXEqrJWYW91M254Ga",
-	"iTuOxlmpFNJHuqDKsf5CWtzbBSX302ajoKhSrEPvElU2TTM8qdXK67VpcvLDqi1SlyoLxml5KDoioNbJ",
-	"mgPitEgL2+HcbGI71/WNtkAx5K9qj7MLXj0UVHEYtAJdssEu33kLEn1IVJcd1L9uPvPJA0UXRBJNYSLF",
-	"PJ9PVZSM5rLb3OdS25PJr8vt0IvT9ZOdxWH7+pTukclp/VJJ7L9eZExhwRFmmMYSBHXvZOYzIFYzdxmx",
-	"sKQ657jYylIwC7C/mWlvBV7wkHFapCUm0AGRkpnzu2N6xjiIycS8gyVmF2pTbpaNlCTpZYWRNjQIFGFx",
-	"qCVwTwPTioYTV9ykZpHGBOJA3PENmqhLdPxEZXFcr67slsdwnYHB/WVc9WyOBIkxXXUpmY2y622klrsX",
-	"Recp0x3D2kK8PP4XbOxmYt3HhsUXdzRj5c7B3XiazbDvGdbdJSHw0ZkfT6wjFWjRWwon2hkH+oo71P0C",
-	"N3TpEnT9xeLkvzz4Qm6J+X+x1DPBX3hA5I1WHsyX6o/wzNBgQH0WUJuwYpS1VedOJvH2P4+uMfH2xUmx",
-	"r6ZDigrRPkRzwrFWwYOIsz8iGnMVphXcMB7AQYj+XJ8oelgwP1aF2P8dBCen/7UBhES87yiwOM3GmWVk",
-	"eB4Ql9BrM35tgrwNhxnQbcz6ixgDVkBC/bwgsRrHK6veW7nY25iqYFa3mquA4BIe2yFnYEuzgFMaKCCw",
-	"IEoZdQOfdmGqggqMEgSwh89kv0pP3OF0dWaHJxiC3rfSc5+w23NVXK1JrYclThmPU6bOI+81Lec7TPyn",
-	"n4vK7RNM/0mBG/oMKPFnSLJGjBsNxp6W0nSx7l2MycDLxtXHeX9/Hvkf8gJcxmGnODnivHtx2WrbrIiP",
-	"V4335q9y6Q/nYr5gof3ZyCKUsWYKZ0EXuzYNszxL8lDAlYoDKr4K6Ffi63AZk1oMpL9YmKWTW2JQGZmy",
-	"0cENUzb0Z7hyWaBxpI92pMt4pLob6cKOZBYhxZg+V157Onic3P6sSeor02UOv9HpX6fpL91Op3k+SL8Y",
-	"tDO/DloXze7VAFO9G62eebDXfHdla5/e1hvX/UF9cNU3T2aSos0Pb7uN30qeToOrNGtGcE59nXwehOlv",
-	"AzanItKYrhwwSX3ds/X+ZkoS9OPasEym71sSvBXBMj3cvWogM56wBxlQwEhIg9aiWKNfMM5pAK1L0DOi",
-	"0X9sXnDs+qGSYBpjZjk0yzvTt5VPFJseGRcefOx3O3DA0C+ulx4SdFI/5WVrrFz9joetcqqYhGZXt4ah",
-	"IdHmjb2Myh0Ld/0Z5nQXO6IRb0rXrG7yAJMkHz2dL7vGIhrtJRr5ain58gwk9YU0uhKzAh6dDxCKaWHV",
-	"2Jzx5IsC1LEz7Veu9BSFRMWr9wX3WUh7aLTtSpTKiOrVnWu44r2cNyEbiy2n0IibYlxBd7WtLw5yVuDa",
-	"CKnBlyHlxKlyy0SIDp3ytuSn+JV1c/IhexK3Che1soIcIMVHhPK77hpJ7HhEj8rG2kGn3DGbZEN6Ri7h",
-	"wg5ZtCV9qnVI55RrLEnZw4tAb+NedKUOfmXCHrKFv2lg3C2txL65ZeyqZtkq5oISdfeLlauYgEkDW3lr",
-	"ZkOYS8Uu9gp223LtcjlkheIMgSzdQ8g8XCqVKb/lcT7T9yLLJCGxjIJr8dVt4ZOnkuUr6v/F88liZMli",
-	"QsZE3CWvLLYn11A4SwhZiEtQdrwpK07+5mDQbjbi0ldjClrKRNfRFzG2lGu9QwfOcPag/1t/0Ly4xo5L",
-	"IGTaailXIO4GL1tEgPDavPx+hMuIYY4H/Nh9awzEwaB5cRmXsebKaCtevogBS0tLzv8R86ziEJX1w2UL",
-	"Oitevs4BdzWGNoe163r7OFKMU6V+UsCCRP9JXitwChV0knmztZVMfw39t4KBTksxyQDhvK719vuuOdJG",
-	"fVB/W+83z8BMhe0UpU4K3bEcBQi2XnVxsoPU+YjpN5CWrBw+5PXa5I79lHEC7dYcR21og4AVhIjTkpgl",
-	"E38Gce6mdQXFcU3BfRoHXCYGx5ul45yZtj4PBhk8bITLQtoW0yIBir9JEJFeRJmo68/YHicLn5EGciGp",
-	"pkFsAa6mcPz86tWLIh4/J1/7cQudFf4QzZEVhKHdnDvKpjOtYhSOd26PioodvCyZBj+F0GGhagpY0l8N",
-	"D3sP0Pbq07MaF1ltiZPsce7A031wGcKFrDw/VYE7D8vQXFu1I1jxS2O3SIXEyuktlUBiD2iWWdfPK17l",
-	"1zq6mgxTvcB/u/hvz/xzXrZgvtRIdlVsYmS/3N2G2SkmUVo52ujxtSMUHk1i/+22gO/QQcNalcV8kPFb",
-	"IhnhGsbSNqpD5u9KP65/bQ0+dK8G19jLwYPBr93r5rt3TWzpcN1r9q/ag74HtnNF91Ozd31ev6yftwa/",
-	"7RveUFbglzYt8/rBA4pe8uiaFyQKnSqWPJIFZZsnF1Ml/UgyveybmWKX5JzxgdnQAipd7Sl7Q31axf7J",
-	"InRfWu0OqlUUz/j4CIUnrsb2BCeSynQLZ1ovbA9WxieiKCvQqJVCQv2yFfNKI5gzEQCIeEAljI7Jgh3f",
-	"nhzjtMejN7bsHyvslTfkaTa0goMkC015maCj8iDuqiipYn9SzyZHYM8m/H7IbVKll03nlUK7xkwu//kQ",
-	"uzLi0LEOCwElAYTUoJYCwoMhT3FYOpcVs9k40DRKM/hGarkY4sre2+0c8lF6YKPDs0Q/so/hNDYykgKb",
-	"46NO0BwN+ZD/4x9wLrjRCZngasj/V1qirOBgZB2SIw9GmTxC8xFZi/kjrSAxn5w1MfKGHGCUtLM1Pzm2",
-	"ZP50PQxHhwhVvgha2S7djE9xiPWy59GRgXJg9AR8vffuHF68ePE6eR8TnQzCxL23wA+FfwMHV4PzwzMI",
-	"XPYTvm3mcCJUAeMwZ2HIXFdo1xSfw+hCjUBFkwn7inPbc7JxU1s4/WEwuAQrO2ERRgpG34YYVhlWPBjG",
-	"9Gg/OBY6rNyPzsz0iI64kqvLy2bvut+p/9LEMwwZVmEzbvU9sXCm1k8KMtTi8MYMlTyBXS9IqAQQru6o",
-	"hJe1Gqx1OvfgZe0E1ppE49m9PH0N+TbacID7kWmOfYhQ5ts5H+e6OeN2XUTabbh1p9gifxfhF9Kaa+TG",
-	"fDWyDt6Rt+qvNiAlLmt7MOjF9lG3zxDJTwoTHnBiDNrfMnqn4IbSxUozsYNRNm/aoCUmhRikXBCpEY1w",
-	"U/MZdXAwsn8c2TSikQcBtSlbCeLlE86ATCnuaVLRHneKu7WxaNzGbOrR4RsYVixLsoWLLgtsWLEsBGAY",
-	"91XDn+NULvO7pDAWegb060JS7N1nN6PNlNOmzL5KGgDP5EUiCAsydYlnMMJe6rZmfxRf6DAyMx9gWkPR",
-	"5RCjrI9wdGiL9DXT2M0Ambc9p/plq4KBchuHr5ygj3xBOVmwypvKi6Pa0Qsrj2confIMHvl51XCj6jTp",
-	"jzGlBZmA6C1Sb4qR/KwAw88MLluwE0oyor1i9u5D2iNj5VqD01rtyZqT51uGFDQpr4dhTsDBeAkswKbp",
-	"L2snm4ZP4D3ONag3L52+fvil1Xb+CBXq52UmTJrNo/YRzedELt2mZpeSUDWT4LsmG4h/kcJAviZTFTcr",
-	"iY/+M2bbq62HX8D4zjbiRO01jNKmZIZB74AmNnk+63lx9XsYNX5yFHF1GPd59dAo4PdrGHry9NMXYacr",
-	"H3DoWHsYOzJXguyNwbUSGJx08PpLUd5uD5AM2sOB4BQWs6ViPgmdemt+PtyM8/feQzzx+FtGXbt3lZ+2",
-	"Mip/YKM4p20E80hpoH9EJMy1qIoz1+IHjwBLwI3Yjal0yMfU3kxCAWWoEdoTrC1C/cj2UXtjxB4mHGOb",
-	"LpsZ5nRVI4uGHAMt5o2pJNzISSMmQ3TKBVIsFKTTcHqXTI967F70PuQvay9hVNTPMGYG+aaEu4kNm1eb",
-	"5QfZm5k2hM7SR45XL0S6//zMHMUlApfiKLXvw1EsSN+bo7x8+KWk9+G/GAuKte+UBf2kkGpToXsgFprN",
-	"mdLMT3Ne0XzbnSnFhdoPaGg7CendFLe4+lut01/RTVtxEKsc7mbzAIrHixs0lBrOVgVuGsq1fCgNme3/",
-	"smm09dBeqXFXI5Bm+Af4mL0CrcSDSYKB5XTPxG9ybQcKWE7XCGQyxYQfg77fl/f8tfq49V/xXMUc6uUT",
-	"FpojytK/7VuwjfCPv6Gb6P5pGYCT2rnuwruxhfc04Qo7C+X00sDvgqSuknTDbWxfxPhvLhn/MnQ2VPxF",
-	"jJ0TLwyxcCRuR+I6Dip3t9F+WH1sr99B7brQBnUnBGPqizlVabpBct1m6idGx+lZ7BWbiTCwpXlDPqVa",
-	"wSh5dwSCg6RGATaLQCXVkMLqA7iuIXeNA9FLlgHAgGVdgwpOa7VHq9BrxBiDFTfMHsEBsU2e07uvQEiw",
-	"yeGHOxrauKgnI+Gn16jzCbLfWZ9O291sZBoecHGXosMP7fqptGtETCDwB/b1xGs8U6N3TzYjbdrsZj5j",
-	"3QrKMA96lzK9UZqcBf8JJ6PkrgxF5tk0HutTnotbV4uY+QV7/FAJWgDTZzbXKgwsBrGJa2KZrHXI3WI9",
-	"Y8T7cctSOIh7bQPyMuQN6dV26Cl+Ju6TaeBvGBAqNjLTK3LI8c5SdejBKH/bwAgOktorFzwTGtxRBDvy",
-	"K5f4/O/FsE6fcPJ8XvgGvhUjN1MO5X6wrSdiW+4AVqkfkykzjaPN5h+YU0gJ6LA0T5N/BzeALOkE2NNo",
-	"X6keseFFd2uRNaA23e+9m9ch3+Ts+e0QuclUvnCheptfkQ9G/c+wl9PsEg+Ea2UVLs1GYI6Kjexm8CBH",
-	"L3Fnho1RrLRvhybS+tVHRfdXjY5gkOslx1SmzdKQGzBsI1zlbsE+qcGc8UhTdQaCh0u0hmZEzfBVLaTL",
-	"D3kuv/pqkO0URgVX5hih7e5ZFpHGS6Qx7L9YSIEheaGMpBRSq8N9YnWupcbzyNRct7TvHKXLd/PaHKk7",
-	"g5nBjXwjQi3wC/QQC5eI9W8na0/LgLV+C/lfLKenTGlMhc02+eSB7Shpr75b67hWzHI2Senjbzbn63mc",
-	"dvk7wvbz2smd9ecOrug7Oe3kdpcdXuL8w2e30WeHKI32q/XP+ZTrxG+Xy9q0F4pgUpiWhIUbReuuoW9X",
-	"rr4e+U7EcUiJxHw2OuRGIbbxMxFxmzZmL5eiX3Ndx9RMMn5jlKU0jJ1czDjkLl4eGgtZz+jcBcgfLYTX",
-	"Ka4grO2559zdejvmvdgY7VPR5nMJ4r8muJ20l/wR2X524ajYn0leackY9g7y8Nglg2/2w7kGIu4+iuRW",
-	"2pkIA5W7iPUAEzZtfO0QIh5SpYZ8hLejjrCoUUbU5dsSsDmxh0fwTkgfjS1M475hYahyOTVvhjyZ1Awi",
-	"wgDiG2yB6AKuhCxUabFQtsqZ8enZkMdcSTsHn10AduaK7Cu2gg6vqDuQVEtGA6ChonczKqld/5AnwRaJ",
-	"l3gceu4GKBubMMObbVRuuwxwODHulLJTDzkyVfVMXDB35+cjmaC7w/fvywVXLhn+2/DBWKjamESMrz/Y",
-	"4hOxRXfsMV/EFHxL0FxkmNLeTNFwss0s8elpNkei6277HYnWQP/3Jdm/PoxYhmLddek/KPaJKLavxcIm",
-	"uBqRrM6K8mb3JVdbVLKZXrs8XDoPoW1gaebNtOe0ATQ9I7zAUjLSOlthY8X9RFI1y7T6BbwPHxMSOIzc",
-	"tfujRGshQ85FVSwsp3rKHIVifpK/LtxwlJW7wUfekK8oBrt4Lezt/z94zKN4jMOSHyzmqWIXVNtyejZh",
-	"NPDAlrK5olHMwk/DgGpfXvNFMF6Ne1kWsxt3O73NXuBLoESGjEqIOBpS6L00Zk9Oe4nziKwWQ4Y8U5Mb",
-	"KQojLMyl1fTrETCuNCXBM/EQ/Lbe7jXrjd+uP3ZbHctIHmFN9Kii+mN6+cTf1N+Zv4d2S9x+/eaPH5T8",
-	"JJSMW59I2TSGM1khmhlRmMFirwSK7zzYh6zxqp3NJN3v995VpxGRAQ3e2NDiSrjuvNXoWectBu7OgGI9",
-	"daPTd+J+yJlKb/lx4SnX2RRal67v6RkM2v2Eh52BdG1cFUjrhzkbctcwFKxnyIzE5vTMWD6K+pJieZKi",
-	"XB9BPbNXPuFmq8Z0yLH7Jg1QMTFKiMusSppyvgFsk+Eut+Ywwqrw0RkQ0EROqbY+YuyTaM5kzHCsjfHO",
-	"Z2NQ1242VF42TL4bi8LWsH/zgEy2S28Bd/p1RrLXRyly9yPM+TcIc76j2p8V3f2VBlfsTfWUa6xkdzkC",
-	"+3I029tjSx43uaEK6GRCfQ3Etth6Y9vkp5oHplggI3OXrTknKbKiIT94WXuxohEceqBEJgtdZd9ImgkY",
-	"eXlmuUjql53RMNjkkHUMk0lrLzr37JAn/tmjIa+DuyTOqXwxwwNJq67vgGGoSbTZiHDB6RH0zGtou8Ut",
-	"UYI4CP2chtouipMB6oe59Shzy53sjzD1pkiT2Z5YvWLzOQ0Y0TRcwkHKELyYD1hVx9Lu3rGnNZNme9VJ",
-	"HLpe4U8pRKuMxpy64HDwsnYy5KPzXrNhyLLeTkgWjmHUb2IeaPqda+E7J/7MmI/1y9bhWcK3h9zomspe",
-	"j5K2bImtgSNoZyJiSpOlK/fWM7p0yWqYU54NabkQ3LPacXt5eXp4PknWVXxIPxjQvgbjhvsif1iNT2M1",
-	"Jn6XNEy9wiuYMyxzh7Ev+0IrbbklTMQxo98YWdYhO0qb+KIJqWfMlZDMydK6qDxgHAhfDvHcDOQ+0XGa",
-	"LV6wFSlX0RK7qeMC95AZ9s2XWJQDLa2G3HWhNLYqJbYXWLIztmPXT8r1MFOjjA87vuwJ7e8hj13m+OD3",
-	"4FJe7MFuda4ve9331sbbyZCzDS3/rVSmp6tNyXf73MCwbGzkR13K00fCiNRYJ5sEoA5I5vY3dO/YdGXH",
-	"HsoqWHHrRboxy7VHSVA1vOcsrZmL8w4V5LtgJqONjmAkbkbA1JCjY8jeqGZYTXI3hsET29lvhT88tsol",
-	"uQHlORuUrV6zsoEibKu7f8W2ZHibiT1yf0aDCLl80rNToaYcN2dMDzXne0iRqwDz0prvanp1x19XFrXS",
-	"bv9ZmqSs3Jfwr9cxpOiWlgcah9iz/Z9UCrXazEC55sy5Drj2Qs//3WjWGzlWHV/1UoJejr+5JrP3x0Zj",
-	"RdTalpOpXEa1uyFCC3AVVGmWuctUtBncVIIfUiJp4IESmNOAl8EoOIhjEXd0PBPiBhTlAZWHoCg1+iZa",
-	"uo9W+vDyh3WtL/3abN6uksHt0woibyD2hdHmElpPLwjJa11lqR87lP87GrMbrlIqFoi4i9a75tDvh5b4",
-	"RNznMjI6omEzVctmaOBofUyMWs61gPhKmmKek+mKjlSQ7Yf++2eDvO6dbzFRZHufGTHlvo41zuxXYpz7",
-	"7GbNfJOqC/ef7/9/AAAA//8=",
+	"7H3rchq71uCrqDhfVfB8bRvndk7smh/EkIRsB/sAzp49m4wR3QIUNxJbEnbYKVfNQ8wTzpN8tZakvtFg",
+	"IHZ2zvnyJzHQLS1JS+t++VoJ5XQmBRNGV46/ViaMRkzhnx1m1KI+MkzBp4jpUPGZ4VJUjitdFkoRaWIk",
+	"uaXckCEbScWIgle4GB9Ugopif8y5YlHl2Kg5Cyo6nLAphaFGUk2pqRxXuDDPnlaCypQLPp1PK8e1oGIW",
+	"M2Z/YmOmKnd3d0FlRhWdMuPgeo1ztaJlqM5FvCDcsKkmt9xMCCV6SuOYKcIjUjUTRmaK3XA512RGx+yJ",
+	"JoJ9MX68PYCawzh/zJlaVIKKoFOAZegnzC7iPxQbVY4rfztM9+/Q/qoPW1EFwH4ntXmr5HzWii6omcBb",
+	"OPwMPiSjT9Kn1u7aBhO+l8O1U32G3791kjM+5WZ57y/omBHN/2SkGrERnceGHNVqK/c0xlHWYwX9YrHi",
+	"Ra2WwZGjEhwJKm0ZsbVrF/jAty3+Dt7WMyk0s5hIow77Y8407kcohWEC/6SzWcxDCltz+FnD/nzdcJ6m",
+	"UtJhfX5/exO4XjgZiSTTREhDptSEEwKIDZMrGhpSHXSa/7xsdntXrfbH+lmrMdg7qNwFlVMpRjEPvxuk",
+	"Ws5VCFdMG2oYkYrA1dNcihR8GsfylpgJ1yScUDFmCGlbmjdyLqLvAymNIsW0ZlECcwof+8K1QZh6Un6g",
+	"YuFOWz8+aB3YNLwkLIIzrfeaV2etD61eszHYO7GEllAgzgTp9D4SaqItXYZbV6Tk+wkpLwPIPX2YIfoI",
+	"1aWgczORiv/JvsOBfOBaczEGbJmLayFvBaHRlAti5DUTpDq4bNcve++a7V7rtI5bgadzKdiXGQvN9wCx",
+	"y9QNU/uaR4xYMld98eULGbTavWanXT8bBASg/FhvndVfnzUTCGdKhkxrOoxZUxhuFo8P6q8sjveBrLKI",
+	"DOeGKDaaA6IPF4QSNY8ZqbKD8QGZKTlMLgL+oAHqO08bEYfqxrDpzIIaRRymoPGFkjOmDAdyOKKxZkFl",
+	"lvnqa4Xatyyzvo++BhUmIhbVTY4dRNSwfcOnrJIQfm0UF2N8AdZ+KiO2zJBaYqSoNmoemrliBJ8kYUy1",
+	"JtVmp3Pe2QsAz86a9W7zqvm/LlqdZgPuzQxgVjDC//m9vv+/P8E/tf1XV5++1oKXz+7+owyMLA/faKGW",
+	"E2/0aMyoZs2ZDCdFLvnyeWU9Xww819toIjk3oZyW7GTnst1utd+S2wmPGXIbhInE/IbpE/hCkNPzDxdn",
+	"zV6zERDc3IC4LQ3Iab192jw7gz+7lxfNTrfZaDZg6zvNj+e/3L/pT1dsumIh4zPT4GPHgAsX9V19/+mL",
+	"l0SOEGQBGxcDGQNCD/eWhiGbAXkdSWWZkMPWIkC1/Vd0f/Tp68vn5YBopoGv7XpG2lBltkH7u6wQ83si",
+	"1WUQJUjFnRxw2cnSA/+UzCCHn1loAKj6POKmKYxabHvjQ7v/xeP4dUINmdDZjAkWBQQJDwB5wATQxIB8",
+	"lsODkIqQxQdW+DtjYgzi3MvnJXtOQyNL9JI2nTJ/4hnOgTe9X9ELbdi0X8ETp3Mjp9TwkFiQdWHao6f/",
+	"KJt3C+JEYQ83vX0RM5THevVuW2l16aAek/RsQz0Uo45rZfew9vT5fejrdwn31h9s4PEoGbgMSU+pdvAV",
+	"6Afd/7O2/+pT+ufVwf46+g0DdZAqbIntYQLBuh1ycAK/+sKNZ1dLCs8yaZiyqVSLX4brqUqt/FWt6biE",
+	"mp9OWHjNFIn4aBQQzceCxkTgvVGk+88zyykDQg2ZSm3Ic/ILf124G89rr16WEcJQKrYDrBaIZVB7TE25",
+	"oAZEQg/ofDpkKiA1wkdESMEAsq0MCkgDzVzfd2gfmYp4aLr24bugAtf8gy7Z0ItLAr8VIdlg4bc0ju2Q",
+	"W71YuEEOCZOF+YNIQE4mymBUBheTA0ixpvS2AeLAduARMwHA/V65aLYbrfbbSuDFhEpQuah3u81GJai8",
+	"qbfOmo3MaA5XgsqXfRhg/4YqQD2NIzER2R87cyHsXxcUVDMYifKYRZVPd0GlwUDwUIsElIIhwgJEqqDB",
+	"LRjwedAkYhaNgfHMpNZ8GC+sDBMRIwkF7VnPp0ztBaTRPGt9bHaaDVLNvoi/1BukOqY3jMxnJ0QzUHMj",
+	"CwzaOZa3JBkM/65vvxNurbgFDUb9BsxAUBbh/bw5vzXvGI3NBPijFIzEMqQxiZLBSLUhLWWgbCpFQNRc",
+	"AAIRPqVjYNDzaMxIRA0dUs0CEnF9jevOk0TLyErksYlUoFLPYipQzXFCALBqK5wb9sWcECFBi1XMLDHk",
+	"MmaCem5sJrgV7rehlDGjAjkYtQJtlj/Q/T8//e7ZwvEavlC4ZjhWOl/ZFWkwDU+vwMyetdOM+HiucAec",
+	"bYR6LVcz44RRhrKRxWFuNJFDDXpnROzsZeh29bHZab0Bvbh13q4ElWYb9E/EvE695W5mo9W1326FiB+Z",
+	"4iOnnMLIKLEhSirK3U1tcG2/RQy1HzLGsS146kiqsEwLYTfy2iod9u5qwoU2jEaA0KjbAp9Awy8qdd2r",
+	"+mmv9bF5kJ5sBjNSeWUdE+jYp4qo4F4OHKylqABbs9sGRIxGMRfMGdlXW99HSk6JkLekitgB6q0Mr/ec",
+	"Xeh2wp1xEHDpiSaKTe1x9YXbQKoYMfSaCTKk4TWpooFxDmQSEC+UcwH6EU00I71HqIhgzL5ABOUayAAe",
+	"/AGpDzUT5hhusF/CAak7MeJl7fk/ajVS/TuJ6ELvHfRFKbv0Nl/7+H2q00McYtnhWZPKlqKgE+vuNdUg",
+	"z/0GiT8j2d0nkhUFBcvt1zH55mqDygcaTrhg+4rRCE7cm1RAiSOn5+03Z63THmAEoNyYCaZ4SJ7XXpHb",
+	"CROAFFOpGNEzFgIxwfcIWr2YzpKzgvm6ElQKRr9KUGmf967enF+24e93593e1dvO+eXFVfbr9nmjmfvi",
+	"/fnr3Ofmx2a7l3+l/qF51av/0gTy2Wl+bHVb5+2rbq9+1qwElW6v3mte+XX6GZwNw3+sn3Wa9cZvV+/P",
+	"W2389vRd8/SXK1hTq5P5otW+uuicv+00u11YQrPe6b1u1nvJZDkClgH+9LLTabZ77ptes/Oh1a6f5VaD",
+	"cgaAc1VvNNwE7i/8vX52dv6rBSVdy0X9t7PzeuOqd35+dVbvvIU5szbnSlDxBk57IN6+uSEjcYSwJW5o",
+	"zIFzWLsyEwbYCvKSxOyfcZxlvmvLiGU+vpfDzKfmDRMm+zCdsh7QNViGczt0DY0B+5E5J94QO7DlLX6a",
+	"egwovngvucDvUPDt+HvkPrfEhZJjxTRI1e8YVWbIqPGTnCF9rYeG37AE2tO5UkwY+9npNnEGehTwAIS6",
+	"NcXCwdm/2tLU41je2ulT2C/oIpY06kl5RtUYZupQw86s2wDOTIDUg5NcCnpDeQwXF1l0ssfbkjnFqNnO",
+	"SLu1icJLbeuehCP2NopTYFRbe5aBNlrU2MVoF0tzSmc0dJb8AqkEjvdZDi0tvJ3ImBHYBTKlCxCrQbmW",
+	"ImQBoaGSWqOMByvR5eqs54qWyN8PmW6JNzEfT0rMohYzyYTF6AhAWg1n88QBAPJEAGI6IDu6DeZCMTpj",
+	"ESgNIHOF8Txi0Q5693wW0W8xdOY95U4czx1EcfWZIy5jdskdOEWk3vImbIOlRXT5liMuV0tyM6xd7Bnf",
+	"WiJNdh4/YYTFfStP6csdrq5lXzqq1VLcoErRxepj1uvXcYnotOVKsle+zG3tXNToUkeXNAg0Q7QUSLHe",
+	"wrMRnXjAgy9g/lpML4uWqZPXrbetdo9wK+KTiIV8SmNirx/KZF/odBbDUM+fFpwiR/uvPv1e238F6vPR",
+	"P8rNqu/l8BcuSqbuXr7+0OqCeAXbO9egrUh1fUBQOoLvvE6872IeWEQ0i0f7IfBeMgQ+3xdGoiED6NYJ",
+	"klA9H045+jvIhGY/9hYzRga/NE+bVzjFAPUYSoZzHpt9LvpiSgUfMW0C/IUbAAItHhF+odhMKoAi5teg",
+	"sS+INBOm0GuBqowXX9OleWFvQxGpmwDrRQzk0+/lcMnm9s/L5iXKZKnJLfG/pVa3oJJ43jYE4Z+o/OUM",
+	"cKcSEMBkbXBB5RTdNF7ZBzkJNIaW1nPrgd/iPn52LxcdB6XOF/9wE7mT3kYG2dyVUSSv3pGWQFoGR9md",
+	"8/uymxHAmDij/68D2s/TS9+ARayEp5cbuSAd8BFDm5/zocFKraaG5il864T4AK9nL0GjPyITOVd7qceg",
+	"qOpvp+i/LJUd3sNVfC+Hu8Uf7CogJiJzS5RZ/t/JWxJLMSaU2CsJ5IBow+MYwyI1WvPgfxuvM6ThtRyN",
+	"TkjN6sRhTPkUht/BdRCCGNeQgu2wLHy3J431uWz78vYKQOgUnxKeC1RWDoHY5un3E03cW9aUgLbHckve",
+	"iAuuJ9tBlI65g+z/mC7Xa8cv1194y1bvgkpMxXjujEHrXjnzz+E72uTMPLtEvGwalVKKQvhyx1sjy27W",
+	"hWIazt6GnDg2d0IEG1NQqVF5yikp3tljVZXS+1TiI3U8f9PDmdIvLgxKr7843xyLM5tQfe+hXuBD8LSU",
+	"8b0PwzPwrOJSlSqtZ/KWKdBONRlxpQ2QKa5d4Mx6vfQoR8H3j2q1Bwl0sR5NtsF9sCISvJBQkPu3upt9",
+	"NvduD+HY9G18+gH0Wx/IgzTAneoSVIUl5khZhh7kkNvvY5Zr5LhABi2CPM/MI30hyChlBaXyj2PZjcQh",
+	"uD3jLiEN53HEtLEoitHlm2ijPnqxqIsWVVGk1ffim5dF3PkxvVMQmo3l1oLO9ERuHXRmg9jSebd598aG",
+	"NmwYAVGGpyma6LVnv4Ot4bMcbm5lyB5FerAvyg42m+qBIMXx+ahy/Pv95PhT0Y9uHV3E2QmAn2I+yUHZ",
+	"Tq3ZH7Wl+77uXPDoeQONHRRkjYEI3Cw74l1A7zJSvqaakcvOWYqV6B60rmXCRDSTXJgAhdeZkkNnDMio",
+	"Zy+OnpaJedtLhlHBYb7uKHLOdXhXUS4aztFYN2UhhyA8eO+3TwnyrsljK4MnyRMyJrOYCusQ1amPM+s4",
+	"9Y5n9JZSEXnnJ0iviRMW1lr0b663j+PGb4TqyoZw7CiFoj+jxA4UKhYxYTiN0WwyZEwQjtq8zZpKtcBb",
+	"iuYamyu1LIrb7ckan7dULra1/G8sT20hIX2DV0A5P1JpLMrmYcK1lXb99SbEpy9ePrYNPjGHOLOzE1Ly",
+	"pnkLamYnCxc93agEK5cClQuolNySjaQOtZNBfyXBPJ/ZEcjEmFlV76FBuISCHloY/wwImilZROiYcqEN",
+	"sbmHcshsesVG5HSnC75s4NnWdLTdJdzmYm2NwRs7P9Zg4X048i0Gy2L2qb1DKbkMiJ7IW4Ha6kbR5d9o",
+	"4NyMhZTe6Z0MnDjcbuL9PCpLIm2z20S2T+2JR7Xa5oJ+mrdwv6yPt1RvCsbTzaFoy4hZE34OiKdlYukW",
+	"52ZzXoSpr1SOyiF/Ufs2RenFfS47h0EF6JINdqkQa5DoXSICbSEPn+eDIgOi2YwqapgNjMuFWpbFqbrA",
+	"V/d5o+3JhN7mdujZ0+WTnfigkPqY7RDkbQ11SWRJmYDbTQVOz4lQGUlmPiHUqiouWJ4smDnYWC7FAOHu",
+	"aqK9FngpQMgukzYT6AhVisP5gWTOBZGjEYryI8PUB70qbNP64ZLI01I/LmpImnLvyIvc04QbzeKRy3vU",
+	"k7nB3IJI3ooVEq2Lgf7IVLnXuK7tlnu4Tgjg/sIXRIAjwcuYrnoj3o+86/VcL7avl5C/me4YlhYS5PG/",
+	"ZGNXX9ZdlHp8cUu9Xm0dOuCnWQ37jkED24SZfnNc0QPLSCXS+JrQ17OMR6FgH3a/kGu2cLH74Wx29PeA",
+	"fKY3FP6fLcxEimcBoera6IBMF/qP+ATuYMRCHlmtmoCwVrR2ZWLy//PgCmPynx2VG6/atCxH9d18SgWm",
+	"MQVkLvgfc+apCjeaXHMRkWqMBu6QarZXMj8mjNn/HQRHT/++AoSEvW/JsATLRjGoOdA8Ql2sv00GsLkz",
+	"1jYBoNuIiM9ySDA5mtRPS3IucLxN1QTLFzsrA2FgdcVIGASXCq/PnBCbtUkEY5EmlMyo1iBu4NPOb1eS",
+	"nLXBBdjBiLRbEnhq/cHVwQ6PMMBh1yTwXfyQj5WMucS17uc4m5jgMilgeTPyZsbUxKD8qawSR4LpTzRx",
+	"Q58QRsMJXllg4yDB2NPShs2Wza3+GgTZqI1h3gGSR/77rAkX3g/nQ29Ozz9ctM5szM37y8Zb+Guz4JpT",
+	"OZ3x2P4MvAh5LEzhNOhyWy8Qy5Mkyom4KhIEBV9N2Bcamnjhr5oHMpzNYOn0hgIqI1EGGRyIMtw/oMqb",
+	"Ao0jvbcjXfiR6m6kD3YkWISSQ/ZYWRPp4D514lFTIArTZQ6/0e5epcFV5+1287SXftE7y/zaa31onl/2",
+	"MJGg0erAg53mm0ubFvm63rjq9uq9yy48mQm5hx9enzd+2/B0GkKnMVlSCBaa5HMvTn/r8SmTc4PB8BFX",
+	"LDQdWwoEpqRR16eNZuLIX9PotYwW6eHulB6dsajdS4AiTmMWtWblEv2MC8Ei0rogZkIN2qHhBUeu76sW",
+	"wDxmboZmeaP8uuScctUjYwok77vnbVLlaF83iwAvdJJaGWTTL11qX4BVtPYxxNGubglDY2rgjZ2Uyi1z",
+	"+sMJZgyUG7QRbzZOZ19lSaZJtkM6X3aNZXe0k0jkRZfP4oQoFkoFshK3DB6NDySW49KE0ikXyRclqGNn",
+	"2i2G77HS0zoslCLkMeug0rbtpdTAqos713B5vTlrQtY5vZlAI6/LcQXN3rb0QJTTApdGSBW+zFVOjCo3",
+	"XMZo0Nlcl/zoX1lWJ+/TJ3GrcFGFFeQAKT8i5N91V2NmyyP6pvC0LWTKLcNrVsSr5CJQ7JBlW9JlxsRs",
+	"yoTBhKcdrAjsxpep3OjgCxN2kCz8oJECbmkb7JtbxrZili1wUFK9wv1i+SpGpLLIJuXDbAjzRr6Lnbz/",
+	"tpLDZkF1pewMgdy4vBg8vFFsV37LfYDX97qWSYTmJgKuxVe3hQ8eW5cvtvEvHmDnkSWLCRkVcZtAO69P",
+	"LqFw9iJkId7gZvtNKRj5m73eWbPhE6tBFbQ3E01Hn+XQ3lxrHao6xTkg3d+6veaHKyzGRqRKq7Dlake4",
+	"wTdNUUF4bdZHd47L8DD7Ad+fvwYFsddrfrjwSdK5JO1KkE+RwcTlDed/j4Fn3kVl7XDZdOFKkM+iwV31",
+	"0OawdlluH841F0zrJ5rwKJF/ktdKjEIlRaaO11aZ6i6h/1ow0GgpRxkgnNW1fvb2HI60Ue/VX9e7zRMC",
+	"U2GlVWWSGhiY7IQVHhRzfrJqanzEMB6SJkTt3Wf1WmWO/ZgxAm1XN0uvqJCCEVaI04rCkmk4IT6Y1ZqC",
+	"vF9TipB5h8sIcLy5sZ8zU/HrXidDgDWyeczO5LiMgeJvisi5mc0zXteXWDkrCx9wAzVTzLDIa4DFUJCX",
+	"L148K6PxU/ql66trFejDfIqkII7t5twyPp4Y7VHY79wOKSZbWFkytb9KocM06BSwpPQiHvYOoO1Uwqvo",
+	"FylWy0r2OHfg6T64kOlSUp6fqsSch0mOruLiASnYpTGdypZjEeyGKUK9BTRLrOunlaDyax1NTUBUP+C/",
+	"5/hvB/453bQcw0Yj2VXxEfB+tb0Os5VPYmPhaKXF145QejSJ/rdtGZ5Hr89itcpyOsjFDVWcCkOGytaw",
+	"ROLvcmGufm313p1f9q6wUkhAer+eXzXfvGliwZCrTrN7edbrBsTWRTn/2OxcndYv6qet3m+7uje0Zfgb",
+	"q5Z5+eAeQS95dMkKMo+dKJY8kgVlnSUXQy7DueJm0YWZvElyykUPNrTklhbLTV+zkO376GD7pZXuyP4+",
+	"smd8fIDME1dj2wVQxVS6hRNjZrY8MxcjWRZdCGKlVKR+0fK0EhhzxgNA5iJiigwO6Ywf3hwd4rSHg2Nb",
+	"VALrN+igL9LwcE2qSRSaDjJORx0QX3BVMc3/ZIENjgh8KHPQFzY4M8iGBStpXM02FxC+hwVbcWgvw2Jk",
+	"NYkZoJYmVER9keKwciYrbqNxSBOEZhIC13I+xMLe2+3si0F6YIO9k0Q+so/hNNYzkgKbo6OO0Rz0RV/8",
+	"7W/kVAqQCbkUui/+R5oAr0l1YA2Sg4AMMnGE8BFJC/yRptTAJ6dNDIK+IGSQVLqGnxxZgj9dedPBHkKV",
+	"T7HXtoA/VuQiZLCcVD84ACh7ICfg6503p+TZs2evkvcx0AkQxpflsyXASPWyd7p3QiIX/YRvwxyOhWrC",
+	"BZnyOOYup9cFxwsy+KAHRM9HI/4F57bnZP2mNi3/Xa93QSzvJLN4rsngax/dKv1KQPr+PtoPjoT2K3eD",
+	"E5ge0RFXcnlx0excddv1X5p4hjHHHH8urLwnZ07VeqJJ5rY4vIGhkiewpgqNtSRU6FumyPNajSw1QQjI",
+	"89oRWaofj2f3/Okrkq+wT6q4H5m6+bbwWb7S+2Gu0Dtu14e5cRtuzSm2hITz8Etl1TV6DV8NrIF3EBTt",
+	"1QBSYrK2B4NW7BBl+8wleaIx4AEnRqf9DWe3mlwzNivUGawOsvHXgJYYFAJIOaPKIBrhpuYj6kh1YP84",
+	"sGFEg4BEzIZsJYiXDzgjdMxwT5N6Cb6I5I31RdusiUzo0d4x6VcsSbKZnC4KrF+xJISQvi+5iD/7UC74",
+	"XTEylGZC2JeZYljW027GGddOmoJ9VSwiIhMXiSDM6NgFnpEBtlmwFSEGvtfLAGauYlhDWd+YQdZGOHDZ",
+	"HoYbrJWBxNueU/2iVUFHufXDV47QRj5jgs545bjy7KB28Mzy4wlypzyBR3q+D9Rof5xUXxmzkkhAtBbp",
+	"43IkPynB8BPAZQt2cpOAtVdg796lFVgKHU+e1moP1rcgX5CmpH9BPY5zDI4MF4RH2E/hee1o1fAJvIe5",
+	"3hXw0tNX979U7PSBUKF8vsmESR8KlD7m0ylVC7ep2aUkt5orEroSLoh/c42OfEPH2pfC8Uf/CaPt9drD",
+	"LyF8JytxovaKDNKSd0Cgt0ATGzyftby4hEb0Gj84irh8jru8eAgC+N0Shh49/PRl2OnSBxw61u7Hjky3",
+	"oJ0xuLYBBif14f5SlLfbQ2gG7UlVCkZmk4XmIY2deAs/763G+bvgPpp4+DUjrt25VFibYZU/sIGPaRuQ",
+	"6Vwbwv6Y0zhXAM1HrvkHDwjmxAPb9be0L4bMNi1iBHkoMO0R5iihfGSr9B0D28OAYywCZyPDnKwKvKgv",
+	"0NECb4wVxSKrwCZjNMpFSs40SacR7DaZHuXYne57XzyvPSeDsmqZnhjkS15uxzZsXG2WHmSbtq1wnaWP",
+	"HBZ7pd19emSK4gKBN6Iote9DUSxI35uiPL//paSy5r8YCfLSd0qCnmi8tSnTrcqZ4VOuDQ/TmFdU37Yn",
+	"Sj5z/R4JbSsmvZ3g5tPh9fL9K2vC551Ym+FuNg6gfDxfsWKj4WxW4KqhXA2MjSGzBXFWjbbs2tto3KIH",
+	"Eoa/h47Z7ogbPJgEGFhK90j0JleHoYTknANDpmMM+AH0/b6056+Vx639SuQy5lAuH/EYjih7/20hh3UX",
+	"//ArmonuHpYAOK6dq129HVl4yxKqsDVTTvuJfhckdZmkKxo1fpbDH5wz/mXoDLf4sxw6I14cY+KIr8/i",
+	"6llq1/ZsN6w+tJ25ULou1UHdCZEhC+WU6TTcIOnEm9qJ0XB64q1iExlHNjWvL8bMaDJI3h0QKYhiIADD",
+	"IlBIhatQfADX1ReuLCVayTIAAFjWNKjJ01rtm0XopcvowfLl2AekSm0J8bQtHpGK2ODwvS0VbVzUg13h",
+	"h5eo8wGy31meTuv/rCQaAXbISNDhp3T9UNI1IiahxLYMwQ6/qdK7I5lRNmx2NZ2xZgUNxIPdpkRvkAZn",
+	"kf8kR4OkjY6m02wYj7UpT+WNy0XM/IJFj5giRhJuTmysVRxZDOIjV9UzWWtfuMUGoMSHviAuqfpK7gRp",
+	"GdKGtOslWoofifpk2kMAAULBRmWKZ/YFtjPWewEZ5HtZDEg1yb1yzjNpiDuKaEt65QKf/70I1tMHnDwf",
+	"F76Cbnnk5tqh3E+y9UBkyx1A8fZjMGWmLDlsfhVOIb1AexvTNPUjmAHUhkaAHZX2QvaIdS+6hmZWgVrV",
+	"+n87q0O+6tvj6yFqlar8wbnqbXxF3hn130NfTqNLAiJdSax4ARuBMSrWs5vBg9x98ZUZVnqx0rodhipr",
+	"Vx+UtbYbHJBevjK5zpRZ6gtUdzTBRkMoBgyW62INSNXXMLfVy9Oozb/3BVYtPyFSxAtUnCZUT3AWIxWL",
+	"DkjLAMMnQ4al8Gx1p8e0yxeddE/JoKShEzB918Jdzg32p8ewgdlMSXTpSw2cViqj93bx9bmSHI/Dk3NV",
+	"276zly9fDWy1p++ETFzzuwzyGYlfoIVZukCufzte/XQTsFxqOh3GrIm5rn81nx9zbTCUNls1FYmDnjPb",
+	"VXOpYls5yVrF5Q+/2pixxzH65TvY7Wb1U1vL321c0Xcy+qn1Jj/sD//T5rfS5ocojfqvte+FTJjE7peL",
+	"+rTtbjCozCjK45WseVvXuUt3X/acJ+w8ZlQJX0+X3Tr/m5wLG3ZmW5+xL7mqZXqiuLgGYSt1gyc9X/vC",
+	"+dtj0LDNhE2dg/2bmfDyjStxiwfuOdf5ccu4Gevjfai7+ViM+K9xjiflKX96xh+dOWr+ZxKXuqEPfAt+",
+	"eOiCyVfb8VwBEtfgI2l4PZFxpHM9nqsY8Gn9c3tkLmKmdV8MsPHyAJMi1Zy5eF1KbEzt3gF5I1WIyhqG",
+	"gV/zONa5mJzjvkgmhUFkHBHfHBt0gWWqhCRUGznTNkuai/FJ0kiZG2cgtAvAyl5z+4rNwMMGilXFjOIs",
+	"IizW7HbCFLPr74vEWWNLje8Frj+Z9W3A8LCN2m0XAIcT405pO3VfIFHVj0QFcx1pv5EIuvbgPy4VLPQv",
+	"/2HooGeq1qfh8fUnWXwgsuiO3dNFDOG3F1rIDFHamSgCJVvvQnUGkCyRKadGJ04PHSLtwaY9U7roCycJ",
+	"kV/RK1LoJD8o6XaARg2d6YvQF9VBobXCwBewsLiX7XNw7CsVYglAplOC7jrEZ8miJZbBup4LU9tb4f//",
+	"3/9nE0G47osREyFQT0piChqd9QhL5akj5kxR40ii97vsBbhtn+WQjCXTfYEDO30djeqZLrxOr3dkmESS",
+	"adI+7zk51chbqqK+GGR64QwQRv8iLtX7vv29PLHZCcAAUPRmEewtKjW4wVd+ywd79sCQZSQHYfN6kPul",
+	"zeRwY62fRrvec7hvC9zCA+LLtxKaNr6wmu8YBlJsFtMQdgMGTGaqyilHLmMkcCB54yZ3v+89Ek/JsZBl",
+	"t9SWTAVW/gOzFADvR2coDmN+MpQHYihdI2c2fhuIuT4pCwsv2tJTArArn7HZVKsZzbmIF4SOrHEMyDZA",
+	"lKlLaz3HZkJFiYoPYmY2tczKqSPF9CRT45o0AQakQ4IMmm2kh4NE3KbAHPblzNLthwzOKSc06N6+gqFa",
+	"HUtq3jXrnd7rZr3ntfq+KEi025jbcLU/sDz718fobEB9HJb8JD4P5bRjxtaR4CPOooDYHE6XLY3pJ6n/",
+	"W+9Kaz5LLvZ9EddyctMS6IuzYTtiQRhVMWeKzAVaANDsDvp6Tuz2AXRWcKR9kUlGn2tGBpiRzvbTrweE",
+	"C20YjaztcSijBdYMdsQVG4T3xcBknIDaGRARhieaxL778WrvoGtp/IjyUP2s06w3frt6f95qW1r1DZp2",
+	"h2lm3qeNXX48e2OhSfadI06PRYvyvcrXRN8s9+/5SZYehCzh1iciQ+pJHRUowIRqjEOzDcJ855JdaBQ2",
+	"3lpNn7rdzpv98ZyqiEXH1utfcJqfthod60JB9/kJYVgVodHuOtmlL7hOe345ndDVJyatC1e9+IT0zroJ",
+	"QT4hyhVj1kRZa+hJX7iyv8TaZ2EkPmUnREiiWagYJhlqJswBqWf2KqQCtmrI+gJr6DIMgaAgUbn4yKS0",
+	"7jHBYjc23R2EM6ztMDghlBiqxsxYFROrncKZDDmOtTLq4NFI4ZWbDSWxFZNvRwyxwPMP7hbN1touoU6/",
+	"Tmi2mZymtz+DDX6AYIM3zISTsk6AqYsTadM+EwbrUbhInV0pmq3Qs8aUiOY0Nhqx0Hgr17GVdFIxCgiA",
+	"JWSu9aJzVSAp6ovq89qzguyxFxAtM7kkOvtGUhIE+OWJpSKpd2TC4miVW8QRTK6sWuycJH2ReEkO+qJO",
+	"XMtIJ796gkcU23fVQ4CgJjEfaCEU7IB04DVURH1ho8iHgjym1rmNiAZA/dQdv0l3dCf7M1hklb8XtseL",
+	"V3w6ZRGnhsULUk0JQuDpgBV17N3d2QO8pJ+td3z4AJICfUohKhIaOHUpSPV57agvBqedZgOuZf0subLk",
+	"kAy6TYzmTr9zfowpDSegC9cvWnsnCd3uC5A1tTOVJ4WXvDZwQM4yfmlt6MIVbUDzO8NWmZgZknUsO0d4",
+	"9D0s6NuRHTyfJPbRH9JPArSrwrii6+tPrfFhtMbEiJT62wq0gjvFMncYu5Iv1NIWq2lWU6ALEZQsa10e",
+	"pKW4UYU0E+4SwaZ0Ye1tAeGCULHo47kB5CE1Plge2+TNtctL8zZ3X6Yi5kC+xQJT60jL6L5wtWRBV2XU",
+	"VvRLdsbW3XuiXSVCPcgY5H3LNtS/+8Lb//HB7+Tns+b4VvvqonP+1up4Wylytiztv5XI9HAZZvmavSsI",
+	"lnX0/Mwue3iHH1UGs90Tb1qVZno4onnHBiE48rCpgOULqLKVseYdRqN9oD0naearj/7VJF/LNhltcEAG",
+	"8npg4yxorJmN5wBSk3S4ATyx9TkL9OFbc9WSPkaPWWaw2CxpxY2wBSv/FYsLYk8ie+ThhEVzpPJJ5V2N",
+	"krIvsZoeas72kCJXCeallRv20wY8f11yY6FpxqOUOip0PfnXq/tT1mvpnvI/9mz/OyU0FkuSaFdiPVfH",
+	"2rbl/Z+NZr2RI9W+YdMG9+XwqysVfXcIEiui1rrI6MQtafu8GElcHmSa6+ED1TA+jSkSxowqFgVESwzQ",
+	"wJZOmlS9L+KWDSdSXhPNRMTUHtGMgbyJmu43C33YwmVZ6ku/hs3bljO4fSog8orLPgNpLrnraZufvNS1",
+	"6e3HPgP/jsrsioZo5QwRd9Fa1xz6/ZQSH4j6XCRxnvuWzLDI3XWMUeXCSOIbS5XTnExvA7wF2a4Gv38C",
+	"5HXvfPWXIlvBENiU+9pLnNmv5DD32c2a+SYVF+4+3f1XAAAA//8=",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

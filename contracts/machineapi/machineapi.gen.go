@@ -103,6 +103,7 @@ const (
 	ErrorCodeNodeRevoked           ErrorCode = "NODE_REVOKED"
 	ErrorCodeNotFound              ErrorCode = "NOT_FOUND"
 	ErrorCodePayloadTooLarge       ErrorCode = "PAYLOAD_TOO_LARGE"
+	ErrorCodePoolMismatch          ErrorCode = "POOL_MISMATCH"
 	ErrorCodeProtocolUnsupported   ErrorCode = "PROTOCOL_UNSUPPORTED"
 	ErrorCodeRateLimited           ErrorCode = "RATE_LIMITED"
 	ErrorCodeRequestInvalid        ErrorCode = "REQUEST_INVALID"
@@ -142,6 +143,8 @@ func (e ErrorCode) Valid() bool {
 	case ErrorCodeNotFound:
 		return true
 	case ErrorCodePayloadTooLarge:
+		return true
+	case ErrorCodePoolMismatch:
 		return true
 	case ErrorCodeProtocolUnsupported:
 		return true
@@ -604,10 +607,16 @@ type JobSubmission struct {
 	SubmissionType SubmissionType `json:"submissionType"`
 }
 
-// JoinRequest defines model for JoinRequest.
+// JoinRequest `pool` is the pool this process serves. When present and the code
+// belongs to a node of another pool, the join is refused (409
+// `POOL_MISMATCH`) and the code stays usable. `kece-node join` always
+// sends it.
 type JoinRequest struct {
-	// JoinCode The one-time code an admin issued for this node (valid 10 minutes).
+	// JoinCode The one-time code an admin issued for this node (valid 1 hour unless the admin chose otherwise, at most 7 days).
 	JoinCode string `json:"joinCode"`
+
+	// Pool A judge pool; one node process serves exactly one.
+	Pool *Pool `json:"pool,omitempty"`
 }
 
 // JoinResponse defines model for JoinResponse.
@@ -1218,9 +1227,15 @@ type ClientInterface interface {
 	// Consumes the join code and returns the node credential, which is shown
 	// exactly once (only its hash is stored). No authentication.
 	//
+	// The request names the pool the joining process serves. A code issued
+	// for a node of another pool is refused with 409 `POOL_MISMATCH` and is
+	// NOT consumed, so the right process can still use it. A code is valid
+	// for the lifetime the admin chose when issuing it (default 1 hour, at
+	// most 7 days) and only once.
+	//
 	// Errors: 400 `REQUEST_INVALID`; 401 `JOIN_CODE_INVALID` (unknown code);
-	// 410 `JOIN_CODE_EXPIRED`, `JOIN_CODE_USED`; 429 `RATE_LIMITED`;
-	// 5xx `INTERNAL`, `UNAVAILABLE`.
+	// 409 `POOL_MISMATCH`; 410 `JOIN_CODE_EXPIRED`, `JOIN_CODE_USED`;
+	// 429 `RATE_LIMITED`; 5xx `INTERNAL`, `UNAVAILABLE`.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -1232,9 +1247,15 @@ type ClientInterface interface {
 	// Consumes the join code and returns the node credential, which is shown
 	// exactly once (only its hash is stored). No authentication.
 	//
+	// The request names the pool the joining process serves. A code issued
+	// for a node of another pool is refused with 409 `POOL_MISMATCH` and is
+	// NOT consumed, so the right process can still use it. A code is valid
+	// for the lifetime the admin chose when issuing it (default 1 hour, at
+	// most 7 days) and only once.
+	//
 	// Errors: 400 `REQUEST_INVALID`; 401 `JOIN_CODE_INVALID` (unknown code);
-	// 410 `JOIN_CODE_EXPIRED`, `JOIN_CODE_USED`; 429 `RATE_LIMITED`;
-	// 5xx `INTERNAL`, `UNAVAILABLE`.
+	// 409 `POOL_MISMATCH`; 410 `JOIN_CODE_EXPIRED`, `JOIN_CODE_USED`;
+	// 429 `RATE_LIMITED`; 5xx `INTERNAL`, `UNAVAILABLE`.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -1569,9 +1590,15 @@ func (c *Client) SubmitResult(ctx context.Context, jobId JobIdPath, body SubmitR
 // Consumes the join code and returns the node credential, which is shown
 // exactly once (only its hash is stored). No authentication.
 //
+// The request names the pool the joining process serves. A code issued
+// for a node of another pool is refused with 409 `POOL_MISMATCH` and is
+// NOT consumed, so the right process can still use it. A code is valid
+// for the lifetime the admin chose when issuing it (default 1 hour, at
+// most 7 days) and only once.
+//
 // Errors: 400 `REQUEST_INVALID`; 401 `JOIN_CODE_INVALID` (unknown code);
-// 410 `JOIN_CODE_EXPIRED`, `JOIN_CODE_USED`; 429 `RATE_LIMITED`;
-// 5xx `INTERNAL`, `UNAVAILABLE`.
+// 409 `POOL_MISMATCH`; 410 `JOIN_CODE_EXPIRED`, `JOIN_CODE_USED`;
+// 429 `RATE_LIMITED`; 5xx `INTERNAL`, `UNAVAILABLE`.
 //
 // Takes any type of body and a specified content type.
 //
@@ -1593,9 +1620,15 @@ func (c *Client) JoinNodeWithBody(ctx context.Context, contentType string, body 
 // Consumes the join code and returns the node credential, which is shown
 // exactly once (only its hash is stored). No authentication.
 //
+// The request names the pool the joining process serves. A code issued
+// for a node of another pool is refused with 409 `POOL_MISMATCH` and is
+// NOT consumed, so the right process can still use it. A code is valid
+// for the lifetime the admin chose when issuing it (default 1 hour, at
+// most 7 days) and only once.
+//
 // Errors: 400 `REQUEST_INVALID`; 401 `JOIN_CODE_INVALID` (unknown code);
-// 410 `JOIN_CODE_EXPIRED`, `JOIN_CODE_USED`; 429 `RATE_LIMITED`;
-// 5xx `INTERNAL`, `UNAVAILABLE`.
+// 409 `POOL_MISMATCH`; 410 `JOIN_CODE_EXPIRED`, `JOIN_CODE_USED`;
+// 429 `RATE_LIMITED`; 5xx `INTERNAL`, `UNAVAILABLE`.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -2216,9 +2249,15 @@ type ClientWithResponsesInterface interface {
 	// Consumes the join code and returns the node credential, which is shown
 	// exactly once (only its hash is stored). No authentication.
 	//
+	// The request names the pool the joining process serves. A code issued
+	// for a node of another pool is refused with 409 `POOL_MISMATCH` and is
+	// NOT consumed, so the right process can still use it. A code is valid
+	// for the lifetime the admin chose when issuing it (default 1 hour, at
+	// most 7 days) and only once.
+	//
 	// Errors: 400 `REQUEST_INVALID`; 401 `JOIN_CODE_INVALID` (unknown code);
-	// 410 `JOIN_CODE_EXPIRED`, `JOIN_CODE_USED`; 429 `RATE_LIMITED`;
-	// 5xx `INTERNAL`, `UNAVAILABLE`.
+	// 409 `POOL_MISMATCH`; 410 `JOIN_CODE_EXPIRED`, `JOIN_CODE_USED`;
+	// 429 `RATE_LIMITED`; 5xx `INTERNAL`, `UNAVAILABLE`.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -2230,9 +2269,15 @@ type ClientWithResponsesInterface interface {
 	// Consumes the join code and returns the node credential, which is shown
 	// exactly once (only its hash is stored). No authentication.
 	//
+	// The request names the pool the joining process serves. A code issued
+	// for a node of another pool is refused with 409 `POOL_MISMATCH` and is
+	// NOT consumed, so the right process can still use it. A code is valid
+	// for the lifetime the admin chose when issuing it (default 1 hour, at
+	// most 7 days) and only once.
+	//
 	// Errors: 400 `REQUEST_INVALID`; 401 `JOIN_CODE_INVALID` (unknown code);
-	// 410 `JOIN_CODE_EXPIRED`, `JOIN_CODE_USED`; 429 `RATE_LIMITED`;
-	// 5xx `INTERNAL`, `UNAVAILABLE`.
+	// 409 `POOL_MISMATCH`; 410 `JOIN_CODE_EXPIRED`, `JOIN_CODE_USED`;
+	// 429 `RATE_LIMITED`; 5xx `INTERNAL`, `UNAVAILABLE`.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -2745,6 +2790,8 @@ type JoinNodeResponse struct {
 	JSON400 *BadRequest
 	// JSON401 the response for an HTTP 401 `application/json` response
 	JSON401 *Unauthorized
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *Error
 	// JSON410 the response for an HTTP 410 `application/json` response
 	JSON410 *Gone
 	// JSON429 the response for an HTTP 429 `application/json` response
@@ -2768,6 +2815,11 @@ func (r JoinNodeResponse) GetJSON400() *BadRequest {
 // GetJSON401 returns the response for an HTTP 401 `application/json` response
 func (r JoinNodeResponse) GetJSON401() *Unauthorized {
 	return r.JSON401
+}
+
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r JoinNodeResponse) GetJSON409() *Error {
+	return r.JSON409
 }
 
 // GetJSON410 returns the response for an HTTP 410 `application/json` response
@@ -3156,9 +3208,15 @@ func (c *ClientWithResponses) SubmitResultWithResponse(ctx context.Context, jobI
 // Consumes the join code and returns the node credential, which is shown
 // exactly once (only its hash is stored). No authentication.
 //
+// The request names the pool the joining process serves. A code issued
+// for a node of another pool is refused with 409 `POOL_MISMATCH` and is
+// NOT consumed, so the right process can still use it. A code is valid
+// for the lifetime the admin chose when issuing it (default 1 hour, at
+// most 7 days) and only once.
+//
 // Errors: 400 `REQUEST_INVALID`; 401 `JOIN_CODE_INVALID` (unknown code);
-// 410 `JOIN_CODE_EXPIRED`, `JOIN_CODE_USED`; 429 `RATE_LIMITED`;
-// 5xx `INTERNAL`, `UNAVAILABLE`.
+// 409 `POOL_MISMATCH`; 410 `JOIN_CODE_EXPIRED`, `JOIN_CODE_USED`;
+// 429 `RATE_LIMITED`; 5xx `INTERNAL`, `UNAVAILABLE`.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -3176,9 +3234,15 @@ func (c *ClientWithResponses) JoinNodeWithBodyWithResponse(ctx context.Context, 
 // Consumes the join code and returns the node credential, which is shown
 // exactly once (only its hash is stored). No authentication.
 //
+// The request names the pool the joining process serves. A code issued
+// for a node of another pool is refused with 409 `POOL_MISMATCH` and is
+// NOT consumed, so the right process can still use it. A code is valid
+// for the lifetime the admin chose when issuing it (default 1 hour, at
+// most 7 days) and only once.
+//
 // Errors: 400 `REQUEST_INVALID`; 401 `JOIN_CODE_INVALID` (unknown code);
-// 410 `JOIN_CODE_EXPIRED`, `JOIN_CODE_USED`; 429 `RATE_LIMITED`;
-// 5xx `INTERNAL`, `UNAVAILABLE`.
+// 409 `POOL_MISMATCH`; 410 `JOIN_CODE_EXPIRED`, `JOIN_CODE_USED`;
+// 429 `RATE_LIMITED`; 5xx `INTERNAL`, `UNAVAILABLE`.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -3686,6 +3750,13 @@ func ParseJoinNodeResponse(rsp *http.Response) (*JoinNodeResponse, error) {
 			return nil, err
 		}
 		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 410:
 		var dest Gone
@@ -4782,6 +4853,20 @@ func (response JoinNode401JSONResponse) VisitJoinNodeResponse(w http.ResponseWri
 	return err
 }
 
+type JoinNode409JSONResponse Error
+
+func (response JoinNode409JSONResponse) VisitJoinNodeResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type JoinNode410JSONResponse struct{ GoneJSONResponse }
 
 func (response JoinNode410JSONResponse) VisitJoinNodeResponse(w http.ResponseWriter) error {
@@ -5209,155 +5294,160 @@ func (sh *strictHandler) OpenSession(w http.ResponseWriter, r *http.Request) {
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7H1rc9s4suhfQXFP1ch7KcV2nOzErvtBkZVEiW15JHnm7B3lmhAJSUhIQCEgy5qM//upbgB8ibYlZ5I9",
-	"W7VfEovEo9HobvQLza9eKJOFFExo5R1/9eaMRizFPwdMp+v2VLMUfkVMhSlfaC6Fd+wNWShFpIiWZEW5",
-	"JhM2lSkjKXThYtbyfC9lX5Y8ZZF3rNMl8z0VzllCYaipTBOqvWOPC/380PO9hAueLBPveN/39HrBzCs2",
-	"Y6l3d3fnewua0oRpC9d7OelFl1TPN8EazRn5JCeERwABh0cLaOh7giYw7Cfo+yBw/5WyqXfs/e1Zjpdn",
-	"5q161osMPClTCykUQ3Be02jAviyZ0vArlEIzgX/SxSLmIQXQnn1SAN/XLefppqm0S99cX2omI5Fkigip",
-	"SUJ1OCd6zghMntJQk0Yw6P5y1R2OrnsXv7bPeqeBT4LLQX/U7/TPrq8uhleXl/3BqHsa7LW8O9/rSDGN",
-	"efiDVhAzqhjhAD2JpZixlOg5VySkcczSn9QJoRMqIikI1wjeG5lOeBQx8f3hay/1nAkNo7KITJYaUUzj",
-	"WK5YdEKO9p+T4KJ/2r0edH/tf+ieBkRpuVCIfiEjhvC+lYL9GFR+klyQUEaMrKgiNE4ZjdZkqVhEZErm",
-	"VBF2uwBCR7gupH4jlyL6UbBNAIgpj1lOrOyWK7Opl3QdSxqNpDyj6ewH4WsiozVhtyFjkSJcKzIBfJwQ",
-	"wW5YasQX4ZpQRbhCKEdSnlOxthyuvj+UA6oZiXnCgf4awaA96l6f9c57yKwnZELDz0ROp2QqU4ISuoki",
-	"migjkUHuVWV4MxPidRDZ1s8K4h7BuhJ0qecy5X+wH0Aw51wpLmZAMCmbIgGHKYuAFWkMTxVTiktxgvxG",
-	"wpjyBA8ahJTdLliofwScQ5besLSpeMTIlC5jTRovbm9J0LsYdQcX7TMQtFcX7V/bvbP267MubJmhKhAQ",
-	"iiaMLAzdkxXXc9xOOZ3aZSxSGTKl6CRmXaG5Xn//9fzG4rgJB7KVdlyEUiiuYEoDojas/JMiCRV8ypS+",
-	"l13u3EGKtNehivVwSxZUa5bCdP//93bz/9HmH/vNVx/zP69bzY9f9/2Xz+/+y8s0AKVTLmZ4OlHFBkwt",
-	"Y4OEKOIAPI0vU7lgqeZwDk9prJjvLQqPvnphBsFDuLFw3vkeu+W6IyNWq6RUFRPfS1gi0/WHSbX5y6NH",
-	"dBroqhQ1Qq+8H505Cz+zlER8OvWJ4jNBYwLKC/DA8JczwmAnfUI1SaTS5Ih84K+B6RN6e8bEDLSio/1X",
-	"L2vQqEKZsifAaoCoUbZYmnBBNbCtA3SZTFjqk33Cp0RIwQCyndQ931Oa6qV6bNN+ZWnEQz00je98T/OE",
-	"nasahF5eEXhXhWSLha9oHJshd+p4V1Qvf3dEmC3MbUQGcjZRgaIKtJhtQE41H7NJ5eQTCzUyiSGcRzmk",
-	"ou4ItWIpAQTTlCspWiTQMmYpFTogfCZkyhTRKeUxbvOChkwRKiIy5bjhbBVzwdTJWATTWFId2LHguEdi",
-	"UEaKBHSiRjIOngUpi+GPExKoBQs5jQOSLoUidCzsg+anZTRjZJHKWUoTwoUVniKayFvSAMwYnWef/F9C",
-	"w5AtNIv2WmPhVQWAmbS0g5FcTmJWv4UGYg83MH5aR7uEx8h3aJq5TbtzIz0iqUzzETStkhn2f4AwRnZ8",
-	"JgD03z12S0MNRGh3G9gDNtDL1/CxKkR877YJ/Zs3NAWZpGCgrh1olA/0xg40dAMBGHBiFwylHcT4NGVs",
-	"GEtdw934mEADIkWmhJOUz+agua9OMkGJFkZCxRoOM0WosVaXqWBRvZCit2aXXx4VtvygXk5wXSd63skV",
-	"2jeGfFFxIAldk7mMI3zmTDkYANgLdLqVTD/XyyoH0MGL/f39nURQjsAM2FpKMVtkbNsd9wiQCv9zzZJH",
-	"hTdOxKL3coJnIb3tmV6AagsVTVO63lgIznIv6GbE3eAGzSRZ6M3NO8DdgF2a8lRpYhv6oCGlLGEC7cM1",
-	"AU1obVUhOTVk9klOHj74asnI+Ca2cEH43mcuHm35Xk4+QLM730ODu7uQYY3L5A0TIdCelp8ZaNdMRKDS",
-	"odB2axNs5ZNIrgQqriD9U1THHlpw+ZisXTCCNWAJ5YKL2RNOWqAdo5I+hoxz167QZ1tkL6R8VJ5fQhsg",
-	"1qWAU32LvRnYlnBmLCcJR+tmi37DvHENd6CiUdjuGiRb6rHr8jMOKCGmBFQBzfkK67jwlC2YiJgI1zuq",
-	"Ie8YjfUcyEkKRmIZ0phE2WCkcSqNUkxZIoVPLAyEJ3TGfGLUhYhqOqGK+STi6vNea0MZiJimvEaPHc5l",
-	"qgm7XcRUoG3lE9aatZD3Udsmmt2C0SPByE6ZVhV9+2D/8KhG357johAV9t1EyphRAS+NP7JsGtHmHx9/",
-	"dxbR8QMmUWXfcax8vvqdUdAa1GVW7zYNpZjy2TJFDBDQVRmhgtAo4YIopjNxiAdsQ0iN/hM5wYMtImZ2",
-	"RLtTMS67F6e9i7fXv3YHvTe9TnvU6194vte9AMv41PO900G7d9G7eAt/9obm6XZKxyUTERezX1nKp9Yi",
-	"hpEFmM5AvaepoXf4kyvzFLSQU64WUnFtea2iDHc63ctR95Q0QpkkXFsJn/km98AGa58Nuu3Tf153+ufn",
-	"vRG2poLwyDgNY8JoGnNQqWkck4hHJYy4GTzf2xhny5W3rb4LQxh3X8cBiys0lv5u7NdFOW9ofSKj9Sbv",
-	"hNYqftTHgCYLehmA2dT9gBi/exmO/sK0I0qny1AvUxahT5vdatIA+mO3NFnEDOlQTqeGCMiUs9jgeYPu",
-	"77Wz3y0TKpqAPyAOx+Ho1oAZKRfqHm6vta6rNp8x3B6y13JsbcB2TsM5FyyHzuxMiO7lnJgqLn7P9+o8",
-	"/J7vve/3Lq47/dNuoWn+rPvfl71Bpd3VEB90Bt3T7sWo1z4r9Bx2h8Ne/6LmyfDqsjsYdk+xb9FJjj9H",
-	"12/6VxdmntfXxd/twaj3pt0Z4cPexfV5+6L3pjscFV+d94ZDIynOuu1h9/qsj+8H3eHV2ei60794c9br",
-	"jOzgnfZFp3tmZEwJqMv2P8/67dPrUb9/fdYevO3mQ+TLKbpcPd9znj3P9wqOvS251Ro8PXFDYw48e5lK",
-	"LUMZXwm1XCxkajj5veQCaCFv5550jfu+8ORK4c9O5h3NOw2Nj3TjwXC5YKliEXa8kBEbsBv52f6yIQGY",
-	"YFL41U41n9JQX0jdE+f5+e+eW4ctbAhoGGcS3xo3XRZOwkE7VIQsNnK5BEk1AuC65/APqGZnxhcOOyHg",
-	"qERPyJWgN5THwB0o9d4xmuoJo/ppFmama9jfW1kxBW2nZMU8P6xaMb4XufOo9uzFI5VrxeIp4Yq4xqSB",
-	"eogUZNh7O+oOzosyrqBLoL70oIHszu2flFWuyqc9hrcUaXBtXDEJFw1s57vzH0bZ23vYUD588fIxdd0q",
-	"br+yVNWewECbZLLksbUyrJ53Y9orq5iNvc8sZE3E2kFrv7V/QmZhSA4OW4et/bFXkdcvDg7rnKGwotdL",
-	"td4E4r2cKJgatyDzJHzj2isHRAURfpkCS1tahLVASHVnSoELnmTEG6oYsBtevz09Z/oqspozkeuH4ZyK",
-	"GVMF/RBh9o0eufcE32tUUVgfZsRC2zvfk9NpzAXDWFatX8ahidAZIxTDZ6s5t0F0w4yKqLlcCWLHeoJ1",
-	"qxxD/nVUU0KKX90uN+UGAupIxRi/Ff2XvO697V2MCI8IVYSSiIU8MeqYTeqwCph37B3BSorWy0Hz1cff",
-	"95uvwGw5+Lk+ktMT05Rup6Hurn/mgzsltKD9/fUKXGW6GmaZpjRTZG2wMIypUqShGCNMzICwsFkHHpcs",
-	"hdN297x/cX11Mei2O+9Q4/C93nn7bbegCnX6F6N276I7uO4Muu2R1Wb6V4MOqHXv2ldDo8J0+oPB1SXo",
-	"OJdXoCMV9SNQnXo42Ltu50N3cP2m3TNv3l+dvu1en76uAJE9HvTevhsNixrSdjrRKVrxVyJlNJxT41Pv",
-	"gSWfqxQdo4KztJMyQ+sDpuQyDVn3dk6XyugDHZmmy4XuicUSVI2intFB1vAy7/cbys2L98toxk4n5dnt",
-	"wwHIelVUNEC1cH60zaP16jVuRf8CxMVSMeu8JYhJeObkY9M6ellE4IxvhgCUST0YCy3R6QFi5wRN6tzz",
-	"ggkc+c/ResFI8KHb6V7jFAEekhQPTN3kYiycn8bHN1wDEOgdcV47o3GSmH8G635NpJ6zFN13GD1x1Jcv",
-	"zRHGlns7LHqNEPcOh4PcM7aDZYoJT1YLsIFokiwV6ilEipOCyx+zBkBqLaSMYe1Zzgl6KDZt2piK2dKK",
-	"h4fkyplrt5MvsCJQssnsGHUS5b2cZOed24lfrrpXyI2Dq4sLx/Xnl2ddw9kZs+Ysvd1G/bJkS2SIgVF0",
-	"kGdAtBvWyvglZyq7j8OSs3IHEf4UdBuer1eaXXjQxsXBgs/D4ocvXtYExg9fHh4c1bnqch573Ck8LLYt",
-	"9R1tEcIblltXyaQyWAUyv0hGFjf1hMTF0wyhT9bIrEe5FKyJrIjR10z740otWWQdhJjWBxog2nDkYB+s",
-	"iaVm5ngrek0Pf0blx/3++bEzOYPt/iU/TevNLOkHrLO8ke80QxGyFvnA2AIFrSDUpLplXhsp4rXxH7rU",
-	"wDIxWuXP/X5eZ6bMpdJvU7lcbBusgIn++sBG1eFsJslCCEUo/SI+63bqrCAHysh2b8hntramXrhYHPzD",
-	"J5/oDYX/F2s9l+K5T2j6GcyLZK2+xCco7FnII2uBAFStinZa8K3/n9Y1+tafH9QrqejPMIkRuwdBt8V9",
-	"OST3FwTOyqi8TJnCDC4w04wznyvS//AES0xtY4IhzqwBtk1UygxaSx7Q7BJkO1PqCfle6tQm395vdh08",
-	"Gj/3zVAjqWn87WP9KLJYzKl6dKcusdEdog5xPGRf7rH0AQXFQLDrYc39LPqLQO9MWduQSRFGtz6/sM2l",
-	"fbqXmu6JevU/kAbGtlm055Oz/nBkwlpruUwVaseJTNmeTzLdijRCpw5hSmrmzCyZbv0Pnu9Z//Sualn/",
-	"M/Q1vtSy6oVu0F0ZwuSTnU9qYgz4hixYCqo0pskA5jUxeQ+d/mk3y/dUD+ej/Hzw6vAxFpBLvVjqDzWA",
-	"DDUVEU0jYpqQkC4QKtjYbwLLKXsPA/ZY2uBfA8vL/S3ERJ5uWEnRpXG8AcsExXvCqACTJ1nGmi9iw5K4",
-	"IhLOpWLC6R/sloVLLdOHwXy+X4Hz4FG2zXIYM1IrbHYdR54XMjZ2MAR7SbLUNlSnNAb7YbEUhNIkZkmr",
-	"sh9kTm9YvmVgYQPmxgLsYCFJoL7EQQsth0offOOT0CbiBl/HuIixd0zGJmtu7N2h6T0WQuKoCu1Qnpq8",
-	"fZNcBpIE09gbeNYlTOgRT5hc6nNQXOjtQK6UGSWht6/XmikykzcsFXtoqyd0TSaM7NelNeKcW8cpHMY7",
-	"VvDnkQpzeFVjFWGeSbpFMuK26UgOiiwnKZNnD+oVphWoIV8eT6r8AnQE1LBBpjblxU6ar9EeIA9Saofu",
-	"blLsmHjOxWKph3N6+OLlo4s0rbJO/I+n5HQbFt11RtvLTllm0H10eJGYzbjmCdUsXhOWLPSauMsZVsI/",
-	"JRGb8dlc1y+zqIjtmheZpWYX8V9EbAVRJQxkYD1EO85z6HQDEFKe7w1/2dZZalPAh1+MM7K/1KFMSh6i",
-	"X7uDUxP67g4G/cGW49r8ec8ljMDgl05/zKE9v+ydGa/T+6vTt/DXtmAnC0wZt95VjFjBFNbkrAYebMa3",
-	"lPFJ5g0l9jqM8d8pgrI3XhN7rcABGS4Wnu+BhQhyEg1Ez/fQQAT6AAtxW6BxpPdmpEs3UtuOdG5GuvO9",
-	"ASiNT/OvoHa7veguG0MbubIJF06SP5I4a+etI1W7mie5Tp6yHGtZ75b4+yD8ahk/Me7PXChqu7jSN1to",
-	"Mmffh2Z0XH7nezeWT7e7DlOPN2dNudkfwuKTyCAqZ9U9GKstNDWm8VYh3sw1vhESLYxXGO7+JQ7Zrqpn",
-	"m0xT+QcTLulZMX1Cbmi8ZIpQZR3PYhnHaBaARnlxdXbWIgFAoALfOGEWxiPjY0wHRBwT2hpgoYyXiahL",
-	"uoPnZfaqOhA3vFc5UxXfZ8pdKlflAbM/YAUYD7OpebuOXFYr6xRLxMd9q3l5tOuUGyFbgy27xjoKsOlQ",
-	"T5MVEyl1XdR8QEUkE8IjZ3JJERpTLTu/NE01aVByddU7BTVpyoVJinj0YmTz49d/3HsvcmFzye5NpxnN",
-	"GUlMMiFxjV0yTR45UwtGP6MJwxWJZLgEWwXAdC0Pdr7MUNkai7pNiB/cpKc582PKk98o1+f0ts6Yxkwz",
-	"e+XmXBVv5sylQMePFOZ28Tdfwvm2JJa5S1LBYPQNffQmYu2Bs3P8AA+Mka51RODxTWJkWDJLqbsCg+iy",
-	"AWbBVk/Ilfk+UQsgQsFW34RAe+38nsszxYSo3E8q2IoAyRMenRAZRyy7ve7uneEF96fkFJlhRvIzq2H3",
-	"14ymLDU3efAsMuCYGD+3OQ0mMd25bgHMp8SlVH22IabO5THAhK4xUE81CkUfjkuXeWhIx8UQ/9rsuhKa",
-	"KnvoPxK9quRYuZSqOnYsccsmsflVYVQr7TITvMJrcsXSJhioZM5uyfBdu3n44iWJOEiv6tGx33xFm9OP",
-	"X18e1R8UldumPypuv6t7wfa616Oxi2f3/vSLEmylSWv3J/cp7Z65YvVGUAkXoAKgw9K5G1tk2D3rdkbO",
-	"g6nczWlzKOllxIT+SY1Frnbaq9TOoRL4RKZ5kYb8Tl6QsilLmQjZ8Iu5Xk2kGIusBMU0ZWqeXZgijYJl",
-	"bSQDI3ol907I6flZDh4Mw2g4H4vgpnDvJiBfliBmTB5lCXaSuT5V7e3sOJar82Ws+TBrV39bymKmgyre",
-	"hbHX69oV64A8RHO5KWCUTHS/Pkx0L/9xsP/zz49fBrae3V2dVfXmYhqx1Kxmc612Xz5s4XvNidh5X4sE",
-	"UlXEX7x4Xl8+AgbbbH9/Ug1j0Wbzo4NXR8/3a9tv+Mkf2ZFtUFik1E0pW6LvzYgBEvbJBp+6whZb+TyG",
-	"X+LSLbXd/B7FTS5uQY7dnEpq2aSCgVos50RbYAa/nj0flpFVd6fBnOcDorfNIGQxQ7/kaWK8bVUE7ujh",
-	"eYpEeJDvkCi24pnKXpqOBSGVT1SL1UpOWk0xq6Xigin1kwLr0wruPGFsKwPzwXumRSBcctuDYHzmAgHJ",
-	"gbB5PO2zt304rE7bo/br9rB7QtAZYExjLmbmFMPUVqsi22uljTxhFnNsSZ7+WmdB49JgXQ8l+Pya+9R2",
-	"TS655+4sZkroOdUkpbBkGs6zcx7fZomJoAef2MAIRpG7W0uSQhmkbaJ46IFnZ7LmzpHxzrPURmTytMmX",
-	"WE6oCB+aDYuUgalnE3GrFyLvOzASejt0JYcqMf9lgrpQHBvkmECKciScaUi7R4p2yPgvFESqhQ4gKQDm",
-	"6syYzX5iHtXOdY2qhk21hFCG49KG53h4KL5ZnqomKIMp7dZp3CJ19xlsqBuvzVJifdXlC8+e7/3W9nxv",
-	"hJcHzvHf/pm5quD5Xmfbm5RbjYQVyFi4TLleDwGjhmPB4uvsluWZFYcx7rzJmgSX/eEICy4GLXKFFRYF",
-	"6sz2jbUyg5Y7qPHcQJM8F0JzrRfO4WEdXfXg2NGsMZ8Bk8GRzeZAud/Y3wKgOwwnT+W9mdbGdThhesWY",
-	"INTG60yib5DdxgtM6kJWilTGZBFTwcbCNrJPg70WMXfOF1TPScxvmCJLEbGUBM/ogj+7OXjmlvAMp0rV",
-	"M3PbgauxiJjgBhcRM9dq2C0wZ2mLxmIs/vY30sP91OuxaBtw4a0ym4pnDs2zmvNimsaXFTIEjGIRnyZA",
-	"GY1FgUQaeSLwXov8ZuwwqotUxDWRC4Y5Om5HC57hsUA3UaO8pT4xu0WCMt0GeyelTQ6N/ExTbvJex6JM",
-	"NI3iMJbYAPMOJb65KQFrnYPwn6VyuSA0XtG1GgtgejBgE7OddbUYfcv52Ipm1YywgoBFf0eKG+gnhRqL",
-	"v+f3yxRpBJjxF/gGPvNXwRUDP/OCJEBZKXMX0saC2DtpylS/BQ0i2LyCBlTwd3Jqr7kaYWUlsiJckITH",
-	"MbeFMy01CBKcq4Co5XTKb1vkQkYM+8GUZrUzfgMsMFEyXmpXzDZiNMJCaMeEWlEik8VSM1Nl1FU0MY1g",
-	"LMQZvEqkkFoKHpIwluFnOIrxDJTGC6/J3xUT+u/FelE+WcRLBaME1UzgwMd0e6Q3OmV6TRKazrhARBTL",
-	"PJjbSe9Go0tiDhUcE7OdgAPGnk/G7hQxP2xFh7F3F5zA3KFDDbm6vOwOrocX7Q9dpKaY41UnbtwFwABm",
-	"A35SpCBcHImYO79sTm+4XKbIHhaihnOaFGsb743Fn67BnwbVeNHnT3jebDaJ/Rd+Hu0f+Fiy989y1dAT",
-	"eEOCSiWDAP2VwK6wh2yVcWzmYUHnSebZLY2RlxkAwt0snGCk1z3lg03Wuo0WNagw/I0TyZXIr9Wiv4dr",
-	"rPWbmiv8e26lR3AGULwg9WdWPxnFET4yjV5V3yH9HBsg8O6ZKbIHokFh6WNkrUTCgW/mNiMd7JM/7YUs",
-	"JzO5ImrBhD4hVH3OL4dAN4NOsKht7+c+OTo8hP0rFBKtVkg9sX2NX8u3t9eQRTHTJXC6CWnk5Vf3CBdK",
-	"MxoRbugmKzatNI9jPGssFIeAjVI93aBQLjdwFXVJ4xMHGwOzhPXcnMbp2gwimF7J9LOryvni9pb8+WDB",
-	"VzeWq/xKVnNuC5pkkDoYsUSkxtu2YPVshPKMca9svTI0XBdM0AX3jr3nrf3Wc2MfzVEHuvdczTzbWI5I",
-	"Kl1X7V1oe/QENY7woEVG1SMfjk+ZRsrKLdi5sUAMYNWglTDi7sSJy9VcKkZiqjTJZgBcmPCJnlMxFkH5",
-	"XnOweUsb4aC2pmV+MrraB9a3PxauvFFUKYSQ2rvUmRTXMo5I4OoUBcB/gStVFIzFlAuu5k7Im4R5HBUE",
-	"jcr4R7AVSjtMIlHH5Gh/n2xUaL9HKPljUSdk6kqRnyBNl0tGn4zFg/WJjV82E9G9yGx3lN2Rt8XymdKv",
-	"ZfTXFSTeKNhxV7Z1dLpk1Ur7h/v732N+G2euq8WNNGyLpx+Z2esGzaB8VvgYAHY5eLxLqc42dnr+eKe8",
-	"Ij70OHz1eI9qIXNcLGrP24CY+azQwlomCU3XiCAUye6GLpB+oWybKQl2AoyRmnwDy4AmLoDFTOgMrTsQ",
-	"eYIpZUy4e2XVJzlRz5C57hdWv1FgxuWCaEkCE+YPSMN5ODBuv4fS3tTKN9VAUd8HG0uRP1gqiUzHAk89",
-	"o30k1qdjLQYTPzHyuhHkOVbAXBsa2V5rLNrCulRA6VUBakiFgAl+QgODpmlC4xMXUJ9RLoqnRmss0FLF",
-	"YrMAGcLObRF7ax1mtT4Dvyj6MI5pdUOu1Vhw0ZzGWNykILegQ24L/KRISBc05KBGYk94b19tjtAifTCI",
-	"8Xw2Jd4CdzXbWlJBfq88QOBPCB0LU3BDFO6jG/GcdUM7G6YO7LV3XDcuGjaZ638n4YqVSt/LifpOgrVU",
-	"Z/cHC9VyAdkagWrLtOIGoo6p+CRe24DKf2RsrYw9k2LWXEibXmjkWsbkhhVcNofldXf/1QlXUzX3ccGK",
-	"CQz3C9bX+J0ZbIS3oAtKYSX1IWiRLojLTKM1Khn6qcbCKoDHJOh/CHLjCkyEOns2OOsPRwFp5CqykGNh",
-	"vxszYfAHfocIMeBMNhBmDETycW5glWwbEDuonGFRxyC7p2cnApsJrKx77vth6spYpAzxZ+Yo20x7LeLy",
-	"to38SiSIsqlMVzSNUO4FhduNAd4XmmG1E6PuGpPARSIVYwIQaSqym081oEEDQAi2Ui3SFmQpPgtQhz/J",
-	"CZqKWEwVUIZy0tmVDkcyNSjyx8Lsj7K4/ncSp5i9fmayw7+PQC1l+/9ggVrOza8RqH2R2TsLlprN9uEw",
-	"dc44jDD+R7beI1u7t5pZtcdqQXKalX4raIao5Tp2fYpo/YrOzrtn1FZPVM++KsxAugPoZ6xG3KIyZfK9",
-	"FMnyNWxFWuPWKXyTxVT8QUmTeRTGwnxRCwvOox+b3zgZahOAUc45CWw8mygTjCWNX0viCuzllFE4uE0C",
-	"UsfQdtPE14xrK/jv5gcWsqZJrAowXalhsoFSHmpMY8Lt+EllA7j+WMD1BDRHG3iEBeB1MlNEZL85WWs2",
-	"FgDPngENlcY5RePbLJhr1OiVvbqpiOJ/WJMEkeiby5awEo13ZrkyX06j6Arl5fCW8ZI2glLprGDPubyp",
-	"AqFZAPdHyEyfBPeVSgXZebR/RIJSbdVSD1s2DEd+RYK8jCr23RTGZGdZfGorxLsSoV75y32/17Np3uRZ",
-	"/mW/O3/LhEjrHcYtqP/kn3KZfk/75p9LT9yEKP+UHbKM8VIXGS7nsQw087GtHDjLNHiANV2C6nZfTnw0",
-	"Xfju404nkww1003D6eUTKpt1wgXFFJZqokvtt9ZgT3ziREflw2QlaVHjcSxvLwqiBnpTqa3xQvXcMvZe",
-	"69s39+5/9wG5f/R4j6x2L3bY4kTNqvT+S4/gIdIHqqqaKd3Em/14AGC2bPmU+5ajN82+IFZv3rjC6sVD",
-	"NGiYsItTmY2+THKPz15g4wqgduORW9AeMpcKfpJUVYr7/aRIuExTsKJg8Y2p+RCHOd/M0Y2dIpYsJDDs",
-	"MRoY3H1PBpjBOIyAsFz2r3Ea2Vr9Y4GtggaioAJ3pvNvVKIPfLDrRO6gGgsr50wx6hNC8ftkDIG3E5tY",
-	"TV44P7P9jvZfjUVQKdQdtEhgozfHxN5gDohlYkUCm0piVAshSYDnMZxUeTcbBMo7mTZZFzdGi7RdagrA",
-	"Y67+R2OBqFK6lHJEGnjC8Ejlse9cxUIfYDGTyx8LzMQx0WNQu6mYMT9zyMVypvbcx3GpWJtwAFdklQKW",
-	"TAy0vRnQCmOpbOjCfp7juEhIKdMpZ+VPCI6FdHFLg3pDwbY79AGj2jcethVXqDBNKY+VUdNcFt9YKIau",
-	"un8OR93zawPYHgIKegNGfY9L6kPRNLcUgnnpeZCyyAhjAZYwcNmeTzbIgjRqSKv4adOMwMYiqzeHU8No",
-	"pdrvQaFaD7wsKFcwi7XdxyKhETOIYymZMWE1Gsecey3Sc8k1iABYZnZ3Lkrtx1/HwhTR/BGG86aed2I2",
-	"p7grNcjdwFAZKzDIwXMSbBTJD0gDD2AJmu/P5Jy/3jvB+G1Qrp3/JEWSNMrh0rEoxkvtt9/MDtfGqkCe",
-	"apsW+Q365sfv5TwoXk7/4d6D0p3ue78njUzGVUF4N4RcAQ+bG1rukyb5R07wayj/270K319pOtgCpupH",
-	"DlDZOtwGAZtfg/2XKmqX0p6V7izF7OAaoxn1Nut2tLbPTjobF/craR0p1DKxR2M1X8/E73RdyU5T3t3l",
-	"C4xFfuMpZKSBGh/HAlDKtNIyZdFei1xIQvMvgruspW1E/MZHVwLScP5ZgHkPxe1+saH9EouR08VPsfxl",
-	"3tL3kosLU1Hme0i7Yt3ZrWTdwV889f2SDt6D5oo7W0lp9G2lbOPaMRklqBz+WAl3sMU8+GX5f4UYsEnV",
-	"3vHvH4tCYZQa7akmh7b0vbAc2UVxwG0m6iMiQeWJ0veYbqWP9ucRpcrM6Dg0FpGpSBAUhYY1lpypZ7wN",
-	"JpMW/ZvFW8TBnk+UxNw0o4k7a03RKWthrjFb5bPw/Jp4eZiTzMoQeQo3jgVaqU2Ywo9dxVEGGRoA5hPp",
-	"+P6+PMRM65ZxNHaniamejjGxlGI4CINNsZxhCB6tR/N539l8i7i6T4K6j04ZhfSgNhHye0aD+gsmXFr9",
-	"9xFxlRIiP1ijq9bGuEelyyJ8pVv+/4kB1Qu0zfshv3+8K0k5ICvSwJQh0D72bNmQMpIdg7mSCnVCrm7i",
-	"7BqImdV2q4o4lKvAmCojb+tCzsbf9FDPC0l8tnWWaLXZGrOOfPe51yxS5VsLIR8Dtbi7j3f/EwAA//8=",
+	"7H3tcts4suiroLinauS9tGI7TnZi1/2hyEqixLY8kjxz9o5yTYiEJCQkoBCgbU3G736qGwC/RNuSM8me",
+	"rdo/iSWBQLPR391ofPVCmSylYEIr7+irt2A0Yin+OWQ6XXVmmqXwKWIqTPlScym8I2/EQikiRbQkN5Rr",
+	"MmUzmTKSwiNczNue76XsS8ZTFnlHOs2Y76lwwRIKU81kmlDtHXlc6OcHnu8lXPAkS7yjPd/TqyUzP7E5",
+	"S727uzvfW9KUJkxbuN7LaT+6oHqxDtZ4wcgnOSU8Agg4fLWEgb4naALTfoJnHwTuv1I28468vz0r8PLM",
+	"/Kqe9SMDT8rUUgrFEJzXNBqyLxlTGj6FUmgm8E+6XMY8pADas08K4Pu64Tq9NJX21dffLzWLkUgyRYTU",
+	"JKE6XBC9YAQWT2moSSsY9n657I3GV/3zXzun/ZPAJ8HFcDAedAenV5fno8uLi8Fw3DsJdtrene91pZjF",
+	"PPxBbxAzqhjhAD2JpZizlOgFVySkcczSn9QxoVMqIikI1wjeG5lOeRQx8f3h62R6wYSGWVlEpplGFNM4",
+	"ljcsOiaHe89JcD446V0Ne78OPvROAqK0XCpEv5ARQ3jfSsF+DCo/SS5IKCNGbqgiNE4ZjVYkUywiMiUL",
+	"qgi7XQKhI1znUr+RmYh+FGxTAGLGY1YQK7vlymzqBV3FkkZjKU9pOv9B+JrKaEXYbchYpAjXikwBH8dE",
+	"sGuWGvFFuCZUEa4QyrGUZ1SsLIer7w/lkGpGYp5woL9WMOyMe1en/bM+MusxmdLwM5GzGZnJlKCE3kUR",
+	"TZSRyCD36jJ8NxfiTRDZ0c9K4h7BuhQ00wuZ8j/YDyCYM64UF3MgmJTNkIDDlEXAijSGbxVTiktxjPxG",
+	"wpjyBBUNQspulyzUPwLOEUuvWbqreMTIjGaxJq0Xt7ck6J+Pe8PzzikI2svzzq+d/mnn9WkPtsxQFQgI",
+	"RRNGlobuyQ3XC9xOOZvZ11imMmRK0WnMekJzvfr+7/Mbi+NdUMhW2nERSqG4giUNiNqw8k+KJFTwGVP6",
+	"Xna5c4oUaa9LFevjliyp1iyF5f7/753d/0d3/9jbffWx+POqvfvx657/8vndf3m5BaB0ysUctRNVbMhU",
+	"FhskRBEH4Gl8kcolSzUHPTyjsWK+tyx99dULcwgewo2F88732C3XXRmxRiOlbpj4XsISma4+TOvDXx4+",
+	"YtPAo0pRI/Sq+9FdsPAzS0nEZzOfKD4XNCZgvAAPjH45JQx20idUk0QqTQ7JB/4amD6ht6dMzMEqOtx7",
+	"9bIBjSqUKXsCrAaIBmOLpQkXVAPbOkCzZMpSn+wRPiNCCgaQbWXu+Z7SVGfqsU37laURD/XIDL7zPc0T",
+	"dqYaEHpxSeC3OiQbvPgNjWMz5VYP3pXNy98dEeYv5jYiBzlfqERRJVrMN6Cgmo/5onL6iYUamcQQzqMc",
+	"UjN3hLphKQEE05QrKdok0DJmKRU6IHwuZMoU0SnlMW7zkoZMESoiMuO44ewm5oKp44kIZrGkOrBzgbpH",
+	"YlBGigR0qsYyDp4FKYvhj2MSqCULOY0DkmZCEToR9ovdT1k0Z2SZynlKE8KFFZ4imspb0gLMGJtnj/xf",
+	"QsOQLTWLdtoT4dUFgFm0soORzKYxa95CA7GHGxg/7UH7Co+R78gMc5t252Z6RFKZ4WMYWiczfP4Bwhjb",
+	"+ZkA0H/32C0NNRCh3W1gD9hAr3iHj3Uh4nu3u/D87jVNQSYpmKhnJxoXE72xE43cRAAGaOySo7SFGJ+l",
+	"jI1iqRu4G78mMIBIkRvhJOXzBVjuN8e5oEQPI6FiBcpMEWq81SwVLGoWUvTW7PLLw9KW7zfLCa6bRM87",
+	"eYP+jSFfNBxIQldkIeMIv3OuHEwA7AU23Y1MPzfLKgfQ/ou9vb2tRFCBwBzYRkoxW2R82y33CJAK/3PN",
+	"kkeFNy7EovdyirqQ3vbNU4BqCxVNU7paexFc5V7QzYzbwQ2WSbLU65u3j7sBuzTjqdLEDvTBQkpZwgT6",
+	"hysCltDKmkJyZsjsk5w+rPgaycjEJjYIQfjeZy4eHfleTj/AsDvfQ4e7t5RhQ8jkDRMh0J6WnxlY10xE",
+	"YNKh0HbvJtiNTyJ5I9BwBemfojn20AtX1WTjCyNYQ5ZQLriYP0HTAu0Yk/QxZJy5caVnNkX2UspH5fkF",
+	"jAFizQRo9Q32ZmhHgs7IpglH72aD50bF4AbuQEOjtN0NSLbUY9/LzzmggpgKUCU0F2/YxIUnbMlExES4",
+	"2tIMecdorBdATlIwEsuQxiTKJyOtE2mMYsoSKXxiYSA8oXPmE2MuRFTTKVXMJxFXn3faa8ZAxDTlDXbs",
+	"aCFTTdjtMqYCfSufsPa8jbyP1jbR7BacHglOdsq0qtnb+3sHhw329gJfClFhf5tKGTMq4EcTj6y6RnT3",
+	"j4+/O4/o6AGXqLbvOFexXvPOKBgN5jJrDpuGUsz4PEsRAwRsVUaoIDRKuCCK6VwcooJtCakxfiKnqNgi",
+	"YlZHtDsT46J3ftI/f3v1a2/Yf9Pvdsb9wbnne71z8IxPPN87GXb65/3zt/Bnf2S+3czouGAi4mL+K0v5",
+	"zHrEMLMA1xmo9yQ19A5/cmW+BSvkhKulVFxbXqsZw91u72LcOyGtUCYJ11bC57HJHfDBOqfDXufkn1fd",
+	"wdlZf4yjqSA8MkHDmDCaxhxMahrHJOJRBSNuBc/31ubZ8M071t6FKUy4r+uAxTc0nv527NdDOW9ofSqj",
+	"1TrvhNYrfjTGgC4LRhmA2dT9gJi4exWOwdKMI0qnWaizlEUY02a3mrSA/tgtTZYxQzqUs5khAjLjLDZ4",
+	"XqP7e/3sd1lCxS7gD4jDcTiGNWBFyoW6h9sbveu6z2cct4f8tQJba7Cd0XDBBSugMzsTYni5IKZaiN/z",
+	"vaYIv+d77wf986vu4KRXGlp81/vvi/6wNu5yhF9cDAanV2f90Vln3H3n+V532DvpnY/7ndPSTKPeaNQf",
+	"nDd8M7q86A1HvROcqxw0x4/jqzeDy3Oz7uur8ufOcNx/0+mO8cv++dVZ57z/pjcal386649GRnKc9jqj",
+	"3tXpAH8f9kaXp+Or7uD8zWm/O7aTdzvn3d6pkTkVoC46/zwddE6uxoPB1Wln+LZXTFG8TjkE6/mei/R5",
+	"vlcK9G3IvdYB6otrGnPg4YtUahnK+FKobLmUqeHs95ILoI1inPumZ8L5pW8uFX4EC+SMK0wGwVblwdNi",
+	"jpEJoa59McqWLFUswnnOZcSG7Fp+tp9sxgDWm5Y+dVLNZzTU51L3xVlhHrjvbTwX9gcMkFOJv5ooXp5t",
+	"wkm7VIQsNmK7Akk9QeAeL+AfUs1OTagcNkaAJsVAyaWg15THwDwoFN8xmuopo/ppDmhuitjPGzk5JWOo",
+	"4uQ8P6g7Ob4XOXXVqJpR43KtWDwjXBE3mLTQTJGCjPpvx73hWVkElkwNNKce9J+dWv9JWduragxg9kuR",
+	"FtcmUpNw0cJxvjMPYJadnYf96IMXLx+z5q1d9ytLVaOCBtok04zH1gmxZuC1Ga+s3TbxPrOQ7SLW9tt7",
+	"7b1jMg9Dsn/QPmjvTbyaOH+xf9AUK4U3ep2p1ToQ7+VUwdK4BXmg4RvfvaY/aojwqxRY2dIyrCVCalI5",
+	"JS54ko9vqGLIrnnz9vSdZ6zIzYKJwnwMF1TMmSqZjwizb8zMnSeEZqOaPfswI5bG3vmenM1iLhimuhrD",
+	"Ng5NhM4ZoZhdu1lwm2M3zKiIWsgbQexcT3B+lWPIv45qKkjx69vlllxDQBOpGN+4Zh6T1/23/fMx4RGh",
+	"ilASsZAnxlqzNR/WPvOOvEN4k7Jzs7/76uPve7uvwKvZ/7k50dMXs5RuZsBub54WkzsbtWQc/vX2XW25",
+	"BmaZpTS3c20uMYypUqSlGCNMzIGwcFgXvq44Eied3tng/OryfNjrdN+hAeJ7/bPO217JMuoOzsed/nlv",
+	"eNUd9jpja9wMLoddsPredS5HxqLpDobDywsweS4uwWQqm0tgSfVxsne97ofe8OpNp29+eX958rZ3dfK6",
+	"BkT+9bD/9t14VDaYNjORTtDJvxQpo+GCmpB7Hxz9wqToGgudpd2UGVofMiWzNGS92wXNlLEHujJNs6Xu",
+	"i2UGpkbZzugia3h5cPwN5eaH91k0ZyfT6ur2yyHIelU2NMC0cGG2ddV6+Rq3YnAO4iJTzMZ2CWISvnPy",
+	"cdfGgVlEQMfvhgCUqUyYCC0xJgJi5xg97iIwg/UdxcfxaslI8KHX7V3hEgEqSYoKU+9yMREujOPjL1wD",
+	"EBg8cUE9Y4CSmH8G539FpF6wFKN7mFxx1Fe8miOMDfd2VA4qIe4dDodF4GwLxxXroawVYPPUJMkU2ilE",
+	"iuNSRgCLCkBqLaWM4d3zkhQMYKy7vDEV88yKh4fkyqkbt1WosCZQ8sXsHE0S5b2c5vrO7cQvl71L5Mbh",
+	"5fm54/qzi9Oe4eycWQuW3myjfslYhgwxNIYO8gyIdsNaOb8UTGX3cVSJZW4hwp+CbsPzzUazyx7atDk4",
+	"+EXW/ODFy4a8+cHLg/3DpkhewWOPx4xH5bGVZ8cbZPhG1dF1MqlNVoPML5ORxU0zIXGxqSNURWwAxBmA",
+	"2ADGQk7C6JgtXDGspNrkNzD/lilTTGgULaY6MWITMWWxFHOsHKWGNeWMUGEkDczoW07mAtZxxUCtw71X",
+	"ExFUIhLBTmVusCZXIGlBbLdJUHgBMFlAaHxDV2oiFBNY/NWUMP5knepmmpKC7aKsweVy85YrlbHIBkix",
+	"rBFMXHRSyT5ZyCwlmYgBPwCqM4mlYka+3nDFCtL8B4noyij7coj54Gc0Bd3nnxuo9MnCJ3/p+4nlaf5C",
+	"HoN4wK8tBvnOphYha5MPjC1RRQlCTQ1hHg6TIl6ZwKyruayysTWb3efnTQ7eQir9NpXZctMsECz012eM",
+	"6pF8s0iemylD6Zfx2bRTpyUJWkW2+4V8ZivrJIfL5f4/fPKJXlP4f7nSCyme+4Smn8ExS1bqS3yMapKF",
+	"PGIFw7drdn0pafF/2leYtHi+32zeYyTIVJxsn13eFPfVXOdfkJGsovLCCjV0cE2WhCsy+PAEH1Zt4rwi",
+	"zqzrukm6z0zaSB4w7AK0IlPqCYV06sRWNd/vsO4/Wpjgm6nGUtP42+f6UWSxXFD16E5d4KA7RB3ieMS+",
+	"3BMjARSUM+zuCRsoydPqCPTWlLUJmZRhdO/nl7a5sk/3UtM96cTBB9LCogEW7fjkdDAam3zhSmapQr8i",
+	"kSnb8UlulZJW6AxJrPXNw8AVp3fwwfM9G+jf1qAdfIZnTRS6arRiAHlbhjCFemfThuQN/kKWLAUnBOuP",
+	"APOamIKS7uCklxfSqocLfX7ef3XwGAvITC8z/aEBkJGmIqJpRMwQEtIlQgUb+01gOTP5YcAeq8f8a2B5",
+	"ubeBmCjqOGu1zzSO12CZonhPGBXgLCZZrPkyNiyJb2QsN+HsD3bLwkzL9GEwn+/V4Nx/lG3z4tCc1Eqb",
+	"3cSRZ6VSmC1M+n6SZNrmQJXGKgq0yEEoTWOWtGv7QRb0mhVbJgVDzE0EmOJCkkB9iYM2+ly1Z/AXn4S2",
+	"wjn4OsGXmHhHZGLKESfeHQYtJkJInFWhB89TcyDCVO2BJDEuAeq6hAk95gmTmT4Dw4XeDuWNMrMk9Pb1",
+	"SjNF5vKapcK4CwldkSkje03mP665cYbHYbxrBX+R4zHKq57lCYsS3Q2qPDet83JQ5MVeuTx70K4wo8AM",
+	"+fJ4teoXoCOghjUytbVEdtHiHa0CeZBSu3R7l2LLin4ulpkeLejBi5ePvqQZlT/E/3hKsbxh0W1XtE/Z",
+	"JasMuoehQhKzOdc8oZrFK8KSpV4Rd+rFSvinVLgzPl/o5tcsG2LbFpzmNe9l/JcRW0NUBQM5WA/Rjou5",
+	"OtsAhJTne6NfNg0z29r60RcTxh1kOpRJJbb2a294YmoIesPhYLjhvPZggucqcWDyC2c/FtCeXfRPTbzu",
+	"/eXJW/hrU7CTJdbi27g05vruTPq/KWVjS+mljI/zOHItXENQ9sYrYs9rOCDD5dLzPfAQQU6ig+j5HjqI",
+	"QB/gIW4KNM703sx04Wbq2JnOzEx3vjcEo/FpKXq0bjcX3VVnaK0IOeHCSfJHKpLtuk2kat/mSaGTp7yO",
+	"9ay3q6h+EH6VxU+smGAuibdZRu6bPTRZsO9DKzouv/O9a8unm50zasab86bc6g9h8UlkEFXLFR/McpeG",
+	"Gtd4o+R4nlRYSyaX5itNd/8rjti2pmeHzFL5BxOumlwxfUyuaZwxRaiyIXuRxTG6BWBRnl+enrZJABCo",
+	"wDdBGBtm9jEbBiKOCW0dsFDGWSKaqhnh+yp71QOIa9GrgqnKv+fGXSpvqhPmf8AbYCbR1jxuO3PVrGwy",
+	"LBEf973Ny8Ntl1xLdhts2XdsogBbSPY0WTGVUjfVGwypiGRCeORcLilC46rl+kvTVJMWJZeX/RMwk2Zc",
+	"mHKSR0+c7n78+o97D5wubVHevYVI4wUjianSJG6wK0Mqco5qyehndGG4IpEMM/BVAEw3cn/rUyK1rbGo",
+	"W4f4wU16WjA/pjz5jXJ9Rm+bnGms0bNnmc5U+cjTQgoM/Ehhjm1/8+mmbyv/WbjyHkzjX9NHj3g2Kpyt",
+	"8weoMMa6MRCB6pvEyLBknlJ3tgjRZVPzgt08ocro+2QtgAgFu/kmBNrz/PecSiqXkhVxUsFuCJA84dEx",
+	"kXHE8rYA7kAfJgufUo1lphnLz6yB3V8zmrLUHJFCXWTAMTlLbqtBTMW/C90CmE/JS6nmOk0sOiySiwld",
+	"YYkD1SgUfVCXrmbTkI5LTv61dYkVNNX20H8ke1WrTnPFaE3sWOGWdWLz68KoUdrlLniN1+QNS3fBQSUL",
+	"dktG7zq7By9ekoiD9Kqrjr3dV3R39vHry8NmRVE7xvujKh62DS/Yp+6NaGwT2b2/cKUCW2XRxv0pYkrb",
+	"1/xYuxFMwiWYABiwdOHGNhn1TnvdsYtgKnck3SglnUVM6J/URBRmpz2j7gIqgU9kWnS/KA47BimbsZSJ",
+	"kI2+mHPrRIqJyHt7zFKmFvlJNNIqedZGMjCib+TOMTk5Oy3Ag2kYDRcTEVyXDjQF5EsGYsZUoFZgJ3no",
+	"UzUee49jeXOWxZqP8nHNx9AsZrpo4p0bf71pXLnBykM0V7gCxsjE8OvDRPfyH/t7P//8+ClrG9ndNljV",
+	"7C6mEUvN26y/q92XDxvEXgsidtHXMoHUDfEXL5439+WAydbH31+OxFi0Pvxw/9Xh873G8Wtx8kd2ZBMU",
+	"lil1XcpW6Hs9Y4CEfbzGp65jyEYxj9GXuHL8b7u4R3mTy1tQYLegkkY2qWGgEcsF0ZaYwW9mz4dlZD3c",
+	"aTDn+YDoTWsvWcwwLnmSmGhbHYFbRnieIhEe5Dskio14praX5sGSkCoWasRqrZqvoUtYprhgSv2kwPu0",
+	"grsotdvIwXzwAG8ZCFcW+CAYn7lAQAogbB1P5/TtAJTVSWfced0Z9Y4JBgOMa8zF3GgxLAq2JrI9r9sq",
+	"So2xOpkUhcNNHjS+GrzXQwU+vxYxtW2LS+45lIyVEnpBNUkpvDINF7mex1/zujmwg49tYgSzyL2NJUmp",
+	"v9QmWTyMwLNT2XBay0TnWWozMkVV30vs01SGD92GZcrA1bMlzPWTpvcpjITejlwvp1rOP0vQFopjgxyT",
+	"SFGOhHMLaftM0RZnJUqdphqhA0hKgLkGPmazn1hHtXXDqLpjU+/NlOO4suEFHh7Kb1aXakjK4GEAGzRu",
+	"k6aTIDbVjeeRKbGx6upJcs/3fut4vjfGYxdn+O/g1Bzy8Hyvu+mR1I1mwtZuLMxSrlcjwKjhWPD4uttV",
+	"eeZdd0w4b7oiwcVgNDY1um1yia0rBdrM9hfrZQZtp6hRb6BLXgihhdZLF/Cwga5mcOxs1pnPgcnhyFdz",
+	"oNzv7G8A0B2mk2fy3hp1EzqcMn3DmCDU5utMBXFRwVypdBY6lTFZxlSwibCD7LfBTpuYw/xLqhck5tdM",
+	"kUxELCXBM7rkz673n7lXeIZLpeqZOSfC1URETHCDi4iZA0nsFpizskUTMRF/+xvp437q1UR0SF5krcym",
+	"os6hRbl00aXUxLJChoBR7I60C1BGE1EikVZRCLzTJr8ZP4zqMhVxTeSSYY2O29FSZHgiMEzUqm6pT8xu",
+	"kaBKt8HOcWWTQyM/05SbuteJqBJNqzyNJTbAvEOJbyrj4V0XIPznqcyWefk5MD04sInZzqYml77lfBxF",
+	"8zZR2JrBor8rxTU8J4WaiL8XJ/MUaQVY8Rf4Bj7zVykUAx+LTi9AWSlzR/kmgtjTfMq0FQYLIlg/vAdU",
+	"8HdyYg8IG2FlJbIiXJCExzG3HUktNQgSnKmAqGw247dtci4jhs/BkuZt5/waWGCqZJxp1yU4YjTCDnNH",
+	"7rgAiONMM9O+1bWKMYNgLsQZ/JRIIbUUPCRhLMPPoIpRB0oThdfk74oJ/fdyIy6fLONMwSxBvRI48EnC",
+	"RYb0RmdMr0hC0zkXiIhy/wxzruvdeHxBjFLBObHaCQ9AeD6ZOC1iPthWGRPvLjiGtUOHGnJ5cdEbXo3O",
+	"Ox96SE0xx0Ni3IQLgAHMBvykSEm4OBIxp6XZgl5zmaXIHhailgualJtG70zEn27AnwbVeETqT/h+d3eX",
+	"2H/h4+Hevo+9kP+stmM9hl9IUGsJEWC8EtgV9pDd5BybR1gweJJHditzFP0agHDXO1AY6XVPX2ZTtW6z",
+	"RS13ygQXkjeiOJCM8R6usYlyapof7Lg3PQQdQPFo2Z95Y2oUR/iVGfSq/hvSz5EBAk/tme6FIBoU9pRG",
+	"1kokKHyztplpf4/8WRyACd1h4yUT+phQ9bk4dQKPGXSCR22ffu6Tw4MD2L9Sh9Z669lj+6yJa/n23B+y",
+	"KFa6BM42Ia2ir+0O4UJpRiPCDd3kXbyV5nGMusZCcQDYqDQqDkp9iAPXqpi0PnHwMbBKWC+MNk5XZhLB",
+	"9I1MP7t2py9ub8mfD3bSdXO5lrrkZsFtp5gcUgcj9t7UeE4ZvJ61VJ5x7pVtBIeO65IJuuTekfe8vdd+",
+	"bvyjBdpA9+rVPLKNfZ6k0k1t9IW2qidoCIQHbTKuq3xQnzKNlJVbsHMTgRjAdkw3woi7Yycub/CgUUyV",
+	"JvkKgAuTPtELKiYiqJ4ID9bPtyMc1DYLLTSj6xphY/sT4fpGRbUWEqk9hZ5LcS3jiASuAVQA/Be4HlDB",
+	"RMy44GrhhLwpmMdZQdConH8Eu0Fph0Uk6ogc7u2Rtdb39wglfyKahExTj/djpOlqL+7jiXiw8bOJy+Yi",
+	"uh+Z7Y7y7gL2FgKm9GsZ/XWdntdandxVfR2dZqx+hcHB3t73WN/mmZuanCMN2670h2b1pklzKJ+VblnA",
+	"R/Yff6TSwBwfev74Q8VVA/DEwavHn6h3iMeXRet5ExDzmBV6WFmS0HSFCEKR7M42A+mX+uGZXmvHwBip",
+	"qTewDGjyAtgGhs7RuwORJ5hSxoW7V1Z9klP1DJnrfmH1GwVmzJZESxKYNH9AWi7CgXn7HZT25hIC02YV",
+	"7X3wsRT5g6WSyHQiUOsZ6yOxMR3rMZj8iZHXraCosQLmWrPIdtoT0RE2pAJGrwrQQiolTPBuEkyapgmN",
+	"j11CfU65KGuN9kSgp4pdfAEyhJ3b2wGsd5g3UQ38sujDPKa1DblWE8HF7izGtjAluQUPFL7AT4qEdElD",
+	"DmYkPgm/25/WZ2iTATjEqJ9N77zAHWq3nlRQnMgPEPhjQifCtCoRpZP8Rjznj6GfDUsHtmEAvje+NGwy",
+	"HpH9txGu2AL2vZyq7yRYKw2Mf7BQrXbmbRCotv8tbiDamIpP45VNqPxHxjbK2FMp5rtLacsLjVzLmdyw",
+	"gqvmsLzuzr864WraET8uWLGA4X7B+hov8MFBeAq6ZBTWSh+CNumBuMwtWmOSYZxqIqwBeESCwYegcK7A",
+	"RWjyZ4PTwWgckFZhIgs5EfZCntIxfcSAc9lAmDEQyUeFg1XxbUDsoHGG3TKD/JyeXQh8JvCy7jnvh6Ur",
+	"E5EyxJ9Zo+oz7bSJq9s28iuRIMpmMr2haYRyLyidbgzwvNAc+8QYc9e4BC4TqRjDPgOm1b25AwMdGgBC",
+	"sBvVJh1BMvFZgDn8SU7RVcQutYAylJPOr3Q4kqlBkT8RZn+UxfW/kzjF6vVTUx3+fQRqpdr/BwvUam1+",
+	"g0AdiNzfWbLUbLYPytQF4zDD+B/Zeo9s7d1qZs0eawXJWd40r2QZopXr2PUpovUrBjvvnlHbd1I9+6qw",
+	"AukOoJ+zBnGLxpSp98L+IqZew7b6NWGd0mU3plcSSpo8ojAR5qoy7OSPcWx+7WSoLQBGOecksIlsokww",
+	"njReQ8UV+Mspo6C4TQFS19D2rsmvmdBW8N+7H1jIdk1hVYDlSi1TDZTyUGMZE27HTyqfwD2PnXGPwXK0",
+	"iUd4ATxOZrqT7O1OV5pNBMCzY0BDo3FB0fk2L8w1WvTKHt1URPE/rEuCSPTNYUt4E41nZm0XUmwSJwiv",
+	"prdMlLQVVJqOBTsu5E0VCM0SuD9CZvokuK/nLMjOw71DElSa1FaesA3XcOZXJCj60eKz68KYbC2LT2zr",
+	"fddc1ateifh7M5sWQ54VVybe+RsWRNroMG5B812KylX6Pe0yRVeeuA5RcUcgsoyJUpcZruCxHDRzi1kB",
+	"nGUaVGC7rkB1syspHy0Xvvu4lWaSoWZ613B6VUPlq065oFjCUi90abzEDvbEJ0501G58q0iLhohjdXtR",
+	"ELUwmkptjxeqF5axd9rfvrl3/7sV5N7h40/kXY/xgQ00at7f+F+qgkdIH2iqaqb0Lp7sRwWA1bJVLfct",
+	"qjfNr2Zrdm9cx/qyEg1aJu3iTGZjL5Mi4rMT2LwCmN2ockvWQx5SwbteVa0t4k+KhFmaghcFL9+amRtO",
+	"jH4zqhsfiliylMCwR+hgcHdRDzCDCRgBYbnqXxM0spcgTASOClqIghrcuc2/1uI/8MGvE0WAaiKsnDNd",
+	"vY8JxYvfGAJvFza5muJGgtz3Mx3Rah3PgzYJbPbmiNgTzAGxTKxIYEtJjGkhJAlQH4OmKh6zSaDiITMm",
+	"f8TN0SYdV5oC8Jij/9FEIKqUrpQckRZqGB6pIvddmFgYAyxXcvkTgZU4JnsMZjcVc+bnAblYztWOu3WY",
+	"ipVJB3BFblLAksmBdtYTWmEslU1d2HtPjsqElDKdcla9m3EipMtbGtQbCraPwzPgVPtFLzcwmGaUx8qY",
+	"aa6KbyIUw1DdP0fj3tmVAWwHAQW7AbO+RxXzoeyaWwrBuvQiSVlmhIkATxi4bMcna2RBWg2kVb4zNiew",
+	"icgb2eHSMFuliX5Q6tYDP5aMK1jF+u4TkdCIGcSxlMyZsBaNY86dNum74hpEALxmfnYuSu2tuhNh2o/+",
+	"CMd53c47NptT3pUG5K5hqIoVmGT/OQnWbhsISAsVsATL92dyxl/vHGP+NqheQvAkQ5K0qunSiSjnS+2l",
+	"emaHG3NVIE+1LYv8Bnvz4/cKHpQPp//w6EHlTPe9F3Ujk3FVEt4tIW+Ah80JLXdXTHF7DF4z8789qvD9",
+	"jab9DWCqXw+BxtbBJghYv2b3X2qoXUirK50uxergBqcZ7TYbdrS+z1Y2Gxf3G2ldKVSWWNVYr9cz+Tvd",
+	"1LLTNMZ39QITUZx4ChlpocXHsQGUMqO0TFm00ybnktDiqnVXtVS+3x4LVMt9Zg1coOfr7WY7rlBGZU5/",
+	"NfeWLXeURR2Pwr3aVDavhjwfjElo0BL5RElTcYF5OQdASIU1UzPU+yVQTITFKVNGYj5jeZ/qcg9YbGIA",
+	"oKMFo0nL1V6a1rE+oRpUe9EatghIYafUTVXj2i1AAWm5uDbAvON0XRUdx1iTFKzdF2SUXvnCoL8s3PFe",
+	"cnFu2vN8D9VRbn+8keLY/4uXvl9twO/gBiCb1OpDfduw3cTJTHkOWto/WF28+jE39YemevGRZtHHrmpP",
+	"SJ0zq0HI/gYIeSsF+5cIf1tK7x39/rGsCsapsZkbKqcr1+8VVFFWAtzWHz+iCFRRHn+Pw14IZicnm1bG",
+	"cLHxg00fiqCsKqyL7Bx8E2My9dMY1S6fHQ92UL7S3P9yPrqiMxBwHZPDdKvwojlAdZrj3LcUReE+zgW+",
+	"iC2Tw7vj4iiHbF0lNFef5r6WjKOJsyHMbQOYCU0pUiWmGGM5x8ILjBmY27Lniw2qKXwSNN3hZtyQ/cby",
+	"1++ZAxwsmXCHKb6PLK41jvnBdny9I8o9oijP61Z6O/wn89cs0NZPBf3+8a4i5YCsSAsLxUBe79hmMVUk",
+	"OwZzjTSahFzTwvnhH7Oqfawu4lCuAmOqnLxt4iCffz0vsSiVbtrReXnd+misNfPd7cl5ftK3fmExB9ru",
+	"dx/v/icAAP//",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,
