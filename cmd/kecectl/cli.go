@@ -77,8 +77,6 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fu
 func (c *cli) execute(args []string) int {
 	root := c.rootCommand()
 	root.SetArgs(args)
-	root.SetOut(c.out)
-	root.SetErr(c.errOut)
 	cmd, err := root.ExecuteContextC(c.ctx)
 	var ve violationsFound
 	var ue *usageError
@@ -119,6 +117,8 @@ Exit codes: 0 ok; 1 the API, the network or a waited-for outcome failed;
 		RunE:              groupRun,
 		DisableAutoGenTag: true,
 	}
+	root.SetOut(c.out)
+	root.SetErr(c.errOut)
 	root.SetVersionTemplate("{{.Version}}\n")
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &usageError{msg: err.Error()} })
 	pf := root.PersistentFlags()
@@ -139,6 +139,14 @@ Exit codes: 0 ok; 1 the API, the network or a waited-for outcome failed;
 	}
 	root.SetHelpCommandGroupID("tools")
 	root.SetCompletionCommandGroupID("tools")
+	// cobra adds `completion` lazily; add it now so an unknown shell is a
+	// usage error like any unknown verb.
+	root.InitDefaultCompletionCmd()
+	for _, sub := range root.Commands() {
+		if sub.Name() == "completion" {
+			sub.Args, sub.RunE = groupArgs, groupRun
+		}
+	}
 	return root
 }
 
@@ -147,6 +155,9 @@ Exit codes: 0 ok; 1 the API, the network or a waited-for outcome failed;
 func groupArgs(cmd *cobra.Command, args []string) error {
 	if len(args) == 0 {
 		return nil
+	}
+	if cmd.SuggestionsMinimumDistance <= 0 {
+		cmd.SuggestionsMinimumDistance = 2
 	}
 	msg := fmt.Sprintf("unknown command %q for %q", args[0], cmd.CommandPath())
 	if s := cmd.SuggestionsFor(args[0]); len(s) > 0 {
