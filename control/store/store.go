@@ -38,10 +38,10 @@ const (
 	TxRetriesDefault        = 8
 	JoinCodeTTLDefault      = time.Hour
 	// JoinCodeTTLMax bounds the lifetime an admin may choose for a join code.
-	JoinCodeTTLMax = 7 * 24 * time.Hour
-	OfflineAfterDefault     = 30 * time.Second
-	ReapBatchDefault        = 100
-	MaxResultBytesDefault   = 1 << 20
+	JoinCodeTTLMax        = 7 * 24 * time.Hour
+	OfflineAfterDefault   = 30 * time.Second
+	ReapBatchDefault      = 100
+	MaxResultBytesDefault = 1 << 20
 )
 
 func (c *Config) setDefaults() {
