@@ -3,7 +3,12 @@
 //	kece-control serve      run the HTTP server (machine, admin, business APIs) and the reaper
 //	kece-control migrate    up | down | status of the schema
 //	kece-control token      create|revoke --kind admin|business --name NAME (create prints the token once)
-//	kece-control reconcile  check invariants; JSON or CSV; exit 1 when violated
+//	kece-control reconcile  check invariants; -o json|csv; exit 3 when violated
+//	kece-control version    print the build version (also --version)
+//
+// Exit codes (the same across KECE's binaries, docs/operations.md): 0 ok;
+// 1 runtime failure; 2 usage or configuration error; 3 reconcile found
+// violations.
 //
 // Settings come from flags or environment (flags win). It refuses to start on
 // bad settings and says which one and what would be right.
@@ -18,6 +23,8 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/kece-oj/kece/internal/buildinfo"
 )
 
 func main() {
@@ -44,10 +51,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		var violated bool
 		violated, err = reconcile(ctx, args[1:], stdout)
 		if err == nil && violated {
-			return 1
+			return 3 // as kecectl reconcile: ran fine, found violations
 		}
 	case "-h", "--help", "help":
 		usage(stdout)
+		return 0
+	case "version", "--version", "-version":
+		fmt.Fprintln(stdout, buildinfo.String("kece-control"))
 		return 0
 	default:
 		fmt.Fprintf(stderr, "kece-control: unknown command %q\n", args[0])
@@ -82,7 +92,8 @@ commands:
   serve       run the control plane HTTP server and reaper
   migrate     up | down | status
   token       create|revoke --kind admin|business --name NAME
-  reconcile   check scheduling invariants (--format json|csv); exit 1 on violation
+  reconcile   check scheduling invariants (-o json|csv); exit 3 on violation
+  version     print the build version (also --version)
 
 Every command reads the database from --mysql-dsn or KECE_MYSQL_DSN
 (go-sql-driver form, e.g. kece:secret@tcp(127.0.0.1:3306)/kece).

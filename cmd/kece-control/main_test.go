@@ -96,7 +96,7 @@ func TestMigrateTokenAndServe(t *testing.T) {
 	_, err := db.Exec(`INSERT INTO judge_submission (submission_type, submission_id, current_job_id, generation) VALUES ('ALGO', 'dangling', 999999, 1)`)
 	require.NoError(t, err)
 	out.Reset()
-	require.Equal(t, 1, run(ctx, []string{"reconcile", "--format", "csv", "--mysql-dsn", dsn}, &out, &errOut), errOut.String())
+	require.Equal(t, 3, run(ctx, []string{"reconcile", "-o", "csv", "--mysql-dsn", dsn}, &out, &errOut), errOut.String())
 	require.Contains(t, out.String(), "POINTER_DANGLING")
 	_, err = db.Exec(`DELETE FROM judge_submission WHERE submission_id = 'dangling'`)
 	require.NoError(t, err)

@@ -13,12 +13,16 @@ import (
 
 // reconcile checks the scheduling invariants (control/store/reconcile.go)
 // and prints the report as JSON or CSV. violated is true when any rule
-// found a violation; the process then exits 1 so scripts and alerts notice.
+// found a violation; the process then exits 3 (as kecectl reconcile) so
+// scripts and alerts notice.
 func reconcile(ctx context.Context, args []string, stdout io.Writer) (violated bool, err error) {
 	fs := flag.NewFlagSet("reconcile", flag.ContinueOnError)
 	var env envReader
 	dsn := dsnFlag(fs)
-	format := fs.String("format", "json", "json or csv")
+	format := fs.String("format", "json", "json or csv (same as -o)")
+	// -o/--output is the output flag of every KECE CLI; --format stays for scripts.
+	fs.StringVar(format, "o", "json", "output: json or csv")
+	fs.StringVar(format, "output", "json", "output: json or csv")
 	reap := fs.Duration("reap-interval", env.duration("KECE_REAP_INTERVAL", httpapi.ReapIntervalDefault),
 		"the replicas' reap interval: a lease expired for longer than twice this is reported as a stuck reaper")
 	if err := fs.Parse(args); err != nil {

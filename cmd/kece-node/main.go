@@ -45,7 +45,8 @@ const (
 )
 
 func main() {
-	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr, os.Getenv))
+	getenv := func(k string) string { return os.Getenv(k) }
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr, getenv))
 }
 
 // run dispatches the subcommand; without one it runs the node.
