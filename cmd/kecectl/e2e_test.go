@@ -110,6 +110,11 @@ func TestKecectlEndToEnd(t *testing.T) {
 
 	// Drain (nothing running: --wait returns at once), disable, rotate, revoke.
 	require.Contains(t, c.ok("node", "drain", "judge-1", "--reason", "maintenance", "--wait"), "is drained: no lease left")
+	// With -o json stdout carries only the final node; progress goes to stderr.
+	o = c.run("node", "drain", "judge-1", "--reason", "again", "--wait", "-o", "json")
+	require.Equal(t, exitOK, o.code, o.stderr)
+	require.Equal(t, adminapi.DesiredStateDraining, decode[adminapi.Judger](t, o.stdout).DesiredState)
+	require.Contains(t, o.stderr, "is drained")
 	require.Contains(t, c.ok("node", "disable", "judge-1", "--reason", "maintenance"), "DISABLED")
 	require.Regexp(t, `kjc_`, c.ok("node", "rotate", "judge-1", "--reason", "credential leaked"))
 	require.Contains(t, c.ok("node", "revoke", "judge-1", "--reason", "host retired"), "revoked")

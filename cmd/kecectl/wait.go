@@ -23,6 +23,15 @@ type progress struct {
 	open bool
 }
 
+// progress shows on stdout for tables; with -o json|yaml stdout carries only
+// the final object, and the progress goes to stderr.
+func (c *cli) progress() *progress {
+	if c.output == outputTable {
+		return newProgress(c.out)
+	}
+	return newProgress(c.errOut)
+}
+
 func newProgress(w io.Writer) *progress {
 	f, ok := w.(*os.File)
 	return &progress{w: w, tty: ok && term.IsTerminal(int(f.Fd()))}
@@ -81,7 +90,7 @@ func (c *cli) poll(timeout time.Duration, p *progress, step func(elapsed time.Du
 
 // waitCheck follows one self-check to PASSED (nil) or FAILED (an error).
 func (c *cli) waitCheck(nodeID, checkID, jobID string, timeout time.Duration) error {
-	p := newProgress(c.out)
+	p := c.progress()
 	var final *adminapi.NodeCheck
 	err := c.poll(timeout, p, func(time.Duration) (string, bool, error) {
 		d, err := c.getNode(nodeID)
@@ -112,13 +121,13 @@ func (c *cli) waitCheck(nodeID, checkID, jobID string, timeout time.Duration) er
 	}
 	p.done(fmt.Sprintf("self-check %s PASSED (runtime %s); enable the node with 'kecectl node enable %s --reason ...'",
 		checkID, deref(final.RuntimeVersion, "-"), nodeID))
-	return nil
+	return c.emitFinal(final)
 }
 
 // waitEnabled waits until the node heartbeated after it was enabled, so the
 // running process knows it may claim.
 func (c *cli) waitEnabled(nodeID string, timeout time.Duration) error {
-	p := newProgress(c.out)
+	p := c.progress()
 	var n adminapi.Judger
 	err := c.poll(timeout, p, func(elapsed time.Duration) (string, bool, error) {
 		d, err := c.getNode(nodeID)
@@ -144,13 +153,13 @@ func (c *cli) waitEnabled(nodeID string, timeout time.Duration) error {
 		return err
 	}
 	p.done(fmt.Sprintf("node %s (%s) is ENABLED and online; it claims %s jobs", n.NodeId, n.Name, n.Pool))
-	return nil
+	return c.emitFinal(n)
 }
 
 // waitDrained waits until the node holds no lease, or the control plane
 // disabled it at the drain deadline.
 func (c *cli) waitDrained(nodeID string, timeout time.Duration) error {
-	p := newProgress(c.out)
+	p := c.progress()
 	var n adminapi.Judger
 	err := c.poll(timeout, p, func(time.Duration) (string, bool, error) {
 		d, err := c.getNode(nodeID)
@@ -177,9 +186,18 @@ func (c *cli) waitDrained(nodeID string, timeout time.Duration) error {
 	}
 	if n.DesiredState == adminapi.DesiredStateDisabled {
 		p.done(fmt.Sprintf("node %s (%s) is DISABLED (the drain deadline passed and its remaining leases were requeued, or an admin disabled it)", n.NodeId, n.Name))
-		return nil
+		return c.emitFinal(n)
 	}
 	p.done(fmt.Sprintf("node %s (%s) is drained: no lease left; disable it with 'kecectl node disable %s --reason ...'",
 		n.NodeId, n.Name, n.Name))
-	return nil
+	return c.emitFinal(n)
+}
+
+// emitFinal prints the awaited object for -o json|yaml (the table form was
+// the progress display's last line).
+func (c *cli) emitFinal(v any) error {
+	if c.output == outputTable {
+		return nil
+	}
+	return c.emit(v, nil)
 }
