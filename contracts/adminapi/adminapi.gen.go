@@ -811,6 +811,54 @@ type JudgerUpdate struct {
 // Language Language key, e.g. cpp17, java17, python3, arkts, mysql; it decides the pool.
 type Language = string
 
+// LanguageInfo defines model for LanguageInfo.
+type LanguageInfo struct {
+	// Id The language id a submission names.
+	Id string `json:"id"`
+
+	// MinMemoryBytes Manifests whose memory limit is below this are refused for this language at enqueue (422 `MEMORY_LIMIT_TOO_LOW`).
+	MinMemoryBytes int64 `json:"minMemoryBytes"`
+
+	// Mixed True when ready nodes report more than one variant.
+	Mixed bool `json:"mixed"`
+
+	// Pool A judge pool; one node process serves exactly one.
+	Pool Pool `json:"pool"`
+
+	// ReadyNodes Ready nodes (enabled, online) that report this language.
+	ReadyNodes int32 `json:"readyNodes"`
+
+	// Standard The standard or language version the id names.
+	Standard string            `json:"standard"`
+	Variants []LanguageVariant `json:"variants"`
+}
+
+// LanguageList defines model for LanguageList.
+type LanguageList struct {
+	// AsOf Server time of the snapshot.
+	AsOf      time.Time      `json:"asOf"`
+	Languages []LanguageInfo `json:"languages"`
+}
+
+// LanguageVariant defines model for LanguageVariant.
+type LanguageVariant struct {
+	// CompileCommand Compile command line; empty for none.
+	CompileCommand string `json:"compileCommand"`
+
+	// EntryPoint How the source file name and entry point are chosen.
+	EntryPoint string `json:"entryPoint"`
+
+	// ExtraMemoryBytes Memory granted on top of the manifest's limit.
+	ExtraMemoryBytes int64 `json:"extraMemoryBytes"`
+
+	// Nodes Ready nodes reporting exactly this variant.
+	Nodes      int32  `json:"nodes"`
+	RunCommand string `json:"runCommand"`
+
+	// Version Compiler or runtime version as probed in the sandbox image.
+	Version string `json:"version"`
+}
+
 // Name Human name, unique within its kind (lower case).
 type Name = string
 
@@ -1666,6 +1714,19 @@ type ClientInterface interface {
 	// Corresponds with POST /api/v1/admin/judgers/{nodeId}/verify (the `VerifyJudger` operationId).
 	VerifyJudger(ctx context.Context, nodeId NodeIdPath, body VerifyJudgerJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// ListLanguages Every accepted language id and what the ready nodes report for it.
+	//
+	// The same catalog as the business API's `GET /api/v1/languages`: per
+	// accepted id its pool, standard and minimum memory, and the distinct
+	// variants (version, command lines, entry-point rule, extra memory) the
+	// ready nodes of its pool report, with node counts; `mixed` when they
+	// disagree (e.g. during a rolling image upgrade).
+	//
+	// Errors: 401 `UNAUTHENTICATED`; 429 `RATE_LIMITED`; 5xx.
+	//
+	// Corresponds with GET /api/v1/admin/languages (the `ListLanguages` operationId).
+	ListLanguages(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// Reconcile Check the scheduling invariants now and list violations.
 	//
 	// Read-only; the same checks as `kece-control reconcile`. `ok` is
@@ -2480,6 +2541,29 @@ func (c *Client) VerifyJudgerWithBody(ctx context.Context, nodeId NodeIdPath, co
 // Corresponds with POST /api/v1/admin/judgers/{nodeId}/verify (the `VerifyJudger` operationId).
 func (c *Client) VerifyJudger(ctx context.Context, nodeId NodeIdPath, body VerifyJudgerJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewVerifyJudgerRequest(c.Server, nodeId, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ListLanguages Every accepted language id and what the ready nodes report for it.
+//
+// The same catalog as the business API's `GET /api/v1/languages`: per
+// accepted id its pool, standard and minimum memory, and the distinct
+// variants (version, command lines, entry-point rule, extra memory) the
+// ready nodes of its pool report, with node counts; `mixed` when they
+// disagree (e.g. during a rolling image upgrade).
+//
+// Errors: 401 `UNAUTHENTICATED`; 429 `RATE_LIMITED`; 5xx.
+//
+// Corresponds with GET /api/v1/admin/languages (the `ListLanguages` operationId).
+func (c *Client) ListLanguages(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListLanguagesRequest(c.Server)
 	if err != nil {
 		return nil, err
 	}
@@ -3479,6 +3563,33 @@ func NewVerifyJudgerRequestWithBody(server string, nodeId NodeIdPath, contentTyp
 	return req, nil
 }
 
+// NewListLanguagesRequest constructs an http.Request for the ListLanguages method
+func NewListLanguagesRequest(server string) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/admin/languages")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 // NewReconcileRequest constructs an http.Request for the Reconcile method
 func NewReconcileRequest(server string) (*http.Request, error) {
 	var err error
@@ -4146,6 +4257,21 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with POST /api/v1/admin/judgers/{nodeId}/verify (the `VerifyJudger` operationId).
 	VerifyJudgerWithResponse(ctx context.Context, nodeId NodeIdPath, body VerifyJudgerJSONRequestBody, reqEditors ...RequestEditorFn) (*VerifyJudgerResponse, error)
+
+	// ListLanguagesWithResponse Every accepted language id and what the ready nodes report for it.
+	//
+	// The same catalog as the business API's `GET /api/v1/languages`: per
+	// accepted id its pool, standard and minimum memory, and the distinct
+	// variants (version, command lines, entry-point rule, extra memory) the
+	// ready nodes of its pool report, with node counts; `mixed` when they
+	// disagree (e.g. during a rolling image upgrade).
+	//
+	// Errors: 401 `UNAUTHENTICATED`; 429 `RATE_LIMITED`; 5xx.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /api/v1/admin/languages (the `ListLanguages` operationId).
+	ListLanguagesWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ListLanguagesResponse, error)
 
 	// ReconcileWithResponse Check the scheduling invariants now and list violations.
 	//
@@ -5842,6 +5968,75 @@ func (r VerifyJudgerResponse) ContentType() string {
 	return ""
 }
 
+// ListLanguagesResponse429Headers the declared response headers of an HTTP 429 response for ListLanguages
+type ListLanguagesResponse429Headers struct {
+	RetryAfter int32
+}
+
+type ListLanguagesResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *LanguageList
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *TooManyRequests
+	// JSONDefault the response for an HTTP default `application/json` response
+	JSONDefault *Unexpected
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *ListLanguagesResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListLanguagesResponse) GetJSON200() *LanguageList {
+	return r.JSON200
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r ListLanguagesResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r ListLanguagesResponse) GetJSON429() *TooManyRequests {
+	return r.JSON429
+}
+
+// GetJSONDefault returns the response for an HTTP default `application/json` response
+func (r ListLanguagesResponse) GetJSONDefault() *Unexpected {
+	return r.JSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r ListLanguagesResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListLanguagesResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListLanguagesResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListLanguagesResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // ReconcileResponse429Headers the declared response headers of an HTTP 429 response for Reconcile
 type ReconcileResponse429Headers struct {
 	RetryAfter int32
@@ -6739,6 +6934,27 @@ func (c *ClientWithResponses) VerifyJudgerWithResponse(ctx context.Context, node
 		return nil, err
 	}
 	return ParseVerifyJudgerResponse(rsp)
+}
+
+// ListLanguagesWithResponse Every accepted language id and what the ready nodes report for it.
+//
+// The same catalog as the business API's `GET /api/v1/languages`: per
+// accepted id its pool, standard and minimum memory, and the distinct
+// variants (version, command lines, entry-point rule, extra memory) the
+// ready nodes of its pool report, with node counts; `mixed` when they
+// disagree (e.g. during a rolling image upgrade).
+//
+// Errors: 401 `UNAUTHENTICATED`; 429 `RATE_LIMITED`; 5xx.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /api/v1/admin/languages (the `ListLanguages` operationId).
+func (c *ClientWithResponses) ListLanguagesWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ListLanguagesResponse, error) {
+	rsp, err := c.ListLanguages(ctx, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListLanguagesResponse(rsp)
 }
 
 // ReconcileWithResponse Check the scheduling invariants now and list violations.
@@ -8288,6 +8504,66 @@ func ParseVerifyJudgerResponse(rsp *http.Response) (*VerifyJudgerResponse, error
 	return response, nil
 }
 
+// ParseListLanguagesResponse parses an HTTP response from a ListLanguagesWithResponse call
+func ParseListLanguagesResponse(rsp *http.Response) (*ListLanguagesResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListLanguagesResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest LanguageList
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Unexpected
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers ListLanguagesResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int32
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: "int32"}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
 // ParseReconcileResponse parses an HTTP response from a ReconcileWithResponse call
 func ParseReconcileResponse(rsp *http.Response) (*ReconcileResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -8555,6 +8831,9 @@ type ServerInterface interface {
 	// VerifyJudger Start a self-check (a CHECK job bound to this node).
 	// (POST /api/v1/admin/judgers/{nodeId}/verify)
 	VerifyJudger(w http.ResponseWriter, r *http.Request, nodeId NodeIdPath)
+	// ListLanguages Every accepted language id and what the ready nodes report for it.
+	// (GET /api/v1/admin/languages)
+	ListLanguages(w http.ResponseWriter, r *http.Request)
 	// Reconcile Check the scheduling invariants now and list violations.
 	// (GET /api/v1/admin/reconcile)
 	Reconcile(w http.ResponseWriter, r *http.Request)
@@ -9125,6 +9404,20 @@ func (siw *ServerInterfaceWrapper) VerifyJudger(w http.ResponseWriter, r *http.R
 	handler.ServeHTTP(w, r)
 }
 
+// ListLanguages operation middleware
+func (siw *ServerInterfaceWrapper) ListLanguages(w http.ResponseWriter, r *http.Request) {
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.ListLanguages(w, r)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
 // Reconcile operation middleware
 func (siw *ServerInterfaceWrapper) Reconcile(w http.ResponseWriter, r *http.Request) {
 
@@ -9366,6 +9659,7 @@ func HandlerWithOptions(si ServerInterface, options StdHTTPServerOptions) http.H
 	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/api/v1/admin/settlement-events", wrapper.ListSettlementEvents)
 	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/api/v1/admin/settlement-events/{eventId}/redeliver", wrapper.RedeliverSettlementEvent)
 	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/api/v1/admin/reconcile", wrapper.Reconcile)
+	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/api/v1/admin/languages", wrapper.ListLanguages)
 
 	return m
 }
@@ -11369,6 +11663,73 @@ func (response VerifyJudgerdefaultJSONResponse) VisitVerifyJudgerResponse(w http
 	return err
 }
 
+type ListLanguagesRequestObject struct {
+}
+
+type ListLanguagesResponseObject interface {
+	VisitListLanguagesResponse(w http.ResponseWriter) error
+}
+
+type ListLanguages200JSONResponse LanguageList
+
+func (response ListLanguages200JSONResponse) VisitListLanguagesResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListLanguages401JSONResponse struct{ UnauthorizedJSONResponse }
+
+func (response ListLanguages401JSONResponse) VisitListLanguagesResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListLanguages429JSONResponse struct{ TooManyRequestsJSONResponse }
+
+func (response ListLanguages429JSONResponse) VisitListLanguagesResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListLanguagesdefaultJSONResponse struct {
+	Body       Error
+	StatusCode int
+}
+
+func (response ListLanguagesdefaultJSONResponse) VisitListLanguagesResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type ReconcileRequestObject struct {
 }
 
@@ -11688,6 +12049,9 @@ type StrictServerInterface interface {
 	// VerifyJudger Start a self-check (a CHECK job bound to this node).
 	// (POST /api/v1/admin/judgers/{nodeId}/verify)
 	VerifyJudger(ctx context.Context, request VerifyJudgerRequestObject) (VerifyJudgerResponseObject, error)
+	// ListLanguages Every accepted language id and what the ready nodes report for it.
+	// (GET /api/v1/admin/languages)
+	ListLanguages(ctx context.Context, request ListLanguagesRequestObject) (ListLanguagesResponseObject, error)
 	// Reconcile Check the scheduling invariants now and list violations.
 	// (GET /api/v1/admin/reconcile)
 	Reconcile(ctx context.Context, request ReconcileRequestObject) (ReconcileResponseObject, error)
@@ -12320,6 +12684,30 @@ func (sh *strictHandler) VerifyJudger(w http.ResponseWriter, r *http.Request, no
 	}
 }
 
+// ListLanguages operation middleware
+func (sh *strictHandler) ListLanguages(w http.ResponseWriter, r *http.Request) {
+	var request ListLanguagesRequestObject
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.ListLanguages(ctx, request.(ListLanguagesRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "ListLanguages")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(ListLanguagesResponseObject); ok {
+		if err := validResponse.VisitListLanguagesResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
 // Reconcile operation middleware
 func (sh *strictHandler) Reconcile(w http.ResponseWriter, r *http.Request) {
 	var request ReconcileRequestObject
@@ -12408,171 +12796,181 @@ func (sh *strictHandler) RedeliverSettlementEvent(w http.ResponseWriter, r *http
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7H3rchq71uCrqDhfVfB8bRvndk7smh/EkIRsB/sAzp49m4wR3QIUNxJbEnbYKVfNQ8wTzpN8tZakvtFg",
-	"IHZ2zvnyJzHQLS1JS+t++VoJ5XQmBRNGV46/ViaMRkzhnx1m1KI+MkzBp4jpUPGZ4VJUjitdFkoRaWIk",
-	"uaXckCEbScWIgle4GB9Ugopif8y5YlHl2Kg5Cyo6nLAphaFGUk2pqRxXuDDPnlaCypQLPp1PK8e1oGIW",
-	"M2Z/YmOmKnd3d0FlRhWdMuPgeo1ztaJlqM5FvCDcsKkmt9xMCCV6SuOYKcIjUjUTRmaK3XA512RGx+yJ",
-	"JoJ9MX68PYCawzh/zJlaVIKKoFOAZegnzC7iPxQbVY4rfztM9+/Q/qoPW1EFwH4ntXmr5HzWii6omcBb",
-	"OPwMPiSjT9Kn1u7aBhO+l8O1U32G3791kjM+5WZ57y/omBHN/2SkGrERnceGHNVqK/c0xlHWYwX9YrHi",
-	"Ra2WwZGjEhwJKm0ZsbVrF/jAty3+Dt7WMyk0s5hIow77Y8407kcohWEC/6SzWcxDCltz+FnD/nzdcJ6m",
-	"UtJhfX5/exO4XjgZiSTTREhDptSEEwKIDZMrGhpSHXSa/7xsdntXrfbH+lmrMdg7qNwFlVMpRjEPvxuk",
-	"Ws5VCFdMG2oYkYrA1dNcihR8GsfylpgJ1yScUDFmCGlbmjdyLqLvAymNIsW0ZlECcwof+8K1QZh6Un6g",
-	"YuFOWz8+aB3YNLwkLIIzrfeaV2etD61eszHYO7GEllAgzgTp9D4SaqItXYZbV6Tk+wkpLwPIPX2YIfoI",
-	"1aWgczORiv/JvsOBfOBaczEGbJmLayFvBaHRlAti5DUTpDq4bNcve++a7V7rtI5bgadzKdiXGQvN9wCx",
-	"y9QNU/uaR4xYMld98eULGbTavWanXT8bBASg/FhvndVfnzUTCGdKhkxrOoxZUxhuFo8P6q8sjveBrLKI",
-	"DOeGKDaaA6IPF4QSNY8ZqbKD8QGZKTlMLgL+oAHqO08bEYfqxrDpzIIaRRymoPGFkjOmDAdyOKKxZkFl",
-	"lvnqa4Xatyyzvo++BhUmIhbVTY4dRNSwfcOnrJIQfm0UF2N8AdZ+KiO2zJBaYqSoNmoemrliBJ8kYUy1",
-	"JtVmp3Pe2QsAz86a9W7zqvm/LlqdZgPuzQxgVjDC//m9vv+/P8E/tf1XV5++1oKXz+7+owyMLA/faKGW",
-	"E2/0aMyoZs2ZDCdFLvnyeWU9Xww819toIjk3oZyW7GTnst1utd+S2wmPGXIbhInE/IbpE/hCkNPzDxdn",
-	"zV6zERDc3IC4LQ3Iab192jw7gz+7lxfNTrfZaDZg6zvNj+e/3L/pT1dsumIh4zPT4GPHgAsX9V19/+mL",
-	"l0SOEGQBGxcDGQNCD/eWhiGbAXkdSWWZkMPWIkC1/Vd0f/Tp68vn5YBopoGv7XpG2lBltkH7u6wQ83si",
-	"1WUQJUjFnRxw2cnSA/+UzCCHn1loAKj6POKmKYxabHvjQ7v/xeP4dUINmdDZjAkWBQQJDwB5wATQxIB8",
-	"lsODkIqQxQdW+DtjYgzi3MvnJXtOQyNL9JI2nTJ/4hnOgTe9X9ELbdi0X8ETp3Mjp9TwkFiQdWHao6f/",
-	"KJt3C+JEYQ83vX0RM5THevVuW2l16aAek/RsQz0Uo45rZfew9vT5fejrdwn31h9s4PEoGbgMSU+pdvAV",
-	"6Afd/7O2/+pT+ufVwf46+g0DdZAqbIntYQLBuh1ycAK/+sKNZ1dLCs8yaZiyqVSLX4brqUqt/FWt6biE",
-	"mp9OWHjNFIn4aBQQzceCxkTgvVGk+88zyykDQg2ZSm3Ic/ILf124G89rr16WEcJQKrYDrBaIZVB7TE25",
-	"oAZEQg/ofDpkKiA1wkdESMEAsq0MCkgDzVzfd2gfmYp4aLr24bugAtf8gy7Z0ItLAr8VIdlg4bc0ju2Q",
-	"W71YuEEOCZOF+YNIQE4mymBUBheTA0ixpvS2AeLAduARMwHA/V65aLYbrfbbSuDFhEpQuah3u81GJai8",
-	"qbfOmo3MaA5XgsqXfRhg/4YqQD2NIzER2R87cyHsXxcUVDMYifKYRZVPd0GlwUDwUIsElIIhwgJEqqDB",
-	"LRjwedAkYhaNgfHMpNZ8GC+sDBMRIwkF7VnPp0ztBaTRPGt9bHaaDVLNvoi/1BukOqY3jMxnJ0QzUHMj",
-	"CwzaOZa3JBkM/65vvxNurbgFDUb9BsxAUBbh/bw5vzXvGI3NBPijFIzEMqQxiZLBSLUhLWWgbCpFQNRc",
-	"AAIRPqVjYNDzaMxIRA0dUs0CEnF9jevOk0TLyErksYlUoFLPYipQzXFCALBqK5wb9sWcECFBi1XMLDHk",
-	"MmaCem5sJrgV7rehlDGjAjkYtQJtlj/Q/T8//e7ZwvEavlC4ZjhWOl/ZFWkwDU+vwMyetdOM+HiucAec",
-	"bYR6LVcz44RRhrKRxWFuNJFDDXpnROzsZeh29bHZab0Bvbh13q4ElWYb9E/EvE695W5mo9W1326FiB+Z",
-	"4iOnnMLIKLEhSirK3U1tcG2/RQy1HzLGsS146kiqsEwLYTfy2iod9u5qwoU2jEaA0KjbAp9Awy8qdd2r",
-	"+mmv9bF5kJ5sBjNSeWUdE+jYp4qo4F4OHKylqABbs9sGRIxGMRfMGdlXW99HSk6JkLekitgB6q0Mr/ec",
-	"Xeh2wp1xEHDpiSaKTe1x9YXbQKoYMfSaCTKk4TWpooFxDmQSEC+UcwH6EU00I71HqIhgzL5ABOUayAAe",
-	"/AGpDzUT5hhusF/CAak7MeJl7fk/ajVS/TuJ6ELvHfRFKbv0Nl/7+H2q00McYtnhWZPKlqKgE+vuNdUg",
-	"z/0GiT8j2d0nkhUFBcvt1zH55mqDygcaTrhg+4rRCE7cm1RAiSOn5+03Z63THmAEoNyYCaZ4SJ7XXpHb",
-	"CROAFFOpGNEzFgIxwfcIWr2YzpKzgvm6ElQKRr9KUGmf967enF+24e93593e1dvO+eXFVfbr9nmjmfvi",
-	"/fnr3Ofmx2a7l3+l/qF51av/0gTy2Wl+bHVb5+2rbq9+1qwElW6v3mte+XX6GZwNw3+sn3Wa9cZvV+/P",
-	"W2389vRd8/SXK1hTq5P5otW+uuicv+00u11YQrPe6b1u1nvJZDkClgH+9LLTabZ77ptes/Oh1a6f5VaD",
-	"cgaAc1VvNNwE7i/8vX52dv6rBSVdy0X9t7PzeuOqd35+dVbvvIU5szbnSlDxBk57IN6+uSEjcYSwJW5o",
-	"zIFzWLsyEwbYCvKSxOyfcZxlvmvLiGU+vpfDzKfmDRMm+zCdsh7QNViGczt0DY0B+5E5J94QO7DlLX6a",
-	"egwovngvucDvUPDt+HvkPrfEhZJjxTRI1e8YVWbIqPGTnCF9rYeG37AE2tO5UkwY+9npNnEGehTwAIS6",
-	"NcXCwdm/2tLU41je2ulT2C/oIpY06kl5RtUYZupQw86s2wDOTIDUg5NcCnpDeQwXF1l0ssfbkjnFqNnO",
-	"SLu1icJLbeuehCP2NopTYFRbe5aBNlrU2MVoF0tzSmc0dJb8AqkEjvdZDi0tvJ3ImBHYBTKlCxCrQbmW",
-	"ImQBoaGSWqOMByvR5eqs54qWyN8PmW6JNzEfT0rMohYzyYTF6AhAWg1n88QBAPJEAGI6IDu6DeZCMTpj",
-	"ESgNIHOF8Txi0Q5693wW0W8xdOY95U4czx1EcfWZIy5jdskdOEWk3vImbIOlRXT5liMuV0tyM6xd7Bnf",
-	"WiJNdh4/YYTFfStP6csdrq5lXzqq1VLcoErRxepj1uvXcYnotOVKsle+zG3tXNToUkeXNAg0Q7QUSLHe",
-	"wrMRnXjAgy9g/lpML4uWqZPXrbetdo9wK+KTiIV8SmNirx/KZF/odBbDUM+fFpwiR/uvPv1e238F6vPR",
-	"P8rNqu/l8BcuSqbuXr7+0OqCeAXbO9egrUh1fUBQOoLvvE6872IeWEQ0i0f7IfBeMgQ+3xdGoiED6NYJ",
-	"klA9H045+jvIhGY/9hYzRga/NE+bVzjFAPUYSoZzHpt9LvpiSgUfMW0C/IUbAAItHhF+odhMKoAi5teg",
-	"sS+INBOm0GuBqowXX9OleWFvQxGpmwDrRQzk0+/lcMnm9s/L5iXKZKnJLfG/pVa3oJJ43jYE4Z+o/OUM",
-	"cKcSEMBkbXBB5RTdNF7ZBzkJNIaW1nPrgd/iPn52LxcdB6XOF/9wE7mT3kYG2dyVUSSv3pGWQFoGR9md",
-	"8/uymxHAmDij/68D2s/TS9+ARayEp5cbuSAd8BFDm5/zocFKraaG5il864T4AK9nL0GjPyITOVd7qceg",
-	"qOpvp+i/LJUd3sNVfC+Hu8Uf7CogJiJzS5RZ/t/JWxJLMSaU2CsJ5IBow+MYwyI1WvPgfxuvM6ThtRyN",
-	"TkjN6sRhTPkUht/BdRCCGNeQgu2wLHy3J431uWz78vYKQOgUnxKeC1RWDoHY5un3E03cW9aUgLbHckve",
-	"iAuuJ9tBlI65g+z/mC7Xa8cv1194y1bvgkpMxXjujEHrXjnzz+E72uTMPLtEvGwalVKKQvhyx1sjy27W",
-	"hWIazt6GnDg2d0IEG1NQqVF5yikp3tljVZXS+1TiI3U8f9PDmdIvLgxKr7843xyLM5tQfe+hXuBD8LSU",
-	"8b0PwzPwrOJSlSqtZ/KWKdBONRlxpQ2QKa5d4Mx6vfQoR8H3j2q1Bwl0sR5NtsF9sCISvJBQkPu3upt9",
-	"NvduD+HY9G18+gH0Wx/IgzTAneoSVIUl5khZhh7kkNvvY5Zr5LhABi2CPM/MI30hyChlBaXyj2PZjcQh",
-	"uD3jLiEN53HEtLEoitHlm2ijPnqxqIsWVVGk1ffim5dF3PkxvVMQmo3l1oLO9ERuHXRmg9jSebd598aG",
-	"NmwYAVGGpyma6LVnv4Ot4bMcbm5lyB5FerAvyg42m+qBIMXx+ahy/Pv95PhT0Y9uHV3E2QmAn2I+yUHZ",
-	"Tq3ZH7Wl+77uXPDoeQONHRRkjYEI3Cw74l1A7zJSvqaakcvOWYqV6B60rmXCRDSTXJgAhdeZkkNnDMio",
-	"Zy+OnpaJedtLhlHBYb7uKHLOdXhXUS4aztFYN2UhhyA8eO+3TwnyrsljK4MnyRMyJrOYCusQ1amPM+s4",
-	"9Y5n9JZSEXnnJ0iviRMW1lr0b663j+PGb4TqyoZw7CiFoj+jxA4UKhYxYTiN0WwyZEwQjtq8zZpKtcBb",
-	"iuYamyu1LIrb7ckan7dULra1/G8sT20hIX2DV0A5P1JpLMrmYcK1lXb99SbEpy9ePrYNPjGHOLOzE1Ly",
-	"pnkLamYnCxc93agEK5cClQuolNySjaQOtZNBfyXBPJ/ZEcjEmFlV76FBuISCHloY/wwImilZROiYcqEN",
-	"sbmHcshsesVG5HSnC75s4NnWdLTdJdzmYm2NwRs7P9Zg4X048i0Gy2L2qb1DKbkMiJ7IW4Ha6kbR5d9o",
-	"4NyMhZTe6Z0MnDjcbuL9PCpLIm2z20S2T+2JR7Xa5oJ+mrdwv6yPt1RvCsbTzaFoy4hZE34OiKdlYukW",
-	"52ZzXoSpr1SOyiF/Ufs2RenFfS47h0EF6JINdqkQa5DoXSICbSEPn+eDIgOi2YwqapgNjMuFWpbFqbrA",
-	"V/d5o+3JhN7mdujZ0+WTnfigkPqY7RDkbQ11SWRJmYDbTQVOz4lQGUlmPiHUqiouWJ4smDnYWC7FAOHu",
-	"aqK9FngpQMgukzYT6AhVisP5gWTOBZGjEYryI8PUB70qbNP64ZLI01I/LmpImnLvyIvc04QbzeKRy3vU",
-	"k7nB3IJI3ooVEq2Lgf7IVLnXuK7tlnu4Tgjg/sIXRIAjwcuYrnoj3o+86/VcL7avl5C/me4YlhYS5PG/",
-	"ZGNXX9ZdlHp8cUu9Xm0dOuCnWQ37jkED24SZfnNc0QPLSCXS+JrQ17OMR6FgH3a/kGu2cLH74Wx29PeA",
-	"fKY3FP6fLcxEimcBoera6IBMF/qP+ATuYMRCHlmtmoCwVrR2ZWLy//PgCmPynx2VG6/atCxH9d18SgWm",
-	"MQVkLvgfc+apCjeaXHMRkWqMBu6QarZXMj8mjNn/HQRHT/++AoSEvW/JsATLRjGoOdA8Ql2sv00GsLkz",
-	"1jYBoNuIiM9ySDA5mtRPS3IucLxN1QTLFzsrA2FgdcVIGASXCq/PnBCbtUkEY5EmlMyo1iBu4NPOb1eS",
-	"nLXBBdjBiLRbEnhq/cHVwQ6PMMBh1yTwXfyQj5WMucS17uc4m5jgMilgeTPyZsbUxKD8qawSR4LpTzRx",
-	"Q58QRsMJXllg4yDB2NPShs2Wza3+GgTZqI1h3gGSR/77rAkX3g/nQ29Ozz9ctM5szM37y8Zb+Guz4JpT",
-	"OZ3x2P4MvAh5LEzhNOhyWy8Qy5Mkyom4KhIEBV9N2Bcamnjhr5oHMpzNYOn0hgIqI1EGGRyIMtw/oMqb",
-	"Ao0jvbcjXfiR6m6kD3YkWISSQ/ZYWRPp4D514lFTIArTZQ6/0e5epcFV5+1287SXftE7y/zaa31onl/2",
-	"MJGg0erAg53mm0ubFvm63rjq9uq9yy48mQm5hx9enzd+2/B0GkKnMVlSCBaa5HMvTn/r8SmTc4PB8BFX",
-	"LDQdWwoEpqRR16eNZuLIX9PotYwW6eHulB6dsajdS4AiTmMWtWblEv2MC8Ei0rogZkIN2qHhBUeu76sW",
-	"wDxmboZmeaP8uuScctUjYwok77vnbVLlaF83iwAvdJJaGWTTL11qX4BVtPYxxNGubglDY2rgjZ2Uyi1z",
-	"+sMJZgyUG7QRbzZOZ19lSaZJtkM6X3aNZXe0k0jkRZfP4oQoFkoFshK3DB6NDySW49KE0ikXyRclqGNn",
-	"2i2G77HS0zoslCLkMeug0rbtpdTAqos713B5vTlrQtY5vZlAI6/LcQXN3rb0QJTTApdGSBW+zFVOjCo3",
-	"XMZo0Nlcl/zoX1lWJ+/TJ3GrcFGFFeQAKT8i5N91V2NmyyP6pvC0LWTKLcNrVsSr5CJQ7JBlW9JlxsRs",
-	"yoTBhKcdrAjsxpep3OjgCxN2kCz8oJECbmkb7JtbxrZili1wUFK9wv1i+SpGpLLIJuXDbAjzRr6Lnbz/",
-	"tpLDZkF1pewMgdy4vBg8vFFsV37LfYDX97qWSYTmJgKuxVe3hQ8eW5cvtvEvHmDnkSWLCRkVcZtAO69P",
-	"LqFw9iJkId7gZvtNKRj5m73eWbPhE6tBFbQ3E01Hn+XQ3lxrHao6xTkg3d+6veaHKyzGRqRKq7Dlake4",
-	"wTdNUUF4bdZHd47L8DD7Ad+fvwYFsddrfrjwSdK5JO1KkE+RwcTlDed/j4Fn3kVl7XDZdOFKkM+iwV31",
-	"0OawdlluH841F0zrJ5rwKJF/ktdKjEIlRaaO11aZ6i6h/1ow0GgpRxkgnNW1fvb2HI60Ue/VX9e7zRMC",
-	"U2GlVWWSGhiY7IQVHhRzfrJqanzEMB6SJkTt3Wf1WmWO/ZgxAm1XN0uvqJCCEVaI04rCkmk4IT6Y1ZqC",
-	"vF9TipB5h8sIcLy5sZ8zU/HrXidDgDWyeczO5LiMgeJvisi5mc0zXteXWDkrCx9wAzVTzLDIa4DFUJCX",
-	"L148K6PxU/ql66trFejDfIqkII7t5twyPp4Y7VHY79wOKSZbWFkytb9KocM06BSwpPQiHvYOoO1Uwqvo",
-	"FylWy0r2OHfg6T64kOlSUp6fqsSch0mOruLiASnYpTGdypZjEeyGKUK9BTRLrOunlaDyax1NTUBUP+C/",
-	"5/hvB/453bQcw0Yj2VXxEfB+tb0Os5VPYmPhaKXF145QejSJ/rdtGZ5Hr89itcpyOsjFDVWcCkOGytaw",
-	"ROLvcmGufm313p1f9q6wUkhAer+eXzXfvGliwZCrTrN7edbrBsTWRTn/2OxcndYv6qet3m+7uje0Zfgb",
-	"q5Z5+eAeQS95dMkKMo+dKJY8kgVlnSUXQy7DueJm0YWZvElyykUPNrTklhbLTV+zkO376GD7pZXuyP4+",
-	"smd8fIDME1dj2wVQxVS6hRNjZrY8MxcjWRZdCGKlVKR+0fK0EhhzxgNA5iJiigwO6Ywf3hwd4rSHg2Nb",
-	"VALrN+igL9LwcE2qSRSaDjJORx0QX3BVMc3/ZIENjgh8KHPQFzY4M8iGBStpXM02FxC+hwVbcWgvw2Jk",
-	"NYkZoJYmVER9keKwciYrbqNxSBOEZhIC13I+xMLe2+3si0F6YIO9k0Q+so/hNNYzkgKbo6OO0Rz0RV/8",
-	"7W/kVAqQCbkUui/+R5oAr0l1YA2Sg4AMMnGE8BFJC/yRptTAJ6dNDIK+IGSQVLqGnxxZgj9dedPBHkKV",
-	"T7HXtoA/VuQiZLCcVD84ACh7ICfg6503p+TZs2evkvcx0AkQxpflsyXASPWyd7p3QiIX/YRvwxyOhWrC",
-	"BZnyOOYup9cFxwsy+KAHRM9HI/4F57bnZP2mNi3/Xa93QSzvJLN4rsngax/dKv1KQPr+PtoPjoT2K3eD",
-	"E5ge0RFXcnlx0excddv1X5p4hjHHHH8urLwnZ07VeqJJ5rY4vIGhkiewpgqNtSRU6FumyPNajSw1QQjI",
-	"89oRWaofj2f3/Okrkq+wT6q4H5m6+bbwWb7S+2Gu0Dtu14e5cRtuzSm2hITz8Etl1TV6DV8NrIF3EBTt",
-	"1QBSYrK2B4NW7BBl+8wleaIx4AEnRqf9DWe3mlwzNivUGawOsvHXgJYYFAJIOaPKIBrhpuYj6kh1YP84",
-	"sGFEg4BEzIZsJYiXDzgjdMxwT5N6Cb6I5I31RdusiUzo0d4x6VcsSbKZnC4KrF+xJISQvi+5iD/7UC74",
-	"XTEylGZC2JeZYljW027GGddOmoJ9VSwiIhMXiSDM6NgFnpEBtlmwFSEGvtfLAGauYlhDWd+YQdZGOHDZ",
-	"HoYbrJWBxNueU/2iVUFHufXDV47QRj5jgs545bjy7KB28Mzy4wlypzyBR3q+D9Rof5xUXxmzkkhAtBbp",
-	"43IkPynB8BPAZQt2cpOAtVdg796lFVgKHU+e1moP1rcgX5CmpH9BPY5zDI4MF4RH2E/hee1o1fAJvIe5",
-	"3hXw0tNX979U7PSBUKF8vsmESR8KlD7m0ylVC7ep2aUkt5orEroSLoh/c42OfEPH2pfC8Uf/CaPt9drD",
-	"LyF8JytxovaKDNKSd0Cgt0ATGzyftby4hEb0Gj84irh8jru8eAgC+N0Shh49/PRl2OnSBxw61u7Hjky3",
-	"oJ0xuLYBBif14f5SlLfbQ2gG7UlVCkZmk4XmIY2deAs/763G+bvgPpp4+DUjrt25VFibYZU/sIGPaRuQ",
-	"6Vwbwv6Y0zhXAM1HrvkHDwjmxAPb9be0L4bMNi1iBHkoMO0R5iihfGSr9B0D28OAYywCZyPDnKwKvKgv",
-	"0NECb4wVxSKrwCZjNMpFSs40SacR7DaZHuXYne57XzyvPSeDsmqZnhjkS15uxzZsXG2WHmSbtq1wnaWP",
-	"HBZ7pd19emSK4gKBN6Iote9DUSxI35uiPL//paSy5r8YCfLSd0qCnmi8tSnTrcqZ4VOuDQ/TmFdU37Yn",
-	"Sj5z/R4JbSsmvZ3g5tPh9fL9K2vC551Ym+FuNg6gfDxfsWKj4WxW4KqhXA2MjSGzBXFWjbbs2tto3KIH",
-	"Eoa/h47Z7ogbPJgEGFhK90j0JleHoYTknANDpmMM+AH0/b6056+Vx639SuQy5lAuH/EYjih7/20hh3UX",
-	"//ArmonuHpYAOK6dq129HVl4yxKqsDVTTvuJfhckdZmkKxo1fpbDH5wz/mXoDLf4sxw6I14cY+KIr8/i",
-	"6llq1/ZsN6w+tJ25ULou1UHdCZEhC+WU6TTcIOnEm9qJ0XB64q1iExlHNjWvL8bMaDJI3h0QKYhiIADD",
-	"IlBIhatQfADX1ReuLCVayTIAAFjWNKjJ01rtm0XopcvowfLl2AekSm0J8bQtHpGK2ODwvS0VbVzUg13h",
-	"h5eo8wGy31meTuv/rCQaAXbISNDhp3T9UNI1IiahxLYMwQ6/qdK7I5lRNmx2NZ2xZgUNxIPdpkRvkAZn",
-	"kf8kR4OkjY6m02wYj7UpT+WNy0XM/IJFj5giRhJuTmysVRxZDOIjV9UzWWtfuMUGoMSHviAuqfpK7gRp",
-	"GdKGtOslWoofifpk2kMAAULBRmWKZ/YFtjPWewEZ5HtZDEg1yb1yzjNpiDuKaEt65QKf/70I1tMHnDwf",
-	"F76Cbnnk5tqh3E+y9UBkyx1A8fZjMGWmLDlsfhVOIb1AexvTNPUjmAHUhkaAHZX2QvaIdS+6hmZWgVrV",
-	"+n87q0O+6tvj6yFqlar8wbnqbXxF3hn130NfTqNLAiJdSax4ARuBMSrWs5vBg9x98ZUZVnqx0rodhipr",
-	"Vx+UtbYbHJBevjK5zpRZ6gtUdzTBRkMoBgyW62INSNXXMLfVy9Oozb/3BVYtPyFSxAtUnCZUT3AWIxWL",
-	"DkjLAMMnQ4al8Gx1p8e0yxeddE/JoKShEzB918Jdzg32p8ewgdlMSXTpSw2cViqj93bx9bmSHI/Dk3NV",
-	"276zly9fDWy1p++ETFzzuwzyGYlfoIVZukCufzte/XQTsFxqOh3GrIm5rn81nx9zbTCUNls1FYmDnjPb",
-	"VXOpYls5yVrF5Q+/2pixxzH65TvY7Wb1U1vL321c0Xcy+qn1Jj/sD//T5rfS5ocojfqvte+FTJjE7peL",
-	"+rTtbjCozCjK45WseVvXuUt3X/acJ+w8ZlQJX0+X3Tr/m5wLG3ZmW5+xL7mqZXqiuLgGYSt1gyc9X/vC",
-	"+dtj0LDNhE2dg/2bmfDyjStxiwfuOdf5ccu4Gevjfai7+ViM+K9xjiflKX96xh+dOWr+ZxKXuqEPfAt+",
-	"eOiCyVfb8VwBEtfgI2l4PZFxpHM9nqsY8Gn9c3tkLmKmdV8MsPHyAJMi1Zy5eF1KbEzt3gF5I1WIyhqG",
-	"gV/zONa5mJzjvkgmhUFkHBHfHBt0gWWqhCRUGznTNkuai/FJ0kiZG2cgtAvAyl5z+4rNwMMGilXFjOIs",
-	"IizW7HbCFLPr74vEWWNLje8Frj+Z9W3A8LCN2m0XAIcT405pO3VfIFHVj0QFcx1pv5EIuvbgPy4VLPQv",
-	"/2HooGeq1qfh8fUnWXwgsuiO3dNFDOG3F1rIDFHamSgCJVvvQnUGkCyRKadGJ04PHSLtwaY9U7roCycJ",
-	"kV/RK1LoJD8o6XaARg2d6YvQF9VBobXCwBewsLiX7XNw7CsVYglAplOC7jrEZ8miJZbBup4LU9tb4f//",
-	"3/9nE0G47osREyFQT0piChqd9QhL5akj5kxR40ii97vsBbhtn+WQjCXTfYEDO30djeqZLrxOr3dkmESS",
-	"adI+7zk51chbqqK+GGR64QwQRv8iLtX7vv29PLHZCcAAUPRmEewtKjW4wVd+ywd79sCQZSQHYfN6kPul",
-	"zeRwY62fRrvec7hvC9zCA+LLtxKaNr6wmu8YBlJsFtMQdgMGTGaqyilHLmMkcCB54yZ3v+89Ek/JsZBl",
-	"t9SWTAVW/gOzFADvR2coDmN+MpQHYihdI2c2fhuIuT4pCwsv2tJTArArn7HZVKsZzbmIF4SOrHEMyDZA",
-	"lKlLaz3HZkJFiYoPYmY2tczKqSPF9CRT45o0AQakQ4IMmm2kh4NE3KbAHPblzNLthwzOKSc06N6+gqFa",
-	"HUtq3jXrnd7rZr3ntfq+KEi025jbcLU/sDz718fobEB9HJb8JD4P5bRjxtaR4CPOooDYHE6XLY3pJ6n/",
-	"W+9Kaz5LLvZ9EddyctMS6IuzYTtiQRhVMWeKzAVaANDsDvp6Tuz2AXRWcKR9kUlGn2tGBpiRzvbTrweE",
-	"C20YjaztcSijBdYMdsQVG4T3xcBknIDaGRARhieaxL778WrvoGtp/IjyUP2s06w3frt6f95qW1r1DZp2",
-	"h2lm3qeNXX48e2OhSfadI06PRYvyvcrXRN8s9+/5SZYehCzh1iciQ+pJHRUowIRqjEOzDcJ855JdaBQ2",
-	"3lpNn7rdzpv98ZyqiEXH1utfcJqfthod60JB9/kJYVgVodHuOtmlL7hOe345ndDVJyatC1e9+IT0zroJ",
-	"QT4hyhVj1kRZa+hJX7iyv8TaZ2EkPmUnREiiWagYJhlqJswBqWf2KqQCtmrI+gJr6DIMgaAgUbn4yKS0",
-	"7jHBYjc23R2EM6ztMDghlBiqxsxYFROrncKZDDmOtTLq4NFI4ZWbDSWxFZNvRwyxwPMP7hbN1touoU6/",
-	"Tmi2mZymtz+DDX6AYIM3zISTsk6AqYsTadM+EwbrUbhInV0pmq3Qs8aUiOY0Nhqx0Hgr17GVdFIxCgiA",
-	"JWSu9aJzVSAp6ovq89qzguyxFxAtM7kkOvtGUhIE+OWJpSKpd2TC4miVW8QRTK6sWuycJH2ReEkO+qJO",
-	"XMtIJ796gkcU23fVQ4CgJjEfaCEU7IB04DVURH1ho8iHgjym1rmNiAZA/dQdv0l3dCf7M1hklb8XtseL",
-	"V3w6ZRGnhsULUk0JQuDpgBV17N3d2QO8pJ+td3z4AJICfUohKhIaOHUpSPV57agvBqedZgOuZf0subLk",
-	"kAy6TYzmTr9zfowpDSegC9cvWnsnCd3uC5A1tTOVJ4WXvDZwQM4yfmlt6MIVbUDzO8NWmZgZknUsO0d4",
-	"9D0s6NuRHTyfJPbRH9JPArSrwrii6+tPrfFhtMbEiJT62wq0gjvFMncYu5Iv1NIWq2lWU6ALEZQsa10e",
-	"pKW4UYU0E+4SwaZ0Ye1tAeGCULHo47kB5CE1Plge2+TNtctL8zZ3X6Yi5kC+xQJT60jL6L5wtWRBV2XU",
-	"VvRLdsbW3XuiXSVCPcgY5H3LNtS/+8Lb//HB7+Tns+b4VvvqonP+1up4Wylytiztv5XI9HAZZvmavSsI",
-	"lnX0/Mwue3iHH1UGs90Tb1qVZno4onnHBiE48rCpgOULqLKVseYdRqN9oD0naearj/7VJF/LNhltcEAG",
-	"8npg4yxorJmN5wBSk3S4ATyx9TkL9OFbc9WSPkaPWWaw2CxpxY2wBSv/FYsLYk8ie+ThhEVzpPJJ5V2N",
-	"krIvsZoeas72kCJXCeallRv20wY8f11yY6FpxqOUOip0PfnXq/tT1mvpnvI/9mz/OyU0FkuSaFdiPVfH",
-	"2rbl/Z+NZr2RI9W+YdMG9+XwqysVfXcIEiui1rrI6MQtafu8GElcHmSa6+ED1TA+jSkSxowqFgVESwzQ",
-	"wJZOmlS9L+KWDSdSXhPNRMTUHtGMgbyJmu43C33YwmVZ6ku/hs3bljO4fSog8orLPgNpLrnraZufvNS1",
-	"6e3HPgP/jsrsioZo5QwRd9Fa1xz6/ZQSH4j6XCRxnvuWzLDI3XWMUeXCSOIbS5XTnExvA7wF2a4Gv38C",
-	"5HXvfPWXIlvBENiU+9pLnNmv5DD32c2a+SYVF+4+3f1XAAAA//8=",
+	"7H1tcxq51uBfUXGfquB92g52Mrk3du0HYkhCBoMv4MzODlkjugUobiRGEnaYlKv2R+wv3F/y1DmS+gUa",
+	"DMTOzL1PviQGuqUj6ei8v3wthXI6k4IJo0unX0sTRiOm8M8OM2pRHRmm4FPEdKj4zHApSqelLguliDQx",
+	"ktxRbsiQjaRiRMErXIyPSkFJsd/nXLGodGrUnAUlHU7YlMJQI6mm1JROS1yYFyeloDTlgk/n09JpJSiZ",
+	"xYzZn9iYqdL9/X1QmlFFp8w4uN7gXI1oFaq2iBeEGzbV5I6bCaFET2kcM0V4RMpmwshMsVsu55rM6Jg9",
+	"00SwL8aPdwBQcxjn9zlTi1JQEnQKsAz9hNlF/Idio9Jp6W/P0/17bn/VzxtRCcB+L7V5p+R81oguqZnA",
+	"Wzj8DD4ko0/Spzbu2hYTfpDDjVN9ht+/dZImn3KzuveXdMyI5n8wUo7YiM5jQ44rlbV7GuMom7GCfrFY",
+	"8VOlksGR4wIcCUotGbGNaxf4wLct/h7e1jMpNLOYSKMO+33ONO5HKIVhAv+ks1nMQwpb8/yzhv35uuU8",
+	"daWkw/r8/vYmcL1wMhJJpomQhkypCScEEBsmVzQ0pDzo1P95Ve/2rhutj9VmozY4OCrdB6VzKUYxD78b",
+	"pFrOVQhXTBtqGJGKwNXTXIoUfBrH8o6YCdcknFAxZghpS5q3ci6i7wMpjSLFtGZRAnMKH/vCtUGYelJe",
+	"ULFwp62fHrQObBpeEhbBmVZ79etm46LRq9cGB2eW0BIKxJkgnT5EQk20pctw65Yp+WFCyosAck8/zxB9",
+	"hOpK0LmZSMX/YN/hQC641lyMAVvm4kbIO0FoNOWCGHnDBCkPrlrVq977eqvXOK/iVuDpXAn2ZcZC8z1A",
+	"7DJ1y9Sh5hEjlsyVf/ryhQwarV6906o2BwEBKD9WG83qm2Y9gXCmZMi0psOY1YXhZvH0oP7C4vgQyCqL",
+	"yHBuiGKjOSD6cEEoUfOYkTI7Gh+RmZLD5CLgDxqgvve0EXGoagybziyoUcRhChpfKjljynAghyMaaxaU",
+	"Zpmvvpaofcsy64foa1BiImJR1eTYQUQNOzR8ykoJ4ddGcTHGF2Dt5zJiqwypIUaKaqPmoZkrRvBJEsZU",
+	"a1KudzrtzkEAeNasV7v16/r/umx06jW4NzOAWcEI/+e36uH//gT/VA5fX3/6Wglevbj/jyIwsjx8q4Va",
+	"TrzVozGjmtVnMpwsc8lXL0ub+WLgud5WE8m5CeW0YCc7V61Wo/WO3E14zJDbIEwk5rdMn8EXgpy3Ly6b",
+	"9V69FhDc3IC4LQ3IebV1Xm824c/u1WW9063X6jXY+k79Y/vnhzf9ZM2mKxYyPjM1PnYMeOmivq8envz0",
+	"isgRgixg42IgY0Do4d7SMGQzIK8jqSwTcti6DFDl8DU9HH36+uplMSCaaeBr+56RNlSZXdD+PivE/JZI",
+	"dRlECVJxJwdcdrL0wD8lM8jhZxYaAKo6j7ipC6MWu9740O7/8nH8MqGGTOhsxgSLAoKEB4A8YgJoYkA+",
+	"y+FRSEXI4iMr/DWZGIM49+plwZ7T0MgCvaRFp8yfeIZz4E3vl/RCGzbtl/DE6dzIKTU8JBZkvTTt8ck/",
+	"iubdgThR2MNtb1/EDOWxXr/bVlpdOainJD27UA/FqONa2T2snLx8CH39LuHe+oMNPB4lAxch6TnVDr4l",
+	"+kEP/6gcvv6U/nl9dLiJfsNAHaQKO2J7mECwaYccnMCvvnDj2dWKwrNKGqZsKtXi5+FmqlIpflVrOi6g",
+	"5ucTFt4wRSI+GgVE87GgMRF4bxTp/rNpOWVAqCFTqQ15SX7mb5buxsvK61dFhDCUiu0BqwViFdQeU1Mu",
+	"qAGR0AM6nw6ZCkiF8BERUjCAbCeDAtJAM9cPHdpHpiIemq59+D4owTW/0AUbenlF4LdlSLZY+B2NYzvk",
+	"Ti8u3SCHhMnC/EEkICcTZTAqg4vJAaRYU3jbAHFgO/CImQDgfitd1lu1RutdKfBiQikoXVa73XqtFJTe",
+	"VhvNei0zmsOVoPTlEAY4vKUKUE/jSExE9sfOXAj71yUF1QxGojxmUenTfVCqMRA81CIBZckQYQEiZdDg",
+	"Fgz4PGgSMYvGwHhmUms+jBdWhomIkYSC9qznU6YOAlKrNxsf6516jZSzL+Iv1Ropj+ktI/PZGdEM1NzI",
+	"AoN2jtUtSQbDv6u774RbK25BjVG/ATMQlEX4MG/Ob817RmMzAf4oBSOxDGlMomQwUq5JSxkom0oREDUX",
+	"gECET+kYGPQ8GjMSUUOHVLOARFzf4LrzJNEysgJ5bCIVqNSzmApUc5wQAKzaCueGfTFnREjQYhUzKwy5",
+	"iJmgnhubCW6F+20oZcyoQA5GrUCb5Q/08I9Pv3m2cLqBLyxdMxwrna/oitSYhqfXYGbP2mlGfDxXuAPO",
+	"NkK9lquZccIoQ9nI4jA3msihBr0zInb2InS7/ljvNN6CXtxot0pBqd4C/RMxr1NtuJtZa3Tttzsh4kem",
+	"+MgppzAySmyIkopyd1NrXNtvEUPth4xxbAeeOpIqLNJC2K28sUqHvbuacKENoxEgNOq2wCfQ8ItKXfe6",
+	"et5rfKwfpSebwYxUXtnEBDr2qWVUcC8HDtZCVICt2W8DIkajmAvmjOzrre8jJadEyDtSRuwA9VaGNwfO",
+	"LnQ34c44CLj0TBPFpva4+sJtIFWMGHrDBBnS8IaU0cA4BzIJiBfKuQD9iCaakT4gVEQwZl8ggnINZAAP",
+	"/ohUh5oJcwo32C/hiFSdGPGq8vIflQop/51EdKEPjvqikF16m699/CHV6TEOsejwrEllR1HQiXUPmmqQ",
+	"536DxJ+R7B4SyZYFBcvtNzH5+nqDygUNJ1ywQ8VoBCfuTSqgxJHzdutts3HeA4wAlBszwRQPycvKa3I3",
+	"YQKQYioVI3rGQiAm+B5BqxfTWXK2ZL4uBaUlo18pKLXaveu37asW/P2+3e1dv+u0ry6vs1+32rV67osP",
+	"7Te5z/WP9VYv/0r1on7dq/5cB/LZqX9sdBvt1nW3V23WS0Gp26v26td+nX4GZ8PwH6vNTr1a+/X6Q7vR",
+	"wm/P39fPf76GNTU6mS8arevLTvtdp97twhLq1U7vTb3aSybLEbAM8OdXnU691XPf9Oqdi0ar2sytBuUM",
+	"AOe6Wqu5Cdxf+Hu12Wz/YkFJ13JZ/bXZrtaue+32dbPaeQdzZm3OpaDkDZz2QLx9c0tG4ghhQ9zSmAPn",
+	"sHZlJgywFeQlidk/4zjLfNeSEct8/CCHmU/1WyZM9mE6ZT2ga7AM53boGhoD9iNzTrwhdmDLW/w01RhQ",
+	"fPFBcoHfoeDb8ffIfW6ISyXHimmQqt8zqsyQUeMnaSJ9rYaG37IE2vO5UkwY+9npNnEGehTwAISqNcXC",
+	"wdm/WtJU41je2elT2C/pIpY06knZpGoMM3WoYU3rNoAzEyD14CRXgt5SHsPFRRad7PGuZE4xanYz0u5s",
+	"ovBS26Yn4Yi9jeIcGNXOnmWgjRY19jHaxdKc0xkNnSV/iVQCx/ssh5YW3k1kzAjsApnSBYjVoFxLEbKA",
+	"0FBJrVHGg5XoYnXWc0VL5B+GTDfE25iPJwVmUYuZZMJidAQgrYazeeYAAHkiADEdkB3dBnOhGJ2xCJQG",
+	"kLnCeB6xaA+9ez6L6LcYOvOecieO5w5iefWZIy5idskdOEek3vEm7IKly+jyLUdcrJbkZti42CbfWSJN",
+	"dh4/YYTFQytP6cs9rq5hXzquVFLcoErRxfpj1pvXcYXotONKsle+yG3tXNToUkeXNAg0Q7QUSLHZwrMV",
+	"nXjEg1/C/I2YXhQtUyVvGu8arR7hVsQnEQv5lMbEXj+Uyb7Q6SyGoV6eLDlFjg9ff/qtcvga1OfjfxSb",
+	"VT/I4c9cFEzdvXpz0eiCeAXbO9egrUh1c0RQOoLvvE586GIeWEQ0i0eHIfBeMgQ+3xdGoiED6NYZklA9",
+	"H045+jvIhGY/9hYzRgY/18/r1zjFAPUYSoZzHptDLvpiSgUfMW0C/IUbAAItHhF+odhMKoAi5jegsS+I",
+	"NBOm0GuBqowXX9OleWFvSxGpmwDrRQzk0x/kcMXm9s+r+hXKZKnJLfG/pVa3oJR43rYE4Z+o/OUMcOcS",
+	"EMBkbXBB6RzdNF7ZBzkJNIaG1nPrgd/hPn52Ly87DgqdL/7hOnInvYsMsr0rY5m8ekdaAmkRHEV3zu/L",
+	"fkYAY+KM/r8JaD9PL30DFrEWnl5u5CXpgI8Y2vycDw1WajU1NE/hW2fEB3i9eAUa/TGZyLk6SD0Gy6r+",
+	"bor+q0LZ4QNcxQ9yuF/8wb4CYiIyN0SR5f+9vCOxFGNCib2SQA6INjyOMSxSozUP/rfxOkMa3sjR6IxU",
+	"rE4cxpRPYfg9XAchiHE1Kdgey8J3e9JYn8uuL++uAIRO8SnguUBl5RCIbZ5+P9PEvWVNCWh7LLbkjbjg",
+	"erIbROmYe8j+T+lyvXH8cvOFt2z1PijFVIznzhi06ZWmfw7f0SZn5tkn4mXbqJRCFMKXO94aWXSzLhXT",
+	"cPY25MSxuTMi2JiCSo3KU05J8c4eq6oU3qcCH6nj+dsezpR+cWFQevPF+eZYnNmE6gcP9RIfgqeljB98",
+	"GJ6BZxWXqlBpbco7pkA71WTElTZAprh2gTOb9dLjHAU/PK5UHiXQxXo02Rb3wYpI8EJCQR7e6m722dy7",
+	"PYRj27fx6UfQb30gD9IAd6orUC0tMUfKMvQgh9x+H7NcI8cFMmgR5HlmHumXgoxSVlAo/ziWXUscgrsz",
+	"7gLS0I4jpo1FUYwu30Yb9dGLy7rosiqKtPpBfPOyiDs/pvcKQrOx3FrQmZ7InYPObBBbOu8u797a0IYt",
+	"IyCK8DRFE73x7PewNXyWw+2tDNmjSA/2p6KDzaZ6IEhx3B6VTn97mBx/WvajW0cXcXYC4KeYT3JUtFMb",
+	"9kft6L6vOhc8et5AYwcFWWMgAjerjngX0LuKlG+oZuSq00yxEt2D1rVMmIhmkgsToPA6U3LojAEZ9eyn",
+	"45MiMW93yTBacphvOoqccx3eVZSLmnM0Vk1RyCEID9777VOCvGvy1MrgSfKEjMkspsI6RHXq48w6Tr3j",
+	"Gb2lVETe+QnSa+KEhbUu+zc328dx47dCdWVDOPaUQtGfUWAHChWLmDCcxmg2GTImCEdt3mZNpVrgHUVz",
+	"jc2VWhXF7fZkjc87Khe7Wv63lqd2kJC+wSugnB+pMBZl+zDhylq7/mYT4slPr57aBp+YQ5zZ2QkpedO8",
+	"BTWzk0sXPd2oBCtXApWXUCm5JVtJHWovg/5agtme2RHIxJhZWR+gQbiAgj63MP4REDRTsojQMeVCG2Jz",
+	"D+WQ2fSKrcjpXhd81cCzq+lot0u4y8XaGYO3dn5swMKHcORbDJbL2af2DqXkMiB6Iu8EaqtbRZd/o4Fz",
+	"OxZSeKf3MnDicPuJ9/OoKIm0xe4S2T61Jx5XKtsL+mnewsOyPt5SvS0YJ9tD0ZIRsyb8HBAnRWLpDudm",
+	"c16Eqa5Vjooh/6nybYrSTw+57BwGLUGXbLBLhdiARO8TEWgHebidD4oMiGYzqqhhNjAuF2pZFKfqAl/d",
+	"5622JxN6m9uhFyerJzvxQSHVMdsjyNsa6pLIkiIBt5sKnJ4ToTKSzHxGqFVVXLA8WTBztLVcigHC3fVE",
+	"eyPwUoCQXSRtJtARqhSH8wPJnAsiRyMU5UeGqQu9LmzT+uGSyNNCPy5qSJpy78iL3NOEG83ikct71JO5",
+	"wdyCSN6JNRKti4H+yFSx17iq7ZZ7uM4I4P7CF0SAI8HLmK56K96PvOvNXC92r5eQv5nuGFYWEuTxv2Bj",
+	"11/WfZR6fHFHvV7tHDrgp1kP+55BA7uEmX5zXNEjy0gF0viG0NdmxqOwZB92v5AbtnCx++Fsdvz3gHym",
+	"txT+ny3MRIoXAaHqxuiATBf69/gM7mDEQh5ZrZqAsLZs7crE5P/n0TXG5L84LjZeeTAaYiR3PEceFZML",
+	"bzXFSIhsEAF6xo+KoJhycYGpNG8WhumiYFlrfdXkbiI1Izbvxmb0Y0gJS0ofUCycYlOzk1TUBCRqCBMY",
+	"lU3KL09OyOCiftHu/GoDM228ZvuXwcEeHsQp/1JkDuipObOmEYyCdFFhljzYEF4zoQIDL26p4lSYYsq5",
+	"m8pNowUITboo7j+FomyTRaOAWLp2ALB44pvfuP3ywkRE1Rok8b8SqdLTubXkFPGaRxvwxW3V9hTQo/lH",
+	"+2Lp/gHSx7MuA7+QFTzNbbVHgQx0myjCHmSf6vZoK7ElawXfUjhxUO2+o0g4HtpOhDw7y6ad8We0a8LA",
+	"dMZjdi6nU1oUJHVufyehfYAAwnvxAuiEz35cLYoA6s+l5EUe9/dIdRhxpU5GMAEmf8IM+CJB6y9SpRBI",
+	"lyie44tRdDMFtBRvrCgmkcAlkTN/3t459UxbkrgH+RIPkwtLF0DCY19oaOKFJREZsrWjC1fNRea4ivwq",
+	"xVKiO0qFZXBcVp0nHVRby1BEuKUjmopoKL/YtLujBy1yt4lEt4RQOXBzWFFwfH4/i9C8RYuqQryfT6nl",
+	"kAGZC/47cA0rx3OjyQ0XESnH6FIOqWYHBRwfU7Tt/47nH5/8vZjppwr1jiqiYNm4QTUHLYNQl11n0+9s",
+	"tqpleQC6jUH8LIcEy5GQ6nlBliOOt61hzmqinbWhp7C65dhTBJcKb0E8I5b1EcFYpAklM6o1CAf4tIuU",
+	"KUiH3kLk3MNts1/ZldTfgquDHR5hSOG+ZVf2ifx5qvIHK3riwzreNk6vTNJ13nG7nfsyceF+Kqp9lWD6",
+	"M03c0GeE0XCCVxbEVJDy7Glpw2arDk5/DYJsnOQwH3KQR/6H7PeXPvLFB7uety8uG00b5frhqvYO/tou",
+	"nNVSXfszaH+o1cIUTjIt9q6CDHWWxBUTV7eJoKlJJ4zEXTUPZDibwdLpLQVURjWoFJRQDYL7B3rQtkDj",
+	"SB/sSJd+pKob6cKOBIsAnvFUeYrp4D5Z8UmTDpemyxx+rdW9TsOZ261W/byXftFrZn7tNS7q7asepu7V",
+	"Gh14sFN/e2ULEbyp1q67vWrvqgtPZpLc4Ic37dqvW55OTeg0CloKwUKTfO7F6W89PmVybjD9LOKKhaZj",
+	"NTyYkkZdX6ghk7n1hkZvZLRID3evgiQZH9aDBCjiNGZRY1as78y4ECwijUurY91RTeAFR64fqs/DPGZu",
+	"h2Z5N/imdNhiY1/G+UY+dNstUubo0TaLAC90UswgyBY8cMn0AdatPMSkAru6FQyNqYE39jLj7lhFJ5xg",
+	"jl6xCxnxZusCMut8tzTJL0zny66x6I52EhvYcpDF4owoFkoVpSIsmvtJLMeFJRymXCRfFKCOnWm/qPmn",
+	"SgjvsFCKkMesgyrFo6jBNVdJ4xsVYXlTjCvoaLbFfqKcjrxqy0pMrJmrnLgxbrmM0YWyvab90b+yasCt",
+	"bKd3y5vS0gpygBQfEfLvqqvqtuMRfVNA+A4y5Y4BrWsiRHMxn3bIoi3pMmNiNmXCYIrxHgYcdst2MVot",
+	"TdhBsvAXjc1zS9ti39wydhWzbEmhImOA/cXyVcwBYZEtgwOzIcxbRQvsFW9naydtF8ZeyM4QyK0LesLD",
+	"W0VT57fch1R/r2uZ5ERsI+BafHVb+OjR7PnyVv/iIe0eWbKYkFERdwlt9/rkCgpnL0IW4i1utt+UJft0",
+	"vddr1mu+lAmogvZmounosxzam2utQ2WnOAek+2u3V7+4xvKnRKq07mmuWpMbfNukUITX5ll257gMD7Mf",
+	"8EP7DSiIvV794tKXJcmVRSkF+aRULBWy5fwfMNTbB4VYO1y2QEcpyOet4q56aHNYuyq3D+eaC6b1M014",
+	"lMg/yWsFRqGCso6nG+s6dlfQfyMYaLSUowwQzs9Zbb5rw5HWqr3qm2q3fkZgKqxtbu3LGFuM6cXOneci",
+	"U8qp8REDZ0magnzwkNVrnQP0Y8YItFulSr2mJhnGNFtPGoUl03CSWOitKchHEkkR5nwQ5/WtI4syNTYf",
+	"dOsntuymHG+yps/NbJ6Jc3qFtSqz8AE3UDPFDIu8BrgcfPnqp59eFNH4Kf3S9fUsl+jDfIqkII7t5twx",
+	"Pp4Yvezb2Mclu72VJVNtsxA6LDySApYUO8bD3gO0vYpmLkciLNenTPY4d+DpPrgkpUJSnp+qwJyHZQVc",
+	"jeMjsmSXxgRm63sX7JYpQr0FNEusq+eloPRLFU1NQFQv8N82/tuBf863LYC01Uh2VXwEvF/trsPs5JPY",
+	"Wjhaa/G1IxQeTaL/7Vr47skrolmtspgOcuE8g2SobNVoJP4u+/T6l0bvffuqd421uQLS+6V9XX/7to4l",
+	"uq479e5Vs9cNiK1E1v5Y71yfVy+r543er/u6N7Rl+Furlnn54AFBL3l0xQoyj50oljySBWWTJReTHMK5",
+	"4mbRhZm8SXLKRQ82tOCWLjd4uGEhO/T5OPZLK92Rw0Nkz/i4jXfB1dgGPVQxlW7hxJiZbYjAXZDQcjw/",
+	"iJVSkeplw9NKYMwZDwCZi4gpMnhOZ/z57fFznPb54NSWccKKSTroizQhS5NyEvetg4zTUQfElzhXTPM/",
+	"WGDDEQOfPBT0hU2HCLKJOEoaVyXVpWAdYIl0HNrLsJjLRGIGqKUJFVFfpDisnMmK2/hXUgehmYTAtZwP",
+	"cWnv7Xb2xSA9sMHBWSIf2cdwGusZSYHN0VHHaI76oi/+9jdyLgXIhFwK3Rf/Iy05o0l5YA2Sg4AMMpH7",
+	"8BFJC/yRJrHCJ6dNDIK+IGSQ9JaAnxxZgj9dQfHBAUKVL2qjbcscrIFJyGC1jM3gCKDsgZyAr3fenpMX",
+	"L168Tt7H0GJAGF8I1xbdJOWr3vnBGYlcvDG+DXM4FqoJF2TK45i7KhouHU2QwYUeED0fjfgXnNuek/Wb",
+	"2kI473u9S2J5J5nFc00GX/voVumXAtL399F+cCS0X7ofnMH0iI64kqvLy3rnutuq/lwnNpwEq+pwYeU9",
+	"OXOq1jNNMrfF4Q0MlTyBVcxorCWhQt8xRV5WKmSl7VBAXlaOyUrHFjy7lyevSb6nDSnjfmQ61dhSo/ne",
+	"Ks9zrVVwuy7mxm24NafYok3Owy+VVdfoDXw1sAbeQbBsrwaQEpO1PRi0Yoco22cuyTONAQ84MTrtbzm7",
+	"0+SGsdlSZd/yIJvxBGiJYZiAlDOqDKIRbmo+hp2UB/aPIxvgNghIxGyQdIJ4+RBvQscM9zSpULQSYCIi",
+	"kg32PTgl/ZILpMPaCS7uul+yJISQvi9yjD/74Gn4XTEylGZC2JeZYlhI225Gk2snTcG+KhYRkclEQBBm",
+	"dOxCvckAY35sDaaB7642gJnLGNZQ1KltkLURDlx+peEGq1Mh8bbnVL1slDKROKVjtJHPmKAzXjotvTiq",
+	"HL2w/HiC3ClP4JGeHwI1Ohwn9c7GrCCQCq1F+rQYyc8KMPwMcNmCndwkYO0l2Lv3ac2zpR5jJ5XKo3UK",
+	"ypeAK+gYVI3jHIMjwwXhEXYwelk5Xjd8Au/zXLcoeOnk9cMvLffWQqhQPt9mwqTzE0of8+mUqoXb1OxS",
+	"klvNFQld0TTEv7m2MVZ0rH3xOX/0nzCKVW88/ALCd7YWJyqvySAtMgsEegc0selqWcuLKyGAXuNHRxGX",
+	"QXmfFw9BAL9fwdDjx5++CDtdwp5Dx8rD2JHpz7c3Ble2wOCkIuufivJ2ewjNoD0pS8HIbLLQPKSxE2/h",
+	"54P1OH8fPEQTn3/NiGv3rviEzWnOH9jAx7QNyHSuDWG/z2mcKznqI9f8g0cEq9AA2/W3tC98rDwjyEOB",
+	"aY8wKxjlI1sX9xTYHqb4YNlVGxnmZFXgRX2BjhZ4w0ekApuM0SgXKTlLQ/JBkr1Lpkc5dq/73hcvKy/J",
+	"oKg+tScG+SLTu7ENm8mSpQfZNqlrXGfpI8+Xu5Pef3piiuJSb7aiKJXvQ1EsSN+borx8+KWklvW/GAny",
+	"0ndKgp5pvLUp0y3LmeFTrg0P05hXVN92J0q+VswDEtpOTHo3wc0XoNGr96+o7a13Ym2Hu9k4gOLxfMLH",
+	"VsPZbJt1Q7mqU1tDZkvQrRtt1bW31bjLHkgY/gE6ZvsRb/FgEmBgKd0T0Ztc5aMCktMGhkzHGPAD6Pt9",
+	"ac+fK49b+5XI5aijXD7iMRxR9v7b0kmbLv7zr2gmun9cAuC4dq5bxG5k4R1LqMLOTDnt4P1dkNTVbljT",
+	"GvmzHP7FOeOfhs5wiz/LoTPixTEmjviKaK6CtHaNRvfD6ue2FyZK14U6qDshMmShnDKdhhskve9TOzEa",
+	"Ts+8VWwi48gmw/fFmBlNBsm7AyIFUQwEYFgECqlwFZYfwHX1hSsEjVayDAAAljUNanJSqXyzCL1yGT1Y",
+	"vgHKgJSpbdqRNqIlUhEbHH6wo6KNi3q0K/z4EnU+QPY7y9Npxb21RCPAnlQJOvyQrh9LukbEJJTYJl0u",
+	"mdArvXuSGWXDZtfTGWtW0EA82F1K9AZpcBb5T3I8SBrXaTrNhvFYm/JU3rrs/8wvmGjKFDGScHNmY63i",
+	"yGIQH7k62sla+8ItNgAlPvQl6EnZ904hSMuQNqR9ptFS/ETUJ9OQCQgQCjYqU666L9gXro0+CMgg3z1q",
+	"QMpJ7pVznklD3FFEO9IrF/j870WwTh5x8nxc+Bq65ZGba4dyP8jWI5EtdwDLtx+DKTONQGDzy3AK6QU6",
+	"2Jqmqb+CGUBtaQTYU2lfyh6x7kXXQtQqUBiL981Wh3yd1afXQ9Q6VfnCueptfEXeGfXfQ19Oo0sCIl0R",
+	"yngBG4ExKtazm8GD3H3xtZDWerHSSlmGKmtXHxQ1kx0ckV6+F4jOFDbsC1R3NMHWfigGDFYrUQ5I2XcN",
+	"sf1C0qjNv/cF9gk5I1LEC1ScJlRPcBYjFYuOSMMAwydDhsVnbT3Fp7TLLzvpTsigoIUiMH2bSUfk3Gge",
+	"WRpHZzMl0aUvNXBaqYw+2MfX54pgPQ1PztVJ/c5evnz9zfWevjMyce1mM8hnJH6BFmbpArn+7Xj1yTZg",
+	"udR0OoxZHXNd/2w+P+baYChttk45Egc9Z7aP9UqN1GKStY7LP/9qY8aexuiX7xm7n9VP7Sx/t3BF38no",
+	"pzab/ASeyA+b3zqbH6I06r/WvhcyYRK7Xy7q0zaYw6AyoyiP17LmXV3nLt191XOesPOYUSV8BXt25/xv",
+	"ci5s2JltNsq+5OqE6oni4gaErdQNnnRZ7wvnb49BwzYTNnUO9m9mwqs3rsAtHrjnXK/lHeNmrI/3se7m",
+	"UzHiP8c5nhSE/uEZf3LmqPkfSVzqlj7wHfjhcxdMvt6O5wqQuJZanpKgM0CTmN8m972MAZ/WP3dA5iJm",
+	"WvfFYCRVyAaYFKnmzMXrUmJjag+OyFupQlTWMAz8hsexzsXknPZFMikMIuOI1Brd6ptmvQa6wCpVQhKq",
+	"jZxpmyXNxfisLzxVMs5AaBeAlb3m9hWbgYcti8uKGcVZRFis2d2EKWbX3xeJs8Y29zgIXEdQ69uA4WEb",
+	"tdsuAA4nxp3Sduq+QKKqn4gK5nrAfyMRrFns+OtSQQfgn+nUUJuEIuvT8Pj6gyw+Ell0x+7pIobw2wst",
+	"ZIYo7U0UgZJtdqE6A0iWyBRTozOnhw6R9mCbvCld9IWThMgv6BXx3YUSs8dqfyE0auhMJ6K+KA+WmhkN",
+	"fAELi3vZzkKnvlIhlgBkOiXotl9RjixaYhls6nI0td2M/v///X82EYTrvhgxEQL1pCSmoNFZj7BUnjpi",
+	"zhQ1jiR6v8tBgNv2WQ7JWDLdFziw09dtCeO0773T6x0ZJpFkmrTaPSenGnlHVdQXg0z3uQHC6F/EpXrf",
+	"t7+XZzY7ARgAit4sgr1FpQY3+Npv+eDAHhiyjOQgbF4Pcr+0fSturPXTaNftFfdtgVt4RHzBdELTVlNW",
+	"8x3DQIrNYhrCbsCAyUxliYWgYaXAgeStm9z9fvBEPCXHQlbdUjsyFVj5X5ilAHh/dYbiMOYHQ3kkhtI1",
+	"cmbjt4GY67OisPBlW3pKAPblMzabaj2jaYt4QejIGseAbANEmbq01nOMddVXVXwQM7OpZVZOHSmmJ5mu",
+	"EqQOMCAdEmRQbyE9HCTiNgXmcChnlm4/ZnBOMaFB9/Y1DNXoWFLzvl7t9N7Uqz2v1ffFkkS7i7kNV/sX",
+	"lmf//BidLaiPw5IfxOexnHbM2DoSfMTTJgUuWxrTT1L/t96X1nyWXBz6Iq7F5KYh0Bdnw3bEgjCqYs4U",
+	"mQu0AKDZHfT1nNjtA+is4Ej7IpOMPteMDDAjnR2mXw8IF9owGlnb41BGC6wZ7IjrGUiDfTEwGSegdgZE",
+	"hAGLv48Y+gPWewcJOgefUh6qNjv1au3X6w/tRsvSqm/QtDtMM/MhbaX217M3OtgytOlJaZGbroH9RDdF",
+	"36x2zPtBlh6FLOHWJyJD6kkdLVGACdUYh2ZbcvpeYfvQKGxosJ4+dbudt4fjOVURi06t13/JaX7eqHWs",
+	"CwXd52eEYVWEWqvrZJe+4Drtsul0QlefmDQuXfXiM9JrdhOCfEaUK8asfcOds75wZX+Jtc/CSHzKzoiQ",
+	"RLNQMUwy1EyYI1LN7FVIBWzVkPUF1tBlGAJBQaJy8ZFJad1TgsVubLo7CGdY22FwRigxVI2ZsSomVjuF",
+	"MxlyHGtt1MGTkcJrNxtKYmsm340YYoHnv7hbNFtru4A6/TKh2fatmt79CDb4CwQbvGUmnBT13k1dnEib",
+	"DpkwWI/CRersS9FshZ4NpkQ0p7HRiIXGW7lOraSTilHYYwcJmWt2nO391Rfll5UXS7LHQUC0zOSSLHUL",
+	"cyVBgF+eWSqSekcmLI7WuUUcweTKqsXOSdIXiZfkqC+qxDVpdvKrJ3hEsUNXPQQIahLzgRZCwY5IB15D",
+	"RdQXNop8KMhTap27iGgA1A/d8Zt0R3eyP4JF1vl7YXu8eMWnUxZxali8IOWUIASeDlhRx97dvT3AK/rZ",
+	"ZseHDyBZok8pRMuEBk5dClJ+WTnui8F5p16Da1ltJleWPCeDbh2judPvnB9jSsMJ6MLVy8bBWUK3+wJk",
+	"Te1M5UnhJa8NHJFmxi+tDV24og1ofmfYnBozQ7KOZecIj76HBX03soPnk8Q++kP6QYD2VRjX9Fn/oTU+",
+	"jtaYGJFSf9sSreBOscwdxr7kC7W0xXqaVbddUEHJstblQVqKG1VI7O2HYE7pwtrbAsIFoWLRx3MDyENq",
+	"fLA8Nqada5eX5m3uvkxFzIF8iwWm1pGG0X3hasmCrsqoreiX7Iytu/dMu0qEepAxyPuWbah/94W3/+OD",
+	"38nPZ83xjdb1Zaf9zup4Oylytiztv5XI9HgZZvmavWsIlnX0/Mgue3yHH1UGs90Tb1qZZno4onnHBiE4",
+	"8rCtgJXrMFsYa97z6a4hNTSWPjIgLZlavWwASXhX7xE/djLq4JTMmOqLpDI3t0UDbLuqpNsw0FlXmds1",
+	"kQ4y9i5tuAhN3xd91diOwBauz7aNxRq0Ri0ObW9XNY9ZQLAHqBvzwNmgMs1T5SgBx9WWdMU6LCfAyLcz",
+	"MsAWwoOkt+OiL0AAGyvGXJf9aK5sdISStlIA9jUl89lY0Wgl0OExkvGaycE9oZiS64q85s4nZ/2vWEHR",
+	"1qFNsDPXI11E5M7bxQq6hGPl/W2Nx75OMVt7zTqMRofA4s/SBHMfZK9JvmR0MtrgiAzkzcCGM9FYu57m",
+	"wNGTRlJAjm0Z3EfGwqRd2FNi4HJPsjVIaM/kXxEDsfWXPfJwwqK5pR4prQOF1FcyTg81Z+JLkasA89IC",
+	"KYdpn6s/L4d4qTfNk1QUW2ou9K9XXquopdkDVbbs2f53yhtervyjXSeDXLl42/36f9bq1VpOIvJ90ba4",
+	"L8+/uors989BMUTU2pSAkHj/bTslI4lLN05Tqnw8KMoXTJEwZlSxKCBaYhwUdk7TpOxFoDs2nEh5QzQT",
+	"EVMHRDMGah0alL5Zt8JOSavKVfo1bN6unMHt0xIir7nsM1CakruedtPKKzfb3n5s5/HvaDNa03ewmCHi",
+	"LlojtkO/H8rYI1GfyySc+tCSGRa5u46h4FwYSXz/tmKak2khgrcg2zzkt0+AvO6dr/5SZAuFAptyX3uJ",
+	"M/uVHOY+u1kz36Tiwv2n+/8KAAD//w==",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,
