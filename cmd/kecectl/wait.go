@@ -37,26 +37,33 @@ func newProgress(w io.Writer) *progress {
 	return &progress{w: w, tty: ok && term.IsTerminal(int(f.Fd()))}
 }
 
-// update shows the current status line.
-func (p *progress) update(line string) {
+// update shows the current status and how long the wait has lasted. A
+// plain (non-terminal) display prints a line only when the status changes.
+func (p *progress) update(status string, elapsed time.Duration) {
+	line := fmt.Sprintf("%s (%s)", status, elapsed.Round(time.Second))
 	if p.tty {
 		fmt.Fprintf(p.w, "\r\033[K%s", line)
 		p.open = true
 		return
 	}
-	if line != p.last {
+	if status != p.last {
 		fmt.Fprintln(p.w, line)
 	}
-	p.last = line
+	p.last = status
 }
 
 // done ends the status display with a final line.
 func (p *progress) done(line string) {
+	p.close()
+	fmt.Fprintln(p.w, line)
+}
+
+// close clears a status line left open on a terminal.
+func (p *progress) close() {
 	if p.open {
 		fmt.Fprint(p.w, "\r\033[K")
 		p.open = false
 	}
-	fmt.Fprintln(p.w, line)
 }
 
 // errWaitTimeout: --timeout passed before the awaited outcome.
@@ -72,16 +79,20 @@ func (c *cli) poll(timeout time.Duration, p *progress, step func(elapsed time.Du
 	defer tick.Stop()
 	for {
 		line, done, err := step(time.Since(start))
-		if err != nil || done {
+		if err != nil {
+			p.close()
 			return err
 		}
-		p.update(fmt.Sprintf("%s (%s)", line, time.Since(start).Round(time.Second)))
+		if done {
+			return nil
+		}
+		p.update(line, time.Since(start))
 		select {
 		case <-ctx.Done():
 			if c.ctx.Err() != nil {
 				return c.ctx.Err()
 			}
-			p.done("")
+			p.close()
 			return fmt.Errorf("%w after %s (--timeout): %s", errWaitTimeout, timeout, line)
 		case <-tick.C:
 		}
