@@ -748,7 +748,7 @@ func (s *Store) ExpireDrainDeadlines(ctx context.Context) (DrainExpiry, error) {
 			if err := tx.QueryRowContext(ctx, `SELECT host_group_id FROM judge_node WHERE id = ?`, nodeID).Scan(&groupID); err != nil {
 				return fmt.Errorf("store: drain deadline: node %d: %w", nodeID, err)
 			}
-			if _, err := tx.ExecContext(ctx, `SELECT id FROM judge_host_group WHERE id = ? FOR UPDATE`, groupID); err != nil {
+			if err := tx.QueryRowContext(ctx, `SELECT id FROM judge_host_group WHERE id = ? FOR UPDATE`, groupID).Scan(&groupID); err != nil {
 				return fmt.Errorf("store: drain deadline: lock host group: %w", err)
 			}
 			err := tx.QueryRowContext(ctx,
