@@ -104,6 +104,13 @@ func TestKecectlEndToEnd(t *testing.T) {
 	require.Contains(t, c.ok("job", "cancel", newID, "--reason", "not needed"), "CANCELLED")
 	c.fails(exitFailed, "JOB_NOT_FOUND", "job", "show", "999999")
 
+	// Languages: the catalog, with the ready cpp node.
+	out = c.ok("language", "list")
+	require.Regexp(t, `(?m)^LANGUAGE\s+POOL\s+STANDARD`, out)
+	require.Regexp(t, `(?m)^cpp17\s+cpp\s+`, out)
+	langs := decode[adminapi.LanguageList](t, c.ok("language", "list", "-o", "json"))
+	require.NotEmpty(t, langs.Languages)
+
 	// Dead letters.
 	require.NotContains(t, c.ok("events", "dead"), "ALGO/")
 	c.fails(exitFailed, "EVENT_NOT_FOUND", "events", "redeliver", "999999", "--reason", "x")

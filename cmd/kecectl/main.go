@@ -5,6 +5,7 @@
 //	kecectl node list | show | create | verify | enable | drain | disable | resize | join-code | rotate | revoke | probe
 //	kecectl job list | show | rejudge | cancel
 //	kecectl events dead | redeliver
+//	kecectl language list
 //	kecectl reconcile
 //	kecectl version | completion bash|zsh|fish | man --dir DIR
 //
