@@ -63,7 +63,7 @@ func TestKecectlEndToEnd(t *testing.T) {
 	go func() {
 		defer close(done)
 		for {
-			jobs := node.claim(1)
+			jobs := node.claimWaiting(1, 2000)
 			if len(jobs) == 1 {
 				node.pass(jobs[0])
 				return
@@ -73,7 +73,6 @@ func TestKecectlEndToEnd(t *testing.T) {
 	out = c.ok("node", "verify", "judge-1", "--reason", "new host", "--wait")
 	<-done
 	require.Regexp(t, `self-check \d+ PASSED`, out)
-	require.Contains(t, out, "(job ", "progress lines name the job")
 
 	// enable --wait returns once the node heartbeated after enabling.
 	node.heartbeatUntilDone()
@@ -206,4 +205,52 @@ func TestKecectlConfigurationErrors(t *testing.T) {
 	c.ok("node", "create", "--name", "py-1", "--pool", "python", "--group", "g1", "--slots", "1")
 	require.Contains(t, c.ok("__complete", "node", "show", ""), "py-1\tpython, PENDING_VERIFICATION")
 	require.Contains(t, c.ok("__complete", "node", "create", "--group", ""), "g1")
+}
+
+// verify --wait exits 1 when the self-check fails, naming the check, and a
+// --timeout that passes is exit 1 too.
+func TestVerifyWaitFailureAndTimeout(t *testing.T) {
+	t.Parallel()
+	env := controltest.Start(t, controltest.Options{})
+	c := ctl{t: t, env: map[string]string{"KECE_ADMIN_URL": env.URL, "KECE_ADMIN_TOKEN": env.Admin}}
+	n := env.NewNode("cpp", 1, 2)
+	node := joinNode(t, env.URL, n.JoinCode, "cpp", "boot-verify-fails")
+	id := strconv.FormatInt(n.ID, 10)
+
+	// Nobody runs the check yet: the wait gives up at --timeout.
+	o := c.fails(exitFailed, "gave up waiting after 200ms (--timeout)", "node", "verify", id, "--reason", "first", "--wait", "--timeout", "200ms")
+	require.Contains(t, o.stdout, "PENDING")
+
+	// The node judges its check wrong: FAILED, exit 1.
+	jobs := node.claim(1)
+	require.Len(t, jobs, 1)
+	v := &machineapi.Verdict{Status: machineapi.VerdictStatusWA, MaxScore: 0}
+	for _, cs := range jobs[0].Manifest.Cases {
+		v.Cases = append(v.Cases, machineapi.CaseResult{CaseId: cs.CaseId, Status: machineapi.VerdictStatusWA})
+		v.MaxScore += cs.Weight
+	}
+	res, err := node.nc.SubmitResultWithResponse(env.Ctx, jobs[0].JobId, machineapi.ResultRequest{LeaseEpoch: jobs[0].LeaseEpoch,
+		Outcome: machineapi.OutcomeVerdict, Verdict: v})
+	require.NoError(t, err)
+	require.Equal(t, 200, res.StatusCode(), string(res.Body))
+	checks := decode[adminapi.JudgerDetail](t, c.ok("node", "show", id, "-o", "json")).Checks
+	require.Len(t, checks, 1)
+	require.Equal(t, adminapi.CheckStateFailed, checks[0].State)
+	// A new verify, whose check fails too.
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			js := node.claimWaiting(1, 2000)
+			if len(js) == 1 {
+				_, _ = node.nc.SubmitResultWithResponse(env.Ctx, js[0].JobId, machineapi.ResultRequest{LeaseEpoch: js[0].LeaseEpoch,
+					Outcome: machineapi.OutcomeVerdict, Verdict: v})
+				return
+			}
+		}
+	}()
+	o = c.fails(exitFailed, "failed", "node", "verify", id, "--reason", "again", "--wait")
+	<-done
+	require.Contains(t, o.stdout, "FAILED")
+	require.Contains(t, o.stderr, "kecectl node show "+id)
 }

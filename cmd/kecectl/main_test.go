@@ -113,10 +113,13 @@ func (n *fakeNode) heartbeatUntilDone() {
 	}()
 }
 
-// claim claims up to want jobs.
-func (n *fakeNode) claim(want int) []machineapi.ClaimedJob {
+// claim claims up to want jobs at once.
+func (n *fakeNode) claim(want int) []machineapi.ClaimedJob { return n.claimWaiting(want, 0) }
+
+// claimWaiting claims up to want jobs in a long-poll of waitMs, as a node does.
+func (n *fakeNode) claimWaiting(want int, waitMs int64) []machineapi.ClaimedJob {
 	n.t.Helper()
-	r, err := n.nc.ClaimJobsWithResponse(context.Background(), machineapi.ClaimRequest{FreeSlots: int32(want), WaitMs: 0})
+	r, err := n.nc.ClaimJobsWithResponse(context.Background(), machineapi.ClaimRequest{FreeSlots: int32(want), WaitMs: waitMs})
 	require.NoError(n.t, err)
 	require.Equal(n.t, http.StatusOK, r.StatusCode(), string(r.Body))
 	return r.JSON200.Jobs
