@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -122,7 +123,9 @@ func TestKecectlEndToEnd(t *testing.T) {
 	require.Equal(t, adminapi.DesiredStateDraining, decode[adminapi.Judger](t, o.stdout).DesiredState)
 	require.Contains(t, o.stderr, "is drained")
 	require.Contains(t, c.ok("node", "disable", "judge-1", "--reason", "maintenance"), "DISABLED")
-	require.Regexp(t, `kjc_`, c.ok("node", "rotate", "judge-1", "--reason", "credential leaked"))
+	rot := decode[adminapi.JoinCodeIssued](t, c.ok("node", "rotate", "judge-1", "--reason", "credential leaked", "--code-ttl", "48h", "-o", "json"))
+	require.Regexp(t, `^kjc_`, rot.JoinCode)
+	require.WithinDuration(t, time.Now().Add(48*time.Hour), rot.JoinCodeExpiresAt, time.Minute)
 	require.Contains(t, c.ok("node", "revoke", "judge-1", "--reason", "host retired"), "revoked")
 	c.fails(exitFailed, "NODE_REVOKED", "node", "enable", "judge-1", "--reason", "x")
 	c.fails(exitFailed, "NO_ADDRESS", "node", "probe", "judge-1")

@@ -528,8 +528,9 @@ func (c *cli) nodeJoinCode() *cobra.Command {
 
 func (c *cli) nodeRotate() *cobra.Command {
 	var reason string
+	var ttl time.Duration
 	cmd := &cobra.Command{
-		Use:               "rotate NODE --reason TEXT",
+		Use:               "rotate NODE --reason TEXT [--code-ttl D]",
 		Short:             "Invalidate the node's credential and issue a new join code",
 		Args:              exactArgs("NODE (a name or id)"),
 		ValidArgsFunction: c.completeNodes,
@@ -537,12 +538,16 @@ func (c *cli) nodeRotate() *cobra.Command {
 			if err := needReason(reason); err != nil {
 				return err
 			}
+			sec, err := ttlSeconds(ttl)
+			if err != nil {
+				return err
+			}
 			id, err := c.nodeRef(args[0])
 			if err != nil {
 				return err
 			}
 			api, _ := c.api()
-			r, err := api.RotateJudgerCredentialWithResponse(c.ctx, id, adminapi.ReasonRequest{Reason: reason})
+			r, err := api.RotateJudgerCredentialWithResponse(c.ctx, id, adminapi.RotateRequest{Reason: reason, JoinCodeTtlSeconds: sec})
 			if err := c.result(r, err, http.StatusOK); err != nil {
 				return err
 			}
@@ -550,6 +555,7 @@ func (c *cli) nodeRotate() *cobra.Command {
 		}),
 	}
 	reasonFlag(cmd, &reason)
+	ttlFlag(cmd, &ttl)
 	return cmd
 }
 

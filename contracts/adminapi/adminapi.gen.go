@@ -957,6 +957,15 @@ type RejudgeAccepted struct {
 	State JobState `json:"state"`
 }
 
+// RotateRequest defines model for RotateRequest.
+type RotateRequest struct {
+	// JoinCodeTtlSeconds Lifetime of the join code in seconds; default 3600 (1 hour), at most 604800 (7 days).
+	JoinCodeTtlSeconds *JoinCodeTtlSeconds `json:"joinCodeTtlSeconds,omitempty"`
+
+	// Reason Why; recorded in the audit log.
+	Reason Reason `json:"reason"`
+}
+
 // SettlementEventList defines model for SettlementEventList.
 type SettlementEventList struct {
 	Events []SettlementEventRecord `json:"events"`
@@ -1172,7 +1181,7 @@ type ResetJoinCodeJSONRequestBody = JoinCodeRequest
 type RevokeJudgerJSONRequestBody = ReasonRequest
 
 // RotateJudgerCredentialJSONRequestBody defines body for RotateJudgerCredential for application/json ContentType.
-type RotateJudgerCredentialJSONRequestBody = ReasonRequest
+type RotateJudgerCredentialJSONRequestBody = RotateRequest
 
 // VerifyJudgerJSONRequestBody defines body for VerifyJudger for application/json ContentType.
 type VerifyJudgerJSONRequestBody = ReasonRequest
@@ -1656,8 +1665,9 @@ type ClientInterface interface {
 	//
 	// The current credential and sessions are refused from now on (401
 	// `CREDENTIAL_INVALID` / `SESSION_INVALID` on the machine API); the node
-	// joins again with the new code. Live leases stay until they expire or
-	// the node is disabled.
+	// joins again with the new code (valid `joinCodeTtlSeconds`, default 1
+	// hour, at most 7 days). Live leases stay until they expire or the node
+	// is disabled.
 	//
 	// Errors: 400 `REQUEST_INVALID`; 401 `UNAUTHENTICATED`;
 	// 404 `NODE_NOT_FOUND`; 409 `NODE_REVOKED`; 429 `RATE_LIMITED`; 5xx.
@@ -1671,8 +1681,9 @@ type ClientInterface interface {
 	//
 	// The current credential and sessions are refused from now on (401
 	// `CREDENTIAL_INVALID` / `SESSION_INVALID` on the machine API); the node
-	// joins again with the new code. Live leases stay until they expire or
-	// the node is disabled.
+	// joins again with the new code (valid `joinCodeTtlSeconds`, default 1
+	// hour, at most 7 days). Live leases stay until they expire or the node
+	// is disabled.
 	//
 	// Errors: 400 `REQUEST_INVALID`; 401 `UNAUTHENTICATED`;
 	// 404 `NODE_NOT_FOUND`; 409 `NODE_REVOKED`; 429 `RATE_LIMITED`; 5xx.
@@ -2453,8 +2464,9 @@ func (c *Client) RevokeJudger(ctx context.Context, nodeId NodeIdPath, body Revok
 //
 // The current credential and sessions are refused from now on (401
 // `CREDENTIAL_INVALID` / `SESSION_INVALID` on the machine API); the node
-// joins again with the new code. Live leases stay until they expire or
-// the node is disabled.
+// joins again with the new code (valid `joinCodeTtlSeconds`, default 1
+// hour, at most 7 days). Live leases stay until they expire or the node
+// is disabled.
 //
 // Errors: 400 `REQUEST_INVALID`; 401 `UNAUTHENTICATED`;
 // 404 `NODE_NOT_FOUND`; 409 `NODE_REVOKED`; 429 `RATE_LIMITED`; 5xx.
@@ -2478,8 +2490,9 @@ func (c *Client) RotateJudgerCredentialWithBody(ctx context.Context, nodeId Node
 //
 // The current credential and sessions are refused from now on (401
 // `CREDENTIAL_INVALID` / `SESSION_INVALID` on the machine API); the node
-// joins again with the new code. Live leases stay until they expire or
-// the node is disabled.
+// joins again with the new code (valid `joinCodeTtlSeconds`, default 1
+// hour, at most 7 days). Live leases stay until they expire or the node
+// is disabled.
 //
 // Errors: 400 `REQUEST_INVALID`; 401 `UNAUTHENTICATED`;
 // 404 `NODE_NOT_FOUND`; 409 `NODE_REVOKED`; 429 `RATE_LIMITED`; 5xx.
@@ -4200,8 +4213,9 @@ type ClientWithResponsesInterface interface {
 	//
 	// The current credential and sessions are refused from now on (401
 	// `CREDENTIAL_INVALID` / `SESSION_INVALID` on the machine API); the node
-	// joins again with the new code. Live leases stay until they expire or
-	// the node is disabled.
+	// joins again with the new code (valid `joinCodeTtlSeconds`, default 1
+	// hour, at most 7 days). Live leases stay until they expire or the node
+	// is disabled.
 	//
 	// Errors: 400 `REQUEST_INVALID`; 401 `UNAUTHENTICATED`;
 	// 404 `NODE_NOT_FOUND`; 409 `NODE_REVOKED`; 429 `RATE_LIMITED`; 5xx.
@@ -4215,8 +4229,9 @@ type ClientWithResponsesInterface interface {
 	//
 	// The current credential and sessions are refused from now on (401
 	// `CREDENTIAL_INVALID` / `SESSION_INVALID` on the machine API); the node
-	// joins again with the new code. Live leases stay until they expire or
-	// the node is disabled.
+	// joins again with the new code (valid `joinCodeTtlSeconds`, default 1
+	// hour, at most 7 days). Live leases stay until they expire or the node
+	// is disabled.
 	//
 	// Errors: 400 `REQUEST_INVALID`; 401 `UNAUTHENTICATED`;
 	// 404 `NODE_NOT_FOUND`; 409 `NODE_REVOKED`; 429 `RATE_LIMITED`; 5xx.
@@ -6854,8 +6869,9 @@ func (c *ClientWithResponses) RevokeJudgerWithResponse(ctx context.Context, node
 //
 // The current credential and sessions are refused from now on (401
 // `CREDENTIAL_INVALID` / `SESSION_INVALID` on the machine API); the node
-// joins again with the new code. Live leases stay until they expire or
-// the node is disabled.
+// joins again with the new code (valid `joinCodeTtlSeconds`, default 1
+// hour, at most 7 days). Live leases stay until they expire or the node
+// is disabled.
 //
 // Errors: 400 `REQUEST_INVALID`; 401 `UNAUTHENTICATED`;
 // 404 `NODE_NOT_FOUND`; 409 `NODE_REVOKED`; 429 `RATE_LIMITED`; 5xx.
@@ -6875,8 +6891,9 @@ func (c *ClientWithResponses) RotateJudgerCredentialWithBodyWithResponse(ctx con
 //
 // The current credential and sessions are refused from now on (401
 // `CREDENTIAL_INVALID` / `SESSION_INVALID` on the machine API); the node
-// joins again with the new code. Live leases stay until they expire or
-// the node is disabled.
+// joins again with the new code (valid `joinCodeTtlSeconds`, default 1
+// hour, at most 7 days). Live leases stay until they expire or the node
+// is disabled.
 //
 // Errors: 400 `REQUEST_INVALID`; 401 `UNAUTHENTICATED`;
 // 404 `NODE_NOT_FOUND`; 409 `NODE_REVOKED`; 429 `RATE_LIMITED`; 5xx.
@@ -12796,181 +12813,181 @@ func (sh *strictHandler) RedeliverSettlementEvent(w http.ResponseWriter, r *http
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7H1tcxq51uBfUXGfquB92g52Mrk3du0HYkhCBoMv4MzODlkjugUobiRGEnaYlKv2R+wv3F/y1DmS+gUa",
-	"DMTOzL1PviQGuqUj6ei8v3wthXI6k4IJo0unX0sTRiOm8M8OM2pRHRmm4FPEdKj4zHApSqelLguliDQx",
-	"ktxRbsiQjaRiRMErXIyPSkFJsd/nXLGodGrUnAUlHU7YlMJQI6mm1JROS1yYFyeloDTlgk/n09JpJSiZ",
-	"xYzZn9iYqdL9/X1QmlFFp8w4uN7gXI1oFaq2iBeEGzbV5I6bCaFET2kcM0V4RMpmwshMsVsu55rM6Jg9",
-	"00SwL8aPdwBQcxjn9zlTi1JQEnQKsAz9hNlF/Idio9Jp6W/P0/17bn/VzxtRCcB+L7V5p+R81oguqZnA",
-	"Wzj8DD4ko0/Spzbu2hYTfpDDjVN9ht+/dZImn3KzuveXdMyI5n8wUo7YiM5jQ44rlbV7GuMom7GCfrFY",
-	"8VOlksGR4wIcCUotGbGNaxf4wLct/h7e1jMpNLOYSKMO+33ONO5HKIVhAv+ks1nMQwpb8/yzhv35uuU8",
-	"daWkw/r8/vYmcL1wMhJJpomQhkypCScEEBsmVzQ0pDzo1P95Ve/2rhutj9VmozY4OCrdB6VzKUYxD78b",
-	"pFrOVQhXTBtqGJGKwNXTXIoUfBrH8o6YCdcknFAxZghpS5q3ci6i7wMpjSLFtGZRAnMKH/vCtUGYelJe",
-	"ULFwp62fHrQObBpeEhbBmVZ79etm46LRq9cGB2eW0BIKxJkgnT5EQk20pctw65Yp+WFCyosAck8/zxB9",
-	"hOpK0LmZSMX/YN/hQC641lyMAVvm4kbIO0FoNOWCGHnDBCkPrlrVq977eqvXOK/iVuDpXAn2ZcZC8z1A",
-	"7DJ1y9Sh5hEjlsyVf/ryhQwarV6906o2BwEBKD9WG83qm2Y9gXCmZMi0psOY1YXhZvH0oP7C4vgQyCqL",
-	"yHBuiGKjOSD6cEEoUfOYkTI7Gh+RmZLD5CLgDxqgvve0EXGoagybziyoUcRhChpfKjljynAghyMaaxaU",
-	"Zpmvvpaofcsy64foa1BiImJR1eTYQUQNOzR8ykoJ4ddGcTHGF2Dt5zJiqwypIUaKaqPmoZkrRvBJEsZU",
-	"a1KudzrtzkEAeNasV7v16/r/umx06jW4NzOAWcEI/+e36uH//gT/VA5fX3/6Wglevbj/jyIwsjx8q4Va",
-	"TrzVozGjmtVnMpwsc8lXL0ub+WLgud5WE8m5CeW0YCc7V61Wo/WO3E14zJDbIEwk5rdMn8EXgpy3Ly6b",
-	"9V69FhDc3IC4LQ3IebV1Xm824c/u1WW9063X6jXY+k79Y/vnhzf9ZM2mKxYyPjM1PnYMeOmivq8envz0",
-	"isgRgixg42IgY0Do4d7SMGQzIK8jqSwTcti6DFDl8DU9HH36+uplMSCaaeBr+56RNlSZXdD+PivE/JZI",
-	"dRlECVJxJwdcdrL0wD8lM8jhZxYaAKo6j7ipC6MWu9740O7/8nH8MqGGTOhsxgSLAoKEB4A8YgJoYkA+",
-	"y+FRSEXI4iMr/DWZGIM49+plwZ7T0MgCvaRFp8yfeIZz4E3vl/RCGzbtl/DE6dzIKTU8JBZkvTTt8ck/",
-	"iubdgThR2MNtb1/EDOWxXr/bVlpdOainJD27UA/FqONa2T2snLx8CH39LuHe+oMNPB4lAxch6TnVDr4l",
-	"+kEP/6gcvv6U/nl9dLiJfsNAHaQKO2J7mECwaYccnMCvvnDj2dWKwrNKGqZsKtXi5+FmqlIpflVrOi6g",
-	"5ucTFt4wRSI+GgVE87GgMRF4bxTp/rNpOWVAqCFTqQ15SX7mb5buxsvK61dFhDCUiu0BqwViFdQeU1Mu",
-	"qAGR0AM6nw6ZCkiF8BERUjCAbCeDAtJAM9cPHdpHpiIemq59+D4owTW/0AUbenlF4LdlSLZY+B2NYzvk",
-	"Ti8u3SCHhMnC/EEkICcTZTAqg4vJAaRYU3jbAHFgO/CImQDgfitd1lu1RutdKfBiQikoXVa73XqtFJTe",
-	"VhvNei0zmsOVoPTlEAY4vKUKUE/jSExE9sfOXAj71yUF1QxGojxmUenTfVCqMRA81CIBZckQYQEiZdDg",
-	"Fgz4PGgSMYvGwHhmUms+jBdWhomIkYSC9qznU6YOAlKrNxsf6516jZSzL+Iv1Ropj+ktI/PZGdEM1NzI",
-	"AoN2jtUtSQbDv6u774RbK25BjVG/ATMQlEX4MG/Ob817RmMzAf4oBSOxDGlMomQwUq5JSxkom0oREDUX",
-	"gECET+kYGPQ8GjMSUUOHVLOARFzf4LrzJNEysgJ5bCIVqNSzmApUc5wQAKzaCueGfTFnREjQYhUzKwy5",
-	"iJmgnhubCW6F+20oZcyoQA5GrUCb5Q/08I9Pv3m2cLqBLyxdMxwrna/oitSYhqfXYGbP2mlGfDxXuAPO",
-	"NkK9lquZccIoQ9nI4jA3msihBr0zInb2InS7/ljvNN6CXtxot0pBqd4C/RMxr1NtuJtZa3Tttzsh4kem",
-	"+MgppzAySmyIkopyd1NrXNtvEUPth4xxbAeeOpIqLNJC2K28sUqHvbuacKENoxEgNOq2wCfQ8ItKXfe6",
-	"et5rfKwfpSebwYxUXtnEBDr2qWVUcC8HDtZCVICt2W8DIkajmAvmjOzrre8jJadEyDtSRuwA9VaGNwfO",
-	"LnQ34c44CLj0TBPFpva4+sJtIFWMGHrDBBnS8IaU0cA4BzIJiBfKuQD9iCaakT4gVEQwZl8ggnINZAAP",
-	"/ohUh5oJcwo32C/hiFSdGPGq8vIflQop/51EdKEPjvqikF16m699/CHV6TEOsejwrEllR1HQiXUPmmqQ",
-	"536DxJ+R7B4SyZYFBcvtNzH5+nqDygUNJ1ywQ8VoBCfuTSqgxJHzdutts3HeA4wAlBszwRQPycvKa3I3",
-	"YQKQYioVI3rGQiAm+B5BqxfTWXK2ZL4uBaUlo18pKLXaveu37asW/P2+3e1dv+u0ry6vs1+32rV67osP",
-	"7Te5z/WP9VYv/0r1on7dq/5cB/LZqX9sdBvt1nW3V23WS0Gp26v26td+nX4GZ8PwH6vNTr1a+/X6Q7vR",
-	"wm/P39fPf76GNTU6mS8arevLTvtdp97twhLq1U7vTb3aSybLEbAM8OdXnU691XPf9Oqdi0ar2sytBuUM",
-	"AOe6Wqu5Cdxf+Hu12Wz/YkFJ13JZ/bXZrtaue+32dbPaeQdzZm3OpaDkDZz2QLx9c0tG4ghhQ9zSmAPn",
-	"sHZlJgywFeQlidk/4zjLfNeSEct8/CCHmU/1WyZM9mE6ZT2ga7AM53boGhoD9iNzTrwhdmDLW/w01RhQ",
-	"fPFBcoHfoeDb8ffIfW6ISyXHimmQqt8zqsyQUeMnaSJ9rYaG37IE2vO5UkwY+9npNnEGehTwAISqNcXC",
-	"wdm/WtJU41je2elT2C/pIpY06knZpGoMM3WoYU3rNoAzEyD14CRXgt5SHsPFRRad7PGuZE4xanYz0u5s",
-	"ovBS26Yn4Yi9jeIcGNXOnmWgjRY19jHaxdKc0xkNnSV/iVQCx/ssh5YW3k1kzAjsApnSBYjVoFxLEbKA",
-	"0FBJrVHGg5XoYnXWc0VL5B+GTDfE25iPJwVmUYuZZMJidAQgrYazeeYAAHkiADEdkB3dBnOhGJ2xCJQG",
-	"kLnCeB6xaA+9ez6L6LcYOvOecieO5w5iefWZIy5idskdOEek3vEm7IKly+jyLUdcrJbkZti42CbfWSJN",
-	"dh4/YYTFQytP6cs9rq5hXzquVFLcoErRxfpj1pvXcYXotONKsle+yG3tXNToUkeXNAg0Q7QUSLHZwrMV",
-	"nXjEg1/C/I2YXhQtUyVvGu8arR7hVsQnEQv5lMbEXj+Uyb7Q6SyGoV6eLDlFjg9ff/qtcvga1OfjfxSb",
-	"VT/I4c9cFEzdvXpz0eiCeAXbO9egrUh1c0RQOoLvvE586GIeWEQ0i0eHIfBeMgQ+3xdGoiED6NYZklA9",
-	"H045+jvIhGY/9hYzRgY/18/r1zjFAPUYSoZzHptDLvpiSgUfMW0C/IUbAAItHhF+odhMKoAi5jegsS+I",
-	"NBOm0GuBqowXX9OleWFvSxGpmwDrRQzk0x/kcMXm9s+r+hXKZKnJLfG/pVa3oJR43rYE4Z+o/OUMcOcS",
-	"EMBkbXBB6RzdNF7ZBzkJNIaG1nPrgd/hPn52Ly87DgqdL/7hOnInvYsMsr0rY5m8ekdaAmkRHEV3zu/L",
-	"fkYAY+KM/r8JaD9PL30DFrEWnl5u5CXpgI8Y2vycDw1WajU1NE/hW2fEB3i9eAUa/TGZyLk6SD0Gy6r+",
-	"bor+q0LZ4QNcxQ9yuF/8wb4CYiIyN0SR5f+9vCOxFGNCib2SQA6INjyOMSxSozUP/rfxOkMa3sjR6IxU",
-	"rE4cxpRPYfg9XAchiHE1Kdgey8J3e9JYn8uuL++uAIRO8SnguUBl5RCIbZ5+P9PEvWVNCWh7LLbkjbjg",
-	"erIbROmYe8j+T+lyvXH8cvOFt2z1PijFVIznzhi06ZWmfw7f0SZn5tkn4mXbqJRCFMKXO94aWXSzLhXT",
-	"cPY25MSxuTMi2JiCSo3KU05J8c4eq6oU3qcCH6nj+dsezpR+cWFQevPF+eZYnNmE6gcP9RIfgqeljB98",
-	"GJ6BZxWXqlBpbco7pkA71WTElTZAprh2gTOb9dLjHAU/PK5UHiXQxXo02Rb3wYpI8EJCQR7e6m722dy7",
-	"PYRj27fx6UfQb30gD9IAd6orUC0tMUfKMvQgh9x+H7NcI8cFMmgR5HlmHumXgoxSVlAo/ziWXUscgrsz",
-	"7gLS0I4jpo1FUYwu30Yb9dGLy7rosiqKtPpBfPOyiDs/pvcKQrOx3FrQmZ7InYPObBBbOu8u797a0IYt",
-	"IyCK8DRFE73x7PewNXyWw+2tDNmjSA/2p6KDzaZ6IEhx3B6VTn97mBx/WvajW0cXcXYC4KeYT3JUtFMb",
-	"9kft6L6vOhc8et5AYwcFWWMgAjerjngX0LuKlG+oZuSq00yxEt2D1rVMmIhmkgsToPA6U3LojAEZ9eyn",
-	"45MiMW93yTBacphvOoqccx3eVZSLmnM0Vk1RyCEID9777VOCvGvy1MrgSfKEjMkspsI6RHXq48w6Tr3j",
-	"Gb2lVETe+QnSa+KEhbUu+zc328dx47dCdWVDOPaUQtGfUWAHChWLmDCcxmg2GTImCEdt3mZNpVrgHUVz",
-	"jc2VWhXF7fZkjc87Khe7Wv63lqd2kJC+wSugnB+pMBZl+zDhylq7/mYT4slPr57aBp+YQ5zZ2QkpedO8",
-	"BTWzk0sXPd2oBCtXApWXUCm5JVtJHWovg/5agtme2RHIxJhZWR+gQbiAgj63MP4REDRTsojQMeVCG2Jz",
-	"D+WQ2fSKrcjpXhd81cCzq+lot0u4y8XaGYO3dn5swMKHcORbDJbL2af2DqXkMiB6Iu8EaqtbRZd/o4Fz",
-	"OxZSeKf3MnDicPuJ9/OoKIm0xe4S2T61Jx5XKtsL+mnewsOyPt5SvS0YJ9tD0ZIRsyb8HBAnRWLpDudm",
-	"c16Eqa5Vjooh/6nybYrSTw+57BwGLUGXbLBLhdiARO8TEWgHebidD4oMiGYzqqhhNjAuF2pZFKfqAl/d",
-	"5622JxN6m9uhFyerJzvxQSHVMdsjyNsa6pLIkiIBt5sKnJ4ToTKSzHxGqFVVXLA8WTBztLVcigHC3fVE",
-	"eyPwUoCQXSRtJtARqhSH8wPJnAsiRyMU5UeGqQu9LmzT+uGSyNNCPy5qSJpy78iL3NOEG83ikct71JO5",
-	"wdyCSN6JNRKti4H+yFSx17iq7ZZ7uM4I4P7CF0SAI8HLmK56K96PvOvNXC92r5eQv5nuGFYWEuTxv2Bj",
-	"11/WfZR6fHFHvV7tHDrgp1kP+55BA7uEmX5zXNEjy0gF0viG0NdmxqOwZB92v5AbtnCx++Fsdvz3gHym",
-	"txT+ny3MRIoXAaHqxuiATBf69/gM7mDEQh5ZrZqAsLZs7crE5P/n0TXG5L84LjZeeTAaYiR3PEceFZML",
-	"bzXFSIhsEAF6xo+KoJhycYGpNG8WhumiYFlrfdXkbiI1Izbvxmb0Y0gJS0ofUCycYlOzk1TUBCRqCBMY",
-	"lU3KL09OyOCiftHu/GoDM228ZvuXwcEeHsQp/1JkDuipObOmEYyCdFFhljzYEF4zoQIDL26p4lSYYsq5",
-	"m8pNowUITboo7j+FomyTRaOAWLp2ALB44pvfuP3ywkRE1Rok8b8SqdLTubXkFPGaRxvwxW3V9hTQo/lH",
-	"+2Lp/gHSx7MuA7+QFTzNbbVHgQx0myjCHmSf6vZoK7ElawXfUjhxUO2+o0g4HtpOhDw7y6ad8We0a8LA",
-	"dMZjdi6nU1oUJHVufyehfYAAwnvxAuiEz35cLYoA6s+l5EUe9/dIdRhxpU5GMAEmf8IM+CJB6y9SpRBI",
-	"lyie44tRdDMFtBRvrCgmkcAlkTN/3t459UxbkrgH+RIPkwtLF0DCY19oaOKFJREZsrWjC1fNRea4ivwq",
-	"xVKiO0qFZXBcVp0nHVRby1BEuKUjmopoKL/YtLujBy1yt4lEt4RQOXBzWFFwfH4/i9C8RYuqQryfT6nl",
-	"kAGZC/47cA0rx3OjyQ0XESnH6FIOqWYHBRwfU7Tt/47nH5/8vZjppwr1jiqiYNm4QTUHLYNQl11n0+9s",
-	"tqpleQC6jUH8LIcEy5GQ6nlBliOOt61hzmqinbWhp7C65dhTBJcKb0E8I5b1EcFYpAklM6o1CAf4tIuU",
-	"KUiH3kLk3MNts1/ZldTfgquDHR5hSOG+ZVf2ifx5qvIHK3riwzreNk6vTNJ13nG7nfsyceF+Kqp9lWD6",
-	"M03c0GeE0XCCVxbEVJDy7Glpw2arDk5/DYJsnOQwH3KQR/6H7PeXPvLFB7uety8uG00b5frhqvYO/tou",
-	"nNVSXfszaH+o1cIUTjIt9q6CDHWWxBUTV7eJoKlJJ4zEXTUPZDibwdLpLQVURjWoFJRQDYL7B3rQtkDj",
-	"SB/sSJd+pKob6cKOBIsAnvFUeYrp4D5Z8UmTDpemyxx+rdW9TsOZ261W/byXftFrZn7tNS7q7asepu7V",
-	"Gh14sFN/e2ULEbyp1q67vWrvqgtPZpLc4Ic37dqvW55OTeg0CloKwUKTfO7F6W89PmVybjD9LOKKhaZj",
-	"NTyYkkZdX6ghk7n1hkZvZLRID3evgiQZH9aDBCjiNGZRY1as78y4ECwijUurY91RTeAFR64fqs/DPGZu",
-	"h2Z5N/imdNhiY1/G+UY+dNstUubo0TaLAC90UswgyBY8cMn0AdatPMSkAru6FQyNqYE39jLj7lhFJ5xg",
-	"jl6xCxnxZusCMut8tzTJL0zny66x6I52EhvYcpDF4owoFkoVpSIsmvtJLMeFJRymXCRfFKCOnWm/qPmn",
-	"SgjvsFCKkMesgyrFo6jBNVdJ4xsVYXlTjCvoaLbFfqKcjrxqy0pMrJmrnLgxbrmM0YWyvab90b+yasCt",
-	"bKd3y5vS0gpygBQfEfLvqqvqtuMRfVNA+A4y5Y4BrWsiRHMxn3bIoi3pMmNiNmXCYIrxHgYcdst2MVot",
-	"TdhBsvAXjc1zS9ti39wydhWzbEmhImOA/cXyVcwBYZEtgwOzIcxbRQvsFW9naydtF8ZeyM4QyK0LesLD",
-	"W0VT57fch1R/r2uZ5ERsI+BafHVb+OjR7PnyVv/iIe0eWbKYkFERdwlt9/rkCgpnL0IW4i1utt+UJft0",
-	"vddr1mu+lAmogvZmounosxzam2utQ2WnOAek+2u3V7+4xvKnRKq07mmuWpMbfNukUITX5ll257gMD7Mf",
-	"8EP7DSiIvV794tKXJcmVRSkF+aRULBWy5fwfMNTbB4VYO1y2QEcpyOet4q56aHNYuyq3D+eaC6b1M014",
-	"lMg/yWsFRqGCso6nG+s6dlfQfyMYaLSUowwQzs9Zbb5rw5HWqr3qm2q3fkZgKqxtbu3LGFuM6cXOneci",
-	"U8qp8REDZ0magnzwkNVrnQP0Y8YItFulSr2mJhnGNFtPGoUl03CSWOitKchHEkkR5nwQ5/WtI4syNTYf",
-	"dOsntuymHG+yps/NbJ6Jc3qFtSqz8AE3UDPFDIu8BrgcfPnqp59eFNH4Kf3S9fUsl+jDfIqkII7t5twx",
-	"Pp4Yvezb2Mclu72VJVNtsxA6LDySApYUO8bD3gO0vYpmLkciLNenTPY4d+DpPrgkpUJSnp+qwJyHZQVc",
-	"jeMjsmSXxgRm63sX7JYpQr0FNEusq+eloPRLFU1NQFQv8N82/tuBf863LYC01Uh2VXwEvF/trsPs5JPY",
-	"Wjhaa/G1IxQeTaL/7Vr47skrolmtspgOcuE8g2SobNVoJP4u+/T6l0bvffuqd421uQLS+6V9XX/7to4l",
-	"uq479e5Vs9cNiK1E1v5Y71yfVy+r543er/u6N7Rl+Furlnn54AFBL3l0xQoyj50oljySBWWTJReTHMK5",
-	"4mbRhZm8SXLKRQ82tOCWLjd4uGEhO/T5OPZLK92Rw0Nkz/i4jXfB1dgGPVQxlW7hxJiZbYjAXZDQcjw/",
-	"iJVSkeplw9NKYMwZDwCZi4gpMnhOZ/z57fFznPb54NSWccKKSTroizQhS5NyEvetg4zTUQfElzhXTPM/",
-	"WGDDEQOfPBT0hU2HCLKJOEoaVyXVpWAdYIl0HNrLsJjLRGIGqKUJFVFfpDisnMmK2/hXUgehmYTAtZwP",
-	"cWnv7Xb2xSA9sMHBWSIf2cdwGusZSYHN0VHHaI76oi/+9jdyLgXIhFwK3Rf/Iy05o0l5YA2Sg4AMMpH7",
-	"8BFJC/yRJrHCJ6dNDIK+IGSQ9JaAnxxZgj9dQfHBAUKVL2qjbcscrIFJyGC1jM3gCKDsgZyAr3fenpMX",
-	"L168Tt7H0GJAGF8I1xbdJOWr3vnBGYlcvDG+DXM4FqoJF2TK45i7KhouHU2QwYUeED0fjfgXnNuek/Wb",
-	"2kI473u9S2J5J5nFc00GX/voVumXAtL399F+cCS0X7ofnMH0iI64kqvLy3rnutuq/lwnNpwEq+pwYeU9",
-	"OXOq1jNNMrfF4Q0MlTyBVcxorCWhQt8xRV5WKmSl7VBAXlaOyUrHFjy7lyevSb6nDSnjfmQ61dhSo/ne",
-	"Ks9zrVVwuy7mxm24NafYok3Owy+VVdfoDXw1sAbeQbBsrwaQEpO1PRi0Yoco22cuyTONAQ84MTrtbzm7",
-	"0+SGsdlSZd/yIJvxBGiJYZiAlDOqDKIRbmo+hp2UB/aPIxvgNghIxGyQdIJ4+RBvQscM9zSpULQSYCIi",
-	"kg32PTgl/ZILpMPaCS7uul+yJISQvi9yjD/74Gn4XTEylGZC2JeZYlhI225Gk2snTcG+KhYRkclEQBBm",
-	"dOxCvckAY35sDaaB7642gJnLGNZQ1KltkLURDlx+peEGq1Mh8bbnVL1slDKROKVjtJHPmKAzXjotvTiq",
-	"HL2w/HiC3ClP4JGeHwI1Ohwn9c7GrCCQCq1F+rQYyc8KMPwMcNmCndwkYO0l2Lv3ac2zpR5jJ5XKo3UK",
-	"ypeAK+gYVI3jHIMjwwXhEXYwelk5Xjd8Au/zXLcoeOnk9cMvLffWQqhQPt9mwqTzE0of8+mUqoXb1OxS",
-	"klvNFQld0TTEv7m2MVZ0rH3xOX/0nzCKVW88/ALCd7YWJyqvySAtMgsEegc0selqWcuLKyGAXuNHRxGX",
-	"QXmfFw9BAL9fwdDjx5++CDtdwp5Dx8rD2JHpz7c3Ble2wOCkIuufivJ2ewjNoD0pS8HIbLLQPKSxE2/h",
-	"54P1OH8fPEQTn3/NiGv3rviEzWnOH9jAx7QNyHSuDWG/z2mcKznqI9f8g0cEq9AA2/W3tC98rDwjyEOB",
-	"aY8wKxjlI1sX9xTYHqb4YNlVGxnmZFXgRX2BjhZ4w0ekApuM0SgXKTlLQ/JBkr1Lpkc5dq/73hcvKy/J",
-	"oKg+tScG+SLTu7ENm8mSpQfZNqlrXGfpI8+Xu5Pef3piiuJSb7aiKJXvQ1EsSN+borx8+KWklvW/GAny",
-	"0ndKgp5pvLUp0y3LmeFTrg0P05hXVN92J0q+VswDEtpOTHo3wc0XoNGr96+o7a13Ym2Hu9k4gOLxfMLH",
-	"VsPZbJt1Q7mqU1tDZkvQrRtt1bW31bjLHkgY/gE6ZvsRb/FgEmBgKd0T0Ztc5aMCktMGhkzHGPAD6Pt9",
-	"ac+fK49b+5XI5aijXD7iMRxR9v7b0kmbLv7zr2gmun9cAuC4dq5bxG5k4R1LqMLOTDnt4P1dkNTVbljT",
-	"GvmzHP7FOeOfhs5wiz/LoTPixTEmjviKaK6CtHaNRvfD6ue2FyZK14U6qDshMmShnDKdhhskve9TOzEa",
-	"Ts+8VWwi48gmw/fFmBlNBsm7AyIFUQwEYFgECqlwFZYfwHX1hSsEjVayDAAAljUNanJSqXyzCL1yGT1Y",
-	"vgHKgJSpbdqRNqIlUhEbHH6wo6KNi3q0K/z4EnU+QPY7y9Npxb21RCPAnlQJOvyQrh9LukbEJJTYJl0u",
-	"mdArvXuSGWXDZtfTGWtW0EA82F1K9AZpcBb5T3I8SBrXaTrNhvFYm/JU3rrs/8wvmGjKFDGScHNmY63i",
-	"yGIQH7k62sla+8ItNgAlPvQl6EnZ904hSMuQNqR9ptFS/ETUJ9OQCQgQCjYqU666L9gXro0+CMgg3z1q",
-	"QMpJ7pVznklD3FFEO9IrF/j870WwTh5x8nxc+Bq65ZGba4dyP8jWI5EtdwDLtx+DKTONQGDzy3AK6QU6",
-	"2Jqmqb+CGUBtaQTYU2lfyh6x7kXXQtQqUBiL981Wh3yd1afXQ9Q6VfnCueptfEXeGfXfQ19Oo0sCIl0R",
-	"yngBG4ExKtazm8GD3H3xtZDWerHSSlmGKmtXHxQ1kx0ckV6+F4jOFDbsC1R3NMHWfigGDFYrUQ5I2XcN",
-	"sf1C0qjNv/cF9gk5I1LEC1ScJlRPcBYjFYuOSMMAwydDhsVnbT3Fp7TLLzvpTsigoIUiMH2bSUfk3Gge",
-	"WRpHZzMl0aUvNXBaqYw+2MfX54pgPQ1PztVJ/c5evnz9zfWevjMyce1mM8hnJH6BFmbpArn+7Xj1yTZg",
-	"udR0OoxZHXNd/2w+P+baYChttk45Egc9Z7aP9UqN1GKStY7LP/9qY8aexuiX7xm7n9VP7Sx/t3BF38no",
-	"pzab/ASeyA+b3zqbH6I06r/WvhcyYRK7Xy7q0zaYw6AyoyiP17LmXV3nLt191XOesPOYUSV8BXt25/xv",
-	"ci5s2JltNsq+5OqE6oni4gaErdQNnnRZ7wvnb49BwzYTNnUO9m9mwqs3rsAtHrjnXK/lHeNmrI/3se7m",
-	"UzHiP8c5nhSE/uEZf3LmqPkfSVzqlj7wHfjhcxdMvt6O5wqQuJZanpKgM0CTmN8m972MAZ/WP3dA5iJm",
-	"WvfFYCRVyAaYFKnmzMXrUmJjag+OyFupQlTWMAz8hsexzsXknPZFMikMIuOI1Brd6ptmvQa6wCpVQhKq",
-	"jZxpmyXNxfisLzxVMs5AaBeAlb3m9hWbgYcti8uKGcVZRFis2d2EKWbX3xeJs8Y29zgIXEdQ69uA4WEb",
-	"tdsuAA4nxp3Sduq+QKKqn4gK5nrAfyMRrFns+OtSQQfgn+nUUJuEIuvT8Pj6gyw+Ell0x+7pIobw2wst",
-	"ZIYo7U0UgZJtdqE6A0iWyBRTozOnhw6R9mCbvCld9IWThMgv6BXx3YUSs8dqfyE0auhMJ6K+KA+WmhkN",
-	"fAELi3vZzkKnvlIhlgBkOiXotl9RjixaYhls6nI0td2M/v///X82EYTrvhgxEQL1pCSmoNFZj7BUnjpi",
-	"zhQ1jiR6v8tBgNv2WQ7JWDLdFziw09dtCeO0773T6x0ZJpFkmrTaPSenGnlHVdQXg0z3uQHC6F/EpXrf",
-	"t7+XZzY7ARgAit4sgr1FpQY3+Npv+eDAHhiyjOQgbF4Pcr+0fSturPXTaNftFfdtgVt4RHzBdELTVlNW",
-	"8x3DQIrNYhrCbsCAyUxliYWgYaXAgeStm9z9fvBEPCXHQlbdUjsyFVj5X5ilAHh/dYbiMOYHQ3kkhtI1",
-	"cmbjt4GY67OisPBlW3pKAPblMzabaj2jaYt4QejIGseAbANEmbq01nOMddVXVXwQM7OpZVZOHSmmJ5mu",
-	"EqQOMCAdEmRQbyE9HCTiNgXmcChnlm4/ZnBOMaFB9/Y1DNXoWFLzvl7t9N7Uqz2v1ffFkkS7i7kNV/sX",
-	"lmf//BidLaiPw5IfxOexnHbM2DoSfMTTJgUuWxrTT1L/t96X1nyWXBz6Iq7F5KYh0Bdnw3bEgjCqYs4U",
-	"mQu0AKDZHfT1nNjtA+is4Ej7IpOMPteMDDAjnR2mXw8IF9owGlnb41BGC6wZ7IjrGUiDfTEwGSegdgZE",
-	"hAGLv48Y+gPWewcJOgefUh6qNjv1au3X6w/tRsvSqm/QtDtMM/MhbaX217M3OtgytOlJaZGbroH9RDdF",
-	"36x2zPtBlh6FLOHWJyJD6kkdLVGACdUYh2ZbcvpeYfvQKGxosJ4+dbudt4fjOVURi06t13/JaX7eqHWs",
-	"CwXd52eEYVWEWqvrZJe+4Drtsul0QlefmDQuXfXiM9JrdhOCfEaUK8asfcOds75wZX+Jtc/CSHzKzoiQ",
-	"RLNQMUwy1EyYI1LN7FVIBWzVkPUF1tBlGAJBQaJy8ZFJad1TgsVubLo7CGdY22FwRigxVI2ZsSomVjuF",
-	"MxlyHGtt1MGTkcJrNxtKYmsm340YYoHnv7hbNFtru4A6/TKh2fatmt79CDb4CwQbvGUmnBT13k1dnEib",
-	"DpkwWI/CRersS9FshZ4NpkQ0p7HRiIXGW7lOraSTilHYYwcJmWt2nO391Rfll5UXS7LHQUC0zOSSLHUL",
-	"cyVBgF+eWSqSekcmLI7WuUUcweTKqsXOSdIXiZfkqC+qxDVpdvKrJ3hEsUNXPQQIahLzgRZCwY5IB15D",
-	"RdQXNop8KMhTap27iGgA1A/d8Zt0R3eyP4JF1vl7YXu8eMWnUxZxali8IOWUIASeDlhRx97dvT3AK/rZ",
-	"ZseHDyBZok8pRMuEBk5dClJ+WTnui8F5p16Da1ltJleWPCeDbh2judPvnB9jSsMJ6MLVy8bBWUK3+wJk",
-	"Te1M5UnhJa8NHJFmxi+tDV24og1ofmfYnBozQ7KOZecIj76HBX03soPnk8Q++kP6QYD2VRjX9Fn/oTU+",
-	"jtaYGJFSf9sSreBOscwdxr7kC7W0xXqaVbddUEHJstblQVqKG1VI7O2HYE7pwtrbAsIFoWLRx3MDyENq",
-	"fLA8Nqada5eX5m3uvkxFzIF8iwWm1pGG0X3hasmCrsqoreiX7Iytu/dMu0qEepAxyPuWbah/94W3/+OD",
-	"38nPZ83xjdb1Zaf9zup4Oylytiztv5XI9HgZZvmavWsIlnX0/Mgue3yHH1UGs90Tb1qZZno4onnHBiE4",
-	"8rCtgJXrMFsYa97z6a4hNTSWPjIgLZlavWwASXhX7xE/djLq4JTMmOqLpDI3t0UDbLuqpNsw0FlXmds1",
-	"kQ4y9i5tuAhN3xd91diOwBauz7aNxRq0Ri0ObW9XNY9ZQLAHqBvzwNmgMs1T5SgBx9WWdMU6LCfAyLcz",
-	"MsAWwoOkt+OiL0AAGyvGXJf9aK5sdISStlIA9jUl89lY0Wgl0OExkvGaycE9oZiS64q85s4nZ/2vWEHR",
-	"1qFNsDPXI11E5M7bxQq6hGPl/W2Nx75OMVt7zTqMRofA4s/SBHMfZK9JvmR0MtrgiAzkzcCGM9FYu57m",
-	"wNGTRlJAjm0Z3EfGwqRd2FNi4HJPsjVIaM/kXxEDsfWXPfJwwqK5pR4prQOF1FcyTg81Z+JLkasA89IC",
-	"KYdpn6s/L4d4qTfNk1QUW2ou9K9XXquopdkDVbbs2f53yhtervyjXSeDXLl42/36f9bq1VpOIvJ90ba4",
-	"L8+/uors989BMUTU2pSAkHj/bTslI4lLN05Tqnw8KMoXTJEwZlSxKCBaYhwUdk7TpOxFoDs2nEh5QzQT",
-	"EVMHRDMGah0alL5Zt8JOSavKVfo1bN6unMHt0xIir7nsM1CakruedtPKKzfb3n5s5/HvaDNa03ewmCHi",
-	"LlojtkO/H8rYI1GfyySc+tCSGRa5u46h4FwYSXz/tmKak2khgrcg2zzkt0+AvO6dr/5SZAuFAptyX3uJ",
-	"M/uVHOY+u1kz36Tiwv2n+/8KAAD//w==",
+	"7H1tcxq51uBfUXGfqsH7tB3sZHJv7NoPxJCEDAZfwJmdHbJGdAtQ3EiMJOwwKVftj9hfuL/kqXMk9Qs0",
+	"GIidyb1PviQGuqUj6ei8v3wphXI6k4IJo0unX0oTRiOm8M8OM2pRHRmm4FPEdKj4zHApSqelLguliDQx",
+	"ktxRbsiQjaRiRMErXIyPSkFJsT/mXLGodGrUnAUlHU7YlMJQI6mm1JROS1yY5yeloDTlgk/n09JpJSiZ",
+	"xYzZn9iYqdL9/X1QmlFFp8w4uF7jXI1oFaq2iBeEGzbV5I6bCaFET2kcM0V4RMpmwshMsVsu55rM6Jj9",
+	"pIlgn40f7wCg5jDOH3OmFqWgJOgUYBn6CbOL+A/FRqXT0t+epfv3zP6qnzWiEoD9TmrzVsn5rBFdUjOB",
+	"t3D4GXxIRp+kT23ctS0mfC+HG6f6BL9/7SRNPuVmde8v6ZgRzf9kpByxEZ3HhhxXKmv3NMZRNmMF/Wyx",
+	"4udKJYMjxwU4EpRaMmIb1y7wga9b/D28rWdSaGYxkUYd9secadyPUArDBP5JZ7OYhxS25tknDfvzZct5",
+	"6kpJh/X5/e1N4HrhZCSSTBMhDZlSE04IIDZMrmhoSHnQqf/zqt7tXTdaH6rNRm1wcFS6D0rnUoxiHn4z",
+	"SLWcqxCumDbUMCIVgaunuRQp+DSO5R0xE65JOKFizBDSljRv5FxE3wZSGkWKac2iBOYUPvaZa4Mw9aS8",
+	"oGLhTls/PWgd2DS8JCyCM6326tfNxkWjV68NDs4soSUUiDNBOn2IhJpoS5fh1i1T8sOElBcB5J5+liH6",
+	"CNWVoHMzkYr/yb7BgVxwrbkYA7bMxY2Qd4LQaMoFMfKGCVIeXLWqV7139VavcV7FrcDTuRLs84yF5luA",
+	"2GXqlqlDzSNGLJkr//z5Mxk0Wr16p1VtDgICUH6oNprV1816AuFMyZBpTYcxqwvDzeLpQf2VxfEhkFUW",
+	"keHcEMVGc0D04YJQouYxI2V2ND4iMyWHyUXAHzRAfe9pI+JQ1Rg2nVlQo4jDFDS+VHLGlOFADkc01iwo",
+	"zTJffSlR+5Zl1g/R16DERMSiqsmxg4gadmj4lJUSwq+N4mKML8Daz2XEVhlSQ4wU1UbNQzNXjOCTJIyp",
+	"1qRc73TanYMA8KxZr3br1/X/ddno1Gtwb2YAs4IR/s/v1cP//RH+qRy+uv74pRK8fH7/H0VgZHn4Vgu1",
+	"nHirR2NGNavPZDhZ5pIvX5Q288XAc72tJpJzE8ppwU52rlqtRustuZvwmCG3QZhIzG+ZPoMvBDlvX1w2",
+	"6716LSC4uQFxWxqQ82rrvN5swp/dq8t6p1uv1Wuw9Z36h/YvD2/6yZpNVyxkfGZqfOwY8NJFfVc9PPn5",
+	"JZEjBFnAxsVAxoDQw72lYchmQF5HUlkm5LB1GaDK4St6OPr45eWLYkA008DX9j0jbagyu6D9fVaI+T2R",
+	"6jKIEqTiTg647GTpgX9MZpDDTyw0AFR1HnFTF0Ytdr3xod3/5eP4dUINmdDZjAkWBQQJDwB5xATQxIB8",
+	"ksOjkIqQxUdW+GsyMQZx7uWLgj2noZEFekmLTpk/8QznwJveL+mFNmzaL+GJ07mRU2p4SCzIemna45N/",
+	"FM27A3GisIfb3r6IGcpjvX63rbS6clBPSXp2oR6KUce1sntYOXnxEPr6XcK99QcbeDxKBi5C0nOqHXxL",
+	"9IMe/lk5fPUx/fP66HAT/YaBOkgVdsT2MIFg0w45OIFffebGs6sVhWeVNEzZVKrFL8PNVKVS/KrWdFxA",
+	"zc8nLLxhikR8NAqI5mNBYyLw3ijS/WfTcsqAUEOmUhvygvzCXy/djReVVy+LCGEoFdsDVgvEKqg9pqZc",
+	"UAMioQd0Ph0yFZAK4SMipGAA2U4GBaSBZq4fOrQPTEU8NF378H1Qgmt+oQs29PKKwG/LkGyx8Dsax3bI",
+	"nV5cukEOCZOF+YNIQE4mymBUBheTA0ixpvC2AeLAduARMwHA/V66rLdqjdbbUuDFhFJQuqx2u/VaKSi9",
+	"qTaa9VpmNIcrQenzIQxweEsVoJ7GkZiI7I+duRD2r0sKqhmMRHnMotLH+6BUYyB4qEUCypIhwgJEyqDB",
+	"LRjwedAkYhaNgfHMpNZ8GC+sDBMRIwkF7VnPp0wdBKRWbzY+1Dv1GilnX8RfqjVSHtNbRuazM6IZqLmR",
+	"BQbtHKtbkgyGf1d33wm3VtyCGqN+A2YgKIvwYd6c35p3jMZmAvxRCkZiGdKYRMlgpFyTljJQNpUiIGou",
+	"AIEIn9IxMOh5NGYkooYOqWYBibi+wXXnSaJlZAXy2EQqUKlnMRWo5jghAFi1Fc4N+2zOiJCgxSpmVhhy",
+	"ETNBPTc2E9wK99tQyphRgRyMWoE2yx/o4Z8ff/ds4XQDX1i6ZjhWOl/RFakxDU+vwcyetdOM+HiucAec",
+	"bYR6LVcz44RRhrKRxWFuNJFDDXpnROzsReh2/aHeabwBvbjRbpWCUr0F+idiXqfacDez1ujab3dCxA9M",
+	"8ZFTTmFklNgQJRXl7qbWuLbfIobaDxnj2A48dSRVWKSFsFt5Y5UOe3c14UIbRiNAaNRtgU+g4ReVuu51",
+	"9bzX+FA/Sk82gxmpvLKJCXTsU8uo4F4OHKyFqABbs98GRIxGMRfMGdnXW99HSk6JkHekjNgB6q0Mbw6c",
+	"Xehuwp1xEHDpJ00Um9rj6gu3gVQxYugNE2RIwxtSRgPjHMgkIF4o5wL0I5poRvqAUBHBmH2BCMo1kAE8",
+	"+CNSHWomzCncYL+EI1J1YsTLyot/VCqk/HcS0YU+OOqLQnbpbb728YdUp8c4xKLDsyaVHUVBJ9Y9aKpB",
+	"nvsVEn9GsntIJFsWFCy338Tk6+sNKhc0nHDBDhWjEZy4N6mAEkfO2603zcZ5DzACUG7MBFM8JC8qr8jd",
+	"hAlAiqlUjOgZC4GY4HsErV5MZ8nZkvm6FJSWjH6loNRq967ftK9a8Pe7drd3/bbTvrq8zn7datfquS/e",
+	"t1/nPtc/1Fu9/CvVi/p1r/pLHchnp/6h0W20W9fdXrVZLwWlbq/aq1/7dfoZnA3Df6w2O/Vq7bfr9+1G",
+	"C789f1c//+Ua1tToZL5otK4vO+23nXq3C0uoVzu91/VqL5ksR8AywJ9fdTr1Vs9906t3LhqtajO3GpQz",
+	"AJzraq3mJnB/4e/VZrP9qwUlXctl9bdmu1q77rXb181q5y3MmbU5l4KSN3DaA/H2zS0ZiSOEDXFLYw6c",
+	"w9qVmTDAVpCXJGb/jOMs811LRizz8b0cZj7Vb5kw2YfplPWArsEynNuha2gM2I/MOfGG2IEtb/HTVGNA",
+	"8cV7yQV+h4Jvx98j97khLpUcK6ZBqn7HqDJDRo2fpIn0tRoafssSaM/nSjFh7Gen28QZ6FHAAxCq1hQL",
+	"B2f/aklTjWN5Z6dPYb+ki1jSqCdlk6oxzNShhjWt2wDOTIDUg5NcCXpLeQwXF1l0sse7kjnFqNnNSLuz",
+	"icJLbZuehCP2NopzYFQ7e5aBNlrU2MdoF0tzTmc0dJb8JVIJHO+THFpaeDeRMSOwC2RKFyBWg3ItRcgC",
+	"QkMltUYZD1aii9VZzxUtkX8YMt0Qb2I+nhSYRS1mkgmL0RGAtBrO5icHAMgTAYjpgOzoNpgLxeiMRaA0",
+	"gMwVxvOIRXvo3fNZRL/G0Jn3lDtxPHcQy6vPHHERs0vuwDki9Y43YRcsXUaXrzniYrUkN8PGxTb5zhJp",
+	"svP4CSMsHlp5Sl/ucXUN+9JxpZLiBlWKLtYfs968jitEpx1Xkr3yRW5r56JGlzq6pEGgGaKlQIrNFp6t",
+	"6MQjHvwS5m/E9KJomSp53XjbaPUItyI+iVjIpzQm9vqhTPaZTmcxDPXiZMkpcnz46uPvlcNXoD4f/6PY",
+	"rPpeDn/homDq7tXri0YXxCvY3rkGbUWqmyOC0hF853XiQxfzwCKiWTw6DIH3kiHw+b4wEg0ZQLfOkITq",
+	"+XDK0d9BJjT7sbeYMTL4pX5ev8YpBqjHUDKc89gcctEXUyr4iGkT4C/cABBo8YjwC8VmUgEUMb8BjX1B",
+	"pJkwhV4LVGW8+JouzQt7W4pI3QRYL2Ign34vhys2t39e1a9QJktNbon/LbW6BaXE87YlCP9E5S9ngDuX",
+	"gAAma4MLSufopvHKPshJoDE0tJ5bD/wO9/GTe3nZcVDofPEP15E76V1kkO1dGcvk1TvSEkiL4Ci6c35f",
+	"9jMCGBNn9P9NQPt5eukbsIi18PRyIy9JB3zE0ObnfGiwUqupoXkK3zojPsDr+UvQ6I/JRM7VQeoxWFb1",
+	"d1P0XxbKDu/hKr6Xw/3iD/YVEBORuSGKLP/v5B2JpRgTSuyVBHJAtOFxjGGRGq158L+N1xnS8EaORmek",
+	"YnXiMKZ8CsPv4ToIQYyrScH2WBa+25PG+lx2fXl3BSB0ik8BzwUqK4dAbPP0+ydN3FvWlIC2x2JL3ogL",
+	"rie7QZSOuYfs/5Qu1xvHLzdfeMtW74NSTMV47oxBm15p+ufwHW1yZp59Il62jUopRCF8ueOtkUU361Ix",
+	"DWdvQ04cmzsjgo0pqNSoPOWUFO/ssapK4X0q8JE6nr/t4UzpZxcGpTdfnK+OxZlNqH7wUC/xIXhayvjB",
+	"h+EZeFZxqQqV1qa8Ywq0U01GXGkDZIprFzizWS89zlHww+NK5VECXaxHk21xH6yIBC8kFOThre5mn829",
+	"20M4tn0bn34E/dYH8iANcKe6AtXSEnOkLEMPcsjt9zHLNXJcIIMWQZ5n5pF+KcgoZQWF8o9j2bXEIbg7",
+	"4y4gDe04YtpYFMXo8m20UR+9uKyLLquiSKsfxDcvi7jzY3qvIDQby60FnemJ3DnozAaxpfPu8u6tDW3Y",
+	"MgKiCE9TNNEbz34PW8MnOdzeypA9ivRgfy462GyqB4IUx+1R6fT3h8nxx2U/unV0EWcnAH6K+SRHRTu1",
+	"YX/Uju77qnPBo+cNNHZQkDUGInCz6oh3Ab2rSPmaakauOs0UK9E9aF3LhIloJrkwAQqvMyWHzhiQUc9+",
+	"Pj4pEvN2lwyjJYf5pqPIOdfhXUW5qDlHY9UUhRyC8OC93z4lyLsmT60MniRPyJjMYiqsQ1SnPs6s49Q7",
+	"ntFbSkXknZ8gvSZOWFjrsn9zs30cN34rVFc2hGNPKRT9GQV2oFCxiAnDaYxmkyFjgnDU5m3WVKoF3lE0",
+	"19hcqVVR3G5P1vi8o3Kxq+V/a3lqBwnpK7wCyvmRCmNRtg8Trqy16282IZ78/PKpbfCJOcSZnZ2QkjfN",
+	"W1AzO7l00dONSrByJVB5CZWSW7KV1KH2MuivJZjtmR2BTIyZlfUBGoQLKOgzC+OfAUEzJYsIHVMutCE2",
+	"91AOmU2v2Iqc7nXBVw08u5qOdruEu1ysnTF4a+fHBix8CEe+xmC5nH1q71BKLgOiJ/JOoLa6VXT5Vxo4",
+	"t2MhhXd6LwMnDrefeD+PipJIW+wuke1Te+JxpbK9oJ/mLTws6+Mt1duCcbI9FC0ZMWvCzwFxUiSW7nBu",
+	"NudFmOpa5agY8p8rX6co/fyQy85h0BJ0yQa7VIgNSPQuEYF2kIfb+aDIgGg2o4oaZgPjcqGWRXGqLvDV",
+	"fd5qezKht7kden6yerITHxRSHbM9grytoS6JLCkScLupwOk5ESojycxnhFpVxQXLkwUzR1vLpRgg3F1P",
+	"tDcCLwUI2UXSZgIdoUpxOD+QzLkgcjRCUX5kmLrQ68I2rR8uiTwt9OOihqQp9468yD1NuNEsHrm8Rz2Z",
+	"G8wtiOSdWCPRuhjoD0wVe42r2m65h+uMAO4vfEEEOBK8jOmqt+L9yLtez/Vi93oJ+ZvpjmFlIUEe/ws2",
+	"dv1l3Uepxxd31OvVzqEDfpr1sO8ZNLBLmOlXxxU9soxUII1vCH1tZjwKS/Zh9wu5YQsXux/OZsd/D8gn",
+	"ekvh/9nCTKR4HhCqbowOyHSh/4jP4A5GLOSR1aoJCGvL1q5MTP5/Hl1jTP7z42LjlQejIUZyx3PkUTG5",
+	"8FZTjITIBhGgZ/yoCIopFxeYSvN6YZguCpa11ldN7iZSM2LzbmxGP4aUsKT0AcXCKTY1O0lFTUCihjCB",
+	"Udmk/OLkhAwu6hftzm82MNPGa7Z/HRzs4UGc8s9F5oCemjNrGsEoSBcVZsmDDeE1Eyow8OKWKk6FKaac",
+	"u6ncNFqA0KSL4v5TKMo2WTQKiKVrBwCLJ775jdsvL0xEVK1BEv8rkSo9nVtLThGvebQBX9xWbU8BPZp/",
+	"sC+W7h8gfTzrMvALWcHT3FZ7FMhAt4ki7EH2qW6PthJbslbwLYUTB9XuO4qE46HtRMizs2zaGX9GuyYM",
+	"TGc8ZudyOqVFQVLn9ncS2gcIILwXL4BO+OzH1aIIoP5cSl7kcX+HVIcRV+pkBBNg8ifMgC8StP4iVQqB",
+	"dIniOT4bRTdTQEvxxopiEglcEjnz5+2dUz9pSxL3IF/iYXJh6QJIeOwzDU28sCQiQ7Z2dOGqucgcV5Ff",
+	"pVhKdEepsAyOy6rzpINqaxmKCLd0RFMRDeVnm3Z39KBF7jaR6JYQKgduDisKjs/vZxGat2hRVYh38ym1",
+	"HDIgc8H/AK5h5XhuNLnhIiLlGF3KIdXsoIDjY4q2/d/x/OOTvxcz/VSh3lFFFCwbN6jmoGUQ6rLrbPqd",
+	"zVa1LA9AtzGIn+SQYDkSUj0vyHLE8bY1zFlNtLM29BRWtxx7iuBS4S2IZ8SyPiIYizShZEa1BuEAn3aR",
+	"MgXp0FuInHu4bfYru5L6W3B1sMMjDCnct+zKPpE/T1X+YEVPfFjH28bplUm6zjtut3NfJi7cj0W1rxJM",
+	"/0kTN/QZYTSc4JUFMRWkPHta2rDZqoPTX4MgGyc5zIcc5JH/Ifv9pY988cGu5+2Ly0bTRrm+v6q9hb+2",
+	"C2e1VNf+DNofarUwhZNMi72rIEOdJXHFxNVtImhq0gkjcVfNAxnOZrB0eksBlVENKgUlVIPg/oEetC3Q",
+	"ONJ7O9KlH6nqRrqwI8EigGc8VZ5iOrhPVnzSpMOl6TKHX2t1r9Nw5narVT/vpV/0mplfe42Levuqh6l7",
+	"tUYHHuzU31zZQgSvq7Xrbq/au+rCk5kkN/jhdbv225anUxM6jYKWQrDQJJ97cfpbj0+ZnBtMP4u4YqHp",
+	"WA0PpqRR1xdqyGRuvabRaxkt0sPdqyBJxof1IAGKOI1Z1JgV6zszLgSLSOPS6lh3VBN4wZHrh+rzMI+Z",
+	"26FZ3g2+KR222NiXcb6R9912i5Q5erTNIsALnRQzCLIFD1wyfYB1Kw8xqcCubgVDY2rgjb3MuDtW0Qkn",
+	"mKNX7EJGvNm6gMw63y1N8gvT+bJrLLqjncQGthxksTgjioVSRakIi+Z+EstxYQmHKRfJFwWoY2faL2r+",
+	"qRLCOyyUIuQx66BK8ShqcM1V0vhKRVjeFOMKOpptsZ8opyOv2rISE2vmKidujFsuY3ShbK9pf/CvrBpw",
+	"K9vp3fKmtLSCHCDFR4T8u+qquu14RF8VEL6DTLljQOuaCNFczKcdsnBLJPy03016rGCCp7qRXWZMzKZM",
+	"GEyf3sM4xW7ZLga5pQk7SPK+07hDt7Qt9s0tY1cR0pZLKjJ02F+szID5LSyyJX5gNoR5q0iIvWIJbV2o",
+	"7UL0C1k1Arl1sVJ4eKtI8fyW+3Dxb0VyknyPbYR3i69uCx89Uj9fuutfPFzfI0sWEzLq7y5h+15XXkHh",
+	"7EXIQrzFzfabsmR7r/d6zXrNl2kBNdfeTDSLfZJDe3Ot5avsjAIB6f7W7dUvrrG0K5Eqremaq0TlBt82",
+	"4RXhtTmk3Tkuw8PsB3zffg3Kb69Xv7j0JVdyJV9KQT7hFsugbDn/ewxj9wEv1saYLT5SCvI5ubirHtoc",
+	"1q7qJMO55oJp/ZMmPEpku+S1AoNXQcnK0401K7sr6L8RDDTIylEGCOfDrTbftuFIa9Ve9XW1Wz8jMBXW",
+	"bbe2c4ybxtRp56p0UTfl1LCKQcEkTa8+eMiit865+yFj4NqtCqdeU28N47Wtl5DCkmk4SbwP1szlo6Sk",
+	"CHP+lfP61lFTmfqhD4YsJHb6phxv8hTMzWyeieF6iXU4s/ABN1AzxQyLvHa7HFj68uefnxfR+Cn93PW1",
+	"Opfow3yKpCCO7ebcMT6eGL3st9nH3by9BSlTSbQQOiyqkgKWFHLGw94DtL0Kgi5HWSzX3kz2OHfg6T64",
+	"BKxCUp6fqsBUiSUTXP3mI7Jkc8fkbBtXINgtU4R6626WWFfPS0Hp1yqa0YCoXuC/bfy3A/+cb1vcaauR",
+	"7Kr4CHi/2l0/28nfsrVwtNaabUcoPJpEt921qN+TV3uzGnMxHeTCeT3JUNmK2Ej8XWbt9a+N3rv2Ve8a",
+	"644FpPdr+7r+5k0dy49dd+rdq2avGxBbZa39od65Pq9eVs8bvd/2dd1oy/C3Vpvz8sEDgl7y6Io+OY+d",
+	"KJY8kgVlk5UaEzjCueJm0YWZvLl1ykUPNrTgli43r7hhITv0uUb2SyvdkcNDZM/4uI3lwdXY5kNUMZVu",
+	"4cSYmW32wF0A1HKuAoiVUpHqZcPTSmDMGe8GmYuIKTJ4Rmf82e3xM5z22eDUlqjCalA66Is02UyTchLT",
+	"roOMQ1UHxJdvV0zzP1lgQy0DnxgV9IVN9QiySUZKGlcB1qWXHWD5dxzay7CYp0ViBqilCRVRX6Q4rJw5",
+	"jtvYXlIHoZmEwLWcf3Rp7+129sUgPbDBwVkiH9nHcBrr9UmBzdFRx2iO+qIv/vY3ci4FyIRcCt0X/yMt",
+	"p6NJeWCNrYOADDJZCfARSQv8kSbowienTQyCviBkkPTNgJ8cWYI/XbH0wQFClS/Yo207IKzvSchgtUTP",
+	"4Aig7IGcgK933pyT58+fv0rex7BpQBhf5NcWFCXlq975wRmJXCw1vg1zOBaqCRdkyuOYuwohLtVOkMGF",
+	"HhA9H434Z5zbnpP1CdsiP+96vUtieSeZxXNNBl/66DLqlwLS9/fRfnAktF+6H5zB9IiOuJKry8t657rb",
+	"qv5SJzZUBisGcWHlPTlzqtZPmmRui8MbGCp5Aiu00VhLQoW+Y4q8qFTISkulgLyoHJOVbjR4di9OXpF8",
+	"vx5Sxv3IdOGxZVTzfWOe5drG4HZdzI3bcGtOsQWpXPSCVFZdozfw1cCaygbBsi0eQErM8fZg0EIfomyf",
+	"uSQ/aQzmwIkxIOGWsztNbhibLVUtLg+y2VyAlhhiCkg5o8ogGuGm5uPzSXlg/ziywXuDgETMBoAniJcP",
+	"Xyd0zHBPk+pLK8EzIiLZQOaDU9IvuSBBrAvhYsr7JUtCCOn7As74sw8Mh98VI0NpJoR9nimGRcLtZjS5",
+	"dtIU7KtiERGZLAsEYUbHLoydDDCeydaXGvjOcQOYuYwhG0Vd6AZZG+HA5Y4abrDyFhJve07Vy0YpE2VU",
+	"Okb7/4wJOuOl09Lzo8rRc8uPJ8id8gQe6fkhUKPDcVLLbcwKgsTQWqRPi5H8rADDzwCXLdjJTQLWXoK9",
+	"e5fWc1vqn3ZSqTxaF6R8ebuCbkjVOM4xODJcEB5hd6YXleN1wyfwPst1woKXTl49/NJy3zCECuXzbSZM",
+	"ulqh9DGfTqlauE3NLiW51VyR0BWEQ/ybaxs/RsfaF9bzR/8RI3T1xsMvIHxna3Gi8ooM0gK6QKB3QBOb",
+	"ipe1vLjyCOgRf3QUcdmh93nxEATw+xUMPX786Yuw0yUjOnSsPIwdmd6De2NwZQsMTqrN/qUob7eH0Aza",
+	"k7IUjMwmC81DGjvxFn4+WI/z98FDNPHZl4y4du8Ka9h87fyBDXy83oBM59oQ9secxrlyqj4qzz94RLDC",
+	"DrBdf0v7wucBMII8FJj2CDOeUT6yNX9Pge1h+hKWlLVRb05WBV7UF+hogTd8tC2wyRiNcpGSszTdACTZ",
+	"u2R6lGP3uu998aLyggyKam97YpAvoL0b27BZOll6kG0Bu8Z1lj7ybLnz6v3HJ6YoLq1oK4pS+TYUxYL0",
+	"rSnKi4dfSup0/4uRIC99pyToJ423NmW6ZTkzfMq14WEaz4vq2+5EydfBeUBC24lJ7ya4+eI6evX+FbX0",
+	"9U6s7XA3G+NQPJ5PZtlqOJtJtG4oV1Fra8hseb11o6269rYad9kDCcM/QMdsr+UtHkwCDCyleyJ6k6vq",
+	"VEBy2sCQ6RiDmQB9vy3t+WvlcWu/Ern8e5TLRzyGI8ref1sWatPFf/YFzUT3j0sAHNfOdcLYjSy8ZQlV",
+	"2Jkpp93JvwmSuroUa9o+f5LD75wz/mXoDLf4kxw6I14cY1KMr/bmqmNr10R1P6x+Zvt8onRdqIO6EyJD",
+	"Fsop02m4QdLXP7UTo+H0zFvFJjKObKJ/X4yZ0WSQvDsgUhDFQACGRaCQCldh+QFcV1+4ItdoJcsAAGBZ",
+	"06AmJ5XKV4vQK5fRg+WbuwxImdqGJGmTXSIVsYHvBzsq2rioR7vCjy9R54N/v7E8nVYTXEs0Auy3laDD",
+	"D+n6saRrRExCiW1A5hIlvdK7J5lRNiR4PZ2xZgUNxIPdpURvkAZnkf8kx4OkKZ+m02wYj7UpT+Wtq2yQ",
+	"+QWTaJkiRhJuzmysVRxZDOIjVyM8WWtfuMUGoMSHvrw+Kfu+MARpGdKGtIc2WoqfiPpkmk0BAULBRmVK",
+	"cfcF+8y10QcBGeQ7Yw1IOckrc84zaYg7imhHeuWCuv+9CNbJI06ej3lfQ7c8cnPtUO4H2XoksuUOYPn2",
+	"YzBlpskJbH4ZTiG9QAdb0zT1PZgB1JZGgD2V9qXMGOtedO1RrQKFsXhfbXXI15B9ej1ErVOVL5yr3sZX",
+	"5J1R/z305TS6JCDSFdiMF7ARGKNiPbsZPMjdF1/naa0XK60CZqiydvVBUaPcwRHp5fuc6EzRxr5AdUcT",
+	"bFuIYsBgNTFmQMq+I4rthZJGbf69L7AHyhmRIl6g4jSheoKzGKlYdEQaBhg+GTIsrGtrRT6lXX7ZSXdC",
+	"BgXtIYHp2yxBIudG88jSODqbKYkufamB00pl9ME+vj5X4OtpeHKuBuw39vLla4uu9/SdkYlrpZtBPiPx",
+	"C7QwSxfI9W/Hq0+2Acul3dNhzOqYx/tX8/kx1wZDabM12JE46DmzPbpX6r8Wk6x1XP7ZFxsz9jRGv3w/",
+	"3P2sfmpn+buFK/pGRj+12eQn8ER+2PzW2fwQpVH/tfa9kAmT2P1yUZ+2eR4GlRlFebyWNe/qOnep/Kue",
+	"84Sdx4wq4avzszvnf5NzYcPObCNV9jlXA1VPFBc3IGylbvCkg3xfOH97DBq2mbCpc7B/NRNevXEFbvHA",
+	"Pef6SO8YN2N9vI91N5+KEf81zvGk2PUPz/iTM0fN/0ziUrf0ge/AD5+5YPL1djxXXMW1C/OUBJ0BmsT8",
+	"NrnvZQz4tP65AzIXMdO6LwYjqUI2wKRINWcuXpcSG1N7cETeSBWisoZh4Dc8jnUuJue0L5JJYRAZR6TW",
+	"6FZfN+s10AVWqRKSUG3kTNssaS7GZ33hqZJxBkK7AKxaNrev2Aw8bMdcVswoziLCYs3uJkwxu/6+SJw1",
+	"tnHJQeC6nVrfBgwP26jddgFwODHulLZT9wUSVf1EVDDX3/4riWDNYsf3SwUdgH+lU0NtEoqsT8Pj6w+y",
+	"+Ehk0R27p4sYwm8vtJAZorQ3UQRKttmF6gwgWSJTTI3OnB46RNqDLQCndNEXThIiv6JXxHdOSsweq72T",
+	"0KihM12W+qI8WGrUNPAFLCzuZbsmnfoqjFjekOmUoNteTDmyaIllsKmD09R2avr///f/2UQQrvtixEQI",
+	"1JOSmIJGZz3CUnnqiDlT1DiS6P0uBwFu2yc5JGPJdF/gwE5ft+WZ057+Tq93ZJhEkmnSavecnGrkHVVR",
+	"XwwynfUGCKN/EZfqfd/+Xp7Z7ARgACh6swj2FpUa3OBrv+WDA3tgyDKSg7B5Pcj90ta0uLHWT6NdJ1vc",
+	"twVu4RHxxeAJTdtoWc13DAMpNotpCLsBAyYzlSUWuYaVAgeSt25y9/vBE/GUHAtZdUvtyFRg5d8xSwHw",
+	"vneG4jDmB0N5JIbSNXJm47eBmOuzorDwZVt6SgD25TM2m2o9o2mLeEHoyBrHgGwDRJmau9ZzjDXjV1V8",
+	"EDOzqWVWTh0ppieZjhmkDjAgHRJkUG8hPRwk4jYF5nAoZ5ZuP2ZwTjGhQff2NQzV6FhS865e7fRe16s9",
+	"r9X3xZJEu4u5DVf7Hcuzf32MzhbUx2HJD+LzWE47ZmwdCT7iaQMGly2N6Sep/1vvS2s+SS4OfYHaYnLT",
+	"EOiLs2E7YkEYVTFniswFWgDQ7A76ek7s9gF0VnCkfZFJRp9rRgaYkc4O068HhAttGI2s7XEoowXWQ3bE",
+	"9Qykwb4YmIwTUDsDIsKAhe1HDP0B672DBJ2DTykPVZuderX22/X7dqNladVXaNodppl5n7aJ+/7sjQ62",
+	"DG16Ulrkpmtgr9RN0Ter3QB/kKVHIUu49YnIkHpSR0sUYEI1xqHZdqO+D9o+NAqbNaynT91u583heE5V",
+	"xKJT6/VfcpqfN2od60JB9/kZYVgVodbqOtmlL7hOO4g6ndDVXiaNS1eZ+Yz0mt2EIJ8R5QpNa99M6Kwv",
+	"XEljYu2zMBKfsjMiJNEsVAyTDDUT5ohUM3sVUgFbNWR9gfWBGYZAUJCoXHxkUjb4lGCxG5vuDsIZ1nYY",
+	"nBFKDFVjZqyKiZVc4UyGHMdaG3XwZKTw2s2GktiayXcjhli8+jt3i2briBdQp18nNNuaVtO7H8EG30Gw",
+	"wRtmwklRX+HUxYm06ZAJg/UoXKTOvhTNVujZYEpEcxobjVhovJXr1Eo6qRiF/YOQkLlGztm+Zn1RflF5",
+	"viR7HAREy0wuyVInNFcSBPjlmaUiqXdkwuJonVvEEUyurFrsnCR9kXhJjvqiSlwDaie/eoJHFDt01UOA",
+	"oCYxH2ghFOyIdOA1VER9YaPIh4I8pda5i4gGQP3QHb9Kd3Qn+yNYZJ2/F7bHi1d8OmURp4bFC1JOCULg",
+	"6YAVdezd3dsDvKKfbXZ8+ACSJfqUQrRMaODUpSDlF5Xjvhicd+o1uJbVZnJlyTMy6NYxmjv9zvkxpjSc",
+	"gC5cvWwcnCV0uy9A1tTOVJ4UXvLaACnbmNKieNKAJBpjXxSrjKSZ8WprQxeu5AMa7xm27SYuacUCw7Wv",
+	"yRZ9C/v7bkQLTzeJnPRH/D2Sr1xF/W9NvrZWN9d0oP+hcz6OzpmYoFJv3RKl4U4tzR3GvsQPdbzFeopX",
+	"t/1hQUWztulBWsgbFVDseohgTunCWusCwgWhYtHHcwPIQ2p8qD227J1rl9XmLfa+yEXMgfiLBSbmkYbR",
+	"feEq0YKmy6itB5jsjK3a95N2dQz1IGPO983sUHvvC+89wAe/kZfQGvMbrevLTvut1RB3UgNtUdt/K4Hr",
+	"8fLT8hV/1xAs6yb6kZv2+O5Cqgzmyie+uDLNdLdE45ANYXDkYVvxLNd7tzBSveeTZUNqaCx9XEFacLV6",
+	"2QCS8LbeI37sZNTBKZkx1RdJXW9uSw7YRl5JH2ags66ut2uvHWSsZdpwEZq+LxmrsZmBLXufbaiLFWyN",
+	"WhzarrdqHrOAYHdUN+aBs2Bl2srKUQKOq0zpSn1YToBxc2dkgM2VB0nXy0VfgAA2VoyRMhZfjubKxlYo",
+	"aesMYMdXMp+NFY1WwiQeI5WvmRzcE4opuX7Ra+58ctb/ivUXbRXbBDtz3eNFRO68Va2gfzrW7d/W9Oyr",
+	"HLO116zDaHQILP4sTU/3Ifqa5AtOJ6MNjshA3gxsMBSNtev2Dhw9abEF5NgW0X1kLEwaqT0lBi53a1uD",
+	"hPZM/hUxEJui2SMPJyyaW+qR0jpQZ30d5PRQcwbCFLkKMC8tr3KYdsn66zKQlzrbPEk9sqXWRP96xbmK",
+	"GqI9UKPLnu1/p6zj5bpB2vVByBWbt33B/2etXq3lJCLfVW2L+/Lsi6vnfv8MFENErU3pC0nsgG3GZCRx",
+	"ycppQpaPJkX5gikSxowqFgVES4yiwr5rmpS9CHTHhhMpb4hmImLqgGjGQK1Dc9RX61bYZ2lVuUq/hs3b",
+	"lTO4fVpC5DWXfQZKU3LX015ceeVm29uPzUD+HU3ea7oWFjNE3EVrAnfo90MZeyTqc5kEYx9aMsMid9cx",
+	"kJwLI4nv/lZMczINSPAWZFuP/P4RkNe988VfimyZUWBT7msvcWa/ksPcZzdr5ptUXLj/eP9fAQAA//8=",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

@@ -395,7 +395,7 @@ func (a adminAPI) RotateJudgerCredential(ctx context.Context, req adminapi.Rotat
 	if err != nil {
 		return nil, err
 	}
-	code, err := a.s.store.RotateCredential(ctx, id, actor(ctx), req.Body.Reason)
+	code, err := a.s.store.RotateCredentialTTL(ctx, id, seconds(req.Body.JoinCodeTtlSeconds), actor(ctx), req.Body.Reason)
 	if err != nil {
 		return nil, nodeErr(err)
 	}

@@ -59,6 +59,14 @@ func TestJoinCodeLifetimeAndPool(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, http.StatusCreated, j.StatusCode(), string(j.Body))
 
+	// Rotation issues a code with the chosen lifetime too.
+	twoDays := int64(2 * 24 * 3600)
+	rot, err := a.c.RotateJudgerCredentialWithResponse(a.ctx, r.JSON201.Node.NodeId, adminapi.RotateRequest{Reason: "leak",
+		JoinCodeTtlSeconds: &twoDays})
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, rot.StatusCode(), string(rot.Body))
+	require.WithinDuration(t, time.Now().Add(48*time.Hour), rot.JSON200.JoinCodeExpiresAt, time.Minute)
+
 	// An unknown pool name is a contract violation.
 	raw, err := http.Post(a.env.URL+"/api/v1/internal/judgers/join", "application/json",
 		bytes.NewReader([]byte(`{"joinCode":"kjc_aaaaaaaaaaaa","pool":"rust"}`)))

@@ -356,7 +356,7 @@ func TestAdminDisableDrainRevokeRotate(t *testing.T) {
 	require.True(t, hasAudit(d, "node.drain", "maintenance"))
 
 	// Rotate: the old session and credential die; a new join works.
-	rot, err := a.c.RotateJudgerCredentialWithResponse(a.ctx, id, adminapi.ReasonRequest{Reason: "credential leaked"})
+	rot, err := a.c.RotateJudgerCredentialWithResponse(a.ctx, id, adminapi.RotateRequest{Reason: "credential leaked"})
 	require.NoError(t, err)
 	require.Equal(t, http.StatusOK, rot.StatusCode(), string(rot.Body))
 	hb, err := nc.c.SendHeartbeatWithResponse(a.ctx, machineapi.HeartbeatRequest{RuntimeVersion: "x", Dependencies: []machineapi.Dependency{}, LocalSlots: 1})
@@ -379,7 +379,7 @@ func TestAdminDisableDrainRevokeRotate(t *testing.T) {
 	rv, err = a.c.RevokeJudgerWithResponse(a.ctx, id, adminapi.ReasonRequest{Reason: "again"})
 	require.NoError(t, err)
 	require.Equal(t, http.StatusOK, rv.StatusCode())
-	rot, err = a.c.RotateJudgerCredentialWithResponse(a.ctx, id, adminapi.ReasonRequest{Reason: "x"})
+	rot, err = a.c.RotateJudgerCredentialWithResponse(a.ctx, id, adminapi.RotateRequest{Reason: "x"})
 	require.NoError(t, err)
 	wantErr(t, rot, rot.Body, http.StatusConflict, "NODE_REVOKED")
 	en, err := a.c.EnableJudgerWithResponse(a.ctx, id, adminapi.ReasonRequest{Reason: "x"})

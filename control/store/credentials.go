@@ -159,6 +159,12 @@ func (s *Store) IssueJoinCodeTTL(ctx context.Context, nodeID int64, ttl time.Dur
 // issues a new join code; the node must join again. Live leases stay until
 // they expire (the old session can no longer renew them) and are reaped.
 func (s *Store) RotateCredential(ctx context.Context, nodeID int64, actor, reason string) (JoinCode, error) {
+	return s.RotateCredentialTTL(ctx, nodeID, 0, actor, reason)
+}
+
+// RotateCredentialTTL is RotateCredential with the new join code's lifetime
+// chosen by the admin (0: the configured default; at most JoinCodeTTLMax).
+func (s *Store) RotateCredentialTTL(ctx context.Context, nodeID int64, ttl time.Duration, actor, reason string) (JoinCode, error) {
 	var code JoinCode
 	err := s.inTx(ctx, func(tx *sql.Tx) error {
 		_, revoked, err := lockNodeFlags(ctx, tx, nodeID)
@@ -173,7 +179,7 @@ func (s *Store) RotateCredential(ctx context.Context, nodeID int64, actor, reaso
 			   credential_version = credential_version + 1, updated_at = NOW(6) WHERE id = ?`, nodeID); err != nil {
 			return fmt.Errorf("store: rotate credential: %w", err)
 		}
-		if code, err = s.issueJoinCode(ctx, tx, nodeID, 0); err != nil {
+		if code, err = s.issueJoinCode(ctx, tx, nodeID, ttl); err != nil {
 			return err
 		}
 		return audit(ctx, tx, actor, "node.rotate_credential", nodeID, 0, reason, nil)
