@@ -130,10 +130,10 @@ func (n *fakeNode) pass(job machineapi.ClaimedJob) {
 	n.t.Helper()
 	v := &machineapi.Verdict{Status: machineapi.VerdictStatusAC}
 	for _, c := range job.Manifest.Cases {
-		v.Cases = append(v.Cases, machineapi.CaseResult{CaseId: c.CaseId, Status: machineapi.VerdictStatusAC, Score: c.Weight})
-		v.Score += c.Weight
+		v.Cases = append(v.Cases, machineapi.CaseResult{CaseId: c.CaseId, Status: machineapi.VerdictStatusAC, Score: float64(c.Weight)})
+		v.Score += float64(c.Weight)
 	}
-	v.MaxScore = v.Score
+	v.MaxScore = int64(v.Score)
 	res, err := n.nc.SubmitResultWithResponse(context.Background(), job.JobId, machineapi.ResultRequest{LeaseEpoch: job.LeaseEpoch,
 		Outcome: machineapi.OutcomeVerdict, Verdict: v})
 	require.NoError(n.t, err)

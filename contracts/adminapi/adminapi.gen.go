@@ -356,13 +356,14 @@ func (e SubjectType) Valid() bool {
 
 // Defines values for VerdictStatus.
 const (
-	VerdictStatusAC  VerdictStatus = "AC"
-	VerdictStatusCE  VerdictStatus = "CE"
-	VerdictStatusMLE VerdictStatus = "MLE"
-	VerdictStatusOLE VerdictStatus = "OLE"
-	VerdictStatusRE  VerdictStatus = "RE"
-	VerdictStatusTLE VerdictStatus = "TLE"
-	VerdictStatusWA  VerdictStatus = "WA"
+	VerdictStatusAC      VerdictStatus = "AC"
+	VerdictStatusCE      VerdictStatus = "CE"
+	VerdictStatusMLE     VerdictStatus = "MLE"
+	VerdictStatusOLE     VerdictStatus = "OLE"
+	VerdictStatusPARTIAL VerdictStatus = "PARTIAL"
+	VerdictStatusRE      VerdictStatus = "RE"
+	VerdictStatusTLE     VerdictStatus = "TLE"
+	VerdictStatusWA      VerdictStatus = "WA"
 )
 
 // Valid indicates whether the value is a known member of the VerdictStatus enum.
@@ -375,6 +376,8 @@ func (e VerdictStatus) Valid() bool {
 	case VerdictStatusMLE:
 		return true
 	case VerdictStatusOLE:
+		return true
+	case VerdictStatusPARTIAL:
 		return true
 	case VerdictStatusRE:
 		return true
@@ -466,12 +469,21 @@ type CaseResult struct {
 
 	// Message Checker diff, signal name or SQL error, at most 4 KiB.
 	Message string `json:"message"`
-	Score   int64  `json:"score"`
+
+	// Score fraction × weight rounded half away from zero to 4 decimal places
+	// (a multiple of 0.0001 in [0, weight]); the fraction is 1 for AC, 0
+	// for any failure, and what a special checker awarded otherwise.
+	Score float64 `json:"score"`
 
 	// Signal Terminating signal number, 0 if none.
 	Signal int32 `json:"signal"`
 
-	// Status A user outcome. Infrastructure faults are never a verdict.
+	// Status A user outcome. Infrastructure faults are never a verdict. PARTIAL:
+	// for a case, a special checker awarded a fraction strictly between 0
+	// and 1 of its weight; for a job, every case is AC or PARTIAL and at
+	// least one is PARTIAL. A job's status is the status of its first case
+	// that is neither AC nor PARTIAL, else PARTIAL if any case is, else AC
+	// (CE before any case runs).
 	Status VerdictStatus `json:"status"`
 
 	// TimeMs CPU time.
@@ -1032,14 +1044,25 @@ type Verdict struct {
 	MaxScore int64  `json:"maxScore"`
 	Message  string `json:"message"`
 
-	// Score Sum of the weights of accepted cases.
-	Score int64 `json:"score"`
+	// Score Sum of the case scores, a multiple of 0.0001 in [0, maxScore]
+	// (case scores are whole units of 1/10000, so the sum is exact).
+	Score float64 `json:"score"`
 
-	// Status A user outcome. Infrastructure faults are never a verdict.
+	// Status A user outcome. Infrastructure faults are never a verdict. PARTIAL:
+	// for a case, a special checker awarded a fraction strictly between 0
+	// and 1 of its weight; for a job, every case is AC or PARTIAL and at
+	// least one is PARTIAL. A job's status is the status of its first case
+	// that is neither AC nor PARTIAL, else PARTIAL if any case is, else AC
+	// (CE before any case runs).
 	Status VerdictStatus `json:"status"`
 }
 
-// VerdictStatus A user outcome. Infrastructure faults are never a verdict.
+// VerdictStatus A user outcome. Infrastructure faults are never a verdict. PARTIAL:
+// for a case, a special checker awarded a fraction strictly between 0
+// and 1 of its weight; for a job, every case is AC or PARTIAL and at
+// least one is PARTIAL. A job's status is the status of its first case
+// that is neither AC nor PARTIAL, else PARTIAL if any case is, else AC
+// (CE before any case runs).
 type VerdictStatus string
 
 // VerifyStarted defines model for VerifyStarted.
@@ -12813,181 +12836,187 @@ func (sh *strictHandler) RedeliverSettlementEvent(w http.ResponseWriter, r *http
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7H1tcxq51uBfUXGfqsH7tB3sZHJv7NoPxJCEDAZfwJmdHbJGdAtQ3EiMJOwwKVftj9hfuL/kqXMk9Qs0",
-	"GIidyb1PviQGuqUj6ei8v3wphXI6k4IJo0unX0oTRiOm8M8OM2pRHRmm4FPEdKj4zHApSqelLguliDQx",
-	"ktxRbsiQjaRiRMErXIyPSkFJsT/mXLGodGrUnAUlHU7YlMJQI6mm1JROS1yY5yeloDTlgk/n09JpJSiZ",
-	"xYzZn9iYqdL9/X1QmlFFp8w4uF7jXI1oFaq2iBeEGzbV5I6bCaFET2kcM0V4RMpmwshMsVsu55rM6Jj9",
-	"pIlgn40f7wCg5jDOH3OmFqWgJOgUYBn6CbOL+A/FRqXT0t+epfv3zP6qnzWiEoD9TmrzVsn5rBFdUjOB",
-	"t3D4GXxIRp+kT23ctS0mfC+HG6f6BL9/7SRNPuVmde8v6ZgRzf9kpByxEZ3HhhxXKmv3NMZRNmMF/Wyx",
-	"4udKJYMjxwU4EpRaMmIb1y7wga9b/D28rWdSaGYxkUYd9secadyPUArDBP5JZ7OYhxS25tknDfvzZct5",
-	"6kpJh/X5/e1N4HrhZCSSTBMhDZlSE04IIDZMrmhoSHnQqf/zqt7tXTdaH6rNRm1wcFS6D0rnUoxiHn4z",
-	"SLWcqxCumDbUMCIVgaunuRQp+DSO5R0xE65JOKFizBDSljRv5FxE3wZSGkWKac2iBOYUPvaZa4Mw9aS8",
-	"oGLhTls/PWgd2DS8JCyCM6326tfNxkWjV68NDs4soSUUiDNBOn2IhJpoS5fh1i1T8sOElBcB5J5+liH6",
-	"CNWVoHMzkYr/yb7BgVxwrbkYA7bMxY2Qd4LQaMoFMfKGCVIeXLWqV7139VavcV7FrcDTuRLs84yF5luA",
-	"2GXqlqlDzSNGLJkr//z5Mxk0Wr16p1VtDgICUH6oNprV1816AuFMyZBpTYcxqwvDzeLpQf2VxfEhkFUW",
-	"keHcEMVGc0D04YJQouYxI2V2ND4iMyWHyUXAHzRAfe9pI+JQ1Rg2nVlQo4jDFDS+VHLGlOFADkc01iwo",
-	"zTJffSlR+5Zl1g/R16DERMSiqsmxg4gadmj4lJUSwq+N4mKML8Daz2XEVhlSQ4wU1UbNQzNXjOCTJIyp",
-	"1qRc73TanYMA8KxZr3br1/X/ddno1Gtwb2YAs4IR/s/v1cP//RH+qRy+uv74pRK8fH7/H0VgZHn4Vgu1",
-	"nHirR2NGNavPZDhZ5pIvX5Q288XAc72tJpJzE8ppwU52rlqtRustuZvwmCG3QZhIzG+ZPoMvBDlvX1w2",
-	"6716LSC4uQFxWxqQ82rrvN5swp/dq8t6p1uv1Wuw9Z36h/YvD2/6yZpNVyxkfGZqfOwY8NJFfVc9PPn5",
-	"JZEjBFnAxsVAxoDQw72lYchmQF5HUlkm5LB1GaDK4St6OPr45eWLYkA008DX9j0jbagyu6D9fVaI+T2R",
-	"6jKIEqTiTg647GTpgX9MZpDDTyw0AFR1HnFTF0Ytdr3xod3/5eP4dUINmdDZjAkWBQQJDwB5xATQxIB8",
-	"ksOjkIqQxUdW+GsyMQZx7uWLgj2noZEFekmLTpk/8QznwJveL+mFNmzaL+GJ07mRU2p4SCzIemna45N/",
-	"FM27A3GisIfb3r6IGcpjvX63rbS6clBPSXp2oR6KUce1sntYOXnxEPr6XcK99QcbeDxKBi5C0nOqHXxL",
-	"9IMe/lk5fPUx/fP66HAT/YaBOkgVdsT2MIFg0w45OIFffebGs6sVhWeVNEzZVKrFL8PNVKVS/KrWdFxA",
-	"zc8nLLxhikR8NAqI5mNBYyLw3ijS/WfTcsqAUEOmUhvygvzCXy/djReVVy+LCGEoFdsDVgvEKqg9pqZc",
-	"UAMioQd0Ph0yFZAK4SMipGAA2U4GBaSBZq4fOrQPTEU8NF378H1Qgmt+oQs29PKKwG/LkGyx8Dsax3bI",
-	"nV5cukEOCZOF+YNIQE4mymBUBheTA0ixpvC2AeLAduARMwHA/V66rLdqjdbbUuDFhFJQuqx2u/VaKSi9",
-	"qTaa9VpmNIcrQenzIQxweEsVoJ7GkZiI7I+duRD2r0sKqhmMRHnMotLH+6BUYyB4qEUCypIhwgJEyqDB",
-	"LRjwedAkYhaNgfHMpNZ8GC+sDBMRIwkF7VnPp0wdBKRWbzY+1Dv1GilnX8RfqjVSHtNbRuazM6IZqLmR",
-	"BQbtHKtbkgyGf1d33wm3VtyCGqN+A2YgKIvwYd6c35p3jMZmAvxRCkZiGdKYRMlgpFyTljJQNpUiIGou",
-	"AIEIn9IxMOh5NGYkooYOqWYBibi+wXXnSaJlZAXy2EQqUKlnMRWo5jghAFi1Fc4N+2zOiJCgxSpmVhhy",
-	"ETNBPTc2E9wK99tQyphRgRyMWoE2yx/o4Z8ff/ds4XQDX1i6ZjhWOl/RFakxDU+vwcyetdOM+HiucAec",
-	"bYR6LVcz44RRhrKRxWFuNJFDDXpnROzsReh2/aHeabwBvbjRbpWCUr0F+idiXqfacDez1ujab3dCxA9M",
-	"8ZFTTmFklNgQJRXl7qbWuLbfIobaDxnj2A48dSRVWKSFsFt5Y5UOe3c14UIbRiNAaNRtgU+g4ReVuu51",
-	"9bzX+FA/Sk82gxmpvLKJCXTsU8uo4F4OHKyFqABbs98GRIxGMRfMGdnXW99HSk6JkHekjNgB6q0Mbw6c",
-	"Xehuwp1xEHDpJ00Um9rj6gu3gVQxYugNE2RIwxtSRgPjHMgkIF4o5wL0I5poRvqAUBHBmH2BCMo1kAE8",
-	"+CNSHWomzCncYL+EI1J1YsTLyot/VCqk/HcS0YU+OOqLQnbpbb728YdUp8c4xKLDsyaVHUVBJ9Y9aKpB",
-	"nvsVEn9GsntIJFsWFCy338Tk6+sNKhc0nHDBDhWjEZy4N6mAEkfO2603zcZ5DzACUG7MBFM8JC8qr8jd",
-	"hAlAiqlUjOgZC4GY4HsErV5MZ8nZkvm6FJSWjH6loNRq967ftK9a8Pe7drd3/bbTvrq8zn7datfquS/e",
-	"t1/nPtc/1Fu9/CvVi/p1r/pLHchnp/6h0W20W9fdXrVZLwWlbq/aq1/7dfoZnA3Df6w2O/Vq7bfr9+1G",
-	"C789f1c//+Ua1tToZL5otK4vO+23nXq3C0uoVzu91/VqL5ksR8AywJ9fdTr1Vs9906t3LhqtajO3GpQz",
-	"AJzraq3mJnB/4e/VZrP9qwUlXctl9bdmu1q77rXb181q5y3MmbU5l4KSN3DaA/H2zS0ZiSOEDXFLYw6c",
-	"w9qVmTDAVpCXJGb/jOMs811LRizz8b0cZj7Vb5kw2YfplPWArsEynNuha2gM2I/MOfGG2IEtb/HTVGNA",
-	"8cV7yQV+h4Jvx98j97khLpUcK6ZBqn7HqDJDRo2fpIn0tRoafssSaM/nSjFh7Gen28QZ6FHAAxCq1hQL",
-	"B2f/aklTjWN5Z6dPYb+ki1jSqCdlk6oxzNShhjWt2wDOTIDUg5NcCXpLeQwXF1l0sse7kjnFqNnNSLuz",
-	"icJLbZuehCP2NopzYFQ7e5aBNlrU2MdoF0tzTmc0dJb8JVIJHO+THFpaeDeRMSOwC2RKFyBWg3ItRcgC",
-	"QkMltUYZD1aii9VZzxUtkX8YMt0Qb2I+nhSYRS1mkgmL0RGAtBrO5icHAMgTAYjpgOzoNpgLxeiMRaA0",
-	"gMwVxvOIRXvo3fNZRL/G0Jn3lDtxPHcQy6vPHHERs0vuwDki9Y43YRcsXUaXrzniYrUkN8PGxTb5zhJp",
-	"svP4CSMsHlp5Sl/ucXUN+9JxpZLiBlWKLtYfs968jitEpx1Xkr3yRW5r56JGlzq6pEGgGaKlQIrNFp6t",
-	"6MQjHvwS5m/E9KJomSp53XjbaPUItyI+iVjIpzQm9vqhTPaZTmcxDPXiZMkpcnz46uPvlcNXoD4f/6PY",
-	"rPpeDn/homDq7tXri0YXxCvY3rkGbUWqmyOC0hF853XiQxfzwCKiWTw6DIH3kiHw+b4wEg0ZQLfOkITq",
-	"+XDK0d9BJjT7sbeYMTL4pX5ev8YpBqjHUDKc89gcctEXUyr4iGkT4C/cABBo8YjwC8VmUgEUMb8BjX1B",
-	"pJkwhV4LVGW8+JouzQt7W4pI3QRYL2Ign34vhys2t39e1a9QJktNbon/LbW6BaXE87YlCP9E5S9ngDuX",
-	"gAAma4MLSufopvHKPshJoDE0tJ5bD/wO9/GTe3nZcVDofPEP15E76V1kkO1dGcvk1TvSEkiL4Ci6c35f",
-	"9jMCGBNn9P9NQPt5eukbsIi18PRyIy9JB3zE0ObnfGiwUqupoXkK3zojPsDr+UvQ6I/JRM7VQeoxWFb1",
-	"d1P0XxbKDu/hKr6Xw/3iD/YVEBORuSGKLP/v5B2JpRgTSuyVBHJAtOFxjGGRGq158L+N1xnS8EaORmek",
-	"YnXiMKZ8CsPv4ToIQYyrScH2WBa+25PG+lx2fXl3BSB0ik8BzwUqK4dAbPP0+ydN3FvWlIC2x2JL3ogL",
-	"rie7QZSOuYfs/5Qu1xvHLzdfeMtW74NSTMV47oxBm15p+ufwHW1yZp59Il62jUopRCF8ueOtkUU361Ix",
-	"DWdvQ04cmzsjgo0pqNSoPOWUFO/ssapK4X0q8JE6nr/t4UzpZxcGpTdfnK+OxZlNqH7wUC/xIXhayvjB",
-	"h+EZeFZxqQqV1qa8Ywq0U01GXGkDZIprFzizWS89zlHww+NK5VECXaxHk21xH6yIBC8kFOThre5mn829",
-	"20M4tn0bn34E/dYH8iANcKe6AtXSEnOkLEMPcsjt9zHLNXJcIIMWQZ5n5pF+KcgoZQWF8o9j2bXEIbg7",
-	"4y4gDe04YtpYFMXo8m20UR+9uKyLLquiSKsfxDcvi7jzY3qvIDQby60FnemJ3DnozAaxpfPu8u6tDW3Y",
-	"MgKiCE9TNNEbz34PW8MnOdzeypA9ivRgfy462GyqB4IUx+1R6fT3h8nxx2U/unV0EWcnAH6K+SRHRTu1",
-	"YX/Uju77qnPBo+cNNHZQkDUGInCz6oh3Ab2rSPmaakauOs0UK9E9aF3LhIloJrkwAQqvMyWHzhiQUc9+",
-	"Pj4pEvN2lwyjJYf5pqPIOdfhXUW5qDlHY9UUhRyC8OC93z4lyLsmT60MniRPyJjMYiqsQ1SnPs6s49Q7",
-	"ntFbSkXknZ8gvSZOWFjrsn9zs30cN34rVFc2hGNPKRT9GQV2oFCxiAnDaYxmkyFjgnDU5m3WVKoF3lE0",
-	"19hcqVVR3G5P1vi8o3Kxq+V/a3lqBwnpK7wCyvmRCmNRtg8Trqy16282IZ78/PKpbfCJOcSZnZ2QkjfN",
-	"W1AzO7l00dONSrByJVB5CZWSW7KV1KH2MuivJZjtmR2BTIyZlfUBGoQLKOgzC+OfAUEzJYsIHVMutCE2",
-	"91AOmU2v2Iqc7nXBVw08u5qOdruEu1ysnTF4a+fHBix8CEe+xmC5nH1q71BKLgOiJ/JOoLa6VXT5Vxo4",
-	"t2MhhXd6LwMnDrefeD+PipJIW+wuke1Te+JxpbK9oJ/mLTws6+Mt1duCcbI9FC0ZMWvCzwFxUiSW7nBu",
-	"NudFmOpa5agY8p8rX6co/fyQy85h0BJ0yQa7VIgNSPQuEYF2kIfb+aDIgGg2o4oaZgPjcqGWRXGqLvDV",
-	"fd5qezKht7kden6yerITHxRSHbM9grytoS6JLCkScLupwOk5ESojycxnhFpVxQXLkwUzR1vLpRgg3F1P",
-	"tDcCLwUI2UXSZgIdoUpxOD+QzLkgcjRCUX5kmLrQ68I2rR8uiTwt9OOihqQp9468yD1NuNEsHrm8Rz2Z",
-	"G8wtiOSdWCPRuhjoD0wVe42r2m65h+uMAO4vfEEEOBK8jOmqt+L9yLtez/Vi93oJ+ZvpjmFlIUEe/ws2",
-	"dv1l3Uepxxd31OvVzqEDfpr1sO8ZNLBLmOlXxxU9soxUII1vCH1tZjwKS/Zh9wu5YQsXux/OZsd/D8gn",
-	"ekvh/9nCTKR4HhCqbowOyHSh/4jP4A5GLOSR1aoJCGvL1q5MTP5/Hl1jTP7z42LjlQejIUZyx3PkUTG5",
-	"8FZTjITIBhGgZ/yoCIopFxeYSvN6YZguCpa11ldN7iZSM2LzbmxGP4aUsKT0AcXCKTY1O0lFTUCihjCB",
-	"Udmk/OLkhAwu6hftzm82MNPGa7Z/HRzs4UGc8s9F5oCemjNrGsEoSBcVZsmDDeE1Eyow8OKWKk6FKaac",
-	"u6ncNFqA0KSL4v5TKMo2WTQKiKVrBwCLJ775jdsvL0xEVK1BEv8rkSo9nVtLThGvebQBX9xWbU8BPZp/",
-	"sC+W7h8gfTzrMvALWcHT3FZ7FMhAt4ki7EH2qW6PthJbslbwLYUTB9XuO4qE46HtRMizs2zaGX9GuyYM",
-	"TGc8ZudyOqVFQVLn9ncS2gcIILwXL4BO+OzH1aIIoP5cSl7kcX+HVIcRV+pkBBNg8ifMgC8StP4iVQqB",
-	"dIniOT4bRTdTQEvxxopiEglcEjnz5+2dUz9pSxL3IF/iYXJh6QJIeOwzDU28sCQiQ7Z2dOGqucgcV5Ff",
-	"pVhKdEepsAyOy6rzpINqaxmKCLd0RFMRDeVnm3Z39KBF7jaR6JYQKgduDisKjs/vZxGat2hRVYh38ym1",
-	"HDIgc8H/AK5h5XhuNLnhIiLlGF3KIdXsoIDjY4q2/d/x/OOTvxcz/VSh3lFFFCwbN6jmoGUQ6rLrbPqd",
-	"zVa1LA9AtzGIn+SQYDkSUj0vyHLE8bY1zFlNtLM29BRWtxx7iuBS4S2IZ8SyPiIYizShZEa1BuEAn3aR",
-	"MgXp0FuInHu4bfYru5L6W3B1sMMjDCnct+zKPpE/T1X+YEVPfFjH28bplUm6zjtut3NfJi7cj0W1rxJM",
-	"/0kTN/QZYTSc4JUFMRWkPHta2rDZqoPTX4MgGyc5zIcc5JH/Ifv9pY988cGu5+2Ly0bTRrm+v6q9hb+2",
-	"C2e1VNf+DNofarUwhZNMi72rIEOdJXHFxNVtImhq0gkjcVfNAxnOZrB0eksBlVENKgUlVIPg/oEetC3Q",
-	"ONJ7O9KlH6nqRrqwI8EigGc8VZ5iOrhPVnzSpMOl6TKHX2t1r9Nw5narVT/vpV/0mplfe42Levuqh6l7",
-	"tUYHHuzU31zZQgSvq7Xrbq/au+rCk5kkN/jhdbv225anUxM6jYKWQrDQJJ97cfpbj0+ZnBtMP4u4YqHp",
-	"WA0PpqRR1xdqyGRuvabRaxkt0sPdqyBJxof1IAGKOI1Z1JgV6zszLgSLSOPS6lh3VBN4wZHrh+rzMI+Z",
-	"26FZ3g2+KR222NiXcb6R9912i5Q5erTNIsALnRQzCLIFD1wyfYB1Kw8xqcCubgVDY2rgjb3MuDtW0Qkn",
-	"mKNX7EJGvNm6gMw63y1N8gvT+bJrLLqjncQGthxksTgjioVSRakIi+Z+EstxYQmHKRfJFwWoY2faL2r+",
-	"qRLCOyyUIuQx66BK8ShqcM1V0vhKRVjeFOMKOpptsZ8opyOv2rISE2vmKidujFsuY3ShbK9pf/CvrBpw",
-	"K9vp3fKmtLSCHCDFR4T8u+qquu14RF8VEL6DTLljQOuaCNFczKcdsnBLJPy03016rGCCp7qRXWZMzKZM",
-	"GEyf3sM4xW7ZLga5pQk7SPK+07hDt7Qt9s0tY1cR0pZLKjJ02F+szID5LSyyJX5gNoR5q0iIvWIJbV2o",
-	"7UL0C1k1Arl1sVJ4eKtI8fyW+3Dxb0VyknyPbYR3i69uCx89Uj9fuutfPFzfI0sWEzLq7y5h+15XXkHh",
-	"7EXIQrzFzfabsmR7r/d6zXrNl2kBNdfeTDSLfZJDe3Ot5avsjAIB6f7W7dUvrrG0K5Eqremaq0TlBt82",
-	"4RXhtTmk3Tkuw8PsB3zffg3Kb69Xv7j0JVdyJV9KQT7hFsugbDn/ewxj9wEv1saYLT5SCvI5ubirHtoc",
-	"1q7qJMO55oJp/ZMmPEpku+S1AoNXQcnK0401K7sr6L8RDDTIylEGCOfDrTbftuFIa9Ve9XW1Wz8jMBXW",
-	"bbe2c4ybxtRp56p0UTfl1LCKQcEkTa8+eMiit865+yFj4NqtCqdeU28N47Wtl5DCkmk4SbwP1szlo6Sk",
-	"CHP+lfP61lFTmfqhD4YsJHb6phxv8hTMzWyeieF6iXU4s/ABN1AzxQyLvHa7HFj68uefnxfR+Cn93PW1",
-	"Opfow3yKpCCO7ebcMT6eGL3st9nH3by9BSlTSbQQOiyqkgKWFHLGw94DtL0Kgi5HWSzX3kz2OHfg6T64",
-	"BKxCUp6fqsBUiSUTXP3mI7Jkc8fkbBtXINgtU4R6626WWFfPS0Hp1yqa0YCoXuC/bfy3A/+cb1vcaauR",
-	"7Kr4CHi/2l0/28nfsrVwtNaabUcoPJpEt921qN+TV3uzGnMxHeTCeT3JUNmK2Ej8XWbt9a+N3rv2Ve8a",
-	"644FpPdr+7r+5k0dy49dd+rdq2avGxBbZa39od65Pq9eVs8bvd/2dd1oy/C3Vpvz8sEDgl7y6Io+OY+d",
-	"KJY8kgVlk5UaEzjCueJm0YWZvLl1ykUPNrTgli43r7hhITv0uUb2SyvdkcNDZM/4uI3lwdXY5kNUMZVu",
-	"4cSYmW32wF0A1HKuAoiVUpHqZcPTSmDMGe8GmYuIKTJ4Rmf82e3xM5z22eDUlqjCalA66Is02UyTchLT",
-	"roOMQ1UHxJdvV0zzP1lgQy0DnxgV9IVN9QiySUZKGlcB1qWXHWD5dxzay7CYp0ViBqilCRVRX6Q4rJw5",
-	"jtvYXlIHoZmEwLWcf3Rp7+129sUgPbDBwVkiH9nHcBrr9UmBzdFRx2iO+qIv/vY3ci4FyIRcCt0X/yMt",
-	"p6NJeWCNrYOADDJZCfARSQv8kSbowienTQyCviBkkPTNgJ8cWYI/XbH0wQFClS/Yo207IKzvSchgtUTP",
-	"4Aig7IGcgK933pyT58+fv0rex7BpQBhf5NcWFCXlq975wRmJXCw1vg1zOBaqCRdkyuOYuwohLtVOkMGF",
-	"HhA9H434Z5zbnpP1CdsiP+96vUtieSeZxXNNBl/66DLqlwLS9/fRfnAktF+6H5zB9IiOuJKry8t657rb",
-	"qv5SJzZUBisGcWHlPTlzqtZPmmRui8MbGCp5Aiu00VhLQoW+Y4q8qFTISkulgLyoHJOVbjR4di9OXpF8",
-	"vx5Sxv3IdOGxZVTzfWOe5drG4HZdzI3bcGtOsQWpXPSCVFZdozfw1cCaygbBsi0eQErM8fZg0EIfomyf",
-	"uSQ/aQzmwIkxIOGWsztNbhibLVUtLg+y2VyAlhhiCkg5o8ogGuGm5uPzSXlg/ziywXuDgETMBoAniJcP",
-	"Xyd0zHBPk+pLK8EzIiLZQOaDU9IvuSBBrAvhYsr7JUtCCOn7As74sw8Mh98VI0NpJoR9nimGRcLtZjS5",
-	"dtIU7KtiERGZLAsEYUbHLoydDDCeydaXGvjOcQOYuYwhG0Vd6AZZG+HA5Y4abrDyFhJve07Vy0YpE2VU",
-	"Okb7/4wJOuOl09Lzo8rRc8uPJ8id8gQe6fkhUKPDcVLLbcwKgsTQWqRPi5H8rADDzwCXLdjJTQLWXoK9",
-	"e5fWc1vqn3ZSqTxaF6R8ebuCbkjVOM4xODJcEB5hd6YXleN1wyfwPst1woKXTl49/NJy3zCECuXzbSZM",
-	"ulqh9DGfTqlauE3NLiW51VyR0BWEQ/ybaxs/RsfaF9bzR/8RI3T1xsMvIHxna3Gi8ooM0gK6QKB3QBOb",
-	"ipe1vLjyCOgRf3QUcdmh93nxEATw+xUMPX786Yuw0yUjOnSsPIwdmd6De2NwZQsMTqrN/qUob7eH0Aza",
-	"k7IUjMwmC81DGjvxFn4+WI/z98FDNPHZl4y4du8Ka9h87fyBDXy83oBM59oQ9secxrlyqj4qzz94RLDC",
-	"DrBdf0v7wucBMII8FJj2CDOeUT6yNX9Pge1h+hKWlLVRb05WBV7UF+hogTd8tC2wyRiNcpGSszTdACTZ",
-	"u2R6lGP3uu998aLyggyKam97YpAvoL0b27BZOll6kG0Bu8Z1lj7ybLnz6v3HJ6YoLq1oK4pS+TYUxYL0",
-	"rSnKi4dfSup0/4uRIC99pyToJ423NmW6ZTkzfMq14WEaz4vq2+5EydfBeUBC24lJ7ya4+eI6evX+FbX0",
-	"9U6s7XA3G+NQPJ5PZtlqOJtJtG4oV1Fra8hseb11o6269rYad9kDCcM/QMdsr+UtHkwCDCyleyJ6k6vq",
-	"VEBy2sCQ6RiDmQB9vy3t+WvlcWu/Ern8e5TLRzyGI8ref1sWatPFf/YFzUT3j0sAHNfOdcLYjSy8ZQlV",
-	"2Jkpp93JvwmSuroUa9o+f5LD75wz/mXoDLf4kxw6I14cY1KMr/bmqmNr10R1P6x+Zvt8onRdqIO6EyJD",
-	"Fsop02m4QdLXP7UTo+H0zFvFJjKObKJ/X4yZ0WSQvDsgUhDFQACGRaCQCldh+QFcV1+4ItdoJcsAAGBZ",
-	"06AmJ5XKV4vQK5fRg+WbuwxImdqGJGmTXSIVsYHvBzsq2rioR7vCjy9R54N/v7E8nVYTXEs0Auy3laDD",
-	"D+n6saRrRExCiW1A5hIlvdK7J5lRNiR4PZ2xZgUNxIPdpURvkAZnkf8kx4OkKZ+m02wYj7UpT+Wtq2yQ",
-	"+QWTaJkiRhJuzmysVRxZDOIjVyM8WWtfuMUGoMSHvrw+Kfu+MARpGdKGtIc2WoqfiPpkmk0BAULBRmVK",
-	"cfcF+8y10QcBGeQ7Yw1IOckrc84zaYg7imhHeuWCuv+9CNbJI06ej3lfQ7c8cnPtUO4H2XoksuUOYPn2",
-	"YzBlpskJbH4ZTiG9QAdb0zT1PZgB1JZGgD2V9qXMGOtedO1RrQKFsXhfbXXI15B9ej1ErVOVL5yr3sZX",
-	"5J1R/z305TS6JCDSFdiMF7ARGKNiPbsZPMjdF1/naa0XK60CZqiydvVBUaPcwRHp5fuc6EzRxr5AdUcT",
-	"bFuIYsBgNTFmQMq+I4rthZJGbf69L7AHyhmRIl6g4jSheoKzGKlYdEQaBhg+GTIsrGtrRT6lXX7ZSXdC",
-	"BgXtIYHp2yxBIudG88jSODqbKYkufamB00pl9ME+vj5X4OtpeHKuBuw39vLla4uu9/SdkYlrpZtBPiPx",
-	"C7QwSxfI9W/Hq0+2Acul3dNhzOqYx/tX8/kx1wZDabM12JE46DmzPbpX6r8Wk6x1XP7ZFxsz9jRGv3w/",
-	"3P2sfmpn+buFK/pGRj+12eQn8ER+2PzW2fwQpVH/tfa9kAmT2P1yUZ+2eR4GlRlFebyWNe/qOnep/Kue",
-	"84Sdx4wq4avzszvnf5NzYcPObCNV9jlXA1VPFBc3IGylbvCkg3xfOH97DBq2mbCpc7B/NRNevXEFbvHA",
-	"Pef6SO8YN2N9vI91N5+KEf81zvGk2PUPz/iTM0fN/0ziUrf0ge/AD5+5YPL1djxXXMW1C/OUBJ0BmsT8",
-	"NrnvZQz4tP65AzIXMdO6LwYjqUI2wKRINWcuXpcSG1N7cETeSBWisoZh4Dc8jnUuJue0L5JJYRAZR6TW",
-	"6FZfN+s10AVWqRKSUG3kTNssaS7GZ33hqZJxBkK7AKxaNrev2Aw8bMdcVswoziLCYs3uJkwxu/6+SJw1",
-	"tnHJQeC6nVrfBgwP26jddgFwODHulLZT9wUSVf1EVDDX3/4riWDNYsf3SwUdgH+lU0NtEoqsT8Pj6w+y",
-	"+Ehk0R27p4sYwm8vtJAZorQ3UQRKttmF6gwgWSJTTI3OnB46RNqDLQCndNEXThIiv6JXxHdOSsweq72T",
-	"0KihM12W+qI8WGrUNPAFLCzuZbsmnfoqjFjekOmUoNteTDmyaIllsKmD09R2avr///f/2UQQrvtixEQI",
-	"1JOSmIJGZz3CUnnqiDlT1DiS6P0uBwFu2yc5JGPJdF/gwE5ft+WZ057+Tq93ZJhEkmnSavecnGrkHVVR",
-	"XwwynfUGCKN/EZfqfd/+Xp7Z7ARgACh6swj2FpUa3OBrv+WDA3tgyDKSg7B5Pcj90ta0uLHWT6NdJ1vc",
-	"twVu4RHxxeAJTdtoWc13DAMpNotpCLsBAyYzlSUWuYaVAgeSt25y9/vBE/GUHAtZdUvtyFRg5d8xSwHw",
-	"vneG4jDmB0N5JIbSNXJm47eBmOuzorDwZVt6SgD25TM2m2o9o2mLeEHoyBrHgGwDRJmau9ZzjDXjV1V8",
-	"EDOzqWVWTh0ppieZjhmkDjAgHRJkUG8hPRwk4jYF5nAoZ5ZuP2ZwTjGhQff2NQzV6FhS865e7fRe16s9",
-	"r9X3xZJEu4u5DVf7Hcuzf32MzhbUx2HJD+LzWE47ZmwdCT7iaQMGly2N6Sep/1vvS2s+SS4OfYHaYnLT",
-	"EOiLs2E7YkEYVTFniswFWgDQ7A76ek7s9gF0VnCkfZFJRp9rRgaYkc4O068HhAttGI2s7XEoowXWQ3bE",
-	"9Qykwb4YmIwTUDsDIsKAhe1HDP0B672DBJ2DTykPVZuderX22/X7dqNladVXaNodppl5n7aJ+/7sjQ62",
-	"DG16Ulrkpmtgr9RN0Ter3QB/kKVHIUu49YnIkHpSR0sUYEI1xqHZdqO+D9o+NAqbNaynT91u583heE5V",
-	"xKJT6/VfcpqfN2od60JB9/kZYVgVodbqOtmlL7hOO4g6ndDVXiaNS1eZ+Yz0mt2EIJ8R5QpNa99M6Kwv",
-	"XEljYu2zMBKfsjMiJNEsVAyTDDUT5ohUM3sVUgFbNWR9gfWBGYZAUJCoXHxkUjb4lGCxG5vuDsIZ1nYY",
-	"nBFKDFVjZqyKiZVc4UyGHMdaG3XwZKTw2s2GktiayXcjhli8+jt3i2briBdQp18nNNuaVtO7H8EG30Gw",
-	"wRtmwklRX+HUxYm06ZAJg/UoXKTOvhTNVujZYEpEcxobjVhovJXr1Eo6qRiF/YOQkLlGztm+Zn1RflF5",
-	"viR7HAREy0wuyVInNFcSBPjlmaUiqXdkwuJonVvEEUyurFrsnCR9kXhJjvqiSlwDaie/eoJHFDt01UOA",
-	"oCYxH2ghFOyIdOA1VER9YaPIh4I8pda5i4gGQP3QHb9Kd3Qn+yNYZJ2/F7bHi1d8OmURp4bFC1JOCULg",
-	"6YAVdezd3dsDvKKfbXZ8+ACSJfqUQrRMaODUpSDlF5Xjvhicd+o1uJbVZnJlyTMy6NYxmjv9zvkxpjSc",
-	"gC5cvWwcnCV0uy9A1tTOVJ4UXvLaACnbmNKieNKAJBpjXxSrjKSZ8WprQxeu5AMa7xm27SYuacUCw7Wv",
-	"yRZ9C/v7bkQLTzeJnPRH/D2Sr1xF/W9NvrZWN9d0oP+hcz6OzpmYoFJv3RKl4U4tzR3GvsQPdbzFeopX",
-	"t/1hQUWztulBWsgbFVDseohgTunCWusCwgWhYtHHcwPIQ2p8qD227J1rl9XmLfa+yEXMgfiLBSbmkYbR",
-	"feEq0YKmy6itB5jsjK3a95N2dQz1IGPO983sUHvvC+89wAe/kZfQGvMbrevLTvut1RB3UgNtUdt/K4Hr",
-	"8fLT8hV/1xAs6yb6kZv2+O5Cqgzmyie+uDLNdLdE45ANYXDkYVvxLNd7tzBSveeTZUNqaCx9XEFacLV6",
-	"2QCS8LbeI37sZNTBKZkx1RdJXW9uSw7YRl5JH2ags66ut2uvHWSsZdpwEZq+LxmrsZmBLXufbaiLFWyN",
-	"WhzarrdqHrOAYHdUN+aBs2Bl2srKUQKOq0zpSn1YToBxc2dkgM2VB0nXy0VfgAA2VoyRMhZfjubKxlYo",
-	"aesMYMdXMp+NFY1WwiQeI5WvmRzcE4opuX7Ra+58ctb/ivUXbRXbBDtz3eNFRO68Va2gfzrW7d/W9Oyr",
-	"HLO116zDaHQILP4sTU/3Ifqa5AtOJ6MNjshA3gxsMBSNtev2Dhw9abEF5NgW0X1kLEwaqT0lBi53a1uD",
-	"hPZM/hUxEJui2SMPJyyaW+qR0jpQZ30d5PRQcwbCFLkKMC8tr3KYdsn66zKQlzrbPEk9sqXWRP96xbmK",
-	"GqI9UKPLnu1/p6zj5bpB2vVByBWbt33B/2etXq3lJCLfVW2L+/Lsi6vnfv8MFENErU3pC0nsgG3GZCRx",
-	"ycppQpaPJkX5gikSxowqFgVES4yiwr5rmpS9CHTHhhMpb4hmImLqgGjGQK1Dc9RX61bYZ2lVuUq/hs3b",
-	"lTO4fVpC5DWXfQZKU3LX015ceeVm29uPzUD+HU3ea7oWFjNE3EVrAnfo90MZeyTqc5kEYx9aMsMid9cx",
-	"kJwLI4nv/lZMczINSPAWZFuP/P4RkNe988VfimyZUWBT7msvcWa/ksPcZzdr5ptUXLj/eP9fAQAA//8=",
+	"7L3tclq51iB8K6s4T1Xj99m2cZLOObHr/UEMSUhj8AGcnp4mY8TeAhRvJFoSduiUq+YipmouaO5krmRK",
+	"S9L+gA0GYqdzzpM/iYG9pSVpaX1/fCmFYjoTnHKtSqdfShNKIirxzw7VclEdaSrNp4iqULKZZoKXTktd",
+	"GgoeKdAC7gjTMKQjISlI8wrj46NSUJL0jzmTNCqdajmnQUmFEzolZqiRkFOiS6clxvXzZ6WgNGWcTefT",
+	"0mklKOnFjNqf6JjK0v39fVCaEUmmVDu4XuNcjWgVqjaPF8A0nSq4Y3oCBNSUxDGVwCIo6wmFmaS3TMwV",
+	"zMiY/qSA08/aj3dgoGZmnD/mVC5KQYmTqYFl6CfMLuI/JB2VTkt/O07379j+qo4bUcmA/U4o/VaK+awR",
+	"XRI9MW/h8DPzIRl9kj61cde2mPC9GG6c6pP5/WsnabIp06t7f0nGFBT7k0I5oiMyjzWcVCpr9zTGUTZj",
+	"BflsseLnSiWDIycFOBKUWiKiG9fO8YGvW/y9eVvNBFfUYiKJOvSPOVW4H6HgmnL8k8xmMQuJ2ZrjT8rs",
+	"z5ct56lLKRzW5/e3NzHXCyeDSFAFXGiYEh1OwCC2mVySUEN50Kn/86re7V03Wh+qzUZtcHBUug9K54KP",
+	"YhZ+M0iVmMvQXDGliaYgJJirp5jgKfgkjsUd6AlTEE4IH1OEtCX0GzHn0beBlESRpErRKIE5hY9+Zkoj",
+	"TD0hLghfuNNWTw9ax2waXhIamTOt9urXzcZFo1evDQ7OLKEFYogzIJ0+REINytJlc+uWKflhQsqLAHJP",
+	"H2eIPkJ1xclcT4Rkf9JvcCAXTCnGxwZb5vyGizsOJJoyDlrcUA7lwVWretV7V2/1GudV3Ao8nStOP89o",
+	"qL8FiF0qb6k8VCyiYMlc+efPn2HQaPXqnVa1OQjAQPmh2mhWXzfrCYQzKUKqFBnGtM4104unB/VXGseH",
+	"hqzSCIZzDZKO5gbRhwsgIOcxhTI9Gh/BTIphchHwB2Wgvve0EXGoqjWdziyoUcTMFCS+lGJGpWaGHI5I",
+	"rGhQmmW++lIi9i3LrB+ir0GJ8ohGVZ1jBxHR9FCzKS0lhF9pyfgYXzBrPxcRXWVIDT6SRGk5D/VcUsAn",
+	"IYyJUlCudzrtzkFg8KxZr3br1/X/dtno1Gvm3swMzNKM8D9+rx7+94/mn8rhq+uPXyrBy+f3/1EERpaH",
+	"b7VQy4m3ejSmRNH6TISTZS758kVpM18MPNfbaiIx16GYFuxk56rVarTewt2ExRS5DcIEMbul6sx8weG8",
+	"fXHZrPfqtQBwcwNwWxrAebV1Xm82zZ/dq8t6p1uv1Wtm6zv1D+1fHt70Z2s2XdKQspmusbFjwEsX9V31",
+	"8NnPL0GMEGRuNi42ZMwQenNvSRjSmSGvIyEtE3LYugxQ5fAVORx9/PLyRTEgiirD1/Y9I6WJ1Lug/X1W",
+	"iPk9keoyiBKk4k4OuOxk6YF/TGYQw0801Aao6jxius61XOx640O7/8vH8euEaJiQ2YxyGgWAhMcAeUS5",
+	"oYkBfBLDo5DwkMZHVvhrUj424tzLFwV7TkItCvSSFplSf+IZzoE3vV9SC6XptF/CEydzLaZEsxAsyGpp",
+	"2pNn/yiadwfiRMwebnv7IqoJi9X63bbS6spBPSXp2YV6SEoc18ruYeXZi4fQ1+8S7q0/2MDjUTJwEZKe",
+	"E+XgW6If5PDPyuGrj+mf10eHm+i3GaiDVGFHbA8TCDbtkIPT8KvPTHt2taLwrJKGKZ0KufhluJmqVIpf",
+	"VYqMC6j5+YSGN1RCxEajABQbcxIDx3sjofvPpuWUARANU6E0vIBf2Oulu/Gi8uplESEMhSyYcSTtYcL/",
+	"+d9wR9l4okEaAZ9GMCHxCMgdWcBIiin8SaUALeAFRDRkUxLDLCYhVX1eJjCdx5rNYrzflaNKpXICjMPv",
+	"lcAN+vEAeREk0zEFJ3jVq+cBVPocbz1fwIiweC5pAIRHcGfoEgE1oyEjMYRud8gdkQZAoSdU3jFFj/oG",
+	"GdOLL+bDmBafAp9Ph4604+6u7kiPyinjRBtZ158AvhRABdgIuOD0KDvdNpYSJO56rh7Cxg9URizUXfvw",
+	"fVAy9OtCFWDK5RWY35Yh2QL77kgc2yF3enGJNLjblSzMY1gCcjJR5qpkLllyAOl1KCQj5szNdiDuUm6A",
+	"+710WW/VGq23pcDLP6WgdFntduu1UlB6U20067XMaO4SBKXPh2aAw1sizZ1SOBLlkf2xM+fc/nVJjM5p",
+	"RiIsplHp431QqlEjUclFAsqShcUCBGWjmi6oEWCMihTTaGw46kwoxYbxwgpnkblGBELB1XxK5UEAtXqz",
+	"8aHeqdegnH0Rf6nWoDwmtxTmszNQ1OjvkQUGDTirW5IMhn9Xd98Jt1bcgholfgNmRgPg4cNCR35r3lES",
+	"64khDIJTiEVIYoiSwaBcE5bkEToVPAA55waBgE3J2Ege82hMISKaDImiAURM3eC687TecugCQXMipAb6",
+	"eRYTjvqbk24MLbJah6af9RlwYdRzSfWKpFHEJVGBj/UEt8L9NhQipoQjayZWUs8yPnL458ffPb873cDw",
+	"lq4ZjpXOV3RFalSZp9dgZs8aoEZsPJe4A87oQ7z6rqh2UjZFoc/iMNMKxFAZhToCO3sRul1/qHcab4zC",
+	"32i3SkGp3jKKNWJep9pwN7PW6Npvd0LED1SykdO6zcgoiiJKSsLcTa0xZb9FDLUfMla/HYSFkZBhkXpF",
+	"b8WN1abs3VXAuNKURAahUWk3fAIt2qitdq+r573Gh/pRerIZzEgFsU1MoGOfWkYF93LgYC1EBbM1+21A",
+	"REkUM06d92C9WwGFAS7uoIzYYfR2Ed4cOIPX3YQ5q6fBpZ8USDq1x9XnbgOJpKDJDeUwJOENlNFyOjdk",
+	"0iBeKObcKH4kUfnUAQoDekL7HBGUKUMG8OCPoDpUlOtTc4P9Eo6g6uSjl5UX/6hUoPx3iMhCHSzJCQnX",
+	"88Zs+/hDOuFjHGLR4Vlb0Y4yrpNXH7RBIc/9ClUmI7I+JGsuCwqW229i8vX1lqILEk4Yp4eSksicuLcV",
+	"Ge0UztutN83Gec9ghEG5MeVUshBeVF7B3YRygxRTIamVIEcsxPcAzXlUZcnZkl2+FJSWrJmloNRq967f",
+	"tK9a5u937W7v+m2nfXV5nf261a7Vc1+8b7/Ofa5/qLd6+VeqF/XrXvWXuiGfnfqHRrfRbl13e9VmvRSU",
+	"ur1qr37t1+lncMYZ/7Ha7NSrtd+u37cbLfz2/F39/Jdrs6ZGJ/NFo3V92Wm/7dS7XbOEerXTe12v9pLJ",
+	"cgQsA/z5VadTb/XcN71656LRqjZzq0E5w4BzXa3V3ATuL/y92my2f7WgpGu5rP7WbFdr1712+7pZ7bw1",
+	"c2aN6aWg5C239kC84XZLRuIIYYPfkpgZzmEN5pRrw1aQlyT+jIxHMPNdS0Q08/G9GGY+1W8p19mHyZT2",
+	"DF0zy3D+lK4mqIkgc07cPHZgy1v8NNXYoPjivWAcv0PBt+Pvkfvc4JdSjCVVRqp+R4nUQ0q0n6SJ9LUa",
+	"anZLE2jP51JSru1np9vEGehRwDMgVK2N2Ryc/asldDWOxZ2dPoX9kixiQaKeEE0ix2amDtG0af0h5sy4",
+	"kXpwkitObgmLzcVFFp3s8a5kTlKid7M+72x78VLbpifNEXvjy7lhVDu7zA1ttKixjzUyFvqczEjoXBRL",
+	"pNJwvE9iaGnh3UTEFMwuwJQsjFgNRIPgodGtQymUQhnPrEQVq7OeK1oi/zBkqsHfxEbZXwXNYiZMaIwe",
+	"DqTV5mx+cgAYeSIwYrpBdvSHzLmkZGaUfI4yVxjPIxrtoXfPZxH5GgtuPgTAieO5g1hefeaIi5hdcgfO",
+	"Eal3vAm7YOkyunzNERerJbkZNi62yXaWSJOdx08YOvLQylP6co+ra9iXTiqVFDeIlGSx/pjV5nVcITrt",
+	"uJLslS/yxzvfO8YKoK/dCDRDtBQIvtnCsxWdeMSDX8L8jZheFAZUhdeNt41WD5gV8RNjor1+KJN9JtNZ",
+	"bIZ68WzJ23Ny+Orj75XDV0Z9PvlHsb34vRj+wnjB1N2r1xeNrhGvzPbOldFWhLw5ApSOzHdeJz50wRw0",
+	"AkXj0SEaHmFo+Hyfa4GGDEO3zpCEqvlwytCRAxOS/dhbzCgMfqmf169xigHqMQSGcxbrQ8b7fEo4G1Gl",
+	"rbmTaQMEWjwi/ELSmZAGipjdUDSPoskT3TGoynjxNV2aF/a2FJG6CbBexEA+/V4MV2xu/7yqX6FMlprc",
+	"EsdianULSolLcUsQ/onKX84Ady4MAuisDS4onaP/ySv7Rk4yGkNDqbkNLdjhPn5yLy97RAq9Sv7hOnIn",
+	"tYsMsr2PZpm8eg9hAmkRHEV3zu/LfkYAreOM/r8JaD9PL33DLGItPL3cyEvSARtRtPk556BZqdXU0DyF",
+	"b52Bj1x7/tJo9CcwEXN5kLpCllX93RT9l4Wyw3tzFd+L4X6BFfsKiInI3OBFlv934g5iwcdAwF5JQw5A",
+	"aRbHGO+p0Jpn/reBSEMS3ojR6AwqVicOY8KmZvg9XAehEeNqgtM9loXv9oS2PpddX95dAQid4lPAcw2V",
+	"FUNDbPP0+ycF7i1rSkDbY7Elb8Q4U5PdIErH3EP2f0pf8o3jl5svvGWr90EpJnw8d8agTa80/XP4jtI5",
+	"M88+oTzbhtsUohC+3PHWyKKbdSmpMmdvY2kcmzsDTsfEqNSoPOWUFO/ssapK4X0qcP46nr/t4UzJZxff",
+	"pTZfnK8OMppNiHrwUC/xIfO0EPGDD5tnzLOSCVmotDbFHZVGO1UwYlJpQ6aYchFBm/XSkxwFPzypVB4l",
+	"gsd6NOkW98GKSOaFhII8vNXd7LO5d3sIx7Zv49OPoN/6CCWkAe5UV6BaWmKOlGXoQQ65/T5muUaOC2TQ",
+	"IsjzzDzSL0VPpaygUP5xLLuWOAR3Z9wFpKEdR1Rpi6IYNr+NNurDMpd10WVVFGn1g/jmZRF3flTtFV1n",
+	"g9QVJzM1ETtH09novHTeXd69taENW0ZAFOFpiiZq49nvYWv4JIbbWxmyR5Ee7M9FB5vNYUGQ4rg9Kp3+",
+	"/jA5/rjsR7eOLnB2AsNPMVHmqGinNuyP3NF9X3UuePS8GY3dKMgKAxGYXnXEu0jlVaR8TRSFq04zxUp0",
+	"D1rXMlAezQTjOkDhdSbF0BkDMurZzyfPisS83SXDaMlhvukocs51864kjNeco7Gqi2IpjfDgvd8+18m7",
+	"Jk+tDJ5khQiMouLWIapSH2fWceodz+gtJTzyzk8jvSZOWLPWZf/mZvs4bvxWqC5tCMeeUij6MwrsQKGk",
+	"EeWakRjNJkNKOTDU5m06WKoF3hE019gksFVR3G5P1vi8o3Kxq+V/a3lqBwnpK7wC0vmRCmNRto9/rqy1",
+	"6282IT77+eVT2+ATc4gzOzshJW+at6BmdnLpoqcblWDlSgT2Eiolt2QrqUPuZdBfSzDbMzsCTLSeldUB",
+	"GoQLKOixhfHPwMVHRkDGhHGlwSZViiG1eSNbkdO9LviqgWdX09Ful3CXi7UzBm/t/NiAhQ/hyNcYLJfT",
+	"au0dSsllAGoi7jhqq1uFzX+lgXM7FlJ4p/cycOJw+4n386goO7ZF7xLZPrUnnlQq2wv6aULGw7I+3lK1",
+	"LRjPtoeiJSJqTfg5IJ4ViaU7nJtN5uG6ulY5Kob858rXKUo/P+Sycxi0BF2ywS7HYwMSvUtEoB3k4XY+",
+	"KDIARWdEEk1tYFwu1LIoTtUFvrrPW21PJvQ2t0PPn62e7MQHhVTHdI8gb2uoSyJLigTcbipwek6Eykgy",
+	"8xkQq6q4YHlYUH20tVyKAcLd9UR7I/CCGyG7SNpMoAMiJTPnZyRzxkGMRijKjzSVF2pd2Kb1wyWRp4V+",
+	"XNSQFGHekRe5p4FpReORS+hUk7nG3IJI3PE1Eq2Lgf5AZbHXuKrslnu4zsDg/sJXesBEC3MZ01VvxfuR",
+	"d72eq8XuhSDyN9Mdw8pCgjz+F2zs+su6j1KPL+6o18udQwf8NOth3zNoYJcw06+OK3pkGalAGt8Q+trM",
+	"eBSW7MPuF7ihCxe7H85mJ38P4BO5Jeb/2UJPBH8eAJE3WgUwXag/4jNzByMasshq1WCEtWVrVyYm/z+P",
+	"rjEm//lJsfHKg9HgI7HjObKomFx4qylGQmSDCNAzflQExZTxC0yleb3QVBUFy1rrq4K7iVAUbN6NLVWA",
+	"ISU0qelAsCKMzTlPcmwTkIgGyjEqG8ovnj2DwUX9ot35zQZm2njN9q+Dgz08iFP2ucgc0JNzak0jGAXp",
+	"osIsebAhvHpCOAZe3BLJCNfFlHM3lZtECyM0qaK4/xSKss2CjQKwdO3AwOKJb37j9ssL4xGRa5DE/wpC",
+	"pqdza8kp4jWLNuCL26rtKaBH8w/2xdL9A6SPZV0GfiEreJrbao8CGeg2UYQ9yD5R7dFWYkvWCr6lcOKg",
+	"2n1HkXA8tJ0IeXaWTTvjz2jXhIHpjMX0XEynpChI6tz+DqF9AAzCe/HC0Amf/bha7cGoP5eCFXnc3yHV",
+	"oeBquIzMBJjVambAFwGtv0iVQkO6ePEcn7UkmymgpXhjSTCJxFwSMfPn7Z1TPylLEvcgX/xhcmHpgpHw",
+	"6GcS6nhhSUSGbO3owpVznjmuIr9KsZTojlJifR+XVedJB1HWMhQBs3REER4NxWebdnf0oEXuNpHolhAq",
+	"B24OKwqOz+9nEZq3SFG5i3fzKbEcMoA5Z38YrmHleKYV3DAeQTlGl3JIFD0o4PiYe27/dzz/5Nnfi5l+",
+	"qlDvqCJymo0blHOjZQBx2XU2/c5mq1qWZ0C3MYifxBCwzgpUzwuyHHG8bQ1zVhPtrA09Natbjj1FcAn3",
+	"FsQzsKwPOKWRAgIzopQRDvBpFylTkA69hci5h9tmv3oyqb8FV2d2eIQhhfvWk9kn8uep6jqs6IkP63jb",
+	"OL0ySdd5x+127svEhfuxqKhXguk/KXBDnwEl4QSvrBFTjZRnT0tpOlt1cPprEGTjJIf5kIM88j9kv7/0",
+	"kS8+2PW8fXHZaNoo1/dXtbfmr+3CWS3VtT8b7Q+1WjOFk0yLvatGhjpL4orBFaQCNDWphJG4q+aBDGcz",
+	"s3RySwwqoxpUCkqoBpn7Z/SgbYHGkd7bkS79SFU30oUdySzC8IynylNMB/fJik+adLg0Xebwa63udRrO",
+	"3G616ue99IteM/Nrr3FRb1/1MHWv1uiYBzv1N1e2EMHrau2626v2rrrmyUySm/nhdbv225anU+MqjYIW",
+	"nNNQJ597cfpbj02pmGtMP4uYpKHuWA3PTEmiri/UkMncek2i1yJapIe7V6WVjA/rQQIUMRLTqDEr1ndm",
+	"jHMaQePS6lh3RIF5wZHrhwoPUY+Z26FZ3g2+KR222NiXcb7B+267BWWGHm29CPBCJ8UMgmzBA5dMH2BB",
+	"zsOhLbaSkbhSDI2JNm/sZcbdsTxQOMEcvWIXMuLN1pVx1vluSZJfmM6XXWPRHe0kNrDlIIvFGUgaCqwD",
+	"40RYNPdDLMaFJRymjCdfFKCOnWm/qPmnSgjv0FDwkMW0gyrFo6jBNVdJ4ysVYXFTjCvoaLZVjKKcjrxq",
+	"y0pMrJmrnLgxbpmI0YWyvab9wb+yasCtbKd3i5vS0gpygBQfEfLvqitXt+MRfVVA+A4y5Y4BrWsiRHMx",
+	"n3bIwi0R5qf9btJjBRM81Y3sUq1jOqVcY/r0HsYpekt3McgtTdhBkvedxh26pW2xb24Zu4qQtlxSkaHD",
+	"/mJlBsxvoZEt8WNmQ5i3ioTYK5bQ1oXaLkS/kFUjkFtXYTUPbxUpnt9yHy7+rUhOku+xjfBu8dVt4aNH",
+	"6udLd/2Lh+t7ZMliQkb93SVs3+vKKyicvQhZiLe42X5Tlmzv9V6vWa/5Mi1GzbU3E81in8TQ3lxr+So7",
+	"o0AA3d+6vfrFNdasBSHTYrW5SlRu8G0TXhFem0PaneMyPMx+wPft10b57fXqF5e+5Equ5EspyCfcYhmU",
+	"Led/j2HsPuDF2hizxUdKQT4nF3fVQ5vD2lWdZDhXjFOlflLAokS2S14rMHgV1OI83ViMs7uC/hvBQIOs",
+	"GGWAcD7cavNt2xxprdqrvq5262dgpsKC9NZ2jnHTmDrtXJUu6qacGlYxKBjS9OqDhyx665y7HzIGrt3K",
+	"i6o19dYwXtt6CYlZMgkniffBmrl8lJTgYc6/cl7fOmoqUxj1wZCFxE7fFONNnoK5ns0zMVwvscBoFj7D",
+	"DeRMUk0jr90uB5a+/Pnn50U0fko+d4uLkHbnUyQFcWw3x9YMVct+m33czdtbkNaWSHXQaXewgI+pADZV",
+	"PfVr/djn5cxLiMu2MsucM7vCk2OrooAS7sJODaFEm9/BfpVN9yk1uhy/sVzVMzm9HCqlO+xSuwqZRH6q",
+	"AiMoFmNwJa+PYMmaj2nfdus4vaUSiLcbH8FltdNrVJunroAsHlCwoWQsSSvQmnNHq+qQ6jtKOVT6nPAI",
+	"TsyhmLOxWHhmC1IbLhUYriUXiZ26em5ImAPB1nbQtsodekXMI+7HI6g6i7fdV88J3Sc3oY3ZMqP3ORIP",
+	"poBThiUfqufA08kCoLGiydRshMUhHFzux+p5n5fP6z4oLHlAzrmvhOc5XvUcq3HhYKWg9GsVzZyG6V3g",
+	"v238t2P+Od+2+NaOY1osYSMjpcndNemdPGNbi7Fr/Q52hEJUT6wQu5ZffPK6fNa2UcyxGHf+aRhKW5Qd",
+	"2bTLgb7+tdF7177qXWOFuAB6v7av62/e1LFQ3HWn3r1q9roB2Hp47Q/1zvV59bJ63uj9tq+TTVnRbGsD",
+	"R16Se0AkTx5d0fznsROak0eyoGzyJ2CqTTiXTC+6ZiZvGJ8y3jMbWkD1lvun3NCQHvqsMPullcPh8BAF",
+	"KXzcRl3hamz/KyKpTLdwovXM9hthLlRtOavEKABCQvWy4bmaEaEyfiiY84hKGByTGTu+PTnGaY8Hp7aY",
+	"GNbtUkGfp2mBCspJ9oEKMq5vQ4pcBwFJFfuTBjYoNvApbEGf26ScIJsOJoV2tXpdIuABdiDAob22gRl1",
+	"EFODWsrQ3j5PcVg6wymzUdhQd2Q7jr0ne2nv7Xb2+SA9sMHBWSLJ2sdwGuufS4HN8SVnBTzq8z7/29/g",
+	"XHAjvTPBVZ//f2nhIwXlgTWLDwIYZPJHzEckLeaPNJXafHJ63yDoc4BB0rrF/OTIkvnT1esfHCBU+dJK",
+	"ynakwkqsAIPVYkqDIwNlz0h0+HrnzTk8f/78VfI+BrgbhPHlmG3pVyhf9c4PziByUe/4tpnDyWHKCEVT",
+	"FsfM1XJxSZEcBhdqAGo+GrHPOLc9J+u9t+WY3vV6l55LzuK5gsGXPjr3+qUA+v4+2g+OhPZL94MzMz2i",
+	"I67k6vKy3rnutqq/1MEGNWFtJ8atZC5mTin+SUHmtji8MUMlT2AtPRIrAYSrOyrhRaUCK129AnhROYGV",
+	"hkh4di+evYJ8yygo435kGkHZgrf51kXHuc5FuF0Xc+023Bq+bOkwF2cipFWsyY35amCNmoNg2WtiQEoc",
+	"J/Zg0JcSohaWuSQ/KQy7wYkxdOSW0TsFN5TOlupLlwfZvDuDlhgMbJByRqRGNMJNzWdSQHlg/ziyYZaD",
+	"ACJqQ/UTxMsnGgAZU9zTpE7WSpgTjyAbcn5wCv2SC+fECh4u+r9fsiQEoO9LbePPPoTf/C4pDIWeAP08",
+	"kxTLudvNaDLlpFOzr5JGwDP5MAjCjIxdwgEMMPLMVgIb+OaFAzNzGYNrihohDrLW3IGT3TTTWCMNibc9",
+	"p+plo5SJByudoKdmRjmZsdJp6flR5ei55ccT5E55Ao/0/NBQo8NxUnVvTAvC+dCup06LkfysAMPPDC5b",
+	"sJObZFh7yezdu7Ty3lILv2eVyqM14soXIixoyFWN4xyDg+ECWIQNwl5UTtYNn8B7nGvGZl569urhl5Zb",
+	"1yFUqO9sM2HSWA2lj/l0SuTCbWp2KcmtZhJCV7oP8W+ubKQfGStfAtEf/UeMpVYbD7+A8J2txYnKKxik",
+	"pY4Ngd4BTWzSZNZG5gpZYOzCo6OIy+O9z4uHRgC/X8HQk8efvgg7XdqoQ8fKw9iRaX+5NwZXtsDgpC7w",
+	"X4rydnuAZNAeykYFn00WioUkduKt+flgPc7fBw/RxOMvGXHt3pVAsZn1+QMb+MjKAUznSgP9Y07iXOFb",
+	"Hz/pHzwCrIVk2K6/pX3uMzYoIA81THuEuekoH9nqzKeG7WGiGRb/tfGJTlY1vKjP0SVm3vBx0YZNxmg+",
+	"jaSYpYkhRpK9S6ZHOXav+97nLyovYFBUJd0Tg3yp893Yhs2nytKDbBfiNU7O9JHj5ea/9x+fmKK4BLCt",
+	"KErl21AUC9K3pigvHn4pqaj+L0aCvPSdkqCfFN7alOmWxUyzKVOahWnkNapvuxMlX7HoAQltJya9m+Dm",
+	"yyCp1ftX1FXauxu3w91sNErxeD7taKvhbM7XuqFc7bOtIbOFENeNtuqE3WrcZV+xGf4BOmbbfW/xYBIK",
+	"YindE9GbXP2tApLTNgyZjNFdYtD329Kev1Yet/YrnquUgHL5iMXmiLL33xbw2nTxj7+gmej+cQmA49q5",
+	"niW7kYW3NKEKOzPltEH+N0FSV0FkTefxT2L4nXPGvwydzS3+JIbOiBfH6LrydflcHXPl+vjuh9XHttUs",
+	"SteFOqg7IRjSUEypSgNDfLm1jJ0YDadn3io2EXFkSzL0+ZhqBYPk3QEIDpIaAdgsAoVUcxWWH8B19bkr",
+	"R45WsgwABixrGlTwrFL5ahF65TJ6sHwbngGUiW0dk/Z5BiHBpigc7Kho46Ie7Qo/vkSdD9P+xvJ0Wvdx",
+	"LdEIsDNagg4/pOvHkq4RMYGAbRXnUlq90rsnmZE2eHs9nbFmBWWIB71Lid4gDaOD/4STQdI+UZFpNuDK",
+	"2pSn4tbVoMj8gunOVIIWwLRtjSviyGIQG7lq7sla+9wtNjBKfOgbIUDZd/ABpGVIG9I27mgpfiLqk2kL",
+	"ZggQCjYyUzS9z+lnprQ6CGCQ72E2gHKSAeicZ0KDO4poR3rlwu//vQjWs0ecPJ+dsIZueeRmyqHcD7L1",
+	"SGTLHcDy7cew10w7GrP5ZXMK6QU62Jqmye/BDCC3NALsqbQv5TBZ96JrZGsVKIya/GqrQ77a79PrIXKd",
+	"qnzhXPU2viLvjPqvoS+n0SUBCFcKNV6YjcAYFevZzeBB7r74ilxrvVhpvTZNpLWrD4paGg+OoJfvSKMy",
+	"5TVtwCAW94iZraM0WE1hGkDZ966xXWvS+Nq/9zl2qzkDweMFKk4ToiY4ixaSRkfQ0Ibhw5BiCWRb1fMp",
+	"7fLLTrpnMCho5GmYvs3nBDHXikWWxpHZTAp06QtlOK2QWh3s4+tzpdiehifnqvV+Yy9fvgrsek/fGUxc",
+	"0+MM8mkbIYwWZuECuf7tePWzbcByBRLIMKZ1zLj+q/n8mCmNocnZavlIHNSc2m7qK5V6i0nWOi5//MXG",
+	"jD2N0S/fuXg/q5/cWf5u4Yq+kdFPbjb5cTyRHza/dTY/RGnUf619L6RcJ3a/XNSnDYXHoDItCYvXsuZd",
+	"Xeeu6MKq5zxh5zElkvs+CvTO+d/EnNuwM9vyln7OVatVE8n4jRG2Ujd40uu/z52/PTYatp7QqXOwfzUT",
+	"Xr1xBW7xwD3nOn7vGDdjfbyPdTefihH/Nc7xpCz5D8/4kzNHxf5M4lK39IHvwA+PXTD5ejueK4PjGrt5",
+	"SoLOAAUxu03uexkDPq1/7gDmPKZK9flgJGRIB5i0I+fUxesSsDG1B0fwRsgQlTUMA79hcaxyMTmnfZ5M",
+	"agYRcQS1Rrf6ulmvGV1glSohCVVazJTNZ2d8fGZTi2zbF2sgtAvA+nJz+4rNlcTG2WVJtWQ0wmyguwnF",
+	"zDMWG6XFO2tsi5mDwPWltb4NM7zZRuW2ywCHE+NOKTt1nyNRVU9EBTHPpHtdxQSTrySCNYsd3y8VdAD+",
+	"lU4NuUkosj4Nj68/yOIjkUV37J4uYgi/vdBcZIjS3kTRULLNLlRnAMkSmWJqdOb00CHSHmzWOCWLPneS",
+	"EPyKXhHf4yoxe6x2uUKjhsr0w+rz8mCppdbAlxqxuJftb3Xq62ViIUqqUoJuu2blyKIllsGmXltT21Pr",
+	"//7P/2UTQZjq8xHloaGeBGJiNDrrERbSU0fMmSLakUTvdzkIcNs+iSGMBVV9jgM7fd0W0iY22dsSWzSW",
+	"WDIMkaAKWu2ek1O1uCMy6vNBpgfiAGH0L+JSve/b38szm51gGACK3jQye4tKDW7wtd/ywYE9MGQZyUHY",
+	"vB7kfmkTYdxY66dRrucw7tsCt/AIfNl+IGnDM6v5js1Aks5iEprdMAMmM5UFliM3KzUcSNy6yd3vB0/E",
+	"U3IsZNUttSNTMSv/jlmKAe97ZygOY34wlEdiKF0tZjZ+2xBzdVYUFr5sS08JwL58xmZTrWc0bR4vgIys",
+	"ccyQbQNRpjqy9Rxjdf9VFd+ImdnUMiunjiRVk0xvE6gbGJAOcRjUW0gPB4m4TQxzOBQzS7cfMzinmNCg",
+	"e/vaDNXoWFLzrl7t9F7Xqz2v1ff5kkS7i7kNV/sdy7N/fYzOFtTHYckP4vNYTjuqbV0ONmJpqwyXLY3p",
+	"J6n/W+1Laz4Jxg99KeFictPg6IuzYTt8AZTImFEJc44WADS7G309J3b7ADorOJI+zySjzxWFAWak08P0",
+	"6wEwrjQlkbU9DkW0wMrVjrieGWmwzwc64wRUzoCIMGALghFFf8B67yCgc/Ap5aFqs1Ov1n67ft9utCyt",
+	"+gpNu0MV1e/Thn7fn73RwZahTU9Ki9x0Dexquyn6ZrVv4w+y9ChkCbc+ERlST+poiQJMiMI4NNsY1nes",
+	"24dGYVuN9fSp2+28ORzPsRrRqfX6LznNzxu1jnWhoPv8zBUdqrW6Tnbpc6bSXq9OJ3RVsqFx6Wpon0Gv",
+	"2U0I8hlIVxJc+bZPZ33uik+Dtc+akdiUngEXoGgoKSYZKsr1EVQzexUSbrZqSPscKzlTDIEgRqJy8ZFJ",
+	"gedTwGI3Nt3dCGdY22FwBgQ0kWOqrYqJNXfNmQwZjrU26uDJSOG1mw0lsTWT70YMscz4d+4WzVZ8L6BO",
+	"v05ItomwInc/gg2+g2CDN1SHk6IO0KmLE2nTIeUa61G4SJ19KZqt0LPBlIjmNDoa0VB7K9eplXRSMQo7",
+	"PSEhcy23sx3o+rz8ovJ8SfY4wIp4aS7JUs86VxLE8MszS0VS78iExtE6t4gjmExatdg5Sfo88ZIc9XkV",
+	"XKtwJ796ggeSHrrqIYagJjEfaCHk9Ag65jVURH1ho8iHgjyl1rmLiGaA+qE7fpXu6E72R7DIOn+v2R4v",
+	"XrHplEaMaBovoJwShMDTASvq2Lu7twd4RT/b7PjwASRL9CmFaJnQmFMXHMovKid9Pjjv1GvmWlabyZWF",
+	"Yxh06xjNnX7n/BhTEk6MLly9bBycJXS7z42sqZypPCm85LUBKNuY0qJ40gASjbHPi1VGaGa82kqThSv5",
+	"gMZ7ig3WwSWtWGCY8jXZom9hf9+NaOHpJpGT/oi/R/KV633wrcnX1upmogf90DmfQudMTFCpt26J0jCn",
+	"luYOY1/ihzreYj3Fq9tOvkZFs7bpQVpyHRVQ7E+JYE7JwlrrAmAcCF/08dwM5CHRPtQemyvPlctq8xZ7",
+	"X+QiZje22uwnMTyChlZ97ir7Gk2XElsPMNkZW7XvJ+XqGKpBxpzv2w6i9t7n3nuAD34jL6E15jda15ed",
+	"9lurIe6kBtqitv9WAtfj5aflK/6uIVjWTfQjN+3x3YVEasyVT3xxZZLpQ4rGIRvC4MjDtuJZrktyYaR6",
+	"zyfLhkSTWPi4grTgavWyYUjC23oP/NjJqINTmFHZ577cKjBbcsC2XEs6Zhs668qku0boQcZapjTjoe77",
+	"krEK207YBgXZ1sdYwVbLxaHtTyznMQ0A+9i6MQ+cBSvTANhV88Y0JVuZ0pX6sJwA4+bOYIBtsAdJf9JF",
+	"nxsBbCwphTIWX47m0sZWSGHrDGBvXpjPxpJEK2ESj5HK10wO7gnFlFxn7zV3Pjnrf8X6i7aKbYKduT7/",
+	"PII7b1Ur6HSPHRa2NT37Ksd07TXrUBIdGhZ/lqan+xB9BfmC08logyMYiJuBDYYisXJ9+Q1HT5qhGXJs",
+	"i+g+MhYmLe+eEgOX++qtQUJ7Jv+KGIjt6+yRhxMazS31SGmdUWd9HeT0UHMGwhS5CjAvLa9ymPYz++sy",
+	"kJd6ED1JPbKlJlL/esW5ilrXPVCjy57tf6Ws4+W6Qcr1QcgVm7cd3P//Wr1ay0lEvv/dFvfl+Iur535/",
+	"bBRDRK1N6QtJ7IBtm6UFuGTlNCHLR5OifEElhDElkkYBKIFRVNghT0HZi0B3dDgR4gYU5RGVB6AoNWod",
+	"mqO+WrfCjlirylX6tdm8XTmD26clRF5z2WdGaUrueto1La/cbHv7sRnIv6PJe01/yWKGiLtoTeAO/X4o",
+	"Y49EfS6TYOxDS2Zo5O46BpIzrgX4Pn3FNCfTgARvQbb1yO8fDfK6d774S5EtM2rYlPvaS5zZr8Qw99nN",
+	"mvkmFRfuP97/vwAAAP//",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

@@ -24,6 +24,27 @@ import (
 	"github.com/oapi-codegen/runtime"
 )
 
+// Defines values for CheckerProtocol.
+const (
+	CheckerProtocolLegacy  CheckerProtocol = "legacy"
+	CheckerProtocolScore   CheckerProtocol = "score"
+	CheckerProtocolTestlib CheckerProtocol = "testlib"
+)
+
+// Valid indicates whether the value is a known member of the CheckerProtocol enum.
+func (e CheckerProtocol) Valid() bool {
+	switch e {
+	case CheckerProtocolLegacy:
+		return true
+	case CheckerProtocolScore:
+		return true
+	case CheckerProtocolTestlib:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for CheckerType.
 const (
 	CheckerTypeExact    CheckerType = "exact"
@@ -228,6 +249,7 @@ const (
 	SubmissionStatusCodeJudging     SubmissionStatusCode = "JUDGING"
 	SubmissionStatusCodeMLE         SubmissionStatusCode = "MLE"
 	SubmissionStatusCodeOLE         SubmissionStatusCode = "OLE"
+	SubmissionStatusCodePARTIAL     SubmissionStatusCode = "PARTIAL"
 	SubmissionStatusCodePending     SubmissionStatusCode = "PENDING"
 	SubmissionStatusCodeRE          SubmissionStatusCode = "RE"
 	SubmissionStatusCodeSystemError SubmissionStatusCode = "SYSTEM_ERROR"
@@ -252,6 +274,8 @@ func (e SubmissionStatusCode) Valid() bool {
 		return true
 	case SubmissionStatusCodeOLE:
 		return true
+	case SubmissionStatusCodePARTIAL:
+		return true
 	case SubmissionStatusCodePending:
 		return true
 	case SubmissionStatusCodeRE:
@@ -269,13 +293,14 @@ func (e SubmissionStatusCode) Valid() bool {
 
 // Defines values for VerdictStatus.
 const (
-	VerdictStatusAC  VerdictStatus = "AC"
-	VerdictStatusCE  VerdictStatus = "CE"
-	VerdictStatusMLE VerdictStatus = "MLE"
-	VerdictStatusOLE VerdictStatus = "OLE"
-	VerdictStatusRE  VerdictStatus = "RE"
-	VerdictStatusTLE VerdictStatus = "TLE"
-	VerdictStatusWA  VerdictStatus = "WA"
+	VerdictStatusAC      VerdictStatus = "AC"
+	VerdictStatusCE      VerdictStatus = "CE"
+	VerdictStatusMLE     VerdictStatus = "MLE"
+	VerdictStatusOLE     VerdictStatus = "OLE"
+	VerdictStatusPARTIAL VerdictStatus = "PARTIAL"
+	VerdictStatusRE      VerdictStatus = "RE"
+	VerdictStatusTLE     VerdictStatus = "TLE"
+	VerdictStatusWA      VerdictStatus = "WA"
 )
 
 // Valid indicates whether the value is a known member of the VerdictStatus enum.
@@ -288,6 +313,8 @@ func (e VerdictStatus) Valid() bool {
 	case VerdictStatusMLE:
 		return true
 	case VerdictStatusOLE:
+		return true
+	case VerdictStatusPARTIAL:
 		return true
 	case VerdictStatusRE:
 		return true
@@ -336,12 +363,21 @@ type CaseResult struct {
 
 	// Message Checker diff, signal name or SQL error, at most 4 KiB.
 	Message string `json:"message"`
-	Score   int64  `json:"score"`
+
+	// Score fraction × weight rounded half away from zero to 4 decimal places
+	// (a multiple of 0.0001 in [0, weight]); the fraction is 1 for AC, 0
+	// for any failure, and what a special checker awarded otherwise.
+	Score float64 `json:"score"`
 
 	// Signal Terminating signal number, 0 if none.
 	Signal int32 `json:"signal"`
 
-	// Status A user outcome. Infrastructure faults are never a verdict.
+	// Status A user outcome. Infrastructure faults are never a verdict. PARTIAL:
+	// for a case, a special checker awarded a fraction strictly between 0
+	// and 1 of its weight; for a job, every case is AC or PARTIAL and at
+	// least one is PARTIAL. A job's status is the status of its first case
+	// that is neither AC nor PARTIAL, else PARTIAL if any case is, else AC
+	// (CE before any case runs).
 	Status VerdictStatus `json:"status"`
 
 	// TimeMs CPU time.
@@ -349,15 +385,44 @@ type CaseResult struct {
 	WallMs int64 `json:"wallMs"`
 }
 
-// Checker Answer comparison. `tolerant` ignores trailing spaces and final newlines;
-// `float` compares numbers with `absTol`/`relTol`; `special` runs a
-// special-judge program in the sandbox (exit code 0 = accepted).
+// Checker Answer comparison (docs/engine.md, "Checkers", has the exact rules).
+// `exact` is byte equality. `tolerant` compares lines after removing
+// spaces, tabs and CR at line ends and dropping trailing empty lines.
+// `float` compares tokens separated by ASCII whitespace, decimal numbers
+// within `absTol` or `relTol` (relative to the expected value).
+// `special` runs a special-judge program in the sandbox; see
+// SpecialChecker for its protocols.
 type Checker struct {
-	AbsTol  *float64        `json:"absTol,omitempty"`
-	RelTol  *float64        `json:"relTol,omitempty"`
+	AbsTol *float64 `json:"absTol,omitempty"`
+	RelTol *float64 `json:"relTol,omitempty"`
+
+	// Special A special-judge program stored as an artifact, compiled in the sandbox
+	// with the runtime of `language`, next to its `files`.
 	Special *SpecialChecker `json:"special,omitempty"`
 	Type    CheckerType     `json:"type"`
 }
+
+// CheckerFile defines model for CheckerFile.
+type CheckerFile struct {
+	Name string `json:"name"`
+
+	// Sha256 Lower-case hex SHA-256 digest.
+	Sha256 Sha256 `json:"sha256"`
+	Size   int64  `json:"size"`
+}
+
+// CheckerProtocol How the special checker is called and read. Absent means `legacy`
+// (every manifest published before this field keeps judging the same).
+// `legacy`: argv `input expected output`; exit 0 AC, 1 or 2 WA.
+// `testlib`: argv `input output answer` (testlib's order); exit 0 AC,
+// 1 WA, 2 presentation error (judged WA, message says so), 3 FAIL
+// (infrastructure error CHECKER_FAILED), 7 points: stderr starts with
+// `points <value>` as testlib's quitp writes it.
+// `score`: argv as testlib; exit 0 with exactly one decimal number on
+// stdout, the points. Anything else (other exit codes, garbage, points
+// outside [0, maxPoints], a crash or a time-out) is CHECKER_FAILED,
+// never WA.
+type CheckerProtocol string
 
 // CheckerType defines model for CheckerType.
 type CheckerType string
@@ -506,9 +571,13 @@ type Limits struct {
 type Manifest struct {
 	Cases []ManifestCase `json:"cases"`
 
-	// Checker Answer comparison. `tolerant` ignores trailing spaces and final newlines;
-	// `float` compares numbers with `absTol`/`relTol`; `special` runs a
-	// special-judge program in the sandbox (exit code 0 = accepted).
+	// Checker Answer comparison (docs/engine.md, "Checkers", has the exact rules).
+	// `exact` is byte equality. `tolerant` compares lines after removing
+	// spaces, tabs and CR at line ends and dropping trailing empty lines.
+	// `float` compares tokens separated by ASCII whitespace, decimal numbers
+	// within `absTol` or `relTol` (relative to the expected value).
+	// `special` runs a special-judge program in the sandbox; see
+	// SpecialChecker for its protocols.
 	Checker Checker      `json:"checker"`
 	Kind    ManifestKind `json:"kind"`
 	Limits  Limits       `json:"limits"`
@@ -621,8 +690,9 @@ type SettlementPayload struct {
 	ErrorCode *string `json:"errorCode,omitempty"`
 
 	// Status Business-facing status: PENDING (see waitReason), COMPILING, JUDGING,
-	// a verdict, SYSTEM_ERROR (attempts exhausted by infrastructure faults)
-	// or CANCELLED.
+	// a verdict (PARTIAL: every case AC or PARTIAL, at least one PARTIAL;
+	// see VerdictStatus), SYSTEM_ERROR (attempts exhausted by infrastructure
+	// faults) or CANCELLED.
 	Status  SubmissionStatusCode `json:"status"`
 	Verdict *Verdict             `json:"verdict,omitempty"`
 }
@@ -630,10 +700,34 @@ type SettlementPayload struct {
 // Sha256 Lower-case hex SHA-256 digest.
 type Sha256 = string
 
-// SpecialChecker defines model for SpecialChecker.
+// SpecialChecker A special-judge program stored as an artifact, compiled in the sandbox
+// with the runtime of `language`, next to its `files`.
 type SpecialChecker struct {
+	// Files Extra files laid next to the source before it compiles, e.g. the
+	// problem's copy of `testlib.h` (the judge ships none). Names are
+	// plain file names, unique, and not the runtime's source file name.
+	Files *[]CheckerFile `json:"files,omitempty"`
+
 	// Language Language key, e.g. cpp17, java17, python3, arkts, mysql; it decides the pool.
 	Language Language `json:"language"`
+
+	// MaxPoints What a `testlib` or `score` checker's points are divided by to
+	// give the fraction of the case weight (points must lie in
+	// [0, maxPoints]). Absent means 1. Not allowed with `legacy`.
+	MaxPoints *float64 `json:"maxPoints,omitempty"`
+
+	// Protocol How the special checker is called and read. Absent means `legacy`
+	// (every manifest published before this field keeps judging the same).
+	// `legacy`: argv `input expected output`; exit 0 AC, 1 or 2 WA.
+	// `testlib`: argv `input output answer` (testlib's order); exit 0 AC,
+	// 1 WA, 2 presentation error (judged WA, message says so), 3 FAIL
+	// (infrastructure error CHECKER_FAILED), 7 points: stderr starts with
+	// `points <value>` as testlib's quitp writes it.
+	// `score`: argv as testlib; exit 0 with exactly one decimal number on
+	// stdout, the points. Anything else (other exit codes, garbage, points
+	// outside [0, maxPoints], a crash or a time-out) is CHECKER_FAILED,
+	// never WA.
+	Protocol *CheckerProtocol `json:"protocol,omitempty"`
 
 	// SourceSha256 Lower-case hex SHA-256 digest.
 	SourceSha256 Sha256 `json:"sourceSha256"`
@@ -703,8 +797,9 @@ type SubmissionAccepted struct {
 	JobId Id `json:"jobId"`
 
 	// Status Business-facing status: PENDING (see waitReason), COMPILING, JUDGING,
-	// a verdict, SYSTEM_ERROR (attempts exhausted by infrastructure faults)
-	// or CANCELLED.
+	// a verdict (PARTIAL: every case AC or PARTIAL, at least one PARTIAL;
+	// see VerdictStatus), SYSTEM_ERROR (attempts exhausted by infrastructure
+	// faults) or CANCELLED.
 	Status SubmissionStatusCode `json:"status"`
 }
 
@@ -749,8 +844,9 @@ type SubmissionStatus struct {
 	JobId Id `json:"jobId"`
 
 	// Status Business-facing status: PENDING (see waitReason), COMPILING, JUDGING,
-	// a verdict, SYSTEM_ERROR (attempts exhausted by infrastructure faults)
-	// or CANCELLED.
+	// a verdict (PARTIAL: every case AC or PARTIAL, at least one PARTIAL;
+	// see VerdictStatus), SYSTEM_ERROR (attempts exhausted by infrastructure
+	// faults) or CANCELLED.
 	Status SubmissionStatusCode `json:"status"`
 
 	// StatusVersion Increases with every status change of this job; compare to ignore stale reads.
@@ -771,8 +867,9 @@ type SubmissionStatus struct {
 }
 
 // SubmissionStatusCode Business-facing status: PENDING (see waitReason), COMPILING, JUDGING,
-// a verdict, SYSTEM_ERROR (attempts exhausted by infrastructure faults)
-// or CANCELLED.
+// a verdict (PARTIAL: every case AC or PARTIAL, at least one PARTIAL;
+// see VerdictStatus), SYSTEM_ERROR (attempts exhausted by infrastructure
+// faults) or CANCELLED.
 type SubmissionStatusCode string
 
 // SubmissionType The business's kind of submission, e.g. ALGO or DATABASE; types starting with KECE_ are reserved (self-checks use KECE_CHECK).
@@ -790,14 +887,25 @@ type Verdict struct {
 	MaxScore int64  `json:"maxScore"`
 	Message  string `json:"message"`
 
-	// Score Sum of the weights of accepted cases.
-	Score int64 `json:"score"`
+	// Score Sum of the case scores, a multiple of 0.0001 in [0, maxScore]
+	// (case scores are whole units of 1/10000, so the sum is exact).
+	Score float64 `json:"score"`
 
-	// Status A user outcome. Infrastructure faults are never a verdict.
+	// Status A user outcome. Infrastructure faults are never a verdict. PARTIAL:
+	// for a case, a special checker awarded a fraction strictly between 0
+	// and 1 of its weight; for a job, every case is AC or PARTIAL and at
+	// least one is PARTIAL. A job's status is the status of its first case
+	// that is neither AC nor PARTIAL, else PARTIAL if any case is, else AC
+	// (CE before any case runs).
 	Status VerdictStatus `json:"status"`
 }
 
-// VerdictStatus A user outcome. Infrastructure faults are never a verdict.
+// VerdictStatus A user outcome. Infrastructure faults are never a verdict. PARTIAL:
+// for a case, a special checker awarded a fraction strictly between 0
+// and 1 of its weight; for a job, every case is AC or PARTIAL and at
+// least one is PARTIAL. A job's status is the status of its first case
+// that is neither AC nor PARTIAL, else PARTIAL if any case is, else AC
+// (CE before any case runs).
 type VerdictStatus string
 
 // WaitReason Why a PENDING submission waits; null otherwise.
@@ -6497,149 +6605,167 @@ func (sh *strictHandler) GetJudgersSummary(w http.ResponseWriter, r *http.Reques
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7H3rcts4tu6roDi7quU9lG9xZyZ2nR+KoySa+DaW3KnerRwTIiELMQkoBGhZnXLVeZrzYOdJTmEtgDdR",
-	"N6eTnl175kePQ5HA4sLCh3XnVy+UyVQKJrTyjr96E0YjlsKf10yn885Ys9T8K2IqTPlUcym8Y6/PQiki",
-	"RbQkM8o1GbGxTBlJzSNc3O16vpeyLxlPWeQd6zRjvqfCCUuoGWos04Rq79jjQr849Hwv4YInWeId7/ue",
-	"nk8Z/sTuWOo9PT353pSmNGHa0tXPRglXikvRi66onphr3BA1Nf/wPUETM4Iq3baSnP9I2dg79v6yV3Bi",
-	"D39Ve+W5PENKcWEwn7KNpjc3/gEEwDDAjpSpqRSKATde0+iafcmY0uZfoRSaCfiTTqcxD6lZsL3Pyqza",
-	"1w3n7KaptJyvrvpgYpYYJiORZIoIqUlCdTghesKImTyloSat4Lr7z5tuf3Dbu/ilc9Z7E+zsek++dyrF",
-	"OObhD6DUzaTIjOsJmU2oJjROGY3mhD1ypdUJiSTQDzJLqCJcAZEXUr+VmYh+DDtpFKVMKRaRlCmZpSEr",
-	"OAuEAk1XdB5LGg2kPKPpHfsxpI0kMCtkLFKEa0VGhi2kFVx1fj277Ly5HVxe3p51rt917fIOpDynYm7F",
-	"UX1/Kq+pZiTmCdfM0HXdGXRvz3rnvUH3TbBz4lbWIBgBMGsDmhGF4GVAqg537Rzvmgiyd++VkBGouhE0",
-	"0xOZ8t/ZDxCbc4MH4o7IlGTiXsiZIKNMccGUweN7JkgruLno3Azedy8GvdMOcAMW6EawxykL9Y+gss/S",
-	"B5a2FY8YGdMs1qT18+MjCXoXg+71Recs8Imh8pdO76zz+qybr5cldJrKkClFRzHrCs31/PtT/JHFcduc",
-	"TSwio8wAwzgzG3M0J5SkWcyWQMaTw3IQo06q+ZiGuq9linymUcTNFDS+SuWUpZob5B7TWDHfm5YuffXU",
-	"hB7+/HLtmYB3mXn576x+or48Wneils+i39ycdrBP+f1y9JmFGmCbKtaDV5lSrVlqmPW/f+u0/4u2f99v",
-	"v/pU/Hm72/70dd9/+eLpP7x8IKVTLu7cQNdMZbHeki9hTsEqvlg6n3yPPXJ9KiPWqG3U+eF7CUtkOv8w",
-	"2pqV5lGlKCJy7QSasPCepSTi47FPFL8TNCZGNzD7tv/PM8KMHPqEapJIpckR+cBfG0hK6OMZE3dGsTja",
-	"f/WygY0qlCl7Bq1IxCKpA5YmXFBtQMURmiUjlvpkn/AxEVIwQ9lWepvvKU11ptYt2i8sjbjZLnDzk+9p",
-	"nrBz1cDQqxtifqtTssGLz2gc45DfslGsEOYv5hYiJzmfqCRRJVnMF6CQmsbdhoKzdodUudMRasZSYhhM",
-	"U66k2CWBljFLqdAB4XdCpkwRnVIewzJPacgUoSIiYw4LzmaxOUJOhiIYx5LqwI5ldBEQBqtKBXSkBjIO",
-	"9oKUxeaPExKoKQs5jQOSZkIROhT2QvtzFt0xMk3lXUoTwgWoiYqKaCQfSctwhoQyYmSf/C9Cw5BNNYt2",
-	"dofCqwMATlpZwUhmo5g1LyFS7MECxs970L7CWizG29yiPbmR1iAV3m5V+qqYwfMrBGNgx2fCkP6bxx5p",
-	"qI0Q2tU228MsoFe8w6c6iPjeY9s8336gqcEkZQbq2oEGxUBv7UB9N9CT7+H5uZ10dh9YOkfEA7Vyd2GB",
-	"Q4vWa09u2EpwdmvKY7WcELSyqnRcTvE+onSahTpLWQRWC3vUpDWWKWGPNJnGDORUjsdMRGa3jDmLo51d",
-	"r2FRluL/+yyhom0sDqPDEDPFCRHsATap0JQLZRTRlGm1CerXsQgBZRWOFNxaoO2chhMuWEEdrowZdJec",
-	"Xl68PeudDghXwIY7JljKQ3K0/4rMJkwQIUlijH2QrjEPcQuDQsbgXZxk1oxAz/dqaqnnexeXg9u3lzcX",
-	"5u/zzkXvrXmgfLF/8/q81+/3Li8ql9/03pk7z3v9887g9H356WK6zvWg97ZzCrf1exfvypf6vf/qlh8/",
-	"61y8u+m8697eXPRvrq4ur5G+fNT89/KU3fPL61/R5EBr6PJjlWTHTM/3em+651eXg+7F6a+3H7q/3l53",
-	"b/rd2hsOutfnvYvOmed7pScX7C3P98q2jhncatXIY6dUb7jxrcHWEw805uaAQ3uGCW00bGau5Eax751T",
-	"wcdM6dKlwklRuviG3zGlz7kCB0HpwWIepytbi6Z0pc9/Z6VHz6i4y+gduxEqm05likS5Ad2v5bng/D0z",
-	"pqExmuWsQmXuh/C9XsSSqdRMhPMPbH7NjMZfudcqR+bULj1WN8h9sEXP0BQ1wwqjJ8NTN4I+UB6bfYb4",
-	"+cCE7oT3Ja/NNpqwFCpLUD1Yr40fgzp+cPi3Zn2cGVJ6EQzMNUvWKmuoXSf0sYd3H+zvwzHq/pnPQdOU",
-	"zhtQyxJfmroRunIWoaNrSx7R8B4tr+e/U/U1fE9I/Z7Ff+igNd4g0cVMS/lyGlOefLvw1Kx1DecA2idj",
-	"581TWWKOv5SBrQ2H9reKXMyoalTv38sZiaW4g7lBOhRRms4JPBERLYmecEXcOzSbAfQRNboXL/fN/0o6",
-	"3sH+frMBRx+bfdJuqIPqMOvNhELIzdjFK69b0WfJOnJqY7nsM61jljChYeZthdTO1vQmb1OmJoIpteUL",
-	"CDZjSr9nNNUjRnXnrlE6znkcc+u3I4qLEFU0fJhM3NNGdqmYEyEjdkLoSDGh0Wy5uLx93+1cD153O4P+",
-	"M0xIY/OtVVBzHvTh7gVPC1xdyby+m6b6+me9X7qktfC25s2sUSXHY2O/ET0xQ8k42vFJf9A565KWjCOW",
-	"7viLLHB6mhndnHnmdlDJSvdtqEKc8QdzCPY1BcvqQuYLquDQQ+dNzWQlr3vvehcDwiNCFaEkYiFPUDm3",
-	"MSSrjnvH3tFhDX0ODO4Y8DFo8/dmsPmHMT9T1c+ShKbzbU8RdTluCnylRoVvRVTTEVVsB3wSDjOVoFM1",
-	"kboiYBHVrG3uaiJxXN42G8mWeWoqZbz5pr+SMnY8qG74l4snHcRIrtz41ZeHy7ifqAZg1kQKRjCuYjbd",
-	"M9xEWmoa5xNuFxusHaFmxcosrbxNZSbHwqbN6NTJhm1ofyH3bO4Ttnu3S8Lp9OBvPvlMH6j5/+lcT6R4",
-	"4ROa3mvlk2SuvsQnhGsQ7oihSWXmrp+mtP37p9/wEP3r7i0coi8OmsXakdETY7mlUPO1TtT87Z+A96hI",
-	"v55r1oTKVgFXZDaRihH0emFExpiPIxbLGR7bFKLD6FA3hjZcjB0/qSZMfMlYxkjr6PCQBE2WVbDzDNxO",
-	"+CNrwJ5BmjG0ZgvZVUbRkalG61ZPqADhfqApp0KXrP+RlDGjwm3ETbZfvrMuzESL9FyXqGgxYZSxyCdS",
-	"GEzfMbRoR1yFcc/zyoqIpk08MQBmfyUyLVbngaXGEgLR5REoiWq3STAtqzZHJidsv+CDhftsif4BViPw",
-	"vPQiC3JaYbUTgRJ1qzb9Gd9aq155UHzb6eCWYHuOAjasY6cFzGKWVZxxa7StyZFMecxOZZJQ0SB0p/g7",
-	"CfEGYgT+hLBkqueAEy72sGi7Cp3OryRHihZtCWA4BtTH3Jk2ZgZ4kEzNk4BKoYEu0TzHo07pagRExLtL",
-	"qdAsImaTyKlb78TC408KIfEZ8CXWwwXigrHTwBMczxEiSrC1HCEOmuZMM1FarsVNjmiwdClTgx1pJkDy",
-	"HXRQRaapHLGoHgTgiYWx1f5ON6lfF6gKuRWpaFg+x89GMTcrtK3xggfe+WipYEwZ8OKk0JcOQKxPL990",
-	"c/lQq23Zvx+8OlwnJzLT00x/GDVa9hbR4RYS0ilQFVLFvomsw5eHB0dHa7W7NdG8P4aWlzVjf00UsBb3",
-	"p3G8QAuajgmjwlgmSRZrPo0RyeGNLGyQ0RwdFo8szLRc55VYcEqs1Wnz0GIuaqXFbpJjp5NtGaHpJUmm",
-	"baRCaWLMGzCmYdvGLNmtrQeZ0AdWtQIM54bCQKyQJFBf4mAXAt21Z+AXn4Q2Ph58HcJLDL1jMsRg1tB7",
-	"CgxUD4WQMKo6MUzmKcIoKpNCagLaZAvM6oQJPeAJk5k+N3o3fbyWM4WjJPQR9j+5kw8sFTtwDCR0TkaM",
-	"7DdFG2HOjY9cx/FTqtiCQ6XBlxgWAd4NYoTmiXsuok2p+GDuNapDjmcr1QW8y+iFX9bHOr8YOTLSsCCm",
-	"QGE+afGOvuXlKkkFvn3ffBAuppnub5lcgw89J8PGbdFtZ7RP2SmrG3TfGFSUxOyOa55QzeK5VZNcTpdF",
-	"+OfkRzB+N9HNr1lyg64H2WUZE2X+lxlbY1SFAzlZq2Tng90ZzpVlQMrzvf4/zzZ0XNnMjP4XDG67ca+y",
-	"UczVZOsErgiCXvBQHBuz4LfN1v7TQvrc+0778OeXTpUUZl1i/juLcjjdRayxMbVok4hEbXlKD/uO8iZm",
-	"X1kjt+6+s9kdUsYncAAY5YrYxD2ijP2jcp3UqvFuncLp1PO9z/SBGvAFp4nne+A0MUI3N2i04QLCSP/A",
-	"ka7cSB070jmOZF/ieY5AGUdM6Y+U6ybtoXOX23d4IwE/RkSKBPATsu8i5+I56UvbOBlw8iJ82UDxP2+6",
-	"N903pAg7k89ypEjr9H339AP+zR7DOItY9ByPyyo3R/ei8/qs+wYOYHRuWCMGOMhV7hn7Fjeg9Q9UfACL",
-	"bPGr69ok99eMqiZD5+NkfkJSFso0KgwamkVck1je1bI5DvYPUUnOLzQYmjjT84J6aU7lKvmw71LnlX24",
-	"+e1VFus+21aT7JBxKn8Hz5oZgCimT8gDjTOmjBmo2aP2icjiGLR8oyBe3Jyd7ZLAUKACH7fKNGVGA/fJ",
-	"hCoAF2u2Q/pMnCWiKYXIXK/qbaWFOPy5KZeyUNbKvxfecDmrDpj/Yd4AYvo20WjbkataYpOeCPxY9jYv",
-	"j7adciFMidyy79gkAfVg4ZY6WsqoZlGnqlesdHdFLOYPLJ13tDaqzeLOOyBSkDFPjYVi732Gg8PmHmwW",
-	"w4ebBxvk9NW4hbl9vgfpU1Rbj8lyLG2k9LMcbUrnFDNSNqfSprCA7l+uctqqIsqv1zltW87UEF8GdaRg",
-	"u+OCv1hSVSvxKrG64MeiVPkl0dxA7N1r1fSz7mBgTjKbJAcIZe5Go/mzHKHTnglzRLQeMMnZJ/1f+4Pu",
-	"+W33+vrymsiUnHYuTrtnZ903O2XtyA6+oQaE9Eag5Swu75bpBOWkwVqyB6R57Ldf3a5K8d8s6bsQA8z7",
-	"dkmdlk8b5ow3BtizJViWm2K1kJ6csbRtDBUyYY/Eqd2oDddjdPvtV7Q9/vT15VHzy9eSgbdjfVwKO24a",
-	"oEMH97Zmpn1qqWW7jYevtgL5S9Roq0zauD6Fb2E7dWMwYU7hMLrElKZ2D+Z2Eul3z7qnA+fJUi6xHf3Q",
-	"OouY0D+poSj0FZvp7gzrwDdbFa5pqICE++SYBCkbs5SJkPW/YPY7kWIo0L+dGLqYmhCXKkBaJWPI2Qx6",
-	"JndOyJvzs4I8Mwyj4WQoggeW8rEtcwqMYZHXs1VoJ7kLTDUmz8exnJ1nseb9/L6Sa78UzrScOQXd4AIB",
-	"pum+chnZaq3T6ZConeRRlBWu3L8d7P/97y+P1h2N1sO3rdOicSyjyNtirYYQL67Lhw18cIUQOy9cWUDq",
-	"GtzPP79oru4xgy3e73bj4gOMRYu3Hx28Onqxf7QEoqv+0jUrsgkLy5K6iLIV+V70HINgnyzsU2cub5bZ",
-	"9iX+pUxDRR0uacvN2nB5kctLUHC3kJLGbVLjQCOXC6EtbQa/eXuuxsi62ws55/mG0RtrDTGDVOY3CTpI",
-	"6gzcUnF4DiKs3HcgFBvtmdpa4oMlkComauQqFGpuHDb5diMndxFudlonJco2CQB8F7dgWWcukdTIz1y3",
-	"69iKri15+qMspm9RVWsscxZKxQJZpY0WpQjA1h+gKm4nEmZGLlNbd92gMmOpH5riNg2VWlcwRCrQYd1s",
-	"nDdnVrcPmhO0UXFsTldylYXWkYS+JVdRa/T4D/w1ad0M3rb/TkYGbndq3rnlh+q/ikm8zuhd0Li9ylqv",
-	"lr7ekjQw10/gJ0V4lKcv5Y9tUwmwzFCs76tnRADVGynY1kmjNiQ5kJrGz3iYLS+r64lxSvPKQldUF1Ol",
-	"HAtjo/GMKY9ZRCi6I0ir7BMAS+Oqe/Gmd/EOLY7r7uD619vXndMPl2/f7jRwfiOz/L8Dprqnf1mWYNQT",
-	"5hBSzKYgMygqxWdIOKHCRWK4Ip/l6KSw86QtgDY3x5iurJ5TA/CnYYLvZdNoW0Wj5EzZLBiZu1UWopFX",
-	"6I1H17zlOISj7Ryk1Tkl/+///F9y2sVOIzPK9fVGgYmPxZ3bQt+qU7cuTBWS/BJ8VOCgzOfVyFkS3AU5",
-	"fW3Rsz2mIRTbw73H+b5uKcZIQc6OT04vz696Z72Ldz75x82bd+aPoci5W3MbtixyKMIeJzRTGnuU8Cr6",
-	"QM8VtTMUZS8jegec1WDpgWJTO7/ne5YAz/c6p57vfex4vjeAwpBz+O8l/Pfa/OcUYu0l2sw1N9eGdsgV",
-	"1lhDeWUyhe4EHlZu2IrQzYiYK80SLE33vVMqQhbnPtGFrbfywLvnAo68Qthsqn/n7N2lgec3nUHndaff",
-	"PSEQoTHLi/mXgEofuqfdW5vuDjHwyKx3PG5DSowimWJ4D4Rb1wL6shqAX0qbe8tTs5kD8JPNNKfmlWk4",
-	"yX1o8GuuWEkRVnJ0T7sbW+mlDjCbZEphrueZvFuVbQopI4Xa9xI6qZTpMxCeTlNmNopNTK3X3C9zxiT0",
-	"se+6rdQCAFkCfsY4RuZgsoqq5/4+p2ShaCmwRS+YRuoMJSXCXIsNXOxnVsFt3dKl2UlfdE/JeVxZ8IIP",
-	"q3LIqlM15KhkCkUklAnbJb0mjMR0QujMkENuORqzCQJthnUbjfTkex8rp+dC8gGh+VFSgBQcKOoEI+tS",
-	"T1g646qSc/Ox0xv0Lt7dvr28vv14ef2hew3TltRL8xqr49qNr2XI5eLurUw/yhSz/qBD2msa3svx2PsE",
-	"LbJYmBl7sm+EBEHIge5A3jPRtHh5W7Mw5kb9cN3N7lnI2tBtUMb2IronSLsN8O0exJIhkEvwLjGaAnn2",
-	"pSZaT7ETGLelVIu42LnqwTbKaRnR8J6JiLQw7gdJLJAJ9ZMiciZIqTPZjhE/dTwU2TSWNILU2jak1lLb",
-	"50D5ZIqpZoTnGbh5wqzvqqL8oeDQVEf7JGWYd0WF2cfmoCtJgfLxOtYgE5WHA21J9e5QdACx4lgRwYwZ",
-	"sozLyDUSVFYp2IGOgFONUQ6gPSQK86pI8K47IHt0yvceDvYUHMl7n7EGc8/eE+wOxVD85S/kVApDkaF5",
-	"KP6zKAVVpBWAYhf4JCgMWfMvGx0OdmDHVqtF1VAQbEVpTuJgsT7UTPyfZGCwHx6/fntKXrx48co9T8ap",
-	"TGCl83hNGMvwnrRuBqc7JyTKUMWEp81kFhYV4YIk5fJkrI8UJDhXAVHZeMwfYe5yExyjPAvyfjC4cur0",
-	"NM4UJEOHMmJDzydDB4D4D9vvZug9BSdm+hDypsyb3Fxdda9v+xedD12CJTSgEnKMIhFz/gPlPylSEu9d",
-	"pMcMld8BSdE0VpJQbCd1tL9PFnp5+uRo/4AstBj0zVBHh69ItQ8jaaEZW3RXxPzrajPAvUovQHhBcwMk",
-	"kzM9k+k9Mg7fWNExWHXYh6+FhuAs5ZoZxnLX0kPv4Job7QZF2/bfmUhplJ2plLGPWYvS5ZYf5wWaZCzj",
-	"WM5QMAxBaMCjt8XHf2E6ei45+aFvZbxf335DgUJQzg9QpfQA3DOuNRzu7thCyTSVURYWKZVDIcXiDi/q",
-	"axJGdEqFomG+3MIedjYjApwQQ+HiMCE7JjTvr0DCmPLE2HgjaPCaiQgOSOhm4Lt2P2auBJghhoKG90LO",
-	"Yhbd2R9OXCMHITUp/Rq5fsHARDMgMgJ2Vom4O8qFlZ+glsVB/koOgp1d0iEhTdk4iwvCLWlDQYXLyRDx",
-	"nPAxNDENCmsxQEelhsTNFCs+XTIHz/vFDsVExpGyVatUVwwDI6CuuZrZ8g6izPMTqiwtEdpdmmuoZTfq",
-	"f4G6naueV6qq8g4gMjJlgk65d+y92N3ffYFGwgROTYev+RGy9xVbOD5Bzkaml1g4Mpqb91U6ZTTBhhqU",
-	"GF7K1GA3FMnNJua/E6oMikLZMlfkHuC+zEOXJcG+ZDS2Jc1UT1zWBLmB484AsVmCR66MejAU+DM6DoRs",
-	"y6mFGXPj4f7+LumUPLfn/DVk+xm6dslHwNShCE6xBWgb1eIAj2bzakmmNIYWizI4YxJQMUfX74kR7kkm",
-	"7lk0FI4b0NIW7WfcwOCaBoGBTQwWpTpuBsKTZiA8GYqjgxekoU3uCYHi5lrvKoOcQXNfqgC1DOzEi4Ti",
-	"xjGrUGXFjpl2AX1PDIyi9OUo34u8Yw+XyLVb8qo9tn9r7mjtUjme2cnaRrSePuEITOnXMlrV11WGmuk2",
-	"Cmy1v2tutoy4oBDsq4cEn+pk1vtmH+7v/2EtZWs9Xxt6y3Zs72kFd4CL7HD/4AcSgL8QIWcw+RG+fdOY",
-	"OZf2Sq3F4ZGD9Y9UOiGbhw5erH+o3kzLPHd4uMlki12C4dlX65+t96oGhoE9uMm8eWgZLBtXVYBMhuOj",
-	"0PQBV/HwLENnkWCm6R1YUTmeo73kYL5SAn7HGtAdVYrcts/L9nnkoy5q5kVdR5dL/LnGUn64PBQqoXFs",
-	"8LnaxUEbNYSMmDNFIhgTTz5oq44pUXBQ5rn8bkbXtAC8MPqYWPs+3avVB/vuF6wfTDNRKQhXfqWUew+T",
-	"wdtYw51msS3sftQptdQPhS3J3iUXjiizLkBUuZ1CxMeQoaMdKYpAJ0SY3OgQKXMKNVVEMQOTmpHANROA",
-	"QsWKamiOlYSm9ywiAbQeMJZHp/gZW2UAIUZDELLUggIPaB7Hdk67gEIOhZvw2J7K+XrDQlDQQ2UKJ2vE",
-	"amdX0yFFtjgsznjRZA/bK3wnIK10YVjSlj7fELvPR6U/DSEGFUExKm/ZhWPML7MlfSiUmLBqc5IMtNOk",
-	"jBklw7+KGrkLAXRCqZYohbl/N4/YQ4mZESmjBLLoxLknuO3MBnaFXeuhQA09ZTpLhSp+L9vtKMGg3iFQ",
-	"5SlxkQXBoQDdzX2eYcQIukss1DjQMrKu+O9sl3Qj8DcVxclYpz0UJVopEWyWv98JljXdMzatGGrmH3My",
-	"Y2kBb0NhJv1+yl+9TWlAWhBdgPJqM7XM9FCAx9OHpAZ7zdVNU2K7+uYV1O4GAwEIkzsVjdI2Pw18skzL",
-	"3AoMbGlknm60qTa3HRIU2Uw/VpVbLABdAkPljUBmxtSz8jt1T/7hWt5GtOU//lvX+65IbvlsLNxFzy1p",
-	"2QVv59932SnjdgHPzai997VA0Kflit8z8Wn/qARDeVPl7VDgHdMlBFhvPFaSCp9nQEKq4qfvuPdrmaBL",
-	"Nn6l/vqH7a39o/UP5c2X/9SNcc1oZI7mHIfKodA1G6DwZrbRc7hHw/vlKkwndymaI7/i+t0lHef9KxrI",
-	"UgGBsdxVOBStEQtppli1t+xPynolUyqIzPSOGbtwqwe2R29wQrg2+kIcG61FpqDQjxgTJQ+rmZARLeXz",
-	"VYpt9mUnvK/Vr6nvdELX+1j/4IN6oUd00xd9jKEHZ3PJ9/xj9+2ftg2LveF680d5W2WJeq9ro1PzuJf3",
-	"qWv4u3qTQqhg+Ta9tvbB1H5OwZLRAqMd/0ajmNE05ix1IYHHqRGlHWziEzOboMISs5UDt1cDMHsD22Q5",
-	"2CV99sBSWsQDFJhVQOJQUJe9kscGuCoBBLQxyuMImlD84gxgCaSTGBAYCmwLZcDE4o59s0qQBWNN6p5P",
-	"p+C3RZyRY3AuGNyAooTjvJAZ3NGWUB/WZTQH7SIiYZYqmf4YAIFm1D8SQir9zP8MEKm23276mKC5Id8+",
-	"vuvzAcnvPplKpfgonttypf8R4AIcIdnU7JmEPoJ/02HIQs5BNXS4Fl2qrUuaESX/aoMmti9pyYvCIwb2",
-	"AQla1QxSfyjKGaQ7wbGz+pu8Gzb8iCEqRQ73D3N3xFC4oBYmGhdORPcsuOKK2FdBE1fkaP/VUAQNHwkJ",
-	"SMtAhEvw0NJ22AFCdnYhkC3tF2yGIih9uqL9gc0Dgp8nJAm9Z4pQiI5z+LAkfrETouaG5YSGqVRqKCxV",
-	"nNmwN7z+PZvbFIbSe7l4GdLe/CmTAClciJ2TwHm8gpO8g5uB9KLTXHME/dn2zSvSyF6fLKN8rdem6esw",
-	"ELdrsKP8knW18NUY5+6BvtGWz0NRbpO34y9pf4yxwFJT0Vq75aFw/ZYLH+NPigTV7riBTxRj1VSd3KVq",
-	"GAGTYOYJxgdwYTAvcGers6SLu6tIwF1iKqLgFsZiTbK9soVYTpYdDh8PD9rD4ePf2KevB/7BYWMf+M0D",
-	"jluai/Uiro0Or8PvMH9eaNcUeXRxgpaQM2OjoFbhVC2EgJDGDiZ2frBdu8ERln9353+ck8luoGqUwJwt",
-	"nzE/nrTKyU6bBAZKP+x9rR6PT+ULq/xOkIwRzKBxFnikZ5gACuEKPElo/jlC7PqkJDYBhsMzzFI4VIpM",
-	"HKs0GJuAbNArxScyHQooRoEMZ8oxk8onswkPJ6B4c1udeFJlHsT+JoW7dihw6ig/6K2JgIcZDI35P0KW",
-	"MgOlEAzyqjAQSt0wCSoBRsG3/aBLPgdIV7Uf0yEzOKV5+SMeQwHncrt8SzubYv76A42RJMtabl5hRucq",
-	"j49kCtK5AK0lEIKRQsWEPsZoAQnwxgCNr3Iu1A7aHBP7GR4cJ4TWuFLef9t5fFQ5j5/vcVx1kDTtsOKW",
-	"vYbvtj/5WzxlPzVvnql3D+baasLYml+KO5srxkiDpGtphZ209jEgb2HCr0sgbGg4H11Fuz0eced5qz+p",
-	"v0Vr5O/rVK3XeS6Lp8Cv/3aqLsssgf29UIn7k2qQsT/6INjDRNTl5pitt7IJfy4QFroqrDL+FubU/nfD",
-	"lJr+7z6qGJBWkdVpzoBSiR1UkJfOm+30XHz/fwF0+k6abrU95Q/20WwMIKW0XKPqFkWP/9qYsrUG/Od5",
-	"fbDaZCkCfZYjzBC2iU2ajLmwofA/GJGsj2QFJIFJpmwvPkwhL53CfyUHmLmVyAdr4VZeCVLLWDoUWhKO",
-	"OiSkZdkUOPzChTCAh7nj8OqqBHm2OgdSt4xKgMqwMdSpbSC2u1geAFlqMF5BKrivhwKnp2nKH9hxXtle",
-	"VuD+BVS0a1yVfwPhn2jvD/CziGWVkysrt//WrpqB7R/ob626ka37V9lUsm3Vq8bqt6Um9anMhM2Zxa/y",
-	"Y86fyzeN56SF8ST43J4hw2DFSOoJ1MCAz5VDD0Oj24BlXOmw5hpvY7HT2FqGWL24C5UE8EFyg1Zwi00M",
-	"dtkrkBTLI1XFmK1st9q3GL+jwlCbaZm6kH+M688QPVsM6x3/9mkhqSj0SVb9AHdOrFk6jAmEdEpDrrEj",
-	"tuua7qQSyzKNQFbnWii5/e2TQUr72FdnXxaZ6AZ7awk8lYtl8S9dtnGd0hVL0dOnp/8fAAD//w==",
+	"7H1tchs5suBVMuq9CJMzJYqS1Z6x9IumaZtjfY1ItaNf0yuCVaAIqwqgCyhRbIci9hZ7g73I3mRPsoEE",
+	"UF8sUqS67Z6NN/3DTZGFQiKRyO9MfPMCEc8Fp1xJ7/ibN6MkpAl+vKIqWXamiib6r5DKIGFzxQT3jr0B",
+	"DQQPJSgBC8IUTOhUJBQSPYTx25bnewn9mrKEht6xSlLqezKY0ZjoV01FEhPlHXuMq5eHnu/FjLM4jb3j",
+	"tu+p5Zyan+gtTbzHx0ffm5OExFRZuAbpJGZSMsH74SVRM/0d00DN9R++x0ms3yALj20E5z8TOvWOvf/Y",
+	"zzGxb36V+8W5PA1K/sVwOadbTa8f/AMAwNcgOhIq54JLith4Q8Ir+jWlUum/AsEV5fiRzOcRC4jesP0v",
+	"Uu/aty3n7CWJsJgv7/pwprcYJ4NQUAlcKIiJCmagZhT05AkJFDTGV71/XvcGw5v++c+d0/7bcbPlPfpe",
+	"V/BpxIIfAKmbScKCqRksZkQBiRJKwiXQByaVPIFQIPxIs0AkMIlAngv1TqQ8/DHoJGGYUClpCAmVIk0C",
+	"mmMWAUWYLskyEiQcCnFKklv6Y0CbCERWQGkogSkJE40WaIwvO7+cXnTe3gwvLm5OO1fve3Z7h0KcEb60",
+	"5Ci/P5RXRFGIWMwU1XBddYa9m9P+WX/Yeztunrid1RwMkJntITcDaZiXZlJVdreX8bs6gOzT+wXOiFBd",
+	"c5KqmUjYb/QHkM2Z5gf8FkQCKb/jYsFhkkrGqdT8+I5yaIyvzzvXww+982G/20Fs4AZdc/owp4H6EVAO",
+	"aHJPkz3JQgpTkkYKGj89PMC4fz7sXZ13Tsc+aCh/7vRPO29Oe9l+WUDniQiolGQS0R5XTC2/P8SfaBTt",
+	"adlEQ5ikmjFMU30wJ0sgkKQRXcMyHh0vRzLqJIpNSaAGSiQGzyQMmZ6CRJeJmNNEMc25pySS1Pfmha++",
+	"eXJGDn969aRMME/pedlvtCpRXx09JVGLsuhXN6d92efseTH5QgOFbJtI2selzIlSNNHI+h+/dvb+i+z9",
+	"1t57/Tn/eNPa+/yt7b96+fifXvYiqRLGb92LrqhMI7UjXoIMgk14sXA++h59YKorQlqrbVTx4XsxjUWy",
+	"/DjZGZV6qJTEcOSKBJrR4I4mELLp1AfJbjmJQOsG+twO/nkKVNOhD0RBLKSCI/jI3miWFJOHU8pvtWJx",
+	"1H79qgaNMhBJzYxTLXuZ4PB//hcsKLudKUg0x6YhzEg0BbIgS5gmIobfaCK06nYEIQ1YTCKYRySgcsQb",
+	"BOI0UmweURBTaLfa7fYBMA6/tn370s/NE5T22XRMwgFMRQKdrg/tEdcfCV/ClLAoTagPhIdWAoOc04CR",
+	"CAKLHbIgiQZQqBlNFkzS1oh7fr4JoUgnEa3fBZ7GE7MJBrurGBnSJGacKM0t3Q7gIB/awKbABaet4nTb",
+	"KKS+JxVRqXyKGn+mScg0H8CHH31PsZieyRpKubwG/VsVki2ob0GiyLzy93AAe7qyhTkKy0DOJioclcIh",
+	"yzYgPw61bMTs+ZNHv4ydDpcLmoBGMEmYFBwaoQjkPuW3jNNWHPowcq+WI8+HGZFIn/RBq6Kab8tma8TH",
+	"+PdYU+tkqSjQrymJmFq2YKxERBPC1djOQiVEWpxa1SGhsbhn/HbE5VyfEh8UmUik6u6VPr/6YaDaHNLf",
+	"hYmYzzXFqYSwSH+g8VwtzSs1INNIkOJcKLMlSKrNHGUETmfQ7fdhMWOK4qR+dlINAcsR14ot4zAmEzkU",
+	"0VizlXFCI/zcSGhEFLun+pQbZBi5D/ckSiniwx7FMSQpl/nR3PuShrcU5om4TUisj74eLwkPJ+LhBCSl",
+	"Iz4wjzoWpw+81g/niVAiEJE0h7jMwg2YJVLd7nCbNT1joF3Qk9K0tBg8qPimJ2SNedwaZeXzhOM3nIB3",
+	"LKI7CkBjVK4RwDclCfzXjSL4j9MwyINB/dHB66OX7aOdOA4ux99G9TAYu7SUtco8P4iFIdCKYGESAhJF",
+	"NMQzqQ2/FnQmknIFMSVcwjiityRYjke8Qe9psoSYcDbVlu08nURMzvRBNF4NNWMSpoxGIdxROpegjwie",
+	"cDwZsTlP9n3HQJLbexgzPk9Vfu5EquapGp9oo05BG2XlgT6zh/Cpo4crKlXEJpXxZhgQZIJjaNinXkgQ",
+	"SUiTZvF9I34Anzo+HMI8oXqlqB0bPQMaeKxDfMAyaZBkKUGKpg8v4V2nfzriDcanCZEqSQOVJtSO7X7o",
+	"dT/2rm70M723TR/+BnPBuJLHIFVIkwSkIom1tUd8bH6EUdpuvwyQ4eBHOtYqc76CrylTc1gkmscBU8iT",
+	"tNxxKMgfzlaJxjwy8mgJgtMKVwTBR1yqUKTKx80xkLSgw5eaWd4CjSSFBmob5p2BCDVHvyXJhNxS344Y",
+	"cZEqNF203hOTh0v8+rMPBIKEyJneOYJSe0+kqqnJrYwlf8S5piuzu1pacn00fvUMmeijadaWSdvP1dPq",
+	"ew97etTePUn0gZF6+KkbPsyGD8zw/LQMLf9yUyLC9IxWzmk9Q8sgL+eR203esy8a5i96Z180cC969D1j",
+	"Ye0m5nt4Bg29TUS4bK0IkMDq80/adqiToHWnCIvkekCMH64Mx8XcPAfZIQjRr0UfFDS0oKMPJNbasSYv",
+	"MZ1SHmq6Qu7QbHk1LGythfAhjQnf06xJW7mgpzgBQzR6RsJQKQgSquQ2dkFVqTOa2SaFLMfWCmxnJJgx",
+	"TnPozM7ol7age3H+7rTfHWqq12i4pZwmLICj9mtYzCgHLiDWjBOpa8oCHAdoslNci6PMipvQ872K48Lz",
+	"vfOL4c27i+tz/fmsc95/pwcUvxxcvznrDwb9i/PS12/77/WTZ/3BWWfY/VAcnU/XuRr233W6+Nigf/6+",
+	"+NWg/1+94vDTzvn768773s31+eD68vLiysCXvTX7vThl7+zi6hfjlDL+sotPZZAdMj3f67/tnV1eDHvn",
+	"3V9uPvZ+ubnqXQ96lRUOe1dn/fPOqed7hZErHjnP94reMP1y63cxOHZuly0PvnXp9fk9iZi2FIzHi3LF",
+	"Aq2yegW3qe+dWUla+Cp3Yxe+fMtuqVRnTKILuTAwn8d5U6zPq/DNgP1GC0NPCb9NyS295jKdz0VigHIv",
+	"dL8W50JD5pTFTA2FOBWLEpSZp9r3+iGN50JRHiw/0uUVTSUtr8hamdr8KQyrumx99FaeGmelfi3XihyO",
+	"uubknrBInzPDP+8pV53gruDX38VXIrhMY2NnPe2vOUZt8eDwb/XqItWg9EN8MVM0ftLqNf6XmDz0zdMH",
+	"7TZqhu7PbA6SJGRZw7Us8IWpa1lXhiITCtkRRyS4M76556+pvAzf40J9oNEf+tIKbgzQ+Uxr8dKNCIt/",
+	"P/FU/LkK5YDxYE1dvEemsRZ/CUVvLArt30tyESWy1k+iVf1IWLUbqUNqxXMJOCI0pq7W++0a6v0pzmx5",
+	"+aqt/yuYLQftdr2LjzzURy3dqw7Kr3na35ITuX53vuSndvRZtG4wtTVdDqhSEY0pVzjzrkRqZ6tbybuE",
+	"yhmnUu5q+9IFleoDJYmaUKI6t7XUccaiiNnIDkjGA6OimcEwc6M17RK+BC5CegLEWIRoVpxf3Hzoda6G",
+	"b3qd4eAZvjipiHpSQc1wMMCnV3zx+O1G5A3cNOXln/Z/7kFjZbXWSWSVVXRUqZl+lYjCpg+DYee0Bw0R",
+	"aVvSX0WB09P027XM04+jSlZ4blvDhd1rIThQBD035yLbUIlCz7j3K74/eNN/3z8fAgu1NUgyc89MhBAa",
+	"ddw79o4OK9znQPMdzXw0t/l7PbP5h7aKEzlI45gky12liLyY1qVGJFqFb4REkQmRtIlmouOZkpO5nAlV",
+	"IrCQKLqnn6oDcVo8NlvRlh41FyLa/tBfChE5HJQP/KtVSYdR9Ev3/vLi8WtznohCxqzQTjeRd33onuFv",
+	"V0KRKJtwt+yRigjVO1ZEaWk1pZkcCusOo1Mna46h/QXu6NIH2rptQTCfH/zNhy/knuj/z5dqJvhLH0hy",
+	"p6QP8VJ+jU6AKSTukErruBBRVZqSvd8+/2qE6F9bNyhEXx7Uk7UDo8+nYkeiZk+G2bLVPyLujSL9Zqlo",
+	"HVe2CriExUxICiZ8YGL26IqnETrwmASC+UMm5KoNbfwycvgkCij/mtKUQuPo8BDGdZbVuPkMvh2zB1rD",
+	"e4ZJSo01m9Ou1IqOSJSxbtWMcCTue5IwwlXB+p8IEVHC3UHc5vhlJ+tcT7QKz1UBigblWhkLfRBc8/Sm",
+	"hkU54EqIe154i4ckqcOJZmD2VxBJvjv3NNGWEJIuC1FJlK06wrSo2p4zOWL72QzM3fNr9A+0GhHnhYWs",
+	"0GkJ1Y4ECtBtOvSnbGeteqOg+H3SwW3B7hhF3vAUOi3DzGfZhBm3R7uaHPGcRbQr4pjwGqLrmt8hMA9g",
+	"HO3ExtQ0n3BB3FXblatkiY7bDWEDk3I1Zc600TPgQOMJRq4UaNbF6+d4UAnZzAENx7tNCMc4AAcl5m6/",
+	"XczhhTQs8Rnsiz/NLgxfQPe3dZ0jiyiwrfUc4qBuziTlhe1aPeSGG6zdykTzjiTlSPmOdRCMH05oWAk5",
+	"AostG9vs73ST+lWCKoFbooqa7XP4rCVzvUO7Gi9G4J1N1hLGnCIuTnJ9ySRTdC/e9jL6kJtt2b8fvD58",
+	"ik5MJOnjpNaytxzdBJsCMkeoAiLp7wLr8NXhwdHRk9rdE2kRfwwsryrG/hPpFJXMMBJFK7AUg4nlrBmz",
+	"Iss2YLK0EXgapEo85ZVYcUo8qdNmORoZqRU2u46OnU62Y4SmH8epspEKqUCbN2hM47GNaNyq7AfMyD0t",
+	"WwEacyOuWSwXMJZfo3ELU6EqY/AXPwvljr+NcBEj7xhGJpg18h7HmlWPOBf4Vok5SSwxbNQok1woQG2y",
+	"gWZ1TLkaspiKVJ1JDOpdiYU0b4nJA55/uBX3NOFNFAMxWcKEQrsumwHn3FrkOox3iaQrDpUaX2KQZ8ps",
+	"kYOgR9wxHm4LxUf9rFYdMn62UV0wT2m98OvTuRRfNR1palghU4QwmzRfo29xuYlSEW/fN2MQw+2DHZMj",
+	"zKDn5GC6I7rrjHaUnbJ8QNvaoCIQ0VumWEwUjZZWTapkITwn0QxT/zYnghy0208z2XWpZ0X8FxFbQVQJ",
+	"AxlYm2jnoz0ZzpWlmZTne4N/nm7puLIpboOvJrjt3nvpskR2JMwQg144KIq0WfDrdnv/eSXB+kNn7/Cn",
+	"V06V5HpfIvYbDTN22jK8xsbUwm0iEpXtKQz2HeR1yL4Udbk5HbC5ZEJEJygAtHIFNrUbpLZ/ZDGdo+hy",
+	"DOZzz/e+kHuimS86TTzfQ6eJJrql5kZbbiC+6R/mTZfuTR37pjPzJruI5zkCRRRSqT4Rpuq0h85tZt+Z",
+	"BwH9GCHkJUIn0HaRc/6cPNBdnAxm8jx8WQPxP6971723kIed4YuYSGhgiov5TB+CKA1p+ByPyyY3R++8",
+	"8+a09xYFsHFuWCMGMchk5hn7PW5A6x8o+QBW0eKX97WO7q8okXWGzqfZ8gQSGghMbrYGDUlDpiASt5Vs",
+	"joP2oVGSsy9qDE0z0/OCekkG5Sb6sGup4soOrl+9TCM1oLtqkh2YJuI39KzpF4Ck6sQkpkqT9PWgfOBp",
+	"FKGWrxXE8+vT0xaMNQRy7JujYpPcTMKvwAxcZe2pQERpzOtSiPT3Zb2tsBGHP9Vl2+fKWvH33BsuFuUX",
+	"Zh/0CjCmbxONdn1zWUus0xMRH+tW8+po1ylXwpQGW3aNdRRQDRbuqKMllCgadsp6xUZ3V0gjdk+TZUcp",
+	"rdqsnrwDEBymLNEWin32GQ4Om3uwXQwfHx5ukTNcwZbJHfY9TJ8iynpM1vPSWki/iMm2cM5NRsr2UNoU",
+	"FtT9i3WwO9XM+tVK2F0LXmviy6iO5Gh3WPBXi24rRcAFVOf4WKUqv0CaW5C9W1ZFP+sNh1qS2SQ55FD6",
+	"aWM0fxET47SnWKDTuDfVIj4MfhkMe2c3vauriysQCXQ7593e6WnvbbOoHdmXb6kBGXhD1HJWt3fHdIJi",
+	"0mAl2QPTPDAhfVMG+lbVMzkZmAIal9Rp8bRl8U1tgD1dw8syU6wS0hMLmuxpQwVm9AGc2m204WqMrr33",
+	"muxNP397dVS/+Eqxwa5ys75GQ2KpIUbIORCbH+eD9YNWHaqmcgS/cT5YMYWxc/GPfeD0QYESWNMxnrKI",
+	"ynGdDwR/qdHgHlRC0KMuISIszF5X8LfbxHrMv0YgpQ2WqhkdcetQeiEhEPMlQmeTpVuzMTT0ewwC5IzN",
+	"JerMzRaca2oHkugXRITx3KkvfUg5+5raUjQuVHH1L+RKFMCsdivXTrGk48nIeVSIG28dYXXJ53VaJtbU",
+	"ZaUDWAJkUuid8+yFtBnt6BEL2T0LTYGREiN+iwVCxVI+l9ilid2WEDbs+DiVCiJGgfERL2fFNyulFQct",
+	"OBcKSBSJBQ1NNoArj7DJ8Np6kOyenjnhZlSkmgqfindhnYMhL/uZF2pFtti5rLREsyakg119MnbUk4Uy",
+	"27jDK+wqI5gKbKVJa5lZ7ojbjccMkRxQO9eK95wkVmBlTgUY9E573aFz+0pXyGbOt0pDytULOeK5cm8p",
+	"wHmhxr4m1JwJmef0KU/olCaUB3Tw1dSlYUGHq7IBTNsAl1cDjWIhiKVctRDNE3h7dpqDp19DSTAb8fE9",
+	"TdjUVo2PtRWetQcowQ6Zv7i+kk3T9VkaKTbInivEwQqxf4uZLirS50Ya1z1XrMrfbKI5g8swhizkuCHu",
+	"8beD9t///uroKT3SusN39fDVvgtLk2hYv1a7Lx+3cFjnROxc1kUCqZo7P/30sr5YWr9s9Xl3GlcHUBqu",
+	"Pp5VudXqM+XgwhM7sg0Ki5S6yvhL9L0aZkHCPlk5p863tF0a6Nfo5yIMJdlWMC3rTcfiJhe3IMduTiW1",
+	"x6SCgVos50RbOAx+/fHczCOrPmKDOc/XiN5axY4o5v2/jY03sYrAHbXs53CEjecOiWKrM1PZSzOwwKTy",
+	"iWqxisro1jHG3+8RyPzp20nruADZNtGy7+JDLxqYBZBq8ZkZQp0goHO1c8DhR7kXfo9dV0GZM+dL5vom",
+	"0y2v20G07oih56nlu5CEnpGJxLaxqbEvTRG+8VvZnG1i4yYY1jPRnXpPVn0Zwt5BfTWDURzrc/ucQWm9",
+	"rsYR6xqUaKP3I3sDjevhu72/YxMF2ay4stcL1X8V/9FTHqIVjdsr7fVm6uuvyZl07ZleSGBhluuXDdul",
+	"bGadV6V6rp4RLpdvBac7Z1jb+P1QKBI9YzBdX4Par6tFDyIipUNhpDWeKUEnBzG+O2gUHWhoaVz2zt/2",
+	"z98bi+OqN7z65eZNp/vx4t27Zg3mt/Jh/f/AU93on9dl4/W5FkKS2nx90wXBjIFgRrgLWzIJX8TkJLfz",
+	"BLBbjvW9ikQmt18+p2DmT+MJvpfOw10VjYLncbvIfeaDXAndX5rQlYljWYxj7oadAxqdLvzf//m/odsz",
+	"jdsWhKmrraJ4n/Ind2V9m6RulZhKIPkF9lFiB0U8b+acBcJdodM3lnvuTUmAnZzw2ePsXDckpZCD0/Sh",
+	"e3F22T/tn7/34R/Xb9/rDyNewO5l52rY75weW5pHd1eni7zC/OKXDSr77cmI66lKjZ2aFY99w/IhCfRh",
+	"RlJp+/mU+2qMOHbEk82Sg7/cJ8KuDuu87Wo837PL8Xyv08W6bwTM871PHc/3hliddYb/XuC/V/qfLia8",
+	"FKDU37lZt7RvLk2jA6xxjufY18gz5VO2LHtXcJZS0dh0ivC9LuEBjbIQxcrh3ihS7xhHoZqTs3Umd07f",
+	"X2gMv+0MO286g94JYMDUdCvRlIR872Ov27ux1SeYkhJqioqme+hClZBKap7B7IcnRca6kpyfC+xjR7lc",
+	"jwH8yRZ+EL1kEszyJjZI0051Ezwopcx3e1v7AQot+7ZJXDTe/FNxuyn5GzO4csXyFba+K8KnhUQyT6g+",
+	"PNZLX22Bsc7dE5OHQX17vEEaoyczior+bVlNxX9OBVHe4ePZzfssdJn3HR+TPmzqx+fW+nnEG4VBSMuL",
+	"mYgopJyZFR7so+/OB2njMGmsJQ56UJvP67n3nCZ49dG4vN9ctnslUsoxvClZtDxVTTJaKg3xBSKmLaho",
+	"l4Yhm7xhbMGSiYuWY//HtrUhbpC/oZkhyQMqet/RRz2hakEph7bJfz7Qm6L3xlDhCZg3fxETvyiUmCzL",
+	"JYxfETXiuWxi0v3Ygo5+gfVfG5XC+LXxLzuhsTFNJjYyD21dUoYdkTpdbWjmQhC7JbmpmSmctnDZHzvd",
+	"EW90ey6glz2gzdlmWaDtJiG2k0o7vvPR9z6VNKmVrC0gmVqRixNULuSJSUnKO1UW1vap0x/2z9/fvLu4",
+	"uvl0cfWxd4XTFkwNvaDNCUG1C9TgMn77TiSfRGLSpbH58BsS3Inp1PuM3WdpkCZMLQf60Blx4cTjUNxR",
+	"XncYso7BQcS0KuoaB9/RgO5hI28R2S+Nqwr29lDQuoGm1hLPOXoaKUkQPLuomVJz02SX2RrUVQnWuewj",
+	"gWawTEhwR3loQrw2+w8jvS8kiAWHQtPfpj7O8njE03kkSIg1CXtYk+AC4NJ3ndyAZaULWaWB78pJ/RFn",
+	"XJ9k5UNCTVxZn7IAVZICFUgTPbbNG0BmeRS2F0VrxDsoW6JInyjkA2uwbLAG49IujZvYbHuuTMQLYQ80",
+	"o45JsoTx+94Q9smc7d8f7EtUnva/mOL1ffvMuDXiI/4f/wFdwTVEGuYR/0teQy+hMUYlf+zDOHdq6L9s",
+	"Ws24aeLEpTJ7OeJgurxrnWm8WlivJ/4LDJmNv8PVuy68fPnytRtvms7qRWWxuyASwR00rofd5gmEqTE3",
+	"bPQewMpWqQVdXOzrYArLOYzP5BhkOp2yB5y72D2MYRrEh+Hw0nG+eZRKrCIJREhHng8jJ1DMH7ZR2Mh7",
+	"HJ/o6bEnHK7k+vKyd3UzOO987IGpPUSFnpmIImhNDSF/IaFA3i0Dj35V9gRWk5BICtvLD47abVhpk+/D",
+	"UfsAVrp3+/pVR4evodziHBrGpZE3LjeFK+U+2/ulNtu4QP0AZkJQtRDJnUGcWbEkU7TwTYtr2xoRe/Rp",
+	"xDLXCwmVhr8A6qGGtG3jspkQWi2dCxH5Jt1buKKc46yyHaYiisTCEIYGyDhzjOfNdO6zdTwZ5WTqmaXx",
+	"QfX4jbghgmJilSzkVZkz47oum9MdWVYyT0SYBnku+ohryVo94XkeTUxBJYRLI+Rxu7MUC5NKRstiOqDH",
+	"Wm+wfV8giAiLtb0/wbsTUh6iwoFtYHzXJ03PFSMy+IiT4I6LRUTDW/vDieuAw4WCwq+FppXUvNB2ptUn",
+	"qwDcLWHc0s+4kv4Gf4WDcVNrEwFJ6DSNcsAtaFqHcclsPFpq1QBzhXLPwdg4rRVmvCemVN5lwbHsKoYR",
+	"n4kolLbcn6iSCacJ1PiZ8EBnLEqPnxFpYQmNkqGYwiYg2lDLuW7nsu8VylG9A4ySzSknc+Ydey9b7dZL",
+	"Y87NUGo6/pqJkP1vpkXpIya7pWqNLSrCpV6vVAklselEREDjUiSad2Ne0WKm/50Rqbko9ntgEu6Q3Rdx",
+	"6NLLsD2x7QVB1Mylm8E1ijvNiPUWPDCpsDOx+dk4kbjYE3PLZvSDh+12CzoFL/4Ze4Np0hquFnxCnjri",
+	"467prr9nDJixEc16aZj6g2HmvH5YG29a28MwwIkm7lnK72g44g4bE9t73NY/2jAFEgweYrT95XE9Izyp",
+	"Z4QnI3508BJqbqA4AewKUWn6pznnuL6hn00kM5dcGEBdUpqEMiqaetoV7nui2aihvozL90Pv2DNb5PrU",
+	"eeXra36tvyzGpfU885IYG918/GzeQKV6I8JNVyaIQFG1Zwi2fHVCZgZOGCcY+K2Ghx+rYFavpDlst/+w",
+	"2xoq1ynUXNvQsde6mCxIdJcetg9+IADmF+BigZMfmdXXvTPD0n7h1h4ccvD0kNIlI3rQwcunB1W7EOpx",
+	"h4fbTLZ6AQeOff302Oo1MIgwtK+3mTdLM0DLxpVjGSSj+Mg1feSrRngWWWeemavILVpRGT839pJj86Xe",
+	"Gbe0hrsblYLYwHve74SFvtFFse056jqq2BuFKZd4igmtMiZRpPlzuf2NNsM5TKgzRUyqZOG+BJMeh4Iy",
+	"K4JyM7puL6b5+rFLpE32K40Vsjxg43hIUl7qpCH9Uvbrvqmi2TPNL5I0sh0xMKfXQD/itpdFC84dUHpf",
+	"EKhiH5qQTTFbSzlQJGALWZxc6xAJdQo1ydvfw9h1YcEK75JqqMVKTJI7GsIYe7Zoy6OT/2x6DCEgWkPg",
+	"otC7xwhoFkV2TruBXIy4m/DYSuVsv3EjCOqh6J7B/lVl2VUnpGAHYXHK8u6kpi/Nd2KkpfY1a258yg5E",
+	"6/lc6U/jEMMSoYR4pUHuwtHmlz6SPtjrIUpdnVLUTuMizygY/mWukbkQUCcUco1SmHnis+wNrM3VJKWV",
+	"QBqeOPdEsZM82L0ecaOhJ1SlCZf570W73VAwqneGUWXpkaFlgiOOupu7+WxCwbhLXFa2cw/SECT7jbag",
+	"F6K/Ke/qYFK6R7wAKwFOF9n6Tkw96B2l85Khpv9YwoImOXszlQffT/mr9nceQwPjQNiXQk8tUjXi6EH2",
+	"McHFfucaTqx6dN0DmgUYNtksaZS2a/TYh3Va5k7MwNaUZ6ln22pzu3GCPLPtx6pyq5Xza9hQ8SDAQpt6",
+	"ln6zmxn+cC1vK9iyH/+t631XTm7xrC3cVc8tNOyG72VXJzaLfDtnz/Vce/9bzkEf1yt+z+RP7aMCG8q6",
+	"0e/GBd5TVeAATxuPpQTT5xmQmLb6+Tue/UpW8JqDX2pc8cPOVvvo6UFZ1/o/9WBcURJq0ZzxoWLQ+okD",
+	"kHsz94zncJ8Ed+tVmE7mUtQiv+T6bUHHef/yztuEm0tVnKtwxBsTGpBU0nJT7hfSeiUTwsFdnZK71ce2",
+	"ufn4BJjS+kIUaa1FJKjQTyjlBQ+rnpCCEuL5KsUu57IT3FUKf+V3ktDVCwB+sKBeaa5fd1mmNvRQNhd8",
+	"zz/23P5pxzA/G+5SkzDrRy+M3uv6j1U87sVz6jqlbz6kGCpYf0yvrH0wt/fQWDAaaLSbz8YopiSJGE1c",
+	"SOBhrkmpabqfRdSmEtFYH+WxO6tjNHvHtjv9uAUDek8TkscDJJpVCOKIE5dnlMUGmCwwCOz/lsURlL09",
+	"yfASez8e2itYQaqZieU7dmWlIIuJNck7Np+j39bwGTFF54LmG1igcpx1gDCX/hlAfdyXyRK1ixCCNJEi",
+	"+TEMBLv4/0gWUroI4s9gIuV7C+ru6dYPZMfHdw2SMEnFh7mQkk2ipS1d+2/BXBAjkM71mYnJA/o3HQ9Z",
+	"yTkohw6f5C7lnk/1HCW77kaBbehc8KKwkKJ9AONGOZvYH/FiNnFzfOys/jrvhg0/mhCVhMP2YeaOGHEX",
+	"1DJJ57kT0Y0118tmsa8cJibhqP16xMc1tyuNoaFZhEvwUMJ2EEBAmi0MZAt79deIjwt3/ux9pMsxmJu/",
+	"ISZ3VALB6DjDO9vNZfgYNdcoBxIkQsoRt1AxasPeuPw7urQpDIV1uXiZgb3+DqixgXAldl5o23CStb7U",
+	"LD1v0VkfQX+2ffMaatHrwzrIn/Ta1F2rhXG7GjvKL1hXK9dtOXcPNty3eB7xYn/Rpr+mb7yJBRa6MVf6",
+	"1I+4a1Sf+xhfSBiX24qPfZCUllN1MpeqRgROYi9fxPiA2RiTZtncSZb0zOnKU6XXmIqGcHNjsULZXtFC",
+	"LKY1j0YPhwd7o9HD3+jnbwf+wWHtBRrbBxx3NBerBX1bCa/D7zB/VnRZF3l0cYIGFwttoxitwqlahgUE",
+	"JHJsovmD7dotRFh2Ydl/OyeTPUDlKIGWLe5y10Yx2WmbwEDhh/1vZfH4WPxik98JkzHGC+w4iB7phUkA",
+	"xXCFkSQkuxDbtMuTwnRPR+EZpAkKlTwTxyoN2iaALZpM+SCSEcfCJD2Znh4TiHxYzFgwQ8Wb2SzikzLy",
+	"MPY3y921I26mDjNBb00EI8zw1Sb/h4tCZqDgnGJelQmEEvea2CgBWsG3jfQLPgdMV7W3kMECpTQr3n40",
+	"4iiX94qP7KVzU2lwTyIDkkUt00tYkGUpfZrYvMxYICAmUigpV8cmWgBj8+DYGF/FXKimsTlm9v4y854A",
+	"e4oLcff75PFRSR4/3+O4SZDUnbD8kUp13SVRM+/R32FUP8zGVNuuM2U1YXOnieC3NleMQg2lK2GJHRpt",
+	"E5C3bMKvUiAeaJSPrruBFY/m5JWk4vqC6y16yn9fp2q15nddPAV//bdTdV1miSuPKBs7L2QNjf3RgmDf",
+	"JKKuN8dsZZxN+HOBsMDVyxX5b25Otb8bT6no/+422jE08qxOLQOK5ZYiKcmb3fRcs/5/Ae70nTTdcl/f",
+	"H+yj2ZqBFNJytaqbl6z+a/OUnTXgP8/rY6pN1nKgL2JiMoRtYpOCKeM2FP4HcyTrI9nAktAkk7aJqUkh",
+	"L0jhv8KBydyKxb21cEtLwtQymow4dphEHRLTsmwKnLkaiGuGZ3LHcemywPJsdQ6mbmmVwCjD2lAntplc",
+	"a7U8ALPU8H05qOi+HnEzPUkSdk+Psy4HRQXuX0BFuzK78m9G+Cfa+0Nzn2xR5WTS0u2/tat6xvYP428t",
+	"u5Gt+1faVLJd1ava6re1JnVXpNzmzErb/zWkeb5ptISGiSfhPaUaDM0rJkLNsAYGfa4M+1lq3QYt41Jz",
+	"CHdjgSl2mlrL0FQvtrCSgDAMaZkkXpcY7LJXMCmWhbLMY3ay3SqX2H5HhaEy0zp1IbvF8M8gPVsM6x3/",
+	"+nklqSjwIcWzZDxzmPdogdVbZ2ICAZmTgClzlYC7bsJRpSnL1ARZnmul5PbXz5pT2mHfnH2ZZ6Jr3ltJ",
+	"4Cl9WST/wtc2rlP4xkL0+Pnx/wUAAP//",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

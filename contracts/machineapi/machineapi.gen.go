@@ -22,6 +22,27 @@ import (
 	"github.com/oapi-codegen/runtime"
 )
 
+// Defines values for CheckerProtocol.
+const (
+	CheckerProtocolLegacy  CheckerProtocol = "legacy"
+	CheckerProtocolScore   CheckerProtocol = "score"
+	CheckerProtocolTestlib CheckerProtocol = "testlib"
+)
+
+// Valid indicates whether the value is a known member of the CheckerProtocol enum.
+func (e CheckerProtocol) Valid() bool {
+	switch e {
+	case CheckerProtocolLegacy:
+		return true
+	case CheckerProtocolScore:
+		return true
+	case CheckerProtocolTestlib:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for CheckerType.
 const (
 	CheckerTypeExact    CheckerType = "exact"
@@ -381,13 +402,14 @@ func (e SqlProblemKind) Valid() bool {
 
 // Defines values for VerdictStatus.
 const (
-	VerdictStatusAC  VerdictStatus = "AC"
-	VerdictStatusCE  VerdictStatus = "CE"
-	VerdictStatusMLE VerdictStatus = "MLE"
-	VerdictStatusOLE VerdictStatus = "OLE"
-	VerdictStatusRE  VerdictStatus = "RE"
-	VerdictStatusTLE VerdictStatus = "TLE"
-	VerdictStatusWA  VerdictStatus = "WA"
+	VerdictStatusAC      VerdictStatus = "AC"
+	VerdictStatusCE      VerdictStatus = "CE"
+	VerdictStatusMLE     VerdictStatus = "MLE"
+	VerdictStatusOLE     VerdictStatus = "OLE"
+	VerdictStatusPARTIAL VerdictStatus = "PARTIAL"
+	VerdictStatusRE      VerdictStatus = "RE"
+	VerdictStatusTLE     VerdictStatus = "TLE"
+	VerdictStatusWA      VerdictStatus = "WA"
 )
 
 // Valid indicates whether the value is a known member of the VerdictStatus enum.
@@ -400,6 +422,8 @@ func (e VerdictStatus) Valid() bool {
 	case VerdictStatusMLE:
 		return true
 	case VerdictStatusOLE:
+		return true
+	case VerdictStatusPARTIAL:
 		return true
 	case VerdictStatusRE:
 		return true
@@ -423,12 +447,21 @@ type CaseResult struct {
 
 	// Message Checker diff, signal name or SQL error, at most 4 KiB.
 	Message string `json:"message"`
-	Score   int64  `json:"score"`
+
+	// Score fraction × weight rounded half away from zero to 4 decimal places
+	// (a multiple of 0.0001 in [0, weight]); the fraction is 1 for AC, 0
+	// for any failure, and what a special checker awarded otherwise.
+	Score float64 `json:"score"`
 
 	// Signal Terminating signal number, 0 if none.
 	Signal int32 `json:"signal"`
 
-	// Status A user outcome. Infrastructure faults are never a verdict.
+	// Status A user outcome. Infrastructure faults are never a verdict. PARTIAL:
+	// for a case, a special checker awarded a fraction strictly between 0
+	// and 1 of its weight; for a job, every case is AC or PARTIAL and at
+	// least one is PARTIAL. A job's status is the status of its first case
+	// that is neither AC nor PARTIAL, else PARTIAL if any case is, else AC
+	// (CE before any case runs).
 	Status VerdictStatus `json:"status"`
 
 	// TimeMs CPU time.
@@ -436,15 +469,44 @@ type CaseResult struct {
 	WallMs int64 `json:"wallMs"`
 }
 
-// Checker Answer comparison. `tolerant` ignores trailing spaces and final newlines;
-// `float` compares numbers with `absTol`/`relTol`; `special` runs a
-// special-judge program in the sandbox (exit code 0 = accepted).
+// Checker Answer comparison (docs/engine.md, "Checkers", has the exact rules).
+// `exact` is byte equality. `tolerant` compares lines after removing
+// spaces, tabs and CR at line ends and dropping trailing empty lines.
+// `float` compares tokens separated by ASCII whitespace, decimal numbers
+// within `absTol` or `relTol` (relative to the expected value).
+// `special` runs a special-judge program in the sandbox; see
+// SpecialChecker for its protocols.
 type Checker struct {
-	AbsTol  *float64        `json:"absTol,omitempty"`
-	RelTol  *float64        `json:"relTol,omitempty"`
+	AbsTol *float64 `json:"absTol,omitempty"`
+	RelTol *float64 `json:"relTol,omitempty"`
+
+	// Special A special-judge program stored as an artifact, compiled in the sandbox
+	// with the runtime of `language`, next to its `files`.
 	Special *SpecialChecker `json:"special,omitempty"`
 	Type    CheckerType     `json:"type"`
 }
+
+// CheckerFile defines model for CheckerFile.
+type CheckerFile struct {
+	Name string `json:"name"`
+
+	// Sha256 Lower-case hex SHA-256 digest.
+	Sha256 Sha256 `json:"sha256"`
+	Size   int64  `json:"size"`
+}
+
+// CheckerProtocol How the special checker is called and read. Absent means `legacy`
+// (every manifest published before this field keeps judging the same).
+// `legacy`: argv `input expected output`; exit 0 AC, 1 or 2 WA.
+// `testlib`: argv `input output answer` (testlib's order); exit 0 AC,
+// 1 WA, 2 presentation error (judged WA, message says so), 3 FAIL
+// (infrastructure error CHECKER_FAILED), 7 points: stderr starts with
+// `points <value>` as testlib's quitp writes it.
+// `score`: argv as testlib; exit 0 with exactly one decimal number on
+// stdout, the points. Anything else (other exit codes, garbage, points
+// outside [0, maxPoints], a crash or a time-out) is CHECKER_FAILED,
+// never WA.
+type CheckerProtocol string
 
 // CheckerType defines model for CheckerType.
 type CheckerType string
@@ -734,9 +796,13 @@ type Limits struct {
 type Manifest struct {
 	Cases []ManifestCase `json:"cases"`
 
-	// Checker Answer comparison. `tolerant` ignores trailing spaces and final newlines;
-	// `float` compares numbers with `absTol`/`relTol`; `special` runs a
-	// special-judge program in the sandbox (exit code 0 = accepted).
+	// Checker Answer comparison (docs/engine.md, "Checkers", has the exact rules).
+	// `exact` is byte equality. `tolerant` compares lines after removing
+	// spaces, tabs and CR at line ends and dropping trailing empty lines.
+	// `float` compares tokens separated by ASCII whitespace, decimal numbers
+	// within `absTol` or `relTol` (relative to the expected value).
+	// `special` runs a special-judge program in the sandbox; see
+	// SpecialChecker for its protocols.
 	Checker Checker      `json:"checker"`
 	Kind    ManifestKind `json:"kind"`
 	Limits  Limits       `json:"limits"`
@@ -856,10 +922,34 @@ type SessionResponse struct {
 // Sha256 Lower-case hex SHA-256 digest.
 type Sha256 = string
 
-// SpecialChecker defines model for SpecialChecker.
+// SpecialChecker A special-judge program stored as an artifact, compiled in the sandbox
+// with the runtime of `language`, next to its `files`.
 type SpecialChecker struct {
+	// Files Extra files laid next to the source before it compiles, e.g. the
+	// problem's copy of `testlib.h` (the judge ships none). Names are
+	// plain file names, unique, and not the runtime's source file name.
+	Files *[]CheckerFile `json:"files,omitempty"`
+
 	// Language Language key, e.g. cpp17, java17, python3, arkts, mysql; it decides the pool.
 	Language Language `json:"language"`
+
+	// MaxPoints What a `testlib` or `score` checker's points are divided by to
+	// give the fraction of the case weight (points must lie in
+	// [0, maxPoints]). Absent means 1. Not allowed with `legacy`.
+	MaxPoints *float64 `json:"maxPoints,omitempty"`
+
+	// Protocol How the special checker is called and read. Absent means `legacy`
+	// (every manifest published before this field keeps judging the same).
+	// `legacy`: argv `input expected output`; exit 0 AC, 1 or 2 WA.
+	// `testlib`: argv `input output answer` (testlib's order); exit 0 AC,
+	// 1 WA, 2 presentation error (judged WA, message says so), 3 FAIL
+	// (infrastructure error CHECKER_FAILED), 7 points: stderr starts with
+	// `points <value>` as testlib's quitp writes it.
+	// `score`: argv as testlib; exit 0 with exactly one decimal number on
+	// stdout, the points. Anything else (other exit codes, garbage, points
+	// outside [0, maxPoints], a crash or a time-out) is CHECKER_FAILED,
+	// never WA.
+	Protocol *CheckerProtocol `json:"protocol,omitempty"`
 
 	// SourceSha256 Lower-case hex SHA-256 digest.
 	SourceSha256 Sha256 `json:"sourceSha256"`
@@ -918,14 +1008,25 @@ type Verdict struct {
 	MaxScore int64  `json:"maxScore"`
 	Message  string `json:"message"`
 
-	// Score Sum of the weights of accepted cases.
-	Score int64 `json:"score"`
+	// Score Sum of the case scores, a multiple of 0.0001 in [0, maxScore]
+	// (case scores are whole units of 1/10000, so the sum is exact).
+	Score float64 `json:"score"`
 
-	// Status A user outcome. Infrastructure faults are never a verdict.
+	// Status A user outcome. Infrastructure faults are never a verdict. PARTIAL:
+	// for a case, a special checker awarded a fraction strictly between 0
+	// and 1 of its weight; for a job, every case is AC or PARTIAL and at
+	// least one is PARTIAL. A job's status is the status of its first case
+	// that is neither AC nor PARTIAL, else PARTIAL if any case is, else AC
+	// (CE before any case runs).
 	Status VerdictStatus `json:"status"`
 }
 
-// VerdictStatus A user outcome. Infrastructure faults are never a verdict.
+// VerdictStatus A user outcome. Infrastructure faults are never a verdict. PARTIAL:
+// for a case, a special checker awarded a fraction strictly between 0
+// and 1 of its weight; for a job, every case is AC or PARTIAL and at
+// least one is PARTIAL. A job's status is the status of its first case
+// that is neither AC nor PARTIAL, else PARTIAL if any case is, else AC
+// (CE before any case runs).
 type VerdictStatus string
 
 // JobIdPath A BIGINT id as a decimal string.
@@ -5331,168 +5432,186 @@ func (sh *strictHandler) OpenSession(w http.ResponseWriter, r *http.Request) {
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7L1td9s2sjj+VXC495zKW0qxHTfb2Oe+UGQlUWJbXklu7/6r/E2IhCTEJKAQoG019Xf/nRkAfJAoW3Kb",
-	"7L3n7Js2FklgMJjnGQy+eqFMFlIwoZV3/NWbMxqxFP85YDpdtqeapfBXxFSY8oXmUnjH3pCFUkSKaEnu",
-	"KNdkwqYyZSSFT7iYtTzfS9mXjKcs8o51mjHfU+GcJRSGmso0odo79rjQLw8930u44EmWeMf7vqeXC2Ye",
-	"sRlLvYeHB99b0JQmTFu4PshJL7qker4O1mjOyGc5ITwCCDj8tIAXfU/QBIb9DN8+Ctx/pWzqHXt/e1Hg",
-	"5YV5ql70IgNPytRCCsUQnDc0GrAvGVMa/gql0EzgP+liEfOQAmgvPiuA7+uW83TTVNqlr68vNZORSDJF",
-	"hNQkoTqcEz1nBCZPaahJIxh0/3nVHY6uexe/tM96p4FPgstBf9Tv9M+ury6GV5eX/cGoexrstbwH3+tI",
-	"MY15+J1WEDOqGOEAPYmlmLGU6DlXJKRxzNIf1AmhEyoiKQjXCN5bmU54FDHx7eFrZ3rOhIZRWUQmmUYU",
-	"0ziWdyw6IUf7L0lw0T/tXg+6v/Q/dk8DorRcKES/kBFDeN9Jwb4PKj9LLkgoI0buqCI0ThmNliRTLCIy",
-	"JXOqCLtfAKEjXBdSv5WZiL4XbBMAYspjVhAru+fKbOolXcaSRiMpz2g6+074mshoSdh9yFikCNeKTAAf",
-	"J0SwW5Ya8UW4JlQRrhDKkZTnVCwth6tvD+WAakZinnCgv0YwaI+612e98x4y6wmZ0PCGyOmUTGVKUEI3",
-	"UUQTZSQyyL1VGd7MhXgdRPbtFyVxj2BdCZrpuUz57+w7EMw5V4qLGRBMyqZIwGHKImBFGsOviinFpThB",
-	"fiNhTHmCigYhZfcLFurvAeeQpbcsbSoeMTKlWaxJ46f7exL0LkbdwUX7DATt1UX7l3bvrP3mrAtbZqgK",
-	"BISiCSMLQ/fkjus5bqecTu0yFqkMmVJ0ErOu0Fwvv/16fmVx3ASFbKUdF6EUiiuY0oCoDSv/oEhCBZ8y",
-	"pTeyy4NTpEh7HapYD7dkQbVmKUz3///Wbv5/tPn7fvP1p+Kf163mp6/7/quXD//l5RaA0ikXM9ROVLEB",
-	"U1lskBBFHICn8WUqFyzVHPTwlMaK+d6i9NNXL8wheAw3Fs4H32P3XHdkxGqNlFXDxPcSlsh0+XGy+vqr",
-	"oydsGvhUKWqEXnU/OnMW3rCURHw69YniM0FjAsYL8MDwn2eEwU76hGqSSKXJEfnI3wDTJ/T+jIkZWEVH",
-	"+69f1aBRhTJlz4DVAFFjbLE04YJqYFsHaJZMWOqTfcKnREjBALKdzD3fU5rqTD21ab+wNOKhHpqXH3xP",
-	"84SdqxqEXl4ReLYKyRYLv6NxbIbc6cOHsnn5myPCfGFuI3KQ84lKFFWixXwDCqr5lE8qJ59ZqJFJDOE8",
-	"ySEr5o5QdywlgGCaciVFiwRaxiylQgeEz4RMmSI6pTzGbV7QkClCRUSmHDec3cVcMHUyFsE0llQHdixQ",
-	"90gMykiRgE7USMbBiyBlMfzjhARqwUJO44CkmVCEjoX9ofk5i2aMLFI5S2lCuLDCU0QTeU8agBlj8+yT",
-	"/yY0DNlCs2ivNRbeqgAwk1Z2MJLZJGb1W2gg9nAD4+d9aJfwFPkOzWtu0x7cSE9IKvP6CF5dJTP8/hHC",
-	"GNnxmQDQf/PYPQ01EKHdbWAP2ECvWMOnVSHie/dN+L55S1OQSQoG6tqBRsVAb+1AQzcQgAEau+Qo7SDG",
-	"pyljw1jqGu7Gnwm8QKTIjXCS8tkcLPe7k1xQooeRULEEZaYINd5qlgoW1Qspem92+dVRacsP6uUE13Wi",
-	"5728Q//GkC8aDiShSzKXcYS/OVcOBgD2ApvuTqY39bLKAXTw0/7+/k4iqEBgDmwtpZgtMr7tjnsESIX/",
-	"c82SJ4U3TsSiD3KCupDe98xXgGoLFU1TulxbCM6yEXQz4m5wg2WSLPT65h3gbsAuTXmqNLEv+mAhpSxh",
-	"Av3DJQFLaGlNITk1ZPZZTh5XfLVkZGITW4QgfO+Giyff/CAnH+G1B99Dh7u7kGFNyOQtEyHQnpY3DKxr",
-	"JiIw6VBou7UJdueTSN4JNFxB+qdojj224KqarF0wgjVgCeWCi9kzNC3QjjFJn0LGuXuv9M22yF5I+aQ8",
-	"v4R3gFgzAVp9i70Z2DdBZ2SThKN3s8V3w+LlGu5AQ6O03TVIttRj1+XnHFBBTAWoEpqLFdZx4SlbMBEx",
-	"ES53NEPeMxrrOZCTFIzEMqQxifLBSONUGqOYskQKn1gYCE/ojPnEmAsR1XRCFfNJxNXNXmvNGIiYprzG",
-	"jh3OZaoJu1/EVKBv5RPWmrWQ99HaJprdg9MjwclOmVYr9vbB/uFRjb09x0UhKuyziZQxowIemnhk1TWi",
-	"zd8//eY8ouNHXKKVfcexivnqd0bB22Aus/qwaSjFlM+yFDFAwFZlhApCo4QLopjOxSEq2IaQGuMncoKK",
-	"LSJmdkS7MzEuuxenvYt31790B723vU571OtfeL7XvQDP+NTzvdNBu3fRu3gH/+wNza/bGR2XTERczH5h",
-	"KZ9ajxhGFuA6A/Wepobe4Z9cmV/BCjnlaiEV15bXVozhTqd7OeqekkYok4RrK+Hz2OQe+GDts0G3ffqv",
-	"607//Lw3wrepIDwyQcOYMJrGHExqGsck4lEFI24Gz/fWxtly5W1r78IQJtzXccDiCo2nvxv7dVHOG1qf",
-	"yGi5zjuh9YqfjDGgy4JRBmA2tRkQE3evwtFfmPeI0mkW6ixlEca02b0mDaA/dk+TRcyQDuV0aoiATDmL",
-	"DZ7X6H6jn/0+S6hoAv6AOByHY1gDZqRcqA3cXutdr/p8xnF7zF8rsLUG2zkN51ywAjqzMyGGlwtiWgnx",
-	"e75XF+H3fO9Dv3dx3emfdkuvFr91/+eyN1h572qIP1z2+2fX573heXvUee/5XmfQPe1ejHrts9JIw+5w",
-	"2Otf1PwyvLrsDobdUxyrHDTHP0fXb/tXF2beN9flv9uDUe9tuzPCH3sX1+fti97b7nBUfnTeGw6N5Djr",
-	"tofd67M+Ph90h1dno+tO/+LtWa8zsoN32hed7pmRORWgLtv/Ouu3T69H/f71WXvwrlsMUSynHIL1fM9F",
-	"+jzfKwX6tuRe6wD1xC2NOfDwZSq1DGV8JVS2WMjUcPYHyQXQRvGe+6VrwvmlX64U/gkWyDlXmAyCrcqD",
-	"p8UYQxNCXfthmC1YqliE41zIiA3Yrbyxf9mMAcw3Kf3VTjWf0lBfSN0T54V54H638VzYHzBAziQ+NVG8",
-	"PNuEg3aoCFlsxHYFktUEgfu8gH9ANTszoXLYGAGaFAMlV4LeUh4D86BQfM9oqieM6uc5oLkpYv/eyskp",
-	"GUMVJ+fl4aqT43uRU1e1qhk1LteKxVPCFXEvkwaaKVKQYe/dqDs4L4vAkqkRUzHL6Iyp+tHdY8IjZXQd",
-	"zodGlfIxtqtV1eQyARs9Z8lYNBapnLDIx+yOMyJYtNciI5eRlDEB24qRG8Zsqiymmik9FikDmicLlppZ",
-	"wbdAg8K8lgkwRqQJNtNoiS8pQvVYBO+6I/KCLviL24MX+RKDFnFK5JhQM6aeU41+jcKQpIFiLGBVi5Td",
-	"cpkpYuAwIaStdvfMzjjAD5/eYbRpHw1iONvqB2UN4KpFhilIRRpcG+wnXDTwPd/ZaDDK3t7jwYzDn149",
-	"5VLZnf6FparWSgIBQSYZj60naAnj1ryvrPE89m5YyJq4AQet/db+CZmFITk4bB229sfeik796eCwLmAN",
-	"K3qTqeU6EB/kBGkS+SCP9vzJta8o8RVE+FUxUNnSMqwlbq7T+yVR9KxAi6GKAbvl9dvTc+EJRe7mTBQ2",
-	"fDinYsZUyYZHmH1j6+89Iz4erTgVj0vD0rsPvien05gLhvnG2tiZQxMBeUMxxXk357bQwUhERdRc3gli",
-	"x3pGBEI5hvzrqKaCFH91u9yUawioIxUToFjxUcib3rvexYjwCEQzJRELeWJMZlt4Y41k79g7gpWUPcyD",
-	"5utPv+03X4NrefBzfbatJ6Yp3c6L2N1HKAZ3jkLJQv/rjeyV6WqYZZrS3NmwCd0wpkqRhmKMMDEDwsLX",
-	"OvBzxZs7bXfP+xfXVxeDbrvzHq1A3+udt991S+Zpp38xavcuuoPrzqDbHlkLs3816IDp/b59NTRmZac/",
-	"GFxdgt15eQV2a9lmBXO2h4O973Y+dgfXb9s98+TD1em77vXpmxUg8p8HvXfvR8Oy1bqdnXqKkZYrkTIa",
-	"zqnJe/RA9Rd2Xce4SSztpMzQ+oApmaUh697PaaaMUdaRaZotdE8sMrD3ysZeB1nDyzMUbyk3Dz6A6XE6",
-	"qc5ufxyArFdlaw/sOxfrXFetV29wK/oXIC4yxWyAnSAm4TcnH5s2GM/AAImnzRCAMuUhY6ElBqZA7Jyg",
-	"OVREx7DIpvhztFwwEnzsdrrXOEWASpKiwtRNLsbCxdJ8fMI1AIHGlousGi+AxPwG7KElkXrOUgyxonni",
-	"qK9YmiOMLfd2WI7sIe4dDgdF9HKH6AEWpVkrwBYLkCRTaKcQKU5KaRms7ACptZAyhrXndUFo9K3HHZxh",
-	"t605tlu8dkWg5JPZMeokygc5yfWd24l/XnWvkBsHVxcXjuvPL8+6hrNzZi1YeruN+mfGMmSIgTF0kGdA",
-	"tBvWyvmlYCq7j8NKQHkHEf4cdBuer/ctXArX1i5odq+L0oXDn17VFC8cvjo8OKoLpxY89nTgflh+t/Lt",
-	"aIs067D69iqZrAy2AplfJiOLm3pC4mJbb7SK2ACIMwCxAYyFnIRum60esv5Ti/wK5t8iZYoJjaLFlIhG",
-	"bCwmLJZihuW71kmSU0KFkTQwom85mQuYx1VkNY72X49FUAkLBXuVscGaXIKkBbHdIkHhBcBgAaHxHV2q",
-	"sTD+GNd1WfvPNrJRT1NSsCbKmtA4jNa85UplLLJRaufENjBSQA7IXGYpyUQM+AFQnUksFTPy9Y4rVpDm",
-	"P0hEl0bZl+P8hz+jKej+/rmGSp8tfPJFbyaW5/kLeSDokeBC8ZLvbGoRshb5yNgCVZQg1BRy5jFJKeKl",
-	"iY67wtcqG1uz2f39ss7Bm0ul36UyW2ybioOJ/vq03Wo6xUySJ8jKUPplfNbt1FlJglaR7Z6QG7a0TnK4",
-	"WBz8wyef6S2F/y+Wei7FS5/Q9AYcs2SpvsQnqCZZyCNWMHxrxa4vZY5+bF1j5ujlQb15vxK42NXETxY8",
-	"Zh2ZJLTO3OqY5yQ0LxDwcEjjqylruk4mDybAwxMe05QsYhqyuYwjlioSs6ktJNw7ISxZ6CXysisiezrd",
-	"xoROl5eSC11fiYFFGCiPDSVjUR2Agx+SBXyJZSEoFUQex8hfjqwbipuQTWIeWlcBc+UJ5WLLuAa71yk9",
-	"R5y8Weq6uJx5SGYpxTIDKYiWC5NtR6U6iVnygzJlwjYM+OGXcwyUzRmNnuPM8zpn0+aayjHCMuk+QobX",
-	"Pz5GhAkXj64fBJNKaBwzpYmhHrtYlO3O2gwpZipTTTIRsfSExPKOpeZNV+JjNBfVhIkvYE89AzU7FgBs",
-	"5I5BJiqcsR1dK01FRNNoA5bsUzCx8l2ysTikFh4h8RZxud6wTzo//njwD0O37y6uCLvXTGD0jjSaSkf/",
-	"PRMZvLG3RtAo1tdAvN0UK7TyIMWy7mqgEHjdhI5XC/xsVt+CO/vxR9I4ZRNOhY0eNg+O9jYFEuvgWxHv",
-	"vCTac9wWa/BXhVxlTytipoaT10i7VkcwqpipvNy9ympb9Vet+fkLKnOqO3tp7UqMMZpqAa5I/+Mz2Ett",
-	"Ez9EnNno4TZlL2bQjdi/BMeEKfWMgnJ1ak/3bI4ZHjxZoOeboUZS0/jPj/W9yGIxp+rJnbrElx4QdYjj",
-	"IfuyIUwNKChXmrkvbKw6Ly9DoHemrG3IpAyjW59f2ubKPm2kpg1lNf2PpIHFcyza88lZfzgydTNLmaUK",
-	"QzuJTNmeT/LAAGmEzpfHMy95OrQSd+x/9HzPJrx3jSn0b+Bbk42txg0wkborQxjdfD7ZaMIsGEp+rMMF",
-	"zGtiCis7/dNufqBEPV7w+vPB68OnWEBmepHpjzWADHMNia+QkC4QKtjYPwWWi1Q8DthT5xL+Glhe7W8h",
-	"JorzDCtngGgcr8EyQfGeMCoUoSTJYs0XsWFJXJE1k50LyO5ZmGmZPg7my/0VOA+eZNv8kEROaqXNruPI",
-	"81JJ6A5RlV6SZNrWAimN1YQYFHHmdmtlP8ic3rJiy6RgiLmxAOtOSBKoL3HQwrDXyjf4xCehPekTfB3j",
-	"IsbeMRmbsvyx94Bx47EQEkdVGETlFdMWJImJyqCuS5jQI54wmelz8B3p/UDeKTNKQu/RGiEz8BCEidgk",
-	"dEkmjOzXRWBwzq0rHRzGO1bwF5lwo7xWc+FhcVRli9MO29Y7Oyjyoudcnj1qV5i3wAz58vSpjS9AR0AN",
-	"a2Rqa2rtpMUarQJ5lFI7dPeozo4n27hYZHo4p4c/vXpykeat/CP++3MOjRkW3XVG+5Wdssqg+5itITGb",
-	"cc0Tqlm8tHECd/rTSvjnnPRifDbX9cssG2K7HrzIz36V8V9G7AqiKhjIwXqMdlzay9kGIKQ83xv+c9tM",
-	"nz1jNvxiMmn9TIcyqaQ3fukOTk0tXXcw6A+2HNce0PNcRSoMfunsxwLa88vemUmZfLg6fQf/2hZscNLM",
-	"4w9ZNMNyiwdTBleXNbdHyqSMT/JU3krEnKDsjZfEhpwckOFi4fneZ3pLQU5ijM7zPYzRAX0sQXBsCTSO",
-	"9MGMdOlGatuRzs1ID743AKPxeaVqaN1uL7qrztDaYZyECyfJnziZY+etI1W7mmdFr5+zHOtZ73ay6FH4",
-	"VRY/s3KQuTqK7Yoi/rSHJgv2fWxGx+UmdhPZzh9bnLetx5vzptzsj2HxWWQQVcv2Hy00Kr1qXOOt6pPy",
-	"vO5aPU9pvNJwm5c4ZLuanm0yTeXvTLhTVYrpE3JL44wpQpXNmoosjtEtAIvy4ursrEUCgEAFvgnC2Eyf",
-	"jwUJIOJsXBsr2uMsEXVV/fB7lb2eDPYVTFV+nht3qbyrDpj/A1aAxRy29n/XkatmZZ1hifjYtJpXR7tO",
-	"uVZvZLBl11hHAbag+nmyYiKlriv5GlARyYTwyLlcUoTGVcv1F8bAG5RcXfVOwUyacmEq+p7svND89PUf",
-	"GxsvLGxx+sZa0NGckcScViDu5Ur0GdWsWjB6gy4MVySSYQa+CoDp3jzY+bTkytZY1K1D/OgmPS+fGlOe",
-	"/Eq5Pqf3dc401qrbM73nqnz0dy4FBn6kMO1L/vQp3z9XgTl3FZZYSXVLn2x1UKtwdk7hosIY6dpABKpv",
-	"EiPD5smvydKgy1ZHCXb3jELPb5M4BiIU7O5PIdD2tdlwOrdczVvESQW7I0DyhEcnBPOnrj1OJev1nIJY",
-	"M8xI3rAadn/DaMpSc1QYdZEBx5SNcFuQZ06+udAtgPmc0gBVXyqPdd9FfUdCl1hlRjUKRTytUJxBANJx",
-	"9SF/bWl4BU0re+g/UUCwUiDs6oHr2LHCLevE5q8Ko1ppl7vgK7wm71jaBAeVzNk9Gb5vNw9/ekUiDtJr",
-	"VXXsN1/T5vTT11dH9YpipZ3F9yo62zW8YL/aGNHYJbK7uXawAltl0tr9KWJKu5ddWrsRTMIFmAAYsHTh",
-	"xhYZds+6nZGLYCrXmsUoJZ1FTOgf1FgUZqft1eICKoFPZFp0gSoO/Qcpm7KUiZANv5j+LUSKsch7XE1T",
-	"pub5iWzSKHnWropB38m9E3J6flaAB8MwGs7HIrgtHewNyJcMxExRfZHDTvLQp6pt/xLH8u48izUf5u/V",
-	"H8e2mOmgiXdh/PW698qNxh6jucIVMEZmXufwSAj/Hwf7P//8dLcRG9ndNVhV7y6mEUvNatbXavfl4xax",
-	"14KIXfS1TCCrhvhPP72s708Fg62/v7kilLFo/fWjg9dHL/c3VFKsxMmf2JFtUFim1HUpW6Hv9YwBEvbJ",
-	"Gp+6oqetYh7DL3HlGPxucY/yJpe3oMBuQSW1bLKCgVosF0RbYga/nj0fl5Gr4U6DOc8HRG9b/s5ihnHJ",
-	"08RE21YRuGOE5zkS4VG+Q6LYimdW9tJ8WBJSxUS1WF0pqK7plpkpLphSPyjwPq3gLqqdt3IwH21kUQbC",
-	"VWY/CsYNFwhIAYQtFGqfveuDsjptj9pv2sPuCcFggHGNuZgZLYbnMqyJbPtWNIrTHnhAhBRnN+o8aFwa",
-	"rOux8rZfipjarsUlG5pzYKUEHmRNKSyZhvNcz+PTvHQZ7OByAWWnu7UkKfVZ3CaLZ8qkzuTssbovTGcU",
-	"hdWvsF9hGT50GxYpA1fPloitdlzYpDASej90PQ1Xcv5ZgrZQHBvkmESKciScW0i7Z4p2OK5W6rhYCx1A",
-	"UgLMNbIzm/3MOqqdGyeuOjarPQpzHFc2vMDDY/nN6lQ1SRk8j2WDxi1SdxjPprqxLwclNlZd7aji+d6v",
-	"bc/3Rnjy7Rz/2z8z5+w83+ts25phq5GwxSkLs5Tr5RAwajgWPL7OboX2efc5E86bLElw2R+OzDGJFrnC",
-	"Fs4CbWb7xHqZQcspatQb6JIXQmiu9cIFPGyga0PhqHlonfkcmByOfDYHymZnfwuAHjCdPJUbjwmZ0OGE",
-	"6TvGBKE2X2cOcRSHSCqHTUqdBcbCvmR/DfZaxDS1WVA9JzG/ZcrUCJPA9QxwS3iBU6XqhTmqx9VYRExw",
-	"g4uImTOh7B6Ys7JFYzEWf/sb6eF+6uVYtEl+zkWZTUWdQ4sTK0W3bhPLChkCRrFLYBOgjMaiRCKN4izG",
-	"Xov8avwwqstUxDWRC4Y1Om5HS5HhscAwUaO6pT4xu0WCKt0GeyeVTQ6N/ExTbo4ejEWVaBrlYSyxAeYd",
-	"SnxzOAnWOgfhP0tltshPAAHTgwObmO2sa/bsW87Ht2jeLhFbFFn0d6S4he+kUGPx9+JwtCKNACv+At/A",
-	"Z/5VCsXAn0XHM6CslLnT1GNB7IFqZdrrgwURrJ+fBir4Ozm1PRqMsLISWREuSMLjmNvO3JYaBAnOVUBU",
-	"Np3y+xa5MA0tUgZTmtXO+C2wwETJONOuW37EaISdVvO2FiCOM81Mew7XMs28BGMhzuBRIoXUUuBpBRne",
-	"gCpGHShNFF6Tvysm9N/LDSl9sogzBaMEq5XAgU8SLjKkNzplekkSms64QESU+0iZo7XvR6NLYpQKjonV",
-	"TngGzfPJ2GkR84dtGTX2HoITmDt0qCFXl5fdwfXwov2xS0zxPJ7T5SZcAAxgNuAHRUrCxZGIaVjB5vSW",
-	"yyxF9rAQNVzQpHx5wt5Y/OFe+MOgGk+p/gG/N5tNYv8Lfx7tH/h4J8Af1bbkJ/CEBCutkQKMVwK7wh6y",
-	"u5xj8wgLBk/yyG5ljKJvERDueicmI7023E/gzo1gtqjhDvrhRPJOFD0hMN7DNV4mkJomQHtupUegAyie",
-	"7v0jv6ABxRH+ZF56vfoM6efYAIEHp02RP4gGhXcrIGslEhS+mduMdLBP/ijOIIau38OCCX1CqLopDv7B",
-	"Zwad4FHbr1/65OjwEPav1Kl8tQX7if3WxLV8e/QaWRQrXQJnm5BG0d99j3ChNKMR4YZu8tsslOZxjLrG",
-	"QnEI2Kg07A9K/fgD17KfND5z8DGwSljPjTZOl2YQwfSdTG9c2++f7u/JH492lHdjudby5G7Obce0HFIH",
-	"I/ag1tgqAryetVRe6VjEsXeAjuuCCbrg3rH3srXfemn8oznaQBv1ah7Zxn6HUum662SEtqonqAmEB3XN",
-	"hFIWyjRSVm7Bzo0FYgDbEt4JI+5OnLi8w7OeMVWa5DMALkz6RM+pGIug2pQjWG8xgnBQ2zS70IyucY+N",
-	"7Y+F658YrXTxSW0jkKI5kYwjErhGiAHwX+B6IQZjMeWCq7kT8qZgHkcFQaNy/hHsDqUdFpGoY3K0v0/W",
-	"roDZIJT8sagTMnV3nZwgTVfvpDgZi0cvQDBx2VxE9yKz3VHe4MXexsOUfiOjv+7Gg7WWXw9VX0enGVu9",
-	"yudwf/9bzG/zzHWXfSAN29tZjszsdYPmUL4o3TaEnxw8/UnlIg/86OXTHxVX7sAXh6+f/mL1phRcLFrP",
-	"24CYx6zQw8qShKZLRBCKZHd2DEi/1BfW9Bw9AcZITb2BZUCTF8B2aHSG3h2IPMGUMi7cRln1WU7UC2Su",
-	"zcLqVwrMmC2IliQwaf6ANFyEA/P2eyjtTcsy024c7X3wsRT5naWSyHQsUOsZ6yOxMR3rMZj8iZHXjaCo",
-	"sQLmWrPI9lpj0RY2pAJGrwrQQiolTPCOLkyapgmNT1xCfUa5KGuN1ligp4rd7AEyhJ3bW3Ksd5g3Ew/8",
-	"sujDPKa1DblWY8FFcxpjZ66S3IIPCl/gB0VCuqAhBzMSv4Tn9tH6CC3SB4cY9bPpIRu4viLWkwqKpigB",
-	"An9C6FiYblGi1EzFiOf8M/SzYerA9mzBdeOiYZOxS8H/GeGKrdA/yIn6RoK10sj/OwvVaof6GoFq+8Dj",
-	"BqKNqfgkXtqEyn9kbK2MPZNi1lxIW15o5FrO5IYVXDWH5XXXgsAJV9OW/2nBigUMmwXrG7zIDl/CRhQl",
-	"o3Cl9CFokS6Iy9yiNSYZxqlMZ0d5J45J0P8YFM4VuAh1/mxw1h+OAtIoTGQhx8JeTFfqlIIYcC4bNg4A",
-	"kXxcOFgV3wbEDhpn2DU6yM/p2YnAZwIva8N5PyxdGYuUIf7MHFWfaa9FXN22kV+JBFE2lekdTSOUe0Hp",
-	"dGOA54Vm2KrLmLu2D6fNRCrGsNWLufLF3AWFDg0AIdidapG2IJm4EWAOf5YTdBWxWzugDOWk8ysdjmRq",
-	"UOSPhdkfZXH9f0mcYvX6makO/zYCtVLt/50FarU2v0ag9kXu7yxYajbbB2XqgnGYYfyPbN0gW7v3mlmz",
-	"x1pBcpr3LS1ZhqYLrmXX54jWrxjsfHhBbf9l9eKrwgqkB4B+xmrELRpTpt4LWzyZeg3b8t6EdUqXvpl2",
-	"dShp8ojCWJgrO/FGG4xj81snQ20BMMo5J4FNZBNlgvGk8TpGrsBfThm2WDEFSB1D202TXzOhreB/mh9Z",
-	"yJqmsCrAcqWGqQZKeYi9hM12/KDyAdz32CH+BCxHm3iEBeBxMtMgar85WWo2FgCP7VyMRuOcovNtFsw1",
-	"WvTKHt1URPHfrUuCSPTNYUtYicYzs7YbN/bpFIRX01smStoIKn0fgz0X8qYKhGYJ3O8hM30SbOq9DrLz",
-	"aP+IBJVm7ZUvbM9LHPk1CYq+7PjtujAmO8viU3sFjWsy7lWvBv6tnk2LV14UVwc/+FsWRNroMG5B/Z3C",
-	"ylX6Pe9SYVeeuA5RcVcusoyJUpcZruCxHDRzm2cBnGUaVGBNV6C63dXMT5YLP3zaSTPJUDPdNJxe1VD5",
-	"rBMuKJawrBa61F7mCnviEyc6Vm4+rUiLmohjdXtREDUwmkptmy2q55ax91p/fnMf/ncryP2jp7/Iu//j",
-	"B1to1LzP/79VBQ+RPtBU1UzpJp7sRwWA1bJVLfdnVG+aX1Fa797k3bRKSjRomLSLM5mNvUyKiM9eYPMK",
-	"YHajyi1ZD3lIBe88VyudaX9QJMzSFLwoWHxjam76MvrNqG78KGLJQgLDHqODwd2FdcAMJmAEhOWqf03Q",
-	"yF4GNBb4VtBAFKzAndv8a1fdBD74daIIUI2FlXPmdosTQvECVIbA24lNrqa4mSf3/UxTypWbP4IWCWz2",
-	"5pjYE8wBsUysSGBLSYxpISQJUB+Dpio+s0mg4iPzTv6JG6NF2q40BeAxR/+jsUBUKV0pOSIN1DA8UkXu",
-	"uzCxMAZYruTyxwIrcUz2GMxuKmbMzwNysZypPXf7PhVLkw7gitylgCWTA22vJ7TCWCqburD3fx2XCSll",
-	"OuWsekfxWEiXtzSoNxRsP4dvwKn2i3aaYDBNKY+VMdNcFd9YKIahun8NR93zawPYHgIKdgNmfY8r5kPZ",
-	"NbcUgnXpRZKyzAhjAZ4wcNmeT9bIgjRqSKt8d3pOYGOR9xLFqWG0ymUyQalbDzwsGVcwi/XdxyKhETOI",
-	"YymZMWEtGsecey3Sc8U1iABYZn52Lkrt7fJjYTpAfw/Hed3OOzGbU96VGuSuYaiKFRjk4CUJ1m7dCUgD",
-	"FTBe9PEzOedv9k4wfxtUL+N5liFJGtV06ViU86W295zZ4dpcFchTbcsi/4S9+elbBQ/Kh9O/e/SgcqZ7",
-	"g5lmmYyrkvBuCHkHPGxOaLk704pb1PC6tf/tUYVvbzQdbAHT6jVJaGwdboOA9evm/62G2qW0utLpUqwO",
-	"rnGa0W6zYUfr++xks3Gx2UjrSKGyxKrG1Xo9k7/TdV2Tzd0krl5gLIoTTyEjDbT4ODaAUuYtLc0lSReS",
-	"AB0aus+rlkaly4GxQLXc6tvABXp+teN32xXKqMzpr/r23uWm3qjjUbhX+3rn1ZAX/REJDVoinyhpKi4w",
-	"L+cAMI1YwUzNUO+XQDERFqdMGYn5lOVXBZTbcGMTAwAdLRhNGq720nTv9vHWp3J37iIghc2qt1WNa7fh",
-	"BaTh4toA857TdVV0nGBNUrB2b55ReuWL8/6ycMcHycWFac/zLVRHuQP9Vorj4C+eerPagOfgBiCbrNSH",
-	"+vbODBMnM+U5aGl/Z3Xx+i/Dhm39Uq89Q1O9+ES//hNXtWdvYUNmNQg52AIh76Rg/xbhb0vpvePfPpVV",
-	"wSg1NnNN5XTlGtqCKspKgNv64ycUgSrK4zc47IVgdnKybmYMFxs/2PShCMqqwrrIzsE3MSZTP41R7fLZ",
-	"8WAP5SvN/S/noys6BQHXNjlMNwsvmgNUhznJfUtRFO7jWOCL2DI5vEM1jnLI1lVCffVp7mvJOBo7G8Jc",
-	"+IKZ0JQiVWKKMZYzLLzAmAF8NwW18bSo9klQd5epcUMOastfv2UOsL9gwh2m+DayeKVxzHe241c7omwQ",
-	"RXlet9Lb4T+Zv3qBtn4q6LdPDxUpB2RFGlgoBvJ6zzaLqSLZMZhrpFEn5Oomzg//mFntZ6siDuWquXTT",
-	"kbdNHOTjr+cl5qXSTft2Xl63/jbWmvmmrMMneX7St35hMQba7g+fHv5fAAAA//8=",
+	"7H3rchq5uuirqHrvquA1bYIdT2Zi1/lBMElIfBvAM3udIcctugUo6ZZIS23MZPwc54HOi53S90l9gcYG",
+	"zyRr76r1JzHQLX2SvvtNX71QJnMpmNDKO/7qzRiNWAp/9plOl+2JZqn5FDEVpnyuuRTesTdgoRSRIlqS",
+	"BeWajNlEpoyk5hUupk3P91L2JeMpi7xjnWbM91Q4Ywk1Q01kmlDtHXtc6BeHnu8lXPAkS7zjlu/p5Zzh",
+	"T2zKUu/+/t735jSlCdMWrvdy3IuuqJ6tgzWcMfJJjgmPDATcfDU3D/qeoIkZ9pN590Hg/jNlE+/Y+4/n",
+	"xb48x1/V816E8KRMzaVQDMB5TaM++5Ixpc2nUArNBPxJ5/OYh9SA9vyTMvB93XKebppKu/T19aU4GYkk",
+	"U0RITRKqwxnRM0bM5CkNNWkE/e4v193B8KZ38Wv7rHca+CS46l8OLzuXZzfXF4Prq6vL/rB7Guw1vXvf",
+	"60gxiXn4nVYQM6oY4QZ6EksxZSnRM65ISOOYpc/UCaFjKiIpCNcA3huZjnkUMfHt4WtnesaENqOyiIwz",
+	"DVtM41guWHRCjlovSHBxedq96Xd/vfzQPQ2I0nKuYPuFjBjA+1YK9n228pPkgoQyYmRBFaFxymi0JJli",
+	"EZEpmVFF2N3cIDrAdSH1G5mJ6HvBNjZATHjMCmRld1zhoV7RZSxpNJTyjKbT77RfYxktCbsLGYsU4VqR",
+	"sdmPEyLYLUuRfRGuCVWEK4ByKOU5FUtL4erbQ9mnmpGYJ9zgXyPot4fdm7PeeQ+I9YSMafiZyMmETGRK",
+	"gEPvA4smCjmy4XurPHw/Z+J1ENmnn5fYPYB1LWimZzLlf7DvgDDnXCkupgZhUjYBBA5TFhlSpLH5VjGl",
+	"uBQnQG8kjClPQNAApOxuzkL9PeAcsPSWpfuKR4xMaBZr0vjx7o4EvYtht3/RPjOM9vqi/Wu7d9Z+fdY1",
+	"R4ZYZRiEogkjc8R7suB6BscpJxO7jHkqQ6YUHcesKzTXy2+/nt9YHO8bgWy5HRehFIorMyWCqJGUnymS",
+	"UMEnTOmN5HLvBCngXocq1oMjmVOtWWqm+z+/t/f/N93/o7X/6mPx501z/+PXlv/yxf1/erkGoHTKxRSk",
+	"E1Wsz1QW4yZEETfA0/gqlXOWam7k8ITGivnevPTVVy/MIXhobyyc977H7rjuyIjVKimrionvJSyR6fLD",
+	"ePXxl0eP6DTmVaUoMr3qeXRmLPzMUhLxycQnik8FjYlRXgwNDH45I8ycpE+oJolUmhyRD/y1IfqE3p0x",
+	"MTVa0VHr1cuabVShTGtmnBiNgUtB/t//JQvGpzNNUsMUWURmNJ4QuqBLMkllQv5gqTQa3xGJWMgTGpN5",
+	"TEOmRqJBSZLFms9jRuSEtJqtVuuAcEF+b/l20I97J4BK+XRckQPgYu2OT1ojYf6kYkkmlMdZynxCRUQW",
+	"M6oJJWrOQsMHQrs7dEFTA6DUM5YuuGLNkfD84hAimY1jVn8KIkvGeAi4uzVaJEsTLqg2/MidALzkkxbh",
+	"EyKkYM3ydNvosb6nNNWZegwbf2VpxEM9wIfvfU/zhJ2rGky5uibmt1VItsC+BY1jHHKnF+/LevPvjrry",
+	"hTkMy0HOJyqRSonI8gMoyOFjPqkcf2KhBurHM3+U9Ff0OKEWLCVmg2nKlRSkEclQPWdiygVrJpFPRm5o",
+	"NfJ80JUMfrI7o0CnWczUXnMkAvgcGGwdLzUj7EtGY66XTRJoGbOUCh3YWZgiMRdMEQoCOWWJvOViOhJq",
+	"bqjEJ5qOFWB1p2/o1zxMmLGizHdRKudzg3E6pTw2f7Bkrpc4pAFkEktankvLz0woopixjkBZXZL2oNPr",
+	"kcWMawaT+jmlIgKrkTA8nQsS0LEayjgwbCVIWQx/N1IWU81vmaFy3AyUq+SWxhmD/bCkGJA0E6ogzf1P",
+	"WTRlZJ7KaUoTQ/oo8EQ0lncnRDE2EgN81LE4Q/BGBZunUstQxgqJuMrCEcwKqm5H3LimJ7xoF/QYnVYX",
+	"A4QKIz0ia/DxoXl0lZ7g/Qco4A2P2Y4CEK3eDQL4piKBf3hQBKsZPfzx5aN7gk8Ba/2D1fMXeodbf3Tw",
+	"6uhF62gnjgPLyYGxszywY1cWs9aZ5zu5QARdESzOCo2AJo011STtsTLKUMKoUCSI2ZSGy2AkGkYHWuZK",
+	"EZln45irmSFEdIaATTvhLI7IZ8bmihgSAQq3qiDQkx3vmNB0eksCLuaZLuhOZnqe6eDE2E2atEBWHhia",
+	"PSS/tc3rmikd8/HK+/gaocAEA9KwTz1TRKYRS/fK443EAfmt7ZNDMk+ZWSnol6hnkAaQdQQPWCZNFF0q",
+	"ouSeT16QN+3e2Ug0uJikVOk0C3WWMvtu512386HbvzHPdE/3fPITmUsutDomSkcsTYnSNNUK1MyRCPBH",
+	"MsparRchMBz4kwVGvyxW8CXjek4WqeFxhGvgSUbuuC0oHs5XCXosMPJ4SaRgK1yRSDESSkcy0z4cDkLS",
+	"JG2xNMxySlisGGmAtoFjGpNb+WRK0zGdMt++MRIy02AaGL0noXdX8PVHn1ASplTNzMlRkNr7MtN7Bt2q",
+	"u+SPBOrWcLpGWgpDGr97iCaGNHFtubT9uEqtvne3b97av6WpIRhlXj9zrw/z1wf4ekEtQ8u/3JSwYWZG",
+	"K+eMnmFkkFfwyO0m79qBhsVAb+xAAzeQAcPYdCVX2g58bpIyNoilrlGT4GtiHiBS5G4akoKiK+TiJFel",
+	"gV4To4J+kkZQoz8zSwWL6rU9x8pelrnYQb3CxXWdDmfYUCwdSwDTkiR0SWYyjuA75+wzAxhENDJzIdPP",
+	"9UqfA+jgx1artRNnLTYwB7aWr+IRofdzxzMym2r+55olj2rBMBGL3ssxWEv0rodvma22UNE0pcu1hcAs",
+	"G0HHEXeD24jOZK7XDw+tF7BpeKo0sQ/6xoZOWcKEVcpQTqCxLCeIZp/k+GELohaN0Hu9hZPa9z5z8eiT",
+	"7+X4g3ns3vfAJdudy7DGqf6GiRDEllE4jSonImP0I1O1axNs4ZNILgS4NlB2GoP9oQVX7Y3aBQNYfZZQ",
+	"LriYPsFkMbiD8vmxzTh3z5Xe2Xaz51I+qi9emWcMsmbC8P8tzqZvnzTqVDZOOPi/tnhvUDxcQx1gsZWO",
+	"u2aTLfbYdfk5BVQ2pgJUaZuLFdZR4SmbMxExES53tOfeMRrrmUEnI79jGdKYRPlgpHEq0W1CWSKFTywM",
+	"hCcgntE4iaimY6qMVcTV573mmrERMU15jbY4mMkUlLKYCtCOfMKa0yaaSKDraHanT4iQRLEwZVqteGQO",
+	"WodHNVr1DBYFW2F/G0sZMyrMj3W6O93/4+PvTmM/fkBjr1ec3Xz1J6PM0wNNNasPrIVSTPg0S1E/NEY/",
+	"I1QQGiVcEMV0zg5BwDaE1GDeyTEItojg7LDtTsW46l6c9i7e3vza7ffe9DrtYe/ywvO97kX79Vn31PO9",
+	"0367d9G7eGv+7A3w2+2UjismIi6mv7KUT6zP1Iws6DhmBntPU8R38ydX+K3RQk65mkvFtaW1Fa9Cp9O9",
+	"GnZPSSOUScK15fB59GrPKHjts363ffrPm87l+XlvCE9TQXiEYaWYMJrGnKXwAol4VNkRN4Pne2vjbLny",
+	"dhiyuYZFtjEg1HHAwgrRF7wb+XWBzyOuj2W0XKed0PpNH/VCg+8H/NCG2NRmQDAyW4Xjco7PkdzYiCDq",
+	"ye40aRj8Y3c0mccM8FBOJogEaIXBPq/h/UZP7LssoWLf7J9BDkfhoJybGSkH50sdtdf6X1edZ+gBe8jx",
+	"VezWGmznNJxxwQro8GRCCEAWyLQSBPZ8ry4G7Pne+8vexU3n8rRberT4rvtfV73+ynPXA/ji6vLy7Oa8",
+	"NzhvDzvvPN/r9Lun3Ythr31WGmnQHQx6lxc13wyur7r9QfcUxiqHVeHj8ObN5fUFzvv6pvy53R/23rQ7",
+	"Q/iyd3Fz3r7ovekOhuWfznuDAXKOs2570L05u4Tf+93B9dnwpnN58eas1xnawTvti073DHlOBair9j/P",
+	"LtunN8PLy5uzdv9ttxiiWE45SOf5nosFeb5XCgVtSb3WAOqJWxpzQ8POiXEtVDafyxQp+73kwuBG8Zz7",
+	"posB39I31wo+Gg3knCtIFzBHlYfXijEGGGRb+2KQzVmqWATjXMiI9dmt/Gw/2ZiymW9c+tRONZ/QUF9I",
+	"3RPnhXrgvrcRP3M+RgE5k/ArxnnyfAQYtENFyGJk2xVIVkPI7vUC/j7V7AyDqeZghJGk4HG+FvSW8tgQ",
+	"DzDFd4ymesyofpoBmqsi9vNWRk5JGaoYOS8OV40c34ucuKoVzSBxuVYsnhCuiHuYNEBNkYIMem+H3f55",
+	"mQWWVI2YimlGp0zVj+5+JjxSKOtgPlCqlA/RP62qKhd6h/WMJSPRmKdyzCIf4v9OiWDRXpMMXc6KhFCS",
+	"YNZRpmFSzZQeiZQZnCdzluKsxrYAhQIfy4RRRiSGI2m0hIcUoXokgrfdIXlO5/z57cHzfIlBkzghckwo",
+	"jqlnVINdoyC2g1CMBDqn2S2XmSIIBzpltjrdMztjH158/IRBp33QieF0q2fKKsBVjQySVBRpcI27n3DR",
+	"gOd8p6OZUfb2HnZmHP748jGTyp70ryxVtVqSYRBknPHYWoIWMW7xeWWV55H3mYVsHw7goNlqtk7INAzJ",
+	"wWHzsNkaeSsy9ceDwzq3tFnR60wt14F4L8eAk0AHubfnL659RYivbIRfZQOVIy3DWqLmOrlfYkVPcrQg",
+	"VvTZLa8/np5zTyiymDFR6PDhjIopUyUdHmD2Udffe0KgMVoxKh7mhqVn731PTiYxFwwyUmp9Z26biOE3",
+	"GHNbzLhNhUOOqIiayYUgdqwneCCUI8i/D2sqm+KvHpebcm0D6lAFHRQrNgp53XvbuxgSHhnWTHNnN5IN",
+	"6IeoJHvH3pFZSdnCPNh/9fH31v4rY1oe/FwfDOqJSUq3syJ2txGKwZ2hUNLQ/34le2W6GmKpRDYw5SeM",
+	"qVKkoRgjNp4Mj3XM1xVr7rTdPb+8uLm+6HfbnXegBfpe77z9tltSTzuXF8N276Lbv+n0u+2h1TAvr/sd",
+	"o3q/a18PUK3sXPb711dG77y6NnprWWc16mwPBquEE4z+dH36tntz+noFiPzrfu/tu+GgrLVup6eegqfl",
+	"WqSMhjOKcdWeEf2FXtdBM4mlnZQhrveZklkasu7djGYKlbKOTNNsrntinhl9r6zsdYA0vCICSjn+8N6o",
+	"Hqfj6uz2y77h9aqs7Rn9zvk610Xr9Ws4issLwy4yxayDHQMz5jvHH/etM54ZBSSe7EPMEBMIR0JLcEwZ",
+	"tnMC6lDhHYPUguLjcDlnJPjQ7XRvYIoAhCQFgan3uRgJ50vDFBiuDRA2DoeeVbQCSMw/M0iZwcDUJzmu",
+	"xoyKpTnE2PJsB2XPHuy928N+4b3cwXsAactWC7DpZCTJFOgpRIqTUlgGcv8M15pLGZu155mjoPSt+x2c",
+	"YretOrabv3aFoeST2THqOMp7Oc7lnTuJX66710CN/euLC0f151dnXaTsnFgLkt7uoH7JWAYE0UdFB2jG",
+	"sHYkrZxeCqKy5zioOJR3YOFP2W6k+XrbwiWM2Ow2ze50kdx2+OPLmvS2w5eHB0d17tSCxh533A/Kz1be",
+	"HW6RxjGoPr2KJiuDrUDml9HI7k09InGxrTVa3djAICfkLGE0W8Zottn8Ums/NclvRv2zUX9gLVhEELGR",
+	"GLNYiikUeFgjSU4IFchpzIi+pWQOmXwuZ7dx1Ho1EkHFLRTsVcY22uTScFrDtpskKKwAM1hAaLygSzUS",
+	"aI9xXZcV9Ml6NupxSgq2D7wmRIPRqrdcqYxF1kvtjNgGeArIAZnJLCWZiM3+GFCdSiwVK9IMC9T8iUR0",
+	"icK+7Oc//BlUQff55xosfTLzyRe9GVmeZi/kjqAHnAvFQ77TqUXImuQDY3MQUYJQTPXPfZJSxEv0jrvS",
+	"iCoZW7XZfX5RZ+DNpNJvU5nNtw3FmYn+/rDdajgFJ8kDZGUo/fJ+1p3UWYmDVjfb/UI+s6U1ksP5/OAn",
+	"n3yit9T8P1/qmRQvfELTz8YwS5bqS3wCYpKFPGIFwTdX9PpS5OiH5g1Ejl4c1Kv3K46LXVX8ZM5j1pFJ",
+	"QuvUrQ7+TkJ8AJMgG18xP/QmGd+jg4cnPKYp5hfPZByxVJGYTWyq+d6JTY40tOyycR8PtzGh0yWk5DyQ",
+	"EAb8GDEZ0q4NOPAi5vhAWghwBZH7MfKHI2uGwiFk45iH1lSAWHlCudjSr8HudErPYU9eL3WdXw5/JNOU",
+	"QpqBFETLOUbbQaiOY5Y8U1hIYt2A7389B0fZjNHoKcY8rzM2bayp7CMso+4DaHjzw0NImHDx4PoNY1IJ",
+	"jWOmNEHssYsF3u60zZAKzDIjmYhYekJiuWApPulSfFByUU2Y+GL0qSdszY4JABupo5+JCmVsh9dKUxHR",
+	"NNqwS/ZXo2Llp2R9cYAtPALkLfxyvcEl6fzww8FPiLdvL64Ju9NMgPeONPaVjv7XVGTmib01hAa2vgbi",
+	"7SZfoeUHKRT+VB2FhtbRdbySTuyi+hbc6Q8/kMYpG3MqrPdw/+Bob5MjsQ6+FfbOS6w939tiDf4qk6uc",
+	"aYXN1FDyGmrXyghGFcMU9t2zrLYVf9Wcn78hM6d6sldWrwQfI2YLcEUuPzyBvNQ2/kPYM+s93CbtBQfd",
+	"uPtXxjBhSj2h5Eid2vrPzT7Dg0cT9Hwcaig1jf/6WN8LLeYzqh49qSt46B62DvZ4wL5scFObLShnmrk3",
+	"rK86Ty8DoHfGrG3QpAyjW59fOubKOW3Epg1pNZcfSAOS51i055Ozy8EQ82aWMksVuHYSmbI9n+SOAdII",
+	"nS0PVZF5OLTid7z84PmeDXjv6lO4/GzexWhs1W8AgdRdCQJl8/l4owozZ8D5IQ/X7Ly2ZWGdy9Nunl2v",
+	"Hk54/fng1eFjJIA58R9qABnkEhLT5kM6B6jMwf4lsJyn4mHAHivw+ntgednagk0UhWErVaI0jtdgKZdF",
+	"VOv/cEVWTXYmILtjYaZl+jCYL1orcB48SrZ5tVmOaqXDrqPI81JK6A5elV6SZNrmAikN2YTgFHHqdnPl",
+	"PMiM3rLiyKRgsHMjYbQ7IUmgvsRBE9xeK+/AL35elBJ8HcEiRt4xGWFa/si7B7/xSAgJoypwovKKams4",
+	"CXplQNYlTOghT5jM9LmC8oS+XCgcJaF3oI2QqbEQBHpsErokY0ZadR4YmHPrTAe34x3L+ItIOAqv1Vh4",
+	"WNT8bVFNtW2+s4MiT3rO+dmDegU+ZdSQL49XhX0xeGSwYQ1NbU6tnbRYoxUgD2Jqh+7u1dmx9hkKhwY7",
+	"lnnhSxtrvbbgx7vOaN+yU1YJtAXRGhKzKdc8oZrFS+snWKmnekrJLBQxP1zSdtBqtXYtvMiLaMv7X97Y",
+	"lY2q7EAO1kO448JeTjcwTMrzvcEv20b6bLHu4AtG0i4zHcqkEt74tds/xVy6br9/2d9yXFvp7LmMVDP4",
+	"ldMfC2jPr3pnGDJ5f3361vy1LdjGSMOf32PlHU4h6woC2zZH3Jh9J3kob8VjXq4hK6tb4Xzu+d4neksN",
+	"nwQfned74KMz+LE0jGNLoGGk9zjSlRupbUc6x5Hufa9vlManpaqBdrs9664aQ2vFOAkXjpM/Uplj561D",
+	"VbuaJ3mvn7Ica1nvVln0IPwqi5+YOchcHsV2SRF/2UKTBfk+NKOjcvTdRLY31BaNC+r3zVlTbvaHdvFJ",
+	"aBBV0/YfTDQqPYqm8Vb5SXlcdy2fpzReabjNSxywXVXPNpmk8g8mXFWVYvoEa/IV1rveaZ+ILI7BLDAa",
+	"5cX12VmTBAYCFfjohLGRPux1IKH5gLYGWCjjLBF1Wf3m+yp5PersK4iq/Huu3KVyUR0w/8OsAJI5bO7/",
+	"riNX1co6xRL2Y9NqXh7tOuVavhHull1jHQbYhOqn8YqxlLou5atPRSQTwiNnckkRoqmWyy/wgTcoub7u",
+	"nRKoSxeY0fdob579j19/2tgXwPVu2JgLOpwxkmC1Qt7ooeJ9BjGr5ox+BhOGKxLJMDO2igHTPXmwc7Xk",
+	"ytHYrVuH+MFDelo8NaY8+Y1yfU7v6oxpyFW3Nb3nqlz6O5MCHD9SYIOrv1zl+9cyMGcuwxIyqW7poz1j",
+	"agXOziFcEBhDXeuIAPFNYiDYPPg1XuJ22ewowRZPSPT8NoFjg4SCLf7SBtrOZxuqc8vZvIWfVLAFMShP",
+	"eHRCIH7qGqhVol5PSYjFYYbyM6sh99eMpizFUmGQRQgOpo1wm5CHlW/OdWvAfEpqgKpPlYe87yK/I6FL",
+	"yDKjGpgiVCsUNQgGdVx+yN+bGl7ZppUz9B9JIFhJEHb5wHXkWKGWdWTzV5lRLbfLTfAVWpMLlu4bA5XM",
+	"2B0ZvGvvH/74kkTccK9V0dHaf0X3Jx+/vjyqFxQr7XJ2VX/quwwpLc0hUszRtHVFPrHhudWwIfY+wrYK",
+	"NtIoJyRwMdHAJ4LdaaIl5G8GEx4zFdT5vuCX9f3q3ukUc2AUiSmP8uFKeQW2NQx0EAEgVVFKPBJF3D6U",
+	"c2gW4Pq7NGcBaUDCFWyAmvE51qrsNcmFMR4NVY/EPKZcFMkLyieZ4F8y20xNSF1e/TO1lu2wQ3lLuSlR",
+	"VfWqUcyekjWYt0+pcUdjV7i8+Q00scImMM5p+kzZnizA7iJ+yyNbqytHYgotrsrN6GziBCC7bYLXsO9D",
+	"omrMGeFiJKp9XfZWmgMdNMlF0S0W+bFr8GNTc+/COFP8lp07VoKabk2PqhWv0iZZXzSumpe6HW1xcnlz",
+	"pDxDc1dfnH3r0VZP24RBNifaVmCrTFrLzAoH7O45ytbIMvbT3OjL4N13vvkmGXTPup2hc/cr14oN6Vtn",
+	"ERP6mRqJwkazGOC8j4FvELVgQnmHjCBlE5YyEbLBF+ysBi2J8pahk5SpWd6+gDTKrYws5uqF3Dshp+dn",
+	"BXhmGEbD2UgEt6Uq+IB8yYxMLlKVcthJHieo78Vm8Po8izUf5M/V9y6wO9MBe+gCnVt1z5X7tj6Ec4Xd",
+	"jIwhTwp6IN7100Hr558fb81jwyC7enbrfStpxFJczfpa7bl82CJQUSCxC1WUEWTVav3xxxf17T7NYOvP",
+	"b06fZixafzzv01aXdrQSVHrkRLbZwjKmrjP+Cn6vh9cAsU/W6NRlCG4l1wZf4krPiN2chOVDLh9BsbsF",
+	"ltSSycoO1O5ygbQlYvDryfNhHrkaG8Cd83yz0dvWirCYgRP/NEHX9OoG7ugOfQpHeJDuACm2opmVs8QX",
+	"S0yqmKh2V1eqD2qaj2eKC6bUM0V45Bh3URqwlTfmwa4vZSBcGcODYHzmAgApgLDqaPvs7aURVqftYft1",
+	"e9A9IeA5Qz8SF1OUYlDEZO1J2+SlUZRGQTUVKQqd6txNsDToRflALuivhQN610ysDZ1sIK0Iqr5TapZM",
+	"w1nRyBGUQJfnb4zGcrZxp7s1Jym1rd4m5I32wJmcPpQkCbG/ogrhJbR/LsMHNvY8ZZrlhder7Uk2CYyE",
+	"3g3qW0QPsgR0oTgua8jKoXCuIe0eVt2htnNjA2sLXa6/w2PKJw/1pHZr/TgSjdJLgMuLmYyhsQCu8OA5",
+	"SH+fKGvJZQnhNhS497S+009pBL3qX1jtuZyfXgWVih1+KM2gOlVNbBTKIm3spknqamJtxgm0x6HEhoya",
+	"5KrdH/baZ8e2vTcckP9AQ29amGTm3EHLHTO9YEyQFmbOHJhDMWeDWHhCcORPcuxbb1NorxdpdwwLsyBg",
+	"laUeiUJd4Mr92CRt2+Me99WVTtlPdkJs84c5PMA8uCKCcfBttTtEFJP52DHUTc0nkMtn4bI/tjsj0eh0",
+	"nUsgfyDNhNqrFnK2O9CJBgbzfO+3tud7QyjjPYd/L8+waNjzvc62fWZ2HBN6+7MwS7leDgyG2gbDMmKd",
+	"3eqH8qaaGKUYL0lwdTkYYvVXk1zD3SUCrBv7i3WeBU2nUoGEB09jIS5mWs+dH9f67zfkw+OP1keZA5PD",
+	"kc/mQNnsw9wCoHvIkpnIjdWPGBFxOE6tgwdr04rauEoNXalhykjYh+y3wV6TYK+uOdUzEvNbprD0gQSu",
+	"FYpbwnOYKlXPsQKZq5GImOC4FxHDUnd2F7K5rhzRSIzEf/wH6cF56uVItElevqfwUEE7oEUhXnFNDbro",
+	"QwaAUWh+um+gjEaihCKNosRsr0l+Q4uZ6jIWcU3knGELcnuipYDXSID3u1E9Up/gaZGgirfB3knlkEOU",
+	"dGnKsaJqJKpI0ygPY5HN7LzbEh9rLs1aZ0ZMT1OZzfPCRsNE8UIFOM66W058y0nhKZp3gYXOa3b7O1Lc",
+	"mvekUCPxj6LngyKNABKZAx/hw79KHmbzsWjkaDArzTsijwSxfSIU3itldL1gvS2EwYJ/kFPbegaZvxXr",
+	"ysjYhMcxt1fSWGwQJDhXAVHZZMLvmuQC+/SkzEyJq53yW0MCYyXjTLtroiJGI+iBn3frMeItw+bPKu8E",
+	"iQ+ZsWDPzE+JFFJLAUVYMvxslCbQViQGFzX5h2JC/6PcZ9cn8zhTZpRgtcAh8EnCRQb4RidML0lC0ykX",
+	"sBHl9njYMeDdcHjlxIcZE5I4obTW88nISWX8YDvhjbz74MTMHbqtIddXV93+zeCi/aFLsCYI2g9wdOwY",
+	"AsADeKZIibk4FME+PGxGb7nMUiAPC1HDubfKt4btjcSf7oE/cauh+P5P8/3+/j6x/5qPR60DHy7D+rN6",
+	"H8+J+YUEKx3fAgjDGHI1Z8gWOcXmvjBwc+UBq8oYRTs2g7jrDeaQe224mMuVw0EQvOHql2EiuRBFqxvw",
+	"zHENt2il2Ntsz630yMgAUDDIn/nNZMCO4Ct86NXqb4A/xwgE9IPAIIRhDQouFQPSSozox4sQ7EgHLfJn",
+	"UVodujY2cyb0CaHqc1HPjHqP2U6jzNi3X/jk6PDQnF/pip7Vu4eczoQeSN92lAAShQS+wOl6pFFcbLRH",
+	"uFCa0cioM7p8jZvSPI5B1lgoDs1uVG6qCkoXUQXurirS+MSNNQjFD3qG0jhd4iCC6YVMP7v7bn68uyN/",
+	"PniVkhvL3alEFjNuG0HmkDoY4Y4SDR1wjH26lqFQqvY69g7AxTBngs65d+y9aLaaL9CSnYEOtFGu5gE7",
+	"aOMqla67R1FoK3qCmvheUNcjLWWhTCNl+ZY5ORvZAoNlIZDdnTh2uYAS9tgovfkMZi8wKqxnVIxEUO01",
+	"FKx3TgI4qL1UpZCMrh+ZDVmOhGsLG600J0ttf6Oi55qMIxK4/q4YwnEtXoORmHDB1cwxeawDglENo1E5",
+	"/Qi2AG4HuXHqmBy1WmTt7sMNTMkfiTomU3fJ3wngdPUytpORePDmL1Thcxbdi/C4o7xvlb2Gkin9WkZ/",
+	"31Vfa50M76u2o04ztnqH5WGr9S3mt+kzdbfcAQ7bawmPcPa6QXMon5eu2YRXDh5/pXKDHbz04vGXirsm",
+	"zRuHrx5/Y/WKQFgsaM/bgJh7F8HCypKEpkvYIGDJLlANNwQV7a6xlfKJIYwUY9yWADGCA10e6RTsPMPy",
+	"BFMKTbiNvOqTHKvnQFybmdVv1BBjNidakgCzlwLScL4oSEfaA26PnRjxFgXQ942NpfD+MJmOBEg91D4S",
+	"632zFgNGupBfN4IiddQQ15pGZqzktrDOL6P0qgA0pFJoCy6nhVyQNKHxicsTmlIuylKjORJgqdrrQCYI",
+	"O7fXQ1rrML8jIfDLrA/SM6xuyLUaCS72JzGEkEt8y7xQ2ALPFAnpnIbcqJHwpvnd/rQ+QpNcGoMY5DO2",
+	"xg5cuyRrSQVFr6cAgD8hdCSwCZ4o9YhC9py/Bna2mTqwrahg3bBozIP4n8Rc4YaH93KsvhFjrdxP8p2Z",
+	"avXijRqGaq+3gAMEHVPxcby0oa9/89haHnsmxXR/Lm3WNPK1nMiRFFySmqV111nFMVe8beRxxgp5WZsZ",
+	"62u4wRkegv46JaVwJaMraJKuYZe5RosqGfipsGGtXIhjElx+CArjypgIdfZscHY5GNq8IhxQyJGwNzKX",
+	"GkDBDjiTDfqhGJZ8XBhYFdvGsB1QzqAZfpCXH7sEJjkGK2tDGTNk5I1EymD/cI6qzbTXJK4cBflXIg0r",
+	"m8h0QdMI+F5QKtoOIO1pCh0IUd217YWtE1gxBh2s+FRAMtk402jQGCAEW8A1UCQTn4VRh8HLLFO8hMJs",
+	"GfBJZ1e6PZIpbpE/Eng+yu71/yR2CkU5Z1j08m0YaqWI6Tsz1GrJUQ1DvRS5vTNnKR62b4Spc8ZBLPjf",
+	"vHUDb+3eaWbVHqsFyUnejrmkGWJzb0uuT2GtX8HZef/cpX+q51/xfsB7A/2U1bBbUKYwjRU612Fmjb3J",
+	"A906pduOMXcSOE3uURgJvKseLuoCPza/dTzU1jUAn3McGD2bwBPQkoZ7yLky9nLKoHMUpop1ELf3MRKK",
+	"rq3gv/Y/sJDtYwpcAIllDYxOpTyEFul4HM9UPoB7Hy6+ODGaow0RmwVAlSz2vWvtj5eajYSBxzZkB6Vx",
+	"RsH4xgVzDRq9shXpiij+hzVJYBN9rCE3K9HQCsBeMmATc2svB2wElXa2wZ5zeVNlmGYJ3O/BM30SbLpS",
+	"wvDOo9YRCSp3UFTesK18YeRXJCium4B315kx2ZkXn9qbtdzdCeB+SmnCNNzz/ns9mRaPPH9viOSK6pl3",
+	"72+Z5229w3AEUJHsHYPPy3NXExX3cFbZtr8lC3aJpOsQDXOFBEjGhvZLBFfQWA4aXmNfAGeJBgTYvsu7",
+	"3wzoTlUQ9x93kkwy1EzvI6VXJVQ+65gLCslGqylJ97V5qjxmPnGsY+XK/wq3qPE4Vo8XGFEDvKn2AmQI",
+	"HCJhQ8bOXzzc+//eArJ19Pgb+aUm8MIWEjW/vuRfKoIHgB+gqmqm9D40LAEBAHnNVSn3V0Rvmt/NX2/e",
+	"5E0CS0I0aGDYxanMqC+TwuOzF9i4glG7QeSWtIfcpWL+5mql4fYzRcIsTY0VZRbfmOAFhijfUHTDSxFL",
+	"5tIQ7DEYGOWrea3DyCCWy9NGp5G942wk4KmgAVuwAneu86/d4BVAioooHFSYjgIXbRsaOyEUbv5nALyd",
+	"2GbO5BeO5bYf9tpdudAoaJLARm+OiW3MEBBLxIoENjUnIK4LDchjI6mK12wQqHgJn8lfcWM0Sdul+sDN",
+	"yZDME40EbJXSleQwgnlWPFJF7LtQscAHWM6580fCpmTZC8tTKqbMzx1ysZyqvVLuDIYDuIKLgTXDGGh7",
+	"PaAVxlLZ0IW91vC4jEgp0yl32pgNJI2EdHFL3HrEYPu6eccY1X7RJdgoTBPKY4Vqmsu3HAnFwFX3z8Gw",
+	"e36DgO0BoEZvgKjvcUV9KJvmFkOggqAIUpYJYSSMJWyobM8na2hBGjWoZUaieEdcgWCYq1W0VTOjVe7I",
+	"CkpNyMyPJeXKzGJt95FIaMRw41hKpkxYjcYR516T9FxyDWyAWWZeEhylcm6TL7Cx/fcwnNf1vBM8nPKp",
+	"1Gzu2g5Vd8UMcvCCBGuXiQWkAQIY7i/6mZzz13snEL8NqneMPUmRJI1quHQkyvFSWxuHJ1wbqzL8VNsE",
+	"1r+gb378Vs6Dcs+N7+49qLSq2KCmWSLjqsS8G0IuDA1j4am7CrK4HBJukfzv7lX49krTwRYwrd7+BsrW",
+	"4TYbYBNC6DhmXUjY+tcqalfSykonSyGPu8ZoBr3Nuh2t7bOTzsbFZiWtI4XKEisaV/P1MH6n65rB45VL",
+	"Ll9gJIratJCRBmh8HPraKXwKSnb3muRCEoOHiPd51tKwdOc5pKqWbzBAuIycX73IoO0SZVTm5Ff9rQXl",
+	"uwpAxgNzr15XkGdDXlwOSYjbEuXp33iVmAMA+0sbNTUDuV8CBT0sTpgyEvMJy29AKd8uAL1ZDOigwWjS",
+	"cLmXeCmBD1nL5UsHCocU9ODfVjSuXfIZkIbzaxuY95ysq27HCeQkBWvXgaLQK98H+re5O95LLi6w69i3",
+	"EB3lizW2EhwHf/PUm8WG+d2YAUAmK/mhvr0KCP1kmJ4DmvZ3Fhev/rbdsB2t6qVniNmLj1xDcuKy9uzl",
+	"kkCsuCEHW2zIWynYv4T521R67/j3j2VRMExRZ67JnK7crl1gRVkIcJt//IggUEV6/AaDvWDMjk/WzQzu",
+	"YrSDsb1OUBYV1kR2Bj76mDB/Grza5ZYYwR7wV5rbX85GV3RiGFwbY5huFl70PKkOc5LblqJI3IexjC1S",
+	"agAh4yiHbF0k1Gef5raWjKOR0yGwPQBEQlMKWAkhxlhOIfECfAbmvYkRG4+zap8EdVc0oxlyUJv++i1j",
+	"gJdzJlwxxbfhxSv9sL6zHr/a6GkDK8rjupWWNf+O/NUztPWqoN8/3le4nEEr0oBEMcOv92wPrOomOwJz",
+	"/YHqmFzdxHnxD85qX1tlccBX8S5hh942cJCPvx6XmJVSN+3TeXrd+tOQa+ZjWoeft6dRvrULizFAd7//",
+	"eP//AwAA//8=",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,
