@@ -21,12 +21,11 @@ const HealthcheckTimeoutDefault = 5 * time.Second
 // unhealthy dependency). It is the Compose healthcheck: the node images have
 // no curl or wget.
 func runHealthcheck(args []string, stdout, stderr io.Writer, getenv func(string) string) int {
-	st := newSettings("kece-node healthcheck", getenv)
-	st.fs.SetOutput(stderr)
-	listen := st.str("listen", "KECE_LISTEN", worker.ListenDefault, "address the node serves /healthz on")
-	timeout := st.dur("timeout", "KECE_HEALTHCHECK_TIMEOUT", HealthcheckTimeoutDefault, "give up after this long")
-	quiet := st.fs.Bool("quiet", false, "print nothing, only set the exit status")
-	if err := st.parse(args); err != nil {
+	st := newFlags("kece-node healthcheck", getenv, stderr)
+	listen := st.String("listen", "KECE_LISTEN", worker.ListenDefault, "address the node serves /healthz on")
+	timeout := st.Duration("timeout", "KECE_HEALTHCHECK_TIMEOUT", HealthcheckTimeoutDefault, "give up after this long")
+	quiet := st.Bool("quiet", "KECE_HEALTHCHECK_QUIET", false, "print nothing, only set the exit status")
+	if err := parseFlags(st, args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return exitOK
 		}

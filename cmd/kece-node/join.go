@@ -16,30 +16,20 @@ import (
 // credential, store it (0600, atomically) and exit, so the code never has to
 // be written into the node's configuration.
 func runJoin(args []string, stdout, stderr io.Writer, getenv func(string) string) int {
-	st := newSettings("kece-node join", getenv)
-	st.fs.SetOutput(stderr)
-	controlURL := st.str("control-url", "KECE_CONTROL_URL", "", "control plane base URL")
-	pool := st.str("pool", "KECE_POOL", "", "pool this node serves: cpp, java, python, arkts or mysql; a code of another pool's node is refused and stays usable")
-	credFile := st.str("credential-file", "KECE_CREDENTIAL_FILE", "", "where to store the credential (absolute path; must not exist)")
-	code := st.secret("code", "KECE_JOIN_CODE", "the one-time join code from 'kecectl node create'")
-	timeout := st.dur("timeout", "KECE_REQUEST_TIMEOUT", worker.RequestTimeoutDefault, "bound of the join call")
-	st.fs.Usage = func() {
-		fmt.Fprint(stderr, "usage: kece-node join --control-url URL --pool POOL --credential-file FILE (--code CODE | --code-file FILE)\n\n")
-		st.fs.PrintDefaults()
-	}
-	if err := st.parse(args); err != nil {
+	st := newFlags("kece-node join", getenv, stderr)
+	controlURL := st.String("control-url", "KECE_CONTROL_URL", "", "control plane base URL")
+	pool := st.String("pool", "KECE_POOL", "", "pool this node serves: cpp, java, python, arkts or mysql; a code of another pool's node is refused and stays usable")
+	credFile := st.String("credential-file", "KECE_CREDENTIAL_FILE", "", "where to store the credential (absolute path; must not exist)")
+	code := st.Secret("code", "KECE_JOIN_CODE", "KECE_JOIN_CODE_FILE", "one-time join code from 'kecectl node create'")
+	timeout := st.Duration("timeout", "KECE_REQUEST_TIMEOUT", worker.RequestTimeoutDefault, "bound of the join call")
+	if err := parseFlags(st, args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return exitOK
 		}
 		fmt.Fprintf(stderr, "kece-node join: %v\n", err)
 		return exitConfig
 	}
-	c, err := code.resolve()
-	if err != nil {
-		fmt.Fprintf(stderr, "kece-node join: %v\n", err)
-		return exitConfig
-	}
-	cfg := worker.JoinConfig{ControlURL: *controlURL, Pool: *pool, Code: c, CredentialFile: *credFile, RequestTimeout: *timeout}
+	cfg := worker.JoinConfig{ControlURL: *controlURL, Pool: *pool, Code: *code, CredentialFile: *credFile, RequestTimeout: *timeout}
 	if err := cfg.Validate(); err != nil {
 		fmt.Fprintf(stderr, "kece-node join: %v\n", err)
 		return exitConfig

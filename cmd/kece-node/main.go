@@ -29,8 +29,8 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
-	"time"
 
+	"github.com/kece-oj/kece/cmd/internal/settings"
 	"github.com/kece-oj/kece/engine/code"
 	"github.com/kece-oj/kece/engine/sqljudge"
 	"github.com/kece-oj/kece/internal/buildinfo"
@@ -147,72 +147,23 @@ func refused(err error) bool {
 	return false
 }
 
-// settings declares flags whose defaults come from environment variables,
-// so every flag has one; a malformed variable is an error, never ignored.
-type settings struct {
-	fs     *flag.FlagSet
-	getenv func(string) string
-	errs   []error
+// newFlags is the shared settings loader (cmd/internal/settings): every flag
+// has a KECE_ variable, a flag wins, secrets may come from *_FILE.
+func newFlags(name string, getenv func(string) string, out io.Writer) *settings.FlagSet {
+	fs := settings.NewFlagSet(name, getenv)
+	fs.SetOutput(out)
+	return fs
 }
 
-func newSettings(name string, getenv func(string) string) *settings {
-	return &settings{fs: flag.NewFlagSet(name, flag.ContinueOnError), getenv: getenv}
-}
-
-func (s *settings) str(name, env, def, usage string) *string {
-	v := def
-	if e := s.getenv(env); e != "" {
-		v = e
-	}
-	return s.fs.String(name, v, usage+" ("+env+")")
-}
-
-func (s *settings) dur(name, env string, def time.Duration, usage string) *time.Duration {
-	v := def
-	if e := s.getenv(env); e != "" {
-		d, err := time.ParseDuration(e)
-		if err != nil {
-			s.errs = append(s.errs, fmt.Errorf("%s %q is not a duration (e.g. 10s, 5m)", env, e))
-		} else {
-			v = d
-		}
-	}
-	return s.fs.Duration(name, v, usage+" ("+env+")")
-}
-
-// secret declares NAME and NAME-file (ENV and ENV_FILE); the value is read
-// by resolve after parsing. The file form keeps the secret out of the
-// environment and the process list.
-type secret struct {
-	env, flagName string
-	value, file   *string
-}
-
-func (s *settings) secret(name, env, usage string) *secret {
-	return &secret{env: env, flagName: name,
-		value: s.str(name, env, "", usage),
-		file:  s.str(name+"-file", env+"_FILE", "", "file holding "+usage+", mode 0600")}
-}
-
-// resolve returns the secret from the flag/variable or its file ("" if neither).
-func (sc *secret) resolve() (string, error) {
-	if *sc.value != "" && *sc.file != "" {
-		return "", fmt.Errorf("set only one of %s and %s_FILE (--%s, --%s-file)", sc.env, sc.env, sc.flagName, sc.flagName)
-	}
-	if *sc.file == "" {
-		return *sc.value, nil
-	}
-	return readSecretFile(sc.env+"_FILE", *sc.file)
-}
-
-func (s *settings) parse(args []string) error {
-	if err := s.fs.Parse(args); err != nil {
+// parseFlags parses and refuses positional arguments.
+func parseFlags(fs *settings.FlagSet, args []string) error {
+	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	if s.fs.NArg() > 0 {
-		s.errs = append(s.errs, fmt.Errorf("unexpected arguments %q", s.fs.Args()))
+	if fs.NArg() > 0 {
+		return settings.Errorf("command line", "unexpected arguments %q", fs.Args())
 	}
-	return errors.Join(s.errs...)
+	return nil
 }
 
 // configure reads the environment (getenv) and flags into a worker.Config,
@@ -223,31 +174,31 @@ func configure(args []string, getenv func(string) string, log *slog.Logger) (wor
 
 // configureLogged is configure that also applies --log-level to level.
 func configureLogged(args []string, getenv func(string) string, log *slog.Logger, level *slog.LevelVar) (worker.Config, error) {
-	st := newSettings("kece-node", getenv)
-	pool := st.str("pool", "KECE_POOL", "", "pool to serve: cpp, java, python, arkts or mysql")
-	controlURL := st.str("control-url", "KECE_CONTROL_URL", "", "control plane base URL")
-	credFile := st.str("credential-file", "KECE_CREDENTIAL_FILE", "", "where the node credential is kept, mode 0600 (written by 'kece-node join')")
-	joinCode := st.secret("join-code", "KECE_JOIN_CODE", "a one-time join code used at first start if there is no credential yet; prefer 'kece-node join'")
-	slots := st.str("local-slots", "KECE_LOCAL_SLOTS", "", "jobs this host runs at once (default: from the pool, cores and memory; see docs/node.md)")
-	workspace := st.str("workspace", "KECE_WORKSPACE", "", "work directory of code sandboxes (code pools)")
-	cacheDir := st.str("cache-dir", "KECE_CACHE_DIR", "", "artifact cache directory")
-	cacheMax := st.str("cache-max", "KECE_CACHE_MAX_BYTES", "", "artifact cache budget, bytes or with KiB/MiB/GiB (default 10GiB)")
-	listen := st.str("listen", "KECE_LISTEN", worker.ListenDefault, "address of /healthz and /metrics; \"off\" disables")
-	image := st.str("runtime-image", "KECE_RUNTIME_IMAGE", "", "sandbox image, pinned by digest (code pools; default: the local build's tag)")
-	supervisor := st.str("supervisor", "KECE_SUPERVISOR", "", "static kece-sandbox-init binary (code pools; default: next to kece-node)")
-	seccomp := st.str("seccomp-profile", "KECE_SECCOMP_PROFILE", "", "Docker seccomp profile (code pools; default built in)")
-	dockerHost := st.str("docker-host", "KECE_DOCKER_HOST", "", "Docker daemon address (code pools)")
-	dsnFile := st.str("judge-mysql-dsn-file", "KECE_JUDGE_MYSQL_DSN_FILE", "", "file holding the judge MySQL admin DSN, mode 0600 (mysql pool)")
-	controlIdentity := st.str("control-db-identity", "KECE_CONTROL_DB_IDENTITY", "", "control database identity the judge MySQL must not be (mysql pool)")
-	logLvl := st.str("log-level", "KECE_LOG_LEVEL", "info", "debug, info, warn or error")
-	heartbeat := st.dur("heartbeat", "KECE_HEARTBEAT_INTERVAL", worker.HeartbeatIntervalDefault, "heartbeat interval (the control plane may shorten it)")
-	renew := st.dur("renew", "KECE_RENEW_INTERVAL", worker.RenewIntervalDefault, "lease renewal interval (the control plane may shorten it)")
-	claimWait := st.dur("claim-wait", "KECE_CLAIM_WAIT", worker.ClaimWaitDefault, "claim long-poll wait, at most 15s")
-	margin := st.dur("safety-margin", "KECE_SAFETY_MARGIN", worker.SafetyMarginDefault, "subtracted from every lease for the local deadline")
-	grace := st.dur("drain-grace", "KECE_DRAIN_GRACE", worker.DrainGraceDefault, "how long running jobs may finish after SIGTERM")
-	health := st.dur("health-interval", "KECE_HEALTH_INTERVAL", worker.HealthIntervalDefault, "dependency probe interval")
-	janitor := st.dur("janitor-interval", "KECE_JANITOR_INTERVAL", worker.JanitorIntervalDefault, "leftover cleanup interval")
-	if err := st.parse(args); err != nil {
+	st := newFlags("kece-node", getenv, os.Stderr)
+	pool := st.String("pool", "KECE_POOL", "", "pool to serve: cpp, java, python, arkts or mysql")
+	controlURL := st.String("control-url", "KECE_CONTROL_URL", "", "control plane base URL")
+	credFile := st.String("credential-file", "KECE_CREDENTIAL_FILE", "", "where the node credential is kept, mode 0600 (written by 'kece-node join')")
+	joinCode := st.Secret("join-code", "KECE_JOIN_CODE", "KECE_JOIN_CODE_FILE", "one-time join code used at first start if there is no credential yet (prefer 'kece-node join')")
+	slots := st.String("local-slots", "KECE_LOCAL_SLOTS", "", "jobs this host runs at once (default: from the pool, cores and memory; see docs/node.md)")
+	workspace := st.String("workspace", "KECE_WORKSPACE", "", "work directory of code sandboxes (code pools)")
+	cacheDir := st.String("cache-dir", "KECE_CACHE_DIR", "", "artifact cache directory")
+	cacheMax := st.String("cache-max", "KECE_CACHE_MAX_BYTES", "", "artifact cache budget, bytes or with KiB/MiB/GiB (default 10GiB)")
+	listen := st.String("listen", "KECE_LISTEN", worker.ListenDefault, "address of /healthz and /metrics; \"off\" disables")
+	image := st.String("runtime-image", "KECE_RUNTIME_IMAGE", "", "sandbox image, pinned by digest (code pools; default: the local build's tag)")
+	supervisor := st.String("supervisor", "KECE_SUPERVISOR", "", "static kece-sandbox-init binary (code pools; default: next to kece-node)")
+	seccomp := st.String("seccomp-profile", "KECE_SECCOMP_PROFILE", "", "Docker seccomp profile (code pools; default built in)")
+	dockerHost := st.String("docker-host", "KECE_DOCKER_HOST", "", "Docker daemon address (code pools)")
+	dsnFile := st.String("judge-mysql-dsn-file", "KECE_JUDGE_MYSQL_DSN_FILE", "", "file holding the judge MySQL admin DSN, mode 0600 (mysql pool)")
+	controlIdentity := st.String("control-db-identity", "KECE_CONTROL_DB_IDENTITY", "", "control database identity the judge MySQL must not be (mysql pool)")
+	logLvl := st.String("log-level", "KECE_LOG_LEVEL", "info", "debug, info, warn or error")
+	heartbeat := st.Duration("heartbeat", "KECE_HEARTBEAT_INTERVAL", worker.HeartbeatIntervalDefault, "heartbeat interval (the control plane may shorten it)")
+	renew := st.Duration("renew", "KECE_RENEW_INTERVAL", worker.RenewIntervalDefault, "lease renewal interval (the control plane may shorten it)")
+	claimWait := st.Duration("claim-wait", "KECE_CLAIM_WAIT", worker.ClaimWaitDefault, "claim long-poll wait, at most 15s")
+	margin := st.Duration("safety-margin", "KECE_SAFETY_MARGIN", worker.SafetyMarginDefault, "subtracted from every lease for the local deadline")
+	grace := st.Duration("drain-grace", "KECE_DRAIN_GRACE", worker.DrainGraceDefault, "how long running jobs may finish after SIGTERM")
+	health := st.Duration("health-interval", "KECE_HEALTH_INTERVAL", worker.HealthIntervalDefault, "dependency probe interval")
+	janitor := st.Duration("janitor-interval", "KECE_JANITOR_INTERVAL", worker.JanitorIntervalDefault, "leftover cleanup interval")
+	if err := parseFlags(st, args); err != nil {
 		return worker.Config{}, err
 	}
 	if level != nil {
@@ -257,11 +208,7 @@ func configureLogged(args []string, getenv func(string) string, log *slog.Logger
 		}
 		level.Set(l)
 	}
-	code0, err := joinCode.resolve()
-	if err != nil {
-		return worker.Config{}, err
-	}
-	cfg := worker.Config{Pool: *pool, ControlURL: *controlURL, CredentialFile: *credFile, JoinCode: code0,
+	cfg := worker.Config{Pool: *pool, ControlURL: *controlURL, CredentialFile: *credFile, JoinCode: *joinCode,
 		CacheDir: *cacheDir, Listen: *listen, HeartbeatInterval: *heartbeat, RenewInterval: *renew, ClaimWait: *claimWait,
 		SafetyMargin: *margin, DrainGrace: *grace, HealthInterval: *health, JanitorInterval: *janitor,
 		Version: "kece-node " + buildinfo.Version(), Logger: log}
@@ -337,27 +284,13 @@ func configureLogged(args []string, getenv func(string) string, log *slog.Logger
 	return cfg, cfg.Validate()
 }
 
-// readSecretFile reads a one-line secret from a file only its owner can read.
+// readSecretFile reads a one-line secret from a file that only its owner
+// (and a reading group) may read, through the shared settings loader.
 func readSecretFile(name, path string) (string, error) {
 	if path == "" {
 		return "", fmt.Errorf("%s is required for the mysql pool (a file holding the judge MySQL admin DSN, mode 0600)", name)
 	}
-	st, err := os.Stat(path)
-	if err != nil {
-		return "", fmt.Errorf("%s: %w", name, err)
-	}
-	if st.Mode().Perm()&0o077 != 0 {
-		return "", fmt.Errorf("%s %s has mode %04o; it holds a secret and must be 0600", name, path, st.Mode().Perm())
-	}
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return "", fmt.Errorf("%s: %w", name, err)
-	}
-	s := strings.TrimSpace(string(b))
-	if s == "" {
-		return "", fmt.Errorf("%s %s is empty", name, path)
-	}
-	return s, nil
+	return settings.ReadSecretFile(name, path)
 }
 
 // parseBytes reads "1073741824", "512MiB" or "10GiB".

@@ -38,7 +38,7 @@ func TestConfigureRefusesWithClearErrors(t *testing.T) {
 		"unknown pool":      {map[string]string{"KECE_POOL": "rust"}, "KECE_POOL"},
 		"bad slots":         {map[string]string{"KECE_POOL": "mysql", "KECE_LOCAL_SLOTS": "many"}, "KECE_LOCAL_SLOTS"},
 		"bad duration":      {map[string]string{"KECE_POOL": "mysql", "KECE_HEARTBEAT_INTERVAL": "often"}, "KECE_HEARTBEAT_INTERVAL"},
-		"code and file":     {map[string]string{"KECE_POOL": "mysql", "KECE_JOIN_CODE": "kjc_x", "KECE_JOIN_CODE_FILE": "/x"}, "set only one of KECE_JOIN_CODE"},
+		"code and file":     {map[string]string{"KECE_POOL": "mysql", "KECE_JOIN_CODE": "kjc_x", "KECE_JOIN_CODE_FILE": "/x"}, "not both"},
 		"zero slots":        {map[string]string{"KECE_POOL": "mysql", "KECE_LOCAL_SLOTS": "0"}, "KECE_LOCAL_SLOTS"},
 		"mysql without dsn": {map[string]string{"KECE_POOL": "mysql"}, "KECE_JUDGE_MYSQL_DSN_FILE is required"},
 		"code without ws":   {map[string]string{"KECE_POOL": "cpp", "KECE_WORKSPACE": ""}, "KECE_WORKSPACE"},
@@ -54,7 +54,7 @@ func TestConfigureRefusesWithClearErrors(t *testing.T) {
 	dsn := filepath.Join(dir, "dsn")
 	require.NoError(t, os.WriteFile(dsn, []byte("root@tcp(127.0.0.1:1)/\n"), 0o644))
 	_, err := configure(nil, getenv(map[string]string{"KECE_POOL": "mysql", "KECE_JUDGE_MYSQL_DSN_FILE": dsn}), log)
-	require.ErrorContains(t, err, "must be 0600")
+	require.ErrorContains(t, err, "chmod 0600")
 	require.NoError(t, os.Chmod(dsn, 0o600))
 	cfg, err := configure(nil, getenv(map[string]string{"KECE_POOL": "mysql", "KECE_JUDGE_MYSQL_DSN_FILE": dsn}), log)
 	require.NoError(t, err)
@@ -106,7 +106,7 @@ func TestConfigureEnvironmentAndDefaults(t *testing.T) {
 	// A join code file others can read is refused.
 	require.NoError(t, os.Chmod(codeFile, 0o644))
 	_, err = configure(nil, func(k string) string { return env[k] }, log)
-	require.ErrorContains(t, err, "must be 0600")
+	require.ErrorContains(t, err, "chmod 0600")
 }
 
 func TestVersionAndUsageExitCodes(t *testing.T) {
