@@ -1,6 +1,8 @@
 // Package maintenance owns a control replica's periodic background work on
 // the database: the lease reaper (expired leases back to QUEUED, or FAILED
-// when attempts are used up) and the idempotency-key purge. Both are safe in
+// when attempts are used up), drain deadlines (enforced here, on the control
+// plane, whether or not the admin's CLI still waits) and the idempotency-key
+// purge. Both are safe in
 // every replica at once (the store skips rows another replica holds).
 //
 // It owns no HTTP and no long-poll state; it calls control/store only.
@@ -63,6 +65,7 @@ func (c Config) Validate() error {
 // Store is what the background work needs of control/store.
 type Store interface {
 	Reap(ctx context.Context) (store.ReapStats, error)
+	ExpireDrainDeadlines(ctx context.Context) (store.DrainExpiry, error)
 	PurgeIdempotencyKeys(ctx context.Context, olderThan time.Duration) (int64, error)
 }
 
@@ -99,9 +102,10 @@ type TestSignals struct {
 	Purged chan PurgePass
 }
 
-// ReapPass is one reaper pass.
+// ReapPass is one reaper pass: expired leases, then drain deadlines.
 type ReapPass struct {
 	Stats store.ReapStats
+	Drain store.DrainExpiry
 	Err   error
 }
 
@@ -117,7 +121,8 @@ func (m *Maintainer) EnableTestSignals() *TestSignals {
 	return m.signals
 }
 
-// Run runs the reaper and the purge, each on its own ticker, until ctx ends.
+// Run runs the reaper (with the drain-deadline pass) and the purge, each on
+// its own ticker, until ctx ends.
 func (m *Maintainer) Run(ctx context.Context) {
 	var g errgroup.Group
 	g.Go(func() error { m.every(ctx, m.cfg.ReapInterval, m.reap); return nil })
@@ -146,9 +151,16 @@ func (m *Maintainer) reap(ctx context.Context) {
 	if st.Requeued+st.Failed > 0 {
 		m.log.Info("reaped expired leases", "requeued", st.Requeued, "failed", st.Failed)
 	}
+	dx, derr := m.store.ExpireDrainDeadlines(ctx)
+	if derr != nil && ctx.Err() == nil {
+		m.log.Warn("drain deadline pass failed", "err", derr)
+	}
+	if dx.Nodes > 0 {
+		m.log.Info("drain deadline passed: leases requeued, nodes disabled", "nodes", dx.Nodes, "requeued", dx.Requeued)
+	}
 	if m.signals != nil {
 		select {
-		case m.signals.Reaped <- ReapPass{Stats: st, Err: err}:
+		case m.signals.Reaped <- ReapPass{Stats: st, Drain: dx, Err: errors.Join(err, derr)}:
 		default:
 		}
 	}
