@@ -25,3 +25,37 @@ func TestLanguageTableCoversEveryPool(t *testing.T) {
 	_, ok := contracts.PoolOfLanguage("cobol")
 	require.False(t, ok)
 }
+
+// Ids are unique, aliases point at a canonical id of the same pool with the
+// same minimum memory, and every code id has a minimum memory.
+func TestLanguageTableIsConsistent(t *testing.T) {
+	t.Parallel()
+	seen := map[string]bool{}
+	for _, l := range contracts.Languages() {
+		require.False(t, seen[l.ID], "duplicate id %s", l.ID)
+		seen[l.ID] = true
+		require.Contains(t, contracts.Pools(), l.Pool, l.ID)
+		require.NotEmpty(t, l.Standard, l.ID)
+		if l.Pool == "mysql" {
+			require.Zero(t, l.MinMemoryBytes, l.ID)
+		} else {
+			require.Positive(t, l.MinMemoryBytes, l.ID)
+		}
+		got, ok := contracts.LanguageByID(l.ID)
+		require.True(t, ok)
+		require.Equal(t, l, got)
+		if l.AliasOf == "" {
+			require.Contains(t, strings.Split(contracts.CanonicalLanguages, ", "), l.ID, "a canonical id is named in messages")
+			continue
+		}
+		target, ok := contracts.LanguageByID(l.AliasOf)
+		require.True(t, ok, "%s is an alias of unknown %s", l.ID, l.AliasOf)
+		require.Empty(t, target.AliasOf, "alias chains are not allowed")
+		require.Equal(t, target.Pool, l.Pool)
+		require.Equal(t, target.MinMemoryBytes, l.MinMemoryBytes)
+		require.Contains(t, l.Standard, target.Standard)
+	}
+	for _, id := range strings.Split(contracts.CanonicalLanguages, ", ") {
+		require.True(t, seen[id], id)
+	}
+}
