@@ -1,33 +1,40 @@
 package contracts
 
+import (
+	"slices"
+	"strings"
+)
+
 // The language table is part of the contract: the business names a language
 // id, and the pool that judges it follows from this table on both sides —
-// the control plane when it enqueues (refusing ids not listed here, and
-// memory limits below an id's minimum), the node when it runs a special
-// checker written in another language than the submission. The node's own
-// table (engine/code.Languages, which cannot import this package) holds the
-// commands; a test in package worker checks both list the same ids, pools
-// and minimum memory.
+// the control plane when it enqueues (and refuses ids not listed here), the
+// node when it picks the runtime spec of a submission or of a special
+// checker written in another language than the submission. The engine keeps
+// the matching runtime specs (engine/code); a worker test checks that both
+// tables name the same ids, pools and minimum memory.
 
 // pools are the judge pools; one node process serves exactly one.
 var pools = []string{"cpp", "java", "python", "arkts", "mysql"}
 
 // Language is one accepted language id.
 type Language struct {
-	// ID is the key the business sends, e.g. cpp20.
+	// ID is what the business sends as `language`.
 	ID string
-	// Pool judges the id.
+	// Pool judges it.
 	Pool string
-	// Standard is the standard or version the id means, in a few words.
+	// Standard is the language standard or version the id names, in words.
 	Standard string
-	// AliasOf names the id this one is a synonym of ("" for a canonical id).
+	// AliasOf names the id this one is an alias of ("" for a canonical id):
+	// an alias is judged exactly as its target.
 	AliasOf string
-	// MinMemoryBytes is the smallest memory limit the id's runtime starts
-	// under (0: no minimum, e.g. SQL); lower limits are refused at enqueue.
+	// MinMemoryBytes is the smallest manifest memory limit the runtime can
+	// start under; enqueueing with a lower limit is refused (422).
 	MinMemoryBytes int64
 }
 
-// languages is every accepted id, canonical ids first within a pool.
+// languages lists every accepted id, canonical ids first within a pool.
+// Minimum memory figures are measured in the sandbox with the node's runtime
+// specs (engine/code/languages.go; docs/engine.md, "Memory").
 var languages = []Language{
 	{ID: "cpp11", Pool: "cpp", Standard: "C++11 (GNU dialect: g++ -std=gnu++11)", MinMemoryBytes: 16 << 20},
 	{ID: "cpp14", Pool: "cpp", Standard: "C++14 (GNU dialect: g++ -std=gnu++14)", MinMemoryBytes: 16 << 20},
@@ -36,34 +43,43 @@ var languages = []Language{
 	{ID: "cpp", Pool: "cpp", Standard: "C++17 (GNU dialect: g++ -std=gnu++17); alias of cpp17", AliasOf: "cpp17", MinMemoryBytes: 16 << 20},
 	{ID: "java17", Pool: "java", Standard: "Java 17 (javac --release 17, OpenJDK 17 runtime)", MinMemoryBytes: 4 << 20},
 	{ID: "java", Pool: "java", Standard: "Java 17 (javac --release 17, OpenJDK 17 runtime); alias of java17", AliasOf: "java17", MinMemoryBytes: 4 << 20},
-	{ID: "python3", Pool: "python", Standard: "Python 3 (CPython 3 as installed in the image)", MinMemoryBytes: 16 << 20},
-	{ID: "python", Pool: "python", Standard: "Python 3 (CPython 3 as installed in the image); alias of python3", AliasOf: "python3", MinMemoryBytes: 16 << 20},
+	{ID: "python3", Pool: "python", Standard: "Python 3.11 (CPython)", MinMemoryBytes: 16 << 20},
+	{ID: "python", Pool: "python", Standard: "Python 3.11 (CPython); alias of python3", AliasOf: "python3", MinMemoryBytes: 16 << 20},
 	{ID: "arkts", Pool: "arkts", Standard: "ArkTS stand-in: TypeScript (tsc --strict, target ES2020) run on Node.js", MinMemoryBytes: 8 << 20},
-	{ID: "mysql", Pool: "mysql", Standard: "MySQL-compatible SQL on the judge database"},
-	{ID: "sql", Pool: "mysql", Standard: "MySQL-compatible SQL on the judge database; alias of mysql", AliasOf: "mysql"},
+	{ID: "mysql", Pool: "mysql", Standard: "MySQL-dialect SQL"},
+	{ID: "sql", Pool: "mysql", Standard: "MySQL-dialect SQL; alias of mysql", AliasOf: "mysql"},
 }
 
-// CanonicalLanguages are the keys to name in messages about languages.
-const CanonicalLanguages = "cpp11, cpp14, cpp17, cpp20, java17, python3, arkts, mysql"
+// CanonicalLanguages are the ids to name in messages about languages.
+var CanonicalLanguages = canonicalIDs()
 
-// Pools returns the judge pools in a stable order.
-func Pools() []string { return append([]string(nil), pools...) }
-
-// Languages returns every accepted language id in a stable order.
-func Languages() []Language { return append([]Language(nil), languages...) }
-
-// LanguageByID returns the accepted language with that id.
-func LanguageByID(id string) (Language, bool) {
+func canonicalIDs() string {
+	var ids []string
 	for _, l := range languages {
-		if l.ID == id {
-			return l, true
+		if l.AliasOf == "" {
+			ids = append(ids, l.ID)
 		}
 	}
-	return Language{}, false
+	return strings.Join(ids, ", ")
 }
 
-// PoolOfLanguage returns the pool that judges a language key.
-func PoolOfLanguage(lang string) (pool string, ok bool) {
-	l, ok := LanguageByID(lang)
+// Pools returns the judge pools in a stable order.
+func Pools() []string { return slices.Clone(pools) }
+
+// Languages returns every accepted language id in a stable order.
+func Languages() []Language { return slices.Clone(languages) }
+
+// LookupLanguage returns the table entry of a language id.
+func LookupLanguage(id string) (Language, bool) {
+	i := slices.IndexFunc(languages, func(l Language) bool { return l.ID == id })
+	if i < 0 {
+		return Language{}, false
+	}
+	return languages[i], true
+}
+
+// PoolOfLanguage returns the pool that judges a language id.
+func PoolOfLanguage(id string) (pool string, ok bool) {
+	l, ok := LookupLanguage(id)
 	return l.Pool, ok
 }

@@ -20,7 +20,7 @@ func TestLanguageTablesAgree(t *testing.T) {
 	engineIDs := map[string]bool{}
 	for _, s := range specs {
 		engineIDs[s.Language] = true
-		l, ok := contracts.LanguageByID(s.Language)
+		l, ok := contracts.LookupLanguage(s.Language)
 		require.True(t, ok, "the node judges %s but the contract does not accept it", s.Language)
 		require.Equal(t, l.Pool, s.Pool, s.Language)
 		require.Equal(t, l.MinMemoryBytes, s.MinMemoryBytes, s.Language)

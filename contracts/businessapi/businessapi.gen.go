@@ -11,6 +11,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -432,6 +433,54 @@ type JudgersSummary struct {
 // Language Language key, e.g. cpp17, java17, python3, arkts, mysql; it decides the pool.
 type Language = string
 
+// LanguageInfo defines model for LanguageInfo.
+type LanguageInfo struct {
+	// Id Language key, e.g. cpp17, java17, python3, arkts, mysql; it decides the pool.
+	Id Language `json:"id"`
+
+	// MinMemoryBytes Manifests whose memory limit is below this are refused for this language at enqueue (422 `MEMORY_LIMIT_TOO_LOW`).
+	MinMemoryBytes int64 `json:"minMemoryBytes"`
+
+	// Mixed True when ready nodes report more than one variant.
+	Mixed bool `json:"mixed"`
+
+	// Pool A judge pool; one node process serves exactly one.
+	Pool Pool `json:"pool"`
+
+	// ReadyNodes Ready nodes (enabled, online) that report this language.
+	ReadyNodes int32 `json:"readyNodes"`
+
+	// Standard The standard or language version the id names.
+	Standard string            `json:"standard"`
+	Variants []LanguageVariant `json:"variants"`
+}
+
+// LanguageList defines model for LanguageList.
+type LanguageList struct {
+	// AsOf Server time of the snapshot.
+	AsOf      time.Time      `json:"asOf"`
+	Languages []LanguageInfo `json:"languages"`
+}
+
+// LanguageVariant defines model for LanguageVariant.
+type LanguageVariant struct {
+	// CompileCommand Compile command line; empty for none.
+	CompileCommand string `json:"compileCommand"`
+
+	// EntryPoint How the source file name and entry point are chosen.
+	EntryPoint string `json:"entryPoint"`
+
+	// ExtraMemoryBytes Memory granted on top of the manifest's limit.
+	ExtraMemoryBytes int64 `json:"extraMemoryBytes"`
+
+	// Nodes Ready nodes reporting exactly this variant.
+	Nodes      int32  `json:"nodes"`
+	RunCommand string `json:"runCommand"`
+
+	// Version Compiler or runtime version as probed in the sandbox image.
+	Version string `json:"version"`
+}
+
 // Limits defines model for Limits.
 type Limits struct {
 	// MemoryMb Memory per run; at least 1 for CODE manifests.
@@ -786,6 +835,12 @@ type EnqueueSubmissionParams struct {
 	IdempotencyKey *string `json:"Idempotency-Key,omitempty"`
 }
 
+// GetSubmissionParams defines parameters for GetSubmission.
+type GetSubmissionParams struct {
+	// WaitMs Wait up to this long for the current generation to settle (0, the default, answers at once).
+	WaitMs *int32 `form:"waitMs,omitempty" json:"waitMs,omitempty"`
+}
+
 // PublishManifestJSONRequestBody defines body for PublishManifest for application/json ContentType.
 type PublishManifestJSONRequestBody = Manifest
 
@@ -895,6 +950,22 @@ type ClientInterface interface {
 	//
 	// Corresponds with PUT /api/v1/artifacts/{sha256} (the `UploadArtifact` operationId).
 	UploadArtifactWithBody(ctx context.Context, sha256 Sha256, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ListLanguages The language ids a submission may name, as the ready nodes run them.
+	//
+	// Every accepted language id, with its pool, the standard it names, the
+	// smallest memory limit it can be enqueued with, and what the ready
+	// nodes of its pool report for it: compiler/runtime version, compile
+	// and run command lines, source file / entry-point rule and extra memory
+	// granted. Nodes of one pool that report different versions or commands
+	// are listed as separate `variants` and the language is marked `mixed`.
+	// A language whose pool has no ready node is still listed, with no
+	// variants: it is accepted and waits for a node.
+	//
+	// Errors: 401 `UNAUTHENTICATED`; 429 `RATE_LIMITED`; 5xx.
+	//
+	// Corresponds with GET /api/v1/languages (the `ListLanguages` operationId).
+	ListLanguages(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// PublishManifestWithBody Publish an immutable manifest (content-addressed).
 	//
@@ -1042,11 +1113,20 @@ type ClientInterface interface {
 
 	// GetSubmission Status of the submission's current generation.
 	//
+	// With `waitMs`, a waiting read: the answer comes as soon as the
+	// current generation settles (a verdict, SYSTEM_ERROR or CANCELLED), or
+	// when the wait ends, whichever is first; a submission that has already
+	// settled answers at once. The wait holds no database connection, and a
+	// settlement committed on another control replica wakes it within the
+	// cross-replica wake-up interval. The answer is always the status at
+	// the moment it is sent: check `status` (and `generation`), not how long
+	// the call took.
+	//
 	// Errors: 400 `REQUEST_INVALID`; 401 `UNAUTHENTICATED`;
 	// 404 `SUBMISSION_NOT_FOUND`; 429 `RATE_LIMITED`; 5xx.
 	//
 	// Corresponds with GET /api/v1/submissions/{submissionType}/{submissionId} (the `GetSubmission` operationId).
-	GetSubmission(ctx context.Context, submissionType SubmissionTypePath, submissionId SubmissionIdPath, reqEditors ...RequestEditorFn) (*http.Response, error)
+	GetSubmission(ctx context.Context, submissionType SubmissionTypePath, submissionId SubmissionIdPath, params *GetSubmissionParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// CancelSubmissionWithBody Cancel the submission's current job if it has not finished.
 	//
@@ -1134,6 +1214,32 @@ type ClientInterface interface {
 // Corresponds with PUT /api/v1/artifacts/{sha256} (the `UploadArtifact` operationId).
 func (c *Client) UploadArtifactWithBody(ctx context.Context, sha256 Sha256, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewUploadArtifactRequestWithBody(c.Server, sha256, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ListLanguages The language ids a submission may name, as the ready nodes run them.
+//
+// Every accepted language id, with its pool, the standard it names, the
+// smallest memory limit it can be enqueued with, and what the ready
+// nodes of its pool report for it: compiler/runtime version, compile
+// and run command lines, source file / entry-point rule and extra memory
+// granted. Nodes of one pool that report different versions or commands
+// are listed as separate `variants` and the language is marked `mixed`.
+// A language whose pool has no ready node is still listed, with no
+// variants: it is accepted and waits for a node.
+//
+// Errors: 401 `UNAUTHENTICATED`; 429 `RATE_LIMITED`; 5xx.
+//
+// Corresponds with GET /api/v1/languages (the `ListLanguages` operationId).
+func (c *Client) ListLanguages(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListLanguagesRequest(c.Server)
 	if err != nil {
 		return nil, err
 	}
@@ -1380,12 +1486,21 @@ func (c *Client) EnqueueSubmission(ctx context.Context, params *EnqueueSubmissio
 
 // GetSubmission Status of the submission's current generation.
 //
+// With `waitMs`, a waiting read: the answer comes as soon as the
+// current generation settles (a verdict, SYSTEM_ERROR or CANCELLED), or
+// when the wait ends, whichever is first; a submission that has already
+// settled answers at once. The wait holds no database connection, and a
+// settlement committed on another control replica wakes it within the
+// cross-replica wake-up interval. The answer is always the status at
+// the moment it is sent: check `status` (and `generation`), not how long
+// the call took.
+//
 // Errors: 400 `REQUEST_INVALID`; 401 `UNAUTHENTICATED`;
 // 404 `SUBMISSION_NOT_FOUND`; 429 `RATE_LIMITED`; 5xx.
 //
 // Corresponds with GET /api/v1/submissions/{submissionType}/{submissionId} (the `GetSubmission` operationId).
-func (c *Client) GetSubmission(ctx context.Context, submissionType SubmissionTypePath, submissionId SubmissionIdPath, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewGetSubmissionRequest(c.Server, submissionType, submissionId)
+func (c *Client) GetSubmission(ctx context.Context, submissionType SubmissionTypePath, submissionId SubmissionIdPath, params *GetSubmissionParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetSubmissionRequest(c.Server, submissionType, submissionId, params)
 	if err != nil {
 		return nil, err
 	}
@@ -1545,6 +1660,33 @@ func NewUploadArtifactRequestWithBody(server string, sha256 Sha256, contentType 
 	}
 
 	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewListLanguagesRequest constructs an http.Request for the ListLanguages method
+func NewListLanguagesRequest(server string) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/languages")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
 
 	return req, nil
 }
@@ -1759,7 +1901,7 @@ func NewEnqueueSubmissionRequestWithBody(server string, params *EnqueueSubmissio
 }
 
 // NewGetSubmissionRequest constructs an http.Request for the GetSubmission method
-func NewGetSubmissionRequest(server string, submissionType SubmissionTypePath, submissionId SubmissionIdPath) (*http.Request, error) {
+func NewGetSubmissionRequest(server string, submissionType SubmissionTypePath, submissionId SubmissionIdPath, params *GetSubmissionParams) (*http.Request, error) {
 	var err error
 
 	var pathParam0 string
@@ -1789,6 +1931,33 @@ func NewGetSubmissionRequest(server string, submissionType SubmissionTypePath, s
 	queryURL, err := serverURL.Parse(operationPath)
 	if err != nil {
 		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.WaitMs != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "waitMs", *params.WaitMs, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: "int32"}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
 	}
 
 	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
@@ -1996,6 +2165,24 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with PUT /api/v1/artifacts/{sha256} (the `UploadArtifact` operationId).
 	UploadArtifactWithBodyWithResponse(ctx context.Context, sha256 Sha256, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*UploadArtifactResponse, error)
 
+	// ListLanguagesWithResponse The language ids a submission may name, as the ready nodes run them.
+	//
+	// Every accepted language id, with its pool, the standard it names, the
+	// smallest memory limit it can be enqueued with, and what the ready
+	// nodes of its pool report for it: compiler/runtime version, compile
+	// and run command lines, source file / entry-point rule and extra memory
+	// granted. Nodes of one pool that report different versions or commands
+	// are listed as separate `variants` and the language is marked `mixed`.
+	// A language whose pool has no ready node is still listed, with no
+	// variants: it is accepted and waits for a node.
+	//
+	// Errors: 401 `UNAUTHENTICATED`; 429 `RATE_LIMITED`; 5xx.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /api/v1/languages (the `ListLanguages` operationId).
+	ListLanguagesWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ListLanguagesResponse, error)
+
 	// PublishManifestWithBodyWithResponse Publish an immutable manifest (content-addressed).
 	//
 	// The manifest is normalized and hashed; publishing the same content
@@ -2144,13 +2331,22 @@ type ClientWithResponsesInterface interface {
 
 	// GetSubmissionWithResponse Status of the submission's current generation.
 	//
+	// With `waitMs`, a waiting read: the answer comes as soon as the
+	// current generation settles (a verdict, SYSTEM_ERROR or CANCELLED), or
+	// when the wait ends, whichever is first; a submission that has already
+	// settled answers at once. The wait holds no database connection, and a
+	// settlement committed on another control replica wakes it within the
+	// cross-replica wake-up interval. The answer is always the status at
+	// the moment it is sent: check `status` (and `generation`), not how long
+	// the call took.
+	//
 	// Errors: 400 `REQUEST_INVALID`; 401 `UNAUTHENTICATED`;
 	// 404 `SUBMISSION_NOT_FOUND`; 429 `RATE_LIMITED`; 5xx.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with GET /api/v1/submissions/{submissionType}/{submissionId} (the `GetSubmission` operationId).
-	GetSubmissionWithResponse(ctx context.Context, submissionType SubmissionTypePath, submissionId SubmissionIdPath, reqEditors ...RequestEditorFn) (*GetSubmissionResponse, error)
+	GetSubmissionWithResponse(ctx context.Context, submissionType SubmissionTypePath, submissionId SubmissionIdPath, params *GetSubmissionParams, reqEditors ...RequestEditorFn) (*GetSubmissionResponse, error)
 
 	// CancelSubmissionWithBodyWithResponse Cancel the submission's current job if it has not finished.
 	//
@@ -2313,6 +2509,75 @@ func (r UploadArtifactResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r UploadArtifactResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// ListLanguagesResponse429Headers the declared response headers of an HTTP 429 response for ListLanguages
+type ListLanguagesResponse429Headers struct {
+	RetryAfter int32
+}
+
+type ListLanguagesResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *LanguageList
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *TooManyRequests
+	// JSONDefault the response for an HTTP default `application/json` response
+	JSONDefault *Unexpected
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *ListLanguagesResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListLanguagesResponse) GetJSON200() *LanguageList {
+	return r.JSON200
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r ListLanguagesResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r ListLanguagesResponse) GetJSON429() *TooManyRequests {
+	return r.JSON429
+}
+
+// GetJSONDefault returns the response for an HTTP default `application/json` response
+func (r ListLanguagesResponse) GetJSONDefault() *Unexpected {
+	return r.JSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r ListLanguagesResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListLanguagesResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListLanguagesResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListLanguagesResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -3090,6 +3355,30 @@ func (c *ClientWithResponses) UploadArtifactWithBodyWithResponse(ctx context.Con
 	return ParseUploadArtifactResponse(rsp)
 }
 
+// ListLanguagesWithResponse The language ids a submission may name, as the ready nodes run them.
+//
+// Every accepted language id, with its pool, the standard it names, the
+// smallest memory limit it can be enqueued with, and what the ready
+// nodes of its pool report for it: compiler/runtime version, compile
+// and run command lines, source file / entry-point rule and extra memory
+// granted. Nodes of one pool that report different versions or commands
+// are listed as separate `variants` and the language is marked `mixed`.
+// A language whose pool has no ready node is still listed, with no
+// variants: it is accepted and waits for a node.
+//
+// Errors: 401 `UNAUTHENTICATED`; 429 `RATE_LIMITED`; 5xx.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /api/v1/languages (the `ListLanguages` operationId).
+func (c *ClientWithResponses) ListLanguagesWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ListLanguagesResponse, error) {
+	rsp, err := c.ListLanguages(ctx, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListLanguagesResponse(rsp)
+}
+
 // PublishManifestWithBodyWithResponse Publish an immutable manifest (content-addressed).
 //
 // The manifest is normalized and hashed; publishing the same content
@@ -3292,14 +3581,23 @@ func (c *ClientWithResponses) EnqueueSubmissionWithResponse(ctx context.Context,
 
 // GetSubmissionWithResponse Status of the submission's current generation.
 //
+// With `waitMs`, a waiting read: the answer comes as soon as the
+// current generation settles (a verdict, SYSTEM_ERROR or CANCELLED), or
+// when the wait ends, whichever is first; a submission that has already
+// settled answers at once. The wait holds no database connection, and a
+// settlement committed on another control replica wakes it within the
+// cross-replica wake-up interval. The answer is always the status at
+// the moment it is sent: check `status` (and `generation`), not how long
+// the call took.
+//
 // Errors: 400 `REQUEST_INVALID`; 401 `UNAUTHENTICATED`;
 // 404 `SUBMISSION_NOT_FOUND`; 429 `RATE_LIMITED`; 5xx.
 //
 // Returns a wrapper object for the known response body format(s).
 //
 // Corresponds with GET /api/v1/submissions/{submissionType}/{submissionId} (the `GetSubmission` operationId).
-func (c *ClientWithResponses) GetSubmissionWithResponse(ctx context.Context, submissionType SubmissionTypePath, submissionId SubmissionIdPath, reqEditors ...RequestEditorFn) (*GetSubmissionResponse, error) {
-	rsp, err := c.GetSubmission(ctx, submissionType, submissionId, reqEditors...)
+func (c *ClientWithResponses) GetSubmissionWithResponse(ctx context.Context, submissionType SubmissionTypePath, submissionId SubmissionIdPath, params *GetSubmissionParams, reqEditors ...RequestEditorFn) (*GetSubmissionResponse, error) {
+	rsp, err := c.GetSubmission(ctx, submissionType, submissionId, params, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -3480,6 +3778,66 @@ func ParseUploadArtifactResponse(rsp *http.Response) (*UploadArtifactResponse, e
 	switch {
 	case rsp.StatusCode == 429:
 		var headers UploadArtifactResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int32
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: "int32"}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseListLanguagesResponse parses an HTTP response from a ListLanguagesWithResponse call
+func ParseListLanguagesResponse(rsp *http.Response) (*ListLanguagesResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListLanguagesResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest LanguageList
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Unexpected
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers ListLanguagesResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
 			var value int32
 			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: "int32"}); err != nil {
@@ -4164,6 +4522,9 @@ type ServerInterface interface {
 	// UploadArtifact Store one test-data file under its SHA-256 digest.
 	// (PUT /api/v1/artifacts/{sha256})
 	UploadArtifact(w http.ResponseWriter, r *http.Request, sha256 Sha256)
+	// ListLanguages The language ids a submission may name, as the ready nodes run them.
+	// (GET /api/v1/languages)
+	ListLanguages(w http.ResponseWriter, r *http.Request)
 	// PublishManifest Publish an immutable manifest (content-addressed).
 	// (POST /api/v1/manifests)
 	PublishManifest(w http.ResponseWriter, r *http.Request)
@@ -4181,7 +4542,7 @@ type ServerInterface interface {
 	EnqueueSubmission(w http.ResponseWriter, r *http.Request, params EnqueueSubmissionParams)
 	// GetSubmission Status of the submission's current generation.
 	// (GET /api/v1/submissions/{submissionType}/{submissionId})
-	GetSubmission(w http.ResponseWriter, r *http.Request, submissionType SubmissionTypePath, submissionId SubmissionIdPath)
+	GetSubmission(w http.ResponseWriter, r *http.Request, submissionType SubmissionTypePath, submissionId SubmissionIdPath, params GetSubmissionParams)
 	// CancelSubmission Cancel the submission's current job if it has not finished.
 	// (POST /api/v1/submissions/{submissionType}/{submissionId}/cancel)
 	CancelSubmission(w http.ResponseWriter, r *http.Request, submissionType SubmissionTypePath, submissionId SubmissionIdPath)
@@ -4219,6 +4580,20 @@ func (siw *ServerInterfaceWrapper) UploadArtifact(w http.ResponseWriter, r *http
 
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		siw.Handler.UploadArtifact(w, r, sha256)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// ListLanguages operation middleware
+func (siw *ServerInterfaceWrapper) ListLanguages(w http.ResponseWriter, r *http.Request) {
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.ListLanguages(w, r)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -4361,8 +4736,24 @@ func (siw *ServerInterfaceWrapper) GetSubmission(w http.ResponseWriter, r *http.
 		return
 	}
 
+	// Parameter object where we will unmarshal all parameters from the context
+	var params GetSubmissionParams
+
+	// ------------- Optional query parameter "waitMs" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "waitMs", r.URL.Query(), &params.WaitMs, runtime.BindQueryParameterOptions{Type: "integer", Format: "int32"})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "waitMs"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "waitMs", Err: err})
+		}
+		return
+	}
+
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		siw.Handler.GetSubmission(w, r, submissionType, submissionId)
+		siw.Handler.GetSubmission(w, r, submissionType, submissionId, params)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -4585,6 +4976,7 @@ func HandlerWithOptions(si ServerInterface, options StdHTTPServerOptions) http.H
 	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/api/v1/submissions/{submissionType}/{submissionId}/cancel", wrapper.CancelSubmission)
 	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/api/v1/settlement-events/claim", wrapper.ClaimSettlementEvents)
 	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/api/v1/settlement-events/ack", wrapper.AckSettlementEvents)
+	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/api/v1/languages", wrapper.ListLanguages)
 	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/api/v1/system/judgers/summary", wrapper.GetJudgersSummary)
 
 	return m
@@ -4729,6 +5121,73 @@ type UploadArtifactdefaultJSONResponse struct {
 }
 
 func (response UploadArtifactdefaultJSONResponse) VisitUploadArtifactResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListLanguagesRequestObject struct {
+}
+
+type ListLanguagesResponseObject interface {
+	VisitListLanguagesResponse(w http.ResponseWriter) error
+}
+
+type ListLanguages200JSONResponse LanguageList
+
+func (response ListLanguages200JSONResponse) VisitListLanguagesResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListLanguages401JSONResponse struct{ UnauthorizedJSONResponse }
+
+func (response ListLanguages401JSONResponse) VisitListLanguagesResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListLanguages429JSONResponse struct{ TooManyRequestsJSONResponse }
+
+func (response ListLanguages429JSONResponse) VisitListLanguagesResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListLanguagesdefaultJSONResponse struct {
+	Body       Error
+	StatusCode int
+}
+
+func (response ListLanguagesdefaultJSONResponse) VisitListLanguagesResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
 	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
@@ -5256,6 +5715,7 @@ func (response EnqueueSubmissiondefaultJSONResponse) VisitEnqueueSubmissionRespo
 type GetSubmissionRequestObject struct {
 	SubmissionType SubmissionTypePath `json:"submissionType"`
 	SubmissionId   SubmissionIdPath   `json:"submissionId"`
+	Params         GetSubmissionParams
 }
 
 type GetSubmissionResponseObject interface {
@@ -5618,6 +6078,9 @@ type StrictServerInterface interface {
 	// UploadArtifact Store one test-data file under its SHA-256 digest.
 	// (PUT /api/v1/artifacts/{sha256})
 	UploadArtifact(ctx context.Context, request UploadArtifactRequestObject) (UploadArtifactResponseObject, error)
+	// ListLanguages The language ids a submission may name, as the ready nodes run them.
+	// (GET /api/v1/languages)
+	ListLanguages(ctx context.Context, request ListLanguagesRequestObject) (ListLanguagesResponseObject, error)
 	// PublishManifest Publish an immutable manifest (content-addressed).
 	// (POST /api/v1/manifests)
 	PublishManifest(ctx context.Context, request PublishManifestRequestObject) (PublishManifestResponseObject, error)
@@ -5707,6 +6170,30 @@ func (sh *strictHandler) UploadArtifact(w http.ResponseWriter, r *http.Request, 
 		sh.options.ResponseErrorHandlerFunc(w, r, err)
 	} else if validResponse, ok := response.(UploadArtifactResponseObject); ok {
 		if err := validResponse.VisitUploadArtifactResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// ListLanguages operation middleware
+func (sh *strictHandler) ListLanguages(w http.ResponseWriter, r *http.Request) {
+	var request ListLanguagesRequestObject
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.ListLanguages(ctx, request.(ListLanguagesRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "ListLanguages")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(ListLanguagesResponseObject); ok {
+		if err := validResponse.VisitListLanguagesResponse(w); err != nil {
 			sh.options.ResponseErrorHandlerFunc(w, r, err)
 		}
 	} else if response != nil {
@@ -5867,11 +6354,12 @@ func (sh *strictHandler) EnqueueSubmission(w http.ResponseWriter, r *http.Reques
 }
 
 // GetSubmission operation middleware
-func (sh *strictHandler) GetSubmission(w http.ResponseWriter, r *http.Request, submissionType SubmissionTypePath, submissionId SubmissionIdPath) {
+func (sh *strictHandler) GetSubmission(w http.ResponseWriter, r *http.Request, submissionType SubmissionTypePath, submissionId SubmissionIdPath, params GetSubmissionParams) {
 	var request GetSubmissionRequestObject
 
 	request.SubmissionType = submissionType
 	request.SubmissionId = submissionId
+	request.Params = params
 
 	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
 		return sh.ssi.GetSubmission(ctx, request.(GetSubmissionRequestObject))
@@ -5990,134 +6478,148 @@ func (sh *strictHandler) GetJudgersSummary(w http.ResponseWriter, r *http.Reques
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7L3rctu4si/+Kl1cu2rkvSlbdjxZE7v+HxRHSbTi27LkSc0e5W9BJGQhJgGFAG1rUq46T3Me7DzJqW6A",
-	"V9GW5Ewy69Re8yEjUwTQaDR+6BtaX71AxXMluTTaO/jqzTgLeUIfL7hJFt2p4Qn+FXIdJGJuhJLegTfg",
-	"gZKhBqPgjgkDEz5VCYcEmwh5ve35XsK/pCLhoXdgkpT7ng5mPGbY1VQlMTPegSekebHn+V4spIjT2Dvo",
-	"+J5ZzLn9il/zxHt4ePC9OUtYzI2ja5BOYqG1ULIfnjMzw2cCiZrjH74nWYw96NJrT5LzHwmfegfe33YK",
-	"TuzYb/VOeSwPSSkeDBdzvtbw+OKfQAB1Q+xIuJ4rqTlx4zULL/iXlGuDfwVKGi7pI5vPIxEwXLCdzxpX",
-	"7euaY/aSRDnOV1d9OMMlpsEgVFyDVAZiZoIZmBkHHDxhgYHW+KL3z8veYHjVP/21e9x/M97a9h5870jJ",
-	"aSSCH0BpNpKGO2FmcDdjBliUcBYugN8LbfQhhIroJ5kFpkFoIvJUmbcqleGPYScLw4RrzUNIuFZpEvCC",
-	"s0Qo0XTOFpFi4VCpY5Zc8x9D2kQRswLOQw3CaJggW6A1Pu/+dnzWfXM1PDu7Ou5evOu55R0qdcLkwomj",
-	"/v5UXjDDIRKxMBzpuugOe1fH/ZP+sPdmvHWYrSwiGBCYtQnNQFvwQpCqw107x7smgtzbOyVkJKouJUvN",
-	"TCXiD/4DxOYE8UBeg0oglTdS3UmYpFpIrhGPb7iE1vjytHs5fN87HfaPusQNWqBLye/nPDA/gsoBT255",
-	"0tYi5DBlaWSg9fP9PYz7p8PexWn3eOwDUvlrt3/cfX3cy9fLETpPVMC1ZpOI96QRZvH9Kf7Io6iNZxMP",
-	"YZIiMExT3JiTBTBI0og/AhkPGZaTGHUTI6YsMAOjEstnFoYCh2DReaLmPDECkXvKIs19b1569NXTM7b3",
-	"88uVZ4J9C8cVf/D6ifpyf9WJWj6Lfs/GdJ19yt9Xk888MATbTPM+TWXOjOEJMuv//73b/m/W/qPTfvWp",
-	"+Hi13f70teO/fPHwH17ekTaJkNdZRxdcp5HZkC9BTsFTfHF0PvgevxfmSIW8Uduo88P3Yh6rZPFhsjEr",
-	"sanWzCJy7QSa8eCGJxCK6dQHLa4liwB1A9y3g38eA0c59IEZiJU2sA8fxGuEpJjdH3N5jYrFfufVywY2",
-	"6kAl/Bm0WiKWSR3yJBaSGQSVjNA0nvDEhw6IKUglOVK2kd7me9owk+pVi/YrT0KB24VefvA9I2J+ohsY",
-	"en4J+F2dkjUmfseiyHb5LRvFCWE+sWwhcpLzgUoSVZLFfAEKqWncbVZwVu6QKne6Ut/xBJDBLBFayW0Y",
-	"GxXxhEkzBnEtVcI1mISJiJZ5zgKugckQpoIWnN9FeIQcjuR4Gilmxq4v1EVIGJwqNWYTPVTReGec8Ag/",
-	"HMJYz3kgWDSGJJUa2Ei6B+3PaXjNYZ6o64TFICSpiZrJcKLuoYWcgUCFHDrw/wELAj43PNzaHkmvDgB2",
-	"0MoKhiqdRLx5CS3FHi1g9LyGbgorsdi+li3aQ9bTCqSyrzuVvipm1P4JwRi6/rlE0n/3+D0LDAqhW23c",
-	"HriAXjGHT3UQ8b37NrZv37IEMUljRz3X0bDo6K3raJB19OB79vzcTDp7tzxZWMQjtXJ7aYEDh9YrT27a",
-	"SnR2GyYi/Tgh1sqq0nE2t++BNkkamDThIVkt/N5Aa6oS4Pcsnkec5FRNp1yGuFumgkfh1rbXsCiP4v/7",
-	"NGayjRYH6jCAQxyC5Le0SaVhQmpURBNu9DqoX8ciCyhP4UjBrSXaTlgwE5IX1NmVwU634ejs9O1x/2gI",
-	"QhMbrrnkiQhgv/MK7mZcglQQo7FP0jUVgd3CpJBxmksmmTUj0PO9mlrq+d7p2fDq7dnlKX4+6Z7232KD",
-	"8sPB5euT/mDQPzutPH7Tf4dvnvQHJ93h0fty62K47sWw/7Z7RK8N+qfvyo8G/f/ulZsfd0/fXXbf9a4u",
-	"TweX5+dnF5a+vNf8+1KbEm0Z1zzf67/pnZyfDXunR79dfej9dnXRuxz0alMZ9i5O+qfdY8/3Si2XDCvP",
-	"98pGDXbu1GfLzEx7XnOHO8usL29ZJPAks4YLlwZVaY5PcuvX906YFFOuTelR4Y0oPXwjrrk2J0KTJ6DU",
-	"sBgnU4qd6VJ6MhB/8FLTYyavU3bNL6VO53OVWKKyDrNvSw0KinLngu/1Qx7PleEyWHzgiwuOanzlXafx",
-	"4FFcala3sn0yMI+tfYndSlR+qdWlZLdMRLh5LCjecmm6wU3JFbOJequkTmN75q9WsQ9Ix97d+3uzks2R",
-	"lH5IHQvD45UamFWZY3bft2/vdjp0NmZ/5mOwJGGLBihyxJeGbsSjnEXWe7Uhj1hwY82p58+pOg3fk8q8",
-	"59Gf2mmNN5boYqRH+XIUMRF/u/DUTHBD4G6NjmnmotNpjGdawsmAppP4W0Uu4kw36uzv1R1ESl7T2CQd",
-	"GrRhC6AWIRgFZiY0ZHNo1u3ZvVXTXrzs4H8lxW2302m2yth9s6M562q32s1q3b8Qcuy7mPKqFX2WrFtO",
-	"rS2XA25MxGMuDY28qZC60Zpm8jbheia51htOQPI7rs17zhIz4cx0rxul40REkXDOONBCBlbvso1hlrVG",
-	"2WVyAVKF/BDYRHNprC1yenb1vte9GL7udYeDZ9iFaMit1DpzHgzo7SX3CT19knmDbJjq9I/7v/agtTRb",
-	"nJmzlNR0ikYZmBl2paJwy4fBsHvcg5aKQp5s+cssyJQv7B3PPHyd9KzSe2uqC8fiFg/BgWFkLp2qfEE1",
-	"HXrWI1OzQ+F1/13/dAgiBKaBQcgDEVuN2wWGnI7tHXj7ezX02UXcQfBBtPmlGWz+gTZlogdpHLNksekp",
-	"os+mTdGsBPXyVsgMmzDNt8jRkGGmlmyuZ8pUBCxkhrfxrSYSp+Vts5ZsYau5UtH6m/5cqSjjQXXDv1w+",
-	"6SjwcZ71X508Pbb7iRkCZgNKcrDBEtx0z/D9GGVYlA+4WcCvdoTiipVZWplNZaSMhU2bMVMdG7ah+wZu",
-	"+MIHvn29DcF8vvt3Hz6zW4b/ny/MTMkXPrDkxmgf4oX+Eh2CMCTcIbd2Eo5dP01Z+49Pv9tD9L+2r+gQ",
-	"fbHbLNakZm6Ks9bNdDJpwFb6BuY8gSSVh8XS7gLauUdnb3oQO7VaP33s/rL7am/VeqvUzFPzYdKohMiQ",
-	"JSHYVyBgc6IqYJp/E1l7L/d29/dXCuIKb+KfQ8vLml6ywgtZizuwKFqixZ5yMWcSQTROIyPmkYUkmhEE",
-	"M6W5hMnC6lb3PEiNWqVALelPK7df7trMRa202E0bLbPVNvQQ9eM4Nc5Tog0gEtO5D/NETSIeb9fWA2bs",
-	"llcBCzk3kkyGIBWM9ZdovE2O9lob+saHwPnnx19HNImRdwAj60wbeQ9jYDIcSamoV32ITBaJjTVqYAmn",
-	"OBCFh1qkAaD2NRQxV6k5QYhg9xfqTtteYnb/emG4hmt1yxO5RW7XmC1gwqHT5O2kMdc+CTKOHzHNl3S/",
-	"BrMnKBzMa/goscWNkOG6VHzAd9EmyPHsqVYO9VAX+7La1/oF5QilYUlMicJ80GKOvuPlU5JKfPu+8Sgh",
-	"56kZbBjcs42eE+HLtuimI7pWbsjqBu2AQCSK+LUwImaGRwvg8dwsIIspO4R/TnyGi+uZaZ5myWJbDbKP",
-	"RWzK/C8ztsaoCgdysp6SnQ9uZ2RaN4IUqsz/PF5Tx3aRocEX61zP+j1PJ5HQs40DyCH54qhRFKGq+/t6",
-	"a/9pKXz/vtve+/llpgNLXJdI/MHDHE63LdY4V1+4jvOktjylxn5GeROzUbtrsjRcdEmp6JAOANRVwSUO",
-	"gEadXgMBerQAF8LM1imYzz3fQwUPwZf0O8/3SL9DoUMFb90FpJ7+YXs6z3rqup5ObE9uEs+zWdDU0+Yj",
-	"E6ZJe+he54aKfRG+pDzlIRQJaIfQyTz38jnh07nj/ypzBN+1gxee1gaK/3nZu+y9gcIbDp/VREPr6H3v",
-	"6IP9zO+DKA25jblsSC1ZB6cq5A1D9067r497b+gAVpJsaxQabTkodK7Ef4vFQuyq0NHEFr+6rk1yf8GZ",
-	"y2ypKYyzxSEkPFBJyMMsqsrSUBiI1HUtmrTb2bNKcv6gwfiwIz3P/5jkVD4lH24udV65xs2z12lkBnxT",
-	"TbIL00T9wSUk1AFobg7hlkUp18A0BeJ8kGkUkZaPCuLp5fHxNoyRAj327VaZJxw1cB9mTBO4cGmcPRWo",
-	"KI1lUwgTn1f1ttJC7P3clMtRKGvl7wvDXd1VO8w/4Awo/OACnZv2XNUSm/RE4sdjs3m5v+mQSx5Vyy03",
-	"xyYJqPs1N9TREs4MD7tVveJJv03II3HLk0XXGFRtlnfeLigJU5GgheLefRotdpsQyoVJ1gs30MvDNXIK",
-	"atyyuQW+R+FbZul/So1spPSzmqxL59wGz9an0kXbSPcvZ1lvlJHt1/OsN02nbnCFkzpSsD3jgr+c0l1L",
-	"MS+xuuDHslT5JdFcQ+yzadX0s95wiCeZC9ITQuHb1mj+rCZgZswAl3hEtG5tkpUPg98Gw97JVe/i4uwC",
-	"VAJH3dOj3vFx781WWTtyna+pAVl6Q9Jylpd3w8hHOWmhFpeiiFSn/erqqRTD9ZLOCjGweWdZUonj05o5",
-	"a42xgPQRLMtNsZr3Ud3xpI2GCsz4PWRqt9WG6+7ETvsVa08/fX253zz5WjLSZqyPSh7SJ0327D3kNmWs",
-	"b2pmulaPWrabePhqK5BPokZbZdDG9Sl8C5upG8MZzxQO1CXmLHF7MLeTYNA77h0NM0+WzhLrbHDBpCGX",
-	"5ic9koW+4jLtMsN67ONWpWeGbmDQe2oK44RPecJlwAdfbPYdKDmSNskuRrq4nkEW1YBWyRjKbAZzp7YO",
-	"4c3JcUEedsNZMBvJ8S1PxNSlWY/RsMjz6Su0Q+4C043Je1Gk7k7SyIhB/h4+d4swUSriTJJrynLmiHSD",
-	"UwswTe+V09if1jozHdJqJ+SGe1roXv59t/PLLy/3Vx2NzsO3qdOisS9U5F2y+PJc3bp8WMMHVwhx5oUr",
-	"C0hdg/v55xfN2cXY2fL72W5cbsB5uPz6/u6r/Red/UcguuovXbEi67CwLKnLKFuR72XPMQn24dI+zczl",
-	"9YLwX6JfyzRU1OGSttysDZcXubwEBXcLKWncJjUONHK5ENrSZvCbt+fTGFl3e1nOeT4yem2tIeKUdfUm",
-	"tg6SOgM3VByegwhP7jsSirX2TG0tbcMSSBUDNXKVLoqsHTb5diMndxGud1rHJcrWCQB8F7dgWWcukdTI",
-	"z1y367qM8g15+qMspm9RVWssyyyUigXylDZaZE0SW3+AqriZSOCIQiXu3leDymyvGlhT3GXMMOcKpkiF",
-	"dVg3G+fNSWDt3eZcMqs4NtyamRU3G5wjyfqWshs9qMd/EK+hdTl82/4FJgi3WzXv3OOH6r+KSbzK6F3S",
-	"uL3KWj8tfU0ZRHT11N1n/EmDCPM8nLzZJkmLjxmK9X31jAigfqMk3zi/xYUkh8qw6BmN+eNp/X05TVh+",
-	"syFL6o+Y1hkLI9R4pkxEPARm3RHQKvsEyNI4752+6Z++sxbHRW948dvV6+7Rh7O3b7caOL+WWf7/AqZm",
-	"rX/liW7UIvsSDyHNXbYUp0sttg0EMyazSIzQ8FlNDgs7T7kLWPhyZDOr9HPSFf8yTPC9dB5uqmiUnCnr",
-	"BSNzt8pSNPLceuOta95xnMLRbgxodY/g//yv/w1HPXvT+Y4Jc7FWYOJj8eam0PfUqVsXpgpJfgk+KnBQ",
-	"5vPTyFkS3CU5fe3Qsz1lAV32o3cP8n3d0pxDQc6WD0dnJ+f94/7pOx/+cfnmHX4YyZy7NbdhyyGHBn4/",
-	"Y6k29o60qKIP3fnWWyNZ9jJa70BmNTh66A6MG9/zPUeA53vdI8/3PnY93xtSDusJ/XtG/17gP0cUay/R",
-	"hs+ysda0Q87tHS+6CRLP6XakZ5NM3UWV9YhYaMNjezXO946YDHiU+0SXtt6TB96NkHTkFcLmshK7x+/O",
-	"EJ7fdIfd191B7xAoQoPLm9DdXUKlD72j3hVlKOGeSW4pQ4lH0zalxGhINbfvULh1JaA/lq74a2lzb3hq",
-	"NnOAvrJO64ThlFkwy31o9G2uWCkZ8EOXfEKZer21rfTSDfR1MqVIIvixum5IILTfJS7rpVD7XtJN7jJ9",
-	"COHJPOG4UZJUIl7W7/w95oyJ2f0gu+1dCwCkMfkZo8gyxyar5Cd9kaXhf8OV9g3uojdSh5SUCMuu+NrF",
-	"fmbC/sZXypud9MXt7ZzHlQUv+PBUDll1qIYclVRbEQlUzLeh34SRNp2QbobmkFuOxqyDQOth3Vo9Pfje",
-	"x8rpuZR8ACw/SgqQogNFH9rIujIzntwJXcm5+djtD/un767enl1cfTy7+NC7oGFL6iVO4+m4duO0kFwh",
-	"r9+q5KNKbNYfVWh5zYIbNZ16n6hEBw9StCcHKCQWhDLQHaobLpsWLy+rEkQC1Y+susoND3ibqh2pyD20",
-	"7glotwm+s4ZjwleSS/IucZYQeW5SM2PmthKJkFPVjIvd8z5to5yWCQtuuAyhZeN+lMRCmVA/aVB3EkqV",
-	"UbZQ/PTBSKbzSLGQUmvblFrL3PVL7cPcppqByDNw84RZH7ikzBV/JAVd6jc+JNzmXTGJ+xgPupIUaN8+",
-	"t9elQOfhQHf7a3sku4RYUaRBcjRDHuOy5RqMK6s03qKKRHNjoxxEewDa5lXB+F1vCDtsLnZud3c0Hck7",
-	"n+11kR33znh7JEfyb3+DIyWRIqR5JP+zuLWioTUmxW7sw7gwZPEvFx0eb9GOrV5s0SMJthQWnsTj5ass",
-	"OPB/whCxn5pfvD2CFy9evMrawzRRMa10Hq8JIhXcQOtyeLR1CGFqVUxqjYM5WNQgJMTlm1T2KoeE8Yke",
-	"g06nU3FPY5cv4aPyLOH9cHieqdPzKNWUDB2okI88H0YZANo/3H37kfcwPsThA8qbwplcnp/3Lq4Gp90P",
-	"PVr8SJBKKGwUCfD8J8p/0lAS721LD3aVv0FJ0SzSCpgtZ7Hf6cBSLTEf9ju7sFTiyMeu9vdeQbUOFLSs",
-	"GVtUd7L519ViRDuVWkQ0QXyBksm5uVPJjWWcnbFmU7LqbB2gljUE7xJhODJWZLePzZZdc9RurGi7+/8z",
-	"pVDZmSsV+TZrUWW55Qf5XRKYqihSd1YwkCBrwFtvi2//sunoueTkh76T8UF9+42kFYJyfoAupQfYPZOV",
-	"prG7O3JQMk9UmAZFSuVIKrm8w4siHzEHkzCpWZAvt3SHncuIICfESGZxmIAfAMuvgkIQMRGjjTehAnOp",
-	"DOmApIuXflZuAMeKiRlyJFlwI9VdxMNr98VhdudUKgOlb8OsXiExETu0jKCdVSLumgnp5Gdcy+KA/4Ld",
-	"8dY2dCFgCZ+mUUG4I20kmcxyMmS0ADGlImrjwlocW0elocTNBBdE5skcIq9XN5IzFYWaNElas7JhgAKa",
-	"FXfBLZ9BFLafMe1oCa3dZYSha3eo/heo2z3v2+iRdjlOFBmZc8nmwjvwXmx3tl9YI2FGp2aGr/kRsvPV",
-	"lpB6oJyN1Dxi4ahwgfPVJuEstnd/GSAvVYLYPRURh7sZ/jtjGlGUblgJDTcE92UeZlkS/EvKInf7iplZ",
-	"ljUBl3TcIRDjEtwLjerBSNqvreNAqraaO5jBF/c6nW3oljy3J+I1ZfshXdvwkTB1JMdHtgRZ26rFY3s0",
-	"49TiVBsbWsyi7LRYMZML6/o9ROGepfKGhyOZcYNK6ln72W5gck2TwNAmJotSHzQD4WEzEB6O5P7uC2go",
-	"03cI+3t7MK7VzkDkHDfXxRhbLcNWArSE2o2Dq1BlxRYOu4S+hwijVvpylO+H3oFnlyirAuFVa3z+3lxR",
-	"M0vleGYlTRfRevhke+DavFbhU3XlVGC4aVuBrdaXy82WiZCMgn31kOBDncx63c69TudPK2lXqznXUNuu",
-	"62pfanqDXGR7nd0fSID9BqS6o8H37eyb+sy5tFMqbUpNdlc3qVRixEa7L1Y3qtf9wHZ7e+sMtlylkNq+",
-	"Wt22XiuTGEb24Drj5qFlsmyyWwWWyXR8FJo+4ao9PMvQWSSYGXZNVlSO59ZeymA+NwYI3ZV+BN5zT00e",
-	"e6PLIng+IZzz8DAzNIQrB0EagpO+kbRnbcJNmkhdfF/WwK1iS0BttZg8uSV00xlJQuGs0OuEgzV8eFhk",
-	"T1FeRAha/MG3oReS5VhcM7Q3LkeyRCsDye/y+R3aCwo3nM8rKhf+sYA7nvDMZgpHEgf9fjBeL3g0hhb5",
-	"CemiJA6tUjOS5LvwKTzpnmU3IBm4+mD5XcjsBRQUG8zbqpwNrowS2kKPnBeHsMEZ4C455YkD6+LyZthU",
-	"5CX8WFBevsr1SJ3d8kaAO1TanPzOs5Z/Ol6vRVv+5b9R+7uituMz6qrLPhhouQVv55Wit8qoXcBzM2rv",
-	"fC0Q9MFmtzQg+HPxqbNfgqG8PNtmKPCOmxICrFYDK+lBz1MFKeno03fc+7Wcrkc2fuUm5Q/bW5391Y3y",
-	"6m5/6ca44CzEoznHoXJQY8UGKPwSbesD2GHBzeMqTDd3DuCRX3HibEM3s+OLqlVMkos7N/pHsjXhAUs1",
-	"rxa0+kk7/0LCJKjUbGHfhYNs7AqDjdHWRX0hilBrUQkZ7xPOZclXggNyMEo9X6XYZF92g5vaTRT9nU7o",
-	"evG8H3xQLxWma6oNjrY8nc0lL9KP3bd/2TYs9kZW5TPMa7kpq/dmBTFqvrPyPs2qjD29Scnp9/g2vXD2",
-	"wdwVZnVktNDMcJ/vZkpz4CyJBE8y5979HEVpy5bjiLgLNfMYt/I426tjcrGNXWW38TYM+C1PWOHZ0+Sf",
-	"JhJHkmVx6NzLJ3QJIKggSe4RNMBs7WrCEgoMIwiMpC3wgmDicMfNrOIutV5jfSPmc/LAWJxRUwhUHCNu",
-	"UHrxQX4lkRxLjlCf1mWyIO0ihCBNtEp+DIBQBbwfCSGVIop/BYhUa/41/SwJvpBvHz+7sU9prD7MldZi",
-	"Ei3cxYP/EeBCHIF0jnsmZvfkqcgwZCl6WA0CrESXahGCZkTJS8Xidq6lmaISQPYBjFvVXDB/JMu5YFvj",
-	"g8zqb/JuuECCdTZr2Ovs5e6Ikczc0zZlMBRT8mmYvC1iUsmLXdAkNOx3Xo3kuKEK8RhaCBFZqNYoVyuD",
-	"CNnappCUcrWwR3Jcqpfb/sAXY7A/dAIxu+EaGMW5BP1Ejf3tH4p/IcuBBYnSeiQdVYK7ABZN/4YvXDCy",
-	"NK/M821pb66VPLYULkXBYJzFv8aHeS0mhPSiZlRzLOzZ9s0raGSvD49RvtJr01RnmjzwDXaUX7KulupP",
-	"Z+4eKlbn+DyS5YJXWxvBdc8KcJGt9og1ZmWjsMdqwuOVjbByZtlodL+32x6N7v/OP33d9Xf3Gus7ru+d",
-	"39Aiq994WOt82PsO4+e3Uprc9FmCVEuqOzQD7MGdaTN2lwUsynbi1g82Hdc4JfJ62v/j/DhuAwErHyEI",
-	"359tMim0ypkBpcOrfFA9doLtfK2eQA/lB9/LtdNUe39j585TgNLE6eKVnYYf23vwN2jlfh/w+7p66vdI",
-	"HvPy0rf/dvU8FrmiJKSlmz4/aTRZSHEo8ib+7L2zYxNdHlcSXT63SyjI3PNBluVd3u+Fktf5Ns3jie1X",
-	"00qy35IYQ6vIGoEZ06UUfrqhVkqU30w1sPP/V9nIf75yUC1/9YMtx7UBpJT2g9pBcaniXxtTNlYa/jpb",
-	"1GazPopAn9XEZiCRd1YqNNylC9D9yYjkLLcnIIm0WO1q/dgUtQIhKTvNlplVt64+dWVKc0WXEkbSKBDm",
-	"EHUWI6Ioqx2o6H6tpF+ZpNw0mrouQZ7L/gWpRjJS8tr+9liMAOQKlGwvpx8ivtv+ClLJqTaSdniWJOKW",
-	"H+Q358rJct8NTtfHwQu7Kv8Gwr/QRBraX4goSRAKppXbf2tXzcD2D+sFqjq3nFNKuwSXTdWrxuz6R62Q",
-	"I5Xi/qf6/DarmtLHNUcpp1rCLevlpl8eQDIQKybKzCjHljxBgmokoW5D10ArFVyywp42mXrqMkft7Yht",
-	"ylSkH1xDtKJX6O6In//6skbEE6GuYsxGZk7tZym+o8JQG+kxdSH/1Yq/QvTcZRvv4PdPS6kOgQ9p9XfH",
-	"cmJx6aynMmBzFghjK25mVVkzqbTXPlAgq2MtXen5/RMipWv2NfNYFZluiL21tILKw7L4lx47b3PpiaPo",
-	"4dPD/w0AAP//",
+	"7H3rcts4tu6rrOLsqpb3UL7FnZnYdX4ojpJo4ttYcqd6t3JMiIQsxCSgEKBldcpV52nOg50nOYUFgDdR",
+	"N6eTnl175kePQ5HA4sLCh3XnVy8UyVRwypX0jr96E0oimuKf11Sl885Y0VT/K6IyTNlUMcG9Y69PQ8Ej",
+	"CUrAjDAFIzoWKYVUP8L43a7neyn9krGURt6xSjPqezKc0IToocYiTYjyjj3G1YtDz/cSxlmSJd7xvu+p",
+	"+ZSan+gdTb2npyffm5KUJFRZuvrZKGFSMsF70RVRE32NaaKm+h++x0miR5Cl21aS8x8pHXvH3l/2Ck7s",
+	"mV/lXnkuT5NSXBjMp3Sj6fWNfwABOAyyI6VyKrikyI3XJLqmXzIqlf5XKLiiHP8k02nMQqIXbO+z1Kv2",
+	"dcM5u2kqLOerqz6Y6CXGySASVAIXChKiwgmoCQU9eUpCBa3guvvPm25/cNu7+KVz1nsT7Ox6T753Kvg4",
+	"ZuEPoNTNJGHG1ARmE6KAxCkl0RzoI5NKnkAkkH6UWSASmEQiL4R6KzIe/Rh2kihKqZQ0gpRKkaUhLTiL",
+	"hCJNV2QeCxINhDgj6R39MaSNBDIrpDSSwJSEkWYLtIKrzq9nl503t4PLy9uzzvW7rl3egRDnhM+tOMrv",
+	"T+U1URRiljBFNV3XnUH39qx33ht03wQ7J25lNYIBglkb0QykAS8NUnW4a+d410SQvXuvhIxI1Q0nmZqI",
+	"lP1Of4DYnGs84HcgUsj4PRczDqNMMk6lxuN7yqEV3Fx0bgbvuxeD3mkHuYELdMPp45SG6kdQ2afpA03b",
+	"kkUUxiSLFbR+fnyEoHcx6F5fdM4CHzSVv3R6Z53XZ918vSyh01SEVEoyimmXK6bm35/ijzSO2/psohGM",
+	"Mg0M40xvzNEcCKRZTJdAxpPDchSjTqrYmISqr0Rq+EyiiOkpSHyViilNFdPIPSaxpL43LV366skJOfz5",
+	"5dozwdyl52W/0/qJ+vJo3YlaPot+c3PawT7l94vRZxoqhG0iaQ9fZUqUoqlm1v/+rdP+L9L+fb/96lPx",
+	"5+1u+9PXff/li6f/8PKBpEoZv3MDXVOZxWpLvoQ5Bav4Yul88j36yNSpiGijtlHnh+8lNBHp/MNoa1bq",
+	"R6UkBpFrJ9CEhvc0hYiNxz5IdsdJDFo30Pu2/88zoFoOfSAKEiEVHMEH9lpDUkIezyi/04rF0f6rlw1s",
+	"lKFI6TNoNUQskjqgacI4URpUHKFZMqKpD/vAxsAFp5qyrfQ235OKqEyuW7RfaBoxvV3w5iffUyyh57KB",
+	"oVc3oH+rU7LBi89IHJshv2WjWCHMX8wtRE5yPlFJokqymC9AITWNu80IztodUuVOh8sZTUEzmKRMCr4L",
+	"gRIxTQlXAbA7LlIqQaWExbjMUxJSCYRHMGa44HQW6yPkZMiDcSyICuxYWhdBYbCqVEBGciDiYC9Iaaz/",
+	"OIFATmnISBxAmnEJZMjthfbnLLqjME3FXUoSYBzVREl4NBKP0NKcgVBEFPbhfwEJQzpVNNrZHXKvDgBm",
+	"0soKRiIbxbR5CQ3FHi5g/LwH7SusxWJzm1u0JzfSGqQyt1uVvipm+PwKwRjY8SnXpP/m0UcSKi2EdrX1",
+	"9tAL6BXv8KkOIr732NbPtx9IqjFJ6oG6dqBBMdBbO1DfDfTke+b83E46uw80nRvEQ7Vyd2GBQ4vWa09u",
+	"3Ep4divCYrmcEGNlVem4nJr7QKo0C1WW0gitFvqooDUWKdBHkkxjinIqxmPKI71bxozG0c6u17AoS/H/",
+	"fZYQ3tYWh9ZhQE9xApw+4CblijAutSKaUiU3Qf06FhlAWYUjBbcWaDsn4YRxWlBnVkYPugunlxdvz3qn",
+	"A2AS2XBHOU1ZCEf7r2A2oRy4gEQb+yhdYxaaLYwKGcV3cZJZMwI936uppZ7vXVwObt9e3lzov887F723",
+	"+oHyxf7N6/Nev9+7vKhcftN7p+887/XPO4PT9+Wni+k614Pe284p3tbvXbwrX+r3/qtbfvysc/HupvOu",
+	"e3tz0b+5urq8NvTlo+a/l54p0ea45vle7033/Opy0L04/fX2Q/fX2+vuTb9be5VB9/q8d9E583yv9OSC",
+	"YeX5Xtmo0YNb9dkw02nPG+5wa5n1+AOJmT7JjOFCudKqNNVXcuvX984JZ2MqVelS4Y0oXXzD7qhU50yi",
+	"J6D0YDGPU4qt6VK60me/09KjZ4TfZeSO3nCZTaciNUS5Ad2vpQcKinLngu/1IppMhaI8nH+g82uq1fjK",
+	"vVbj0Udx6bG6le2jgXlm7Es9LNfKLz51w8kDYbHePAYUHyhXnfC+5IrZRr0VXGaJOfPXq9jHqGMfHP6t",
+	"WcmmmpRehAMzRZO1GphRmRPy2DN3H+zv49no/pnPQdKUzBugyBJfmroRj3IWGe/Vljwi4b0xp57/TtXX",
+	"8D0u1Hsa/6GD1nhjiC5mWsqX05iw5NuFp2aCKwR3Y3SMnYtOZok+01KKBjSexN8qcjElslFnfy9mEAt+",
+	"h3OjdEiQiswBn4hACVATJsG9Q7NuTx6Nmvbi5b7+X0lxO9jfb7bKyGOzo9kNdVAdZr3uXwi5Hrt45XUr",
+	"+ixZN5zaWC77VKmYJpQrnHlbIbWzNb3J25TKCadSbvkCnM6oVO8pSdWIEtW5a5SOcxbHzDrjQDIeGr3L",
+	"PAwT97SWXcLnwEVET4CMJOXK2CIXl7fvu53rwetuZ9B/hl2oDbm1WmfOgz7eveA+wasrmdd301Rf/6z3",
+	"SxdaC2+r38xaSmI81kYZqIkeSsTRjg/9QeesCy0RRzTd8RdZ4JQvPbo+8/TtqGeV7ttQXThjD/oQ7CuC",
+	"5tKFyBdU4qFnPDI1OxRe9971LgbAIiASCEQ0ZInRuG1gyOrY3rF3dFhDnwONOxp8NNr8vRls/qFtylT2",
+	"syQh6XzbU0RejpuiWanWy1sRUWREJN1BR4PDTMnJVE6EqghYRBRt67uaSByXt81GsqWfmgoRb77pr4SI",
+	"HQ+qG/7l4kmHgY8rN3715fGy2U9EITArEJyCCZboTfcM348SisT5hNsF/GpHqF6xMksrb1OZybGwaTM6",
+	"1bFhG9pf4J7OfaC7d7sQTqcHf/PhM3kg+v+nczUR/IUPJL1X0odkLr/EJ8AUCndEjZ2k566fpqT9+6ff",
+	"zCH6191bPERfHDSLtSOjx8diS6Fmaz2j+ds/Ie/P0Tv1eq5oEypbZVvCbCIkBePKMmEWbROOaCxm5tgm",
+	"GPI1XnJtPePF2PGTKKD8S0YzCq2jw0MIzrvnl9e/GmPG2DiXH4OdZ+B2wh5pA/YM0owaE7WQXakVHZEq",
+	"Y7KqCeEo3A8kZYSrkkk/EiKmhLuNuMn2y3fWhZ5okZ7rEhUtyrUyFvkguMb0HU2LcsRVGPc8VyuPSNrE",
+	"Ew1g9lcQabE6DzTVlhCKLotQSZS7TYJpWbU5Mjlh+8U8WPjElugfaCEiz0svsiCnFVY7EShRt2rTn7Gt",
+	"teqVB8W3nQ5uCbbnKGLDOnZawCxmWcUZt0bbmhzJlMX0VCQJ4Q1Cd2p+h9DcAFrgT4AmUzVHnHABhUXb",
+	"lat0fiWYoWjRlkCGmyj5mDnTRs+AD8JUP4moFGro4s1zPKqUrEZAg3h3KeGKRqA3iZi69U4sPP4kDSQ+",
+	"A774ergwuKDtNHTvxnMDESXYWo4QB01zphkvLdfiJjdosHQpU40dacZR8h10EAnTVIxoVPfss8TC2Gon",
+	"ppvUrwtUhdyKVDQsn+Nno5jrFdrWeDEH3vloqWBMKfLipNCXDlCsTy/fdHP5kKtt2b8fvDpcJyciU9NM",
+	"fRg1WvYW0fEWCMkUqQqJpN9E1uHLw4Ojo7Xa3ZoQ3R9Dy8uasb8mtFcL5pM4XqDFmI4JJVxbJkkWKzaN",
+	"DZLjG1nYgNHcOCweaZgpsc4rseCUWKvT5vHCXNRKi90kx04n2zLs0kuSTNnwg1SgzRs0pnHbxjTZra0H",
+	"TMgDrVoBmnNDriGWCwjklzjYxeh17Rn8xYfQBr2Dr0N8iaF3DEMToRp6T4GG6iHnAkeVJ5rJLDUwapRJ",
+	"LhSgNtlCszqhXA1YQkWmzrXeTR6vxUyaURLyiPsf7sQDTfkOHgMJmcOIwn5TCBHn3PjIdRw/JZIuOFQa",
+	"fIlhEbXdIPCnn7hnPNqUig/6Xq065Hi2Ul0wd2m98Mv6AOYXLUdaGhbEFCnMJy3e0be8XCWpyLfvm+TB",
+	"+DRT/S0zZsxDz0mbcVt02xntU3bK6gbd1wYVgZjeMcUSomg8t2qSS9SyCP+cpAfK7iaq+TVLbtD1ILss",
+	"DaLM/zJja4yqcCAna5XsfLA7w7myNEh5vtf/59mGjiubbtH/YiLWbtyrbBQzOdk6KyvCABc+FMfaLPht",
+	"s7X/tJAT977TPvz5pVMluV6XmP1OoxxOdw3W2PhZtElEorY8pYd9R3kTs6+skVt339mUDSHiEzwAtHIF",
+	"NhsPpLZ/ZK6TWjXerVM4nXq+95k8EA2+6DTxfA+dJlro5hqNNlxAHOkfZqQrN1LHjnRuRrIv8TxHoIgj",
+	"KtVHwlST9tC5y+07cyOgHyOCIqv7BPZdOJw/JydpGyeDmbwIXzZQ/M+b7k33DRQhZvgsRhJap++7px/M",
+	"3/QxjLOIRs/xuKxyc3QvOq/Pum/wADbODWvEIAeZzD1j3+IGtP6Big9gkS1+dV2b5P6aEtlk6HyczE8g",
+	"paFIo8KgIVnEFMTirpaicbB/aJTk/EKDoWlmel5QL82pXCUf9l3qvLIPN7+9zGLVp9tqkh0Yp+J39Kzp",
+	"AUBSdQIPJM6o1Gagoo/KB57FMWr5WkG8uDk724VAUyAD32yVaUq1Bu7DhEgEF2u2Y05MnCW8KS9IX6/q",
+	"baWFOPy5KUGyUNbKvxfecDGrDpj/od8AY/o2e2jbkataYpOeiPxY9jYvj7adciFMabhl37FJAurBwi11",
+	"tJQSRaNOVa9Y6e6KaMweaDrvKKVVm8WddwCCw5il2kKx9z7DwWFzDzaL4ePNgw0S9WrcMgl7voc5UURZ",
+	"j8lyLG2k9LMYbUrn1GSkbE6lTWFB3b9curRVmZNfL17atkapIb6M6kjBdscFf7FOqla3VWJ1wY9FqfJL",
+	"ormB2LvXquln3cFAn2Q28w0RSt9tjObPYmSc9pTrI6L1YDKXfej/2h90z2+719eX1yBSOO1cnHbPzrpv",
+	"dsrakR18Qw3I0BuhlrO4vFumE5QzAWvJHpjmsd9+dbsqb3+zTO5CDEwyt8vUtHzaMBG8McCeLcGy3BSr",
+	"hfTEjKZtbajAhD6CU7uNNlyP0e23X5H2+NPXl0fNL1/L8N2O9XEp7LhpgM44uLc1M+1TSy3bbTx8tRXI",
+	"X6JGW2XSxvUpfAvbqRuDCXUKh9YlpiS1ezC3k6DfPeueDpwnS7psdeOHVllEufpJDnmhr9j0dWdYB77e",
+	"qnhNYVkj3ifGEKR0TFPKQ9r/YlLaQfAhN/7tRNNF5QRcqgC0SsaQsxnUTOycwJvzs4I8PQwl4WTIgwea",
+	"srGtXQq0YZEXqVVoh9wFJhsz4uNYzM6zWLF+fl/JtV8KZ1rOnKJucGEApum+cm3Yaq3T6ZBGO8mjKCtc",
+	"uX872P/7318erTsarYdvW6dF41hakbcVWA0hXrMuHzbwwRVC7LxwZQGpa3A///yiuWRHD7Z4v9uNiw9Q",
+	"Gi3efnTw6ujF/tESiK76S9esyCYsLEvqIspW5HvRc4yCfbKwT525vFlm25f4lzINFXW4pC03a8PlRS4v",
+	"QcHdQkoat0mNA41cLoS2tBn85u25GiPrbi/DOc/XjN5Ya4gppjK/SYyDpM7ALRWH5yDCyn2HQrHRnqmt",
+	"pXmwBFLFRI1cxerLjcMm327k5C7CzU7rpETZJgGA7+IWLOvMJZIa+Znrdh1bprUlT3+UxfQtqmqNZc5C",
+	"qVggq7TRohQB2foDVMXtRELPyERqi6kbVGZTv2dMcZuGSqwrGCMVxmHdbJw3Z1a3D5oTtI3i2Jyu5MoF",
+	"rSPJ+JZcmazW4z+w19C6Gbxt/x1GGm53at655Yfqv4pJvM7oXdC4vcpar5a+3pI0MNck4CcJLMrTl/LH",
+	"tqkEWGYo1vfVMyKA8o3gdOukURuSHAhF4mc8TJfXyvX4OCV5uaCrlIuJlI6FsdZ4xoTFNAJi3BHQKvsE",
+	"0NK46l686V28MxbHdXdw/evt687ph8u3b3caOL+RWf7fAVPd078sSzDqcX0ISWpTkClWippnIJwQ7iIx",
+	"TMJnMTop7Dxhq5r1zbFJV5bPqQH40zDB97JptK2iUXKmbBaMzN0qC9HIK+ONN655y3EMR9s5oNU5hf/3",
+	"f/4vnHZN+5AZYep6o8DEx+LObaFv1albF6YKSX4JPipwUObzauQsCe6CnL626NkekxAr6PHe43xftySl",
+	"UJCz48Pp5flV76x38c6Hf9y8eaf/GPKcuzW3YcsihwT6OCGZVKbxCKuiDzZSkTtDXvYyGu+AsxosPVhY",
+	"auf3fM8S4Ple59TzvY8dz/cGWBhyjv+9xP9e6/+cYqy9RJu+5uba0A65MoXTWF6ZTLHlgGcqN2z152ZE",
+	"zKWiiak3971TwkMa5z7Rha238sC7ZxyPvELYbKp/5+zdpYbnN51B53Wn3z0BjNDo5TX5l4hKH7qn3Vub",
+	"7o4x8EivdzxuY0qMhExScw+GW9cC+rIagF9Km3vLU7OZA/iTzTQn+pVJOMl9aPhrrlgJHlZydE+7G1vp",
+	"pbYum2RKmVzPM3G3KtsUU0YKte8ltkcp06chPJ2mVG8Um5haL6Rf5oxJyGPftVCpBQCyBP2McWyYY5JV",
+	"ZD339zklC0WfgC0avDRSpykpEeb6ZpjFfmYV3NZ9Wpqd9EVLlJzHlQUv+LAqh6w6VUOOSiaNiIQiobvQ",
+	"a8JIk06I7RZyyC1HYzZBoM2wbqORnnzvY+X0XEg+AJIfJQVI4YEiT0xkXagJTWdMVnJuPnZ6g97Fu9u3",
+	"l9e3Hy+vP3SvcdqSeqlfY3Vcu/G1NLmM370V6UeRmqw/bHv2moT3Yjz2PmHfKxpm2p7sayExIORAdyDu",
+	"KW9avLxXWRgzrX64lmX3NKRtbCEoYnvRuCeg3Ub4dg+akiGUS/QuUZIiefalJkpNTXsvZkupFnGxc9XD",
+	"bZTTMiLhPeURtEzcD5NYMBPqJwlixqHUbmxHi588HvJsGgsSYWptG1Nrie1pIH2YmlQzYHkGbp4w67uq",
+	"KH/IGXbKUT6k1ORdEa73sT7oSlIgfXPd1CCDzMOBtqR6d8g7iFhxLIFTbYYs47LhGgSVVQp2sM3fVJko",
+	"B9IegjR5VRC86w5gj0zZ3sPBnsQjee+zqcHcs/cEu0M+5H/5C5wKrinSNA/5fxaloBJaASp2gQ9BYcjq",
+	"f9nocLCDO7ZaLSqHHEx/SX0SB4v1oXri/4SBxn58/PrtKbx48eKVex7GqUhwpfN4TRiL8B5aN4PTnROI",
+	"MqNi4tN6MguLEhiHpFyebOojOQTnMgCZjcfsEecud7bRyjOH94PBlVOnp3EmMRk6FBEdej4MHQCaf9gm",
+	"NkPvKTjR04eYN6Xf5Obqqnt927/ofOiCKaFBlZCZKBLo8x8p/0lCSbx3DT16qPwOTIomsRRATI+oo/19",
+	"WGjQ6cPR/gEs9A309VBHh6+g2lwRWsaMLVommvzraoe/vUqDP3xBfQMmk1M1E+m9YZx5Y0nGaNWZ5not",
+	"YwjOUqaoZixzLT3Ujllzrd0Y0bZNdSZCaGVnKkTsm6xF4XLLj/MCTRiLOBYzIxiaIGPAG2+Lb/5l0tFz",
+	"yckPfSvj/fr2G3IjBOX8AFlKDzB7xvV7M7s7tlAyTUWUhUVK5ZALvrjDi/qahIJKCZckzJeb28POZkSg",
+	"E2LIXRwmpMdA8v4KEMaEJdrGG2HX1oxHeEBiNwPf9fDRcyXIDD7kJLznYhbT6M7+cOIaOXChoPRr5JoA",
+	"IxP1gIYRuLNKxN0Rxq38BLUsDvgrHAQ7u9CBkKR0nMUF4Za0ISfc5WTweA5sjJ1Jg8JaDIyjUmHiZmoq",
+	"Pl0yB8ubwA75RMSRtFWrRFUMAy2grmOa3vIOovTzEyItLZGxuxRTWMuu1f8CdTtXPa9UVeUdYGRkSjmZ",
+	"Mu/Ye7G7v/vCGAkTPDUdvuZHyN5X05fxCXM2MrXEwhHRXL+vVCkliWmoQUDzUqQau7FIbjbR/50QqVEU",
+	"y5aZhHuE+zIPXZYE/ZKR2JY0EzVxWRNwg8edBmK9BI9MavVgyM3PxnHARVtMLczoGw/393ehU/LcnrPX",
+	"mO2n6dqFj4ipQx6cmr6ebaMWB+Zo1q+WZFKZ0GJRBqdNAsLnxvV7ooV7kvF7Gg254wb2qTX2s9nA6JpG",
+	"gcFNjBalPG4GwpNmIDwZ8qODF9DQ+/YEsLi51pBKI2fQ3GwqMFqGaa9rCDUbR69ClRU7etoF9D3RMGqk",
+	"L0f5XuQde2aJXGslr9o4+7fmNtUuleOZ7altROvpkxmBSvVaRKuatYpQUdU2Altt2pqbLSPGCQb76iHB",
+	"pzqZ9WbYh/v7f1if2Foj14aGsR3bUFriHegiO9w/+IEEmF+AixlOfmTevmnMnEt7pX7h+MjB+kcq7Y31",
+	"Qwcv1j9Ub6alnzs83GSyxda/+Oyr9c/WG1Ajw9Ae3GTePLSMlo2rKjBMxuOj0PQRV83hWYbOIsFMkTu0",
+	"onI8N/aSg/lKCfgdbUB3o1Lktn1ets8i3+iiel6j66hyiT9TppQfLw+5TEgca3yudnFQWg2BEXWmSIRj",
+	"mpMPe6WblCg8KPNcfjeja1qAXhh1DNa+T/dq9cG++8XUD6YZrxSES79Syr1nksHbpoY7zWJb2P2oUmKp",
+	"H3Jbkr0LF44ovS5IVLmdQsTGmKGjHCkSsL0hTq51iJQ6hZpIkFTDpKIQuGYCWKhYUQ31sZKQ9J5GEGDr",
+	"AW15dIqfTasMJERrCFyUWlCYA5rFsZ3TLiAXQ+4mPLancr7euBAE9VCR4ska0drZ1XRIwRaHxRkrGuqZ",
+	"9grfCUgrXRiW9JrPN8Tu81HpT0OIQUVQtMpbduFo80tvSR8LJSa02pwkQ+00KWNGyfCvokbuQkCdUMgl",
+	"SmHu380j9lhipkVKK4E0OnHuCWY7s6FdYdd6yI2GnlKVpVwWv5ftdiPBqN4ZoMpT4iILgkOOupv75sKI",
+	"gnGXWKhxoKVlXbLf6S50I/Q3FcXJpk57yEu0EuB0lr/fiSlruqd0WjHU9D/mMKNpAW9Drif9fspfvfdo",
+	"AC2MLmB5tZ5aZGrI0ePpY1KDvebqpgnYVr15BbW7QUOAgcmdikZpO5oGPizTMrcCA1samacbbarNbYcE",
+	"RTbTj1XlFgtAl8BQeSPATJt6Vn6n7sk/XMvbiLb8x3/ret8VyS2ftYW76LmFll3wdv7Rlp0ybhfw3Iza",
+	"e18LBH1arvg9E5/2j0owlHdK3g4F3lFVQoD1xmMlqfB5BiSmKn76jnu/lgm6ZONX6q9/2N7aP1r/UN5o",
+	"+U/dGNeURPpoznGoHApdswEKb2bbeA73SHi/XIXp5C5FfeRXXL+70HHev6KBLOEYGMtdhUPeGtGQZJJW",
+	"e8v+JK1XMiUcRKZ29NiFWz2wPXqDE2BK6wtxrLUWkaJCP6KUlzysekIKSojnqxTb7MtOeF+rX5Pf6YSu",
+	"97H+wQf1Qo/ops/0aEMPz+aS7/nH7ts/bRsWe8M13I/ytsrC6L2ujU7N417ep67h7+pNiqGC5dv02toH",
+	"U/uNBEtGC41287cxiilJY0ZTFxJ4nGpR2jFNfGJqE1Roordy4PZqgGZvYJssB7vQpw80JUU8QKJZhSQO",
+	"OXHZK3lsgMkSQGAbozyOoICYz8gglmA6iQaBITdtoTSYWNyxb1YJsphYk7xn0yn6bQ3OiDE6FzRuYFHC",
+	"cV7IjO5oS6iP6zKao3YRQZilUqQ/BkCwGfWPhJBKP/M/A0Sq7bebvhCob8i3j+/6fGDyuw9TISUbxXNb",
+	"rvQ/AlyQI5BN9Z5JyCP6Nx2GLOQcVEOHa9Gl2rqkGVHyrzYosH1JS14UFlG0DyBoVTNI/SEvZ5DuBMfO",
+	"6m/ybtjwowlRSTjcP8zdEUPuglom0bhwIrpn0RVXxL4KmpiEo/1XQx40fBAkgJaGCJfgoYTtsIOE7Oxi",
+	"IFvYz9IMeVD6dEX7A50HYL45CAm5pxIIRscZfi3SfIYTo+aa5UDCVEg55JYqRm3YG1//ns5tCkPpvVy8",
+	"zNDe/NmSwFC4EDuHwHm8gpO8g5uG9KLTXHME/dn2zStoZK8Pyyhf67Vp+uQLxu0a7Ci/ZF0tfArGuXuw",
+	"b7Tl85CX2+TtbAXXXSPARY7rEmvMyEZhj9WExysbYeV81OHw8fCgPRw+/o1++nrgHxw2tlrfPKa3pUVW",
+	"r5Pa6Hw4/A7z57VsTcE954pvcTHTZoA5uJ02Y3ZZSGK3E3d+sOm4wSmRf9rmf5wfx26gqiNew/dnk4IO",
+	"rXI+0Sa+99IPe1+rJ9BT+cIq1w7mOwQz7E2FTt+ZybHEiIABa5J/xs80VpLC9NnF8ynMUsTtItnFnsta",
+	"7YYN2pH4INIhx3oPTCImzCQr+TCbsHCCui2zBYAnVeZheG1SeESH3Ewd5Wep1cLNeYFDmxQbLkrJd4Jz",
+	"iqlLJtZI3DCJOWe1Dm1bLpfMeswItd+rgRkehKz8nYwhx6OvXb6lnU1NivgDiQ1JlrVMv8KMzGUegsgk",
+	"ZkzhSSWQEBOMk5SrY+OQh8DcGBj7ppxutGPU+on90o0ZJ8Tus0Lcf9uRd1Q58p7v1Ft1kDTtsOKWvYbv",
+	"nT/5WzxlP9Gun6k36GXKKpum+73gdzYdi0KDpCthhR1a+ybmbWHCr0sgbmg8H13RuD0ezc7zVn+Kfovu",
+	"w9/Xb1kvpVwWssBf/+23XJa8gft7odj1J9kgY3/0QbBncj2XWzy2pMnm1LlYU+gKncr4W1gs+98NU2oq",
+	"tvtGYQCtInFSnwGlKjYs0i6dN9vpueb9/wXQ6TtputUOkD/YDbIxgJQyX7WqW9QV/mtjytYa8J/nWDEF",
+	"HUsR6LMYmSRcmzukYMy4jTb/wYhk3RArIAlNMmnb3Zks7dIp/Fc4MMlRiXiw3z2qvBJmb9F0yJUAZnRI",
+	"zHyyWWbmIxJcA55Jz8ZXlyXIswUwmB2lVQKjDCcagGyPrt3FDHxMBMPxClLRQzzkZnqSpuyBHufF42UF",
+	"7l9ARbs2q/JvIPwT7f2B+fJgWeVk0srtv7WrZmD7h3FpVj211sMqbbbWtupVY4HZUpP6VGTcpqWar9mb",
+	"tDqX0hnPoWVCNvhFO02GxoqRUBMsM0G3JsM2gVq3Qcu40sTM9bY29URjaxmaAsFdTNbHD3lrtMJbbO6t",
+	"SxDBvFMWySrGbGW71T53+B0VhtpMy9SF/HtXf4bo2XpT7/i3Twt5O6EPWfV71jmxeumM2z0kUxIyZZpO",
+	"u8bkTipN5aMWyOpcC1Wtv33SSGkf++rsyyLZW2NvLUemcrEs/qXLNnRSumIpevr09P8DAAD//w==",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

@@ -269,6 +269,9 @@ func (m machineAPI) SubmitResult(ctx context.Context, req machineapi.SubmitResul
 		"disposition", r.Disposition, "job_state", r.JobState)
 	// A finished job frees capacity: let this replica's waiters retry now.
 	m.s.hub.Notify(sess.Pool)
+	if r.JobState == store.StateCompleted || r.JobState == store.StateFailed {
+		m.s.settlements.Settled(jobID) // waiting status reads answer now
+	}
 	return machineapi.SubmitResult200JSONResponse{Disposition: machineapi.Disposition(r.Disposition), JobState: machineapi.JobState(r.JobState)}, nil
 }
 

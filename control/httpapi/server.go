@@ -101,8 +101,10 @@ type Server struct {
 	store     *store.Store
 	artifacts *artifact.Store
 	hub       *longpoll.Hub
-	log       *slog.Logger
-	manifests *wireManifests
+	// settlements wakes waiting status reads (status_wait.go).
+	settlements *longpoll.Settlements
+	log         *slog.Logger
+	manifests   *wireManifests
 
 	// internal is the machine protocol's mux; tests add routes to prove the
 	// default-deny middleware covers handlers it does not know.
@@ -128,7 +130,7 @@ func New(cfg Config, st *store.Store, arts *artifact.Store, log *slog.Logger) (*
 		log = slog.Default()
 	}
 	hub := longpoll.New()
-	s := &Server{cfg: cfg, store: st.WithNotifier(hub), artifacts: arts, hub: hub, log: log,
+	s := &Server{cfg: cfg, store: st.WithNotifier(hub), artifacts: arts, hub: hub, settlements: longpoll.NewSettlements(), log: log,
 		manifests: newWireManifests(), closing: make(chan struct{})}
 	if err := s.mountMachine(); err != nil {
 		return nil, err
@@ -175,6 +177,12 @@ func (s *Server) Run(ctx context.Context) {
 		defer close(done)
 		s.hub.Run(ctx, s.store, s.cfg.SignalPollInterval, s.log)
 	}()
+	settleDone := make(chan struct{})
+	go func() {
+		defer close(settleDone)
+		s.settlements.Run(ctx, s.store, s.cfg.SignalPollInterval, s.log)
+	}()
+	defer func() { <-settleDone }()
 	t := time.NewTicker(s.cfg.ReapInterval)
 	defer t.Stop()
 	purge := time.NewTicker(time.Hour)

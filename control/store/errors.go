@@ -3,7 +3,6 @@ package store
 import (
 	"errors"
 	"fmt"
-	"sync/atomic"
 )
 
 // Error classes. Callers test them with errors.Is; the HTTP layer maps each to
@@ -101,7 +100,3 @@ var (
 	// ErrHeartbeatStale: the node has no fresh heartbeat.
 	ErrHeartbeatStale = errors.New("no fresh heartbeat")
 )
-
-type counters struct {
-	retries atomic.Int64
-}

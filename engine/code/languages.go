@@ -105,7 +105,7 @@ func rawLanguage(id string) (engine.RuntimeSpec, bool) {
 	case "python3":
 		return engine.RuntimeSpec{
 			Pool:     "python",
-			Standard: "Python 3 (CPython 3 as installed in the image)",
+			Standard: "Python 3.11 (CPython)",
 			Entry:    engine.EntryFixedFile, SourceFile: "main.py",
 			CompileCmd:             []string{"python3", "-m", "py_compile", "main.py"},
 			RunCmd:                 []string{"python3", "-B", "main.py"},
