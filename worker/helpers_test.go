@@ -137,8 +137,8 @@ func (f *fakeBackend) Janitor(context.Context, func(string, int64) bool) error {
 }
 
 func (f *fakeBackend) Health(context.Context) worker.Health {
-	langs := []worker.LanguageReport{{ID: "fake1", Pool: "cpp", Standard: "Fake 1", CompileCmd: []string{"fakecc", "main.fake"},
-		RunCmd: []string{"./main"}, EntryRule: "saved as main.fake", MinMemoryBytes: 1 << 20}}
+	langs := []worker.LanguageReport{{ID: "cpp17", Pool: "cpp", Standard: "Fake C++17", CompileCmd: []string{"fakecc", "-o", "main", "it's main.cpp"},
+		RunCmd: []string{"./main"}, EntryRule: "saved as main.cpp", MinMemoryBytes: 1 << 20}}
 	if f.sick {
 		return worker.Health{Dependencies: []worker.Dependency{{Name: "fake", Healthy: false, Detail: "daemon unreachable"}}, Languages: langs}
 	}

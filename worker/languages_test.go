@@ -55,3 +55,11 @@ func TestMergeLanguagesKeepsKnownVersions(t *testing.T) {
 	require.Equal(t, []string{"g++ 12", "g++ 13", ""}, []string{got[0].Version, got[1].Version, got[2].Version})
 	require.Empty(t, latest[0].Version, "the probe's answer is not modified")
 }
+
+// Command lines are shown as a POSIX shell would read them back.
+func TestCommandLine(t *testing.T) {
+	t.Parallel()
+	require.Equal(t, "g++ -std=gnu++20 -o main main.cpp", commandLine([]string{"g++", "-std=gnu++20", "-o", "main", "main.cpp"}))
+	require.Equal(t, "java -Xmx{memory_mb}m -cp . {class}", commandLine([]string{"java", "-Xmx{memory_mb}m", "-cp", ".", "{class}"}))
+	require.Equal(t, `/bin/sh -c 'cp a b && echo '\''x'\''' ''`, commandLine([]string{"/bin/sh", "-c", "cp a b && echo 'x'", ""}))
+}

@@ -506,6 +506,12 @@ func (n *Node) sendHeartbeat(ctx context.Context) {
 		}
 		req.Dependencies = append(req.Dependencies, md)
 	}
+	if len(n.languages) > 0 {
+		// None before the first probe: the control plane keeps the
+		// previous report rather than learning an empty one.
+		langs := languageReports(n.languages)
+		req.Languages = &langs
+	}
 	n.mu.Unlock()
 	tok := n.cl.token.Load()
 	r, err := n.cl.heartbeat(ctx, req)
@@ -559,6 +565,33 @@ func (n *Node) probe(ctx context.Context) {
 			n.log.Warn("dependency unhealthy", "node_id", n.nodeID, "dependency", d.Name, "detail", d.Detail)
 		}
 	}
+}
+
+// languageReports converts the probed reports to the machine contract,
+// bounded to its field sizes.
+func languageReports(in []LanguageReport) []machineapi.LanguageReport {
+	out := make([]machineapi.LanguageReport, 0, min(len(in), 32))
+	for _, l := range in[:min(len(in), 32)] {
+		out = append(out, machineapi.LanguageReport{Id: l.ID, Pool: machineapi.Pool(l.Pool),
+			Standard: clip(l.Standard, 256), Version: clip(l.Version, 256),
+			CompileCommand: clip(commandLine(l.CompileCmd), 1024), RunCommand: clip(commandLine(l.RunCmd), 1024),
+			EntryPoint: clip(l.EntryRule, 512), ExtraMemoryBytes: l.ExtraMemoryBytes, MinMemoryBytes: l.MinMemoryBytes})
+	}
+	return out
+}
+
+// commandLine renders argv as one line a reader can paste into a POSIX
+// shell: arguments with anything but safe characters are single-quoted.
+func commandLine(argv []string) string {
+	parts := make([]string, len(argv))
+	for i, a := range argv {
+		if a != "" && strings.Trim(a, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_=+.,/:@%{}") == "" {
+			parts[i] = a
+			continue
+		}
+		parts[i] = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
+	}
+	return strings.Join(parts, " ")
 }
 
 // mergeLanguages takes the latest language reports but keeps a version the
