@@ -60,6 +60,7 @@ const (
 	ErrorCodeManifestInvalid          ErrorCode = "MANIFEST_INVALID"
 	ErrorCodeManifestLanguageMismatch ErrorCode = "MANIFEST_LANGUAGE_MISMATCH"
 	ErrorCodeManifestNotFound         ErrorCode = "MANIFEST_NOT_FOUND"
+	ErrorCodeMemoryLimitTooLow        ErrorCode = "MEMORY_LIMIT_TOO_LOW"
 	ErrorCodeNotFound                 ErrorCode = "NOT_FOUND"
 	ErrorCodePayloadTooLarge          ErrorCode = "PAYLOAD_TOO_LARGE"
 	ErrorCodeRateLimited              ErrorCode = "RATE_LIMITED"
@@ -93,6 +94,8 @@ func (e ErrorCode) Valid() bool {
 	case ErrorCodeManifestLanguageMismatch:
 		return true
 	case ErrorCodeManifestNotFound:
+		return true
+	case ErrorCodeMemoryLimitTooLow:
 		return true
 	case ErrorCodeNotFound:
 		return true
@@ -1082,7 +1085,9 @@ type ClientInterface interface {
 	// 409 `SUBMISSION_CONFLICT`, `IDEMPOTENCY_KEY_REUSED`;
 	// 413 `PAYLOAD_TOO_LARGE`; 422 `LANGUAGE_UNSUPPORTED`,
 	// `MANIFEST_NOT_FOUND`, `MANIFEST_LANGUAGE_MISMATCH` (e.g. cpp17 with a
-	// SQL manifest); 429 `RATE_LIMITED`; 5xx.
+	// SQL manifest), `MEMORY_LIMIT_TOO_LOW` (the manifest's memory limit is
+	// below the language's `minMemoryBytes`, see `GET /api/v1/languages`;
+	// the message names the minimum); 429 `RATE_LIMITED`; 5xx.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -1104,7 +1109,9 @@ type ClientInterface interface {
 	// 409 `SUBMISSION_CONFLICT`, `IDEMPOTENCY_KEY_REUSED`;
 	// 413 `PAYLOAD_TOO_LARGE`; 422 `LANGUAGE_UNSUPPORTED`,
 	// `MANIFEST_NOT_FOUND`, `MANIFEST_LANGUAGE_MISMATCH` (e.g. cpp17 with a
-	// SQL manifest); 429 `RATE_LIMITED`; 5xx.
+	// SQL manifest), `MEMORY_LIMIT_TOO_LOW` (the manifest's memory limit is
+	// below the language's `minMemoryBytes`, see `GET /api/v1/languages`;
+	// the message names the minimum); 429 `RATE_LIMITED`; 5xx.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -1435,7 +1442,9 @@ func (c *Client) ClaimSettlementEvents(ctx context.Context, body ClaimSettlement
 // 409 `SUBMISSION_CONFLICT`, `IDEMPOTENCY_KEY_REUSED`;
 // 413 `PAYLOAD_TOO_LARGE`; 422 `LANGUAGE_UNSUPPORTED`,
 // `MANIFEST_NOT_FOUND`, `MANIFEST_LANGUAGE_MISMATCH` (e.g. cpp17 with a
-// SQL manifest); 429 `RATE_LIMITED`; 5xx.
+// SQL manifest), `MEMORY_LIMIT_TOO_LOW` (the manifest's memory limit is
+// below the language's `minMemoryBytes`, see `GET /api/v1/languages`;
+// the message names the minimum); 429 `RATE_LIMITED`; 5xx.
 //
 // Takes any type of body and a specified content type.
 //
@@ -1467,7 +1476,9 @@ func (c *Client) EnqueueSubmissionWithBody(ctx context.Context, params *EnqueueS
 // 409 `SUBMISSION_CONFLICT`, `IDEMPOTENCY_KEY_REUSED`;
 // 413 `PAYLOAD_TOO_LARGE`; 422 `LANGUAGE_UNSUPPORTED`,
 // `MANIFEST_NOT_FOUND`, `MANIFEST_LANGUAGE_MISMATCH` (e.g. cpp17 with a
-// SQL manifest); 429 `RATE_LIMITED`; 5xx.
+// SQL manifest), `MEMORY_LIMIT_TOO_LOW` (the manifest's memory limit is
+// below the language's `minMemoryBytes`, see `GET /api/v1/languages`;
+// the message names the minimum); 429 `RATE_LIMITED`; 5xx.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -2300,7 +2311,9 @@ type ClientWithResponsesInterface interface {
 	// 409 `SUBMISSION_CONFLICT`, `IDEMPOTENCY_KEY_REUSED`;
 	// 413 `PAYLOAD_TOO_LARGE`; 422 `LANGUAGE_UNSUPPORTED`,
 	// `MANIFEST_NOT_FOUND`, `MANIFEST_LANGUAGE_MISMATCH` (e.g. cpp17 with a
-	// SQL manifest); 429 `RATE_LIMITED`; 5xx.
+	// SQL manifest), `MEMORY_LIMIT_TOO_LOW` (the manifest's memory limit is
+	// below the language's `minMemoryBytes`, see `GET /api/v1/languages`;
+	// the message names the minimum); 429 `RATE_LIMITED`; 5xx.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -2322,7 +2335,9 @@ type ClientWithResponsesInterface interface {
 	// 409 `SUBMISSION_CONFLICT`, `IDEMPOTENCY_KEY_REUSED`;
 	// 413 `PAYLOAD_TOO_LARGE`; 422 `LANGUAGE_UNSUPPORTED`,
 	// `MANIFEST_NOT_FOUND`, `MANIFEST_LANGUAGE_MISMATCH` (e.g. cpp17 with a
-	// SQL manifest); 429 `RATE_LIMITED`; 5xx.
+	// SQL manifest), `MEMORY_LIMIT_TOO_LOW` (the manifest's memory limit is
+	// below the language's `minMemoryBytes`, see `GET /api/v1/languages`;
+	// the message names the minimum); 429 `RATE_LIMITED`; 5xx.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -3538,7 +3553,9 @@ func (c *ClientWithResponses) ClaimSettlementEventsWithResponse(ctx context.Cont
 // 409 `SUBMISSION_CONFLICT`, `IDEMPOTENCY_KEY_REUSED`;
 // 413 `PAYLOAD_TOO_LARGE`; 422 `LANGUAGE_UNSUPPORTED`,
 // `MANIFEST_NOT_FOUND`, `MANIFEST_LANGUAGE_MISMATCH` (e.g. cpp17 with a
-// SQL manifest); 429 `RATE_LIMITED`; 5xx.
+// SQL manifest), `MEMORY_LIMIT_TOO_LOW` (the manifest's memory limit is
+// below the language's `minMemoryBytes`, see `GET /api/v1/languages`;
+// the message names the minimum); 429 `RATE_LIMITED`; 5xx.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -3566,7 +3583,9 @@ func (c *ClientWithResponses) EnqueueSubmissionWithBodyWithResponse(ctx context.
 // 409 `SUBMISSION_CONFLICT`, `IDEMPOTENCY_KEY_REUSED`;
 // 413 `PAYLOAD_TOO_LARGE`; 422 `LANGUAGE_UNSUPPORTED`,
 // `MANIFEST_NOT_FOUND`, `MANIFEST_LANGUAGE_MISMATCH` (e.g. cpp17 with a
-// SQL manifest); 429 `RATE_LIMITED`; 5xx.
+// SQL manifest), `MEMORY_LIMIT_TOO_LOW` (the manifest's memory limit is
+// below the language's `minMemoryBytes`, see `GET /api/v1/languages`;
+// the message names the minimum); 429 `RATE_LIMITED`; 5xx.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -6478,148 +6497,149 @@ func (sh *strictHandler) GetJudgersSummary(w http.ResponseWriter, r *http.Reques
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7H3rcts4tu6rrOLsqpb3UL7FnZnYdX4ojpJo4ttYcqd6t3JMiIQsxCSgEKBldcpV52nOg50nOYUFgDdR",
-	"N6eTnl175kePQ5HA4sLCh3XnVy8UyVRwypX0jr96E0oimuKf11Sl885Y0VT/K6IyTNlUMcG9Y69PQ8Ej",
-	"CUrAjDAFIzoWKYVUP8L43a7neyn9krGURt6xSjPqezKc0IToocYiTYjyjj3G1YtDz/cSxlmSJd7xvu+p",
-	"+ZSan+gdTb2npyffm5KUJFRZuvrZKGFSMsF70RVRE32NaaKm+h++x0miR5Cl21aS8x8pHXvH3l/2Ck7s",
-	"mV/lXnkuT5NSXBjMp3Sj6fWNfwABOAyyI6VyKrikyI3XJLqmXzIqlf5XKLiiHP8k02nMQqIXbO+z1Kv2",
-	"dcM5u2kqLOerqz6Y6CXGySASVAIXChKiwgmoCQU9eUpCBa3guvvPm25/cNu7+KVz1nsT7Ox6T753Kvg4",
-	"ZuEPoNTNJGHG1ARmE6KAxCkl0RzoI5NKnkAkkH6UWSASmEQiL4R6KzIe/Rh2kihKqZQ0gpRKkaUhLTiL",
-	"hCJNV2QeCxINhDgj6R39MaSNBDIrpDSSwJSEkWYLtIKrzq9nl503t4PLy9uzzvW7rl3egRDnhM+tOMrv",
-	"T+U1URRiljBFNV3XnUH39qx33ht03wQ7J25lNYIBglkb0QykAS8NUnW4a+d410SQvXuvhIxI1Q0nmZqI",
-	"lP1Of4DYnGs84HcgUsj4PRczDqNMMk6lxuN7yqEV3Fx0bgbvuxeD3mkHuYELdMPp45SG6kdQ2afpA03b",
-	"kkUUxiSLFbR+fnyEoHcx6F5fdM4CHzSVv3R6Z53XZ918vSyh01SEVEoyimmXK6bm35/ijzSO2/psohGM",
-	"Mg0M40xvzNEcCKRZTJdAxpPDchSjTqrYmISqr0Rq+EyiiOkpSHyViilNFdPIPSaxpL43LV366skJOfz5",
-	"5dozwdyl52W/0/qJ+vJo3YlaPot+c3PawT7l94vRZxoqhG0iaQ9fZUqUoqlm1v/+rdP+L9L+fb/96lPx",
-	"5+1u+9PXff/li6f/8PKBpEoZv3MDXVOZxWpLvoQ5Bav4Yul88j36yNSpiGijtlHnh+8lNBHp/MNoa1bq",
-	"R6UkBpFrJ9CEhvc0hYiNxz5IdsdJDFo30Pu2/88zoFoOfSAKEiEVHMEH9lpDUkIezyi/04rF0f6rlw1s",
-	"lKFI6TNoNUQskjqgacI4URpUHKFZMqKpD/vAxsAFp5qyrfQ235OKqEyuW7RfaBoxvV3w5iffUyyh57KB",
-	"oVc3oH+rU7LBi89IHJshv2WjWCHMX8wtRE5yPlFJokqymC9AITWNu80IztodUuVOh8sZTUEzmKRMCr4L",
-	"gRIxTQlXAbA7LlIqQaWExbjMUxJSCYRHMGa44HQW6yPkZMiDcSyICuxYWhdBYbCqVEBGciDiYC9Iaaz/",
-	"OIFATmnISBxAmnEJZMjthfbnLLqjME3FXUoSYBzVREl4NBKP0NKcgVBEFPbhfwEJQzpVNNrZHXKvDgBm",
-	"0soKRiIbxbR5CQ3FHi5g/LwH7SusxWJzm1u0JzfSGqQyt1uVvipm+PwKwRjY8SnXpP/m0UcSKi2EdrX1",
-	"9tAL6BXv8KkOIr732NbPtx9IqjFJ6oG6dqBBMdBbO1DfDfTke+b83E46uw80nRvEQ7Vyd2GBQ4vWa09u",
-	"3Ep4divCYrmcEGNlVem4nJr7QKo0C1WW0gitFvqooDUWKdBHkkxjinIqxmPKI71bxozG0c6u17AoS/H/",
-	"fZYQ3tYWh9ZhQE9xApw+4CblijAutSKaUiU3Qf06FhlAWYUjBbcWaDsn4YRxWlBnVkYPugunlxdvz3qn",
-	"A2AS2XBHOU1ZCEf7r2A2oRy4gEQb+yhdYxaaLYwKGcV3cZJZMwI936uppZ7vXVwObt9e3lzov887F723",
-	"+oHyxf7N6/Nev9+7vKhcftN7p+887/XPO4PT9+Wni+k614Pe284p3tbvXbwrX+r3/qtbfvysc/HupvOu",
-	"e3tz0b+5urq8NvTlo+a/l54p0ea45vle7033/Opy0L04/fX2Q/fX2+vuTb9be5VB9/q8d9E583yv9OSC",
-	"YeX5Xtmo0YNb9dkw02nPG+5wa5n1+AOJmT7JjOFCudKqNNVXcuvX984JZ2MqVelS4Y0oXXzD7qhU50yi",
-	"J6D0YDGPU4qt6VK60me/09KjZ4TfZeSO3nCZTaciNUS5Ad2vpQcKinLngu/1IppMhaI8nH+g82uq1fjK",
-	"vVbj0Udx6bG6le2jgXlm7Es9LNfKLz51w8kDYbHePAYUHyhXnfC+5IrZRr0VXGaJOfPXq9jHqGMfHP6t",
-	"WcmmmpRehAMzRZO1GphRmRPy2DN3H+zv49no/pnPQdKUzBugyBJfmroRj3IWGe/Vljwi4b0xp57/TtXX",
-	"8D0u1Hsa/6GD1nhjiC5mWsqX05iw5NuFp2aCKwR3Y3SMnYtOZok+01KKBjSexN8qcjElslFnfy9mEAt+",
-	"h3OjdEiQiswBn4hACVATJsG9Q7NuTx6Nmvbi5b7+X0lxO9jfb7bKyGOzo9kNdVAdZr3uXwi5Hrt45XUr",
-	"+ixZN5zaWC77VKmYJpQrnHlbIbWzNb3J25TKCadSbvkCnM6oVO8pSdWIEtW5a5SOcxbHzDrjQDIeGr3L",
-	"PAwT97SWXcLnwEVET4CMJOXK2CIXl7fvu53rwetuZ9B/hl2oDbm1WmfOgz7eveA+wasrmdd301Rf/6z3",
-	"SxdaC2+r38xaSmI81kYZqIkeSsTRjg/9QeesCy0RRzTd8RdZ4JQvPbo+8/TtqGeV7ttQXThjD/oQ7CuC",
-	"5tKFyBdU4qFnPDI1OxRe9971LgbAIiASCEQ0ZInRuG1gyOrY3rF3dFhDnwONOxp8NNr8vRls/qFtylT2",
-	"syQh6XzbU0RejpuiWanWy1sRUWREJN1BR4PDTMnJVE6EqghYRBRt67uaSByXt81GsqWfmgoRb77pr4SI",
-	"HQ+qG/7l4kmHgY8rN3715fGy2U9EITArEJyCCZboTfcM348SisT5hNsF/GpHqF6xMksrb1OZybGwaTM6",
-	"1bFhG9pf4J7OfaC7d7sQTqcHf/PhM3kg+v+nczUR/IUPJL1X0odkLr/EJ8AUCndEjZ2k566fpqT9+6ff",
-	"zCH6191bPERfHDSLtSOjx8diS6Fmaz2j+ds/Ie/P0Tv1eq5oEypbZVvCbCIkBePKMmEWbROOaCxm5tgm",
-	"GPI1XnJtPePF2PGTKKD8S0YzCq2jw0MIzrvnl9e/GmPG2DiXH4OdZ+B2wh5pA/YM0owaE7WQXakVHZEq",
-	"Y7KqCeEo3A8kZYSrkkk/EiKmhLuNuMn2y3fWhZ5okZ7rEhUtyrUyFvkguMb0HU2LcsRVGPc8VyuPSNrE",
-	"Ew1g9lcQabE6DzTVlhCKLotQSZS7TYJpWbU5Mjlh+8U8WPjElugfaCEiz0svsiCnFVY7EShRt2rTn7Gt",
-	"teqVB8W3nQ5uCbbnKGLDOnZawCxmWcUZt0bbmhzJlMX0VCQJ4Q1Cd2p+h9DcAFrgT4AmUzVHnHABhUXb",
-	"lat0fiWYoWjRlkCGmyj5mDnTRs+AD8JUP4moFGro4s1zPKqUrEZAg3h3KeGKRqA3iZi69U4sPP4kDSQ+",
-	"A774ergwuKDtNHTvxnMDESXYWo4QB01zphkvLdfiJjdosHQpU40dacZR8h10EAnTVIxoVPfss8TC2Gon",
-	"ppvUrwtUhdyKVDQsn+Nno5jrFdrWeDEH3vloqWBMKfLipNCXDlCsTy/fdHP5kKtt2b8fvDpcJyciU9NM",
-	"fRg1WvYW0fEWCMkUqQqJpN9E1uHLw4Ojo7Xa3ZoQ3R9Dy8uasb8mtFcL5pM4XqDFmI4JJVxbJkkWKzaN",
-	"DZLjG1nYgNHcOCweaZgpsc4rseCUWKvT5vHCXNRKi90kx04n2zLs0kuSTNnwg1SgzRs0pnHbxjTZra0H",
-	"TMgDrVoBmnNDriGWCwjklzjYxeh17Rn8xYfQBr2Dr0N8iaF3DEMToRp6T4GG6iHnAkeVJ5rJLDUwapRJ",
-	"LhSgNtlCszqhXA1YQkWmzrXeTR6vxUyaURLyiPsf7sQDTfkOHgMJmcOIwn5TCBHn3PjIdRw/JZIuOFQa",
-	"fIlhEbXdIPCnn7hnPNqUig/6Xq065Hi2Ul0wd2m98Mv6AOYXLUdaGhbEFCnMJy3e0be8XCWpyLfvm+TB",
-	"+DRT/S0zZsxDz0mbcVt02xntU3bK6gbd1wYVgZjeMcUSomg8t2qSS9SyCP+cpAfK7iaq+TVLbtD1ILss",
-	"DaLM/zJja4yqcCAna5XsfLA7w7myNEh5vtf/59mGjiubbtH/YiLWbtyrbBQzOdk6KyvCABc+FMfaLPht",
-	"s7X/tJAT977TPvz5pVMluV6XmP1OoxxOdw3W2PhZtElEorY8pYd9R3kTs6+skVt339mUDSHiEzwAtHIF",
-	"NhsPpLZ/ZK6TWjXerVM4nXq+95k8EA2+6DTxfA+dJlro5hqNNlxAHOkfZqQrN1LHjnRuRrIv8TxHoIgj",
-	"KtVHwlST9tC5y+07cyOgHyOCIqv7BPZdOJw/JydpGyeDmbwIXzZQ/M+b7k33DRQhZvgsRhJap++7px/M",
-	"3/QxjLOIRs/xuKxyc3QvOq/Pum/wADbODWvEIAeZzD1j3+IGtP6Big9gkS1+dV2b5P6aEtlk6HyczE8g",
-	"paFIo8KgIVnEFMTirpaicbB/aJTk/EKDoWlmel5QL82pXCUf9l3qvLIPN7+9zGLVp9tqkh0Yp+J39Kzp",
-	"AUBSdQIPJM6o1Gagoo/KB57FMWr5WkG8uDk724VAUyAD32yVaUq1Bu7DhEgEF2u2Y05MnCW8KS9IX6/q",
-	"baWFOPy5KUGyUNbKvxfecDGrDpj/od8AY/o2e2jbkataYpOeiPxY9jYvj7adciFMabhl37FJAurBwi11",
-	"tJQSRaNOVa9Y6e6KaMweaDrvKKVVm8WddwCCw5il2kKx9z7DwWFzDzaL4ePNgw0S9WrcMgl7voc5UURZ",
-	"j8lyLG2k9LMYbUrn1GSkbE6lTWFB3b9curRVmZNfL17atkapIb6M6kjBdscFf7FOqla3VWJ1wY9FqfJL",
-	"ormB2LvXquln3cFAn2Q28w0RSt9tjObPYmSc9pTrI6L1YDKXfej/2h90z2+719eX1yBSOO1cnHbPzrpv",
-	"dsrakR18Qw3I0BuhlrO4vFumE5QzAWvJHpjmsd9+dbsqb3+zTO5CDEwyt8vUtHzaMBG8McCeLcGy3BSr",
-	"hfTEjKZtbajAhD6CU7uNNlyP0e23X5H2+NPXl0fNL1/L8N2O9XEp7LhpgM44uLc1M+1TSy3bbTx8tRXI",
-	"X6JGW2XSxvUpfAvbqRuDCXUKh9YlpiS1ezC3k6DfPeueDpwnS7psdeOHVllEufpJDnmhr9j0dWdYB77e",
-	"qnhNYVkj3ifGEKR0TFPKQ9r/YlLaQfAhN/7tRNNF5QRcqgC0SsaQsxnUTOycwJvzs4I8PQwl4WTIgwea",
-	"srGtXQq0YZEXqVVoh9wFJhsz4uNYzM6zWLF+fl/JtV8KZ1rOnKJucGEApum+cm3Yaq3T6ZBGO8mjKCtc",
-	"uX872P/7318erTsarYdvW6dF41hakbcVWA0hXrMuHzbwwRVC7LxwZQGpa3A///yiuWRHD7Z4v9uNiw9Q",
-	"Gi3efnTw6ujF/tESiK76S9esyCYsLEvqIspW5HvRc4yCfbKwT525vFlm25f4lzINFXW4pC03a8PlRS4v",
-	"QcHdQkoat0mNA41cLoS2tBn85u25GiPrbi/DOc/XjN5Ya4gppjK/SYyDpM7ALRWH5yDCyn2HQrHRnqmt",
-	"pXmwBFLFRI1cxerLjcMm327k5C7CzU7rpETZJgGA7+IWLOvMJZIa+Znrdh1bprUlT3+UxfQtqmqNZc5C",
-	"qVggq7TRohQB2foDVMXtRELPyERqi6kbVGZTv2dMcZuGSqwrGCMVxmHdbJw3Z1a3D5oTtI3i2Jyu5MoF",
-	"rSPJ+JZcmazW4z+w19C6Gbxt/x1GGm53at655Yfqv4pJvM7oXdC4vcpar5a+3pI0MNck4CcJLMrTl/LH",
-	"tqkEWGYo1vfVMyKA8o3gdOukURuSHAhF4mc8TJfXyvX4OCV5uaCrlIuJlI6FsdZ4xoTFNAJi3BHQKvsE",
-	"0NK46l686V28MxbHdXdw/evt687ph8u3b3caOL+RWf7fAVPd078sSzDqcX0ISWpTkClWippnIJwQ7iIx",
-	"TMJnMTop7Dxhq5r1zbFJV5bPqQH40zDB97JptK2iUXKmbBaMzN0qC9HIK+ONN655y3EMR9s5oNU5hf/3",
-	"f/4vnHZN+5AZYep6o8DEx+LObaFv1albF6YKSX4JPipwUObzauQsCe6CnL626NkekxAr6PHe43xftySl",
-	"UJCz48Pp5flV76x38c6Hf9y8eaf/GPKcuzW3YcsihwT6OCGZVKbxCKuiDzZSkTtDXvYyGu+AsxosPVhY",
-	"auf3fM8S4Ple59TzvY8dz/cGWBhyjv+9xP9e6/+cYqy9RJu+5uba0A65MoXTWF6ZTLHlgGcqN2z152ZE",
-	"zKWiiak3971TwkMa5z7Rha238sC7ZxyPvELYbKp/5+zdpYbnN51B53Wn3z0BjNDo5TX5l4hKH7qn3Vub",
-	"7o4x8EivdzxuY0qMhExScw+GW9cC+rIagF9Km3vLU7OZA/iTzTQn+pVJOMl9aPhrrlgJHlZydE+7G1vp",
-	"pbYum2RKmVzPM3G3KtsUU0YKte8ltkcp06chPJ2mVG8Um5haL6Rf5oxJyGPftVCpBQCyBP2McWyYY5JV",
-	"ZD339zklC0WfgC0avDRSpykpEeb6ZpjFfmYV3NZ9Wpqd9EVLlJzHlQUv+LAqh6w6VUOOSiaNiIQiobvQ",
-	"a8JIk06I7RZyyC1HYzZBoM2wbqORnnzvY+X0XEg+AJIfJQVI4YEiT0xkXagJTWdMVnJuPnZ6g97Fu9u3",
-	"l9e3Hy+vP3SvcdqSeqlfY3Vcu/G1NLmM370V6UeRmqw/bHv2moT3Yjz2PmHfKxpm2p7sayExIORAdyDu",
-	"KW9avLxXWRgzrX64lmX3NKRtbCEoYnvRuCeg3Ub4dg+akiGUS/QuUZIiefalJkpNTXsvZkupFnGxc9XD",
-	"bZTTMiLhPeURtEzcD5NYMBPqJwlixqHUbmxHi588HvJsGgsSYWptG1Nrie1pIH2YmlQzYHkGbp4w67uq",
-	"KH/IGXbKUT6k1ORdEa73sT7oSlIgfXPd1CCDzMOBtqR6d8g7iFhxLIFTbYYs47LhGgSVVQp2sM3fVJko",
-	"B9IegjR5VRC86w5gj0zZ3sPBnsQjee+zqcHcs/cEu0M+5H/5C5wKrinSNA/5fxaloBJaASp2gQ9BYcjq",
-	"f9nocLCDO7ZaLSqHHEx/SX0SB4v1oXri/4SBxn58/PrtKbx48eKVex7GqUhwpfN4TRiL8B5aN4PTnROI",
-	"MqNi4tN6MguLEhiHpFyebOojOQTnMgCZjcfsEecud7bRyjOH94PBlVOnp3EmMRk6FBEdej4MHQCaf9gm",
-	"NkPvKTjR04eYN6Xf5Obqqnt927/ofOiCKaFBlZCZKBLo8x8p/0lCSbx3DT16qPwOTIomsRRATI+oo/19",
-	"WGjQ6cPR/gEs9A309VBHh6+g2lwRWsaMLVommvzraoe/vUqDP3xBfQMmk1M1E+m9YZx5Y0nGaNWZ5not",
-	"YwjOUqaoZixzLT3Ujllzrd0Y0bZNdSZCaGVnKkTsm6xF4XLLj/MCTRiLOBYzIxiaIGPAG2+Lb/5l0tFz",
-	"yckPfSvj/fr2G3IjBOX8AFlKDzB7xvV7M7s7tlAyTUWUhUVK5ZALvrjDi/qahIJKCZckzJeb28POZkSg",
-	"E2LIXRwmpMdA8v4KEMaEJdrGG2HX1oxHeEBiNwPf9fDRcyXIDD7kJLznYhbT6M7+cOIaOXChoPRr5JoA",
-	"IxP1gIYRuLNKxN0Rxq38BLUsDvgrHAQ7u9CBkKR0nMUF4Za0ISfc5WTweA5sjJ1Jg8JaDIyjUmHiZmoq",
-	"Pl0yB8ubwA75RMSRtFWrRFUMAy2grmOa3vIOovTzEyItLZGxuxRTWMuu1f8CdTtXPa9UVeUdYGRkSjmZ",
-	"Mu/Ye7G7v/vCGAkTPDUdvuZHyN5X05fxCXM2MrXEwhHRXL+vVCkliWmoQUDzUqQau7FIbjbR/50QqVEU",
-	"y5aZhHuE+zIPXZYE/ZKR2JY0EzVxWRNwg8edBmK9BI9MavVgyM3PxnHARVtMLczoGw/393ehU/LcnrPX",
-	"mO2n6dqFj4ipQx6cmr6ebaMWB+Zo1q+WZFKZ0GJRBqdNAsLnxvV7ooV7kvF7Gg254wb2qTX2s9nA6JpG",
-	"gcFNjBalPG4GwpNmIDwZ8qODF9DQ+/YEsLi51pBKI2fQ3GwqMFqGaa9rCDUbR69ClRU7etoF9D3RMGqk",
-	"L0f5XuQde2aJXGslr9o4+7fmNtUuleOZ7altROvpkxmBSvVaRKuatYpQUdU2Altt2pqbLSPGCQb76iHB",
-	"pzqZ9WbYh/v7f1if2Foj14aGsR3bUFriHegiO9w/+IEEmF+AixlOfmTevmnMnEt7pX7h+MjB+kcq7Y31",
-	"Qwcv1j9Ub6alnzs83GSyxda/+Oyr9c/WG1Ajw9Ae3GTePLSMlo2rKjBMxuOj0PQRV83hWYbOIsFMkTu0",
-	"onI8N/aSg/lKCfgdbUB3o1Lktn1ets8i3+iiel6j66hyiT9TppQfLw+5TEgca3yudnFQWg2BEXWmSIRj",
-	"mpMPe6WblCg8KPNcfjeja1qAXhh1DNa+T/dq9cG++8XUD6YZrxSES79Syr1nksHbpoY7zWJb2P2oUmKp",
-	"H3Jbkr0LF44ovS5IVLmdQsTGmKGjHCkSsL0hTq51iJQ6hZpIkFTDpKIQuGYCWKhYUQ31sZKQ9J5GEGDr",
-	"AW15dIqfTasMJERrCFyUWlCYA5rFsZ3TLiAXQ+4mPLancr7euBAE9VCR4ska0drZ1XRIwRaHxRkrGuqZ",
-	"9grfCUgrXRiW9JrPN8Tu81HpT0OIQUVQtMpbduFo80tvSR8LJSa02pwkQ+00KWNGyfCvokbuQkCdUMgl",
-	"SmHu380j9lhipkVKK4E0OnHuCWY7s6FdYdd6yI2GnlKVpVwWv5ftdiPBqN4ZoMpT4iILgkOOupv75sKI",
-	"gnGXWKhxoKVlXbLf6S50I/Q3FcXJpk57yEu0EuB0lr/fiSlruqd0WjHU9D/mMKNpAW9Drif9fspfvfdo",
-	"AC2MLmB5tZ5aZGrI0ePpY1KDvebqpgnYVr15BbW7QUOAgcmdikZpO5oGPizTMrcCA1samacbbarNbYcE",
-	"RTbTj1XlFgtAl8BQeSPATJt6Vn6n7sk/XMvbiLb8x3/ret8VyS2ftYW76LmFll3wdv7Rlp0ybhfw3Iza",
-	"e18LBH1arvg9E5/2j0owlHdK3g4F3lFVQoD1xmMlqfB5BiSmKn76jnu/lgm6ZONX6q9/2N7aP1r/UN5o",
-	"+U/dGNeURPpoznGoHApdswEKb2bbeA73SHi/XIXp5C5FfeRXXL+70HHev6KBLOEYGMtdhUPeGtGQZJJW",
-	"e8v+JK1XMiUcRKZ29NiFWz2wPXqDE2BK6wtxrLUWkaJCP6KUlzysekIKSojnqxTb7MtOeF+rX5Pf6YSu",
-	"97H+wQf1Qo/ops/0aEMPz+aS7/nH7ts/bRsWe8M13I/ytsrC6L2ujU7N417ep67h7+pNiqGC5dv02toH",
-	"U/uNBEtGC41287cxiilJY0ZTFxJ4nGpR2jFNfGJqE1Roordy4PZqgGZvYJssB7vQpw80JUU8QKJZhSQO",
-	"OXHZK3lsgMkSQGAbozyOoICYz8gglmA6iQaBITdtoTSYWNyxb1YJsphYk7xn0yn6bQ3OiDE6FzRuYFHC",
-	"cV7IjO5oS6iP6zKao3YRQZilUqQ/BkCwGfWPhJBKP/M/A0Sq7bebvhCob8i3j+/6fGDyuw9TISUbxXNb",
-	"rvQ/AlyQI5BN9Z5JyCP6Nx2GLOQcVEOHa9Gl2rqkGVHyrzYosH1JS14UFlG0DyBoVTNI/SEvZ5DuBMfO",
-	"6m/ybtjwowlRSTjcP8zdEUPuglom0bhwIrpn0RVXxL4KmpiEo/1XQx40fBAkgJaGCJfgoYTtsIOE7Oxi",
-	"IFvYz9IMeVD6dEX7A50HYL45CAm5pxIIRscZfi3SfIYTo+aa5UDCVEg55JYqRm3YG1//ns5tCkPpvVy8",
-	"zNDe/NmSwFC4EDuHwHm8gpO8g5uG9KLTXHME/dn2zStoZK8Pyyhf67Vp+uQLxu0a7Ci/ZF0tfArGuXuw",
-	"b7Tl85CX2+TtbAXXXSPARY7rEmvMyEZhj9WExysbYeV81OHw8fCgPRw+/o1++nrgHxw2tlrfPKa3pUVW",
-	"r5Pa6Hw4/A7z57VsTcE954pvcTHTZoA5uJ02Y3ZZSGK3E3d+sOm4wSmRf9rmf5wfx26gqiNew/dnk4IO",
-	"rXI+0Sa+99IPe1+rJ9BT+cIq1w7mOwQz7E2FTt+ZybHEiIABa5J/xs80VpLC9NnF8ynMUsTtItnFnsta",
-	"7YYN2pH4INIhx3oPTCImzCQr+TCbsHCCui2zBYAnVeZheG1SeESH3Ewd5Wep1cLNeYFDmxQbLkrJd4Jz",
-	"iqlLJtZI3DCJOWe1Dm1bLpfMeswItd+rgRkehKz8nYwhx6OvXb6lnU1NivgDiQ1JlrVMv8KMzGUegsgk",
-	"ZkzhSSWQEBOMk5SrY+OQh8DcGBj7ppxutGPU+on90o0ZJ8Tus0Lcf9uRd1Q58p7v1Ft1kDTtsOKWvYbv",
-	"nT/5WzxlP9Gun6k36GXKKpum+73gdzYdi0KDpCthhR1a+ybmbWHCr0sgbmg8H13RuD0ezc7zVn+Kfovu",
-	"w9/Xb1kvpVwWssBf/+23XJa8gft7odj1J9kgY3/0QbBncj2XWzy2pMnm1LlYU+gKncr4W1gs+98NU2oq",
-	"tvtGYQCtInFSnwGlKjYs0i6dN9vpueb9/wXQ6TtputUOkD/YDbIxgJQyX7WqW9QV/mtjytYa8J/nWDEF",
-	"HUsR6LMYmSRcmzukYMy4jTb/wYhk3RArIAlNMmnb3Zks7dIp/Fc4MMlRiXiw3z2qvBJmb9F0yJUAZnRI",
-	"zHyyWWbmIxJcA55Jz8ZXlyXIswUwmB2lVQKjDCcagGyPrt3FDHxMBMPxClLRQzzkZnqSpuyBHufF42UF",
-	"7l9ARbs2q/JvIPwT7f2B+fJgWeVk0srtv7WrZmD7h3FpVj211sMqbbbWtupVY4HZUpP6VGTcpqWar9mb",
-	"tDqX0hnPoWVCNvhFO02GxoqRUBMsM0G3JsM2gVq3Qcu40sTM9bY29URjaxmaAsFdTNbHD3lrtMJbbO6t",
-	"SxDBvFMWySrGbGW71T53+B0VhtpMy9SF/HtXf4bo2XpT7/i3Twt5O6EPWfV71jmxeumM2z0kUxIyZZpO",
-	"u8bkTipN5aMWyOpcC1Wtv33SSGkf++rsyyLZW2NvLUemcrEs/qXLNnRSumIpevr09P8DAAD//w==",
+	"7H3rcts4tu6roDi7quU9lG9xZyZ2nR+KoySa+DaW3KnerRwTIiELMQkoBGhZnXLVeZrzYOdJTmEtgDdR",
+	"N6eTnl175kePQ5HA4sLCh3XnVy+UyVQKJrTyjr96E0YjlsKf10yn885Ys9T8K2IqTPlUcym8Y6/PQiki",
+	"RbQkM8o1GbGxTBlJzSNc3O16vpeyLxlPWeQd6zRjvqfCCUuoGWos04Rq79jjQr849Hwv4YInWeId7/ue",
+	"nk8Z/sTuWOo9PT353pSmNGHa0tXPRglXikvRi66onphr3BA1Nf/wPUETM4Iq3baSnP9I2dg79v6yV3Bi",
+	"D39Ve+W5PENKcWEwn7KNpjc3/gEEwDDAjpSpqRSKATde0+iafcmY0uZfoRSaCfiTTqcxD6lZsL3Pyqza",
+	"1w3n7KaptJyvrvpgYpYYJiORZIoIqUlCdTghesKImTyloSat4Lr7z5tuf3Dbu/ilc9Z7E+zsek++dyrF",
+	"OObhD6DUzaTIjOsJmU2oJjROGY3mhD1ypdUJiSTQDzJLqCJcAZEXUr+VmYh+DDtpFKVMKRaRlCmZpSEr",
+	"OAuEAk1XdB5LGg2kPKPpHfsxpI0kMCtkLFKEa0VGhi2kFVx1fj277Ly5HVxe3p51rt917fIOpDynYm7F",
+	"UX1/Kq+pZiTmCdfM0HXdGXRvz3rnvUH3TbBz4lbWIBgBMGsDmhGF4GVAqg537Rzvmgiyd++VkBGouhE0",
+	"0xOZ8t/ZDxCbc4MH4o7IlGTiXsiZIKNMccGUweN7JkgruLno3Azedy8GvdMOcAMW6EawxykL9Y+gss/S",
+	"B5a2FY8YGdMs1qT18+MjCXoXg+71Recs8Imh8pdO76zz+qybr5cldJrKkClFRzHrCs31/PtT/JHFcduc",
+	"TSwio8wAwzgzG3M0J5SkWcyWQMaTw3IQo06q+ZiGuq9linymUcTNFDS+SuWUpZob5B7TWDHfm5YuffXU",
+	"hB7+/HLtmYB3mXn576x+or48Wneils+i39ycdrBP+f1y9JmFGmCbKtaDV5lSrVlqmPW/f+u0/4u2f99v",
+	"v/pU/Hm72/70dd9/+eLpP7x8IKVTLu7cQNdMZbHeki9hTsEqvlg6n3yPPXJ9KiPWqG3U+eF7CUtkOv8w",
+	"2pqV5lGlKCJy7QSasPCepSTi47FPFL8TNCZGNzD7tv/PM8KMHPqEapJIpckR+cBfG0hK6OMZE3dGsTja",
+	"f/WygY0qlCl7Bq1IxCKpA5YmXFBtQMURmiUjlvpkn/AxEVIwQ9lWepvvKU11ptYt2i8sjbjZLnDzk+9p",
+	"nrBz1cDQqxtifqtTssGLz2gc45DfslGsEOYv5hYiJzmfqCRRJVnMF6CQmsbdhoKzdodUudMRasZSYhhM",
+	"U66k2CWBljFLqdAB4XdCpkwRnVIewzJPacgUoSIiYw4LzmaxOUJOhiIYx5LqwI5ldBEQBqtKBXSkBjIO",
+	"9oKUxeaPExKoKQs5jQOSZkIROhT2QvtzFt0xMk3lXUoTwgWoiYqKaCQfSctwhoQyYmSf/C9Cw5BNNYt2",
+	"dofCqwMATlpZwUhmo5g1LyFS7MECxs970L7CWizG29yiPbmR1iAV3m5V+qqYwfMrBGNgx2fCkP6bxx5p",
+	"qI0Q2tU228MsoFe8w6c6iPjeY9s8336gqcEkZQbq2oEGxUBv7UB9N9CT7+H5uZ10dh9YOkfEA7Vyd2GB",
+	"Q4vWa09u2EpwdmvKY7WcELSyqnRcTvE+onSahTpLWQRWC3vUpDWWKWGPNJnGDORUjsdMRGa3jDmLo51d",
+	"r2FRluL/+yyhom0sDqPDEDPFCRHsATap0JQLZRTRlGm1CerXsQgBZRWOFNxaoO2chhMuWEEdrowZdJec",
+	"Xl68PeudDghXwIY7JljKQ3K0/4rMJkwQIUlijH2QrjEPcQuDQsbgXZxk1oxAz/dqaqnnexeXg9u3lzcX",
+	"5u/zzkXvrXmgfLF/8/q81+/3Li8ql9/03pk7z3v9887g9H356WK6zvWg97ZzCrf1exfvypf6vf/qlh8/",
+	"61y8u+m8697eXPRvrq4ur5G+fNT89/KU3fPL61/R5EBr6PJjlWTHTM/3em+651eXg+7F6a+3H7q/3l53",
+	"b/rd2hsOutfnvYvOmed7pScX7C3P98q2jhncatXIY6dUb7jxrcHWEw805uaAQ3uGCW00bGau5Eax751T",
+	"wcdM6dKlwklRuviG3zGlz7kCB0HpwWIepytbi6Z0pc9/Z6VHz6i4y+gduxEqm05likS5Ad2v5bng/D0z",
+	"pqExmuWsQmXuh/C9XsSSqdRMhPMPbH7NjMZfudcqR+bULj1WN8h9sEXP0BQ1wwqjJ8NTN4I+UB6bfYb4",
+	"+cCE7oT3Ja/NNpqwFCpLUD1Yr40fgzp+cPi3Zn2cGVJ6EQzMNUvWKmuoXSf0sYd3H+zvwzHq/pnPQdOU",
+	"zhtQyxJfmroRunIWoaNrSx7R8B4tr+e/U/U1fE9I/Z7Ff+igNd4g0cVMS/lyGlOefLvw1Kx1DecA2idj",
+	"581TWWKOv5SBrQ2H9reKXMyoalTv38sZiaW4g7lBOhRRms4JPBERLYmecEXcOzSbAfQRNboXL/fN/0o6",
+	"3sH+frMBRx+bfdJuqIPqMOvNhELIzdjFK69b0WfJOnJqY7nsM61jljChYeZthdTO1vQmb1OmJoIpteUL",
+	"CDZjSr9nNNUjRnXnrlE6znkcc+u3I4qLEFU0fJhM3NNGdqmYEyEjdkLoSDGh0Wy5uLx93+1cD153O4P+",
+	"M0xIY/OtVVBzHvTh7gVPC1xdyby+m6b6+me9X7qktfC25s2sUSXHY2O/ET0xQ8k42vFJf9A565KWjCOW",
+	"7viLLHB6mhndnHnmdlDJSvdtqEKc8QdzCPY1BcvqQuYLquDQQ+dNzWQlr3vvehcDwiNCFaEkYiFPUDm3",
+	"MSSrjnvH3tFhDX0ODO4Y8DFo8/dmsPmHMT9T1c+ShKbzbU8RdTluCnylRoVvRVTTEVVsB3wSDjOVoFM1",
+	"kboiYBHVrG3uaiJxXN42G8mWeWoqZbz5pr+SMnY8qG74l4snHcRIrtz41ZeHy7ifqAZg1kQKRjCuYjbd",
+	"M9xEWmoa5xNuFxusHaFmxcosrbxNZSbHwqbN6NTJhm1ofyH3bO4Ttnu3S8Lp9OBvPvlMH6j5/+lcT6R4",
+	"4ROa3mvlk2SuvsQnhGsQ7oihSWXmrp+mtP37p9/wEP3r7i0coi8OmsXakdETY7mlUPO1TtT87Z+A96hI",
+	"v55r1oTKVgFXZDaRihH0emFExpiPIxbLGR7bFKLD6FA3hjZcjB0/qSZMfMlYxkjr6PCQBE2WVbDzDNxO",
+	"+CNrwJ5BmjG0ZgvZVUbRkalG61ZPqADhfqApp0KXrP+RlDGjwm3ETbZfvrMuzESL9FyXqGgxYZSxyCdS",
+	"GEzfMbRoR1yFcc/zyoqIpk08MQBmfyUyLVbngaXGEgLR5REoiWq3STAtqzZHJidsv+CDhftsif4BViPw",
+	"vPQiC3JaYbUTgRJ1qzb9Gd9aq155UHzb6eCWYHuOAjasY6cFzGKWVZxxa7StyZFMecxOZZJQ0SB0p/g7",
+	"CfEGYgT+hLBkqueAEy72sGi7Cp3OryRHihZtCWA4BtTH3Jk2ZgZ4kEzNk4BKoYEu0TzHo07pagRExLtL",
+	"qdAsImaTyKlb78TC408KIfEZ8CXWwwXigrHTwBMczxEiSrC1HCEOmuZMM1FarsVNjmiwdClTgx1pJkDy",
+	"HXRQRaapHLGoHgTgiYWx1f5ON6lfF6gKuRWpaFg+x89GMTcrtK3xggfe+WipYEwZ8OKk0JcOQKxPL990",
+	"c/lQq23Zvx+8OlwnJzLT00x/GDVa9hbR4RYS0ilQFVLFvomsw5eHB0dHa7W7NdG8P4aWlzVjf00UsBb3",
+	"p3G8QAuajgmjwlgmSRZrPo0RyeGNLGyQ0RwdFo8szLRc55VYcEqs1Wnz0GIuaqXFbpJjp5NtGaHpJUmm",
+	"baRCaWLMGzCmYdvGLNmtrQeZ0AdWtQIM54bCQKyQJFBf4mAXAt21Z+AXn4Q2Ph58HcJLDL1jMsRg1tB7",
+	"CgxUD4WQMKo6MUzmKcIoKpNCagLaZAvM6oQJPeAJk5k+N3o3fbyWM4WjJPQR9j+5kw8sFTtwDCR0TkaM",
+	"7DdFG2HOjY9cx/FTqtiCQ6XBlxgWAd4NYoTmiXsuok2p+GDuNapDjmcr1QW8y+iFX9bHOr8YOTLSsCCm",
+	"QGE+afGOvuXlKkkFvn3ffBAuppnub5lcgw89J8PGbdFtZ7RP2SmrG3TfGFSUxOyOa55QzeK5VZNcTpdF",
+	"+OfkRzB+N9HNr1lyg64H2WUZE2X+lxlbY1SFAzlZq2Tng90ZzpVlQMrzvf4/zzZ0XNnMjP4XDG67ca+y",
+	"UczVZOsErgiCXvBQHBuz4LfN1v7TQvrc+0778OeXTpUUZl1i/juLcjjdRayxMbVok4hEbXlKD/uO8iZm",
+	"X1kjt+6+s9kdUsYncAAY5YrYxD2ijP2jcp3UqvFuncLp1PO9z/SBGvAFp4nne+A0MUI3N2i04QLCSP/A",
+	"ka7cSB070jmOZF/ieY5AGUdM6Y+U6ybtoXOX23d4IwE/RkSKBPATsu8i5+I56UvbOBlw8iJ82UDxP2+6",
+	"N903pAg7k89ypEjr9H339AP+zR7DOItY9ByPyyo3R/ei8/qs+wYOYHRuWCMGOMhV7hn7Fjeg9Q9UfACL",
+	"bPGr69ok99eMqiZD5+NkfkJSFso0KgwamkVck1je1bI5DvYPUUnOLzQYmjjT84J6aU7lKvmw71LnlX24",
+	"+e1VFus+21aT7JBxKn8Hz5oZgCimT8gDjTOmjBmo2aP2icjiGLR8oyBe3Jyd7ZLAUKACH7fKNGVGA/fJ",
+	"hCoAF2u2Q/pMnCWiKYXIXK/qbaWFOPy5KZeyUNbKvxfecDmrDpj/Yd4AYvo20WjbkataYpOeCPxY9jYv",
+	"j7adciFMidyy79gkAfVg4ZY6WsqoZlGnqlesdHdFLOYPLJ13tDaqzeLOOyBSkDFPjYVi732Gg8PmHmwW",
+	"w4ebBxvk9NW4hbl9vgfpU1Rbj8lyLG2k9LMcbUrnFDNSNqfSprCA7l+uctqqIsqv1zltW87UEF8GdaRg",
+	"u+OCv1hSVSvxKrG64MeiVPkl0dxA7N1r1fSz7mBgTjKbJAcIZe5Go/mzHKHTnglzRLQeMMnZJ/1f+4Pu",
+	"+W33+vrymsiUnHYuTrtnZ903O2XtyA6+oQaE9Eag5Swu75bpBOWkwVqyB6R57Ldf3a5K8d8s6bsQA8z7",
+	"dkmdlk8b5ow3BtizJViWm2K1kJ6csbRtDBUyYY/Eqd2oDddjdPvtV7Q9/vT15VHzy9eSgbdjfVwKO24a",
+	"oEMH97Zmpn1qqWW7jYevtgL5S9Roq0zauD6Fb2E7dWMwYU7hMLrElKZ2D+Z2Eul3z7qnA+fJUi6xHf3Q",
+	"OouY0D+poSj0FZvp7gzrwDdbFa5pqICE++SYBCkbs5SJkPW/YPY7kWIo0L+dGLqYmhCXKkBaJWPI2Qx6",
+	"JndOyJvzs4I8Mwyj4WQoggeW8rEtcwqMYZHXs1VoJ7kLTDUmz8exnJ1nseb9/L6Sa78UzrScOQXd4AIB",
+	"pum+chnZaq3T6ZConeRRlBWu3L8d7P/97y+P1h2N1sO3rdOicSyjyNtirYYQL67Lhw18cIUQOy9cWUDq",
+	"GtzPP79oru4xgy3e73bj4gOMRYu3Hx28Onqxf7QEoqv+0jUrsgkLy5K6iLIV+V70HINgnyzsU2cub5bZ",
+	"9iX+pUxDRR0uacvN2nB5kctLUHC3kJLGbVLjQCOXC6EtbQa/eXuuxsi62ws55/mG0RtrDTGDVOY3CTpI",
+	"6gzcUnF4DiKs3HcgFBvtmdpa4oMlkComauQqFGpuHDb5diMndxFudlonJco2CQB8F7dgWWcukdTIz1y3",
+	"69iKri15+qMspm9RVWsscxZKxQJZpY0WpQjA1h+gKm4nEmZGLlNbd92gMmOpH5riNg2VWlcwRCrQYd1s",
+	"nDdnVrcPmhO0UXFsTldylYXWkYS+JVdRa/T4D/w1ad0M3rb/TkYGbndq3rnlh+q/ikm8zuhd0Li9ylqv",
+	"lr7ekjQw10/gJ0V4lKcv5Y9tUwmwzFCs76tnRADVGynY1kmjNiQ5kJrGz3iYLS+r64lxSvPKQldUF1Ol",
+	"HAtjo/GMKY9ZRCi6I0ir7BMAS+Oqe/Gmd/EOLY7r7uD619vXndMPl2/f7jRwfiOz/L8Dprqnf1mWYNQT",
+	"5hBSzKYgMygqxWdIOKHCRWK4Ip/l6KSw86QtgDY3x5iurJ5TA/CnYYLvZdNoW0Wj5EzZLBiZu1UWopFX",
+	"6I1H17zlOISj7Ryk1Tkl/+///F9y2sVOIzPK9fVGgYmPxZ3bQt+qU7cuTBWS/BJ8VOCgzOfVyFkS3AU5",
+	"fW3Rsz2mIRTbw73H+b5uKcZIQc6OT04vz696Z72Ldz75x82bd+aPoci5W3MbtixyKMIeJzRTGnuU8Cr6",
+	"QM8VtTMUZS8jegec1WDpgWJTO7/ne5YAz/c6p57vfex4vjeAwpBz+O8l/Pfa/OcUYu0l2sw1N9eGdsgV",
+	"1lhDeWUyhe4EHlZu2IrQzYiYK80SLE33vVMqQhbnPtGFrbfywLvnAo68Qthsqn/n7N2lgec3nUHndaff",
+	"PSEQoTHLi/mXgEofuqfdW5vuDjHwyKx3PG5DSowimWJ4D4Rb1wL6shqAX0qbe8tTs5kD8JPNNKfmlWk4",
+	"yX1o8GuuWEkRVnJ0T7sbW+mlDjCbZEphrueZvFuVbQopI4Xa9xI6qZTpMxCeTlNmNopNTK3X3C9zxiT0",
+	"se+6rdQCAFkCfsY4RuZgsoqq5/4+p2ShaCmwRS+YRuoMJSXCXIsNXOxnVsFt3dKl2UlfdE/JeVxZ8IIP",
+	"q3LIqlM15KhkCkUklAnbJb0mjMR0QujMkENuORqzCQJthnUbjfTkex8rp+dC8gGh+VFSgBQcKOoEI+tS",
+	"T1g646qSc/Ox0xv0Lt7dvr28vv14ef2hew3TltRL8xqr49qNr2XI5eLurUw/yhSz/qBD2msa3svx2PsE",
+	"LbJYmBl7sm+EBEHIge5A3jPRtHh5W7Mw5kb9cN3N7lnI2tBtUMb2IronSLsN8O0exJIhkEvwLjGaAnn2",
+	"pSZaT7ETGLelVIu42LnqwTbKaRnR8J6JiLQw7gdJLJAJ9ZMiciZIqTPZjhE/dTwU2TSWNILU2jak1lLb",
+	"50D5ZIqpZoTnGbh5wqzvqqL8oeDQVEf7JGWYd0WF2cfmoCtJgfLxOtYgE5WHA21J9e5QdACx4lgRwYwZ",
+	"sozLyDUSVFYp2IGOgFONUQ6gPSQK86pI8K47IHt0yvceDvYUHMl7n7EGc8/eE+wOxVD85S/kVApDkaF5",
+	"KP6zKAVVpBWAYhf4JCgMWfMvGx0OdmDHVqtF1VAQbEVpTuJgsT7UTPyfZGCwHx6/fntKXrx48co9T8ap",
+	"TGCl83hNGMvwnrRuBqc7JyTKUMWEp81kFhYV4YIk5fJkrI8UJDhXAVHZeMwfYe5yExyjPAvyfjC4cur0",
+	"NM4UJEOHMmJDzydDB4D4D9vvZug9BSdm+hDypsyb3Fxdda9v+xedD12CJTSgEnKMIhFz/gPlPylSEu9d",
+	"pMcMld8BSdE0VpJQbCd1tL9PFnp5+uRo/4AstBj0zVBHh69ItQ8jaaEZW3RXxPzrajPAvUovQHhBcwMk",
+	"kzM9k+k9Mg7fWNExWHXYh6+FhuAs5ZoZxnLX0kPv4Job7QZF2/bfmUhplJ2plLGPWYvS5ZYf5wWaZCzj",
+	"WM5QMAxBaMCjt8XHf2E6ei45+aFvZbxf335DgUJQzg9QpfQA3DOuNRzu7thCyTSVURYWKZVDIcXiDi/q",
+	"axJGdEqFomG+3MIedjYjApwQQ+HiMCE7JjTvr0DCmPLE2HgjaPCaiQgOSOhm4Lt2P2auBJghhoKG90LO",
+	"Yhbd2R9OXCMHITUp/Rq5fsHARDMgMgJ2Vom4O8qFlZ+glsVB/koOgp1d0iEhTdk4iwvCLWlDQYXLyRDx",
+	"nPAxNDENCmsxQEelhsTNFCs+XTIHz/vFDsVExpGyVatUVwwDI6CuuZrZ8g6izPMTqiwtEdpdmmuoZTfq",
+	"f4G6naueV6qq8g4gMjJlgk65d+y92N3ffYFGwgROTYev+RGy9xVbOD5Bzkaml1g4Mpqb91U6ZTTBhhqU",
+	"GF7K1GA3FMnNJua/E6oMikLZMlfkHuC+zEOXJcG+ZDS2Jc1UT1zWBLmB484AsVmCR66MejAU+DM6DoRs",
+	"y6mFGXPj4f7+LumUPLfn/DVk+xm6dslHwNShCE6xBWgb1eIAj2bzakmmNIYWizI4YxJQMUfX74kR7kkm",
+	"7lk0FI4b0NIW7WfcwOCaBoGBTQwWpTpuBsKTZiA8GYqjgxekoU3uCYHi5lrvKoOcQXNfqgC1DOzEi4Ti",
+	"xjGrUGXFjpl2AX1PDIyi9OUo34u8Yw+XyLVb8qo9tn9r7mjtUjme2cnaRrSePuEITOnXMlrV11WGmuk2",
+	"Cmy1v2tutoy4oBDsq4cEn+pk1vtmH+7v/2EtZWs9Xxt6y3Zs72kFd4CL7HD/4AcSgL8QIWcw+RG+fdOY",
+	"OZf2Sq3F4ZGD9Y9UOiGbhw5erH+o3kzLPHd4uMlki12C4dlX65+t96oGhoE9uMm8eWgZLBtXVYBMhuOj",
+	"0PQBV/HwLENnkWCm6R1YUTmeo73kYL5SAn7HGtAdVYrcts/L9nnkoy5q5kVdR5dL/LnGUn64PBQqoXFs",
+	"8LnaxUEbNYSMmDNFIhgTTz5oq44pUXBQ5rn8bkbXtAC8MPqYWPs+3avVB/vuF6wfTDNRKQhXfqWUew+T",
+	"wdtYw51msS3sftQptdQPhS3J3iUXjiizLkBUuZ1CxMeQoaMdKYpAJ0SY3OgQKXMKNVVEMQOTmpHANROA",
+	"QsWKamiOlYSm9ywiAbQeMJZHp/gZW2UAIUZDELLUggIPaB7Hdk67gEIOhZvw2J7K+XrDQlDQQ2UKJ2vE",
+	"amdX0yFFtjgsznjRZA/bK3wnIK10YVjSlj7fELvPR6U/DSEGFUExKm/ZhWPML7MlfSiUmLBqc5IMtNOk",
+	"jBklw7+KGrkLAXRCqZYohbl/N4/YQ4mZESmjBLLoxLknuO3MBnaFXeuhQA09ZTpLhSp+L9vtKMGg3iFQ",
+	"5SlxkQXBoQDdzX2eYcQIukss1DjQMrKu+O9sl3Qj8DcVxclYpz0UJVopEWyWv98JljXdMzatGGrmH3My",
+	"Y2kBb0NhJv1+yl+9TWlAWhBdgPJqM7XM9FCAx9OHpAZ7zdVNU2K7+uYV1O4GAwEIkzsVjdI2Pw18skzL",
+	"3AoMbGlknm60qTa3HRIU2Uw/VpVbLABdAkPljUBmxtSz8jt1T/7hWt5GtOU//lvX+65IbvlsLNxFzy1p",
+	"2QVv59932SnjdgHPzai997VA0Kflit8z8Wn/qARDeVPl7VDgHdMlBFhvPFaSCp9nQEKq4qfvuPdrmaBL",
+	"Nn6l/vqH7a39o/UP5c2X/9SNcc1oZI7mHIfKodA1G6DwZrbRc7hHw/vlKkwndymaI7/i+t0lHef9KxrI",
+	"UgGBsdxVOBStEQtppli1t+xPynolUyqIzPSOGbtwqwe2R29wQrg2+kIcG61FpqDQjxgTJQ+rmZARLeXz",
+	"VYpt9mUnvK/Vr6nvdELX+1j/4IN6oUd00xd9jKEHZ3PJ9/xj9+2ftg2LveF680d5W2WJeq9ro1PzuJf3",
+	"qWv4u3qTQqhg+Ta9tvbB1H5OwZLRAqMd/0ajmNE05ix1IYHHqRGlHWziEzOboMISs5UDt1cDMHsD22Q5",
+	"2CV99sBSWsQDFJhVQOJQUJe9kscGuCoBBLQxyuMImlD84gxgCaSTGBAYCmwLZcDE4o59s0qQBWNN6p5P",
+	"p+C3RZyRY3AuGNyAooTjvJAZ3NGWUB/WZTQH7SIiYZYqmf4YAIFm1D8SQir9zP8MEKm23276mKC5Id8+",
+	"vuvzAcnvPplKpfgonttypf8R4AIcIdnU7JmEPoJ/02HIQs5BNXS4Fl2qrUuaESX/aoMmti9pyYvCIwb2",
+	"AQla1QxSfyjKGaQ7wbGz+pu8Gzb8iCEqRQ73D3N3xFC4oBYmGhdORPcsuOKK2FdBE1fkaP/VUAQNHwkJ",
+	"SMtAhEvw0NJ22AFCdnYhkC3tF2yGIih9uqL9gc0Dgp8nJAm9Z4pQiI5z+LAkfrETouaG5YSGqVRqKCxV",
+	"nNmwN7z+PZvbFIbSe7l4GdLe/CmTAClciJ2TwHm8gpO8g5uB9KLTXHME/dn2zSvSyF6fLKN8rdem6esw",
+	"ELdrsKP8knW18NUY5+6BvtGWz0NRbpO34y9pf4yxwFJT0Vq75aFw/ZYLH+NPigTV7riBTxRj1VSd3KVq",
+	"GAGTYOYJxgdwYTAvcGers6SLu6tIwF1iKqLgFsZiTbK9soVYTpYdDh8PD9rD4ePf2KevB/7BYWMf+M0D",
+	"jluai/Uiro0Or8PvMH9eaNcUeXRxgpaQM2OjoFbhVC2EgJDGDiZ2frBdu8ERln9353+ck8luoGqUwJwt",
+	"nzE/nrTKyU6bBAZKP+x9rR6PT+ULq/xOkIwRzKBxFnikZ5gACuEKPElo/jlC7PqkJDYBhsMzzFI4VIpM",
+	"HKs0GJuAbNArxScyHQooRoEMZ8oxk8onswkPJ6B4c1udeFJlHsT+JoW7dihw6ig/6K2JgIcZDI35P0KW",
+	"MgOlEAzyqjAQSt0wCSoBRsG3/aBLPgdIV7Uf0yEzOKV5+SMeQwHncrt8SzubYv76A42RJMtabl5hRucq",
+	"j49kCtK5AK0lEIKRQsWEPsZoAQnwxgCNr3Iu1A7aHBP7GR4cJ4TWuFLef9t5fFQ5j5/vcVx1kDTtsOKW",
+	"vYbvtj/5WzxlPzVvnql3D+baasLYml+KO5srxkiDpGtphZ209jEgb2HCr0sgbGg4H11Fuz0eced5qz+p",
+	"v0Vr5O/rVK3XeS6Lp8Cv/3aqLsssgf29UIn7k2qQsT/6INjDRNTl5pitt7IJfy4QFroqrDL+FubU/nfD",
+	"lJr+7z6qGJBWkdVpzoBSiR1UkJfOm+30XHz/fwF0+k6abrU95Q/20WwMIKW0XKPqFkWP/9qYsrUG/Od5",
+	"fbDaZCkCfZYjzBC2iU2ajLmwofA/GJGsj2QFJIFJpmwvPkwhL53CfyUHmLmVyAdr4VZeCVLLWDoUWhKO",
+	"OiSkZdkUOPzChTCAh7nj8OqqBHm2OgdSt4xKgMqwMdSpbSC2u1geAFlqMF5BKrivhwKnp2nKH9hxXtle",
+	"VuD+BVS0a1yVfwPhn2jvD/CziGWVkysrt//WrpqB7R/ob626ka37V9lUsm3Vq8bqt6Um9anMhM2Zxa/y",
+	"Y86fyzeN56SF8ST43J4hw2DFSOoJ1MCAz5VDD0Oj24BlXOmw5hpvY7HT2FqGWL24C5UE8EFyg1Zwi00M",
+	"dtkrkBTLI1XFmK1st9q3GL+jwlCbaZm6kH+M688QPVsM6x3/9mkhqSj0SVb9AHdOrFk6jAmEdEpDrrEj",
+	"tuua7qQSyzKNQFbnWii5/e2TQUr72FdnXxaZ6AZ7awk8lYtl8S9dtnGd0hVL0dOnp/8fAAD//w==",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

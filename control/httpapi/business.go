@@ -225,6 +225,8 @@ func (b businessAPI) EnqueueSubmission(ctx context.Context, req businessapi.Enqu
 		return nil, fieldErr("MANIFEST_NOT_FOUND", "manifestId", err)
 	case errors.Is(err, store.ErrManifestMismatch):
 		return nil, fieldErr("MANIFEST_LANGUAGE_MISMATCH", "language", err)
+	case errors.Is(err, store.ErrMemoryTooLow):
+		return nil, fieldErr("MEMORY_LIMIT_TOO_LOW", "limits.memoryMb", err)
 	case errors.Is(err, store.ErrIdempotencyKeyReused):
 		return nil, apiErr(http.StatusConflict, "IDEMPOTENCY_KEY_REUSED", err)
 	case err != nil:

@@ -148,6 +148,10 @@ func New(cfg Config, st *store.Store, arts *artifact.Store, log *slog.Logger) (*
 // prove the default-deny middleware covers it.
 func (s *Server) InternalMuxForTest() *http.ServeMux { return s.internal }
 
+// StatusWaitsForTest is how many jobs waiting status reads wait on, so
+// tests can tell a read has parked without sleeping.
+func (s *Server) StatusWaitsForTest() int { return s.settlements.Waiting() }
+
 // Store returns the server's store (with this replica's notifier).
 func (s *Server) Store() *store.Store { return s.store }
 

@@ -70,6 +70,13 @@ func (s *Settlements) Settled(job int64) {
 	}
 }
 
+// Waiting returns how many jobs have waiters (for tests and metrics).
+func (s *Settlements) Waiting() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.chans)
+}
+
 // waited returns the jobs someone waits on.
 func (s *Settlements) waited() []int64 {
 	s.mu.Lock()

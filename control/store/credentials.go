@@ -348,6 +348,8 @@ type HeartbeatReport struct {
 	Health         json.RawMessage
 	SlotsBusy      int
 	Draining       bool
+	// Languages is the per-language report; nil keeps the previous one.
+	Languages []LanguageReport
 }
 
 // Heartbeat records observed health with the server clock and returns the
@@ -359,11 +361,15 @@ func (s *Store) Heartbeat(ctx context.Context, sess NodeSession, r HeartbeatRepo
 	if len(r.Health) > 16<<10 {
 		return Node{}, invalid("dependencies", "at most 16 KiB")
 	}
+	langs, err := checkLanguageReports(r.Languages)
+	if err != nil {
+		return Node{}, err
+	}
 	res, err := s.db.ExecContext(ctx,
 		`UPDATE judge_node SET last_heartbeat_at = NOW(6), reported_runtime = ?, reported_health = ?,
-		   reported_slots_busy = ?, reported_draining = ?
+		   reported_slots_busy = ?, reported_draining = ?, reported_languages = COALESCE(?, reported_languages)
 		 WHERE id = ? AND session_epoch = ? AND revoked_at IS NULL`,
-		r.RuntimeVersion, string(r.Health), r.SlotsBusy, r.Draining, sess.NodeID, sess.SessionEpoch)
+		r.RuntimeVersion, string(r.Health), r.SlotsBusy, r.Draining, langs, sess.NodeID, sess.SessionEpoch)
 	if err != nil {
 		return Node{}, fmt.Errorf("store: heartbeat: %w", err)
 	}

@@ -21,12 +21,13 @@
 //	host_groups.go   judge_host_group: create, resize, per-group detail
 //	nodes.go         judge_node configuration: create, get/list, enable/drain/disable/revoke, resize
 //	credentials.go   join codes, credentials, sessions, heartbeats (node identity)
+//	languages.go     nodes' per-language reports and the language catalog
 //	checks.go        self-checks (judge_node_check and their CHECK jobs)
 //	audit.go         judge_audit: the audit insert every change shares, and its reads
 //	tokens.go        business/admin API tokens
 //	jobs.go          enqueue, rejudge, cancel (submission pointer → job writes)
 //	idempotency.go   idempotency keys for enqueue and their purge
-//	status.go        job, attempt and submission-status reads
+//	status.go        job, attempt and submission-status reads; settled-job lookups for waiting reads
 //	signals.go       pool signal rows and the after-commit wake-up
 //	leases.go        claim, renew, complete, reap (the lease lifecycle)
 //	results.go       result shape and its validation against the manifest

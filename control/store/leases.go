@@ -9,6 +9,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/kece-oj/kece/control/manifest"
 )
 
 // ClaimedJob is one job handed to a node with a fresh lease.
@@ -265,9 +267,12 @@ func (s *Store) Renew(ctx context.Context, sess NodeSession, items []RenewItem) 
 				return invalid("phase", "must be COMPILING or JUDGING, got %q", it.Phase)
 			}
 			// Assignments run left to right: progress_seq is updated last so
-			// the IF()s compare against the stored value.
+			// the IF()s compare against the stored value, and status_version
+			// (the business sees COMPILING → JUDGING as a status change)
+			// before phase.
 			r, err := tx.ExecContext(ctx,
 				`UPDATE judge_job SET lease_until = NOW(6) + INTERVAL ? MICROSECOND,
+				   status_version = status_version + IF(? > progress_seq AND ? <> '' AND ? <> COALESCE(phase, 'COMPILING'), 1, 0),
 				   phase = IF(? > progress_seq AND ? <> '', ?, phase),
 				   cases_done = IF(? > progress_seq, GREATEST(cases_done, ?), cases_done),
 				   cases_total = IF(? > progress_seq, ?, cases_total),
@@ -276,6 +281,7 @@ func (s *Store) Renew(ctx context.Context, sess NodeSession, items []RenewItem) 
 				   AND lease_until > NOW(6)
 				   AND EXISTS (SELECT 1 FROM judge_node n WHERE n.id = ? AND n.session_epoch = ? AND n.revoked_at IS NULL)`,
 				micros(s.cfg.LeaseTTL),
+				it.ProgressSeq, it.Phase, it.Phase,
 				it.ProgressSeq, it.Phase, it.Phase,
 				it.ProgressSeq, it.CasesDone,
 				it.ProgressSeq, it.CasesTotal,
@@ -345,6 +351,7 @@ func (s *Store) Complete(ctx context.Context, sess NodeSession, jobID, leaseEpoc
 	if err != nil {
 		return CompleteResponse{}, err
 	}
+	var cases caseCounts
 	if res.Outcome == OutcomeVerdict {
 		// Validate before anything is written (manifests are immutable).
 		m, err := s.Manifest(ctx, facts.manifestID)
@@ -354,14 +361,24 @@ func (s *Store) Complete(ctx context.Context, sess NodeSession, jobID, leaseEpoc
 		if err := checkAgainst(m, *res.Verdict); err != nil {
 			return CompleteResponse{}, err
 		}
+		cases = countCases(m, *res.Verdict)
 		if facts.kind == KindSubmission {
-			out, done, err := s.completeFast(ctx, sess, jobID, leaseEpoch, facts, res, body, digest)
+			out, done, err := s.completeFast(ctx, sess, jobID, leaseEpoch, facts, res, cases, body, digest)
 			if err != nil || done {
 				return out, err
 			}
 		}
 	}
-	return s.completeSlow(ctx, sess, jobID, leaseEpoch, res, body, digest)
+	return s.completeSlow(ctx, sess, jobID, leaseEpoch, res, cases, body, digest)
+}
+
+// caseCounts are what a finished job reports as casesDone/casesTotal.
+type caseCounts struct{ done, total int }
+
+// countCases: done is the number of cases the verdict judged (a verdict may
+// stop at the first failing case), total the manifest's (at least done).
+func countCases(m manifest.Manifest, v VerdictResult) caseCounts {
+	return caseCounts{done: len(v.Cases), total: max(len(m.Cases), len(v.Cases))}
 }
 
 // jobFacts are the fields of a job that never change after enqueue.
@@ -396,7 +413,7 @@ func (s *Store) jobFacts(ctx context.Context, jobID int64) (jobFacts, error) {
 // insert. Every fencing condition of completeSlow is in the WHERE clause;
 // when any fails nothing is written and done is false, and the slow path
 // works out which answer applies.
-func (s *Store) completeFast(ctx context.Context, sess NodeSession, jobID, leaseEpoch int64, f jobFacts, res Result, body []byte, digest string) (CompleteResponse, bool, error) {
+func (s *Store) completeFast(ctx context.Context, sess NodeSession, jobID, leaseEpoch int64, f jobFacts, res Result, cases caseCounts, body []byte, digest string) (CompleteResponse, bool, error) {
 	payload, err := json.Marshal(SettlementPayload{JobID: fmt.Sprint(jobID), SubmissionType: f.typ, SubmissionID: f.sid,
 		Generation: f.generation, Status: res.Verdict.Status, Result: body})
 	if err != nil {
@@ -406,7 +423,7 @@ func (s *Store) completeFast(ctx context.Context, sess NodeSession, jobID, lease
 	err = s.inTx(ctx, func(tx *sql.Tx) error {
 		r, err := tx.ExecContext(ctx,
 			`UPDATE judge_job j JOIN judge_job_attempt a ON a.job_id = j.id AND a.lease_epoch = j.lease_epoch
-			 SET j.state = 'COMPLETED', j.verdict = ?, j.result = ?, j.result_digest = ?,
+			 SET j.state = 'COMPLETED', j.verdict = ?, j.result = ?, j.result_digest = ?, j.cases_done = ?, j.cases_total = ?,
 			     j.status_version = j.status_version + 1, j.finished_at = NOW(6), j.updated_at = NOW(6),
 			     j.lease_until = NULL, a.outcome = 'COMPLETED', a.receipt_digest = ?, a.ended_at = NOW(6)
 			 WHERE j.id = ? AND j.state = 'RUNNING' AND j.node_id = ? AND j.session_epoch = ? AND j.lease_epoch = ?
@@ -414,7 +431,7 @@ func (s *Store) completeFast(ctx context.Context, sess NodeSession, jobID, lease
 			   AND EXISTS (SELECT 1 FROM judge_node n WHERE n.id = ? AND n.session_epoch = ? AND n.revoked_at IS NULL)
 			   AND EXISTS (SELECT 1 FROM judge_submission p
 			               WHERE p.submission_type = ? AND p.submission_id = ? AND p.current_job_id = ?)`,
-			res.Verdict.Status, body, digest, digest,
+			res.Verdict.Status, body, digest, cases.done, cases.total, digest,
 			jobID, sess.NodeID, sess.SessionEpoch, leaseEpoch,
 			sess.NodeID, sess.SessionEpoch,
 			f.typ, f.sid, jobID)
@@ -442,7 +459,7 @@ func (s *Store) completeFast(ctx context.Context, sess NodeSession, jobID, lease
 // completeSlow takes the locks one by one in the documented order and
 // answers every case: already committed, conflict, lost, cancelled,
 // superseded, infrastructure errors, CHECK jobs.
-func (s *Store) completeSlow(ctx context.Context, sess NodeSession, jobID, leaseEpoch int64, res Result, body []byte, digest string) (CompleteResponse, error) {
+func (s *Store) completeSlow(ctx context.Context, sess NodeSession, jobID, leaseEpoch int64, res Result, cases caseCounts, body []byte, digest string) (CompleteResponse, error) {
 	var out CompleteResponse
 	var requeuedPool string
 	err := s.inTx(ctx, func(tx *sql.Tx) error {
@@ -535,11 +552,11 @@ func (s *Store) completeSlow(ctx context.Context, sess NodeSession, jobID, lease
 			// Job and attempt receipt in one statement.
 			if _, err := tx.ExecContext(ctx,
 				`UPDATE judge_job j JOIN judge_job_attempt a ON a.job_id = j.id AND a.lease_epoch = ?
-				 SET j.state = 'COMPLETED', j.verdict = ?, j.result = ?, j.result_digest = ?,
+				 SET j.state = 'COMPLETED', j.verdict = ?, j.result = ?, j.result_digest = ?, j.cases_done = ?, j.cases_total = ?,
 				     j.status_version = j.status_version + 1, j.finished_at = NOW(6), j.updated_at = NOW(6),
 				     j.lease_until = NULL,
 				     a.outcome = 'COMPLETED', a.receipt_digest = ?, a.ended_at = NOW(6)
-				 WHERE j.id = ?`, leaseEpoch, res.Verdict.Status, body, digest, digest, jobID); err != nil {
+				 WHERE j.id = ?`, leaseEpoch, res.Verdict.Status, body, digest, cases.done, cases.total, digest, jobID); err != nil {
 				return fmt.Errorf("store: complete: job: %w", err)
 			}
 			out = CompleteResponse{Disposition: Accepted, JobState: StateCompleted}
