@@ -25,12 +25,15 @@ var defaultLanguage = map[string]string{"cpp": "cpp17", "java": "java17", "pytho
 // aliases maps an alias id to the id whose spec it shares.
 var aliases = map[string]string{"cpp": "cpp17", "java": "java17", "python": "python3"}
 
-// Compile limits. The wall limits stay close to the CPU limits so that a
-// runaway compiler holds a slot for seconds; the compilers themselves stop
-// early on error floods (g++ -fmax-errors, javac -Xmaxerrs).
+// Compile limits. The CPU limit is what bounds a runaway compiler (nothing
+// in the sandbox can make a compiler block without using CPU), and the
+// compilers themselves stop early on error floods (g++ -fmax-errors, javac
+// -Xmaxerrs). The wall limit is a backstop at twice the CPU limit plus 5 s:
+// close enough that a slot is not held for a minute, loose enough that a
+// compile starved by a busy host is not turned into a false CE.
 const (
 	cppCompileCPU    = 10 * time.Second
-	cppCompileWall   = 20 * time.Second
+	cppCompileWall   = 25 * time.Second
 	cppCompileMemory = 768 << 20
 	// cppMaxErrors stops g++ after this many errors: a source that makes it
 	// print thousands is a CE in a second, not after half a minute.
@@ -87,7 +90,7 @@ func rawLanguage(id string) (engine.RuntimeSpec, bool) {
 			CompileCmd:         compile,
 			RunCmd:             append(append([]string{"java"}, jvm...), "-Xmx"+MemoryPlaceholder+"m", "-Xss64m", "-cp", ".", engine.ClassPlaceholder),
 			CompileTime:        10 * time.Second,
-			CompileWallTime:    20 * time.Second,
+			CompileWallTime:    25 * time.Second,
 			CompileMemoryBytes: 1 << 30,
 			ExtraMemoryBytes:   256 << 20,
 			MinMemoryBytes:     javaMinMemory,
@@ -110,7 +113,7 @@ func rawLanguage(id string) (engine.RuntimeSpec, bool) {
 			CompileCmd:             []string{"python3", "-m", "py_compile", "main.py"},
 			RunCmd:                 []string{"python3", "-B", "main.py"},
 			CompileTime:            5 * time.Second,
-			CompileWallTime:        10 * time.Second,
+			CompileWallTime:        15 * time.Second,
 			CompileMemoryBytes:     256 << 20,
 			MinMemoryBytes:         pythonMinMemory,
 			AddressSpaceExtraBytes: 64 << 20,
@@ -134,7 +137,7 @@ func rawLanguage(id string) (engine.RuntimeSpec, bool) {
 					"exec tsc --strict --noEmitOnError --pretty false --target es2020 --module commonjs --lib es2020 main.ts kece-env.d.ts"},
 			RunCmd:             []string{"node", "--max-old-space-size=" + MemoryPlaceholder, "--stack-size=65500", "main.js"},
 			CompileTime:        20 * time.Second,
-			CompileWallTime:    30 * time.Second,
+			CompileWallTime:    45 * time.Second,
 			CompileMemoryBytes: 768 << 20,
 			ExtraMemoryBytes:   128 << 20,
 			MinMemoryBytes:     arktsMinMemory,
