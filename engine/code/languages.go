@@ -28,18 +28,21 @@ var aliases = map[string]string{"cpp": "cpp17", "java": "java17", "python": "pyt
 // Compile limits. The CPU limit is what bounds a runaway compiler (nothing
 // in the sandbox can make a compiler block without using CPU), and the
 // compilers themselves stop early on error floods (g++ -fmax-errors, javac
-// -Xmaxerrs). The wall limit is a backstop at twice the CPU limit plus 5 s:
-// close enough that a slot is not held for a minute, loose enough that a
-// compile starved by a busy host is not turned into a false CE.
+// -Xmaxerrs). The wall limit is only a backstop (compileWall): a compile
+// starved of CPU by a busy host must not become a false CE.
 const (
 	cppCompileCPU    = 10 * time.Second
-	cppCompileWall   = 25 * time.Second
 	cppCompileMemory = 768 << 20
 	// cppMaxErrors stops g++ after this many errors: a source that makes it
 	// print thousands is a CE in a second, not after half a minute.
 	cppMaxErrors = 20
 	javaMaxErrs  = 50
 )
+
+// compileWall is the compile wall limit for a CPU limit: three times it plus
+// 10 s. Measured here, javac of a one-class program (about 1 s of CPU) took
+// over 20 s of wall time at load average 40 on 2 cores.
+func compileWall(cpu time.Duration) time.Duration { return 3*cpu + 10*time.Second }
 
 // Minimum memory limits, measured in the sandbox with these specs by judging
 // an a+b program at falling limits (docs/engine.md "Memory"; TestMinimumMemory
@@ -68,7 +71,7 @@ func rawLanguage(id string) (engine.RuntimeSpec, bool) {
 				fmt.Sprintf("-fmax-errors=%d", cppMaxErrors), "-o", "main", "main.cpp"},
 			RunCmd:                 []string{"./main"},
 			CompileTime:            cppCompileCPU,
-			CompileWallTime:        cppCompileWall,
+			CompileWallTime:        compileWall(cppCompileCPU),
 			CompileMemoryBytes:     cppCompileMemory,
 			MinMemoryBytes:         cppMinMemory,
 			AddressSpaceExtraBytes: 64 << 20,
@@ -90,7 +93,7 @@ func rawLanguage(id string) (engine.RuntimeSpec, bool) {
 			CompileCmd:         compile,
 			RunCmd:             append(append([]string{"java"}, jvm...), "-Xmx"+MemoryPlaceholder+"m", "-Xss64m", "-cp", ".", engine.ClassPlaceholder),
 			CompileTime:        10 * time.Second,
-			CompileWallTime:    25 * time.Second,
+			CompileWallTime:    compileWall(10 * time.Second),
 			CompileMemoryBytes: 1 << 30,
 			ExtraMemoryBytes:   256 << 20,
 			MinMemoryBytes:     javaMinMemory,
@@ -113,7 +116,7 @@ func rawLanguage(id string) (engine.RuntimeSpec, bool) {
 			CompileCmd:             []string{"python3", "-m", "py_compile", "main.py"},
 			RunCmd:                 []string{"python3", "-B", "main.py"},
 			CompileTime:            5 * time.Second,
-			CompileWallTime:        15 * time.Second,
+			CompileWallTime:        compileWall(5 * time.Second),
 			CompileMemoryBytes:     256 << 20,
 			MinMemoryBytes:         pythonMinMemory,
 			AddressSpaceExtraBytes: 64 << 20,
@@ -136,8 +139,8 @@ func rawLanguage(id string) (engine.RuntimeSpec, bool) {
 				"cp main.ets main.ts && printf 'declare const require: any;\\ndeclare const process: any;\\ndeclare const console: any;\\n' > kece-env.d.ts && " +
 					"exec tsc --strict --noEmitOnError --pretty false --target es2020 --module commonjs --lib es2020 main.ts kece-env.d.ts"},
 			RunCmd:             []string{"node", "--max-old-space-size=" + MemoryPlaceholder, "--stack-size=65500", "main.js"},
-			CompileTime:        20 * time.Second,
-			CompileWallTime:    45 * time.Second,
+			CompileTime:        15 * time.Second,
+			CompileWallTime:    compileWall(15 * time.Second),
 			CompileMemoryBytes: 768 << 20,
 			ExtraMemoryBytes:   128 << 20,
 			MinMemoryBytes:     arktsMinMemory,

@@ -49,7 +49,7 @@ func TestCompileFailureMessages(t *testing.T) {
 		{sandboxinit.Result{ExitCode: 1}, "compilation failed"},
 		{sandboxinit.Result{CPUExceeded: true, Signal: 9}, "compilation exceeded 10 s CPU"},
 		{sandboxinit.Result{Signal: 24}, "compilation exceeded 10 s CPU"},
-		{sandboxinit.Result{WallExceeded: true, Signal: 9}, "compilation exceeded 25 s wall time"},
+		{sandboxinit.Result{WallExceeded: true, Signal: 9}, "compilation exceeded 40 s wall time"},
 		{sandboxinit.Result{OOMKilled: true, ExitCode: 1}, "compiler exceeded 768 MiB"},
 		{sandboxinit.Result{Signal: 25}, "compiler output exceeded 256 MiB"},
 		{sandboxinit.Result{Signal: 11}, "compiler killed by signal 11 (segmentation fault)"},
