@@ -228,14 +228,21 @@ func TestMigrateTokenAndServe(t *testing.T) {
 	go func() {
 		done <- run(ctx, []string{"serve"}, &serveOut, &serveErr, envOf(serveEnv))
 	}()
-	require.Eventually(t, func() bool {
-		resp, err := http.Get("http://" + addr + "/healthz")
-		if err != nil {
-			return false
+	// Wait for /healthz, or for serve to end early (then its output says why).
+	giveUp := time.After(60 * time.Second)
+	for up := false; !up; {
+		select {
+		case code := <-done:
+			t.Fatalf("serve exited %d before answering:\n%s", code, serveErr.String())
+		case <-giveUp:
+			t.Fatal("serve did not answer /healthz within 60s")
+		case <-time.After(20 * time.Millisecond):
 		}
-		resp.Body.Close()
-		return resp.StatusCode == http.StatusOK
-	}, 10*time.Second, 20*time.Millisecond)
+		if resp, err := http.Get("http://" + addr + "/healthz"); err == nil {
+			resp.Body.Close()
+			up = resp.StatusCode == http.StatusOK
+		}
+	}
 	req, _ := http.NewRequest(http.MethodGet, fmt.Sprintf("http://%s/api/v1/admin/judge-host-groups", addr), nil)
 	req.Header.Set("Authorization", "Bearer "+tok)
 	resp, err := http.DefaultClient.Do(req)
