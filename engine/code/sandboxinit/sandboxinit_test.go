@@ -138,6 +138,31 @@ func TestMeterFallback(t *testing.T) {
 	require.GreaterOrEqual(t, m.live(), 250*time.Millisecond)
 }
 
+// The verdict and the reported figure come from one number; a kill decided on
+// a live sample is never reported under it.
+func TestCPUOutcome(t *testing.T) {
+	t.Parallel()
+	ms := time.Millisecond
+	for _, tc := range []struct {
+		final, atKill time.Duration
+		limitMs       int64
+		micros        int64
+		exceeded      bool
+	}{
+		{1999 * ms, 0, 2000, 1999000, false},
+		{2000 * ms, 0, 2000, 2000000, false},     // at the limit is within it
+		{2000*ms + 999, 0, 2000, 2000000, false}, // reported as 2000000 µs: within
+		{2000*ms + time.Microsecond, 0, 2000, 2000001, true},
+		{2010 * ms, 2005 * ms, 2000, 2010000, true},
+		{2004 * ms, 2005 * ms, 2000, 2005000, true}, // final read a hair under the kill sample
+	} {
+		micros, exceeded := cpuOutcome(tc.final, tc.atKill, tc.limitMs)
+		require.Equal(t, tc.micros, micros, "%+v", tc)
+		require.Equal(t, tc.exceeded, exceeded, "%+v", tc)
+		require.Equal(t, exceeded, micros > tc.limitMs*1000, "the verdict follows the reported figure")
+	}
+}
+
 func TestLookPath(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()

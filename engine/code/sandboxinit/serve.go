@@ -161,8 +161,7 @@ func run(self string, req Request, cg cgroupCounter, cgOK bool) Result {
 			m.reaped(&r)
 		}
 	}()
-	cpuLimit := time.Duration(req.CPUMillis) * time.Millisecond
-	var atKill time.Duration // the live sample that decided a CPU kill
+	var atKill time.Duration // the live sample that decided a CPU kill (0: none)
 	wall := time.NewTimer(time.Duration(req.WallMillis) * time.Millisecond)
 	tick := time.NewTicker(cpuPollInterval)
 	func() {
@@ -180,7 +179,7 @@ func run(self string, req Request, cg cgroupCounter, cgOK bool) Result {
 				if res.CPUExceeded {
 					continue
 				}
-				if used := m.live(); used > cpuLimit {
+				if used := m.live(); overCPU(used, req.CPUMillis) {
 					atKill = used
 					res.CPUExceeded = true
 					_ = syscall.Kill(-pid, syscall.SIGKILL)
@@ -198,18 +197,8 @@ func run(self string, req Request, cg cgroupCounter, cgOK bool) Result {
 	reapAll(m.reaped)
 	wg.Wait()
 
-	// One figure decides and is reported: every process of the run is dead,
-	// so it is complete. A kill was decided on a live sample of the same
-	// measure, which the final one can only exceed (kept as a floor against
-	// the microseconds between reads).
-	cpu := m.final(&ru)
-	if res.CPUExceeded {
-		cpu = max(cpu, atKill)
-	}
-	res.CPUMicros = cpu.Microseconds()
-	if cpu > cpuLimit {
-		res.CPUExceeded = true
-	}
+	// Every process of the run is dead: the final figure is complete.
+	res.CPUMicros, res.CPUExceeded = cpuOutcome(m.final(&ru), atKill, req.CPUMillis)
 	res.MaxRSSKB = ru.Maxrss
 	if ws.Signaled() {
 		res.Signal = int(ws.Signal())
@@ -221,6 +210,19 @@ func run(self string, req Request, cg cgroupCounter, cgOK bool) Result {
 		cleanDir(self, req.CleanDir, req.UID, req.GID)
 	}
 	return res
+}
+
+// overCPU is the one CPU limit rule, in whole microseconds (the unit
+// reported), so a TLE never reports a figure equal to the limit.
+func overCPU(d time.Duration, limitMillis int64) bool { return d.Microseconds() > limitMillis*1000 }
+
+// cpuOutcome turns the final measurement into the reported figure and the
+// verdict: one figure decides and is reported. A kill was decided on a live
+// sample of the same measure (atKill, 0 if none), which the final one can
+// only exceed; it is kept as a floor against the microseconds between reads.
+func cpuOutcome(final, atKill time.Duration, limitMillis int64) (micros int64, exceeded bool) {
+	cpu := max(final, atKill)
+	return cpu.Microseconds(), overCPU(cpu, limitMillis)
 }
 
 func openStdin(path string) (*os.File, error) {
