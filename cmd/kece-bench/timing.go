@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/sync/errgroup"
+
 	"github.com/kece-oj/kece/engine"
 	"github.com/kece-oj/kece/engine/code"
 	"github.com/kece-oj/kece/engine/code/timing"
@@ -27,7 +29,9 @@ import (
 // confirms the burner's clock stopped within its resolution of the target).
 func runTiming(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("timing", flag.ContinueOnError)
-	runs := fs.Int("runs", 20, "runs per level, per runtime mode and load")
+	runs := fs.Int("runs", 20, "runs per level, per runtime and load (each runtime's \"self\" burner)")
+	modeRuns := fs.Int("mode-runs", 0, "runs per level of cpp's extra modes (threads, child); 0: as -runs")
+	parallel := fs.Int("parallel", 1, "jobs judged at once (1: one after another; more loads the host itself)")
 	pools := fs.String("pools", "cpp,python,java", "runtimes to calibrate")
 	loads := fs.String("loads", "quiet,loaded", "quiet (nothing added) and/or loaded (CPU hogs on the host)")
 	hogs := fs.Int("hogs", runtime.NumCPU(), "CPU hog processes while loaded")
@@ -40,8 +44,11 @@ func runTiming(ctx context.Context, args []string) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	if *runs < 1 || *hogs < 0 {
-		return errors.New("-runs must be at least 1 and -hogs not negative")
+	if *runs < 1 || *hogs < 0 || *modeRuns < 0 || *parallel < 1 {
+		return errors.New("-runs and -parallel must be at least 1, -mode-runs and -hogs not negative")
+	}
+	if *modeRuns == 0 {
+		*modeRuns = *runs
 	}
 	limits := map[string]time.Duration{"cpp": *cppLimit, "python": *pyLimit, "java": *javaLimit}
 	var burners []timing.Burner
@@ -83,7 +90,23 @@ func runTiming(ctx context.Context, args []string) error {
 	}
 	defer x.Close()
 
-	fmt.Printf("levels=%v runs_per_level=%d hogs=%d host_cpus=%d\n", timing.Levels, *runs, *hogs, runtime.NumCPU())
+	fmt.Printf("levels=%v runs_per_level=%d mode_runs_per_level=%d hogs=%d host_cpus=%d parallel=%d wall_limit=%s\n",
+		timing.Levels, *runs, *modeRuns, *hogs, runtime.NumCPU(), *parallel, wallName(*wall))
+	type job struct {
+		b    timing.Burner
+		mode string
+		runs int
+	}
+	var jobs []job
+	for _, b := range burners {
+		for _, mode := range b.Modes {
+			n := *runs
+			if mode != "self" {
+				n = *modeRuns
+			}
+			jobs = append(jobs, job{b, mode, n})
+		}
+	}
 	var total timing.Stats
 	start := time.Now()
 	for _, load := range loadList {
@@ -93,25 +116,35 @@ func runTiming(ctx context.Context, args []string) error {
 				return err
 			}
 		}
-		for _, b := range burners {
-			limit := limits[b.Pool]
-			for _, mode := range b.Modes {
-				byLevel, err := timingJob(ctx, x, dir, b, mode, limit, *wall, *runs)
+		results := make([]map[int]timing.Stats, len(jobs))
+		g, gctx := errgroup.WithContext(ctx)
+		g.SetLimit(*parallel)
+		for i, j := range jobs {
+			g.Go(func() error {
+				r, err := timingJob(gctx, x, dir, j.b, j.mode, limits[j.b.Pool], *wall, j.runs)
 				if err != nil {
-					stop()
-					return fmt.Errorf("%s %s %s: %w", b.Pool, mode, load, err)
+					return fmt.Errorf("%s %s %s: %w", j.b.Pool, j.mode, load, err)
 				}
-				var group timing.Stats
-				for _, lv := range timing.Levels {
-					s := byLevel[lv]
-					fmt.Printf("pool=%s mode=%s load=%s limit_ms=%d level=%d %s\n", b.Pool, mode, load, limit.Milliseconds(), lv, s.KV())
-					group.Merge(s)
-				}
-				fmt.Printf("pool=%s mode=%s load=%s limit_ms=%d level=all %s\n", b.Pool, mode, load, limit.Milliseconds(), group.KV())
-				total.Merge(group)
-			}
+				results[i] = r
+				return nil
+			})
 		}
+		err := g.Wait()
 		stop()
+		if err != nil {
+			return err
+		}
+		for i, j := range jobs {
+			limit := limits[j.b.Pool]
+			var group timing.Stats
+			for _, lv := range timing.Levels {
+				s := results[i][lv]
+				fmt.Printf("pool=%s mode=%s load=%s limit_ms=%d level=%d %s\n", j.b.Pool, j.mode, load, limit.Milliseconds(), lv, s.KV())
+				group.Merge(s)
+			}
+			fmt.Printf("pool=%s mode=%s load=%s limit_ms=%d level=all %s\n", j.b.Pool, j.mode, load, limit.Milliseconds(), group.KV())
+			total.Merge(group)
+		}
 	}
 	fmt.Printf("total %s\n", total.KV())
 	fmt.Printf("contradictions=%d target_contradictions=0 elapsed_s=%.0f\n", total.Contradictions, time.Since(start).Seconds())
@@ -191,3 +224,11 @@ func startHogs(n int) (func(), error) {
 	}
 	return stop, nil
 }
+
+func wallName(d time.Duration) string {
+	if d == 0 {
+		return "default_2xcpu_plus_1s"
+	}
+	return d.String()
+}
+
