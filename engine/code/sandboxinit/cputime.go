@@ -26,7 +26,9 @@ import (
 // wait4 rusage (which includes the children it waited for) plus the rusage of
 // every orphan PID 1 reaps. It misses children whose parent ignored SIGCHLD
 // (the kernel reaps those without adding their time anywhere); the cgroup
-// counter does not.
+// counter does not. Its live samples sum /proc (10 ms ticks) and may count a
+// process twice while it is being reaped, so a kill may come a tick early;
+// the figure reported is then the sample that decided.
 //
 // Live samples (for the kill decision, every cpuPollInterval) lag the final
 // figure by at most a scheduler tick: the final figure is taken once every
