@@ -52,6 +52,8 @@ type Config struct {
 	// Probe is the SSRF allowlist for probing node addresses (admin API).
 	// The zero value allows nothing: every probe is ADDRESS_NOT_ALLOWED.
 	Probe probe.Config
+	// DisableAPIDocs turns off /openapi/*.yaml and /docs/ (apidocs.go).
+	DisableAPIDocs bool
 }
 
 func (c *Config) setDefaults() {
@@ -111,6 +113,7 @@ type Server struct {
 	internal *http.ServeMux
 	admin    http.Handler
 	business http.Handler
+	apiDocs  []apiDoc
 
 	closing   chan struct{}
 	closeOnce sync.Once
@@ -141,6 +144,13 @@ func New(cfg Config, st *store.Store, arts *artifact.Store, log *slog.Logger) (*
 	if err := s.mountBusiness(); err != nil {
 		return nil, err
 	}
+	if !cfg.DisableAPIDocs {
+		docs, err := renderedAPIDocs()
+		if err != nil {
+			return nil, err
+		}
+		s.apiDocs = docs
+	}
 	return s, nil
 }
 
@@ -162,6 +172,9 @@ func (s *Server) Handler() http.Handler {
 	root.Handle(machinePrefix, s.bounded(s.nodeAuth(s.validated(s.internal, machineSpec, surfaceMachine)), surfaceMachine))
 	root.Handle(adminPrefix, s.bounded(s.admin, surfaceAdmin))
 	root.Handle(businessPrefix, s.bounded(s.business, surfaceBusiness))
+	if s.apiDocs != nil {
+		mountAPIDocs(root, s.apiDocs)
+	}
 	root.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
 		if err := s.store.DB().PingContext(r.Context()); err != nil {
 			http.Error(w, "database unreachable", http.StatusServiceUnavailable)
