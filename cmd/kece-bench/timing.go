@@ -231,4 +231,3 @@ func wallName(d time.Duration) string {
 	}
 	return d.String()
 }
-
