@@ -280,7 +280,7 @@ func (n *Node) login(ctx context.Context) error {
 			return fmt.Errorf("KECE_CREDENTIAL_FILE %s does not exist and KECE_JOIN_CODE is empty: "+
 				"ask an admin for a join code for the first start", n.cfg.CredentialFile)
 		}
-		j, err := n.cl.join(ctx, n.cfg.JoinCode)
+		j, err := n.cl.join(ctx, n.cfg.JoinCode, n.cfg.Pool)
 		if err != nil {
 			return fmt.Errorf("join: %w", err)
 		}

@@ -14,6 +14,8 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/kece-oj/kece/internal/buildinfo"
 )
 
 type command struct {
@@ -40,6 +42,10 @@ func main() {
 		os.Exit(2)
 	}
 	name, args := os.Args[1], os.Args[2:]
+	if name == "version" || name == "--version" || name == "-version" {
+		fmt.Println(buildinfo.String("kece-bench"))
+		return
+	}
 	if name == "all" {
 		for _, c := range commands() {
 			fmt.Printf("# %s\n", c.name)
@@ -70,4 +76,5 @@ func usage() {
 		fmt.Fprintf(os.Stderr, "  %-10s %s\n", c.name, c.help)
 	}
 	fmt.Fprintln(os.Stderr, "  all        run every benchmark")
+	fmt.Fprintln(os.Stderr, "  version    print the build version")
 }

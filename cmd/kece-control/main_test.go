@@ -192,7 +192,7 @@ func TestMigrateTokenAndServe(t *testing.T) {
 	require.Equal(t, 0, code)
 	require.Contains(t, out, "name: ops")
 
-	// Reconcile: a healthy database exits 0; a planted violation exits 1.
+	// Reconcile: a healthy database exits 0; a planted violation exits 3 (as kecectl).
 	code, out, errOut = runIn(t, env, "reconcile")
 	require.Equal(t, 0, code, errOut)
 	require.Contains(t, out, `"violations": []`)
@@ -202,16 +202,16 @@ func TestMigrateTokenAndServe(t *testing.T) {
 	_, err = db.Exec(`INSERT INTO judge_submission (submission_type, submission_id, current_job_id, generation) VALUES ('ALGO', 'dangling', 999999, 1)`)
 	require.NoError(t, err)
 	code, out, errOut = runIn(t, env, "reconcile", "--format", "csv")
-	require.Equal(t, 1, code, errOut)
+	require.Equal(t, 3, code, errOut)
 	require.Contains(t, out, "POINTER_DANGLING")
 	code, out, _ = runIn(t, env, "reconcile", "-o", "csv")
-	require.Equal(t, 1, code)
+	require.Equal(t, 3, code)
 	require.Contains(t, out, "POINTER_DANGLING")
 	code, out, _ = runIn(t, env, "reconcile", "-o", "yaml")
-	require.Equal(t, 1, code)
+	require.Equal(t, 3, code)
 	require.Contains(t, out, "rule: POINTER_DANGLING")
 	code, out, _ = runIn(t, env, "reconcile", "-o", "table")
-	require.Equal(t, 1, code)
+	require.Equal(t, 3, code)
 	require.Regexp(t, `POINTER_DANGLING\s+`, out)
 	_, err = db.Exec(`DELETE FROM judge_submission WHERE submission_id = 'dangling'`)
 	require.NoError(t, err)
@@ -228,14 +228,21 @@ func TestMigrateTokenAndServe(t *testing.T) {
 	go func() {
 		done <- run(ctx, []string{"serve"}, &serveOut, &serveErr, envOf(serveEnv))
 	}()
-	require.Eventually(t, func() bool {
-		resp, err := http.Get("http://" + addr + "/healthz")
-		if err != nil {
-			return false
+	// Wait for /healthz, or for serve to end early (then its output says why).
+	giveUp := time.After(60 * time.Second)
+	for up := false; !up; {
+		select {
+		case code := <-done:
+			t.Fatalf("serve exited %d before answering:\n%s", code, serveErr.String())
+		case <-giveUp:
+			t.Fatal("serve did not answer /healthz within 60s")
+		case <-time.After(20 * time.Millisecond):
 		}
-		resp.Body.Close()
-		return resp.StatusCode == http.StatusOK
-	}, 10*time.Second, 20*time.Millisecond)
+		if resp, err := http.Get("http://" + addr + "/healthz"); err == nil {
+			resp.Body.Close()
+			up = resp.StatusCode == http.StatusOK
+		}
+	}
 	req, _ := http.NewRequest(http.MethodGet, fmt.Sprintf("http://%s/api/v1/admin/judge-host-groups", addr), nil)
 	req.Header.Set("Authorization", "Bearer "+tok)
 	resp, err := http.DefaultClient.Do(req)

@@ -520,6 +520,17 @@ type DisableRequest struct {
 	Reason Reason `json:"reason"`
 }
 
+// DrainRequest defines model for DrainRequest.
+type DrainRequest struct {
+	// DeadlineSeconds Seconds from now (server clock) after which the node's remaining
+	// leases are taken back (requeued, not counted as attempts) and the
+	// node is disabled. Absent: no deadline. At most 604800 (7 days).
+	DeadlineSeconds *int64 `json:"deadlineSeconds,omitempty"`
+
+	// Reason Why; recorded in the audit log.
+	Reason Reason `json:"reason"`
+}
+
 // Error defines model for Error.
 type Error struct {
 	// Code Machine-readable error code. CONFLICT is the generic 409 when no more specific code applies.
@@ -595,6 +606,15 @@ type JoinCodeIssued struct {
 	// Example: 42
 	NodeId Id `json:"nodeId"`
 }
+
+// JoinCodeRequest defines model for JoinCodeRequest.
+type JoinCodeRequest struct {
+	// TtlSeconds Lifetime of the join code in seconds; default 3600 (1 hour), at most 604800 (7 days).
+	TtlSeconds *JoinCodeTtlSeconds `json:"ttlSeconds,omitempty"`
+}
+
+// JoinCodeTtlSeconds Lifetime of the join code in seconds; default 3600 (1 hour), at most 604800 (7 days).
+type JoinCodeTtlSeconds = int64
 
 // JudgeJob defines model for JudgeJob.
 type JudgeJob struct {
@@ -691,6 +711,10 @@ type Judger struct {
 	// DesiredState The configuration state an admin set for the node (not its observed health).
 	DesiredState DesiredState `json:"desiredState"`
 
+	// DrainDeadlineAt While DRAINING with a deadline: when the control plane takes the
+	// node's remaining leases back and disables it (server time).
+	DrainDeadlineAt *time.Time `json:"drainDeadlineAt,omitempty"`
+
 	// Health Observed health, separate from configuration.
 	Health JudgerHealth `json:"health"`
 
@@ -729,6 +753,9 @@ type JudgerCreate struct {
 	//
 	// Example: 42
 	HostGroupId Id `json:"hostGroupId"`
+
+	// JoinCodeTtlSeconds Lifetime of the join code in seconds; default 3600 (1 hour), at most 604800 (7 days).
+	JoinCodeTtlSeconds *JoinCodeTtlSeconds `json:"joinCodeTtlSeconds,omitempty"`
 
 	// Name Human name, unique within its kind (lower case).
 	Name Name `json:"name"`
@@ -801,8 +828,8 @@ type Language = string
 
 // LanguageInfo defines model for LanguageInfo.
 type LanguageInfo struct {
-	// Id The language id a submission names.
-	Id string `json:"id"`
+	// Id Language key, e.g. cpp17, java17, python3, arkts, mysql; it decides the pool.
+	Id Language `json:"id"`
 
 	// MinMemoryBytes Manifests whose memory limit is below this are refused for this language at enqueue (422 `MEMORY_LIMIT_TOO_LOW`).
 	MinMemoryBytes int64 `json:"minMemoryBytes"`
@@ -943,6 +970,15 @@ type RejudgeAccepted struct {
 	// Example: 42
 	JobId Id       `json:"jobId"`
 	State JobState `json:"state"`
+}
+
+// RotateRequest defines model for RotateRequest.
+type RotateRequest struct {
+	// JoinCodeTtlSeconds Lifetime of the join code in seconds; default 3600 (1 hour), at most 604800 (7 days).
+	JoinCodeTtlSeconds *JoinCodeTtlSeconds `json:"joinCodeTtlSeconds,omitempty"`
+
+	// Reason Why; recorded in the audit log.
+	Reason Reason `json:"reason"`
 }
 
 // SettlementEventList defines model for SettlementEventList.
@@ -1159,16 +1195,19 @@ type UpdateJudgerJSONRequestBody = JudgerUpdate
 type DisableJudgerJSONRequestBody = DisableRequest
 
 // DrainJudgerJSONRequestBody defines body for DrainJudger for application/json ContentType.
-type DrainJudgerJSONRequestBody = ReasonRequest
+type DrainJudgerJSONRequestBody = DrainRequest
 
 // EnableJudgerJSONRequestBody defines body for EnableJudger for application/json ContentType.
 type EnableJudgerJSONRequestBody = ReasonRequest
+
+// ResetJoinCodeJSONRequestBody defines body for ResetJoinCode for application/json ContentType.
+type ResetJoinCodeJSONRequestBody = JoinCodeRequest
 
 // RevokeJudgerJSONRequestBody defines body for RevokeJudger for application/json ContentType.
 type RevokeJudgerJSONRequestBody = ReasonRequest
 
 // RotateJudgerCredentialJSONRequestBody defines body for RotateJudgerCredential for application/json ContentType.
-type RotateJudgerCredentialJSONRequestBody = ReasonRequest
+type RotateJudgerCredentialJSONRequestBody = RotateRequest
 
 // VerifyJudgerJSONRequestBody defines body for VerifyJudger for application/json ContentType.
 type VerifyJudgerJSONRequestBody = ReasonRequest
@@ -1392,7 +1431,8 @@ type ClientInterface interface {
 	// CreateJudgerWithBody Register a judge node and issue its one-time join code.
 	//
 	// The node starts in `PENDING_VERIFICATION`. The join code is shown once
-	// and expires after 10 minutes; only its hash is stored.
+	// and is valid for `joinCodeTtlSeconds` (default 1 hour, at most 7
+	// days); only its hash is stored. It can be used once.
 	//
 	// Errors: 400 `REQUEST_INVALID`; 401 `UNAUTHENTICATED`;
 	// 404 `HOST_GROUP_NOT_FOUND`; 409 `NAME_TAKEN`;
@@ -1407,7 +1447,8 @@ type ClientInterface interface {
 	// CreateJudger Register a judge node and issue its one-time join code.
 	//
 	// The node starts in `PENDING_VERIFICATION`. The join code is shown once
-	// and expires after 10 minutes; only its hash is stored.
+	// and is valid for `joinCodeTtlSeconds` (default 1 hour, at most 7
+	// days); only its hash is stored. It can be used once.
 	//
 	// Errors: 400 `REQUEST_INVALID`; 401 `UNAUTHENTICATED`;
 	// 404 `HOST_GROUP_NOT_FOUND`; 409 `NAME_TAKEN`;
@@ -1493,7 +1534,18 @@ type ClientInterface interface {
 	// Corresponds with POST /api/v1/admin/judgers/{nodeId}/disable (the `DisableJudger` operationId).
 	DisableJudger(ctx context.Context, nodeId NodeIdPath, body DisableJudgerJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// DrainJudgerWithBody Stop new claims; running jobs finish.
+	// DrainJudgerWithBody Stop new claims; running jobs finish, optionally by a deadline.
+	//
+	// The node stops claiming at its next heartbeat; the jobs it runs may
+	// finish. With `deadlineSeconds` the control plane stores a deadline
+	// (`drainDeadlineAt` on the node, server time): when it passes while the
+	// node still holds leases, the control plane takes them back — each is
+	// fenced (a later renew or result of that lease gets 409), its job goes
+	// back to the queue at once, and the attempt does NOT count toward
+	// `maxAttempts` — and the node becomes DISABLED; both are audited
+	// (`node.drain_deadline`). Without a deadline the drain waits for the
+	// jobs as long as they take. Draining a DRAINING node again replaces
+	// its deadline (omit it to remove the deadline).
 	//
 	// Errors: 400 `REQUEST_INVALID`; 401 `UNAUTHENTICATED`;
 	// 404 `NODE_NOT_FOUND`; 409 `NODE_REVOKED`, `STATE_CONFLICT`;
@@ -1504,7 +1556,18 @@ type ClientInterface interface {
 	// Corresponds with POST /api/v1/admin/judgers/{nodeId}/drain (the `DrainJudger` operationId).
 	DrainJudgerWithBody(ctx context.Context, nodeId NodeIdPath, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// DrainJudger Stop new claims; running jobs finish.
+	// DrainJudger Stop new claims; running jobs finish, optionally by a deadline.
+	//
+	// The node stops claiming at its next heartbeat; the jobs it runs may
+	// finish. With `deadlineSeconds` the control plane stores a deadline
+	// (`drainDeadlineAt` on the node, server time): when it passes while the
+	// node still holds leases, the control plane takes them back — each is
+	// fenced (a later renew or result of that lease gets 409), its job goes
+	// back to the queue at once, and the attempt does NOT count toward
+	// `maxAttempts` — and the node becomes DISABLED; both are audited
+	// (`node.drain_deadline`). Without a deadline the drain waits for the
+	// jobs as long as they take. Draining a DRAINING node again replaces
+	// its deadline (omit it to remove the deadline).
 	//
 	// Errors: 400 `REQUEST_INVALID`; 401 `UNAUTHENTICATED`;
 	// 404 `NODE_NOT_FOUND`; 409 `NODE_REVOKED`, `STATE_CONFLICT`;
@@ -1545,17 +1608,35 @@ type ClientInterface interface {
 	// Corresponds with POST /api/v1/admin/judgers/{nodeId}/enable (the `EnableJudger` operationId).
 	EnableJudger(ctx context.Context, nodeId NodeIdPath, body EnableJudgerJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// ResetJoinCode Issue a fresh join code for a node that has not joined yet.
+	// ResetJoinCodeWithBody Issue a fresh join code for a node that has not joined yet.
 	//
 	// Invalidates any earlier unused code. For a node that already holds a
-	// credential use `rotate-credential` instead.
+	// credential use `rotate-credential` instead. The body is optional; its
+	// `ttlSeconds` sets the code's lifetime (default 1 hour, at most 7 days).
 	//
 	// Errors: 400 `REQUEST_INVALID`; 401 `UNAUTHENTICATED`;
 	// 404 `NODE_NOT_FOUND`; 409 `NODE_ALREADY_JOINED`, `NODE_REVOKED`;
 	// 429 `RATE_LIMITED`; 5xx.
 	//
+	// Takes any type of body and a specified content type.
+	//
 	// Corresponds with POST /api/v1/admin/judgers/{nodeId}/join-code (the `ResetJoinCode` operationId).
-	ResetJoinCode(ctx context.Context, nodeId NodeIdPath, reqEditors ...RequestEditorFn) (*http.Response, error)
+	ResetJoinCodeWithBody(ctx context.Context, nodeId NodeIdPath, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ResetJoinCode Issue a fresh join code for a node that has not joined yet.
+	//
+	// Invalidates any earlier unused code. For a node that already holds a
+	// credential use `rotate-credential` instead. The body is optional; its
+	// `ttlSeconds` sets the code's lifetime (default 1 hour, at most 7 days).
+	//
+	// Errors: 400 `REQUEST_INVALID`; 401 `UNAUTHENTICATED`;
+	// 404 `NODE_NOT_FOUND`; 409 `NODE_ALREADY_JOINED`, `NODE_REVOKED`;
+	// 429 `RATE_LIMITED`; 5xx.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /api/v1/admin/judgers/{nodeId}/join-code (the `ResetJoinCode` operationId).
+	ResetJoinCode(ctx context.Context, nodeId NodeIdPath, body ResetJoinCodeJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ProbeJudger Fetch the node's /healthz from its admin-entered address.
 	//
@@ -1610,8 +1691,9 @@ type ClientInterface interface {
 	//
 	// The current credential and sessions are refused from now on (401
 	// `CREDENTIAL_INVALID` / `SESSION_INVALID` on the machine API); the node
-	// joins again with the new code. Live leases stay until they expire or
-	// the node is disabled.
+	// joins again with the new code (valid `joinCodeTtlSeconds`, default 1
+	// hour, at most 7 days). Live leases stay until they expire or the node
+	// is disabled.
 	//
 	// Errors: 400 `REQUEST_INVALID`; 401 `UNAUTHENTICATED`;
 	// 404 `NODE_NOT_FOUND`; 409 `NODE_REVOKED`; 429 `RATE_LIMITED`; 5xx.
@@ -1625,8 +1707,9 @@ type ClientInterface interface {
 	//
 	// The current credential and sessions are refused from now on (401
 	// `CREDENTIAL_INVALID` / `SESSION_INVALID` on the machine API); the node
-	// joins again with the new code. Live leases stay until they expire or
-	// the node is disabled.
+	// joins again with the new code (valid `joinCodeTtlSeconds`, default 1
+	// hour, at most 7 days). Live leases stay until they expire or the node
+	// is disabled.
 	//
 	// Errors: 400 `REQUEST_INVALID`; 401 `UNAUTHENTICATED`;
 	// 404 `NODE_NOT_FOUND`; 409 `NODE_REVOKED`; 429 `RATE_LIMITED`; 5xx.
@@ -1987,7 +2070,8 @@ func (c *Client) ListJudgers(ctx context.Context, params *ListJudgersParams, req
 // CreateJudgerWithBody Register a judge node and issue its one-time join code.
 //
 // The node starts in `PENDING_VERIFICATION`. The join code is shown once
-// and expires after 10 minutes; only its hash is stored.
+// and is valid for `joinCodeTtlSeconds` (default 1 hour, at most 7
+// days); only its hash is stored. It can be used once.
 //
 // Errors: 400 `REQUEST_INVALID`; 401 `UNAUTHENTICATED`;
 // 404 `HOST_GROUP_NOT_FOUND`; 409 `NAME_TAKEN`;
@@ -2012,7 +2096,8 @@ func (c *Client) CreateJudgerWithBody(ctx context.Context, contentType string, b
 // CreateJudger Register a judge node and issue its one-time join code.
 //
 // The node starts in `PENDING_VERIFICATION`. The join code is shown once
-// and expires after 10 minutes; only its hash is stored.
+// and is valid for `joinCodeTtlSeconds` (default 1 hour, at most 7
+// days); only its hash is stored. It can be used once.
 //
 // Errors: 400 `REQUEST_INVALID`; 401 `UNAUTHENTICATED`;
 // 404 `HOST_GROUP_NOT_FOUND`; 409 `NAME_TAKEN`;
@@ -2158,7 +2243,18 @@ func (c *Client) DisableJudger(ctx context.Context, nodeId NodeIdPath, body Disa
 	return c.Client.Do(req)
 }
 
-// DrainJudgerWithBody Stop new claims; running jobs finish.
+// DrainJudgerWithBody Stop new claims; running jobs finish, optionally by a deadline.
+//
+// The node stops claiming at its next heartbeat; the jobs it runs may
+// finish. With `deadlineSeconds` the control plane stores a deadline
+// (`drainDeadlineAt` on the node, server time): when it passes while the
+// node still holds leases, the control plane takes them back — each is
+// fenced (a later renew or result of that lease gets 409), its job goes
+// back to the queue at once, and the attempt does NOT count toward
+// `maxAttempts` — and the node becomes DISABLED; both are audited
+// (`node.drain_deadline`). Without a deadline the drain waits for the
+// jobs as long as they take. Draining a DRAINING node again replaces
+// its deadline (omit it to remove the deadline).
 //
 // Errors: 400 `REQUEST_INVALID`; 401 `UNAUTHENTICATED`;
 // 404 `NODE_NOT_FOUND`; 409 `NODE_REVOKED`, `STATE_CONFLICT`;
@@ -2179,7 +2275,18 @@ func (c *Client) DrainJudgerWithBody(ctx context.Context, nodeId NodeIdPath, con
 	return c.Client.Do(req)
 }
 
-// DrainJudger Stop new claims; running jobs finish.
+// DrainJudger Stop new claims; running jobs finish, optionally by a deadline.
+//
+// The node stops claiming at its next heartbeat; the jobs it runs may
+// finish. With `deadlineSeconds` the control plane stores a deadline
+// (`drainDeadlineAt` on the node, server time): when it passes while the
+// node still holds leases, the control plane takes them back — each is
+// fenced (a later renew or result of that lease gets 409), its job goes
+// back to the queue at once, and the attempt does NOT count toward
+// `maxAttempts` — and the node becomes DISABLED; both are audited
+// (`node.drain_deadline`). Without a deadline the drain waits for the
+// jobs as long as they take. Draining a DRAINING node again replaces
+// its deadline (omit it to remove the deadline).
 //
 // Errors: 400 `REQUEST_INVALID`; 401 `UNAUTHENTICATED`;
 // 404 `NODE_NOT_FOUND`; 409 `NODE_REVOKED`, `STATE_CONFLICT`;
@@ -2250,18 +2357,46 @@ func (c *Client) EnableJudger(ctx context.Context, nodeId NodeIdPath, body Enabl
 	return c.Client.Do(req)
 }
 
-// ResetJoinCode Issue a fresh join code for a node that has not joined yet.
+// ResetJoinCodeWithBody Issue a fresh join code for a node that has not joined yet.
 //
 // Invalidates any earlier unused code. For a node that already holds a
-// credential use `rotate-credential` instead.
+// credential use `rotate-credential` instead. The body is optional; its
+// `ttlSeconds` sets the code's lifetime (default 1 hour, at most 7 days).
 //
 // Errors: 400 `REQUEST_INVALID`; 401 `UNAUTHENTICATED`;
 // 404 `NODE_NOT_FOUND`; 409 `NODE_ALREADY_JOINED`, `NODE_REVOKED`;
 // 429 `RATE_LIMITED`; 5xx.
 //
+// Takes any type of body and a specified content type.
+//
 // Corresponds with POST /api/v1/admin/judgers/{nodeId}/join-code (the `ResetJoinCode` operationId).
-func (c *Client) ResetJoinCode(ctx context.Context, nodeId NodeIdPath, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewResetJoinCodeRequest(c.Server, nodeId)
+func (c *Client) ResetJoinCodeWithBody(ctx context.Context, nodeId NodeIdPath, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewResetJoinCodeRequestWithBody(c.Server, nodeId, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ResetJoinCode Issue a fresh join code for a node that has not joined yet.
+//
+// Invalidates any earlier unused code. For a node that already holds a
+// credential use `rotate-credential` instead. The body is optional; its
+// `ttlSeconds` sets the code's lifetime (default 1 hour, at most 7 days).
+//
+// Errors: 400 `REQUEST_INVALID`; 401 `UNAUTHENTICATED`;
+// 404 `NODE_NOT_FOUND`; 409 `NODE_ALREADY_JOINED`, `NODE_REVOKED`;
+// 429 `RATE_LIMITED`; 5xx.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /api/v1/admin/judgers/{nodeId}/join-code (the `ResetJoinCode` operationId).
+func (c *Client) ResetJoinCode(ctx context.Context, nodeId NodeIdPath, body ResetJoinCodeJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewResetJoinCodeRequest(c.Server, nodeId, body)
 	if err != nil {
 		return nil, err
 	}
@@ -2355,8 +2490,9 @@ func (c *Client) RevokeJudger(ctx context.Context, nodeId NodeIdPath, body Revok
 //
 // The current credential and sessions are refused from now on (401
 // `CREDENTIAL_INVALID` / `SESSION_INVALID` on the machine API); the node
-// joins again with the new code. Live leases stay until they expire or
-// the node is disabled.
+// joins again with the new code (valid `joinCodeTtlSeconds`, default 1
+// hour, at most 7 days). Live leases stay until they expire or the node
+// is disabled.
 //
 // Errors: 400 `REQUEST_INVALID`; 401 `UNAUTHENTICATED`;
 // 404 `NODE_NOT_FOUND`; 409 `NODE_REVOKED`; 429 `RATE_LIMITED`; 5xx.
@@ -2380,8 +2516,9 @@ func (c *Client) RotateJudgerCredentialWithBody(ctx context.Context, nodeId Node
 //
 // The current credential and sessions are refused from now on (401
 // `CREDENTIAL_INVALID` / `SESSION_INVALID` on the machine API); the node
-// joins again with the new code. Live leases stay until they expire or
-// the node is disabled.
+// joins again with the new code (valid `joinCodeTtlSeconds`, default 1
+// hour, at most 7 days). Live leases stay until they expire or the node
+// is disabled.
 //
 // Errors: 400 `REQUEST_INVALID`; 401 `UNAUTHENTICATED`;
 // 404 `NODE_NOT_FOUND`; 409 `NODE_REVOKED`; 429 `RATE_LIMITED`; 5xx.
@@ -3243,8 +3380,19 @@ func NewEnableJudgerRequestWithBody(server string, nodeId NodeIdPath, contentTyp
 	return req, nil
 }
 
-// NewResetJoinCodeRequest constructs an http.Request for the ResetJoinCode method
-func NewResetJoinCodeRequest(server string, nodeId NodeIdPath) (*http.Request, error) {
+// NewResetJoinCodeRequest calls the generic ResetJoinCode builder with application/json body
+func NewResetJoinCodeRequest(server string, nodeId NodeIdPath, body ResetJoinCodeJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewResetJoinCodeRequestWithBody(server, nodeId, "application/json", bodyReader)
+}
+
+// NewResetJoinCodeRequestWithBody constructs an http.Request for the ResetJoinCode method, with any body, and a specified content type
+func NewResetJoinCodeRequestWithBody(server string, nodeId NodeIdPath, contentType string, body io.Reader) (*http.Request, error) {
 	var err error
 
 	var pathParam0 string
@@ -3269,10 +3417,12 @@ func NewResetJoinCodeRequest(server string, nodeId NodeIdPath) (*http.Request, e
 		return nil, err
 	}
 
-	req, err := http.NewRequest(http.MethodPost, queryURL.String(), nil)
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
 	if err != nil {
 		return nil, err
 	}
+
+	req.Header.Add("Content-Type", contentType)
 
 	return req, nil
 }
@@ -3825,7 +3975,8 @@ type ClientWithResponsesInterface interface {
 	// CreateJudgerWithBodyWithResponse Register a judge node and issue its one-time join code.
 	//
 	// The node starts in `PENDING_VERIFICATION`. The join code is shown once
-	// and expires after 10 minutes; only its hash is stored.
+	// and is valid for `joinCodeTtlSeconds` (default 1 hour, at most 7
+	// days); only its hash is stored. It can be used once.
 	//
 	// Errors: 400 `REQUEST_INVALID`; 401 `UNAUTHENTICATED`;
 	// 404 `HOST_GROUP_NOT_FOUND`; 409 `NAME_TAKEN`;
@@ -3840,7 +3991,8 @@ type ClientWithResponsesInterface interface {
 	// CreateJudgerWithResponse Register a judge node and issue its one-time join code.
 	//
 	// The node starts in `PENDING_VERIFICATION`. The join code is shown once
-	// and expires after 10 minutes; only its hash is stored.
+	// and is valid for `joinCodeTtlSeconds` (default 1 hour, at most 7
+	// days); only its hash is stored. It can be used once.
 	//
 	// Errors: 400 `REQUEST_INVALID`; 401 `UNAUTHENTICATED`;
 	// 404 `HOST_GROUP_NOT_FOUND`; 409 `NAME_TAKEN`;
@@ -3928,7 +4080,18 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with POST /api/v1/admin/judgers/{nodeId}/disable (the `DisableJudger` operationId).
 	DisableJudgerWithResponse(ctx context.Context, nodeId NodeIdPath, body DisableJudgerJSONRequestBody, reqEditors ...RequestEditorFn) (*DisableJudgerResponse, error)
 
-	// DrainJudgerWithBodyWithResponse Stop new claims; running jobs finish.
+	// DrainJudgerWithBodyWithResponse Stop new claims; running jobs finish, optionally by a deadline.
+	//
+	// The node stops claiming at its next heartbeat; the jobs it runs may
+	// finish. With `deadlineSeconds` the control plane stores a deadline
+	// (`drainDeadlineAt` on the node, server time): when it passes while the
+	// node still holds leases, the control plane takes them back — each is
+	// fenced (a later renew or result of that lease gets 409), its job goes
+	// back to the queue at once, and the attempt does NOT count toward
+	// `maxAttempts` — and the node becomes DISABLED; both are audited
+	// (`node.drain_deadline`). Without a deadline the drain waits for the
+	// jobs as long as they take. Draining a DRAINING node again replaces
+	// its deadline (omit it to remove the deadline).
 	//
 	// Errors: 400 `REQUEST_INVALID`; 401 `UNAUTHENTICATED`;
 	// 404 `NODE_NOT_FOUND`; 409 `NODE_REVOKED`, `STATE_CONFLICT`;
@@ -3939,7 +4102,18 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with POST /api/v1/admin/judgers/{nodeId}/drain (the `DrainJudger` operationId).
 	DrainJudgerWithBodyWithResponse(ctx context.Context, nodeId NodeIdPath, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*DrainJudgerResponse, error)
 
-	// DrainJudgerWithResponse Stop new claims; running jobs finish.
+	// DrainJudgerWithResponse Stop new claims; running jobs finish, optionally by a deadline.
+	//
+	// The node stops claiming at its next heartbeat; the jobs it runs may
+	// finish. With `deadlineSeconds` the control plane stores a deadline
+	// (`drainDeadlineAt` on the node, server time): when it passes while the
+	// node still holds leases, the control plane takes them back — each is
+	// fenced (a later renew or result of that lease gets 409), its job goes
+	// back to the queue at once, and the attempt does NOT count toward
+	// `maxAttempts` — and the node becomes DISABLED; both are audited
+	// (`node.drain_deadline`). Without a deadline the drain waits for the
+	// jobs as long as they take. Draining a DRAINING node again replaces
+	// its deadline (omit it to remove the deadline).
 	//
 	// Errors: 400 `REQUEST_INVALID`; 401 `UNAUTHENTICATED`;
 	// 404 `NODE_NOT_FOUND`; 409 `NODE_REVOKED`, `STATE_CONFLICT`;
@@ -3980,19 +4154,35 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with POST /api/v1/admin/judgers/{nodeId}/enable (the `EnableJudger` operationId).
 	EnableJudgerWithResponse(ctx context.Context, nodeId NodeIdPath, body EnableJudgerJSONRequestBody, reqEditors ...RequestEditorFn) (*EnableJudgerResponse, error)
 
-	// ResetJoinCodeWithResponse Issue a fresh join code for a node that has not joined yet.
+	// ResetJoinCodeWithBodyWithResponse Issue a fresh join code for a node that has not joined yet.
 	//
 	// Invalidates any earlier unused code. For a node that already holds a
-	// credential use `rotate-credential` instead.
+	// credential use `rotate-credential` instead. The body is optional; its
+	// `ttlSeconds` sets the code's lifetime (default 1 hour, at most 7 days).
 	//
 	// Errors: 400 `REQUEST_INVALID`; 401 `UNAUTHENTICATED`;
 	// 404 `NODE_NOT_FOUND`; 409 `NODE_ALREADY_JOINED`, `NODE_REVOKED`;
 	// 429 `RATE_LIMITED`; 5xx.
 	//
-	// Returns a wrapper object for the known response body format(s).
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /api/v1/admin/judgers/{nodeId}/join-code (the `ResetJoinCode` operationId).
-	ResetJoinCodeWithResponse(ctx context.Context, nodeId NodeIdPath, reqEditors ...RequestEditorFn) (*ResetJoinCodeResponse, error)
+	ResetJoinCodeWithBodyWithResponse(ctx context.Context, nodeId NodeIdPath, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*ResetJoinCodeResponse, error)
+
+	// ResetJoinCodeWithResponse Issue a fresh join code for a node that has not joined yet.
+	//
+	// Invalidates any earlier unused code. For a node that already holds a
+	// credential use `rotate-credential` instead. The body is optional; its
+	// `ttlSeconds` sets the code's lifetime (default 1 hour, at most 7 days).
+	//
+	// Errors: 400 `REQUEST_INVALID`; 401 `UNAUTHENTICATED`;
+	// 404 `NODE_NOT_FOUND`; 409 `NODE_ALREADY_JOINED`, `NODE_REVOKED`;
+	// 429 `RATE_LIMITED`; 5xx.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/admin/judgers/{nodeId}/join-code (the `ResetJoinCode` operationId).
+	ResetJoinCodeWithResponse(ctx context.Context, nodeId NodeIdPath, body ResetJoinCodeJSONRequestBody, reqEditors ...RequestEditorFn) (*ResetJoinCodeResponse, error)
 
 	// ProbeJudgerWithResponse Fetch the node's /healthz from its admin-entered address.
 	//
@@ -4049,8 +4239,9 @@ type ClientWithResponsesInterface interface {
 	//
 	// The current credential and sessions are refused from now on (401
 	// `CREDENTIAL_INVALID` / `SESSION_INVALID` on the machine API); the node
-	// joins again with the new code. Live leases stay until they expire or
-	// the node is disabled.
+	// joins again with the new code (valid `joinCodeTtlSeconds`, default 1
+	// hour, at most 7 days). Live leases stay until they expire or the node
+	// is disabled.
 	//
 	// Errors: 400 `REQUEST_INVALID`; 401 `UNAUTHENTICATED`;
 	// 404 `NODE_NOT_FOUND`; 409 `NODE_REVOKED`; 429 `RATE_LIMITED`; 5xx.
@@ -4064,8 +4255,9 @@ type ClientWithResponsesInterface interface {
 	//
 	// The current credential and sessions are refused from now on (401
 	// `CREDENTIAL_INVALID` / `SESSION_INVALID` on the machine API); the node
-	// joins again with the new code. Live leases stay until they expire or
-	// the node is disabled.
+	// joins again with the new code (valid `joinCodeTtlSeconds`, default 1
+	// hour, at most 7 days). Live leases stay until they expire or the node
+	// is disabled.
 	//
 	// Errors: 400 `REQUEST_INVALID`; 401 `UNAUTHENTICATED`;
 	// 404 `NODE_NOT_FOUND`; 409 `NODE_REVOKED`; 429 `RATE_LIMITED`; 5xx.
@@ -6343,7 +6535,8 @@ func (c *ClientWithResponses) ListJudgersWithResponse(ctx context.Context, param
 // CreateJudgerWithBodyWithResponse Register a judge node and issue its one-time join code.
 //
 // The node starts in `PENDING_VERIFICATION`. The join code is shown once
-// and expires after 10 minutes; only its hash is stored.
+// and is valid for `joinCodeTtlSeconds` (default 1 hour, at most 7
+// days); only its hash is stored. It can be used once.
 //
 // Errors: 400 `REQUEST_INVALID`; 401 `UNAUTHENTICATED`;
 // 404 `HOST_GROUP_NOT_FOUND`; 409 `NAME_TAKEN`;
@@ -6364,7 +6557,8 @@ func (c *ClientWithResponses) CreateJudgerWithBodyWithResponse(ctx context.Conte
 // CreateJudgerWithResponse Register a judge node and issue its one-time join code.
 //
 // The node starts in `PENDING_VERIFICATION`. The join code is shown once
-// and expires after 10 minutes; only its hash is stored.
+// and is valid for `joinCodeTtlSeconds` (default 1 hour, at most 7
+// days); only its hash is stored. It can be used once.
 //
 // Errors: 400 `REQUEST_INVALID`; 401 `UNAUTHENTICATED`;
 // 404 `HOST_GROUP_NOT_FOUND`; 409 `NAME_TAKEN`;
@@ -6488,7 +6682,18 @@ func (c *ClientWithResponses) DisableJudgerWithResponse(ctx context.Context, nod
 	return ParseDisableJudgerResponse(rsp)
 }
 
-// DrainJudgerWithBodyWithResponse Stop new claims; running jobs finish.
+// DrainJudgerWithBodyWithResponse Stop new claims; running jobs finish, optionally by a deadline.
+//
+// The node stops claiming at its next heartbeat; the jobs it runs may
+// finish. With `deadlineSeconds` the control plane stores a deadline
+// (`drainDeadlineAt` on the node, server time): when it passes while the
+// node still holds leases, the control plane takes them back — each is
+// fenced (a later renew or result of that lease gets 409), its job goes
+// back to the queue at once, and the attempt does NOT count toward
+// `maxAttempts` — and the node becomes DISABLED; both are audited
+// (`node.drain_deadline`). Without a deadline the drain waits for the
+// jobs as long as they take. Draining a DRAINING node again replaces
+// its deadline (omit it to remove the deadline).
 //
 // Errors: 400 `REQUEST_INVALID`; 401 `UNAUTHENTICATED`;
 // 404 `NODE_NOT_FOUND`; 409 `NODE_REVOKED`, `STATE_CONFLICT`;
@@ -6505,7 +6710,18 @@ func (c *ClientWithResponses) DrainJudgerWithBodyWithResponse(ctx context.Contex
 	return ParseDrainJudgerResponse(rsp)
 }
 
-// DrainJudgerWithResponse Stop new claims; running jobs finish.
+// DrainJudgerWithResponse Stop new claims; running jobs finish, optionally by a deadline.
+//
+// The node stops claiming at its next heartbeat; the jobs it runs may
+// finish. With `deadlineSeconds` the control plane stores a deadline
+// (`drainDeadlineAt` on the node, server time): when it passes while the
+// node still holds leases, the control plane takes them back — each is
+// fenced (a later renew or result of that lease gets 409), its job goes
+// back to the queue at once, and the attempt does NOT count toward
+// `maxAttempts` — and the node becomes DISABLED; both are audited
+// (`node.drain_deadline`). Without a deadline the drain waits for the
+// jobs as long as they take. Draining a DRAINING node again replaces
+// its deadline (omit it to remove the deadline).
 //
 // Errors: 400 `REQUEST_INVALID`; 401 `UNAUTHENTICATED`;
 // 404 `NODE_NOT_FOUND`; 409 `NODE_REVOKED`, `STATE_CONFLICT`;
@@ -6564,20 +6780,42 @@ func (c *ClientWithResponses) EnableJudgerWithResponse(ctx context.Context, node
 	return ParseEnableJudgerResponse(rsp)
 }
 
-// ResetJoinCodeWithResponse Issue a fresh join code for a node that has not joined yet.
+// ResetJoinCodeWithBodyWithResponse Issue a fresh join code for a node that has not joined yet.
 //
 // Invalidates any earlier unused code. For a node that already holds a
-// credential use `rotate-credential` instead.
+// credential use `rotate-credential` instead. The body is optional; its
+// `ttlSeconds` sets the code's lifetime (default 1 hour, at most 7 days).
 //
 // Errors: 400 `REQUEST_INVALID`; 401 `UNAUTHENTICATED`;
 // 404 `NODE_NOT_FOUND`; 409 `NODE_ALREADY_JOINED`, `NODE_REVOKED`;
 // 429 `RATE_LIMITED`; 5xx.
 //
-// Returns a wrapper object for the known response body format(s).
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /api/v1/admin/judgers/{nodeId}/join-code (the `ResetJoinCode` operationId).
-func (c *ClientWithResponses) ResetJoinCodeWithResponse(ctx context.Context, nodeId NodeIdPath, reqEditors ...RequestEditorFn) (*ResetJoinCodeResponse, error) {
-	rsp, err := c.ResetJoinCode(ctx, nodeId, reqEditors...)
+func (c *ClientWithResponses) ResetJoinCodeWithBodyWithResponse(ctx context.Context, nodeId NodeIdPath, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*ResetJoinCodeResponse, error) {
+	rsp, err := c.ResetJoinCodeWithBody(ctx, nodeId, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseResetJoinCodeResponse(rsp)
+}
+
+// ResetJoinCodeWithResponse Issue a fresh join code for a node that has not joined yet.
+//
+// Invalidates any earlier unused code. For a node that already holds a
+// credential use `rotate-credential` instead. The body is optional; its
+// `ttlSeconds` sets the code's lifetime (default 1 hour, at most 7 days).
+//
+// Errors: 400 `REQUEST_INVALID`; 401 `UNAUTHENTICATED`;
+// 404 `NODE_NOT_FOUND`; 409 `NODE_ALREADY_JOINED`, `NODE_REVOKED`;
+// 429 `RATE_LIMITED`; 5xx.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/admin/judgers/{nodeId}/join-code (the `ResetJoinCode` operationId).
+func (c *ClientWithResponses) ResetJoinCodeWithResponse(ctx context.Context, nodeId NodeIdPath, body ResetJoinCodeJSONRequestBody, reqEditors ...RequestEditorFn) (*ResetJoinCodeResponse, error) {
+	rsp, err := c.ResetJoinCode(ctx, nodeId, body, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -6657,8 +6895,9 @@ func (c *ClientWithResponses) RevokeJudgerWithResponse(ctx context.Context, node
 //
 // The current credential and sessions are refused from now on (401
 // `CREDENTIAL_INVALID` / `SESSION_INVALID` on the machine API); the node
-// joins again with the new code. Live leases stay until they expire or
-// the node is disabled.
+// joins again with the new code (valid `joinCodeTtlSeconds`, default 1
+// hour, at most 7 days). Live leases stay until they expire or the node
+// is disabled.
 //
 // Errors: 400 `REQUEST_INVALID`; 401 `UNAUTHENTICATED`;
 // 404 `NODE_NOT_FOUND`; 409 `NODE_REVOKED`; 429 `RATE_LIMITED`; 5xx.
@@ -6678,8 +6917,9 @@ func (c *ClientWithResponses) RotateJudgerCredentialWithBodyWithResponse(ctx con
 //
 // The current credential and sessions are refused from now on (401
 // `CREDENTIAL_INVALID` / `SESSION_INVALID` on the machine API); the node
-// joins again with the new code. Live leases stay until they expire or
-// the node is disabled.
+// joins again with the new code (valid `joinCodeTtlSeconds`, default 1
+// hour, at most 7 days). Live leases stay until they expire or the node
+// is disabled.
 //
 // Errors: 400 `REQUEST_INVALID`; 401 `UNAUTHENTICATED`;
 // 404 `NODE_NOT_FOUND`; 409 `NODE_REVOKED`; 429 `RATE_LIMITED`; 5xx.
@@ -8613,7 +8853,7 @@ type ServerInterface interface {
 	// DisableJudger Disable a node that holds no live lease.
 	// (POST /api/v1/admin/judgers/{nodeId}/disable)
 	DisableJudger(w http.ResponseWriter, r *http.Request, nodeId NodeIdPath)
-	// DrainJudger Stop new claims; running jobs finish.
+	// DrainJudger Stop new claims; running jobs finish, optionally by a deadline.
 	// (POST /api/v1/admin/judgers/{nodeId}/drain)
 	DrainJudger(w http.ResponseWriter, r *http.Request, nodeId NodeIdPath)
 	// EnableJudger Let a verified, online node claim submissions.
@@ -10912,6 +11152,7 @@ func (response EnableJudgerdefaultJSONResponse) VisitEnableJudgerResponse(w http
 
 type ResetJoinCodeRequestObject struct {
 	NodeId NodeIdPath `json:"nodeId"`
+	Body   *ResetJoinCodeJSONRequestBody
 }
 
 type ResetJoinCodeResponseObject interface {
@@ -11830,7 +12071,7 @@ type StrictServerInterface interface {
 	// DisableJudger Disable a node that holds no live lease.
 	// (POST /api/v1/admin/judgers/{nodeId}/disable)
 	DisableJudger(ctx context.Context, request DisableJudgerRequestObject) (DisableJudgerResponseObject, error)
-	// DrainJudger Stop new claims; running jobs finish.
+	// DrainJudger Stop new claims; running jobs finish, optionally by a deadline.
 	// (POST /api/v1/admin/judgers/{nodeId}/drain)
 	DrainJudger(ctx context.Context, request DrainJudgerRequestObject) (DrainJudgerResponseObject, error)
 	// EnableJudger Let a verified, online node claim submissions.
@@ -12331,6 +12572,16 @@ func (sh *strictHandler) ResetJoinCode(w http.ResponseWriter, r *http.Request, n
 
 	request.NodeId = nodeId
 
+	var body ResetJoinCodeJSONRequestBody
+	if err := runtime.BindJSONBody(r, &body); err != nil {
+		if !errors.Is(err, io.EOF) {
+			sh.options.RequestErrorHandlerFunc(w, r, fmt.Errorf("can't decode JSON body: %w", err))
+			return
+		}
+	} else {
+		request.Body = &body
+	}
+
 	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
 		return sh.ssi.ResetJoinCode(ctx, request.(ResetJoinCodeRequestObject))
 	}
@@ -12588,177 +12839,188 @@ func (sh *strictHandler) RedeliverSettlementEvent(w http.ResponseWriter, r *http
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7H3rdho5t+Cr7MU5a8WeU7axk+5zEq/5QaCSkMbgD3B6epqMEVUCFBcSLans0Fl+jnmgebFZ2lLdoMCA",
-	"7XR/38mfxEBVaZe079dvlUDM5oJTrlXlzbfKlJKQSvyzS7Vc1MaaSvMppCqQbK6Z4JU3lR4NBA8VaAF3",
-	"hGkY0bGQFKS5hfHJccWrSPpHzCQNK2+0jKlXUcGUzoh51FjIGdGVNxXG9cuzileZMc5m8azypupV9GJO",
-	"7U90QmXl/v7eq8yJJDOqHVxvca1muApVh0cLYJrOFNwxPQUCakaiiEpgIRzoKYW5pLdMxArmZEJfKOD0",
-	"q06ed2igZuY5f8RULipehZOZgWWULJh/iX+XdFx5U/m3k2z/Tuyv6qQZVgzYH4TS76WI583wkuipuQsf",
-	"Pzcf0qdPs6s27toWC34Uo41LfTG/P3aRFpsxvbr3l2RCQbE/KRyEdEziSMNptbp2TyN8ymasIF8tVvxU",
-	"reZw5LQER7xKW4R047tzvOBxL39v7lZzwRW1mEjCLv0jpgr3IxBcU45/kvk8YgExW3PyRZn9+bblOr6U",
-	"wmF9cX/7U0NeuBiEgirgQsOM6GAKBrHN4pIEGg6GXf8fV36vf91sf6q1mo3h4XHl3qvUBR9HLPhukCoR",
-	"y8CQmNJEUxASDOkpJngGPokicQd6yhQEU8InFCFtC/1OxDz8PpCSMJRUKRqmMGfw0a9MaYSpL8QF4Qt3",
-	"2ur5QeuaTUMioaE501rfv241L5p9vzE8PLeMFohhzoB8+ggZNSjLlw3VLXPyo5SVlwHkrj7JMX2E6oqT",
-	"WE+FZH/S73AgF0wpxicGW2J+w8UdBxLOGActbiiHg+FVu3bV/+C3+816DbcCT+eK069zGujvAWKPylsq",
-	"jxQLKVg2d/DT168wbLb7frddaw09MFB+qjVbtbctP4VwLkVAlSKjiPpcM714flB/pVF0ZNgqDWEUa5B0",
-	"HBtEHy2AgIwjCgf0eHIMcylGKSHgD8pAfZ/wRsShmtZ0NreghiEzS5DoUoo5lZoZdjgmkaJeZZ776luF",
-	"2LussH6Iv3oVykMa1nRBHIRE0yPNZrSSMn6lJeMTvMG8e12EdFUgNflYEqVlHOhYUsArIYiIUnDgd7ud",
-	"7qFn8Kzl13r+tf+/Lptdv2HoZm5gluYJ/+f32tH//mz+qR69vv78rer9/PL+38vAyMvwrV7USuKtLo0o",
-	"UdSfi2C6LCV/flXZLBe9ROpttZCIdSBmJTvZvWq3m+33cDdlEUVpgzBBxG6pOjdfcKh3Li5bft9veICb",
-	"64HbUg/qtXbdb7XMn72rS7/b8xt+w2x91//U+eXhTT9bs+mSBpTNdYNNnABeItQPtaOzn34GMUaQudm4",
-	"yLAxw+gN3ZIgoHPDXsdCWiHksHUZoOrRa3I0/vzt51flgCiqjFzb94yUJlLvgvb3eSXm91SryyGKl6k7",
-	"BeDyi2UH/jldQYy+0EAboGpxyLTPtVzsSvGB3f/l4/h1SjRMyXxOOQ09QMZjgDym3PBED76I0XFAeECj",
-	"Y6v8tSifGHXu51cle04CLUrskjaZ0eTEc5IDKX1QUQul6WxQwRMnsRYzolkAFmS1tOzp2X+VrbsDcyJm",
-	"D7elvpBqwiK1frettrpyUM/JenbhHpISJ7Xye1g9e/UQ+ia7hHubHKyX4FH64DIkrRPl4FviH+Toz+rR",
-	"68/Zn9fHR5v4t3lQF7nCjtgepBBs2iEHp5FXX5lOxNWKwbPKGmZ0JuTil9FmrlItv1UpMinh5vUpDW6o",
-	"hJCNxx4oNuEkAo50I6H3j5aVlB4QDTOhNLyCX9jbJdp4VX39cxkjDIQsWXEs7WHC//u/cEfZZKpBGgWf",
-	"hjAl0RjIHVnAWIoZ/EmlAC3gFYQ0YDMSwTwiAVUDfkBgFkeazSOk7+pxtVo9Bcbh96rnHvr5EGURpMsx",
-	"BadI6rW6B9UBR6rnCxgTFsWSekB4CHeGLxFQcxowEkHgdofcEWkAFHpK5R1T9HhgkDEjfBGPIlp+Cjye",
-	"jRxrx91d3ZE+lTPGiTa6bnICeJMHVWBj4ILT4/xy23hKkLnrWD2EjZ+oDFmge/bie69i+NeFKsGUyysw",
-	"vy1DsgX23ZEoso/c6cYl1uCoK32xBMNSkNOFcqSSI7L0ADJyKGUj5szNdiDuUm6A+71y6bcbzfb7ipfo",
-	"PxWvclnr9fxGxau8qzVbfiP3NEcEXuXrkXnA0S2RhqYUPony0P7YjTm3f10SY3OaJxEW0bDy+d6rNKjR",
-	"qOQiBWXJw2IBggNjmi6oUWCMiRTRcGIk6lwoxUbRwipnoSEjAoHgKp5ReehBw281P/ldvwEH+Rvxl1oD",
-	"DibklkI8PwdFjf0eWmDQgbO6JenD8O/a7jvh3hW3oEFJsgFzYwHw4GGlo7g1HyiJ9NQwBsEpRCIgEYTp",
-	"w+CgISzLI3QmuAcy5gaBgM3IxGgecTihEBJNRkRRD0KmbvC9i7zeSugSRXMqpAb6dR4Rjvab024ML7JW",
-	"h6Zf9TlwYcxzSfWKplEmJdGAj/QUt8L9NhIiooSjaCZWU88LPnL05+ffE3n3ZoPAWyIzfFa2XhmJNKgy",
-	"V6/BzL51QI3ZJJa4A87pQxLzXVHttGyKSp/FYaYViJEyBnUIdvUydLv+5Heb74zB3+y0K17FbxvDGjGv",
-	"W2s6ymw0e/bbnRDxE5Vs7Kxu82RURRElJWGOUhtM2W8RQ+2HnNdvB2VhLGRQZl7RW3FjrSlLuwoYV5qS",
-	"0CA0Gu1GTqBHG63V3nWt3m9+8o+zk81hRqaIbRICXXvVMiq4mz0HaxkqWHfDjmqSU3kedGMg236ENpzT",
-	"eh5SV5ZljRUYm+SEv97ZcEGCKeP0SFISGgRJ3A3GwIF6p/2u1az3jUJiKGBCOZUsgFfV13BnjGcuYCYk",
-	"tUrImAV4H6BHiKo8RSy5diteZckhVvEq/c4vfjtxaFS8SrvTv37XuWqbvz90ev3r993O1eV1/ut2p+EX",
-	"vvjYeVv47H/y2/3iLbUL/7pf+8U3FNn1PzV7zU77utevtfyKV+n1a33/OnnvZAVn7ycfa62uX2v8dv2x",
-	"02zjt/UPfv2Xa/OODnT7RbN9fdntvO/6vZ55Bb/W7b/1a/10sQJN5ICvX3W7frvvvun73Ytmu9YqvA2K",
-	"LgPOda3RcAu4v/D3WqvV+dWCkr3LZe23VqfWuO53OtetWve9WTPvn614lcQZaA8o8QVuyZscc2nyWxIx",
-	"w4ysD5ZybTgVsqe+MWr9r3NmBWjqMc/FnHLftUVIcx8/ilHuk39Luc5fTGa0T26oYQJd57HvaYK6LrL/",
-	"NJBgH2y5V7JMLTIUsPgoGMfvULXqJmTmPjf5pRQTSZXR2z5QIvWIEp0s0kIWWAs0u6UptPVYSsq1/ey0",
-	"5ygHPaoQBoSa9WKac7R/tYWuRZG4s8tnsF+SRSRI2BeiReTErNQlmrasx90cITdyFRe54uSWsMjQNQqB",
-	"dI935YKSEr2bf3Nn6z7RCzZdaY44Me/rIuZ656CsYZ0WNfbxd0VC18mcBM4JvsRJjc35RYwsq7ybioiC",
-	"2QWYkYVR3IxdKnhgrLdACqVQizBvosoNpiSIaGXAw5CpJn8XGXNyFTSLmTClEfrQkZWbs3nhAAAu7jyj",
-	"CBpkR497zCUlc2NGcpTqQRSHNNzDsovnIXmMj7AYZHYKX+Eglt8+d8RlsjClgToi9Y6UsAuWLqPLY464",
-	"XPEtrLDxZVtsZ6Uv3Xn8hMkJD715xl/u8e2a9qbTajXDDSIlWaw/ZrX5Pa4QnXZ8kzzJl0V8XXQXo9EY",
-	"zTX6zghtUcE3+xC24hNPePBLmL8R08sSTWrwtvm+2e4DC4EoIKm7ypIfqmxfyWwemUe9OluKJ5wevf78",
-	"e/XotTHQTv+r3CP5UYx+Ybxk6d7V24tmz2hbZntjRSXcCXlzDKgsme8Sq+vIpQvQEBSNxkfo2oKRkfMD",
-	"rgWayoZvnSMLVfFoxjBUAFOS/9hfzCkMf/Hr/jUuMUS3GYFRzCJ9xPiAzwhnY6q0dagxbYBAmzrELySd",
-	"C2mgiNgNRQccOtXQ4Y9OtUS7zV4t0f221Jh6KbCJioFy+qMYrXh1/nHlX6GKljl10tBV5tfxKmnQaksQ",
-	"/hHTGPWGzMVTFwYBdN7L41XqGOFIzEmjJxmDoqlUbIPXO9DjF3fzss+9NG6RXGyVRrWLDrJ9FGCZvSYx",
-	"qBTSMjjKaO6jwZ6PYrRftHlfnSbV8pq8zB36QdxBJPgECFgsMhgMSrMowiQ4hS4O87/NzhiR4EaMx+dQ",
-	"tVZeEBE2M4/fw58aGM2jITjd47Xw3r7Q1hG9682766yB09VLxIRhDGJk+EOR5bxQ4O6yxjE6ZMrdG2PG",
-	"mZruBlH2zD3U1ecMsN04Fr/pykQS3HuViPBJ7Nwbm25pJdfhPUoXHBf75Ddsm4NQikJ4c5fOrEetjLIu",
-	"JVXm7G2CgePM58DphBgrEPX9gl6deMCtdl1KTyURMSemtj2cGfnqkl7UZsJ5dObFfErUg4d6iReZq4WI",
-	"HrzYXGOulUzIUjurJe6oNAaVgjGTShs2xZRLk9hsSp0W8jGPTqvVJ0lrsGEeugU9WKlubkg5yMNb3ctf",
-	"W7i3j3Bsezde/QQmWZK2gTzAneoKVEuvWGBlOX5QQO5kH/NSoyAFcmjhFWVmEemXUkoyUbBJZDfSKMnu",
-	"gruENXSikCptURRzibcxoJJctWXzadl6Ql79IL4luog7P6r2SjmymbuKk7maip1TjGzKUrbuLvfe2njv",
-	"lmHhMjzN0ERtPPs9zOMvYrS9YZw/iuxgfyo72HxiP4IURZ1x5c3vD7Pjz8vBxdoIhZMzbY08xeqB47Kd",
-	"2rA/cseYZs3FJTFeZoxMY9MpjM4yvRqddOmbq0j5ligKV91WhpUhfaFcvA0oD+eCce2h8jqXYuTs15xF",
-	"8dPpWZmat7tmGC5FETcdRSHimEZDt8IQacPBeypv6LkusfgDSUPKNSMRGsgjSjkwtNtsaYm50wZu7gga",
-	"5ragZFWDtTG+vJtxR518Vx/v1mrIDorFI/y/0kUMSuPa2+dSVtd6cDc7i85++vm5va2p4escjE62F52w",
-	"FtTcTi7RR7ZRKVauZHMuoVJKJVsJa7mX63Ytn+nM7RNgqvX8QB2i66+E8ZxYGP/0XK5VCGRCGFcabIGW",
-	"GFGbg74VF3rWAMkuBLEz5m3tnt6APQ+d7WNcSsuldRb3MzbngZqKO47G2Vaps490QW3H+ktpcW8XlNxP",
-	"m43Dsgq5Nr1LVdksvfK0Wt1er82Ssh9WbZG61LZgnG0PRVuE1DpZC0CclWlhO5ybTejnurbWFiiH/Kfq",
-	"4+yCnx4KqjgMWoIu3WCX570BiT6kqssO6l+nmBjlgaJzIommNlO2kG5Vlqvmkt/c5622J5d+V9ihl2er",
-	"JztNwva1Cd0j0dP6pdLYf63MmMJCK0xATSQI6t7pyudArGbuEmZhQXXBcbGRpWCSYG89094IvOAR47RM",
-	"S0yhAyIlM+d3x/SUcRDjsbkHS+su1LrULRspSbPPSiNtaBAowpJQS+iuBqYVjcauqEtNY435xaG442s0",
-	"UZcH+YnK8rheTdktT+A6B4P7i6TaG5OtDTFmb72VzEbZ9TZWi92LwYuU6Y5h5UW8Iv6XbOx6Yt3HhsUb",
-	"dzRj5c7B3WSZ9bDvGdbdJV/w0ZkfT6wjlWjRGwpGWjkH+pI71P0CN3Th8neD+fz0Pz34Qm6J+X++0FPB",
-	"X3pA5I1WHswW6o/o3NBgSAMWUpuwYpS1ZedOLi/3P46vMS/35Wm5ryYBo8nHYsdzZGE5u0ichBirzod5",
-	"MXZ5XAbFjPELTKd/u9BUlWU7WmejgrupUBRs7r0tV8agP03rugl2hbB1p2mdXQoS0UD5HzGNKRy8OjuD",
-	"4YV/0en+ZjPpbIJd59fh4R4Bsxn7WmbG92VMbTQO89Rc3o5lDzYHU08Jx9D4LZGMcF3OOXczlUm4MEqT",
-	"Ksv9zaA4sJVwoQeWrx0aWBLmW9y4/WpDeEjkGiRJfgUhs9O5tewU8ZqFG/DFbdX2HDBB80/2RixC2cT6",
-	"WN5DnrzICp4WtjpBgRx0mzjCHmyfqM54K7Ul7/TdUjlxUO2+o8g4HtpOhDy/yqadSc5o14zv2ZxFtC5m",
-	"M1KWxlK3v0NgLwCD8Il6YfhEUgG1WvFtzJ9LwcoCzB+Q61BwfRzGZgGsbDMr4I2Azk7kSoFhXbx8ja9a",
-	"ks0c0HK8iSRcY34TaDFPzjuJxbxQliXuwb74w+zC8gWj4dGvJNDRwrKIHNvaMWIpY547rrIwQrmW6I5S",
-	"Yo8PV1mTsA6irEcnBGb5iCI8HImvtvTm+EFP2m2q0S0hVAHcAlaUHF+yn2Vo3iZlJe8f4hmxEtKDmLM/",
-	"jNSwejzTCm4YD+EgwghqQBQ9LJH4WH9q/3cy//TsP8uFfmZQ72gicprP7JKxsTKAuAobW4JjK9asyDOg",
-	"2yyxL2IE2GsBavWSSid83rYONWuJdtcmB5q3W84ORHAJTzx/52BFH3BKQwUE5kQpoxzg1S4xpKQkcguV",
-	"c48oxX49JXCHs7czOzzGpK99e0rsk+jyXLXdK3biwzbeNjGeXOFlMU65XbQujVh+Lmvsk2L6CwXu0edA",
-	"STBFkjVqqtHy7GkpTeer8byEDLx8JtuoGGEvIv9DfvfLJNEjSUesdy4umy2bh/jxqvHe/LVdwqHluvZn",
-	"Y/2hVWuWcJppeTDR6FDnaeYnuKY0gK4mlQoSR2oJkMF8bl6d3BKDymgGVbwKmkGG/owdtC3Q+KSP9kmX",
-	"yZNq7kkX9knmJYzMeK5Cs+zhSbXZs1aNLS2XO/xGu3edJZx22m2/3s++6Ldyv/abF37nqo+1Vo1m11zY",
-	"9d9d2WLkt7XGda9f61/1sPwrq0oyP7ztNH7b8nQaXGV5qoJzGuj0cz/KfuuzGRWxxgKhkEka6K618MyS",
-	"JOwlxdq52pq3JHwrwkV2uHt1W8jFnh5kQCEjEQ2b83J7Z844pyE0L62NdUcUmBscu36o+QhNMHM7NCuG",
-	"rzfVM5Y7+3JBM/jY67ThgGEkWi88JOi0oNnLFz27gloPm/IdjWzDhZzGlWFoRLS5Yy837o4tQoIpVlGV",
-	"h34Rb7bujrEu5krSCrBsvfw7ltFoN/WBLTetWZyDpIHAXhBOhUV3P0RiUlrGPWM8/aIEdexK+9UPP0Vl",
-	"b/nbB4IHLKJdNCmexAxuuGr6RxrC4qYcVzBAbDuZhAUbedWXlbpYc6SchjFumYgwhLK9pf0puWXVgVvd",
-	"zu4WN5WlNygAUn5EKL9rrmXVjkf0qPznHXTKHfM31yREFlIc7SPLtqRHtY7ojHKNRaB7OHDoLd3FabW0",
-	"YBfZwt80Fc292hb75l5jVzXLthUpcwbYX6xcxZIHGtpWGGY1hHmrbIG90sts/5TtsrZLxRkCuXW3QnPx",
-	"VsnDxS1PMoi/F1mmJQDbKLgWX90WPnnydrHFzT95BneCLHlMyJmIu2RyJ/bkCgrnCSEP8RaUnWzKkn/a",
-	"7/dbfiPpRWFMQUuZ6Dr6IkaWcq136MAZzh70fuv1/Ytr7O0IQmZNHQsdW9zDty3bQ3htJVwvxtdIYE4e",
-	"+LHz1hiI/b5/cZn0kSj0sah4xbJB7O2w5fofMbM5SQqxfrh8C4WKV6wsxF1NoC1g7arePooV41SpFwpY",
-	"mOo/6W0lTqGSnnVvNjat662g/0Yw0GkpxjkgXJyz1nrfMUfaqPVrb2s9/xzMUti42fqXsfMMFoC6cJ7L",
-	"TDnInI+Y8ApZkejhQ16vdQHQTzkn0G5t+NSavkRYs28jacS8MgmmqYfeuoKSTCLBg0IMou5vnVmUayD4",
-	"YFg/9WW3xGSTNz3W8ziX5/QzNuLLw2ekgZxLqmmYWIDLSZM///TTyzIePyNfe+XN+nrxDFlBFNnNsb31",
-	"1HJsY5+Q7PZelrWtBB102h0s4GXKg03dAZN3/TzgB7mbEJdtf4mYM/uGpydWjQclHMHODKNEv9jhfh0A",
-	"92nJt5zjsNz9Lj29AiplO+yqfUqFRHGpEkchlpS71rDHsOTxxo7Xdus4vaUSSOJbPYbLWrffrLXeuEaL",
-	"eEDehtaKJOvUaM4dPY8jqu8o5VAdcMJDODWHYs7GYuG5bdxqpJRnpJZcpL7cWt2wMAeCrVDXAx5RgnSN",
-	"l7gfj6HmvMJ2XxNJ6D65BW1ek3n6gCPzYAo4ZVi4XqsDzxbzgEaKpkuzMZa4O7jcj7X6gB/U/SRxKr1A",
-	"xlwdFovga3VsMYQPq3iVX2voCjRC7wL/7eC/XfNPfduOQjs+02IJGxstTe5ube4UPdpajV3rm7dPKEX1",
-	"1FLf7QW+Q/Mxa/+XSyzGXQwXRtI2L0Yx7cpir39t9j90rvrX2PbKg/6vnWv/3Tsfu19dd/3eVavf88A2",
-	"+ep88rvX9dplrd7s/7ZvIEpZ1WxrJ0BRk3tAJU8vXfFXxZFTmtNL8qBs8rljGUkQS6YXPbNS4jyeMY6N",
-	"s0q43vKcgRsa0COcqSEi96XVw+HoCBUpvNxmJuHb2DkxRFKZbeFU67nty89cOtdyxYQxAISE2mUzkWpG",
-	"hcrFaiDmIZUwPCFzdnJ7eoLLngzf2JZI2H1IeQOeVYopOEgz9JWXCw8bVuQ6bUuq2J/Us4mj2O4Svx9w",
-	"W3Di5UudpNCup6WrDTvETt346MTagJCSECJqUEsZ3jvgGQ5L51xkNlMZfMe2oyiJ9i7tvd3OAR9mBzY8",
-	"PE81WXsZLmNjWBmwBbnkPGXHAz7g//ZvUBfcaO9McDXg/yNr36LgYGhdx0MPhrkaC/MRWYv5I6uuNZ+c",
-	"3Tf0BhxgmI44MD85tmT+dH2th4cIVbFBjLKTWxif4CNWW8IMjw2UfaPR4e3dd3V4+fLl6/R+TAI3CJO0",
-	"LYUgEsENHFz164fnELrMcLzbrOH0MGWUohmLIuYmhbhBSRyGF2oIKh6P2Vdc256TjXDbpjIf+v3LRErO",
-	"o1jB8NsAA2CDigeDhB7tB8dCB5X74blZHtER3+Tq8tLvXvfatV98sIk/2KGGcauZi7kzil8oyFGLwxvz",
-	"qPQK7AhGIiWAcHVHJbyqVmFl+o0Hr6qnsDI4xDzpQEj7Y6Fl4vAN7iui2Qtl2w4sMCMBU/OM/oFEQcMj",
-	"EWvzHNvV9YUCcUtlRObWeD5E9Hh19hqK01vgALc8N5PlEDeiOEXkpDBEBE/kItbuTK1vzfZYcukeQlrb",
-	"ndyYr4bW2z/0loMXBqQ0fmHPHkMaARp6OTp8oTD7BRfGDI5bRu8U3FA6X2r1ejDMl60ZzMecXIP3cyI1",
-	"YiqeW7GgAQ6G9o9jm+049CCkNmM+xe1ivj+QCcU9TRsKrWQb8RDymd+Hb2BQcVmV2DfCJeEPKpZLAQyS",
-	"rrf4c5JJb36XFEZCT835S4qdle1mtJhyCrDZV0lD4LmyFARhTiYu7x+GmABmWyYNkzliFvkwx6VsJtkw",
-	"7zAeOvVQM43NpFA+2HOqXTYrubSsyikGTOaUkzmrvKm8PK4ev7Qif4oCsChDUGQcGYZ3NEnbk01oSVYd",
-	"ug7Vm3I6Oi/B8HODyxbslFiN9lAxe/cha1G2NE3rrFp9spk4xY5tJbNxalFUkKEwWgALcVbPq+rpusen",
-	"8J4U5iKZm85eP3zT8hQphApNqm0WTGccoYITz2ZELtym5l8lpWomIXA9zhD/YmUT7shEJb3ikqP/jCnN",
-	"auPhl/DW87U4UX0Nw6xFrJEBO6CJrV3Mu+Fc+wRMIXhyFHFlsPdFDdTo+PcrGHr69MuXYaer3nToWH0Y",
-	"O3KT6PbG4OoWGJw2UP1LUd5uD5Ac2sOBsfLn04ViAYmcBm1+PlyP8/feQzzx5FtOI7x3jTdsYXrxwIZJ",
-	"guMQZrHSQP+ISVToEJqkMSYXHgN24DFiN6HSAU8KJyigDDVCe4yl3aiC2Ta2b4zYw3ov7JJq0wSdOmxk",
-	"0YBj1M3ckaQnGzEZoYc2lGKe1WcYZfkuXR5V5b3ofcBfVV/BsKy7dMIMii2idxMbtqwpzw/yA0HXxFGz",
-	"S06W53Def35mjuLqsLbiKNXvw1EsSN+bo7x6+Ka09fQ/GQtKtO+MBb1QSLWZ0D0Qc81mTGkWZAnQaCHu",
-	"zpSSPjkPaGg7CendFLek+Y5apb+yAa9JRHM73M0nhZQ/L6n+2epxtvRq3aNcx62tIbPt99Y9bTXOu9Vz",
-	"l8PR5vEP8DE7eXeLC9NsE8vpnonfFLo+lbCcjhHIZIIRGYO+35f3/LX6uHWR8ULDAtTLxywyR5Snf9s2",
-	"ahPhn3xDT9T90zIAJ7ULsx52YwvvacoVdhbK2azq74KkrpHHmiHAX8Toby4Z/zJ0NlT8RYycnzCKMDqW",
-	"dINzDZ+VG6m5H1af2KmPqF2X2qDuhGBEAzGjKss9Sae8Z65o9M2eJ16xqYhC2xlhwCdUKxim9w5BcJDU",
-	"KMDmJVBJNaSwfAG+14C7vs3oJcsBYMCy3kcFZ9Xqo1XoFWJMwErGlwzhgNgZG9nIVRASbKXA4Y6GNr7U",
-	"k5Hw02vUxWzp76xPZ90G1zIND7i4y9Dhh3b9VNo1IiYQwN4AoassTYzePdmMtDnU6/mMdSsowzzoXcb0",
-	"hlmmHvwHnA7TSWaKzPI5XdanPBO3rhVE7hesOqYStACm7ZRKEYUWg9jY9RBP33XA3ct6xogPko7xcJCM",
-	"OgHkZcgbsonK6Cl+Ju6TG6dkGBAqNjLXqnvAcVS+OvRgWJz9NISDtBDPxeeEBncU4Y78ymXB/2sxrLMn",
-	"XLxYJLCGbyXIzZRDuR9s64nYljuAZerHzNrc3A6z+QfmFDICOtyap8m/gxtAbukE2NNoXyolsuFFN1PS",
-	"GlCYmPlor0Oxx+zz2yFynal84bIBbApHMRj138NezhJYPBCuk2i0MBuBaTA2spvDgwK9JI2x1kaxsrZp",
-	"mkjrVx+WTRcdHkO/0MqXqVyXS5uTaOcQKCBjI9FPqzBjPNZUnYPg0QKtoSlRU7xVC+lSUJ7Lr74cZDuD",
-	"YckAQyO0bVkkiFgrFloeReZzKTAkL5SRlEJqdbhPrM51NHsemVpoVvudo3TFZqrrI3XnMDW4UewDrW0S",
-	"MXqIhcv1+peTtWfbgOX6DJBRRH0sXP6r5fSEKY3Zy/ke6zy0Db3tYOKVhrflLGedlD75ZtPKnsdpV5zY",
-	"up/XTu6sP7fxjb6T005udtlxPJEfPrt1PjtEabRfrX8uoFynfrtCYqjNlsekMC0Ji9aK1l1D3653wWrk",
-	"OxXHESUS89nogBuF2MbPRMxt2pid7Um/Fpq+qqlk/MYoS1kYOx2bPeAuXh4ZC1lP6cwFyB8thFcpriSs",
-	"7bnr3KTjHfNebIz2qWjzuQTxXxPcTrt7/4hsP7twVOzPNK90yxj2DvLwxOWbr/fDuW4ybhxYwknQma8K",
-	"Y/IPMGHTxtcOIeYRVWrAhzi7foh1PTKmLt+WgM2JPTyGd0IGaGxhpvgNiyJVyKl5M+DpouYhIgqh0ezV",
-	"3rb8BhBdwpWQhSot5sqWvDM+ObfVR4Yraefgsy+Abdpie4stp8QJwQeSasloiAVDd1OKxWksMkZHEmyR",
-	"OEPt0HMDOG1swjzebKNy22WAw4Vxp5RdesCRqapn4oKFCeyPZIINix1/Xy7oAPwrgxJyk1JkYxIJvv5g",
-	"i0/EFt2xJ3wRU/AtQXORY0p7M0XDydazxKen2QKJrrrtdyRaA/3fl2T/+jDiNhTbrTXbzfb7HxT7RBTb",
-	"02JuE1yNSFbnZXmz+5KrLSpZT68dHi2ch9B2MzXr5nq12gAa9hpftZSMtM5X2FhxP5ZUTXOTFsA3MGBC",
-	"Aoeh30Z2P0y1FjLgXByJueVUT5mjUM5PMMp3bR6FRVQeDD/4tW7/rV/rJ8bRgC8pBrt4LfBt6Q8e8yge",
-	"47DkB4t5qtgF1bYDAhuzrHG/q0vFLPwsDKj25TVfBONHSWPTcnbT5LckYqHNXuALoERGjEqIORpS6L00",
-	"Zk9Be0nyiKwWQwY8V/YbKwpDW+Z4lH09BMaVpiR8Jh6C39ZaXb/W+O36Y6fZtozkEdZElyqqP2azv/6m",
-	"/k4HYBPHSW6K268OXvtByU9Cybj1qZTNYjjjJaKZEoUZLHYiYzJyah+yxr7460m61+u+O5rE2CrljQ0t",
-	"LoXr6s1G1zpvMXB37jqiNNo9J+4HnKlsyKILT7k2t9C8dE1wz6Hf6qU87Byk6+mrkrkt5wPuuseC9QyZ",
-	"J7EZPTeWj619xmAn5foYarm9Cgg3WzWiA46tWGmIiolRQlxmVdqh9Q1gJw5bKGv0GSw8H54DAU3khGrr",
-	"I8ammeZMRgyftTbe+WwM6tqthsrLmsV3Y1HYJ/hvHpDJt2wu4U6/Tkl+eqcidz/CnH+DMOc7qoNp2ejV",
-	"LLiCvOmIco2V7C5HYF+OZtuHbMjjJjdUAR2PaaCB2H5rttlCTvPAFAtkZG7WbX6E1IAfvKq+XNIIDrFd",
-	"V5aFvjR0yjUTMPLy3HKRzC87pVG4ziHrGCaT1l507tkBT/2zxwNeAzej16l8CcMDSY9c3wHDUNNosxHh",
-	"gtNj6Jrb0HZLuq6ESRD6OQ21XRQnA9QPc+tR5pY72R9h6nWRJrM9iXrFZjMaMqJptICDjCF4CR+wqo6l",
-	"3b1jTysmzeaqkyR0vcSfMoiWGY05dcHh4FX1dMCH9a7fMGRZa6UkCycw7PmYB5p95/o5z0gwNeZj7bJ5",
-	"eJ7y7QE3uqays3Kyli2JNXAMrVxETGmycOXeekoXLlkNc8rzIS0XgntWO24vL08XzyfNukoO6QcD2tdg",
-	"XDOu+4fV+DRWY+p3ycLUS7yCOcOycBj7si+00hYbwkR2mKYxsqxDdph1dEYTEkfEIZgzsrAuKg8YB8IX",
-	"Azw3A3lAdJJmi/NNY+UqWhI3dVLgHrEb28zyixgdQ1OrAXeNQ42tSoltN5bujG0K9kK5NmlqmPNhJ5O/",
-	"0P4e8MRljhd+Dy7lJR7sZvv6stt5b228nQw52zPzX0plerralGJD0TUMy8ZGftSlPH0kjEiNdbJpAOqA",
-	"5EYBonvHpis79rCtglUYVFqa5dpPCuUCokkkJkAsL0n7OdYum4YlvPf7kDw7ferwDcypHPCkmyMwW25s",
-	"px6lQ2sNn3VdmN0sYi/n71Ka8UAPko6UCrva2/7n+emj2CBTy8WRHREq44h6gKMk3TMPnQ8qN4PTNQvG",
-	"EgXblc6V+VtJgDk35zDESbTDdETgYsCNAjaRlLph7WEsbWWxFLbGGMdjQjyfSGIOo8gAn6KMp5Ue3DOq",
-	"KYXhumtoPj3rf8bea7ZJZoqdhVHbPIS7xC9WMmwaG7hv6zxOmqjStWTWpSQ8MiL+PCtNTdJ7FRT72aZP",
-	"Gx7DUNwMgakBR/+rRVEj0dN5RIYd2x6dT4yF6dSp58TA5dFWa5DQnsk/IwbiBCl75MGUhrHlHhmvMwZp",
-	"0mY1O9SCiy9DrhLMy1orHGXjkv666sOlESfP0otoaUbNP19jnrLJWA/057Fn+9+p4nC5Z4hybdYLvazt",
-	"EOX/2fBrjYJGlIzX2oJeTr65dtH3J8YwRNTalPqsXOGCm8qjBbhCxayYwyUEW/2CSggiSiQNPVACU4dw",
-	"AJeCg0QFuqOjqRA3oCgPqTwERakx69Ch9GjbCgfurBpX2ddm83aVDG6flhB5DbHPjdGU0no2lKlo3GxL",
-	"/Thr4F/RZ7RmfF25QMRdtE5sh34/jLEn4j6XsTHFDJs5smyGho7WR8RYv1wLSMaAlfOc3HwDpIL8ZIPf",
-	"Pxvkdfd8S4gi32LQiCn3daJx5r8So8Jnt2rum0xduP98//8DAAD//w==",
+	"7L3tclq51iB8KyrOUxX8Pts2TtI5p+16fxBDEtIYfACnp6fJGLG3AMUbiZaEHTrlqrmIqZoLmjuZK5la",
+	"S9L+gA0GYqdzzpM/iYG9pSVpaX1/fCmFcjqTggmjS6dfShNGI6bwzw4zalEdGabgU8R0qPjMcClKp6Uu",
+	"C6WINDGS3FFuyJCNpGJEwStcjI9KQUmxP+Zcsah0atScBSUdTtiUwlAjqabUlE5LXJgXz0tBacoFn86n",
+	"pdNKUDKLGbM/sTFTpfv7+6A0o4pOmXFwvca5GtEqVG0RLwg3bKrJHTcTQome0jhmivCIlM2EkZlit1zO",
+	"NZnRMXumiWCfjR/vAKDmMM4fc6YWpaAk6BRgGfoJs4v4D8VGpdPS347T/Tu2v+rjRlQCsN9Jbd4qOZ81",
+	"oktqJvAWDj+DD8nok/Spjbu2xYTv5XDjVJ/g96+dpMmn3Kzu/SUdM6L5n4yUIzai89iQk0pl7Z7GOMpm",
+	"rKCfLVb8VKlkcOSkAEeCUktGbOPaBT7wdYu/h7f1TArNLCbSqMP+mDON+xFKYZjAP+lsFvOQwtYcf9Kw",
+	"P1+2nKeulHRYn9/f3gSuF05GIsk0EdKQKTXhhABiw+SKhoaUB536P6/q3d51o/Wh2mzUBgdHpfugdC7F",
+	"KObhN4NUy7kK4YppQw0jUhG4eppLkYJP41jeETPhmoQTKsYMIW1J80bORfRtIKVRpJjWLEpgTuFjn7k2",
+	"CFNPygsqFu609dOD1oFNw0vCIjjTaq9+3WxcNHr12uDgzBJaQoE4E6TTh0ioibZ0GW7dMiU/TEh5EUDu",
+	"6eMM0UeorgSdm4lU/E/2DQ7kgmvNxRiwZS5uhLwThEZTLoiRN0yQ8uCqVb3qvau3eo3zKm4Fns6VYJ9n",
+	"LDTfAsQuU7dMHWoeMWLJXPmnz5/JoNHq1TutanMQEIDyQ7XRrL5u1hMIZ0qGTGs6jFldGG4WTw/qryyO",
+	"D4GssogM54YoNpoDog8XhBI1jxkps6PxEZkpOUwuAv6gAep7TxsRh6rGsOnMghpFHKag8aWSM6YMB3I4",
+	"orFmQWmW+epLidq3LLN+iL4GJSYiFlVNjh1E1LBDw6eslBB+bRQXY3wB1n4uI7bKkBpipKg2ah6auWIE",
+	"nyRhTLUm5Xqn0+4cBIBnzXq1W7+u/7fLRqdeg3szA5gVjPA/fq8e/veP8E/l8Ofrj18qwasX9/9RBEaW",
+	"h2+1UMuJt3o0ZlSz+kyGk2Uu+eplaTNfDDzX22oiOTehnBbsZOeq1Wq03pK7CY8ZchuEicT8lukz+EKQ",
+	"8/bFZbPeq9cCgpsbELelATmvts7rzSb82b26rHe69Vq9BlvfqX9o//Lwpj9fs+mKhYzPTI2PHQNeuqjv",
+	"qofPf3pF5AhBFrBxMZAxIPRwb2kYshmQ15FUlgk5bF0GqHL4Mz0cffzy6mUxIJpp4Gv7npE2VJld0P4+",
+	"K8T8nkh1GUQJUnEnB1x2svTAPyYzyOEnFhoAqjqPuKkLoxa73vjQ7v/ycfw6oYZM6GzGBIsCgoQHgDxi",
+	"AmhiQD7J4VFIRcjiIyv8NZkYgzj36mXBntPQyAK9pEWnzJ94hnPgTe+X9EIbNu2X8MTp3MgpNTwkFmS9",
+	"NO3J838UzbsDcaKwh9vevogZymO9frettLpyUE9JenahHopRx7Wye1h5/vIh9PW7hHvrDzbweJQMXISk",
+	"51Q7+JboBz38s3L488f0z+ujw030GwbqIFXYEdvDBIJNO+TgBH71mRvPrlYUnlXSMGVTqRa/DDdTlUrx",
+	"q1rTcQE1P5+w8IYpEvHRKCCajwWNicB7o0j3n03LKQNCDZlKbchL8gt/vXQ3XlZ+flVECEOpCmYcKXuY",
+	"5P/8b3LH+HhiiAIBn0VkQuMRoXd0QUZKTsmfTEliJHlJIhbyKY3JLKYh031RpmQ6jw2fxXi/K0eVSuWE",
+	"cEF+rwRu0I8HyItIMh3X5ASvevU8IJW+wFsvFmREeTxXLCBUROQO6BIlesZCTmMSut2hd1QBgNJMmLrj",
+	"mh31ARnTiy/nw5gVn4KYT4eOtOPuru5Ij6kpF9SArOtPAF8KSIXwERFSsKPsdNtYSpC4m7l+CBs/MBXx",
+	"0HTtw/dBCejXhS7AlMsrAr8tQ7IF9t3ROLZD7vTiEmlwtytZmMewBORkosxVyVyy5ADS61BIRuDMYTsQ",
+	"d5kA4H4vXdZbtUbrbSnw8k8pKF1Wu916rRSU3lQbzXotM5q7BEHp8yEMcHhLFdwpjSMxEdkfO3Mh7F+X",
+	"FHROGInymEWlj/dBqcZAolKLBJQlC4sFiJRBNV0wEGBARYpZNAaOOpNa82G8sMJZBNeIklAKPZ8ydRCQ",
+	"Wr3Z+FDv1GuknH0Rf6nWSHlMbxmZz86IZqC/RxYYNOCsbkkyGP5d3X0n3FpxC2qM+g2YgQYgwoeFjvzW",
+	"vGM0NhMgDFIwEsuQxiRKBiPlmrQkj7KpFAFRcwEIRPiUjkHymEdjRiJq6JBqFpCI6xtcd57WWw5dIGhO",
+	"pDKEfZ7FVKD+5qQboEVW6zDsszkjQoJ6rphZkTSKuCQq8LGZ4Fa434ZSxowKZM3USupZxkcP//z4u+d3",
+	"pxsY3tI1w7HS+YquSI1peHoNZvasAWrEx3OFO+CMPtSr75oZJ2UzFPosDnOjiRxqUKgjYmcvQrfrD/VO",
+	"4w0o/I12qxSU6i1QrBHzOtWGu5m1Rtd+uxMifmCKj5zWDSOjKIooqSh3N7XGtf0WMdR+yFj9dhAWRlKF",
+	"ReoVu5U3Vpuyd1cTLrRhNAKERqUd+ARatFFb7V5Xz3uND/Wj9GQzmJEKYpuYQMc+tYwK7uXAwVqICrA1",
+	"+21AxGgUc8Gc92C9WwGFASHvSBmxA/R2Gd4cOIPX3YQ7qyfg0jNNFJva4+oLt4FUMWLoDRNkSMMbUkbL",
+	"6RzIJCBeKOcCFD+aqHz6AIUBM2F9gQjKNZABPPgjUh1qJswp3GC/hCNSdfLRq8rLf1QqpPx3EtGFPliS",
+	"ExKu543Z9vGHdMLHOMSiw7O2oh1lXCevPmiDQp77FapMRmR9SNZcFhQst9/E5OvrLUUXNJxwwQ4VoxGc",
+	"uLcVgXZKztutN83GeQ8wAlBuzARTPCQvKz+TuwkTgBRTqZiVIEc8xPcImvOYzpKzJbt8KSgtWTNLQanX",
+	"/qXe8taoUlBqtXvXb9pXLfj7Xbvbu37baV9dXme/brVr9dwX79uvc5/rH+qtXv6V6kX9ulf9pQ7ktFP/",
+	"0Og22q3rbq/arJeCUrdX7dWv/br9DM5Y4z9Wm516tfbb9ft2o4Xfnr+rn/9yDWt0oNsvGq3ry077bafe",
+	"7cIS6tVO73W92ksmyxG0DPDnV51OvdVz3/TqnYtGq9rMrQblDgDnulqruQncX/h7tdls/2pBSddyWf2t",
+	"2a7Wrnvt9nWz2nkLc2aN66Wg5C259oC8IXdLxuIIY0Pc0pgDJ7EGdCYMsBnkLT15w0T984xb6Sdxd2Qc",
+	"hpnvWjJimY/v5TDzqX7LhMk+TKesB2QPVuXcLV1DUVFB3p14gezAlvX4aaox3IDFe8kFfodyccdfM/e5",
+	"IS6VHCumQeh+x6gyQ0aNn6SJ5LcaGn7LEmjP50oxYexnp/rEGehR/gMQqtYEDedo/2pJU41jeWenT2G/",
+	"pItY0qgnZZOqMczUoYY1rbsEjlCAUISTXAl6S3kM9xo5eLLHu1JBxajZzTi9s2nGC3WbnoQj9raZc+Bj",
+	"O3vUgXRa1NjHWBlLc05nNHQejCVKCgzxkxxaUnk3kTEjsAtkShcgdRNqiBQhqN6hklqjCAgr0cXarmea",
+	"lgc8DJluiDcxH08KzMEWM8mExegAQVIOZ/PMAQDiRgBSPCA7ukvmQjE6YxHoFCCShfE8YtEeavl8FtGv",
+	"MfDmIwSctJ47iOXVZ464iBcmd+AckXrHm7ALli6jy9cccbHWkpth42KbfGeBNdl5/ISRJQ+tPKUv97i6",
+	"hn3ppFJJcYMqRRfrj1lvXscVotOOK8le+SJ3vXPNYygBuuJB3hmiIUGKzQagrejEIx78EuZvxPSiKKEq",
+	"ed1422j1CLcaQGJrtNcPRbbPdDqLYaiXz5ecQSeHP3/8vXL4M2jXJ/8oNie/l8NfuCiYunv1+qLRBWkL",
+	"tneuQZmR6uaIoLAE33mV+dDFerCIaBaPDtEuSYbA5/vCSLRzAN06QxKq58MpRz8PmdDsx95ixsjgl/p5",
+	"/RqnGKCaQ8lwzmNzyEVfTKngI6aNtYZyA0CgQSTCLxSbSQVQxPyGofUULaLorUFNx0u36dK87LelxNRN",
+	"gPUiBvLp93K4YpL751X9CkW01CKX+B1To1xQSjyOW4LwT9QNc/a5cwkIYLImuqB0ju4pbwsAOQkUiobW",
+	"cxt5sMN9/OReXnaYFDqd/MNWaNS7yCDbu3CWyat3ICaQFsFRdOf8vuxnIzAmzpgHNgHt5+mlb8Ai1sLT",
+	"y428JB3wEUOToPMdwkqtIofWK3zrjPjAthevQOE/IRM5Vwepp2TZErCbHeBVoezwHq7iezncL+5iXwEx",
+	"EZkbosgx8E7ekViKMaHEXkkgB0QbHscYDqrR2Af/2zilIQ1v5Gh0RipWZQ5jyqcw/B6ehRDEuJoUbI9l",
+	"4bs9aaxLZteXd1cAQqf4FPBcoLJyCMQ2T7+faeLespYGNE0WG/pGXHA92Q2idMw9ZP+ndDXfOH65+cJb",
+	"tnoflGIqxnNnK9r0StM/h+9ok7MC7RPps200TiEK4csdb6wsulmXimk4extq49jcGRFsTEGlRuUpp6R4",
+	"X5BVVQrvU4Fv2PH8bQ9nSj+78C+9+eJ8dQzSbEL1g4d6iQ/B01LGDz4Mz8CziktVqLQ25R1ToJ1qMuJK",
+	"GyBTXLuAoc166UmOgh+eVCqPEuBjHZ5si/tgRSR4IaEgD291N/ts7t0ewrHt2/j0I+i3PoAJaYA71RWo",
+	"lpaYI2UZepBDbr+PWa6R4wIZtAjyPDOP9EvBVSkrKJR/HMuuJf7C3Rl3AWloxxHTxqIoRtVvo436qM1l",
+	"XXRZFUVa/SC+eVnEnR/TewXf2Rh2LehMT+TOwXY2eC+dd5d3b23kw5YBEkV4mqKJ3nj2e9gaPsnh9laG",
+	"7FGkB/tT0cFmU1wQpDhuj0qnvz9Mjj8uu9mtH4w4OwHwU8yjOSraqQ37o3b07ledhx4dc6Cxg4KsMU6B",
+	"m1U/vQtkXkXK11QzctVppliJ3kPreSZMRDPJhQlQeJ0pOXTGgIx69tPJ8yIxb3fJMFryp286ipzvHd5V",
+	"lIua80NWTVGoJQgP3jnuU6G85/LUyuBJ0ojEICth/aU6dYFm/areL43OVCoi7xsF6TXx0cJal92fm+3j",
+	"uPFbobqyER57SqHozyiwA4WKRUwYTmM0mwwZE4SjNm+zxVIt8I6iucbmiK2K4nZ7ssbnHZWLXS3/W8tT",
+	"O0hIX+EVUM6PVBiqsn14dGWtXX+zCfH5T6+e2gafmEOc2dkJKXnTvAU1s5NLFz3dqAQrVwK0l1ApuSVb",
+	"SR1qL4P+WoLZntkRyMSYWVkfoEG4gIIeWxj/DFz4ZETomHKhDbE5l3LIbFrJVuR0rwu+auDZ1XS02yXc",
+	"5WLtjMFbOz82YOFDOPI1BsvlrFt7h1JyGRA9kXcCtdWtouq/0sC5HQspvNN7GThxuP3E+3lUlDzbYneJ",
+	"bJ/aE08qle0F/TRf42FZH2+p3haM59tD0ZIRsyb8HBDPi8TSHc7N5voIU12rHBVD/lPl6xSlnx5y2TkM",
+	"WoIu2WCXArIBid4lItAO8nA7HzMZEM1mVFHDbNxcLhKzKIzVxcW6z1ttTyYyN7dDL56vnuzEB4VUx2yP",
+	"GHBrqEsiS4oE3G4qcHpOhMpIMvMZoVZVcbH0ZMHM0dZyKcYPd9cT7Y3ASwFCdpG0mUBHqFIczg8kcy6I",
+	"HI1QlB8Zpi70uqhO64dLAlML/bioIWnKvSMvck8TbjSLRy7fU0/mBlMPInkn1ki0LkT6A1PFXuOqtlvu",
+	"4TojgPsLXwgC8zDgMqar3or3I+96PdeL3etE5G+mO4aVhQR5/C/Y2PWXdR+lHl/cUa9XO4cO+GnWw75n",
+	"0MAuUahfHVf0yDJSgTS+ITK2mfEoLNmH3S/khi1caH84m538PSCf6C2F/2cLM5HiRUCoujE6INOF/iM+",
+	"gzsYsZBHVqsmIKwtW7syIfv/eXSNIfsvToqNVx6MhhjJHc+RR7v4SaZcXGAyzeuFYbooXNYaWDW5m0jN",
+	"iM28scUKMGqEJVUdKNaEsVnnSZatt9UCm2YC47JJ+eXz52RwUb9od36zoZg2QrP96+BgDyfhlH8u0vh7",
+	"as6s9QMDHV3gl6UANojXTKjA2IpbqjgVppg47qZV02gBcpEuivxPoSjbPNgoIJZ0HQAsnr7mN26/zDAR",
+	"URUVsw3/K5EqPZ1bSzERdXmEGYJZ3pSxqtqt2p7IeWT7YF8s3T9A3XjWK+AXsoKnua32KJCBbtOl34Oy",
+	"U90ebSWZZA3dW8ofDqrddxRpw0PbiZBnZ9m0M/6Mdk0ZmM54zM7ldEqL4qDO7e8ktA8QQHgvQQCd8PmP",
+	"q/UeQMO5lLzIqf4OqQ4jrorLCCbAvFaYAV8kaOBFqhQC6RLFc3w2im6mgJbijRXFNBK4JHLmz9v7n55p",
+	"SxL3IF/iYXJh6QIIcewzDU28sCQiQ7Z29NKqucgcV5HrpFgQdEepsMKPy6vzpINqa/yJCLd0RFMRDeVn",
+	"m3h39KDR7TYR2pYQKgduDisKjs/vZxGat2hRwYt38ykViDsBmQv+B3ANK6pzo8kNFxEpx+g1DqlmBwVM",
+	"HbPP7f+OrZ88/3sxX0915h21QMGyoYFqDooEoS6/zibg2XxVy/IAdBtm+EkOCVZaIdXzgjxHHG9b25tV",
+	"Njtro0thdcvhpQguFd5IeEYs6yOCsUgTSmZUaxAO8GkXDFOQEL2FVLmHZ2a/ijKpSwVXBzs8wqjBfSvK",
+	"7BPc81SVHVZUwYfVuG38Wpm067xvdjsPZeKl/VhU1ivB9GeauKHPCKPhBK8siKkg5dnT0obNVn2Y/hoE",
+	"2VDIYT6qII/8D5noL31wi49nPW9fXDaaNpD1/VXtLfy1XcSqpbr2Z1DwUHGFKZxkWuxABRnqLAkdJq4k",
+	"FUFrkk4YibtqHshwNoOl01sKqIyaTikooaYD9w9UnW2BxpHe25Eu/UhVN9KFHQkWATzjqTIV08F9uuKT",
+	"ph0uTZc5/Fqre51GLLdbrfp5L/2i18z82mtc1NtXPUzWqzU68GCn/ubKliJ4Xa1dd3vV3lUX8wfTtDb4",
+	"4XW79tuWp1MTOg10lkKw0CSfe3H6W49PmZwbzDCLuGKh6VgND6akUdeXasgkZ72m0WsZLdLD3avWSsZN",
+	"9SABijiNWdSYFes7My4Ei0jj0upYd1QTeMGR64dKDzGPmduhWd7TvSkhttiel/GvkffddouUOTqtzSLA",
+	"C52UMwiyJQ9cOn2AJTkPh7bcSkbiSjE0pgbe2MtSu2OBoHCCaXjFXmLEm61r46xzz9IkhTCdL7vGojva",
+	"Scxcy3EUizOiWCixEowTYdGiT2I5LiziMOUi+aIAdexM+wXGP1VKeIeFUoQ8Zh1UKR5FDa65WhpfqQjL",
+	"m2JcQV+yrWMU5XTklRFSK2rmKieeilsuY/SSbK9pf/CvrNpoK9vp3fKmtLSCHCDFR4T8u+oK1u14RF8V",
+	"872DTLljzOqaINBcWKcdsnBLJPy03016rHiBp7qRXWZMzKZMGMyQ3sM4xW7ZLga5pQk7SPK+09BCt7Qt",
+	"9s0tY1cR0hZMKjJ02F+szIApLCyyRX5gNoR5q2CHvcIFbWWo7aLwC1k1Arl1HVZ4eKtg8PyW+4jwb0Vy",
+	"kpSObYR3i69uCx89GD9fvOtfPCLfI0sWEzLq7y6R+V5XXkHh7EXIQrzFzfabsmR7r/d6zXrNF2oBNdfe",
+	"TDSLfZJDe3Ot5avsjAIB6f7W7dUvrrFqLZEqLVebq0XlBt82pxXhtWmi3Tkuw8PsB3zffg3Kb69Xv7j0",
+	"RVZyRV5KQT6nFgufbDn/e4xU9zEt1saYrS9SCvJpt7irHtoc1q7qJMO55oJp/UwTHiWyXfJagcGroBrn",
+	"6cZynN0V9N8IBhpk5SgDhHPTVptv23CktWqv+rrarZ8RmApL0lvbOYZGY3a0c1W6wJpyaljFuF+SZlAf",
+	"PGTRW+e//ZAxcO1WYFSvqbiGIdnWS0hhyTScJN4Ha+bygVBShDn/ynl968CoTGnUB6MSEjt9U443eQrm",
+	"ZjbPhGm9whKjWfiAG6iZYoZFXrtdjh199dNPL4po/JR+7haXIe3Op0gK4thujq0aqpf9Nvu4m7e3IK0t",
+	"kuqgM+5gCT6mA7Kp7qlf68e+KGdeQly2xVfmgtsVnhxbFYVo6S7sFAgl2vwO9qttuk+x0eUQjeW6nsnp",
+	"5VAp3WGXvVXIJPJTFRhBsd6CK3p9RJas+ZjZbbdOsFumCPV24yNyWe30GtXmqSshiwcUbCgaS9MatHDu",
+	"aFUdMnPHmCCVvqAiIidwKHA2FgvPbElq4FIBcC21SOzU1XMgYQ4EW77B2Dp36BWBR9yPR6TqLN52Xz0n",
+	"dJ/chDYsC0bvCyQeXBPBOFZ1qJ4TkU4WEBZrlkzNR1j/wcHlfqye90X5vO7jvpIH1Fz4Wnie41XPsf4W",
+	"DlYKSr9W0cwJTO8C/23jvx3453zbcls7jmmxhI9ASlO7a9I7eca2FmPX+h3sCIWonlghdi3A+OSV+axt",
+	"o5hjceH802SobFl2ZNMuzfn610bvXfuqd4014QLS+7V9XX/zpo6l4a479e5Vs9cNiK2A1/5Q71yfVy+r",
+	"543eb/s62bQVzbY2cOQluQdE8uTRFc1/HjuhOXkkC8omfwJm04Rzxc2iCzN5w/iUC6wqV0D1ljuo3LCQ",
+	"HfrEL/ullcPJ4SEKUvi4jbrC1dgOWFQxlW7hxJiZ7TjCXTTacuIIKABSkeplw3M1EKEyfigyFxFTZHBM",
+	"Z/z49uQYpz0enNp6YViaSwd9kWb+aVJOEgx0kHF9AylyPQQU0/xPFti418BnqQV9YfNugmzGl5LGVet1",
+	"uX4H2IMAh/baBibNkZgBammgvX2R4rByhlNuA61J3ZHtOPae7KW9t9vZF4P0wAYHZ4kkax/Daax/LgU2",
+	"x5ecFfCoL/rib38j51KA9M6l0H3x/6W1jTQpD6xZfBCQQSZFBD4iaYE/0mxp+OT0vkHQF4QMkuYt8JMj",
+	"S/Cnq9g/OECo8tWTtO1JhbVYCRms1ksaHAGUPZDo8PXOm3Py4sWLn5P3MYYdEMYXZLbFX0n5qnd+cEYi",
+	"F9iOb8McTg7TIBRNeRxzV67F5T0KMrjQA6LnoxH/jHPbc7Lee1tx6V2vd+m55CyeazL40kfnXr8UkL6/",
+	"j/aDI6H90v3gDKZHdMSVXF1e1jvX3Vb1lzqxQU1YvokLK5nLmVOKn2mSuS0Ob2Co5Aksl0djLQkV+o4p",
+	"8rJSISt9vQLysnJCVloiwUhlqeyPuXqig1PcV0SzZ9qWkVhgtAWGHYL8gZeCRYdybmAcW6/6mSbylqmY",
+	"zqzyfIDo8fL5zyTfl4qUccsz3aZsVd18f6TjXHskPJGLuXFnam1rtgCZC2WRyuru9Aa+Gli76SBYdswA",
+	"SIlvxp49umtCVPQy9/CZxsgenBijU245u9PkhrHZUhHr8iCbvQeYjyHFgPczqgxiKp5bPh+DlAf2jyMb",
+	"yTkISMRswH+C2/l0BULHDPc0qba1EkklIpINXD84Jf2SixjFOiAuh6BfslSKkL6v540/+0QA+F0xMpRm",
+	"AuevGNaMt5vR5NoJwLCvikVEZLJqEIQZHbu0BTLA4DZbT2zgOyRa5MP4naJui4OswXjgxEPDDVZaQ/5g",
+	"z6l62ShlQs5KJ+gMmjFBZ7x0WnpxVDl6YVn+BBlgnocgyzgEgnc4Tmr3jVlBxCCaDvVp8T06K8DwM8Bl",
+	"C3ZyWUF6KMHevUvr9y31CXxeqTxat698OcOCrl/VOM7xUDJcEB5hF7KXlZN1wyfwHuc6vsFLz39++KXl",
+	"/ngIFapU20yYdG9DAWc+nVK1cJuaXUpyq7kioSsAiPg31zaYkI61L6Toj/4jhmvrjYdfQFvP1uJE5Wcy",
+	"SOsnAw/YAU1s6mXWDOfKYWB4xKOjiMsGvs9LoCDj369g6MnjT1+EnS751KFj5WHsyPTY3BuDK1tgcFJd",
+	"+C9Febs9hGbQnpRBy59NFpqHNHYSNPx8sB7n74OHaOLxl4xEeO8Kqdj8/PyBDXzw5oBM59oQ9secxrny",
+	"uT5E0z94RLCiErBdf0v7wieFMII8FJj2CDPcUQSzNZ5Pge1huhqWELYhkE4cBl7UF+h1gzd86DWwyRgt",
+	"tJGSszT3BITlu2R6FJX3uu998bLykgyKSq97YpCvn74b27BZWVl6kG11vMaPmj5yvNxh+P7jE1MUl0a2",
+	"FUWpfBuKYkH61hTl5cMvJXXZ/8VIkJe+UxL0TOOtTZluWc4Mn3JteJgGd6OGuDtR8nWPHpDQdmLSuwlu",
+	"vpiSXr1/Ra2rvUdzO9zNBrwUj+czm7YazqaVrRvKVVDbGjJbTnHdaKt+3q3GXXZHw/AP0DHbU3yLB5No",
+	"E0vpnoje5Kp4FZCcNjBkOkaPDKDvt6U9f608bk1kIldvAeXyEY/hiLL335YB23Txj7+gJer+cQmA49q5",
+	"Rii7kYW3LKEKOzPltAv/N0FSV4dkTXvzT3L4nXPGvwyd4RZ/kkNnJ4xj9I756n6uGrp2zYL3w+pj288W",
+	"petCHdSdEBmyUE6ZTmNPfNG2jCkabbNn3io2kXFkCzv0xZgZTQbJuwMiBVEMBGBYBAqpcBWWH8B19YUr",
+	"ao5WsgwAAJa1PmryvFL5ahF65TJ6sHxvnwEpU9uAJm0mTaQiNgviYEdFGxf1aFf48SXqfCT4N5an0+qR",
+	"a4lGgO3XEnT4IV0/lnSNiEkosf3oXNasV3r3JDPKxoevpzPWrKCBeLC7lOgN0kg98p/kZJD0aNR0mo3p",
+	"sjblqbx1lSwyv2BGNVPESMKN7b8r48hiEB+5mvDJWvvCLTYAJT707RRI2fcBIkjLkDakveLRUvxE1CfT",
+	"awwIEAo2KlN6vS/YZ66NPgjIIN8YbUDKSZKh889JQ9xRRDvSKxfh/+9FsJ4/4uT5BIg1dMsjN9cO5X6Q",
+	"rUciW+4Alm8/RtZmmtrA5pfhFNILdLA1TVPfgxlAbWkE2FNpX0qTsu5F1y3XKlAYmPnVVod8zeCn10PU",
+	"OlX5wkUD2BCOvDPqv4a+nAawBES6gqrxAjYCw2CsZzeDB7n74ut6rfVipVXfDFXWrj4o6ps8OCK9fF8b",
+	"nSnSaWMSsX5IzG2ppsFqltSAlH0HHNv7Jg3h/XtfYM+bMyJFvEDFaUL1BGcxUrHoiDQMMHwyZFhI2dYG",
+	"fUq7/LKT7jkZFHQHBaZvU0aJnBvNI0vj6GymJLr0pQZOK5XRB/v4+lxBt6fhybmav9/Yy5evJbve03dG",
+	"Jq6zcgb5jA1CRguzdLFi/3a8+vk2YLkaDHQYszomdf/VfH7MtcHo52zNfSQOes5sy/aVer/FJGsdlz/+",
+	"YsPSnsbol2+HvJ/VT+0sf7dwRd/I6Kc2m/wEnsgPm986mx+iNOq/1r4XMmESu18usNRG22NQmVGUx2tZ",
+	"866uc1fXYdVznrDzmFElfDcGduf8b3IubNiZbZzLPudq3uqJ4uIGhK3UDe4aN3DRF87fHoOGbSZs6hzs",
+	"X82EV29cgVs8cM+5NuI7xs1YH+9j3c2nYsR/jXM8KW7+wzP+5MxR8z+TuNQtfeA78MNjF6++3o7nKu24",
+	"9nCekqAzQJOY3yb3vYwBn9Y/d0DmImZa98VgJFXIBpgXpObMxetSYmNqD47IG6lCVNYw0vyGx7HOxeSc",
+	"9kUyKQwi44jUGt3q62a9BrrAKlVCEqqNnGmbMs/F+MxmL9nmMdZAaBeAJezm9hWbjontt8uKGcVZhAlH",
+	"dxOGyW08BqXFO2tso5qDwHW3tb4NGB62UbvtAuBwYtwpbafuCySq+omoIKaydK+rmMPylUSwZrHj+6WC",
+	"DsC/0qmhNglF1qfh8fUHWXwksuiO3dNFDOG3F1rIDFHamygCJdvsQnUGkCyRKaZGZ04PHSLtwZaPU7ro",
+	"CycJkV/RK+I7ZSVmj9VeWWjU0JmuWn1RHiw15hr4aiYW97Jdsk59SU6bfaFTgm57b+XIoiWWwaaOXVPb",
+	"mev//s//ZXNNuO6LERMhUE9KYgoanfUIS+WpI6ZlUeNIove7HAS4bZ/kkIwl032BAzt93dbqpjaf3BJb",
+	"NJZYMkwiyTRptXtOTjXyjqqoLwaZTooDhNG/iEv1vm9/L89sdgIwABS9WQR7i0oNbvC13/LBgT0wZBnJ",
+	"QdjUIeR+aSti3Fjrp9GuczHu2wK38Ij44v+Epm3TrOY7hoEUm8U0hN2AAZOZyhIrnsNKgQPJWze5+/3g",
+	"iXhKjoWsuqV2ZCqw8u+YpQB43ztDcRjzg6E8EkPpGjmz8dtAzPVZUVj4si09JQD78hmbTbWe0bRFvCB0",
+	"ZI1jQLYBokwBZus5xgYCqyo+iJnZ1DIrp44U05NMhxRSBxiQDgkyqLeQHg4ScZsCcziUM0u3HzM4p5jQ",
+	"oHv7GobC7MGADN7Vq53e63q157X6vliSaHcxt+Fqv2N59q+P0dmC+jgs+UF8Hstpx4wt/cFHPO3G4RKy",
+	"Mf0k9X/rfWnNJ8nFoa9WXExuGgJ9cTZsRywIoyrmTJG5QAsAmt1BX8+J3T6AzgqOtC8y+e5zzcjA5vce",
+	"pl8PCBfaMBpZ2+NQRgssju2I6xlIg30xMBknoHYGRIQBuxyMGPoD1nsHCToHn1IeqjY79Wrtt+v37UbL",
+	"0qqv0LQ7TDPzPm0L+P3ZGx1sGdr0pLTITdfA3ribom9Wuz/+IEuPQpZw6xORIfWkjpYowIRqjEOz7WV9",
+	"37t9aBR27lhPn7rdzpvD8RwLHp1ar/+S0/y8UetYFwq6z89cXaNaq+tkl77gOu0Y63RCV4ibNC5dme4z",
+	"0mt2E4J8RpSrOq59Z6mzvnD1rYm1z8JIfMrOiJCuggHGITBhjkg1s1chFbBVQ9YXWCyaYQgEBYnKxUcm",
+	"NaRPCdbTsenuIJxh+YjBGaHEUDVmxqqYWNYXzmTIcay1UQdPRgqv3Wwoia2ZfDdiiJXMv3O3aLaofAF1",
+	"+nVCs62INb37EWzwHQQbvGEmnBT1kU5dnEibDpkwWI/CRersS9FsEaANpkQ0p7HRiIXGW7lsyZSMGIXN",
+	"pJCQucbd2SZ3fVF+WXmxJHscYNG9NJdkqS2eKwkC/PLMUpHUOzJhcbTOLeIIJldWLXZOkr5IvCRHfVEl",
+	"ruG4k189wSOKHbrqIUBQk5gPtBAKdkQ68Boqor52UuRDQZ5S69xFRAOgfuiOX6U7upP9ESyyzt8L2+PF",
+	"Kz6dsohTw+IFKacEIfB0wIo69u7u7QFe0c82Oz58AMkSfUohWiY0cOpSkPLLyklfDM479Rpcy2ozubLk",
+	"mAy6dYzmTr9zfowpDSegC1cvGwdnCd3uC5A1tTOVJ4WXvDZAyjamtCieNCCJxtgXxSojaWa82trQhSv5",
+	"gMZ7rGCFFaJSYLj2Zd+ib2F/341o4ekmkZP+iL9H8pVrr/CtydfW6maiB/3QOZ9C50xMUKm3bonScKeW",
+	"5g5jX+KHOt5iPcWr22bBoKJZ2/QgreqOCii2wEQwp3RhrXUB4YJQsejjuQHkITU+1B5bNM+1y2rzFntf",
+	"5CLmN7ag7Sc5PCINo/vCFQ8GTZdRW3Iw2RlbGPCZdqUS9SBjzvedDVF77wvvPcAHv5GX0BrzG63ry077",
+	"rdUQd1IDbd3cfyuB6/Hy0/JFhdcQLOsm+pGb9vjuQqoM5sonvrgyzbQ6ReOQDWFw5GFb8SzXiLkwUr3n",
+	"k2VDamgsfVxBWtO1etkAkvC23iN+7GTUwSmZMdUXvqIr4bbkgO3qljTlBjrrKrG7XutBxlqmDReh6fuq",
+	"tBo7W9geCNnuylgk16jFoW2BrOYxCwi2ynVjHjgLVqbHsCsYjmlKtjKlK/VhOQHGzZ2RAXbaHiQtUBd9",
+	"AQLYWDFGyljfOZorG1uhpK0zgO1/yXw2VjRaCZN4jFS+ZnJwTyim5JqHr7nzyVn/K9ZftIVyE+xMOsNz",
+	"i5N33qpW0Ewfmzhsa3r2hZTZ2mvWYTQ6BBZ/lqan+xB9TfI1rZPRBkdkIG8GNhiKxtq1/geOnvRbA3Js",
+	"6/Q+MhYmXfWeEgOXW/etQUJ7Jv+KGIgd8uyRhxMWzS31SGkdqLO+1HJ6qDkDYYpcBZiXllc5TFum/XUZ",
+	"yEttjp6kHtlSn6p/veJcRd3xHqjRZc/2v1LW8XLdIO1aLeTq2dsm8f9/rV6t5SQi32Jvi/ty/MWVjL8/",
+	"BsUQUWtT+kISO2A7cxlJXLJympDlo0lRvmCKhDGjikUB0RKjqLAJnyZlLwLdseFEyhuimYiYOiCaMVDr",
+	"0Bz11boVNt1aVa7Sr2HzduUMbp+WEHnNZZ+B0pTc9bQxW1652fb2Y7+Rf0eT95oWlsUMEXfRmsAd+v1Q",
+	"xh6J+lwmwdiHlsywyN11DCTnwkjiWwEW05xMjxO8BdnuJr9/BOR173zxlyJbZhTYlPvaS5zZr+Qw99nN",
+	"mvkmFRfuP97/vwAAAP//",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,
