@@ -4,6 +4,7 @@
 //	kece-bench scheduler [flags]   durable scheduling throughput vs the commit-rate bound
 //	kece-bench sandbox [flags]     code engine per-case cost vs native exec and container per case
 //	kece-bench failover [flags]    time from killing a node mid-job to the job running on another
+//	kece-bench timing [flags]      CPU-time verdicts vs burners' own clocks (contradictions, error)
 //	kece-bench all                 every benchmark with default flags
 package main
 
@@ -29,6 +30,7 @@ func commands() []command {
 		{"sandbox", "code engine per-case cost vs native exec and container per case", runSandbox},
 		{"failover", "kill a kece-node mid-job: time until another node runs it, vs lease TTL + reap + 1s", runFailover},
 		{"pickup", "claim long-poll pickup latency, same vs cross replica, against the ready-claim floor", runPickup},
+		{"timing", "CPU-time verdicts at 90-110 % of the limit vs the burners' own clocks, quiet and loaded", runTiming},
 	}
 }
 

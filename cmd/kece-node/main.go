@@ -264,14 +264,9 @@ func configureLogged(args []string, getenv func(string) string, log *slog.Logger
 				sup = filepath.Join(filepath.Dir(exe), "kece-sandbox-init")
 			}
 		}
-		rt, err := code.DefaultRuntime(*pool)
-		if err != nil {
-			errs = append(errs, err)
-		}
-		if *image != "" {
-			rt.Image = *image
-		}
-		f, err := worker.NewCodeBackend(worker.CodeBackendConfig{Pool: *pool, Runtime: rt, Executor: code.Config{
+		// The node serves every language id of its pool; an operator image
+		// replaces the local one for all of them.
+		f, err := worker.NewCodeBackend(worker.CodeBackendConfig{Pool: *pool, Image: *image, Executor: code.Config{
 			Workspace: *workspace, SupervisorPath: sup, SeccompProfilePath: *seccomp, DockerHost: *dockerHost, Logger: log}})
 		if err != nil {
 			errs = append(errs, err)
