@@ -42,7 +42,7 @@ check-generate: generate
 
 # Lint tools are pinned and installed from the module proxy into bin/tools,
 # so a fresh machine (CI) gets the same versions.
-STATICCHECK_VERSION ?= 2026.2.2
+STATICCHECK_VERSION ?= v0.8.2
 DEADCODE_VERSION ?= v0.52.0
 TOOLS := $(CURDIR)/bin/tools
 

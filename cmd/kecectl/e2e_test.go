@@ -46,8 +46,7 @@ func TestKecectlEndToEnd(t *testing.T) {
 	code := joinCodeRE.FindString(out)
 	require.NotEmpty(t, code, out)
 	nid := strings.Fields(out)[1]
-	var created adminapi.JudgerCreated
-	created = decode[adminapi.JudgerCreated](t, c.ok("node", "create", "--name", "judge-2", "--pool", "java", "--group", gid, "--slots", "1", "-o", "json"))
+	created := decode[adminapi.JudgerCreated](t, c.ok("node", "create", "--name", "judge-2", "--pool", "java", "--group", gid, "--slots", "1", "-o", "json"))
 	require.WithinDuration(t, created.Node.CreatedAt.Add(60*60e9), created.JoinCodeExpiresAt, 60e9, "default lifetime 1h")
 	require.Regexp(t, `(?m)^`+nid+`\s+judge-1\s+cpp\s+`+gid+`\s+PENDING_VERIFICATION\s+no\s+never`, c.ok("node", "list"))
 	c.fails(exitFailed, "NAME_TAKEN", "node", "create", "--name", "judge-1", "--pool", "cpp", "--group", "rack-1", "--slots", "1")

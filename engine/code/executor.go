@@ -570,6 +570,12 @@ func (j *job) runCase(ctx context.Context, i int, c engine.Case) (engine.CaseRes
 	case size > l.OutputBytes:
 		cr.Status, cr.Message = engine.StatusOutputLimitExceeded, "output limit exceeded"
 		return cr, nil
+	case res.OOMKilled || res.MaxRSSKB*1024 > j.memLimit:
+		// Memory before time: a program that went over its memory limit did
+		// so whatever else happened, and filling memory costs CPU (page
+		// faults), so one killed for time on the way is still an MLE.
+		cr.Status, cr.Message = engine.StatusMemoryLimitExceeded, fmt.Sprintf("peak memory %d KiB", res.MaxRSSKB)
+		return cr, nil
 	case res.CPUExceeded:
 		// The supervisor's one measurement (the program and its children,
 		// never the supervisor) decides; the same figure is reported. A
@@ -579,9 +585,6 @@ func (j *job) runCase(ctx context.Context, i int, c engine.Case) (engine.CaseRes
 		return cr, nil
 	case res.WallExceeded:
 		cr.Status, cr.Message = engine.StatusTimeLimitExceeded, "wall time limit exceeded"
-		return cr, nil
-	case res.OOMKilled || res.MaxRSSKB*1024 > j.memLimit:
-		cr.Status, cr.Message = engine.StatusMemoryLimitExceeded, fmt.Sprintf("peak memory %d KiB", res.MaxRSSKB)
 		return cr, nil
 	case oomReport != "":
 		cr.Status, cr.Message = engine.StatusMemoryLimitExceeded, "out of memory: "+oomReport

@@ -271,9 +271,6 @@ func (f *FlagSet) Source(name string) string {
 	return "--" + name
 }
 
-// Env returns the variable bound to a flag ("" for an unknown flag).
-func (f *FlagSet) Env(name string) string { return f.env[name] }
-
 // SetOutput sets where -h prints the flags (default os.Stderr).
 func (f *FlagSet) SetOutput(w io.Writer) { f.out = w }
 
