@@ -14,6 +14,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/kece-oj/kece/cmd/internal/settings"
 	"github.com/kece-oj/kece/contracts/adminapi"
 	"github.com/kece-oj/kece/internal/buildinfo"
 )
@@ -124,7 +125,23 @@ Exit codes: 0 ok; 1 the API, the network or a waited-for outcome failed;
 	pf := root.PersistentFlags()
 	pf.StringVar(&c.url, "url", "", "control plane base URL (default $KECE_ADMIN_URL)")
 	pf.StringVar(&c.tokenFile, "token-file", "", "file holding the admin token (default $KECE_ADMIN_TOKEN_FILE, else $KECE_ADMIN_TOKEN)")
-	pf.VarP(&c.output, "output", "o", "output format: table, json or yaml")
+	pf.VarP(&c.output, "output", "o", "output format: table, json or yaml (default $KECE_OUTPUT, else table)")
+	// The global flags take their environment variables through the one
+	// settings loader the other binaries use (a flag given wins).
+	root.PersistentPreRunE = func(cmd *cobra.Command, _ []string) error {
+		var flags []settings.Flag
+		for name, env := range map[string]string{"url": "KECE_ADMIN_URL", "token-file": "KECE_ADMIN_TOKEN_FILE", "output": "KECE_OUTPUT"} {
+			f := cmd.Flags().Lookup(name)
+			if f == nil {
+				continue
+			}
+			flags = append(flags, settings.Flag{Name: name, Env: env, Changed: f.Changed, Set: f.Value.Set})
+		}
+		if _, err := settings.ApplyEnv(flags, c.getenv); err != nil {
+			return &usageError{msg: err.Error()}
+		}
+		return nil
+	}
 	_ = root.RegisterFlagCompletionFunc("output", func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
 		return outputFormats, cobra.ShellCompDirectiveNoFileComp
 	})
@@ -209,9 +226,6 @@ func (c *cli) api() (*adminapi.ClientWithResponses, error) {
 	}
 	url := strings.TrimRight(c.url, "/")
 	if url == "" {
-		url = strings.TrimRight(c.getenv("KECE_ADMIN_URL"), "/")
-	}
-	if url == "" {
 		return nil, usagef("no control plane URL: set KECE_ADMIN_URL or pass --url http(s)://HOST:PORT")
 	}
 	if !strings.HasPrefix(url, "http://") && !strings.HasPrefix(url, "https://") {
@@ -236,12 +250,10 @@ func (c *cli) api() (*adminapi.ClientWithResponses, error) {
 	return cl, nil
 }
 
-// token reads --token-file, then KECE_ADMIN_TOKEN_FILE, then KECE_ADMIN_TOKEN.
+// token reads --token-file (which KECE_ADMIN_TOKEN_FILE sets), then
+// KECE_ADMIN_TOKEN.
 func (c *cli) token() (string, error) {
-	file, from := c.tokenFile, "--token-file"
-	if file == "" {
-		file, from = c.getenv("KECE_ADMIN_TOKEN_FILE"), "KECE_ADMIN_TOKEN_FILE"
-	}
+	file, from := c.tokenFile, "--token-file (or KECE_ADMIN_TOKEN_FILE)"
 	if file != "" {
 		b, err := os.ReadFile(file)
 		if err != nil {

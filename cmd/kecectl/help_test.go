@@ -76,6 +76,12 @@ func TestUsageErrorsExit2WithoutAServer(t *testing.T) {
 	none.fails(exitUsage, "no admin token", "--url", "http://127.0.0.1:1", "node", "list")
 	none.fails(exitUsage, "must start with http:// or https://", "--url", "127.0.0.1:1", "node", "list")
 	none.fails(exitUsage, "cannot read --token-file", "--url", "http://127.0.0.1:1", "--token-file", filepath.Join(t.TempDir(), "none"), "node", "list")
+	// The global flags' variables go through the settings loader: a bad one
+	// is named and exits 2; a flag given wins over its variable.
+	bad := ctl{t: t, env: map[string]string{"KECE_OUTPUT": "xml", "KECE_ADMIN_URL": "127.0.0.1:1"}}
+	bad.fails(exitUsage, `KECE_OUTPUT: "xml"`, "node", "list")
+	bad.fails(exitUsage, "must start with http:// or https://", "-o", "json", "node", "list")
+	require.Contains(t, bad.ok("version", "-o", "json"), `"version"`)
 }
 
 func TestVersion(t *testing.T) {
