@@ -78,6 +78,10 @@ func TestVerdicts(t *testing.T) {
 			}
 			task := b.task(t, pool, readTestdata(t, progs[pool]), tcs...)
 			task.Limits = limitsFor(pool)
+			// The mem case must reach its limit well inside the CPU limit:
+			// page faults cost CPU (up to ~4 ms/MiB on a loaded VM), and
+			// filling 256 MiB could turn it into a CPU TLE first.
+			task.Limits.MemoryBytes = 64 << 20
 			var progress []engine.Progress
 			v, err := b.x.Execute(context.Background(), task, engine.ProgressFunc(func(p engine.Progress) { progress = append(progress, p) }))
 			require.NoError(t, err)
