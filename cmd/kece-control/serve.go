@@ -6,7 +6,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -15,10 +14,12 @@ import (
 
 	"github.com/kece-oj/kece/artifact"
 	"github.com/kece-oj/kece/control/httpapi"
+	"github.com/kece-oj/kece/control/metrics"
 	"github.com/kece-oj/kece/control/probe"
 	"github.com/kece-oj/kece/control/store"
 	"github.com/kece-oj/kece/control/webhook"
 	"github.com/kece-oj/kece/migrations"
+	"github.com/kece-oj/kece/telemetry"
 )
 
 // envReader reads flag defaults from the environment and remembers values
@@ -69,7 +70,9 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	renew := fs.Duration("renew-interval", env.duration("KECE_RENEW_INTERVAL", httpapi.RenewIntervalDefault), "node renew interval")
 	offline := fs.Duration("offline-after", store.OfflineAfterDefault, "a node without heartbeat this long is offline")
 	conns := fs.Int("db-conns", 32, "maximum database connections")
-	logJSON := fs.Bool("log-json", os.Getenv("KECE_LOG_JSON") == "1", "log JSON lines (env KECE_LOG_JSON=1)")
+	logFormat := fs.String("log-format", envOr("KECE_LOG_FORMAT", telemetry.FormatDefault), "log lines as json (default) or text (env KECE_LOG_FORMAT)")
+	logLevel := fs.String("log-level", envOr("KECE_LOG_LEVEL", "info"), "debug, info, warn or error (env KECE_LOG_LEVEL)")
+	metricsListen := fs.String("metrics-listen", os.Getenv("KECE_METRICS_LISTEN"), "serve /metrics on this separate address instead of --listen (env KECE_METRICS_LISTEN; empty: /metrics on --listen)")
 	probeHosts := fs.String("probe-allow-hosts", os.Getenv("KECE_PROBE_ALLOW_HOSTS"), "node addresses may name these hosts (comma list, *.suffix allowed; env KECE_PROBE_ALLOW_HOSTS)")
 	probeCIDRs := fs.String("probe-allow-cidrs", os.Getenv("KECE_PROBE_ALLOW_CIDRS"), "probes may connect only to these networks (comma list; env KECE_PROBE_ALLOW_CIDRS); empty: probing is off")
 	probeHTTP := fs.Bool("probe-allow-http", os.Getenv("KECE_PROBE_ALLOW_HTTP") == "1", "allow plain http:// node addresses for probes (env KECE_PROBE_ALLOW_HTTP=1; only for a private judge network, the allowlists still apply)")
@@ -89,6 +92,11 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	}
 	if _, _, err := net.SplitHostPort(*listen); err != nil {
 		return usagef("--listen %q is not host:port (e.g. 127.0.0.1:8080)", *listen)
+	}
+	if *metricsListen != "" {
+		if _, _, err := net.SplitHostPort(*metricsListen); err != nil {
+			return usagef("--metrics-listen %q is not host:port (e.g. 127.0.0.1:9465)", *metricsListen)
+		}
 	}
 	if *leaseTTL < 2**renew {
 		return usagef("--lease-ttl %s must be at least twice --renew-interval %s (3x recommended), or healthy nodes lose their leases", *leaseTTL, *renew)
@@ -122,11 +130,10 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 		}
 		hookCfg = &webhook.Config{URL: *hookURL, Secret: secret, Timeout: *hookTimeout, MaxAttempts: *hookAttempts}
 	}
-	var handler slog.Handler = slog.NewTextHandler(stderr, nil)
-	if *logJSON {
-		handler = slog.NewJSONHandler(stderr, nil)
+	log, err := telemetry.NewLogger(stderr, telemetry.LogConfig{Format: *logFormat, Level: *logLevel})
+	if err != nil {
+		return usagef("--log-format/--log-level: %v", err)
 	}
-	log := slog.New(handler)
 
 	db, err := openDB(ctx, *dsn, *conns)
 	if err != nil {
@@ -146,12 +153,15 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	if err != nil {
 		return usagef("artifact directory: %v", err)
 	}
-	srv, err := httpapi.New(httpapi.Config{ReapInterval: *reap, HeartbeatInterval: *hb, RenewInterval: *renew, Probe: probeCfg}, st, arts, log)
+	mets := metrics.New(telemetry.NewRegistry("control"), st, metrics.Config{Logger: log})
+	srv, err := httpapi.New(httpapi.Config{ReapInterval: *reap, HeartbeatInterval: *hb, RenewInterval: *renew, Probe: probeCfg,
+		Metrics: mets, MetricsElsewhere: *metricsListen != ""}, st, arts, log)
 	if err != nil {
 		return usagef("%v", err)
 	}
 	var sender *webhook.Sender
 	if hookCfg != nil {
+		hookCfg.Observer = mets
 		if sender, err = webhook.New(*hookCfg, srv.Store(), log); err != nil {
 			return usagef("webhook: %v", err)
 		}
@@ -161,6 +171,19 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 		return fmt.Errorf("listen: %w", err)
 	}
 	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
+	if *metricsListen != "" {
+		mln, err := net.Listen("tcp", *metricsListen)
+		if err != nil {
+			ln.Close()
+			return fmt.Errorf("metrics listen: %w", err)
+		}
+		mux := http.NewServeMux()
+		mux.Handle("GET /metrics", mets.Handler())
+		ms := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+		go func() { _ = ms.Serve(mln) }()
+		defer ms.Close()
+		log.Info("metrics on a separate listener", "metrics_listen", mln.Addr().String())
+	}
 	runCtx, stopRun := context.WithCancel(ctx)
 	defer stopRun()
 	bg := make(chan struct{})
@@ -177,7 +200,7 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	}()
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- hs.Serve(ln) }()
-	log.Info("kece-control serving", "listen", ln.Addr().String(), "lease_ttl", leaseTTL.String(), "reap_interval", reap.String())
+	log.Info("kece-control serving", "listen", ln.Addr().String(), "lease_ttl", *leaseTTL, "reap_interval", *reap)
 	select {
 	case <-ctx.Done():
 		log.Info("shutting down")

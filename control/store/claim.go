@@ -44,7 +44,7 @@ const (
 	NodeDisabled            NodeState = "DISABLED"
 )
 
-// Claim leases up to freeSlots ready jobs of the node's pool to the session.
+// claim leases up to freeSlots ready jobs of the node's pool to the session.
 // Capacity = min(freeSlots, node slots − node in-flight, group capacity −
 // group in-flight, batch cap); in-flight counts RUNNING jobs, expired-but-
 // unreaped leases included. CHECK jobs bound to the node come first and may
@@ -53,7 +53,7 @@ const (
 // The host-group lock serializes the claims of one physical host, so the
 // transaction is kept to six round trips: lock group, lock node, count
 // in-flight, pick (full rows), lease, attempts.
-func (s *Store) Claim(ctx context.Context, sess NodeSession, freeSlots int) ([]ClaimedJob, error) {
+func (s *Store) claim(ctx context.Context, sess NodeSession, freeSlots int) ([]ClaimedJob, error) {
 	if freeSlots <= 0 {
 		return nil, nil
 	}

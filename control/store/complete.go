@@ -164,13 +164,13 @@ func checkAgainst(m manifest.Manifest, v VerdictResult) error {
 	return nil
 }
 
-// Complete records the result of a lease. Fencing (DESIGN §5): if this
+// complete records the result of a lease. Fencing (DESIGN §5): if this
 // (job, lease epoch) already has a receipt, the same digest answers
 // ALREADY_COMMITTED and a different one ErrResultConflict — checked before
 // anything about expiry. Otherwise the lease must still own a RUNNING job that
 // is its submission's current job. Result, job state, attempt receipt and
 // settlement event commit together.
-func (s *Store) Complete(ctx context.Context, sess NodeSession, jobID, leaseEpoch int64, res Result) (CompleteResponse, error) {
+func (s *Store) complete(ctx context.Context, sess NodeSession, jobID, leaseEpoch int64, res Result) (CompleteResponse, error) {
 	if err := res.validateShape(); err != nil {
 		return CompleteResponse{}, err
 	}

@@ -13,11 +13,11 @@ type ReapStats struct {
 	Failed   int
 }
 
-// Reap returns expired leases to QUEUED with backoff, or to FAILED when the
+// reap returns expired leases to QUEUED with backoff, or to FAILED when the
 // attempts are used up. Candidates are read without locks, then each job is
 // re-checked under its lock in its own short transaction, skipping rows
 // another replica holds; running it in every replica at once is safe.
-func (s *Store) Reap(ctx context.Context) (ReapStats, error) {
+func (s *Store) reap(ctx context.Context) (ReapStats, error) {
 	var st ReapStats
 	ids, err := queryAll(ctx, s.db, scanID,
 		`SELECT id FROM judge_job WHERE state = 'RUNNING' AND lease_until < NOW(6)

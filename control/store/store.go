@@ -130,6 +130,8 @@ type Store struct {
 	hooks *Hooks
 	// notifier wakes this replica's claim waiters after a commit.
 	notifier Notifier
+	// obs is told what happened, for metrics (nil: nothing is counted).
+	obs Observer
 	// txOpts is nil when the server already defaults to READ COMMITTED, which
 	// saves a round trip per transaction.
 	txOpts *sql.TxOptions
@@ -237,6 +239,7 @@ func (s *Store) inTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
 			return err
 		}
 		s.stats.retries.Add(1)
+		s.observer().TxRetried(ctx, txRetryCode(err))
 		d := time.Duration(1+rand.IntN(5<<attempt)) * time.Millisecond
 		select {
 		case <-ctx.Done():
