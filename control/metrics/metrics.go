@@ -251,7 +251,9 @@ func (m *Metrics) ResultRecorded(_ context.Context, pool, outcome, code string) 
 }
 
 // ResultRefused implements store.Observer.
-func (m *Metrics) ResultRefused(_ context.Context, reason string) { m.refused.WithLabelValues(reason).Inc() }
+func (m *Metrics) ResultRefused(_ context.Context, reason string) {
+	m.refused.WithLabelValues(reason).Inc()
+}
 
 // LeasesExpired implements store.Observer.
 func (m *Metrics) LeasesExpired(_ context.Context, requeued, failed int, err error) {
