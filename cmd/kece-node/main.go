@@ -24,6 +24,7 @@ import (
 
 	"github.com/kece-oj/kece/engine/code"
 	"github.com/kece-oj/kece/engine/sqljudge"
+	"github.com/kece-oj/kece/telemetry"
 	"github.com/kece-oj/kece/worker"
 )
 
@@ -39,7 +40,13 @@ const (
 func main() { os.Exit(run()) }
 
 func run() int {
-	log := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: logLevel(os.Getenv("KECE_LOG_LEVEL"))}))
+	// JSON lines by default, text only when asked (KECE_LOG_FORMAT=text);
+	// attribute names and types are the control plane's (package telemetry).
+	log, err := telemetry.NewLogger(os.Stderr, telemetry.LogConfig{Format: os.Getenv("KECE_LOG_FORMAT"), Level: os.Getenv("KECE_LOG_LEVEL")})
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "kece-node: configuration: KECE_LOG_FORMAT/KECE_LOG_LEVEL: %v\n", err)
+		return exitConfig
+	}
 	cfg, err := configure(os.Args[1:], os.Getenv, log)
 	if errors.Is(err, flag.ErrHelp) {
 		return 0
@@ -237,12 +244,4 @@ func parseBytes(s string) (int64, error) {
 		return 0, fmt.Errorf("%q is not a byte size (e.g. 10GiB)", s)
 	}
 	return n * mult, nil
-}
-
-func logLevel(s string) slog.Level {
-	var l slog.Level
-	if err := l.UnmarshalText([]byte(s)); err != nil {
-		return slog.LevelInfo
-	}
-	return l
 }

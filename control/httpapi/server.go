@@ -57,6 +57,8 @@ type Config struct {
 	// Metrics are the replica's collectors; nil makes a private set (on a
 	// registry of its own) so the code path is the same in tests.
 	Metrics *metrics.Metrics
+	// MetricsConfig tunes the private set made when Metrics is nil.
+	MetricsConfig metrics.Config
 	// MetricsElsewhere: /metrics is served on a separate listener
 	// (kece-control --metrics-listen), not by Handler.
 	MetricsElsewhere bool
@@ -142,7 +144,11 @@ func New(cfg Config, st *store.Store, arts *artifact.Store, log *slog.Logger) (*
 	hub := longpoll.New()
 	m := cfg.Metrics
 	if m == nil {
-		m = metrics.New(telemetry.NewRegistry("control"), st, metrics.Config{Logger: log})
+		mc := cfg.MetricsConfig
+		if mc.Logger == nil {
+			mc.Logger = log
+		}
+		m = metrics.New(telemetry.NewRegistry("control"), st, mc)
 	}
 	s := &Server{cfg: cfg, store: st.WithNotifier(hub).WithObserver(m), artifacts: arts, hub: hub, log: log,
 		manifests: newWireManifests(), closing: make(chan struct{}), metrics: m}
