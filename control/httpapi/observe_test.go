@@ -142,6 +142,10 @@ func TestControlMetricsMove(t *testing.T) {
 	require.Len(t, jobs, 1)
 	s3 := e.scrape(t)
 	moved(t, s2, s3, 1, "kece_control_jobs_claimed_total", "pool", "cpp")
+	moved(t, s2, s3, 1, "kece_control_job_pickup_seconds_count", "pool", "cpp", "kind", "SUBMISSION")
+	require.Positive(t, s3.Value("kece_control_job_pickup_seconds_sum", "pool", "cpp", "kind", "SUBMISSION"), "it waited ready")
+	require.Equal(t, 0.0, s3.Value("kece_control_nodes", "pool", "java", "state", "ENABLED", "online", "false"),
+		"empty combinations are exported at 0")
 	require.GreaterOrEqual(t, s3.Value("kece_control_claim_transaction_seconds_count")-s2.Value("kece_control_claim_transaction_seconds_count"), 1.0)
 	moved(t, s2, s3, 1, "kece_control_claim_wait_seconds_count", "pool", "cpp", "result", "jobs")
 	require.Equal(t, 0.0, s3.Value("kece_control_queue_depth", "pool", "cpp"))

@@ -96,13 +96,31 @@ func (c *fleetCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 		return "false"
 	}
+	// Every pool × state × online combination is exported (0 when empty), so
+	// alerts such as "an ENABLED node is offline" always have a series.
+	type key struct {
+		pool   string
+		state  store.NodeState
+		online bool
+	}
+	nodes, slots := map[key]int{}, map[key]int{}
+	for _, p := range manifest.Pools() {
+		for _, st := range []store.NodeState{store.NodePendingVerification, store.NodeEnabled, store.NodeDraining, store.NodeDisabled} {
+			nodes[key{p, st, true}], nodes[key{p, st, false}] = 0, 0
+		}
+	}
 	for _, n := range fs.Nodes {
-		ch <- prometheus.MustNewConstMetric(c.nodes, prometheus.GaugeValue, float64(n.Nodes), n.Pool, string(n.State), online(n.Online))
-		ch <- prometheus.MustNewConstMetric(c.slots, prometheus.GaugeValue, float64(n.Slots), n.Pool, string(n.State), online(n.Online))
+		k := key{n.Pool, n.State, n.Online}
+		nodes[k] += n.Nodes
+		slots[k] += n.Slots
 		if n.State == store.NodeEnabled && n.Online {
 			readyNodes[n.Pool] += n.Nodes
 			readySlots[n.Pool] += n.Slots
 		}
+	}
+	for k, v := range nodes {
+		ch <- prometheus.MustNewConstMetric(c.nodes, prometheus.GaugeValue, float64(v), k.pool, string(k.state), online(k.online))
+		ch <- prometheus.MustNewConstMetric(c.slots, prometheus.GaugeValue, float64(slots[k]), k.pool, string(k.state), online(k.online))
 	}
 	for p, n := range readyNodes {
 		ch <- prometheus.MustNewConstMetric(c.readyNodes, prometheus.GaugeValue, float64(n), p)

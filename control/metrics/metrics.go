@@ -69,6 +69,7 @@ type Metrics struct {
 	systemErrors  *prometheus.CounterVec
 	refused       *prometheus.CounterVec
 	claimTx       prometheus.Histogram
+	pickup        *prometheus.HistogramVec
 	claimWait     *prometheus.HistogramVec
 	expired       *prometheus.CounterVec
 	reaperPasses  *prometheus.CounterVec
@@ -103,6 +104,9 @@ func New(reg *prometheus.Registry, src FleetSource, cfg Config) *Metrics {
 	m.claimTx = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "kece_control_claim_transaction_seconds",
 		Help:    "Latency of one claim transaction (lock host group and node, pick, lease).",
 		Buckets: []float64{.0005, .001, .002, .005, .01, .02, .05, .1, .25, .5, 1, 2.5}})
+	m.pickup = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "kece_control_job_pickup_seconds",
+		Help:    "How long a job had been ready (enqueued or out of retry backoff) when a node claimed it, by pool and kind.",
+		Buckets: []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600}}, []string{"pool", "kind"})
 	m.claimWait = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "kece_control_claim_wait_seconds",
 		Help:    "Time a claim long-poll was held before it answered, by pool and result (jobs, empty).",
 		Buckets: []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 15, 20}}, []string{"pool", "result"})
@@ -126,7 +130,24 @@ func New(reg *prometheus.Registry, src FleetSource, cfg Config) *Metrics {
 		[]string{"surface", "route", "method", "code"})
 	m.fleetFailures = prometheus.NewCounter(prometheus.CounterOpts{Name: "kece_control_fleet_scrape_errors_total",
 		Help: "Scrapes whose database read of the fleet gauges failed (the gauges are then missing)."})
-	reg.MustRegister(m.enqueued, m.claimed, m.completed, m.infraRetries, m.systemErrors, m.refused, m.claimTx,
+	// Series an alert or a panel sums over exist from the start (at 0), so
+	// an expression over them returns series before the first event.
+	for _, op := range []string{"claim", "complete", "reap", "enqueue", "ack_events", "fail_event", "fleet_stats"} {
+		m.dbErrors.WithLabelValues(op)
+	}
+	for _, code := range []string{"deadlock", "lock_wait_timeout"} {
+		m.txRetries.WithLabelValues(code)
+	}
+	for _, r := range []string{"delivered", "failed", "dead"} {
+		m.webhook.WithLabelValues(r)
+	}
+	for _, o := range []string{"requeued", "failed"} {
+		m.expired.WithLabelValues(o)
+	}
+	for _, r := range []string{"ok", "error"} {
+		m.reaperPasses.WithLabelValues(r)
+	}
+	reg.MustRegister(m.enqueued, m.claimed, m.completed, m.infraRetries, m.systemErrors, m.refused, m.claimTx, m.pickup,
 		m.claimWait, m.expired, m.reaperPasses, m.delivered, m.deadLettered, m.webhook, m.dbErrors, m.txRetries,
 		m.httpDuration, m.fleetFailures, newFleetCollector(src, m))
 	return m
@@ -237,6 +258,11 @@ func SetRequestPool(ctx context.Context, pool string) {
 		ri.pool = pool
 		ri.mu.Unlock()
 	}
+}
+
+// JobPickedUp implements store.Observer.
+func (m *Metrics) JobPickedUp(_ context.Context, pool, kind string, wait time.Duration) {
+	m.pickup.WithLabelValues(pool, kind).Observe(max(wait, 0).Seconds())
 }
 
 // ResultRecorded implements store.Observer.

@@ -31,6 +31,9 @@ type ClaimedJob struct {
 	ManifestID     int64
 	Snapshot       []byte
 	Attempt        int
+	// ReadyWait is how long the job had been ready (now − available_at)
+	// when it was claimed: the pickup latency metrics report it.
+	ReadyWait time.Duration
 }
 
 // NodeState is a node's configured (desired) state.
@@ -183,8 +186,10 @@ func (s *Store) nodeGroup(ctx context.Context, nodeID int64) (int64, error) {
 func pickReady(ctx context.Context, tx *sql.Tx, pool string, requiredNode int64, limit int) ([]ClaimedJob, error) {
 	out, err := queryAll(ctx, tx, func(r rowScanner) (ClaimedJob, error) {
 		var c ClaimedJob
+		var waitedUs int64
 		err := r.Scan(&c.JobID, &c.LeaseEpoch, &c.Kind, &c.Pool, &c.SubmissionType, &c.SubmissionID,
-			&c.Generation, &c.Language, &c.ManifestID, &c.Snapshot, &c.Attempt)
+			&c.Generation, &c.Language, &c.ManifestID, &c.Snapshot, &c.Attempt, &waitedUs)
+		c.ReadyWait = time.Duration(waitedUs) * time.Microsecond
 		return c, err
 	}, claimQuery, pool, requiredNode, limit)
 	if err != nil {
@@ -194,7 +199,7 @@ func pickReady(ctx context.Context, tx *sql.Tx, pool string, requiredNode int64,
 }
 
 const claimColumns = `id, lease_epoch, kind, pool, submission_type, submission_id, generation, runtime_spec, manifest_id,
- request_snapshot, attempt_count`
+ request_snapshot, attempt_count, TIMESTAMPDIFF(MICROSECOND, available_at, NOW(6))`
 
 const claimWhere = ` FROM judge_job FORCE INDEX (ix_job_claim)
  WHERE pool = ? AND state = 'QUEUED' AND required_node_id = ? AND available_at <= NOW(6)

@@ -26,6 +26,9 @@ type Observer interface {
 	// ClaimTransaction: one claim transaction of a node of pool ended after
 	// d, leasing claimed jobs (err non-nil: it failed).
 	ClaimTransaction(ctx context.Context, pool string, claimed int, d time.Duration, err error)
+	// JobPickedUp: a job of pool and kind (SUBMISSION, CHECK) was leased
+	// after waiting ready for wait (retry backoff not included).
+	JobPickedUp(ctx context.Context, pool, kind string, wait time.Duration)
 	// ResultRecorded: a result was accepted for a job of pool. outcome is
 	// the verdict (AC, WA, …), SYSTEM_ERROR when attempts are exhausted,
 	// RETRY when an infrastructure error requeued the job, or
@@ -61,6 +64,7 @@ type nopObserver struct{}
 
 func (nopObserver) JobsEnqueued(context.Context, string, string, int)                   {}
 func (nopObserver) ClaimTransaction(context.Context, string, int, time.Duration, error) {}
+func (nopObserver) JobPickedUp(context.Context, string, string, time.Duration)            {}
 func (nopObserver) ResultRecorded(context.Context, string, string, string)              {}
 func (nopObserver) ResultRefused(context.Context, string)                               {}
 func (nopObserver) LeasesExpired(context.Context, int, int, error)                      {}
@@ -151,6 +155,9 @@ func (s *Store) Claim(ctx context.Context, sess NodeSession, freeSlots int) ([]C
 			pool = jobs[0].Pool
 		}
 		s.observer().ClaimTransaction(ctx, pool, len(jobs), time.Since(start), err)
+		for _, j := range jobs {
+			s.observer().JobPickedUp(ctx, j.Pool, string(j.Kind), j.ReadyWait)
+		}
 		if isDBError(err) {
 			s.observer().DBError(ctx, "claim")
 		}
