@@ -64,7 +64,7 @@ type nopObserver struct{}
 
 func (nopObserver) JobsEnqueued(context.Context, string, string, int)                   {}
 func (nopObserver) ClaimTransaction(context.Context, string, int, time.Duration, error) {}
-func (nopObserver) JobPickedUp(context.Context, string, string, time.Duration)            {}
+func (nopObserver) JobPickedUp(context.Context, string, string, time.Duration)          {}
 func (nopObserver) ResultRecorded(context.Context, string, string, string)              {}
 func (nopObserver) ResultRefused(context.Context, string)                               {}
 func (nopObserver) LeasesExpired(context.Context, int, int, error)                      {}
