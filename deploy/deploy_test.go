@@ -985,6 +985,7 @@ func TestNginx(t *testing.T) {
 		{uri: "/api/v1/settlement-events/claim", gate: "$kece_business_net", maxBody: def},
 		{uri: "/api/v1/system/judgers/summary", gate: "", maxBody: def},
 		{uri: "/metrics", notFound: true},
+		{uri: "/healthz", notFound: true},
 		{uri: "/", notFound: true},
 	}
 	for _, c := range cases {

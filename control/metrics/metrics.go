@@ -147,6 +147,10 @@ func New(reg *prometheus.Registry, src FleetSource, cfg Config) *Metrics {
 	for _, r := range []string{"ok", "error"} {
 		m.reaperPasses.WithLabelValues(r)
 	}
+	for _, r := range []string{store.RefusedLeaseLost, store.RefusedConflict, store.RefusedCancelled, store.RefusedSuperseded,
+		store.RefusedSessionSuperseded, store.RefusedRevoked, store.RefusedInvalid, store.RefusedNotFound, store.RefusedOther} {
+		m.refused.WithLabelValues(r)
+	}
 	reg.MustRegister(m.enqueued, m.claimed, m.completed, m.infraRetries, m.systemErrors, m.refused, m.claimTx, m.pickup,
 		m.claimWait, m.expired, m.reaperPasses, m.delivered, m.deadLettered, m.webhook, m.dbErrors, m.txRetries,
 		m.httpDuration, m.fleetFailures, newFleetCollector(src, m))
