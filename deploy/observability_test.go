@@ -113,7 +113,7 @@ func observedFleet(t *testing.T) (controlURL, nodeURL string) {
 	dir := t.TempDir()
 	n, err := worker.New(worker.Config{Pool: "cpp", ControlURL: env.URL, CredentialFile: filepath.Join(dir, "cred.json"),
 		JoinCode: nd.JoinCode, LocalSlots: 2, CacheDir: filepath.Join(dir, "cache"), Listen: "127.0.0.1:0",
-		NewBackend: func(context.Context, string) (worker.Backend, error) { return &obsBackend{runs: map[string]int{}}, nil },
+		NewBackend:        func(context.Context, string) (worker.Backend, error) { return &obsBackend{runs: map[string]int{}}, nil },
 		HeartbeatInterval: 200 * time.Millisecond, ClaimWait: time.Second, Version: "test"})
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
