@@ -70,18 +70,15 @@ func writeBurstPlot(path string, doneS []float64, C int, T float64, n int) error
 	return f.Close()
 }
 
-// niceCeil rounds v up to 1, 2 or 5 times a power of ten.
+// niceCeil rounds v up to a multiple of half a power of ten.
 func niceCeil(v float64) float64 {
 	if v <= 0 {
 		return 1
 	}
-	p := math.Pow(10, math.Floor(math.Log10(v)))
-	for _, m := range []float64{1, 2, 5, 10} {
-		if m*p >= v {
-			return m * p
-		}
-	}
-	return 10 * p
+	// Steps of half a power of ten keep the axis close to the data; the ten
+	// ticks then fall on values with at most one decimal.
+	step := math.Pow(10, math.Floor(math.Log10(v))) / 2
+	return math.Ceil(v/step) * step
 }
 
 func line(img *image.RGBA, x0, y0, x1, y1 int, c color.Color) {
