@@ -33,6 +33,9 @@ func TestBadSettingsAreRefusedWithAHint(t *testing.T) {
 		{[]string{"serve", "--artifact-dir", t.TempDir(), "--mysql-dsn", "a@tcp(b)/c", "--webhook-url", "https://oj.example/hook"}, "--webhook-secret-file"},
 		{[]string{"serve", "--artifact-dir", t.TempDir(), "--mysql-dsn", "a@tcp(b)/c", "--probe-allow-cidrs", "10.0.0.0/33"}, "--probe-allow-cidrs"},
 		{[]string{"reconcile", "--format", "xml", "--mysql-dsn", "a@tcp(b)/c"}, "--format must be json or csv"},
+		{[]string{"serve", "--artifact-dir", t.TempDir(), "--mysql-dsn", "a@tcp(b)/c", "--log-format", "yaml"}, "log format \"yaml\": want json or text"},
+		{[]string{"serve", "--artifact-dir", t.TempDir(), "--mysql-dsn", "a@tcp(b)/c", "--log-level", "loud"}, "log level \"loud\""},
+		{[]string{"serve", "--artifact-dir", t.TempDir(), "--mysql-dsn", "a@tcp(b)/c", "--metrics-listen", "9465"}, "--metrics-listen \"9465\" is not host:port"},
 		{[]string{"serve", "--artifact-dir", t.TempDir(), "--mysql-dsn", "a@tcp(b)/c", "--webhook-url", "https://oj.example/hook", "--webhook-secret-file", "/nonexistent/secret"}, "webhook secret"},
 	}
 	for _, c := range cases {
