@@ -1,30 +1,85 @@
 package contracts
 
+import (
+	"slices"
+	"strings"
+)
+
 // The language table is part of the contract: the business names a language
-// key, and the pool that judges it follows from this table on both sides —
-// the control plane when it enqueues, the node when it runs a special
-// checker written in another language than the submission.
+// id, and the pool that judges it follows from this table on both sides —
+// the control plane when it enqueues (and refuses ids not listed here), the
+// node when it picks the runtime spec of a submission or of a special
+// checker written in another language than the submission. The engine keeps
+// the matching runtime specs (engine/code); a worker test checks that both
+// tables name the same ids, pools and minimum memory.
 
 // pools are the judge pools; one node process serves exactly one.
 var pools = []string{"cpp", "java", "python", "arkts", "mysql"}
 
-// languagePools maps every accepted language key to its pool.
-var languagePools = map[string]string{
-	"cpp": "cpp", "cpp17": "cpp", "cpp20": "cpp",
-	"java": "java", "java17": "java",
-	"python": "python", "python3": "python",
-	"arkts": "arkts",
-	"mysql": "mysql", "sql": "mysql",
+// Language is one accepted language id.
+type Language struct {
+	// ID is what the business sends as `language`.
+	ID string
+	// Pool judges it.
+	Pool string
+	// Standard is the language standard or version the id names, in words.
+	Standard string
+	// AliasOf names the id this one is an alias of ("" for a canonical id):
+	// an alias is judged exactly as its target.
+	AliasOf string
+	// MinMemoryBytes is the smallest manifest memory limit the runtime can
+	// start under; enqueueing with a lower limit is refused (422).
+	MinMemoryBytes int64
 }
 
-// CanonicalLanguages are the keys to name in messages about languages.
-const CanonicalLanguages = "cpp17, cpp20, java17, python3, arkts, mysql"
+// languages lists every accepted id, canonical ids first within a pool.
+// Minimum memory figures are measured with the default runtime specs (see
+// docs/engine.md, "Languages and entry points").
+var languages = []Language{
+	{ID: "cpp11", Pool: "cpp", Standard: "C++11 (GNU dialect)", MinMemoryBytes: 4 << 20},
+	{ID: "cpp14", Pool: "cpp", Standard: "C++14 (GNU dialect)", MinMemoryBytes: 4 << 20},
+	{ID: "cpp17", Pool: "cpp", Standard: "C++17 (GNU dialect)", MinMemoryBytes: 4 << 20},
+	{ID: "cpp20", Pool: "cpp", Standard: "C++20 (GNU dialect)", MinMemoryBytes: 4 << 20},
+	{ID: "cpp", Pool: "cpp", Standard: "C++17 (GNU dialect)", AliasOf: "cpp17", MinMemoryBytes: 4 << 20},
+	{ID: "java17", Pool: "java", Standard: "Java 17", MinMemoryBytes: 32 << 20},
+	{ID: "java", Pool: "java", Standard: "Java 17", AliasOf: "java17", MinMemoryBytes: 32 << 20},
+	{ID: "python3", Pool: "python", Standard: "Python 3.11", MinMemoryBytes: 16 << 20},
+	{ID: "python", Pool: "python", Standard: "Python 3.11", AliasOf: "python3", MinMemoryBytes: 16 << 20},
+	{ID: "arkts", Pool: "arkts", Standard: "ArkTS (stand-in: TypeScript on Node.js)", MinMemoryBytes: 64 << 20},
+	{ID: "mysql", Pool: "mysql", Standard: "MySQL-dialect SQL"},
+	{ID: "sql", Pool: "mysql", Standard: "MySQL-dialect SQL", AliasOf: "mysql"},
+}
+
+// CanonicalLanguages are the ids to name in messages about languages.
+var CanonicalLanguages = canonicalIDs()
+
+func canonicalIDs() string {
+	var ids []string
+	for _, l := range languages {
+		if l.AliasOf == "" {
+			ids = append(ids, l.ID)
+		}
+	}
+	return strings.Join(ids, ", ")
+}
 
 // Pools returns the judge pools in a stable order.
-func Pools() []string { return append([]string(nil), pools...) }
+func Pools() []string { return slices.Clone(pools) }
 
-// PoolOfLanguage returns the pool that judges a language key.
-func PoolOfLanguage(lang string) (pool string, ok bool) {
-	pool, ok = languagePools[lang]
-	return pool, ok
+// Languages returns every accepted language id in a stable order.
+func Languages() []Language { return slices.Clone(languages) }
+
+// LookupLanguage returns the table entry of a language id.
+func LookupLanguage(id string) (Language, bool) {
+	i := slices.IndexFunc(languages, func(l Language) bool { return l.ID == id })
+	if i < 0 {
+		return Language{}, false
+	}
+	return languages[i], true
+}
+
+// PoolOfLanguage returns the pool that judges a language id.
+func PoolOfLanguage(id string) (pool string, ok bool) {
+	l, ok := LookupLanguage(id)
+	return l.Pool, ok
 }

@@ -25,3 +25,23 @@ func TestLanguageTableCoversEveryPool(t *testing.T) {
 	_, ok := contracts.PoolOfLanguage("cobol")
 	require.False(t, ok)
 }
+
+// Aliases point at canonical ids of the same pool, and ids are unique.
+func TestLanguageAliasesAndIDs(t *testing.T) {
+	t.Parallel()
+	seen := map[string]bool{}
+	for _, l := range contracts.Languages() {
+		require.False(t, seen[l.ID], "duplicate id %s", l.ID)
+		seen[l.ID] = true
+		require.NotEmpty(t, l.Standard, l.ID)
+		if l.AliasOf != "" {
+			target, ok := contracts.LookupLanguage(l.AliasOf)
+			require.True(t, ok, "%s is an alias of unknown %s", l.ID, l.AliasOf)
+			require.Empty(t, target.AliasOf, "%s: aliases must point at canonical ids", l.ID)
+			require.Equal(t, target.Pool, l.Pool, l.ID)
+			require.Equal(t, target.MinMemoryBytes, l.MinMemoryBytes, l.ID)
+		}
+	}
+	require.Contains(t, contracts.CanonicalLanguages, "cpp20")
+	require.NotContains(t, strings.Split(contracts.CanonicalLanguages, ", "), "cpp")
+}

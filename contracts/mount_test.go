@@ -300,7 +300,7 @@ func TestGeneratedServerAndClientFit(t *testing.T) {
 	t.Run("public summary needs no token; business calls do", func(t *testing.T) {
 		bc, err := businessapi.NewClientWithResponses(srv.URL)
 		require.NoError(t, err)
-		res, err := bc.GetSubmissionWithResponse(ctx, "ALGO", "s-1")
+		res, err := bc.GetSubmissionWithResponse(ctx, "ALGO", "s-1", nil)
 		require.NoError(t, err)
 		require.Equal(t, http.StatusUnauthorized, res.StatusCode())
 		sres, err := bc.GetJudgersSummaryWithResponse(ctx)

@@ -43,6 +43,10 @@ type job struct {
 	phase    machineapi.Phase
 	done     int
 	total    int
+	// reported is the phase the control plane last acknowledged in a renew;
+	// onPhase is told when the phase moves past it (Node.phaseChanged).
+	reported machineapi.Phase
+	onPhase  func()
 }
 
 // extend moves the local deadline to sent + remaining − margin (never back).
@@ -73,6 +77,24 @@ func (j *job) Report(p engine.Progress) {
 	j.done = min(max(p.CasesDone, j.done), 1000)
 	j.total = min(max(p.CasesTotal, 0), 1000)
 	j.seq++
+	if ph != j.reported && j.onPhase != nil {
+		j.onPhase()
+	}
+}
+
+// unreportedPhase reports whether the control plane has not yet seen the
+// job's current phase.
+func (j *job) unreportedPhase() bool {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.phase != j.reported
+}
+
+// acknowledged records that a renew carrying progress p succeeded.
+func (j *job) acknowledged(p machineapi.LeaseProgress) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	j.reported = p.Phase
 }
 
 func (j *job) progress() machineapi.LeaseProgress {
@@ -90,9 +112,13 @@ func (n *Node) start(jobsCtx, hardCtx context.Context, wg *sync.WaitGroup, c mac
 		log.Warn("claimed job arrived with its lease already past the local deadline; left to expire")
 		return
 	}
-	j := &job{c: c, key: jobKey(c.JobId, c.LeaseEpoch), deadline: deadline, phase: machineapi.PhaseCompiling, claimed: sent}
+	// A fresh lease shows as COMPILING on the control plane until a renew
+	// says otherwise, so that is the phase it already knows.
+	j := &job{c: c, key: jobKey(c.JobId, c.LeaseEpoch), deadline: deadline, phase: machineapi.PhaseCompiling,
+		reported: machineapi.PhaseCompiling, onPhase: n.phaseChanged, claimed: sent}
 	if c.Manifest.Kind == machineapi.ManifestKindSql {
 		j.phase = machineapi.PhaseJudging
+		n.phaseChanged()
 	}
 	j.execCtx, j.cancelExec = context.WithCancelCause(jobsCtx)
 	j.postCtx, j.cancelPost = context.WithCancelCause(hardCtx)
@@ -375,18 +401,57 @@ func (n *Node) post(ctx context.Context, j *job, req machineapi.ResultRequest, l
 	}
 }
 
-// renewLoop renews every running lease in one batched call per interval.
+// phaseReportDelay is how long a job's new phase (COMPILING → JUDGING) may
+// wait before an early renew reports it. Jobs that finish within it cost no
+// extra call; the others add one batched renew for all such jobs, so a
+// business reading the status sees JUDGING while a job judges, not only
+// once the periodic renew (15 s) comes round.
+const phaseReportDelay = 100 * time.Millisecond
+
+// phaseChanged asks the renew loop for an early round. It never blocks.
+func (n *Node) phaseChanged() {
+	select {
+	case n.phaseCh <- struct{}{}:
+	default:
+	}
+}
+
+// renewLoop renews every running lease in one batched call per interval,
+// and reports phase changes early (phaseReportDelay).
 func (n *Node) renewLoop(ctx context.Context) {
 	backoff := n.cfg.RetryBase
-	next := n.times().renew
-	for n.sleep(ctx, next) {
-		next = n.times().renew
+	periodic := time.NewTimer(n.times().renew)
+	defer periodic.Stop()
+	for {
+		early := false
+		select {
+		case <-ctx.Done():
+			return
+		case <-periodic.C:
+		case <-n.phaseCh:
+			if !n.sleep(ctx, phaseReportDelay) {
+				return
+			}
+			early = true
+		}
 		n.mu.Lock()
 		jobs := make([]*job, 0, len(n.jobs))
 		for _, j := range n.jobs {
-			jobs = append(jobs, j)
+			if !early || j.unreportedPhase() {
+				jobs = append(jobs, j)
+			}
 		}
 		n.mu.Unlock()
+		if early {
+			// The periodic round keeps its own schedule.
+			for len(jobs) > 0 {
+				batch := jobs[:min(len(jobs), maxBatch)]
+				jobs = jobs[len(batch):]
+				n.renewBatch(ctx, batch, &backoff)
+			}
+			continue
+		}
+		next := n.times().renew
 		for len(jobs) > 0 {
 			batch := jobs[:min(len(jobs), maxBatch)]
 			jobs = jobs[len(batch):]
@@ -395,15 +460,18 @@ func (n *Node) renewLoop(ctx context.Context) {
 				next = min(d, n.times().renew)
 			}
 		}
+		periodic.Reset(next)
 	}
 }
 
 func (n *Node) renewBatch(ctx context.Context, batch []*job, backoff *time.Duration) (time.Duration, bool) {
 	leases := make([]machineapi.LeaseProgress, len(batch))
 	byKey := make(map[string]*job, len(batch))
+	sentProgress := make(map[string]machineapi.LeaseProgress, len(batch))
 	for i, j := range batch {
 		leases[i] = j.progress()
 		byKey[j.key] = j
+		sentProgress[j.key] = leases[i]
 	}
 	tok := n.cl.token.Load()
 	sent := time.Now()
@@ -426,6 +494,7 @@ func (n *Node) renewBatch(ctx context.Context, batch []*job, backoff *time.Durat
 		}
 		switch a.State {
 		case machineapi.LeaseStateOk:
+			j.acknowledged(sentProgress[j.key])
 			if a.LeaseRemainingMs != nil {
 				j.extend(sent, time.Duration(*a.LeaseRemainingMs)*time.Millisecond, n.times().margin)
 			}

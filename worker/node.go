@@ -65,6 +65,7 @@ type Node struct {
 	listenAddr string
 
 	wake      chan struct{} // capacity 1: slots or state changed
+	phaseCh   chan struct{} // capacity 1: a job's phase changed (renewLoop)
 	drainCh   chan struct{}
 	drainOnce sync.Once
 	ready     chan struct{}
@@ -98,7 +99,7 @@ func New(cfg Config) (*Node, error) {
 	}
 	n := &Node{
 		cfg: cfg, log: cfg.Logger.With("pool", cfg.Pool), cl: cl, bootID: "boot-" + hex.EncodeToString(b[:]),
-		m: &metrics{}, jobs: make(map[string]*job), wake: make(chan struct{}, 1),
+		m: &metrics{}, jobs: make(map[string]*job), wake: make(chan struct{}, 1), phaseCh: make(chan struct{}, 1),
 		drainCh: make(chan struct{}), ready: make(chan struct{}), fatalCh: make(chan struct{}),
 	}
 	n.prom = newPromMetrics(n)

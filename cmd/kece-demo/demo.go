@@ -345,7 +345,9 @@ func (d *demo) waitVerdicts(ctx context.Context, subs []submission) (int, error)
 			if st := got[s.typ+"/"+s.id]; st != nil && terminal(st.Status) {
 				continue
 			}
-			r, err := d.business.GetSubmissionWithResponse(ctx, s.typ, s.id)
+			// A waiting read: answers as soon as the submission settles.
+			wait := int32(20000)
+			r, err := d.business.GetSubmissionWithResponse(ctx, s.typ, s.id, &businessapi.GetSubmissionParams{WaitMs: &wait})
 			if err := check(r, err, http.StatusOK); err != nil {
 				return false, err
 			}

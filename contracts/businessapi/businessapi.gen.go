@@ -11,6 +11,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -59,6 +60,7 @@ const (
 	ErrorCodeManifestInvalid          ErrorCode = "MANIFEST_INVALID"
 	ErrorCodeManifestLanguageMismatch ErrorCode = "MANIFEST_LANGUAGE_MISMATCH"
 	ErrorCodeManifestNotFound         ErrorCode = "MANIFEST_NOT_FOUND"
+	ErrorCodeMemoryLimitTooLow        ErrorCode = "MEMORY_LIMIT_TOO_LOW"
 	ErrorCodeNotFound                 ErrorCode = "NOT_FOUND"
 	ErrorCodePayloadTooLarge          ErrorCode = "PAYLOAD_TOO_LARGE"
 	ErrorCodeRateLimited              ErrorCode = "RATE_LIMITED"
@@ -92,6 +94,8 @@ func (e ErrorCode) Valid() bool {
 	case ErrorCodeManifestLanguageMismatch:
 		return true
 	case ErrorCodeManifestNotFound:
+		return true
+	case ErrorCodeMemoryLimitTooLow:
 		return true
 	case ErrorCodeNotFound:
 		return true
@@ -431,6 +435,54 @@ type JudgersSummary struct {
 
 // Language Language key, e.g. cpp17, java17, python3, arkts, mysql; it decides the pool.
 type Language = string
+
+// LanguageInfo defines model for LanguageInfo.
+type LanguageInfo struct {
+	// Id Language key, e.g. cpp17, java17, python3, arkts, mysql; it decides the pool.
+	Id Language `json:"id"`
+
+	// MinMemoryBytes Manifests whose memory limit is below this are refused for this language at enqueue (422 `MEMORY_LIMIT_TOO_LOW`).
+	MinMemoryBytes int64 `json:"minMemoryBytes"`
+
+	// Mixed True when ready nodes report more than one variant.
+	Mixed bool `json:"mixed"`
+
+	// Pool A judge pool; one node process serves exactly one.
+	Pool Pool `json:"pool"`
+
+	// ReadyNodes Ready nodes (enabled, online) that report this language.
+	ReadyNodes int32 `json:"readyNodes"`
+
+	// Standard The standard or language version the id names.
+	Standard string            `json:"standard"`
+	Variants []LanguageVariant `json:"variants"`
+}
+
+// LanguageList defines model for LanguageList.
+type LanguageList struct {
+	// AsOf Server time of the snapshot.
+	AsOf      time.Time      `json:"asOf"`
+	Languages []LanguageInfo `json:"languages"`
+}
+
+// LanguageVariant defines model for LanguageVariant.
+type LanguageVariant struct {
+	// CompileCommand Compile command line; empty for none.
+	CompileCommand string `json:"compileCommand"`
+
+	// EntryPoint How the source file name and entry point are chosen.
+	EntryPoint string `json:"entryPoint"`
+
+	// ExtraMemoryBytes Memory granted on top of the manifest's limit.
+	ExtraMemoryBytes int64 `json:"extraMemoryBytes"`
+
+	// Nodes Ready nodes reporting exactly this variant.
+	Nodes      int32  `json:"nodes"`
+	RunCommand string `json:"runCommand"`
+
+	// Version Compiler or runtime version as probed in the sandbox image.
+	Version string `json:"version"`
+}
 
 // Limits defines model for Limits.
 type Limits struct {
@@ -786,6 +838,12 @@ type EnqueueSubmissionParams struct {
 	IdempotencyKey *string `json:"Idempotency-Key,omitempty"`
 }
 
+// GetSubmissionParams defines parameters for GetSubmission.
+type GetSubmissionParams struct {
+	// WaitMs Wait up to this long for the current generation to settle (0, the default, answers at once).
+	WaitMs *int32 `form:"waitMs,omitempty" json:"waitMs,omitempty"`
+}
+
 // PublishManifestJSONRequestBody defines body for PublishManifest for application/json ContentType.
 type PublishManifestJSONRequestBody = Manifest
 
@@ -895,6 +953,22 @@ type ClientInterface interface {
 	//
 	// Corresponds with PUT /api/v1/artifacts/{sha256} (the `UploadArtifact` operationId).
 	UploadArtifactWithBody(ctx context.Context, sha256 Sha256, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ListLanguages The language ids a submission may name, as the ready nodes run them.
+	//
+	// Every accepted language id, with its pool, the standard it names, the
+	// smallest memory limit it can be enqueued with, and what the ready
+	// nodes of its pool report for it: compiler/runtime version, compile
+	// and run command lines, source file / entry-point rule and extra memory
+	// granted. Nodes of one pool that report different versions or commands
+	// are listed as separate `variants` and the language is marked `mixed`.
+	// A language whose pool has no ready node is still listed, with no
+	// variants: it is accepted and waits for a node.
+	//
+	// Errors: 401 `UNAUTHENTICATED`; 429 `RATE_LIMITED`; 5xx.
+	//
+	// Corresponds with GET /api/v1/languages (the `ListLanguages` operationId).
+	ListLanguages(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// PublishManifestWithBody Publish an immutable manifest (content-addressed).
 	//
@@ -1011,7 +1085,9 @@ type ClientInterface interface {
 	// 409 `SUBMISSION_CONFLICT`, `IDEMPOTENCY_KEY_REUSED`;
 	// 413 `PAYLOAD_TOO_LARGE`; 422 `LANGUAGE_UNSUPPORTED`,
 	// `MANIFEST_NOT_FOUND`, `MANIFEST_LANGUAGE_MISMATCH` (e.g. cpp17 with a
-	// SQL manifest); 429 `RATE_LIMITED`; 5xx.
+	// SQL manifest), `MEMORY_LIMIT_TOO_LOW` (the manifest's memory limit is
+	// below the language's `minMemoryBytes`, see `GET /api/v1/languages`;
+	// the message names the minimum); 429 `RATE_LIMITED`; 5xx.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -1033,7 +1109,9 @@ type ClientInterface interface {
 	// 409 `SUBMISSION_CONFLICT`, `IDEMPOTENCY_KEY_REUSED`;
 	// 413 `PAYLOAD_TOO_LARGE`; 422 `LANGUAGE_UNSUPPORTED`,
 	// `MANIFEST_NOT_FOUND`, `MANIFEST_LANGUAGE_MISMATCH` (e.g. cpp17 with a
-	// SQL manifest); 429 `RATE_LIMITED`; 5xx.
+	// SQL manifest), `MEMORY_LIMIT_TOO_LOW` (the manifest's memory limit is
+	// below the language's `minMemoryBytes`, see `GET /api/v1/languages`;
+	// the message names the minimum); 429 `RATE_LIMITED`; 5xx.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -1042,11 +1120,20 @@ type ClientInterface interface {
 
 	// GetSubmission Status of the submission's current generation.
 	//
+	// With `waitMs`, a waiting read: the answer comes as soon as the
+	// current generation settles (a verdict, SYSTEM_ERROR or CANCELLED), or
+	// when the wait ends, whichever is first; a submission that has already
+	// settled answers at once. The wait holds no database connection, and a
+	// settlement committed on another control replica wakes it within the
+	// cross-replica wake-up interval. The answer is always the status at
+	// the moment it is sent: check `status` (and `generation`), not how long
+	// the call took.
+	//
 	// Errors: 400 `REQUEST_INVALID`; 401 `UNAUTHENTICATED`;
 	// 404 `SUBMISSION_NOT_FOUND`; 429 `RATE_LIMITED`; 5xx.
 	//
 	// Corresponds with GET /api/v1/submissions/{submissionType}/{submissionId} (the `GetSubmission` operationId).
-	GetSubmission(ctx context.Context, submissionType SubmissionTypePath, submissionId SubmissionIdPath, reqEditors ...RequestEditorFn) (*http.Response, error)
+	GetSubmission(ctx context.Context, submissionType SubmissionTypePath, submissionId SubmissionIdPath, params *GetSubmissionParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// CancelSubmissionWithBody Cancel the submission's current job if it has not finished.
 	//
@@ -1134,6 +1221,32 @@ type ClientInterface interface {
 // Corresponds with PUT /api/v1/artifacts/{sha256} (the `UploadArtifact` operationId).
 func (c *Client) UploadArtifactWithBody(ctx context.Context, sha256 Sha256, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewUploadArtifactRequestWithBody(c.Server, sha256, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ListLanguages The language ids a submission may name, as the ready nodes run them.
+//
+// Every accepted language id, with its pool, the standard it names, the
+// smallest memory limit it can be enqueued with, and what the ready
+// nodes of its pool report for it: compiler/runtime version, compile
+// and run command lines, source file / entry-point rule and extra memory
+// granted. Nodes of one pool that report different versions or commands
+// are listed as separate `variants` and the language is marked `mixed`.
+// A language whose pool has no ready node is still listed, with no
+// variants: it is accepted and waits for a node.
+//
+// Errors: 401 `UNAUTHENTICATED`; 429 `RATE_LIMITED`; 5xx.
+//
+// Corresponds with GET /api/v1/languages (the `ListLanguages` operationId).
+func (c *Client) ListLanguages(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListLanguagesRequest(c.Server)
 	if err != nil {
 		return nil, err
 	}
@@ -1329,7 +1442,9 @@ func (c *Client) ClaimSettlementEvents(ctx context.Context, body ClaimSettlement
 // 409 `SUBMISSION_CONFLICT`, `IDEMPOTENCY_KEY_REUSED`;
 // 413 `PAYLOAD_TOO_LARGE`; 422 `LANGUAGE_UNSUPPORTED`,
 // `MANIFEST_NOT_FOUND`, `MANIFEST_LANGUAGE_MISMATCH` (e.g. cpp17 with a
-// SQL manifest); 429 `RATE_LIMITED`; 5xx.
+// SQL manifest), `MEMORY_LIMIT_TOO_LOW` (the manifest's memory limit is
+// below the language's `minMemoryBytes`, see `GET /api/v1/languages`;
+// the message names the minimum); 429 `RATE_LIMITED`; 5xx.
 //
 // Takes any type of body and a specified content type.
 //
@@ -1361,7 +1476,9 @@ func (c *Client) EnqueueSubmissionWithBody(ctx context.Context, params *EnqueueS
 // 409 `SUBMISSION_CONFLICT`, `IDEMPOTENCY_KEY_REUSED`;
 // 413 `PAYLOAD_TOO_LARGE`; 422 `LANGUAGE_UNSUPPORTED`,
 // `MANIFEST_NOT_FOUND`, `MANIFEST_LANGUAGE_MISMATCH` (e.g. cpp17 with a
-// SQL manifest); 429 `RATE_LIMITED`; 5xx.
+// SQL manifest), `MEMORY_LIMIT_TOO_LOW` (the manifest's memory limit is
+// below the language's `minMemoryBytes`, see `GET /api/v1/languages`;
+// the message names the minimum); 429 `RATE_LIMITED`; 5xx.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -1380,12 +1497,21 @@ func (c *Client) EnqueueSubmission(ctx context.Context, params *EnqueueSubmissio
 
 // GetSubmission Status of the submission's current generation.
 //
+// With `waitMs`, a waiting read: the answer comes as soon as the
+// current generation settles (a verdict, SYSTEM_ERROR or CANCELLED), or
+// when the wait ends, whichever is first; a submission that has already
+// settled answers at once. The wait holds no database connection, and a
+// settlement committed on another control replica wakes it within the
+// cross-replica wake-up interval. The answer is always the status at
+// the moment it is sent: check `status` (and `generation`), not how long
+// the call took.
+//
 // Errors: 400 `REQUEST_INVALID`; 401 `UNAUTHENTICATED`;
 // 404 `SUBMISSION_NOT_FOUND`; 429 `RATE_LIMITED`; 5xx.
 //
 // Corresponds with GET /api/v1/submissions/{submissionType}/{submissionId} (the `GetSubmission` operationId).
-func (c *Client) GetSubmission(ctx context.Context, submissionType SubmissionTypePath, submissionId SubmissionIdPath, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewGetSubmissionRequest(c.Server, submissionType, submissionId)
+func (c *Client) GetSubmission(ctx context.Context, submissionType SubmissionTypePath, submissionId SubmissionIdPath, params *GetSubmissionParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetSubmissionRequest(c.Server, submissionType, submissionId, params)
 	if err != nil {
 		return nil, err
 	}
@@ -1545,6 +1671,33 @@ func NewUploadArtifactRequestWithBody(server string, sha256 Sha256, contentType 
 	}
 
 	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewListLanguagesRequest constructs an http.Request for the ListLanguages method
+func NewListLanguagesRequest(server string) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/languages")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
 
 	return req, nil
 }
@@ -1759,7 +1912,7 @@ func NewEnqueueSubmissionRequestWithBody(server string, params *EnqueueSubmissio
 }
 
 // NewGetSubmissionRequest constructs an http.Request for the GetSubmission method
-func NewGetSubmissionRequest(server string, submissionType SubmissionTypePath, submissionId SubmissionIdPath) (*http.Request, error) {
+func NewGetSubmissionRequest(server string, submissionType SubmissionTypePath, submissionId SubmissionIdPath, params *GetSubmissionParams) (*http.Request, error) {
 	var err error
 
 	var pathParam0 string
@@ -1789,6 +1942,33 @@ func NewGetSubmissionRequest(server string, submissionType SubmissionTypePath, s
 	queryURL, err := serverURL.Parse(operationPath)
 	if err != nil {
 		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.WaitMs != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "waitMs", *params.WaitMs, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: "int32"}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
 	}
 
 	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
@@ -1996,6 +2176,24 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with PUT /api/v1/artifacts/{sha256} (the `UploadArtifact` operationId).
 	UploadArtifactWithBodyWithResponse(ctx context.Context, sha256 Sha256, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*UploadArtifactResponse, error)
 
+	// ListLanguagesWithResponse The language ids a submission may name, as the ready nodes run them.
+	//
+	// Every accepted language id, with its pool, the standard it names, the
+	// smallest memory limit it can be enqueued with, and what the ready
+	// nodes of its pool report for it: compiler/runtime version, compile
+	// and run command lines, source file / entry-point rule and extra memory
+	// granted. Nodes of one pool that report different versions or commands
+	// are listed as separate `variants` and the language is marked `mixed`.
+	// A language whose pool has no ready node is still listed, with no
+	// variants: it is accepted and waits for a node.
+	//
+	// Errors: 401 `UNAUTHENTICATED`; 429 `RATE_LIMITED`; 5xx.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /api/v1/languages (the `ListLanguages` operationId).
+	ListLanguagesWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ListLanguagesResponse, error)
+
 	// PublishManifestWithBodyWithResponse Publish an immutable manifest (content-addressed).
 	//
 	// The manifest is normalized and hashed; publishing the same content
@@ -2113,7 +2311,9 @@ type ClientWithResponsesInterface interface {
 	// 409 `SUBMISSION_CONFLICT`, `IDEMPOTENCY_KEY_REUSED`;
 	// 413 `PAYLOAD_TOO_LARGE`; 422 `LANGUAGE_UNSUPPORTED`,
 	// `MANIFEST_NOT_FOUND`, `MANIFEST_LANGUAGE_MISMATCH` (e.g. cpp17 with a
-	// SQL manifest); 429 `RATE_LIMITED`; 5xx.
+	// SQL manifest), `MEMORY_LIMIT_TOO_LOW` (the manifest's memory limit is
+	// below the language's `minMemoryBytes`, see `GET /api/v1/languages`;
+	// the message names the minimum); 429 `RATE_LIMITED`; 5xx.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -2135,7 +2335,9 @@ type ClientWithResponsesInterface interface {
 	// 409 `SUBMISSION_CONFLICT`, `IDEMPOTENCY_KEY_REUSED`;
 	// 413 `PAYLOAD_TOO_LARGE`; 422 `LANGUAGE_UNSUPPORTED`,
 	// `MANIFEST_NOT_FOUND`, `MANIFEST_LANGUAGE_MISMATCH` (e.g. cpp17 with a
-	// SQL manifest); 429 `RATE_LIMITED`; 5xx.
+	// SQL manifest), `MEMORY_LIMIT_TOO_LOW` (the manifest's memory limit is
+	// below the language's `minMemoryBytes`, see `GET /api/v1/languages`;
+	// the message names the minimum); 429 `RATE_LIMITED`; 5xx.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -2144,13 +2346,22 @@ type ClientWithResponsesInterface interface {
 
 	// GetSubmissionWithResponse Status of the submission's current generation.
 	//
+	// With `waitMs`, a waiting read: the answer comes as soon as the
+	// current generation settles (a verdict, SYSTEM_ERROR or CANCELLED), or
+	// when the wait ends, whichever is first; a submission that has already
+	// settled answers at once. The wait holds no database connection, and a
+	// settlement committed on another control replica wakes it within the
+	// cross-replica wake-up interval. The answer is always the status at
+	// the moment it is sent: check `status` (and `generation`), not how long
+	// the call took.
+	//
 	// Errors: 400 `REQUEST_INVALID`; 401 `UNAUTHENTICATED`;
 	// 404 `SUBMISSION_NOT_FOUND`; 429 `RATE_LIMITED`; 5xx.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with GET /api/v1/submissions/{submissionType}/{submissionId} (the `GetSubmission` operationId).
-	GetSubmissionWithResponse(ctx context.Context, submissionType SubmissionTypePath, submissionId SubmissionIdPath, reqEditors ...RequestEditorFn) (*GetSubmissionResponse, error)
+	GetSubmissionWithResponse(ctx context.Context, submissionType SubmissionTypePath, submissionId SubmissionIdPath, params *GetSubmissionParams, reqEditors ...RequestEditorFn) (*GetSubmissionResponse, error)
 
 	// CancelSubmissionWithBodyWithResponse Cancel the submission's current job if it has not finished.
 	//
@@ -2313,6 +2524,75 @@ func (r UploadArtifactResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r UploadArtifactResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// ListLanguagesResponse429Headers the declared response headers of an HTTP 429 response for ListLanguages
+type ListLanguagesResponse429Headers struct {
+	RetryAfter int32
+}
+
+type ListLanguagesResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *LanguageList
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *TooManyRequests
+	// JSONDefault the response for an HTTP default `application/json` response
+	JSONDefault *Unexpected
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *ListLanguagesResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListLanguagesResponse) GetJSON200() *LanguageList {
+	return r.JSON200
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r ListLanguagesResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r ListLanguagesResponse) GetJSON429() *TooManyRequests {
+	return r.JSON429
+}
+
+// GetJSONDefault returns the response for an HTTP default `application/json` response
+func (r ListLanguagesResponse) GetJSONDefault() *Unexpected {
+	return r.JSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r ListLanguagesResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListLanguagesResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListLanguagesResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListLanguagesResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -3090,6 +3370,30 @@ func (c *ClientWithResponses) UploadArtifactWithBodyWithResponse(ctx context.Con
 	return ParseUploadArtifactResponse(rsp)
 }
 
+// ListLanguagesWithResponse The language ids a submission may name, as the ready nodes run them.
+//
+// Every accepted language id, with its pool, the standard it names, the
+// smallest memory limit it can be enqueued with, and what the ready
+// nodes of its pool report for it: compiler/runtime version, compile
+// and run command lines, source file / entry-point rule and extra memory
+// granted. Nodes of one pool that report different versions or commands
+// are listed as separate `variants` and the language is marked `mixed`.
+// A language whose pool has no ready node is still listed, with no
+// variants: it is accepted and waits for a node.
+//
+// Errors: 401 `UNAUTHENTICATED`; 429 `RATE_LIMITED`; 5xx.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /api/v1/languages (the `ListLanguages` operationId).
+func (c *ClientWithResponses) ListLanguagesWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ListLanguagesResponse, error) {
+	rsp, err := c.ListLanguages(ctx, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListLanguagesResponse(rsp)
+}
+
 // PublishManifestWithBodyWithResponse Publish an immutable manifest (content-addressed).
 //
 // The manifest is normalized and hashed; publishing the same content
@@ -3249,7 +3553,9 @@ func (c *ClientWithResponses) ClaimSettlementEventsWithResponse(ctx context.Cont
 // 409 `SUBMISSION_CONFLICT`, `IDEMPOTENCY_KEY_REUSED`;
 // 413 `PAYLOAD_TOO_LARGE`; 422 `LANGUAGE_UNSUPPORTED`,
 // `MANIFEST_NOT_FOUND`, `MANIFEST_LANGUAGE_MISMATCH` (e.g. cpp17 with a
-// SQL manifest); 429 `RATE_LIMITED`; 5xx.
+// SQL manifest), `MEMORY_LIMIT_TOO_LOW` (the manifest's memory limit is
+// below the language's `minMemoryBytes`, see `GET /api/v1/languages`;
+// the message names the minimum); 429 `RATE_LIMITED`; 5xx.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -3277,7 +3583,9 @@ func (c *ClientWithResponses) EnqueueSubmissionWithBodyWithResponse(ctx context.
 // 409 `SUBMISSION_CONFLICT`, `IDEMPOTENCY_KEY_REUSED`;
 // 413 `PAYLOAD_TOO_LARGE`; 422 `LANGUAGE_UNSUPPORTED`,
 // `MANIFEST_NOT_FOUND`, `MANIFEST_LANGUAGE_MISMATCH` (e.g. cpp17 with a
-// SQL manifest); 429 `RATE_LIMITED`; 5xx.
+// SQL manifest), `MEMORY_LIMIT_TOO_LOW` (the manifest's memory limit is
+// below the language's `minMemoryBytes`, see `GET /api/v1/languages`;
+// the message names the minimum); 429 `RATE_LIMITED`; 5xx.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -3292,14 +3600,23 @@ func (c *ClientWithResponses) EnqueueSubmissionWithResponse(ctx context.Context,
 
 // GetSubmissionWithResponse Status of the submission's current generation.
 //
+// With `waitMs`, a waiting read: the answer comes as soon as the
+// current generation settles (a verdict, SYSTEM_ERROR or CANCELLED), or
+// when the wait ends, whichever is first; a submission that has already
+// settled answers at once. The wait holds no database connection, and a
+// settlement committed on another control replica wakes it within the
+// cross-replica wake-up interval. The answer is always the status at
+// the moment it is sent: check `status` (and `generation`), not how long
+// the call took.
+//
 // Errors: 400 `REQUEST_INVALID`; 401 `UNAUTHENTICATED`;
 // 404 `SUBMISSION_NOT_FOUND`; 429 `RATE_LIMITED`; 5xx.
 //
 // Returns a wrapper object for the known response body format(s).
 //
 // Corresponds with GET /api/v1/submissions/{submissionType}/{submissionId} (the `GetSubmission` operationId).
-func (c *ClientWithResponses) GetSubmissionWithResponse(ctx context.Context, submissionType SubmissionTypePath, submissionId SubmissionIdPath, reqEditors ...RequestEditorFn) (*GetSubmissionResponse, error) {
-	rsp, err := c.GetSubmission(ctx, submissionType, submissionId, reqEditors...)
+func (c *ClientWithResponses) GetSubmissionWithResponse(ctx context.Context, submissionType SubmissionTypePath, submissionId SubmissionIdPath, params *GetSubmissionParams, reqEditors ...RequestEditorFn) (*GetSubmissionResponse, error) {
+	rsp, err := c.GetSubmission(ctx, submissionType, submissionId, params, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -3480,6 +3797,66 @@ func ParseUploadArtifactResponse(rsp *http.Response) (*UploadArtifactResponse, e
 	switch {
 	case rsp.StatusCode == 429:
 		var headers UploadArtifactResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int32
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: "int32"}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseListLanguagesResponse parses an HTTP response from a ListLanguagesWithResponse call
+func ParseListLanguagesResponse(rsp *http.Response) (*ListLanguagesResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListLanguagesResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest LanguageList
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Unexpected
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers ListLanguagesResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
 			var value int32
 			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: "int32"}); err != nil {
@@ -4164,6 +4541,9 @@ type ServerInterface interface {
 	// UploadArtifact Store one test-data file under its SHA-256 digest.
 	// (PUT /api/v1/artifacts/{sha256})
 	UploadArtifact(w http.ResponseWriter, r *http.Request, sha256 Sha256)
+	// ListLanguages The language ids a submission may name, as the ready nodes run them.
+	// (GET /api/v1/languages)
+	ListLanguages(w http.ResponseWriter, r *http.Request)
 	// PublishManifest Publish an immutable manifest (content-addressed).
 	// (POST /api/v1/manifests)
 	PublishManifest(w http.ResponseWriter, r *http.Request)
@@ -4181,7 +4561,7 @@ type ServerInterface interface {
 	EnqueueSubmission(w http.ResponseWriter, r *http.Request, params EnqueueSubmissionParams)
 	// GetSubmission Status of the submission's current generation.
 	// (GET /api/v1/submissions/{submissionType}/{submissionId})
-	GetSubmission(w http.ResponseWriter, r *http.Request, submissionType SubmissionTypePath, submissionId SubmissionIdPath)
+	GetSubmission(w http.ResponseWriter, r *http.Request, submissionType SubmissionTypePath, submissionId SubmissionIdPath, params GetSubmissionParams)
 	// CancelSubmission Cancel the submission's current job if it has not finished.
 	// (POST /api/v1/submissions/{submissionType}/{submissionId}/cancel)
 	CancelSubmission(w http.ResponseWriter, r *http.Request, submissionType SubmissionTypePath, submissionId SubmissionIdPath)
@@ -4219,6 +4599,20 @@ func (siw *ServerInterfaceWrapper) UploadArtifact(w http.ResponseWriter, r *http
 
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		siw.Handler.UploadArtifact(w, r, sha256)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// ListLanguages operation middleware
+func (siw *ServerInterfaceWrapper) ListLanguages(w http.ResponseWriter, r *http.Request) {
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.ListLanguages(w, r)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -4361,8 +4755,24 @@ func (siw *ServerInterfaceWrapper) GetSubmission(w http.ResponseWriter, r *http.
 		return
 	}
 
+	// Parameter object where we will unmarshal all parameters from the context
+	var params GetSubmissionParams
+
+	// ------------- Optional query parameter "waitMs" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "waitMs", r.URL.Query(), &params.WaitMs, runtime.BindQueryParameterOptions{Type: "integer", Format: "int32"})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "waitMs"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "waitMs", Err: err})
+		}
+		return
+	}
+
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		siw.Handler.GetSubmission(w, r, submissionType, submissionId)
+		siw.Handler.GetSubmission(w, r, submissionType, submissionId, params)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -4585,6 +4995,7 @@ func HandlerWithOptions(si ServerInterface, options StdHTTPServerOptions) http.H
 	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/api/v1/submissions/{submissionType}/{submissionId}/cancel", wrapper.CancelSubmission)
 	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/api/v1/settlement-events/claim", wrapper.ClaimSettlementEvents)
 	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/api/v1/settlement-events/ack", wrapper.AckSettlementEvents)
+	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/api/v1/languages", wrapper.ListLanguages)
 	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/api/v1/system/judgers/summary", wrapper.GetJudgersSummary)
 
 	return m
@@ -4729,6 +5140,73 @@ type UploadArtifactdefaultJSONResponse struct {
 }
 
 func (response UploadArtifactdefaultJSONResponse) VisitUploadArtifactResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListLanguagesRequestObject struct {
+}
+
+type ListLanguagesResponseObject interface {
+	VisitListLanguagesResponse(w http.ResponseWriter) error
+}
+
+type ListLanguages200JSONResponse LanguageList
+
+func (response ListLanguages200JSONResponse) VisitListLanguagesResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListLanguages401JSONResponse struct{ UnauthorizedJSONResponse }
+
+func (response ListLanguages401JSONResponse) VisitListLanguagesResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListLanguages429JSONResponse struct{ TooManyRequestsJSONResponse }
+
+func (response ListLanguages429JSONResponse) VisitListLanguagesResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListLanguagesdefaultJSONResponse struct {
+	Body       Error
+	StatusCode int
+}
+
+func (response ListLanguagesdefaultJSONResponse) VisitListLanguagesResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
 	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
@@ -5256,6 +5734,7 @@ func (response EnqueueSubmissiondefaultJSONResponse) VisitEnqueueSubmissionRespo
 type GetSubmissionRequestObject struct {
 	SubmissionType SubmissionTypePath `json:"submissionType"`
 	SubmissionId   SubmissionIdPath   `json:"submissionId"`
+	Params         GetSubmissionParams
 }
 
 type GetSubmissionResponseObject interface {
@@ -5618,6 +6097,9 @@ type StrictServerInterface interface {
 	// UploadArtifact Store one test-data file under its SHA-256 digest.
 	// (PUT /api/v1/artifacts/{sha256})
 	UploadArtifact(ctx context.Context, request UploadArtifactRequestObject) (UploadArtifactResponseObject, error)
+	// ListLanguages The language ids a submission may name, as the ready nodes run them.
+	// (GET /api/v1/languages)
+	ListLanguages(ctx context.Context, request ListLanguagesRequestObject) (ListLanguagesResponseObject, error)
 	// PublishManifest Publish an immutable manifest (content-addressed).
 	// (POST /api/v1/manifests)
 	PublishManifest(ctx context.Context, request PublishManifestRequestObject) (PublishManifestResponseObject, error)
@@ -5707,6 +6189,30 @@ func (sh *strictHandler) UploadArtifact(w http.ResponseWriter, r *http.Request, 
 		sh.options.ResponseErrorHandlerFunc(w, r, err)
 	} else if validResponse, ok := response.(UploadArtifactResponseObject); ok {
 		if err := validResponse.VisitUploadArtifactResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// ListLanguages operation middleware
+func (sh *strictHandler) ListLanguages(w http.ResponseWriter, r *http.Request) {
+	var request ListLanguagesRequestObject
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.ListLanguages(ctx, request.(ListLanguagesRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "ListLanguages")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(ListLanguagesResponseObject); ok {
+		if err := validResponse.VisitListLanguagesResponse(w); err != nil {
 			sh.options.ResponseErrorHandlerFunc(w, r, err)
 		}
 	} else if response != nil {
@@ -5867,11 +6373,12 @@ func (sh *strictHandler) EnqueueSubmission(w http.ResponseWriter, r *http.Reques
 }
 
 // GetSubmission operation middleware
-func (sh *strictHandler) GetSubmission(w http.ResponseWriter, r *http.Request, submissionType SubmissionTypePath, submissionId SubmissionIdPath) {
+func (sh *strictHandler) GetSubmission(w http.ResponseWriter, r *http.Request, submissionType SubmissionTypePath, submissionId SubmissionIdPath, params GetSubmissionParams) {
 	var request GetSubmissionRequestObject
 
 	request.SubmissionType = submissionType
 	request.SubmissionId = submissionId
+	request.Params = params
 
 	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
 		return sh.ssi.GetSubmission(ctx, request.(GetSubmissionRequestObject))
@@ -5990,134 +6497,149 @@ func (sh *strictHandler) GetJudgersSummary(w http.ResponseWriter, r *http.Reques
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7L3rctu4si/+Kl1cu2rkvSlbdjxZE7v+HxRHSbTi27LkSc0e5W9BJGQhJgGFAG1rUq46T3Me7DzJqW6A",
-	"V9GW5Ewy69Re8yEjUwTQaDR+6BtaX71AxXMluTTaO/jqzTgLeUIfL7hJFt2p4Qn+FXIdJGJuhJLegTfg",
-	"gZKhBqPgjgkDEz5VCYcEmwh5ve35XsK/pCLhoXdgkpT7ng5mPGbY1VQlMTPegSekebHn+V4spIjT2Dvo",
-	"+J5ZzLn9il/zxHt4ePC9OUtYzI2ja5BOYqG1ULIfnjMzw2cCiZrjH74nWYw96NJrT5LzHwmfegfe33YK",
-	"TuzYb/VOeSwPSSkeDBdzvtbw+OKfQAB1Q+xIuJ4rqTlx4zULL/iXlGuDfwVKGi7pI5vPIxEwXLCdzxpX",
-	"7euaY/aSRDnOV1d9OMMlpsEgVFyDVAZiZoIZmBkHHDxhgYHW+KL3z8veYHjVP/21e9x/M97a9h5870jJ",
-	"aSSCH0BpNpKGO2FmcDdjBliUcBYugN8LbfQhhIroJ5kFpkFoIvJUmbcqleGPYScLw4RrzUNIuFZpEvCC",
-	"s0Qo0XTOFpFi4VCpY5Zc8x9D2kQRswLOQw3CaJggW6A1Pu/+dnzWfXM1PDu7Ou5evOu55R0qdcLkwomj",
-	"/v5UXjDDIRKxMBzpuugOe1fH/ZP+sPdmvHWYrSwiGBCYtQnNQFvwQpCqw107x7smgtzbOyVkJKouJUvN",
-	"TCXiD/4DxOYE8UBeg0oglTdS3UmYpFpIrhGPb7iE1vjytHs5fN87HfaPusQNWqBLye/nPDA/gsoBT255",
-	"0tYi5DBlaWSg9fP9PYz7p8PexWn3eOwDUvlrt3/cfX3cy9fLETpPVMC1ZpOI96QRZvH9Kf7Io6iNZxMP",
-	"YZIiMExT3JiTBTBI0og/AhkPGZaTGHUTI6YsMAOjEstnFoYCh2DReaLmPDECkXvKIs19b1569NXTM7b3",
-	"88uVZ4J9C8cVf/D6ifpyf9WJWj6Lfs/GdJ19yt9Xk888MATbTPM+TWXOjOEJMuv//73b/m/W/qPTfvWp",
-	"+Hi13f70teO/fPHwH17ekTaJkNdZRxdcp5HZkC9BTsFTfHF0PvgevxfmSIW8Uduo88P3Yh6rZPFhsjEr",
-	"sanWzCJy7QSa8eCGJxCK6dQHLa4liwB1A9y3g38eA0c59IEZiJU2sA8fxGuEpJjdH3N5jYrFfufVywY2",
-	"6kAl/Bm0WiKWSR3yJBaSGQSVjNA0nvDEhw6IKUglOVK2kd7me9owk+pVi/YrT0KB24VefvA9I2J+ohsY",
-	"en4J+F2dkjUmfseiyHb5LRvFCWE+sWwhcpLzgUoSVZLFfAEKqWncbVZwVu6QKne6Ut/xBJDBLBFayW0Y",
-	"GxXxhEkzBnEtVcI1mISJiJZ5zgKugckQpoIWnN9FeIQcjuR4Gilmxq4v1EVIGJwqNWYTPVTReGec8Ag/",
-	"HMJYz3kgWDSGJJUa2Ei6B+3PaXjNYZ6o64TFICSpiZrJcKLuoYWcgUCFHDrw/wELAj43PNzaHkmvDgB2",
-	"0MoKhiqdRLx5CS3FHi1g9LyGbgorsdi+li3aQ9bTCqSyrzuVvipm1P4JwRi6/rlE0n/3+D0LDAqhW23c",
-	"HriAXjGHT3UQ8b37NrZv37IEMUljRz3X0bDo6K3raJB19OB79vzcTDp7tzxZWMQjtXJ7aYEDh9YrT27a",
-	"SnR2GyYi/Tgh1sqq0nE2t++BNkkamDThIVkt/N5Aa6oS4Pcsnkec5FRNp1yGuFumgkfh1rbXsCiP4v/7",
-	"NGayjRYH6jCAQxyC5Le0SaVhQmpURBNu9DqoX8ciCyhP4UjBrSXaTlgwE5IX1NmVwU634ejs9O1x/2gI",
-	"QhMbrrnkiQhgv/MK7mZcglQQo7FP0jUVgd3CpJBxmksmmTUj0PO9mlrq+d7p2fDq7dnlKX4+6Z7232KD",
-	"8sPB5euT/mDQPzutPH7Tf4dvnvQHJ93h0fty62K47sWw/7Z7RK8N+qfvyo8G/f/ulZsfd0/fXXbf9a4u",
-	"TweX5+dnF5a+vNf8+1KbEm0Z1zzf67/pnZyfDXunR79dfej9dnXRuxz0alMZ9i5O+qfdY8/3Si2XDCvP",
-	"98pGDXbu1GfLzEx7XnOHO8usL29ZJPAks4YLlwZVaY5PcuvX906YFFOuTelR4Y0oPXwjrrk2J0KTJ6DU",
-	"sBgnU4qd6VJ6MhB/8FLTYyavU3bNL6VO53OVWKKyDrNvSw0KinLngu/1Qx7PleEyWHzgiwuOanzlXafx",
-	"4FFcala3sn0yMI+tfYndSlR+qdWlZLdMRLh5LCjecmm6wU3JFbOJequkTmN75q9WsQ9Ix97d+3uzks2R",
-	"lH5IHQvD45UamFWZY3bft2/vdjp0NmZ/5mOwJGGLBihyxJeGbsSjnEXWe7Uhj1hwY82p58+pOg3fk8q8",
-	"59Gf2mmNN5boYqRH+XIUMRF/u/DUTHBD4G6NjmnmotNpjGdawsmAppP4W0Uu4kw36uzv1R1ESl7T2CQd",
-	"GrRhC6AWIRgFZiY0ZHNo1u3ZvVXTXrzs4H8lxW2302m2yth9s6M562q32s1q3b8Qcuy7mPKqFX2WrFtO",
-	"rS2XA25MxGMuDY28qZC60Zpm8jbheia51htOQPI7rs17zhIz4cx0rxul40REkXDOONBCBlbvso1hlrVG",
-	"2WVyAVKF/BDYRHNprC1yenb1vte9GL7udYeDZ9iFaMit1DpzHgzo7SX3CT19knmDbJjq9I/7v/agtTRb",
-	"nJmzlNR0ikYZmBl2paJwy4fBsHvcg5aKQp5s+cssyJQv7B3PPHyd9KzSe2uqC8fiFg/BgWFkLp2qfEE1",
-	"HXrWI1OzQ+F1/13/dAgiBKaBQcgDEVuN2wWGnI7tHXj7ezX02UXcQfBBtPmlGWz+gTZlogdpHLNksekp",
-	"os+mTdGsBPXyVsgMmzDNt8jRkGGmlmyuZ8pUBCxkhrfxrSYSp+Vts5ZsYau5UtH6m/5cqSjjQXXDv1w+",
-	"6SjwcZ71X508Pbb7iRkCZgNKcrDBEtx0z/D9GGVYlA+4WcCvdoTiipVZWplNZaSMhU2bMVMdG7ah+wZu",
-	"+MIHvn29DcF8vvt3Hz6zW4b/ny/MTMkXPrDkxmgf4oX+Eh2CMCTcIbd2Eo5dP01Z+49Pv9tD9L+2r+gQ",
-	"fbHbLNakZm6Ks9bNdDJpwFb6BuY8gSSVh8XS7gLauUdnb3oQO7VaP33s/rL7am/VeqvUzFPzYdKohMiQ",
-	"JSHYVyBgc6IqYJp/E1l7L/d29/dXCuIKb+KfQ8vLml6ywgtZizuwKFqixZ5yMWcSQTROIyPmkYUkmhEE",
-	"M6W5hMnC6lb3PEiNWqVALelPK7df7trMRa202E0bLbPVNvQQ9eM4Nc5Tog0gEtO5D/NETSIeb9fWA2bs",
-	"llcBCzk3kkyGIBWM9ZdovE2O9lob+saHwPnnx19HNImRdwAj60wbeQ9jYDIcSamoV32ITBaJjTVqYAmn",
-	"OBCFh1qkAaD2NRQxV6k5QYhg9xfqTtteYnb/emG4hmt1yxO5RW7XmC1gwqHT5O2kMdc+CTKOHzHNl3S/",
-	"BrMnKBzMa/goscWNkOG6VHzAd9EmyPHsqVYO9VAX+7La1/oF5QilYUlMicJ80GKOvuPlU5JKfPu+8Sgh",
-	"56kZbBjcs42eE+HLtuimI7pWbsjqBu2AQCSK+LUwImaGRwvg8dwsIIspO4R/TnyGi+uZaZ5myWJbDbKP",
-	"RWzK/C8ztsaoCgdysp6SnQ9uZ2RaN4IUqsz/PF5Tx3aRocEX61zP+j1PJ5HQs40DyCH54qhRFKGq+/t6",
-	"a/9pKXz/vtve+/llpgNLXJdI/MHDHE63LdY4V1+4jvOktjylxn5GeROzUbtrsjRcdEmp6JAOANRVwSUO",
-	"gEadXgMBerQAF8LM1imYzz3fQwUPwZf0O8/3SL9DoUMFb90FpJ7+YXs6z3rqup5ObE9uEs+zWdDU0+Yj",
-	"E6ZJe+he54aKfRG+pDzlIRQJaIfQyTz38jnh07nj/ypzBN+1gxee1gaK/3nZu+y9gcIbDp/VREPr6H3v",
-	"6IP9zO+DKA25jblsSC1ZB6cq5A1D9067r497b+gAVpJsaxQabTkodK7Ef4vFQuyq0NHEFr+6rk1yf8GZ",
-	"y2ypKYyzxSEkPFBJyMMsqsrSUBiI1HUtmrTb2bNKcv6gwfiwIz3P/5jkVD4lH24udV65xs2z12lkBnxT",
-	"TbIL00T9wSUk1AFobg7hlkUp18A0BeJ8kGkUkZaPCuLp5fHxNoyRAj327VaZJxw1cB9mTBO4cGmcPRWo",
-	"KI1lUwgTn1f1ttJC7P3clMtRKGvl7wvDXd1VO8w/4Awo/OACnZv2XNUSm/RE4sdjs3m5v+mQSx5Vyy03",
-	"xyYJqPs1N9TREs4MD7tVveJJv03II3HLk0XXGFRtlnfeLigJU5GgheLefRotdpsQyoVJ1gs30MvDNXIK",
-	"atyyuQW+R+FbZul/So1spPSzmqxL59wGz9an0kXbSPcvZ1lvlJHt1/OsN02nbnCFkzpSsD3jgr+c0l1L",
-	"MS+xuuDHslT5JdFcQ+yzadX0s95wiCeZC9ITQuHb1mj+rCZgZswAl3hEtG5tkpUPg98Gw97JVe/i4uwC",
-	"VAJH3dOj3vFx781WWTtyna+pAVl6Q9Jylpd3w8hHOWmhFpeiiFSn/erqqRTD9ZLOCjGweWdZUonj05o5",
-	"a42xgPQRLMtNsZr3Ud3xpI2GCsz4PWRqt9WG6+7ETvsVa08/fX253zz5WjLSZqyPSh7SJ0327D3kNmWs",
-	"b2pmulaPWrabePhqK5BPokZbZdDG9Sl8C5upG8MZzxQO1CXmLHF7MLeTYNA77h0NM0+WzhLrbHDBpCGX",
-	"5ic9koW+4jLtMsN67ONWpWeGbmDQe2oK44RPecJlwAdfbPYdKDmSNskuRrq4nkEW1YBWyRjKbAZzp7YO",
-	"4c3JcUEedsNZMBvJ8S1PxNSlWY/RsMjz6Su0Q+4C043Je1Gk7k7SyIhB/h4+d4swUSriTJJrynLmiHSD",
-	"UwswTe+V09if1jozHdJqJ+SGe1roXv59t/PLLy/3Vx2NzsO3qdOisS9U5F2y+PJc3bp8WMMHVwhx5oUr",
-	"C0hdg/v55xfN2cXY2fL72W5cbsB5uPz6/u6r/Red/UcguuovXbEi67CwLKnLKFuR72XPMQn24dI+zczl",
-	"9YLwX6JfyzRU1OGSttysDZcXubwEBXcLKWncJjUONHK5ENrSZvCbt+fTGFl3e1nOeT4yem2tIeKUdfUm",
-	"tg6SOgM3VByegwhP7jsSirX2TG0tbcMSSBUDNXKVLoqsHTb5diMndxGud1rHJcrWCQB8F7dgWWcukdTI",
-	"z1y367qM8g15+qMspm9RVWssyyyUigXylDZaZE0SW3+AqriZSOCIQiXu3leDymyvGlhT3GXMMOcKpkiF",
-	"dVg3G+fNSWDt3eZcMqs4NtyamRU3G5wjyfqWshs9qMd/EK+hdTl82/4FJgi3WzXv3OOH6r+KSbzK6F3S",
-	"uL3KWj8tfU0ZRHT11N1n/EmDCPM8nLzZJkmLjxmK9X31jAigfqMk3zi/xYUkh8qw6BmN+eNp/X05TVh+",
-	"syFL6o+Y1hkLI9R4pkxEPARm3RHQKvsEyNI4752+6Z++sxbHRW948dvV6+7Rh7O3b7caOL+WWf7/AqZm",
-	"rX/liW7UIvsSDyHNXbYUp0sttg0EMyazSIzQ8FlNDgs7T7kLWPhyZDOr9HPSFf8yTPC9dB5uqmiUnCnr",
-	"BSNzt8pSNPLceuOta95xnMLRbgxodY/g//yv/w1HPXvT+Y4Jc7FWYOJj8eam0PfUqVsXpgpJfgk+KnBQ",
-	"5vPTyFkS3CU5fe3Qsz1lAV32o3cP8n3d0pxDQc6WD0dnJ+f94/7pOx/+cfnmHX4YyZy7NbdhyyGHBn4/",
-	"Y6k29o60qKIP3fnWWyNZ9jJa70BmNTh66A6MG9/zPUeA53vdI8/3PnY93xtSDusJ/XtG/17gP0cUay/R",
-	"hs+ysda0Q87tHS+6CRLP6XakZ5NM3UWV9YhYaMNjezXO946YDHiU+0SXtt6TB96NkHTkFcLmshK7x+/O",
-	"EJ7fdIfd191B7xAoQoPLm9DdXUKlD72j3hVlKOGeSW4pQ4lH0zalxGhINbfvULh1JaA/lq74a2lzb3hq",
-	"NnOAvrJO64ThlFkwy31o9G2uWCkZ8EOXfEKZer21rfTSDfR1MqVIIvixum5IILTfJS7rpVD7XtJN7jJ9",
-	"COHJPOG4UZJUIl7W7/w95oyJ2f0gu+1dCwCkMfkZo8gyxyar5Cd9kaXhf8OV9g3uojdSh5SUCMuu+NrF",
-	"fmbC/sZXypud9MXt7ZzHlQUv+PBUDll1qIYclVRbEQlUzLeh34SRNp2QbobmkFuOxqyDQOth3Vo9Pfje",
-	"x8rpuZR8ACw/SgqQogNFH9rIujIzntwJXcm5+djtD/un767enl1cfTy7+NC7oGFL6iVO4+m4duO0kFwh",
-	"r9+q5KNKbNYfVWh5zYIbNZ16n6hEBw9StCcHKCQWhDLQHaobLpsWLy+rEkQC1Y+susoND3ibqh2pyD20",
-	"7glotwm+s4ZjwleSS/IucZYQeW5SM2PmthKJkFPVjIvd8z5to5yWCQtuuAyhZeN+lMRCmVA/aVB3EkqV",
-	"UbZQ/PTBSKbzSLGQUmvblFrL3PVL7cPcppqByDNw84RZH7ikzBV/JAVd6jc+JNzmXTGJ+xgPupIUaN8+",
-	"t9elQOfhQHf7a3sku4RYUaRBcjRDHuOy5RqMK6s03qKKRHNjoxxEewDa5lXB+F1vCDtsLnZud3c0Hck7",
-	"n+11kR33znh7JEfyb3+DIyWRIqR5JP+zuLWioTUmxW7sw7gwZPEvFx0eb9GOrV5s0SMJthQWnsTj5ass",
-	"OPB/whCxn5pfvD2CFy9evMrawzRRMa10Hq8JIhXcQOtyeLR1CGFqVUxqjYM5WNQgJMTlm1T2KoeE8Yke",
-	"g06nU3FPY5cv4aPyLOH9cHieqdPzKNWUDB2okI88H0YZANo/3H37kfcwPsThA8qbwplcnp/3Lq4Gp90P",
-	"PVr8SJBKKGwUCfD8J8p/0lAS721LD3aVv0FJ0SzSCpgtZ7Hf6cBSLTEf9ju7sFTiyMeu9vdeQbUOFLSs",
-	"GVtUd7L519ViRDuVWkQ0QXyBksm5uVPJjWWcnbFmU7LqbB2gljUE7xJhODJWZLePzZZdc9RurGi7+/8z",
-	"pVDZmSsV+TZrUWW55Qf5XRKYqihSd1YwkCBrwFtvi2//sunoueTkh76T8UF9+42kFYJyfoAupQfYPZOV",
-	"prG7O3JQMk9UmAZFSuVIKrm8w4siHzEHkzCpWZAvt3SHncuIICfESGZxmIAfAMuvgkIQMRGjjTehAnOp",
-	"DOmApIuXflZuAMeKiRlyJFlwI9VdxMNr98VhdudUKgOlb8OsXiExETu0jKCdVSLumgnp5Gdcy+KA/4Ld",
-	"8dY2dCFgCZ+mUUG4I20kmcxyMmS0ADGlImrjwlocW0elocTNBBdE5skcIq9XN5IzFYWaNElas7JhgAKa",
-	"FXfBLZ9BFLafMe1oCa3dZYSha3eo/heo2z3v2+iRdjlOFBmZc8nmwjvwXmx3tl9YI2FGp2aGr/kRsvPV",
-	"lpB6oJyN1Dxi4ahwgfPVJuEstnd/GSAvVYLYPRURh7sZ/jtjGlGUblgJDTcE92UeZlkS/EvKInf7iplZ",
-	"ljUBl3TcIRDjEtwLjerBSNqvreNAqraaO5jBF/c6nW3oljy3J+I1ZfshXdvwkTB1JMdHtgRZ26rFY3s0",
-	"49TiVBsbWsyi7LRYMZML6/o9ROGepfKGhyOZcYNK6ln72W5gck2TwNAmJotSHzQD4WEzEB6O5P7uC2go",
-	"03cI+3t7MK7VzkDkHDfXxRhbLcNWArSE2o2Dq1BlxRYOu4S+hwijVvpylO+H3oFnlyirAuFVa3z+3lxR",
-	"M0vleGYlTRfRevhke+DavFbhU3XlVGC4aVuBrdaXy82WiZCMgn31kOBDncx63c69TudPK2lXqznXUNuu",
-	"62pfanqDXGR7nd0fSID9BqS6o8H37eyb+sy5tFMqbUpNdlc3qVRixEa7L1Y3qtf9wHZ7e+sMtlylkNq+",
-	"Wt22XiuTGEb24Drj5qFlsmyyWwWWyXR8FJo+4ao9PMvQWSSYGXZNVlSO59ZeymA+NwYI3ZV+BN5zT00e",
-	"e6PLIng+IZzz8DAzNIQrB0EagpO+kbRnbcJNmkhdfF/WwK1iS0BttZg8uSV00xlJQuGs0OuEgzV8eFhk",
-	"T1FeRAha/MG3oReS5VhcM7Q3LkeyRCsDye/y+R3aCwo3nM8rKhf+sYA7nvDMZgpHEgf9fjBeL3g0hhb5",
-	"CemiJA6tUjOS5LvwKTzpnmU3IBm4+mD5XcjsBRQUG8zbqpwNrowS2kKPnBeHsMEZ4C455YkD6+LyZthU",
-	"5CX8WFBevsr1SJ3d8kaAO1TanPzOs5Z/Ol6vRVv+5b9R+7uituMz6qrLPhhouQVv55Wit8qoXcBzM2rv",
-	"fC0Q9MFmtzQg+HPxqbNfgqG8PNtmKPCOmxICrFYDK+lBz1MFKeno03fc+7Wcrkc2fuUm5Q/bW5391Y3y",
-	"6m5/6ca44CzEoznHoXJQY8UGKPwSbesD2GHBzeMqTDd3DuCRX3HibEM3s+OLqlVMkos7N/pHsjXhAUs1",
-	"rxa0+kk7/0LCJKjUbGHfhYNs7AqDjdHWRX0hilBrUQkZ7xPOZclXggNyMEo9X6XYZF92g5vaTRT9nU7o",
-	"evG8H3xQLxWma6oNjrY8nc0lL9KP3bd/2TYs9kZW5TPMa7kpq/dmBTFqvrPyPs2qjD29Scnp9/g2vXD2",
-	"wdwVZnVktNDMcJ/vZkpz4CyJBE8y5979HEVpy5bjiLgLNfMYt/I426tjcrGNXWW38TYM+C1PWOHZ0+Sf",
-	"JhJHkmVx6NzLJ3QJIKggSe4RNMBs7WrCEgoMIwiMpC3wgmDicMfNrOIutV5jfSPmc/LAWJxRUwhUHCNu",
-	"UHrxQX4lkRxLjlCf1mWyIO0ihCBNtEp+DIBQBbwfCSGVIop/BYhUa/41/SwJvpBvHz+7sU9prD7MldZi",
-	"Ei3cxYP/EeBCHIF0jnsmZvfkqcgwZCl6WA0CrESXahGCZkTJS8Xidq6lmaISQPYBjFvVXDB/JMu5YFvj",
-	"g8zqb/JuuECCdTZr2Ovs5e6Ikczc0zZlMBRT8mmYvC1iUsmLXdAkNOx3Xo3kuKEK8RhaCBFZqNYoVyuD",
-	"CNnappCUcrWwR3Jcqpfb/sAXY7A/dAIxu+EaGMW5BP1Ejf3tH4p/IcuBBYnSeiQdVYK7ABZN/4YvXDCy",
-	"NK/M821pb66VPLYULkXBYJzFv8aHeS0mhPSiZlRzLOzZ9s0raGSvD49RvtJr01RnmjzwDXaUX7KulupP",
-	"Z+4eKlbn+DyS5YJXWxvBdc8KcJGt9og1ZmWjsMdqwuOVjbByZtlodL+32x6N7v/OP33d9Xf3Gus7ru+d",
-	"39Aiq994WOt82PsO4+e3Uprc9FmCVEuqOzQD7MGdaTN2lwUsynbi1g82Hdc4JfJ62v/j/DhuAwErHyEI",
-	"359tMim0ypkBpcOrfFA9doLtfK2eQA/lB9/LtdNUe39j585TgNLE6eKVnYYf23vwN2jlfh/w+7p66vdI",
-	"HvPy0rf/dvU8FrmiJKSlmz4/aTRZSHEo8ib+7L2zYxNdHlcSXT63SyjI3PNBluVd3u+Fktf5Ns3jie1X",
-	"00qy35IYQ6vIGoEZ06UUfrqhVkqU30w1sPP/V9nIf75yUC1/9YMtx7UBpJT2g9pBcaniXxtTNlYa/jpb",
-	"1GazPopAn9XEZiCRd1YqNNylC9D9yYjkLLcnIIm0WO1q/dgUtQIhKTvNlplVt64+dWVKc0WXEkbSKBDm",
-	"EHUWI6Ioqx2o6H6tpF+ZpNw0mrouQZ7L/gWpRjJS8tr+9liMAOQKlGwvpx8ivtv+ClLJqTaSdniWJOKW",
-	"H+Q358rJct8NTtfHwQu7Kv8Gwr/QRBraX4goSRAKppXbf2tXzcD2D+sFqjq3nFNKuwSXTdWrxuz6R62Q",
-	"I5Xi/qf6/DarmtLHNUcpp1rCLevlpl8eQDIQKybKzCjHljxBgmokoW5D10ArFVyywp42mXrqMkft7Yht",
-	"ylSkH1xDtKJX6O6In//6skbEE6GuYsxGZk7tZym+o8JQG+kxdSH/1Yq/QvTcZRvv4PdPS6kOgQ9p9XfH",
-	"cmJx6aynMmBzFghjK25mVVkzqbTXPlAgq2MtXen5/RMipWv2NfNYFZluiL21tILKw7L4lx47b3PpiaPo",
-	"4dPD/w0AAP//",
+	"7H3rcts4tu6roDi7quU9lG9xZyZ2nR+KoySa+DaW3KnerRwTIiELMQkoBGhZnXLVeZrzYOdJTmEtgDdR",
+	"N6eTnl175kePQ5HA4sLCh3XnVy+UyVQKJrTyjr96E0YjlsKf10yn885Ys9T8K2IqTPlUcym8Y6/PQiki",
+	"RbQkM8o1GbGxTBlJzSNc3O16vpeyLxlPWeQd6zRjvqfCCUuoGWos04Rq79jjQr849Hwv4YInWeId7/ue",
+	"nk8Z/sTuWOo9PT353pSmNGHa0tXPRglXikvRi66onphr3BA1Nf/wPUETM4Iq3baSnP9I2dg79v6yV3Bi",
+	"D39Ve+W5PENKcWEwn7KNpjc3/gEEwDDAjpSpqRSKATde0+iafcmY0uZfoRSaCfiTTqcxD6lZsL3Pyqza",
+	"1w3n7KaptJyvrvpgYpYYJiORZIoIqUlCdTghesKImTyloSat4Lr7z5tuf3Dbu/ilc9Z7E+zsek++dyrF",
+	"OObhD6DUzaTIjOsJmU2oJjROGY3mhD1ypdUJiSTQDzJLqCJcAZEXUr+VmYh+DDtpFKVMKRaRlCmZpSEr",
+	"OAuEAk1XdB5LGg2kPKPpHfsxpI0kMCtkLFKEa0VGhi2kFVx1fj277Ly5HVxe3p51rt917fIOpDynYm7F",
+	"UX1/Kq+pZiTmCdfM0HXdGXRvz3rnvUH3TbBz4lbWIBgBMGsDmhGF4GVAqg537Rzvmgiyd++VkBGouhE0",
+	"0xOZ8t/ZDxCbc4MH4o7IlGTiXsiZIKNMccGUweN7JkgruLno3Azedy8GvdMOcAMW6EawxykL9Y+gss/S",
+	"B5a2FY8YGdMs1qT18+MjCXoXg+71Recs8Imh8pdO76zz+qybr5cldJrKkClFRzHrCs31/PtT/JHFcduc",
+	"TSwio8wAwzgzG3M0J5SkWcyWQMaTw3IQo06q+ZiGuq9linymUcTNFDS+SuWUpZob5B7TWDHfm5YuffXU",
+	"hB7+/HLtmYB3mXn576x+or48Wneils+i39ycdrBP+f1y9JmFGmCbKtaDV5lSrVlqmPW/f+u0/4u2f99v",
+	"v/pU/Hm72/70dd9/+eLpP7x8IKVTLu7cQNdMZbHeki9hTsEqvlg6n3yPPXJ9KiPWqG3U+eF7CUtkOv8w",
+	"2pqV5lGlKCJy7QSasPCepSTi47FPFL8TNCZGNzD7tv/PM8KMHPqEapJIpckR+cBfG0hK6OMZE3dGsTja",
+	"f/WygY0qlCl7Bq1IxCKpA5YmXFBtQMURmiUjlvpkn/AxEVIwQ9lWepvvKU11ptYt2i8sjbjZLnDzk+9p",
+	"nrBz1cDQqxtifqtTssGLz2gc45DfslGsEOYv5hYiJzmfqCRRJVnMF6CQmsbdhoKzdodUudMRasZSYhhM",
+	"U66k2CWBljFLqdAB4XdCpkwRnVIewzJPacgUoSIiYw4LzmaxOUJOhiIYx5LqwI5ldBEQBqtKBXSkBjIO",
+	"9oKUxeaPExKoKQs5jQOSZkIROhT2QvtzFt0xMk3lXUoTwgWoiYqKaCQfSctwhoQyYmSf/C9Cw5BNNYt2",
+	"dofCqwMATlpZwUhmo5g1LyFS7MECxs970L7CWizG29yiPbmR1iAV3m5V+qqYwfMrBGNgx2fCkP6bxx5p",
+	"qI0Q2tU228MsoFe8w6c6iPjeY9s8336gqcEkZQbq2oEGxUBv7UB9N9CT7+H5uZ10dh9YOkfEA7Vyd2GB",
+	"Q4vWa09u2EpwdmvKY7WcELSyqnRcTvE+onSahTpLWQRWC3vUpDWWKWGPNJnGDORUjsdMRGa3jDmLo51d",
+	"r2FRluL/+yyhom0sDqPDEDPFCRHsATap0JQLZRTRlGm1CerXsQgBZRWOFNxaoO2chhMuWEEdrowZdJec",
+	"Xl68PeudDghXwIY7JljKQ3K0/4rMJkwQIUlijH2QrjEPcQuDQsbgXZxk1oxAz/dqaqnnexeXg9u3lzcX",
+	"5u/zzkXvrXmgfLF/8/q81+/3Li8ql9/03pk7z3v9887g9H356WK6zvWg97ZzCrf1exfvypf6vf/qlh8/",
+	"61y8u+m8697eXPRvrq4ur5G+fNT89/KU3fPL61/R5EBr6PJjlWTHTM/3em+651eXg+7F6a+3H7q/3l53",
+	"b/rd2hsOutfnvYvOmed7pScX7C3P98q2jhncatXIY6dUb7jxrcHWEw805uaAQ3uGCW00bGau5Eax751T",
+	"wcdM6dKlwklRuviG3zGlz7kCB0HpwWIepytbi6Z0pc9/Z6VHz6i4y+gduxEqm05likS5Ad2v5bng/D0z",
+	"pqExmuWsQmXuh/C9XsSSqdRMhPMPbH7NjMZfudcqR+bULj1WN8h9sEXP0BQ1wwqjJ8NTN4I+UB6bfYb4",
+	"+cCE7oT3Ja/NNpqwFCpLUD1Yr40fgzp+cPi3Zn2cGVJ6EQzMNUvWKmuoXSf0sYd3H+zvwzHq/pnPQdOU",
+	"zhtQyxJfmroRunIWoaNrSx7R8B4tr+e/U/U1fE9I/Z7Ff+igNd4g0cVMS/lyGlOefLvw1Kx1DecA2idj",
+	"581TWWKOv5SBrQ2H9reKXMyoalTv38sZiaW4g7lBOhRRms4JPBERLYmecEXcOzSbAfQRNboXL/fN/0o6",
+	"3sH+frMBRx+bfdJuqIPqMOvNhELIzdjFK69b0WfJOnJqY7nsM61jljChYeZthdTO1vQmb1OmJoIpteUL",
+	"CDZjSr9nNNUjRnXnrlE6znkcc+u3I4qLEFU0fJhM3NNGdqmYEyEjdkLoSDGh0Wy5uLx93+1cD153O4P+",
+	"M0xIY/OtVVBzHvTh7gVPC1xdyby+m6b6+me9X7qktfC25s2sUSXHY2O/ET0xQ8k42vFJf9A565KWjCOW",
+	"7viLLHB6mhndnHnmdlDJSvdtqEKc8QdzCPY1BcvqQuYLquDQQ+dNzWQlr3vvehcDwiNCFaEkYiFPUDm3",
+	"MSSrjnvH3tFhDX0ODO4Y8DFo8/dmsPmHMT9T1c+ShKbzbU8RdTluCnylRoVvRVTTEVVsB3wSDjOVoFM1",
+	"kboiYBHVrG3uaiJxXN42G8mWeWoqZbz5pr+SMnY8qG74l4snHcRIrtz41ZeHy7ifqAZg1kQKRjCuYjbd",
+	"M9xEWmoa5xNuFxusHaFmxcosrbxNZSbHwqbN6NTJhm1ofyH3bO4Ttnu3S8Lp9OBvPvlMH6j5/+lcT6R4",
+	"4ROa3mvlk2SuvsQnhGsQ7oihSWXmrp+mtP37p9/wEP3r7i0coi8OmsXakdETY7mlUPO1TtT87Z+A96hI",
+	"v55r1oTKVgFXZDaRihH0emFExpiPIxbLGR7bFKLD6FA3hjZcjB0/qSZMfMlYxkjr6PCQBE2WVbDzDNxO",
+	"+CNrwJ5BmjG0ZgvZVUbRkalG61ZPqADhfqApp0KXrP+RlDGjwm3ETbZfvrMuzESL9FyXqGgxYZSxyCdS",
+	"GEzfMbRoR1yFcc/zyoqIpk08MQBmfyUyLVbngaXGEgLR5REoiWq3STAtqzZHJidsv+CDhftsif4BViPw",
+	"vPQiC3JaYbUTgRJ1qzb9Gd9aq155UHzb6eCWYHuOAjasY6cFzGKWVZxxa7StyZFMecxOZZJQ0SB0p/g7",
+	"CfEGYgT+hLBkqueAEy72sGi7Cp3OryRHihZtCWA4BtTH3Jk2ZgZ4kEzNk4BKoYEu0TzHo07pagRExLtL",
+	"qdAsImaTyKlb78TC408KIfEZ8CXWwwXigrHTwBMczxEiSrC1HCEOmuZMM1FarsVNjmiwdClTgx1pJkDy",
+	"HXRQRaapHLGoHgTgiYWx1f5ON6lfF6gKuRWpaFg+x89GMTcrtK3xggfe+WipYEwZ8OKk0JcOQKxPL990",
+	"c/lQq23Zvx+8OlwnJzLT00x/GDVa9hbR4RYS0ilQFVLFvomsw5eHB0dHa7W7NdG8P4aWlzVjf00UsBb3",
+	"p3G8QAuajgmjwlgmSRZrPo0RyeGNLGyQ0RwdFo8szLRc55VYcEqs1Wnz0GIuaqXFbpJjp5NtGaHpJUmm",
+	"baRCaWLMGzCmYdvGLNmtrQeZ0AdWtQIM54bCQKyQJFBf4mAXAt21Z+AXn4Q2Ph58HcJLDL1jMsRg1tB7",
+	"CgxUD4WQMKo6MUzmKcIoKpNCagLaZAvM6oQJPeAJk5k+N3o3fbyWM4WjJPQR9j+5kw8sFTtwDCR0TkaM",
+	"7DdFG2HOjY9cx/FTqtiCQ6XBlxgWAd4NYoTmiXsuok2p+GDuNapDjmcr1QW8y+iFX9bHOr8YOTLSsCCm",
+	"QGE+afGOvuXlKkkFvn3ffBAuppnub5lcgw89J8PGbdFtZ7RP2SmrG3TfGFSUxOyOa55QzeK5VZNcTpdF",
+	"+OfkRzB+N9HNr1lyg64H2WUZE2X+lxlbY1SFAzlZq2Tng90ZzpVlQMrzvf4/zzZ0XNnMjP4XDG67ca+y",
+	"UczVZOsErgiCXvBQHBuz4LfN1v7TQvrc+0778OeXTpUUZl1i/juLcjjdRayxMbVok4hEbXlKD/uO8iZm",
+	"X1kjt+6+s9kdUsYncAAY5YrYxD2ijP2jcp3UqvFuncLp1PO9z/SBGvAFp4nne+A0MUI3N2i04QLCSP/A",
+	"ka7cSB070jmOZF/ieY5AGUdM6Y+U6ybtoXOX23d4IwE/RkSKBPATsu8i5+I56UvbOBlw8iJ82UDxP2+6",
+	"N903pAg7k89ypEjr9H339AP+zR7DOItY9ByPyyo3R/ei8/qs+wYOYHRuWCMGOMhV7hn7Fjeg9Q9UfACL",
+	"bPGr69ok99eMqiZD5+NkfkJSFso0KgwamkVck1je1bI5DvYPUUnOLzQYmjjT84J6aU7lKvmw71LnlX24",
+	"+e1VFus+21aT7JBxKn8Hz5oZgCimT8gDjTOmjBmo2aP2icjiGLR8oyBe3Jyd7ZLAUKACH7fKNGVGA/fJ",
+	"hCoAF2u2Q/pMnCWiKYXIXK/qbaWFOPy5KZeyUNbKvxfecDmrDpj/Yd4AYvo20WjbkataYpOeCPxY9jYv",
+	"j7adciFMidyy79gkAfVg4ZY6WsqoZlGnqlesdHdFLOYPLJ13tDaqzeLOOyBSkDFPjYVi732Gg8PmHmwW",
+	"w4ebBxvk9NW4hbl9vgfpU1Rbj8lyLG2k9LMcbUrnFDNSNqfSprCA7l+uctqqIsqv1zltW87UEF8GdaRg",
+	"u+OCv1hSVSvxKrG64MeiVPkl0dxA7N1r1fSz7mBgTjKbJAcIZe5Go/mzHKHTnglzRLQeMMnZJ/1f+4Pu",
+	"+W33+vrymsiUnHYuTrtnZ903O2XtyA6+oQaE9Eag5Swu75bpBOWkwVqyB6R57Ldf3a5K8d8s6bsQA8z7",
+	"dkmdlk8b5ow3BtizJViWm2K1kJ6csbRtDBUyYY/Eqd2oDddjdPvtV7Q9/vT15VHzy9eSgbdjfVwKO24a",
+	"oEMH97Zmpn1qqWW7jYevtgL5S9Roq0zauD6Fb2E7dWMwYU7hMLrElKZ2D+Z2Eul3z7qnA+fJUi6xHf3Q",
+	"OouY0D+poSj0FZvp7gzrwDdbFa5pqICE++SYBCkbs5SJkPW/YPY7kWIo0L+dGLqYmhCXKkBaJWPI2Qx6",
+	"JndOyJvzs4I8Mwyj4WQoggeW8rEtcwqMYZHXs1VoJ7kLTDUmz8exnJ1nseb9/L6Sa78UzrScOQXd4AIB",
+	"pum+chnZaq3T6ZConeRRlBWu3L8d7P/97y+P1h2N1sO3rdOicSyjyNtirYYQL67Lhw18cIUQOy9cWUDq",
+	"GtzPP79oru4xgy3e73bj4gOMRYu3Hx28Onqxf7QEoqv+0jUrsgkLy5K6iLIV+V70HINgnyzsU2cub5bZ",
+	"9iX+pUxDRR0uacvN2nB5kctLUHC3kJLGbVLjQCOXC6EtbQa/eXuuxsi62ws55/mG0RtrDTGDVOY3CTpI",
+	"6gzcUnF4DiKs3HcgFBvtmdpa4oMlkComauQqFGpuHDb5diMndxFudlonJco2CQB8F7dgWWcukdTIz1y3",
+	"69iKri15+qMspm9RVWsscxZKxQJZpY0WpQjA1h+gKm4nEmZGLlNbd92gMmOpH5riNg2VWlcwRCrQYd1s",
+	"nDdnVrcPmhO0UXFsTldylYXWkYS+JVdRa/T4D/w1ad0M3rb/TkYGbndq3rnlh+q/ikm8zuhd0Li9ylqv",
+	"lr7ekjQw10/gJ0V4lKcv5Y9tUwmwzFCs76tnRADVGynY1kmjNiQ5kJrGz3iYLS+r64lxSvPKQldUF1Ol",
+	"HAtjo/GMKY9ZRCi6I0ir7BMAS+Oqe/Gmd/EOLY7r7uD619vXndMPl2/f7jRwfiOz/L8Dprqnf1mWYNQT",
+	"5hBSzKYgMygqxWdIOKHCRWK4Ip/l6KSw86QtgDY3x5iurJ5TA/CnYYLvZdNoW0Wj5EzZLBiZu1UWopFX",
+	"6I1H17zlOISj7Ryk1Tkl/+///F9y2sVOIzPK9fVGgYmPxZ3bQt+qU7cuTBWS/BJ8VOCgzOfVyFkS3AU5",
+	"fW3Rsz2mIRTbw73H+b5uKcZIQc6OT04vz696Z72Ldz75x82bd+aPoci5W3MbtixyKMIeJzRTGnuU8Cr6",
+	"QM8VtTMUZS8jegec1WDpgWJTO7/ne5YAz/c6p57vfex4vjeAwpBz+O8l/Pfa/OcUYu0l2sw1N9eGdsgV",
+	"1lhDeWUyhe4EHlZu2IrQzYiYK80SLE33vVMqQhbnPtGFrbfywLvnAo68Qthsqn/n7N2lgec3nUHndaff",
+	"PSEQoTHLi/mXgEofuqfdW5vuDjHwyKx3PG5DSowimWJ4D4Rb1wL6shqAX0qbe8tTs5kD8JPNNKfmlWk4",
+	"yX1o8GuuWEkRVnJ0T7sbW+mlDjCbZEphrueZvFuVbQopI4Xa9xI6qZTpMxCeTlNmNopNTK3X3C9zxiT0",
+	"se+6rdQCAFkCfsY4RuZgsoqq5/4+p2ShaCmwRS+YRuoMJSXCXIsNXOxnVsFt3dKl2UlfdE/JeVxZ8IIP",
+	"q3LIqlM15KhkCkUklAnbJb0mjMR0QujMkENuORqzCQJthnUbjfTkex8rp+dC8gGh+VFSgBQcKOoEI+tS",
+	"T1g646qSc/Ox0xv0Lt7dvr28vv14ef2hew3TltRL8xqr49qNr2XI5eLurUw/yhSz/qBD2msa3svx2PsE",
+	"LbJYmBl7sm+EBEHIge5A3jPRtHh5W7Mw5kb9cN3N7lnI2tBtUMb2IronSLsN8O0exJIhkEvwLjGaAnn2",
+	"pSZaT7ETGLelVIu42LnqwTbKaRnR8J6JiLQw7gdJLJAJ9ZMiciZIqTPZjhE/dTwU2TSWNILU2jak1lLb",
+	"50D5ZIqpZoTnGbh5wqzvqqL8oeDQVEf7JGWYd0WF2cfmoCtJgfLxOtYgE5WHA21J9e5QdACx4lgRwYwZ",
+	"sozLyDUSVFYp2IGOgFONUQ6gPSQK86pI8K47IHt0yvceDvYUHMl7n7EGc8/eE+wOxVD85S/kVApDkaF5",
+	"KP6zKAVVpBWAYhf4JCgMWfMvGx0OdmDHVqtF1VAQbEVpTuJgsT7UTPyfZGCwHx6/fntKXrx48co9T8ap",
+	"TGCl83hNGMvwnrRuBqc7JyTKUMWEp81kFhYV4YIk5fJkrI8UJDhXAVHZeMwfYe5yExyjPAvyfjC4cur0",
+	"NM4UJEOHMmJDzydDB4D4D9vvZug9BSdm+hDypsyb3Fxdda9v+xedD12CJTSgEnKMIhFz/gPlPylSEu9d",
+	"pMcMld8BSdE0VpJQbCd1tL9PFnp5+uRo/4AstBj0zVBHh69ItQ8jaaEZW3RXxPzrajPAvUovQHhBcwMk",
+	"kzM9k+k9Mg7fWNExWHXYh6+FhuAs5ZoZxnLX0kPv4Job7QZF2/bfmUhplJ2plLGPWYvS5ZYf5wWaZCzj",
+	"WM5QMAxBaMCjt8XHf2E6ei45+aFvZbxf335DgUJQzg9QpfQA3DOuNRzu7thCyTSVURYWKZVDIcXiDi/q",
+	"axJGdEqFomG+3MIedjYjApwQQ+HiMCE7JjTvr0DCmPLE2HgjaPCaiQgOSOhm4Lt2P2auBJghhoKG90LO",
+	"Yhbd2R9OXCMHITUp/Rq5fsHARDMgMgJ2Vom4O8qFlZ+glsVB/koOgp1d0iEhTdk4iwvCLWlDQYXLyRDx",
+	"nPAxNDENCmsxQEelhsTNFCs+XTIHz/vFDsVExpGyVatUVwwDI6CuuZrZ8g6izPMTqiwtEdpdmmuoZTfq",
+	"f4G6naueV6qq8g4gMjJlgk65d+y92N3ffYFGwgROTYev+RGy9xVbOD5Bzkaml1g4Mpqb91U6ZTTBhhqU",
+	"GF7K1GA3FMnNJua/E6oMikLZMlfkHuC+zEOXJcG+ZDS2Jc1UT1zWBLmB484AsVmCR66MejAU+DM6DoRs",
+	"y6mFGXPj4f7+LumUPLfn/DVk+xm6dslHwNShCE6xBWgb1eIAj2bzakmmNIYWizI4YxJQMUfX74kR7kkm",
+	"7lk0FI4b0NIW7WfcwOCaBoGBTQwWpTpuBsKTZiA8GYqjgxekoU3uCYHi5lrvKoOcQXNfqgC1DOzEi4Ti",
+	"xjGrUGXFjpl2AX1PDIyi9OUo34u8Yw+XyLVb8qo9tn9r7mjtUjme2cnaRrSePuEITOnXMlrV11WGmuk2",
+	"Cmy1v2tutoy4oBDsq4cEn+pk1vtmH+7v/2EtZWs9Xxt6y3Zs72kFd4CL7HD/4AcSgL8QIWcw+RG+fdOY",
+	"OZf2Sq3F4ZGD9Y9UOiGbhw5erH+o3kzLPHd4uMlki12C4dlX65+t96oGhoE9uMm8eWgZLBtXVYBMhuOj",
+	"0PQBV/HwLENnkWCm6R1YUTmeo73kYL5SAn7HGtAdVYrcts/L9nnkoy5q5kVdR5dL/LnGUn64PBQqoXFs",
+	"8LnaxUEbNYSMmDNFIhgTTz5oq44pUXBQ5rn8bkbXtAC8MPqYWPs+3avVB/vuF6wfTDNRKQhXfqWUew+T",
+	"wdtYw51msS3sftQptdQPhS3J3iUXjiizLkBUuZ1CxMeQoaMdKYpAJ0SY3OgQKXMKNVVEMQOTmpHANROA",
+	"QsWKamiOlYSm9ywiAbQeMJZHp/gZW2UAIUZDELLUggIPaB7Hdk67gEIOhZvw2J7K+XrDQlDQQ2UKJ2vE",
+	"amdX0yFFtjgsznjRZA/bK3wnIK10YVjSlj7fELvPR6U/DSEGFUExKm/ZhWPML7MlfSiUmLBqc5IMtNOk",
+	"jBklw7+KGrkLAXRCqZYohbl/N4/YQ4mZESmjBLLoxLknuO3MBnaFXeuhQA09ZTpLhSp+L9vtKMGg3iFQ",
+	"5SlxkQXBoQDdzX2eYcQIukss1DjQMrKu+O9sl3Qj8DcVxclYpz0UJVopEWyWv98JljXdMzatGGrmH3My",
+	"Y2kBb0NhJv1+yl+9TWlAWhBdgPJqM7XM9FCAx9OHpAZ7zdVNU2K7+uYV1O4GAwEIkzsVjdI2Pw18skzL",
+	"3AoMbGlknm60qTa3HRIU2Uw/VpVbLABdAkPljUBmxtSz8jt1T/7hWt5GtOU//lvX+65IbvlsLNxFzy1p",
+	"2QVv59932SnjdgHPzai997VA0Kflit8z8Wn/qARDeVPl7VDgHdMlBFhvPFaSCp9nQEKq4qfvuPdrmaBL",
+	"Nn6l/vqH7a39o/UP5c2X/9SNcc1oZI7mHIfKodA1G6DwZrbRc7hHw/vlKkwndymaI7/i+t0lHef9KxrI",
+	"UgGBsdxVOBStEQtppli1t+xPynolUyqIzPSOGbtwqwe2R29wQrg2+kIcG61FpqDQjxgTJQ+rmZARLeXz",
+	"VYpt9mUnvK/Vr6nvdELX+1j/4IN6oUd00xd9jKEHZ3PJ9/xj9+2ftg2LveF680d5W2WJeq9ro1PzuJf3",
+	"qWv4u3qTQqhg+Ta9tvbB1H5OwZLRAqMd/0ajmNE05ix1IYHHqRGlHWziEzOboMISs5UDt1cDMHsD22Q5",
+	"2CV99sBSWsQDFJhVQOJQUJe9kscGuCoBBLQxyuMImlD84gxgCaSTGBAYCmwLZcDE4o59s0qQBWNN6p5P",
+	"p+C3RZyRY3AuGNyAooTjvJAZ3NGWUB/WZTQH7SIiYZYqmf4YAIFm1D8SQir9zP8MEKm23276mKC5Id8+",
+	"vuvzAcnvPplKpfgonttypf8R4AIcIdnU7JmEPoJ/02HIQs5BNXS4Fl2qrUuaESX/aoMmti9pyYvCIwb2",
+	"AQla1QxSfyjKGaQ7wbGz+pu8Gzb8iCEqRQ73D3N3xFC4oBYmGhdORPcsuOKK2FdBE1fkaP/VUAQNHwkJ",
+	"SMtAhEvw0NJ22AFCdnYhkC3tF2yGIih9uqL9gc0Dgp8nJAm9Z4pQiI5z+LAkfrETouaG5YSGqVRqKCxV",
+	"nNmwN7z+PZvbFIbSe7l4GdLe/CmTAClciJ2TwHm8gpO8g5uB9KLTXHME/dn2zSvSyF6fLKN8rdem6esw",
+	"ELdrsKP8knW18NUY5+6BvtGWz0NRbpO34y9pf4yxwFJT0Vq75aFw/ZYLH+NPigTV7riBTxRj1VSd3KVq",
+	"GAGTYOYJxgdwYTAvcGers6SLu6tIwF1iKqLgFsZiTbK9soVYTpYdDh8PD9rD4ePf2KevB/7BYWMf+M0D",
+	"jluai/Uiro0Or8PvMH9eaNcUeXRxgpaQM2OjoFbhVC2EgJDGDiZ2frBdu8ERln9353+ck8luoGqUwJwt",
+	"nzE/nrTKyU6bBAZKP+x9rR6PT+ULq/xOkIwRzKBxFnikZ5gACuEKPElo/jlC7PqkJDYBhsMzzFI4VIpM",
+	"HKs0GJuAbNArxScyHQooRoEMZ8oxk8onswkPJ6B4c1udeFJlHsT+JoW7dihw6ig/6K2JgIcZDI35P0KW",
+	"MgOlEAzyqjAQSt0wCSoBRsG3/aBLPgdIV7Uf0yEzOKV5+SMeQwHncrt8SzubYv76A42RJMtabl5hRucq",
+	"j49kCtK5AK0lEIKRQsWEPsZoAQnwxgCNr3Iu1A7aHBP7GR4cJ4TWuFLef9t5fFQ5j5/vcVx1kDTtsOKW",
+	"vYbvtj/5WzxlPzVvnql3D+baasLYml+KO5srxkiDpGtphZ209jEgb2HCr0sgbGg4H11Fuz0eced5qz+p",
+	"v0Vr5O/rVK3XeS6Lp8Cv/3aqLsssgf29UIn7k2qQsT/6INjDRNTl5pitt7IJfy4QFroqrDL+FubU/nfD",
+	"lJr+7z6qGJBWkdVpzoBSiR1UkJfOm+30XHz/fwF0+k6abrU95Q/20WwMIKW0XKPqFkWP/9qYsrUG/Od5",
+	"fbDaZCkCfZYjzBC2iU2ajLmwofA/GJGsj2QFJIFJpmwvPkwhL53CfyUHmLmVyAdr4VZeCVLLWDoUWhKO",
+	"OiSkZdkUOPzChTCAh7nj8OqqBHm2OgdSt4xKgMqwMdSpbSC2u1geAFlqMF5BKrivhwKnp2nKH9hxXtle",
+	"VuD+BVS0a1yVfwPhn2jvD/CziGWVkysrt//WrpqB7R/ob626ka37V9lUsm3Vq8bqt6Um9anMhM2Zxa/y",
+	"Y86fyzeN56SF8ST43J4hw2DFSOoJ1MCAz5VDD0Oj24BlXOmw5hpvY7HT2FqGWL24C5UE8EFyg1Zwi00M",
+	"dtkrkBTLI1XFmK1st9q3GL+jwlCbaZm6kH+M688QPVsM6x3/9mkhqSj0SVb9AHdOrFk6jAmEdEpDrrEj",
+	"tuua7qQSyzKNQFbnWii5/e2TQUr72FdnXxaZ6AZ7awk8lYtl8S9dtnGd0hVL0dOnp/8fAAD//w==",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

@@ -225,6 +225,8 @@ func (b businessAPI) EnqueueSubmission(ctx context.Context, req businessapi.Enqu
 		return nil, fieldErr("MANIFEST_NOT_FOUND", "manifestId", err)
 	case errors.Is(err, store.ErrManifestMismatch):
 		return nil, fieldErr("MANIFEST_LANGUAGE_MISMATCH", "language", err)
+	case errors.Is(err, store.ErrMemoryTooLow):
+		return nil, fieldErr("MEMORY_LIMIT_TOO_LOW", "limits.memoryMb", err)
 	case errors.Is(err, store.ErrIdempotencyKeyReused):
 		return nil, apiErr(http.StatusConflict, "IDEMPOTENCY_KEY_REUSED", err)
 	case err != nil:
@@ -250,9 +252,14 @@ func (b businessAPI) EnqueueSubmission(ctx context.Context, req businessapi.Enqu
 // visible to or addressable by the business.
 func isReservedType(t string) bool { return strings.HasPrefix(t, "KECE_") }
 
-// GetSubmission reads the submission's current generation through its pointer.
+// GetSubmission reads the submission's current generation through its
+// pointer; with waitMs it waits for that generation to settle (status_wait.go).
 func (b businessAPI) GetSubmission(ctx context.Context, req businessapi.GetSubmissionRequestObject) (businessapi.GetSubmissionResponseObject, error) {
-	st, err := b.submissionStatus(ctx, req.SubmissionType, req.SubmissionId)
+	var wait time.Duration
+	if req.Params.WaitMs != nil {
+		wait = time.Duration(*req.Params.WaitMs) * time.Millisecond
+	}
+	st, err := b.waitSubmissionStatus(ctx, req.SubmissionType, req.SubmissionId, wait)
 	if err != nil {
 		return nil, err
 	}
@@ -342,6 +349,9 @@ func (b businessAPI) CancelSubmission(ctx context.Context, req businessapi.Cance
 	st, err := b.submissionStatus(ctx, req.SubmissionType, req.SubmissionId)
 	if err != nil {
 		return nil, err
+	}
+	if jobID, err := parseID("jobId", st.JobId); err == nil {
+		b.s.settlements.Settled(jobID)
 	}
 	return businessapi.CancelSubmission200JSONResponse(st), nil
 }

@@ -495,7 +495,7 @@ func TestStatusAfterInfrastructureFailures(t *testing.T) {
 		require.NoError(t, err)
 	}
 	fail()
-	st, err := c.GetSubmissionWithResponse(env.Ctx, "ALGO", "infra-1")
+	st, err := c.GetSubmissionWithResponse(env.Ctx, "ALGO", "infra-1", nil)
 	require.NoError(t, err)
 	conforms(t, st.HTTPResponse, st.Body)
 	require.Equal(t, businessapi.SubmissionStatusCodePending, st.JSON200.Status)
@@ -505,7 +505,7 @@ func TestStatusAfterInfrastructureFailures(t *testing.T) {
 	_, err = env.DB.ExecContext(env.Ctx, `UPDATE judge_job SET available_at = NOW(6) WHERE id = ?`, bizID(t, en.JSON202.JobId))
 	require.NoError(t, err)
 	fail()
-	st, err = c.GetSubmissionWithResponse(env.Ctx, "ALGO", "infra-1")
+	st, err = c.GetSubmissionWithResponse(env.Ctx, "ALGO", "infra-1", nil)
 	require.NoError(t, err)
 	conforms(t, st.HTTPResponse, st.Body)
 	require.Equal(t, businessapi.SubmissionStatusCodeSystemError, st.JSON200.Status)

@@ -74,9 +74,22 @@ func (m machineAPI) SendHeartbeat(ctx context.Context, req machineapi.SendHeartb
 		return nil, err
 	}
 	health, _ := json.Marshal(req.Body.Dependencies)
-	n, err := m.s.store.Heartbeat(ctx, sess.NodeSession, store.HeartbeatReport{
+	report := store.HeartbeatReport{
 		RuntimeVersion: req.Body.RuntimeVersion, Health: health, SlotsBusy: int(req.Body.SlotsBusy), Draining: req.Body.Draining,
-	})
+	}
+	if req.Body.Languages != nil {
+		report.Languages = make([]store.LanguageReport, 0, len(*req.Body.Languages))
+		for _, l := range *req.Body.Languages {
+			if l.Pool != machineapi.Pool(sess.Pool) {
+				return nil, apiErr(http.StatusUnprocessableEntity, "REQUEST_INVALID",
+					fmt.Errorf("languages: %s is judged by pool %s, this node serves %s", l.Id, l.Pool, sess.Pool))
+			}
+			report.Languages = append(report.Languages, store.LanguageReport{ID: l.Id, Pool: string(l.Pool),
+				Standard: l.Standard, Version: l.Version, CompileCommand: l.CompileCommand, RunCommand: l.RunCommand,
+				EntryPoint: l.EntryPoint, ExtraMemoryBytes: l.ExtraMemoryBytes, MinMemoryBytes: l.MinMemoryBytes})
+		}
+	}
+	n, err := m.s.store.Heartbeat(ctx, sess.NodeSession, report)
 	if err != nil {
 		return nil, err
 	}
@@ -269,6 +282,9 @@ func (m machineAPI) SubmitResult(ctx context.Context, req machineapi.SubmitResul
 		"disposition", r.Disposition, "job_state", r.JobState)
 	// A finished job frees capacity: let this replica's waiters retry now.
 	m.s.hub.Notify(sess.Pool)
+	if r.JobState == store.StateCompleted || r.JobState == store.StateFailed {
+		m.s.settlements.Settled(jobID) // waiting status reads answer now
+	}
 	return machineapi.SubmitResult200JSONResponse{Disposition: machineapi.Disposition(r.Disposition), JobState: machineapi.JobState(r.JobState)}, nil
 }
 

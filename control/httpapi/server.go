@@ -111,8 +111,10 @@ type Server struct {
 	store     *store.Store
 	artifacts *artifact.Store
 	hub       *longpoll.Hub
-	log       *slog.Logger
-	manifests *wireManifests
+	// settlements wakes waiting status reads (status_wait.go).
+	settlements *longpoll.Settlements
+	log         *slog.Logger
+	manifests   *wireManifests
 
 	// internal is the machine protocol's mux; tests add routes to prove the
 	// default-deny middleware covers handlers it does not know.
@@ -150,8 +152,8 @@ func New(cfg Config, st *store.Store, arts *artifact.Store, log *slog.Logger) (*
 		}
 		m = metrics.New(telemetry.NewRegistry("control"), st, mc)
 	}
-	s := &Server{cfg: cfg, store: st.WithNotifier(hub).WithObserver(m), artifacts: arts, hub: hub, log: log,
-		manifests: newWireManifests(), closing: make(chan struct{}), metrics: m}
+	s := &Server{cfg: cfg, store: st.WithNotifier(hub).WithObserver(m), artifacts: arts, hub: hub,
+		settlements: longpoll.NewSettlements(), log: log, manifests: newWireManifests(), closing: make(chan struct{}), metrics: m}
 	if err := s.mountMachine(); err != nil {
 		return nil, err
 	}
@@ -167,6 +169,10 @@ func New(cfg Config, st *store.Store, arts *artifact.Store, log *slog.Logger) (*
 // InternalMuxForTest exposes the machine mux so tests can add a route and
 // prove the default-deny middleware covers it.
 func (s *Server) InternalMuxForTest() *http.ServeMux { return s.internal }
+
+// StatusWaitsForTest is how many jobs waiting status reads wait on, so
+// tests can tell a read has parked without sleeping.
+func (s *Server) StatusWaitsForTest() int { return s.settlements.Waiting() }
 
 // Store returns the server's store (with this replica's notifier).
 func (s *Server) Store() *store.Store { return s.store }
@@ -205,6 +211,12 @@ func (s *Server) Run(ctx context.Context) {
 		defer close(done)
 		s.hub.Run(ctx, s.store, s.cfg.SignalPollInterval, s.log)
 	}()
+	settleDone := make(chan struct{})
+	go func() {
+		defer close(settleDone)
+		s.settlements.Run(ctx, s.store, s.cfg.SignalPollInterval, s.log)
+	}()
+	defer func() { <-settleDone }()
 	t := time.NewTicker(s.cfg.ReapInterval)
 	defer t.Stop()
 	purge := time.NewTicker(time.Hour)

@@ -1,6 +1,7 @@
 package manifest
 
 import (
+	"fmt"
 	"slices"
 
 	"github.com/kece-oj/kece/contracts"
@@ -39,3 +40,27 @@ func CheckPoolKind(pool string, k Kind) error {
 
 // String form used in errors.
 func (k Kind) String() string { return string(k) }
+
+// CheckLanguageMemory refuses a code manifest whose memory limit is below
+// what the language's runtime needs to start (a JVM under its minimum heap
+// cannot run any program, so every case would be a misleading MLE). Manifests
+// carry no language, so this is decided per submission at enqueue.
+func CheckLanguageMemory(lang string, m Manifest) error {
+	l, ok := contracts.LookupLanguage(lang)
+	if !ok || m.Kind != KindCode || l.MinMemoryBytes == 0 {
+		return nil
+	}
+	if m.Limits.MemoryMb<<20 < l.MinMemoryBytes {
+		return invalid("limits.memoryMb", "%s needs a memory limit of at least %s; the manifest allows %d MiB",
+			lang, mib(l.MinMemoryBytes), m.Limits.MemoryMb)
+	}
+	return nil
+}
+
+// mib formats a byte count in MiB, exactly when it is whole.
+func mib(b int64) string {
+	if b%(1<<20) == 0 {
+		return fmt.Sprintf("%d MiB", b>>20)
+	}
+	return fmt.Sprintf("%.1f MiB", float64(b)/(1<<20))
+}

@@ -3,7 +3,6 @@ package store
 import (
 	"errors"
 	"fmt"
-	"sync/atomic"
 )
 
 // Error classes. Callers test them with errors.Is; the HTTP layer maps each to
@@ -68,6 +67,9 @@ var (
 	ErrManifestMissing = errors.New("manifest does not exist")
 	// ErrManifestMismatch: the language's pool cannot judge the manifest's kind.
 	ErrManifestMismatch = errors.New("language does not fit the manifest")
+	// ErrMemoryTooLow: the manifest's memory limit is below what the
+	// language's runtime needs to start.
+	ErrMemoryTooLow = errors.New("memory limit too low for the language")
 )
 
 // ConflictError explains a conflict; it matches ErrConflict.
@@ -101,7 +103,3 @@ var (
 	// ErrHeartbeatStale: the node has no fresh heartbeat.
 	ErrHeartbeatStale = errors.New("no fresh heartbeat")
 )
-
-type counters struct {
-	retries atomic.Int64
-}

@@ -3,6 +3,8 @@ package store
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 )
@@ -98,6 +100,58 @@ func (s *Store) ackEvents(ctx context.Context, consumer string, ids []int64) (in
 	return int(n), nil
 }
 
+// AckOutcome says, per event id, whether an acknowledgement took effect.
+type AckOutcome struct {
+	// Acked: delivered and last leased to this consumer (now or by an
+	// earlier acknowledgement — acknowledging is idempotent).
+	Acked []int64
+	// NotHeld: unknown ids, and events leased to another consumer or dead.
+	NotHeld []int64
+}
+
+// AckEventsFor acknowledges events like AckEvents and reports each id.
+func (s *Store) AckEventsFor(ctx context.Context, consumer string, ids []int64) (AckOutcome, error) {
+	var out AckOutcome
+	if len(ids) == 0 {
+		return out, nil
+	}
+	if _, err := s.AckEvents(ctx, consumer, ids); err != nil {
+		return out, err
+	}
+	in, args := inList(ids)
+	rows, err := s.db.QueryContext(ctx,
+		`SELECT id FROM judge_settlement_event WHERE id IN (`+in+`) AND state = 'DELIVERED' AND consumer = ?`,
+		append(args, consumer)...)
+	if err != nil {
+		return out, fmt.Errorf("store: ack events: %w", err)
+	}
+	defer rows.Close()
+	acked := make(map[int64]bool, len(ids))
+	for rows.Next() {
+		var id int64
+		if err := rows.Scan(&id); err != nil {
+			return out, fmt.Errorf("store: ack events: %w", err)
+		}
+		acked[id] = true
+	}
+	if err := rows.Err(); err != nil {
+		return out, fmt.Errorf("store: ack events: %w", err)
+	}
+	seen := make(map[int64]bool, len(ids))
+	for _, id := range ids {
+		if seen[id] {
+			continue
+		}
+		seen[id] = true
+		if acked[id] {
+			out.Acked = append(out.Acked, id)
+		} else {
+			out.NotHeld = append(out.NotHeld, id)
+		}
+	}
+	return out, nil
+}
+
 // failEventDelivery records a failed push delivery: retry after backoff, or
 // DEAD once maxAttempts deliveries failed (visible to admins).
 func (s *Store) failEventDelivery(ctx context.Context, consumer string, id int64, reason string, retryIn time.Duration, maxAttempts int) error {
@@ -140,4 +194,153 @@ func (s *Store) ListEvents(ctx context.Context, state string, limit int) ([]Even
 		return nil, fmt.Errorf("store: list events: %w", err)
 	}
 	return out, nil
+}
+
+// ErrEventNotDead: only dead-lettered events can be redelivered. It matches
+// ErrConflict too.
+var ErrEventNotDead = &ConflictError{Reason: "the event is not dead-lettered"}
+
+// EventFilter narrows ListEventsPage; zero fields match everything.
+type EventFilter struct {
+	State string
+	// BeforeID pages backwards from an id (exclusive); 0 starts at the newest.
+	BeforeID int64
+	Limit    int
+}
+
+// EventView is the admin view of an event with its delivery timestamps.
+type EventView struct {
+	EventRecord
+	NextAttemptAt time.Time
+	DeliveredAt   *time.Time
+}
+
+const eventViewColumns = `id, job_id, event_type, submission_type, submission_id, generation, payload, attempts, created_at,
+  state, COALESCE(consumer, ''), COALESCE(last_error, ''), next_attempt_at, delivered_at`
+
+func scanEventView(sc interface{ Scan(...any) error }) (EventView, error) {
+	var e EventView
+	err := sc.Scan(&e.ID, &e.JobID, &e.EventType, &e.SubmissionType, &e.SubmissionID, &e.Generation, &e.Payload,
+		&e.DeliveryAttempt, &e.CreatedAt, &e.State, &e.Consumer, &e.LastError, &e.NextAttemptAt, &e.DeliveredAt)
+	return e, err
+}
+
+// ListEventsPage lists settlement events newest first.
+func (s *Store) ListEventsPage(ctx context.Context, f EventFilter) ([]EventView, error) {
+	q := `SELECT ` + eventViewColumns + ` FROM judge_settlement_event WHERE 1=1`
+	var args []any
+	if f.State != "" {
+		q += ` AND state = ?`
+		args = append(args, f.State)
+	}
+	if f.BeforeID > 0 {
+		q += ` AND id < ?`
+		args = append(args, f.BeforeID)
+	}
+	if f.Limit <= 0 || f.Limit > 500 {
+		f.Limit = 100
+	}
+	rows, err := s.db.QueryContext(ctx, q+` ORDER BY id DESC LIMIT ?`, append(args, f.Limit)...)
+	if err != nil {
+		return nil, fmt.Errorf("store: list events: %w", err)
+	}
+	defer rows.Close()
+	var out []EventView
+	for rows.Next() {
+		e, err := scanEventView(rows)
+		if err != nil {
+			return nil, fmt.Errorf("store: list events: %w", err)
+		}
+		out = append(out, e)
+	}
+	return out, rows.Err()
+}
+
+// RedeliverEvent puts a dead-lettered event back into delivery: PENDING, its
+// attempt counter cleared, due now. Anything but DEAD is ErrEventNotDead.
+func (s *Store) RedeliverEvent(ctx context.Context, eventID int64, actor, reason string) (EventView, error) {
+	var out EventView
+	err := s.inTx(ctx, func(tx *sql.Tx) error {
+		var state string
+		var jobID int64
+		err := tx.QueryRowContext(ctx, `SELECT state, job_id FROM judge_settlement_event WHERE id = ? FOR UPDATE`, eventID).Scan(&state, &jobID)
+		if errors.Is(err, sql.ErrNoRows) {
+			return fmt.Errorf("event %d: %w", eventID, ErrNotFound)
+		}
+		if err != nil {
+			return fmt.Errorf("store: redeliver: %w", err)
+		}
+		if state != EventDead {
+			return fmt.Errorf("event %d is %s: %w", eventID, state, ErrEventNotDead)
+		}
+		if _, err := tx.ExecContext(ctx,
+			`UPDATE judge_settlement_event SET state = 'PENDING', attempts = 0, consumer = NULL, next_attempt_at = NOW(6)
+			 WHERE id = ?`, eventID); err != nil {
+			return fmt.Errorf("store: redeliver: %w", err)
+		}
+		if err := audit(ctx, tx, actor, "event.redeliver", 0, jobID, reason, map[string]any{"eventId": eventID}); err != nil {
+			return err
+		}
+		out, err = scanEventView(tx.QueryRowContext(ctx, `SELECT `+eventViewColumns+` FROM judge_settlement_event WHERE id = ?`, eventID))
+		if err != nil {
+			return fmt.Errorf("store: redeliver: %w", err)
+		}
+		return nil
+	})
+	return out, err
+}
+
+type settlement struct {
+	jobID      int64
+	kind       JobKind
+	typ, sid   string
+	generation int
+	status     string
+	errorCode  string
+	result     []byte
+	nodeID     int64
+}
+
+// SettledEventType is the event type of a submission's final outcome.
+const SettledEventType = "SETTLED"
+
+// SettlementPayload is the JSON body of a SETTLED event.
+type SettlementPayload struct {
+	JobID          string          `json:"jobId"`
+	SubmissionType string          `json:"submissionType"`
+	SubmissionID   string          `json:"submissionId"`
+	Generation     int             `json:"generation"`
+	Status         string          `json:"status"`
+	ErrorCode      string          `json:"errorCode,omitempty"`
+	Result         json.RawMessage `json:"result,omitempty"`
+}
+
+// settle writes the outbox event of a SUBMISSION job, or finishes the node
+// check of a CHECK job (checks never reach the business).
+func settle(ctx context.Context, tx *sql.Tx, st settlement) error {
+	if st.kind == KindCheck {
+		outcome := "FAILED"
+		if st.status == "AC" {
+			outcome = "PASSED"
+		}
+		if _, err := tx.ExecContext(ctx,
+			`UPDATE judge_node_check SET outcome = ?, steps = ?, finished_at = NOW(6) WHERE job_id = ?`,
+			outcome, string(st.result), st.jobID); err != nil {
+			return fmt.Errorf("store: settle check: %w", err)
+		}
+		return nil
+	}
+	payload, err := json.Marshal(SettlementPayload{
+		JobID: fmt.Sprint(st.jobID), SubmissionType: st.typ, SubmissionID: st.sid, Generation: st.generation,
+		Status: st.status, ErrorCode: st.errorCode, Result: st.result,
+	})
+	if err != nil {
+		return fmt.Errorf("store: settle: %w", err)
+	}
+	if _, err := tx.ExecContext(ctx,
+		`INSERT INTO judge_settlement_event (job_id, event_type, submission_type, submission_id, generation, payload)
+		 VALUES (?, ?, ?, ?, ?, ?)`, st.jobID, SettledEventType, st.typ, st.sid, st.generation, payload); err != nil {
+		return fmt.Errorf("store: settle: %w", err)
+	}
+	return nil
 }

@@ -125,3 +125,38 @@ func TestLateCommittingEventIsNotSkipped(t *testing.T) {
 	require.Len(t, late, 1)
 	require.Less(t, late[0].ID, evs[0].ID, "the late row has the lower id and is still delivered")
 }
+
+func TestRedeliverOnlyDeadEvents(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.settleJobs(t, 2)
+	evs, err := b.store.ListEventsPage(b.ctx, store.EventFilter{})
+	require.NoError(t, err)
+	require.Len(t, evs, 2)
+	require.Greater(t, evs[0].ID, evs[1].ID, "newest first")
+	dead := evs[1].ID
+	b.exec(t, `UPDATE judge_settlement_event SET state = 'DEAD', attempts = 5, last_error = 'HTTP 500' WHERE id = ?`, dead)
+
+	page, err := b.store.ListEventsPage(b.ctx, store.EventFilter{State: store.EventDead})
+	require.NoError(t, err)
+	require.Len(t, page, 1)
+	require.Equal(t, "HTTP 500", page[0].LastError)
+	page, err = b.store.ListEventsPage(b.ctx, store.EventFilter{BeforeID: evs[0].ID})
+	require.NoError(t, err)
+	require.Len(t, page, 1)
+	require.Equal(t, dead, page[0].ID)
+
+	ev, err := b.store.RedeliverEvent(b.ctx, dead, "admin", "receiver fixed")
+	require.NoError(t, err)
+	require.Equal(t, store.EventPending, ev.State)
+	require.Zero(t, ev.DeliveryAttempt)
+	claimed, err := b.store.ClaimEvents(b.ctx, "consumer-a", 10, 30*time.Second)
+	require.NoError(t, err)
+	require.Len(t, claimed, 2, "the redelivered event is claimable again")
+
+	_, err = b.store.RedeliverEvent(b.ctx, dead, "admin", "again")
+	require.ErrorIs(t, err, store.ErrEventNotDead)
+	_, err = b.store.RedeliverEvent(b.ctx, 999999, "admin", "x")
+	require.ErrorIs(t, err, store.ErrNotFound)
+	require.Equal(t, 1, b.count(t, `SELECT COUNT(*) FROM judge_audit WHERE action = 'event.redeliver' AND reason = 'receiver fixed'`))
+}

@@ -95,37 +95,3 @@ func TestPurgeIdempotencyKeys(t *testing.T) {
 	_, err = b.store.EnqueueIdempotent(b.ctx, 1, "new", enqueueReq("p-3", "a", b.manifest))
 	require.ErrorIs(t, err, store.ErrIdempotencyKeyReused)
 }
-
-func TestBusinessQueries(t *testing.T) {
-	t.Parallel()
-	b := setup(t)
-	rec, err := b.store.ManifestRecord(b.ctx, b.manifest)
-	require.NoError(t, err)
-	require.Len(t, rec.Manifest.Cases, 2)
-	require.Len(t, rec.Digest, 64)
-	require.False(t, rec.CreatedAt.IsZero())
-	_, err = b.store.ManifestRecord(b.ctx, 999999)
-	require.ErrorIs(t, err, store.ErrNotFound)
-
-	in := b.artifact(t, "1 2\n")
-	sizes, err := b.store.ArtifactSizes(b.ctx, []string{in, in, "0000000000000000000000000000000000000000000000000000000000000000"})
-	require.NoError(t, err)
-	require.Equal(t, map[string]int64{in: 4}, sizes)
-
-	_, err = b.db.ExecContext(b.ctx, `INSERT INTO judge_settlement_event (job_id, event_type, submission_type, submission_id, generation, payload)
-		VALUES (1, 'SETTLED', 'ALGO', 'a', 1, '{}'), (2, 'SETTLED', 'ALGO', 'b', 1, '{}')`)
-	require.NoError(t, err)
-	evs, err := b.store.ClaimEvents(b.ctx, "one", 1, time.Minute)
-	require.NoError(t, err)
-	require.Len(t, evs, 1)
-	evs2, err := b.store.ClaimEvents(b.ctx, "two", 1, time.Minute)
-	require.NoError(t, err)
-	require.Len(t, evs2, 1)
-	out, err := b.store.AckEventsFor(b.ctx, "one", []int64{evs[0].ID, evs2[0].ID, evs[0].ID, 424242})
-	require.NoError(t, err)
-	require.Equal(t, []int64{evs[0].ID}, out.Acked)
-	require.Equal(t, []int64{evs2[0].ID, 424242}, out.NotHeld)
-	out, err = b.store.AckEventsFor(b.ctx, "one", []int64{evs[0].ID})
-	require.NoError(t, err)
-	require.Equal(t, []int64{evs[0].ID}, out.Acked, "acknowledging again is idempotent")
-}

@@ -8,10 +8,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"regexp"
 	"strings"
-	"time"
 
 	"github.com/kece-oj/kece/control/manifest"
 )
@@ -188,6 +186,9 @@ func (s *Store) validateEnqueue(ctx context.Context, req EnqueueRequest) (pool s
 	if err := manifest.CheckPoolKind(pool, m.Kind); err != nil {
 		return "", nil, "", invalidOf(ErrManifestMismatch, "language", "%v", err)
 	}
+	if err := manifest.CheckLanguageMemory(req.Language, m); err != nil {
+		return "", nil, "", invalidOf(ErrMemoryTooLow, "limits.memoryMb", "%v", err)
+	}
 	return pool, snapshot, digest, nil
 }
 
@@ -283,11 +284,39 @@ func (s *Store) insertJob(ctx context.Context, tx *sql.Tx, j jobRow) (int64, err
 	return id, nil
 }
 
+// Admin job errors with their own API codes. They match ErrConflict too.
+var (
+	// ErrJobNotCurrent: a newer generation of the submission exists.
+	ErrJobNotCurrent = &ConflictError{Reason: "a newer generation of this submission exists"}
+	// ErrCheckJob: the action does not apply to CHECK jobs.
+	ErrCheckJob = &ConflictError{Reason: "CHECK jobs are not rejudged; verify the node again"}
+)
+
 // Rejudge makes a new job with generation+1 for the submission, moves the
 // pointer to it, and cancels the old job if it had not finished. The old
 // job's lease, if any, can no longer post a result.
 func (s *Store) Rejudge(ctx context.Context, typ, id, actor, reason string) (EnqueueResult, error) {
 	return s.rejudge(ctx, typ, id, 0, actor, reason)
+}
+
+// RejudgeJob rejudges the submission of a SUBMISSION job by job id, only if
+// that job is still the submission's current one (ErrJobNotCurrent
+// otherwise): two admins rejudging the same job make one new generation, not
+// two.
+func (s *Store) RejudgeJob(ctx context.Context, jobID int64, actor, reason string) (EnqueueResult, error) {
+	var typ, sid string
+	var kind JobKind
+	err := s.db.QueryRowContext(ctx, `SELECT submission_type, submission_id, kind FROM judge_job WHERE id = ?`, jobID).Scan(&typ, &sid, &kind)
+	if errors.Is(err, sql.ErrNoRows) {
+		return EnqueueResult{}, fmt.Errorf("job %d: %w", jobID, ErrNotFound)
+	}
+	if err != nil {
+		return EnqueueResult{}, fmt.Errorf("store: rejudge job: %w", err)
+	}
+	if kind != KindSubmission {
+		return EnqueueResult{}, fmt.Errorf("job %d: %w", jobID, ErrCheckJob)
+	}
+	return s.rejudge(ctx, typ, sid, jobID, actor, reason)
 }
 
 // rejudge makes generation+1 of a submission. With onlyJob > 0 it does so
@@ -438,261 +467,4 @@ func cancelLocked(ctx context.Context, tx *sql.Tx, jobID int64, attemptOutcome s
 		return fmt.Errorf("store: cancel: %w", err)
 	}
 	return settle(ctx, tx, st)
-}
-
-// PoolSignalSlots is how many rows each pool's wake-up counter is spread over.
-const PoolSignalSlots = 16
-
-// bumpPool marks the pool as having new ready work, inside the transaction
-// that made it ready and as its last statement: the signal commits exactly
-// when the work does (EnqueueTx included). Waiters in every replica see it at
-// their next poll of PoolSignals.
-func bumpPool(ctx context.Context, tx *sql.Tx, pool string) error {
-	if _, err := tx.ExecContext(ctx,
-		`UPDATE judge_pool_signal SET seq = seq + 1 WHERE pool = ? AND slot = ?`, pool, rand.IntN(PoolSignalSlots)); err != nil {
-		return fmt.Errorf("store: pool signal: %w", err)
-	}
-	return nil
-}
-
-// notify tells this replica's waiters at once (no database round trip).
-func (s *Store) notify(pool string) {
-	if s.notifier != nil && pool != "" {
-		s.notifier.Notify(pool)
-	}
-}
-
-// PoolSignals returns each pool's wake-up counter (one cheap query).
-func (s *Store) PoolSignals(ctx context.Context) (map[string]int64, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT pool, SUM(seq) FROM judge_pool_signal GROUP BY pool`)
-	if err != nil {
-		return nil, fmt.Errorf("store: pool signals: %w", err)
-	}
-	defer rows.Close()
-	out := make(map[string]int64, 5)
-	for rows.Next() {
-		var p string
-		var n int64
-		if err := rows.Scan(&p, &n); err != nil {
-			return nil, fmt.Errorf("store: pool signals: %w", err)
-		}
-		out[p] = n
-	}
-	return out, rows.Err()
-}
-
-// Job is a read model of one job.
-type Job struct {
-	ID             int64
-	SubmissionType string
-	SubmissionID   string
-	Generation     int
-	Kind           JobKind
-	Pool           string
-	Language       string
-	ManifestID     int64
-	Priority       int
-	State          JobState
-	StatusVersion  int64
-	Phase          string
-	CasesDone      int
-	CasesTotal     int
-	AttemptCount   int
-	MaxAttempts    int
-	RequiredNodeID int64
-	NodeID         int64
-	LeaseEpoch     int64
-	// LeaseRemaining is negative when the lease expired and is not yet reaped.
-	LeaseRemaining time.Duration
-	// AvailableIn is how long a QUEUED job still waits for its backoff.
-	AvailableIn   time.Duration
-	Verdict       string
-	Result        []byte
-	LastErrorCode string
-	CreatedAt     time.Time
-	StartedAt     *time.Time
-	FinishedAt    *time.Time
-}
-
-const jobColumns = `id, submission_type, submission_id, generation, kind, pool, runtime_spec, manifest_id, priority,
-  state, status_version, COALESCE(phase, ''), cases_done, cases_total, attempt_count, max_attempts,
-  required_node_id, COALESCE(node_id, 0), lease_epoch,
-  COALESCE(TIMESTAMPDIFF(MICROSECOND, NOW(6), lease_until), 0),
-  GREATEST(TIMESTAMPDIFF(MICROSECOND, NOW(6), available_at), 0),
-  COALESCE(verdict, ''), result, COALESCE(last_error_code, ''), created_at, started_at, finished_at`
-
-func scanJob(sc rowScanner) (Job, error) {
-	var j Job
-	var leaseUS, availUS int64
-	err := sc.Scan(&j.ID, &j.SubmissionType, &j.SubmissionID, &j.Generation, &j.Kind, &j.Pool, &j.Language,
-		&j.ManifestID, &j.Priority, &j.State, &j.StatusVersion, &j.Phase, &j.CasesDone, &j.CasesTotal,
-		&j.AttemptCount, &j.MaxAttempts, &j.RequiredNodeID, &j.NodeID, &j.LeaseEpoch, &leaseUS, &availUS,
-		&j.Verdict, &j.Result, &j.LastErrorCode, &j.CreatedAt, &j.StartedAt, &j.FinishedAt)
-	j.LeaseRemaining = time.Duration(leaseUS) * time.Microsecond
-	j.AvailableIn = time.Duration(availUS) * time.Microsecond
-	return j, err
-}
-
-// GetJob reads one job.
-func (s *Store) GetJob(ctx context.Context, id int64) (Job, error) {
-	j, err := scanJob(s.db.QueryRowContext(ctx, `SELECT `+jobColumns+` FROM judge_job WHERE id = ?`, id))
-	if errors.Is(err, sql.ErrNoRows) {
-		return Job{}, fmt.Errorf("job %d: %w", id, ErrNotFound)
-	}
-	if err != nil {
-		return Job{}, fmt.Errorf("store: get job: %w", err)
-	}
-	return j, nil
-}
-
-// JobFilter narrows ListJobs; zero fields match everything.
-type JobFilter struct {
-	State          JobState
-	Pool           string
-	Kind           JobKind
-	SubmissionType string
-	NodeID         int64
-	// BeforeID pages backwards from an id (exclusive); 0 starts at the newest.
-	BeforeID int64
-	Limit    int
-}
-
-// ListJobs lists jobs newest first.
-func (s *Store) ListJobs(ctx context.Context, f JobFilter) ([]Job, error) {
-	q := `SELECT ` + jobColumns + ` FROM judge_job WHERE 1=1`
-	var args []any
-	add := func(cond string, v any) { q += " AND " + cond; args = append(args, v) }
-	if f.State != "" {
-		add("state = ?", f.State)
-	}
-	if f.Pool != "" {
-		add("pool = ?", f.Pool)
-	}
-	if f.Kind != "" {
-		add("kind = ?", f.Kind)
-	}
-	if f.SubmissionType != "" {
-		add("submission_type = ?", f.SubmissionType)
-	}
-	if f.NodeID != 0 {
-		add("node_id = ?", f.NodeID)
-	}
-	if f.BeforeID > 0 {
-		add("id < ?", f.BeforeID)
-	}
-	if f.Limit <= 0 || f.Limit > 500 {
-		f.Limit = 100
-	}
-	q += " ORDER BY id DESC LIMIT ?"
-	args = append(args, f.Limit)
-	out, err := queryAll(ctx, s.db, scanJob, q, args...)
-	if err != nil {
-		return nil, fmt.Errorf("store: list jobs: %w", err)
-	}
-	return out, nil
-}
-
-// Attempt is one lease of a job.
-type Attempt struct {
-	JobID         int64
-	LeaseEpoch    int64
-	NodeID        int64
-	HostGroupID   int64
-	SessionEpoch  int64
-	StartedAt     time.Time
-	EndedAt       *time.Time
-	Outcome       string
-	ErrorClass    string
-	ReceiptDigest string
-}
-
-// Attempts lists a job's attempts by lease epoch.
-func (s *Store) Attempts(ctx context.Context, jobID int64) ([]Attempt, error) {
-	return s.queryAttempts(ctx, `WHERE job_id = ? ORDER BY lease_epoch`, jobID)
-}
-
-// NodeAttempts lists a node's most recent attempts.
-func (s *Store) NodeAttempts(ctx context.Context, nodeID int64, limit int) ([]Attempt, error) {
-	return s.queryAttempts(ctx, `WHERE node_id = ? ORDER BY id DESC LIMIT ?`, nodeID, limit)
-}
-
-func (s *Store) queryAttempts(ctx context.Context, where string, args ...any) ([]Attempt, error) {
-	out, err := queryAll(ctx, s.db, func(r rowScanner) (Attempt, error) {
-		var a Attempt
-		err := r.Scan(&a.JobID, &a.LeaseEpoch, &a.NodeID, &a.HostGroupID, &a.SessionEpoch, &a.StartedAt,
-			&a.EndedAt, &a.Outcome, &a.ErrorClass, &a.ReceiptDigest)
-		return a, err
-	}, `SELECT job_id, lease_epoch, node_id, host_group_id, session_epoch, started_at, ended_at, outcome,
-	           COALESCE(error_class, ''), COALESCE(receipt_digest, '')
-	    FROM judge_job_attempt `+where, args...)
-	if err != nil {
-		return nil, fmt.Errorf("store: attempts: %w", err)
-	}
-	return out, nil
-}
-
-// BusinessStatus is the word a business backend sees for a submission.
-type BusinessStatus struct {
-	JobID      int64
-	Generation int
-	// Status: PENDING, COMPILING, JUDGING, a verdict (AC, WA, …), SYSTEM_ERROR or CANCELLED.
-	Status string
-	// WaitReason for PENDING: WAITING_FOR_WORKER or RETRY_BACKOFF.
-	WaitReason    string
-	CasesDone     int
-	CasesTotal    int
-	Result        []byte
-	StatusVersion int64
-	UpdatedAt     time.Time
-}
-
-// SubmissionStatus reads a submission through its pointer.
-func (s *Store) SubmissionStatus(ctx context.Context, typ, id string) (BusinessStatus, error) {
-	var st BusinessStatus
-	var state JobState
-	var phase, verdict sql.NullString
-	var backoffUS int64
-	err := s.db.QueryRowContext(ctx,
-		`SELECT j.id, j.generation, j.state, j.phase, j.verdict, j.cases_done, j.cases_total, j.result,
-		        j.status_version, j.updated_at,
-		        GREATEST(TIMESTAMPDIFF(MICROSECOND, NOW(6), j.available_at), 0)
-		 FROM judge_submission p JOIN judge_job j ON j.id = p.current_job_id
-		 WHERE p.submission_type = ? AND p.submission_id = ?`, typ, id).Scan(
-		&st.JobID, &st.Generation, &state, &phase, &verdict, &st.CasesDone, &st.CasesTotal, &st.Result,
-		&st.StatusVersion, &st.UpdatedAt, &backoffUS)
-	if errors.Is(err, sql.ErrNoRows) {
-		return BusinessStatus{}, fmt.Errorf("submission %s/%s: %w", typ, id, ErrNotFound)
-	}
-	if err != nil {
-		return BusinessStatus{}, fmt.Errorf("store: submission status: %w", err)
-	}
-	st.Status, st.WaitReason = businessWord(state, phase.String, verdict.String, backoffUS > 0)
-	return st, nil
-}
-
-// BusinessStatus is the word the business sees for this job (see
-// BusinessStatus.Status) and, while PENDING, why it waits.
-func (j Job) BusinessStatus() (status, waitReason string) {
-	return businessWord(j.State, j.Phase, j.Verdict, j.AvailableIn > 0)
-}
-
-// businessWord maps a job's scheduling state to the business's words.
-func businessWord(state JobState, phase, verdict string, inBackoff bool) (status, waitReason string) {
-	switch state {
-	case StateQueued:
-		if inBackoff {
-			return "PENDING", "RETRY_BACKOFF"
-		}
-		return "PENDING", "WAITING_FOR_WORKER"
-	case StateRunning:
-		if phase == "JUDGING" {
-			return "JUDGING", ""
-		}
-		return "COMPILING", ""
-	case StateCompleted:
-		return verdict, ""
-	case StateFailed:
-		return "SYSTEM_ERROR", ""
-	}
-	return "CANCELLED", ""
 }

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strings"
+	"time"
 
 	"github.com/kece-oj/kece/control/manifest"
 )
@@ -29,6 +31,38 @@ func (s *Store) RegisterArtifact(ctx context.Context, sha256 string, size int64)
 		return conflict("artifact %s is registered with size %d, not %d", sha256, got, size)
 	}
 	return nil
+}
+
+// ArtifactSizes returns the registered size of each of the given digests
+// that is registered; missing digests are absent from the map.
+func (s *Store) ArtifactSizes(ctx context.Context, digests []string) (map[string]int64, error) {
+	out := make(map[string]int64, len(digests))
+	for start := 0; start < len(digests); start += 500 {
+		part := digests[start:min(start+500, len(digests))]
+		args := make([]any, len(part))
+		for i, d := range part {
+			args[i] = d
+		}
+		in := strings.TrimSuffix(strings.Repeat("?, ", len(part)), ", ")
+		rows, err := s.db.QueryContext(ctx, `SELECT sha256, size FROM judge_artifact WHERE sha256 IN (`+in+`)`, args...)
+		if err != nil {
+			return nil, fmt.Errorf("store: artifact sizes: %w", err)
+		}
+		for rows.Next() {
+			var d string
+			var n int64
+			if err := rows.Scan(&d, &n); err != nil {
+				rows.Close()
+				return nil, fmt.Errorf("store: artifact sizes: %w", err)
+			}
+			out[d] = n
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return nil, fmt.Errorf("store: artifact sizes: %w", err)
+		}
+	}
+	return out, nil
 }
 
 // PublishedManifest identifies a manifest.
@@ -105,6 +139,33 @@ func (s *Store) PublishManifest(ctx context.Context, m manifest.Manifest) (Publi
 // Manifest reads a published manifest.
 func (s *Store) Manifest(ctx context.Context, id int64) (manifest.Manifest, error) {
 	return s.readManifest(ctx, s.db, id)
+}
+
+// StoredManifest is a published manifest with its identity.
+type StoredManifest struct {
+	ID        int64
+	Digest    string
+	CreatedAt time.Time
+	Manifest  manifest.Manifest
+}
+
+// ManifestRecord reads a published manifest with its digest and creation
+// time; ErrNotFound if there is none with that id.
+func (s *Store) ManifestRecord(ctx context.Context, id int64) (StoredManifest, error) {
+	out := StoredManifest{ID: id}
+	var body []byte
+	err := s.db.QueryRowContext(ctx, `SELECT digest, created_at, body FROM judge_manifest WHERE id = ?`, id).
+		Scan(&out.Digest, &out.CreatedAt, &body)
+	if errors.Is(err, sql.ErrNoRows) {
+		return StoredManifest{}, fmt.Errorf("manifest %d: %w", id, ErrNotFound)
+	}
+	if err != nil {
+		return StoredManifest{}, fmt.Errorf("store: manifest record: %w", err)
+	}
+	if out.Manifest, err = manifest.Parse(body); err != nil {
+		return StoredManifest{}, fmt.Errorf("store: stored manifest %d does not parse: %w", id, err)
+	}
+	return out, nil
 }
 
 type queryer interface {

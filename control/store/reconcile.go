@@ -11,10 +11,6 @@ import (
 	"time"
 )
 
-// ReapIntervalDefault is the reap interval Reconcile assumes when none is
-// given (DESIGN §6: reap scan every 5 s).
-const ReapIntervalDefault = 5 * time.Second
-
 // maxViolationsPerRule bounds each rule's query so a badly broken database
 // still yields a readable report.
 const maxViolationsPerRule = 1000

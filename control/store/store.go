@@ -1,30 +1,29 @@
-// Package store is the control plane's scheduling core: every SQL statement
-// about host groups, nodes, submissions, jobs, attempts, manifests and
-// settlement events lives here, one file per aggregate. Each operation is one
-// short transaction that takes locks in the order
-//
-//	host group → node → submission pointer → job → attempt
-//
-// and only the locks it needs. Deadlocks (1213) and lock-wait timeouts (1205)
-// are retried a bounded number of times. All scheduling times come from the
-// database clock (NOW(6)); callers are given durations, never instants.
-//
-// The store knows nothing about HTTP, nodes' processes or engines.
 package store
 
 import (
-	"context"
 	"database/sql"
-	"errors"
 	"fmt"
-	"math/rand/v2"
 	"sync"
+	"sync/atomic"
 	"time"
-
-	"github.com/go-sql-driver/mysql"
 
 	"github.com/kece-oj/kece/control/manifest"
 )
+
+// Config tunes the store. Zero fields take their defaults in New.
+type Config struct {
+	LeaseTTL         time.Duration
+	MaxAttempts      int
+	BackoffBase      time.Duration
+	BackoffMax       time.Duration
+	ClaimBatchMax    int
+	MaxSnapshotBytes int
+	MaxResultBytes   int
+	TxRetries        int
+	JoinCodeTTL      time.Duration
+	OfflineAfter     time.Duration
+	ReapBatch        int
+}
 
 // Defaults for Config.
 const (
@@ -42,21 +41,6 @@ const (
 	ReapBatchDefault        = 100
 	MaxResultBytesDefault   = 1 << 20
 )
-
-// Config tunes the store. Zero fields take their defaults in New.
-type Config struct {
-	LeaseTTL         time.Duration
-	MaxAttempts      int
-	BackoffBase      time.Duration
-	BackoffMax       time.Duration
-	ClaimBatchMax    int
-	MaxSnapshotBytes int
-	MaxResultBytes   int
-	TxRetries        int
-	JoinCodeTTL      time.Duration
-	OfflineAfter     time.Duration
-	ReapBatch        int
-}
 
 func (c *Config) setDefaults() {
 	if c.LeaseTTL == 0 {
@@ -143,6 +127,68 @@ type Store struct {
 	facts *cache[int64, jobFacts]
 }
 
+// New returns a store over db.
+func New(db *sql.DB, cfg Config) (*Store, error) {
+	cfg.setDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	s := &Store{db: db, cfg: cfg, stats: &counters{}, manifests: newCache[int64, manifest.Manifest](1024),
+		groups: newCache[int64, int64](4096), facts: newCache[int64, jobFacts](16384),
+		txOpts: &sql.TxOptions{Isolation: sql.LevelReadCommitted}}
+	// MariaDB before 11.1 names it tx_isolation; MySQL 8 transaction_isolation.
+	var iso string
+	if err := db.QueryRow(`SELECT @@global.tx_isolation`).Scan(&iso); err != nil {
+		_ = db.QueryRow(`SELECT @@global.transaction_isolation`).Scan(&iso)
+	}
+	if iso == "READ-COMMITTED" {
+		s.txOpts = nil
+	}
+	return s, nil
+}
+
+// WithHooks returns a copy of s that runs the given test hooks.
+func (s *Store) WithHooks(h *Hooks) *Store {
+	c := *s
+	c.hooks = h
+	return &c
+}
+
+// Hooks are fault-injection points for tests.
+type Hooks struct {
+	// AfterJobInsert runs inside the enqueue transaction after the job row is
+	// written; an error aborts the transaction.
+	AfterJobInsert func() error
+}
+
+// Notifier is told, after commit, that a pool has new ready work. It must not
+// block. The HTTP layer's long-poll registry implements it.
+type Notifier interface {
+	Notify(pool string)
+}
+
+// WithNotifier returns a copy of s that notifies n after commits that make
+// work ready.
+func (s *Store) WithNotifier(n Notifier) *Store {
+	c := *s
+	c.notifier = n
+	return &c
+}
+
+// DB returns the underlying pool (for health checks).
+func (s *Store) DB() *sql.DB { return s.db }
+
+// Config returns the effective configuration.
+func (s *Store) Config() Config { return s.cfg }
+
+// RetriedTransactions returns how many transactions were retried after a
+// deadlock or lock-wait timeout since the store was created.
+func (s *Store) RetriedTransactions() int64 { return s.stats.retries.Load() }
+
+type counters struct {
+	retries atomic.Int64
+}
+
 // cache is a small bounded map for immutable facts; when full it starts over,
 // which is simple and enough for a working set of problems and nodes.
 type cache[K comparable, V any] struct {
@@ -171,116 +217,6 @@ func (c *cache[K, V]) put(k K, v V) {
 	c.m[k] = v
 }
 
-// Notifier is told, after commit, that a pool has new ready work. It must not
-// block. The HTTP layer's long-poll registry implements it.
-type Notifier interface {
-	Notify(pool string)
-}
-
-// WithNotifier returns a copy of s that notifies n after commits that make
-// work ready.
-func (s *Store) WithNotifier(n Notifier) *Store {
-	c := *s
-	c.notifier = n
-	return &c
-}
-
-// Hooks are fault-injection points for tests.
-type Hooks struct {
-	// AfterJobInsert runs inside the enqueue transaction after the job row is
-	// written; an error aborts the transaction.
-	AfterJobInsert func() error
-}
-
-// New returns a store over db.
-func New(db *sql.DB, cfg Config) (*Store, error) {
-	cfg.setDefaults()
-	if err := cfg.Validate(); err != nil {
-		return nil, err
-	}
-	s := &Store{db: db, cfg: cfg, stats: &counters{}, manifests: newCache[int64, manifest.Manifest](1024),
-		groups: newCache[int64, int64](4096), facts: newCache[int64, jobFacts](16384),
-		txOpts: &sql.TxOptions{Isolation: sql.LevelReadCommitted}}
-	// MariaDB before 11.1 names it tx_isolation; MySQL 8 transaction_isolation.
-	var iso string
-	if err := db.QueryRow(`SELECT @@global.tx_isolation`).Scan(&iso); err != nil {
-		_ = db.QueryRow(`SELECT @@global.transaction_isolation`).Scan(&iso)
-	}
-	if iso == "READ-COMMITTED" {
-		s.txOpts = nil
-	}
-	return s, nil
-}
-
-// WithHooks returns a copy of s that runs the given test hooks.
-func (s *Store) WithHooks(h *Hooks) *Store {
-	c := *s
-	c.hooks = h
-	return &c
-}
-
-// DB returns the underlying pool (for health checks).
-func (s *Store) DB() *sql.DB { return s.db }
-
-// Config returns the effective configuration.
-func (s *Store) Config() Config { return s.cfg }
-
-// RetriedTransactions returns how many transactions were retried after a
-// deadlock or lock-wait timeout since the store was created.
-func (s *Store) RetriedTransactions() int64 { return s.stats.retries.Load() }
-
-// inTx runs fn in a transaction, retrying the whole transaction on deadlock
-// (1213) and lock-wait timeout (1205) with jittered backoff.
-func (s *Store) inTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
-	var err error
-	for attempt := 0; attempt < s.cfg.TxRetries; attempt++ {
-		err = s.tryTx(ctx, fn)
-		if err == nil || !retryable(err) {
-			return err
-		}
-		s.stats.retries.Add(1)
-		s.observer().TxRetried(ctx, txRetryCode(err))
-		d := time.Duration(1+rand.IntN(5<<attempt)) * time.Millisecond
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(d):
-		}
-	}
-	return fmt.Errorf("store: transaction still conflicting after %d tries: %w", s.cfg.TxRetries, err)
-}
-
-func (s *Store) tryTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
-	// READ COMMITTED on every transaction (set per transaction unless it is
-	// the server's default): counts taken after a lock must see the latest
-	// commits, not a snapshot taken before the lock was granted.
-	tx, err := s.db.BeginTx(ctx, s.txOpts)
-	if err != nil {
-		return fmt.Errorf("store: begin: %w", err)
-	}
-	if err := fn(tx); err != nil {
-		_ = tx.Rollback()
-		return err
-	}
-	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("store: commit: %w", err)
-	}
-	return nil
-}
-
-func retryable(err error) bool {
-	var me *mysql.MySQLError
-	if errors.As(err, &me) {
-		return me.Number == 1213 || me.Number == 1205
-	}
-	return false
-}
-
-func isDuplicate(err error) bool {
-	var me *mysql.MySQLError
-	return errors.As(err, &me) && me.Number == 1062
-}
-
 // backoff is the capped exponential delay before retry number n (1-based).
 func (s *Store) backoff(n int) time.Duration {
 	d := s.cfg.BackoffBase
@@ -288,40 +224,4 @@ func (s *Store) backoff(n int) time.Duration {
 		d *= 2
 	}
 	return min(d, s.cfg.BackoffMax)
-}
-
-// micros renders a duration for INTERVAL … MICROSECOND.
-func micros(d time.Duration) int64 { return d.Microseconds() }
-
-// rowScanner is what a row scan needs (*sql.Row and *sql.Rows both fit).
-type rowScanner interface{ Scan(dest ...any) error }
-
-// querier runs a query on the pool or inside a transaction.
-type querier interface {
-	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
-}
-
-// queryAll runs query and scans every row with scan.
-func queryAll[T any](ctx context.Context, q querier, scan func(rowScanner) (T, error), query string, args ...any) ([]T, error) {
-	rows, err := q.QueryContext(ctx, query, args...)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var out []T
-	for rows.Next() {
-		v, err := scan(rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, v)
-	}
-	return out, rows.Err()
-}
-
-// scanID scans a single BIGINT column.
-func scanID(r rowScanner) (int64, error) {
-	var id int64
-	err := r.Scan(&id)
-	return id, err
 }

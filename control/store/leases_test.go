@@ -14,6 +14,36 @@ import (
 	"github.com/kece-oj/kece/control/store"
 )
 
+func TestClaimUsesTheClaimIndexForWhereAndOrder(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	for i := range 50 {
+		b.enqueue(t, "ALGO", "e"+string(rune('a'+i%26))+string(rune('a'+i/26)))
+	}
+	rows, err := b.db.QueryContext(b.ctx, "EXPLAIN "+store.ClaimQueryForExplain(), "cpp", 0, 8)
+	require.NoError(t, err)
+	defer rows.Close()
+	cols, err := rows.Columns()
+	require.NoError(t, err)
+	require.True(t, rows.Next())
+	vals := make([]any, len(cols))
+	ptrs := make([]any, len(cols))
+	for i := range vals {
+		ptrs[i] = &vals[i]
+	}
+	require.NoError(t, rows.Scan(ptrs...))
+	plan := map[string]string{}
+	for i, c := range cols {
+		if b, ok := vals[i].([]byte); ok {
+			plan[c] = string(b)
+		}
+	}
+	require.Equal(t, "ix_job_claim", plan["key"], "plan: %v", plan)
+	require.Equal(t, "ref", plan["type"], "equality on pool, state, required_node_id: %v", plan)
+	require.NotContains(t, plan["Extra"], "filesort", "ORDER BY must be served by the index: %v", plan)
+	require.False(t, rows.Next(), "one table, one row of plan")
+}
+
 // T04: many nodes on two replicas race for the same jobs. Every job is leased
 // exactly once, and node and host-group capacity are never exceeded at any
 // sampled instant while the race runs.
@@ -462,36 +492,4 @@ func TestRenewProgressOnlyForward(t *testing.T) {
 	s, err := b.store.SubmissionStatus(b.ctx, "ALGO", "renew")
 	require.NoError(t, err)
 	require.Equal(t, "JUDGING", s.Status)
-}
-
-// A verdict that does not fit the manifest is refused and nothing is written.
-func TestResultValidatedAgainstManifest(t *testing.T) {
-	t.Parallel()
-	b := setup(t)
-	g := b.group(t, 4)
-	n := b.node(t, "cpp", g.ID, 1, true)
-	job := b.enqueue(t, "ALGO", "val")
-	c := b.claimEventually(t, b.store, n.NodeSession)
-	bad := []store.Result{
-		{Outcome: store.OutcomeVerdict, Verdict: &store.VerdictResult{Status: "AC", Score: 40, MaxScore: 100,
-			Cases: []store.CaseResult{{CaseID: "c1", Status: "AC", Score: 40}}}},
-		{Outcome: store.OutcomeVerdict, Verdict: &store.VerdictResult{Status: "WA", Score: 0, MaxScore: 100,
-			Cases: []store.CaseResult{{CaseID: "c1", Status: "WA"}, {CaseID: "c1", Status: "WA"}}}},
-		{Outcome: store.OutcomeVerdict, Verdict: &store.VerdictResult{Status: "AC", Score: 100, MaxScore: 100,
-			Cases: []store.CaseResult{{CaseID: "c1", Status: "AC", Score: 40}, {CaseID: "zz", Status: "AC", Score: 60}}}},
-		{Outcome: store.OutcomeVerdict, Verdict: &store.VerdictResult{Status: "AC", Score: 200, MaxScore: 100,
-			Cases: []store.CaseResult{{CaseID: "c1", Status: "AC", Score: 140}, {CaseID: "c2", Status: "AC", Score: 60}}}},
-		{Outcome: store.OutcomeVerdict, Verdict: &store.VerdictResult{Status: "OK", MaxScore: 100}},
-		{Outcome: store.OutcomeError},
-	}
-	for i, r := range bad {
-		_, err := b.store.Complete(b.ctx, n.NodeSession, job.JobID, c.LeaseEpoch, r)
-		require.ErrorIs(t, err, store.ErrValidation, "case %d", i)
-	}
-	j, err := b.store.GetJob(b.ctx, job.JobID)
-	require.NoError(t, err)
-	require.Equal(t, store.StateRunning, j.State)
-	ce := store.Result{Outcome: store.OutcomeVerdict, Verdict: &store.VerdictResult{Status: "CE", MaxScore: 100, CompileLog: "error: x"}}
-	_, err = b.store.Complete(b.ctx, n.NodeSession, job.JobID, c.LeaseEpoch, ce)
-	require.NoError(t, err, "a compile error has no cases")
 }

@@ -1,0 +1,208 @@
+package store
+
+import (
+	"context"
+	"crypto/sha256"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/kece-oj/kece/control/manifest"
+)
+
+// CheckFreshness is how recent a passing self-check must be to enable a node.
+const CheckFreshness = 30 * time.Minute
+
+// CheckRequest is a self-check to run on one node.
+type CheckRequest struct {
+	NodeID     int64
+	ManifestID int64
+	Language   string
+	Source     string
+}
+
+// CheckStarted identifies a started self-check.
+type CheckStarted struct {
+	CheckID int64
+	JobID   int64
+}
+
+// StartCheck creates a CHECK job bound to the node (it uses the node's
+// capacity and never produces a business settlement event) and its check row.
+func (s *Store) StartCheck(ctx context.Context, r CheckRequest, actor, reason string) (CheckStarted, error) {
+	pool, err := manifest.PoolForLanguage(r.Language)
+	if err != nil {
+		return CheckStarted{}, invalid("language", "%v", err)
+	}
+	snapshot, _ := json.Marshal(Snapshot{Language: r.Language, Source: r.Source})
+	var out CheckStarted
+	err = s.inTx(ctx, func(tx *sql.Tx) error {
+		var nodePool string
+		var rev int64
+		err := tx.QueryRowContext(ctx, `SELECT pool, revision FROM judge_node WHERE id = ? FOR UPDATE`, r.NodeID).Scan(&nodePool, &rev)
+		if errors.Is(err, sql.ErrNoRows) {
+			return fmt.Errorf("node %d: %w", r.NodeID, ErrNotFound)
+		}
+		if err != nil {
+			return fmt.Errorf("store: start check: %w", err)
+		}
+		if nodePool != pool {
+			return invalid("language", "a %s check cannot run on a %s node", pool, nodePool)
+		}
+		var runtime string
+		_ = tx.QueryRowContext(ctx, `SELECT COALESCE(reported_runtime, '') FROM judge_node WHERE id = ?`, r.NodeID).Scan(&runtime)
+		cr, err := tx.ExecContext(ctx,
+			`INSERT INTO judge_node_check (node_id, config_revision, runtime_version) VALUES (?, ?, ?)`, r.NodeID, rev, runtime)
+		if err != nil {
+			return fmt.Errorf("store: start check: %w", err)
+		}
+		out.CheckID, _ = cr.LastInsertId()
+		sid := strconv.FormatInt(out.CheckID, 10)
+		if _, _, err := lockPointer(ctx, tx, CheckSubmissionType, sid); err != nil {
+			return err
+		}
+		out.JobID, err = s.insertJob(ctx, tx, jobRow{
+			submissionType: CheckSubmissionType, submissionID: sid, generation: 1, kind: KindCheck,
+			pool: pool, language: r.Language, manifestID: r.ManifestID, snapshot: snapshot,
+			digest: fmt.Sprintf("%x", sha256.Sum256(snapshot)), priority: -100, maxAttempts: 1, requiredNode: r.NodeID,
+		})
+		if err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx,
+			`UPDATE judge_submission SET current_job_id = ?, generation = 1 WHERE submission_type = ? AND submission_id = ?`,
+			out.JobID, CheckSubmissionType, sid); err != nil {
+			return fmt.Errorf("store: start check: %w", err)
+		}
+		if _, err := tx.ExecContext(ctx, `UPDATE judge_node_check SET job_id = ? WHERE id = ?`, out.JobID, out.CheckID); err != nil {
+			return fmt.Errorf("store: start check: %w", err)
+		}
+		if _, err := tx.ExecContext(ctx, `UPDATE judge_node SET pending_checks = pending_checks + 1 WHERE id = ?`, r.NodeID); err != nil {
+			return fmt.Errorf("store: start check: %w", err)
+		}
+		if err := audit(ctx, tx, actor, "node.verify", r.NodeID, out.JobID, reason, map[string]any{"checkId": out.CheckID}); err != nil {
+			return err
+		}
+		return bumpPool(ctx, tx, pool)
+	})
+	if err == nil {
+		s.notify(pool)
+	}
+	return out, err
+}
+
+// NodeCheck is one self-check run.
+type NodeCheck struct {
+	ID             int64
+	JobID          int64
+	ConfigRevision int64
+	RuntimeVersion string
+	Outcome        string
+	Steps          json.RawMessage
+	CreatedAt      time.Time
+	FinishedAt     *time.Time
+}
+
+// Checks lists a node's recent self-checks.
+func (s *Store) Checks(ctx context.Context, nodeID int64, limit int) ([]NodeCheck, error) {
+	out, err := queryAll(ctx, s.db, func(r rowScanner) (NodeCheck, error) {
+		var c NodeCheck
+		var steps string
+		err := r.Scan(&c.ID, &c.JobID, &c.ConfigRevision, &c.RuntimeVersion, &c.Outcome, &steps, &c.CreatedAt, &c.FinishedAt)
+		if steps != "" {
+			c.Steps = json.RawMessage(steps)
+		}
+		return c, err
+	}, `SELECT id, COALESCE(job_id, 0), config_revision, COALESCE(runtime_version, ''), outcome, COALESCE(steps, ''),
+	           created_at, finished_at
+	    FROM judge_node_check WHERE node_id = ? ORDER BY id DESC LIMIT ?`, nodeID, limit)
+	if err != nil {
+		return nil, fmt.Errorf("store: checks: %w", err)
+	}
+	return out, nil
+}
+
+// ActiveCheck returns the job of a self-check of the node that is still
+// queued or running, if any.
+func (s *Store) ActiveCheck(ctx context.Context, nodeID int64) (jobID int64, ok bool, err error) {
+	err = s.db.QueryRowContext(ctx,
+		`SELECT j.id FROM judge_node_check c JOIN judge_job j ON j.id = c.job_id
+		 WHERE c.node_id = ? AND j.state IN ('QUEUED', 'RUNNING') ORDER BY c.id DESC LIMIT 1`, nodeID).Scan(&jobID)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, false, nil
+	}
+	if err != nil {
+		return 0, false, fmt.Errorf("store: active check: %w", err)
+	}
+	return jobID, true, nil
+}
+
+// Check states as admins see them.
+const (
+	CheckPending = "PENDING"
+	CheckRunning = "RUNNING"
+	CheckPassed  = "PASSED"
+	CheckFailed  = "FAILED"
+)
+
+// CheckView is a self-check with the state of its CHECK job.
+type CheckView struct {
+	NodeCheck
+	// State: PENDING (job queued), RUNNING, PASSED (job ended AC) or FAILED
+	// (another verdict, an infrastructure failure, or the job was cancelled).
+	State string
+	// ErrorCode is the CHECK job's last infrastructure error, or CANCELLED.
+	ErrorCode string
+	// Result is the CHECK job's normalized result JSON, if it ended with one.
+	Result json.RawMessage
+}
+
+// NodeChecks lists a node's recent self-checks, newest first.
+func (s *Store) NodeChecks(ctx context.Context, nodeID int64, limit int) ([]CheckView, error) {
+	rows, err := s.db.QueryContext(ctx,
+		`SELECT c.id, COALESCE(c.job_id, 0), c.config_revision, COALESCE(c.runtime_version, ''), c.outcome,
+		        COALESCE(c.steps, ''), c.created_at, c.finished_at, COALESCE(j.state, ''), COALESCE(j.last_error_code, ''),
+		        COALESCE(j.result, '')
+		 FROM judge_node_check c LEFT JOIN judge_job j ON j.id = c.job_id
+		 WHERE c.node_id = ? ORDER BY c.id DESC LIMIT ?`, nodeID, limit)
+	if err != nil {
+		return nil, fmt.Errorf("store: node checks: %w", err)
+	}
+	defer rows.Close()
+	var out []CheckView
+	for rows.Next() {
+		var c CheckView
+		var steps, result string
+		var state JobState
+		if err := rows.Scan(&c.ID, &c.JobID, &c.ConfigRevision, &c.RuntimeVersion, &c.Outcome, &steps, &c.CreatedAt,
+			&c.FinishedAt, &state, &c.ErrorCode, &result); err != nil {
+			return nil, fmt.Errorf("store: node checks: %w", err)
+		}
+		if steps != "" {
+			c.Steps = json.RawMessage(steps)
+		}
+		if result != "" {
+			c.Result = json.RawMessage(result)
+		}
+		switch {
+		case c.Outcome == CheckPassed:
+			c.State = CheckPassed
+		case c.Outcome == CheckFailed:
+			c.State = CheckFailed
+		case state == StateRunning:
+			c.State = CheckRunning
+		case state == StateQueued:
+			c.State = CheckPending
+		default: // its job ended without settling the check, or is gone: it will never pass
+			c.State = CheckFailed
+		}
+		if c.State == CheckFailed && c.ErrorCode == "" && state == StateCancelled {
+			c.ErrorCode = "CANCELLED"
+		}
+		out = append(out, c)
+	}
+	return out, rows.Err()
+}

@@ -1,0 +1,130 @@
+package store_test
+
+import (
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/kece-oj/kece/control/store"
+)
+
+func TestJoinCodeIsSingleUseAndExpires(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	g := b.group(t, 4)
+	_, code, err := b.store.CreateNode(b.ctx, store.NodeSpec{Name: "n1", Pool: "cpp", HostGroupID: g.ID, Slots: 2}, "admin")
+	require.NoError(t, err)
+	var wg sync.WaitGroup
+	results := make([]error, 8)
+	for i := range results {
+		wg.Add(1)
+		go func() { defer wg.Done(); _, results[i] = b.store.Join(b.ctx, code.Code) }()
+	}
+	wg.Wait()
+	wins := 0
+	for _, err := range results {
+		if err == nil {
+			wins++
+		} else {
+			require.ErrorIs(t, err, store.ErrJoinCodeUsed)
+		}
+	}
+	require.Equal(t, 1, wins, "exactly one concurrent join wins")
+
+	_, code2, err := b.store.CreateNode(b.ctx, store.NodeSpec{Name: "n2", Pool: "cpp", HostGroupID: g.ID, Slots: 2}, "admin")
+	require.NoError(t, err)
+	_, err = b.db.ExecContext(b.ctx, `UPDATE judge_join_code SET expires_at = NOW(6) - INTERVAL 1 SECOND WHERE consumed_at IS NULL`)
+	require.NoError(t, err)
+	_, err = b.store.Join(b.ctx, code2.Code)
+	require.ErrorIs(t, err, store.ErrJoinCodeExpired)
+	_, err = b.store.Join(b.ctx, "kjc_not-a-code")
+	require.ErrorIs(t, err, store.ErrUnauthenticated)
+	require.Equal(t, 0, b.count(t, `SELECT COUNT(*) FROM judge_join_code WHERE code_hash LIKE 'kjc_%'`), "only hashes are stored")
+}
+
+func TestNewBootSupersedesOldSession(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	g := b.group(t, 4)
+	_, code, err := b.store.CreateNode(b.ctx, store.NodeSpec{Name: "n1", Pool: "cpp", HostGroupID: g.ID, Slots: 2}, "admin")
+	require.NoError(t, err)
+	j, err := b.store.Join(b.ctx, code.Code)
+	require.NoError(t, err)
+	s1, err := b.store.OpenSession(b.ctx, j.Credential, "boot-a")
+	require.NoError(t, err)
+	s1again, err := b.store.OpenSession(b.ctx, j.Credential, "boot-a")
+	require.NoError(t, err)
+	require.Equal(t, s1.SessionEpoch, s1again.SessionEpoch, "same boot, same session")
+	s2, err := b.store.OpenSession(b.ctx, j.Credential, "boot-b")
+	require.NoError(t, err)
+	require.Equal(t, s1.SessionEpoch+1, s2.SessionEpoch)
+
+	_, err = b.store.AuthenticateSession(b.ctx, s1again.Token)
+	require.ErrorIs(t, err, store.ErrSessionSuperseded)
+	_, err = b.store.Claim(b.ctx, s1.NodeSession, 1)
+	require.ErrorIs(t, err, store.ErrSessionSuperseded)
+	info, err := b.store.AuthenticateSession(b.ctx, s2.Token)
+	require.NoError(t, err)
+	require.Equal(t, s2.NodeSession, info.NodeSession)
+
+	_, err = b.store.OpenSession(b.ctx, "knc_1_wrong", "boot-c")
+	require.ErrorIs(t, err, store.ErrUnauthenticated)
+	_, err = b.store.Revoke(b.ctx, s2.NodeID, "admin", "stolen")
+	require.NoError(t, err)
+	_, err = b.store.AuthenticateSession(b.ctx, s2.Token)
+	require.ErrorIs(t, err, store.ErrNodeRevoked)
+	_, err = b.store.OpenSession(b.ctx, j.Credential, "boot-d")
+	require.ErrorIs(t, err, store.ErrNodeRevoked)
+}
+
+func TestIssueJoinCodeOnlyBeforeJoining(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	g := b.group(t, 4)
+	n, first, err := b.store.CreateNode(b.ctx, store.NodeSpec{Name: "fresh", Pool: "cpp", HostGroupID: g.ID, Slots: 1}, "test")
+	require.NoError(t, err)
+	second, err := b.store.IssueJoinCode(b.ctx, n.ID, "admin", "lost the first code")
+	require.NoError(t, err)
+	_, err = b.store.Join(b.ctx, first.Code)
+	require.Error(t, err, "the earlier code stops working")
+	_, err = b.store.Join(b.ctx, second.Code)
+	require.NoError(t, err)
+	_, err = b.store.IssueJoinCode(b.ctx, n.ID, "admin", "again")
+	require.ErrorIs(t, err, store.ErrNodeAlreadyJoined)
+	require.ErrorIs(t, err, store.ErrConflict)
+	_, err = b.store.IssueJoinCode(b.ctx, 999999, "admin", "x")
+	require.ErrorIs(t, err, store.ErrNotFound)
+	require.Equal(t, 1, b.count(t, `SELECT COUNT(*) FROM judge_audit WHERE node_id = ? AND action = 'node.join_code' AND actor = 'admin'`, n.ID))
+}
+
+func TestRotateCredentialKillsCredentialAndSessions(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	g := b.group(t, 4)
+	n, code, err := b.store.CreateNode(b.ctx, store.NodeSpec{Name: "rot", Pool: "cpp", HostGroupID: g.ID, Slots: 1}, "test")
+	require.NoError(t, err)
+	j, err := b.store.Join(b.ctx, code.Code)
+	require.NoError(t, err)
+	sess, err := b.store.OpenSession(b.ctx, j.Credential, "boot-a")
+	require.NoError(t, err)
+
+	fresh, err := b.store.RotateCredential(b.ctx, n.ID, "admin", "key leaked")
+	require.NoError(t, err)
+	_, err = b.store.AuthenticateSession(b.ctx, sess.Token)
+	require.ErrorIs(t, err, store.ErrUnauthenticated)
+	_, err = b.store.OpenSession(b.ctx, j.Credential, "boot-a")
+	require.ErrorIs(t, err, store.ErrUnauthenticated)
+
+	j2, err := b.store.Join(b.ctx, fresh.Code)
+	require.NoError(t, err)
+	_, err = b.store.OpenSession(b.ctx, j2.Credential, "boot-b")
+	require.NoError(t, err)
+
+	_, err = b.store.Revoke(b.ctx, n.ID, "admin", "gone")
+	require.NoError(t, err)
+	_, err = b.store.RotateCredential(b.ctx, n.ID, "admin", "x")
+	require.ErrorIs(t, err, store.ErrNodeRevoked)
+	_, err = b.store.IssueJoinCode(b.ctx, n.ID, "admin", "x")
+	require.ErrorIs(t, err, store.ErrNodeRevoked)
+}

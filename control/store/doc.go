@@ -1,0 +1,41 @@
+// Package store is the control plane's scheduling core: every SQL statement
+// about host groups, nodes, submissions, jobs, attempts, manifests and
+// settlement events lives here, one file per aggregate. Each operation is one
+// short transaction that takes locks in the order
+//
+//	host group → node → submission pointer → job → attempt
+//
+// and only the locks it needs. Deadlocks (1213) and lock-wait timeouts (1205)
+// are retried a bounded number of times. All scheduling times come from the
+// database clock (NOW(6)); callers are given durations, never instants.
+//
+// The store knows nothing about HTTP, nodes' processes or engines.
+//
+// # What lives where
+//
+//	File             Aggregate / responsibility
+//	doc.go           this overview
+//	store.go         Config and its defaults, Store, New, hooks, notifier, caches
+//	tx.go            transactions with deadlock retry, driver-error helpers, scan helpers
+//	errors.go        error classes (ErrNotFound, ErrConflict, …) and their typed forms
+//	host_groups.go   judge_host_group: create, resize, per-group detail
+//	nodes.go         judge_node configuration: create, get/list, enable/drain/disable/revoke, resize
+//	credentials.go   join codes, credentials, sessions, heartbeats (node identity)
+//	languages.go     nodes' per-language reports and the language catalog
+//	checks.go        self-checks (judge_node_check and their CHECK jobs)
+//	audit.go         judge_audit: the audit insert every change shares, and its reads
+//	tokens.go        business/admin API tokens
+//	jobs.go          enqueue, rejudge, cancel (submission pointer → job writes)
+//	idempotency.go   idempotency keys for enqueue and their purge
+//	status.go        job, attempt and submission-status reads; settled-job lookups for waiting reads
+//	signals.go       pool signal rows and the after-commit wake-up
+//	leases.go        claim, renew, complete, reap (the lease lifecycle)
+//	results.go       result shape and its validation against the manifest
+//	events.go        settlement events: the settle insert, claim/ack/fail, admin listing, redelivery
+//	manifests.go     artifacts and manifests
+//	summary.go       pool and node counts for dashboards and metrics
+//	reconcile.go     invariant checks over the whole database
+//
+// Tests follow the same split: <file>_test.go tests <file>.go, and
+// bundle_test.go holds the shared test bundle.
+package store

@@ -1,0 +1,130 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"regexp"
+	"time"
+)
+
+var nameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,127}$`)
+
+// HostGroup is a physical host's capacity.
+type HostGroup struct {
+	ID           int64
+	Name         string
+	SlotCapacity int
+	Revision     int64
+	SlotsBusy    int
+}
+
+// CreateHostGroup adds a host group.
+func (s *Store) CreateHostGroup(ctx context.Context, name string, capacity int, actor string) (HostGroup, error) {
+	if !nameRE.MatchString(name) {
+		return HostGroup{}, invalid("name", "must match %s", nameRE)
+	}
+	if capacity < 1 || capacity > 4096 {
+		return HostGroup{}, invalid("slotCapacity", "must be 1..4096")
+	}
+	var g HostGroup
+	err := s.inTx(ctx, func(tx *sql.Tx) error {
+		r, err := tx.ExecContext(ctx, `INSERT INTO judge_host_group (name, slot_capacity) VALUES (?, ?)`, name, capacity)
+		if isDuplicate(err) {
+			return conflict("host group %q exists", name)
+		}
+		if err != nil {
+			return fmt.Errorf("store: create host group: %w", err)
+		}
+		id, _ := r.LastInsertId()
+		g = HostGroup{ID: id, Name: name, SlotCapacity: capacity, Revision: 1}
+		return audit(ctx, tx, actor, "host_group.create", 0, 0, "", map[string]any{"hostGroupId": id, "slotCapacity": capacity})
+	})
+	return g, err
+}
+
+// ListHostGroups lists host groups with their busy slots.
+func (s *Store) ListHostGroups(ctx context.Context) ([]HostGroup, error) {
+	out, err := queryAll(ctx, s.db, func(r rowScanner) (HostGroup, error) {
+		var g HostGroup
+		err := r.Scan(&g.ID, &g.Name, &g.SlotCapacity, &g.Revision, &g.SlotsBusy)
+		return g, err
+	}, `SELECT g.id, g.name, g.slot_capacity, g.revision,
+	           (SELECT COUNT(*) FROM judge_job j WHERE j.host_group_id = g.id AND j.state = 'RUNNING')
+	    FROM judge_host_group g ORDER BY g.id`)
+	if err != nil {
+		return nil, fmt.Errorf("store: list host groups: %w", err)
+	}
+	return out, nil
+}
+
+// ResizeHostGroup changes a group's capacity if revision is current. Lowering
+// it never stops running jobs; it only stops new claims until in-flight
+// work drains below the new capacity.
+func (s *Store) ResizeHostGroup(ctx context.Context, id int64, capacity int, revision int64, actor, reason string) (HostGroup, error) {
+	if capacity < 0 || capacity > 4096 {
+		return HostGroup{}, invalid("slotCapacity", "must be 0..4096")
+	}
+	var g HostGroup
+	err := s.inTx(ctx, func(tx *sql.Tx) error {
+		err := tx.QueryRowContext(ctx,
+			`SELECT id, name, slot_capacity, revision FROM judge_host_group WHERE id = ? FOR UPDATE`, id).Scan(
+			&g.ID, &g.Name, &g.SlotCapacity, &g.Revision)
+		if errors.Is(err, sql.ErrNoRows) {
+			return fmt.Errorf("host group %d: %w", id, ErrNotFound)
+		}
+		if err != nil {
+			return fmt.Errorf("store: resize host group: %w", err)
+		}
+		if g.Revision != revision {
+			return conflict("host group %d is at revision %d, not %d", id, g.Revision, revision)
+		}
+		if _, err := tx.ExecContext(ctx,
+			`UPDATE judge_host_group SET slot_capacity = ?, revision = revision + 1, updated_at = NOW(6) WHERE id = ?`,
+			capacity, id); err != nil {
+			return fmt.Errorf("store: resize host group: %w", err)
+		}
+		old := g.SlotCapacity
+		g.SlotCapacity, g.Revision = capacity, g.Revision+1
+		return audit(ctx, tx, actor, "host_group.resize", 0, 0, reason, map[string]any{"hostGroupId": id, "from": old, "to": capacity})
+	})
+	return g, err
+}
+
+// HostGroupDetail is a host group with its node count and timestamps.
+type HostGroupDetail struct {
+	HostGroup
+	NodeCount int
+	CreatedAt time.Time
+	UpdatedAt time.Time
+}
+
+// HostGroupDetails lists host groups (one when id > 0) with busy slots,
+// node counts and timestamps.
+func (s *Store) HostGroupDetails(ctx context.Context, id int64) ([]HostGroupDetail, error) {
+	q := `SELECT g.id, g.name, g.slot_capacity, g.revision,
+	        (SELECT COUNT(*) FROM judge_job j WHERE j.host_group_id = g.id AND j.state = 'RUNNING'),
+	        (SELECT COUNT(*) FROM judge_node n WHERE n.host_group_id = g.id),
+	        g.created_at, g.updated_at
+	      FROM judge_host_group g`
+	var args []any
+	if id > 0 {
+		q += ` WHERE g.id = ?`
+		args = append(args, id)
+	}
+	rows, err := s.db.QueryContext(ctx, q+` ORDER BY g.id`, args...)
+	if err != nil {
+		return nil, fmt.Errorf("store: host groups: %w", err)
+	}
+	defer rows.Close()
+	var out []HostGroupDetail
+	for rows.Next() {
+		var g HostGroupDetail
+		if err := rows.Scan(&g.ID, &g.Name, &g.SlotCapacity, &g.Revision, &g.SlotsBusy, &g.NodeCount, &g.CreatedAt, &g.UpdatedAt); err != nil {
+			return nil, fmt.Errorf("store: host groups: %w", err)
+		}
+		out = append(out, g)
+	}
+	return out, rows.Err()
+}

@@ -1,0 +1,73 @@
+package store_test
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/kece-oj/kece/control/manifest"
+	"github.com/kece-oj/kece/control/store"
+)
+
+// A heartbeat's language report is stored and served for ready nodes only; a
+// heartbeat without one keeps the previous report; unknown ids are refused.
+func TestHeartbeatLanguagesFeedTheCatalog(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	g := b.group(t, 8)
+	ready := b.node(t, "cpp", g.ID, 2, true)
+	pending := b.node(t, "cpp", g.ID, 2, false)
+	rep := []store.LanguageReport{{ID: "cpp20", Pool: "cpp", Standard: "C++20", Version: "g++ 12.2.0",
+		CompileCommand: "g++ -std=gnu++20 main.cpp", RunCommand: "./main", EntryPoint: "main.cpp"}}
+	for _, s := range []store.Session{ready, pending} {
+		_, err := b.store.Heartbeat(b.ctx, s.NodeSession, store.HeartbeatReport{RuntimeVersion: "rt", Languages: rep})
+		require.NoError(t, err)
+	}
+	// A later heartbeat without a report keeps it.
+	_, err := b.store.Heartbeat(b.ctx, ready.NodeSession, store.HeartbeatReport{RuntimeVersion: "rt"})
+	require.NoError(t, err)
+
+	cat, err := b.store.Languages(b.ctx)
+	require.NoError(t, err)
+	require.False(t, cat.AsOf.IsZero())
+	var cpp20 store.LanguageInfo
+	for _, l := range cat.Languages {
+		if l.ID == "cpp20" {
+			cpp20 = l
+		}
+	}
+	require.Equal(t, "cpp", cpp20.Pool)
+	require.Equal(t, 1, cpp20.ReadyNodes, "only the enabled node counts")
+	require.Len(t, cpp20.Variants, 1)
+	require.Equal(t, "g++ 12.2.0", cpp20.Variants[0].Version)
+	require.Equal(t, "g++ -std=gnu++20 main.cpp", cpp20.Variants[0].CompileCommand)
+
+	_, err = b.store.Heartbeat(b.ctx, ready.NodeSession, store.HeartbeatReport{RuntimeVersion: "rt",
+		Languages: []store.LanguageReport{{ID: "cobol", Pool: "cpp"}}})
+	require.ErrorIs(t, err, store.ErrValidation)
+}
+
+// A manifest whose memory limit is below the language's minimum is refused
+// at enqueue, naming the minimum; the same manifest is fine for C++.
+func TestEnqueueRefusesMemoryBelowTheLanguageMinimum(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	in := b.artifact(t, "x")
+	m, err := b.store.PublishManifest(b.ctx, tinyManifest(in))
+	require.NoError(t, err)
+	_, err = b.store.Enqueue(b.ctx, store.EnqueueRequest{SubmissionType: "ALGO", SubmissionID: "j1", Language: "java17",
+		Source: "class Main {}", ManifestID: m.ID})
+	require.ErrorIs(t, err, store.ErrMemoryTooLow)
+	require.ErrorContains(t, err, "java17 needs a memory limit of at least 32 MiB")
+	require.Zero(t, b.count(t, `SELECT COUNT(*) FROM judge_job WHERE submission_id = 'j1'`), "nothing written")
+	_, err = b.store.Enqueue(b.ctx, store.EnqueueRequest{SubmissionType: "ALGO", SubmissionID: "c1", Language: "cpp17",
+		Source: "int main(){}", ManifestID: m.ID})
+	require.NoError(t, err)
+}
+
+func tinyManifest(in string) manifest.Manifest {
+	return manifest.Manifest{Kind: manifest.KindCode,
+		Limits:  manifest.Limits{TimeMs: 1000, MemoryMb: 16, OutputKb: 64},
+		Checker: manifest.Checker{Type: "tolerant"},
+		Cases:   []manifest.Case{{CaseID: "a", InputSha256: in, InputSize: 1, OutputSha256: in, OutputSize: 1, Weight: 1}}}
+}

@@ -1,0 +1,710 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/kece-oj/kece/control/manifest"
+)
+
+// ClaimedJob is one job handed to a node with a fresh lease.
+type ClaimedJob struct {
+	JobID          int64
+	LeaseEpoch     int64
+	LeaseRemaining time.Duration
+	Kind           JobKind
+	Pool           string
+	SubmissionType string
+	SubmissionID   string
+	Generation     int
+	Language       string
+	ManifestID     int64
+	Snapshot       []byte
+	Attempt        int
+	// ReadyWait is how long the job had been ready (now − available_at)
+	// when it was claimed: the pickup latency metrics report it.
+	ReadyWait time.Duration
+}
+
+// claim leases up to freeSlots ready jobs of the node's pool to the session.
+// Capacity = min(freeSlots, node slots − node in-flight, group capacity −
+// group in-flight, batch cap); in-flight counts RUNNING jobs, expired-but-
+// unreaped leases included. CHECK jobs bound to the node come first and may
+// be claimed in any state; pool work needs ENABLED.
+//
+// The host-group lock serializes the claims of one physical host, so the
+// transaction is kept to six round trips: lock group, lock node, count
+// in-flight, pick (full rows), lease, attempts.
+func (s *Store) claim(ctx context.Context, sess NodeSession, freeSlots int) ([]ClaimedJob, error) {
+	if freeSlots <= 0 {
+		return nil, nil
+	}
+	groupID, err := s.nodeGroup(ctx, sess.NodeID)
+	if err != nil {
+		return nil, err
+	}
+	var out []ClaimedJob
+	err = s.inTx(ctx, func(tx *sql.Tx) error {
+		out = nil
+		// Lock order: host group, then node.
+		var groupCap int
+		if err := tx.QueryRowContext(ctx,
+			`SELECT slot_capacity FROM judge_host_group WHERE id = ? FOR UPDATE`, groupID).Scan(&groupCap); err != nil {
+			return fmt.Errorf("store: claim: host group: %w", err)
+		}
+		n, err := lockNodeForSession(ctx, tx, sess)
+		if err != nil {
+			return err
+		}
+		var nodeBusy, groupBusy int
+		if err := tx.QueryRowContext(ctx,
+			`SELECT COALESCE(SUM(node_id = ?), 0), COUNT(*) FROM judge_job WHERE host_group_id = ? AND state = 'RUNNING'`,
+			sess.NodeID, groupID).Scan(&nodeBusy, &groupBusy); err != nil {
+			return fmt.Errorf("store: claim: in-flight: %w", err)
+		}
+		capacity := min(freeSlots, n.slots-nodeBusy, groupCap-groupBusy, s.cfg.ClaimBatchMax)
+		if capacity <= 0 {
+			return nil
+		}
+		if n.pendingChecks > 0 {
+			checks, err := pickReady(ctx, tx, n.pool, sess.NodeID, capacity)
+			if err != nil {
+				return err
+			}
+			if _, err := tx.ExecContext(ctx,
+				`UPDATE judge_node SET pending_checks = IF(? < ?, 0, GREATEST(pending_checks - ?, 0)) WHERE id = ?`,
+				len(checks), capacity, len(checks), sess.NodeID); err != nil {
+				return fmt.Errorf("store: claim: pending checks: %w", err)
+			}
+			out = append(out, checks...)
+		}
+		if n.state == NodeEnabled && len(out) < capacity {
+			more, err := pickReady(ctx, tx, n.pool, 0, capacity-len(out))
+			if err != nil {
+				return err
+			}
+			out = append(out, more...)
+		}
+		if len(out) == 0 {
+			return nil
+		}
+		ids := make([]int64, len(out))
+		for i := range out {
+			c := &out[i]
+			s.facts.put(c.JobID, jobFacts{typ: c.SubmissionType, sid: c.SubmissionID, manifestID: c.ManifestID,
+				kind: c.Kind, pool: c.Pool, generation: c.Generation})
+			ids[i] = out[i].JobID
+			out[i].LeaseEpoch++
+			out[i].Attempt++
+			out[i].LeaseRemaining = s.cfg.LeaseTTL
+		}
+		in, args := inList(ids)
+		if _, err := tx.ExecContext(ctx,
+			`UPDATE judge_job SET state = 'RUNNING', node_id = ?, host_group_id = ?, session_epoch = ?,
+			   lease_epoch = lease_epoch + 1, lease_until = NOW(6) + INTERVAL ? MICROSECOND,
+			   attempt_count = attempt_count + 1, started_at = COALESCE(started_at, NOW(6)),
+			   status_version = status_version + 1, phase = NULL, progress_seq = 0, cases_done = 0,
+			   updated_at = NOW(6)
+			 WHERE id IN (`+in+`)`,
+			append([]any{sess.NodeID, groupID, sess.SessionEpoch, micros(s.cfg.LeaseTTL)}, args...)...); err != nil {
+			return fmt.Errorf("store: claim: lease: %w", err)
+		}
+		if _, err := tx.ExecContext(ctx,
+			`INSERT INTO judge_job_attempt (job_id, lease_epoch, node_id, host_group_id, session_epoch, started_at)
+			 SELECT id, lease_epoch, node_id, host_group_id, session_epoch, NOW(6) FROM judge_job WHERE id IN (`+in+`)`,
+			args...); err != nil {
+			return fmt.Errorf("store: claim: attempts: %w", err)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// NextReady says how long until the soonest job of the pool that a claim
+// could take becomes ready (its retry backoff ends); ok is false when no job
+// waits. A long-poll that found nothing sleeps at most that long, so a retry
+// is picked up when its backoff ends rather than at the next poll.
+func (s *Store) NextReady(ctx context.Context, pool string, nodeID int64) (d time.Duration, ok bool, err error) {
+	var us sql.NullInt64
+	err = s.db.QueryRowContext(ctx,
+		`SELECT GREATEST(TIMESTAMPDIFF(MICROSECOND, NOW(6), MIN(available_at)), 0) FROM judge_job
+		 WHERE pool = ? AND state = 'QUEUED' AND required_node_id IN (0, ?)`, pool, nodeID).Scan(&us)
+	if err != nil {
+		return 0, false, fmt.Errorf("store: next ready: %w", err)
+	}
+	if !us.Valid {
+		return 0, false, nil
+	}
+	return time.Duration(us.Int64) * time.Microsecond, true, nil
+}
+
+// nodeGroup returns a node's host group; it never changes, so it is cached.
+func (s *Store) nodeGroup(ctx context.Context, nodeID int64) (int64, error) {
+	if g, ok := s.groups.get(nodeID); ok {
+		return g, nil
+	}
+	var g int64
+	err := s.db.QueryRowContext(ctx, `SELECT host_group_id FROM judge_node WHERE id = ?`, nodeID).Scan(&g)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, fmt.Errorf("node %d: %w", nodeID, ErrUnauthenticated)
+	}
+	if err != nil {
+		return 0, fmt.Errorf("store: node group: %w", err)
+	}
+	s.groups.put(nodeID, g)
+	return g, nil
+}
+
+// pickReady locks up to limit ready jobs of a pool (requiredNode 0 = pool
+// work, else that node's CHECK jobs), skipping rows other claimers hold, and
+// returns them as they are before leasing. The query is served by
+// ix_job_claim for both WHERE and ORDER BY.
+func pickReady(ctx context.Context, tx *sql.Tx, pool string, requiredNode int64, limit int) ([]ClaimedJob, error) {
+	out, err := queryAll(ctx, tx, func(r rowScanner) (ClaimedJob, error) {
+		var c ClaimedJob
+		var waitedUs int64
+		err := r.Scan(&c.JobID, &c.LeaseEpoch, &c.Kind, &c.Pool, &c.SubmissionType, &c.SubmissionID,
+			&c.Generation, &c.Language, &c.ManifestID, &c.Snapshot, &c.Attempt, &waitedUs)
+		c.ReadyWait = time.Duration(waitedUs) * time.Microsecond
+		return c, err
+	}, claimQuery, pool, requiredNode, limit)
+	if err != nil {
+		return nil, fmt.Errorf("store: claim: pick: %w", err)
+	}
+	return out, nil
+}
+
+const claimColumns = `id, lease_epoch, kind, pool, submission_type, submission_id, generation, runtime_spec, manifest_id,
+ request_snapshot, attempt_count, TIMESTAMPDIFF(MICROSECOND, available_at, NOW(6))`
+
+const claimWhere = ` FROM judge_job FORCE INDEX (ix_job_claim)
+ WHERE pool = ? AND state = 'QUEUED' AND required_node_id = ? AND available_at <= NOW(6)
+ ORDER BY priority, available_at, id LIMIT ?`
+
+const claimQuery = `SELECT ` + claimColumns + claimWhere + ` FOR UPDATE SKIP LOCKED`
+
+// ClaimQueryForExplain is the claim's pick statement, for EXPLAIN in tests and docs.
+func ClaimQueryForExplain() string { return `SELECT id` + claimWhere }
+
+type lockedNode struct {
+	hostGroupID   int64
+	pool          string
+	state         NodeState
+	slots         int
+	pendingChecks int
+}
+
+// lockNodeForSession locks the node row and checks that the session is the
+// node's current one and the node is not revoked.
+func lockNodeForSession(ctx context.Context, tx *sql.Tx, sess NodeSession) (lockedNode, error) {
+	var n lockedNode
+	var epoch int64
+	var revoked bool
+	err := tx.QueryRowContext(ctx,
+		`SELECT host_group_id, pool, desired_state, slots, session_epoch, revoked_at IS NOT NULL, pending_checks
+		 FROM judge_node WHERE id = ? FOR UPDATE`, sess.NodeID).Scan(
+		&n.hostGroupID, &n.pool, &n.state, &n.slots, &epoch, &revoked, &n.pendingChecks)
+	if errors.Is(err, sql.ErrNoRows) {
+		return n, fmt.Errorf("node %d: %w", sess.NodeID, ErrUnauthenticated)
+	}
+	if err != nil {
+		return n, fmt.Errorf("store: lock node: %w", err)
+	}
+	if revoked {
+		return n, fmt.Errorf("node %d: %w", sess.NodeID, ErrNodeRevoked)
+	}
+	if epoch != sess.SessionEpoch {
+		return n, fmt.Errorf("node %d session %d (current %d): %w", sess.NodeID, sess.SessionEpoch, epoch, ErrSessionSuperseded)
+	}
+	return n, nil
+}
+
+// RenewItem is one lease a node wants extended, with its progress.
+type RenewItem struct {
+	JobID       int64
+	LeaseEpoch  int64
+	ProgressSeq int64
+	Phase       string // COMPILING or JUDGING; empty keeps the current one
+	CasesDone   int
+	CasesTotal  int
+}
+
+// RenewState answers one renew item.
+type RenewState string
+
+// Renew answers.
+const (
+	RenewOK        RenewState = "OK"
+	RenewLost      RenewState = "LOST"
+	RenewCancelled RenewState = "CANCELLED"
+)
+
+// RenewResult answers one RenewItem.
+type RenewResult struct {
+	JobID      int64
+	LeaseEpoch int64
+	State      RenewState
+	Remaining  time.Duration
+}
+
+// Renew extends the session's live leases in one transaction. An expired
+// lease is LOST even if not yet reaped; progress only moves forward.
+func (s *Store) Renew(ctx context.Context, sess NodeSession, items []RenewItem) ([]RenewResult, error) {
+	if len(items) == 0 {
+		return nil, nil
+	}
+	sorted := append([]RenewItem(nil), items...)
+	sort.Slice(sorted, func(i, j int) bool { return sorted[i].JobID < sorted[j].JobID })
+	results := make(map[[2]int64]RenewResult, len(items))
+	err := s.inTx(ctx, func(tx *sql.Tx) error {
+		clear(results)
+		for _, it := range sorted {
+			if it.Phase != "" && it.Phase != "COMPILING" && it.Phase != "JUDGING" {
+				return invalid("phase", "must be COMPILING or JUDGING, got %q", it.Phase)
+			}
+			// Assignments run left to right: progress_seq is updated last so
+			// the IF()s compare against the stored value, and status_version
+			// (the business sees COMPILING → JUDGING as a status change)
+			// before phase.
+			r, err := tx.ExecContext(ctx,
+				`UPDATE judge_job SET lease_until = NOW(6) + INTERVAL ? MICROSECOND,
+				   status_version = status_version + IF(? > progress_seq AND ? <> '' AND ? <> COALESCE(phase, 'COMPILING'), 1, 0),
+				   phase = IF(? > progress_seq AND ? <> '', ?, phase),
+				   cases_done = IF(? > progress_seq, GREATEST(cases_done, ?), cases_done),
+				   cases_total = IF(? > progress_seq, ?, cases_total),
+				   progress_seq = GREATEST(progress_seq, ?), updated_at = NOW(6)
+				 WHERE id = ? AND state = 'RUNNING' AND node_id = ? AND session_epoch = ? AND lease_epoch = ?
+				   AND lease_until > NOW(6)
+				   AND EXISTS (SELECT 1 FROM judge_node n WHERE n.id = ? AND n.session_epoch = ? AND n.revoked_at IS NULL)`,
+				micros(s.cfg.LeaseTTL),
+				it.ProgressSeq, it.Phase, it.Phase,
+				it.ProgressSeq, it.Phase, it.Phase,
+				it.ProgressSeq, it.CasesDone,
+				it.ProgressSeq, it.CasesTotal,
+				it.ProgressSeq,
+				it.JobID, sess.NodeID, sess.SessionEpoch, it.LeaseEpoch, sess.NodeID, sess.SessionEpoch)
+			if err != nil {
+				return fmt.Errorf("store: renew: %w", err)
+			}
+			key := [2]int64{it.JobID, it.LeaseEpoch}
+			if n, _ := r.RowsAffected(); n == 1 {
+				results[key] = RenewResult{JobID: it.JobID, LeaseEpoch: it.LeaseEpoch, State: RenewOK, Remaining: s.cfg.LeaseTTL}
+				continue
+			}
+			var state JobState
+			var epoch int64
+			err = tx.QueryRowContext(ctx, `SELECT state, lease_epoch FROM judge_job WHERE id = ?`, it.JobID).Scan(&state, &epoch)
+			switch {
+			case errors.Is(err, sql.ErrNoRows):
+				results[key] = RenewResult{JobID: it.JobID, LeaseEpoch: it.LeaseEpoch, State: RenewLost}
+			case err != nil:
+				return fmt.Errorf("store: renew: %w", err)
+			case state == StateCancelled && epoch == it.LeaseEpoch:
+				results[key] = RenewResult{JobID: it.JobID, LeaseEpoch: it.LeaseEpoch, State: RenewCancelled}
+			default:
+				results[key] = RenewResult{JobID: it.JobID, LeaseEpoch: it.LeaseEpoch, State: RenewLost}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]RenewResult, 0, len(items))
+	for _, it := range items {
+		out = append(out, results[[2]int64{it.JobID, it.LeaseEpoch}])
+	}
+	return out, nil
+}
+
+// inList renders "?, ?, …" and its arguments.
+func inList(ids []int64) (string, []any) {
+	args := make([]any, len(ids))
+	for i, id := range ids {
+		args[i] = id
+	}
+	return strings.TrimSuffix(strings.Repeat("?, ", len(ids)), ", "), args
+}
+
+// complete records the result of a lease. Fencing (DESIGN §5): if this
+// (job, lease epoch) already has a receipt, the same digest answers
+// ALREADY_COMMITTED and a different one ErrResultConflict — checked before
+// anything about expiry. Otherwise the lease must still own a RUNNING job that
+// is its submission's current job. Result, job state, attempt receipt and
+// settlement event commit together.
+func (s *Store) complete(ctx context.Context, sess NodeSession, jobID, leaseEpoch int64, res Result) (CompleteResponse, error) {
+	if err := res.validateShape(); err != nil {
+		return CompleteResponse{}, err
+	}
+	body, digest, err := res.Normalize()
+	if err != nil {
+		return CompleteResponse{}, err
+	}
+	if len(body) > s.cfg.MaxResultBytes {
+		return CompleteResponse{}, invalid("result", "is %d bytes, above %d", len(body), s.cfg.MaxResultBytes)
+	}
+	facts, err := s.jobFacts(ctx, jobID)
+	if err != nil {
+		return CompleteResponse{}, err
+	}
+	var cases caseCounts
+	if res.Outcome == OutcomeVerdict {
+		// Validate before anything is written (manifests are immutable).
+		m, err := s.Manifest(ctx, facts.manifestID)
+		if err != nil {
+			return CompleteResponse{}, err
+		}
+		if err := checkAgainst(m, *res.Verdict); err != nil {
+			return CompleteResponse{}, err
+		}
+		cases = countCases(m, *res.Verdict)
+		if facts.kind == KindSubmission {
+			out, done, err := s.completeFast(ctx, sess, jobID, leaseEpoch, facts, res, cases, body, digest)
+			if err != nil || done {
+				return out, err
+			}
+		}
+	}
+	return s.completeSlow(ctx, sess, jobID, leaseEpoch, res, cases, body, digest)
+}
+
+// caseCounts are what a finished job reports as casesDone/casesTotal.
+type caseCounts struct{ done, total int }
+
+// countCases: done is the number of cases the verdict judged (a verdict may
+// stop at the first failing case), total the manifest's (at least done).
+func countCases(m manifest.Manifest, v VerdictResult) caseCounts {
+	return caseCounts{done: len(v.Cases), total: max(len(m.Cases), len(v.Cases))}
+}
+
+// jobFacts are the fields of a job that never change after enqueue.
+type jobFacts struct {
+	typ, sid   string
+	manifestID int64
+	kind       JobKind
+	pool       string
+	generation int
+}
+
+func (s *Store) jobFacts(ctx context.Context, jobID int64) (jobFacts, error) {
+	if f, ok := s.facts.get(jobID); ok {
+		return f, nil
+	}
+	var f jobFacts
+	err := s.db.QueryRowContext(ctx,
+		`SELECT submission_type, submission_id, manifest_id, kind, pool, generation FROM judge_job WHERE id = ?`, jobID).Scan(
+		&f.typ, &f.sid, &f.manifestID, &f.kind, &f.pool, &f.generation)
+	if errors.Is(err, sql.ErrNoRows) {
+		return f, fmt.Errorf("job %d: %w", jobID, ErrNotFound)
+	}
+	if err != nil {
+		return f, fmt.Errorf("store: complete: %w", err)
+	}
+	s.facts.put(jobID, f)
+	return f, nil
+}
+
+// completeFast commits the common case — a verdict for a live lease of a
+// business job — as one fenced UPDATE of job and attempt plus the event
+// insert. Every fencing condition of completeSlow is in the WHERE clause;
+// when any fails nothing is written and done is false, and the slow path
+// works out which answer applies.
+func (s *Store) completeFast(ctx context.Context, sess NodeSession, jobID, leaseEpoch int64, f jobFacts, res Result, cases caseCounts, body []byte, digest string) (CompleteResponse, bool, error) {
+	payload, err := json.Marshal(SettlementPayload{JobID: fmt.Sprint(jobID), SubmissionType: f.typ, SubmissionID: f.sid,
+		Generation: f.generation, Status: res.Verdict.Status, Result: body})
+	if err != nil {
+		return CompleteResponse{}, false, fmt.Errorf("store: settle: %w", err)
+	}
+	var done bool
+	err = s.inTx(ctx, func(tx *sql.Tx) error {
+		r, err := tx.ExecContext(ctx,
+			`UPDATE judge_job j JOIN judge_job_attempt a ON a.job_id = j.id AND a.lease_epoch = j.lease_epoch
+			 SET j.state = 'COMPLETED', j.verdict = ?, j.result = ?, j.result_digest = ?, j.cases_done = ?, j.cases_total = ?,
+			     j.status_version = j.status_version + 1, j.finished_at = NOW(6), j.updated_at = NOW(6),
+			     j.lease_until = NULL, a.outcome = 'COMPLETED', a.receipt_digest = ?, a.ended_at = NOW(6)
+			 WHERE j.id = ? AND j.state = 'RUNNING' AND j.node_id = ? AND j.session_epoch = ? AND j.lease_epoch = ?
+			   AND j.lease_until > NOW(6) AND a.receipt_digest IS NULL
+			   AND EXISTS (SELECT 1 FROM judge_node n WHERE n.id = ? AND n.session_epoch = ? AND n.revoked_at IS NULL)
+			   AND EXISTS (SELECT 1 FROM judge_submission p
+			               WHERE p.submission_type = ? AND p.submission_id = ? AND p.current_job_id = ?)`,
+			res.Verdict.Status, body, digest, cases.done, cases.total, digest,
+			jobID, sess.NodeID, sess.SessionEpoch, leaseEpoch,
+			sess.NodeID, sess.SessionEpoch,
+			f.typ, f.sid, jobID)
+		if err != nil {
+			return fmt.Errorf("store: complete: %w", err)
+		}
+		if n, _ := r.RowsAffected(); n == 0 {
+			done = false
+			return nil
+		}
+		if _, err := tx.ExecContext(ctx,
+			`INSERT INTO judge_settlement_event (job_id, event_type, submission_type, submission_id, generation, payload)
+			 VALUES (?, ?, ?, ?, ?, ?)`, jobID, SettledEventType, f.typ, f.sid, f.generation, payload); err != nil {
+			return fmt.Errorf("store: settle: %w", err)
+		}
+		done = true
+		return nil
+	})
+	if err != nil || !done {
+		return CompleteResponse{}, false, err
+	}
+	return CompleteResponse{Disposition: Accepted, JobState: StateCompleted}, true, nil
+}
+
+// completeSlow takes the locks one by one in the documented order and
+// answers every case: already committed, conflict, lost, cancelled,
+// superseded, infrastructure errors, CHECK jobs.
+func (s *Store) completeSlow(ctx context.Context, sess NodeSession, jobID, leaseEpoch int64, res Result, cases caseCounts, body []byte, digest string) (CompleteResponse, error) {
+	var out CompleteResponse
+	var requeuedPool string
+	err := s.inTx(ctx, func(tx *sql.Tx) error {
+		requeuedPool = ""
+		var typ, sid string
+		var manifestID int64
+		err := tx.QueryRowContext(ctx,
+			`SELECT submission_type, submission_id, manifest_id FROM judge_job WHERE id = ?`, jobID).Scan(&typ, &sid, &manifestID)
+		if errors.Is(err, sql.ErrNoRows) {
+			return fmt.Errorf("job %d: %w", jobID, ErrNotFound)
+		}
+		if err != nil {
+			return fmt.Errorf("store: complete: %w", err)
+		}
+		// Lock order: node → pointer → job → attempt. The node is locked in
+		// share mode: it only has to hold still against a new session or a
+		// revoke (which take it exclusively); results of one node don't
+		// exclude each other.
+		var nodeEpoch int64
+		var revoked bool
+		err = tx.QueryRowContext(ctx,
+			`SELECT session_epoch, revoked_at IS NOT NULL FROM judge_node WHERE id = ? LOCK IN SHARE MODE`, sess.NodeID).Scan(&nodeEpoch, &revoked)
+		if errors.Is(err, sql.ErrNoRows) {
+			return fmt.Errorf("node %d: %w", sess.NodeID, ErrUnauthenticated)
+		}
+		if err != nil {
+			return fmt.Errorf("store: complete: node: %w", err)
+		}
+		var current int64
+		if err := tx.QueryRowContext(ctx,
+			`SELECT current_job_id FROM judge_submission WHERE submission_type = ? AND submission_id = ? FOR UPDATE`,
+			typ, sid).Scan(&current); err != nil {
+			return fmt.Errorf("store: complete: pointer: %w", err)
+		}
+		var j struct {
+			state        JobState
+			nodeID       sql.NullInt64
+			sessionEpoch sql.NullInt64
+			leaseEpoch   int64
+			live         bool
+			kind         JobKind
+			pool         string
+			generation   int
+			attempts     int
+			maxAttempts  int
+		}
+		// Job, then its attempt for this lease epoch, in one locking read
+		// (job → attempt is the lock order).
+		var receipt sql.NullString
+		var attemptNode sql.NullInt64
+		if err := tx.QueryRowContext(ctx,
+			`SELECT j.state, j.node_id, j.session_epoch, j.lease_epoch, COALESCE(j.lease_until > NOW(6), FALSE), j.kind,
+			        j.pool, j.generation, j.attempt_count, j.max_attempts, a.receipt_digest, a.node_id
+			 FROM judge_job j LEFT JOIN judge_job_attempt a ON a.job_id = j.id AND a.lease_epoch = ?
+			 WHERE j.id = ? FOR UPDATE`, leaseEpoch, jobID).Scan(
+			&j.state, &j.nodeID, &j.sessionEpoch, &j.leaseEpoch, &j.live, &j.kind, &j.pool,
+			&j.generation, &j.attempts, &j.maxAttempts, &receipt, &attemptNode); err != nil {
+			return fmt.Errorf("store: complete: job: %w", err)
+		}
+		if !attemptNode.Valid {
+			return fmt.Errorf("job %d lease %d was never granted: %w", jobID, leaseEpoch, ErrLeaseLost)
+		}
+		if attemptNode.Int64 != sess.NodeID {
+			return fmt.Errorf("job %d lease %d belongs to another node: %w", jobID, leaseEpoch, ErrLeaseLost)
+		}
+		if receipt.Valid {
+			if receipt.String == digest {
+				out = CompleteResponse{Disposition: AlreadyCommitted, JobState: j.state}
+				return nil
+			}
+			return fmt.Errorf("job %d lease %d: %w", jobID, leaseEpoch, ErrResultConflict)
+		}
+		switch {
+		case revoked:
+			return fmt.Errorf("node %d: %w", sess.NodeID, ErrNodeRevoked)
+		case nodeEpoch != sess.SessionEpoch:
+			return fmt.Errorf("node %d: %w", sess.NodeID, ErrSessionSuperseded)
+		case j.state == StateCancelled && j.leaseEpoch == leaseEpoch:
+			if current != jobID {
+				return fmt.Errorf("job %d: %w", jobID, ErrSuperseded)
+			}
+			return fmt.Errorf("job %d: %w", jobID, ErrJobCancelled)
+		case current != jobID:
+			return fmt.Errorf("job %d: %w", jobID, ErrSuperseded)
+		case j.state != StateRunning || j.leaseEpoch != leaseEpoch || !j.nodeID.Valid || j.nodeID.Int64 != sess.NodeID ||
+			j.sessionEpoch.Int64 != sess.SessionEpoch || !j.live:
+			return fmt.Errorf("job %d lease %d: %w", jobID, leaseEpoch, ErrLeaseLost)
+		}
+		if res.Outcome == OutcomeVerdict {
+			// Job and attempt receipt in one statement.
+			if _, err := tx.ExecContext(ctx,
+				`UPDATE judge_job j JOIN judge_job_attempt a ON a.job_id = j.id AND a.lease_epoch = ?
+				 SET j.state = 'COMPLETED', j.verdict = ?, j.result = ?, j.result_digest = ?, j.cases_done = ?, j.cases_total = ?,
+				     j.status_version = j.status_version + 1, j.finished_at = NOW(6), j.updated_at = NOW(6),
+				     j.lease_until = NULL,
+				     a.outcome = 'COMPLETED', a.receipt_digest = ?, a.ended_at = NOW(6)
+				 WHERE j.id = ?`, leaseEpoch, res.Verdict.Status, body, digest, cases.done, cases.total, digest, jobID); err != nil {
+				return fmt.Errorf("store: complete: job: %w", err)
+			}
+			out = CompleteResponse{Disposition: Accepted, JobState: StateCompleted}
+			return settle(ctx, tx, settlement{jobID: jobID, kind: j.kind, typ: typ, sid: sid, generation: j.generation,
+				status: res.Verdict.Status, result: body, nodeID: sess.NodeID})
+		}
+		// Infrastructure error: retry with backoff while attempts remain.
+		if err := closeAttempt(ctx, tx, jobID, leaseEpoch, "INFRA_ERROR", res.Error.Code, digest); err != nil {
+			return err
+		}
+		if j.attempts < j.maxAttempts {
+			if err := s.requeueLocked(ctx, tx, jobID, j.attempts, res.Error.Code); err != nil {
+				return err
+			}
+			out = CompleteResponse{Disposition: Accepted, JobState: StateQueued}
+			requeuedPool = j.pool
+			return bumpPool(ctx, tx, j.pool)
+		}
+		if err := failLocked(ctx, tx, jobID, res.Error.Code); err != nil {
+			return err
+		}
+		out = CompleteResponse{Disposition: Accepted, JobState: StateFailed}
+		return settle(ctx, tx, settlement{jobID: jobID, kind: j.kind, typ: typ, sid: sid, generation: j.generation,
+			status: "SYSTEM_ERROR", errorCode: res.Error.Code, nodeID: sess.NodeID})
+	})
+	if err == nil {
+		s.notify(requeuedPool)
+	}
+	return out, err
+}
+
+func closeAttempt(ctx context.Context, tx *sql.Tx, jobID, leaseEpoch int64, outcome, errClass, digest string) error {
+	if _, err := tx.ExecContext(ctx,
+		`UPDATE judge_job_attempt SET outcome = ?, error_class = NULLIF(?, ''), receipt_digest = NULLIF(?, ''),
+		   ended_at = NOW(6)
+		 WHERE job_id = ? AND lease_epoch = ?`, outcome, errClass, digest, jobID, leaseEpoch); err != nil {
+		return fmt.Errorf("store: close attempt: %w", err)
+	}
+	return nil
+}
+
+// requeueLocked returns a locked RUNNING job to QUEUED after a backoff.
+func (s *Store) requeueLocked(ctx context.Context, tx *sql.Tx, jobID int64, attempts int, errCode string) error {
+	if _, err := tx.ExecContext(ctx,
+		`UPDATE judge_job SET state = 'QUEUED', available_at = NOW(6) + INTERVAL ? MICROSECOND,
+		   node_id = NULL, host_group_id = NULL, session_epoch = NULL, lease_until = NULL,
+		   last_error_code = ?, status_version = status_version + 1, updated_at = NOW(6)
+		 WHERE id = ?`, micros(s.backoff(attempts)), errCode, jobID); err != nil {
+		return fmt.Errorf("store: requeue: %w", err)
+	}
+	return nil
+}
+
+func failLocked(ctx context.Context, tx *sql.Tx, jobID int64, errCode string) error {
+	if _, err := tx.ExecContext(ctx,
+		`UPDATE judge_job SET state = 'FAILED', last_error_code = ?, lease_until = NULL,
+		   status_version = status_version + 1, finished_at = NOW(6), updated_at = NOW(6)
+		 WHERE id = ?`, errCode, jobID); err != nil {
+		return fmt.Errorf("store: fail: %w", err)
+	}
+	return nil
+}
+
+// ReapIntervalDefault is the reap interval Reconcile assumes when none is
+// given (DESIGN §6: reap scan every 5 s).
+const ReapIntervalDefault = 5 * time.Second
+
+// ReapStats counts what one Reap pass did.
+type ReapStats struct {
+	Requeued int
+	Failed   int
+}
+
+// reap returns expired leases to QUEUED with backoff, or to FAILED when the
+// attempts are used up. Candidates are read without locks, then each job is
+// re-checked under its lock in its own short transaction, skipping rows
+// another replica holds; running it in every replica at once is safe.
+func (s *Store) reap(ctx context.Context) (ReapStats, error) {
+	var st ReapStats
+	ids, err := queryAll(ctx, s.db, scanID,
+		`SELECT id FROM judge_job WHERE state = 'RUNNING' AND lease_until < NOW(6)
+		 ORDER BY lease_until, id LIMIT ?`, s.cfg.ReapBatch)
+	if err != nil {
+		return st, fmt.Errorf("store: reap: candidates: %w", err)
+	}
+	pools := map[string]bool{}
+	for _, id := range ids {
+		var outcome JobState
+		var pool string
+		err := s.inTx(ctx, func(tx *sql.Tx) error {
+			outcome = ""
+			var j struct {
+				kind        JobKind
+				pool        string
+				typ, sid    string
+				generation  int
+				leaseEpoch  int64
+				attempts    int
+				maxAttempts int
+			}
+			// SKIP LOCKED: a result commit or another reaper holds it; leave it.
+			err := tx.QueryRowContext(ctx,
+				`SELECT kind, pool, submission_type, submission_id, generation, lease_epoch, attempt_count, max_attempts
+				 FROM judge_job WHERE id = ? AND state = 'RUNNING' AND lease_until < NOW(6)
+				 FOR UPDATE SKIP LOCKED`, id).Scan(
+				&j.kind, &j.pool, &j.typ, &j.sid, &j.generation, &j.leaseEpoch, &j.attempts, &j.maxAttempts)
+			if errors.Is(err, sql.ErrNoRows) {
+				return nil
+			}
+			if err != nil {
+				return fmt.Errorf("store: reap: job %d: %w", id, err)
+			}
+			pool = j.pool
+			if err := closeAttempt(ctx, tx, id, j.leaseEpoch, "EXPIRED", "LEASE_EXPIRED", ""); err != nil {
+				return err
+			}
+			if j.attempts < j.maxAttempts {
+				outcome = StateQueued
+				if err := s.requeueLocked(ctx, tx, id, j.attempts, "LEASE_EXPIRED"); err != nil {
+					return err
+				}
+				return bumpPool(ctx, tx, j.pool)
+			}
+			outcome = StateFailed
+			if err := failLocked(ctx, tx, id, "LEASE_EXPIRED"); err != nil {
+				return err
+			}
+			return settle(ctx, tx, settlement{jobID: id, kind: j.kind, typ: j.typ, sid: j.sid,
+				generation: j.generation, status: "SYSTEM_ERROR", errorCode: "LEASE_EXPIRED"})
+		})
+		if err != nil {
+			return st, err
+		}
+		switch outcome {
+		case StateQueued:
+			st.Requeued++
+			pools[pool] = true
+		case StateFailed:
+			st.Failed++
+		}
+	}
+	for p := range pools {
+		s.notify(p)
+	}
+	return st, nil
+}

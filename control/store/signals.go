@@ -1,0 +1,49 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"math/rand/v2"
+)
+
+// PoolSignalSlots is how many rows each pool's wake-up counter is spread over.
+const PoolSignalSlots = 16
+
+// bumpPool marks the pool as having new ready work, inside the transaction
+// that made it ready and as its last statement: the signal commits exactly
+// when the work does (EnqueueTx included). Waiters in every replica see it at
+// their next poll of PoolSignals.
+func bumpPool(ctx context.Context, tx *sql.Tx, pool string) error {
+	if _, err := tx.ExecContext(ctx,
+		`UPDATE judge_pool_signal SET seq = seq + 1 WHERE pool = ? AND slot = ?`, pool, rand.IntN(PoolSignalSlots)); err != nil {
+		return fmt.Errorf("store: pool signal: %w", err)
+	}
+	return nil
+}
+
+// notify tells this replica's waiters at once (no database round trip).
+func (s *Store) notify(pool string) {
+	if s.notifier != nil && pool != "" {
+		s.notifier.Notify(pool)
+	}
+}
+
+// PoolSignals returns each pool's wake-up counter (one cheap query).
+func (s *Store) PoolSignals(ctx context.Context) (map[string]int64, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT pool, SUM(seq) FROM judge_pool_signal GROUP BY pool`)
+	if err != nil {
+		return nil, fmt.Errorf("store: pool signals: %w", err)
+	}
+	defer rows.Close()
+	out := make(map[string]int64, 5)
+	for rows.Next() {
+		var p string
+		var n int64
+		if err := rows.Scan(&p, &n); err != nil {
+			return nil, fmt.Errorf("store: pool signals: %w", err)
+		}
+		out[p] = n
+	}
+	return out, rows.Err()
+}

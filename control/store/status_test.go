@@ -1,0 +1,78 @@
+package store_test
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/kece-oj/kece/control/store"
+)
+
+// The business status follows the phase a renew reports, and each visible
+// change (PENDING → COMPILING → JUDGING → verdict) bumps statusVersion; a
+// finished job reports the cases its verdict judged. Both result paths (the
+// one-statement fast path for submissions, and the locking path) count them.
+func TestStatusPhaseAndCaseCounts(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	sess := b.node(t, "cpp", b.group(t, 4).ID, 2, true)
+	for _, tc := range []struct {
+		name   string
+		result store.Result
+		done   int
+	}{
+		{"all-cases", acResult(), 2},
+		{"stopped-at-first-failure", store.Result{Outcome: store.OutcomeVerdict, Verdict: &store.VerdictResult{
+			Status: "WA", Score: 0, MaxScore: 100,
+			Cases: []store.CaseResult{{CaseID: "c1", Status: "WA", Score: 0}}}}, 1},
+	} {
+		r := b.enqueue(t, "ALGO", "phase-"+tc.name)
+		st, err := b.store.SubmissionStatus(b.ctx, "ALGO", "phase-"+tc.name)
+		require.NoError(t, err)
+		require.Equal(t, "PENDING", st.Status)
+		v0 := st.StatusVersion
+
+		c := b.claimEventually(t, b.store, sess.NodeSession)
+		require.Equal(t, r.JobID, c.JobID)
+		st, err = b.store.SubmissionStatus(b.ctx, "ALGO", "phase-"+tc.name)
+		require.NoError(t, err)
+		require.Equal(t, "COMPILING", st.Status)
+		require.Greater(t, st.StatusVersion, v0)
+		v1 := st.StatusVersion
+
+		_, err = b.store.Renew(b.ctx, sess.NodeSession, []store.RenewItem{{JobID: c.JobID, LeaseEpoch: c.LeaseEpoch,
+			ProgressSeq: 1, Phase: "JUDGING", CasesDone: 0, CasesTotal: 2}})
+		require.NoError(t, err)
+		st, err = b.store.SubmissionStatus(b.ctx, "ALGO", "phase-"+tc.name)
+		require.NoError(t, err)
+		require.Equal(t, "JUDGING", st.Status)
+		require.Equal(t, v1+1, st.StatusVersion, "COMPILING → JUDGING is a status change")
+
+		// The same phase again (a periodic renew) changes nothing visible.
+		_, err = b.store.Renew(b.ctx, sess.NodeSession, []store.RenewItem{{JobID: c.JobID, LeaseEpoch: c.LeaseEpoch,
+			ProgressSeq: 2, Phase: "JUDGING", CasesDone: 1, CasesTotal: 2}})
+		require.NoError(t, err)
+		st, err = b.store.SubmissionStatus(b.ctx, "ALGO", "phase-"+tc.name)
+		require.NoError(t, err)
+		require.Equal(t, v1+1, st.StatusVersion)
+
+		_, err = b.store.Complete(b.ctx, sess.NodeSession, c.JobID, c.LeaseEpoch, tc.result)
+		require.NoError(t, err)
+		st, err = b.store.SubmissionStatus(b.ctx, "ALGO", "phase-"+tc.name)
+		require.NoError(t, err)
+		require.Equal(t, tc.result.Verdict.Status, st.Status)
+		require.Equal(t, tc.done, st.CasesDone, tc.name)
+		require.Equal(t, 2, st.CasesTotal, tc.name)
+	}
+
+	// The locking path (CHECK jobs take it) counts too.
+	var done, total int
+	require.NoError(t, b.db.QueryRowContext(b.ctx,
+		`SELECT cases_done, cases_total FROM judge_job WHERE kind = 'CHECK' AND node_id = ?`, sess.NodeID).Scan(&done, &total))
+	require.Equal(t, 2, done)
+	require.Equal(t, 2, total)
+
+	settled, err := b.store.SettledJobs(b.ctx, []int64{1, 2, 3, 999999})
+	require.NoError(t, err)
+	require.NotContains(t, settled, int64(999999))
+}

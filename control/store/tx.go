@@ -1,0 +1,100 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+)
+
+// inTx runs fn in a transaction, retrying the whole transaction on deadlock
+// (1213) and lock-wait timeout (1205) with jittered backoff.
+func (s *Store) inTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
+	var err error
+	for attempt := 0; attempt < s.cfg.TxRetries; attempt++ {
+		err = s.tryTx(ctx, fn)
+		if err == nil || !retryable(err) {
+			return err
+		}
+		s.stats.retries.Add(1)
+		s.observer().TxRetried(ctx, txRetryCode(err))
+		d := time.Duration(1+rand.IntN(5<<attempt)) * time.Millisecond
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(d):
+		}
+	}
+	return fmt.Errorf("store: transaction still conflicting after %d tries: %w", s.cfg.TxRetries, err)
+}
+
+func (s *Store) tryTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
+	// READ COMMITTED on every transaction (set per transaction unless it is
+	// the server's default): counts taken after a lock must see the latest
+	// commits, not a snapshot taken before the lock was granted.
+	tx, err := s.db.BeginTx(ctx, s.txOpts)
+	if err != nil {
+		return fmt.Errorf("store: begin: %w", err)
+	}
+	if err := fn(tx); err != nil {
+		_ = tx.Rollback()
+		return err
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("store: commit: %w", err)
+	}
+	return nil
+}
+
+func retryable(err error) bool {
+	var me *mysql.MySQLError
+	if errors.As(err, &me) {
+		return me.Number == 1213 || me.Number == 1205
+	}
+	return false
+}
+
+func isDuplicate(err error) bool {
+	var me *mysql.MySQLError
+	return errors.As(err, &me) && me.Number == 1062
+}
+
+// micros renders a duration for INTERVAL … MICROSECOND.
+func micros(d time.Duration) int64 { return d.Microseconds() }
+
+// rowScanner is what a row scan needs (*sql.Row and *sql.Rows both fit).
+type rowScanner interface{ Scan(dest ...any) error }
+
+// querier runs a query on the pool or inside a transaction.
+type querier interface {
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+}
+
+// queryAll runs query and scans every row with scan.
+func queryAll[T any](ctx context.Context, q querier, scan func(rowScanner) (T, error), query string, args ...any) ([]T, error) {
+	rows, err := q.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []T
+	for rows.Next() {
+		v, err := scan(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, v)
+	}
+	return out, rows.Err()
+}
+
+// scanID scans a single BIGINT column.
+func scanID(r rowScanner) (int64, error) {
+	var id int64
+	err := r.Scan(&id)
+	return id, err
+}

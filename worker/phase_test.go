@@ -1,0 +1,42 @@
+package worker_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/kece-oj/kece/control/controltest"
+	"github.com/kece-oj/kece/control/httpapi"
+	"github.com/kece-oj/kece/control/store"
+)
+
+// A job that moves to JUDGING shows JUDGING on the business status long
+// before the periodic renew comes round (here 30 s): the node reports a new
+// phase with an early renew.
+func TestPhaseChangeReportedEarly(t *testing.T) {
+	t.Parallel()
+	e := controltest.Start(t, controltest.Options{Store: store.Config{LeaseTTL: 2 * time.Minute},
+		HTTP: httpapi.Config{ReapInterval: 50 * time.Millisecond, RenewInterval: 30 * time.Second,
+			HeartbeatInterval: 200 * time.Millisecond, ClaimWaitMax: 2 * time.Second}})
+	man := publishEcho(e)
+	nd := e.NewNode("cpp", 1, 1)
+	e.ForceEnable(nd.ID)
+	fake := newFake(true)
+	cfg := nodeConfig(t, e.URL, "cpp", nd.JoinCode, fake)
+	cfg.RenewInterval = 30 * time.Second
+	cfg.SafetyMargin = 5 * time.Second
+	runNode(t, cfg)
+
+	jobID := enqueue(e, "cpp17", man)
+	started := fake.waitStarted(t, 10*time.Second)
+	require.Equal(t, idStr(jobID), started)
+	st := time.Now()
+	j := waitJob(t, e, jobID, 5*time.Second, "judging", func(j store.Job) bool { return j.Phase == "JUDGING" })
+	require.Equal(t, store.StateRunning, j.State)
+	require.Less(t, time.Since(st), 5*time.Second)
+	status, _ := j.BusinessStatus()
+	require.Equal(t, "JUDGING", status)
+	fake.release(idStr(jobID))
+	waitJob(t, e, jobID, 10*time.Second, "completed", completed)
+}
