@@ -199,14 +199,22 @@ func runBurst(ctx context.Context, args []string) error {
 	}
 	duplicates += dbDup
 	failed, wrong := 0, 0
+	mixCount := map[string]int{}
 	for id := range seen {
-		switch st := statuses[id]; {
+		st := statuses[id]
+		mixCount[st]++
+		switch {
 		case st == "SYSTEM_ERROR":
 			failed++
 		case st != "AC":
 			wrong++
 		}
 	}
+	var verdicts []string
+	for st, c := range mixCount {
+		verdicts = append(verdicts, fmt.Sprintf("%s:%d", st, c))
+	}
+	slices.Sort(verdicts)
 	unfinished := accepted - len(seen)
 
 	// Timeline on the database clock: first accept = first job created,
@@ -259,7 +267,8 @@ func runBurst(ctx context.Context, args []string) error {
 	waveBound := float64(*n) / float64(C) / float64(waves)
 
 	fmt.Printf("mode=real_kece_control_and_nodes docker=real pools=%s n=%d slots_per_node=%d nodes=%d\n", strings.Join(pools, ","), *n, *slots, len(f.nodes))
-	fmt.Printf("accepted=%d rejected=%d failed=%d unknown=%d wrong_verdict=%d\n", accepted, rejected, failed, unknown, wrong)
+	fmt.Printf("accepted=%d rejected=%d failed=%d unknown=%d wrong_verdict=%d verdicts=%s\n", accepted, rejected, failed, unknown, wrong,
+		strings.Join(verdicts, ","))
 	fmt.Printf("submit_wall_ms=%.0f accept_p50_ms=%.1f accept_p95_ms=%.1f accept_p99_ms=%.1f\n", ms(submitWall),
 		pctf(acceptMs, 50), pctf(acceptMs, 95), pctf(acceptMs, 99))
 	fmt.Printf("queue_p50_ms=%.0f queue_p95_ms=%.0f exec_p50_ms=%.0f exec_p95_ms=%.0f\n", pctf(queueMs, 50), pctf(queueMs, 95),
