@@ -184,13 +184,20 @@ func runFootprint(ctx context.Context, args []string) error {
 
 	// With the backlog: the replica serves scrapes and summaries over it, and
 	// the probe's claims are timed again.
-	var scrapeMs []float64
+	var scrapeMs, summaryMs []float64
 	for range 5 {
 		t := time.Now()
-		if err := touch(); err != nil {
+		if _, err := telemetry.Scrape(ctx, f.url+"/metrics"); err != nil {
 			return err
 		}
 		scrapeMs = append(scrapeMs, ms(time.Since(t)))
+		t = time.Now()
+		resp, err := http.Get(f.url + "/api/v1/system/judgers/summary")
+		if err != nil {
+			return err
+		}
+		resp.Body.Close()
+		summaryMs = append(summaryMs, ms(time.Since(t)))
 		sleepCtx(ctx, 5*time.Second+time.Millisecond) // past the metrics cache
 	}
 	var backlogMs []float64
@@ -219,6 +226,7 @@ func runFootprint(ctx context.Context, args []string) error {
 	slices.Sort(nothingMs)
 	slices.Sort(backlogMs)
 	slices.Sort(scrapeMs)
+	slices.Sort(summaryMs)
 	mb := func(b int64) float64 { return float64(b) / (1 << 20) }
 	fmt.Printf("mode=real_kece_control_process pools=%s queued=%d queue_depth_db=%d queue_depth_metrics=%.0f\n", strings.Join(pools, ","), *queued, depth, shown)
 	fmt.Printf("enqueue_rate_per_s=%.0f enqueuers=%d\n", float64(*queued)/fill.Seconds(), *enqueuers)
@@ -229,7 +237,8 @@ func runFootprint(ctx context.Context, args []string) error {
 	fmt.Printf("claim_backlog_p50_ms=%.2f claim_backlog_p95_ms=%.2f claim_p95_factor=%.2f claim_p95_target_factor=%.1f within=%t\n",
 		pctf(backlogMs, 50), pctf(backlogMs, 95), pctf(backlogMs, 95)/pctf(emptyMs, 95), claimP95TargetFactor,
 		pctf(backlogMs, 95) <= claimP95TargetFactor*pctf(emptyMs, 95))
-	fmt.Printf("metrics_scrape_backlog_p50_ms=%.1f metrics_scrape_backlog_max_ms=%.1f\n", pctf(scrapeMs, 50), scrapeMs[len(scrapeMs)-1])
+	fmt.Printf("metrics_scrape_backlog_p50_ms=%.1f metrics_scrape_backlog_max_ms=%.1f public_summary_backlog_p50_ms=%.1f\n",
+		pctf(scrapeMs, 50), scrapeMs[len(scrapeMs)-1], pctf(summaryMs, 50))
 	var worst int64
 	for _, p := range pools {
 		fmt.Printf("node_rss_idle_mb{pool=%s}=%.1f\n", p, mb(nodeRSS[p]))
