@@ -36,6 +36,7 @@ func TestBadSettingsAreRefusedWithAHint(t *testing.T) {
 		{[]string{"serve", "--artifact-dir", t.TempDir(), "--mysql-dsn", "a@tcp(b)/c", "--log-format", "yaml"}, "log format \"yaml\": want json or text"},
 		{[]string{"serve", "--artifact-dir", t.TempDir(), "--mysql-dsn", "a@tcp(b)/c", "--log-level", "loud"}, "log level \"loud\""},
 		{[]string{"serve", "--artifact-dir", t.TempDir(), "--mysql-dsn", "a@tcp(b)/c", "--metrics-listen", "9465"}, "--metrics-listen \"9465\" is not host:port"},
+		{[]string{"serve", "--artifact-dir", t.TempDir(), "--mysql-dsn", "a@tcp(b)/c", "--metrics-cache-ttl", "20m"}, "--metrics-cache-ttl: metrics: fleet cache TTL 20m0s must be 0..10m"},
 		{[]string{"serve", "--artifact-dir", t.TempDir(), "--mysql-dsn", "a@tcp(b)/c", "--webhook-url", "https://oj.example/hook", "--webhook-secret-file", "/nonexistent/secret"}, "webhook secret"},
 	}
 	for _, c := range cases {

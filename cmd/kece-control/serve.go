@@ -72,6 +72,7 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	conns := fs.Int("db-conns", 32, "maximum database connections")
 	logFormat := fs.String("log-format", envOr("KECE_LOG_FORMAT", telemetry.FormatDefault), "log lines as json (default) or text (env KECE_LOG_FORMAT)")
 	logLevel := fs.String("log-level", envOr("KECE_LOG_LEVEL", "info"), "debug, info, warn or error (env KECE_LOG_LEVEL)")
+	metricsCache := fs.Duration("metrics-cache-ttl", env.duration("KECE_METRICS_CACHE_TTL", metrics.FleetCacheTTLDefault), "reuse the database-backed gauges (queue depth, nodes, events) for this long between scrapes (env KECE_METRICS_CACHE_TTL)")
 	metricsListen := fs.String("metrics-listen", os.Getenv("KECE_METRICS_LISTEN"), "serve /metrics on this separate address instead of --listen (env KECE_METRICS_LISTEN; empty: /metrics on --listen)")
 	probeHosts := fs.String("probe-allow-hosts", os.Getenv("KECE_PROBE_ALLOW_HOSTS"), "node addresses may name these hosts (comma list, *.suffix allowed; env KECE_PROBE_ALLOW_HOSTS)")
 	probeCIDRs := fs.String("probe-allow-cidrs", os.Getenv("KECE_PROBE_ALLOW_CIDRS"), "probes may connect only to these networks (comma list; env KECE_PROBE_ALLOW_CIDRS); empty: probing is off")
@@ -153,7 +154,11 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	if err != nil {
 		return usagef("artifact directory: %v", err)
 	}
-	mets := metrics.New(telemetry.NewRegistry("control"), st, metrics.Config{Logger: log})
+	mcfg := metrics.Config{Logger: log, FleetCacheTTL: *metricsCache}
+	if err := mcfg.Validate(); err != nil {
+		return usagef("--metrics-cache-ttl: %v", err)
+	}
+	mets := metrics.New(telemetry.NewRegistry("control"), st, mcfg)
 	srv, err := httpapi.New(httpapi.Config{ReapInterval: *reap, HeartbeatInterval: *hb, RenewInterval: *renew, Probe: probeCfg,
 		Metrics: mets, MetricsElsewhere: *metricsListen != ""}, st, arts, log)
 	if err != nil {

@@ -11,6 +11,7 @@ package metrics
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"strconv"
@@ -37,6 +38,18 @@ type Config struct {
 	FleetCacheTTL time.Duration
 	FleetTimeout  time.Duration
 	Logger        *slog.Logger
+}
+
+// Validate refuses settings that would make every scrape wait or hammer
+// the database.
+func (c Config) Validate() error {
+	switch {
+	case c.FleetCacheTTL < 0 || c.FleetCacheTTL > 10*time.Minute:
+		return fmt.Errorf("metrics: fleet cache TTL %s must be 0..10m", c.FleetCacheTTL)
+	case c.FleetTimeout < 0 || c.FleetTimeout > time.Minute:
+		return fmt.Errorf("metrics: fleet timeout %s must be 0..1m", c.FleetTimeout)
+	}
+	return nil
 }
 
 func (c *Config) withDefaults() {
