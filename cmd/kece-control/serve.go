@@ -135,6 +135,10 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	if err != nil {
 		return usagef("--log-format/--log-level: %v", err)
 	}
+	mcfg := metrics.Config{Logger: log, FleetCacheTTL: *metricsCache}
+	if err := mcfg.Validate(); err != nil {
+		return usagef("--metrics-cache-ttl: %v", err)
+	}
 
 	db, err := openDB(ctx, *dsn, *conns)
 	if err != nil {
@@ -153,10 +157,6 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	arts, err := artifact.OpenStore(ctx, artifact.StoreConfig{Root: *artDir})
 	if err != nil {
 		return usagef("artifact directory: %v", err)
-	}
-	mcfg := metrics.Config{Logger: log, FleetCacheTTL: *metricsCache}
-	if err := mcfg.Validate(); err != nil {
-		return usagef("--metrics-cache-ttl: %v", err)
 	}
 	mets := metrics.New(telemetry.NewRegistry("control"), st, mcfg)
 	srv, err := httpapi.New(httpapi.Config{ReapInterval: *reap, HeartbeatInterval: *hb, RenewInterval: *renew, Probe: probeCfg,
