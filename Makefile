@@ -4,7 +4,7 @@ SHELL := /bin/bash
 GO ?= go
 export CGO_ENABLED ?= 1
 
-.PHONY: all build test test-go deps deps-mysql deps-docker images demo generate check-generate lint bench clean stop
+.PHONY: all build test test-go deps deps-mysql deps-docker images demo generate check-generate lint bench clean stop diagrams
 
 all: build
 
@@ -47,6 +47,11 @@ bench: deps build
 # publish, enqueue, verdicts, settlement events (see cmd/kece-demo).
 demo: deps build
 	bin/kece-demo
+
+# Architecture and state-machine figures: docs/diagrams/*.dot → .svg/.png
+# (Graphviz from Debian, installed by the script when missing).
+diagrams:
+	scripts/diagrams.sh
 
 stop:
 	-scripts/mariadb.sh stop control

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io/fs"
+	"math"
 	"net/http"
 	"path"
 	"sort"
@@ -91,7 +92,7 @@ func machineSamples() []sample {
 		m("error-422.json", post, pResult, 422, errBody),
 		m("error-429.json", post, pClaim, 429, errBody),
 	}
-	for _, st := range []string{"ac", "wa", "tle", "mle", "ole", "re", "ce"} {
+	for _, st := range []string{"ac", "partial", "wa", "tle", "mle", "ole", "re", "ce"} {
 		s = append(s, m("result-request-"+st+".json", post, pResult, 0, into[machineapi.ResultRequest]()))
 	}
 	return s
@@ -138,6 +139,7 @@ func businessSamples() []sample {
 		m("artifact-stored.json", http.MethodPut, "/api/v1/artifacts/{sha256}", 201, into[businessapi.ArtifactStored]()),
 		m("error-422.json", http.MethodPut, "/api/v1/artifacts/{sha256}", 422, into[businessapi.Error]()),
 		m("manifest-code.json", post, "/api/v1/manifests", 0, into[businessapi.Manifest]()),
+		m("manifest-code-testlib.json", post, "/api/v1/manifests", 0, into[businessapi.Manifest]()),
 		m("manifest-sql.json", post, "/api/v1/manifests", 0, into[businessapi.Manifest]()),
 		m("manifest-published.json", post, "/api/v1/manifests", 201, into[businessapi.ManifestPublished]()),
 		m("manifest-stored.json", http.MethodGet, "/api/v1/manifests/{manifestId}", 200, into[businessapi.StoredManifest]()),
@@ -147,6 +149,7 @@ func businessSamples() []sample {
 		m("submission-status-pending.json", http.MethodGet, sub, 200, into[businessapi.SubmissionStatus]()),
 		m("submission-status-judging.json", http.MethodGet, sub, 200, into[businessapi.SubmissionStatus]()),
 		m("submission-status-wa.json", http.MethodGet, sub, 200, into[businessapi.SubmissionStatus]()),
+		m("submission-status-partial.json", http.MethodGet, sub, 200, into[businessapi.SubmissionStatus]()),
 		m("reason-request.json", post, sub+"/rejudge", 0, into[businessapi.ReasonRequest]()),
 		m("event-claim-request.json", post, "/api/v1/settlement-events/claim", 0, into[businessapi.EventClaimRequest]()),
 		m("event-claim-response.json", post, "/api/v1/settlement-events/claim", 200, into[businessapi.EventClaimResponse]()),
@@ -349,10 +352,10 @@ func TestResultSamplesAreConsistent(t *testing.T) {
 			require.Nil(t, r.Error, s.file)
 			var sum int64
 			for _, c := range r.Verdict.Cases {
-				sum += c.Score
+				sum += scoreUnits(t, c.Score)
 			}
-			require.Equal(t, r.Verdict.Score, sum, "%s: score is not the sum of case scores", s.file)
-			require.LessOrEqual(t, r.Verdict.Score, r.Verdict.MaxScore, s.file)
+			require.Equal(t, scoreUnits(t, r.Verdict.Score), sum, "%s: score is not the sum of case scores", s.file)
+			require.LessOrEqual(t, r.Verdict.Score, float64(r.Verdict.MaxScore), s.file)
 			if r.Verdict.Status == machineapi.VerdictStatusCE {
 				require.Empty(t, r.Verdict.Cases, s.file)
 			}
@@ -481,4 +484,13 @@ func TestSharedSchemasAgree(t *testing.T) {
 		checked++
 	}
 	require.GreaterOrEqual(t, checked, 15, "expected the manifest and verdict schemas to be shared")
+}
+
+// scoreUnits is a sample's score in whole 1/ScoreScale units; a score with
+// more decimals is a broken sample.
+func scoreUnits(t *testing.T, score float64) int64 {
+	t.Helper()
+	x := score * contracts.ScoreScale
+	require.InDelta(t, math.Round(x), x, 1e-6, "score %v is not a multiple of 1/%d", score, contracts.ScoreScale)
+	return int64(math.Round(x))
 }

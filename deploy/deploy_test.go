@@ -181,12 +181,12 @@ func binaryEnv(t *testing.T, name string) map[string]bool {
 		}
 		ast.Inspect(af, func(n ast.Node) bool {
 			switch n := n.(type) {
-			case *ast.CallExpr:
-				if sel, ok := n.Fun.(*ast.SelectorExpr); ok {
-					if id, ok := sel.X.(*ast.Ident); ok && id.Name == "os" && (sel.Sel.Name == "Getenv" || sel.Sel.Name == "LookupEnv" || sel.Sel.Name == "Environ") {
-						readsEnv = true
-					}
+			case *ast.SelectorExpr:
+				// Called, or handed to a settings loader as its getenv.
+				if id, ok := n.X.(*ast.Ident); ok && id.Name == "os" && (n.Sel.Name == "Getenv" || n.Sel.Name == "LookupEnv" || n.Sel.Name == "Environ") {
+					readsEnv = true
 				}
+			case *ast.CallExpr:
 				for _, a := range n.Args {
 					add(a)
 				}
@@ -249,9 +249,11 @@ func TestControlEnvMatchesBinary(t *testing.T) {
 	for _, k := range sortedKeys(reads) {
 		require.True(t, e.names()[k], "kece-control reads %s but %s does not document it", k, controlEnv)
 	}
-	for _, k := range []string{"KECE_MYSQL_DSN", "KECE_ARTIFACT_DIR", "KECE_LISTEN"} {
+	for _, k := range []string{"KECE_ARTIFACT_DIR", "KECE_LISTEN"} {
 		require.NotEmpty(t, e.active[k], "%s must set %s (no usable default)", controlEnv, k)
 	}
+	require.True(t, e.active["KECE_MYSQL_DSN"] != "" || e.active["KECE_MYSQL_DSN_FILE"] != "",
+		"%s must set KECE_MYSQL_DSN_FILE or KECE_MYSQL_DSN (no usable default)", controlEnv)
 	// The migrate step runs in ExecStartPre; serve must not migrate too.
 	require.NotContains(t, e.active, "KECE_MIGRATE")
 }
@@ -984,6 +986,8 @@ func TestNginx(t *testing.T) {
 		{uri: "/api/v1/submissions", gate: "$kece_business_net", maxBody: def},
 		{uri: "/api/v1/settlement-events/claim", gate: "$kece_business_net", maxBody: def},
 		{uri: "/api/v1/system/judgers/summary", gate: "", maxBody: def},
+		{uri: "/openapi/business.yaml", gate: "", maxBody: def},
+		{uri: "/docs/admin", gate: "", maxBody: def},
 		{uri: "/metrics", notFound: true},
 		{uri: "/healthz", notFound: true},
 		{uri: "/", notFound: true},
@@ -1171,7 +1175,7 @@ func TestTimingsTable(t *testing.T) {
 		"KECE_REAP_INTERVAL":      httpapi.ReapIntervalDefault,
 		"KECE_HEARTBEAT_INTERVAL": httpapi.HeartbeatIntervalDefault,
 		"KECE_RENEW_INTERVAL":     httpapi.RenewIntervalDefault,
-		"--offline-after":         store.OfflineAfterDefault,
+		"KECE_OFFLINE_AFTER":      store.OfflineAfterDefault,
 		"claim wait":              httpapi.ClaimWaitMaxDefault,
 		"join code":               store.JoinCodeTTLDefault,
 		"backoff base":            store.BackoffBaseDefault,
@@ -1200,8 +1204,8 @@ func TestTimingsTable(t *testing.T) {
 		require.NoError(t, err, "%s row %s: %q", operationsGuide, name, v)
 		require.Equal(t, want[name], d, "%s: default of %s", operationsGuide, name)
 	}
-	attempts := regexp.MustCompile("`--max-attempts`[^|]*\\|\\s*(\\d+)").FindStringSubmatch(string(data))
-	require.NotNil(t, attempts, "timings table names `--max-attempts`")
+	attempts := regexp.MustCompile("`KECE_MAX_ATTEMPTS`[^|]*\\|\\s*(\\d+)").FindStringSubmatch(string(data))
+	require.NotNil(t, attempts, "timings table names `KECE_MAX_ATTEMPTS`")
 	require.Equal(t, strconv.Itoa(store.MaxAttemptsDefault), attempts[1])
 }
 

@@ -11,6 +11,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"time"
 )
 
@@ -54,9 +55,10 @@ type Progress struct {
 // Status is a user outcome. Infrastructure faults are never a Status.
 type Status string
 
-// User outcomes, worst-first order is decided by the executor (first failing case).
+// User outcomes. A job's status is decided from its cases by JobStatus.
 const (
 	StatusAccepted            Status = "AC"
+	StatusPartial             Status = "PARTIAL" // a checker awarded 0 < fraction < 1
 	StatusWrongAnswer         Status = "WA"
 	StatusTimeLimitExceeded   Status = "TLE"
 	StatusMemoryLimitExceeded Status = "MLE"
@@ -68,7 +70,7 @@ const (
 // Valid reports whether s is one of the user outcomes.
 func (s Status) Valid() bool {
 	switch s {
-	case StatusAccepted, StatusWrongAnswer, StatusTimeLimitExceeded, StatusMemoryLimitExceeded,
+	case StatusAccepted, StatusPartial, StatusWrongAnswer, StatusTimeLimitExceeded, StatusMemoryLimitExceeded,
 		StatusOutputLimitExceeded, StatusRuntimeError, StatusCompileError:
 		return true
 	}
@@ -118,7 +120,8 @@ type Case struct {
 // CheckerKind names a checker.
 type CheckerKind string
 
-// Checkers. CheckerTolerant (trailing spaces and final newlines ignored) is the default.
+// Checkers. CheckerTolerant (trailing blanks and trailing empty lines ignored)
+// is the default; docs/engine.md "Checkers" states the token rules exactly.
 const (
 	CheckerExact    CheckerKind = "exact"
 	CheckerTolerant CheckerKind = "tolerant"
@@ -126,22 +129,56 @@ const (
 	CheckerSpecial  CheckerKind = "special"
 )
 
+// CheckerProtocol is how a special checker is called and how its outcome is read.
+type CheckerProtocol string
+
+// Special checker protocols (docs/engine.md "Checkers").
+const (
+	// ProtocolLegacy: argv input expected output; exit 0 AC, 1 or 2 WA. The
+	// protocol of every manifest published before the field existed.
+	ProtocolLegacy CheckerProtocol = "legacy"
+	// ProtocolTestlib: argv input output expected (testlib's order); exit 0
+	// OK, 1 WA, 2 PE (WA), 3 FAIL (infrastructure), 7 points on stderr.
+	ProtocolTestlib CheckerProtocol = "testlib"
+	// ProtocolScore: argv as testlib; exit 0 and one number on stdout, the
+	// points in [0, MaxPoints].
+	ProtocolScore CheckerProtocol = "score"
+)
+
+// Valid reports whether p is a known protocol ("" is not: callers default it).
+func (p CheckerProtocol) Valid() bool {
+	return p == ProtocolLegacy || p == ProtocolTestlib || p == ProtocolScore
+}
+
 // Checker configures answer comparison.
 type Checker struct {
 	Kind   CheckerKind
 	AbsTol float64 // float checker
 	RelTol float64 // float checker
-	// Special judge: source compiled with SpecialRuntime in the sandbox; it gets
-	// input, expected and user output paths and its exit code decides (0 = AC).
-	SpecialSource  []byte
-	SpecialRuntime RuntimeSpec
+	// Special judge: source compiled with SpecialRuntime in the sandbox, next
+	// to SpecialFiles (headers such as testlib.h); Protocol decides its argv
+	// and how its exit code and output become a fraction of the case weight.
+	SpecialSource   []byte
+	SpecialRuntime  RuntimeSpec
+	SpecialFiles    []CheckerFile
+	SpecialProtocol CheckerProtocol // "" = ProtocolLegacy
+	// MaxPoints is what a testlib or score checker's points are divided by
+	// (fraction = points / MaxPoints); 0 means 1.
+	MaxPoints float64
+}
+
+// CheckerFile is an extra file laid next to the special checker's source
+// before it compiles (a header such as testlib.h).
+type CheckerFile struct {
+	Name string
+	Data []byte
 }
 
 // Verdict is the user-facing outcome of a task.
 type Verdict struct {
 	Status     Status
-	Score      int64 // sum of weights of accepted cases
-	MaxScore   int64 // sum of all weights
+	Score      float64 // sum of the case scores (see CaseScore)
+	MaxScore   int64   // sum of all weights
 	CompileLog string
 	Message    string
 	Cases      []CaseResult
@@ -151,13 +188,71 @@ type Verdict struct {
 type CaseResult struct {
 	ID       string
 	Status   Status
-	Score    int64
+	Score    float64 // CaseScore(fraction, weight)
 	CPUTime  time.Duration
 	WallTime time.Duration
 	MemoryKB int64
 	ExitCode int
 	Signal   int
 	Message  string // bounded: checker diff, signal name, SQL error
+}
+
+// ScoreScale is the resolution of every score: a case score is a whole
+// number of 1/ScoreScale points (4 decimal places), so sums are exact and
+// the control plane can check them without a tolerance.
+const ScoreScale = 10_000
+
+// ScoreUnits is the score in 1/ScoreScale points, rounded half away from zero.
+func ScoreUnits(score float64) int64 { return int64(math.Round(score * ScoreScale)) }
+
+// CaseScore is fraction × weight rounded to 1/ScoreScale; fraction is clamped
+// to [0, 1] (checkers are validated before, so clamping only absorbs float
+// noise such as 1.0000000000000002).
+func CaseScore(fraction float64, weight int64) float64 {
+	fraction = min(max(fraction, 0), 1)
+	return float64(int64(math.Round(fraction*float64(weight)*ScoreScale))) / ScoreScale
+}
+
+// SumScores adds case scores in whole units, so the total has no float drift.
+func SumScores(cases []CaseResult) float64 {
+	var units int64
+	for _, c := range cases {
+		units += ScoreUnits(c.Score)
+	}
+	return float64(units) / ScoreScale
+}
+
+// CaseStatus is a checked case's status from the checker's fraction: 1 is AC,
+// 0 is WA, anything between is PARTIAL.
+func CaseStatus(fraction float64) Status {
+	switch {
+	case fraction >= 1:
+		return StatusAccepted
+	case fraction <= 0:
+		return StatusWrongAnswer
+	}
+	return StatusPartial
+}
+
+// JobStatus decides a job's status from its cases, in order: the first case
+// that is neither AC nor PARTIAL decides (a TLE on case 3 is the job's TLE
+// even when case 5 scored partially); else PARTIAL if any case is; else AC.
+// No cases is AC (the caller handles CE before any case runs).
+func JobStatus(cases []CaseResult) Status {
+	partial := false
+	for _, c := range cases {
+		switch c.Status {
+		case StatusAccepted:
+		case StatusPartial:
+			partial = true
+		default:
+			return c.Status
+		}
+	}
+	if partial {
+		return StatusPartial
+	}
+	return StatusAccepted
 }
 
 // InfraClass classifies an infrastructure fault. The worker reports it as the

@@ -38,8 +38,9 @@ func limitsOf(l machineapi.Limits) engine.Limits {
 	return out
 }
 
-// checkerOf converts the checker; the special judge's source and runtime are
-// filled in by the caller after download.
+// checkerOf converts the checker; the special judge's source, files and
+// runtime are filled in by the caller after download. An absent protocol is
+// legacy: manifests published before the field existed judge as they did.
 func checkerOf(c machineapi.Checker) (engine.Checker, error) {
 	out := engine.Checker{}
 	switch c.Type {
@@ -59,6 +60,18 @@ func checkerOf(c machineapi.Checker) (engine.Checker, error) {
 	}
 	if c.RelTol != nil {
 		out.RelTol = *c.RelTol
+	}
+	if sp := c.Special; sp != nil {
+		out.SpecialProtocol = engine.ProtocolLegacy
+		if sp.Protocol != nil {
+			out.SpecialProtocol = engine.CheckerProtocol(*sp.Protocol)
+			if !out.SpecialProtocol.Valid() {
+				return out, fmt.Errorf("unknown special checker protocol %q", *sp.Protocol)
+			}
+		}
+		if sp.MaxPoints != nil {
+			out.MaxPoints = *sp.MaxPoints
+		}
 	}
 	return out, nil
 }
@@ -97,6 +110,7 @@ func sqlProblemOf(p *machineapi.SqlProblem) (*engine.SQLProblem, error) {
 
 var wireStatus = map[engine.Status]machineapi.VerdictStatus{
 	engine.StatusAccepted:            machineapi.VerdictStatusAC,
+	engine.StatusPartial:             machineapi.VerdictStatusPARTIAL,
 	engine.StatusWrongAnswer:         machineapi.VerdictStatusWA,
 	engine.StatusTimeLimitExceeded:   machineapi.VerdictStatusTLE,
 	engine.StatusMemoryLimitExceeded: machineapi.VerdictStatusMLE,

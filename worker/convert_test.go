@@ -10,6 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/kece-oj/kece/contracts"
 	"github.com/kece-oj/kece/contracts/machineapi"
 	"github.com/kece-oj/kece/engine"
 )
@@ -79,3 +80,36 @@ func TestTaskConversion(t *testing.T) {
 }
 
 func context0() error { return context.Canceled }
+
+func TestCheckerOfProtocols(t *testing.T) {
+	t.Parallel()
+	// A manifest published before the protocol field: legacy.
+	c, err := checkerOf(machineapi.Checker{Type: machineapi.CheckerTypeSpecial,
+		Special: &machineapi.SpecialChecker{Language: "cpp17", SourceSha256: "x", SourceSize: 1}})
+	require.NoError(t, err)
+	require.Equal(t, engine.ProtocolLegacy, c.SpecialProtocol)
+	require.Zero(t, c.MaxPoints)
+
+	p, pts := machineapi.CheckerProtocolTestlib, 40.0
+	c, err = checkerOf(machineapi.Checker{Type: machineapi.CheckerTypeSpecial,
+		Special: &machineapi.SpecialChecker{Language: "cpp17", Protocol: &p, MaxPoints: &pts}})
+	require.NoError(t, err)
+	require.Equal(t, engine.ProtocolTestlib, c.SpecialProtocol)
+	require.Equal(t, 40.0, c.MaxPoints)
+
+	bad := machineapi.CheckerProtocol("icpc")
+	_, err = checkerOf(machineapi.Checker{Type: machineapi.CheckerTypeSpecial, Special: &machineapi.SpecialChecker{Protocol: &bad}})
+	require.Error(t, err)
+}
+
+func TestPartialVerdictOnTheWire(t *testing.T) {
+	t.Parallel()
+	require.Equal(t, contracts.ScoreScale, engine.ScoreScale, "one scale on both sides")
+	v, err := verdictOf(engine.Verdict{Status: engine.StatusPartial, Score: 2.5, MaxScore: 4, Cases: []engine.CaseResult{
+		{ID: "a", Status: engine.StatusAccepted, Score: 2}, {ID: "b", Status: engine.StatusPartial, Score: 0.5, Message: "points 0.25"}}})
+	require.NoError(t, err)
+	require.Equal(t, machineapi.VerdictStatusPARTIAL, v.Status)
+	require.Equal(t, 2.5, v.Score)
+	require.Equal(t, machineapi.VerdictStatusPARTIAL, v.Cases[1].Status)
+	require.Equal(t, 0.5, v.Cases[1].Score)
+}

@@ -2,6 +2,7 @@ package worker_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/kece-oj/kece/control/controltest"
 	"github.com/kece-oj/kece/control/manifest"
+	"github.com/kece-oj/kece/control/store"
 	"github.com/kece-oj/kece/engine/code"
 	"github.com/kece-oj/kece/worker"
 )
@@ -113,4 +115,67 @@ func mustTag(t *testing.T, pool string) string {
 	tag, err := code.ImageTag(pool)
 	require.NoError(t, err)
 	return tag
+}
+
+// Special checkers end to end: a testlib checker (its testlib.h uploaded as a
+// checker file) awarding partial points, and a manifest in the old form (no
+// protocol) judged by the legacy protocol, through the control plane, the
+// node and the real sandbox; the control plane validates and stores the
+// partial score and the business status shows it.
+func TestSpecialCheckersEndToEnd(t *testing.T) {
+	t.Parallel()
+	requireDocker(t, "cpp")
+	e := env(t, 20*time.Second)
+	nd := e.NewNode("cpp", 2, 4)
+	e.ForceEnable(nd.ID)
+	factory, err := worker.NewCodeBackend(worker.CodeBackendConfig{Pool: "cpp", Executor: code.Config{
+		Workspace: filepath.Join(t.TempDir(), "ws"), SupervisorPath: supervisorBinary(t)}})
+	require.NoError(t, err)
+	cfg := nodeConfig(t, e.URL, "cpp", nd.JoinCode, nil)
+	cfg.NewBackend, cfg.LocalSlots, cfg.RenewInterval = factory, 2, time.Second
+	runNode(t, cfg)
+
+	read := func(name string) []byte {
+		b, err := os.ReadFile(filepath.Join("..", "engine", "code", "testdata", name))
+		require.NoError(t, err)
+		return b
+	}
+	put := func(b []byte) (string, int64) { return e.PutArtifact(b), int64(len(b)) }
+	echo := "#include <iostream>\n#include <string>\nint main(){std::string s;std::getline(std::cin,s);std::cout<<s<<\"\\n\";}\n"
+	limits := manifest.Limits{TimeMs: 2000, MemoryMb: 256, OutputKb: 64}
+
+	src, srcSize := put(read("testlib_checker.cpp"))
+	hdr, hdrSize := put(read("testlib_mini.h"))
+	testlib := e.PublishCode(limits, manifest.Checker{Type: "special", Special: &manifest.SpecialChecker{
+		Language: "cpp17", SourceSha256: src, SourceSize: srcSize, Protocol: manifest.ProtocolTestlib, MaxPoints: 100,
+		Files: []manifest.CheckerFile{{Name: "testlib.h", Sha256: hdr, Size: hdrSize}}}},
+		controltest.Case{In: "ok\n", Out: "ANSWER\n", Weight: 6}, controltest.Case{In: "pts 25\n", Out: "ANSWER\n", Weight: 4})
+
+	legacySrc, legacySize := put(read("checker.cpp"))
+	legacy := e.PublishCode(limits, manifest.Checker{Type: "special", Special: &manifest.SpecialChecker{
+		Language: "cpp17", SourceSha256: legacySrc, SourceSize: legacySize}},
+		controltest.Case{In: "sqrt 16\n", Out: "any root\n", Weight: 1}, controltest.Case{In: "sqrt 25\n", Out: "any root\n", Weight: 1})
+	rec, err := e.Store.ManifestRecord(e.Ctx, legacy)
+	require.NoError(t, err)
+	require.Empty(t, rec.Manifest.Checker.Special.Protocol, "an old-form manifest stays in the old form")
+
+	partial := e.Enqueue("ALGO", "spj-partial", "cpp17", echo, testlib)
+	j := waitJob(t, e, partial, 3*time.Minute, "completed", completed)
+	require.Equal(t, "PARTIAL", j.Verdict, string(j.Result))
+	var res store.Result
+	require.NoError(t, json.Unmarshal(j.Result, &res))
+	require.Equal(t, 7.0, res.Verdict.Score, string(j.Result))
+	require.Equal(t, int64(10), res.Verdict.MaxScore)
+	require.Equal(t, []float64{6, 1}, []float64{res.Verdict.Cases[0].Score, res.Verdict.Cases[1].Score})
+	require.Equal(t, "PARTIAL", res.Verdict.Cases[1].Status)
+	require.Contains(t, res.Verdict.Cases[1].Message, "partial answer")
+	st, err := e.Store.SubmissionStatus(e.Ctx, "ALGO", "spj-partial")
+	require.NoError(t, err)
+	require.Equal(t, "PARTIAL", st.Status)
+
+	// The legacy checker reads argv input expected output: "4" squared is 16.
+	root := "#include <cstdio>\n#include <cmath>\nint main(){char m[16];long n;scanf(\"%15s %ld\",m,&n);printf(\"%ld\\n\",(long)llround(sqrt((double)n)));}\n"
+	old := e.Enqueue("ALGO", "spj-legacy", "cpp17", root, legacy)
+	j = waitJob(t, e, old, 3*time.Minute, "completed", completed)
+	require.Equal(t, "AC", j.Verdict, string(j.Result))
 }

@@ -102,7 +102,7 @@ func (f *fakeBackend) Execute(ctx context.Context, task engine.Task, p engine.Pr
 		if err != nil {
 			return engine.Verdict{}, engine.Infra(engine.InfraCorruptInput, err)
 		}
-		cr := engine.CaseResult{ID: c.ID, Status: engine.StatusAccepted, Score: c.Weight, CPUTime: time.Millisecond}
+		cr := engine.CaseResult{ID: c.ID, Status: engine.StatusAccepted, Score: float64(c.Weight), CPUTime: time.Millisecond}
 		if f.badCase {
 			cr.ID = "not-in-manifest"
 		}

@@ -299,6 +299,19 @@ func (n *Node) prepare(ctx context.Context, j *job) (engine.Task, func(), error)
 		if task.Checker.SpecialRuntime, err = n.backend.Runtime(pool); err != nil {
 			return task, release, engine.Infra(engine.InfraConfig, err)
 		}
+		if sp.Files != nil {
+			for _, f := range *sp.Files {
+				path, err := get(f.Sha256, f.Size)
+				if err != nil {
+					return task, release, err
+				}
+				data, err := os.ReadFile(path)
+				if err != nil {
+					return task, release, engine.Infraf(engine.InfraInternal, "special checker file %s: %w", f.Name, err)
+				}
+				task.Checker.SpecialFiles = append(task.Checker.SpecialFiles, engine.CheckerFile{Name: f.Name, Data: data})
+			}
+		}
 	}
 	return task, release, nil
 }

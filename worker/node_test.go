@@ -59,7 +59,7 @@ func TestNodeJudgesAndReports(t *testing.T) {
 	require.Equal(t, "AC", j.Verdict)
 	var res struct {
 		Verdict struct {
-			Score int64 `json:"score"`
+			Score float64 `json:"score"`
 			Cases []struct {
 				CaseID string `json:"caseId"`
 				Status string `json:"status"`
@@ -67,7 +67,7 @@ func TestNodeJudgesAndReports(t *testing.T) {
 		} `json:"verdict"`
 	}
 	require.NoError(t, json.Unmarshal(j.Result, &res))
-	require.Equal(t, int64(100), res.Verdict.Score)
+	require.Equal(t, float64(100), res.Verdict.Score)
 	require.Len(t, res.Verdict.Cases, 2, "the empty expected output is judged like any other case")
 	require.Equal(t, 1, eventsFor(t, e, jobID))
 

@@ -332,8 +332,8 @@ func (p *probeNode) claimAndFinish(ctx context.Context) (float64, error) {
 	j := jobs[0]
 	v := &machineapi.Verdict{Status: machineapi.VerdictStatusAC}
 	for _, c := range j.Manifest.Cases {
-		v.Cases = append(v.Cases, machineapi.CaseResult{CaseId: c.CaseId, Status: machineapi.VerdictStatusAC, Score: c.Weight})
-		v.Score += c.Weight
+		v.Cases = append(v.Cases, machineapi.CaseResult{CaseId: c.CaseId, Status: machineapi.VerdictStatusAC, Score: float64(c.Weight)})
+		v.Score += float64(c.Weight)
 		v.MaxScore += c.Weight
 	}
 	r, err := p.c.SubmitResultWithResponse(ctx, j.JobId, machineapi.ResultRequest{LeaseEpoch: j.LeaseEpoch,

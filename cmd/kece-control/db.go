@@ -3,31 +3,38 @@ package main
 import (
 	"context"
 	"database/sql"
-	"flag"
 	"fmt"
-	"os"
 	"time"
 
 	"github.com/go-sql-driver/mysql"
+
+	"github.com/kece-oj/kece/cmd/internal/settings"
 )
 
-// dsnFlag registers --mysql-dsn with KECE_MYSQL_DSN as its default.
-func dsnFlag(fs *flag.FlagSet) *string {
-	return fs.String("mysql-dsn", os.Getenv("KECE_MYSQL_DSN"), "control database DSN (env KECE_MYSQL_DSN)")
+// dbFlags registers the control database settings every subcommand shares:
+// --mysql-dsn (KECE_MYSQL_DSN) or --mysql-dsn-file (KECE_MYSQL_DSN_FILE).
+func dbFlags(fs *settings.FlagSet) *string {
+	return fs.Secret("mysql-dsn", "KECE_MYSQL_DSN", "KECE_MYSQL_DSN_FILE", "control database DSN (user:password@tcp(host:port)/database)")
 }
 
 // openDB opens the control database with the session settings the store
-// relies on (UTC clock, parsed times) and checks it answers.
-func openDB(ctx context.Context, dsn string, maxConns int) (*sql.DB, error) {
+// relies on (UTC clock, parsed times) and checks it answers. A missing or
+// malformed DSN is a settings error naming where it came from.
+func openDB(ctx context.Context, fs *settings.FlagSet, dsn string, maxConns int) (*sql.DB, error) {
+	src := fs.Source("mysql-dsn")
+	if fs.Lookup("mysql-dsn-file").Value.String() != "" {
+		src = fs.Source("mysql-dsn-file")
+	}
 	if dsn == "" {
-		return nil, usagef("no database: set KECE_MYSQL_DSN or --mysql-dsn (e.g. kece:secret@tcp(127.0.0.1:3306)/kece)")
+		return nil, settings.Errorf("KECE_MYSQL_DSN", "no database: set KECE_MYSQL_DSN_FILE (a file holding the DSN), KECE_MYSQL_DSN or --mysql-dsn (e.g. kece:secret@tcp(127.0.0.1:3306)/kece)")
 	}
 	cfg, err := mysql.ParseDSN(dsn)
 	if err != nil {
-		return nil, usagef("KECE_MYSQL_DSN does not parse: %v", err)
+		// The driver's messages are fixed texts; they never quote the DSN.
+		return nil, settings.Errorf(src, "the DSN does not parse (%v); expected user:password@tcp(host:port)/database", err)
 	}
 	if cfg.DBName == "" {
-		return nil, usagef("KECE_MYSQL_DSN names no database: add /<database> after the address")
+		return nil, settings.Errorf(src, "the DSN names no database: add /<database> after the address")
 	}
 	cfg.ParseTime, cfg.Loc = true, time.UTC
 	// Client-side interpolation (escaped by the driver) saves a prepare

@@ -1,12 +1,17 @@
 // Command kece-control is the control plane: one binary with subcommands.
 //
-//	kece-control serve      run the HTTP server (machine, admin, business APIs) and the reaper
-//	kece-control migrate    up | down | status of the schema
-//	kece-control token      create|revoke --kind admin|business --name NAME (create prints the token once)
-//	kece-control reconcile  check invariants; JSON or CSV; exit 1 when violated
+//	kece-control serve          run the HTTP server (machine, admin, business APIs, API docs) and the reaper
+//	kece-control migrate        up | down | status of the schema
+//	kece-control token          create | list | rotate | revoke admin and business API tokens
+//	kece-control reconcile      check invariants; -o json|yaml|table|csv; exit 1 when violated
+//	kece-control webhook-secret new | show: the whsec_ form of the webhook secret
 //
-// Settings come from flags or environment (flags win). It refuses to start on
-// bad settings and says which one and what would be right.
+// Every flag has an environment variable (shown by -h; a flag wins over its
+// variable), and the database DSN and the webhook secret may come from a
+// file (KECE_MYSQL_DSN_FILE, KECE_WEBHOOK_SECRET_FILE). Settings are read by
+// cmd/internal/settings. Exit status: 0 ok; 1 runtime failure (database
+// unreachable, listen failed; reconcile: violations found); 2 a bad
+// setting or command line, named — systemd does not restart it.
 package main
 
 import (
@@ -18,31 +23,43 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/kece-oj/kece/cmd/internal/settings"
 )
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	os.Exit(run(ctx, os.Args[1:], os.Stdout, os.Stderr))
+	os.Exit(run(ctx, os.Args[1:], os.Stdout, os.Stderr, os.Getenv))
+}
+
+// io bundles what a subcommand reads and writes, so tests run it in-process
+// with their own environment.
+type cmdIO struct {
+	stdout, stderr io.Writer
+	getenv         func(string) string
 }
 
 // run executes one subcommand and returns the process exit code.
-func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) int {
 	if len(args) == 0 {
 		usage(stderr)
-		return 2
+		return settings.ExitConfig
 	}
+	cio := cmdIO{stdout: stdout, stderr: stderr, getenv: getenv}
 	var err error
 	switch args[0] {
 	case "serve":
-		err = serve(ctx, args[1:], stderr)
+		err = serve(ctx, args[1:], cio)
 	case "migrate":
-		err = migrate(ctx, args[1:], stdout)
+		err = migrate(ctx, args[1:], cio)
 	case "token":
-		err = token(ctx, args[1:], stdout)
+		err = token(ctx, args[1:], cio)
+	case "webhook-secret":
+		err = webhookSecret(args[1:], cio)
 	case "reconcile":
 		var violated bool
-		violated, err = reconcile(ctx, args[1:], stdout)
+		violated, err = reconcile(ctx, args[1:], cio)
 		if err == nil && violated {
 			return 1
 		}
@@ -52,39 +69,39 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	default:
 		fmt.Fprintf(stderr, "kece-control: unknown command %q\n", args[0])
 		usage(stderr)
-		return 2
+		return settings.ExitConfig
 	}
 	if errors.Is(err, flag.ErrHelp) {
 		return 0
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "kece-control %s: %v\n", args[0], err)
-		var ue usageError
-		if errors.As(err, &ue) {
-			return 2
+		if settings.IsConfigError(err) {
+			return settings.ExitConfig
 		}
 		return 1
 	}
 	return 0
 }
 
-// usageError is a mistake in the command line or settings (exit 2).
-type usageError struct{ msg string }
-
-func (e usageError) Error() string { return e.msg }
-
-func usagef(format string, args ...any) error { return usageError{fmt.Sprintf(format, args...)} }
+// usagef is a mistake on the command line (exit 2).
+func usagef(format string, args ...any) error {
+	return settings.Errorf("command line", format, args...)
+}
 
 func usage(w io.Writer) {
-	fmt.Fprint(w, `usage: kece-control <command> [flags]
+	fmt.Fprint(w, `usage: kece-control <command> [flags]   (kece-control <command> -h lists the flags)
 
 commands:
-  serve       run the control plane HTTP server and reaper
-  migrate     up | down | status
-  token       create|revoke --kind admin|business --name NAME
-  reconcile   check scheduling invariants (--format json|csv); exit 1 on violation
+  serve           run the control plane HTTP server, reaper and webhook sender
+  migrate         up | down | status
+  token           create | list | rotate | revoke --kind admin|business --name NAME
+  reconcile       check scheduling invariants (-o json|yaml|table|csv); exit 1 on violation
+  webhook-secret  new (print a fresh whsec_ secret) | show (the whsec_ form of KECE_WEBHOOK_SECRET_FILE)
 
-Every command reads the database from --mysql-dsn or KECE_MYSQL_DSN
-(go-sql-driver form, e.g. kece:secret@tcp(127.0.0.1:3306)/kece).
+Every flag has an environment variable, e.g. --mysql-dsn is KECE_MYSQL_DSN and
+--mysql-dsn-file is KECE_MYSQL_DSN_FILE (a file holding the DSN, mode 0600 or
+0640). A flag wins over its variable. Exit status: 0 ok, 1 failure (reconcile:
+violations), 2 bad setting or command line (named).
 `)
 }

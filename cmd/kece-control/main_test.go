@@ -3,10 +3,13 @@ package main
 import (
 	"bytes"
 	"context"
-	"database/sql"
+	"encoding/json"
 	"fmt"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -14,45 +17,104 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kece-oj/kece/control/dbtest"
+	"github.com/kece-oj/kece/control/store"
 )
+
+func envOf(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
+
+// runIn runs one command line in-process and returns exit code, stdout, stderr.
+func runIn(t *testing.T, env map[string]string, args ...string) (int, string, string) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	code := run(context.Background(), args, &out, &errOut, envOf(env))
+	return code, out.String(), errOut.String()
+}
+
+func writeSecret(t *testing.T, content string, mode os.FileMode) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "secret")
+	require.NoError(t, os.WriteFile(p, []byte(content), 0o600))
+	require.NoError(t, os.Chmod(p, mode))
+	return p
+}
 
 func TestBadSettingsAreRefusedWithAHint(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
+	worldReadable := writeSecret(t, "a@tcp(b)/c\n", 0o644)
+	rawHook := writeSecret(t, "0123456789abcdef0123456789abcdef\n", 0o644)
 	cases := []struct {
+		env  map[string]string
 		args []string
 		want string
 	}{
-		{[]string{"serve", "--mysql-dsn", ""}, "KECE_ARTIFACT_DIR"},
-		{[]string{"serve", "--artifact-dir", t.TempDir(), "--mysql-dsn", ""}, "KECE_MYSQL_DSN"},
-		{[]string{"serve", "--artifact-dir", t.TempDir(), "--listen", "nonsense", "--mysql-dsn", "x"}, "host:port"},
-		{[]string{"serve", "--artifact-dir", t.TempDir(), "--mysql-dsn", "root@tcp(127.0.0.1:1)/"}, "names no database"},
-		{[]string{"token", "create", "--kind", "root", "--name", "x", "--mysql-dsn", "a@tcp(b)/c"}, "--kind must be admin or business"},
-		{[]string{"migrate", "sideways", "--mysql-dsn", "a@tcp(b)/c"}, "unknown migrate action"},
-		{[]string{"frobnicate"}, "unknown command"},
-		{[]string{"serve", "--artifact-dir", t.TempDir(), "--mysql-dsn", "a@tcp(b)/c", "--webhook-url", "https://oj.example/hook"}, "--webhook-secret-file"},
-		{[]string{"serve", "--artifact-dir", t.TempDir(), "--mysql-dsn", "a@tcp(b)/c", "--probe-allow-cidrs", "10.0.0.0/33"}, "--probe-allow-cidrs"},
-		{[]string{"reconcile", "--format", "xml", "--mysql-dsn", "a@tcp(b)/c"}, "--format must be json or csv"},
-		{[]string{"serve", "--artifact-dir", t.TempDir(), "--mysql-dsn", "a@tcp(b)/c", "--log-format", "yaml"}, "log format \"yaml\": want json or text"},
-		{[]string{"serve", "--artifact-dir", t.TempDir(), "--mysql-dsn", "a@tcp(b)/c", "--log-level", "loud"}, "log level \"loud\""},
-		{[]string{"serve", "--artifact-dir", t.TempDir(), "--mysql-dsn", "a@tcp(b)/c", "--metrics-listen", "9465"}, "--metrics-listen \"9465\" is not host:port"},
-		{[]string{"serve", "--artifact-dir", t.TempDir(), "--mysql-dsn", "a@tcp(b)/c", "--metrics-cache-ttl", "20m"}, "--metrics-cache-ttl: metrics: fleet cache TTL 20m0s must be 0..10m"},
-		{[]string{"serve", "--artifact-dir", t.TempDir(), "--mysql-dsn", "a@tcp(b)/c", "--webhook-url", "https://oj.example/hook", "--webhook-secret-file", "/nonexistent/secret"}, "webhook secret"},
+		{nil, []string{"serve", "--mysql-dsn", "a@tcp(b)/c"}, "KECE_ARTIFACT_DIR"},
+		{nil, []string{"serve", "--artifact-dir", t.TempDir()}, "KECE_MYSQL_DSN"},
+		{nil, []string{"serve", "--artifact-dir", t.TempDir(), "--listen", "nonsense", "--mysql-dsn", "x"}, "--listen: \"nonsense\" is not host:port"},
+		{map[string]string{"KECE_LISTEN": "nonsense"}, []string{"serve", "--artifact-dir", t.TempDir(), "--mysql-dsn", "x"}, "KECE_LISTEN: \"nonsense\" is not host:port"},
+		{nil, []string{"serve", "--artifact-dir", t.TempDir(), "--mysql-dsn", "root@tcp(127.0.0.1:1)/"}, "--mysql-dsn: the DSN names no database"},
+		{nil, []string{"token", "create", "--kind", "root", "--name", "x", "--mysql-dsn", "a@tcp(b)/c"}, "--kind must be admin or business"},
+		{nil, []string{"token", "create", "--kind", "admin", "--mysql-dsn", "a@tcp(b)/c"}, "--name is required"},
+		{nil, []string{"token", "fly"}, "say create, list, rotate or revoke"},
+		{nil, []string{"token", "list", "-o", "xml", "--mysql-dsn", "a@tcp(b)/c"}, `-output: "xml" is not an output format`},
+		{nil, []string{"token", "rotate", "--kind", "admin", "--name", "x", "--overlap", "1000h", "--mysql-dsn", "a@tcp(b)/c"}, "--overlap: at most"},
+		{nil, []string{"migrate", "sideways", "--mysql-dsn", "a@tcp(b)/c"}, "unknown migrate action"},
+		{nil, []string{"frobnicate"}, "unknown command"},
+		{nil, []string{"serve", "--artifact-dir", t.TempDir(), "--mysql-dsn", "a@tcp(b)/c", "--webhook-url", "https://oj.example/hook"}, "KECE_WEBHOOK_SECRET_FILE"},
+		{nil, []string{"serve", "--artifact-dir", t.TempDir(), "--mysql-dsn", "a@tcp(b)/c", "--probe-allow-cidrs", "10.0.0.0/33"}, "--probe-allow-cidrs"},
+		{nil, []string{"reconcile", "--format", "xml", "--mysql-dsn", "a@tcp(b)/c"}, "--format must be json or csv"},
+		{nil, []string{"reconcile", "-o", "xml", "--mysql-dsn", "a@tcp(b)/c"}, "use one of json, yaml, table, csv"},
+		{nil, []string{"serve", "--artifact-dir", t.TempDir(), "--mysql-dsn", "a@tcp(b)/c", "--webhook-url", "https://oj.example/hook", "--webhook-secret-file", "/nonexistent/secret"}, "--webhook-secret-file: /nonexistent/secret does not exist"},
+		// A secret file others can read is refused with exit 2, so systemd
+		// does not restart the unit in a loop.
+		{map[string]string{"KECE_MYSQL_DSN_FILE": worldReadable}, []string{"migrate", "status"}, "KECE_MYSQL_DSN_FILE: " + worldReadable + " has mode 0644"},
+		{map[string]string{"KECE_WEBHOOK_SECRET_FILE": rawHook, "KECE_WEBHOOK_URL": "https://oj.example/hook"}, []string{"serve", "--artifact-dir", t.TempDir(), "--mysql-dsn", "a@tcp(b)/c"}, "KECE_WEBHOOK_SECRET_FILE: " + rawHook + " has mode 0644"},
+		{map[string]string{"KECE_MYSQL_DSN": "a@tcp(b)/c", "KECE_MYSQL_DSN_FILE": writeSecret(t, "x", 0o600)}, []string{"reconcile"}, "not both"},
+		{map[string]string{"KECE_LEASE_TTL": "sixty"}, []string{"serve", "--artifact-dir", t.TempDir(), "--mysql-dsn", "a@tcp(b)/c"}, `KECE_LEASE_TTL: "sixty": not a duration`},
+		{map[string]string{"KECE_MAX_ATTEMPTS": "0"}, []string{"serve", "--artifact-dir", t.TempDir(), "--mysql-dsn", "a@tcp(b)/c"}, "KECE_MAX_ATTEMPTS: 0 must be 1..100"},
+		{map[string]string{"KECE_DB_CONNS": "2"}, []string{"serve", "--artifact-dir", t.TempDir(), "--mysql-dsn", "a@tcp(b)/c"}, "KECE_DB_CONNS: 2 is too few"},
+		{map[string]string{"KECE_LEASE_TTL": "10s", "KECE_RENEW_INTERVAL": "6s"}, []string{"serve", "--artifact-dir", t.TempDir(), "--mysql-dsn", "a@tcp(b)/c"}, "KECE_LEASE_TTL: 10s must be at least twice KECE_RENEW_INTERVAL"},
+		{map[string]string{"KECE_WEBHOOK_SECRET": "short"}, []string{"webhook-secret", "show"}, "KECE_WEBHOOK_SECRET: line 1: webhook secret: shorter than 16 bytes"},
+		{nil, []string{"serve", "--artifact-dir", t.TempDir(), "--mysql-dsn", "a@tcp(b)/c", "--log-format", "yaml"}, `log format "yaml": want json or text`},
+		{nil, []string{"serve", "--artifact-dir", t.TempDir(), "--mysql-dsn", "a@tcp(b)/c", "--log-level", "loud"}, `log level "loud"`},
+		{nil, []string{"serve", "--artifact-dir", t.TempDir(), "--mysql-dsn", "a@tcp(b)/c", "--metrics-listen", "9465"}, `--metrics-listen: "9465" is not host:port`},
+		{map[string]string{"KECE_METRICS_CACHE_TTL": "20m"}, []string{"serve", "--artifact-dir", t.TempDir(), "--mysql-dsn", "a@tcp(b)/c"}, "KECE_METRICS_CACHE_TTL: metrics: fleet cache TTL 20m0s must be 0..10m"},
 	}
 	for _, c := range cases {
-		var out, errOut bytes.Buffer
-		code := run(ctx, c.args, &out, &errOut)
-		require.Equal(t, 2, code, "%v: %s", c.args, errOut.String())
-		require.Contains(t, errOut.String(), c.want, c.args)
+		code, _, errOut := runIn(t, c.env, c.args...)
+		require.Equal(t, 2, code, "%v: %s", c.args, errOut)
+		require.Contains(t, errOut, c.want, c.args)
 	}
 }
 
-func TestUnparsableEnvironmentRefusesToStart(t *testing.T) {
-	t.Setenv("KECE_LEASE_TTL", "sixty")
-	var out, errOut bytes.Buffer
-	code := run(context.Background(), []string{"serve", "--artifact-dir", t.TempDir(), "--mysql-dsn", "a@tcp(b)/c"}, &out, &errOut)
-	require.Equal(t, 2, code)
-	require.Contains(t, errOut.String(), `KECE_LEASE_TTL="sixty" is not a duration`)
+// Every flag of every subcommand names its environment variable in -h
+// (the settings loader refuses a flag without one).
+func TestEveryFlagHasAVariable(t *testing.T) {
+	t.Parallel()
+	flagLine := regexp.MustCompile(`^  -(\S+)`)
+	for _, args := range [][]string{{"serve"}, {"migrate"}, {"reconcile"}, {"token", "create"}, {"token", "list"}, {"token", "rotate"}, {"token", "revoke"}, {"webhook-secret", "new"}} {
+		code, out, errOut := runIn(t, nil, append(args, "-h")...)
+		require.Equal(t, 0, code, errOut)
+		lines := strings.Split(out, "\n")
+		n := 0
+		for i, l := range lines {
+			m := flagLine.FindStringSubmatch(l)
+			if m == nil {
+				continue
+			}
+			n++
+			// The usage text is on this line or the next ones up to the next flag.
+			text := l
+			for j := i + 1; j < len(lines) && !flagLine.MatchString(lines[j]); j++ {
+				text += lines[j]
+			}
+			if m[1] == "o" {
+				require.Contains(t, text, "short for --output")
+				continue
+			}
+			require.Regexp(t, `\(env KECE_[A-Z0-9_]+\)`, text, "%v: -%s", args, m[1])
+		}
+		require.Positive(t, n, "%v lists its flags", args)
+	}
 }
 
 func TestMigrateTokenAndServe(t *testing.T) {
@@ -60,78 +122,141 @@ func TestMigrateTokenAndServe(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	db, dsn := dbtest.Open(t) // already migrated: migrate up is then a no-op
-	var out, errOut bytes.Buffer
-	require.Equal(t, 0, run(ctx, []string{"migrate", "up", "--mysql-dsn", dsn}, &out, &errOut), errOut.String())
-	require.Contains(t, out.String(), "up to date")
-	out.Reset()
-	require.Equal(t, 0, run(ctx, []string{"migrate", "status", "--mysql-dsn", dsn}, &out, &errOut), errOut.String())
-	require.Contains(t, out.String(), "00001_schema.sql")
+	// The DSN comes from a file, as systemd units give it.
+	env := map[string]string{"KECE_MYSQL_DSN_FILE": writeSecret(t, dsn+"\n", 0o600)}
+	code, out, errOut := runIn(t, env, "migrate", "up")
+	require.Equal(t, 0, code, errOut)
+	require.Contains(t, out, "up to date")
+	code, out, errOut = runIn(t, env, "migrate", "status")
+	require.Equal(t, 0, code, errOut)
+	require.Contains(t, out, "00001_schema.sql")
+	require.Contains(t, out, "00005_token_expiry_rotation.sql")
 
-	// Down removes the schema, status shows it pending, up brings it back.
-	out.Reset()
-	require.Equal(t, 0, run(ctx, []string{"migrate", "down", "--mysql-dsn", dsn}, &out, &errOut), errOut.String())
-	var tables int
-	require.NoError(t, db.QueryRow(`SELECT COUNT(*) FROM information_schema.tables WHERE table_schema = DATABASE() AND table_name LIKE 'judge_%'`).Scan(&tables))
-	require.Zero(t, tables)
-	out.Reset()
-	require.Equal(t, 0, run(ctx, []string{"migrate", "status", "--mysql-dsn", dsn}, &out, &errOut), errOut.String())
-	require.Contains(t, out.String(), "pending")
-	out.Reset()
-	require.Equal(t, 0, run(ctx, []string{"migrate", "up", "--mysql-dsn", dsn}, &out, &errOut), errOut.String())
-	require.Contains(t, out.String(), "applied")
+	// Down rolls back the newest migration, status shows it pending, up brings it back.
+	code, out, errOut = runIn(t, env, "migrate", "down")
+	require.Equal(t, 0, code, errOut)
+	require.Contains(t, out, "rolled back 00005_token_expiry_rotation.sql")
+	var cols int
+	require.NoError(t, db.QueryRow(`SELECT COUNT(*) FROM information_schema.columns WHERE table_schema = DATABASE() AND table_name = 'judge_api_token' AND column_name = 'expires_at'`).Scan(&cols))
+	require.Zero(t, cols)
+	code, out, _ = runIn(t, env, "migrate", "status")
+	require.Equal(t, 0, code)
+	require.Regexp(t, `pending\s+00005_token_expiry_rotation.sql`, out)
+	code, out, errOut = runIn(t, env, "migrate", "up")
+	require.Equal(t, 0, code, errOut)
+	require.Contains(t, out, "applied 00005_token_expiry_rotation.sql")
 
-	out.Reset()
-	require.Equal(t, 0, run(ctx, []string{"token", "create", "--kind", "admin", "--name", "ops", "--mysql-dsn", dsn}, &out, &errOut), errOut.String())
-	tok := strings.TrimSpace(out.String())
+	code, out, errOut = runIn(t, env, "token", "create", "--kind", "admin", "--name", "ops")
+	require.Equal(t, 0, code, errOut)
+	tok := strings.TrimSpace(out)
 	require.True(t, strings.HasPrefix(tok, "kat_"))
 	var stored int
 	require.NoError(t, db.QueryRow(`SELECT COUNT(*) FROM judge_api_token WHERE token_hash = ?`, tok).Scan(&stored))
 	require.Zero(t, stored, "the token itself is never stored")
-	out.Reset()
-	require.Equal(t, 0, run(ctx, []string{"token", "create", "--kind", "business", "--name", "old-oj", "--mysql-dsn", dsn}, &out, &errOut), errOut.String())
-	require.Equal(t, 0, run(ctx, []string{"token", "revoke", "--kind", "business", "--name", "old-oj", "--mysql-dsn", dsn}, &out, &errOut), errOut.String())
-	require.Equal(t, 1, run(ctx, []string{"token", "revoke", "--kind", "business", "--name", "old-oj", "--mysql-dsn", dsn}, &out, &errOut))
-	require.Contains(t, errOut.String(), "no live business token")
+	code, out, errOut = runIn(t, env, "token", "create", "--kind", "business", "--name", "oj", "--expires-in", "720h")
+	require.Equal(t, 0, code, errOut)
+	biz := strings.TrimSpace(out)
+	code, _, errOut = runIn(t, env, "token", "create", "--kind", "business", "--name", "old-oj")
+	require.Equal(t, 0, code, errOut)
+	code, _, errOut = runIn(t, env, "token", "revoke", "--kind", "business", "--name", "old-oj")
+	require.Equal(t, 0, code, errOut)
+	code, _, errOut = runIn(t, env, "token", "revoke", "--kind", "business", "--name", "old-oj")
+	require.Equal(t, 1, code)
+	require.Contains(t, errOut, "no live business token")
+
+	// Rotate: a new secret on the same token, the old one valid for the overlap.
+	code, out, errOut = runIn(t, env, "token", "rotate", "--kind", "business", "--name", "oj", "--overlap", "2h")
+	require.Equal(t, 0, code, errOut)
+	biz2 := strings.TrimSpace(out)
+	require.True(t, strings.HasPrefix(biz2, "kbt_"))
+	require.Contains(t, errOut, "stays valid for 2h0m0s")
+	st, err := store.New(db, store.Config{})
+	require.NoError(t, err)
+	a, err := st.AuthenticateToken(ctx, store.TokenBusiness, biz)
+	require.NoError(t, err)
+	b, err := st.AuthenticateToken(ctx, store.TokenBusiness, biz2)
+	require.NoError(t, err)
+	require.Equal(t, a.ID, b.ID)
+
+	// List: table and JSON, never a secret.
+	code, out, errOut = runIn(t, env, "token", "list")
+	require.Equal(t, 0, code, errOut)
+	require.Regexp(t, `KIND\s+NAME\s+STATE\s+CREATED\s+LAST USED\s+EXPIRES`, out)
+	require.Regexp(t, `business\s+oj\s+ROTATING`, out)
+	require.Regexp(t, `business\s+old-oj\s+REVOKED`, out)
+	require.NotContains(t, out, "kbt_")
+	code, out, errOut = runIn(t, env, "token", "list", "--kind", "business", "-o", "json")
+	require.Equal(t, 0, code, errOut)
+	var listed []store.TokenInfo
+	require.NoError(t, json.Unmarshal([]byte(out), &listed))
+	require.Len(t, listed, 2)
+	require.NotNil(t, listed[0].ExpiresAt)
+	require.NotNil(t, listed[0].LastUsedAt, "authenticated above")
+	code, out, _ = runIn(t, env, "token", "list", "-o", "yaml")
+	require.Equal(t, 0, code)
+	require.Contains(t, out, "name: ops")
 
 	// Reconcile: a healthy database exits 0; a planted violation exits 1.
-	out.Reset()
-	require.Equal(t, 0, run(ctx, []string{"reconcile", "--mysql-dsn", dsn}, &out, &errOut), errOut.String())
-	require.Contains(t, out.String(), `"violations": []`)
-	_, err := db.Exec(`INSERT INTO judge_submission (submission_type, submission_id, current_job_id, generation) VALUES ('ALGO', 'dangling', 999999, 1)`)
+	code, out, errOut = runIn(t, env, "reconcile")
+	require.Equal(t, 0, code, errOut)
+	require.Contains(t, out, `"violations": []`)
+	code, out, _ = runIn(t, env, "reconcile", "-o", "table")
+	require.Equal(t, 0, code)
+	require.Contains(t, out, "rules hold")
+	_, err = db.Exec(`INSERT INTO judge_submission (submission_type, submission_id, current_job_id, generation) VALUES ('ALGO', 'dangling', 999999, 1)`)
 	require.NoError(t, err)
-	out.Reset()
-	require.Equal(t, 1, run(ctx, []string{"reconcile", "--format", "csv", "--mysql-dsn", dsn}, &out, &errOut), errOut.String())
-	require.Contains(t, out.String(), "POINTER_DANGLING")
+	code, out, errOut = runIn(t, env, "reconcile", "--format", "csv")
+	require.Equal(t, 1, code, errOut)
+	require.Contains(t, out, "POINTER_DANGLING")
+	code, out, _ = runIn(t, env, "reconcile", "-o", "csv")
+	require.Equal(t, 1, code)
+	require.Contains(t, out, "POINTER_DANGLING")
+	code, out, _ = runIn(t, env, "reconcile", "-o", "yaml")
+	require.Equal(t, 1, code)
+	require.Contains(t, out, "rule: POINTER_DANGLING")
+	code, out, _ = runIn(t, env, "reconcile", "-o", "table")
+	require.Equal(t, 1, code)
+	require.Regexp(t, `POINTER_DANGLING\s+`, out)
 	_, err = db.Exec(`DELETE FROM judge_submission WHERE submission_id = 'dangling'`)
 	require.NoError(t, err)
-
-	var revoked int
-	require.NoError(t, db.QueryRow(`SELECT COUNT(*) FROM judge_api_token WHERE name = 'old-oj' AND revoked_at IS NOT NULL`).Scan(&revoked))
-	require.Equal(t, 1, revoked)
 
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	addr := ln.Addr().String()
 	ln.Close()
 	done := make(chan int, 1)
-	var serveErr bytes.Buffer
+	var serveOut, serveErr bytes.Buffer
+	// Every serve setting from the environment, as the systemd unit gives them.
+	serveEnv := map[string]string{"KECE_MYSQL_DSN_FILE": env["KECE_MYSQL_DSN_FILE"], "KECE_LISTEN": addr,
+		"KECE_ARTIFACT_DIR": t.TempDir(), "KECE_OFFLINE_AFTER": "20s", "KECE_MAX_ATTEMPTS": "4", "KECE_DB_CONNS": "8"}
 	go func() {
-		done <- run(ctx, []string{"serve", "--listen", addr, "--artifact-dir", t.TempDir(), "--mysql-dsn", dsn}, &out, &serveErr)
+		done <- run(ctx, []string{"serve"}, &serveOut, &serveErr, envOf(serveEnv))
 	}()
-	require.Eventually(t, func() bool {
-		resp, err := http.Get("http://" + addr + "/healthz")
-		if err != nil {
-			return false
+	// Wait for /healthz, or for serve to end early (then its output says why).
+	giveUp := time.After(60 * time.Second)
+	for up := false; !up; {
+		select {
+		case code := <-done:
+			t.Fatalf("serve exited %d before answering:\n%s", code, serveErr.String())
+		case <-giveUp:
+			t.Fatal("serve did not answer /healthz within 60s")
+		case <-time.After(20 * time.Millisecond):
 		}
-		resp.Body.Close()
-		return resp.StatusCode == http.StatusOK
-	}, 10*time.Second, 20*time.Millisecond)
+		if resp, err := http.Get("http://" + addr + "/healthz"); err == nil {
+			resp.Body.Close()
+			up = resp.StatusCode == http.StatusOK
+		}
+	}
 	req, _ := http.NewRequest(http.MethodGet, fmt.Sprintf("http://%s/api/v1/admin/judge-host-groups", addr), nil)
 	req.Header.Set("Authorization", "Bearer "+tok)
 	resp, err := http.DefaultClient.Do(req)
 	require.NoError(t, err)
 	resp.Body.Close()
-	require.NotEqual(t, http.StatusUnauthorized, resp.StatusCode, "the created admin token is accepted")
+	require.Equal(t, http.StatusOK, resp.StatusCode, "the created admin token is accepted")
+	resp, err = http.Get("http://" + addr + "/openapi/business.yaml")
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode, "the specs are served")
 	cancel()
 	select {
 	case code := <-done:
@@ -139,5 +264,21 @@ func TestMigrateTokenAndServe(t *testing.T) {
 	case <-time.After(25 * time.Second):
 		t.Fatal("serve did not stop on cancel")
 	}
-	_ = sql.ErrNoRows
+}
+
+func TestWebhookSecretCommand(t *testing.T) {
+	t.Parallel()
+	code, out, errOut := runIn(t, nil, "webhook-secret", "new")
+	require.Equal(t, 0, code, errOut)
+	require.Regexp(t, `^whsec_[A-Za-z0-9+/]{43}=\n$`, out)
+
+	// A raw secret written before the standard: show prints the whsec_ form
+	// a receiver configures.
+	raw := writeSecret(t, "0123456789abcdef0123456789abcdef\n", 0o640)
+	code, out, errOut = runIn(t, map[string]string{"KECE_WEBHOOK_SECRET_FILE": raw}, "webhook-secret", "show")
+	require.Equal(t, 0, code, errOut)
+	require.Equal(t, "whsec_MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY=\n", out)
+	code, _, errOut = runIn(t, nil, "webhook-secret", "show")
+	require.Equal(t, 2, code)
+	require.Contains(t, errOut, "KECE_WEBHOOK_SECRET_FILE")
 }

@@ -2,17 +2,17 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
-	"io"
 	"strings"
 
+	"github.com/kece-oj/kece/cmd/internal/settings"
 	"github.com/kece-oj/kece/migrations"
 )
 
-func migrate(ctx context.Context, args []string, stdout io.Writer) error {
-	fs := flag.NewFlagSet("migrate", flag.ContinueOnError)
-	dsn := dsnFlag(fs)
+func migrate(ctx context.Context, args []string, cio cmdIO) error {
+	fs := settings.NewFlagSet("migrate", cio.getenv)
+	fs.SetOutput(cio.stdout)
+	dsn := dbFlags(fs)
 	// Accept the action before or after the flags.
 	var action string
 	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
@@ -29,7 +29,7 @@ func migrate(ctx context.Context, args []string, stdout io.Writer) error {
 	if action != "up" && action != "down" && action != "status" {
 		return usagef("unknown migrate action %q: say up, down or status", action)
 	}
-	db, err := openDB(ctx, *dsn, 2)
+	db, err := openDB(ctx, fs, *dsn, 2)
 	if err != nil {
 		return err
 	}
@@ -47,27 +47,27 @@ func migrate(ctx context.Context, args []string, stdout io.Writer) error {
 		defer unlock()
 		res, err := p.Up(ctx)
 		for _, r := range res {
-			fmt.Fprintf(stdout, "applied %s (%s)\n", r.Source.Path, r.Duration)
+			fmt.Fprintf(cio.stdout, "applied %s (%s)\n", r.Source.Path, r.Duration)
 		}
 		if err != nil {
 			return err
 		}
 		if len(res) == 0 {
-			fmt.Fprintln(stdout, "schema is up to date")
+			fmt.Fprintln(cio.stdout, "schema is up to date")
 		}
 	case "down":
 		r, err := p.Down(ctx)
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(stdout, "rolled back %s\n", r.Source.Path)
+		fmt.Fprintf(cio.stdout, "rolled back %s\n", r.Source.Path)
 	case "status":
 		st, err := p.Status(ctx)
 		if err != nil {
 			return err
 		}
 		for _, s := range st {
-			fmt.Fprintf(stdout, "%-8s %s\n", s.State, s.Source.Path)
+			fmt.Fprintf(cio.stdout, "%-8s %s\n", s.State, s.Source.Path)
 		}
 	}
 	return nil

@@ -3,16 +3,14 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
-	"os"
 	"strings"
 	"time"
 
 	"github.com/kece-oj/kece/artifact"
+	"github.com/kece-oj/kece/cmd/internal/settings"
 	"github.com/kece-oj/kece/control/httpapi"
 	"github.com/kece-oj/kece/control/metrics"
 	"github.com/kece-oj/kece/control/probe"
@@ -22,96 +20,75 @@ import (
 	"github.com/kece-oj/kece/telemetry"
 )
 
-// envReader reads flag defaults from the environment and remembers values
-// that do not parse, so a typo refuses to start instead of falling back to a
-// default.
-type envReader struct{ errs []string }
+// DBConnsDefault is the default connection budget of one replica.
+const DBConnsDefault = 32
 
-// duration returns the parsed value of name, or def when it is unset.
-func (e *envReader) duration(name string, def time.Duration) time.Duration {
-	v := os.Getenv(name)
-	if v == "" {
-		return def
-	}
-	d, err := time.ParseDuration(v)
-	if err != nil || d < 0 {
-		e.errs = append(e.errs, fmt.Sprintf("%s=%q is not a duration such as 60s or 5m", name, v))
-		return def
-	}
-	return d
-}
-
-// err reports every environment value that did not parse.
-func (e *envReader) err() error {
-	if len(e.errs) == 0 {
-		return nil
-	}
-	return usagef("%s", strings.Join(e.errs, "; "))
-}
-
-func envOr(name, def string) string {
-	if v := os.Getenv(name); v != "" {
-		return v
-	}
-	return def
-}
-
-func serve(ctx context.Context, args []string, stderr io.Writer) error {
-	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
-	var env envReader
-	dsn := dsnFlag(fs)
-	listen := fs.String("listen", envOr("KECE_LISTEN", "127.0.0.1:8080"), "address to listen on (env KECE_LISTEN)")
-	artDir := fs.String("artifact-dir", os.Getenv("KECE_ARTIFACT_DIR"), "artifact store directory (env KECE_ARTIFACT_DIR)")
-	migrate := fs.Bool("migrate", os.Getenv("KECE_MIGRATE") == "1", "apply pending migrations before serving (env KECE_MIGRATE=1)")
-	leaseTTL := fs.Duration("lease-ttl", env.duration("KECE_LEASE_TTL", store.LeaseTTLDefault), "lease duration (env KECE_LEASE_TTL)")
-	maxAttempts := fs.Int("max-attempts", store.MaxAttemptsDefault, "attempts before a job fails")
-	reap := fs.Duration("reap-interval", env.duration("KECE_REAP_INTERVAL", httpapi.ReapIntervalDefault), "reaper scan interval (env KECE_REAP_INTERVAL)")
-	hb := fs.Duration("heartbeat-interval", env.duration("KECE_HEARTBEAT_INTERVAL", httpapi.HeartbeatIntervalDefault), "node heartbeat interval")
-	renew := fs.Duration("renew-interval", env.duration("KECE_RENEW_INTERVAL", httpapi.RenewIntervalDefault), "node renew interval")
-	offline := fs.Duration("offline-after", store.OfflineAfterDefault, "a node without heartbeat this long is offline")
-	conns := fs.Int("db-conns", 32, "maximum database connections")
-	logFormat := fs.String("log-format", envOr("KECE_LOG_FORMAT", telemetry.FormatDefault), "log lines as json (default) or text (env KECE_LOG_FORMAT)")
-	logLevel := fs.String("log-level", envOr("KECE_LOG_LEVEL", "info"), "debug, info, warn or error (env KECE_LOG_LEVEL)")
-	metricsCache := fs.Duration("metrics-cache-ttl", env.duration("KECE_METRICS_CACHE_TTL", metrics.FleetCacheTTLDefault), "reuse the database-backed gauges (queue depth, nodes, events) for this long between scrapes (env KECE_METRICS_CACHE_TTL)")
-	metricsListen := fs.String("metrics-listen", os.Getenv("KECE_METRICS_LISTEN"), "serve /metrics on this separate address instead of --listen (env KECE_METRICS_LISTEN; empty: /metrics on --listen)")
-	probeHosts := fs.String("probe-allow-hosts", os.Getenv("KECE_PROBE_ALLOW_HOSTS"), "node addresses may name these hosts (comma list, *.suffix allowed; env KECE_PROBE_ALLOW_HOSTS)")
-	probeCIDRs := fs.String("probe-allow-cidrs", os.Getenv("KECE_PROBE_ALLOW_CIDRS"), "probes may connect only to these networks (comma list; env KECE_PROBE_ALLOW_CIDRS); empty: probing is off")
-	probeHTTP := fs.Bool("probe-allow-http", os.Getenv("KECE_PROBE_ALLOW_HTTP") == "1", "allow plain http:// node addresses for probes (env KECE_PROBE_ALLOW_HTTP=1; only for a private judge network, the allowlists still apply)")
-	probePorts := fs.String("probe-allow-ports", envOr("KECE_PROBE_ALLOW_PORTS", "9464"), "probes may connect only to these ports (env KECE_PROBE_ALLOW_PORTS)")
-	hookURL := fs.String("webhook-url", os.Getenv("KECE_WEBHOOK_URL"), "deliver settlement events to this URL, signed (env KECE_WEBHOOK_URL); empty: consumers pull them")
-	hookSecret := fs.String("webhook-secret-file", os.Getenv("KECE_WEBHOOK_SECRET_FILE"), "file holding the webhook HMAC secret (env KECE_WEBHOOK_SECRET_FILE)")
-	hookTimeout := fs.Duration("webhook-timeout", env.duration("KECE_WEBHOOK_TIMEOUT", webhook.TimeoutDefault), "bound on one webhook delivery (env KECE_WEBHOOK_TIMEOUT)")
-	hookAttempts := fs.Int("webhook-max-attempts", webhook.MaxAttemptsDefault, "failed deliveries before an event is dead")
+func serve(ctx context.Context, args []string, cio cmdIO) error {
+	fs := settings.NewFlagSet("serve", cio.getenv)
+	fs.SetOutput(cio.stdout)
+	dsn := dbFlags(fs)
+	listen := fs.String("listen", "KECE_LISTEN", "127.0.0.1:8080", "address to listen on")
+	artDir := fs.String("artifact-dir", "KECE_ARTIFACT_DIR", "", "artifact store directory (required)")
+	migrate := fs.Bool("migrate", "KECE_MIGRATE", false, "apply pending migrations before serving")
+	leaseTTL := fs.Duration("lease-ttl", "KECE_LEASE_TTL", store.LeaseTTLDefault, "lease duration")
+	maxAttempts := fs.Int("max-attempts", "KECE_MAX_ATTEMPTS", store.MaxAttemptsDefault, "attempts before a job fails (SYSTEM_ERROR)")
+	reap := fs.Duration("reap-interval", "KECE_REAP_INTERVAL", httpapi.ReapIntervalDefault, "reaper scan interval")
+	hb := fs.Duration("heartbeat-interval", "KECE_HEARTBEAT_INTERVAL", httpapi.HeartbeatIntervalDefault, "node heartbeat interval")
+	renew := fs.Duration("renew-interval", "KECE_RENEW_INTERVAL", httpapi.RenewIntervalDefault, "node renew interval")
+	offline := fs.Duration("offline-after", "KECE_OFFLINE_AFTER", store.OfflineAfterDefault, "a node without heartbeat this long is offline")
+	conns := fs.Int("db-conns", "KECE_DB_CONNS", DBConnsDefault, "maximum database connections of this replica (at least 4)")
+	logFormat := fs.String("log-format", "KECE_LOG_FORMAT", telemetry.FormatDefault, "log lines as json (default) or text")
+	logLevel := fs.String("log-level", "KECE_LOG_LEVEL", "info", "debug, info, warn or error")
+	metricsListen := fs.String("metrics-listen", "KECE_METRICS_LISTEN", "", "serve /metrics on this separate address instead of --listen (empty: /metrics on --listen)")
+	metricsCache := fs.Duration("metrics-cache-ttl", "KECE_METRICS_CACHE_TTL", metrics.FleetCacheTTLDefault, "reuse the database-backed gauges (queue depth, nodes, events) for this long between scrapes (0..10m)")
+	apiDocs := fs.Bool("api-docs", "KECE_API_DOCS", true, "serve the OpenAPI specs under /openapi/ and their docs page at /docs/")
+	probeHosts := fs.String("probe-allow-hosts", "KECE_PROBE_ALLOW_HOSTS", "", "node addresses may name these hosts (comma list, *.suffix allowed)")
+	probeCIDRs := fs.String("probe-allow-cidrs", "KECE_PROBE_ALLOW_CIDRS", "", "probes may connect only to these networks (comma list); empty: probing is off")
+	probeHTTP := fs.Bool("probe-allow-http", "KECE_PROBE_ALLOW_HTTP", false, "allow plain http:// node addresses for probes (only for a private judge network; the allowlists still apply)")
+	probePorts := fs.String("probe-allow-ports", "KECE_PROBE_ALLOW_PORTS", "9464", "probes may connect only to these ports")
+	hookURL := fs.String("webhook-url", "KECE_WEBHOOK_URL", "", "deliver settlement events to this URL, signed; empty: consumers pull them")
+	hookSecret := webhookSecretFlags(fs)
+	hookTimeout := fs.Duration("webhook-timeout", "KECE_WEBHOOK_TIMEOUT", webhook.TimeoutDefault, "bound on one webhook delivery")
+	hookAttempts := fs.Int("webhook-max-attempts", "KECE_WEBHOOK_MAX_ATTEMPTS", webhook.MaxAttemptsDefault, "failed deliveries before an event is dead")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	if err := env.err(); err != nil {
-		return err
+	if fs.NArg() > 0 {
+		return usagef("unexpected arguments %q", fs.Args())
 	}
+	var errs []error
 	if *artDir == "" {
-		return usagef("no artifact directory: set KECE_ARTIFACT_DIR or --artifact-dir to a writable directory")
+		errs = append(errs, settings.Errorf("KECE_ARTIFACT_DIR", "no artifact directory: set KECE_ARTIFACT_DIR or --artifact-dir to a writable directory"))
 	}
 	if _, _, err := net.SplitHostPort(*listen); err != nil {
-		return usagef("--listen %q is not host:port (e.g. 127.0.0.1:8080)", *listen)
+		errs = append(errs, settings.Errorf(fs.Source("listen"), "%q is not host:port (e.g. 127.0.0.1:8080)", *listen))
 	}
 	if *metricsListen != "" {
 		if _, _, err := net.SplitHostPort(*metricsListen); err != nil {
-			return usagef("--metrics-listen %q is not host:port (e.g. 127.0.0.1:9465)", *metricsListen)
+			errs = append(errs, settings.Errorf(fs.Source("metrics-listen"), "%q is not host:port (e.g. 127.0.0.1:9465)", *metricsListen))
 		}
 	}
+	if err := (telemetry.LogConfig{Format: *logFormat, Level: *logLevel}).Validate(); err != nil {
+		errs = append(errs, settings.Errorf(fs.Source("log-format")+"/"+fs.Source("log-level"), "%v", err))
+	}
+	metricsCfg := metrics.Config{FleetCacheTTL: *metricsCache}
+	if err := metricsCfg.Validate(); err != nil {
+		errs = append(errs, settings.Errorf(fs.Source("metrics-cache-ttl"), "%v", err))
+	}
 	if *leaseTTL < 2**renew {
-		return usagef("--lease-ttl %s must be at least twice --renew-interval %s (3x recommended), or healthy nodes lose their leases", *leaseTTL, *renew)
+		errs = append(errs, settings.Errorf(fs.Source("lease-ttl"), "%s must be at least twice %s %s (3x recommended), or healthy nodes lose their leases",
+			*leaseTTL, fs.Source("renew-interval"), *renew))
 	}
 	if *conns < 4 {
-		return usagef("--db-conns %d is too few (at least 4)", *conns)
+		errs = append(errs, settings.Errorf(fs.Source("db-conns"), "%d is too few (at least 4)", *conns))
 	}
 	cidrs, err := probe.ParseCIDRs(*probeCIDRs)
 	if err != nil {
-		return usagef("--probe-allow-cidrs: %v", err)
+		errs = append(errs, settings.Errorf(fs.Source("probe-allow-cidrs"), "%v", err))
 	}
 	ports, err := probe.ParsePorts(*probePorts)
 	if err != nil {
-		return usagef("--probe-allow-ports: %v", err)
+		errs = append(errs, settings.Errorf(fs.Source("probe-allow-ports"), "%v", err))
 	}
 	var hosts []string
 	for _, h := range strings.Split(*probeHosts, ",") {
@@ -123,24 +100,36 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	var hookCfg *webhook.Config
 	if *hookURL != "" {
 		if *hookSecret == "" {
-			return usagef("--webhook-url needs --webhook-secret-file (env KECE_WEBHOOK_SECRET_FILE) with the HMAC secret")
+			errs = append(errs, settings.Errorf(fs.Source("webhook-url"), "needs a signing secret: set KECE_WEBHOOK_SECRET_FILE or --webhook-secret-file (kece-control webhook-secret new writes one)"))
+		} else if secrets, err := parseWebhookSecrets(fs, *hookSecret); err != nil {
+			errs = append(errs, err)
+		} else {
+			hookCfg = &webhook.Config{URL: *hookURL, Secrets: secrets, Timeout: *hookTimeout, MaxAttempts: *hookAttempts}
+			if err := hookCfg.Validate(); err != nil {
+				errs = append(errs, settings.Errorf(fs.Source("webhook-url"), "%v", err))
+			}
 		}
-		secret, err := webhook.ReadSecretFile(*hookSecret)
-		if err != nil {
-			return usagef("webhook secret: %v", err)
-		}
-		hookCfg = &webhook.Config{URL: *hookURL, Secret: secret, Timeout: *hookTimeout, MaxAttempts: *hookAttempts}
 	}
-	log, err := telemetry.NewLogger(stderr, telemetry.LogConfig{Format: *logFormat, Level: *logLevel})
+	// The store and HTTP layer validate the rest when they are built; these
+	// two are checked here so they are named by their flag.
+	if *maxAttempts < 1 || *maxAttempts > 100 {
+		errs = append(errs, settings.Errorf(fs.Source("max-attempts"), "%d must be 1..100", *maxAttempts))
+	}
+	if *offline < time.Second {
+		errs = append(errs, settings.Errorf(fs.Source("offline-after"), "%s is below 1s", *offline))
+	}
+	storeCfg := store.Config{LeaseTTL: *leaseTTL, MaxAttempts: *maxAttempts, OfflineAfter: *offline}
+	httpCfg := httpapi.Config{ReapInterval: *reap, HeartbeatInterval: *hb, RenewInterval: *renew, Probe: probeCfg, DisableAPIDocs: !*apiDocs}
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	log, err := telemetry.NewLogger(cio.stderr, telemetry.LogConfig{Format: *logFormat, Level: *logLevel})
 	if err != nil {
-		return usagef("--log-format/--log-level: %v", err)
+		return settings.Errorf(fs.Source("log-format"), "%v", err)
 	}
-	mcfg := metrics.Config{Logger: log, FleetCacheTTL: *metricsCache}
-	if err := mcfg.Validate(); err != nil {
-		return usagef("--metrics-cache-ttl: %v", err)
-	}
+	metricsCfg.Logger = log
 
-	db, err := openDB(ctx, *dsn, *conns)
+	db, err := openDB(ctx, fs, *dsn, *conns)
 	if err != nil {
 		return err
 	}
@@ -150,25 +139,25 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 			return err
 		}
 	}
-	st, err := store.New(db, store.Config{LeaseTTL: *leaseTTL, MaxAttempts: *maxAttempts, OfflineAfter: *offline})
+	st, err := store.New(db, storeCfg)
 	if err != nil {
-		return usagef("%v", err)
+		return settings.Errorf("store settings", "%v", err)
 	}
 	arts, err := artifact.OpenStore(ctx, artifact.StoreConfig{Root: *artDir})
 	if err != nil {
-		return usagef("artifact directory: %v", err)
+		return settings.Errorf(fs.Source("artifact-dir"), "%v", err)
 	}
-	mets := metrics.New(telemetry.NewRegistry("control"), st, mcfg)
-	srv, err := httpapi.New(httpapi.Config{ReapInterval: *reap, HeartbeatInterval: *hb, RenewInterval: *renew, Probe: probeCfg,
-		Metrics: mets, MetricsElsewhere: *metricsListen != ""}, st, arts, log)
+	mets := metrics.New(telemetry.NewRegistry("control"), st, metricsCfg)
+	httpCfg.Metrics, httpCfg.MetricsElsewhere = mets, *metricsListen != ""
+	srv, err := httpapi.New(httpCfg, st, arts, log)
 	if err != nil {
-		return usagef("%v", err)
+		return settings.Errorf("http settings", "%v", err)
 	}
 	var sender *webhook.Sender
 	if hookCfg != nil {
 		hookCfg.Observer = mets
 		if sender, err = webhook.New(*hookCfg, srv.Store(), log); err != nil {
-			return usagef("webhook: %v", err)
+			return settings.Errorf(fs.Source("webhook-url"), "%v", err)
 		}
 	}
 	ln, err := net.Listen("tcp", *listen)

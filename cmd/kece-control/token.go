@@ -2,25 +2,56 @@ package main
 
 import (
 	"context"
-	"flag"
+	"errors"
 	"fmt"
-	"io"
 	"strings"
+	"time"
 
+	"github.com/kece-oj/kece/cmd/internal/settings"
 	"github.com/kece-oj/kece/control/store"
 )
 
-func token(ctx context.Context, args []string, stdout io.Writer) error {
-	if len(args) == 0 || (args[0] != "create" && args[0] != "revoke") {
-		return usagef("usage: kece-control token create|revoke --kind admin|business --name NAME")
+const tokenUsage = `usage:
+  kece-control token create --kind admin|business --name NAME [--expires-in D]
+  kece-control token list   [--kind admin|business] [-o table|json|yaml]
+  kece-control token rotate --kind admin|business --name NAME [--overlap D] [--expires-in D]
+  kece-control token revoke --kind admin|business --name NAME
+(create and rotate print the new secret once; only its hash is stored)`
+
+var tokenFormats = []string{"table", "json", "yaml"}
+
+func token(ctx context.Context, args []string, cio cmdIO) error {
+	if len(args) == 0 || !strings.Contains(" create list rotate revoke ", " "+args[0]+" ") {
+		if len(args) > 0 && (args[0] == "-h" || args[0] == "--help" || args[0] == "help") {
+			fmt.Fprintln(cio.stdout, tokenUsage)
+			return nil
+		}
+		return usagef("say create, list, rotate or revoke\n%s", tokenUsage)
 	}
 	action := args[0]
-	fs := flag.NewFlagSet("token "+action, flag.ContinueOnError)
-	dsn := dsnFlag(fs)
-	kind := fs.String("kind", "", "admin or business")
-	name := fs.String("name", "", "a name for the token's holder (lowercase, digits, . _ -)")
+	fs := settings.NewFlagSet("token "+action, cio.getenv)
+	fs.SetOutput(cio.stdout)
+	dsn := dbFlags(fs)
+	kind := fs.String("kind", "KECE_TOKEN_KIND", "", "admin or business")
+	var name, out *string
+	var expiresIn, overlap *time.Duration
+	if action != "list" {
+		name = fs.String("name", "KECE_TOKEN_NAME", "", "the token's holder (lowercase, digits, . _ -)")
+	}
+	if action == "create" || action == "rotate" {
+		expiresIn = fs.Duration("expires-in", "KECE_TOKEN_EXPIRES_IN", 0, "the token expires this long from now (e.g. 2160h); 0: no expiry (rotate: keep the current one)")
+	}
+	if action == "rotate" {
+		overlap = fs.Duration("overlap", "KECE_TOKEN_OVERLAP", store.TokenOverlapDefault, "how long the old secret stays valid next to the new one (0: stops now)")
+	}
+	if action == "list" {
+		out = outputFlag(fs, "table", tokenFormats...)
+	}
 	if err := fs.Parse(args[1:]); err != nil {
 		return err
+	}
+	if fs.NArg() > 0 {
+		return usagef("unexpected arguments %q", fs.Args())
 	}
 	var k store.TokenKind
 	switch strings.ToLower(*kind) {
@@ -28,13 +59,28 @@ func token(ctx context.Context, args []string, stdout io.Writer) error {
 		k = store.TokenAdmin
 	case "business":
 		k = store.TokenBusiness
+	case "":
+		if action != "list" {
+			return settings.Errorf(fs.Source("kind"), "--kind must be admin or business")
+		}
 	default:
-		return usagef("--kind must be admin or business, got %q", *kind)
+		return settings.Errorf(fs.Source("kind"), "--kind must be admin or business, got %q", *kind)
 	}
-	if *name == "" {
-		return usagef("--name is required")
+	if name != nil && *name == "" {
+		return settings.Errorf(fs.Source("name"), "--name is required")
 	}
-	db, err := openDB(ctx, *dsn, 2)
+	if out != nil {
+		if err := checkOutput(fs, *out, tokenFormats...); err != nil {
+			return err
+		}
+	}
+	if expiresIn != nil && *expiresIn > store.TokenMaxLifetime {
+		return settings.Errorf(fs.Source("expires-in"), "at most %s", store.TokenMaxLifetime)
+	}
+	if overlap != nil && *overlap > store.TokenMaxOverlap {
+		return settings.Errorf(fs.Source("overlap"), "at most %s", store.TokenMaxOverlap)
+	}
+	db, err := openDB(ctx, fs, *dsn, 2)
 	if err != nil {
 		return err
 	}
@@ -43,7 +89,10 @@ func token(ctx context.Context, args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if action == "revoke" {
+	switch action {
+	case "list":
+		return listTokens(ctx, st, k, *out, cio)
+	case "revoke":
 		live, err := st.RevokeToken(ctx, k, *name)
 		if err != nil {
 			return err
@@ -51,14 +100,54 @@ func token(ctx context.Context, args []string, stdout io.Writer) error {
 		if !live {
 			return fmt.Errorf("no live %s token named %q", strings.ToLower(*kind), *name)
 		}
-		fmt.Fprintf(stdout, "revoked %s token %q\n", strings.ToLower(*kind), *name)
+		fmt.Fprintf(cio.stdout, "revoked %s token %q\n", strings.ToLower(*kind), *name)
+		return nil
+	case "rotate":
+		tok, err := st.RotateToken(ctx, store.RotateSpec{Kind: k, Name: *name, Overlap: *overlap, ExpiresIn: *expiresIn})
+		if errors.Is(err, store.ErrNotFound) {
+			return fmt.Errorf("no live %s token named %q (a revoked token cannot be rotated; create a new one)", strings.ToLower(*kind), *name)
+		}
+		if err != nil {
+			return err
+		}
+		// Shown once; only its hash is stored. The old secret's end goes to
+		// stderr so `tok=$(kece-control token rotate …)` captures the token only.
+		fmt.Fprintln(cio.stdout, tok)
+		fmt.Fprintf(cio.stderr, "the previous secret of %s token %q stays valid for %s\n", strings.ToLower(*kind), *name, *overlap)
 		return nil
 	}
-	tok, err := st.CreateToken(ctx, k, *name)
+	tok, err := st.IssueToken(ctx, store.TokenSpec{Kind: k, Name: *name, ExpiresIn: *expiresIn})
 	if err != nil {
 		return err
 	}
 	// Shown once; only its hash is stored.
-	fmt.Fprintln(stdout, tok)
+	fmt.Fprintln(cio.stdout, tok)
 	return nil
+}
+
+func listTokens(ctx context.Context, st *store.Store, kind store.TokenKind, out string, cio cmdIO) error {
+	toks, err := st.ListTokens(ctx, kind)
+	if err != nil {
+		return err
+	}
+	if toks == nil {
+		toks = []store.TokenInfo{}
+	}
+	switch out {
+	case "json":
+		return writeJSON(cio.stdout, toks)
+	case "yaml":
+		return writeYAML(cio.stdout, toks)
+	}
+	ts := func(t *time.Time) string {
+		if t == nil {
+			return "-"
+		}
+		return t.UTC().Format("2006-01-02 15:04:05Z")
+	}
+	rows := make([][]string, 0, len(toks))
+	for _, t := range toks {
+		rows = append(rows, []string{strings.ToLower(string(t.Kind)), t.Name, t.State, ts(&t.CreatedAt), ts(t.LastUsedAt), ts(t.ExpiresAt), ts(t.PreviousValidUntil)})
+	}
+	return writeTable(cio.stdout, []string{"KIND", "NAME", "STATE", "CREATED", "LAST USED", "EXPIRES", "OLD SECRET UNTIL"}, rows)
 }

@@ -373,7 +373,7 @@ func (d *demo) waitVerdicts(ctx context.Context, subs []submission) (int, error)
 		}
 		score, cases := "", ""
 		if v := st.Verdict; v != nil {
-			score = fmt.Sprintf("%d/%d", v.Score, v.MaxScore)
+			score = fmt.Sprintf("%g/%d", v.Score, v.MaxScore)
 			var parts []string
 			for _, c := range v.Cases {
 				parts = append(parts, fmt.Sprintf("%s:%s(%d)", c.CaseId, c.Status, c.TimeMs))

@@ -546,11 +546,11 @@ func (c *cli) jobShow(args []string) error {
 		fmt.Fprintln(c.out, "superseded: a newer generation of this submission exists")
 	}
 	if v := d.Verdict; v != nil {
-		fmt.Fprintf(c.out, "verdict: %s, score %d/%d\n", v.Status, v.Score, v.MaxScore)
+		fmt.Fprintf(c.out, "verdict: %s, score %g/%d\n", v.Status, v.Score, v.MaxScore)
 		w = c.table()
 		row(w, "  CASE", "STATUS", "SCORE", "TIME", "MEMORY")
 		for _, cs := range v.Cases {
-			row(w, "  "+cs.CaseId, cs.Status, cs.Score, strconv.FormatInt(cs.TimeMs, 10)+"ms", strconv.FormatInt(cs.MemoryKb, 10)+"KiB")
+			row(w, "  "+cs.CaseId, cs.Status, strconv.FormatFloat(cs.Score, 'f', -1, 64), strconv.FormatInt(cs.TimeMs, 10)+"ms", strconv.FormatInt(cs.MemoryKb, 10)+"KiB")
 		}
 		_ = w.Flush()
 	}

@@ -91,10 +91,10 @@ func passCheck(t *testing.T, nc *machineapi.ClientWithResponses) {
 	require.Equal(t, machineapi.JobKindCheck, job.Kind)
 	v := &machineapi.Verdict{Status: machineapi.VerdictStatusAC}
 	for _, c := range job.Manifest.Cases {
-		v.Cases = append(v.Cases, machineapi.CaseResult{CaseId: c.CaseId, Status: machineapi.VerdictStatusAC, Score: c.Weight})
-		v.Score += c.Weight
+		v.Cases = append(v.Cases, machineapi.CaseResult{CaseId: c.CaseId, Status: machineapi.VerdictStatusAC, Score: float64(c.Weight)})
+		v.Score += float64(c.Weight)
 	}
-	v.MaxScore = v.Score
+	v.MaxScore = int64(v.Score)
 	res, err := nc.SubmitResultWithResponse(ctx, job.JobId, machineapi.ResultRequest{LeaseEpoch: job.LeaseEpoch,
 		Outcome: machineapi.OutcomeVerdict, Verdict: v})
 	require.NoError(t, err)

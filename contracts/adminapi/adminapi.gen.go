@@ -119,6 +119,7 @@ const (
 	ErrorCodeRequestInvalid    ErrorCode = "REQUEST_INVALID"
 	ErrorCodeRevisionStale     ErrorCode = "REVISION_STALE"
 	ErrorCodeStateConflict     ErrorCode = "STATE_CONFLICT"
+	ErrorCodeTokenExpired      ErrorCode = "TOKEN_EXPIRED"
 	ErrorCodeUnauthenticated   ErrorCode = "UNAUTHENTICATED"
 	ErrorCodeUnavailable       ErrorCode = "UNAVAILABLE"
 )
@@ -173,6 +174,8 @@ func (e ErrorCode) Valid() bool {
 	case ErrorCodeRevisionStale:
 		return true
 	case ErrorCodeStateConflict:
+		return true
+	case ErrorCodeTokenExpired:
 		return true
 	case ErrorCodeUnauthenticated:
 		return true
@@ -356,13 +359,14 @@ func (e SubjectType) Valid() bool {
 
 // Defines values for VerdictStatus.
 const (
-	VerdictStatusAC  VerdictStatus = "AC"
-	VerdictStatusCE  VerdictStatus = "CE"
-	VerdictStatusMLE VerdictStatus = "MLE"
-	VerdictStatusOLE VerdictStatus = "OLE"
-	VerdictStatusRE  VerdictStatus = "RE"
-	VerdictStatusTLE VerdictStatus = "TLE"
-	VerdictStatusWA  VerdictStatus = "WA"
+	VerdictStatusAC      VerdictStatus = "AC"
+	VerdictStatusCE      VerdictStatus = "CE"
+	VerdictStatusMLE     VerdictStatus = "MLE"
+	VerdictStatusOLE     VerdictStatus = "OLE"
+	VerdictStatusPARTIAL VerdictStatus = "PARTIAL"
+	VerdictStatusRE      VerdictStatus = "RE"
+	VerdictStatusTLE     VerdictStatus = "TLE"
+	VerdictStatusWA      VerdictStatus = "WA"
 )
 
 // Valid indicates whether the value is a known member of the VerdictStatus enum.
@@ -375,6 +379,8 @@ func (e VerdictStatus) Valid() bool {
 	case VerdictStatusMLE:
 		return true
 	case VerdictStatusOLE:
+		return true
+	case VerdictStatusPARTIAL:
 		return true
 	case VerdictStatusRE:
 		return true
@@ -466,12 +472,21 @@ type CaseResult struct {
 
 	// Message Checker diff, signal name or SQL error, at most 4 KiB.
 	Message string `json:"message"`
-	Score   int64  `json:"score"`
+
+	// Score fraction × weight rounded half away from zero to 4 decimal places
+	// (a multiple of 0.0001 in [0, weight]); the fraction is 1 for AC, 0
+	// for any failure, and what a special checker awarded otherwise.
+	Score float64 `json:"score"`
 
 	// Signal Terminating signal number, 0 if none.
 	Signal int32 `json:"signal"`
 
-	// Status A user outcome. Infrastructure faults are never a verdict.
+	// Status A user outcome. Infrastructure faults are never a verdict. PARTIAL:
+	// for a case, a special checker awarded a fraction strictly between 0
+	// and 1 of its weight; for a job, every case is AC or PARTIAL and at
+	// least one is PARTIAL. A job's status is the status of its first case
+	// that is neither AC nor PARTIAL, else PARTIAL if any case is, else AC
+	// (CE before any case runs).
 	Status VerdictStatus `json:"status"`
 
 	// TimeMs CPU time.
@@ -784,6 +799,54 @@ type JudgerUpdate struct {
 // Language Language key, e.g. cpp17, java17, python3, arkts, mysql; it decides the pool.
 type Language = string
 
+// LanguageInfo defines model for LanguageInfo.
+type LanguageInfo struct {
+	// Id Language key, e.g. cpp17, java17, python3, arkts, mysql; it decides the pool.
+	Id Language `json:"id"`
+
+	// MinMemoryBytes Manifests whose memory limit is below this are refused for this language at enqueue (422 `MEMORY_LIMIT_TOO_LOW`).
+	MinMemoryBytes int64 `json:"minMemoryBytes"`
+
+	// Mixed True when ready nodes report more than one variant.
+	Mixed bool `json:"mixed"`
+
+	// Pool A judge pool; one node process serves exactly one.
+	Pool Pool `json:"pool"`
+
+	// ReadyNodes Ready nodes (enabled, online) that report this language.
+	ReadyNodes int32 `json:"readyNodes"`
+
+	// Standard The standard or language version the id names.
+	Standard string            `json:"standard"`
+	Variants []LanguageVariant `json:"variants"`
+}
+
+// LanguageList defines model for LanguageList.
+type LanguageList struct {
+	// AsOf Server time of the snapshot.
+	AsOf      time.Time      `json:"asOf"`
+	Languages []LanguageInfo `json:"languages"`
+}
+
+// LanguageVariant defines model for LanguageVariant.
+type LanguageVariant struct {
+	// CompileCommand Compile command line; empty for none.
+	CompileCommand string `json:"compileCommand"`
+
+	// EntryPoint How the source file name and entry point are chosen.
+	EntryPoint string `json:"entryPoint"`
+
+	// ExtraMemoryBytes Memory granted on top of the manifest's limit.
+	ExtraMemoryBytes int64 `json:"extraMemoryBytes"`
+
+	// Nodes Ready nodes reporting exactly this variant.
+	Nodes      int32  `json:"nodes"`
+	RunCommand string `json:"runCommand"`
+
+	// Version Compiler or runtime version as probed in the sandbox image.
+	Version string `json:"version"`
+}
+
 // Name Human name, unique within its kind (lower case).
 type Name = string
 
@@ -948,14 +1011,25 @@ type Verdict struct {
 	MaxScore int64  `json:"maxScore"`
 	Message  string `json:"message"`
 
-	// Score Sum of the weights of accepted cases.
-	Score int64 `json:"score"`
+	// Score Sum of the case scores, a multiple of 0.0001 in [0, maxScore]
+	// (case scores are whole units of 1/10000, so the sum is exact).
+	Score float64 `json:"score"`
 
-	// Status A user outcome. Infrastructure faults are never a verdict.
+	// Status A user outcome. Infrastructure faults are never a verdict. PARTIAL:
+	// for a case, a special checker awarded a fraction strictly between 0
+	// and 1 of its weight; for a job, every case is AC or PARTIAL and at
+	// least one is PARTIAL. A job's status is the status of its first case
+	// that is neither AC nor PARTIAL, else PARTIAL if any case is, else AC
+	// (CE before any case runs).
 	Status VerdictStatus `json:"status"`
 }
 
-// VerdictStatus A user outcome. Infrastructure faults are never a verdict.
+// VerdictStatus A user outcome. Infrastructure faults are never a verdict. PARTIAL:
+// for a case, a special checker awarded a fraction strictly between 0
+// and 1 of its weight; for a job, every case is AC or PARTIAL and at
+// least one is PARTIAL. A job's status is the status of its first case
+// that is neither AC nor PARTIAL, else PARTIAL if any case is, else AC
+// (CE before any case runs).
 type VerdictStatus string
 
 // VerifyStarted defines model for VerifyStarted.
@@ -1593,6 +1667,19 @@ type ClientInterface interface {
 	//
 	// Corresponds with POST /api/v1/admin/judgers/{nodeId}/verify (the `VerifyJudger` operationId).
 	VerifyJudger(ctx context.Context, nodeId NodeIdPath, body VerifyJudgerJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ListLanguages Every accepted language id and what the ready nodes report for it.
+	//
+	// The same catalog as the business API's `GET /api/v1/languages`: per
+	// accepted id its pool, standard and minimum memory, and the distinct
+	// variants (version, command lines, entry-point rule, extra memory) the
+	// ready nodes of its pool report, with node counts; `mixed` when they
+	// disagree (e.g. during a rolling image upgrade).
+	//
+	// Errors: 401 `UNAUTHENTICATED`; 429 `RATE_LIMITED`; 5xx.
+	//
+	// Corresponds with GET /api/v1/admin/languages (the `ListLanguages` operationId).
+	ListLanguages(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// Reconcile Check the scheduling invariants now and list violations.
 	//
@@ -2356,6 +2443,29 @@ func (c *Client) VerifyJudgerWithBody(ctx context.Context, nodeId NodeIdPath, co
 // Corresponds with POST /api/v1/admin/judgers/{nodeId}/verify (the `VerifyJudger` operationId).
 func (c *Client) VerifyJudger(ctx context.Context, nodeId NodeIdPath, body VerifyJudgerJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewVerifyJudgerRequest(c.Server, nodeId, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ListLanguages Every accepted language id and what the ready nodes report for it.
+//
+// The same catalog as the business API's `GET /api/v1/languages`: per
+// accepted id its pool, standard and minimum memory, and the distinct
+// variants (version, command lines, entry-point rule, extra memory) the
+// ready nodes of its pool report, with node counts; `mixed` when they
+// disagree (e.g. during a rolling image upgrade).
+//
+// Errors: 401 `UNAUTHENTICATED`; 429 `RATE_LIMITED`; 5xx.
+//
+// Corresponds with GET /api/v1/admin/languages (the `ListLanguages` operationId).
+func (c *Client) ListLanguages(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListLanguagesRequest(c.Server)
 	if err != nil {
 		return nil, err
 	}
@@ -3342,6 +3452,33 @@ func NewVerifyJudgerRequestWithBody(server string, nodeId NodeIdPath, contentTyp
 	return req, nil
 }
 
+// NewListLanguagesRequest constructs an http.Request for the ListLanguages method
+func NewListLanguagesRequest(server string) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/admin/languages")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 // NewReconcileRequest constructs an http.Request for the Reconcile method
 func NewReconcileRequest(server string) (*http.Request, error) {
 	var err error
@@ -3969,6 +4106,21 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with POST /api/v1/admin/judgers/{nodeId}/verify (the `VerifyJudger` operationId).
 	VerifyJudgerWithResponse(ctx context.Context, nodeId NodeIdPath, body VerifyJudgerJSONRequestBody, reqEditors ...RequestEditorFn) (*VerifyJudgerResponse, error)
+
+	// ListLanguagesWithResponse Every accepted language id and what the ready nodes report for it.
+	//
+	// The same catalog as the business API's `GET /api/v1/languages`: per
+	// accepted id its pool, standard and minimum memory, and the distinct
+	// variants (version, command lines, entry-point rule, extra memory) the
+	// ready nodes of its pool report, with node counts; `mixed` when they
+	// disagree (e.g. during a rolling image upgrade).
+	//
+	// Errors: 401 `UNAUTHENTICATED`; 429 `RATE_LIMITED`; 5xx.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /api/v1/admin/languages (the `ListLanguages` operationId).
+	ListLanguagesWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ListLanguagesResponse, error)
 
 	// ReconcileWithResponse Check the scheduling invariants now and list violations.
 	//
@@ -5665,6 +5817,75 @@ func (r VerifyJudgerResponse) ContentType() string {
 	return ""
 }
 
+// ListLanguagesResponse429Headers the declared response headers of an HTTP 429 response for ListLanguages
+type ListLanguagesResponse429Headers struct {
+	RetryAfter int32
+}
+
+type ListLanguagesResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *LanguageList
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *TooManyRequests
+	// JSONDefault the response for an HTTP default `application/json` response
+	JSONDefault *Unexpected
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *ListLanguagesResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListLanguagesResponse) GetJSON200() *LanguageList {
+	return r.JSON200
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r ListLanguagesResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r ListLanguagesResponse) GetJSON429() *TooManyRequests {
+	return r.JSON429
+}
+
+// GetJSONDefault returns the response for an HTTP default `application/json` response
+func (r ListLanguagesResponse) GetJSONDefault() *Unexpected {
+	return r.JSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r ListLanguagesResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListLanguagesResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListLanguagesResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListLanguagesResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // ReconcileResponse429Headers the declared response headers of an HTTP 429 response for Reconcile
 type ReconcileResponse429Headers struct {
 	RetryAfter int32
@@ -6516,6 +6737,27 @@ func (c *ClientWithResponses) VerifyJudgerWithResponse(ctx context.Context, node
 		return nil, err
 	}
 	return ParseVerifyJudgerResponse(rsp)
+}
+
+// ListLanguagesWithResponse Every accepted language id and what the ready nodes report for it.
+//
+// The same catalog as the business API's `GET /api/v1/languages`: per
+// accepted id its pool, standard and minimum memory, and the distinct
+// variants (version, command lines, entry-point rule, extra memory) the
+// ready nodes of its pool report, with node counts; `mixed` when they
+// disagree (e.g. during a rolling image upgrade).
+//
+// Errors: 401 `UNAUTHENTICATED`; 429 `RATE_LIMITED`; 5xx.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /api/v1/admin/languages (the `ListLanguages` operationId).
+func (c *ClientWithResponses) ListLanguagesWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ListLanguagesResponse, error) {
+	rsp, err := c.ListLanguages(ctx, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListLanguagesResponse(rsp)
 }
 
 // ReconcileWithResponse Check the scheduling invariants now and list violations.
@@ -8065,6 +8307,66 @@ func ParseVerifyJudgerResponse(rsp *http.Response) (*VerifyJudgerResponse, error
 	return response, nil
 }
 
+// ParseListLanguagesResponse parses an HTTP response from a ListLanguagesWithResponse call
+func ParseListLanguagesResponse(rsp *http.Response) (*ListLanguagesResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListLanguagesResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest LanguageList
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Unexpected
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers ListLanguagesResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int32
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: "int32"}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
 // ParseReconcileResponse parses an HTTP response from a ReconcileWithResponse call
 func ParseReconcileResponse(rsp *http.Response) (*ReconcileResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -8332,6 +8634,9 @@ type ServerInterface interface {
 	// VerifyJudger Start a self-check (a CHECK job bound to this node).
 	// (POST /api/v1/admin/judgers/{nodeId}/verify)
 	VerifyJudger(w http.ResponseWriter, r *http.Request, nodeId NodeIdPath)
+	// ListLanguages Every accepted language id and what the ready nodes report for it.
+	// (GET /api/v1/admin/languages)
+	ListLanguages(w http.ResponseWriter, r *http.Request)
 	// Reconcile Check the scheduling invariants now and list violations.
 	// (GET /api/v1/admin/reconcile)
 	Reconcile(w http.ResponseWriter, r *http.Request)
@@ -8902,6 +9207,20 @@ func (siw *ServerInterfaceWrapper) VerifyJudger(w http.ResponseWriter, r *http.R
 	handler.ServeHTTP(w, r)
 }
 
+// ListLanguages operation middleware
+func (siw *ServerInterfaceWrapper) ListLanguages(w http.ResponseWriter, r *http.Request) {
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.ListLanguages(w, r)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
 // Reconcile operation middleware
 func (siw *ServerInterfaceWrapper) Reconcile(w http.ResponseWriter, r *http.Request) {
 
@@ -9143,6 +9462,7 @@ func HandlerWithOptions(si ServerInterface, options StdHTTPServerOptions) http.H
 	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/api/v1/admin/settlement-events", wrapper.ListSettlementEvents)
 	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/api/v1/admin/settlement-events/{eventId}/redeliver", wrapper.RedeliverSettlementEvent)
 	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/api/v1/admin/reconcile", wrapper.Reconcile)
+	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/api/v1/admin/languages", wrapper.ListLanguages)
 
 	return m
 }
@@ -11145,6 +11465,73 @@ func (response VerifyJudgerdefaultJSONResponse) VisitVerifyJudgerResponse(w http
 	return err
 }
 
+type ListLanguagesRequestObject struct {
+}
+
+type ListLanguagesResponseObject interface {
+	VisitListLanguagesResponse(w http.ResponseWriter) error
+}
+
+type ListLanguages200JSONResponse LanguageList
+
+func (response ListLanguages200JSONResponse) VisitListLanguagesResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListLanguages401JSONResponse struct{ UnauthorizedJSONResponse }
+
+func (response ListLanguages401JSONResponse) VisitListLanguagesResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListLanguages429JSONResponse struct{ TooManyRequestsJSONResponse }
+
+func (response ListLanguages429JSONResponse) VisitListLanguagesResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListLanguagesdefaultJSONResponse struct {
+	Body       Error
+	StatusCode int
+}
+
+func (response ListLanguagesdefaultJSONResponse) VisitListLanguagesResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type ReconcileRequestObject struct {
 }
 
@@ -11464,6 +11851,9 @@ type StrictServerInterface interface {
 	// VerifyJudger Start a self-check (a CHECK job bound to this node).
 	// (POST /api/v1/admin/judgers/{nodeId}/verify)
 	VerifyJudger(ctx context.Context, request VerifyJudgerRequestObject) (VerifyJudgerResponseObject, error)
+	// ListLanguages Every accepted language id and what the ready nodes report for it.
+	// (GET /api/v1/admin/languages)
+	ListLanguages(ctx context.Context, request ListLanguagesRequestObject) (ListLanguagesResponseObject, error)
 	// Reconcile Check the scheduling invariants now and list violations.
 	// (GET /api/v1/admin/reconcile)
 	Reconcile(ctx context.Context, request ReconcileRequestObject) (ReconcileResponseObject, error)
@@ -12086,6 +12476,30 @@ func (sh *strictHandler) VerifyJudger(w http.ResponseWriter, r *http.Request, no
 	}
 }
 
+// ListLanguages operation middleware
+func (sh *strictHandler) ListLanguages(w http.ResponseWriter, r *http.Request) {
+	var request ListLanguagesRequestObject
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.ListLanguages(ctx, request.(ListLanguagesRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "ListLanguages")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(ListLanguagesResponseObject); ok {
+		if err := validResponse.VisitListLanguagesResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
 // Reconcile operation middleware
 func (sh *strictHandler) Reconcile(w http.ResponseWriter, r *http.Request) {
 	var request ReconcileRequestObject
@@ -12174,161 +12588,177 @@ func (sh *strictHandler) RedeliverSettlementEvent(w http.ResponseWriter, r *http
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7H1rdxq5tuBf2Ytz12p7bmFjJ+l7E6/5QAxJSGPwAZyeniZjRJUAxYVESyo7dJb/+yxtqV5Q4ALb6T7n",
-	"5ktioErakvb7pW8VX8wXglOuVeXNt8qMkoBK/LNHtVzWJ5pK8ymgypdsoZnglTeVPvUFDxRoAXeEaRjT",
-	"iZAUpHmF8elRxatI+kfEJA0qb7SMqFdR/ozOiRlqIuSc6MqbCuP6xWnFq8wZZ/NoXnlT8yp6uaD2Jzql",
-	"snJ/f+9VFkSSOdUOrrc4VytYh6rLwyUwTecK7pieAQE1J2FIJbAADvSMwkLSWyYiBQsypT8p4PSrjsc7",
-	"NFAzM84fEZXLilfhZG5gGccTZhfxH5JOKm8q/zhO9+/Y/qqOW0HFgP1BKP1eimjRCi6Jnpm3cPiF+ZCM",
-	"Pkuf2rprJSb8KMZbp/pifn/sJG02Z3p97y/JlIJif1I4COiERKGGk1pt456GOMp2rCBfLVa8qtUyOHJS",
-	"gCNepSMCunXtHB943OLvzdtqIbiiFhNJ0KN/RFThfviCa8rxT7JYhMwnZmuOvyizP99KztOUUjisz+/v",
-	"YGbICyeDQFAFXGiYE+3PwCC2mVwSX8PBqNf851WzP7hudT7V263G6PCocu9VzgWfhMz/bpAqEUnfkJjS",
-	"RFMQEgzpKSZ4Cj4JQ3EHesYU+DPCpxQh7Qj9TkQ8+D6QkiCQVCkaJDCn8NGvTGmEaSDEBeFLd9rq+UHr",
-	"mU1DIqGBOdP6oHndbl20Bs3G6PDMMloghjkD8ukqMmpQli8bqlvl5NWElRcB5J4+zjB9hOqKk0jPhGR/",
-	"0u9wIBdMKcanBlsifsPFHQcSzBkHLW4oh4PRVad+NfjQ7Axa53XcCjydK06/LqivvweIfSpvqawqFlCw",
-	"bO7g1devMGp1Bs1ep94eeWCg/FRvtetv280EwoUUPlWKjEPa5Jrp5fOD+isNw6phqzSAcaRB0klkEH28",
-	"BAIyCikc0KPpESykGCeEgD8oA/V9zBsRh+pa0/nCghoEzExBwkspFlRqZtjhhISKepVF5qtvFWLfssL6",
-	"If7qVSgPaFDXOXEQEE2rms1pJWH8SkvGp/iCWfu5COi6QGrxiSRKy8jXkaSAT4IfEqXgoNnrdXuHnsGz",
-	"drPeb143/89lq9dsGLpZGJilGeH//V6v/t/P5p9a9fX152817+cX9/9RBEZWhpdaqJXEpR4NKVG0uRD+",
-	"bFVK/vyysl0uerHUKzWRiLQv5gU72bvqdFqd93A3YyFFaYMwQchuqTozX3A4715ctpuDZsMD3FwP3JZ6",
-	"cF7vnDfbbfNn/+qy2es3G82G2fpe81P3l4c3/XTDpkvqU7bQDTZ1AniFUD/Uq6evfgYxQZC52bjQsDHD",
-	"6A3dEt+nC8NeJ0JaIeSwdRWgWvU1qU4+f/v5ZTEgiioj1/Y9I6WJ1Lug/X1Wifk90eoyiOKl6k4OuOxk",
-	"6YF/TmYQ4y/U1waoehQw3eRaLneleN/u/+px/DojGmZksaCcBh4g4zFAHlFueKIHX8T4yCfcp+GRVf7a",
-	"lE+NOvfzy4I9J74WBXZJh8xpfOIZyYGUPqyopdJ0PqzgiZNIiznRzAcLslqZ9uT0v4vm3YE5EbOHZakv",
-	"oJqwUG3ebautrh3Uc7KeXbiHpMRJrewe1k5fPoS+8S7h3sYH68V4lAxchKTnRDn4VvgHqf5Zq77+nP55",
-	"fVTdxr/NQD3kCjtiu59AsG2HHJxGXn1lOhZXawbPOmuY07mQy1/G27lKrfhVpci0gJufz6h/QyUEbDLx",
-	"QLEpJyFwpBsJ/X+2raT0gGiYC6XhJfzC3q7Qxsva65+LGKEvJN0DVgvEOqgDKueME21UwhjQaD6m0oMa",
-	"sAlwwamBbCeHAvJAHamHDu0TlQHzdd8+fO9VDJlfqIINvbwC89sqJCUWfkfC0A6504srFOSQMFlYfBAJ",
-	"yMlEGYzK4GJyACnWFFKbQRyzHXjElBvgfq9cNjuNVud9xYvVhIpXuaz3+81Gxau8q7fazUZmNIcrXuVr",
-	"1QxQvSXSoJ7CkSgP7I+9iHP71yUxppkZibCQBpXP916lQY3iIZcJKCuOCAsQHBgLbkmNnDeWREiDqRE8",
-	"C6EUG4dLq8MEoAUQYz2raE7loQeNZrv1qdlrNuAg+yL+Um/AwZTcUogWZ6CoMXMDCwz6Oda3JBkM/67v",
-	"vhNurbgFDUriDVgYRZn7D8vm/NZ8oCTUMyMfBacQCp+EECSDwUFDWM5A6FxwD2TEDQIBm5OpEdBRMKUQ",
-	"EE3GRFEPAqZucN15lmgFWYE+NhPSmNSLkHA0c5wSYES1Vc41/arPgAtjxUqq1wRykTBBOzfUM9wK99tY",
-	"iJASjhKMWIU2Kx9I9c/Pv8di4c0WubBCZjhWOl8RiTSoMk9vwMyB9dNM2DSSuAPON0JiK1dR7ZRRirqR",
-	"xWGmFYixMnZnAHb2InS7/tTstd4Zu7jV7VS8SrNj7E/EvF695Siz0erbb3dCxE9UsokzTs3IqLEhSkrC",
-	"HKU2mLLfIobaDxnn2A4ydSKkX2SF0FtxY40OS7sKGFeaksAgNNq2Rk6g4xeNuv51/XzQ+tQ8Sk82gxmp",
-	"vrJNCPTsU6uo4F72HKxFqGCt8h21CacZPGjtI9t+hNKYUQ4ekuqrssYKjG1yornZJr8g/oxxWpWUBAZB",
-	"Yqvc2AFw3u28a7fOB8AUUsCUciqZDy9rr+HO2JhcwFxICmpBfYOP+B6g44SqLEWseEArXmXFb1TxKp3u",
-	"4Ppd96pj/v7Q7Q+u3/e6V5fX2a873UYz98XH7tvc5+anZmeQf6V+0bwe1H9pGgrsNT+1+q1u57o/qLeb",
-	"Fa/SH9QHzet4nfEMzgyOP9bbvWa98dv1x26rg9+ef2ie/3Jt1tTqZb5oda4ve933vWa/b5bQrPcGb5v1",
-	"QTJZjgYywJ9f9XrNzsB9M2j2Llqdeju3GhRVBpzreqPhJnB/4e/1drv7qwUlXctl/bd2t964HnS71+16",
-	"772ZM+u2rHiV2EdmDyR2kZXkRY6ZtPgtCZlhPtY1Sbk2nAnZUeI5zsReMt91REAzHz+KceZT85ZynX2Y",
-	"zOmA3FBD5T3nue5rEhrsR/6eONTtwJY9xdPUQ4Piy4+CcfwOdadeTEfuc4tfSjGVVBnF7AMlUo8p0fEk",
-	"beRxdV+zW5pAex5JSbm2n516HGagRx3BgFC33jxzcPavjtD1MBR3dvoU9kuyDAUJBkK0iZyamXpE07b1",
-	"PJsz40Zw4iRXnNwSFhrCRS6f7PGubE5Sonfz8+1s5caCf9uT5ohjM/dcRFzvHJw0vNGixj5+n1Doc7Ig",
-	"vnMGr7BKY3t9EWPLC+9mIqRgdgHmZGk0M2OfCe5TD4gvhVKoJpiVqGKLKA6mWSb/MGSqxd+FbDor8KxZ",
-	"zIQZDdGXjLzanM1PDgDg4s4zmp5BdvQ8R1xSsqCB0TuN2PbDKKDBHqZbtAjIY3xl+WCr0+hyB7G6+swR",
-	"Fwm7hAbOEal3pIRdsHQVXR5zxMWabW6GrYtts521umTn8RMG6R9aecpf7nF1LfvSSa2W4gaRkiw3H7Pa",
-	"vo4rRKcdV5Il+aLIp4tyYlQWo5pGoRmjsSn4didBKT7xhAe/gvlbMb0o4aIOb1vvW50BsACIAgIB9dmc",
-	"hGDJD3Wyr2S+CM1QL09X/Oon1deff69VXxsL7OS/iz1zH8X4F8YLpu5fvb1o9Y16ZbY3UlTCnZA3R4Da",
-	"kfkuNquqLmxOA1A0nFR9I3thbOT8kGuBtrDhW2fIQlU0njN0mcOMZD8OlgsKo1+a581rnGIEhAdAYByx",
-	"UFcZH/I54WxClfbwF6YNEGg0B/iFpAshDRQhuzFG3xKEnlGJju8hz6iv6dJiZa+kitRPgI1VDJTTH8V4",
-	"zW3zz6vmFepkqdcmCeGkjhuvkgRvSoLwz4hGqDekPpxzYRBAZ904XuUcPf2xvWj0JGMxtJSKbBB3B3r8",
-	"4l5e9T0X+u/jh5sondQuOkh5b/gqe41jMQmkRXAU0dxHgz0fxXi/qOu+Ok2i5bV4kb/zg7iDUPApELBY",
-	"ZDAYlGZhiMlgCn0Y5n+bpTAm/o2YTM6gZs04PyRsbobfw2HqG82jITjdY1n47kBo62ne9eXddVbf6eoF",
-	"YsIwBjE2/CHPcn5S4N6y1i96XIr9FxPGmZrtBlE65h7q6nMGmm4ci9/2ZCwJ7r1KSPg0cv6Lba+04+fw",
-	"HaVznol94vxlY/GFKIQv9+jcusyKKOtSUmXO3gbaHWc+A06nxFiBqO/n9OrYxW2160J6KogMOTFV9nDm",
-	"5KtL/lDbCefRGQiLGVEPHuolPmSeFiJ88GHzjHlWMiEL7ay2uKPSGFQKJkwqbdgUUy5dYLspdZLLS6ye",
-	"1GpPEt63cRxagh6sVDcvJBzk4a3uZ5/NvTtAOMq+jU8/gUkWpy8gD3CnugbVyhJzrCzDD3LIHe9jVmrk",
-	"pEAGLby8zMwj/UpqRSoKtonsRhIG2V1wF7CGbhhQpS2KYk5tGQMqztlaNZ9WrSfk1Q/iW6yLuPOjaq/U",
-	"G5vBqjhZqJnYOdXGpu6k8+7y7q0N6JaM+xbhaYomauvZ72EefxHj8oZx9ijSg31VdLDZBHcEKQy7k8qb",
-	"3x9mx59Xo4f1MQonZ9oaeYpZ9EdFO7Vlf+SOQcu6CzxiQMwYmcamUxh+ZXo9/OjSGNeR8i1RFK567RQr",
-	"A/qTcgE1oDxYCMa1h8rrQoqxs18zFsWrk9MiNW93zTBYCRNuO4pcSDEJd5bCEGnjvXsqb+i5LrD4fUkD",
-	"yjUjIRrIY0o5MLTbbImFedNGZu4IGua2sGJdg7VBvKybcUedfFcfb2k1ZAfF4hH+X+kiBoWB6/I5hbWN",
-	"HtztzqLTVz8/t7c1MXydg9HJ9rwT1oKa2ckV+kg3KsHKtazGFVRKqKSUsJZ7uW438pnuwo4AM60XB+oQ",
-	"XX8FjOfYwvinB+iQogGQKWFcabCFSmJMbS52KS70rAGSXQhiZ8wr7Z7egj0Pne1jXEqrJWYW91M254Ga",
-	"iTuOxlmpFNJHuqDKsf5CWtzbBSX302ajoKhSrEPvElU2TTM8qdXK67VpcvLDqi1SlyoLxml5KDoioNbJ",
-	"mgPitEgL2+HcbGI71/WNtkAx5K9qj7MLXj0UVHEYtAJdssEu33kLEn1IVJcd1L9uPvPJA0UXRBJNYSLF",
-	"PJ9PVZSM5rLb3OdS25PJr8vt0IvT9ZOdxWH7+pTukclp/VJJ7L9eZExhwRFmmMYSBHXvZOYzIFYzdxmx",
-	"sKQ657jYylIwC7C/mWlvBV7wkHFapCUm0AGRkpnzu2N6xjiIycS8gyVmF2pTbpaNlCTpZYWRNjQIFGFx",
-	"qCVwTwPTioYTV9ykZpHGBOJA3PENmqhLdPxEZXFcr67slsdwnYHB/WVc9WyOBIkxXXUpmY2y622klrsX",
-	"Recp0x3D2kK8PP4XbOxmYt3HhsUXdzRj5c7B3XiazbDvGdbdJSHw0ZkfT6wjFWjRWwon2hkH+oo71P0C",
-	"N3TpEnT9xeLkvzz4Qm6J+X+x1DPBX3hA5I1WHsyX6o/wzNBgQH0WUJuwYpS1VedOJvH2P4+uMfH2xUmx",
-	"r6ZDigrRPkRzwrFWwYOIsz8iGnMVphXcMB7AQYj+XJ8oelgwP1aF2P8dBCen/7UBhES87yiwOM3GmWVk",
-	"eB4Ql9BrM35tgrwNhxnQbcz6ixgDVkBC/bwgsRrHK6veW7nY25iqYFa3mquA4BIe2yFnYEuzgFMaKCCw",
-	"IEoZdQOfdmGqggqMEgSwh89kv0pP3OF0dWaHJxiC3rfSc5+w23NVXK1JrYclThmPU6bOI+81Lec7TPyn",
-	"n4vK7RNM/0mBG/oMKPFnSLJGjBsNxp6W0nSx7l2MycDLxtXHeX9/Hvkf8gJcxmGnODnivHtx2WrbrIiP",
-	"V4335q9y6Q/nYr5gof3ZyCKUsWYKZ0EXuzYNszxL8lDAlYoDKr4K6Ffi63AZk1oMpL9YmKWTW2JQGZmy",
-	"0cENUzb0Z7hyWaBxpI92pMt4pLob6cKOZBYhxZg+V157Onic3P6sSeor02UOv9HpX6fpL91Op3k+SL8Y",
-	"tDO/DloXze7VAFO9G62eebDXfHdla5/e1hvX/UF9cNU3T2aSos0Pb7uN30qeToOrNGtGcE59nXwehOlv",
-	"AzanItKYrhwwSX3ds/X+ZkoS9OPasEym71sSvBXBMj3cvWogM56wBxlQwEhIg9aiWKNfMM5pAK1L0DOi",
-	"0X9sXnDs+qGSYBpjZjk0yzvTt5VPFJseGRcefOx3O3DA0C+ulx4SdFI/5WVrrFz9joetcqqYhGZXt4ah",
-	"IdHmjb2Myh0Ld/0Z5nQXO6IRb0rXrG7yAJMkHz2dL7vGIhrtJRr5ain58gwk9YU0uhKzAh6dDxCKaWHV",
-	"2Jzx5IsC1LEz7Veu9BSFRMWr9wX3WUh7aLTtSpTKiOrVnWu44r2cNyEbiy2n0IibYlxBd7WtLw5yVuDa",
-	"CKnBlyHlxKlyy0SIDp3ytuSn+JV1c/IhexK3Che1soIcIMVHhPK77hpJ7HhEj8rG2kGn3DGbZEN6Ri7h",
-	"wg5ZtCV9qnVI55RrLEnZw4tAb+NedKUOfmXCHrKFv2lg3C2txL65ZeyqZtkq5oISdfeLlauYgEkDW3lr",
-	"ZkOYS8Uu9gp223LtcjlkheIMgSzdQ8g8XCqVKb/lcT7T9yLLJCGxjIJr8dVt4ZOnkuUr6v/F88liZMli",
-	"QsZE3CWvLLYn11A4SwhZiEtQdrwpK07+5mDQbjbi0ldjClrKRNfRFzG2lGu9QwfOcPag/1t/0Ly4xo5L",
-	"IGTaailXIO4GL1tEgPDavPx+hMuIYY4H/Nh9awzEwaB5cRmXsebKaCtevogBS0tLzv8R86ziEJX1w2UL",
-	"Oitevs4BdzWGNoe163r7OFKMU6V+UsCCRP9JXitwChV0knmztZVMfw39t4KBTksxyQDhvK719vuuOdJG",
-	"fVB/W+83z8BMhe0UpU4K3bEcBQi2XnVxsoPU+YjpN5CWrBw+5PXa5I79lHEC7dYcR21og4AVhIjTkpgl",
-	"E38Gce6mdQXFcU3BfRoHXCYGx5ul45yZtj4PBhk8bITLQtoW0yIBir9JEJFeRJmo68/YHicLn5EGciGp",
-	"pkFsAa6mcPz86tWLIh4/J1/7cQudFf4QzZEVhKHdnDvKpjOtYhSOd26PioodvCyZBj+F0GGhagpY0l8N",
-	"D3sP0Pbq07MaF1ltiZPsce7A031wGcKFrDw/VYE7D8vQXFu1I1jxS2O3SIXEyuktlUBiD2iWWdfPK17l",
-	"1zq6mgxTvcB/u/hvz/xzXrZgvtRIdlVsYmS/3N2G2SkmUVo52ujxtSMUHk1i/+22gO/QQcNalcV8kPFb",
-	"IhnhGsbSNqpD5u9KP65/bQ0+dK8G19jLwYPBr93r5rt3TWzpcN1r9q/ag74HtnNF91Ozd31ev6yftwa/",
-	"7RveUFbglzYt8/rBA4pe8uiaFyQKnSqWPJIFZZsnF1Ml/UgyveybmWKX5JzxgdnQAipd7Sl7Q31axf7J",
-	"InRfWu0OqlUUz/j4CIUnrsb2BCeSynQLZ1ovbA9WxieiKCvQqJVCQv2yFfNKI5gzEQCIeEAljI7Jgh3f",
-	"nhzjtMejN7bsHyvslTfkaTa0goMkC015maCj8iDuqiipYn9SzyZHYM8m/H7IbVKll03nlUK7xkwu//kQ",
-	"uzLi0LEOCwElAYTUoJYCwoMhT3FYOpcVs9k40DRKM/hGarkY4sre2+0c8lF6YKPDs0Q/so/hNDYykgKb",
-	"46NO0BwN+ZD/4x9wLrjRCZngasj/V1qirOBgZB2SIw9GmTxC8xFZi/kjrSAxn5w1MfKGHGCUtLM1Pzm2",
-	"ZP50PQxHhwhVvgha2S7djE9xiPWy59GRgXJg9AR8vffuHF68ePE6eR8TnQzCxL23wA+FfwMHV4PzwzMI",
-	"XPYTvm3mcCJUAeMwZ2HIXFdo1xSfw+hCjUBFkwn7inPbc7JxU1s4/WEwuAQrO2ERRgpG34YYVhlWPBjG",
-	"9Gg/OBY6rNyPzsz0iI64kqvLy2bvut+p/9LEMwwZVmEzbvU9sXCm1k8KMtTi8MYMlTyBXS9IqAQQru6o",
-	"hJe1Gqx1OvfgZe0E1ppE49m9PH0N+TbacID7kWmOfYhQ5ts5H+e6OeN2XUTabbh1p9gifxfhF9Kaa+TG",
-	"fDWyDt6Rt+qvNiAlLmt7MOjF9lG3zxDJTwoTHnBiDNrfMnqn4IbSxUozsYNRNm/aoCUmhRikXBCpEY1w",
-	"U/MZdXAwsn8c2TSikQcBtSlbCeLlE86ATCnuaVLRHneKu7WxaNzGbOrR4RsYVixLsoWLLgtsWLEsBGAY",
-	"91XDn+NULvO7pDAWegb060JS7N1nN6PNlNOmzL5KGgDP5EUiCAsydYlnMMJe6rZmfxRf6DAyMx9gWkPR",
-	"5RCjrI9wdGiL9DXT2M0Ambc9p/plq4KBchuHr5ygj3xBOVmwypvKi6Pa0Qsrj2confIMHvl51XCj6jTp",
-	"jzGlBZmA6C1Sb4qR/KwAw88MLluwE0oyor1i9u5D2iNj5VqD01rtyZqT51uGFDQpr4dhTsDBeAkswKbp",
-	"L2snm4ZP4D3ONag3L52+fvil1Xb+CBXq52UmTJrNo/YRzedELt2mZpeSUDWT4LsmG4h/kcJAviZTFTcr",
-	"iY/+M2bbq62HX8D4zjbiRO01jNKmZIZB74AmNnk+63lx9XsYNX5yFHF1GPd59dAo4PdrGHry9NMXYacr",
-	"H3DoWHsYOzJXguyNwbUSGJx08PpLUd5uD5AM2sOB4BQWs6ViPgmdemt+PtyM8/feQzzx+FtGXbt3lZ+2",
-	"Mip/YKM4p20E80hpoH9EJMy1qIoz1+IHjwBLwI3Yjal0yMfU3kxCAWWoEdoTrC1C/cj2UXtjxB4mHGOb",
-	"LpsZ5nRVI4uGHAMt5o2pJNzISSMmQ3TKBVIsFKTTcHqXTI967F70PuQvay9hVNTPMGYG+aaEu4kNm1eb",
-	"5QfZm5k2hM7SR45XL0S6//zMHMUlApfiKLXvw1EsSN+bo7x8+KWk9+G/GAuKte+UBf2kkGpToXsgFprN",
-	"mdLMT3Ne0XzbnSnFhdoPaGg7CendFLe4+lut01/RTVtxEKsc7mbzAIrHixs0lBrOVgVuGsq1fCgNme3/",
-	"smm09dBeqXFXI5Bm+Af4mL0CrcSDSYKB5XTPxG9ybQcKWE7XCGQyxYQfg77fl/f8tfq49V/xXMUc6uUT",
-	"FpojytK/7VuwjfCPv6Gb6P5pGYCT2rnuwruxhfc04Qo7C+X00sDvgqSuknTDbWxfxPhvLhn/MnQ2VPxF",
-	"jJ0TLwyxcCRuR+I6Dip3t9F+WH1sr99B7brQBnUnBGPqizlVabpBct1m6idGx+lZ7BWbiTCwpXlDPqVa",
-	"wSh5dwSCg6RGATaLQCXVkMLqA7iuIXeNA9FLlgHAgGVdgwpOa7VHq9BrxBiDFTfMHsEBsU2e07uvQEiw",
-	"yeGHOxrauKgnI+Gn16jzCbLfWZ9O291sZBoecHGXosMP7fqptGtETCDwB/b1xGs8U6N3TzYjbdrsZj5j",
-	"3QrKMA96lzK9UZqcBf8JJ6PkrgxF5tk0HutTnotbV4uY+QV7/FAJWgDTZzbXKgwsBrGJa2KZrHXI3WI9",
-	"Y8T7cctSOIh7bQPyMuQN6dV26Cl+Ju6TaeBvGBAqNjLTK3LI8c5SdejBKH/bwAgOktorFzwTGtxRBDvy",
-	"K5f4/O/FsE6fcPJ8XvgGvhUjN1MO5X6wrSdiW+4AVqkfkykzjaPN5h+YU0gJ6LA0T5N/BzeALOkE2NNo",
-	"X6keseFFd2uRNaA23e+9m9ch3+Ts+e0QuclUvnCheptfkQ9G/c+wl9PsEg+Ea2UVLs1GYI6Kjexm8CBH",
-	"L3Fnho1RrLRvhybS+tVHRfdXjY5gkOslx1SmzdKQGzBsI1zlbsE+qcGc8UhTdQaCh0u0hmZEzfBVLaTL",
-	"D3kuv/pqkO0URgVX5hih7e5ZFpHGS6Qx7L9YSIEheaGMpBRSq8N9YnWupcbzyNRct7TvHKXLd/PaHKk7",
-	"g5nBjXwjQi3wC/QQC5eI9W8na0/LgLV+C/lfLKenTGlMhc02+eSB7Shpr75b67hWzHI2Senjbzbn63mc",
-	"dvk7wvbz2smd9ecOrug7Oe3kdpcdXuL8w2e30WeHKI32q/XP+ZTrxG+Xy9q0F4pgUpiWhIUbReuuoW9X",
-	"rr4e+U7EcUiJxHw2OuRGIbbxMxFxmzZmL5eiX3Ndx9RMMn5jlKU0jJ1czDjkLl4eGgtZz+jcBcgfLYTX",
-	"Ka4grO2559zdejvmvdgY7VPR5nMJ4r8muJ20l/wR2X524ajYn0leackY9g7y8Nglg2/2w7kGIu4+iuRW",
-	"2pkIA5W7iPUAEzZtfO0QIh5SpYZ8hLejjrCoUUbU5dsSsDmxh0fwTkgfjS1M475hYahyOTVvhjyZ1Awi",
-	"wgDiG2yB6AKuhCxUabFQtsqZ8enZkMdcSTsHn10AduaK7Cu2gg6vqDuQVEtGA6ChonczKqld/5AnwRaJ",
-	"l3gceu4GKBubMMObbVRuuwxwODHulLJTDzkyVfVMXDB35+cjmaC7w/fvywVXLhn+2/DBWKjamESMrz/Y",
-	"4hOxRXfsMV/EFHxL0FxkmNLeTNFwss0s8elpNkei6277HYnWQP/3Jdm/PoxYhmLddek/KPaJKLavxcIm",
-	"uBqRrM6K8mb3JVdbVLKZXrs8XDoPoW1gaebNtOe0ATQ9I7zAUjLSOlthY8X9RFI1y7T6BbwPHxMSOIzc",
-	"tfujRGshQ85FVSwsp3rKHIVifpK/LtxwlJW7wUfekK8oBrt4Lezt/z94zKN4jMOSHyzmqWIXVNtyejZh",
-	"NPDAlrK5olHMwk/DgGpfXvNFMF6Ne1kWsxt3O73NXuBLoESGjEqIOBpS6L00Zk9Oe4nziKwWQ4Y8U5Mb",
-	"KQojLMyl1fTrETCuNCXBM/EQ/Lbe7jXrjd+uP3ZbHctIHmFN9Kii+mN6+cTf1N+Zv4d2S9x+/eaPH5T8",
-	"JJSMW59I2TSGM1khmhlRmMFirwSK7zzYh6zxqp3NJN3v995VpxGRAQ3e2NDiSrjuvNXoWectBu7OgGI9",
-	"daPTd+J+yJlKb/lx4SnX2RRal67v6RkM2v2Eh52BdG1cFUjrhzkbctcwFKxnyIzE5vTMWD6K+pJieZKi",
-	"XB9BPbNXPuFmq8Z0yLH7Jg1QMTFKiMusSppyvgFsk+Eut+Ywwqrw0RkQ0EROqbY+YuyTaM5kzHCsjfHO",
-	"Z2NQ1242VF42TL4bi8LWsH/zgEy2S28Bd/p1RrLXRyly9yPM+TcIc76j2p8V3f2VBlfsTfWUa6xkdzkC",
-	"+3I029tjSx43uaEK6GRCfQ3Etth6Y9vkp5oHplggI3OXrTknKbKiIT94WXuxohEceqBEJgtdZd9ImgkY",
-	"eXlmuUjql53RMNjkkHUMk0lrLzr37JAn/tmjIa+DuyTOqXwxwwNJq67vgGGoSbTZiHDB6RH0zGtou8Ut",
-	"UYI4CP2chtouipMB6oe59Shzy53sjzD1pkiT2Z5YvWLzOQ0Y0TRcwkHKELyYD1hVx9Lu3rGnNZNme9VJ",
-	"HLpe4U8pRKuMxpy64HDwsnYy5KPzXrNhyLLeTkgWjmHUb2IeaPqda+E7J/7MmI/1y9bhWcK3h9zomspe",
-	"j5K2bImtgSNoZyJiSpOlK/fWM7p0yWqYU54NabkQ3LPacXt5eXp4PknWVXxIPxjQvgbjhvsif1iNT2M1",
-	"Jn6XNEy9wiuYMyxzh7Ev+0IrbbklTMQxo98YWdYhO0qb+KIJqWfMlZDMydK6qDxgHAhfDvHcDOQ+0XGa",
-	"LV6wFSlX0RK7qeMC95AZ9s2XWJQDLa2G3HWhNLYqJbYXWLIztmPXT8r1MFOjjA87vuwJ7e8hj13m+OD3",
-	"4FJe7MFuda4ve9331sbbyZCzDS3/rVSmp6tNyXf73MCwbGzkR13K00fCiNRYJ5sEoA5I5vY3dO/YdGXH",
-	"HsoqWHHrRboxy7VHSVA1vOcsrZmL8w4V5LtgJqONjmAkbkbA1JCjY8jeqGZYTXI3hsET29lvhT88tsol",
-	"uQHlORuUrV6zsoEibKu7f8W2ZHibiT1yf0aDCLl80rNToaYcN2dMDzXne0iRqwDz0prvanp1x19XFrXS",
-	"bv9ZmqSs3Jfwr9cxpOiWlgcah9iz/Z9UCrXazEC55sy5Drj2Qs//3WjWGzlWHV/1UoJejr+5JrP3x0Zj",
-	"RdTalpOpXEa1uyFCC3AVVGmWuctUtBncVIIfUiJp4IESmNOAl8EoOIhjEXd0PBPiBhTlAZWHoCg1+iZa",
-	"uo9W+vDyh3WtL/3abN6uksHt0woibyD2hdHmElpPLwjJa11lqR87lP87GrMbrlIqFoi4i9a75tDvh5b4",
-	"RNznMjI6omEzVctmaOBofUyMWs61gPhKmmKek+mKjlSQ7Yf++2eDvO6dbzFRZHufGTHlvo41zuxXYpz7",
-	"7GbNfJOqC/ef7/9/AAAA//8=",
+	"7H3rdho5t+Cr7MU5a8WeU7axk+5zEq/5QaCSkMbgD3B6epqMEVUCFBcSLans0Fl+jnmgebFZ2lLdoMCA",
+	"7XR/38mfxEBVaZe079dvlUDM5oJTrlXlzbfKlJKQSvyzS7Vc1MaaSvMppCqQbK6Z4JU3lR4NBA8VaAF3",
+	"hGkY0bGQFKS5hfHJccWrSPpHzCQNK2+0jKlXUcGUzoh51FjIGdGVNxXG9cuzileZMc5m8azypupV9GJO",
+	"7U90QmXl/v7eq8yJJDOqHVxvca1muApVh0cLYJrOFNwxPQUCakaiiEpgIRzoKYW5pLdMxArmZEJfKOD0",
+	"q06ed2igZuY5f8RULipehZOZgWWULJh/iX+XdFx5U/m3k2z/Tuyv6qQZVgzYH4TS76WI583wkuipuQsf",
+	"Pzcf0qdPs6s27toWC34Uo41LfTG/P3aRFpsxvbr3l2RCQbE/KRyEdEziSMNptbp2TyN8ymasIF8tVvxU",
+	"reZw5LQER7xKW4R047tzvOBxL39v7lZzwRW1mEjCLv0jpgr3IxBcU45/kvk8YgExW3PyRZn9+bblOr6U",
+	"wmF9cX/7U0NeuBiEgirgQsOM6GAKBrHN4pIEGg6GXf8fV36vf91sf6q1mo3h4XHl3qvUBR9HLPhukCoR",
+	"y8CQmNJEUxASDOkpJngGPokicQd6yhQEU8InFCFtC/1OxDz8PpCSMJRUKRqmMGfw0a9MaYSpL8QF4Qt3",
+	"2ur5QeuaTUMioaE501rfv241L5p9vzE8PLeMFohhzoB8+ggZNSjLlw3VLXPyo5SVlwHkrj7JMX2E6oqT",
+	"WE+FZH/S73AgF0wpxicGW2J+w8UdBxLOGActbiiHg+FVu3bV/+C3+816DbcCT+eK069zGujvAWKPylsq",
+	"jxQLKVg2d/DT168wbLb7frddaw09MFB+qjVbtbctP4VwLkVAlSKjiPpcM714flB/pVF0ZNgqDWEUa5B0",
+	"HBtEHy2AgIwjCgf0eHIMcylGKSHgD8pAfZ/wRsShmtZ0NreghiEzS5DoUoo5lZoZdjgmkaJeZZ776luF",
+	"2LussH6Iv3oVykMa1nRBHIRE0yPNZrSSMn6lJeMTvMG8e12EdFUgNflYEqVlHOhYUsArIYiIUnDgd7ud",
+	"7qFn8Kzl13r+tf+/Lptdv2HoZm5gluYJ/+f32tH//mz+qR69vv78rer9/PL+38vAyMvwrV7USuKtLo0o",
+	"UdSfi2C6LCV/flXZLBe9ROpttZCIdSBmJTvZvWq3m+33cDdlEUVpgzBBxG6pOjdfcKh3Li5bft9veICb",
+	"64HbUg/qtXbdb7XMn72rS7/b8xt+w2x91//U+eXhTT9bs+mSBpTNdYNNnABeItQPtaOzn34GMUaQudm4",
+	"yLAxw+gN3ZIgoHPDXsdCWiHksHUZoOrRa3I0/vzt51flgCiqjFzb94yUJlLvgvb3eSXm91SryyGKl6k7",
+	"BeDyi2UH/jldQYy+0EAboGpxyLTPtVzsSvGB3f/l4/h1SjRMyXxOOQ09QMZjgDym3PBED76I0XFAeECj",
+	"Y6v8tSifGHXu51cle04CLUrskjaZ0eTEc5IDKX1QUQul6WxQwRMnsRYzolkAFmS1tOzp2X+VrbsDcyJm",
+	"D7elvpBqwiK1frettrpyUM/JenbhHpISJ7Xye1g9e/UQ+ia7hHubHKyX4FH64DIkrRPl4FviH+Toz+rR",
+	"68/Zn9fHR5v4t3lQF7nCjtgepBBs2iEHp5FXX5lOxNWKwbPKGmZ0JuTil9FmrlItv1UpMinh5vUpDW6o",
+	"hJCNxx4oNuEkAo50I6H3j5aVlB4QDTOhNLyCX9jbJdp4VX39cxkjDIQsWXEs7WHC//u/cEfZZKpBGgWf",
+	"hjAl0RjIHVnAWIoZ/EmlAC3gFYQ0YDMSwTwiAVUDfkBgFkeazSOk7+pxtVo9Bcbh96rnHvr5EGURpMsx",
+	"BadI6rW6B9UBR6rnCxgTFsWSekB4CHeGLxFQcxowEkHgdofcEWkAFHpK5R1T9HhgkDEjfBGPIlp+Cjye",
+	"jRxrx91d3ZE+lTPGiTa6bnICeJMHVWBj4ILT4/xy23hKkLnrWD2EjZ+oDFmge/bie69i+NeFKsGUyysw",
+	"vy1DsgX23ZEoso/c6cYl1uCoK32xBMNSkNOFcqSSI7L0ADJyKGUj5szNdiDuUm6A+71y6bcbzfb7ipfo",
+	"PxWvclnr9fxGxau8qzVbfiP3NEcEXuXrkXnA0S2RhqYUPony0P7YjTm3f10SY3OaJxEW0bDy+d6rNKjR",
+	"qOQiBWXJw2IBggNjmi6oUWCMiRTRcGIk6lwoxUbRwipnoSEjAoHgKp5ReehBw281P/ldvwEH+Rvxl1oD",
+	"DibklkI8PwdFjf0eWmDQgbO6JenD8O/a7jvh3hW3oEFJsgFzYwHw4GGlo7g1HyiJ9NQwBsEpRCIgEYTp",
+	"w+CgISzLI3QmuAcy5gaBgM3IxGgecTihEBJNRkRRD0KmbvC9i7zeSugSRXMqpAb6dR4Rjvab024ML7JW",
+	"h6Zf9TlwYcxzSfWKplEmJdGAj/QUt8L9NhIiooSjaCZWU88LPnL05+ffE3n3ZoPAWyIzfFa2XhmJNKgy",
+	"V6/BzL51QI3ZJJa4A87pQxLzXVHttGyKSp/FYaYViJEyBnUIdvUydLv+5Heb74zB3+y0K17FbxvDGjGv",
+	"W2s6ymw0e/bbnRDxE5Vs7Kxu82RURRElJWGOUhtM2W8RQ+2HnNdvB2VhLGRQZl7RW3FjrSlLuwoYV5qS",
+	"0CA0Gu1GTqBHG63V3nWt3m9+8o+zk81hRqaIbRICXXvVMiq4mz0HaxkqWHfDjmqSU3kedGMg236ENpzT",
+	"eh5SV5ZljRUYm+SEv97ZcEGCKeP0SFISGgRJ3A3GwIF6p/2u1az3jUJiKGBCOZUsgFfV13BnjGcuYCYk",
+	"tUrImAV4H6BHiKo8RSy5diteZckhVvEq/c4vfjtxaFS8SrvTv37XuWqbvz90ev3r993O1eV1/ut2p+EX",
+	"vvjYeVv47H/y2/3iLbUL/7pf+8U3FNn1PzV7zU77utevtfyKV+n1a33/OnnvZAVn7ycfa62uX2v8dv2x",
+	"02zjt/UPfv2Xa/OODnT7RbN9fdntvO/6vZ55Bb/W7b/1a/10sQJN5ICvX3W7frvvvun73Ytmu9YqvA2K",
+	"LgPOda3RcAu4v/D3WqvV+dWCkr3LZe23VqfWuO53OtetWve9WTPvn614lcQZaA8o8QVuyZscc2nyWxIx",
+	"w4ysD5ZybTgVsqe+MWr9r3NmBWjqMc/FnHLftUVIcx8/ilHuk39Luc5fTGa0T26oYQJd57HvaYK6LrL/",
+	"NJBgH2y5V7JMLTIUsPgoGMfvULXqJmTmPjf5pRQTSZXR2z5QIvWIEp0s0kIWWAs0u6UptPVYSsq1/ey0",
+	"5ygHPaoQBoSa9WKac7R/tYWuRZG4s8tnsF+SRSRI2BeiReTErNQlmrasx90cITdyFRe54uSWsMjQNQqB",
+	"dI935YKSEr2bf3Nn6z7RCzZdaY44Me/rIuZ656CsYZ0WNfbxd0VC18mcBM4JvsRJjc35RYwsq7ybioiC",
+	"2QWYkYVR3IxdKnhgrLdACqVQizBvosoNpiSIaGXAw5CpJn8XGXNyFTSLmTClEfrQkZWbs3nhAAAu7jyj",
+	"CBpkR497zCUlc2NGcpTqQRSHNNzDsovnIXmMj7AYZHYKX+Eglt8+d8RlsjClgToi9Y6UsAuWLqPLY464",
+	"XPEtrLDxZVtsZ6Uv3Xn8hMkJD715xl/u8e2a9qbTajXDDSIlWaw/ZrX5Pa4QnXZ8kzzJl0V8XXQXo9EY",
+	"zTX6zghtUcE3+xC24hNPePBLmL8R08sSTWrwtvm+2e4DC4EoIKm7ypIfqmxfyWwemUe9OluKJ5wevf78",
+	"e/XotTHQTv+r3CP5UYx+Ybxk6d7V24tmz2hbZntjRSXcCXlzDKgsme8Sq+vIpQvQEBSNxkfo2oKRkfMD",
+	"rgWayoZvnSMLVfFoxjBUAFOS/9hfzCkMf/Hr/jUuMUS3GYFRzCJ9xPiAzwhnY6q0dagxbYBAmzrELySd",
+	"C2mgiNgNRQccOtXQ4Y9OtUS7zV4t0f221Jh6KbCJioFy+qMYrXh1/nHlX6GKljl10tBV5tfxKmnQaksQ",
+	"/hHTGPWGzMVTFwYBdN7L41XqGOFIzEmjJxmDoqlUbIPXO9DjF3fzss+9NG6RXGyVRrWLDrJ9FGCZvSYx",
+	"qBTSMjjKaO6jwZ6PYrRftHlfnSbV8pq8zB36QdxBJPgECFgsMhgMSrMowiQ4hS4O87/NzhiR4EaMx+dQ",
+	"tVZeEBE2M4/fw58aGM2jITjd47Xw3r7Q1hG9682766yB09VLxIRhDGJk+EOR5bxQ4O6yxjE6ZMrdG2PG",
+	"mZruBlH2zD3U1ecMsN04Fr/pykQS3HuViPBJ7Nwbm25pJdfhPUoXHBf75Ddsm4NQikJ4c5fOrEetjLIu",
+	"JVXm7G2CgePM58DphBgrEPX9gl6deMCtdl1KTyURMSemtj2cGfnqkl7UZsJ5dObFfErUg4d6iReZq4WI",
+	"HrzYXGOulUzIUjurJe6oNAaVgjGTShs2xZRLk9hsSp0W8jGPTqvVJ0lrsGEeugU9WKlubkg5yMNb3ctf",
+	"W7i3j3Bsezde/QQmWZK2gTzAneoKVEuvWGBlOX5QQO5kH/NSoyAFcmjhFWVmEemXUkoyUbBJZDfSKMnu",
+	"gruENXSikCptURRzibcxoJJctWXzadl6Ql79IL4luog7P6r2SjmymbuKk7maip1TjGzKUrbuLvfe2njv",
+	"lmHhMjzN0ERtPPs9zOMvYrS9YZw/iuxgfyo72HxiP4IURZ1x5c3vD7Pjz8vBxdoIhZMzbY08xeqB47Kd",
+	"2rA/cseYZs3FJTFeZoxMY9MpjM4yvRqddOmbq0j5ligKV91WhpUhfaFcvA0oD+eCce2h8jqXYuTs15xF",
+	"8dPpWZmat7tmGC5FETcdRSHimEZDt8IQacPBeypv6LkusfgDSUPKNSMRGsgjSjkwtNtsaYm50wZu7gga",
+	"5ragZFWDtTG+vJtxR518Vx/v1mrIDorFI/y/0kUMSuPa2+dSVtd6cDc7i85++vm5va2p4escjE62F52w",
+	"FtTcTi7RR7ZRKVauZHMuoVJKJVsJa7mX63Ytn+nM7RNgqvX8QB2i66+E8ZxYGP/0XK5VCGRCGFcabIGW",
+	"GFGbg74VF3rWAMkuBLEz5m3tnt6APQ+d7WNcSsuldRb3MzbngZqKO47G2Vaps490QW3H+ktpcW8XlNxP",
+	"m43Dsgq5Nr1LVdksvfK0Wt1er82Ssh9WbZG61LZgnG0PRVuE1DpZC0CclWlhO5ybTejnurbWFiiH/Kfq",
+	"4+yCnx4KqjgMWoIu3WCX570BiT6kqssO6l+nmBjlgaJzIommNlO2kG5Vlqvmkt/c5622J5d+V9ihl2er",
+	"JztNwva1Cd0j0dP6pdLYf63MmMJCK0xATSQI6t7pyudArGbuEmZhQXXBcbGRpWCSYG89094IvOAR47RM",
+	"S0yhAyIlM+d3x/SUcRDjsbkHS+su1LrULRspSbPPSiNtaBAowpJQS+iuBqYVjcauqEtNY435xaG442s0",
+	"UZcH+YnK8rheTdktT+A6B4P7i6TaG5OtDTFmb72VzEbZ9TZWi92LwYuU6Y5h5UW8Iv6XbOx6Yt3HhsUb",
+	"dzRj5c7B3WSZ9bDvGdbdJV/w0ZkfT6wjlWjRGwpGWjkH+pI71P0CN3Th8neD+fz0Pz34Qm6J+X++0FPB",
+	"X3pA5I1WHswW6o/o3NBgSAMWUpuwYpS1ZedOLi/3P46vMS/35Wm5ryYBo8nHYsdzZOEuYYEZ4xeYMf92",
+	"oakqS2i0/kQFd1OhKNj0eluRjHF9mpZuE2z8YEtL01K6xDVpxDTlf8Q0pnDw6uwMhhf+Raf7m02Wszl0",
+	"nV+Hh3vExGbsa5ml3pcxtQE3TEVzqTmWA9g0Sz0lHKPft0QywnU5c9zNGibhwuhFqiy9N4PiwBa7hR5Y",
+	"1nVoYEn4a3Hj9iv/4CGRYbnYSH4FIbPTubUcE1GXhVgGlJdNOSei3artmVyCbJ/sjVhnsom7sbwTPHmR",
+	"FTwtbHWCAjnoNhH9HpydqM54K80k79fdUv9wUO2+o8gbHtpOhDy/yqadSc5o16Tu2ZxFtC5mM1KWqVK3",
+	"v0NgLwCD8IkGYfhEUuS0WtRtLJxLwcpiyB+Q61BwrRrGZgEsXjMr4I2A/kzkSoFhXbx8ja9aks0c0HK8",
+	"iSRcYwoTaDFPzjsJt7xQliXuwb74w+zC8gWjxNGvJNDRwrKIHNvaMSgpY547rrJIQbki6I5SYhsPVzyT",
+	"sA6irNMmBGb5iCI8HImvtrrm+EFn2W2qtC0hVAHcAlaUHF+yn2Vo3iZlVe0f4hnhiDsexJz9YaSGVdWZ",
+	"VnDDeAgHEQZJA6LoYYlQxxJT+78T66dn/1ku1zObeUcrkNN88paMjSEBxBXR2CobW5RmRZ4B3SaCfREj",
+	"wHYKUKuXFDPh87b1mVljs7s2/8+83XICIIJLeOLcOwcr+oBTGiogMCdKGeUAr3a5HyVVj1tolXsEIvZr",
+	"G4E7nL2d2eEx5nXt2zZin1yW5yrfXjEFHzbjtgnj5Gori6HI7QJyaVDyc1nvnhTTXyhwjz4HSoIpkqxR",
+	"U42WZ09LaTpfDdklZODlk9VGxSB6Efkfcq1fJrkcScZhvXNx2WzZVMOPV4335q/tcgot17U/GwMPDVez",
+	"hNNMy+OFRoc6T5M7wfWdAfQmqVSQOFJLgAzmc/Pq5JYYVEZLp+JV0NIx9GdMnW2Bxid9tE+6TJ5Uc0+6",
+	"sE8yL2FkxnPVkmUPTwrKnrUwbGm53OE32r3rLKe002779X72Rb+V+7XfvPA7V30sp2o0u+bCrv/uytYb",
+	"v601rnv9Wv+qhxVeWeGR+eFtp/HblqfT4CpLRRWc00Cnn/tR9lufzaiINdYAhUzSQHethWeWJGEvqcfO",
+	"lc+8JeFbES6yw92roUIuvPQgAwoZiWjYnJfbO3PGOQ2heWltrDuiwNzg2PVD/UVogpnboVkxQr2pZLHc",
+	"n5eLi8HHXqcNBwyDzXrhIUGnNctevq7Z1cx62HfvaGR7KuQ0rgxDI6LNHXt5anfsAhJMsVCqPLqLeLN1",
+	"A4x1YVWSFnll6+XfsYxGu6mba7kvzeIcJA0EtntwKix69CESk9JK7Rnj6RclqGNX2q9E+CmKd8vfPhA8",
+	"YBHtoknxJGZwwxXMP9IQFjfluIIxYNusJCzYyCtPyLyoOVJOIxW3TEQYJdne0v6U3LLqo61uZ3eLm8rS",
+	"GxQAKT8ilN8115VqxyN6VIrzDjrljimaa3IeC1mM9pFlW9KjWkd0RrnGOs89HDj0lu7itFpasIts4W+a",
+	"beZebYt9c6+xq5plO4eUOQPsL1auYlUDDW23C7MawrxVQsBeGWS2Rcp2idml4gyB3Lohobl4q/zg4pYn",
+	"ScLfiyzTLP9tFFyLr24Lnzw/u9jF5p88STtBljwm5EzEXZK1E3tyBYXzhJCHeAvKTjZlyT/t9/stv5G0",
+	"mzCmoKVMdB19ESNLudY7dOAMZw96v/X6/sU1tm8EIbO+jYWmLO7h21bmIby22K0X42skMCcP/Nh5awzE",
+	"ft+/uExaRRRaVVS8YmUgtm/Ycv2PmLyc5H1YP1y+S0LFKxYP4q4m0BawdlVvH8WKcarUCwUsTPWf9LYS",
+	"p1BJW7o3G/vS9VbQfyMY6LQU4xwQLpRZa73vmCNt1Pq1t7Wefw5mKezNbP3L2FwGazxdOM8lnxxkzkfM",
+	"aYWsDvTwIa/Xuhjnp5wTaLdOe2pN6yEsy7eRNGJemQTT1ENvXUFJspDgQSEGUfe3Th7K9Qh8MHKf+rJb",
+	"YrLJmx7reZxLZfoZe+3l4TPSQM4l1TRMLMDlvMiff/rpZRmPn5GvvfJ+fL14hqwgiuzm2PZ5ajm2sU9I",
+	"dnsvy9pugQ467Q4W8DLlwaYGgMm7fh7wg9xNiMu2hUTMmX3D0xOrxoMSjmBnhlGiX+xwvyZ/+3TdW05j",
+	"WG5wl55eAZWyHXYFPaVCorhUiaMQq8Zd99djWPJ4Y1Nru3Wc3lIJJPGtHsNlrdtv1lpvXC9FPCBvQ/dE",
+	"kjVjNOeOnscR1XeUcqgOOOEhnJpDMWdjsfDc9mY1UsozUksuUl9urW5YmAPBFqHrAY8oQbrGS9yPx1Bz",
+	"XmG7r4kkdJ/cgjZ1yTx9wJF5MAWcMqxNr9WBZ4t5QCNF06XZGKvYHVzux1p9wA/qfpIblV4gY64Oi3Xu",
+	"tTp2EcKHVbzKrzV0BRqhd4H/dvDfrvmnvm3ToB2fabGEjY2WJne3NneKHm2txq71zdsnlKJ6aqnv9gLf",
+	"ob+Ytf/LJRbjLoYLI2n7E6OYdpWv1782+x86V/1r7GzlQf/XzrX/7p2PDa6uu37vqtXveWD7eHU++d3r",
+	"eu2yVm/2f9s3EKWsara1E6CoyT2gkqeXrvir4sgpzekleVA2+dyxUiSIJdOLnlkpcR7PGMfeWCVcb3mU",
+	"wA0N6BGOzRCR+9Lq4XB0hIoUXm4zk/Bt7CgYIqnMtnCq9dy23mcuY2u5KMIYAEJC7bKZSDWjQuViNRDz",
+	"kEoYnpA5O7k9PcFlT4ZvbNcjbDCkvAHPisEUHKRJ+MrLhYcNK3LNtCVV7E/q2dxQ7GiJ3w+4rSnx8tVM",
+	"UmjXttKVfx1iM258dGJtQEhJCBE1qKUM7x3wDIelcy4ym4wMvmPbUZREe5f23m7ngA+zAxsenqearL0M",
+	"l7ExrAzYglxynrLjAR/wf/s3qAtutHcmuBrw/5F1aFFwMLSu46EHw1wZhfmIrMX8kRXQmk/O7ht6Aw4w",
+	"TKcYmJ8cWzJ/utbVw0OEqtgDRtnhLIxP8BGrXV+GxwbKvtHo8Pbuuzq8fPnydXo/5nkbhEk6k0IQieAG",
+	"Dq769cNzCF3yN95t1nB6mDJK0YxFEXPDQNwsJA7DCzUEFY/H7Cuubc/JRrht35gP/f5lIiXnUaxg+G2A",
+	"AbBBxYNBQo/2g2Ohg8r98Nwsj+iIb3J1eel3r3vt2i8+2MQfbELDuNXMxdwZxS8U5KjF4Y15VHoFNv0i",
+	"kRJAuLqjEl5Vq7Ay4MaDV9VTWJkNYp50IKT9sdAVcfgG9xXR7IWynQUWmJGAqXlG/0CioOGRiLV5jm3c",
+	"+kKBuKUyInNrPB8ierw6ew3FAS1wgFueG7tyiBtRHBRyUpgTgidyEWt3pta3ZtsouXQPIa3tTm7MV0Pr",
+	"7R96y8ELA1Iav7BnjyGNAA29HB2+UJj9ggtjBscto3cKbiidL3VzPRjmK9MM5mParcH7OZEaMRXPrViz",
+	"AAdD+8exzXYcehBSmxSf4nYxpR/IhOKepj2DVrKNeAj55O7DNzCouKxKbA3h8uwHFculAAZJY1v8OUmW",
+	"N79LCiOhp+b8JcXmyXYzWkw5Bdjsq6Qh8FzlCYIwJxOX2g9DTACzXZGGyagwi3yY41I2dmyYdxgPnXqo",
+	"mcZ+USgf7DnVLpuVXFpW5RQDJnPKyZxV3lReHlePX1qRP0UBWJQhKDKODMM7mqQdyCa0JKsOXYfqTTkd",
+	"nZdg+LnBZQt2SqxGe6iYvfuQdSFbGph1Vq0+2dibYlO2kvE3tSgqyFAYLYCFOI7nVfV03eNTeE8Ko4/M",
+	"TWevH75peVAUQoUm1TYLpmOMUMGJZzMiF25T86+SUjWTELg2Zoh/sbIJd2SiknZwydF/xpRmtfHwS3jr",
+	"+VqcqL6GYdYF1siAHdDElifm3XCuQwKmEDw5irhK1/uiBmp0/PsVDD19+uXLsNMVaDp0rD6MHblhc3tj",
+	"cHULDE57pP6lKG+3B0gO7eHAWPnz6UKxgEROgzY/H67H+XvvIZ548i2nEd673hq29rx4YMMkwXEIs1hp",
+	"oH/EJCo0AU3SGJMLjwGb7Bixm1DpgCeFExRQhhqhPcbqbVTBbKfaN0bsYUkXNkK1aYJOHTayaMAx6mbu",
+	"SNKTjZiM0EMbSjHP6jOMsnyXLo+q8l70PuCvqq9gWNZAOmEGxS7Qu4kNW7mU5wf5mZ9r4qjZJSfLozbv",
+	"Pz8zR3GlVltxlOr34SgWpO/NUV49fFPaXfqfjAUl2nfGgl4opNpM6B6IuWYzpjQLsgRotBB3Z0pJK5wH",
+	"NLSdhPRuilvSX0et0l/ZDNckorkd7uaTQsqfl1T/bPU4W3q17lGuqdbWkNkOe+uethrn3eq5y+Fo8/gH",
+	"+JgdrrvFhWm2ieV0z8RvCo2dSlhOxwhkMsGIjEHf78t7/lp93LrIeKEnAerlYxaZI8rTv+0MtYnwT76h",
+	"J+r+aRmAk9qFcQ67sYX3NOUKOwvlbBz1d0FS16tjzZzfL2L0N5eMfxk6Gyr+IkbOTxhFGB1LGr65ns7K",
+	"Tc3cD6tP7GBH1K5LbVB3QjCigZhRleWepIPcM1c0+mbPE6/YVEShbX4w4BOqFQzTe4cgOEhqFGDzEqik",
+	"GlJYvgDfa8Bda2b0kuUAMGBZ76OCs2r10Sr0CjEmYCUTSoZwQOwYjWyqKggJtlLgcEdDG1/qyUj46TXq",
+	"Yrb0d9ans4aCa5mGB1zcZejwQ7t+Ku0aERMIYG+A0FWWJkbvnmxG2hzq9XzGuhWUYR70LmN6wyxTD/4D",
+	"TofpsDJFZvmcLutTnolb1+0h9wtWHVMJWgDTdhCliEKLQWzs2oSn7zrg7mU9Y8QHSVN4OEimmQDyMuQN",
+	"2dBk9BQ/E/fJTUwyDAgVG5nrxj3gOA1fHXowLI53GsJBWojn4nNCgzuKcEd+5bLg/7UY1tkTLl4sEljD",
+	"txLkZsqh3A+29URsyx3AMvVjZm1uNIfZ/ANzChkBHW7N0+TfwQ0gt3QC7Gm0L5US2fCiGxtpDShMzHy0",
+	"16HYRvb57RC5zlS+cNkANoWjGIz672EvZwksHgjXLDRamI3ANBgb2c3hQYFekt5Xa6NYWWc0TaT1qw/L",
+	"BogOj6Ff6NbLVK6Rpc1JtKMGFJCxkeinVZgxHmuqzkHwaIHW0JSoKd6qhXQpKM/lV18Osp3BsGRGoRHa",
+	"tiwSRKwVCy2PIvO5FBiSF8pISiG1OtwnVuealj2PTC30o/3OUbpiv9T1kbpzmBrcKLZ61jaJGD3EwuV6",
+	"/cvJ2rNtwHJ9Bsgooj4WLv/VcnrClMbs5XwbdR7ant129vBKT9tylrNOSp98s2llz+O0Kw5l3c9rJ3fW",
+	"n9v4Rt/JaSc3u+w4nsgPn906nx2iNNqv1j8XUK5Tv10hMdRmy2NSmJaERWtF666hb9e7YDXynYrjiBKJ",
+	"+Wx0wI1CbONnIuY2bcyO76RfC31d1VQyfmOUpSyMnU7GHnAXL4+MhayndOYC5I8WwqsUVxLW9tx1bpjx",
+	"jnkvNkb7VLT5XIL4rwlupw28f0S2n104KvZnmle6ZQx7B3l44vLN1/vhXDcZN/Er4STozFeFSfgHmLBp",
+	"42uHEPOIKjXgQxxPP8S6HhlTl29LwObEHh7DOyEDNLYwU/yGRZEq5NS8GfB0UfMQEYXQaPZqb1t+A4gu",
+	"4UrIQpUWc2VL3hmfnNvqI8OVtHPw2RfANm2xvcWWU+IQ4ANJtWQ0xIKhuynF4jQWGaMjCbZIHJN26LkZ",
+	"mzY2YR5vtlG57TLA4cK4U8ouPeDIVNUzccHCkPVHMsGGxY6/Lxd0AP6VQQm5SSmyMYkEX3+wxSdii+7Y",
+	"E76IKfiWoLnIMaW9maLhZOtZ4tPTbIFEV932OxKtgf7vS7J/fRhxG4rt1prtZvv9D4p9IortaTG3Ca5G",
+	"JKvzsrzZfcnVFpWsp9cOjxbOQ2i7mZp1c71abQANe42vWkpGWucrbKy4H0uqprlhCuAbGDAhgcPQbyO7",
+	"H6ZaCxlwLo7E3HKqp8xRKOcnGOW7No/CIioPhh/8Wrf/1q/1E+NowJcUg128Fvi29AePeRSPcVjyg8U8",
+	"VeyCatsBgY1Z1rjf1aViFn4WBlT78povgvGjpLFpObtp8lsSsdBmL/AFUCIjRiXEHA0p9F4as6egvSR5",
+	"RFaLIQOeK/uNFYWhLXM8yr4eAuNKUxI+Ew/Bb2utrl9r/Hb9sdNsW0byCGuiSxXVH7PxXn9Tf2dx0v+G",
+	"uP3qbLUflPwklIxbn0rZLIYzXiKaKVGYwWKHLiZTpfYha+yLv56ke73uu6NJjK1S3tjQ4lK4rt5sdK3z",
+	"FgN3564jSqPdc+J+wJnK5ii68JRrcwvNS9cE9xz6rV7Kw85Bup6+Kpnbcj7grnssWM+QeRKb0XNj+dja",
+	"Zwx2Uq6PoZbbq4Bws1UjOuDYipWGqJgYJcRlVqUdWt8AduKwhbJGn8HC8+E5ENBETqi2PmJsmmnOZMTw",
+	"WWvjnc/GoK7daqi8rFl8NxaFfYL/5gGZfMvmEu7065TkB3QqcvcjzPk3CHO+ozqYlk1XzYIryJuOKNdY",
+	"ye5yBPblaLZ9yIY8bnJDFdDxmAYaiO23Zpst5DQPTLFARubG2eZHSA34wavqyyWN4BDbdWVZ6EtDp1wz",
+	"ASMvzy0XyfyyUxqF6xyyjmEyae1F554d8NQ/ezzgNXBjeJ3KlzA8kPTI9R0wDDWNNhsRLjg9hq65DW23",
+	"pOtKmAShn9NQ20VxMkD9MLceZW65k/0Rpl4XaTLbk6hXbDajISOaRgs4yBiCl/ABq+pY2t079rRi0myu",
+	"OklC10v8KYNomdGYUxccDl5VTwd8WO/6DUOWtVZKsnACw56PeaDZd66f84wEU2M+1i6bh+cp3x5wo2sq",
+	"Oysna9mSWAPH0MpFxJQmC1furad04ZLVMKc8H9JyIbhnteP28vJ08XzSrKvkkH4woH0NxjUTuX9YjU9j",
+	"NaZ+lyxMvcQrmDMsC4exL/tCK22xIUxkh2kaI8s6ZIdZR2c0IXFEHII5IwvrovKAcSB8McBzM5AHRCdp",
+	"tjjCNFauoiVxUycF7hG7sc0sv4jRMTS1GnDXONTYqpTYdmPpztimYC+Ua5OmhjkfdjL5C+3vAU9c5njh",
+	"9+BSXuLBbravL7ud99bG28mQsz0z/6VUpqerTSk2FF3DsGxs5EddytNHwojUWCebBqAOSG4UILp3bLqy",
+	"Yw/bKliFQaWlWa79pFAuIJpEYgLE8pK0n2PtsmlYwnu/D8mz06cO38CcygFPujkCs+XGdupROrTW8FnX",
+	"hdnNIvZy/i6lGQ/0IOlIqbCrve1/np8+ig0ytVwc2RGhMo6oBzhK0j3z0PmgcjM4XbNgLFGwXelcmb+V",
+	"BJhzcw5DnEQ7TEcELgbcKGATSambxx7G0lYWS2FrjHE8JsTziSTmMIoM8CnKeFrpwT2jmlIYrruG5tOz",
+	"/mfsvWabZKbYmU5OZhYn7xK/WMmwaWzgvq3zOGmiSteSWZeS8MiI+POsNDVJ71VQ7GebPm14DENxMwSm",
+	"Bhz9rxZFjURP5xEZdmx7dD4xFqZTp54TA5dHW61BQnsm/4wYiBOk7JEHUxrGlntkvM4YpEmb1exQCy6+",
+	"DLlKMC9rrXCUjUv666oPl0acPEsvoqUZNf98jXnKJmM90J/Hnu1/p4rD5Z4hyrVZL/SytkOU/2fDrzUK",
+	"GlEyXmsLejn55tpF358YwxBRa1Pqs3KFC24qjxbgChWzYg6XEGz1CyohiCiRNPRACUwdwgFcCg4SFeiO",
+	"jqZC3ICiPKTyEBSlxqxDh9KjbSscuLNqXGVfm83bVTK4fVpC5DXEPjdGU0rr2VCmonGzLfXjrIF/RZ/R",
+	"mvF15QIRd9E6sR36/TDGnoj7XMbGFDNs5siyGRo6Wh8RY/1yLSAZA1bOc3LzDZAK8pMNfv9skNfd8y0h",
+	"inyLQSOm3NeJxpn/SowKn92quW8ydeH+8/3/DwAA//8=",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

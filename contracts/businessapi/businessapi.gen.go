@@ -24,6 +24,27 @@ import (
 	"github.com/oapi-codegen/runtime"
 )
 
+// Defines values for CheckerProtocol.
+const (
+	CheckerProtocolLegacy  CheckerProtocol = "legacy"
+	CheckerProtocolScore   CheckerProtocol = "score"
+	CheckerProtocolTestlib CheckerProtocol = "testlib"
+)
+
+// Valid indicates whether the value is a known member of the CheckerProtocol enum.
+func (e CheckerProtocol) Valid() bool {
+	switch e {
+	case CheckerProtocolLegacy:
+		return true
+	case CheckerProtocolScore:
+		return true
+	case CheckerProtocolTestlib:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for CheckerType.
 const (
 	CheckerTypeExact    CheckerType = "exact"
@@ -68,6 +89,7 @@ const (
 	ErrorCodeSubmissionConflict       ErrorCode = "SUBMISSION_CONFLICT"
 	ErrorCodeSubmissionNotFound       ErrorCode = "SUBMISSION_NOT_FOUND"
 	ErrorCodeSubmissionTerminal       ErrorCode = "SUBMISSION_TERMINAL"
+	ErrorCodeTokenExpired             ErrorCode = "TOKEN_EXPIRED"
 	ErrorCodeUnauthenticated          ErrorCode = "UNAUTHENTICATED"
 	ErrorCodeUnavailable              ErrorCode = "UNAVAILABLE"
 )
@@ -110,6 +132,8 @@ func (e ErrorCode) Valid() bool {
 	case ErrorCodeSubmissionNotFound:
 		return true
 	case ErrorCodeSubmissionTerminal:
+		return true
+	case ErrorCodeTokenExpired:
 		return true
 	case ErrorCodeUnauthenticated:
 		return true
@@ -228,6 +252,7 @@ const (
 	SubmissionStatusCodeJudging     SubmissionStatusCode = "JUDGING"
 	SubmissionStatusCodeMLE         SubmissionStatusCode = "MLE"
 	SubmissionStatusCodeOLE         SubmissionStatusCode = "OLE"
+	SubmissionStatusCodePARTIAL     SubmissionStatusCode = "PARTIAL"
 	SubmissionStatusCodePending     SubmissionStatusCode = "PENDING"
 	SubmissionStatusCodeRE          SubmissionStatusCode = "RE"
 	SubmissionStatusCodeSystemError SubmissionStatusCode = "SYSTEM_ERROR"
@@ -252,6 +277,8 @@ func (e SubmissionStatusCode) Valid() bool {
 		return true
 	case SubmissionStatusCodeOLE:
 		return true
+	case SubmissionStatusCodePARTIAL:
+		return true
 	case SubmissionStatusCodePending:
 		return true
 	case SubmissionStatusCodeRE:
@@ -269,13 +296,14 @@ func (e SubmissionStatusCode) Valid() bool {
 
 // Defines values for VerdictStatus.
 const (
-	VerdictStatusAC  VerdictStatus = "AC"
-	VerdictStatusCE  VerdictStatus = "CE"
-	VerdictStatusMLE VerdictStatus = "MLE"
-	VerdictStatusOLE VerdictStatus = "OLE"
-	VerdictStatusRE  VerdictStatus = "RE"
-	VerdictStatusTLE VerdictStatus = "TLE"
-	VerdictStatusWA  VerdictStatus = "WA"
+	VerdictStatusAC      VerdictStatus = "AC"
+	VerdictStatusCE      VerdictStatus = "CE"
+	VerdictStatusMLE     VerdictStatus = "MLE"
+	VerdictStatusOLE     VerdictStatus = "OLE"
+	VerdictStatusPARTIAL VerdictStatus = "PARTIAL"
+	VerdictStatusRE      VerdictStatus = "RE"
+	VerdictStatusTLE     VerdictStatus = "TLE"
+	VerdictStatusWA      VerdictStatus = "WA"
 )
 
 // Valid indicates whether the value is a known member of the VerdictStatus enum.
@@ -288,6 +316,8 @@ func (e VerdictStatus) Valid() bool {
 	case VerdictStatusMLE:
 		return true
 	case VerdictStatusOLE:
+		return true
+	case VerdictStatusPARTIAL:
 		return true
 	case VerdictStatusRE:
 		return true
@@ -336,12 +366,21 @@ type CaseResult struct {
 
 	// Message Checker diff, signal name or SQL error, at most 4 KiB.
 	Message string `json:"message"`
-	Score   int64  `json:"score"`
+
+	// Score fraction × weight rounded half away from zero to 4 decimal places
+	// (a multiple of 0.0001 in [0, weight]); the fraction is 1 for AC, 0
+	// for any failure, and what a special checker awarded otherwise.
+	Score float64 `json:"score"`
 
 	// Signal Terminating signal number, 0 if none.
 	Signal int32 `json:"signal"`
 
-	// Status A user outcome. Infrastructure faults are never a verdict.
+	// Status A user outcome. Infrastructure faults are never a verdict. PARTIAL:
+	// for a case, a special checker awarded a fraction strictly between 0
+	// and 1 of its weight; for a job, every case is AC or PARTIAL and at
+	// least one is PARTIAL. A job's status is the status of its first case
+	// that is neither AC nor PARTIAL, else PARTIAL if any case is, else AC
+	// (CE before any case runs).
 	Status VerdictStatus `json:"status"`
 
 	// TimeMs CPU time.
@@ -349,15 +388,44 @@ type CaseResult struct {
 	WallMs int64 `json:"wallMs"`
 }
 
-// Checker Answer comparison. `tolerant` ignores trailing spaces and final newlines;
-// `float` compares numbers with `absTol`/`relTol`; `special` runs a
-// special-judge program in the sandbox (exit code 0 = accepted).
+// Checker Answer comparison (docs/engine.md, "Checkers", has the exact rules).
+// `exact` is byte equality. `tolerant` compares lines after removing
+// spaces, tabs and CR at line ends and dropping trailing empty lines.
+// `float` compares tokens separated by ASCII whitespace, decimal numbers
+// within `absTol` or `relTol` (relative to the expected value).
+// `special` runs a special-judge program in the sandbox; see
+// SpecialChecker for its protocols.
 type Checker struct {
-	AbsTol  *float64        `json:"absTol,omitempty"`
-	RelTol  *float64        `json:"relTol,omitempty"`
+	AbsTol *float64 `json:"absTol,omitempty"`
+	RelTol *float64 `json:"relTol,omitempty"`
+
+	// Special A special-judge program stored as an artifact, compiled in the sandbox
+	// with the runtime of `language`, next to its `files`.
 	Special *SpecialChecker `json:"special,omitempty"`
 	Type    CheckerType     `json:"type"`
 }
+
+// CheckerFile defines model for CheckerFile.
+type CheckerFile struct {
+	Name string `json:"name"`
+
+	// Sha256 Lower-case hex SHA-256 digest.
+	Sha256 Sha256 `json:"sha256"`
+	Size   int64  `json:"size"`
+}
+
+// CheckerProtocol How the special checker is called and read. Absent means `legacy`
+// (every manifest published before this field keeps judging the same).
+// `legacy`: argv `input expected output`; exit 0 AC, 1 or 2 WA.
+// `testlib`: argv `input output answer` (testlib's order); exit 0 AC,
+// 1 WA, 2 presentation error (judged WA, message says so), 3 FAIL
+// (infrastructure error CHECKER_FAILED), 7 points: stderr starts with
+// `points <value>` as testlib's quitp writes it.
+// `score`: argv as testlib; exit 0 with exactly one decimal number on
+// stdout, the points. Anything else (other exit codes, garbage, points
+// outside [0, maxPoints], a crash or a time-out) is CHECKER_FAILED,
+// never WA.
+type CheckerProtocol string
 
 // CheckerType defines model for CheckerType.
 type CheckerType string
@@ -506,9 +574,13 @@ type Limits struct {
 type Manifest struct {
 	Cases []ManifestCase `json:"cases"`
 
-	// Checker Answer comparison. `tolerant` ignores trailing spaces and final newlines;
-	// `float` compares numbers with `absTol`/`relTol`; `special` runs a
-	// special-judge program in the sandbox (exit code 0 = accepted).
+	// Checker Answer comparison (docs/engine.md, "Checkers", has the exact rules).
+	// `exact` is byte equality. `tolerant` compares lines after removing
+	// spaces, tabs and CR at line ends and dropping trailing empty lines.
+	// `float` compares tokens separated by ASCII whitespace, decimal numbers
+	// within `absTol` or `relTol` (relative to the expected value).
+	// `special` runs a special-judge program in the sandbox; see
+	// SpecialChecker for its protocols.
 	Checker Checker      `json:"checker"`
 	Kind    ManifestKind `json:"kind"`
 	Limits  Limits       `json:"limits"`
@@ -621,8 +693,9 @@ type SettlementPayload struct {
 	ErrorCode *string `json:"errorCode,omitempty"`
 
 	// Status Business-facing status: PENDING (see waitReason), COMPILING, JUDGING,
-	// a verdict, SYSTEM_ERROR (attempts exhausted by infrastructure faults)
-	// or CANCELLED.
+	// a verdict (PARTIAL: every case AC or PARTIAL, at least one PARTIAL;
+	// see VerdictStatus), SYSTEM_ERROR (attempts exhausted by infrastructure
+	// faults) or CANCELLED.
 	Status  SubmissionStatusCode `json:"status"`
 	Verdict *Verdict             `json:"verdict,omitempty"`
 }
@@ -630,10 +703,34 @@ type SettlementPayload struct {
 // Sha256 Lower-case hex SHA-256 digest.
 type Sha256 = string
 
-// SpecialChecker defines model for SpecialChecker.
+// SpecialChecker A special-judge program stored as an artifact, compiled in the sandbox
+// with the runtime of `language`, next to its `files`.
 type SpecialChecker struct {
+	// Files Extra files laid next to the source before it compiles, e.g. the
+	// problem's copy of `testlib.h` (the judge ships none). Names are
+	// plain file names, unique, and not the runtime's source file name.
+	Files *[]CheckerFile `json:"files,omitempty"`
+
 	// Language Language key, e.g. cpp17, java17, python3, arkts, mysql; it decides the pool.
 	Language Language `json:"language"`
+
+	// MaxPoints What a `testlib` or `score` checker's points are divided by to
+	// give the fraction of the case weight (points must lie in
+	// [0, maxPoints]). Absent means 1. Not allowed with `legacy`.
+	MaxPoints *float64 `json:"maxPoints,omitempty"`
+
+	// Protocol How the special checker is called and read. Absent means `legacy`
+	// (every manifest published before this field keeps judging the same).
+	// `legacy`: argv `input expected output`; exit 0 AC, 1 or 2 WA.
+	// `testlib`: argv `input output answer` (testlib's order); exit 0 AC,
+	// 1 WA, 2 presentation error (judged WA, message says so), 3 FAIL
+	// (infrastructure error CHECKER_FAILED), 7 points: stderr starts with
+	// `points <value>` as testlib's quitp writes it.
+	// `score`: argv as testlib; exit 0 with exactly one decimal number on
+	// stdout, the points. Anything else (other exit codes, garbage, points
+	// outside [0, maxPoints], a crash or a time-out) is CHECKER_FAILED,
+	// never WA.
+	Protocol *CheckerProtocol `json:"protocol,omitempty"`
 
 	// SourceSha256 Lower-case hex SHA-256 digest.
 	SourceSha256 Sha256 `json:"sourceSha256"`
@@ -703,8 +800,9 @@ type SubmissionAccepted struct {
 	JobId Id `json:"jobId"`
 
 	// Status Business-facing status: PENDING (see waitReason), COMPILING, JUDGING,
-	// a verdict, SYSTEM_ERROR (attempts exhausted by infrastructure faults)
-	// or CANCELLED.
+	// a verdict (PARTIAL: every case AC or PARTIAL, at least one PARTIAL;
+	// see VerdictStatus), SYSTEM_ERROR (attempts exhausted by infrastructure
+	// faults) or CANCELLED.
 	Status SubmissionStatusCode `json:"status"`
 }
 
@@ -749,8 +847,9 @@ type SubmissionStatus struct {
 	JobId Id `json:"jobId"`
 
 	// Status Business-facing status: PENDING (see waitReason), COMPILING, JUDGING,
-	// a verdict, SYSTEM_ERROR (attempts exhausted by infrastructure faults)
-	// or CANCELLED.
+	// a verdict (PARTIAL: every case AC or PARTIAL, at least one PARTIAL;
+	// see VerdictStatus), SYSTEM_ERROR (attempts exhausted by infrastructure
+	// faults) or CANCELLED.
 	Status SubmissionStatusCode `json:"status"`
 
 	// StatusVersion Increases with every status change of this job; compare to ignore stale reads.
@@ -771,8 +870,9 @@ type SubmissionStatus struct {
 }
 
 // SubmissionStatusCode Business-facing status: PENDING (see waitReason), COMPILING, JUDGING,
-// a verdict, SYSTEM_ERROR (attempts exhausted by infrastructure faults)
-// or CANCELLED.
+// a verdict (PARTIAL: every case AC or PARTIAL, at least one PARTIAL;
+// see VerdictStatus), SYSTEM_ERROR (attempts exhausted by infrastructure
+// faults) or CANCELLED.
 type SubmissionStatusCode string
 
 // SubmissionType The business's kind of submission, e.g. ALGO or DATABASE; types starting with KECE_ are reserved (self-checks use KECE_CHECK).
@@ -790,14 +890,25 @@ type Verdict struct {
 	MaxScore int64  `json:"maxScore"`
 	Message  string `json:"message"`
 
-	// Score Sum of the weights of accepted cases.
-	Score int64 `json:"score"`
+	// Score Sum of the case scores, a multiple of 0.0001 in [0, maxScore]
+	// (case scores are whole units of 1/10000, so the sum is exact).
+	Score float64 `json:"score"`
 
-	// Status A user outcome. Infrastructure faults are never a verdict.
+	// Status A user outcome. Infrastructure faults are never a verdict. PARTIAL:
+	// for a case, a special checker awarded a fraction strictly between 0
+	// and 1 of its weight; for a job, every case is AC or PARTIAL and at
+	// least one is PARTIAL. A job's status is the status of its first case
+	// that is neither AC nor PARTIAL, else PARTIAL if any case is, else AC
+	// (CE before any case runs).
 	Status VerdictStatus `json:"status"`
 }
 
-// VerdictStatus A user outcome. Infrastructure faults are never a verdict.
+// VerdictStatus A user outcome. Infrastructure faults are never a verdict. PARTIAL:
+// for a case, a special checker awarded a fraction strictly between 0
+// and 1 of its weight; for a job, every case is AC or PARTIAL and at
+// least one is PARTIAL. A job's status is the status of its first case
+// that is neither AC nor PARTIAL, else PARTIAL if any case is, else AC
+// (CE before any case runs).
 type VerdictStatus string
 
 // WaitReason Why a PENDING submission waits; null otherwise.
@@ -6497,149 +6608,168 @@ func (sh *strictHandler) GetJudgersSummary(w http.ResponseWriter, r *http.Reques
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7H3rcts4tu6roDi7quU9lG9xZyZ2nR+KoySa+DaW3KnerRwTIiELMQkoBGhZnXLVeZrzYOdJTmEtgDdR",
-	"N6eTnl175kePQ5HA4sLCh3XnVy+UyVQKJrTyjr96E0YjlsKf10yn885Ys9T8K2IqTPlUcym8Y6/PQiki",
-	"RbQkM8o1GbGxTBlJzSNc3O16vpeyLxlPWeQd6zRjvqfCCUuoGWos04Rq79jjQr849Hwv4YInWeId7/ue",
-	"nk8Z/sTuWOo9PT353pSmNGHa0tXPRglXikvRi66onphr3BA1Nf/wPUETM4Iq3baSnP9I2dg79v6yV3Bi",
-	"D39Ve+W5PENKcWEwn7KNpjc3/gEEwDDAjpSpqRSKATde0+iafcmY0uZfoRSaCfiTTqcxD6lZsL3Pyqza",
-	"1w3n7KaptJyvrvpgYpYYJiORZIoIqUlCdTghesKImTyloSat4Lr7z5tuf3Dbu/ilc9Z7E+zsek++dyrF",
-	"OObhD6DUzaTIjOsJmU2oJjROGY3mhD1ypdUJiSTQDzJLqCJcAZEXUr+VmYh+DDtpFKVMKRaRlCmZpSEr",
-	"OAuEAk1XdB5LGg2kPKPpHfsxpI0kMCtkLFKEa0VGhi2kFVx1fj277Ly5HVxe3p51rt917fIOpDynYm7F",
-	"UX1/Kq+pZiTmCdfM0HXdGXRvz3rnvUH3TbBz4lbWIBgBMGsDmhGF4GVAqg537Rzvmgiyd++VkBGouhE0",
-	"0xOZ8t/ZDxCbc4MH4o7IlGTiXsiZIKNMccGUweN7JkgruLno3Azedy8GvdMOcAMW6EawxykL9Y+gss/S",
-	"B5a2FY8YGdMs1qT18+MjCXoXg+71Recs8Imh8pdO76zz+qybr5cldJrKkClFRzHrCs31/PtT/JHFcduc",
-	"TSwio8wAwzgzG3M0J5SkWcyWQMaTw3IQo06q+ZiGuq9linymUcTNFDS+SuWUpZob5B7TWDHfm5YuffXU",
-	"hB7+/HLtmYB3mXn576x+or48Wneils+i39ycdrBP+f1y9JmFGmCbKtaDV5lSrVlqmPW/f+u0/4u2f99v",
-	"v/pU/Hm72/70dd9/+eLpP7x8IKVTLu7cQNdMZbHeki9hTsEqvlg6n3yPPXJ9KiPWqG3U+eF7CUtkOv8w",
-	"2pqV5lGlKCJy7QSasPCepSTi47FPFL8TNCZGNzD7tv/PM8KMHPqEapJIpckR+cBfG0hK6OMZE3dGsTja",
-	"f/WygY0qlCl7Bq1IxCKpA5YmXFBtQMURmiUjlvpkn/AxEVIwQ9lWepvvKU11ptYt2i8sjbjZLnDzk+9p",
-	"nrBz1cDQqxtifqtTssGLz2gc45DfslGsEOYv5hYiJzmfqCRRJVnMF6CQmsbdhoKzdodUudMRasZSYhhM",
-	"U66k2CWBljFLqdAB4XdCpkwRnVIewzJPacgUoSIiYw4LzmaxOUJOhiIYx5LqwI5ldBEQBqtKBXSkBjIO",
-	"9oKUxeaPExKoKQs5jQOSZkIROhT2QvtzFt0xMk3lXUoTwgWoiYqKaCQfSctwhoQyYmSf/C9Cw5BNNYt2",
-	"dofCqwMATlpZwUhmo5g1LyFS7MECxs970L7CWizG29yiPbmR1iAV3m5V+qqYwfMrBGNgx2fCkP6bxx5p",
-	"qI0Q2tU228MsoFe8w6c6iPjeY9s8336gqcEkZQbq2oEGxUBv7UB9N9CT7+H5uZ10dh9YOkfEA7Vyd2GB",
-	"Q4vWa09u2EpwdmvKY7WcELSyqnRcTvE+onSahTpLWQRWC3vUpDWWKWGPNJnGDORUjsdMRGa3jDmLo51d",
-	"r2FRluL/+yyhom0sDqPDEDPFCRHsATap0JQLZRTRlGm1CerXsQgBZRWOFNxaoO2chhMuWEEdrowZdJec",
-	"Xl68PeudDghXwIY7JljKQ3K0/4rMJkwQIUlijH2QrjEPcQuDQsbgXZxk1oxAz/dqaqnnexeXg9u3lzcX",
-	"5u/zzkXvrXmgfLF/8/q81+/3Li8ql9/03pk7z3v9887g9H356WK6zvWg97ZzCrf1exfvypf6vf/qlh8/",
-	"61y8u+m8697eXPRvrq4ur5G+fNT89/KU3fPL61/R5EBr6PJjlWTHTM/3em+651eXg+7F6a+3H7q/3l53",
-	"b/rd2hsOutfnvYvOmed7pScX7C3P98q2jhncatXIY6dUb7jxrcHWEw805uaAQ3uGCW00bGau5Eax751T",
-	"wcdM6dKlwklRuviG3zGlz7kCB0HpwWIepytbi6Z0pc9/Z6VHz6i4y+gduxEqm05likS5Ad2v5bng/D0z",
-	"pqExmuWsQmXuh/C9XsSSqdRMhPMPbH7NjMZfudcqR+bULj1WN8h9sEXP0BQ1wwqjJ8NTN4I+UB6bfYb4",
-	"+cCE7oT3Ja/NNpqwFCpLUD1Yr40fgzp+cPi3Zn2cGVJ6EQzMNUvWKmuoXSf0sYd3H+zvwzHq/pnPQdOU",
-	"zhtQyxJfmroRunIWoaNrSx7R8B4tr+e/U/U1fE9I/Z7Ff+igNd4g0cVMS/lyGlOefLvw1Kx1DecA2idj",
-	"581TWWKOv5SBrQ2H9reKXMyoalTv38sZiaW4g7lBOhRRms4JPBERLYmecEXcOzSbAfQRNboXL/fN/0o6",
-	"3sH+frMBRx+bfdJuqIPqMOvNhELIzdjFK69b0WfJOnJqY7nsM61jljChYeZthdTO1vQmb1OmJoIpteUL",
-	"CDZjSr9nNNUjRnXnrlE6znkcc+u3I4qLEFU0fJhM3NNGdqmYEyEjdkLoSDGh0Wy5uLx93+1cD153O4P+",
-	"M0xIY/OtVVBzHvTh7gVPC1xdyby+m6b6+me9X7qktfC25s2sUSXHY2O/ET0xQ8k42vFJf9A565KWjCOW",
-	"7viLLHB6mhndnHnmdlDJSvdtqEKc8QdzCPY1BcvqQuYLquDQQ+dNzWQlr3vvehcDwiNCFaEkYiFPUDm3",
-	"MSSrjnvH3tFhDX0ODO4Y8DFo8/dmsPmHMT9T1c+ShKbzbU8RdTluCnylRoVvRVTTEVVsB3wSDjOVoFM1",
-	"kboiYBHVrG3uaiJxXN42G8mWeWoqZbz5pr+SMnY8qG74l4snHcRIrtz41ZeHy7ifqAZg1kQKRjCuYjbd",
-	"M9xEWmoa5xNuFxusHaFmxcosrbxNZSbHwqbN6NTJhm1ofyH3bO4Ttnu3S8Lp9OBvPvlMH6j5/+lcT6R4",
-	"4ROa3mvlk2SuvsQnhGsQ7oihSWXmrp+mtP37p9/wEP3r7i0coi8OmsXakdETY7mlUPO1TtT87Z+A96hI",
-	"v55r1oTKVgFXZDaRihH0emFExpiPIxbLGR7bFKLD6FA3hjZcjB0/qSZMfMlYxkjr6PCQBE2WVbDzDNxO",
-	"+CNrwJ5BmjG0ZgvZVUbRkalG61ZPqADhfqApp0KXrP+RlDGjwm3ETbZfvrMuzESL9FyXqGgxYZSxyCdS",
-	"GEzfMbRoR1yFcc/zyoqIpk08MQBmfyUyLVbngaXGEgLR5REoiWq3STAtqzZHJidsv+CDhftsif4BViPw",
-	"vPQiC3JaYbUTgRJ1qzb9Gd9aq155UHzb6eCWYHuOAjasY6cFzGKWVZxxa7StyZFMecxOZZJQ0SB0p/g7",
-	"CfEGYgT+hLBkqueAEy72sGi7Cp3OryRHihZtCWA4BtTH3Jk2ZgZ4kEzNk4BKoYEu0TzHo07pagRExLtL",
-	"qdAsImaTyKlb78TC408KIfEZ8CXWwwXigrHTwBMczxEiSrC1HCEOmuZMM1FarsVNjmiwdClTgx1pJkDy",
-	"HXRQRaapHLGoHgTgiYWx1f5ON6lfF6gKuRWpaFg+x89GMTcrtK3xggfe+WipYEwZ8OKk0JcOQKxPL990",
-	"c/lQq23Zvx+8OlwnJzLT00x/GDVa9hbR4RYS0ilQFVLFvomsw5eHB0dHa7W7NdG8P4aWlzVjf00UsBb3",
-	"p3G8QAuajgmjwlgmSRZrPo0RyeGNLGyQ0RwdFo8szLRc55VYcEqs1Wnz0GIuaqXFbpJjp5NtGaHpJUmm",
-	"baRCaWLMGzCmYdvGLNmtrQeZ0AdWtQIM54bCQKyQJFBf4mAXAt21Z+AXn4Q2Ph58HcJLDL1jMsRg1tB7",
-	"CgxUD4WQMKo6MUzmKcIoKpNCagLaZAvM6oQJPeAJk5k+N3o3fbyWM4WjJPQR9j+5kw8sFTtwDCR0TkaM",
-	"7DdFG2HOjY9cx/FTqtiCQ6XBlxgWAd4NYoTmiXsuok2p+GDuNapDjmcr1QW8y+iFX9bHOr8YOTLSsCCm",
-	"QGE+afGOvuXlKkkFvn3ffBAuppnub5lcgw89J8PGbdFtZ7RP2SmrG3TfGFSUxOyOa55QzeK5VZNcTpdF",
-	"+OfkRzB+N9HNr1lyg64H2WUZE2X+lxlbY1SFAzlZq2Tng90ZzpVlQMrzvf4/zzZ0XNnMjP4XDG67ca+y",
-	"UczVZOsErgiCXvBQHBuz4LfN1v7TQvrc+0778OeXTpUUZl1i/juLcjjdRayxMbVok4hEbXlKD/uO8iZm",
-	"X1kjt+6+s9kdUsYncAAY5YrYxD2ijP2jcp3UqvFuncLp1PO9z/SBGvAFp4nne+A0MUI3N2i04QLCSP/A",
-	"ka7cSB070jmOZF/ieY5AGUdM6Y+U6ybtoXOX23d4IwE/RkSKBPATsu8i5+I56UvbOBlw8iJ82UDxP2+6",
-	"N903pAg7k89ypEjr9H339AP+zR7DOItY9ByPyyo3R/ei8/qs+wYOYHRuWCMGOMhV7hn7Fjeg9Q9UfACL",
-	"bPGr69ok99eMqiZD5+NkfkJSFso0KgwamkVck1je1bI5DvYPUUnOLzQYmjjT84J6aU7lKvmw71LnlX24",
-	"+e1VFus+21aT7JBxKn8Hz5oZgCimT8gDjTOmjBmo2aP2icjiGLR8oyBe3Jyd7ZLAUKACH7fKNGVGA/fJ",
-	"hCoAF2u2Q/pMnCWiKYXIXK/qbaWFOPy5KZeyUNbKvxfecDmrDpj/Yd4AYvo20WjbkataYpOeCPxY9jYv",
-	"j7adciFMidyy79gkAfVg4ZY6WsqoZlGnqlesdHdFLOYPLJ13tDaqzeLOOyBSkDFPjYVi732Gg8PmHmwW",
-	"w4ebBxvk9NW4hbl9vgfpU1Rbj8lyLG2k9LMcbUrnFDNSNqfSprCA7l+uctqqIsqv1zltW87UEF8GdaRg",
-	"u+OCv1hSVSvxKrG64MeiVPkl0dxA7N1r1fSz7mBgTjKbJAcIZe5Go/mzHKHTnglzRLQeMMnZJ/1f+4Pu",
-	"+W33+vrymsiUnHYuTrtnZ903O2XtyA6+oQaE9Eag5Swu75bpBOWkwVqyB6R57Ldf3a5K8d8s6bsQA8z7",
-	"dkmdlk8b5ow3BtizJViWm2K1kJ6csbRtDBUyYY/Eqd2oDddjdPvtV7Q9/vT15VHzy9eSgbdjfVwKO24a",
-	"oEMH97Zmpn1qqWW7jYevtgL5S9Roq0zauD6Fb2E7dWMwYU7hMLrElKZ2D+Z2Eul3z7qnA+fJUi6xHf3Q",
-	"OouY0D+poSj0FZvp7gzrwDdbFa5pqICE++SYBCkbs5SJkPW/YPY7kWIo0L+dGLqYmhCXKkBaJWPI2Qx6",
-	"JndOyJvzs4I8Mwyj4WQoggeW8rEtcwqMYZHXs1VoJ7kLTDUmz8exnJ1nseb9/L6Sa78UzrScOQXd4AIB",
-	"pum+chnZaq3T6ZConeRRlBWu3L8d7P/97y+P1h2N1sO3rdOicSyjyNtirYYQL67Lhw18cIUQOy9cWUDq",
-	"GtzPP79oru4xgy3e73bj4gOMRYu3Hx28Onqxf7QEoqv+0jUrsgkLy5K6iLIV+V70HINgnyzsU2cub5bZ",
-	"9iX+pUxDRR0uacvN2nB5kctLUHC3kJLGbVLjQCOXC6EtbQa/eXuuxsi62ws55/mG0RtrDTGDVOY3CTpI",
-	"6gzcUnF4DiKs3HcgFBvtmdpa4oMlkComauQqFGpuHDb5diMndxFudlonJco2CQB8F7dgWWcukdTIz1y3",
-	"69iKri15+qMspm9RVWsscxZKxQJZpY0WpQjA1h+gKm4nEmZGLlNbd92gMmOpH5riNg2VWlcwRCrQYd1s",
-	"nDdnVrcPmhO0UXFsTldylYXWkYS+JVdRa/T4D/w1ad0M3rb/TkYGbndq3rnlh+q/ikm8zuhd0Li9ylqv",
-	"lr7ekjQw10/gJ0V4lKcv5Y9tUwmwzFCs76tnRADVGynY1kmjNiQ5kJrGz3iYLS+r64lxSvPKQldUF1Ol",
-	"HAtjo/GMKY9ZRCi6I0ir7BMAS+Oqe/Gmd/EOLY7r7uD619vXndMPl2/f7jRwfiOz/L8Dprqnf1mWYNQT",
-	"5hBSzKYgMygqxWdIOKHCRWK4Ip/l6KSw86QtgDY3x5iurJ5TA/CnYYLvZdNoW0Wj5EzZLBiZu1UWopFX",
-	"6I1H17zlOISj7Ryk1Tkl/+///F9y2sVOIzPK9fVGgYmPxZ3bQt+qU7cuTBWS/BJ8VOCgzOfVyFkS3AU5",
-	"fW3Rsz2mIRTbw73H+b5uKcZIQc6OT04vz696Z72Ldz75x82bd+aPoci5W3MbtixyKMIeJzRTGnuU8Cr6",
-	"QM8VtTMUZS8jegec1WDpgWJTO7/ne5YAz/c6p57vfex4vjeAwpBz+O8l/Pfa/OcUYu0l2sw1N9eGdsgV",
-	"1lhDeWUyhe4EHlZu2IrQzYiYK80SLE33vVMqQhbnPtGFrbfywLvnAo68Qthsqn/n7N2lgec3nUHndaff",
-	"PSEQoTHLi/mXgEofuqfdW5vuDjHwyKx3PG5DSowimWJ4D4Rb1wL6shqAX0qbe8tTs5kD8JPNNKfmlWk4",
-	"yX1o8GuuWEkRVnJ0T7sbW+mlDjCbZEphrueZvFuVbQopI4Xa9xI6qZTpMxCeTlNmNopNTK3X3C9zxiT0",
-	"se+6rdQCAFkCfsY4RuZgsoqq5/4+p2ShaCmwRS+YRuoMJSXCXIsNXOxnVsFt3dKl2UlfdE/JeVxZ8IIP",
-	"q3LIqlM15KhkCkUklAnbJb0mjMR0QujMkENuORqzCQJthnUbjfTkex8rp+dC8gGh+VFSgBQcKOoEI+tS",
-	"T1g646qSc/Ox0xv0Lt7dvr28vv14ef2hew3TltRL8xqr49qNr2XI5eLurUw/yhSz/qBD2msa3svx2PsE",
-	"LbJYmBl7sm+EBEHIge5A3jPRtHh5W7Mw5kb9cN3N7lnI2tBtUMb2IronSLsN8O0exJIhkEvwLjGaAnn2",
-	"pSZaT7ETGLelVIu42LnqwTbKaRnR8J6JiLQw7gdJLJAJ9ZMiciZIqTPZjhE/dTwU2TSWNILU2jak1lLb",
-	"50D5ZIqpZoTnGbh5wqzvqqL8oeDQVEf7JGWYd0WF2cfmoCtJgfLxOtYgE5WHA21J9e5QdACx4lgRwYwZ",
-	"sozLyDUSVFYp2IGOgFONUQ6gPSQK86pI8K47IHt0yvceDvYUHMl7n7EGc8/eE+wOxVD85S/kVApDkaF5",
-	"KP6zKAVVpBWAYhf4JCgMWfMvGx0OdmDHVqtF1VAQbEVpTuJgsT7UTPyfZGCwHx6/fntKXrx48co9T8ap",
-	"TGCl83hNGMvwnrRuBqc7JyTKUMWEp81kFhYV4YIk5fJkrI8UJDhXAVHZeMwfYe5yExyjPAvyfjC4cur0",
-	"NM4UJEOHMmJDzydDB4D4D9vvZug9BSdm+hDypsyb3Fxdda9v+xedD12CJTSgEnKMIhFz/gPlPylSEu9d",
-	"pMcMld8BSdE0VpJQbCd1tL9PFnp5+uRo/4AstBj0zVBHh69ItQ8jaaEZW3RXxPzrajPAvUovQHhBcwMk",
-	"kzM9k+k9Mg7fWNExWHXYh6+FhuAs5ZoZxnLX0kPv4Job7QZF2/bfmUhplJ2plLGPWYvS5ZYf5wWaZCzj",
-	"WM5QMAxBaMCjt8XHf2E6ei45+aFvZbxf335DgUJQzg9QpfQA3DOuNRzu7thCyTSVURYWKZVDIcXiDi/q",
-	"axJGdEqFomG+3MIedjYjApwQQ+HiMCE7JjTvr0DCmPLE2HgjaPCaiQgOSOhm4Lt2P2auBJghhoKG90LO",
-	"Yhbd2R9OXCMHITUp/Rq5fsHARDMgMgJ2Vom4O8qFlZ+glsVB/koOgp1d0iEhTdk4iwvCLWlDQYXLyRDx",
-	"nPAxNDENCmsxQEelhsTNFCs+XTIHz/vFDsVExpGyVatUVwwDI6CuuZrZ8g6izPMTqiwtEdpdmmuoZTfq",
-	"f4G6naueV6qq8g4gMjJlgk65d+y92N3ffYFGwgROTYev+RGy9xVbOD5Bzkaml1g4Mpqb91U6ZTTBhhqU",
-	"GF7K1GA3FMnNJua/E6oMikLZMlfkHuC+zEOXJcG+ZDS2Jc1UT1zWBLmB484AsVmCR66MejAU+DM6DoRs",
-	"y6mFGXPj4f7+LumUPLfn/DVk+xm6dslHwNShCE6xBWgb1eIAj2bzakmmNIYWizI4YxJQMUfX74kR7kkm",
-	"7lk0FI4b0NIW7WfcwOCaBoGBTQwWpTpuBsKTZiA8GYqjgxekoU3uCYHi5lrvKoOcQXNfqgC1DOzEi4Ti",
-	"xjGrUGXFjpl2AX1PDIyi9OUo34u8Yw+XyLVb8qo9tn9r7mjtUjme2cnaRrSePuEITOnXMlrV11WGmuk2",
-	"Cmy1v2tutoy4oBDsq4cEn+pk1vtmH+7v/2EtZWs9Xxt6y3Zs72kFd4CL7HD/4AcSgL8QIWcw+RG+fdOY",
-	"OZf2Sq3F4ZGD9Y9UOiGbhw5erH+o3kzLPHd4uMlki12C4dlX65+t96oGhoE9uMm8eWgZLBtXVYBMhuOj",
-	"0PQBV/HwLENnkWCm6R1YUTmeo73kYL5SAn7HGtAdVYrcts/L9nnkoy5q5kVdR5dL/LnGUn64PBQqoXFs",
-	"8LnaxUEbNYSMmDNFIhgTTz5oq44pUXBQ5rn8bkbXtAC8MPqYWPs+3avVB/vuF6wfTDNRKQhXfqWUew+T",
-	"wdtYw51msS3sftQptdQPhS3J3iUXjiizLkBUuZ1CxMeQoaMdKYpAJ0SY3OgQKXMKNVVEMQOTmpHANROA",
-	"QsWKamiOlYSm9ywiAbQeMJZHp/gZW2UAIUZDELLUggIPaB7Hdk67gEIOhZvw2J7K+XrDQlDQQ2UKJ2vE",
-	"amdX0yFFtjgsznjRZA/bK3wnIK10YVjSlj7fELvPR6U/DSEGFUExKm/ZhWPML7MlfSiUmLBqc5IMtNOk",
-	"jBklw7+KGrkLAXRCqZYohbl/N4/YQ4mZESmjBLLoxLknuO3MBnaFXeuhQA09ZTpLhSp+L9vtKMGg3iFQ",
-	"5SlxkQXBoQDdzX2eYcQIukss1DjQMrKu+O9sl3Qj8DcVxclYpz0UJVopEWyWv98JljXdMzatGGrmH3My",
-	"Y2kBb0NhJv1+yl+9TWlAWhBdgPJqM7XM9FCAx9OHpAZ7zdVNU2K7+uYV1O4GAwEIkzsVjdI2Pw18skzL",
-	"3AoMbGlknm60qTa3HRIU2Uw/VpVbLABdAkPljUBmxtSz8jt1T/7hWt5GtOU//lvX+65IbvlsLNxFzy1p",
-	"2QVv59932SnjdgHPzai997VA0Kflit8z8Wn/qARDeVPl7VDgHdMlBFhvPFaSCp9nQEKq4qfvuPdrmaBL",
-	"Nn6l/vqH7a39o/UP5c2X/9SNcc1oZI7mHIfKodA1G6DwZrbRc7hHw/vlKkwndymaI7/i+t0lHef9KxrI",
-	"UgGBsdxVOBStEQtppli1t+xPynolUyqIzPSOGbtwqwe2R29wQrg2+kIcG61FpqDQjxgTJQ+rmZARLeXz",
-	"VYpt9mUnvK/Vr6nvdELX+1j/4IN6oUd00xd9jKEHZ3PJ9/xj9+2ftg2LveF680d5W2WJeq9ro1PzuJf3",
-	"qWv4u3qTQqhg+Ta9tvbB1H5OwZLRAqMd/0ajmNE05ix1IYHHqRGlHWziEzOboMISs5UDt1cDMHsD22Q5",
-	"2CV99sBSWsQDFJhVQOJQUJe9kscGuCoBBLQxyuMImlD84gxgCaSTGBAYCmwLZcDE4o59s0qQBWNN6p5P",
-	"p+C3RZyRY3AuGNyAooTjvJAZ3NGWUB/WZTQH7SIiYZYqmf4YAIFm1D8SQir9zP8MEKm23276mKC5Id8+",
-	"vuvzAcnvPplKpfgonttypf8R4AIcIdnU7JmEPoJ/02HIQs5BNXS4Fl2qrUuaESX/aoMmti9pyYvCIwb2",
-	"AQla1QxSfyjKGaQ7wbGz+pu8Gzb8iCEqRQ73D3N3xFC4oBYmGhdORPcsuOKK2FdBE1fkaP/VUAQNHwkJ",
-	"SMtAhEvw0NJ22AFCdnYhkC3tF2yGIih9uqL9gc0Dgp8nJAm9Z4pQiI5z+LAkfrETouaG5YSGqVRqKCxV",
-	"nNmwN7z+PZvbFIbSe7l4GdLe/CmTAClciJ2TwHm8gpO8g5uB9KLTXHME/dn2zSvSyF6fLKN8rdem6esw",
-	"ELdrsKP8knW18NUY5+6BvtGWz0NRbpO34y9pf4yxwFJT0Vq75aFw/ZYLH+NPigTV7riBTxRj1VSd3KVq",
-	"GAGTYOYJxgdwYTAvcGers6SLu6tIwF1iKqLgFsZiTbK9soVYTpYdDh8PD9rD4ePf2KevB/7BYWMf+M0D",
-	"jluai/Uiro0Or8PvMH9eaNcUeXRxgpaQM2OjoFbhVC2EgJDGDiZ2frBdu8ERln9353+ck8luoGqUwJwt",
-	"nzE/nrTKyU6bBAZKP+x9rR6PT+ULq/xOkIwRzKBxFnikZ5gACuEKPElo/jlC7PqkJDYBhsMzzFI4VIpM",
-	"HKs0GJuAbNArxScyHQooRoEMZ8oxk8onswkPJ6B4c1udeFJlHsT+JoW7dihw6ig/6K2JgIcZDI35P0KW",
-	"MgOlEAzyqjAQSt0wCSoBRsG3/aBLPgdIV7Uf0yEzOKV5+SMeQwHncrt8SzubYv76A42RJMtabl5hRucq",
-	"j49kCtK5AK0lEIKRQsWEPsZoAQnwxgCNr3Iu1A7aHBP7GR4cJ4TWuFLef9t5fFQ5j5/vcVx1kDTtsOKW",
-	"vYbvtj/5WzxlPzVvnql3D+baasLYml+KO5srxkiDpGtphZ209jEgb2HCr0sgbGg4H11Fuz0eced5qz+p",
-	"v0Vr5O/rVK3XeS6Lp8Cv/3aqLsssgf29UIn7k2qQsT/6INjDRNTl5pitt7IJfy4QFroqrDL+FubU/nfD",
-	"lJr+7z6qGJBWkdVpzoBSiR1UkJfOm+30XHz/fwF0+k6abrU95Q/20WwMIKW0XKPqFkWP/9qYsrUG/Od5",
-	"fbDaZCkCfZYjzBC2iU2ajLmwofA/GJGsj2QFJIFJpmwvPkwhL53CfyUHmLmVyAdr4VZeCVLLWDoUWhKO",
-	"OiSkZdkUOPzChTCAh7nj8OqqBHm2OgdSt4xKgMqwMdSpbSC2u1geAFlqMF5BKrivhwKnp2nKH9hxXtle",
-	"VuD+BVS0a1yVfwPhn2jvD/CziGWVkysrt//WrpqB7R/ob626ka37V9lUsm3Vq8bqt6Um9anMhM2Zxa/y",
-	"Y86fyzeN56SF8ST43J4hw2DFSOoJ1MCAz5VDD0Oj24BlXOmw5hpvY7HT2FqGWL24C5UE8EFyg1Zwi00M",
-	"dtkrkBTLI1XFmK1st9q3GL+jwlCbaZm6kH+M688QPVsM6x3/9mkhqSj0SVb9AHdOrFk6jAmEdEpDrrEj",
-	"tuua7qQSyzKNQFbnWii5/e2TQUr72FdnXxaZ6AZ7awk8lYtl8S9dtnGd0hVL0dOnp/8fAAD//w==",
+	"7H1tchs5suBVMmpehKmZEk3Jak9b+kXLtJtjfY1Itbdf02uCVaAIqwjQBZQktkMRe4u9wV5kb7In2cgE",
+	"UF8sSaS67Z4Xb/qHmyKrgEQikd+Z+BpEar5Qkkujg/2vwYyzmKf08ZybdNmdGp7iXzHXUSoWRigZ7AcD",
+	"HikZazAKbpgwMOFTlXJI8RUhL9tBGKT8SyZSHgf7Js14GOhoxucMh5qqdM5MsB8IaV7sBmEwF1LMs3mw",
+	"3wkDs1xw+xO/5Glwd3cXBguWsjk3Dq5BNpkLrYWS/fiMmRl+JxCoBf4RBpLNcQRdeuxBcP4j5dNgP/jL",
+	"8wITz+2v+nl5rgBBKb4YLhd8renxwT8AABqG0JFyvVBSc8LGaxaf8y8Z1wb/ipQ0XNJHtlgkImK4Yc8/",
+	"a9y1r2vO2UtT5TBf3fXhDLeYJoNYcQ1SGZgzE83AzDjg5CmLDLTG571/XvQGw0/9k5+7R/034612cBcG",
+	"h0pOExF9B0j9TBpuhJnBzYwZYEnKWbwEfiu00QcQK4KfaBaYBqEJyBNl3qpMxt8HnSyOU641jyHlWmVp",
+	"xAvMEqAE0xlbJorFQ6WOWHrJvw9oE0XIijiPNQijYYJogdb4rPvL0Wn3zafh6emno+75u57b3qFSx0wu",
+	"HTnqbw/lOTMcEjEXhiNc591h79NR/7g/7L0Zbx34nUUOBsTMtombgbbMC5lUnd1t5/yuCSD39PMSZySo",
+	"LiTLzEyl4jf+HcjmGPmBvASVQiavpLqRMMm0kFwjP77iElrji5PuxfCn3smwf9glbNAGXUh+u+CR+R5Q",
+	"Dnh6zdNtLWIOU5YlBlo/3N7CuH8y7J2fdI/GISCUP3f7R93XR718vxygi1RFXGs2SXhPGmGW3x7iDzxJ",
+	"tlE28RgmGTKGaYYHc7IEBmmW8HtYxp3n5URG3dSIKYvMwKjU4pnFscApWHKWqgVPjUDOPWWJ5mGwKH31",
+	"NdAztvvDy0dlgn0K5xW/8bpEfbn3mEQty6Jf/ZxusI/582rymUeG2DbTvE9LWTBjeIrI+p+/drf/k23/",
+	"1tl+9bH4+Km9/fFrJ3z54u4/gnwgbVIhL/1A51xnidkQL1EOwUN4cXDehQG/FeZQxbxR26jjIwzmfK7S",
+	"5fvJxqjEV7VmliPXJNCMR1c8hVhMpyFocSlZAqgb4Lkd/PMIONJhCMzAXGkDe/BevEaWNGe3R1xeomKx",
+	"13n1sgGNOlJpw4xTlL1CSfi//xtuuLicGUiRY/MYZiyZArthS5imag6/8VSh6rYHMY/EnCWwSFjE9Ui2",
+	"GMyzxIhFwkFNodPudDo7ICT82gndoB+3Dkja59MJDTswVSl0D0PojCR+ZHIJUyaSLOUhMBk7CQx6wSPB",
+	"EogcdtgNSxFAZWY8vRGat0cyCItNiFU2SXjzLshsPrGbYLG7ipEhT+dCMoPc0u8AvRRCB8QUpJK8XZ5u",
+	"HYU0DLRhJtOPUePPPI0F8gF6+C4MjJjzY91AKWcXgL/VIVmD+m5Yktghfw8HcKcrX5insBzkfKLSUSkd",
+	"snwDiuPQyEbsnj969KvY6Up9w1NABLNUaCWhFatIP+fyUkjenschjPzQehSEMGOa6JPfoiqKfFtvtUdy",
+	"TH+PkVonS8OBf8lYIsyyDWOjEp4yacZuFq4hQXHqVIeUz9W1kJcjqRd4SkIwbKKJqg/P8fziw8DRHMLv",
+	"4lQtFkhxJmUiwQ98vjBLOyQCMk0UK89FMluD5mjmGCtwuoPDfh9uZsJwmjTMT6olYD2SqNgKCWM20UOV",
+	"jJGtjFOe0OdWyhNmxDXHU26RYeU+XLMk44QPdxTHkGZSF0dz+3MWX3JYpOoyZXM8+vi+ZjKeqNsD0JyP",
+	"5MA+6lkcHnjUDxepMipSibaHuMrCLZgVUl3vcNs1PeFFt6BHpWllMXRQaaRHZI193Bll1fNE7z9wAt6K",
+	"hG8oAK1ReY8A/lSRwH97UAT/cRoGu7Wo39t5tfeis7cRx6HlhOuoHhZjZ46yVpnnT+rGEmhNsAgNEUsS",
+	"HtOZRMOvDd2J5tLAnDOpYZzwSxYtxyPZ4tc8XcKcSTFFy3aRTRKhZ3gQrVfDzISGqeBJDFecLzTgEaET",
+	"Tidjbs+TG28fWHp5DWMhF5kpzp3KzCIz4wM06gx0SFbu4JndhQ9dfN1wbRIxqb1vXwNGTHAMLffUMw0q",
+	"jXm6VR5vJHfgQzeEXVikHFdK2rHVM6BFxzqmBxyTBs2WGrTaCuEFvO32j0ayJeQ0ZdqkWWSylLt3D3/q",
+	"Hb7vnX/CZ3pvtkL4OyyUkEbvgzYxT1PQhqXO1h7Jsf0RRlmn8yIihkMf+RhV5mIFXzJhFnCTIo8DYYgn",
+	"odzxKCgezldJxjwx8mQJSvIaVwQlR1KbWGUmpM2xkLShK5fILC+BJ5pDi7QNO2akYuTolyydsEseujdG",
+	"UmWGTBfUe+bs9oy+/hgCgyhleoY7x0hqb6vMbCG5VbEUjqREurK7i9JS4tH4NbBkgkfTri2Xth/rpzUM",
+	"brfxre1rluKB0fj6kX99mL8+sK8Xp2Xo+JefkhCGMzo5h3oGyqCg4JHrTd5zAw2Lgd66gQZ+oLswsBbW",
+	"ZmK+R2fQ0ttExcv2igCJnD7/qG1HOglZd4aJRN8PiPXDVeE4XdjnID8EMfm1+K2BFgo6fsvmqB0jeanp",
+	"lMsY6Yq4w1Y7aGBh91oIP2VzJreRNaGVCzjFAViiwRmZIKUgSrnR69gFdaXOamYPKWQFtlZgO2bRTEhe",
+	"QGd3Bgdtw+Hpyduj/uEQqR7RcMklT0UEe51XcDPjEqSCOTJOoq6piOg9IJOd01o8ZdbchEEY1BwXSGyn",
+	"73snn3r/46x/Tn+fnA4/vT29OMHPx92T/lscoPzl4OL1cX8w6J+eVL5+03+HTx73B8fd4eFP5beL6bvn",
+	"w/7b7iE9NuifvCt/Nej/Z6/8+lH35N1F913v08XJ4OLs7PTcwpuPmv9enrJ3fHr+i3VSWf/Z6YcqyB65",
+	"QRj03/SOz06HvZPDXz697/3y6bx3MejVVjjsnR/3T7pHQRiU3lzx0AVhUPaO4eDOD2Nx7t0wazIC5+Lr",
+	"y2uWCLQcrAeMSyMiVGGJR1xx2btdED2WvKphcOwEbemrwstd+vKNuOTaHAtNHubSi8W03tniXGKlbwbi",
+	"N1569YjJy4xd8gups8VCpRZGP6D/tTwX2TlHYi7MUKkjdVOBMndkh0E/5vOFMlxGy/d8ec4zzasrckYo",
+	"Wkel1+oe3ZCcmUfWl4nDStTz6K0Lya6ZSPAYWvZ6zaXpRlclt/8mrhQldTa3Ztjj7px9UiZ3dv/erE1y",
+	"BKUf08DC8PmjRrF1z8zZbd8+vdPpkOLo/8znYGnKlg1MzQFfmrqRs+UospGSDXHEoivrunv6mqrLCAOp",
+	"zE88+UMHreHGAl3MdC9eDhMm5r+feGruXkNiwjq4pj4cpLM5SseUk7OWZPrvJbmEM93oRkFLIFFOKyfq",
+	"0KiXLoHeiK0ljGaBW0Ozu8VbNS9edvC/klWz0+k0ewDZbXNQ0w+1Ux3mcXdMQeQ4drHkx3b0SbRuMbU2",
+	"XQ64MQmfc2lo5k2J1M3WtJK3KdczybXe1DTmN1ybnzhLzYQz071spI5jkSTCBX5ACxlZDc6+DDP/NtIu",
+	"k0uQKuYHwKzBSFbHyemnn3rd8+HrXnc4eIKrThtmHtVfcxwM6OkVVz19+yDyBn6a6vKP+j/3oLWyWudD",
+	"cros+bHMDIdSSbwVwmDYPepBSyVoaoarKPBqHI6OMg8fJw2t9Ny6do24RiE4MIwcOycq31BNQs96/2uu",
+	"QXjdf9c/GYKI0VhkuTVoJyIIrbYe7Ad7uzXus4N8B5kPcpsfm5nNP9BoTvUgm89ZutxUiujTaVPmRIoa",
+	"fitmhk2Y5ltkRXqeqSVb6JkyFQKLmeHb+FQTiNPysVmLtvCthVLJ+of+TKnE46B64F+uSjoKsp/58auL",
+	"p6/teWKGGLMhM94G5vHQPcEdb5RhST7hZsklNRGKO1ZGaWU1lZk8CpsOo1cnG46h+wWu+DIE3r5sQ7RY",
+	"7Pw9hM/smuH/F0szU/JFCCy9MjqE+VJ/SQ5AGCLumGvn11BJXZqy7d8+/mqF6N/an0iIvthpJmsPRl9O",
+	"1YZELR6NwuWrvyPcW0X69dLwJq7sFHANNzOlOdjogg3pk6eeJ+TfExoYpRfZiCza4fRl4vHJDHD5JeMZ",
+	"h9be7i6Mmwyt8dYT+PZc3PIG3jNMM26N3YJ2NSo6KjXW+DUzJom4r1kqmDQl58BEqYQz6Q/iOscvP1kn",
+	"ONEqPOclKFpcojIWh6Ak8vQthMV44CqIe1r0S8YsbcIJMjD3K6i02J1rnqIlRKQrYlISdbuJMB2q1udM",
+	"nth+ti8W3vt79A+yGgnnpYWs0GkF1Z4EStA9dOiPxMZa9YOC4vdJB78Fm2OUeMNj6HQMs5jlIcz4PdrU",
+	"5JgvRMIP1XzOZAPRHdrfIbIPUJjtwIXckE/4GO+q7SpNuiS/7gNRBZuRNRXetMEZ6EXrKCauFCHrks1z",
+	"3JqUPcwBLce7TJmkMIEEoxZ+v31I4pm2LPEJ7Es+zi4sXyDvuPOsE4sosa37OcRO05xpJkvbtXrILTe4",
+	"dytT5B1pJonyPetgFF6c8LgWkQQxd2zsYXeonzSsE1QF3ApVNGyfx2cjmeMObWq8WIF3PLmXMBaccHFQ",
+	"6Es21+Lw9E0vpw/9sC37486r3cfoxAaa3k8aLXvH0W0sKmILgipimv8usHZf7u7s7T2q3T2SNfHHwPKy",
+	"Zuw/km1RSxxjSbICSznWWE2qsStybAMmSxeg51Fm1GNeiRWnxKM6bZ7CkZNaabOb6NjrZBsGcPrzeWZc",
+	"IEMbQPOGjGk6tgmft2v7ATN2zatWAGJuJJHFSgVj/SUZtylTqvYO/RLmkd7x1xEtYhTsw8jGukbB3RhZ",
+	"9UhKRaNqSlkSqWWjVpmUygBpky0yq+dcmqGYc5WZY00xv3N1o+0oc3ZL5x8u1TVP5RaJgTlbwoRDpynZ",
+	"geZcW+R6jB8yzVccKg2+xKhIpFkjRQHfuBIyXheK9/gsqg45P3tQXbBPoV745fFUiy9IR0gNK2RKEOaT",
+	"FmsMHS4folTC27dNKKRo/GDD3An70lNSNP0R3XRG95absnpAO2hQMUj4pTBizgxPlk5NqiUpPCUPjTID",
+	"H84T2el0Hmey92WmlfFfRmwNURUM5GA9RDvv3cnwrixkUkEYDP55tKbjymXADb7Y2Lcf98wnkWxImDEF",
+	"veilJEGz4Nf19v7jSv71T93t3R9eelVS4r4k4jce5+y0bXmNi6nF60QkattTejn0kDch+0w1pe50waWa",
+	"KZUckABA5Qpc5jdotH90Oduj7HKMFosgDD6za4bMl5wmQRiQ0wSJboncaM0NpJH+YUc68yN13UjHdiS3",
+	"iKc5AlUSc20+MGGatIfuZW7f2QeB/BgxFBVEB9DxgXX5lDTRTZwMdvIifNkA8T8vehe9N1BEoeGzmmho",
+	"UQaM/cxvoySLefwUj8tDbo7eSff1Ue8NCWDr3HBGDGFQ6Nwz9nvcgM4/UPEBrKIlrO5rE92fc6abDJ0P",
+	"s+UBpDxSlPvsDBqWxcJAoi5ryR47nV2rJOdfNBiadqanBfXSHMqH6MOtpY4r93Lz6nWWmAHfVJPswjRV",
+	"v5FnDQcAzc2BzVvVNifs1oQgsyQhLR8VxJOLo6M2jBECPQ7tUXE5cDYfWFGCrnH2VKSSbC6bMozw+6re",
+	"VtqI3R+akvELZa38e+ENVzfVAfMPuAKK6bs8pE1HrmqJTXoi4eO+1bzc23TKlTClxZZbYxMF1IOFG+po",
+	"KWeGx92qXvGguyvmibjm6bJrDKo2qydvB5SEqUjRQnHPPsHB4XIP1ovh08PDNVKKa9iyqcVhQNlVzDiP",
+	"yf28tBHSz2qyLpwLm5GyPpQuhYV0/3KZ7EYltWG9UHbTetiG+DKpIwXaPRbC1ZrcWo1wCdUFPlapKiyR",
+	"5hpk75dV0896wyFKMpdDRxwKn7ZG82c1sU57TvU7rWtbTBLC4JfBsHf8qXd+fnoOKoXD7slh7+io92ar",
+	"rB25wdfUgCy8MWk5q9u7YTpBOaewluxBaR6Ur/5QgvpaxTUFGdj6Gp/z6fC0Zm1OY4A9u4eX5aZYLaSn",
+	"bni6jYYKzPgteLXbasP1GF1n+xXbnn78+nKvefG1WoRN5WZzCYemSkSKkEtgLj8uBOcHrTtUbWEJfeN9",
+	"sGoKY+/iH4cg+a0Bo6jkYzwVCdfjJh8I/dKgwd2alJFHXUPCRJwPV/K3u7x7Ss8mILULlpoZH0nnUHqm",
+	"IVKLJUHncqnbszG0cByLAD0TC00681YbTpDagaU4QMKELJz6OoRMii+Zq1STypRX/0yvRAHsatdy7ZQr",
+	"Ph6NnCeluPHaEVafm96kZVLJXV5ZQBVCNsPeO8+eaZfwTh6xWFyL2NYfGTWSl1Q/VK7084ldSOyuwrDl",
+	"3p9n2kAiOAg5ktWk+a1a5cVOG06UAZYk6obHNhvAV0+4XHm0HrS45sdeuFkVqaEAqOZduM/BUFQFLUql",
+	"JGvsXF55gqyJ6GBTn4x769E6mnXc4TV2lRNMDbbKpI3MrHDEbcZjhkQOpJ2j4r1gqRNYuVMBBr2j3uHQ",
+	"u321r3Oz59tkMZfmmR7JQrl3FOC9UOMQCbVgQvY5POUpn/KUy4gPvtiyNar38EU4QGkb4PNqoFWuE3GU",
+	"a27U1gG8OT4qwMNhOItmIzm+5qmYuqLyMVrhefeACuyQ+4ubC92Qro+zxIhB/lwpDlaK/TvMHJIifWKl",
+	"cdNz5aL9h000b3BZxpCHHB+Ie/x9p/Pjjy/3HtMjnTt8Uw9f41hUucTj5rW6fXm/hsO6IGLvsi4TSN3c",
+	"+eGHF8211DjY6vP+NK6+wHm8+nheBNeoz1SDC4/syDooLFPqKuOv0PdqmIUI+2DlnHrf0nppoF+Sn8sw",
+	"VGRbybRsNh3Lm1zeggK7BZU0HpMaBhqxXBBt6TCEzcfzYR5Z9xFbzAUhInptFTvhlPf/Zm69iXUEbqhl",
+	"P4UjPHjuiCjWOjO1vbQvlphUMVEjVkkZXTvG+Ps9Ark/fT1pPS9Btk607Jv40MsGZgmkRnzmhlA3ivjC",
+	"bBxw+F7uhd9j19VQ5s35irn+kOlW1O0QWjfE0NPU8k1IAmcUKnVdbhrsS1ujb/1WLmebubgJhfVsdKfZ",
+	"k9VchrC901zNYBXH5tw+b1A6r6t1xPr+JWj0vhevoXUxfLv9I/VY0Fs1V/b9QvVfxX/0mIdoReMOKnv9",
+	"MPX178mZ9N2bnmkQcZ7rl7+2SdnMfV6V+rl6Qrhcv1GSb5xh7eL3Q2VY8oSX+f0lqv2mUvUoYVp7FCao",
+	"8UwZOTmY9d1Bq+xAI0vjrHfypn/yzloc573h+S+fXncP35++fbvVgPm1fFj/FXiqf/vn+7Lx+hKFkOYu",
+	"X982SbDvQDRj0octhYbPanJQ2HkKxKWk8l/DEpvbr59SMPOn8YQwyBbxpopGyfO4XuQ+90GuhO7PbOjK",
+	"xrEcxil3w80Bre4h/L//9X/gsGf7ut0wYc7XiuJ9KJ7clPU9JHXrxFQBKSyxjwo7KOP5Yc5ZItwVOn3t",
+	"uOf2lEXU6Ime3c/PdUtzDgU4WyEcnh6f9Y/6J+9C+MfFm3f4YSRL2D3rng/73aN9R/Pk7uoeEq+wv4RV",
+	"g8p9ezCSOFWl79NWzWPfcnxIA7+dsUy7dj/VthsjSQ3z9FbFwV9tI+FWR2XfbjVBGLjlBGHQPaQycAIs",
+	"CIMP3SAMhlSddUz/ntK/5/jPISW8lKDE7/ysa9o3Z7YPAtU4zxfU9iiw5VOuLHtTcJba8LltJBEGh0xG",
+	"PMlDFCuH+0GReiUkCdWCnJ0zuXv07hQx/KY77L7uDnoHQAFT28wEKYn43vveYe+Tqz6hlJQYKSqZbpML",
+	"VUOmuX2Gsh8eFRn3leT8XGIfG8rlZgzQT67wg+GSWTQretwQTXvVTcmokjJ/2FvbD1Dq6LdO4qL15h+p",
+	"y4eSvymDq1AsX1JnvDJ8KCTSRcrx8Dgvfb1Dxn3unjm7HTR3zxtkc/JkJknZv63rqfhPqSAqGoA8ubef",
+	"gy73vtNjOoSH2vX5tX4cyVbpJaLlm5lKOGRS2BXuPCffXQjaxWGyOUoc8qBuPa0l31N65DVH44p2dPnu",
+	"VUipwPBDyaLVqRqS0TJtiS9Sc96GmnZpGbLNG6YOLbm4aHv2v+86H9IGhQ/0OmRFQAX3nXzUE25uOJfQ",
+	"sfnPO7gpuDeWCg/AjvxZTcKyUBK6KpcofsXMSBaySWj/Yxu6OIDzX1uVwvq16S83obUxbSY2MQ+0Lrmg",
+	"hkndQzQ0CyFIzZT81MIWTju43I/dw5FsHfZ8QC9/AM3ZrapA20xCrCeVNhzzLgw+VDSplawtYLlaUYgT",
+	"Ui70gU1JKhpZltb2odsf9k/efXp7ev7pw+n5+945TVsyNXBBDycENS4QwRXy8q1KP6jUpktTb+LXLLpS",
+	"02nwkZrT8ihLhVkO8NBZceHFIzVpaToMeUPhKBGoivq+wlc84tvU51sl7kvrqoLtbRK0/kVba0nnnDyN",
+	"nKUEnlvUzJiF7cErXA3qqgTrnvWJQHNYJiy64jK2IV6X/UeR3mca1I2EUk/gLTzOen8ks0WiWEw1CdtU",
+	"k+AD4Dr0jd5A5KULeaVB6MtJw5EUEk+yCSHlNq6MpywilaREBdpGj13zBtB5HoXrRdEeyS7JliTBE0V8",
+	"4B4sW6zBuLJL4y3qxb0wNuJFsEfIqOcsXcL4XW8Iz9lCPL/eea5JeXr+2RavP3fPjNsjOZJ/+QscKokQ",
+	"Icwj+deihl5Da0xK/jiEceHUwL9cWs14y8aJK2X2eiTBNoFHnWm8WliPE/8VhsLF3+H87SG8ePHilX/f",
+	"9qTFReWxuyhR0RW0LoaHWwcQZ9bccNF7ACdbNQq6ebmvgy0slzA+1mPQ2XQqbmnucnMxQWkQPw2HZ57z",
+	"LZJMUxVJpGI+CkIYeYFi/3B9xEbB3fgAp6eWcbSSi7Oz3vmnwUn3fQ9s7SEp9MJGFAE1NYL8mYYSebct",
+	"PDhU/gRVk7BEK9fqD/Y6HVjpoh/CXmcHVpp740gtldofK+2yxvs27IkE9Azl+UKkS1gwrak6GGVKqgya",
+	"YNsqMziObTiGB+qapwlb2ASkrRB/29t9BdUm69CyXpOidbqtjal2+n5eafRNOMQHKNmCmxuVXtm9sUjV",
+	"bEpOBNtk2zVnpC6BuHfCt1siveSvQKquPT2uddpMKdR8F0oloc0oV77uZz8vnoepShJ1Y2kPAbL+Iuvc",
+	"s70DXalQTpy5BuiO0aB+wkfS0lk5d0uXUrfssfR9ny0DSRy3WqQqzqIi3X0kUXjXmUiRqjPnYFImtdUj",
+	"iKLyLA6brcarmkDE91E1ca1lIEqYmGtkQXR7QyZj0mmo00zoO7XhXHNChhxJFl1JdZPw+NL9cOCb7Ehl",
+	"oPRrqW0mtwO63rh4eEvAXTIhHf2Maxl28DfYGW+hwhKxlE+zpADcgYZqks+Xk8kStQ9KRyqcE2PrFzeU",
+	"VJ/aanyfaCfyyyBGcqaSWLuOAsxUrEQkUOvKIp6Rc0F8f8a0gyW2eowRhvqMoC1YMPbuWT8oVbwGOxSI",
+	"W3DJFiLYD160O+0X1mKckWD2LDyXUs+/2iapd5RPl5l7zF0VL3G92qSczW2zIwaIS5WieKDUpZsZ/jtj",
+	"Ghk1tZQQGq5IopRx6DPYqEGyazfBzMxntMEFSVTk9bgFt0Ib6o1sf7Z+Kqm21cJxMnxwt9NpQ7cUKDgW",
+	"rykTG+Fqwwdi2yM5PrT9/betjTS20h+XRtlFFMkuSpTRPkSFkiINB0jcs0xe8XgkPTYmrvu5K7F0kRAi",
+	"GDrE5F7Q+8289qCZ1x6M5N7OC2i4A+MAqPFErc3gOBzJcXMLQZerZq/ZsID6vDcNVVRs4bQr3PcA2ail",
+	"vlyQ9ONgP7Bb5FvhBdULdH5tvq7GZw498ZoaF0C9+2hH4Nq8VvFDlzaoyHCzbQm2enlDbmlOhGQUW65H",
+	"oO/qYNYvxdntdP6w+yJqFzo0XBzRdRfL2ERL8sjudna+IwD2F5Dqhibfs6tvGjPH0vPSvUH0ys7jr1Su",
+	"OcGXdl48/lK90SG+t7u7zmSrV4DQu68ef7d+EQ0hjEz4debNMxnIePIVXxbJJD4KY4L4qhWeZdZZJP8a",
+	"dkmGWs7PrUnm2XylPcclb+DuVqVgLrZftFQRcWjVXWq8TrqOKbdfEcbntlLOrJ6zJEH+XO2wg5a+hAn3",
+	"1o7Nxizd2GAz8EhQ5nVWfkbfUMa2f9/3ubrp81rvhjzV2Po20kxWmnXosJJg+9wW6mzb/hpplrimG5Q2",
+	"bKEfSdcuow0nHijcFwKq3OomFlNKCDMeFA3UxJYmRx0i5V5nZ0UDfhj7Ri9URF5RDVGszFl6xWMYU1sY",
+	"NG66xc+2jREBghqCVKX2QFZAiyRxc7oNlGok/YT7Tirn+00bwUgPJW2dWmRVZVeTkIINhMWRKBqg2tY3",
+	"34iRVjrk3HPnVH4g2k/nSn8ahxhWCCWmSxUKLxFaeHgkQ3AXVFQaR2Wknc7LPKPkW6hyjdxLQTqh0vco",
+	"hbmzP08QofJfJClUAnl84D0g5V724PZ6JK2GnnKTpVIXv5ddA5aCSb2zjCrPwIwdExxJ0t383WsTDtYj",
+	"4xO/vQeSx6DFb7wNvZhcWkXjCJs1PpIlWBlIfpOv78CWnF5xvqgYavjHEm54WrA3W9zw7ZS/ekfpMbQo",
+	"1EStL3BqsrLJSR1SDo37zve0WHUa+weQBVg2uVXRKF2f6nEI92mZGzEDV7aeZ7etq81txgmK5Lnvq8qt",
+	"Fuffw4bKBwFu0NRz9JvfDfGHa3lrwZb/+G9d75tycodntHBXncPQchu+nV/euFXm2wV7bubaz78WHPTu",
+	"fsXvifyps1diQ3n/+824wDtuShzgceOxksP6NAOSMmM/fsOzX0s8vufgV3pjfLez1dl7/KW8Mf6fejDO",
+	"OYtRNOd8qBwXf+QAFN7Mbes5fM6iq/tVmG7uUkSRX3H9tqHrvX9Fc28m7bUu3lU4kq0Jj1imebXv9zPt",
+	"vJIpk+Avbyk892PXP318AMKgvpAkqLWolBT6Ceey5GHFCTkYpZ6uUmxyLrvRVa22WH8jCV2/Y+A7C+qV",
+	"/v1N13WioUeyueR7/r7n9k87hsXZ8NeqxHnLe2X1Xt/irOZxL59T34z94UNKoYL7j+m5sw8W7iYcB0aL",
+	"jHb72RrFnKWJ4KkPCdibQbZsg7WEu2wlPsejPPZndUxm79g1wB+3YcCvecqKeIAms4pAHEnmU5ny2IDQ",
+	"JQZBLebyOIJx9zdZXuJu6CN7hYpUkZk4vuNWVgmy2FiTvhKLBfltLZ9RU3IuIN+gGpj9vMmEvXbQAhrS",
+	"vkyWpF3EEGWpVun3YSB0UcD3ZCGVuyb+DCZSvRqh6aZwfCA/PqHvwUR5MCEslNZikixdddx/C+ZCGIFs",
+	"gWdmzm7Jv+l5yEpaQzV0+Ch3qbaVauYo+Y06BlzP6JIXRcSc7AMYt6oJy+FIlhOWt8b73upv8m648KMN",
+	"UWnY7ezm7oiR9EEtm9deOBH9u/aC2zz2VcAkNOx1Xo3kuOE+pzG0kEX4HBKjXJMCAmSrTYFs5S4fG8lx",
+	"6Vqh7fd8OQZ79zjM2RXXwCg6LujWeHsdP0XNEeXAolRpPZIOKsFd2JuWf8WXLkuitC4fL7OwN986NbYQ",
+	"rsTOS50hDvLumsjSiy6gzRH0J9s3r6ARvSHcB/mjXpumi7wobtdgR4Ul62rlgi/v7qGe/g7PI1luYboV",
+	"3tOa3sYCSw2fa63wR9L3wi98jM80jKudy8chaM6r2UC5SxURQZO46x8pPmA3xmZybm0kS3r2dBXZ2PeY",
+	"ipZwC2OxRtlB2UIsZ06PRre7O9uj0e3f+cevO+HObuMdHesHHDc0F+s1g2sJr91vMH9e19kUefRxgpZU",
+	"N2ijWK3Cq1qWBUQs8Wxi6zvbtWuIsPxOtP92TiZ3gKpRApQt/nrZVjnZaZ3AQOmH51+r4vGu/MVDfidK",
+	"xhjfUFND8kjf2BxTCldYScLyK7ltRz6tbIN2Ep5RlpJQKTJxnNKANgGs0ccqBJWOJNU+4WQ4PSUQhXAz",
+	"E9GMFG/hEpUPqsij2N+scNeOpJ06zgW9MxGsMKOhbf6PVKXkQyUlp7wqGwhlfpi5VQJQwXe9+ks+B8qI",
+	"dRedwQ1JaVG+YGkkSS5vlx/Zzha2mOGaJRYkh1qBS7hhy0qGNnOpn3NFgNhIoebS7NtoAYztg2NrfJVz",
+	"obaszTFzV6TZcSJqW67U1e+Tx3sVefx0j+NDgqTphBWP1Ar4zpiZBXfhBm/14/ydemd3YZwmbK9NUfLS",
+	"5YpxaKB0oxyxQ6tjA/KOTYR1CqQDTfLRN1Bw4tGevIpUvL+me4229d/WqVovK74vnkK//tupel9mia/A",
+	"qBo7z3QDjf3RguC5TUS93xxzxXcu4c8HwiJfklfmv4U51flmPKWm//v7b8fQKrI6UQaUKzpVWpE3m+m5",
+	"dv3/AtzpG2m61dbB39lHszYDKaXloqpbVMX+a/OUjTXgP8/rYwta7uVAn9XEZgi7xCYDUyFdKPwP5kjO",
+	"R/IASyKTTLs+qTaFvCSF/wY7NnNrrq6dhVtZEqWW8XQkqYkl6ZCUluVS4OztQxIZns0dp6XrEstzBUCU",
+	"uoUqgVWG0VBnrl9de7U8gLLUaLwCVHJfj6SdnqWpuOb7eSOFsgL3L6Cindtd+Tcj/BPt/aG9srascgrt",
+	"6Pbf2lUzY/uH9bdW3cjO/atdKtmm6lVjgd29JvWhyqTLmdWuxWzMi3zTZAktG0+iq1ARDOQVE2VmVAND",
+	"PldBLTNRtyHLuNJ/wl+KYIudps4ytAWSbaokYIJCWjaJ1ycG++wVSooVsa7ymI1st9o9ud9QYajNdJ+6",
+	"kF+U+GeQnqu3DfZ//biSVBSFkNFZsp45ynt0wOLW2ZhAxBYsEsbeVuBvtPBUaSs/kSCrc61U9f76ETml",
+	"e+2rty+LTHTkvbUEnsqXZfIvfe3iOqVvHER3H+/+fwAAAP//",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

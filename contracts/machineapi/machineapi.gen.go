@@ -22,6 +22,27 @@ import (
 	"github.com/oapi-codegen/runtime"
 )
 
+// Defines values for CheckerProtocol.
+const (
+	CheckerProtocolLegacy  CheckerProtocol = "legacy"
+	CheckerProtocolScore   CheckerProtocol = "score"
+	CheckerProtocolTestlib CheckerProtocol = "testlib"
+)
+
+// Valid indicates whether the value is a known member of the CheckerProtocol enum.
+func (e CheckerProtocol) Valid() bool {
+	switch e {
+	case CheckerProtocolLegacy:
+		return true
+	case CheckerProtocolScore:
+		return true
+	case CheckerProtocolTestlib:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for CheckerType.
 const (
 	CheckerTypeExact    CheckerType = "exact"
@@ -378,13 +399,14 @@ func (e SqlProblemKind) Valid() bool {
 
 // Defines values for VerdictStatus.
 const (
-	VerdictStatusAC  VerdictStatus = "AC"
-	VerdictStatusCE  VerdictStatus = "CE"
-	VerdictStatusMLE VerdictStatus = "MLE"
-	VerdictStatusOLE VerdictStatus = "OLE"
-	VerdictStatusRE  VerdictStatus = "RE"
-	VerdictStatusTLE VerdictStatus = "TLE"
-	VerdictStatusWA  VerdictStatus = "WA"
+	VerdictStatusAC      VerdictStatus = "AC"
+	VerdictStatusCE      VerdictStatus = "CE"
+	VerdictStatusMLE     VerdictStatus = "MLE"
+	VerdictStatusOLE     VerdictStatus = "OLE"
+	VerdictStatusPARTIAL VerdictStatus = "PARTIAL"
+	VerdictStatusRE      VerdictStatus = "RE"
+	VerdictStatusTLE     VerdictStatus = "TLE"
+	VerdictStatusWA      VerdictStatus = "WA"
 )
 
 // Valid indicates whether the value is a known member of the VerdictStatus enum.
@@ -397,6 +419,8 @@ func (e VerdictStatus) Valid() bool {
 	case VerdictStatusMLE:
 		return true
 	case VerdictStatusOLE:
+		return true
+	case VerdictStatusPARTIAL:
 		return true
 	case VerdictStatusRE:
 		return true
@@ -420,12 +444,21 @@ type CaseResult struct {
 
 	// Message Checker diff, signal name or SQL error, at most 4 KiB.
 	Message string `json:"message"`
-	Score   int64  `json:"score"`
+
+	// Score fraction × weight rounded half away from zero to 4 decimal places
+	// (a multiple of 0.0001 in [0, weight]); the fraction is 1 for AC, 0
+	// for any failure, and what a special checker awarded otherwise.
+	Score float64 `json:"score"`
 
 	// Signal Terminating signal number, 0 if none.
 	Signal int32 `json:"signal"`
 
-	// Status A user outcome. Infrastructure faults are never a verdict.
+	// Status A user outcome. Infrastructure faults are never a verdict. PARTIAL:
+	// for a case, a special checker awarded a fraction strictly between 0
+	// and 1 of its weight; for a job, every case is AC or PARTIAL and at
+	// least one is PARTIAL. A job's status is the status of its first case
+	// that is neither AC nor PARTIAL, else PARTIAL if any case is, else AC
+	// (CE before any case runs).
 	Status VerdictStatus `json:"status"`
 
 	// TimeMs CPU time.
@@ -433,15 +466,44 @@ type CaseResult struct {
 	WallMs int64 `json:"wallMs"`
 }
 
-// Checker Answer comparison. `tolerant` ignores trailing spaces and final newlines;
-// `float` compares numbers with `absTol`/`relTol`; `special` runs a
-// special-judge program in the sandbox (exit code 0 = accepted).
+// Checker Answer comparison (docs/engine.md, "Checkers", has the exact rules).
+// `exact` is byte equality. `tolerant` compares lines after removing
+// spaces, tabs and CR at line ends and dropping trailing empty lines.
+// `float` compares tokens separated by ASCII whitespace, decimal numbers
+// within `absTol` or `relTol` (relative to the expected value).
+// `special` runs a special-judge program in the sandbox; see
+// SpecialChecker for its protocols.
 type Checker struct {
-	AbsTol  *float64        `json:"absTol,omitempty"`
-	RelTol  *float64        `json:"relTol,omitempty"`
+	AbsTol *float64 `json:"absTol,omitempty"`
+	RelTol *float64 `json:"relTol,omitempty"`
+
+	// Special A special-judge program stored as an artifact, compiled in the sandbox
+	// with the runtime of `language`, next to its `files`.
 	Special *SpecialChecker `json:"special,omitempty"`
 	Type    CheckerType     `json:"type"`
 }
+
+// CheckerFile defines model for CheckerFile.
+type CheckerFile struct {
+	Name string `json:"name"`
+
+	// Sha256 Lower-case hex SHA-256 digest.
+	Sha256 Sha256 `json:"sha256"`
+	Size   int64  `json:"size"`
+}
+
+// CheckerProtocol How the special checker is called and read. Absent means `legacy`
+// (every manifest published before this field keeps judging the same).
+// `legacy`: argv `input expected output`; exit 0 AC, 1 or 2 WA.
+// `testlib`: argv `input output answer` (testlib's order); exit 0 AC,
+// 1 WA, 2 presentation error (judged WA, message says so), 3 FAIL
+// (infrastructure error CHECKER_FAILED), 7 points: stderr starts with
+// `points <value>` as testlib's quitp writes it.
+// `score`: argv as testlib; exit 0 with exactly one decimal number on
+// stdout, the points. Anything else (other exit codes, garbage, points
+// outside [0, maxPoints], a crash or a time-out) is CHECKER_FAILED,
+// never WA.
+type CheckerProtocol string
 
 // CheckerType defines model for CheckerType.
 type CheckerType string
@@ -725,9 +787,13 @@ type Limits struct {
 type Manifest struct {
 	Cases []ManifestCase `json:"cases"`
 
-	// Checker Answer comparison. `tolerant` ignores trailing spaces and final newlines;
-	// `float` compares numbers with `absTol`/`relTol`; `special` runs a
-	// special-judge program in the sandbox (exit code 0 = accepted).
+	// Checker Answer comparison (docs/engine.md, "Checkers", has the exact rules).
+	// `exact` is byte equality. `tolerant` compares lines after removing
+	// spaces, tabs and CR at line ends and dropping trailing empty lines.
+	// `float` compares tokens separated by ASCII whitespace, decimal numbers
+	// within `absTol` or `relTol` (relative to the expected value).
+	// `special` runs a special-judge program in the sandbox; see
+	// SpecialChecker for its protocols.
 	Checker Checker      `json:"checker"`
 	Kind    ManifestKind `json:"kind"`
 	Limits  Limits       `json:"limits"`
@@ -847,10 +913,34 @@ type SessionResponse struct {
 // Sha256 Lower-case hex SHA-256 digest.
 type Sha256 = string
 
-// SpecialChecker defines model for SpecialChecker.
+// SpecialChecker A special-judge program stored as an artifact, compiled in the sandbox
+// with the runtime of `language`, next to its `files`.
 type SpecialChecker struct {
+	// Files Extra files laid next to the source before it compiles, e.g. the
+	// problem's copy of `testlib.h` (the judge ships none). Names are
+	// plain file names, unique, and not the runtime's source file name.
+	Files *[]CheckerFile `json:"files,omitempty"`
+
 	// Language Language key, e.g. cpp17, java17, python3, arkts, mysql; it decides the pool.
 	Language Language `json:"language"`
+
+	// MaxPoints What a `testlib` or `score` checker's points are divided by to
+	// give the fraction of the case weight (points must lie in
+	// [0, maxPoints]). Absent means 1. Not allowed with `legacy`.
+	MaxPoints *float64 `json:"maxPoints,omitempty"`
+
+	// Protocol How the special checker is called and read. Absent means `legacy`
+	// (every manifest published before this field keeps judging the same).
+	// `legacy`: argv `input expected output`; exit 0 AC, 1 or 2 WA.
+	// `testlib`: argv `input output answer` (testlib's order); exit 0 AC,
+	// 1 WA, 2 presentation error (judged WA, message says so), 3 FAIL
+	// (infrastructure error CHECKER_FAILED), 7 points: stderr starts with
+	// `points <value>` as testlib's quitp writes it.
+	// `score`: argv as testlib; exit 0 with exactly one decimal number on
+	// stdout, the points. Anything else (other exit codes, garbage, points
+	// outside [0, maxPoints], a crash or a time-out) is CHECKER_FAILED,
+	// never WA.
+	Protocol *CheckerProtocol `json:"protocol,omitempty"`
 
 	// SourceSha256 Lower-case hex SHA-256 digest.
 	SourceSha256 Sha256 `json:"sourceSha256"`
@@ -909,14 +999,25 @@ type Verdict struct {
 	MaxScore int64  `json:"maxScore"`
 	Message  string `json:"message"`
 
-	// Score Sum of the weights of accepted cases.
-	Score int64 `json:"score"`
+	// Score Sum of the case scores, a multiple of 0.0001 in [0, maxScore]
+	// (case scores are whole units of 1/10000, so the sum is exact).
+	Score float64 `json:"score"`
 
-	// Status A user outcome. Infrastructure faults are never a verdict.
+	// Status A user outcome. Infrastructure faults are never a verdict. PARTIAL:
+	// for a case, a special checker awarded a fraction strictly between 0
+	// and 1 of its weight; for a job, every case is AC or PARTIAL and at
+	// least one is PARTIAL. A job's status is the status of its first case
+	// that is neither AC nor PARTIAL, else PARTIAL if any case is, else AC
+	// (CE before any case runs).
 	Status VerdictStatus `json:"status"`
 }
 
-// VerdictStatus A user outcome. Infrastructure faults are never a verdict.
+// VerdictStatus A user outcome. Infrastructure faults are never a verdict. PARTIAL:
+// for a case, a special checker awarded a fraction strictly between 0
+// and 1 of its weight; for a job, every case is AC or PARTIAL and at
+// least one is PARTIAL. A job's status is the status of its first case
+// that is neither AC nor PARTIAL, else PARTIAL if any case is, else AC
+// (CE before any case runs).
 type VerdictStatus string
 
 // JobIdPath A BIGINT id as a decimal string.
@@ -5246,164 +5347,181 @@ func (sh *strictHandler) OpenSession(w http.ResponseWriter, r *http.Request) {
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7L1tc9s4kjj+VVDcq4q8Qym242Qndt0LRVYSJbblleTM7X+UvwmRkISYBBQAtKzJ+Lv/Cg2AT6JsyZlk",
-	"76r2TWKRINBodDf6CY1vXsiTBWeEKekdf/PmBEdEwJ8DosSqPVVE6F8RkaGgC0U58469IQk5iyRSHC0x",
-	"VWhCplwQJPQnlM1anu8J8jWlgkTesRIp8T0ZzkmCdVdTLhKsvGOPMvXi0PO9hDKapIl3vO97arUg5hWZ",
-	"EeHd39/73gILnBBl4frAJ73oEqv5OlijOUFf+ATRSENA9aOFbuh7DCe62y/62weB+y9Bpt6x97fnOV6e",
-	"m7fyeS8y8AgiF5xJAuC8wdGAfE2JVPpXyJkiDP7Ei0VMQ6xBe/5Favi+bTlOVwhup74+P2EGQxEnEjGu",
-	"UIJVOEdqTpAeXOBQoUYw6P7zqjscXfcuPrXPeqeBj4LLQX/U7/TPrq8uhleXl/3BqHsa7LW8e9/rcDaN",
-	"afiTZhATLAmiGnoUczYjAqk5lSjEcUzEM3mC8ASziDNEFYD3losJjSLCfjx87VTNCVO6VxKhSaoAxTiO",
-	"+ZJEJ+ho/wUKLvqn3etB91P/Y/c0QFLxhQT0Mx4RgPcdZ+TnoPILpwyFPCJoiSXCsSA4WqFUkghxgeZY",
-	"InK30IQOcF1w9ZanLPpZsE00EFMak5xYyR2VZlEv8SrmOBpxfobF7Cfha8KjFSJ3ISGRRFRJNNH4OEGM",
-	"3BJhxBeiCmGJqAQoR5yfY7ayHC5/PJQDrAiKaUI1/TWCQXvUvT7rnfeAWU/QBIc3iE+naMoFAgndBBGN",
-	"pJHIWu5VZXgzE+J1ENnWzwviHsC6YjhVcy7oH+QnEMw5lZKymSYYQaZAwKEgkWZFHOunkkhJOTsBfkNh",
-	"jGkCGw1ASu4WJFQ/A84hEbdENCWNCJriNFao8fLuDgW9i1F3cNE+04L26qL9qd07a7856+olM1SlBYTE",
-	"CUELQ/doSdUclpNPp3YaC8FDIiWexKTLFFWrHz+f30gcN/WGbKUdZSFnkko9pAFRGVZ+JlGCGZ0SqTay",
-	"y73bSIH2OliSHizJAitFhB7u//+93fz/cPOP/ebrz/mf163m52/7/qsX9//lZRqAVIKyGexOWJIBkWls",
-	"kBBFVAOP40vBF0QoqvfhKY4l8b1F4dE3L8wgeAg3Fs573yN3VHV4RGqVlKpi4nsJSbhYfZxUm786ekSn",
-	"0Z9KiY3QK69HZ07CGyJQRKdTH0k6YzhGWnnRPDD85xkieiV9hBVKuFToCH2kbzTTJ/jujLCZ1oqO9l+/",
-	"qkGjDLkgT4DVAFGjbBGRUIaVZlsHaJpMiPDRPqJTxDgjGrKd1D3fkwqrVD62aJ+IiGiohqbxve8pmpBz",
-	"WYPQyyuk31Uh2WLiSxzHpsudPrwvqpe/OyLMJuYWIgM5G6hAUQVazBYgp5rP2aB88oWECpjEEM6jHFJR",
-	"d5hcEoE0grGgkrMWChSPicBMBYjOGBdEIiUwjWGZFzgkEmEWoSmFBSfLmDIiT8YsmMYcq8D2pbd7IAZp",
-	"pEiAJ3LE4+B5IEis/zhBgVyQkOI4QCJlEuExsw+aX9JoRtBC8JnACaLMCk8WTfgdamjMGJ1nH/03wmFI",
-	"FopEe60x86oCwAxaWsGIp5OY1C+hgdiDBYyf9qGdwmPkOzTN3KLdu54ekVSm+Ug3rZIZfP8AYYxs/4Rp",
-	"0H/3yB0OlSZCu9qaPfQCevkcPleFiO/dNfX3zVsstEySuqOu7WiUd/TWdjR0HWkw9I5dMJR2EONTQcgw",
-	"5qqGu+Ex0g0QZ5kSjgSdzbXmvjzJBCVYGAlmK72ZSYSNtZoKRqJ6IYXvzCq/Oios+UG9nKCqTvS850uw",
-	"bwz5guKAErxCcx5H8MyZcroDzV5ap1tycVMvqxxABy/39/d3EkE5AjNgaynFLJGxbXdcI41U/T9VJHlU",
-	"eMNAJPrAJ7AX4rue+Uqj2kKFhcCrtYnAKBtBNz3uBrfWTJKFWl+8A1gNvUpTKqRCtqGvNSRBEsLAPlwh",
-	"rQmtrCrEp4bMvvDJwxtfLRkZ38QWLgjfu6Hs0ZYf+OSjbnbve2Bwdxc8rHGZvCUs1LSn+A3R2jVhkVbp",
-	"QGi7uTGy9FHElwwUVy39BahjD024vE3WThjAGpAEU0bZ7Ak7raYdo5I+hoxz167wzbbIXnD+qDy/1G00",
-	"saZM7+pbrM3AttR7RjpJKFg3W3w3zBvXcAcoGoXlrkGypR47Lz/jgBJiSkAV0JzPsI4LT8mCsIiwcLWj",
-	"GvKe4FjNNTlxRlDMQxyjKOsMNU65UYoxSTjzkYUB0QTPiI+MuhBhhSdYEh9FVN7stdaUgYgoTGv02OGc",
-	"C4XI3SLGDGwrH5HWrAW8D9o2UuROGz1cG9mCKFnRtw/2D49q9O05TApQYd9NOI8JZvql8UeWTSPc/OPz",
-	"784iOn7AJKqsO/SVj1e/MlK31uoyqXebhpxN6SwVgAGkdVWCMEM4SihDkqhMHMIG22Bcgf+ET2Bji5AZ",
-	"HdDuVIzL7sVp7+Ld9afuoPe212mPev0Lz/e6F9oyPvV873TQ7l30Lt7pP3tD83Q7peOSsIiy2Sci6NRa",
-	"xLpnpk1nTb2nwtC7/pNK81RrIadULrikyvJaRRnudLqXo+4paoQ8SaiyEj7zTe5pG6x9Nui2T/913emf",
-	"n/dG0BozRCPjNIwRwSKmWqXGcYwiGpUw4kbwfG+tny1n3rb6ru7CuPs6DliYobH0d2O/Lsh5Q+sTHq3W",
-	"eSe0VvGjPgYwWcDLoJlNbgbE+N3LcPQXph2SSqShSgWJwKdN7hRqaPojdzhZxATokE+nhgjQlJLY4HmN",
-	"7jfa2e/TBLOmxp8mDsfh4NbQI2LK5AZur7WuqzafMdwestdybK3Bdo7DOWUkh86sTAju5ZyYKi5+z/fq",
-	"PPye733o9y6uO/3TbqFp/qz7P5e9QaXd1RAedAbd0+7FqNc+K3w57A6Hvf5FzZPh1WV3MOyewrdFJzn8",
-	"HF2/7V9dmHHeXBd/twej3tt2ZwQPexfX5+2L3tvucFR8dd4bDo2kOOu2h93rsz68H3SHV2ej607/4u1Z",
-	"rzOynXfaF53umZExJaAu2/8667dPr0f9/vVZe/Cum3eRT6focvV8z3n2PN8rOPa25FZr8PTYLY6p5tlL",
-	"wRUPeXzFZLpYcGE4+QOnTNNC3s496Rr3feHJlYSfncw7mn80ND7StQfDdEGEJBF8eMEjMiC3/Mb+siEB",
-	"PcCk8KstFJ3iUF1w1WPn+f7vnluHrV4QrWGccXhr3HRZOAk67WAWktjI5RIk1QiA+zyHf4AVOTO+cL0S",
-	"TG+V4Am5YvgW01hzB0i99wQLNSFYPc3CzHQN+3srK6ag7ZSsmBeHVSvG9yK3H9XuvbClUiVJPEVUItcY",
-	"NUAP4QwNe+9G3cF5UcYVdIkYs1mKZ0TW9+5eIxpJs5nBeKA1SR+ct0qWdSrjkVFzkoxZYyH4hEQ+hG+c",
-	"lkCivRYauZAjj5FWngi6IcTGwmKsiFRjJogmcrQgwoyqjQfQGEyzlGltgxtvMo5W0EgirMYseNcdoed4",
-	"QZ/fHjzPphi0kNsljhE2fao5VmC4SPA5GijGTM9qIcgt5alEBg7jI9pqdc/siAP48PEVBqX1QS+FU56e",
-	"SavhllUuiDFK1KDKYD+hrAHtfKeE6V729h72Vhy+fPWYzWRX+hMRslYN0gICTVIaW1PPEsataS+tdjz2",
-	"bkhImrAAB6391v4JmoUhOjhsHbb2x15l03x5cFjnkdYzepPK1ToQH/gEaBL4IHPnfOfcK7t0BRF+WQyU",
-	"lrQIa4Gb6zb2gih6kifFUMWA3NL65ek5/4NEyzlhuZIezjGbEVlQ0gFm3yjze09wgEcVq+FhaVhoe+97",
-	"fDqNKSMQUKx1jjk0IS1vMMQwl3NqMxmMRJRIzvmSIdvXE1wM0jHkX0c1JaT41eVyQ64hoI5UjAeiYoSg",
-	"N713vYsRopEWzRhFJKSJ0YltZo3Vgr1j70jPpGhCHjRff/59v/la244Hv9aH03psKvB2ZsLuRkDeubME",
-	"Cir4X69FV4arYZapwJk1YSO2YYylRA1JCCJspgkLmnX045K5dtrunvcvrq8uBt125z2ofb7XO2+/6xb0",
-	"0U7/YtTuXXQH151Btz2yKmX/atDRuvX79tXQ6JGd/mBwdakVzcsrragWlVStv/ags/fdzsfu4Pptu2fe",
-	"fLg6fde9Pn1TASJ7POi9ez8aFtXU7RTTU3ClXDFBcDjHJrDR01t/rtd1jB1EREcQQ+sDInkqQtK9m+NU",
-	"GqWsw4VIF6rHFqnW94rKXgdYw8tCEG8xNS8+aNXjdFIe3T4caFkvi9qe1u+cM3N9a716A0vRv9DiIpXE",
-	"etARYFI/c/Kxab3tRCsg8bQZaqBM/seYKQ6eJy12TkAdyt1fkEWT/xytFgQFH7ud7jUMEcAmiWHDVE3K",
-	"xsw5y3x4Q5UGApQt5zo1aj+K6Y3Wh1aIqzkR4EMF9cRRXz41Rxhbru2w6LoD3DscDnL35A7uAcg6s1qA",
-	"zQZASSpBT0GcnRTiLpC6oaXWgvNYzz1L/AGlb92x4BS7bdWx3RyyFYGSDWb7qJMoH/gk2+/cSvzzqnsF",
-	"3Di4urhwXH9+edY1nJ0xa87S2y3UP1OSAkMMjKIDPKNFu2GtjF9yprLrOCx5jHcQ4U9Bt+H5etvCxWht",
-	"coIidyrPTTh8+aomO+Hw1eHBUZ2/NOexxz3zw2Lb0rejLeKow3LrKplUOqtA5hfJyOKmnpAoe5o1+sVa",
-	"+vUo54w0gRVDY09Z7Y9KmZLIemmdjdcAQxod7GtrIlXEbG9F1/Xhr6D8uN+/PrYnZ7BtnvLTtN7MnfGA",
-	"iZw38p1myELSQh8JWYCgZQibfMPMdcZZvDJOXJefWSZGq/y53y/qzJQ5l+qd4Oli24iRHuivjy5Vvf5m",
-	"kCyOU4TSL+KzbqXOCnKgjGz3Bt2QlTX1wsXi4B8++oJvsf5/sVJzzl74CIsbbV4kK/k1PgFhT0IaWQtE",
-	"Q9WqaKeFAMcvrWsIcLw4qFdSK+b3ropqsqAx6fAkwXVKQ8e8R6FpgLSejhrfTPbNdTK5N24KmtAYC7SI",
-	"cUjmPI6IkCgmU5vvtneCSLJQK2A5l+v0eFSIMCVWl5wyVZ8wALkCIFUMJUPulwYHPkQL/SVkL4RzLgnL",
-	"rPGscWSNKViEdBLT0Cq8ENJNMGVbWufkTgl8Djh5s1J13iXzEs0Ehmg4Z0jxhQkKw9YwiUnyTJpsVuvM",
-	"+vDpHNw9c4Kjp5iktM5ksiGRoqerSLoPkOH1Lw8RYULZg/PXgkkmOI6JVMhQj50siGCnM4UYAmpCoZRF",
-	"RJygmC+JMC1dJopJecUKEfZVawVPQM2OceqN3DFIWYkztqNrqTCLsIg2YMm+1YpCtkrWowTUQiMg3ty7",
-	"1Bv2UeeXXw7+Yej23cUVIneKMPBBoUZTqui/ZyzVLfbWCBrE+hqIt5s8XlYeCMg+Lru7NK8bB2g1D80G",
-	"ny24s19+QY1TMqGYWR9Y8+Bob5M7rA6+ininBdGe4Tafg18VcqU1LYmZGk5eI+3aPYJgSUyC4O7JQNtu",
-	"f+XUlL8ggaS8speCSMhknhMX1KYS9T8+gb3kNl4wwJn1gW2TnWE63Yj9S61eEymfkPcsT+0hlM2er4NH",
-	"88h809WIKxx/f18/iywWcywfXalLaHQPqAMcD8nXDc5WjYJiQpT7wnpcsywoAHpnytqGTIowuvn5hWUu",
-	"rdNGatqQ/dH/iBqQ40WiPR+d9Ycjk96x4qmQ4KBIuCB7PsrMW9QInUUKRzOyoF7Je9b/6PmejdPuahn3",
-	"b/S3JqZYtn4hHLgrQ5i9+XyyUYVZEJD8kC6qMa+Qyf/r9E+72bkH+XBe5q8Hrw8fYwGeqkWqPtYAMsx2",
-	"SGiCQrwAqPTCfhdYzt5+GLDH0uf/Glhe7W8hJvK0+8pRFRzHa7BMQLwnBDOJMErSWNFFbFgSZmTVZGcC",
-	"kjsSpoqLh8F8sV+B8+BRts1y+TNSKyx2HUeeFzIXd/DF9ZIkVTZlRSpIetOTxU7dblXWA83xLcmXjDMC",
-	"mBszrd0xjgL5NQ5a4LypfANvfBTaAynBtzFMYuwdo7HJHh979+D9HDPGoVcJrkBaUm21JAHdtgF7XUKY",
-	"GtGE8FSda9sR3w34UppeEnwH2giaaQuB7YHZk+AVmhC0X5feD2NuHa93GO9YwZ/Hc83mVY3ohvmJii2S",
-	"8rdNy3VQZLm5mTx7UK8wrbQa8vXxwwVfNR1palgjU5v6aQfN52g3kAcptYN39+rseACLskWqhnN8+PLV",
-	"o5M0rbKP6B9POdtkWHTXEe1Xdsgyg+5DzAHFZEYVTbAi8cr6CdwhRSvhn3IgidDZXNVPs6iI7Xo+IDui",
-	"VMR/EbEVRJUwkIH1EO244I3TDbSQ8nxv+M9t41X2KNTwq4kH9VMV8qTkpP/UHZyaFLDuYNAfbNmvPUfm",
-	"ucRJ3fml0x9zaM8ve2fG8f/h6vSd/mtbsLWRZl5/SKMZJA3oIaytXo392pNPnMcnWUAK2WOhLm8GZG+8",
-	"Qtbl5IAMFwvP977gW6zlJPjoPN8DH52mj5UWHFsCDT19MD1dup7atqdz09O97w200vg0Fzdot9uL7rIx",
-	"tHZmJKHMSfJHDpDYcetI1c7mSd7rp0zHWta7HYB5EH6Zxk/MfyMuG2C70P53W2g8Z9+HRnRcbnw3kS1Q",
-	"scWx0Hq8OWvKjf4QFp9EBlE5u/zBdJlCU2Mab5Vlk0Un17JSCv0Vuts8xSHZVfVso6ngfxDmDv9Iok7Q",
-	"LY5TIhGWNvbH0jgGs0BrlBdXZ2ctFGgIZOAbJ8zCeGR8CKtrEWf92pB4HacJq0s+18/L7PWosy9nquL7",
-	"TLkTfFnuMPtDzwBSEmyK+q49l9XKOsUS8LFpNq+Odh1yLWvGYMvOsY4CbFrw02TFhHNVl7g0wCziCaKR",
-	"M7k4C42plu1f4ANvYHR11TvVatKUMpOX9miBgObnb//YWB9gYXOqN2Y0juYEJSapHrnGJe8zbLNyQfAN",
-	"mDBUooiHqbZVNJiu5cHOh/oqS2NRtw7xg4v0tHhqjGnyG6bqHN/VGdOQcW2Pnp7L4gnVOWfg+OHMVNn4",
-	"7sOo35dHOHd5gpAPdIsfPZFfu+HsHMKFDWOkah0RsH2jGBg2C35NVgZdNseHkeUT0hV/TOBYEyEjy+9C",
-	"oC2/suEQaTEnNfeTMrJEmuQRjU4QxE9dFZdS1OspaZ2mmxG/ITXs/oZgQYQ50Qp7kQHHpFlRm1ZmDmg5",
-	"160G8ympAbI+4Ruyl/M0jASvIFcKKxCKkHOfZ9Jr0nFpHH9tgnMJTZU19B9JIKikubqs1jp2LHHLOrH5",
-	"VWFUK+0yE7zCa3xJRFMbqGhO7tDwfbt5+PIViqiWXtWtY7/5Gjenn7+9OqrfKCpVF35W6tSu7gX71UaP",
-	"xi6e3c0ZcCXYSoPWrk/uU9o9edDqjVolXGgVAByWzt3YQsPuWbczch5M6SqImE1JpRFh6pkcs1zttCVF",
-	"nEMl8BEXebGi/Gx6IMiUCMJCMvxqyowgzsYsK8U0FUTOs4PDqFGwrF0Wg1ryvRN0en6Wg6e7ITicj1lw",
-	"Wzh/GqCvqRYzefZFBjvKXJ+ytkpJHPPleRorOsza1Z8atpjpgIp3Yez1unbFelgP0VxuChglM8tzeMCF",
-	"/4+D/V9/fbwohvXs7uqsqjcXRUSEmc36XO26fNzC95oTsfO+Fgmkqoi/fPmivoyS7my9/ea8RkKi9eZH",
-	"B6+PXuxvyKSo+MkfWZFtUFik1HUpW6Lv9YgBEPbJGp+6pKetfB7Dr3HptPZufo/iIheXIMduTiW1bFLB",
-	"QC2Wc6ItMINfz54Py8iqu9NgzvM1ordN4iYxAb/kaWK8bVUE7ujheYpEeJDvgCi24pnKWpoPC0IqH6gW",
-	"q5W04JqijqmkjEj5TGrr0wruPGd3KwPzwXoLRSBcfvGDYNxQBoDkQNhEofbZu77erE7bo/ab9rB7gsAZ",
-	"YExjymZmF4PTBVZFtuUVGvmZBTjmgPITCHUWNExNz+uh9LZPuU9t1+SSDTUkIFMCjmMKrKeMw3m2z8Pb",
-	"LDdc68HFBMpOd2tJUigHuE0Uz6RJnfHZQ3lfEM7IM9dfQVm9InxgNiwE0aaeTRGrFgbYtGEk+G7oSu9V",
-	"Yv5pArpQHBvkmECKdCScaUi7R4p2OHRVKAxYC52GpACYq7dmFvuJeVQ71/erGjbVUnoZjksLnuPhofhm",
-	"eaiaoAycKrJO4xaqO1JmQ91QPgIj66suF/7wfO+3tud7Izi/dQ7/9s/MaTHP9zrbVhTYqieoxEnCVFC1",
-	"GmqMGo7VFl9nt0T7rEiacedNVii47A9HUHg4aKErqDTMQGe2b6yVGbTcRg37BpjkuRCaK7VwDg/r6NqQ",
-	"OGpeWmM+AyaDIxvNgbLZ2N8CoHsIJ0/5xsMuxnU4IWpJCEPYxuvMWYsgOxAdmNQFVT0fP2a2kX0a7LWQ",
-	"qb2ywGqOYnpLpMkRRoE7+e6m8ByGEvK5OXBG5ZhFhFGDi4iYk43kTjNnaYnGbMz+9jfUg/VUqzFr2+P/",
-	"nDJpFhX2HJwfLMmLShtfVkgAMAzF7JoaymjMCiTSyM9i7LXQb8YOw6pIRVQhviCQo+NWtOAZHjNwEzXK",
-	"S+ojs1ooKNNtsHdSWuTQyE8hqDl6MGZlomkUu7HEpjHvUOKbw2p6rnMt/GeCpwuE4yVeyTHTTK8N2MQs",
-	"Z11NYt9yPrTCWVU/qKRj0d/h7FZ/x5kcs7/nR3wlagSQ8Rf4Bj7zV8EVo3/mhbk0ZQnizgSPGbLHgqWp",
-	"Aq81iGD9FLCmgr+jU1tpwAgrK5ElogwlNI6pLSBtqYGh4FwGSKbTKb1roQtTlkEQPaSZ7YzeahaYSB6n",
-	"yhV1jwiOoCBoVpxBi+NUEVNkwlX2Mo10X4Az/SrhjCvO4LQCD2/0Vgx7IDdeeIX+LglTfy/WTfTRIk6l",
-	"7iWoZgIHPpx4AnrDU6JWKMFiRhkgoljuyBwQfT8aXSKzqUCfkO2kOWDs+WjsdhHzw1Y2Gnv3wYkeO3So",
-	"QVeXl93B9fCi/bGLTPI8nDalxl2gGcAswDOJCsLFkYgpu0Dm+JbyVAB7WIgazmlSrPG/N2Z/ugZ/GlTD",
-	"Wcs/9fNms4nsv/rn0f6BD6Xr/yxXzz7Rb1BQqegTgL9Ss6teQ7LMODbzsIDzJPPslvrIy+1owl0vIGSk",
-	"14Yy+u7cCESLGpgZ/oaB+JLllQ3A30MV1LwXppTNnpvpkd4DMJxR/TO7RwDEETwyjV5X3wH9HBsg4Piv",
-	"SfLXokHCFQDAWgnXG74Z2/R0sI/+tGdincykEskFYeoEYXmTn8/Tnxl0aovafv3CR0eHh3r9CgW1q5XC",
-	"T+y3xq/l2wPEwKKQ6RI43QQ18jLke4gyqQiOEDV0k126IBWNY9hrLBSHGhuluvJBoWx84CrLo8YXqm0M",
-	"yBJWc7Mbi5XphBG15OLGVad+eXeH/nyw8Lnry1VAR8s5tYW9MkgdjFAqWUHBA231rIXyCscijr0DMFwX",
-	"hOEF9Y69F6391gtjH81BB9q4r2aebSjLx6Wqu/WEKbv1BDWO8KCuJI4gIReRtHJLr9yYAQaget6SGXF3",
-	"4sTlcs4lQTGWCmUjaFyY8ImaYzZmQbm0RLBeKAPgwLa2c74zuvIz1rc/Zq7MX1SpRSNsOYu8xA6PIxS4",
-	"en2B5r/AlewLxmxKGZVzJ+RNwjz0qgWNzPiHkSVIO0gikcfoaH8frd1UskEo+WNWJ2TqruQ4AZouX51w",
-	"MmYP1uk3ftlMRPcis9xRVqbEXhpDpHrDo7+uMP9a4ar7sq2jREqqN84c7u//iPFtnLnuTgqgYXuJyJEZ",
-	"va7TDMrnhUtx4JODxz8p3TcBH714/KP8Zhj9xeHrx7+oXugBkwXteRsQM58VWFhpkmCxAgSBSHZnxzTp",
-	"F8qXmtKYJ5oxhMk3sAxo4gJQ1AvPwLrTIo8RKY0Jt1FWfeET+RyYa7Ow+g1rZkwXSHEUmDB/gBrOwwFx",
-	"+z2Q9qbwlqmKDfq+trEk+oMIjrgYM9j1jPaRWJ+OtRhM/MTI60aQ51hp5lrTyPZaY9Zm1qWilV4ZgIZU",
-	"CJjAVVIQNBUJjk9cQH2GKSvuGq0xA0sViq5ryAB2ai9zsdZhVvM68IuiD+KYVjekSo4ZZc1pDPWlCnJL",
-	"f5DbAs8kCvECh1SrkfClfm9frffQQn1tEMP+bEqdBq46hrWkgry0RwDAnyA8ZqbmESuUBDHiOfsM7Gw9",
-	"dGArj8C8YdJ6kan6vyRcoWL3Bz6RP0iwlurN/2ShWi6kXiNQbblyWEDQMSWdxCsbUPmPjK2VsWeczZoL",
-	"btMLjVzLmNywgsvmsLzuShA44Wqqxz8uWCGBYbNgfQP3rUEjKERRUAorqQ9BC3W1uMw0WqOSgZ/K1Cfk",
-	"S3aMgv7HIDeutIlQZ88GZ/3hKECNXEVmfMzs/WkTov+A+/gAA85kg8IBWiQf5wZWybbRYgeUMyhuHGTn",
-	"9OxA2mbSVtaG836QujJmggD+zBhlm2mvhVzetpFfCdeibMrFEosI5F5QON0YwHmhGRScMuqurSZpI5GS",
-	"EKYRaW4mMVcWgUGjgWBkKVuozVDKbphWh7/wCZiKUFRcowzkpLMrHY64MCjyx8ysj7S4/r8kTiF7/cxk",
-	"h/8YgVrK9v/JArWcm18jUPsss3cWRJjF9vVm6pxxEGH8j2zdIFu7d4pYtcdqQXyaVd8saIamlqtl16eI",
-	"1m/g7Lx/jm0VYfn8m4QMpHsN/YzUiFtQpky+l0RZvoatzG7cOoW7yUzRNZA0mUdhzMzNknDxCvix6a2T",
-	"oTYBGOSck8DGswkywVjScGsgldpeFgRKrJgEpI6h7aaJrxnXVvA/zY8kJE2TWBVAulLDZAMJGkJFXLMc",
-	"z2TWgfseCpmfaM3RBh71BOA4manjtN+crBQZMw2Prb8LSuMcg/FtJkwVaPTSHt2USNI/rEkCSPTNYUs9",
-	"EwVnZqk0N4hicIXScnjLeEkbQal6YbDnXN5YaqFZAPdnyEwfBZtKhmvZebR/hIJSjfHSF7ZyI/T8GgV5",
-	"OXH4dl0Yo51l8am9KcWVyvbKN9j+Xs+meZPn+Q239/6WCZHWOwxLUH/1rXSZfk+7+9alJ65DlF/pCixj",
-	"vNRFhst5LAPNXDqZA2eZBjawpktQ3e4G4UfThe8/77Qz8VAR1TScXt6hslEnlGFIYakmutTeOarXxEdO",
-	"dFQu6CxJixqPY3l5QRA1wJuKbZktrOaWsfda37+49/+7N8j9o8e/yGrYwwdb7KhZtfp/6xY8BPoAVVUR",
-	"qZpwsh82AMiWLe9y37P1iuwmzXrzJqumVdhEg4YJuziV2ejLKPf47AU2rqDVbthyC9pD5lKBq7llpb7q",
-	"M4nCVAhtRenJN6bmQiqzv5mtGz6KSLLgmmGPwcCg7l41zQzGYaQJy2X/GqeRvbNmzKBV0AAUVODOdP61",
-	"G1kCX9t1LHdQjZmVc+ZShhOE4Z5OAsDbgU2sJr9AJrP9jvZfj1lQubAiaKHARm+OkT3BHCDLxBIFNpXE",
-	"qBaMowD2Y71T5Z/ZIFD+kWmTfeL6aKG2S03R8Jij/9GYAaqkKqUcoQbsMDSSeew7V7HAB1jM5PLHDDJx",
-	"TPRYq92YzYifOeRiPpN77pJ4zFYmHEAlWgqNJRMDba8HtMKYSxu6sNdUHRcJSRAlKClfpTtm3MUtDeoN",
-	"BdvP9TfaqPaNh21JJShMU0xjadQ0l8U3ZpKAq+5fw1H3/NoAtgeAar0Bor7HJfWhaJpbCoG89DxIWWSE",
-	"MdOWsOayPR+tkQVq1JBW8YrvjMDGLCv5CUPr3kp3oASFaj36ZUG50qNY233MEhwRgzgi0Iwwq9E45txr",
-	"oZ5LrgEE6GlmZ+ciYS9BHzNTx/hnGM7ret6JWZziqtQgdw1DZazoTg5eoGDtspgANWADhusqfkXn9M3e",
-	"CcRvg/IdMk9SJFGjHC4ds2K81NaeMytcG6vS8lTZtMjv0Dc//yjnQfFw+k/3HpTOdG9Q0yyTUVkQ3g3G",
-	"l5qHzQktd7VXftkX3Ar2v92r8OOVpoMtYKpe9gPK1uE2CFi/Ff3fqqhdcrtXur0UsoNrjGbQ26zb0do+",
-	"O+lslG1W0jqcyTSxW2M1X8/E71Rd1WRzw4bLFxiz/MRTSFADND4KBaCkaaW4uerngiNNh4bus6ylbUT8",
-	"2uVjAWo4/6yGeQ/E7X6xob2RzMjp4pVkf5m39AOn7MJUlPkR0q5Y+nsrWXfwFw+9WdLp91pzhZWtpDT6",
-	"9rIC49oxGSWgHP5cCXewxTjvOCP/FjFgk6q9498/F4XCSBjtqSaHtnRvZo7sojigNhP1EZEg80TpDaZb",
-	"zqJOK64bGRyHxiIyFQmCotCwxpIz9Yy3wWTSgn+zeIo42POR5JCbZjRxZ61JPCUtyDUmy3wUmh8TL3dz",
-	"klkZLE/hhr60VmoTpuDSxzjKIAMDwNRNhveb8hAzrZvH0djtJuYCC4iJCQzhIAg2xXwGIXiwHs0197P5",
-	"FnF1HwV1ly8ahfSgNhHyR0aD+gvCXFr9jxFxlRIiP1mjq9bG2KDSZRG+0in//8SA6gXa+vmQ3z/fl6Sc",
-	"JivUgJQhrX3s2bIhZSQ7BnMlFeqEXN3A2TEQM6r9rCriQK6aSwQdeVsXctb/uod6Xkjis62zRKv11pB1",
-	"5Ltrz7NIlW8thLwP0OLuP9//vwAAAP//",
+	"7H3tdhq5suiraPU5awX2tAl2PNkz9ro/CGYyJP7agGfOvkOuW3QLUNItkZbamMn4Oe4D3Re7S1VSf0Bj",
+	"g2eSfc5a+09iQB8lqapU3/rihTJZSMGEVt7JF2/OaMRS+HPAdLrqTDVLzaeIqTDlC82l8E68IQuliBTR",
+	"kiwp12TCpjJlJDVduJi1PN9L2eeMpyzyTnSaMd9T4Zwl1Aw1lWlCtXficaFfHXm+l3DBkyzxTtq+p1cL",
+	"hj+xGUu9h4cH31vQlCZMW7jeyUk/uqZ6vgnWaM7IRzkhPDIQcPPVwjT0PUETM+xH0/dR4P4zZVPvxPuP",
+	"l8W+vMRf1ct+hPCkTC2kUAzAeUOjAfucMaXNp1AKzQT8SReLmIfUgPbyozLwfdlxnl6aSrv0zfWlOBmJ",
+	"JFNESE0SqsM50XNGzOQpDTVpBIPeP256w9Ft//KXznn/LPBJcD24Gl11r85vby6HN9fXV4NR7yxotrwH",
+	"3+tKMY15+I1WEDOqGOEGehJLMWMp0XOuSEjjmKUv1CmhEyoiKQjXAN5PMp3wKGLi68PXyfScCW1GZRGZ",
+	"ZBq2mMaxXLLolBy3X5Hg8uqsdzvo/XL1vncWEKXlQsH2CxkxgPetFOzbbOVHyQUJZcTIkipC45TRaEUy",
+	"xSIiUzKnirD7hUF0gOtS6p9kJqJvBdvEADHlMSuQld1zhYd6TVexpNFIynOazr7Rfk1ktCLsPmQsUoRr",
+	"RSZmP06JYHcsRfZFuCZUEa4AypGUF1SsLIWrrw/lgGpGYp5wg3+NYNAZ9W7P+xd9INZTMqHhJyKnUzKV",
+	"KQEOfQAsmijkyIbvrfPwg5yJ10FkW78ssXsA60bQTM9lyn9n3wBhLrhSXMwMwqRsCggcpiwypEhj861i",
+	"SnEpToHeSBhTnsBFA5Cy+wUL9beAc8jSO5YeKB4xMqVZrEnj+/t7EvQvR73BZefcMNqby84vnf555815",
+	"zxwZYpVhEIomjCwQ78mS6zkcp5xO7TIWqQyZUnQSs57QXK++/np+ZXF8YC5ky+24CKVQXJkpEUSNpPxC",
+	"kYQKPmVKbyWXB3eRAu51qWJ9OJIF1ZqlZrr/81vn4H/Tg9/bBz9+KP68bR18+NL2X796+E8vlwCUTrmY",
+	"we1EFRswlcW4CVHEDfA0vk7lgqWam3t4SmPFfG9R+uqLF+YQPLY3Fs4H32P3XHdlxGqFlHXBxPcSlsh0",
+	"9X6y3vz18RMyjemqFEWmVz2P7pyFn1hKIj6d+kTxmaAxMcKLoYHhP84JMyfpE6pJIpUmx+Q9f2OIPqH3",
+	"50zMjFR03P7xdc02qlCmNTNOjcTApSD/7/+SJeOzuSapYYosInMaTwld0hWZpjIhv7NUGonvmEQs5AmN",
+	"ySKmIVNj0aAkyWLNFzEjckrarXa7fUi4IL+1fTvoh+YpoFI+HVfkELhYp+uT9liYP6lYkSnlcZYyn1AR",
+	"keWcakKJWrDQ8IHQ7g5d0tQAKPWcpUuuWGssPL84hEhmk5jVn4LIkgkeAu5ujRTJ0oQLqg0/cicAnXzS",
+	"JnxKhBSsVZ5uFznW95SmOlNPYeMvLI14qIfY+MH3NE/YharBlOsbYn5bh2QH7FvSOMYh9+r4UJabf3PU",
+	"lS/MYVgOcj5RiVRKRJYfQEEOH/JJ5eQjCzVQP575k6S/JscJtWQpMRtMU66kII1IhuolEzMuWCuJfDJ2",
+	"Q6ux54OsZPCT3RsBOs1ippqtsQjgc2CwdbLSjLDPGY25XrVIoGXMUip0YGdhisRcMEUoXMgpS+QdF7Ox",
+	"UAtDJT7RdKIAq7sDQ7+mMWFGizLfRalcLAzG6ZTy2PzBkoVe4ZAGkGksaXkuLT8xoYhiRjsCYXVFOsNu",
+	"v0+Wc64ZTOrnlIoIrMbC8HQuSEAnaiTjwLCVIGUx/N1IWUw1v2OGynEz8F4ldzTOGOyHJcWApJlQBWke",
+	"fMyiGSOLVM5SmhjSxwtPRBN5f0oUY2MxxKaOxRmCNyLYIpVahjJWSMRVFo5gVlB1N+LGNT2jo13QU3Ra",
+	"XQwQKoz0xF2DzUem6To9Qf9HKOAnHrM9L0DUerdcwLeVG/i7R69gNadH379+ck+wFbDW31k9f6H3uPXH",
+	"hz8ev2of78VxYDk5MHaWR3bs2mLWJvP8WS4RQdcuFqeFRkCTRptqkc5EGWEoYVQoEsRsRsNVMBYNIwOt",
+	"cqGILLJJzNXcECIaQ0CnnXIWR+QTYwtFDIkAhVtREOjJjndCaDq7IwEXi0wXdCczvch0cGr0Jk3acFce",
+	"Gpo9Ir92THfNlI75ZK0/diMUmGBAGrbVC0VkGrG0WR5vLA7Jrx2fHJFFysxKQb5EOYM0gKwjaGCZNFF0",
+	"pYiSTZ+8Ij91+udj0eBimlKl0yzUWcps3+7Pve773uDWtOmdNX3yd7KQXGh1QpSOWJoSpWmqFYiZYxHg",
+	"j2SctduvQmA48CcLjHxZrOBzxvWCLFPD4wjXwJPMveO2oGicrxLkWGDk8YpIwda4IpFiLJSOZKZ9OByE",
+	"pEU6YmWY5YywWDHSAGkDxzQqt/LJjKYTOmO+7TEWMtOgGhi5J6H31/D1B59QEqZUzc3JUbi1D2Smmwbd",
+	"qrvkjwXK1nC65rYUhjR+8xBNDGni2vLb9sM6tfre/YHpdXBHU0MwynQ/d91Hefchdi+oZWT5l5sSNszM",
+	"aO85I2eYO8greORuk/fsQKNioJ/sQEM3kAHD6HQlU9oefG6aMjaMpa4Rk+BrYhoQKXIzDUlB0BVyeZqL",
+	"0kCviRFBP0pzUaM9M0sFi+qlPcfKXpe52GG9wMV1nQxn2FAsHUsA1ZIkdEXmMo7gO2fsMwMYRDR35lKm",
+	"n+qFPgfQ4fftdnsvzlpsYA5sLV/FI0Lr555nZDbV/M81S56UgmEiFr2TE9CW6H0fe5mttlDRNKWrjYXA",
+	"LFtBxxH3g9tcnclCbx4eai+g0/BUaWIb+kaHTlnChBXK8J5AZVlOEc0+ysnjGkQtGqH1egcjte994uLJ",
+	"lu/k5L1p9uB7YJLtLWRYY1T/iYkQri0jcBpRTkRG6Uematcm2NInkVwKMG3g3WkU9scWXNU3ahcMYA1Y",
+	"QrngYvYMlcXgDt7PT23GhWtX6rPrZi+kfFJevDZtDLJmwvD/Hc5mYFsacSqbJBzsXzv0GxaNa6gDNLbS",
+	"cddsssUeuy4/p4DKxlSAKm1zscI6KjxjCyYiJsLVnvrcz4zGem7QydzfsQxpTKJ8MNI4k2g2oSyRwicW",
+	"BsITuJ5ROYmophOqjFbE1adma0PZiJimvEZaHM5lCkJZTAVIRz5hrVkLVSSQdTS716dESKJYmDKt1iwy",
+	"h+2j4xqpeg6Lgq2wv02kjBkV5sc62Z0e/P7hNyexnzwisdcLzm6++pNRpvVQU83qHWuhFFM+y1KUD43S",
+	"zwgVhEYJF0QxnbNDuGAbQmpQ7+QELraI4Oyw7U7EuO5dnvUv397+0hv0f+p3O6P+1aXne73Lzpvz3pnn",
+	"e2eDTv+yf/nW/Nkf4re7CR3XTERczH5hKZ9am6kZWdBJzAz2nqWI7+ZPrvBbI4WccbWQimtLa2tWhW63",
+	"dz3qnZFGKJOEa8vhc+9V0wh4nfNBr3P2z9vu1cVFfwStqSA8QrdSTBhNY85S6EAiHlV2xM3g+d7GODuu",
+	"vBOGbKFhkR10CHUdsLBCtAXvR3494POI6xMZrTZpJ7R20yet0GD7ATu0ITa1HRD0zFbhuFpgO5IrGxF4",
+	"Pdm9Jg2Df+yeJouYAR7K6RSRALUw2OcNvN9qif05S6g4MPtnkMNROAjnZkbKwfhSR+219td14xlawB4z",
+	"fBW7tQHbBQ3nXLACOjyZEByQBTKtOYE936vzAXu+9+6qf3nbvTrrlZoW3/X+67o/WGt3M4QvuoPeWe9y",
+	"1O+cl3oOe8Nh/+qy5pvhzXVvMOydQd+yGxU+jm5/urq5xHne3JY/dwaj/k+d7gi+7F/eXnQu+z/1hqPy",
+	"Txf94RA5xXmvM+zdnl/B74Pe8OZ8dNu9uvzpvN8d2cG7nctu7xx5TAWo684/z686Z7ejq6vb887gba8Y",
+	"olhO2Snn+Z7z/Xi+V3L97EitVuHpizsac0OzzmhxI1S2WMgUKfmd5MLgQtHOfdNDB2/pmxsFH7u5/6zo",
+	"NEQv2sYXw2zBUsUi6HgpIzZgd/KT/WSdxmaCSelTJ9V8SkN9KXVfXBT3v/veuvTMgRgJ41zCr+jIyQMO",
+	"YNAuFSGLkS9XIFn3EbvuBfwDqtk5ekvNSQhzVYJJ+UbQO8pjQx3A9X5mNNUTRvXzNMxc1rCfd9JiStJO",
+	"RYt5dbSuxfhe5O6j2rsXrlSuFYunhCviGpMGyCFSkGH/7ag3uCjzuJIsEVMxy+iMqfrR3c+ERwovM5gP",
+	"pCblg3tPq6pMheZfPWfJWDQWqZywyAcHv5MSWNRskZELSpHgKxLMWsI0TKqZ0mORMoPkZMFSnNUoDyAx",
+	"YLNMGGlDor+RRitopAjVYxG87Y3IS7rgL+8OX+ZLDFrE3RInhOKYek41KC4KnDcIxVig9ZndcZkpgnCg",
+	"1WWn0z23Mw6g49MnDELro1YKJzy9UFbCrYpcEIWiSINr3P2Eiwa0850QZkZpNh+3Vhx9//opncme9C8s",
+	"VbVikGEQZJLx2Kp6FjHusL2y0vHY+8RCdgAHcNhqt9qnZBaG5PCoddRqj721S/P7w6M6u7NZ0ZtMrTaB",
+	"eCcngJNAB7k550+ufe2WXtsIv8oGKkdahrVEzXUXe4kVPcuSglgxYHe8/nj6zv6gyHLORCGkh3MqZkyV",
+	"hHSA2UdhvvkMT2K0pjU8zg1LbR98T06nMRcMQk5qjWNum4jhN+hUW865jXVDjqiImsulIHasZ5gYlCPI",
+	"vw5rKpvirx+Xm3JjA+pQBS0Qa0oIedN/278cER4Z1kxzazaSDQiAKAV7J96xWUlZhTw8+PHDb+2DH43u",
+	"ePhDvbenL6Yp3U1N2F8JKAZ3mkBJBP/rpei16WqIpeK6wJieMKZKkYZijFiHMTTrmq8r6tpZp3dxdXl7",
+	"cznodbo/g9jne/2LztteSR7tXl2OOv3L3uC2O+h1RlakvLoZdI1s/XPnZohyZPdqMLi5NoLm9Y0RVMtC",
+	"qpFf+zBYxV9g5Kebs7e927M3a0DkXw/6b38eDcti6m6C6RmYUm5Eymg4p+g47Zurv5DruqgHsbSbMsT1",
+	"AVMyS0PWu5/TTKFQ1pVpmi10XywyI++Vhb0ukIZXuDgpxx/eGdHjbFKd3X45MLxelaU9I985Y+bm1Xrz",
+	"Bo7i6tKwi0wxa0FHz4v5zvHHA2ttZ0YAiacH4BTECMGx0BIsT4btnII4VJi/IHag+DhaLRgJ3ve6vVuY",
+	"IoBLksKFqQ+4GAtnLMMYF64NENbRhqZTFPtJzD8xiIlBz9NHOak6hYqlOcTY8WyHZdMd7L3bw0FhntzD",
+	"PABxyVYKsPFiJMkUyClEitOS3wWC+wzXWkgZm7XnoaEg9G0aFpxgt6s4tp9Bdo2h5JPZMeo4yjs5ye87",
+	"dxL/uOndADUObi4vHdVfXJ/3kLJzYi1IereD+kfGMiCIAQo6QDOGtSNp5fRSEJU9x2HFYrwHC3/OdiPN",
+	"1+sWLiLEhq9pdq+L6LWj71/XxK8dvT46PK6zlxY09rRlflhuW+k72iFOY1htvY4ma4OtQeaX0cjuTT0i",
+	"cfE8bfSj1fTrt1wKdgCkGKI+ZaU/rlTGImuldTpeAxRpctg22kSmGV5vZdP10Q8g/LjPPzx1J+ewbV/y",
+	"86Te3JzxiIpcNPKdZChC1iLvGVsAoxWEYkR6bjqTIl6hEddF8FeR0Qp/7vOrOjVlLpV+m8pssavHyEz0",
+	"13uX1q3+OEnuxylD6Zf3s+6kzkt8oLrZ7hfyia2sqhcuFod/98lHekfN/4uVnkvxyic0/WTUi2SlPsen",
+	"wOxZyCOrgRioWmvSacnB8V3rFhwcrw7rhdQ19XtfQTVZ8Jh1ZZLQOqGhi7+TEBtgrF7jC4Yx3iaTBzRT",
+	"8ITHNMUw2LmMI5YqErOpjYhuntoYPkNyLmj0aa8QEzpdQeTII3FLwFUQkyE62IADHTEUBaIXwrlUTOTa",
+	"eN44ssoUHEI2iXloBV5w6SaUix21c3avU3oBe/JmpeusS/gjmaUUvOFSEC0X6BSGq2ESs+SFwnwHa8x6",
+	"98sFmHvmjEbPUUl5ncpkXSJlS1cZdR9Bw9vvHkPChItH128Yk0poHDOlCWKPXSywYCczhVRgMBTJRMTS",
+	"UxLLJUuxpYtEwaQIqgkTn41U8Iyt2dNPvZU6BpmoUMZueK00FRFNoy27ZH81gkJ+StaiBNjCI0DewrrU",
+	"H16R7nffHf4d8fbt5Q1h95oJsEGRxoHS0f+aicy0aG4gNLD1DRDvtlm8LD9IIT+lau4ytI4G0LWoV+d8",
+	"tuDOvvuONM7YhFNhbWAHh8fNbeawOvjW2DsvsfZ8b4s1+OtMrnKmFTZTQ8kbqF17RzCqGEZa7x8MtOv1",
+	"Vw1N+QsCSKone41Bj2gpQ6c2V+Tq/TPIS+1iBYM9szawXaIzcNCtu39txGum1DMyY9SZTVPcbvk6fDKO",
+	"zMehRlLT+M+P9a3QYjGn6smTuoZGD7B1sMdD9nmLsdVsQTkgyvWwFtc8CgqA3huzdkGTMoxufX7pmCvn",
+	"tBWbtkR/XL0nDYjxYlHTJ+dXwxGGd6xkliowUCQyZU2f5OotaYROI4XkvdypV7GeXb33fM/6affVjK8+",
+	"mb7oU6xqv+AO3Jcg8G6+mGwVYRYMOD+Ei5qd1zZ7qXt11suDwNXjcZk/HP549BQJYOj2+xpAhvkNidHd",
+	"IV0AVOZg/xRYTt9+HLCn8pD+Glhet3dgE0X+0loyI43jDVjK0fvVNDVckRWTnQrI7lmYaZk+Duar9hqc",
+	"h0+SbZ4UlaNa6bDrKPKiFLm4hy2unySZtiErSkPQm1ksdeJ2a+08yJzeseLIpGCwc2NhpDshSaA+x0EL",
+	"jDdrfeAXP8+dCL6MYRFj74SMMXp87D2A9XMshIRRFZgCeUW0NZwEZNsG3HUJE3rEEyYzfaEgin4glwpH",
+	"Seg9SCNkZjQE0QS1J6ErMmGkXZc+BHPu7K93O961jL/w5+Llte7RDYvUtB2SfnYNy3VQ5LG5OT97VK7A",
+	"VkYM+fx08tJng0cGGzbQ1IZ+2kmLNdoL5FFM7dL9rTp7puhCfstwz2wk7LQ1JWkHfrzvjLaXnbJKoG3w",
+	"OZCYzbjmCdUsXlk7wVraz3MyOyHX9vHMq8N2u71vfkCe61ne//LGrm1UZQdysB7DHee8cbKBYVKe7w3/",
+	"sau/yuaUDj+jP+gq06FMKkb6X3qDMwwB6w0GV4Mdx7UJuZ4LnDSDXzv5sYD24rp/job/dzdnb81fu4Jt",
+	"lDT8+R0miOEUsi5vrWNDmY3ad5o7pIgtHODiZkqpTmVxK1wsPN/7SO+o4ZNgo/N8D2x0Bj9WhnHsCDSM",
+	"9A5HunYjdexIFzjSg+8NjND4PBM3SLe7s+6qMrSRM5Jw4Tj5Ewkkdt46VLWreZb1+jnLsZr1fgkwj8Kv",
+	"sviZ8W/MRQPs5tr/0xqaLMj3sRkdlaPtJrIljHbIr6/fN6dNudkf28VnoUFUjS5/NFym1BRV452ibHLv",
+	"5EZUSmm80nDblzhk+4qeHTJN5e9MuOQfxfQppo4rTMu81z4RWRyDWmAkysub8/MWCQwEKvDRCGPTUDEl",
+	"X0KOvLYKWCjjLBF1wefm+yp5PWnsK4iq/Hsu3KVyWR0w/8OsAEISbIj6viNXxco6wRL2Y9tqXh/vO+VG",
+	"1Azull1jHQbYsODn8YqJlLoucGlARSQTwiOnckkRoqqW319gA29QcnPTPyOQPi0wLu3JEjIHH778fWv6",
+	"uisxsDWicTRnJMGg+rweQcX6DNesWjD6CVQYrkgkw8zoKgZM1/Jw76S+taOxW7cJ8aOH9Dx/akx58ivl",
+	"+oLe1ynTEHFtU08vVDlDdS4FGH6kwDpMfzoZ9c/FEc5dnCDEA93RJ0ub1F44e7tw4cIY6VpDBFzfJAaC",
+	"zZ1fkxVul43xEWz5jHDFr+M4Nkgo2PJPbaAt0LUlibQck1rYSQVbEoPyhEenBPynrs5Xxev1nLBOHGYk",
+	"P7Eacn/DaMpSzGiFuwjBwTArbsPKMEHLmW4NmM8JDVD1Ad8QvVyEYSR0BbFSVANThJj7IpLeoI4L4/hr",
+	"A5wr27R2hv4TAQRrYa4uqrWOHCvUsols/jozquV2uQq+RmtyydIDo6CSObsnw587B0ffvyYRN9xr/epo",
+	"H/xID6Yfvrw+rr8o1qq67Cv+1BfDUVqaQ6QYaWizY3xi3XPrbkMs0YPZ/9bTKKckcD7RwCeC3WuiJUQh",
+	"BlMeMxXU2b7gl8396t3rFGNgFIkpj/LhSnEFtoIJFLoAIFWR8ToWhd8+lAvIaXdlSFrzgDQgABA2QM35",
+	"AjMumi1yaZRHQ9VjsYgpF0XwgvJJJvjnzNb8ElKXV/9CbUQ77JGkUa6dUxW9agSz58S+5VU+aszRWLws",
+	"r9ECtZawVokzmr5QtnQIsLuI3/HIppTKsZhBJaZyzTQbOAHIbmu1NWx/CLeMOSNcjEW1/EhzrYbNYYtc",
+	"FkVNkR+7OjQ2wPQ+jDPF79iFYyUo6daUUlqzKm2764v6SotSUZ4dTi6v4ZPHGe5ri7O9nqxItIsbZHu4",
+	"aAW2yqS1zKwwwO4faWuVLKM/LYy8DNZ9Z5tvkWHvvNcdOXO/chXDkL51FjGhX6ixKHQ0iwHO+hj4BlEL",
+	"JpQXcghSNmUpEyEbfsYCYFA5J69sOU2ZmudZ9qRRrrhjMVcvZfOUnF2cF+CZYRgN52MR3JWStQPyOTN3",
+	"chGqlMNOcj9Bfckwg9cXWaz5MG9Xn2Jvd6YL+tAlGrfq2pXLiz6Gc4XejIwhDwp6xN/198P2Dz88XUHG",
+	"ukH2tezW21bSiKW4ms212nN5v4OjokBi56ooI8i61vr996/qq1KawTbbbw8CZizabJ6XE6sLO1pzKj1x",
+	"IrtsYRlTNxl/Bb833WuA2KcbdOoiBHe614af40ppg/2MhOVDLh9BsbsFltSSydoO1O5ygbQlYvDryfNx",
+	"HrnuG8Cd83yz0btmPLCYgRH/LEHT9PoG7mkOfQ5HeJTuACl2opm1s8SOJSZVTFS7q2sx9DU1sjPFBVPq",
+	"hSI8coy7CHDfyRrzaHGSMhAuGP9RMD5xAYAUQFhxtHP+9spcVmedUedNZ9g7JWA5QzsSFzO8xSAVx+qT",
+	"thZJo0jwgZwgUqTr1JmbYGlQMvGRWNBfCgP0vpFYWwquQFgR5C6n1CyZhvOi3iAIgS6RwiiN5Wjjbm9n",
+	"TlKqrryLyxv1gXM5eyxIEnx/RZrHa6hSXIYPdOxFyjTL04fXq2hsuzASej+sr2Q8zBKQheK4LCErh8K5",
+	"hLS/W3WPDMWtdZYtdLn8Ds2UTx4rnezW+mEsGqVOgMvLuYwhPR5XePgSbn+fKKvJZQnh1hXYfF555OfU",
+	"K163L6yXBs5Pr4JKxQ4/FmZQnarGNwrJfdZ30yJ1mZ024gSquFBiXUYtct0ZjPqd8xNbhRoOyH+k7jQt",
+	"VDJz7iDlTpheMiZIGyNnDs2hmLNBLDwlOPJHOfGttSm0r2B0uoaFWRAwV1CPRSEucOV+bJGOLcWO+2p+",
+	"QskYPtkJsRodxvAA8+CKCMbBttXpElFM5mNhSzc1n0Isn4XL/tjpjkWj23MmgbxBmgnVrKYjdrpQQAUG",
+	"83zv147neyNIRr2Af6/OMfXV873uruVR9hwTStCzMEu5Xg0Nhto6uDJi3f3yh/Laj+ilmKxIcH01HMGL",
+	"G0GL3MATGwK0G/uLNZ4FLSdSwQ0PlsbiuphrvXB2XGu/3xIPjz9aG2UOTA5HPpsDZbsNcweAHiBKZiq3",
+	"5vChR8ThOLUGHkwhC/I6DwFGZOn1sh9jYRvZb4Nmi2BJqQXVcxLzO6Yw9YEErqCHW8JLmCpVLzGPlqux",
+	"iJjguBcRw4Rtdh+yha4c0ViMxX/8B+nDeerVWHRsVRPJhcJDBemAFvlyxWsqaKIPGQBGoUbngYEyGosS",
+	"ijSKFLNmi/yKGjPVZSzimsgFw0rZ9kRLDq+xAOt3o3qkPsHTIkEVb4PmaeWQQ7zp0pRjRtVYVJGmUR7G",
+	"IpvZebclPubgmrXOzTU9S2W2IDRe0pUaC8NEse4/HGfdYxy+5aTQiubFSqFAmN3+rhR3pp8Uaiz+VlQu",
+	"UKQRQCBz4CN8+FfJwmw+FvUGDWaleeHesSC22oHC54+MrBdsFjcwWPA3cmYLqCDzt9e6MndswuOY25dT",
+	"LDYIElyogKhsOuX3LXKJ1WZSZqbE1c74nSGBiZJxpt1rRhGjEZRqz2vOmOstwxrFKi9YiI3MWLBn5qdE",
+	"CqmlgCQsGX4yQhNIKxKdi5r8TTGh/1YuB+uTRZwpM0qwnuAQ+JDICfhGp0yvSELTGRewEeUqbpj3/vNo",
+	"dO2uDzMmBHEaChh7Phm7Wxk/2IJtY+8hODVzh25ryM31dW9wO7zsvO8RzAmCJHqOhh1DAHgALxQpMReH",
+	"IlhNhs3pHZdZCuRhIWo481b5cavmWPzhGvyBWw0p5H+Y7w8ODoj913w8bh/68GbTH9VnY07NLyRYK1QW",
+	"gBvGkKs5Q7bMKTa3hYGZK3dYVcYoqogZxN2si4bca8v7US4dDpzgDSqQvmEiuRRFwRawzHENjz2lWKGr",
+	"6VZ6bO4AEDDIH/kDWsCO4Cts9OP6b4A/JwgEVDVAJ4RhDQrevgLSSszVj/X67UiHbfKHTfV3PJMrIy8J",
+	"fUqo+lSkHaPcY7bTCDO29yufHB8dmfMrvSSz/kSOk5nQAunbughAohDAFzhZjzSK93eahAulGY2MOKPL",
+	"r40pzeMY7hoLxZHZjcqDSkHpvaTAPalEGh+50QYh+UHP8TZOVziIYHop00/uWZbv7+/JH4+++OPGck//",
+	"kOWc23qFOaQORnhKQ0MdF6OfbkQolLK9TrxDMDEsmKAL7p14r1rt1ivUZOcgA229V3OHHVQblUrXPfcn",
+	"tL16ghr/XlBX6StloUwjZfmWOTnr2QKFZSmQ3Z06drmcS8VIbITefAazF+gV1nMqxiKoVswJNuv/ABzU",
+	"vv1R3IyuqpZ1WY6Fq14arZXYSm2VnqJymIwjErgypOjCcZVIg7GYcsHV3DF5zAOCUQ2jUTn9CLYEbgex",
+	"ceqEHLfbZOOJvi1MyR+LOiZT9xbdKeB09c2w07F49IEqFOFzFt2P8LijvPqSfS2RKf1GRn/di1Qb9fge",
+	"qrqjTjO2/tTiUbv9Nea34TN1j7EBDtvX845x9rpBcyhfll6DhC6HT3epPLQGnV493al4EtH0OPrx6R7r",
+	"L9nBYkF63gXE3LoIGlaWJDRdwQYBS3aOanjIpqjKjBV/Tw1hpOjjtgSIHhyoVUhnoOcZlieYUqjCbeVV",
+	"H+VEvQTi2s6sfqWGGLMF0ZIEGL0UkIazRUE4UhO4PdYTxGL/IO8bHUvhM1cyHQu49VD6SKz1zWoM6OlC",
+	"ft0IitBRQ1wbEpnRkjvCGr+M0KsCkJBKri14QxViQdKExqcuTmhGuSjfGq2xAE3VvloxRdi5fcXQaod5",
+	"Kf/AL7M+CM+wsiHXaiy4OJjG4EIu8S3TodAFXigS0gUNuREjoaf53f60OUKLXBmFGO5nrOAcuKI/VpMK",
+	"iopFAQB/SuhYYCk3Uap0hOw57wZ6tpk6sAWVYN2waIyD+J/EXOEhgndyor4SY608o/GNmWr1fYgahmpf",
+	"YYADBBlT8Um8sq6vf/PYWh57LsXsYCFt1DTytZzIkRRckJqldVdZxTFXfBTjacYKcVnbGesbeGgYGkF9",
+	"nZJQuBbRFbRIz7DLXKJFkQzsVFh2VS7FCQmu3geFcmVUhDp9Nji/Go5sXBEOKORY2IeDJ8z8oTB+yYiD",
+	"VmWDeiiGJZ8UClZFtzFsB4QzqNke5OnHLoBJTkDL2pLGDBF5Y5Ey2D+co6ozNVvEpaMg/0qkYWVTmS5p",
+	"GgHfC0pJ2wGEPc2gjh6Ku7ZIrjUCK8bgyUQ+ExBMNsk0KjQGCMGW8FoRycQnYcRhsDLLFN9KMFsGfNLp",
+	"lW6PZIpb5I8Fno+ye/0/iZ1CUs45Jr18HYZaSWL6xgy1mnJUw1CvRK7vLFiKh+2by9QZ48AX/G/euoW3",
+	"9u41s2KPlYLkNC8qXJIMsUS1JdfnsNYvYOx8eOnCP9XLL/iM3YOBfsZq2C0IUxjGqkgeWWMfnECzTulR",
+	"XoydBE6TWxTGAp9Uh/ekwI7N7xwPtXkNwOccB0bLJvAE1KThuWyujL6cMqgchaFiXcTtA/SEomkr+K+D",
+	"9yxkBxgCF0BgWQO9UykPodA3HscLlQ/g+sP7DKdGcrQuYrMAyJLF8nTtg8lKs7Ew8Niy4iA0ziko37hg",
+	"rkGiVzYjXRHFf7cqCWyijznkZiUaSgFwhU/nY2Bu7Rt2jaBSlDVoOpM3VYZplsD9FjzTJ8G2lxAM7zxu",
+	"H5Og8nRCpYctSAsj/0iC4pUE6LvJjMnevPjMPgDlXgAA81NKE6bhOfLf6sm0aPLynSGSa6rn3oO/Y5y3",
+	"tQ7DEUBGsncCNi/PvaBTPBdZZdv+jizYBZJuQjTKBRIgGevaLxFcQWM5aPjaegGcJRq4wA5c3P12QPfK",
+	"gnj4sNfNJEPN9AFSevWGymedcEEh2Gg9JKn2sX1zJj5xrGPtZfoKt6ixOFaPFxhRA6yp9p1ecBwiYUPE",
+	"zp883If/3hdk+/jpHvnTHNBhhxs1f4TjX3oFDwE/QFTVTOkDKFgCFwDENVdvuT9z9ab5E/L16k1eJLB0",
+	"iQYNdLs4kRnlZVJYfJqB9SsYsRuu3JL0kJtUzN9crZWNfqFImKWp0aLM4htTfGcP7ze8uqFTxJKFNAR7",
+	"AgpG+QVZazAyiOXitNFoZJ/iGgtoFTRgC9bgzmX+jYemAghREYWBCsNR4D1oQ2OnhMID9QyAtxPbyJn8",
+	"Xaxc9ztu/zgWwdo7PEGLBNZ7c0JsYYaAWCJWJLChOQFxVWjgPjY3VdHNOoGKTtgm7+LGaJGOC/WBB34h",
+	"mCcaC9gqpSvBYQTjrHikCt93IWKBDbAcc+ePhQ3Jsu9qp1TMmJ8b5GI5U81S7Ay6A7iC92s1Qx9oZ9Oh",
+	"FcZSWdeFfX3vpIxIKdMpd9KYdSSNhXR+S9x6xGDb3fQxSrVfvJlvBKYp5bFCMc3FW46FYmCq++dw1Lu4",
+	"RcCaAKiRG8Dre1IRH8qqucUQyCAonJRlQhgLowkbKmv6ZAMtSKMGtcxIFJ8yKxAMY7WKsmpmtMrTTkGp",
+	"CJn5sSRcmVms7j4WCY0YbhxLyYwJK9E44my2SN8F18AGmGXmKcFRKhc2+ALLs38LxXlTzjvFwymfSs3m",
+	"buxQdVfMIIevSLDxBlZAGnABwys8P5AL/qZ5Cv7boPo01rMESdKoukvHouwvtblxeMK1virDT7UNYP0T",
+	"8uaHr2U8KNfc+ObWg0qpii1imiUyrkrMuyHk0tAwJp66FwuLNwzhscP/7laFry80He4A0/obZiBsHe2y",
+	"ATYghE5i1oOArX+toHYt7V3p7lKI465RmkFus2ZHq/vsJbNxsV1I60qhssRejevxeui/03XF4PHhIBcv",
+	"MBZFblrISAMkPg517RS2gpTdZotcSmLwEPE+j1rahcVvvKkYkIazzxqYm8Bu2+WG9qFF5NPllxb/Mmvp",
+	"O8nFJRbK+hrcrvyiwU687vAvnno7pzO/G8kVTnYtpNG3b7CgaQcjSkA4/LYc7nCHed5Kwf4lbMAGVXsn",
+	"v30oM4VRitJTTQxt5TngYrPL7IDbSNQnWIIqAqW3qG4FiTqpuG5mMByiRoSFVoIy07DKklP10NqAkbRg",
+	"3ywXRwiakGhBc0ncaWuKTlkLYo3ZspiFF9UvqsOc5lqGKEK4YSwjlZZKAcg4yiEDBQDLwcPv2+IQc6lb",
+	"xtHY3SaYKA4+sZSCOwicTbGcgQsetEfTb8pn8x386j4J6t6URYH0sDYQ8mt6g64WTLiw+q/D4tYqI31j",
+	"iW695M8WkS738FWKl/zbB1TP0DbzQ3778FDhcgatSANChoz00bTVkKqb7AjMVYqpY3J1E+dpIDir7bbO",
+	"4oCv4tuoDr2tCTkff9NCPS8F8dnWeaDVZmuIOvLRwe/nhUqUbzWEYgyQ4h4+PPz/AAAA//8=",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

@@ -205,10 +205,10 @@ func TestAdminHostGroupsAndNodeRegistry(t *testing.T) {
 func checkVerdict(job machineapi.ClaimedJob) machineapi.ResultRequest {
 	v := &machineapi.Verdict{Status: machineapi.VerdictStatusAC}
 	for _, c := range job.Manifest.Cases {
-		v.Cases = append(v.Cases, machineapi.CaseResult{CaseId: c.CaseId, Status: machineapi.VerdictStatusAC, Score: c.Weight})
-		v.Score += c.Weight
+		v.Cases = append(v.Cases, machineapi.CaseResult{CaseId: c.CaseId, Status: machineapi.VerdictStatusAC, Score: float64(c.Weight)})
+		v.Score += float64(c.Weight)
 	}
-	v.MaxScore = v.Score
+	v.MaxScore = int64(v.Score)
 	return machineapi.ResultRequest{LeaseEpoch: job.LeaseEpoch, Outcome: machineapi.OutcomeVerdict, Verdict: v}
 }
 

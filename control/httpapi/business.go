@@ -146,6 +146,9 @@ func (b businessAPI) checkArtifacts(ctx context.Context, m manifest.Manifest) er
 	}
 	if sp := m.Checker.Special; sp != nil {
 		refs = append(refs, ref{"checker.special.sourceSha256", sp.SourceSha256, sp.SourceSize})
+		for i, f := range sp.Files {
+			refs = append(refs, ref{fmt.Sprintf("checker.special.files[%d].sha256", i), f.Sha256, f.Size})
+		}
 	}
 	if len(refs) == 0 {
 		return nil
@@ -303,12 +306,10 @@ func (b businessAPI) submissionStatus(ctx context.Context, typ, id string) (busi
 	return out, nil
 }
 
+// isVerdict: the status words that are verdicts (AC, PARTIAL, WA, …), by
+// the contract's VerdictStatus enum so a new verdict needs no edit here.
 func isVerdict(s businessapi.SubmissionStatusCode) bool {
-	switch s {
-	case businessapi.SubmissionStatusCodeAC, businessapi.SubmissionStatusCodeWA, businessapi.SubmissionStatusCodeTLE, businessapi.SubmissionStatusCodeMLE, businessapi.SubmissionStatusCodeOLE, businessapi.SubmissionStatusCodeRE, businessapi.SubmissionStatusCodeCE:
-		return true
-	}
-	return false
+	return businessapi.VerdictStatus(s).Valid()
 }
 
 // RejudgeSubmission queues generation+1 and cancels a still live older job.

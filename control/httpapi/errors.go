@@ -104,6 +104,10 @@ func classify(err error, sf surface) *Error {
 		return apiErr(http.StatusGone, "JOIN_CODE_EXPIRED", err)
 	case errors.Is(err, store.ErrJoinCodeUsed):
 		return apiErr(http.StatusGone, "JOIN_CODE_USED", err)
+	case errors.Is(err, store.ErrTokenExpired) && sf != surfaceMachine:
+		// The caller's token existed but its time is over: say so, so the
+		// operator rotates instead of hunting a typo.
+		return apiErr(http.StatusUnauthorized, "TOKEN_EXPIRED", err)
 	case errors.Is(err, store.ErrUnauthenticated):
 		code := "UNAUTHENTICATED"
 		if sf == surfaceMachine {

@@ -63,6 +63,21 @@ func TestListLanguages(t *testing.T) {
 		require.Equal(t, cpp20.CompileCommand, l.Variants[0].CompileCommand)
 	}
 
+	// The admin surface serves the same catalog.
+	ar, err := adminClient(t, b.env).ListLanguagesWithResponse(ctx)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, ar.StatusCode(), string(ar.Body))
+	require.Len(t, ar.JSON200.Languages, len(r.JSON200.Languages))
+	for _, l := range ar.JSON200.Languages {
+		if l.Id == "cpp20" {
+			require.Equal(t, int32(1), l.ReadyNodes)
+			require.Equal(t, cpp20.Version, l.Variants[0].Version)
+		}
+	}
+	// A business token is not an admin token.
+	resp := do(t, "GET", b.env.URL+"/api/v1/admin/languages", b.env.Business, "")
+	require.Equal(t, http.StatusUnauthorized, resp.status)
+
 	// 16 MiB is enough for C++ but below the JVM's minimum.
 	m := codeManifest(t, b.c, "1\n", "1\n")
 	m.Limits.MemoryMb = 16

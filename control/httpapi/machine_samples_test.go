@@ -120,7 +120,7 @@ func TestServerAcceptsAndProducesTheContractSamples(t *testing.T) {
 	require.Equal(t, http.StatusOK, status, string(body))
 	require.JSONEq(t, `{"jobs": []}`, string(body), "an empty claim looks like claim-response-empty.json")
 
-	results := []string{"ac", "wa", "tle", "mle", "ole", "re", "ce", "error"}
+	results := []string{"ac", "partial", "wa", "tle", "mle", "ole", "re", "ce", "error"}
 	for i, r := range results {
 		env.Enqueue("ALGO", "sample-"+r, "cpp17", "int main(){}", manID)
 		claimReq["freeSlots"] = 1

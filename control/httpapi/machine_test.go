@@ -125,7 +125,7 @@ func TestMachineProtocolRoundTrip(t *testing.T) {
 	r2, err := nc.c.SubmitResultWithResponse(env.Ctx, job.JobId, result)
 	require.NoError(t, err)
 	require.Equal(t, machineapi.DispositionAlreadyCommitted, r2.JSON200.Disposition)
-	result.Verdict.Status = machineapi.VerdictStatusWA
+	result.Verdict.Status, result.Verdict.Cases[0].Status = machineapi.VerdictStatusWA, machineapi.VerdictStatusWA
 	result.Verdict.Score, result.Verdict.Cases[0].Score = 0, 0
 	r3, err := nc.c.SubmitResultWithResponse(env.Ctx, job.JobId, result)
 	require.NoError(t, err)

@@ -71,6 +71,10 @@ func (s *Server) route(r *http.Request) (string, string) {
 		mux, surface = s.businessMux, metrics.SurfaceBusiness
 	case p == "/healthz", p == "/metrics":
 		return surface, p
+	case strings.HasPrefix(p, "/openapi/"):
+		return surface, "/openapi/"
+	case p == "/docs" || strings.HasPrefix(p, "/docs/"):
+		return surface, "/docs/"
 	default:
 		return surface, routeUnmatched
 	}

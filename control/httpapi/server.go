@@ -62,6 +62,8 @@ type Config struct {
 	// MetricsElsewhere: /metrics is served on a separate listener
 	// (kece-control --metrics-listen), not by Handler.
 	MetricsElsewhere bool
+	// DisableAPIDocs turns off /openapi/*.yaml and /docs/ (apidocs.go).
+	DisableAPIDocs bool
 }
 
 func (c *Config) setDefaults() {
@@ -125,6 +127,7 @@ type Server struct {
 	// pattern of a request for metrics and logs.
 	adminMux, businessMux *http.ServeMux
 	metrics               *metrics.Metrics
+	apiDocs  []apiDoc
 
 	closing   chan struct{}
 	closeOnce sync.Once
@@ -163,6 +166,13 @@ func New(cfg Config, st *store.Store, arts *artifact.Store, log *slog.Logger) (*
 	if err := s.mountBusiness(); err != nil {
 		return nil, err
 	}
+	if !cfg.DisableAPIDocs {
+		docs, err := renderedAPIDocs()
+		if err != nil {
+			return nil, err
+		}
+		s.apiDocs = docs
+	}
 	return s, nil
 }
 
@@ -189,6 +199,9 @@ func (s *Server) Handler() http.Handler {
 	root.Handle(machinePrefix, s.bounded(s.nodeAuth(s.validated(s.internal, machineSpec, surfaceMachine)), surfaceMachine))
 	root.Handle(adminPrefix, s.bounded(s.admin, surfaceAdmin))
 	root.Handle(businessPrefix, s.bounded(s.business, surfaceBusiness))
+	if s.apiDocs != nil {
+		mountAPIDocs(root, s.apiDocs)
+	}
 	root.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
 		if err := s.store.DB().PingContext(r.Context()); err != nil {
 			http.Error(w, "database unreachable", http.StatusServiceUnavailable)

@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"regexp"
 	"strings"
 )
@@ -83,11 +84,42 @@ type Checker struct {
 }
 
 // SpecialChecker is a special-judge program stored as an artifact.
+//
+// The fields added for partial credit are all omitempty and an explicit
+// "legacy" protocol is stored as absent, so every manifest published before
+// them keeps its canonical JSON, its digest and its judging.
 type SpecialChecker struct {
 	Language     string `json:"language"`
 	SourceSha256 string `json:"sourceSha256"`
 	SourceSize   int64  `json:"sourceSize"`
+	// Protocol is legacy (absent), testlib or score (docs/engine.md, "Checkers").
+	Protocol string `json:"protocol,omitempty"`
+	// MaxPoints divides a testlib or score checker's points; absent means 1.
+	MaxPoints float64 `json:"maxPoints,omitempty"`
+	// Files are laid next to the source before it compiles (e.g. testlib.h).
+	Files []CheckerFile `json:"files,omitempty"`
 }
+
+// CheckerFile is an extra file of a special checker, stored as an artifact.
+type CheckerFile struct {
+	Name   string `json:"name"`
+	Sha256 string `json:"sha256"`
+	Size   int64  `json:"size"`
+}
+
+// Special checker protocols.
+const (
+	ProtocolLegacy  = "legacy"
+	ProtocolTestlib = "testlib"
+	ProtocolScore   = "score"
+)
+
+// Bounds of a special checker's extra files and points.
+const (
+	MaxCheckerFiles     = 16
+	MaxCheckerFileBytes = 4 << 20
+	MaxCheckerPoints    = 1e9
+)
 
 // Case is one test case; input and expected output are artifacts.
 type Case struct {
@@ -205,6 +237,9 @@ func (m *Manifest) validateCode() error {
 		if !ValidDigest(s.SourceSha256) || s.SourceSize <= 0 {
 			return invalid("checker.special", "sourceSha256 must be 64 lowercase hex and sourceSize positive")
 		}
+		if err := s.validate(); err != nil {
+			return err
+		}
 	default:
 		return invalid("checker.type", "must be exact, tolerant, float or special, got %q", c.Type)
 	}
@@ -229,6 +264,48 @@ func (m *Manifest) validateCode() error {
 		}
 		if c.Weight < 0 || c.Weight > 1_000_000 {
 			return invalid(f+".weight", "must be 0..1000000")
+		}
+	}
+	return nil
+}
+
+// checkerFileRE is a plain file name: no directory, no leading dot.
+var checkerFileRE = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_.+-]{0,63}$`)
+
+// validate checks the protocol, points and files, and stores an explicit
+// legacy protocol as absent (one canonical form per meaning).
+func (s *SpecialChecker) validate() error {
+	switch s.Protocol {
+	case "", ProtocolLegacy:
+		s.Protocol = ""
+		if s.MaxPoints != 0 {
+			return invalid("checker.special.maxPoints", "a legacy checker awards no points; use protocol testlib or score")
+		}
+	case ProtocolTestlib, ProtocolScore:
+		if s.MaxPoints < 0 || s.MaxPoints > MaxCheckerPoints || math.IsNaN(s.MaxPoints) {
+			return invalid("checker.special.maxPoints", "must be above 0 and at most %g (absent means 1)", MaxCheckerPoints)
+		}
+	default:
+		return invalid("checker.special.protocol", "must be legacy, testlib or score, got %q", s.Protocol)
+	}
+	if len(s.Files) > MaxCheckerFiles {
+		return invalid("checker.special.files", "at most %d files", MaxCheckerFiles)
+	}
+	seen := make(map[string]bool, len(s.Files))
+	for i, f := range s.Files {
+		field := fmt.Sprintf("checker.special.files[%d]", i)
+		if !checkerFileRE.MatchString(f.Name) {
+			return invalid(field+".name", "must be a plain file name matching %s", checkerFileRE)
+		}
+		if seen[f.Name] {
+			return invalid(field+".name", "duplicate file name %q", f.Name)
+		}
+		seen[f.Name] = true
+		if !ValidDigest(f.Sha256) {
+			return invalid(field+".sha256", "must be 64 lowercase hex")
+		}
+		if f.Size < 0 || f.Size > MaxCheckerFileBytes {
+			return invalid(field+".size", "must be 0..%d", MaxCheckerFileBytes)
 		}
 	}
 	return nil
@@ -343,8 +420,11 @@ func (m *Manifest) Digests() map[string]int64 {
 		out[c.InputSha256] = c.InputSize
 		out[c.OutputSha256] = c.OutputSize
 	}
-	if m.Checker.Special != nil {
-		out[m.Checker.Special.SourceSha256] = m.Checker.Special.SourceSize
+	if sp := m.Checker.Special; sp != nil {
+		out[sp.SourceSha256] = sp.SourceSize
+		for _, f := range sp.Files {
+			out[f.Sha256] = f.Size
+		}
 	}
 	return out
 }

@@ -119,3 +119,66 @@ func TestLanguagesMapToPools(t *testing.T) {
 	_, err := manifest.PoolForLanguage("brainfuck")
 	require.ErrorIs(t, err, manifest.ErrInvalid)
 }
+
+func specialManifest(sp manifest.SpecialChecker) manifest.Manifest {
+	m := codeManifest()
+	sp.Language, sp.SourceSha256, sp.SourceSize = "cpp17", d1, 10
+	m.Checker = manifest.Checker{Type: "special", Special: &sp}
+	return m
+}
+
+func TestSpecialCheckerProtocolFields(t *testing.T) {
+	t.Parallel()
+	const d2 = "0000000000000000000000000000000000000000000000000000000000000002"
+	bad := map[string]struct {
+		sp    manifest.SpecialChecker
+		field string
+	}{
+		"unknown protocol":   {manifest.SpecialChecker{Protocol: "icpc"}, "checker.special.protocol"},
+		"points for legacy":  {manifest.SpecialChecker{MaxPoints: 10}, "checker.special.maxPoints"},
+		"negative maxPoints": {manifest.SpecialChecker{Protocol: "score", MaxPoints: -1}, "checker.special.maxPoints"},
+		"huge maxPoints":     {manifest.SpecialChecker{Protocol: "score", MaxPoints: 1e12}, "checker.special.maxPoints"},
+		"file with a path":   {manifest.SpecialChecker{Protocol: "testlib", Files: []manifest.CheckerFile{{Name: "../testlib.h", Sha256: d2, Size: 1}}}, "checker.special.files[0].name"},
+		"hidden file":        {manifest.SpecialChecker{Protocol: "testlib", Files: []manifest.CheckerFile{{Name: ".h", Sha256: d2, Size: 1}}}, "checker.special.files[0].name"},
+		"duplicate file":     {manifest.SpecialChecker{Protocol: "testlib", Files: []manifest.CheckerFile{{Name: "a.h", Sha256: d2, Size: 1}, {Name: "a.h", Sha256: d1, Size: 1}}}, "checker.special.files[1].name"},
+		"file digest":        {manifest.SpecialChecker{Protocol: "testlib", Files: []manifest.CheckerFile{{Name: "a.h", Sha256: "x", Size: 1}}}, "checker.special.files[0].sha256"},
+		"file too large":     {manifest.SpecialChecker{Protocol: "testlib", Files: []manifest.CheckerFile{{Name: "a.h", Sha256: d2, Size: 5 << 20}}}, "checker.special.files[0].size"},
+		"too many files":     {manifest.SpecialChecker{Protocol: "testlib", Files: make([]manifest.CheckerFile, 17)}, "checker.special.files"},
+	}
+	for name, tc := range bad {
+		m := specialManifest(tc.sp)
+		err := m.Validate()
+		var ve *manifest.Error
+		require.ErrorAs(t, err, &ve, name)
+		require.Equal(t, tc.field, ve.Field, name)
+	}
+
+	// testlib with its header: valid, and the header is an artifact of the
+	// manifest (a node may download it).
+	m := specialManifest(manifest.SpecialChecker{Protocol: "testlib", MaxPoints: 100,
+		Files: []manifest.CheckerFile{{Name: "testlib.h", Sha256: d2, Size: 7}}})
+	require.NoError(t, m.Validate())
+	require.Equal(t, int64(7), m.Digests()[d2])
+}
+
+// An old manifest (no protocol) keeps its canonical form and digest, and an
+// explicit "legacy" publishes to the same manifest.
+func TestOldSpecialManifestsKeepTheirDigest(t *testing.T) {
+	t.Parallel()
+	old := `{"kind":"CODE","limits":{"timeMs":1000,"memoryMb":256,"outputKb":64},` +
+		`"checker":{"type":"special","special":{"language":"cpp17","sourceSha256":"` + d1 + `","sourceSize":10}},` +
+		`"cases":[{"caseId":"1","inputSha256":"` + d1 + `","inputSize":4,"outputSha256":"` + d1 + `","outputSize":4,"weight":100}]}`
+	m, err := manifest.Parse([]byte(old))
+	require.NoError(t, err)
+	b, digest, err := m.Canonical()
+	require.NoError(t, err)
+	require.JSONEq(t, old, string(b))
+	require.NotContains(t, string(b), "protocol")
+
+	explicit := strings.Replace(old, `"sourceSize":10}`, `"sourceSize":10,"protocol":"legacy"}`, 1)
+	m2, err := manifest.Parse([]byte(explicit))
+	require.NoError(t, err)
+	_, digest2, err := m2.Canonical()
+	require.NoError(t, err)
+	require.Equal(t, digest, digest2)
+}

@@ -1,12 +1,152 @@
 package store_test
 
 import (
+	"encoding/json"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/kece-oj/kece/control/store"
 )
+
+func TestTokenExpiry(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	tok, err := b.store.IssueToken(b.ctx, store.TokenSpec{Kind: store.TokenBusiness, Name: "short", ExpiresIn: time.Hour})
+	require.NoError(t, err)
+	_, err = b.store.AuthenticateToken(b.ctx, store.TokenBusiness, tok)
+	require.NoError(t, err, "valid before its expiry")
+
+	// Move the expiry into the past on the database clock.
+	_, err = b.db.Exec(`UPDATE judge_api_token SET expires_at = NOW(6) - INTERVAL 1 SECOND WHERE name = 'short'`)
+	require.NoError(t, err)
+	_, err = b.store.AuthenticateToken(b.ctx, store.TokenBusiness, tok)
+	require.ErrorIs(t, err, store.ErrTokenExpired)
+	require.ErrorIs(t, err, store.ErrUnauthenticated, "an expired token is still unauthenticated for callers that only know that class")
+
+	_, err = b.store.IssueToken(b.ctx, store.TokenSpec{Kind: store.TokenBusiness, Name: "neg", ExpiresIn: -time.Second})
+	require.ErrorIs(t, err, store.ErrValidation)
+	_, err = b.store.IssueToken(b.ctx, store.TokenSpec{Kind: "ROOT", Name: "x"})
+	require.ErrorIs(t, err, store.ErrValidation)
+}
+
+func TestTokenRotationKeepsIdentityAndOverlaps(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	old, err := b.store.CreateToken(b.ctx, store.TokenBusiness, "oj")
+	require.NoError(t, err)
+	before, err := b.store.AuthenticateToken(b.ctx, store.TokenBusiness, old)
+	require.NoError(t, err)
+
+	// An idempotency key recorded under the old secret.
+	req := store.EnqueueRequest{SubmissionType: "ALGO", SubmissionID: "r1", Language: "cpp", Source: "int main(){}", ManifestID: b.manifest}
+	first, err := b.store.EnqueueIdempotent(b.ctx, before.ID, "key-1", req)
+	require.NoError(t, err)
+
+	fresh, err := b.store.RotateToken(b.ctx, store.RotateSpec{Kind: store.TokenBusiness, Name: "oj", Overlap: time.Hour})
+	require.NoError(t, err)
+	require.NotEqual(t, old, fresh)
+	for _, secret := range []string{old, fresh} {
+		id, err := b.store.AuthenticateToken(b.ctx, store.TokenBusiness, secret)
+		require.NoError(t, err, "both secrets are valid during the overlap")
+		require.Equal(t, before, id, "one token, one identity")
+	}
+	// The key survives the rotation: the retry under the new secret gets the same job.
+	after, err := b.store.AuthenticateToken(b.ctx, store.TokenBusiness, fresh)
+	require.NoError(t, err)
+	again, err := b.store.EnqueueIdempotent(b.ctx, after.ID, "key-1", req)
+	require.NoError(t, err)
+	require.Equal(t, first.JobID, again.JobID)
+
+	// The overlap ends: the old secret is refused as expired, the new one works.
+	_, err = b.db.Exec(`UPDATE judge_api_token SET prev_valid_until = NOW(6) - INTERVAL 1 SECOND WHERE name = 'oj'`)
+	require.NoError(t, err)
+	_, err = b.store.AuthenticateToken(b.ctx, store.TokenBusiness, old)
+	require.ErrorIs(t, err, store.ErrTokenExpired)
+	_, err = b.store.AuthenticateToken(b.ctx, store.TokenBusiness, fresh)
+	require.NoError(t, err)
+
+	// Rotating again while an overlap runs ends the oldest secret at once:
+	// never more than two secrets.
+	third, err := b.store.RotateToken(b.ctx, store.RotateSpec{Kind: store.TokenBusiness, Name: "oj", Overlap: time.Hour})
+	require.NoError(t, err)
+	fourth, err := b.store.RotateToken(b.ctx, store.RotateSpec{Kind: store.TokenBusiness, Name: "oj", Overlap: time.Hour})
+	require.NoError(t, err)
+	_, err = b.store.AuthenticateToken(b.ctx, store.TokenBusiness, fresh)
+	require.ErrorIs(t, err, store.ErrUnauthenticated)
+	for _, s := range []string{third, fourth} {
+		_, err = b.store.AuthenticateToken(b.ctx, store.TokenBusiness, s)
+		require.NoError(t, err)
+	}
+
+	// Overlap 0: the old secret stops now. Revoke stops every secret.
+	fifth, err := b.store.RotateToken(b.ctx, store.RotateSpec{Kind: store.TokenBusiness, Name: "oj"})
+	require.NoError(t, err)
+	_, err = b.store.AuthenticateToken(b.ctx, store.TokenBusiness, fourth)
+	require.ErrorIs(t, err, store.ErrTokenExpired)
+	live, err := b.store.RevokeToken(b.ctx, store.TokenBusiness, "oj")
+	require.NoError(t, err)
+	require.True(t, live)
+	_, err = b.store.AuthenticateToken(b.ctx, store.TokenBusiness, fifth)
+	require.ErrorIs(t, err, store.ErrUnauthenticated)
+	require.NotErrorIs(t, err, store.ErrTokenExpired, "revoked is not expired")
+
+	_, err = b.store.RotateToken(b.ctx, store.RotateSpec{Kind: store.TokenBusiness, Name: "oj"})
+	require.ErrorIs(t, err, store.ErrNotFound, "a revoked token cannot be rotated back to life")
+	_, err = b.store.RotateToken(b.ctx, store.RotateSpec{Kind: store.TokenBusiness, Name: "x", Overlap: store.TokenMaxOverlap + time.Second})
+	require.ErrorIs(t, err, store.ErrValidation)
+}
+
+func TestListTokensShowsStatesNeverSecrets(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	adm, err := b.store.CreateToken(b.ctx, store.TokenAdmin, "ops")
+	require.NoError(t, err)
+	_, err = b.store.IssueToken(b.ctx, store.TokenSpec{Kind: store.TokenBusiness, Name: "expiring", ExpiresIn: 48 * time.Hour})
+	require.NoError(t, err)
+	_, err = b.store.CreateToken(b.ctx, store.TokenBusiness, "gone")
+	require.NoError(t, err)
+	_, err = b.store.RevokeToken(b.ctx, store.TokenBusiness, "gone")
+	require.NoError(t, err)
+	_, err = b.store.CreateToken(b.ctx, store.TokenBusiness, "rolling")
+	require.NoError(t, err)
+	_, err = b.store.RotateToken(b.ctx, store.RotateSpec{Kind: store.TokenBusiness, Name: "rolling", Overlap: time.Hour})
+	require.NoError(t, err)
+	_, err = b.store.AuthenticateToken(b.ctx, store.TokenAdmin, adm)
+	require.NoError(t, err)
+
+	all, err := b.store.ListTokens(b.ctx, "")
+	require.NoError(t, err)
+	byName := map[string]store.TokenInfo{}
+	for _, ti := range all {
+		byName[ti.Name] = ti
+	}
+	require.Len(t, byName, 4)
+	require.Equal(t, store.TokenActive, byName["ops"].State)
+	require.NotNil(t, byName["ops"].LastUsedAt, "authentication records the last use")
+	require.Nil(t, byName["expiring"].LastUsedAt)
+	require.NotNil(t, byName["expiring"].ExpiresAt)
+	require.WithinDuration(t, byName["expiring"].CreatedAt.Add(48*time.Hour), *byName["expiring"].ExpiresAt, time.Second)
+	require.Equal(t, store.TokenRevoked, byName["gone"].State)
+	require.Equal(t, store.TokenRotating, byName["rolling"].State)
+	require.NotNil(t, byName["rolling"].PreviousValidUntil)
+
+	_, err = b.db.Exec(`UPDATE judge_api_token SET expires_at = NOW(6) - INTERVAL 1 SECOND WHERE name = 'expiring'`)
+	require.NoError(t, err)
+	biz, err := b.store.ListTokens(b.ctx, store.TokenBusiness)
+	require.NoError(t, err)
+	require.Len(t, biz, 3)
+	for _, ti := range biz {
+		if ti.Name == "expiring" {
+			require.Equal(t, store.TokenExpired, ti.State)
+		}
+	}
+	raw, err := json.Marshal(all)
+	require.NoError(t, err)
+	require.NotContains(t, string(raw), "kat_", "no secret in a listing")
+	require.NotContains(t, string(raw), "hash")
+}
 
 func TestTokensAreKindBound(t *testing.T) {
 	t.Parallel()

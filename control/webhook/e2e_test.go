@@ -51,7 +51,7 @@ func TestDeliversRealSettlements(t *testing.T) {
 	got := make(chan businessapi.SettlementEvent, 4)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
-		if err := webhook.Verify(secret, r.Header.Get(webhook.SignatureHeader), body, time.Minute); err != nil {
+		if err := webhook.VerifyStandard(secrets[0], r.Header, body, time.Minute); err != nil {
 			http.Error(w, err.Error(), http.StatusUnauthorized)
 			return
 		}

@@ -3,9 +3,6 @@ package webhook
 import (
 	"bytes"
 	"context"
-	"crypto/hmac"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -14,9 +11,8 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"net/url"
-	"os"
+	"slices"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/kece-oj/kece/control/store"
@@ -32,23 +28,26 @@ const (
 	BackoffMaxDefault    = 10 * time.Minute
 	PollIntervalDefault  = time.Second
 	MinSecretBytes       = 16
+	MaxSecrets           = 4
 	maxResponseBytesRead = 4 << 10
 )
 
-// Header names of a delivery.
+// Header names of a delivery besides the Standard Webhooks ones
+// (signature.go).
 const (
-	SignatureHeader = "X-Kece-Signature"
-	EventIDHeader   = "X-Kece-Event-Id"
-	AttemptHeader   = "X-Kece-Delivery-Attempt"
+	EventIDHeader = "X-Kece-Event-Id"
+	AttemptHeader = "X-Kece-Delivery-Attempt"
 )
 
 // Config configures a Sender. Zero fields take their defaults (except URL
-// and Secret, which are required).
+// and Secrets, which are required).
 type Config struct {
 	// URL receives a POST per event (http or https, absolute).
 	URL string
-	// Secret is the HMAC-SHA256 key, at least MinSecretBytes long.
-	Secret []byte
+	// Secrets sign every delivery (ParseSecrets): one signature per secret
+	// in webhook-signature, so a receiver can move to a new secret while
+	// the sender still lists the old one. At least one.
+	Secrets []Secret
 	// Consumer is the event consumer name the sender claims under.
 	Consumer string
 	// Batch is how many events one claim takes (1..100).
@@ -116,8 +115,12 @@ func (c Config) Validate() error {
 		return fmt.Errorf("webhook config: URL must be an absolute http(s) URL")
 	case u.User != nil:
 		return errors.New("webhook config: URL must not carry credentials; deliveries are signed instead")
-	case len(c.Secret) < MinSecretBytes:
-		return fmt.Errorf("webhook config: secret must be at least %d bytes", MinSecretBytes)
+	case len(c.Secrets) == 0:
+		return errors.New("webhook config: a secret is required")
+	case len(c.Secrets) > MaxSecrets:
+		return fmt.Errorf("webhook config: at most %d secrets at once", MaxSecrets)
+	case slices.ContainsFunc(c.Secrets, func(s Secret) bool { return len(s.key) < MinSecretBytes }):
+		return fmt.Errorf("webhook config: every secret must be at least %d bytes (use ParseSecret)", MinSecretBytes)
 	case len(c.Consumer) > 128:
 		return errors.New("webhook config: consumer name is longer than 128")
 	case c.Batch < 1 || c.Batch > 100:
@@ -132,23 +135,6 @@ func (c Config) Validate() error {
 		return fmt.Errorf("webhook config: poll interval %s is below 1ms", c.PollInterval)
 	}
 	return nil
-}
-
-// ReadSecretFile reads a secret from a file (KECE_WEBHOOK_SECRET_FILE),
-// trimming surrounding whitespace; an empty or short secret is an error.
-func ReadSecretFile(path string) ([]byte, error) {
-	if path == "" {
-		return nil, errors.New("webhook: secret file path is empty")
-	}
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("webhook: secret file: %w", err)
-	}
-	b = bytes.TrimSpace(b)
-	if len(b) < MinSecretBytes {
-		return nil, fmt.Errorf("webhook: secret in %s is shorter than %d bytes", path, MinSecretBytes)
-	}
-	return b, nil
 }
 
 // Sender delivers settlement events to the configured URL.
@@ -281,7 +267,12 @@ func (s *Sender) deliver(ctx context.Context, e store.Event) error {
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("User-Agent", "kece-webhook/1")
-	req.Header.Set(SignatureHeader, Sign(s.cfg.Secret, time.Now(), body))
+	now := time.Now()
+	req.Header.Set(IDHeader, wire.EventId)
+	req.Header.Set(TimestampHeader, strconv.FormatInt(now.Unix(), 10))
+	req.Header.Set(StandardSignatureHeader, SignStandard(s.cfg.Secrets, wire.EventId, now, body))
+	// The pre-standard header, kept for one release (docs/business.md).
+	req.Header.Set(SignatureHeader, Sign(s.cfg.Secrets[0].key, now, body))
 	req.Header.Set(EventIDHeader, wire.EventId)
 	req.Header.Set(AttemptHeader, strconv.Itoa(int(wire.DeliveryAttempt)))
 	resp, err := s.client.Do(req)
@@ -300,65 +291,4 @@ func (s *Sender) deliver(ctx context.Context, e store.Event) error {
 		return fmt.Errorf("receiver answered %d", resp.StatusCode)
 	}
 	return nil
-}
-
-// Sign returns the X-Kece-Signature value for body sent at t:
-// "t=<unix seconds>,v1=<hex HMAC-SHA256(secret, "<unix>.<body>")>".
-func Sign(secret []byte, t time.Time, body []byte) string {
-	ts := strconv.FormatInt(t.Unix(), 10)
-	return "t=" + ts + ",v1=" + mac(secret, ts, body)
-}
-
-func mac(secret []byte, ts string, body []byte) string {
-	m := hmac.New(sha256.New, secret)
-	m.Write([]byte(ts))
-	m.Write([]byte{'.'})
-	m.Write(body)
-	return hex.EncodeToString(m.Sum(nil))
-}
-
-// Verification errors.
-var (
-	ErrSignatureMalformed = errors.New("webhook: signature header malformed")
-	ErrSignatureMismatch  = errors.New("webhook: signature does not match")
-	ErrSignatureExpired   = errors.New("webhook: signature timestamp outside tolerance")
-)
-
-// Verify checks a delivery for receivers: the header's HMAC over
-// "timestamp.body" with secret, and a timestamp within tolerance of now (which
-// bounds replays). Any v1 entry may match, so a receiver can accept during a
-// secret rotation by calling Verify with each secret.
-func Verify(secret []byte, header string, body []byte, tolerance time.Duration) error {
-	return verifyAt(secret, header, body, tolerance, time.Now())
-}
-
-func verifyAt(secret []byte, header string, body []byte, tolerance time.Duration, now time.Time) error {
-	var ts string
-	var sigs []string
-	for _, part := range strings.Split(header, ",") {
-		k, v, ok := strings.Cut(strings.TrimSpace(part), "=")
-		if !ok {
-			return ErrSignatureMalformed
-		}
-		switch k {
-		case "t":
-			ts = v
-		case "v1":
-			sigs = append(sigs, v)
-		}
-	}
-	unix, err := strconv.ParseInt(ts, 10, 64)
-	if err != nil || len(sigs) == 0 {
-		return ErrSignatureMalformed
-	}
-	if d := now.Sub(time.Unix(unix, 0)); d > tolerance || d < -tolerance {
-		return ErrSignatureExpired
-	}
-	want := mac(secret, ts, body)
-	for _, sig := range sigs {
-		if hmac.Equal([]byte(sig), []byte(want)) {
-			return nil
-		}
-	}
-	return ErrSignatureMismatch
 }

@@ -22,7 +22,18 @@ import (
 	"github.com/kece-oj/kece/control/webhook"
 )
 
-var secret = []byte("0123456789abcdef0123456789abcdef")
+// secretText is a secret as an operator writes it in KECE_WEBHOOK_SECRET_FILE.
+const secretText = "whsec_MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY="
+
+var secrets = mustSecrets(secretText)
+
+func mustSecrets(text string) []webhook.Secret {
+	s, err := webhook.ParseSecrets(text)
+	if err != nil {
+		panic(err)
+	}
+	return s
+}
 
 type testBundle struct {
 	ctx   context.Context
@@ -71,7 +82,7 @@ func (b *testBundle) run(t *testing.T, cfg webhook.Config) {
 }
 
 func testConfig(url string) webhook.Config {
-	return webhook.Config{URL: url, Secret: secret, Timeout: 2 * time.Second, MaxAttempts: 5,
+	return webhook.Config{URL: url, Secrets: secrets, Timeout: 2 * time.Second, MaxAttempts: 5,
 		BackoffBase: 30 * time.Millisecond, BackoffMax: 200 * time.Millisecond, PollInterval: 5 * time.Millisecond}
 }
 
@@ -81,6 +92,7 @@ type delivery struct {
 	eventID string
 	body    []byte
 	sigErr  error
+	legacy  error
 }
 
 func TestRetriedWithBackoffThenDelivered(t *testing.T) {
@@ -93,7 +105,9 @@ func TestRetriedWithBackoffThenDelivered(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
 		d := delivery{at: time.Now(), attempt: r.Header.Get(webhook.AttemptHeader), eventID: r.Header.Get(webhook.EventIDHeader), body: body,
-			sigErr: webhook.Verify(secret, r.Header.Get(webhook.SignatureHeader), body, time.Minute)}
+			sigErr: independentVerify(secretText, r.Header, body, time.Now()),
+			// The deprecated header, kept for one release, signs with the same key.
+			legacy: webhook.Verify([]byte("0123456789abcdef0123456789abcdef"), r.Header.Get(webhook.SignatureHeader), body, time.Minute)}
 		mu.Lock()
 		seen = append(seen, d)
 		n := len(seen)
@@ -122,6 +136,7 @@ func TestRetriedWithBackoffThenDelivered(t *testing.T) {
 	require.Len(t, seen, 3)
 	for i, d := range seen {
 		require.NoError(t, d.sigErr, "delivery %d is signed", i+1)
+		require.NoError(t, d.legacy, "delivery %d still carries the old header", i+1)
 		require.Equal(t, strconv.Itoa(i+1), d.attempt)
 		require.Equal(t, strconv.FormatInt(id, 10), d.eventID)
 		var e businessapi.SettlementEvent
@@ -229,7 +244,7 @@ func TestTwoSendersDeliverEachEventOnce(t *testing.T) {
 	got := map[string]int{}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
-		if webhook.Verify(secret, r.Header.Get(webhook.SignatureHeader), body, time.Minute) != nil {
+		if independentVerify(secretText, r.Header, body, time.Now()) != nil {
 			http.Error(w, "bad signature", http.StatusUnauthorized)
 			return
 		}
@@ -263,38 +278,20 @@ func TestTwoSendersDeliverEachEventOnce(t *testing.T) {
 	}
 }
 
-func TestVerify(t *testing.T) {
-	t.Parallel()
-	body := []byte(`{"eventId":"1"}`)
-	now := time.Now()
-	h := webhook.Sign(secret, now, body)
-	require.Regexp(t, `^t=\d+,v1=[0-9a-f]{64}$`, h)
-	require.NoError(t, webhook.Verify(secret, h, body, time.Minute))
-	require.ErrorIs(t, webhook.Verify(secret, h, []byte(`{"eventId":"2"}`), time.Minute), webhook.ErrSignatureMismatch)
-	require.ErrorIs(t, webhook.Verify([]byte("another secret of enough length"), h, body, time.Minute), webhook.ErrSignatureMismatch)
-	old := webhook.Sign(secret, now.Add(-10*time.Minute), body)
-	require.ErrorIs(t, webhook.Verify(secret, old, body, 5*time.Minute), webhook.ErrSignatureExpired)
-	future := webhook.Sign(secret, now.Add(10*time.Minute), body)
-	require.ErrorIs(t, webhook.Verify(secret, future, body, 5*time.Minute), webhook.ErrSignatureExpired)
-	for _, bad := range []string{"", "v1=abc", "t=x,v1=abc", "t=123", "garbage"} {
-		require.ErrorIs(t, webhook.Verify(secret, bad, body, time.Minute), webhook.ErrSignatureMalformed, bad)
-	}
-	// A second v1 entry (the receiver rotating secrets) may be the match.
-	other := webhook.Sign([]byte("the previous secret, long enough"), now, body)
-	_, v1, _ := strings.Cut(other, ",v1=")
-	require.NoError(t, webhook.Verify(secret, h+",v1="+v1, body, time.Minute))
-}
-
 func TestConfigValidate(t *testing.T) {
 	t.Parallel()
-	ok := webhook.Config{URL: "https://business.example/hooks/kece", Secret: secret}
+	ok := webhook.Config{URL: "https://business.example/hooks/kece", Secrets: secrets}
 	require.NoError(t, ok.Validate())
 	for name, mut := range map[string]func(c *webhook.Config){
-		"no url":           func(c *webhook.Config) { c.URL = "" },
-		"relative url":     func(c *webhook.Config) { c.URL = "/hooks" },
-		"ftp url":          func(c *webhook.Config) { c.URL = "ftp://x/y" },
-		"credentials":      func(c *webhook.Config) { c.URL = "https://u:p@business.example/" },
-		"short secret":     func(c *webhook.Config) { c.Secret = []byte("short") },
+		"no url":       func(c *webhook.Config) { c.URL = "" },
+		"relative url": func(c *webhook.Config) { c.URL = "/hooks" },
+		"ftp url":      func(c *webhook.Config) { c.URL = "ftp://x/y" },
+		"credentials":  func(c *webhook.Config) { c.URL = "https://u:p@business.example/" },
+		"no secret":    func(c *webhook.Config) { c.Secrets = nil },
+		"zero secret":  func(c *webhook.Config) { c.Secrets = []webhook.Secret{{}} },
+		"five secrets": func(c *webhook.Config) {
+			c.Secrets = append(mustSecrets(strings.Repeat(secretText+"\n", 4)), secrets[0])
+		},
 		"batch":            func(c *webhook.Config) { c.Batch = 101 },
 		"negative timeout": func(c *webhook.Config) { c.Timeout = -time.Second },
 		"backoff order":    func(c *webhook.Config) { c.BackoffBase, c.BackoffMax = time.Minute, time.Second },

@@ -32,6 +32,10 @@ const (
 	CleanupTimeoutDefault = 10 * time.Second
 	// DaemonTimeoutDefault bounds single daemon calls (create, start, inspect).
 	DaemonTimeoutDefault = 30 * time.Second
+	// CheckerTimeDefault is the special checker's CPU limit per case (its
+	// wall limit is twice that). It is the problem's program, not the
+	// contestant's, so the limit is generous; running over it is CHECKER_FAILED.
+	CheckerTimeDefault = 10 * time.Second
 )
 
 // Config configures an Executor. Zero values take the …Default constants,
@@ -62,6 +66,7 @@ type Config struct {
 	RunLogBytes     int
 	CleanupTimeout  time.Duration
 	DaemonTimeout   time.Duration
+	CheckerTime     time.Duration
 
 	// Logger receives one line per container lifecycle problem; nil = slog.Default().
 	Logger *slog.Logger
@@ -95,6 +100,9 @@ func (c *Config) setDefaults() {
 	if c.DaemonTimeout == 0 {
 		c.DaemonTimeout = DaemonTimeoutDefault
 	}
+	if c.CheckerTime == 0 {
+		c.CheckerTime = CheckerTimeDefault
+	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
@@ -120,7 +128,7 @@ func (c Config) Validate() error {
 		errs = append(errs, err)
 	}
 	if c.ContainerCPUs < 0 || c.PidsLimit < 0 || c.ProcessesPerRun < 0 || c.OpenFiles < 0 || c.TmpfsBytes < 0 ||
-		c.CompileLogBytes < 0 || c.RunLogBytes < 0 || c.CleanupTimeout < 0 || c.DaemonTimeout < 0 {
+		c.CompileLogBytes < 0 || c.RunLogBytes < 0 || c.CleanupTimeout < 0 || c.DaemonTimeout < 0 || c.CheckerTime < 0 {
 		errs = append(errs, errors.New("limits must not be negative"))
 	}
 	if c.PidsLimit != 0 && c.ProcessesPerRun > c.PidsLimit {

@@ -150,6 +150,9 @@ func validateTask(t engine.Task) error {
 		if err := t.Checker.SpecialRuntime.Validate(); err != nil {
 			return engine.Infraf(engine.InfraConfig, "special judge runtime: %w", err)
 		}
+		if err := validateSpecial(t.Checker); err != nil {
+			return err
+		}
 	default:
 		return engine.Infraf(engine.InfraConfig, "unknown checker %q", t.Checker.Kind)
 	}
@@ -162,7 +165,8 @@ func validateTask(t engine.Task) error {
 //	in/   hard links (or copies) of the inputs; root-only, opened by the supervisor
 //	out/  stdout files, created by the supervisor (root); nobody else can write
 //	exp/  expected outputs, only for the special judge's own container
-//	cbox/ the special judge's source and build
+//	cbox/ the special judge's source, its extra files (headers) and build
+//	cout/ the special judge's stdout files, created by the supervisor (root)
 func (j *job) prepare() error {
 	var r [6]byte
 	_, _ = rand.Read(r[:])
@@ -199,7 +203,11 @@ func (j *job) prepare() error {
 			sub  string
 			mode os.FileMode
 			uid  int
-		}{"cbox", 0o755, j.compileUID})
+		}{"cbox", 0o755, j.compileUID}, struct {
+			sub  string
+			mode os.FileMode
+			uid  int
+		}{"cout", 0o755, 0})
 	}
 	for _, d := range dirs {
 		if err := mk(d.sub, d.mode, d.uid); err != nil {
@@ -228,6 +236,11 @@ func (j *job) prepare() error {
 		src := filepath.Join(j.dir, "cbox", j.task.Checker.SpecialRuntime.SourceFile)
 		if err := writeOwned(src, j.task.Checker.SpecialSource, j.compileUID); err != nil {
 			return hostErr("special judge source", err)
+		}
+		for _, f := range j.task.Checker.SpecialFiles {
+			if err := writeOwned(filepath.Join(j.dir, "cbox", f.Name), f.Data, j.compileUID); err != nil {
+				return hostErr("special judge file "+f.Name, err)
+			}
 		}
 	}
 	return nil
@@ -340,15 +353,16 @@ func (j *job) judge(ctx context.Context) (engine.Verdict, error) {
 		if err != nil {
 			return v, err
 		}
-		if cr.Status == engine.StatusAccepted {
-			cr.Score = c.Weight
-			v.Score += c.Weight
-		} else if v.Status == engine.StatusAccepted {
-			v.Status = cr.Status // the first failing case decides
-			v.Message = fmt.Sprintf("case %s: %s", c.ID, cr.Status)
-		}
 		v.Cases = append(v.Cases, cr)
 		j.progress.Report(engine.Progress{Phase: engine.PhaseJudging, CasesDone: i + 1, CasesTotal: len(t.Cases)})
+	}
+	v.Score = engine.SumScores(v.Cases)
+	v.Status = engine.JobStatus(v.Cases)
+	for _, cr := range v.Cases {
+		if cr.Status == v.Status && v.Status != engine.StatusAccepted {
+			v.Message = fmt.Sprintf("case %s: %s", cr.ID, cr.Status)
+			break
+		}
 	}
 	return v, nil
 }
@@ -506,14 +520,12 @@ func (j *job) runCase(ctx context.Context, i int, c engine.Case) (engine.CaseRes
 		}
 		return cr, nil
 	}
-	ok, msg, err := j.check(ctx, i, c, out, outName)
+	fraction, msg, err := j.check(ctx, i, c, out, outName)
 	if err != nil {
 		return cr, err
 	}
-	cr.Status = engine.StatusWrongAnswer
-	if ok {
-		cr.Status = engine.StatusAccepted
-	}
+	cr.Status = engine.CaseStatus(fraction)
+	cr.Score = engine.CaseScore(fraction, c.Weight)
 	cr.Message = msg
 	return cr, nil
 }
@@ -540,14 +552,17 @@ func readOutput(path string, limit int64) ([]byte, int64, error) {
 	return b, int64(len(b)), nil
 }
 
-func (j *job) check(ctx context.Context, i int, c engine.Case, out []byte, outName string) (bool, string, error) {
+// check returns the fraction of the case weight the output earns (the
+// built-in checkers give 0 or 1; a special checker may give anything between).
+func (j *job) check(ctx context.Context, i int, c engine.Case, out []byte, outName string) (float64, string, error) {
 	ck := j.task.Checker
 	if ck.Kind == engine.CheckerSpecial {
-		return j.special(ctx, i, outName)
+		o, err := j.special(ctx, i, outName)
+		return o.Fraction, o.Message, err
 	}
 	exp, err := os.ReadFile(c.ExpectedPath)
 	if err != nil {
-		return false, "", engine.Infraf(engine.InfraCorruptInput, "case %s expected output: %w", c.ID, err)
+		return 0, "", engine.Infraf(engine.InfraCorruptInput, "case %s expected output: %w", c.ID, err)
 	}
 	var ok bool
 	var msg string
@@ -559,7 +574,10 @@ func (j *job) check(ctx context.Context, i int, c engine.Case, out []byte, outNa
 	default:
 		ok, msg = checker.Tolerant(exp, out)
 	}
-	return ok, msg, nil
+	if ok {
+		return 1, msg, nil
+	}
+	return 0, msg, nil
 }
 
 func containsAny(s string, subs []string) bool {

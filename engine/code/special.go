@@ -2,27 +2,30 @@ package code
 
 import (
 	"context"
-	"fmt"
+	"io"
+	"math"
+	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
-	"time"
+	"syscall"
 
 	"github.com/moby/moby/api/types/mount"
 
 	"github.com/kece-oj/kece/engine"
+	"github.com/kece-oj/kece/engine/code/checker"
 	"github.com/kece-oj/kece/engine/code/sandboxinit"
 )
 
-// Special judge limits: the checker is the problem's program, not the user's,
-// so it gets fixed generous limits.
-const (
-	checkerCPUTime = 10 * time.Second
-	checkerMemory  = 512 << 20
-)
+// checkerMemory is the special judge's memory: the checker is the problem's
+// program, not the user's, so it gets a fixed generous limit (its time limit
+// is Config.CheckerTime).
+const checkerMemory = 512 << 20
 
 // startChecker starts the special judge's own sandbox and compiles it there.
 // The user's container never sees expected outputs; this one sees the inputs
-// (/in), expected outputs (/exp) and the user's outputs (/user), all read-only.
+// (/in), expected outputs (/exp) and the user's outputs (/user), all
+// read-only, and /out where the supervisor creates the checker's stdout files.
 func (j *job) startChecker(ctx context.Context) error {
 	rt := j.task.Checker.SpecialRuntime
 	if err := j.x.checkImage(ctx, rt.Image); err != nil {
@@ -35,7 +38,8 @@ func (j *job) startChecker(ctx context.Context) error {
 	j.checkerSession, err = j.x.startSession(ctx, sessionSpec{
 		image: rt.Image, role: "checker", task: &j.task,
 		memoryBytes: max(rt.CompileMemoryBytes, checkerMemory+rt.ExtraMemoryBytes),
-		mounts:      []mount.Mount{b("cbox", boxDir, false), b("cin", inDir, true), b("exp", expDir, true), b("out", userDir, true)},
+		mounts: []mount.Mount{b("cbox", boxDir, false), b("cin", inDir, true), b("exp", expDir, true),
+			b("out", userDir, true), b("cout", outDir, false)},
 	})
 	if err != nil {
 		return err
@@ -53,21 +57,32 @@ func (j *job) startChecker(ctx context.Context) error {
 	return nil
 }
 
-// special runs the checker on case i: argv + input, expected, user output.
-// Exit 0 accepts, 1 or 2 reject (testlib's WA/PE); anything else, a signal or
-// a timeout is a fault of the problem, never the user's WA.
-func (j *job) special(ctx context.Context, i int, outName string) (bool, string, error) {
-	rt := j.task.Checker.SpecialRuntime
-	argv := append(expand(rt.RunCmd, checkerMemory), inDir+"/"+caseFile(i), expDir+"/"+caseFile(i), userDir+"/"+outName)
+// special runs the checker on case i. The protocol decides the argv order
+// (legacy: input expected output; testlib and score: input output expected)
+// and what its exit code and output mean (checker.Interpret). A signal, a
+// time-out, a start failure or an answer outside the protocol is a fault of
+// the problem (CHECKER_FAILED), never the user's WA.
+func (j *job) special(ctx context.Context, i int, outName string) (checker.Outcome, error) {
+	ck := j.task.Checker
+	rt := ck.SpecialRuntime
+	in, exp, user := inDir+"/"+caseFile(i), expDir+"/"+caseFile(i), userDir+"/"+outName
+	argv := expand(rt.RunCmd, checkerMemory)
+	if ck.SpecialProtocol == engine.ProtocolLegacy || ck.SpecialProtocol == "" {
+		argv = append(argv, in, exp, user)
+	} else {
+		argv = append(argv, in, user, exp)
+	}
+	stdoutName := caseFile(i) + ".chk"
 	res, err := j.checkerSession.run(ctx, sandboxinit.Request{
 		Argv:       argv,
 		Dir:        boxDir,
 		Env:        j.runEnv(),
 		UID:        j.runUID,
 		GID:        j.runUID,
+		Stdout:     outDir + "/" + stdoutName,
 		LogBytes:   j.x.cfg.RunLogBytes,
-		CPUMillis:  checkerCPUTime.Milliseconds(),
-		WallMillis: 2 * checkerCPUTime.Milliseconds(),
+		CPUMillis:  j.x.cfg.CheckerTime.Milliseconds(),
+		WallMillis: 2 * j.x.cfg.CheckerTime.Milliseconds(),
 		FileSize:   16 << 20,
 		Processes:  j.x.cfg.ProcessesPerRun,
 		Stack:      256 << 20,
@@ -75,20 +90,70 @@ func (j *job) special(ctx context.Context, i int, outName string) (bool, string,
 		CleanDir:   tmpDir,
 	})
 	if err != nil {
-		return false, "", err
+		return checker.Outcome{}, err
 	}
+	stdoutPath := filepath.Join(j.dir, "cout", stdoutName)
+	defer os.Remove(stdoutPath)
 	msg := clip(strings.TrimSpace(res.Log), 200)
 	switch {
 	case res.SetupError != "":
-		return false, "", engine.Infraf(engine.InfraCheckerFailed, "special judge did not start: %s", res.SetupError)
+		return checker.Outcome{}, engine.Infraf(engine.InfraCheckerFailed, "special judge did not start: %s", res.SetupError)
 	case res.CPUExceeded || res.WallExceeded:
-		return false, "", engine.Infraf(engine.InfraCheckerFailed, "special judge exceeded its time limit on case %d", i)
+		return checker.Outcome{}, engine.Infraf(engine.InfraCheckerFailed, "special judge exceeded its time limit on case %d", i)
 	case res.Signal != 0:
-		return false, "", engine.Infraf(engine.InfraCheckerFailed, "special judge killed by signal %d on case %d: %s", res.Signal, i, msg)
-	case res.ExitCode == 0:
-		return true, msg, nil
-	case res.ExitCode == 1 || res.ExitCode == 2:
-		return false, msg, nil
+		return checker.Outcome{}, engine.Infraf(engine.InfraCheckerFailed, "special judge killed by signal %d on case %d: %s", res.Signal, i, msg)
 	}
-	return false, "", engine.Infraf(engine.InfraCheckerFailed, "special judge exit code %d on case %d: %s", res.ExitCode, i, fmt.Sprint(msg))
+	stdout, err := readBounded(stdoutPath, checkerStdoutBytes)
+	if err != nil {
+		return checker.Outcome{}, err
+	}
+	o, err := checker.Interpret(ck.SpecialProtocol, checker.Run{ExitCode: res.ExitCode, Stdout: stdout, Stderr: res.Log}, ck.MaxPoints)
+	if err != nil {
+		return checker.Outcome{}, engine.Infraf(engine.InfraCheckerFailed, "case %d: %w", i, err)
+	}
+	return o, nil
+}
+
+// checkerStdoutBytes bounds what is read of a checker's stdout: a score
+// needs a few bytes, a message is cut at checker.MaxMessageBytes anyway.
+const checkerStdoutBytes = 64 << 10
+
+// readBounded reads at most n bytes of a file the supervisor created
+// (a regular file, not followed through a link).
+func readBounded(path string, n int64) (string, error) {
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return "", engine.Infraf(engine.InfraInternal, "special judge output: %w", err)
+	}
+	defer f.Close()
+	if st, err := f.Stat(); err != nil || !st.Mode().IsRegular() {
+		return "", engine.Infraf(engine.InfraInternal, "special judge output %s is not a regular file", path)
+	}
+	b, err := io.ReadAll(io.LimitReader(f, n))
+	if err != nil {
+		return "", engine.Infraf(engine.InfraInternal, "special judge output: %w", err)
+	}
+	return string(b), nil
+}
+
+// checkerFileRE is a safe file name for an extra checker file: no path, no
+// leading dot.
+var checkerFileRE = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_.+-]{0,63}$`)
+
+// validateSpecial refuses a special checker the executor cannot run as asked.
+func validateSpecial(ck engine.Checker) error {
+	if ck.SpecialProtocol != "" && !ck.SpecialProtocol.Valid() {
+		return engine.Infraf(engine.InfraConfig, "special judge protocol %q is not legacy, testlib or score", ck.SpecialProtocol)
+	}
+	if ck.MaxPoints < 0 || math.IsNaN(ck.MaxPoints) || math.IsInf(ck.MaxPoints, 0) {
+		return engine.Infraf(engine.InfraConfig, "special judge maxPoints %v must be positive", ck.MaxPoints)
+	}
+	seen := map[string]bool{ck.SpecialRuntime.SourceFile: true}
+	for _, f := range ck.SpecialFiles {
+		if !checkerFileRE.MatchString(f.Name) || seen[f.Name] {
+			return engine.Infraf(engine.InfraCheckerFailed, "special judge file name %q is unsafe, repeated or the source's own", f.Name)
+		}
+		seen[f.Name] = true
+	}
+	return nil
 }

@@ -88,9 +88,9 @@ func TestVerdicts(t *testing.T) {
 				require.Contains(t, cr.Message, c.w.msg, "case %d", i+1)
 			}
 			require.Equal(t, engine.StatusWrongAnswer, v.Status, "the first failing case decides")
-			require.Equal(t, int64(10+1+5), v.Score)
+			require.Equal(t, float64(10+1+5), v.Score)
 			require.Equal(t, int64(10+10+5+int64(len(cases))-3), v.MaxScore)
-			require.Equal(t, int64(10), v.Cases[0].Score)
+			require.Equal(t, float64(10), v.Cases[0].Score)
 			require.Positive(t, v.Cases[0].MemoryKB)
 			require.Positive(t, v.Cases[0].WallTime)
 			require.Equal(t, engine.PhaseJudging, progress[len(progress)-1].Phase)

@@ -469,7 +469,7 @@ func (l *lease) verdict(task engine.Task, status engine.Status, msg string, elap
 	}
 	v := engine.Verdict{Status: status, MaxScore: weight, Message: msg}
 	if status == engine.StatusAccepted {
-		v.Score = weight
+		v.Score = float64(weight)
 	}
 	if id != "" {
 		v.Cases = []engine.CaseResult{{ID: id, Status: status, Score: v.Score, WallTime: elapsed, Message: msg}}

@@ -26,9 +26,9 @@ func TestSelectOrderedAndUnordered(t *testing.T) {
 	b.requireVerdict(t, unordered, "SELECT id, name FROM person WHERE dept = 'eng' ORDER BY id DESC", engine.StatusAccepted)
 	v = b.requireVerdict(t, unordered, "SELECT id, name FROM person WHERE dept = 'eng' OR dept IS NULL", engine.StatusWrongAnswer)
 	require.Contains(t, v.Message, "row order ignored")
-	require.Equal(t, int64(0), v.Score)
+	require.Equal(t, float64(0), v.Score)
 	v = b.requireVerdict(t, unordered, "SELECT id, name FROM person WHERE salary > 1000;", engine.StatusAccepted)
-	require.Equal(t, v.MaxScore, v.Score)
+	require.Equal(t, float64(v.MaxScore), v.Score)
 	b.requireVerdict(t, unordered, "SELECT id FROM person WHERE dept = 'eng'", engine.StatusWrongAnswer)
 	b.requireVerdict(t, unordered, "SELECT name, id FROM person WHERE dept = 'eng'", engine.StatusWrongAnswer)
 }
@@ -299,7 +299,7 @@ func TestTwoJobsSameSubmissionDifferentTypes(t *testing.T) {
 	for i, j := range jobs {
 		require.NoError(t, errs[i], j.job)
 		require.Equal(t, j.want, res[i].Status, "%s: %s", j.job, res[i].Message)
-		require.Equal(t, int64(5), res[i].Score)
+		require.Equal(t, float64(5), res[i].Score)
 		require.Len(t, res[i].Cases, 1)
 		require.Equal(t, "sql", res[i].Cases[0].ID)
 	}

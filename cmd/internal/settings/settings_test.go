@@ -1,0 +1,183 @@
+package settings
+
+import (
+	"bytes"
+	"errors"
+	"flag"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+func envMap(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
+
+type bundle struct {
+	fs     *FlagSet
+	listen *string
+	ttl    *time.Duration
+	conns  *int
+	json   *bool
+	dsn    *string
+}
+
+func setup(env map[string]string) *bundle {
+	fs := NewFlagSet("serve", envMap(env))
+	return &bundle{
+		fs:     fs,
+		listen: fs.String("listen", "KECE_LISTEN", "127.0.0.1:8080", "address"),
+		ttl:    fs.Duration("lease-ttl", "KECE_LEASE_TTL", time.Minute, "lease"),
+		conns:  fs.Int("db-conns", "KECE_DB_CONNS", 32, "connections"),
+		json:   fs.Bool("log-json", "KECE_LOG_JSON", false, "json logs"),
+		dsn:    fs.Secret("mysql-dsn", "KECE_MYSQL_DSN", "KECE_MYSQL_DSN_FILE", "control database DSN"),
+	}
+}
+
+func secretFile(t *testing.T, content string, mode os.FileMode) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "secret")
+	require.NoError(t, os.WriteFile(p, []byte(content), 0o600))
+	require.NoError(t, os.Chmod(p, mode))
+	return p
+}
+
+func TestPrecedenceFlagThenEnvThenDefault(t *testing.T) {
+	t.Parallel()
+	b := setup(map[string]string{"KECE_LISTEN": "0.0.0.0:1", "KECE_LEASE_TTL": "90s", "KECE_LOG_JSON": "1", "KECE_DB_CONNS": ""})
+	require.NoError(t, b.fs.Parse([]string{"--listen", "127.0.0.1:2"}))
+	require.Equal(t, "127.0.0.1:2", *b.listen, "the flag wins over the variable")
+	require.Equal(t, 90*time.Second, *b.ttl, "the variable wins over the default")
+	require.True(t, *b.json)
+	require.Equal(t, 32, *b.conns, "an empty variable is unset")
+	require.Equal(t, "--listen", b.fs.Source("listen"))
+	require.Equal(t, "KECE_LEASE_TTL", b.fs.Source("lease-ttl"))
+}
+
+func TestBadValuesNameTheirSettingAndAllAreReported(t *testing.T) {
+	t.Parallel()
+	b := setup(map[string]string{"KECE_LEASE_TTL": "sixty", "KECE_DB_CONNS": "many", "KECE_LOG_JSON": "maybe"})
+	err := b.fs.Parse(nil)
+	require.True(t, IsConfigError(err))
+	require.ErrorContains(t, err, `KECE_LEASE_TTL: "sixty": not a duration`)
+	require.ErrorContains(t, err, `KECE_DB_CONNS: "many"`)
+	require.ErrorContains(t, err, `KECE_LOG_JSON: "maybe"`)
+	require.Equal(t, time.Minute, *b.ttl, "a bad value is refused, never half-applied")
+
+	b = setup(nil)
+	err = b.fs.Parse([]string{"--lease-ttl", "-5s"})
+	require.True(t, IsConfigError(err))
+	require.ErrorContains(t, err, "must not be negative")
+
+	b = setup(nil)
+	err = b.fs.Parse([]string{"--no-such-flag"})
+	require.True(t, IsConfigError(err))
+	require.ErrorContains(t, err, "no-such-flag")
+}
+
+func TestSecretFromFile(t *testing.T) {
+	t.Parallel()
+	p := secretFile(t, "kece:pw@tcp(db:3306)/kece\n", 0o600)
+	b := setup(map[string]string{"KECE_MYSQL_DSN_FILE": p})
+	require.NoError(t, b.fs.Parse(nil))
+	require.Equal(t, "kece:pw@tcp(db:3306)/kece", *b.dsn, "read from the file, newline trimmed")
+
+	// 0640 (root:service) is accepted too.
+	b = setup(nil)
+	require.NoError(t, b.fs.Parse([]string{"--mysql-dsn-file", secretFile(t, "x@tcp(y)/z", 0o640)}))
+	require.Equal(t, "x@tcp(y)/z", *b.dsn)
+
+	// Straight from the variable.
+	b = setup(map[string]string{"KECE_MYSQL_DSN": "a@tcp(b)/c"})
+	require.NoError(t, b.fs.Parse(nil))
+	require.Equal(t, "a@tcp(b)/c", *b.dsn)
+}
+
+func TestSecretFileRefusals(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name string
+		env  map[string]string
+		want string
+	}{
+		{"world readable", map[string]string{"KECE_MYSQL_DSN_FILE": secretFile(t, "x", 0o644)}, "KECE_MYSQL_DSN_FILE: " + "" /* path follows */},
+		{"group writable", map[string]string{"KECE_MYSQL_DSN_FILE": secretFile(t, "x", 0o660)}, "has mode 0660"},
+		{"missing", map[string]string{"KECE_MYSQL_DSN_FILE": "/nonexistent/dsn"}, "KECE_MYSQL_DSN_FILE: /nonexistent/dsn does not exist"},
+		{"empty", map[string]string{"KECE_MYSQL_DSN_FILE": secretFile(t, " \n", 0o600)}, "is empty"},
+		{"directory", map[string]string{"KECE_MYSQL_DSN_FILE": t.TempDir()}, "not a regular file"},
+		{"both", map[string]string{"KECE_MYSQL_DSN": "a@tcp(b)/c", "KECE_MYSQL_DSN_FILE": secretFile(t, "x", 0o600)}, "not both"},
+	}
+	for _, c := range cases {
+		b := setup(c.env)
+		err := b.fs.Parse(nil)
+		require.True(t, IsConfigError(err), c.name)
+		require.ErrorContains(t, err, c.want, c.name)
+	}
+	b := setup(map[string]string{"KECE_MYSQL_DSN_FILE": secretFile(t, "x", 0o644)})
+	require.ErrorContains(t, b.fs.Parse(nil), "has mode 0644")
+}
+
+func TestEveryFlagNeedsAVariable(t *testing.T) {
+	t.Parallel()
+	b := setup(nil)
+	b.fs.FlagSet.String("sneaky", "", "registered around the loader")
+	err := b.fs.Parse(nil)
+	require.ErrorContains(t, err, "--sneaky was registered without an environment variable")
+
+	_, err = ApplyEnv([]Flag{{Name: "x", Env: "lower", Set: func(string) error { return nil }}}, envMap(nil))
+	require.ErrorContains(t, err, "--x has no valid environment variable")
+}
+
+func TestHelpListsVariables(t *testing.T) {
+	t.Parallel()
+	b := setup(nil)
+	var out bytes.Buffer
+	b.fs.SetOutput(&out)
+	err := b.fs.Parse([]string{"-h"})
+	require.ErrorIs(t, err, flag.ErrHelp)
+	require.False(t, IsConfigError(err))
+	for _, want := range []string{"(env KECE_LISTEN)", "(env KECE_LEASE_TTL)", "(env KECE_MYSQL_DSN_FILE)", "default 1m0s"} {
+		require.Contains(t, out.String(), want)
+	}
+}
+
+// ApplyEnv works for any flag package: here a hand-made flag, as a pflag
+// adapter would pass it.
+func TestApplyEnvGeneric(t *testing.T) {
+	t.Parallel()
+	var got []string
+	set := func(v string) error {
+		if v == "bad" {
+			return errors.New("nope")
+		}
+		got = append(got, v)
+		return nil
+	}
+	env := envMap(map[string]string{"KECE_A": "1", "KECE_B": "2", "KECE_C": "bad"})
+	from, err := ApplyEnv([]Flag{
+		{Name: "a", Env: "KECE_A", Set: set},
+		{Name: "b", Env: "KECE_B", Changed: true, Set: set},
+		{Name: "c", Env: "KECE_C", Set: set},
+	}, env)
+	require.Equal(t, []string{"1"}, got, "b was given on the command line")
+	require.Equal(t, map[string]bool{"a": true}, from)
+	var se *Error
+	require.ErrorAs(t, err, &se)
+	require.Equal(t, "KECE_C", se.Setting)
+}
+
+func TestAliasCountsAsTheFlag(t *testing.T) {
+	t.Parallel()
+	fs := NewFlagSet("list", envMap(map[string]string{"KECE_OUTPUT": "json"}))
+	out := fs.String("output", "KECE_OUTPUT", "table", "table, json or yaml")
+	fs.Alias("o", "output")
+	require.NoError(t, fs.Parse([]string{"-o", "yaml"}))
+	require.Equal(t, "yaml", *out, "-o given: the variable does not override it")
+
+	fs = NewFlagSet("list", envMap(map[string]string{"KECE_OUTPUT": "json"}))
+	out = fs.String("output", "KECE_OUTPUT", "table", "table, json or yaml")
+	fs.Alias("o", "output")
+	require.NoError(t, fs.Parse(nil))
+	require.Equal(t, "json", *out)
+}

@@ -1,0 +1,118 @@
+package store
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/kece-oj/kece/contracts"
+	"github.com/kece-oj/kece/control/manifest"
+)
+
+// Statuses of a verdict and its cases (contracts: VerdictStatus).
+const (
+	statusAC      = "AC"
+	statusPartial = "PARTIAL"
+	statusCE      = "CE"
+)
+
+// scoreUnits converts a posted score to whole 1/ScoreScale units, refusing
+// anything that is not such a multiple (NaN, infinities, more decimals). The
+// slack absorbs float64 rounding of large totals (1e9 points at 4 places).
+func scoreUnits(field string, score float64) (int64, error) {
+	if math.IsNaN(score) || math.IsInf(score, 0) || score < 0 {
+		return 0, invalid(field, "%v is not a non-negative number", score)
+	}
+	x := score * contracts.ScoreScale
+	u := math.Round(x)
+	if math.Abs(x-u) > 0.01 {
+		return 0, invalid(field, "%v is not a multiple of 1/%d", score, contracts.ScoreScale)
+	}
+	return int64(u), nil
+}
+
+// checkAgainst validates a verdict against the job's manifest: case ids and
+// count, each case's status against its score (AC earns the whole weight,
+// PARTIAL between nothing and all of it, every other status nothing), the
+// total against the cases, and the job's status against the rule of
+// VerdictStatus (the first case neither AC nor PARTIAL, else PARTIAL if any,
+// else AC).
+func checkAgainst(m manifest.Manifest, v VerdictResult) error {
+	total, err := scoreUnits("verdict.score", v.Score)
+	if err != nil {
+		return err
+	}
+	if m.Kind == manifest.KindSQL {
+		if v.MaxScore < 0 || total > v.MaxScore*contracts.ScoreScale {
+			return invalid("verdict.score", "must be 0..maxScore")
+		}
+		return nil
+	}
+	if v.MaxScore != m.MaxScore() {
+		return invalid("verdict.maxScore", "is %d, the manifest's weights sum to %d", v.MaxScore, m.MaxScore())
+	}
+	if v.Status == statusCE && len(v.Cases) == 0 {
+		if total != 0 {
+			return invalid("verdict.score", "a compile error scores 0")
+		}
+		return nil
+	}
+	// Judging may stop at the first failing case, so a failing verdict may
+	// list fewer cases; an accepted or partial one lists them all.
+	complete := v.Status == statusAC || v.Status == statusPartial
+	if len(v.Cases) > len(m.Cases) || (complete && len(v.Cases) != len(m.Cases)) || len(v.Cases) == 0 {
+		return invalid("verdict.cases", "has %d cases, the manifest has %d", len(v.Cases), len(m.Cases))
+	}
+	weights := make(map[string]int64, len(m.Cases))
+	for _, c := range m.Cases {
+		weights[c.CaseID] = c.Weight
+	}
+	var sum int64
+	decided, partial := "", false
+	for i, c := range v.Cases {
+		f := fmt.Sprintf("verdict.cases[%d]", i)
+		w, ok := weights[c.CaseID]
+		if !ok {
+			return invalid(f+".caseId", "%q is not a case of the manifest (or repeats)", c.CaseID)
+		}
+		delete(weights, c.CaseID)
+		if !verdictStatuses[c.Status] || c.Status == statusCE {
+			return invalid(f+".status", "unknown case status %q", c.Status)
+		}
+		units, err := scoreUnits(f+".score", c.Score)
+		if err != nil {
+			return err
+		}
+		full := w * contracts.ScoreScale
+		switch {
+		case units > full:
+			return invalid(f+".score", "%v is above the case weight %d", c.Score, w)
+		case c.Status == statusAC && units != full:
+			return invalid(f+".score", "an AC case earns its whole weight %d, not %v", w, c.Score)
+		case c.Status != statusAC && c.Status != statusPartial && units != 0:
+			return invalid(f+".score", "a %s case earns 0, not %v", c.Status, c.Score)
+		}
+		if len(c.Message) > manifest.MaxMessageBytes {
+			return invalid(f+".message", "is above %d bytes", manifest.MaxMessageBytes)
+		}
+		sum += units
+		switch {
+		case c.Status == statusPartial:
+			partial = true
+		case c.Status != statusAC && decided == "":
+			decided = c.Status
+		}
+	}
+	if sum != total {
+		return invalid("verdict.score", "is %v, the cases add up to %v", v.Score, float64(sum)/contracts.ScoreScale)
+	}
+	want := decided
+	if want == "" && partial {
+		want = statusPartial
+	} else if want == "" {
+		want = statusAC
+	}
+	if v.Status != want {
+		return invalid("verdict.status", "is %s, the cases make it %s", v.Status, want)
+	}
+	return nil
+}
