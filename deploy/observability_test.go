@@ -85,8 +85,8 @@ func (b *obsBackend) Execute(_ context.Context, task engine.Task, p engine.Progr
 	}
 	v := engine.Verdict{Status: engine.StatusAccepted}
 	for _, c := range task.Cases {
-		v.Cases = append(v.Cases, engine.CaseResult{ID: c.ID, Status: engine.StatusAccepted, Score: c.Weight, CPUTime: time.Millisecond})
-		v.Score += c.Weight
+		v.Cases = append(v.Cases, engine.CaseResult{ID: c.ID, Status: engine.StatusAccepted, Score: float64(c.Weight), CPUTime: time.Millisecond})
+		v.Score += float64(c.Weight)
 		v.MaxScore += c.Weight
 	}
 	return v, nil

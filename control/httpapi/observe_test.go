@@ -232,7 +232,9 @@ func TestControlMetricsMove(t *testing.T) {
 	defer hook.Close()
 	_, err = e.DB.ExecContext(e.Ctx, `UPDATE judge_settlement_event SET next_attempt_at = NOW(6) WHERE state = 'PENDING'`)
 	require.NoError(t, err)
-	sender, err := webhook.New(webhook.Config{URL: hook.URL, Secret: bytes.Repeat([]byte("k"), 32), MaxAttempts: 1,
+	secrets, err := webhook.ParseSecrets(strings.Repeat("k", 32))
+	require.NoError(t, err)
+	sender, err := webhook.New(webhook.Config{URL: hook.URL, Secrets: secrets, MaxAttempts: 1,
 		Observer: e.Server.Metrics()}, e.Server.Store(), nil)
 	require.NoError(t, err)
 	n1, err := sender.RunOnce(e.Ctx)

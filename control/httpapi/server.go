@@ -127,7 +127,7 @@ type Server struct {
 	// pattern of a request for metrics and logs.
 	adminMux, businessMux *http.ServeMux
 	metrics               *metrics.Metrics
-	apiDocs  []apiDoc
+	apiDocs               []apiDoc
 
 	closing   chan struct{}
 	closeOnce sync.Once
