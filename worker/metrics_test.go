@@ -15,7 +15,8 @@ import (
 )
 
 // phasedBackend wraps the fake: it reports a compile phase first, can fail
-// with a checker infrastructure error, and can hold a job until released.
+// one execution with a checker infrastructure error, and can hold a job
+// until released.
 type phasedBackend struct {
 	*fakeBackend
 	fail atomic.Bool
@@ -31,7 +32,7 @@ func (b *phasedBackend) Execute(ctx context.Context, task engine.Task, p engine.
 		case <-ctx.Done():
 		}
 	}
-	if b.fail.Load() {
+	if b.fail.CompareAndSwap(true, false) { // one failure; the retry succeeds
 		p.Report(engine.Progress{Phase: engine.PhaseJudging, CasesTotal: len(task.Cases)})
 		return engine.Verdict{}, engine.Infraf(engine.InfraCheckerFailed, "checker crashed")
 	}
@@ -111,7 +112,6 @@ func TestNodeMetricsMove(t *testing.T) {
 		return s.Value("kece_node_infra_errors_total", with("kind", "CHECKER_FAILED")...) == 1 &&
 			s.Value("kece_node_jobs_total", with("outcome", "INFRA_ERROR")...) == 1
 	}, 10*time.Second, 10*time.Millisecond)
-	b.fail.Store(false)
 	waitJob(t, e, id, 10*time.Second, "completed after the retry", completed)
 
 	// A running job holds a slot.
