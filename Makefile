@@ -8,8 +8,13 @@ export CGO_ENABLED ?= 1
 
 all: build
 
+# Every binary reports this version (--version, kece-node heartbeats, admin
+# node views). Without git it falls back to the VCS data Go records, or "dev".
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+LDFLAGS := -X github.com/kece-oj/kece/internal/buildinfo.version=$(VERSION)
+
 build:
-	$(GO) build -o bin/ ./cmd/...
+	$(GO) build -ldflags "$(LDFLAGS)" -o bin/ ./cmd/...
 
 # Private MariaDB instances (control plane + judge server stand-in).
 deps-mysql:

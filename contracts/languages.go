@@ -33,21 +33,21 @@ type Language struct {
 }
 
 // languages lists every accepted id, canonical ids first within a pool.
-// Minimum memory figures are measured with the default runtime specs (see
-// docs/engine.md, "Languages and entry points").
+// Minimum memory figures are measured in the sandbox with the node's runtime
+// specs (engine/code/languages.go; docs/engine.md, "Memory").
 var languages = []Language{
-	{ID: "cpp11", Pool: "cpp", Standard: "C++11 (GNU dialect)", MinMemoryBytes: 4 << 20},
-	{ID: "cpp14", Pool: "cpp", Standard: "C++14 (GNU dialect)", MinMemoryBytes: 4 << 20},
-	{ID: "cpp17", Pool: "cpp", Standard: "C++17 (GNU dialect)", MinMemoryBytes: 4 << 20},
-	{ID: "cpp20", Pool: "cpp", Standard: "C++20 (GNU dialect)", MinMemoryBytes: 4 << 20},
-	{ID: "cpp", Pool: "cpp", Standard: "C++17 (GNU dialect)", AliasOf: "cpp17", MinMemoryBytes: 4 << 20},
-	{ID: "java17", Pool: "java", Standard: "Java 17", MinMemoryBytes: 32 << 20},
-	{ID: "java", Pool: "java", Standard: "Java 17", AliasOf: "java17", MinMemoryBytes: 32 << 20},
-	{ID: "python3", Pool: "python", Standard: "Python 3.11", MinMemoryBytes: 16 << 20},
-	{ID: "python", Pool: "python", Standard: "Python 3.11", AliasOf: "python3", MinMemoryBytes: 16 << 20},
-	{ID: "arkts", Pool: "arkts", Standard: "ArkTS (stand-in: TypeScript on Node.js)", MinMemoryBytes: 64 << 20},
+	{ID: "cpp11", Pool: "cpp", Standard: "C++11 (GNU dialect: g++ -std=gnu++11)", MinMemoryBytes: 16 << 20},
+	{ID: "cpp14", Pool: "cpp", Standard: "C++14 (GNU dialect: g++ -std=gnu++14)", MinMemoryBytes: 16 << 20},
+	{ID: "cpp17", Pool: "cpp", Standard: "C++17 (GNU dialect: g++ -std=gnu++17)", MinMemoryBytes: 16 << 20},
+	{ID: "cpp20", Pool: "cpp", Standard: "C++20 (GNU dialect: g++ -std=gnu++20)", MinMemoryBytes: 16 << 20},
+	{ID: "cpp", Pool: "cpp", Standard: "C++17 (GNU dialect: g++ -std=gnu++17); alias of cpp17", AliasOf: "cpp17", MinMemoryBytes: 16 << 20},
+	{ID: "java17", Pool: "java", Standard: "Java 17 (javac --release 17, OpenJDK 17 runtime)", MinMemoryBytes: 4 << 20},
+	{ID: "java", Pool: "java", Standard: "Java 17 (javac --release 17, OpenJDK 17 runtime); alias of java17", AliasOf: "java17", MinMemoryBytes: 4 << 20},
+	{ID: "python3", Pool: "python", Standard: "Python 3.11 (CPython)", MinMemoryBytes: 16 << 20},
+	{ID: "python", Pool: "python", Standard: "Python 3.11 (CPython); alias of python3", AliasOf: "python3", MinMemoryBytes: 16 << 20},
+	{ID: "arkts", Pool: "arkts", Standard: "ArkTS stand-in: TypeScript (tsc --strict, target ES2020) run on Node.js", MinMemoryBytes: 8 << 20},
 	{ID: "mysql", Pool: "mysql", Standard: "MySQL-dialect SQL"},
-	{ID: "sql", Pool: "mysql", Standard: "MySQL-dialect SQL", AliasOf: "mysql"},
+	{ID: "sql", Pool: "mysql", Standard: "MySQL-dialect SQL; alias of mysql", AliasOf: "mysql"},
 }
 
 // CanonicalLanguages are the ids to name in messages about languages.

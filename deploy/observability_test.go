@@ -95,8 +95,8 @@ func (*obsBackend) Runtime(pool string) (engine.RuntimeSpec, error) {
 	return engine.RuntimeSpec{Pool: pool, Image: "obs", SourceFile: "main", RunCmd: []string{"./main"}}, nil
 }
 func (*obsBackend) Janitor(context.Context, func(string, int64) bool) error { return nil }
-func (*obsBackend) Health(context.Context) (string, []worker.Dependency) {
-	return "obs 1", []worker.Dependency{{Name: "obs", Healthy: true}}
+func (*obsBackend) Health(context.Context) worker.Health {
+	return worker.Health{Runtime: "obs 1", Dependencies: []worker.Dependency{{Name: "obs", Healthy: true}}}
 }
 func (*obsBackend) Close() error { return nil }
 

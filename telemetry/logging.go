@@ -27,6 +27,9 @@ type LogConfig struct {
 	Format string
 	// Level is a slog level name (debug, info, warn, error); empty is info.
 	Level string
+	// Leveler, when set, is used instead of Level (a slog.LevelVar lets a
+	// process change the level after its flags are parsed).
+	Leveler slog.Leveler
 }
 
 func (c *LogConfig) withDefaults() {
@@ -61,7 +64,11 @@ func NewLogger(w io.Writer, cfg LogConfig) (*slog.Logger, error) {
 	cfg.withDefaults()
 	var level slog.Level
 	_ = level.UnmarshalText([]byte(cfg.Level))
-	opts := &slog.HandlerOptions{Level: level, ReplaceAttr: func(_ []string, a slog.Attr) slog.Attr { return NormalizeAttr(a) }}
+	var leveler slog.Leveler = level
+	if cfg.Leveler != nil {
+		leveler = cfg.Leveler
+	}
+	opts := &slog.HandlerOptions{Level: leveler, ReplaceAttr: func(_ []string, a slog.Attr) slog.Attr { return NormalizeAttr(a) }}
 	var h slog.Handler = slog.NewJSONHandler(w, opts)
 	if cfg.Format == FormatText {
 		h = slog.NewTextHandler(w, opts)

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync/atomic"
 
+	"github.com/kece-oj/kece/contracts"
 	"github.com/kece-oj/kece/engine"
 	"github.com/kece-oj/kece/engine/code"
 	"github.com/kece-oj/kece/engine/sqljudge"
@@ -15,20 +16,31 @@ import (
 // Backend is the pool's executor plus what the node needs around it.
 type Backend interface {
 	engine.Executor
-	// Runtime returns the runtime spec the node uses for pool (its own pool
-	// for submissions, another code pool for a special checker). SQL
-	// backends return an error.
-	Runtime(pool string) (engine.RuntimeSpec, error)
+	// Runtime returns the runtime spec of a language id: one of the node's
+	// own pool for submissions, or of another code pool for a special
+	// checker written in that language. SQL backends return an error.
+	Runtime(language string) (engine.RuntimeSpec, error)
 	// Janitor removes leftovers (containers, temporary databases) of leases
 	// that are not live; live answers from the node's own view.
 	Janitor(ctx context.Context, live func(jobID string, leaseEpoch int64) bool) error
 	// Health probes the dependencies (daemon and image, or judge database)
-	// and returns the runtime version ("" when the probe could not learn it;
-	// the node then keeps reporting the last known one). It may take
-	// seconds; the node calls it on its own schedule, never from /healthz.
-	Health(ctx context.Context) (runtime string, deps []Dependency)
+	// and reports them with the runtime version and the languages served.
+	// It may take seconds; the node calls it on its own schedule, never
+	// from /healthz.
+	Health(ctx context.Context) Health
 	// Close releases the executor.
 	Close() error
+}
+
+// Health is the answer of one backend health probe.
+type Health struct {
+	// Runtime is the runtime version ("" when the probe could not learn it;
+	// the node then keeps reporting the last known one).
+	Runtime      string
+	Dependencies []Dependency
+	// Languages describes every language id the node serves, with the
+	// version probed in its image ("" when the probe failed).
+	Languages []LanguageReport
 }
 
 // Dependency is the health of one local dependency, as heartbeats report it.
@@ -38,13 +50,31 @@ type Dependency struct {
 	Detail  string `json:"detail,omitempty"`
 }
 
+// LanguageReport is what a node says about one language id it serves: what
+// the control plane lists to the business (GET /api/v1/languages).
+type LanguageReport struct {
+	ID       string `json:"id"`
+	Pool     string `json:"pool"`
+	Standard string `json:"standard"`
+	// Version is the first line of the runtime's version probe in the image.
+	Version    string   `json:"version"`
+	CompileCmd []string `json:"compileCommand,omitempty"`
+	RunCmd     []string `json:"runCommand,omitempty"`
+	// EntryRule is the file-name and entry-point rule, in words.
+	EntryRule        string `json:"entryRule"`
+	ExtraMemoryBytes int64  `json:"extraMemoryBytes"`
+	MinMemoryBytes   int64  `json:"minMemoryBytes"`
+}
+
 // CodeBackendConfig configures the Docker executor of a code pool.
 type CodeBackendConfig struct {
 	Pool string
 	// Executor is the code executor's configuration; NodeID is filled in.
 	Executor code.Config
-	// Runtime is the pool's runtime spec; zero takes code.DefaultRuntime(Pool).
-	Runtime engine.RuntimeSpec
+	// Image replaces the locally built image of the pool (an operator's
+	// image pinned by digest) for every language id of the pool; empty
+	// keeps code.ImageTag(Pool).
+	Image string
 }
 
 // NewCodeBackend returns a factory for a code pool. It never touches SQL
@@ -53,18 +83,19 @@ func NewCodeBackend(cfg CodeBackendConfig) (BackendFactory, error) {
 	if cfg.Pool == "mysql" || !ValidPool(cfg.Pool) {
 		return nil, fmt.Errorf("code backend: %q is not a code pool (want cpp, java, python or arkts)", cfg.Pool)
 	}
-	rt := cfg.Runtime
-	if rt.Image == "" {
-		var err error
-		if rt, err = code.DefaultRuntime(cfg.Pool); err != nil {
-			return nil, fmt.Errorf("code backend: %w", err)
-		}
-	}
-	if err := rt.Validate(); err != nil {
+	specs, err := code.LanguagesOfPool(cfg.Pool)
+	if err != nil {
 		return nil, fmt.Errorf("code backend: %w", err)
 	}
-	if rt.Pool != cfg.Pool {
-		return nil, fmt.Errorf("code backend: runtime spec is for pool %q, node serves %q", rt.Pool, cfg.Pool)
+	langs := make(map[string]engine.RuntimeSpec, len(specs))
+	for i := range specs {
+		if cfg.Image != "" {
+			specs[i].Image = cfg.Image
+		}
+		if err := specs[i].Validate(); err != nil {
+			return nil, fmt.Errorf("code backend: %w", err)
+		}
+		langs[specs[i].Language] = specs[i]
 	}
 	return func(_ context.Context, nodeID string) (Backend, error) {
 		ec := cfg.Executor
@@ -73,13 +104,15 @@ func NewCodeBackend(cfg CodeBackendConfig) (BackendFactory, error) {
 		if err != nil {
 			return nil, err
 		}
-		return &codeBackend{x: x, rt: rt, nodeID: nodeID}, nil
+		return &codeBackend{x: x, pool: cfg.Pool, order: specs, langs: langs, nodeID: nodeID}, nil
 	}, nil
 }
 
 type codeBackend struct {
 	x      *code.Executor
-	rt     engine.RuntimeSpec
+	pool   string
+	order  []engine.RuntimeSpec          // the pool's languages, listing order
+	langs  map[string]engine.RuntimeSpec // by id
 	nodeID string
 	swept  atomic.Bool
 }
@@ -88,13 +121,13 @@ func (b *codeBackend) Execute(ctx context.Context, task engine.Task, p engine.Pr
 	return b.x.Execute(ctx, task, p)
 }
 
-func (b *codeBackend) Runtime(pool string) (engine.RuntimeSpec, error) {
-	if pool == b.rt.Pool {
-		return b.rt, nil
+func (b *codeBackend) Runtime(language string) (engine.RuntimeSpec, error) {
+	if rt, ok := b.langs[language]; ok {
+		return rt, nil
 	}
-	// A special checker in another language uses that pool's default image,
-	// which must be present on this host.
-	return code.DefaultRuntime(pool)
+	// A special checker in another pool's language uses that pool's locally
+	// built image, which must be present on this host.
+	return code.RuntimeForLanguage(language)
 }
 
 // Janitor removes every container labelled with this node on its first call,
@@ -113,16 +146,53 @@ func (b *codeBackend) Janitor(ctx context.Context, _ func(string, int64) bool) e
 	return nil
 }
 
-func (b *codeBackend) Health(ctx context.Context) (string, []Dependency) {
-	v, err := b.x.Probe(ctx, b.rt)
-	if err != nil {
-		name := "docker"
-		if engine.ClassOf(err) == engine.InfraImageMissing {
-			name = "image"
+// Health probes the daemon and each distinct (image, version probe) of the
+// pool's languages once: a pool's ids share one image, so one sandbox start
+// answers for all of them.
+func (b *codeBackend) Health(ctx context.Context) Health {
+	type probeKey struct{ image, probe string }
+	versions := map[probeKey]string{}
+	var h Health
+	for _, rt := range b.order {
+		k := probeKey{rt.Image, strings.Join(rt.VersionProbe, "\x00")}
+		if _, done := versions[k]; done {
+			continue
 		}
-		return "", []Dependency{{Name: name, Healthy: false, Detail: clip(err.Error(), 1024)}}
+		v, err := b.x.Probe(ctx, rt)
+		if err != nil {
+			name := "docker"
+			if engine.ClassOf(err) == engine.InfraImageMissing {
+				name = "image"
+			}
+			h.Dependencies = []Dependency{{Name: name, Healthy: false, Detail: clip(err.Error(), 1024)}}
+			h.Runtime = ""
+			h.Languages = b.reports(nil)
+			return h
+		}
+		versions[k] = v
+		if h.Runtime == "" {
+			h.Runtime = v
+		}
 	}
-	return v, []Dependency{{Name: "docker", Healthy: true}, {Name: "image", Healthy: true, Detail: clip(b.rt.Image, 1024)}}
+	h.Dependencies = []Dependency{{Name: "docker", Healthy: true}, {Name: "image", Healthy: true, Detail: clip(b.order[0].Image, 1024)}}
+	h.Languages = b.reports(func(rt engine.RuntimeSpec) string {
+		return versions[probeKey{rt.Image, strings.Join(rt.VersionProbe, "\x00")}]
+	})
+	return h
+}
+
+// reports describes the pool's languages; version may be nil (unknown).
+func (b *codeBackend) reports(version func(engine.RuntimeSpec) string) []LanguageReport {
+	out := make([]LanguageReport, 0, len(b.order))
+	for _, rt := range b.order {
+		r := LanguageReport{ID: rt.Language, Pool: rt.Pool, Standard: rt.Standard, CompileCmd: rt.CompileCmd, RunCmd: rt.RunCmd,
+			EntryRule: rt.EntryRule(), ExtraMemoryBytes: rt.ExtraMemoryBytes, MinMemoryBytes: rt.MinMemoryBytes}
+		if version != nil {
+			r.Version = version(rt)
+		}
+		out = append(out, r)
+	}
+	return out
 }
 
 func (b *codeBackend) Close() error { return b.x.Close() }
@@ -157,8 +227,8 @@ func (b *sqlBackend) Execute(ctx context.Context, task engine.Task, p engine.Pro
 	return b.x.Execute(ctx, task, p)
 }
 
-func (b *sqlBackend) Runtime(pool string) (engine.RuntimeSpec, error) {
-	return engine.RuntimeSpec{}, fmt.Errorf("the mysql pool has no code runtime (asked for %q)", pool)
+func (b *sqlBackend) Runtime(language string) (engine.RuntimeSpec, error) {
+	return engine.RuntimeSpec{}, fmt.Errorf("the mysql pool has no code runtime (asked for %q)", language)
 }
 
 func (b *sqlBackend) Janitor(ctx context.Context, live func(string, int64) bool) error {
@@ -166,12 +236,26 @@ func (b *sqlBackend) Janitor(ctx context.Context, live func(string, int64) bool)
 	return err
 }
 
-func (b *sqlBackend) Health(ctx context.Context) (string, []Dependency) {
+func (b *sqlBackend) Health(ctx context.Context) Health {
+	var h Health
 	r, err := b.x.SelfCheck(ctx)
 	if err != nil {
-		return "", []Dependency{{Name: "judge_mysql", Healthy: false, Detail: clip(err.Error(), 1024)}}
+		h.Dependencies = []Dependency{{Name: "judge_mysql", Healthy: false, Detail: clip(err.Error(), 1024)}}
+	} else {
+		h.Runtime = fmt.Sprintf("judge-mysql %s %s", r.Flavour, r.Version)
+		h.Dependencies = []Dependency{{Name: "judge_mysql", Healthy: true}}
 	}
-	return fmt.Sprintf("judge-mysql %s %s", r.Flavour, r.Version), []Dependency{{Name: "judge_mysql", Healthy: true}}
+	// The SQL ids come from the contract's table: the SQL executor has no
+	// per-language spec (one judge database serves them all).
+	for _, l := range contracts.Languages() {
+		if l.Pool != "mysql" {
+			continue
+		}
+		h.Languages = append(h.Languages, LanguageReport{ID: l.ID, Pool: l.Pool, Standard: l.Standard, Version: h.Runtime,
+			EntryRule:      "the SQL text is run as the judge user on a fresh temporary database of the problem's schema and seed",
+			MinMemoryBytes: l.MinMemoryBytes})
+	}
+	return h
 }
 
 func (b *sqlBackend) Close() error { return b.x.Close() }

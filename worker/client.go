@@ -51,6 +51,8 @@ func (e *APIError) Is(target error) bool {
 		return e.Status == http.StatusGone
 	case ErrJoinCodeInvalid:
 		return e.Code == machineapi.ErrorCodeJoinCodeInvalid
+	case ErrPoolMismatch:
+		return e.Code == machineapi.ErrorCodePoolMismatch
 	}
 	return false
 }
@@ -144,10 +146,17 @@ func bearer(token string) machineapi.RequestEditorFn {
 	}
 }
 
-func (cl *client) join(ctx context.Context, code string) (*machineapi.JoinResponse, error) {
+// join exchanges a join code; pool names the pool of this process, so a
+// code of another pool's node is refused without being spent.
+func (cl *client) join(ctx context.Context, code, pool string) (*machineapi.JoinResponse, error) {
 	ctx, cancel := cl.bounded(ctx, 0)
 	defer cancel()
-	r, err := cl.c.JoinNodeWithResponse(ctx, machineapi.JoinRequest{JoinCode: code}, bearer(""))
+	req := machineapi.JoinRequest{JoinCode: code}
+	if pool != "" {
+		p := machineapi.Pool(pool)
+		req.Pool = &p
+	}
+	r, err := cl.c.JoinNodeWithResponse(ctx, req, bearer(""))
 	if err != nil {
 		return nil, fmt.Errorf("join: %w", err)
 	}

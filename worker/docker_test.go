@@ -102,13 +102,33 @@ func TestCppPoolEndToEnd(t *testing.T) {
 	require.Contains(t, st.Runtime, "g++")
 	require.Equal(t, []worker.Dependency{{Name: "docker", Healthy: true}, {Name: "image", Healthy: true, Detail: mustTag(t, "cpp")}}, st.Dependencies)
 
+	// The node reports every id of its pool with the version probed in the image.
+	var ids []string
+	for _, l := range st.Languages {
+		ids = append(ids, l.ID)
+		require.Contains(t, l.Version, "g++", l.ID)
+		require.NotEmpty(t, l.CompileCmd, l.ID)
+		require.Positive(t, l.MinMemoryBytes, l.ID)
+	}
+	require.Equal(t, []string{"cpp11", "cpp14", "cpp17", "cpp20", "cpp"}, ids)
+
 	src := "#include <cstdio>\nint main(){long a,b;if(scanf(\"%ld %ld\",&a,&b)!=2)return 1;if(a+b)printf(\"%ld\\n\",a+b);}\n"
 	ac := e.Enqueue("ALGO", "cpp-ac", "cpp17", src, man)
 	ce := e.Enqueue("ALGO", "cpp-ce", "cpp17", "int main( {", man)
-	j := waitJob(t, e, ac, 3*time.Minute, "completed", completed)
-	require.Equal(t, "AC", j.Verdict, string(j.Result))
-	j = waitJob(t, e, ce, 3*time.Minute, "completed", completed)
-	require.Equal(t, "CE", j.Verdict, string(j.Result))
+	// The job's language, not the pool, picks the standard: a program that
+	// needs C++20 is AC as cpp20 and CE as cpp17 on the same node.
+	src20 := "#include <concepts>\n#include <cstdio>\ntemplate <std::integral T> T add(T a, T b) { return a + b; }\n" +
+		"struct P { long a, b; };\nint main(){P p{.a = 0, .b = 0};if(scanf(\"%ld %ld\",&p.a,&p.b)!=2)return 1;" +
+		"if(add(p.a,p.b))printf(\"%ld\\n\",add(p.a,p.b));}\n"
+	ac20 := e.Enqueue("ALGO", "cpp20-ac", "cpp20", src20, man)
+	ce17 := e.Enqueue("ALGO", "cpp20-as-17", "cpp17", src20, man)
+	for _, w := range []struct {
+		id      int64
+		verdict string
+	}{{ac, "AC"}, {ce, "CE"}, {ac20, "AC"}, {ce17, "CE"}} {
+		j := waitJob(t, e, w.id, 3*time.Minute, "completed", completed)
+		require.Equal(t, w.verdict, j.Verdict, string(j.Result))
+	}
 }
 
 func mustTag(t *testing.T, pool string) string {

@@ -17,6 +17,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/kece-oj/kece/contracts"
 	"github.com/kece-oj/kece/control/controltest"
 	"github.com/kece-oj/kece/control/httpapi"
 	"github.com/kece-oj/kece/control/manifest"
@@ -120,8 +121,12 @@ func (f *fakeBackend) Execute(ctx context.Context, task engine.Task, p engine.Pr
 	return v, nil
 }
 
-func (f *fakeBackend) Runtime(pool string) (engine.RuntimeSpec, error) {
-	return engine.RuntimeSpec{Pool: pool, Image: "fake", SourceFile: "main", RunCmd: []string{"./main"}}, nil
+func (f *fakeBackend) Runtime(language string) (engine.RuntimeSpec, error) {
+	pool, ok := contracts.PoolOfLanguage(language)
+	if !ok {
+		return engine.RuntimeSpec{}, fmt.Errorf("fake: unknown language %q", language)
+	}
+	return engine.RuntimeSpec{Pool: pool, Language: language, Image: "fake", SourceFile: "main", RunCmd: []string{"./main"}}, nil
 }
 
 func (f *fakeBackend) Janitor(context.Context, func(string, int64) bool) error {
@@ -131,11 +136,14 @@ func (f *fakeBackend) Janitor(context.Context, func(string, int64) bool) error {
 	return nil
 }
 
-func (f *fakeBackend) Health(context.Context) (string, []worker.Dependency) {
+func (f *fakeBackend) Health(context.Context) worker.Health {
+	langs := []worker.LanguageReport{{ID: "cpp17", Pool: "cpp", Standard: "Fake C++17", CompileCmd: []string{"fakecc", "-o", "main", "it's main.cpp"},
+		RunCmd: []string{"./main"}, EntryRule: "saved as main.cpp", MinMemoryBytes: 1 << 20}}
 	if f.sick {
-		return "", []worker.Dependency{{Name: "fake", Healthy: false, Detail: "daemon unreachable"}}
+		return worker.Health{Dependencies: []worker.Dependency{{Name: "fake", Healthy: false, Detail: "daemon unreachable"}}, Languages: langs}
 	}
-	return "fake-runtime 1.0", []worker.Dependency{{Name: "fake", Healthy: true}}
+	langs[0].Version = "fake-runtime 1.0"
+	return worker.Health{Runtime: "fake-runtime 1.0", Dependencies: []worker.Dependency{{Name: "fake", Healthy: true}}, Languages: langs}
 }
 
 func (f *fakeBackend) Close() error { return nil }

@@ -256,9 +256,14 @@ func (n *Node) prepare(ctx context.Context, j *job) (engine.Task, func(), error)
 		}
 		return task, release, nil
 	}
-	rt, err := n.backend.Runtime(n.cfg.Pool)
+	// The job's language picks the spec (cpp20 is not cpp17): the pool only
+	// picks the node.
+	rt, err := n.runtimeOf(c.Runtime.Language)
 	if err != nil {
-		return task, release, engine.Infra(engine.InfraConfig, err)
+		return task, release, err
+	}
+	if rt.Pool != n.cfg.Pool {
+		return task, release, engine.Infraf(engine.InfraConfig, "language %s is judged by pool %s, not by this %s node", c.Runtime.Language, rt.Pool, n.cfg.Pool)
 	}
 	task.Runtime = rt
 	task.Limits = limitsOf(m.Limits)
@@ -292,12 +297,9 @@ func (n *Node) prepare(ctx context.Context, j *job) (engine.Task, func(), error)
 		if task.Checker.SpecialSource, err = os.ReadFile(path); err != nil {
 			return task, release, engine.Infraf(engine.InfraInternal, "special checker source: %w", err)
 		}
-		pool, err := codePoolOf(sp.Language)
-		if err != nil {
-			return task, release, engine.Infra(engine.InfraCorruptInput, err)
-		}
-		if task.Checker.SpecialRuntime, err = n.backend.Runtime(pool); err != nil {
-			return task, release, engine.Infra(engine.InfraConfig, err)
+		// A checker in another language runs with that language's spec.
+		if task.Checker.SpecialRuntime, err = n.runtimeOf(sp.Language); err != nil {
+			return task, release, err
 		}
 		if sp.Files != nil {
 			for _, f := range *sp.Files {
@@ -314,6 +316,20 @@ func (n *Node) prepare(ctx context.Context, j *job) (engine.Task, func(), error)
 		}
 	}
 	return task, release, nil
+}
+
+// runtimeOf returns the spec of a code language id: an id the contract does
+// not list as a code language is corrupt input, one the backend cannot build
+// a spec for is the node's configuration fault.
+func (n *Node) runtimeOf(language string) (engine.RuntimeSpec, error) {
+	if _, err := codePoolOf(language); err != nil {
+		return engine.RuntimeSpec{}, engine.Infra(engine.InfraCorruptInput, err)
+	}
+	rt, err := n.backend.Runtime(language)
+	if err != nil {
+		return engine.RuntimeSpec{}, engine.Infra(engine.InfraConfig, err)
+	}
+	return rt, nil
 }
 
 // fetch acquires one verified artifact. Network errors and 5xx are retried

@@ -62,6 +62,7 @@ type Node struct {
 	draining   bool // local: SIGTERM or Drain
 	runtime    string
 	deps       []Dependency
+	languages  []LanguageReport // last probe, versions kept across failed probes
 	listenAddr string
 
 	wake      chan struct{} // capacity 1: slots or state changed
@@ -289,7 +290,7 @@ func (n *Node) login(ctx context.Context) error {
 			return fmt.Errorf("KECE_CREDENTIAL_FILE %s does not exist and KECE_JOIN_CODE is empty: "+
 				"ask an admin for a join code for the first start", n.cfg.CredentialFile)
 		}
-		j, err := n.cl.join(ctx, n.cfg.JoinCode)
+		j, err := n.cl.join(ctx, n.cfg.JoinCode, n.cfg.Pool)
 		if err != nil {
 			return fmt.Errorf("join: %w", err)
 		}
@@ -515,6 +516,12 @@ func (n *Node) sendHeartbeat(ctx context.Context) {
 		}
 		req.Dependencies = append(req.Dependencies, md)
 	}
+	if len(n.languages) > 0 {
+		// None before the first probe: the control plane keeps the
+		// previous report rather than learning an empty one.
+		langs := languageReports(n.languages)
+		req.Languages = &langs
+	}
 	n.mu.Unlock()
 	tok := n.cl.token.Load()
 	r, err := n.cl.heartbeat(ctx, req)
@@ -552,20 +559,65 @@ func (n *Node) healthLoop(ctx context.Context) {
 func (n *Node) probe(ctx context.Context) {
 	pctx, cancel := context.WithTimeout(ctx, max(n.cfg.RequestTimeout, 30*time.Second))
 	defer cancel()
-	rt, deps := n.backend.Health(pctx)
+	h := n.backend.Health(pctx)
+	deps := h.Dependencies
 	n.mu.Lock()
 	// A failed probe keeps the last known version: enable compares it with
 	// the version the self-check ran with, and a blip must not change it.
-	if rt != "" {
-		n.runtime = rt
+	if h.Runtime != "" {
+		n.runtime = h.Runtime
 	}
 	n.deps = deps
+	n.languages = mergeLanguages(n.languages, h.Languages)
 	n.mu.Unlock()
 	for _, d := range deps {
 		if !d.Healthy {
 			n.log.Warn("dependency unhealthy", "node_id", n.nodeID, "dependency", d.Name, "detail", d.Detail)
 		}
 	}
+}
+
+// languageReports converts the probed reports to the machine contract,
+// bounded to its field sizes.
+func languageReports(in []LanguageReport) []machineapi.LanguageReport {
+	out := make([]machineapi.LanguageReport, 0, min(len(in), 32))
+	for _, l := range in[:min(len(in), 32)] {
+		out = append(out, machineapi.LanguageReport{Id: l.ID, Pool: machineapi.Pool(l.Pool),
+			Standard: clip(l.Standard, 256), Version: clip(l.Version, 256),
+			CompileCommand: clip(commandLine(l.CompileCmd), 1024), RunCommand: clip(commandLine(l.RunCmd), 1024),
+			EntryPoint: clip(l.EntryRule, 512), ExtraMemoryBytes: l.ExtraMemoryBytes, MinMemoryBytes: l.MinMemoryBytes})
+	}
+	return out
+}
+
+// commandLine renders argv as one line a reader can paste into a POSIX
+// shell: arguments with anything but safe characters are single-quoted.
+func commandLine(argv []string) string {
+	parts := make([]string, len(argv))
+	for i, a := range argv {
+		if a != "" && strings.Trim(a, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_=+.,/:@%{}") == "" {
+			parts[i] = a
+			continue
+		}
+		parts[i] = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
+	}
+	return strings.Join(parts, " ")
+}
+
+// mergeLanguages takes the latest language reports but keeps a version the
+// latest probe could not learn, as for the runtime version.
+func mergeLanguages(old, latest []LanguageReport) []LanguageReport {
+	known := make(map[string]string, len(old))
+	for _, l := range old {
+		known[l.ID] = l.Version
+	}
+	out := append([]LanguageReport(nil), latest...)
+	for i := range out {
+		if out[i].Version == "" {
+			out[i].Version = known[out[i].ID]
+		}
+	}
+	return out
 }
 
 func (n *Node) janitorLoop(ctx context.Context) {
@@ -651,17 +703,19 @@ func (n *Node) claimLoop(ctx, jobsCtx, hardCtx context.Context, jobsWG *sync.Wai
 	}
 }
 
-// Status is what /healthz shows: identity, pool, runtime, dependency health,
-// slots and draining — nothing else.
+// Status is what /healthz shows: identity, pool, runtime and the languages
+// served, dependency health, slots and draining — nothing else.
 type Status struct {
 	ProtocolVersion int          `json:"protocolVersion"`
 	NodeID          string       `json:"nodeId"`
 	Pool            string       `json:"pool"`
 	Runtime         string       `json:"runtime"`
 	Dependencies    []Dependency `json:"dependencies"`
-	SlotsBusy       int          `json:"slotsBusy"`
-	SlotsTotal      int          `json:"slotsTotal"`
-	Draining        bool         `json:"draining"`
+	// Languages are the ids the node serves, as its last probe saw them.
+	Languages  []LanguageReport `json:"languages"`
+	SlotsBusy  int              `json:"slotsBusy"`
+	SlotsTotal int              `json:"slotsTotal"`
+	Draining   bool             `json:"draining"`
 }
 
 // Status returns the node's current status.
@@ -669,7 +723,8 @@ func (n *Node) Status() Status {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	deps := append([]Dependency{}, n.deps...)
+	langs := append([]LanguageReport{}, n.languages...)
 	return Status{ProtocolVersion: ProtocolVersion, NodeID: n.nodeID, Pool: n.cfg.Pool, Runtime: n.runtime,
-		Dependencies: deps, SlotsBusy: n.busy, SlotsTotal: n.slotsLocked(),
+		Dependencies: deps, Languages: langs, SlotsBusy: n.busy, SlotsTotal: n.slotsLocked(),
 		Draining: n.draining || n.desired == machineapi.DesiredStateDraining || n.desired == machineapi.DesiredStateDisabled}
 }

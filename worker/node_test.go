@@ -76,9 +76,22 @@ func TestNodeJudgesAndReports(t *testing.T) {
 	require.Contains(t, node.RuntimeVersion, "fake-runtime 1.0")
 	require.Contains(t, string(node.Health), `"fake"`)
 
+	// The heartbeat's language reports reach the control plane's catalog.
+	require.Eventually(t, func() bool {
+		cat, err := e.Store.Languages(e.Ctx)
+		require.NoError(t, err)
+		for _, l := range cat.Languages {
+			if l.ID == "cpp17" && l.ReadyNodes == 1 {
+				return l.Variants[0].Version == "fake-runtime 1.0" && l.Variants[0].CompileCommand == `fakecc -o main 'it'\''s main.cpp'`
+			}
+		}
+		return false
+	}, 10*time.Second, 50*time.Millisecond)
+
 	st := healthz(t, n)
 	require.Equal(t, worker.Status{ProtocolVersion: 1, NodeID: idStr(nd.ID), Pool: "cpp", Runtime: "fake-runtime 1.0",
-		Dependencies: []worker.Dependency{{Name: "fake", Healthy: true}}, SlotsBusy: 0, SlotsTotal: 1}, st)
+		Dependencies: []worker.Dependency{{Name: "fake", Healthy: true}}, Languages: fake.Health(e.Ctx).Languages,
+		SlotsBusy: 0, SlotsTotal: 1}, st)
 	resp, err := http.Get("http://" + n.Addr() + "/metrics")
 	require.NoError(t, err)
 	body, _ := io.ReadAll(resp.Body)

@@ -15,6 +15,8 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/kece-oj/kece/internal/buildinfo"
 )
 
 type command struct {
@@ -45,6 +47,10 @@ func main() {
 		os.Exit(2)
 	}
 	name, args := os.Args[1], os.Args[2:]
+	if name == "version" || name == "--version" || name == "-version" {
+		fmt.Println(buildinfo.String("kece-bench"))
+		return
+	}
 	if name == "all" {
 		for _, c := range commands() {
 			if byHand[c.name] {
@@ -78,4 +84,5 @@ func usage() {
 		fmt.Fprintf(os.Stderr, "  %-10s %s\n", c.name, c.help)
 	}
 	fmt.Fprintln(os.Stderr, "  all        run every benchmark except burst and footprint (run those by hand)")
+	fmt.Fprintln(os.Stderr, "  version    print the build version")
 }

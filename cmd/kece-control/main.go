@@ -3,15 +3,17 @@
 //	kece-control serve          run the HTTP server (machine, admin, business APIs, API docs) and the reaper
 //	kece-control migrate        up | down | status of the schema
 //	kece-control token          create | list | rotate | revoke admin and business API tokens
-//	kece-control reconcile      check invariants; -o json|yaml|table|csv; exit 1 when violated
+//	kece-control reconcile      check invariants; -o json|yaml|table|csv; exit 3 when violated
 //	kece-control webhook-secret new | show: the whsec_ form of the webhook secret
+//	kece-control version        print the build version (also --version)
 //
 // Every flag has an environment variable (shown by -h; a flag wins over its
 // variable), and the database DSN and the webhook secret may come from a
 // file (KECE_MYSQL_DSN_FILE, KECE_WEBHOOK_SECRET_FILE). Settings are read by
-// cmd/internal/settings. Exit status: 0 ok; 1 runtime failure (database
-// unreachable, listen failed; reconcile: violations found); 2 a bad
-// setting or command line, named — systemd does not restart it.
+// cmd/internal/settings. Exit status (the scheme shared by every KECE
+// binary, docs/operations.md): 0 ok; 1 runtime failure (database
+// unreachable, listen failed); 2 a bad setting or command line, named —
+// systemd does not restart it; 3 reconcile found violations (as kecectl).
 package main
 
 import (
@@ -25,6 +27,7 @@ import (
 	"syscall"
 
 	"github.com/kece-oj/kece/cmd/internal/settings"
+	"github.com/kece-oj/kece/internal/buildinfo"
 )
 
 func main() {
@@ -61,10 +64,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fu
 		var violated bool
 		violated, err = reconcile(ctx, args[1:], cio)
 		if err == nil && violated {
-			return 1
+			return 3 // as kecectl reconcile: ran fine, found violations
 		}
 	case "-h", "--help", "help":
 		usage(stdout)
+		return 0
+	case "version", "--version", "-version":
+		fmt.Fprintln(stdout, buildinfo.String("kece-control"))
 		return 0
 	default:
 		fmt.Fprintf(stderr, "kece-control: unknown command %q\n", args[0])
@@ -96,12 +102,13 @@ commands:
   serve           run the control plane HTTP server, reaper and webhook sender
   migrate         up | down | status
   token           create | list | rotate | revoke --kind admin|business --name NAME
-  reconcile       check scheduling invariants (-o json|yaml|table|csv); exit 1 on violation
+  reconcile       check scheduling invariants (-o json|yaml|table|csv); exit 3 on violation
   webhook-secret  new (print a fresh whsec_ secret) | show (the whsec_ form of KECE_WEBHOOK_SECRET_FILE)
+  version         print the build version (also --version)
 
 Every flag has an environment variable, e.g. --mysql-dsn is KECE_MYSQL_DSN and
 --mysql-dsn-file is KECE_MYSQL_DSN_FILE (a file holding the DSN, mode 0600 or
-0640). A flag wins over its variable. Exit status: 0 ok, 1 failure (reconcile:
-violations), 2 bad setting or command line (named).
+0640). A flag wins over its variable. Exit status: 0 ok, 1 failure, 2 bad
+setting or command line (named), 3 reconcile found violations.
 `)
 }

@@ -14,7 +14,7 @@ var reconcileFormats = []string{"json", "yaml", "table", "csv"}
 
 // reconcile checks the scheduling invariants (control/store/reconcile.go)
 // and prints the report. violated is true when any rule found a violation;
-// the process then exits 1 so scripts and alerts notice.
+// the process then exits 3 (as kecectl reconcile) so scripts and alerts notice.
 func reconcile(ctx context.Context, args []string, cio cmdIO) (violated bool, err error) {
 	fs := settings.NewFlagSet("reconcile", cio.getenv)
 	fs.SetOutput(cio.stdout)

@@ -35,11 +35,12 @@ type demoConfig struct {
 }
 
 type demo struct {
-	cfg      demoConfig
-	procs    []*child
-	url      string
-	admin    *adminapi.ClientWithResponses
-	business *businessapi.ClientWithResponses
+	cfg        demoConfig
+	procs      []*child
+	url        string
+	adminToken string
+	admin      *adminapi.ClientWithResponses
+	business   *businessapi.ClientWithResponses
 }
 
 // child is a started process and the channel closed when it has exited.
@@ -92,6 +93,7 @@ func (d *demo) run(ctx context.Context) error {
 		return err
 	}
 	fmt.Printf("    control metrics (Prometheus): %s/metrics\n", d.url)
+	d.adminToken = adminTok
 	d.admin, err = adminapi.NewClientWithResponses(d.url, adminapi.WithRequestEditorFn(bearer(adminTok)))
 	if err != nil {
 		return err
@@ -118,7 +120,7 @@ func (d *demo) run(ctx context.Context) error {
 			return err
 		}
 	}
-	step("verify each node (a CHECK job it must judge correctly), then enable it")
+	step("verify each node (a CHECK job it must judge correctly), then enable it: kecectl node verify|enable --wait")
 	for _, pool := range d.cfg.pools {
 		if err := d.verifyAndEnable(ctx, pool, nodes[pool]); err != nil {
 			return err
@@ -214,11 +216,19 @@ func (d *demo) startNode(ctx context.Context, pool, joinCode string) error {
 	if err != nil {
 		return err
 	}
+	// The host operator's first step: exchange the join code for the
+	// credential, so the code never goes into the node's configuration.
+	cred := filepath.Join(dir, "credential")
+	out, err := output(ctx, filepath.Join(d.cfg.bin, "kece-node"), "join", "--control-url", d.url, "--pool", pool,
+		"--credential-file", cred, "--code", joinCode)
+	if err != nil {
+		return fmt.Errorf("kece-node join (%s): %w", pool, err)
+	}
+	fmt.Printf("    kece-node join --pool %s: %s\n", pool, firstLine(out))
 	env := []string{
 		"KECE_POOL=" + pool,
 		"KECE_CONTROL_URL=" + d.url,
-		"KECE_CREDENTIAL_FILE=" + filepath.Join(dir, "credential"),
-		"KECE_JOIN_CODE=" + joinCode,
+		"KECE_CREDENTIAL_FILE=" + cred,
 		"KECE_LOCAL_SLOTS=2",
 		"KECE_WORKSPACE=" + filepath.Join(dir, "work"),
 		"KECE_CACHE_DIR=" + filepath.Join(dir, "cache"),
@@ -248,37 +258,36 @@ func (d *demo) verifyAndEnable(ctx context.Context, pool, nodeID string) error {
 	}); err != nil {
 		return fmt.Errorf("%s node never came online (see node-%s.log): %w", pool, pool, err)
 	}
-	v, err := d.admin.VerifyJudgerWithResponse(ctx, nodeID, adminapi.ReasonRequest{Reason: "demo: first start"})
-	if err := check(v, err, http.StatusAccepted); err != nil {
-		return fmt.Errorf("verify %s: %w", pool, err)
-	}
+	// The admin's steps, with the real CLI: verify and enable, each waiting
+	// for its outcome.
 	start := time.Now()
-	if err := poll(ctx, 5*time.Minute, func() (bool, error) {
-		r, err := d.admin.GetJudgerWithResponse(ctx, nodeID)
-		if err := check(r, err, http.StatusOK); err != nil {
-			return false, err
-		}
-		for _, c := range r.JSON200.Checks {
-			if c.CheckId != v.JSON202.CheckId {
-				continue
-			}
-			switch c.State {
-			case adminapi.CheckStatePassed:
-				return true, nil
-			case adminapi.CheckStateFailed:
-				return false, fmt.Errorf("self-check of the %s node failed (see node-%s.log)", pool, pool)
-			}
-		}
-		return false, nil
-	}); err != nil {
-		return err
+	name := "demo-" + pool
+	if _, err := d.kecectl(ctx, "node", "verify", name, "--reason", "demo: first start", "--wait", "--timeout", "5m"); err != nil {
+		return fmt.Errorf("verify %s (see node-%s.log): %w", pool, pool, err)
 	}
-	e, err := d.admin.EnableJudgerWithResponse(ctx, nodeID, adminapi.ReasonRequest{Reason: "demo: check passed"})
-	if err := check(e, err, http.StatusOK); err != nil {
+	if _, err := d.kecectl(ctx, "node", "enable", name, "--reason", "demo: check passed", "--wait", "--timeout", "2m"); err != nil {
 		return fmt.Errorf("enable %s: %w", pool, err)
 	}
 	fmt.Printf("    %-6s node %s verified in %s and enabled\n", pool, nodeID, time.Since(start).Round(100*time.Millisecond))
 	return nil
+}
+
+// kecectl runs the admin CLI against the demo's control plane.
+func (d *demo) kecectl(ctx context.Context, args ...string) (string, error) {
+	cmd := exec.CommandContext(ctx, filepath.Join(d.cfg.bin, "kecectl"), args...)
+	cmd.Env = append(os.Environ(), "KECE_ADMIN_URL="+d.url, "KECE_ADMIN_TOKEN="+d.adminToken)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	err := cmd.Run()
+	if err != nil {
+		return out.String(), fmt.Errorf("kecectl %s: %w\n%s", strings.Join(args, " "), err, out.String())
+	}
+	return out.String(), nil
+}
+
+func firstLine(s string) string {
+	line, _, _ := strings.Cut(strings.TrimSpace(s), "\n")
+	return line
 }
 
 func (d *demo) upload(ctx context.Context, content string) (string, int64, error) {

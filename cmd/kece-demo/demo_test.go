@@ -39,7 +39,7 @@ func TestDemoEndToEnd(t *testing.T) {
 	need("judge MariaDB", "127.0.0.1:33062", "KECE_REQUIRE_MYSQL")
 
 	bin := t.TempDir()
-	build := exec.Command("go", "build", "-o", bin+"/", "../kece-control", "../kece-node", "../kece-sandbox-init")
+	build := exec.Command("go", "build", "-o", bin+"/", "../kece-control", "../kece-node", "../kecectl", "../kece-sandbox-init")
 	build.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("build binaries: %v\n%s", err, out)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"net/http"
@@ -13,159 +12,251 @@ import (
 	"strings"
 	"time"
 
+	"github.com/spf13/cobra"
+
 	"github.com/kece-oj/kece/contracts/adminapi"
+	"github.com/kece-oj/kece/internal/buildinfo"
 )
 
-// RequestTimeoutDefault bounds one API call.
-const RequestTimeoutDefault = 30 * time.Second
+// Exit codes, shared by every KECE binary (docs/operations.md).
+const (
+	exitOK        = 0
+	exitFailed    = 1
+	exitUsage     = 2
+	exitViolation = 3
+)
 
-var errHelp = errors.New("help")
+// Defaults of the CLI's own settings.
+const (
+	// RequestTimeoutDefault bounds one API call.
+	RequestTimeoutDefault = 30 * time.Second
+	// PollIntervalDefault is how often --wait reads the node again.
+	PollIntervalDefault = time.Second
+	// WaitTimeoutDefault bounds a --wait.
+	WaitTimeoutDefault = 10 * time.Minute
+)
 
-type usageError struct{ msg, hint string }
+// usageError is a mistake in the command line or the settings (exit 2).
+type usageError struct{ msg string }
 
 func (e *usageError) Error() string { return e.msg }
 
-func usagef(hint, format string, args ...any) error {
-	return &usageError{msg: fmt.Sprintf(format, args...), hint: hint}
-}
+func usagef(format string, args ...any) error { return &usageError{msg: fmt.Sprintf(format, args...)} }
 
 // violationsFound makes reconcile exit with exitViolation after printing.
 type violationsFound int
 
 func (v violationsFound) Error() string { return fmt.Sprintf("%d violations", int(v)) }
 
-// cli is one invocation: connection, output mode, client.
+// cli is one invocation: where output goes, the settings, the lazily built
+// client (help and completion never need a server).
 type cli struct {
 	ctx    context.Context
 	out    io.Writer
-	url    string
-	json   bool
-	client *adminapi.ClientWithResponses
+	errOut io.Writer
+	getenv func(string) string
+
+	url       string
+	tokenFile string
+	output    outputFormat
+
+	// pollEvery is the --wait polling interval (tests shorten it).
+	pollEvery time.Duration
+	// running is set once a command's own code runs: an error before that
+	// (unknown command, bad flag, missing argument) is a usage error.
+	running bool
+	client  *adminapi.ClientWithResponses
 }
 
-// parseGlobal reads the leading global flags and the environment.
-func parseGlobal(args []string, getenv func(string) string) (*cli, []string, error) {
-	fs := flag.NewFlagSet("kecectl", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	url := fs.String("url", getenv("KECE_ADMIN_URL"), "control plane base URL")
-	tokenFile := fs.String("token-file", "", "file holding the admin token")
-	asJSON := fs.Bool("json", false, "print JSON")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil, nil, errHelp
+// run executes one command line and returns the exit code.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) int {
+	c := &cli{ctx: ctx, out: stdout, errOut: stderr, getenv: getenv, pollEvery: PollIntervalDefault, output: outputTable}
+	return c.execute(args)
+}
+
+func (c *cli) execute(args []string) int {
+	root := c.rootCommand()
+	root.SetArgs(args)
+	cmd, err := root.ExecuteContextC(c.ctx)
+	var ve violationsFound
+	var ue *usageError
+	switch {
+	case err == nil:
+		return exitOK
+	case errors.As(err, &ve):
+		return exitViolation
+	case errors.As(err, &ue) || !c.running:
+		fmt.Fprintf(c.errOut, "kecectl: %s\n", strings.TrimRight(err.Error(), "\n"))
+		if cmd != nil {
+			fmt.Fprintf(c.errOut, "Run '%s --help' for usage.\n", cmd.CommandPath())
 		}
-		return nil, nil, usagef("kecectl [--url URL] [--token-file FILE] [--json] RESOURCE VERB ...", "%v", err)
+		return exitUsage
 	}
-	rest := fs.Args()
-	if len(rest) == 0 {
-		return nil, nil, usagef("", "no command given")
+	fmt.Fprintf(c.errOut, "kecectl: %v\n", err)
+	return exitFailed
+}
+
+func (c *cli) rootCommand() *cobra.Command {
+	root := &cobra.Command{
+		Use:   "kecectl",
+		Short: "Admin CLI of the KECE judge pool",
+		Long: `kecectl is the admin CLI of the KECE judge pool: host groups, judge nodes,
+jobs, settlement events and invariant checks, over the admin HTTP API.
+
+Connection: KECE_ADMIN_URL or --url; the admin token is KECE_ADMIN_TOKEN, or
+the file named by KECE_ADMIN_TOKEN_FILE or --token-file (create one with
+'kece-control token create --kind admin --name NAME').
+Nodes and host groups are addressed by name or id.
+
+Exit codes: 0 ok; 1 the API, the network or a waited-for outcome failed;
+2 usage or configuration error; 3 reconcile found violations.`,
+		Version:           buildinfo.String("kecectl"),
+		SilenceErrors:     true,
+		SilenceUsage:      true,
+		Args:              groupArgs,
+		RunE:              groupRun,
+		DisableAutoGenTag: true,
 	}
-	if rest[0] == "help" || rest[0] == "-h" || rest[0] == "--help" {
-		return nil, nil, errHelp
+	root.SetOut(c.out)
+	root.SetErr(c.errOut)
+	root.SetVersionTemplate("{{.Version}}\n")
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &usageError{msg: err.Error()} })
+	pf := root.PersistentFlags()
+	pf.StringVar(&c.url, "url", "", "control plane base URL (default $KECE_ADMIN_URL)")
+	pf.StringVar(&c.tokenFile, "token-file", "", "file holding the admin token (default $KECE_ADMIN_TOKEN_FILE, else $KECE_ADMIN_TOKEN)")
+	pf.VarP(&c.output, "output", "o", "output format: table, json or yaml")
+	_ = root.RegisterFlagCompletionFunc("output", func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
+		return outputFormats, cobra.ShellCompDirectiveNoFileComp
+	})
+	root.AddGroup(&cobra.Group{ID: "resources", Title: "Resources:"}, &cobra.Group{ID: "tools", Title: "Other commands:"})
+	for _, cmd := range []*cobra.Command{c.hostGroupCommand(), c.nodeCommand(), c.jobCommand(), c.eventsCommand(), c.languageCommand(),
+		c.reconcileCommand()} {
+		cmd.GroupID = "resources"
+		root.AddCommand(cmd)
 	}
-	c := &cli{url: strings.TrimRight(*url, "/"), json: *asJSON}
-	if c.url == "" {
-		return nil, nil, usagef("", "no control plane URL: set KECE_ADMIN_URL or pass --url http(s)://HOST:PORT")
+	for _, cmd := range []*cobra.Command{c.versionCommand(), c.manCommand()} {
+		cmd.GroupID = "tools"
+		root.AddCommand(cmd)
 	}
-	if !strings.HasPrefix(c.url, "http://") && !strings.HasPrefix(c.url, "https://") {
-		return nil, nil, usagef("", "control plane URL %q must start with http:// or https://", c.url)
-	}
-	token := getenv("KECE_ADMIN_TOKEN")
-	if *tokenFile != "" {
-		b, err := os.ReadFile(*tokenFile)
-		if err != nil {
-			return nil, nil, usagef("", "cannot read --token-file: %v", err)
+	root.SetHelpCommandGroupID("tools")
+	root.SetCompletionCommandGroupID("tools")
+	// cobra adds `completion` lazily; add it now so an unknown shell is a
+	// usage error like any unknown verb.
+	root.InitDefaultCompletionCmd()
+	for _, sub := range root.Commands() {
+		if sub.Name() == "completion" {
+			sub.Args, sub.RunE = groupArgs, groupRun
 		}
-		token = strings.TrimSpace(string(b))
 	}
-	if token == "" {
-		return nil, nil, usagef("", "no admin token: set KECE_ADMIN_TOKEN or pass --token-file FILE "+
-			"(create one with: kece-control token create --kind admin --name NAME)")
+	return root
+}
+
+// groupArgs refuses an unknown verb of a resource (or an unknown resource)
+// with cobra's suggestions, instead of printing help and exiting 0.
+func groupArgs(cmd *cobra.Command, args []string) error {
+	if len(args) == 0 {
+		return nil
 	}
-	var err error
-	c.client, err = adminapi.NewClientWithResponses(c.url,
+	if cmd.SuggestionsMinimumDistance <= 0 {
+		cmd.SuggestionsMinimumDistance = 2
+	}
+	msg := fmt.Sprintf("unknown command %q for %q", args[0], cmd.CommandPath())
+	if s := cmd.SuggestionsFor(args[0]); len(s) > 0 {
+		msg += "; did you mean " + strings.Join(s, " or ") + "?"
+	}
+	return &usageError{msg: msg + "\n" + availableCommands(cmd)}
+}
+
+// groupRun answers a resource given without a verb.
+func groupRun(cmd *cobra.Command, _ []string) error {
+	return &usageError{msg: fmt.Sprintf("%q needs a command\n%s", cmd.CommandPath(), availableCommands(cmd))}
+}
+
+func availableCommands(cmd *cobra.Command) string {
+	var names []string
+	for _, s := range cmd.Commands() {
+		if s.IsAvailableCommand() {
+			names = append(names, s.Name())
+		}
+	}
+	return "available: " + strings.Join(names, ", ")
+}
+
+// action wraps a command's body: from here on errors are the API's or the
+// network's, not the command line's.
+func (c *cli) action(fn func(cmd *cobra.Command, args []string) error) func(*cobra.Command, []string) error {
+	return func(cmd *cobra.Command, args []string) error {
+		c.running = true
+		return fn(cmd, args)
+	}
+}
+
+// exactArgs is cobra.ExactArgs with a message that names what is missing.
+func exactArgs(what ...string) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error {
+		if len(args) != len(what) {
+			return usagef("%s needs %s (got %d arguments)", cmd.CommandPath(), strings.Join(what, " and "), len(args))
+		}
+		return nil
+	}
+}
+
+// api builds the client on first use: only commands that call the control
+// plane need its URL and a token.
+func (c *cli) api() (*adminapi.ClientWithResponses, error) {
+	if c.client != nil {
+		return c.client, nil
+	}
+	url := strings.TrimRight(c.url, "/")
+	if url == "" {
+		url = strings.TrimRight(c.getenv("KECE_ADMIN_URL"), "/")
+	}
+	if url == "" {
+		return nil, usagef("no control plane URL: set KECE_ADMIN_URL or pass --url http(s)://HOST:PORT")
+	}
+	if !strings.HasPrefix(url, "http://") && !strings.HasPrefix(url, "https://") {
+		return nil, usagef("control plane URL %q must start with http:// or https://", url)
+	}
+	c.url = url
+	token, err := c.token()
+	if err != nil {
+		return nil, err
+	}
+	cl, err := adminapi.NewClientWithResponses(url,
 		adminapi.WithHTTPClient(&http.Client{Timeout: RequestTimeoutDefault}),
 		adminapi.WithRequestEditorFn(func(_ context.Context, req *http.Request) error {
 			req.Header.Set("Authorization", "Bearer "+token)
+			req.Header.Set("User-Agent", "kecectl/"+buildinfo.Version())
 			return nil
 		}))
 	if err != nil {
-		return nil, nil, usagef("", "bad control plane URL %q: %v", c.url, err)
+		return nil, usagef("bad control plane URL %q: %v", url, err)
 	}
-	return c, rest, nil
+	c.client = cl
+	return cl, nil
 }
 
-// verbFlags is a flag set for one verb that also accepts --json.
-func (c *cli) verbFlags(name string) *flag.FlagSet {
-	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	fs.BoolVar(&c.json, "json", c.json, "print JSON")
-	return fs
-}
-
-// parse parses a verb's flags; positional args may come before or after flags.
-func parse(fs *flag.FlagSet, hint string, args []string) ([]string, error) {
-	var pos []string
-	for {
-		if err := fs.Parse(args); err != nil {
-			if errors.Is(err, flag.ErrHelp) {
-				return nil, usagef(hint, "help for %s", fs.Name())
-			}
-			return nil, usagef(hint, "%v", err)
+// token reads --token-file, then KECE_ADMIN_TOKEN_FILE, then KECE_ADMIN_TOKEN.
+func (c *cli) token() (string, error) {
+	file, from := c.tokenFile, "--token-file"
+	if file == "" {
+		file, from = c.getenv("KECE_ADMIN_TOKEN_FILE"), "KECE_ADMIN_TOKEN_FILE"
+	}
+	if file != "" {
+		b, err := os.ReadFile(file)
+		if err != nil {
+			return "", usagef("cannot read %s: %v", from, err)
 		}
-		args = fs.Args()
-		if len(args) == 0 {
-			return pos, nil
+		if t := strings.TrimSpace(string(b)); t != "" {
+			return t, nil
 		}
-		pos = append(pos, args[0])
-		args = args[1:]
+		return "", usagef("%s %s is empty", from, file)
 	}
-}
-
-func oneID(fs *flag.FlagSet, hint string, args []string) (string, error) {
-	pos, err := parse(fs, hint, args)
-	if err != nil {
-		return "", err
+	if t := c.getenv("KECE_ADMIN_TOKEN"); t != "" {
+		return t, nil
 	}
-	if len(pos) != 1 {
-		return "", usagef(hint, "%s needs exactly one id", fs.Name())
-	}
-	if !validID(pos[0]) {
-		return "", usagef(hint, "%q is not an id (a positive decimal number)", pos[0])
-	}
-	return pos[0], nil
-}
-
-func validID(s string) bool {
-	if s == "" || len(s) > 19 || s[0] == '0' {
-		return false
-	}
-	for _, r := range s {
-		if r < '0' || r > '9' {
-			return false
-		}
-	}
-	return true
-}
-
-// idAndReason parses "VERB ID --reason TEXT" (with whatever other flags the
-// caller put on fs) and requires the reason, which goes to the audit log.
-func idAndReason(fs *flag.FlagSet, hint string, args []string) (id, reason string, err error) {
-	r := fs.String("reason", "", "why (audit log)")
-	if id, err = oneID(fs, hint, args); err != nil {
-		return "", "", err
-	}
-	if err := needReason(hint, *r); err != nil {
-		return "", "", err
-	}
-	return id, *r, nil
-}
-
-func needReason(hint, reason string) error {
-	if strings.TrimSpace(reason) == "" {
-		return usagef(hint, "--reason is required: say why (it is written to the audit log)")
-	}
-	return nil
+	return "", usagef("no admin token: set KECE_ADMIN_TOKEN or KECE_ADMIN_TOKEN_FILE, or pass --token-file FILE " +
+		"(create one with: kece-control token create --kind admin --name NAME)")
 }
 
 // apiResponse is what every generated response offers.
@@ -177,6 +268,9 @@ type apiResponse interface{ StatusCode() int }
 // not a method).
 func (c *cli) result(r apiResponse, err error, want int) error {
 	if err != nil {
+		if c.ctx.Err() != nil {
+			return c.ctx.Err()
+		}
 		return fmt.Errorf("cannot reach the control plane at %s: %w (check KECE_ADMIN_URL / --url)", c.url, err)
 	}
 	if r.StatusCode() == want {
@@ -207,15 +301,15 @@ func hint(code string) string {
 	case "REVISION_STALE":
 		return "someone changed it meanwhile; read it again (list/show) and retry with the current --revision"
 	case "LEASES_ACTIVE":
-		return "the node still runs jobs; drain it and wait, or pass --force with a --reason"
+		return "the node still runs jobs; 'kecectl node drain NODE --wait [--deadline 10m]', or pass --force with a --reason"
 	case "CHECK_REQUIRED":
-		return "run 'kecectl node verify ID' and wait until 'kecectl node show ID' lists a PASSED check"
+		return "run 'kecectl node verify NODE --wait' first"
 	case "HEARTBEAT_STALE":
 		return "the node process must be running and heartbeating; check it on its host"
 	case "CHECK_IN_PROGRESS":
-		return "a self-check is already queued or running; watch it with 'kecectl node show ID'"
+		return "a self-check is already queued or running; watch it with 'kecectl node show NODE'"
 	case "NODE_ALREADY_JOINED":
-		return "the node holds a credential; use 'kecectl node rotate ID' to issue a new join code"
+		return "the node holds a credential; use 'kecectl node rotate NODE' to issue a new join code"
 	case "NODE_REVOKED":
 		return "a revoked node cannot come back; register a new node"
 	case "ADDRESS_NOT_ALLOWED":
@@ -228,9 +322,9 @@ func hint(code string) string {
 	return ""
 }
 
-// printJSON writes v as indented JSON.
-func (c *cli) printJSON(v any) error {
-	enc := json.NewEncoder(c.out)
-	enc.SetIndent("", "  ")
-	return enc.Encode(v)
+func needReason(reason string) error {
+	if strings.TrimSpace(reason) == "" {
+		return usagef("--reason is required: say why (it is written to the audit log)")
+	}
+	return nil
 }

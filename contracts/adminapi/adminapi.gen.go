@@ -520,6 +520,17 @@ type DisableRequest struct {
 	Reason Reason `json:"reason"`
 }
 
+// DrainRequest defines model for DrainRequest.
+type DrainRequest struct {
+	// DeadlineSeconds Seconds from now (server clock) after which the node's remaining
+	// leases are taken back (requeued, not counted as attempts) and the
+	// node is disabled. Absent: no deadline. At most 604800 (7 days).
+	DeadlineSeconds *int64 `json:"deadlineSeconds,omitempty"`
+
+	// Reason Why; recorded in the audit log.
+	Reason Reason `json:"reason"`
+}
+
 // Error defines model for Error.
 type Error struct {
 	// Code Machine-readable error code. CONFLICT is the generic 409 when no more specific code applies.
@@ -595,6 +606,15 @@ type JoinCodeIssued struct {
 	// Example: 42
 	NodeId Id `json:"nodeId"`
 }
+
+// JoinCodeRequest defines model for JoinCodeRequest.
+type JoinCodeRequest struct {
+	// TtlSeconds Lifetime of the join code in seconds; default 3600 (1 hour), at most 604800 (7 days).
+	TtlSeconds *JoinCodeTtlSeconds `json:"ttlSeconds,omitempty"`
+}
+
+// JoinCodeTtlSeconds Lifetime of the join code in seconds; default 3600 (1 hour), at most 604800 (7 days).
+type JoinCodeTtlSeconds = int64
 
 // JudgeJob defines model for JudgeJob.
 type JudgeJob struct {
@@ -691,6 +711,10 @@ type Judger struct {
 	// DesiredState The configuration state an admin set for the node (not its observed health).
 	DesiredState DesiredState `json:"desiredState"`
 
+	// DrainDeadlineAt While DRAINING with a deadline: when the control plane takes the
+	// node's remaining leases back and disables it (server time).
+	DrainDeadlineAt *time.Time `json:"drainDeadlineAt,omitempty"`
+
 	// Health Observed health, separate from configuration.
 	Health JudgerHealth `json:"health"`
 
@@ -729,6 +753,9 @@ type JudgerCreate struct {
 	//
 	// Example: 42
 	HostGroupId Id `json:"hostGroupId"`
+
+	// JoinCodeTtlSeconds Lifetime of the join code in seconds; default 3600 (1 hour), at most 604800 (7 days).
+	JoinCodeTtlSeconds *JoinCodeTtlSeconds `json:"joinCodeTtlSeconds,omitempty"`
 
 	// Name Human name, unique within its kind (lower case).
 	Name Name `json:"name"`
@@ -945,6 +972,15 @@ type RejudgeAccepted struct {
 	State JobState `json:"state"`
 }
 
+// RotateRequest defines model for RotateRequest.
+type RotateRequest struct {
+	// JoinCodeTtlSeconds Lifetime of the join code in seconds; default 3600 (1 hour), at most 604800 (7 days).
+	JoinCodeTtlSeconds *JoinCodeTtlSeconds `json:"joinCodeTtlSeconds,omitempty"`
+
+	// Reason Why; recorded in the audit log.
+	Reason Reason `json:"reason"`
+}
+
 // SettlementEventList defines model for SettlementEventList.
 type SettlementEventList struct {
 	Events []SettlementEventRecord `json:"events"`
@@ -1159,16 +1195,19 @@ type UpdateJudgerJSONRequestBody = JudgerUpdate
 type DisableJudgerJSONRequestBody = DisableRequest
 
 // DrainJudgerJSONRequestBody defines body for DrainJudger for application/json ContentType.
-type DrainJudgerJSONRequestBody = ReasonRequest
+type DrainJudgerJSONRequestBody = DrainRequest
 
 // EnableJudgerJSONRequestBody defines body for EnableJudger for application/json ContentType.
 type EnableJudgerJSONRequestBody = ReasonRequest
+
+// ResetJoinCodeJSONRequestBody defines body for ResetJoinCode for application/json ContentType.
+type ResetJoinCodeJSONRequestBody = JoinCodeRequest
 
 // RevokeJudgerJSONRequestBody defines body for RevokeJudger for application/json ContentType.
 type RevokeJudgerJSONRequestBody = ReasonRequest
 
 // RotateJudgerCredentialJSONRequestBody defines body for RotateJudgerCredential for application/json ContentType.
-type RotateJudgerCredentialJSONRequestBody = ReasonRequest
+type RotateJudgerCredentialJSONRequestBody = RotateRequest
 
 // VerifyJudgerJSONRequestBody defines body for VerifyJudger for application/json ContentType.
 type VerifyJudgerJSONRequestBody = ReasonRequest
@@ -1392,7 +1431,8 @@ type ClientInterface interface {
 	// CreateJudgerWithBody Register a judge node and issue its one-time join code.
 	//
 	// The node starts in `PENDING_VERIFICATION`. The join code is shown once
-	// and expires after 10 minutes; only its hash is stored.
+	// and is valid for `joinCodeTtlSeconds` (default 1 hour, at most 7
+	// days); only its hash is stored. It can be used once.
 	//
 	// Errors: 400 `REQUEST_INVALID`; 401 `UNAUTHENTICATED`;
 	// 404 `HOST_GROUP_NOT_FOUND`; 409 `NAME_TAKEN`;
@@ -1407,7 +1447,8 @@ type ClientInterface interface {
 	// CreateJudger Register a judge node and issue its one-time join code.
 	//
 	// The node starts in `PENDING_VERIFICATION`. The join code is shown once
-	// and expires after 10 minutes; only its hash is stored.
+	// and is valid for `joinCodeTtlSeconds` (default 1 hour, at most 7
+	// days); only its hash is stored. It can be used once.
 	//
 	// Errors: 400 `REQUEST_INVALID`; 401 `UNAUTHENTICATED`;
 	// 404 `HOST_GROUP_NOT_FOUND`; 409 `NAME_TAKEN`;
@@ -1493,7 +1534,18 @@ type ClientInterface interface {
 	// Corresponds with POST /api/v1/admin/judgers/{nodeId}/disable (the `DisableJudger` operationId).
 	DisableJudger(ctx context.Context, nodeId NodeIdPath, body DisableJudgerJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// DrainJudgerWithBody Stop new claims; running jobs finish.
+	// DrainJudgerWithBody Stop new claims; running jobs finish, optionally by a deadline.
+	//
+	// The node stops claiming at its next heartbeat; the jobs it runs may
+	// finish. With `deadlineSeconds` the control plane stores a deadline
+	// (`drainDeadlineAt` on the node, server time): when it passes while the
+	// node still holds leases, the control plane takes them back — each is
+	// fenced (a later renew or result of that lease gets 409), its job goes
+	// back to the queue at once, and the attempt does NOT count toward
+	// `maxAttempts` — and the node becomes DISABLED; both are audited
+	// (`node.drain_deadline`). Without a deadline the drain waits for the
+	// jobs as long as they take. Draining a DRAINING node again replaces
+	// its deadline (omit it to remove the deadline).
 	//
 	// Errors: 400 `REQUEST_INVALID`; 401 `UNAUTHENTICATED`;
 	// 404 `NODE_NOT_FOUND`; 409 `NODE_REVOKED`, `STATE_CONFLICT`;
@@ -1504,7 +1556,18 @@ type ClientInterface interface {
 	// Corresponds with POST /api/v1/admin/judgers/{nodeId}/drain (the `DrainJudger` operationId).
 	DrainJudgerWithBody(ctx context.Context, nodeId NodeIdPath, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// DrainJudger Stop new claims; running jobs finish.
+	// DrainJudger Stop new claims; running jobs finish, optionally by a deadline.
+	//
+	// The node stops claiming at its next heartbeat; the jobs it runs may
+	// finish. With `deadlineSeconds` the control plane stores a deadline
+	// (`drainDeadlineAt` on the node, server time): when it passes while the
+	// node still holds leases, the control plane takes them back — each is
+	// fenced (a later renew or result of that lease gets 409), its job goes
+	// back to the queue at once, and the attempt does NOT count toward
+	// `maxAttempts` — and the node becomes DISABLED; both are audited
+	// (`node.drain_deadline`). Without a deadline the drain waits for the
+	// jobs as long as they take. Draining a DRAINING node again replaces
+	// its deadline (omit it to remove the deadline).
 	//
 	// Errors: 400 `REQUEST_INVALID`; 401 `UNAUTHENTICATED`;
 	// 404 `NODE_NOT_FOUND`; 409 `NODE_REVOKED`, `STATE_CONFLICT`;
@@ -1545,17 +1608,35 @@ type ClientInterface interface {
 	// Corresponds with POST /api/v1/admin/judgers/{nodeId}/enable (the `EnableJudger` operationId).
 	EnableJudger(ctx context.Context, nodeId NodeIdPath, body EnableJudgerJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// ResetJoinCode Issue a fresh join code for a node that has not joined yet.
+	// ResetJoinCodeWithBody Issue a fresh join code for a node that has not joined yet.
 	//
 	// Invalidates any earlier unused code. For a node that already holds a
-	// credential use `rotate-credential` instead.
+	// credential use `rotate-credential` instead. The body is optional; its
+	// `ttlSeconds` sets the code's lifetime (default 1 hour, at most 7 days).
 	//
 	// Errors: 400 `REQUEST_INVALID`; 401 `UNAUTHENTICATED`;
 	// 404 `NODE_NOT_FOUND`; 409 `NODE_ALREADY_JOINED`, `NODE_REVOKED`;
 	// 429 `RATE_LIMITED`; 5xx.
 	//
+	// Takes any type of body and a specified content type.
+	//
 	// Corresponds with POST /api/v1/admin/judgers/{nodeId}/join-code (the `ResetJoinCode` operationId).
-	ResetJoinCode(ctx context.Context, nodeId NodeIdPath, reqEditors ...RequestEditorFn) (*http.Response, error)
+	ResetJoinCodeWithBody(ctx context.Context, nodeId NodeIdPath, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ResetJoinCode Issue a fresh join code for a node that has not joined yet.
+	//
+	// Invalidates any earlier unused code. For a node that already holds a
+	// credential use `rotate-credential` instead. The body is optional; its
+	// `ttlSeconds` sets the code's lifetime (default 1 hour, at most 7 days).
+	//
+	// Errors: 400 `REQUEST_INVALID`; 401 `UNAUTHENTICATED`;
+	// 404 `NODE_NOT_FOUND`; 409 `NODE_ALREADY_JOINED`, `NODE_REVOKED`;
+	// 429 `RATE_LIMITED`; 5xx.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /api/v1/admin/judgers/{nodeId}/join-code (the `ResetJoinCode` operationId).
+	ResetJoinCode(ctx context.Context, nodeId NodeIdPath, body ResetJoinCodeJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ProbeJudger Fetch the node's /healthz from its admin-entered address.
 	//
@@ -1610,8 +1691,9 @@ type ClientInterface interface {
 	//
 	// The current credential and sessions are refused from now on (401
 	// `CREDENTIAL_INVALID` / `SESSION_INVALID` on the machine API); the node
-	// joins again with the new code. Live leases stay until they expire or
-	// the node is disabled.
+	// joins again with the new code (valid `joinCodeTtlSeconds`, default 1
+	// hour, at most 7 days). Live leases stay until they expire or the node
+	// is disabled.
 	//
 	// Errors: 400 `REQUEST_INVALID`; 401 `UNAUTHENTICATED`;
 	// 404 `NODE_NOT_FOUND`; 409 `NODE_REVOKED`; 429 `RATE_LIMITED`; 5xx.
@@ -1625,8 +1707,9 @@ type ClientInterface interface {
 	//
 	// The current credential and sessions are refused from now on (401
 	// `CREDENTIAL_INVALID` / `SESSION_INVALID` on the machine API); the node
-	// joins again with the new code. Live leases stay until they expire or
-	// the node is disabled.
+	// joins again with the new code (valid `joinCodeTtlSeconds`, default 1
+	// hour, at most 7 days). Live leases stay until they expire or the node
+	// is disabled.
 	//
 	// Errors: 400 `REQUEST_INVALID`; 401 `UNAUTHENTICATED`;
 	// 404 `NODE_NOT_FOUND`; 409 `NODE_REVOKED`; 429 `RATE_LIMITED`; 5xx.
@@ -1987,7 +2070,8 @@ func (c *Client) ListJudgers(ctx context.Context, params *ListJudgersParams, req
 // CreateJudgerWithBody Register a judge node and issue its one-time join code.
 //
 // The node starts in `PENDING_VERIFICATION`. The join code is shown once
-// and expires after 10 minutes; only its hash is stored.
+// and is valid for `joinCodeTtlSeconds` (default 1 hour, at most 7
+// days); only its hash is stored. It can be used once.
 //
 // Errors: 400 `REQUEST_INVALID`; 401 `UNAUTHENTICATED`;
 // 404 `HOST_GROUP_NOT_FOUND`; 409 `NAME_TAKEN`;
@@ -2012,7 +2096,8 @@ func (c *Client) CreateJudgerWithBody(ctx context.Context, contentType string, b
 // CreateJudger Register a judge node and issue its one-time join code.
 //
 // The node starts in `PENDING_VERIFICATION`. The join code is shown once
-// and expires after 10 minutes; only its hash is stored.
+// and is valid for `joinCodeTtlSeconds` (default 1 hour, at most 7
+// days); only its hash is stored. It can be used once.
 //
 // Errors: 400 `REQUEST_INVALID`; 401 `UNAUTHENTICATED`;
 // 404 `HOST_GROUP_NOT_FOUND`; 409 `NAME_TAKEN`;
@@ -2158,7 +2243,18 @@ func (c *Client) DisableJudger(ctx context.Context, nodeId NodeIdPath, body Disa
 	return c.Client.Do(req)
 }
 
-// DrainJudgerWithBody Stop new claims; running jobs finish.
+// DrainJudgerWithBody Stop new claims; running jobs finish, optionally by a deadline.
+//
+// The node stops claiming at its next heartbeat; the jobs it runs may
+// finish. With `deadlineSeconds` the control plane stores a deadline
+// (`drainDeadlineAt` on the node, server time): when it passes while the
+// node still holds leases, the control plane takes them back — each is
+// fenced (a later renew or result of that lease gets 409), its job goes
+// back to the queue at once, and the attempt does NOT count toward
+// `maxAttempts` — and the node becomes DISABLED; both are audited
+// (`node.drain_deadline`). Without a deadline the drain waits for the
+// jobs as long as they take. Draining a DRAINING node again replaces
+// its deadline (omit it to remove the deadline).
 //
 // Errors: 400 `REQUEST_INVALID`; 401 `UNAUTHENTICATED`;
 // 404 `NODE_NOT_FOUND`; 409 `NODE_REVOKED`, `STATE_CONFLICT`;
@@ -2179,7 +2275,18 @@ func (c *Client) DrainJudgerWithBody(ctx context.Context, nodeId NodeIdPath, con
 	return c.Client.Do(req)
 }
 
-// DrainJudger Stop new claims; running jobs finish.
+// DrainJudger Stop new claims; running jobs finish, optionally by a deadline.
+//
+// The node stops claiming at its next heartbeat; the jobs it runs may
+// finish. With `deadlineSeconds` the control plane stores a deadline
+// (`drainDeadlineAt` on the node, server time): when it passes while the
+// node still holds leases, the control plane takes them back — each is
+// fenced (a later renew or result of that lease gets 409), its job goes
+// back to the queue at once, and the attempt does NOT count toward
+// `maxAttempts` — and the node becomes DISABLED; both are audited
+// (`node.drain_deadline`). Without a deadline the drain waits for the
+// jobs as long as they take. Draining a DRAINING node again replaces
+// its deadline (omit it to remove the deadline).
 //
 // Errors: 400 `REQUEST_INVALID`; 401 `UNAUTHENTICATED`;
 // 404 `NODE_NOT_FOUND`; 409 `NODE_REVOKED`, `STATE_CONFLICT`;
@@ -2250,18 +2357,46 @@ func (c *Client) EnableJudger(ctx context.Context, nodeId NodeIdPath, body Enabl
 	return c.Client.Do(req)
 }
 
-// ResetJoinCode Issue a fresh join code for a node that has not joined yet.
+// ResetJoinCodeWithBody Issue a fresh join code for a node that has not joined yet.
 //
 // Invalidates any earlier unused code. For a node that already holds a
-// credential use `rotate-credential` instead.
+// credential use `rotate-credential` instead. The body is optional; its
+// `ttlSeconds` sets the code's lifetime (default 1 hour, at most 7 days).
 //
 // Errors: 400 `REQUEST_INVALID`; 401 `UNAUTHENTICATED`;
 // 404 `NODE_NOT_FOUND`; 409 `NODE_ALREADY_JOINED`, `NODE_REVOKED`;
 // 429 `RATE_LIMITED`; 5xx.
 //
+// Takes any type of body and a specified content type.
+//
 // Corresponds with POST /api/v1/admin/judgers/{nodeId}/join-code (the `ResetJoinCode` operationId).
-func (c *Client) ResetJoinCode(ctx context.Context, nodeId NodeIdPath, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewResetJoinCodeRequest(c.Server, nodeId)
+func (c *Client) ResetJoinCodeWithBody(ctx context.Context, nodeId NodeIdPath, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewResetJoinCodeRequestWithBody(c.Server, nodeId, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ResetJoinCode Issue a fresh join code for a node that has not joined yet.
+//
+// Invalidates any earlier unused code. For a node that already holds a
+// credential use `rotate-credential` instead. The body is optional; its
+// `ttlSeconds` sets the code's lifetime (default 1 hour, at most 7 days).
+//
+// Errors: 400 `REQUEST_INVALID`; 401 `UNAUTHENTICATED`;
+// 404 `NODE_NOT_FOUND`; 409 `NODE_ALREADY_JOINED`, `NODE_REVOKED`;
+// 429 `RATE_LIMITED`; 5xx.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /api/v1/admin/judgers/{nodeId}/join-code (the `ResetJoinCode` operationId).
+func (c *Client) ResetJoinCode(ctx context.Context, nodeId NodeIdPath, body ResetJoinCodeJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewResetJoinCodeRequest(c.Server, nodeId, body)
 	if err != nil {
 		return nil, err
 	}
@@ -2355,8 +2490,9 @@ func (c *Client) RevokeJudger(ctx context.Context, nodeId NodeIdPath, body Revok
 //
 // The current credential and sessions are refused from now on (401
 // `CREDENTIAL_INVALID` / `SESSION_INVALID` on the machine API); the node
-// joins again with the new code. Live leases stay until they expire or
-// the node is disabled.
+// joins again with the new code (valid `joinCodeTtlSeconds`, default 1
+// hour, at most 7 days). Live leases stay until they expire or the node
+// is disabled.
 //
 // Errors: 400 `REQUEST_INVALID`; 401 `UNAUTHENTICATED`;
 // 404 `NODE_NOT_FOUND`; 409 `NODE_REVOKED`; 429 `RATE_LIMITED`; 5xx.
@@ -2380,8 +2516,9 @@ func (c *Client) RotateJudgerCredentialWithBody(ctx context.Context, nodeId Node
 //
 // The current credential and sessions are refused from now on (401
 // `CREDENTIAL_INVALID` / `SESSION_INVALID` on the machine API); the node
-// joins again with the new code. Live leases stay until they expire or
-// the node is disabled.
+// joins again with the new code (valid `joinCodeTtlSeconds`, default 1
+// hour, at most 7 days). Live leases stay until they expire or the node
+// is disabled.
 //
 // Errors: 400 `REQUEST_INVALID`; 401 `UNAUTHENTICATED`;
 // 404 `NODE_NOT_FOUND`; 409 `NODE_REVOKED`; 429 `RATE_LIMITED`; 5xx.
@@ -3243,8 +3380,19 @@ func NewEnableJudgerRequestWithBody(server string, nodeId NodeIdPath, contentTyp
 	return req, nil
 }
 
-// NewResetJoinCodeRequest constructs an http.Request for the ResetJoinCode method
-func NewResetJoinCodeRequest(server string, nodeId NodeIdPath) (*http.Request, error) {
+// NewResetJoinCodeRequest calls the generic ResetJoinCode builder with application/json body
+func NewResetJoinCodeRequest(server string, nodeId NodeIdPath, body ResetJoinCodeJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewResetJoinCodeRequestWithBody(server, nodeId, "application/json", bodyReader)
+}
+
+// NewResetJoinCodeRequestWithBody constructs an http.Request for the ResetJoinCode method, with any body, and a specified content type
+func NewResetJoinCodeRequestWithBody(server string, nodeId NodeIdPath, contentType string, body io.Reader) (*http.Request, error) {
 	var err error
 
 	var pathParam0 string
@@ -3269,10 +3417,12 @@ func NewResetJoinCodeRequest(server string, nodeId NodeIdPath) (*http.Request, e
 		return nil, err
 	}
 
-	req, err := http.NewRequest(http.MethodPost, queryURL.String(), nil)
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
 	if err != nil {
 		return nil, err
 	}
+
+	req.Header.Add("Content-Type", contentType)
 
 	return req, nil
 }
@@ -3825,7 +3975,8 @@ type ClientWithResponsesInterface interface {
 	// CreateJudgerWithBodyWithResponse Register a judge node and issue its one-time join code.
 	//
 	// The node starts in `PENDING_VERIFICATION`. The join code is shown once
-	// and expires after 10 minutes; only its hash is stored.
+	// and is valid for `joinCodeTtlSeconds` (default 1 hour, at most 7
+	// days); only its hash is stored. It can be used once.
 	//
 	// Errors: 400 `REQUEST_INVALID`; 401 `UNAUTHENTICATED`;
 	// 404 `HOST_GROUP_NOT_FOUND`; 409 `NAME_TAKEN`;
@@ -3840,7 +3991,8 @@ type ClientWithResponsesInterface interface {
 	// CreateJudgerWithResponse Register a judge node and issue its one-time join code.
 	//
 	// The node starts in `PENDING_VERIFICATION`. The join code is shown once
-	// and expires after 10 minutes; only its hash is stored.
+	// and is valid for `joinCodeTtlSeconds` (default 1 hour, at most 7
+	// days); only its hash is stored. It can be used once.
 	//
 	// Errors: 400 `REQUEST_INVALID`; 401 `UNAUTHENTICATED`;
 	// 404 `HOST_GROUP_NOT_FOUND`; 409 `NAME_TAKEN`;
@@ -3928,7 +4080,18 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with POST /api/v1/admin/judgers/{nodeId}/disable (the `DisableJudger` operationId).
 	DisableJudgerWithResponse(ctx context.Context, nodeId NodeIdPath, body DisableJudgerJSONRequestBody, reqEditors ...RequestEditorFn) (*DisableJudgerResponse, error)
 
-	// DrainJudgerWithBodyWithResponse Stop new claims; running jobs finish.
+	// DrainJudgerWithBodyWithResponse Stop new claims; running jobs finish, optionally by a deadline.
+	//
+	// The node stops claiming at its next heartbeat; the jobs it runs may
+	// finish. With `deadlineSeconds` the control plane stores a deadline
+	// (`drainDeadlineAt` on the node, server time): when it passes while the
+	// node still holds leases, the control plane takes them back — each is
+	// fenced (a later renew or result of that lease gets 409), its job goes
+	// back to the queue at once, and the attempt does NOT count toward
+	// `maxAttempts` — and the node becomes DISABLED; both are audited
+	// (`node.drain_deadline`). Without a deadline the drain waits for the
+	// jobs as long as they take. Draining a DRAINING node again replaces
+	// its deadline (omit it to remove the deadline).
 	//
 	// Errors: 400 `REQUEST_INVALID`; 401 `UNAUTHENTICATED`;
 	// 404 `NODE_NOT_FOUND`; 409 `NODE_REVOKED`, `STATE_CONFLICT`;
@@ -3939,7 +4102,18 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with POST /api/v1/admin/judgers/{nodeId}/drain (the `DrainJudger` operationId).
 	DrainJudgerWithBodyWithResponse(ctx context.Context, nodeId NodeIdPath, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*DrainJudgerResponse, error)
 
-	// DrainJudgerWithResponse Stop new claims; running jobs finish.
+	// DrainJudgerWithResponse Stop new claims; running jobs finish, optionally by a deadline.
+	//
+	// The node stops claiming at its next heartbeat; the jobs it runs may
+	// finish. With `deadlineSeconds` the control plane stores a deadline
+	// (`drainDeadlineAt` on the node, server time): when it passes while the
+	// node still holds leases, the control plane takes them back — each is
+	// fenced (a later renew or result of that lease gets 409), its job goes
+	// back to the queue at once, and the attempt does NOT count toward
+	// `maxAttempts` — and the node becomes DISABLED; both are audited
+	// (`node.drain_deadline`). Without a deadline the drain waits for the
+	// jobs as long as they take. Draining a DRAINING node again replaces
+	// its deadline (omit it to remove the deadline).
 	//
 	// Errors: 400 `REQUEST_INVALID`; 401 `UNAUTHENTICATED`;
 	// 404 `NODE_NOT_FOUND`; 409 `NODE_REVOKED`, `STATE_CONFLICT`;
@@ -3980,19 +4154,35 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with POST /api/v1/admin/judgers/{nodeId}/enable (the `EnableJudger` operationId).
 	EnableJudgerWithResponse(ctx context.Context, nodeId NodeIdPath, body EnableJudgerJSONRequestBody, reqEditors ...RequestEditorFn) (*EnableJudgerResponse, error)
 
-	// ResetJoinCodeWithResponse Issue a fresh join code for a node that has not joined yet.
+	// ResetJoinCodeWithBodyWithResponse Issue a fresh join code for a node that has not joined yet.
 	//
 	// Invalidates any earlier unused code. For a node that already holds a
-	// credential use `rotate-credential` instead.
+	// credential use `rotate-credential` instead. The body is optional; its
+	// `ttlSeconds` sets the code's lifetime (default 1 hour, at most 7 days).
 	//
 	// Errors: 400 `REQUEST_INVALID`; 401 `UNAUTHENTICATED`;
 	// 404 `NODE_NOT_FOUND`; 409 `NODE_ALREADY_JOINED`, `NODE_REVOKED`;
 	// 429 `RATE_LIMITED`; 5xx.
 	//
-	// Returns a wrapper object for the known response body format(s).
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /api/v1/admin/judgers/{nodeId}/join-code (the `ResetJoinCode` operationId).
-	ResetJoinCodeWithResponse(ctx context.Context, nodeId NodeIdPath, reqEditors ...RequestEditorFn) (*ResetJoinCodeResponse, error)
+	ResetJoinCodeWithBodyWithResponse(ctx context.Context, nodeId NodeIdPath, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*ResetJoinCodeResponse, error)
+
+	// ResetJoinCodeWithResponse Issue a fresh join code for a node that has not joined yet.
+	//
+	// Invalidates any earlier unused code. For a node that already holds a
+	// credential use `rotate-credential` instead. The body is optional; its
+	// `ttlSeconds` sets the code's lifetime (default 1 hour, at most 7 days).
+	//
+	// Errors: 400 `REQUEST_INVALID`; 401 `UNAUTHENTICATED`;
+	// 404 `NODE_NOT_FOUND`; 409 `NODE_ALREADY_JOINED`, `NODE_REVOKED`;
+	// 429 `RATE_LIMITED`; 5xx.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/admin/judgers/{nodeId}/join-code (the `ResetJoinCode` operationId).
+	ResetJoinCodeWithResponse(ctx context.Context, nodeId NodeIdPath, body ResetJoinCodeJSONRequestBody, reqEditors ...RequestEditorFn) (*ResetJoinCodeResponse, error)
 
 	// ProbeJudgerWithResponse Fetch the node's /healthz from its admin-entered address.
 	//
@@ -4049,8 +4239,9 @@ type ClientWithResponsesInterface interface {
 	//
 	// The current credential and sessions are refused from now on (401
 	// `CREDENTIAL_INVALID` / `SESSION_INVALID` on the machine API); the node
-	// joins again with the new code. Live leases stay until they expire or
-	// the node is disabled.
+	// joins again with the new code (valid `joinCodeTtlSeconds`, default 1
+	// hour, at most 7 days). Live leases stay until they expire or the node
+	// is disabled.
 	//
 	// Errors: 400 `REQUEST_INVALID`; 401 `UNAUTHENTICATED`;
 	// 404 `NODE_NOT_FOUND`; 409 `NODE_REVOKED`; 429 `RATE_LIMITED`; 5xx.
@@ -4064,8 +4255,9 @@ type ClientWithResponsesInterface interface {
 	//
 	// The current credential and sessions are refused from now on (401
 	// `CREDENTIAL_INVALID` / `SESSION_INVALID` on the machine API); the node
-	// joins again with the new code. Live leases stay until they expire or
-	// the node is disabled.
+	// joins again with the new code (valid `joinCodeTtlSeconds`, default 1
+	// hour, at most 7 days). Live leases stay until they expire or the node
+	// is disabled.
 	//
 	// Errors: 400 `REQUEST_INVALID`; 401 `UNAUTHENTICATED`;
 	// 404 `NODE_NOT_FOUND`; 409 `NODE_REVOKED`; 429 `RATE_LIMITED`; 5xx.
@@ -6343,7 +6535,8 @@ func (c *ClientWithResponses) ListJudgersWithResponse(ctx context.Context, param
 // CreateJudgerWithBodyWithResponse Register a judge node and issue its one-time join code.
 //
 // The node starts in `PENDING_VERIFICATION`. The join code is shown once
-// and expires after 10 minutes; only its hash is stored.
+// and is valid for `joinCodeTtlSeconds` (default 1 hour, at most 7
+// days); only its hash is stored. It can be used once.
 //
 // Errors: 400 `REQUEST_INVALID`; 401 `UNAUTHENTICATED`;
 // 404 `HOST_GROUP_NOT_FOUND`; 409 `NAME_TAKEN`;
@@ -6364,7 +6557,8 @@ func (c *ClientWithResponses) CreateJudgerWithBodyWithResponse(ctx context.Conte
 // CreateJudgerWithResponse Register a judge node and issue its one-time join code.
 //
 // The node starts in `PENDING_VERIFICATION`. The join code is shown once
-// and expires after 10 minutes; only its hash is stored.
+// and is valid for `joinCodeTtlSeconds` (default 1 hour, at most 7
+// days); only its hash is stored. It can be used once.
 //
 // Errors: 400 `REQUEST_INVALID`; 401 `UNAUTHENTICATED`;
 // 404 `HOST_GROUP_NOT_FOUND`; 409 `NAME_TAKEN`;
@@ -6488,7 +6682,18 @@ func (c *ClientWithResponses) DisableJudgerWithResponse(ctx context.Context, nod
 	return ParseDisableJudgerResponse(rsp)
 }
 
-// DrainJudgerWithBodyWithResponse Stop new claims; running jobs finish.
+// DrainJudgerWithBodyWithResponse Stop new claims; running jobs finish, optionally by a deadline.
+//
+// The node stops claiming at its next heartbeat; the jobs it runs may
+// finish. With `deadlineSeconds` the control plane stores a deadline
+// (`drainDeadlineAt` on the node, server time): when it passes while the
+// node still holds leases, the control plane takes them back — each is
+// fenced (a later renew or result of that lease gets 409), its job goes
+// back to the queue at once, and the attempt does NOT count toward
+// `maxAttempts` — and the node becomes DISABLED; both are audited
+// (`node.drain_deadline`). Without a deadline the drain waits for the
+// jobs as long as they take. Draining a DRAINING node again replaces
+// its deadline (omit it to remove the deadline).
 //
 // Errors: 400 `REQUEST_INVALID`; 401 `UNAUTHENTICATED`;
 // 404 `NODE_NOT_FOUND`; 409 `NODE_REVOKED`, `STATE_CONFLICT`;
@@ -6505,7 +6710,18 @@ func (c *ClientWithResponses) DrainJudgerWithBodyWithResponse(ctx context.Contex
 	return ParseDrainJudgerResponse(rsp)
 }
 
-// DrainJudgerWithResponse Stop new claims; running jobs finish.
+// DrainJudgerWithResponse Stop new claims; running jobs finish, optionally by a deadline.
+//
+// The node stops claiming at its next heartbeat; the jobs it runs may
+// finish. With `deadlineSeconds` the control plane stores a deadline
+// (`drainDeadlineAt` on the node, server time): when it passes while the
+// node still holds leases, the control plane takes them back — each is
+// fenced (a later renew or result of that lease gets 409), its job goes
+// back to the queue at once, and the attempt does NOT count toward
+// `maxAttempts` — and the node becomes DISABLED; both are audited
+// (`node.drain_deadline`). Without a deadline the drain waits for the
+// jobs as long as they take. Draining a DRAINING node again replaces
+// its deadline (omit it to remove the deadline).
 //
 // Errors: 400 `REQUEST_INVALID`; 401 `UNAUTHENTICATED`;
 // 404 `NODE_NOT_FOUND`; 409 `NODE_REVOKED`, `STATE_CONFLICT`;
@@ -6564,20 +6780,42 @@ func (c *ClientWithResponses) EnableJudgerWithResponse(ctx context.Context, node
 	return ParseEnableJudgerResponse(rsp)
 }
 
-// ResetJoinCodeWithResponse Issue a fresh join code for a node that has not joined yet.
+// ResetJoinCodeWithBodyWithResponse Issue a fresh join code for a node that has not joined yet.
 //
 // Invalidates any earlier unused code. For a node that already holds a
-// credential use `rotate-credential` instead.
+// credential use `rotate-credential` instead. The body is optional; its
+// `ttlSeconds` sets the code's lifetime (default 1 hour, at most 7 days).
 //
 // Errors: 400 `REQUEST_INVALID`; 401 `UNAUTHENTICATED`;
 // 404 `NODE_NOT_FOUND`; 409 `NODE_ALREADY_JOINED`, `NODE_REVOKED`;
 // 429 `RATE_LIMITED`; 5xx.
 //
-// Returns a wrapper object for the known response body format(s).
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /api/v1/admin/judgers/{nodeId}/join-code (the `ResetJoinCode` operationId).
-func (c *ClientWithResponses) ResetJoinCodeWithResponse(ctx context.Context, nodeId NodeIdPath, reqEditors ...RequestEditorFn) (*ResetJoinCodeResponse, error) {
-	rsp, err := c.ResetJoinCode(ctx, nodeId, reqEditors...)
+func (c *ClientWithResponses) ResetJoinCodeWithBodyWithResponse(ctx context.Context, nodeId NodeIdPath, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*ResetJoinCodeResponse, error) {
+	rsp, err := c.ResetJoinCodeWithBody(ctx, nodeId, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseResetJoinCodeResponse(rsp)
+}
+
+// ResetJoinCodeWithResponse Issue a fresh join code for a node that has not joined yet.
+//
+// Invalidates any earlier unused code. For a node that already holds a
+// credential use `rotate-credential` instead. The body is optional; its
+// `ttlSeconds` sets the code's lifetime (default 1 hour, at most 7 days).
+//
+// Errors: 400 `REQUEST_INVALID`; 401 `UNAUTHENTICATED`;
+// 404 `NODE_NOT_FOUND`; 409 `NODE_ALREADY_JOINED`, `NODE_REVOKED`;
+// 429 `RATE_LIMITED`; 5xx.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/admin/judgers/{nodeId}/join-code (the `ResetJoinCode` operationId).
+func (c *ClientWithResponses) ResetJoinCodeWithResponse(ctx context.Context, nodeId NodeIdPath, body ResetJoinCodeJSONRequestBody, reqEditors ...RequestEditorFn) (*ResetJoinCodeResponse, error) {
+	rsp, err := c.ResetJoinCode(ctx, nodeId, body, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -6657,8 +6895,9 @@ func (c *ClientWithResponses) RevokeJudgerWithResponse(ctx context.Context, node
 //
 // The current credential and sessions are refused from now on (401
 // `CREDENTIAL_INVALID` / `SESSION_INVALID` on the machine API); the node
-// joins again with the new code. Live leases stay until they expire or
-// the node is disabled.
+// joins again with the new code (valid `joinCodeTtlSeconds`, default 1
+// hour, at most 7 days). Live leases stay until they expire or the node
+// is disabled.
 //
 // Errors: 400 `REQUEST_INVALID`; 401 `UNAUTHENTICATED`;
 // 404 `NODE_NOT_FOUND`; 409 `NODE_REVOKED`; 429 `RATE_LIMITED`; 5xx.
@@ -6678,8 +6917,9 @@ func (c *ClientWithResponses) RotateJudgerCredentialWithBodyWithResponse(ctx con
 //
 // The current credential and sessions are refused from now on (401
 // `CREDENTIAL_INVALID` / `SESSION_INVALID` on the machine API); the node
-// joins again with the new code. Live leases stay until they expire or
-// the node is disabled.
+// joins again with the new code (valid `joinCodeTtlSeconds`, default 1
+// hour, at most 7 days). Live leases stay until they expire or the node
+// is disabled.
 //
 // Errors: 400 `REQUEST_INVALID`; 401 `UNAUTHENTICATED`;
 // 404 `NODE_NOT_FOUND`; 409 `NODE_REVOKED`; 429 `RATE_LIMITED`; 5xx.
@@ -8613,7 +8853,7 @@ type ServerInterface interface {
 	// DisableJudger Disable a node that holds no live lease.
 	// (POST /api/v1/admin/judgers/{nodeId}/disable)
 	DisableJudger(w http.ResponseWriter, r *http.Request, nodeId NodeIdPath)
-	// DrainJudger Stop new claims; running jobs finish.
+	// DrainJudger Stop new claims; running jobs finish, optionally by a deadline.
 	// (POST /api/v1/admin/judgers/{nodeId}/drain)
 	DrainJudger(w http.ResponseWriter, r *http.Request, nodeId NodeIdPath)
 	// EnableJudger Let a verified, online node claim submissions.
@@ -10912,6 +11152,7 @@ func (response EnableJudgerdefaultJSONResponse) VisitEnableJudgerResponse(w http
 
 type ResetJoinCodeRequestObject struct {
 	NodeId NodeIdPath `json:"nodeId"`
+	Body   *ResetJoinCodeJSONRequestBody
 }
 
 type ResetJoinCodeResponseObject interface {
@@ -11830,7 +12071,7 @@ type StrictServerInterface interface {
 	// DisableJudger Disable a node that holds no live lease.
 	// (POST /api/v1/admin/judgers/{nodeId}/disable)
 	DisableJudger(ctx context.Context, request DisableJudgerRequestObject) (DisableJudgerResponseObject, error)
-	// DrainJudger Stop new claims; running jobs finish.
+	// DrainJudger Stop new claims; running jobs finish, optionally by a deadline.
 	// (POST /api/v1/admin/judgers/{nodeId}/drain)
 	DrainJudger(ctx context.Context, request DrainJudgerRequestObject) (DrainJudgerResponseObject, error)
 	// EnableJudger Let a verified, online node claim submissions.
@@ -12331,6 +12572,16 @@ func (sh *strictHandler) ResetJoinCode(w http.ResponseWriter, r *http.Request, n
 
 	request.NodeId = nodeId
 
+	var body ResetJoinCodeJSONRequestBody
+	if err := runtime.BindJSONBody(r, &body); err != nil {
+		if !errors.Is(err, io.EOF) {
+			sh.options.RequestErrorHandlerFunc(w, r, fmt.Errorf("can't decode JSON body: %w", err))
+			return
+		}
+	} else {
+		request.Body = &body
+	}
+
 	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
 		return sh.ssi.ResetJoinCode(ctx, request.(ResetJoinCodeRequestObject))
 	}
@@ -12588,177 +12839,188 @@ func (sh *strictHandler) RedeliverSettlementEvent(w http.ResponseWriter, r *http
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7H3rdho5t+Cr7MU5a8WeU7axk+5zEq/5QaCSkMbgD3B6epqMEVUCFBcSLans0Fl+jnmgebFZ2lLdoMCA",
-	"7XR/38mfxEBVaZe079dvlUDM5oJTrlXlzbfKlJKQSvyzS7Vc1MaaSvMppCqQbK6Z4JU3lR4NBA8VaAF3",
-	"hGkY0bGQFKS5hfHJccWrSPpHzCQNK2+0jKlXUcGUzoh51FjIGdGVNxXG9cuzileZMc5m8azypupV9GJO",
-	"7U90QmXl/v7eq8yJJDOqHVxvca1muApVh0cLYJrOFNwxPQUCakaiiEpgIRzoKYW5pLdMxArmZEJfKOD0",
-	"q06ed2igZuY5f8RULipehZOZgWWULJh/iX+XdFx5U/m3k2z/Tuyv6qQZVgzYH4TS76WI583wkuipuQsf",
-	"Pzcf0qdPs6s27toWC34Uo41LfTG/P3aRFpsxvbr3l2RCQbE/KRyEdEziSMNptbp2TyN8ymasIF8tVvxU",
-	"reZw5LQER7xKW4R047tzvOBxL39v7lZzwRW1mEjCLv0jpgr3IxBcU45/kvk8YgExW3PyRZn9+bblOr6U",
-	"wmF9cX/7U0NeuBiEgirgQsOM6GAKBrHN4pIEGg6GXf8fV36vf91sf6q1mo3h4XHl3qvUBR9HLPhukCoR",
-	"y8CQmNJEUxASDOkpJngGPokicQd6yhQEU8InFCFtC/1OxDz8PpCSMJRUKRqmMGfw0a9MaYSpL8QF4Qt3",
-	"2ur5QeuaTUMioaE501rfv241L5p9vzE8PLeMFohhzoB8+ggZNSjLlw3VLXPyo5SVlwHkrj7JMX2E6oqT",
-	"WE+FZH/S73AgF0wpxicGW2J+w8UdBxLOGActbiiHg+FVu3bV/+C3+816DbcCT+eK069zGujvAWKPylsq",
-	"jxQLKVg2d/DT168wbLb7frddaw09MFB+qjVbtbctP4VwLkVAlSKjiPpcM714flB/pVF0ZNgqDWEUa5B0",
-	"HBtEHy2AgIwjCgf0eHIMcylGKSHgD8pAfZ/wRsShmtZ0NreghiEzS5DoUoo5lZoZdjgmkaJeZZ776luF",
-	"2LussH6Iv3oVykMa1nRBHIRE0yPNZrSSMn6lJeMTvMG8e12EdFUgNflYEqVlHOhYUsArIYiIUnDgd7ud",
-	"7qFn8Kzl13r+tf+/Lptdv2HoZm5gluYJ/+f32tH//mz+qR69vv78rer9/PL+38vAyMvwrV7USuKtLo0o",
-	"UdSfi2C6LCV/flXZLBe9ROpttZCIdSBmJTvZvWq3m+33cDdlEUVpgzBBxG6pOjdfcKh3Li5bft9veICb",
-	"64HbUg/qtXbdb7XMn72rS7/b8xt+w2x91//U+eXhTT9bs+mSBpTNdYNNnABeItQPtaOzn34GMUaQudm4",
-	"yLAxw+gN3ZIgoHPDXsdCWiHksHUZoOrRa3I0/vzt51flgCiqjFzb94yUJlLvgvb3eSXm91SryyGKl6k7",
-	"BeDyi2UH/jldQYy+0EAboGpxyLTPtVzsSvGB3f/l4/h1SjRMyXxOOQ09QMZjgDym3PBED76I0XFAeECj",
-	"Y6v8tSifGHXu51cle04CLUrskjaZ0eTEc5IDKX1QUQul6WxQwRMnsRYzolkAFmS1tOzp2X+VrbsDcyJm",
-	"D7elvpBqwiK1frettrpyUM/JenbhHpISJ7Xye1g9e/UQ+ia7hHubHKyX4FH64DIkrRPl4FviH+Toz+rR",
-	"68/Zn9fHR5v4t3lQF7nCjtgepBBs2iEHp5FXX5lOxNWKwbPKGmZ0JuTil9FmrlItv1UpMinh5vUpDW6o",
-	"hJCNxx4oNuEkAo50I6H3j5aVlB4QDTOhNLyCX9jbJdp4VX39cxkjDIQsWXEs7WHC//u/cEfZZKpBGgWf",
-	"hjAl0RjIHVnAWIoZ/EmlAC3gFYQ0YDMSwTwiAVUDfkBgFkeazSOk7+pxtVo9Bcbh96rnHvr5EGURpMsx",
-	"BadI6rW6B9UBR6rnCxgTFsWSekB4CHeGLxFQcxowEkHgdofcEWkAFHpK5R1T9HhgkDEjfBGPIlp+Cjye",
-	"jRxrx91d3ZE+lTPGiTa6bnICeJMHVWBj4ILT4/xy23hKkLnrWD2EjZ+oDFmge/bie69i+NeFKsGUyysw",
-	"vy1DsgX23ZEoso/c6cYl1uCoK32xBMNSkNOFcqSSI7L0ADJyKGUj5szNdiDuUm6A+71y6bcbzfb7ipfo",
-	"PxWvclnr9fxGxau8qzVbfiP3NEcEXuXrkXnA0S2RhqYUPony0P7YjTm3f10SY3OaJxEW0bDy+d6rNKjR",
-	"qOQiBWXJw2IBggNjmi6oUWCMiRTRcGIk6lwoxUbRwipnoSEjAoHgKp5ReehBw281P/ldvwEH+Rvxl1oD",
-	"DibklkI8PwdFjf0eWmDQgbO6JenD8O/a7jvh3hW3oEFJsgFzYwHw4GGlo7g1HyiJ9NQwBsEpRCIgEYTp",
-	"w+CgISzLI3QmuAcy5gaBgM3IxGgecTihEBJNRkRRD0KmbvC9i7zeSugSRXMqpAb6dR4Rjvab024ML7JW",
-	"h6Zf9TlwYcxzSfWKplEmJdGAj/QUt8L9NhIiooSjaCZWU88LPnL05+ffE3n3ZoPAWyIzfFa2XhmJNKgy",
-	"V6/BzL51QI3ZJJa4A87pQxLzXVHttGyKSp/FYaYViJEyBnUIdvUydLv+5Heb74zB3+y0K17FbxvDGjGv",
-	"W2s6ymw0e/bbnRDxE5Vs7Kxu82RURRElJWGOUhtM2W8RQ+2HnNdvB2VhLGRQZl7RW3FjrSlLuwoYV5qS",
-	"0CA0Gu1GTqBHG63V3nWt3m9+8o+zk81hRqaIbRICXXvVMiq4mz0HaxkqWHfDjmqSU3kedGMg236ENpzT",
-	"eh5SV5ZljRUYm+SEv97ZcEGCKeP0SFISGgRJ3A3GwIF6p/2u1az3jUJiKGBCOZUsgFfV13BnjGcuYCYk",
-	"tUrImAV4H6BHiKo8RSy5diteZckhVvEq/c4vfjtxaFS8SrvTv37XuWqbvz90ev3r993O1eV1/ut2p+EX",
-	"vvjYeVv47H/y2/3iLbUL/7pf+8U3FNn1PzV7zU77utevtfyKV+n1a33/OnnvZAVn7ycfa62uX2v8dv2x",
-	"02zjt/UPfv2Xa/OODnT7RbN9fdntvO/6vZ55Bb/W7b/1a/10sQJN5ICvX3W7frvvvun73Ytmu9YqvA2K",
-	"LgPOda3RcAu4v/D3WqvV+dWCkr3LZe23VqfWuO53OtetWve9WTPvn614lcQZaA8o8QVuyZscc2nyWxIx",
-	"w4ysD5ZybTgVsqe+MWr9r3NmBWjqMc/FnHLftUVIcx8/ilHuk39Luc5fTGa0T26oYQJd57HvaYK6LrL/",
-	"NJBgH2y5V7JMLTIUsPgoGMfvULXqJmTmPjf5pRQTSZXR2z5QIvWIEp0s0kIWWAs0u6UptPVYSsq1/ey0",
-	"5ygHPaoQBoSa9WKac7R/tYWuRZG4s8tnsF+SRSRI2BeiReTErNQlmrasx90cITdyFRe54uSWsMjQNQqB",
-	"dI935YKSEr2bf3Nn6z7RCzZdaY44Me/rIuZ656CsYZ0WNfbxd0VC18mcBM4JvsRJjc35RYwsq7ybioiC",
-	"2QWYkYVR3IxdKnhgrLdACqVQizBvosoNpiSIaGXAw5CpJn8XGXNyFTSLmTClEfrQkZWbs3nhAAAu7jyj",
-	"CBpkR497zCUlc2NGcpTqQRSHNNzDsovnIXmMj7AYZHYKX+Eglt8+d8RlsjClgToi9Y6UsAuWLqPLY464",
-	"XPEtrLDxZVtsZ6Uv3Xn8hMkJD715xl/u8e2a9qbTajXDDSIlWaw/ZrX5Pa4QnXZ8kzzJl0V8XXQXo9EY",
-	"zTX6zghtUcE3+xC24hNPePBLmL8R08sSTWrwtvm+2e4DC4EoIKm7ypIfqmxfyWwemUe9OluKJ5wevf78",
-	"e/XotTHQTv+r3CP5UYx+Ybxk6d7V24tmz2hbZntjRSXcCXlzDKgsme8Sq+vIpQvQEBSNxkfo2oKRkfMD",
-	"rgWayoZvnSMLVfFoxjBUAFOS/9hfzCkMf/Hr/jUuMUS3GYFRzCJ9xPiAzwhnY6q0dagxbYBAmzrELySd",
-	"C2mgiNgNRQccOtXQ4Y9OtUS7zV4t0f221Jh6KbCJioFy+qMYrXh1/nHlX6GKljl10tBV5tfxKmnQaksQ",
-	"/hHTGPWGzMVTFwYBdN7L41XqGOFIzEmjJxmDoqlUbIPXO9DjF3fzss+9NG6RXGyVRrWLDrJ9FGCZvSYx",
-	"qBTSMjjKaO6jwZ6PYrRftHlfnSbV8pq8zB36QdxBJPgECFgsMhgMSrMowiQ4hS4O87/NzhiR4EaMx+dQ",
-	"tVZeEBE2M4/fw58aGM2jITjd47Xw3r7Q1hG9682766yB09VLxIRhDGJk+EOR5bxQ4O6yxjE6ZMrdG2PG",
-	"mZruBlH2zD3U1ecMsN04Fr/pykQS3HuViPBJ7Nwbm25pJdfhPUoXHBf75Ddsm4NQikJ4c5fOrEetjLIu",
-	"JVXm7G2CgePM58DphBgrEPX9gl6deMCtdl1KTyURMSemtj2cGfnqkl7UZsJ5dObFfErUg4d6iReZq4WI",
-	"HrzYXGOulUzIUjurJe6oNAaVgjGTShs2xZRLk9hsSp0W8jGPTqvVJ0lrsGEeugU9WKlubkg5yMNb3ctf",
-	"W7i3j3Bsezde/QQmWZK2gTzAneoKVEuvWGBlOX5QQO5kH/NSoyAFcmjhFWVmEemXUkoyUbBJZDfSKMnu",
-	"gruENXSikCptURRzibcxoJJctWXzadl6Ql79IL4luog7P6r2SjmymbuKk7maip1TjGzKUrbuLvfe2njv",
-	"lmHhMjzN0ERtPPs9zOMvYrS9YZw/iuxgfyo72HxiP4IURZ1x5c3vD7Pjz8vBxdoIhZMzbY08xeqB47Kd",
-	"2rA/cseYZs3FJTFeZoxMY9MpjM4yvRqddOmbq0j5ligKV91WhpUhfaFcvA0oD+eCce2h8jqXYuTs15xF",
-	"8dPpWZmat7tmGC5FETcdRSHimEZDt8IQacPBeypv6LkusfgDSUPKNSMRGsgjSjkwtNtsaYm50wZu7gga",
-	"5ragZFWDtTG+vJtxR518Vx/v1mrIDorFI/y/0kUMSuPa2+dSVtd6cDc7i85++vm5va2p4escjE62F52w",
-	"FtTcTi7RR7ZRKVauZHMuoVJKJVsJa7mX63Ytn+nM7RNgqvX8QB2i66+E8ZxYGP/0XK5VCGRCGFcabIGW",
-	"GFGbg74VF3rWAMkuBLEz5m3tnt6APQ+d7WNcSsuldRb3MzbngZqKO47G2Vaps490QW3H+ktpcW8XlNxP",
-	"m43Dsgq5Nr1LVdksvfK0Wt1er82Ssh9WbZG61LZgnG0PRVuE1DpZC0CclWlhO5ybTejnurbWFiiH/Kfq",
-	"4+yCnx4KqjgMWoIu3WCX570BiT6kqssO6l+nmBjlgaJzIommNlO2kG5Vlqvmkt/c5622J5d+V9ihl2er",
-	"JztNwva1Cd0j0dP6pdLYf63MmMJCK0xATSQI6t7pyudArGbuEmZhQXXBcbGRpWCSYG89094IvOAR47RM",
-	"S0yhAyIlM+d3x/SUcRDjsbkHS+su1LrULRspSbPPSiNtaBAowpJQS+iuBqYVjcauqEtNY435xaG442s0",
-	"UZcH+YnK8rheTdktT+A6B4P7i6TaG5OtDTFmb72VzEbZ9TZWi92LwYuU6Y5h5UW8Iv6XbOx6Yt3HhsUb",
-	"dzRj5c7B3WSZ9bDvGdbdJV/w0ZkfT6wjlWjRGwpGWjkH+pI71P0CN3Th8neD+fz0Pz34Qm6J+X++0FPB",
-	"X3pA5I1WHswW6o/o3NBgSAMWUpuwYpS1ZedOLi/3P46vMS/35Wm5ryYBo8nHYsdzZOEuYYEZ4xeYMf92",
-	"oakqS2i0/kQFd1OhKNj0eluRjHF9mpZuE2z8YEtL01K6xDVpxDTlf8Q0pnDw6uwMhhf+Raf7m02Wszl0",
-	"nV+Hh3vExGbsa5ml3pcxtQE3TEVzqTmWA9g0Sz0lHKPft0QywnU5c9zNGibhwuhFqiy9N4PiwBa7hR5Y",
-	"1nVoYEn4a3Hj9iv/4CGRYbnYSH4FIbPTubUcE1GXhVgGlJdNOSei3artmVyCbJ/sjVhnsom7sbwTPHmR",
-	"FTwtbHWCAjnoNhH9HpydqM54K80k79fdUv9wUO2+o8gbHtpOhDy/yqadSc5o16Tu2ZxFtC5mM1KWqVK3",
-	"v0NgLwCD8IkGYfhEUuS0WtRtLJxLwcpiyB+Q61BwrRrGZgEsXjMr4I2A/kzkSoFhXbx8ja9aks0c0HK8",
-	"iSRcYwoTaDFPzjsJt7xQliXuwb74w+zC8gWjxNGvJNDRwrKIHNvaMSgpY547rrJIQbki6I5SYhsPVzyT",
-	"sA6irNMmBGb5iCI8HImvtrrm+EFn2W2qtC0hVAHcAlaUHF+yn2Vo3iZlVe0f4hnhiDsexJz9YaSGVdWZ",
-	"VnDDeAgHEQZJA6LoYYlQxxJT+78T66dn/1ku1zObeUcrkNN88paMjSEBxBXR2CobW5RmRZ4B3SaCfREj",
-	"wHYKUKuXFDPh87b1mVljs7s2/8+83XICIIJLeOLcOwcr+oBTGiogMCdKGeUAr3a5HyVVj1tolXsEIvZr",
-	"G4E7nL2d2eEx5nXt2zZin1yW5yrfXjEFHzbjtgnj5Gori6HI7QJyaVDyc1nvnhTTXyhwjz4HSoIpkqxR",
-	"U42WZ09LaTpfDdklZODlk9VGxSB6Efkfcq1fJrkcScZhvXNx2WzZVMOPV4335q/tcgot17U/GwMPDVez",
-	"hNNMy+OFRoc6T5M7wfWdAfQmqVSQOFJLgAzmc/Pq5JYYVEZLp+JV0NIx9GdMnW2Bxid9tE+6TJ5Uc0+6",
-	"sE8yL2FkxnPVkmUPTwrKnrUwbGm53OE32r3rLKe002779X72Rb+V+7XfvPA7V30sp2o0u+bCrv/uytYb",
-	"v601rnv9Wv+qhxVeWeGR+eFtp/HblqfT4CpLRRWc00Cnn/tR9lufzaiINdYAhUzSQHethWeWJGEvqcfO",
-	"lc+8JeFbES6yw92roUIuvPQgAwoZiWjYnJfbO3PGOQ2heWltrDuiwNzg2PVD/UVogpnboVkxQr2pZLHc",
-	"n5eLi8HHXqcNBwyDzXrhIUGnNctevq7Z1cx62HfvaGR7KuQ0rgxDI6LNHXt5anfsAhJMsVCqPLqLeLN1",
-	"A4x1YVWSFnll6+XfsYxGu6mba7kvzeIcJA0EtntwKix69CESk9JK7Rnj6RclqGNX2q9E+CmKd8vfPhA8",
-	"YBHtoknxJGZwwxXMP9IQFjfluIIxYNusJCzYyCtPyLyoOVJOIxW3TEQYJdne0v6U3LLqo61uZ3eLm8rS",
-	"GxQAKT8ilN8115VqxyN6VIrzDjrljimaa3IeC1mM9pFlW9KjWkd0RrnGOs89HDj0lu7itFpasIts4W+a",
-	"beZebYt9c6+xq5plO4eUOQPsL1auYlUDDW23C7MawrxVQsBeGWS2Rcp2idml4gyB3Lohobl4q/zg4pYn",
-	"ScLfiyzTLP9tFFyLr24Lnzw/u9jF5p88STtBljwm5EzEXZK1E3tyBYXzhJCHeAvKTjZlyT/t9/stv5G0",
-	"mzCmoKVMdB19ESNLudY7dOAMZw96v/X6/sU1tm8EIbO+jYWmLO7h21bmIby22K0X42skMCcP/Nh5awzE",
-	"ft+/uExaRRRaVVS8YmUgtm/Ycv2PmLyc5H1YP1y+S0LFKxYP4q4m0BawdlVvH8WKcarUCwUsTPWf9LYS",
-	"p1BJW7o3G/vS9VbQfyMY6LQU4xwQLpRZa73vmCNt1Pq1t7Wefw5mKezNbP3L2FwGazxdOM8lnxxkzkfM",
-	"aYWsDvTwIa/Xuhjnp5wTaLdOe2pN6yEsy7eRNGJemQTT1ENvXUFJspDgQSEGUfe3Th7K9Qh8MHKf+rJb",
-	"YrLJmx7reZxLZfoZe+3l4TPSQM4l1TRMLMDlvMiff/rpZRmPn5GvvfJ+fL14hqwgiuzm2PZ5ajm2sU9I",
-	"dnsvy9pugQ467Q4W8DLlwaYGgMm7fh7wg9xNiMu2hUTMmX3D0xOrxoMSjmBnhlGiX+xwvyZ/+3TdW05j",
-	"WG5wl55eAZWyHXYFPaVCorhUiaMQq8Zd99djWPJ4Y1Nru3Wc3lIJJPGtHsNlrdtv1lpvXC9FPCBvQ/dE",
-	"kjVjNOeOnscR1XeUcqgOOOEhnJpDMWdjsfDc9mY1UsozUksuUl9urW5YmAPBFqHrAY8oQbrGS9yPx1Bz",
-	"XmG7r4kkdJ/cgjZ1yTx9wJF5MAWcMqxNr9WBZ4t5QCNF06XZGKvYHVzux1p9wA/qfpIblV4gY64Oi3Xu",
-	"tTp2EcKHVbzKrzV0BRqhd4H/dvDfrvmnvm3ToB2fabGEjY2WJne3NneKHm2txq71zdsnlKJ6aqnv9gLf",
-	"ob+Ytf/LJRbjLoYLI2n7E6OYdpWv1782+x86V/1r7GzlQf/XzrX/7p2PDa6uu37vqtXveWD7eHU++d3r",
-	"eu2yVm/2f9s3EKWsara1E6CoyT2gkqeXrvir4sgpzekleVA2+dyxUiSIJdOLnlkpcR7PGMfeWCVcb3mU",
-	"wA0N6BGOzRCR+9Lq4XB0hIoUXm4zk/Bt7CgYIqnMtnCq9dy23mcuY2u5KMIYAEJC7bKZSDWjQuViNRDz",
-	"kEoYnpA5O7k9PcFlT4ZvbNcjbDCkvAHPisEUHKRJ+MrLhYcNK3LNtCVV7E/q2dxQ7GiJ3w+4rSnx8tVM",
-	"UmjXttKVfx1iM258dGJtQEhJCBE1qKUM7x3wDIelcy4ym4wMvmPbUZREe5f23m7ngA+zAxsenqearL0M",
-	"l7ExrAzYglxynrLjAR/wf/s3qAtutHcmuBrw/5F1aFFwMLSu46EHw1wZhfmIrMX8kRXQmk/O7ht6Aw4w",
-	"TKcYmJ8cWzJ/utbVw0OEqtgDRtnhLIxP8BGrXV+GxwbKvtHo8Pbuuzq8fPnydXo/5nkbhEk6k0IQieAG",
-	"Dq769cNzCF3yN95t1nB6mDJK0YxFEXPDQNwsJA7DCzUEFY/H7Cuubc/JRrht35gP/f5lIiXnUaxg+G2A",
-	"AbBBxYNBQo/2g2Ohg8r98Nwsj+iIb3J1eel3r3vt2i8+2MQfbELDuNXMxdwZxS8U5KjF4Y15VHoFNv0i",
-	"kRJAuLqjEl5Vq7Ay4MaDV9VTWJkNYp50IKT9sdAVcfgG9xXR7IWynQUWmJGAqXlG/0CioOGRiLV5jm3c",
-	"+kKBuKUyInNrPB8ierw6ew3FAS1wgFueG7tyiBtRHBRyUpgTgidyEWt3pta3ZtsouXQPIa3tTm7MV0Pr",
-	"7R96y8ELA1Iav7BnjyGNAA29HB2+UJj9ggtjBscto3cKbiidL3VzPRjmK9MM5mParcH7OZEaMRXPrViz",
-	"AAdD+8exzXYcehBSmxSf4nYxpR/IhOKepj2DVrKNeAj55O7DNzCouKxKbA3h8uwHFculAAZJY1v8OUmW",
-	"N79LCiOhp+b8JcXmyXYzWkw5Bdjsq6Qh8FzlCYIwJxOX2g9DTACzXZGGyagwi3yY41I2dmyYdxgPnXqo",
-	"mcZ+USgf7DnVLpuVXFpW5RQDJnPKyZxV3lReHlePX1qRP0UBWJQhKDKODMM7mqQdyCa0JKsOXYfqTTkd",
-	"nZdg+LnBZQt2SqxGe6iYvfuQdSFbGph1Vq0+2dibYlO2kvE3tSgqyFAYLYCFOI7nVfV03eNTeE8Ko4/M",
-	"TWevH75peVAUQoUm1TYLpmOMUMGJZzMiF25T86+SUjWTELg2Zoh/sbIJd2SiknZwydF/xpRmtfHwS3jr",
-	"+VqcqL6GYdYF1siAHdDElifm3XCuQwKmEDw5irhK1/uiBmp0/PsVDD19+uXLsNMVaDp0rD6MHblhc3tj",
-	"cHULDE57pP6lKG+3B0gO7eHAWPnz6UKxgEROgzY/H67H+XvvIZ548i2nEd673hq29rx4YMMkwXEIs1hp",
-	"oH/EJCo0AU3SGJMLjwGb7Bixm1DpgCeFExRQhhqhPcbqbVTBbKfaN0bsYUkXNkK1aYJOHTayaMAx6mbu",
-	"SNKTjZiM0EMbSjHP6jOMsnyXLo+q8l70PuCvqq9gWNZAOmEGxS7Qu4kNW7mU5wf5mZ9r4qjZJSfLozbv",
-	"Pz8zR3GlVltxlOr34SgWpO/NUV49fFPaXfqfjAUl2nfGgl4opNpM6B6IuWYzpjQLsgRotBB3Z0pJK5wH",
-	"NLSdhPRuilvSX0et0l/ZDNckorkd7uaTQsqfl1T/bPU4W3q17lGuqdbWkNkOe+uethrn3eq5y+Fo8/gH",
-	"+JgdrrvFhWm2ieV0z8RvCo2dSlhOxwhkMsGIjEHf78t7/lp93LrIeKEnAerlYxaZI8rTv+0MtYnwT76h",
-	"J+r+aRmAk9qFcQ67sYX3NOUKOwvlbBz1d0FS16tjzZzfL2L0N5eMfxk6Gyr+IkbOTxhFGB1LGr65ns7K",
-	"Tc3cD6tP7GBH1K5LbVB3QjCigZhRleWepIPcM1c0+mbPE6/YVEShbX4w4BOqFQzTe4cgOEhqFGDzEqik",
-	"GlJYvgDfa8Bda2b0kuUAMGBZ76OCs2r10Sr0CjEmYCUTSoZwQOwYjWyqKggJtlLgcEdDG1/qyUj46TXq",
-	"Yrb0d9ans4aCa5mGB1zcZejwQ7t+Ku0aERMIYG+A0FWWJkbvnmxG2hzq9XzGuhWUYR70LmN6wyxTD/4D",
-	"TofpsDJFZvmcLutTnolb1+0h9wtWHVMJWgDTdhCliEKLQWzs2oSn7zrg7mU9Y8QHSVN4OEimmQDyMuQN",
-	"2dBk9BQ/E/fJTUwyDAgVG5nrxj3gOA1fHXowLI53GsJBWojn4nNCgzuKcEd+5bLg/7UY1tkTLl4sEljD",
-	"txLkZsqh3A+29URsyx3AMvVjZm1uNIfZ/ANzChkBHW7N0+TfwQ0gt3QC7Gm0L5US2fCiGxtpDShMzHy0",
-	"16HYRvb57RC5zlS+cNkANoWjGIz672EvZwksHgjXLDRamI3ANBgb2c3hQYFekt5Xa6NYWWc0TaT1qw/L",
-	"BogOj6Ff6NbLVK6Rpc1JtKMGFJCxkeinVZgxHmuqzkHwaIHW0JSoKd6qhXQpKM/lV18Osp3BsGRGoRHa",
-	"tiwSRKwVCy2PIvO5FBiSF8pISiG1OtwnVuealj2PTC30o/3OUbpiv9T1kbpzmBrcKLZ61jaJGD3EwuV6",
-	"/cvJ2rNtwHJ9Bsgooj4WLv/VcnrClMbs5XwbdR7ant129vBKT9tylrNOSp98s2llz+O0Kw5l3c9rJ3fW",
-	"n9v4Rt/JaSc3u+w4nsgPn906nx2iNNqv1j8XUK5Tv10hMdRmy2NSmJaERWtF666hb9e7YDXynYrjiBKJ",
-	"+Wx0wI1CbONnIuY2bcyO76RfC31d1VQyfmOUpSyMnU7GHnAXL4+MhayndOYC5I8WwqsUVxLW9tx1bpjx",
-	"jnkvNkb7VLT5XIL4rwlupw28f0S2n104KvZnmle6ZQx7B3l44vLN1/vhXDcZN/Er4STozFeFSfgHmLBp",
-	"42uHEPOIKjXgQxxPP8S6HhlTl29LwObEHh7DOyEDNLYwU/yGRZEq5NS8GfB0UfMQEYXQaPZqb1t+A4gu",
-	"4UrIQpUWc2VL3hmfnNvqI8OVtHPw2RfANm2xvcWWU+IQ4ANJtWQ0xIKhuynF4jQWGaMjCbZIHJN26LkZ",
-	"mzY2YR5vtlG57TLA4cK4U8ouPeDIVNUzccHCkPVHMsGGxY6/Lxd0AP6VQQm5SSmyMYkEX3+wxSdii+7Y",
-	"E76IKfiWoLnIMaW9maLhZOtZ4tPTbIFEV932OxKtgf7vS7J/fRhxG4rt1prtZvv9D4p9IortaTG3Ca5G",
-	"JKvzsrzZfcnVFpWsp9cOjxbOQ2i7mZp1c71abQANe42vWkpGWucrbKy4H0uqprlhCuAbGDAhgcPQbyO7",
-	"H6ZaCxlwLo7E3HKqp8xRKOcnGOW7No/CIioPhh/8Wrf/1q/1E+NowJcUg128Fvi29AePeRSPcVjyg8U8",
-	"VeyCatsBgY1Z1rjf1aViFn4WBlT78povgvGjpLFpObtp8lsSsdBmL/AFUCIjRiXEHA0p9F4as6egvSR5",
-	"RFaLIQOeK/uNFYWhLXM8yr4eAuNKUxI+Ew/Bb2utrl9r/Hb9sdNsW0byCGuiSxXVH7PxXn9Tf2dx0v+G",
-	"uP3qbLUflPwklIxbn0rZLIYzXiKaKVGYwWKHLiZTpfYha+yLv56ke73uu6NJjK1S3tjQ4lK4rt5sdK3z",
-	"FgN3564jSqPdc+J+wJnK5ii68JRrcwvNS9cE9xz6rV7Kw85Bup6+Kpnbcj7grnssWM+QeRKb0XNj+dja",
-	"Zwx2Uq6PoZbbq4Bws1UjOuDYipWGqJgYJcRlVqUdWt8AduKwhbJGn8HC8+E5ENBETqi2PmJsmmnOZMTw",
-	"WWvjnc/GoK7daqi8rFl8NxaFfYL/5gGZfMvmEu7065TkB3QqcvcjzPk3CHO+ozqYlk1XzYIryJuOKNdY",
-	"ye5yBPblaLZ9yIY8bnJDFdDxmAYaiO23Zpst5DQPTLFARubG2eZHSA34wavqyyWN4BDbdWVZ6EtDp1wz",
-	"ASMvzy0XyfyyUxqF6xyyjmEyae1F554d8NQ/ezzgNXBjeJ3KlzA8kPTI9R0wDDWNNhsRLjg9hq65DW23",
-	"pOtKmAShn9NQ20VxMkD9MLceZW65k/0Rpl4XaTLbk6hXbDajISOaRgs4yBiCl/ABq+pY2t079rRi0myu",
-	"OklC10v8KYNomdGYUxccDl5VTwd8WO/6DUOWtVZKsnACw56PeaDZd66f84wEU2M+1i6bh+cp3x5wo2sq",
-	"Oysna9mSWAPH0MpFxJQmC1furad04ZLVMKc8H9JyIbhnteP28vJ08XzSrKvkkH4woH0NxjUTuX9YjU9j",
-	"NaZ+lyxMvcQrmDMsC4exL/tCK22xIUxkh2kaI8s6ZIdZR2c0IXFEHII5IwvrovKAcSB8McBzM5AHRCdp",
-	"tjjCNFauoiVxUycF7hG7sc0sv4jRMTS1GnDXONTYqpTYdmPpztimYC+Ua5OmhjkfdjL5C+3vAU9c5njh",
-	"9+BSXuLBbravL7ud99bG28mQsz0z/6VUpqerTSk2FF3DsGxs5EddytNHwojUWCebBqAOSG4UILp3bLqy",
-	"Yw/bKliFQaWlWa79pFAuIJpEYgLE8pK0n2PtsmlYwnu/D8mz06cO38CcygFPujkCs+XGdupROrTW8FnX",
-	"hdnNIvZy/i6lGQ/0IOlIqbCrve1/np8+ig0ytVwc2RGhMo6oBzhK0j3z0PmgcjM4XbNgLFGwXelcmb+V",
-	"BJhzcw5DnEQ7TEcELgbcKGATSambxx7G0lYWS2FrjHE8JsTziSTmMIoM8CnKeFrpwT2jmlIYrruG5tOz",
-	"/mfsvWabZKbYmU5OZhYn7xK/WMmwaWzgvq3zOGmiSteSWZeS8MiI+POsNDVJ71VQ7GebPm14DENxMwSm",
-	"Bhz9rxZFjURP5xEZdmx7dD4xFqZTp54TA5dHW61BQnsm/4wYiBOk7JEHUxrGlntkvM4YpEmb1exQCy6+",
-	"DLlKMC9rrXCUjUv666oPl0acPEsvoqUZNf98jXnKJmM90J/Hnu1/p4rD5Z4hyrVZL/SytkOU/2fDrzUK",
-	"GlEyXmsLejn55tpF358YwxBRa1Pqs3KFC24qjxbgChWzYg6XEGz1CyohiCiRNPRACUwdwgFcCg4SFeiO",
-	"jqZC3ICiPKTyEBSlxqxDh9KjbSscuLNqXGVfm83bVTK4fVpC5DXEPjdGU0rr2VCmonGzLfXjrIF/RZ/R",
-	"mvF15QIRd9E6sR36/TDGnoj7XMbGFDNs5siyGRo6Wh8RY/1yLSAZA1bOc3LzDZAK8pMNfv9skNfd8y0h",
-	"inyLQSOm3NeJxpn/SowKn92quW8ydeH+8/3/DwAA//8=",
+	"7L3tclq51iB8KyrOUxX8Pts2TtI5p+16fxBDEtIYfACnp6fJGLG3AMUbiZaEHTrlqrmIqZoLmjuZK5la",
+	"S9L+gA0GYqdzzpM/iYG9pSVpaX1/fCmFcjqTggmjS6dfShNGI6bwzw4zalEdGabgU8R0qPjMcClKp6Uu",
+	"C6WINDGS3FFuyJCNpGJEwStcjI9KQUmxP+Zcsah0atScBSUdTtiUwlAjqabUlE5LXJgXz0tBacoFn86n",
+	"pdNKUDKLGbM/sTFTpfv7+6A0o4pOmXFwvca5GtEqVG0RLwg3bKrJHTcTQome0jhmivCIlM2EkZlit1zO",
+	"NZnRMXumiWCfjR/vAKDmMM4fc6YWpaAk6BRgGfoJs4v4D8VGpdPS347T/Tu2v+rjRlQCsN9Jbd4qOZ81",
+	"oktqJvAWDj+DD8nok/Spjbu2xYTv5XDjVJ/g96+dpMmn3Kzu/SUdM6L5n4yUIzai89iQk0pl7Z7GOMpm",
+	"rKCfLVb8VKlkcOSkAEeCUktGbOPaBT7wdYu/h7f1TArNLCbSqMP+mDON+xFKYZjAP+lsFvOQwtYcf9Kw",
+	"P1+2nKeulHRYn9/f3gSuF05GIsk0EdKQKTXhhABiw+SKhoaUB536P6/q3d51o/Wh2mzUBgdHpfugdC7F",
+	"KObhN4NUy7kK4YppQw0jUhG4eppLkYJP41jeETPhmoQTKsYMIW1J80bORfRtIKVRpJjWLEpgTuFjn7k2",
+	"CFNPygsqFu609dOD1oFNw0vCIjjTaq9+3WxcNHr12uDgzBJaQoE4E6TTh0ioibZ0GW7dMiU/TEh5EUDu",
+	"6eMM0UeorgSdm4lU/E/2DQ7kgmvNxRiwZS5uhLwThEZTLoiRN0yQ8uCqVb3qvau3eo3zKm4Fns6VYJ9n",
+	"LDTfAsQuU7dMHWoeMWLJXPmnz5/JoNHq1TutanMQEIDyQ7XRrL5u1hMIZ0qGTGs6jFldGG4WTw/qryyO",
+	"D4GssogM54YoNpoDog8XhBI1jxkps6PxEZkpOUwuAv6gAep7TxsRh6rGsOnMghpFHKag8aWSM6YMB3I4",
+	"orFmQWmW+epLidq3LLN+iL4GJSYiFlVNjh1E1LBDw6eslBB+bRQXY3wB1n4uI7bKkBpipKg2ah6auWIE",
+	"nyRhTLUm5Xqn0+4cBIBnzXq1W7+u/7fLRqdeg3szA5gVjPA/fq8e/veP8E/l8Ofrj18qwasX9/9RBEaW",
+	"h2+1UMuJt3o0ZlSz+kyGk2Uu+eplaTNfDDzX22oiOTehnBbsZOeq1Wq03pK7CY8ZchuEicT8lukz+EKQ",
+	"8/bFZbPeq9cCgpsbELelATmvts7rzSb82b26rHe69Vq9BlvfqX9o//Lwpj9fs+mKhYzPTI2PHQNeuqjv",
+	"qofPf3pF5AhBFrBxMZAxIPRwb2kYshmQ15FUlgk5bF0GqHL4Mz0cffzy6mUxIJpp4Gv7npE2VJld0P4+",
+	"K8T8nkh1GUQJUnEnB1x2svTAPyYzyOEnFhoAqjqPuKkLoxa73vjQ7v/ycfw6oYZM6GzGBIsCgoQHgDxi",
+	"AmhiQD7J4VFIRcjiIyv8NZkYgzj36mXBntPQyAK9pEWnzJ94hnPgTe+X9EIbNu2X8MTp3MgpNTwkFmS9",
+	"NO3J838UzbsDcaKwh9vevogZymO9frettLpyUE9JenahHopRx7Wye1h5/vIh9PW7hHvrDzbweJQMXISk",
+	"51Q7+JboBz38s3L488f0z+ujw030GwbqIFXYEdvDBIJNO+TgBH71mRvPrlYUnlXSMGVTqRa/DDdTlUrx",
+	"q1rTcQE1P5+w8IYpEvHRKCCajwWNicB7o0j3n03LKQNCDZlKbchL8gt/vXQ3XlZ+flVECEOpCmYcKXuY",
+	"5P/8b3LH+HhiiAIBn0VkQuMRoXd0QUZKTsmfTEliJHlJIhbyKY3JLKYh031RpmQ6jw2fxXi/K0eVSuWE",
+	"cEF+rwRu0I8HyItIMh3X5ASvevU8IJW+wFsvFmREeTxXLCBUROQO6BIlesZCTmMSut2hd1QBgNJMmLrj",
+	"mh31ARnTiy/nw5gVn4KYT4eOtOPuru5Ij6kpF9SArOtPAF8KSIXwERFSsKPsdNtYSpC4m7l+CBs/MBXx",
+	"0HTtw/dBCejXhS7AlMsrAr8tQ7IF9t3ROLZD7vTiEmlwtytZmMewBORkosxVyVyy5ADS61BIRuDMYTsQ",
+	"d5kA4H4vXdZbtUbrbSnw8k8pKF1Wu916rRSU3lQbzXotM5q7BEHp8yEMcHhLFdwpjSMxEdkfO3Mh7F+X",
+	"FHROGInymEWlj/dBqcZAolKLBJQlC4sFiJRBNV0wEGBARYpZNAaOOpNa82G8sMJZBNeIklAKPZ8ydRCQ",
+	"Wr3Z+FDv1GuknH0Rf6nWSHlMbxmZz86IZqC/RxYYNOCsbkkyGP5d3X0n3FpxC2qM+g2YgQYgwoeFjvzW",
+	"vGM0NhMgDFIwEsuQxiRKBiPlmrQkj7KpFAFRcwEIRPiUjkHymEdjRiJq6JBqFpCI6xtcd57WWw5dIGhO",
+	"pDKEfZ7FVKD+5qQboEVW6zDsszkjQoJ6rphZkTSKuCQq8LGZ4Fa434ZSxowKZM3USupZxkcP//z4u+d3",
+	"pxsY3tI1w7HS+YquSI1peHoNZvasAWrEx3OFO+CMPtSr75oZJ2UzFPosDnOjiRxqUKgjYmcvQrfrD/VO",
+	"4w0o/I12qxSU6i1QrBHzOtWGu5m1Rtd+uxMifmCKj5zWDSOjKIooqSh3N7XGtf0WMdR+yFj9dhAWRlKF",
+	"ReoVu5U3Vpuyd1cTLrRhNAKERqUd+ARatFFb7V5Xz3uND/Wj9GQzmJEKYpuYQMc+tYwK7uXAwVqICrA1",
+	"+21AxGgUc8Gc92C9WwGFASHvSBmxA/R2Gd4cOIPX3YQ7qyfg0jNNFJva4+oLt4FUMWLoDRNkSMMbUkbL",
+	"6RzIJCBeKOcCFD+aqHz6AIUBM2F9gQjKNZABPPgjUh1qJswp3GC/hCNSdfLRq8rLf1QqpPx3EtGFPliS",
+	"ExKu543Z9vGHdMLHOMSiw7O2oh1lXCevPmiDQp77FapMRmR9SNZcFhQst9/E5OvrLUUXNJxwwQ4VoxGc",
+	"uLcVgXZKztutN83GeQ8wAlBuzARTPCQvKz+TuwkTgBRTqZiVIEc8xPcImvOYzpKzJbt8KSgtWTNLQanX",
+	"/qXe8taoUlBqtXvXb9pXLfj7Xbvbu37baV9dXme/brVr9dwX79uvc5/rH+qtXv6V6kX9ulf9pQ7ktFP/",
+	"0Og22q3rbq/arJeCUrdX7dWv/br9DM5Y4z9Wm516tfbb9ft2o4Xfnr+rn/9yDWt0oNsvGq3ry077bafe",
+	"7cIS6tVO73W92ksmyxG0DPDnV51OvdVz3/TqnYtGq9rMrQblDgDnulqruQncX/h7tdls/2pBSddyWf2t",
+	"2a7Wrnvt9nWz2nkLc2aN66Wg5C259oC8IXdLxuIIY0Pc0pgDJ7EGdCYMsBnkLT15w0T984xb6Sdxd2Qc",
+	"hpnvWjJimY/v5TDzqX7LhMk+TKesB2QPVuXcLV1DUVFB3p14gezAlvX4aaox3IDFe8kFfodyccdfM/e5",
+	"IS6VHCumQeh+x6gyQ0aNn6SJ5LcaGn7LEmjP50oxYexnp/rEGehR/gMQqtYEDedo/2pJU41jeWenT2G/",
+	"pItY0qgnZZOqMczUoYY1rbsEjlCAUISTXAl6S3kM9xo5eLLHu1JBxajZzTi9s2nGC3WbnoQj9raZc+Bj",
+	"O3vUgXRa1NjHWBlLc05nNHQejCVKCgzxkxxaUnk3kTEjsAtkShcgdRNqiBQhqN6hklqjCAgr0cXarmea",
+	"lgc8DJluiDcxH08KzMEWM8mExegAQVIOZ/PMAQDiRgBSPCA7ukvmQjE6YxHoFCCShfE8YtEeavl8FtGv",
+	"MfDmIwSctJ47iOXVZ464iBcmd+AckXrHm7ALli6jy9cccbHWkpth42KbfGeBNdl5/ISRJQ+tPKUv97i6",
+	"hn3ppFJJcYMqRRfrj1lvXscVotOOK8le+SJ3vXPNYygBuuJB3hmiIUGKzQagrejEIx78EuZvxPSiKKEq",
+	"ed1422j1CLcaQGJrtNcPRbbPdDqLYaiXz5ecQSeHP3/8vXL4M2jXJ/8oNie/l8NfuCiYunv1+qLRBWkL",
+	"tneuQZmR6uaIoLAE33mV+dDFerCIaBaPDtEuSYbA5/vCSLRzAN06QxKq58MpRz8PmdDsx95ixsjgl/p5",
+	"/RqnGKCaQ8lwzmNzyEVfTKngI6aNtYZyA0CgQSTCLxSbSQVQxPyGofUULaLorUFNx0u36dK87LelxNRN",
+	"gPUiBvLp93K4YpL751X9CkW01CKX+B1To1xQSjyOW4LwT9QNc/a5cwkIYLImuqB0ju4pbwsAOQkUiobW",
+	"cxt5sMN9/OReXnaYFDqd/MNWaNS7yCDbu3CWyat3ICaQFsFRdOf8vuxnIzAmzpgHNgHt5+mlb8Ai1sLT",
+	"y428JB3wEUOToPMdwkqtIofWK3zrjPjAthevQOE/IRM5Vwepp2TZErCbHeBVoezwHq7iezncL+5iXwEx",
+	"EZkbosgx8E7ekViKMaHEXkkgB0QbHscYDqrR2Af/2zilIQ1v5Gh0RipWZQ5jyqcw/B6ehRDEuJoUbI9l",
+	"4bs9aaxLZteXd1cAQqf4FPBcoLJyCMQ2T7+faeLespYGNE0WG/pGXHA92Q2idMw9ZP+ndDXfOH65+cJb",
+	"tnoflGIqxnNnK9r0StM/h+9ok7MC7RPps200TiEK4csdb6wsulmXimk4extq49jcGRFsTEGlRuUpp6R4",
+	"X5BVVQrvU4Fv2PH8bQ9nSj+78C+9+eJ8dQzSbEL1g4d6iQ/B01LGDz4Mz8CziktVqLQ25R1ToJ1qMuJK",
+	"GyBTXLuAoc166UmOgh+eVCqPEuBjHZ5si/tgRSR4IaEgD291N/ts7t0ewrHt2/j0I+i3PoAJaYA71RWo",
+	"lpaYI2UZepBDbr+PWa6R4wIZtAjyPDOP9EvBVSkrKJR/HMuuJf7C3Rl3AWloxxHTxqIoRtVvo436qM1l",
+	"XXRZFUVa/SC+eVnEnR/TewXf2Rh2LehMT+TOwXY2eC+dd5d3b23kw5YBEkV4mqKJ3nj2e9gaPsnh9laG",
+	"7FGkB/tT0cFmU1wQpDhuj0qnvz9Mjj8uu9mtH4w4OwHwU8yjOSraqQ37o3b07ledhx4dc6Cxg4KsMU6B",
+	"m1U/vQtkXkXK11QzctVppliJ3kPreSZMRDPJhQlQeJ0pOXTGgIx69tPJ8yIxb3fJMFryp286ipzvHd5V",
+	"lIua80NWTVGoJQgP3jnuU6G85/LUyuBJ0ojEICth/aU6dYFm/areL43OVCoi7xsF6TXx0cJal92fm+3j",
+	"uPFbobqyER57SqHozyiwA4WKRUwYTmM0mwwZE4SjNm+zxVIt8I6iucbmiK2K4nZ7ssbnHZWLXS3/W8tT",
+	"O0hIX+EVUM6PVBiqsn14dGWtXX+zCfH5T6+e2gafmEOc2dkJKXnTvAU1s5NLFz3dqAQrVwK0l1ApuSVb",
+	"SR1qL4P+WoLZntkRyMSYWVkfoEG4gIIeWxj/DFz4ZETomHKhDbE5l3LIbFrJVuR0rwu+auDZ1XS02yXc",
+	"5WLtjMFbOz82YOFDOPI1BsvlrFt7h1JyGRA9kXcCtdWtouq/0sC5HQspvNN7GThxuP3E+3lUlDzbYneJ",
+	"bJ/aE08qle0F/TRf42FZH2+p3haM59tD0ZIRsyb8HBDPi8TSHc7N5voIU12rHBVD/lPl6xSlnx5y2TkM",
+	"WoIu2WCXArIBid4lItAO8nA7HzMZEM1mVFHDbNxcLhKzKIzVxcW6z1ttTyYyN7dDL56vnuzEB4VUx2yP",
+	"GHBrqEsiS4oE3G4qcHpOhMpIMvMZoVZVcbH0ZMHM0dZyKcYPd9cT7Y3ASwFCdpG0mUBHqFIczg8kcy6I",
+	"HI1QlB8Zpi70uqhO64dLAlML/bioIWnKvSMvck8TbjSLRy7fU0/mBlMPInkn1ki0LkT6A1PFXuOqtlvu",
+	"4TojgPsLXwgC8zDgMqar3or3I+96PdeL3etE5G+mO4aVhQR5/C/Y2PWXdR+lHl/cUa9XO4cO+GnWw75n",
+	"0MAuUahfHVf0yDJSgTS+ITK2mfEoLNmH3S/khi1caH84m538PSCf6C2F/2cLM5HiRUCoujE6INOF/iM+",
+	"gzsYsZBHVqsmIKwtW7syIfv/eXSNIfsvToqNVx6MhhjJHc+RR7v4SaZcXGAyzeuFYbooXNYaWDW5m0jN",
+	"iM28scUKMGqEJVUdKNaEsVnnSZatt9UCm2YC47JJ+eXz52RwUb9od36zoZg2QrP96+BgDyfhlH8u0vh7",
+	"as6s9QMDHV3gl6UANojXTKjA2IpbqjgVppg47qZV02gBcpEuivxPoSjbPNgoIJZ0HQAsnr7mN26/zDAR",
+	"URUVsw3/K5EqPZ1bSzERdXmEGYJZ3pSxqtqt2p7IeWT7YF8s3T9A3XjWK+AXsoKnua32KJCBbtOl34Oy",
+	"U90ebSWZZA3dW8ofDqrddxRpw0PbiZBnZ9m0M/6Mdk0ZmM54zM7ldEqL4qDO7e8ktA8QQHgvQQCd8PmP",
+	"q/UeQMO5lLzIqf4OqQ4jrorLCCbAvFaYAV8kaOBFqhQC6RLFc3w2im6mgJbijRXFNBK4JHLmz9v7n55p",
+	"SxL3IF/iYXJh6QIIcewzDU28sCQiQ7Z29NKqucgcV5HrpFgQdEepsMKPy6vzpINqa/yJCLd0RFMRDeVn",
+	"m3h39KDR7TYR2pYQKgduDisKjs/vZxGat2hRwYt38ykViDsBmQv+B3ANK6pzo8kNFxEpx+g1DqlmBwVM",
+	"HbPP7f+OrZ88/3sxX0915h21QMGyoYFqDooEoS6/zibg2XxVy/IAdBtm+EkOCVZaIdXzgjxHHG9b25tV",
+	"Njtro0thdcvhpQguFd5IeEYs6yOCsUgTSmZUaxAO8GkXDFOQEL2FVLmHZ2a/ijKpSwVXBzs8wqjBfSvK",
+	"7BPc81SVHVZUwYfVuG38Wpm067xvdjsPZeKl/VhU1ivB9GeauKHPCKPhBK8siKkg5dnT0obNVn2Y/hoE",
+	"2VDIYT6qII/8D5noL31wi49nPW9fXDaaNpD1/VXtLfy1XcSqpbr2Z1DwUHGFKZxkWuxABRnqLAkdJq4k",
+	"FUFrkk4YibtqHshwNoOl01sKqIyaTikooaYD9w9UnW2BxpHe25Eu/UhVN9KFHQkWATzjqTIV08F9uuKT",
+	"ph0uTZc5/Fqre51GLLdbrfp5L/2i18z82mtc1NtXPUzWqzU68GCn/ubKliJ4Xa1dd3vV3lUX8wfTtDb4",
+	"4XW79tuWp1MTOg10lkKw0CSfe3H6W49PmZwbzDCLuGKh6VgND6akUdeXasgkZ72m0WsZLdLD3avWSsZN",
+	"9SABijiNWdSYFes7My4Ei0jj0upYd1QTeMGR64dKDzGPmduhWd7TvSkhttiel/GvkffddouUOTqtzSLA",
+	"C52UMwiyJQ9cOn2AJTkPh7bcSkbiSjE0pgbe2MtSu2OBoHCCaXjFXmLEm61r46xzz9IkhTCdL7vGojva",
+	"Scxcy3EUizOiWCixEowTYdGiT2I5LiziMOUi+aIAdexM+wXGP1VKeIeFUoQ8Zh1UKR5FDa65WhpfqQjL",
+	"m2JcQV+yrWMU5XTklRFSK2rmKieeilsuY/SSbK9pf/CvrNpoK9vp3fKmtLSCHCDFR4T8u+oK1u14RF8V",
+	"872DTLljzOqaINBcWKcdsnBLJPy03016rHiBp7qRXWZMzKZMGMyQ3sM4xW7ZLga5pQk7SPK+09BCt7Qt",
+	"9s0tY1cR0hZMKjJ02F+szIApLCyyRX5gNoR5q2CHvcIFbWWo7aLwC1k1Arl1HVZ4eKtg8PyW+4jwb0Vy",
+	"kpSObYR3i69uCx89GD9fvOtfPCLfI0sWEzLq7y6R+V5XXkHh7EXIQrzFzfabsmR7r/d6zXrNF2oBNdfe",
+	"TDSLfZJDe3Ot5avsjAIB6f7W7dUvrrFqLZEqLVebq0XlBt82pxXhtWmi3Tkuw8PsB3zffg3Kb69Xv7j0",
+	"RVZyRV5KQT6nFgufbDn/e4xU9zEt1saYrS9SCvJpt7irHtoc1q7qJMO55oJp/UwTHiWyXfJagcGroBrn",
+	"6cZynN0V9N8IBhpk5SgDhHPTVptv23CktWqv+rrarZ8RmApL0lvbOYZGY3a0c1W6wJpyaljFuF+SZlAf",
+	"PGTRW+e//ZAxcO1WYFSvqbiGIdnWS0hhyTScJN4Ha+bygVBShDn/ynl968CoTGnUB6MSEjt9U443eQrm",
+	"ZjbPhGm9whKjWfiAG6iZYoZFXrtdjh199dNPL4po/JR+7haXIe3Op0gK4thujq0aqpf9Nvu4m7e3IK0t",
+	"kuqgM+5gCT6mA7Kp7qlf68e+KGdeQly2xVfmgtsVnhxbFYVo6S7sFAgl2vwO9qttuk+x0eUQjeW6nsnp",
+	"5VAp3WGXvVXIJPJTFRhBsd6CK3p9RJas+ZjZbbdOsFumCPV24yNyWe30GtXmqSshiwcUbCgaS9MatHDu",
+	"aFUdMnPHmCCVvqAiIidwKHA2FgvPbElq4FIBcC21SOzU1XMgYQ4EW77B2Dp36BWBR9yPR6TqLN52Xz0n",
+	"dJ/chDYsC0bvCyQeXBPBOFZ1qJ4TkU4WEBZrlkzNR1j/wcHlfqye90X5vO7jvpIH1Fz4Wnie41XPsf4W",
+	"DlYKSr9W0cwJTO8C/23jvx3453zbcls7jmmxhI9ASlO7a9I7eca2FmPX+h3sCIWonlghdi3A+OSV+axt",
+	"o5hjceH802SobFl2ZNMuzfn610bvXfuqd4014QLS+7V9XX/zpo6l4a479e5Vs9cNiK2A1/5Q71yfVy+r",
+	"543eb/s62bQVzbY2cOQluQdE8uTRFc1/HjuhOXkkC8omfwJm04Rzxc2iCzN5w/iUC6wqV0D1ljuo3LCQ",
+	"HfrEL/ullcPJ4SEKUvi4jbrC1dgOWFQxlW7hxJiZ7TjCXTTacuIIKABSkeplw3M1EKEyfigyFxFTZHBM",
+	"Z/z49uQYpz0enNp6YViaSwd9kWb+aVJOEgx0kHF9AylyPQQU0/xPFti418BnqQV9YfNugmzGl5LGVet1",
+	"uX4H2IMAh/baBibNkZgBammgvX2R4rByhlNuA61J3ZHtOPae7KW9t9vZF4P0wAYHZ4kkax/Daax/LgU2",
+	"x5ecFfCoL/rib38j51KA9M6l0H3x/6W1jTQpD6xZfBCQQSZFBD4iaYE/0mxp+OT0vkHQF4QMkuYt8JMj",
+	"S/Cnq9g/OECo8tWTtO1JhbVYCRms1ksaHAGUPZDo8PXOm3Py4sWLn5P3MYYdEMYXZLbFX0n5qnd+cEYi",
+	"F9iOb8McTg7TIBRNeRxzV67F5T0KMrjQA6LnoxH/jHPbc7Lee1tx6V2vd+m55CyeazL40kfnXr8UkL6/",
+	"j/aDI6H90v3gDKZHdMSVXF1e1jvX3Vb1lzqxQU1YvokLK5nLmVOKn2mSuS0Ob2Co5Aksl0djLQkV+o4p",
+	"8rJSISt9vQLysnJCVloiwUhlqeyPuXqig1PcV0SzZ9qWkVhgtAWGHYL8gZeCRYdybmAcW6/6mSbylqmY",
+	"zqzyfIDo8fL5zyTfl4qUccsz3aZsVd18f6TjXHskPJGLuXFnam1rtgCZC2WRyuru9Aa+Gli76SBYdswA",
+	"SIlvxp49umtCVPQy9/CZxsgenBijU245u9PkhrHZUhHr8iCbvQeYjyHFgPczqgxiKp5bPh+DlAf2jyMb",
+	"yTkISMRswH+C2/l0BULHDPc0qba1EkklIpINXD84Jf2SixjFOiAuh6BfslSKkL6v540/+0QA+F0xMpRm",
+	"AuevGNaMt5vR5NoJwLCvikVEZLJqEIQZHbu0BTLA4DZbT2zgOyRa5MP4naJui4OswXjgxEPDDVZaQ/5g",
+	"z6l62ShlQs5KJ+gMmjFBZ7x0WnpxVDl6YVn+BBlgnocgyzgEgnc4Tmr3jVlBxCCaDvVp8T06K8DwM8Bl",
+	"C3ZyWUF6KMHevUvr9y31CXxeqTxat698OcOCrl/VOM7xUDJcEB5hF7KXlZN1wyfwHuc6vsFLz39++KXl",
+	"/ngIFapU20yYdG9DAWc+nVK1cJuaXUpyq7kioSsAiPg31zaYkI61L6Toj/4jhmvrjYdfQFvP1uJE5Wcy",
+	"SOsnAw/YAU1s6mXWDOfKYWB4xKOjiMsGvs9LoCDj369g6MnjT1+EnS751KFj5WHsyPTY3BuDK1tgcFJd",
+	"+C9Febs9hGbQnpRBy59NFpqHNHYSNPx8sB7n74OHaOLxl4xEeO8Kqdj8/PyBDXzw5oBM59oQ9secxrny",
+	"uT5E0z94RLCiErBdf0v7wieFMII8FJj2CDPcUQSzNZ5Pge1huhqWELYhkE4cBl7UF+h1gzd86DWwyRgt",
+	"tJGSszT3BITlu2R6FJX3uu998bLykgyKSq97YpCvn74b27BZWVl6kG11vMaPmj5yvNxh+P7jE1MUl0a2",
+	"FUWpfBuKYkH61hTl5cMvJXXZ/8VIkJe+UxL0TOOtTZluWc4Mn3JteJgGd6OGuDtR8nWPHpDQdmLSuwlu",
+	"vpiSXr1/Ra2rvUdzO9zNBrwUj+czm7YazqaVrRvKVVDbGjJbTnHdaKt+3q3GXXZHw/AP0DHbU3yLB5No",
+	"E0vpnoje5Kp4FZCcNjBkOkaPDKDvt6U9f608bk1kIldvAeXyEY/hiLL335YB23Txj7+gJer+cQmA49q5",
+	"Rii7kYW3LKEKOzPltAv/N0FSV4dkTXvzT3L4nXPGvwyd4RZ/kkNnJ4xj9I756n6uGrp2zYL3w+pj288W",
+	"petCHdSdEBmyUE6ZTmNPfNG2jCkabbNn3io2kXFkCzv0xZgZTQbJuwMiBVEMBGBYBAqpcBWWH8B19YUr",
+	"ao5WsgwAAJa1PmryvFL5ahF65TJ6sHxvnwEpU9uAJm0mTaQiNgviYEdFGxf1aFf48SXqfCT4N5an0+qR",
+	"a4lGgO3XEnT4IV0/lnSNiEkosf3oXNasV3r3JDPKxoevpzPWrKCBeLC7lOgN0kg98p/kZJD0aNR0mo3p",
+	"sjblqbx1lSwyv2BGNVPESMKN7b8r48hiEB+5mvDJWvvCLTYAJT707RRI2fcBIkjLkDakveLRUvxE1CfT",
+	"awwIEAo2KlN6vS/YZ66NPgjIIN8YbUDKSZKh889JQ9xRRDvSKxfh/+9FsJ4/4uT5BIg1dMsjN9cO5X6Q",
+	"rUciW+4Alm8/RtZmmtrA5pfhFNILdLA1TVPfgxlAbWkE2FNpX0qTsu5F1y3XKlAYmPnVVod8zeCn10PU",
+	"OlX5wkUD2BCOvDPqv4a+nAawBES6gqrxAjYCw2CsZzeDB7n74ut6rfVipVXfDFXWrj4o6ps8OCK9fF8b",
+	"nSnSaWMSsX5IzG2ppsFqltSAlH0HHNv7Jg3h/XtfYM+bMyJFvEDFaUL1BGcxUrHoiDQMMHwyZFhI2dYG",
+	"fUq7/LKT7jkZFHQHBaZvU0aJnBvNI0vj6GymJLr0pQZOK5XRB/v4+lxBt6fhybmav9/Yy5evJbve03dG",
+	"Jq6zcgb5jA1CRguzdLFi/3a8+vk2YLkaDHQYszomdf/VfH7MtcHo52zNfSQOes5sy/aVer/FJGsdlz/+",
+	"YsPSnsbol2+HvJ/VT+0sf7dwRd/I6Kc2m/wEnsgPm986mx+iNOq/1r4XMmESu18usNRG22NQmVGUx2tZ",
+	"866uc1fXYdVznrDzmFElfDcGduf8b3IubNiZbZzLPudq3uqJ4uIGhK3UDe4aN3DRF87fHoOGbSZs6hzs",
+	"X82EV29cgVs8cM+5NuI7xs1YH+9j3c2nYsR/jXM8KW7+wzP+5MxR8z+TuNQtfeA78MNjF6++3o7nKu24",
+	"9nCekqAzQJOY3yb3vYwBn9Y/d0DmImZa98VgJFXIBpgXpObMxetSYmNqD47IG6lCVNYw0vyGx7HOxeSc",
+	"9kUyKQwi44jUGt3q62a9BrrAKlVCEqqNnGmbMs/F+MxmL9nmMdZAaBeAJezm9hWbjontt8uKGcVZhAlH",
+	"dxOGyW08BqXFO2tso5qDwHW3tb4NGB62UbvtAuBwYtwpbafuCySq+omoIKaydK+rmMPylUSwZrHj+6WC",
+	"DsC/0qmhNglF1qfh8fUHWXwksuiO3dNFDOG3F1rIDFHamygCJdvsQnUGkCyRKaZGZ04PHSLtwZaPU7ro",
+	"CycJkV/RK+I7ZSVmj9VeWWjU0JmuWn1RHiw15hr4aiYW97Jdsk59SU6bfaFTgm57b+XIoiWWwaaOXVPb",
+	"mev//s//ZXNNuO6LERMhUE9KYgoanfUIS+WpI6ZlUeNIove7HAS4bZ/kkIwl032BAzt93dbqpjaf3BJb",
+	"NJZYMkwiyTRptXtOTjXyjqqoLwaZTooDhNG/iEv1vm9/L89sdgIwABS9WQR7i0oNbvC13/LBgT0wZBnJ",
+	"QdjUIeR+aSti3Fjrp9GuczHu2wK38Ij44v+Epm3TrOY7hoEUm8U0hN2AAZOZyhIrnsNKgQPJWze5+/3g",
+	"iXhKjoWsuqV2ZCqw8u+YpQB43ztDcRjzg6E8EkPpGjmz8dtAzPVZUVj4si09JQD78hmbTbWe0bRFvCB0",
+	"ZI1jQLYBokwBZus5xgYCqyo+iJnZ1DIrp44U05NMhxRSBxiQDgkyqLeQHg4ScZsCcziUM0u3HzM4p5jQ",
+	"oHv7GobC7MGADN7Vq53e63q157X6vliSaHcxt+Fqv2N59q+P0dmC+jgs+UF8Hstpx4wt/cFHPO3G4RKy",
+	"Mf0k9X/rfWnNJ8nFoa9WXExuGgJ9cTZsRywIoyrmTJG5QAsAmt1BX8+J3T6AzgqOtC8y+e5zzcjA5vce",
+	"pl8PCBfaMBpZ2+NQRgssju2I6xlIg30xMBknoHYGRIQBuxyMGPoD1nsHCToHn1IeqjY79Wrtt+v37UbL",
+	"0qqv0LQ7TDPzPm0L+P3ZGx1sGdr0pLTITdfA3ribom9Wuz/+IEuPQpZw6xORIfWkjpYowIRqjEOz7WV9",
+	"37t9aBR27lhPn7rdzpvD8RwLHp1ar/+S0/y8UetYFwq6z89cXaNaq+tkl77gOu0Y63RCV4ibNC5dme4z",
+	"0mt2E4J8RpSrOq59Z6mzvnD1rYm1z8JIfMrOiJCuggHGITBhjkg1s1chFbBVQ9YXWCyaYQgEBYnKxUcm",
+	"NaRPCdbTsenuIJxh+YjBGaHEUDVmxqqYWNYXzmTIcay1UQdPRgqv3Wwoia2ZfDdiiJXMv3O3aLaofAF1",
+	"+nVCs62INb37EWzwHQQbvGEmnBT1kU5dnEibDpkwWI/CRersS9FsEaANpkQ0p7HRiIXGW7lsyZSMGIXN",
+	"pJCQucbd2SZ3fVF+WXmxJHscYNG9NJdkqS2eKwkC/PLMUpHUOzJhcbTOLeIIJldWLXZOkr5IvCRHfVEl",
+	"ruG4k189wSOKHbrqIUBQk5gPtBAKdkQ68Boqor52UuRDQZ5S69xFRAOgfuiOX6U7upP9ESyyzt8L2+PF",
+	"Kz6dsohTw+IFKacEIfB0wIo69u7u7QFe0c82Oz58AMkSfUohWiY0cOpSkPLLyklfDM479Rpcy2ozubLk",
+	"mAy6dYzmTr9zfowpDSegC1cvGwdnCd3uC5A1tTOVJ4WXvDZAyjamtCieNCCJxtgXxSojaWa82trQhSv5",
+	"gMZ7rGCFFaJSYLj2Zd+ib2F/341o4ekmkZP+iL9H8pVrr/CtydfW6maiB/3QOZ9C50xMUKm3bonScKeW",
+	"5g5jX+KHOt5iPcWr22bBoKJZ2/QgreqOCii2wEQwp3RhrXUB4YJQsejjuQHkITU+1B5bNM+1y2rzFntf",
+	"5CLmN7ag7Sc5PCINo/vCFQ8GTZdRW3Iw2RlbGPCZdqUS9SBjzvedDVF77wvvPcAHv5GX0BrzG63ry077",
+	"rdUQd1IDbd3cfyuB6/Hy0/JFhdcQLOsm+pGb9vjuQqoM5sonvrgyzbQ6ReOQDWFw5GFb8SzXiLkwUr3n",
+	"k2VDamgsfVxBWtO1etkAkvC23iN+7GTUwSmZMdUXvqIr4bbkgO3qljTlBjrrKrG7XutBxlqmDReh6fuq",
+	"tBo7W9geCNnuylgk16jFoW2BrOYxCwi2ynVjHjgLVqbHsCsYjmlKtjKlK/VhOQHGzZ2RAXbaHiQtUBd9",
+	"AQLYWDFGyljfOZorG1uhpK0zgO1/yXw2VjRaCZN4jFS+ZnJwTyim5JqHr7nzyVn/K9ZftIVyE+xMOsNz",
+	"i5N33qpW0Ewfmzhsa3r2hZTZ2mvWYTQ6BBZ/lqan+xB9TfI1rZPRBkdkIG8GNhiKxtq1/geOnvRbA3Js",
+	"6/Q+MhYmXfWeEgOXW/etQUJ7Jv+KGIgd8uyRhxMWzS31SGkdqLO+1HJ6qDkDYYpcBZiXllc5TFum/XUZ",
+	"yEttjp6kHtlSn6p/veJcRd3xHqjRZc/2v1LW8XLdIO1aLeTq2dsm8f9/rV6t5SQi32Jvi/ty/MWVjL8/",
+	"BsUQUWtT+kISO2A7cxlJXLJympDlo0lRvmCKhDGjikUB0RKjqLAJnyZlLwLdseFEyhuimYiYOiCaMVDr",
+	"0Bz11boVNt1aVa7Sr2HzduUMbp+WEHnNZZ+B0pTc9bQxW1652fb2Y7+Rf0eT95oWlsUMEXfRmsAd+v1Q",
+	"xh6J+lwmwdiHlsywyN11DCTnwkjiWwEW05xMjxO8BdnuJr9/BOR173zxlyJbZhTYlPvaS5zZr+Qw99nN",
+	"mvkmFRfuP97/vwAAAP//",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

@@ -124,6 +124,7 @@ const (
 	ErrorCodeNodeRevoked           ErrorCode = "NODE_REVOKED"
 	ErrorCodeNotFound              ErrorCode = "NOT_FOUND"
 	ErrorCodePayloadTooLarge       ErrorCode = "PAYLOAD_TOO_LARGE"
+	ErrorCodePoolMismatch          ErrorCode = "POOL_MISMATCH"
 	ErrorCodeProtocolUnsupported   ErrorCode = "PROTOCOL_UNSUPPORTED"
 	ErrorCodeRateLimited           ErrorCode = "RATE_LIMITED"
 	ErrorCodeRequestInvalid        ErrorCode = "REQUEST_INVALID"
@@ -163,6 +164,8 @@ func (e ErrorCode) Valid() bool {
 	case ErrorCodeNotFound:
 		return true
 	case ErrorCodePayloadTooLarge:
+		return true
+	case ErrorCodePoolMismatch:
 		return true
 	case ErrorCodeProtocolUnsupported:
 		return true
@@ -673,10 +676,16 @@ type JobSubmission struct {
 	SubmissionType SubmissionType `json:"submissionType"`
 }
 
-// JoinRequest defines model for JoinRequest.
+// JoinRequest `pool` is the pool this process serves. When present and the code
+// belongs to a node of another pool, the join is refused (409
+// `POOL_MISMATCH`) and the code stays usable. `kece-node join` always
+// sends it.
 type JoinRequest struct {
-	// JoinCode The one-time code an admin issued for this node (valid 10 minutes).
+	// JoinCode The one-time code an admin issued for this node (valid 1 hour unless the admin chose otherwise, at most 7 days).
 	JoinCode string `json:"joinCode"`
+
+	// Pool A judge pool; one node process serves exactly one.
+	Pool *Pool `json:"pool,omitempty"`
 }
 
 // JoinResponse defines model for JoinResponse.
@@ -1356,9 +1365,15 @@ type ClientInterface interface {
 	// Consumes the join code and returns the node credential, which is shown
 	// exactly once (only its hash is stored). No authentication.
 	//
+	// The request names the pool the joining process serves. A code issued
+	// for a node of another pool is refused with 409 `POOL_MISMATCH` and is
+	// NOT consumed, so the right process can still use it. A code is valid
+	// for the lifetime the admin chose when issuing it (default 1 hour, at
+	// most 7 days) and only once.
+	//
 	// Errors: 400 `REQUEST_INVALID`; 401 `JOIN_CODE_INVALID` (unknown code);
-	// 410 `JOIN_CODE_EXPIRED`, `JOIN_CODE_USED`; 429 `RATE_LIMITED`;
-	// 5xx `INTERNAL`, `UNAVAILABLE`.
+	// 409 `POOL_MISMATCH`; 410 `JOIN_CODE_EXPIRED`, `JOIN_CODE_USED`;
+	// 429 `RATE_LIMITED`; 5xx `INTERNAL`, `UNAVAILABLE`.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -1370,9 +1385,15 @@ type ClientInterface interface {
 	// Consumes the join code and returns the node credential, which is shown
 	// exactly once (only its hash is stored). No authentication.
 	//
+	// The request names the pool the joining process serves. A code issued
+	// for a node of another pool is refused with 409 `POOL_MISMATCH` and is
+	// NOT consumed, so the right process can still use it. A code is valid
+	// for the lifetime the admin chose when issuing it (default 1 hour, at
+	// most 7 days) and only once.
+	//
 	// Errors: 400 `REQUEST_INVALID`; 401 `JOIN_CODE_INVALID` (unknown code);
-	// 410 `JOIN_CODE_EXPIRED`, `JOIN_CODE_USED`; 429 `RATE_LIMITED`;
-	// 5xx `INTERNAL`, `UNAVAILABLE`.
+	// 409 `POOL_MISMATCH`; 410 `JOIN_CODE_EXPIRED`, `JOIN_CODE_USED`;
+	// 429 `RATE_LIMITED`; 5xx `INTERNAL`, `UNAVAILABLE`.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -1707,9 +1728,15 @@ func (c *Client) SubmitResult(ctx context.Context, jobId JobIdPath, body SubmitR
 // Consumes the join code and returns the node credential, which is shown
 // exactly once (only its hash is stored). No authentication.
 //
+// The request names the pool the joining process serves. A code issued
+// for a node of another pool is refused with 409 `POOL_MISMATCH` and is
+// NOT consumed, so the right process can still use it. A code is valid
+// for the lifetime the admin chose when issuing it (default 1 hour, at
+// most 7 days) and only once.
+//
 // Errors: 400 `REQUEST_INVALID`; 401 `JOIN_CODE_INVALID` (unknown code);
-// 410 `JOIN_CODE_EXPIRED`, `JOIN_CODE_USED`; 429 `RATE_LIMITED`;
-// 5xx `INTERNAL`, `UNAVAILABLE`.
+// 409 `POOL_MISMATCH`; 410 `JOIN_CODE_EXPIRED`, `JOIN_CODE_USED`;
+// 429 `RATE_LIMITED`; 5xx `INTERNAL`, `UNAVAILABLE`.
 //
 // Takes any type of body and a specified content type.
 //
@@ -1731,9 +1758,15 @@ func (c *Client) JoinNodeWithBody(ctx context.Context, contentType string, body 
 // Consumes the join code and returns the node credential, which is shown
 // exactly once (only its hash is stored). No authentication.
 //
+// The request names the pool the joining process serves. A code issued
+// for a node of another pool is refused with 409 `POOL_MISMATCH` and is
+// NOT consumed, so the right process can still use it. A code is valid
+// for the lifetime the admin chose when issuing it (default 1 hour, at
+// most 7 days) and only once.
+//
 // Errors: 400 `REQUEST_INVALID`; 401 `JOIN_CODE_INVALID` (unknown code);
-// 410 `JOIN_CODE_EXPIRED`, `JOIN_CODE_USED`; 429 `RATE_LIMITED`;
-// 5xx `INTERNAL`, `UNAVAILABLE`.
+// 409 `POOL_MISMATCH`; 410 `JOIN_CODE_EXPIRED`, `JOIN_CODE_USED`;
+// 429 `RATE_LIMITED`; 5xx `INTERNAL`, `UNAVAILABLE`.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -2354,9 +2387,15 @@ type ClientWithResponsesInterface interface {
 	// Consumes the join code and returns the node credential, which is shown
 	// exactly once (only its hash is stored). No authentication.
 	//
+	// The request names the pool the joining process serves. A code issued
+	// for a node of another pool is refused with 409 `POOL_MISMATCH` and is
+	// NOT consumed, so the right process can still use it. A code is valid
+	// for the lifetime the admin chose when issuing it (default 1 hour, at
+	// most 7 days) and only once.
+	//
 	// Errors: 400 `REQUEST_INVALID`; 401 `JOIN_CODE_INVALID` (unknown code);
-	// 410 `JOIN_CODE_EXPIRED`, `JOIN_CODE_USED`; 429 `RATE_LIMITED`;
-	// 5xx `INTERNAL`, `UNAVAILABLE`.
+	// 409 `POOL_MISMATCH`; 410 `JOIN_CODE_EXPIRED`, `JOIN_CODE_USED`;
+	// 429 `RATE_LIMITED`; 5xx `INTERNAL`, `UNAVAILABLE`.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -2368,9 +2407,15 @@ type ClientWithResponsesInterface interface {
 	// Consumes the join code and returns the node credential, which is shown
 	// exactly once (only its hash is stored). No authentication.
 	//
+	// The request names the pool the joining process serves. A code issued
+	// for a node of another pool is refused with 409 `POOL_MISMATCH` and is
+	// NOT consumed, so the right process can still use it. A code is valid
+	// for the lifetime the admin chose when issuing it (default 1 hour, at
+	// most 7 days) and only once.
+	//
 	// Errors: 400 `REQUEST_INVALID`; 401 `JOIN_CODE_INVALID` (unknown code);
-	// 410 `JOIN_CODE_EXPIRED`, `JOIN_CODE_USED`; 429 `RATE_LIMITED`;
-	// 5xx `INTERNAL`, `UNAVAILABLE`.
+	// 409 `POOL_MISMATCH`; 410 `JOIN_CODE_EXPIRED`, `JOIN_CODE_USED`;
+	// 429 `RATE_LIMITED`; 5xx `INTERNAL`, `UNAVAILABLE`.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -2883,6 +2928,8 @@ type JoinNodeResponse struct {
 	JSON400 *BadRequest
 	// JSON401 the response for an HTTP 401 `application/json` response
 	JSON401 *Unauthorized
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *Error
 	// JSON410 the response for an HTTP 410 `application/json` response
 	JSON410 *Gone
 	// JSON429 the response for an HTTP 429 `application/json` response
@@ -2906,6 +2953,11 @@ func (r JoinNodeResponse) GetJSON400() *BadRequest {
 // GetJSON401 returns the response for an HTTP 401 `application/json` response
 func (r JoinNodeResponse) GetJSON401() *Unauthorized {
 	return r.JSON401
+}
+
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r JoinNodeResponse) GetJSON409() *Error {
+	return r.JSON409
 }
 
 // GetJSON410 returns the response for an HTTP 410 `application/json` response
@@ -3294,9 +3346,15 @@ func (c *ClientWithResponses) SubmitResultWithResponse(ctx context.Context, jobI
 // Consumes the join code and returns the node credential, which is shown
 // exactly once (only its hash is stored). No authentication.
 //
+// The request names the pool the joining process serves. A code issued
+// for a node of another pool is refused with 409 `POOL_MISMATCH` and is
+// NOT consumed, so the right process can still use it. A code is valid
+// for the lifetime the admin chose when issuing it (default 1 hour, at
+// most 7 days) and only once.
+//
 // Errors: 400 `REQUEST_INVALID`; 401 `JOIN_CODE_INVALID` (unknown code);
-// 410 `JOIN_CODE_EXPIRED`, `JOIN_CODE_USED`; 429 `RATE_LIMITED`;
-// 5xx `INTERNAL`, `UNAVAILABLE`.
+// 409 `POOL_MISMATCH`; 410 `JOIN_CODE_EXPIRED`, `JOIN_CODE_USED`;
+// 429 `RATE_LIMITED`; 5xx `INTERNAL`, `UNAVAILABLE`.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -3314,9 +3372,15 @@ func (c *ClientWithResponses) JoinNodeWithBodyWithResponse(ctx context.Context, 
 // Consumes the join code and returns the node credential, which is shown
 // exactly once (only its hash is stored). No authentication.
 //
+// The request names the pool the joining process serves. A code issued
+// for a node of another pool is refused with 409 `POOL_MISMATCH` and is
+// NOT consumed, so the right process can still use it. A code is valid
+// for the lifetime the admin chose when issuing it (default 1 hour, at
+// most 7 days) and only once.
+//
 // Errors: 400 `REQUEST_INVALID`; 401 `JOIN_CODE_INVALID` (unknown code);
-// 410 `JOIN_CODE_EXPIRED`, `JOIN_CODE_USED`; 429 `RATE_LIMITED`;
-// 5xx `INTERNAL`, `UNAVAILABLE`.
+// 409 `POOL_MISMATCH`; 410 `JOIN_CODE_EXPIRED`, `JOIN_CODE_USED`;
+// 429 `RATE_LIMITED`; 5xx `INTERNAL`, `UNAVAILABLE`.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -3824,6 +3888,13 @@ func ParseJoinNodeResponse(rsp *http.Response) (*JoinNodeResponse, error) {
 			return nil, err
 		}
 		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 410:
 		var dest Gone
@@ -4920,6 +4991,20 @@ func (response JoinNode401JSONResponse) VisitJoinNodeResponse(w http.ResponseWri
 	return err
 }
 
+type JoinNode409JSONResponse Error
+
+func (response JoinNode409JSONResponse) VisitJoinNodeResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type JoinNode410JSONResponse struct{ GoneJSONResponse }
 
 func (response JoinNode410JSONResponse) VisitJoinNodeResponse(w http.ResponseWriter) error {
@@ -5347,181 +5432,186 @@ func (sh *strictHandler) OpenSession(w http.ResponseWriter, r *http.Request) {
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7H3tdhq5suiraPU5awX2tAl2PNkz9ro/CGYyJP7agGfOvkOuW3QLUNItkZbamMn4Oe4D3Re7S1VSf0Bj",
-	"g2eSfc5a+09iQB8lqapU3/rihTJZSMGEVt7JF2/OaMRS+HPAdLrqTDVLzaeIqTDlC82l8E68IQuliBTR",
-	"kiwp12TCpjJlJDVduJi1PN9L2eeMpyzyTnSaMd9T4Zwl1Aw1lWlCtXficaFfHXm+l3DBkyzxTtq+p1cL",
-	"hj+xGUu9h4cH31vQlCZMW7jeyUk/uqZ6vgnWaM7IRzkhPDIQcPPVwjT0PUETM+xH0/dR4P4zZVPvxPuP",
-	"l8W+vMRf1ct+hPCkTC2kUAzAeUOjAfucMaXNp1AKzQT8SReLmIfUgPbyozLwfdlxnl6aSrv0zfWlOBmJ",
-	"JFNESE0SqsM50XNGzOQpDTVpBIPeP256w9Ft//KXznn/LPBJcD24Gl11r85vby6HN9fXV4NR7yxotrwH",
-	"3+tKMY15+I1WEDOqGOEGehJLMWMp0XOuSEjjmKUv1CmhEyoiKQjXAN5PMp3wKGLi68PXyfScCW1GZRGZ",
-	"ZBq2mMaxXLLolBy3X5Hg8uqsdzvo/XL1vncWEKXlQsH2CxkxgPetFOzbbOVHyQUJZcTIkipC45TRaEUy",
-	"xSIiUzKnirD7hUF0gOtS6p9kJqJvBdvEADHlMSuQld1zhYd6TVexpNFIynOazr7Rfk1ktCLsPmQsUoRr",
-	"RSZmP06JYHcsRfZFuCZUEa4AypGUF1SsLIWrrw/lgGpGYp5wg3+NYNAZ9W7P+xd9INZTMqHhJyKnUzKV",
-	"KQEOfQAsmijkyIbvrfPwg5yJ10FkW78ssXsA60bQTM9lyn9n3wBhLrhSXMwMwqRsCggcpiwypEhj861i",
-	"SnEpToHeSBhTnsBFA5Cy+wUL9beAc8jSO5YeKB4xMqVZrEnj+/t7EvQvR73BZefcMNqby84vnf555815",
-	"zxwZYpVhEIomjCwQ78mS6zkcp5xO7TIWqQyZUnQSs57QXK++/np+ZXF8YC5ky+24CKVQXJkpEUSNpPxC",
-	"kYQKPmVKbyWXB3eRAu51qWJ9OJIF1ZqlZrr/81vn4H/Tg9/bBz9+KP68bR18+NL2X796+E8vlwCUTrmY",
-	"we1EFRswlcW4CVHEDfA0vk7lgqWam3t4SmPFfG9R+uqLF+YQPLY3Fs4H32P3XHdlxGqFlHXBxPcSlsh0",
-	"9X6y3vz18RMyjemqFEWmVz2P7pyFn1hKIj6d+kTxmaAxMcKLoYHhP84JMyfpE6pJIpUmx+Q9f2OIPqH3",
-	"50zMjFR03P7xdc02qlCmNTNOjcTApSD/7/+SJeOzuSapYYosInMaTwld0hWZpjIhv7NUGonvmEQs5AmN",
-	"ySKmIVNj0aAkyWLNFzEjckrarXa7fUi4IL+1fTvoh+YpoFI+HVfkELhYp+uT9liYP6lYkSnlcZYyn1AR",
-	"keWcakKJWrDQ8IHQ7g5d0tQAKPWcpUuuWGssPL84hEhmk5jVn4LIkgkeAu5ujRTJ0oQLqg0/cicAnXzS",
-	"JnxKhBSsVZ5uFznW95SmOlNPYeMvLI14qIfY+MH3NE/YharBlOsbYn5bh2QH7FvSOMYh9+r4UJabf3PU",
-	"lS/MYVgOcj5RiVRKRJYfQEEOH/JJ5eQjCzVQP575k6S/JscJtWQpMRtMU66kII1IhuolEzMuWCuJfDJ2",
-	"Q6ux54OsZPCT3RsBOs1ippqtsQjgc2CwdbLSjLDPGY25XrVIoGXMUip0YGdhisRcMEUoXMgpS+QdF7Ox",
-	"UAtDJT7RdKIAq7sDQ7+mMWFGizLfRalcLAzG6ZTy2PzBkoVe4ZAGkGksaXkuLT8xoYhiRjsCYXVFOsNu",
-	"v0+Wc64ZTOrnlIoIrMbC8HQuSEAnaiTjwLCVIGUx/N1IWUw1v2OGynEz8F4ldzTOGOyHJcWApJlQBWke",
-	"fMyiGSOLVM5SmhjSxwtPRBN5f0oUY2MxxKaOxRmCNyLYIpVahjJWSMRVFo5gVlB1N+LGNT2jo13QU3Ra",
-	"XQwQKoz0xF2DzUem6To9Qf9HKOAnHrM9L0DUerdcwLeVG/i7R69gNadH379+ck+wFbDW31k9f6H3uPXH",
-	"hz8ev2of78VxYDk5MHaWR3bs2mLWJvP8WS4RQdcuFqeFRkCTRptqkc5EGWEoYVQoEsRsRsNVMBYNIwOt",
-	"cqGILLJJzNXcECIaQ0CnnXIWR+QTYwtFDIkAhVtREOjJjndCaDq7IwEXi0wXdCczvch0cGr0Jk3acFce",
-	"Gpo9Ir92THfNlI75ZK0/diMUmGBAGrbVC0VkGrG0WR5vLA7Jrx2fHJFFysxKQb5EOYM0gKwjaGCZNFF0",
-	"pYiSTZ+8Ij91+udj0eBimlKl0yzUWcps3+7Pve773uDWtOmdNX3yd7KQXGh1QpSOWJoSpWmqFYiZYxHg",
-	"j2SctduvQmA48CcLjHxZrOBzxvWCLFPD4wjXwJPMveO2oGicrxLkWGDk8YpIwda4IpFiLJSOZKZ9OByE",
-	"pEU6YmWY5YywWDHSAGkDxzQqt/LJjKYTOmO+7TEWMtOgGhi5J6H31/D1B59QEqZUzc3JUbi1D2Smmwbd",
-	"qrvkjwXK1nC65rYUhjR+8xBNDGni2vLb9sM6tfre/YHpdXBHU0MwynQ/d91Hefchdi+oZWT5l5sSNszM",
-	"aO85I2eYO8greORuk/fsQKNioJ/sQEM3kAHD6HQlU9oefG6aMjaMpa4Rk+BrYhoQKXIzDUlB0BVyeZqL",
-	"0kCviRFBP0pzUaM9M0sFi+qlPcfKXpe52GG9wMV1nQxn2FAsHUsA1ZIkdEXmMo7gO2fsMwMYRDR35lKm",
-	"n+qFPgfQ4fftdnsvzlpsYA5sLV/FI0Lr555nZDbV/M81S56UgmEiFr2TE9CW6H0fe5mttlDRNKWrjYXA",
-	"LFtBxxH3g9tcnclCbx4eai+g0/BUaWIb+kaHTlnChBXK8J5AZVlOEc0+ysnjGkQtGqH1egcjte994uLJ",
-	"lu/k5L1p9uB7YJLtLWRYY1T/iYkQri0jcBpRTkRG6Uematcm2NInkVwKMG3g3WkU9scWXNU3ahcMYA1Y",
-	"QrngYvYMlcXgDt7PT23GhWtX6rPrZi+kfFJevDZtDLJmwvD/Hc5mYFsacSqbJBzsXzv0GxaNa6gDNLbS",
-	"cddsssUeuy4/p4DKxlSAKm1zscI6KjxjCyYiJsLVnvrcz4zGem7QydzfsQxpTKJ8MNI4k2g2oSyRwicW",
-	"BsITuJ5ROYmophOqjFbE1adma0PZiJimvEZaHM5lCkJZTAVIRz5hrVkLVSSQdTS716dESKJYmDKt1iwy",
-	"h+2j4xqpeg6Lgq2wv02kjBkV5sc62Z0e/P7hNyexnzwisdcLzm6++pNRpvVQU83qHWuhFFM+y1KUD43S",
-	"zwgVhEYJF0QxnbNDuGAbQmpQ7+QELraI4Oyw7U7EuO5dnvUv397+0hv0f+p3O6P+1aXne73Lzpvz3pnn",
-	"e2eDTv+yf/nW/Nkf4re7CR3XTERczH5hKZ9am6kZWdBJzAz2nqWI7+ZPrvBbI4WccbWQimtLa2tWhW63",
-	"dz3qnZFGKJOEa8vhc+9V0wh4nfNBr3P2z9vu1cVFfwStqSA8QrdSTBhNY85S6EAiHlV2xM3g+d7GODuu",
-	"vBOGbKFhkR10CHUdsLBCtAXvR3494POI6xMZrTZpJ7R20yet0GD7ATu0ITa1HRD0zFbhuFpgO5IrGxF4",
-	"Pdm9Jg2Df+yeJouYAR7K6RSRALUw2OcNvN9qif05S6g4MPtnkMNROAjnZkbKwfhSR+219td14xlawB4z",
-	"fBW7tQHbBQ3nXLACOjyZEByQBTKtOYE936vzAXu+9+6qf3nbvTrrlZoW3/X+67o/WGt3M4QvuoPeWe9y",
-	"1O+cl3oOe8Nh/+qy5pvhzXVvMOydQd+yGxU+jm5/urq5xHne3JY/dwaj/k+d7gi+7F/eXnQu+z/1hqPy",
-	"Txf94RA5xXmvM+zdnl/B74Pe8OZ8dNu9uvzpvN8d2cG7nctu7xx5TAWo684/z686Z7ejq6vb887gba8Y",
-	"olhO2Snn+Z7z/Xi+V3L97EitVuHpizsac0OzzmhxI1S2WMgUKfmd5MLgQtHOfdNDB2/pmxsFH7u5/6zo",
-	"NEQv2sYXw2zBUsUi6HgpIzZgd/KT/WSdxmaCSelTJ9V8SkN9KXVfXBT3v/veuvTMgRgJ41zCr+jIyQMO",
-	"YNAuFSGLkS9XIFn3EbvuBfwDqtk5ekvNSQhzVYJJ+UbQO8pjQx3A9X5mNNUTRvXzNMxc1rCfd9JiStJO",
-	"RYt5dbSuxfhe5O6j2rsXrlSuFYunhCviGpMGyCFSkGH/7ag3uCjzuJIsEVMxy+iMqfrR3c+ERwovM5gP",
-	"pCblg3tPq6pMheZfPWfJWDQWqZywyAcHv5MSWNRskZELSpHgKxLMWsI0TKqZ0mORMoPkZMFSnNUoDyAx",
-	"YLNMGGlDor+RRitopAjVYxG87Y3IS7rgL+8OX+ZLDFrE3RInhOKYek41KC4KnDcIxVig9ZndcZkpgnCg",
-	"1WWn0z23Mw6g49MnDELro1YKJzy9UFbCrYpcEIWiSINr3P2Eiwa0850QZkZpNh+3Vhx9//opncme9C8s",
-	"VbVikGEQZJLx2Kp6FjHusL2y0vHY+8RCdgAHcNhqt9qnZBaG5PCoddRqj721S/P7w6M6u7NZ0ZtMrTaB",
-	"eCcngJNAB7k550+ufe2WXtsIv8oGKkdahrVEzXUXe4kVPcuSglgxYHe8/nj6zv6gyHLORCGkh3MqZkyV",
-	"hHSA2UdhvvkMT2K0pjU8zg1LbR98T06nMRcMQk5qjWNum4jhN+hUW865jXVDjqiImsulIHasZ5gYlCPI",
-	"vw5rKpvirx+Xm3JjA+pQBS0Qa0oIedN/278cER4Z1kxzazaSDQiAKAV7J96xWUlZhTw8+PHDb+2DH43u",
-	"ePhDvbenL6Yp3U1N2F8JKAZ3mkBJBP/rpei16WqIpeK6wJieMKZKkYZijFiHMTTrmq8r6tpZp3dxdXl7",
-	"cznodbo/g9jne/2LztteSR7tXl2OOv3L3uC2O+h1RlakvLoZdI1s/XPnZohyZPdqMLi5NoLm9Y0RVMtC",
-	"qpFf+zBYxV9g5Kebs7e927M3a0DkXw/6b38eDcti6m6C6RmYUm5Eymg4p+g47Zurv5DruqgHsbSbMsT1",
-	"AVMyS0PWu5/TTKFQ1pVpmi10XywyI++Vhb0ukIZXuDgpxx/eGdHjbFKd3X45MLxelaU9I985Y+bm1Xrz",
-	"Bo7i6tKwi0wxa0FHz4v5zvHHA2ttZ0YAiacH4BTECMGx0BIsT4btnII4VJi/IHag+DhaLRgJ3ve6vVuY",
-	"IoBLksKFqQ+4GAtnLMMYF64NENbRhqZTFPtJzD8xiIlBz9NHOak6hYqlOcTY8WyHZdMd7L3bw0FhntzD",
-	"PABxyVYKsPFiJMkUyClEitOS3wWC+wzXWkgZm7XnoaEg9G0aFpxgt6s4tp9Bdo2h5JPZMeo4yjs5ye87",
-	"dxL/uOndADUObi4vHdVfXJ/3kLJzYi1IereD+kfGMiCIAQo6QDOGtSNp5fRSEJU9x2HFYrwHC3/OdiPN",
-	"1+sWLiLEhq9pdq+L6LWj71/XxK8dvT46PK6zlxY09rRlflhuW+k72iFOY1htvY4ma4OtQeaX0cjuTT0i",
-	"cfE8bfSj1fTrt1wKdgCkGKI+ZaU/rlTGImuldTpeAxRpctg22kSmGV5vZdP10Q8g/LjPPzx1J+ewbV/y",
-	"86Te3JzxiIpcNPKdZChC1iLvGVsAoxWEYkR6bjqTIl6hEddF8FeR0Qp/7vOrOjVlLpV+m8pssavHyEz0",
-	"13uX1q3+OEnuxylD6Zf3s+6kzkt8oLrZ7hfyia2sqhcuFod/98lHekfN/4uVnkvxyic0/WTUi2SlPsen",
-	"wOxZyCOrgRioWmvSacnB8V3rFhwcrw7rhdQ19XtfQTVZ8Jh1ZZLQOqGhi7+TEBtgrF7jC4Yx3iaTBzRT",
-	"8ITHNMUw2LmMI5YqErOpjYhuntoYPkNyLmj0aa8QEzpdQeTII3FLwFUQkyE62IADHTEUBaIXwrlUTOTa",
-	"eN44ssoUHEI2iXloBV5w6SaUix21c3avU3oBe/JmpeusS/gjmaUUvOFSEC0X6BSGq2ESs+SFwnwHa8x6",
-	"98sFmHvmjEbPUUl5ncpkXSJlS1cZdR9Bw9vvHkPChItH128Yk0poHDOlCWKPXSywYCczhVRgMBTJRMTS",
-	"UxLLJUuxpYtEwaQIqgkTn41U8Iyt2dNPvZU6BpmoUMZueK00FRFNoy27ZH81gkJ+StaiBNjCI0DewrrU",
-	"H16R7nffHf4d8fbt5Q1h95oJsEGRxoHS0f+aicy0aG4gNLD1DRDvtlm8LD9IIT+lau4ytI4G0LWoV+d8",
-	"tuDOvvuONM7YhFNhbWAHh8fNbeawOvjW2DsvsfZ8b4s1+OtMrnKmFTZTQ8kbqF17RzCqGEZa7x8MtOv1",
-	"Vw1N+QsCSKone41Bj2gpQ6c2V+Tq/TPIS+1iBYM9szawXaIzcNCtu39txGum1DMyY9SZTVPcbvk6fDKO",
-	"zMehRlLT+M+P9a3QYjGn6smTuoZGD7B1sMdD9nmLsdVsQTkgyvWwFtc8CgqA3huzdkGTMoxufX7pmCvn",
-	"tBWbtkR/XL0nDYjxYlHTJ+dXwxGGd6xkliowUCQyZU2f5OotaYROI4XkvdypV7GeXb33fM/6affVjK8+",
-	"mb7oU6xqv+AO3Jcg8G6+mGwVYRYMOD+Ei5qd1zZ7qXt11suDwNXjcZk/HP549BQJYOj2+xpAhvkNidHd",
-	"IV0AVOZg/xRYTt9+HLCn8pD+Glhet3dgE0X+0loyI43jDVjK0fvVNDVckRWTnQrI7lmYaZk+Duar9hqc",
-	"h0+SbZ4UlaNa6bDrKPKiFLm4hy2unySZtiErSkPQm1ksdeJ2a+08yJzeseLIpGCwc2NhpDshSaA+x0EL",
-	"jDdrfeAXP8+dCL6MYRFj74SMMXp87D2A9XMshIRRFZgCeUW0NZwEZNsG3HUJE3rEEyYzfaEgin4glwpH",
-	"Seg9SCNkZjQE0QS1J6ErMmGkXZc+BHPu7K93O961jL/w5+Llte7RDYvUtB2SfnYNy3VQ5LG5OT97VK7A",
-	"VkYM+fx08tJng0cGGzbQ1IZ+2kmLNdoL5FFM7dL9rTp7puhCfstwz2wk7LQ1JWkHfrzvjLaXnbJKoG3w",
-	"OZCYzbjmCdUsXlk7wVraz3MyOyHX9vHMq8N2u71vfkCe61ne//LGrm1UZQdysB7DHee8cbKBYVKe7w3/",
-	"sau/yuaUDj+jP+gq06FMKkb6X3qDMwwB6w0GV4Mdx7UJuZ4LnDSDXzv5sYD24rp/job/dzdnb81fu4Jt",
-	"lDT8+R0miOEUsi5vrWNDmY3ad5o7pIgtHODiZkqpTmVxK1wsPN/7SO+o4ZNgo/N8D2x0Bj9WhnHsCDSM",
-	"9A5HunYjdexIFzjSg+8NjND4PBM3SLe7s+6qMrSRM5Jw4Tj5Ewkkdt46VLWreZb1+jnLsZr1fgkwj8Kv",
-	"sviZ8W/MRQPs5tr/0xqaLMj3sRkdlaPtJrIljHbIr6/fN6dNudkf28VnoUFUjS5/NFym1BRV452ibHLv",
-	"5EZUSmm80nDblzhk+4qeHTJN5e9MuOQfxfQppo4rTMu81z4RWRyDWmAkysub8/MWCQwEKvDRCGPTUDEl",
-	"X0KOvLYKWCjjLBF1wefm+yp5PWnsK4iq/Hsu3KVyWR0w/8OsAEISbIj6viNXxco6wRL2Y9tqXh/vO+VG",
-	"1Azull1jHQbYsODn8YqJlLoucGlARSQTwiOnckkRoqqW319gA29QcnPTPyOQPi0wLu3JEjIHH778fWv6",
-	"uisxsDWicTRnJMGg+rweQcX6DNesWjD6CVQYrkgkw8zoKgZM1/Jw76S+taOxW7cJ8aOH9Dx/akx58ivl",
-	"+oLe1ynTEHFtU08vVDlDdS4FGH6kwDpMfzoZ9c/FEc5dnCDEA93RJ0ub1F44e7tw4cIY6VpDBFzfJAaC",
-	"zZ1fkxVul43xEWz5jHDFr+M4Nkgo2PJPbaAt0LUlibQck1rYSQVbEoPyhEenBPynrs5Xxev1nLBOHGYk",
-	"P7Eacn/DaMpSzGiFuwjBwTArbsPKMEHLmW4NmM8JDVD1Ad8QvVyEYSR0BbFSVANThJj7IpLeoI4L4/hr",
-	"A5wr27R2hv4TAQRrYa4uqrWOHCvUsols/jozquV2uQq+RmtyydIDo6CSObsnw587B0ffvyYRN9xr/epo",
-	"H/xID6Yfvrw+rr8o1qq67Cv+1BfDUVqaQ6QYaWizY3xi3XPrbkMs0YPZ/9bTKKckcD7RwCeC3WuiJUQh",
-	"BlMeMxXU2b7gl8396t3rFGNgFIkpj/LhSnEFtoIJFLoAIFWR8ToWhd8+lAvIaXdlSFrzgDQgABA2QM35",
-	"AjMumi1yaZRHQ9VjsYgpF0XwgvJJJvjnzNb8ElKXV/9CbUQ77JGkUa6dUxW9agSz58S+5VU+aszRWLws",
-	"r9ECtZawVokzmr5QtnQIsLuI3/HIppTKsZhBJaZyzTQbOAHIbmu1NWx/CLeMOSNcjEW1/EhzrYbNYYtc",
-	"FkVNkR+7OjQ2wPQ+jDPF79iFYyUo6daUUlqzKm2764v6SotSUZ4dTi6v4ZPHGe5ri7O9nqxItIsbZHu4",
-	"aAW2yqS1zKwwwO4faWuVLKM/LYy8DNZ9Z5tvkWHvvNcdOXO/chXDkL51FjGhX6ixKHQ0iwHO+hj4BlEL",
-	"JpQXcghSNmUpEyEbfsYCYFA5J69sOU2ZmudZ9qRRrrhjMVcvZfOUnF2cF+CZYRgN52MR3JWStQPyOTN3",
-	"chGqlMNOcj9Bfckwg9cXWaz5MG9Xn2Jvd6YL+tAlGrfq2pXLiz6Gc4XejIwhDwp6xN/198P2Dz88XUHG",
-	"ukH2tezW21bSiKW4ms212nN5v4OjokBi56ooI8i61vr996/qq1KawTbbbw8CZizabJ6XE6sLO1pzKj1x",
-	"IrtsYRlTNxl/Bb833WuA2KcbdOoiBHe614af40ppg/2MhOVDLh9BsbsFltSSydoO1O5ygbQlYvDryfNx",
-	"HrnuG8Cd83yz0btmPLCYgRH/LEHT9PoG7mkOfQ5HeJTuACl2opm1s8SOJSZVTFS7q2sx9DU1sjPFBVPq",
-	"hSI8coy7CHDfyRrzaHGSMhAuGP9RMD5xAYAUQFhxtHP+9spcVmedUedNZ9g7JWA5QzsSFzO8xSAVx+qT",
-	"thZJo0jwgZwgUqTr1JmbYGlQMvGRWNBfCgP0vpFYWwquQFgR5C6n1CyZhvOi3iAIgS6RwiiN5Wjjbm9n",
-	"TlKqrryLyxv1gXM5eyxIEnx/RZrHa6hSXIYPdOxFyjTL04fXq2hsuzASej+sr2Q8zBKQheK4LCErh8K5",
-	"hLS/W3WPDMWtdZYtdLn8Ds2UTx4rnezW+mEsGqVOgMvLuYwhPR5XePgSbn+fKKvJZQnh1hXYfF555OfU",
-	"K163L6yXBs5Pr4JKxQ4/FmZQnarGNwrJfdZ30yJ1mZ024gSquFBiXUYtct0ZjPqd8xNbhRoOyH+k7jQt",
-	"VDJz7iDlTpheMiZIGyNnDs2hmLNBLDwlOPJHOfGttSm0r2B0uoaFWRAwV1CPRSEucOV+bJGOLcWO+2p+",
-	"QskYPtkJsRodxvAA8+CKCMbBttXpElFM5mNhSzc1n0Isn4XL/tjpjkWj23MmgbxBmgnVrKYjdrpQQAUG",
-	"83zv147neyNIRr2Af6/OMfXV873uruVR9hwTStCzMEu5Xg0Nhto6uDJi3f3yh/Laj+ilmKxIcH01HMGL",
-	"G0GL3MATGwK0G/uLNZ4FLSdSwQ0PlsbiuphrvXB2XGu/3xIPjz9aG2UOTA5HPpsDZbsNcweAHiBKZiq3",
-	"5vChR8ThOLUGHkwhC/I6DwFGZOn1sh9jYRvZb4Nmi2BJqQXVcxLzO6Yw9YEErqCHW8JLmCpVLzGPlqux",
-	"iJjguBcRw4Rtdh+yha4c0ViMxX/8B+nDeerVWHRsVRPJhcJDBemAFvlyxWsqaKIPGQBGoUbngYEyGosS",
-	"ijSKFLNmi/yKGjPVZSzimsgFw0rZ9kRLDq+xAOt3o3qkPsHTIkEVb4PmaeWQQ7zp0pRjRtVYVJGmUR7G",
-	"IpvZebclPubgmrXOzTU9S2W2IDRe0pUaC8NEse4/HGfdYxy+5aTQiubFSqFAmN3+rhR3pp8Uaiz+VlQu",
-	"UKQRQCBz4CN8+FfJwmw+FvUGDWaleeHesSC22oHC54+MrBdsFjcwWPA3cmYLqCDzt9e6MndswuOY25dT",
-	"LDYIElyogKhsOuX3LXKJ1WZSZqbE1c74nSGBiZJxpt1rRhGjEZRqz2vOmOstwxrFKi9YiI3MWLBn5qdE",
-	"CqmlgCQsGX4yQhNIKxKdi5r8TTGh/1YuB+uTRZwpM0qwnuAQ+JDICfhGp0yvSELTGRewEeUqbpj3/vNo",
-	"dO2uDzMmBHEaChh7Phm7Wxk/2IJtY+8hODVzh25ryM31dW9wO7zsvO8RzAmCJHqOhh1DAHgALxQpMReH",
-	"IlhNhs3pHZdZCuRhIWo481b5cavmWPzhGvyBWw0p5H+Y7w8ODoj913w8bh/68GbTH9VnY07NLyRYK1QW",
-	"gBvGkKs5Q7bMKTa3hYGZK3dYVcYoqogZxN2si4bca8v7US4dDpzgDSqQvmEiuRRFwRawzHENjz2lWKGr",
-	"6VZ6bO4AEDDIH/kDWsCO4Cts9OP6b4A/JwgEVDVAJ4RhDQrevgLSSszVj/X67UiHbfKHTfV3PJMrIy8J",
-	"fUqo+lSkHaPcY7bTCDO29yufHB8dmfMrvSSz/kSOk5nQAunbughAohDAFzhZjzSK93eahAulGY2MOKPL",
-	"r40pzeMY7hoLxZHZjcqDSkHpvaTAPalEGh+50QYh+UHP8TZOVziIYHop00/uWZbv7+/JH4+++OPGck//",
-	"kOWc23qFOaQORnhKQ0MdF6OfbkQolLK9TrxDMDEsmKAL7p14r1rt1ivUZOcgA229V3OHHVQblUrXPfcn",
-	"tL16ghr/XlBX6StloUwjZfmWOTnr2QKFZSmQ3Z06drmcS8VIbITefAazF+gV1nMqxiKoVswJNuv/ABzU",
-	"vv1R3IyuqpZ1WY6Fq14arZXYSm2VnqJymIwjErgypOjCcZVIg7GYcsHV3DF5zAOCUQ2jUTn9CLYEbgex",
-	"ceqEHLfbZOOJvi1MyR+LOiZT9xbdKeB09c2w07F49IEqFOFzFt2P8LijvPqSfS2RKf1GRn/di1Qb9fge",
-	"qrqjTjO2/tTiUbv9Nea34TN1j7EBDtvX845x9rpBcyhfll6DhC6HT3epPLQGnV493al4EtH0OPrx6R7r",
-	"L9nBYkF63gXE3LoIGlaWJDRdwQYBS3aOanjIpqjKjBV/Tw1hpOjjtgSIHhyoVUhnoOcZlieYUqjCbeVV",
-	"H+VEvQTi2s6sfqWGGLMF0ZIEGL0UkIazRUE4UhO4PdYTxGL/IO8bHUvhM1cyHQu49VD6SKz1zWoM6OlC",
-	"ft0IitBRQ1wbEpnRkjvCGr+M0KsCkJBKri14QxViQdKExqcuTmhGuSjfGq2xAE3VvloxRdi5fcXQaod5",
-	"Kf/AL7M+CM+wsiHXaiy4OJjG4EIu8S3TodAFXigS0gUNuREjoaf53f60OUKLXBmFGO5nrOAcuKI/VpMK",
-	"iopFAQB/SuhYYCk3Uap0hOw57wZ6tpk6sAWVYN2waIyD+J/EXOEhgndyor4SY608o/GNmWr1fYgahmpf",
-	"YYADBBlT8Um8sq6vf/PYWh57LsXsYCFt1DTytZzIkRRckJqldVdZxTFXfBTjacYKcVnbGesbeGgYGkF9",
-	"nZJQuBbRFbRIz7DLXKJFkQzsVFh2VS7FCQmu3geFcmVUhDp9Nji/Go5sXBEOKORY2IeDJ8z8oTB+yYiD",
-	"VmWDeiiGJZ8UClZFtzFsB4QzqNke5OnHLoBJTkDL2pLGDBF5Y5Ey2D+co6ozNVvEpaMg/0qkYWVTmS5p",
-	"GgHfC0pJ2wGEPc2gjh6Ku7ZIrjUCK8bgyUQ+ExBMNsk0KjQGCMGW8FoRycQnYcRhsDLLFN9KMFsGfNLp",
-	"lW6PZIpb5I8Fno+ye/0/iZ1CUs45Jr18HYZaSWL6xgy1mnJUw1CvRK7vLFiKh+2by9QZ48AX/G/euoW3",
-	"9u41s2KPlYLkNC8qXJIMsUS1JdfnsNYvYOx8eOnCP9XLL/iM3YOBfsZq2C0IUxjGqkgeWWMfnECzTulR",
-	"XoydBE6TWxTGAp9Uh/ekwI7N7xwPtXkNwOccB0bLJvAE1KThuWyujL6cMqgchaFiXcTtA/SEomkr+K+D",
-	"9yxkBxgCF0BgWQO9UykPodA3HscLlQ/g+sP7DKdGcrQuYrMAyJLF8nTtg8lKs7Ew8Niy4iA0ziko37hg",
-	"rkGiVzYjXRHFf7cqCWyijznkZiUaSgFwhU/nY2Bu7Rt2jaBSlDVoOpM3VYZplsD9FjzTJ8G2lxAM7zxu",
-	"H5Og8nRCpYctSAsj/0iC4pUE6LvJjMnevPjMPgDlXgAA81NKE6bhOfLf6sm0aPLynSGSa6rn3oO/Y5y3",
-	"tQ7DEUBGsncCNi/PvaBTPBdZZdv+jizYBZJuQjTKBRIgGevaLxFcQWM5aPjaegGcJRq4wA5c3P12QPfK",
-	"gnj4sNfNJEPN9AFSevWGymedcEEh2Gg9JKn2sX1zJj5xrGPtZfoKt6ixOFaPFxhRA6yp9p1ecBwiYUPE",
-	"zp883If/3hdk+/jpHvnTHNBhhxs1f4TjX3oFDwE/QFTVTOkDKFgCFwDENVdvuT9z9ab5E/L16k1eJLB0",
-	"iQYNdLs4kRnlZVJYfJqB9SsYsRuu3JL0kJtUzN9crZWNfqFImKWp0aLM4htTfGcP7ze8uqFTxJKFNAR7",
-	"AgpG+QVZazAyiOXitNFoZJ/iGgtoFTRgC9bgzmX+jYemAghREYWBCsNR4D1oQ2OnhMID9QyAtxPbyJn8",
-	"Xaxc9ztu/zgWwdo7PEGLBNZ7c0JsYYaAWCJWJLChOQFxVWjgPjY3VdHNOoGKTtgm7+LGaJGOC/WBB34h",
-	"mCcaC9gqpSvBYQTjrHikCt93IWKBDbAcc+ePhQ3Jsu9qp1TMmJ8b5GI5U81S7Ay6A7iC92s1Qx9oZ9Oh",
-	"FcZSWdeFfX3vpIxIKdMpd9KYdSSNhXR+S9x6xGDb3fQxSrVfvJlvBKYp5bFCMc3FW46FYmCq++dw1Lu4",
-	"RcCaAKiRG8Dre1IRH8qqucUQyCAonJRlQhgLowkbKmv6ZAMtSKMGtcxIFJ8yKxAMY7WKsmpmtMrTTkGp",
-	"CJn5sSRcmVms7j4WCY0YbhxLyYwJK9E44my2SN8F18AGmGXmKcFRKhc2+ALLs38LxXlTzjvFwymfSs3m",
-	"buxQdVfMIIevSLDxBlZAGnABwys8P5AL/qZ5Cv7boPo01rMESdKoukvHouwvtblxeMK1virDT7UNYP0T",
-	"8uaHr2U8KNfc+ObWg0qpii1imiUyrkrMuyHk0tAwJp66FwuLNwzhscP/7laFry80He4A0/obZiBsHe2y",
-	"ATYghE5i1oOArX+toHYt7V3p7lKI465RmkFus2ZHq/vsJbNxsV1I60qhssRejevxeui/03XF4PHhIBcv",
-	"MBZFblrISAMkPg517RS2gpTdZotcSmLwEPE+j1rahcVvvKkYkIazzxqYm8Bu2+WG9qFF5NPllxb/Mmvp",
-	"O8nFJRbK+hrcrvyiwU687vAvnno7pzO/G8kVTnYtpNG3b7CgaQcjSkA4/LYc7nCHed5Kwf4lbMAGVXsn",
-	"v30oM4VRitJTTQxt5TngYrPL7IDbSNQnWIIqAqW3qG4FiTqpuG5mMByiRoSFVoIy07DKklP10NqAkbRg",
-	"3ywXRwiakGhBc0ncaWuKTlkLYo3ZspiFF9UvqsOc5lqGKEK4YSwjlZZKAcg4yiEDBQDLwcPv2+IQc6lb",
-	"xtHY3SaYKA4+sZSCOwicTbGcgQsetEfTb8pn8x386j4J6t6URYH0sDYQ8mt6g64WTLiw+q/D4tYqI31j",
-	"iW695M8WkS738FWKl/zbB1TP0DbzQ3778FDhcgatSANChoz00bTVkKqb7AjMVYqpY3J1E+dpIDir7bbO",
-	"4oCv4tuoDr2tCTkff9NCPS8F8dnWeaDVZmuIOvLRwe/nhUqUbzWEYgyQ4h4+PPz/AAAA//8=",
+	"7H3rchq5uuirqHrvquA1bYIdT2Zi1/lBMElIfBvAM3udIcctugUo6ZZIS23MZPwc54HOi53S90l9gcYG",
+	"zyRr76r1JzHQLX2SvvtNX71QJnMpmNDKO/7qzRiNWAp/9plOl+2JZqn5FDEVpnyuuRTesTdgoRSRIlqS",
+	"BeWajNlEpoyk5hUupk3P91L2JeMpi7xjnWbM91Q4Ywk1Q01kmlDtHXtc6BeHnu8lXPAkS7zjlu/p5Zzh",
+	"T2zKUu/+/t735jSlCdMWrvdy3IuuqJ6tgzWcMfJJjgmPDATcfDU3D/qeoIkZ9pN590Hg/jNlE+/Y+4/n",
+	"xb48x1/V816E8KRMzaVQDMB5TaM++5Ixpc2nUArNBPxJ5/OYh9SA9vyTMvB93XKebppKu/T19aU4GYkk",
+	"U0RITRKqwxnRM0bM5CkNNWkE/e4v193B8KZ38Wv7rHca+CS46l8OLzuXZzfXF4Prq6vL/rB7Guw1vXvf",
+	"60gxiXn4nVYQM6oY4QZ6EksxZSnRM65ISOOYpc/UCaFjKiIpCNcA3huZjnkUMfHt4WtnesaENqOyiIwz",
+	"DVtM41guWHRCjlovSHBxedq96Xd/vfzQPQ2I0nKuYPuFjBjA+1YK9n228pPkgoQyYmRBFaFxymi0JJli",
+	"EZEpmVFF2N3cIDrAdSH1G5mJ6HvBNjZATHjMCmRld1zhoV7RZSxpNJTyjKbT77RfYxktCbsLGYsU4VqR",
+	"sdmPEyLYLUuRfRGuCVWEK4ByKOU5FUtL4erbQ9mnmpGYJ9zgXyPot4fdm7PeeQ+I9YSMafiZyMmETGRK",
+	"gEPvA4smCjmy4XurPHw/Z+J1ENmnn5fYPYB1LWimZzLlf7DvgDDnXCkupgZhUjYBBA5TFhlSpLH5VjGl",
+	"uBQnQG8kjClPQNAApOxuzkL9PeAcsPSWpfuKR4xMaBZr0vjx7o4EvYtht3/RPjOM9vqi/Wu7d9Z+fdY1",
+	"R4ZYZRiEogkjc8R7suB6BscpJxO7jHkqQ6YUHcesKzTXy2+/nt9YHO8bgWy5HRehFIorMyWCqJGUnymS",
+	"UMEnTOmN5HLvBCngXocq1oMjmVOtWWqm+z+/t/f/N93/o7X/6mPx501z/+PXlv/yxf1/erkGoHTKxRSk",
+	"E1Wsz1QW4yZEETfA0/gqlXOWam7k8ITGivnevPTVVy/MIXhobyyc977H7rjuyIjVKimrionvJSyR6fLD",
+	"ePXxl0eP6DTmVaUoMr3qeXRmLPzMUhLxycQnik8FjYlRXgwNDH45I8ycpE+oJolUmhyRD/y1IfqE3p0x",
+	"MTVa0VHr1cuabVShTGtmnBiNgUtB/t//JQvGpzNNUsMUWURmNJ4QuqBLMkllQv5gqTQa3xGJWMgTGpN5",
+	"TEOmRqJBSZLFms9jRuSEtJqtVuuAcEF+b/l20I97J4BK+XRckQPgYu2OT1ojYf6kYkkmlMdZynxCRUQW",
+	"M6oJJWrOQsMHQrs7dEFTA6DUM5YuuGLNkfD84hAimY1jVn8KIkvGeAi4uzVaJEsTLqg2/MidALzkkxbh",
+	"EyKkYM3ydNvosb6nNNWZegwbf2VpxEM9wIfvfU/zhJ2rGky5uibmt1VItsC+BY1jHHKnF+/LevPvjrry",
+	"hTkMy0HOJyqRSonI8gMoyOFjPqkcf2KhBurHM3+U9Ff0OKEWLCVmg2nKlRSkEclQPWdiygVrJpFPRm5o",
+	"NfJ80JUMfrI7o0CnWczUXnMkAvgcGGwdLzUj7EtGY66XTRJoGbOUCh3YWZgiMRdMEQoCOWWJvOViOhJq",
+	"bqjEJ5qOFWB1p2/o1zxMmLGizHdRKudzg3E6pTw2f7Bkrpc4pAFkEktankvLz0woopixjkBZXZL2oNPr",
+	"kcWMawaT+jmlIgKrkTA8nQsS0LEayjgwbCVIWQx/N1IWU81vmaFy3AyUq+SWxhmD/bCkGJA0E6ogzf1P",
+	"WTRlZJ7KaUoTQ/oo8EQ0lncnRDE2EgN81LE4Q/BGBZunUstQxgqJuMrCEcwKqm5H3LimJ7xoF/QYnVYX",
+	"A4QKIz0ia/DxoXl0lZ7g/Qco4A2P2Y4CEK3eDQL4piKBf3hQBKsZPfzx5aN7gk8Ba/2D1fMXeodbf3Tw",
+	"6uhF62gnjgPLyYGxszywY1cWs9aZ5zu5QARdESzOCo2AJo011STtsTLKUMKoUCSI2ZSGy2AkGkYHWuZK",
+	"EZln45irmSFEdIaATTvhLI7IZ8bmihgSAQq3qiDQkx3vmNB0eksCLuaZLuhOZnqe6eDE2E2atEBWHhia",
+	"PSS/tc3rmikd8/HK+/gaocAEA9KwTz1TRKYRS/fK443EAfmt7ZNDMk+ZWSnol6hnkAaQdQQPWCZNFF0q",
+	"ouSeT16QN+3e2Ug0uJikVOk0C3WWMvtu512386HbvzHPdE/3fPITmUsutDomSkcsTYnSNNUK1MyRCPBH",
+	"MsparRchMBz4kwVGvyxW8CXjek4WqeFxhGvgSUbuuC0oHs5XCXosMPJ4SaRgK1yRSDESSkcy0z4cDkLS",
+	"JG2xNMxySlisGGmAtoFjGpNb+WRK0zGdMt++MRIy02AaGL0noXdX8PVHn1ASplTNzMlRkNr7MtN7Bt2q",
+	"u+SPBOrWcLpGWgpDGr97iCaGNHFtubT9uEqtvne3b97av6WpIRhlXj9zrw/z1wf4ekEtQ8u/3JSwYWZG",
+	"K+eMnmFkkFfwyO0m79qBhsVAb+xAAzeQAcPYdCVX2g58bpIyNoilrlGT4GtiHiBS5G4akoKiK+TiJFel",
+	"gV4To4J+kkZQoz8zSwWL6rU9x8pelrnYQb3CxXWdDmfYUCwdSwDTkiR0SWYyjuA75+wzAxhENDJzIdPP",
+	"9UqfA+jgx1artRNnLTYwB7aWr+IRofdzxzMym2r+55olj2rBMBGL3ssxWEv0rodvma22UNE0pcu1hcAs",
+	"G0HHEXeD24jOZK7XDw+tF7BpeKo0sQ/6xoZOWcKEVcpQTqCxLCeIZp/k+GELohaN0Hu9hZPa9z5z8eiT",
+	"7+X4g3ns3vfAJdudy7DGqf6GiRDEllE4jSonImP0I1O1axNs4ZNILgS4NlB2GoP9oQVX7Y3aBQNYfZZQ",
+	"LriYPsFkMbiD8vmxzTh3z5Xe2Xaz51I+qi9emWcMsmbC8P8tzqZvnzTqVDZOOPi/tnhvUDxcQx1gsZWO",
+	"u2aTLfbYdfk5BVQ2pgJUaZuLFdZR4SmbMxExES53tOfeMRrrmUEnI79jGdKYRPlgpHEq0W1CWSKFTywM",
+	"hCcgntE4iaimY6qMVcTV573mmrERMU15jbY4mMkUlLKYCtCOfMKa0yaaSKDraHanT4iQRLEwZVqteGQO",
+	"WodHNVr1DBYFW2F/G0sZMyrMj3W6O93/4+PvTmM/fkBjr1ec3Xz1J6PM0wNNNasPrIVSTPg0S1E/NEY/",
+	"I1QQGiVcEMV0zg5BwDaE1GDeyTEItojg7LDtTsW46l6c9i7e3vza7ffe9DrtYe/ywvO97kX79Vn31PO9",
+	"0367d9G7eGv+7A3w2+2UjismIi6mv7KUT6zP1Iws6DhmBntPU8R38ydX+K3RQk65mkvFtaW1Fa9Cp9O9",
+	"GnZPSSOUScK15fB59GrPKHjts363ffrPm87l+XlvCE9TQXiEYaWYMJrGnKXwAol4VNkRN4Pne2vjbLny",
+	"dhiyuYZFtjEg1HHAwgrRF7wb+XWBzyOuj2W0XKed0PpNH/VCg+8H/NCG2NRmQDAyW4Xjco7PkdzYiCDq",
+	"ye40aRj8Y3c0mccM8FBOJogEaIXBPq/h/UZP7LssoWLf7J9BDkfhoJybGSkH50sdtdf6X1edZ+gBe8jx",
+	"VezWGmznNJxxwQro8GRCCEAWyLQSBPZ8ry4G7Pne+8vexU3n8rRberT4rvtfV73+ynPXA/ji6vLy7Oa8",
+	"NzhvDzvvPN/r9Lun3Ythr31WGmnQHQx6lxc13wyur7r9QfcUxiqHVeHj8ObN5fUFzvv6pvy53R/23rQ7",
+	"Q/iyd3Fz3r7ovekOhuWfznuDAXKOs2570L05u4Tf+93B9dnwpnN58eas1xnawTvti073DHlOBair9j/P",
+	"LtunN8PLy5uzdv9ttxiiWE45SOf5nosFeb5XCgVtSb3WAOqJWxpzQ8POiXEtVDafyxQp+73kwuBG8Zz7",
+	"posB39I31wo+Gg3knCtIFzBHlYfXijEGGGRb+2KQzVmqWATjXMiI9dmt/Gw/2ZiymW9c+tRONZ/QUF9I",
+	"3RPnhXrgvrcRP3M+RgE5k/ArxnnyfAQYtENFyGJk2xVIVkPI7vUC/j7V7AyDqeZghJGk4HG+FvSW8tgQ",
+	"DzDFd4ymesyofpoBmqsi9vNWRk5JGaoYOS8OV40c34ucuKoVzSBxuVYsnhCuiHuYNEBNkYIMem+H3f55",
+	"mQWWVI2YimlGp0zVj+5+JjxSKOtgPlCqlA/RP62qKhd6h/WMJSPRmKdyzCIf4v9OiWDRXpMMXc6KhFCS",
+	"YNZRpmFSzZQeiZQZnCdzluKsxrYAhQIfy4RRRiSGI2m0hIcUoXokgrfdIXlO5/z57cHzfIlBkzghckwo",
+	"jqlnVINdoyC2g1CMBDqn2S2XmSIIBzpltjrdMztjH158/IRBp33QieF0q2fKKsBVjQySVBRpcI27n3DR",
+	"gOd8p6OZUfb2HnZmHP748jGTyp70ryxVtVqSYRBknPHYWoIWMW7xeWWV55H3mYVsHw7goNlqtk7INAzJ",
+	"wWHzsNkaeSsy9ceDwzq3tFnR60wt14F4L8eAk0AHubfnL659RYivbIRfZQOVIy3DWqLmOrlfYkVPcrQg",
+	"VvTZLa8/np5zTyiymDFR6PDhjIopUyUdHmD2Udffe0KgMVoxKh7mhqVn731PTiYxFwwyUmp9Z26biOE3",
+	"GHNbzLhNhUOOqIiayYUgdqwneCCUI8i/D2sqm+KvHpebcm0D6lAFHRQrNgp53XvbuxgSHhnWTHNnN5IN",
+	"6IeoJHvH3pFZSdnCPNh/9fH31v4rY1oe/FwfDOqJSUq3syJ2txGKwZ2hUNLQ/34le2W6GmKpRDYw5SeM",
+	"qVKkoRgjNp4Mj3XM1xVr7rTdPb+8uLm+6HfbnXegBfpe77z9tltSTzuXF8N276Lbv+n0u+2h1TAvr/sd",
+	"o3q/a18PUK3sXPb711dG77y6NnprWWc16mwPBquEE4z+dH36tntz+noFiPzrfu/tu+GgrLVup6eegqfl",
+	"WqSMhjOKcdWeEf2FXtdBM4mlnZQhrveZklkasu7djGYKlbKOTNNsrntinhl9r6zsdYA0vCICSjn+8N6o",
+	"Hqfj6uz2y77h9aqs7Rn9zvk610Xr9Ws4issLwy4yxayDHQMz5jvHH/etM54ZBSSe7EPMEBMIR0JLcEwZ",
+	"tnMC6lDhHYPUguLjcDlnJPjQ7XRvYIoAhCQFgan3uRgJ50vDFBiuDRA2DoeeVbQCSMw/M0iZwcDUJzmu",
+	"xoyKpTnE2PJsB2XPHuy928N+4b3cwXsAactWC7DpZCTJFOgpRIqTUlgGcv8M15pLGZu155mjoPSt+x2c",
+	"YretOrabv3aFoeST2THqOMp7Oc7lnTuJX66710CN/euLC0f151dnXaTsnFgLkt7uoH7JWAYE0UdFB2jG",
+	"sHYkrZxeCqKy5zioOJR3YOFP2W6k+XrbwiWM2Ow2ze50kdx2+OPLmvS2w5eHB0d17tSCxh533A/Kz1be",
+	"HW6RxjGoPr2KJiuDrUDml9HI7k09InGxrTVa3djAICfkLGE0W8Zottn8Ums/NclvRv2zUX9gLVhEELGR",
+	"GLNYiikUeFgjSU4IFchpzIi+pWQOmXwuZ7dx1Ho1EkHFLRTsVcY22uTScFrDtpskKKwAM1hAaLygSzUS",
+	"aI9xXZcV9Ml6NupxSgq2D7wmRIPRqrdcqYxF1kvtjNgGeArIAZnJLCWZiM3+GFCdSiwVK9IMC9T8iUR0",
+	"icK+7Oc//BlUQff55xosfTLzyRe9GVmeZi/kjqAHnAvFQ77TqUXImuQDY3MQUYJQTPXPfZJSxEv0jrvS",
+	"iCoZW7XZfX5RZ+DNpNJvU5nNtw3FmYn+/rDdajgFJ8kDZGUo/fJ+1p3UWYmDVjfb/UI+s6U1ksP5/OAn",
+	"n3yit9T8P1/qmRQvfELTz8YwS5bqS3wCYpKFPGIFwTdX9PpS5OiH5g1Ejl4c1Kv3K46LXVX8ZM5j1pFJ",
+	"QuvUrQ7+TkJ8AJMgG18xP/QmGd+jg4cnPKYp5hfPZByxVJGYTWyq+d6JTY40tOyycR8PtzGh0yWk5DyQ",
+	"EAb8GDEZ0q4NOPAi5vhAWghwBZH7MfKHI2uGwiFk45iH1lSAWHlCudjSr8HudErPYU9eL3WdXw5/JNOU",
+	"QpqBFETLOUbbQaiOY5Y8U1hIYt2A7389B0fZjNHoKcY8rzM2bayp7CMso+4DaHjzw0NImHDx4PoNY1IJ",
+	"jWOmNEHssYsF3u60zZAKzDIjmYhYekJiuWApPulSfFByUU2Y+GL0qSdszY4JABupo5+JCmVsh9dKUxHR",
+	"NNqwS/ZXo2Llp2R9cYAtPALkLfxyvcEl6fzww8FPiLdvL64Ju9NMgPeONPaVjv7XVGTmib01hAa2vgbi",
+	"7SZfoeUHKRT+VB2FhtbRdbySTuyi+hbc6Q8/kMYpG3MqrPdw/+Bob5MjsQ6+FfbOS6w939tiDf4qk6uc",
+	"aYXN1FDyGmrXyghGFcMU9t2zrLYVf9Wcn78hM6d6sldWrwQfI2YLcEUuPzyBvNQ2/kPYM+s93CbtBQfd",
+	"uPtXxjBhSj2h5Eid2vrPzT7Dg0cT9Hwcaig1jf/6WN8LLeYzqh49qSt46B62DvZ4wL5scFObLShnmrk3",
+	"rK86Ty8DoHfGrG3QpAyjW59fOubKOW3Epg1pNZcfSAOS51i055Ozy8EQ82aWMksVuHYSmbI9n+SOAdII",
+	"nS0PVZF5OLTid7z84PmeDXjv6lO4/GzexWhs1W8AgdRdCQJl8/l4owozZ8D5IQ/X7Ly2ZWGdy9Nunl2v",
+	"Hk54/fng1eFjJIA58R9qABnkEhLT5kM6B6jMwf4lsJyn4mHAHivw+ntgednagk0UhWErVaI0jtdgKZdF",
+	"VOv/cEVWTXYmILtjYaZl+jCYL1orcB48SrZ5tVmOaqXDrqPI81JK6A5elV6SZNrmAikN2YTgFHHqdnPl",
+	"PMiM3rLiyKRgsHMjYbQ7IUmgvsRBE9xeK+/AL35elBJ8HcEiRt4xGWFa/si7B7/xSAgJoypwovKKams4",
+	"CXplQNYlTOghT5jM9LmC8oS+XCgcJaF3oI2QqbEQBHpsErokY0ZadR4YmHPrTAe34x3L+ItIOAqv1Vh4",
+	"WNT8bVFNtW2+s4MiT3rO+dmDegU+ZdSQL49XhX0xeGSwYQ1NbU6tnbRYoxUgD2Jqh+7u1dmx9hkKhwY7",
+	"lnnhSxtrvbbgx7vOaN+yU1YJtAXRGhKzKdc8oZrFS+snWKmnekrJLBQxP1zSdtBqtXYtvMiLaMv7X97Y",
+	"lY2q7EAO1kO448JeTjcwTMrzvcEv20b6bLHu4AtG0i4zHcqkEt74tds/xVy6br9/2d9yXFvp7LmMVDP4",
+	"ldMfC2jPr3pnGDJ5f3361vy1LdjGSMOf32PlHU4h6woC2zZH3Jh9J3kob8VjXq4hK6tb4Xzu+d4neksN",
+	"nwQfned74KMz+LE0jGNLoGGk9zjSlRupbUc6x5Hufa9vlManpaqBdrs9664aQ2vFOAkXjpM/Uplj561D",
+	"VbuaJ3mvn7Ica1nvVln0IPwqi5+YOchcHsV2SRF/2UKTBfk+NKOjcvTdRLY31BaNC+r3zVlTbvaHdvFJ",
+	"aBBV0/YfTDQqPYqm8Vb5SXlcdy2fpzReabjNSxywXVXPNpmk8g8mXFWVYvoEa/IV1rveaZ+ILI7BLDAa",
+	"5cX12VmTBAYCFfjohLGRPux1IKH5gLYGWCjjLBF1Wf3m+yp5PersK4iq/Huu3KVyUR0w/8OsAJI5bO7/",
+	"riNX1co6xRL2Y9NqXh7tOuVavhHull1jHQbYhOqn8YqxlLou5atPRSQTwiNnckkRoqmWyy/wgTcoub7u",
+	"nRKoSxeY0fdob579j19/2tgXwPVu2JgLOpwxkmC1Qt7ooeJ9BjGr5ox+BhOGKxLJMDO2igHTPXmwc7Xk",
+	"ytHYrVuH+MFDelo8NaY8+Y1yfU7v6oxpyFW3Nb3nqlz6O5MCHD9SYIOrv1zl+9cyMGcuwxIyqW7poz1j",
+	"agXOziFcEBhDXeuIAPFNYiDYPPg1XuJ22ewowRZPSPT8NoFjg4SCLf7SBtrOZxuqc8vZvIWfVLAFMShP",
+	"eHRCIH7qGqhVol5PSYjFYYbyM6sh99eMpizFUmGQRQgOpo1wm5CHlW/OdWvAfEpqgKpPlYe87yK/I6FL",
+	"yDKjGpgiVCsUNQgGdVx+yN+bGl7ZppUz9B9JIFhJEHb5wHXkWKGWdWTzV5lRLbfLTfAVWpMLlu4bA5XM",
+	"2B0ZvGvvH/74kkTccK9V0dHaf0X3Jx+/vjyqFxQr7XJ2VX/quwwpLc0hUszRtHVFPrHhudWwIfY+wrYK",
+	"NtIoJyRwMdHAJ4LdaaIl5G8GEx4zFdT5vuCX9f3q3ukUc2AUiSmP8uFKeQW2NQx0EAEgVVFKPBJF3D6U",
+	"c2gW4Pq7NGcBaUDCFWyAmvE51qrsNcmFMR4NVY/EPKZcFMkLyieZ4F8y20xNSF1e/TO1lu2wQ3lLuSlR",
+	"VfWqUcyekjWYt0+pcUdjV7i8+Q00scImMM5p+kzZnizA7iJ+yyNbqytHYgotrsrN6GziBCC7bYLXsO9D",
+	"omrMGeFiJKp9XfZWmgMdNMlF0S0W+bFr8GNTc+/COFP8lp07VoKabk2PqhWv0iZZXzSumpe6HW1xcnlz",
+	"pDxDc1dfnH3r0VZP24RBNifaVmCrTFrLzAoH7O45ytbIMvbT3OjL4N13vvkmGXTPup2hc/cr14oN6Vtn",
+	"ERP6mRqJwkazGOC8j4FvELVgQnmHjCBlE5YyEbLBF+ysBi2J8pahk5SpWd6+gDTKrYws5uqF3Dshp+dn",
+	"BXhmGEbD2UgEt6Uq+IB8yYxMLlKVcthJHieo78Vm8Po8izUf5M/V9y6wO9MBe+gCnVt1z5X7tj6Ec4Xd",
+	"jIwhTwp6IN7100Hr558fb81jwyC7enbrfStpxFJczfpa7bl82CJQUSCxC1WUEWTVav3xxxf17T7NYOvP",
+	"b06fZixafzzv01aXdrQSVHrkRLbZwjKmrjP+Cn6vh9cAsU/W6NRlCG4l1wZf4krPiN2chOVDLh9BsbsF",
+	"ltSSycoO1O5ygbQlYvDryfNhHrkaG8Cd83yz0dvWirCYgRP/NEHX9OoG7ugOfQpHeJDuACm2opmVs8QX",
+	"S0yqmKh2V1eqD2qaj2eKC6bUM0V45Bh3URqwlTfmwa4vZSBcGcODYHzmAgApgLDqaPvs7aURVqftYft1",
+	"e9A9IeA5Qz8SF1OUYlDEZO1J2+SlUZRGQTUVKQqd6txNsDToRflALuivhQN610ysDZ1sIK0Iqr5TapZM",
+	"w1nRyBGUQJfnb4zGcrZxp7s1Jym1rd4m5I32wJmcPpQkCbG/ogrhJbR/LsMHNvY8ZZrlhder7Uk2CYyE",
+	"3g3qW0QPsgR0oTgua8jKoXCuIe0eVt2htnNjA2sLXa6/w2PKJw/1pHZr/TgSjdJLgMuLmYyhsQCu8OA5",
+	"SH+fKGvJZQnhNhS497S+009pBL3qX1jtuZyfXgWVih1+KM2gOlVNbBTKIm3spknqamJtxgm0x6HEhoya",
+	"5KrdH/baZ8e2vTcckP9AQ29amGTm3EHLHTO9YEyQFmbOHJhDMWeDWHhCcORPcuxbb1NorxdpdwwLsyBg",
+	"laUeiUJd4Mr92CRt2+Me99WVTtlPdkJs84c5PMA8uCKCcfBttTtEFJP52DHUTc0nkMtn4bI/tjsj0eh0",
+	"nUsgfyDNhNqrFnK2O9CJBgbzfO+3tud7QyjjPYd/L8+waNjzvc62fWZ2HBN6+7MwS7leDgyG2gbDMmKd",
+	"3eqH8qaaGKUYL0lwdTkYYvVXk1zD3SUCrBv7i3WeBU2nUoGEB09jIS5mWs+dH9f67zfkw+OP1keZA5PD",
+	"kc/mQNnsw9wCoHvIkpnIjdWPGBFxOE6tgwdr04rauEoNXalhykjYh+y3wV6TYK+uOdUzEvNbprD0gQSu",
+	"FYpbwnOYKlXPsQKZq5GImOC4FxHDUnd2F7K5rhzRSIzEf/wH6cF56uVItElevqfwUEE7oEUhXnFNDbro",
+	"QwaAUWh+um+gjEaihCKNosRsr0l+Q4uZ6jIWcU3knGELcnuipYDXSID3u1E9Up/gaZGgirfB3knlkEOU",
+	"dGnKsaJqJKpI0ygPY5HN7LzbEh9rLs1aZ0ZMT1OZzfPCRsNE8UIFOM66W058y0nhKZp3gYXOa3b7O1Lc",
+	"mvekUCPxj6LngyKNABKZAx/hw79KHmbzsWjkaDArzTsijwSxfSIU3itldL1gvS2EwYJ/kFPbegaZvxXr",
+	"ysjYhMcxt1fSWGwQJDhXAVHZZMLvmuQC+/SkzEyJq53yW0MCYyXjTLtroiJGI+iBn3frMeItw+bPKu8E",
+	"iQ+ZsWDPzE+JFFJLAUVYMvxslCbQViQGFzX5h2JC/6PcZ9cn8zhTZpRgtcAh8EnCRQb4RidML0lC0ykX",
+	"sBHl9njYMeDdcHjlxIcZE5I4obTW88nISWX8YDvhjbz74MTMHbqtIddXV93+zeCi/aFLsCYI2g9wdOwY",
+	"AsADeKZIibk4FME+PGxGb7nMUiAPC1HDubfKt4btjcSf7oE/cauh+P5P8/3+/j6x/5qPR60DHy7D+rN6",
+	"H8+J+YUEKx3fAgjDGHI1Z8gWOcXmvjBwc+UBq8oYRTs2g7jrDeaQe224mMuVw0EQvOHql2EiuRBFqxvw",
+	"zHENt2il2Ntsz630yMgAUDDIn/nNZMCO4Ct86NXqb4A/xwgE9IPAIIRhDQouFQPSSozox4sQ7EgHLfJn",
+	"UVodujY2cyb0CaHqc1HPjHqP2U6jzNi3X/jk6PDQnF/pip7Vu4eczoQeSN92lAAShQS+wOl6pFFcbLRH",
+	"uFCa0cioM7p8jZvSPI5B1lgoDs1uVG6qCkoXUQXurirS+MSNNQjFD3qG0jhd4iCC6YVMP7v7bn68uyN/",
+	"PniVkhvL3alEFjNuG0HmkDoY4Y4SDR1wjH26lqFQqvY69g7AxTBngs65d+y9aLaaL9CSnYEOtFGu5gE7",
+	"aOMqla67R1FoK3qCmvheUNcjLWWhTCNl+ZY5ORvZAoNlIZDdnTh2uYAS9tgovfkMZi8wKqxnVIxEUO01",
+	"FKx3TgI4qL1UpZCMrh+ZDVmOhGsLG600J0ttf6Oi55qMIxK4/q4YwnEtXoORmHDB1cwxeawDglENo1E5",
+	"/Qi2AG4HuXHqmBy1WmTt7sMNTMkfiTomU3fJ3wngdPUytpORePDmL1Thcxbdi/C4o7xvlb2Gkin9WkZ/",
+	"31Vfa50M76u2o04ztnqH5WGr9S3mt+kzdbfcAQ7bawmPcPa6QXMon5eu2YRXDh5/pXKDHbz04vGXirsm",
+	"zRuHrx5/Y/WKQFgsaM/bgJh7F8HCypKEpkvYIGDJLlANNwQV7a6xlfKJIYwUY9yWADGCA10e6RTsPMPy",
+	"BFMKTbiNvOqTHKvnQFybmdVv1BBjNidakgCzlwLScL4oSEfaA26PnRjxFgXQ942NpfD+MJmOBEg91D4S",
+	"632zFgNGupBfN4IiddQQ15pGZqzktrDOL6P0qgA0pFJoCy6nhVyQNKHxicsTmlIuylKjORJgqdrrQCYI",
+	"O7fXQ1rrML8jIfDLrA/SM6xuyLUaCS72JzGEkEt8y7xQ2ALPFAnpnIbcqJHwpvnd/rQ+QpNcGoMY5DO2",
+	"xg5cuyRrSQVFr6cAgD8hdCSwCZ4o9YhC9py/Bna2mTqwrahg3bBozIP4n8Rc4YaH93KsvhFjrdxP8p2Z",
+	"avXijRqGaq+3gAMEHVPxcby0oa9/89haHnsmxXR/Lm3WNPK1nMiRFFySmqV111nFMVe8beRxxgp5WZsZ",
+	"62u4wRkegv46JaVwJaMraJKuYZe5RosqGfipsGGtXIhjElx+CArjypgIdfZscHY5GNq8IhxQyJGwNzKX",
+	"GkDBDjiTDfqhGJZ8XBhYFdvGsB1QzqAZfpCXH7sEJjkGK2tDGTNk5I1EymD/cI6qzbTXJK4cBflXIg0r",
+	"m8h0QdMI+F5QKtoOIO1pCh0IUd217YWtE1gxBh2s+FRAMtk402jQGCAEW8A1UCQTn4VRh8HLLFO8hMJs",
+	"GfBJZ1e6PZIpbpE/Eng+yu71/yR2CkU5Z1j08m0YaqWI6Tsz1GrJUQ1DvRS5vTNnKR62b4Spc8ZBLPjf",
+	"vHUDb+3eaWbVHqsFyUnejrmkGWJzb0uuT2GtX8HZef/cpX+q51/xfsB7A/2U1bBbUKYwjRU612Fmjb3J",
+	"A906pduOMXcSOE3uURgJvKseLuoCPza/dTzU1jUAn3McGD2bwBPQkoZ7yLky9nLKoHMUpop1ELf3MRKK",
+	"rq3gv/Y/sJDtYwpcAIllDYxOpTyEFul4HM9UPoB7Hy6+ODGaow0RmwVAlSz2vWvtj5eajYSBxzZkB6Vx",
+	"RsH4xgVzDRq9shXpiij+hzVJYBN9rCE3K9HQCsBeMmATc2svB2wElXa2wZ5zeVNlmGYJ3O/BM30SbLpS",
+	"wvDOo9YRCSp3UFTesK18YeRXJCium4B315kx2ZkXn9qbtdzdCeB+SmnCNNzz/ns9mRaPPH9viOSK6pl3",
+	"72+Z5229w3AEUJHsHYPPy3NXExX3cFbZtr8lC3aJpOsQDXOFBEjGhvZLBFfQWA4aXmNfAGeJBgTYvsu7",
+	"3wzoTlUQ9x93kkwy1EzvI6VXJVQ+65gLCslGqylJ97V5qjxmPnGsY+XK/wq3qPE4Vo8XGFEDvKn2AmQI",
+	"HCJhQ8bOXzzc+//eArJ19Pgb+aUm8MIWEjW/vuRfKoIHgB+gqmqm9D40LAEBAHnNVSn3V0Rvmt/NX2/e",
+	"5E0CS0I0aGDYxanMqC+TwuOzF9i4glG7QeSWtIfcpWL+5mql4fYzRcIsTY0VZRbfmOAFhijfUHTDSxFL",
+	"5tIQ7DEYGOWrea3DyCCWy9NGp5G942wk4KmgAVuwAneu86/d4BVAioooHFSYjgIXbRsaOyEUbv5nALyd",
+	"2GbO5BeO5bYf9tpdudAoaJLARm+OiW3MEBBLxIoENjUnIK4LDchjI6mK12wQqHgJn8lfcWM0Sdul+sDN",
+	"yZDME40EbJXSleQwgnlWPFJF7LtQscAHWM6580fCpmTZC8tTKqbMzx1ysZyqvVLuDIYDuIKLgTXDGGh7",
+	"PaAVxlLZ0IW91vC4jEgp0yl32pgNJI2EdHFL3HrEYPu6eccY1X7RJdgoTBPKY4Vqmsu3HAnFwFX3z8Gw",
+	"e36DgO0BoEZvgKjvcUV9KJvmFkOggqAIUpYJYSSMJWyobM8na2hBGjWoZUaieEdcgWCYq1W0VTOjVe7I",
+	"CkpNyMyPJeXKzGJt95FIaMRw41hKpkxYjcYR516T9FxyDWyAWWZeEhylcm6TL7Cx/fcwnNf1vBM8nPKp",
+	"1Gzu2g5Vd8UMcvCCBGuXiQWkAQIY7i/6mZzz13snEL8NqneMPUmRJI1quHQkyvFSWxuHJ1wbqzL8VNsE",
+	"1r+gb378Vs6Dcs+N7+49qLSq2KCmWSLjqsS8G0IuDA1j4am7CrK4HBJukfzv7lX49krTwRYwrd7+BsrW",
+	"4TYbYBNC6DhmXUjY+tcqalfSykonSyGPu8ZoBr3Nuh2t7bOTzsbFZiWtI4XKEisaV/P1MH6n65rB45VL",
+	"Ll9gJIratJCRBmh8HPraKXwKSnb3muRCEoOHiPd51tKwdOc5pKqWbzBAuIycX73IoO0SZVTm5Ff9rQXl",
+	"uwpAxgNzr15XkGdDXlwOSYjbEuXp33iVmAMA+0sbNTUDuV8CBT0sTpgyEvMJy29AKd8uAL1ZDOigwWjS",
+	"cLmXeCmBD1nL5UsHCocU9ODfVjSuXfIZkIbzaxuY95ysq27HCeQkBWvXgaLQK98H+re5O95LLi6w69i3",
+	"EB3lizW2EhwHf/PUm8WG+d2YAUAmK/mhvr0KCP1kmJ4DmvZ3Fhev/rbdsB2t6qVniNmLj1xDcuKy9uzl",
+	"kkCsuCEHW2zIWynYv4T521R67/j3j2VRMExRZ67JnK7crl1gRVkIcJt//IggUEV6/AaDvWDMjk/WzQzu",
+	"YrSDsb1OUBYV1kR2Bj76mDB/Grza5ZYYwR7wV5rbX85GV3RiGFwbY5huFl70PKkOc5LblqJI3IexjC1S",
+	"agAh4yiHbF0k1Gef5raWjKOR0yGwPQBEQlMKWAkhxlhOIfECfAbmvYkRG4+zap8EdVc0oxlyUJv++i1j",
+	"gJdzJlwxxbfhxSv9sL6zHr/a6GkDK8rjupWWNf+O/NUztPWqoN8/3le4nEEr0oBEMcOv92wPrOomOwJz",
+	"/YHqmFzdxHnxD85qX1tlccBX8S5hh942cJCPvx6XmJVSN+3TeXrd+tOQa+ZjWoeft6dRvrULizFAd7//",
+	"eP//AwAA//8=",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

@@ -177,7 +177,7 @@ func (a adminAPI) CreateJudger(ctx context.Context, req adminapi.CreateJudgerReq
 		}
 	}
 	n, code, err := a.s.store.CreateNode(ctx, store.NodeSpec{Name: req.Body.Name, Pool: string(req.Body.Pool),
-		HostGroupID: groupID, Slots: int(req.Body.Slots), Address: address}, actor(ctx))
+		HostGroupID: groupID, Slots: int(req.Body.Slots), Address: address, JoinCodeTTL: seconds(req.Body.JoinCodeTtlSeconds)}, actor(ctx))
 	var ve *store.ValidationError
 	switch {
 	case errors.As(err, &ve) && ve.Field == "hostGroupId":
@@ -271,7 +271,11 @@ func (a adminAPI) ResetJoinCode(ctx context.Context, req adminapi.ResetJoinCodeR
 	if err != nil {
 		return nil, err
 	}
-	code, err := a.s.store.IssueJoinCode(ctx, id, actor(ctx), "join code reset")
+	var ttl time.Duration
+	if req.Body != nil {
+		ttl = seconds(req.Body.TtlSeconds)
+	}
+	code, err := a.s.store.IssueJoinCodeTTL(ctx, id, ttl, actor(ctx), "join code reset")
 	if errors.Is(err, store.ErrNodeAlreadyJoined) {
 		return nil, apiErr(http.StatusConflict, "NODE_ALREADY_JOINED", err)
 	}
@@ -333,17 +337,19 @@ func (a adminAPI) EnableJudger(ctx context.Context, req adminapi.EnableJudgerReq
 	return adminapi.EnableJudger200JSONResponse(a.judger(ctx, enabled)), nil
 }
 
-// DrainJudger stops new claims; running jobs finish.
+// DrainJudger stops new claims; running jobs finish, by the deadline if one
+// is given (the control plane enforces it, see store.ExpireDrainDeadlines).
 func (a adminAPI) DrainJudger(ctx context.Context, req adminapi.DrainJudgerRequestObject) (adminapi.DrainJudgerResponseObject, error) {
 	n, err := a.liveNode(ctx, req.NodeId)
 	if err != nil {
 		return nil, err
 	}
-	n, err = a.s.store.Drain(ctx, n.ID, actor(ctx), req.Body.Reason)
+	deadline := seconds(req.Body.DeadlineSeconds)
+	n, err = a.s.store.DrainUntil(ctx, n.ID, deadline, actor(ctx), req.Body.Reason)
 	if err != nil {
 		return nil, nodeErr(err)
 	}
-	a.s.log.InfoContext(ctx, "node draining", "node_id", n.ID, "actor", actor(ctx))
+	a.s.log.InfoContext(ctx, "node draining", "node_id", n.ID, "deadline", deadline, "actor", actor(ctx))
 	return adminapi.DrainJudger200JSONResponse(a.judger(ctx, n)), nil
 }
 
@@ -389,7 +395,7 @@ func (a adminAPI) RotateJudgerCredential(ctx context.Context, req adminapi.Rotat
 	if err != nil {
 		return nil, err
 	}
-	code, err := a.s.store.RotateCredential(ctx, id, actor(ctx), req.Body.Reason)
+	code, err := a.s.store.RotateCredentialTTL(ctx, id, seconds(req.Body.JoinCodeTtlSeconds), actor(ctx), req.Body.Reason)
 	if err != nil {
 		return nil, nodeErr(err)
 	}
@@ -452,4 +458,12 @@ func (a adminAPI) ProbeJudger(ctx context.Context, req adminapi.ProbeJudgerReque
 	}
 	a.s.log.InfoContext(ctx, "node probed", "node_id", id, "reachable", out.Reachable, "dialed_ip", res.DialedIP, "actor", actor(ctx))
 	return adminapi.ProbeJudger200JSONResponse(out), nil
+}
+
+// seconds turns an optional API seconds field into a duration (nil: 0).
+func seconds(v *int64) time.Duration {
+	if v == nil {
+		return 0
+	}
+	return time.Duration(*v) * time.Second
 }

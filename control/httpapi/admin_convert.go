@@ -39,6 +39,9 @@ func judgerOut(n store.Node, t *store.NodeTimes) adminapi.Judger {
 	if n.Address != "" {
 		out.Address = ptr(n.Address)
 	}
+	if n.DrainDeadlineAt != nil {
+		out.DrainDeadlineAt = ptr(n.DrainDeadlineAt.UTC())
+	}
 	if t != nil {
 		out.UpdatedAt = ptr(t.UpdatedAt.UTC())
 		if t.LastHeartbeatAt != nil {

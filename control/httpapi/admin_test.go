@@ -178,7 +178,7 @@ func TestAdminHostGroupsAndNodeRegistry(t *testing.T) {
 	wantErr(t, gr, gr.Body, http.StatusNotFound, "NODE_NOT_FOUND")
 
 	// Join code: reset before joining only.
-	jc, err := a.c.ResetJoinCodeWithResponse(a.ctx, node.NodeId)
+	jc, err := a.c.ResetJoinCodeWithResponse(a.ctx, node.NodeId, adminapi.JoinCodeRequest{})
 	require.NoError(t, err)
 	require.Equal(t, http.StatusOK, jc.StatusCode(), string(jc.Body))
 	anon := client(t, a.env.URL, "")
@@ -187,7 +187,7 @@ func TestAdminHostGroupsAndNodeRegistry(t *testing.T) {
 	require.NotEqual(t, http.StatusCreated, old.StatusCode(), "the replaced code no longer joins")
 	nc := joinAndOpen(t, a.env, jc.JSON200.JoinCode, "boot-1-admin")
 	require.NotNil(t, nc)
-	jc, err = a.c.ResetJoinCodeWithResponse(a.ctx, node.NodeId)
+	jc, err = a.c.ResetJoinCodeWithResponse(a.ctx, node.NodeId, adminapi.JoinCodeRequest{})
 	require.NoError(t, err)
 	wantErr(t, jc, jc.Body, http.StatusConflict, "NODE_ALREADY_JOINED")
 
@@ -342,7 +342,7 @@ func TestAdminDisableDrainRevokeRotate(t *testing.T) {
 	dis, err := a.c.DisableJudgerWithResponse(a.ctx, id, adminapi.DisableRequest{Reason: "maintenance"})
 	require.NoError(t, err)
 	wantErr(t, dis, dis.Body, http.StatusConflict, "LEASES_ACTIVE")
-	dr, err := a.c.DrainJudgerWithResponse(a.ctx, id, adminapi.ReasonRequest{Reason: "maintenance"})
+	dr, err := a.c.DrainJudgerWithResponse(a.ctx, id, adminapi.DrainRequest{Reason: "maintenance"})
 	require.NoError(t, err)
 	require.Equal(t, http.StatusOK, dr.StatusCode(), string(dr.Body))
 	require.Equal(t, adminapi.DesiredStateDraining, dr.JSON200.DesiredState)
@@ -356,7 +356,7 @@ func TestAdminDisableDrainRevokeRotate(t *testing.T) {
 	require.True(t, hasAudit(d, "node.drain", "maintenance"))
 
 	// Rotate: the old session and credential die; a new join works.
-	rot, err := a.c.RotateJudgerCredentialWithResponse(a.ctx, id, adminapi.ReasonRequest{Reason: "credential leaked"})
+	rot, err := a.c.RotateJudgerCredentialWithResponse(a.ctx, id, adminapi.RotateRequest{Reason: "credential leaked"})
 	require.NoError(t, err)
 	require.Equal(t, http.StatusOK, rot.StatusCode(), string(rot.Body))
 	hb, err := nc.c.SendHeartbeatWithResponse(a.ctx, machineapi.HeartbeatRequest{RuntimeVersion: "x", Dependencies: []machineapi.Dependency{}, LocalSlots: 1})
@@ -379,13 +379,13 @@ func TestAdminDisableDrainRevokeRotate(t *testing.T) {
 	rv, err = a.c.RevokeJudgerWithResponse(a.ctx, id, adminapi.ReasonRequest{Reason: "again"})
 	require.NoError(t, err)
 	require.Equal(t, http.StatusOK, rv.StatusCode())
-	rot, err = a.c.RotateJudgerCredentialWithResponse(a.ctx, id, adminapi.ReasonRequest{Reason: "x"})
+	rot, err = a.c.RotateJudgerCredentialWithResponse(a.ctx, id, adminapi.RotateRequest{Reason: "x"})
 	require.NoError(t, err)
 	wantErr(t, rot, rot.Body, http.StatusConflict, "NODE_REVOKED")
 	en, err := a.c.EnableJudgerWithResponse(a.ctx, id, adminapi.ReasonRequest{Reason: "x"})
 	require.NoError(t, err)
 	wantErr(t, en, en.Body, http.StatusConflict, "NODE_REVOKED")
-	dr, err = a.c.DrainJudgerWithResponse(a.ctx, id, adminapi.ReasonRequest{Reason: "x"})
+	dr, err = a.c.DrainJudgerWithResponse(a.ctx, id, adminapi.DrainRequest{Reason: "x"})
 	require.NoError(t, err)
 	wantErr(t, dr, dr.Body, http.StatusConflict, "NODE_REVOKED")
 	d = a.detail(id)

@@ -29,9 +29,18 @@ func idString(id int64) string { return strconv.FormatInt(id, 10) }
 
 // JoinNode trades a one-time code for the node credential (shown once).
 func (m machineAPI) JoinNode(ctx context.Context, req machineapi.JoinNodeRequestObject) (machineapi.JoinNodeResponseObject, error) {
-	j, err := m.s.store.Join(ctx, req.Body.JoinCode)
+	var pool string
+	if req.Body.Pool != nil {
+		pool = string(*req.Body.Pool)
+	}
+	j, err := m.s.store.JoinPool(ctx, req.Body.JoinCode, pool)
 	if errors.Is(err, store.ErrUnauthenticated) {
 		return nil, apiErr(http.StatusUnauthorized, "JOIN_CODE_INVALID", errors.New("unknown join code"))
+	}
+	if errors.Is(err, store.ErrJoinPoolMismatch) {
+		// Not spent: the process of the right pool can still join with it.
+		m.s.log.WarnContext(ctx, "join refused: code of another pool's node", "pool", pool, "err", err)
+		return nil, apiErr(http.StatusConflict, "POOL_MISMATCH", fmt.Errorf("%w; the code was not used", err))
 	}
 	if err != nil {
 		return nil, err

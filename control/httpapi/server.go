@@ -256,6 +256,15 @@ func (s *Server) Run(ctx context.Context) {
 		if st.Requeued+st.Failed > 0 {
 			s.log.Info("reaped expired leases", "requeued", st.Requeued, "failed", st.Failed)
 		}
+		// Drain deadlines are enforced here, on the control plane, whether
+		// or not the admin's CLI still waits.
+		dx, err := s.store.ExpireDrainDeadlines(ctx)
+		if err != nil && ctx.Err() == nil {
+			s.log.Warn("drain deadline pass failed", "err", err)
+		}
+		if dx.Nodes > 0 {
+			s.log.Info("drain deadline passed: leases requeued, nodes disabled", "nodes", dx.Nodes, "requeued", dx.Requeued)
+		}
 	}
 }
 

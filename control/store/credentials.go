@@ -1,6 +1,7 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
@@ -78,7 +79,12 @@ type JoinCode struct {
 	ExpiresIn time.Duration
 }
 
-func (s *Store) issueJoinCode(ctx context.Context, tx *sql.Tx, nodeID int64) (JoinCode, error) {
+// issueJoinCode issues a code valid for ttl (0: the configured default).
+func (s *Store) issueJoinCode(ctx context.Context, tx *sql.Tx, nodeID int64, ttl time.Duration) (JoinCode, error) {
+	ttl = cmp.Or(ttl, s.cfg.JoinCodeTTL)
+	if ttl < time.Second || ttl > JoinCodeTTLMax {
+		return JoinCode{}, invalid("joinCodeTtlSeconds", "join code lifetime %s must be 1s..%s", ttl, JoinCodeTTLMax)
+	}
 	// Earlier unused codes of this node stop working.
 	if _, err := tx.ExecContext(ctx,
 		`UPDATE judge_join_code SET expires_at = LEAST(expires_at, NOW(6)) WHERE node_id = ? AND consumed_at IS NULL`, nodeID); err != nil {
@@ -87,10 +93,10 @@ func (s *Store) issueJoinCode(ctx context.Context, tx *sql.Tx, nodeID int64) (Jo
 	code, hash := newSecret(joinCodePrefix)
 	if _, err := tx.ExecContext(ctx,
 		`INSERT INTO judge_join_code (node_id, code_hash, expires_at) VALUES (?, ?, NOW(6) + INTERVAL ? MICROSECOND)`,
-		nodeID, hash, micros(s.cfg.JoinCodeTTL)); err != nil {
+		nodeID, hash, micros(ttl)); err != nil {
 		return JoinCode{}, fmt.Errorf("store: join code: %w", err)
 	}
-	return JoinCode{Code: code, ExpiresIn: s.cfg.JoinCodeTTL}, nil
+	return JoinCode{Code: code, ExpiresIn: ttl}, nil
 }
 
 // ResetJoinCode issues a fresh join code (earlier ones stop working). The
@@ -102,7 +108,7 @@ func (s *Store) ResetJoinCode(ctx context.Context, nodeID int64, actor, reason s
 			return err
 		}
 		var err error
-		if code, err = s.issueJoinCode(ctx, tx, nodeID); err != nil {
+		if code, err = s.issueJoinCode(ctx, tx, nodeID, 0); err != nil {
 			return err
 		}
 		return audit(ctx, tx, actor, "node.join_code", nodeID, 0, reason, nil)
@@ -123,6 +129,12 @@ var (
 // (earlier unused codes stop working). A joined node is ErrNodeAlreadyJoined,
 // a revoked one ErrNodeRevoked.
 func (s *Store) IssueJoinCode(ctx context.Context, nodeID int64, actor, reason string) (JoinCode, error) {
+	return s.IssueJoinCodeTTL(ctx, nodeID, 0, actor, reason)
+}
+
+// IssueJoinCodeTTL is IssueJoinCode with the code's lifetime chosen by the
+// admin (0: the configured default; at most JoinCodeTTLMax).
+func (s *Store) IssueJoinCodeTTL(ctx context.Context, nodeID int64, ttl time.Duration, actor, reason string) (JoinCode, error) {
 	var code JoinCode
 	err := s.inTx(ctx, func(tx *sql.Tx) error {
 		joined, revoked, err := lockNodeFlags(ctx, tx, nodeID)
@@ -135,10 +147,10 @@ func (s *Store) IssueJoinCode(ctx context.Context, nodeID int64, actor, reason s
 		case joined:
 			return fmt.Errorf("node %d: %w", nodeID, ErrNodeAlreadyJoined)
 		}
-		if code, err = s.issueJoinCode(ctx, tx, nodeID); err != nil {
+		if code, err = s.issueJoinCode(ctx, tx, nodeID, ttl); err != nil {
 			return err
 		}
-		return audit(ctx, tx, actor, "node.join_code", nodeID, 0, reason, nil)
+		return audit(ctx, tx, actor, "node.join_code", nodeID, 0, reason, map[string]any{"ttlSeconds": int64(code.ExpiresIn / time.Second)})
 	})
 	return code, err
 }
@@ -147,6 +159,12 @@ func (s *Store) IssueJoinCode(ctx context.Context, nodeID int64, actor, reason s
 // issues a new join code; the node must join again. Live leases stay until
 // they expire (the old session can no longer renew them) and are reaped.
 func (s *Store) RotateCredential(ctx context.Context, nodeID int64, actor, reason string) (JoinCode, error) {
+	return s.RotateCredentialTTL(ctx, nodeID, 0, actor, reason)
+}
+
+// RotateCredentialTTL is RotateCredential with the new join code's lifetime
+// chosen by the admin (0: the configured default; at most JoinCodeTTLMax).
+func (s *Store) RotateCredentialTTL(ctx context.Context, nodeID int64, ttl time.Duration, actor, reason string) (JoinCode, error) {
 	var code JoinCode
 	err := s.inTx(ctx, func(tx *sql.Tx) error {
 		_, revoked, err := lockNodeFlags(ctx, tx, nodeID)
@@ -161,7 +179,7 @@ func (s *Store) RotateCredential(ctx context.Context, nodeID int64, actor, reaso
 			   credential_version = credential_version + 1, updated_at = NOW(6) WHERE id = ?`, nodeID); err != nil {
 			return fmt.Errorf("store: rotate credential: %w", err)
 		}
-		if code, err = s.issueJoinCode(ctx, tx, nodeID); err != nil {
+		if code, err = s.issueJoinCode(ctx, tx, nodeID, ttl); err != nil {
 			return err
 		}
 		return audit(ctx, tx, actor, "node.rotate_credential", nodeID, 0, reason, nil)
@@ -187,9 +205,20 @@ type Joined struct {
 	Credential string
 }
 
+// ErrJoinPoolMismatch: the join code belongs to a node of another pool than
+// the joining process serves. The code is not spent.
+var ErrJoinPoolMismatch = errors.New("join code belongs to a node of another pool")
+
 // Join exchanges a one-time code for a node credential. Exactly one of
 // several concurrent joins with the same code succeeds.
 func (s *Store) Join(ctx context.Context, code string) (Joined, error) {
+	return s.JoinPool(ctx, code, "")
+}
+
+// JoinPool is Join by a process that names its pool: a code of a node of
+// another pool is refused with ErrJoinPoolMismatch and stays usable, so the
+// right process can still join with it. An empty pool skips the check.
+func (s *Store) JoinPool(ctx context.Context, code, pool string) (Joined, error) {
 	if !strings.HasPrefix(code, joinCodePrefix) || len(code) > 128 {
 		return Joined{}, fmt.Errorf("join code: %w", ErrUnauthenticated)
 	}
@@ -207,8 +236,14 @@ func (s *Store) Join(ctx context.Context, code string) (Joined, error) {
 		if err != nil {
 			return fmt.Errorf("store: join: %w", err)
 		}
-		if err := lockNode(ctx, tx, nodeID); err != nil {
-			return err
+		var nodePool string
+		if err := tx.QueryRowContext(ctx, `SELECT pool FROM judge_node WHERE id = ? FOR UPDATE`, nodeID).Scan(&nodePool); err != nil {
+			return fmt.Errorf("store: join: lock node %d: %w", nodeID, err)
+		}
+		// A spent or expired code says so first; a usable code of another
+		// pool is refused before anything is written.
+		if pool != "" && pool != nodePool && !used && !expired {
+			return fmt.Errorf("%w: the code is for a %s node, the joining process serves %s", ErrJoinPoolMismatch, nodePool, pool)
 		}
 		r, err := tx.ExecContext(ctx,
 			`UPDATE judge_join_code SET consumed_at = NOW(6)

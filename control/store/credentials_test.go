@@ -3,6 +3,7 @@ package store_test
 import (
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -127,4 +128,45 @@ func TestRotateCredentialKillsCredentialAndSessions(t *testing.T) {
 	require.ErrorIs(t, err, store.ErrNodeRevoked)
 	_, err = b.store.IssueJoinCode(b.ctx, n.ID, "admin", "x")
 	require.ErrorIs(t, err, store.ErrNodeRevoked)
+}
+
+// A join that names another pool is refused and the code stays usable; the
+// lifetime is chosen at creation and bounded.
+func TestJoinNamesItsPoolAndCodeLifetime(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	g := b.group(t, 4)
+	_, code, err := b.store.CreateNode(b.ctx, store.NodeSpec{Name: "jp-1", Pool: "java", HostGroupID: g.ID, Slots: 1,
+		JoinCodeTTL: 48 * time.Hour}, "admin")
+	require.NoError(t, err)
+	require.Equal(t, 48*time.Hour, code.ExpiresIn)
+	require.Equal(t, 1, b.count(t, `SELECT COUNT(*) FROM judge_join_code
+		WHERE expires_at BETWEEN NOW(6) + INTERVAL 47 HOUR AND NOW(6) + INTERVAL 49 HOUR`))
+
+	_, err = b.store.JoinPool(b.ctx, code.Code, "cpp")
+	require.ErrorIs(t, err, store.ErrJoinPoolMismatch)
+	require.Equal(t, 0, b.count(t, `SELECT COUNT(*) FROM judge_join_code WHERE consumed_at IS NOT NULL`), "not spent")
+	j, err := b.store.JoinPool(b.ctx, code.Code, "java")
+	require.NoError(t, err)
+	require.Equal(t, "java", j.Node.Pool)
+	_, err = b.store.JoinPool(b.ctx, code.Code, "cpp")
+	require.ErrorIs(t, err, store.ErrJoinCodeUsed, "a spent code says so, whatever the pool")
+
+	// Default 1 h; at most 7 days.
+	_, code, err = b.store.CreateNode(b.ctx, store.NodeSpec{Name: "jp-2", Pool: "cpp", HostGroupID: g.ID, Slots: 1}, "admin")
+	require.NoError(t, err)
+	require.Equal(t, time.Hour, code.ExpiresIn)
+	_, _, err = b.store.CreateNode(b.ctx, store.NodeSpec{Name: "jp-3", Pool: "cpp", HostGroupID: g.ID, Slots: 1,
+		JoinCodeTTL: 8 * 24 * time.Hour}, "admin")
+	require.ErrorIs(t, err, store.ErrValidation)
+	jc, err := b.store.IssueJoinCodeTTL(b.ctx, nodeIDByName(t, b, "jp-2"), 7*24*time.Hour, "admin", "slow host operator")
+	require.NoError(t, err)
+	require.Equal(t, 7*24*time.Hour, jc.ExpiresIn)
+}
+
+func nodeIDByName(t *testing.T, b *testBundle, name string) int64 {
+	t.Helper()
+	var id int64
+	require.NoError(t, b.db.QueryRowContext(b.ctx, `SELECT id FROM judge_node WHERE name = ?`, name).Scan(&id))
+	return id
 }

@@ -708,3 +708,115 @@ func (s *Store) reap(ctx context.Context) (ReapStats, error) {
 	}
 	return st, nil
 }
+
+// auditActorControl is the audit actor of what the control plane does by
+// itself (a deadline passing), not on an admin's request.
+const auditActorControl = "control-plane"
+
+// DrainDeadlineErrorCode is the error code a job taken back at a drain
+// deadline carries (last_error_code) and its attempt's error class.
+const DrainDeadlineErrorCode = "DRAIN_DEADLINE"
+
+// DrainExpiry counts what one ExpireDrainDeadlines pass did.
+type DrainExpiry struct {
+	// Nodes disabled because their drain deadline passed.
+	Nodes int
+	// Requeued leases taken back from them.
+	Requeued int
+}
+
+// ExpireDrainDeadlines enforces drain deadlines (admin API `deadlineSeconds`,
+// like `nomad node drain -deadline`): a DRAINING node whose deadline has
+// passed loses its remaining leases — each attempt is closed as REVOKED, the
+// job goes back to QUEUED at once with its attempt not counted toward
+// max_attempts — and becomes DISABLED; each step is audited. The lease epoch
+// stays, so the next claim bumps it and the old lease's renew and result are
+// refused (fencing). Candidates are read without locks, then each node is
+// re-checked under the lock order host group → node → job; running it in
+// every replica at once is safe.
+func (s *Store) ExpireDrainDeadlines(ctx context.Context) (DrainExpiry, error) {
+	var st DrainExpiry
+	ids, err := queryAll(ctx, s.db, scanID,
+		`SELECT id FROM judge_node WHERE desired_state = 'DRAINING' AND drain_deadline_at <= NOW(6)
+		 ORDER BY drain_deadline_at, id LIMIT ?`, s.cfg.ReapBatch)
+	if err != nil {
+		return st, fmt.Errorf("store: drain deadlines: candidates: %w", err)
+	}
+	pools := map[string]bool{}
+	for _, nodeID := range ids {
+		var requeued []int64
+		var pool string
+		var disabled bool
+		err := s.inTx(ctx, func(tx *sql.Tx) error {
+			requeued, disabled = nil, false
+			var groupID int64
+			if err := tx.QueryRowContext(ctx, `SELECT host_group_id FROM judge_node WHERE id = ?`, nodeID).Scan(&groupID); err != nil {
+				return fmt.Errorf("store: drain deadline: node %d: %w", nodeID, err)
+			}
+			if err := tx.QueryRowContext(ctx, `SELECT id FROM judge_host_group WHERE id = ? FOR UPDATE`, groupID).Scan(&groupID); err != nil {
+				return fmt.Errorf("store: drain deadline: lock host group: %w", err)
+			}
+			err := tx.QueryRowContext(ctx,
+				`SELECT pool FROM judge_node
+				 WHERE id = ? AND desired_state = 'DRAINING' AND drain_deadline_at <= NOW(6) FOR UPDATE`, nodeID).Scan(&pool)
+			if errors.Is(err, sql.ErrNoRows) {
+				return nil // re-enabled, re-drained or disabled meanwhile
+			}
+			if err != nil {
+				return fmt.Errorf("store: drain deadline: lock node: %w", err)
+			}
+			type lease struct {
+				jobID, epoch int64
+				pool         string
+			}
+			leases, err := queryAll(ctx, tx, func(sc rowScanner) (lease, error) {
+				var l lease
+				return l, sc.Scan(&l.jobID, &l.epoch, &l.pool)
+			}, `SELECT id, lease_epoch, pool FROM judge_job WHERE node_id = ? AND state = 'RUNNING' ORDER BY id FOR UPDATE`, nodeID)
+			if err != nil {
+				return fmt.Errorf("store: drain deadline: leases: %w", err)
+			}
+			for _, l := range leases {
+				if err := closeAttempt(ctx, tx, l.jobID, l.epoch, "REVOKED", DrainDeadlineErrorCode, ""); err != nil {
+					return err
+				}
+				if _, err := tx.ExecContext(ctx,
+					`UPDATE judge_job SET state = 'QUEUED', available_at = NOW(6),
+					   node_id = NULL, host_group_id = NULL, session_epoch = NULL, lease_until = NULL,
+					   attempt_count = GREATEST(attempt_count - 1, 0), last_error_code = ?,
+					   status_version = status_version + 1, updated_at = NOW(6)
+					 WHERE id = ?`, DrainDeadlineErrorCode, l.jobID); err != nil {
+					return fmt.Errorf("store: drain deadline: requeue job %d: %w", l.jobID, err)
+				}
+				if err := bumpPool(ctx, tx, l.pool); err != nil {
+					return err
+				}
+				if err := audit(ctx, tx, auditActorControl, "job.lease_revoked", nodeID, l.jobID, "drain deadline passed",
+					map[string]any{"leaseEpoch": l.epoch, "counted": false}); err != nil {
+					return err
+				}
+				requeued = append(requeued, l.jobID)
+				pools[l.pool] = true
+			}
+			if _, err := tx.ExecContext(ctx,
+				`UPDATE judge_node SET desired_state = 'DISABLED', drain_deadline_at = NULL, revision = revision + 1,
+				   updated_at = NOW(6) WHERE id = ?`, nodeID); err != nil {
+				return fmt.Errorf("store: drain deadline: disable: %w", err)
+			}
+			disabled = true
+			return audit(ctx, tx, auditActorControl, "node.drain_deadline", nodeID, 0,
+				"drain deadline passed: remaining leases requeued, node disabled", map[string]any{"requeuedJobs": len(requeued)})
+		})
+		if err != nil {
+			return st, err
+		}
+		if disabled {
+			st.Nodes++
+			st.Requeued += len(requeued)
+		}
+	}
+	for p := range pools {
+		s.notify(p)
+	}
+	return st, nil
+}

@@ -43,14 +43,18 @@ type Node struct {
 	SlotsBusy         int
 	ReportedSlotsBusy int
 	ReportedDraining  bool
-	CreatedAt         time.Time
+	// DrainDeadlineAt is when a DRAINING node's remaining leases are taken
+	// back and it is disabled (database clock); nil: no deadline.
+	DrainDeadlineAt *time.Time
+	CreatedAt       time.Time
 }
 
 const nodeColumns = `n.id, n.name, n.pool, n.host_group_id, n.desired_state, n.slots, n.revision, COALESCE(n.address, ''),
   n.revoked_at IS NOT NULL, n.credential_hash IS NOT NULL, n.session_epoch,
   TIMESTAMPDIFF(MICROSECOND, n.last_heartbeat_at, NOW(6)), COALESCE(n.reported_runtime, ''),
   COALESCE(n.reported_health, ''), COALESCE(n.reported_slots_busy, 0), n.reported_draining,
-  (SELECT COUNT(*) FROM judge_job j WHERE j.node_id = n.id AND j.state = 'RUNNING'), n.created_at`
+  (SELECT COUNT(*) FROM judge_job j WHERE j.node_id = n.id AND j.state = 'RUNNING'),
+  IF(n.desired_state = 'DRAINING', n.drain_deadline_at, NULL), n.created_at`
 
 func (s *Store) scanNode(sc rowScanner) (Node, error) {
 	var n Node
@@ -58,7 +62,7 @@ func (s *Store) scanNode(sc rowScanner) (Node, error) {
 	var health string
 	err := sc.Scan(&n.ID, &n.Name, &n.Pool, &n.HostGroupID, &n.DesiredState, &n.Slots, &n.Revision, &n.Address,
 		&n.Revoked, &n.HasCredential, &n.SessionEpoch, &hbAge, &n.RuntimeVersion, &health, &n.ReportedSlotsBusy,
-		&n.ReportedDraining, &n.SlotsBusy, &n.CreatedAt)
+		&n.ReportedDraining, &n.SlotsBusy, &n.DrainDeadlineAt, &n.CreatedAt)
 	if err != nil {
 		return n, err
 	}
@@ -132,6 +136,9 @@ type NodeSpec struct {
 	HostGroupID int64
 	Slots       int
 	Address     string
+	// JoinCodeTTL is the join code's lifetime; 0 takes the configured
+	// default (1 h), at most JoinCodeTTLMax.
+	JoinCodeTTL time.Duration
 }
 
 // CreateNode registers a node (PENDING_VERIFICATION) and issues its join code.
@@ -172,7 +179,7 @@ func (s *Store) CreateNode(ctx context.Context, spec NodeSpec, actor string) (No
 			return fmt.Errorf("store: create node: %w", err)
 		}
 		id, _ = r.LastInsertId()
-		if code, err = s.issueJoinCode(ctx, tx, id); err != nil {
+		if code, err = s.issueJoinCode(ctx, tx, id, spec.JoinCodeTTL); err != nil {
 			return err
 		}
 		return audit(ctx, tx, actor, "node.create", id, 0, "", map[string]any{"pool": spec.Pool, "slots": spec.Slots})
@@ -256,12 +263,48 @@ func (s *Store) Enable(ctx context.Context, nodeID int64, actor, reason string) 
 
 // Drain stops new pool work; running jobs finish.
 func (s *Store) Drain(ctx context.Context, nodeID int64, actor, reason string) (Node, error) {
-	return s.changeNode(ctx, nodeID, actor, "node.drain", reason, func(tx *sql.Tx, n *Node) error {
-		if n.DesiredState == NodeDisabled {
+	return s.DrainUntil(ctx, nodeID, 0, actor, reason)
+}
+
+// DrainDeadlineMax bounds a drain deadline.
+const DrainDeadlineMax = 7 * 24 * time.Hour
+
+// DrainUntil drains the node with a deadline decided here, on the database
+// clock: once deadline has passed, ExpireDrainDeadlines takes the node's
+// remaining leases back and disables it. 0 means no deadline; draining again
+// replaces (or removes) the deadline.
+func (s *Store) DrainUntil(ctx context.Context, nodeID int64, deadline time.Duration, actor, reason string) (Node, error) {
+	if deadline < 0 || deadline > DrainDeadlineMax {
+		return Node{}, invalid("deadlineSeconds", "drain deadline %s must be 0..%s", deadline, DrainDeadlineMax)
+	}
+	var detail map[string]any
+	if deadline > 0 {
+		detail = map[string]any{"deadlineSeconds": int64(deadline / time.Second)}
+	}
+	err := s.inTx(ctx, func(tx *sql.Tx) error {
+		var state NodeState
+		err := tx.QueryRowContext(ctx, `SELECT desired_state FROM judge_node WHERE id = ? FOR UPDATE`, nodeID).Scan(&state)
+		if errors.Is(err, sql.ErrNoRows) {
+			return fmt.Errorf("node %d: %w", nodeID, ErrNotFound)
+		}
+		if err != nil {
+			return fmt.Errorf("store: drain: %w", err)
+		}
+		if state == NodeDisabled {
 			return conflict("node %d is disabled", nodeID)
 		}
-		return setState(ctx, tx, nodeID, NodeDraining)
+		if _, err := tx.ExecContext(ctx,
+			`UPDATE judge_node SET desired_state = 'DRAINING', revision = revision + 1, updated_at = NOW(6),
+			   drain_deadline_at = IF(? > 0, NOW(6) + INTERVAL ? MICROSECOND, NULL)
+			 WHERE id = ?`, micros(deadline), micros(deadline), nodeID); err != nil {
+			return fmt.Errorf("store: drain: %w", err)
+		}
+		return audit(ctx, tx, actor, "node.drain", nodeID, 0, reason, detail)
 	})
+	if err != nil {
+		return Node{}, err
+	}
+	return s.GetNode(ctx, nodeID)
 }
 
 // Disable stops the node. It is refused while the node holds live leases

@@ -36,10 +36,12 @@ const (
 	ClaimBatchMaxDefault    = 16
 	MaxSnapshotBytesDefault = 512 << 10
 	TxRetriesDefault        = 8
-	JoinCodeTTLDefault      = 10 * time.Minute
-	OfflineAfterDefault     = 30 * time.Second
-	ReapBatchDefault        = 100
-	MaxResultBytesDefault   = 1 << 20
+	JoinCodeTTLDefault      = time.Hour
+	// JoinCodeTTLMax bounds the lifetime an admin may choose for a join code.
+	JoinCodeTTLMax        = 7 * 24 * time.Hour
+	OfflineAfterDefault   = 30 * time.Second
+	ReapBatchDefault      = 100
+	MaxResultBytesDefault = 1 << 20
 )
 
 func (c *Config) setDefaults() {
@@ -93,8 +95,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("store config: max snapshot bytes %d is below 1 KiB", c.MaxSnapshotBytes)
 	case c.TxRetries < 1:
 		return fmt.Errorf("store config: tx retries %d must be positive", c.TxRetries)
-	case c.JoinCodeTTL < time.Second:
-		return fmt.Errorf("store config: join code TTL %s is below 1s", c.JoinCodeTTL)
+	case c.JoinCodeTTL < time.Second || c.JoinCodeTTL > JoinCodeTTLMax:
+		return fmt.Errorf("store config: join code TTL %s must be 1s..%s", c.JoinCodeTTL, JoinCodeTTLMax)
 	case c.OfflineAfter < time.Second:
 		return fmt.Errorf("store config: offline-after %s is below 1s", c.OfflineAfter)
 	case c.ReapBatch < 1:

@@ -17,7 +17,7 @@ RUN --mount=type=cache,target=/go/pkg/mod go mod download
 COPY . .
 ARG VERSION=dev
 RUN --mount=type=cache,target=/go/pkg/mod --mount=type=cache,target=/root/.cache/go-build \
-    CGO_ENABLED=0 go build -trimpath -ldflags="-s -w -X main.version=${VERSION}" \
+    CGO_ENABLED=0 go build -trimpath -ldflags="-s -w -X github.com/kece-oj/kece/internal/buildinfo.version=${VERSION}" \
       -o /out/kece-node ./cmd/kece-node \
  && CGO_ENABLED=0 go build -trimpath -ldflags="-s -w" \
       -o /out/kece-sandbox-init ./cmd/kece-sandbox-init
@@ -33,4 +33,7 @@ COPY --from=build /out/kece-sandbox-init /usr/local/lib/kece/kece-sandbox-init
 # Code pools run as root inside the container with only CHOWN and
 # DAC_OVERRIDE (compose sets cap_drop/cap_add); the mysql pool runs as 65532.
 STOPSIGNAL SIGTERM
+# No curl in the image: kece-node checks its own /healthz (KECE_LISTEN).
+HEALTHCHECK --interval=30s --timeout=10s --start-period=2m --retries=3 \
+  CMD ["/usr/local/bin/kece-node", "healthcheck", "--quiet"]
 ENTRYPOINT ["/usr/local/bin/kece-node"]

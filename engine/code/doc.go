@@ -13,7 +13,9 @@
 //
 //	x, err := code.New(code.Config{NodeID: id, Workspace: dir, SupervisorPath: bin})
 //	removed, err := x.Janitor(ctx, id)        // at node start: containers and work dirs of this node
-//	spec, err := code.DefaultRuntime("cpp")   // spec of the locally built image
+//	spec, err := code.RuntimeForLanguage("cpp20") // spec of a language id, locally built image
+//	specs, err := code.LanguagesOfPool("cpp")   // every id a cpp node serves
+//	spec, err := code.DefaultRuntime("cpp")     // the pool's default id (cpp17)
 //	version, err := x.Probe(ctx, spec)        // daemon, image and runtime answer
 //	verdict, err := x.Execute(ctx, task, sink) // engine.Executor
 //
@@ -44,7 +46,17 @@
 // computes the same tag (a test checks both agree). Operators may pin images
 // by digest (repo@sha256:…). Commands may use MemoryPlaceholder
 // ("{memory_mb}"), replaced by the task's memory limit in MiB (java -Xmx,
-// node --max-old-space-size).
+// node --max-old-space-size), engine.SourcePlaceholder ("{source}") and,
+// under the engine.EntryJavaClass rule, engine.ClassPlaceholder ("{class}"),
+// filled from the source before anything runs (javaentry.go).
+//
+// # Languages
+//
+// languages.go is the node's table of accepted language ids: one validated
+// spec per id, with the standard it names (cpp20 compiles with
+// -std=gnu++20), its compile limits and its minimum memory. The control
+// plane's copy of the ids is contracts/languages.go; a test in package worker
+// keeps both in agreement (this package must not import contracts).
 //
 // # One container per job
 //

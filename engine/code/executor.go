@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -91,6 +92,30 @@ func (x *Executor) Execute(ctx context.Context, task engine.Task, progress engin
 	}
 	if err := validateTask(task); err != nil {
 		return engine.Verdict{}, err
+	}
+	// The entry point is decided from the source before anything starts: a
+	// Java source with no runnable class is the user's CE, a checker's is
+	// the problem's fault.
+	rt, err := resolveEntry(task.Runtime, task.Source)
+	if isEntryError(err) {
+		v := engine.Verdict{Status: engine.StatusCompileError, Message: err.Error(), CompileLog: err.Error()}
+		for _, c := range task.Cases {
+			v.MaxScore += c.Weight
+		}
+		return v, nil
+	} else if err != nil {
+		return engine.Verdict{}, engine.Infra(engine.InfraConfig, err)
+	}
+	task.Runtime = rt
+	if task.Checker.Kind == engine.CheckerSpecial {
+		if task.Checker.SpecialRuntime, err = resolveEntry(task.Checker.SpecialRuntime, task.Checker.SpecialSource); err != nil {
+			return engine.Verdict{}, engine.Infraf(engine.InfraCheckerFailed, "special judge: %w", err)
+		}
+		// Again with the derived file name (Judge.java), which the checker's
+		// extra files must not overwrite.
+		if err := validateSpecial(task.Checker); err != nil {
+			return engine.Verdict{}, err
+		}
 	}
 	j := &job{x: x, task: task, progress: progress}
 	j.memLimit = task.Limits.MemoryBytes + task.Runtime.ExtraMemoryBytes
@@ -214,8 +239,11 @@ func (j *job) prepare() error {
 			return hostErr("work dir", err)
 		}
 	}
-	if err := writeOwned(filepath.Join(j.dir, "box", j.task.Runtime.SourceFile), j.task.Source, j.compileUID); err != nil {
-		return hostErr("source", err)
+	// SourceFile is empty only for a version probe, which has no source.
+	if name := j.task.Runtime.SourceFile; name != "" {
+		if err := writeOwned(filepath.Join(j.dir, "box", name), j.task.Source, j.compileUID); err != nil {
+			return hostErr("source", err)
+		}
 	}
 	for i, c := range j.task.Cases {
 		if err := linkOrCopy(c.InputPath, filepath.Join(j.dir, "in", caseFile(i))); err != nil {
@@ -331,14 +359,14 @@ func (j *job) judge(ctx context.Context) (engine.Verdict, error) {
 	}
 	if len(t.Runtime.CompileCmd) > 0 {
 		j.progress.Report(engine.Progress{Phase: engine.PhaseCompiling, CasesTotal: len(t.Cases)})
-		ok, log, err := j.compile(ctx, j.userSession, t.Runtime)
+		c, err := j.compileRun(ctx, j.userSession, t.Runtime)
 		if err != nil {
 			return v, err
 		}
-		v.CompileLog = log
-		if !ok {
+		v.CompileLog = c.log
+		if !c.ok {
 			v.Status = engine.StatusCompileError
-			v.Message = "compilation failed"
+			v.Message = c.message
 			return v, nil
 		}
 	}
@@ -384,9 +412,26 @@ func (x *Executor) checkImage(ctx context.Context, image string) error {
 	return nil
 }
 
+// compiled is the outcome of a compile step.
+type compiled struct {
+	ok  bool
+	log string // bounded compiler output, with a note when cut or killed
+	// message says why a compile failed, with the limit figure when the
+	// compiler was stopped ("compilation exceeded 10 s CPU").
+	message string
+}
+
 // compile runs the spec's compile command in box; false means a CE.
 func (j *job) compile(ctx context.Context, s *session, rt engine.RuntimeSpec) (bool, string, error) {
+	c, err := j.compileRun(ctx, s, rt)
+	return c.ok, c.log, err
+}
+
+// compileRun runs the spec's compile command in box under the spec's compile
+// limits and says how it ended.
+func (j *job) compileRun(ctx context.Context, s *session, rt engine.RuntimeSpec) (compiled, error) {
 	cfg := j.x.cfg
+	memory := max(rt.CompileMemoryBytes, j.memLimit)
 	res, err := s.run(ctx, sandboxinit.Request{
 		Argv:       expand(rt.CompileCmd, j.task.Limits.MemoryBytes),
 		Dir:        boxDir,
@@ -395,7 +440,7 @@ func (j *job) compile(ctx context.Context, s *session, rt engine.RuntimeSpec) (b
 		GID:        j.compileUID,
 		LogBytes:   cfg.CompileLogBytes,
 		CPUMillis:  rt.CompileTime.Milliseconds(),
-		WallMillis: 2*rt.CompileTime.Milliseconds() + 1000,
+		WallMillis: rt.CompileWall().Milliseconds(),
 		FileSize:   CompileOutputBytesDefault,
 		Processes:  cfg.ProcessesPerRun,
 		Stack:      64 << 20,
@@ -403,26 +448,53 @@ func (j *job) compile(ctx context.Context, s *session, rt engine.RuntimeSpec) (b
 		CleanDir:   tmpDir,
 	})
 	if err != nil {
-		return false, "", err
+		return compiled{}, err
 	}
 	if res.SetupError != "" {
-		return false, "", engine.Infraf(engine.InfraConfig, "compile command of %s (image %s) did not start: %s", rt.Pool, rt.Image, res.SetupError)
+		return compiled{}, engine.Infraf(engine.InfraConfig, "compile command of %s (image %s) did not start: %s", rt.Pool, rt.Image, res.SetupError)
 	}
-	log := strings.ToValidUTF8(res.Log, "\uFFFD")
+	c := compiled{log: strings.ToValidUTF8(res.Log, "\uFFFD")}
 	if res.LogTruncated {
-		log += "\n[compiler output truncated]"
+		c.log += "\n[compiler output truncated]"
 	}
+	c.message = compileFailure(res, rt, memory)
+	if c.message != "" {
+		if c.message != compileFailedMessage {
+			c.log += "\n[" + c.message + "]"
+		}
+		return c, nil
+	}
+	c.ok = true
+	return c, nil
+}
+
+// compileFailedMessage is the message of an ordinary CE (the compiler
+// reported errors); its details are in the compile log.
+const compileFailedMessage = "compilation failed"
+
+// compileFailure names why a compile run failed ("" when it succeeded); a
+// compiler stopped by a limit is named with that limit.
+func compileFailure(res sandboxinit.Result, rt engine.RuntimeSpec, memory int64) string {
 	switch {
-	case res.CPUExceeded || res.WallExceeded:
-		return false, log + "\n[compilation time limit exceeded]", nil
+	case res.CPUExceeded || res.Signal == int(syscall.SIGXCPU):
+		return fmt.Sprintf("compilation exceeded %s CPU", seconds(rt.CompileTime))
+	case res.WallExceeded:
+		return fmt.Sprintf("compilation exceeded %s wall time", seconds(rt.CompileWall()))
 	case res.OOMKilled:
-		return false, log + "\n[compiler ran out of memory]", nil
+		return fmt.Sprintf("compiler exceeded %d MiB", memory>>20)
+	case res.Signal == int(syscall.SIGXFSZ):
+		return fmt.Sprintf("compiler output exceeded %d MiB", CompileOutputBytesDefault>>20)
 	case res.Signal != 0:
-		return false, log + fmt.Sprintf("\n[compiler killed by signal %d (%s)]", res.Signal, syscall.Signal(res.Signal)), nil
+		return fmt.Sprintf("compiler killed by signal %d (%s)", res.Signal, syscall.Signal(res.Signal))
 	case res.ExitCode != 0:
-		return false, log, nil
+		return compileFailedMessage
 	}
-	return true, log, nil
+	return ""
+}
+
+// seconds formats a limit as "10 s" or "2.5 s".
+func seconds(d time.Duration) string {
+	return strconv.FormatFloat(d.Seconds(), 'f', -1, 64) + " s"
 }
 
 func (j *job) runEnv() []string {
@@ -486,6 +558,12 @@ func (j *job) runCase(ctx context.Context, i int, c engine.Case) (engine.CaseRes
 		return cr, err
 	}
 	failed := res.Signal != 0 || res.ExitCode != 0
+	// Only a failing run can be a runtime's out-of-memory report: a program
+	// that prints "MemoryError" and exits 0 is judged on its output.
+	var oomReport string
+	if failed {
+		oomReport = j.memoryFailure(res.Log, out, outPath)
+	}
 	// Output past the limit decides first: runtimes that ignore SIGXFSZ (the
 	// JVM, CPython) keep running or fail later, but they did exceed it.
 	switch {
@@ -501,8 +579,8 @@ func (j *job) runCase(ctx context.Context, i int, c engine.Case) (engine.CaseRes
 	case res.OOMKilled || res.MaxRSSKB*1024 > j.memLimit:
 		cr.Status, cr.Message = engine.StatusMemoryLimitExceeded, fmt.Sprintf("peak memory %d KiB", res.MaxRSSKB)
 		return cr, nil
-	case failed && containsAny(res.Log, t.Runtime.MemoryErrorMarkers):
-		cr.Status, cr.Message = engine.StatusMemoryLimitExceeded, "out of memory: allocation failed"
+	case oomReport != "":
+		cr.Status, cr.Message = engine.StatusMemoryLimitExceeded, "out of memory: "+oomReport
 		return cr, nil
 	case res.Signal == int(syscall.SIGXFSZ):
 		cr.Status, cr.Message = engine.StatusOutputLimitExceeded, "output limit exceeded"
@@ -578,6 +656,62 @@ func (j *job) check(ctx context.Context, i int, c engine.Case, out []byte, outNa
 		return 1, msg, nil
 	}
 	return 0, msg, nil
+}
+
+// stdoutScanBytes is how much of a failing run's stdout is searched for
+// memory markers: the JVM reports a failed start there, before any output of
+// the program.
+const stdoutScanBytes = 4 << 10
+
+// memoryFailure returns the runtime's own out-of-memory report of a failing
+// run (the marker line, bounded), searched in stderr and in the head of
+// stdout, or "" when there is none. out is the stdout already
+// read (nil when it was too large to read); outPath is read otherwise.
+func (j *job) memoryFailure(stderr string, out []byte, outPath string) string {
+	rt := j.task.Runtime
+	if len(rt.MemoryErrorMarkers) == 0 {
+		return ""
+	}
+	if msg := memoryMarker(stderr, rt); msg != "" {
+		return msg
+	}
+	head := out
+	if head == nil {
+		head, _ = readHead(outPath, stdoutScanBytes)
+	}
+	return memoryMarker(string(head[:min(len(head), stdoutScanBytes)]), rt)
+}
+
+// memoryMarker finds the first line of text holding one of the spec's memory
+// markers and none of its exceptions; it returns that line, after the JVM's
+// headline when the line before is one, bounded.
+func memoryMarker(text string, rt engine.RuntimeSpec) string {
+	lines := strings.Split(text, "\n")
+	for i, l := range lines {
+		if !containsAny(l, rt.MemoryErrorMarkers) || containsAny(l, rt.MemoryErrorExceptions) {
+			continue
+		}
+		msg := strings.TrimSpace(l)
+		// "Error occurred during initialization of VM" precedes the reason.
+		if i > 0 && strings.Contains(lines[i-1], "Error occurred during initialization of VM") {
+			msg = strings.TrimSpace(lines[i-1]) + ": " + msg
+		}
+		return clip(msg, 200)
+	}
+	return ""
+}
+
+// readHead reads at most n bytes of a regular file (no symlinks).
+func readHead(path string, n int64) ([]byte, error) {
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	if st, err := f.Stat(); err != nil || !st.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s is not a regular file", path)
+	}
+	return io.ReadAll(io.LimitReader(f, n))
 }
 
 func containsAny(s string, subs []string) bool {

@@ -17,6 +17,8 @@ public class Main {
             case "busy": { long x = 0; while (true) { x++; if (x == Long.MIN_VALUE) System.out.println(x); } }
             case "sleep": Thread.sleep(30000); System.out.println("woke"); break;
             case "mem": { List<long[]> keep = new ArrayList<>(); while (true) keep.add(new long[1 << 20]); }
+            case "hugealloc": { long[] big = new long[1 << 30]; System.out.println(big[1]); break; } // 8 GiB: beyond any -Xmx here
+            case "printoom": System.out.println("java.lang.OutOfMemoryError"); System.err.println("Too small maximum heap"); break;
             case "throw": throw new RuntimeException("boom");
             case "segv": {
                 java.lang.reflect.Field f = sun.misc.Unsafe.class.getDeclaredField("theUnsafe");

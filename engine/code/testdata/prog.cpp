@@ -22,6 +22,7 @@ int main() {
         printf("%d\n", v[4096]);
     }
     else if (m == "hugealloc") { std::vector<char> v(8ul << 30); printf("%d\n", v[1]); }  // bad_alloc under RLIMIT_AS
+    else if (m == "printoom") { puts("std::bad_alloc"); }  // a marker in the output of a run that succeeds
     else if (m == "throw") { throw std::runtime_error("boom"); }
     else if (m == "segv") { volatile int *p = nullptr; *p = 1; }
     else if (m == "exit") { puts("partial"); return 3; }

@@ -18,6 +18,12 @@ elif m == "mem":
     keep = []
     while True:
         keep.append(bytearray(16 << 20))
+elif m == "hugealloc":
+    keep = bytearray(8 << 30)  # MemoryError under RLIMIT_AS
+    print(len(keep))
+elif m == "printoom":
+    print("MemoryError")
+    print("MemoryError", file=sys.stderr)
 elif m == "throw":
     raise RuntimeError("boom")
 elif m == "segv":

@@ -1,0 +1,66 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os/signal"
+	"syscall"
+
+	"github.com/kece-oj/kece/worker"
+)
+
+// runJoin is `kece-node join`: exchange the one-time join code for the node
+// credential, store it (0600, atomically) and exit, so the code never has to
+// be written into the node's configuration.
+func runJoin(args []string, stdout, stderr io.Writer, getenv func(string) string) int {
+	st := newFlags("kece-node join", getenv, stderr)
+	controlURL := st.String("control-url", "KECE_CONTROL_URL", "", "control plane base URL")
+	pool := st.String("pool", "KECE_POOL", "", "pool this node serves: cpp, java, python, arkts or mysql; a code of another pool's node is refused and stays usable")
+	credFile := st.String("credential-file", "KECE_CREDENTIAL_FILE", "", "where to store the credential (absolute path; must not exist)")
+	code := st.Secret("code", "KECE_JOIN_CODE", "KECE_JOIN_CODE_FILE", "one-time join code from 'kecectl node create'")
+	timeout := st.Duration("timeout", "KECE_REQUEST_TIMEOUT", worker.RequestTimeoutDefault, "bound of the join call")
+	if err := parseFlags(st, args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return exitOK
+		}
+		fmt.Fprintf(stderr, "kece-node join: %v\n", err)
+		return exitConfig
+	}
+	cfg := worker.JoinConfig{ControlURL: *controlURL, Pool: *pool, Code: *code, CredentialFile: *credFile, RequestTimeout: *timeout}
+	if err := cfg.Validate(); err != nil {
+		fmt.Fprintf(stderr, "kece-node join: %v\n", err)
+		return exitConfig
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	cred, err := worker.Join(ctx, cfg)
+	switch {
+	case err == nil:
+		fmt.Fprintf(stdout, "joined: %s; credential stored in %s (mode 0600)\n", cred, cfg.CredentialFile)
+		fmt.Fprintln(stdout, "next: start the node (systemctl start / docker compose up); it needs no join code any more")
+		return exitOK
+	case errors.Is(err, worker.ErrAlreadyJoined):
+		fmt.Fprintf(stderr, "kece-node join: %v\n", err)
+		return exitConfig
+	case refused(err):
+		fmt.Fprintf(stderr, "kece-node join: refused: %v\n", describeJoinRefusal(err))
+		return exitRefused
+	}
+	fmt.Fprintf(stderr, "kece-node join: %v\n", err)
+	return exitFailure
+}
+
+func describeJoinRefusal(err error) string {
+	switch {
+	case errors.Is(err, worker.ErrPoolMismatch):
+		return fmt.Sprintf("%v; the code is still valid: use it with the --pool of its node (see 'kecectl node show')", err)
+	case errors.Is(err, worker.ErrJoinCodeSpent):
+		return fmt.Sprintf("%v ('kecectl node join-code NODE' issues a new one)", err)
+	case errors.Is(err, worker.ErrJoinCodeInvalid):
+		return fmt.Sprintf("%v (check for a typo, or that --control-url is the control plane that issued it)", err)
+	}
+	return err.Error()
+}

@@ -1,0 +1,224 @@
+package main
+
+import (
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"github.com/kece-oj/kece/contracts"
+	"github.com/kece-oj/kece/contracts/adminapi"
+)
+
+var jobStates = []string{"QUEUED", "RUNNING", "COMPLETED", "FAILED", "CANCELLED"}
+
+func (c *cli) jobCommand() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:     "job",
+		Aliases: []string{"jobs"},
+		Short:   "Judge jobs: list, show, rejudge, cancel",
+		Args:    groupArgs,
+		RunE:    groupRun,
+	}
+	cmd.AddCommand(c.jobList(), c.jobShow(), c.jobRejudge(), c.jobCancel())
+	return cmd
+}
+
+// jobArg checks a job id argument.
+func jobArg(s string) error {
+	if !validID(s) {
+		return usagef("%q is not a job id (a positive decimal number)", s)
+	}
+	return nil
+}
+
+func (c *cli) jobList() *cobra.Command {
+	var state, pool, kind, typ, before string
+	var limit int
+	cmd := &cobra.Command{
+		Use:   "list [--state S] [--pool P] [--kind K] [--type T] [--limit N] [--before ID]",
+		Short: "List jobs, newest first",
+		Args:  exactArgs(),
+		RunE: c.action(func(*cobra.Command, []string) error {
+			if limit < 1 || limit > 500 {
+				return usagef("--limit must be 1..500")
+			}
+			l := int32(limit)
+			p := adminapi.ListJudgeJobsParams{Limit: &l}
+			if state != "" {
+				v := adminapi.JobState(strings.ToUpper(state))
+				p.State = &v
+			}
+			if pool != "" {
+				v := adminapi.Pool(pool)
+				p.Pool = &v
+			}
+			if kind != "" {
+				v := adminapi.JobKind(strings.ToUpper(kind))
+				p.Kind = &v
+			}
+			if typ != "" {
+				p.SubmissionType = &typ
+			}
+			if before != "" {
+				p.BeforeId = &before
+			}
+			api, err := c.api()
+			if err != nil {
+				return err
+			}
+			r, err := api.ListJudgeJobsWithResponse(c.ctx, &p)
+			if err := c.result(r, err, http.StatusOK); err != nil {
+				return err
+			}
+			return c.emit(r.JSON200, func() error {
+				w := c.table()
+				jobRows(w, r.JSON200.Jobs)
+				if err := w.Flush(); err != nil {
+					return err
+				}
+				if r.JSON200.NextBeforeId != nil {
+					fmt.Fprintf(c.out, "more: --before %s\n", *r.JSON200.NextBeforeId)
+				}
+				return nil
+			})
+		}),
+	}
+	f := cmd.Flags()
+	f.StringVar(&state, "state", "", "only this state: "+strings.Join(jobStates, ", "))
+	f.StringVar(&pool, "pool", "", "only this pool")
+	f.StringVar(&kind, "kind", "", "SUBMISSION or CHECK")
+	f.StringVar(&typ, "type", "", "only this submission type")
+	f.IntVar(&limit, "limit", 50, "page size (1..500)")
+	f.StringVar(&before, "before", "", "only jobs with a smaller id (the previous page's 'more: --before')")
+	_ = cmd.RegisterFlagCompletionFunc("state", fixedCompletion(jobStates...))
+	_ = cmd.RegisterFlagCompletionFunc("pool", fixedCompletion(contracts.Pools()...))
+	_ = cmd.RegisterFlagCompletionFunc("kind", fixedCompletion("SUBMISSION", "CHECK"))
+	return cmd
+}
+
+func jobRows(w *tabwriter.Writer, js []adminapi.JudgeJob) {
+	row(w, "ID", "KIND", "SUBMISSION", "GEN", "POOL", "STATE", "PHASE", "CASES", "ATTEMPTS", "NODE", "ERROR", "CREATED")
+	for _, j := range js {
+		row(w, j.JobId, j.Kind, j.SubmissionType+"/"+j.SubmissionId, j.Generation, j.Pool, j.State, deref(j.Phase, "-"),
+			fmt.Sprintf("%d/%d", j.CasesDone, j.CasesTotal), fmt.Sprintf("%d/%d", j.AttemptCount, j.MaxAttempts),
+			deref(j.NodeId, "-"), deref(j.LastErrorCode, ""), stamp(j.CreatedAt))
+	}
+}
+
+func (c *cli) jobShow() *cobra.Command {
+	return &cobra.Command{
+		Use:   "show JOB_ID",
+		Short: "One job with its verdict and attempts",
+		Args:  exactArgs("JOB_ID"),
+		RunE: c.action(func(_ *cobra.Command, args []string) error {
+			if err := jobArg(args[0]); err != nil {
+				return err
+			}
+			api, err := c.api()
+			if err != nil {
+				return err
+			}
+			r, err := api.GetJudgeJobWithResponse(c.ctx, args[0])
+			if err := c.result(r, err, http.StatusOK); err != nil {
+				return err
+			}
+			d := r.JSON200
+			return c.emit(d, func() error {
+				w := c.table()
+				jobRows(w, []adminapi.JudgeJob{d.Job})
+				_ = w.Flush()
+				if d.Job.Current != nil && !*d.Job.Current {
+					fmt.Fprintln(c.out, "superseded: a newer generation of this submission exists")
+				}
+				if v := d.Verdict; v != nil {
+					fmt.Fprintf(c.out, "verdict: %s, score %g/%d\n", v.Status, v.Score, v.MaxScore)
+					w = c.table()
+					row(w, "  CASE", "STATUS", "SCORE", "TIME", "MEMORY")
+					for _, cs := range v.Cases {
+						row(w, "  "+cs.CaseId, cs.Status, strconv.FormatFloat(cs.Score, 'f', -1, 64), strconv.FormatInt(cs.TimeMs, 10)+"ms",
+							strconv.FormatInt(cs.MemoryKb, 10)+"KiB")
+					}
+					_ = w.Flush()
+				}
+				fmt.Fprintln(c.out, "attempts:")
+				w = c.table()
+				row(w, "  LEASE", "NODE", "SESSION", "OUTCOME", "ERROR", "STARTED", "ENDED")
+				for _, a := range d.Attempts {
+					ended := "-"
+					if a.EndedAt != nil {
+						ended = stamp(*a.EndedAt)
+					}
+					row(w, "  "+strconv.FormatInt(a.LeaseEpoch, 10), a.NodeId, a.SessionEpoch, a.Outcome, deref(a.ErrorCode, ""),
+						stamp(a.StartedAt), ended)
+				}
+				return w.Flush()
+			})
+		}),
+	}
+}
+
+func (c *cli) jobRejudge() *cobra.Command {
+	var reason string
+	cmd := &cobra.Command{
+		Use:   "rejudge JOB_ID --reason TEXT",
+		Short: "Judge the submission again as a new generation",
+		Args:  exactArgs("JOB_ID"),
+		RunE: c.action(func(_ *cobra.Command, args []string) error {
+			if err := jobArg(args[0]); err != nil {
+				return err
+			}
+			if err := needReason(reason); err != nil {
+				return err
+			}
+			api, err := c.api()
+			if err != nil {
+				return err
+			}
+			r, err := api.RejudgeJudgeJobWithResponse(c.ctx, args[0], adminapi.ReasonRequest{Reason: reason})
+			if err := c.result(r, err, http.StatusAccepted); err != nil {
+				return err
+			}
+			return c.emit(r.JSON202, func() error {
+				_, err := fmt.Fprintf(c.out, "rejudge queued: job %s, generation %d (%s)\n", r.JSON202.JobId, r.JSON202.Generation, r.JSON202.State)
+				return err
+			})
+		}),
+	}
+	reasonFlag(cmd, &reason)
+	return cmd
+}
+
+func (c *cli) jobCancel() *cobra.Command {
+	var reason string
+	cmd := &cobra.Command{
+		Use:   "cancel JOB_ID --reason TEXT",
+		Short: "Cancel a queued or running job",
+		Args:  exactArgs("JOB_ID"),
+		RunE: c.action(func(_ *cobra.Command, args []string) error {
+			if err := jobArg(args[0]); err != nil {
+				return err
+			}
+			if err := needReason(reason); err != nil {
+				return err
+			}
+			api, err := c.api()
+			if err != nil {
+				return err
+			}
+			r, err := api.CancelJudgeJobWithResponse(c.ctx, args[0], adminapi.ReasonRequest{Reason: reason})
+			if err := c.result(r, err, http.StatusOK); err != nil {
+				return err
+			}
+			return c.emit(r.JSON200, func() error {
+				_, err := fmt.Fprintf(c.out, "job %s: %s\n", r.JSON200.JobId, r.JSON200.State)
+				return err
+			})
+		}),
+	}
+	reasonFlag(cmd, &reason)
+	return cmd
+}
