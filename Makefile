@@ -40,10 +40,26 @@ generate:
 check-generate: generate
 	@git diff --exit-code -- contracts || { echo "make generate changed committed code: run it and commit"; exit 1; }
 
-lint:
+# Lint tools are pinned and installed from the module proxy into bin/tools,
+# so a fresh machine (CI) gets the same versions.
+STATICCHECK_VERSION ?= 2026.2.2
+DEADCODE_VERSION ?= v0.52.0
+TOOLS := $(CURDIR)/bin/tools
+
+$(TOOLS)/staticcheck:
+	GOBIN=$(TOOLS) $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
+
+$(TOOLS)/deadcode:
+	GOBIN=$(TOOLS) $(GO) install golang.org/x/tools/cmd/deadcode@$(DEADCODE_VERSION)
+
+lint: $(TOOLS)/staticcheck $(TOOLS)/deadcode
 	@out=$$(gofmt -l $$(git ls-files '*.go' ; git ls-files --others --exclude-standard '*.go')); \
 	  if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
+	$(TOOLS)/staticcheck ./...
+	@# deadcode -test: code no binary and no test reaches is dead.
+	@out=$$($(TOOLS)/deadcode -test ./...); \
+	  if [ -n "$$out" ]; then echo "dead code:"; echo "$$out"; exit 1; fi
 
 bench: deps build
 	bin/kece-bench all

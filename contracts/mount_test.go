@@ -161,9 +161,9 @@ func newTestServer(t *testing.T, m machineapi.StrictServerInterface) *httptest.S
 	businessapi.HandlerFromMux(businessapi.NewStrictHandler(summaryOnly{t: t}, nil), businessMux)
 
 	root := http.NewServeMux()
-	root.Handle("/api/v1/internal/judgers/", validated(t, machineapi.GetSwagger, machineMux))
-	root.Handle("/api/v1/admin/", validated(t, adminapi.GetSwagger, adminMux))
-	root.Handle("/api/v1/", validated(t, businessapi.GetSwagger, businessMux))
+	root.Handle("/api/v1/internal/judgers/", validated(t, machineapi.GetSpec, machineMux))
+	root.Handle("/api/v1/admin/", validated(t, adminapi.GetSpec, adminMux))
+	root.Handle("/api/v1/", validated(t, businessapi.GetSpec, businessMux))
 
 	srv := httptest.NewServer(root) // listens on 127.0.0.1
 	t.Cleanup(srv.Close)

@@ -33,7 +33,7 @@ func requireDocker(t *testing.T, pool string) {
 		}
 		t.Skipf(format+" (set KECE_REQUIRE_DOCKER=1 to fail instead)", args...)
 	}
-	cli, err := client.New(client.FromEnv, client.WithAPIVersionNegotiation())
+	cli, err := client.New(client.FromEnv)
 	if err != nil {
 		miss("docker client: %v", err)
 		return

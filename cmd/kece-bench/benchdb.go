@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"os"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-sql-driver/mysql"
@@ -16,6 +17,9 @@ import (
 
 // benchDSNDefault is the private MariaDB of scripts/mariadb.sh.
 const benchDSNDefault = "root@tcp(127.0.0.1:33061)/"
+
+// statementsSent counts the statements sent through freshDatabase's pools.
+var statementsSent atomic.Int64
 
 // freshDatabase creates and migrates a throwaway database; drop removes it.
 func freshDatabase(ctx context.Context, serverDSN string, conns int) (db *sql.DB, dsn string, drop func(), err error) {
@@ -44,11 +48,12 @@ func freshDatabase(ctx context.Context, serverDSN string, conns int) (db *sql.DB
 	cfg.DBName, cfg.ParseTime, cfg.Loc = name, true, time.UTC
 	cfg.InterpolateParams = true
 	dsn = cfg.FormatDSN()
-	db, err = sql.Open("mysql", dsn)
+	conn, err := mysql.NewConnector(cfg)
 	if err != nil {
 		admin.Close()
 		return nil, "", nil, err
 	}
+	db = sql.OpenDB(countingConnector{Connector: conn, n: &statementsSent})
 	db.SetMaxOpenConns(conns)
 	db.SetMaxIdleConns(conns)
 	drop = func() {

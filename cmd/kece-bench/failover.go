@@ -100,13 +100,13 @@ func runFailover(ctx context.Context, args []string) error {
 		return err
 	}
 
-	var failovers, judged []float64
+	var failovers []float64
 	for r := 1; r <= *runs; r++ {
 		fo, jd, err := failoverRound(ctx, st, url, nodeBin, dsnFile, work, man.ID, r, *sleep, *lease+*reap+30*time.Second)
 		if err != nil {
 			return fmt.Errorf("round %d: %w", r, err)
 		}
-		failovers, judged = append(failovers, fo), append(judged, jd)
+		failovers = append(failovers, fo)
 		fmt.Printf("round=%d failover_ms=%.0f judged_after_kill_ms=%.0f\n", r, fo, jd)
 	}
 	slices.Sort(failovers)

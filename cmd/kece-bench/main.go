@@ -6,6 +6,7 @@
 //	kece-bench failover [flags]    time from killing a node mid-job to the job running on another
 //	kece-bench burst [flags]       capacity report: a burst of n submissions on real nodes vs C/T
 //	kece-bench footprint [flags]   memory with 100k queued jobs and claim latency with that backlog
+//	kece-bench timing [flags]      CPU-time verdicts vs burners' own clocks (contradictions, error)
 //	kece-bench all                 every benchmark with default flags
 package main
 
@@ -36,6 +37,7 @@ func commands() []command {
 		{"pickup", "claim long-poll pickup latency, same vs cross replica, against the ready-claim floor", runPickup},
 		{"burst", "capacity report: n submissions at once through the business API on real nodes, completions/s vs C/T", runBurst},
 		{"footprint", "control RSS idle and with 100k queued, claim latency with that backlog vs empty, node RSS idle per pool", runFootprint},
+		{"timing", "CPU-time verdicts at 90-110 % of the limit vs the burners' own clocks, quiet and loaded", runTiming},
 	}
 }
 

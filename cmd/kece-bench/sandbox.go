@@ -102,7 +102,7 @@ func runSandbox(ctx context.Context, args []string) error {
 
 	// Baseline 2: one container per case through the SDK (create, start,
 	// wait, remove), the program and input bind-mounted.
-	cli, err := client.New(client.FromEnv, client.WithAPIVersionNegotiation())
+	cli, err := client.New(client.FromEnv)
 	if err != nil {
 		return err
 	}

@@ -209,9 +209,7 @@ func renderDocsIndex(docs []apiDoc) []byte {
 func securityNames(reqs openapi3.SecurityRequirements) []string {
 	var out []string
 	for _, r := range reqs {
-		for _, name := range slices.Sorted(maps.Keys(r)) {
-			out = append(out, name)
-		}
+		out = append(out, slices.Sorted(maps.Keys(r))...)
 	}
 	return out
 }

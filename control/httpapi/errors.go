@@ -8,8 +8,6 @@ import (
 	"net/http"
 	"strconv"
 
-	"github.com/go-sql-driver/mysql"
-
 	"github.com/kece-oj/kece/artifact"
 	"github.com/kece-oj/kece/control/store"
 )
@@ -58,7 +56,7 @@ func classify(err error, sf surface) *Error {
 	}
 	var ve *store.ValidationError
 	var mm *artifact.MismatchError
-	var me *mysql.MySQLError
+	err = store.Classify(err)
 	switch {
 	case errors.As(err, &ve):
 		code := "REQUEST_INVALID"
@@ -116,14 +114,10 @@ func classify(err error, sf surface) *Error {
 		return apiErr(http.StatusUnauthorized, code, err)
 	case errors.Is(err, context.Canceled):
 		return &Error{Status: 499, Code: "CANCELLED", Message: "request cancelled", cause: err}
-	case errors.As(err, &me), errors.Is(err, context.DeadlineExceeded):
-		e := &Error{Status: http.StatusServiceUnavailable, Code: "UNAVAILABLE", Message: "database unavailable; retry", cause: err, RetryAfter: 1}
-		if me != nil && me.Number < 2000 && me.Number != 1205 && me.Number != 1213 {
-			// A server-side SQL error is our bug, not an outage.
-			e = &Error{Status: http.StatusInternalServerError, Code: "INTERNAL", Message: "internal error", cause: err}
-		}
-		return e
+	case errors.Is(err, store.ErrUnavailable), errors.Is(err, context.DeadlineExceeded):
+		return &Error{Status: http.StatusServiceUnavailable, Code: "UNAVAILABLE", Message: "database unavailable; retry", cause: err, RetryAfter: 1}
 	}
+	// ErrDatabase (a refused statement) and anything unknown: our bug.
 	return &Error{Status: http.StatusInternalServerError, Code: "INTERNAL", Message: "internal error", cause: err}
 }
 

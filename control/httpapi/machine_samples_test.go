@@ -30,7 +30,7 @@ type rawCaller struct {
 }
 
 func newRawCaller(t *testing.T, url string) *rawCaller {
-	sw, err := machineapi.GetSwagger()
+	sw, err := machineapi.GetSpec()
 	require.NoError(t, err)
 	sw.Servers = nil
 	r, err := gorillamux.NewRouter(sw)

@@ -49,7 +49,7 @@ func (s *Server) mountAdmin() error {
 		adminapi.StrictHTTPServerOptions{RequestErrorHandlerFunc: reqErr, ResponseErrorHandlerFunc: respErr}), mux)
 	s.adminMux = mux
 	s.admin = s.tokenAuth(store.TokenAdmin, surfaceAdmin, nil,
-		s.validated(mux, func() (*openapi3.T, error) { return adminapi.GetSwagger() }, surfaceAdmin))
+		s.validated(mux, func() (*openapi3.T, error) { return adminapi.GetSpec() }, surfaceAdmin))
 	return nil
 }
 
@@ -60,6 +60,6 @@ func (s *Server) mountBusiness() error {
 		businessapi.StrictHTTPServerOptions{RequestErrorHandlerFunc: reqErr, ResponseErrorHandlerFunc: respErr}), mux)
 	s.businessMux = mux
 	s.business = s.tokenAuth(store.TokenBusiness, surfaceBusiness, map[string]bool{"/api/v1/system/judgers/summary": true},
-		s.validated(mux, func() (*openapi3.T, error) { return businessapi.GetSwagger() }, surfaceBusiness))
+		s.validated(mux, func() (*openapi3.T, error) { return businessapi.GetSpec() }, surfaceBusiness))
 	return nil
 }

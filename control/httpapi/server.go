@@ -18,10 +18,12 @@ import (
 	"github.com/getkin/kin-openapi/openapi3"
 	"github.com/getkin/kin-openapi/openapi3filter"
 	nethttpmiddleware "github.com/oapi-codegen/nethttp-middleware"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/kece-oj/kece/artifact"
 	"github.com/kece-oj/kece/contracts/machineapi"
 	"github.com/kece-oj/kece/control/longpoll"
+	"github.com/kece-oj/kece/control/maintenance"
 	"github.com/kece-oj/kece/control/metrics"
 	"github.com/kece-oj/kece/control/probe"
 	"github.com/kece-oj/kece/control/store"
@@ -33,14 +35,12 @@ const (
 	ClaimWaitMaxDefault      = 15 * time.Second
 	HeartbeatIntervalDefault = 10 * time.Second
 	RenewIntervalDefault     = 15 * time.Second
-	ReapIntervalDefault      = 5 * time.Second
-	// IdempotencyKeyTTL is how long an Idempotency-Key is remembered.
-	IdempotencyKeyTTL   = 7 * 24 * time.Hour
-	MaxBodyBytesDefault = 8 << 20
-	ProtocolVersion     = 1
-	machinePrefix       = "/api/v1/internal/judgers/"
-	adminPrefix         = "/api/v1/admin/"
-	businessPrefix      = "/api/v1/"
+	ReapIntervalDefault      = maintenance.ReapIntervalDefault
+	MaxBodyBytesDefault      = 8 << 20
+	ProtocolVersion          = 1
+	machinePrefix            = "/api/v1/internal/judgers/"
+	adminPrefix              = "/api/v1/admin/"
+	businessPrefix           = "/api/v1/"
 )
 
 // Config tunes the HTTP layer.
@@ -115,8 +115,10 @@ type Server struct {
 	hub       *longpoll.Hub
 	// settlements wakes waiting status reads (status_wait.go).
 	settlements *longpoll.Settlements
-	log         *slog.Logger
-	manifests   *wireManifests
+	// maintainer reaps expired leases and purges old idempotency keys.
+	maintainer *maintenance.Maintainer
+	log        *slog.Logger
+	manifests  *wireManifests
 
 	// internal is the machine protocol's mux; tests add routes to prove the
 	// default-deny middleware covers handlers it does not know.
@@ -157,6 +159,11 @@ func New(cfg Config, st *store.Store, arts *artifact.Store, log *slog.Logger) (*
 	}
 	s := &Server{cfg: cfg, store: st.WithNotifier(hub).WithObserver(m), artifacts: arts, hub: hub,
 		settlements: longpoll.NewSettlements(), log: log, manifests: newWireManifests(), closing: make(chan struct{}), metrics: m}
+	mt, err := maintenance.New(s.store, maintenance.Config{ReapInterval: cfg.ReapInterval}, log)
+	if err != nil {
+		return nil, fmt.Errorf("http config: %w", err)
+	}
+	s.maintainer = mt
 	if err := s.mountMachine(); err != nil {
 		return nil, err
 	}
@@ -215,57 +222,17 @@ func (s *Server) Handler() http.Handler {
 	return s.observed(root)
 }
 
-// Run runs the replica's background work until ctx ends: the cross-replica
-// long-poll signal poller and the lease reaper. Both are safe in every
-// replica at once.
+// Run runs the replica's background work until ctx ends, each part owned by
+// the package named for it: the cross-replica long-poll signal poller and the
+// settlement waiter (control/longpoll), and the lease reaper and
+// idempotency-key purge (control/maintenance). All are safe in every replica
+// at once.
 func (s *Server) Run(ctx context.Context) {
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		s.hub.Run(ctx, s.store, s.cfg.SignalPollInterval, s.log)
-	}()
-	settleDone := make(chan struct{})
-	go func() {
-		defer close(settleDone)
-		s.settlements.Run(ctx, s.store, s.cfg.SignalPollInterval, s.log)
-	}()
-	defer func() { <-settleDone }()
-	t := time.NewTicker(s.cfg.ReapInterval)
-	defer t.Stop()
-	purge := time.NewTicker(time.Hour)
-	defer purge.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			<-done
-			return
-		case <-purge.C:
-			// Idempotency keys outlive any sane client retry by far.
-			if n, err := s.store.PurgeIdempotencyKeys(ctx, IdempotencyKeyTTL); err != nil && ctx.Err() == nil {
-				s.log.Warn("purging idempotency keys failed", "err", err)
-			} else if n > 0 {
-				s.log.Info("purged idempotency keys", "count", n)
-			}
-			continue
-		case <-t.C:
-		}
-		st, err := s.store.Reap(ctx)
-		if err != nil && ctx.Err() == nil {
-			s.log.Warn("reaper pass failed", "err", err)
-		}
-		if st.Requeued+st.Failed > 0 {
-			s.log.Info("reaped expired leases", "requeued", st.Requeued, "failed", st.Failed)
-		}
-		// Drain deadlines are enforced here, on the control plane, whether
-		// or not the admin's CLI still waits.
-		dx, err := s.store.ExpireDrainDeadlines(ctx)
-		if err != nil && ctx.Err() == nil {
-			s.log.Warn("drain deadline pass failed", "err", err)
-		}
-		if dx.Nodes > 0 {
-			s.log.Info("drain deadline passed: leases requeued, nodes disabled", "nodes", dx.Nodes, "requeued", dx.Requeued)
-		}
-	}
+	var g errgroup.Group
+	g.Go(func() error { s.hub.Run(ctx, s.store, s.cfg.SignalPollInterval, s.log); return nil })
+	g.Go(func() error { s.settlements.Run(ctx, s.store, s.cfg.SignalPollInterval, s.log); return nil })
+	g.Go(func() error { s.maintainer.Run(ctx); return nil })
+	_ = g.Wait()
 }
 
 // bounded caps request bodies before anything reads them (413 on overflow).
@@ -287,7 +254,7 @@ func (s *Server) bounded(next http.Handler, sf surface) http.Handler {
 
 type specFunc func() (*openapi3.T, error)
 
-func machineSpec() (*openapi3.T, error) { return machineapi.GetSwagger() }
+func machineSpec() (*openapi3.T, error) { return machineapi.GetSpec() }
 
 // validated checks requests against the surface's spec before handlers run.
 // Authentication is done by our own middleware; the validator only checks

@@ -106,25 +106,6 @@ type NodeCheck struct {
 	FinishedAt     *time.Time
 }
 
-// Checks lists a node's recent self-checks.
-func (s *Store) Checks(ctx context.Context, nodeID int64, limit int) ([]NodeCheck, error) {
-	out, err := queryAll(ctx, s.db, func(r rowScanner) (NodeCheck, error) {
-		var c NodeCheck
-		var steps string
-		err := r.Scan(&c.ID, &c.JobID, &c.ConfigRevision, &c.RuntimeVersion, &c.Outcome, &steps, &c.CreatedAt, &c.FinishedAt)
-		if steps != "" {
-			c.Steps = json.RawMessage(steps)
-		}
-		return c, err
-	}, `SELECT id, COALESCE(job_id, 0), config_revision, COALESCE(runtime_version, ''), outcome, COALESCE(steps, ''),
-	           created_at, finished_at
-	    FROM judge_node_check WHERE node_id = ? ORDER BY id DESC LIMIT ?`, nodeID, limit)
-	if err != nil {
-		return nil, fmt.Errorf("store: checks: %w", err)
-	}
-	return out, nil
-}
-
 // ActiveCheck returns the job of a self-check of the node that is still
 // queued or running, if any.
 func (s *Store) ActiveCheck(ctx context.Context, nodeID int64) (jobID int64, ok bool, err error) {

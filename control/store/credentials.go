@@ -99,30 +99,11 @@ func (s *Store) issueJoinCode(ctx context.Context, tx *sql.Tx, nodeID int64, ttl
 	return JoinCode{Code: code, ExpiresIn: ttl}, nil
 }
 
-// ResetJoinCode issues a fresh join code (earlier ones stop working). The
-// current credential keeps working until the new code is used.
-func (s *Store) ResetJoinCode(ctx context.Context, nodeID int64, actor, reason string) (JoinCode, error) {
-	var code JoinCode
-	err := s.inTx(ctx, func(tx *sql.Tx) error {
-		if err := lockNode(ctx, tx, nodeID); err != nil {
-			return err
-		}
-		var err error
-		if code, err = s.issueJoinCode(ctx, tx, nodeID, 0); err != nil {
-			return err
-		}
-		return audit(ctx, tx, actor, "node.join_code", nodeID, 0, reason, nil)
-	})
-	return code, err
-}
-
 // Admin node errors with their own API codes. They match ErrConflict too.
 var (
 	// ErrNodeAlreadyJoined: the node holds a credential; rotate it instead
 	// of issuing a join code.
 	ErrNodeAlreadyJoined = &ConflictError{Reason: "node already joined; rotate its credential instead"}
-	// ErrCheckInProgress: a self-check of the node is still queued or running.
-	ErrCheckInProgress = &ConflictError{Reason: "a self-check of this node is still queued or running"}
 )
 
 // IssueJoinCode issues a fresh join code for a node that has not joined yet

@@ -16,8 +16,10 @@
 //	File             Aggregate / responsibility
 //	doc.go           this overview
 //	store.go         Config and its defaults, Store, New, hooks, notifier, caches
-//	tx.go            transactions with deadlock retry, driver-error helpers, scan helpers
-//	errors.go        error classes (ErrNotFound, ErrConflict, …) and their typed forms
+//	tx.go            transactions with deadlock retry, scan helpers
+//	batch.go         the batcher that lets concurrent calls share one commit
+//	errors.go        error classes (ErrNotFound, ErrConflict, …), their typed forms, and
+//	                 Classify for database failures (ErrUnavailable, ErrDatabase)
 //	host_groups.go   judge_host_group: create, resize, per-group detail
 //	nodes.go         judge_node configuration: create, get/list, enable/drain/disable/revoke, resize
 //	credentials.go   join codes, credentials, sessions, heartbeats (node identity)
@@ -25,12 +27,13 @@
 //	checks.go        self-checks (judge_node_check and their CHECK jobs)
 //	audit.go         judge_audit: the audit insert every change shares, and its reads
 //	tokens.go        business/admin API tokens
-//	jobs.go          enqueue, rejudge, cancel (submission pointer → job writes)
+//	jobs.go          enqueue (batched), EnqueueMany, rejudge, cancel (pointer → job writes)
 //	idempotency.go   idempotency keys for enqueue and their purge
 //	status.go        job, attempt and submission-status reads; settled-job lookups for waiting reads
 //	signals.go       pool signal rows and the after-commit wake-up
-//	leases.go        claim, renew, complete, reap (the lease lifecycle)
+//	leases.go        claim, renew, complete (batched fast path, fenceResult), reap
 //	results.go       result shape and its validation against the manifest
+//	verdict_check.go verdict checks against the manifest (cases, scores)
 //	events.go        settlement events: the settle insert, claim/ack/fail, admin listing, redelivery
 //	manifests.go     artifacts and manifests
 //	summary.go       pool and node counts for dashboards and metrics

@@ -1,8 +1,14 @@
 package store
 
 import (
+	"database/sql"
+	"database/sql/driver"
 	"errors"
 	"fmt"
+	"net"
+	"syscall"
+
+	"github.com/go-sql-driver/mysql"
 )
 
 // Error classes. Callers test them with errors.Is; the HTTP layer maps each to
@@ -103,3 +109,50 @@ var (
 	// ErrHeartbeatStale: the node has no fresh heartbeat.
 	ErrHeartbeatStale = errors.New("no fresh heartbeat")
 )
+
+// Database failure classes. Classify marks an error with one of them so that
+// callers tell an outage from a bug without knowing the driver.
+var (
+	// ErrUnavailable: the database could not be reached or did not answer
+	// (connection refused or lost, a client-side timeout, locks still
+	// conflicting after the store's retries). Retrying later may succeed.
+	ErrUnavailable = errors.New("database unavailable")
+	// ErrDatabase: the server refused a statement (a server-side SQL error):
+	// a bug or a schema problem, not an outage.
+	ErrDatabase = errors.New("database error")
+)
+
+// dbError is a database failure marked with its class.
+type dbError struct {
+	class error
+	err   error
+}
+
+func (e *dbError) Error() string        { return e.err.Error() }
+func (e *dbError) Unwrap() error        { return e.err }
+func (e *dbError) Is(target error) bool { return target == e.class }
+
+// Classify returns err marked ErrUnavailable or ErrDatabase when its chain
+// holds a database failure, and err unchanged otherwise (nil, store classes,
+// context errors). The store's transactions return classified errors;
+// callers of the store may classify any error they got from it.
+func Classify(err error) error {
+	if err == nil || errors.Is(err, ErrUnavailable) || errors.Is(err, ErrDatabase) {
+		return err
+	}
+	var me *mysql.MySQLError
+	var ne net.Error
+	switch {
+	case errors.As(err, &me):
+		// 2000+ are client-side errors (lost connection, …); 1205/1213
+		// reach callers only after the retries ran out.
+		if me.Number >= 2000 || me.Number == 1205 || me.Number == 1213 {
+			return &dbError{class: ErrUnavailable, err: err}
+		}
+		return &dbError{class: ErrDatabase, err: err}
+	case errors.Is(err, driver.ErrBadConn), errors.Is(err, mysql.ErrInvalidConn), errors.Is(err, sql.ErrConnDone),
+		errors.Is(err, syscall.ECONNREFUSED), errors.Is(err, syscall.ECONNRESET), errors.As(err, &ne):
+		return &dbError{class: ErrUnavailable, err: err}
+	}
+	return err
+}

@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 	"time"
 )
 
@@ -44,8 +46,20 @@ func (s *Store) ClaimEvents(ctx context.Context, consumer string, max int, lease
 	if lease < time.Second || lease > time.Hour {
 		return nil, invalid("leaseMs", "must be 1000..3600000")
 	}
+	// A consumer that polls an empty outbox costs one plain read, not a
+	// transaction.
+	var ready int
+	err := s.db.QueryRowContext(ctx,
+		`SELECT COUNT(*) FROM (SELECT 1 FROM judge_settlement_event
+		   WHERE state = 'PENDING' AND next_attempt_at <= NOW(6) LIMIT 1) x`).Scan(&ready)
+	if err != nil {
+		return nil, fmt.Errorf("store: claim events: %w", err)
+	}
+	if ready == 0 {
+		return nil, nil
+	}
 	var out []Event
-	err := s.inTx(ctx, func(tx *sql.Tx) error {
+	err = s.inTx(ctx, func(tx *sql.Tx) error {
 		out = nil
 		ids, err := queryAll(ctx, tx, scanID,
 			`SELECT id FROM judge_settlement_event
@@ -331,15 +345,37 @@ func settle(ctx context.Context, tx *sql.Tx, st settlement) error {
 		return nil
 	}
 	payload, err := json.Marshal(SettlementPayload{
-		JobID: fmt.Sprint(st.jobID), SubmissionType: st.typ, SubmissionID: st.sid, Generation: st.generation,
+		JobID: strconv.FormatInt(st.jobID, 10), SubmissionType: st.typ, SubmissionID: st.sid, Generation: st.generation,
 		Status: st.status, ErrorCode: st.errorCode, Result: st.result,
 	})
 	if err != nil {
 		return fmt.Errorf("store: settle: %w", err)
 	}
-	if _, err := tx.ExecContext(ctx,
-		`INSERT INTO judge_settlement_event (job_id, event_type, submission_type, submission_id, generation, payload)
-		 VALUES (?, ?, ?, ?, ?, ?)`, st.jobID, SettledEventType, st.typ, st.sid, st.generation, payload); err != nil {
+	return insertSettlements(ctx, tx, []settlementRow{{jobID: st.jobID, typ: st.typ, sid: st.sid, generation: st.generation, payload: payload}})
+}
+
+// settlementRow is one SETTLED outbox row with its payload rendered.
+type settlementRow struct {
+	jobID      int64
+	typ, sid   string
+	generation int
+	payload    []byte
+}
+
+// insertSettlements is the one place SETTLED events are written: every
+// settlement (fast or slow completion, failure, reap) goes through it.
+func insertSettlements(ctx context.Context, tx *sql.Tx, rows []settlementRow) error {
+	var q strings.Builder
+	q.WriteString(`INSERT INTO judge_settlement_event (job_id, event_type, submission_type, submission_id, generation, payload) VALUES `)
+	args := make([]any, 0, 6*len(rows))
+	for i, r := range rows {
+		if i > 0 {
+			q.WriteString(", ")
+		}
+		q.WriteString("(?, ?, ?, ?, ?, ?)")
+		args = append(args, r.jobID, SettledEventType, r.typ, r.sid, r.generation, r.payload)
+	}
+	if _, err := tx.ExecContext(ctx, q.String(), args...); err != nil {
 		return fmt.Errorf("store: settle: %w", err)
 	}
 	return nil

@@ -44,21 +44,6 @@ func (s *Store) CreateHostGroup(ctx context.Context, name string, capacity int, 
 	return g, err
 }
 
-// ListHostGroups lists host groups with their busy slots.
-func (s *Store) ListHostGroups(ctx context.Context) ([]HostGroup, error) {
-	out, err := queryAll(ctx, s.db, func(r rowScanner) (HostGroup, error) {
-		var g HostGroup
-		err := r.Scan(&g.ID, &g.Name, &g.SlotCapacity, &g.Revision, &g.SlotsBusy)
-		return g, err
-	}, `SELECT g.id, g.name, g.slot_capacity, g.revision,
-	           (SELECT COUNT(*) FROM judge_job j WHERE j.host_group_id = g.id AND j.state = 'RUNNING')
-	    FROM judge_host_group g ORDER BY g.id`)
-	if err != nil {
-		return nil, fmt.Errorf("store: list host groups: %w", err)
-	}
-	return out, nil
-}
-
 // ResizeHostGroup changes a group's capacity if revision is current. Lowering
 // it never stops running jobs; it only stops new claims until in-flight
 // work drains below the new capacity.

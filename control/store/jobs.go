@@ -1,6 +1,7 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"database/sql"
@@ -9,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 
 	"github.com/kece-oj/kece/control/manifest"
@@ -117,27 +119,18 @@ func (s *Store) enqueue(ctx context.Context, req EnqueueRequest) (EnqueueResult,
 	if err != nil {
 		return EnqueueResult{}, err
 	}
-	// Fast path for a new submission: job, pointer, signal — three statements.
-	// A duplicate identity (1062 on either unique key) rolls back and takes
-	// the locking path, which returns the existing job or a conflict.
+	// Fast path for a new submission: job and pointer, batched with other
+	// callers' new submissions into one transaction. A duplicate identity
+	// (1062 on either unique key) takes the locking path, which returns the
+	// existing job or a conflict.
+	n := newJob{req: req, pool: pool, snapshot: snapshot, digest: digest}
 	var res EnqueueResult
-	err = s.inTx(ctx, func(tx *sql.Tx) error {
-		id, err := s.insertJob(ctx, tx, jobRow{
-			submissionType: req.SubmissionType, submissionID: req.SubmissionID, generation: 1,
-			kind: KindSubmission, pool: pool, language: req.Language, manifestID: req.ManifestID,
-			snapshot: snapshot, digest: digest, priority: req.Priority, maxAttempts: s.cfg.MaxAttempts,
-		})
-		if err != nil {
-			return err
-		}
-		if _, err := tx.ExecContext(ctx,
-			`INSERT INTO judge_submission (submission_type, submission_id, current_job_id, generation) VALUES (?, ?, ?, 1)`,
-			req.SubmissionType, req.SubmissionID, id); err != nil {
-			return fmt.Errorf("store: enqueue: pointer: %w", err)
-		}
-		res = EnqueueResult{JobID: id, Generation: 1, State: StateQueued, Created: true}
-		return bumpPool(ctx, tx, pool)
-	})
+	if s.hooks != nil {
+		// Test hooks belong to this copy of the store, not the shared batcher.
+		res, err = s.enqueueNew(ctx, n)
+	} else {
+		res, err = s.enqueuer.do(ctx, n)
+	}
 	if isDuplicate(err) {
 		err = s.inTx(ctx, func(tx *sql.Tx) error {
 			var err error
@@ -149,6 +142,174 @@ func (s *Store) enqueue(ctx context.Context, req EnqueueRequest) (EnqueueResult,
 		s.notify(pool)
 	}
 	return res, err
+}
+
+// EnqueueManyMax is the most submissions one EnqueueMany call takes.
+const EnqueueManyMax = 1000
+
+// EnqueueMany accepts many submissions in one transaction (contest imports,
+// rejudge-all, a business backend flushing its queue): all of them or none.
+// Each answers like Enqueue — a new job, the existing identical one, or the
+// whole call fails with the first conflict or invalid item, whose index the
+// error names. New submissions are written with one multi-row INSERT each
+// for jobs and pointers.
+func (s *Store) EnqueueMany(ctx context.Context, reqs []EnqueueRequest) ([]EnqueueResult, error) {
+	if len(reqs) == 0 || len(reqs) > EnqueueManyMax {
+		return nil, invalid("submissions", "must hold 1..%d submissions, got %d", EnqueueManyMax, len(reqs))
+	}
+	jobs := make([]newJob, len(reqs))
+	seen := make(map[[2]string]int, len(reqs))
+	pools := map[string]bool{}
+	for i, req := range reqs {
+		pool, snapshot, digest, err := s.validateEnqueue(ctx, req)
+		if err != nil {
+			return nil, fmt.Errorf("submissions[%d]: %w", i, err)
+		}
+		k := [2]string{req.SubmissionType, req.SubmissionID}
+		if j, dup := seen[k]; dup {
+			return nil, invalid(fmt.Sprintf("submissions[%d]", i), "repeats submissions[%d] (%s/%s)", j, req.SubmissionType, req.SubmissionID)
+		}
+		seen[k] = i
+		jobs[i] = newJob{req: req, pool: pool, snapshot: snapshot, digest: digest}
+		pools[pool] = true
+	}
+	out := make([]EnqueueResult, len(reqs))
+	err := s.inTx(ctx, func(tx *sql.Tx) error {
+		ids, err := s.insertNewJobs(ctx, tx, jobs)
+		if err != nil {
+			return err
+		}
+		for i, id := range ids {
+			out[i] = EnqueueResult{JobID: id, Generation: 1, State: StateQueued, Created: true}
+		}
+		return nil
+	})
+	if isDuplicate(err) {
+		// Some exist: the locking path per item, pointers locked in identity
+		// order so two overlapping calls cannot deadlock.
+		order := make([]int, len(reqs))
+		for i := range order {
+			order[i] = i
+		}
+		slices.SortFunc(order, func(a, b int) int {
+			return cmp.Or(cmp.Compare(reqs[a].SubmissionType, reqs[b].SubmissionType),
+				cmp.Compare(reqs[a].SubmissionID, reqs[b].SubmissionID))
+		})
+		err = s.inTx(ctx, func(tx *sql.Tx) error {
+			for _, i := range order {
+				r, err := s.enqueueLocked(ctx, tx, reqs[i], jobs[i].pool, jobs[i].snapshot, jobs[i].digest)
+				if err != nil {
+					return fmt.Errorf("submissions[%d]: %w", i, err)
+				}
+				out[i] = r
+			}
+			return nil
+		})
+	}
+	if err != nil {
+		return nil, err
+	}
+	for p := range pools {
+		s.notify(p)
+	}
+	return out, nil
+}
+
+// newJob is a validated submission that does not exist yet (as far as the
+// caller knows).
+type newJob struct {
+	req      EnqueueRequest
+	pool     string
+	snapshot []byte
+	digest   string
+}
+
+// enqueueNew inserts one new submission: job and pointer, one transaction.
+func (s *Store) enqueueNew(ctx context.Context, n newJob) (EnqueueResult, error) {
+	var res EnqueueResult
+	err := s.inTx(ctx, func(tx *sql.Tx) error {
+		ids, err := s.insertNewJobs(ctx, tx, []newJob{n})
+		if err != nil {
+			return err
+		}
+		res = EnqueueResult{JobID: ids[0], Generation: 1, State: StateQueued, Created: true}
+		return nil
+	})
+	return res, err
+}
+
+// enqueueBatch commits concurrent new submissions in one transaction. If
+// any of them exists already the batch rolls back and each goes alone (and
+// from there to the locking path), so each caller gets its own answer. The
+// same identity twice in one batch also goes alone.
+func (s *Store) enqueueBatch(ctx context.Context, calls []*batchCall[newJob, EnqueueResult]) {
+	seen := make(map[[2]string]bool, len(calls))
+	var batch, alone []*batchCall[newJob, EnqueueResult]
+	for _, c := range calls {
+		k := [2]string{c.req.req.SubmissionType, c.req.req.SubmissionID}
+		if seen[k] {
+			alone = append(alone, c)
+			continue
+		}
+		seen[k] = true
+		batch = append(batch, c)
+	}
+	if len(batch) > 1 {
+		jobs := make([]newJob, len(batch))
+		for i, c := range batch {
+			jobs[i] = c.req
+		}
+		var ids []int64
+		err := s.inTx(ctx, func(tx *sql.Tx) error {
+			var err error
+			ids, err = s.insertNewJobs(ctx, tx, jobs)
+			return err
+		})
+		if err == nil {
+			s.stats.batches.Add(1)
+			for i, c := range batch {
+				c.resp = EnqueueResult{JobID: ids[i], Generation: 1, State: StateQueued, Created: true}
+			}
+			batch = nil
+		}
+	}
+	for _, c := range append(batch, alone...) {
+		c.resp, c.err = s.enqueueNew(ctx, c.req)
+	}
+}
+
+// insertNewJobs writes generation 1 of each submission and its pointer:
+// one multi-row INSERT each. A submission that exists fails the statement
+// with 1062 (uk_job_identity or uk_submission) and the caller rolls back.
+// New jobs need no pool-signal write: other replicas see them through the
+// pool's highest job id (PoolSignals).
+func (s *Store) insertNewJobs(ctx context.Context, tx *sql.Tx, jobs []newJob) ([]int64, error) {
+	rows := make([]jobRow, len(jobs))
+	for i, n := range jobs {
+		rows[i] = jobRow{
+			submissionType: n.req.SubmissionType, submissionID: n.req.SubmissionID, generation: 1,
+			kind: KindSubmission, pool: n.pool, language: n.req.Language, manifestID: n.req.ManifestID,
+			snapshot: n.snapshot, digest: n.digest, priority: n.req.Priority, maxAttempts: s.cfg.MaxAttempts,
+		}
+	}
+	ids, err := s.insertJobs(ctx, tx, rows)
+	if err != nil {
+		return nil, err
+	}
+	var q strings.Builder
+	q.WriteString(`INSERT INTO judge_submission (submission_type, submission_id, current_job_id, generation) VALUES `)
+	args := make([]any, 0, 3*len(jobs))
+	for i, n := range jobs {
+		if i > 0 {
+			q.WriteString(", ")
+		}
+		q.WriteString("(?, ?, ?, 1)")
+		args = append(args, n.req.SubmissionType, n.req.SubmissionID, ids[i])
+	}
+	if _, err := tx.ExecContext(ctx, q.String(), args...); err != nil {
+		return nil, fmt.Errorf("store: enqueue: pointer: %w", err)
+	}
+	return ids, nil
 }
 
 // enqueueTxPublic enqueues inside the caller's transaction, for business backends
@@ -262,26 +423,86 @@ type jobRow struct {
 }
 
 func (s *Store) insertJob(ctx context.Context, tx *sql.Tx, j jobRow) (int64, error) {
-	r, err := tx.ExecContext(ctx,
-		`INSERT INTO judge_job (submission_type, submission_id, generation, kind, pool, runtime_spec,
-		   manifest_id, request_snapshot, request_digest, priority, required_node_id, state, max_attempts,
-		   available_at, created_at, updated_at)
-		 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'QUEUED', ?, NOW(6), NOW(6), NOW(6))`,
-		j.submissionType, j.submissionID, j.generation, j.kind, j.pool, j.language,
-		j.manifestID, j.snapshot, j.digest, j.priority, j.requiredNode, j.maxAttempts)
+	ids, err := s.insertJobs(ctx, tx, []jobRow{j})
 	if err != nil {
-		return 0, fmt.Errorf("store: insert job: %w", err)
+		return 0, err
 	}
-	id, err := r.LastInsertId()
+	return ids[0], nil
+}
+
+// insertJobs writes QUEUED jobs in one statement and returns their ids in
+// order. One row's id is LAST_INSERT_ID(); for several, the ids are read back
+// by identity rather than assumed consecutive.
+func (s *Store) insertJobs(ctx context.Context, tx *sql.Tx, jobs []jobRow) ([]int64, error) {
+	var q strings.Builder
+	q.WriteString(`INSERT INTO judge_job (submission_type, submission_id, generation, kind, pool, runtime_spec,
+	   manifest_id, request_snapshot, request_digest, priority, required_node_id, state, max_attempts,
+	   available_at, created_at, updated_at) VALUES `)
+	args := make([]any, 0, 12*len(jobs))
+	for i, j := range jobs {
+		if i > 0 {
+			q.WriteString(", ")
+		}
+		q.WriteString("(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'QUEUED', ?, NOW(6), NOW(6), NOW(6))")
+		args = append(args, j.submissionType, j.submissionID, j.generation, j.kind, j.pool, j.language,
+			j.manifestID, j.snapshot, j.digest, j.priority, j.requiredNode, j.maxAttempts)
+	}
+	r, err := tx.ExecContext(ctx, q.String(), args...)
 	if err != nil {
-		return 0, fmt.Errorf("store: insert job: %w", err)
+		return nil, fmt.Errorf("store: insert job: %w", err)
+	}
+	ids := make([]int64, len(jobs))
+	if len(jobs) == 1 {
+		if ids[0], err = r.LastInsertId(); err != nil {
+			return nil, fmt.Errorf("store: insert job: %w", err)
+		}
+	} else {
+		var in strings.Builder
+		args = args[:0]
+		for i, j := range jobs {
+			if i > 0 {
+				in.WriteString(", ")
+			}
+			in.WriteString("(?, ?, ?)")
+			args = append(args, j.submissionType, j.submissionID, j.generation)
+		}
+		type identity struct {
+			typ, sid string
+			gen      int
+		}
+		byIdentity := make(map[identity]int64, len(jobs))
+		rows, err := tx.QueryContext(ctx,
+			`SELECT id, submission_type, submission_id, generation FROM judge_job
+			 WHERE (submission_type, submission_id, generation) IN (`+in.String()+`)`, args...)
+		if err != nil {
+			return nil, fmt.Errorf("store: insert job: ids: %w", err)
+		}
+		for rows.Next() {
+			var id int64
+			var k identity
+			if err := rows.Scan(&id, &k.typ, &k.sid, &k.gen); err != nil {
+				rows.Close()
+				return nil, fmt.Errorf("store: insert job: ids: %w", err)
+			}
+			byIdentity[k] = id
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return nil, fmt.Errorf("store: insert job: ids: %w", err)
+		}
+		for i, j := range jobs {
+			ids[i] = byIdentity[identity{j.submissionType, j.submissionID, j.generation}]
+			if ids[i] == 0 {
+				return nil, fmt.Errorf("store: insert job: %s/%s generation %d not found after insert", j.submissionType, j.submissionID, j.generation)
+			}
+		}
 	}
 	if s.hooks != nil && s.hooks.AfterJobInsert != nil {
 		if err := s.hooks.AfterJobInsert(); err != nil {
-			return 0, err
+			return nil, err
 		}
 	}
-	return id, nil
+	return ids, nil
 }
 
 // Admin job errors with their own API codes. They match ErrConflict too.

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -197,4 +198,79 @@ func TestRejudgeJobMakesOneGenerationUnderRacingAdmins(t *testing.T) {
 
 	_, err := b.store.RejudgeJob(b.ctx, 999999, "admin", "x")
 	require.ErrorIs(t, err, store.ErrNotFound)
+}
+
+// Concurrent new submissions share one transaction; each caller gets its own
+// job, and a duplicate identity in the batch gets the same job as the first
+// (the batch falls back item by item, nothing is lost or doubled).
+func TestBatchedEnqueuesAnswerEachSubmission(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.enqueue(t, "ALGO", "exists")
+	ids := []string{"a", "b", "c", "a", "exists", "d"}
+	before := store.CommittedBatches(b.store)
+	queued, release := store.HoldBatches(b.store)
+	results := make([]store.EnqueueResult, len(ids))
+	errs := make([]error, len(ids))
+	var wg sync.WaitGroup
+	for i, id := range ids {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			results[i], errs[i] = b.store.Enqueue(b.ctx, store.EnqueueRequest{SubmissionType: "ALGO", SubmissionID: id,
+				Language: "cpp17", Source: "int main(){}", ManifestID: b.manifest})
+		}()
+	}
+	require.Eventually(t, func() bool { return queued() == len(ids) }, 5*time.Second, time.Millisecond)
+	release()
+	wg.Wait()
+	for i, id := range ids {
+		require.NoError(t, errs[i], id)
+		j, err := b.store.GetJob(b.ctx, results[i].JobID)
+		require.NoError(t, err)
+		require.Equal(t, id, j.SubmissionID, "each caller gets the job of its own submission")
+	}
+	require.Equal(t, results[0].JobID, results[3].JobID, "the same identity twice is one job")
+	require.Equal(t, before, store.CommittedBatches(b.store), "a batch holding an existing submission falls back item by item")
+	require.False(t, results[4].Created, "an existing submission is returned, not created")
+	require.Equal(t, 5, b.count(t, `SELECT COUNT(*) FROM judge_job`))
+	require.Equal(t, 5, b.count(t, `SELECT COUNT(*) FROM judge_submission`))
+}
+
+// Many submissions in one call: all new ones in one transaction; with an
+// existing identical one the call still succeeds (that one is returned, not
+// created); with a conflicting one nothing at all is written.
+func TestEnqueueManyIsAllOrNothing(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	req := func(id, src string) store.EnqueueRequest {
+		return store.EnqueueRequest{SubmissionType: "ALGO", SubmissionID: id, Language: "cpp17", Source: src, ManifestID: b.manifest}
+	}
+	got, err := b.store.EnqueueMany(b.ctx, []store.EnqueueRequest{req("m1", "a"), req("m2", "a"), req("m3", "a")})
+	require.NoError(t, err)
+	require.Len(t, got, 3)
+	for i, id := range []string{"m1", "m2", "m3"} {
+		require.True(t, got[i].Created)
+		j, err := b.store.GetJob(b.ctx, got[i].JobID)
+		require.NoError(t, err)
+		require.Equal(t, id, j.SubmissionID)
+	}
+
+	again, err := b.store.EnqueueMany(b.ctx, []store.EnqueueRequest{req("m4", "a"), req("m1", "a")})
+	require.NoError(t, err)
+	require.True(t, again[0].Created)
+	require.False(t, again[1].Created)
+	require.Equal(t, got[0].JobID, again[1].JobID, "the existing identical submission is returned")
+
+	_, err = b.store.EnqueueMany(b.ctx, []store.EnqueueRequest{req("m5", "a"), req("m2", "different")})
+	require.ErrorIs(t, err, store.ErrConflict)
+	require.ErrorContains(t, err, "submissions[1]")
+	require.Equal(t, 0, b.count(t, `SELECT COUNT(*) FROM judge_job WHERE submission_id = 'm5'`), "nothing of a refused call is written")
+
+	_, err = b.store.EnqueueMany(b.ctx, []store.EnqueueRequest{req("m6", "a"), req("m6", "a")})
+	require.ErrorIs(t, err, store.ErrValidation)
+	_, err = b.store.EnqueueMany(b.ctx, []store.EnqueueRequest{req("m7", "a"), {SubmissionType: "ALGO", SubmissionID: "m8", Language: "cobol", Source: "x", ManifestID: b.manifest}})
+	require.ErrorIs(t, err, store.ErrUnknownLanguage)
+	require.ErrorContains(t, err, "submissions[1]")
+	require.Equal(t, 4, b.count(t, `SELECT COUNT(*) FROM judge_job`), "m1..m4")
 }

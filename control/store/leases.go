@@ -1,12 +1,15 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -39,8 +42,8 @@ type ClaimedJob struct {
 // be claimed in any state; pool work needs ENABLED.
 //
 // The host-group lock serializes the claims of one physical host, so the
-// transaction is kept to six round trips: lock group, lock node, count
-// in-flight, pick (full rows), lease, attempts.
+// transaction is kept to five round trips: lock group and node (one
+// statement), count in-flight, pick (full rows), lease, attempts.
 func (s *Store) claim(ctx context.Context, sess NodeSession, freeSlots int) ([]ClaimedJob, error) {
 	if freeSlots <= 0 {
 		return nil, nil
@@ -49,16 +52,17 @@ func (s *Store) claim(ctx context.Context, sess NodeSession, freeSlots int) ([]C
 	if err != nil {
 		return nil, err
 	}
+	// Most claims that find nothing are long-polls woken with the rest of a
+	// pool's waiters; one plain read of the claim index answers them without
+	// a transaction or a lock. A job that commits after this read wakes the
+	// waiter again.
+	if ready, err := s.anyReady(ctx, sess); err != nil || !ready {
+		return nil, err
+	}
 	var out []ClaimedJob
 	err = s.inTx(ctx, func(tx *sql.Tx) error {
 		out = nil
-		// Lock order: host group, then node.
-		var groupCap int
-		if err := tx.QueryRowContext(ctx,
-			`SELECT slot_capacity FROM judge_host_group WHERE id = ? FOR UPDATE`, groupID).Scan(&groupCap); err != nil {
-			return fmt.Errorf("store: claim: host group: %w", err)
-		}
-		n, err := lockNodeForSession(ctx, tx, sess)
+		groupCap, n, err := lockGroupAndNode(ctx, tx, groupID, sess)
 		if err != nil {
 			return err
 		}
@@ -129,6 +133,37 @@ func (s *Store) claim(ctx context.Context, sess NodeSession, freeSlots int) ([]C
 	return out, nil
 }
 
+// anyReady reports whether a claim by the session could find a job: a ready
+// QUEUED job of its pool, or a CHECK job bound to its node. It refuses a
+// superseded session or a revoked node as the locked claim does (this read
+// is the whole claim when there is nothing to take). The pool is the
+// node's, which never changes (cached with its host group).
+func (s *Store) anyReady(ctx context.Context, sess NodeSession) (bool, error) {
+	pool, err := s.nodePool(ctx, sess.NodeID)
+	if err != nil {
+		return false, err
+	}
+	var epoch int64
+	var revoked, ready bool
+	err = s.db.QueryRowContext(ctx,
+		`SELECT n.session_epoch, n.revoked_at IS NOT NULL,
+		        EXISTS (SELECT 1 FROM judge_job j FORCE INDEX (ix_job_claim)
+		                WHERE j.pool = ? AND j.state = 'QUEUED' AND j.required_node_id IN (0, n.id)
+		                  AND j.available_at <= NOW(6))
+		 FROM judge_node n WHERE n.id = ?`, pool, sess.NodeID).Scan(&epoch, &revoked, &ready)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return false, fmt.Errorf("node %d: %w", sess.NodeID, ErrUnauthenticated)
+	case err != nil:
+		return false, fmt.Errorf("store: claim: ready: %w", err)
+	case revoked:
+		return false, fmt.Errorf("node %d: %w", sess.NodeID, ErrNodeRevoked)
+	case epoch != sess.SessionEpoch:
+		return false, fmt.Errorf("node %d session %d (current %d): %w", sess.NodeID, sess.SessionEpoch, epoch, ErrSessionSuperseded)
+	}
+	return ready, nil
+}
+
 // NextReady says how long until the soonest job of the pool that a claim
 // could take becomes ready (its retry backoff ends); ok is false when no job
 // waits. A long-poll that found nothing sleeps at most that long, so a retry
@@ -149,19 +184,36 @@ func (s *Store) NextReady(ctx context.Context, pool string, nodeID int64) (d tim
 
 // nodeGroup returns a node's host group; it never changes, so it is cached.
 func (s *Store) nodeGroup(ctx context.Context, nodeID int64) (int64, error) {
-	if g, ok := s.groups.get(nodeID); ok {
-		return g, nil
+	p, err := s.nodePlace(ctx, nodeID)
+	return p.group, err
+}
+
+// nodePool returns a node's pool; it never changes, so it is cached.
+func (s *Store) nodePool(ctx context.Context, nodeID int64) (string, error) {
+	p, err := s.nodePlace(ctx, nodeID)
+	return p.pool, err
+}
+
+// nodePlace is a node's pool and host group, fixed at creation.
+type nodePlace struct {
+	group int64
+	pool  string
+}
+
+func (s *Store) nodePlace(ctx context.Context, nodeID int64) (nodePlace, error) {
+	if p, ok := s.groups.get(nodeID); ok {
+		return p, nil
 	}
-	var g int64
-	err := s.db.QueryRowContext(ctx, `SELECT host_group_id FROM judge_node WHERE id = ?`, nodeID).Scan(&g)
+	var p nodePlace
+	err := s.db.QueryRowContext(ctx, `SELECT host_group_id, pool FROM judge_node WHERE id = ?`, nodeID).Scan(&p.group, &p.pool)
 	if errors.Is(err, sql.ErrNoRows) {
-		return 0, fmt.Errorf("node %d: %w", nodeID, ErrUnauthenticated)
+		return p, fmt.Errorf("node %d: %w", nodeID, ErrUnauthenticated)
 	}
 	if err != nil {
-		return 0, fmt.Errorf("store: node group: %w", err)
+		return p, fmt.Errorf("store: node place: %w", err)
 	}
-	s.groups.put(nodeID, g)
-	return g, nil
+	s.groups.put(nodeID, p)
+	return p, nil
 }
 
 // pickReady locks up to limit ready jobs of a pool (requiredNode 0 = pool
@@ -203,29 +255,34 @@ type lockedNode struct {
 	pendingChecks int
 }
 
-// lockNodeForSession locks the node row and checks that the session is the
-// node's current one and the node is not revoked.
-func lockNodeForSession(ctx context.Context, tx *sql.Tx, sess NodeSession) (lockedNode, error) {
+// lockGroupAndNode locks the host group and then the node in one statement
+// (STRAIGHT_JOIN fixes the order: group → node, the documented lock order),
+// and checks that the session is the node's current one and the node is
+// not revoked.
+func lockGroupAndNode(ctx context.Context, tx *sql.Tx, groupID int64, sess NodeSession) (int, lockedNode, error) {
 	var n lockedNode
+	var capacity int
 	var epoch int64
 	var revoked bool
 	err := tx.QueryRowContext(ctx,
-		`SELECT host_group_id, pool, desired_state, slots, session_epoch, revoked_at IS NOT NULL, pending_checks
-		 FROM judge_node WHERE id = ? FOR UPDATE`, sess.NodeID).Scan(
-		&n.hostGroupID, &n.pool, &n.state, &n.slots, &epoch, &revoked, &n.pendingChecks)
+		`SELECT g.slot_capacity, n.host_group_id, n.pool, n.desired_state, n.slots, n.session_epoch,
+		        n.revoked_at IS NOT NULL, n.pending_checks
+		 FROM judge_host_group g STRAIGHT_JOIN judge_node n ON n.id = ? AND n.host_group_id = g.id
+		 WHERE g.id = ? FOR UPDATE`, sess.NodeID, groupID).Scan(
+		&capacity, &n.hostGroupID, &n.pool, &n.state, &n.slots, &epoch, &revoked, &n.pendingChecks)
 	if errors.Is(err, sql.ErrNoRows) {
-		return n, fmt.Errorf("node %d: %w", sess.NodeID, ErrUnauthenticated)
+		return 0, n, fmt.Errorf("node %d: %w", sess.NodeID, ErrUnauthenticated)
 	}
 	if err != nil {
-		return n, fmt.Errorf("store: lock node: %w", err)
+		return 0, n, fmt.Errorf("store: claim: lock: %w", err)
 	}
 	if revoked {
-		return n, fmt.Errorf("node %d: %w", sess.NodeID, ErrNodeRevoked)
+		return 0, n, fmt.Errorf("node %d: %w", sess.NodeID, ErrNodeRevoked)
 	}
 	if epoch != sess.SessionEpoch {
-		return n, fmt.Errorf("node %d session %d (current %d): %w", sess.NodeID, sess.SessionEpoch, epoch, ErrSessionSuperseded)
+		return 0, n, fmt.Errorf("node %d session %d (current %d): %w", sess.NodeID, sess.SessionEpoch, epoch, ErrSessionSuperseded)
 	}
-	return n, nil
+	return capacity, n, nil
 }
 
 // RenewItem is one lease a node wants extended, with its progress.
@@ -262,15 +319,30 @@ func (s *Store) Renew(ctx context.Context, sess NodeSession, items []RenewItem) 
 	if len(items) == 0 {
 		return nil, nil
 	}
+	for _, it := range items {
+		if it.Phase != "" && it.Phase != "COMPILING" && it.Phase != "JUDGING" {
+			return nil, invalid("phase", "must be COMPILING or JUDGING, got %q", it.Phase)
+		}
+	}
 	sorted := append([]RenewItem(nil), items...)
 	sort.Slice(sorted, func(i, j int) bool { return sorted[i].JobID < sorted[j].JobID })
+	if ok, err := s.renewAll(ctx, sess, sorted); err != nil || ok {
+		if err != nil {
+			return nil, err
+		}
+		out := make([]RenewResult, len(items))
+		for i, it := range items {
+			out[i] = RenewResult{JobID: it.JobID, LeaseEpoch: it.LeaseEpoch, State: RenewOK, Remaining: s.cfg.LeaseTTL}
+		}
+		return out, nil
+	}
+	// Some lease did not renew: work out each answer item by item. Repeating
+	// a renewal that did commit above is harmless (the lease is extended
+	// again; progress only moves forward).
 	results := make(map[[2]int64]RenewResult, len(items))
 	err := s.inTx(ctx, func(tx *sql.Tx) error {
 		clear(results)
 		for _, it := range sorted {
-			if it.Phase != "" && it.Phase != "COMPILING" && it.Phase != "JUDGING" {
-				return invalid("phase", "must be COMPILING or JUDGING, got %q", it.Phase)
-			}
 			// Assignments run left to right: progress_seq is updated last so
 			// the IF()s compare against the stored value, and status_version
 			// (the business sees COMPILING → JUDGING as a status change)
@@ -326,6 +398,64 @@ func (s *Store) Renew(ctx context.Context, sess NodeSession, items []RenewItem) 
 	return out, nil
 }
 
+// renewAll extends every item's lease in one autocommit statement — the
+// common case, where all of them are live. It reports false when some item
+// did not renew (lost, cancelled, a stale session); what did renew stays
+// renewed, and Renew answers item by item.
+//
+// Single-table UPDATE assignments run left to right, so progress_seq is set
+// last and the CASEs before it compare against the stored value, and
+// status_version (the business sees COMPILING → JUDGING as a status change)
+// before phase.
+func (s *Store) renewAll(ctx context.Context, sess NodeSession, items []RenewItem) (bool, error) {
+	var version, phase, done, total, seq, in strings.Builder
+	var va, pa, da, ta, sa, ia []any
+	ids := make([]int64, len(items))
+	for i, it := range items {
+		version.WriteString(" WHEN ? THEN status_version + IF(? > progress_seq AND ? <> '' AND ? <> COALESCE(phase, 'COMPILING'), 1, 0)")
+		va = append(va, it.JobID, it.ProgressSeq, it.Phase, it.Phase)
+		phase.WriteString(" WHEN ? THEN IF(? > progress_seq AND ? <> '', ?, phase)")
+		pa = append(pa, it.JobID, it.ProgressSeq, it.Phase, it.Phase)
+		done.WriteString(" WHEN ? THEN IF(? > progress_seq, GREATEST(cases_done, ?), cases_done)")
+		da = append(da, it.JobID, it.ProgressSeq, it.CasesDone)
+		total.WriteString(" WHEN ? THEN IF(? > progress_seq, ?, cases_total)")
+		ta = append(ta, it.JobID, it.ProgressSeq, it.CasesTotal)
+		seq.WriteString(" WHEN ? THEN GREATEST(progress_seq, ?)")
+		sa = append(sa, it.JobID, it.ProgressSeq)
+		if i > 0 {
+			in.WriteString(", ")
+		}
+		in.WriteString("(?, ?)")
+		ia = append(ia, it.JobID, it.LeaseEpoch)
+		ids[i] = it.JobID
+	}
+	// id IN (…) lets the optimizer use the primary key whatever it does with
+	// the row constructor.
+	idList, idArgs := inList(ids)
+	q := `UPDATE judge_job SET lease_until = NOW(6) + INTERVAL ? MICROSECOND,
+	   status_version = CASE id` + version.String() + ` END,
+	   phase = CASE id` + phase.String() + ` END,
+	   cases_done = CASE id` + done.String() + ` END,
+	   cases_total = CASE id` + total.String() + ` END,
+	   progress_seq = CASE id` + seq.String() + ` END, updated_at = NOW(6)
+	 WHERE id IN (` + idList + `) AND (id, lease_epoch) IN (` + in.String() + `) AND state = 'RUNNING' AND node_id = ? AND session_epoch = ?
+	   AND lease_until > NOW(6)
+	   AND EXISTS (SELECT 1 FROM judge_node n WHERE n.id = ? AND n.session_epoch = ? AND n.revoked_at IS NULL)`
+	args := make([]any, 0, 1+len(pa)+len(da)+len(ta)+len(sa)+len(ia)+4)
+	args = append(args, micros(s.cfg.LeaseTTL))
+	args = append(append(append(append(append(append(append(args, va...), pa...), da...), ta...), sa...), idArgs...), ia...)
+	args = append(args, sess.NodeID, sess.SessionEpoch, sess.NodeID, sess.SessionEpoch)
+	r, err := s.db.ExecContext(ctx, q, args...)
+	if err != nil {
+		if retryable(err) {
+			return false, nil
+		}
+		return false, fmt.Errorf("store: renew: %w", err)
+	}
+	n, _ := r.RowsAffected()
+	return n == int64(len(items)), nil
+}
+
 // inList renders "?, ?, …" and its arguments.
 func inList(ids []int64) (string, []any) {
 	args := make([]any, len(ids))
@@ -368,9 +498,18 @@ func (s *Store) complete(ctx context.Context, sess NodeSession, jobID, leaseEpoc
 		}
 		cases = countCases(m, *res.Verdict)
 		if facts.kind == KindSubmission {
-			out, done, err := s.completeFast(ctx, sess, jobID, leaseEpoch, facts, res, cases, body, digest)
-			if err != nil || done {
-				return out, err
+			payload, err := json.Marshal(SettlementPayload{JobID: strconv.FormatInt(jobID, 10), SubmissionType: facts.typ,
+				SubmissionID: facts.sid, Generation: facts.generation, Status: res.Verdict.Status, Result: body})
+			if err != nil {
+				return CompleteResponse{}, fmt.Errorf("store: settle: %w", err)
+			}
+			done, err := s.completer.do(ctx, fastResult{sess: sess, jobID: jobID, leaseEpoch: leaseEpoch, f: facts,
+				status: res.Verdict.Status, cases: cases, body: body, digest: digest, payload: payload})
+			if err != nil {
+				return CompleteResponse{}, err
+			}
+			if done {
+				return CompleteResponse{Disposition: Accepted, JobState: StateCompleted}, nil
 			}
 		}
 	}
@@ -413,52 +552,203 @@ func (s *Store) jobFacts(ctx context.Context, jobID int64) (jobFacts, error) {
 	return f, nil
 }
 
-// completeFast commits the common case — a verdict for a live lease of a
-// business job — as one fenced UPDATE of job and attempt plus the event
-// insert. Every fencing condition of completeSlow is in the WHERE clause;
-// when any fails nothing is written and done is false, and the slow path
-// works out which answer applies.
-func (s *Store) completeFast(ctx context.Context, sess NodeSession, jobID, leaseEpoch int64, f jobFacts, res Result, cases caseCounts, body []byte, digest string) (CompleteResponse, bool, error) {
-	payload, err := json.Marshal(SettlementPayload{JobID: fmt.Sprint(jobID), SubmissionType: f.typ, SubmissionID: f.sid,
-		Generation: f.generation, Status: res.Verdict.Status, Result: body})
+// fastResult is a verdict for a live lease of a business job: the common
+// case, committed without the locking reads of completeSlow.
+type fastResult struct {
+	sess              NodeSession
+	jobID, leaseEpoch int64
+	f                 jobFacts
+	status            string
+	cases             caseCounts
+	body              []byte
+	digest            string
+	payload           []byte
+}
+
+// errFenced says a fast completion's fencing did not hold for some item;
+// nothing was written, and the slow path works out the answer.
+var errFenced = errors.New("fast completion fenced out")
+
+// completeFast commits one verdict alone; done is false when its fencing did
+// not hold (nothing written).
+func (s *Store) completeFast(ctx context.Context, r fastResult) (done bool, err error) {
+	err = s.inTx(ctx, func(tx *sql.Tx) error { return completeFastTx(ctx, tx, []fastResult{r}) })
+	if errors.Is(err, errFenced) {
+		return false, nil
+	}
+	return err == nil, err
+}
+
+// completeBatch commits concurrent fast completions in one transaction: one
+// fenced UPDATE of all their jobs and attempts, one multi-row event INSERT,
+// one commit. If any item's fencing fails the whole batch rolls back and each
+// item is retried alone, so every item gets exactly the answer it would get
+// by itself. A job that appears twice in a batch goes alone.
+func (s *Store) completeBatch(ctx context.Context, calls []*batchCall[fastResult, bool]) {
+	seen := make(map[int64]bool, len(calls))
+	var batch, alone []*batchCall[fastResult, bool]
+	for _, c := range calls {
+		if seen[c.req.jobID] {
+			alone = append(alone, c)
+			continue
+		}
+		seen[c.req.jobID] = true
+		batch = append(batch, c)
+	}
+	if len(batch) > 1 {
+		// Job-id order: batches lock their rows in one order.
+		slices.SortFunc(batch, func(a, b *batchCall[fastResult, bool]) int { return cmp.Compare(a.req.jobID, b.req.jobID) })
+		items := make([]fastResult, len(batch))
+		for i, c := range batch {
+			items[i] = c.req
+		}
+		if err := s.inTx(ctx, func(tx *sql.Tx) error { return completeFastTx(ctx, tx, items) }); err == nil {
+			s.stats.batches.Add(1)
+			for _, c := range batch {
+				c.resp = true
+			}
+			batch = nil
+		}
+	}
+	for _, c := range append(batch, alone...) {
+		c.resp, c.err = s.completeFast(ctx, c.req)
+	}
+}
+
+// completeFastTx is the fast completion of items (distinct jobs, in job-id
+// order) inside tx: one UPDATE of their jobs, one of their attempts, one
+// event INSERT. Every fencing condition of completeSlow is in the job
+// UPDATE's WHERE clause; unless it changed every job it returns errFenced and
+// the caller rolls back. The node and pointer fences are single-table
+// subqueries on purpose: under READ COMMITTED InnoDB reads them without
+// locks, where a multi-table UPDATE would share-lock every node row of the
+// batch and queue behind those nodes' claims.
+func completeFastTx(ctx context.Context, tx *sql.Tx, items []fastResult) error {
+	var verdict, result, digest, done, total, fence strings.Builder
+	var va, ra, da, na, ta, fa []any
+	ids := make([]int64, len(items))
+	for i, r := range items {
+		verdict.WriteString(" WHEN ? THEN ?")
+		va = append(va, r.jobID, r.status)
+		result.WriteString(" WHEN ? THEN ?")
+		ra = append(ra, r.jobID, r.body)
+		digest.WriteString(" WHEN ? THEN ?")
+		da = append(da, r.jobID, r.digest)
+		done.WriteString(" WHEN ? THEN ?")
+		na = append(na, r.jobID, r.cases.done)
+		total.WriteString(" WHEN ? THEN ?")
+		ta = append(ta, r.jobID, r.cases.total)
+		if i > 0 {
+			fence.WriteString(", ")
+		}
+		fence.WriteString("(?, ?, ?, ?)")
+		fa = append(fa, r.jobID, r.leaseEpoch, r.sess.NodeID, r.sess.SessionEpoch)
+		ids[i] = r.jobID
+	}
+	in, idArgs := inList(ids)
+	args := append(append(append(append(append(append(append([]any{}, va...), ra...), da...), na...), ta...), idArgs...), fa...)
+	res, err := tx.ExecContext(ctx,
+		`UPDATE judge_job SET state = 'COMPLETED',
+		   verdict = CASE id`+verdict.String()+` END,
+		   result = CASE id`+result.String()+` END,
+		   result_digest = CASE id`+digest.String()+` END,
+		   cases_done = CASE id`+done.String()+` END,
+		   cases_total = CASE id`+total.String()+` END,
+		   status_version = status_version + 1, finished_at = NOW(6), updated_at = NOW(6), lease_until = NULL
+		 WHERE id IN (`+in+`) AND (id, lease_epoch, node_id, session_epoch) IN (`+fence.String()+`)
+		   AND state = 'RUNNING' AND lease_until > NOW(6)
+		   AND EXISTS (SELECT 1 FROM judge_node n
+		               WHERE n.id = judge_job.node_id AND n.session_epoch = judge_job.session_epoch AND n.revoked_at IS NULL)
+		   AND EXISTS (SELECT 1 FROM judge_submission p
+		               WHERE p.submission_type = judge_job.submission_type AND p.submission_id = judge_job.submission_id
+		                 AND p.current_job_id = judge_job.id)`, args...)
 	if err != nil {
-		return CompleteResponse{}, false, fmt.Errorf("store: settle: %w", err)
+		return fmt.Errorf("store: complete: %w", err)
 	}
-	var done bool
-	err = s.inTx(ctx, func(tx *sql.Tx) error {
-		r, err := tx.ExecContext(ctx,
-			`UPDATE judge_job j JOIN judge_job_attempt a ON a.job_id = j.id AND a.lease_epoch = j.lease_epoch
-			 SET j.state = 'COMPLETED', j.verdict = ?, j.result = ?, j.result_digest = ?, j.cases_done = ?, j.cases_total = ?,
-			     j.status_version = j.status_version + 1, j.finished_at = NOW(6), j.updated_at = NOW(6),
-			     j.lease_until = NULL, a.outcome = 'COMPLETED', a.receipt_digest = ?, a.ended_at = NOW(6)
-			 WHERE j.id = ? AND j.state = 'RUNNING' AND j.node_id = ? AND j.session_epoch = ? AND j.lease_epoch = ?
-			   AND j.lease_until > NOW(6) AND a.receipt_digest IS NULL
-			   AND EXISTS (SELECT 1 FROM judge_node n WHERE n.id = ? AND n.session_epoch = ? AND n.revoked_at IS NULL)
-			   AND EXISTS (SELECT 1 FROM judge_submission p
-			               WHERE p.submission_type = ? AND p.submission_id = ? AND p.current_job_id = ?)`,
-			res.Verdict.Status, body, digest, cases.done, cases.total, digest,
-			jobID, sess.NodeID, sess.SessionEpoch, leaseEpoch,
-			sess.NodeID, sess.SessionEpoch,
-			f.typ, f.sid, jobID)
-		if err != nil {
-			return fmt.Errorf("store: complete: %w", err)
-		}
-		if n, _ := r.RowsAffected(); n == 0 {
-			done = false
-			return nil
-		}
-		if _, err := tx.ExecContext(ctx,
-			`INSERT INTO judge_settlement_event (job_id, event_type, submission_type, submission_id, generation, payload)
-			 VALUES (?, ?, ?, ?, ?, ?)`, jobID, SettledEventType, f.typ, f.sid, f.generation, payload); err != nil {
-			return fmt.Errorf("store: settle: %w", err)
-		}
-		done = true
-		return nil
-	})
-	if err != nil || !done {
-		return CompleteResponse{}, false, err
+	if n, _ := res.RowsAffected(); n != int64(len(items)) {
+		return errFenced
 	}
-	return CompleteResponse{Disposition: Accepted, JobState: StateCompleted}, true, nil
+	// The job left RUNNING for exactly these lease epochs, so their attempts
+	// have no receipt yet; the IS NULL is a belt to the fence above.
+	var attempts strings.Builder
+	aa := make([]any, 0, 4*len(items))
+	for i, r := range items {
+		if i > 0 {
+			attempts.WriteString(", ")
+		}
+		attempts.WriteString("(?, ?)")
+		aa = append(aa, r.jobID, r.leaseEpoch)
+	}
+	res, err = tx.ExecContext(ctx,
+		`UPDATE judge_job_attempt SET outcome = 'COMPLETED', receipt_digest = CASE job_id`+digest.String()+` END,
+		   ended_at = NOW(6)
+		 WHERE job_id IN (`+in+`) AND (job_id, lease_epoch) IN (`+attempts.String()+`) AND receipt_digest IS NULL`,
+		append(append(append([]any{}, da...), idArgs...), aa...)...)
+	if err != nil {
+		return fmt.Errorf("store: complete: attempt: %w", err)
+	}
+	if n, _ := res.RowsAffected(); n != int64(len(items)) {
+		return errFenced
+	}
+	evs := make([]settlementRow, len(items))
+	for i, r := range items {
+		evs[i] = settlementRow{jobID: r.jobID, typ: r.f.typ, sid: r.f.sid, generation: r.f.generation, payload: r.payload}
+	}
+	return insertSettlements(ctx, tx, evs)
+}
+
+// fenceFacts is what completeSlow read under its locks about one result.
+type fenceFacts struct {
+	jobID, leaseEpoch int64
+	sess              NodeSession
+	digest            string
+	// The attempt row of (job, lease epoch), if the lease was ever granted.
+	attemptGranted bool
+	attemptNode    int64
+	hasReceipt     bool
+	receipt        string
+	// The node now.
+	nodeRevoked bool
+	nodeEpoch   int64
+	// The submission's current job.
+	current int64
+	// The job now.
+	state         JobState
+	jobLeaseEpoch int64
+	jobNode       sql.NullInt64
+	jobSession    sql.NullInt64
+	live          bool
+}
+
+// fenceResult is the fencing decision for a result (DESIGN §5), apart from
+// the SQL so it can be tested as a table: nil and committed=false accept it;
+// committed=true answers ALREADY_COMMITTED; otherwise the error says why it
+// is refused. The receipt is checked before anything about expiry or
+// ownership now, so a resent result of a committed lease always gets the
+// same answer.
+func fenceResult(f fenceFacts) (committed bool, err error) {
+	switch {
+	case !f.attemptGranted:
+		return false, fmt.Errorf("job %d lease %d was never granted: %w", f.jobID, f.leaseEpoch, ErrLeaseLost)
+	case f.attemptNode != f.sess.NodeID:
+		return false, fmt.Errorf("job %d lease %d belongs to another node: %w", f.jobID, f.leaseEpoch, ErrLeaseLost)
+	case f.hasReceipt && f.receipt == f.digest:
+		return true, nil
+	case f.hasReceipt:
+		return false, fmt.Errorf("job %d lease %d: %w", f.jobID, f.leaseEpoch, ErrResultConflict)
+	case f.nodeRevoked:
+		return false, fmt.Errorf("node %d: %w", f.sess.NodeID, ErrNodeRevoked)
+	case f.nodeEpoch != f.sess.SessionEpoch:
+		return false, fmt.Errorf("node %d: %w", f.sess.NodeID, ErrSessionSuperseded)
+	case f.state == StateCancelled && f.jobLeaseEpoch == f.leaseEpoch && f.current == f.jobID:
+		return false, fmt.Errorf("job %d: %w", f.jobID, ErrJobCancelled)
+	case f.current != f.jobID:
+		return false, fmt.Errorf("job %d: %w", f.jobID, ErrSuperseded)
+	case f.state != StateRunning || f.jobLeaseEpoch != f.leaseEpoch || !f.jobNode.Valid || f.jobNode.Int64 != f.sess.NodeID ||
+		f.jobSession.Int64 != f.sess.SessionEpoch || !f.live:
+		return false, fmt.Errorf("job %d lease %d: %w", f.jobID, f.leaseEpoch, ErrLeaseLost)
+	}
+	return false, nil
 }
 
 // completeSlow takes the locks one by one in the documented order and
@@ -524,34 +814,19 @@ func (s *Store) completeSlow(ctx context.Context, sess NodeSession, jobID, lease
 			&j.generation, &j.attempts, &j.maxAttempts, &receipt, &attemptNode); err != nil {
 			return fmt.Errorf("store: complete: job: %w", err)
 		}
-		if !attemptNode.Valid {
-			return fmt.Errorf("job %d lease %d was never granted: %w", jobID, leaseEpoch, ErrLeaseLost)
+		committed, err := fenceResult(fenceFacts{
+			jobID: jobID, leaseEpoch: leaseEpoch, sess: sess, digest: digest,
+			attemptGranted: attemptNode.Valid, attemptNode: attemptNode.Int64,
+			hasReceipt: receipt.Valid, receipt: receipt.String,
+			nodeRevoked: revoked, nodeEpoch: nodeEpoch, current: current,
+			state: j.state, jobLeaseEpoch: j.leaseEpoch, jobNode: j.nodeID, jobSession: j.sessionEpoch, live: j.live,
+		})
+		if err != nil {
+			return err
 		}
-		if attemptNode.Int64 != sess.NodeID {
-			return fmt.Errorf("job %d lease %d belongs to another node: %w", jobID, leaseEpoch, ErrLeaseLost)
-		}
-		if receipt.Valid {
-			if receipt.String == digest {
-				out = CompleteResponse{Disposition: AlreadyCommitted, JobState: j.state}
-				return nil
-			}
-			return fmt.Errorf("job %d lease %d: %w", jobID, leaseEpoch, ErrResultConflict)
-		}
-		switch {
-		case revoked:
-			return fmt.Errorf("node %d: %w", sess.NodeID, ErrNodeRevoked)
-		case nodeEpoch != sess.SessionEpoch:
-			return fmt.Errorf("node %d: %w", sess.NodeID, ErrSessionSuperseded)
-		case j.state == StateCancelled && j.leaseEpoch == leaseEpoch:
-			if current != jobID {
-				return fmt.Errorf("job %d: %w", jobID, ErrSuperseded)
-			}
-			return fmt.Errorf("job %d: %w", jobID, ErrJobCancelled)
-		case current != jobID:
-			return fmt.Errorf("job %d: %w", jobID, ErrSuperseded)
-		case j.state != StateRunning || j.leaseEpoch != leaseEpoch || !j.nodeID.Valid || j.nodeID.Int64 != sess.NodeID ||
-			j.sessionEpoch.Int64 != sess.SessionEpoch || !j.live:
-			return fmt.Errorf("job %d lease %d: %w", jobID, leaseEpoch, ErrLeaseLost)
+		if committed {
+			out = CompleteResponse{Disposition: AlreadyCommitted, JobState: j.state}
+			return nil
 		}
 		if res.Outcome == OutcomeVerdict {
 			// Job and attempt receipt in one statement.

@@ -322,9 +322,8 @@ func TestDrainAndResizeNeverKillRunningJobs(t *testing.T) {
 	b := setup(t)
 	g := b.group(t, 8)
 	n := b.node(t, "cpp", g.ID, 3, true)
-	var ids []int64
 	for i := range 6 {
-		ids = append(ids, b.enqueue(t, "ALGO", fmt.Sprintf("t10-%d", i)).JobID)
+		b.enqueue(t, "ALGO", fmt.Sprintf("t10-%d", i))
 	}
 	running, err := b.store.Claim(b.ctx, n.NodeSession, 8)
 	require.NoError(t, err)
@@ -492,4 +491,73 @@ func TestRenewProgressOnlyForward(t *testing.T) {
 	s, err := b.store.SubmissionStatus(b.ctx, "ALGO", "renew")
 	require.NoError(t, err)
 	require.Equal(t, "JUDGING", s.Status)
+}
+
+// Concurrent results share one transaction, and each still gets the answer
+// it would get alone: a fenced-out result (expired lease) does not sink the
+// others, a repeated result is ALREADY_COMMITTED, and every accepted job has
+// exactly one settlement event.
+func TestBatchedCompletionsAnswerEachResult(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	g := b.group(t, 8)
+	sess := b.node(t, "cpp", g.ID, 8, true)
+	for i := range 6 {
+		b.enqueue(t, "ALGO", fmt.Sprintf("batch-%d", i))
+	}
+	jobs, err := b.store.Claim(b.ctx, sess.NodeSession, 6)
+	require.NoError(t, err)
+	require.Len(t, jobs, 6)
+	type answer struct {
+		resp store.CompleteResponse
+		err  error
+	}
+	// completeTogether posts one result per target while the batchers hold,
+	// then lets them run as one batch.
+	completeTogether := func(targets []store.ClaimedJob) []answer {
+		queued, release := store.HoldBatches(b.store)
+		answers := make([]answer, len(targets))
+		var wg sync.WaitGroup
+		for i, j := range targets {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				r, err := b.store.Complete(b.ctx, sess.NodeSession, j.JobID, j.LeaseEpoch, acResult())
+				answers[i] = answer{r, err}
+			}()
+		}
+		require.Eventually(t, func() bool { return queued() == len(targets) }, 5*time.Second, time.Millisecond)
+		release()
+		wg.Wait()
+		return answers
+	}
+
+	// A batch whose fences all hold commits as one.
+	before := store.CommittedBatches(b.store)
+	for _, a := range completeTogether(jobs[3:]) {
+		require.NoError(t, a.err)
+		require.Equal(t, store.Accepted, a.resp.Disposition)
+		require.Equal(t, store.StateCompleted, a.resp.JobState)
+	}
+	require.Equal(t, 3, b.count(t, `SELECT COUNT(*) FROM judge_settlement_event`))
+	require.Equal(t, before+1, store.CommittedBatches(b.store), "the three results shared one commit")
+
+	// A batch with an expired lease and a result sent twice: it falls back
+	// item by item, and each caller gets its own answer.
+	b.expireLease(t, jobs[0].JobID)
+	answers := completeTogether([]store.ClaimedJob{jobs[0], jobs[1], jobs[2], jobs[1]})
+	require.ErrorIs(t, answers[0].err, store.ErrLeaseLost, "the expired lease is refused")
+	require.NoError(t, answers[2].err)
+	require.Equal(t, store.Accepted, answers[2].resp.Disposition)
+	require.NoError(t, answers[1].err)
+	require.NoError(t, answers[3].err)
+	require.ElementsMatch(t, []store.Disposition{store.Accepted, store.AlreadyCommitted},
+		[]store.Disposition{answers[1].resp.Disposition, answers[3].resp.Disposition}, "one of the repeated results commits")
+
+	require.Equal(t, 5, b.count(t, `SELECT COUNT(*) FROM judge_settlement_event`))
+	require.Equal(t, 5, b.count(t, `SELECT COUNT(*) FROM judge_job_attempt a JOIN judge_job j ON j.id = a.job_id
+		WHERE j.kind = 'SUBMISSION' AND a.outcome = 'COMPLETED' AND a.receipt_digest IS NOT NULL`))
+	again, err := b.store.Complete(b.ctx, sess.NodeSession, jobs[1].JobID, jobs[1].LeaseEpoch, acResult())
+	require.NoError(t, err)
+	require.Equal(t, store.AlreadyCommitted, again.Disposition)
 }

@@ -191,18 +191,6 @@ func (s *Store) CreateNode(ctx context.Context, spec NodeSpec, actor string) (No
 	return n, code, err
 }
 
-func lockNode(ctx context.Context, tx *sql.Tx, nodeID int64) error {
-	var id int64
-	err := tx.QueryRowContext(ctx, `SELECT id FROM judge_node WHERE id = ? FOR UPDATE`, nodeID).Scan(&id)
-	if errors.Is(err, sql.ErrNoRows) {
-		return fmt.Errorf("node %d: %w", nodeID, ErrNotFound)
-	}
-	if err != nil {
-		return fmt.Errorf("store: lock node: %w", err)
-	}
-	return nil
-}
-
 // changeNode runs fn with the node locked (after its host group when
 // withGroup), then audits.
 func (s *Store) changeNode(ctx context.Context, nodeID int64, actor, action, reason string, fn func(tx *sql.Tx, n *Node) error) (Node, error) {

@@ -10,10 +10,11 @@ import (
 // PoolSignalSlots is how many rows each pool's wake-up counter is spread over.
 const PoolSignalSlots = 16
 
-// bumpPool marks the pool as having new ready work, inside the transaction
-// that made it ready and as its last statement: the signal commits exactly
-// when the work does (EnqueueTx included). Waiters in every replica see it at
-// their next poll of PoolSignals.
+// bumpPool marks the pool as having work ready again (a requeue, a rejudge,
+// an enqueue on the locking path), inside the transaction that made it ready
+// and as its last statement: the signal commits exactly when the work does
+// (EnqueueTx included). Waiters in every replica see it at their next poll of
+// PoolSignals. A fresh enqueue needs no bump: the pool's highest job id moves.
 func bumpPool(ctx context.Context, tx *sql.Tx, pool string) error {
 	if _, err := tx.ExecContext(ctx,
 		`UPDATE judge_pool_signal SET seq = seq + 1 WHERE pool = ? AND slot = ?`, pool, rand.IntN(PoolSignalSlots)); err != nil {
@@ -29,9 +30,16 @@ func (s *Store) notify(pool string) {
 	}
 }
 
-// PoolSignals returns each pool's wake-up counter (one cheap query).
+// PoolSignals returns a wake-up counter per pool (one cheap query): the sum
+// of the pool's signal rows plus its highest job id. Both only grow, so the
+// counter moves when a job is inserted (enqueue writes no signal row) or when
+// work is made ready again (requeue, which bumps a signal row).
 func (s *Store) PoolSignals(ctx context.Context) (map[string]int64, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT pool, SUM(seq) FROM judge_pool_signal GROUP BY pool`)
+	rows, err := s.db.QueryContext(ctx,
+		`SELECT pool, SUM(v) FROM (
+		   SELECT pool, SUM(seq) AS v FROM judge_pool_signal GROUP BY pool
+		   UNION ALL SELECT pool, MAX(id) FROM judge_job GROUP BY pool) x
+		 GROUP BY pool`)
 	if err != nil {
 		return nil, fmt.Errorf("store: pool signals: %w", err)
 	}

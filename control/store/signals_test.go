@@ -33,7 +33,7 @@ func TestPoolSignalCommitsWithTheWork(t *testing.T) {
 	require.NoError(t, err)
 	after, err := st.PoolSignals(b.ctx)
 	require.NoError(t, err)
-	require.Equal(t, before["python"]+1, after["python"])
+	require.Greater(t, after["python"], before["python"], "the python pool's counter moves")
 	require.Equal(t, before["cpp"], after["cpp"])
 	require.Equal(t, []string{"python"}, rec.pools)
 

@@ -23,6 +23,8 @@ type Config struct {
 	JoinCodeTTL      time.Duration
 	OfflineAfter     time.Duration
 	ReapBatch        int
+	CompleteBatchMax int
+	BatchParallel    int
 }
 
 // Defaults for Config.
@@ -42,6 +44,11 @@ const (
 	OfflineAfterDefault   = 30 * time.Second
 	ReapBatchDefault      = 100
 	MaxResultBytesDefault = 1 << 20
+	// CompleteBatchMaxDefault caps how many concurrent results (and, apart,
+	// how many concurrent new submissions) share one commit.
+	CompleteBatchMaxDefault = 64
+	// BatchParallelDefault is how many such batches may commit at once.
+	BatchParallelDefault = 2
 )
 
 func (c *Config) setDefaults() {
@@ -78,6 +85,12 @@ func (c *Config) setDefaults() {
 	if c.ReapBatch == 0 {
 		c.ReapBatch = ReapBatchDefault
 	}
+	if c.CompleteBatchMax == 0 {
+		c.CompleteBatchMax = CompleteBatchMaxDefault
+	}
+	if c.BatchParallel == 0 {
+		c.BatchParallel = BatchParallelDefault
+	}
 }
 
 // Validate refuses nonsensical settings.
@@ -101,6 +114,10 @@ func (c Config) Validate() error {
 		return fmt.Errorf("store config: offline-after %s is below 1s", c.OfflineAfter)
 	case c.ReapBatch < 1:
 		return fmt.Errorf("store config: reap batch %d must be positive", c.ReapBatch)
+	case c.CompleteBatchMax < 1 || c.CompleteBatchMax > 256:
+		return fmt.Errorf("store config: complete batch max %d must be 1..256", c.CompleteBatchMax)
+	case c.BatchParallel < 1 || c.BatchParallel > 64:
+		return fmt.Errorf("store config: batch parallel %d must be 1..64", c.BatchParallel)
 	}
 	return nil
 }
@@ -123,10 +140,14 @@ type Store struct {
 	txOpts *sql.TxOptions
 	// manifests caches parsed manifests; they are immutable.
 	manifests *cache[int64, manifest.Manifest]
-	// groups caches each node's host group, which never changes.
-	groups *cache[int64, int64]
+	// groups caches each node's pool and host group, which never change.
+	groups *cache[int64, nodePlace]
 	// facts caches the immutable fields of recently claimed jobs.
 	facts *cache[int64, jobFacts]
+	// completer batches concurrent fast completions into one transaction.
+	completer *batcher[fastResult, bool]
+	// enqueuer batches concurrent new submissions into one transaction.
+	enqueuer *batcher[newJob, EnqueueResult]
 }
 
 // New returns a store over db.
@@ -136,7 +157,7 @@ func New(db *sql.DB, cfg Config) (*Store, error) {
 		return nil, err
 	}
 	s := &Store{db: db, cfg: cfg, stats: &counters{}, manifests: newCache[int64, manifest.Manifest](1024),
-		groups: newCache[int64, int64](4096), facts: newCache[int64, jobFacts](16384),
+		groups: newCache[int64, nodePlace](4096), facts: newCache[int64, jobFacts](16384),
 		txOpts: &sql.TxOptions{Isolation: sql.LevelReadCommitted}}
 	// MariaDB before 11.1 names it tx_isolation; MySQL 8 transaction_isolation.
 	var iso string
@@ -146,6 +167,8 @@ func New(db *sql.DB, cfg Config) (*Store, error) {
 	if iso == "READ-COMMITTED" {
 		s.txOpts = nil
 	}
+	s.completer = newBatcher(cfg.CompleteBatchMax, cfg.BatchParallel, s.completeBatch)
+	s.enqueuer = newBatcher(cfg.CompleteBatchMax, cfg.BatchParallel, s.enqueueBatch)
 	return s, nil
 }
 
@@ -189,6 +212,9 @@ func (s *Store) RetriedTransactions() int64 { return s.stats.retries.Load() }
 
 type counters struct {
 	retries atomic.Int64
+	// batches counts multi-item batches (completions, enqueues) that
+	// committed as one.
+	batches atomic.Int64
 }
 
 // cache is a small bounded map for immutable facts; when full it starts over,

@@ -18,7 +18,7 @@ func (s *Store) inTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
 	for attempt := 0; attempt < s.cfg.TxRetries; attempt++ {
 		err = s.tryTx(ctx, fn)
 		if err == nil || !retryable(err) {
-			return err
+			return Classify(err)
 		}
 		s.stats.retries.Add(1)
 		s.observer().TxRetried(ctx, txRetryCode(err))
@@ -29,7 +29,7 @@ func (s *Store) inTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
 		case <-time.After(d):
 		}
 	}
-	return fmt.Errorf("store: transaction still conflicting after %d tries: %w", s.cfg.TxRetries, err)
+	return Classify(fmt.Errorf("store: transaction still conflicting after %d tries: %w", s.cfg.TxRetries, err))
 }
 
 func (s *Store) tryTx(ctx context.Context, fn func(tx *sql.Tx) error) error {

@@ -60,7 +60,7 @@ func requireDocker(t testing.TB, pools ...string) {
 		}
 		t.Skipf(format+" (set KECE_REQUIRE_DOCKER=1 to fail instead)", args...)
 	}
-	cli, err := client.New(client.FromEnv, client.WithAPIVersionNegotiation())
+	cli, err := client.New(client.FromEnv)
 	if err != nil {
 		miss("docker client: %v", err)
 		return

@@ -92,6 +92,9 @@ func startLocked(req Request, files []uintptr) (int, error) {
 	if err != nil {
 		return 0, err
 	}
+	// The backstop if the supervisor cannot poll: whole seconds, at least one
+	// above the limit. It counts one process's CPU, never more than the
+	// measured tree, so SIGXCPU only ever arrives past the limit.
 	cpu := uint64((req.CPUMillis+999)/1000) + 1
 	limits := []struct {
 		res       int

@@ -6,8 +6,8 @@
 // with one JSON Result per line. User code never sees that channel: its stdin,
 // stdout and stderr are files and pipes the supervisor opened, it runs under a
 // different uid (so /proc/1/fd is closed to it and it cannot signal PID 1), and
-// the statistics are taken by the supervisor from wait4, not from anything the
-// program prints.
+// the statistics are taken by the supervisor (the container's CPU counter less
+// its own CPU, wait4), not from anything the program prints.
 //
 // Each program is forked as the run uid/gid (which clears every capability)
 // with PTRACE_TRACEME, so it stops right after exec; the supervisor applies the
@@ -62,7 +62,10 @@ type Request struct {
 
 // Result is the outcome of one Request, measured by the supervisor.
 type Result struct {
-	ID           int64  `json:"id"`
+	ID int64 `json:"id"`
+	// CPUMicros is the CPU time of the program and every process it started,
+	// never the supervisor's (see cputime.go); CPUExceeded is exactly
+	// CPUMicros > CPUMillis*1000, so the verdict and the figure agree.
 	CPUMicros    int64  `json:"cpu_us"`
 	WallMicros   int64  `json:"wall_us"`
 	MaxRSSKB     int64  `json:"maxrss_kb"`

@@ -3,8 +3,12 @@ package sandboxinit
 import (
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"sync"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 )
@@ -28,15 +32,135 @@ func TestReadBounded(t *testing.T) {
 	require.False(t, trunc)
 }
 
-func TestCPUOfOwnProcess(t *testing.T) {
+func TestProcCPUOfOwnProcess(t *testing.T) {
 	t.Parallel()
-	x := 0
-	for i := 0; i < 50_000_000; i++ {
-		x += i
+	burn(50 * time.Millisecond)
+	require.GreaterOrEqual(t, procCPU(os.Getpid()), 40*time.Millisecond)
+	require.Zero(t, procCPU(-1))
+}
+
+// burn spins until this process used at least d more CPU.
+func burn(d time.Duration) {
+	end := selfCPU() + d
+	for selfCPU() < end {
 	}
-	require.NotZero(t, x)
-	require.Positive(t, cpuOf(os.Getpid()))
-	require.Zero(t, cpuOf(-1))
+}
+
+func TestSelfCPUCountsEveryThread(t *testing.T) {
+	t.Parallel()
+	before := selfCPU()
+	var wg sync.WaitGroup
+	for i := 0; i < 2; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			x := 0
+			for j := 0; j < 20_000_000; j++ {
+				x += j
+			}
+			_ = x
+		}()
+	}
+	wg.Wait()
+	require.Greater(t, selfCPU(), before)
+}
+
+// The counter files of cgroup v1 (cpuacct alone or co-mounted) and v2 are
+// found and parsed in that order; a root without any means the fallback.
+func TestCgroupCounterV1AndV2(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name, rel, body string
+		want            time.Duration
+		v2              bool
+	}{
+		{"v1 cpuacct", "cpuacct/cpuacct.usage", "1500000000\n", 1500 * time.Millisecond, false},
+		{"v1 co-mounted", "cpu,cpuacct/cpuacct.usage", "42\n", 42, false},
+		{"v2", "cpu.stat", "usage_usec 2500000\nuser_usec 2000000\nsystem_usec 500000\n", 2500 * time.Millisecond, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			root := t.TempDir()
+			p := filepath.Join(root, tc.rel)
+			require.NoError(t, os.MkdirAll(filepath.Dir(p), 0o755))
+			require.NoError(t, os.WriteFile(p, []byte(tc.body), 0o644))
+			c, ok := findCgroupCounter(root)
+			require.True(t, ok)
+			require.Equal(t, tc.v2, c.v2)
+			got, ok := c.read()
+			require.True(t, ok)
+			require.Equal(t, tc.want, got)
+		})
+	}
+	root := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(root, "cpu.stat"), []byte("nr_periods 0\n"), 0o644))
+	_, ok := findCgroupCounter(root)
+	require.False(t, ok, "a cpu.stat without usage_usec is not a counter")
+}
+
+// The supervisor's own CPU never counts: a fake cgroup counter that moves
+// exactly with this process's CPU (as the container's would with only the
+// supervisor running) measures zero, and one that moves by 30 ms more
+// measures those 30 ms.
+func TestMeterSubtractsSupervisor(t *testing.T) {
+	root := t.TempDir() // not parallel: other tests' CPU would move selfCPU
+	p := filepath.Join(root, "cpuacct", "cpuacct.usage")
+	require.NoError(t, os.MkdirAll(filepath.Dir(p), 0o755))
+	write := func(d time.Duration) {
+		require.NoError(t, os.WriteFile(p, []byte(strconv.FormatInt(int64(d), 10)), 0o644))
+	}
+	write(selfCPU())
+	c, ok := findCgroupCounter(root)
+	require.True(t, ok)
+	m := startMeter(c, true)
+	burn(20 * time.Millisecond)
+	write(selfCPU())
+	require.Less(t, m.live(), time.Millisecond)
+	write(selfCPU() + 30*time.Millisecond)
+	var ru syscall.Rusage
+	got := m.final(&ru)
+	require.InDelta(t, float64(30*time.Millisecond), float64(got), float64(time.Millisecond))
+	// The rusage of the run is a floor.
+	ru.Utime.Sec = 1
+	require.Equal(t, time.Second, m.final(&ru))
+}
+
+// Without a cgroup counter the main process's rusage and the reaped orphans'
+// make the figure.
+func TestMeterFallback(t *testing.T) {
+	t.Parallel()
+	m := startMeter(cgroupCounter{}, false)
+	var orphan, main syscall.Rusage
+	orphan.Stime.Usec = 250_000
+	m.reaped(&orphan)
+	main.Utime.Sec = 1
+	require.Equal(t, 1250*time.Millisecond, m.final(&main))
+	require.GreaterOrEqual(t, m.live(), 250*time.Millisecond)
+}
+
+// The verdict and the reported figure come from one number; a kill decided on
+// a live sample is never reported under it.
+func TestCPUOutcome(t *testing.T) {
+	t.Parallel()
+	ms := time.Millisecond
+	for _, tc := range []struct {
+		final, atKill time.Duration
+		limitMs       int64
+		micros        int64
+		exceeded      bool
+	}{
+		{1999 * ms, 0, 2000, 1999000, false},
+		{2000 * ms, 0, 2000, 2000000, false},     // at the limit is within it
+		{2000*ms + 999, 0, 2000, 2000000, false}, // reported as 2000000 µs: within
+		{2000*ms + time.Microsecond, 0, 2000, 2000001, true},
+		{2010 * ms, 2005 * ms, 2000, 2010000, true},
+		{2004 * ms, 2005 * ms, 2000, 2005000, true}, // final read a hair under the kill sample
+	} {
+		micros, exceeded := cpuOutcome(tc.final, tc.atKill, tc.limitMs)
+		require.Equal(t, tc.micros, micros, "%+v", tc)
+		require.Equal(t, tc.exceeded, exceeded, "%+v", tc)
+		require.Equal(t, exceeded, micros > tc.limitMs*1000, "the verdict follows the reported figure")
+	}
 }
 
 func TestLookPath(t *testing.T) {

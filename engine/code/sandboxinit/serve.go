@@ -14,12 +14,13 @@ import (
 	"time"
 )
 
-// rlimitNPROC is RLIMIT_NPROC on linux (the syscall package does not name it).
-const rlimitNPROC = 6
-
-// cpuPollInterval is how often the CPU time of a running program is sampled;
-// RLIMIT_CPU is only the backstop (whole seconds).
+// cpuPollInterval is how often the CPU time of a running program is sampled
+// (see cputime.go); RLIMIT_CPU is only the backstop (whole seconds, always
+// above the limit: see startLocked).
 const cpuPollInterval = 10 * time.Millisecond
+
+// cgroupRoot is where a container sees its own cgroup hierarchy.
+const cgroupRoot = "/sys/fs/cgroup"
 
 // Main is the entry point of cmd/kece-sandbox-init.
 func Main(args []string) int {
@@ -62,6 +63,7 @@ func serve(in io.Reader, out io.Writer, self string) error {
 	if err := enc.Encode(Hello{Version: Version, PID: os.Getpid()}); err != nil {
 		return fmt.Errorf("hello: %w", err)
 	}
+	cg, cgOK := findCgroupCounter(cgroupRoot)
 	sc := bufio.NewScanner(in)
 	sc.Buffer(make([]byte, 64<<10), 4<<20)
 	for sc.Scan() {
@@ -70,7 +72,7 @@ func serve(in io.Reader, out io.Writer, self string) error {
 		if err := json.Unmarshal(sc.Bytes(), &req); err != nil {
 			res.SetupError = fmt.Sprintf("bad request: %v", err)
 		} else {
-			res = run(self, req)
+			res = run(self, req, cg, cgOK)
 		}
 		res.ID = req.ID
 		if err := enc.Encode(res); err != nil {
@@ -80,8 +82,9 @@ func serve(in io.Reader, out io.Writer, self string) error {
 	return sc.Err()
 }
 
-// run executes one request and always returns a Result.
-func run(self string, req Request) Result {
+// run executes one request and always returns a Result. cg is the
+// container's CPU counter (cgOK false: none readable, rusage fallback).
+func run(self string, req Request, cg cgroupCounter, cgOK bool) Result {
 	res := Result{}
 	if len(req.Argv) == 0 || req.CPUMillis <= 0 || req.WallMillis <= 0 || req.UID <= 0 || req.GID <= 0 {
 		res.SetupError = "request needs argv, cpu_ms, wall_ms and a non-root uid and gid"
@@ -111,6 +114,8 @@ func run(self string, req Request) Result {
 		stdout = f
 	}
 	oomBefore := oomKills()
+	// Baselines before the fork: the program's exec counts as its time.
+	m := startMeter(cg, cgOK)
 	start := time.Now()
 	pid, err := startTraced(req, []uintptr{stdin.Fd(), stdout.Fd(), logW.Fd()})
 	logW.Close()
@@ -128,22 +133,32 @@ func run(self string, req Request) Result {
 		res.Log, res.LogTruncated = readBounded(logR, req.LogBytes)
 	}()
 
+	// Until the main process ends, reap whatever else ends too (orphans are
+	// reparented to PID 1): no zombie holds a pid, and the fallback measure
+	// gets their rusage. Nothing else of ours has children during a run.
 	done := make(chan struct{})
 	var ws syscall.WaitStatus
 	var ru syscall.Rusage
 	go func() {
 		defer close(done)
 		for {
-			_, err := syscall.Wait4(pid, &ws, 0, &ru)
-			if !errors.Is(err, syscall.EINTR) {
+			var w syscall.WaitStatus
+			var r syscall.Rusage
+			got, err := syscall.Wait4(-1, &w, 0, &r)
+			if errors.Is(err, syscall.EINTR) {
+				continue
+			}
+			if err != nil {
 				return
 			}
+			if got == pid {
+				ws, ru = w, r
+				return
+			}
+			m.reaped(&r)
 		}
 	}()
-	cpuLimit := time.Duration(req.CPUMillis) * time.Millisecond
-	// The container's CPU counter covers every process of the run (a fork
-	// bomb's children too); the supervisor's own share is negligible.
-	cgBefore, cgOK := cgroupCPU()
+	var atKill time.Duration // the live sample that decided a CPU kill (0: none)
 	wall := time.NewTimer(time.Duration(req.WallMillis) * time.Millisecond)
 	tick := time.NewTicker(cpuPollInterval)
 	func() {
@@ -158,11 +173,11 @@ func run(self string, req Request) Result {
 				_ = syscall.Kill(-pid, syscall.SIGKILL)
 				_ = syscall.Kill(pid, syscall.SIGKILL)
 			case <-tick.C:
-				over := cpuOf(pid) > cpuLimit
-				if now, ok := cgroupCPU(); ok && cgOK && now-cgBefore > cpuLimit {
-					over = true
+				if res.CPUExceeded {
+					continue
 				}
-				if over {
+				if used := m.live(); overCPU(used, req.CPUMillis) {
+					atKill = used
 					res.CPUExceeded = true
 					_ = syscall.Kill(-pid, syscall.SIGKILL)
 					_ = syscall.Kill(pid, syscall.SIGKILL)
@@ -176,24 +191,35 @@ func run(self string, req Request) Result {
 	// Whatever the program left behind (daemons, children holding the log
 	// pipe) dies now: we are PID 1, so kill(-1) reaches every other process.
 	_ = syscall.Kill(-1, syscall.SIGKILL)
-	reapAll()
+	reapAll(m.reaped)
 	wg.Wait()
 
-	res.CPUMicros = (time.Duration(ru.Utime.Nano()) + time.Duration(ru.Stime.Nano())).Microseconds()
+	// Every process of the run is dead: the final figure is complete.
+	res.CPUMicros, res.CPUExceeded = cpuOutcome(m.final(&ru), atKill, req.CPUMillis)
 	res.MaxRSSKB = ru.Maxrss
 	if ws.Signaled() {
 		res.Signal = int(ws.Signal())
 	} else {
 		res.ExitCode = ws.ExitStatus()
 	}
-	if res.CPUMicros > cpuLimit.Microseconds() {
-		res.CPUExceeded = true
-	}
 	res.OOMKilled = oomKills() > oomBefore
 	if req.CleanDir != "" {
 		cleanDir(self, req.CleanDir, req.UID, req.GID)
 	}
 	return res
+}
+
+// overCPU is the one CPU limit rule, in whole microseconds (the unit
+// reported), so a TLE never reports a figure equal to the limit.
+func overCPU(d time.Duration, limitMillis int64) bool { return d.Microseconds() > limitMillis*1000 }
+
+// cpuOutcome turns the final measurement into the reported figure and the
+// verdict: one figure decides and is reported. A kill was decided on a live
+// sample of the same measure (atKill, 0 if none), which the final one can
+// only exceed; it is kept as a floor against the microseconds between reads.
+func cpuOutcome(final, atKill time.Duration, limitMillis int64) (micros int64, exceeded bool) {
+	cpu := max(final, atKill)
+	return cpu.Microseconds(), overCPU(cpu, limitMillis)
 }
 
 func openStdin(path string) (*os.File, error) {
@@ -235,55 +261,21 @@ func readBounded(r io.Reader, limit int) (string, bool) {
 	}
 }
 
-// cpuOf returns user+system CPU time of pid's thread group from /proc.
-func cpuOf(pid int) time.Duration {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return 0
-	}
-	// Fields after the command name (which may contain spaces) start at ") ".
-	i := strings.LastIndexByte(string(b), ')')
-	if i < 0 {
-		return 0
-	}
-	f := strings.Fields(string(b[i+1:]))
-	if len(f) < 13 {
-		return 0
-	}
-	ut, _ := strconv.ParseInt(f[11], 10, 64)
-	st, _ := strconv.ParseInt(f[12], 10, 64)
-	return time.Duration(ut+st) * (time.Second / 100) // USER_HZ is 100 on linux
-}
-
-// cgroupCPU reads the container's total CPU time (cgroup v1 cpuacct or v2).
-func cgroupCPU() (time.Duration, bool) {
-	for _, p := range []string{"/sys/fs/cgroup/cpuacct/cpuacct.usage", "/sys/fs/cgroup/cpu,cpuacct/cpuacct.usage"} {
-		if b, err := os.ReadFile(p); err == nil {
-			ns, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
-			return time.Duration(ns), err == nil
-		}
-	}
-	if b, err := os.ReadFile("/sys/fs/cgroup/cpu.stat"); err == nil {
-		for _, line := range strings.Split(string(b), "\n") {
-			if v, ok := strings.CutPrefix(line, "usage_usec "); ok {
-				us, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
-				return time.Duration(us) * time.Microsecond, err == nil
-			}
-		}
-	}
-	return 0, false
-}
-
-// reapAll waits for every remaining child (orphans are reparented to PID 1).
-func reapAll() {
+// reapAll waits for every remaining child (orphans are reparented to PID 1),
+// passing each one's rusage to account when it is not nil.
+func reapAll(account func(*syscall.Rusage)) {
 	for {
 		var ws syscall.WaitStatus
-		_, err := syscall.Wait4(-1, &ws, 0, nil)
+		var ru syscall.Rusage
+		_, err := syscall.Wait4(-1, &ws, 0, &ru)
 		if errors.Is(err, syscall.EINTR) {
 			continue
 		}
 		if err != nil {
 			return
+		}
+		if account != nil {
+			account(&ru)
 		}
 	}
 }
@@ -313,7 +305,7 @@ func cleanDir(self, dir string, uid, gid int) {
 		}
 	}
 	_ = syscall.Kill(-1, syscall.SIGKILL)
-	reapAll()
+	reapAll(nil)
 }
 
 // oomKills reads the container cgroup's OOM kill counter (v1 or v2), 0 if unknown.

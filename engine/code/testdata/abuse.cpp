@@ -6,7 +6,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <dirent.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <string>
 #include <sys/ptrace.h>
 #include <sys/socket.h>
@@ -19,6 +21,7 @@
 static int breaches = 0;
 static void breach(const char *what) { printf("BREACH %s\n", what); breaches++; }
 static void done() { if (!breaches) puts("blocked"); }
+static void *spin(void *) { for (volatile unsigned long x = 0;; x++) {} return nullptr; }
 
 int main() {
     char mode[64] = {0};
@@ -26,6 +29,29 @@ int main() {
     std::string m = mode;
     if (m == "forkbomb") {
         for (;;) { fork(); }
+    } else if (m == "threadbomb") {  // threads until RLIMIT_NPROC / the pids limit refuse, all burning
+        for (;;) {
+            pthread_t t;
+            if (pthread_create(&t, nullptr, spin, nullptr) != 0) spin(nullptr);
+        }
+    } else if (m == "membomb") {  // one process grows until a memory limit stops it
+        for (;;) { char *p = new char[16 << 20]; memset(p, 1, 16 << 20); }
+    } else if (m == "daemon") {  // a detached grandchild that outlives the program
+        if (fork() == 0) {
+            setsid();
+            if (fork() == 0) spin(nullptr);
+            _exit(0);
+        }
+        done();
+    } else if (m == "leftover") {  // nothing of an earlier case still runs
+        DIR *d = opendir("/proc");
+        while (dirent *e = d ? readdir(d) : nullptr) {
+            int pid = atoi(e->d_name);
+            if (pid > 1 && pid != getpid()) breach((std::string("process still runs: ") + e->d_name).c_str());
+        }
+        done();
+    } else if (m == "sleep") {  // sleeps past the wall limit: TLE on the wall clock
+        sleep(3600);
     } else if (m == "socket") {
         int s = socket(AF_INET, SOCK_STREAM, 0);
         if (s >= 0) {

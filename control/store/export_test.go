@@ -1,0 +1,36 @@
+package store
+
+// HoldBatches makes s queue every batched call (completions and new
+// submissions) until release, which runs what queued as batches; queued
+// reports how many calls wait. Tests use it to build a batch for certain.
+func HoldBatches(s *Store) (queued func() int, release func()) {
+	s.completer.hold()
+	s.enqueuer.hold()
+	queued = func() int { return s.completer.queued() + s.enqueuer.queued() }
+	release = func() {
+		s.completer.mu.Lock()
+		s.completer.running = 1
+		s.completer.mu.Unlock()
+		s.enqueuer.mu.Lock()
+		s.enqueuer.running = 1
+		s.enqueuer.mu.Unlock()
+		go s.completer.lead()
+		go s.enqueuer.lead()
+	}
+	return queued, release
+}
+
+func (b *batcher[Req, Resp]) hold() {
+	b.mu.Lock()
+	b.running = b.parallel
+	b.mu.Unlock()
+}
+
+func (b *batcher[Req, Resp]) queued() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return len(b.pending)
+}
+
+// CommittedBatches is how many multi-item batches committed as one.
+func CommittedBatches(s *Store) int64 { return s.stats.batches.Load() }

@@ -1,0 +1,61 @@
+package deploy
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// root is the repository root; tests run in deploy/.
+const root = ".."
+
+func repo(p string) string { return filepath.Join(root, filepath.FromSlash(p)) }
+
+// Files this test keeps consistent.
+var (
+	controlEnv      = "deploy/control/control.env.example"
+	nodeCppEnv      = "deploy/systemd/node-cpp-01.env.example"
+	nodeMySQLEnv    = "deploy/systemd/node-mysql-01.env.example"
+	composeNodeEnv  = "deploy/compose/node/node.env.example"
+	composeProjEnv  = "deploy/compose/node/project.env.example"
+	composeNode     = "deploy/compose/node/compose.yaml"
+	composeControl  = "deploy/compose/control-dev/compose.yaml"
+	controlUnit     = "deploy/systemd/kece-control.service"
+	nodeCodeUnit    = "deploy/systemd/kece-node@.service"
+	nodeSQLUnit     = "deploy/systemd/kece-node-sql@.service"
+	nginxConf       = "deploy/nginx/kece-control.conf"
+	controlDocker   = "deploy/docker/control.Dockerfile"
+	nodeDocker      = "deploy/docker/node.Dockerfile"
+	operationsGuide = "docs/operations.md"
+	deployReadme    = "deploy/README.md"
+)
+
+func sortedKeys[V any](m map[string]V) []string {
+	ks := make([]string, 0, len(m))
+	for k := range m {
+		ks = append(ks, k)
+	}
+	sort.Strings(ks)
+	return ks
+}
+
+func runWithEnv(t *testing.T, env []string, name string, args ...string) ([]byte, error) {
+	t.Helper()
+	cmd := exec.Command(name, args...)
+	cmd.Env = append([]string{"PATH=/usr/bin:/bin"}, env...)
+	return cmd.CombinedOutput()
+}
+
+func goVersion(t *testing.T) string {
+	t.Helper()
+	data, err := os.ReadFile(repo("go.mod"))
+	require.NoError(t, err)
+	m := regexp.MustCompile(`(?m)^go (\d+\.\d+)`).FindSubmatch(data)
+	require.NotNil(t, m)
+	return string(m[1])
+}

@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# kece-bench scheduler on a private MariaDB, as ../river's run.sh runs River on
+# a private PostgreSQL: a fresh server in a temporary data dir on
+# 127.0.0.1:${KECE_BENCH_PORT:-33071}, durable (flush at commit, sync binlog),
+# the same settings as scripts/mariadb.sh, removed afterwards. A private server
+# keeps the figures free of other clients of a shared one (table-cache churn,
+# CPU). Arguments go to `kece-bench scheduler`.
+#
+#   scripts/bench-scheduler.sh [-nodes 8] [-slots 4] [-enqueuers 4] [-duration 8s]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+port=${KECE_BENCH_PORT:-33071}
+tmp=$(mktemp -d)
+pid=""
+cleanup() {
+  if [ -n "$pid" ]; then kill "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; fi
+  rm -rf "$tmp"
+}
+trap cleanup EXIT
+mariadb-install-db --no-defaults --datadir="$tmp/data" --user=root \
+  --auth-root-authentication-method=normal --skip-test-db >"$tmp/install.log" 2>&1 \
+  || { cat "$tmp/install.log" >&2; exit 1; }
+/usr/sbin/mariadbd --no-defaults --user=root --datadir="$tmp/data" \
+  --bind-address=127.0.0.1 --port="$port" --socket="$tmp/sock" --pid-file="$tmp/pid" \
+  --log-error="$tmp/log" --skip-name-resolve \
+  --innodb-flush-log-at-trx-commit=1 --sync-binlog=1 \
+  --innodb-buffer-pool-size=512M --innodb-log-file-size=256M \
+  --max-connections=1000 --innodb-lock-wait-timeout=10 \
+  --character-set-server=utf8mb4 --collation-server=utf8mb4_bin \
+  --default-time-zone=+00:00 --transaction-isolation=READ-COMMITTED >/dev/null 2>&1 &
+pid=$!
+for _ in $(seq 1 120); do
+  if mariadb-admin --no-defaults --socket="$tmp/sock" -uroot ping >/dev/null 2>&1; then break; fi
+  sleep 0.5
+done
+mariadb --no-defaults --socket="$tmp/sock" -uroot -e \
+  "CREATE USER IF NOT EXISTS 'root'@'127.0.0.1' IDENTIFIED BY ''; GRANT ALL ON *.* TO 'root'@'127.0.0.1' WITH GRANT OPTION;"
+go build -o "$tmp/kece-bench" ./cmd/kece-bench
+"$tmp/kece-bench" scheduler -dsn "root@tcp(127.0.0.1:$port)/" "$@"
