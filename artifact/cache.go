@@ -120,6 +120,9 @@ type Cache struct {
 	reserved  int64      // declared bytes of downloads in flight
 	flights   map[string]*flight
 	overshoot bool // over budget with nothing evictable (logged once per episode)
+
+	// Counters since open, for metrics (under mu).
+	hits, misses, evictions int64
 }
 
 // entry is one indexed file.
@@ -293,6 +296,7 @@ func (c *Cache) Acquire(ctx context.Context, digest string, size int64, fetch Fe
 			return nil, ErrClosed
 		}
 		if e := c.entries[digest]; e != nil {
+			c.hits++
 			e.pins++
 			c.lru.MoveToFront(e.elem)
 			stale := c.now().Sub(e.verifiedAt) >= c.verifyEvery
@@ -303,6 +307,7 @@ func (c *Cache) Acquire(ctx context.Context, digest string, size int64, fetch Fe
 			}
 			continue // discarded as damaged: download again
 		}
+		c.misses++
 		f, starter := c.flights[digest], false
 		if f != nil {
 			f.waiters++
@@ -588,6 +593,7 @@ func (c *Cache) evictLocked() {
 		}
 		c.log.Debug("artifact cache evicts", "digest", victim.digest, "size", victim.size)
 		c.removeLocked(victim)
+		c.evictions++
 	}
 	c.overshoot = false
 }
@@ -664,13 +670,17 @@ type CacheStats struct {
 	InFlightBytes   int64
 	MaxBytes        int64
 	OverBudgetBytes int64 // > 0 only while pinned files force an overshoot
+	// Hits are Acquire calls served from an indexed file; Misses joined or
+	// started a download; Evictions are files removed to stay in budget.
+	Hits, Misses, Evictions int64
 }
 
 // Stats returns a snapshot of the cache's occupancy.
 func (c *Cache) Stats() CacheStats {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	s := CacheStats{Files: len(c.entries), Bytes: c.total, InFlight: len(c.flights), InFlightBytes: c.reserved, MaxBytes: c.max}
+	s := CacheStats{Files: len(c.entries), Bytes: c.total, InFlight: len(c.flights), InFlightBytes: c.reserved, MaxBytes: c.max,
+		Hits: c.hits, Misses: c.misses, Evictions: c.evictions}
 	for _, e := range c.entries {
 		if e.pins > 0 {
 			s.PinnedFiles++

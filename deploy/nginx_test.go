@@ -87,6 +87,7 @@ func TestNginx(t *testing.T) {
 		{uri: "/openapi/business.yaml", gate: "", maxBody: def},
 		{uri: "/docs/admin", gate: "", maxBody: def},
 		{uri: "/metrics", notFound: true},
+		{uri: "/healthz", notFound: true},
 		{uri: "/", notFound: true},
 	}
 	for _, c := range cases {

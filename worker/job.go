@@ -28,6 +28,12 @@ type job struct {
 	postCtx    context.Context
 	cancelPost context.CancelCauseFunc
 
+	// claimed is when the claim that granted the lease was sent; execStart
+	// and judgeStart (under mu) time the compile and run phases.
+	claimed    time.Time
+	execStart  time.Time
+	judgeStart time.Time
+
 	mu       sync.Mutex
 	deadline time.Time
 	timer    *time.Timer
@@ -61,6 +67,8 @@ func (j *job) Report(p engine.Progress) {
 	ph := machineapi.PhaseJudging
 	if p.Phase == engine.PhaseCompiling {
 		ph = machineapi.PhaseCompiling
+	} else if j.judgeStart.IsZero() {
+		j.judgeStart = time.Now()
 	}
 	if ph == j.phase && p.CasesDone <= j.done && p.CasesTotal == j.total {
 		return
@@ -107,7 +115,7 @@ func (n *Node) start(jobsCtx, hardCtx context.Context, wg *sync.WaitGroup, c mac
 	// A fresh lease shows as COMPILING on the control plane until a renew
 	// says otherwise, so that is the phase it already knows.
 	j := &job{c: c, key: jobKey(c.JobId, c.LeaseEpoch), deadline: deadline, phase: machineapi.PhaseCompiling,
-		reported: machineapi.PhaseCompiling, onPhase: n.phaseChanged}
+		reported: machineapi.PhaseCompiling, onPhase: n.phaseChanged, claimed: sent}
 	if c.Manifest.Kind == machineapi.ManifestKindSql {
 		j.phase = machineapi.PhaseJudging
 		n.phaseChanged()
@@ -148,9 +156,20 @@ func (e *abandonError) Unwrap() error { return e.err }
 
 func (n *Node) runJob(j *job, log *slog.Logger) {
 	var verdict engine.Verdict
+	outcome := jobOutcomeStopped
+	defer func() {
+		j.mu.Lock()
+		execStart, judgeStart := j.execStart, j.judgeStart
+		j.mu.Unlock()
+		n.prom.jobDone(string(j.c.Kind), outcome, j.claimed, execStart, judgeStart, time.Now(),
+			j.c.Manifest.Kind != machineapi.ManifestKindSql)
+	}()
 	task, release, err := n.prepare(j.execCtx, j)
 	if err == nil {
 		n.m.executions.Add(1)
+		j.mu.Lock()
+		j.execStart = time.Now()
+		j.mu.Unlock()
 		verdict, err = n.backend.Execute(j.execCtx, task, j)
 	}
 	release()
@@ -160,12 +179,14 @@ func (n *Node) runJob(j *job, log *slog.Logger) {
 	lost := j.lost
 	j.mu.Unlock()
 	if lost != nil {
+		outcome = jobOutcomeAbandoned
 		n.m.leasesLost.Add(1)
 		log.Warn("job abandoned; nothing is posted", "reason", lost)
 		return
 	}
 	var ab *abandonError
 	if errors.As(err, &ab) {
+		outcome = jobOutcomeAbandoned
 		n.m.leasesLost.Add(1)
 		log.Warn("job abandoned; nothing is posted", "reason", err)
 		return
@@ -193,12 +214,17 @@ func (n *Node) runJob(j *job, log *slog.Logger) {
 	req := machineapi.ResultRequest{LeaseEpoch: j.c.LeaseEpoch}
 	if err != nil {
 		req.Outcome, req.Error = machineapi.OutcomeError, infraOf(err)
+		outcome = jobOutcomeInfra
+		n.prom.infraError(err)
 		log.Warn("infrastructure error", "code", req.Error.Code, "err", err)
 	} else if v, verr := verdictOf(verdict); verr != nil {
 		req.Outcome, req.Error = machineapi.OutcomeError, infraOf(engine.Infra(engine.InfraInternal, verr))
+		outcome = jobOutcomeInfra
+		n.prom.infraError(engine.Infra(engine.InfraInternal, verr))
 		log.Error("executor defect", "err", verr)
 	} else {
 		req.Outcome, req.Verdict = machineapi.OutcomeVerdict, &v
+		outcome = string(v.Status)
 	}
 	n.post(postCtx, j, req, log)
 }

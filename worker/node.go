@@ -14,6 +14,7 @@ import (
 	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/kece-oj/kece/artifact"
@@ -37,6 +38,10 @@ type Node struct {
 	cl     *client
 	bootID string
 	m      *metrics
+	prom   *promMetrics
+	// cachePtr publishes the cache to /metrics, which may be scraped from
+	// another goroutine while Run starts.
+	cachePtr atomic.Pointer[artifact.Cache]
 
 	// Set once by Run before the loops start.
 	cache   *artifact.Cache
@@ -93,11 +98,13 @@ func New(cfg Config) (*Node, error) {
 	if _, err := crand.Read(b[:]); err != nil {
 		return nil, fmt.Errorf("boot id: %w", err)
 	}
-	return &Node{
+	n := &Node{
 		cfg: cfg, log: cfg.Logger.With("pool", cfg.Pool), cl: cl, bootID: "boot-" + hex.EncodeToString(b[:]),
 		m: &metrics{}, jobs: make(map[string]*job), wake: make(chan struct{}, 1), phaseCh: make(chan struct{}, 1),
 		drainCh: make(chan struct{}), ready: make(chan struct{}), fatalCh: make(chan struct{}),
-	}, nil
+	}
+	n.prom = newPromMetrics(n)
+	return n, nil
 }
 
 // BootID is this process's boot id (one per Node).
@@ -164,6 +171,7 @@ func (n *Node) Run(ctx context.Context) (err error) {
 		return fmt.Errorf("KECE_CACHE_DIR: %w", err)
 	}
 	defer n.cache.Close()
+	n.cachePtr.Store(n.cache)
 	// A drain (SIGTERM) while the control plane is still unreachable ends
 	// the session retries: there is nothing to finish yet.
 	loginCtx, cancelLogin := context.WithCancel(ctx)
@@ -187,6 +195,7 @@ func (n *Node) Run(ctx context.Context) (err error) {
 		}
 		return err
 	}
+	n.prom.info.WithLabelValues(n.nodeID).Set(1)
 	if n.backend, err = n.cfg.NewBackend(ctx, n.execID); err != nil {
 		return fmt.Errorf("pool %s executor: %w", n.cfg.Pool, err)
 	}
@@ -640,6 +649,15 @@ func (n *Node) claimLoop(ctx, jobsCtx, hardCtx context.Context, jobsWG *sync.Wai
 		tok := n.cl.token.Load()
 		sent := time.Now()
 		jobs, err := n.cl.claim(ctx, free, wait)
+		rtt := time.Since(sent).Seconds()
+		switch {
+		case err != nil && ctx.Err() == nil:
+			n.prom.claimRTT.WithLabelValues("error").Observe(rtt)
+		case err == nil && len(jobs) > 0:
+			n.prom.claimRTT.WithLabelValues("jobs").Observe(rtt)
+		case err == nil:
+			n.prom.claimRTT.WithLabelValues("empty").Observe(rtt)
+		}
 		if ctx.Err() != nil {
 			if len(jobs) > 0 {
 				n.log.Warn("claim answer arrived after the node stopped claiming; its jobs are left to expire",

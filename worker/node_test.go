@@ -96,7 +96,7 @@ func TestNodeJudgesAndReports(t *testing.T) {
 	require.NoError(t, err)
 	body, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	require.Contains(t, string(body), "kece_node_results_accepted_total 1")
+	require.Contains(t, string(body), `kece_node_results_accepted_total{pool="cpp"} 1`)
 	// /healthz offers nothing to run.
 	resp, err = http.Post("http://"+n.Addr()+"/healthz", "application/json", strings.NewReader("{}"))
 	require.NoError(t, err)

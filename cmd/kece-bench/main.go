@@ -4,6 +4,8 @@
 //	kece-bench scheduler [flags]   durable scheduling throughput vs the commit-rate bound
 //	kece-bench sandbox [flags]     code engine per-case cost vs native exec and container per case
 //	kece-bench failover [flags]    time from killing a node mid-job to the job running on another
+//	kece-bench burst [flags]       capacity report: a burst of n submissions on real nodes vs C/T
+//	kece-bench footprint [flags]   memory with 100k queued jobs and claim latency with that backlog
 //	kece-bench timing [flags]      CPU-time verdicts vs burners' own clocks (contradictions, error)
 //	kece-bench all                 every benchmark with default flags
 package main
@@ -24,12 +26,17 @@ type command struct {
 	run  func(ctx context.Context, args []string) error
 }
 
+// byHand are not part of `all`: minutes long, they run the whole fleet.
+var byHand = map[string]bool{"burst": true, "footprint": true}
+
 func commands() []command {
 	return []command{
 		{"scheduler", "durable lifecycles/s against the machine's commit rate", runScheduler},
 		{"sandbox", "code engine per-case cost vs native exec and container per case", runSandbox},
 		{"failover", "kill a kece-node mid-job: time until another node runs it, vs lease TTL + reap + 1s", runFailover},
 		{"pickup", "claim long-poll pickup latency, same vs cross replica, against the ready-claim floor", runPickup},
+		{"burst", "capacity report: n submissions at once through the business API on real nodes, completions/s vs C/T", runBurst},
+		{"footprint", "control RSS idle and with 100k queued, claim latency with that backlog vs empty, node RSS idle per pool", runFootprint},
 		{"timing", "CPU-time verdicts at 90-110 % of the limit vs the burners' own clocks, quiet and loaded", runTiming},
 	}
 }
@@ -48,6 +55,9 @@ func main() {
 	}
 	if name == "all" {
 		for _, c := range commands() {
+			if byHand[c.name] {
+				continue
+			}
 			fmt.Printf("# %s\n", c.name)
 			if err := c.run(ctx, nil); err != nil {
 				fmt.Fprintf(os.Stderr, "kece-bench %s: %v\n", c.name, err)
@@ -75,6 +85,6 @@ func usage() {
 	for _, c := range commands() {
 		fmt.Fprintf(os.Stderr, "  %-10s %s\n", c.name, c.help)
 	}
-	fmt.Fprintln(os.Stderr, "  all        run every benchmark")
+	fmt.Fprintln(os.Stderr, "  all        run every benchmark except burst and footprint (run those by hand)")
 	fmt.Fprintln(os.Stderr, "  version    print the build version")
 }

@@ -74,6 +74,10 @@ func TestBadSettingsAreRefusedWithAHint(t *testing.T) {
 		{map[string]string{"KECE_DB_CONNS": "2"}, []string{"serve", "--artifact-dir", t.TempDir(), "--mysql-dsn", "a@tcp(b)/c"}, "KECE_DB_CONNS: 2 is too few"},
 		{map[string]string{"KECE_LEASE_TTL": "10s", "KECE_RENEW_INTERVAL": "6s"}, []string{"serve", "--artifact-dir", t.TempDir(), "--mysql-dsn", "a@tcp(b)/c"}, "KECE_LEASE_TTL: 10s must be at least twice KECE_RENEW_INTERVAL"},
 		{map[string]string{"KECE_WEBHOOK_SECRET": "short"}, []string{"webhook-secret", "show"}, "KECE_WEBHOOK_SECRET: line 1: webhook secret: shorter than 16 bytes"},
+		{nil, []string{"serve", "--artifact-dir", t.TempDir(), "--mysql-dsn", "a@tcp(b)/c", "--log-format", "yaml"}, `log format "yaml": want json or text`},
+		{nil, []string{"serve", "--artifact-dir", t.TempDir(), "--mysql-dsn", "a@tcp(b)/c", "--log-level", "loud"}, `log level "loud"`},
+		{nil, []string{"serve", "--artifact-dir", t.TempDir(), "--mysql-dsn", "a@tcp(b)/c", "--metrics-listen", "9465"}, `--metrics-listen: "9465" is not host:port`},
+		{map[string]string{"KECE_METRICS_CACHE_TTL": "20m"}, []string{"serve", "--artifact-dir", t.TempDir(), "--mysql-dsn", "a@tcp(b)/c"}, "KECE_METRICS_CACHE_TTL: metrics: fleet cache TTL 20m0s must be 0..10m"},
 	}
 	for _, c := range cases {
 		code, _, errOut := runIn(t, c.env, c.args...)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"net"
 	"net/http"
 	"strings"
@@ -13,10 +12,12 @@ import (
 	"github.com/kece-oj/kece/artifact"
 	"github.com/kece-oj/kece/cmd/internal/settings"
 	"github.com/kece-oj/kece/control/httpapi"
+	"github.com/kece-oj/kece/control/metrics"
 	"github.com/kece-oj/kece/control/probe"
 	"github.com/kece-oj/kece/control/store"
 	"github.com/kece-oj/kece/control/webhook"
 	"github.com/kece-oj/kece/migrations"
+	"github.com/kece-oj/kece/telemetry"
 )
 
 // DBConnsDefault is the default connection budget of one replica.
@@ -36,7 +37,10 @@ func serve(ctx context.Context, args []string, cio cmdIO) error {
 	renew := fs.Duration("renew-interval", "KECE_RENEW_INTERVAL", httpapi.RenewIntervalDefault, "node renew interval")
 	offline := fs.Duration("offline-after", "KECE_OFFLINE_AFTER", store.OfflineAfterDefault, "a node without heartbeat this long is offline")
 	conns := fs.Int("db-conns", "KECE_DB_CONNS", DBConnsDefault, "maximum database connections of this replica (at least 4)")
-	logJSON := fs.Bool("log-json", "KECE_LOG_JSON", false, "log JSON lines")
+	logFormat := fs.String("log-format", "KECE_LOG_FORMAT", telemetry.FormatDefault, "log lines as json (default) or text")
+	logLevel := fs.String("log-level", "KECE_LOG_LEVEL", "info", "debug, info, warn or error")
+	metricsListen := fs.String("metrics-listen", "KECE_METRICS_LISTEN", "", "serve /metrics on this separate address instead of --listen (empty: /metrics on --listen)")
+	metricsCache := fs.Duration("metrics-cache-ttl", "KECE_METRICS_CACHE_TTL", metrics.FleetCacheTTLDefault, "reuse the database-backed gauges (queue depth, nodes, events) for this long between scrapes (0..10m)")
 	apiDocs := fs.Bool("api-docs", "KECE_API_DOCS", true, "serve the OpenAPI specs under /openapi/ and their docs page at /docs/")
 	probeHosts := fs.String("probe-allow-hosts", "KECE_PROBE_ALLOW_HOSTS", "", "node addresses may name these hosts (comma list, *.suffix allowed)")
 	probeCIDRs := fs.String("probe-allow-cidrs", "KECE_PROBE_ALLOW_CIDRS", "", "probes may connect only to these networks (comma list); empty: probing is off")
@@ -58,6 +62,18 @@ func serve(ctx context.Context, args []string, cio cmdIO) error {
 	}
 	if _, _, err := net.SplitHostPort(*listen); err != nil {
 		errs = append(errs, settings.Errorf(fs.Source("listen"), "%q is not host:port (e.g. 127.0.0.1:8080)", *listen))
+	}
+	if *metricsListen != "" {
+		if _, _, err := net.SplitHostPort(*metricsListen); err != nil {
+			errs = append(errs, settings.Errorf(fs.Source("metrics-listen"), "%q is not host:port (e.g. 127.0.0.1:9465)", *metricsListen))
+		}
+	}
+	if err := (telemetry.LogConfig{Format: *logFormat, Level: *logLevel}).Validate(); err != nil {
+		errs = append(errs, settings.Errorf(fs.Source("log-format")+"/"+fs.Source("log-level"), "%v", err))
+	}
+	metricsCfg := metrics.Config{FleetCacheTTL: *metricsCache}
+	if err := metricsCfg.Validate(); err != nil {
+		errs = append(errs, settings.Errorf(fs.Source("metrics-cache-ttl"), "%v", err))
 	}
 	if *leaseTTL < 2**renew {
 		errs = append(errs, settings.Errorf(fs.Source("lease-ttl"), "%s must be at least twice %s %s (3x recommended), or healthy nodes lose their leases",
@@ -107,11 +123,11 @@ func serve(ctx context.Context, args []string, cio cmdIO) error {
 	if err := errors.Join(errs...); err != nil {
 		return err
 	}
-	var handler slog.Handler = slog.NewTextHandler(cio.stderr, nil)
-	if *logJSON {
-		handler = slog.NewJSONHandler(cio.stderr, nil)
+	log, err := telemetry.NewLogger(cio.stderr, telemetry.LogConfig{Format: *logFormat, Level: *logLevel})
+	if err != nil {
+		return settings.Errorf(fs.Source("log-format"), "%v", err)
 	}
-	log := slog.New(handler)
+	metricsCfg.Logger = log
 
 	db, err := openDB(ctx, fs, *dsn, *conns)
 	if err != nil {
@@ -131,12 +147,15 @@ func serve(ctx context.Context, args []string, cio cmdIO) error {
 	if err != nil {
 		return settings.Errorf(fs.Source("artifact-dir"), "%v", err)
 	}
+	mets := metrics.New(telemetry.NewRegistry("control"), st, metricsCfg)
+	httpCfg.Metrics, httpCfg.MetricsElsewhere = mets, *metricsListen != ""
 	srv, err := httpapi.New(httpCfg, st, arts, log)
 	if err != nil {
 		return settings.Errorf("http settings", "%v", err)
 	}
 	var sender *webhook.Sender
 	if hookCfg != nil {
+		hookCfg.Observer = mets
 		if sender, err = webhook.New(*hookCfg, srv.Store(), log); err != nil {
 			return settings.Errorf(fs.Source("webhook-url"), "%v", err)
 		}
@@ -146,6 +165,19 @@ func serve(ctx context.Context, args []string, cio cmdIO) error {
 		return fmt.Errorf("listen: %w", err)
 	}
 	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
+	if *metricsListen != "" {
+		mln, err := net.Listen("tcp", *metricsListen)
+		if err != nil {
+			ln.Close()
+			return fmt.Errorf("metrics listen: %w", err)
+		}
+		mux := http.NewServeMux()
+		mux.Handle("GET /metrics", mets.Handler())
+		ms := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+		go func() { _ = ms.Serve(mln) }()
+		defer ms.Close()
+		log.Info("metrics on a separate listener", "metrics_listen", mln.Addr().String())
+	}
 	runCtx, stopRun := context.WithCancel(ctx)
 	defer stopRun()
 	bg := make(chan struct{})
@@ -162,7 +194,7 @@ func serve(ctx context.Context, args []string, cio cmdIO) error {
 	}()
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- hs.Serve(ln) }()
-	log.Info("kece-control serving", "listen", ln.Addr().String(), "lease_ttl", leaseTTL.String(), "reap_interval", reap.String())
+	log.Info("kece-control serving", "listen", ln.Addr().String(), "lease_ttl", *leaseTTL, "reap_interval", *reap)
 	select {
 	case <-ctx.Done():
 		log.Info("shutting down")

@@ -92,6 +92,7 @@ func (d *demo) run(ctx context.Context) error {
 	if err := waitHTTP(ctx, d.url+"/healthz"); err != nil {
 		return err
 	}
+	fmt.Printf("    control metrics (Prometheus): %s/metrics\n", d.url)
 	d.adminToken = adminTok
 	d.admin, err = adminapi.NewClientWithResponses(d.url, adminapi.WithRequestEditorFn(bearer(adminTok)))
 	if err != nil {
@@ -163,7 +164,7 @@ func (d *demo) run(ctx context.Context) error {
 	}
 	step("demo passed")
 	if d.cfg.keep {
-		fmt.Printf("control plane at %s; Ctrl-C to stop\n", d.url)
+		fmt.Printf("control plane at %s (Prometheus metrics at %s/metrics); Ctrl-C to stop\n", d.url, d.url)
 		<-ctx.Done()
 	}
 	return nil
@@ -241,7 +242,8 @@ func (d *demo) startNode(ctx context.Context, pool, joinCode string) error {
 		}
 		env = append(env, "KECE_JUDGE_MYSQL_DSN_FILE="+f)
 	}
-	fmt.Printf("    kece-node pool=%s healthz=http://%s/healthz log=%s\n", pool, listen, filepath.Join(d.cfg.work, "node-"+pool+".log"))
+	fmt.Printf("    kece-node pool=%s healthz=http://%s/healthz metrics=http://%s/metrics log=%s\n", pool, listen, listen,
+		filepath.Join(d.cfg.work, "node-"+pool+".log"))
 	return d.start(ctx, "node-"+pool, filepath.Join(d.cfg.bin, "kece-node"), nil, env)
 }
 

@@ -34,6 +34,7 @@ import (
 	"github.com/kece-oj/kece/engine/code"
 	"github.com/kece-oj/kece/engine/sqljudge"
 	"github.com/kece-oj/kece/internal/buildinfo"
+	"github.com/kece-oj/kece/telemetry"
 	"github.com/kece-oj/kece/worker"
 )
 
@@ -87,7 +88,13 @@ const usageText = `usage:
 func runNode(args []string, stderr io.Writer, getenv func(string) string) int {
 	level := new(slog.LevelVar)
 	level.Set(logLevel(getenv("KECE_LOG_LEVEL")))
-	log := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: level}))
+	// JSON lines by default, text only when asked (KECE_LOG_FORMAT=text);
+	// attribute names and types are the control plane's (package telemetry).
+	log, err := telemetry.NewLogger(stderr, telemetry.LogConfig{Format: getenv("KECE_LOG_FORMAT"), Leveler: level})
+	if err != nil {
+		fmt.Fprintf(stderr, "kece-node: configuration: KECE_LOG_FORMAT: %v\n", err)
+		return exitConfig
+	}
 	cfg, err := configureLogged(args, getenv, log, level)
 	if errors.Is(err, flag.ErrHelp) {
 		return exitOK

@@ -29,6 +29,9 @@ import (
 type Options struct {
 	Store store.Config
 	HTTP  httpapi.Config
+	// Logger, when set, receives the replica's logs (tests of the log
+	// format read them); otherwise they are discarded unless -v.
+	Logger *slog.Logger
 }
 
 // Env is one running control plane.
@@ -76,6 +79,9 @@ func start(t testing.TB, db *sql.DB, dsn string, opts Options, arts *artifact.St
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	if testing.Verbose() {
 		log = slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	if opts.Logger != nil {
+		log = opts.Logger
 	}
 	srv, err := httpapi.New(opts.HTTP, st, arts, log)
 	must(t, err)

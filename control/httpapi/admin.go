@@ -113,7 +113,7 @@ func (a adminAPI) CreateHostGroup(ctx context.Context, req adminapi.CreateHostGr
 	if err != nil {
 		return nil, err
 	}
-	a.s.log.Info("host group created", "host_group_id", g.ID, "actor", actor(ctx))
+	a.s.log.InfoContext(ctx, "host group created", "host_group_id", g.ID, "actor", actor(ctx))
 	out, err := a.hostGroup(ctx, g.ID)
 	if err != nil {
 		return nil, err
@@ -134,7 +134,7 @@ func (a adminAPI) UpdateHostGroup(ctx context.Context, req adminapi.UpdateHostGr
 	case err != nil:
 		return nil, orNotFound(err, codeHostGroupNotFound)
 	}
-	a.s.log.Info("host group resized", "host_group_id", id, "slot_capacity", req.Body.SlotCapacity, "actor", actor(ctx))
+	a.s.log.InfoContext(ctx, "host group resized", "host_group_id", id, "slot_capacity", req.Body.SlotCapacity, "actor", actor(ctx))
 	out, err := a.hostGroup(ctx, id)
 	if err != nil {
 		return nil, err
@@ -187,7 +187,7 @@ func (a adminAPI) CreateJudger(ctx context.Context, req adminapi.CreateJudgerReq
 	case err != nil:
 		return nil, err
 	}
-	a.s.log.Info("node created", "node_id", n.ID, "pool", n.Pool, "actor", actor(ctx))
+	a.s.log.InfoContext(ctx, "node created", "node_id", n.ID, "pool", n.Pool, "actor", actor(ctx))
 	return adminapi.CreateJudger201JSONResponse{Node: a.judger(ctx, n), JoinCode: code.Code,
 		JoinCodeExpiresAt: time.Now().Add(code.ExpiresIn).UTC()}, nil
 }
@@ -261,7 +261,7 @@ func (a adminAPI) UpdateJudger(ctx context.Context, req adminapi.UpdateJudgerReq
 	case err != nil:
 		return nil, nodeErr(err)
 	}
-	a.s.log.Info("node resized", "node_id", n.ID, "slots", n.Slots, "actor", actor(ctx))
+	a.s.log.InfoContext(ctx, "node resized", "node_id", n.ID, "slots", n.Slots, "actor", actor(ctx))
 	return adminapi.UpdateJudger200JSONResponse(a.judger(ctx, n)), nil
 }
 
@@ -282,7 +282,7 @@ func (a adminAPI) ResetJoinCode(ctx context.Context, req adminapi.ResetJoinCodeR
 	if err != nil {
 		return nil, nodeErr(err)
 	}
-	a.s.log.Info("join code reset", "node_id", id, "actor", actor(ctx))
+	a.s.log.InfoContext(ctx, "join code reset", "node_id", id, "actor", actor(ctx))
 	return adminapi.ResetJoinCode200JSONResponse{NodeId: idString(id), JoinCode: code.Code,
 		JoinCodeExpiresAt: time.Now().Add(code.ExpiresIn).UTC()}, nil
 }
@@ -309,7 +309,7 @@ func (a adminAPI) VerifyJudger(ctx context.Context, req adminapi.VerifyJudgerReq
 	if err != nil {
 		return nil, nodeErr(err)
 	}
-	a.s.log.Info("node self-check queued", "node_id", n.ID, "job_id", started.JobID, "actor", actor(ctx))
+	a.s.log.InfoContext(ctx, "node self-check queued", "node_id", n.ID, "job_id", started.JobID, "actor", actor(ctx))
 	return adminapi.VerifyJudger202JSONResponse{CheckId: idString(started.CheckID), JobId: idString(started.JobID)}, nil
 }
 
@@ -333,7 +333,7 @@ func (a adminAPI) EnableJudger(ctx context.Context, req adminapi.EnableJudgerReq
 	case err != nil:
 		return nil, nodeErr(err)
 	}
-	a.s.log.Info("node enabled", "node_id", n.ID, "actor", actor(ctx))
+	a.s.log.InfoContext(ctx, "node enabled", "node_id", n.ID, "actor", actor(ctx))
 	return adminapi.EnableJudger200JSONResponse(a.judger(ctx, enabled)), nil
 }
 
@@ -349,7 +349,7 @@ func (a adminAPI) DrainJudger(ctx context.Context, req adminapi.DrainJudgerReque
 	if err != nil {
 		return nil, nodeErr(err)
 	}
-	a.s.log.Info("node draining", "node_id", n.ID, "deadline", deadline, "actor", actor(ctx))
+	a.s.log.InfoContext(ctx, "node draining", "node_id", n.ID, "deadline", deadline, "actor", actor(ctx))
 	return adminapi.DrainJudger200JSONResponse(a.judger(ctx, n)), nil
 }
 
@@ -366,7 +366,7 @@ func (a adminAPI) DisableJudger(ctx context.Context, req adminapi.DisableJudgerR
 	if err != nil {
 		return nil, nodeErr(err)
 	}
-	a.s.log.Info("node disabled", "node_id", n.ID, "force", req.Body.Force, "actor", actor(ctx))
+	a.s.log.InfoContext(ctx, "node disabled", "node_id", n.ID, "force", req.Body.Force, "actor", actor(ctx))
 	return adminapi.DisableJudger200JSONResponse(a.judger(ctx, n)), nil
 }
 
@@ -384,7 +384,7 @@ func (a adminAPI) RevokeJudger(ctx context.Context, req adminapi.RevokeJudgerReq
 		if n, err = a.s.store.Revoke(ctx, id, actor(ctx), req.Body.Reason); err != nil {
 			return nil, nodeErr(err)
 		}
-		a.s.log.Warn("node revoked", "node_id", id, "actor", actor(ctx))
+		a.s.log.WarnContext(ctx, "node revoked", "node_id", id, "actor", actor(ctx))
 	}
 	return adminapi.RevokeJudger200JSONResponse(a.judger(ctx, n)), nil
 }
@@ -399,7 +399,7 @@ func (a adminAPI) RotateJudgerCredential(ctx context.Context, req adminapi.Rotat
 	if err != nil {
 		return nil, nodeErr(err)
 	}
-	a.s.log.Warn("node credential rotated", "node_id", id, "actor", actor(ctx))
+	a.s.log.WarnContext(ctx, "node credential rotated", "node_id", id, "actor", actor(ctx))
 	return adminapi.RotateJudgerCredential200JSONResponse{NodeId: idString(id), JoinCode: code.Code,
 		JoinCodeExpiresAt: time.Now().Add(code.ExpiresIn).UTC()}, nil
 }
@@ -456,7 +456,7 @@ func (a adminAPI) ProbeJudger(ctx context.Context, req adminapi.ProbeJudgerReque
 	if err := a.s.store.RecordNodeAction(ctx, id, actor(ctx), "node.probe", "", detail); err != nil {
 		return nil, err
 	}
-	a.s.log.Info("node probed", "node_id", id, "reachable", out.Reachable, "dialed_ip", res.DialedIP, "actor", actor(ctx))
+	a.s.log.InfoContext(ctx, "node probed", "node_id", id, "reachable", out.Reachable, "dialed_ip", res.DialedIP, "actor", actor(ctx))
 	return adminapi.ProbeJudger200JSONResponse(out), nil
 }
 

@@ -117,7 +117,7 @@ func (a adminAPI) RejudgeJudgeJob(ctx context.Context, req adminapi.RejudgeJudge
 	case err != nil:
 		return nil, orNotFound(err, codeJobNotFound)
 	}
-	a.s.log.Info("job rejudged", "job_id", id, "new_job_id", r.JobID, "generation", r.Generation, "actor", actor(ctx))
+	a.s.log.InfoContext(ctx, "job rejudged", "job_id", id, "new_job_id", r.JobID, "generation", r.Generation, "actor", actor(ctx))
 	return adminapi.RejudgeJudgeJob202JSONResponse{JobId: idString(r.JobID), Generation: int64(r.Generation),
 		State: adminapi.JobState(r.State)}, nil
 }
@@ -136,7 +136,7 @@ func (a adminAPI) CancelJudgeJob(ctx context.Context, req adminapi.CancelJudgeJo
 	if st == store.StateCompleted || st == store.StateFailed {
 		return nil, apiErr(http.StatusConflict, "JOB_TERMINAL", fmt.Errorf("job %d already ended %s", id, st))
 	}
-	a.s.log.Info("job cancelled", "job_id", id, "actor", actor(ctx))
+	a.s.log.InfoContext(ctx, "job cancelled", "job_id", id, "actor", actor(ctx))
 	wire, _, _, err := a.job(ctx, id)
 	if err != nil {
 		return nil, err
@@ -182,7 +182,7 @@ func (a adminAPI) RedeliverSettlementEvent(ctx context.Context, req adminapi.Red
 	case err != nil:
 		return nil, orNotFound(err, "EVENT_NOT_FOUND")
 	}
-	a.s.log.Info("settlement event redelivered", "event_id", id, "job_id", e.JobID, "actor", actor(ctx))
+	a.s.log.InfoContext(ctx, "settlement event redelivered", "event_id", id, "job_id", e.JobID, "actor", actor(ctx))
 	return adminapi.RedeliverSettlementEvent200JSONResponse(eventOut(e)), nil
 }
 
@@ -204,7 +204,7 @@ func (a adminAPI) Reconcile(ctx context.Context, _ adminapi.ReconcileRequestObje
 		out.Violations = append(out.Violations, w)
 	}
 	if !rep.OK() {
-		a.s.log.Warn("reconciliation found violations", "count", len(rep.Violations), "actor", actor(ctx))
+		a.s.log.WarnContext(ctx, "reconciliation found violations", "count", len(rep.Violations), "actor", actor(ctx))
 	}
 	return adminapi.Reconcile200JSONResponse(out), nil
 }

@@ -40,6 +40,7 @@ func (s *Server) nodeAuth(next http.Handler) http.Handler {
 			writeError(w, r, s.log, err, surfaceMachine)
 			return
 		}
+		noteNode(r.Context(), idString(info.NodeID), info.Pool)
 		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), sessionKey, info)))
 	})
 }

@@ -70,7 +70,7 @@ func (b businessAPI) UploadArtifact(ctx context.Context, req businessapi.UploadA
 		return nil, err
 	}
 	if created {
-		b.s.log.Info("artifact stored", "sha256", req.Sha256, "size", n)
+		b.s.log.InfoContext(ctx, "artifact stored", "sha256", req.Sha256, "size", n)
 		return businessapi.UploadArtifact201JSONResponse{Sha256: req.Sha256, Size: n}, nil
 	}
 	return businessapi.UploadArtifact200JSONResponse{Sha256: req.Sha256, Size: n}, nil
@@ -125,7 +125,7 @@ func (b businessAPI) PublishManifest(ctx context.Context, req businessapi.Publis
 		return nil, err
 	}
 	if p.Created {
-		b.s.log.Info("manifest published", "manifest_id", p.ID, "digest", p.Digest)
+		b.s.log.InfoContext(ctx, "manifest published", "manifest_id", p.ID, "digest", p.Digest)
 		return businessapi.PublishManifest201JSONResponse{ManifestId: idString(p.ID), Digest: p.Digest}, nil
 	}
 	return businessapi.PublishManifest200JSONResponse{ManifestId: idString(p.ID), Digest: p.Digest}, nil
@@ -244,7 +244,7 @@ func (b businessAPI) EnqueueSubmission(ctx context.Context, req businessapi.Enqu
 		word, _ := j.BusinessStatus()
 		status = businessapi.SubmissionStatusCode(word)
 	} else {
-		b.s.log.Info("submission enqueued", "job_id", res.JobID, "language", body.Language,
+		b.s.log.InfoContext(ctx, "submission enqueued", "job_id", res.JobID, "language", body.Language,
 			"submission_type", body.SubmissionType, "submission_id", body.SubmissionId)
 	}
 	return businessapi.EnqueueSubmission202JSONResponse{JobId: idString(res.JobID), Generation: int64(res.Generation),
@@ -324,7 +324,7 @@ func (b businessAPI) RejudgeSubmission(ctx context.Context, req businessapi.Reju
 	if err != nil {
 		return nil, err
 	}
-	b.s.log.Info("submission rejudged", "job_id", res.JobID, "generation", res.Generation,
+	b.s.log.InfoContext(ctx, "submission rejudged", "job_id", res.JobID, "generation", res.Generation,
 		"submission_type", req.SubmissionType, "submission_id", req.SubmissionId)
 	return businessapi.RejudgeSubmission202JSONResponse{JobId: idString(res.JobID), Generation: int64(res.Generation),
 		Status: businessapi.SubmissionStatusCodePending}, nil

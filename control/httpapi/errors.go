@@ -124,8 +124,9 @@ func classify(err error, sf surface) *Error {
 // writeError writes the JSON error body. 5xx causes are logged, never sent.
 func writeError(w http.ResponseWriter, r *http.Request, log *slog.Logger, err error, sf surface) {
 	e := classify(err, sf)
+	noteError(r.Context(), e.Code)
 	if e.Status >= 500 {
-		log.Error("request failed", "method", r.Method, "path", r.URL.Path, "code", e.Code, "err", err)
+		log.ErrorContext(r.Context(), "request failed", "method", r.Method, "path", r.URL.Path, "code", e.Code, "err", err)
 	}
 	body := map[string]any{"code": e.Code, "message": e.Message}
 	if e.Details != nil {

@@ -39,13 +39,13 @@ func (m machineAPI) JoinNode(ctx context.Context, req machineapi.JoinNodeRequest
 	}
 	if errors.Is(err, store.ErrJoinPoolMismatch) {
 		// Not spent: the process of the right pool can still join with it.
-		m.s.log.Warn("join refused: code of another pool's node", "pool", pool, "err", err)
+		m.s.log.WarnContext(ctx, "join refused: code of another pool's node", "pool", pool, "err", err)
 		return nil, apiErr(http.StatusConflict, "POOL_MISMATCH", fmt.Errorf("%w; the code was not used", err))
 	}
 	if err != nil {
 		return nil, err
 	}
-	m.s.log.Info("node joined", "node_id", j.Node.ID, "pool", j.Node.Pool)
+	m.s.log.InfoContext(ctx, "node joined", "node_id", j.Node.ID, "pool", j.Node.Pool)
 	return machineapi.JoinNode201JSONResponse{Credential: j.Credential, NodeId: idString(j.Node.ID),
 		HostGroupId: idString(j.Node.HostGroupID), Pool: machineapi.Pool(j.Node.Pool)}, nil
 }
@@ -64,7 +64,7 @@ func (m machineAPI) OpenSession(ctx context.Context, req machineapi.OpenSessionR
 	if err != nil {
 		return nil, err
 	}
-	m.s.log.Info("node session opened", "node_id", sess.NodeID, "session_epoch", sess.SessionEpoch)
+	m.s.log.InfoContext(ctx, "node session opened", "node_id", sess.NodeID, "session_epoch", sess.SessionEpoch)
 	return machineapi.OpenSession200JSONResponse{
 		SessionToken: sess.Token, SessionEpoch: sess.SessionEpoch, NodeId: idString(sess.NodeID),
 		Pool: machineapi.Pool(sess.Pool), HostGroupId: idString(sess.HostGroupID),
@@ -183,7 +183,7 @@ func (m machineAPI) claimResponse(ctx context.Context, jobs []store.ClaimedJob) 
 		if err := json.Unmarshal(j.Snapshot, &snap); err != nil {
 			return nil, fmt.Errorf("job %d: request snapshot: %w", j.JobID, err)
 		}
-		m.s.log.Info("job leased", "job_id", j.JobID, "lease_epoch", j.LeaseEpoch, "kind", j.Kind)
+		m.s.log.InfoContext(ctx, "job leased", "job_id", j.JobID, "lease_epoch", j.LeaseEpoch, "kind", j.Kind)
 		out = append(out, machineapi.ClaimedJob{
 			JobId: idString(j.JobID), LeaseEpoch: j.LeaseEpoch, LeaseRemainingMs: j.LeaseRemaining.Milliseconds(),
 			Kind: machineapi.JobKind(j.Kind), Pool: machineapi.Pool(j.Pool), Attempt: int32(j.Attempt),
@@ -244,7 +244,7 @@ func (m machineAPI) DownloadArtifact(ctx context.Context, req machineapi.Downloa
 	}
 	f, size, err := m.s.artifacts.Open(req.Sha256)
 	if errors.Is(err, artifact.ErrNotFound) {
-		m.s.log.Error("artifact referenced by a manifest is missing from the store", "sha256", req.Sha256, "job_id", jobID)
+		m.s.log.ErrorContext(ctx, "artifact referenced by a manifest is missing from the store", "sha256", req.Sha256, "job_id", jobID)
 		return nil, apiErr(http.StatusNotFound, "ARTIFACT_MISSING", err)
 	}
 	if err != nil {
@@ -287,7 +287,7 @@ func (m machineAPI) SubmitResult(ctx context.Context, req machineapi.SubmitResul
 	if err != nil {
 		return nil, err
 	}
-	m.s.log.Info("result recorded", "job_id", jobID, "lease_epoch", req.Body.LeaseEpoch, "node_id", sess.NodeID,
+	m.s.log.InfoContext(ctx, "result recorded", "job_id", jobID, "lease_epoch", req.Body.LeaseEpoch, "node_id", sess.NodeID,
 		"disposition", r.Disposition, "job_state", r.JobState)
 	// A finished job frees capacity: let this replica's waiters retry now.
 	m.s.hub.Notify(sess.Pool)

@@ -47,6 +47,7 @@ func (s *Server) mountAdmin() error {
 	reqErr, respErr := s.errorHandlers(surfaceAdmin)
 	adminapi.HandlerFromMux(adminapi.NewStrictHandlerWithOptions(adminAPI{s}, nil,
 		adminapi.StrictHTTPServerOptions{RequestErrorHandlerFunc: reqErr, ResponseErrorHandlerFunc: respErr}), mux)
+	s.adminMux = mux
 	s.admin = s.tokenAuth(store.TokenAdmin, surfaceAdmin, nil,
 		s.validated(mux, func() (*openapi3.T, error) { return adminapi.GetSpec() }, surfaceAdmin))
 	return nil
@@ -57,6 +58,7 @@ func (s *Server) mountBusiness() error {
 	reqErr, respErr := s.errorHandlers(surfaceBusiness)
 	businessapi.HandlerFromMux(businessapi.NewStrictHandlerWithOptions(businessAPI{s}, []businessapi.StrictMiddlewareFunc{declaredSize},
 		businessapi.StrictHTTPServerOptions{RequestErrorHandlerFunc: reqErr, ResponseErrorHandlerFunc: respErr}), mux)
+	s.businessMux = mux
 	s.business = s.tokenAuth(store.TokenBusiness, surfaceBusiness, map[string]bool{"/api/v1/system/judgers/summary": true},
 		s.validated(mux, func() (*openapi3.T, error) { return businessapi.GetSpec() }, surfaceBusiness))
 	return nil

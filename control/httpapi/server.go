@@ -24,8 +24,10 @@ import (
 	"github.com/kece-oj/kece/contracts/machineapi"
 	"github.com/kece-oj/kece/control/longpoll"
 	"github.com/kece-oj/kece/control/maintenance"
+	"github.com/kece-oj/kece/control/metrics"
 	"github.com/kece-oj/kece/control/probe"
 	"github.com/kece-oj/kece/control/store"
+	"github.com/kece-oj/kece/telemetry"
 )
 
 // Defaults for Config (DESIGN §6).
@@ -52,6 +54,14 @@ type Config struct {
 	// Probe is the SSRF allowlist for probing node addresses (admin API).
 	// The zero value allows nothing: every probe is ADDRESS_NOT_ALLOWED.
 	Probe probe.Config
+	// Metrics are the replica's collectors; nil makes a private set (on a
+	// registry of its own) so the code path is the same in tests.
+	Metrics *metrics.Metrics
+	// MetricsConfig tunes the private set made when Metrics is nil.
+	MetricsConfig metrics.Config
+	// MetricsElsewhere: /metrics is served on a separate listener
+	// (kece-control --metrics-listen), not by Handler.
+	MetricsElsewhere bool
 	// DisableAPIDocs turns off /openapi/*.yaml and /docs/ (apidocs.go).
 	DisableAPIDocs bool
 }
@@ -115,7 +125,11 @@ type Server struct {
 	internal *http.ServeMux
 	admin    http.Handler
 	business http.Handler
-	apiDocs  []apiDoc
+	// adminMux and businessMux are the inner muxes, kept to name the route
+	// pattern of a request for metrics and logs.
+	adminMux, businessMux *http.ServeMux
+	metrics               *metrics.Metrics
+	apiDocs               []apiDoc
 
 	closing   chan struct{}
 	closeOnce sync.Once
@@ -135,13 +149,21 @@ func New(cfg Config, st *store.Store, arts *artifact.Store, log *slog.Logger) (*
 		log = slog.Default()
 	}
 	hub := longpoll.New()
-	s := &Server{cfg: cfg, store: st.WithNotifier(hub), artifacts: arts, hub: hub, settlements: longpoll.NewSettlements(), log: log,
-		manifests: newWireManifests(), closing: make(chan struct{})}
-	m, err := maintenance.New(st, maintenance.Config{ReapInterval: cfg.ReapInterval}, log)
+	m := cfg.Metrics
+	if m == nil {
+		mc := cfg.MetricsConfig
+		if mc.Logger == nil {
+			mc.Logger = log
+		}
+		m = metrics.New(telemetry.NewRegistry("control"), st, mc)
+	}
+	s := &Server{cfg: cfg, store: st.WithNotifier(hub).WithObserver(m), artifacts: arts, hub: hub,
+		settlements: longpoll.NewSettlements(), log: log, manifests: newWireManifests(), closing: make(chan struct{}), metrics: m}
+	mt, err := maintenance.New(s.store, maintenance.Config{ReapInterval: cfg.ReapInterval}, log)
 	if err != nil {
 		return nil, fmt.Errorf("http config: %w", err)
 	}
-	s.maintainer = m
+	s.maintainer = mt
 	if err := s.mountMachine(); err != nil {
 		return nil, err
 	}
@@ -172,8 +194,13 @@ func (s *Server) StatusWaitsForTest() int { return s.settlements.Waiting() }
 // Store returns the server's store (with this replica's notifier).
 func (s *Server) Store() *store.Store { return s.store }
 
+// Metrics returns the replica's collectors.
+func (s *Server) Metrics() *metrics.Metrics { return s.metrics }
+
 // Handler is the root handler: one prefix per surface, each authenticated,
-// size-bounded and validated before its handlers run.
+// size-bounded and validated before its handlers run; around all of them the
+// request id, metrics and access log (observe.go). /metrics is served here
+// unless Config.MetricsElsewhere; the nginx example never forwards it.
 func (s *Server) Handler() http.Handler {
 	root := http.NewServeMux()
 	root.Handle(machinePrefix, s.bounded(s.nodeAuth(s.validated(s.internal, machineSpec, surfaceMachine)), surfaceMachine))
@@ -189,7 +216,10 @@ func (s *Server) Handler() http.Handler {
 		}
 		_, _ = w.Write([]byte("ok\n"))
 	})
-	return root
+	if !s.cfg.MetricsElsewhere {
+		root.Handle("GET /metrics", s.metrics.Handler())
+	}
+	return s.observed(root)
 }
 
 // Run runs the replica's background work until ctx ends, each part owned by

@@ -93,10 +93,10 @@ func (s *Store) ClaimEvents(ctx context.Context, consumer string, max int, lease
 	return out, err
 }
 
-// AckEvents marks events delivered. Only the consumer that holds the current
+// ackEvents marks events delivered. Only the consumer that holds the current
 // lease of an event may acknowledge it; the count of acknowledged events is
 // returned (an event re-leased to another consumer is not counted).
-func (s *Store) AckEvents(ctx context.Context, consumer string, ids []int64) (int, error) {
+func (s *Store) ackEvents(ctx context.Context, consumer string, ids []int64) (int, error) {
 	if len(ids) == 0 {
 		return 0, nil
 	}
@@ -166,9 +166,9 @@ func (s *Store) AckEventsFor(ctx context.Context, consumer string, ids []int64) 
 	return out, nil
 }
 
-// FailEventDelivery records a failed push delivery: retry after backoff, or
+// failEventDelivery records a failed push delivery: retry after backoff, or
 // DEAD once maxAttempts deliveries failed (visible to admins).
-func (s *Store) FailEventDelivery(ctx context.Context, consumer string, id int64, reason string, retryIn time.Duration, maxAttempts int) error {
+func (s *Store) failEventDelivery(ctx context.Context, consumer string, id int64, reason string, retryIn time.Duration, maxAttempts int) error {
 	if len(reason) > 1024 {
 		reason = reason[:1024]
 	}

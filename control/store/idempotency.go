@@ -45,14 +45,14 @@ func idempotencyDigest(req EnqueueRequest) (string, error) {
 	return hex.EncodeToString(sum[:]), nil
 }
 
-// EnqueueIdempotent is Enqueue behind an Idempotency-Key scoped to one API
+// enqueueIdempotent is Enqueue behind an Idempotency-Key scoped to one API
 // caller (tokenID). The first request with a key enqueues (or finds the
 // identical existing submission) and records the key with its job in the same
 // transaction; a later request with the same key and the same body gets the
 // same job back, whatever the submission has become since; the same key with
 // a different body is ErrIdempotencyKeyReused and writes nothing. An empty
 // key is plain Enqueue.
-func (s *Store) EnqueueIdempotent(ctx context.Context, tokenID int64, key string, req EnqueueRequest) (EnqueueResult, error) {
+func (s *Store) enqueueIdempotent(ctx context.Context, tokenID int64, key string, req EnqueueRequest) (EnqueueResult, error) {
 	if key == "" {
 		return s.Enqueue(ctx, req)
 	}

@@ -111,10 +111,10 @@ func (r EnqueueRequest) validate(maxSnapshot int) (pool string, snapshot []byte,
 	return pool, snapshot, hex.EncodeToString(h.Sum(nil)), nil
 }
 
-// Enqueue accepts a submission: job and pointer in one transaction. Enqueuing
+// enqueue accepts a submission: job and pointer in one transaction. Enqueuing
 // an identity that exists returns the existing current job when the request is
 // the same, and a conflict when it differs (use Rejudge for a new generation).
-func (s *Store) Enqueue(ctx context.Context, req EnqueueRequest) (EnqueueResult, error) {
+func (s *Store) enqueue(ctx context.Context, req EnqueueRequest) (EnqueueResult, error) {
 	pool, snapshot, digest, err := s.validateEnqueue(ctx, req)
 	if err != nil {
 		return EnqueueResult{}, err
@@ -312,11 +312,11 @@ func (s *Store) insertNewJobs(ctx context.Context, tx *sql.Tx, jobs []newJob) ([
 	return ids, nil
 }
 
-// EnqueueTx enqueues inside the caller's transaction, for business backends
+// enqueueTxPublic enqueues inside the caller's transaction, for business backends
 // that share the database: the job exists exactly when their own transaction
 // commits. The caller must retry its whole transaction on deadlock. Waiting
 // nodes notice the job at their next poll of the pool signal (~100 ms).
-func (s *Store) EnqueueTx(ctx context.Context, tx *sql.Tx, req EnqueueRequest) (EnqueueResult, error) {
+func (s *Store) enqueueTxPublic(ctx context.Context, tx *sql.Tx, req EnqueueRequest) (EnqueueResult, error) {
 	res, _, err := s.enqueueTx(ctx, tx, req)
 	return res, err
 }
@@ -600,6 +600,7 @@ func (s *Store) rejudge(ctx context.Context, typ, id string, onlyJob int64, acto
 	})
 	if err == nil {
 		s.notify(pool)
+		s.observer().JobsEnqueued(ctx, pool, "rejudge", 1)
 	}
 	return res, err
 }

@@ -30,9 +30,12 @@ type ClaimedJob struct {
 	ManifestID     int64
 	Snapshot       []byte
 	Attempt        int
+	// ReadyWait is how long the job had been ready (now − available_at)
+	// when it was claimed: the pickup latency metrics report it.
+	ReadyWait time.Duration
 }
 
-// Claim leases up to freeSlots ready jobs of the node's pool to the session.
+// claim leases up to freeSlots ready jobs of the node's pool to the session.
 // Capacity = min(freeSlots, node slots − node in-flight, group capacity −
 // group in-flight, batch cap); in-flight counts RUNNING jobs, expired-but-
 // unreaped leases included. CHECK jobs bound to the node come first and may
@@ -41,7 +44,7 @@ type ClaimedJob struct {
 // The host-group lock serializes the claims of one physical host, so the
 // transaction is kept to five round trips: lock group and node (one
 // statement), count in-flight, pick (full rows), lease, attempts.
-func (s *Store) Claim(ctx context.Context, sess NodeSession, freeSlots int) ([]ClaimedJob, error) {
+func (s *Store) claim(ctx context.Context, sess NodeSession, freeSlots int) ([]ClaimedJob, error) {
 	if freeSlots <= 0 {
 		return nil, nil
 	}
@@ -220,8 +223,10 @@ func (s *Store) nodePlace(ctx context.Context, nodeID int64) (nodePlace, error) 
 func pickReady(ctx context.Context, tx *sql.Tx, pool string, requiredNode int64, limit int) ([]ClaimedJob, error) {
 	out, err := queryAll(ctx, tx, func(r rowScanner) (ClaimedJob, error) {
 		var c ClaimedJob
+		var waitedUs int64
 		err := r.Scan(&c.JobID, &c.LeaseEpoch, &c.Kind, &c.Pool, &c.SubmissionType, &c.SubmissionID,
-			&c.Generation, &c.Language, &c.ManifestID, &c.Snapshot, &c.Attempt)
+			&c.Generation, &c.Language, &c.ManifestID, &c.Snapshot, &c.Attempt, &waitedUs)
+		c.ReadyWait = time.Duration(waitedUs) * time.Microsecond
 		return c, err
 	}, claimQuery, pool, requiredNode, limit)
 	if err != nil {
@@ -231,7 +236,7 @@ func pickReady(ctx context.Context, tx *sql.Tx, pool string, requiredNode int64,
 }
 
 const claimColumns = `id, lease_epoch, kind, pool, submission_type, submission_id, generation, runtime_spec, manifest_id,
- request_snapshot, attempt_count`
+ request_snapshot, attempt_count, TIMESTAMPDIFF(MICROSECOND, available_at, NOW(6))`
 
 const claimWhere = ` FROM judge_job FORCE INDEX (ix_job_claim)
  WHERE pool = ? AND state = 'QUEUED' AND required_node_id = ? AND available_at <= NOW(6)
@@ -460,13 +465,13 @@ func inList(ids []int64) (string, []any) {
 	return strings.TrimSuffix(strings.Repeat("?, ", len(ids)), ", "), args
 }
 
-// Complete records the result of a lease. Fencing (DESIGN §5): if this
+// complete records the result of a lease. Fencing (DESIGN §5): if this
 // (job, lease epoch) already has a receipt, the same digest answers
 // ALREADY_COMMITTED and a different one ErrResultConflict — checked before
 // anything about expiry. Otherwise the lease must still own a RUNNING job that
 // is its submission's current job. Result, job state, attempt receipt and
 // settlement event commit together.
-func (s *Store) Complete(ctx context.Context, sess NodeSession, jobID, leaseEpoch int64, res Result) (CompleteResponse, error) {
+func (s *Store) complete(ctx context.Context, sess NodeSession, jobID, leaseEpoch int64, res Result) (CompleteResponse, error) {
 	if err := res.validateShape(); err != nil {
 		return CompleteResponse{}, err
 	}
@@ -905,11 +910,11 @@ type ReapStats struct {
 	Failed   int
 }
 
-// Reap returns expired leases to QUEUED with backoff, or to FAILED when the
+// reap returns expired leases to QUEUED with backoff, or to FAILED when the
 // attempts are used up. Candidates are read without locks, then each job is
 // re-checked under its lock in its own short transaction, skipping rows
 // another replica holds; running it in every replica at once is safe.
-func (s *Store) Reap(ctx context.Context) (ReapStats, error) {
+func (s *Store) reap(ctx context.Context) (ReapStats, error) {
 	var st ReapStats
 	ids, err := queryAll(ctx, s.db, scanID,
 		`SELECT id FROM judge_job WHERE state = 'RUNNING' AND lease_until < NOW(6)

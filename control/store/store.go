@@ -133,6 +133,8 @@ type Store struct {
 	hooks *Hooks
 	// notifier wakes this replica's claim waiters after a commit.
 	notifier Notifier
+	// obs is told what happened, for metrics (nil: nothing is counted).
+	obs Observer
 	// txOpts is nil when the server already defaults to READ COMMITTED, which
 	// saves a round trip per transaction.
 	txOpts *sql.TxOptions

@@ -21,6 +21,7 @@ func (s *Store) inTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
 			return Classify(err)
 		}
 		s.stats.retries.Add(1)
+		s.observer().TxRetried(ctx, txRetryCode(err))
 		d := time.Duration(1+rand.IntN(5<<attempt)) * time.Millisecond
 		select {
 		case <-ctx.Done():

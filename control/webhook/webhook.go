@@ -61,6 +61,20 @@ type Config struct {
 	BackoffMax  time.Duration
 	// PollInterval is the pause after a claim that found nothing.
 	PollInterval time.Duration
+	// Observer, when set, is told the result of every delivery attempt
+	// (delivered, failed, dead); control/metrics implements it.
+	Observer DeliveryObserver
+}
+
+// DeliveryObserver counts delivery attempts by result.
+type DeliveryObserver interface {
+	WebhookDelivery(result string)
+}
+
+func (s *Sender) observe(result string) {
+	if s.cfg.Observer != nil {
+		s.cfg.Observer.WebhookDelivery(result)
+	}
 }
 
 func (c *Config) setDefaults() {
@@ -202,6 +216,7 @@ func (s *Sender) deliverOne(ctx context.Context, e store.Event) error {
 			return fmt.Errorf("webhook: ack event %d: %w", e.ID, err)
 		}
 		s.log.Debug("webhook delivered", "event_id", e.ID, "attempt", e.DeliveryAttempt)
+		s.observe("delivered")
 		return nil
 	}
 	if ctx.Err() != nil {
@@ -212,9 +227,11 @@ func (s *Sender) deliverOne(ctx context.Context, e store.Event) error {
 		return fmt.Errorf("webhook: record failed delivery of event %d: %w", e.ID, err)
 	}
 	if e.DeliveryAttempt >= s.cfg.MaxAttempts {
+		s.observe("dead")
 		s.log.Error("webhook: event is dead after its last attempt", "event_id", e.ID, "job_id", e.JobID,
 			"attempts", e.DeliveryAttempt, "err", derr)
 	} else {
+		s.observe("failed")
 		s.log.Warn("webhook: delivery failed; will retry", "event_id", e.ID, "attempt", e.DeliveryAttempt,
 			"retry_in", retry, "err", derr)
 	}

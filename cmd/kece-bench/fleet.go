@@ -1,0 +1,397 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"database/sql"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/kece-oj/kece/contracts/businessapi"
+	"github.com/kece-oj/kece/control/store"
+	"github.com/kece-oj/kece/telemetry"
+)
+
+// fleet is a real deployment on this machine for the capacity benchmarks:
+// a kece-control process on a fresh database and kece-node processes (real
+// Docker, or the judge MySQL for the mysql pool), started from the binaries
+// `make build` writes to bin/. The bench registers hosts and nodes through
+// the store on the same database (and enables them without the self-check,
+// which has its own tests); submissions go through the business API.
+type fleet struct {
+	bin, work string
+	db        *sql.DB
+	dsn       string
+	drop      func()
+	st        *store.Store
+	url       string
+	bizToken  string
+	biz       *businessapi.ClientWithResponses
+	judgeDSN  string
+	control   *child
+	nodes     []*benchNode
+}
+
+// child is a process the bench started; it stops it by its PID.
+type child struct {
+	name   string
+	cmd    *exec.Cmd
+	exited chan struct{}
+}
+
+// benchNode is one kece-node process.
+type benchNode struct {
+	*child
+	pool    string
+	id      int64
+	slots   int
+	metrics string // its /metrics URL
+}
+
+type fleetConfig struct {
+	bin, dsn, judgeDSN string
+	controlArgs        []string
+}
+
+// binDir finds the directory with kece-control, kece-node and
+// kece-sandbox-init: the flag, this binary's directory, or ./bin.
+func binDir(flagDir string) (string, error) {
+	cands := []string{flagDir}
+	if exe, err := os.Executable(); err == nil {
+		cands = append(cands, filepath.Dir(exe))
+	}
+	cands = append(cands, "bin")
+	for _, d := range cands {
+		if d == "" {
+			continue
+		}
+		ok := true
+		for _, b := range []string{"kece-control", "kece-node", "kece-sandbox-init"} {
+			if st, err := os.Stat(filepath.Join(d, b)); err != nil || !st.Mode().IsRegular() {
+				ok = false
+			}
+		}
+		if ok {
+			return filepath.Abs(d)
+		}
+	}
+	return "", errors.New("kece-control, kece-node and kece-sandbox-init not found (run `make build`, or pass -bin DIR)")
+}
+
+func startFleet(ctx context.Context, cfg fleetConfig) (*fleet, error) {
+	bin, err := binDir(cfg.bin)
+	if err != nil {
+		return nil, err
+	}
+	f := &fleet{bin: bin, judgeDSN: cfg.judgeDSN}
+	if f.work, err = os.MkdirTemp("", "kece-capacity-"); err != nil {
+		return nil, err
+	}
+	if f.db, f.dsn, f.drop, err = freshDatabase(ctx, cfg.dsn, 32); err != nil {
+		return nil, err
+	}
+	if f.st, err = store.New(f.db, store.Config{}); err != nil {
+		f.stop()
+		return nil, err
+	}
+	if f.bizToken, err = f.st.CreateToken(ctx, store.TokenBusiness, "bench"); err != nil {
+		f.stop()
+		return nil, err
+	}
+	addr, err := freeAddr()
+	if err != nil {
+		f.stop()
+		return nil, err
+	}
+	f.url = "http://" + addr
+	args := append([]string{"serve", "--listen", addr, "--artifact-dir", filepath.Join(f.work, "artifacts"),
+		"--mysql-dsn", f.dsn, "--log-level", "warn"}, cfg.controlArgs...)
+	if f.control, err = f.spawn("control", filepath.Join(bin, "kece-control"), args, nil); err != nil {
+		f.stop()
+		return nil, err
+	}
+	if err := waitHTTP(ctx, f.url+"/healthz", 30*time.Second); err != nil {
+		f.stop()
+		return nil, fmt.Errorf("kece-control did not come up (log %s): %w", f.logPath("control"), err)
+	}
+	f.biz, err = businessapi.NewClientWithResponses(f.url, businessapi.WithRequestEditorFn(func(_ context.Context, r *http.Request) error {
+		r.Header.Set("Authorization", "Bearer "+f.bizToken)
+		return nil
+	}))
+	if err != nil {
+		f.stop()
+		return nil, err
+	}
+	return f, nil
+}
+
+func (f *fleet) logPath(name string) string { return filepath.Join(f.work, name+".log") }
+
+func (f *fleet) spawn(name, bin string, args, env []string) (*child, error) {
+	logf, err := os.Create(f.logPath(name))
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(bin, args...)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.Env = append(os.Environ(), env...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		logf.Close()
+		return nil, fmt.Errorf("start %s: %w", name, err)
+	}
+	c := &child{name: name, cmd: cmd, exited: make(chan struct{})}
+	go func() { _ = cmd.Wait(); logf.Close(); close(c.exited) }()
+	return c, nil
+}
+
+// stopChild sends SIGTERM (a node drains) and kills after 20 s.
+func stopChild(c *child) {
+	if c == nil {
+		return
+	}
+	_ = c.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-c.exited:
+	case <-time.After(20 * time.Second):
+		_ = c.cmd.Process.Kill()
+		<-c.exited
+	}
+}
+
+// stop ends every process the fleet started (nodes first), drops the
+// database and removes the work directory unless keepLogs.
+func (f *fleet) stop() {
+	for _, n := range f.nodes {
+		_ = n.cmd.Process.Signal(syscall.SIGTERM)
+	}
+	for _, n := range f.nodes {
+		stopChild(n.child)
+	}
+	stopChild(f.control)
+	if f.drop != nil {
+		f.drop()
+	}
+	if f.work != "" {
+		_ = os.RemoveAll(f.work)
+	}
+}
+
+// addNode registers a host of `slots` capacity with one node of pool,
+// enables it and starts its kece-node process.
+func (f *fleet) addNode(ctx context.Context, pool string, slots int) (*benchNode, error) {
+	name := fmt.Sprintf("%s-%d", pool, len(f.nodes)+1)
+	g, err := f.st.CreateHostGroup(ctx, "host-"+name, slots, "bench")
+	if err != nil {
+		return nil, err
+	}
+	n, code, err := f.st.CreateNode(ctx, store.NodeSpec{Name: name, Pool: pool, HostGroupID: g.ID, Slots: slots}, "bench")
+	if err != nil {
+		return nil, err
+	}
+	// Verification has its own tests; the capacity bench enables directly.
+	if _, err := f.db.ExecContext(ctx, `UPDATE judge_node SET desired_state = 'ENABLED' WHERE id = ?`, n.ID); err != nil {
+		return nil, err
+	}
+	dir := filepath.Join(f.work, "node-"+name)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, err
+	}
+	listen, err := freeAddr()
+	if err != nil {
+		return nil, err
+	}
+	env := []string{"KECE_POOL=" + pool, "KECE_CONTROL_URL=" + f.url, "KECE_CREDENTIAL_FILE=" + filepath.Join(dir, "credential"),
+		"KECE_JOIN_CODE=" + code.Code, "KECE_LOCAL_SLOTS=" + strconv.Itoa(slots), "KECE_WORKSPACE=" + filepath.Join(dir, "work"),
+		"KECE_CACHE_DIR=" + filepath.Join(dir, "cache"), "KECE_LISTEN=" + listen, "KECE_LOG_LEVEL=warn"}
+	if pool == "mysql" {
+		p := filepath.Join(dir, "judge-dsn")
+		if err := os.WriteFile(p, []byte(f.judgeDSN+"\n"), 0o600); err != nil {
+			return nil, err
+		}
+		env = append(env, "KECE_JUDGE_MYSQL_DSN_FILE="+p)
+	}
+	c, err := f.spawn("node-"+name, filepath.Join(f.bin, "kece-node"), []string{"-heartbeat", "1s"}, env)
+	if err != nil {
+		return nil, err
+	}
+	bn := &benchNode{child: c, pool: pool, id: n.ID, slots: slots, metrics: "http://" + listen + "/metrics"}
+	f.nodes = append(f.nodes, bn)
+	return bn, nil
+}
+
+// waitReady waits until every node the fleet started is online and
+// serving its /metrics.
+func (f *fleet) waitReady(ctx context.Context, limit time.Duration) error {
+	deadline := time.Now().Add(limit)
+	for _, n := range f.nodes {
+		for {
+			node, err := f.st.GetNode(ctx, n.id)
+			if err != nil {
+				return err
+			}
+			if node.Online {
+				if _, err := telemetry.Scrape(ctx, n.metrics); err == nil {
+					break
+				}
+			}
+			select {
+			case <-n.exited:
+				return fmt.Errorf("kece-node %s exited (log %s)", n.name, f.logPath(n.name))
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(100 * time.Millisecond):
+			}
+			if time.Now().After(deadline) {
+				return fmt.Errorf("kece-node %s not online within %s (log %s)", n.name, limit, f.logPath(n.name))
+			}
+		}
+	}
+	return nil
+}
+
+// upload stores one artifact through the business API.
+func (f *fleet) upload(ctx context.Context, content string) (string, int64, error) {
+	sum := sha256.Sum256([]byte(content))
+	digest := hex.EncodeToString(sum[:])
+	r, err := f.biz.UploadArtifactWithBodyWithResponse(ctx, digest, "application/octet-stream", strings.NewReader(content))
+	if err != nil {
+		return "", 0, err
+	}
+	if r.StatusCode() != http.StatusCreated && r.StatusCode() != http.StatusOK {
+		return "", 0, fmt.Errorf("upload: %d %s", r.StatusCode(), r.Body)
+	}
+	return digest, int64(len(content)), nil
+}
+
+// publishAPlusB publishes the a+b problem (3 cases) through the business API.
+func (f *fleet) publishAPlusB(ctx context.Context) (string, error) {
+	cases := [][2]string{{"1 2\n", "3\n"}, {"40 2\n", "42\n"}, {"-5 5\n", "0\n"}}
+	m := businessapi.Manifest{Kind: businessapi.ManifestKindCode, Limits: businessapi.Limits{TimeMs: 1000, MemoryMb: 256, OutputKb: 64},
+		Checker: businessapi.Checker{Type: businessapi.CheckerTypeTolerant}}
+	for i, c := range cases {
+		in, inSize, err := f.upload(ctx, c[0])
+		if err != nil {
+			return "", err
+		}
+		out, outSize, err := f.upload(ctx, c[1])
+		if err != nil {
+			return "", err
+		}
+		m.Cases = append(m.Cases, businessapi.ManifestCase{CaseId: strconv.Itoa(i + 1), InputSha256: in, InputSize: inSize,
+			OutputSha256: out, OutputSize: outSize, Weight: []int64{30, 30, 40}[i]})
+	}
+	r, err := f.biz.PublishManifestWithResponse(ctx, m)
+	if err != nil {
+		return "", err
+	}
+	// Publishing the same problem again answers 200 with the same manifest.
+	switch {
+	case r.JSON201 != nil:
+		return r.JSON201.ManifestId, nil
+	case r.JSON200 != nil:
+		return r.JSON200.ManifestId, nil
+	}
+	return "", fmt.Errorf("publish a+b: %d %s", r.StatusCode(), r.Body)
+}
+
+// publishSQL publishes a small SELECT problem for the mysql pool.
+func (f *fleet) publishSQL(ctx context.Context) (string, error) {
+	ref := "SELECT name FROM city WHERE population > 1000000 ORDER BY name"
+	m := businessapi.Manifest{Kind: businessapi.ManifestKindSql, Limits: businessapi.Limits{TimeMs: 2000, MemoryMb: 64, OutputKb: 64},
+		Checker: businessapi.Checker{Type: businessapi.CheckerTypeExact}, Cases: []businessapi.ManifestCase{},
+		Sql: &businessapi.SqlProblem{ProblemKind: businessapi.SqlProblemKindSelect,
+			SchemaSql:    "CREATE TABLE city (name VARCHAR(40) PRIMARY KEY, population INT NOT NULL)",
+			SeedSql:      "INSERT INTO city VALUES ('Lyon', 513000), ('Paris', 2100000), ('Berlin', 3600000)",
+			ReferenceSql: &ref, Ordered: true, Verification: []businessapi.SqlVerification{},
+			StatementTimeoutMs: 2000, MaxRows: 1000, MaxBytes: 1 << 20}}
+	r, err := f.biz.PublishManifestWithResponse(ctx, m)
+	if err != nil {
+		return "", err
+	}
+	switch {
+	case r.JSON201 != nil:
+		return r.JSON201.ManifestId, nil
+	case r.JSON200 != nil:
+		return r.JSON200.ManifestId, nil
+	}
+	return "", fmt.Errorf("publish SQL: %d %s", r.StatusCode(), r.Body)
+}
+
+// Accepted sources per pool (a+b, or the SQL problem), and their languages.
+var benchPrograms = map[string]struct{ lang, source string }{
+	"cpp":    {"cpp17", "#include <cstdio>\nint main(){long long a,b;if(std::scanf(\"%lld %lld\",&a,&b)!=2)return 1;std::printf(\"%lld\\n\",a+b);}\n"},
+	"python": {"python3", "a, b = map(int, input().split())\nprint(a + b)\n"},
+	"java":   {"java17", "import java.util.Scanner;\npublic class Main { public static void main(String[] args) { Scanner s = new Scanner(System.in); long a = s.nextLong(), b = s.nextLong(); System.out.println(a + b); } }\n"},
+	"arkts":  {"arkts", "const fs = require(\"fs\");\nconst w: number[] = fs.readFileSync(0, \"utf8\").trim().split(/\\s+/).map(Number);\nfs.writeSync(1, String(w[0] + w[1]) + \"\\n\");\n"},
+	"mysql":  {"mysql", "SELECT name FROM city WHERE population > 1000000 ORDER BY name"},
+}
+
+// rss reads a process's resident set (VmRSS) and peak (VmHWM) in bytes.
+func rss(pid int) (cur, peak int64, err error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, 0, err
+	}
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	for sc.Scan() {
+		fields := strings.Fields(sc.Text())
+		if len(fields) < 2 {
+			continue
+		}
+		kb, _ := strconv.ParseInt(fields[1], 10, 64)
+		switch fields[0] {
+		case "VmRSS:":
+			cur = kb << 10
+		case "VmHWM:":
+			peak = kb << 10
+		}
+	}
+	return cur, peak, nil
+}
+
+func freeAddr() (string, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer ln.Close()
+	return ln.Addr().String(), nil
+}
+
+func waitHTTP(ctx context.Context, url string, limit time.Duration) error {
+	deadline := time.Now().Add(limit)
+	for time.Now().Before(deadline) {
+		if resp, err := http.Get(url); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	return fmt.Errorf("%s not OK within %s", url, limit)
+}
+
+// isTerminal says whether f is a character device (a terminal), where a
+// progress bar may be drawn.
+func isTerminal(f *os.File) bool {
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}

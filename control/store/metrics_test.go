@@ -1,0 +1,53 @@
+package store_test
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/kece-oj/kece/control/store"
+)
+
+// The fleet gauges read on every metrics scrape walk index ranges of live
+// rows (queued, running, undelivered), never the whole job or event table.
+func TestFleetStatsWalkIndexRanges(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	for i := range 30 {
+		b.enqueue(t, "ALGO", "fleet-"+string(rune('a'+i%26))+string(rune('a'+i/26)))
+	}
+	for _, q := range store.FleetQueriesForExplain() {
+		rows, err := b.db.QueryContext(b.ctx, "EXPLAIN "+q.Query, q.Args...)
+		require.NoError(t, err)
+		cols, err := rows.Columns()
+		require.NoError(t, err)
+		n := 0
+		for rows.Next() {
+			n++
+			vals := make([]any, len(cols))
+			ptrs := make([]any, len(cols))
+			for i := range vals {
+				ptrs[i] = &vals[i]
+			}
+			require.NoError(t, rows.Scan(ptrs...))
+			plan := map[string]string{}
+			for i, c := range cols {
+				if v, ok := vals[i].([]byte); ok {
+					plan[c] = string(v)
+				}
+			}
+			require.Equal(t, q.Index, plan["key"], "%s: plan %v", q.Name, plan)
+			require.Contains(t, []string{"ref", "range"}, plan["type"], "%s walks a range, not the whole index: %v", q.Name, plan)
+		}
+		require.NoError(t, rows.Err())
+		rows.Close()
+		require.Equal(t, 1, n, "%s: one table", q.Name)
+	}
+	fs, err := b.store.FleetStats(b.ctx)
+	require.NoError(t, err)
+	queued := map[string]int{}
+	for _, q := range fs.Queues {
+		queued[q.Pool] = q.Queued
+	}
+	require.Equal(t, map[string]int{"cpp": 30, "java": 0, "python": 0, "arkts": 0, "mysql": 0}, queued)
+}
