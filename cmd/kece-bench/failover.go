@@ -7,6 +7,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/kece-oj/kece/cmd/internal/settings"
 	"io"
 	"log/slog"
 	"net"
@@ -40,7 +41,7 @@ func runFailover(ctx context.Context, args []string) error {
 	dsn := fs.String("dsn", "", "control MySQL server DSN without database (default $KECE_BENCH_MYSQL_DSN or the private MariaDB)")
 	judgeDSN := fs.String("judge-dsn", envOr("KECE_BENCH_JUDGE_MYSQL_DSN", "root@tcp(127.0.0.1:33062)/"), "judge MySQL admin DSN")
 	bin := fs.String("node-bin", "", "kece-node binary (default: next to kece-bench, else built from ./cmd/kece-node)")
-	if err := fs.Parse(args); err != nil {
+	if err := settings.ParseWithEnv(fs, "KECE_BENCH_FAILOVER_", args, os.Getenv); err != nil {
 		return err
 	}
 	if *sleep == 0 {

@@ -5,7 +5,9 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/kece-oj/kece/cmd/internal/settings"
 	"net/http"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -41,7 +43,7 @@ func runFootprint(ctx context.Context, args []string) error {
 	dsn := fs.String("dsn", "", "control MySQL server DSN without database (default $KECE_BENCH_MYSQL_DSN or the private MariaDB)")
 	judgeDSN := fs.String("judge-dsn", envOr("KECE_BENCH_JUDGE_MYSQL_DSN", "root@tcp(127.0.0.1:33062)/"), "judge MySQL admin DSN (mysql pool)")
 	bin := fs.String("bin", "", "directory with kece-control, kece-node, kece-sandbox-init (default: next to kece-bench, else ./bin)")
-	if err := fs.Parse(args); err != nil {
+	if err := settings.ParseWithEnv(fs, "KECE_BENCH_FOOTPRINT_", args, os.Getenv); err != nil {
 		return err
 	}
 	pools := strings.Split(*poolList, ",")

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/kece-oj/kece/cmd/internal/settings"
 	"io"
 	"log/slog"
 	"math/rand/v2"
@@ -45,7 +46,7 @@ func runPickup(ctx context.Context, args []string) error {
 	park := fs.Duration("park", 20*time.Millisecond, "least pause before each enqueue so the claim is parked (plus a random part of -poll)")
 	poll := fs.Duration("poll", longpoll.PollIntervalDefault, "cross-replica signal poll interval")
 	dsn := fs.String("dsn", "", "MySQL server DSN without database (default $KECE_BENCH_MYSQL_DSN or the private MariaDB)")
-	if err := fs.Parse(args); err != nil {
+	if err := settings.ParseWithEnv(fs, "KECE_BENCH_PICKUP_", args, os.Getenv); err != nil {
 		return err
 	}
 	if *samples < 1 {

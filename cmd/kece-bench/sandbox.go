@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"github.com/kece-oj/kece/cmd/internal/settings"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -32,7 +33,7 @@ func runSandbox(ctx context.Context, args []string) error {
 	perCase := fs.Int("container-runs", 10, "runs of the one-container-per-case baseline")
 	supervisor := fs.String("supervisor", "", "kece-sandbox-init binary (default: next to this binary)")
 	work := fs.String("workspace", filepath.Join(os.TempDir(), "kece-bench-sandbox"), "host work directory")
-	if err := fs.Parse(args); err != nil {
+	if err := settings.ParseWithEnv(fs, "KECE_BENCH_SANDBOX_", args, os.Getenv); err != nil {
 		return err
 	}
 	if *supervisor == "" {

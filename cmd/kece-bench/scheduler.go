@@ -8,6 +8,8 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/kece-oj/kece/cmd/internal/settings"
+	"os"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -31,7 +33,7 @@ func runScheduler(ctx context.Context, args []string) error {
 	enqueueBatch := fs.Int("enqueue-batch", 1, "submissions per enqueue call (1: Enqueue, one per transaction like River's InsertTx; >1: EnqueueMany, one transaction per call)")
 	batchParallel := fs.Int("batch-parallel", store.BatchParallelDefault, "store: batches of completions / new submissions that may commit at once")
 	dsn := fs.String("dsn", "", "MySQL server DSN without database (default $KECE_BENCH_MYSQL_DSN or the private MariaDB)")
-	if err := fs.Parse(args); err != nil {
+	if err := settings.ParseWithEnv(fs, "KECE_BENCH_SCHEDULER_", args, os.Getenv); err != nil {
 		return err
 	}
 	conns := *nodes + *enqueuers + 1

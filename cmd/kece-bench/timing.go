@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/kece-oj/kece/cmd/internal/settings"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -41,7 +42,7 @@ func runTiming(ctx context.Context, args []string) error {
 	wall := fs.Duration("wall", 0, "wall limit (0: the engine default, 2 x CPU + 1 s)")
 	supervisor := fs.String("supervisor", "", "kece-sandbox-init binary (default: next to this binary)")
 	work := fs.String("workspace", filepath.Join(os.TempDir(), "kece-bench-timing"), "host work directory")
-	if err := fs.Parse(args); err != nil {
+	if err := settings.ParseWithEnv(fs, "KECE_BENCH_TIMING_", args, os.Getenv); err != nil {
 		return err
 	}
 	if *runs < 1 || *hogs < 0 || *modeRuns < 0 || *parallel < 1 {

@@ -22,6 +22,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/kece-oj/kece/cmd/internal/settings"
 	"github.com/kece-oj/kece/internal/buildinfo"
 )
 
@@ -38,7 +39,11 @@ func main() {
 	flag.DurationVar(&cfg.timeout, "timeout", 10*time.Minute, "give up after this long")
 	flag.BoolVar(&cfg.keep, "keep", false, "leave control and nodes running (stop them with Ctrl-C)")
 	version := flag.Bool("version", false, "print the build version and exit")
-	flag.Parse()
+	// Every flag also reads KECE_DEMO_<FLAG> (the command line wins).
+	if err := settings.ParseWithEnv(flag.CommandLine, "KECE_DEMO_", os.Args[1:], os.Getenv); err != nil {
+		fmt.Fprintf(os.Stderr, "kece-demo: %v\n", err)
+		os.Exit(settings.ExitConfig)
+	}
 	if *version || flag.Arg(0) == "version" {
 		fmt.Println(buildinfo.String("kece-demo"))
 		return

@@ -280,3 +280,28 @@ func (f *FlagSet) PrintDefaults(w io.Writer) {
 	f.FlagSet.PrintDefaults()
 	f.FlagSet.SetOutput(io.Discard)
 }
+
+// EnvName is the variable of flag name under prefix: KECE_BENCH_BURST_ +
+// "wall-limit" is KECE_BENCH_BURST_WALL_LIMIT.
+func EnvName(prefix, name string) string {
+	return prefix + strings.ToUpper(strings.NewReplacer("-", "_", ".", "_").Replace(name))
+}
+
+// ParseWithEnv parses a standard-library FlagSet whose flags take their
+// variables by a naming rule rather than one by one (the benchmark and demo
+// tools, whose many per-run flags all follow EnvName(prefix, flag)): the
+// command line wins, then the variable, then the default; a bad variable is
+// an *Error naming it.
+func ParseWithEnv(fs *flag.FlagSet, prefix string, args []string, getenv func(string) string) error {
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	given := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+	var flags []Flag
+	fs.VisitAll(func(f *flag.Flag) {
+		flags = append(flags, Flag{Name: f.Name, Env: EnvName(prefix, f.Name), Changed: given[f.Name], Set: f.Value.Set})
+	})
+	_, err := ApplyEnv(flags, getenv)
+	return err
+}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"flag"
+	"io"
 	"os"
 	"path/filepath"
 	"testing"
@@ -180,4 +181,29 @@ func TestAliasCountsAsTheFlag(t *testing.T) {
 	fs.Alias("o", "output")
 	require.NoError(t, fs.Parse(nil))
 	require.Equal(t, "json", *out)
+}
+
+// ParseWithEnv: each flag reads PREFIX_<FLAG>; the command line wins; a bad
+// value is an *Error naming the variable.
+func TestParseWithEnvNamingRule(t *testing.T) {
+	t.Parallel()
+	newFS := func() (*flag.FlagSet, *int, *time.Duration, *string) {
+		fs := flag.NewFlagSet("burst", flag.ContinueOnError)
+		fs.SetOutput(io.Discard)
+		return fs, fs.Int("n", 30, ""), fs.Duration("wall-limit", time.Second, ""), fs.String("pool", "cpp", "")
+	}
+	env := map[string]string{"KECE_BENCH_BURST_N": "100", "KECE_BENCH_BURST_WALL_LIMIT": "3s", "KECE_BENCH_BURST_POOL": "java"}
+	fs, n, wall, pool := newFS()
+	require.NoError(t, ParseWithEnv(fs, "KECE_BENCH_BURST_", []string{"-pool", "python"}, func(k string) string { return env[k] }))
+	require.Equal(t, 100, *n)
+	require.Equal(t, 3*time.Second, *wall)
+	require.Equal(t, "python", *pool, "the command line wins")
+
+	fs, _, _, _ = newFS()
+	err := ParseWithEnv(fs, "KECE_BENCH_BURST_", nil, func(k string) string {
+		return map[string]string{"KECE_BENCH_BURST_N": "many"}[k]
+	})
+	require.True(t, IsConfigError(err), "%v", err)
+	require.ErrorContains(t, err, "KECE_BENCH_BURST_N")
+	require.Equal(t, "KECE_DEMO_JUDGE_MYSQL", EnvName("KECE_DEMO_", "judge-mysql"))
 }
