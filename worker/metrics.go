@@ -68,9 +68,6 @@ func (n *Node) Metrics() Metrics {
 	}
 }
 
-// Registry returns the node's Prometheus registry (what /metrics serves).
-func (n *Node) Registry() *prometheus.Registry { return n.prom.reg }
-
 // Job outcomes of kece_node_jobs_total besides the verdicts (AC, WA, …).
 const (
 	jobOutcomeInfra     = "INFRA_ERROR"
