@@ -334,6 +334,21 @@ func hint(code string) string {
 	return ""
 }
 
+// nodeVerb opens every audited node verb: the reason is given (checked
+// before anything needs the server), the node resolved by name or id, and
+// the client ready (nodeRef built it).
+func (c *cli) nodeVerb(reason, arg string) (string, *adminapi.ClientWithResponses, error) {
+	if err := needReason(reason); err != nil {
+		return "", nil, err
+	}
+	id, err := c.nodeRef(arg)
+	if err != nil {
+		return "", nil, err
+	}
+	api, err := c.api()
+	return id, api, err
+}
+
 func needReason(reason string) error {
 	if strings.TrimSpace(reason) == "" {
 		return usagef("--reason is required: say why (it is written to the audit log)")

@@ -300,14 +300,10 @@ and runs known programs in its pool. With --wait, follow it until it passes
 		Args:              exactArgs("NODE (a name or id)"),
 		ValidArgsFunction: c.completeNodes,
 		RunE: c.action(func(_ *cobra.Command, args []string) error {
-			if err := needReason(reason); err != nil {
-				return err
-			}
-			id, err := c.nodeRef(args[0])
+			id, api, err := c.nodeVerb(reason, args[0])
 			if err != nil {
 				return err
 			}
-			api, _ := c.api()
 			r, err := api.VerifyJudgerWithResponse(c.ctx, id, adminapi.ReasonRequest{Reason: reason})
 			if err := c.result(r, err, http.StatusAccepted); err != nil {
 				return err
@@ -340,14 +336,10 @@ running node has heartbeated since, i.e. it knows it is enabled and claims.`,
 		Args:              exactArgs("NODE (a name or id)"),
 		ValidArgsFunction: c.completeNodes,
 		RunE: c.action(func(_ *cobra.Command, args []string) error {
-			if err := needReason(reason); err != nil {
-				return err
-			}
-			id, err := c.nodeRef(args[0])
+			id, api, err := c.nodeVerb(reason, args[0])
 			if err != nil {
 				return err
 			}
-			api, _ := c.api()
 			r, err := api.EnableJudgerWithResponse(c.ctx, id, adminapi.ReasonRequest{Reason: reason})
 			if err := c.result(r, err, http.StatusOK); err != nil {
 				return err
@@ -429,14 +421,10 @@ func (c *cli) nodeDisable() *cobra.Command {
 		Args:              exactArgs("NODE (a name or id)"),
 		ValidArgsFunction: c.completeNodes,
 		RunE: c.action(func(_ *cobra.Command, args []string) error {
-			if err := needReason(reason); err != nil {
-				return err
-			}
-			id, err := c.nodeRef(args[0])
+			id, api, err := c.nodeVerb(reason, args[0])
 			if err != nil {
 				return err
 			}
-			api, _ := c.api()
 			r, err := api.DisableJudgerWithResponse(c.ctx, id, adminapi.DisableRequest{Reason: reason, Force: force})
 			if err := c.result(r, err, http.StatusOK); err != nil {
 				return err
@@ -567,14 +555,10 @@ func (c *cli) nodeRevoke() *cobra.Command {
 		Args:              exactArgs("NODE (a name or id)"),
 		ValidArgsFunction: c.completeNodes,
 		RunE: c.action(func(_ *cobra.Command, args []string) error {
-			if err := needReason(reason); err != nil {
-				return err
-			}
-			id, err := c.nodeRef(args[0])
+			id, api, err := c.nodeVerb(reason, args[0])
 			if err != nil {
 				return err
 			}
-			api, _ := c.api()
 			r, err := api.RevokeJudgerWithResponse(c.ctx, id, adminapi.ReasonRequest{Reason: reason})
 			if err := c.result(r, err, http.StatusOK); err != nil {
 				return err
