@@ -4,11 +4,10 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"crypto/sha256"
 	"database/sql"
-	"encoding/hex"
 	"errors"
 	"fmt"
+	"github.com/kece-oj/kece/cmd/internal/problems"
 	"net"
 	"net/http"
 	"os"
@@ -262,36 +261,11 @@ func (f *fleet) waitReady(ctx context.Context, limit time.Duration) error {
 	return nil
 }
 
-// upload stores one artifact through the business API.
-func (f *fleet) upload(ctx context.Context, content string) (string, int64, error) {
-	sum := sha256.Sum256([]byte(content))
-	digest := hex.EncodeToString(sum[:])
-	r, err := f.biz.UploadArtifactWithBodyWithResponse(ctx, digest, "application/octet-stream", strings.NewReader(content))
-	if err != nil {
-		return "", 0, err
-	}
-	if r.StatusCode() != http.StatusCreated && r.StatusCode() != http.StatusOK {
-		return "", 0, fmt.Errorf("upload: %d %s", r.StatusCode(), r.Body)
-	}
-	return digest, int64(len(content)), nil
-}
-
 // publishAPlusB publishes the a+b problem (3 cases) through the business API.
 func (f *fleet) publishAPlusB(ctx context.Context) (string, error) {
-	cases := [][2]string{{"1 2\n", "3\n"}, {"40 2\n", "42\n"}, {"-5 5\n", "0\n"}}
-	m := businessapi.Manifest{Kind: businessapi.ManifestKindCode, Limits: businessapi.Limits{TimeMs: 1000, MemoryMb: 256, OutputKb: 64},
-		Checker: businessapi.Checker{Type: businessapi.CheckerTypeTolerant}}
-	for i, c := range cases {
-		in, inSize, err := f.upload(ctx, c[0])
-		if err != nil {
-			return "", err
-		}
-		out, outSize, err := f.upload(ctx, c[1])
-		if err != nil {
-			return "", err
-		}
-		m.Cases = append(m.Cases, businessapi.ManifestCase{CaseId: strconv.Itoa(i + 1), InputSha256: in, InputSize: inSize,
-			OutputSha256: out, OutputSize: outSize, Weight: []int64{30, 30, 40}[i]})
+	m, err := problems.APlusB(ctx, f.biz)
+	if err != nil {
+		return "", err
 	}
 	r, err := f.biz.PublishManifestWithResponse(ctx, m)
 	if err != nil {

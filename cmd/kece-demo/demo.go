@@ -3,11 +3,10 @@ package main
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
 	"database/sql"
-	"encoding/hex"
 	"errors"
 	"fmt"
+	"github.com/kece-oj/kece/cmd/internal/problems"
 	"net"
 	"net/http"
 	"os"
@@ -290,35 +289,10 @@ func firstLine(s string) string {
 	return line
 }
 
-func (d *demo) upload(ctx context.Context, content string) (string, int64, error) {
-	sum := sha256.Sum256([]byte(content))
-	digest := hex.EncodeToString(sum[:])
-	r, err := d.business.UploadArtifactWithBodyWithResponse(ctx, digest, "application/octet-stream", strings.NewReader(content))
-	if err != nil {
-		return "", 0, err
-	}
-	if r.StatusCode() != http.StatusCreated && r.StatusCode() != http.StatusOK {
-		return "", 0, fmt.Errorf("upload: %d %s", r.StatusCode(), r.Body)
-	}
-	return digest, int64(len(content)), nil
-}
-
 func (d *demo) publishCode(ctx context.Context) (string, error) {
-	cases := [][2]string{{"1 2\n", "3\n"}, {"40 2\n", "42\n"}, {"-5 5\n", "0\n"}}
-	m := businessapi.Manifest{Kind: businessapi.ManifestKindCode,
-		Limits:  businessapi.Limits{TimeMs: 1000, MemoryMb: 256, OutputKb: 64},
-		Checker: businessapi.Checker{Type: businessapi.CheckerTypeTolerant}}
-	for i, c := range cases {
-		in, inSize, err := d.upload(ctx, c[0])
-		if err != nil {
-			return "", err
-		}
-		out, outSize, err := d.upload(ctx, c[1])
-		if err != nil {
-			return "", err
-		}
-		m.Cases = append(m.Cases, businessapi.ManifestCase{CaseId: strconv.Itoa(i + 1), InputSha256: in, InputSize: inSize,
-			OutputSha256: out, OutputSize: outSize, Weight: []int64{30, 30, 40}[i]})
+	m, err := problems.APlusB(ctx, d.business)
+	if err != nil {
+		return "", err
 	}
 	r, err := d.business.PublishManifestWithResponse(ctx, m)
 	if err := check(r, err, http.StatusCreated); err != nil {
