@@ -337,7 +337,7 @@ func lifecycles(ctx context.Context, st *store.Store, hub *longpoll.Hub, db *sql
 	go func() {
 		defer wg.Done()
 		for ctx.Err() == nil {
-			evs, err := st.ClaimEvents(ctx, "bench", 100, time.Minute)
+			evs, err := st.ClaimEvents(ctx, store.EventScope{}, "bench", 100, time.Minute)
 			if err != nil {
 				fail(err)
 				return
@@ -352,7 +352,7 @@ func lifecycles(ctx context.Context, st *store.Store, hub *longpoll.Hub, db *sql
 			for i, e := range evs {
 				ids[i] = e.ID
 			}
-			n, err := st.AckEvents(ctx, "bench", ids)
+			n, err := st.AckEvents(ctx, store.EventScope{}, "bench", ids)
 			if err != nil {
 				fail(err)
 				return

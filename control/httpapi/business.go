@@ -207,6 +207,9 @@ func (b businessAPI) EnqueueSubmission(ctx context.Context, req businessapi.Enqu
 	if isReservedType(body.SubmissionType) {
 		return nil, fieldErr("REQUEST_INVALID", "submissionType", errors.New("submission types starting with KECE_ are reserved"))
 	}
+	if err := mayEnqueue(tokenFrom(ctx), body.SubmissionType); err != nil {
+		return nil, err
+	}
 	manID, err := parseID("manifestId", body.ManifestId)
 	if err != nil {
 		return nil, err
@@ -255,6 +258,30 @@ func (b businessAPI) EnqueueSubmission(ctx context.Context, req businessapi.Enqu
 // visible to or addressable by the business.
 func isReservedType(t string) bool { return strings.HasPrefix(t, "KECE_") }
 
+// mayEnqueue refuses a submission type the token is not scoped to with 403
+// SUBMISSION_TYPE_FORBIDDEN: the caller named the type itself, so saying so
+// leaks nothing, and the code tells the operator which token to fix.
+func mayEnqueue(tok store.TokenIdentity, typ string) error {
+	if tok.MaySee(typ) {
+		return nil
+	}
+	e := apiErr(http.StatusForbidden, "SUBMISSION_TYPE_FORBIDDEN",
+		fmt.Errorf("business token %q may not use submission type %s (its types: %s)", tok.Name, typ, strings.Join(tok.SubmissionTypes, ", ")))
+	e.Details = map[string]any{"field": "submissionType"}
+	return e
+}
+
+// hiddenSubmission answers 404 SUBMISSION_NOT_FOUND for a submission the
+// caller may not address (a reserved type, or a type outside its token's
+// scope) exactly as for one that does not exist, so a token cannot learn
+// which submissions of other types exist.
+func hiddenSubmission(ctx context.Context, typ string) error {
+	if isReservedType(typ) || !tokenFrom(ctx).MaySee(typ) {
+		return apiErr(http.StatusNotFound, "SUBMISSION_NOT_FOUND", errors.New("no such submission"))
+	}
+	return nil
+}
+
 // GetSubmission reads the submission's current generation through its
 // pointer; with waitMs it waits for that generation to settle (status_wait.go).
 func (b businessAPI) GetSubmission(ctx context.Context, req businessapi.GetSubmissionRequestObject) (businessapi.GetSubmissionResponseObject, error) {
@@ -270,8 +297,8 @@ func (b businessAPI) GetSubmission(ctx context.Context, req businessapi.GetSubmi
 }
 
 func (b businessAPI) submissionStatus(ctx context.Context, typ, id string) (businessapi.SubmissionStatus, error) {
-	if isReservedType(typ) {
-		return businessapi.SubmissionStatus{}, apiErr(http.StatusNotFound, "SUBMISSION_NOT_FOUND", errors.New("no such submission"))
+	if err := hiddenSubmission(ctx, typ); err != nil {
+		return businessapi.SubmissionStatus{}, err
 	}
 	st, err := b.s.store.SubmissionStatus(ctx, typ, id)
 	if errors.Is(err, store.ErrNotFound) {
@@ -314,8 +341,8 @@ func isVerdict(s businessapi.SubmissionStatusCode) bool {
 
 // RejudgeSubmission queues generation+1 and cancels a still live older job.
 func (b businessAPI) RejudgeSubmission(ctx context.Context, req businessapi.RejudgeSubmissionRequestObject) (businessapi.RejudgeSubmissionResponseObject, error) {
-	if isReservedType(req.SubmissionType) {
-		return nil, apiErr(http.StatusNotFound, "SUBMISSION_NOT_FOUND", errors.New("no such submission"))
+	if err := hiddenSubmission(ctx, req.SubmissionType); err != nil {
+		return nil, err
 	}
 	res, err := b.s.store.Rejudge(ctx, req.SubmissionType, req.SubmissionId, tokenFrom(ctx).Actor(), req.Body.Reason)
 	if errors.Is(err, store.ErrNotFound) {
@@ -333,8 +360,8 @@ func (b businessAPI) RejudgeSubmission(ctx context.Context, req businessapi.Reju
 // CancelSubmission cancels the current job unless it already has an
 // outcome; cancelling a cancelled submission answers 200 again.
 func (b businessAPI) CancelSubmission(ctx context.Context, req businessapi.CancelSubmissionRequestObject) (businessapi.CancelSubmissionResponseObject, error) {
-	if isReservedType(req.SubmissionType) {
-		return nil, apiErr(http.StatusNotFound, "SUBMISSION_NOT_FOUND", errors.New("no such submission"))
+	if err := hiddenSubmission(ctx, req.SubmissionType); err != nil {
+		return nil, err
 	}
 	state, err := b.s.store.Cancel(ctx, req.SubmissionType, req.SubmissionId, tokenFrom(ctx).Actor(), req.Body.Reason)
 	if errors.Is(err, store.ErrNotFound) {
@@ -357,9 +384,10 @@ func (b businessAPI) CancelSubmission(ctx context.Context, req businessapi.Cance
 	return businessapi.CancelSubmission200JSONResponse(st), nil
 }
 
-// ClaimSettlementEvents leases a batch of pending events to the consumer.
+// ClaimSettlementEvents leases a batch of pending events to the consumer:
+// events of the calling token's consumer group, of the types it may see.
 func (b businessAPI) ClaimSettlementEvents(ctx context.Context, req businessapi.ClaimSettlementEventsRequestObject) (businessapi.ClaimSettlementEventsResponseObject, error) {
-	events, err := b.s.store.ClaimEvents(ctx, req.Body.Consumer, int(req.Body.Max), time.Duration(req.Body.LeaseMs)*time.Millisecond)
+	events, err := b.s.store.ClaimEvents(ctx, tokenFrom(ctx).EventScope(), req.Body.Consumer, int(req.Body.Max), time.Duration(req.Body.LeaseMs)*time.Millisecond)
 	if err != nil {
 		return nil, err
 	}
@@ -385,7 +413,7 @@ func (b businessAPI) AckSettlementEvents(ctx context.Context, req businessapi.Ac
 		}
 		ids = append(ids, id)
 	}
-	res, err := b.s.store.AckEventsFor(ctx, req.Body.Consumer, ids)
+	res, err := b.s.store.AckEventsFor(ctx, tokenFrom(ctx).EventScope(), req.Body.Consumer, ids)
 	if err != nil {
 		return nil, err
 	}

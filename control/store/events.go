@@ -11,11 +11,13 @@ import (
 	"time"
 )
 
-// Event is one settlement event leased to a consumer.
+// Event is one settlement event leased to a consumer: one consumer group's
+// row of a settlement (every group has its own row, id and delivery state).
 type Event struct {
 	ID             int64
 	JobID          int64
 	EventType      string
+	ConsumerGroup  string
 	SubmissionType string
 	SubmissionID   string
 	Generation     int
@@ -32,11 +34,13 @@ const (
 	EventDead      = "DEAD"
 )
 
-// ClaimEvents leases up to max pending events to consumer for lease. Rows are
-// taken with SKIP LOCKED in (next attempt, id) order, not after an id cursor,
-// so an event whose id committed late is still delivered; an event whose
-// consumer lease runs out without an ack is delivered again.
-func (s *Store) ClaimEvents(ctx context.Context, consumer string, max int, lease time.Duration) ([]Event, error) {
+// ClaimEvents leases up to max pending events of scope (one consumer
+// group, the types its caller may see) to consumer for lease. Rows are taken
+// with SKIP LOCKED in (next attempt, id) order, not after an id cursor, so an
+// event whose id committed late is still delivered; an event whose consumer
+// lease runs out without an ack is delivered again. Other groups' rows of the
+// same settlements are untouched.
+func (s *Store) ClaimEvents(ctx context.Context, scope EventScope, consumer string, max int, lease time.Duration) ([]Event, error) {
 	if consumer == "" || len(consumer) > 128 {
 		return nil, invalid("consumer", "must be 1..128 characters")
 	}
@@ -46,12 +50,13 @@ func (s *Store) ClaimEvents(ctx context.Context, consumer string, max int, lease
 	if lease < time.Second || lease > time.Hour {
 		return nil, invalid("leaseMs", "must be 1000..3600000")
 	}
+	where, wargs := scope.where()
 	// A consumer that polls an empty outbox costs one plain read, not a
 	// transaction.
 	var ready int
 	err := s.db.QueryRowContext(ctx,
 		`SELECT COUNT(*) FROM (SELECT 1 FROM judge_settlement_event
-		   WHERE state = 'PENDING' AND next_attempt_at <= NOW(6) LIMIT 1) x`).Scan(&ready)
+		   WHERE state = 'PENDING' AND`+where+` AND next_attempt_at <= NOW(6) LIMIT 1) x`, wargs...).Scan(&ready)
 	if err != nil {
 		return nil, fmt.Errorf("store: claim events: %w", err)
 	}
@@ -63,8 +68,8 @@ func (s *Store) ClaimEvents(ctx context.Context, consumer string, max int, lease
 		out = nil
 		ids, err := queryAll(ctx, tx, scanID,
 			`SELECT id FROM judge_settlement_event
-			 WHERE state = 'PENDING' AND next_attempt_at <= NOW(6)
-			 ORDER BY next_attempt_at, id LIMIT ? FOR UPDATE SKIP LOCKED`, max)
+			 WHERE state = 'PENDING' AND`+where+` AND next_attempt_at <= NOW(6)
+			 ORDER BY next_attempt_at, id LIMIT ? FOR UPDATE SKIP LOCKED`, append(wargs, max)...)
 		if err != nil {
 			return fmt.Errorf("store: claim events: %w", err)
 		}
@@ -80,10 +85,10 @@ func (s *Store) ClaimEvents(ctx context.Context, consumer string, max int, lease
 		}
 		out, err = queryAll(ctx, tx, func(r rowScanner) (Event, error) {
 			var e Event
-			err := r.Scan(&e.ID, &e.JobID, &e.EventType, &e.SubmissionType, &e.SubmissionID, &e.Generation,
+			err := r.Scan(&e.ID, &e.JobID, &e.EventType, &e.ConsumerGroup, &e.SubmissionType, &e.SubmissionID, &e.Generation,
 				&e.Payload, &e.DeliveryAttempt, &e.CreatedAt)
 			return e, err
-		}, `SELECT id, job_id, event_type, submission_type, submission_id, generation, payload, attempts, created_at
+		}, `SELECT id, job_id, event_type, consumer_group, submission_type, submission_id, generation, payload, attempts, created_at
 		    FROM judge_settlement_event WHERE id IN (`+in+`) ORDER BY id`, args...)
 		if err != nil {
 			return fmt.Errorf("store: claim events: %w", err)
@@ -94,9 +99,10 @@ func (s *Store) ClaimEvents(ctx context.Context, consumer string, max int, lease
 }
 
 // ackEvents marks events delivered. Only the consumer that holds the current
-// lease of an event may acknowledge it; the count of acknowledged events is
-// returned (an event re-leased to another consumer is not counted).
-func (s *Store) ackEvents(ctx context.Context, consumer string, ids []int64) (int, error) {
+// lease of an event in scope may acknowledge it; the count of acknowledged
+// events is returned (an event re-leased to another consumer, or another
+// group's row, is not counted).
+func (s *Store) ackEvents(ctx context.Context, scope EventScope, consumer string, ids []int64) (int, error) {
 	if len(ids) == 0 {
 		return 0, nil
 	}
@@ -104,9 +110,11 @@ func (s *Store) ackEvents(ctx context.Context, consumer string, ids []int64) (in
 		return 0, invalid("eventIds", "at most 100 per call")
 	}
 	in, args := inList(ids)
+	where, wargs := scope.where()
 	r, err := s.db.ExecContext(ctx,
 		`UPDATE judge_settlement_event SET state = 'DELIVERED', delivered_at = NOW(6)
-		 WHERE id IN (`+in+`) AND state = 'PENDING' AND consumer = ?`, append(args, consumer)...)
+		 WHERE id IN (`+in+`) AND state = 'PENDING' AND consumer = ? AND`+where,
+		append(append(args, consumer), wargs...)...)
 	if err != nil {
 		return 0, fmt.Errorf("store: ack events: %w", err)
 	}
@@ -119,23 +127,25 @@ type AckOutcome struct {
 	// Acked: delivered and last leased to this consumer (now or by an
 	// earlier acknowledgement — acknowledging is idempotent).
 	Acked []int64
-	// NotHeld: unknown ids, and events leased to another consumer or dead.
+	// NotHeld: unknown ids, events leased to another consumer or dead, and
+	// rows outside the caller's scope (another group's, another type's).
 	NotHeld []int64
 }
 
 // AckEventsFor acknowledges events like AckEvents and reports each id.
-func (s *Store) AckEventsFor(ctx context.Context, consumer string, ids []int64) (AckOutcome, error) {
+func (s *Store) AckEventsFor(ctx context.Context, scope EventScope, consumer string, ids []int64) (AckOutcome, error) {
 	var out AckOutcome
 	if len(ids) == 0 {
 		return out, nil
 	}
-	if _, err := s.AckEvents(ctx, consumer, ids); err != nil {
+	if _, err := s.AckEvents(ctx, scope, consumer, ids); err != nil {
 		return out, err
 	}
 	in, args := inList(ids)
+	where, wargs := scope.where()
 	rows, err := s.db.QueryContext(ctx,
-		`SELECT id FROM judge_settlement_event WHERE id IN (`+in+`) AND state = 'DELIVERED' AND consumer = ?`,
-		append(args, consumer)...)
+		`SELECT id FROM judge_settlement_event WHERE id IN (`+in+`) AND state = 'DELIVERED' AND consumer = ? AND`+where,
+		append(append(args, consumer), wargs...)...)
 	if err != nil {
 		return out, fmt.Errorf("store: ack events: %w", err)
 	}
@@ -166,17 +176,20 @@ func (s *Store) AckEventsFor(ctx context.Context, consumer string, ids []int64) 
 	return out, nil
 }
 
-// failEventDelivery records a failed push delivery: retry after backoff, or
-// DEAD once maxAttempts deliveries failed (visible to admins).
-func (s *Store) failEventDelivery(ctx context.Context, consumer string, id int64, reason string, retryIn time.Duration, maxAttempts int) error {
+// failEventDelivery records a failed push delivery of a row in scope: retry
+// after backoff, or DEAD once maxAttempts deliveries failed (visible to
+// admins). Other groups' rows of the settlement keep their own state.
+func (s *Store) failEventDelivery(ctx context.Context, scope EventScope, consumer string, id int64, reason string, retryIn time.Duration, maxAttempts int) error {
 	if len(reason) > 1024 {
 		reason = reason[:1024]
 	}
+	where, wargs := scope.where()
 	_, err := s.db.ExecContext(ctx,
 		`UPDATE judge_settlement_event
 		 SET state = IF(attempts >= ?, 'DEAD', 'PENDING'), last_error = ?,
 		     next_attempt_at = NOW(6) + INTERVAL ? MICROSECOND
-		 WHERE id = ? AND state = 'PENDING' AND consumer = ?`, maxAttempts, reason, micros(retryIn), id, consumer)
+		 WHERE id = ? AND state = 'PENDING' AND consumer = ? AND`+where,
+		append([]any{maxAttempts, reason, micros(retryIn), id, consumer}, wargs...)...)
 	if err != nil {
 		return fmt.Errorf("store: fail event delivery: %w", err)
 	}
@@ -198,10 +211,10 @@ func (s *Store) ListEvents(ctx context.Context, state string, limit int) ([]Even
 	}
 	out, err := queryAll(ctx, s.db, func(r rowScanner) (EventRecord, error) {
 		var e EventRecord
-		err := r.Scan(&e.ID, &e.JobID, &e.EventType, &e.SubmissionType, &e.SubmissionID, &e.Generation,
+		err := r.Scan(&e.ID, &e.JobID, &e.EventType, &e.ConsumerGroup, &e.SubmissionType, &e.SubmissionID, &e.Generation,
 			&e.Payload, &e.DeliveryAttempt, &e.CreatedAt, &e.State, &e.Consumer, &e.LastError)
 		return e, err
-	}, `SELECT id, job_id, event_type, submission_type, submission_id, generation, payload, attempts, created_at,
+	}, `SELECT id, job_id, event_type, consumer_group, submission_type, submission_id, generation, payload, attempts, created_at,
 	           state, COALESCE(consumer, ''), COALESCE(last_error, '')
 	    FROM judge_settlement_event WHERE state = ? ORDER BY id DESC LIMIT ?`, state, limit)
 	if err != nil {
@@ -217,6 +230,8 @@ var ErrEventNotDead = &ConflictError{Reason: "the event is not dead-lettered"}
 // EventFilter narrows ListEventsPage; zero fields match everything.
 type EventFilter struct {
 	State string
+	// ConsumerGroup narrows to one group's rows.
+	ConsumerGroup string
 	// BeforeID pages backwards from an id (exclusive); 0 starts at the newest.
 	BeforeID int64
 	Limit    int
@@ -229,12 +244,12 @@ type EventView struct {
 	DeliveredAt   *time.Time
 }
 
-const eventViewColumns = `id, job_id, event_type, submission_type, submission_id, generation, payload, attempts, created_at,
+const eventViewColumns = `id, job_id, event_type, consumer_group, submission_type, submission_id, generation, payload, attempts, created_at,
   state, COALESCE(consumer, ''), COALESCE(last_error, ''), next_attempt_at, delivered_at`
 
 func scanEventView(sc interface{ Scan(...any) error }) (EventView, error) {
 	var e EventView
-	err := sc.Scan(&e.ID, &e.JobID, &e.EventType, &e.SubmissionType, &e.SubmissionID, &e.Generation, &e.Payload,
+	err := sc.Scan(&e.ID, &e.JobID, &e.EventType, &e.ConsumerGroup, &e.SubmissionType, &e.SubmissionID, &e.Generation, &e.Payload,
 		&e.DeliveryAttempt, &e.CreatedAt, &e.State, &e.Consumer, &e.LastError, &e.NextAttemptAt, &e.DeliveredAt)
 	return e, err
 }
@@ -246,6 +261,10 @@ func (s *Store) ListEventsPage(ctx context.Context, f EventFilter) ([]EventView,
 	if f.State != "" {
 		q += ` AND state = ?`
 		args = append(args, f.State)
+	}
+	if f.ConsumerGroup != "" {
+		q += ` AND consumer_group = ?`
+		args = append(args, f.ConsumerGroup)
 	}
 	if f.BeforeID > 0 {
 		q += ` AND id < ?`
@@ -363,17 +382,26 @@ type settlementRow struct {
 }
 
 // insertSettlements is the one place SETTLED events are written: every
-// settlement (fast or slow completion, failure, reap) goes through it.
+// settlement (fast or slow completion, failure, reap) goes through it. Each
+// settlement fans out to every consumer group that takes its submission type
+// (the default group takes all), one row per group, in one INSERT … SELECT
+// for the whole batch: the group set is read by the statement itself, in the
+// settling transaction, so a group created on another replica is seen at
+// once and the settlement path gains no round trip. Under READ COMMITTED the
+// group rows are read without locks (token changes never wait on
+// settlements). The payload travels once per settlement, not per group.
 func insertSettlements(ctx context.Context, tx *sql.Tx, rows []settlementRow) error {
 	var q strings.Builder
-	q.WriteString(`INSERT INTO judge_settlement_event (job_id, event_type, submission_type, submission_id, generation, payload) VALUES `)
-	args := make([]any, 0, 6*len(rows))
+	q.WriteString(`INSERT INTO judge_settlement_event
+		(job_id, event_type, consumer_group, submission_type, submission_id, generation, payload) `)
+	args := make([]any, 0, 7*len(rows))
 	for i, r := range rows {
 		if i > 0 {
-			q.WriteString(", ")
+			q.WriteString(" UNION ALL ")
 		}
-		q.WriteString("(?, ?, ?, ?, ?, ?)")
-		args = append(args, r.jobID, SettledEventType, r.typ, r.sid, r.generation, r.payload)
+		q.WriteString(`SELECT ?, ?, g.name, ?, ?, ?, ? FROM judge_consumer_group g
+			WHERE g.submission_types IS NULL OR FIND_IN_SET(?, g.submission_types) > 0`)
+		args = append(args, r.jobID, SettledEventType, r.typ, r.sid, r.generation, r.payload, r.typ)
 	}
 	if _, err := tx.ExecContext(ctx, q.String(), args...); err != nil {
 		return fmt.Errorf("store: settle: %w", err)

@@ -247,8 +247,8 @@ func (s *Store) observeEnqueue(ctx context.Context, req EnqueueRequest, res Enqu
 }
 
 // AckEvents marks events delivered; see ackEvents.
-func (s *Store) AckEvents(ctx context.Context, consumer string, ids []int64) (int, error) {
-	n, err := s.ackEvents(ctx, consumer, ids)
+func (s *Store) AckEvents(ctx context.Context, scope EventScope, consumer string, ids []int64) (int, error) {
+	n, err := s.ackEvents(ctx, scope, consumer, ids)
 	if n > 0 {
 		s.observer().EventsDelivered(ctx, n)
 	}
@@ -259,8 +259,8 @@ func (s *Store) AckEvents(ctx context.Context, consumer string, ids []int64) (in
 }
 
 // FailEventDelivery records a failed push delivery; see failEventDelivery.
-func (s *Store) FailEventDelivery(ctx context.Context, consumer string, id int64, reason string, retryIn time.Duration, maxAttempts int) error {
-	err := s.failEventDelivery(ctx, consumer, id, reason, retryIn, maxAttempts)
+func (s *Store) FailEventDelivery(ctx context.Context, scope EventScope, consumer string, id int64, reason string, retryIn time.Duration, maxAttempts int) error {
+	err := s.failEventDelivery(ctx, scope, consumer, id, reason, retryIn, maxAttempts)
 	if err != nil {
 		if isDBError(err) {
 			s.observer().DBError(ctx, "fail_event")

@@ -58,6 +58,12 @@ type TokenSpec struct {
 	// ExpiresIn, when positive, makes the token expire that long after
 	// creation (database clock); zero means no expiry.
 	ExpiresIn time.Duration
+	// SubmissionTypes scopes a business token to these submission types
+	// (tenancy.go); empty means every type. Admin tokens take none.
+	SubmissionTypes []string
+	// ConsumerGroup is the settlement-event consumer group of a business
+	// token; empty means DefaultConsumerGroup. Admin tokens take none.
+	ConsumerGroup string
 }
 
 // CreateToken makes an API token of a kind with no expiry; see IssueToken.
@@ -66,7 +72,9 @@ func (s *Store) CreateToken(ctx context.Context, kind TokenKind, name string) (s
 }
 
 // IssueToken makes an API token; the token is returned once and only its
-// hash is stored.
+// hash is stored. A business token joins its consumer group in the same
+// transaction, so the group takes its submission types from the next
+// settlement on.
 func (s *Store) IssueToken(ctx context.Context, spec TokenSpec) (string, error) {
 	if err := validKind(spec.Kind); err != nil {
 		return "", err
@@ -77,15 +85,33 @@ func (s *Store) IssueToken(ctx context.Context, spec TokenSpec) (string, error) 
 	if spec.ExpiresIn < 0 || spec.ExpiresIn > TokenMaxLifetime {
 		return "", invalid("expiresIn", "must be 0 (no expiry) up to %s", TokenMaxLifetime)
 	}
-	tok, hash := newSecret(tokenPrefix(spec.Kind))
-	_, err := s.db.ExecContext(ctx, `INSERT INTO judge_api_token (kind, name, token_hash, expires_at)
-		VALUES (?, ?, ?, IF(? > 0, NOW(6) + INTERVAL ? MICROSECOND, NULL))`,
-		spec.Kind, spec.Name, hash, spec.ExpiresIn.Microseconds(), spec.ExpiresIn.Microseconds())
-	if isDuplicate(err) {
-		return "", conflict("a %s token named %q exists", spec.Kind, spec.Name)
-	}
+	scope, err := tokenScopeOf(spec)
 	if err != nil {
-		return "", fmt.Errorf("store: create token: %w", err)
+		return "", err
+	}
+	tok, hash := newSecret(tokenPrefix(spec.Kind))
+	err = s.inTx(ctx, func(tx *sql.Tx) error {
+		if spec.Kind == TokenBusiness {
+			if err := lockConsumerGroup(ctx, tx, scope.group); err != nil {
+				return err
+			}
+		}
+		_, err := tx.ExecContext(ctx, `INSERT INTO judge_api_token (kind, name, token_hash, expires_at, submission_types, consumer_group)
+			VALUES (?, ?, ?, IF(? > 0, NOW(6) + INTERVAL ? MICROSECOND, NULL), ?, ?)`,
+			spec.Kind, spec.Name, hash, spec.ExpiresIn.Microseconds(), spec.ExpiresIn.Microseconds(), scope.column(), scope.group)
+		if isDuplicate(err) {
+			return conflict("a %s token named %q exists", spec.Kind, spec.Name)
+		}
+		if err != nil {
+			return fmt.Errorf("store: create token: %w", err)
+		}
+		if spec.Kind == TokenBusiness {
+			return refreshConsumerGroup(ctx, tx, scope.group)
+		}
+		return nil
+	})
+	if err != nil {
+		return "", err
 	}
 	return tok, nil
 }
@@ -95,6 +121,11 @@ type TokenIdentity struct {
 	ID   int64
 	Kind TokenKind
 	Name string
+	// SubmissionTypes are the types a business token may use, sorted; nil
+	// means every type (MaySee).
+	SubmissionTypes []string
+	// ConsumerGroup is a business token's settlement-event consumer group.
+	ConsumerGroup string
 }
 
 // Actor names the caller in audit rows.
@@ -114,10 +145,11 @@ func (s *Store) AuthenticateToken(ctx context.Context, kind TokenKind, token str
 	h := hashSecret(token)
 	var t TokenIdentity
 	var current, expired, prevLive, stale bool
+	var types sql.NullString
 	// Two unique keys (current and previous hash); a UNION keeps each an
 	// index lookup.
 	err := s.db.QueryRowContext(ctx, `
-		SELECT id, kind, name, token_hash = ?,
+		SELECT id, kind, name, submission_types, consumer_group, token_hash = ?,
 		       expires_at IS NOT NULL AND expires_at <= NOW(6),
 		       prev_valid_until IS NOT NULL AND prev_valid_until > NOW(6),
 		       last_used_at IS NULL OR last_used_at < NOW(6) - INTERVAL ? MICROSECOND
@@ -126,7 +158,7 @@ func (s *Store) AuthenticateToken(ctx context.Context, kind TokenKind, token str
 		      SELECT * FROM judge_api_token WHERE prev_token_hash = ?) t
 		WHERE kind = ? AND revoked_at IS NULL
 		LIMIT 1`,
-		h, tokenLastUsedResolution.Microseconds(), h, h, kind).Scan(&t.ID, &t.Kind, &t.Name, &current, &expired, &prevLive, &stale)
+		h, tokenLastUsedResolution.Microseconds(), h, h, kind).Scan(&t.ID, &t.Kind, &t.Name, &types, &t.ConsumerGroup, &current, &expired, &prevLive, &stale)
 	if errors.Is(err, sql.ErrNoRows) {
 		return TokenIdentity{}, fmt.Errorf("token: %w", ErrUnauthenticated)
 	}
@@ -138,6 +170,10 @@ func (s *Store) AuthenticateToken(ctx context.Context, kind TokenKind, token str
 		return TokenIdentity{}, fmt.Errorf("%s token %q: %w", kind, t.Name, ErrTokenExpired)
 	case !current && !prevLive:
 		return TokenIdentity{}, fmt.Errorf("%s token %q: this secret was replaced by a rotation and its overlap ended: %w", kind, t.Name, ErrTokenExpired)
+	}
+	t.SubmissionTypes = parseTypeSet(types)
+	if t.Kind != TokenBusiness {
+		t.ConsumerGroup = ""
 	}
 	if stale {
 		// Best effort: a failed bookkeeping write must not refuse the caller.
@@ -190,15 +226,40 @@ func (s *Store) RotateToken(ctx context.Context, spec RotateSpec) (string, error
 }
 
 // RevokeToken refuses a token (every secret of it) from now on; it reports
-// whether one was live.
+// whether one was live. A business token leaves its consumer group in the
+// same transaction: the group stops taking the types only it could see.
 func (s *Store) RevokeToken(ctx context.Context, kind TokenKind, name string) (bool, error) {
-	r, err := s.db.ExecContext(ctx,
-		`UPDATE judge_api_token SET revoked_at = NOW(6) WHERE kind = ? AND name = ? AND revoked_at IS NULL`, kind, name)
-	if err != nil {
-		return false, fmt.Errorf("store: revoke token: %w", err)
-	}
-	n, _ := r.RowsAffected()
-	return n == 1, nil
+	live := false
+	err := s.inTx(ctx, func(tx *sql.Tx) error {
+		live = false
+		var group string
+		err := tx.QueryRowContext(ctx, `SELECT consumer_group FROM judge_api_token
+			WHERE kind = ? AND name = ? AND revoked_at IS NULL`, kind, name).Scan(&group)
+		if errors.Is(err, sql.ErrNoRows) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("store: revoke token: %w", err)
+		}
+		if kind == TokenBusiness {
+			// Lock order: consumer group, then its tokens (as IssueToken).
+			if err := lockConsumerGroup(ctx, tx, group); err != nil {
+				return err
+			}
+		}
+		r, err := tx.ExecContext(ctx,
+			`UPDATE judge_api_token SET revoked_at = NOW(6) WHERE kind = ? AND name = ? AND revoked_at IS NULL`, kind, name)
+		if err != nil {
+			return fmt.Errorf("store: revoke token: %w", err)
+		}
+		n, _ := r.RowsAffected()
+		live = n == 1
+		if live && kind == TokenBusiness {
+			return refreshConsumerGroup(ctx, tx, group)
+		}
+		return nil
+	})
+	return live, err
 }
 
 // Token states as ListTokens reports them.
@@ -223,6 +284,10 @@ type TokenInfo struct {
 	// still valid.
 	PreviousValidUntil *time.Time `json:"previousValidUntil,omitempty"`
 	RevokedAt          *time.Time `json:"revokedAt,omitempty"`
+	// SubmissionTypes scopes a business token (absent: every type).
+	SubmissionTypes []string `json:"submissionTypes,omitempty"`
+	// ConsumerGroup is a business token's consumer group.
+	ConsumerGroup string `json:"consumerGroup,omitempty"`
 }
 
 // ListTokens lists tokens (of one kind, or all when kind is ""), by kind
@@ -237,8 +302,14 @@ func (s *Store) ListTokens(ctx context.Context, kind TokenKind) ([]TokenInfo, er
 		var t TokenInfo
 		var lastUsed, expires, rotated, prevUntil, revoked sql.NullTime
 		var state string
-		err := rows.Scan(&t.ID, &t.Kind, &t.Name, &t.CreatedAt, &lastUsed, &expires, &rotated, &prevUntil, &revoked, &state)
+		var types sql.NullString
+		err := rows.Scan(&t.ID, &t.Kind, &t.Name, &t.CreatedAt, &lastUsed, &expires, &rotated, &prevUntil, &revoked, &state,
+			&types, &t.ConsumerGroup)
 		t.State = state
+		t.SubmissionTypes = parseTypeSet(types)
+		if t.Kind != TokenBusiness {
+			t.ConsumerGroup = ""
+		}
 		for _, p := range []struct {
 			src sql.NullTime
 			dst **time.Time
@@ -255,7 +326,8 @@ func (s *Store) ListTokens(ctx context.Context, kind TokenKind) ([]TokenInfo, er
 	           CASE WHEN revoked_at IS NOT NULL THEN 'REVOKED'
 	                WHEN expires_at IS NOT NULL AND expires_at <= NOW(6) THEN 'EXPIRED'
 	                WHEN prev_valid_until > NOW(6) THEN 'ROTATING'
-	                ELSE 'ACTIVE' END
+	                ELSE 'ACTIVE' END,
+	           submission_types, consumer_group
 	    FROM judge_api_token WHERE ? = '' OR kind = ? ORDER BY kind, name`, kind, kind)
 	if err != nil {
 		return nil, fmt.Errorf("store: list tokens: %w", err)

@@ -50,6 +50,11 @@ type Config struct {
 	Secrets []Secret
 	// Consumer is the event consumer name the sender claims under.
 	Consumer string
+	// Group is the settlement-event consumer group the sender delivers
+	// (docs/business.md "Tenancy"): every event of that group, of every type
+	// the group takes. Empty means store.DefaultConsumerGroup, which takes
+	// every settlement, as before groups existed.
+	Group string
 	// Batch is how many events one claim takes (1..100).
 	Batch int
 	// Timeout bounds one delivery: connect, send, and read the response.
@@ -80,6 +85,9 @@ func (s *Sender) observe(result string) {
 func (c *Config) setDefaults() {
 	if c.Consumer == "" {
 		c.Consumer = ConsumerDefault
+	}
+	if c.Group == "" {
+		c.Group = store.DefaultConsumerGroup
 	}
 	if c.Batch == 0 {
 		c.Batch = BatchDefault
@@ -123,6 +131,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("webhook config: every secret must be at least %d bytes (use ParseSecret)", MinSecretBytes)
 	case len(c.Consumer) > 128:
 		return errors.New("webhook config: consumer name is longer than 128")
+	case !store.ValidConsumerGroup(c.Group):
+		return fmt.Errorf("webhook config: consumer group %q must be lowercase letters, digits, . _ - (at most 64)", c.Group)
 	case c.Batch < 1 || c.Batch > 100:
 		return fmt.Errorf("webhook config: batch %d must be 1..100", c.Batch)
 	case c.Timeout < 10*time.Millisecond || c.Timeout > 5*time.Minute:
@@ -160,8 +170,12 @@ func New(cfg Config, st *store.Store, log *slog.Logger) (*Sender, error) {
 		// configured URL.
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 	}
-	return &Sender{cfg: cfg, store: st, client: client, log: log.With("consumer", cfg.Consumer)}, nil
+	return &Sender{cfg: cfg, store: st, client: client, log: log.With("consumer", cfg.Consumer, "consumer_group", cfg.Group)}, nil
 }
+
+// scope is the outbox part the sender delivers: its group's rows, every
+// type (the group only holds rows of the types its tokens may see).
+func (s *Sender) scope() store.EventScope { return store.EventScope{Group: s.cfg.Group} }
 
 // Run delivers events until ctx ends. Several replicas may run a sender at
 // once: each event is leased to one of them at a time.
@@ -191,7 +205,7 @@ func (s *Sender) RunOnce(ctx context.Context) (int, error) {
 	// takes these events while this one still works on them.
 	lease := time.Duration(s.cfg.Batch)*s.cfg.Timeout + 5*time.Second
 	lease = min(max(lease, time.Second), time.Hour)
-	events, err := s.store.ClaimEvents(ctx, s.cfg.Consumer, s.cfg.Batch, lease)
+	events, err := s.store.ClaimEvents(ctx, s.scope(), s.cfg.Consumer, s.cfg.Batch, lease)
 	if err != nil {
 		return 0, err
 	}
@@ -212,7 +226,7 @@ func (s *Sender) RunOnce(ctx context.Context) (int, error) {
 func (s *Sender) deliverOne(ctx context.Context, e store.Event) error {
 	derr := s.deliver(ctx, e)
 	if derr == nil {
-		if _, err := s.store.AckEvents(ctx, s.cfg.Consumer, []int64{e.ID}); err != nil {
+		if _, err := s.store.AckEvents(ctx, s.scope(), s.cfg.Consumer, []int64{e.ID}); err != nil {
 			return fmt.Errorf("webhook: ack event %d: %w", e.ID, err)
 		}
 		s.log.Debug("webhook delivered", "event_id", e.ID, "attempt", e.DeliveryAttempt)
@@ -223,7 +237,7 @@ func (s *Sender) deliverOne(ctx context.Context, e store.Event) error {
 		return ctx.Err()
 	}
 	retry := s.backoff(e.DeliveryAttempt)
-	if err := s.store.FailEventDelivery(ctx, s.cfg.Consumer, e.ID, derr.Error(), retry, s.cfg.MaxAttempts); err != nil {
+	if err := s.store.FailEventDelivery(ctx, s.scope(), s.cfg.Consumer, e.ID, derr.Error(), retry, s.cfg.MaxAttempts); err != nil {
 		return fmt.Errorf("webhook: record failed delivery of event %d: %w", e.ID, err)
 	}
 	if e.DeliveryAttempt >= s.cfg.MaxAttempts {
