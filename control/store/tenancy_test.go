@@ -1,0 +1,262 @@
+package store_test
+
+import (
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/kece-oj/kece/control/store"
+)
+
+// settleTyped enqueues and completes one submission per id of each type and
+// returns the job ids by type.
+func (b *testBundle) settleTyped(t *testing.T, perType map[string]int) map[string][]int64 {
+	t.Helper()
+	g := b.group(t, 64)
+	sess := b.node(t, "cpp", g.ID, 16, true)
+	jobs := map[string][]int64{}
+	total := 0
+	for typ, n := range perType {
+		for i := range n {
+			r := b.enqueue(t, typ, fmt.Sprintf("%s-%d-%d", typ, b.seq.Add(1), i))
+			jobs[typ] = append(jobs[typ], r.JobID)
+			total++
+		}
+	}
+	for done := 0; done < total; {
+		got, err := b.store.Claim(b.ctx, sess.NodeSession, 16)
+		require.NoError(t, err)
+		for _, c := range got {
+			_, err := b.store.Complete(b.ctx, sess.NodeSession, c.JobID, c.LeaseEpoch, acResult())
+			require.NoError(t, err)
+			done++
+		}
+	}
+	return jobs
+}
+
+// businessIdentity issues a business token and returns what it
+// authenticates as.
+func (b *testBundle) businessIdentity(t *testing.T, spec store.TokenSpec) store.TokenIdentity {
+	t.Helper()
+	spec.Kind = store.TokenBusiness
+	tok, err := b.store.IssueToken(b.ctx, spec)
+	require.NoError(t, err)
+	id, err := b.store.AuthenticateToken(b.ctx, store.TokenBusiness, tok)
+	require.NoError(t, err)
+	return id
+}
+
+// drainGroup claims and acknowledges everything scope can see with two
+// racing consumers on two replicas and returns each acknowledged event's
+// (job id, type), failing on an event acknowledged twice.
+func (b *testBundle) drainGroup(t *testing.T, scope store.EventScope, replicas []*store.Store) map[int64]store.Event {
+	t.Helper()
+	var mu sync.Mutex
+	acked := map[int64]store.Event{}
+	var wg sync.WaitGroup
+	for i, st := range replicas {
+		consumer := fmt.Sprintf("backend-%d", i)
+		wg.Go(func() {
+			for {
+				evs, err := st.ClaimEvents(b.ctx, scope, consumer, 5, time.Minute)
+				if !assertNoError(t, err) || len(evs) == 0 {
+					return
+				}
+				ids := make([]int64, len(evs))
+				for i, e := range evs {
+					ids[i] = e.ID
+				}
+				k, err := st.AckEvents(b.ctx, scope, consumer, ids)
+				if !assertNoError(t, err) {
+					return
+				}
+				if k != len(ids) {
+					t.Errorf("%s acknowledged %d of the %d events it holds", consumer, k, len(ids))
+				}
+				mu.Lock()
+				for _, e := range evs {
+					if _, dup := acked[e.ID]; dup {
+						t.Errorf("event %d acknowledged twice in group %s", e.ID, scope.Group)
+					}
+					acked[e.ID] = e
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	return acked
+}
+
+func assertNoError(t *testing.T, err error) bool {
+	t.Helper()
+	if err != nil {
+		t.Error(err)
+		return false
+	}
+	return true
+}
+
+// jobsByType lists the acknowledged events' job ids per type, failing on
+// a job delivered twice within the group.
+func jobsByType(t *testing.T, evs map[int64]store.Event) map[string][]int64 {
+	t.Helper()
+	out := map[string][]int64{}
+	seen := map[int64]bool{}
+	for _, e := range evs {
+		require.False(t, seen[e.JobID], "job %d delivered twice in one group", e.JobID)
+		seen[e.JobID] = true
+		out[e.SubmissionType] = append(out[e.SubmissionType], e.JobID)
+	}
+	return out
+}
+
+func TestTokenScopeIsValidatedAndAuthenticated(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	id := b.businessIdentity(t, store.TokenSpec{Name: "algo", SubmissionTypes: []string{"DATABASE", "ALGO", "ALGO"}, ConsumerGroup: "oj-main"})
+	require.Equal(t, []string{"ALGO", "DATABASE"}, id.SubmissionTypes, "sorted and distinct")
+	require.Equal(t, "oj-main", id.ConsumerGroup)
+	require.True(t, id.MaySee("ALGO"))
+	require.False(t, id.MaySee("OTHER"))
+
+	all := b.businessIdentity(t, store.TokenSpec{Name: "all"})
+	require.Nil(t, all.SubmissionTypes, "no types: every type")
+	require.Equal(t, store.DefaultConsumerGroup, all.ConsumerGroup)
+	require.True(t, all.MaySee("ANYTHING"))
+
+	for name, spec := range map[string]store.TokenSpec{
+		"lowercase type": {Kind: store.TokenBusiness, Name: "a", SubmissionTypes: []string{"algo"}},
+		"reserved type":  {Kind: store.TokenBusiness, Name: "b", SubmissionTypes: []string{"KECE_CHECK"}},
+		"bad group":      {Kind: store.TokenBusiness, Name: "c", ConsumerGroup: "Main Group"},
+		"admin scoped":   {Kind: store.TokenAdmin, Name: "d", SubmissionTypes: []string{"ALGO"}},
+		"admin grouped":  {Kind: store.TokenAdmin, Name: "e", ConsumerGroup: "x"},
+	} {
+		_, err := b.store.IssueToken(b.ctx, spec)
+		require.ErrorIs(t, err, store.ErrValidation, name)
+	}
+	list, err := b.store.ListTokens(b.ctx, store.TokenBusiness)
+	require.NoError(t, err)
+	require.Len(t, list, 2, "refused tokens are not stored")
+	require.Equal(t, []string{"ALGO", "DATABASE"}, list[0].SubmissionTypes)
+	require.Equal(t, "oj-main", list[0].ConsumerGroup)
+	require.Nil(t, list[1].SubmissionTypes)
+}
+
+// Two consumer groups each receive every settlement of their types exactly
+// once, whatever the other group acknowledges; the default group keeps
+// receiving everything as before groups existed.
+func TestConsumerGroupsEachReceiveTheirSettlementsOnce(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	algo := b.businessIdentity(t, store.TokenSpec{Name: "algo-backend", SubmissionTypes: []string{"ALGO"}, ConsumerGroup: "algo"})
+	grader := b.businessIdentity(t, store.TokenSpec{Name: "grader", ConsumerGroup: "grader"})
+	jobs := b.settleTyped(t, map[string]int{"ALGO": 12, "DATABASE": 7})
+	replicas := []*store.Store{b.store, b.secondReplica(t)}
+
+	// The all-types group first: acknowledging there must not take anything
+	// from the ALGO group.
+	got := jobsByType(t, b.drainGroup(t, grader.EventScope(), replicas))
+	require.ElementsMatch(t, jobs["ALGO"], got["ALGO"])
+	require.ElementsMatch(t, jobs["DATABASE"], got["DATABASE"])
+
+	got = jobsByType(t, b.drainGroup(t, algo.EventScope(), replicas))
+	require.ElementsMatch(t, jobs["ALGO"], got["ALGO"])
+	require.Empty(t, got["DATABASE"], "the ALGO group never sees DATABASE settlements")
+	require.Zero(t, b.count(t, `SELECT COUNT(*) FROM judge_settlement_event WHERE consumer_group = 'algo' AND submission_type <> 'ALGO'`),
+		"no row is written for a type the group does not take")
+
+	got = jobsByType(t, b.drainGroup(t, store.EventScope{}, replicas))
+	require.Len(t, got["ALGO"], 12, "the default group still receives every settlement")
+	require.Len(t, got["DATABASE"], 7)
+	require.Equal(t, 0, b.count(t, `SELECT COUNT(*) FROM judge_settlement_event WHERE state <> 'DELIVERED'`))
+	require.Equal(t, 12+19+19, b.count(t, `SELECT COUNT(*) FROM judge_settlement_event`), "one row per settlement per group")
+}
+
+// Delivery state is per group: a lease running out in one group redelivers
+// there only, and an acknowledgement is checked against the caller's group
+// and types.
+func TestGroupDeliveryStateIsIndependent(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	a := b.businessIdentity(t, store.TokenSpec{Name: "a", ConsumerGroup: "ga"})
+	algoOnly := b.businessIdentity(t, store.TokenSpec{Name: "b-algo", SubmissionTypes: []string{"ALGO"}, ConsumerGroup: "gb"})
+	dbOnly := b.businessIdentity(t, store.TokenSpec{Name: "b-db", SubmissionTypes: []string{"DATABASE"}, ConsumerGroup: "gb"})
+	b.settleTyped(t, map[string]int{"ALGO": 1, "DATABASE": 1})
+
+	inA, err := b.store.ClaimEvents(b.ctx, a.EventScope(), "x", 10, time.Second)
+	require.NoError(t, err)
+	require.Len(t, inA, 2)
+	require.Equal(t, "ga", inA[0].ConsumerGroup)
+
+	// Group gb is shared by two differently scoped tokens: each claims only
+	// its own type, and cannot acknowledge the other's rows even under the
+	// same consumer name.
+	algoEvs, err := b.store.ClaimEvents(b.ctx, algoOnly.EventScope(), "x", 10, time.Minute)
+	require.NoError(t, err)
+	require.Len(t, algoEvs, 1)
+	require.Equal(t, "ALGO", algoEvs[0].SubmissionType)
+	dbEvs, err := b.store.ClaimEvents(b.ctx, dbOnly.EventScope(), "x", 10, time.Minute)
+	require.NoError(t, err)
+	require.Len(t, dbEvs, 1)
+	require.Equal(t, "DATABASE", dbEvs[0].SubmissionType)
+	out, err := b.store.AckEventsFor(b.ctx, algoOnly.EventScope(), "x", []int64{algoEvs[0].ID, dbEvs[0].ID, inA[0].ID})
+	require.NoError(t, err)
+	require.Equal(t, []int64{algoEvs[0].ID}, out.Acked)
+	require.ElementsMatch(t, []int64{dbEvs[0].ID, inA[0].ID}, out.NotHeld, "another type's row and another group's row are not held")
+
+	// ga's lease runs out: ga gets its events again, gb's state is untouched.
+	b.exec(t, `UPDATE judge_settlement_event SET next_attempt_at = NOW(6) - INTERVAL 1 SECOND WHERE consumer_group = 'ga'`)
+	again, err := b.store.ClaimEvents(b.ctx, a.EventScope(), "y", 10, time.Minute)
+	require.NoError(t, err)
+	require.Len(t, again, 2)
+	require.Equal(t, 2, again[0].DeliveryAttempt)
+	none, err := b.store.ClaimEvents(b.ctx, dbOnly.EventScope(), "z", 10, time.Minute)
+	require.NoError(t, err)
+	require.Empty(t, none, "gb's DATABASE row is still leased to x")
+
+	// A failed push dead-letters the row in its group only.
+	require.NoError(t, b.store.FailEventDelivery(b.ctx, a.EventScope(), "y", again[0].ID, "HTTP 500", time.Second, 2))
+	dead, err := b.store.ListEventsPage(b.ctx, store.EventFilter{State: store.EventDead})
+	require.NoError(t, err)
+	require.Len(t, dead, 1)
+	require.Equal(t, "ga", dead[0].ConsumerGroup)
+	require.Equal(t, 1, b.count(t, `SELECT COUNT(*) FROM judge_settlement_event
+		WHERE consumer_group = 'gb' AND submission_type = 'ALGO' AND state = 'DELIVERED'`), "gb's rows keep their own state")
+	require.Equal(t, 1, b.count(t, `SELECT COUNT(*) FROM judge_settlement_event
+		WHERE consumer_group = 'gb' AND submission_type = 'DATABASE' AND state = 'PENDING' AND consumer = 'x'`))
+	onlyGa, err := b.store.ListEventsPage(b.ctx, store.EventFilter{ConsumerGroup: "ga"})
+	require.NoError(t, err)
+	require.Len(t, onlyGa, 2)
+}
+
+// A group takes the union of its live tokens' types: a token joining with
+// a new type widens it at once, and revoking the last token of a type stops
+// new rows of that type (undelivered rows stay).
+func TestGroupTypesFollowItsTokens(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.businessIdentity(t, store.TokenSpec{Name: "one", SubmissionTypes: []string{"ALGO"}, ConsumerGroup: "g"})
+	b.settleTyped(t, map[string]int{"ALGO": 1, "DATABASE": 1})
+	rows := `SELECT COUNT(*) FROM judge_settlement_event WHERE consumer_group = 'g' AND submission_type = ?`
+	require.Equal(t, 1, b.count(t, rows, "ALGO"))
+	require.Equal(t, 0, b.count(t, rows, "DATABASE"))
+
+	b.businessIdentity(t, store.TokenSpec{Name: "two", SubmissionTypes: []string{"DATABASE"}, ConsumerGroup: "g"})
+	b.settleTyped(t, map[string]int{"ALGO": 1, "DATABASE": 1})
+	require.Equal(t, 2, b.count(t, rows, "ALGO"))
+	require.Equal(t, 1, b.count(t, rows, "DATABASE"))
+
+	live, err := b.store.RevokeToken(b.ctx, store.TokenBusiness, "one")
+	require.NoError(t, err)
+	require.True(t, live)
+	b.settleTyped(t, map[string]int{"ALGO": 1, "DATABASE": 1})
+	require.Equal(t, 2, b.count(t, rows, "ALGO"), "no ALGO token left in g")
+	require.Equal(t, 2, b.count(t, rows, "DATABASE"))
+	require.Equal(t, 6, b.count(t, `SELECT COUNT(*) FROM judge_settlement_event WHERE consumer_group = 'default'`),
+		"the default group takes every settlement whatever the tokens")
+}
