@@ -13,6 +13,7 @@ import (
 
 const tokenUsage = `usage:
   kece-control token create --kind admin|business --name NAME [--expires-in D]
+                            [--submission-types ALGO,DATABASE] [--consumer-group NAME]   (business only)
   kece-control token list   [--kind admin|business] [-o table|json|yaml]
   kece-control token rotate --kind admin|business --name NAME [--overlap D] [--expires-in D]
   kece-control token revoke --kind admin|business --name NAME
@@ -33,13 +34,17 @@ func token(ctx context.Context, args []string, cio cmdIO) error {
 	fs.SetOutput(cio.stdout)
 	dsn := dbFlags(fs)
 	kind := fs.String("kind", "KECE_TOKEN_KIND", "", "admin or business")
-	var name, out *string
+	var name, out, types, group *string
 	var expiresIn, overlap *time.Duration
 	if action != "list" {
 		name = fs.String("name", "KECE_TOKEN_NAME", "", "the token's holder (lowercase, digits, . _ -)")
 	}
 	if action == "create" || action == "rotate" {
 		expiresIn = fs.Duration("expires-in", "KECE_TOKEN_EXPIRES_IN", 0, "the token expires this long from now (e.g. 2160h); 0: no expiry (rotate: keep the current one)")
+	}
+	if action == "create" {
+		types = fs.String("submission-types", "KECE_TOKEN_SUBMISSION_TYPES", "", "business: comma-separated submission types the token may use (empty: every type)")
+		group = fs.String("consumer-group", "KECE_TOKEN_CONSUMER_GROUP", "", "business: the settlement-event consumer group (empty: "+store.DefaultConsumerGroup+")")
 	}
 	if action == "rotate" {
 		overlap = fs.Duration("overlap", "KECE_TOKEN_OVERLAP", store.TokenOverlapDefault, "how long the old secret stays valid next to the new one (0: stops now)")
@@ -116,13 +121,33 @@ func token(ctx context.Context, args []string, cio cmdIO) error {
 		fmt.Fprintf(cio.stderr, "the previous secret of %s token %q stays valid for %s\n", strings.ToLower(*kind), *name, *overlap)
 		return nil
 	}
-	tok, err := st.IssueToken(ctx, store.TokenSpec{Kind: k, Name: *name, ExpiresIn: *expiresIn})
+	spec := store.TokenSpec{Kind: k, Name: *name, ExpiresIn: *expiresIn, SubmissionTypes: splitList(*types), ConsumerGroup: *group}
+	if k == store.TokenAdmin && (len(spec.SubmissionTypes) > 0 || spec.ConsumerGroup != "") {
+		return settings.Errorf(fs.Source("submission-types"), "--submission-types and --consumer-group are for business tokens only")
+	}
+	tok, err := st.IssueToken(ctx, spec)
+	var ve *store.ValidationError
+	if errors.As(err, &ve) && (ve.Field == "submissionTypes" || ve.Field == "consumerGroup") {
+		flag := map[string]string{"submissionTypes": "submission-types", "consumerGroup": "consumer-group"}[ve.Field]
+		return settings.Errorf(fs.Source(flag), "%s", ve.Problem)
+	}
 	if err != nil {
 		return err
 	}
 	// Shown once; only its hash is stored.
 	fmt.Fprintln(cio.stdout, tok)
 	return nil
+}
+
+// splitList splits a comma-separated flag value, dropping blanks.
+func splitList(v string) []string {
+	var out []string
+	for _, p := range strings.Split(v, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
 }
 
 func listTokens(ctx context.Context, st *store.Store, kind store.TokenKind, out string, cio cmdIO) error {
@@ -147,7 +172,14 @@ func listTokens(ctx context.Context, st *store.Store, kind store.TokenKind, out 
 	}
 	rows := make([][]string, 0, len(toks))
 	for _, t := range toks {
-		rows = append(rows, []string{strings.ToLower(string(t.Kind)), t.Name, t.State, ts(&t.CreatedAt), ts(t.LastUsedAt), ts(t.ExpiresAt), ts(t.PreviousValidUntil)})
+		types, group := "-", "-"
+		if t.Kind == store.TokenBusiness {
+			types, group = "*", t.ConsumerGroup
+			if t.SubmissionTypes != nil {
+				types = strings.Join(t.SubmissionTypes, ",")
+			}
+		}
+		rows = append(rows, []string{strings.ToLower(string(t.Kind)), t.Name, t.State, ts(&t.CreatedAt), ts(t.LastUsedAt), ts(t.ExpiresAt), ts(t.PreviousValidUntil), types, group})
 	}
-	return writeTable(cio.stdout, []string{"KIND", "NAME", "STATE", "CREATED", "LAST USED", "EXPIRES", "OLD SECRET UNTIL"}, rows)
+	return writeTable(cio.stdout, []string{"KIND", "NAME", "STATE", "CREATED", "LAST USED", "EXPIRES", "OLD SECRET UNTIL", "TYPES", "GROUP"}, rows)
 }
