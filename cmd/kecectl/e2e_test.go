@@ -110,8 +110,22 @@ func TestKecectlEndToEnd(t *testing.T) {
 	langs := decode[adminapi.LanguageList](t, c.ok("language", "list", "-o", "json"))
 	require.NotEmpty(t, langs.Languages)
 
+	// Business tokens: scoped to types, in a consumer group; the secret
+	// alone on stdout.
+	o = c.run("token", "create", "--name", "algo-backend", "--submission-types", "ALGO", "--consumer-group", "algo")
+	require.Equal(t, exitOK, o.code, o.stderr)
+	require.Regexp(t, `^kbt_\S+\n$`, o.stdout)
+	require.Contains(t, o.stderr, "types ALGO, consumer group algo")
+	require.Regexp(t, `(?m)^algo-backend\s+ACTIVE\s+ALGO\s+algo\s+`, c.ok("token", "list"))
+	require.Regexp(t, `(?m)^business-\d+\s+ACTIVE\s+\*\s+default\s+`, c.ok("token", "list"))
+	c.fails(exitFailed, "NAME_TAKEN", "token", "create", "--name", "algo-backend")
+	c.fails(exitFailed, "REQUEST_INVALID", "token", "create", "--name", "x", "--submission-types", "KECE_CHECK")
+	require.Contains(t, c.ok("token", "revoke", "algo-backend", "--reason", "retired"), "is REVOKED")
+	c.fails(exitFailed, "TOKEN_NOT_FOUND", "token", "revoke", "algo-backend", "--reason", "again")
+
 	// Dead letters.
 	require.NotContains(t, c.ok("events", "dead"), "ALGO/")
+	require.Regexp(t, `(?m)^EVENT\s+GROUP\s+JOB`, c.ok("events", "dead", "--consumer-group", "algo"))
 	c.fails(exitFailed, "EVENT_NOT_FOUND", "events", "redeliver", "999999", "--reason", "x")
 
 	// Drain (nothing running: --wait returns at once), disable, rotate, revoke.

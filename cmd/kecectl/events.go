@@ -23,9 +23,9 @@ func (c *cli) eventsCommand() *cobra.Command {
 
 func (c *cli) eventsDead() *cobra.Command {
 	var limit int
-	var before string
+	var before, group string
 	cmd := &cobra.Command{
-		Use:   "dead [--limit N] [--before ID]",
+		Use:   "dead [--limit N] [--before ID] [--consumer-group G]",
 		Short: "List settlement events whose delivery gave up",
 		Args:  exactArgs(),
 		RunE: c.action(func(*cobra.Command, []string) error {
@@ -37,6 +37,9 @@ func (c *cli) eventsDead() *cobra.Command {
 			if before != "" {
 				p.BeforeId = &before
 			}
+			if group != "" {
+				p.ConsumerGroup = &group
+			}
 			api, err := c.api()
 			if err != nil {
 				return err
@@ -47,10 +50,10 @@ func (c *cli) eventsDead() *cobra.Command {
 			}
 			return c.emit(r.JSON200, func() error {
 				w := c.table()
-				row(w, "EVENT", "JOB", "SUBMISSION", "GEN", "ATTEMPTS", "LAST ERROR", "CREATED")
+				row(w, "EVENT", "GROUP", "JOB", "SUBMISSION", "GEN", "ATTEMPTS", "LAST ERROR", "CREATED")
 				for _, e := range r.JSON200.Events {
-					row(w, e.EventId, e.JobId, e.SubmissionType+"/"+e.SubmissionId, e.Generation, e.DeliveryAttempts, deref(e.LastError, ""),
-						stamp(e.CreatedAt))
+					row(w, e.EventId, e.ConsumerGroup, e.JobId, e.SubmissionType+"/"+e.SubmissionId, e.Generation, e.DeliveryAttempts,
+						deref(e.LastError, ""), stamp(e.CreatedAt))
 				}
 				if err := w.Flush(); err != nil {
 					return err
@@ -64,6 +67,7 @@ func (c *cli) eventsDead() *cobra.Command {
 	}
 	cmd.Flags().IntVar(&limit, "limit", 100, "page size (1..500)")
 	cmd.Flags().StringVar(&before, "before", "", "only events with a smaller id")
+	cmd.Flags().StringVar(&group, "consumer-group", "", "only this consumer group's events (each group has its own copy of a settlement)")
 	return cmd
 }
 

@@ -33,7 +33,7 @@ func TestHelpNeedsNoServer(t *testing.T) {
 	none := ctl{t: t, env: map[string]string{}}
 	for _, path := range []string{"", "host-group", "host-group create", "host-group resize", "node", "node list", "node create",
 		"node verify", "node enable", "node drain", "node disable", "node join-code", "node resize", "job", "job list",
-		"events", "reconcile", "version", "man"} {
+		"events", "token", "token create", "reconcile", "version", "man"} {
 		args := append(strings.Fields(path), "--help")
 		out := none.ok(args...)
 		name := strings.ReplaceAll(strings.TrimSpace("kecectl "+path), " ", "_")
@@ -47,6 +47,7 @@ func TestHelpNeedsNoServer(t *testing.T) {
 	require.Contains(t, none.ok("node", "create", "--help"), "--code-ttl")
 	require.Contains(t, none.ok("node", "join-code", "--help"), "--code-ttl")
 	require.Contains(t, none.ok("node", "verify", "--help"), "--wait")
+	require.Contains(t, none.ok("token", "create", "--help"), "--submission-types")
 	require.Contains(t, none.ok("node", "enable", "--help"), "--wait")
 	// help NODE also works, and -h.
 	require.Equal(t, none.ok("node", "--help"), none.ok("help", "node"))

@@ -24,6 +24,30 @@ import (
 	"github.com/oapi-codegen/runtime"
 )
 
+// Defines values for BusinessTokenState.
+const (
+	BusinessTokenStateActive   BusinessTokenState = "ACTIVE"
+	BusinessTokenStateExpired  BusinessTokenState = "EXPIRED"
+	BusinessTokenStateRevoked  BusinessTokenState = "REVOKED"
+	BusinessTokenStateRotating BusinessTokenState = "ROTATING"
+)
+
+// Valid indicates whether the value is a known member of the BusinessTokenState enum.
+func (e BusinessTokenState) Valid() bool {
+	switch e {
+	case BusinessTokenStateActive:
+		return true
+	case BusinessTokenStateExpired:
+		return true
+	case BusinessTokenStateRevoked:
+		return true
+	case BusinessTokenStateRotating:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for CheckState.
 const (
 	CheckStateFailed  CheckState = "FAILED"
@@ -120,6 +144,7 @@ const (
 	ErrorCodeRevisionStale     ErrorCode = "REVISION_STALE"
 	ErrorCodeStateConflict     ErrorCode = "STATE_CONFLICT"
 	ErrorCodeTokenExpired      ErrorCode = "TOKEN_EXPIRED"
+	ErrorCodeTokenNotFound     ErrorCode = "TOKEN_NOT_FOUND"
 	ErrorCodeUnauthenticated   ErrorCode = "UNAUTHENTICATED"
 	ErrorCodeUnavailable       ErrorCode = "UNAVAILABLE"
 )
@@ -176,6 +201,8 @@ func (e ErrorCode) Valid() bool {
 	case ErrorCodeStateConflict:
 		return true
 	case ErrorCodeTokenExpired:
+		return true
+	case ErrorCodeTokenNotFound:
 		return true
 	case ErrorCodeUnauthenticated:
 		return true
@@ -461,6 +488,58 @@ type AuditEntry struct {
 	Reason string `json:"reason"`
 }
 
+// BusinessToken defines model for BusinessToken.
+type BusinessToken struct {
+	// ConsumerGroup A settlement-event consumer group: every group receives each
+	// settlement of the submission types its tokens may use once, with its
+	// own delivery state. `default` takes every settlement.
+	ConsumerGroup ConsumerGroup `json:"consumerGroup"`
+	CreatedAt     time.Time     `json:"createdAt"`
+	ExpiresAt     *time.Time    `json:"expiresAt,omitempty"`
+	LastUsedAt    *time.Time    `json:"lastUsedAt,omitempty"`
+
+	// Name Human name, unique within its kind (lower case).
+	Name      Name               `json:"name"`
+	RevokedAt *time.Time         `json:"revokedAt,omitempty"`
+	State     BusinessTokenState `json:"state"`
+
+	// SubmissionTypes The submission types the token may use; absent means every type.
+	SubmissionTypes *[]SubmissionType `json:"submissionTypes,omitempty"`
+}
+
+// BusinessTokenState defines model for BusinessToken.State.
+type BusinessTokenState string
+
+// BusinessTokenCreate defines model for BusinessTokenCreate.
+type BusinessTokenCreate struct {
+	// ConsumerGroup A settlement-event consumer group: every group receives each
+	// settlement of the submission types its tokens may use once, with its
+	// own delivery state. `default` takes every settlement.
+	ConsumerGroup *ConsumerGroup `json:"consumerGroup,omitempty"`
+
+	// ExpiresInMs The token expires this long after creation (database clock); absent or 0 means no expiry.
+	ExpiresInMs *int64 `json:"expiresInMs,omitempty"`
+
+	// Name Human name, unique within its kind (lower case).
+	Name Name `json:"name"`
+
+	// SubmissionTypes The submission types the token may use; absent or empty means every type.
+	SubmissionTypes *[]SubmissionType `json:"submissionTypes,omitempty"`
+}
+
+// BusinessTokenIssued defines model for BusinessTokenIssued.
+type BusinessTokenIssued struct {
+	BusinessToken BusinessToken `json:"businessToken"`
+
+	// Token The secret (`kbt_…`), shown this once.
+	Token string `json:"token"`
+}
+
+// BusinessTokenList defines model for BusinessTokenList.
+type BusinessTokenList struct {
+	Tokens []BusinessToken `json:"tokens"`
+}
+
 // CaseId defines model for CaseId.
 type CaseId = string
 
@@ -496,6 +575,11 @@ type CaseResult struct {
 
 // CheckState defines model for CheckState.
 type CheckState string
+
+// ConsumerGroup A settlement-event consumer group: every group receives each
+// settlement of the submission types its tokens may use once, with its
+// own delivery state. `default` takes every settlement.
+type ConsumerGroup = string
 
 // DeliveryState PENDING (not yet acknowledged, possibly leased to a consumer), DELIVERED (acknowledged), DEAD (gave up; see redeliver).
 type DeliveryState string
@@ -992,9 +1076,14 @@ type SettlementEventList struct {
 // SettlementEventRecord defines model for SettlementEventRecord.
 type SettlementEventRecord struct {
 	// Consumer Consumer that claimed the event last.
-	Consumer         *string   `json:"consumer,omitempty"`
-	CreatedAt        time.Time `json:"createdAt"`
-	DeliveryAttempts int32     `json:"deliveryAttempts"`
+	Consumer *string `json:"consumer,omitempty"`
+
+	// ConsumerGroup A settlement-event consumer group: every group receives each
+	// settlement of the submission types its tokens may use once, with its
+	// own delivery state. `default` takes every settlement.
+	ConsumerGroup    ConsumerGroup `json:"consumerGroup"`
+	CreatedAt        time.Time     `json:"createdAt"`
+	DeliveryAttempts int32         `json:"deliveryAttempts"`
 
 	// EventId A BIGINT id as a decimal string.
 	//
@@ -1166,12 +1255,21 @@ type ListJudgersParams struct {
 type ListSettlementEventsParams struct {
 	State *DeliveryState `form:"state,omitempty" json:"state,omitempty"`
 
+	// ConsumerGroup Only this consumer group's rows (each group has its own row of a settlement).
+	ConsumerGroup *ConsumerGroup `form:"consumerGroup,omitempty" json:"consumerGroup,omitempty"`
+
 	// Limit Page size (default 100).
 	Limit *Limit `form:"limit,omitempty" json:"limit,omitempty"`
 
 	// BeforeId Only items with a smaller id (the previous page's nextBeforeId).
 	BeforeId *BeforeId `form:"beforeId,omitempty" json:"beforeId,omitempty"`
 }
+
+// CreateBusinessTokenJSONRequestBody defines body for CreateBusinessToken for application/json ContentType.
+type CreateBusinessTokenJSONRequestBody = BusinessTokenCreate
+
+// RevokeBusinessTokenJSONRequestBody defines body for RevokeBusinessToken for application/json ContentType.
+type RevokeBusinessTokenJSONRequestBody = ReasonRequest
 
 // CreateHostGroupJSONRequestBody defines body for CreateHostGroup for application/json ContentType.
 type CreateHostGroupJSONRequestBody = HostGroupCreate
@@ -1288,6 +1386,87 @@ func WithRequestEditorFn(fn RequestEditorFn) ClientOption {
 
 // The interface specification for the client above.
 type ClientInterface interface {
+
+	// ListBusinessTokens List business tokens with their submission types and consumer group (never a secret).
+	//
+	// Errors: 401 `UNAUTHENTICATED`; 429 `RATE_LIMITED`; 5xx.
+	//
+	// Corresponds with GET /api/v1/admin/business-tokens (the `ListBusinessTokens` operationId).
+	ListBusinessTokens(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// CreateBusinessTokenWithBody Issue a business token, scoped to submission types, in a consumer group.
+	//
+	// The secret is in the answer once; only its hash is stored. A token
+	// scoped to `submissionTypes` may enqueue, read, rejudge and cancel
+	// submissions of those types only (others: 403
+	// `SUBMISSION_TYPE_FORBIDDEN` on enqueue, 404 `SUBMISSION_NOT_FOUND`
+	// otherwise) and claims only their settlement events; no types means
+	// every type. The token joins `consumerGroup` (default `default`):
+	// every group keeps its own delivery state of each settlement of the
+	// types its tokens may use (docs/business.md, "Tenancy").
+	//
+	// Errors: 400 `REQUEST_INVALID` (the body does not match the schema, e.g.
+	// a lowercase type or a bad group name); 401 `UNAUTHENTICATED`;
+	// 409 `NAME_TAKEN`; 422 `REQUEST_INVALID` (a reserved `KECE_` type;
+	// `details.field` names the field); 429 `RATE_LIMITED`; 5xx.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /api/v1/admin/business-tokens (the `CreateBusinessToken` operationId).
+	CreateBusinessTokenWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// CreateBusinessToken Issue a business token, scoped to submission types, in a consumer group.
+	//
+	// The secret is in the answer once; only its hash is stored. A token
+	// scoped to `submissionTypes` may enqueue, read, rejudge and cancel
+	// submissions of those types only (others: 403
+	// `SUBMISSION_TYPE_FORBIDDEN` on enqueue, 404 `SUBMISSION_NOT_FOUND`
+	// otherwise) and claims only their settlement events; no types means
+	// every type. The token joins `consumerGroup` (default `default`):
+	// every group keeps its own delivery state of each settlement of the
+	// types its tokens may use (docs/business.md, "Tenancy").
+	//
+	// Errors: 400 `REQUEST_INVALID` (the body does not match the schema, e.g.
+	// a lowercase type or a bad group name); 401 `UNAUTHENTICATED`;
+	// 409 `NAME_TAKEN`; 422 `REQUEST_INVALID` (a reserved `KECE_` type;
+	// `details.field` names the field); 429 `RATE_LIMITED`; 5xx.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /api/v1/admin/business-tokens (the `CreateBusinessToken` operationId).
+	CreateBusinessToken(ctx context.Context, body CreateBusinessTokenJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// RevokeBusinessTokenWithBody Refuse a business token from now on.
+	//
+	// Every secret of the token stops at once. Its consumer group stops
+	// taking the submission types only this token could use; the group's
+	// undelivered events stay (list them with
+	// `GET /api/v1/admin/settlement-events?consumerGroup=…`).
+	//
+	// Errors: 400 `REQUEST_INVALID`; 401 `UNAUTHENTICATED`;
+	// 404 `TOKEN_NOT_FOUND` (no live business token of that name);
+	// 429 `RATE_LIMITED`; 5xx.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /api/v1/admin/business-tokens/{name}/revoke (the `RevokeBusinessToken` operationId).
+	RevokeBusinessTokenWithBody(ctx context.Context, name Name, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// RevokeBusinessToken Refuse a business token from now on.
+	//
+	// Every secret of the token stops at once. Its consumer group stops
+	// taking the submission types only this token could use; the group's
+	// undelivered events stay (list them with
+	// `GET /api/v1/admin/settlement-events?consumerGroup=…`).
+	//
+	// Errors: 400 `REQUEST_INVALID`; 401 `UNAUTHENTICATED`;
+	// 404 `TOKEN_NOT_FOUND` (no live business token of that name);
+	// 429 `RATE_LIMITED`; 5xx.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /api/v1/admin/business-tokens/{name}/revoke (the `RevokeBusinessToken` operationId).
+	RevokeBusinessToken(ctx context.Context, name Name, body RevokeBusinessTokenJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ListHostGroups List host groups with their capacity and use.
 	//
@@ -1806,6 +1985,137 @@ type ClientInterface interface {
 	//
 	// Corresponds with POST /api/v1/admin/settlement-events/{eventId}/redeliver (the `RedeliverSettlementEvent` operationId).
 	RedeliverSettlementEvent(ctx context.Context, eventId Id, body RedeliverSettlementEventJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+}
+
+// ListBusinessTokens List business tokens with their submission types and consumer group (never a secret).
+//
+// Errors: 401 `UNAUTHENTICATED`; 429 `RATE_LIMITED`; 5xx.
+//
+// Corresponds with GET /api/v1/admin/business-tokens (the `ListBusinessTokens` operationId).
+func (c *Client) ListBusinessTokens(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListBusinessTokensRequest(c.Server)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// CreateBusinessTokenWithBody Issue a business token, scoped to submission types, in a consumer group.
+//
+// The secret is in the answer once; only its hash is stored. A token
+// scoped to `submissionTypes` may enqueue, read, rejudge and cancel
+// submissions of those types only (others: 403
+// `SUBMISSION_TYPE_FORBIDDEN` on enqueue, 404 `SUBMISSION_NOT_FOUND`
+// otherwise) and claims only their settlement events; no types means
+// every type. The token joins `consumerGroup` (default `default`):
+// every group keeps its own delivery state of each settlement of the
+// types its tokens may use (docs/business.md, "Tenancy").
+//
+// Errors: 400 `REQUEST_INVALID` (the body does not match the schema, e.g.
+// a lowercase type or a bad group name); 401 `UNAUTHENTICATED`;
+// 409 `NAME_TAKEN`; 422 `REQUEST_INVALID` (a reserved `KECE_` type;
+// `details.field` names the field); 429 `RATE_LIMITED`; 5xx.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /api/v1/admin/business-tokens (the `CreateBusinessToken` operationId).
+func (c *Client) CreateBusinessTokenWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreateBusinessTokenRequestWithBody(c.Server, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// CreateBusinessToken Issue a business token, scoped to submission types, in a consumer group.
+//
+// The secret is in the answer once; only its hash is stored. A token
+// scoped to `submissionTypes` may enqueue, read, rejudge and cancel
+// submissions of those types only (others: 403
+// `SUBMISSION_TYPE_FORBIDDEN` on enqueue, 404 `SUBMISSION_NOT_FOUND`
+// otherwise) and claims only their settlement events; no types means
+// every type. The token joins `consumerGroup` (default `default`):
+// every group keeps its own delivery state of each settlement of the
+// types its tokens may use (docs/business.md, "Tenancy").
+//
+// Errors: 400 `REQUEST_INVALID` (the body does not match the schema, e.g.
+// a lowercase type or a bad group name); 401 `UNAUTHENTICATED`;
+// 409 `NAME_TAKEN`; 422 `REQUEST_INVALID` (a reserved `KECE_` type;
+// `details.field` names the field); 429 `RATE_LIMITED`; 5xx.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /api/v1/admin/business-tokens (the `CreateBusinessToken` operationId).
+func (c *Client) CreateBusinessToken(ctx context.Context, body CreateBusinessTokenJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreateBusinessTokenRequest(c.Server, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// RevokeBusinessTokenWithBody Refuse a business token from now on.
+//
+// Every secret of the token stops at once. Its consumer group stops
+// taking the submission types only this token could use; the group's
+// undelivered events stay (list them with
+// `GET /api/v1/admin/settlement-events?consumerGroup=…`).
+//
+// Errors: 400 `REQUEST_INVALID`; 401 `UNAUTHENTICATED`;
+// 404 `TOKEN_NOT_FOUND` (no live business token of that name);
+// 429 `RATE_LIMITED`; 5xx.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /api/v1/admin/business-tokens/{name}/revoke (the `RevokeBusinessToken` operationId).
+func (c *Client) RevokeBusinessTokenWithBody(ctx context.Context, name Name, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewRevokeBusinessTokenRequestWithBody(c.Server, name, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// RevokeBusinessToken Refuse a business token from now on.
+//
+// Every secret of the token stops at once. Its consumer group stops
+// taking the submission types only this token could use; the group's
+// undelivered events stay (list them with
+// `GET /api/v1/admin/settlement-events?consumerGroup=…`).
+//
+// Errors: 400 `REQUEST_INVALID`; 401 `UNAUTHENTICATED`;
+// 404 `TOKEN_NOT_FOUND` (no live business token of that name);
+// 429 `RATE_LIMITED`; 5xx.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /api/v1/admin/business-tokens/{name}/revoke (the `RevokeBusinessToken` operationId).
+func (c *Client) RevokeBusinessToken(ctx context.Context, name Name, body RevokeBusinessTokenJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewRevokeBusinessTokenRequest(c.Server, name, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
 }
 
 // ListHostGroups List host groups with their capacity and use.
@@ -2694,6 +3004,120 @@ func (c *Client) RedeliverSettlementEvent(ctx context.Context, eventId Id, body 
 		return nil, err
 	}
 	return c.Client.Do(req)
+}
+
+// NewListBusinessTokensRequest constructs an http.Request for the ListBusinessTokens method
+func NewListBusinessTokensRequest(server string) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/admin/business-tokens")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewCreateBusinessTokenRequest calls the generic CreateBusinessToken builder with application/json body
+func NewCreateBusinessTokenRequest(server string, body CreateBusinessTokenJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewCreateBusinessTokenRequestWithBody(server, "application/json", bodyReader)
+}
+
+// NewCreateBusinessTokenRequestWithBody constructs an http.Request for the CreateBusinessToken method, with any body, and a specified content type
+func NewCreateBusinessTokenRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/admin/business-tokens")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewRevokeBusinessTokenRequest calls the generic RevokeBusinessToken builder with application/json body
+func NewRevokeBusinessTokenRequest(server string, name Name, body RevokeBusinessTokenJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewRevokeBusinessTokenRequestWithBody(server, name, "application/json", bodyReader)
+}
+
+// NewRevokeBusinessTokenRequestWithBody constructs an http.Request for the RevokeBusinessToken method, with any body, and a specified content type
+func NewRevokeBusinessTokenRequestWithBody(server string, name Name, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "name", name, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/admin/business-tokens/%s/revoke", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
 }
 
 // NewListHostGroupsRequest constructs an http.Request for the ListHostGroups method
@@ -3696,6 +4120,18 @@ func NewListSettlementEventsRequest(server string, params *ListSettlementEventsP
 
 		}
 
+		if params.ConsumerGroup != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "consumerGroup", *params.ConsumerGroup, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
 		if params.Limit != nil {
 
 			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "limit", *params.Limit, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: "int32"}); err != nil {
@@ -3824,6 +4260,89 @@ func WithBaseURL(baseURL string) ClientOption {
 
 // ClientWithResponsesInterface is the interface specification for the client with responses above.
 type ClientWithResponsesInterface interface {
+
+	// ListBusinessTokensWithResponse List business tokens with their submission types and consumer group (never a secret).
+	//
+	// Errors: 401 `UNAUTHENTICATED`; 429 `RATE_LIMITED`; 5xx.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /api/v1/admin/business-tokens (the `ListBusinessTokens` operationId).
+	ListBusinessTokensWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ListBusinessTokensResponse, error)
+
+	// CreateBusinessTokenWithBodyWithResponse Issue a business token, scoped to submission types, in a consumer group.
+	//
+	// The secret is in the answer once; only its hash is stored. A token
+	// scoped to `submissionTypes` may enqueue, read, rejudge and cancel
+	// submissions of those types only (others: 403
+	// `SUBMISSION_TYPE_FORBIDDEN` on enqueue, 404 `SUBMISSION_NOT_FOUND`
+	// otherwise) and claims only their settlement events; no types means
+	// every type. The token joins `consumerGroup` (default `default`):
+	// every group keeps its own delivery state of each settlement of the
+	// types its tokens may use (docs/business.md, "Tenancy").
+	//
+	// Errors: 400 `REQUEST_INVALID` (the body does not match the schema, e.g.
+	// a lowercase type or a bad group name); 401 `UNAUTHENTICATED`;
+	// 409 `NAME_TAKEN`; 422 `REQUEST_INVALID` (a reserved `KECE_` type;
+	// `details.field` names the field); 429 `RATE_LIMITED`; 5xx.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/admin/business-tokens (the `CreateBusinessToken` operationId).
+	CreateBusinessTokenWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateBusinessTokenResponse, error)
+
+	// CreateBusinessTokenWithResponse Issue a business token, scoped to submission types, in a consumer group.
+	//
+	// The secret is in the answer once; only its hash is stored. A token
+	// scoped to `submissionTypes` may enqueue, read, rejudge and cancel
+	// submissions of those types only (others: 403
+	// `SUBMISSION_TYPE_FORBIDDEN` on enqueue, 404 `SUBMISSION_NOT_FOUND`
+	// otherwise) and claims only their settlement events; no types means
+	// every type. The token joins `consumerGroup` (default `default`):
+	// every group keeps its own delivery state of each settlement of the
+	// types its tokens may use (docs/business.md, "Tenancy").
+	//
+	// Errors: 400 `REQUEST_INVALID` (the body does not match the schema, e.g.
+	// a lowercase type or a bad group name); 401 `UNAUTHENTICATED`;
+	// 409 `NAME_TAKEN`; 422 `REQUEST_INVALID` (a reserved `KECE_` type;
+	// `details.field` names the field); 429 `RATE_LIMITED`; 5xx.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/admin/business-tokens (the `CreateBusinessToken` operationId).
+	CreateBusinessTokenWithResponse(ctx context.Context, body CreateBusinessTokenJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateBusinessTokenResponse, error)
+
+	// RevokeBusinessTokenWithBodyWithResponse Refuse a business token from now on.
+	//
+	// Every secret of the token stops at once. Its consumer group stops
+	// taking the submission types only this token could use; the group's
+	// undelivered events stay (list them with
+	// `GET /api/v1/admin/settlement-events?consumerGroup=…`).
+	//
+	// Errors: 400 `REQUEST_INVALID`; 401 `UNAUTHENTICATED`;
+	// 404 `TOKEN_NOT_FOUND` (no live business token of that name);
+	// 429 `RATE_LIMITED`; 5xx.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/admin/business-tokens/{name}/revoke (the `RevokeBusinessToken` operationId).
+	RevokeBusinessTokenWithBodyWithResponse(ctx context.Context, name Name, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*RevokeBusinessTokenResponse, error)
+
+	// RevokeBusinessTokenWithResponse Refuse a business token from now on.
+	//
+	// Every secret of the token stops at once. Its consumer group stops
+	// taking the submission types only this token could use; the group's
+	// undelivered events stay (list them with
+	// `GET /api/v1/admin/settlement-events?consumerGroup=…`).
+	//
+	// Errors: 400 `REQUEST_INVALID`; 401 `UNAUTHENTICATED`;
+	// 404 `TOKEN_NOT_FOUND` (no live business token of that name);
+	// 429 `RATE_LIMITED`; 5xx.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/admin/business-tokens/{name}/revoke (the `RevokeBusinessToken` operationId).
+	RevokeBusinessTokenWithResponse(ctx context.Context, name Name, body RevokeBusinessTokenJSONRequestBody, reqEditors ...RequestEditorFn) (*RevokeBusinessTokenResponse, error)
 
 	// ListHostGroupsWithResponse List host groups with their capacity and use.
 	//
@@ -4360,6 +4879,248 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with POST /api/v1/admin/settlement-events/{eventId}/redeliver (the `RedeliverSettlementEvent` operationId).
 	RedeliverSettlementEventWithResponse(ctx context.Context, eventId Id, body RedeliverSettlementEventJSONRequestBody, reqEditors ...RequestEditorFn) (*RedeliverSettlementEventResponse, error)
+}
+
+// ListBusinessTokensResponse429Headers the declared response headers of an HTTP 429 response for ListBusinessTokens
+type ListBusinessTokensResponse429Headers struct {
+	RetryAfter int32
+}
+
+type ListBusinessTokensResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *BusinessTokenList
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *TooManyRequests
+	// JSONDefault the response for an HTTP default `application/json` response
+	JSONDefault *Unexpected
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *ListBusinessTokensResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListBusinessTokensResponse) GetJSON200() *BusinessTokenList {
+	return r.JSON200
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r ListBusinessTokensResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r ListBusinessTokensResponse) GetJSON429() *TooManyRequests {
+	return r.JSON429
+}
+
+// GetJSONDefault returns the response for an HTTP default `application/json` response
+func (r ListBusinessTokensResponse) GetJSONDefault() *Unexpected {
+	return r.JSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r ListBusinessTokensResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListBusinessTokensResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListBusinessTokensResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListBusinessTokensResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// CreateBusinessTokenResponse429Headers the declared response headers of an HTTP 429 response for CreateBusinessToken
+type CreateBusinessTokenResponse429Headers struct {
+	RetryAfter int32
+}
+
+type CreateBusinessTokenResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON201 the response for an HTTP 201 `application/json` response
+	JSON201 *BusinessTokenIssued
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *BadRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *Conflict
+	// JSON422 the response for an HTTP 422 `application/json` response
+	JSON422 *UnprocessableEntity
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *TooManyRequests
+	// JSONDefault the response for an HTTP default `application/json` response
+	JSONDefault *Unexpected
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *CreateBusinessTokenResponse429Headers
+}
+
+// GetJSON201 returns the response for an HTTP 201 `application/json` response
+func (r CreateBusinessTokenResponse) GetJSON201() *BusinessTokenIssued {
+	return r.JSON201
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r CreateBusinessTokenResponse) GetJSON400() *BadRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r CreateBusinessTokenResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r CreateBusinessTokenResponse) GetJSON409() *Conflict {
+	return r.JSON409
+}
+
+// GetJSON422 returns the response for an HTTP 422 `application/json` response
+func (r CreateBusinessTokenResponse) GetJSON422() *UnprocessableEntity {
+	return r.JSON422
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r CreateBusinessTokenResponse) GetJSON429() *TooManyRequests {
+	return r.JSON429
+}
+
+// GetJSONDefault returns the response for an HTTP default `application/json` response
+func (r CreateBusinessTokenResponse) GetJSONDefault() *Unexpected {
+	return r.JSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r CreateBusinessTokenResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r CreateBusinessTokenResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r CreateBusinessTokenResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r CreateBusinessTokenResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// RevokeBusinessTokenResponse429Headers the declared response headers of an HTTP 429 response for RevokeBusinessToken
+type RevokeBusinessTokenResponse429Headers struct {
+	RetryAfter int32
+}
+
+type RevokeBusinessTokenResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *BusinessToken
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *BadRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *TooManyRequests
+	// JSONDefault the response for an HTTP default `application/json` response
+	JSONDefault *Unexpected
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *RevokeBusinessTokenResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r RevokeBusinessTokenResponse) GetJSON200() *BusinessToken {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r RevokeBusinessTokenResponse) GetJSON400() *BadRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r RevokeBusinessTokenResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r RevokeBusinessTokenResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r RevokeBusinessTokenResponse) GetJSON429() *TooManyRequests {
+	return r.JSON429
+}
+
+// GetJSONDefault returns the response for an HTTP default `application/json` response
+func (r RevokeBusinessTokenResponse) GetJSONDefault() *Unexpected {
+	return r.JSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r RevokeBusinessTokenResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r RevokeBusinessTokenResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r RevokeBusinessTokenResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r RevokeBusinessTokenResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
 }
 
 // ListHostGroupsResponse429Headers the declared response headers of an HTTP 429 response for ListHostGroups
@@ -6313,6 +7074,119 @@ func (r RedeliverSettlementEventResponse) ContentType() string {
 	return ""
 }
 
+// ListBusinessTokensWithResponse List business tokens with their submission types and consumer group (never a secret).
+//
+// Errors: 401 `UNAUTHENTICATED`; 429 `RATE_LIMITED`; 5xx.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /api/v1/admin/business-tokens (the `ListBusinessTokens` operationId).
+func (c *ClientWithResponses) ListBusinessTokensWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ListBusinessTokensResponse, error) {
+	rsp, err := c.ListBusinessTokens(ctx, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListBusinessTokensResponse(rsp)
+}
+
+// CreateBusinessTokenWithBodyWithResponse Issue a business token, scoped to submission types, in a consumer group.
+//
+// The secret is in the answer once; only its hash is stored. A token
+// scoped to `submissionTypes` may enqueue, read, rejudge and cancel
+// submissions of those types only (others: 403
+// `SUBMISSION_TYPE_FORBIDDEN` on enqueue, 404 `SUBMISSION_NOT_FOUND`
+// otherwise) and claims only their settlement events; no types means
+// every type. The token joins `consumerGroup` (default `default`):
+// every group keeps its own delivery state of each settlement of the
+// types its tokens may use (docs/business.md, "Tenancy").
+//
+// Errors: 400 `REQUEST_INVALID` (the body does not match the schema, e.g.
+// a lowercase type or a bad group name); 401 `UNAUTHENTICATED`;
+// 409 `NAME_TAKEN`; 422 `REQUEST_INVALID` (a reserved `KECE_` type;
+// `details.field` names the field); 429 `RATE_LIMITED`; 5xx.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/admin/business-tokens (the `CreateBusinessToken` operationId).
+func (c *ClientWithResponses) CreateBusinessTokenWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateBusinessTokenResponse, error) {
+	rsp, err := c.CreateBusinessTokenWithBody(ctx, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCreateBusinessTokenResponse(rsp)
+}
+
+// CreateBusinessTokenWithResponse Issue a business token, scoped to submission types, in a consumer group.
+//
+// The secret is in the answer once; only its hash is stored. A token
+// scoped to `submissionTypes` may enqueue, read, rejudge and cancel
+// submissions of those types only (others: 403
+// `SUBMISSION_TYPE_FORBIDDEN` on enqueue, 404 `SUBMISSION_NOT_FOUND`
+// otherwise) and claims only their settlement events; no types means
+// every type. The token joins `consumerGroup` (default `default`):
+// every group keeps its own delivery state of each settlement of the
+// types its tokens may use (docs/business.md, "Tenancy").
+//
+// Errors: 400 `REQUEST_INVALID` (the body does not match the schema, e.g.
+// a lowercase type or a bad group name); 401 `UNAUTHENTICATED`;
+// 409 `NAME_TAKEN`; 422 `REQUEST_INVALID` (a reserved `KECE_` type;
+// `details.field` names the field); 429 `RATE_LIMITED`; 5xx.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/admin/business-tokens (the `CreateBusinessToken` operationId).
+func (c *ClientWithResponses) CreateBusinessTokenWithResponse(ctx context.Context, body CreateBusinessTokenJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateBusinessTokenResponse, error) {
+	rsp, err := c.CreateBusinessToken(ctx, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCreateBusinessTokenResponse(rsp)
+}
+
+// RevokeBusinessTokenWithBodyWithResponse Refuse a business token from now on.
+//
+// Every secret of the token stops at once. Its consumer group stops
+// taking the submission types only this token could use; the group's
+// undelivered events stay (list them with
+// `GET /api/v1/admin/settlement-events?consumerGroup=…`).
+//
+// Errors: 400 `REQUEST_INVALID`; 401 `UNAUTHENTICATED`;
+// 404 `TOKEN_NOT_FOUND` (no live business token of that name);
+// 429 `RATE_LIMITED`; 5xx.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/admin/business-tokens/{name}/revoke (the `RevokeBusinessToken` operationId).
+func (c *ClientWithResponses) RevokeBusinessTokenWithBodyWithResponse(ctx context.Context, name Name, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*RevokeBusinessTokenResponse, error) {
+	rsp, err := c.RevokeBusinessTokenWithBody(ctx, name, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseRevokeBusinessTokenResponse(rsp)
+}
+
+// RevokeBusinessTokenWithResponse Refuse a business token from now on.
+//
+// Every secret of the token stops at once. Its consumer group stops
+// taking the submission types only this token could use; the group's
+// undelivered events stay (list them with
+// `GET /api/v1/admin/settlement-events?consumerGroup=…`).
+//
+// Errors: 400 `REQUEST_INVALID`; 401 `UNAUTHENTICATED`;
+// 404 `TOKEN_NOT_FOUND` (no live business token of that name);
+// 429 `RATE_LIMITED`; 5xx.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/admin/business-tokens/{name}/revoke (the `RevokeBusinessToken` operationId).
+func (c *ClientWithResponses) RevokeBusinessTokenWithResponse(ctx context.Context, name Name, body RevokeBusinessTokenJSONRequestBody, reqEditors ...RequestEditorFn) (*RevokeBusinessTokenResponse, error) {
+	rsp, err := c.RevokeBusinessToken(ctx, name, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseRevokeBusinessTokenResponse(rsp)
+}
+
 // ListHostGroupsWithResponse List host groups with their capacity and use.
 //
 // Errors: 401 `UNAUTHENTICATED`; 429 `RATE_LIMITED`; 5xx.
@@ -7069,6 +7943,221 @@ func (c *ClientWithResponses) RedeliverSettlementEventWithResponse(ctx context.C
 		return nil, err
 	}
 	return ParseRedeliverSettlementEventResponse(rsp)
+}
+
+// ParseListBusinessTokensResponse parses an HTTP response from a ListBusinessTokensWithResponse call
+func ParseListBusinessTokensResponse(rsp *http.Response) (*ListBusinessTokensResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListBusinessTokensResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest BusinessTokenList
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Unexpected
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers ListBusinessTokensResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int32
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: "int32"}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseCreateBusinessTokenResponse parses an HTTP response from a CreateBusinessTokenWithResponse call
+func ParseCreateBusinessTokenResponse(rsp *http.Response) (*CreateBusinessTokenResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &CreateBusinessTokenResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 201:
+		var dest BusinessTokenIssued
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON201 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Conflict
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest UnprocessableEntity
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Unexpected
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers CreateBusinessTokenResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int32
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: "int32"}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseRevokeBusinessTokenResponse parses an HTTP response from a RevokeBusinessTokenWithResponse call
+func ParseRevokeBusinessTokenResponse(rsp *http.Response) (*RevokeBusinessTokenResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &RevokeBusinessTokenResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest BusinessToken
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Unexpected
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers RevokeBusinessTokenResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int32
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: "int32"}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
 }
 
 // ParseListHostGroupsResponse parses an HTTP response from a ListHostGroupsWithResponse call
@@ -8817,6 +9906,15 @@ func ParseRedeliverSettlementEventResponse(rsp *http.Response) (*RedeliverSettle
 
 // ServerInterface represents all server handlers.
 type ServerInterface interface {
+	// ListBusinessTokens List business tokens with their submission types and consumer group (never a secret).
+	// (GET /api/v1/admin/business-tokens)
+	ListBusinessTokens(w http.ResponseWriter, r *http.Request)
+	// CreateBusinessToken Issue a business token, scoped to submission types, in a consumer group.
+	// (POST /api/v1/admin/business-tokens)
+	CreateBusinessToken(w http.ResponseWriter, r *http.Request)
+	// RevokeBusinessToken Refuse a business token from now on.
+	// (POST /api/v1/admin/business-tokens/{name}/revoke)
+	RevokeBusinessToken(w http.ResponseWriter, r *http.Request, name Name)
 	// ListHostGroups List host groups with their capacity and use.
 	// (GET /api/v1/admin/judge-host-groups)
 	ListHostGroups(w http.ResponseWriter, r *http.Request)
@@ -8896,6 +9994,60 @@ type ServerInterfaceWrapper struct {
 }
 
 type MiddlewareFunc func(http.Handler) http.Handler
+
+// ListBusinessTokens operation middleware
+func (siw *ServerInterfaceWrapper) ListBusinessTokens(w http.ResponseWriter, r *http.Request) {
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.ListBusinessTokens(w, r)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// CreateBusinessToken operation middleware
+func (siw *ServerInterfaceWrapper) CreateBusinessToken(w http.ResponseWriter, r *http.Request) {
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.CreateBusinessToken(w, r)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// RevokeBusinessToken operation middleware
+func (siw *ServerInterfaceWrapper) RevokeBusinessToken(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "name" -------------
+	var name Name
+
+	err = runtime.BindStyledParameterWithOptions("simple", "name", r.PathValue("name"), &name, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "name", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.RevokeBusinessToken(w, r, name)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
 
 // ListHostGroups operation middleware
 func (siw *ServerInterfaceWrapper) ListHostGroups(w http.ResponseWriter, r *http.Request) {
@@ -9497,6 +10649,19 @@ func (siw *ServerInterfaceWrapper) ListSettlementEvents(w http.ResponseWriter, r
 		return
 	}
 
+	// ------------- Optional query parameter "consumerGroup" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "consumerGroup", r.URL.Query(), &params.ConsumerGroup, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "consumerGroup"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "consumerGroup", Err: err})
+		}
+		return
+	}
+
 	// ------------- Optional query parameter "limit" -------------
 
 	err = runtime.BindQueryParameterWithOptions("form", true, false, "limit", r.URL.Query(), &params.Limit, runtime.BindQueryParameterOptions{Type: "integer", Format: "int32"})
@@ -9703,6 +10868,9 @@ func HandlerWithOptions(si ServerInterface, options StdHTTPServerOptions) http.H
 	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/api/v1/admin/settlement-events/{eventId}/redeliver", wrapper.RedeliverSettlementEvent)
 	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/api/v1/admin/reconcile", wrapper.Reconcile)
 	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/api/v1/admin/languages", wrapper.ListLanguages)
+	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/api/v1/admin/business-tokens", wrapper.ListBusinessTokens)
+	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/api/v1/admin/business-tokens", wrapper.CreateBusinessToken)
+	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/api/v1/admin/business-tokens/{name}/revoke", wrapper.RevokeBusinessToken)
 
 	return m
 }
@@ -9727,6 +10895,282 @@ type UnauthorizedJSONResponse Error
 type UnexpectedJSONResponse Error
 
 type UnprocessableEntityJSONResponse Error
+
+type ListBusinessTokensRequestObject struct {
+}
+
+type ListBusinessTokensResponseObject interface {
+	VisitListBusinessTokensResponse(w http.ResponseWriter) error
+}
+
+type ListBusinessTokens200JSONResponse BusinessTokenList
+
+func (response ListBusinessTokens200JSONResponse) VisitListBusinessTokensResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListBusinessTokens401JSONResponse struct{ UnauthorizedJSONResponse }
+
+func (response ListBusinessTokens401JSONResponse) VisitListBusinessTokensResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListBusinessTokens429JSONResponse struct{ TooManyRequestsJSONResponse }
+
+func (response ListBusinessTokens429JSONResponse) VisitListBusinessTokensResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListBusinessTokensdefaultJSONResponse struct {
+	Body       Error
+	StatusCode int
+}
+
+func (response ListBusinessTokensdefaultJSONResponse) VisitListBusinessTokensResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateBusinessTokenRequestObject struct {
+	Body *CreateBusinessTokenJSONRequestBody
+}
+
+type CreateBusinessTokenResponseObject interface {
+	VisitCreateBusinessTokenResponse(w http.ResponseWriter) error
+}
+
+type CreateBusinessToken201JSONResponse BusinessTokenIssued
+
+func (response CreateBusinessToken201JSONResponse) VisitCreateBusinessTokenResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(201)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateBusinessToken400JSONResponse struct{ BadRequestJSONResponse }
+
+func (response CreateBusinessToken400JSONResponse) VisitCreateBusinessTokenResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateBusinessToken401JSONResponse struct{ UnauthorizedJSONResponse }
+
+func (response CreateBusinessToken401JSONResponse) VisitCreateBusinessTokenResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateBusinessToken409JSONResponse struct{ ConflictJSONResponse }
+
+func (response CreateBusinessToken409JSONResponse) VisitCreateBusinessTokenResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateBusinessToken422JSONResponse struct {
+	UnprocessableEntityJSONResponse
+}
+
+func (response CreateBusinessToken422JSONResponse) VisitCreateBusinessTokenResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(422)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateBusinessToken429JSONResponse struct{ TooManyRequestsJSONResponse }
+
+func (response CreateBusinessToken429JSONResponse) VisitCreateBusinessTokenResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateBusinessTokendefaultJSONResponse struct {
+	Body       Error
+	StatusCode int
+}
+
+func (response CreateBusinessTokendefaultJSONResponse) VisitCreateBusinessTokenResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RevokeBusinessTokenRequestObject struct {
+	Name Name `json:"name"`
+	Body *RevokeBusinessTokenJSONRequestBody
+}
+
+type RevokeBusinessTokenResponseObject interface {
+	VisitRevokeBusinessTokenResponse(w http.ResponseWriter) error
+}
+
+type RevokeBusinessToken200JSONResponse BusinessToken
+
+func (response RevokeBusinessToken200JSONResponse) VisitRevokeBusinessTokenResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RevokeBusinessToken400JSONResponse struct{ BadRequestJSONResponse }
+
+func (response RevokeBusinessToken400JSONResponse) VisitRevokeBusinessTokenResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RevokeBusinessToken401JSONResponse struct{ UnauthorizedJSONResponse }
+
+func (response RevokeBusinessToken401JSONResponse) VisitRevokeBusinessTokenResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RevokeBusinessToken404JSONResponse struct{ NotFoundJSONResponse }
+
+func (response RevokeBusinessToken404JSONResponse) VisitRevokeBusinessTokenResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RevokeBusinessToken429JSONResponse struct{ TooManyRequestsJSONResponse }
+
+func (response RevokeBusinessToken429JSONResponse) VisitRevokeBusinessTokenResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RevokeBusinessTokendefaultJSONResponse struct {
+	Body       Error
+	StatusCode int
+}
+
+func (response RevokeBusinessTokendefaultJSONResponse) VisitRevokeBusinessTokenResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
 
 type ListHostGroupsRequestObject struct {
 }
@@ -12035,6 +13479,15 @@ func (response RedeliverSettlementEventdefaultJSONResponse) VisitRedeliverSettle
 
 // StrictServerInterface represents all server handlers.
 type StrictServerInterface interface {
+	// ListBusinessTokens List business tokens with their submission types and consumer group (never a secret).
+	// (GET /api/v1/admin/business-tokens)
+	ListBusinessTokens(ctx context.Context, request ListBusinessTokensRequestObject) (ListBusinessTokensResponseObject, error)
+	// CreateBusinessToken Issue a business token, scoped to submission types, in a consumer group.
+	// (POST /api/v1/admin/business-tokens)
+	CreateBusinessToken(ctx context.Context, request CreateBusinessTokenRequestObject) (CreateBusinessTokenResponseObject, error)
+	// RevokeBusinessToken Refuse a business token from now on.
+	// (POST /api/v1/admin/business-tokens/{name}/revoke)
+	RevokeBusinessToken(ctx context.Context, request RevokeBusinessTokenRequestObject) (RevokeBusinessTokenResponseObject, error)
 	// ListHostGroups List host groups with their capacity and use.
 	// (GET /api/v1/admin/judge-host-groups)
 	ListHostGroups(ctx context.Context, request ListHostGroupsRequestObject) (ListHostGroupsResponseObject, error)
@@ -12143,6 +13596,94 @@ type strictHandler struct {
 	ssi         StrictServerInterface
 	middlewares []StrictMiddlewareFunc
 	options     StrictHTTPServerOptions
+}
+
+// ListBusinessTokens operation middleware
+func (sh *strictHandler) ListBusinessTokens(w http.ResponseWriter, r *http.Request) {
+	var request ListBusinessTokensRequestObject
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.ListBusinessTokens(ctx, request.(ListBusinessTokensRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "ListBusinessTokens")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(ListBusinessTokensResponseObject); ok {
+		if err := validResponse.VisitListBusinessTokensResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// CreateBusinessToken operation middleware
+func (sh *strictHandler) CreateBusinessToken(w http.ResponseWriter, r *http.Request) {
+	var request CreateBusinessTokenRequestObject
+
+	var body CreateBusinessTokenJSONRequestBody
+	if err := runtime.BindJSONBody(r, &body); err != nil {
+		sh.options.RequestErrorHandlerFunc(w, r, fmt.Errorf("can't decode JSON body: %w", err))
+		return
+	}
+	request.Body = &body
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.CreateBusinessToken(ctx, request.(CreateBusinessTokenRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "CreateBusinessToken")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(CreateBusinessTokenResponseObject); ok {
+		if err := validResponse.VisitCreateBusinessTokenResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// RevokeBusinessToken operation middleware
+func (sh *strictHandler) RevokeBusinessToken(w http.ResponseWriter, r *http.Request, name Name) {
+	var request RevokeBusinessTokenRequestObject
+
+	request.Name = name
+
+	var body RevokeBusinessTokenJSONRequestBody
+	if err := runtime.BindJSONBody(r, &body); err != nil {
+		sh.options.RequestErrorHandlerFunc(w, r, fmt.Errorf("can't decode JSON body: %w", err))
+		return
+	}
+	request.Body = &body
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.RevokeBusinessToken(ctx, request.(RevokeBusinessTokenRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "RevokeBusinessToken")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(RevokeBusinessTokenResponseObject); ok {
+		if err := validResponse.VisitRevokeBusinessTokenResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
 }
 
 // ListHostGroups operation middleware
@@ -12839,188 +14380,205 @@ func (sh *strictHandler) RedeliverSettlementEvent(w http.ResponseWriter, r *http
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7L3tclq51iB8KyrOUxX8Pts2TtI5p+16fxBDEtIYfACnp6fJGLG3AMUbiZaEHTrlqrmIqZoLmjuZK5la",
-	"S9L+gA0GYqdzzpM/iYG9pSVpaX1/fCmFcjqTggmjS6dfShNGI6bwzw4zalEdGabgU8R0qPjMcClKp6Uu",
-	"C6WINDGS3FFuyJCNpGJEwStcjI9KQUmxP+Zcsah0atScBSUdTtiUwlAjqabUlE5LXJgXz0tBacoFn86n",
-	"pdNKUDKLGbM/sTFTpfv7+6A0o4pOmXFwvca5GtEqVG0RLwg3bKrJHTcTQome0jhmivCIlM2EkZlit1zO",
-	"NZnRMXumiWCfjR/vAKDmMM4fc6YWpaAk6BRgGfoJs4v4D8VGpdPS347T/Tu2v+rjRlQCsN9Jbd4qOZ81",
-	"oktqJvAWDj+DD8nok/Spjbu2xYTv5XDjVJ/g96+dpMmn3Kzu/SUdM6L5n4yUIzai89iQk0pl7Z7GOMpm",
-	"rKCfLVb8VKlkcOSkAEeCUktGbOPaBT7wdYu/h7f1TArNLCbSqMP+mDON+xFKYZjAP+lsFvOQwtYcf9Kw",
-	"P1+2nKeulHRYn9/f3gSuF05GIsk0EdKQKTXhhABiw+SKhoaUB536P6/q3d51o/Wh2mzUBgdHpfugdC7F",
-	"KObhN4NUy7kK4YppQw0jUhG4eppLkYJP41jeETPhmoQTKsYMIW1J80bORfRtIKVRpJjWLEpgTuFjn7k2",
-	"CFNPygsqFu609dOD1oFNw0vCIjjTaq9+3WxcNHr12uDgzBJaQoE4E6TTh0ioibZ0GW7dMiU/TEh5EUDu",
-	"6eMM0UeorgSdm4lU/E/2DQ7kgmvNxRiwZS5uhLwThEZTLoiRN0yQ8uCqVb3qvau3eo3zKm4Fns6VYJ9n",
-	"LDTfAsQuU7dMHWoeMWLJXPmnz5/JoNHq1TutanMQEIDyQ7XRrL5u1hMIZ0qGTGs6jFldGG4WTw/qryyO",
-	"D4GssogM54YoNpoDog8XhBI1jxkps6PxEZkpOUwuAv6gAep7TxsRh6rGsOnMghpFHKag8aWSM6YMB3I4",
-	"orFmQWmW+epLidq3LLN+iL4GJSYiFlVNjh1E1LBDw6eslBB+bRQXY3wB1n4uI7bKkBpipKg2ah6auWIE",
-	"nyRhTLUm5Xqn0+4cBIBnzXq1W7+u/7fLRqdeg3szA5gVjPA/fq8e/veP8E/l8Ofrj18qwasX9/9RBEaW",
-	"h2+1UMuJt3o0ZlSz+kyGk2Uu+eplaTNfDDzX22oiOTehnBbsZOeq1Wq03pK7CY8ZchuEicT8lukz+EKQ",
-	"8/bFZbPeq9cCgpsbELelATmvts7rzSb82b26rHe69Vq9BlvfqX9o//Lwpj9fs+mKhYzPTI2PHQNeuqjv",
-	"qofPf3pF5AhBFrBxMZAxIPRwb2kYshmQ15FUlgk5bF0GqHL4Mz0cffzy6mUxIJpp4Gv7npE2VJld0P4+",
-	"K8T8nkh1GUQJUnEnB1x2svTAPyYzyOEnFhoAqjqPuKkLoxa73vjQ7v/ycfw6oYZM6GzGBIsCgoQHgDxi",
-	"AmhiQD7J4VFIRcjiIyv8NZkYgzj36mXBntPQyAK9pEWnzJ94hnPgTe+X9EIbNu2X8MTp3MgpNTwkFmS9",
-	"NO3J838UzbsDcaKwh9vevogZymO9frettLpyUE9JenahHopRx7Wye1h5/vIh9PW7hHvrDzbweJQMXISk",
-	"51Q7+JboBz38s3L488f0z+ujw030GwbqIFXYEdvDBIJNO+TgBH71mRvPrlYUnlXSMGVTqRa/DDdTlUrx",
-	"q1rTcQE1P5+w8IYpEvHRKCCajwWNicB7o0j3n03LKQNCDZlKbchL8gt/vXQ3XlZ+flVECEOpCmYcKXuY",
-	"5P/8b3LH+HhiiAIBn0VkQuMRoXd0QUZKTsmfTEliJHlJIhbyKY3JLKYh031RpmQ6jw2fxXi/K0eVSuWE",
-	"cEF+rwRu0I8HyItIMh3X5ASvevU8IJW+wFsvFmREeTxXLCBUROQO6BIlesZCTmMSut2hd1QBgNJMmLrj",
-	"mh31ARnTiy/nw5gVn4KYT4eOtOPuru5Ij6kpF9SArOtPAF8KSIXwERFSsKPsdNtYSpC4m7l+CBs/MBXx",
-	"0HTtw/dBCejXhS7AlMsrAr8tQ7IF9t3ROLZD7vTiEmlwtytZmMewBORkosxVyVyy5ADS61BIRuDMYTsQ",
-	"d5kA4H4vXdZbtUbrbSnw8k8pKF1Wu916rRSU3lQbzXotM5q7BEHp8yEMcHhLFdwpjSMxEdkfO3Mh7F+X",
-	"FHROGInymEWlj/dBqcZAolKLBJQlC4sFiJRBNV0wEGBARYpZNAaOOpNa82G8sMJZBNeIklAKPZ8ydRCQ",
-	"Wr3Z+FDv1GuknH0Rf6nWSHlMbxmZz86IZqC/RxYYNOCsbkkyGP5d3X0n3FpxC2qM+g2YgQYgwoeFjvzW",
-	"vGM0NhMgDFIwEsuQxiRKBiPlmrQkj7KpFAFRcwEIRPiUjkHymEdjRiJq6JBqFpCI6xtcd57WWw5dIGhO",
-	"pDKEfZ7FVKD+5qQboEVW6zDsszkjQoJ6rphZkTSKuCQq8LGZ4Fa434ZSxowKZM3USupZxkcP//z4u+d3",
-	"pxsY3tI1w7HS+YquSI1peHoNZvasAWrEx3OFO+CMPtSr75oZJ2UzFPosDnOjiRxqUKgjYmcvQrfrD/VO",
-	"4w0o/I12qxSU6i1QrBHzOtWGu5m1Rtd+uxMifmCKj5zWDSOjKIooqSh3N7XGtf0WMdR+yFj9dhAWRlKF",
-	"ReoVu5U3Vpuyd1cTLrRhNAKERqUd+ARatFFb7V5Xz3uND/Wj9GQzmJEKYpuYQMc+tYwK7uXAwVqICrA1",
-	"+21AxGgUc8Gc92C9WwGFASHvSBmxA/R2Gd4cOIPX3YQ7qyfg0jNNFJva4+oLt4FUMWLoDRNkSMMbUkbL",
-	"6RzIJCBeKOcCFD+aqHz6AIUBM2F9gQjKNZABPPgjUh1qJswp3GC/hCNSdfLRq8rLf1QqpPx3EtGFPliS",
-	"ExKu543Z9vGHdMLHOMSiw7O2oh1lXCevPmiDQp77FapMRmR9SNZcFhQst9/E5OvrLUUXNJxwwQ4VoxGc",
-	"uLcVgXZKztutN83GeQ8wAlBuzARTPCQvKz+TuwkTgBRTqZiVIEc8xPcImvOYzpKzJbt8KSgtWTNLQanX",
-	"/qXe8taoUlBqtXvXb9pXLfj7Xbvbu37baV9dXme/brVr9dwX79uvc5/rH+qtXv6V6kX9ulf9pQ7ktFP/",
-	"0Og22q3rbq/arJeCUrdX7dWv/br9DM5Y4z9Wm516tfbb9ft2o4Xfnr+rn/9yDWt0oNsvGq3ry077bafe",
-	"7cIS6tVO73W92ksmyxG0DPDnV51OvdVz3/TqnYtGq9rMrQblDgDnulqruQncX/h7tdls/2pBSddyWf2t",
-	"2a7Wrnvt9nWz2nkLc2aN66Wg5C259oC8IXdLxuIIY0Pc0pgDJ7EGdCYMsBnkLT15w0T984xb6Sdxd2Qc",
-	"hpnvWjJimY/v5TDzqX7LhMk+TKesB2QPVuXcLV1DUVFB3p14gezAlvX4aaox3IDFe8kFfodyccdfM/e5",
-	"IS6VHCumQeh+x6gyQ0aNn6SJ5LcaGn7LEmjP50oxYexnp/rEGehR/gMQqtYEDedo/2pJU41jeWenT2G/",
-	"pItY0qgnZZOqMczUoYY1rbsEjlCAUISTXAl6S3kM9xo5eLLHu1JBxajZzTi9s2nGC3WbnoQj9raZc+Bj",
-	"O3vUgXRa1NjHWBlLc05nNHQejCVKCgzxkxxaUnk3kTEjsAtkShcgdRNqiBQhqN6hklqjCAgr0cXarmea",
-	"lgc8DJluiDcxH08KzMEWM8mExegAQVIOZ/PMAQDiRgBSPCA7ukvmQjE6YxHoFCCShfE8YtEeavl8FtGv",
-	"MfDmIwSctJ47iOXVZ464iBcmd+AckXrHm7ALli6jy9cccbHWkpth42KbfGeBNdl5/ISRJQ+tPKUv97i6",
-	"hn3ppFJJcYMqRRfrj1lvXscVotOOK8le+SJ3vXPNYygBuuJB3hmiIUGKzQagrejEIx78EuZvxPSiKKEq",
-	"ed1422j1CLcaQGJrtNcPRbbPdDqLYaiXz5ecQSeHP3/8vXL4M2jXJ/8oNie/l8NfuCiYunv1+qLRBWkL",
-	"tneuQZmR6uaIoLAE33mV+dDFerCIaBaPDtEuSYbA5/vCSLRzAN06QxKq58MpRz8PmdDsx95ixsjgl/p5",
-	"/RqnGKCaQ8lwzmNzyEVfTKngI6aNtYZyA0CgQSTCLxSbSQVQxPyGofUULaLorUFNx0u36dK87LelxNRN",
-	"gPUiBvLp93K4YpL751X9CkW01CKX+B1To1xQSjyOW4LwT9QNc/a5cwkIYLImuqB0ju4pbwsAOQkUiobW",
-	"cxt5sMN9/OReXnaYFDqd/MNWaNS7yCDbu3CWyat3ICaQFsFRdOf8vuxnIzAmzpgHNgHt5+mlb8Ai1sLT",
-	"y428JB3wEUOToPMdwkqtIofWK3zrjPjAthevQOE/IRM5Vwepp2TZErCbHeBVoezwHq7iezncL+5iXwEx",
-	"EZkbosgx8E7ekViKMaHEXkkgB0QbHscYDqrR2Af/2zilIQ1v5Gh0RipWZQ5jyqcw/B6ehRDEuJoUbI9l",
-	"4bs9aaxLZteXd1cAQqf4FPBcoLJyCMQ2T7+faeLespYGNE0WG/pGXHA92Q2idMw9ZP+ndDXfOH65+cJb",
-	"tnoflGIqxnNnK9r0StM/h+9ok7MC7RPps200TiEK4csdb6wsulmXimk4extq49jcGRFsTEGlRuUpp6R4",
-	"X5BVVQrvU4Fv2PH8bQ9nSj+78C+9+eJ8dQzSbEL1g4d6iQ/B01LGDz4Mz8CziktVqLQ25R1ToJ1qMuJK",
-	"GyBTXLuAoc166UmOgh+eVCqPEuBjHZ5si/tgRSR4IaEgD291N/ts7t0ewrHt2/j0I+i3PoAJaYA71RWo",
-	"lpaYI2UZepBDbr+PWa6R4wIZtAjyPDOP9EvBVSkrKJR/HMuuJf7C3Rl3AWloxxHTxqIoRtVvo436qM1l",
-	"XXRZFUVa/SC+eVnEnR/TewXf2Rh2LehMT+TOwXY2eC+dd5d3b23kw5YBEkV4mqKJ3nj2e9gaPsnh9laG",
-	"7FGkB/tT0cFmU1wQpDhuj0qnvz9Mjj8uu9mtH4w4OwHwU8yjOSraqQ37o3b07ledhx4dc6Cxg4KsMU6B",
-	"m1U/vQtkXkXK11QzctVppliJ3kPreSZMRDPJhQlQeJ0pOXTGgIx69tPJ8yIxb3fJMFryp286ipzvHd5V",
-	"lIua80NWTVGoJQgP3jnuU6G85/LUyuBJ0ojEICth/aU6dYFm/areL43OVCoi7xsF6TXx0cJal92fm+3j",
-	"uPFbobqyER57SqHozyiwA4WKRUwYTmM0mwwZE4SjNm+zxVIt8I6iucbmiK2K4nZ7ssbnHZWLXS3/W8tT",
-	"O0hIX+EVUM6PVBiqsn14dGWtXX+zCfH5T6+e2gafmEOc2dkJKXnTvAU1s5NLFz3dqAQrVwK0l1ApuSVb",
-	"SR1qL4P+WoLZntkRyMSYWVkfoEG4gIIeWxj/DFz4ZETomHKhDbE5l3LIbFrJVuR0rwu+auDZ1XS02yXc",
-	"5WLtjMFbOz82YOFDOPI1BsvlrFt7h1JyGRA9kXcCtdWtouq/0sC5HQspvNN7GThxuP3E+3lUlDzbYneJ",
-	"bJ/aE08qle0F/TRf42FZH2+p3haM59tD0ZIRsyb8HBDPi8TSHc7N5voIU12rHBVD/lPl6xSlnx5y2TkM",
-	"WoIu2WCXArIBid4lItAO8nA7HzMZEM1mVFHDbNxcLhKzKIzVxcW6z1ttTyYyN7dDL56vnuzEB4VUx2yP",
-	"GHBrqEsiS4oE3G4qcHpOhMpIMvMZoVZVcbH0ZMHM0dZyKcYPd9cT7Y3ASwFCdpG0mUBHqFIczg8kcy6I",
-	"HI1QlB8Zpi70uqhO64dLAlML/bioIWnKvSMvck8TbjSLRy7fU0/mBlMPInkn1ki0LkT6A1PFXuOqtlvu",
-	"4TojgPsLXwgC8zDgMqar3or3I+96PdeL3etE5G+mO4aVhQR5/C/Y2PWXdR+lHl/cUa9XO4cO+GnWw75n",
-	"0MAuUahfHVf0yDJSgTS+ITK2mfEoLNmH3S/khi1caH84m538PSCf6C2F/2cLM5HiRUCoujE6INOF/iM+",
-	"gzsYsZBHVqsmIKwtW7syIfv/eXSNIfsvToqNVx6MhhjJHc+RR7v4SaZcXGAyzeuFYbooXNYaWDW5m0jN",
-	"iM28scUKMGqEJVUdKNaEsVnnSZatt9UCm2YC47JJ+eXz52RwUb9od36zoZg2QrP96+BgDyfhlH8u0vh7",
-	"as6s9QMDHV3gl6UANojXTKjA2IpbqjgVppg47qZV02gBcpEuivxPoSjbPNgoIJZ0HQAsnr7mN26/zDAR",
-	"URUVsw3/K5EqPZ1bSzERdXmEGYJZ3pSxqtqt2p7IeWT7YF8s3T9A3XjWK+AXsoKnua32KJCBbtOl34Oy",
-	"U90ebSWZZA3dW8ofDqrddxRpw0PbiZBnZ9m0M/6Mdk0ZmM54zM7ldEqL4qDO7e8ktA8QQHgvQQCd8PmP",
-	"q/UeQMO5lLzIqf4OqQ4jrorLCCbAvFaYAV8kaOBFqhQC6RLFc3w2im6mgJbijRXFNBK4JHLmz9v7n55p",
-	"SxL3IF/iYXJh6QIIcewzDU28sCQiQ7Z29NKqucgcV5HrpFgQdEepsMKPy6vzpINqa/yJCLd0RFMRDeVn",
-	"m3h39KDR7TYR2pYQKgduDisKjs/vZxGat2hRwYt38ykViDsBmQv+B3ANK6pzo8kNFxEpx+g1DqlmBwVM",
-	"HbPP7f+OrZ88/3sxX0915h21QMGyoYFqDooEoS6/zibg2XxVy/IAdBtm+EkOCVZaIdXzgjxHHG9b25tV",
-	"Njtro0thdcvhpQguFd5IeEYs6yOCsUgTSmZUaxAO8GkXDFOQEL2FVLmHZ2a/ijKpSwVXBzs8wqjBfSvK",
-	"7BPc81SVHVZUwYfVuG38Wpm067xvdjsPZeKl/VhU1ivB9GeauKHPCKPhBK8siKkg5dnT0obNVn2Y/hoE",
-	"2VDIYT6qII/8D5noL31wi49nPW9fXDaaNpD1/VXtLfy1XcSqpbr2Z1DwUHGFKZxkWuxABRnqLAkdJq4k",
-	"FUFrkk4YibtqHshwNoOl01sKqIyaTikooaYD9w9UnW2BxpHe25Eu/UhVN9KFHQkWATzjqTIV08F9uuKT",
-	"ph0uTZc5/Fqre51GLLdbrfp5L/2i18z82mtc1NtXPUzWqzU68GCn/ubKliJ4Xa1dd3vV3lUX8wfTtDb4",
-	"4XW79tuWp1MTOg10lkKw0CSfe3H6W49PmZwbzDCLuGKh6VgND6akUdeXasgkZ72m0WsZLdLD3avWSsZN",
-	"9SABijiNWdSYFes7My4Ei0jj0upYd1QTeMGR64dKDzGPmduhWd7TvSkhttiel/GvkffddouUOTqtzSLA",
-	"C52UMwiyJQ9cOn2AJTkPh7bcSkbiSjE0pgbe2MtSu2OBoHCCaXjFXmLEm61r46xzz9IkhTCdL7vGojva",
-	"Scxcy3EUizOiWCixEowTYdGiT2I5LiziMOUi+aIAdexM+wXGP1VKeIeFUoQ8Zh1UKR5FDa65WhpfqQjL",
-	"m2JcQV+yrWMU5XTklRFSK2rmKieeilsuY/SSbK9pf/CvrNpoK9vp3fKmtLSCHCDFR4T8u+oK1u14RF8V",
-	"872DTLljzOqaINBcWKcdsnBLJPy03016rHiBp7qRXWZMzKZMGMyQ3sM4xW7ZLga5pQk7SPK+09BCt7Qt",
-	"9s0tY1cR0hZMKjJ02F+szIApLCyyRX5gNoR5q2CHvcIFbWWo7aLwC1k1Arl1HVZ4eKtg8PyW+4jwb0Vy",
-	"kpSObYR3i69uCx89GD9fvOtfPCLfI0sWEzLq7y6R+V5XXkHh7EXIQrzFzfabsmR7r/d6zXrNF2oBNdfe",
-	"TDSLfZJDe3Ot5avsjAIB6f7W7dUvrrFqLZEqLVebq0XlBt82pxXhtWmi3Tkuw8PsB3zffg3Kb69Xv7j0",
-	"RVZyRV5KQT6nFgufbDn/e4xU9zEt1saYrS9SCvJpt7irHtoc1q7qJMO55oJp/UwTHiWyXfJagcGroBrn",
-	"6cZynN0V9N8IBhpk5SgDhHPTVptv23CktWqv+rrarZ8RmApL0lvbOYZGY3a0c1W6wJpyaljFuF+SZlAf",
-	"PGTRW+e//ZAxcO1WYFSvqbiGIdnWS0hhyTScJN4Ha+bygVBShDn/ynl968CoTGnUB6MSEjt9U443eQrm",
-	"ZjbPhGm9whKjWfiAG6iZYoZFXrtdjh199dNPL4po/JR+7haXIe3Op0gK4thujq0aqpf9Nvu4m7e3IK0t",
-	"kuqgM+5gCT6mA7Kp7qlf68e+KGdeQly2xVfmgtsVnhxbFYVo6S7sFAgl2vwO9qttuk+x0eUQjeW6nsnp",
-	"5VAp3WGXvVXIJPJTFRhBsd6CK3p9RJas+ZjZbbdOsFumCPV24yNyWe30GtXmqSshiwcUbCgaS9MatHDu",
-	"aFUdMnPHmCCVvqAiIidwKHA2FgvPbElq4FIBcC21SOzU1XMgYQ4EW77B2Dp36BWBR9yPR6TqLN52Xz0n",
-	"dJ/chDYsC0bvCyQeXBPBOFZ1qJ4TkU4WEBZrlkzNR1j/wcHlfqye90X5vO7jvpIH1Fz4Wnie41XPsf4W",
-	"DlYKSr9W0cwJTO8C/23jvx3453zbcls7jmmxhI9ASlO7a9I7eca2FmPX+h3sCIWonlghdi3A+OSV+axt",
-	"o5hjceH802SobFl2ZNMuzfn610bvXfuqd4014QLS+7V9XX/zpo6l4a479e5Vs9cNiK2A1/5Q71yfVy+r",
-	"543eb/s62bQVzbY2cOQluQdE8uTRFc1/HjuhOXkkC8omfwJm04Rzxc2iCzN5w/iUC6wqV0D1ljuo3LCQ",
-	"HfrEL/ullcPJ4SEKUvi4jbrC1dgOWFQxlW7hxJiZ7TjCXTTacuIIKABSkeplw3M1EKEyfigyFxFTZHBM",
-	"Z/z49uQYpz0enNp6YViaSwd9kWb+aVJOEgx0kHF9AylyPQQU0/xPFti418BnqQV9YfNugmzGl5LGVet1",
-	"uX4H2IMAh/baBibNkZgBammgvX2R4rByhlNuA61J3ZHtOPae7KW9t9vZF4P0wAYHZ4kkax/Daax/LgU2",
-	"x5ecFfCoL/rib38j51KA9M6l0H3x/6W1jTQpD6xZfBCQQSZFBD4iaYE/0mxp+OT0vkHQF4QMkuYt8JMj",
-	"S/Cnq9g/OECo8tWTtO1JhbVYCRms1ksaHAGUPZDo8PXOm3Py4sWLn5P3MYYdEMYXZLbFX0n5qnd+cEYi",
-	"F9iOb8McTg7TIBRNeRxzV67F5T0KMrjQA6LnoxH/jHPbc7Lee1tx6V2vd+m55CyeazL40kfnXr8UkL6/",
-	"j/aDI6H90v3gDKZHdMSVXF1e1jvX3Vb1lzqxQU1YvokLK5nLmVOKn2mSuS0Ob2Co5Aksl0djLQkV+o4p",
-	"8rJSISt9vQLysnJCVloiwUhlqeyPuXqig1PcV0SzZ9qWkVhgtAWGHYL8gZeCRYdybmAcW6/6mSbylqmY",
-	"zqzyfIDo8fL5zyTfl4qUccsz3aZsVd18f6TjXHskPJGLuXFnam1rtgCZC2WRyuru9Aa+Gli76SBYdswA",
-	"SIlvxp49umtCVPQy9/CZxsgenBijU245u9PkhrHZUhHr8iCbvQeYjyHFgPczqgxiKp5bPh+DlAf2jyMb",
-	"yTkISMRswH+C2/l0BULHDPc0qba1EkklIpINXD84Jf2SixjFOiAuh6BfslSKkL6v540/+0QA+F0xMpRm",
-	"AuevGNaMt5vR5NoJwLCvikVEZLJqEIQZHbu0BTLA4DZbT2zgOyRa5MP4naJui4OswXjgxEPDDVZaQ/5g",
-	"z6l62ShlQs5KJ+gMmjFBZ7x0WnpxVDl6YVn+BBlgnocgyzgEgnc4Tmr3jVlBxCCaDvVp8T06K8DwM8Bl",
-	"C3ZyWUF6KMHevUvr9y31CXxeqTxat698OcOCrl/VOM7xUDJcEB5hF7KXlZN1wyfwHuc6vsFLz39++KXl",
-	"/ngIFapU20yYdG9DAWc+nVK1cJuaXUpyq7kioSsAiPg31zaYkI61L6Toj/4jhmvrjYdfQFvP1uJE5Wcy",
-	"SOsnAw/YAU1s6mXWDOfKYWB4xKOjiMsGvs9LoCDj369g6MnjT1+EnS751KFj5WHsyPTY3BuDK1tgcFJd",
-	"+C9Febs9hGbQnpRBy59NFpqHNHYSNPx8sB7n74OHaOLxl4xEeO8Kqdj8/PyBDXzw5oBM59oQ9secxrny",
-	"uT5E0z94RLCiErBdf0v7wieFMII8FJj2CDPcUQSzNZ5Pge1huhqWELYhkE4cBl7UF+h1gzd86DWwyRgt",
-	"tJGSszT3BITlu2R6FJX3uu998bLykgyKSq97YpCvn74b27BZWVl6kG11vMaPmj5yvNxh+P7jE1MUl0a2",
-	"FUWpfBuKYkH61hTl5cMvJXXZ/8VIkJe+UxL0TOOtTZluWc4Mn3JteJgGd6OGuDtR8nWPHpDQdmLSuwlu",
-	"vpiSXr1/Ra2rvUdzO9zNBrwUj+czm7YazqaVrRvKVVDbGjJbTnHdaKt+3q3GXXZHw/AP0DHbU3yLB5No",
-	"E0vpnoje5Kp4FZCcNjBkOkaPDKDvt6U9f608bk1kIldvAeXyEY/hiLL335YB23Txj7+gJer+cQmA49q5",
-	"Rii7kYW3LKEKOzPltAv/N0FSV4dkTXvzT3L4nXPGvwyd4RZ/kkNnJ4xj9I756n6uGrp2zYL3w+pj288W",
-	"petCHdSdEBmyUE6ZTmNPfNG2jCkabbNn3io2kXFkCzv0xZgZTQbJuwMiBVEMBGBYBAqpcBWWH8B19YUr",
-	"ao5WsgwAAJa1PmryvFL5ahF65TJ6sHxvnwEpU9uAJm0mTaQiNgviYEdFGxf1aFf48SXqfCT4N5an0+qR",
-	"a4lGgO3XEnT4IV0/lnSNiEkosf3oXNasV3r3JDPKxoevpzPWrKCBeLC7lOgN0kg98p/kZJD0aNR0mo3p",
-	"sjblqbx1lSwyv2BGNVPESMKN7b8r48hiEB+5mvDJWvvCLTYAJT707RRI2fcBIkjLkDakveLRUvxE1CfT",
-	"awwIEAo2KlN6vS/YZ66NPgjIIN8YbUDKSZKh889JQ9xRRDvSKxfh/+9FsJ4/4uT5BIg1dMsjN9cO5X6Q",
-	"rUciW+4Alm8/RtZmmtrA5pfhFNILdLA1TVPfgxlAbWkE2FNpX0qTsu5F1y3XKlAYmPnVVod8zeCn10PU",
-	"OlX5wkUD2BCOvDPqv4a+nAawBES6gqrxAjYCw2CsZzeDB7n74ut6rfVipVXfDFXWrj4o6ps8OCK9fF8b",
-	"nSnSaWMSsX5IzG2ppsFqltSAlH0HHNv7Jg3h/XtfYM+bMyJFvEDFaUL1BGcxUrHoiDQMMHwyZFhI2dYG",
-	"fUq7/LKT7jkZFHQHBaZvU0aJnBvNI0vj6GymJLr0pQZOK5XRB/v4+lxBt6fhybmav9/Yy5evJbve03dG",
-	"Jq6zcgb5jA1CRguzdLFi/3a8+vk2YLkaDHQYszomdf/VfH7MtcHo52zNfSQOes5sy/aVer/FJGsdlz/+",
-	"YsPSnsbol2+HvJ/VT+0sf7dwRd/I6Kc2m/wEnsgPm986mx+iNOq/1r4XMmESu18usNRG22NQmVGUx2tZ",
-	"866uc1fXYdVznrDzmFElfDcGduf8b3IubNiZbZzLPudq3uqJ4uIGhK3UDe4aN3DRF87fHoOGbSZs6hzs",
-	"X82EV29cgVs8cM+5NuI7xs1YH+9j3c2nYsR/jXM8KW7+wzP+5MxR8z+TuNQtfeA78MNjF6++3o7nKu24",
-	"9nCekqAzQJOY3yb3vYwBn9Y/d0DmImZa98VgJFXIBpgXpObMxetSYmNqD47IG6lCVNYw0vyGx7HOxeSc",
-	"9kUyKQwi44jUGt3q62a9BrrAKlVCEqqNnGmbMs/F+MxmL9nmMdZAaBeAJezm9hWbjontt8uKGcVZhAlH",
-	"dxOGyW08BqXFO2tso5qDwHW3tb4NGB62UbvtAuBwYtwpbafuCySq+omoIKaydK+rmMPylUSwZrHj+6WC",
-	"DsC/0qmhNglF1qfh8fUHWXwksuiO3dNFDOG3F1rIDFHamygCJdvsQnUGkCyRKaZGZ04PHSLtwZaPU7ro",
-	"CycJkV/RK+I7ZSVmj9VeWWjU0JmuWn1RHiw15hr4aiYW97Jdsk59SU6bfaFTgm57b+XIoiWWwaaOXVPb",
-	"mev//s//ZXNNuO6LERMhUE9KYgoanfUIS+WpI6ZlUeNIove7HAS4bZ/kkIwl032BAzt93dbqpjaf3BJb",
-	"NJZYMkwiyTRptXtOTjXyjqqoLwaZTooDhNG/iEv1vm9/L89sdgIwABS9WQR7i0oNbvC13/LBgT0wZBnJ",
-	"QdjUIeR+aSti3Fjrp9GuczHu2wK38Ij44v+Epm3TrOY7hoEUm8U0hN2AAZOZyhIrnsNKgQPJWze5+/3g",
-	"iXhKjoWsuqV2ZCqw8u+YpQB43ztDcRjzg6E8EkPpGjmz8dtAzPVZUVj4si09JQD78hmbTbWe0bRFvCB0",
-	"ZI1jQLYBokwBZus5xgYCqyo+iJnZ1DIrp44U05NMhxRSBxiQDgkyqLeQHg4ScZsCcziUM0u3HzM4p5jQ",
-	"oHv7GobC7MGADN7Vq53e63q157X6vliSaHcxt+Fqv2N59q+P0dmC+jgs+UF8Hstpx4wt/cFHPO3G4RKy",
-	"Mf0k9X/rfWnNJ8nFoa9WXExuGgJ9cTZsRywIoyrmTJG5QAsAmt1BX8+J3T6AzgqOtC8y+e5zzcjA5vce",
-	"pl8PCBfaMBpZ2+NQRgssju2I6xlIg30xMBknoHYGRIQBuxyMGPoD1nsHCToHn1IeqjY79Wrtt+v37UbL",
-	"0qqv0LQ7TDPzPm0L+P3ZGx1sGdr0pLTITdfA3ribom9Wuz/+IEuPQpZw6xORIfWkjpYowIRqjEOz7WV9",
-	"37t9aBR27lhPn7rdzpvD8RwLHp1ar/+S0/y8UetYFwq6z89cXaNaq+tkl77gOu0Y63RCV4ibNC5dme4z",
-	"0mt2E4J8RpSrOq59Z6mzvnD1rYm1z8JIfMrOiJCuggHGITBhjkg1s1chFbBVQ9YXWCyaYQgEBYnKxUcm",
-	"NaRPCdbTsenuIJxh+YjBGaHEUDVmxqqYWNYXzmTIcay1UQdPRgqv3Wwoia2ZfDdiiJXMv3O3aLaofAF1",
-	"+nVCs62INb37EWzwHQQbvGEmnBT1kU5dnEibDpkwWI/CRersS9FsEaANpkQ0p7HRiIXGW7lsyZSMGIXN",
-	"pJCQucbd2SZ3fVF+WXmxJHscYNG9NJdkqS2eKwkC/PLMUpHUOzJhcbTOLeIIJldWLXZOkr5IvCRHfVEl",
-	"ruG4k189wSOKHbrqIUBQk5gPtBAKdkQ68Boqor52UuRDQZ5S69xFRAOgfuiOX6U7upP9ESyyzt8L2+PF",
-	"Kz6dsohTw+IFKacEIfB0wIo69u7u7QFe0c82Oz58AMkSfUohWiY0cOpSkPLLyklfDM479Rpcy2ozubLk",
-	"mAy6dYzmTr9zfowpDSegC1cvGwdnCd3uC5A1tTOVJ4WXvDZAyjamtCieNCCJxtgXxSojaWa82trQhSv5",
-	"gMZ7rGCFFaJSYLj2Zd+ib2F/341o4ekmkZP+iL9H8pVrr/CtydfW6maiB/3QOZ9C50xMUKm3bonScKeW",
-	"5g5jX+KHOt5iPcWr22bBoKJZ2/QgreqOCii2wEQwp3RhrXUB4YJQsejjuQHkITU+1B5bNM+1y2rzFntf",
-	"5CLmN7ag7Sc5PCINo/vCFQ8GTZdRW3Iw2RlbGPCZdqUS9SBjzvedDVF77wvvPcAHv5GX0BrzG63ry077",
-	"rdUQd1IDbd3cfyuB6/Hy0/JFhdcQLOsm+pGb9vjuQqoM5sonvrgyzbQ6ReOQDWFw5GFb8SzXiLkwUr3n",
-	"k2VDamgsfVxBWtO1etkAkvC23iN+7GTUwSmZMdUXvqIr4bbkgO3qljTlBjrrKrG7XutBxlqmDReh6fuq",
-	"tBo7W9geCNnuylgk16jFoW2BrOYxCwi2ynVjHjgLVqbHsCsYjmlKtjKlK/VhOQHGzZ2RAXbaHiQtUBd9",
-	"AQLYWDFGyljfOZorG1uhpK0zgO1/yXw2VjRaCZN4jFS+ZnJwTyim5JqHr7nzyVn/K9ZftIVyE+xMOsNz",
-	"i5N33qpW0Ewfmzhsa3r2hZTZ2mvWYTQ6BBZ/lqan+xB9TfI1rZPRBkdkIG8GNhiKxtq1/geOnvRbA3Js",
-	"6/Q+MhYmXfWeEgOXW/etQUJ7Jv+KGIgd8uyRhxMWzS31SGkdqLO+1HJ6qDkDYYpcBZiXllc5TFum/XUZ",
-	"yEttjp6kHtlSn6p/veJcRd3xHqjRZc/2v1LW8XLdIO1aLeTq2dsm8f9/rV6t5SQi32Jvi/ty/MWVjL8/",
-	"BsUQUWtT+kISO2A7cxlJXLJympDlo0lRvmCKhDGjikUB0RKjqLAJnyZlLwLdseFEyhuimYiYOiCaMVDr",
-	"0Bz11boVNt1aVa7Sr2HzduUMbp+WEHnNZZ+B0pTc9bQxW1652fb2Y7+Rf0eT95oWlsUMEXfRmsAd+v1Q",
-	"xh6J+lwmwdiHlsywyN11DCTnwkjiWwEW05xMjxO8BdnuJr9/BOR173zxlyJbZhTYlPvaS5zZr+Qw99nN",
-	"mvkmFRfuP97/vwAAAP//",
+	"7H3/chq5t+erqLi3Knhv28FJJt/v2HVrixiSkLHBX8CZnR2yRnQLUNxIjCTsMKlU3YfYqn2DfZF9k/sk",
+	"WzpH6l80GIidmfnezB8ZA90ttXT0Ob/P+VwJ5WwuBRNGV04+V6aMRkzBn11m1LI+NkzZTxHToeJzw6Wo",
+	"nFR6LJQi0sRIcke5ISM2looRZW/hYnJUCSqK/bbgikWVE6MWLKjocMpm1D5qLNWMmspJhQvz/FklqMy4",
+	"4LPFrHJSCypmOWf4E5swVfny5UtQmVNFZ8y4eb2CsVrR6qw6Il4SbthMkztupoQSPaNxzBThEamaKSNz",
+	"xW65XGgypxP2RBPBPhn/vAM7a26f89uCqWUlqAg6s3MZ+QGzL/Gvio0rJ5V/eZqu31P8VT9tRRU77bdS",
+	"mzdKLuat6JKaqb0LHj+3H5KnT9OrNq7aFgO+k6ONQ320v3/tIOd8xs3q2l/SCSOa/85INWJjuogNOa7V",
+	"1q5pDE/ZTBX0E1LFD7VahkaOS2gkqLRlxDa+u4ALvu7lv9i79VwKzZASadRlvy2YhvUIpTBMwJ90Po95",
+	"SO3SPP2o7fp83nKcplLSUX1+fftTe7xgMBJJpomQhsyoCafEErYdXNHQkOqw2/zHVbPXv26139fPW43h",
+	"wVHlS1A5k2Ic8/CbzVTLhQrtEdOGGkakIvboaS5FOn0ax/KOmCnXJJxSMWEw07Y0r+VCRN9mpjSKFNOa",
+	"Rcmc0/mxT1wbmFNfygsqlm639eNPrWsXDQ4Ji+ye1vvN6/PWRavfbAwPThFoCbXgTACnDwGoiUZctqeu",
+	"iOSHCZSXTchd/TQD+jCrK0EXZioV/519gw254FpzMbHUshA3Qt4JQqMZF8TIGyZIdXjVrl/13zbb/dZZ",
+	"HZYCdudKsE9zFppvMcUeU7dMHWoeMYIwV/3h0ycybLX7zW67fj4MiJ3l+3rrvP7qvJnMcK5kyLSmo5g1",
+	"heFm+fhT/ZnF8aGFVRaR0cIQxcYLS+ijJaFELWJGquxockTmSo6SgwA/aDvrLx4bgYbqxrDZHKcaRdwO",
+	"QeNLJedMGW7hcExjzYLKPPPV5wrFu5BZ34evQYWJiEV1k2MHETXs0PAZqyTAr43iYgI32Hc/kxFbZUgt",
+	"MVZUG7UIzUIxAleSMKZak2qz2+10DwJLZ+fNeq953fwfl61us2HPzdzOWdkn/K9f64f/84P9p3b44/WH",
+	"z7Xg5fMv/1o2jSwP3+pFkRNvdWnMqGbNuQynRS758kVlM18MPNfbaiC5MKGclaxk96rdbrXfkLspjxlw",
+	"G5gTifkt06f2C0HOOheX581+sxEQWNyAuCUNyFm9fdY8P7d/9q4um91es9Fs2KXvNt93frp/0Z+tWXTF",
+	"QsbnpsEnjgEXDurb+uGzH14SOYYpC7twsYUxC/T23NIwZHMLr2OpkAk5ai1OqHb4Iz0cf/j88kX5RDTT",
+	"lq/tu0faUGV2IfsvWSHm10SqyxBKkIo7ucllB0s3/EMyghx9ZKGxk6ovIm6awqjlric+xPUvbsfPU2rI",
+	"lM7nTLAoIAA8dpJHTFhMDMhHOToKqQhZfITC3zkTEyvOvXxRsuY0NLJEL2nTGfM7nuEccNIHFb3Uhs0G",
+	"FdhxujByRg0PCU5ZF4Y9fvb3snF3ACdq13Db0xcxQ3ms1682SqsrG/WY0LMLeihGHdfKrmHt2Yv7yNev",
+	"Eqyt39jA01Hy4DIifbXQXDCt+3aPd6TTUAq9mDEFa3ffK57lLv4SVELFqNmRVX2ac8X0LrfEVJsrvdsw",
+	"qO5sfh17SnDPbuXNbo8Had5ezoQFtF8r9bN+632zElS6nX6932q/qQQVB/32S4T4zO65RwWVT4f2EYe3",
+	"VNkpa3hWaPitHbYrDTV4WROWzZJHF2db+WCnsRjNOABbfznHDV0V7dOLiB1cAyqgJDmjS7LQ7JTQkWbC",
+	"kBmjQhN2y9QSrgW11bCZvm8pe7mJ2BVy70mVossVYofd8asYFIgwS1b3kvsZXPpNid5RcEtcrFlwXFt3",
+	"GbLUWIqJ01Pg5exmVCNq6MhKEGEsw5uDZBekIjW3FULic5Z2J1YZqjcNPD/+4fnLGv632Y6028l4aPqS",
+	"iljJYvmQhDajn1p45/Nn25DdvSTV0nqBKtQOJDUqYvCml8gDtj0s/q6S1WWhYoZUhzcjc/2f//F/hwcB",
+	"0VOrEgJhSRHC4m1mLvj8oDDLe1finOtdNR0YCf7aajtXV2LT/rmHl837jGrHowsyND38vXb444f0z+uj",
+	"w006jH1QFyTjXUElmcFGNMGrAEa48SrbitFv9djO2Eyq5U+jzZJ1rfxWremkRKM5m7LwhikS8fE4IJpP",
+	"BI2JANlRkd4/zlFbDAg1ZCa1IS/IT/xVQT58UfvxZRmDDKUqGXGsUKAh/+//kDvGJ1NDlFxYdZdMaTwm",
+	"9I4uyVjJGfmdKUmMJC9IxEI+ozGZxzRkeiCqlMwWseHzGGTc2lGtVjsmXJBfa4F76IcD0MdIMhzX5BjE",
+	"3fpZQGoDAZKvWJIx5fFCsYBQEZE7K5tToucs5DQmoVsdekeVnaA0U6buuGZHA5FF40guRjEr3wWxmI2c",
+	"egOrW3LGmZpxAWw+2QG4KSA1wsdESMGK4H+vtwBZ6+Le4/eeqYiHpocX2+PHZ6yMrZ1dXhH7Wzkb2jiT",
+	"OxrH+MidbiwcfXe6khfzFJZMORkoc1QyhyzZgPQ4lMKI3fNeUbi7bLYbKNI5G0AlqFzWez2Q7V7XW+db",
+	"i3aXTET4Y3chBP51SbUGye415bET7M6KEkp+O+pEM2NiNmPCHLJby1q9TEMm9pYTx1vhAwETwS3ThNFw",
+	"OhDpvV5HXGHh3Ghk4drzcOA0ATqUuNEDsEpGLOYwDkhyR2TofB5DYugN8ww+HQ9PThahPTzj/4+uN2Jz",
+	"ww2XbFDB94LbRKpCGrJkhtDwRsi7mEUTq2vPpdZ8FC/RbBNZcKHJsh0EpNE8b71vdpsNUs3eCL/UG6Q6",
+	"obeMLOanRDNGFHPvDq6dVUJJHgZ/13enD/euQBgNRpEsGmzORMREeL85Ir80bxmNzdRutxSMxDKkMYmS",
+	"h5FqQyIjoGwmRUDUQthjRfiMTlhAPi6iCSNeXA1IxPUNvHeeA6LuXmKCmkplrBwbUwGir7N7WMpDe6Rh",
+	"n8ypFXZR2lmxQZTpz2Daj80UlsL9NpIyZlRkxdwCsXlKuz462UBq5eqKH68MOBpM26vXUGYfXVNjPlko",
+	"FP7RHUS9YV8z4+xvDMxBSMP2FMqRZurW8kcYvYzcrt83u63XrbN6v9VpW12xXX91jpTXrbccXjVaPfx2",
+	"J0J8zxQfO3u8fTIYqYAkFeUOvxpc47dAofgh4w/cQYQaSxWWGV5B4wU7K55dTbjQhtHIEjSY8y33BGgC",
+	"O3bvGtXxjGCcoYzURLOJNXbxqiIpuJsDN9dSUrBLs98CRIxGMRfMxRWsDzgAEUnIO1IF6lBOhXQq5t2U",
+	"O3+opaUnmig2w+0aCLeAVDHAaEFGNLwhVfCpLixMWsIL5UIYFhGaGIP1AYhIZsoGAgiUawsDsPFHpA7q",
+	"3Yk9wf4VjkjdSY0vay/+XquR6t9IRJf6oCA9reiyePl91uKH2MSyzUMv0q7mhIht5Z0CSeQrjJwZQf4+",
+	"CbwoPqEMtEn0aa73IV3QcMoFO1SMRnbHvRdJRuyInHXar89bZ31LEZbkJkwwxUPyovYjuZsyYYliJhVD",
+	"uXrMQ7iPgKOP6SycFTz2laBS8HNWgkq/81OzfZ1a1tqd/vXrzlXb/v220+tfv+l2ri6vs1+3O41m7ot3",
+	"nVe5z833zXY/9w2OkntI/aJ53a//1GyjOa/Va3Xa171+/bxZCSq9fr3fvPYr4cf0Vj/3sX7ebdYbv1y/",
+	"67Ta8O3Z2+bZT9f2rd3L4Bet9vVlt/Om2+z17Es1693+q2a9nwyWg7jM65xddbvNdt990292L1rt+nnu",
+	"/UASsdO5rjcabgD3F/xePz/v/IxTSd/lsv7LeafeuO53Otfn9e4bsHJmHPGVoOK9vrhl3um7JatxUNkS",
+	"tzTmlregs50JYxkPcBswD6Qm0CQ0IhNclPmuLSOW+fhOjjKfmlZaznyGR2dvpjPWp2gu6bpQjZ6hoOAB",
+	"d08iSHAgb47FT/XYnpHlO8kFfAf6RNcfRPe5JS6VnCimrbLyllFlRowaP8g5AHRiA8bZny2UYsLgZ6cy",
+	"xpm3AQnRTqGO7mu7r/hXW5p6HMs7HD6d+yVdxpJGfSnPqZqAtZkado6hFnZLhRWbYJArQW8pj+3JBx6f",
+	"rPmuOLm7t2Bnt84u1k3Lx84sp9s5Gg98BkAa+zg6Y2nO6JyGLvqhgLWWZX6UIwTTu6mMGbGrAHqYWghC",
+	"jVPFaKikRlXNvokutxJ4topc4v6Z6ZZ4HfPJtMSVjJRJpiyG4AkAe7s3T9wErEASOLs3hloshGJ0ziKr",
+	"dVihLYwXEYv2MGcs5hH9GudwPrrQux+yG1F8+8wWl3HL5Azs5YDYyQZfIJev2eI1bpjsCBtfdg+DcLLy",
+	"2xuFU3zJmfePwbmx0UCcGWzje1wBOe34JtkjXxbq58L6IAwRwvisRDQCU4MUmw1nW+HEA258gfI3UnpZ",
+	"hHGdvGq9abX7hKOOkNho8fiBUPeJzuaxfdSLZwWbz/Hhjx9+rR3+aPXv47+Xm3reydFPXJQM3bt6ddHq",
+	"WenLLu9CW3VHqpsjAsKT/c4r1YcuTpRFRLN4fAj2XDKyfH4gjARLiMWtU4DQjAlsSrMf+8s5I8OfmmfN",
+	"axhiCIoQJaMFj80hFwMxo4KPmTZoRebGTgJMJhF8odhcKjuLmN8wsDqDJRkiPUAX8vJv+mpeFtxSgkqd",
+	"Yl7EAD79To5WTJn/uGpeoUs6sWQmMUupMTOoJNFKW07hH6A95uyaZ9ISgMmaNoPKGYS2eGuBlZOsyrGX",
+	"y+2ju7kYbFEasOIvbu4efrB9+EcRXn3wUTLTsnmUnTm/LvtZEYyJMwaETZP24/TTO7582TCffu7JBemA",
+	"jxkYDZ1N2b4pqnpg34K7TokPin/+slYj1WMylQt1kHqYiraC3SwFL0tlh3f2KL6To/1iNvcVEBORuTxO",
+	"4K28c0EBBI+khQOiDY9jSCXRYA60/8cY5xENb+R4fEpqqFSHMeUz+/g9PDKhFeMaUrA9Xgvu7UuDrqxd",
+	"b95dAQid4lPCcy3KypEF2zx+P9HE3YW2CDBelpsCx1xwPd1tRukz95D9HzNM7cbxy80HHtkqRFWJycJZ",
+	"kzbdcu6vc5FYOTvRPlHC20bylpIQ3Nz15syyk3WpGMSaYJiuY3OnRLAJtSo1KE85JcV7i1BVKT1PJT51",
+	"x/O33ZwZ/eRCx/Xmg/PV8cvzKdX3buolXGSvljK+92J7jb1WcalKldZzeceU1U41GXOljYUprl2w8Wa9",
+	"9DiH4IfHtdqDBAdnQvTuOQ8oIuWCne5f6l722pVAqd2DmL5Wv/XBz4ABbldXZlV4xRyUZfAgR9yZIL2E",
+	"a+S4QIYsgjzPzBN9ITB7c4ifZ9mNxKO4O+MugYZOHDFtkES3jjjzGR9FXbSoigJW30tvXhZx+8f0XoH7",
+	"mP+mBZ3rqdw5UB8D/9Nxd7n3FiNGtgwsKaPTlEz0xr3fw9bwUY62tzJktyLd2B/KNjabHgtTiuPOuHLy",
+	"6/1w/KHoiK+7QEi0E1h+Cjm4R2UrtWF91I7+/7rz4YPrzmrsVkHWEMnAzaon3yVBrRLlK6oZueqep1QJ",
+	"/kX0TRMmornkwgQgvM6VHDljQEY9++H4WZmYt7tkGBU87pu2Iuedt/cqykXDeSrrpixNwwoP3n3u06i9",
+	"b/MEZfAk4VRCcJpgLuolcZJmPa/ecw3uVioi7z210mvixbXvWnSQbraPw8JvReoKY0D2lELBn1FiBwoV",
+	"i5gwnMZgNhkxJggHbR4zzVMt8I6CuQbzy1dFcVyerPF5R+ViV8v/1vLUDhLSV3gFXBJCeTDL9qlVtbV2",
+	"/c0mxGc/vHxsG3xiDnFmZyek5E3zONXMShYOerpQCVWuJHcVSCk5JVtJHWovg/5awOzM8Qlkasy8qg/A",
+	"IFyCoE9xjr8HLuw0InRCudCGYL0GOWKYkroVnO51wFcNPLuajnY7hLscrJ0peGvnxwYqvI9GvsZgWazY",
+	"gWcohUsf5O/j+x/bwLkdCyk903sZOOFx+4n3i6is8Eab3SWyfWpPPK7Vthf001zP+2V9OKV622k8234W",
+	"bRkxNOHnJvGsTCzdYd8wT1iY+lrlqHzmP9S+TlH64T6XnaOgwuySBXbpoxuI6G0iAu0gD3fyUZUB0WxO",
+	"FTUMI+tysZplga4uctZ93mp5MrG792QtAcPCoJD6hO0RO4+GuiSypEzA7aUCp+dEoIwkIyc5Wy4HgSyZ",
+	"OdpaLoUI49560N44eSmskF0mbSazI1QpbvfPSuZcEDkegyg/Nkxd6HVxn+iHS0JXS/24oCFpyr0jL3JX",
+	"E240i8euVoSeLgykbETyTqyRaF0Q9Xumyr3GdY1L7ud16nLjXBEpyF+xhzF96614P/CuVwu93L3GVP5k",
+	"um1YeZEgT/8lC7v+sO6j1MONO+r1aufQAT/M+rnvGTSwS5zqV8cVPbCMVCKNb4idPc94FAr2YfcLuWFL",
+	"F/wfzufHfwvIR3pL7f/nSzOV4nlAqLoxOiCzpf4tPrVnMGIhj1xWqRXWjlYzSHxQ/7+5/JHnx+XGKz+N",
+	"lhjLHfeRR7v4SWZcXEAS0qulKUubvXAGVk3uplIzghlLWOgIokZYUhGKQj05rFiTVOjwtlrLppmAyG1S",
+	"ffHsGRleNC863V8wNBMjNjs/Dw/2cBLO+Kcyjb+vFgytHxDo6AK/EAEwzNdMqYDYiluqOBWmHBx306pp",
+	"tLRykS7LDUhnUcUaGlFAELoO7Fw8vuYXbr+MOhFRFa1J03W/EqnS3blFxATS5RFkVuqjUqsqLtX2IOeJ",
+	"7T3eeG/mLM96BfyLrNBpbqk9CWRmt+nQ74HsVHfGW0kmWUP3tiUjcFa7ryhgw33LCTPPjrJpZfwe7ZpU",
+	"MJvzmJ3J2YyWxUGd4e8kxAuIJXgvQVic8HmjqwU4rIZzKXmZU/0toA4jrgLc2A4A+cB2BLiRgIEXUCm0",
+	"0CXKx/hkFN2MgIh4E0Uh0cQeEjn3++39T080QuIe8CXuhwvEBSvEsU80NPESISIDWzt6adVCZLarzHVS",
+	"Lgi6rVRQHdBl3nnooBqNPxHhiCOaimgkP2Fq3v2Z/7eJ0FYgqNx0c1RRsn1+PcvIvE3LimW9XcyoANoJ",
+	"yELw3yzXQFGdG01uuIhINQavcUg1OzjaJi30+Nnfyvl6qjPvqAUKlg0NVAurSBDqMvAwRQ/zfJHl2alj",
+	"mOFHOSJQpY3Uz0oyIeF529reUNnsro0utW9XDC+F6VLhjYSnBFkfEYxFmlAyp1pb4QCudsEwJYnkW0iV",
+	"+5T42asaXepSgbezKzyGqMF9q9HtE9zzWFWhVlTB+9W4bfxamXT1vG92Ow9l4qX9UFYSNKH0J5q4R59C",
+	"BjkcWQLFR/xuacPmqz5MfwyCbCjkKB9VkCf++0z0lz64xceznnUuLlvnGMj67qrxxv61XcQqoi7+bBU8",
+	"UFztEE4yLXegWhnqNAkdJq6cJQFrkk4YiTtqfpLhfG5fnd5SS8qg6VSCCmg69vxZVWfbScOT3uGTLv2T",
+	"6u5JF/gk+xKWZzxWLmP6cJ/Q+KiJiYXhMpvfaPeu04jlTrvdPOunX/TPM7/2WxfNzlUfkvcara69sNt8",
+	"fYUlHF7VG9e9fr1/1YPcvzTNzf7wqtP4ZcvdaQidBjpLIVhoks/9OP2tz2dMLgxkmEVcsdB0UcOzQ9Ko",
+	"50tcZJKzXtHolYyW6ebuVaMm46a6F4AiTmMWtebl+s6cC8Ei0rpEHeuOamJvcHB9X9lC5ilzOzLLe7o3",
+	"pcyW2/My/jXyrtdpkyoHp7VZBnCgk4IHQbYogku4D6Cc9+EIy9RkJK6UQmNq7B17WWp3LC4YTiENr9xL",
+	"DHSzdU2hde5ZmqQQpuNl37HsjHYTM1cxjmJ5ShQLJVTQcSIsWPRJLCelZR5mXCRflJAOjrRfYPxjJY13",
+	"WShFyGPWBZXiQdTghi8O93WKsLwppxXwJWP9pyinI688IbWiZo5y4qm45TIGL8n2mvZ7f8uqjba2nd4t",
+	"byqFN8hNpHyLgH/XXbHbHbfoq2K+d5Apd4xZXRMEmgvrxEeWLom0P+13kh4qXuCxTmQvKTkEGdJ7GKeg",
+	"qtL2RF0YsAuQ9ycNLXSvtsW6udfYr7pmmaHD1agCmQFSWFiEZYCghpWd81bBDt+8aq0vdLVdDH8po4dX",
+	"3LoCvL14q1Dy/Ib5ePJvBVhJQsg2oj9Su1vCBw/lzxcH+4vH83tiyVLCap3cRJneJc7fa94rJJ09GNk3",
+	"2AIn/CIVLPnNfv+82fCFYazSjOccjGwf5QhxAO1oVWdiCEjvl16/eXEN9fOJVGnh/FztK/fwbTNkYb6Y",
+	"dNpbwGv4OfsHvuu8sqp0v9+8uPQlXHJFZSpBPkMXyqpsOf47iHv3ETJoscxWL6kE+SReWFU/2xwVr2o4",
+	"vqjrE014tFrRr8R8VlIT9WRj4b3eynHYOA0w78pxZhLO6Vs/f9OxW9qo9+uv6r3mqSs3COk9SQ0vyLV2",
+	"jk8XplNNzbQQRUzSfOyD++yD67zB7zPmst3KvK4phAw/OZ8jta9Mw2niy0CjmQ+rkiLMeWvOmluHWWUK",
+	"1N4b45BY/c/lZJPfYWHmi0zQ10so9Jqdn+UOaq6YYZHXlYuRqC9/+OF5GebP6KdeeTHY3mIGUBDHuDhY",
+	"u1UXvUD7OK+3t0etLVXrZmfcxhK4TAdkU/VZ/64fBqKauQloGUu5LATHNzx+igoP0dId2JkFSrAgHuxX",
+	"YXafkq/FgI9iddVk93KklK6wywUrZRL5oUpMqlC9wbXfOCIF3wDkiePSCXbLFKHeCn1ELuvdfqt+fuIK",
+	"+cIGBRtK99K0ErDdd7DRjpi5Y0yQ2kBQEZFjuyl2b5AKT7E5huVSgStj6q3e9TMLYW4KWAzCYF098LHY",
+	"S9yPR6Tu7Oe4rp4Tuk9uQAzysk8fCAAProlgHGpE1M+ISAcLCIs1S4bmY6gm4eblfqyfDUT1rOmjyJIL",
+	"1EL42ntpzwKo7gUPqwSVn+tgNLVM7wL+7cC/XfvP2bbFvHZ8JlIJH1upTe2ul+/kZ9tarF3rxcAnlJJ6",
+	"YtPYteDjo1cCREtJOcfiwnm7yUhhgxhg0y5p+vrnVv9t56p/DRXnAtL/uXPdfP26CYXnrrvN3tV5vxcQ",
+	"rLjXed/sXp/VL+tnrf4v+7rsNIpmW5tL8pLcPSJ6cumKHWERO6E5uSQ7lU3eCcjNCReKm2XPjuTN7DMu",
+	"+uU1/evFXm43LGSHPo0Mv0Q5nBwegiAFl2MMF7wN9uKkiql0CafGzLH3GXexbcU0FKsASEXqly3P1awI",
+	"lfFqkYWImCLDp3TOn94eP4Vhnw5PsPoYFPrSwUCkeYSaVJN0BR1kHOkWilw3I8U0/50FGEUb+Jy3YCAw",
+	"iyfI5o8p6HZiZUWXOXgA3ZDg0UnB6ojRiMTMkpa22DsQKQ0rZ4blGLZNmg6249j7xQtrj8s5EMN0w4YH",
+	"p4kk6ytgW4gHb1862RxfcjbFo4EYiH/5F3ImhZXeuRR6IP5bWilJk+oQjezDgAwzCSf2I0CL/SPNvbaf",
+	"nB44DAaCkGHSRs7+5GDJ/ul6Bw0PYFb5Wkwau2NC7VdChqvVl4ZHdpZ9K9HB7d3XZ+T58+c/JvdDRLwl",
+	"mHy/ElK96p8dnJLIhcnD3XYMJ4dpKxTNeBxzV/zFZVEKMrzQQ6IX4zH/BGPjPmEsANZvetvvX3ouOY8X",
+	"mgw/D8BVOKgEZODPI35wEDqofBme2uGBHOFNri4vm93rXrv+U5NgiBQUg+ICJXM5d0rxE00yp8XRjX1U",
+	"cgUU36OxloQKfccUeVGrkZUOowF5UTsmK80Z7ZOqUuGPufqlw5O0V8oT7Tq9QOwGBDFa+QMOBYsO5cLY",
+	"52B97CeayFumYjpH5fkAyOPFsx9JvkMmqcKSZ/peYhXffKfGp7lGjbAjFwvj9hQtdVjOzAXGSIW6O72x",
+	"Xw3RCjsMim4eO6XE04N7D86fEBS9zDl8oiFOCAaGWJdbzu40uWFsXiiaXR1mcwEt5UOAsqX7OVUGKBX2",
+	"LZ/dQapD/OMI40KHAYkYpg8ktJ1PfiB0wmBNk9pdK3FZIiLZMPiDEzKouPhTqCriMhIGFUQpQga+fjj8",
+	"7NMK7O+KkZE0U7v/ikGNelyMc66dAGzXVbGIiEyODkxhTicuCYIMIVQOq5MNfa9mJD6IBirr+zzMmp+H",
+	"Tjw03EDdNuAPuE/1y1YlE8BWOQbX0pwJOueVk8rzo9rRc2T5U2CAeR7i8fQwbQ4zYSXRh2BI1Cflp+i0",
+	"hL5PLSXjpJOjamWHil25XGsZ9GZmehY/q9UerPPoas+cki6kCHJ51hKQ0RJp367ni9rxupGSqT/NNaK1",
+	"Nz378f6bim17YXKgX20zYNJUFqSdxWxG1dKt8Qqr9Mecq9WeEpYw810qSNVrdohrmEhDJzrb7AeCxbXZ",
+	"2B2J68S3jPiM9hWJjdA1mVI9tRdpIxXUK8f5DoQO5RxbQQwLva6GgPkuuD6AaHf7L4o/8CpQyW4g0vuc",
+	"5UJq5t4Yxq9CtT8g6+cDMUxNiNf9Xy6b16873VetRqPZHhIp0vFe1F6Q7LVJLerhQCSNaBDNwY/iBnNL",
+	"n8pL6OuB3go4J+i8NRCZ1lsk7Vlm5TlNhjk78zDtZJ609zg48U/AfbRYjWW4VruC2EUBfrvSdmQg1jYb",
+	"qUYy1AlwHM0iy+n7TFARLgeVAxC1Urgo4cVYfWAko2VZm3A8uajtDAQlEIkKarKdEXLeEY3c29kTenC6",
+	"BpYG4kXtRzJM64MDUj0rmxFN7ZlYT3IIw50OxNAJMUdjzuJoiJkCLgOMxdHBTuCHycn5zlpJtRkIInoU",
+	"4HN581/y2pXVX7+sYO/x40zBlZFc0+LcQa7vYOOxY6WZGkBx7X5kzLS93xu9a1ugd1K0G+D+2TajrHbZ",
+	"/kNZBewLlEzNc78UfYvMIrB4TgvsopQ7fAk2SxtPP9vD9OUpKpxQ7qiUmzRdqyKgCachIyhqI+fal90+",
+	"Ii2ji2wMrhgIQ2+saFvaUMmhM9dexZeLOMLeiJk62gNhlXDX+Mdht0XRJala5cVeOgMCHojhm2af5N+8",
+	"2BNK//cckP87dA+8Hzo3Id0Lr8Gk/IhUhcTeLPntxUWkxsHnQOwAYVhUvwhhc6rojBlIBv31c4XbbbMi",
+	"py8pcuJrOuThJ9gSSrAuxZcPj4OV+bi1rVDykSTUe/BRyLu0Jfk3xcIX99+UNGr4Q/EMo3VXAC3tyuPq",
+	"jd6LVSBNHk6lNoeTpEb6N9CN3qZ10h+R6vJl40uorh7HOeuiVYd49JdVhjKvklWEQldoHYT1hWZZ0shu",
+	"/XpNZy+4Jity6U4QjOJcNkDhMVCx2EbhG0uPmU4Dq9Tpivz82QXCP4rkcXkIzZA9qUrByHy61DyksfMt",
+	"2J8P1tP8/Zj49HPGVv7FFazEOmj5DRv6JLkhmS20Iey3BY1zbUp8Kpy/8IhA5VortflTOhA++Z4RsC5a",
+	"SXQMlcTAOI29dE6Iwjr32KoFU82co4AIdjcQoJXbO3yK60IYHoNyGykrUKbDCHaXDP/V4llZEywPBvm+",
+	"VbuxDax+kcWDgjhWRkbpJelRa0WXVmZ7LDmr2OPjG0taGxEFpxT9ycWqvxAEeb9ECkFPNJzalOlW5dzw",
+	"GdeGh2kSLfjOdgclX1/2HgltJya9m+Dmi9bqNerQbwumlqk+5GM9t6PdbGJB+fN8BYmtHoflO9Y9ylWq",
+	"3npmWLZ+3dNWI2C3em4xcNc+/h4cgw5plS0uTKL6EekeCW9y1ZJLIKdjGTKdgBXWku+3xZ4/Vh7H4AGR",
+	"q2sHcvmYx3aLsucfyy1vOvhPP4OP/svDAoDj2rmWlLvBwhuWoMLOTPmdfaMMO35kInX1HtfYHz7K0XeD",
+	"Qzk521P8UY5cBEUcg/3aV1F3Xac0wbru+1H1U3RnrbePuh0iIxbKGdNpVL4vjl10Op36eIGpjCMsoDcQ",
+	"E2Y0GSb3gs9LMSsA25cAIdUeheIF8F4D4ZpHQfxAZgJ2Wuj30+RZrfbVIvTKYfTT8j1Vh6RKsdEnSZpn",
+	"EakIZpvvaOvEl3qwI/xPZrlMq/SvBQ00WSbk8F26fijpGgiTUIKdwV11Iq/07gkzzoO+HmfQrKAteLC7",
+	"FPSGaQ4T+TdyPEy65Ws6y7lbINpmJm+d/zTzC1SuYooYSbhBt4uMI6QgPna9t5J3HQj3soFV4kPfto5U",
+	"fb9VAlgG2NC7umx2e81Gs/EA/pW16JPp8QzOZCvYqEyLq4Fgn7g2+iAgw3xD6iGpJsVcXOSiND6YIdrZ",
+	"NwO3/XMB1rMHHDyfaL4Gtzxxc+1I7jtsPZhzBu2OhdMPOYeZ5qF28at2F9IDdLA1pqk/gxlAbWkE2FNp",
+	"L5SjwMBLF9KDChSkrH211SHfm+Xx9RC1TlW+cHHSGNyed0b919CX09D+gEjXuCJe2oWABAGMec3QQe68",
+	"+PrJG+P1sLq2oQrt6sPLZrvRar+5ft/stl7b09DqtIcYkZbpH6ozzRAwWwvqNMYcS+IOV6tRZILWsMdo",
+	"mtz4t4GA3qIbwgNbxjJ8MmLQsAbjPh7TLl900j0jw3qj0W32enBt/fy88zOEc7vSPEQujOYRYhydz5WE",
+	"YGepLaeVyuiDfXx9rnD24/DkXG+Vb+zly/fsWO/pOyVTS1v5tkUG0zPBwixdFs0/Ha/+KwaVddmEawPR",
+	"w9neZgAOesEwGnWlr0o5ZK3j8k8/Y8LO4xj92p1G82utfmpn+bsNb/SNjH5qs8lPwI58t/mts/kBSScB",
+	"q9gjJbH75VLuMA8Z0m2Mojxey5p3dZ27+nmrnvOEnceMKuG73rE753+TC4EJOTB1wT7leovoqeICoiVT",
+	"N7hrkMfFQDh/e2w1bIh5RAf7VzPh1RNX4hYP3HUuCG7HuBn08T7U2XwsRvzHOMeTJlLfPeOPzhw1/z3J",
+	"2NvSB74DP3zqMnnX2/FcRVPXhtsjCTgDNIYLu/NehVQ49M8dkIWImdYDMRxLFbIhVExQC+YyGSnBbMOD",
+	"I/JaqhCUNcgguuFxrHMxOScDkQwKUddxRBqtXv3VebNhdYFVVAIIxWBvCN7hYnKKdR2wSScaCPEFoFT4",
+	"Am/BQjV0ziJSVcwoziIoxXA3ZVD2g8dWafHOGmwIehDgrc63YR9vl1G75bKTg4FhpTQOPRAAqvqRUBCS",
+	"/HvXdcju/0oQbCB1/HlR0E3wj3RqqE1CEfo0PL1+h8UHgkW37R4XIT0BD7TPYYBTtzcoWiTb7EJ1BpAs",
+	"yJSj0anTQ0eAPdBaf0aXA+EkIfIzeEV8R+LE7LHakxiMGjrTvXggqsNCA+ShrxqJtJftRnziWx9gXrpO",
+	"AR17HOdgEcEy2NQZeYYdkP/zP/43ZgVyPRBjJkKLnpTE1Gp06BGWyqOjzyRBSPR+l4MAlu2jHJGJZHog",
+	"4MFOX8eeSC5pB8EWjCUIw5gT2O70nZxq5B1V0UAMMx3rhzBHfyO8qvd9+3N5innblgGA6M0iu7ag1MAC",
+	"X/slHx7ghgHLSDYCiyoA97ujUAkIfVoDgX4aTWJpyQPWbQlLeER8kzVC0/bUqPlO7IMUm8c0tKthH5iM",
+	"VJXQWcq+qeVA8tYN7n4/eCSekmMhq26pHZmKffM/MUux0/uzMxRHMd8ZygMxlJ6Rc4zfhiTs07Kw8KIt",
+	"PQWAffkM1plYz2g6Il4SOkbjmIVtO6NMoxv0HEOjtlUV34qZ2aIbKKeOFdPTTCdK0rRzABwSZNhsAx4O",
+	"E3GbWuZwKOeI2w8ZnFMONODevraPgroqARm+bda7/VfNet9r9QNRkGh3MbfB2/6J5dk/PkZnC/RxVPId",
+	"fB7KaccMFkXkY552PXSlqiD9JFObYl+s+Si5OPRdYcrhpiXAF4dhO2JJGFUxZ4osBFgAwOxu9fWc2O0D",
+	"6FBwpAORqQS20IwMsfLRYfr1kHChDaMR2h6htgPXCbieWmlwIIYm4wTUzoAIc4BucmMG/oD13kECzsHH",
+	"lIfq591mvfHL9btOq41Y9RWadpdpZt6l7df/fPZGN7cMNj0qFrnhNpeCAI690mX/Oyw9aLUHFBlST+q4",
+	"gABTimVZ7BUs8v3F98Eo6JC4Hp96ve7rw8kCSsGeoNe/4DQ/azW66EIB9/mpq/jaaPec7DIQXLuqslGi",
+	"E7qGR6R16dohnZL+eS8B5FOiXHcn7Tv4ng6E6yNE0D5rn8RnDOrzpLWMNBPmiNQzaxVSYZdqxAYCmvIw",
+	"CIGgVqJy8ZFJr54TApVGsRCYFc6gsN7wlFBiqJowgyomtE+xezLi8Ky1UQePBoXXbjRfMKds8N3AEDpG",
+	"/cndotnmXSXo9PPUdW0Emiaa3n0PNvgTBBu8Zr50VLGfWOLiBGw6ZMJA7RYXqbMvot1XraYP5jQ2HrPQ",
+	"eCsXFpPMiFHQtNeVtXHB0Wkz8YGovqg9L8geB1COPM0lKbQfd8USLb88RRRJvSNTFkfr3CIOMLlCtdg5",
+	"SQYi8ZIcDUSd4Dv7Uqse8Ihih66uogXUJOYDLISCHRGoFQOKqK8qG/lQkMfUOnctZvNdd/wq3dHt7Pdg",
+	"kXX+Xrs8XrzisxmLODUsXpJqCgiBxwEUdfDs7u0BXtHPNjs+fABJAZ/SGRWBBuvokOqL2vFADM+6zYY9",
+	"lvXztKDeUzLsNbE8YvKd82PMaDi1unD9snVwmuD2QGCBQzSVJyVpvTZAqhhTWhZPGpBEYxyIcpWRnGe8",
+	"2lC0C0s+gPEeavtCZcF0Mlz7gtjRt7C/7wZasLtJ5KTf4j8jfOXa2H1r+Npa3Uz0oO8652PonIkJKvXW",
+	"FZCGO7U0txn7gh/oeMsN1QSxjqtV0dA2PUz7XaWlAGGaM7pEax3WPBTLAeybnXlIjQ+1P7Uy1kK7rDZv",
+	"sfdFLmJ+g60+PsoRVCgcCNdWxWq6jKqkPi4MidVGn2hXRF4PM+Z830EetPeB8N4DuPAbeQnRmN9qX192",
+	"O29QQ9xJDcSOIv9UAtfD5afl262sASx0E33PTXt4dyFVBnLlE19claaN9gkYhzCEwcHDtuJZTMVkQSds",
+	"fWJa3yfLhtTQWPq4grSGYf2yZSEhW1c0eerwhMyZGgjf64JwLDmA3bO1oSKiChU916OKzNhMqmWQsZZp",
+	"w0VoBr5fh4aef9gdLpSzGbZoEAzahxi1PISEXaIWMQsI+2QUdc88cBYs8B9gJxLXSgnSlLBmvyv1gZwA",
+	"4uZOyXDGP7FoiBEtViwbCCuATRRjpAqdb6KFwtgKJbHOAJ/RCSOL+UTRaCVM4iFS+c6TjXtEMcUPsi71",
+	"rQ8dENxE/or1F7F6b0Kd/l0smVqyuvNWtSzNIJ1ge7ttTc++xQxbe8y6jEaHlsWfpunpPkRfk3y3n+Rp",
+	"wyMylDdDDIaisWZIopajJ32tLRxjB5MHpsKke/ljUmCxRfoaIsQ9+StSIHQiT4rLRwtEjxTrrDrrm9Ck",
+	"m5ozEKbEVUJ5K8Wd/9gM5EID2EepR1bo6LualNxJJOl8Qe4nmih5p0kVIgyxNOWUpg0KlLzDfPB0UQ/W",
+	"JTMXe+5uN/VCz+m/Xl2xsgbq95QXQ7L8r5QwvdJnw/XPyzUpqwLR/3ujWW/khDnfhX2Lo/70s+sD9uWp",
+	"1WnhVGzKvEjCHrDdspHE5VmnuWQ+EBZEI6ZIGDOqWBQQLSEADKhXk6qX3u7YaCrlDdFMREwdEM2Y1UjB",
+	"kvbVaiF0Ul7VC9Ov7eLtytTcOhUIeasy8mn37f0qyUMTyX9Ga31hMbvQ8WsdL4dVROu9I7/veuQDoc9l",
+	"Ekd+iDDju0VgcD0XRiZdeMoxJ9O4Ek5BtmXlrx8s8bp7PvtDka2QatmU+9oLy9mv5Cj32Y2a+SaVdDJf",
+	"ujL5Xz58+f8BAAD//w==",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

@@ -89,6 +89,7 @@ const (
 	ErrorCodeSubmissionConflict       ErrorCode = "SUBMISSION_CONFLICT"
 	ErrorCodeSubmissionNotFound       ErrorCode = "SUBMISSION_NOT_FOUND"
 	ErrorCodeSubmissionTerminal       ErrorCode = "SUBMISSION_TERMINAL"
+	ErrorCodeSubmissionTypeForbidden  ErrorCode = "SUBMISSION_TYPE_FORBIDDEN"
 	ErrorCodeTokenExpired             ErrorCode = "TOKEN_EXPIRED"
 	ErrorCodeUnauthenticated          ErrorCode = "UNAUTHENTICATED"
 	ErrorCodeUnavailable              ErrorCode = "UNAVAILABLE"
@@ -132,6 +133,8 @@ func (e ErrorCode) Valid() bool {
 	case ErrorCodeSubmissionNotFound:
 		return true
 	case ErrorCodeSubmissionTerminal:
+		return true
+	case ErrorCodeSubmissionTypeForbidden:
 		return true
 	case ErrorCodeTokenExpired:
 		return true
@@ -926,6 +929,9 @@ type BadRequest = Error
 // Conflict Every error body.
 type Conflict = Error
 
+// Forbidden Every error body.
+type Forbidden = Error
+
 // NotFound Every error body.
 type NotFound = Error
 
@@ -1129,7 +1135,8 @@ type ClientInterface interface {
 	//
 	// Acknowledging is idempotent. An event leased to another consumer
 	// (because this consumer's lease ran out) is listed in `notHeld`; it
-	// will be or has been delivered there too.
+	// will be or has been delivered there too. So is an id of another
+	// consumer group or of a submission type the token may not use.
 	//
 	// Errors: 400 `REQUEST_INVALID`; 401 `UNAUTHENTICATED`; 429 `RATE_LIMITED`; 5xx.
 	//
@@ -1142,7 +1149,8 @@ type ClientInterface interface {
 	//
 	// Acknowledging is idempotent. An event leased to another consumer
 	// (because this consumer's lease ran out) is listed in `notHeld`; it
-	// will be or has been delivered there too.
+	// will be or has been delivered there too. So is an id of another
+	// consumer group or of a submission type the token may not use.
 	//
 	// Errors: 400 `REQUEST_INVALID`; 401 `UNAUTHENTICATED`; 429 `RATE_LIMITED`; 5xx.
 	//
@@ -1153,9 +1161,11 @@ type ClientInterface interface {
 
 	// ClaimSettlementEventsWithBody Claim up to max undelivered settlement events under a lease.
 	//
-	// Returns pending events (and events whose earlier lease expired) and
+	// Returns pending events of the calling token's consumer group and
+	// submission types (and such events whose earlier lease expired) and
 	// leases them to `consumer` for `leaseMs`. Several consumers may claim
-	// at once; an event is leased to one consumer at a time. An empty list
+	// at once; an event is leased to one consumer at a time. Other groups
+	// hold their own copy of each settlement and are not affected. An empty list
 	// means nothing is pending. Events are never skipped because of commit
 	// order: delivery is by claim, not by an id cursor.
 	//
@@ -1168,9 +1178,11 @@ type ClientInterface interface {
 
 	// ClaimSettlementEvents Claim up to max undelivered settlement events under a lease.
 	//
-	// Returns pending events (and events whose earlier lease expired) and
+	// Returns pending events of the calling token's consumer group and
+	// submission types (and such events whose earlier lease expired) and
 	// leases them to `consumer` for `leaseMs`. Several consumers may claim
-	// at once; an event is leased to one consumer at a time. An empty list
+	// at once; an event is leased to one consumer at a time. Other groups
+	// hold their own copy of each settlement and are not affected. An empty list
 	// means nothing is pending. Events are never skipped because of commit
 	// order: delivery is by claim, not by an id cursor.
 	//
@@ -1192,7 +1204,11 @@ type ClientInterface interface {
 	// `IDEMPOTENCY_KEY_REUSED`. The pool follows from `language`; limits and
 	// test data from the manifest.
 	//
+	// A token scoped to submission types may enqueue only those types.
+	//
 	// Errors: 400 `REQUEST_INVALID`; 401 `UNAUTHENTICATED`;
+	// 403 `SUBMISSION_TYPE_FORBIDDEN` (the token is not scoped to
+	// `submissionType`; `details.field` is `submissionType`);
 	// 409 `SUBMISSION_CONFLICT`, `IDEMPOTENCY_KEY_REUSED`;
 	// 413 `PAYLOAD_TOO_LARGE`; 422 `LANGUAGE_UNSUPPORTED`,
 	// `MANIFEST_NOT_FOUND`, `MANIFEST_LANGUAGE_MISMATCH` (e.g. cpp17 with a
@@ -1216,7 +1232,11 @@ type ClientInterface interface {
 	// `IDEMPOTENCY_KEY_REUSED`. The pool follows from `language`; limits and
 	// test data from the manifest.
 	//
+	// A token scoped to submission types may enqueue only those types.
+	//
 	// Errors: 400 `REQUEST_INVALID`; 401 `UNAUTHENTICATED`;
+	// 403 `SUBMISSION_TYPE_FORBIDDEN` (the token is not scoped to
+	// `submissionType`; `details.field` is `submissionType`);
 	// 409 `SUBMISSION_CONFLICT`, `IDEMPOTENCY_KEY_REUSED`;
 	// 413 `PAYLOAD_TOO_LARGE`; 422 `LANGUAGE_UNSUPPORTED`,
 	// `MANIFEST_NOT_FOUND`, `MANIFEST_LANGUAGE_MISMATCH` (e.g. cpp17 with a
@@ -1446,7 +1466,8 @@ func (c *Client) GetManifest(ctx context.Context, manifestId Id, reqEditors ...R
 //
 // Acknowledging is idempotent. An event leased to another consumer
 // (because this consumer's lease ran out) is listed in `notHeld`; it
-// will be or has been delivered there too.
+// will be or has been delivered there too. So is an id of another
+// consumer group or of a submission type the token may not use.
 //
 // Errors: 400 `REQUEST_INVALID`; 401 `UNAUTHENTICATED`; 429 `RATE_LIMITED`; 5xx.
 //
@@ -1469,7 +1490,8 @@ func (c *Client) AckSettlementEventsWithBody(ctx context.Context, contentType st
 //
 // Acknowledging is idempotent. An event leased to another consumer
 // (because this consumer's lease ran out) is listed in `notHeld`; it
-// will be or has been delivered there too.
+// will be or has been delivered there too. So is an id of another
+// consumer group or of a submission type the token may not use.
 //
 // Errors: 400 `REQUEST_INVALID`; 401 `UNAUTHENTICATED`; 429 `RATE_LIMITED`; 5xx.
 //
@@ -1490,9 +1512,11 @@ func (c *Client) AckSettlementEvents(ctx context.Context, body AckSettlementEven
 
 // ClaimSettlementEventsWithBody Claim up to max undelivered settlement events under a lease.
 //
-// Returns pending events (and events whose earlier lease expired) and
+// Returns pending events of the calling token's consumer group and
+// submission types (and such events whose earlier lease expired) and
 // leases them to `consumer` for `leaseMs`. Several consumers may claim
-// at once; an event is leased to one consumer at a time. An empty list
+// at once; an event is leased to one consumer at a time. Other groups
+// hold their own copy of each settlement and are not affected. An empty list
 // means nothing is pending. Events are never skipped because of commit
 // order: delivery is by claim, not by an id cursor.
 //
@@ -1515,9 +1539,11 @@ func (c *Client) ClaimSettlementEventsWithBody(ctx context.Context, contentType 
 
 // ClaimSettlementEvents Claim up to max undelivered settlement events under a lease.
 //
-// Returns pending events (and events whose earlier lease expired) and
+// Returns pending events of the calling token's consumer group and
+// submission types (and such events whose earlier lease expired) and
 // leases them to `consumer` for `leaseMs`. Several consumers may claim
-// at once; an event is leased to one consumer at a time. An empty list
+// at once; an event is leased to one consumer at a time. Other groups
+// hold their own copy of each settlement and are not affected. An empty list
 // means nothing is pending. Events are never skipped because of commit
 // order: delivery is by claim, not by an id cursor.
 //
@@ -1549,7 +1575,11 @@ func (c *Client) ClaimSettlementEvents(ctx context.Context, body ClaimSettlement
 // `IDEMPOTENCY_KEY_REUSED`. The pool follows from `language`; limits and
 // test data from the manifest.
 //
+// A token scoped to submission types may enqueue only those types.
+//
 // Errors: 400 `REQUEST_INVALID`; 401 `UNAUTHENTICATED`;
+// 403 `SUBMISSION_TYPE_FORBIDDEN` (the token is not scoped to
+// `submissionType`; `details.field` is `submissionType`);
 // 409 `SUBMISSION_CONFLICT`, `IDEMPOTENCY_KEY_REUSED`;
 // 413 `PAYLOAD_TOO_LARGE`; 422 `LANGUAGE_UNSUPPORTED`,
 // `MANIFEST_NOT_FOUND`, `MANIFEST_LANGUAGE_MISMATCH` (e.g. cpp17 with a
@@ -1583,7 +1613,11 @@ func (c *Client) EnqueueSubmissionWithBody(ctx context.Context, params *EnqueueS
 // `IDEMPOTENCY_KEY_REUSED`. The pool follows from `language`; limits and
 // test data from the manifest.
 //
+// A token scoped to submission types may enqueue only those types.
+//
 // Errors: 400 `REQUEST_INVALID`; 401 `UNAUTHENTICATED`;
+// 403 `SUBMISSION_TYPE_FORBIDDEN` (the token is not scoped to
+// `submissionType`; `details.field` is `submissionType`);
 // 409 `SUBMISSION_CONFLICT`, `IDEMPOTENCY_KEY_REUSED`;
 // 413 `PAYLOAD_TOO_LARGE`; 422 `LANGUAGE_UNSUPPORTED`,
 // `MANIFEST_NOT_FOUND`, `MANIFEST_LANGUAGE_MISMATCH` (e.g. cpp17 with a
@@ -2355,7 +2389,8 @@ type ClientWithResponsesInterface interface {
 	//
 	// Acknowledging is idempotent. An event leased to another consumer
 	// (because this consumer's lease ran out) is listed in `notHeld`; it
-	// will be or has been delivered there too.
+	// will be or has been delivered there too. So is an id of another
+	// consumer group or of a submission type the token may not use.
 	//
 	// Errors: 400 `REQUEST_INVALID`; 401 `UNAUTHENTICATED`; 429 `RATE_LIMITED`; 5xx.
 	//
@@ -2368,7 +2403,8 @@ type ClientWithResponsesInterface interface {
 	//
 	// Acknowledging is idempotent. An event leased to another consumer
 	// (because this consumer's lease ran out) is listed in `notHeld`; it
-	// will be or has been delivered there too.
+	// will be or has been delivered there too. So is an id of another
+	// consumer group or of a submission type the token may not use.
 	//
 	// Errors: 400 `REQUEST_INVALID`; 401 `UNAUTHENTICATED`; 429 `RATE_LIMITED`; 5xx.
 	//
@@ -2379,9 +2415,11 @@ type ClientWithResponsesInterface interface {
 
 	// ClaimSettlementEventsWithBodyWithResponse Claim up to max undelivered settlement events under a lease.
 	//
-	// Returns pending events (and events whose earlier lease expired) and
+	// Returns pending events of the calling token's consumer group and
+	// submission types (and such events whose earlier lease expired) and
 	// leases them to `consumer` for `leaseMs`. Several consumers may claim
-	// at once; an event is leased to one consumer at a time. An empty list
+	// at once; an event is leased to one consumer at a time. Other groups
+	// hold their own copy of each settlement and are not affected. An empty list
 	// means nothing is pending. Events are never skipped because of commit
 	// order: delivery is by claim, not by an id cursor.
 	//
@@ -2394,9 +2432,11 @@ type ClientWithResponsesInterface interface {
 
 	// ClaimSettlementEventsWithResponse Claim up to max undelivered settlement events under a lease.
 	//
-	// Returns pending events (and events whose earlier lease expired) and
+	// Returns pending events of the calling token's consumer group and
+	// submission types (and such events whose earlier lease expired) and
 	// leases them to `consumer` for `leaseMs`. Several consumers may claim
-	// at once; an event is leased to one consumer at a time. An empty list
+	// at once; an event is leased to one consumer at a time. Other groups
+	// hold their own copy of each settlement and are not affected. An empty list
 	// means nothing is pending. Events are never skipped because of commit
 	// order: delivery is by claim, not by an id cursor.
 	//
@@ -2418,7 +2458,11 @@ type ClientWithResponsesInterface interface {
 	// `IDEMPOTENCY_KEY_REUSED`. The pool follows from `language`; limits and
 	// test data from the manifest.
 	//
+	// A token scoped to submission types may enqueue only those types.
+	//
 	// Errors: 400 `REQUEST_INVALID`; 401 `UNAUTHENTICATED`;
+	// 403 `SUBMISSION_TYPE_FORBIDDEN` (the token is not scoped to
+	// `submissionType`; `details.field` is `submissionType`);
 	// 409 `SUBMISSION_CONFLICT`, `IDEMPOTENCY_KEY_REUSED`;
 	// 413 `PAYLOAD_TOO_LARGE`; 422 `LANGUAGE_UNSUPPORTED`,
 	// `MANIFEST_NOT_FOUND`, `MANIFEST_LANGUAGE_MISMATCH` (e.g. cpp17 with a
@@ -2442,7 +2486,11 @@ type ClientWithResponsesInterface interface {
 	// `IDEMPOTENCY_KEY_REUSED`. The pool follows from `language`; limits and
 	// test data from the manifest.
 	//
+	// A token scoped to submission types may enqueue only those types.
+	//
 	// Errors: 400 `REQUEST_INVALID`; 401 `UNAUTHENTICATED`;
+	// 403 `SUBMISSION_TYPE_FORBIDDEN` (the token is not scoped to
+	// `submissionType`; `details.field` is `submissionType`);
 	// 409 `SUBMISSION_CONFLICT`, `IDEMPOTENCY_KEY_REUSED`;
 	// 413 `PAYLOAD_TOO_LARGE`; 422 `LANGUAGE_UNSUPPORTED`,
 	// `MANIFEST_NOT_FOUND`, `MANIFEST_LANGUAGE_MISMATCH` (e.g. cpp17 with a
@@ -3056,6 +3104,8 @@ type EnqueueSubmissionResponse struct {
 	JSON400 *BadRequest
 	// JSON401 the response for an HTTP 401 `application/json` response
 	JSON401 *Unauthorized
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Forbidden
 	// JSON409 the response for an HTTP 409 `application/json` response
 	JSON409 *Conflict
 	// JSON413 the response for an HTTP 413 `application/json` response
@@ -3083,6 +3133,11 @@ func (r EnqueueSubmissionResponse) GetJSON400() *BadRequest {
 // GetJSON401 returns the response for an HTTP 401 `application/json` response
 func (r EnqueueSubmissionResponse) GetJSON401() *Unauthorized {
 	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r EnqueueSubmissionResponse) GetJSON403() *Forbidden {
+	return r.JSON403
 }
 
 // GetJSON409 returns the response for an HTTP 409 `application/json` response
@@ -3573,7 +3628,8 @@ func (c *ClientWithResponses) GetManifestWithResponse(ctx context.Context, manif
 //
 // Acknowledging is idempotent. An event leased to another consumer
 // (because this consumer's lease ran out) is listed in `notHeld`; it
-// will be or has been delivered there too.
+// will be or has been delivered there too. So is an id of another
+// consumer group or of a submission type the token may not use.
 //
 // Errors: 400 `REQUEST_INVALID`; 401 `UNAUTHENTICATED`; 429 `RATE_LIMITED`; 5xx.
 //
@@ -3592,7 +3648,8 @@ func (c *ClientWithResponses) AckSettlementEventsWithBodyWithResponse(ctx contex
 //
 // Acknowledging is idempotent. An event leased to another consumer
 // (because this consumer's lease ran out) is listed in `notHeld`; it
-// will be or has been delivered there too.
+// will be or has been delivered there too. So is an id of another
+// consumer group or of a submission type the token may not use.
 //
 // Errors: 400 `REQUEST_INVALID`; 401 `UNAUTHENTICATED`; 429 `RATE_LIMITED`; 5xx.
 //
@@ -3609,9 +3666,11 @@ func (c *ClientWithResponses) AckSettlementEventsWithResponse(ctx context.Contex
 
 // ClaimSettlementEventsWithBodyWithResponse Claim up to max undelivered settlement events under a lease.
 //
-// Returns pending events (and events whose earlier lease expired) and
+// Returns pending events of the calling token's consumer group and
+// submission types (and such events whose earlier lease expired) and
 // leases them to `consumer` for `leaseMs`. Several consumers may claim
-// at once; an event is leased to one consumer at a time. An empty list
+// at once; an event is leased to one consumer at a time. Other groups
+// hold their own copy of each settlement and are not affected. An empty list
 // means nothing is pending. Events are never skipped because of commit
 // order: delivery is by claim, not by an id cursor.
 //
@@ -3630,9 +3689,11 @@ func (c *ClientWithResponses) ClaimSettlementEventsWithBodyWithResponse(ctx cont
 
 // ClaimSettlementEventsWithResponse Claim up to max undelivered settlement events under a lease.
 //
-// Returns pending events (and events whose earlier lease expired) and
+// Returns pending events of the calling token's consumer group and
+// submission types (and such events whose earlier lease expired) and
 // leases them to `consumer` for `leaseMs`. Several consumers may claim
-// at once; an event is leased to one consumer at a time. An empty list
+// at once; an event is leased to one consumer at a time. Other groups
+// hold their own copy of each settlement and are not affected. An empty list
 // means nothing is pending. Events are never skipped because of commit
 // order: delivery is by claim, not by an id cursor.
 //
@@ -3660,7 +3721,11 @@ func (c *ClientWithResponses) ClaimSettlementEventsWithResponse(ctx context.Cont
 // `IDEMPOTENCY_KEY_REUSED`. The pool follows from `language`; limits and
 // test data from the manifest.
 //
+// A token scoped to submission types may enqueue only those types.
+//
 // Errors: 400 `REQUEST_INVALID`; 401 `UNAUTHENTICATED`;
+// 403 `SUBMISSION_TYPE_FORBIDDEN` (the token is not scoped to
+// `submissionType`; `details.field` is `submissionType`);
 // 409 `SUBMISSION_CONFLICT`, `IDEMPOTENCY_KEY_REUSED`;
 // 413 `PAYLOAD_TOO_LARGE`; 422 `LANGUAGE_UNSUPPORTED`,
 // `MANIFEST_NOT_FOUND`, `MANIFEST_LANGUAGE_MISMATCH` (e.g. cpp17 with a
@@ -3690,7 +3755,11 @@ func (c *ClientWithResponses) EnqueueSubmissionWithBodyWithResponse(ctx context.
 // `IDEMPOTENCY_KEY_REUSED`. The pool follows from `language`; limits and
 // test data from the manifest.
 //
+// A token scoped to submission types may enqueue only those types.
+//
 // Errors: 400 `REQUEST_INVALID`; 401 `UNAUTHENTICATED`;
+// 403 `SUBMISSION_TYPE_FORBIDDEN` (the token is not scoped to
+// `submissionType`; `details.field` is `submissionType`);
 // 409 `SUBMISSION_CONFLICT`, `IDEMPOTENCY_KEY_REUSED`;
 // 413 `PAYLOAD_TOO_LARGE`; 422 `LANGUAGE_UNSUPPORTED`,
 // `MANIFEST_NOT_FOUND`, `MANIFEST_LANGUAGE_MISMATCH` (e.g. cpp17 with a
@@ -4311,6 +4380,13 @@ func ParseEnqueueSubmissionResponse(rsp *http.Response) (*EnqueueSubmissionRespo
 			return nil, err
 		}
 		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
 		var dest Conflict
@@ -5116,6 +5192,8 @@ type BadRequestJSONResponse Error
 
 type ConflictJSONResponse Error
 
+type ForbiddenJSONResponse Error
+
 type NotFoundJSONResponse Error
 
 type PayloadTooLargeJSONResponse Error
@@ -5762,6 +5840,20 @@ func (response EnqueueSubmission401JSONResponse) VisitEnqueueSubmissionResponse(
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type EnqueueSubmission403JSONResponse struct{ ForbiddenJSONResponse }
+
+func (response EnqueueSubmission403JSONResponse) VisitEnqueueSubmissionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(403)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -6608,168 +6700,178 @@ func (sh *strictHandler) GetJudgersSummary(w http.ResponseWriter, r *http.Reques
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7H1tchs5suBVMmpehKmZEk3Jak9b+kXLtJtjfY1Itbdf02uCVaAIqwjQBZQktkMRe4u9wV5kb7In2cgE",
-	"UF8sSaS67Z4Xb/qHmyKrgEQikd+Z+BpEar5Qkkujg/2vwYyzmKf08ZybdNmdGp7iXzHXUSoWRigZ7AcD",
-	"HikZazAKbpgwMOFTlXJI8RUhL9tBGKT8SyZSHgf7Js14GOhoxucMh5qqdM5MsB8IaV7sBmEwF1LMs3mw",
-	"3wkDs1xw+xO/5Glwd3cXBguWsjk3Dq5BNpkLrYWS/fiMmRl+JxCoBf4RBpLNcQRdeuxBcP4j5dNgP/jL",
-	"8wITz+2v+nl5rgBBKb4YLhd8renxwT8AABqG0JFyvVBSc8LGaxaf8y8Z1wb/ipQ0XNJHtlgkImK4Yc8/",
-	"a9y1r2vO2UtT5TBf3fXhDLeYJoNYcQ1SGZgzE83AzDjg5CmLDLTG571/XvQGw0/9k5+7R/034612cBcG",
-	"h0pOExF9B0j9TBpuhJnBzYwZYEnKWbwEfiu00QcQK4KfaBaYBqEJyBNl3qpMxt8HnSyOU641jyHlWmVp",
-	"xAvMEqAE0xlbJorFQ6WOWHrJvw9oE0XIijiPNQijYYJogdb4rPvL0Wn3zafh6emno+75u57b3qFSx0wu",
-	"HTnqbw/lOTMcEjEXhiNc591h79NR/7g/7L0Zbx34nUUOBsTMtombgbbMC5lUnd1t5/yuCSD39PMSZySo",
-	"LiTLzEyl4jf+HcjmGPmBvASVQiavpLqRMMm0kFwjP77iElrji5PuxfCn3smwf9glbNAGXUh+u+CR+R5Q",
-	"Dnh6zdNtLWIOU5YlBlo/3N7CuH8y7J2fdI/GISCUP3f7R93XR718vxygi1RFXGs2SXhPGmGW3x7iDzxJ",
-	"tlE28RgmGTKGaYYHc7IEBmmW8HtYxp3n5URG3dSIKYvMwKjU4pnFscApWHKWqgVPjUDOPWWJ5mGwKH31",
-	"NdAztvvDy0dlgn0K5xW/8bpEfbn3mEQty6Jf/ZxusI/582rymUeG2DbTvE9LWTBjeIrI+p+/drf/k23/",
-	"1tl+9bH4+Km9/fFrJ3z54u4/gnwgbVIhL/1A51xnidkQL1EOwUN4cXDehQG/FeZQxbxR26jjIwzmfK7S",
-	"5fvJxqjEV7VmliPXJNCMR1c8hVhMpyFocSlZAqgb4Lkd/PMIONJhCMzAXGkDe/BevEaWNGe3R1xeomKx",
-	"13n1sgGNOlJpw4xTlL1CSfi//xtuuLicGUiRY/MYZiyZArthS5imag6/8VSh6rYHMY/EnCWwSFjE9Ui2",
-	"GMyzxIhFwkFNodPudDo7ICT82gndoB+3Dkja59MJDTswVSl0D0PojCR+ZHIJUyaSLOUhMBk7CQx6wSPB",
-	"EogcdtgNSxFAZWY8vRGat0cyCItNiFU2SXjzLshsPrGbYLG7ipEhT+dCMoPc0u8AvRRCB8QUpJK8XZ5u",
-	"HYU0DLRhJtOPUePPPI0F8gF6+C4MjJjzY91AKWcXgL/VIVmD+m5Yktghfw8HcKcrX5insBzkfKLSUSkd",
-	"snwDiuPQyEbsnj969KvY6Up9w1NABLNUaCWhFatIP+fyUkjenschjPzQehSEMGOa6JPfoiqKfFtvtUdy",
-	"TH+PkVonS8OBf8lYIsyyDWOjEp4yacZuFq4hQXHqVIeUz9W1kJcjqRd4SkIwbKKJqg/P8fziw8DRHMLv",
-	"4lQtFkhxJmUiwQ98vjBLOyQCMk0UK89FMluD5mjmGCtwuoPDfh9uZsJwmjTMT6olYD2SqNgKCWM20UOV",
-	"jJGtjFOe0OdWyhNmxDXHU26RYeU+XLMk44QPdxTHkGZSF0dz+3MWX3JYpOoyZXM8+vi+ZjKeqNsD0JyP",
-	"5MA+6lkcHnjUDxepMipSibaHuMrCLZgVUl3vcNs1PeFFt6BHpWllMXRQaaRHZI193Bll1fNE7z9wAt6K",
-	"hG8oAK1ReY8A/lSRwH97UAT/cRoGu7Wo39t5tfeis7cRx6HlhOuoHhZjZ46yVpnnT+rGEmhNsAgNEUsS",
-	"HtOZRMOvDd2J5tLAnDOpYZzwSxYtxyPZ4tc8XcKcSTFFy3aRTRKhZ3gQrVfDzISGqeBJDFecLzTgEaET",
-	"Tidjbs+TG28fWHp5DWMhF5kpzp3KzCIz4wM06gx0SFbu4JndhQ9dfN1wbRIxqb1vXwNGTHAMLffUMw0q",
-	"jXm6VR5vJHfgQzeEXVikHFdK2rHVM6BFxzqmBxyTBs2WGrTaCuEFvO32j0ayJeQ0ZdqkWWSylLt3D3/q",
-	"Hb7vnX/CZ3pvtkL4OyyUkEbvgzYxT1PQhqXO1h7Jsf0RRlmn8yIihkMf+RhV5mIFXzJhFnCTIo8DYYgn",
-	"odzxKCgezldJxjwx8mQJSvIaVwQlR1KbWGUmpM2xkLShK5fILC+BJ5pDi7QNO2akYuTolyydsEseujdG",
-	"UmWGTBfUe+bs9oy+/hgCgyhleoY7x0hqb6vMbCG5VbEUjqREurK7i9JS4tH4NbBkgkfTri2Xth/rpzUM",
-	"brfxre1rluKB0fj6kX99mL8+sK8Xp2Xo+JefkhCGMzo5h3oGyqCg4JHrTd5zAw2Lgd66gQZ+oLswsBbW",
-	"ZmK+R2fQ0ttExcv2igCJnD7/qG1HOglZd4aJRN8PiPXDVeE4XdjnID8EMfm1+K2BFgo6fsvmqB0jeanp",
-	"lMsY6Yq4w1Y7aGBh91oIP2VzJreRNaGVCzjFAViiwRmZIKUgSrnR69gFdaXOamYPKWQFtlZgO2bRTEhe",
-	"QGd3Bgdtw+Hpyduj/uEQqR7RcMklT0UEe51XcDPjEqSCOTJOoq6piOg9IJOd01o8ZdbchEEY1BwXSGyn",
-	"73snn3r/46x/Tn+fnA4/vT29OMHPx92T/lscoPzl4OL1cX8w6J+eVL5+03+HTx73B8fd4eFP5beL6bvn",
-	"w/7b7iE9NuifvCt/Nej/Z6/8+lH35N1F913v08XJ4OLs7PTcwpuPmv9enrJ3fHr+i3VSWf/Z6YcqyB65",
-	"QRj03/SOz06HvZPDXz697/3y6bx3MejVVjjsnR/3T7pHQRiU3lzx0AVhUPaO4eDOD2Nx7t0wazIC5+Lr",
-	"y2uWCLQcrAeMSyMiVGGJR1xx2btdED2WvKphcOwEbemrwstd+vKNuOTaHAtNHubSi8W03tniXGKlbwbi",
-	"N1569YjJy4xd8gups8VCpRZGP6D/tTwX2TlHYi7MUKkjdVOBMndkh0E/5vOFMlxGy/d8ec4zzasrckYo",
-	"Wkel1+oe3ZCcmUfWl4nDStTz6K0Lya6ZSPAYWvZ6zaXpRlclt/8mrhQldTa3Ztjj7px9UiZ3dv/erE1y",
-	"BKUf08DC8PmjRrF1z8zZbd8+vdPpkOLo/8znYGnKlg1MzQFfmrqRs+UospGSDXHEoivrunv6mqrLCAOp",
-	"zE88+UMHreHGAl3MdC9eDhMm5r+feGruXkNiwjq4pj4cpLM5SseUk7OWZPrvJbmEM93oRkFLIFFOKyfq",
-	"0KiXLoHeiK0ljGaBW0Ozu8VbNS9edvC/klWz0+k0ewDZbXNQ0w+1Ux3mcXdMQeQ4drHkx3b0SbRuMbU2",
-	"XQ64MQmfc2lo5k2J1M3WtJK3KdczybXe1DTmN1ybnzhLzYQz071spI5jkSTCBX5ACxlZDc6+DDP/NtIu",
-	"k0uQKuYHwKzBSFbHyemnn3rd8+HrXnc4eIKrThtmHtVfcxwM6OkVVz19+yDyBn6a6vKP+j/3oLWyWudD",
-	"cros+bHMDIdSSbwVwmDYPepBSyVoaoarKPBqHI6OMg8fJw2t9Ny6do24RiE4MIwcOycq31BNQs96/2uu",
-	"QXjdf9c/GYKI0VhkuTVoJyIIrbYe7Ad7uzXus4N8B5kPcpsfm5nNP9BoTvUgm89ZutxUiujTaVPmRIoa",
-	"fitmhk2Y5ltkRXqeqSVb6JkyFQKLmeHb+FQTiNPysVmLtvCthVLJ+of+TKnE46B64F+uSjoKsp/58auL",
-	"p6/teWKGGLMhM94G5vHQPcEdb5RhST7hZsklNRGKO1ZGaWU1lZk8CpsOo1cnG46h+wWu+DIE3r5sQ7RY",
-	"7Pw9hM/smuH/F0szU/JFCCy9MjqE+VJ/SQ5AGCLumGvn11BJXZqy7d8+/mqF6N/an0iIvthpJmsPRl9O",
-	"1YZELR6NwuWrvyPcW0X69dLwJq7sFHANNzOlOdjogg3pk6eeJ+TfExoYpRfZiCza4fRl4vHJDHD5JeMZ",
-	"h9be7i6Mmwyt8dYT+PZc3PIG3jNMM26N3YJ2NSo6KjXW+DUzJom4r1kqmDQl58BEqYQz6Q/iOscvP1kn",
-	"ONEqPOclKFpcojIWh6Ak8vQthMV44CqIe1r0S8YsbcIJMjD3K6i02J1rnqIlRKQrYlISdbuJMB2q1udM",
-	"nth+ti8W3vt79A+yGgnnpYWs0GkF1Z4EStA9dOiPxMZa9YOC4vdJB78Fm2OUeMNj6HQMs5jlIcz4PdrU",
-	"5JgvRMIP1XzOZAPRHdrfIbIPUJjtwIXckE/4GO+q7SpNuiS/7gNRBZuRNRXetMEZ6EXrKCauFCHrks1z",
-	"3JqUPcwBLce7TJmkMIEEoxZ+v31I4pm2LPEJ7Es+zi4sXyDvuPOsE4sosa37OcRO05xpJkvbtXrILTe4",
-	"dytT5B1pJonyPetgFF6c8LgWkQQxd2zsYXeonzSsE1QF3ApVNGyfx2cjmeMObWq8WIF3PLmXMBaccHFQ",
-	"6Es21+Lw9E0vpw/9sC37486r3cfoxAaa3k8aLXvH0W0sKmILgipimv8usHZf7u7s7T2q3T2SNfHHwPKy",
-	"Zuw/km1RSxxjSbICSznWWE2qsStybAMmSxeg51Fm1GNeiRWnxKM6bZ7CkZNaabOb6NjrZBsGcPrzeWZc",
-	"IEMbQPOGjGk6tgmft2v7ATN2zatWAGJuJJHFSgVj/SUZtylTqvYO/RLmkd7x1xEtYhTsw8jGukbB3RhZ",
-	"9UhKRaNqSlkSqWWjVpmUygBpky0yq+dcmqGYc5WZY00xv3N1o+0oc3ZL5x8u1TVP5RaJgTlbwoRDpynZ",
-	"geZcW+R6jB8yzVccKg2+xKhIpFkjRQHfuBIyXheK9/gsqg45P3tQXbBPoV745fFUiy9IR0gNK2RKEOaT",
-	"FmsMHS4folTC27dNKKRo/GDD3An70lNSNP0R3XRG95absnpAO2hQMUj4pTBizgxPlk5NqiUpPCUPjTID",
-	"H84T2el0Hmey92WmlfFfRmwNURUM5GA9RDvv3cnwrixkUkEYDP55tKbjymXADb7Y2Lcf98wnkWxImDEF",
-	"veilJEGz4Nf19v7jSv71T93t3R9eelVS4r4k4jce5+y0bXmNi6nF60QkattTejn0kDch+0w1pe50waWa",
-	"KZUckABA5Qpc5jdotH90Oduj7HKMFosgDD6za4bMl5wmQRiQ0wSJboncaM0NpJH+YUc68yN13UjHdiS3",
-	"iKc5AlUSc20+MGGatIfuZW7f2QeB/BgxFBVEB9DxgXX5lDTRTZwMdvIifNkA8T8vehe9N1BEoeGzmmho",
-	"UQaM/cxvoySLefwUj8tDbo7eSff1Ue8NCWDr3HBGDGFQ6Nwz9nvcgM4/UPEBrKIlrO5rE92fc6abDJ0P",
-	"s+UBpDxSlPvsDBqWxcJAoi5ryR47nV2rJOdfNBiadqanBfXSHMqH6MOtpY4r93Lz6nWWmAHfVJPswjRV",
-	"v5FnDQcAzc2BzVvVNifs1oQgsyQhLR8VxJOLo6M2jBECPQ7tUXE5cDYfWFGCrnH2VKSSbC6bMozw+6re",
-	"VtqI3R+akvELZa38e+ENVzfVAfMPuAKK6bs8pE1HrmqJTXoi4eO+1bzc23TKlTClxZZbYxMF1IOFG+po",
-	"KWeGx92qXvGguyvmibjm6bJrDKo2qydvB5SEqUjRQnHPPsHB4XIP1ovh08PDNVKKa9iyqcVhQNlVzDiP",
-	"yf28tBHSz2qyLpwLm5GyPpQuhYV0/3KZ7EYltWG9UHbTetiG+DKpIwXaPRbC1ZrcWo1wCdUFPlapKiyR",
-	"5hpk75dV0896wyFKMpdDRxwKn7ZG82c1sU57TvU7rWtbTBLC4JfBsHf8qXd+fnoOKoXD7slh7+io92ar",
-	"rB25wdfUgCy8MWk5q9u7YTpBOaewluxBaR6Ur/5QgvpaxTUFGdj6Gp/z6fC0Zm1OY4A9u4eX5aZYLaSn",
-	"bni6jYYKzPgteLXbasP1GF1n+xXbnn78+nKvefG1WoRN5WZzCYemSkSKkEtgLj8uBOcHrTtUbWEJfeN9",
-	"sGoKY+/iH4cg+a0Bo6jkYzwVCdfjJh8I/dKgwd2alJFHXUPCRJwPV/K3u7x7Ss8mILULlpoZH0nnUHqm",
-	"IVKLJUHncqnbszG0cByLAD0TC00681YbTpDagaU4QMKELJz6OoRMii+Zq1STypRX/0yvRAHsatdy7ZQr",
-	"Ph6NnCeluPHaEVafm96kZVLJXV5ZQBVCNsPeO8+eaZfwTh6xWFyL2NYfGTWSl1Q/VK7084ldSOyuwrDl",
-	"3p9n2kAiOAg5ktWk+a1a5cVOG06UAZYk6obHNhvAV0+4XHm0HrS45sdeuFkVqaEAqOZduM/BUFQFLUql",
-	"JGvsXF55gqyJ6GBTn4x769E6mnXc4TV2lRNMDbbKpI3MrHDEbcZjhkQOpJ2j4r1gqRNYuVMBBr2j3uHQ",
-	"u321r3Oz59tkMZfmmR7JQrl3FOC9UOMQCbVgQvY5POUpn/KUy4gPvtiyNar38EU4QGkb4PNqoFWuE3GU",
-	"a27U1gG8OT4qwMNhOItmIzm+5qmYuqLyMVrhefeACuyQ+4ubC92Qro+zxIhB/lwpDlaK/TvMHJIifWKl",
-	"cdNz5aL9h000b3BZxpCHHB+Ie/x9p/Pjjy/3HtMjnTt8Uw9f41hUucTj5rW6fXm/hsO6IGLvsi4TSN3c",
-	"+eGHF8211DjY6vP+NK6+wHm8+nheBNeoz1SDC4/syDooLFPqKuOv0PdqmIUI+2DlnHrf0nppoF+Sn8sw",
-	"VGRbybRsNh3Lm1zeggK7BZU0HpMaBhqxXBBt6TCEzcfzYR5Z9xFbzAUhInptFTvhlPf/Zm69iXUEbqhl",
-	"P4UjPHjuiCjWOjO1vbQvlphUMVEjVkkZXTvG+Ps9Ark/fT1pPS9Btk607Jv40MsGZgmkRnzmhlA3ivjC",
-	"bBxw+F7uhd9j19VQ5s35irn+kOlW1O0QWjfE0NPU8k1IAmcUKnVdbhrsS1ujb/1WLmebubgJhfVsdKfZ",
-	"k9VchrC901zNYBXH5tw+b1A6r6t1xPr+JWj0vhevoXUxfLv9I/VY0Fs1V/b9QvVfxX/0mIdoReMOKnv9",
-	"MPX178mZ9N2bnmkQcZ7rl7+2SdnMfV6V+rl6Qrhcv1GSb5xh7eL3Q2VY8oSX+f0lqv2mUvUoYVp7FCao",
-	"8UwZOTmY9d1Bq+xAI0vjrHfypn/yzloc573h+S+fXncP35++fbvVgPm1fFj/FXiqf/vn+7Lx+hKFkOYu",
-	"X982SbDvQDRj0octhYbPanJQ2HkKxKWk8l/DEpvbr59SMPOn8YQwyBbxpopGyfO4XuQ+90GuhO7PbOjK",
-	"xrEcxil3w80Bre4h/L//9X/gsGf7ut0wYc7XiuJ9KJ7clPU9JHXrxFQBKSyxjwo7KOP5Yc5ZItwVOn3t",
-	"uOf2lEXU6Ime3c/PdUtzDgU4WyEcnh6f9Y/6J+9C+MfFm3f4YSRL2D3rng/73aN9R/Pk7uoeEq+wv4RV",
-	"g8p9ezCSOFWl79NWzWPfcnxIA7+dsUy7dj/VthsjSQ3z9FbFwV9tI+FWR2XfbjVBGLjlBGHQPaQycAIs",
-	"CIMP3SAMhlSddUz/ntK/5/jPISW8lKDE7/ysa9o3Z7YPAtU4zxfU9iiw5VOuLHtTcJba8LltJBEGh0xG",
-	"PMlDFCuH+0GReiUkCdWCnJ0zuXv07hQx/KY77L7uDnoHQAFT28wEKYn43vveYe+Tqz6hlJQYKSqZbpML",
-	"VUOmuX2Gsh8eFRn3leT8XGIfG8rlZgzQT67wg+GSWTQretwQTXvVTcmokjJ/2FvbD1Dq6LdO4qL15h+p",
-	"y4eSvymDq1AsX1JnvDJ8KCTSRcrx8Dgvfb1Dxn3unjm7HTR3zxtkc/JkJknZv63rqfhPqSAqGoA8ubef",
-	"gy73vtNjOoSH2vX5tX4cyVbpJaLlm5lKOGRS2BXuPCffXQjaxWGyOUoc8qBuPa0l31N65DVH44p2dPnu",
-	"VUipwPBDyaLVqRqS0TJtiS9Sc96GmnZpGbLNG6YOLbm4aHv2v+86H9IGhQ/0OmRFQAX3nXzUE25uOJfQ",
-	"sfnPO7gpuDeWCg/AjvxZTcKyUBK6KpcofsXMSBaySWj/Yxu6OIDzX1uVwvq16S83obUxbSY2MQ+0Lrmg",
-	"hkndQzQ0CyFIzZT81MIWTju43I/dw5FsHfZ8QC9/AM3ZrapA20xCrCeVNhzzLgw+VDSplawtYLlaUYgT",
-	"Ui70gU1JKhpZltb2odsf9k/efXp7ev7pw+n5+945TVsyNXBBDycENS4QwRXy8q1KP6jUpktTb+LXLLpS",
-	"02nwkZrT8ihLhVkO8NBZceHFIzVpaToMeUPhKBGoivq+wlc84tvU51sl7kvrqoLtbRK0/kVba0nnnDyN",
-	"nKUEnlvUzJiF7cErXA3qqgTrnvWJQHNYJiy64jK2IV6X/UeR3mca1I2EUk/gLTzOen8ks0WiWEw1CdtU",
-	"k+AD4Dr0jd5A5KULeaVB6MtJw5EUEk+yCSHlNq6MpywilaREBdpGj13zBtB5HoXrRdEeyS7JliTBE0V8",
-	"4B4sW6zBuLJL4y3qxb0wNuJFsEfIqOcsXcL4XW8Iz9lCPL/eea5JeXr+2RavP3fPjNsjOZJ/+QscKokQ",
-	"Icwj+deihl5Da0xK/jiEceHUwL9cWs14y8aJK2X2eiTBNoFHnWm8WliPE/8VhsLF3+H87SG8ePHilX/f",
-	"9qTFReWxuyhR0RW0LoaHWwcQZ9bccNF7ACdbNQq6ebmvgy0slzA+1mPQ2XQqbmnucnMxQWkQPw2HZ57z",
-	"LZJMUxVJpGI+CkIYeYFi/3B9xEbB3fgAp6eWcbSSi7Oz3vmnwUn3fQ9s7SEp9MJGFAE1NYL8mYYSebct",
-	"PDhU/gRVk7BEK9fqD/Y6HVjpoh/CXmcHVpp740gtldofK+2yxvs27IkE9Azl+UKkS1gwrak6GGVKqgya",
-	"YNsqMziObTiGB+qapwlb2ASkrRB/29t9BdUm69CyXpOidbqtjal2+n5eafRNOMQHKNmCmxuVXtm9sUjV",
-	"bEpOBNtk2zVnpC6BuHfCt1siveSvQKquPT2uddpMKdR8F0oloc0oV77uZz8vnoepShJ1Y2kPAbL+Iuvc",
-	"s70DXalQTpy5BuiO0aB+wkfS0lk5d0uXUrfssfR9ny0DSRy3WqQqzqIi3X0kUXjXmUiRqjPnYFImtdUj",
-	"iKLyLA6brcarmkDE91E1ca1lIEqYmGtkQXR7QyZj0mmo00zoO7XhXHNChhxJFl1JdZPw+NL9cOCb7Ehl",
-	"oPRrqW0mtwO63rh4eEvAXTIhHf2Maxl28DfYGW+hwhKxlE+zpADcgYZqks+Xk8kStQ9KRyqcE2PrFzeU",
-	"VJ/aanyfaCfyyyBGcqaSWLuOAsxUrEQkUOvKIp6Rc0F8f8a0gyW2eowRhvqMoC1YMPbuWT8oVbwGOxSI",
-	"W3DJFiLYD160O+0X1mKckWD2LDyXUs+/2iapd5RPl5l7zF0VL3G92qSczW2zIwaIS5WieKDUpZsZ/jtj",
-	"Ghk1tZQQGq5IopRx6DPYqEGyazfBzMxntMEFSVTk9bgFt0Ib6o1sf7Z+Kqm21cJxMnxwt9NpQ7cUKDgW",
-	"rykTG+Fqwwdi2yM5PrT9/betjTS20h+XRtlFFMkuSpTRPkSFkiINB0jcs0xe8XgkPTYmrvu5K7F0kRAi",
-	"GDrE5F7Q+8289qCZ1x6M5N7OC2i4A+MAqPFErc3gOBzJcXMLQZerZq/ZsID6vDcNVVRs4bQr3PcA2ail",
-	"vlyQ9ONgP7Bb5FvhBdULdH5tvq7GZw498ZoaF0C9+2hH4Nq8VvFDlzaoyHCzbQm2enlDbmlOhGQUW65H",
-	"oO/qYNYvxdntdP6w+yJqFzo0XBzRdRfL2ERL8sjudna+IwD2F5Dqhibfs6tvGjPH0vPSvUH0ys7jr1Su",
-	"OcGXdl48/lK90SG+t7u7zmSrV4DQu68ef7d+EQ0hjEz4debNMxnIePIVXxbJJD4KY4L4qhWeZdZZJP8a",
-	"dkmGWs7PrUnm2XylPcclb+DuVqVgLrZftFQRcWjVXWq8TrqOKbdfEcbntlLOrJ6zJEH+XO2wg5a+hAn3",
-	"1o7Nxizd2GAz8EhQ5nVWfkbfUMa2f9/3ubrp81rvhjzV2Po20kxWmnXosJJg+9wW6mzb/hpplrimG5Q2",
-	"bKEfSdcuow0nHijcFwKq3OomFlNKCDMeFA3UxJYmRx0i5V5nZ0UDfhj7Ri9URF5RDVGszFl6xWMYU1sY",
-	"NG66xc+2jREBghqCVKX2QFZAiyRxc7oNlGok/YT7Tirn+00bwUgPJW2dWmRVZVeTkIINhMWRKBqg2tY3",
-	"34iRVjrk3HPnVH4g2k/nSn8ahxhWCCWmSxUKLxFaeHgkQ3AXVFQaR2Wknc7LPKPkW6hyjdxLQTqh0vco",
-	"hbmzP08QofJfJClUAnl84D0g5V724PZ6JK2GnnKTpVIXv5ddA5aCSb2zjCrPwIwdExxJ0t383WsTDtYj",
-	"4xO/vQeSx6DFb7wNvZhcWkXjCJs1PpIlWBlIfpOv78CWnF5xvqgYavjHEm54WrA3W9zw7ZS/ekfpMbQo",
-	"1EStL3BqsrLJSR1SDo37zve0WHUa+weQBVg2uVXRKF2f6nEI92mZGzEDV7aeZ7etq81txgmK5Lnvq8qt",
-	"Fuffw4bKBwFu0NRz9JvfDfGHa3lrwZb/+G9d75tycodntHBXncPQchu+nV/euFXm2wV7bubaz78WHPTu",
-	"fsXvifyps1diQ3n/+824wDtuShzgceOxksP6NAOSMmM/fsOzX0s8vufgV3pjfLez1dl7/KW8Mf6fejDO",
-	"OYtRNOd8qBwXf+QAFN7Mbes5fM6iq/tVmG7uUkSRX3H9tqHrvX9Fc28m7bUu3lU4kq0Jj1imebXv9zPt",
-	"vJIpk+Avbyk892PXP318AMKgvpAkqLWolBT6Ceey5GHFCTkYpZ6uUmxyLrvRVa22WH8jCV2/Y+A7C+qV",
-	"/v1N13WioUeyueR7/r7n9k87hsXZ8NeqxHnLe2X1Xt/irOZxL59T34z94UNKoYL7j+m5sw8W7iYcB0aL",
-	"jHb72RrFnKWJ4KkPCdibQbZsg7WEu2wlPsejPPZndUxm79g1wB+3YcCvecqKeIAms4pAHEnmU5ny2IDQ",
-	"JQZBLebyOIJx9zdZXuJu6CN7hYpUkZk4vuNWVgmy2FiTvhKLBfltLZ9RU3IuIN+gGpj9vMmEvXbQAhrS",
-	"vkyWpF3EEGWpVun3YSB0UcD3ZCGVuyb+DCZSvRqh6aZwfCA/PqHvwUR5MCEslNZikixdddx/C+ZCGIFs",
-	"gWdmzm7Jv+l5yEpaQzV0+Ch3qbaVauYo+Y06BlzP6JIXRcSc7AMYt6oJy+FIlhOWt8b73upv8m648KMN",
-	"UWnY7ezm7oiR9EEtm9deOBH9u/aC2zz2VcAkNOx1Xo3kuOE+pzG0kEX4HBKjXJMCAmSrTYFs5S4fG8lx",
-	"6Vqh7fd8OQZ79zjM2RXXwCg6LujWeHsdP0XNEeXAolRpPZIOKsFd2JuWf8WXLkuitC4fL7OwN986NbYQ",
-	"rsTOS50hDvLumsjSiy6gzRH0J9s3r6ARvSHcB/mjXpumi7wobtdgR4Ul62rlgi/v7qGe/g7PI1luYboV",
-	"3tOa3sYCSw2fa63wR9L3wi98jM80jKudy8chaM6r2UC5SxURQZO46x8pPmA3xmZybm0kS3r2dBXZ2PeY",
-	"ipZwC2OxRtlB2UIsZ06PRre7O9uj0e3f+cevO+HObuMdHesHHDc0F+s1g2sJr91vMH9e19kUefRxgpZU",
-	"N2ijWK3Cq1qWBUQs8Wxi6zvbtWuIsPxOtP92TiZ3gKpRApQt/nrZVjnZaZ3AQOmH51+r4vGu/MVDfidK",
-	"xhjfUFND8kjf2BxTCldYScLyK7ltRz6tbIN2Ep5RlpJQKTJxnNKANgGs0ccqBJWOJNU+4WQ4PSUQhXAz",
-	"E9GMFG/hEpUPqsij2N+scNeOpJ06zgW9MxGsMKOhbf6PVKXkQyUlp7wqGwhlfpi5VQJQwXe9+ks+B8qI",
-	"dRedwQ1JaVG+YGkkSS5vlx/Zzha2mOGaJRYkh1qBS7hhy0qGNnOpn3NFgNhIoebS7NtoAYztg2NrfJVz",
-	"obaszTFzV6TZcSJqW67U1e+Tx3sVefx0j+NDgqTphBWP1Ar4zpiZBXfhBm/14/ydemd3YZwmbK9NUfLS",
-	"5YpxaKB0oxyxQ6tjA/KOTYR1CqQDTfLRN1Bw4tGevIpUvL+me4229d/WqVovK74vnkK//tupel9mia/A",
-	"qBo7z3QDjf3RguC5TUS93xxzxXcu4c8HwiJfklfmv4U51flmPKWm//v7b8fQKrI6UQaUKzpVWpE3m+m5",
-	"dv3/AtzpG2m61dbB39lHszYDKaXloqpbVMX+a/OUjTXgP8/rYwta7uVAn9XEZgi7xCYDUyFdKPwP5kjO",
-	"R/IASyKTTLs+qTaFvCSF/wY7NnNrrq6dhVtZEqWW8XQkqYkl6ZCUluVS4OztQxIZns0dp6XrEstzBUCU",
-	"uoUqgVWG0VBnrl9de7U8gLLUaLwCVHJfj6SdnqWpuOb7eSOFsgL3L6Cindtd+Tcj/BPt/aG9srascgrt",
-	"6Pbf2lUzY/uH9bdW3cjO/atdKtmm6lVjgd29JvWhyqTLmdWuxWzMi3zTZAktG0+iq1ARDOQVE2VmVAND",
-	"PldBLTNRtyHLuNJ/wl+KYIudps4ytAWSbaokYIJCWjaJ1ycG++wVSooVsa7ymI1st9o9ud9QYajNdJ+6",
-	"kF+U+GeQnqu3DfZ//biSVBSFkNFZsp45ynt0wOLW2ZhAxBYsEsbeVuBvtPBUaSs/kSCrc61U9f76ETml",
-	"e+2rty+LTHTkvbUEnsqXZfIvfe3iOqVvHER3H+/+fwAAAP//",
+	"7H1tchs5suBVEDUvwlRPiaZktWcs/aJl2s2xvkai29uv6XWBVaAIqwjQBZQktsMRe4u9wV5kb7In2chM",
+	"oL5Ykkh12z0v3syPHotVBSQSifzOxJcg1vOFVkJZE+x/CWaCJyLDf54Lmy37Uysy+CsRJs7kwkqtgv3g",
+	"QsRaJYZZzW64tGwipjoTLINPpLrsBmGQic+5zEQS7NssF2Fg4pmYcxhqqrM5t8F+IJV9thuEwVwqOc/n",
+	"wX4vDOxyIeiRuBRZ8PXr1zBY8IzPhXVwXeSTuTRGajVMzridwW8SgFrAH2Gg+BxGMJXX7gXnPzIxDfaD",
+	"vzwtMfGUnpqn1bkCAKX8YbRciLWmhxf/AABwGERHJsxCKyMQGy95ci4+58JY+CvWygqF/+SLRSpjDhv2",
+	"9JOBXfuy5pyDLNMO8/VdH81gi3EylmhhmNKWzbmNZ8zOBIPJMx5b1onOB/98N7gYfRye/Nw/Gr6KtrrB",
+	"1zA41Gqayvg7QOpnMuxG2hm7mXHLeJoJniyZuJXGmgOWaIQfaZZxw6RBIF/rbCKTRKjvg0+rr4Ric75E",
+	"YBLN7Ewa1oku3r08Hl5cDE9PPo5+ORt8fH16/nL46tXgxOHyRNvXOlfJ94GSJ0kmjBEJy4TReRaLkgAQ",
+	"nwjTGV+mmicjrY94dim+D2gTjXsaC5EYJq1hE0AL60Rn/V+OTvuvPo5OTz8e9c/fDBzmRlofc7V0p8Z8",
+	"eyjPuRUslXNpBcB13h8NPh4Nj4ejwato68ATIDBahjx3G5kuM8RjgZc2ufJ2wZbbAHJvP60wcITqneK5",
+	"nelM/ia+A9kcA9tSl0xnLFdXSt8oNsmNVMIYR/Sd6N1J/93op8HJaHjYR2zgBr1T4nYhYvs9oLwQ2bXI",
+	"to1MBJvyPLWs8+PtLYuGJ6PB+Un/KAoZQPlzf3jUf3k0KPbLAbrIdCyM4ZNUDJSVdvntIX4v0nQbRKhI",
+	"2CQH/jXN4WBOloyzLE/FHZztqxc5SEb9zMopj+2F1RnhmSeJhCl4epbphcisBAEz5akRYbCo/PQlMDO+",
+	"++PzB0UXvQXzyt9EU/A/33tI8FdF5q9+TjfYh+J9PfkkYovShRsxxKUsuLUiA2T9z1/72//Jt3/rbb/4",
+	"UP7zY3f7w5de+PzZ1/8IioGMzaS69AOdC5OndkO8xAUE9+HFwfk1DMSttIc6Ea1KURMfYTAXc50t3042",
+	"RiV8agwnjtwQlDMRX4mMJXI6DZmRl4qnDFQYOLcX/zxiAugwZNyyuTaW7bG38iWwpDm/PRLqEvSfvd6L",
+	"5y1oNLHOWmacgoogtWL/93+zGyEvZ5ZlwLFFwmY8nTJ+w5dsmuk5+01kGjTMPZaIWM55yhYpj4UZqw5n",
+	"8zy1cpEKpqes1+31ejtMKvZrL3SDftg6QKWkmE4atsOmOmP9w5D1xgr+ydWSTblM80yEjKvEKQrMLEQs",
+	"ecpihx1+wzMAUNuZyG6kEd2xCsJyExKdT1LRvgsqn09oEwi7qxgZiWwuFbfALf0O4Ech6zE5ZUor0a1O",
+	"t47eHAbGcpubh6jxZ5ElEvgAvvw1DKyci2PTQiln7xg8a0KyBvXd8DSlIX8PB3Cnq1iYp7AC5GKiylGp",
+	"HLJiA8rj0MpGaM8fPPp17PSVuREZAwTzTBqtWCfRsXkq1KVUojtPQjb2Q5txELIZN0if4hY0ZuDbZqs7",
+	"VhH+HQG1TpZWMPE556m0yy6LrE5FxpWN3CzCsBTEqVMdMjHX11JdjpVZwCkJmeUTg1R9eA7nF15mAqw2",
+	"+C3J9GIBFGczLlP4h5gv7JKGBECmqebVuVBmG2YEWGOWBE7/4nA4ZDczaQVOGhYnlQjYjBXo31KxiE/M",
+	"SKcRsJUoEyn+u5OJlFt5DVqwQwbJfXbN01wgPtxRjFiWK1Meze1PeXIp2CLTlxmfw9GH7w1XyUTfHjAj",
+	"xFhd0KuexcGBB/1wkWmrY50aOsR1Fk5g1kh1vcNNa3rEh25BD0rT2mLwoOJID8gaet3ZjvXzhN/fcwJe",
+	"y1RsKADJ9r1DAH+sSeC/3iuC/zgNg98S6vd2Xuw96+1txHFwOeE6qgdh7MxR1irz/EnfEIE2BIs0LOZp",
+	"KhI8k2Cfdll/YoSybC64MixKxSWPl9FYdcS1yJZszpWcggG+yCepNDM4iOR8QcNxKkWasCshFobBEcET",
+	"jidjTufJjbfPeHZ5zSKpFrktz53O7SK30QEYdZb1UFbuwJndZe/78LkVxqZy0viePmMcmWDEOu6tJ4bp",
+	"LBHZVnW8sdph7/sh22WLTMBKUTsmPYN18Fgn+IJj0szwpWFGb4XsGXvdHx6NVUeqacaNzfLY5plw3x7+",
+	"NDh8Ozj/CO8MXm2F7G9soaWyZp8Zm4gsY8byzLkExiqih2yc93rPYmQ4+E8RgcpcruBzLu2C3WTA45i0",
+	"yJNA7ngUlC8Xq0SfAzLydMm0Eg2uyLQaK2MTndsQN4cg6bK+WgKzvGQiNYJ1UNugMWOdAEe/5NmEX4rQ",
+	"fTFWOrdouoDeM+e3Z/jzh5BxFmfczGDnOErtbZ3bLSC3OpbCsVJAV7S7IC0VHI1fAyITOJq0tkLafmie",
+	"1jC43Yavtq95BgfGwOdH/vNR8fkFfV6elpHjX35KRBjM6OQc6Bkgg4KSR643+cANNCoHeu0GuvADfQ0D",
+	"srA2E/MDPINEbxOdLLsrAiR2+vyDth3qJGjdWS5Tczcg5C6sw3G6oPdYcQgSdL+JW8s6IOjELZ+Ddgzk",
+	"padToRKgK+QOW92ghYXdaSH8lM+52gbWBFYugykOGBENzMglKgVxJqxZxy5oKnWkmd2nkJXYWoHtmMcz",
+	"qUQJHe0MDNplh6cnr4+GhyOgekDDpVAikzHb671gNzOhmNJsDowTqWsqY/yOockucC2eMhvezCAMGo4L",
+	"ILbTt4OTj4P/cTY8x79PTkcfX5++O4F/H/dPhq9hgOqPFQffHT/X/X5BGLwavoFRjocXx/3R4U/VkUvQ",
+	"+uej4ev+Ib52MTx5U/3pYvifg+rnR/2TN+/6bwYf351cvDs7Oz2ntRSjFs+rUw6OT89/IQcW+dZO39fh",
+	"9ogPwmD4anB8djoanBz+8vHt4JeP54N3F4PmMgfnx8OT/lEQBpUvV7x3QRhUPWcwuPPR0H54F82aTMK5",
+	"/4bqmqcSrAryjgllZQzqLfKPK6EGtwuk1YrHNQyOnRCu/FQ66lt/BGZXepbD4JW8FMYeS4Pu88qQJUDe",
+	"ReMcaZVfLuRvovLpEVeXOb8U75TJFwudEfR+QP+0OhdaR0dyLu1I6yN9UwO18NKHwTAR84W2QsXLt2J5",
+	"LnIjGssi0xVsqspnTT9wiC7QI/KAwrAKtEP86p3i11ymcHiJKV8LZfvxVSWmsYkDRiuTz8l4e9gJtI8q",
+	"6M7u39p1UAGgDBMcWFoxf9CUJqfOnN8O6e2dXg/VTf9nMQfPMr5sYYUO+MrUrfywQBGFgTbEEY+vyOH3",
+	"+DXVlxEGStufRPqHDtrADQFdznQnXg5TLue/n3gaTmKLwoXcYlMf6zL5HGRqJtDFi5rA7yW5VHDT6nwB",
+	"+yHVTpdH6jCgzS4ZfpGQ/QzGhFtDu5PG20LPnvfgfxVbaKfXa/cb8tv2iK0faqc+zMNOnJLIYexyyQ/t",
+	"6KNonTC1Nl1eCGtTMRfK4sybEqmbrW0lrzNhZkoYs6lBLW6EsT8JntmJ4LZ/2UodxzJNpQsXMSNVTHof",
+	"fcxm/mugXa6WTOlEHDBOZibaKienH38a9M9HLwf90cUjHHzGcvug1lvg4ALfXnHw46/3Iu/CT1Nf/tHw",
+	"5wHrrKzWeZ6cBozeLzuDoXSabIXsYtQ/GrCOTsFADVdR4JU/GB1kHryOel3lvXWtIXkNQvDCcnQHnehi",
+	"Qw0KPYoZNByK7OXwzfBkxGQCJiYvbEiaCCEkHT/YD/Z2G9xnB/gOMB/gNn9vZzb/AFM7Mxf5fM6z5aZS",
+	"xJxO29JCMrALOgm3fMKN2ELb0/NMo/jCzLStEVjCrdiGt9pAnFaPzVq0BV8ttE7XP/RnWqceB/UD/3xV",
+	"0mEGwZkfv754/JnOE7fImC0a/5R1AIfuEU58qy1Piwk3y5xpiFDYsSpKa6upzeRR2HYYvTrZcgzdE3Yl",
+	"liET3csuixeLnb+F7BO/5vD/i6WdafUsZDy7siZk86X5nB4waZG4E2GcN0SnTWnKt3/78CsJ0b92P6IQ",
+	"fbbTTtYejKGa6g2JWj4YuytW/xVxT4r0y6UVbVzZKeCG3cy0EYxiEpQIgP59kaJXUBrGMXeK4rhgveOP",
+	"qccnt0yoz7nIBevs7e6yqM0Ei7Yewbfn8la08J5RlgsykUvaNaDo6MySyWxnXCFxX/NMcmUrLoWJ1qng",
+	"yh/EdY5fcbJOYKJVeM4rUHSEAmUsCZlWwNO3ABbrgash7nExM5XwrA0nwMDcU6azcneuRQaWEJKuTFBJ",
+	"NN02wnSoWp8zeWL7mT4sff536B9oNSLOKwtZodMaqj0JVKC779AfyY216nsFxe+TDn4LNsco8oaH0OkY",
+	"ZjnLfZjxe7SpyTFfyFQc6vmcqxaiO6TnLKYXMDh34AJ1wCd8ZHjVdlU2W6I3+J5YBOVxTaU3bWAG/JDc",
+	"y8iVYmBdqn2OW5vx+zkgcbzLjCsMLihm9cLvtw9kPDHEEh/BvtTD7IL4AvrUnT8eWUSFbd3NIXba5sxy",
+	"Vdmu1UNO3ODOrcyAd2S5Qsr3rINjUHIikkYck8m5Y2P3O1H9pGGToGrg1qiiZfs8PlvJHHZoU+OFBN7x",
+	"5E7CWAjExUGpL1GGxuHpq0FBH+Z+W/bvOy92H6ITCk+9nbRa9o6jUwQr5guEKuZG/C6wdp/v7uztPajd",
+	"PZBr8cfA8rxh7D+Qo9FIN+NpugJLNUJZT8WhFTm2wSZLF9YXcW71Q16JFafEgzptkfhRkFpls9vo2Otk",
+	"G4Z9hvN5bl34w1gG5g0a03hsUzHvNvaDzfi1qFsBgLmxAharNIvM5zTqYn5V4xt8Ehbx4ejLGBcxDvbZ",
+	"mCJk4+BrBKx6rJTGUQ0mOsmM2Cgpk0pbhtpkB83quVB2JOdC5/bYYKTwXN8YGmXOb/H8s0t9LTK1hWJg",
+	"zpdsIlivLUUC51xb5HqMH3IjVhwqLb7EuEy/WSOxAb64kipZF4q38C6oDgU/u1ddoLdAL/z8cILGZ6Aj",
+	"oIYVMkUIi0nLNYYOl/dRKuLt26YhYgz/YsOMC/roMYmd/ohuOqP7yk1ZP6A9MKg4S8WltHLOrUiXTk1q",
+	"pDY8JnsN8wnvzy7Z6fUeZrJ35bNV8V9FbANRNQwUYN1HO2/dyfCuLGBSQRhc/PNoTceVy5u7+EwRcz/u",
+	"mU892ZAwEwx64UdpCmbBr+vt/YeVrO2f+tu7Pz73qqSCfUnlbyIp2GmXeI2LqSXrRCQa21P5OPSQtyH7",
+	"TLcl/PSZS1DTOj1AAQDKFXP54syA/WOqOSJVl2O8WARh8Ilfc2C+6DQJwgCdJkB0S+BGa24gjvQPGunM",
+	"j9R3Ix3TSG4Rj3ME6jQRxr7n0rZpD/3Lwr6jFxn6MRJWlkcdsJ4Px6vHJJdu4mSgycvwZQvE/3w3eDd4",
+	"xcr4NPukJ4Z1MG+G/i1u4zRPRPIYj8t9bo7BSf/l0eAVCmBybjgjBjEoTeEZ+z1uQOcfqPkAVtES1ve1",
+	"je7PBTdths772fKAZSLWmDHtDBqeJ9KyVF82UkR2erukJBc/tBiaNNPjgnpZAeV99OHW0sSV+7h99SZP",
+	"7YXYVJPss2mmf0PPGgzAjLAHlO1qKJPs1oZM5WmKWj4oiCfvjo66LAIITBTSUXGZc5RFrDGt1zp7KtZp",
+	"PldteUnwe11vq2zE7o9tKfylslZ9XnrD9U19wOIfsAKM6bvspU1HrmuJbXoi4uOu1Tzf23TKlTAlYcut",
+	"sY0CmsHCDXW0THArkn5dr7jX3ZWIVF6LbNm3FlSb1ZO3w7RiU5mBheLefYSDw+UerBfDx5dHayQiN7BF",
+	"CclhgDlZ3DqPyd28tBXST3qyLpwLykhZH0qXwoK6f7UGeKN64bBZBbxpsW9LfBnVkRLtHgvhasFxowC6",
+	"guoSH6tUFVZIcw2y98tq6GeD0Qgkmcu8Qw4Fb5PR/ElPyGkvsOqnc00lKCG7+OViNDj+ODg/Pz1nOmOH",
+	"/ZPDwdHR4NVWVTtyg6+pARG8CWo5q9u7YTpBNROxkeyBaR6Y5X5fWvtaJTklGVBVjs8UdXhas6KnNcCe",
+	"38HLClOsEdLTNyLbBkOFzcQt82o3acPNGF1v+wXfnn748nyvffGNCoZN5WZ74YfB+kWMkCvGXX5cyJwf",
+	"tOlQpXIU/MX7YPWURd7FH4VMiVvLrMZCkWgqU2GiNh8IPmnR4G5txtGjbljKZVIMV/G3u2x9TOpGII0L",
+	"ltqZGCvnUHpiWKwXS4TOZWB3ZxHrwDiEADOTC4M681aXnQC1M57BACmXqnTqm5DlSn7OXX2b0ra6+idm",
+	"JQpAq13LtVOtE3kwcp5W4sZrR1h9RnublomFekU9AtYVUV6+d549MS5NHj1iibyWCVUtWT1Wl1h1VK0P",
+	"9IldQOyuLrHjvp/nxrJUCibVWNVT7bca9Ro7XXaiLeNpqm9EQtkAvubCZdiD9WDktTj2wo1UpJayoYZ3",
+	"4S4HQ1lLtKgUoKyxc0W9CrAmpINNfTLuqwerb9ZxhzfYVUEwDdhqk7Yys9IRtxmPGSE5oHYOiveCZ05g",
+	"FU4FdjE4GhyOvNvX+Oo4Ot82T4SyT8xYlcq9owDvhYpCINSSCdF7cMozMRWZULG4+EzFblgl4kt3GKZt",
+	"MJ9XwzrV6hJHufZGbx2wV8dHJXgwjODxbKyia5HJqStFj8AKL3oO1GBnhb+4vTwO6Po4T628KN6rxMEq",
+	"sX+HmUNUpE9IGre9Vy31v99E8wYXMYYi5HhP3ONvO72///353kN6pHOHb+rhax0L651E0r5Wty9v13BY",
+	"l0TsXdZVAmmaOz/++Ky9AhsGW33fn8bVD4RIVl8vSuda9Zl6cOGBHVkHhVVKXWX8NfpeDbMgYR+snFPv",
+	"W1ovDfRz+nMVhppsq5iW7aZjdZOrW1Bit6SS1mPSwEArlkuirRyGsP143s8jmz5iwlwQAqLXVrFTgXn/",
+	"r+bkTWwicEMt+zEc4d5zh0Sx1plp7CV9WGFS5UStWEVldO0Y4+/3CBT+9PWk9bwC2TrRsm/iQ68amBWQ",
+	"WvFZGEL9OBYLu3HA4Xu5F36PXddAmTfna+b6faZbWbeDaN0QQ49TyzchCZhR6sz1xmmxL6myn/xWLmeb",
+	"u7gJhvUoutPuyWovQ9jeaa9mIMWxPbfPG5TO60qOWN/1BIzet/Il67wbvd7+O3ZmMFsNV/bdQvVfxX/0",
+	"kIdoReMOant9P/UN78iZ9D2fnhgmkyLXr/hsk7KZu7wqzXP1iHC5eaWV2DjD2sXvR9ry9BEfi7sLW4dt",
+	"Be5xyo3xKExB45lydHJw8t2xTtWBhpbG2eDk1fDkDVkc54PR+S8fX/YP356+fr3Vgvm1fFj/FXiq//rn",
+	"u7LxhgqEkBEuX59aK9A3LJ5x5cOW0rBPenJQ2nmayUuFRcOWp5Tbbx5TMPOn8YQwyBfJpopGxfO4XuS+",
+	"8EGuhO7PKHRFcSyHcczdcHOwTv+Q/b//9X/Y4YC6wd1wac/XiuK9L9/clPXdJ3WbxFQDKaywjxo7qOL5",
+	"fs5ZIdwVOn3puOf2lMfYHgrf3S/OdccIwUpwtkJ2eHp8NjwanrwJ2T/evXoD/xirCnbP+uejYf9o39E8",
+	"urv6h8gr6ElYN6jcrwdjBVPVukVtNTz2HceHDBO3M54b1ySo3qxjrLDNntmqOfjrzSfc6rAg3K0mCAO3",
+	"nCAM+odYII6ABWHwvh+EwQirs47xv6f433P4zyEmvFSghN/8rGvaN2fUPQFrnOcLbJYUUPmUK8veFJyl",
+	"sWJO7SfC4JCrWKRFiGLlcN8rUq+kQqFakrNzJveP3pwChl/1R/2X/YvBAcOAKbVAAUpCvvd2cDj46KpP",
+	"MCUlAYpKp9voQjUsN4LeweyHB0XGXSU5P1fYx4ZyuR0D+MgVfnBYMo9nZWccpGmvumkV11LmDwdr+wEq",
+	"fQDXSVwkb/6Rvrwv+RszuErF8jn206vCB0IiW2QCDo/z0jf7atzl7pnz24v2nnsX+Rw9mWla9W+bZir+",
+	"YyqIyrYhj+4I6KArvO/4mgnZfU3+/Fo/jFWn8hHS8s1Mp4LlStIKd56i7y5kxsVh8jlIHPSgbj2ukd9j",
+	"Ouu1R+PKJnbF7tVIqcTwfcmi9alaktFyQ8QX67nosoZ2SQyZ8oaxr0shLrqe/e+7fom4QeE9HRJ5GVCB",
+	"fUcf9UTYGyEU61H+8w5sCuwNUeEBo5E/6UlYFUrS1OUSxq+4HatSNknjH3ZZHwZw/mtSKcivjX+5CcnG",
+	"pExsZB5gXQqJbZb6h2BolkIQWzD5qSUVTju43MP+4Vh1Dgc+oFe8AObsVl2gbSYh1pNKG475NQze1zSp",
+	"lawtxgu1ohQnqFyYA0pJKttfVtb2vj8cDU/efHx9ev7x/en528E5TlsxNWBB9ycEtS4QwJXq8rXO3uuM",
+	"0qWxo/FLHl/p6TT4gC1tRZxn0i4v4NCRuPDiEdu3tB2Gog1xnEpQRX034isRi21sYq5T9yO5qtj2Ngpa",
+	"/yHVWuI5R0+j4BmC5xY1s3ZBnXulq0FdlWD9syESaAHLhMdXQiUU4nXZfxjpfWKYvlGs0kl4C46z2R+r",
+	"fJFqnmBNwjbWJPgAuAl9ezgmi9KFotIg9OWk4VhJBSfZhiwTFFeGUxajSlKhAkPRY9e8gZkij8L1ouiO",
+	"VR9lS5rCiUI+cAeWCWssqu1StIUdvBeWIl4IewyMes6zJYveDEbsKV/Ip9c7Tw0qT08/UfH6U/dO1B2r",
+	"sfrLX9ihVgARwDxWP5Q19IZ1IlTyo5BFpVMD/nJpNdEWxYlrZfZmrBh1uAedKVotrIeJf2Aj6eLv7Pz1",
+	"IXv27NkL/z11soVFFbG7ONXxFeu8Gx1uHbAkJ3PDRe8Zc7LVgKCbV/s6UGG5YtGxiZjJp1N5i3NXW5JJ",
+	"TIP4aTQ685xvkeYGq0hinYhxELKxFyj0h+s+Ng6+RgcwPTaaw5W8OzsbnH+8OOm/HTCqPUSFXlJEkYGm",
+	"hpA/MaxC3l2CB4Yq3sBqEp4a7RoEsr1ej61cERCyvd4OW2kJDiN1dEYPa022on0KewIBPQF5vpDZki24",
+	"MVgdDDIl0xZMsG2dWxiH2pTBgboWWcoXlIC0FcKzvd0XrN6anXXIa1I2XKfamHp/8Ke19uCIQ3gBky2E",
+	"vdHZFe0NIdXwKToRqDW3a+mIvQVh76Rvt4R6yQ8MVV06Pa7h2kxr0HwXWqchZZRrX/ezXxTPs6lOU31D",
+	"tAcAkb+InHvUcdCVChXEWWiA7hiNhOIqXo5Vv9m03VUGmVgvqO9MRVaQidHGSMeq4KTl+9v0PpgqcA7h",
+	"q9jWOS/FyzGDOJlLNVb9s+EWCPtifnjXsTMDfHOJkt5BwhX1UIQ/99le79lY3XexwgH6c6S69OzQ9a8n",
+	"fohNcvlYVRaMDVXKKRx9G7bX22NRW4O3KCxy/rkhnUpjXxJuGxcqoLrKPTK4ggep4JmiHtVuUtgmaxxM",
+	"1ooEcEPfAPHq3HpUEKlVcVs0DkVcmrHCeUWyhXsMpp/7ZrkQni4umpx/rIj/VHP6TCWlj9i17yLuEOmk",
+	"2CLTSR6XZRBjBbhoCpcyhWsumM24MqRfIqcpsnsoi1HUNcRY7IPK6loOsTjlcm5ANOGVJblKUNfFDkSh",
+	"7/sHc83xkKix4vGV0jepSC7dgwPffAm2o/K00oRV0ICu0zIw9Qpwl1wqx1eiRuYl+yvbiZC2Y56JaZ6W",
+	"gDvQQH32eZRI6KTVRqXTKqJ4icVii4y6NPgETFncgDJWM50mxnWa4LbmPQDGRS5OlCWFdITvZ9w4WBIk",
+	"iFduBZQ0AnNfiYXFNPQffiigv8x0vvjhB+9xqvOTsZqIVIOgtBrB7ESJQIMkYrlK4T1QCGFfiWwlermw",
+	"VJ0ETYVepKkQgsY2SJqkFcLg+nC4RtaeyGVxfkomFnriqCIATVRuaSzSyrrs0NGUSmrUgpF3htzftYYA",
+	"3Qib8TpxRRDBOuiAwo7CmR8re6O9NohaQCKnmPnhZjZOFlh+JZwoBl4AEhBJM2Q3M5mKsXKNydD6Acx6",
+	"DdPMXMaSzIq1OKrmxtFxF2TPWJV7QeBmIhYSC5do2wvUh8y1MzdSXaaCqnxYIhOyg6y02Kfo7QDsJU8A",
+	"/bNhUKmYD3YwkL8Qii9ksB886/a6z8jjNEPF3quAhZb79Au1Zv6K+bi5vcNdppMlkIaxmUBSsshYQdRm",
+	"oF5i6iPiDAgcFD1sSeOoGZhSedZ8Biy2ZXftarid+YxY9g41chQUivg4dmSnx+TnVnpbL5ykgBd3e70u",
+	"61cCjcfyJR4hgKvL3qPaN1bRId0qsk0+loisB1gaZidiJkzZ4oBbEOlLilQeABOc5epKJGPlsTFxdy64",
+	"Em0XSUUyxLON7kmz366rHbTragdjtbfzjLXcvHPAsHFNo4FpFI5V1N6c1OW60uU+BKjPmzWsjootmHZF",
+	"ezsANYyor1BEh0mwH9AW+VaaQf12sV/b7/LymYePvMPLJWB8/UAjCGNf6uS+q2J0bIXdJoKtXxlTeKom",
+	"UnHMTWlmsHxtgtm8MWy31/vDbqlpXCPTcl1N3926RYnaGNHZ7e18RwDoCVP6Biffo9W3jVlg6WnlUjX8",
+	"ZOfhT2qXK8FHO88e/qjZKBW+291dZ7LVi4fw2xcPf9u8/goRhlx+nXmLTCh0vviKUUIyqbKFMwL5KsnR",
+	"Kussiwcsv0RHT8HPyaXj2Xytvc+laOHupHpylxtUtmSSSUjmMl73gLaSrbZvktbnxmPOvZnzNAX+XO/Q",
+	"ZUFdBVvHmReUzV25J4YyeFGhKuo0/Yy+IRVdOrHvc/2zp43eL0WpAvlGs1zVmv2YsJag/5QK/bapP0+W",
+	"p65pD5YdEPRj5drtdNmJBwr2BYGqtsoq1QoHikFThyYHXTMT3ubn5bUfLPKNoiJSXiqmJYiVOc+uRMIi",
+	"bCsVdcGALB6T+oWAgCapdKW9GAlomaZuTreBSo+Vn3DfSeViv3EjONqxaO1ji7267GoTUmwDYXEkywbK",
+	"1DrrGzHSWoetO266Kw5E9/Fc6U/jEKMaoSR4lUupdOP9h3wuCj2y1nguRxV6XuUZFd9knWsUXk7UCbW5",
+	"QyksgoVFghm2DwCSAiVQJAfeg1q9QYO5vR4rsuQyYfNMmfJ51bVIFIzqHTGqIoM7cUxwrFB38xdTTgQj",
+	"j64vHPERDJEwI38TXTZI0CVeNp6hqpOxqsDKmRI3xfoOqGT9SohFzdEDfyzZjchK9kbFUd9O+Wv2qo9Y",
+	"B0PV2DrHeSvGCoNcIebgeQ+G64mzGnTyLwALIDa5VdMoXQf8KGR3aZkbMQPX9qLIjl1Xm9uME5TJt99X",
+	"lVtt7nEHG6oeBHbDTUG/xY00f7iWtxZsxcN/63rflJM7PIOFuxpcYh234dvFlbFbVb5dsud2rv30S8lB",
+	"v96t+D2SP/X2KmyodMpuxAXeCFvhAA8bj7Uc+McZkJhZ/+Ebnv1G4cIdB7/WW+e7na3e3sMfFVdu/KkH",
+	"41zwBERzwYeqeTUPHIDSlbZNvrinPL66W4XpF65GEPm10FGX9b2XuLwcwEcpvFN2rDoTEfPciPq9AU+M",
+	"815nXDF/ZVQZ+Yvc/QvRAZMW9IU0Ba1FZ6jQT4RQFQcsTCiY1brLLrQLTVIKuINmrOo+YhgH6y0b3tgy",
+	"zFfck50b8XhFZZPT3o+vGh0PzDeS+82bT76z+F+5VaTt6mEwH1HiVyIf35cb/GmHuzxx/oqopLiIQ5M2",
+	"7RsvNuI91dPvr4i4/+hjoOruw3/urI6Fu9XLgVGk0NUDDY0zhpGK1ZgtGD4mj2d+MLLVBc9SKTIf0aKr",
+	"kLZojFS4JEwxBw4T+XkitMYjd69H1GUX4lpkvAxnUegF1zhW3GdoFqEtaSp8CztnFmEw6y6z67JT5GYU",
+	"D6Fwlgto6BtVdE7A4EglPIQJZG6P+HSKu0zc0t18ihYZlvEDg3Kc1WG5Fm6kCIy5kosFeqaJk+opuk+A",
+	"M2KV4H7Rhoeuc6U1hzj/ZOnYYZxnRmffh5lhsOp7srPabTx/BkOrXx7TwtLwheIoh75LHWYKhmyhjZGT",
+	"dOnqh/9bMDrECMsXcPzm/BY9uJ6frSR+1YPoD3K6euO9du5W3Dlmfei0wq1kItACYlGnXtIRVpnaMNmK",
+	"9r1fo81/4wLxPl1jt7dbOFxcGgR8hZU/pZvUf0sXhxfRvRImadhe70U9xcTfaBexDrAIn2VntWvjgoBs",
+	"YbiVaXep41hFlYvXtt+KZcRmggOi5/xKGMYxfwgkkDu5lFcEKGc8zrQxY+WgksIlBuHyr8TS5ZFV1uUj",
+	"ggR7+419EUG4kl1U6Z1zUPQfBulQ9kluzzHyWSr35BGBlPD3XmAM1lL4Hh7+Li9V7xm7JwuIAo8Encum",
+	"KIAcq6hOdtEBi1wKXRcv18QMjOZLGKHsvWCthBGyu3D+oEet7fpGjKm22LhhxfJdudbRu+LwvhZHIWNV",
+	"bU+9Fd5x7Qihq9LMv3HNCSV43NQCBU8Mi+q3UkQhM0LUMz0LdzcgAidxFwJj7IZIirL0tzaSggOiqbLS",
+	"5g4zno5cacg3zmRQtd6rVTHj8e3uzvZ4fPs38eHLTriz23r/0vrB4A1N+WY9+Fpid/cbzF/U7LdFhX0M",
+	"p6P0Ddh9pA95fZOYV8xTz+C2vrPPYQ1/XnmbJ36xhrgubsj8b+cydEeubtqDHPVJlp1q6us6YZ7Kg6df",
+	"6uz2a/WH+7yImFoT3WCLW4wv3FDFAQafSGq6hOVYz6k/q9F0XQcqCnGeUVpWkX/nFCSwp9gaXQ1DprOx",
+	"wkpYmAymx7RBTOGKZ2hkSFe2ctDwi4ApPiud7z4PLimUGmdZkeDGoSnrT+lKKrpWSmA2JYW1eS2djowZ",
+	"d3NLxYOEab0uu4zdoEYiq9ftjRXqINvVV7bzBZW2XfOUQHKolbCEG76s1etwVwgw15TXh1ahEcruU+yH",
+	"RfRiRIZrNQNyi+yrmbswk8aJ8RILra9+n95wV1Lvpv7j+0RP2wkrX2mUc59xOwu+hht8NUyKb5r3fEjr",
+	"tH66REurS5chKlgLpYPGhqTCOj1Kr3BsImxSIB5olKi+nY4TqHTyanL07g4fa1xi8m1d5M0mE3dFx/Dp",
+	"v13kd+UJ+Xq8umH3xLTQ2B8tCJ5S+vndpudhJc9fFWHN2BdoV/lvaTr2vhlPaVgM/p70iHXKXG6QAdX6",
+	"fp3V5M1mmjGt/1+AO30j3bjeSP47+6PWZiCVZHxQjsseCf/aPGVjDfjP83BReeOdHOiTnlC+t0tTs2wq",
+	"lUts+IM5kvMH3cOS0Igzrms2FY5UpPBf2Q7l4c31tbOJa0vCREGRjRW2NEYdEpPsXEIj3UWnsMwJK0Zw",
+	"6abC8lw5KCbigUpAyjCY9tx1L+2uFgVhziGOV4KK/pyxoul5lslrsV+01akqcP8CKto57cq/GeGf6CEY",
+	"0QXmVZVTGke3/9au2hnbP8i3XHeZO1e3cYmBm6pXreXWd5rUhzpXLgPauIbjiSizh9Ml61DsDC/GBjCA",
+	"V0y0nWHlG/qXJTZQBt0GLeNaNyJ/RQ6Vvk6dZUjl8l2sC+ESw3eUku3TvH0uEqY4y6ThPt7Idmvcmv4N",
+	"FYbGTHepC8W1uX8G6bnuC8H+rx9WUsTikOV4lsiXh1msDljYOop/xHzBY2np7hp/v5GnSuoDAARZn2ul",
+	"x8OvH4BTus++ePuyrCsA3ttIx6r9WCX/ys8uhlX5xUH09cPX/x8AAP//",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

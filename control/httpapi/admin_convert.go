@@ -168,7 +168,7 @@ func eventOut(e store.EventView) adminapi.SettlementEventRecord {
 		updated = *e.DeliveredAt
 	}
 	out := adminapi.SettlementEventRecord{EventId: idString(e.ID), EventType: adminapi.SettlementEventType(e.EventType),
-		JobId: idString(e.JobID), SubmissionType: e.SubmissionType, SubmissionId: e.SubmissionID,
+		ConsumerGroup: e.ConsumerGroup, JobId: idString(e.JobID), SubmissionType: e.SubmissionType, SubmissionId: e.SubmissionID,
 		Generation: int64(e.Generation), State: adminapi.DeliveryState(e.State), DeliveryAttempts: int32(e.DeliveryAttempt),
 		CreatedAt: e.CreatedAt.UTC(), UpdatedAt: updated.UTC()}
 	if e.Consumer != "" {

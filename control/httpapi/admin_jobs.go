@@ -154,6 +154,9 @@ func (a adminAPI) ListSettlementEvents(ctx context.Context, req adminapi.ListSet
 	if req.Params.State != nil {
 		f.State = string(*req.Params.State)
 	}
+	if req.Params.ConsumerGroup != nil {
+		f.ConsumerGroup = *req.Params.ConsumerGroup
+	}
 	evs, err := a.s.store.ListEventsPage(ctx, f)
 	if err != nil {
 		return nil, err

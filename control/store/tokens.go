@@ -64,6 +64,9 @@ type TokenSpec struct {
 	// ConsumerGroup is the settlement-event consumer group of a business
 	// token; empty means DefaultConsumerGroup. Admin tokens take none.
 	ConsumerGroup string
+	// Actor, when set, is recorded in the audit log (token.create) with
+	// the token's scope; the admin API sets it, the local CLI does not.
+	Actor string
 }
 
 // CreateToken makes an API token of a kind with no expiry; see IssueToken.
@@ -104,6 +107,12 @@ func (s *Store) IssueToken(ctx context.Context, spec TokenSpec) (string, error) 
 		}
 		if err != nil {
 			return fmt.Errorf("store: create token: %w", err)
+		}
+		if spec.Actor != "" {
+			if err := audit(ctx, tx, spec.Actor, "token.create", 0, 0, "", map[string]any{
+				"kind": spec.Kind, "name": spec.Name, "submissionTypes": scope.types, "consumerGroup": scope.group}); err != nil {
+				return err
+			}
 		}
 		if spec.Kind == TokenBusiness {
 			return refreshConsumerGroup(ctx, tx, scope.group)
@@ -229,6 +238,12 @@ func (s *Store) RotateToken(ctx context.Context, spec RotateSpec) (string, error
 // whether one was live. A business token leaves its consumer group in the
 // same transaction: the group stops taking the types only it could see.
 func (s *Store) RevokeToken(ctx context.Context, kind TokenKind, name string) (bool, error) {
+	return s.RevokeTokenAs(ctx, kind, name, "", "")
+}
+
+// RevokeTokenAs revokes like RevokeToken and records actor and reason in
+// the audit log (token.revoke) when actor is set.
+func (s *Store) RevokeTokenAs(ctx context.Context, kind TokenKind, name, actor, reason string) (bool, error) {
 	live := false
 	err := s.inTx(ctx, func(tx *sql.Tx) error {
 		live = false
@@ -254,6 +269,11 @@ func (s *Store) RevokeToken(ctx context.Context, kind TokenKind, name string) (b
 		}
 		n, _ := r.RowsAffected()
 		live = n == 1
+		if live && actor != "" {
+			if err := audit(ctx, tx, actor, "token.revoke", 0, 0, reason, map[string]any{"kind": kind, "name": name}); err != nil {
+				return err
+			}
+		}
 		if live && kind == TokenBusiness {
 			return refreshConsumerGroup(ctx, tx, group)
 		}

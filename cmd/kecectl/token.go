@@ -1,0 +1,154 @@
+package main
+
+import (
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/kece-oj/kece/contracts/adminapi"
+)
+
+func (c *cli) tokenCommand() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:     "token",
+		Aliases: []string{"tokens"},
+		Short:   "Business client tokens: submission-type scope and consumer group",
+		Long: `A business token may be scoped to submission types (it then enqueues, reads,
+rejudges, cancels and receives settlement events of those types only) and
+belongs to one settlement-event consumer group (default: "default"); every
+group receives each settlement of its tokens' types once, with its own
+delivery state. Admin tokens are made with kece-control token create.`,
+		Args: groupArgs,
+		RunE: groupRun,
+	}
+	cmd.AddCommand(c.tokenList(), c.tokenCreate(), c.tokenRevoke())
+	return cmd
+}
+
+func (c *cli) tokenList() *cobra.Command {
+	return &cobra.Command{
+		Use:   "list",
+		Short: "List business tokens with their types and consumer group (never a secret)",
+		Args:  exactArgs(),
+		RunE: c.action(func(*cobra.Command, []string) error {
+			api, err := c.api()
+			if err != nil {
+				return err
+			}
+			r, err := api.ListBusinessTokensWithResponse(c.ctx)
+			if err := c.result(r, err, http.StatusOK); err != nil {
+				return err
+			}
+			return c.emit(r.JSON200, func() error {
+				w := c.table()
+				row(w, "NAME", "STATE", "TYPES", "GROUP", "CREATED", "LAST USED", "EXPIRES")
+				for _, t := range r.JSON200.Tokens {
+					row(w, t.Name, t.State, typesText(t.SubmissionTypes), t.ConsumerGroup, stamp(t.CreatedAt),
+						stampOr(t.LastUsedAt), stampOr(t.ExpiresAt))
+				}
+				return w.Flush()
+			})
+		}),
+	}
+}
+
+func (c *cli) tokenCreate() *cobra.Command {
+	var name, group string
+	var types []string
+	var expiresIn time.Duration
+	cmd := &cobra.Command{
+		Use:   "create --name NAME [--submission-types T,...] [--consumer-group G] [--expires-in D]",
+		Short: "Issue a business token; the secret is printed once",
+		Example: `  kecectl token create --name algo-backend --submission-types ALGO --consumer-group algo
+  tok=$(kecectl token create --name grader)   # every type, the default group`,
+		Args: exactArgs(),
+		RunE: c.action(func(*cobra.Command, []string) error {
+			if expiresIn < 0 {
+				return usagef("--expires-in must not be negative")
+			}
+			body := adminapi.BusinessTokenCreate{Name: name}
+			if len(types) > 0 {
+				for i, t := range types {
+					types[i] = strings.TrimSpace(t)
+				}
+				body.SubmissionTypes = &types
+			}
+			if group != "" {
+				body.ConsumerGroup = &group
+			}
+			if expiresIn > 0 {
+				ms := expiresIn.Milliseconds()
+				body.ExpiresInMs = &ms
+			}
+			api, err := c.api()
+			if err != nil {
+				return err
+			}
+			r, err := api.CreateBusinessTokenWithResponse(c.ctx, body)
+			if err := c.result(r, err, http.StatusCreated); err != nil {
+				return err
+			}
+			return c.emit(r.JSON201, func() error {
+				// The secret alone on stdout, so tok=$(kecectl token create …)
+				// captures it; what it may do goes to stderr.
+				t := r.JSON201.BusinessToken
+				fmt.Fprintf(c.errOut, "business token %s: types %s, consumer group %s (the secret is shown once)\n",
+					t.Name, typesText(t.SubmissionTypes), t.ConsumerGroup)
+				_, err := fmt.Fprintln(c.out, r.JSON201.Token)
+				return err
+			})
+		}),
+	}
+	cmd.Flags().StringVar(&name, "name", "", "unique token name (lower case): the business backend it is for")
+	cmd.Flags().StringSliceVar(&types, "submission-types", nil, "submission types the token may use, e.g. ALGO,DATABASE (default: every type)")
+	cmd.Flags().StringVar(&group, "consumer-group", "", `settlement-event consumer group (default "default")`)
+	cmd.Flags().DurationVar(&expiresIn, "expires-in", 0, "the token expires this long from now, e.g. 2160h (default: no expiry)")
+	_ = cmd.MarkFlagRequired("name")
+	return cmd
+}
+
+func (c *cli) tokenRevoke() *cobra.Command {
+	var reason string
+	cmd := &cobra.Command{
+		Use:   "revoke NAME --reason TEXT",
+		Short: "Refuse a business token from now on",
+		Args:  exactArgs("NAME"),
+		RunE: c.action(func(_ *cobra.Command, args []string) error {
+			if err := needReason(reason); err != nil {
+				return err
+			}
+			api, err := c.api()
+			if err != nil {
+				return err
+			}
+			r, err := api.RevokeBusinessTokenWithResponse(c.ctx, args[0], adminapi.ReasonRequest{Reason: reason})
+			if err := c.result(r, err, http.StatusOK); err != nil {
+				return err
+			}
+			return c.emit(r.JSON200, func() error {
+				_, err := fmt.Fprintf(c.out, "business token %s is %s\n", r.JSON200.Name, r.JSON200.State)
+				return err
+			})
+		}),
+	}
+	reasonFlag(cmd, &reason)
+	return cmd
+}
+
+// typesText renders a token's scope: "*" for every type.
+func typesText(types *[]string) string {
+	if types == nil {
+		return "*"
+	}
+	return strings.Join(*types, ",")
+}
+
+func stampOr(t *time.Time) string {
+	if t == nil {
+		return "-"
+	}
+	return stamp(*t)
+}

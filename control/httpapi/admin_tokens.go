@@ -1,0 +1,102 @@
+package httpapi
+
+// Admin API: business tokens, scoped to submission types and placed in a
+// settlement-event consumer group (docs/business.md, "Tenancy").
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/kece-oj/kece/contracts/adminapi"
+	"github.com/kece-oj/kece/control/store"
+)
+
+const codeTokenNotFound = "TOKEN_NOT_FOUND"
+
+// ListBusinessTokens lists business tokens, never a secret.
+func (a adminAPI) ListBusinessTokens(ctx context.Context, _ adminapi.ListBusinessTokensRequestObject) (adminapi.ListBusinessTokensResponseObject, error) {
+	toks, err := a.s.store.ListTokens(ctx, store.TokenBusiness)
+	if err != nil {
+		return nil, err
+	}
+	out := adminapi.BusinessTokenList{Tokens: make([]adminapi.BusinessToken, 0, len(toks))}
+	for _, t := range toks {
+		out.Tokens = append(out.Tokens, businessTokenOut(t))
+	}
+	return adminapi.ListBusinessTokens200JSONResponse(out), nil
+}
+
+// CreateBusinessToken issues a business token; the secret is answered once.
+func (a adminAPI) CreateBusinessToken(ctx context.Context, req adminapi.CreateBusinessTokenRequestObject) (adminapi.CreateBusinessTokenResponseObject, error) {
+	body := req.Body
+	spec := store.TokenSpec{Kind: store.TokenBusiness, Name: body.Name, Actor: actor(ctx)}
+	if body.SubmissionTypes != nil {
+		spec.SubmissionTypes = *body.SubmissionTypes
+	}
+	if body.ConsumerGroup != nil {
+		spec.ConsumerGroup = *body.ConsumerGroup
+	}
+	if body.ExpiresInMs != nil {
+		spec.ExpiresIn = time.Duration(*body.ExpiresInMs) * time.Millisecond
+	}
+	tok, err := a.s.store.IssueToken(ctx, spec)
+	if errors.Is(err, store.ErrConflict) {
+		return nil, apiErr(http.StatusConflict, codeNameTaken, err)
+	}
+	if err != nil {
+		return nil, err
+	}
+	info, err := a.businessToken(ctx, body.Name)
+	if err != nil {
+		return nil, err
+	}
+	a.s.log.InfoContext(ctx, "business token created", "token_name", body.Name, "submission_types", info.SubmissionTypes,
+		"consumer_group", info.ConsumerGroup, "actor", actor(ctx))
+	return adminapi.CreateBusinessToken201JSONResponse{Token: tok, BusinessToken: info}, nil
+}
+
+// RevokeBusinessToken refuses a business token from now on.
+func (a adminAPI) RevokeBusinessToken(ctx context.Context, req adminapi.RevokeBusinessTokenRequestObject) (adminapi.RevokeBusinessTokenResponseObject, error) {
+	live, err := a.s.store.RevokeTokenAs(ctx, store.TokenBusiness, req.Name, actor(ctx), req.Body.Reason)
+	if err != nil {
+		return nil, err
+	}
+	if !live {
+		return nil, apiErr(http.StatusNotFound, codeTokenNotFound, fmt.Errorf("no live business token named %q", req.Name))
+	}
+	info, err := a.businessToken(ctx, req.Name)
+	if err != nil {
+		return nil, err
+	}
+	a.s.log.InfoContext(ctx, "business token revoked", "token_name", req.Name, "actor", actor(ctx))
+	return adminapi.RevokeBusinessToken200JSONResponse(info), nil
+}
+
+// businessToken reads one business token by name (the token table holds
+// one row per client, so a list read is cheap and keeps one query).
+func (a adminAPI) businessToken(ctx context.Context, name string) (adminapi.BusinessToken, error) {
+	toks, err := a.s.store.ListTokens(ctx, store.TokenBusiness)
+	if err != nil {
+		return adminapi.BusinessToken{}, err
+	}
+	for _, t := range toks {
+		if t.Name == name {
+			return businessTokenOut(t), nil
+		}
+	}
+	return adminapi.BusinessToken{}, apiErr(http.StatusNotFound, codeTokenNotFound, fmt.Errorf("no business token named %q", name))
+}
+
+func businessTokenOut(t store.TokenInfo) adminapi.BusinessToken {
+	state := adminapi.BusinessTokenState(t.State)
+	out := adminapi.BusinessToken{Name: t.Name, State: state, ConsumerGroup: t.ConsumerGroup, CreatedAt: t.CreatedAt,
+		LastUsedAt: t.LastUsedAt, ExpiresAt: t.ExpiresAt, RevokedAt: t.RevokedAt}
+	if t.SubmissionTypes != nil {
+		types := append([]string(nil), t.SubmissionTypes...)
+		out.SubmissionTypes = &types
+	}
+	return out
+}
