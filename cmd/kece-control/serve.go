@@ -50,6 +50,7 @@ func serve(ctx context.Context, args []string, cio cmdIO) error {
 	hookSecret := webhookSecretFlags(fs)
 	hookTimeout := fs.Duration("webhook-timeout", "KECE_WEBHOOK_TIMEOUT", webhook.TimeoutDefault, "bound on one webhook delivery")
 	hookAttempts := fs.Int("webhook-max-attempts", "KECE_WEBHOOK_MAX_ATTEMPTS", webhook.MaxAttemptsDefault, "failed deliveries before an event is dead")
+	hookGroup := fs.String("webhook-group", "KECE_WEBHOOK_GROUP", store.DefaultConsumerGroup, "the consumer group whose settlement events the webhook delivers")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -104,8 +105,10 @@ func serve(ctx context.Context, args []string, cio cmdIO) error {
 		} else if secrets, err := parseWebhookSecrets(fs, *hookSecret); err != nil {
 			errs = append(errs, err)
 		} else {
-			hookCfg = &webhook.Config{URL: *hookURL, Secrets: secrets, Timeout: *hookTimeout, MaxAttempts: *hookAttempts}
-			if err := hookCfg.Validate(); err != nil {
+			hookCfg = &webhook.Config{URL: *hookURL, Secrets: secrets, Timeout: *hookTimeout, MaxAttempts: *hookAttempts, Group: *hookGroup}
+			if !store.ValidConsumerGroup(*hookGroup) {
+				errs = append(errs, settings.Errorf(fs.Source("webhook-group"), "%q is not a consumer group name (lowercase letters, digits, . _ -)", *hookGroup))
+			} else if err := hookCfg.Validate(); err != nil {
 				errs = append(errs, settings.Errorf(fs.Source("webhook-url"), "%v", err))
 			}
 		}

@@ -296,6 +296,7 @@ func TestConfigValidate(t *testing.T) {
 		"negative timeout": func(c *webhook.Config) { c.Timeout = -time.Second },
 		"backoff order":    func(c *webhook.Config) { c.BackoffBase, c.BackoffMax = time.Minute, time.Second },
 		"attempts":         func(c *webhook.Config) { c.MaxAttempts = -1 },
+		"group":            func(c *webhook.Config) { c.Group = "Not A Group" },
 	} {
 		c := ok
 		mut(&c)
