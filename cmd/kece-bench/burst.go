@@ -195,7 +195,7 @@ func runBurst(ctx context.Context, args []string) error {
 	}
 	var dbDup int
 	if err := f.db.QueryRowContext(ctx, `SELECT COALESCE(SUM(c - 1), 0) FROM (SELECT COUNT(*) AS c FROM judge_settlement_event
-		WHERE submission_type = 'BENCH' GROUP BY submission_id, event_type) AS x`).Scan(&dbDup); err != nil {
+		WHERE submission_type = 'BENCH' GROUP BY submission_id, event_type, consumer_group) AS x`).Scan(&dbDup); err != nil {
 		return err
 	}
 	duplicates += dbDup
