@@ -391,18 +391,48 @@ type settlementRow struct {
 // group rows are read without locks (token changes never wait on
 // settlements). The payload travels once per settlement, not per group.
 func insertSettlements(ctx context.Context, tx *sql.Tx, rows []settlementRow) error {
-	var q strings.Builder
-	q.WriteString(`INSERT INTO judge_settlement_event
-		(job_id, event_type, consumer_group, submission_type, submission_id, generation, payload) `)
-	args := make([]any, 0, 7*len(rows))
-	for i, r := range rows {
-		if i > 0 {
-			q.WriteString(" UNION ALL ")
+	const head = `INSERT INTO judge_settlement_event
+		(job_id, event_type, consumer_group, submission_type, submission_id, generation, payload) `
+	const takes = `g.submission_types IS NULL OR FIND_IN_SET(v.typ, g.submission_types) > 0`
+	if len(rows) == 1 {
+		r := rows[0]
+		_, err := tx.ExecContext(ctx, head+`SELECT v.job_id, ?, g.name, v.typ, ?, ?, ?
+			FROM (SELECT ? AS job_id, ? AS typ) v JOIN judge_consumer_group g ON `+takes,
+			SettledEventType, r.sid, r.generation, r.payload, r.jobID, r.typ)
+		if err != nil {
+			return fmt.Errorf("store: settle: %w", err)
 		}
-		q.WriteString(`SELECT ?, ?, g.name, ?, ?, ?, ? FROM judge_consumer_group g
-			WHERE g.submission_types IS NULL OR FIND_IN_SET(?, g.submission_types) > 0`)
-		args = append(args, r.jobID, SettledEventType, r.typ, r.sid, r.generation, r.payload, r.typ)
+		return nil
 	}
+	// The batch's small columns travel as one JSON array read by JSON_TABLE
+	// (MySQL 8.0+, MariaDB 10.6+) and joined with the groups; each payload
+	// is picked by its row number with ELT, so the (large) payloads are sent
+	// once and never copied into an intermediate table.
+	type small struct {
+		N          int    `json:"n"`
+		JobID      int64  `json:"j"`
+		Typ        string `json:"t"`
+		SID        string `json:"s"`
+		Generation int    `json:"g"`
+	}
+	list := make([]small, len(rows))
+	var q strings.Builder
+	q.WriteString(head + `SELECT v.job_id, ?, g.name, v.typ, v.sid, v.generation, ELT(v.n`)
+	args := make([]any, 0, len(rows)+2)
+	args = append(args, SettledEventType)
+	for i, r := range rows {
+		q.WriteString(", ?")
+		args = append(args, r.payload)
+		list[i] = small{N: i + 1, JobID: r.jobID, Typ: r.typ, SID: r.sid, Generation: r.generation}
+	}
+	js, err := json.Marshal(list)
+	if err != nil {
+		return fmt.Errorf("store: settle: %w", err)
+	}
+	q.WriteString(`) FROM JSON_TABLE(?, '$[*]' COLUMNS (n INT PATH '$.n', job_id BIGINT PATH '$.j',
+		typ VARCHAR(32) PATH '$.t', sid VARCHAR(64) PATH '$.s', generation INT PATH '$.g')) v
+		JOIN judge_consumer_group g ON ` + takes)
+	args = append(args, string(js))
 	if _, err := tx.ExecContext(ctx, q.String(), args...); err != nil {
 		return fmt.Errorf("store: settle: %w", err)
 	}

@@ -260,3 +260,44 @@ func TestGroupTypesFollowItsTokens(t *testing.T) {
 	require.Equal(t, 6, b.count(t, `SELECT COUNT(*) FROM judge_settlement_event WHERE consumer_group = 'default'`),
 		"the default group takes every settlement whatever the tokens")
 }
+
+// A batched completion fans out in one statement: each settlement of the
+// batch gets one row per group that takes its type, with its own payload.
+func TestBatchedCompletionFansOutPerGroup(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.businessIdentity(t, store.TokenSpec{Name: "algo", SubmissionTypes: []string{"ALGO"}, ConsumerGroup: "algo"})
+	b.businessIdentity(t, store.TokenSpec{Name: "sql", SubmissionTypes: []string{"DATABASE"}, ConsumerGroup: "sql"})
+	g := b.group(t, 8)
+	sess := b.node(t, "cpp", g.ID, 8, true)
+	want := map[int64]string{}
+	for i, typ := range []string{"ALGO", "DATABASE", "ALGO", "OTHER"} {
+		want[b.enqueue(t, typ, fmt.Sprintf("fan-%d", i)).JobID] = typ
+	}
+	jobs, err := b.store.Claim(b.ctx, sess.NodeSession, 4)
+	require.NoError(t, err)
+	require.Len(t, jobs, 4)
+	queued, release := store.HoldBatches(b.store)
+	var wg sync.WaitGroup
+	for _, j := range jobs {
+		wg.Go(func() {
+			_, err := b.store.Complete(b.ctx, sess.NodeSession, j.JobID, j.LeaseEpoch, acResult())
+			assertNoError(t, err)
+		})
+	}
+	require.Eventually(t, func() bool { return queued() == len(jobs) }, 5*time.Second, time.Millisecond)
+	before := store.CommittedBatches(b.store)
+	release()
+	wg.Wait()
+	require.Equal(t, before+1, store.CommittedBatches(b.store), "the four results shared one commit")
+	for id, typ := range want {
+		groups := map[string]bool{"default": true, "algo": typ == "ALGO", "sql": typ == "DATABASE"}
+		for group, has := range groups {
+			n := b.count(t, `SELECT COUNT(*) FROM judge_settlement_event
+				WHERE job_id = ? AND consumer_group = ? AND submission_type = ? AND payload LIKE CONCAT('%"jobId":"', ?, '"%')`,
+				id, group, typ, id)
+			require.Equal(t, map[bool]int{true: 1, false: 0}[has], n, "job %d (%s) in group %s", id, typ, group)
+		}
+	}
+	require.Equal(t, 4+2+1, b.count(t, `SELECT COUNT(*) FROM judge_settlement_event`))
+}
