@@ -396,9 +396,9 @@ func insertSettlements(ctx context.Context, tx *sql.Tx, rows []settlementRow) er
 	const takes = `g.submission_types IS NULL OR FIND_IN_SET(v.typ, g.submission_types) > 0`
 	if len(rows) == 1 {
 		r := rows[0]
-		_, err := tx.ExecContext(ctx, head+`SELECT v.job_id, ?, g.name, v.typ, ?, ?, ?
-			FROM (SELECT ? AS job_id, ? AS typ) v JOIN judge_consumer_group g ON `+takes,
-			SettledEventType, r.sid, r.generation, r.payload, r.jobID, r.typ)
+		_, err := tx.ExecContext(ctx, head+`SELECT ?, ?, g.name, ?, ?, ?, ? FROM judge_consumer_group g
+			WHERE g.submission_types IS NULL OR FIND_IN_SET(?, g.submission_types) > 0`,
+			r.jobID, SettledEventType, r.typ, r.sid, r.generation, r.payload, r.typ)
 		if err != nil {
 			return fmt.Errorf("store: settle: %w", err)
 		}
