@@ -132,6 +132,16 @@ func (s *Store) ListAudit(ctx context.Context, f AuditFilter) ([]AuditEntry, err
 	if err := f.Validate(); err != nil {
 		return nil, err
 	}
+	q, args := auditSearchSQL(f)
+	out, err := queryAll(ctx, s.db, scanAudit, q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("store: list audit: %w", err)
+	}
+	return out, nil
+}
+
+// auditSearchSQL is ListAudit's statement for a valid filter.
+func auditSearchSQL(f AuditFilter) (string, []any) {
 	q := `SELECT ` + auditColumns + ` FROM judge_audit WHERE 1=1`
 	var args []any
 	add := func(cond string, v any) { q += " AND " + cond; args = append(args, v) }
@@ -156,13 +166,7 @@ func (s *Store) ListAudit(ctx context.Context, f AuditFilter) ([]AuditEntry, err
 	if f.BeforeID > 0 {
 		add("id < ?", f.BeforeID)
 	}
-	q += " ORDER BY id DESC LIMIT ?"
-	args = append(args, cmpLimit(f.Limit))
-	out, err := queryAll(ctx, s.db, scanAudit, q, args...)
-	if err != nil {
-		return nil, fmt.Errorf("store: list audit: %w", err)
-	}
-	return out, nil
+	return q + " ORDER BY id DESC LIMIT ?", append(args, cmpLimit(f.Limit))
 }
 
 // RecordNodeAction writes an audit row for an admin action on a node that
