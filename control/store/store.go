@@ -7,6 +7,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/jmoiron/sqlx"
+
 	"github.com/kece-oj/kece/control/manifest"
 )
 
@@ -125,7 +127,9 @@ func (c Config) Validate() error {
 // Store is the scheduling core over one MySQL primary. It is safe for
 // concurrent use, and several Stores (control replicas) may share a database.
 type Store struct {
-	db  *sql.DB
+	// db is the pool; sqlx adds struct scanning (Get/Select) on top of the
+	// same *sql.DB, so hand-written scans stay possible where they are faster.
+	db  *sqlx.DB
 	cfg Config
 	// stats counts retried deadlocks/lock waits for benchmarks and metrics.
 	stats *counters
@@ -156,7 +160,7 @@ func New(db *sql.DB, cfg Config) (*Store, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	s := &Store{db: db, cfg: cfg, stats: &counters{}, manifests: newCache[int64, manifest.Manifest](1024),
+	s := &Store{db: sqlx.NewDb(db, "mysql"), cfg: cfg, stats: &counters{}, manifests: newCache[int64, manifest.Manifest](1024),
 		groups: newCache[int64, nodePlace](4096), facts: newCache[int64, jobFacts](16384),
 		txOpts: &sql.TxOptions{Isolation: sql.LevelReadCommitted}}
 	// MariaDB before 11.1 names it tx_isolation; MySQL 8 transaction_isolation.
@@ -201,7 +205,7 @@ func (s *Store) WithNotifier(n Notifier) *Store {
 }
 
 // DB returns the underlying pool (for health checks).
-func (s *Store) DB() *sql.DB { return s.db }
+func (s *Store) DB() *sql.DB { return s.db.DB }
 
 // Config returns the effective configuration.
 func (s *Store) Config() Config { return s.cfg }
