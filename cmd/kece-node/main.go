@@ -31,6 +31,8 @@ import (
 	"syscall"
 
 	"github.com/kece-oj/kece/cmd/internal/settings"
+	"github.com/kece-oj/kece/contracts"
+	"github.com/kece-oj/kece/contracts/machineapi"
 	"github.com/kece-oj/kece/engine/code"
 	"github.com/kece-oj/kece/engine/sqljudge"
 	"github.com/kece-oj/kece/internal/buildinfo"
@@ -224,7 +226,7 @@ func configureLogged(args []string, getenv func(string) string, log *slog.Logger
 	}
 	var errs []error
 	if *slots == "" {
-		if worker.ValidPool(*pool) {
+		if contracts.ValidPool(*pool) {
 			cpus, mem := hostResources()
 			cfg.LocalSlots = worker.DefaultLocalSlots(*pool, cpus, mem)
 			log.Info("KECE_LOCAL_SLOTS not set; sized from the host", "local_slots", cfg.LocalSlots, "cpus", cpus,
@@ -243,7 +245,7 @@ func configureLogged(args []string, getenv func(string) string, log *slog.Logger
 		cfg.CacheMaxBytes = n
 	}
 	switch {
-	case *pool == "mysql":
+	case *pool == string(machineapi.PoolMysql):
 		// The mysql pool never opens the Docker socket: only the SQL
 		// executor is built.
 		dsn, err := readSecretFile("KECE_JUDGE_MYSQL_DSN_FILE", *dsnFile)
@@ -257,7 +259,7 @@ func configureLogged(args []string, getenv func(string) string, log *slog.Logger
 			errs = append(errs, err)
 		}
 		cfg.NewBackend = f
-	case worker.ValidPool(*pool):
+	case contracts.ValidPool(*pool):
 		// Code pools never load SQL credentials: the DSN file is not read.
 		if *dsnFile != "" {
 			log.Warn("KECE_JUDGE_MYSQL_DSN_FILE is ignored by a code pool", "pool", *pool)

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/kece-oj/kece/artifact"
+	"github.com/kece-oj/kece/contracts"
 	"github.com/kece-oj/kece/contracts/machineapi"
 	"github.com/kece-oj/kece/control/store"
 )
@@ -52,9 +53,9 @@ func (m machineAPI) JoinNode(ctx context.Context, req machineapi.JoinNodeRequest
 
 // OpenSession opens (or resumes) the session of a process boot.
 func (m machineAPI) OpenSession(ctx context.Context, req machineapi.OpenSessionRequestObject) (machineapi.OpenSessionResponseObject, error) {
-	if req.Body.ProtocolVersion != ProtocolVersion {
+	if req.Body.ProtocolVersion != contracts.ProtocolVersion {
 		return nil, apiErr(http.StatusBadRequest, "PROTOCOL_UNSUPPORTED",
-			fmt.Errorf("protocol version %d is not supported; this control plane speaks %d", req.Body.ProtocolVersion, ProtocolVersion))
+			fmt.Errorf("protocol version %d is not supported; this control plane speaks %d", req.Body.ProtocolVersion, contracts.ProtocolVersion))
 	}
 	cred, _ := ctx.Value(credentialKey).(string)
 	sess, err := m.s.store.OpenSession(ctx, cred, req.Body.BootId)

@@ -21,6 +21,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/kece-oj/kece/artifact"
+	"github.com/kece-oj/kece/contracts"
 	"github.com/kece-oj/kece/contracts/machineapi"
 	"github.com/kece-oj/kece/control/longpoll"
 	"github.com/kece-oj/kece/control/maintenance"
@@ -32,12 +33,11 @@ import (
 
 // Defaults for Config (DESIGN §6).
 const (
-	ClaimWaitMaxDefault      = 15 * time.Second
-	HeartbeatIntervalDefault = 10 * time.Second
-	RenewIntervalDefault     = 15 * time.Second
+	ClaimWaitMaxDefault      = contracts.ClaimWaitMax
+	HeartbeatIntervalDefault = contracts.HeartbeatIntervalDefault
+	RenewIntervalDefault     = contracts.RenewIntervalDefault
 	ReapIntervalDefault      = maintenance.ReapIntervalDefault
 	MaxBodyBytesDefault      = 8 << 20
-	ProtocolVersion          = 1
 	machinePrefix            = "/api/v1/internal/judgers/"
 	adminPrefix              = "/api/v1/admin/"
 	businessPrefix           = "/api/v1/"
@@ -90,8 +90,8 @@ func (c *Config) setDefaults() {
 // Validate refuses nonsensical settings.
 func (c Config) Validate() error {
 	switch {
-	case c.ClaimWaitMax < 0 || c.ClaimWaitMax > 15*time.Second:
-		return fmt.Errorf("http config: claim wait max %s must be 0..15s", c.ClaimWaitMax)
+	case c.ClaimWaitMax < 0 || c.ClaimWaitMax > contracts.ClaimWaitMax:
+		return fmt.Errorf("http config: claim wait max %s must be 0..%s", c.ClaimWaitMax, contracts.ClaimWaitMax)
 	case c.HeartbeatInterval < 100*time.Millisecond:
 		return fmt.Errorf("http config: heartbeat interval %s is below 100ms", c.HeartbeatInterval)
 	case c.RenewInterval < 100*time.Millisecond:

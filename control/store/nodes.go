@@ -11,7 +11,7 @@ import (
 
 	"github.com/jmoiron/sqlx"
 
-	"github.com/kece-oj/kece/control/manifest"
+	"github.com/kece-oj/kece/contracts"
 )
 
 // NodeState is a node's configured (desired) state.
@@ -184,11 +184,11 @@ func (s *Store) CreateNode(ctx context.Context, spec NodeSpec, actor string) (No
 	if !nameRE.MatchString(spec.Name) {
 		return Node{}, JoinCode{}, invalid("name", "must match %s", nameRE)
 	}
-	if !manifest.ValidPool(spec.Pool) {
-		return Node{}, JoinCode{}, invalid("pool", "unknown pool %q (want one of %s)", spec.Pool, strings.Join(manifest.Pools(), ", "))
+	if !contracts.ValidPool(spec.Pool) {
+		return Node{}, JoinCode{}, invalid("pool", "unknown pool %q (want one of %s)", spec.Pool, strings.Join(contracts.Pools(), ", "))
 	}
-	if spec.Slots < 1 || spec.Slots > 256 {
-		return Node{}, JoinCode{}, invalid("slots", "must be 1..256")
+	if spec.Slots < 1 || spec.Slots > contracts.SlotsMax {
+		return Node{}, JoinCode{}, invalid("slots", "must be 1..%d", contracts.SlotsMax)
 	}
 	if len(spec.Address) > 255 {
 		return Node{}, JoinCode{}, invalid("address", "at most 255 characters")
@@ -371,8 +371,8 @@ func (s *Store) Revoke(ctx context.Context, nodeID int64, actor, reason string) 
 // ResizeNode changes a node's slots if revision is current and the host group
 // can hold it. Lowering slots never stops running jobs.
 func (s *Store) ResizeNode(ctx context.Context, nodeID int64, slots int, revision int64, actor, reason string) (Node, error) {
-	if slots < 1 || slots > 256 {
-		return Node{}, invalid("slots", "must be 1..256")
+	if slots < 1 || slots > contracts.SlotsMax {
+		return Node{}, invalid("slots", "must be 1..%d", contracts.SlotsMax)
 	}
 	var groupID int64
 	if err := s.db.QueryRowContext(ctx, `SELECT host_group_id FROM judge_node WHERE id = ?`, nodeID).Scan(&groupID); err != nil {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/jmoiron/sqlx"
 
+	"github.com/kece-oj/kece/contracts"
 	"github.com/kece-oj/kece/control/manifest"
 )
 
@@ -98,14 +99,14 @@ func (c *Config) setDefaults() {
 // Validate refuses nonsensical settings.
 func (c Config) Validate() error {
 	switch {
-	case c.LeaseTTL < time.Second:
-		return fmt.Errorf("store config: lease TTL %s is below 1s", c.LeaseTTL)
+	case c.LeaseTTL < contracts.LeaseTTLMin:
+		return fmt.Errorf("store config: lease TTL %s is below %s", c.LeaseTTL, contracts.LeaseTTLMin)
 	case c.MaxAttempts < 1 || c.MaxAttempts > 100:
 		return fmt.Errorf("store config: max attempts %d must be 1..100", c.MaxAttempts)
 	case c.BackoffBase <= 0 || c.BackoffMax < c.BackoffBase:
 		return fmt.Errorf("store config: backoff base %s / max %s must be positive and base ≤ max", c.BackoffBase, c.BackoffMax)
-	case c.ClaimBatchMax < 1 || c.ClaimBatchMax > 64:
-		return fmt.Errorf("store config: claim batch max %d must be 1..64", c.ClaimBatchMax)
+	case c.ClaimBatchMax < 1 || c.ClaimBatchMax > contracts.BatchMax:
+		return fmt.Errorf("store config: claim batch max %d must be 1..%d", c.ClaimBatchMax, contracts.BatchMax)
 	case c.MaxSnapshotBytes < 1024:
 		return fmt.Errorf("store config: max snapshot bytes %d is below 1 KiB", c.MaxSnapshotBytes)
 	case c.TxRetries < 1:

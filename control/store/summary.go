@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/kece-oj/kece/control/manifest"
+	"github.com/kece-oj/kece/contracts"
 )
 
 // PoolSummary is the public view of one pool.
@@ -44,7 +44,7 @@ func (s *Store) Summary(ctx context.Context) (Summary, error) {
 		sum.Freshness = &d
 	}
 	byPool := map[string]*PoolSummary{}
-	for _, p := range manifest.Pools() {
+	for _, p := range contracts.Pools() {
 		byPool[p] = &PoolSummary{Pool: p}
 	}
 	var ready []struct {
@@ -64,7 +64,7 @@ func (s *Store) Summary(ctx context.Context) (Summary, error) {
 	}
 	// One statement per pool: each is an index range on (pool, state, …),
 	// which a single GROUP BY over every queued job would not be.
-	for _, p := range manifest.Pools() {
+	for _, p := range contracts.Pools() {
 		var q struct {
 			Queued   int    `db:"queued"`
 			OldestUS *int64 `db:"oldest_us"`
@@ -79,7 +79,7 @@ func (s *Store) Summary(ctx context.Context) (Summary, error) {
 			byPool[p].OldestWait = time.Duration(*q.OldestUS) * time.Microsecond
 		}
 	}
-	for _, p := range manifest.Pools() {
+	for _, p := range contracts.Pools() {
 		ps := *byPool[p]
 		if ps.ReadyNodes > 0 {
 			sum.ReadyPools++
