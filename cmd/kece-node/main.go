@@ -30,6 +30,8 @@ import (
 	"strings"
 	"syscall"
 
+	"golang.org/x/sync/errgroup"
+
 	"github.com/kece-oj/kece/cmd/internal/settings"
 	"github.com/kece-oj/kece/contracts"
 	"github.com/kece-oj/kece/contracts/machineapi"
@@ -117,22 +119,32 @@ func runNode(args []string, stderr io.Writer, getenv func(string) string) int {
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
 	defer signal.Stop(sigs)
-	go func() {
-		s, ok := <-sigs
-		if !ok {
-			return
-		}
-		log.Info("signal: draining; send it again to stop at once", "signal", s.String())
-		node.Drain()
-		s, ok = <-sigs
-		if !ok {
-			return
-		}
-		log.Warn("second signal: stopping at once", "signal", s.String())
-		stop()
-	}()
 	log.Info("kece-node starting", "version", buildinfo.Version(), "pool", cfg.Pool, "local_slots", cfg.LocalSlots)
-	err = node.Run(ctx)
+	// The node and its signal watcher run as one group: the watcher ends
+	// when the node has stopped (for whatever reason), so neither outlives
+	// the process's work.
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error {
+		defer stop()
+		return node.Run(gctx)
+	})
+	g.Go(func() error {
+		select {
+		case s := <-sigs:
+			log.Info("signal: draining; send it again to stop at once", "signal", s.String())
+			node.Drain()
+		case <-gctx.Done():
+			return nil
+		}
+		select {
+		case s := <-sigs:
+			log.Warn("second signal: stopping at once", "signal", s.String())
+			stop()
+		case <-gctx.Done():
+		}
+		return nil
+	})
+	err = g.Wait()
 	switch {
 	case err == nil:
 		return exitOK

@@ -243,7 +243,7 @@ func (s *Server) bounded(next http.Handler, sf surface) http.Handler {
 			limit = s.artifacts.MaxArtifactBytes()
 		}
 		if r.ContentLength > limit {
-			writeError(w, r, s.log, apiErr(http.StatusRequestEntityTooLarge, "PAYLOAD_TOO_LARGE",
+			writeError(w, r, s.log, apiErr(http.StatusRequestEntityTooLarge, codePayloadTooLarge,
 				fmt.Errorf("body of %d bytes is above the limit of %d", r.ContentLength, limit)), sf)
 			return
 		}
@@ -280,20 +280,20 @@ func (s *Server) validated(next http.Handler, spec specFunc, sf surface) http.Ha
 			return r.Method == http.MethodPut && strings.HasPrefix(r.URL.Path, "/api/v1/artifacts/")
 		},
 		ErrorHandlerWithOpts: func(_ context.Context, err error, w http.ResponseWriter, r *http.Request, opts nethttpmiddleware.ErrorHandlerOpts) {
-			status, code := opts.StatusCode, "REQUEST_INVALID"
+			status, code := opts.StatusCode, codeRequestInvalid
 			var mbe *http.MaxBytesError
 			switch {
 			case errors.As(err, &mbe):
-				status, code = http.StatusRequestEntityTooLarge, "PAYLOAD_TOO_LARGE"
+				status, code = http.StatusRequestEntityTooLarge, codePayloadTooLarge
 			case status == http.StatusNotFound:
-				code = "NOT_FOUND"
+				code = codeNotFound
 			case status == http.StatusUnauthorized || status == http.StatusForbidden:
-				status, code = http.StatusUnauthorized, "UNAUTHENTICATED"
+				status, code = http.StatusUnauthorized, codeUnauthenticated
 				if sf == surfaceMachine {
-					code = "SESSION_INVALID"
+					code = codeSessionInvalid
 				}
 			case status == http.StatusMethodNotAllowed:
-				code = "NOT_FOUND"
+				code = codeNotFound
 				status = http.StatusNotFound
 			default:
 				status = http.StatusBadRequest
