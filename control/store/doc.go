@@ -13,8 +13,9 @@
 //
 // Reads into structs use sqlx (Get, Select, sqlx.In) with `db:"…"` tags on
 // the row types; the per-job hot path (claim, renew, complete, enqueue,
-// events, session authentication) keeps hand-written Scan lists, which
-// kece-bench scheduler shows to be the faster choice there.
+// events, session authentication) keeps hand-written Scan lists: it runs
+// for every job, so it stays free of per-row reflection, and a change there
+// has to show its worth in kece-bench scheduler first.
 //
 // # What lives where
 //
