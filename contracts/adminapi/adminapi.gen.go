@@ -258,6 +258,48 @@ func (e JobState) Valid() bool {
 	}
 }
 
+// Defines values for Outcome.
+const (
+	OutcomeAC          Outcome = "AC"
+	OutcomeCE          Outcome = "CE"
+	OutcomeCancelled   Outcome = "CANCELLED"
+	OutcomeMLE         Outcome = "MLE"
+	OutcomeOLE         Outcome = "OLE"
+	OutcomePARTIAL     Outcome = "PARTIAL"
+	OutcomeRE          Outcome = "RE"
+	OutcomeSystemError Outcome = "SYSTEM_ERROR"
+	OutcomeTLE         Outcome = "TLE"
+	OutcomeWA          Outcome = "WA"
+)
+
+// Valid indicates whether the value is a known member of the Outcome enum.
+func (e Outcome) Valid() bool {
+	switch e {
+	case OutcomeAC:
+		return true
+	case OutcomeCE:
+		return true
+	case OutcomeCancelled:
+		return true
+	case OutcomeMLE:
+		return true
+	case OutcomeOLE:
+		return true
+	case OutcomePARTIAL:
+		return true
+	case OutcomeRE:
+		return true
+	case OutcomeSystemError:
+		return true
+	case OutcomeTLE:
+		return true
+	case OutcomeWA:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for Phase.
 const (
 	PhaseCompiling Phase = "COMPILING"
@@ -486,6 +528,19 @@ type AuditEntry struct {
 	// Example: 42
 	NodeId *Id    `json:"nodeId,omitempty"`
 	Reason string `json:"reason"`
+
+	// RemoteAddr The caller's IP address for actions taken through the admin API
+	// (the TCP peer of the control plane); absent for automatic
+	// actions, CLI actions and entries written before it was recorded.
+	RemoteAddr *string `json:"remoteAddr,omitempty"`
+}
+
+// AuditList defines model for AuditList.
+type AuditList struct {
+	Entries []AuditEntry `json:"entries"`
+
+	// NextBeforeId Absent on the last page.
+	NextBeforeId *Id `json:"nextBeforeId,omitempty"`
 }
 
 // BusinessToken defines model for BusinessToken.
@@ -626,6 +681,14 @@ type Error struct {
 // ErrorCode Machine-readable error code. CONFLICT is the generic 409 when no more specific code applies.
 type ErrorCode string
 
+// FinishBucket defines model for FinishBucket.
+type FinishBucket struct {
+	Finished int64 `json:"finished"`
+
+	// Start Start of the bucket (database time); it is bucketSeconds long.
+	Start time.Time `json:"start"`
+}
+
 // HostGroup defines model for HostGroup.
 type HostGroup struct {
 	CreatedAt *time.Time `json:"createdAt,omitempty"`
@@ -671,6 +734,35 @@ type HostGroupUpdate struct {
 //
 // Example: 42
 type Id = string
+
+// JobGeneration One job (generation) of a submission.
+type JobGeneration struct {
+	CreatedAt time.Time `json:"createdAt"`
+
+	// Current The submission's pointer names this job.
+	Current    bool       `json:"current"`
+	FinishedAt *time.Time `json:"finishedAt,omitempty"`
+	Generation int64      `json:"generation"`
+
+	// JobId A BIGINT id as a decimal string.
+	//
+	// Example: 42
+	JobId Id `json:"jobId"`
+
+	// Kind SUBMISSION is user work. CHECK is an admin-requested self-check bound
+	// to one node; its submission has submissionType `KECE_CHECK` and a built-in
+	// manifest, and it is judged and reported like any other job.
+	Kind  JobKind  `json:"kind"`
+	State JobState `json:"state"`
+
+	// Verdict A user outcome. Infrastructure faults are never a verdict. PARTIAL:
+	// for a case, a special checker awarded a fraction strictly between 0
+	// and 1 of its weight; for a job, every case is AC or PARTIAL and at
+	// least one is PARTIAL. A job's status is the status of its first case
+	// that is neither AC nor PARTIAL, else PARTIAL if any case is, else AC
+	// (CE before any case runs).
+	Verdict *VerdictStatus `json:"verdict,omitempty"`
+}
 
 // JobKind SUBMISSION is user work. CHECK is an admin-requested self-check bound
 // to one node; its submission has submissionType `KECE_CHECK` and a built-in
@@ -764,13 +856,22 @@ type JudgeJob struct {
 	// SubmissionType The business's kind of submission, e.g. ALGO or DATABASE; types starting with KECE_ are reserved (self-checks use KECE_CHECK).
 	SubmissionType SubmissionType `json:"submissionType"`
 	UpdatedAt      *time.Time     `json:"updatedAt,omitempty"`
+
+	// Verdict The verdict status of a COMPLETED job.
+	Verdict *VerdictStatus `json:"verdict,omitempty"`
 }
 
 // JudgeJobDetail defines model for JudgeJobDetail.
 type JudgeJobDetail struct {
-	// Attempts Oldest first.
+	// Attempts The attempts timeline, oldest first (lease epoch order).
 	Attempts []Attempt `json:"attempts"`
-	Job      JudgeJob  `json:"job"`
+
+	// Audit Audit entries about this job (cancel, rejudge, lease taken back), newest first, at most 100.
+	Audit []AuditEntry `json:"audit"`
+
+	// Generations Every job of the same submission, newest generation first (at most 100), this one included.
+	Generations []JobGeneration `json:"generations"`
+	Job         JudgeJob        `json:"job"`
 
 	// RequestDigest SHA-256 of the normalized request snapshot.
 	RequestDigest *string  `json:"requestDigest,omitempty"`
@@ -992,11 +1093,37 @@ type NodeCheck struct {
 	Verdict *Verdict `json:"verdict,omitempty"`
 }
 
+// Outcome How a finished job ended - its verdict status, SYSTEM_ERROR (attempts exhausted) or CANCELLED.
+type Outcome string
+
+// OutcomeCount defines model for OutcomeCount.
+type OutcomeCount struct {
+	Count int64 `json:"count"`
+
+	// Outcome How a finished job ended - its verdict status, SYSTEM_ERROR (attempts exhausted) or CANCELLED.
+	Outcome Outcome `json:"outcome"`
+}
+
 // Phase defines model for Phase.
 type Phase string
 
 // Pool A judge pool; one node process serves exactly one.
 type Pool string
+
+// PoolVerdictMix defines model for PoolVerdictMix.
+type PoolVerdictMix struct {
+	// Buckets Every bucket of the window, oldest first, zeros included.
+	Buckets []FinishBucket `json:"buckets"`
+
+	// Finished Submissions of this pool that finished in the window.
+	Finished int64 `json:"finished"`
+
+	// Outcomes Non-zero counts by outcome, most frequent first.
+	Outcomes []OutcomeCount `json:"outcomes"`
+
+	// Pool A judge pool; one node process serves exactly one.
+	Pool Pool `json:"pool"`
+}
 
 // ProbeError defines model for ProbeError.
 type ProbeError struct {
@@ -1149,6 +1276,15 @@ type Verdict struct {
 	Status VerdictStatus `json:"status"`
 }
 
+// VerdictMix defines model for VerdictMix.
+type VerdictMix struct {
+	// AsOf Database time the window ends at.
+	AsOf          time.Time        `json:"asOf"`
+	BucketSeconds int32            `json:"bucketSeconds"`
+	Minutes       int32            `json:"minutes"`
+	Pools         []PoolVerdictMix `json:"pools"`
+}
+
 // VerdictStatus A user outcome. Infrastructure faults are never a verdict. PARTIAL:
 // for a case, a special checker awarded a fraction strictly between 0
 // and 1 of its weight; for a job, every case is AC or PARTIAL and at
@@ -1229,12 +1365,47 @@ type Unexpected = Error
 // UnprocessableEntity defines model for UnprocessableEntity.
 type UnprocessableEntity = Error
 
+// ListAuditParams defines parameters for ListAudit.
+type ListAuditParams struct {
+	// Actor Exact actor, e.g. ADMIN:alice or control.
+	Actor *string `form:"actor,omitempty" json:"actor,omitempty"`
+
+	// Action Exact action, e.g. node.drain, job.cancel.
+	Action *string `form:"action,omitempty" json:"action,omitempty"`
+	NodeId *Id     `form:"nodeId,omitempty" json:"nodeId,omitempty"`
+	JobId  *Id     `form:"jobId,omitempty" json:"jobId,omitempty"`
+
+	// After Only entries at or after this time (RFC 3339).
+	After *time.Time `form:"after,omitempty" json:"after,omitempty"`
+
+	// Before Only entries before this time (RFC 3339).
+	Before *time.Time `form:"before,omitempty" json:"before,omitempty"`
+
+	// Limit Page size (default 100).
+	Limit *Limit `form:"limit,omitempty" json:"limit,omitempty"`
+
+	// BeforeId Only items with a smaller id (the previous page's nextBeforeId).
+	BeforeId *BeforeId `form:"beforeId,omitempty" json:"beforeId,omitempty"`
+}
+
 // ListJudgeJobsParams defines parameters for ListJudgeJobs.
 type ListJudgeJobsParams struct {
 	State          *JobState       `form:"state,omitempty" json:"state,omitempty"`
 	Pool           *Pool           `form:"pool,omitempty" json:"pool,omitempty"`
 	Kind           *JobKind        `form:"kind,omitempty" json:"kind,omitempty"`
 	SubmissionType *SubmissionType `form:"submissionType,omitempty" json:"submissionType,omitempty"`
+
+	// SubmissionId Only this submission's jobs (every generation); needs submissionType.
+	SubmissionId *SubmissionId `form:"submissionId,omitempty" json:"submissionId,omitempty"`
+
+	// Verdict Only COMPLETED jobs with this verdict status.
+	Verdict *VerdictStatus `form:"verdict,omitempty" json:"verdict,omitempty"`
+
+	// CreatedAfter Only jobs created at or after this time (RFC 3339).
+	CreatedAfter *time.Time `form:"createdAfter,omitempty" json:"createdAfter,omitempty"`
+
+	// CreatedBefore Only jobs created before this time (RFC 3339).
+	CreatedBefore *time.Time `form:"createdBefore,omitempty" json:"createdBefore,omitempty"`
 
 	// Limit Page size (default 100).
 	Limit *Limit `form:"limit,omitempty" json:"limit,omitempty"`
@@ -1263,6 +1434,12 @@ type ListSettlementEventsParams struct {
 
 	// BeforeId Only items with a smaller id (the previous page's nextBeforeId).
 	BeforeId *BeforeId `form:"beforeId,omitempty" json:"beforeId,omitempty"`
+}
+
+// GetVerdictMixParams defines parameters for GetVerdictMix.
+type GetVerdictMixParams struct {
+	// Minutes Window length in minutes (default 15).
+	Minutes *int32 `form:"minutes,omitempty" json:"minutes,omitempty"`
 }
 
 // CreateBusinessTokenJSONRequestBody defines body for CreateBusinessToken for application/json ContentType.
@@ -1386,6 +1563,22 @@ func WithRequestEditorFn(fn RequestEditorFn) ClientOption {
 
 // The interface specification for the client above.
 type ClientInterface interface {
+
+	// ListAudit The audit log of every admin and automatic action, newest first.
+	//
+	// Every audit record: node and host-group changes, job rejudges and
+	// cancels, event redeliveries, probes, joins and the control plane's
+	// own actions (`actor` "control"). Each names the admin token's label
+	// (`ADMIN:<name>`) and, for calls through the admin API, the caller's
+	// address (`remoteAddr`). Filters combine with AND; `after` is
+	// inclusive, `before` exclusive. Paged by keyset like every list
+	// (`beforeId` ← `nextBeforeId`).
+	//
+	// Errors: 400 `REQUEST_INVALID` (a malformed filter or an empty time
+	// range); 401 `UNAUTHENTICATED`; 429 `RATE_LIMITED`; 5xx.
+	//
+	// Corresponds with GET /api/v1/admin/audit (the `ListAudit` operationId).
+	ListAudit(ctx context.Context, params *ListAuditParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ListBusinessTokens List business tokens with their submission types and consumer group (never a secret).
 	//
@@ -1523,9 +1716,20 @@ type ClientInterface interface {
 	// Corresponds with PATCH /api/v1/admin/judge-host-groups/{hostGroupId} (the `UpdateHostGroup` operationId).
 	UpdateHostGroup(ctx context.Context, hostGroupId HostGroupIdPath, body UpdateHostGroupJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// ListJudgeJobs List jobs, newest first, with filters.
+	// ListJudgeJobs Search jobs, newest first, by submission, pool, state, verdict and time.
 	//
-	// Errors: 400 `REQUEST_INVALID`; 401 `UNAUTHENTICATED`; 429 `RATE_LIMITED`; 5xx.
+	// Every filter is optional and they combine with AND. Results are
+	// ordered by job id, newest first, and paged by keyset: pass the
+	// previous page's `nextBeforeId` as `beforeId` (stable while new jobs
+	// arrive). `submissionId` needs `submissionType` (a submission is
+	// named by both). `createdAfter` is inclusive, `createdBefore`
+	// exclusive, and `createdAfter` must be earlier than `createdBefore`.
+	// `verdict` matches COMPLETED jobs whose verdict is that status.
+	// List items carry no case results; read one job for them.
+	//
+	// Errors: 400 `REQUEST_INVALID` (a malformed filter, `submissionId`
+	// without `submissionType`, an empty time range); 401 `UNAUTHENTICATED`;
+	// 429 `RATE_LIMITED`; 5xx.
 	//
 	// Corresponds with GET /api/v1/admin/judge-jobs (the `ListJudgeJobs` operationId).
 	ListJudgeJobs(ctx context.Context, params *ListJudgeJobsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -1985,6 +2189,48 @@ type ClientInterface interface {
 	//
 	// Corresponds with POST /api/v1/admin/settlement-events/{eventId}/redeliver (the `RedeliverSettlementEvent` operationId).
 	RedeliverSettlementEvent(ctx context.Context, eventId Id, body RedeliverSettlementEventJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// GetVerdictMix Per pool, how the submissions that finished in the last minutes ended.
+	//
+	// For each pool, the SUBMISSION jobs that finished (COMPLETED, FAILED
+	// or CANCELLED) in the last `minutes` minutes of database time, counted
+	// by outcome (the verdict status, SYSTEM_ERROR or CANCELLED), and the
+	// same jobs in time buckets, oldest first (`bucketSeconds` wide: one
+	// minute up to 120 minutes, wider beyond so there are at most 120).
+	// Self-check (CHECK) jobs are not counted. Every pool is listed, with
+	// zeros when idle.
+	//
+	// Errors: 400 `REQUEST_INVALID` (`minutes` outside 1..1440);
+	// 401 `UNAUTHENTICATED`; 429 `RATE_LIMITED`; 5xx.
+	//
+	// Corresponds with GET /api/v1/admin/verdict-mix (the `GetVerdictMix` operationId).
+	GetVerdictMix(ctx context.Context, params *GetVerdictMixParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+}
+
+// ListAudit The audit log of every admin and automatic action, newest first.
+//
+// Every audit record: node and host-group changes, job rejudges and
+// cancels, event redeliveries, probes, joins and the control plane's
+// own actions (`actor` "control"). Each names the admin token's label
+// (`ADMIN:<name>`) and, for calls through the admin API, the caller's
+// address (`remoteAddr`). Filters combine with AND; `after` is
+// inclusive, `before` exclusive. Paged by keyset like every list
+// (`beforeId` ← `nextBeforeId`).
+//
+// Errors: 400 `REQUEST_INVALID` (a malformed filter or an empty time
+// range); 401 `UNAUTHENTICATED`; 429 `RATE_LIMITED`; 5xx.
+//
+// Corresponds with GET /api/v1/admin/audit (the `ListAudit` operationId).
+func (c *Client) ListAudit(ctx context.Context, params *ListAuditParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListAuditRequest(c.Server, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
 }
 
 // ListBusinessTokens List business tokens with their submission types and consumer group (never a secret).
@@ -2223,9 +2469,20 @@ func (c *Client) UpdateHostGroup(ctx context.Context, hostGroupId HostGroupIdPat
 	return c.Client.Do(req)
 }
 
-// ListJudgeJobs List jobs, newest first, with filters.
+// ListJudgeJobs Search jobs, newest first, by submission, pool, state, verdict and time.
 //
-// Errors: 400 `REQUEST_INVALID`; 401 `UNAUTHENTICATED`; 429 `RATE_LIMITED`; 5xx.
+// Every filter is optional and they combine with AND. Results are
+// ordered by job id, newest first, and paged by keyset: pass the
+// previous page's `nextBeforeId` as `beforeId` (stable while new jobs
+// arrive). `submissionId` needs `submissionType` (a submission is
+// named by both). `createdAfter` is inclusive, `createdBefore`
+// exclusive, and `createdAfter` must be earlier than `createdBefore`.
+// `verdict` matches COMPLETED jobs whose verdict is that status.
+// List items carry no case results; read one job for them.
+//
+// Errors: 400 `REQUEST_INVALID` (a malformed filter, `submissionId`
+// without `submissionType`, an empty time range); 401 `UNAUTHENTICATED`;
+// 429 `RATE_LIMITED`; 5xx.
 //
 // Corresponds with GET /api/v1/admin/judge-jobs (the `ListJudgeJobs` operationId).
 func (c *Client) ListJudgeJobs(ctx context.Context, params *ListJudgeJobsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -3006,6 +3263,170 @@ func (c *Client) RedeliverSettlementEvent(ctx context.Context, eventId Id, body 
 	return c.Client.Do(req)
 }
 
+// GetVerdictMix Per pool, how the submissions that finished in the last minutes ended.
+//
+// For each pool, the SUBMISSION jobs that finished (COMPLETED, FAILED
+// or CANCELLED) in the last `minutes` minutes of database time, counted
+// by outcome (the verdict status, SYSTEM_ERROR or CANCELLED), and the
+// same jobs in time buckets, oldest first (`bucketSeconds` wide: one
+// minute up to 120 minutes, wider beyond so there are at most 120).
+// Self-check (CHECK) jobs are not counted. Every pool is listed, with
+// zeros when idle.
+//
+// Errors: 400 `REQUEST_INVALID` (`minutes` outside 1..1440);
+// 401 `UNAUTHENTICATED`; 429 `RATE_LIMITED`; 5xx.
+//
+// Corresponds with GET /api/v1/admin/verdict-mix (the `GetVerdictMix` operationId).
+func (c *Client) GetVerdictMix(ctx context.Context, params *GetVerdictMixParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetVerdictMixRequest(c.Server, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// NewListAuditRequest constructs an http.Request for the ListAudit method
+func NewListAuditRequest(server string, params *ListAuditParams) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/admin/audit")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Actor != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "actor", *params.Actor, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Action != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "action", *params.Action, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.NodeId != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "nodeId", *params.NodeId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.JobId != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "jobId", *params.JobId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.After != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "after", *params.After, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: "date-time"}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Before != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "before", *params.Before, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: "date-time"}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Limit != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "limit", *params.Limit, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: "int32"}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.BeforeId != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "beforeId", *params.BeforeId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 // NewListBusinessTokensRequest constructs an http.Request for the ListBusinessTokens method
 func NewListBusinessTokensRequest(server string) (*http.Request, error) {
 	var err error
@@ -3301,6 +3722,54 @@ func NewListJudgeJobsRequest(server string, params *ListJudgeJobsParams) (*http.
 		if params.SubmissionType != nil {
 
 			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "submissionType", *params.SubmissionType, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.SubmissionId != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "submissionId", *params.SubmissionId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Verdict != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "verdict", *params.Verdict, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.CreatedAfter != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "createdAfter", *params.CreatedAfter, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: "date-time"}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.CreatedBefore != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "createdBefore", *params.CreatedBefore, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: "date-time"}); err != nil {
 				return nil, err
 			} else {
 				for _, qp := range strings.Split(queryFrag, "&") {
@@ -4217,6 +4686,60 @@ func NewRedeliverSettlementEventRequestWithBody(server string, eventId Id, conte
 	return req, nil
 }
 
+// NewGetVerdictMixRequest constructs an http.Request for the GetVerdictMix method
+func NewGetVerdictMixRequest(server string, params *GetVerdictMixParams) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/admin/verdict-mix")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Minutes != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "minutes", *params.Minutes, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: "int32"}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 func (c *Client) applyEditors(ctx context.Context, req *http.Request, additionalEditors []RequestEditorFn) error {
 	for _, r := range c.RequestEditors {
 		if err := r(ctx, req); err != nil {
@@ -4260,6 +4783,24 @@ func WithBaseURL(baseURL string) ClientOption {
 
 // ClientWithResponsesInterface is the interface specification for the client with responses above.
 type ClientWithResponsesInterface interface {
+
+	// ListAuditWithResponse The audit log of every admin and automatic action, newest first.
+	//
+	// Every audit record: node and host-group changes, job rejudges and
+	// cancels, event redeliveries, probes, joins and the control plane's
+	// own actions (`actor` "control"). Each names the admin token's label
+	// (`ADMIN:<name>`) and, for calls through the admin API, the caller's
+	// address (`remoteAddr`). Filters combine with AND; `after` is
+	// inclusive, `before` exclusive. Paged by keyset like every list
+	// (`beforeId` ← `nextBeforeId`).
+	//
+	// Errors: 400 `REQUEST_INVALID` (a malformed filter or an empty time
+	// range); 401 `UNAUTHENTICATED`; 429 `RATE_LIMITED`; 5xx.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /api/v1/admin/audit (the `ListAudit` operationId).
+	ListAuditWithResponse(ctx context.Context, params *ListAuditParams, reqEditors ...RequestEditorFn) (*ListAuditResponse, error)
 
 	// ListBusinessTokensWithResponse List business tokens with their submission types and consumer group (never a secret).
 	//
@@ -4401,9 +4942,20 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with PATCH /api/v1/admin/judge-host-groups/{hostGroupId} (the `UpdateHostGroup` operationId).
 	UpdateHostGroupWithResponse(ctx context.Context, hostGroupId HostGroupIdPath, body UpdateHostGroupJSONRequestBody, reqEditors ...RequestEditorFn) (*UpdateHostGroupResponse, error)
 
-	// ListJudgeJobsWithResponse List jobs, newest first, with filters.
+	// ListJudgeJobsWithResponse Search jobs, newest first, by submission, pool, state, verdict and time.
 	//
-	// Errors: 400 `REQUEST_INVALID`; 401 `UNAUTHENTICATED`; 429 `RATE_LIMITED`; 5xx.
+	// Every filter is optional and they combine with AND. Results are
+	// ordered by job id, newest first, and paged by keyset: pass the
+	// previous page's `nextBeforeId` as `beforeId` (stable while new jobs
+	// arrive). `submissionId` needs `submissionType` (a submission is
+	// named by both). `createdAfter` is inclusive, `createdBefore`
+	// exclusive, and `createdAfter` must be earlier than `createdBefore`.
+	// `verdict` matches COMPLETED jobs whose verdict is that status.
+	// List items carry no case results; read one job for them.
+	//
+	// Errors: 400 `REQUEST_INVALID` (a malformed filter, `submissionId`
+	// without `submissionType`, an empty time range); 401 `UNAUTHENTICATED`;
+	// 429 `RATE_LIMITED`; 5xx.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -4879,6 +5431,100 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with POST /api/v1/admin/settlement-events/{eventId}/redeliver (the `RedeliverSettlementEvent` operationId).
 	RedeliverSettlementEventWithResponse(ctx context.Context, eventId Id, body RedeliverSettlementEventJSONRequestBody, reqEditors ...RequestEditorFn) (*RedeliverSettlementEventResponse, error)
+
+	// GetVerdictMixWithResponse Per pool, how the submissions that finished in the last minutes ended.
+	//
+	// For each pool, the SUBMISSION jobs that finished (COMPLETED, FAILED
+	// or CANCELLED) in the last `minutes` minutes of database time, counted
+	// by outcome (the verdict status, SYSTEM_ERROR or CANCELLED), and the
+	// same jobs in time buckets, oldest first (`bucketSeconds` wide: one
+	// minute up to 120 minutes, wider beyond so there are at most 120).
+	// Self-check (CHECK) jobs are not counted. Every pool is listed, with
+	// zeros when idle.
+	//
+	// Errors: 400 `REQUEST_INVALID` (`minutes` outside 1..1440);
+	// 401 `UNAUTHENTICATED`; 429 `RATE_LIMITED`; 5xx.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /api/v1/admin/verdict-mix (the `GetVerdictMix` operationId).
+	GetVerdictMixWithResponse(ctx context.Context, params *GetVerdictMixParams, reqEditors ...RequestEditorFn) (*GetVerdictMixResponse, error)
+}
+
+// ListAuditResponse429Headers the declared response headers of an HTTP 429 response for ListAudit
+type ListAuditResponse429Headers struct {
+	RetryAfter int32
+}
+
+type ListAuditResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *AuditList
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *BadRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *TooManyRequests
+	// JSONDefault the response for an HTTP default `application/json` response
+	JSONDefault *Unexpected
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *ListAuditResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListAuditResponse) GetJSON200() *AuditList {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r ListAuditResponse) GetJSON400() *BadRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r ListAuditResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r ListAuditResponse) GetJSON429() *TooManyRequests {
+	return r.JSON429
+}
+
+// GetJSONDefault returns the response for an HTTP default `application/json` response
+func (r ListAuditResponse) GetJSONDefault() *Unexpected {
+	return r.JSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r ListAuditResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListAuditResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListAuditResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListAuditResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
 }
 
 // ListBusinessTokensResponse429Headers the declared response headers of an HTTP 429 response for ListBusinessTokens
@@ -7074,6 +7720,106 @@ func (r RedeliverSettlementEventResponse) ContentType() string {
 	return ""
 }
 
+// GetVerdictMixResponse429Headers the declared response headers of an HTTP 429 response for GetVerdictMix
+type GetVerdictMixResponse429Headers struct {
+	RetryAfter int32
+}
+
+type GetVerdictMixResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *VerdictMix
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *BadRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *TooManyRequests
+	// JSONDefault the response for an HTTP default `application/json` response
+	JSONDefault *Unexpected
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *GetVerdictMixResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetVerdictMixResponse) GetJSON200() *VerdictMix {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r GetVerdictMixResponse) GetJSON400() *BadRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r GetVerdictMixResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r GetVerdictMixResponse) GetJSON429() *TooManyRequests {
+	return r.JSON429
+}
+
+// GetJSONDefault returns the response for an HTTP default `application/json` response
+func (r GetVerdictMixResponse) GetJSONDefault() *Unexpected {
+	return r.JSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r GetVerdictMixResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetVerdictMixResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetVerdictMixResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetVerdictMixResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// ListAuditWithResponse The audit log of every admin and automatic action, newest first.
+//
+// Every audit record: node and host-group changes, job rejudges and
+// cancels, event redeliveries, probes, joins and the control plane's
+// own actions (`actor` "control"). Each names the admin token's label
+// (`ADMIN:<name>`) and, for calls through the admin API, the caller's
+// address (`remoteAddr`). Filters combine with AND; `after` is
+// inclusive, `before` exclusive. Paged by keyset like every list
+// (`beforeId` ← `nextBeforeId`).
+//
+// Errors: 400 `REQUEST_INVALID` (a malformed filter or an empty time
+// range); 401 `UNAUTHENTICATED`; 429 `RATE_LIMITED`; 5xx.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /api/v1/admin/audit (the `ListAudit` operationId).
+func (c *ClientWithResponses) ListAuditWithResponse(ctx context.Context, params *ListAuditParams, reqEditors ...RequestEditorFn) (*ListAuditResponse, error) {
+	rsp, err := c.ListAudit(ctx, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListAuditResponse(rsp)
+}
+
 // ListBusinessTokensWithResponse List business tokens with their submission types and consumer group (never a secret).
 //
 // Errors: 401 `UNAUTHENTICATED`; 429 `RATE_LIMITED`; 5xx.
@@ -7274,9 +8020,20 @@ func (c *ClientWithResponses) UpdateHostGroupWithResponse(ctx context.Context, h
 	return ParseUpdateHostGroupResponse(rsp)
 }
 
-// ListJudgeJobsWithResponse List jobs, newest first, with filters.
+// ListJudgeJobsWithResponse Search jobs, newest first, by submission, pool, state, verdict and time.
 //
-// Errors: 400 `REQUEST_INVALID`; 401 `UNAUTHENTICATED`; 429 `RATE_LIMITED`; 5xx.
+// Every filter is optional and they combine with AND. Results are
+// ordered by job id, newest first, and paged by keyset: pass the
+// previous page's `nextBeforeId` as `beforeId` (stable while new jobs
+// arrive). `submissionId` needs `submissionType` (a submission is
+// named by both). `createdAfter` is inclusive, `createdBefore`
+// exclusive, and `createdAfter` must be earlier than `createdBefore`.
+// `verdict` matches COMPLETED jobs whose verdict is that status.
+// List items carry no case results; read one job for them.
+//
+// Errors: 400 `REQUEST_INVALID` (a malformed filter, `submissionId`
+// without `submissionType`, an empty time range); 401 `UNAUTHENTICATED`;
+// 429 `RATE_LIMITED`; 5xx.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -7943,6 +8700,97 @@ func (c *ClientWithResponses) RedeliverSettlementEventWithResponse(ctx context.C
 		return nil, err
 	}
 	return ParseRedeliverSettlementEventResponse(rsp)
+}
+
+// GetVerdictMixWithResponse Per pool, how the submissions that finished in the last minutes ended.
+//
+// For each pool, the SUBMISSION jobs that finished (COMPLETED, FAILED
+// or CANCELLED) in the last `minutes` minutes of database time, counted
+// by outcome (the verdict status, SYSTEM_ERROR or CANCELLED), and the
+// same jobs in time buckets, oldest first (`bucketSeconds` wide: one
+// minute up to 120 minutes, wider beyond so there are at most 120).
+// Self-check (CHECK) jobs are not counted. Every pool is listed, with
+// zeros when idle.
+//
+// Errors: 400 `REQUEST_INVALID` (`minutes` outside 1..1440);
+// 401 `UNAUTHENTICATED`; 429 `RATE_LIMITED`; 5xx.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /api/v1/admin/verdict-mix (the `GetVerdictMix` operationId).
+func (c *ClientWithResponses) GetVerdictMixWithResponse(ctx context.Context, params *GetVerdictMixParams, reqEditors ...RequestEditorFn) (*GetVerdictMixResponse, error) {
+	rsp, err := c.GetVerdictMix(ctx, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetVerdictMixResponse(rsp)
+}
+
+// ParseListAuditResponse parses an HTTP response from a ListAuditWithResponse call
+func ParseListAuditResponse(rsp *http.Response) (*ListAuditResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListAuditResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest AuditList
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Unexpected
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers ListAuditResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int32
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: "int32"}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
 }
 
 // ParseListBusinessTokensResponse parses an HTTP response from a ListBusinessTokensWithResponse call
@@ -9904,8 +10752,78 @@ func ParseRedeliverSettlementEventResponse(rsp *http.Response) (*RedeliverSettle
 	return response, nil
 }
 
+// ParseGetVerdictMixResponse parses an HTTP response from a GetVerdictMixWithResponse call
+func ParseGetVerdictMixResponse(rsp *http.Response) (*GetVerdictMixResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetVerdictMixResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest VerdictMix
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Unexpected
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers GetVerdictMixResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int32
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: "int32"}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
 // ServerInterface represents all server handlers.
 type ServerInterface interface {
+	// ListAudit The audit log of every admin and automatic action, newest first.
+	// (GET /api/v1/admin/audit)
+	ListAudit(w http.ResponseWriter, r *http.Request, params ListAuditParams)
 	// ListBusinessTokens List business tokens with their submission types and consumer group (never a secret).
 	// (GET /api/v1/admin/business-tokens)
 	ListBusinessTokens(w http.ResponseWriter, r *http.Request)
@@ -9924,7 +10842,7 @@ type ServerInterface interface {
 	// UpdateHostGroup Change a host group's slot capacity (optimistic revision check).
 	// (PATCH /api/v1/admin/judge-host-groups/{hostGroupId})
 	UpdateHostGroup(w http.ResponseWriter, r *http.Request, hostGroupId HostGroupIdPath)
-	// ListJudgeJobs List jobs, newest first, with filters.
+	// ListJudgeJobs Search jobs, newest first, by submission, pool, state, verdict and time.
 	// (GET /api/v1/admin/judge-jobs)
 	ListJudgeJobs(w http.ResponseWriter, r *http.Request, params ListJudgeJobsParams)
 	// GetJudgeJob One job with all its attempts and its result.
@@ -9984,6 +10902,9 @@ type ServerInterface interface {
 	// RedeliverSettlementEvent Put a dead-lettered event back into delivery.
 	// (POST /api/v1/admin/settlement-events/{eventId}/redeliver)
 	RedeliverSettlementEvent(w http.ResponseWriter, r *http.Request, eventId Id)
+	// GetVerdictMix Per pool, how the submissions that finished in the last minutes ended.
+	// (GET /api/v1/admin/verdict-mix)
+	GetVerdictMix(w http.ResponseWriter, r *http.Request, params GetVerdictMixParams)
 }
 
 // ServerInterfaceWrapper converts contexts to parameters.
@@ -9994,6 +10915,130 @@ type ServerInterfaceWrapper struct {
 }
 
 type MiddlewareFunc func(http.Handler) http.Handler
+
+// ListAudit operation middleware
+func (siw *ServerInterfaceWrapper) ListAudit(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params ListAuditParams
+
+	// ------------- Optional query parameter "actor" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "actor", r.URL.Query(), &params.Actor, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "actor"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "actor", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "action" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "action", r.URL.Query(), &params.Action, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "action"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "action", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "nodeId" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "nodeId", r.URL.Query(), &params.NodeId, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "nodeId"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "nodeId", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "jobId" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "jobId", r.URL.Query(), &params.JobId, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "jobId"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "jobId", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "after" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "after", r.URL.Query(), &params.After, runtime.BindQueryParameterOptions{Type: "string", Format: "date-time"})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "after"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "after", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "before" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "before", r.URL.Query(), &params.Before, runtime.BindQueryParameterOptions{Type: "string", Format: "date-time"})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "before"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "before", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "limit" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "limit", r.URL.Query(), &params.Limit, runtime.BindQueryParameterOptions{Type: "integer", Format: "int32"})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "limit"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "limit", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "beforeId" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "beforeId", r.URL.Query(), &params.BeforeId, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "beforeId"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "beforeId", Err: err})
+		}
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.ListAudit(w, r, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
 
 // ListBusinessTokens operation middleware
 func (siw *ServerInterfaceWrapper) ListBusinessTokens(w http.ResponseWriter, r *http.Request) {
@@ -10160,6 +11205,58 @@ func (siw *ServerInterfaceWrapper) ListJudgeJobs(w http.ResponseWriter, r *http.
 			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "submissionType"})
 		} else {
 			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "submissionType", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "submissionId" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "submissionId", r.URL.Query(), &params.SubmissionId, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "submissionId"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "submissionId", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "verdict" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "verdict", r.URL.Query(), &params.Verdict, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "verdict"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "verdict", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "createdAfter" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "createdAfter", r.URL.Query(), &params.CreatedAfter, runtime.BindQueryParameterOptions{Type: "string", Format: "date-time"})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "createdAfter"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "createdAfter", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "createdBefore" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "createdBefore", r.URL.Query(), &params.CreatedBefore, runtime.BindQueryParameterOptions{Type: "string", Format: "date-time"})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "createdBefore"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "createdBefore", Err: err})
 		}
 		return
 	}
@@ -10725,6 +11822,39 @@ func (siw *ServerInterfaceWrapper) RedeliverSettlementEvent(w http.ResponseWrite
 	handler.ServeHTTP(w, r)
 }
 
+// GetVerdictMix operation middleware
+func (siw *ServerInterfaceWrapper) GetVerdictMix(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params GetVerdictMixParams
+
+	// ------------- Optional query parameter "minutes" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "minutes", r.URL.Query(), &params.Minutes, runtime.BindQueryParameterOptions{Type: "integer", Format: "int32"})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "minutes"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "minutes", Err: err})
+		}
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.GetVerdictMix(w, r, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
 type UnescapedCookieParamError struct {
 	ParamName string
 	Err       error
@@ -10864,6 +11994,8 @@ func HandlerWithOptions(si ServerInterface, options StdHTTPServerOptions) http.H
 	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/api/v1/admin/judge-jobs/{jobId}", wrapper.GetJudgeJob)
 	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/api/v1/admin/judge-jobs/{jobId}/rejudge", wrapper.RejudgeJudgeJob)
 	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/api/v1/admin/judge-jobs/{jobId}/cancel", wrapper.CancelJudgeJob)
+	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/api/v1/admin/audit", wrapper.ListAudit)
+	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/api/v1/admin/verdict-mix", wrapper.GetVerdictMix)
 	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/api/v1/admin/settlement-events", wrapper.ListSettlementEvents)
 	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/api/v1/admin/settlement-events/{eventId}/redeliver", wrapper.RedeliverSettlementEvent)
 	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/api/v1/admin/reconcile", wrapper.Reconcile)
@@ -10895,6 +12027,88 @@ type UnauthorizedJSONResponse Error
 type UnexpectedJSONResponse Error
 
 type UnprocessableEntityJSONResponse Error
+
+type ListAuditRequestObject struct {
+	Params ListAuditParams
+}
+
+type ListAuditResponseObject interface {
+	VisitListAuditResponse(w http.ResponseWriter) error
+}
+
+type ListAudit200JSONResponse AuditList
+
+func (response ListAudit200JSONResponse) VisitListAuditResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListAudit400JSONResponse struct{ BadRequestJSONResponse }
+
+func (response ListAudit400JSONResponse) VisitListAuditResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListAudit401JSONResponse struct{ UnauthorizedJSONResponse }
+
+func (response ListAudit401JSONResponse) VisitListAuditResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListAudit429JSONResponse struct{ TooManyRequestsJSONResponse }
+
+func (response ListAudit429JSONResponse) VisitListAuditResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListAuditdefaultJSONResponse struct {
+	Body       Error
+	StatusCode int
+}
+
+func (response ListAuditdefaultJSONResponse) VisitListAuditResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
 
 type ListBusinessTokensRequestObject struct {
 }
@@ -13477,8 +14691,93 @@ func (response RedeliverSettlementEventdefaultJSONResponse) VisitRedeliverSettle
 	return err
 }
 
+type GetVerdictMixRequestObject struct {
+	Params GetVerdictMixParams
+}
+
+type GetVerdictMixResponseObject interface {
+	VisitGetVerdictMixResponse(w http.ResponseWriter) error
+}
+
+type GetVerdictMix200JSONResponse VerdictMix
+
+func (response GetVerdictMix200JSONResponse) VisitGetVerdictMixResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetVerdictMix400JSONResponse struct{ BadRequestJSONResponse }
+
+func (response GetVerdictMix400JSONResponse) VisitGetVerdictMixResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetVerdictMix401JSONResponse struct{ UnauthorizedJSONResponse }
+
+func (response GetVerdictMix401JSONResponse) VisitGetVerdictMixResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetVerdictMix429JSONResponse struct{ TooManyRequestsJSONResponse }
+
+func (response GetVerdictMix429JSONResponse) VisitGetVerdictMixResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetVerdictMixdefaultJSONResponse struct {
+	Body       Error
+	StatusCode int
+}
+
+func (response GetVerdictMixdefaultJSONResponse) VisitGetVerdictMixResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 // StrictServerInterface represents all server handlers.
 type StrictServerInterface interface {
+	// ListAudit The audit log of every admin and automatic action, newest first.
+	// (GET /api/v1/admin/audit)
+	ListAudit(ctx context.Context, request ListAuditRequestObject) (ListAuditResponseObject, error)
 	// ListBusinessTokens List business tokens with their submission types and consumer group (never a secret).
 	// (GET /api/v1/admin/business-tokens)
 	ListBusinessTokens(ctx context.Context, request ListBusinessTokensRequestObject) (ListBusinessTokensResponseObject, error)
@@ -13497,7 +14796,7 @@ type StrictServerInterface interface {
 	// UpdateHostGroup Change a host group's slot capacity (optimistic revision check).
 	// (PATCH /api/v1/admin/judge-host-groups/{hostGroupId})
 	UpdateHostGroup(ctx context.Context, request UpdateHostGroupRequestObject) (UpdateHostGroupResponseObject, error)
-	// ListJudgeJobs List jobs, newest first, with filters.
+	// ListJudgeJobs Search jobs, newest first, by submission, pool, state, verdict and time.
 	// (GET /api/v1/admin/judge-jobs)
 	ListJudgeJobs(ctx context.Context, request ListJudgeJobsRequestObject) (ListJudgeJobsResponseObject, error)
 	// GetJudgeJob One job with all its attempts and its result.
@@ -13557,6 +14856,9 @@ type StrictServerInterface interface {
 	// RedeliverSettlementEvent Put a dead-lettered event back into delivery.
 	// (POST /api/v1/admin/settlement-events/{eventId}/redeliver)
 	RedeliverSettlementEvent(ctx context.Context, request RedeliverSettlementEventRequestObject) (RedeliverSettlementEventResponseObject, error)
+	// GetVerdictMix Per pool, how the submissions that finished in the last minutes ended.
+	// (GET /api/v1/admin/verdict-mix)
+	GetVerdictMix(ctx context.Context, request GetVerdictMixRequestObject) (GetVerdictMixResponseObject, error)
 }
 
 type StrictHandlerFunc func(ctx context.Context, w http.ResponseWriter, r *http.Request, request any) (any, error)
@@ -13596,6 +14898,32 @@ type strictHandler struct {
 	ssi         StrictServerInterface
 	middlewares []StrictMiddlewareFunc
 	options     StrictHTTPServerOptions
+}
+
+// ListAudit operation middleware
+func (sh *strictHandler) ListAudit(w http.ResponseWriter, r *http.Request, params ListAuditParams) {
+	var request ListAuditRequestObject
+
+	request.Params = params
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.ListAudit(ctx, request.(ListAuditRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "ListAudit")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(ListAuditResponseObject); ok {
+		if err := validResponse.VisitListAuditResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
 }
 
 // ListBusinessTokens operation middleware
@@ -14375,210 +15703,266 @@ func (sh *strictHandler) RedeliverSettlementEvent(w http.ResponseWriter, r *http
 	}
 }
 
+// GetVerdictMix operation middleware
+func (sh *strictHandler) GetVerdictMix(w http.ResponseWriter, r *http.Request, params GetVerdictMixParams) {
+	var request GetVerdictMixRequestObject
+
+	request.Params = params
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.GetVerdictMix(ctx, request.(GetVerdictMixRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "GetVerdictMix")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(GetVerdictMixResponseObject); ok {
+		if err := validResponse.VisitGetVerdictMixResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
 // Base64 encoded, compressed with deflate, json marshaled OpenAPI spec.
 // Stored as a slice of fixed-width chunks rather than one concatenated
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7H3/chq5t+erqLi3Knhv28FJJt/v2HVrixiSkLHBX8CZnR2yRnQLUNxIjCTsMKlU3YfYqn2DfZF9k/sk",
-	"WzpH6l80GIidmfnezB8ZA90ttXT0Ob/P+VwJ5WwuBRNGV04+V6aMRkzBn11m1LI+NkzZTxHToeJzw6Wo",
-	"nFR6LJQi0sRIcke5ISM2looRZW/hYnJUCSqK/bbgikWVE6MWLKjocMpm1D5qLNWMmspJhQvz/FklqMy4",
-	"4LPFrHJSCypmOWf4E5swVfny5UtQmVNFZ8y4eb2CsVrR6qw6Il4SbthMkztupoQSPaNxzBThEamaKSNz",
-	"xW65XGgypxP2RBPBPhn/vAM7a26f89uCqWUlqAg6s3MZ+QGzL/Gvio0rJ5V/eZqu31P8VT9tRRU77bdS",
-	"mzdKLuat6JKaqb0LHj+3H5KnT9OrNq7aFgO+k6ONQ320v3/tIOd8xs3q2l/SCSOa/85INWJjuogNOa7V",
-	"1q5pDE/ZTBX0E1LFD7VahkaOS2gkqLRlxDa+u4ALvu7lv9i79VwKzZASadRlvy2YhvUIpTBMwJ90Po95",
-	"SO3SPP2o7fp83nKcplLSUX1+fftTe7xgMBJJpomQhsyoCafEErYdXNHQkOqw2/zHVbPXv26139fPW43h",
-	"wVHlS1A5k2Ic8/CbzVTLhQrtEdOGGkakIvboaS5FOn0ax/KOmCnXJJxSMWEw07Y0r+VCRN9mpjSKFNOa",
-	"Rcmc0/mxT1wbmFNfygsqlm639eNPrWsXDQ4Ji+ye1vvN6/PWRavfbAwPThFoCbXgTACnDwGoiUZctqeu",
-	"iOSHCZSXTchd/TQD+jCrK0EXZioV/519gw254FpzMbHUshA3Qt4JQqMZF8TIGyZIdXjVrl/13zbb/dZZ",
-	"HZYCdudKsE9zFppvMcUeU7dMHWoeMYIwV/3h0ycybLX7zW67fj4MiJ3l+3rrvP7qvJnMcK5kyLSmo5g1",
-	"heFm+fhT/ZnF8aGFVRaR0cIQxcYLS+ijJaFELWJGquxockTmSo6SgwA/aDvrLx4bgYbqxrDZHKcaRdwO",
-	"QeNLJedMGW7hcExjzYLKPPPV5wrFu5BZ34evQYWJiEV1k2MHETXs0PAZqyTAr43iYgI32Hc/kxFbZUgt",
-	"MVZUG7UIzUIxAleSMKZak2qz2+10DwJLZ+fNeq953fwfl61us2HPzdzOWdkn/K9f64f/84P9p3b44/WH",
-	"z7Xg5fMv/1o2jSwP3+pFkRNvdWnMqGbNuQynRS758kVlM18MPNfbaiC5MKGclaxk96rdbrXfkLspjxlw",
-	"G5gTifkt06f2C0HOOheX581+sxEQWNyAuCUNyFm9fdY8P7d/9q4um91es9Fs2KXvNt93frp/0Z+tWXTF",
-	"QsbnpsEnjgEXDurb+uGzH14SOYYpC7twsYUxC/T23NIwZHMLr2OpkAk5ai1OqHb4Iz0cf/j88kX5RDTT",
-	"lq/tu0faUGV2IfsvWSHm10SqyxBKkIo7ucllB0s3/EMyghx9ZKGxk6ovIm6awqjlric+xPUvbsfPU2rI",
-	"lM7nTLAoIAA8dpJHTFhMDMhHOToKqQhZfITC3zkTEyvOvXxRsuY0NLJEL2nTGfM7nuEccNIHFb3Uhs0G",
-	"FdhxujByRg0PCU5ZF4Y9fvb3snF3ACdq13Db0xcxQ3ms1682SqsrG/WY0LMLeihGHdfKrmHt2Yv7yNev",
-	"Eqyt39jA01Hy4DIifbXQXDCt+3aPd6TTUAq9mDEFa3ffK57lLv4SVELFqNmRVX2ac8X0LrfEVJsrvdsw",
-	"qO5sfh17SnDPbuXNbo8Had5ezoQFtF8r9bN+632zElS6nX6932q/qQQVB/32S4T4zO65RwWVT4f2EYe3",
-	"VNkpa3hWaPitHbYrDTV4WROWzZJHF2db+WCnsRjNOABbfznHDV0V7dOLiB1cAyqgJDmjS7LQ7JTQkWbC",
-	"kBmjQhN2y9QSrgW11bCZvm8pe7mJ2BVy70mVossVYofd8asYFIgwS1b3kvsZXPpNid5RcEtcrFlwXFt3",
-	"GbLUWIqJ01Pg5exmVCNq6MhKEGEsw5uDZBekIjW3FULic5Z2J1YZqjcNPD/+4fnLGv632Y6028l4aPqS",
-	"iljJYvmQhDajn1p45/Nn25DdvSTV0nqBKtQOJDUqYvCml8gDtj0s/q6S1WWhYoZUhzcjc/2f//F/hwcB",
-	"0VOrEgJhSRHC4m1mLvj8oDDLe1finOtdNR0YCf7aajtXV2LT/rmHl837jGrHowsyND38vXb444f0z+uj",
-	"w006jH1QFyTjXUElmcFGNMGrAEa48SrbitFv9djO2Eyq5U+jzZJ1rfxWremkRKM5m7LwhikS8fE4IJpP",
-	"BI2JANlRkd4/zlFbDAg1ZCa1IS/IT/xVQT58UfvxZRmDDKUqGXGsUKAh/+//kDvGJ1NDlFxYdZdMaTwm",
-	"9I4uyVjJGfmdKUmMJC9IxEI+ozGZxzRkeiCqlMwWseHzGGTc2lGtVjsmXJBfa4F76IcD0MdIMhzX5BjE",
-	"3fpZQGoDAZKvWJIx5fFCsYBQEZE7K5tToucs5DQmoVsdekeVnaA0U6buuGZHA5FF40guRjEr3wWxmI2c",
-	"egOrW3LGmZpxAWw+2QG4KSA1wsdESMGK4H+vtwBZ6+Le4/eeqYiHpocX2+PHZ6yMrZ1dXhH7Wzkb2jiT",
-	"OxrH+MidbiwcfXe6khfzFJZMORkoc1QyhyzZgPQ4lMKI3fNeUbi7bLYbKNI5G0AlqFzWez2Q7V7XW+db",
-	"i3aXTET4Y3chBP51SbUGye415bET7M6KEkp+O+pEM2NiNmPCHLJby1q9TEMm9pYTx1vhAwETwS3ThNFw",
-	"OhDpvV5HXGHh3Ghk4drzcOA0ATqUuNEDsEpGLOYwDkhyR2TofB5DYugN8ww+HQ9PThahPTzj/4+uN2Jz",
-	"ww2XbFDB94LbRKpCGrJkhtDwRsi7mEUTq2vPpdZ8FC/RbBNZcKHJsh0EpNE8b71vdpsNUs3eCL/UG6Q6",
-	"obeMLOanRDNGFHPvDq6dVUJJHgZ/13enD/euQBgNRpEsGmzORMREeL85Ir80bxmNzdRutxSMxDKkMYmS",
-	"h5FqQyIjoGwmRUDUQthjRfiMTlhAPi6iCSNeXA1IxPUNvHeeA6LuXmKCmkplrBwbUwGir7N7WMpDe6Rh",
-	"n8ypFXZR2lmxQZTpz2Daj80UlsL9NpIyZlRkxdwCsXlKuz462UBq5eqKH68MOBpM26vXUGYfXVNjPlko",
-	"FP7RHUS9YV8z4+xvDMxBSMP2FMqRZurW8kcYvYzcrt83u63XrbN6v9VpW12xXX91jpTXrbccXjVaPfx2",
-	"J0J8zxQfO3u8fTIYqYAkFeUOvxpc47dAofgh4w/cQYQaSxWWGV5B4wU7K55dTbjQhtHIEjSY8y33BGgC",
-	"O3bvGtXxjGCcoYzURLOJNXbxqiIpuJsDN9dSUrBLs98CRIxGMRfMxRWsDzgAEUnIO1IF6lBOhXQq5t2U",
-	"O3+opaUnmig2w+0aCLeAVDHAaEFGNLwhVfCpLixMWsIL5UIYFhGaGIP1AYhIZsoGAgiUawsDsPFHpA7q",
-	"3Yk9wf4VjkjdSY0vay/+XquR6t9IRJf6oCA9reiyePl91uKH2MSyzUMv0q7mhIht5Z0CSeQrjJwZQf4+",
-	"CbwoPqEMtEn0aa73IV3QcMoFO1SMRnbHvRdJRuyInHXar89bZ31LEZbkJkwwxUPyovYjuZsyYYliJhVD",
-	"uXrMQ7iPgKOP6SycFTz2laBS8HNWgkq/81OzfZ1a1tqd/vXrzlXb/v220+tfv+l2ri6vs1+3O41m7ot3",
-	"nVe5z833zXY/9w2OkntI/aJ53a//1GyjOa/Va3Xa171+/bxZCSq9fr3fvPYr4cf0Vj/3sX7ebdYbv1y/",
-	"67Ta8O3Z2+bZT9f2rd3L4Bet9vVlt/Om2+z17Es1693+q2a9nwyWg7jM65xddbvNdt990292L1rt+nnu",
-	"/UASsdO5rjcabgD3F/xePz/v/IxTSd/lsv7LeafeuO53Otfn9e4bsHJmHPGVoOK9vrhl3um7JatxUNkS",
-	"tzTmlregs50JYxkPcBswD6Qm0CQ0IhNclPmuLSOW+fhOjjKfmlZaznyGR2dvpjPWp2gu6bpQjZ6hoOAB",
-	"d08iSHAgb47FT/XYnpHlO8kFfAf6RNcfRPe5JS6VnCimrbLyllFlRowaP8g5AHRiA8bZny2UYsLgZ6cy",
-	"xpm3AQnRTqGO7mu7r/hXW5p6HMs7HD6d+yVdxpJGfSnPqZqAtZkado6hFnZLhRWbYJArQW8pj+3JBx6f",
-	"rPmuOLm7t2Bnt84u1k3Lx84sp9s5Gg98BkAa+zg6Y2nO6JyGLvqhgLWWZX6UIwTTu6mMGbGrAHqYWghC",
-	"jVPFaKikRlXNvokutxJ4topc4v6Z6ZZ4HfPJtMSVjJRJpiyG4AkAe7s3T9wErEASOLs3hloshGJ0ziKr",
-	"dVihLYwXEYv2MGcs5hH9GudwPrrQux+yG1F8+8wWl3HL5Azs5YDYyQZfIJev2eI1bpjsCBtfdg+DcLLy",
-	"2xuFU3zJmfePwbmx0UCcGWzje1wBOe34JtkjXxbq58L6IAwRwvisRDQCU4MUmw1nW+HEA258gfI3UnpZ",
-	"hHGdvGq9abX7hKOOkNho8fiBUPeJzuaxfdSLZwWbz/Hhjx9+rR3+aPXv47+Xm3reydFPXJQM3bt6ddHq",
-	"WenLLu9CW3VHqpsjAsKT/c4r1YcuTpRFRLN4fAj2XDKyfH4gjARLiMWtU4DQjAlsSrMf+8s5I8OfmmfN",
-	"axhiCIoQJaMFj80hFwMxo4KPmTZoRebGTgJMJhF8odhcKjuLmN8wsDqDJRkiPUAX8vJv+mpeFtxSgkqd",
-	"Yl7EAD79To5WTJn/uGpeoUs6sWQmMUupMTOoJNFKW07hH6A95uyaZ9ISgMmaNoPKGYS2eGuBlZOsyrGX",
-	"y+2ju7kYbFEasOIvbu4efrB9+EcRXn3wUTLTsnmUnTm/LvtZEYyJMwaETZP24/TTO7582TCffu7JBemA",
-	"jxkYDZ1N2b4pqnpg34K7TokPin/+slYj1WMylQt1kHqYiraC3SwFL0tlh3f2KL6To/1iNvcVEBORuTxO",
-	"4K28c0EBBI+khQOiDY9jSCXRYA60/8cY5xENb+R4fEpqqFSHMeUz+/g9PDKhFeMaUrA9Xgvu7UuDrqxd",
-	"b95dAQid4lPCcy3KypEF2zx+P9HE3YW2CDBelpsCx1xwPd1tRukz95D9HzNM7cbxy80HHtkqRFWJycJZ",
-	"kzbdcu6vc5FYOTvRPlHC20bylpIQ3Nz15syyk3WpGMSaYJiuY3OnRLAJtSo1KE85JcV7i1BVKT1PJT51",
-	"x/O33ZwZ/eRCx/Xmg/PV8cvzKdX3buolXGSvljK+92J7jb1WcalKldZzeceU1U41GXOljYUprl2w8Wa9",
-	"9DiH4IfHtdqDBAdnQvTuOQ8oIuWCne5f6l722pVAqd2DmL5Wv/XBz4ABbldXZlV4xRyUZfAgR9yZIL2E",
-	"a+S4QIYsgjzPzBN9ITB7c4ifZ9mNxKO4O+MugYZOHDFtkES3jjjzGR9FXbSoigJW30tvXhZx+8f0XoH7",
-	"mP+mBZ3rqdw5UB8D/9Nxd7n3FiNGtgwsKaPTlEz0xr3fw9bwUY62tzJktyLd2B/KNjabHgtTiuPOuHLy",
-	"6/1w/KHoiK+7QEi0E1h+Cjm4R2UrtWF91I7+/7rz4YPrzmrsVkHWEMnAzaon3yVBrRLlK6oZueqep1QJ",
-	"/kX0TRMmornkwgQgvM6VHDljQEY9++H4WZmYt7tkGBU87pu2Iuedt/cqykXDeSrrpixNwwoP3n3u06i9",
-	"b/MEZfAk4VRCcJpgLuolcZJmPa/ecw3uVioi7z210mvixbXvWnSQbraPw8JvReoKY0D2lELBn1FiBwoV",
-	"i5gwnMZgNhkxJggHbR4zzVMt8I6CuQbzy1dFcVyerPF5R+ViV8v/1vLUDhLSV3gFXBJCeTDL9qlVtbV2",
-	"/c0mxGc/vHxsG3xiDnFmZyek5E3zONXMShYOerpQCVWuJHcVSCk5JVtJHWovg/5awOzM8Qlkasy8qg/A",
-	"IFyCoE9xjr8HLuw0InRCudCGYL0GOWKYkroVnO51wFcNPLuajnY7hLscrJ0peGvnxwYqvI9GvsZgWazY",
-	"gWcohUsf5O/j+x/bwLkdCyk903sZOOFx+4n3i6is8Eab3SWyfWpPPK7Vthf001zP+2V9OKV622k8234W",
-	"bRkxNOHnJvGsTCzdYd8wT1iY+lrlqHzmP9S+TlH64T6XnaOgwuySBXbpoxuI6G0iAu0gD3fyUZUB0WxO",
-	"FTUMI+tysZplga4uctZ93mp5MrG792QtAcPCoJD6hO0RO4+GuiSypEzA7aUCp+dEoIwkIyc5Wy4HgSyZ",
-	"OdpaLoUI49560N44eSmskF0mbSazI1QpbvfPSuZcEDkegyg/Nkxd6HVxn+iHS0JXS/24oCFpyr0jL3JX",
-	"E240i8euVoSeLgykbETyTqyRaF0Q9Xumyr3GdY1L7ud16nLjXBEpyF+xhzF96614P/CuVwu93L3GVP5k",
-	"um1YeZEgT/8lC7v+sO6j1MONO+r1aufQAT/M+rnvGTSwS5zqV8cVPbCMVCKNb4idPc94FAr2YfcLuWFL",
-	"F/wfzufHfwvIR3pL7f/nSzOV4nlAqLoxOiCzpf4tPrVnMGIhj1xWqRXWjlYzSHxQ/7+5/JHnx+XGKz+N",
-	"lhjLHfeRR7v4SWZcXEAS0qulKUubvXAGVk3uplIzghlLWOgIokZYUhGKQj05rFiTVOjwtlrLppmAyG1S",
-	"ffHsGRleNC863V8wNBMjNjs/Dw/2cBLO+Kcyjb+vFgytHxDo6AK/EAEwzNdMqYDYiluqOBWmHBx306pp",
-	"tLRykS7LDUhnUcUaGlFAELoO7Fw8vuYXbr+MOhFRFa1J03W/EqnS3blFxATS5RFkVuqjUqsqLtX2IOeJ",
-	"7T3eeG/mLM96BfyLrNBpbqk9CWRmt+nQ74HsVHfGW0kmWUP3tiUjcFa7ryhgw33LCTPPjrJpZfwe7ZpU",
-	"MJvzmJ3J2YyWxUGd4e8kxAuIJXgvQVic8HmjqwU4rIZzKXmZU/0toA4jrgLc2A4A+cB2BLiRgIEXUCm0",
-	"0CXKx/hkFN2MgIh4E0Uh0cQeEjn3++39T080QuIe8CXuhwvEBSvEsU80NPESISIDWzt6adVCZLarzHVS",
-	"Lgi6rVRQHdBl3nnooBqNPxHhiCOaimgkP2Fq3v2Z/7eJ0FYgqNx0c1RRsn1+PcvIvE3LimW9XcyoANoJ",
-	"yELw3yzXQFGdG01uuIhINQavcUg1OzjaJi30+Nnfyvl6qjPvqAUKlg0NVAurSBDqMvAwRQ/zfJHl2alj",
-	"mOFHOSJQpY3Uz0oyIeF529reUNnsro0utW9XDC+F6VLhjYSnBFkfEYxFmlAyp1pb4QCudsEwJYnkW0iV",
-	"+5T42asaXepSgbezKzyGqMF9q9HtE9zzWFWhVlTB+9W4bfxamXT1vG92Ow9l4qX9UFYSNKH0J5q4R59C",
-	"BjkcWQLFR/xuacPmqz5MfwyCbCjkKB9VkCf++0z0lz64xceznnUuLlvnGMj67qrxxv61XcQqoi7+bBU8",
-	"UFztEE4yLXegWhnqNAkdJq6cJQFrkk4YiTtqfpLhfG5fnd5SS8qg6VSCCmg69vxZVWfbScOT3uGTLv2T",
-	"6u5JF/gk+xKWZzxWLmP6cJ/Q+KiJiYXhMpvfaPeu04jlTrvdPOunX/TPM7/2WxfNzlUfkvcara69sNt8",
-	"fYUlHF7VG9e9fr1/1YPcvzTNzf7wqtP4ZcvdaQidBjpLIVhoks/9OP2tz2dMLgxkmEVcsdB0UcOzQ9Ko",
-	"50tcZJKzXtHolYyW6ebuVaMm46a6F4AiTmMWtebl+s6cC8Ei0rpEHeuOamJvcHB9X9lC5ilzOzLLe7o3",
-	"pcyW2/My/jXyrtdpkyoHp7VZBnCgk4IHQbYogku4D6Cc9+EIy9RkJK6UQmNq7B17WWp3LC4YTiENr9xL",
-	"DHSzdU2hde5ZmqQQpuNl37HsjHYTM1cxjmJ5ShQLJVTQcSIsWPRJLCelZR5mXCRflJAOjrRfYPxjJY13",
-	"WShFyGPWBZXiQdTghi8O93WKsLwppxXwJWP9pyinI688IbWiZo5y4qm45TIGL8n2mvZ7f8uqjba2nd4t",
-	"byqFN8hNpHyLgH/XXbHbHbfoq2K+d5Apd4xZXRMEmgvrxEeWLom0P+13kh4qXuCxTmQvKTkEGdJ7GKeg",
-	"qtL2RF0YsAuQ9ycNLXSvtsW6udfYr7pmmaHD1agCmQFSWFiEZYCghpWd81bBDt+8aq0vdLVdDH8po4dX",
-	"3LoCvL14q1Dy/Ib5ePJvBVhJQsg2oj9Su1vCBw/lzxcH+4vH83tiyVLCap3cRJneJc7fa94rJJ09GNk3",
-	"2AIn/CIVLPnNfv+82fCFYazSjOccjGwf5QhxAO1oVWdiCEjvl16/eXEN9fOJVGnh/FztK/fwbTNkYb6Y",
-	"dNpbwGv4OfsHvuu8sqp0v9+8uPQlXHJFZSpBPkMXyqpsOf47iHv3ETJoscxWL6kE+SReWFU/2xwVr2o4",
-	"vqjrE014tFrRr8R8VlIT9WRj4b3eynHYOA0w78pxZhLO6Vs/f9OxW9qo9+uv6r3mqSs3COk9SQ0vyLV2",
-	"jk8XplNNzbQQRUzSfOyD++yD67zB7zPmst3KvK4phAw/OZ8jta9Mw2niy0CjmQ+rkiLMeWvOmluHWWUK",
-	"1N4b45BY/c/lZJPfYWHmi0zQ10so9Jqdn+UOaq6YYZHXlYuRqC9/+OF5GebP6KdeeTHY3mIGUBDHuDhY",
-	"u1UXvUD7OK+3t0etLVXrZmfcxhK4TAdkU/VZ/64fBqKauQloGUu5LATHNzx+igoP0dId2JkFSrAgHuxX",
-	"YXafkq/FgI9iddVk93KklK6wywUrZRL5oUpMqlC9wbXfOCIF3wDkiePSCXbLFKHeCn1ELuvdfqt+fuIK",
-	"+cIGBRtK99K0ErDdd7DRjpi5Y0yQ2kBQEZFjuyl2b5AKT7E5huVSgStj6q3e9TMLYW4KWAzCYF098LHY",
-	"S9yPR6Tu7Oe4rp4Tuk9uQAzysk8fCAAProlgHGpE1M+ISAcLCIs1S4bmY6gm4eblfqyfDUT1rOmjyJIL",
-	"1EL42ntpzwKo7gUPqwSVn+tgNLVM7wL+7cC/XfvP2bbFvHZ8JlIJH1upTe2ul+/kZ9tarF3rxcAnlJJ6",
-	"YtPYteDjo1cCREtJOcfiwnm7yUhhgxhg0y5p+vrnVv9t56p/DRXnAtL/uXPdfP26CYXnrrvN3tV5vxcQ",
-	"rLjXed/sXp/VL+tnrf4v+7rsNIpmW5tL8pLcPSJ6cumKHWERO6E5uSQ7lU3eCcjNCReKm2XPjuTN7DMu",
-	"+uU1/evFXm43LGSHPo0Mv0Q5nBwegiAFl2MMF7wN9uKkiql0CafGzLH3GXexbcU0FKsASEXqly3P1awI",
-	"lfFqkYWImCLDp3TOn94eP4Vhnw5PsPoYFPrSwUCkeYSaVJN0BR1kHOkWilw3I8U0/50FGEUb+Jy3YCAw",
-	"iyfI5o8p6HZiZUWXOXgA3ZDg0UnB6ojRiMTMkpa22DsQKQ0rZ4blGLZNmg6249j7xQtrj8s5EMN0w4YH",
-	"p4kk6ytgW4gHb1862RxfcjbFo4EYiH/5F3ImhZXeuRR6IP5bWilJk+oQjezDgAwzCSf2I0CL/SPNvbaf",
-	"nB44DAaCkGHSRs7+5GDJ/ul6Bw0PYFb5Wkwau2NC7VdChqvVl4ZHdpZ9K9HB7d3XZ+T58+c/JvdDRLwl",
-	"mHy/ElK96p8dnJLIhcnD3XYMJ4dpKxTNeBxzV/zFZVEKMrzQQ6IX4zH/BGPjPmEsANZvetvvX3ouOY8X",
-	"mgw/D8BVOKgEZODPI35wEDqofBme2uGBHOFNri4vm93rXrv+U5NgiBQUg+ICJXM5d0rxE00yp8XRjX1U",
-	"cgUU36OxloQKfccUeVGrkZUOowF5UTsmK80Z7ZOqUuGPufqlw5O0V8oT7Tq9QOwGBDFa+QMOBYsO5cLY",
-	"52B97CeayFumYjpH5fkAyOPFsx9JvkMmqcKSZ/peYhXffKfGp7lGjbAjFwvj9hQtdVjOzAXGSIW6O72x",
-	"Xw3RCjsMim4eO6XE04N7D86fEBS9zDl8oiFOCAaGWJdbzu40uWFsXiiaXR1mcwEt5UOAsqX7OVUGKBX2",
-	"LZ/dQapD/OMI40KHAYkYpg8ktJ1PfiB0wmBNk9pdK3FZIiLZMPiDEzKouPhTqCriMhIGFUQpQga+fjj8",
-	"7NMK7O+KkZE0U7v/ikGNelyMc66dAGzXVbGIiEyODkxhTicuCYIMIVQOq5MNfa9mJD6IBirr+zzMmp+H",
-	"Tjw03EDdNuAPuE/1y1YlE8BWOQbX0pwJOueVk8rzo9rRc2T5U2CAeR7i8fQwbQ4zYSXRh2BI1Cflp+i0",
-	"hL5PLSXjpJOjamWHil25XGsZ9GZmehY/q9UerPPoas+cki6kCHJ51hKQ0RJp367ni9rxupGSqT/NNaK1",
-	"Nz378f6bim17YXKgX20zYNJUFqSdxWxG1dKt8Qqr9Mecq9WeEpYw810qSNVrdohrmEhDJzrb7AeCxbXZ",
-	"2B2J68S3jPiM9hWJjdA1mVI9tRdpIxXUK8f5DoQO5RxbQQwLva6GgPkuuD6AaHf7L4o/8CpQyW4g0vuc",
-	"5UJq5t4Yxq9CtT8g6+cDMUxNiNf9Xy6b16873VetRqPZHhIp0vFe1F6Q7LVJLerhQCSNaBDNwY/iBnNL",
-	"n8pL6OuB3go4J+i8NRCZ1lsk7Vlm5TlNhjk78zDtZJ609zg48U/AfbRYjWW4VruC2EUBfrvSdmQg1jYb",
-	"qUYy1AlwHM0iy+n7TFARLgeVAxC1Urgo4cVYfWAko2VZm3A8uajtDAQlEIkKarKdEXLeEY3c29kTenC6",
-	"BpYG4kXtRzJM64MDUj0rmxFN7ZlYT3IIw50OxNAJMUdjzuJoiJkCLgOMxdHBTuCHycn5zlpJtRkIInoU",
-	"4HN581/y2pXVX7+sYO/x40zBlZFc0+LcQa7vYOOxY6WZGkBx7X5kzLS93xu9a1ugd1K0G+D+2TajrHbZ",
-	"/kNZBewLlEzNc78UfYvMIrB4TgvsopQ7fAk2SxtPP9vD9OUpKpxQ7qiUmzRdqyKgCachIyhqI+fal90+",
-	"Ii2ji2wMrhgIQ2+saFvaUMmhM9dexZeLOMLeiJk62gNhlXDX+Mdht0XRJala5cVeOgMCHojhm2af5N+8",
-	"2BNK//cckP87dA+8Hzo3Id0Lr8Gk/IhUhcTeLPntxUWkxsHnQOwAYVhUvwhhc6rojBlIBv31c4XbbbMi",
-	"py8pcuJrOuThJ9gSSrAuxZcPj4OV+bi1rVDykSTUe/BRyLu0Jfk3xcIX99+UNGr4Q/EMo3VXAC3tyuPq",
-	"jd6LVSBNHk6lNoeTpEb6N9CN3qZ10h+R6vJl40uorh7HOeuiVYd49JdVhjKvklWEQldoHYT1hWZZ0shu",
-	"/XpNZy+4Jity6U4QjOJcNkDhMVCx2EbhG0uPmU4Dq9Tpivz82QXCP4rkcXkIzZA9qUrByHy61DyksfMt",
-	"2J8P1tP8/Zj49HPGVv7FFazEOmj5DRv6JLkhmS20Iey3BY1zbUp8Kpy/8IhA5VortflTOhA++Z4RsC5a",
-	"SXQMlcTAOI29dE6Iwjr32KoFU82co4AIdjcQoJXbO3yK60IYHoNyGykrUKbDCHaXDP/V4llZEywPBvm+",
-	"VbuxDax+kcWDgjhWRkbpJelRa0WXVmZ7LDmr2OPjG0taGxEFpxT9ycWqvxAEeb9ECkFPNJzalOlW5dzw",
-	"GdeGh2kSLfjOdgclX1/2HgltJya9m+Dmi9bqNerQbwumlqk+5GM9t6PdbGJB+fN8BYmtHoflO9Y9ylWq",
-	"3npmWLZ+3dNWI2C3em4xcNc+/h4cgw5plS0uTKL6EekeCW9y1ZJLIKdjGTKdgBXWku+3xZ4/Vh7H4AGR",
-	"q2sHcvmYx3aLsucfyy1vOvhPP4OP/svDAoDj2rmWlLvBwhuWoMLOTPmdfaMMO35kInX1HtfYHz7K0XeD",
-	"Qzk521P8UY5cBEUcg/3aV1F3Xac0wbru+1H1U3RnrbePuh0iIxbKGdNpVL4vjl10Op36eIGpjCMsoDcQ",
-	"E2Y0GSb3gs9LMSsA25cAIdUeheIF8F4D4ZpHQfxAZgJ2Wuj30+RZrfbVIvTKYfTT8j1Vh6RKsdEnSZpn",
-	"EakIZpvvaOvEl3qwI/xPZrlMq/SvBQ00WSbk8F26fijpGgiTUIKdwV11Iq/07gkzzoO+HmfQrKAteLC7",
-	"FPSGaQ4T+TdyPEy65Ws6y7lbINpmJm+d/zTzC1SuYooYSbhBt4uMI6QgPna9t5J3HQj3soFV4kPfto5U",
-	"fb9VAlgG2NC7umx2e81Gs/EA/pW16JPp8QzOZCvYqEyLq4Fgn7g2+iAgw3xD6iGpJsVcXOSiND6YIdrZ",
-	"NwO3/XMB1rMHHDyfaL4Gtzxxc+1I7jtsPZhzBu2OhdMPOYeZ5qF28at2F9IDdLA1pqk/gxlAbWkE2FNp",
-	"L5SjwMBLF9KDChSkrH211SHfm+Xx9RC1TlW+cHHSGNyed0b919CX09D+gEjXuCJe2oWABAGMec3QQe68",
-	"+PrJG+P1sLq2oQrt6sPLZrvRar+5ft/stl7b09DqtIcYkZbpH6ozzRAwWwvqNMYcS+IOV6tRZILWsMdo",
-	"mtz4t4GA3qIbwgNbxjJ8MmLQsAbjPh7TLl900j0jw3qj0W32enBt/fy88zOEc7vSPEQujOYRYhydz5WE",
-	"YGepLaeVyuiDfXx9rnD24/DkXG+Vb+zly/fsWO/pOyVTS1v5tkUG0zPBwixdFs0/Ha/+KwaVddmEawPR",
-	"w9neZgAOesEwGnWlr0o5ZK3j8k8/Y8LO4xj92p1G82utfmpn+bsNb/SNjH5qs8lPwI58t/mts/kBSScB",
-	"q9gjJbH75VLuMA8Z0m2Mojxey5p3dZ27+nmrnvOEnceMKuG73rE753+TC4EJOTB1wT7leovoqeICoiVT",
-	"N7hrkMfFQDh/e2w1bIh5RAf7VzPh1RNX4hYP3HUuCG7HuBn08T7U2XwsRvzHOMeTJlLfPeOPzhw1/z3J",
-	"2NvSB74DP3zqMnnX2/FcRVPXhtsjCTgDNIYLu/NehVQ49M8dkIWImdYDMRxLFbIhVExQC+YyGSnBbMOD",
-	"I/JaqhCUNcgguuFxrHMxOScDkQwKUddxRBqtXv3VebNhdYFVVAIIxWBvCN7hYnKKdR2wSScaCPEFoFT4",
-	"Am/BQjV0ziJSVcwoziIoxXA3ZVD2g8dWafHOGmwIehDgrc63YR9vl1G75bKTg4FhpTQOPRAAqvqRUBCS",
-	"/HvXdcju/0oQbCB1/HlR0E3wj3RqqE1CEfo0PL1+h8UHgkW37R4XIT0BD7TPYYBTtzcoWiTb7EJ1BpAs",
-	"yJSj0anTQ0eAPdBaf0aXA+EkIfIzeEV8R+LE7LHakxiMGjrTvXggqsNCA+ShrxqJtJftRnziWx9gXrpO",
-	"AR17HOdgEcEy2NQZeYYdkP/zP/43ZgVyPRBjJkKLnpTE1Gp06BGWyqOjzyRBSPR+l4MAlu2jHJGJZHog",
-	"4MFOX8eeSC5pB8EWjCUIw5gT2O70nZxq5B1V0UAMMx3rhzBHfyO8qvd9+3N5innblgGA6M0iu7ag1MAC",
-	"X/slHx7ghgHLSDYCiyoA97ujUAkIfVoDgX4aTWJpyQPWbQlLeER8kzVC0/bUqPlO7IMUm8c0tKthH5iM",
-	"VJXQWcq+qeVA8tYN7n4/eCSekmMhq26pHZmKffM/MUux0/uzMxRHMd8ZygMxlJ6Rc4zfhiTs07Kw8KIt",
-	"PQWAffkM1plYz2g6Il4SOkbjmIVtO6NMoxv0HEOjtlUV34qZ2aIbKKeOFdPTTCdK0rRzABwSZNhsAx4O",
-	"E3GbWuZwKOeI2w8ZnFMONODevraPgroqARm+bda7/VfNet9r9QNRkGh3MbfB2/6J5dk/PkZnC/RxVPId",
-	"fB7KaccMFkXkY552PXSlqiD9JFObYl+s+Si5OPRdYcrhpiXAF4dhO2JJGFUxZ4osBFgAwOxu9fWc2O0D",
-	"6FBwpAORqQS20IwMsfLRYfr1kHChDaMR2h6htgPXCbieWmlwIIYm4wTUzoAIc4BucmMG/oD13kECzsHH",
-	"lIfq591mvfHL9btOq41Y9RWadpdpZt6l7df/fPZGN7cMNj0qFrnhNpeCAI690mX/Oyw9aLUHFBlST+q4",
-	"gABTimVZ7BUs8v3F98Eo6JC4Hp96ve7rw8kCSsGeoNe/4DQ/azW66EIB9/mpq/jaaPec7DIQXLuqslGi",
-	"E7qGR6R16dohnZL+eS8B5FOiXHcn7Tv4ng6E6yNE0D5rn8RnDOrzpLWMNBPmiNQzaxVSYZdqxAYCmvIw",
-	"CIGgVqJy8ZFJr54TApVGsRCYFc6gsN7wlFBiqJowgyomtE+xezLi8Ky1UQePBoXXbjRfMKds8N3AEDpG",
-	"/cndotnmXSXo9PPUdW0Emiaa3n0PNvgTBBu8Zr50VLGfWOLiBGw6ZMJA7RYXqbMvot1XraYP5jQ2HrPQ",
-	"eCsXFpPMiFHQtNeVtXHB0Wkz8YGovqg9L8geB1COPM0lKbQfd8USLb88RRRJvSNTFkfr3CIOMLlCtdg5",
-	"SQYi8ZIcDUSd4Dv7Uqse8Ihih66uogXUJOYDLISCHRGoFQOKqK8qG/lQkMfUOnctZvNdd/wq3dHt7Pdg",
-	"kXX+Xrs8XrzisxmLODUsXpJqCgiBxwEUdfDs7u0BXtHPNjs+fABJAZ/SGRWBBuvokOqL2vFADM+6zYY9",
-	"lvXztKDeUzLsNbE8YvKd82PMaDi1unD9snVwmuD2QGCBQzSVJyVpvTZAqhhTWhZPGpBEYxyIcpWRnGe8",
-	"2lC0C0s+gPEeavtCZcF0Mlz7gtjRt7C/7wZasLtJ5KTf4j8jfOXa2H1r+Npa3Uz0oO8652PonIkJKvXW",
-	"FZCGO7U0txn7gh/oeMsN1QSxjqtV0dA2PUz7XaWlAGGaM7pEax3WPBTLAeybnXlIjQ+1P7Uy1kK7rDZv",
-	"sfdFLmJ+g60+PsoRVCgcCNdWxWq6jKqkPi4MidVGn2hXRF4PM+Z830EetPeB8N4DuPAbeQnRmN9qX192",
-	"O29QQ9xJDcSOIv9UAtfD5afl262sASx0E33PTXt4dyFVBnLlE19claaN9gkYhzCEwcHDtuJZTMVkQSds",
-	"fWJa3yfLhtTQWPq4grSGYf2yZSEhW1c0eerwhMyZGgjf64JwLDmA3bO1oSKiChU916OKzNhMqmWQsZZp",
-	"w0VoBr5fh4aef9gdLpSzGbZoEAzahxi1PISEXaIWMQsI+2QUdc88cBYs8B9gJxLXSgnSlLBmvyv1gZwA",
-	"4uZOyXDGP7FoiBEtViwbCCuATRRjpAqdb6KFwtgKJbHOAJ/RCSOL+UTRaCVM4iFS+c6TjXtEMcUPsi71",
-	"rQ8dENxE/or1F7F6b0Kd/l0smVqyuvNWtSzNIJ1ge7ttTc++xQxbe8y6jEaHlsWfpunpPkRfk3y3n+Rp",
-	"wyMylDdDDIaisWZIopajJ32tLRxjB5MHpsKke/ljUmCxRfoaIsQ9+StSIHQiT4rLRwtEjxTrrDrrm9Ck",
-	"m5ozEKbEVUJ5K8Wd/9gM5EID2EepR1bo6LualNxJJOl8Qe4nmih5p0kVIgyxNOWUpg0KlLzDfPB0UQ/W",
-	"JTMXe+5uN/VCz+m/Xl2xsgbq95QXQ7L8r5QwvdJnw/XPyzUpqwLR/3ujWW/khDnfhX2Lo/70s+sD9uWp",
-	"1WnhVGzKvEjCHrDdspHE5VmnuWQ+EBZEI6ZIGDOqWBQQLSEADKhXk6qX3u7YaCrlDdFMREwdEM2Y1UjB",
-	"kvbVaiF0Ul7VC9Ov7eLtytTcOhUIeasy8mn37f0qyUMTyX9Ga31hMbvQ8WsdL4dVROu9I7/veuQDoc9l",
-	"Ekd+iDDju0VgcD0XRiZdeMoxJ9O4Ek5BtmXlrx8s8bp7PvtDka2QatmU+9oLy9mv5Cj32Y2a+SaVdDJf",
-	"ujL5Xz58+f8BAAD//w==",
+	"7L3dchs5liD8KgjORJj6JiVTtss9JcXEF7RI23RJlJqkXVtb9IpgJijCSgJsACmJ5XDEXO31XmzEvsG8",
+	"yL5JP8kGzgHyj0mKpCVXVbfrwiWSmcABcHD+fz7XQjmbS8GE0bWjz7UpoxFT8GePGbVoTgxT9lPEdKj4",
+	"3HApake1PguliDQxktxSbsiYTaRiRNlXuLg6qAU1xf6WcMWi2pFRCQtqOpyyGbVDTaSaUVM7qnFhnj+r",
+	"BbUZF3yWzGpHjaBmFnOGP7ErpmpfvnwJanOq6IwZB9crmKsTLUN1LuIF4YbNNLnlZkoo0TMax0wRHpG6",
+	"mTIyV+yGy0STOb1iTzQR7M748fYs1NyO87eEqUUtqAk6s7CM/YT5RfyrYpPaUe1fnmb79xR/1U87Uc2C",
+	"/VZq80bJZN6JLqiZ2rdg+Ln9kI4+zZ5au2sbTPhOjtdO9cn+/rWTnPIZN8t7f0GvGNH8N0bqEZvQJDbk",
+	"sNFYuacxjLIeK+gdYsUPjUYORw4rcCSodWXE1q5dwANft/gv9m09l0IzxEQa9djfEqZhP0IpDBPwJ53P",
+	"Yx5SuzVPP2m7P583nKetlHRYX9zfwdReL5iMRJJpIqQhM2rCKbGIbSdXNDSkPuq1//q+3R9cdrofmqed",
+	"1mjvoPYlqJ1IMYl5+M0g1TJRob1i2lDDiFTEXj3NpcjAp3Esb4mZck3CKRVXDCDtSvNaJiL6NpDSKFJM",
+	"axalMGfwsTuuDcA0kPKMioU7bf34oPXspsElYZE90+agfXnaOesM2q3R3jESWkItcSZAp/eBUBONdNne",
+	"ujIl309JeRVA7umnOaIPUL0XNDFTqfhv7BscyBnXmosriy2JuBbyVhAazbggRl4zQeqj993m+8HbdnfQ",
+	"OWnCVsDpvBfsbs5C8y1A7DN1w9S+5hEjSObqP9zdkVGnO2j3us3TUUAslB+andPmq9N2CuFcyZBpTccx",
+	"awvDzeLxQf2ZxfG+JassIuPEEMUmiUX08YJQopKYkTo7uDogcyXH6UWAH7SF+ounjYBDTWPYbI6gRhG3",
+	"U9D4Qsk5U4ZbcjihsWZBbZ776nON4lvIrO+jr0GNiYhFTVNgBxE1bN/wGaulhF8bxcUVvGDXfiIjtsyQ",
+	"OmKiqDYqCU2iGIEnSRhTrUm93eud9/YCi2en7Wa/fdn+bxedXrtl783cwqzsCP/j1+b+f/9o/2ns/3j5",
+	"8XMjePn8y79WgZHn4RstFDnxRo/GjGrWnstwWuaSL1/U1vPFwHO9jSaSiQnlrGIne++73U73Dbmd8pgB",
+	"twGYSMxvmD62Xwhycn52cdoetFsBgc0NiNvSgJw0uyft01P7Z//9RbvXb7faLbv1vfaH85/u3/RnKzZd",
+	"sZDxuWnxK8eASxf1bXP/2Q8viZwAyMJuXGzJmCX09t7SMGRzS14nUiETcthaBqix/yPdn3z8/PJFNSCa",
+	"acvXdj0jbagy26D9l7wQ82sq1eUQJcjEnQJw+cmyA/+YziDHn1hoLFDNJOKmLYxabHvjQ9z/8nH8PKWG",
+	"TOl8zgSLAgKExwJ5wISliQH5JMcHIRUhiw9Q+Dtl4sqKcy9fVOw5DY2s0Eu6dMb8iec4B9z0YU0vtGGz",
+	"YQ1OnCZGzqjhIUGQdWnaw2f/XjXvFsSJ2j3c9PZFzFAe69W7jdLq0kE9JunZhnooRh3Xyu9h49mLyps7",
+	"k4Y1o6jiBK1MFoLS9kSTzkXKluDI8KCIoVYaMFMlk6tp7qybF52hAD1vcHJB5owpjwsgHsuYzGMq2N4x",
+	"oWPNhCniwVC48QNyctpJJ6MiIkwYxZkmt4obw4RXd7kht1QTxUKpIhYdDMW9mFu6ux5FALE8Vgf+EqW7",
+	"uvKGnnK9LUt2awE1yarK9x1vjhJ8gdV18C3QyhxUVCkKP+f1aYArjs8ntaNf78egj2XppYlHJAVyHKoN",
+	"KO0HS3voF1S1Sa8SzQXTemCpwJYbFUqhkxlTcLvu26WTwsNfglqoGDVbCjN3c66Y3uYVuy3v9XbToEK8",
+	"fjmWjuJNvZHX2w0P+h4immV5v9aaJ4POh3YtqPXOB81Bp/umFtSccGC/RCEgd3puqKB2t2+H2L+hyoKs",
+	"YazQ8Bs7bU8aavCxNmybvUM9hLb20YKRjGccWN9gMccDXSY02UPETq4B1VDXmNEFSTRLScWMUaEJu2Fq",
+	"Ac+CYWOT+9MvAGJ3qHhpStgMp+N3MSghYR6t7kX3E3j0myK9w+COOFux4bi37jEUumIprpwmC4uzh1GP",
+	"qKFjK2OGsQyvM4ItFWm4oxASx1nYk1gWubzx6PnhD89fNvC/9ZbG7W7GQ+OXVMTKnouHRLSMWD9/tgna",
+	"3YtSHa0TVLK3QKlxmQavW0SRYNvL4t+q2F0WKmZIfXQ9Npd//8//Gu0FRE/lrUDEkiKEzVvPgXH8oATl",
+	"vTuxA+OFmTbnu8s7se783OBVcJ9Q7bhxScui+7819n/8mP15ebC/Tsu1A/VAd9qWqKQQrKUm+BSQEW68",
+	"Ur9kFl6+tjM2k2rx03i97tWoflVrelWh855MWXjNFIn4ZBIQza8EjYkA7UKR/l9P0Z4QEGrITGpDXpCf",
+	"+KuSBvGi8ePLKgYZSlUx40Sh1Ef+7/8ht4xfTQ1RMhERi8iUxhNCb+mCTJSckd+YksRI8oJELOQzCmJt",
+	"yPRQ1CmZJbHh8xi0oMZBo9E4JFyQXxuBG/TjHmjsJJ2Oa3IIgnDzJCCNoQCZWCzIhPI4USwAAfjWam+U",
+	"6DkLOY1J6HaH3lIr+BJppkzdcs1QBM4EBZmMY1Z9CiKZjZ0CDLtbcceZmnEBbD49AXgpIA3CJ0RIwcrE",
+	"/15/ErLW5N7r94GpiIemjw/b68dnrIqtnVy8J/a3aja0FpJbGsc45FYvlq6+u13pwjyGpSCnE+WuSu6S",
+	"pQeQXYdKMmLPvF8W7i7a3RaKdM5KVAtqF81+H2S7183O6cai3QUTEf7YS4TAvy6o1iDZvaY8doLdSVlC",
+	"KakNRDNjYjZjwuyzG8tavUxDruwrR463wgcCRqQbpgmj4XQosne95rjEwrnRyMK15+HAaQJ0OXKjh2C3",
+	"jljMYR6Q5A7IyHnFRqC9egafzYc3J0+hPXnG/x9crqXNLTddekAl7xweE6kLaciCGULDayFvYxZdsSgg",
+	"c6k1H8cLNOxFlrjQdNv2AtJqn3Y+tHvtFqnnX4Rfmi1Sv6I3jCTzY6IZI4q5tYPzbxlR0sHg7+b2+OHW",
+	"CojRYhTRosXmTERMhPcbrIpb85bR2EztcUvBSCxDGpMoHYzUWxIZAWUzKQKiEmGvFeEzesUC8imJrhjx",
+	"4mpAIq6vYd1FDojWnQoj5VQqY+XYmAoQfZ1lzGIeWqwNuzPHVthFaWfJSlVtYZnComAr3G9jKWNGRV7M",
+	"LSGbx7TLg6M1qFatrvj5qghHi2n79ArMHKB1ZsKvEoXCPzoMqXf9aGachZaBwRBx2N5COdZM3Vj+CLNX",
+	"odvlh3av87pz0hx0zrtWV+w2X50i5vWaHUevWp0+frsVIn5gik+cx8aODGZMQElFuaNfLa7xW8BQ/JDz",
+	"GG8hQk2kCqtM86DxgiUe764mXGjDaGQRGhw+lnsCaQJPR/8S1fGcYJzDjMyIt4419vCpMiq4lwMHayUq",
+	"2K3ZbQMiRqOYC+YiT1aHpICIJOQtqQN2KKdCOhXzdsqdx9zi0hNNFJvhcQ2F20CqmLMwjml4TergdU8s",
+	"mbSIF8pEGBYRmroL9B6ISGbKhgIQlGtLBuDgDwiasY7sDfZLOCBNJzW+bLz490aD1P9CIrrQeyXpaUmX",
+	"xcfv8yc8xCFWHR76Gbc1J0RsI/8lSCJfYQbPCfL3SeBl8QlloHWiT3u1l/GMhlMu2L5iNLIn7v2MMmIH",
+	"5OS8+/q0czKwGGFR7ooJpnhIXjR+JLdTJixSzKRiKFdPeAjvEXAFM50nZ6WYjlpQK3nCa0FtcP5Tu3uZ",
+	"Wda654PL1+fvu/bvt+f9weWb3vn7i8v8193zVrvwxbvzV4XP7Q/t7qDwDc5SGKR51r4cNH9qd9Gc1+l3",
+	"zruX/UHztF0Lav1Bc9C+9Dvh5/RWP/exedprN1u/XL4773Th25O37ZOfLu2q3WLwi0738qJ3/qbX7vft",
+	"otrN3uBVuzlIJyuQuNxyTt73eu3uwH0zaPfOOt3maWF9IIlYcC6brZabwP0FvzdPT89/RlCytVw0fzk9",
+	"b7YuB+fnl6fN3huwcuZCNWpBzccF4JH5sIANWY0jlR1xQ2NueQuGYzBhLOMBbgPmgcwEmgbP5MLPct91",
+	"ZcRyH9/Jce5T20rLuc8wdP5lOmMDiuaSngvm6RsKCh5w9zTGCCfy5lj81IztHVm8k1zAd6BP9PxFdJ87",
+	"4kLJK8W0VVbeMqrMmFHjJzkFAp3agBH6k0QpJgx+dipjnFsNSIgWhCZ6kuy54l9daZpxLG9x+gz2C7qI",
+	"JY0GUp5SdQXWZmrYKQbj2CMVVmyCSd4LekN5bG8+8PjXXHA9fZWE12xrDg+vonVtSz0SnLoVHNF+7fWY",
+	"McCUs6xaKXbvmHBjqRP+6lloLDGEcwdnNIISZKupoqcpZm7LTbb3qWztHt3GBmy5/YmVB7aOagXPClyg",
+	"XQIGYmlO6JyGLoqoxJGsYPFJjpHl3E5lzIjdBdBWVSIINU5hpaGSGhVauxJdbUvxwgfy0vsh0x3xOuZX",
+	"0wqExPtLpiyGICRgifZsnjgArNgWOO8AhiwlQjE6Z5HVzaxoG8ZJxKIdjD7JPKJfE2RRjNL1Tpr8QZRX",
+	"nzvitXdgJzfNVp6KErp8zRGvcFblZ1i72B3M5unOb246z+hLwQly2Fh2Wa86Zr1+He8BnbZcSf7KV4XM",
+	"uvBYiFeAcFigzGCQkWK9eXEjOvGAB1/C/LWYXhWp3ySvOm863QHhqEmllmy8fiD63tHZPLZDvXhWsowd",
+	"7v/48dfG/o8fPzeCw3+vNoi9k+M3VtymPhxpC5PQuWCWgpL6VTrCnuWjNGcNXLbx7MCdQie73OM8fKLJ",
+	"XNqjUOCCcI7TT3JcrcV73rsNJFeFvdoS0bYIKbrm4t4n38nxT/axfDDBPc+jcelLULtBs/2W1v0VEXW5",
+	"TXGQ5xzzqdi53iXvF7Msnb1/ddbpW13JXvNEM0Vupbo+IKDq2O+8CWzfxf2ziGgWT/bB+0LGViofCiPB",
+	"bmn55zGw8pzBekrzHweLOSOjn9on7UuYYgRmC0rGCY/NPhdDMaOCT5g26PNByRAMnBF8odhcKgtFzK8Z",
+	"+IjA7wOICJYLr61mS/Oa24b6TubC9goBSNXpAeccD399336PASSp3yGNQc1cD0EtjT7dEIS/gq2n4IU4",
+	"kZYQmbwjIqidQKiit+1ZreZERmwnB/kn93I5eK4yANE/3N4+WGjzcL4ym/fBpCmkVXBUYz8+tZvNz5g4",
+	"Z+5bTwJwnkH2xpcva+AZFEYuSal8wsDE7zQnu1I0zIA1Gt46Jj7J6fnLRoPUD8lUJmov8weXLXvb2fVe",
+	"Vsqw7+xVfCfHu8Xg76qopApudVTPW3nrQngIXkngnNrwOIbUQIzctP/HnJUxDa/lZHJMGmgCC2PKZ3b4",
+	"HfynoVUnWlKwHZYF7w6kQcfzti8/KKtHXm6JbZF+P9HEvUUyTvQHYfmPGXa8pYwQU3GVONvvuldO/XMu",
+	"brJg1d0l62PTzIxKFIKXe975UHWzLhSDyDBMu3Bs7pgIdkUNv0Gvc0FZ9r5dVJkr71NFBIzj+Zsezoze",
+	"uVQgvf7ifHU+ynxK9b2HegEP2aeljO992D5jn1Vcqkrjyam8ZYqoRGgy4UobS6a4dskj6+0jhwUKvn/Y",
+	"aDxIsscOMnBGQe7f6n7+2aWwxu1DDre2sxRE9s3CxUvC+8eqtE43KMGYGFTeUvkQVadVUr8T9AGhljak",
+	"tLslHSElRYV7lVMaUoZVYEA5jAyK7Lp430o5PvcoHk5aaKWhB9vLDCvCWv2vYEOOuWABkXHEtMFLQ+qY",
+	"H8YsnESqyIWCbJZu4PIMy5ab5VwDyJ2oMC3Yr9OMDTqWiUn1ZVLHDKOAKAaKTeBS2TJ/715ABLtN15JJ",
+	"dIeNxuaLWJEzUbmODIMqtrsNYUIWdB+PRGd500AKbTaKP4Qc4HuBD4llBSPqRospWlLuX88nlFDXDukl",
+	"WXcFmd4pjQ+z4bWgcz2VW6ftYRpgNu82725nZqgiNdlN17UiDnjMXnepd7CjfpLjzS2o+QP6A6b8wFpW",
+	"7o/a0tzXdFFcELxBNRpdNMSycbNs53MZacuo+spSkve90wxXIcIEo5MIExEY8QJQiOZKjp2hM6fy/3D4",
+	"rEp12F7biEoxV+uOohCfZd9VlIuWi1VpmqpUTiuQ+gAqX2rFR7ccoV63lHXn4h7TMJl87I2PXYKAGyoi",
+	"Hz9jNaI0jgccluUA47W+P9j4jVBdYRTgjpoNeLQrbNyhYhEThtMYTHFjxgThYCHCajSZZeGWggkQa9As",
+	"q3e4PXnH2pYK67ZezY1l9C2k7q/weLo0tOpwxs3TrxsrfZbr3SPPfnj52P7F1MTmXGpO+iy6HRHU3E6W",
+	"Lnq2USlWLiWAl1ApvSUbiZNqJ2flSoJ5PscRyNSYeV3vgbOrgoI+RRh/C1ziQUToFeVCG4I1neSYYdmK",
+	"jcjpThd82Wi4rTlyu0u4zcXaGoM3duyuwcL7cORrjOBL3ji4Qxm59GlePsPrsY3mm7GQyju9k9EchttN",
+	"b6vWibrfVqOBW6o3BePZ5lB0ZcTQLVQA4lmVWLrFuWEtEWGaK7Xeash/aHydWvvDfeEIDoNK0KUbfK+m",
+	"4MWaLd3fxbj6gGg2p4oahrHVhWj9qlQHlzuxTZGBXPbGPXmrwLAwLLB5xXbInkLjbxpbWCXg9jOB03Mi",
+	"UEbSmdOsXZeFRhbMHGwsl0KOSX810V4LvBRWyK6SNlPoCFWK2/OzkjkXRE4mIMpPDFNnelXkP/p20+SF",
+	"SsMPaEiacu8cjtzThBvN4omrJ6WniYGkvUjeihUSrUuj+cBUdURMU+OWe7iOXXa0q7wBGYxg5khXvRHv",
+	"B971KtGL7etQFm+mO4alhQRF/K/Y2NWXdRelHl7cUq9XW4dF+WlWw75jQNQ2mQpfHTP5wDJShTS+Jnvi",
+	"NOelKvkc3C/kmi1c+lc4nx/+JSCf6A21/58vzFSK5wGh6trogMwW+m8xhO5GLOSRqytghbWD5RxCn9b1",
+	"by6D8PlhtUnLg9ERE7nlOfJoG9/bjIszSEN9tTBVhRPOnOVck9up1IxgzioWQ4SIOJZWjaRQcxar2qVV",
+	"vLwR3rJpJiB3h9RfPHtGRmfts/PeLxicjzH75z+P9nZwPM/4XZXGP1AJQ+sHhLq7oFakAJjoYaZUgBX2",
+	"hipOhakmjttp1TRaWLlIV2WHZVDUsc5WFBAkXXsWFk9fixu3W061iKiKVkSyuV+JVNnp3CDFBNTlEQa2",
+	"HVTaWnGrNidyHtk+4Iv31k7geXePX8gSnha22qNADrp1l34Hyk71+WQjySRv/t60aBBCtf2OAm24bzsB",
+	"8vws63bGn9G2aWWzOY/ZiZzNaFVs3Qn+TkJ8gFiE9xKEpRO+csByCSar4VxIXhWo8RaoDiOuSuzETgAV",
+	"IXyFsAVGaQJVCi3pEtVz3BlF11NApHhXikKqob0kcu7P2zsWn2gkiTuQL3E/uUC6YIU4dkdDEy+QROTI",
+	"1paef5WI3HFVOVSqBUF3lAoqCLvca086qEbjT0S4cM4xEY3lHSZn31/75SYV2koIVQC3gBUVx+f3swrN",
+	"u7SqoObbZEYF4E5AEsH/ZrkGiurcaHLNRUTqMUQihFSzvYNNCgMcPvtLNV/PdObtg6Bz4aYqEehFxxxs",
+	"TNLGSg/I8izoGLr6SY4JVHIlzZOKXHgYb1PbGyqbvZWR83Z15dB5AJcKbyQ8Jsj6iGAs0oSSOdXaCgfw",
+	"tAuwqiglsoFUuUuRt50q1mYuFVid3eEJRKLuWrF2l4Cxx6ocuaQK3q/GbeLXyhUs+YookxXxJSmmP9E+",
+	"1uQYaojAlSXO146npQ2bL/sw/TUI8uG142K4SBH57zPRn68q4Gs5FyX+yHP3cx9ubTFWJiD9X/qD9tkl",
+	"1PEl9TTYg91NaaINi/YsLU7jqvNpys0TSIrtDTqQ8PpzsxbUBpCZewb/nsO/PfvPCSQH52baIVZ76+mg",
+	"/ivmsZcjuN3mpVGyW0kjFZG1G1CPXMHldYjoj3XJBOG+DxwAVShx4WPo/AmdnJ9ddE4xXv7d+9Yb+9dm",
+	"m42MGH+2Oj/YMuwUTlmp9qlbsfo4zVAgrgo6AQOjTmULR309kOF8bm8DvaGWuoHyWwtqoPzaTbXa76ZA",
+	"w0jvcKQLP1LTjXSGI7lFuAt/xu+2LnAXXjOzMnjHZd468e2Wi0jeFgOmAijppbcPzSmkGxeNOlU28XyK",
+	"cUmvSAOKNALKNRwdKokp5XBiFq5hB8HToWyVgV2KfahrBrisyXhB3MMB2tonEO4j3I5tvEOFa10yey1v",
+	"0OaKd+kuOu0x3eDcUoMUPyovqJVfH6uyRja4L6/xqGUyStPlqE6r27/MMnLOu932ySD7YnCa+3XQOWuf",
+	"vx8A3W51evbBXvv1eywo9qrZuuwPmoP3fahEkRVdsD+8Om/9siFZaAmdJfJIIVho0s+DOPttwGdMJgbq",
+	"HURcsdD00Npkp6RR3xdcy5UKeEWjVzJaIFWxG7JTxcScy/xeYSjiNGZRZ15te5lzIVhEOhd4lW+pJvYF",
+	"JzreV2adeczcDM2KUTfrCrhU+xZyvn7yrn/eJXUOATRmEQA5SstvBfkSXa78UwDth/bHWDQxp/1lGBpT",
+	"Y9/YyWu0ZTH0cApFIaojVgBvNq5wuSpUhKYFLbL58musuqO91ORejulaHKeFzD2dB+8iieVVZdGxGRfp",
+	"FxWogzPtlvj1WCWMeiyUIuQx64F540FMcq18QY3djXLyuhpXIK4Fq5FGBXvd0ggZa8td5ZS13XAZZ0HG",
+	"G/HOD/6VZX9RYzMboLyulVZQAKT6iEBwbLrmHFse0bdKY94yJ2OT/GIcsnJLpP1pt5v0ULFLj3Uj+2kB",
+	"TKjXs0s/gxu2jXOgNGEPSN4ftbMBLm2DfXPL2K3We5XR1VVMBZkBUjRZhEUpoaKqhXmjwKtv3kPBl13d",
+	"LEetktHDEjfuWGUf3ihVqnhgPl/qWxGsNOFxE9Efsd1t4YOnqhVL1f7Z8tWqrigQ8wwTlrs2pIa9bZLJ",
+	"vBVwCaXzFyO/gg3ohN+kkvbfHgxO2y1fplAKf8/B4P9JjpEOoM2w7syFJTth3iRYqMTqBt+0AgTAiya5",
+	"fgLL8DD7Ad+dv6oFteZg0D678AUFCyUOa0GxAgUU+dtw/neQmeOj9dB7kq+lVwuKRSpgVz20BSxe1nB8",
+	"i4EnmvBoub50hSm/okL/0doy0P2l67AWDHA1yUkhnwwCUJqnb87tkbaag+arZr997IpfQ/pqWlEWaom4",
+	"IAwXMljPXEaQ0UCyeiN79/kqVkWmfMiZ7rdrOqBX9ZfSEDNDDVHULpmG09SvigZ8H+IpRVjwHJ+0NzY9",
+	"5dol3BtvlXogT+XVOh9oYuZJLgD1JbQdyMMHVYLmihkWeV25HBX/8ocfnlfR/Bm961e3JugnMyAFcYyb",
+	"g50EdNkjvUsgzeb2qJWNExx0xh0sgcd0QNb1QvBr/TgU9dxLgMtYMi8RHFd4+BQVHqKlu7AzSyjBdL23",
+	"W7+DXRoQLNdZLNb6T0+vgErZDruE40omsbPlexONODMYWwaiCd1CKS6UpVwvyr1cEaglEsPuCfw7fPHi",
+	"3qLKcynjzZWMkjthw4gZD2x53X72NUfXT1Gq7IaBwlLOGH1ASi5mKGGDWC/YDVOEemfgAXF+tSPXEQTu",
+	"VrCmBwjNWorYAwS/zpiZW8YEaQwFFRE5tPfJXiskIMfYf88KGIHrh+Cdp80Ty30cCFinymCBboNJzNr/",
+	"eECazg3rUv2dEJMl/kMNGogVtqMPBdB9rolgHMpXNU+IyCYLCIs1S6fmEyh05eByPzZPhqJ+0vbByOkD",
+	"KhG+iPduHtHHcHt+RCzhk0Ufa09sy0e3CdfYWCNZ6QzHESpRPTVHbVs5/tFLiqORq1rY4MIFTZGxwl6k",
+	"IGG5ei6XP3cGb8/fDy6hdHVABj+fX7Zfv25DBevLXrv//nTQDwiW7j7/0O5dnjQvmiedwS+7Rn5olKo3",
+	"tnQVhfB7tKv00SUTUBI7fSd9JA/KOscSpHiGieJm0bczeQ/JjItBdXOwZrlt+DUL2b7PRsYvUYUi+/sg",
+	"A8PjGAoMqwEjLKOKqWwLp8bMsc02dyHS5WxGq7tJRZoXHS+QWOk35wkniYiYIqOndM6f3hw+hWmfjo6w",
+	"QC/UwtXBUGTp6JrU06w3HeTisSwpco1zFdP8NxZgMkbgU6eDocBk0CCfhqygbaIV810C+l6A9boYVeEU",
+	"U6/hugSYqD1nah8A9zEiM34X5LrWQNY3iZlFQx0UnQZ2tKHI0F854zvHxCHSdhQ/jn1kVunY8CSGYpSd",
+	"9WjvONVffBceCzQEF2TrLLA0Z0k+GIqh+Jd/ISdSWJ2NS6GH4v/L6pBqUh+ha2UUkFEu5dF+BKpk/8jK",
+	"uthPTvsfBUNByChtdm5/chTN/umavI72AKpipVNNZtSEU+g/Qchoubbp6MBCObByPLzee31Cnj9//mP6",
+	"PuRk2Y0v9kwk9feDk71jErlELXjbzuGEGm1F4RmPY+5K2rk8fkFGZ3pEdDKZ8DuYG88Jo9GwKuXbweDC",
+	"M9h5nGgy+jwEB/GwFpChv8r4wVHfYe3L6NhOD5gMK3l/cdHuXfa7zZ/aBIN0ocQlF6iPybkzhTzRJHfR",
+	"HN7YodInoLQ1jbUkVOhbpsiLRoOMSj0TRgF50TiE5vz5xgkjO1JdKvyx0ENhdJT1a3yiXbdJiB6EMHor",
+	"usB9YtG+TIwdB3v0PNFE3jAV0zmaTPYAPV48+5GM8s0BRqQOW95jRi32ITsLO4n8cHdHRr5vwOjpKNc3",
+	"ALHhLDHuTNE+i8WCXWimVGixodf2qxHa3kdB2blnQcquKgACtzcE9T53D59oiFSFiSHa8oazW02uGZuX",
+	"GvfUR/lsdIv5kCJj8X5OlQFMhXMr5heS+gj/OMDMhFFAIoYJbCluF9PvCL1isKdpRdKlyGAgZFki1t4R",
+	"GdZcBgTUSnM5ccMaUilChr6HEfzsE9vs74qRsTRTe/6KQZ8s3IxTrp3sDCWOWFQoHAQgzOmVS8MjIwjW",
+	"xpqro7FzJCDyQTwqZrKzGy7tpaJX7Ikmo7zTYeQkS8MNVEUG1pL2va7lQqhrh+BQnDNB57x2VHt+0Dh4",
+	"jtLCFHhnkf2kOcNXzKyKYUJMQRQ6coVSRARsax8bqSESamQnrrqSxs3Fmks6cEbFtD8Yt49DADe8xh0t",
+	"X6oc8sS1VPMduesj6JM9IpbowHPD2t4BaVuq4esjsxIKx3TM4qGoj5qts073aJg0Gs9D+zD8xUZw87A0",
+	"i+VIurq7eOCsDNiefCh8c/L6KGtpPto7IK95bBkiCeVszAVGd5Nmt3VMRtCGaES4tqwxjBPNb1jgMWJE",
+	"2J377oBcAPKMF+SaLTQzWHUX1SRLKu1iUjwif/+f/6sCXYYCbP76qJoikjolMxpbzdheNgAa6JpwFiV7",
+	"p4ZC2ZPdO64mn8cVhO3YkjDE1pRGW3mzZq8MZJIDNio6YwayF39dwro7GhoCx+wtknBuNOYhkDh38GCM",
+	"sy/8LWFq4ctnHKWN1FE0rSqsuzZ64UuwEqDMRmpvwYETuj7J8QGi+RqInFk/BWll/7V13dc+V46exoRk",
+	"o9+vgVUPlfoqthqpnDsQL7ISbNDcGNtvQWAhUOq6F2T2Vu6YfaMAyGb+mbXApPnDm8OBr+wESNXOZXj/",
+	"FFrK1DZ4MHU8f/kIdcvmUjjj9rNGw7lyjasuC92jsC3d00/OZ7/ZWcLNBA88aDnL6SCWLYEhOF9i78Ay",
+	"mxcIRtXoKbhPX9HIBzHAK4f3v4L9jqTivzHQRl88+/H+lwZSnlGxcHNpdAuDqWuTCdndnIWGoY1CJ7MZ",
+	"VQtf9zCVl+TEUWJkDWCgSoycUcPDlErkxQEIR6NXYL9xRRvs+EVO7DWb/axVdDVPTon6QxDkQqNpjCZ7",
+	"JARb7qBdgWg+aDqv5AWWDYIU+ifEHLvQJaXVC9xcLXeYtdhU7FlL6t48ixrGXh6dfOtvsFJrs7ZXOtdp",
+	"bB9qSujfkpZEcqPJlOqpfUgbqaB7IcI7FDqUc2wMOyp1vh+B9uUSrQPIfE7La+JSgC8OhS7HmEvN3Iph",
+	"/jp0EwC0fj4Uo8yFezn45aJ9+fq896rTarW7IyJFNt+LxguSfzbtTDcairQtNepVEMfiJnNbnxkyMNYG",
+	"Oq0iTNCHfyhyjfjJIO3ej9LqqODnH5G6LwqfNvvdO/Ij4DlarQnLfC/3CAaiYmXYpSbEQ7Gy9XA9kqFO",
+	"CcfBLLI694AJKsKFlYo3kAGhO5iMFiSS0ILJoEkCrehwc1HgGQpKICsRbN0WItSBxzRyq7M3dKWcOBQv",
+	"Gj+SUdYtECjVs2qpNPUnY7+KEUx3PBQjZ044mHAWR6OcuA9f7G1F/LBQVbHPflqPFIK4H4XwuRpqX4om",
+	"UqMS9mWJ9h4+DgiuTUUF9U1RPOtn7WkH1txydWRD9m35fmMD6p228ANy/2yTWVw+Eh3HrA1x5r8vq4Bz",
+	"gZYsRe6XUd8yswgsPacldlHJHe6TNp5+tpfpy1O0GoN+UslN2q5xOeCEM3MjUdRGzrVvL3dAOkaX2Rg8",
+	"MRSGXnNxVd1e3VFnrr2dXiZxZEndcb5f3FAkIvJtwB3ttlR0QepWN7aPzgCBh2L0pj0gxZWXO8Tr/79A",
+	"yP/j7//5X5uoz+so3QtvS8z4EakLiZ2ai8eLm0iNI59DsQUJwxabZRJWUq1BqZlTKPLo9UWs71ckP5vq",
+	"fFijEFWRh6eVxbyBjajkI0mo99BHIW+J62P7jWnhi/tfStu2/q70DLOllgha1qPb9TO5l1aBNLmfmRu/",
+	"lW70NusH+IhYV2yPWIF1zTguuAitOsSjP60ylFtKXhEKXUNBENYTzfKokT/61ZrOTuSaLMmlW5FgFOfy",
+	"AaKPQRXL7UK/sfSY66i5jJ2u4OsfXSD8vVAet4fQHNqTuhSMzKcLzUMauwAB+/Peapy/nyY+/ZzzWn9x",
+	"FmasiV08sJEvmDIis0Qbwv6W0LjQjteXRfEPHhDojGOlNn9Lh8IXYmME/HxWEp1AVWlwE2Nn7SOisI8e",
+	"tiTGBGnnsieC3Q4FaOX2DV/uKBGGx6DcRsoKlNk0gt2m03+1eFbVEt8Tg2IX++3YBlZCzNODkjh2j633",
+	"bXaGF1Zmeyw5q9zL9htLWmspCoIU/cHFqj8RCfIRAhkJeqLh1mZMty7nhs+4NjzMCipBFMv2RMn3Glnj",
+	"UXbeRq6J9FXgnfN3seQ2PSAYR+9iWLy7fYyNcXi01LIndb2n3tMj4r3sQ7HezU6ozjnoodLVOGauC5ul",
+	"QHZxQ4E1dvcO8vZQ+zyGMpWMpGDTyqm6XA+FVcEAwLE0UzuOT+rxDmKS9w+7HxHK0VCkfmJcbelloOpj",
+	"RhhVMcc0PlEe42AoRi6qa4QWP6aLLbJ8AU4f+8VdvAlG/hwMwYRPICCahFSphaXpGAiLx3UM1mAI2IWK",
+	"VVChk812c0wHpZ0eCoseMjFLmx0UHdhkvf96K2HPrtj3xtErNO2S+9CncW1GFvM5w9Xj+UKVGw3ni5VU",
+	"D+VbGm8KGXZcXDXacnLbRuOWc/JWOHDBJFTojQkYWnfW9axR97G7gkVwVjl3Swl424K8xv1dvkqo5/By",
+	"ua1VgPl6ZZvCtJQuUgkUgOLowM6O+TyteSj/fAGwHZz0Bdr2T+CrLzQCu8ddb/f2n8RL38c4ZrvislAw",
+	"XhTSHLGcDBDnIL2SIIHwWcHygL3G1kk6Tz9DzMyXDWxS26sp785fFfWTzZnVG5byqq21kHd2RTn945HR",
+	"2DU7WWFwxXad3y2sFQh/7mQrDN6OY3DYpSUbsY2/dvLYblj9FP33qx1C7oTImEHBsywN3HeGK3vZj32o",
+	"8lTGEXaPGIorZjQZpe+Ck18xK2/bRYBWbq9C+QFY11C4Wo4QupwDwIKFgQ6aPGs0vtpmsHQZPViDdu+s",
+	"022eWsk1xuLvGf+XimB5sy2dO7ioB7vC/2CumqxF5UqigT6aXKXS7+aEhzEnAGISSiAGJ3Klub2Vb0cy",
+	"40KGVtMZtKNqSzxQC3eB9bnOt/9GDkdezSx3ysVY9Jm8cQEjuV+gbLsVgiXhBv3MMo4Qg/iEaMPjOFvr",
+	"ULjFBlYjDn0VWVK3lBboGtAyoA399xftXr/darcewKG8kvrYL0/e93rt7gBUZyv4qJxONBTsjmuj9wIy",
+	"6g8s7Tk5774+7ZzYx9NKxi5pShofvRVt7YyG1/6xCNazB5y8WNlsBd3yyM21Q7nvZOvBvNHoaCndfihy",
+	"k0UQYp9wewo5o8LGNE3ph9UCyC7GKbWhaWpHU1Kp2gPmfLkYRrTVrbS2bGULKzYmfnw9RK1Sps9ciiam",
+	"5Ba97//oGjXYeHMJyUFqr48XdiMgOxjT7XJ4ULgvvnnY2gBlbC1nqEJH4uii3W11um8uP7R7ndf2NnTO",
+	"uyMMwc3aJnOd6wSKNSagSUnMsR/UaLn8YS5K95BMZaKyajp/GYqILvTemnjojrEMn4wZdGvGQLfHdESW",
+	"oxKekVGz1eq1+314tnl6ev4zZJL6TDSZGM0jpHF0PlcS8iyltpxWKqP3dglucF3jHocnFxoLf+OwhmLD",
+	"2tWhDcdk6jMTM+QzWA8IXGrS5f7/w/HqP2MUbY9dcW0gXSLf2B+Ig04Yht8vNRWuJlmruPzTz5hy9zhG",
+	"v+55q/21Vj+1tfzdhRV9I6OfWm/yg+TK7za/lTY/QOk0Qh8bBKd2v0KhEJecFnFDjKI8Xsmat40VcgXb",
+	"l0OFUnYeM6qEc7pbgRoDDmQisBYAgC7YXaGxrp4qLiA8PIv7wZ71hIuhcAFGsdWwIcgbI4q+mgkv37iK",
+	"OKDAPeeifrf0HWNQy0PdzcdixL9PNFDaQf17KNCjM0fNf0uLhWwY9LMFP3zq6g+ttuO5FhouosZTEnAG",
+	"aMyPcPe9Dsn16L/bI4mImdZDMZpIFTIIkLFY6YqoUIKFTvYOyGupQlDWIGXymsexLgQhHg1FOimkmcQR",
+	"aXX6zVen7ZbVBZapEpBQzG6BaEUuro6xGh0k5TkDIS4A+uQl+ApWRqVzFpG6YkZxFkEBudspUy6iaChS",
+	"Z41iM8rFHgb0UOfbsMPbbdRuuyxwMDHslMaphwK75jwSFYTSZP3LJtQk+0oi2ELs+ONSQQfg7+nUUOuE",
+	"IvRpeHz9ThYfiCy6Y/d0EeLc8EL7pC24dTsTRUvJ1rtQnQEkT2SqqdGx00PHQHtUgtnAQ+EkIfIzeEUi",
+	"RqOYC5aaPZbK6qBRQxNK/LNDUR8BpC33RdOMfJsCxD2d9R/eO/J9P7Ekls4I+lC4xWRkEYllUAGFodfM",
+	"yXJjGl6Tv//n/8Y0aK6HYsJEaKknJTG1Gh16hKXy1NGnziFJ9H6XvQC27ZMckyvJ9FDAwE5fx4bgLksx",
+	"SCsOOTKMSdDd84GTU428pSoaitGM3vkC7COA0b8IS/W+b38vj7FklGUAIHqzyO5tVjHm0m/5aA8PDFhG",
+	"ehBYzw243y2F+qXo0xoK9NNoEkuLHhrjZe0WHpCWq1lFKGn1mp1up/vGab5XdiDF5jEN7W7YAdOZ6hLa",
+	"qtuVWg4kb9zk7ve9R+IpBRay7JbakqnYlf+BWYoF74/OUBzGfGcoDxWJZuQcE1ag6sRxVR5M2ZaeEYBd",
+	"+QyWuFvNaCDWEiM+sQ+yhSjX5Rk9xxAuvqziWzEzX+8P5dSJYnqacacD0rYwAB0SZNTuAj0cpeI2tcxh",
+	"X86Rbj9kcE41oQH39qUdCko6BmT0tt3sDV61mwOv1Q9FSaLdxtwGq/0Dy7O/f4zOBtTHYcl34vNQTjtm",
+	"sJQ7n3CoVQqFNV2VXMi3yxXj2ZXWfJJc7Ps2pNXkpiPAF4dhO2KR5qMkAiwAYHa3+npB7PYBdCg40qHI",
+	"1S9ONCMjLLq6n309Ilxow2iEtkcoZpNLLDq20uBQjEzOCaidARFgeKJJzCcMQ81XegcJOAcfUx5qnvba",
+	"zdYvl+/OO12kVV+hafeYZsY3c/tD2hsdbDna9Ki0yE23vvYNcGxUdVLH8ney9MDlbVBkyDypkxIFmFKs",
+	"Q2WfYBFZMLMrjYLqsqvpU7/fe71/lUADiyP0+pec5iedVg9dKOA+P3Zl/1rdvpNdhoJr1wsjSnVC12GX",
+	"dC5c/91jMjjtpwT5mCjXTlgThdbQ46FwjWsJ2mddJgIUJMuKt2kmzAFp5vYqpMJu1ZgNBXSBZRACQa1E",
+	"5eIj0+awRwT6I2ANYiucQU3v0TGhxFB1xQyqmNCv057JmMNYK6MOHo0UXrrZfIWwqsm3I4bQovgP7hbN",
+	"d4uuoE4/29PGKtFyzIimt9+DDf4AwQavma+VV25gnbo4gTbtM2Ega9lF6uxK0e4rzzUAcxqbTFhovJUL",
+	"69jnxChLAJir4+WCo8FVAaRoKOovGs9Lssce9L/Kckl0/o20Trvll8dIRTLvyJTF0Sq3iCOYXKFa7Jwk",
+	"Q5F6SQ6Goklwzb7Lgyd4RLF9V9LdEtQ05gMshIIdECiOBYqo74UR+VCQx9Q6t63e9V13/Crd0Z3s92CR",
+	"Vf5euz1evOKzGYs4NSxekHpGEAJPB1DUwbu7swd4ST9b7/jwASQl+pRBVCY0WDiM1F80DodidNJrt+y1",
+	"bJ5m5QOeklG/jfVg0++cH2NGw6nVhZsXnb3jlG4Phes/AKbytBuG1wZIHWNKq+JJA5JqjENRrTKS05xX",
+	"G6oUYo0bMN5DWxEopZoBw7Vv4xN9C/v7dkQLTjeNnPRH/EckX4W+6d+afG2sbqZ60Hed8zF0ztQElXnr",
+	"SpSGO7W0cBi7Ej/Q8RZryqdi4WqroqFtepQ1WM5qnwKYM7pAax0WeRWLIZybhTyEOgkQan9sZaxEu6w2",
+	"b7H3VX2gaQgVUGABSrIOhWsGaTVdRlVaEBymxPLKT7TrX6VHOXO+a9KF2vtQeO8BPPiNvIRozO90Ly96",
+	"529QQ9xKDcQ+iP9QAtfD5acVm0SuIFjoJvqem/bw7kKqDOTKp764OiVpbiYB4xCGMDjysKl4FlNxldAr",
+	"tjoxbeCTZUNqKDTuQ1qSFm1tXnQsScgXUk5HHR2ROVND4dvsEY4lB9L6GiKiChU912GXzNhMqkWQs5Zp",
+	"w0Vohr5VoIYm81inI5SzGXaHEwyaHhq12IeEXaKSmAWE3RlF3Zh7zoIF/gPsn+gawEKaErYLc5XNkRNA",
+	"3NwxGc34HYtGGNFixbKhsALYlWKM1KHbT5QojK1QEusM8Bm9YiSZXykaLYVJPEQq32l6cI8opvhJVqW+",
+	"DaD5mgPkz1hw1vUv89jp12LR1KLVrbeq5XEG8QT7qW9qevbdLdnKa9ZjNNq3LP44S0/3IfqaFHuUpqON",
+	"DshIXmO/MLDeIopajn7j++FacozNEx8YC3vpmh4RA9NJerDrq5AQz+TPiIEnQM19N40oQeqR0Tqrzvr+",
+	"l9mhFgyEGXJVYN5SNfvfNwO5n4LTRmgeoUpeyzVOyZXKW1UyrtiB4IkmSt5qUocIQ6zFO6VZRxYlbzEf",
+	"PNvU1SXH8j0DNgb9pPDWn7DyWOl8NylAhmj5z5QwvdRYyPUMzLdLhtKihv1Hq91sFYQ5d4s3uepPP7sW",
+	"xF+epm0112VepGEP2IrTSOLyrLNcMh8IC6IRUySMGVUsCoiWEAAG2KtJ3Utvt2w8lfKaaCYipvaIZsxq",
+	"pGBJ+2q1sP2h3R0s64XZ13bztmVqbp9KiLxR3wy32zu3zoB6kf+I1vrSZvagU+wqXg67iNZ7h37f9cgH",
+	"oj4XaRz5PpIZ3x4Hg+u5MDJtO7YZzXG1Efdn/G6lYPFaKozZR63PkoViQRVXORjDXllE6ml1tMDVRhsK",
+	"qbJSXXveKgWNn0czLhIDrebwD8tU0nbnhs9Y4MhVNBTjBfEWLmhtViy3GpD+L/1B++yy3eud90hhzlQj",
+	"HQoQzjHFQmAJ0nESXjNLx2UcZU2e6yP8Po0ru+UROyJSsKFAWEkyt2T28FnDAx/AQ4qM2UKKiGhIS1AM",
+	"kwWc5+DwWcOqlP2cNQBsAXvFQk1u0b6XPii5qTIQuAZIvzEltcvViGK2SfXlbMN9PYnDg4PDFy8aUD7i",
+	"q8XEN8y4crVn/O6+VsA/cxHJWxJDs15sWo84kEXq/bBSRnPPVheE5cI8f1YLajN6x2fJrHZkVwidgd3H",
+	"tE6s65n/yEVocnuygnDO+N0/iRR1wZQjJlPfYyLXPrJITPKkwiMHNN6vqtpkZ2FhorhZALIBkcN2T0e/",
+	"frTn69747HEoX/HeSuG+T7KzBeS/snPkPjuimvsGW7/mvsg0u9yXrg/Sl49f/l8AAAD//w==",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

@@ -14,8 +14,6 @@ import (
 	"github.com/kece-oj/kece/control/store"
 )
 
-const codeTokenNotFound = "TOKEN_NOT_FOUND"
-
 // ListBusinessTokens lists business tokens, never a secret.
 func (a adminAPI) ListBusinessTokens(ctx context.Context, _ adminapi.ListBusinessTokensRequestObject) (adminapi.ListBusinessTokensResponseObject, error) {
 	toks, err := a.s.store.ListTokens(ctx, store.TokenBusiness)
