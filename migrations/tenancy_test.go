@@ -1,0 +1,51 @@
+package migrations_test
+
+import (
+	"context"
+	"database/sql"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/kece-oj/kece/control/dbtest"
+	"github.com/kece-oj/kece/migrations"
+)
+
+// 00008 keeps what is deployed as it was: a business token and an outbox
+// row written before it become an every-type token and an event of the
+// default group, and the default group takes every type; its Down drops
+// the tenancy columns and table again.
+func TestTenancyMigrationKeepsExistingTokensAndEvents(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db, _ := dbtest.Open(t)
+	p, err := migrations.Provider(db)
+	require.NoError(t, err)
+	_, err = p.DownTo(ctx, 5)
+	require.NoError(t, err)
+	_, err = db.ExecContext(ctx, `INSERT INTO judge_api_token (kind, name, token_hash) VALUES ('BUSINESS', 'oj', REPEAT('a', 32))`)
+	require.NoError(t, err)
+	_, err = db.ExecContext(ctx, `INSERT INTO judge_settlement_event (job_id, event_type, submission_type, submission_id, generation, payload)
+		VALUES (7, 'SETTLED', 'ALGO', 's-7', 1, '{}')`)
+	require.NoError(t, err)
+
+	require.NoError(t, migrations.Up(ctx, db))
+	var types sql.NullString
+	var group string
+	require.NoError(t, db.QueryRowContext(ctx, `SELECT submission_types, consumer_group FROM judge_api_token WHERE name = 'oj'`).Scan(&types, &group))
+	require.False(t, types.Valid, "an existing token may use every type")
+	require.Equal(t, "default", group)
+	require.NoError(t, db.QueryRowContext(ctx, `SELECT consumer_group FROM judge_settlement_event WHERE job_id = 7`).Scan(&group))
+	require.Equal(t, "default", group, "an undelivered event stays with the consumers that had it")
+	require.NoError(t, db.QueryRowContext(ctx, `SELECT submission_types FROM judge_consumer_group WHERE name = 'default'`).Scan(&types))
+	require.False(t, types.Valid, "the default group takes every type")
+
+	_, err = p.DownTo(ctx, 5)
+	require.NoError(t, err)
+	var n int
+	require.NoError(t, db.QueryRowContext(ctx, `SELECT COUNT(*) FROM information_schema.tables
+		WHERE table_schema = DATABASE() AND table_name = 'judge_consumer_group'`).Scan(&n))
+	require.Zero(t, n)
+	require.NoError(t, db.QueryRowContext(ctx, `SELECT COUNT(*) FROM judge_settlement_event WHERE job_id = 7`).Scan(&n))
+	require.Equal(t, 1, n, "the default group's rows survive the Down")
+}
