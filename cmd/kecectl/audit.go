@@ -100,7 +100,7 @@ func (c *cli) auditList() *cobra.Command {
 		}),
 	}
 	f := cmd.Flags()
-	f.StringVar(&actor, "actor", "", "only this actor, e.g. ADMIN:alice or control")
+	f.StringVar(&actor, "actor", "", "only this actor, e.g. ADMIN:alice#3 or control-plane")
 	f.StringVar(&action, "action", "", "only this action, e.g. node.drain, job.cancel")
 	f.StringVar(&node, "node", "", "only entries about this node (name or id)")
 	f.StringVar(&job, "job", "", "only entries about this job")
