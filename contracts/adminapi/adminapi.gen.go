@@ -204,6 +204,48 @@ func (e JobKind) Valid() bool {
 	}
 }
 
+// Defines values for JobOutcome.
+const (
+	JobOutcomeAC          JobOutcome = "AC"
+	JobOutcomeCE          JobOutcome = "CE"
+	JobOutcomeCancelled   JobOutcome = "CANCELLED"
+	JobOutcomeMLE         JobOutcome = "MLE"
+	JobOutcomeOLE         JobOutcome = "OLE"
+	JobOutcomePARTIAL     JobOutcome = "PARTIAL"
+	JobOutcomeRE          JobOutcome = "RE"
+	JobOutcomeSystemError JobOutcome = "SYSTEM_ERROR"
+	JobOutcomeTLE         JobOutcome = "TLE"
+	JobOutcomeWA          JobOutcome = "WA"
+)
+
+// Valid indicates whether the value is a known member of the JobOutcome enum.
+func (e JobOutcome) Valid() bool {
+	switch e {
+	case JobOutcomeAC:
+		return true
+	case JobOutcomeCE:
+		return true
+	case JobOutcomeCancelled:
+		return true
+	case JobOutcomeMLE:
+		return true
+	case JobOutcomeOLE:
+		return true
+	case JobOutcomePARTIAL:
+		return true
+	case JobOutcomeRE:
+		return true
+	case JobOutcomeSystemError:
+		return true
+	case JobOutcomeTLE:
+		return true
+	case JobOutcomeWA:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for JobState.
 const (
 	JobStateCancelled JobState = "CANCELLED"
@@ -225,48 +267,6 @@ func (e JobState) Valid() bool {
 	case JobStateQueued:
 		return true
 	case JobStateRunning:
-		return true
-	default:
-		return false
-	}
-}
-
-// Defines values for Outcome.
-const (
-	OutcomeAC          Outcome = "AC"
-	OutcomeCE          Outcome = "CE"
-	OutcomeCancelled   Outcome = "CANCELLED"
-	OutcomeMLE         Outcome = "MLE"
-	OutcomeOLE         Outcome = "OLE"
-	OutcomePARTIAL     Outcome = "PARTIAL"
-	OutcomeRE          Outcome = "RE"
-	OutcomeSystemError Outcome = "SYSTEM_ERROR"
-	OutcomeTLE         Outcome = "TLE"
-	OutcomeWA          Outcome = "WA"
-)
-
-// Valid indicates whether the value is a known member of the Outcome enum.
-func (e Outcome) Valid() bool {
-	switch e {
-	case OutcomeAC:
-		return true
-	case OutcomeCE:
-		return true
-	case OutcomeCancelled:
-		return true
-	case OutcomeMLE:
-		return true
-	case OutcomeOLE:
-		return true
-	case OutcomePARTIAL:
-		return true
-	case OutcomeRE:
-		return true
-	case OutcomeSystemError:
-		return true
-	case OutcomeTLE:
-		return true
-	case OutcomeWA:
 		return true
 	default:
 		return false
@@ -685,6 +685,9 @@ type JobGeneration struct {
 // manifest, and it is judged and reported like any other job.
 type JobKind string
 
+// JobOutcome How a finished job ended - its verdict status, SYSTEM_ERROR (attempts exhausted) or CANCELLED.
+type JobOutcome string
+
 // JobState defines model for JobState.
 type JobState string
 
@@ -1009,15 +1012,12 @@ type NodeCheck struct {
 	Verdict *Verdict `json:"verdict,omitempty"`
 }
 
-// Outcome How a finished job ended - its verdict status, SYSTEM_ERROR (attempts exhausted) or CANCELLED.
-type Outcome string
-
 // OutcomeCount defines model for OutcomeCount.
 type OutcomeCount struct {
 	Count int64 `json:"count"`
 
 	// Outcome How a finished job ended - its verdict status, SYSTEM_ERROR (attempts exhausted) or CANCELLED.
-	Outcome Outcome `json:"outcome"`
+	Outcome JobOutcome `json:"outcome"`
 }
 
 // Phase defines model for Phase.
@@ -14256,160 +14256,160 @@ var swaggerSpec = []string{
 	"HJ0SPR9OObhnV21Je3Cn0ElRhQiRzvVMk5m0R6HAqK/R9/1JDoutBZ737gLJOLdXOyLaDg7KGy4efPK9",
 	"HP5kH3PWb7bF82jE+hKUbtEQvqO9fI1/PrMpDnIPUXp0Qebci7DfL2ZVTrx6fd7sWi3NXvO5ZorcSXVT",
 	"IaBk2e+8qe3QRRGyiGgWjw7Bn0GGVj/oCyNBvLP88xRYeYo2ZEKzH3uLGSODnxpnjWuYYgAiICXDOY/N",
-	"IRd9MaWCj5g26EVBGRUMqRF8odhMKgtFzG8YeF3AkwKICBYSrxWnS/M645aaVjcB1qsmIN8nB5wx5f/j",
-	"qnEFql1qyU8iWlJjflBKYlm2BOEfYFPK2fXPpCVEJmvaD0pnEPjgbYhWvzqTEWtqPUdlYge+8Mm9vOyK",
-	"Lwxn8A+jsql3uePbBwcss3kfmpJAWgRHMfbjU/vZFo2JM2bFzSQA5+mlb9hFrIWnlxt5SUrlIwauBKfD",
-	"2ZWiAQis3vDWKfEh0y9fVaukfEQmcq4OUg/rsgVxN/vhq0IZ9r29iu/lcL+Ivn0VlUTVbooih+I7eQea",
-	"K6EEryRwTm14HEOiAcaB2P8xAnZIwxs5Gp2SKqqzYUz51A6/h0cytOpEXQq2x7Lg3Z406Mrd9eVHZfXI",
-	"yy2xzdPvZ5q4t0jKif4kLP8pg5h2lBFiKsZzZ2Pe9ErLPwfvaJOzHu8TQ7ptnGchCsHLHe/kKLpZl4pB",
-	"PA0GcTo2d0oEG1PDbxko8Tll2fuQUWUuvE8FMSWO5297OFN67wKL9eaL89XRrbMJ1Q8e6iU8ZJ+WMn7w",
-	"YfuMfVZxqQqNJy15xxRRc6HRdGbJFNcuFHWzfeQoR8EPj6rVRwkd3UMGTinIw1vdzT6be7cHcGz7Njy9",
-	"j50lJ7JvF3y2JLx/LEoScYMSjDJB5S2RD1F1Wif1O0EfEGplQ5Z2d0lHSEhR7l5llIaEYeUYUAYjgzy7",
-	"zt+3pYjhBxQPJy3UkxCH3WUGXayZ+l/Bmh1zwQIi44hp4+zNZYw2ZxZOIlXkQk62C150WQvLlpvVyEWI",
-	"xCwwLdivk/hPOpRzk+jLpIzxygFRDBSbwAXGp37lg4AIdpesJZXojqrV7RexJgKzcB0pBhVsd+OWqQWA",
-	"7qRRTadZ00ACbTqKP4QM4AcBboHVFLNG1K0Wk7ekPLyeTyihbhzSS7LuCjK9V1IA5tZpQWd6IndOAsCk",
-	"gnTeXd7dzcxQRGrSm65LeRzwmL3pUu9hR/0kh9tbULMH9CcMIIa1rN0ftaO5r+aixSBIhGo0umiImeNm",
-	"1c7n4ttXUfW1pSRXnVaKqxDJglFQhIkIjHgBKEQzJYfO0JlR+X84elGkOuyubURLsV2bjiIXB2bfVZSL",
-	"uouJqZmixBArkPpALZ+47aNoTlCvW4nhBxqr03CcbIyPj5GCwB4qIh+nYzWiJF4IXKfLIbsbfX+w8Vuh",
-	"usJowz01G/CtF9i4Q8UiJgynMZjihowJwsFChLntqWXhjoIJEDPaV9U73J6sY21HhXVXr+bWMvoOUvdX",
-	"eDyVi2koDJvcPpmrutZnudk98uKHV0/tX0xMbM6l5qTPvNsRQc3s5NJFTzcqwcqVdLIlVEpuyVbipNrL",
-	"WbmWYF7McAQyMWZW1gfg7CqgoM8Rxt8DF8ofETqmXGhDsEKEHDJMgt2KnO51wVeNhruaI3e7hLtcrJ0x",
-	"eGvH7gYsfAhHvsYIvuKNgzuUksuA6Im8E2AB2SoH8CuN5tuxkMI7vZfRHIbbT28r1ona31ajgVuqtwXj",
-	"xfZQtGXE0C2UA+JFkVi6w7lhZrIwtbVabzHkP1S/Tq394aFwBIdBS9AlG/ygpuDFmh3d3/n4/YBoNqOK",
-	"GoYx3LmsgKKUCpejsUvKYiZLJLdDL1+snuzEByjWxmyPfCQ0/iZRjkUCbjcVOD0nAmUkmTlJR3V5XWTB",
-	"TGVruRRyWbrrifZG4KWwQnaRtJlAR6hS3J6flcy5IHI0AlF+ZJg61+syDNC3myRJFBp+QEPSlHvncOSe",
-	"JtxoFo9cdQo9mRtIg4vknVgj0bp0nQ9MFUfE1DRuuYfrlFjcX/j4xTS2MVn1VrwfeNfruV7sXtUqfzPd",
-	"MawsJMjjf8HGrr+s+yj18OKOer3aOSzKT7Me9j0DonbJiPjqmMlHlpEKpPENWRqtjJdqyefgfiE3bOHS",
-	"zMLZ7OjvAflEb6n9f7YwEyleBoSqG6MDMl3o32IIIo5YyCPUqokV1pZtYJn0sX+vXEP62MujYpOWB6Mp",
-	"RnLHc+TRLr63KRfnkNj5emGYLkrdQMu5JncTqRnBLFAsrQQRcSypQUWhgh3WyElqgngjvGXTTECOECkf",
-	"v3hBBueN84vOL5gWgNkCFz8PDvZwPE/5fZHG31NzhtYPCLp3Qa1IATChxEyoACvsLVWcClNMHHfTqmm0",
-	"sHKRLspCS6EoY9WOKCBIug4sLJ6+5jduvyxlEVEVrYlkc78SqdLTuUWKCajLIwxsqxTaWnGrtidyHtk+",
-	"4IulLw9QN5519/iFrOBpbqs9CmSg23Tp96DsVF+MtpJMsubvLeUPB9XuOwq04aHtBMizs2zaGX9Gu6av",
-	"TWc8ZmdyOqVFsXVn+DsJ8QFiEd5LEJZO+Fz81epUVsO5lLwoUOOdy6lwNedGdgKoseDrjSwwShOoUmhJ",
-	"lyie494oupkCIsUbKwopjfaSyJk/b+9YfKaRJO5BvsTD5ALpghXi2D0NTbxAEpEhWzt6/tVcZI6ryKFS",
-	"LAi6o1RQj9DleHvSQTUafyLChXOOiWgo7zEJvPKg0e02EdqWECoHbg4rCo7P72cRmrdpUXmud/MpFYA7",
-	"AZkL/pvlGiiqc6PJDRcRKccQiRBSzQ4KmDpUQsH/HVs/evH3Yr6e6sy7B0Fnwk3VXKAXHXO9MRkcaycg",
-	"y7OgY+jqJzkkUBeO1M4Kcu5hvG1tb6hsdtZGztvVLYfOA7hUeCPhKUHWRwRjkSaUzKjWVjiAp12AVUFx",
-	"ji2kyj08M/vVv0tdKrA6u8MjiETdt/7dPgFjT1WHakUVfFiN28avlSkB8hVRJmviSxJMf6Z9rMkpYTSc",
-	"wJUlzteOp6UNm636MP01CLLhtcN8uEge+R8y0V+sKwdoORcl/sgz9/MQbm0+ViYg3V+6vcb5NVQFJOUk",
-	"2IPdT+hcGxYdWFqcxFVn06FrZ5CO2+k1IdX251opKPUgJ/gc/r2Afzv2nzNIS87MtEes9s7TQTU5zJdf",
-	"juB2m5dEye4kjRRE1m5BPTLlGzchoj/WFROE+z5wABShxKWPofMndHZxftlsYbz8+6v6W/vXdpuNjBh/",
-	"tjo/2DLsFE5ZKfapW7H6NMlQIK6mKgEDo05kC0d9PZDhbGZvA72llrqB8lsKSqD82k212u+2QMNI73Gk",
-	"Sz9SzY10jiO5RbgLf87vdzx/l667LnjH5QA78Q2Tc/MBUwEUydK7h+bkEp/zRp0im3g22XlJr0gCijQC",
-	"yjUcHSqJCeVwYhauYQ/B06FskYFdikOoFOZSkocL4h4O0NY+gnAf4XZs6x3KXesls9fqBm2veC/dRac9",
-	"JhucWWqQ4EfhBbXy61NV8EgH92U8nrQcx9J0GapTb3ev04yci3a7cdZLv+i1Mr/2mueNi6se0O16s2Mf",
-	"7DTeXGGJrte1+nW3V+tddaGuRlruwf7w+qL+y5ZkoS50msgjhWChST734vS3Hp8yOTdQeSHiioWmg9Ym",
-	"OyWNur6EWaZowWsavZbRAqmK3ZC9ahBmXOYPCkMRpzGLmrNi28uMC8Ei0rzEq3xHNbEvONHxoaKtzGPm",
-	"dmiWj7rZVCim2LeQ8fWT992LNilzCKAxiwDIUVLmK8iWAnNlpgJoZnA4xDKEGe0vxdCYGvvGXl6jHUur",
-	"hhMoT1EcsQJ4s3XNyHWhIjQprZHOl11j0R3tJCb35ZiuxWlSFtXTefAukliOC4ubTblIvihAHZxpv8Sv",
-	"pyqV1GGhFCGPWQfMG49ikqtnS3vsb5STN8W4AnEtWN8zytnrVkZIWVvmKies7ZbLOA0y3op3fvCvrPqL",
-	"qtvZAOVNaWkFOUCKjwgEx5or9b3jEX2rNOYdczK2yS/GIQu3RNqf9rtJjxW79FQ3ssuMidmUCQOVg/ap",
-	"jnzLdnEOLE3YAZL3Z62TjEvbYt/cMnYVIbGQaJHRFX9BmQFSNFmExS/tbADzVoFXe4UuY8XU7bLMClk1",
-	"ALl1Bwv78FbJTvkt9xlP34rkJCmL2wjviK9uCx892Sxf1PavlnFWdMmAHKeYkDHF7ZL+5e12KyicvQhZ",
-	"iLe42X5TlvT1Rq/XatR9AUMp/M0EE/0nOcSbi1a+sjPwLVn2ska8XI1WN/i2NRsAXjSideewDA+zH/D9",
-	"xetSUKr1eo3zS198MFf8sBTka0ZAQcAt538PuTQ+vg79Hdm6e6UgX1YCdtVDm8PaVZ1kONdcMK2facKj",
-	"RLbL14B5sEr9ycYy9d0V9N8IBjiH5CiXAQYhI7XW2wt7pPVar/a61m2cEjuVxrpvSa1ZqP7hwiZckF85",
-	"dfJADgJJK4QcPORdWBdL8iFjbN+t8L5e119CQ5QLNURRu2QaThJPKJrcfVCmFGHO13vW2NpYlGkZ8GCE",
-	"VOIzbMnxJq/l3MzmmZDRV1B6Pwsf1PWZKWZY5LXb5Tj2Vz/88LKIxk/pfbe4PH93PgVSEMe4OVhNXy/7",
-	"kPcJfdnegrS2eYCDzriDJfCYDsimfgB+rR/7opx5CXAZi9zNBccVHj1HFYVo6S7s1BJKMDYf7Ffzf58i",
-	"/KuVEfP17pPTy6FSusMuRbiQSextq95Gh83UkGQi0oTuoMbmqlNuFt1erQmtEnPDHgjVOzo+frDc8kzK",
-	"eHu1YMkBsGWMiwd2ed1+9g1H101QatlxAqWgnPm4QpacwlB0BrFesFumCPXuuwpxnrAT1xUD7lawoQ8G",
-	"Tdtq2AMET8yQmTvGBKn2BRURObL3yV4rJCCn2H/HChiBFTjUInF31s4s93EgYGUpg6W7sf4o1/7HCqk5",
-	"x6lLzndCTJqqD1VjILrXjt4XQPe5JoJxKDhVOyMinSwgLNYsmZqPoDSVg8v9WDvri/JZw4cPJw+oufDl",
-	"vffzYT6Fo/IjYgkfLbpYLWJXPrpLgMXWGsha9zWOUIjqiQFp15ryT15sHM1SxcIGFy7MiQwV9iIDCctV",
-	"YLn+udl7d3HVu4Yy1wHp/Xxx3XjzpgHVrq87je5Vq9cNCBb1vvjQ6Fyf1S5rZ83eL/vGamiUqre2TeWF",
-	"8Ae0qeTRFaPNPHb6TvJIFpRNriBIygzniptF187kfRpTLqBQdgHVW24besNCdujzh/FLVKHI4SHIwPA4",
-	"Bu/CarDtM1VMpVs4MWaGbTa5C2pezj+0uptUpHbZ9AKJlX4zvmsyFxFTZPCczvjz26PnMO3zwQmW1IXq",
-	"tTroizSBXJNykqemg0wElSVFrnGeYpr/zgJMnwh8snPQF5i+GWQTh5U0rgGJSxk/CLDCFqMqnGCyNFyX",
-	"AFOrZ0wdAuA+qmPK7y0YXqmEPG0SM4uGOsib+e1ofZGiv3Lmco6pPqThKH4c+1iqpWPDk+iLQXrWg4PT",
-	"RH/Bx7BBG4QDpOvMsTRn+630RV/87W/kTAqrs3EpdF/8l7RyqCblATpDBgEZZJIU7UegSvaPtBCL/eS0",
-	"/UHQF4QMkman9idH0eyfrsnb4ACgytcm1djDGTpTEDJYrUY6qFgoe1aOh9c7b87Iy5cvf0zehywqu/FJ",
-	"VXBohUHKV72zg1MSudQqeNvO4YQabUXhKY9j7orQucx7QQbnekD0fDTi9zA3nhPGj2EdyXe93qVnsLN4",
-	"rsngcx9cuv1SQPr+KuMHR337pS+DUzs9YDKs5OrystG57rZrPzUIhtVCUUouUB+TM2cKeaZJ5qI5vLFD",
-	"JU9AMWoaa0mo0HdMkeNqlaz0wQ7IcfWIrLQQtiOVpcIfc90VBiewr4BmzzQWx1pAvB8EvlvRBe4Tiw7l",
-	"3NhxsHvPM03kLVMxnaHJ5ADQ4/jFjyTfx5mUYcsz3Zmxx0i+n/DzXDthOJHzuXFnihZVLO/rgimlQosN",
-	"vbFfDdBaPgiW3XEWpPSqAiBwe0NQ7zP38JmG2FKYGOIjbzm70+SGsdlSS5/yIJs/bjEfklos3kMpeIup",
-	"cG75jEBSHuAfFcwlGAQkYphyluB2PmGO0DGDPU1qiK7E8gIhS1OnDk5Iv+RyFqC6mcti65eQShHS992N",
-	"4GefimZ/V4wMpZnY81cMOmjhZrS4drIzFCViUa7UD4Awo2OXOEcGEF6NVVIHQ2f6R+SDCFLMPWe3XNpL",
-	"RcfsmSaDrJtg4CRLww3UMQbWkvS9LGWCnktH4AKcMUFnvHRSelmpVl6itDAB3plnP0mW75iZdVFHiCmI",
-	"QieutImIgG0dAttySKiRnbh6SBo3F6sk6cAZFZPOYdw+DiHX8Bp3tHyl1scz3cdW4K4jZ3kAfTIHpF9y",
-	"zx3Cc/3SqbsEzzSmd3PdF0DUT/rzavVlyCP4nw0OKqRhiYwvgMyWBIZa/bzZdi/ZZ/C1vy2PYuENUEGy",
-	"fEwX9yQNnG3CNTV1jva+KA/SRqgWojc8tmyUhHI65AKjuEmtXT8lA2hrNID1QFiX5rcs8Hg0IOzefVch",
-	"l4BywwW5YQvNDFbXReXKElg7a4J95D//1/8uQLK+AM+APimmo6RMyZTGrrH4CIAGaiicHcrexL5QFh8O",
-	"TouJ7mkBOTy1hA9xPKHsVkot2YsGGeOAw4pOmYEsxV9XcPWehoYAcng7JpwjjXnI/vaSQMueDMKAKc++",
-	"+NucqYUvl3GStGFN+68vu6Y2Rit8CdYCllpYofexE9nyrY/XQOScAglIa/u6berq9rlw9LRZ9FYN51F/",
-	"Kx4q8XTsNNJyrkC8SEuuGcAtaOsFgYRA58teDDpYu2P2jRwg23lzNgKT5AtvDwe+shcgRTuX4v9zaGZT",
-	"2uLBxNH85SPUKZtJ4UzjL6pV57o1rposdKXCdnfPPzkf/XZnmfYjBh1pNf3DMjUwI2dL6lUsqzpGMIpG",
-	"T8B9/ppGPmgBXjl6+BXsrCQV/52BLnv84seHX+pJeU7Fws2l0YkMhrJtJmT3MxYahhYOPZ9OqVr4OoeJ",
-	"tCVHjiIjiwDz1lI38nzdQAg/o2OdtIwufbTj5/k4sNzDlCXr9Tw9Ie+PQZrfpV0unhC98k0/ClCsFsc5",
-	"NdryQB5V/oLIYleYXUoinXMrZmCbDECauWZZzMge/UewWeuNh1/A29ez6+qPZJB2hbO63A5ogkV8sk5U",
-	"V24RglsfHUVcXakveSOUUXP2ZQVDjx5/+iLsdGWMvi25q26BwUnPtD8U5XF7CM2gPSlLyzQmC81DGjsj",
-	"mv35YD3OP0wTn3/OWHa+ODkKK73lD2zg0wAHZDrXhrDf5jTONZnyyX7+wQqBes9Wffa3tC98eQFGQBe2",
-	"yvcIaqWBKQU7151Y9RUKn0CjLQz7d2Ytywb6AmKm7Bs+idequzH41yMlZ2kVA2afT6Z/WJZfd9/74rh6",
-	"TAZFDSU9Mch3hdyNbWB9jyw9WJLrH5Bo3qVneEnNxAk2T0hRXEGSrShK9dtQFATpW1OU44dfSrpN/sVI",
-	"kLeipSTomYZbmzLdspwZPuXaymlJmjBYencnSr6C7gari9OtuSbS1zZ0BpLFipGgQjDWxNl5vUlqiOWe",
-	"ebRSiDoxTyW2ghPiLVF9sdkURajOGLEgf3sYM9dbwFIgu7i+wMpRBxUyyMa5DZy5f5CPhgO7QqbdENd9",
-	"YXUoAHAozcSO4wPfvDmEZK0h7keEctAXiVUEV7v0MlD1ISOMqphjcKpYHqPSFwPn+RigoZ7pfOF3X1bG",
-	"+0e4s8midbzSFyDMQdAACalSC0vT0VmMx3UK1V3AqQ152NgDfbqfGSZY2um+sOgh52Zls4O8uYZsttbs",
-	"JOzZFfuKz3qVtBcpyT7UcTuymI2ELx7Pl1/Zajifglc8lG/UtS1k2Edk3WirAaBbjbscp7rGTAF2iVzH",
-	"F8DQMiqbmfZzp+4K5sFZZ8JYClLdFeQNRp7lq4R6Dl9OIl8HmM/C3xamlZCqQqAAFEcH9jY/ZWnNY1mh",
-	"coDtYYrK0bZ/AYtUrrz9A0Ypu7f/IraoLvr67YqXhYLhIhcKjEmSQJyD5EqCBMKnOcsDVtDfJOk8/wyW",
-	"4S9b2KR2V1Ny/ex300TesoRX7ayFvLcryugfT4zGroRvASL3oPr78E+uCvxhCO8bsGKAQxxDRGBSiASb",
-	"U2onj+2H1c/RewPmhEKjmzshMmSQxp+mSvh+B5mQGvCSek8mmcg4wpqofTFmRpNB8u6ASEEUs/K2XQRo",
-	"5fYqLD8A6+oLV6EE3PsZACxYGDahyYtq9attBiuX0YPVa3TOm+1ay0quMZY0TPm/VAST9g92tCzCoh7t",
-	"Cj++CSGfuPyNDQhp45W1RCMgQt5l6+98Nyc8jjkBEJNQAiVDI1dwzlv59iQzLq5iPZ1BO6q2xAO1cBd8",
-	"kunn9O/kaODVzOX+TxivMZW3Ligi84tvGW0k4eYU88TiCDGIj1yLzmStfeEWG1iNOPS1kUjZUlqga0DL",
-	"gDZ0ry4bnW6j3qhvE32wL/WxX55ddTqNdg9UZyv4qIxO1BfsnmujDwIy6PYs7Tm7aL9pNc/s40l9LhdY",
-	"KI0PcYl2pFcuIf2fi2C9eMTJ8/n6a+iWR26uHcp9J1uPRLbcASzffkgEzfQYh+539hQyRoWtaZrSj6sF",
-	"kH2MU2pL09SepqSljCiMi0RVytnq1lpbdrKF5dttPb0eotYp0+cujBnD1vPe9392jRpsvJmg/SCx18cL",
-	"uxEQQY8hqRk8yN0XXxJ/rds+bZhgqEJH4uCy0a4322+vPzQ6zTf2NjQv2oMK6eXbjOtMfxvMw4LSuzHH",
-	"KueD1aIeA1L2DcmxFXmacfr3voAW5KdEingBitOE6gnMYqRiUYU0jWX4ZMigBxm21XlKR+RyVMILMqjV",
-	"651GtwvP1lqti58h2toFXhI5N5pHSOPobKYkxCJLbTmtVEYf7BPc4HohPA1PzrXL+sZhDfk2TOtDG07J",
-	"xEfvpshnMGcWXGrS5cf80/HqF9uA5WpV0mHMGlCD7I/m82OuDWR8ZttVAnHQcwYXW660yiomWeu4/PPP",
-	"GFj6NEa/9kW98bVWP7Wz/N2GFX0jo5/abPKDEOLvNr+1Nj9AadB/0b4XMmESu18umc6FYEbcEKMoj9ey",
-	"5l1jhVwywmqoUMLOY0aV8I1M2Z0LOJBzgfkyALpg97l2UXqiuLixwlYa9+N6nnLRFy7AKLYatpmwqYso",
-	"+momvHrjCuKAAvdcp/Hh4qedfccY1PJYd/OpGPEfEw2U9AX8Hgr05MxR89+ThLotg3524IfPXY7uejue",
-	"KwzrImo8JQFngCYxv03uexlSSNB/d0DmIobMosFIqpBBgIzFSpdoSAkmAx5UyBupQlDWIEX2hsexzgUh",
-	"nvRFMqkdRMYRqTe7tdetRt3qAqtUCUioNnKmscIbF+NTrNiAfZfRQIgLgO4Pc3wFqwfRGYtIWTGjOIug",
-	"yMLdhCkXUdQXibMGezwfYEAPdb4NO7zdRu22ywKHjfjtTmmcui+wFvQTUUFI3+9e1yBv/yuJYB2x489L",
-	"BR2Af6RTQ20SitCn4fH1O1l8JLLojt3TRYhzwwstZIYo7U0ULSXb7EJ1BpAskSmmRqdODx0C7VFzocmU",
-	"LvrCSULkZ/CK+Cbzidljtc08GDV0piF9X5QHSz3tB774JuJetsH8ie9mg2njOiXo2LY+RxaRWAabmt1P",
-	"san9f/7P/4NJ8lz3xYiJ0FJPSmJqNTr0CEvlqSOUoqDGkUTvdzkIYNs+ySEZS6b7AgZ2+jq2uaNY/ixI",
-	"snIdGSaRZJq0L3pOTjXyjqqoLwZTeu+LFA4ARv8iLNX7vv29PMW0assAQPRmkd3bNC/y2m/54AAPDFhG",
-	"chBY8wC43x2FGj/o0+oL9NNoEkuLHhrjZe0WVojvm0koqXdqzXaz/dZpvmM7kGKzmIZ2N+yAyUxlCc0C",
-	"7UotB5K3bnL3+8ET8ZQcC1l1S+3IVOzK/8QsxYL3Z2coDmO+M5THikQzcoYJK5aY69OiPJhlW3pKAPbl",
-	"M1gGYj2jgVhLjPjE7l4WokzvMvQcQ7j4qopvxcxsTQyUU0eK6UmmuTBpWBiADgkyaLSBHg4ScZta5nAo",
-	"Z0i3HzM4p5jQgHv72g4FZU8CMnjXqHV6rxu1ntfq+2JJot3F3Aar/RPLs398jM4W1MdhyXfi81hOO2aw",
-	"3CEf8bSRraskBfl2qf9b70trPkkuDn1znWJy0xTgi8OwHbFI8lHmAiwAYHa3+npO7PYBdCg40r7I1Pia",
-	"a0YGWJjoMP16QLjQhtEIbY9DGS2yiUWnVhrsi4HJOAG1MyACDNAgdMQw1Hytd5CAc/Ap5aFaq9Oo1X+5",
-	"fn/RbCOt+gpNu8M0M75FwZ/S3uhgy9CmJ6VFbrqm1vPN0TchqjqJY/k7WXoksgRbn4gMqSd1tEQBJlRD",
-	"HJp9gkVkwcy+NAoqMK2nT91u583heA5FXk/Q67/kND9r1jvoQgH3+akrblFvd53s0hdcu3qxUaITur5R",
-	"pHnpukqdkl6rmxDkU6Jckyztm7Kf9oVrx0TQPusyEU6JkK70GsQhMGEqpJbZq5AKu1VD1hfQ24hBCAS1",
-	"EpWLj0xaHp0QqCGKdbqscAZ17wanhBJD1ZgZVDGhC409kyGHsdZGHTwZKbx2s4Ektmby3YghNN76k7tF",
-	"sz3QCqjTzxPXiBdwmmh69z3Y4E8QbPCGmXCSVZaStmyJixNo0yETBrKWXaTOvhQNC59uMCWCOY2NRiw0",
-	"3sqFtR4zYhT0YQdCppkLjgZXBZCivigfV18uyR4HUCM+zSXR2TeSWoaWX54iFUm9IxMWR+vcIo5gcoVq",
-	"sXOS9EXiJan0RY3gmn0lVE/wiGKHruyhJahJzAdYCAWrkI59DRRRXy828qEgT6l17iKiWaC+645fpTu6",
-	"k/0eLLLO32u3x4tXfDplEaeGxQtSTglC4OkAijp4d/f2AK/oZ5sdHz6AZIk+pRAtExp76lKQ8nH1qC8G",
-	"Z51G3V7LWistH/CcDLoNiOZOv3N+jCkNJ1YXrl02D04Tut0XrkYnmMqTirFeGyBljCktiicNSKIx9kWx",
-	"ykhaGa+2NnThatyA8R5K70Jp2xQYrn2p6+hb2N93I1pwuknkpD/iPyP5ynUD/Nbka2t1M9GDvuucT6Fz",
-	"Jiao1Fu3RGm4U0tzh7Ev8QMdb7Ge4jUEOCCtioa26UHahEwmhS4AzCldoLUuIFBJcdGHc7OQh1AnAULt",
-	"T62MNdcuq81b7H1VHyiRSwUUWKiQptF94RqmWE2XUayVnuwMVjR/pl2Ndz3ImPNdIXvU3vvCew/gwW/k",
-	"JURjfrN9fdm5eIsa4k5qIPYK+acSuB4vPy3fSGUNwUI30ffctMd3F1JlIFc+8cWVKUlyMwkYhzCEwZGH",
-	"bcWzmIrxnI7Z+sS0nk+WDamh0NwCaUnSjKJ22bQk4W2jR/zYyaiDEzJjqi98KwrCseRAUl9DRFShoue6",
-	"UJEpm0q1CDLWMm24CE3ft9PQ0IgR63SEcjrFDgqCQWMQoxaHkLBL1DxmAWH3RlE35oGzYIH/AHuMuCZJ",
-	"kKaEJfUDlO+QE0Dc3CkZTPk9iwYY0WLFsr6wAthYMUbKUNM6miuMrVAS6wzwKR0zMp+NFY1WwiQeI5Wv",
-	"lRzcE4opfpJ1qW89aFDgAPkrFpx1Nf49dvq1WDS1aHXnrWpZnEE8wZ6D25qefQcYtvaadRiNDi2LP03T",
-	"032Ivib5Pj7JaIMKGcgbrI4P1ltEUcvRk/bglhxjg5FHxsKkCfxTYuByp/k1SIhn8lfEQGjojkceTlg0",
-	"R+qR0jqrzvoeMemh5gyEKXIVYF5aXuUw7fD9x2UgL3XlfZIqeUttlf965buKmrk/UMULz/ZfKet4uW6Q",
-	"du0lsn25oD6nYf+13qjVcxKR7wi/xX15/tn1uvryPOnfsil9IYkdwJ4vRhKXrJwmZPloUpAvmCJhzKhi",
-	"UUC0hCgq6BmvSdmLQHdsOJHyhmgmIqYOiGbMqnVgjvpq3Qp6RK8qV+nXdvN25Qxun5YQec1ln1mlKbnr",
-	"aR/xvHKzU2eNf0aT99JmdqAl0TqGCLuIJnCHft+VsUeiPpdJMPYhkhkWubsOgeRcGEl85/rtaI4rMHg4",
-	"xTbEhdz5jVQY+I6qkyUL+aokrvwuxo6yiJSTEmOBKzDWF7lW9d60Ax3GBq4F74C4PyxTibLtjANHrqK+",
-	"GC58X11StiPka5Zuao+fqHV9ARIu5ikIrOOJvX91QGQcpd3EyoNcT+ABueMROyFSsL5AWMl8Zsns0Yuq",
-	"Bz6AhxQZsoUUketfrRhG3Dvz+9GLqtXLuhmVGpu156sduUX7po2gKSYSNSqLffE7U1K7hIcoZtuUME43",
-	"3BdlOKpUjo6Pq1CD4atlrbfMZNowP9A96mdsUh1DXyfsjog4kIa7/bC2tmrau7mgquoeHaefVLLKtqYu",
-	"JpxTfv8vIkVdMuWIycQ3akjDPpeISZZUeOSADo9FpY8ybWsB2bINa3/9aM/XvfHZ41C2bLyVwn1LLadQ",
-	"Z7+yc2Q+O6Ka+Qa7BGW+SNWjLx+//P8AAAD//w==",
+	"IRd9MaWCj5g26EVBGRUMqRF8odhMKgtFzG8YeF3AkwKICBYSrxWnS/M645aaVjcB1qsmIN+/l8OLdaEu",
+	"7+QdocSjPFxbiEkih7AbDh8IehsC0v2l22ucX0PECyl7SxFh9xM6tzt8QKRK41+yqn7tDFTNTq8JauTP",
+	"Nav2gb57Dv9ewL8d+88ZqNyZmex3fswtt2Ln6SBSAm1BQekMwjK8hTO5IBlXyD+uGlegGqeekCQiKHWG",
+	"7A73P8Aml/OLnElLyE3WNbIKIRdnMmJNreeojO3AVz+5l5dDGQrDQfzDqKzrXWjk9sEVy2KSD+1JIC2C",
+	"o5h64FP72WaNiTNm2c0kFOfppW/YRayFp5cbeUnK5yMGrhinA9uVogENvAbw1inxIecvX1WrpHxEJnKu",
+	"DlIP9bIFdjf766tCHeC9JWXv5XC/iMh9Fb3EVNEURQ5ZS7+s5k8owSsJJEwbHseQqIFxNPZ/jCAe0vBG",
+	"jkanpIrmgDCmfGqH38OjG1p1rC4F22NZ8G5PGnSF7/ryo4pKKAtZZpXnf880cW+RlJP/SUSmpwwC21HG",
+	"iqkYz52NftMrLf8cvKNNzvq+TwzutnGyhSgEL3e8k6joZl0qBvFIGATr2NwpEWxMDb9lYATJGRu8Dx5N",
+	"DoX3qSAmx8lM2x7OlN67wGy9+eJ8dXTwbEL1g4d6CQ/Zp6WMH3zYPmOfVVyqQuNTS94xRdRcaDQ9WjLF",
+	"tQvl3WxfOspR8MOjavVRQm/30CFSCvLwVnezz+be7QEc274NT+9jp8qpPNsF7y0pPx+LkmzycjMqv4l8",
+	"iKrnOq3JKUqAUCsbsrS7SzpWQopy9yqjdCUMK8eAMhgZ5Nl1/r4tRVw/oLg5aaGehIjsLjPoYs0+UTvs",
+	"kcZcsIDIOGLaOHt9GaP1mYWTSBW5kJ3tgj9d1sey5Ws18hMiWQtMM/brJH6WDuXcJPYGUsZ474AoBoph",
+	"4BILUr/8QUAEu0vWkkp0R9Xq9otYE8FauI4Ugwq2u3HL1AJAd9KoptOsaSWBNh3FH0IG8IMAt8Bq2lkj",
+	"9FaLyVuiHl7PJ5RQNw7pJVl3BZneK6kCcxO1oDM9kTsnUWBSRjrvLu/uZqYpIjXpTdelPA54zN50qfew",
+	"Q3+Sw+0t0NkD+hMGYMNa1u6P2tFcWnPRdhBkQzUarTTEHHKzaid1+QGrqPraUpKrTivFVYgEwigywkQE",
+	"RtAAFKKZkkNnKM6o/D8cvShSHXbXNqKl2LhNR5GLo7PvKspF3cUU1UxRYo0VSH2gm09891FIJ6jXreRA",
+	"AI3VaThTNkbKx5hBYBQVkY9zshpREm8FruflkOeNvlPY+K1QXWG05p6aDcQmFPgIQsUiJgynMZgyh4wJ",
+	"wsFChLUBUsvCHQUTKlYEWFXvcHuyjskdFdZdvcJby+g7SN1f4TFWLiakMOx0+2S46lqf72b30osfXj21",
+	"fzYxsTmXpJM+825bBDWzk0sXPd2oBCtX0vGWUCm5JVuJk2ovZ+9agnkxwxHIxJhZWR+As7CAgj5HGH8P",
+	"XCpEROiYcqENwQobcsgwiXgrcrrXBV81Gu5qjtztEu5ysXbG4K0d4xuw8CEc+Roj+Io3E+5QSi4Doify",
+	"ToAFZKscyq80mm/HQgrv9F5GcxhuP72tWCdqf1uNBm6p3haMF9tD0ZYRQ7daDogXRWLpDueGmd3C1NZq",
+	"vcWQ/1D9OrX2h4fCORwGLUGXbPCDmoIXa3YMH8jnPwREsxlV1DCMgc9lVRSlpLgcl11SPjNZNrkdevli",
+	"9WQnPsCzNmZ75HOh8TeJEi0ScLupwOk5ESgjycxJOq/LiyMLZipby6WQC9RdT7Q3Ai+FFbKLpM0EOkKV",
+	"4vb8rGTOBZGjEYjyI8PUuV6XoYG+8STJpNDwAxqSptw71yP3NOFGs3jkqnvoydxAGmEk78QaidalO31g",
+	"qjiiqKZxyz1cp8Ti/sLHf6axocmqt+L9wLtez/Vi96pg+ZvpjmFlIUEe/ws2dv1l3Uephxd31OvVzmFl",
+	"fpr1sO8ZULZLRslXx5w+soxUII1vyHJpZbxUSz4H9wu5YQuXphfOZkd/D8gnekvt/7OFmUjxMiBU3Rgd",
+	"kOlC/xZDEHbEQh6hVk2ssLZsA8uk3/175RrS714eFZu0PBhNMZI7niOPdvG9Tbk4h8TY1wvDdFHqC1rO",
+	"NbmbSM0IZtFiaSqIKGRJDS8KFQCxxlBSU8Ub4S2bZgJyrEj5+MULMjhvnF90fsG0Csy2uPh5cLCH43nK",
+	"74s0/p6aM7R+QNKCCwpGCoAJOWZCBVhhb6niVJhi4ribVk2jhZWLdFEWXwpFGaueRAFB0nVgYfH0Nb9x",
+	"+2V5i4iqaE0koPuVSJWezi1STEBdHmFgYKXQ1opbtT2R88j2AV8sfXmAuvGsu8cvZAVPc1vtUSAD3aZL",
+	"vwdlp/pitJVkkjV/byl/OKh231GgDQ9tJ0CenWXTzvgz2jX9bzrjMTuT0yktik08w99JiA8Qi/BegrB0",
+	"wtcyWK3uZTWcS8mLAjXeuZwUV7NvZCeAGhW+XssCo1yBKoWWdIniOe6NopspIFK8saKQEmoviZz58/aO",
+	"xWcaSeIe5Es8TC6QLlghjt3T0MQLJBEZsrWj51/NRea4ihwqxYKgO0oF9RxdjrwnHVSj8SciXDjnmIiG",
+	"8h6T6CsPGt1uE6FtCaFy4OawouD4/H4WoXmbFsZ8zqdUAO4EZC74b5ZroKjOjSY3XESkHEMkQkg1Oyhg",
+	"6lBJBv93bP3oxd+L+XqqM+8eRJ4J11VzgV50zJXHZHqsPYEsz4KOob9pDGvtrKBmAYy3re0Nlc3O2swD",
+	"u7rl1AMAlwpvJDwlyPqIYCzShJIZ1doKB/C0C7AqKG6yhVS5h2dmv/qBqUsFVmd3eASRqPvWD9wnYOyp",
+	"6nitqIIPq3Hb+LUyJVS+IspkTXxJgunPkhjtU8JoOIErS5yvHU9LGzZb9WH6axBkw2uH+XCRPPI/ZKJ3",
+	"MeZJoOdODLUgOHSLC5Cp4PhACIEPgF9RpN33gYOhaGGXPhLMB3+fXZxfNlsY9f3+qv7W/rVdeDeyE/zZ",
+	"aq6gkdspnMhd7Bm2wuFpkqdAXGVVAmYynXBIR0M8kOFsZs+U3lJ7R0GFKwUlUOHsvlodblugYaT3ONKl",
+	"H6nmRjrHkdwiHNqe8/sdUcAl7a4LQXGZwE4IwRTdfNhPAKWy9O4BJrn057xposiym015XpKOk7AYjYBy",
+	"DUeHqk6SY+GEBVzDHuKTQ9kiM7EUh1AvzCUmDxfEPRygxXgEQSvC7djWO5S72UvGm9UN2l59XLqLTgdK",
+	"Njiz1CDBj8ILaqWwp6rjkQ7ui3k8aVGOpekyVKfe7l6neSUX7XbjrJd+0Wtlfu01zxsXVz3IcKk3O/bB",
+	"TuPNFRbqel2rX3d7td5VF6prpEUf7A+vL+q/bEkW6kKn6ShSCBaa5HMvTn/r8SmTcwP1FyKuWGg6aDOx",
+	"U9Ko6wuZZUoXvKbRaxktkKrYDdmrEmHG8fsgS484jVnUnBVbEGZcCBaR5iVe5TuqiX3BCUAPlW5lHjO3",
+	"Q7N87MimcjHFFvKMx5q87160SZlDGIhZBECOkmJfQbYgmCs2FUBLg8MhFiPM6DAphsbU2Df28n3sWGA1",
+	"nECRiuK4C8CbrStHrgt4oEmBjXS+7BqL7mgnMRwvRyYtTpPiqJ7Og4+MxHJcWOJsykXyRQHq4Ez7pS89",
+	"VcGkDgulCHnMOqCkP4phqZ4t8LG/aUneFOMKRGdglc8oZ3VaGSFlbZmrnLC2Wy7jNFR2K975wb+y6vWo",
+	"bmfJkjelpRXkACk+IhAca67g945H9K2SmXfMLNgmyxiHLNwSaX/a7yY9VgTOU93ILjMmZlMmDNQP2qdG",
+	"8i3bxcS9NGEHSN6ftVoyLm2LfXPL2FWExHKiRaZD/AVlBkg0ZBGWwLSzAcxbhQ/tFYCLdVO3y5UqZNUA",
+	"5NZ9LOzDW6Xs5Lfc5+18K5KTJN5tI7wjvrotfPSUqXxp279a3lTRJQNynGJCxqC0SxKTtz6toHD2ImQh",
+	"3uJm+01Z0tcbvV6rUfdlDKXwNxMMzZ/kEG8u2pLLzsy2VAMhW+4gV6nVDb5t5QaAF5P5u3NYhofZD/j+",
+	"4nUpKNV6vcb5pS9BmCuBWArylSOgLOCW87+HjBAfJYZW+2z1vVKQLy4Bu+qhzWHtqk4ynGsumNbPNOFR",
+	"ItvlK8E8WKv+ZGOx+u4K+m8EA1wccpTLY4LAh1rr7YU90nqtV3td6zZOiZ1KY/W3pOIs1ABxzn8XqlZO",
+	"XRUQSU/SOiEHD9nI10VEfMiYjHcrv6/XdZnQEKtBDVHULpmGk8Sfh4ZjH1ooRZjzWJ41tjYWZRoHPBjn",
+	"k3i+WnK8yfc2N7N5JvDxFRTgz8IH1X1mihkWee12ORr71Q8/vCyi8VN63y0u0t+dT4EUxDFuDtbU18ue",
+	"0H0COLa3IK1tIeCgM+5gCTymA7KpK4Bf68e+KGdeAlzGUndzwXGFR89RRSFaugs7tYQSjM0H+1X+36cU",
+	"/2p9xHzV++T0cqiU7rBLdC1kEnvbqrfRYTOVJJmINKE7qLG5GpWbRbdXawKExNywBwLOjo6PHyy6PJMy",
+	"3l4tWHIAbBmp4YFdXreffcPRdROUWnacQEEoZz6ukCXXJpROQawX7JYpQr0TrUJczaAT1xsD7lawoRsG",
+	"TZtr2AMET8yQmTvGBKn2BRURObL3yV4rJCCn2IXHChiBFTjUInHa1c4s93EgYH0pgwW8sQop1/7HCqk5",
+	"959LMXdCTJpwDrVPIEbVjt4XQPe5JoJxKDtVOyMinSwgLNYsmZqPoECVg8v9WDvri/JZwwfBJg+oufBF",
+	"vver9vQUJZ0+Ipbw0aKLNQ925aO7hAlsrYGsdcLiCIWonhiQdq0s/+Qlx9EsVSxscOGCdchQYUcykLBc",
+	"HZHrn5u9dxdXvWsodh2Q3s8X1403bxpQ8/q60+hetXrdgGBp74sPjc71We2ydtbs/bJvxIFGqXpr21Re",
+	"CH9Am0oeXTHazGOn7ySPZEHZ5AqC1MJwrrhZdO1M3qcx5QLKZRdQveXmoTcsZIc+Cxa/RBWKHB6CDAyP",
+	"YwgqrAabP1PFVLqFE2Nm2GyTu9Dc5Sw6q7tJRWqXTS+QWOk347smcxExRQbP6Yw/vz16DtM+H5xgYV2o",
+	"YauDvkjToDUpJ9lWOsjEAVlS5NrnKab57yzAJIDAp+wGfYFJiEE2/VVJ49qQuMTngwDrRDGqwgmm/MJ1",
+	"CTBBeMbUIQDu63hM+b0FwyuVkG1MYmbRUAd5M78drS9S9FfOXM4xYYU0HMWPYx8RtHRseBJ9MUjPenBw",
+	"mugv+Bi2aYNwgHSdOZbmbL+VvuiLv/2NnElhdTYuhe6L/5LWD9WkPEBnyCAgg0yqnf0IVMn+kZYTsZ+c",
+	"tj8I+oKQQdLy1P7kKJr907V6GxwAVPkKpRo7OUN/CkIGqzVJBxULZc/K8fB6580Zefny5Y/J+5ALZDc+",
+	"qQ0ODTFI+ap3dnBKIpcgBG/bOZxQo60oPOVxzF0pNZc/LsjgXA+Ino9G/B7mxnPCKCisJvmu17v0DHYW",
+	"zzUZfO6DS7dfCkjfX2X84Khvv/RlcGqnB0yGlVxdXjY619127acGweBQKE3JBepjcuZMIc80yVw0hzd2",
+	"qOQJKElNYy0JFfqOKXJcrZKVbtgBOa4ekZVGwnakslT4Y67HwuAE9hXQ7JnGEk8LiFqD8G0rusB9YtGh",
+	"nBs7DvbweaaJvGUqpjM0mRwAehy/+JHkuzmTMmx5pkczdhrJdxV+nmsqDCdyPjfuTNGiikV+XUigVGix",
+	"oTf2qwFaywfBsjvOgpReVQAEbm8I6n3mHj7TECEJE0OU3y1nd5rcMDZbauxTHmSzoC3mQ2qGxXsoCG8x",
+	"Fc4tn9dGygP8o4IR8YOARAwTpxLczqd9ETpmsKdJJdGViFQgZGkC0MEJ6Zdc5D3U6HK5WP0SUilC+r7H",
+	"EfzsE6rs74qRoTQTe/6KQR8t3IwW1052htI6LMoVrAEQZnTs0r/IAIKEsVbqYOhM/4h8EAeJGdTslkt7",
+	"qeiYPdNkkHUTDJxkabiBasbAWpLul6VM6G7pCFyAMybojJdOSi8r1cpLlBYmwDvz7CfJVR0zsy7qCDEF",
+	"UejEFegQEbCtQ2BbDgk1shNX1Ufj5mKtHx04o2LSP4zbxyFwGF7jjpavVKx4pvvYENz15SwPoFvmgPRL",
+	"7rlDeK5fOnWX4JnGJGWu+wKI+kl/Xq2+DHkE/7PBQYU0LJHxZZDZksBQq5832+4l+wy+9rflUSy8ASpI",
+	"lo/p4s6kgbNNuNamztHeF+VB2g7VQvSGx5aNklBOh1xgLDKpteunZADNjQawHgjr0vyWBR6PBoTdu+8q",
+	"5BJQbrggN2yhmcEau6hcWQJrZ02wj/zn//rfBUjWF+AZ0CfFdJSUKZnS2LUXHwHQQA2Fs0PZm9gXyuLD",
+	"wWkx0T0tIIenlvAhjieU3UqpJXvRIO8ZcFjRKTOQa/frCq7e09AQQA5vx4RzpDEP2d9eEmjck0EYMOXZ",
+	"F3+bM7XwRR9OkmasaRf2ZdfUxmiFL8FawFILK3RAdiJbvgHyGoicUyABaW13t0293T4Xjp62jN6q7Tzq",
+	"b8VDJZ6OnUZajniPF2nhMAO4Bc29IJAQ6HzZi0EHa3fMvpEDZDtvzkZgkqzX7eHAV/YCpGjnUvx/Di1t",
+	"Sls8mDiav3yEalszKZxp/EW16ly3xtVEhd5U2PTu+Sfno9/uLNOuxKAjrSYxWKYGZuRsYbiKZVXHCEbR",
+	"6Am4z1/TyActwCtHD7+C/ZWk4r8z0GWPX/z48Es9Kc+pWLi5NDqRwVC2zYTsfsZCw9DCoefTKVULX60v",
+	"kbbkyFFkZBFg3lrqSZ6vfgfhZ3Ssk8bRpY92/DwfB5Z7mLJkvZ6nJ+T9MUjzu7TXxROiV771RwGK1eI4",
+	"p0ZbHsijyl8QWewKs0tJpHNuxQxslgFIM9csixnZo/8INmu98fALePt6dl39kQzS3nBWl9sBTbAUTdaJ",
+	"6ooGQnDro6OIq470JW+EMmrOvqxg6NHjT1+Ena4Yz7cld9UtMDjpnPaHojxuD6EZtCdlaZnGZKF5SGNn",
+	"RLM/H6zH+Ydp4vPPGcvOFydHYb2y/IENfDLbgEzn2hD225zGuVZTPmXNP1ghULXYqs/+lvaFT5JnBHRh",
+	"q3yPoOIXmFKwf92JVV+hfAe028Kwf2fWsmygLyBmyr7hU1GtuhuDfz1Scpbm4jP7fDL9w7L8uvveF8fV",
+	"YzIoaivpiUG+N+RubAOrVGTpwZJc/4BE8y49w0tqJk6weUKK4spqbEVRqt+GoiBI35qiHD/8UtJz8i9G",
+	"grwVLSVBzzTc2pTpluXM8CnXVk5Lkl3B0rs7UfJ1YDdYXZxuzTWRvkKfM5AsVowEFYKxJs7O601SQyxa",
+	"zKOVcsqJeSqxFZwQb4nqi82mKEJ1xogFWcjDmLkK+ZYC2cX1BdY/OqiQQTbObeDM/YN8NBzYFTJNh7ju",
+	"C6tDAYBDaSZ2HB/45s0hJGsNcT8ilIO+SKwiuNqll4GqDxlhVMUcg1PF8hiVvhg4z8cADfVM58uX++Io",
+	"3j/CnU0WreOVvgBhDoIGSEiVWliajs5iPK5TqFECTm3IJsZO6NP9zDDB0k73hUUPOTcrmx3kzTVks7Vm",
+	"J2HPrtjXLdarpL1ISfahjtuRxWwkfPF4vojIVsP5FLzioXy7rm0hw24Y60ZbDQDdatzlONU1ZgqwS+T6",
+	"lgCGllHZzDShO3VXMA/OOhPGUpDqriBvMPIsXyXUc/hyu611gPlc8m1hWgmpKgQKQHF0YG/zU5bWPJYV",
+	"KgfYHqaoHG37F7BI5Yq0P2CUsnv7L2KL6qKv3654WSgYLnKhwJgkCcQ5SK4kSCB8mrM8YB34TZLO889g",
+	"Gf6yhU1qdzUl19V+N03kLUt41c5ayHu7ooz+8cRo7ArRFiByD2qYD//kqsAfhvC+DSsGOMQxRAQmvVOw",
+	"RaV28th+WP0cvTdgTig0urkTIkMGafxpqoSv2p8JqQEvqfdkkomMI6zs2RdjZjQZJO8OiBREMStv20WA",
+	"Vm6vwvIDsK6+cJ0Swb2fAcCChWETmryoVr/aZrByGT1YvUbnvNmutazkGmNhvpT/S0Uwaf9gR8siLOrR",
+	"rvDjmxDyicvf2ICQtg9ZSzQCIuRdtlPpd3PC45gTADEJJVD4MnJl07yVb08y4+Iq1tMZtKNqSzxQC3fB",
+	"J5muRP9OjgZezVzuYoTxGlN564IiMr/4xtFGEm5OMU8sjhCD+Mg1mkzW2hdusYHViEPfo5WULaUFuga0",
+	"DGhD9+qy0ek26o36NtEH+1If++XZVafTaPdAdbaCj8roRH3B7rk2+iAgg27P0p6zi/abVvPMPp5UmXKB",
+	"hdL4EJdoR3rlEtL/uQjWi0ecPJ+vv4ZueeTm2qHcd7L1SGTLHcDy7YdE0EyncejhZk8hY1TYmqYp/bha",
+	"ANnHOKW2NE3taUpayojCuEhUpZytbq21ZSdbWL5p1NPrIWqdMn3uwpgxbD3vff9n16jBxpsJ2g8Se328",
+	"sBsBEfQYkprBg9x98YXd17rt07L/hip0JA4uG+16s/32+kOj03xjb0Pzoj2okF6+WbbOdGnBPCwoIBtz",
+	"rNU9WC3qMSBl31YbG2qnGad/7wtopH1KpIgXoDhNqJ7ALEYqFlVI01iGT4YMOmlhc5indEQuRyW8IINa",
+	"vd5pdLvwbK3VuvgZoq1d4CWRc6N5hDSOzmZKQiyy1JbTSmX0wT7BDa6i/9Pw5FzTp28c1pBvJrQ+tOGU",
+	"THz0bop8BnNmwaUmXX7MPx2vfrENWK5WJR3GrAE1yP5oPj/m2kDGZ7bpIhAHPWdwseVKw6dikrWOyz//",
+	"jIGlT2P0a1/UG19r9VM7y99tWNE3MvqpzSY/CCH+bvNba/MDlAb9F+17IRMmsfvlkulcCGbEDTGK8ngt",
+	"a941VsglI6yGCiXsPGZUCd+Ok925gAM5F5gvA6ALdp9reqQniosbK2ylcT+ucycXfeECjGKrYZsJm7qI",
+	"oq9mwqs3riAOKHDPdRofLn7a2XeMQS2PdTefihH/MdFASXe776FAT84cNf89SajbMuhnB3743OXorrfj",
+	"ucKwLqLGUxJwBmgS89vkvpchhQT9dwdkLmLILBqMpAoZBMhYrHSJhpRgMuBBhbyRKgRlDVJkb3gc61wQ",
+	"4klfJJPaQWQckXqzW3vdatStLrBKlYCEaiNnGiu8cTE+xYoN2D0YDYS4AOhhMMdXsHoQnbGIlBUzirMI",
+	"iizcTZhyEUV9kThrsFPxAQb0UOfbsMPbbdRuuyxw2E7e7pTGqfsCa0E/ERWE9P3udQ3y9r+SCNYRO/68",
+	"VNAB+Ec6NdQmoQh9Gh5fv5PFRyKL7tg9XYQ4N7zQQmaI0t5E0VKyzS5UZwDJEplianTq9NAh0B41F5pM",
+	"6aIvnCREfgaviG+Vnpg9Vpulg1FDZ9qq90V5sNSZfeCLbyLuZdukn/ieLJg2rlOCjs3Xc2QRiWWwqWX7",
+	"FFuz/+f//D+YJM91X4yYCC31pCSmVqNDj7BUnjpCKQpqHEn0fpeDALbtkxySsWS6L2Bgp69jszaK5c+C",
+	"JCvXkWESSaZJ+6Ln5FQj76iK+mIwpfe+SOEAYPQvwlK979vfy1NMq7YMAERvFtm9TfMir/2WDw7wwIBl",
+	"JAeBNQ+A+91RqPGDPq2+QD+NJrG06KExXtZuYYX47o+Epn3zUfMd24EUm8U0tLthB0xmKktoeWdXajmQ",
+	"vHWTu98Pnoin5FjIqltqR6ZiV/4nZikWvD87Q3EY852hPFYkmpEzTFixxFyfFuXBLNvSUwKwL5/BMhDr",
+	"GQ3EWmLEJ/aoshBlOnCh5xjCxVdVfCtmZmtioJw6UkxPMi1yScPCAHRIkEGjDfRwkIjb1DKHQzlDuv2Y",
+	"wTnFhAbc29d2KCh7EpDBu0at03vdqPW8Vt8XSxLtLuY2WO2fWJ7942N0tqA+Dku+E5/Hctoxg+UO+Yin",
+	"7VhdJSnIt0v933pfWvNJcnHom+sUk5umAF8chu2IRZKPMhdgAQCzu9XXc2K3D6BDwZH2RabG11wzMsDC",
+	"RIfp1wPChTaMRmh7HMpokU0sOrXSYF8MTMYJqJ0BEWCANpcjhqHma72DBJyDTykP1VqdRq3+y/X7i2Yb",
+	"adVXaNodppnxLQr+lPZGB1uGNj0pLXLTNbWeb46+CVHVSRzL38nSI5El2PpEZEg9qaMlCjChGuLQ7BMs",
+	"Igtm9qVRUIFpPX3qdjtvDsdzKPJ6gl7/Jaf5WbPeQRcKuM9PXXGLervrZJe+4NrVi40SndD1jSLNS9dV",
+	"6pT0Wt2EIJ8S5Zpkad9a/LQvXDsmgvZZl4lwSoR0pdcgDoEJUyG1zF6FVNitGrK+gN5GDEIgqJWoXHxk",
+	"0vLohEANUazTZYUzqHs3OCWUGKrGzKCKCV1o7JkMOYy1NurgyUjhtZsNJLE1k+9GDKHx1p/cLZrtgVZA",
+	"nX6euHaygNNE07vvwQZ/gmCDN8yEk6yylLRlS1ycQJsOmTCQtewidfalaFj4dIMpEcxpbDRiofFWLqz1",
+	"mBGjoJs4EDLNXHA0uCqAFPVF+bj6ckn2OIAa8Wkuic6+kdQytPzyFKlI6h2ZsDha5xZxBJMrVIudk6Qv",
+	"Ei9JpS9qBNfsK6F6gkcUO3RlDy1BTWI+wEIoWIV07GugiPp6sZEPBXlKrXMXEc0C9V13/Crd0Z3s92CR",
+	"df5euz1evOLTKYs4NSxekHJKEAJPB1DUwbu7twd4RT/b7PjwASRL9CmFaJnQ2FOXgpSPq0d9MTjrNOr2",
+	"WtZaafmA52TQbUA0d/qd82NMaTixunDtsnlwmtDtvnA1OsFUnlSM9doAKWNMaVE8aUASjbEvilVG0sp4",
+	"tbWhC1fjBoz3UHoXStumwHDtS11H38L+vhvRgtNNIif9Ef8ZyVeuG+C3Jl9bq5uJHvRd53wKnTMxQaXe",
+	"uiVKw51amjuMfYkf6HiL9RSvIcABaVU0tE0P0iZkMil0AWBO6QKtdQGBSoqLPpybhTyEOgkQan9qZay5",
+	"dllt3mLvq/pAiVwqoMBChTSN7gvXMMVquoxirfRkZ7Ci+TPtarzrQcac7wrZo/beF957AA9+Iy8hGvOb",
+	"7evLzsVb1BB3UgOxV8g/lcD1ePlp+UYqawgWuom+56Y9vruQKgO58okvrkxJkptJwDiEIQyOPGwrnsVU",
+	"jOd0zNYnpvV8smxIDYXmFkhLkmYUtcumJQlvGz3ix05GHZyQGVN94VtREI4lB5L6GiKiChU914WKTNlU",
+	"qkWQsZZpw0Vo+r6dhoZGjFinI5TTKXZQEAwagxi1OISEXaLmMQsIuzeKujEPnAUL/AfYY8Q1SYI0JSyp",
+	"H6B8h5wA4uZOyWDK71k0wIgWK5b1hRXAxooxUoaa1tFcYWyFklhngE/pmJH5bKxotBIm8RipfK3k4J5Q",
+	"TPGTrEt960GDAgfIX7HgrKvx77HTr8WiqUWrO29Vy+IM4gn2HNzW9Ow7wLC116zDaHRoWfxpmp7uQ/Q1",
+	"yffxSUYbVMhA3mB1fLDeIopajp60B7fkGBuMPDIWJk3gnxIDlzvNr0FCPJO/IgZCQ3c88nDCojlSj5TW",
+	"WXXW94hJDzVnIEyRqwDz0vIqh2mH7z8uA3mpK++TVMlbaqv81yvfVdTM/YEqXni2/0pZx8t1g7RrL5Ht",
+	"ywX1OQ37r/VGrZ6TiHxH+C3uy/PPrtfVl+dJ/5ZN6QtJ7AD2fDGSuGTlNCHLR5OCfMEUCWNGFYsCoiVE",
+	"UUHPeE3KXgS6Y8OJlDdEMxExdUA0Y1atA3PUV+tW0CN6VblKv7abtytncPu0hMhrLvvMKk3JXU/7iOeV",
+	"m506a/wzmryXNrMDLYnWMUTYRTSBO/T7row9EvW5TIKxD5HMsMjddQgk58JI4jvXb0dzXIHBwym2IS7k",
+	"zm+kwsB3VJ0sWchXJXHldzF2lEWknJQYC1yBsb7Itar3ph3oMDZwLXgHxP1hmUqUbWccOHIV9cVw4fvq",
+	"krIdIV+zdFN7/ESt6wuQcDFPQWAdT+z9qwMi4yjtJlYe5HoCD8gdj9gJkYL1BcJK5jNLZo9eVD3wATyk",
+	"yJAtpIhc/2rFMOLemd+PXlStXtbNqNTYrD1f7cgt2jdtBE0xkahRWeyL35mS2iU8RDHbpoRxuuG+KMNR",
+	"pXJ0fFyFGgxfLWu9ZSbThvmB7lE/Y5PqGPo6YXdExIE03O2HtbVV097NBVVV9+g4/aSSVbY1dTHhnPL7",
+	"fxEp6pIpR0wmvlFDGva5REyypMIjB3R4LCp9lGlbC8iWbVj760d7vu6Nzx6HsmXjrRTuW2o5hTr7lZ0j",
+	"89kR1cw32CUo80WqHn35+OX/BwAA//8=",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

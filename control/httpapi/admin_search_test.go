@@ -264,11 +264,11 @@ func TestAdminVerdictMix(t *testing.T) {
 			continue
 		}
 		require.Equal(t, int64(3), p.Finished)
-		got := map[adminapi.Outcome]int64{}
+		got := map[adminapi.JobOutcome]int64{}
 		for _, o := range p.Outcomes {
 			got[o.Outcome] = o.Count
 		}
-		require.Equal(t, map[adminapi.Outcome]int64{adminapi.OutcomeAC: 1, adminapi.OutcomeWA: 1, adminapi.OutcomeCancelled: 1}, got)
+		require.Equal(t, map[adminapi.JobOutcome]int64{adminapi.JobOutcomeAC: 1, adminapi.JobOutcomeWA: 1, adminapi.JobOutcomeCancelled: 1}, got)
 	}
 
 	day := int32(1440)
