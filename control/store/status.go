@@ -44,13 +44,20 @@ type Job struct {
 }
 
 // jobColumns names every column of jobView; read with Get/Select.
-const jobColumns = `id, submission_type, submission_id, generation, kind, pool, runtime_spec, manifest_id, priority,
+const jobColumns = jobColumnsHead + `result` + jobColumnsTail
+
+// jobColumnsHead and jobColumnsTail surround the result column, so a list
+// can read NULL in its place (job_search.go).
+const (
+	jobColumnsHead = `id, submission_type, submission_id, generation, kind, pool, runtime_spec, manifest_id, priority,
   state, status_version, COALESCE(phase, '') AS phase, cases_done, cases_total, attempt_count, max_attempts,
   required_node_id, COALESCE(node_id, 0) AS node_id, lease_epoch,
   COALESCE(TIMESTAMPDIFF(MICROSECOND, NOW(6), lease_until), 0) AS lease_remaining_us,
   GREATEST(TIMESTAMPDIFF(MICROSECOND, NOW(6), available_at), 0) AS available_in_us,
-  COALESCE(verdict, '') AS verdict, result, COALESCE(last_error_code, '') AS last_error_code,
+  COALESCE(verdict, '') AS verdict, `
+	jobColumnsTail = ` AS result, COALESCE(last_error_code, '') AS last_error_code,
   created_at, started_at, finished_at`
+)
 
 // jobView is one row of jobColumns: the Job plus the durations SQL gives in
 // microseconds.
@@ -78,57 +85,6 @@ func (s *Store) GetJob(ctx context.Context, id int64) (Job, error) {
 		return Job{}, fmt.Errorf("store: get job: %w", err)
 	}
 	return r.job(), nil
-}
-
-// JobFilter narrows ListJobs; zero fields match everything.
-type JobFilter struct {
-	State          JobState
-	Pool           string
-	Kind           JobKind
-	SubmissionType string
-	NodeID         int64
-	// BeforeID pages backwards from an id (exclusive); 0 starts at the newest.
-	BeforeID int64
-	Limit    int
-}
-
-// ListJobs lists jobs newest first.
-func (s *Store) ListJobs(ctx context.Context, f JobFilter) ([]Job, error) {
-	q := `SELECT ` + jobColumns + ` FROM judge_job WHERE 1=1`
-	var args []any
-	add := func(cond string, v any) { q += " AND " + cond; args = append(args, v) }
-	if f.State != "" {
-		add("state = ?", f.State)
-	}
-	if f.Pool != "" {
-		add("pool = ?", f.Pool)
-	}
-	if f.Kind != "" {
-		add("kind = ?", f.Kind)
-	}
-	if f.SubmissionType != "" {
-		add("submission_type = ?", f.SubmissionType)
-	}
-	if f.NodeID != 0 {
-		add("node_id = ?", f.NodeID)
-	}
-	if f.BeforeID > 0 {
-		add("id < ?", f.BeforeID)
-	}
-	if f.Limit <= 0 || f.Limit > 500 {
-		f.Limit = 100
-	}
-	q += " ORDER BY id DESC LIMIT ?"
-	args = append(args, f.Limit)
-	var rows []jobView
-	if err := s.db.SelectContext(ctx, &rows, q, args...); err != nil {
-		return nil, fmt.Errorf("store: list jobs: %w", err)
-	}
-	out := make([]Job, len(rows))
-	for i, r := range rows {
-		out[i] = r.job()
-	}
-	return out, nil
 }
 
 // JobExtra is what the admin job view adds to Job.
