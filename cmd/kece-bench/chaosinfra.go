@@ -39,8 +39,14 @@ func newMaria(ctx context.Context, work, name string) (*mariaInstance, error) {
 	_, p, _ := net.SplitHostPort(addr)
 	port, _ := strconv.Atoi(p)
 	m := &mariaInstance{name: name, dir: dir, port: port}
+	// A private tmpdir: bootstraps running at once on one machine (other
+	// runs, tests) otherwise share /tmp and trip over each other's
+	// temporary tables.
+	if err := os.MkdirAll(m.tmp(), 0o755); err != nil {
+		return nil, err
+	}
 	out, err := exec.CommandContext(ctx, "mariadb-install-db", "--no-defaults", "--datadir="+filepath.Join(dir, "data"), "--user=root",
-		"--auth-root-authentication-method=normal", "--skip-test-db").CombinedOutput()
+		"--auth-root-authentication-method=normal", "--skip-test-db", "--tmpdir="+m.tmp()).CombinedOutput()
 	if err != nil {
 		return nil, fmt.Errorf("mariadb-install-db for %s (is mariadb-server installed? scripts/mariadb.sh installs it): %w\n%s", name, err, out)
 	}
@@ -48,6 +54,8 @@ func newMaria(ctx context.Context, work, name string) (*mariaInstance, error) {
 }
 
 func (m *mariaInstance) sock() string { return filepath.Join(m.dir, "mysqld.sock") }
+
+func (m *mariaInstance) tmp() string { return filepath.Join(m.dir, "tmp") }
 
 // serverDSN is the root DSN over TCP, without a database.
 func (m *mariaInstance) serverDSN() string { return fmt.Sprintf("root@tcp(127.0.0.1:%d)/", m.port) }
@@ -63,7 +71,7 @@ func (m *mariaInstance) start(ctx context.Context) error {
 	cmd := exec.Command("/usr/sbin/mariadbd", "--no-defaults", "--user=root", "--datadir="+filepath.Join(m.dir, "data"),
 		"--bind-address=127.0.0.1", "--port="+strconv.Itoa(m.port), "--socket="+m.sock(),
 		"--pid-file="+filepath.Join(m.dir, "mysqld.pid"), "--log-error="+filepath.Join(m.dir, "mysqld.log"),
-		"--skip-name-resolve", "--innodb-flush-log-at-trx-commit=1", "--sync-binlog=1",
+		"--tmpdir="+m.tmp(), "--skip-name-resolve", "--innodb-flush-log-at-trx-commit=1", "--sync-binlog=1",
 		"--innodb-buffer-pool-size=128M", "--max-connections=500", "--innodb-lock-wait-timeout=10",
 		"--character-set-server=utf8mb4", "--collation-server=utf8mb4_bin", "--default-time-zone=+00:00",
 		"--transaction-isolation=READ-COMMITTED")
