@@ -196,9 +196,10 @@ type chaosReplica struct {
 
 type chaosNode struct {
 	*benchNode
-	base   string // log name without the restart count
-	env    []string
-	starts int
+	base    string // log name without the restart count
+	env     []string
+	starts  int
+	planned bool // the run is stopping this process (r.mu)
 }
 
 type chaosRun struct {
@@ -216,14 +217,15 @@ type chaosRun struct {
 	manifests map[string]string
 	urlList   bool // kece-node accepts several control URLs
 
-	mu            sync.Mutex
-	subs          map[string]*chaosSub
-	order         []*chaosSub
-	deliveries    int
-	faultCount    map[string]int
-	lastFaultEnd  time.Time
-	galeraRejoin  string
-	enqueueErrors int
+	mu             sync.Mutex
+	subs           map[string]*chaosSub
+	order          []*chaosSub
+	deliveries     int
+	faultCount     map[string]int
+	lastFaultEnd   time.Time
+	galeraRejoin   string
+	unplannedExits int
+	enqueueErrors  int
 }
 
 func (r *chaosRun) setup(ctx context.Context) error {
@@ -464,11 +466,33 @@ func (r *chaosRun) startNode(n *chaosNode) error {
 		return err
 	}
 	n.child = c
+	r.mu.Lock()
+	n.planned = false
+	r.mu.Unlock()
+	go func() {
+		<-c.exited
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		if !n.planned {
+			// A node that ends by itself (exit 3: refused for good, or a
+			// crash) is a finding, whatever the jobs' fate.
+			r.unplannedExits++
+			fmt.Fprintf(os.Stderr, "chaos: %s exited by itself (%s; log %s)\n", c.name, c.cmd.ProcessState, r.f.logPath(c.name))
+		}
+	}()
 	return nil
+}
+
+// stopping marks n's current process as ended by the run.
+func (r *chaosRun) stopping(n *chaosNode) {
+	r.mu.Lock()
+	n.planned = true
+	r.mu.Unlock()
 }
 
 func (r *chaosRun) cleanup() {
 	for _, n := range r.nodes {
+		r.stopping(n)
 		if n.child != nil {
 			_ = n.cmd.Process.Signal(syscall.SIGCONT)
 			stopChild(n.child)
@@ -795,6 +819,7 @@ func (r *chaosRun) fault(ctx context.Context, kind string) error {
 	switch kind {
 	case faultNodeKill, faultNodeRestart:
 		n := r.nodes[r.pick(len(r.nodes))]
+		r.stopping(n)
 		if kind == faultNodeKill {
 			_ = n.cmd.Process.Signal(syscall.SIGKILL)
 			<-n.exited
@@ -971,6 +996,7 @@ func (r *chaosRun) report(ctx context.Context, wall time.Duration) (bool, error)
 	fmt.Printf("redelivered_events=%d\n", redelivered)
 	fmt.Printf("deadlock_retries=%.0f\n", retries)
 	fmt.Printf("reconcile_violations=%d\n", violations)
+	fmt.Printf("node_exits_unplanned=%d\n", r.unplannedExits)
 	if recovery >= 0 {
 		fmt.Printf("recovery_s=%.1f\n", recovery)
 	} else {
