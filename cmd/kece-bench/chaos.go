@@ -88,7 +88,10 @@ func runChaos(ctx context.Context, args []string) error {
 	// The driver logs every connection the faults break; the run counts
 	// what matters itself.
 	_ = mysql.SetLogger(log.New(io.Discard, "", 0))
-	r := &chaosRun{cfg: c, rng: rand.New(rand.NewPCG(uint64(c.seed), 0x6b656365)), subs: map[string]*chaosSub{},
+	// Two streams, so the fault sequence (kinds, targets, durations) is the
+	// same for a seed however the submissions interleave with it.
+	r := &chaosRun{cfg: c, rng: rand.New(rand.NewPCG(uint64(c.seed), 0x6b656365)),
+		faultRng: rand.New(rand.NewPCG(uint64(c.seed), 0x6661756c74)), subs: map[string]*chaosSub{},
 		faultCount: map[string]int{}}
 	defer r.cleanup()
 	if err := r.setup(ctx); err != nil {
@@ -203,9 +206,10 @@ type chaosNode struct {
 }
 
 type chaosRun struct {
-	cfg chaosConfig
-	rng *rand.Rand
-	f   *fleet
+	cfg      chaosConfig
+	rng      *rand.Rand // submission mix (r.mu)
+	faultRng *rand.Rand // fault schedule (r.mu)
+	f        *fleet
 
 	controlDB *mariaInstance // nil with -galera
 	judgeDB   *mariaInstance
@@ -785,8 +789,8 @@ func (r *chaosRun) faultSchedule(ctx context.Context, start time.Time) error {
 	}
 	for ctx.Err() == nil {
 		r.mu.Lock()
-		gap := time.Duration(float64(r.cfg.every) * (0.5 + r.rng.Float64()))
-		kind := r.cfg.faultList[r.rng.IntN(len(r.cfg.faultList))]
+		gap := time.Duration(float64(r.cfg.every) * (0.5 + r.faultRng.Float64()))
+		kind := r.cfg.faultList[r.faultRng.IntN(len(r.cfg.faultList))]
 		r.mu.Unlock()
 		if time.Since(start)+gap >= r.cfg.duration {
 			break
@@ -807,7 +811,7 @@ func (r *chaosRun) faultSchedule(ctx context.Context, start time.Time) error {
 func (r *chaosRun) pick(n int) int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return r.rng.IntN(n)
+	return r.faultRng.IntN(n)
 }
 
 func (r *chaosRun) pause(ctx context.Context, lo, hi time.Duration) {
