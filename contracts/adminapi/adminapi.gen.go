@@ -231,6 +231,48 @@ func (e JobKind) Valid() bool {
 	}
 }
 
+// Defines values for JobOutcome.
+const (
+	JobOutcomeAC          JobOutcome = "AC"
+	JobOutcomeCE          JobOutcome = "CE"
+	JobOutcomeCancelled   JobOutcome = "CANCELLED"
+	JobOutcomeMLE         JobOutcome = "MLE"
+	JobOutcomeOLE         JobOutcome = "OLE"
+	JobOutcomePARTIAL     JobOutcome = "PARTIAL"
+	JobOutcomeRE          JobOutcome = "RE"
+	JobOutcomeSystemError JobOutcome = "SYSTEM_ERROR"
+	JobOutcomeTLE         JobOutcome = "TLE"
+	JobOutcomeWA          JobOutcome = "WA"
+)
+
+// Valid indicates whether the value is a known member of the JobOutcome enum.
+func (e JobOutcome) Valid() bool {
+	switch e {
+	case JobOutcomeAC:
+		return true
+	case JobOutcomeCE:
+		return true
+	case JobOutcomeCancelled:
+		return true
+	case JobOutcomeMLE:
+		return true
+	case JobOutcomeOLE:
+		return true
+	case JobOutcomePARTIAL:
+		return true
+	case JobOutcomeRE:
+		return true
+	case JobOutcomeSystemError:
+		return true
+	case JobOutcomeTLE:
+		return true
+	case JobOutcomeWA:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for JobState.
 const (
 	JobStateCancelled JobState = "CANCELLED"
@@ -252,48 +294,6 @@ func (e JobState) Valid() bool {
 	case JobStateQueued:
 		return true
 	case JobStateRunning:
-		return true
-	default:
-		return false
-	}
-}
-
-// Defines values for Outcome.
-const (
-	OutcomeAC          Outcome = "AC"
-	OutcomeCE          Outcome = "CE"
-	OutcomeCancelled   Outcome = "CANCELLED"
-	OutcomeMLE         Outcome = "MLE"
-	OutcomeOLE         Outcome = "OLE"
-	OutcomePARTIAL     Outcome = "PARTIAL"
-	OutcomeRE          Outcome = "RE"
-	OutcomeSystemError Outcome = "SYSTEM_ERROR"
-	OutcomeTLE         Outcome = "TLE"
-	OutcomeWA          Outcome = "WA"
-)
-
-// Valid indicates whether the value is a known member of the Outcome enum.
-func (e Outcome) Valid() bool {
-	switch e {
-	case OutcomeAC:
-		return true
-	case OutcomeCE:
-		return true
-	case OutcomeCancelled:
-		return true
-	case OutcomeMLE:
-		return true
-	case OutcomeOLE:
-		return true
-	case OutcomePARTIAL:
-		return true
-	case OutcomeRE:
-		return true
-	case OutcomeSystemError:
-		return true
-	case OutcomeTLE:
-		return true
-	case OutcomeWA:
 		return true
 	default:
 		return false
@@ -685,7 +685,7 @@ type ErrorCode string
 type FinishBucket struct {
 	Finished int64 `json:"finished"`
 
-	// Start Start of the bucket (database time); it is bucketSeconds long.
+	// Start Start of the bucket (database time); it is bucketSeconds long. The buckets end at asOf, so when bucketSeconds does not divide the window the first one starts before it and counts only its part inside.
 	Start time.Time `json:"start"`
 }
 
@@ -768,6 +768,9 @@ type JobGeneration struct {
 // to one node; its submission has submissionType `KECE_CHECK` and a built-in
 // manifest, and it is judged and reported like any other job.
 type JobKind string
+
+// JobOutcome How a finished job ended - its verdict status, SYSTEM_ERROR (attempts exhausted) or CANCELLED.
+type JobOutcome string
 
 // JobState defines model for JobState.
 type JobState string
@@ -1093,15 +1096,12 @@ type NodeCheck struct {
 	Verdict *Verdict `json:"verdict,omitempty"`
 }
 
-// Outcome How a finished job ended - its verdict status, SYSTEM_ERROR (attempts exhausted) or CANCELLED.
-type Outcome string
-
 // OutcomeCount defines model for OutcomeCount.
 type OutcomeCount struct {
 	Count int64 `json:"count"`
 
 	// Outcome How a finished job ended - its verdict status, SYSTEM_ERROR (attempts exhausted) or CANCELLED.
-	Outcome Outcome `json:"outcome"`
+	Outcome JobOutcome `json:"outcome"`
 }
 
 // Phase defines model for Phase.
@@ -1367,7 +1367,7 @@ type UnprocessableEntity = Error
 
 // ListAuditParams defines parameters for ListAudit.
 type ListAuditParams struct {
-	// Actor Exact actor, e.g. ADMIN:alice or control.
+	// Actor Exact actor, e.g. ADMIN:alice#3 or control-plane.
 	Actor *string `form:"actor,omitempty" json:"actor,omitempty"`
 
 	// Action Exact action, e.g. node.drain, job.cancel.
@@ -1568,9 +1568,10 @@ type ClientInterface interface {
 	//
 	// Every audit record: node and host-group changes, job rejudges and
 	// cancels, event redeliveries, probes, joins and the control plane's
-	// own actions (`actor` "control"). Each names the admin token's label
-	// (`ADMIN:<name>`) and, for calls through the admin API, the caller's
-	// address (`remoteAddr`). Filters combine with AND; `after` is
+	// own actions (`actor` "control-plane"; a node's join is
+	// `node:<id>`). Each names the admin token (`ADMIN:<name>#<id>`) and,
+	// for calls through the admin API, the caller's address
+	// (`remoteAddr`). Filters combine with AND; `after` is
 	// inclusive, `before` exclusive. Paged by keyset like every list
 	// (`beforeId` ← `nextBeforeId`).
 	//
@@ -2211,9 +2212,10 @@ type ClientInterface interface {
 //
 // Every audit record: node and host-group changes, job rejudges and
 // cancels, event redeliveries, probes, joins and the control plane's
-// own actions (`actor` "control"). Each names the admin token's label
-// (`ADMIN:<name>`) and, for calls through the admin API, the caller's
-// address (`remoteAddr`). Filters combine with AND; `after` is
+// own actions (`actor` "control-plane"; a node's join is
+// `node:<id>`). Each names the admin token (`ADMIN:<name>#<id>`) and,
+// for calls through the admin API, the caller's address
+// (`remoteAddr`). Filters combine with AND; `after` is
 // inclusive, `before` exclusive. Paged by keyset like every list
 // (`beforeId` ← `nextBeforeId`).
 //
@@ -4788,9 +4790,10 @@ type ClientWithResponsesInterface interface {
 	//
 	// Every audit record: node and host-group changes, job rejudges and
 	// cancels, event redeliveries, probes, joins and the control plane's
-	// own actions (`actor` "control"). Each names the admin token's label
-	// (`ADMIN:<name>`) and, for calls through the admin API, the caller's
-	// address (`remoteAddr`). Filters combine with AND; `after` is
+	// own actions (`actor` "control-plane"; a node's join is
+	// `node:<id>`). Each names the admin token (`ADMIN:<name>#<id>`) and,
+	// for calls through the admin API, the caller's address
+	// (`remoteAddr`). Filters combine with AND; `after` is
 	// inclusive, `before` exclusive. Paged by keyset like every list
 	// (`beforeId` ← `nextBeforeId`).
 	//
@@ -7800,9 +7803,10 @@ func (r GetVerdictMixResponse) ContentType() string {
 //
 // Every audit record: node and host-group changes, job rejudges and
 // cancels, event redeliveries, probes, joins and the control plane's
-// own actions (`actor` "control"). Each names the admin token's label
-// (`ADMIN:<name>`) and, for calls through the admin API, the caller's
-// address (`remoteAddr`). Filters combine with AND; `after` is
+// own actions (`actor` "control-plane"; a node's join is
+// `node:<id>`). Each names the admin token (`ADMIN:<name>#<id>`) and,
+// for calls through the admin API, the caller's address
+// (`remoteAddr`). Filters combine with AND; `after` is
 // inclusive, `before` exclusive. Paged by keyset like every list
 // (`beforeId` ← `nextBeforeId`).
 //
@@ -15734,235 +15738,237 @@ func (sh *strictHandler) GetVerdictMix(w http.ResponseWriter, r *http.Request, p
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7L3dchs5liD8KgjORJj6JiVTtss9JcXEF7RI23RJlJqkXVtb9IpgJijCSgJsACmJ5XDEXO31XmzEvsG8",
-	"yL5JP8kGzgHyj0mKpCVXVbfrwiWSmcABcHD+fz7XQjmbS8GE0bWjz7UpoxFT8GePGbVoTgxT9lPEdKj4",
-	"3HApake1PguliDQxktxSbsiYTaRiRNlXuLg6qAU1xf6WcMWi2pFRCQtqOpyyGbVDTaSaUVM7qnFhnj+r",
-	"BbUZF3yWzGpHjaBmFnOGP7ErpmpfvnwJanOq6IwZB9crmKsTLUN1LuIF4YbNNLnlZkoo0TMax0wRHpG6",
-	"mTIyV+yGy0STOb1iTzQR7M748fYs1NyO87eEqUUtqAk6s7CM/YT5RfyrYpPaUe1fnmb79xR/1U87Uc2C",
-	"/VZq80bJZN6JLqiZ2rdg+Ln9kI4+zZ5au2sbTPhOjtdO9cn+/rWTnPIZN8t7f0GvGNH8N0bqEZvQJDbk",
-	"sNFYuacxjLIeK+gdYsUPjUYORw4rcCSodWXE1q5dwANft/gv9m09l0IzxEQa9djfEqZhP0IpDBPwJ53P",
-	"Yx5SuzVPP2m7P583nKetlHRYX9zfwdReL5iMRJJpIqQhM2rCKbGIbSdXNDSkPuq1//q+3R9cdrofmqed",
-	"1mjvoPYlqJ1IMYl5+M0g1TJRob1i2lDDiFTEXj3NpcjAp3Esb4mZck3CKRVXDCDtSvNaJiL6NpDSKFJM",
-	"axalMGfwsTuuDcA0kPKMioU7bf34oPXspsElYZE90+agfXnaOesM2q3R3jESWkItcSZAp/eBUBONdNne",
-	"ujIl309JeRVA7umnOaIPUL0XNDFTqfhv7BscyBnXmosriy2JuBbyVhAazbggRl4zQeqj993m+8HbdnfQ",
-	"OWnCVsDpvBfsbs5C8y1A7DN1w9S+5hEjSObqP9zdkVGnO2j3us3TUUAslB+andPmq9N2CuFcyZBpTccx",
-	"awvDzeLxQf2ZxfG+JassIuPEEMUmiUX08YJQopKYkTo7uDogcyXH6UWAH7SF+ounjYBDTWPYbI6gRhG3",
-	"U9D4Qsk5U4ZbcjihsWZBbZ776nON4lvIrO+jr0GNiYhFTVNgBxE1bN/wGaulhF8bxcUVvGDXfiIjtsyQ",
-	"OmKiqDYqCU2iGIEnSRhTrUm93eud9/YCi2en7Wa/fdn+bxedXrtl783cwqzsCP/j1+b+f/9o/2ns/3j5",
-	"8XMjePn8y79WgZHn4RstFDnxRo/GjGrWnstwWuaSL1/U1vPFwHO9jSaSiQnlrGIne++73U73Dbmd8pgB",
-	"twGYSMxvmD62Xwhycn52cdoetFsBgc0NiNvSgJw0uyft01P7Z//9RbvXb7faLbv1vfaH85/u3/RnKzZd",
-	"sZDxuWnxK8eASxf1bXP/2Q8viZwAyMJuXGzJmCX09t7SMGRzS14nUiETcthaBqix/yPdn3z8/PJFNSCa",
-	"acvXdj0jbagy26D9l7wQ82sq1eUQJcjEnQJw+cmyA/+YziDHn1hoLFDNJOKmLYxabHvjQ9z/8nH8PKWG",
-	"TOl8zgSLAgKExwJ5wISliQH5JMcHIRUhiw9Q+Dtl4sqKcy9fVOw5DY2s0Eu6dMb8iec4B9z0YU0vtGGz",
-	"YQ1OnCZGzqjhIUGQdWnaw2f/XjXvFsSJ2j3c9PZFzFAe69W7jdLq0kE9JunZhnooRh3Xyu9h49mLyps7",
-	"k4Y1o6jiBK1MFoLS9kSTzkXKluDI8KCIoVYaMFMlk6tp7qybF52hAD1vcHJB5owpjwsgHsuYzGMq2N4x",
-	"oWPNhCniwVC48QNyctpJJ6MiIkwYxZkmt4obw4RXd7kht1QTxUKpIhYdDMW9mFu6ux5FALE8Vgf+EqW7",
-	"uvKGnnK9LUt2awE1yarK9x1vjhJ8gdV18C3QyhxUVCkKP+f1aYArjs8ntaNf78egj2XppYlHJAVyHKoN",
-	"KO0HS3voF1S1Sa8SzQXTemCpwJYbFUqhkxlTcLvu26WTwsNfglqoGDVbCjN3c66Y3uYVuy3v9XbToEK8",
-	"fjmWjuJNvZHX2w0P+h4immV5v9aaJ4POh3YtqPXOB81Bp/umFtSccGC/RCEgd3puqKB2t2+H2L+hyoKs",
-	"YazQ8Bs7bU8aavCxNmybvUM9hLb20YKRjGccWN9gMccDXSY02UPETq4B1VDXmNEFSTRLScWMUaEJu2Fq",
-	"Ac+CYWOT+9MvAGJ3qHhpStgMp+N3MSghYR6t7kX3E3j0myK9w+COOFux4bi37jEUumIprpwmC4uzh1GP",
-	"qKFjK2OGsQyvM4ItFWm4oxASx1nYk1gWubzx6PnhD89fNvC/9ZbG7W7GQ+OXVMTKnouHRLSMWD9/tgna",
-	"3YtSHa0TVLK3QKlxmQavW0SRYNvL4t+q2F0WKmZIfXQ9Npd//8//Gu0FRE/lrUDEkiKEzVvPgXH8oATl",
-	"vTuxA+OFmTbnu8s7se783OBVcJ9Q7bhxScui+7819n/8mP15ebC/Tsu1A/VAd9qWqKQQrKUm+BSQEW68",
-	"Ur9kFl6+tjM2k2rx03i97tWoflVrelWh855MWXjNFIn4ZBIQza8EjYkA7UKR/l9P0Z4QEGrITGpDXpCf",
-	"+KuSBvGi8ePLKgYZSlUx40Sh1Ef+7/8ht4xfTQ1RMhERi8iUxhNCb+mCTJSckd+YksRI8oJELOQzCmJt",
-	"yPRQ1CmZJbHh8xi0oMZBo9E4JFyQXxuBG/TjHmjsJJ2Oa3IIgnDzJCCNoQCZWCzIhPI4USwAAfjWam+U",
-	"6DkLOY1J6HaH3lIr+BJppkzdcs1QBM4EBZmMY1Z9CiKZjZ0CDLtbcceZmnEBbD49AXgpIA3CJ0RIwcrE",
-	"/15/ErLW5N7r94GpiIemjw/b68dnrIqtnVy8J/a3aja0FpJbGsc45FYvlq6+u13pwjyGpSCnE+WuSu6S",
-	"pQeQXYdKMmLPvF8W7i7a3RaKdM5KVAtqF81+H2S7183O6cai3QUTEf7YS4TAvy6o1iDZvaY8doLdSVlC",
-	"KakNRDNjYjZjwuyzG8tavUxDruwrR463wgcCRqQbpgmj4XQosne95rjEwrnRyMK15+HAaQJ0OXKjh2C3",
-	"jljMYR6Q5A7IyHnFRqC9egafzYc3J0+hPXnG/x9crqXNLTddekAl7xweE6kLaciCGULDayFvYxZdsSgg",
-	"c6k1H8cLNOxFlrjQdNv2AtJqn3Y+tHvtFqnnX4Rfmi1Sv6I3jCTzY6IZI4q5tYPzbxlR0sHg7+b2+OHW",
-	"CojRYhTRosXmTERMhPcbrIpb85bR2EztcUvBSCxDGpMoHYzUWxIZAWUzKQKiEmGvFeEzesUC8imJrhjx",
-	"4mpAIq6vYd1FDojWnQoj5VQqY+XYmAoQfZ1lzGIeWqwNuzPHVthFaWfJSlVtYZnComAr3G9jKWNGRV7M",
-	"LSGbx7TLg6M1qFatrvj5qghHi2n79ArMHKB1ZsKvEoXCPzoMqXf9aGachZaBwRBx2N5COdZM3Vj+CLNX",
-	"odvlh3av87pz0hx0zrtWV+w2X50i5vWaHUevWp0+frsVIn5gik+cx8aODGZMQElFuaNfLa7xW8BQ/JDz",
-	"GG8hQk2kCqtM86DxgiUe764mXGjDaGQRGhw+lnsCaQJPR/8S1fGcYJzDjMyIt4419vCpMiq4lwMHayUq",
-	"2K3ZbQMiRqOYC+YiT1aHpICIJOQtqQN2KKdCOhXzdsqdx9zi0hNNFJvhcQ2F20CqmLMwjml4TergdU8s",
-	"mbSIF8pEGBYRmroL9B6ISGbKhgIQlGtLBuDgDwiasY7sDfZLOCBNJzW+bLz490aD1P9CIrrQeyXpaUmX",
-	"xcfv8yc8xCFWHR76Gbc1J0RsI/8lSCJfYQbPCfL3SeBl8QlloHWiT3u1l/GMhlMu2L5iNLIn7v2MMmIH",
-	"5OS8+/q0czKwGGFR7ooJpnhIXjR+JLdTJixSzKRiKFdPeAjvEXAFM50nZ6WYjlpQK3nCa0FtcP5Tu3uZ",
-	"Wda654PL1+fvu/bvt+f9weWb3vn7i8v8193zVrvwxbvzV4XP7Q/t7qDwDc5SGKR51r4cNH9qd9Gc1+l3",
-	"zruX/UHztF0Lav1Bc9C+9Dvh5/RWP/exedprN1u/XL4773Th25O37ZOfLu2q3WLwi0738qJ3/qbX7vft",
-	"otrN3uBVuzlIJyuQuNxyTt73eu3uwH0zaPfOOt3maWF9IIlYcC6brZabwP0FvzdPT89/RlCytVw0fzk9",
-	"b7YuB+fnl6fN3huwcuZCNWpBzccF4JH5sIANWY0jlR1xQ2NueQuGYzBhLOMBbgPmgcwEmgbP5MLPct91",
-	"ZcRyH9/Jce5T20rLuc8wdP5lOmMDiuaSngvm6RsKCh5w9zTGCCfy5lj81IztHVm8k1zAd6BP9PxFdJ87",
-	"4kLJK8W0VVbeMqrMmFHjJzkFAp3agBH6k0QpJgx+dipjnFsNSIgWhCZ6kuy54l9daZpxLG9x+gz2C7qI",
-	"JY0GUp5SdQXWZmrYKQbj2CMVVmyCSd4LekN5bG8+8PjXXHA9fZWE12xrDg+vonVtSz0SnLoVHNF+7fWY",
-	"McCUs6xaKXbvmHBjqRP+6lloLDGEcwdnNIISZKupoqcpZm7LTbb3qWztHt3GBmy5/YmVB7aOagXPClyg",
-	"XQIGYmlO6JyGLoqoxJGsYPFJjpHl3E5lzIjdBdBWVSIINU5hpaGSGhVauxJdbUvxwgfy0vsh0x3xOuZX",
-	"0wqExPtLpiyGICRgifZsnjgArNgWOO8AhiwlQjE6Z5HVzaxoG8ZJxKIdjD7JPKJfE2RRjNL1Tpr8QZRX",
-	"nzvitXdgJzfNVp6KErp8zRGvcFblZ1i72B3M5unOb246z+hLwQly2Fh2Wa86Zr1+He8BnbZcSf7KV4XM",
-	"uvBYiFeAcFigzGCQkWK9eXEjOvGAB1/C/LWYXhWp3ySvOm863QHhqEmllmy8fiD63tHZPLZDvXhWsowd",
-	"7v/48dfG/o8fPzeCw3+vNoi9k+M3VtymPhxpC5PQuWCWgpL6VTrCnuWjNGcNXLbx7MCdQie73OM8fKLJ",
-	"XNqjUOCCcI7TT3JcrcV73rsNJFeFvdoS0bYIKbrm4t4n38nxT/axfDDBPc+jcelLULtBs/2W1v0VEXW5",
-	"TXGQ5xzzqdi53iXvF7Msnb1/ddbpW13JXvNEM0Vupbo+IKDq2O+8CWzfxf2ziGgWT/bB+0LGViofCiPB",
-	"bmn55zGw8pzBekrzHweLOSOjn9on7UuYYgRmC0rGCY/NPhdDMaOCT5g26PNByRAMnBF8odhcKgtFzK8Z",
-	"+IjA7wOICJYLr61mS/Oa24b6TubC9goBSNXpAeccD399336PASSp3yGNQc1cD0EtjT7dEIS/gq2n4IU4",
-	"kZYQmbwjIqidQKiit+1ZreZERmwnB/kn93I5eK4yANE/3N4+WGjzcL4ym/fBpCmkVXBUYz8+tZvNz5g4",
-	"Z+5bTwJwnkH2xpcva+AZFEYuSal8wsDE7zQnu1I0zIA1Gt46Jj7J6fnLRoPUD8lUJmov8weXLXvb2fVe",
-	"Vsqw7+xVfCfHu8Xg76qopApudVTPW3nrQngIXkngnNrwOIbUQIzctP/HnJUxDa/lZHJMGmgCC2PKZ3b4",
-	"HfynoVUnWlKwHZYF7w6kQcfzti8/KKtHXm6JbZF+P9HEvUUyTvQHYfmPGXa8pYwQU3GVONvvuldO/XMu",
-	"brJg1d0l62PTzIxKFIKXe975UHWzLhSDyDBMu3Bs7pgIdkUNv0Gvc0FZ9r5dVJkr71NFBIzj+Zsezoze",
-	"uVQgvf7ifHU+ynxK9b2HegEP2aeljO992D5jn1Vcqkrjyam8ZYqoRGgy4UobS6a4dskj6+0jhwUKvn/Y",
-	"aDxIsscOMnBGQe7f6n7+2aWwxu1DDre2sxRE9s3CxUvC+8eqtE43KMGYGFTeUvkQVadVUr8T9AGhljak",
-	"tLslHSElRYV7lVMaUoZVYEA5jAyK7Lp430o5PvcoHk5aaKWhB9vLDCvCWv2vYEOOuWABkXHEtMFLQ+qY",
-	"H8YsnESqyIWCbJZu4PIMy5ab5VwDyJ2oMC3Yr9OMDTqWiUn1ZVLHDKOAKAaKTeBS2TJ/715ABLtN15JJ",
-	"dIeNxuaLWJEzUbmODIMqtrsNYUIWdB+PRGd500AKbTaKP4Qc4HuBD4llBSPqRospWlLuX88nlFDXDukl",
-	"WXcFmd4pjQ+z4bWgcz2VW6ftYRpgNu82725nZqgiNdlN17UiDnjMXnepd7CjfpLjzS2o+QP6A6b8wFpW",
-	"7o/a0tzXdFFcELxBNRpdNMSycbNs53MZacuo+spSkve90wxXIcIEo5MIExEY8QJQiOZKjp2hM6fy/3D4",
-	"rEp12F7biEoxV+uOohCfZd9VlIuWi1VpmqpUTiuQ+gAqX2rFR7ccoV63lHXn4h7TMJl87I2PXYKAGyoi",
-	"Hz9jNaI0jgccluUA47W+P9j4jVBdYRTgjpoNeLQrbNyhYhEThtMYTHFjxgThYCHCajSZZeGWggkQa9As",
-	"q3e4PXnH2pYK67ZezY1l9C2k7q/weLo0tOpwxs3TrxsrfZbr3SPPfnj52P7F1MTmXGpO+iy6HRHU3E6W",
-	"Lnq2USlWLiWAl1ApvSUbiZNqJ2flSoJ5PscRyNSYeV3vgbOrgoI+RRh/C1ziQUToFeVCG4I1neSYYdmK",
-	"jcjpThd82Wi4rTlyu0u4zcXaGoM3duyuwcL7cORrjOBL3ji4Qxm59GlePsPrsY3mm7GQyju9k9EchttN",
-	"b6vWibrfVqOBW6o3BePZ5lB0ZcTQLVQA4lmVWLrFuWEtEWGaK7Xeash/aHydWvvDfeEIDoNK0KUbfK+m",
-	"4MWaLd3fxbj6gGg2p4oahrHVhWj9qlQHlzuxTZGBXPbGPXmrwLAwLLB5xXbInkLjbxpbWCXg9jOB03Mi",
-	"UEbSmdOsXZeFRhbMHGwsl0KOSX810V4LvBRWyK6SNlPoCFWK2/OzkjkXRE4mIMpPDFNnelXkP/p20+SF",
-	"SsMPaEiacu8cjtzThBvN4omrJ6WniYGkvUjeihUSrUuj+cBUdURMU+OWe7iOXXa0q7wBGYxg5khXvRHv",
-	"B971KtGL7etQFm+mO4alhQRF/K/Y2NWXdRelHl7cUq9XW4dF+WlWw75jQNQ2mQpfHTP5wDJShTS+Jnvi",
-	"NOelKvkc3C/kmi1c+lc4nx/+JSCf6A21/58vzFSK5wGh6trogMwW+m8xhO5GLOSRqytghbWD5RxCn9b1",
-	"by6D8PlhtUnLg9ERE7nlOfJoG9/bjIszSEN9tTBVhRPOnOVck9up1IxgzioWQ4SIOJZWjaRQcxar2qVV",
-	"vLwR3rJpJiB3h9RfPHtGRmfts/PeLxicjzH75z+P9nZwPM/4XZXGP1AJQ+sHhLq7oFakAJjoYaZUgBX2",
-	"hipOhakmjttp1TRaWLlIV2WHZVDUsc5WFBAkXXsWFk9fixu3W061iKiKVkSyuV+JVNnp3CDFBNTlEQa2",
-	"HVTaWnGrNidyHtk+4Iv31k7geXePX8gSnha22qNADrp1l34Hyk71+WQjySRv/t60aBBCtf2OAm24bzsB",
-	"8vws63bGn9G2aWWzOY/ZiZzNaFVs3Qn+TkJ8gFiE9xKEpRO+csByCSar4VxIXhWo8RaoDiOuSuzETgAV",
-	"IXyFsAVGaQJVCi3pEtVz3BlF11NApHhXikKqob0kcu7P2zsWn2gkiTuQL3E/uUC6YIU4dkdDEy+QROTI",
-	"1paef5WI3HFVOVSqBUF3lAoqCLvca086qEbjT0S4cM4xEY3lHSZn31/75SYV2koIVQC3gBUVx+f3swrN",
-	"u7SqoObbZEYF4E5AEsH/ZrkGiurcaHLNRUTqMUQihFSzvYNNCgMcPvtLNV/PdObtg6Bz4aYqEehFxxxs",
-	"TNLGSg/I8izoGLr6SY4JVHIlzZOKXHgYb1PbGyqbvZWR83Z15dB5AJcKbyQ8Jsj6iGAs0oSSOdXaCgfw",
-	"tAuwqiglsoFUuUuRt50q1mYuFVid3eEJRKLuWrF2l4Cxx6ocuaQK3q/GbeLXyhUs+YookxXxJSmmP9E+",
-	"1uQYaojAlSXO146npQ2bL/sw/TUI8uG142K4SBH57zPRn68q4Gs5FyX+yHP3cx9ubTFWJiD9X/qD9tkl",
-	"1PEl9TTYg91NaaINi/YsLU7jqvNpys0TSIrtDTqQ8PpzsxbUBpCZewb/nsO/PfvPCSQH52baIVZ76+mg",
-	"/ivmsZcjuN3mpVGyW0kjFZG1G1CPXMHldYjoj3XJBOG+DxwAVShx4WPo/AmdnJ9ddE4xXv7d+9Yb+9dm",
-	"m42MGH+2Oj/YMuwUTlmp9qlbsfo4zVAgrgo6AQOjTmULR309kOF8bm8DvaGWuoHyWwtqoPzaTbXa76ZA",
-	"w0jvcKQLP1LTjXSGI7lFuAt/xu+2LnAXXjOzMnjHZd468e2Wi0jeFgOmAijppbcPzSmkGxeNOlU28XyK",
-	"cUmvSAOKNALKNRwdKokp5XBiFq5hB8HToWyVgV2KfahrBrisyXhB3MMB2tonEO4j3I5tvEOFa10yey1v",
-	"0OaKd+kuOu0x3eDcUoMUPyovqJVfH6uyRja4L6/xqGUyStPlqE6r27/MMnLOu932ySD7YnCa+3XQOWuf",
-	"vx8A3W51evbBXvv1eywo9qrZuuwPmoP3fahEkRVdsD+8Om/9siFZaAmdJfJIIVho0s+DOPttwGdMJgbq",
-	"HURcsdD00Npkp6RR3xdcy5UKeEWjVzJaIFWxG7JTxcScy/xeYSjiNGZRZ15te5lzIVhEOhd4lW+pJvYF",
-	"JzreV2adeczcDM2KUTfrCrhU+xZyvn7yrn/eJXUOATRmEQA5SstvBfkSXa78UwDth/bHWDQxp/1lGBpT",
-	"Y9/YyWu0ZTH0cApFIaojVgBvNq5wuSpUhKYFLbL58musuqO91ORejulaHKeFzD2dB+8iieVVZdGxGRfp",
-	"FxWogzPtlvj1WCWMeiyUIuQx64F540FMcq18QY3djXLyuhpXIK4Fq5FGBXvd0ggZa8td5ZS13XAZZ0HG",
-	"G/HOD/6VZX9RYzMboLyulVZQAKT6iEBwbLrmHFse0bdKY94yJ2OT/GIcsnJLpP1pt5v0ULFLj3Uj+2kB",
-	"TKjXs0s/gxu2jXOgNGEPSN4ftbMBLm2DfXPL2K3We5XR1VVMBZkBUjRZhEUpoaKqhXmjwKtv3kPBl13d",
-	"LEetktHDEjfuWGUf3ihVqnhgPl/qWxGsNOFxE9Efsd1t4YOnqhVL1f7Z8tWqrigQ8wwTlrs2pIa9bZLJ",
-	"vBVwCaXzFyO/gg3ohN+kkvbfHgxO2y1fplAKf8/B4P9JjpEOoM2w7syFJTth3iRYqMTqBt+0AgTAiya5",
-	"fgLL8DD7Ad+dv6oFteZg0D678AUFCyUOa0GxAgUU+dtw/neQmeOj9dB7kq+lVwuKRSpgVz20BSxe1nB8",
-	"i4EnmvBoub50hSm/okL/0doy0P2l67AWDHA1yUkhnwwCUJqnb87tkbaag+arZr997IpfQ/pqWlEWaom4",
-	"IAwXMljPXEaQ0UCyeiN79/kqVkWmfMiZ7rdrOqBX9ZfSEDNDDVHULpmG09SvigZ8H+IpRVjwHJ+0NzY9",
-	"5dol3BtvlXogT+XVOh9oYuZJLgD1JbQdyMMHVYLmihkWeV25HBX/8ocfnlfR/Bm961e3JugnMyAFcYyb",
-	"g50EdNkjvUsgzeb2qJWNExx0xh0sgcd0QNb1QvBr/TgU9dxLgMtYMi8RHFd4+BQVHqKlu7AzSyjBdL23",
-	"W7+DXRoQLNdZLNb6T0+vgErZDruE40omsbPlexONODMYWwaiCd1CKS6UpVwvyr1cEaglEsPuCfw7fPHi",
-	"3qLKcynjzZWMkjthw4gZD2x53X72NUfXT1Gq7IaBwlLOGH1ASi5mKGGDWC/YDVOEemfgAXF+tSPXEQTu",
-	"VrCmBwjNWorYAwS/zpiZW8YEaQwFFRE5tPfJXiskIMfYf88KGIHrh+Cdp80Ty30cCFinymCBboNJzNr/",
-	"eECazg3rUv2dEJMl/kMNGogVtqMPBdB9rolgHMpXNU+IyCYLCIs1S6fmEyh05eByPzZPhqJ+0vbByOkD",
-	"KhG+iPduHtHHcHt+RCzhk0Ufa09sy0e3CdfYWCNZ6QzHESpRPTVHbVs5/tFLiqORq1rY4MIFTZGxwl6k",
-	"IGG5ei6XP3cGb8/fDy6hdHVABj+fX7Zfv25DBevLXrv//nTQDwiW7j7/0O5dnjQvmiedwS+7Rn5olKo3",
-	"tnQVhfB7tKv00SUTUBI7fSd9JA/KOscSpHiGieJm0bczeQ/JjItBdXOwZrlt+DUL2b7PRsYvUYUi+/sg",
-	"A8PjGAoMqwEjLKOKqWwLp8bMsc02dyHS5WxGq7tJRZoXHS+QWOk35wkniYiYIqOndM6f3hw+hWmfjo6w",
-	"QC/UwtXBUGTp6JrU06w3HeTisSwpco1zFdP8NxZgMkbgU6eDocBk0CCfhqygbaIV810C+l6A9boYVeEU",
-	"U6/hugSYqD1nah8A9zEiM34X5LrWQNY3iZlFQx0UnQZ2tKHI0F854zvHxCHSdhQ/jn1kVunY8CSGYpSd",
-	"9WjvONVffBceCzQEF2TrLLA0Z0k+GIqh+Jd/ISdSWJ2NS6GH4v/L6pBqUh+ha2UUkFEu5dF+BKpk/8jK",
-	"uthPTvsfBUNByChtdm5/chTN/umavI72AKpipVNNZtSEU+g/Qchoubbp6MBCObByPLzee31Cnj9//mP6",
-	"PuRk2Y0v9kwk9feDk71jErlELXjbzuGEGm1F4RmPY+5K2rk8fkFGZ3pEdDKZ8DuYG88Jo9GwKuXbweDC",
-	"M9h5nGgy+jwEB/GwFpChv8r4wVHfYe3L6NhOD5gMK3l/cdHuXfa7zZ/aBIN0ocQlF6iPybkzhTzRJHfR",
-	"HN7YodInoLQ1jbUkVOhbpsiLRoOMSj0TRgF50TiE5vz5xgkjO1JdKvyx0ENhdJT1a3yiXbdJiB6EMHor",
-	"usB9YtG+TIwdB3v0PNFE3jAV0zmaTPYAPV48+5GM8s0BRqQOW95jRi32ITsLO4n8cHdHRr5vwOjpKNc3",
-	"ALHhLDHuTNE+i8WCXWimVGixodf2qxHa3kdB2blnQcquKgACtzcE9T53D59oiFSFiSHa8oazW02uGZuX",
-	"GvfUR/lsdIv5kCJj8X5OlQFMhXMr5heS+gj/OMDMhFFAIoYJbCluF9PvCL1isKdpRdKlyGAgZFki1t4R",
-	"GdZcBgTUSnM5ccMaUilChr6HEfzsE9vs74qRsTRTe/6KQZ8s3IxTrp3sDCWOWFQoHAQgzOmVS8MjIwjW",
-	"xpqro7FzJCDyQTwqZrKzGy7tpaJX7Ikmo7zTYeQkS8MNVEUG1pL2va7lQqhrh+BQnDNB57x2VHt+0Dh4",
-	"jtLCFHhnkf2kOcNXzKyKYUJMQRQ6coVSRARsax8bqSESamQnrrqSxs3Fmks6cEbFtD8Yt49DADe8xh0t",
-	"X6oc8sS1VPMduesj6JM9IpbowHPD2t4BaVuq4esjsxIKx3TM4qGoj5qts073aJg0Gs9D+zD8xUZw87A0",
-	"i+VIurq7eOCsDNiefCh8c/L6KGtpPto7IK95bBkiCeVszAVGd5Nmt3VMRtCGaES4tqwxjBPNb1jgMWJE",
-	"2J377oBcAPKMF+SaLTQzWHUX1SRLKu1iUjwif/+f/6sCXYYCbP76qJoikjolMxpbzdheNgAa6JpwFiV7",
-	"p4ZC2ZPdO64mn8cVhO3YkjDE1pRGW3mzZq8MZJIDNio6YwayF39dwro7GhoCx+wtknBuNOYhkDh38GCM",
-	"sy/8LWFq4ctnHKWN1FE0rSqsuzZ64UuwEqDMRmpvwYETuj7J8QGi+RqInFk/BWll/7V13dc+V46exoRk",
-	"o9+vgVUPlfoqthqpnDsQL7ISbNDcGNtvQWAhUOq6F2T2Vu6YfaMAyGb+mbXApPnDm8OBr+wESNXOZXj/",
-	"FFrK1DZ4MHU8f/kIdcvmUjjj9rNGw7lyjasuC92jsC3d00/OZ7/ZWcLNBA88aDnL6SCWLYEhOF9i78Ay",
-	"mxcIRtXoKbhPX9HIBzHAK4f3v4L9jqTivzHQRl88+/H+lwZSnlGxcHNpdAuDqWuTCdndnIWGoY1CJ7MZ",
-	"VQtf9zCVl+TEUWJkDWCgSoycUcPDlErkxQEIR6NXYL9xRRvs+EVO7DWb/axVdDVPTon6QxDkQqNpjCZ7",
-	"JARb7qBdgWg+aDqv5AWWDYIU+ifEHLvQJaXVC9xcLXeYtdhU7FlL6t48ixrGXh6dfOtvsFJrs7ZXOtdp",
-	"bB9qSujfkpZEcqPJlOqpfUgbqaB7IcI7FDqUc2wMOyp1vh+B9uUSrQPIfE7La+JSgC8OhS7HmEvN3Iph",
-	"/jp0EwC0fj4Uo8yFezn45aJ9+fq896rTarW7IyJFNt+LxguSfzbtTDcairQtNepVEMfiJnNbnxkyMNYG",
-	"Oq0iTNCHfyhyjfjJIO3ej9LqqODnH5G6LwqfNvvdO/Ij4DlarQnLfC/3CAaiYmXYpSbEQ7Gy9XA9kqFO",
-	"CcfBLLI694AJKsKFlYo3kAGhO5iMFiSS0ILJoEkCrehwc1HgGQpKICsRbN0WItSBxzRyq7M3dKWcOBQv",
-	"Gj+SUdYtECjVs2qpNPUnY7+KEUx3PBQjZ044mHAWR6OcuA9f7G1F/LBQVbHPflqPFIK4H4XwuRpqX4om",
-	"UqMS9mWJ9h4+DgiuTUUF9U1RPOtn7WkH1txydWRD9m35fmMD6p228ANy/2yTWVw+Eh3HrA1x5r8vq4Bz",
-	"gZYsRe6XUd8yswgsPacldlHJHe6TNp5+tpfpy1O0GoN+UslN2q5xOeCEM3MjUdRGzrVvL3dAOkaX2Rg8",
-	"MRSGXnNxVd1e3VFnrr2dXiZxZEndcb5f3FAkIvJtwB3ttlR0QepWN7aPzgCBh2L0pj0gxZWXO8Tr/79A",
-	"yP/j7//5X5uoz+so3QtvS8z4EakLiZ2ai8eLm0iNI59DsQUJwxabZRJWUq1BqZlTKPLo9UWs71ckP5vq",
-	"fFijEFWRh6eVxbyBjajkI0mo99BHIW+J62P7jWnhi/tfStu2/q70DLOllgha1qPb9TO5l1aBNLmfmRu/",
-	"lW70NusH+IhYV2yPWIF1zTguuAitOsSjP60ylFtKXhEKXUNBENYTzfKokT/61ZrOTuSaLMmlW5FgFOfy",
-	"AaKPQRXL7UK/sfSY66i5jJ2u4OsfXSD8vVAet4fQHNqTuhSMzKcLzUMauwAB+/Peapy/nyY+/ZzzWn9x",
-	"FmasiV08sJEvmDIis0Qbwv6W0LjQjteXRfEPHhDojGOlNn9Lh8IXYmME/HxWEp1AVWlwE2Nn7SOisI8e",
-	"tiTGBGnnsieC3Q4FaOX2DV/uKBGGx6DcRsoKlNk0gt2m03+1eFbVEt8Tg2IX++3YBlZCzNODkjh2j633",
-	"bXaGF1Zmeyw5q9zL9htLWmspCoIU/cHFqj8RCfIRAhkJeqLh1mZMty7nhs+4NjzMCipBFMv2RMn3Glnj",
-	"UXbeRq6J9FXgnfN3seQ2PSAYR+9iWLy7fYyNcXi01LIndb2n3tMj4r3sQ7HezU6ozjnoodLVOGauC5ul",
-	"QHZxQ4E1dvcO8vZQ+zyGMpWMpGDTyqm6XA+FVcEAwLE0UzuOT+rxDmKS9w+7HxHK0VCkfmJcbelloOpj",
-	"RhhVMcc0PlEe42AoRi6qa4QWP6aLLbJ8AU4f+8VdvAlG/hwMwYRPICCahFSphaXpGAiLx3UM1mAI2IWK",
-	"VVChk812c0wHpZ0eCoseMjFLmx0UHdhkvf96K2HPrtj3xtErNO2S+9CncW1GFvM5w9Xj+UKVGw3ni5VU",
-	"D+VbGm8KGXZcXDXacnLbRuOWc/JWOHDBJFTojQkYWnfW9axR97G7gkVwVjl3Swl424K8xv1dvkqo5/By",
-	"ua1VgPl6ZZvCtJQuUgkUgOLowM6O+TyteSj/fAGwHZz0Bdr2T+CrLzQCu8ddb/f2n8RL38c4ZrvislAw",
-	"XhTSHLGcDBDnIL2SIIHwWcHygL3G1kk6Tz9DzMyXDWxS26sp785fFfWTzZnVG5byqq21kHd2RTn945HR",
-	"2DU7WWFwxXad3y2sFQh/7mQrDN6OY3DYpSUbsY2/dvLYblj9FP33qx1C7oTImEHBsywN3HeGK3vZj32o",
-	"8lTGEXaPGIorZjQZpe+Ck18xK2/bRYBWbq9C+QFY11C4Wo4QupwDwIKFgQ6aPGs0vtpmsHQZPViDdu+s",
-	"022eWsk1xuLvGf+XimB5sy2dO7ioB7vC/2CumqxF5UqigT6aXKXS7+aEhzEnAGISSiAGJ3Klub2Vb0cy",
-	"40KGVtMZtKNqSzxQC3eB9bnOt/9GDkdezSx3ysVY9Jm8cQEjuV+gbLsVgiXhBv3MMo4Qg/iEaMPjOFvr",
-	"ULjFBlYjDn0VWVK3lBboGtAyoA399xftXr/darcewKG8kvrYL0/e93rt7gBUZyv4qJxONBTsjmuj9wIy",
-	"6g8s7Tk5774+7ZzYx9NKxi5pShofvRVt7YyG1/6xCNazB5y8WNlsBd3yyM21Q7nvZOvBvNHoaCndfihy",
-	"k0UQYp9wewo5o8LGNE3ph9UCyC7GKbWhaWpHU1Kp2gPmfLkYRrTVrbS2bGULKzYmfnw9RK1Sps9ciiam",
-	"5Ba97//oGjXYeHMJyUFqr48XdiMgOxjT7XJ4ULgvvnnY2gBlbC1nqEJH4uii3W11um8uP7R7ndf2NnTO",
-	"uyMMwc3aJnOd6wSKNSagSUnMsR/UaLn8YS5K95BMZaKyajp/GYqILvTemnjojrEMn4wZdGvGQLfHdESW",
-	"oxKekVGz1eq1+314tnl6ev4zZJL6TDSZGM0jpHF0PlcS8iyltpxWKqP3dglucF3jHocnFxoLf+OwhmLD",
-	"2tWhDcdk6jMTM+QzWA8IXGrS5f7/w/HqP2MUbY9dcW0gXSLf2B+Ig04Yht8vNRWuJlmruPzTz5hy9zhG",
-	"v+55q/21Vj+1tfzdhRV9I6OfWm/yg+TK7za/lTY/QOk0Qh8bBKd2v0KhEJecFnFDjKI8Xsmat40VcgXb",
-	"l0OFUnYeM6qEc7pbgRoDDmQisBYAgC7YXaGxrp4qLiA8PIv7wZ71hIuhcAFGsdWwIcgbI4q+mgkv37iK",
-	"OKDAPeeifrf0HWNQy0PdzcdixL9PNFDaQf17KNCjM0fNf0uLhWwY9LMFP3zq6g+ttuO5FhouosZTEnAG",
-	"aMyPcPe9Dsn16L/bI4mImdZDMZpIFTIIkLFY6YqoUIKFTvYOyGupQlDWIGXymsexLgQhHg1FOimkmcQR",
-	"aXX6zVen7ZbVBZapEpBQzG6BaEUuro6xGh0k5TkDIS4A+uQl+ApWRqVzFpG6YkZxFkEBudspUy6iaChS",
-	"Z41iM8rFHgb0UOfbsMPbbdRuuyxwMDHslMaphwK75jwSFYTSZP3LJtQk+0oi2ELs+ONSQQfg7+nUUOuE",
-	"IvRpeHz9ThYfiCy6Y/d0EeLc8EL7pC24dTsTRUvJ1rtQnQEkT2SqqdGx00PHQHtUgtnAQ+EkIfIzeEUi",
-	"RqOYC5aaPZbK6qBRQxNK/LNDUR8BpC33RdOMfJsCxD2d9R/eO/J9P7Ekls4I+lC4xWRkEYllUAGFodfM",
-	"yXJjGl6Tv//n/8Y0aK6HYsJEaKknJTG1Gh16hKXy1NGnziFJ9H6XvQC27ZMckyvJ9FDAwE5fx4bgLksx",
-	"SCsOOTKMSdDd84GTU428pSoaitGM3vkC7COA0b8IS/W+b38vj7FklGUAIHqzyO5tVjHm0m/5aA8PDFhG",
-	"ehBYzw243y2F+qXo0xoK9NNoEkuLHhrjZe0WHpCWq1lFKGn1mp1up/vGab5XdiDF5jEN7W7YAdOZ6hLa",
-	"qtuVWg4kb9zk7ve9R+IpBRay7JbakqnYlf+BWYoF74/OUBzGfGcoDxWJZuQcE1ag6sRxVR5M2ZaeEYBd",
-	"+QyWuFvNaCDWEiM+sQ+yhSjX5Rk9xxAuvqziWzEzX+8P5dSJYnqacacD0rYwAB0SZNTuAj0cpeI2tcxh",
-	"X86Rbj9kcE41oQH39qUdCko6BmT0tt3sDV61mwOv1Q9FSaLdxtwGq/0Dy7O/f4zOBtTHYcl34vNQTjtm",
-	"sJQ7n3CoVQqFNV2VXMi3yxXj2ZXWfJJc7Ps2pNXkpiPAF4dhO2KR5qMkAiwAYHa3+npB7PYBdCg40qHI",
-	"1S9ONCMjLLq6n309Ilxow2iEtkcoZpNLLDq20uBQjEzOCaidARFgeKJJzCcMQ81XegcJOAcfUx5qnvba",
-	"zdYvl+/OO12kVV+hafeYZsY3c/tD2hsdbDna9Ki0yE23vvYNcGxUdVLH8ney9MDlbVBkyDypkxIFmFKs",
-	"Q2WfYBFZMLMrjYLqsqvpU7/fe71/lUADiyP0+pec5iedVg9dKOA+P3Zl/1rdvpNdhoJr1wsjSnVC12GX",
-	"dC5c/91jMjjtpwT5mCjXTlgThdbQ46FwjWsJ2mddJgIUJMuKt2kmzAFp5vYqpMJu1ZgNBXSBZRACQa1E",
-	"5eIj0+awRwT6I2ANYiucQU3v0TGhxFB1xQyqmNCv057JmMNYK6MOHo0UXrrZfIWwqsm3I4bQovgP7hbN",
-	"d4uuoE4/29PGKtFyzIimt9+DDf4AwQavma+VV25gnbo4gTbtM2Ega9lF6uxK0e4rzzUAcxqbTFhovJUL",
-	"69jnxChLAJir4+WCo8FVAaRoKOovGs9Lssce9L/Kckl0/o20Trvll8dIRTLvyJTF0Sq3iCOYXKFa7Jwk",
-	"Q5F6SQ6Goklwzb7Lgyd4RLF9V9LdEtQ05gMshIIdECiOBYqo74UR+VCQx9Q6t63e9V13/Crd0Z3s92CR",
-	"Vf5euz1evOKzGYs4NSxekHpGEAJPB1DUwbu7swd4ST9b7/jwASQl+pRBVCY0WDiM1F80DodidNJrt+y1",
-	"bJ5m5QOeklG/jfVg0++cH2NGw6nVhZsXnb3jlG4Phes/AKbytBuG1wZIHWNKq+JJA5JqjENRrTKS05xX",
-	"G6oUYo0bMN5DWxEopZoBw7Vv4xN9C/v7dkQLTjeNnPRH/EckX4W+6d+afG2sbqZ60Hed8zF0ztQElXnr",
-	"SpSGO7W0cBi7Ej/Q8RZryqdi4WqroqFtepQ1WM5qnwKYM7pAax0WeRWLIZybhTyEOgkQan9sZaxEu6w2",
-	"b7H3VX2gaQgVUGABSrIOhWsGaTVdRlVaEBymxPLKT7TrX6VHOXO+a9KF2vtQeO8BPPiNvIRozO90Ly96",
-	"529QQ9xKDcQ+iP9QAtfD5acVm0SuIFjoJvqem/bw7kKqDOTKp764OiVpbiYB4xCGMDjysKl4FlNxldAr",
-	"tjoxbeCTZUNqKDTuQ1qSFm1tXnQsScgXUk5HHR2ROVND4dvsEY4lB9L6GiKiChU912GXzNhMqkWQs5Zp",
-	"w0Vohr5VoIYm81inI5SzGXaHEwyaHhq12IeEXaKSmAWE3RlF3Zh7zoIF/gPsn+gawEKaErYLc5XNkRNA",
-	"3NwxGc34HYtGGNFixbKhsALYlWKM1KHbT5QojK1QEusM8Bm9YiSZXykaLYVJPEQq32l6cI8opvhJVqW+",
-	"DaD5mgPkz1hw1vUv89jp12LR1KLVrbeq5XEG8QT7qW9qevbdLdnKa9ZjNNq3LP44S0/3IfqaFHuUpqON",
-	"DshIXmO/MLDeIopajn7j++FacozNEx8YC3vpmh4RA9NJerDrq5AQz+TPiIEnQM19N40oQeqR0Tqrzvr+",
-	"l9mhFgyEGXJVYN5SNfvfNwO5n4LTRmgeoUpeyzVOyZXKW1UyrtiB4IkmSt5qUocIQ6zFO6VZRxYlbzEf",
-	"PNvU1SXH8j0DNgb9pPDWn7DyWOl8NylAhmj5z5QwvdRYyPUMzLdLhtKihv1Hq91sFYQ5d4s3uepPP7sW",
-	"xF+epm0112VepGEP2IrTSOLyrLNcMh8IC6IRUySMGVUsCoiWEAAG2KtJ3Utvt2w8lfKaaCYipvaIZsxq",
-	"pGBJ+2q1sP2h3R0s64XZ13bztmVqbp9KiLxR3wy32zu3zoB6kf+I1vrSZvagU+wqXg67iNZ7h37f9cgH",
-	"oj4XaRz5PpIZ3x4Hg+u5MDJtO7YZzXG1Efdn/G6lYPFaKozZR63PkoViQRVXORjDXllE6ml1tMDVRhsK",
-	"qbJSXXveKgWNn0czLhIDrebwD8tU0nbnhs9Y4MhVNBTjBfEWLmhtViy3GpD+L/1B++yy3eud90hhzlQj",
-	"HQoQzjHFQmAJ0nESXjNLx2UcZU2e6yP8Po0ru+UROyJSsKFAWEkyt2T28FnDAx/AQ4qM2UKKiGhIS1AM",
-	"kwWc5+DwWcOqlP2cNQBsAXvFQk1u0b6XPii5qTIQuAZIvzEltcvViGK2SfXlbMN9PYnDg4PDFy8aUD7i",
-	"q8XEN8y4crVn/O6+VsA/cxHJWxJDs15sWo84kEXq/bBSRnPPVheE5cI8f1YLajN6x2fJrHZkVwidgd3H",
-	"tE6s65n/yEVocnuygnDO+N0/iRR1wZQjJlPfYyLXPrJITPKkwiMHNN6vqtpkZ2FhorhZALIBkcN2T0e/",
-	"frTn69747HEoX/HeSuG+T7KzBeS/snPkPjuimvsGW7/mvsg0u9yXrg/Sl49f/l8AAAD//w==",
+	"7L3bchs5tij4Kwj2jjA1OyVTtsq9S4odE7RI23RJlJqkXFNT9IhgJijCSgJsAJTEcjhiP83zeTgR5w/2",
+	"j5w/6S85gbWAvDF5teSq6nY9lEUyE1gAFtb98rkSyslUCiaMrhx/rowZjZiCPzvMqHl9ZJiynyKmQ8Wn",
+	"hktROa50WShFpImR5J5yQ4ZsJBUjyr7Cxc1BJago9vcZVyyqHBs1Y0FFh2M2oXaokVQTairHFS7MyxeV",
+	"oDLhgk9mk8pxLaiY+ZThT+yGqcqXL1+CypQqOmHGwfUa5mpFi1BdiHhOuGETTe65GRNK9ITGMVOER6Rq",
+	"xoxMFbvjcqbJlN6wZ5oI9mD8eHsWam7H+fuMqXklqAg6sbAM/YTZRfybYqPKceUvz9P9e46/6uetqGLB",
+	"fie1eavkbNqKLqkZ27dg+Kn9kIw+Tp9auWsbTPheDldO9cn+/rWTnPEJN4t7f0lvGNH8N0aqERvRWWzI",
+	"Ya22dE9jGGU1VtAHxIofarUMjhyW4EhQacuIrVy7gAe+bvFf7Nt6KoVmiIk06rC/z5iG/QilMEzAn3Q6",
+	"jXlI7dY8/6Tt/nzecJ6mUtJhfX5/e2N7vWAyEkmmiZCGTKgJx8Qitp1c0dCQ6qDT/NtVs9u7brU/1M9a",
+	"jcHeQeVLUDmVYhTz8JtBquVMhfaKaUMNI1IRe/U0lyIFn8axvCdmzDUJx1TcMIC0Lc0bORPRt4GURpFi",
+	"WrMogTmFjz1wbQCmnpTnVMzdaeunB61jNw0uCYvsmdZ7zeuz1nmr12wM9k6Q0BJqiTMBOr0PhJpopMv2",
+	"1hUp+X5CyssAck8/zxB9gOpK0JkZS8V/Y9/gQM651lzcWGyZiVsh7wWh0YQLYuQtE6Q6uGrXr3rvmu1e",
+	"67QOWwGncyXYw5SF5luA2GXqjql9zSNGkMxVf3h4IINWu9fstOtng4BYKD/UW2f112fNBMKpkiHTmg5j",
+	"1hSGm/nTg/ozi+N9S1ZZRIYzQxQbzSyiD+eEEjWLGamyg5sDMlVymFwE+EFbqL942gg4VDeGTaYIahRx",
+	"OwWNL5WcMmW4JYcjGmsWVKaZrz5XKL6FzHodfQ0qTEQsqpscO4ioYfuGT1glIfzaKC5u4AW79lMZsUWG",
+	"1BIjRbVRs9DMFCPwJAljqjWpNjudi85eYPHsrFnvNq+b/89lq9Ns2HsztTArO8L/92t9///9aP9X2//x",
+	"+uPnWvDq5Zd/KwMjy8M3Wihy4o0ejRnVrDmV4bjIJV8dVVbzxcBzvY0mkjMTyknJTnau2u1W+y25H/OY",
+	"AbcBmEjM75g+sV8IcnpxfnnW7DUbAYHNDYjb0oCc1tunzbMz+2f36rLZ6TYbzYbd+k7zw8VP6zf9xZJN",
+	"VyxkfGoa/MYx4MJFfVfff/HDKyJHALKwGxdbMmYJvb23NAzZ1JLXkVTIhBy2FgGq7f9I90cfP786KgdE",
+	"M2352q5npA1VZhu0/5IVYn5NpLoMogSpuJMDLjtZeuAfkxnk8BMLjQWqPou4aQqj5tve+BD3v3gcP4+p",
+	"IWM6nTLBooAA4bFAHjBhaWJAPsnhQUhFyOIDFP7OmLix4tyro5I9p6GRJXpJm06YP/EM54Cb3q/ouTZs",
+	"0q/AidOZkRNqeEgQZF2Y9vDFf5TNuwVxonYPN719ETOUx3r5bqO0unBQT0l6tqEeilHHtbJ7WHtxVHpz",
+	"J9KwehSVnKCVyUJQ2p5p0rpM2BIcGR4UMdRKA2as5OxmnDnr+mWrL0DP651ekiljyuMCiMcyJtOYCrZ3",
+	"QuhQM2HyeNAXbvyAnJ61ksmoiAgTRnGmyb3ixjDh1V1uyD3VRLFQqohFB32xFnMLd9ejCCCWx+rAX6Jk",
+	"V5fe0DOut2XJbi2gJllVed3xZijBF1hdC98CrcxBRZWi8HNWnwa44vhiVDn+dT0GfSxKL3U8IimQ41Bt",
+	"QGk/WNhDv6CyTXo901wwrXuWCmy5UaEUejZhCm7Xul06zT38JaiEilGzpTDzMOWK6W1esdtypbebBhXi",
+	"1cuxdBRv6p283W540PcQ0SzL+7VSP+21PjQrQaVz0av3Wu23laDihAP7JQoBmdNzQwWVh307xP4dVRZk",
+	"DWOFht/ZaTvSUIOPNWHb7B3qILSVjxaM2XDCgfX15lM80EVCkz5E7OQaUA11jQmdk5lmCamYMCo0YXdM",
+	"zeFZMGxscn+6OUDsDuUvTQGb4XT8LgYFJMyi1Vp0P4VHvynSOwxuifMlG4576x5DoSuW4sZpsrA4exjV",
+	"iBo6tDJmGMvwNiXYUpGaOwohcZy5PYlFkcsbj14e/vDyVQ3/W21p3O5mPDZ+SUWs7Dl/TERLifXLF5ug",
+	"3VqUamk9QyV7C5QaFmnwqkXkCba9LP6tkt1loWKGVAe3Q3P9j//678FeQPRY3gtELClC2LzVHBjHDwpQ",
+	"rt2JHRgvzLQ5313ciVXn5wYvg/uUaseNC1oW3f+ttv/jx/TP64P9VVquHagDutO2RCWBYCU1waeAjHDj",
+	"lfoFs/DitZ2wiVTzn4arda9a+ata05sSnfd0zMJbpkjER6OAaH4jaEwEaBeKdP92hvaEgFBDJlIbckR+",
+	"4q8LGsRR7cdXZQwylKpkxpFCqY/87/9F7hm/GRui5ExELCJjGo8IvadzMlJyQn5jShIjyRGJWMgnFMTa",
+	"kOm+qFIymcWGT2PQgmoHtVrtkHBBfq0FbtCPe6Cxk2Q6rskhCML104DU+gJkYjEnI8rjmWIBCMD3Vnuj",
+	"RE9ZyGlMQrc79J5awZdIM2bqnmuGInAqKMjZMGblpyBmk6FTgGF3S+44UxMugM0nJwAvBaRG+IgIKViR",
+	"+K/1JyFrna29fh+YinhouviwvX58wsrY2unlFbG/lbOhlZDc0zjGIbd6sXD13e1KFuYxLAE5mShzVTKX",
+	"LDmA9DqUkhF75t2icHfZbDdQpHNWokpQuax3uyDbvam3zjYW7S6ZiPDHzkwI/OuSag2S3RvKYyfYnRYl",
+	"lILaQDQzJmYTJsw+u7Os1cs05Ma+cux4K3wgYES6Y5owGo77In3Xa44LLJwbjSxcex4OnCZAlyM3ug92",
+	"64jFHOYBSe6ADJxXbADaq2fw6Xx4c7IU2pNn/PfgeiVtbrjpkgMqeOfwmEhVSEPmzBAa3gp5H7PohkUB",
+	"mUqt+TCeo2EvssSFJtu2F5BG86z1odlpNkg1+yL8Um+Q6g29Y2Q2PSGaMaKYWzs4/xYRJRkM/q5vjx9u",
+	"rYAYDUYRLRpsykTERLjeYJXfmneMxmZsj1sKRmIZ0phEyWCk2pDICCibSBEQNRP2WhE+oTcsIJ9m0Q0j",
+	"XlwNSMT1Law7zwHRulNipBxLZawcG1MBoq+zjFnMQ4u1YQ/mxAq7KO0sWKnKLSxjWBRshfttKGXMqMiK",
+	"uQVk85h2fXC8AtXK1RU/XxnhaDBtn16CmT20zoz4zUyh8I8OQ+pdP5oZZ6FlYDBEHLa3UA41U3eWP8Ls",
+	"Zeh2/aHZab1pndZ7rYu21RXb9ddniHmdesvRq0ari99uhYgfmOIj57GxI4MZE1BSUe7oV4Nr/BYwFD9k",
+	"PMZbiFAjqcIy0zxovGCJx7urCRfaMBpZhAaHj+WeQJrA09G9RnU8IxhnMCM14q1ijR18qogK7uXAwVqK",
+	"CnZrdtuAiNEo5oK5yJPlISkgIgl5T6qAHcqpkE7FvB9z5zG3uPRME8UmeFx94TaQKuYsjEMa3pIqeN1n",
+	"lkxaxAvlTBgWEZq4C/QeiEhmzPoCEJRrSwbg4A8ImrGO7Q32SzggdSc1vqod/UetRqp/JRGd672C9LSg",
+	"y+Lj6/wJj3GIZYeHfsZtzQkR28h/CZLIV5jBM4L8Ogm8KD6hDLRK9Gku9zKe03DMBdtXjEb2xL2fUUbs",
+	"gJxetN+ctU57FiMsyt0wwRQPyVHtR3I/ZsIixUQqhnL1iIfwHgFXMNNZclaI6agElYInvBJUehc/NdvX",
+	"qWWtfdG7fnNx1bZ/v7vo9q7fdi6uLq+zX7cvGs3cF+8vXuc+Nz80273cNzhLbpD6efO6V/+p2UZzXqvb",
+	"umhfd3v1s2YlqHR79V7z2u+En9Nb/dzH+lmnWW/8cv3+otWGb0/fNU9/urardovBL1rt68vOxdtOs9u1",
+	"i2rWO73XzXovmSxH4jLLOb3qdJrtnvum1+yct9r1s9z6QBKx4FzXGw03gfsLfq+fnV38jKCka7ms/3J2",
+	"UW9c9y4urs/qnbdg5cyEalSCio8LwCPzYQEbshpHKlvijsbc8hYMx2DCWMYD3AbMA6kJNAmeyYSfZb5r",
+	"y4hlPr6Xw8ynppWWM59h6OzLdMJ6FM0lHRfM0zUUFDzg7kmMEU7kzbH4qR7bOzJ/L7mA70Cf6PiL6D63",
+	"xKWSN4ppq6y8Y1SZIaPGT3IGBDqxASP0pzOlmDD42amMcWY1ICFaEOroSbLnin+1panHsbzH6VPYL+k8",
+	"ljTqSXlG1Q1Ym6lhZxiMY49UWLEJJrkS9I7y2N584PFvuOB6/HoW3rKtOTy8ita1LfVIcOqWcET7tddj",
+	"hgBTxrJqpdi9E8KNpU74q2ehsRQ3B6SXvKUJExGhhlB9MQqIlki98i8lUVMRv+MRxgnccxFBhBcjI660",
+	"AREboNUZH5rlnsBWNZEYwanJ1ILOheZRXrHe3C2OmxKk+1pG2ZM7si1f2967s7WjdhtrtJU7Tu0Wbh1f",
+	"Cz4euMq7hC7E0pzSKQ1dPFOBN1oR55McIvO7H8uYEbsLoDermbAYhaozDZXUqFrblehyq44Xg5Crr4dM",
+	"t8SbmN+MS64GUhIyZjGEQwFztmfzzAFgBcjA+SkweGomFKNTFlkUtkJ2GM8iFu1gfppNI/o14R75eGHv",
+	"LsoeRHH1mSNeeQd2chht5TMpoMvXHPESt1l2hpWL3cGAn+z85kb8lL7k3DGHtUXn+bJj1qvXcQXotOVK",
+	"sle+LHjXBepC5AQE5gKPANOQFKsNnRvRiUc8+ALmr8T0spyBOnndettq9whHnS6xqeP1AyH8gU6msR3q",
+	"6EXBRne4/+PHX2v7P378XAsO/6PcNPdeDt9awZ/6wKgtjFMXglkKSqo3yQh7lqPTjF1y0dq0A3cKnRS1",
+	"xo35TJOptEehwBniXLif5LDcnuB57zaQ3OT2aktE2yK46ZaLtU++l8Of7GPZsIY1z6OZ60tQuUMHwpZ+",
+	"hiWxfZlNcZBnQgQSAXh1cIBfzKKcePX6vNW1Wpu95jPNFLmX6vaAgNJlv/PGuH2XgcAiolk82gc/EBla",
+	"/aAvjATxzvLPE2DlGdP5mGY/9uZTRgY/NU+b1zDFAERASoYzHpt9LvpiQgUfMW3Q+4QyKphaI/hCsalU",
+	"FoqY3zLwVoEHChARbCheb06X5nXIDTWv1JnuVROQ79/L4cWyMNl38p5Q4lEeri3EM5N92A2HDwS9NAHp",
+	"/tLtNc+vIVqWVL0tibCHMZ3ZHd4jUqWxs1ljQP0UVM9OrwVq5c91q6uB/nsO/7+A/3fs/05BBc/MZL/z",
+	"Y24ac7PtdBBlidaioHIKIZ3eBppckIwL6W9XzSsMBUo8SEk0cepE2h7uv4HVLudPOpWWkJusS2kRQi5O",
+	"ZcR2CnX45F4uhkGWhpL6h5vbh31tHphZFJN8WHACaRkc5dQDn9rNemtMnDHcriahOE8vfePLlxXw9HIj",
+	"F6R8PmLgrHE6sF0pmtjArwBvnRCfrvbyVa1GqodkLGdqL/XsF22021loX5XqAO8tKXsvh7tlU+yq6CWm",
+	"ivL4LEu/MBiL4JUEEqYNj2NI8sQYXPsvZh8NaXgrR6MTUkNzQBhTPrHD7+AJD6061pCC7bAseLcnDYYQ",
+	"bPvyo4pKKAtZZpXnf880cW+RlJP/QUSmpwwg31LGiqm4mTkr/qpXzvxzLgI2Z5/fJX9n0xybUhSClzve",
+	"jVR2sy4Vgxg/TKBxbO6ECHZDDb/D+IGcscF76dHkUHqfSmKZnMy06eFM6INL6tKrL85XZxZNx1SvPdRL",
+	"eMg+LWW89mH7jH1WcalKjU9n8p4pomZCo+nRkimuXRrQavvSYY6C7x/Wao+StrODDpFSkPVb3c0+uxCg",
+	"un3w6NZ2qpzKs1ngf0H5+ViWoJuXm1H5TeRDVD2XaU1OUQKEWtiQwu4WdKyEFOXuVUbpShhWjgFlMDLI",
+	"s+v8fStka61R3Jy00EiCSLaXGZYEKCdqhz3SmAsWEBlHTBtnr69iph+zcBKpIhfUs1niiMsYLVq+FrNG",
+	"IAumxDRjv05yb+hQzkxibyBVzBULiGKgGAYuKTH13O8FRLD7ZC2pRHdYq22+iCXZL6XrSDGoZLubEPBl",
+	"QfeRZXSSNa0k0Kaj+EPIAL4X+OBmljNCb7SYvCVq/Xo+oYS6ckgvyboryPROCZlY10ALOtVjuXUCJiZ0",
+	"pvNu8+52ZpoyUpPedF3J44DH7FWXegc79Cc53NwCnT2gP2DyFqxl6f6oLc2ldRePB2E4VKPRSkNUIjeL",
+	"dlKXW7iIqq8tJbnqnKW4CrFCGGdGmIjACBqAQjRVcugMxRmV/4fDF2Wqw/baRlSInlt1FLlIO/uuolw0",
+	"XNRR3ZQl5VqB1IfC+aI5Pk7pGPW6hfxJF8GaBDxlo6h8FBqETlER+UgoqxElEVngei6Giq/0ncLGb4Tq",
+	"CuM5d9RsIDahxEcQKhYxYTiNwZQ5ZEwQDhYirCuUWhbuKZhQsZrQonqH25N1TG6psG7rFd5YRt9C6v4K",
+	"j7FLKCwPTN08kb621Oe72r304odXT+2fTUxsziXppM+82xZBzexk4aKnG5Vg5UIqfwGVkluykTipdnL2",
+	"LiWYF1McgYyNmVb1HjgLSyjoc4Txt8ClkESE3lAutCFYnUsOGRYg2Yic7nTBF42G25ojt7uE21ysrTF4",
+	"Y8f4CixchyNfYwRf8GbCHUrJpU/Y87l6T20034yFlN7pnYzmMNxuelu5TtT+thoN3FK9KRgvNoeiLSOG",
+	"brUcEC/KxNItzg2rwghTX6r1lkP+Q+3r1Nof1oVzOAwqQJds8FpNwYs1W4YP5DMkAqLZlCpqGEbJ5/Iu",
+	"ypJWXBbMNuUiMnk4azKQgWFhgGf9hu2QB4fG3yRKtEzA7aYCp+dEoIwkMyf51y6fkMyZOdhYLoVsoe5y",
+	"or0SeCmskF0mbSbQEaoUt+dnJXMuiByNQJQfGabO9bIcDvSNJ2kopYYf0JA05d65HrmnCTeaxSNXGUyP",
+	"ZwbSLyN5L5ZItC4h6gNT5RFFdY1b7uE6cXnuLv4zjQ1NVr0R7wfe9Xqm59tXFM3fTHcMCwsJ8vhfsrHL",
+	"L+suSj28uKVer7YOK/PTLId9x4CybXJOvjrm9JFlpBJpfEUezFnGS1XwObhfyC2bu0S+cDo9/GtAPtE7",
+	"av+dzs1YipcBoerW6IBM5vrvMQRhRyzkkasQYYW1g8VsUJ+g9+8uF/TlYblJy4PREiO55TnyaBvf24SL",
+	"c0gofj03ZSUwzp3lXJP7sdSMYPYxlrWEiEKW1P+kUD0Y6xMm9di8Ed6yaSYgC4tUj168IIPz5vlF5xdM",
+	"s8Dsi4ufB3s7OJ4n/KFM4++pGUPrByQtuKBgpACYsmPGVIAV9o4qToUpJ47badU0mlu5SJfl+aVQVLFi",
+	"WhQQJF17FhZPX/Mbt1t2vIioipZEArpfiVTp6dwhxQTU5REGBh6U2lpxqzYnch7ZPuCLa6tg8Ky7xy9k",
+	"AU9zW+1RIAPdqku/A2Wn+mK0kWSSNX9vWv4Jodp+R4E2rNtOgDw7y6qd8We0bYLgZMpjdionE1oWm3iK",
+	"v5MQHyAW4b0EYemErwGxWEzLajiXkpcFarxzOSmu3u/ITgC1PXyttzlGuQJVCi3pEuVzPBhFV1NApHg3",
+	"ikLSqL0kcurP2zsWn2kkiTuQL7GeXCBdsEIce6ChiedIIjJka0vPv5qJzHGVOVTKBUF3lApqQbssek86",
+	"qEbjT0S4cM4xEQ3lA6bZr6/ic5cIbQWEyoGbw4qS4/P7WYbmbVoa8zmbUAG4E5CZ4H+3XANFdW40ueUi",
+	"ItUYIhFCqtnewSYlHg5f/LWcr6c68/ZB5JlwXTUT6EXHbHpMt8eaHcjyLOgY+pvGsNZPS6oawHib2t5Q",
+	"2ewszTywqyumHgC4VHgj4QlB1kcEY5EmlEyp1lY4gKddgFVJUZgNpMpdyvXtVHs4danA6uwOjyASddfa",
+	"w7sEjD1VDdAFVXC9GreJXytTeuYrokyWxJckmP4sidE+gWowcGWJ87XjaWnDpos+TH8Ngmx47TAfLpJH",
+	"/nUmehdjngR6bsVQS4JDN7gAmerPa0IIfAD8giLtvg8cDGULu/SRYD74+/Ti/LJ1hlHf768ab+1fm4V3",
+	"IzvBn63mChq5ncKJ3OWeYSscniR5CsRVZSdgJtMJh3Q0xAMZTqf2TOkdtXcUVLhKUAEVzu6r1eE2BRpG",
+	"eo8jXfqR6m6kcxzJLcKh7Tl/2LrgHiTtLgtBcZnATgjBFN182E8AJcb09gEmufTnvGmizLKbTXkuSMdJ",
+	"WIxGQLmGo0NVJ8mxcMICrmEH8cmhbJmZWIp9qLPmEpOHc+IeDtBiPIKgFeF2bOMdyt3sgvFmcYM2Vx8L",
+	"d9HpQMkGZ5YaJPhRekGtFPZUlT7SwX25jyct21GYLkN1Gu3udZpXctFuN0976Re9s8yvvdZ58+KqBxku",
+	"jVbHPthpvrnCAmev643rbq/eu+pCZYy0CIT94fVF45cNyUJD6DQdRQrBQpN87sXpbz0+YXJmoP5CxBUL",
+	"TQdtJnZKGnV9AbhM6YLXNHotozlSFbshO1VwzDh+17L0iNOYRa1puQVhyoVgEWld4lW+p5rYF5wAtK7s",
+	"O/OYuRma5WNHVhWUKbeQZzzW5H33ok2qHMJAzDwAcpSUAwuyJcNcOaoA2iHtD7GIY0aHSTE0psa+sZPv",
+	"Y8vi7OEYilSUx10A3mxccXNZwANNCmyk82XXWHZHO4nhuBiZND9JCqt7Og8+MhLLm9IiaBMuki9KUAdn",
+	"2i196alKKnVYKEXIY9YBJf1RDEuNbIGP3U1L8rYcVyA6A6ujRjmr08IIKWvLXOWEtd1xGaehshvxzg/+",
+	"lUWvR20zS5a8rRRWkAOk/IhAcKy7ZiFbHtG3SmbeMrNgkyxjHLJ0S6T9abeb9FgROE91I7tJQU6oH7RL",
+	"f4U7to2JuzBhB0jeH7XTAi5tg31zy9it9nyZ6dBVcAWZARINWYRFMqHCq4V5o/Chb97TwZeB3SzTqpTR",
+	"wxI37qBlH94o4Sd/YD7r51sRrCRtbxPRH7HdbeGjJ1zlS+f+2bKuyq4oEPMUExa7SCTmqW1SorwtawGl",
+	"sxcju4IN6ITfpIL23+z1zpoNXzZRCn/PwWz9SQ6RDqBluuqMdoWKCtniCbnKsG7wTetAALxYGqA7g2V4",
+	"mP2A7y9eV4JKvddrnl/6Aoe5kouVIF+HAooObjj/e8gv8TFn6API1varBPlSFbCrHtocFi9qOL7lwTNN",
+	"eLRY77rEIF3SMeB4ZVnq7sJ1WAkGOEzkKJcVBWEU9bO3F/ZIG/Ve/XW92zxxxbghCTOpcAsVRVwogQt8",
+	"q6aOD4jLJ2nVkb11Fvdl8RUfMgbo7Zog6GX9rjREflBDFLVLpuE48Q6iGdoHKkoR5vyfp82NTU+Z9g1r",
+	"o4YSP9qZvFnlyZuZ6SwTRvkK2iBk4YNaQVPFDIu8rlyM7X71ww8vy2j+hD50y1sldGcTIAVxjJuDnQ10",
+	"0a+6SzjI5vaopY0cHHTGHSyBx3RAVvVm8Gv92BfVzEuAy1g4byY4rvDwOSo8REt3YSeWUILpem+3/gu7",
+	"NERYrLaY7z2QnF4OldIddmmzpUxiZ8v3Jhpxpi4lE5EmdAulOFfxcrUo92pJuJGYGbYmfO3w6Ghtkeep",
+	"lPHmSkbBnbBh3IcHtrhuP/uKo+smKFV0w0B5KWeMPiAFRykUYkGsF+yOKUK9S+6AuApEx65DCdytYEVP",
+	"Epq2OLEHCH6dITP3jAlS6wsqInJo75O9VkhATrAfoBUwAtefwbsA66eW+zgQsFqVwYLhWNOUa//jAak7",
+	"Z6JLWHdCTJq+DpVUIOLVjt4XQPe5JoJxKGJVPyUinSwgLNYsmZqPoNyVg8v9WD/ti+pp04fUJg+omfBF",
+	"xXerHfUUBaI+Ipbw0byLFRS25aPbBB1srJEsdeniCKWonpijtq1k/+QlztHIVS5scOFCf8hQYW9UkLBc",
+	"VZLrn1u9dxdXvWsopR2Q3s8X1803b5pQUfu60+xenfW6AcFS4hcfmp3r0/pl/bTV+2XX+AWNUvXGlq68",
+	"EL5Gu0oeXTABzWKn7ySPZEFZ5ViCRMVwpriZd+1M3kMy4aJX3qysXmxjfstCtu9zavFLVKHI/j7IwPA4",
+	"BrTCasAIy6hiKt3CsTFTbPvNXaBvMSfP6m5SkfplywskVvrNeMLJTERMkcFzOuXP7w6fw7TPB8dYphcq",
+	"4uqgL9Kkak2qSe6WDjJRRZYUuUa+imn+GwswpSDwCcBBX2BKY5BNplXQxtGK+S6Nei/AqlOMqnCMCcRw",
+	"XQJMN54ytQ+A+6ogE/4QZLroQO4yiZlFQx3knQZ2tL5I0V854zvH9BfSdBQ/jn18UeHY8CT6YpCe9WDv",
+	"JNFffFcgCzQEF6TrzLE0Z0k+6Iu++MtfyKkUVmfjUui++L/SaqSaVAfoWhkEZJBJ3LMfgSrZP9LiJPaT",
+	"0/4HQV8QMkiar9ufHEWzf7qms4M9gCpf71STCTXhGPphEDJYrHA6OLBQ9qwcD6933pySly9f/pi8D5lF",
+	"duPzPRxJ9ap3undCIpduBG/bOZxQo60oPOFxzF1hNpeNLsjgXA+Ino1G/AHmxnPCmCqsTfmu17v0DHYa",
+	"zzQZfO6Dg7hfCUjfX2X84Khvv/JlcGKnB0yGlVxdXjY71912/acmwVBTKHTJBepjcupMIc80yVw0hzd2",
+	"qOQJKHBNYy0JFfqeKXJUq5FBoYfDICBHtUMyKDRyGNiRqlLhj7meDoPjtH/kM+26X0IMHASDW9EF7hOL",
+	"9uXM2HGwZ9AzTeQdUzGdoslkD9Dj6MWPZJBtVjAgVdjyDjNqvg85RtjZ5IeHBzLwfQwGzweZPgaIDecz",
+	"484U7bNYMtgFGEqFFht6a78aoO19EBSdexak9KoCIHB7Q1DvM/fwmYZ4S5gYYgbvOLvX5JaxaaGRUHWQ",
+	"zam2mA+JHhbvoby8xVQ4t3yWHKkO8I8DjK8fBCRimIaV4HY+iYzQGwZ7mtQlXYhvBUKWphPtHZN+xcXx",
+	"Q8Uvl9nVryCVIqTveyrBzz49y/6uGBlKM7bnrxj07cLNOOPayc5QqIdFufI3AMKU3rhkMjKAkGOsvDoY",
+	"OkcCIh9EVWI+Nrvj0l4qesOeaTLIOh0GTrI03EBtZGAtSR/uSiYQuHIIDsUpE3TKK8eVlwe1g5coLYyB",
+	"d+bZT5L5esPMshgmxBREoWNX7kNEwLb2sbEbIqFGduJqBGncXKwcpANnVEz6lXH7OIQhw2vc0fKF+hfP",
+	"XIs33yG8OoC+3QNiiQ48tw/P9Ssn7hI805jyzHVfAFE/7s9qtZchj+BfNtg7IE1LZHxRZVYQGOqN81bb",
+	"vWSfwdf+UhzFwhuggmT5mC7vkR4424Rrsu7c9n1RHaSN2S1Eb3hs2SgJ5WTIBUY2k3q7cUIG0ExpAOuB",
+	"IDHN71jg8WhA2IP77oBcAsoN5+SWzTUzWLEXlStLYO2sCfaRf/z//6MEyfoCPAX6uJyOkiolExpbfdpe",
+	"UQAaqKFwdih7E/tCWXzYOyknuicl5PDEEj7E8YSyWym1Yi8aZFEDDis6YQYy935dwNUHGhoCyOHtmHCO",
+	"NOYh+8tLAo2CMggDpjz74t9nTM19CYnjpC08CrZlxWVXxj58CZYCllpYLVYeOJHtkxwe4CVZAZFzCiQg",
+	"Le0mt6qX3OfS0ZOIknT09fpb+VCJp2OrkYrx8/E8LUMGrZqxmRiEJQKdr3oxaG/pjtk3coBs5t1ZCUyS",
+	"Q7s5HPjKToCU7VyK/8+hQU5lgwcTt/WXj1C7ayqFM42/qNWcI9i4CqvQCwub7D3/5Dz+m50l3FDw34OO",
+	"tJgSYZkamJGzZeYOLKs6QjDKRk/Aff6aRj4EAl45XP8Kdm+Siv/GQJc9evHj+pd6Up5TMXdzaXQqg6Fs",
+	"kwnZw5SFhqGFQ88mE6rmvvZfIm3JkaPIyCLAvDUzckINDxMqkRUmIJiN3oD1xxUusOPn+bjXi/bTxtfl",
+	"HD0h7o9BmHNtszEW7YkQbLEfeAmi+ZDrrIoYWHYIMuyfEHPsQhdUXi+uc7XYLxe7O2U78JKqN+6ifrKX",
+	"RSffyBxs3Nqs7PzOdRIZiHoWeseSJlJjqsf2IW2kgl6MCG9f6FBOsc3toNDHfwC6m0s2DiD7NykxiUsB",
+	"vtgXuhihLjVzK4b5q9CRAND6ZV8MUgfwde+Xy+b1m4vO61aj0WwPiBTpfEe1I5J9NumzN+iLpMk2amUQ",
+	"BeMmc1ufmkEwUgf6xiJME0aF7gu85vYr7O+F8iXKuoNclMCAVH1h9KR18d6xHwHP0epcWOp6seMxEBUr",
+	"0i60VO6LpY2Uq5EMdUI4DiaR1dh7TFARzvuVjWRB6HUmo3najwwMGmiDh5uLAk9fUAKZeWAptxChBj2k",
+	"kVudvaFL5cW+OKr9SAZp70OgVC/KpdPEG409LwYw3UlfDJwx4mDEWRwNMtI/fLG3FfHDYk05olRJanJC",
+	"CPiTED5XR+xL3sBq1Ix9WaC9h08DgmvVUEJ9ExRPu3N72oF1p1wt1ZB9W75f24B6Jw0Jgdy/2GQWl81E",
+	"hzFrQpT678sq4FygrUue+6XUt8gsAkvPaYFdlHKHddLG88/2Mn15jjZn0E9KuUnTtWEHnHBGciSK2sip",
+	"9i3qDkjL6CIbgyf6wtBbLm7Km8U76sy1t/LLWRxZUneS7TnXFzMR+abmjnZbKjonVasj20cngMB9MXjb",
+	"7JH8yov97vX/nSPk//mP//rvTdToVZTuyFsiU35EqkJi3+n88eImUuPIZ19sQcKwYWiRhBVUbFBqphQK",
+	"HXp9EWvc5cnPpjof1ulDVeTxaWU+62AjKvlEEuoa+ijkPXFdeb8xLTxa/1LShPZ3pWeYa7VA0NKO466n",
+	"x1paBdLkfmqs/Fa60bu0p+ATYl2+xWIJ1tXjOOdgtOoQj/60ylBmKVlFKHRNCUFYn2mWRY3s0S/XdHYi",
+	"12RBLt2KBKM4lw0vfQqqWGw5+o2lx0xXzkXsdEVP/+gC4e+F8rg9hGbQnlSlYGQ6nmse0tiFF9if95bj",
+	"/Hqa+Pxzxuf9xVmYsS50/sAGvmjIgExm2hD29xmNcy19fWkQ/+ABge4wVmrzt7QvfDEyRsBLaCXREVRW",
+	"Bicz9gk/Jgp7yWFbY0yvdg5/Ith9X4BWbt/wJX9mwvAYlNtIWYEynUaw+2T6rxbPyhr8e2KQ78m/HdvA",
+	"aoBZelAQx9bYet+lZ3hpZbankrOK/XC/saS1kqIgSNEfXKz6E5EgH1+QkqBnGm5tynSrcmr4hGvDw7So",
+	"EMTAbE+UfL+NFf5o53XkmkhfCd25jucL7tMDglH4LgLGO+uH2ByGRwttaxLHfeJFPSbeR98Xq530hOqM",
+	"ex+qPQ1j5jqRWQpkF9cXWGd27yBrD7XPYyBUwUgKNq2Mqst1X1gVDAAcSjO24/iUIO8oJlk/sfsRoRz0",
+	"ReIvxtUWXgaqPmSEURVzTAIUxTEO+mLgYsIGaPFjOt8myheh9JFj3EWrYNzQQR9M+ATCqUlIlZpbmo5h",
+	"tHhcJ2ANhnBfqNoEVSrZZDcHdVDY6b6w6CFnZmGzg7wjm6z2Y28l7NkV+/4weommXXAf+iSwzchiNuO4",
+	"fDxfrHGj4Xypk/KhfFvkTSHDroPLRltMjdto3GJG3xIHLpiEcv0hAUOrzrqeNvs+cVcwD84y524hfW9b",
+	"kFe4v4tXCfUcXmxrvAwwX7NrU5gWkk1KgQJQHB3Y2TGfpTWP5Z/PAbaDkz5H2/4FfPW5Zlhr3PV2b/9F",
+	"vPRdjIK2Ky4KBcN5LkkSi9EAcQ6SKwkSCJ/kLA/Yb2uVpPP8M8TMfNnAJrW9mvL+4nVeP9mcWb1lCa/a",
+	"Wgt5b1eU0T+eGI1dw48lBldsWfndwlqC8BdOtsLQ7zgGh13So9LiM7aftvLYblj9HP33yx1C7oTIkEG5",
+	"tDSJ3HdHK3rZfYwnGcs4wg4KfXHDjCaD5F1w8itm5W27CNDK7VUoPgDr6gvXkR4CnzMAWLAw0EGTF7Xa",
+	"V9sMFi6jB6vX7Jy32vUzK7nGWAA95f9SESyOtqVzBxf1aFf4n8xVk7ZpXEo00EeToMN3c8JjmRMAMQkl",
+	"EIMTufLU3sq3I5lxIUPL6QzaUbUlHqiFu7D8TPfXfyeHA69mFrvFYiT7RN65gJHML1C63ArBknCDfmYZ",
+	"R4hBfOQa+idr7Qu32MBqxEgdYxaRqqW0QNeAlgFt6F5dNjvdZqPZeASH8lLqY788vep0mu0eqM5W8FEZ",
+	"nagv2APXRu8FZNDtWdpzetF+c9Y6tY8n1XxdypU0Pnor2toZDa/9cxGsF484eb4u2hK65ZGba4dy38nW",
+	"o3mj0dFSuP1QIieNIMRe2fYUMkaFjWma0o+rBZBdjFNqQ9PUjqakQq0IzBhzMYxoq1tqbdnKFpZvzvv0",
+	"eohapkyfuwRPTOjNe9//2TVqsPFm0pmDxF4fz+1GQG4xJutl8CB3X3wDrZUBythezVCFjsTBZbPdaLXf",
+	"Xn9odlpv7G1oXbQHGIKbtg7mOtMNEytUQKOOmGNPpMFi8cRMlO4hGcuZSmvx/LUvIjrXeyvioVvGMnwy",
+	"ZNCxGAPdntIRWYxKeEEG9Uaj0+x24dn62dnFz5CH6lLSiJwZzSOkcXQ6VRKyNKW2nFYqo/d2CW5wndOe",
+	"hifnmut+47CGfNPW5aENJ2Ts8xpT5DNYTQhcatJVDvin49V/xijaDrvh2kC6RLa5PRAHPWMYfr/QWLec",
+	"ZC3j8s8/Y8rd0xj92heN5tda/dTW8ncbVvSNjH5qtckPkiu/2/yW2vwApZMIfWySm9j9cmVGXHJaxA0x",
+	"ivJ4KWveNlbIpWkvhgol7DxmVAnndLcCNQYcyJnASgIAumAPueayeqy4gPDwNO4H+7YTLvrCBRjFVsOG",
+	"IG+MKPpqJrx440rigAL3nIv63dJ3jEEtj3U3n4oR/z7RQEkX8e+hQE/OHDX/LSk1smHQzxb88LmrXrTc",
+	"jucacLiIGk9JwBmgMT/C3fcqJNej/26PzEQMNRcGI6lCBgEyFitdCRZKsEzK3gF5I1UIyhqkTN7yONa5",
+	"IMTjvkgmhTSTOCKNVrf++qzZsLrAIlUCEorZLRCtyMXNCdayg6Q8ZyDEBUCvuBm+gnVV6ZRFpKqYUZxF",
+	"UH7ufsyUiyjqi8RZo9iEcrGHAT3U+Tbs8HYbtdsuCxxMDDulceq+wJ47T0QFobBZ97oOFc2+kgg2EDv+",
+	"uFTQAfh7OjXUKqEIfRoeX7+TxUcii+7YPV2EODe80D5pC27dzkTRUrLVLlRnAMkSmXJqdOL00CHQHjXD",
+	"bOC+cJIQ+Rm8IhGjUcwFS8weC0V50KihCSX+2b6oDgDShvuibga+yQHink578O4d+96XWFBLpwS9L9xi",
+	"UrKIxDIogcLQW+ZkuSENb8k//ut/Yho0130xYiK01JOSmFqNDj3CUnnq6FPnkCR6v8teANv2SQ7JjWS6",
+	"L2Bgp69jU2yXpRgk9YocGcYk6PZFz8mpRt5TFfXFYEIffPn2AcDoX4Slet+3v5cnWHDKMgAQvVlk9zat",
+	"GHPtt3ywhwcGLCM5CKwGB9zvnkL1U/Rp9QX6aTSJpUUPjfGydgsPiO+yTyhpdOqtdqv91mm+N3YgxaYx",
+	"De1u2AGTmaoSWovblVoOJO/c5O73vSfiKTkWsuiW2pKp2JX/gVmKBe+PzlAcxnxnKI8ViWbkFBNWoOrE",
+	"SVkeTNGWnhKAXfkMFshbzmgg1hIjPrEXsIUo0+kYPccQLr6o4lsxM1stEOXUkWJ6nHKnA9K0MAAdEmTQ",
+	"bAM9HCTiNrXMYV9OkW4/ZnBOOaEB9/a1HQoKQgZk8K5Z7/ReN+s9r9X3RUGi3cbcBqv9A8uzv3+MzgbU",
+	"x2HJd+LzWE47ZrAQPB9xqHQKZTldjV3It8sU49mV1nySXOz7Jqbl5KYlwBeHYTtinuSjzARYAMDsbvX1",
+	"nNjtA+hQcKR9kal+PNOMDLBk63769YBwoQ2jEdoeoZhNJrHoxEqDfTEwGSegdgZEgOGZJjEfMQw1X+od",
+	"JOAcfEp5qH7WadYbv1y/v2i1kVZ9habdYZoZ3wruD2lvdLBlaNOT0iI33eraN8CxUdVJHMvfydIjl7dB",
+	"kSH1pI4KFGBMsQ6VfYJFZM7MrjQKatMup0/dbufN/s0M2l8co9e/4DQ/bTU66EIB9/mJK/vXaHed7NIX",
+	"XLtOGlGiE7r+vKR16br3npDeWTchyCdEuWbEmii0hp70hWt7S9A+6zIRoCBZWrxNM2EOSD2zVyEVdquG",
+	"rC+ghyyDEAhqJSoXH5m0lj0m0F0BKxhb4Qwqgg9OCCWGqhtmUMWEbp/2TIYcxloadfBkpPDazeYrhJVN",
+	"vh0xhAbHf3C3aLbXdAl1+tmeNtaYlkNGNL3/HmzwBwg2eMN8rbxi++vExQm0aZ8JA1nLLlJnV4q2rjxX",
+	"D8xpbDRiofFWLqyCnxGjLAFgro6XC44GVwWQor6oHtVeFmSPPeieleaS6OwbSZV3yy9PkIqk3pExi6Nl",
+	"bhFHMLlCtdg5Sfoi8ZIc9EWd4Jp9jwhP8Ihi+64gvCWoScwHWAgFOyBQHAsUUd9JI/KhIE+pdW5bveu7",
+	"7vhVuqM72e/BIsv8vXZ7vHjFJxMWcWpYPCfVlCAEng6gqIN3d2cP8IJ+ttrx4QNICvQphahIaLBwGKke",
+	"1Q77YnDaaTbstayfpeUDnpNBt4n1YJPvnB9jQsOx1YXrl629k4Ru94XrXgCm8qSXhtcGSBVjSsviSQOS",
+	"aIx9Ua4ykrOMVxuqFGKNGzDeQ1MSKKWaAsO1bwIUfQv7+3ZEC043iZz0R/xHJF+5ruvfmnxtrG4metB3",
+	"nfMpdM7EBJV66wqUhju1NHcYuxI/0PHmK8qnYuFqq6KhbXqQtmdOa58CmBM6R2sdFnkV8z6cm4U8hDoJ",
+	"EGp/YmWsmXZZbd5i76v6QPMQKqDAApRk7QvXStJquoyqpCA4TInllZ9p1/1KDzLmfNfiC7X3vvDeA3jw",
+	"G3kJ0Zjfal9fdi7eooa4lRqIXRT/qQSux8tPy7eYXEKw0E30PTft8d2FVBnIlU98cVVKktxMAsYhDGFw",
+	"5GFT8Sym4mZGb9jyxLSeT5YNqaHQ9g9pSVK0tX7ZsiQhW0g5GXVwTKZM9YVv0kc4lhxI6muIiCpU9Fx/",
+	"XjJhE6nmQcZapg0Xoen7RoMaWtRjnY5QTibYW04waJlo1HwfEnaJmsUsIOzBKOrG3HMWLPAfYPdF1z4W",
+	"0pSw2ZirbI6cAOLmTshgwh9YNMCIFiuW9YUVwG4UY6QK3X6imcLYCiWxzgCf0BtGZtMbRaOFMInHSOU7",
+	"Sw7uCcUUP8my1LcetG5zgPwZC8667mceO/1aLJpatLr3VrUsziCeYDf2TU3PvjcmW3rNOoxG+5bFn6Tp",
+	"6T5EX5N8h9NktMEBGchb7BsG1ltEUcvR73w3XUuOsfXiI2NhJ1nTE2JgMkkHdn0ZEuKZ/Bkx8BSoue+m",
+	"Ec2QeqS0zqqzvntmeqg5A2GKXCWYt1DN/vfNQO4m4DQRmieoktdwjVMypfKWlYzLdyB4pomS95pUIcIQ",
+	"a/GOadqRRcl7zAdPN3V5ybFsz4CNQT/NvfUnrDxWON9NCpAhWv4rJUwvNBZyPQOzzZahtKhh/9lo1hs5",
+	"Yc7d4k2u+vPProHxl+dJU85VmRdJ2AM28jSSuDzrNJfMB8KCaMQUCWNGFYsCoiUEgAH2alL10ts9G46l",
+	"vCWaiYipPaIZsxopWNK+Wi1sfmi2e4t6Yfq13bxtmZrbpwIib9Q3w+32zq0zoF7kP6O1vrCZHegzu4yX",
+	"wy6i9d6h33c98pGoz2USR76PZMa3x8Hgei6MTNqObUZzXG3E/Ql/WCpYvJEKY/ZR67NkIV9QxVUOxrBX",
+	"FpFqUh0tcLXR+kKqtFTXnrdKQdvowYSLmYFWc/iHZSpJs3TDJyxw5Crqi+GceAsXtDbLl1sNSPeXbq95",
+	"ft3sdC46JDdnopH2BQjnmGIhsATpcBbeMkvHZRylLaKrA/w+iSu75xE7JlKwvkBYyWxqyezhi5oHPoCH",
+	"FBmyuRQR0ZCWoBgmCzjPweGLmlUpuxlrANgC9vKFmtyifSd+UHITZSBwDZB+Y0pql6sRxWyT6svphvt6",
+	"EocHB4dHRzUoH/HVYuJbZly52nP+sK4l8M9cRPKexNCsF1veIw6kkXo/LJXR3LPlBWG5MC9fVILKhD7w",
+	"yWxSObYrhM7A7mNSJ9Z13H/iIjSZPVlCOCf84V9EirpkyhGTse8xkWkfmScmWVLhkQPa9pdVbbKzsHCm",
+	"uJkDsgGRw3ZPx79+tOfr3vjscShb8d5K4b5PsrMFZL+yc2Q+O6Ka+QZbv2a+SDW7zJeuD9KXj1/+TwAA",
+	"AP//",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

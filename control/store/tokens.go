@@ -1,6 +1,7 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"errors"
@@ -77,7 +78,8 @@ func (s *Store) CreateToken(ctx context.Context, kind TokenKind, name string) (s
 // IssueToken makes an API token; the token is returned once and only its
 // hash is stored. A business token joins its consumer group in the same
 // transaction, so the group takes its submission types from the next
-// settlement on.
+// settlement on. Creating, rotating and revoking a token are audited
+// (token.create, token.rotate, token.revoke; never the secret).
 func (s *Store) IssueToken(ctx context.Context, spec TokenSpec) (string, error) {
 	if err := validKind(spec.Kind); err != nil {
 		return "", err
@@ -99,7 +101,7 @@ func (s *Store) IssueToken(ctx context.Context, spec TokenSpec) (string, error) 
 				return err
 			}
 		}
-		_, err := tx.ExecContext(ctx, `INSERT INTO judge_api_token (kind, name, token_hash, expires_at, submission_types, consumer_group)
+		r, err := tx.ExecContext(ctx, `INSERT INTO judge_api_token (kind, name, token_hash, expires_at, submission_types, consumer_group)
 			VALUES (?, ?, ?, IF(? > 0, NOW(6) + INTERVAL ? MICROSECOND, NULL), ?, ?)`,
 			spec.Kind, spec.Name, hash, spec.ExpiresIn.Microseconds(), spec.ExpiresIn.Microseconds(), scope.column(), scope.group)
 		if isDuplicate(err) {
@@ -108,11 +110,14 @@ func (s *Store) IssueToken(ctx context.Context, spec TokenSpec) (string, error) 
 		if err != nil {
 			return fmt.Errorf("store: create token: %w", err)
 		}
-		if spec.Actor != "" {
-			if err := audit(ctx, tx, spec.Actor, "token.create", 0, 0, "", map[string]any{
-				"kind": spec.Kind, "name": spec.Name, "submissionTypes": scope.types, "consumerGroup": scope.group}); err != nil {
-				return err
-			}
+		id, _ := r.LastInsertId()
+		detail := map[string]any{"tokenId": id, "kind": spec.Kind, "name": spec.Name,
+			"expiresInSeconds": int64(spec.ExpiresIn / time.Second)}
+		if spec.Kind == TokenBusiness {
+			detail["submissionTypes"], detail["consumerGroup"] = scope.types, scope.group
+		}
+		if err := audit(ctx, tx, cmp.Or(spec.Actor, auditActorCLI), "token.create", 0, 0, "", detail); err != nil {
+			return err
 		}
 		if spec.Kind == TokenBusiness {
 			return refreshConsumerGroup(ctx, tx, scope.group)
@@ -124,6 +129,11 @@ func (s *Store) IssueToken(ctx context.Context, spec TokenSpec) (string, error) 
 	}
 	return tok, nil
 }
+
+// auditActorCLI is the actor of token changes: `kece-control token` makes
+// them on a host that holds the database's credentials, not through the
+// API, so no admin token names the operator.
+const auditActorCLI = "kece-control"
 
 // TokenIdentity is an authenticated API caller.
 type TokenIdentity struct {
@@ -219,17 +229,24 @@ func (s *Store) RotateToken(ctx context.Context, spec RotateSpec) (string, error
 		return "", invalid("expiresIn", "must be 0 (keep) up to %s", TokenMaxLifetime)
 	}
 	tok, hash := newSecret(tokenPrefix(spec.Kind))
-	r, err := s.db.ExecContext(ctx, `UPDATE judge_api_token
-		SET prev_token_hash = token_hash, prev_valid_until = NOW(6) + INTERVAL ? MICROSECOND,
-		    token_hash = ?, rotated_at = NOW(6),
-		    expires_at = IF(? > 0, NOW(6) + INTERVAL ? MICROSECOND, expires_at)
-		WHERE kind = ? AND name = ? AND revoked_at IS NULL`,
-		spec.Overlap.Microseconds(), hash, spec.ExpiresIn.Microseconds(), spec.ExpiresIn.Microseconds(), spec.Kind, spec.Name)
+	err := s.inTx(ctx, func(tx *sql.Tx) error {
+		r, err := tx.ExecContext(ctx, `UPDATE judge_api_token
+			SET prev_token_hash = token_hash, prev_valid_until = NOW(6) + INTERVAL ? MICROSECOND,
+			    token_hash = ?, rotated_at = NOW(6),
+			    expires_at = IF(? > 0, NOW(6) + INTERVAL ? MICROSECOND, expires_at)
+			WHERE kind = ? AND name = ? AND revoked_at IS NULL`,
+			spec.Overlap.Microseconds(), hash, spec.ExpiresIn.Microseconds(), spec.ExpiresIn.Microseconds(), spec.Kind, spec.Name)
+		if err != nil {
+			return fmt.Errorf("store: rotate token: %w", err)
+		}
+		if n, _ := r.RowsAffected(); n != 1 {
+			return fmt.Errorf("no live %s token named %q: %w", spec.Kind, spec.Name, ErrNotFound)
+		}
+		return audit(ctx, tx, auditActorCLI, "token.rotate", 0, 0, "", map[string]any{"kind": spec.Kind, "name": spec.Name,
+			"overlapSeconds": int64(spec.Overlap / time.Second), "expiresInSeconds": int64(spec.ExpiresIn / time.Second)})
+	})
 	if err != nil {
-		return "", fmt.Errorf("store: rotate token: %w", err)
-	}
-	if n, _ := r.RowsAffected(); n != 1 {
-		return "", fmt.Errorf("no live %s token named %q: %w", spec.Kind, spec.Name, ErrNotFound)
+		return "", err
 	}
 	return tok, nil
 }
@@ -241,10 +258,10 @@ func (s *Store) RevokeToken(ctx context.Context, kind TokenKind, name string) (b
 	return s.RevokeTokenAs(ctx, kind, name, "", "")
 }
 
-// RevokeTokenAs revokes like RevokeToken and records actor and reason in
-// the audit log (token.revoke) when actor is set.
+// RevokeTokenAs revokes like RevokeToken, recording actor (the CLI when
+// empty) and reason in the audit log (token.revoke).
 func (s *Store) RevokeTokenAs(ctx context.Context, kind TokenKind, name, actor, reason string) (bool, error) {
-	live := false
+	var live bool
 	err := s.inTx(ctx, func(tx *sql.Tx) error {
 		live = false
 		var group string
@@ -268,13 +285,13 @@ func (s *Store) RevokeTokenAs(ctx context.Context, kind TokenKind, name, actor, 
 			return fmt.Errorf("store: revoke token: %w", err)
 		}
 		n, _ := r.RowsAffected()
-		live = n == 1
-		if live && actor != "" {
-			if err := audit(ctx, tx, actor, "token.revoke", 0, 0, reason, map[string]any{"kind": kind, "name": name}); err != nil {
-				return err
-			}
+		if live = n == 1; !live {
+			return nil
 		}
-		if live && kind == TokenBusiness {
+		if err := audit(ctx, tx, cmp.Or(actor, auditActorCLI), "token.revoke", 0, 0, reason, map[string]any{"kind": kind, "name": name}); err != nil {
+			return err
+		}
+		if kind == TokenBusiness {
 			return refreshConsumerGroup(ctx, tx, group)
 		}
 		return nil
