@@ -213,7 +213,10 @@ func (n *Node) Run(ctx context.Context) (err error) {
 		n.mu.Lock()
 		n.listenAddr = ln.Addr().String()
 		n.mu.Unlock()
-		srv := &http.Server{Handler: n.Handler(), ReadHeaderTimeout: 5 * time.Second}
+		// Bounded like every control listener: headers in time and size, and
+		// idle connections; the handlers read no bodies.
+		srv := &http.Server{Handler: n.Handler(), ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 10 * time.Second,
+			WriteTimeout: 30 * time.Second, IdleTimeout: time.Minute, MaxHeaderBytes: 16 << 10}
 		go func() { _ = srv.Serve(ln) }()
 		defer srv.Close()
 	}

@@ -44,7 +44,7 @@ func runPickup(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("pickup", flag.ContinueOnError)
 	samples := fs.Int("samples", 100, "wake-ups measured per mode")
 	park := fs.Duration("park", 20*time.Millisecond, "least pause before each enqueue so the claim is parked (plus a random part of -poll)")
-	poll := fs.Duration("poll", longpoll.PollIntervalDefault, "cross-replica signal poll interval")
+	poll := fs.Duration("poll", longpoll.SignalPollIntervalDefault, "cross-replica signal poll interval")
 	dsn := fs.String("dsn", "", "MySQL server DSN without database (default $KECE_BENCH_MYSQL_DSN or the private MariaDB)")
 	if err := settings.ParseWithEnv(fs, "KECE_BENCH_PICKUP_", args, os.Getenv); err != nil {
 		return err
@@ -173,7 +173,7 @@ func serveReplica(ctx context.Context, cfg httpapi.Config, st *store.Store, arts
 		return "", nil, err
 	}
 	ctx, cancel := context.WithCancel(ctx)
-	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 5 * time.Second}
+	hs := httpapi.NewHTTPServer(srv.Handler())
 	runDone, serveDone := make(chan struct{}), make(chan struct{})
 	go func() { defer close(runDone); srv.Run(ctx) }()
 	go func() { defer close(serveDone); _ = hs.Serve(ln) }()

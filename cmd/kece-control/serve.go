@@ -155,7 +155,7 @@ func serve(ctx context.Context, args []string, cio cmdIO) error {
 	}
 	var sender *webhook.Sender
 	if hookCfg != nil {
-		hookCfg.Observer = mets
+		hookCfg.Observer, hookCfg.Outage = mets, srv.Outage()
 		if sender, err = webhook.New(*hookCfg, srv.Store(), log); err != nil {
 			return settings.Errorf(fs.Source("webhook-url"), "%v", err)
 		}
@@ -164,7 +164,7 @@ func serve(ctx context.Context, args []string, cio cmdIO) error {
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}
-	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
+	hs := httpapi.NewHTTPServer(srv.Handler())
 	if *metricsListen != "" {
 		mln, err := net.Listen("tcp", *metricsListen)
 		if err != nil {
@@ -173,7 +173,7 @@ func serve(ctx context.Context, args []string, cio cmdIO) error {
 		}
 		mux := http.NewServeMux()
 		mux.Handle("GET /metrics", mets.Handler())
-		ms := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+		ms := httpapi.NewHTTPServer(mux)
 		go func() { _ = ms.Serve(mln) }()
 		defer ms.Close()
 		log.Info("metrics on a separate listener", "metrics_listen", mln.Addr().String())
