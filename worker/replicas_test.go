@@ -114,7 +114,7 @@ func TestNodeHonours503RetryAfter(t *testing.T) {
 	t.Cleanup(px.Close)
 	down := px.Add(faultproxy.Rule{PathContains: "/judgers/", Action: faultproxy.Respond, Status: http.StatusServiceUnavailable,
 		Header: http.Header{"Retry-After": {"1"}, "Content-Type": {"application/json"}},
-		Body: func([]byte) []byte { return []byte(`{"code":"UNAVAILABLE","message":"database unavailable; retry"}`) }})
+		Body:   func([]byte) []byte { return []byte(`{"code":"UNAVAILABLE","message":"database unavailable; retry"}`) }})
 	cfg := joined(t, e.URL, nd.JoinCode, nodeConfig(t, px.URL(), "cpp", "", newFake(false)))
 	n, err := worker.New(cfg)
 	require.NoError(t, err)

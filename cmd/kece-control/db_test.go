@@ -70,4 +70,3 @@ func TestFrozenTransactionReleasesItsLocks(t *testing.T) {
 	require.Less(t, took, 5*time.Second, "the lock came free after the 1 s idle bound, not the 10 s lock wait")
 	require.Error(t, frozen.Commit(), "the frozen transaction was ended")
 }
-
