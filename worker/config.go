@@ -63,18 +63,18 @@ func ControlURLs(v string) []string {
 
 // validControlURLs refuses an empty list, a URL that is not http(s) with a
 // host, and a replica listed twice.
-func validControlURLs(v string) error {
+func validControlURLs(name, v string) error {
 	urls := ControlURLs(v)
 	if len(urls) == 0 {
-		return fmt.Errorf("KECE_CONTROL_URL is empty: want an http(s) URL such as https://control.example:8443, or several separated by commas")
+		return fmt.Errorf("%s is empty: want an http(s) URL such as https://control.example:8443, or several separated by commas", name)
 	}
 	var errs []error
 	seen := map[string]bool{}
 	for _, s := range urls {
 		if u, err := url.Parse(s); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			errs = append(errs, fmt.Errorf("KECE_CONTROL_URL: %q must be an http(s) URL such as https://control.example:8443", s))
+			errs = append(errs, fmt.Errorf("%s: %q must be an http(s) URL such as https://control.example:8443", name, s))
 		} else if seen[strings.ToLower(u.Host)] {
-			errs = append(errs, fmt.Errorf("KECE_CONTROL_URL lists %s twice", u.Host))
+			errs = append(errs, fmt.Errorf("%s lists %s twice", name, u.Host))
 		} else {
 			seen[strings.ToLower(u.Host)] = true
 		}
@@ -165,7 +165,7 @@ func (c Config) Validate() error {
 	if !ValidPool(c.Pool) {
 		bad("KECE_POOL %q is not a pool: want one of %s", c.Pool, strings.Join(contracts.Pools(), ", "))
 	}
-	if err := validControlURLs(c.ControlURL); err != nil {
+	if err := validControlURLs("KECE_CONTROL_URL", c.ControlURL); err != nil {
 		errs = append(errs, err)
 	}
 	if c.CredentialFile == "" || !filepath.IsAbs(c.CredentialFile) {

@@ -47,7 +47,7 @@ func (c JoinConfig) Validate() error {
 	if !ValidPool(c.Pool) {
 		errs = append(errs, fmt.Errorf("--pool %q is not a pool: want one of %s", c.Pool, strings.Join(contracts.Pools(), ", ")))
 	}
-	if err := validControlURLs(c.ControlURL); err != nil {
+	if err := validControlURLs("--control-url", c.ControlURL); err != nil {
 		errs = append(errs, err)
 	}
 	if strings.TrimSpace(c.Code) == "" {
