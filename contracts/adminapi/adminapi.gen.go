@@ -237,6 +237,48 @@ func (e JobState) Valid() bool {
 	}
 }
 
+// Defines values for Outcome.
+const (
+	OutcomeAC          Outcome = "AC"
+	OutcomeCE          Outcome = "CE"
+	OutcomeCancelled   Outcome = "CANCELLED"
+	OutcomeMLE         Outcome = "MLE"
+	OutcomeOLE         Outcome = "OLE"
+	OutcomePARTIAL     Outcome = "PARTIAL"
+	OutcomeRE          Outcome = "RE"
+	OutcomeSystemError Outcome = "SYSTEM_ERROR"
+	OutcomeTLE         Outcome = "TLE"
+	OutcomeWA          Outcome = "WA"
+)
+
+// Valid indicates whether the value is a known member of the Outcome enum.
+func (e Outcome) Valid() bool {
+	switch e {
+	case OutcomeAC:
+		return true
+	case OutcomeCE:
+		return true
+	case OutcomeCancelled:
+		return true
+	case OutcomeMLE:
+		return true
+	case OutcomeOLE:
+		return true
+	case OutcomePARTIAL:
+		return true
+	case OutcomeRE:
+		return true
+	case OutcomeSystemError:
+		return true
+	case OutcomeTLE:
+		return true
+	case OutcomeWA:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for Phase.
 const (
 	PhaseCompiling Phase = "COMPILING"
@@ -465,6 +507,19 @@ type AuditEntry struct {
 	// Example: 42
 	NodeId *Id    `json:"nodeId,omitempty"`
 	Reason string `json:"reason"`
+
+	// RemoteAddr The caller's IP address for actions taken through the admin API
+	// (the TCP peer of the control plane); absent for automatic
+	// actions, CLI actions and entries written before it was recorded.
+	RemoteAddr *string `json:"remoteAddr,omitempty"`
+}
+
+// AuditList defines model for AuditList.
+type AuditList struct {
+	Entries []AuditEntry `json:"entries"`
+
+	// NextBeforeId Absent on the last page.
+	NextBeforeId *Id `json:"nextBeforeId,omitempty"`
 }
 
 // CaseId defines model for CaseId.
@@ -548,6 +603,14 @@ type Error struct {
 // ErrorCode Machine-readable error code. CONFLICT is the generic 409 when no more specific code applies.
 type ErrorCode string
 
+// FinishBucket defines model for FinishBucket.
+type FinishBucket struct {
+	Finished int64 `json:"finished"`
+
+	// Start Start of the bucket (database time); it is bucketSeconds long.
+	Start time.Time `json:"start"`
+}
+
 // HostGroup defines model for HostGroup.
 type HostGroup struct {
 	CreatedAt *time.Time `json:"createdAt,omitempty"`
@@ -593,6 +656,35 @@ type HostGroupUpdate struct {
 //
 // Example: 42
 type Id = string
+
+// JobGeneration One job (generation) of a submission.
+type JobGeneration struct {
+	CreatedAt time.Time `json:"createdAt"`
+
+	// Current The submission's pointer names this job.
+	Current    bool       `json:"current"`
+	FinishedAt *time.Time `json:"finishedAt,omitempty"`
+	Generation int64      `json:"generation"`
+
+	// JobId A BIGINT id as a decimal string.
+	//
+	// Example: 42
+	JobId Id `json:"jobId"`
+
+	// Kind SUBMISSION is user work. CHECK is an admin-requested self-check bound
+	// to one node; its submission has submissionType `KECE_CHECK` and a built-in
+	// manifest, and it is judged and reported like any other job.
+	Kind  JobKind  `json:"kind"`
+	State JobState `json:"state"`
+
+	// Verdict A user outcome. Infrastructure faults are never a verdict. PARTIAL:
+	// for a case, a special checker awarded a fraction strictly between 0
+	// and 1 of its weight; for a job, every case is AC or PARTIAL and at
+	// least one is PARTIAL. A job's status is the status of its first case
+	// that is neither AC nor PARTIAL, else PARTIAL if any case is, else AC
+	// (CE before any case runs).
+	Verdict *VerdictStatus `json:"verdict,omitempty"`
+}
 
 // JobKind SUBMISSION is user work. CHECK is an admin-requested self-check bound
 // to one node; its submission has submissionType `KECE_CHECK` and a built-in
@@ -686,13 +778,22 @@ type JudgeJob struct {
 	// SubmissionType The business's kind of submission, e.g. ALGO or DATABASE; types starting with KECE_ are reserved (self-checks use KECE_CHECK).
 	SubmissionType SubmissionType `json:"submissionType"`
 	UpdatedAt      *time.Time     `json:"updatedAt,omitempty"`
+
+	// Verdict The verdict status of a COMPLETED job.
+	Verdict *VerdictStatus `json:"verdict,omitempty"`
 }
 
 // JudgeJobDetail defines model for JudgeJobDetail.
 type JudgeJobDetail struct {
-	// Attempts Oldest first.
+	// Attempts The attempts timeline, oldest first (lease epoch order).
 	Attempts []Attempt `json:"attempts"`
-	Job      JudgeJob  `json:"job"`
+
+	// Audit Audit entries about this job (cancel, rejudge, lease taken back), newest first, at most 100.
+	Audit []AuditEntry `json:"audit"`
+
+	// Generations Every job of the same submission, newest generation first (at most 100), this one included.
+	Generations []JobGeneration `json:"generations"`
+	Job         JudgeJob        `json:"job"`
 
 	// RequestDigest SHA-256 of the normalized request snapshot.
 	RequestDigest *string  `json:"requestDigest,omitempty"`
@@ -914,11 +1015,37 @@ type NodeCheck struct {
 	Verdict *Verdict `json:"verdict,omitempty"`
 }
 
+// Outcome How a finished job ended - its verdict status, SYSTEM_ERROR (attempts exhausted) or CANCELLED.
+type Outcome string
+
+// OutcomeCount defines model for OutcomeCount.
+type OutcomeCount struct {
+	Count int64 `json:"count"`
+
+	// Outcome How a finished job ended - its verdict status, SYSTEM_ERROR (attempts exhausted) or CANCELLED.
+	Outcome Outcome `json:"outcome"`
+}
+
 // Phase defines model for Phase.
 type Phase string
 
 // Pool A judge pool; one node process serves exactly one.
 type Pool string
+
+// PoolVerdictMix defines model for PoolVerdictMix.
+type PoolVerdictMix struct {
+	// Buckets Every bucket of the window, oldest first, zeros included.
+	Buckets []FinishBucket `json:"buckets"`
+
+	// Finished Submissions of this pool that finished in the window.
+	Finished int64 `json:"finished"`
+
+	// Outcomes Non-zero counts by outcome, most frequent first.
+	Outcomes []OutcomeCount `json:"outcomes"`
+
+	// Pool A judge pool; one node process serves exactly one.
+	Pool Pool `json:"pool"`
+}
 
 // ProbeError defines model for ProbeError.
 type ProbeError struct {
@@ -1066,6 +1193,15 @@ type Verdict struct {
 	Status VerdictStatus `json:"status"`
 }
 
+// VerdictMix defines model for VerdictMix.
+type VerdictMix struct {
+	// AsOf Database time the window ends at.
+	AsOf          time.Time        `json:"asOf"`
+	BucketSeconds int32            `json:"bucketSeconds"`
+	Minutes       int32            `json:"minutes"`
+	Pools         []PoolVerdictMix `json:"pools"`
+}
+
 // VerdictStatus A user outcome. Infrastructure faults are never a verdict. PARTIAL:
 // for a case, a special checker awarded a fraction strictly between 0
 // and 1 of its weight; for a job, every case is AC or PARTIAL and at
@@ -1146,12 +1282,47 @@ type Unexpected = Error
 // UnprocessableEntity defines model for UnprocessableEntity.
 type UnprocessableEntity = Error
 
+// ListAuditParams defines parameters for ListAudit.
+type ListAuditParams struct {
+	// Actor Exact actor, e.g. ADMIN:alice or control.
+	Actor *string `form:"actor,omitempty" json:"actor,omitempty"`
+
+	// Action Exact action, e.g. node.drain, job.cancel.
+	Action *string `form:"action,omitempty" json:"action,omitempty"`
+	NodeId *Id     `form:"nodeId,omitempty" json:"nodeId,omitempty"`
+	JobId  *Id     `form:"jobId,omitempty" json:"jobId,omitempty"`
+
+	// After Only entries at or after this time (RFC 3339).
+	After *time.Time `form:"after,omitempty" json:"after,omitempty"`
+
+	// Before Only entries before this time (RFC 3339).
+	Before *time.Time `form:"before,omitempty" json:"before,omitempty"`
+
+	// Limit Page size (default 100).
+	Limit *Limit `form:"limit,omitempty" json:"limit,omitempty"`
+
+	// BeforeId Only items with a smaller id (the previous page's nextBeforeId).
+	BeforeId *BeforeId `form:"beforeId,omitempty" json:"beforeId,omitempty"`
+}
+
 // ListJudgeJobsParams defines parameters for ListJudgeJobs.
 type ListJudgeJobsParams struct {
 	State          *JobState       `form:"state,omitempty" json:"state,omitempty"`
 	Pool           *Pool           `form:"pool,omitempty" json:"pool,omitempty"`
 	Kind           *JobKind        `form:"kind,omitempty" json:"kind,omitempty"`
 	SubmissionType *SubmissionType `form:"submissionType,omitempty" json:"submissionType,omitempty"`
+
+	// SubmissionId Only this submission's jobs (every generation); needs submissionType.
+	SubmissionId *SubmissionId `form:"submissionId,omitempty" json:"submissionId,omitempty"`
+
+	// Verdict Only COMPLETED jobs with this verdict status.
+	Verdict *VerdictStatus `form:"verdict,omitempty" json:"verdict,omitempty"`
+
+	// CreatedAfter Only jobs created at or after this time (RFC 3339).
+	CreatedAfter *time.Time `form:"createdAfter,omitempty" json:"createdAfter,omitempty"`
+
+	// CreatedBefore Only jobs created before this time (RFC 3339).
+	CreatedBefore *time.Time `form:"createdBefore,omitempty" json:"createdBefore,omitempty"`
 
 	// Limit Page size (default 100).
 	Limit *Limit `form:"limit,omitempty" json:"limit,omitempty"`
@@ -1177,6 +1348,12 @@ type ListSettlementEventsParams struct {
 
 	// BeforeId Only items with a smaller id (the previous page's nextBeforeId).
 	BeforeId *BeforeId `form:"beforeId,omitempty" json:"beforeId,omitempty"`
+}
+
+// GetVerdictMixParams defines parameters for GetVerdictMix.
+type GetVerdictMixParams struct {
+	// Minutes Window length in minutes (default 15).
+	Minutes *int32 `form:"minutes,omitempty" json:"minutes,omitempty"`
 }
 
 // CreateHostGroupJSONRequestBody defines body for CreateHostGroup for application/json ContentType.
@@ -1295,6 +1472,22 @@ func WithRequestEditorFn(fn RequestEditorFn) ClientOption {
 // The interface specification for the client above.
 type ClientInterface interface {
 
+	// ListAudit The audit log of every admin and automatic action, newest first.
+	//
+	// Every audit record: node and host-group changes, job rejudges and
+	// cancels, event redeliveries, probes, joins and the control plane's
+	// own actions (`actor` "control"). Each names the admin token's label
+	// (`ADMIN:<name>`) and, for calls through the admin API, the caller's
+	// address (`remoteAddr`). Filters combine with AND; `after` is
+	// inclusive, `before` exclusive. Paged by keyset like every list
+	// (`beforeId` ← `nextBeforeId`).
+	//
+	// Errors: 400 `REQUEST_INVALID` (a malformed filter or an empty time
+	// range); 401 `UNAUTHENTICATED`; 429 `RATE_LIMITED`; 5xx.
+	//
+	// Corresponds with GET /api/v1/admin/audit (the `ListAudit` operationId).
+	ListAudit(ctx context.Context, params *ListAuditParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// ListHostGroups List host groups with their capacity and use.
 	//
 	// Errors: 401 `UNAUTHENTICATED`; 429 `RATE_LIMITED`; 5xx.
@@ -1350,9 +1543,20 @@ type ClientInterface interface {
 	// Corresponds with PATCH /api/v1/admin/judge-host-groups/{hostGroupId} (the `UpdateHostGroup` operationId).
 	UpdateHostGroup(ctx context.Context, hostGroupId HostGroupIdPath, body UpdateHostGroupJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// ListJudgeJobs List jobs, newest first, with filters.
+	// ListJudgeJobs Search jobs, newest first, by submission, pool, state, verdict and time.
 	//
-	// Errors: 400 `REQUEST_INVALID`; 401 `UNAUTHENTICATED`; 429 `RATE_LIMITED`; 5xx.
+	// Every filter is optional and they combine with AND. Results are
+	// ordered by job id, newest first, and paged by keyset: pass the
+	// previous page's `nextBeforeId` as `beforeId` (stable while new jobs
+	// arrive). `submissionId` needs `submissionType` (a submission is
+	// named by both). `createdAfter` is inclusive, `createdBefore`
+	// exclusive, and `createdAfter` must be earlier than `createdBefore`.
+	// `verdict` matches COMPLETED jobs whose verdict is that status.
+	// List items carry no case results; read one job for them.
+	//
+	// Errors: 400 `REQUEST_INVALID` (a malformed filter, `submissionId`
+	// without `submissionType`, an empty time range); 401 `UNAUTHENTICATED`;
+	// 429 `RATE_LIMITED`; 5xx.
 	//
 	// Corresponds with GET /api/v1/admin/judge-jobs (the `ListJudgeJobs` operationId).
 	ListJudgeJobs(ctx context.Context, params *ListJudgeJobsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -1812,6 +2016,48 @@ type ClientInterface interface {
 	//
 	// Corresponds with POST /api/v1/admin/settlement-events/{eventId}/redeliver (the `RedeliverSettlementEvent` operationId).
 	RedeliverSettlementEvent(ctx context.Context, eventId Id, body RedeliverSettlementEventJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// GetVerdictMix Per pool, how the submissions that finished in the last minutes ended.
+	//
+	// For each pool, the SUBMISSION jobs that finished (COMPLETED, FAILED
+	// or CANCELLED) in the last `minutes` minutes of database time, counted
+	// by outcome (the verdict status, SYSTEM_ERROR or CANCELLED), and the
+	// same jobs in time buckets, oldest first (`bucketSeconds` wide: one
+	// minute up to 120 minutes, wider beyond so there are at most 120).
+	// Self-check (CHECK) jobs are not counted. Every pool is listed, with
+	// zeros when idle.
+	//
+	// Errors: 400 `REQUEST_INVALID` (`minutes` outside 1..1440);
+	// 401 `UNAUTHENTICATED`; 429 `RATE_LIMITED`; 5xx.
+	//
+	// Corresponds with GET /api/v1/admin/verdict-mix (the `GetVerdictMix` operationId).
+	GetVerdictMix(ctx context.Context, params *GetVerdictMixParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+}
+
+// ListAudit The audit log of every admin and automatic action, newest first.
+//
+// Every audit record: node and host-group changes, job rejudges and
+// cancels, event redeliveries, probes, joins and the control plane's
+// own actions (`actor` "control"). Each names the admin token's label
+// (`ADMIN:<name>`) and, for calls through the admin API, the caller's
+// address (`remoteAddr`). Filters combine with AND; `after` is
+// inclusive, `before` exclusive. Paged by keyset like every list
+// (`beforeId` ← `nextBeforeId`).
+//
+// Errors: 400 `REQUEST_INVALID` (a malformed filter or an empty time
+// range); 401 `UNAUTHENTICATED`; 429 `RATE_LIMITED`; 5xx.
+//
+// Corresponds with GET /api/v1/admin/audit (the `ListAudit` operationId).
+func (c *Client) ListAudit(ctx context.Context, params *ListAuditParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListAuditRequest(c.Server, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
 }
 
 // ListHostGroups List host groups with their capacity and use.
@@ -1919,9 +2165,20 @@ func (c *Client) UpdateHostGroup(ctx context.Context, hostGroupId HostGroupIdPat
 	return c.Client.Do(req)
 }
 
-// ListJudgeJobs List jobs, newest first, with filters.
+// ListJudgeJobs Search jobs, newest first, by submission, pool, state, verdict and time.
 //
-// Errors: 400 `REQUEST_INVALID`; 401 `UNAUTHENTICATED`; 429 `RATE_LIMITED`; 5xx.
+// Every filter is optional and they combine with AND. Results are
+// ordered by job id, newest first, and paged by keyset: pass the
+// previous page's `nextBeforeId` as `beforeId` (stable while new jobs
+// arrive). `submissionId` needs `submissionType` (a submission is
+// named by both). `createdAfter` is inclusive, `createdBefore`
+// exclusive, and `createdAfter` must be earlier than `createdBefore`.
+// `verdict` matches COMPLETED jobs whose verdict is that status.
+// List items carry no case results; read one job for them.
+//
+// Errors: 400 `REQUEST_INVALID` (a malformed filter, `submissionId`
+// without `submissionType`, an empty time range); 401 `UNAUTHENTICATED`;
+// 429 `RATE_LIMITED`; 5xx.
 //
 // Corresponds with GET /api/v1/admin/judge-jobs (the `ListJudgeJobs` operationId).
 func (c *Client) ListJudgeJobs(ctx context.Context, params *ListJudgeJobsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -2702,6 +2959,170 @@ func (c *Client) RedeliverSettlementEvent(ctx context.Context, eventId Id, body 
 	return c.Client.Do(req)
 }
 
+// GetVerdictMix Per pool, how the submissions that finished in the last minutes ended.
+//
+// For each pool, the SUBMISSION jobs that finished (COMPLETED, FAILED
+// or CANCELLED) in the last `minutes` minutes of database time, counted
+// by outcome (the verdict status, SYSTEM_ERROR or CANCELLED), and the
+// same jobs in time buckets, oldest first (`bucketSeconds` wide: one
+// minute up to 120 minutes, wider beyond so there are at most 120).
+// Self-check (CHECK) jobs are not counted. Every pool is listed, with
+// zeros when idle.
+//
+// Errors: 400 `REQUEST_INVALID` (`minutes` outside 1..1440);
+// 401 `UNAUTHENTICATED`; 429 `RATE_LIMITED`; 5xx.
+//
+// Corresponds with GET /api/v1/admin/verdict-mix (the `GetVerdictMix` operationId).
+func (c *Client) GetVerdictMix(ctx context.Context, params *GetVerdictMixParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetVerdictMixRequest(c.Server, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// NewListAuditRequest constructs an http.Request for the ListAudit method
+func NewListAuditRequest(server string, params *ListAuditParams) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/admin/audit")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Actor != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "actor", *params.Actor, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Action != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "action", *params.Action, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.NodeId != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "nodeId", *params.NodeId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.JobId != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "jobId", *params.JobId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.After != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "after", *params.After, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: "date-time"}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Before != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "before", *params.Before, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: "date-time"}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Limit != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "limit", *params.Limit, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: "int32"}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.BeforeId != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "beforeId", *params.BeforeId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 // NewListHostGroupsRequest constructs an http.Request for the ListHostGroups method
 func NewListHostGroupsRequest(server string) (*http.Request, error) {
 	var err error
@@ -2883,6 +3304,54 @@ func NewListJudgeJobsRequest(server string, params *ListJudgeJobsParams) (*http.
 		if params.SubmissionType != nil {
 
 			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "submissionType", *params.SubmissionType, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.SubmissionId != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "submissionId", *params.SubmissionId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Verdict != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "verdict", *params.Verdict, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.CreatedAfter != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "createdAfter", *params.CreatedAfter, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: "date-time"}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.CreatedBefore != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "createdBefore", *params.CreatedBefore, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: "date-time"}); err != nil {
 				return nil, err
 			} else {
 				for _, qp := range strings.Split(queryFrag, "&") {
@@ -3787,6 +4256,60 @@ func NewRedeliverSettlementEventRequestWithBody(server string, eventId Id, conte
 	return req, nil
 }
 
+// NewGetVerdictMixRequest constructs an http.Request for the GetVerdictMix method
+func NewGetVerdictMixRequest(server string, params *GetVerdictMixParams) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/admin/verdict-mix")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Minutes != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "minutes", *params.Minutes, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: "int32"}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 func (c *Client) applyEditors(ctx context.Context, req *http.Request, additionalEditors []RequestEditorFn) error {
 	for _, r := range c.RequestEditors {
 		if err := r(ctx, req); err != nil {
@@ -3830,6 +4353,24 @@ func WithBaseURL(baseURL string) ClientOption {
 
 // ClientWithResponsesInterface is the interface specification for the client with responses above.
 type ClientWithResponsesInterface interface {
+
+	// ListAuditWithResponse The audit log of every admin and automatic action, newest first.
+	//
+	// Every audit record: node and host-group changes, job rejudges and
+	// cancels, event redeliveries, probes, joins and the control plane's
+	// own actions (`actor` "control"). Each names the admin token's label
+	// (`ADMIN:<name>`) and, for calls through the admin API, the caller's
+	// address (`remoteAddr`). Filters combine with AND; `after` is
+	// inclusive, `before` exclusive. Paged by keyset like every list
+	// (`beforeId` ← `nextBeforeId`).
+	//
+	// Errors: 400 `REQUEST_INVALID` (a malformed filter or an empty time
+	// range); 401 `UNAUTHENTICATED`; 429 `RATE_LIMITED`; 5xx.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /api/v1/admin/audit (the `ListAudit` operationId).
+	ListAuditWithResponse(ctx context.Context, params *ListAuditParams, reqEditors ...RequestEditorFn) (*ListAuditResponse, error)
 
 	// ListHostGroupsWithResponse List host groups with their capacity and use.
 	//
@@ -3888,9 +4429,20 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with PATCH /api/v1/admin/judge-host-groups/{hostGroupId} (the `UpdateHostGroup` operationId).
 	UpdateHostGroupWithResponse(ctx context.Context, hostGroupId HostGroupIdPath, body UpdateHostGroupJSONRequestBody, reqEditors ...RequestEditorFn) (*UpdateHostGroupResponse, error)
 
-	// ListJudgeJobsWithResponse List jobs, newest first, with filters.
+	// ListJudgeJobsWithResponse Search jobs, newest first, by submission, pool, state, verdict and time.
 	//
-	// Errors: 400 `REQUEST_INVALID`; 401 `UNAUTHENTICATED`; 429 `RATE_LIMITED`; 5xx.
+	// Every filter is optional and they combine with AND. Results are
+	// ordered by job id, newest first, and paged by keyset: pass the
+	// previous page's `nextBeforeId` as `beforeId` (stable while new jobs
+	// arrive). `submissionId` needs `submissionType` (a submission is
+	// named by both). `createdAfter` is inclusive, `createdBefore`
+	// exclusive, and `createdAfter` must be earlier than `createdBefore`.
+	// `verdict` matches COMPLETED jobs whose verdict is that status.
+	// List items carry no case results; read one job for them.
+	//
+	// Errors: 400 `REQUEST_INVALID` (a malformed filter, `submissionId`
+	// without `submissionType`, an empty time range); 401 `UNAUTHENTICATED`;
+	// 429 `RATE_LIMITED`; 5xx.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -4366,6 +4918,100 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with POST /api/v1/admin/settlement-events/{eventId}/redeliver (the `RedeliverSettlementEvent` operationId).
 	RedeliverSettlementEventWithResponse(ctx context.Context, eventId Id, body RedeliverSettlementEventJSONRequestBody, reqEditors ...RequestEditorFn) (*RedeliverSettlementEventResponse, error)
+
+	// GetVerdictMixWithResponse Per pool, how the submissions that finished in the last minutes ended.
+	//
+	// For each pool, the SUBMISSION jobs that finished (COMPLETED, FAILED
+	// or CANCELLED) in the last `minutes` minutes of database time, counted
+	// by outcome (the verdict status, SYSTEM_ERROR or CANCELLED), and the
+	// same jobs in time buckets, oldest first (`bucketSeconds` wide: one
+	// minute up to 120 minutes, wider beyond so there are at most 120).
+	// Self-check (CHECK) jobs are not counted. Every pool is listed, with
+	// zeros when idle.
+	//
+	// Errors: 400 `REQUEST_INVALID` (`minutes` outside 1..1440);
+	// 401 `UNAUTHENTICATED`; 429 `RATE_LIMITED`; 5xx.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /api/v1/admin/verdict-mix (the `GetVerdictMix` operationId).
+	GetVerdictMixWithResponse(ctx context.Context, params *GetVerdictMixParams, reqEditors ...RequestEditorFn) (*GetVerdictMixResponse, error)
+}
+
+// ListAuditResponse429Headers the declared response headers of an HTTP 429 response for ListAudit
+type ListAuditResponse429Headers struct {
+	RetryAfter int32
+}
+
+type ListAuditResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *AuditList
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *BadRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *TooManyRequests
+	// JSONDefault the response for an HTTP default `application/json` response
+	JSONDefault *Unexpected
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *ListAuditResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListAuditResponse) GetJSON200() *AuditList {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r ListAuditResponse) GetJSON400() *BadRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r ListAuditResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r ListAuditResponse) GetJSON429() *TooManyRequests {
+	return r.JSON429
+}
+
+// GetJSONDefault returns the response for an HTTP default `application/json` response
+func (r ListAuditResponse) GetJSONDefault() *Unexpected {
+	return r.JSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r ListAuditResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListAuditResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListAuditResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListAuditResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
 }
 
 // ListHostGroupsResponse429Headers the declared response headers of an HTTP 429 response for ListHostGroups
@@ -6319,6 +6965,106 @@ func (r RedeliverSettlementEventResponse) ContentType() string {
 	return ""
 }
 
+// GetVerdictMixResponse429Headers the declared response headers of an HTTP 429 response for GetVerdictMix
+type GetVerdictMixResponse429Headers struct {
+	RetryAfter int32
+}
+
+type GetVerdictMixResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *VerdictMix
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *BadRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *TooManyRequests
+	// JSONDefault the response for an HTTP default `application/json` response
+	JSONDefault *Unexpected
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *GetVerdictMixResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetVerdictMixResponse) GetJSON200() *VerdictMix {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r GetVerdictMixResponse) GetJSON400() *BadRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r GetVerdictMixResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r GetVerdictMixResponse) GetJSON429() *TooManyRequests {
+	return r.JSON429
+}
+
+// GetJSONDefault returns the response for an HTTP default `application/json` response
+func (r GetVerdictMixResponse) GetJSONDefault() *Unexpected {
+	return r.JSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r GetVerdictMixResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetVerdictMixResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetVerdictMixResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetVerdictMixResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// ListAuditWithResponse The audit log of every admin and automatic action, newest first.
+//
+// Every audit record: node and host-group changes, job rejudges and
+// cancels, event redeliveries, probes, joins and the control plane's
+// own actions (`actor` "control"). Each names the admin token's label
+// (`ADMIN:<name>`) and, for calls through the admin API, the caller's
+// address (`remoteAddr`). Filters combine with AND; `after` is
+// inclusive, `before` exclusive. Paged by keyset like every list
+// (`beforeId` ← `nextBeforeId`).
+//
+// Errors: 400 `REQUEST_INVALID` (a malformed filter or an empty time
+// range); 401 `UNAUTHENTICATED`; 429 `RATE_LIMITED`; 5xx.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /api/v1/admin/audit (the `ListAudit` operationId).
+func (c *ClientWithResponses) ListAuditWithResponse(ctx context.Context, params *ListAuditParams, reqEditors ...RequestEditorFn) (*ListAuditResponse, error) {
+	rsp, err := c.ListAudit(ctx, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListAuditResponse(rsp)
+}
+
 // ListHostGroupsWithResponse List host groups with their capacity and use.
 //
 // Errors: 401 `UNAUTHENTICATED`; 429 `RATE_LIMITED`; 5xx.
@@ -6406,9 +7152,20 @@ func (c *ClientWithResponses) UpdateHostGroupWithResponse(ctx context.Context, h
 	return ParseUpdateHostGroupResponse(rsp)
 }
 
-// ListJudgeJobsWithResponse List jobs, newest first, with filters.
+// ListJudgeJobsWithResponse Search jobs, newest first, by submission, pool, state, verdict and time.
 //
-// Errors: 400 `REQUEST_INVALID`; 401 `UNAUTHENTICATED`; 429 `RATE_LIMITED`; 5xx.
+// Every filter is optional and they combine with AND. Results are
+// ordered by job id, newest first, and paged by keyset: pass the
+// previous page's `nextBeforeId` as `beforeId` (stable while new jobs
+// arrive). `submissionId` needs `submissionType` (a submission is
+// named by both). `createdAfter` is inclusive, `createdBefore`
+// exclusive, and `createdAfter` must be earlier than `createdBefore`.
+// `verdict` matches COMPLETED jobs whose verdict is that status.
+// List items carry no case results; read one job for them.
+//
+// Errors: 400 `REQUEST_INVALID` (a malformed filter, `submissionId`
+// without `submissionType`, an empty time range); 401 `UNAUTHENTICATED`;
+// 429 `RATE_LIMITED`; 5xx.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -7075,6 +7832,97 @@ func (c *ClientWithResponses) RedeliverSettlementEventWithResponse(ctx context.C
 		return nil, err
 	}
 	return ParseRedeliverSettlementEventResponse(rsp)
+}
+
+// GetVerdictMixWithResponse Per pool, how the submissions that finished in the last minutes ended.
+//
+// For each pool, the SUBMISSION jobs that finished (COMPLETED, FAILED
+// or CANCELLED) in the last `minutes` minutes of database time, counted
+// by outcome (the verdict status, SYSTEM_ERROR or CANCELLED), and the
+// same jobs in time buckets, oldest first (`bucketSeconds` wide: one
+// minute up to 120 minutes, wider beyond so there are at most 120).
+// Self-check (CHECK) jobs are not counted. Every pool is listed, with
+// zeros when idle.
+//
+// Errors: 400 `REQUEST_INVALID` (`minutes` outside 1..1440);
+// 401 `UNAUTHENTICATED`; 429 `RATE_LIMITED`; 5xx.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /api/v1/admin/verdict-mix (the `GetVerdictMix` operationId).
+func (c *ClientWithResponses) GetVerdictMixWithResponse(ctx context.Context, params *GetVerdictMixParams, reqEditors ...RequestEditorFn) (*GetVerdictMixResponse, error) {
+	rsp, err := c.GetVerdictMix(ctx, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetVerdictMixResponse(rsp)
+}
+
+// ParseListAuditResponse parses an HTTP response from a ListAuditWithResponse call
+func ParseListAuditResponse(rsp *http.Response) (*ListAuditResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListAuditResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest AuditList
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Unexpected
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers ListAuditResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int32
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: "int32"}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
 }
 
 // ParseListHostGroupsResponse parses an HTTP response from a ListHostGroupsWithResponse call
@@ -8821,8 +9669,78 @@ func ParseRedeliverSettlementEventResponse(rsp *http.Response) (*RedeliverSettle
 	return response, nil
 }
 
+// ParseGetVerdictMixResponse parses an HTTP response from a GetVerdictMixWithResponse call
+func ParseGetVerdictMixResponse(rsp *http.Response) (*GetVerdictMixResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetVerdictMixResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest VerdictMix
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Unexpected
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers GetVerdictMixResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int32
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: "int32"}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
 // ServerInterface represents all server handlers.
 type ServerInterface interface {
+	// ListAudit The audit log of every admin and automatic action, newest first.
+	// (GET /api/v1/admin/audit)
+	ListAudit(w http.ResponseWriter, r *http.Request, params ListAuditParams)
 	// ListHostGroups List host groups with their capacity and use.
 	// (GET /api/v1/admin/judge-host-groups)
 	ListHostGroups(w http.ResponseWriter, r *http.Request)
@@ -8832,7 +9750,7 @@ type ServerInterface interface {
 	// UpdateHostGroup Change a host group's slot capacity (optimistic revision check).
 	// (PATCH /api/v1/admin/judge-host-groups/{hostGroupId})
 	UpdateHostGroup(w http.ResponseWriter, r *http.Request, hostGroupId HostGroupIdPath)
-	// ListJudgeJobs List jobs, newest first, with filters.
+	// ListJudgeJobs Search jobs, newest first, by submission, pool, state, verdict and time.
 	// (GET /api/v1/admin/judge-jobs)
 	ListJudgeJobs(w http.ResponseWriter, r *http.Request, params ListJudgeJobsParams)
 	// GetJudgeJob One job with all its attempts and its result.
@@ -8892,6 +9810,9 @@ type ServerInterface interface {
 	// RedeliverSettlementEvent Put a dead-lettered event back into delivery.
 	// (POST /api/v1/admin/settlement-events/{eventId}/redeliver)
 	RedeliverSettlementEvent(w http.ResponseWriter, r *http.Request, eventId Id)
+	// GetVerdictMix Per pool, how the submissions that finished in the last minutes ended.
+	// (GET /api/v1/admin/verdict-mix)
+	GetVerdictMix(w http.ResponseWriter, r *http.Request, params GetVerdictMixParams)
 }
 
 // ServerInterfaceWrapper converts contexts to parameters.
@@ -8902,6 +9823,130 @@ type ServerInterfaceWrapper struct {
 }
 
 type MiddlewareFunc func(http.Handler) http.Handler
+
+// ListAudit operation middleware
+func (siw *ServerInterfaceWrapper) ListAudit(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params ListAuditParams
+
+	// ------------- Optional query parameter "actor" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "actor", r.URL.Query(), &params.Actor, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "actor"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "actor", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "action" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "action", r.URL.Query(), &params.Action, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "action"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "action", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "nodeId" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "nodeId", r.URL.Query(), &params.NodeId, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "nodeId"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "nodeId", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "jobId" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "jobId", r.URL.Query(), &params.JobId, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "jobId"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "jobId", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "after" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "after", r.URL.Query(), &params.After, runtime.BindQueryParameterOptions{Type: "string", Format: "date-time"})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "after"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "after", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "before" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "before", r.URL.Query(), &params.Before, runtime.BindQueryParameterOptions{Type: "string", Format: "date-time"})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "before"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "before", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "limit" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "limit", r.URL.Query(), &params.Limit, runtime.BindQueryParameterOptions{Type: "integer", Format: "int32"})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "limit"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "limit", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "beforeId" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "beforeId", r.URL.Query(), &params.BeforeId, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "beforeId"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "beforeId", Err: err})
+		}
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.ListAudit(w, r, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
 
 // ListHostGroups operation middleware
 func (siw *ServerInterfaceWrapper) ListHostGroups(w http.ResponseWriter, r *http.Request) {
@@ -9014,6 +10059,58 @@ func (siw *ServerInterfaceWrapper) ListJudgeJobs(w http.ResponseWriter, r *http.
 			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "submissionType"})
 		} else {
 			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "submissionType", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "submissionId" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "submissionId", r.URL.Query(), &params.SubmissionId, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "submissionId"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "submissionId", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "verdict" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "verdict", r.URL.Query(), &params.Verdict, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "verdict"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "verdict", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "createdAfter" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "createdAfter", r.URL.Query(), &params.CreatedAfter, runtime.BindQueryParameterOptions{Type: "string", Format: "date-time"})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "createdAfter"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "createdAfter", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "createdBefore" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "createdBefore", r.URL.Query(), &params.CreatedBefore, runtime.BindQueryParameterOptions{Type: "string", Format: "date-time"})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "createdBefore"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "createdBefore", Err: err})
 		}
 		return
 	}
@@ -9566,6 +10663,39 @@ func (siw *ServerInterfaceWrapper) RedeliverSettlementEvent(w http.ResponseWrite
 	handler.ServeHTTP(w, r)
 }
 
+// GetVerdictMix operation middleware
+func (siw *ServerInterfaceWrapper) GetVerdictMix(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params GetVerdictMixParams
+
+	// ------------- Optional query parameter "minutes" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "minutes", r.URL.Query(), &params.Minutes, runtime.BindQueryParameterOptions{Type: "integer", Format: "int32"})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "minutes"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "minutes", Err: err})
+		}
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.GetVerdictMix(w, r, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
 type UnescapedCookieParamError struct {
 	ParamName string
 	Err       error
@@ -9705,6 +10835,8 @@ func HandlerWithOptions(si ServerInterface, options StdHTTPServerOptions) http.H
 	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/api/v1/admin/judge-jobs/{jobId}", wrapper.GetJudgeJob)
 	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/api/v1/admin/judge-jobs/{jobId}/rejudge", wrapper.RejudgeJudgeJob)
 	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/api/v1/admin/judge-jobs/{jobId}/cancel", wrapper.CancelJudgeJob)
+	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/api/v1/admin/audit", wrapper.ListAudit)
+	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/api/v1/admin/verdict-mix", wrapper.GetVerdictMix)
 	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/api/v1/admin/settlement-events", wrapper.ListSettlementEvents)
 	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/api/v1/admin/settlement-events/{eventId}/redeliver", wrapper.RedeliverSettlementEvent)
 	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/api/v1/admin/reconcile", wrapper.Reconcile)
@@ -9733,6 +10865,88 @@ type UnauthorizedJSONResponse Error
 type UnexpectedJSONResponse Error
 
 type UnprocessableEntityJSONResponse Error
+
+type ListAuditRequestObject struct {
+	Params ListAuditParams
+}
+
+type ListAuditResponseObject interface {
+	VisitListAuditResponse(w http.ResponseWriter) error
+}
+
+type ListAudit200JSONResponse AuditList
+
+func (response ListAudit200JSONResponse) VisitListAuditResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListAudit400JSONResponse struct{ BadRequestJSONResponse }
+
+func (response ListAudit400JSONResponse) VisitListAuditResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListAudit401JSONResponse struct{ UnauthorizedJSONResponse }
+
+func (response ListAudit401JSONResponse) VisitListAuditResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListAudit429JSONResponse struct{ TooManyRequestsJSONResponse }
+
+func (response ListAudit429JSONResponse) VisitListAuditResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListAuditdefaultJSONResponse struct {
+	Body       Error
+	StatusCode int
+}
+
+func (response ListAuditdefaultJSONResponse) VisitListAuditResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
 
 type ListHostGroupsRequestObject struct {
 }
@@ -12039,8 +13253,93 @@ func (response RedeliverSettlementEventdefaultJSONResponse) VisitRedeliverSettle
 	return err
 }
 
+type GetVerdictMixRequestObject struct {
+	Params GetVerdictMixParams
+}
+
+type GetVerdictMixResponseObject interface {
+	VisitGetVerdictMixResponse(w http.ResponseWriter) error
+}
+
+type GetVerdictMix200JSONResponse VerdictMix
+
+func (response GetVerdictMix200JSONResponse) VisitGetVerdictMixResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetVerdictMix400JSONResponse struct{ BadRequestJSONResponse }
+
+func (response GetVerdictMix400JSONResponse) VisitGetVerdictMixResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetVerdictMix401JSONResponse struct{ UnauthorizedJSONResponse }
+
+func (response GetVerdictMix401JSONResponse) VisitGetVerdictMixResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetVerdictMix429JSONResponse struct{ TooManyRequestsJSONResponse }
+
+func (response GetVerdictMix429JSONResponse) VisitGetVerdictMixResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetVerdictMixdefaultJSONResponse struct {
+	Body       Error
+	StatusCode int
+}
+
+func (response GetVerdictMixdefaultJSONResponse) VisitGetVerdictMixResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 // StrictServerInterface represents all server handlers.
 type StrictServerInterface interface {
+	// ListAudit The audit log of every admin and automatic action, newest first.
+	// (GET /api/v1/admin/audit)
+	ListAudit(ctx context.Context, request ListAuditRequestObject) (ListAuditResponseObject, error)
 	// ListHostGroups List host groups with their capacity and use.
 	// (GET /api/v1/admin/judge-host-groups)
 	ListHostGroups(ctx context.Context, request ListHostGroupsRequestObject) (ListHostGroupsResponseObject, error)
@@ -12050,7 +13349,7 @@ type StrictServerInterface interface {
 	// UpdateHostGroup Change a host group's slot capacity (optimistic revision check).
 	// (PATCH /api/v1/admin/judge-host-groups/{hostGroupId})
 	UpdateHostGroup(ctx context.Context, request UpdateHostGroupRequestObject) (UpdateHostGroupResponseObject, error)
-	// ListJudgeJobs List jobs, newest first, with filters.
+	// ListJudgeJobs Search jobs, newest first, by submission, pool, state, verdict and time.
 	// (GET /api/v1/admin/judge-jobs)
 	ListJudgeJobs(ctx context.Context, request ListJudgeJobsRequestObject) (ListJudgeJobsResponseObject, error)
 	// GetJudgeJob One job with all its attempts and its result.
@@ -12110,6 +13409,9 @@ type StrictServerInterface interface {
 	// RedeliverSettlementEvent Put a dead-lettered event back into delivery.
 	// (POST /api/v1/admin/settlement-events/{eventId}/redeliver)
 	RedeliverSettlementEvent(ctx context.Context, request RedeliverSettlementEventRequestObject) (RedeliverSettlementEventResponseObject, error)
+	// GetVerdictMix Per pool, how the submissions that finished in the last minutes ended.
+	// (GET /api/v1/admin/verdict-mix)
+	GetVerdictMix(ctx context.Context, request GetVerdictMixRequestObject) (GetVerdictMixResponseObject, error)
 }
 
 type StrictHandlerFunc func(ctx context.Context, w http.ResponseWriter, r *http.Request, request any) (any, error)
@@ -12149,6 +13451,32 @@ type strictHandler struct {
 	ssi         StrictServerInterface
 	middlewares []StrictMiddlewareFunc
 	options     StrictHTTPServerOptions
+}
+
+// ListAudit operation middleware
+func (sh *strictHandler) ListAudit(w http.ResponseWriter, r *http.Request, params ListAuditParams) {
+	var request ListAuditRequestObject
+
+	request.Params = params
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.ListAudit(ctx, request.(ListAuditRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "ListAudit")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(ListAuditResponseObject); ok {
+		if err := validResponse.VisitListAuditResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
 }
 
 // ListHostGroups operation middleware
@@ -12840,195 +14168,251 @@ func (sh *strictHandler) RedeliverSettlementEvent(w http.ResponseWriter, r *http
 	}
 }
 
+// GetVerdictMix operation middleware
+func (sh *strictHandler) GetVerdictMix(w http.ResponseWriter, r *http.Request, params GetVerdictMixParams) {
+	var request GetVerdictMixRequestObject
+
+	request.Params = params
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.GetVerdictMix(ctx, request.(GetVerdictMixRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "GetVerdictMix")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(GetVerdictMixResponseObject); ok {
+		if err := validResponse.VisitGetVerdictMixResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
 // Base64 encoded, compressed with deflate, json marshaled OpenAPI spec.
 // Stored as a slice of fixed-width chunks rather than one concatenated
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7L37clq51iD+KirOVxX8+7ZtnNs5bdfvD2JIQhqDD+D09DQZI/YWoHgj0ZKwQ6dcNQ8xVfNA8ybzJFNa",
-	"S9oX2GAgdrrP+fJPYmBvaUlaWvfL11IopzMpmDC6dPq1NGE0Ygr+7DCjFtWRYcp+ipgOFZ8ZLkXptNRl",
-	"oRSRJkaSO8oNGbKRVIwo+woX46NSUFLs9zlXLCqdGjVnQUmHEzaldqiRVFNqSqclLsyL56WgNOWCT+fT",
-	"0mklKJnFjOFPbMxU6f7+PijNqKJTZhxcb2CuRrQKVVvEC8INm2pyx82EUKKnNI6ZIjwiZTNhZKbYLZdz",
-	"TWZ0zJ5pItgX48c7sFBzO87vc6YWpaAk6NTCMvQTZhfxH4qNSqelvx2n+3eMv+rjRlSyYL+X2rxTcj5r",
-	"RJfUTOxbMPzMfkhGn6RPbdy1LSb8IIcbp/psf//WSZp8ys3q3l/SMSOa/8FIOWIjOo8NOalU1u5pDKNs",
-	"xgr6BbHiVaWSwZGTAhwJSi0ZsY1rF/DAty3+3r6tZ1JohphIow77fc407EcohWEC/qSzWcxDarfm+LO2",
-	"+/N1y3nqSkmH9fn97U3s9YLJSCSZJkIaMqUmnBCL2HZyRUNDyoNO/Z9X9W7vutH6WG02aoODo9J9UDqX",
-	"YhTz8LtBquVchfaKaUMNI1IRe/U0lyIFn8axvCNmwjUJJ1SMGUDakuatnIvo+0BKo0gxrVmUwJzCx75w",
-	"bQCmnpQXVCzcaeunB61jNw0uCYvsmVZ79etm46LRq9cGB2dIaAm1xJkAnT4EQk000mV765Yp+WFCyosA",
-	"ck8fZ4g+QHUl6NxMpOJ/sO9wIBdcay7GFlvm4kbIO0FoNOWCGHnDBCkPrlrVq977eqvXOK/CVsDpXAn2",
-	"ZcZC8z1A7DJ1y9Sh5hEjSObKr758IYNGq1fvtKrNQUAslB+rjWb1TbOeQDhTMmRa02HM6sJws3h6UH9h",
-	"cXxoySqLyHBuiGKjuUX04YJQouYxI2V2ND4iMyWHyUWAH7SF+t7TRsChqjFsOkNQo4jbKWh8qeSMKcMt",
-	"ORzRWLOgNMt89bVE8S1k1g/R16DERMSiqsmxg4gadmj4lJUSwq+N4mIML9i1n8uIrTKkhhgpqo2ah2au",
-	"GIEnSRhTrUm53um0OweBxbNmvdqtX9f/22WjU6/ZezOzMCs7wv/4rXr43z/ZfyqHP11/+loJXr+4/48i",
-	"MLI8fKuFIife6tGYUc3qMxlOlrnk65elzXwx8Fxvq4nk3IRyWrCTnatWq9F6R+4mPGbAbQAmEvNbps/s",
-	"F4Kcty8um/VevRYQ2NyAuC0NyHm1dV5vNu2f3avLeqdbr9Vrdus79Y/tnx/e9OdrNl2xkPGZqfGxY8BL",
-	"F/V99fD5q9dEjgBkYTcutmTMEnp7b2kYspklryOpkAk5bF0GqHL4Ez0cffr6+mUxIJppy9f2PSNtqDK7",
-	"oP19Voj5LZHqMogSpOJODrjsZOmBf0pmkMPPLDQWqOo84qYujFrseuND3P/l4/hlQg2Z0NmMCRYFBAiP",
-	"BfKICUsTA/JZDo9CKkIWH6Hw12RibMW51y8L9pyGRhboJS06Zf7EM5wDbnq/pBfasGm/BCdO50ZOqeEh",
-	"QZD10rQnz/9RNO8OxInaPdz29kXMUB7r9buN0urKQT0l6dmFeihGHdfK7mHl+cuH0NfvEuytP9jA41Ey",
-	"cBGSnlPt4FuiH/Twj8rhT5/SP6+PDjfRbztQB6jCjtgeJhBs2iEHp+VXX7jx7GpF4VklDVM2lWrx83Az",
-	"VakUv6o1HRdQ8/MJC2+YIhEfjQKi+VjQmAi4N4p0/9lEThkQashUakNekp/5m6W78bLy0+siQhhKVTDj",
-	"SOFhkv/zv8kd4+OJIcoK+CwiExqPCL2jCzJSckr+YEoSI8lLErGQT2lMZjENme6LMiXTeWz4LIb7XTmq",
-	"VConhAvyWyVwg346AF5Ekum4Jidw1avnAan0Bdx6sSAjyuO5YgGhIiJ3li5Romcs5DQmodsdekeVBVCa",
-	"CVN3XLOjvkXG9OLL+TBmxacg5tOhI+2wu6s70mNqygU1Vtb1JwAvBaRC+IgIKdhRdrptLCVA3M1cP4SN",
-	"H5mKeGi6+PB9ULL060IXYMrlFbG/LUOyBfbd0TjGIXd6cYk0uNuVLMxjWAJyMlHmqmQuWXIA6XUoJCP2",
-	"zO12AO4yYYH7rXRZb9UarXelwMs/paB0We1267VSUHpbbTTrtcxo7hIEpS+HdoDDW6rsndIwEhMR/tiZ",
-	"C4F/XVKrc9qRKI9ZVPp0H5RqzEpUapGAsmRhQYBI2aqmC2YFGKsixSwaW446k1rzYbxA4Syy14iSUAo9",
-	"nzJ1EJBavdn4WO/Ua6ScfRF+qdZIeUxvGZnPzohmVn+PEBgw4KxuSTIY/F3dfSfcWmELaoz6DZhZDUCE",
-	"Dwsd+a15z2hsJpYwSMFILEMakygZjJRrEkkeZVMpAqLmwiIQ4VM6tpLHPBozElFDh1SzgERc38C687Qe",
-	"OXSBoDmRyhD2ZRZTAfqbk24sLUKtw7Av5owIadVzxcyKpFHEJUGBj80EtsL9NpQyZlQAa6YoqWcZHz38",
-	"49Nvnt+dbmB4S9cMxkrnK7oiNabt02sws4cGqBEfzxXsgDP6UK++a2aclM1A6EMc5kYTOdRWoY4Izl6E",
-	"btcf653GW6vwN9qtUlCqt6xiDZjXqTbczaw1uvjtToj4kSk+clq3HRlEUUBJRbm7qTWu8VvAUPyQsfrt",
-	"ICyMpAqL1Ct2K29Qm8K7qwkX2jAaWYQGpd3yCbBog7bava6e9xof60fpyWYwIxXENjGBDj61jAru5cDB",
-	"WogKdmv224CI0SjmgjnvwXq3AggDQt6RMmCH1dtleHPgDF53E+6snhaXnmmi2BSPqy/cBlLFiKE3TJAh",
-	"DW9IGSync0smLeKFci6s4kcTlU8fgDBgJqwvAEG5tmQADv6IVIeaCXNqb7BfwhGpOvnodeXlPyoVUv47",
-	"iehCHyzJCQnX88ZsfPwhnfAxDrHo8NBWtKOM6+TVB21QwHO/QZXJiKwPyZrLggJy+01Mvr7eUnRBwwkX",
-	"7FAxGtkT97Yiq52S83brbbNx3rMYYVFuzARTPCQvKz+RuwkTFimmUjGUIEc8hPcImPOYzpKzJbt8KSgt",
-	"WTNLQanX/rne8taoUlBqtXvXb9tXLfv3+3a3d/2u0766vM5+3WrX6rkvPrTf5D7XP9Zbvfwr1Yv6da/6",
-	"c92S0079Y6PbaLeuu71qs14KSt1etVe/9uv2Mzhjjf9YbXbq1dqv1x/ajRZ8e/6+fv7ztV2jAx2/aLSu",
-	"Lzvtd516t2uXUK92em/q1V4yWY6gZYA/v+p06q2e+6ZX71w0WtVmbjUgd1hwrqu1mpvA/QW/V5vN9i8I",
-	"SrqWy+qvzXa1dt1rt6+b1c47O2fWuF4KSt6SiwfkDbmloHRR771v15bG9qfaa1zU21e9LfmPo58NcUtj",
-	"bhkO2tmZMJYbAQvqyRsm6l9mHIWkxCuS8StmvmvJiGU+fpDDzKf6LRMm+zCdsp6ljhZ+55XpGgr6DLD4",
-	"xFmEAyOH8tNUY3tRFh8kF/AdiM8dfxvd54a4VHKsmLay+XtGlRkyavwkTaDS1dDwW5ZAez5XigmDn52G",
-	"FGegBzHRglBFS7U9bvyrJU01juUdTp/CfkkXsaRRT8omVWM7U4ca1kSvij1pYWUnmORK0FvKY4pK3QUz",
-	"ExnlhnUn1uNTJucGhIHkHHYlqIpRs5ude2crj5cPNz1p0cCbec4tS9zZOW+pMKLPPnbPWJpzOqOhc4Ys",
-	"EWXLWz/LIVLdu4mMGbG7QKZ0YQV4Qg2RIrRafKik1iBN2pXoYsXZ819kJw9DphvibczHkwLLMmIvmbAY",
-	"fCnAFezZPHMAWMklsAqBvRDgeZkLxeiMRVY9sdJdGM8jFu2h4c9nEf0WW3E+2MAJ/rmDWF595oiL2Gpy",
-	"B84BqXe8Cbtg6TK6fMsRFytAuRk2LrbJd5Z9k52HTxCk8tDKU/pyD6tr4EsnlUqKG1Qpulh/zHrzOq4A",
-	"nXZcSfbKF3n+nZcfohLAq29FpyHYJKTYbEvaik484sEvYf5GTC8KOKqSN413jVaPcFQmErMlXj+Q/r7Q",
-	"6Sy2Q718vuRXOjn86dNvlcOfrKJ+8o9iy/QHOfyZi4Kpu1dvLhpdK7jZ7Z1rqxdJdXNEQO6y33nt+9CF",
-	"jbCIaBaPDsHESYZWFugLI8FkYunWGZBQPR9OObiMyIRmP/YWM0YGP9fP69cwxQA0JkqGcx6bQy76YkoF",
-	"HzFt0LDKjQUCbCsRfKHYTCoLRcxvGBhiwbgKjh9QmrygnC7Ni5FbSlXdBFgvhgCf/iCHK9a9f17Vr1B+",
-	"S4x7iQszte8FpcR5uSUI/wQ1M2fqO5cWAUzW2heUzsHT5c0KVpayuklD6zkGMexwHz+7l5d9L4X+K/8w",
-	"CpZ6Fxlke2/QMnn1vsgE0iI4iu6c35f9zA3GxBlLwyag/Ty99A27iLXw9HIjL0kHfMTAuujckHalqBOC",
-	"IQzeOiM+Ru7F60qFlE/IRM7VQep0WTYq7GZSeF0oO3ywV/GDHO4XwrGvgJiI1Q1R5GN4L+9ILMWYUIJX",
-	"0pIDog2PY4gs1WA3tP9jyNOQhjdyNDojFdS+w5jyqR1+DydFaMW4mhRsj2XBuz1p0Luz68u7KwChU44K",
-	"eK6lsnJoiW2efj/TxL2FRguwchbbDEdccD3ZDaJ0zD1k/6f0Wt84frn5wiNbvQ9KMRXjuTM7bXql6Z+D",
-	"d7TJGZT2CRraNrCnEIXg5Y63exbdrEvFtD17jNpxbO6MCDamVu0G5SmnpHi3EqoqhfepwM3seP62hzOl",
-	"X1wkmd58cb45nGk2ofrBQ72Eh+zTUsYPPmyfsc8qLlWh0tqUd0xZ7VSTEVfaWDLFtYs92qyXnuQo+OFJ",
-	"pfIosULoO2Vb3AcUkewLCQV5eKu72Wdz7/YAjm3fhqcfQb/1sVBAA9yprkC1tMQcKcvQgxxy+33Mco0c",
-	"F8igRZDnmXmkX4rTSllBofzjWHYtcT3uzrgLSEM7jpg2iKIQoL+NNuoDQJd10WVVFGj1g/jmZRF3fkzv",
-	"FceH4fBa0JmeyJ3j9jAOMJ13l3dvMYhiy1iLIjxN0URvPPs9bA2f5XB7K0P2KNKDfVV0sNlsGQApjtuj",
-	"0ulvD5PjT8see3SpEWcnsPwUUnKOinZqw/6oHQMFqs7ZDz4+q7FbBVlDyAM3qy5/FxO9ipRvqGbkqtNM",
-	"sRIckejEJkxEM8mFCUB4nSk5dMaAjHr26uR5kZi3u2QYLbnmNx1Fzo1v31WUi5pzaVZNUdSmFR68n91n",
-	"VXkn6CnK4En+iYR4LYGuV516U7MuWu/iBr8sFZF3s1rpNXH32rUue1I328dh47dCdYXBIntKoeDzKLAD",
-	"hYpFTBhOYzCbDBkThIM2j4lnqRZ4R8Fcg+lmq6I4bk/W+LyjcrGr5X9reWoHCekbvALK+ZoKo162j7Su",
-	"rLXrbzYhPn/1+qlt8Ik5xJmdnZCSN80jqJmdXLro6UYlWLkS672ESskt2UrqUHsZ9NcSzPYMRyATY2Zl",
-	"fQAG4QIKeoww/hG4SMyI0DHlQhuC6ZtyyDBDZStyutcFXzXw7Go62u0S7nKxdsbgrZ0fG7DwIRz5FoPl",
-	"cgIv3qGUXAZET+SdAG11qwD9bzRwbsdCCu/0XgZOGG4/8X4eFeXhtthdItun9sSTSmV7QT9N/XhY1odb",
-	"qrcF4/n2ULRkxNCEnwPieZFYusO5YdqQMNW1ylEx5K8q36YovXrIZecwaAm6ZINdNskGJHqfiEA7yMPt",
-	"fPhlQDSbUUUNwxC8XFBnUUSsC7F1n7fankyQb26HXjxfPdmJDxypjtke4eRoqEuiT4oE3G4qcHpOBMpI",
-	"MvMZoaiquLB8smDmaGu5FEKRu+uJ9kbgpbBCdpG0mUBHqFLcnp+VzLkgcjQCUX5kmLrQ6wJE0Q+XxLgW",
-	"+nFBQ9KUe0de5J4m3GgWj1zqqJ7MDWQxRPJOrJFoXbT1R6aKvcZVjVvu4TojFvcXvqYEpHTYy5iueive",
-	"D7zrzVwvdi85kb+Z7hhWFhLk8b9gY9df1n2UenhxR71e7Rw64KdZD/ueQQO7BLR+c1zRI8tIBdL4hiDb",
-	"ZsajsGQfdr+QG7ZwWQLhbHby94B8prfU/j9bmIkULwJC1Y3RAZku9O/xmb2DEQt5hFo1scLasrUrE/3/",
-	"n0fXEP3/4qTYeOXBaIiR3PEcebSLn2TKxQXk5bxZGKaLIm/RwKrJ3URqRjCJB+seQNQISwpEUCgvgwns",
-	"ScKut9VaNs0EhHiT8svnz8ngon7R7vyKUZ0Y7Nn+ZXCwh5Nwyr8Uafw9NWdo/YBgSBf4hRQA44HNhAqI",
-	"rbililNhionjblo1jRZWLtJFSQQpFGVMqY0CgqTrwMLi6Wt+4/ZLMhMRVVEx2/C/EqnS07lFigmoyyNI",
-	"NszypoxVFbdqeyLnke0jvli6f4C68axXwC9kBU9zW+1RIAPdpku/B2Wnuj3aSjLJGrq3lD8cVLvvKNCG",
-	"h7YTIM/Osmln/Bntmn0wnfGYncvplBbFQZ3j7yTEB4hFeC9BWDrhUylXS0dYDedS8iKn+nugOoy4gjAj",
-	"OwGkyNoZ4EUCBl6gSqElXaJ4ji9G0c0UECneWFHISLGXRM78eXv/0zONJHEP8iUeJhdIF6wQx77Q0MQL",
-	"JBEZsrWjl1bNRea4ilwnxYKgO0oFxYJcip4nHVSj8SciHOmIpiIayi+Yw3f0oNHtNhHalhAqB24OKwqO",
-	"z+9nEZq3aFHtjPfzKRWAOwGZC/675RooqnOjyQ0XESnH4DUOqWYHBUwdEtnxf8fWT57/vZivpzrzjlqg",
-	"YNnQQDW3igShLlUPc/kw9RVZngUdwww/yyGBoi2kel6QMgnjbWt7Q2Wzsza61K5uObwUwKXCGwnPCLI+",
-	"IhiLNKFkRrW2wgE87YJhCnKrt5Aq9/DM7FecJnWpwOrsDo8ganDf4jT7BPc8VZGIFVXwYTVuG79WJoM7",
-	"75vdzkOZeGk/FVUISzD9mSZu6DPCaDiBK2vFVCvl4Wlpw2arPkx/DYJsKOQwH1WQR/6HTPSXPrjFx7Oe",
-	"ty8uG00MZP1wVXtn/9ouYhWpLv5sFTxQXO0UTjItdqBaGeosCR0mrroVAWuSThiJu2oeyHA2s0unt9Si",
-	"Mmg6paAEmo69f1bV2RZoGOkDjnTpR6q6kS5wJLsIyzOeKukxHdxnPj5pBuPSdJnDr7W612nEcrvVqp/3",
-	"0i96zcyvPk0tKHXqtUbHPtipv73CqgZvqrXrbq/au+pCKmKaIWd/eNOu/brl6dSETgOdpRAsNMnnXpz+",
-	"5pOpglKHRVyx0HRQw7NT0qjrqz5kErje0OiNjBbp4e5VtiXjpnqQAEWcxixqzIr1nRkXgkWkcYk61h3V",
-	"xL7gyPVDVYyYx8zt0Czv6d6UW1tsz8v418iHbrtFyhyc1mYRwIVOKiME2eoJLjM/gOqeh0Os3JKRuFIM",
-	"jamxb+xlqd2x1lA4gVS9Yi8x4M3WZXbWuWdpkmaYzpddY9Ed7SRmruU4isUZUSyUUFTGibBg0SexHBfW",
-	"g5hykXxRgDo4036B8U+VXd5hoRQhj1kHVIpHUYNrrizHNyrC8qYYV8CXjCWRopyOvDJCakXNXOXEU3HL",
-	"ZQxeku017Y/+lVUbbWU7vVvelJZWkAOk+IiAf1dd7bsdj+ibYr53kCl3jFldEwSaC+vEIQu3RNqf9rtJ",
-	"jxUv8FQ3ssuMidmUCQNZ1HsYp9gt28UgtzRhB0jeXzS00C1ti31zy9hVhMTaS0WGDvwFZQZIYWER1guy",
-	"swHMWwU77BUuiEWmtovCL2TVAOTWJV3tw1sFg+e33EeEfy+Sk6R0bCO8I766LXz0YPx8HbB/8Yh8jyxZ",
-	"TMiov7tE5ntdeQWFsxchC/EWN9tvypLtvd7rNes1X/PFqrl4M8Es9lkO8eai5avsjAIB6f7a7dUvrqEA",
-	"LpEqrXybK2vlBt82pxXgxTTR7hyW4WH2A35ov7HKb69Xv7j09Vpy9WJKQT6nFmqobDn/B4hU9zEtaGPM",
-	"1iApBfm0W9hVD20Oa1d1kuFcc8G0fqYJjxLZLnmtwOBVUNjzdGNlz+4K+m8EAwyycpQBwrlpq813bXuk",
-	"tWqv+qbarZ8ROxVUt0fbOYRGQ3a0c1W6wJpyaliFuF+SZlAfPGTRW+e//ZgxcO1Wq1SvKd4GIdnoJaR2",
-	"yTScJN4HNHP5QCgpwpx/5by+dWBUpsrqg1EJiZ2+KcebPAVzM5tnwrReQ7XSLHyWG6iZYoZFXrtdjh19",
-	"/erViyIaP6VfusUVTbvzKZCCOMbNwQKketlvs4+7eXsL0tp6qw464w6WwGM6IJtKqPq1fuqLcuYlwGUs",
-	"vjIXHFd4cowqCtHSXdipJZRg8zvYr0zqPnVLl0M0lkuEJqeXQ6V0h132ViGTyE9VYASFeguufvYRWbLm",
-	"Q2Y3bp1gt0wR6u3GR+Sy2uk1qs1TV40WDijYUH+WpuVs7bmDVXXIzB1jglT6goqInNhDsWeDWHiG1a0t",
-	"lwos11KLxE5dPbckzIGA5RsMlswDr4h9xP14RKrO4o376jmh++QmxLAsO3pfAPHgmgjGoapD9ZyIdLKA",
-	"sFizZGo+gvoPDi73Y/W8L8rndR/3lTyg5sKX1fMcr3oOpbxgsFJQ+qUKZk6o0QX/tuHfjv3nvL4lo9tx",
-	"TMQSPrJSmtpdk97JM7a1GLvW74AjFKJ6YoXYtZbjkxf5Q9tGMcfiwvmnyVBhhXdg0y7N+fqXRu99+6p3",
-	"DeXlAtL7pX1df/u2DlXmrjv17lWz1w0IFtNrf6x3rs+rl9XzRu/XfZ1sGkWzrQ0ceUnuAZE8eXRF85/H",
-	"TmhOHsmCssmfANk04Vxxs+jambxhfMoFVJ4roHrLzVhuWMgOfeIXfolyODk8BEEKHseoK1gNNtOiiql0",
-	"CyfGzLB5CXfRaMuJI1YBkIpULxueq1kRKuOHInMRMUUGx3TGj29PjmHa48Ep1guD0lw66Is080+TcpJg",
-	"oIOM69uSIteOQDHN/2ABxr0GPkst6AvMuwmyGV9KGlf41+X6HUA7AxjaaxuQNEdiZlFLW9rbFykOK2c4",
-	"5RhoTeqObMex92Qv7T1uZ18M0gMbHJwlkiw+BtOgfy4FNseXnBXwqC/64m9/I+dSWOmdS6H74v9Laxtp",
-	"Uh6gWXwQkEEmRcR+BNJi/0izpe0np/cNgr4gZJD0gbE/ObJk/3TF/wcHAFW+epLG9lZQ1pWQwWq9pMGR",
-	"hbJnJTp4vfP2nLx48eKn5H2IYbcI42s7Yx1ZUr7qnR+ckcgFtsPbdg4nh2krFE15HHNXrsXlPQoyuNAD",
-	"ouejEf8Cc+M5ofceKy697/UuPZecxXNNBl/74NzrlwLS9/cRPzgS2i/dD87s9ICOsJKry8t657rbqv5c",
-	"JxjUBOWbuEDJXM6cUvxMk8xtcXhjh0qegHJ5NNaSUKHvmCIvKxWy0iIsIC8rJ2Slu5IdqSwV/pgrTTo4",
-	"hX0FNHumsYzEAqItIOzQyh9wKVh0KOfGjoOlr59pIm+ZiukMlecDQI+Xz38i+RZXpAxbnmlchQV6862W",
-	"jnOdlnCoyj/S5Tln5wBTMIcyWpCIR9h6DOLmwRPDp+zUKhAgB9kxUIk41q7ccBqAflIhmgwXvnjPARa6",
-	"elV5kW/5RKxUqO1Iy4s4IlWRdLaaUTOxWPOy8pIMkvKsAysNZh6wQ9ihqMBqWVMoTUleVl6RwWpBUrwS",
-	"F3PjEBsNjFiFzcXzSIUGDHpjvxqg8XgQLHunYE7voMKFgM8qBG03Q4yeaQhvgokhROeWsztNbhibLRUF",
-	"Lw+yKYz2+kNctb38M6oMXFdA3nxSCikP8I8jDGcdBCRimPWQXPB8zgahYwbYkJQcWwknExHJRu8fnJJ+",
-	"yYXNQjEUl0jRLyGpJqTv66PDzz4bwv6uLGqZib0EikENftyMJtdOC7D7qlhERCa1CECY0bHL3SADiPDD",
-	"omoD33ESbyAEMRV1rxxkreYDJyMbbqDcHDBJPKfqZaOUibsrnYBHbMYEnfHSaenFUeXoBco9E5AC8owU",
-	"+OahpfqH46SA4ZgVhE2C/VSfFhOTs4JrfmYvNIKdUCwrQpXs3r1Pixgu9V18Xqk8Wve0fE3Hgi5q1TjO",
-	"CRKWAPAIurq9rJysGz6B9zjXQc++9Pynh19a7jcIUAHR2WbCpBseSHnz6ZSqhdvU7FKSW80VCV0VRMC/",
-	"ucaISjrWvpqkP/pPELOuNx5+AYM5W4sTlZ/IIK1HbRnhDmiC+adZW6SrCQIxIo+OIi4l+j4vhltF534F",
-	"Q08ef/oi7HQZuA4dKw9jR6Zn6d4YXNkCg5MyzH8qyuP2EJpBe1KWgpHZZKF5SGOnRtifD9bj/H3wEE08",
-	"/poRi+9dNRksUpA/sIGPYB2Q6Vwbwn6f0zhXQ9jHqfoHjwiUlbJs19/SvvCZMYwAD7VMewRp/iCHYtXq",
-	"U8v2IGcP6ihjHKjTCSwv6gtwPdo3fPy5ZZMxmKkjJWdpAo7VGO6S6UFf2Ou+9wVIO0Wl7D0xyNej341t",
-	"YGpalh5kW0evcSanjxwvd2y+//TEFMXl0m1FUSrfh6IgSN+borx8+KWkgP2/GAny0ndKgp5puLUp0y3L",
-	"meFTrg0P0wh3UJN3J0q++NMDEtpOTHo3wc1XlNKr96+oFbh3626Hu9mon+LxfHrXVsNhbt26oVwZua0h",
-	"w5qS60ZbdXZvNe6yT94O/wAdwx7tWzyYhNwgpXsiepMrZVZActqWIdMxuKUs+n5f2vPnyuNoJxS5ohMg",
-	"l494bI8oe/+xFtqmi3/8Fcxx949LABzXzjWW2Y0svGMJVdiZKX+wK8qw4ydGUleMZU27+M9y+BfnjH8a",
-	"Ottb/FkOnbE0jsFF6EscupLw2jVf3g+rj7E/MEjXhTqoOyEyZGCCSwNwfOW6jD0eDNRn3io2kXGE1S36",
-	"YsyMJoPk3QGRgihmBWC7CBBS7VVYfgDW1ReusjtYyTIAWLDQBKvJ80rlm0XolcvowfK9kgakTLFTT9qc",
-	"m0hFMBXkYEdFGxb1aFf48SXqfDj8d5an0xKaa4lGAO3sEnT4IV0/lnQNiEkowf5+LnXYK717khmFQfLr",
-	"6QyaFbQlHuwuJXqDNFyR/Cc5GSQ9LzWdZgPb0KY8lbeunEfmF0grZ4oYSbjBfsYyjhCD+MgVxk/W2hdu",
-	"sYFV4kPfU4KUfTMkArQMaEPaex8sxU9EfTK92ywBAsFGZerP9wX7wrXRBwEZ5BvNDUg5ybR0TkppiDuK",
-	"aEd65dIc/r0I1vNHnDyfBbKGbnnk5tqh3A+y9Uhkyx3A8u2H8OJMZx+7+WV7CukFOtiapqm/ghlAbWkE",
-	"2FNpX8oVQ/ei6z6MChREp36z1SFfOPnp9RC1TlW+cCERGMeSd0b919CX0yiegEhXVTZe2I2AWCD07Gbw",
-	"IHdffHGztV6stPSdoQrt6oOiPtSDI9LLN/fRmUqlGJgJRVRijvWqBqupYgNS9m2AsAFQGsf8976Axj9n",
-	"RIp4AYrThGoIF9BGKhYdkYaxDJ8MGVSTxgKpT2mXX3bSPSeDgm6rlulj3iyRc6N5hDSOzmZKgktfastp",
-	"pTL6YB9fn6tq9zQ8OVf4+Dt7+fIFddd7+s7IxHWqziCfwUhssDBLFzD3b8ern28DlitEQYcxq0Nm+5/N",
-	"58dcGwgBzzYeAOKg5wxb4K8UPS4mWeu4/PFXjM17GqNfvr30flY/tbP83YIVfSejn9ps8hNwIj9sfuts",
-	"foDSoP+ifS9kwiR2v1x0LaYcQFCZUZTHa1nzrq5zV9xi1XOesPOYUSV8Swp25/xvci4w7Ay7B7MvucK/",
-	"eqK4uLHCVuoGd90ruOgL52+PrYZtJmzqHOzfzIRXb1yBWzxwz7m27DvGzaCP97Hu5lMx4j/HOZ5UeP/h",
-	"GX9y5qj5H0lc6pY+8B344bEL2l9vx3PlhlyPPE9JwBmgScxvk/tehoBP9M8dkLmImdZ9MRhJFbIBJEep",
-	"OXNBy5RgTO3BEXkrVQjKGoTb3/A41rmYnNO+SCa1g8g4IrVGt/qmWa9ZXWCVKgEJ1UbONNYN4GJ8hilc",
-	"2EEHDYS4AKjjN8dXMCcVepCXFTOKswiyru4mDDL8eGyVFu+swW49Lr6ZOt+GHd5uo3bbZYGDiWGnNE7d",
-	"F0BU9RNRQcjn6V5XIZHnG4lgDbHjr0sFHYB/plNDbRKK0Kfh8fUHWXwksuiO3dNFCOHHCy1khijtTRQt",
-	"JdvsQnUGkCyRKaZGZ04PHQLtgb6XU7roCycJkV/AK+LbhSVmj9WGYWDU0JnWYn1RHix1Jxv4ki6Ie9lW",
-	"Yae+LimmoOiUoGMDshxZRGIZbGpbNsX2ZP/3f/4vTLjhui9GTISWelISU6vRoUdYKk8dITfNpZGkfpeD",
-	"ALbtsxySsWS6L2Bgp69jwXKKSfVIbMFYgmSYRJJp0mr3nJxq5B1VUV8MMu0kBwCjfxGW6n3f/l6eYXaC",
-	"ZQAgerPI7i0oNbDB137LBwd4YMAykoPA/Cngfmk/ZthY9NNo174Z9m0BW3hEfAcEQtPecaj5ju1Ais1i",
-	"GtrdsAMmM5UllH23K7UcSN66yd3vB0/EU3IsZNUttSNTsSv/C7MUC95fnaE4jPnBUB6JoXSNnGH8tiXm",
-	"+qwoLHzZlp4SgH35DGZTrWc0bREvXIYd1mm2EGWqUKPnGLoorKr4VszMppahnDpSTE8ybWJI3cIAdEiQ",
-	"Qb0F9HCQiNvUModDOUO6/ZjBOcWEBtzb13YoSKEMyOB9vdrpvalXe16r74sliXYXcxus9i8sz/75MTpb",
-	"UB+HJT+Iz2M57ZjB+id8xNOWJC4rHdJPUv+33pfWfJZcHPqSzcXkpiHAF4dhO2JBGFUxZ4rMBVgAwOxu",
-	"9fWc2O0D6FBwpH2RSfqfa0YGmOR8mH49IFxow2iEtkfIOeY6Ia5nVhrsi4HJOAG1MyACDNDqYcTAH7De",
-	"O0jAOfiU8lC12alXa79ef2g3WkirvkHT7jDNzIe0N+Jfz97oYMvQpielRW66BjQI3hR9s9oC8wdZehSy",
-	"BFufiAypJ3W0RAEmVEMcGvbY9c3/9qFR0L5kPX3qdjtvD8dzqPp0il7/Jaf5eaPWQRcKuM/PXHGnWqvr",
-	"ZJe+4Dptm+t0QleNnDQuXa3yM9JrdhOCfEaUK72ufXuts75wRb4J2mftSHzKzoiQrowDxCEwYY5INbNX",
-	"IRV2q4asL6BiNoMQCGolKhcfmRTSPiVQVAjT3a1wBjU0BmeEEkPVmBlUMaG2sT2TIYex1kYdPBkpvHaz",
-	"gSS2ZvLdiCGUc/+Lu0WzlfULqNMvE5rtx6zp3Y9gg79AsMFbZsJJUTPt1MUJtOmQCQP1KFykzr4UDSsh",
-	"bTAlgjmNjUYsNN7KhXVjMmIUdNQCQua6l2c7/fVF+WXlxZLscQCVB9NckqXegK4kiOWXZ0hFUu/IhMXR",
-	"OreII5hcoVrsnCR9kXhJjvqiSlzXdSe/eoJHFDt01UMsQU1iPsBCKNgR6djXQBH1BaQiHwrylFrnLiKa",
-	"BeqH7vhNuqM72R/BIuv8vXZ7vHjFp1MWcWpYvCDllCAEng6gqIN3d28P8Ip+ttnx4QNIluhTCtEyobGn",
-	"LgUpv6yc9MXgvFOv2WtZbSZXlhyTQbcO0dzpd86PMaXhxOrC1cvGwVlCt/vCypramcqTwkteGyBljCkt",
-	"iicNSKIx9kWxykiaGa+2NnThSj6A8R7KeEGFqBQYrn3tu+h72N93I1pwuknkpD/ivyL5yvWY+N7ka2t1",
-	"M9GDfuicT6FzJiao1Fu3RGm4U0tzh7Ev8QMdb7Ge4tWxY7JV0dA2PUhL24MCCn1AAcwpXaC1LiBcECoW",
-	"fTg3C3lIjQ+1hz7Vc+2y2rzF3he5iPkNVvX9LIdHpGF0X7gKylbTZRTrLiY7g9URn2lXL1IPMuZ8394R",
-	"tPe+8N4DePA7eQnRmN9oXV922u9QQ9xJDcTiwf9WAtfj5aflKyuvIVjoJvqRm/b47kKqDOTKJ764Ms30",
-	"ewXjEIYwOPKwrXiW60ZdGKne88myITU0lj6uIC1sW71sWJLwrt4jfuxk1MEpmTHVF76sLeFYcgBb2yWd",
-	"yS2ddeXoXcP5IGMt04aL0PR9aV4N7T2wEUS2xTRUCjZqcYh9oNU8ZgGBfsFuzANnwco0WnZV0yFNCStT",
-	"ulIfyAkgbu6MDKDd+CDpA7voCyuAjRVjpAxFrqO5wtgKJbHOAPRAJvPZWNFoJUziMVL5msnBPaGYkuug",
-	"vubOJ2f9r1h/EasFJ9iZtMfniJN33qqmVppzYyeLbU3Pvpo0W3vNOoxGh5bFn6Xp6T5EX5N8Ye9ktMER",
-	"GcibAQZD0VgzRFHL0ZOmc5YcY7HiR8bCpLXgU2Lgcv/CNUiIZ/KviIHQJhCPPJywaI7UI6V1Vp319abT",
-	"Q80ZCFPkKsC8tLzKYdo37s/LQF7q9fQk9ciWmnX96xXnKmoR+ECNLjzb/0pZx8t1g7TrN5Er6o+d8v//",
-	"Wr1ay0lEvs/gFvfl+Kurm39/bBVDQK1N6QtJ7AC2JzOSuGTlNCHLR5OCfMEUCWNGFYsCoiVEUUEnQk3K",
-	"XgS6Y8OJlDdEMxExdUA0Y1atA3PUN+tW0HlsVblKv7abtytncPu0hMhrLvvMKk3JXU+70+WVm21vPzRd",
-	"+Xc0ea/p41nMEGEX0QTu0O+HMvZI1OcyCcY+RDLDInfXIZCcCyOJ74dYTHMyjV7gFmRbvPz2ySKve+er",
-	"vxTZMqOWTbmvvcSZ/UoOc5/drJlvUnHh/tP9/wsAAP//",
+	"7H3dclq51uCrrOL7qoLn2yY4ceectmsuiCEJaRv7AE5PT5Mxgi2M4o1EbwnbdCpVczXXczFV80DzJt+T",
+	"TGktaf/ABgOx093n5CYxsLe0JC2t/5/PpaGaTJXk0ujS0efSmLOQx/hnm5t4XhsZHttPIdfDWEyNULJ0",
+	"VOrwoZKhBqPgjgkDAz5SMYfYviLkdaUUlGL+20zEPCwdmXjGg5IejvmE2aFGKp4wUzoqCWlevigFpYmQ",
+	"YjKblI6qQcnMp5x+4tc8Ln358iUoTVnMJtw4uF7jXM1wGapzGc1BGD7RcCfMGBjoCYsiHoMIoWzGHKYx",
+	"vxVqpmHKrvkzDZLfGz/enoVa2HF+m/F4XgpKkk0sLAM/YXYR/x7zUemo9G/P0/17Tr/q582wZMF+p7R5",
+	"G6vZtBleMDO2b+HwU/shGX2cPrV21zaY8L0arJ3qk/39ayc5FRNhlvf+gl1z0OJ3DuWQj9gsMnBQra7c",
+	"0whHWY8V7J6w4odqNYMjBwU4EpRaKuRr1y7xga9b/Bf7tp4qqTlhIgvb/LcZ17gfQyUNl/gnm04jMWR2",
+	"a55/0nZ/Pm84TyOOlcP6/P52x/Z64WQQKq5BKgMTZoZjsIhtJ4/Z0EC5327847LR6V41Wx9qp816f69S",
+	"+hKUTpQcRWL4zSDVahYP7RXThhkOKgZ79bRQMgWfRZG6AzMWGoZjJq85QtpS5o2ayfDbQMrCMOZa8zCB",
+	"OYWP3wttEKauUmdMzt1p66cHrW03DS8JD+2Z1rqNq9PmWbPbqPf3jonQArPEGZBO7yOhBk102d66RUq+",
+	"n5DyIoDc088zRB+hupRsZsYqFr/zb3AgZ0JrIa8ttszkjVR3Elg4ERKMuuESyv3LVu2y+67R6jZPargV",
+	"eDqXkt9P+dB8CxA7PL7l8b4WIQcic+Uf7u+h32x1G+1W7bQfgIXyQ615Wnt92kggnMZqyLVmg4g3pBFm",
+	"/vSg/syjaN+SVR7CYGYg5qOZRfTBHBjEs4hDmVeuKzCN1SC5CPiDtlB/8bQRcahmDJ9MCdQwFHYKFl3E",
+	"aspjIyw5HLFI86A0zXz1ucToLWLWD9HXoMRlyMOaybGDkBm+b8SElxLCr00s5DW+YNd+okK+zJCachQz",
+	"beLZ0MxiDvgkDCOmNZQb7fZ5ey+weHbaqHUaV43/dtFsN+r23kwtzLEd4X/8Wtv/7x/tP9X9H68+fq4G",
+	"r15++fciMLI8fKOFEife6NGIM80bUzUcL3LJV4el9Xwx8Fxvo4nUzAzVpGAn25etVrP1Fu7GIuLIbRAm",
+	"iMQt18f2Cwkn52cXp41uox4Abm4AbksDOKm1Thqnp/bPzuVFo91p1Bt1u/Xtxofznx7e9BcrNj3mQy6m",
+	"pi6uHQNeuKjvavsvfngFaoQgS7txkSVjltDbe8uGQz615HWkYmJCDlsXAaru/8j2Rx8/vzosBkRzbfna",
+	"rmekDYvNNmj/JSvE/JpIdRlECVJxJwdcdrL0wD8mM6jBJz40FqjaLBSmIU083/bGD2n/F4/j5zEzMGbT",
+	"KZc8DAAJjwWywqWliQF8UoPKkMkhjyok/J1yeW3FuVeHBXvOhkYV6CUtNuH+xDOcA296r6Tn2vBJr4Qn",
+	"zmZGTZgRQyCQ9cK0By/+XjTvFsSJ2T3c9PaF3DAR6dW7TdLq0kE9JenZhnrEnDmuld3D6ovDwps7UYbX",
+	"wrDgBK1MNkSl7ZmG5kXClvDI6KDAMCsNmHGsZtfjzFnXLpo9iXpe9+QCppzHHhdQPFYRTCMm+d4xsIHm",
+	"0uTxoCfd+AGcnDaTyZgMgUsTC67hLhbGcOnVXWHgjmmI+VDFIQ8rPfkg5i7cXY8iiFgeqwN/iZJdXXlD",
+	"T4XeliW7taCaZFXlh443Qwm+4Oqa9BZqZQ4qFscMf87q0whXFJ2PSke/PoxBHxellxodkZLEcZg2qLRX",
+	"lvbQL6hok06YdpAscBi2/3t1/8eP6Z9Xlf11HN4O1Ea+seV2DxMI1u2Ag9NKNPfCeIFmSSVeZh4TPlHx",
+	"/KfBer5TLX5Va3ZdwO9Pxnx4w2MIxWgUgBbXkkUgkbLG0PnHKclSATADE6UNHMJP4vUC9Tys/viqiFUO",
+	"VVww4ygmjIf/93/hjovrsYHYqoA8hDGLRsDu2BxGsZrA7zxWYBQcQsiHYsLwSg+57skyg8ksMmIaIQeo",
+	"VqrV6gEICb9WAzfoxz2UViCZTmg4QCJQOwmg2pNID+QcRkxEs5gHePnvLOdioKd8KFgEQ7c77I7ZSw/K",
+	"jHl8JzSn65+yBjUbRLz4FORsMnDMH3e3gAzyeCIkM1Yb8ieALwVQBTECqSSvZKfbxJaG7N/MHrzyH3gc",
+	"iqHp0MNfgpLlcGe6AFMuLsH+tgjJBth3x6KIhtzqxYW7725XsjCPYQnIyUSZq5K5ZMkBpNehkIzYM7fb",
+	"wYmCWuB+LV00WvVm620p8BJyKShd1DqdRr0UlN7UmqeNemY0dwmC0v2+HWD/lsX2TmkcicuQfmzPpKS/",
+	"LpjW3C7tDRMRD0sfvwSlOrcydzxPQFmwwRFAUJbKwJxbEdcq0REPr63MNVVai0E0J/E9tNeIWc6oZxMe",
+	"7wVQb5w2PzTajTqUsy/iL7U6lK/ZLYfZ9Bg05xDzkIBBE9/yliSD4d+17XfCrRW3oM6Z34Cp1RHl8GGx",
+	"NL817ziLzNgSBiU5RGrIIgiTwaBcV0TyGJ8oGUA8kxaBQEzYtZVNZ+E1h5AZNmCaBxAKfYPrztN6kuEK",
+	"VJGxig3weyt9oIbv5F9Li0gvNfzeHINUoPkw5mZJFi2Wo8a4KNwK99tAqYgziayYkS6XZXxs//ePv3p+",
+	"d7SG4S1cMxwrna/oitS5tk+vwMwuyWAjcT2LcQecWZB5A4/mxulhHNUCwmFhNKiB5vGt5QQ4exG6XX1o",
+	"tJtvmie1bvO8VQpKjVbt9SlhXrvWdDez3uzQt1sh4gcei5Gzy9iRUVlBlIyZcDe1LjR9ixhKHzJ24S2E",
+	"hZGKh0UKOL9VN6Rv093VIKQ2nIUWodGsY/kE+jzQntG5qp10mx8alfRkM5iRiurrmECbnlpEBfdy4GAt",
+	"RAW7NbttQMhZGAnJnX9pteMJhQGp7qCM2BHDMFLDmz1nEr0bC2cXt7j0zIroEzqunnQbyGLu9IgBG95A",
+	"GW3rM0smLeIN1UwaHgJLjAJ6D4UBM+Y9iQgqtCUDePAVIGH1yN5gv4QK1Jx89Kp6+PdqFcp/g5DN9d6C",
+	"nJBwPe/uoMcfsho8xiEWHR5ZE7eUcZ28+qCVEnnuVyi7GZH1IVlzUVAgbr+OyTdW2xLP2HAsJN+POQvt",
+	"iXtrogp5BU7OW29OmyddixEW5a655LEYwmH1R7gbc2mRYmLVRZQgR2KI7wEafLnOkrMFz00pKC3Yu0tB",
+	"qXv+U6Pl7ZWloNQ67169Ob9s2b/fnXe6V2/b55cXV9mvW+f1Ru6L9+evc58bHxqtbv6V2lnjqlv7qWHJ",
+	"abvxodlpnreuOt3aaaMUlDrdWrdx5dftZ3DmPP+xdtpu1Oq/XL0/b7bw25N3jZOfruwaHej0RbN1ddE+",
+	"f9tudDp2CY1au/u6Uesmk+UIWgb4k8t2u9Hqum+6jfZZs1U7za0G5Q4LzlWtXncTuL/w99rp6fnPBEq6",
+	"lovaL6fntfpV9/z86rTWfmvnzLpfSkHJ2/rpgLypvxSUzhrdd+f1hbH9qXabZ43zy+6G/MfRz6a8ZZGw",
+	"DIc8MVway42QBXXVDZeN+6kgISnxm2U8z5nvWirkmY/v1SDzqXHLpck+zCa8a6mjhd/57TqGoT6DLD5x",
+	"J9LAxKH8NLXIXpT5eyUkfofic9vfRve5KS9idR1zbWXzd5zFZsCZ8ZOcIpWuDY245Qm0J7M45tLQZ6ch",
+	"RRnoUUy0INTIaGSPm/5qKVOLInVH06ewX7B5pFjYVeqUxdd2pjYz/JT8bvakpZWdcJJLyW6ZiBgpdWfc",
+	"jFWYG9adWFdMuJoZFAbeCCn0+PVseMO3FgXwVfJobalaoY23gHXar71BbIAwQdnLtKjG7R2DMJaM0a+e",
+	"10aKIjp2sE0TKEG6miLCm2Drtmwn5sxs5y/a2lrqpeh1T9rL4s2lJ1Zw2DrIxW4aXbJd/AeRMidsyobO",
+	"qbjAuqwE8kkNiDfdjVXEwe4CTNjcqjnADCg55AGwYay0RpnbrkQXmxe8lEJM92HIdFO+icT1uAAh6Y7D",
+	"mEfok0Teac/mmQPAyneBVZssNqEHcyZjzqY8tEqclYGH0Szk4Q52kNk0ZF/jc8kH7Tj1KHcQi6vPHPHa",
+	"O3CCSL3lTdgGSxfR5WuOuFhNzM2wdrE7mK+Tnd/cgp3Sl5wB+6C6bMFedcx6/TouEZ22XEn2yhdF0Lho",
+	"GXRfYHQMUma03Ci53uK2EZ14xINfwPy1mF4UuFeD1823zVYXBKlciXGXrh/KyPdsMo3sUIcvFvyzB/s/",
+	"fvy1uv/jx8/V4ODvxfb792rw1srlzHsnt7AdnUtuKSiUr5MR9iwfZaBng4lA/+qyMWgH7jR08k0hQqRz",
+	"PdMwVfYoYrTKa3Jef1KDYnXf895tILnO7dWWiLaFh/FGyAeffK8GP9nHnPmab/A8WaG+BKVbsmRvafBe",
+	"4WDPbIqD3EOUHl2QOfci7PeLWZbOLl+fNTtWzbLXfKZ5DHcqvqkAakn2O28r23dhgDwEzaPRPjokYGAl",
+	"9540Cg2cln8eIytP0QbGLPuxO59y6P/UOGlc4RR9tG8wGMxEZPaF7MkJk2LEtSE3CEmGaAkN8YuYT1Vs",
+	"oYjEDUe3CbpCEBHRxOHV2nRpXunbUAfqJMB6pQGl6uSAM7b4f1w2LknbSkzxSUhKao0PSkkwyoYg/AON",
+	"QjnD/ImyhMhkbfNB6QQjF7wR0Go+JyrkTa1nJMJvwRc+uZcXfemF8Qj+YVID9TZ3fHPv/iKb97ElCaRF",
+	"cBRjPz21m3HQmChjF1xPAmiebvqGXcRKeLq5kRekVDHi6AtwmpNdKVlw0GyNbx2Dj3l++apahfIBjNUs",
+	"3ktdpIsmwO0MgK8KZdj39iq+V4PdQvJ2VVQSJbgpizyC79Qd6ovAgK4kck5tRBRhpgAFctj/KYR1wIY3",
+	"ajQ6hirZyoYRExM7/A4uxaFVJ+pK8h2Whe92lSFf7LYvPyqrJ15uiW2efj/T4N6ClBP9SVj+U0YhbSkj",
+	"RExez5yReN0rp/45fEebnPl3lyDQTQM1C1EIX257L0XRzbqIOQbEUBSmY3PHIPk1M+KWoxKfU5a9E5hU",
+	"5sL7VBAU4nj+poczYfcuMlivvzhfHZ46HTP94KFe4EP2aaWiBx+2z9hnY6HiQuPJqbrjMcQzqWEkYm0s",
+	"mRLaxZKut48c5Cj4/kG1+iixnzvIwCkFeXirO9lnc+92EY5N38and7Gz5ET2zaLHFoT3j0VZHm5QoDAR",
+	"Ut4S+ZBUp1VSvxP0EaGWNmRhdxd0hIQU5e5VRmlIGFaOAWUwMsiz6/x9Wwj5fUDxcNJCPYlR2F5m0MWa",
+	"qf8VbciRkDwAFYVcG7o0UKZwcW7hBBWHLmZks+hDl3awaLlZDj3EUMoC04L9OgngZAM1M4m+DGUKOA4g",
+	"5qjYBC6yPXUM7wUg+V2yllSiO6hWN1/EihDKwnWkGFSw3Y1bHs8RdCeNajbJmgYSaNNR/CFkAN8LaAus",
+	"ppg1om60mLwl5eH1fCIJde2QXpJ1V5DrnaL6KTlOSzbVY7V1FD9lBaTzbvPudmaGIlKT3nRdyuOAx+x1",
+	"l3oHO+onNdjcgpo9oD9hBDCuZeX+xFua+2ou3AujPJgmo4vGoDdhlu18LkB9GVVfW0py2T5NcRVDUSiM",
+	"CbgM0YgXoEI0jdXAGTozKv8PBy+KVIfttY1wIThr3VHkArnsuzETsu6CWmqmKLPDCqQ+0spnXvswmCPS",
+	"65aC8JHG6jSeJhuk44OcMDKHydAH2liNKAn4QYflYsztWt8fbvxGqB5TuOCOmg16vQts3MOYh1wawSI0",
+	"xQ04lyDQQkTJ6all4Y6hCZBS0pfVO9qerGNtS4V1W6/mxjL6FlL3V3g8YxdtUBj3uHk2VnWlz3K9e+TF",
+	"D6+e2r+YmNicS81Jn3m3I4Ga2cmFi55uVIKVS/lgC6iU3JKNxMl4J2flSoJ5PqURYGzMtKz30NlVQEGf",
+	"E4y/By4WPwR2zYTUBqjEgxpwymLdiJzudMGXjYbbmiO3u4TbXKytMXhjx+4aLHwIR77GCL7kjcM7lJLL",
+	"APRY3Um0gGyUxPeVRvPNWEjhnd7JaI7D7aa3FetErW+r0eAt1ZuC8WJzKFoq5OQWygHxokgs3eLcKLVY",
+	"mtpKrbcY8h+qX6fW/vBQOILDoAXokg1+UFPwYs2W7u98AH4Amk9ZzAynIOxcWH9RToRLstgm5zCT5pHb",
+	"oZcvlk927EMHa9d8h4QiMv4m8YdFAm4nFTg9J0JlJJk5ySd1iVkw56aysVyKySid1UR7LfBKWiG7SNpM",
+	"oAMWx8Ken5XMhQQ1GqEoPzI8PtOrUgTIt5tkORQaflBD0kx453DongZhNI9GrryEHs8M5rGF6k6ukGhd",
+	"vs0HHhdHxNQ0bbmH6xgs7s99Ii4m9aGZI1n1RrwfedfrmZ5vX5YqfzPdMSwtJMjjf8HGrr6suyj1+OKW",
+	"en28dViUn2Y17DsGRG2T0vDVMZOPLCMVSONr0ixOM16qBZ+D+wVu+NzliQ2n04O/BfCJ3TL7/3Ruxkq+",
+	"DIDFN0YHMJnr3yIM3Q35UISkVYMV1hZtYJn8r/+oXGH+18uDYpOWB6MpR2rLcxThNr63iZBnmJn5em64",
+	"Lsq9IMu5hrux0hwojZNqI2FEHE+KSDEsQUdFbpKiHt4Ib9k0l5jkA+XDFy+gf9Y4O2//QnH9FO5//nN/",
+	"bwfH80TcF2n83XjGyfqB4fAuqJUoAGWEmDGTaIW9ZbFg0hQTx+20ahbOrVyki9LIUijKVHYjDIBI156F",
+	"xdPX/MbtlmYsQxaHKyLZ3K+g4vR0boliIuqKkALbKoW2VtqqzYmcR7YP9GLpywPUTWTdPX4hS3ia22qP",
+	"Ahno1l36HSg70+ejjSSTrPl7Q/nDQbX9jiJteGg7EfLsLOt2xp/Rtvlnk6mI+ImaTFhRbN0J/Q5DegAs",
+	"wnsJwtIJn0y/XF7KajgXShQFarxDqsPBFY0b2QmwSIIvGDKnKE2kSkNLumTxHPcmZuspIFG865hhTqK9",
+	"JGrqz9s7Fp9pIok7kC/5MLkgumCFOH7PhiaaE4nIkK0tPf/xTGaOq8ihUiwIuqOMsaCgS9L2pINpMv6E",
+	"IKRzjslwoO4pi7vyoNHtNhHaFhAqB24OKwqOz+9nEZq3WFF9rXezCZOIOwHMpPjNcg0S1YXRcCNkCOUI",
+	"IxGGTPO9AqaOpUzof8fWD178rZivpzrz9kHQmXDTeCbJi07J2pTNTcUPiOVZ0Cl09ZMaABZ2g9pJQdI8",
+	"jrep7Y2UzfbKyHm7usXQeQSXSW8kPAZifSA5DzUwmDKtrXCAT7sAq4LqGhtIlTt4ZnYrYJe6VHB1dodH",
+	"GIm6awG7XQLGnqqQ1JIq+LAat4lfK1PD4yuiTFbElySY/kz7WJNj4Gw4xisLztdOp6UNny77MP01CLLh",
+	"tYN8uEge+R8y0Z+vqudnORcDf+SZ+7mPtzYfKxNA55dOt3F2hWX9oJwEe/D7MZtpw8M9S4uTuOpsPnPt",
+	"BPNp290m5sr+XCsFpS4lyuK/5/hv2/5zgnnFmZl2iNXeejosB0cJ74sR3G7zkijZraSRgsjaDahHpv7i",
+	"OkT0x7pkgnDfBw6AIpS48DF0/oROzs8umqcUL//+sv7W/rXZZhMjpp+tzo+2DDuFU1aKfepWrD5OMhTA",
+	"FUUFNDDqRLZw1NcDOZxO7W1gt8xSN1R+S0EJlV+7qVb73RRoHOk9jXThR6q5kc5oJLcId+HPxP2W50/J",
+	"syuDd1zmrRPf7oQM1V0+YCrAKld6+9CcXLpx3qhTZBPPphgv6BVJQJEmQIXGoyMlMaEcTsyiNewgeDqU",
+	"LTKwK7mPpb4QlzUM5uAeDsjWPsJwH+l2bOMdyl3rBbPX8gZtrngv3EWnPSYbnFlqkOBH4QW18utTleBI",
+	"B/d1OJ60nsbCdBmqU291rtKMnPNWq3HSTb/onmZ+9UUTLN2uN9v2wXbjzSXV2Hpdq191urXuZQcLY6T1",
+	"GuwPr8/rv2xIFupSp4k8Sko+NMnnbpT+5lP7g1KbhyLmQ9Mma5OdkoUdX4MsU07gNQtfq3BOVMVuyE5F",
+	"BDMu8weFoVCwiIfNabHtZSqk5CE0L+gq3zEN9gUnOj5UdZV7zNwMzfJRN+sqvRT7FjK+fnjfOW9BWWAA",
+	"jZkHSI6SOl1BtpaXqxMVYDeC/QHVEcxofymGRszYN3byGm1ZG3U4xsIRxREriDcbF31cFSrCkqIX6XzZ",
+	"NRbd0XZicl+M6ZofJ3VNPZ1H7yJE6rqwOtlEyOSLAtShmXZL/HqqWkdtPlRyKCLeRvPGo5jk6tmCGrsb",
+	"5dRNMa5gXAsV6Axz9rqlEVLWlrnKCWu7FSpKg4w34p0f/CvL/qLqZjZAdVNaWEEOkOIjQsGx5mp1b3lE",
+	"3yqNecucjE3yi2nIwi1R9qfdbtJjxS491Y3scGMiPuHSYE2fXcob3/JtnAMLE7aR5P1ZCx3T0jbYN7eM",
+	"bUVIqgRaZHSlX0hmwBRNHlL1SjsbwrxR4NVOoctU8nSzLLNCVo1AbtyCwj68UbJTfst9xtO3IjlJyuIm",
+	"wjvhq9vCR082y1el/atlnBVdMiTHKSZkTHHbpH95u90SCmcvQhbiDW6235QFfb3R7Z426r4CoZL+ZqKJ",
+	"/pMa0M0lK1/ZGfgWLHtZI16uyKobfNOaDQgvGdE6M1yGh9kP+P78dSko1brdxtmFrx6Yq15YCvI1I7Ci",
+	"34bzv8dcGh9fR/6ObEW8UpAvK4G76qHNYe2yTjKYaSG51s80iDCR7fI1YB4sM3+0ts58Zwn914KBziE1",
+	"ymWAYchI7fTtuT3Seq1be13rNI7BToXduMiPh2kaWP3DhU24IL9y6uTBHARIK4TsPeRdWBVL8iFjbN+u",
+	"cr5e1SBCY5QLMxAzu2Q2HCeeUDK5+6BMJYc5X+9JY2NjUabm/4MRUonP8FRdr/Nazsx0lgkZfYW187Pw",
+	"YV2facwND712uxjH/uqHH14W0fgJu+8U19fvzCZICqKINofK4etFH/IuoS+bW5BWVv930Bl3sICP6QDW",
+	"FfT3a/3Yk+XMS4jLVORuJgWt8OA5qSiglbuwE0so0di8t1vR/l2q6C9XRswXrE9OL4dK6Q67FOFCJrGz",
+	"rXoTHTY18VoGooFtocbmCkmuF91erQitkjPDHwjVOzg8fLBe8lSpaHO1YMEBsGGMiwd2cd1+9jVH10lQ",
+	"atFxgqWgnPm4AgtOYSw6Q1gv+S2PgXn3XQWcJ+zItbXAuxWsaWTB0r4Y9gDREzPg5o5zCdWeZDKEA3uf",
+	"7LUiAnJMDXSsgBFYgSOeJ+7O2onlPg4EqixlqPa2obRj7X+sQM05Tl1yvhNi0lR9rBqD0b129J5Eui80",
+	"SC6w4FTtBGQ6WQA80jyZWoywNJWDy/1YO+nJ8knDhw8nD8Qz6etz7+bDfApH5UfCEjGad6haxLZ8dJsA",
+	"i401kJXuaxqhENUTA9K2ReGfvFo4maWKhQ0hXZgTDGJqJoYSlqvAcvVzs/vu/LJ7hXWqA+j+fH7VePOm",
+	"geWqr9qNzuVptxMAVeU+/9BoX53ULmonze4vu8ZqaJKqN7ZN5YXwB7Sp5NElo80scvpO8kgWlHWuIEzK",
+	"HM5iYeYdO5P3aUyExBLWBVRvse/nDR/yfZ8/TF+SCgX7+ygD4+MUvIurob7NLOZxuoVjY6bUJ1O4oObF",
+	"/EOru6kYahdNL5BY6Tfju4aZDHkM/edsKp7fHjzHaZ/3j6ikLlav1UFPpgnkGspJnpoOMhFUlhS5zncx",
+	"1+J3HlD6ROCTnYOepPTNIJs4HCvjOoi4lPG9gCpscRYPx5QsjdcloNTqKY/3EXAf1TER9xYMr1RinjZE",
+	"3KKhDvJmfjtaT6boHztzuaBUH2g4ih9FPpZq4djoJHqyn551f+840V/oMeqwhuEA6TpzLM3Zfis92ZP/",
+	"9m9woqTV2YSSuif/S1o5VEO5T86QfgD9TJKi/YhUyf6RFmKxn5y23w96EqCfdCu1PzmKZv90Xdr6ewhV",
+	"vjappibM2FoCoL9cjbRfsVB2rRyPr7ffnMDLly9/TN7HLCq78UktbuxlAeXL7sneMYQutQrftnM4oUZb",
+	"UXgioki4InQu815C/0z3Qc9GI3GPc9M5UfwY1ZF81+1eeAY7jWYa+p976NLtlQLo+atMHxz17ZW+9I/t",
+	"9IjJuJLLi4tG+6rTqv3UAAqrxaKUQpI+pqbOFPJMQ+aiObyxQyVPYDFqFmkFTOo7HsNhtQpLjawDOKwe",
+	"wFIPYDtSWcX0Y649Qv8I9xXR7Jmm4lhzjPfDwHcruuB94uG+mhk7DrXfeaZB3fI4YlMymewhehy++BHy",
+	"jZihjFueaa9MTULyDYGf5/oB01DVv6fLcy7uPhUBGKhwDqEIqUE2Zm6h/01M+JFVG1GEsmOQ6vhcu5Yn",
+	"aQrUQRUwYMKVJNyj8p0/VF/mGxMDxiPYkRYXUYGaTPovT5kZW6w5rB5CP2kR0beCZOYBO4QdikmqATrB",
+	"8vhwWP0B+stNEehKnM2MQ2wyK1ONYxdRqmIyW7Eb+1WfXAb9YNEniXMm9AoXgiRsiDaODDF6pjHAFifG",
+	"INFbwe803HA+XWhMVO5nk+jt9cfMHnv5pyw2eF0RefNpkVDu0x8VSqjoBxByyrtLLng+axDYNUdsSAqp",
+	"LgU0IzVP88f2jqBXcokbWOLNpfL1SkSqAXq+RxP+7PPx7O+xRS0ztpcg5tgHjDbjVGinQGBlJh7m6h0h",
+	"CFN27bIHoY8x5lQqtj9w/g+6gRhGSwn4/FYoS1nYNX+moZ/1lfSdeG2EwWLOyF+T7p2lTOR36QD9oFMu",
+	"2VSUjkovK9XKSxKZxihA5Hlwkup8zc2q0CvCFEKhI1ffRYbIu/eRdzsk1MRTXVEoTZtLpaJ04CyrSf8z",
+	"YR/HuHN8TTiGtlTw5JnuUUNz11e03Mdun33oldxzvdJeBRqWdPqyznwBhSM24FFPlvu1+lmzddSbVasv",
+	"h/Zh/Iv3kfxQRRnLlnVxj9TAmVqoyWpP+har5X7amLW/V4E3IrJSgSUUAyEpKB1qrfox9JHm9EFoKx8M",
+	"o5kWtzzwGNEHfu++q8AFIs9gDjd8rrmhYsGkK1p+YReT4BH85//63wXo0pPo6NBHxWwBygwmLHKNzkcI",
+	"NBJ36cxq9k71ZGxPdu+4mIccF1D3Y0vHCVsTRmWF7pK9MpgAj9gYswk3mHT56xLW3bOhATxmb5bFc2OR",
+	"GCKJcwePFkn7wm8zHs991Y+jpB1s2gd+0cO2NujiS7ASoNRQjD2YneSZb8G8AiLn20hAWtlfbl13uc+F",
+	"o6dNqzdqfE9qaPFQicNmq5EWUx6ieVo5ziBOOV4rqNgdlL00t7dyx+wbOUA2c0qtBSZJe94cDnplJ0CK",
+	"di7F++fYLae0wYOJv/zLRyy3NlXSWfhfVKvOA21cUVzsjkVt955/cqEGm51l2hcZVb3lLBbLltAanq0M",
+	"WLHM5pDAKBo9Aff5axb62At85eDhV6h1k4rF7xxV8sMXPz78UlepMybnbi5NvnCU6DaZkN9P+dBwMtTo",
+	"2WTC4rkv15jIS2rkKDGxBrTSLXRFz5c/xCg6dq2T1tWlj3b8PCdGprmfMlW9misnZP0xSPK7tFnHE6JX",
+	"vndJAYrVoihnDbC8T4SVvyCy2BVml5LI18KKF9TtA5FmpnkWM7JH/xFN73rt4Rfw9NVsuvoj9NPudFYl",
+	"3QJNqBZR1hfsqkZijO6jo4grj/Ulb0sz8Yx/WcLQg8efvgg7XTWmb0vuqhtgcNKU7Q9FedoeYBm0h7Ky",
+	"TGM812LIImcLtD/vrcb5h2ni888ZA9UXJ0dRwbr8gfV9NmMfJjNtgP82Y1GuV5bPWfQPVgDLVlsF2N/S",
+	"nvRVEjigNmvV5xGWfEOLEPWwO7IKKNZvwX5hlL3grHOWDfQkhn7ZN3wuslVYIwwTCGM1TYsxcPt8Mv3D",
+	"Mvyq+96TaHcoamzpiUG+O+V2bIPKlGTpwYI8/4BE8y49wwtmxk6weUKK4uqqbERRqt+GohBI35qiHD78",
+	"UtLO8i9GgrwdLCVBzzTe2pTpltXUiInQVk5Lsp3RYL09UfKFgNfYTZxOLTQoX6LRmTjmS8aBClDIjDNX",
+	"e6PSgKpWi3CpnnZiYEpsBEfgbUk9ud6YBExnzFCYhj6IuGuRYCmQXVxPkhl1rwL9bLhe33kt+vmgPrQn",
+	"ZLomCd2TVodCAAfKjO04Pn7Pm0EgawVxPxKU/Z5MrCG02oWXkaoPOHAWR4JibOXiGJWe7DsHTp/8DVzn",
+	"69f76jjezSOcVZWM/JWeRGEOYx9gyOJ4bmk6+bzpuI6xSA365jGdnHqxT3YzvwQLO92TFj3UzCxtdpA3",
+	"08B6K81Wwp5dsS9crZdJe5GS7CM2NyOL2YD+4vF8FZmNhvOZhMVD+X5jm0JG7VBWjbYcx7rRuIvhtivM",
+	"FGiXyDWuQQwtk7KZ6aJ37K5gHpxVJoyFWNttQV5j5Fm8SqTniMVc+FWA+WICm8K0FBlWCBSC4ujAzuan",
+	"LK15LCtUDrAdTFE52vYvYJHKVel/wChl9/ZfxBbVoZAFu+JFoWAwz0U0U64nEucguZIogYhJzvJAjQDW",
+	"STrPP6Nl+MsGNqnt1ZRcX/3tNJG3POFVW2sh7+2KMvrHE6Oxq0RcgMhdLGI/+JOrAn8Ywvs+shSnEUUY",
+	"2JjUU6Eem9rJY7th9XPy3qA5odDo5k4IBhy9/2nGh2/bkIkMQj/nsXfIj1UUUmnXnrzmRkM/ebcPSkLM",
+	"rbxtF4Faub0Kiw/gunrSFVpBB30GAAsWRX9oeFGtfrXNYOkyerC6jfZZs1U7tZJrRJUZU/6vYqDaA3tb",
+	"WhZxUY92hR/fhJDPv/7GBoS0f8xKohGAVHfZMkLfzQmPY05AxAQGWPk0dHXzvJVvRzLjIiNW0xmyo2pL",
+	"PEgLd+EjmbZU/wEHfa9mLraxooiLibp1URCZX3zna6NAmGNKd4tCwiAxcp1Gk7X2pFtsYDXioS/xBGVL",
+	"aZGuIS1D2tC5vGi0O416o75J1MGu1Md+eXLZbjdaXVSdreATZ3SinuT3Qhu9F0C/07W05+S89ea0eWIf",
+	"T8qMufhIZXyQSrglvXJ59f9cBOvFI06eLzuwgm555Bbaodx3svVIZMsdwOLtx3zWTKt0bOJnTyFjVNiY",
+	"psX6cbUA2MU4FW9omtrRlLSQ2EWRjaRKOVvdSmvLVrawfNewp9dD4lXK9JmLxqbo+7z3/Z9do0Ybbyb3",
+	"IEjs9dHcbgQmAlBQaQYPcvfFV/Zf6bZP+z4YFpMjsX/RaNWbrbdXHxrt5ht7G5rnrX4Fuvlu6TrTpofS",
+	"ybCCcCSoWHt/uTZJH8q+rzp1VE8TZ//Wk9hJ/RiUjOaoOI2ZxkhlbVTMwwo0jWX4MODYSo26Az2lI3Ix",
+	"KuEF9Gv1ervR6eRin6Hs4y3VzGgREo1j02msMJpYactpVWz03i7BDa6lw9Pw5FzXr28c1pDvJrU6tOEY",
+	"xj7+NkU+Q6m/6FJTLs3nn45Xv9gELFdykw0i3sBSan80n78W2mDiarbrJhIHPeN4sdVSx69ikrWKyz//",
+	"TIGlT2P0a53XG19r9Yu3lr9buKJvZPSL15v8MIT4u81vpc0PURr1X7LvDbk0id0vlxPoQjBDYcDETEQr",
+	"WfO2sUKumuJyqFDCziPOYun7sfI7F3CgZpIyXhB0ye9zXa/0OBbyxgpbadyPa90qZE+6AKPIathmzCcu",
+	"ouirmfDyjSuIAwrcc+3Gh/OftvYdU1DLY93Np2LEf0w0UNLe8Hso0JMzRy1+T1LiNgz62YIfPnepxqvt",
+	"eK6+rYuo8ZQEnQEaInGb3PcyppCQ/24PZjLiWvdkf6TiIccAGYuVLl+SAaXz7VXgjYqHqKxhpu+NiCKd",
+	"C0I86slkUjuIikKoNzu116eNutUFlqkSklBt1FRToTohr4+p8AS1jyYDIS0Am1jM6BUqgsSmPIRyzE0s",
+	"eIi1Iu7GPHYRRT2ZOGuoVbVLrWTOt2GHt9uo3XZZ4HBi3ClNU/cklbR+IiqIVQg6VzUsP/CVRLBO2PHn",
+	"pYIOwD/SqRGvE4rIp+Hx9TtZfCSy6I7d00WMc6MLLVWGKO1MFC0lW+9CdQaQLJEppkbHTg8dIO2JZ1LD",
+	"hM170klC8DN6RXyv/MTssdwtH40aOtNXvyfL/YXW/H1fQ5RwL9sn/8g35aHsd50SdOq+nyOLRCyDdT37",
+	"J9Sb/z//5/+hXH+he3LE5dBSTwYRsxodeYRV7KkjVtRwGeyp32UvwG37pAZwrbjuSRzY6evUrY9RFbcg",
+	"yat1ZBhCxTW0zrtOTjXqjsVhT/Yn7N7XWuwjjP5FXKr3fft7eUyJ0ZYBoOjNQ7u3aV7kld/y/h4dGLKM",
+	"5CCodANyvzuGpYrIp9WT5KfRECmLHpriZe0WVsC3/wQG9Xat2Wq23jrN99oOFPNpxIZ2N+yAyUxlhT0P",
+	"7UotB1K3bnL3+94T8ZQcC1l2S23JVOzK/8QsxYL3Z2coDmO+M5THikQzakoJK5aY6+OiPJhFW3pKAHbl",
+	"M1TIYTWjwVhLivikJmUWokwLNvIcY7j4sopvxcxsVQuSU0cx1+NMj2RoWBiQDknoN1pID/uJuM0sc9hX",
+	"U6LbjxmcU0xo0L19ZYfC6i0B9N81au3u60at67X6nlyQaLcxt+Fq/8Ty7B8fo7MB9XFY8p34PJbTjhuq",
+	"2ihGIu3H6wpiYb5d6v/Wu9KaT0rIfd8jqJjcNCX64ihsR86TfJSZRAsAmt2tvp4Tu30AHQmOrCczpcpm",
+	"mkOf6ivtp1/3QUhtOAvJ9ojljjKJRcdWGuzJvsk4AbUzICIM2Od0xCnUfKV3ENA5+JTyUO203ajVf7l6",
+	"f95sEa36Ck27zTU3vtPCn9Le6GDL0KYnpUVuuqbWs/XRN0NSdRLH8ney9EhkCbc+ERlST+pogQKMmcY4",
+	"NPsED2HOza40CmsoraZPnU77zf71DGvVHpHXf8FpftKst8mFgu7zY1fcot7qONmlJ4V2ZW/DRCd07a+g",
+	"eeGaYx1D97STEORjiF2vL+17yx/3pOsqBWSfdZkIxyCVqyCHcQhcmgrUMns1ZNJu1YD3JLZo4hgCwaxE",
+	"5eIjk85NR4ClUKnSlhXOsHxf/xgYGBZfc0MqJjbTsWcyEDjWyqiDJyOFV242lMRWTL4dMcT+YX9yt2i2",
+	"lVsBdfp57PoJI06DZnffgw3+BMEGb7gZjrPKUtJdLnFxIm3a59Jg1rKL1NmVolH91jWmRDSn8dGID423",
+	"clHJyowYhe3kkZBp7oKj0VWBpKgny4fVlwuyxx6Wuk9zSXT2jaQaoeWXx0RFUu/ImEfhKreII5giJrXY",
+	"OUl6MvGSVHqyBrRmX9DVEzyI+b4rXGgJahLzgRZCySvQtq+hIurL3oY+FOQptc5tRDQL1Hfd8at0R3ey",
+	"34NFVvl77fZ48UpMJjwUzPBoDuWUIASeDpCoQ3d3Zw/wkn623vHhA0gW6FMK0SKhsaeuJJQPqwc92T9p",
+	"N+r2WtZO0/IBz6HfaWA0d/qd82NM2HBsdeHaRXPvOKHbPemqbKKpPKn56rUBKFNMaVE8aQCJxtiTxSoj",
+	"nGa82tqwuatxg8Z7rCCMlRtTYIT2FbvDb2F/345o4ekmkZP+iP+M5CvX1PBbk6+N1c1ED/qucz6FzpmY",
+	"oFJv3QKlEU4tzR3GrsQPdbz5aorXkOiAtCoa2ab7aS81lRS6QDAnbE7WugCwkuK8h+dmIR9inQQMtT+2",
+	"MtZMu6w2b7H3VX2wNC6TWGChAk2je9L1fbGaLmdU8j3ZGSrM/ky7UvW6nzHnu3r8pL33pPce4IPfyEtI",
+	"xvxm6+qiff6WNMSt1EBqefJPJXA9Xn5avh/MCoJFbqLvuWmP7y5kscFc+cQXV2aQ5GYCGocohMGRh03F",
+	"s4jJ6xm75qsT07o+WXbIDMMeHURLkp4atYumJQlvG13wYyej9o9gyuOe9B01QFDJgaS+hgxZTIqea6YF",
+	"Ez5R8TzIWMu0EXJoer4riMZ+klSnY6gmE2oEITn2NzHxfB8TdiGeRTwAfm9i5sbccxYs9B9QqxTX6wnT",
+	"lKgofkDyHXECjJs7hv5E3POwTxEtVizrSSuAXcecQxlrWoezmGIrYkV1BsSEXXOYTa9jFi6FSTxGKt9p",
+	"cnBPKKb4SValvnWxxYAD5K9YcNZV6ffY6ddi0dSi1Z23qmVxhvCEWiduanr2jWz4ymvW5izctyz+OE1P",
+	"9yH6GvLtiJLR+hXoqxuqio/WW0JRy9GTLueWHFOflEfGwqSX/VNi4GLD/BVISGfyV8RA7EtPRz4c83BG",
+	"1COldVad9a1u0kPNGQhT5CrAvLS8yn7aqPyPy0BeaC78JFXyFrpD//XKdxX1pH+gihed7b9S1vFi3SDt",
+	"2ktk24thfU7D/2u9UavnJCLf2H6D+/L8s2vZ9eV50oFlXfpCEjtAXVuMApesnCZk+WhSlC94DMOIs5iH",
+	"AWiFUVTY+l5D2YtAd3wwVuoGNJchj/dAc27VOjRHfbVuha2ul5Wr9Gu7edtyBrdPC4i84rJPrdKU3PW0",
+	"HXpeudmqs8Y/o8l7YTPb2FRoFUPEXSQTuEO/78rYI1GfiyQYe5/IDA/dXcdAciGNAt+AfzOa4woM7k+o",
+	"m3Ihd36jYgp8J9XJkoV8VRJXfpdiR3kI5aTEWOAKjPVkruO+N+1gj7C+6yTcB/eHZSphtitz4MhV2JOD",
+	"uW8PTB3k8jVL13X5T9S6nkQJl/IUqNkcUAtjHYCKwrQfWLmfa23chzsR8iNQkvckwQqzqSWzBy+qHvgA",
+	"H4phwOdKhq4Nd8wp4t6Z3w9eVK1e1smo1NRzPl/tyC3a955ETTGRqAPXhu53HivtEh7CiG9SwjjdcF+U",
+	"4aBSOTg8rGINhq+Wtd5yk+km/UDXqJ+p13aEfZ2oySPhQBru9sPK2qppC+qCqqo7NM5+Uskq22G7mHBO",
+	"xP2/iBR1wWNHTMa+UUMa9rlATLKkwiMHNqosKn2U6b6LyJbtu/vrR3u+7o3PHoeyZeOtFO5bajmFOvuV",
+	"nSPz2RHVzDfUJSjzRaoeffn45f8HAAD//w==",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,
