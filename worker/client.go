@@ -351,48 +351,62 @@ func (cl *client) download(ctx context.Context, jobID, digest string, leaseEpoch
 	err := cl.do(ctx, 0, repeatAlways, func(_ context.Context, i int) error {
 		// The call's deadline covers the answer's start only: the stream
 		// gets a context of its own, cancelled when it stalls or is closed.
-		sctx, cancel := context.WithCancel(ctx)
-		started := time.AfterFunc(cl.timeout, cancel)
+		sctx, cancel := context.WithCancelCause(ctx)
+		started := time.AfterFunc(cl.timeout, func() { cancel(errStalled) })
 		resp, err := cl.raws[i].DownloadArtifact(sctx, jobID, digest, &machineapi.DownloadArtifactParams{XKeceLeaseEpoch: leaseEpoch})
 		started.Stop()
 		if err != nil {
-			cancel()
+			if errors.Is(context.Cause(sctx), errStalled) {
+				err = errStalled
+			}
+			cancel(nil)
 			return fmt.Errorf("download %s: %w", digest, err)
 		}
 		if resp.StatusCode != http.StatusOK {
 			body, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
 			resp.Body.Close()
-			cancel()
+			cancel(nil)
 			return apiError("download "+digest[:12], resp, body)
 		}
-		out = newStalledBody(resp.Body, cl.timeout, cancel)
+		out = &stalledBody{ReadCloser: resp.Body, ctx: sctx, idle: cl.timeout, cancel: cancel,
+			timer: time.AfterFunc(cl.timeout, func() {
+				cancel(errStalled)
+				// The retry goes to the next replica.
+				if next := (i + 1) % len(cl.cs); next != i && cl.cur.CompareAndSwap(int32(i), int32(next)) && cl.moved != nil {
+					cl.moved(cl.bases[i], cl.bases[next], errStalled)
+				}
+			})}
 		return nil
 	})
 	return out, err
 }
 
+// errStalled: a replica stopped sending within the request timeout. It is a
+// replica failure (retried, on the next replica), not a cancellation.
+var errStalled = errors.New("the control replica sent nothing within the request timeout")
+
 // stalledBody cancels a download whose next bytes take longer than idle.
 type stalledBody struct {
 	io.ReadCloser
+	ctx    context.Context
 	idle   time.Duration
 	timer  *time.Timer
-	cancel context.CancelFunc
-}
-
-func newStalledBody(rc io.ReadCloser, idle time.Duration, cancel context.CancelFunc) *stalledBody {
-	return &stalledBody{ReadCloser: rc, idle: idle, timer: time.AfterFunc(idle, cancel), cancel: cancel}
+	cancel context.CancelCauseFunc
 }
 
 func (b *stalledBody) Read(p []byte) (int, error) {
 	b.timer.Reset(b.idle)
 	n, err := b.ReadCloser.Read(p)
 	b.timer.Reset(b.idle)
+	if err != nil && !errors.Is(err, io.EOF) && errors.Is(context.Cause(b.ctx), errStalled) {
+		err = fmt.Errorf("%w (%v)", errStalled, err)
+	}
 	return n, err
 }
 
 func (b *stalledBody) Close() error {
 	b.timer.Stop()
 	err := b.ReadCloser.Close()
-	b.cancel()
+	b.cancel(nil)
 	return err
 }

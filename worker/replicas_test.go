@@ -5,6 +5,7 @@ import (
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -22,8 +23,10 @@ import (
 type freezable struct {
 	srv    *httptest.Server
 	frozen atomic.Bool
-	hung   atomic.Int64
-	stop   chan struct{}
+	// only, when set, limits the freeze to paths containing it.
+	only string
+	hung atomic.Int64
+	stop chan struct{}
 }
 
 func newFreezable(t *testing.T, upstream string) *freezable {
@@ -32,7 +35,7 @@ func newFreezable(t *testing.T, upstream string) *freezable {
 	f := &freezable{stop: make(chan struct{})}
 	rp := httputil.NewSingleHostReverseProxy(u)
 	f.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if f.frozen.Load() {
+		if f.frozen.Load() && strings.Contains(r.URL.Path, f.only) {
 			f.hung.Add(1)
 			select { // hang until the client gives up or the test ends
 			case <-r.Context().Done():
@@ -132,4 +135,25 @@ func joined(t *testing.T, url, code string, cfg worker.Config) worker.Config {
 	_, err := worker.Join(t.Context(), worker.JoinConfig{ControlURL: url, Pool: cfg.Pool, Code: code, CredentialFile: cfg.CredentialFile})
 	require.NoError(t, err)
 	return cfg
+}
+
+// A replica that hangs on artifact downloads only (a stuck file system
+// behind it): the download gives up at the request timeout and is fetched
+// from the other replica, within the lease.
+func TestDownloadMovesOffAHungReplica(t *testing.T) {
+	t.Parallel()
+	a := env(t, 5*time.Second)
+	b := a.SecondReplica()
+	man := publishEcho(a)
+	nd := a.NewNode("cpp", 1, 4)
+	a.ForceEnable(nd.ID)
+	front := newFreezable(t, a.URL)
+	front.only = "/artifacts/"
+	front.frozen.Store(true)
+	cfg := nodeConfig(t, front.srv.URL+","+b.URL, "cpp", nd.JoinCode, newFake(false))
+	cfg.RequestTimeout = 400 * time.Millisecond
+	runNode(t, cfg)
+	job := enqueue(a, "cpp17", man)
+	waitJob(t, a, job, 10*time.Second, "completed with inputs from the second replica", completed)
+	require.Positive(t, front.hung.Load(), "the first download went to the hung replica")
 }
