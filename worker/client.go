@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/kece-oj/kece/contracts"
 	"github.com/kece-oj/kece/contracts/machineapi"
 )
 
@@ -250,7 +251,7 @@ func (cl *client) openSession(ctx context.Context, credential, bootID string) (*
 	var out *machineapi.SessionResponse
 	// The same boot id returns the same session: safe on any replica.
 	err := cl.do(ctx, 0, repeatAlways, func(ctx context.Context, i int) error {
-		r, err := cl.cs[i].OpenSessionWithResponse(ctx, machineapi.SessionRequest{BootId: bootID, ProtocolVersion: ProtocolVersion},
+		r, err := cl.cs[i].OpenSessionWithResponse(ctx, machineapi.SessionRequest{BootId: bootID, ProtocolVersion: contracts.ProtocolVersion},
 			bearer(credential))
 		if err != nil {
 			return fmt.Errorf("open session: %w", err)

@@ -210,6 +210,48 @@ func (e JobKind) Valid() bool {
 	}
 }
 
+// Defines values for JobOutcome.
+const (
+	JobOutcomeAC          JobOutcome = "AC"
+	JobOutcomeCE          JobOutcome = "CE"
+	JobOutcomeCancelled   JobOutcome = "CANCELLED"
+	JobOutcomeMLE         JobOutcome = "MLE"
+	JobOutcomeOLE         JobOutcome = "OLE"
+	JobOutcomePARTIAL     JobOutcome = "PARTIAL"
+	JobOutcomeRE          JobOutcome = "RE"
+	JobOutcomeSystemError JobOutcome = "SYSTEM_ERROR"
+	JobOutcomeTLE         JobOutcome = "TLE"
+	JobOutcomeWA          JobOutcome = "WA"
+)
+
+// Valid indicates whether the value is a known member of the JobOutcome enum.
+func (e JobOutcome) Valid() bool {
+	switch e {
+	case JobOutcomeAC:
+		return true
+	case JobOutcomeCE:
+		return true
+	case JobOutcomeCancelled:
+		return true
+	case JobOutcomeMLE:
+		return true
+	case JobOutcomeOLE:
+		return true
+	case JobOutcomePARTIAL:
+		return true
+	case JobOutcomeRE:
+		return true
+	case JobOutcomeSystemError:
+		return true
+	case JobOutcomeTLE:
+		return true
+	case JobOutcomeWA:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for JobState.
 const (
 	JobStateCancelled JobState = "CANCELLED"
@@ -231,48 +273,6 @@ func (e JobState) Valid() bool {
 	case JobStateQueued:
 		return true
 	case JobStateRunning:
-		return true
-	default:
-		return false
-	}
-}
-
-// Defines values for Outcome.
-const (
-	OutcomeAC          Outcome = "AC"
-	OutcomeCE          Outcome = "CE"
-	OutcomeCancelled   Outcome = "CANCELLED"
-	OutcomeMLE         Outcome = "MLE"
-	OutcomeOLE         Outcome = "OLE"
-	OutcomePARTIAL     Outcome = "PARTIAL"
-	OutcomeRE          Outcome = "RE"
-	OutcomeSystemError Outcome = "SYSTEM_ERROR"
-	OutcomeTLE         Outcome = "TLE"
-	OutcomeWA          Outcome = "WA"
-)
-
-// Valid indicates whether the value is a known member of the Outcome enum.
-func (e Outcome) Valid() bool {
-	switch e {
-	case OutcomeAC:
-		return true
-	case OutcomeCE:
-		return true
-	case OutcomeCancelled:
-		return true
-	case OutcomeMLE:
-		return true
-	case OutcomeOLE:
-		return true
-	case OutcomePARTIAL:
-		return true
-	case OutcomeRE:
-		return true
-	case OutcomeSystemError:
-		return true
-	case OutcomeTLE:
-		return true
-	case OutcomeWA:
 		return true
 	default:
 		return false
@@ -607,7 +607,7 @@ type ErrorCode string
 type FinishBucket struct {
 	Finished int64 `json:"finished"`
 
-	// Start Start of the bucket (database time); it is bucketSeconds long.
+	// Start Start of the bucket (database time); it is bucketSeconds long. The buckets end at asOf, so when bucketSeconds does not divide the window the first one starts before it and counts only its part inside.
 	Start time.Time `json:"start"`
 }
 
@@ -690,6 +690,9 @@ type JobGeneration struct {
 // to one node; its submission has submissionType `KECE_CHECK` and a built-in
 // manifest, and it is judged and reported like any other job.
 type JobKind string
+
+// JobOutcome How a finished job ended - its verdict status, SYSTEM_ERROR (attempts exhausted) or CANCELLED.
+type JobOutcome string
 
 // JobState defines model for JobState.
 type JobState string
@@ -1015,15 +1018,12 @@ type NodeCheck struct {
 	Verdict *Verdict `json:"verdict,omitempty"`
 }
 
-// Outcome How a finished job ended - its verdict status, SYSTEM_ERROR (attempts exhausted) or CANCELLED.
-type Outcome string
-
 // OutcomeCount defines model for OutcomeCount.
 type OutcomeCount struct {
 	Count int64 `json:"count"`
 
 	// Outcome How a finished job ended - its verdict status, SYSTEM_ERROR (attempts exhausted) or CANCELLED.
-	Outcome Outcome `json:"outcome"`
+	Outcome JobOutcome `json:"outcome"`
 }
 
 // Phase defines model for Phase.
@@ -1284,7 +1284,7 @@ type UnprocessableEntity = Error
 
 // ListAuditParams defines parameters for ListAudit.
 type ListAuditParams struct {
-	// Actor Exact actor, e.g. ADMIN:alice or control.
+	// Actor Exact actor, e.g. ADMIN:alice#3 or control-plane.
 	Actor *string `form:"actor,omitempty" json:"actor,omitempty"`
 
 	// Action Exact action, e.g. node.drain, job.cancel.
@@ -1476,9 +1476,10 @@ type ClientInterface interface {
 	//
 	// Every audit record: node and host-group changes, job rejudges and
 	// cancels, event redeliveries, probes, joins and the control plane's
-	// own actions (`actor` "control"). Each names the admin token's label
-	// (`ADMIN:<name>`) and, for calls through the admin API, the caller's
-	// address (`remoteAddr`). Filters combine with AND; `after` is
+	// own actions (`actor` "control-plane"; a node's join is
+	// `node:<id>`). Each names the admin token (`ADMIN:<name>#<id>`) and,
+	// for calls through the admin API, the caller's address
+	// (`remoteAddr`). Filters combine with AND; `after` is
 	// inclusive, `before` exclusive. Paged by keyset like every list
 	// (`beforeId` ← `nextBeforeId`).
 	//
@@ -2038,9 +2039,10 @@ type ClientInterface interface {
 //
 // Every audit record: node and host-group changes, job rejudges and
 // cancels, event redeliveries, probes, joins and the control plane's
-// own actions (`actor` "control"). Each names the admin token's label
-// (`ADMIN:<name>`) and, for calls through the admin API, the caller's
-// address (`remoteAddr`). Filters combine with AND; `after` is
+// own actions (`actor` "control-plane"; a node's join is
+// `node:<id>`). Each names the admin token (`ADMIN:<name>#<id>`) and,
+// for calls through the admin API, the caller's address
+// (`remoteAddr`). Filters combine with AND; `after` is
 // inclusive, `before` exclusive. Paged by keyset like every list
 // (`beforeId` ← `nextBeforeId`).
 //
@@ -4358,9 +4360,10 @@ type ClientWithResponsesInterface interface {
 	//
 	// Every audit record: node and host-group changes, job rejudges and
 	// cancels, event redeliveries, probes, joins and the control plane's
-	// own actions (`actor` "control"). Each names the admin token's label
-	// (`ADMIN:<name>`) and, for calls through the admin API, the caller's
-	// address (`remoteAddr`). Filters combine with AND; `after` is
+	// own actions (`actor` "control-plane"; a node's join is
+	// `node:<id>`). Each names the admin token (`ADMIN:<name>#<id>`) and,
+	// for calls through the admin API, the caller's address
+	// (`remoteAddr`). Filters combine with AND; `after` is
 	// inclusive, `before` exclusive. Paged by keyset like every list
 	// (`beforeId` ← `nextBeforeId`).
 	//
@@ -7045,9 +7048,10 @@ func (r GetVerdictMixResponse) ContentType() string {
 //
 // Every audit record: node and host-group changes, job rejudges and
 // cancels, event redeliveries, probes, joins and the control plane's
-// own actions (`actor` "control"). Each names the admin token's label
-// (`ADMIN:<name>`) and, for calls through the admin API, the caller's
-// address (`remoteAddr`). Filters combine with AND; `after` is
+// own actions (`actor` "control-plane"; a node's join is
+// `node:<id>`). Each names the admin token (`ADMIN:<name>#<id>`) and,
+// for calls through the admin API, the caller's address
+// (`remoteAddr`). Filters combine with AND; `after` is
 // inclusive, `before` exclusive. Paged by keyset like every list
 // (`beforeId` ← `nextBeforeId`).
 //
@@ -14199,220 +14203,221 @@ func (sh *strictHandler) GetVerdictMix(w http.ResponseWriter, r *http.Request, p
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7H3dclq51uCrrOL7qoLn2yY4ceectmsuiCEJaRv7AE5PT5Mxgi2M4o1EbwnbdCpVczXXczFV80DzJt+T",
-	"TGktaf/ABgOx093n5CYxsLe0JC2t/5/PpaGaTJXk0ujS0efSmLOQx/hnm5t4XhsZHttPIdfDWEyNULJ0",
-	"VOrwoZKhBqPgjgkDAz5SMYfYviLkdaUUlGL+20zEPCwdmXjGg5IejvmE2aFGKp4wUzoqCWlevigFpYmQ",
-	"YjKblI6qQcnMp5x+4tc8Ln358iUoTVnMJtw4uF7jXM1wGapzGc1BGD7RcCfMGBjoCYsiHoMIoWzGHKYx",
-	"vxVqpmHKrvkzDZLfGz/enoVa2HF+m/F4XgpKkk0sLAM/YXYR/x7zUemo9G/P0/17Tr/q582wZMF+p7R5",
-	"G6vZtBleMDO2b+HwU/shGX2cPrV21zaY8L0arJ3qk/39ayc5FRNhlvf+gl1z0OJ3DuWQj9gsMnBQra7c",
-	"0whHWY8V7J6w4odqNYMjBwU4EpRaKuRr1y7xga9b/Bf7tp4qqTlhIgvb/LcZ17gfQyUNl/gnm04jMWR2",
-	"a55/0nZ/Pm84TyOOlcP6/P52x/Z64WQQKq5BKgMTZoZjsIhtJ4/Z0EC5327847LR6V41Wx9qp816f69S",
-	"+hKUTpQcRWL4zSDVahYP7RXThhkOKgZ79bRQMgWfRZG6AzMWGoZjJq85QtpS5o2ayfDbQMrCMOZa8zCB",
-	"OYWP3wttEKauUmdMzt1p66cHrW03DS8JD+2Z1rqNq9PmWbPbqPf3jonQArPEGZBO7yOhBk102d66RUq+",
-	"n5DyIoDc088zRB+hupRsZsYqFr/zb3AgZ0JrIa8ttszkjVR3Elg4ERKMuuESyv3LVu2y+67R6jZPargV",
-	"eDqXkt9P+dB8CxA7PL7l8b4WIQcic+Uf7u+h32x1G+1W7bQfgIXyQ615Wnt92kggnMZqyLVmg4g3pBFm",
-	"/vSg/syjaN+SVR7CYGYg5qOZRfTBHBjEs4hDmVeuKzCN1SC5CPiDtlB/8bQRcahmDJ9MCdQwFHYKFl3E",
-	"aspjIyw5HLFI86A0zXz1ucToLWLWD9HXoMRlyMOaybGDkBm+b8SElxLCr00s5DW+YNd+okK+zJCachQz",
-	"beLZ0MxiDvgkDCOmNZQb7fZ5ey+weHbaqHUaV43/dtFsN+r23kwtzLEd4X/8Wtv/7x/tP9X9H68+fq4G",
-	"r15++fciMLI8fKOFEife6NGIM80bUzUcL3LJV4el9Xwx8Fxvo4nUzAzVpGAn25etVrP1Fu7GIuLIbRAm",
-	"iMQt18f2Cwkn52cXp41uox4Abm4AbksDOKm1Thqnp/bPzuVFo91p1Bt1u/Xtxofznx7e9BcrNj3mQy6m",
-	"pi6uHQNeuKjvavsvfngFaoQgS7txkSVjltDbe8uGQz615HWkYmJCDlsXAaru/8j2Rx8/vzosBkRzbfna",
-	"rmekDYvNNmj/JSvE/JpIdRlECVJxJwdcdrL0wD8mM6jBJz40FqjaLBSmIU083/bGD2n/F4/j5zEzMGbT",
-	"KZc8DAAJjwWywqWliQF8UoPKkMkhjyok/J1yeW3FuVeHBXvOhkYV6CUtNuH+xDOcA296r6Tn2vBJr4Qn",
-	"zmZGTZgRQyCQ9cK0By/+XjTvFsSJ2T3c9PaF3DAR6dW7TdLq0kE9JenZhnrEnDmuld3D6ovDwps7UYbX",
-	"wrDgBK1MNkSl7ZmG5kXClvDI6KDAMCsNmHGsZtfjzFnXLpo9iXpe9+QCppzHHhdQPFYRTCMm+d4xsIHm",
-	"0uTxoCfd+AGcnDaTyZgMgUsTC67hLhbGcOnVXWHgjmmI+VDFIQ8rPfkg5i7cXY8iiFgeqwN/iZJdXXlD",
-	"T4XeliW7taCaZFXlh443Qwm+4Oqa9BZqZQ4qFscMf87q0whXFJ2PSke/PoxBHxellxodkZLEcZg2qLRX",
-	"lvbQL6hok06YdpAscBi2/3t1/8eP6Z9Xlf11HN4O1Ea+seV2DxMI1u2Ag9NKNPfCeIFmSSVeZh4TPlHx",
-	"/KfBer5TLX5Va3ZdwO9Pxnx4w2MIxWgUgBbXkkUgkbLG0PnHKclSATADE6UNHMJP4vUC9Tys/viqiFUO",
-	"VVww4ygmjIf/93/hjovrsYHYqoA8hDGLRsDu2BxGsZrA7zxWYBQcQsiHYsLwSg+57skyg8ksMmIaIQeo",
-	"VqrV6gEICb9WAzfoxz2UViCZTmg4QCJQOwmg2pNID+QcRkxEs5gHePnvLOdioKd8KFgEQ7c77I7ZSw/K",
-	"jHl8JzSn65+yBjUbRLz4FORsMnDMH3e3gAzyeCIkM1Yb8ieALwVQBTECqSSvZKfbxJaG7N/MHrzyH3gc",
-	"iqHp0MNfgpLlcGe6AFMuLsH+tgjJBth3x6KIhtzqxYW7725XsjCPYQnIyUSZq5K5ZMkBpNehkIzYM7fb",
-	"wYmCWuB+LV00WvVm620p8BJyKShd1DqdRr0UlN7UmqeNemY0dwmC0v2+HWD/lsX2TmkcicuQfmzPpKS/",
-	"LpjW3C7tDRMRD0sfvwSlOrcydzxPQFmwwRFAUJbKwJxbEdcq0REPr63MNVVai0E0J/E9tNeIWc6oZxMe",
-	"7wVQb5w2PzTajTqUsy/iL7U6lK/ZLYfZ9Bg05xDzkIBBE9/yliSD4d+17XfCrRW3oM6Z34Cp1RHl8GGx",
-	"NL817ziLzNgSBiU5RGrIIgiTwaBcV0TyGJ8oGUA8kxaBQEzYtZVNZ+E1h5AZNmCaBxAKfYPrztN6kuEK",
-	"VJGxig3weyt9oIbv5F9Li0gvNfzeHINUoPkw5mZJFi2Wo8a4KNwK99tAqYgziayYkS6XZXxs//ePv3p+",
-	"d7SG4S1cMxwrna/oitS5tk+vwMwuyWAjcT2LcQecWZB5A4/mxulhHNUCwmFhNKiB5vGt5QQ4exG6XX1o",
-	"tJtvmie1bvO8VQpKjVbt9SlhXrvWdDez3uzQt1sh4gcei5Gzy9iRUVlBlIyZcDe1LjR9ixhKHzJ24S2E",
-	"hZGKh0UKOL9VN6Rv093VIKQ2nIUWodGsY/kE+jzQntG5qp10mx8alfRkM5iRiurrmECbnlpEBfdy4GAt",
-	"RAW7NbttQMhZGAnJnX9pteMJhQGp7qCM2BHDMFLDmz1nEr0bC2cXt7j0zIroEzqunnQbyGLu9IgBG95A",
-	"GW3rM0smLeIN1UwaHgJLjAJ6D4UBM+Y9iQgqtCUDePAVIGH1yN5gv4QK1Jx89Kp6+PdqFcp/g5DN9d6C",
-	"nJBwPe/uoMcfsho8xiEWHR5ZE7eUcZ28+qCVEnnuVyi7GZH1IVlzUVAgbr+OyTdW2xLP2HAsJN+POQvt",
-	"iXtrogp5BU7OW29OmyddixEW5a655LEYwmH1R7gbc2mRYmLVRZQgR2KI7wEafLnOkrMFz00pKC3Yu0tB",
-	"qXv+U6Pl7ZWloNQ67169Ob9s2b/fnXe6V2/b55cXV9mvW+f1Ru6L9+evc58bHxqtbv6V2lnjqlv7qWHJ",
-	"abvxodlpnreuOt3aaaMUlDrdWrdx5dftZ3DmPP+xdtpu1Oq/XL0/b7bw25N3jZOfruwaHej0RbN1ddE+",
-	"f9tudDp2CY1au/u6Uesmk+UIWgb4k8t2u9Hqum+6jfZZs1U7za0G5Q4LzlWtXncTuL/w99rp6fnPBEq6",
-	"lovaL6fntfpV9/z86rTWfmvnzLpfSkHJ2/rpgLypvxSUzhrdd+f1hbH9qXabZ43zy+6G/MfRz6a8ZZGw",
-	"DIc8MVway42QBXXVDZeN+6kgISnxm2U8z5nvWirkmY/v1SDzqXHLpck+zCa8a6mjhd/57TqGoT6DLD5x",
-	"J9LAxKH8NLXIXpT5eyUkfofic9vfRve5KS9idR1zbWXzd5zFZsCZ8ZOcIpWuDY245Qm0J7M45tLQZ6ch",
-	"RRnoUUy0INTIaGSPm/5qKVOLInVH06ewX7B5pFjYVeqUxdd2pjYz/JT8bvakpZWdcJJLyW6ZiBgpdWfc",
-	"jFWYG9adWFdMuJoZFAbeCCn0+PVseMO3FgXwVfJobalaoY23gHXar71BbIAwQdnLtKjG7R2DMJaM0a+e",
-	"10aKIjp2sE0TKEG6miLCm2Drtmwn5sxs5y/a2lrqpeh1T9rL4s2lJ1Zw2DrIxW4aXbJd/AeRMidsyobO",
-	"qbjAuqwE8kkNiDfdjVXEwe4CTNjcqjnADCg55AGwYay0RpnbrkQXmxe8lEJM92HIdFO+icT1uAAh6Y7D",
-	"mEfok0Teac/mmQPAyneBVZssNqEHcyZjzqY8tEqclYGH0Szk4Q52kNk0ZF/jc8kH7Tj1KHcQi6vPHPHa",
-	"O3CCSL3lTdgGSxfR5WuOuFhNzM2wdrE7mK+Tnd/cgp3Sl5wB+6C6bMFedcx6/TouEZ22XEn2yhdF0Lho",
-	"GXRfYHQMUma03Ci53uK2EZ14xINfwPy1mF4UuFeD1823zVYXBKlciXGXrh/KyPdsMo3sUIcvFvyzB/s/",
-	"fvy1uv/jx8/V4ODvxfb792rw1srlzHsnt7AdnUtuKSiUr5MR9iwfZaBng4lA/+qyMWgH7jR08k0hQqRz",
-	"PdMwVfYoYrTKa3Jef1KDYnXf895tILnO7dWWiLaFh/FGyAeffK8GP9nHnPmab/A8WaG+BKVbsmRvafBe",
-	"4WDPbIqD3EOUHl2QOfci7PeLWZbOLl+fNTtWzbLXfKZ5DHcqvqkAakn2O28r23dhgDwEzaPRPjokYGAl",
-	"9540Cg2cln8eIytP0QbGLPuxO59y6P/UOGlc4RR9tG8wGMxEZPaF7MkJk2LEtSE3CEmGaAkN8YuYT1Vs",
-	"oYjEDUe3CbpCEBHRxOHV2nRpXunbUAfqJMB6pQGl6uSAM7b4f1w2LknbSkzxSUhKao0PSkkwyoYg/AON",
-	"QjnD/ImyhMhkbfNB6QQjF7wR0Go+JyrkTa1nJMJvwRc+uZcXfemF8Qj+YVID9TZ3fHPv/iKb97ElCaRF",
-	"cBRjPz21m3HQmChjF1xPAmiebvqGXcRKeLq5kRekVDHi6AtwmpNdKVlw0GyNbx2Dj3l++apahfIBjNUs",
-	"3ktdpIsmwO0MgK8KZdj39iq+V4PdQvJ2VVQSJbgpizyC79Qd6ovAgK4kck5tRBRhpgAFctj/KYR1wIY3",
-	"ajQ6hirZyoYRExM7/A4uxaFVJ+pK8h2Whe92lSFf7LYvPyqrJ15uiW2efj/T4N6ClBP9SVj+U0YhbSkj",
-	"RExez5yReN0rp/45fEebnPl3lyDQTQM1C1EIX257L0XRzbqIOQbEUBSmY3PHIPk1M+KWoxKfU5a9E5hU",
-	"5sL7VBAU4nj+poczYfcuMlivvzhfHZ46HTP94KFe4EP2aaWiBx+2z9hnY6HiQuPJqbrjMcQzqWEkYm0s",
-	"mRLaxZKut48c5Cj4/kG1+iixnzvIwCkFeXirO9lnc+92EY5N38and7Gz5ET2zaLHFoT3j0VZHm5QoDAR",
-	"Ut4S+ZBUp1VSvxP0EaGWNmRhdxd0hIQU5e5VRmlIGFaOAWUwMsiz6/x9Wwj5fUDxcNJCPYlR2F5m0MWa",
-	"qf8VbciRkDwAFYVcG7o0UKZwcW7hBBWHLmZks+hDl3awaLlZDj3EUMoC04L9OgngZAM1M4m+DGUKOA4g",
-	"5qjYBC6yPXUM7wUg+V2yllSiO6hWN1/EihDKwnWkGFSw3Y1bHs8RdCeNajbJmgYSaNNR/CFkAN8LaAus",
-	"ppg1om60mLwl5eH1fCIJde2QXpJ1V5DrnaL6KTlOSzbVY7V1FD9lBaTzbvPudmaGIlKT3nRdyuOAx+x1",
-	"l3oHO+onNdjcgpo9oD9hBDCuZeX+xFua+2ou3AujPJgmo4vGoDdhlu18LkB9GVVfW0py2T5NcRVDUSiM",
-	"CbgM0YgXoEI0jdXAGTozKv8PBy+KVIfttY1wIThr3VHkArnsuzETsu6CWmqmKLPDCqQ+0spnXvswmCPS",
-	"65aC8JHG6jSeJhuk44OcMDKHydAH2liNKAn4QYflYsztWt8fbvxGqB5TuOCOmg16vQts3MOYh1wawSI0",
-	"xQ04lyDQQkTJ6all4Y6hCZBS0pfVO9qerGNtS4V1W6/mxjL6FlL3V3g8YxdtUBj3uHk2VnWlz3K9e+TF",
-	"D6+e2r+YmNicS81Jn3m3I4Ga2cmFi55uVIKVS/lgC6iU3JKNxMl4J2flSoJ5PqURYGzMtKz30NlVQEGf",
-	"E4y/By4WPwR2zYTUBqjEgxpwymLdiJzudMGXjYbbmiO3u4TbXKytMXhjx+4aLHwIR77GCL7kjcM7lJLL",
-	"APRY3Um0gGyUxPeVRvPNWEjhnd7JaI7D7aa3FetErW+r0eAt1ZuC8WJzKFoq5OQWygHxokgs3eLcKLVY",
-	"mtpKrbcY8h+qX6fW/vBQOILDoAXokg1+UFPwYs2W7u98AH4Amk9ZzAynIOxcWH9RToRLstgm5zCT5pHb",
-	"oZcvlk927EMHa9d8h4QiMv4m8YdFAm4nFTg9J0JlJJk5ySd1iVkw56aysVyKySid1UR7LfBKWiG7SNpM",
-	"oAMWx8Ken5XMhQQ1GqEoPzI8PtOrUgTIt5tkORQaflBD0kx453DongZhNI9GrryEHs8M5rGF6k6ukGhd",
-	"vs0HHhdHxNQ0bbmH6xgs7s99Ii4m9aGZI1n1RrwfedfrmZ5vX5YqfzPdMSwtJMjjf8HGrr6suyj1+OKW",
-	"en28dViUn2Y17DsGRG2T0vDVMZOPLCMVSONr0ixOM16qBZ+D+wVu+NzliQ2n04O/BfCJ3TL7/3Ruxkq+",
-	"DIDFN0YHMJnr3yIM3Q35UISkVYMV1hZtYJn8r/+oXGH+18uDYpOWB6MpR2rLcxThNr63iZBnmJn5em64",
-	"Lsq9IMu5hrux0hwojZNqI2FEHE+KSDEsQUdFbpKiHt4Ib9k0l5jkA+XDFy+gf9Y4O2//QnH9FO5//nN/",
-	"bwfH80TcF2n83XjGyfqB4fAuqJUoAGWEmDGTaIW9ZbFg0hQTx+20ahbOrVyki9LIUijKVHYjDIBI156F",
-	"xdPX/MbtlmYsQxaHKyLZ3K+g4vR0boliIuqKkALbKoW2VtqqzYmcR7YP9GLpywPUTWTdPX4hS3ia22qP",
-	"Ahno1l36HSg70+ejjSSTrPl7Q/nDQbX9jiJteGg7EfLsLOt2xp/Rtvlnk6mI+ImaTFhRbN0J/Q5DegAs",
-	"wnsJwtIJn0y/XF7KajgXShQFarxDqsPBFY0b2QmwSIIvGDKnKE2kSkNLumTxHPcmZuspIFG865hhTqK9",
-	"JGrqz9s7Fp9pIok7kC/5MLkgumCFOH7PhiaaE4nIkK0tPf/xTGaOq8ihUiwIuqOMsaCgS9L2pINpMv6E",
-	"IKRzjslwoO4pi7vyoNHtNhHaFhAqB24OKwqOz+9nEZq3WFF9rXezCZOIOwHMpPjNcg0S1YXRcCNkCOUI",
-	"IxGGTPO9AqaOpUzof8fWD178rZivpzrz9kHQmXDTeCbJi07J2pTNTcUPiOVZ0Cl09ZMaABZ2g9pJQdI8",
-	"jrep7Y2UzfbKyHm7usXQeQSXSW8kPAZifSA5DzUwmDKtrXCAT7sAq4LqGhtIlTt4ZnYrYJe6VHB1dodH",
-	"GIm6awG7XQLGnqqQ1JIq+LAat4lfK1PD4yuiTFbElySY/kz7WJNj4Gw4xisLztdOp6UNny77MP01CLLh",
-	"tYN8uEge+R8y0Z+vqudnORcDf+SZ+7mPtzYfKxNA55dOt3F2hWX9oJwEe/D7MZtpw8M9S4uTuOpsPnPt",
-	"BPNp290m5sr+XCsFpS4lyuK/5/hv2/5zgnnFmZl2iNXeejosB0cJ74sR3G7zkijZraSRgsjaDahHpv7i",
-	"OkT0x7pkgnDfBw6AIpS48DF0/oROzs8umqcUL//+sv7W/rXZZhMjpp+tzo+2DDuFU1aKfepWrD5OMhTA",
-	"FUUFNDDqRLZw1NcDOZxO7W1gt8xSN1R+S0EJlV+7qVb73RRoHOk9jXThR6q5kc5oJLcId+HPxP2W50/J",
-	"syuDd1zmrRPf7oQM1V0+YCrAKld6+9CcXLpx3qhTZBPPphgv6BVJQJEmQIXGoyMlMaEcTsyiNewgeDqU",
-	"LTKwK7mPpb4QlzUM5uAeDsjWPsJwH+l2bOMdyl3rBbPX8gZtrngv3EWnPSYbnFlqkOBH4QW18utTleBI",
-	"B/d1OJ60nsbCdBmqU291rtKMnPNWq3HSTb/onmZ+9UUTLN2uN9v2wXbjzSXV2Hpdq191urXuZQcLY6T1",
-	"GuwPr8/rv2xIFupSp4k8Sko+NMnnbpT+5lP7g1KbhyLmQ9Mma5OdkoUdX4MsU07gNQtfq3BOVMVuyE5F",
-	"BDMu8weFoVCwiIfNabHtZSqk5CE0L+gq3zEN9gUnOj5UdZV7zNwMzfJRN+sqvRT7FjK+fnjfOW9BWWAA",
-	"jZkHSI6SOl1BtpaXqxMVYDeC/QHVEcxofymGRszYN3byGm1ZG3U4xsIRxREriDcbF31cFSrCkqIX6XzZ",
-	"NRbd0XZicl+M6ZofJ3VNPZ1H7yJE6rqwOtlEyOSLAtShmXZL/HqqWkdtPlRyKCLeRvPGo5jk6tmCGrsb",
-	"5dRNMa5gXAsV6Axz9rqlEVLWlrnKCWu7FSpKg4w34p0f/CvL/qLqZjZAdVNaWEEOkOIjQsGx5mp1b3lE",
-	"3yqNecucjE3yi2nIwi1R9qfdbtJjxS491Y3scGMiPuHSYE2fXcob3/JtnAMLE7aR5P1ZCx3T0jbYN7eM",
-	"bUVIqgRaZHSlX0hmwBRNHlL1SjsbwrxR4NVOoctU8nSzLLNCVo1AbtyCwj68UbJTfst9xtO3IjlJyuIm",
-	"wjvhq9vCR082y1el/atlnBVdMiTHKSZkTHHbpH95u90SCmcvQhbiDW6235QFfb3R7Z426r4CoZL+ZqKJ",
-	"/pMa0M0lK1/ZGfgWLHtZI16uyKobfNOaDQgvGdE6M1yGh9kP+P78dSko1brdxtmFrx6Yq15YCvI1I7Ci",
-	"34bzv8dcGh9fR/6ObEW8UpAvK4G76qHNYe2yTjKYaSG51s80iDCR7fI1YB4sM3+0ts58Zwn914KBziE1",
-	"ymWAYchI7fTtuT3Seq1be13rNI7BToXduMiPh2kaWP3DhU24IL9y6uTBHARIK4TsPeRdWBVL8iFjbN+u",
-	"cr5e1SBCY5QLMxAzu2Q2HCeeUDK5+6BMJYc5X+9JY2NjUabm/4MRUonP8FRdr/Nazsx0lgkZfYW187Pw",
-	"YV2facwND712uxjH/uqHH14W0fgJu+8U19fvzCZICqKINofK4etFH/IuoS+bW5BWVv930Bl3sICP6QDW",
-	"FfT3a/3Yk+XMS4jLVORuJgWt8OA5qSiglbuwE0so0di8t1vR/l2q6C9XRswXrE9OL4dK6Q67FOFCJrGz",
-	"rXoTHTY18VoGooFtocbmCkmuF91erQitkjPDHwjVOzg8fLBe8lSpaHO1YMEBsGGMiwd2cd1+9jVH10lQ",
-	"atFxgqWgnPm4AgtOYSw6Q1gv+S2PgXn3XQWcJ+zItbXAuxWsaWTB0r4Y9gDREzPg5o5zCdWeZDKEA3uf",
-	"7LUiAnJMDXSsgBFYgSOeJ+7O2onlPg4EqixlqPa2obRj7X+sQM05Tl1yvhNi0lR9rBqD0b129J5Eui80",
-	"SC6w4FTtBGQ6WQA80jyZWoywNJWDy/1YO+nJ8knDhw8nD8Qz6etz7+bDfApH5UfCEjGad6haxLZ8dJsA",
-	"i401kJXuaxqhENUTA9K2ReGfvFo4maWKhQ0hXZgTDGJqJoYSlqvAcvVzs/vu/LJ7hXWqA+j+fH7VePOm",
-	"geWqr9qNzuVptxMAVeU+/9BoX53ULmonze4vu8ZqaJKqN7ZN5YXwB7Sp5NElo80scvpO8kgWlHWuIEzK",
-	"HM5iYeYdO5P3aUyExBLWBVRvse/nDR/yfZ8/TF+SCgX7+ygD4+MUvIurob7NLOZxuoVjY6bUJ1O4oObF",
-	"/EOru6kYahdNL5BY6Tfju4aZDHkM/edsKp7fHjzHaZ/3j6ikLlav1UFPpgnkGspJnpoOMhFUlhS5zncx",
-	"1+J3HlD6ROCTnYOepPTNIJs4HCvjOoi4lPG9gCpscRYPx5QsjdcloNTqKY/3EXAf1TER9xYMr1RinjZE",
-	"3KKhDvJmfjtaT6boHztzuaBUH2g4ih9FPpZq4djoJHqyn551f+840V/oMeqwhuEA6TpzLM3Zfis92ZP/",
-	"9m9woqTV2YSSuif/S1o5VEO5T86QfgD9TJKi/YhUyf6RFmKxn5y23w96EqCfdCu1PzmKZv90Xdr6ewhV",
-	"vjappibM2FoCoL9cjbRfsVB2rRyPr7ffnMDLly9/TN7HLCq78UktbuxlAeXL7sneMYQutQrftnM4oUZb",
-	"UXgioki4InQu815C/0z3Qc9GI3GPc9M5UfwY1ZF81+1eeAY7jWYa+p976NLtlQLo+atMHxz17ZW+9I/t",
-	"9IjJuJLLi4tG+6rTqv3UAAqrxaKUQpI+pqbOFPJMQ+aiObyxQyVPYDFqFmkFTOo7HsNhtQpLjawDOKwe",
-	"wFIPYDtSWcX0Y649Qv8I9xXR7Jmm4lhzjPfDwHcruuB94uG+mhk7DrXfeaZB3fI4YlMymewhehy++BHy",
-	"jZihjFueaa9MTULyDYGf5/oB01DVv6fLcy7uPhUBGKhwDqEIqUE2Zm6h/01M+JFVG1GEsmOQ6vhcu5Yn",
-	"aQrUQRUwYMKVJNyj8p0/VF/mGxMDxiPYkRYXUYGaTPovT5kZW6w5rB5CP2kR0beCZOYBO4QdikmqATrB",
-	"8vhwWP0B+stNEehKnM2MQ2wyK1ONYxdRqmIyW7Eb+1WfXAb9YNEniXMm9AoXgiRsiDaODDF6pjHAFifG",
-	"INFbwe803HA+XWhMVO5nk+jt9cfMHnv5pyw2eF0RefNpkVDu0x8VSqjoBxByyrtLLng+axDYNUdsSAqp",
-	"LgU0IzVP88f2jqBXcokbWOLNpfL1SkSqAXq+RxP+7PPx7O+xRS0ztpcg5tgHjDbjVGinQGBlJh7m6h0h",
-	"CFN27bIHoY8x5lQqtj9w/g+6gRhGSwn4/FYoS1nYNX+moZ/1lfSdeG2EwWLOyF+T7p2lTOR36QD9oFMu",
-	"2VSUjkovK9XKSxKZxihA5Hlwkup8zc2q0CvCFEKhI1ffRYbIu/eRdzsk1MRTXVEoTZtLpaJ04CyrSf8z",
-	"YR/HuHN8TTiGtlTw5JnuUUNz11e03Mdun33oldxzvdJeBRqWdPqyznwBhSM24FFPlvu1+lmzddSbVasv",
-	"h/Zh/Iv3kfxQRRnLlnVxj9TAmVqoyWpP+har5X7amLW/V4E3IrJSgSUUAyEpKB1qrfox9JHm9EFoKx8M",
-	"o5kWtzzwGNEHfu++q8AFIs9gDjd8rrmhYsGkK1p+YReT4BH85//63wXo0pPo6NBHxWwBygwmLHKNzkcI",
-	"NBJ36cxq9k71ZGxPdu+4mIccF1D3Y0vHCVsTRmWF7pK9MpgAj9gYswk3mHT56xLW3bOhATxmb5bFc2OR",
-	"GCKJcwePFkn7wm8zHs991Y+jpB1s2gd+0cO2NujiS7ASoNRQjD2YneSZb8G8AiLn20hAWtlfbl13uc+F",
-	"o6dNqzdqfE9qaPFQicNmq5EWUx6ieVo5ziBOOV4rqNgdlL00t7dyx+wbOUA2c0qtBSZJe94cDnplJ0CK",
-	"di7F++fYLae0wYOJv/zLRyy3NlXSWfhfVKvOA21cUVzsjkVt955/cqEGm51l2hcZVb3lLBbLltAanq0M",
-	"WLHM5pDAKBo9Aff5axb62At85eDhV6h1k4rF7xxV8sMXPz78UlepMybnbi5NvnCU6DaZkN9P+dBwMtTo",
-	"2WTC4rkv15jIS2rkKDGxBrTSLXRFz5c/xCg6dq2T1tWlj3b8PCdGprmfMlW9misnZP0xSPK7tFnHE6JX",
-	"vndJAYrVoihnDbC8T4SVvyCy2BVml5LI18KKF9TtA5FmpnkWM7JH/xFN73rt4Rfw9NVsuvoj9NPudFYl",
-	"3QJNqBZR1hfsqkZijO6jo4grj/Ulb0sz8Yx/WcLQg8efvgg7XTWmb0vuqhtgcNKU7Q9FedoeYBm0h7Ky",
-	"TGM812LIImcLtD/vrcb5h2ni888ZA9UXJ0dRwbr8gfV9NmMfJjNtgP82Y1GuV5bPWfQPVgDLVlsF2N/S",
-	"nvRVEjigNmvV5xGWfEOLEPWwO7IKKNZvwX5hlL3grHOWDfQkhn7ZN3wuslVYIwwTCGM1TYsxcPt8Mv3D",
-	"Mvyq+96TaHcoamzpiUG+O+V2bIPKlGTpwYI8/4BE8y49wwtmxk6weUKK4uqqbERRqt+GohBI35qiHD78",
-	"UtLO8i9GgrwdLCVBzzTe2pTpltXUiInQVk5Lsp3RYL09UfKFgNfYTZxOLTQoX6LRmTjmS8aBClDIjDNX",
-	"e6PSgKpWi3CpnnZiYEpsBEfgbUk9ud6YBExnzFCYhj6IuGuRYCmQXVxPkhl1rwL9bLhe33kt+vmgPrQn",
-	"ZLomCd2TVodCAAfKjO04Pn7Pm0EgawVxPxKU/Z5MrCG02oWXkaoPOHAWR4JibOXiGJWe7DsHTp/8DVzn",
-	"69f76jjezSOcVZWM/JWeRGEOYx9gyOJ4bmk6+bzpuI6xSA365jGdnHqxT3YzvwQLO92TFj3UzCxtdpA3",
-	"08B6K81Wwp5dsS9crZdJe5GS7CM2NyOL2YD+4vF8FZmNhvOZhMVD+X5jm0JG7VBWjbYcx7rRuIvhtivM",
-	"FGiXyDWuQQwtk7KZ6aJ37K5gHpxVJoyFWNttQV5j5Fm8SqTniMVc+FWA+WICm8K0FBlWCBSC4ujAzuan",
-	"LK15LCtUDrAdTFE52vYvYJHKVel/wChl9/ZfxBbVoZAFu+JFoWAwz0U0U64nEucguZIogYhJzvJAjQDW",
-	"STrPP6Nl+MsGNqnt1ZRcX/3tNJG3POFVW2sh7+2KMvrHE6Oxq0RcgMhdLGI/+JOrAn8Ywvs+shSnEUUY",
-	"2JjUU6Eem9rJY7th9XPy3qA5odDo5k4IBhy9/2nGh2/bkIkMQj/nsXfIj1UUUmnXnrzmRkM/ebcPSkLM",
-	"rbxtF4Faub0Kiw/gunrSFVpBB30GAAsWRX9oeFGtfrXNYOkyerC6jfZZs1U7tZJrRJUZU/6vYqDaA3tb",
-	"WhZxUY92hR/fhJDPv/7GBoS0f8xKohGAVHfZMkLfzQmPY05AxAQGWPk0dHXzvJVvRzLjIiNW0xmyo2pL",
-	"PEgLd+EjmbZU/wEHfa9mLraxooiLibp1URCZX3zna6NAmGNKd4tCwiAxcp1Gk7X2pFtsYDXioS/xBGVL",
-	"aZGuIS1D2tC5vGi0O416o75J1MGu1Md+eXLZbjdaXVSdreATZ3SinuT3Qhu9F0C/07W05+S89ea0eWIf",
-	"T8qMufhIZXyQSrglvXJ59f9cBOvFI06eLzuwgm555Bbaodx3svVIZMsdwOLtx3zWTKt0bOJnTyFjVNiY",
-	"psX6cbUA2MU4FW9omtrRlLSQ2EWRjaRKOVvdSmvLVrawfNewp9dD4lXK9JmLxqbo+7z3/Z9do0Ybbyb3",
-	"IEjs9dHcbgQmAlBQaQYPcvfFV/Zf6bZP+z4YFpMjsX/RaNWbrbdXHxrt5ht7G5rnrX4Fuvlu6TrTpofS",
-	"ybCCcCSoWHt/uTZJH8q+rzp1VE8TZ//Wk9hJ/RiUjOaoOI2ZxkhlbVTMwwo0jWX4MODYSo26Az2lI3Ix",
-	"KuEF9Gv1ervR6eRin6Hs4y3VzGgREo1j02msMJpYactpVWz03i7BDa6lw9Pw5FzXr28c1pDvJrU6tOEY",
-	"xj7+NkU+Q6m/6FJTLs3nn45Xv9gELFdykw0i3sBSan80n78W2mDiarbrJhIHPeN4sdVSx69ikrWKyz//",
-	"TIGlT2P0a53XG19r9Yu3lr9buKJvZPSL15v8MIT4u81vpc0PURr1X7LvDbk0id0vlxPoQjBDYcDETEQr",
-	"WfO2sUKumuJyqFDCziPOYun7sfI7F3CgZpIyXhB0ye9zXa/0OBbyxgpbadyPa90qZE+6AKPIathmzCcu",
-	"ouirmfDyjSuIAwrcc+3Gh/OftvYdU1DLY93Np2LEf0w0UNLe8Hso0JMzRy1+T1LiNgz62YIfPnepxqvt",
-	"eK6+rYuo8ZQEnQEaInGb3PcyppCQ/24PZjLiWvdkf6TiIccAGYuVLl+SAaXz7VXgjYqHqKxhpu+NiCKd",
-	"C0I86slkUjuIikKoNzu116eNutUFlqkSklBt1FRToTohr4+p8AS1jyYDIS0Am1jM6BUqgsSmPIRyzE0s",
-	"eIi1Iu7GPHYRRT2ZOGuoVbVLrWTOt2GHt9uo3XZZ4HBi3ClNU/cklbR+IiqIVQg6VzUsP/CVRLBO2PHn",
-	"pYIOwD/SqRGvE4rIp+Hx9TtZfCSy6I7d00WMc6MLLVWGKO1MFC0lW+9CdQaQLJEppkbHTg8dIO2JZ1LD",
-	"hM170klC8DN6RXyv/MTssdwtH40aOtNXvyfL/YXW/H1fQ5RwL9sn/8g35aHsd50SdOq+nyOLRCyDdT37",
-	"J9Sb/z//5/+hXH+he3LE5dBSTwYRsxodeYRV7KkjVtRwGeyp32UvwG37pAZwrbjuSRzY6evUrY9RFbcg",
-	"yat1ZBhCxTW0zrtOTjXqjsVhT/Yn7N7XWuwjjP5FXKr3fft7eUyJ0ZYBoOjNQ7u3aV7kld/y/h4dGLKM",
-	"5CCodANyvzuGpYrIp9WT5KfRECmLHpriZe0WVsC3/wQG9Xat2Wq23jrN99oOFPNpxIZ2N+yAyUxlhT0P",
-	"7UotB1K3bnL3+94T8ZQcC1l2S23JVOzK/8QsxYL3Z2coDmO+M5THikQzakoJK5aY6+OiPJhFW3pKAHbl",
-	"M1TIYTWjwVhLivikJmUWokwLNvIcY7j4sopvxcxsVQuSU0cx1+NMj2RoWBiQDknoN1pID/uJuM0sc9hX",
-	"U6LbjxmcU0xo0L19ZYfC6i0B9N81au3u60at67X6nlyQaLcxt+Fq/8Ty7B8fo7MB9XFY8p34PJbTjhuq",
-	"2ihGIu3H6wpiYb5d6v/Wu9KaT0rIfd8jqJjcNCX64ihsR86TfJSZRAsAmt2tvp4Tu30AHQmOrCczpcpm",
-	"mkOf6ivtp1/3QUhtOAvJ9ojljjKJRcdWGuzJvsk4AbUzICIM2Od0xCnUfKV3ENA5+JTyUO203ajVf7l6",
-	"f95sEa36Ck27zTU3vtPCn9Le6GDL0KYnpUVuuqbWs/XRN0NSdRLH8ney9EhkCbc+ERlST+pogQKMmcY4",
-	"NPsED2HOza40CmsoraZPnU77zf71DGvVHpHXf8FpftKst8mFgu7zY1fcot7qONmlJ4V2ZW/DRCd07a+g",
-	"eeGaYx1D97STEORjiF2vL+17yx/3pOsqBWSfdZkIxyCVqyCHcQhcmgrUMns1ZNJu1YD3JLZo4hgCwaxE",
-	"5eIjk85NR4ClUKnSlhXOsHxf/xgYGBZfc0MqJjbTsWcyEDjWyqiDJyOFV242lMRWTL4dMcT+YX9yt2i2",
-	"lVsBdfp57PoJI06DZnffgw3+BMEGb7gZjrPKUtJdLnFxIm3a59Jg1rKL1NmVolH91jWmRDSn8dGID423",
-	"clHJyowYhe3kkZBp7oKj0VWBpKgny4fVlwuyxx6Wuk9zSXT2jaQaoeWXx0RFUu/ImEfhKreII5giJrXY",
-	"OUl6MvGSVHqyBrRmX9DVEzyI+b4rXGgJahLzgRZCySvQtq+hIurL3oY+FOQptc5tRDQL1Hfd8at0R3ey",
-	"34NFVvl77fZ48UpMJjwUzPBoDuWUIASeDpCoQ3d3Zw/wkn623vHhA0gW6FMK0SKhsaeuJJQPqwc92T9p",
-	"N+r2WtZO0/IBz6HfaWA0d/qd82NM2HBsdeHaRXPvOKHbPemqbKKpPKn56rUBKFNMaVE8aQCJxtiTxSoj",
-	"nGa82tqwuatxg8Z7rCCMlRtTYIT2FbvDb2F/345o4ekmkZP+iP+M5CvX1PBbk6+N1c1ED/qucz6FzpmY",
-	"oFJv3QKlEU4tzR3GrsQPdbz5aorXkOiAtCoa2ab7aS81lRS6QDAnbE7WugCwkuK8h+dmIR9inQQMtT+2",
-	"MtZMu6w2b7H3VX2wNC6TWGChAk2je9L1fbGaLmdU8j3ZGSrM/ky7UvW6nzHnu3r8pL33pPce4IPfyEtI",
-	"xvxm6+qiff6WNMSt1EBqefJPJXA9Xn5avh/MCoJFbqLvuWmP7y5kscFc+cQXV2aQ5GYCGocohMGRh03F",
-	"s4jJ6xm75qsT07o+WXbIDMMeHURLkp4atYumJQlvG13wYyej9o9gyuOe9B01QFDJgaS+hgxZTIqea6YF",
-	"Ez5R8TzIWMu0EXJoer4riMZ+klSnY6gmE2oEITn2NzHxfB8TdiGeRTwAfm9i5sbccxYs9B9QqxTX6wnT",
-	"lKgofkDyHXECjJs7hv5E3POwTxEtVizrSSuAXcecQxlrWoezmGIrYkV1BsSEXXOYTa9jFi6FSTxGKt9p",
-	"cnBPKKb4SValvnWxxYAD5K9YcNZV6ffY6ddi0dSi1Z23qmVxhvCEWiduanr2jWz4ymvW5izctyz+OE1P",
-	"9yH6GvLtiJLR+hXoqxuqio/WW0JRy9GTLueWHFOflEfGwqSX/VNi4GLD/BVISGfyV8RA7EtPRz4c83BG",
-	"1COldVad9a1u0kPNGQhT5CrAvLS8yn7aqPyPy0BeaC78JFXyFrpD//XKdxX1pH+gihed7b9S1vFi3SDt",
-	"2ktk24thfU7D/2u9UavnJCLf2H6D+/L8s2vZ9eV50oFlXfpCEjtAXVuMApesnCZk+WhSlC94DMOIs5iH",
-	"AWiFUVTY+l5D2YtAd3wwVuoGNJchj/dAc27VOjRHfbVuha2ul5Wr9Gu7edtyBrdPC4i84rJPrdKU3PW0",
-	"HXpeudmqs8Y/o8l7YTPb2FRoFUPEXSQTuEO/78rYI1GfiyQYe5/IDA/dXcdAciGNAt+AfzOa4woM7k+o",
-	"m3Ihd36jYgp8J9XJkoV8VRJXfpdiR3kI5aTEWOAKjPVkruO+N+1gj7C+6yTcB/eHZSphtitz4MhV2JOD",
-	"uW8PTB3k8jVL13X5T9S6nkQJl/IUqNkcUAtjHYCKwrQfWLmfa23chzsR8iNQkvckwQqzqSWzBy+qHvgA",
-	"H4phwOdKhq4Nd8wp4t6Z3w9eVK1e1smo1NRzPl/tyC3a955ETTGRqAPXhu53HivtEh7CiG9SwjjdcF+U",
-	"4aBSOTg8rGINhq+Wtd5yk+km/UDXqJ+p13aEfZ2oySPhQBru9sPK2qppC+qCqqo7NM5+Uskq22G7mHBO",
-	"xP2/iBR1wWNHTMa+UUMa9rlATLKkwiMHNqosKn2U6b6LyJbtu/vrR3u+7o3PHoeyZeOtFO5bajmFOvuV",
-	"nSPz2RHVzDfUJSjzRaoeffn45f8HAAD//w==",
+	"7L1dc1q51iD8V1Zxnqrg99kmOHHnnLbrvSCGJKRt7AM4/fbbZIxgC6N4I9FbwjadStVczfVcTNX8oPkn",
+	"zy+Z0lrS/oANBmKnu8/JTWJgb2lJWlrfH59LQzWZKsml0aWjz6UxZyGP8c82N/G8NjI8tp9CroexmBqh",
+	"ZOmo1OFDJUMNRsEdEwYGfKRiDrF9RcjrSikoxfy3mYh5WDoy8YwHJT0c8wmzQ41UPGGmdFQS0rx8UQpK",
+	"EyHFZDYpHVWDkplPOf3Er3lc+vLlS1CasphNuHFwvca5muEyVOcymoMwfKLhTpgxMNATFkU8BhFC2Yw5",
+	"TGN+K9RMw5Rd82caJL83frw9C7Ww4/w24/G8FJQkm1hYBn7C7CL+I+aj0lHpb8/T/XtOv+rnzbBkwX6n",
+	"tHkbq9m0GV4wM7Zv4fBT+yEZfZw+tXbXNpjwvRqsneqT/f1rJzkVE2GW9/6CXXPQ4ncO5ZCP2CwycFCt",
+	"rtzTCEdZjxXsnrDih2o1gyMHBTgSlFoq5GvXLvGBr1v8F/u2niqpOWEiC9v8txnXuB9DJQ2X+CebTiMx",
+	"ZHZrnn/Sdn8+bzhPI46Vw/r8/nbH9nrhZBAqrkEqAxNmhmOwiG0nj9nQQLnfbvzzstHpXjVbH2qnzXp/",
+	"r1L6EpROlBxFYvjNINVqFg/tFdOGGQ4qBnv1tFAyBZ9FkboDMxYahmMmrzlC2lLmjZrJ8NtAysIw5lrz",
+	"MIE5hY/fC20Qpq5SZ0zO3WnrpwetbTcNLwkP7ZnWuo2r0+ZZs9uo9/eOidACs8QZkE7vI6EGTXTZ3rpF",
+	"Sr6fkPIigNzTzzNEH6G6lGxmxioWv/NvcCBnQmshry22zOSNVHcSWDgREoy64RLK/ctW7bL7rtHqNk9q",
+	"uBV4OpeS30/50HwLEDs8vuXxvhYhByJz5R/u76HfbHUb7VbttB+AhfJDrXlae33aSCCcxmrItWaDiDek",
+	"EWb+9KD+zKNo35JVHsJgZiDmo5lF9MEcGMSziEOZV64rMI3VILkI+IO2UH/xtBFxqGYMn0wJ1DAUdgoW",
+	"XcRqymMjLDkcsUjzoDTNfPW5xOgtYtYP0degxGXIw5rJsYOQGb5vxISXEsKvTSzkNb5g136iQr7MkJpy",
+	"FDNt4tnQzGIO+CQMI6Y1lBvt9nl7L7B4dtqodRpXjf/votlu1O29mVqYYzvCf/u1tv//f7T/VPd/vPr4",
+	"uRq8evnlP4rAyPLwjRZKnHijRyPONG9M1XC8yCVfHZbW88XAc72NJlIzM1STgp1sX7ZazdZbuBuLiCO3",
+	"QZggErdcH9svJJycn12cNrqNegC4uQG4LQ3gpNY6aZye2j87lxeNdqdRb9Tt1rcbH85/enjTX6zY9JgP",
+	"uZiaurh2DHjhor6r7b/44RWoEYIs7cZFloxZQm/vLRsO+dSS15GKiQk5bF0EqLr/I9sfffz86rAYEM21",
+	"5Wu7npE2LDbboP2XrBDzayLVZRAlSMWdHHDZydID/5jMoAaf+NBYoGqzUJiGNPF82xs/pP1fPI6fx8zA",
+	"mE2nXPIwACQ8FsgKl5YmBvBJDSpDJoc8qpDwd8rltRXnXh0W7DkbGlWgl7TYhPsTz3AOvOm9kp5rwye9",
+	"Ep44mxk1YUYMgUDWC9MevPhH0bxbECdm93DT2xdyw0SkV+82SatLB/WUpGcb6hFz5rhWdg+rLw4Lb+5E",
+	"GV4Lw4ITtDLZEJW2ZxqaFwlbwiOjgwLDrDRgxrGaXY8zZ127aPYk6nndkwuYch57XEDxWEUwjZjke8fA",
+	"BppLk8eDnnTjB3By2kwmYzIELk0suIa7WBjDpVd3hYE7piHmQxWHPKz05IOYu3B3PYogYnmsDvwlSnZ1",
+	"5Q09FXpbluzWgmqSVZUfOt4MJfiCq2vSW6iVOahYHDP8OatPI1xRdD4qHf36MAZ9XJReanREShLHYdqg",
+	"0l5Z2kO/oKJNOmHaQbLAYdj+79X9Hz+mf15V9tdxeDtQG/nGlts9TCBYtwMOTivR3AvjBZollXiZeUz4",
+	"RMXznwbr+U61+FWt2XUBvz8Z8+ENjyEUo1EAWlxLFoFEyhpD55+nJEsFwAxMlDZwCD+J1wvU87D646si",
+	"VjlUccGMo5gwHv7P/4Y7Lq7HBmKrAvIQxiwaAbtjcxjFagK/81iBUXAIIR+KCcMrPeS6J8sMJrPIiGmE",
+	"HKBaqVarByAk/FoN3KAf91BagWQ6oeEAiUDtJIBqTyI9kHMYMRHNYh7g5b+znIuBnvKhYBEM3e6wO2Yv",
+	"PSgz5vGd0Jyuf8oa1GwQ8eJTkLPJwDF/3N0CMsjjiZDMWG3InwC+FEAVxAikkrySnW4TWxqyfzN78Mp/",
+	"4HEohqZDD38JSpbDnekCTLm4BPvbIiQbYN8diyIacqsXF+6+u13JwjyGJSAnE2WuSuaSJQeQXodCMmLP",
+	"3G4HJwpqgfu1dNFo1Zutt6XAS8iloHRR63Qa9VJQelNrnjbqmdHcJQhK9/t2gP1bFts7pXEkLkP6sT2T",
+	"kv66YFpzu7Q3TEQ8LH38EpTq3Mrc8TwBZcEGRwBBWSoDc25FXKtERzy8tjLXVGktBtGcxPfQXiNmOaOe",
+	"TXi8F0C9cdr80Gg36lDOvoi/1OpQvma3HGbTY9CcQ8xDAgZNfMtbkgyGf9e23wm3VtyCOmd+A6ZWR5TD",
+	"h8XS/Na84ywyY0sYlOQQqSGLIEwGg3JdEcljfKJkAPFMWgQCMWHXVjadhdccQmbYgGkeQCj0Da47T+tJ",
+	"hitQRcYqNsDvrfSBGr6Tfy0tIr3U8HtzDFKB5sOYmyVZtFiOGuOicCvcbwOlIs4ksmJGulyW8bH93z/+",
+	"6vnd0RqGt3DNcKx0vqIrUufaPr0CM7skg43E9SzGHXBmQeYNPJobp4dxVAsIh4XRoAaax7eWE+DsReh2",
+	"9aHRbr5pntS6zfNWKSg1WrXXp4R57VrT3cx6s0PfboWIH3gsRs4uY0dGZQVRMmbC3dS60PQtYih9yNiF",
+	"txAWRioeFing/FbdkL5Nd1eDkNpwFlqERrOO5RPo80B7RueqdtJtfmhU0pPNYEYqqq9jAm16ahEV3MuB",
+	"g7UQFezW7LYBIWdhJCR3/qXVjicUBqS6gzJiRwzDSA1v9pxJ9G4snF3c4tIzK6JP6Lh60m0gi7nTIwZs",
+	"eANltK3PLJm0iDdUM2l4CCwxCug9FAbMmPckIqjQlgzgwVeAhNUje4P9EipQc/LRq+rhP6pVKP8dQjbX",
+	"ewtyQsL1vLuDHn/IavAYh1h0eGRN3FLGdfLqg1ZK5LlfoexmRNaHZM1FQYG4/Tom31htSzxjw7GQfD/m",
+	"LLQn7q2JKuQVODlvvTltnnQtRliUu+aSx2IIh9Uf4W7MpUWKiVUXUYIciSG+B2jw5TpLzhY8N6WgtGDv",
+	"LgWl7vlPjZa3V5aCUuu8e/Xm/LJl/3533ulevW2fX15cZb9undcbuS/en7/OfW58aLS6+VdqZ42rbu2n",
+	"hiWn7caHZqd53rrqdGunjVJQ6nRr3caVX7efwZnz/MfaabtRq/9y9f682cJvT941Tn66smt0oNMXzdbV",
+	"Rfv8bbvR6dglNGrt7utGrZtMliNoGeBPLtvtRqvrvuk22mfNVu00txqUOyw4V7V63U3g/sLfa6en5z8T",
+	"KOlaLmq/nJ7X6lfd8/Or01r7rZ0z634pBSVv66cD8qb+UlA6a3TfndcXxvan2m2eNc4vuxvyH0c/m/KW",
+	"RcIyHPLEcGksN0IW1FU3XDbup4KEpMRvlvE8Z75rqZBnPr5Xg8ynxi2XJvswm/CupY4Wfue36xiG+gyy",
+	"+MSdSAMTh/LT1CJ7UebvlZD4HYrPbX8b3eemvIjVdcy1lc3fcRabAWfGT3KKVLo2NOKWJ9CezOKYS0Of",
+	"nYYUZaBHMdGCUCOjkT1u+qulTC2K1B1Nn8J+weaRYmFXqVMWX9uZ2szwU/K72ZOWVnbCSS4lu2UiYqTU",
+	"nXEzVmFuWHdiXTHhamZQGHgjpNDj17PhDd9aFMBXyaO1pWqFNt4C1mm/9gaxAcIEZS/Tohq3dwzCWDJG",
+	"v3peGyl5XYFu8pYGLkOr/TN9PgpAKyJz+ZcSJ2oobkVIboM7IUN0+HIYiVgblMURWp0xqVk2i/xXg6KA",
+	"Dg1TC7qQWoR5XXNzKzltSpDuaxELSO7Ntgww5sxs57na2m7r5fl1T9pr6w23J3YLtw63sZtG130XT0ak",
+	"zAmbsqFzby4wUSsLfVID4pJ3YxVxsLsAEza3CpfFKCWHPAA2jJXWePB2JbrY0OHlJWL/D0Omm/JNJK7H",
+	"BVeDqA2MeYTeUeTi9myeOQCspBlYBc5iE/pSZzLmbMpDi8JWGh9Gs5CHO1hkZtOQfY33Jx8+5BS13EEs",
+	"rj5zxGvvwAki9ZY3YRssXUSXrzniYoU1N8Paxe5gSE92fnNbekpfcqb0g+qyLX3VMev167hEdNpyJdkr",
+	"XxTL4+J20JGCcTrII9CGpOR6299GdOIRD34B89dielEIYQ1eN982W10QpPwlZma6fiit37PJNLJDHb5Y",
+	"8BQf7P/48dfq/o8fP1eDg38UexLeq8FbqyEw7yfdwop1LrmloFC+TkbYsxydgZ4NJgI9vctmqR2409BJ",
+	"WoUIkc71TMNU2aOI0T+gyY3+SQ2KDQ+e924DyXVur7ZEtC18nTdCPvjkezX4yT7mDOl8g+fJHvYlKN2S",
+	"TX1L0/sKV39mUxzkHqL06ILMuRdhv1/Mspx4+fqs2bEKn73mM81juFPxTQVQX7PfeavdvgtI5CFoHo32",
+	"0TUCA6tD9KRRKN5Z/nmMrDxFGxiz7MfufMqh/1PjpHGFU/RRBGQwmInI7AvZkxMmxYhrQw4ZklHRJhvi",
+	"FzGfqthCEYkbjg4cdMogIqKxxSvY6dK8+rmhNtZJgPXqC8r379XgfFXUzDt1Bww8yuO1xfAm2MfdcPgA",
+	"5LgIoPNLp9s4u8LgGSh7oxPw+zGb2R3eAxWnoTRZq0HtBLXWdreJGunPNasakjqK/57jv237zwlq75mZ",
+	"7Hd+zA23YuvpMOiCzEpB6QQjPLyxNLkgGa/KPy8bl6Q3J06VJLgo9atsD/c/0byXc7GcKEvITdbLsgyh",
+	"kCcq5E2tZ6SMbcFXP7mXF6MiCiNL/MOk0OttaOTmcRqLYpKPEkogLYKjmHrQU7uZeY2JMhbe9SSU5umm",
+	"b9hFrISnmxt5QcoXI45eHacD25WSLQ4dEPjWMfjo9ZevqlUoH8BYzeK91Nm9aMzdzpT7qlAHeG9J2Xs1",
+	"2C24cldFLzFnNGWRb9fSL6v5AwO6kkjCtBFRhDkfFJJj/6dg5AEb3qjR6BiqZA4YRkxM7PA7OIeHVh2r",
+	"K8l3WBa+21WGvOrbvvyoohLJQpZZ5fnfMw3uLUg5+Z9EZHrKeLItZayIyeuZM/eve+XUP4fvaJMz5O8S",
+	"zrtpyG0hCuHLbe9vKrpZFzHH0CaKp3Vs7hgkv2ZG3HI0guSMDd6dTyaHwvtUEN7jZKZND2fC7l2Mt15/",
+	"cb460Hg6ZvrBQ73Ah+zTSkUPPmyfsc/GQsWFxqdTdcdjiGdSk+nRkimhXVTwevvSQY6C7x9Uq48SxbuD",
+	"DpFSkIe3upN9NvduF+HY9G18ehc7VU7l2SwOcEH5+ViUr5OXm0n5TeRDUj1XaU1OUUKEWtqQhd1d0LES",
+	"UpS7VxmlK2FYOQaUwcggz67z920hePsBxc1JC/Uk2mR7mUEXa/aJ2mGPNBKSB6CikGvj7PVlCvznFk5Q",
+	"ceiifzaLI3UJJIuWr+UgUgyKLTDN2K+TUFw2UDOT2BugTKHjAcQcFcPA5SikLv69ACS/S9aSSnQH1erm",
+	"i1gRDFu4jhSDCra7ccvjOYLupFHNJlnTSgJtOoo/hAzgewFtgdW0s0bojRaTt0Q9vJ5PJKGuHdJLsu4K",
+	"cr1TfgalOWrJpnqsts7HoPyOdN5t3t3OTFNEatKbrkt5HPCYve5S72CH/qQGm1ugswf0J4zlxrWs3J94",
+	"S3NpzQXuYbwO02S00hi+KMyyndSlGiyj6mtLSS7bpymuYlARBaQBlyEaQQNUiKaxGjhDcUbl/+HgRZHq",
+	"sL22ES6E2a07ilxInn03ZkLWXXhSzRTl6FiB1MfM+Rx6H9B0RHrdUjoF0lidRkZlw618uBrGWDEZ+pAp",
+	"qxEloVvoel6Mnl7rO8WN3wjVYwr83FGzwfiFAh/BMOYhl0awCE2ZA84lCLQQUZmB1LJwx9CESsUFltU7",
+	"2p6sY3JLhXVbr/DGMvoWUvdXeIxjFzdSGMG6eV5ddaXPd7176cUPr57aP5uY2JxL0kmfebctgZrZyYWL",
+	"nm5UgpVLmX0LqJTcko3EyXgnZ+9Kgnk+pRFgbMy0rPfQWVhAQZ8TjL8HLqsiBHbNhNQGqFiHGnDKR96I",
+	"nO50wZeNhtuaI7e7hNtcrK0xeGPH+BosfAhHvsYIvuTNxDuUkssA9FjdSbSAbJSO+ZVG881YSOGd3slo",
+	"jsPtprcV60Stb6vR4C3Vm4LxYnMoWirk5FbLAfGiSCzd4twoSVya2kqttxjyH6pfp9b+8FA4h8OgBeiS",
+	"DX5QU/BizZbhA/lUigA0n7KYGU7h9LkEjaLsFpcus032aCZhJ7dDL18sn+zYB4HWrvkOqWFk/E0iSYsE",
+	"3E4qcHpOhMpIMnOSGexS7GDOTWVjuRTTijqrifZa4JW0QnaRtJlAByyOhT0/K5kLCWo0QlF+ZHh8plcl",
+	"e5BvPMlXKTT8oIakmfDO9dA9DcJoHo1coRA9nhnMSAzVnVwh0brMqQ88Lo4oqmnacg/XMVjcn/v4zzQ2",
+	"NFn1RrwfedfrmZ5vX2AsfzPdMSwtJMjjf8HGrr6suyj1+OKWen28dViZn2Y17DsGlG2TnPLVMaePLCMV",
+	"SONrEmZOM16qBZ+D+wVu+Nxl/A2n04O/B/CJ3TL7/3Ruxkq+DIDFN0YHMJnr3yIMwg75UISkVYMV1hZt",
+	"YJlMvv+sXGEm38uDYpOWB6MpR2rLcxThNr63iZBnmGP7em64LsqiIcu5hrux0hwoIZeqXGFEIU/KgTEs",
+	"JkjlipLyLN4Ib9k0l5iuBeXDFy+gf9Y4O2//QhkalLhx/nN/bwfH80TcF2n83XjGyfqBiQ0uKJgoAOX2",
+	"mDGTaIW9ZbFg0hQTx+20ahbOrVykixICUyjKVEAlDIBI156FxdPX/MbtljAuQxaHKyIB3a+g4vR0boli",
+	"IuqKkAIDK4W2VtqqzYmcR7YP9GLpywPUTWTdPX4hS3ia22qPAhno1l36HSg70+ejjSSTrPl7Q/nDQbX9",
+	"jiJteGg7EfLsLOt2xp/RtpmEk6mI+ImaTFhRbOIJ/Q5DegAswnsJwtIJXxZhuVCY1XAulCgK1HjnclJc",
+	"+b+RnQDLXfjSL3OKckWqNLSkSxbPcW9itp4CEsW7jhlml9pLoqb+vL1j8ZkmkrgD+ZIPkwuiC1aI4/ds",
+	"aKI5kYgM2drS8x/PZOa4ihwqxYKgO8oYS0O6dHtPOpgm408IQjrnmAwH6p7y8SsPGt1uE6FtAaFy4Oaw",
+	"ouD4/H4WoXmLFcZ8ziZMIu4EMJPiN8s1SFQXRsONkCGUI4xEGDLN9wqYOhalof8dWz948fdivp7qzNsH",
+	"kWfCdeOZJC86pd1TXj6VsSCWZ0Gn0N80hrV2UlD+AMfb1PZGymZ7ZeaBXd1i6gGCy6Q3Eh4DsT6QnIca",
+	"GEyZ1lY4wKddgFVBnZQNpModPDO7lSJMXSq4OrvDI4xE3bUU4S4BY09VEmxJFXxYjdvEr5WpxvIVUSYr",
+	"4ksSTH+WxGgfA2fDMV5ZcL52Oi1t+HTZh+mvQZANrx3kw0XyyP+Qid7FmCeBnlsx1ILg0A0uQKYY5AMh",
+	"BD4AfkmRdt8HDoaihV34SDAf/H1yfnbRPKWo7/eX9bf2r83Cu4md0M9Wc0WN3E7hRO5iz7AVDo+TPAVw",
+	"RVoBzWQ64ZCOhnggh9OpPVN2y+wdRRWuFJRQhbP7anW4TYHGkd7TSBd+pJob6YxGcotwaHsm7rdEAZe0",
+	"uyoExWUCOyGEUnTzYT8BVt3S2weY5NKf86aJIstuNuV5QTpOwmI0ASo0Hh2pOkmOhRMWaA07iE8OZYvM",
+	"xEruY+kxl5g8mIN7OCCL8QiDVqTbsY13KHezF4w3yxu0ufq4cBedDpRscGapQYIfhRfUSmFPVRIkHdzX",
+	"BXnS+h4L02WoTr3VuUrzSs5brcZJN/2ie5r51RdxCErtRr3Ztg+2G28uqebX61r9qtOtdS87WKgjrR9h",
+	"f3h9Xv9lQ7JQlzpNR1FS8qFJPnej9DdfaiAotXkoYj40bbKZ2ClZ2PE10TLlDV6z8LUK50RV7IbsVNQw",
+	"4/h9kKWHgkU8bE6LLQhTISUPoXlBV/mOabAvOAHooSqw3GPmZmiWjx1ZV3mm2EKe8VjD+855C8oCw0DM",
+	"PEBylNQNC7K1xVzdqgC7I+wPqK5hRodJMTRixr6xk+9jy1qtwzEWsiiOu0C82bgI5aqAB5YU4Ujny66x",
+	"6I62E8PxYmTS/Dips+rpPPrIIFLXhdXSJkImXxSgDs20W/rSU9VeavOhkkMR8TYq6Y9iWKpnC3zsblpS",
+	"N8W4gtEZVDA0zFmdlkZIWVvmKies7VaoKA2V3Yh3fvCvLHs9qptZstRNaWEFOUCKjwgFx5qrHb7lEX2r",
+	"ZOYtMws2yTKmIQu3RNmfdrtJjxWB81Q3ssONifiES4M1hnYpt3zLtzFxL0zYRpL3Zy28TEvbYN/cMrYV",
+	"IakyaZHpkH4hmQETDXlI1TTtbAjzRuFDOwXgUgnWzXKlClk1ArlxSwz78EYpO/kt93k734rkJIl3mwjv",
+	"hK9uCx89ZSpfJfevljdVdMmQHKeYkDEobZPE5K1PSyicvQhZiDe42X5TFvT1Rrd72qj7iohK+puJhuZP",
+	"akA3l2zJZWdmW6iBkC13kCv66gbftHIDwkvJ/J0ZLsPD7Ad8f/66FJRq3W7j7MJXM8xVUywF+coRWGFw",
+	"w/nfY0aIjxIjq322Ql8pyBeXwF310OawdlknGcy0kFzrZxpEmMh2+UowD5a9P1pb976zhP5rwUAXhxrl",
+	"8pgw8KF2+vbcHmm91q29rnUax2Cn0lT9LSleizVAnPPfhaqVU1cFRtJDWidk7yEb+aqIiA8Zk/F2lfz1",
+	"qoYVGmM1mIGY2SWz4Tjx55Hh2IcWKjnMeSxPGhsbizI9CB6M80k8X6fqep3vbWams0zg4yus5Z+FD6v7",
+	"TGNueOi128Vo7Fc//PCyiMZP2H2nuN5/ZzZBUhBFtDlUnl8vekJ3CeDY3IK0shuBg864gwV8TAewrsGA",
+	"X+vHnixnXkJcplJ3MylohQfPSUUBrdyFnVhCicbmvd2aCOxS1X+5PmK+gH5yejlUSnfYJboWMomdbdWb",
+	"6LCZSpJchhrYFmpsrkbletHt1YoAITkz/IGAs4PDwwfrN0+VijZXCxYcABtGanhgF9ftZ19zdJ0EpRYd",
+	"J1gQypmPK7Dg2sTSKYT1kt/yGJh3olXA1Qw6cm028G4FaxprsLRPhz1A9MQMuLnjXEK1J5kM4cDeJ3ut",
+	"iIAcU0MfK2AEVuCI54nTrnZiuY8DgepLGaoFTlVIhfY/VqDm3H8uxdwJMWnCOdY+wRhVO3pPIt0XGiQX",
+	"WHaqdgIynSwAHmmeTC1GWKDKweV+rJ30ZPmk4YNgkwfimfT1wner9vQUJZ0+EpaI0bxDNQ+25aPbhAls",
+	"rIGsdMLSCIWonhiQti1S/+TVy8ksVSxsCOmCdWAQU3MzlLBcHZGrn5vdd+eX3Susmx1A9+fzq8abNw0s",
+	"n33VbnQuT7udAKhK+PmHRvvqpHZRO2l2f9k14kCTVL2xbSovhD+gTSWPLhltZpHTd5JHsqCscwVhauFw",
+	"Fgsz79iZvE9jIiSW1C6geot9SG/4kO/7LFj6klQo2N9HGRgfpxBUXA31kWYxj9MtHBszpb6dwoXmLmbR",
+	"Wd1NxVC7aHqBxEq/Gd81zGTIY+g/Z1Px/PbgOU77vH9EhXWxhq0OejJNg9ZQTrKtdJCJA7KkyHXii7kW",
+	"v/OAkgACn7Ib9CQlIQbZ9NdYGdfRxCU+7wVUJ4qzeDimlF+8LgElCE95vI+A+zoeE3FvwfBKJWYbQ8Qt",
+	"Guogb+a3o/Vkiv6xM5cLSliBhqP4UeQjghaOjU6iJ/vpWff3jhP9hR6jjm8YDpCuM8fSnO230pM9+be/",
+	"wYmSVmcTSuqe/H/S+qEayn1yhvQD6GdS7exHpEr2j7SciP3ktP1+0JMA/aR7qv3JUTT7p+sa199DqPIV",
+	"SjU1hcZWFwD95Zqk/YqFsmvleHy9/eYEXr58+WPyPuYC2Y1PaoNjbw0oX3ZP9o4hdAlC+Ladwwk12orC",
+	"ExFFwpVSc/njEvpnug96NhqJe5ybzomioKia5Ltu98Iz2Gk009D/3EOXbq8UQM9fZfrgqG+v9KV/bKdH",
+	"TMaVXF5cNNpXnVbtpwZQcCiWphSS9DE1daaQZxoyF83hjR0qeQJLUrNIK2BS3/EYDqtVWGqsHcBh9QCW",
+	"ehLbkcoqph9z7Rr6R7iviGbPNJV4mmPUGoZvW9EF7xMP99XM2HGoHdAzDeqWxxGbkslkD9Hj8MWPkG8M",
+	"DWXc8ky7Z2pakm9Q/DzXn5iGqv4jXZ5zcfcplX2gwjmEIqSG3Zh/hP43MeFHVm1EEcqOQarjc+1asKSJ",
+	"PAdVwIAJV1hvj4p4/lB9mW+UDBiPYEdaXEQFajLpBz1lZmyx5rB6CP2kZUXfCpKZB+wQdigmqRLoBMv1",
+	"w2H1B+gvN2mgK3E2Mw6xyaxMlY5dXKSKyWzFbuxXfXIZ9INFnyTOmdArXAiSsCHaODLE6JnGMFGcGEMd",
+	"bwW/03DD+XShUVK5n00Ft9cf81Ps5ceq+Pa6IvLmk/ug3Kc/KpQW0A8g5JQ9llzwfO4bsGuO2JCUU10K",
+	"y0VqnmZB7R1Br+TSD7BQmUtI65WIVAP0fM8o/NlnldnfY4taZmwvQcyxLxltxqnQToHA+kI8zFXtQRCm",
+	"7NrlwEEfI6WpYGx/4PwfdAMxGJTSyPmtUJaysGv+TEM/6yvpO/HaCIMlnZG/Jt1ES5n45dIB+kGnXLKp",
+	"KB2VXlaqlZckMo1RgMjz4CRh95qbVaFXhCmEQkeuSokMkXfvI+92SKiJp7rSRpo2lwoe6cBZVpN+bMI+",
+	"jtHT+JpwDG2pbMcz3aMG667PabmP3Uf70Cu55/bxuV7p2F2CZ5oytYXuSeRsR71ZtfpyKEL8n/f3KtCw",
+	"lNbXguYLUlOtftZsuZfsM/Ta3xZHsfAGpCVaZq6LO70GzkDjWsW6aIOeLPfT9rIWojcisrKEJS8DISkg",
+	"G2qt+jH0kVL1cT0Y26bFLQ88HvWB37vvKnCBKDeYww2fa26o0DBpmJbL2FkT7IP/+h//swDJehLdI/qo",
+	"mJlAmcGERa5d+wiBRpYgnTHO3sSejC0+7B0Xc57jAp5wbKk/4XjC3qyoXrIXDZO/EYdjNuEGEw5/XcLV",
+	"ezY0gMjhjbl4jiwSQ/63l4CNkDIIg/ZM++JvMx7PfeWLo6S5bdrVftE/tzZk40uwErDUzIwdpZ3cmm8o",
+	"vQIi5xlJQFrZLW9dr7zPhaOnLbg3auNPSmzxUIm7Z6uRFsP+o3laPc0gbjlOLajgG5S9LLi3csfsGzlA",
+	"NnNprQUmSf3dHA56ZSdAinYuxf/n2PuntMGDibf9y0csOTZV0vkHXlSrzn9tXGFY7PVFTQSff3KBCpud",
+	"ZdrlGRXF5UwOy9TQlp6tjlexrOqQwCgaPQH3+WsW+sgNfOXg4VeoEZWKxe8cFfrDFz8+/FJXqTMm524u",
+	"TZ50lAc3mZDfT/nQcDLz6NlkwuK5L1mYSFtq5CgysQi08S30eM+XAMQYPHatk0bcpY92/DwfR5a7n7Jk",
+	"vZqnJ+T9MUjzu7ThxxOiV77/SQGK1aIoZ0uwPFCElb8gstgVZpeSSOfCihnUMQSRZqZ5FjOyR/8RDfd6",
+	"7eEX8PbV7Lr6I/TTXntWod0CTageT9aT7ConYoTvo6OIKxH1JW+JM/GMf1nC0IPHn74IO11Fom9L7qob",
+	"YHDSYu4PRXnaHmAZtIeyskxjPNdiyCJnSbQ/763G+Ydp4vPPGfPWFydHUdG2/IH1fUZfHyYzbYD/NmNR",
+	"rt+Wz9vzD1YASzdb9dnf0p70lQI4oC5sle8Rlj1DexJ15Duy6ivWMMGeY5T74Gx7lg30JAaO2Td8Pq5V",
+	"dyMMMghjNU0LEnD7fDL9w7L8qvvek2i1KGrT6YlBvtfmdmyDSnVk6cGCXP+ARPMuPcMLZsZOsHlCiuJq",
+	"i2xEUarfhqIQSN+aohw+/FLSnPMvRoK8FS0lQc803tqU6ZbV1IiJ0FZOSzJ+0dy9PVHyxXDXWF2cbi00",
+	"KF+m0BlI5ktGggpQwI0zdnuT1IAqN4twqaZ0Yp5KbAVH4C1RPbneFAVMZ4xYmIo9iLhrE2ApkF1cT5IR",
+	"dq8C/WywX9/5PPr5kEC0K2Q6Lwndk1aHQgAHyoztOD76z5tDIGsNcT8SlP2eTKwitNqFl5GqDzhwFkeC",
+	"InTl4hiVnuw790+fvBVc52u4+wox3kkknE2WXASVnkRhDiMnYMjieG5pOnnM6biOsVALevYxpZo6y092",
+	"M8MECzvdkxY91MwsbXaQN9fAemvNVsKeXbEv3qyXSXuRkuzjPTcji9l0gOLxfCWVjYbzeYjFQ/meZZtC",
+	"Ri1BVo22HAW70biLwborzBRol8g1b0EMLZOymenEd+yuYB6cVSaMhUjdbUFeY+RZvEqk54jFnmOrAPMJ",
+	"9ZvCtBRXVggUguLowM7mpyyteSwrVA6wHUxROdr2b2CRylWqf8AoZff238QW1aGAB7viRaFgMM/FQ1Om",
+	"KBLnILmSKIGISc7yQMXw10k6zz+jZfjLBjap7dUU32g/0U82Z1ZvecKrttZC3tsVZfSPJ0ZjV423AJG7",
+	"WMh98CdXBf4whPe9aCnKI4owLDJpIEN9OrWTx3bD6ufkvUFzQqHRzZ0QDDjGDqT5Ir51QSauCL2k3pMJ",
+	"YxWFVN60J6+50dBP3u2DkhBzK2/bRaBWbq/C4gO4rp507SLRvZ8BwIJFsSMaXlSrX20zWLqMHqxuo33W",
+	"bNVOreQaUXXClP+rGKhywd6WlkVc1KNd4cc3IeSzt7+xASHtobKSaAQg1V22Xet3c8LjmBMQMYEBVv8M",
+	"Xe04b+Xbkcy4uIrVdIbsqNoSD9LCXfBJpjXTf8JB36uZi62cKF5jom5dUETmF9892ygQ5piS5aKQMEiM",
+	"XLfNZK096RYbWI146BvVQtlSWqRrSMuQNnQuLxrtTqPeqG8SfbAr9bFfnly2241WF1VnK/jEGZ2oJ/m9",
+	"0EbvBdDvdC3tOTlvvTltntjHk1JbLrpSGR/iEm5Jr1xW/r8WwXrxiJPnixasoFseuYV2KPedbD0S2XIH",
+	"sHj7MRs2024dG9nZU8gYFTamabF+XC0AdjFOxRuapnY0JS2khVFcJKlSzla30tqylS0s3znr6fWQeJUy",
+	"feZiuSl2P+99/1fXqNHGm8lcCBJ7fTS3G4FpBBSSmsGD3H3x1e1Xuu3T3geGxeRI7F80WvVm6+3Vh0a7",
+	"+cbehuZ5q1+Bbr5juM60qqFkNKyiGwkqWN5frmzSh7LvLU5dxdO027/3JHYTPwYlozkqTmOmMc5ZGxXz",
+	"sAJNYxk+DDi2E6MOOU/piFyMSngB/Vq93m50OrnIaSi7wEtQM6NFSDSOTaexwlhkpS2nVbHRe7sEN7i2",
+	"Bk/Dk3Odr75xWEO+o9Lq0IZjGPvo3RT5DCUOo0tNuSShfzle/WITsFzBTjaIeAMLsf3RfP5aaINpr9nO",
+	"k0gc9IzjxVZLXa+KSdYqLv/8MwWWPo3Rr3Veb3yt1S/eWv5u4Yq+kdEvXm/ywxDi7za/lTY/RGnUf8m+",
+	"N+TSJHa/XEahC8EMhQETMxGtZM3bxgq5ZITlUKGEnUecxdL3JOV3LuBAzSTlyyDokt/nOj/pcSzkjRW2",
+	"0rgf175UyJ50AUaR1bDNmE9cRNFXM+HlG1cQBxS459qND+c/be07pqCWx7qbT8WI/5hooKTF3/dQoCdn",
+	"jlr8niTUbRj0swU/fO4SlVfb8Vx1XBdR4ykJOgM0ROI2ue9lTCEh/90ezGSEmUX9kYqHHANkLFa6bEsG",
+	"lAy4V4E3Kh6isoZ5wjciinQuCPGoJ5NJ7SAqCqHe7NRenzbqVhdYpkpIQrVRU01l7oS8PqayFdRCmQyE",
+	"tABs5DCjV6iEEpvyEMoxN7HgIVaauBvz2EUU9WTirKF2zS4xkznfhh3ebqN222WBo576dqc0Td2TVBD7",
+	"iagg1jDoXNWweMFXEsE6Yceflwo6AP9Ip0a8Tigin4bH1+9k8ZHIojt2Txcxzo0utFQZorQzUbSUbL0L",
+	"1RlAskSmmBodOz10gLQnnkkNEzbvSScJwc/oFfH94hOzx3LHeDRq6Exv+Z4s9xfa0/d9BVLCvWyv+CPf",
+	"mIZy53VK0KkDfY4sErEM1vWtn1B/+v/67/+LKgUI3ZMjLoeWejKImNXoyCOsYk8dsR6Hy39P/S57AW7b",
+	"JzWAa8V1T+LATl+njnWMasAFSVauI8MQKq6hdd51cqpRdywOe7I/Yfe+UmMfYfQv4lK979vfy2NKq7YM",
+	"AEVvHtq9TfMir/yW9/fowJBlJAdBhR+Q+90xLHREPq2eJD+NhkhZ9NAUL2u3sAK+BSYwqLdrzVaz9dZp",
+	"vtd2oJhPIza0u2EHTGYqK+z7Z1dqOZC6dZO73/eeiKfkWMiyW2pLpmJX/idmKRa8PztDcRjznaE8ViSa",
+	"UVNKWLHEXB8X5cEs2tJTArArn6EyEKsZDcZaUsQnNeqyEGXakJHnGMPFl1V8K2Zma2KQnDqKuR5n+gRD",
+	"w8KAdEhCv9FCethPxG1mmcO+mhLdfszgnGJCg+7tKzsU1n4JoP+uUWt3XzdqXa/V9+SCRLuNuQ1X+yeW",
+	"Z//4GJ0NqI/Dku/E57GcdtxQzUcxEmlPWldOC/PtUv+33pXWfFJC7vsOQ8XkpinRF0dhO3Ke5KPMJFoA",
+	"0Oxu9fWc2O0D6EhwZD2ZKXQ20xz6VJ1pP/26D0Jqw1lItkcslpRJLDq20mBP9k3GCaidARFhwF6fI06h",
+	"5iu9g4DOwaeUh2qn7Uat/svV+/Nmi2jVV2jaba658X0a/pT2RgdbhjY9KS1y0zW1nq2PvhmSqpM4lr+T",
+	"pUciS7j1iciQelJHCxRgzDTGodkneAhzbnalUViBaTV96nTab/avZ1jp9oi8/gtO85NmvU0uFHSfH7vi",
+	"FvVWx8kuPSm0K5obJjqha54FzQvXWusYuqedhCAfQ+w6hWnfX/24J11PKiD7rMtEOAapXP05jEPg0lSg",
+	"ltmrIZN2qwa8J7HBE8cQCGYlKhcfmfR9OgIspEp1uqxwhsX/+sfAwLD4mhtSMbEVjz2TgcCxVkYdPBkp",
+	"vHKzoSS2YvLtiCF2H/uTu0WzjeAKqNPPY9dTF3EaNLv7HmzwJwg2eMPNcJxVlpLedImLE2nTPpcGs5Zd",
+	"pM6uFI2qv64xJaI5jY9GfGi8lYsKXmbEKGypjoRMcxccja4KJEU9WT6svlyQPfawUH6aS6KzbyS1DC2/",
+	"PCYqknpHxjwKV7lFHMEUManFzknSk4mXpNKTNaA1+3KwnuBBzPdd2UNLUJOYD7QQSl6Btn0NFVFfNDf0",
+	"oSBPqXVuI6JZoL7rjl+lO7qT/R4sssrfa7fHi1diMuGhYIZHcyinBCHwdIBEHbq7O3uAl/Sz9Y4PH0Cy",
+	"QJ9SiBYJjT11JaF8WD3oyf5Ju1G317J2mpYPeA79TgOjudPvnB9jwoZjqwvXLpp7xwnd7klXoxNN5UnF",
+	"WK8NQJliSoviSQNINMaeLFYZ4TTj1daGzV2NGzTeY/1hLG2bAiO0r/cdfgv7+3ZEC083iZz0R/xnJF+5",
+	"lojfmnxtrG4metB3nfMpdM7EBJV66xYojXBqae4wdiV+qOPNV1O8hkQHpFXRyDbdTzuxqaTQBYI5YXOy",
+	"1gWAlRTnPTw3C/kQ6yRgqP2xlbFm2mW1eYu9r+qDJXKZxAILFWga3ZOua4zVdDmjgvHJzlBZ92faFbrX",
+	"/Yw531XzJ+29J733AB/8Rl5CMuY3W1cX7fO3pCFupQZSw5R/KYHr8fLT8t1kVhAschN9z017fHchiw3m",
+	"yie+uDKDJDcT0DhEIQyOPGwqnkVMXs/YNV+dmNb1ybJDZhh2+CBaknTkqF00LUl42+iCHzsZtX8EUx73",
+	"pO/HAYJKDiT1NWTIYlL0XCsumPCJiudBxlqmjZBD0/M9RTR2o6Q6HUM1mVAbCcmxO4qJ5/uYsAvxLOIB",
+	"8HsTMzfmnrNgof+AGq24TlGYpkQl9QOS74gTYNzcMfQn4p6HfYposWJZT1oB7DrmHMpY0zqcxRRbESuq",
+	"MyAm7JrDbHods3ApTOIxUvlOk4N7QjHFT7Iq9a2LDQocIH/FgrOuxr/HTr8Wi6YWre68VS2LM4Qn1Hhx",
+	"U9Ozb4PDV16zNmfhvmXxx2l6ug/R15BvZpSM1q9AX91QdXy03hKKWo6e9Ei35Ji6rDwyFiad8J8SAxfb",
+	"7a9AQjqTvyIGYld7OvLhmIczoh4prbPqrG+Ukx5qzkCYIlcB5qXlVfbTNud/XAbyQmviJ6mSt9Bb+q9X",
+	"vquoo/0DVbzobP+dso4X6wZp114i25wM63Ma/v/WG7V6TiLybfE3uC/PP7uGX1+eJ/1b1qUvJLED1PPF",
+	"KHDJymlClo8mRfmCxzCMOIt5GIBWGEWFjfM1lL0IdMcHY6VuQHMZ8ngPNOdWrUNz1FfrVtgoe1m5Sr+2",
+	"m7ctZ3D7tIDIKy771CpNyV1Pm6nnlZutOmv8K5q8FzazjS2JVjFE3EUygTv0+66MPRL1uUiCsfeJzPDQ",
+	"3XUMJBfSKPDt+zejOa7A4P6EejEXcuc3KqbAd1KdLFnIVyVx5XcpdpSHUE5KjAWuwFhP5vr1e9MOdhjr",
+	"uz7EfXB/WKYSZns6B45chT05mPvmwtR/Ll+zNIDOL51u4+yq0W6ftyE3Z6LW9SRKuJSnQK3qgBog6wBU",
+	"FKbdxMr9XGPkPtyJkB+BkrwnCVaYTS2ZPXhR9cAH+FAMAz5XMnRNvGNOEffO/H7womr1sk5GpaaO9flq",
+	"R27RvnMlaoqJRB24Jna/81hpl/AQRnyTEsbphvuiDAeVysHhYRVrMHy1rPWWm0wv6ge6R/1Mnboj7OtE",
+	"LSIJB9Jwtx9W1lZNG1gXVFXdoe32k0pW2f7cxYRzIu7/TaSoCx47YjL2jRrSsM8FYpIlFR45sM1lUemj",
+	"TO9eRLZs195fP9rzdW989jiULRtvpXDfUssp1Nmv7ByZz46oZr6hLkGZL1L16MvHL/83AAD//w==",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

@@ -22,6 +22,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/kece-oj/kece/artifact"
+	"github.com/kece-oj/kece/contracts"
 	"github.com/kece-oj/kece/contracts/machineapi"
 	"github.com/kece-oj/kece/control/longpoll"
 	"github.com/kece-oj/kece/control/maintenance"
@@ -34,12 +35,11 @@ import (
 
 // Defaults for Config (DESIGN §6).
 const (
-	ClaimWaitMaxDefault      = 15 * time.Second
-	HeartbeatIntervalDefault = 10 * time.Second
-	RenewIntervalDefault     = 15 * time.Second
+	ClaimWaitMaxDefault      = contracts.ClaimWaitMax
+	HeartbeatIntervalDefault = contracts.HeartbeatIntervalDefault
+	RenewIntervalDefault     = contracts.RenewIntervalDefault
 	ReapIntervalDefault      = maintenance.ReapIntervalDefault
 	MaxBodyBytesDefault      = 8 << 20
-	ProtocolVersion          = 1
 	machinePrefix            = "/api/v1/internal/judgers/"
 	adminPrefix              = "/api/v1/admin/"
 	businessPrefix           = "/api/v1/"
@@ -105,8 +105,8 @@ func (c *Config) setDefaults() {
 // Validate refuses nonsensical settings.
 func (c Config) Validate() error {
 	switch {
-	case c.ClaimWaitMax < 0 || c.ClaimWaitMax > 15*time.Second:
-		return fmt.Errorf("http config: claim wait max %s must be 0..15s", c.ClaimWaitMax)
+	case c.ClaimWaitMax < 0 || c.ClaimWaitMax > contracts.ClaimWaitMax:
+		return fmt.Errorf("http config: claim wait max %s must be 0..%s", c.ClaimWaitMax, contracts.ClaimWaitMax)
 	case c.HeartbeatInterval < 100*time.Millisecond:
 		return fmt.Errorf("http config: heartbeat interval %s is below 100ms", c.HeartbeatInterval)
 	case c.RenewInterval < 100*time.Millisecond:
@@ -251,7 +251,7 @@ func (s *Server) Handler() http.Handler {
 	}
 	root.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		if err := s.store.DB().PingContext(r.Context()); err != nil {
-			writeError(w, r, s.log, &Error{Status: http.StatusServiceUnavailable, Code: "UNAVAILABLE",
+			writeError(w, r, s.log, &Error{Status: http.StatusServiceUnavailable, Code: codeUnavailable,
 				Message: "database unreachable", RetryAfter: 1, cause: store.Classify(err)}, surfaceBusiness)
 			return
 		}
@@ -277,11 +277,11 @@ func (s *Server) unrouted(root *http.ServeMux) http.Handler {
 		allow := allowed(r, func(probe *http.Request) bool { return s.routed(root, probe) })
 		if len(allow) > 0 {
 			w.Header().Set("Allow", strings.Join(allow, ", "))
-			writeError(w, r, s.log, apiErr(http.StatusMethodNotAllowed, "METHOD_NOT_ALLOWED",
+			writeError(w, r, s.log, apiErr(http.StatusMethodNotAllowed, codeMethodNotAllowed,
 				fmt.Errorf("%s is not served for %s (allowed: %s)", r.URL.Path, r.Method, strings.Join(allow, ", "))), surfaceBusiness)
 			return
 		}
-		writeError(w, r, s.log, apiErr(http.StatusNotFound, "NOT_FOUND", fmt.Errorf("no such path: %s", r.URL.Path)), surfaceBusiness)
+		writeError(w, r, s.log, apiErr(http.StatusNotFound, codeNotFound, fmt.Errorf("no such path: %s", r.URL.Path)), surfaceBusiness)
 	})
 }
 
@@ -349,7 +349,7 @@ func (s *Server) bounded(next http.Handler, sf surface) http.Handler {
 			limit = s.artifacts.MaxArtifactBytes()
 		}
 		if r.ContentLength > limit {
-			writeError(w, r, s.log, apiErr(http.StatusRequestEntityTooLarge, "PAYLOAD_TOO_LARGE",
+			writeError(w, r, s.log, apiErr(http.StatusRequestEntityTooLarge, codePayloadTooLarge,
 				fmt.Errorf("body of %d bytes is above the limit of %d", r.ContentLength, limit)), sf)
 			return
 		}
@@ -386,28 +386,28 @@ func (s *Server) validated(next http.Handler, spec specFunc, sf surface) http.Ha
 			return r.Method == http.MethodPut && strings.HasPrefix(r.URL.Path, "/api/v1/artifacts/")
 		},
 		ErrorHandlerWithOpts: func(_ context.Context, err error, w http.ResponseWriter, r *http.Request, opts nethttpmiddleware.ErrorHandlerOpts) {
-			status, code := opts.StatusCode, "REQUEST_INVALID"
+			status, code := opts.StatusCode, codeRequestInvalid
 			var mbe *http.MaxBytesError
 			switch {
 			case errors.As(err, &mbe):
-				status, code = http.StatusRequestEntityTooLarge, "PAYLOAD_TOO_LARGE"
+				status, code = http.StatusRequestEntityTooLarge, codePayloadTooLarge
 			case status == http.StatusNotFound:
-				code = "NOT_FOUND"
+				code = codeNotFound
 				// The validator does not tell an unknown path from a known
 				// one with another method; the surface's mux does.
 				if mux, ok := next.(*http.ServeMux); ok {
 					if allow := allowed(r, func(p *http.Request) bool { _, pat := mux.Handler(p); return pat != "" }); len(allow) > 0 {
-						status, code = http.StatusMethodNotAllowed, "METHOD_NOT_ALLOWED"
+						status, code = http.StatusMethodNotAllowed, codeMethodNotAllowed
 						w.Header().Set("Allow", strings.Join(allow, ", "))
 					}
 				}
 			case status == http.StatusUnauthorized || status == http.StatusForbidden:
-				status, code = http.StatusUnauthorized, "UNAUTHENTICATED"
+				status, code = http.StatusUnauthorized, codeUnauthenticated
 				if sf == surfaceMachine {
-					code = "SESSION_INVALID"
+					code = codeSessionInvalid
 				}
 			case status == http.StatusMethodNotAllowed:
-				code = "METHOD_NOT_ALLOWED"
+				code = codeMethodNotAllowed
 			default:
 				status = http.StatusBadRequest
 			}
