@@ -32,6 +32,9 @@ type Options struct {
 	// Logger, when set, receives the replica's logs (tests of the log
 	// format read them); otherwise they are discarded unless -v.
 	Logger *slog.Logger
+	// Mount, when set, is called with the server before its handler is
+	// built, to serve more beside the APIs (httpapi.Server.Mount).
+	Mount func(*httpapi.Server)
 }
 
 // Env is one running control plane.
@@ -87,6 +90,9 @@ func start(t testing.TB, db *sql.DB, dsn string, opts Options, arts *artifact.St
 	must(t, err)
 	done := make(chan struct{})
 	go func() { defer close(done); srv.Run(ctx) }()
+	if opts.Mount != nil {
+		opts.Mount(srv)
+	}
 	hs := httptest.NewServer(srv.Handler())
 	t.Cleanup(func() { hs.Close(); cancel(); <-done })
 	e := &Env{T: t, Ctx: ctx, DB: db, DSN: dsn, Store: srv.Store(), Artifacts: arts, Server: srv, HTTP: hs, URL: hs.URL, opts: opts, seq: seq}

@@ -130,6 +130,8 @@ type Server struct {
 	adminMux, businessMux *http.ServeMux
 	metrics               *metrics.Metrics
 	apiDocs               []apiDoc
+	// mounts are handlers served beside the APIs (the console), see Mount.
+	mounts []mount
 
 	closing   chan struct{}
 	closeOnce sync.Once
@@ -197,6 +199,19 @@ func (s *Server) Store() *store.Store { return s.store }
 // Metrics returns the replica's collectors.
 func (s *Server) Metrics() *metrics.Metrics { return s.metrics }
 
+type mount struct {
+	pattern string
+	h       http.Handler
+}
+
+// Mount serves h at pattern (a ServeMux pattern such as "/console/") beside
+// the APIs, inside the same request id, metrics and access log layer. It
+// affects handlers returned by later Handler calls; h is responsible for its
+// own authentication (the APIs' middleware does not cover it).
+func (s *Server) Mount(pattern string, h http.Handler) {
+	s.mounts = append(s.mounts, mount{pattern, h})
+}
+
 // Handler is the root handler: one prefix per surface, each authenticated,
 // size-bounded and validated before its handlers run; around all of them the
 // request id, metrics and access log (observe.go). /metrics is served here
@@ -218,6 +233,9 @@ func (s *Server) Handler() http.Handler {
 	})
 	if !s.cfg.MetricsElsewhere {
 		root.Handle("GET /metrics", s.metrics.Handler())
+	}
+	for _, m := range s.mounts {
+		root.Handle(m.pattern, m.h)
 	}
 	return s.observed(root)
 }
@@ -268,7 +286,8 @@ func (s *Server) validated(next http.Handler, spec specFunc, sf surface) http.Ha
 	return nethttpmiddleware.OapiRequestValidatorWithOptions(sw, &nethttpmiddleware.Options{
 		Options: openapi3filter.Options{
 			AuthenticationFunc: func(_ context.Context, in *openapi3filter.AuthenticationInput) error {
-				if bearer(in.RequestValidationInput.Request) == "" {
+				r := in.RequestValidationInput.Request
+				if bearer(r) == "" && tokenFrom(r.Context()).ID == 0 {
 					return errors.New("missing bearer token")
 				}
 				return nil
