@@ -199,7 +199,7 @@ func TestSessionCookieAndHeaders(t *testing.T) {
 		proxies []netip.Prefix
 		secure  bool
 	}{
-		"header from an untrusted peer is ignored": {nil, false},
+		"header from an untrusted peer is ignored":  {nil, false},
 		"header from the trusted proxy is believed": {[]netip.Prefix{loopback}, true},
 	} {
 		t.Run(name, func(t *testing.T) {

@@ -74,7 +74,7 @@ var funcs = template.FuncMap{
 		}
 		return "—"
 	},
-	"ms":  func(v int64) string { return duration(time.Duration(v) * time.Millisecond) },
+	"ms": func(v int64) string { return duration(time.Duration(v) * time.Millisecond) },
 	"pms": func(v *int64) string {
 		if v == nil {
 			return "—"
