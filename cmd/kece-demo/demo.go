@@ -303,14 +303,7 @@ func (d *demo) publishCode(ctx context.Context) (string, error) {
 }
 
 func (d *demo) publishSQL(ctx context.Context) (string, error) {
-	ref := "SELECT name FROM city WHERE population > 1000000 ORDER BY name"
-	verification := []businessapi.SqlVerification{}
-	m := businessapi.Manifest{Kind: businessapi.ManifestKindSql, Limits: businessapi.Limits{TimeMs: 2000, MemoryMb: 64, OutputKb: 64},
-		Checker: businessapi.Checker{Type: businessapi.CheckerTypeExact}, Cases: []businessapi.ManifestCase{},
-		Sql: &businessapi.SqlProblem{ProblemKind: businessapi.SqlProblemKindSelect, SchemaSql: "CREATE TABLE city (name VARCHAR(40) PRIMARY KEY, population INT NOT NULL)",
-			SeedSql:      "INSERT INTO city VALUES ('Lyon', 513000), ('Paris', 2100000), ('Berlin', 3600000), ('Bonn', 330000)",
-			ReferenceSql: &ref, Ordered: true, CompareColumnNames: false, Verification: verification,
-			StatementTimeoutMs: 2000, MaxRows: 1000, MaxBytes: 1 << 20}}
+	m := problems.BigCities()
 	r, err := d.business.PublishManifestWithResponse(ctx, m)
 	if err := check(r, err, http.StatusCreated); err != nil {
 		return "", fmt.Errorf("publish SQL problem: %w", err)
