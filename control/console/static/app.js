@@ -2,7 +2,9 @@
 // 1. Live parts: on pages whose <body> has data-live-ms, the page is fetched
 //    again every so often and each [data-live] element (by id) is replaced
 //    by its fresh copy. Forms are never inside live parts, so typing is
-//    never disturbed. A session that ended sends the browser to the login.
+//    never disturbed, and a part holding the keyboard focus waits until the
+//    focus leaves it, so keyboard users do not lose their place. A session
+//    that ended sends the browser to the login.
 // 2. Copy buttons: <button data-copy="ID"> copies the text of element ID.
 (function () {
   "use strict";
@@ -23,6 +25,7 @@
           var doc = new DOMParser().parseFromString(html, "text/html");
           document.querySelectorAll("[data-live]").forEach(function (old) {
             var fresh = doc.getElementById(old.id);
+            if (old.contains(document.activeElement)) { return; }
             if (fresh && fresh.innerHTML !== old.innerHTML) { old.innerHTML = fresh.innerHTML; }
           });
           body.setAttribute("data-live-at", String(Date.now()));
