@@ -19,9 +19,9 @@ var widths = []int64{1280, 390}
 
 // browser is one headless Chromium tab on the console.
 type browser struct {
-	t    *testing.T
-	ctx  context.Context
-	base string
+	t     *testing.T
+	ctx   context.Context
+	base  string
 	shots string
 }
 
