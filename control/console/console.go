@@ -110,6 +110,7 @@ func (c *Console) routes() http.Handler {
 	in.HandleFunc("GET "+Prefix+"events", c.events)
 	in.HandleFunc("POST "+Prefix+"events/{id}/redeliver", c.redeliver)
 	in.HandleFunc("GET "+Prefix+"reconcile", c.reconcile)
+	in.HandleFunc("GET "+Prefix+"audit", c.audit)
 	in.HandleFunc(Prefix, func(w http.ResponseWriter, r *http.Request) {
 		c.fail(w, r, &apiError{Status: http.StatusNotFound, Code: "NOT_FOUND", Message: "no such console page"})
 	})
@@ -243,16 +244,16 @@ func (c *Console) login(w http.ResponseWriter, r *http.Request) {
 	admin, err := c.store.AuthenticateToken(r.Context(), store.TokenAdmin, tok)
 	if err == nil {
 		var sess store.ConsoleSession
-		if sess, err = c.store.OpenConsoleSession(r.Context(), admin, c.clientAddr(r), c.limits()); err == nil {
+		if sess, err = c.store.OpenConsoleSession(r.Context(), admin, c.clientIP(r), c.limits()); err == nil {
 			c.clearCookie(w, r, loginCookie)
 			c.setCookie(w, r, sessionCookie, sess.Secret, int(c.cfg.SessionMax.Seconds()))
-			c.log.Info("console login", "actor", admin.Actor(), "remote", c.clientAddr(r))
+			c.log.Info("console login", "actor", admin.Actor(), "remote", c.clientIP(r))
 			http.Redirect(w, r, Prefix, http.StatusSeeOther)
 			return
 		}
 	}
 	if errors.Is(err, store.ErrUnauthenticated) {
-		c.log.Warn("console login refused", "remote", c.clientAddr(r))
+		c.log.Warn("console login refused", "remote", c.clientIP(r))
 		code := "UNAUTHENTICATED"
 		if errors.Is(err, store.ErrTokenExpired) {
 			code = "TOKEN_EXPIRED"
@@ -267,7 +268,7 @@ func (c *Console) login(w http.ResponseWriter, r *http.Request) {
 
 func (c *Console) logout(w http.ResponseWriter, r *http.Request) {
 	if ck, err := r.Cookie(sessionCookie); err == nil {
-		if err := c.store.EndConsoleSession(r.Context(), ck.Value, c.clientAddr(r)); err != nil {
+		if err := c.store.EndConsoleSession(r.Context(), ck.Value, c.clientIP(r)); err != nil {
 			c.log.Error("console logout", "err", err)
 			c.fail(w, r, &apiError{Status: http.StatusServiceUnavailable, Code: "UNAVAILABLE", Message: "cannot log out now; try again"})
 			return

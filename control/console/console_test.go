@@ -15,6 +15,7 @@ import (
 	"github.com/kece-oj/kece/control/console"
 	"github.com/kece-oj/kece/control/controltest"
 	"github.com/kece-oj/kece/control/httpapi"
+	"github.com/kece-oj/kece/control/manifest"
 )
 
 // testBundle is a real control replica (fresh database) with the console
@@ -129,6 +130,9 @@ var consoleRoutes = []struct{ method, path string }{
 	{"POST", "/console/events/1/redeliver"},
 	{"GET", "/console/reconcile"},
 	{"GET", "/console/reconcile?run=1"},
+	{"GET", "/console/audit"},
+	{"GET", "/console/audit?action=node.drain"},
+	{"GET", "/console/jobs?submissionType=ALGO&submissionId=1"},
 	{"POST", "/console/logout"},
 	{"GET", "/console/no-such-page"},
 }
@@ -298,6 +302,44 @@ func TestActionsGoThroughTheAdminAPI(t *testing.T) {
 	require.NoError(t, b.env.DB.QueryRow(`SELECT actor FROM judge_audit WHERE action = 'node.revoke'`).Scan(&actor))
 	require.Regexp(t, `^ADMIN:admin-\d+#\d+$`, actor)
 	require.Contains(t, detail.body, actor)
+
+	// The audit page lists it with the browser's address; its filters are
+	// the API's, errors and all.
+	p = b.do("GET", "/console/audit?action=node.revoke", nil)
+	require.Equal(t, http.StatusOK, p.status)
+	require.Regexp(t, `node.revoke</td>\s*<td><a href="/console/nodes/`+nodeID+`">`, p.body)
+	require.Contains(t, p.body, "<td>127.0.0.1</td>")
+	require.NotContains(t, p.body, "node.create</td>")
+	p = b.do("GET", "/console/audit?action=Not+An+Action", nil)
+	require.Equal(t, http.StatusBadRequest, p.status)
+	require.Contains(t, p.body, "REQUEST_INVALID")
+	p = b.do("GET", "/console/jobs?createdAfter=yesterday", nil)
+	require.Equal(t, http.StatusBadRequest, p.status)
+	require.Contains(t, p.body, "REQUEST_INVALID")
+	p = b.do("GET", "/console/jobs?submissionId=42", nil)
+	require.Equal(t, http.StatusBadRequest, p.status, "the API's rule: a submission id needs its type")
+	require.Contains(t, p.body, "REQUEST_INVALID")
+}
+
+func TestOverviewAndJobSearch(t *testing.T) {
+	t.Parallel()
+	b := setup(t, console.Config{})
+	man := b.env.PublishCode(manifest.Limits{TimeMs: 1000, MemoryMb: 256, OutputKb: 64}, manifest.Checker{Type: "tolerant"},
+		controltest.Case{In: "1 2\n", Out: "3\n", Weight: 100})
+	b.env.Enqueue("ALGO", "s-77", "python3", "print(3)", man)
+	b.env.Enqueue("ALGO", "s-78", "python3", "print(3)", man)
+	b.login(b.env.Admin)
+	p := b.do("GET", "/console/jobs?submissionType=ALGO&submissionId=s-77", nil)
+	require.Equal(t, http.StatusOK, p.status, p.body)
+	require.Contains(t, p.body, "ALGO/s-77")
+	require.NotContains(t, p.body, "s-78")
+	p = b.do("GET", "/console/?minutes=60", nil)
+	require.Equal(t, http.StatusOK, p.status, p.body)
+	require.Contains(t, p.body, "Finished (60 min)")
+	require.Contains(t, p.body, `<option value="60" selected>`)
+	p = b.do("GET", "/console/?minutes=0", nil)
+	require.Equal(t, http.StatusBadRequest, p.status)
+	require.Contains(t, p.body, "REQUEST_INVALID")
 }
 
 func TestSessionsAcrossReplicasAndLogout(t *testing.T) {

@@ -4,47 +4,68 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
+	"time"
 
 	"github.com/kece-oj/kece/contracts"
 	"github.com/kece-oj/kece/contracts/adminapi"
 )
 
 type jobsData struct {
-	Pools   []string
-	States  []string
-	Kinds   []string
-	Filter  url.Values
-	Jobs    []adminapi.JudgeJob
-	NextURL string
+	Pools    []string
+	States   []string
+	Kinds    []string
+	Verdicts []string
+	Filter   url.Values
+	Jobs     []adminapi.JudgeJob
+	NextURL  string
 }
 
-// jobs lists jobs with the admin API's filters, passed through as they are.
+// formTime reads a time filter: RFC 3339, or what a datetime-local input
+// sends (no zone; the console shows and takes UTC). Empty is no filter.
+func formTime(q url.Values, name string) (*time.Time, *apiError) {
+	v := strings.TrimSpace(q.Get(name))
+	if v == "" {
+		return nil, nil
+	}
+	for _, layout := range []string{time.RFC3339, "2006-01-02T15:04:05", "2006-01-02T15:04"} {
+		if t, err := time.ParseInLocation(layout, v, time.UTC); err == nil {
+			return &t, nil
+		}
+	}
+	return nil, &apiError{Status: http.StatusBadRequest, Code: "REQUEST_INVALID", Message: name + " must be a time like 2026-01-31T14:00 (UTC), not " + strconv.Quote(v)}
+}
+
+// opt is nil for an empty filter value, so the API sees no filter.
+func opt[T ~string](q url.Values, name string) *T {
+	if v := strings.TrimSpace(q.Get(name)); v != "" {
+		t := T(v)
+		return &t
+	}
+	return nil
+}
+
+// jobs searches jobs with the admin API's filters, passed through as they
+// are: the API validates them and says what is wrong.
 func (c *Console) jobs(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
-	p := adminapi.ListJudgeJobsParams{}
 	limit := adminapi.Limit(50)
-	p.Limit = &limit
-	if v := q.Get("pool"); v != "" {
-		pool := adminapi.Pool(v)
-		p.Pool = &pool
+	p := adminapi.ListJudgeJobsParams{Limit: &limit, Pool: opt[adminapi.Pool](q, "pool"), State: opt[adminapi.JobState](q, "state"),
+		Kind: opt[adminapi.JobKind](q, "kind"), SubmissionType: opt[string](q, "submissionType"),
+		SubmissionId: opt[string](q, "submissionId"), Verdict: opt[adminapi.VerdictStatus](q, "verdict"), BeforeId: opt[string](q, "beforeId")}
+	d := jobsData{Pools: contracts.Pools(), Filter: q,
+		States:   []string{"QUEUED", "RUNNING", "COMPLETED", "FAILED", "CANCELLED"},
+		Kinds:    []string{"SUBMISSION", "CHECK"},
+		Verdicts: []string{"AC", "PARTIAL", "WA", "TLE", "MLE", "OLE", "RE", "CE"}}
+	var e *apiError
+	if p.CreatedAfter, e = formTime(q, "createdAfter"); e == nil {
+		p.CreatedBefore, e = formTime(q, "createdBefore")
 	}
-	if v := q.Get("state"); v != "" {
-		st := adminapi.JobState(v)
-		p.State = &st
-	}
-	if v := q.Get("kind"); v != "" {
-		k := adminapi.JobKind(v)
-		p.Kind = &k
-	}
-	if v := q.Get("submissionType"); v != "" {
-		p.SubmissionType = &v
-	}
-	if v := q.Get("beforeId"); v != "" {
-		p.BeforeId = &v
+	if e != nil {
+		c.render(w, r, e.Status, "jobs", view{Title: "Jobs", Nav: "jobs", Err: e, Data: d})
+		return
 	}
 	jr, err := c.admin.ListJudgeJobsWithResponse(c.api(r), &p)
-	d := jobsData{Pools: contracts.Pools(), Filter: q,
-		States: []string{"QUEUED", "RUNNING", "COMPLETED", "FAILED", "CANCELLED"}, Kinds: []string{"SUBMISSION", "CHECK"}}
 	if e := check(jr, jr.Body, err, http.StatusOK); e != nil {
 		c.render(w, r, e.Status, "jobs", view{Title: "Jobs", Nav: "jobs", Err: e, Data: d})
 		return

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/kece-oj/kece/contracts"
 	"github.com/kece-oj/kece/contracts/adminapi"
@@ -37,10 +38,50 @@ type poolRow struct {
 	Running               int64
 	Queued                int64
 	OldestWaitMs          int64
+	// From the verdict mix: submissions finished in the window, by outcome,
+	// and per time bucket (drawn as bars).
+	Finished int64
+	Outcomes []adminapi.OutcomeCount
+	Bars     []bar
 }
+
+// bar is one time bucket of the finished-jobs chart (SVG coordinates).
+type bar struct {
+	X, Y, W, H float64
+	Finished   int64
+	Start      time.Time
+}
+
+const chartW, chartH = 120.0, 24.0
+
+// bars scales a pool's buckets into the chart box.
+func bars(buckets []adminapi.FinishBucket) []bar {
+	if len(buckets) == 0 {
+		return nil
+	}
+	var top int64 = 1
+	for _, b := range buckets {
+		top = max(top, b.Finished)
+	}
+	w := chartW / float64(len(buckets))
+	out := make([]bar, len(buckets))
+	for i, b := range buckets {
+		h := float64(b.Finished) / float64(top) * (chartH - 2)
+		if b.Finished > 0 {
+			h = max(h, 1)
+		}
+		out[i] = bar{X: float64(i) * w, Y: chartH - h, W: max(w-0.5, 0.5), H: h, Finished: b.Finished, Start: b.Start}
+	}
+	return out
+}
+
+// mixWindows are the overview's choices of window, in minutes.
+var mixWindows = []int32{5, 15, 60, 240, 1440}
 
 type overviewData struct {
 	Summary *businessapi.JudgersSummary
+	Mix     *adminapi.VerdictMix
+	Windows []int32
 	Pools   []poolRow
 }
 
@@ -53,6 +94,21 @@ func (c *Console) overview(w http.ResponseWriter, r *http.Request) {
 	}
 	sr, err := c.business.GetJudgersSummaryWithResponse(ctx)
 	if e := check(sr, sr.Body, err, http.StatusOK); e != nil {
+		c.fail(w, r, e)
+		return
+	}
+	mp := adminapi.GetVerdictMixParams{}
+	if v := r.URL.Query().Get("minutes"); v != "" {
+		m, err := strconv.ParseInt(v, 10, 32)
+		if err != nil {
+			c.fail(w, r, &apiError{Status: http.StatusBadRequest, Code: "REQUEST_INVALID", Message: "minutes must be a whole number"})
+			return
+		}
+		m32 := int32(m)
+		mp.Minutes = &m32
+	}
+	mr, err := c.admin.GetVerdictMixWithResponse(ctx, &mp)
+	if e := check(mr, mr.Body, err, http.StatusOK); e != nil {
 		c.fail(w, r, e)
 		return
 	}
@@ -80,7 +136,12 @@ func (c *Console) overview(w http.ResponseWriter, r *http.Request) {
 			row.Queued, row.OldestWaitMs = p.QueuedSubmissions, p.OldestWaitMs
 		}
 	}
-	d := overviewData{Summary: sr.JSON200}
+	for _, p := range mr.JSON200.Pools {
+		if row := rows[string(p.Pool)]; row != nil {
+			row.Finished, row.Outcomes, row.Bars = p.Finished, p.Outcomes, bars(p.Buckets)
+		}
+	}
+	d := overviewData{Summary: sr.JSON200, Mix: mr.JSON200, Windows: mixWindows}
 	for _, p := range contracts.Pools() {
 		d.Pools = append(d.Pools, *rows[p])
 	}

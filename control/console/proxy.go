@@ -94,3 +94,13 @@ func (c *Console) clientAddr(r *http.Request) string {
 	}
 	return r.RemoteAddr
 }
+
+// clientIP is clientAddr without the port: what sessions and their audit
+// rows record, like the admin API's own rows.
+func (c *Console) clientIP(r *http.Request) string {
+	a := c.clientAddr(r)
+	if host, _, err := net.SplitHostPort(a); err == nil {
+		return host
+	}
+	return a
+}

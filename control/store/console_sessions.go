@@ -55,7 +55,7 @@ type ConsoleSession struct {
 
 // OpenConsoleSession starts a console session for an admin token that was
 // just authenticated (AuthenticateToken with TokenAdmin). remote is the
-// browser's address, kept for the operator's benefit.
+// browser's IP address, kept with the session and in the login's audit row.
 func (s *Store) OpenConsoleSession(ctx context.Context, admin TokenIdentity, remote string, lim ConsoleSessionLimits) (ConsoleSession, error) {
 	if admin.Kind != TokenAdmin || admin.ID <= 0 {
 		return ConsoleSession{}, fmt.Errorf("console session: %w", ErrUnauthenticated)
@@ -86,7 +86,7 @@ func (s *Store) OpenConsoleSession(ctx context.Context, admin TokenIdentity, rem
 			hash, admin.ID, csrf, remote, micros(lim.Absolute)); err != nil {
 			return fmt.Errorf("store: open console session: %w", err)
 		}
-		return audit(ctx, tx, admin.Actor(), "console.login", 0, 0, "console login", map[string]any{"address": remote})
+		return audit(WithCaller(ctx, remote), tx, admin.Actor(), "console.login", 0, 0, "console login", nil)
 	})
 	if err != nil {
 		return ConsoleSession{}, err
@@ -143,7 +143,7 @@ func (s *Store) ConsoleSessionBySecret(ctx context.Context, secret string, lim C
 }
 
 // EndConsoleSession logs a session out (audited as console.logout with the
-// browser's address); ending an unknown or ended session is not an error
+// browser's IP address, remote); ending an unknown or ended session is not an error
 // (logout is idempotent).
 func (s *Store) EndConsoleSession(ctx context.Context, secret, remote string) error {
 	if len(secret) < 8 || len(secret) > 128 {
@@ -164,6 +164,6 @@ func (s *Store) EndConsoleSession(ctx context.Context, secret, remote string) er
 			WHERE session_hash = ?`, hashSecret(secret)); err != nil {
 			return fmt.Errorf("store: end console session: %w", err)
 		}
-		return audit(ctx, tx, who.Actor(), "console.logout", 0, 0, "console logout", map[string]any{"address": remote})
+		return audit(WithCaller(ctx, remote), tx, who.Actor(), "console.logout", 0, 0, "console logout", nil)
 	})
 }

@@ -46,7 +46,7 @@ func TestConsoleSessionLifecycle(t *testing.T) {
 	require.ErrorIs(t, err, store.ErrConsoleSessionInvalid)
 	require.ErrorIs(t, err, store.ErrUnauthenticated)
 	require.NoError(t, b.store.EndConsoleSession(b.ctx, sess.Secret, "192.0.2.8"), "logout is idempotent")
-	rows, err := b.db.QueryContext(b.ctx, `SELECT action, actor, JSON_VALUE(detail, '$.address') FROM judge_audit WHERE action LIKE 'console.%' ORDER BY id`)
+	rows, err := b.db.QueryContext(b.ctx, `SELECT action, actor, remote_addr FROM judge_audit WHERE action LIKE 'console.%' ORDER BY id`)
 	require.NoError(t, err)
 	defer rows.Close()
 	var seen []string

@@ -67,7 +67,6 @@ func TestConsoleInBrowser(t *testing.T) {
 	b.fill("#token", adminTok)
 	require.EqualValues(t, http.StatusOK, b.submit("form[action='/console/login'] button"))
 	require.Contains(t, b.text("header"), "browser-admin")
-	b.checkPage("overview")
 
 	// Host group, then a node: its join code shown once, with the command.
 	b.open("/console/host-groups")
@@ -129,6 +128,10 @@ func TestConsoleInBrowser(t *testing.T) {
 	b.waitFor("the job to appear and finish", `document.querySelector("#jobs-live").innerText.includes("browser-1") &&
 		document.querySelector("#jobs-live").innerText.includes("COMPLETED")`, 2*time.Minute)
 	b.checkPage("jobs")
+	// Search by submission: type and id, verdict.
+	b.fill("#f-type", "DATABASE", "#f-sub", "browser-1", "#f-verdict", "AC")
+	require.EqualValues(t, http.StatusOK, b.submit("form[action='/console/jobs'] button"))
+	require.Contains(t, b.text("#jobs-live"), "DATABASE/browser-1")
 	jobURL := eval[string](b, `document.querySelector("#jobs-live a[href^='/console/jobs/']").getAttribute("href")`)
 	b.open(jobURL)
 	require.Equal(t, "AC", b.text("#verdict"))
@@ -160,9 +163,22 @@ func TestConsoleInBrowser(t *testing.T) {
 	for _, action := range []string{"node.create", "node.verify", "node.enable", "node.drain"} {
 		require.Regexp(t, regexp.MustCompile(`ADMIN:browser-admin#\d+\s+`+regexp.QuoteMeta(action)), audit, action)
 	}
-	var actor string
-	require.NoError(t, db.QueryRowContext(ctx, `SELECT actor FROM judge_audit WHERE action = 'job.rejudge'`).Scan(&actor))
-	require.True(t, strings.HasPrefix(actor, "ADMIN:browser-admin#"), actor)
+	// The audit log: who, what, when, from where.
+	b.open("/console/audit")
+	log := b.text("#audit-live")
+	for _, action := range []string{"console.login", "node.create", "node.verify", "node.enable", "node.drain", "job.rejudge"} {
+		require.Regexp(t, regexp.MustCompile(`ADMIN:browser-admin#\d+\s+`+regexp.QuoteMeta(action)+`\s.*127\.0\.0\.1`), log, action)
+	}
+	b.checkPage("audit")
+	b.fill("#a-action", "job.rejudge")
+	require.EqualValues(t, http.StatusOK, b.submit("form[action='/console/audit'] button"))
+	require.NotContains(t, b.text("#audit-live"), "node.drain")
+	require.Contains(t, b.text("#audit-live"), "job.rejudge")
+
+	// The overview counts the finished submission in its verdict mix.
+	b.open("/console/")
+	require.Regexp(t, `mysql[^\n]*AC 1`, b.text("#overview-live"))
+	b.checkPage("overview")
 
 	// The remaining pages.
 	for _, p := range []struct{ name, path string }{
