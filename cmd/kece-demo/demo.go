@@ -93,6 +93,7 @@ func (d *demo) run(ctx context.Context) error {
 	}
 	fmt.Printf("    control metrics (Prometheus): %s/metrics\n", d.url)
 	d.adminToken = adminTok
+	d.printConsole()
 	d.admin, err = adminapi.NewClientWithResponses(d.url, adminapi.WithRequestEditorFn(bearer(adminTok)))
 	if err != nil {
 		return err
@@ -163,10 +164,18 @@ func (d *demo) run(ctx context.Context) error {
 	}
 	step("demo passed")
 	if d.cfg.keep {
+		d.printConsole()
 		fmt.Printf("control plane at %s (Prometheus metrics at %s/metrics); Ctrl-C to stop\n", d.url, d.url)
 		<-ctx.Done()
 	}
 	return nil
+}
+
+// printConsole says where the admin console is and how to log in: the
+// demo's admin token is a throwaway of this fresh database.
+func (d *demo) printConsole() {
+	fmt.Printf("    admin console: %s/console/  (log in with the admin token %s)\n", d.url, d.adminToken)
+	fmt.Printf("    public status page: %s/status\n", d.url)
 }
 
 // start runs a child process with its output in work/<name>.log.
