@@ -28,7 +28,7 @@ var (
 
 func (s *Server) errorHandlers(sf surface) (func(http.ResponseWriter, *http.Request, error), func(http.ResponseWriter, *http.Request, error)) {
 	req := func(w http.ResponseWriter, r *http.Request, err error) {
-		writeError(w, r, s.log, &Error{Status: http.StatusBadRequest, Code: "REQUEST_INVALID", Message: err.Error(), cause: err}, sf)
+		writeError(w, r, s.log, &Error{Status: http.StatusBadRequest, Code: codeRequestInvalid, Message: err.Error(), cause: err}, sf)
 	}
 	resp := func(w http.ResponseWriter, r *http.Request, err error) { writeError(w, r, s.log, err, sf) }
 	return req, resp

@@ -3,12 +3,14 @@ package store
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math/rand/v2"
 	"time"
 
 	"github.com/go-sql-driver/mysql"
+	"github.com/jmoiron/sqlx"
 )
 
 // inTx runs fn in a transaction, retrying the whole transaction on deadlock
@@ -97,4 +99,19 @@ func scanID(r rowScanner) (int64, error) {
 	var id int64
 	err := r.Scan(&id)
 	return id, err
+}
+
+// txx lends sqlx's struct scanning (Get, Select, named statements) to a
+// transaction begun by inTx. inTx keeps handing out *sql.Tx so the hot paths
+// that scan by hand are untouched.
+func (s *Store) txx(tx *sql.Tx) *sqlx.Tx { return &sqlx.Tx{Tx: tx, Mapper: s.db.Mapper} }
+
+// nilIfEmpty turns a JSON column read as COALESCE(col, ”) back into "no
+// value": a nil RawMessage is omitted or null when marshalled, an empty one
+// is invalid JSON. (database/sql cannot scan NULL into a RawMessage.)
+func nilIfEmpty(m json.RawMessage) json.RawMessage {
+	if len(m) == 0 {
+		return nil
+	}
+	return m
 }

@@ -7,7 +7,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/kece-oj/kece/control/manifest"
+	"github.com/kece-oj/kece/contracts"
 )
 
 // Bounds of the verdict-mix window (the admin contract's `minutes`).
@@ -80,6 +80,15 @@ func outcomeOf(state JobState, verdict string) string {
 	return verdict
 }
 
+// verdictMixSQL counts finished submissions by pool, outcome and bucket;
+// its arguments are the last bucket's index, the window's end, the bucket
+// width in microseconds, and the window's start and end.
+const verdictMixSQL = `SELECT pool, state, COALESCE(verdict, ''),
+        ? - TIMESTAMPDIFF(MICROSECOND, finished_at, ?) DIV ? AS bucket, COUNT(*)
+ FROM judge_job
+ WHERE finished_at > ? AND finished_at <= ? AND kind = 'SUBMISSION'
+ GROUP BY pool, state, verdict, bucket`
+
 // VerdictMix counts the SUBMISSION jobs that finished in the last minutes
 // (1..VerdictMixMinutesMax) by pool and outcome, and by pool and bucket. One
 // range scan of ix_job_finished (finished_at, pool, kind, state, verdict)
@@ -96,7 +105,7 @@ func (s *Store) VerdictMix(ctx context.Context, minutes int) (VerdictMix, error)
 	nb := int((mix.Window + mix.Bucket - 1) / mix.Bucket)
 	byPool := map[string]*PoolVerdictMix{}
 	counts := map[string]map[string]int64{}
-	for _, p := range manifest.Pools() {
+	for _, p := range contracts.Pools() {
 		mix.Pools = append(mix.Pools, PoolVerdictMix{Pool: p, Buckets: make([]int64, nb)})
 		counts[p] = map[string]int64{}
 	}
@@ -105,13 +114,7 @@ func (s *Store) VerdictMix(ctx context.Context, minutes int) (VerdictMix, error)
 	}
 	// The bucket index is computed in SQL so the grouping stays small
 	// (pools × outcomes × buckets rows at most) however busy the window.
-	rows, err := s.db.QueryContext(ctx,
-		`SELECT pool, state, COALESCE(verdict, ''),
-		        ? - TIMESTAMPDIFF(MICROSECOND, finished_at, ?) DIV ? AS bucket, COUNT(*)
-		 FROM judge_job
-		 WHERE finished_at > ? AND finished_at <= ? AND kind = 'SUBMISSION'
-		 GROUP BY pool, state, verdict, bucket`,
-		nb-1, mix.AsOf, mix.Bucket.Microseconds(), start, mix.AsOf)
+	rows, err := s.db.QueryContext(ctx, verdictMixSQL, nb-1, mix.AsOf, mix.Bucket.Microseconds(), start, mix.AsOf)
 	if err != nil {
 		return mix, fmt.Errorf("store: verdict mix: %w", err)
 	}
