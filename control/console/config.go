@@ -3,8 +3,9 @@ package console
 import (
 	"errors"
 	"fmt"
-	"net/netip"
 	"time"
+
+	"github.com/kece-oj/kece/control/forwarded"
 )
 
 // Defaults for Config.
@@ -22,11 +23,11 @@ type Config struct {
 	// SessionIdle and SessionMax are the idle and absolute session expiries.
 	SessionIdle time.Duration
 	SessionMax  time.Duration
-	// TrustedProxies are the reverse proxies (addresses or networks) whose
-	// X-Forwarded-Proto and X-Forwarded-For are believed. Default: none, so
-	// the Secure cookie flag follows the connection's own TLS and the
-	// caller's address is the peer's.
-	TrustedProxies []netip.Prefix
+	// TrustedProxies are the reverse proxies whose X-Forwarded-Proto and
+	// X-Forwarded-For are believed (the same list the admin API uses).
+	// Default: none, so the Secure cookie flag follows the connection's own
+	// TLS and the caller's address is the peer's.
+	TrustedProxies forwarded.Proxies
 	// LiveInterval is how often the browser refreshes the live parts.
 	LiveInterval time.Duration
 }
@@ -57,10 +58,8 @@ func (c Config) Validate() error {
 	if c.LiveInterval < 200*time.Millisecond || c.LiveInterval > time.Minute {
 		errs = append(errs, fmt.Errorf("console: live interval %s must be 200ms..1m", c.LiveInterval))
 	}
-	for _, p := range c.TrustedProxies {
-		if !p.IsValid() {
-			errs = append(errs, errors.New("console: a trusted proxy entry is not a valid address or network"))
-		}
+	if err := c.TrustedProxies.Validate(); err != nil {
+		errs = append(errs, fmt.Errorf("console: %w", err))
 	}
 	return errors.Join(errs...)
 }

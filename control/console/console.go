@@ -201,12 +201,12 @@ func (c *Console) authed(next http.Handler) http.Handler {
 // api is the context for API calls made on behalf of the request's session:
 // the admin token that opened it, from the browser's address.
 func (c *Console) api(r *http.Request) context.Context {
-	return httpapi.AsAdmin(r.Context(), session(r.Context()).Admin, c.clientAddr(r))
+	return httpapi.AsAdmin(r.Context(), session(r.Context()).Admin, c.cfg.TrustedProxies.ClientAddr(r))
 }
 
 func (c *Console) setCookie(w http.ResponseWriter, r *http.Request, name, value string, maxAge int) {
 	http.SetCookie(w, &http.Cookie{Name: name, Value: value, Path: Prefix, MaxAge: maxAge,
-		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: c.secure(r)})
+		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: c.cfg.TrustedProxies.Secure(r)})
 }
 
 func (c *Console) clearCookie(w http.ResponseWriter, r *http.Request, name string) {
@@ -244,16 +244,16 @@ func (c *Console) login(w http.ResponseWriter, r *http.Request) {
 	admin, err := c.store.AuthenticateToken(r.Context(), store.TokenAdmin, tok)
 	if err == nil {
 		var sess store.ConsoleSession
-		if sess, err = c.store.OpenConsoleSession(r.Context(), admin, c.clientIP(r), c.limits()); err == nil {
+		if sess, err = c.store.OpenConsoleSession(r.Context(), admin, c.cfg.TrustedProxies.ClientIP(r), c.limits()); err == nil {
 			c.clearCookie(w, r, loginCookie)
 			c.setCookie(w, r, sessionCookie, sess.Secret, int(c.cfg.SessionMax.Seconds()))
-			c.log.Info("console login", "actor", admin.Actor(), "remote", c.clientIP(r))
+			c.log.Info("console login", "actor", admin.Actor(), "remote", c.cfg.TrustedProxies.ClientIP(r))
 			http.Redirect(w, r, Prefix, http.StatusSeeOther)
 			return
 		}
 	}
 	if errors.Is(err, store.ErrUnauthenticated) {
-		c.log.Warn("console login refused", "remote", c.clientIP(r))
+		c.log.Warn("console login refused", "remote", c.cfg.TrustedProxies.ClientIP(r))
 		code := "UNAUTHENTICATED"
 		if errors.Is(err, store.ErrTokenExpired) {
 			code = "TOKEN_EXPIRED"
@@ -268,7 +268,7 @@ func (c *Console) login(w http.ResponseWriter, r *http.Request) {
 
 func (c *Console) logout(w http.ResponseWriter, r *http.Request) {
 	if ck, err := r.Cookie(sessionCookie); err == nil {
-		if err := c.store.EndConsoleSession(r.Context(), ck.Value, c.clientIP(r)); err != nil {
+		if err := c.store.EndConsoleSession(r.Context(), ck.Value, c.cfg.TrustedProxies.ClientIP(r)); err != nil {
 			c.log.Error("console logout", "err", err)
 			c.fail(w, r, &apiError{Status: http.StatusServiceUnavailable, Code: "UNAVAILABLE", Message: "cannot log out now; try again"})
 			return

@@ -68,7 +68,7 @@ type joinData struct {
 // for the join command (behind a trusted TLS proxy: https).
 func (c *Console) controlURL(r *http.Request) string {
 	scheme := "http"
-	if c.secure(r) {
+	if c.cfg.TrustedProxies.Secure(r) {
 		scheme = "https"
 	}
 	return scheme + "://" + r.Host

@@ -4,30 +4,19 @@ package httpapi
 
 import (
 	"context"
-	"net"
 	"net/http"
 
 	"github.com/kece-oj/kece/contracts/adminapi"
 	"github.com/kece-oj/kece/control/store"
 )
 
-// callerAddr is the address an audit row records for a request: the TCP
-// peer's IP. No proxy is trusted to name another client (there is no
-// trusted-proxy setting yet), so behind nginx this is the proxy's address;
-// a forwarded header is never believed.
-func callerAddr(r *http.Request) string {
-	host, _, err := net.SplitHostPort(r.RemoteAddr)
-	if err != nil {
-		return r.RemoteAddr
-	}
-	return host
-}
-
 // withCaller hands the caller's address to the store, which writes it into
-// every audit row of the request.
-func withCaller(next http.Handler) http.Handler {
+// every audit row of the request: the TCP peer's IP, or behind a trusted
+// reverse proxy (Config.TrustedProxies) the client it names; a forwarded
+// header from anyone else is never believed (control/forwarded).
+func (s *Server) withCaller(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		next.ServeHTTP(w, r.WithContext(store.WithCaller(r.Context(), callerAddr(r))))
+		next.ServeHTTP(w, r.WithContext(store.WithCaller(r.Context(), s.cfg.TrustedProxies.ClientIP(r))))
 	})
 }
 

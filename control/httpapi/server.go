@@ -23,6 +23,7 @@ import (
 	"github.com/kece-oj/kece/artifact"
 	"github.com/kece-oj/kece/contracts"
 	"github.com/kece-oj/kece/contracts/machineapi"
+	"github.com/kece-oj/kece/control/forwarded"
 	"github.com/kece-oj/kece/control/longpoll"
 	"github.com/kece-oj/kece/control/maintenance"
 	"github.com/kece-oj/kece/control/metrics"
@@ -64,6 +65,9 @@ type Config struct {
 	MetricsElsewhere bool
 	// DisableAPIDocs turns off /openapi/*.yaml and /docs/ (apidocs.go).
 	DisableAPIDocs bool
+	// TrustedProxies are the reverse proxies whose X-Forwarded-For names the
+	// caller that audit rows record; default none (the TCP peer).
+	TrustedProxies forwarded.Proxies
 }
 
 func (c *Config) setDefaults() {
@@ -102,6 +106,9 @@ func (c Config) Validate() error {
 		return fmt.Errorf("http config: max body %d is below 64 KiB", c.MaxBodyBytes)
 	}
 	if err := c.Probe.Validate(); err != nil {
+		return fmt.Errorf("http config: %w", err)
+	}
+	if err := c.TrustedProxies.Validate(); err != nil {
 		return fmt.Errorf("http config: %w", err)
 	}
 	return nil

@@ -1,4 +1,4 @@
-package console
+package forwarded_test
 
 import (
 	"crypto/tls"
@@ -6,13 +6,15 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/kece-oj/kece/control/forwarded"
 )
 
 func TestForwardedHeadersOnlyFromTrustedProxies(t *testing.T) {
 	t.Parallel()
-	proxies, err := ParseTrustedProxies("10.0.0.5, 10.1.0.0/16")
+	c, err := forwarded.Parse("10.0.0.5, 10.1.0.0/16")
 	require.NoError(t, err)
-	c := &Console{cfg: Config{TrustedProxies: proxies}}
+	require.NoError(t, c.Validate())
 	for _, tc := range []struct {
 		name, peer, xfp, xff string
 		tls                  bool
@@ -39,22 +41,14 @@ func TestForwardedHeadersOnlyFromTrustedProxies(t *testing.T) {
 		if tc.tls {
 			r.TLS = &tls.ConnectionState{}
 		}
-		require.Equal(t, tc.secure, c.secure(r), tc.name)
-		require.Equal(t, tc.client, c.clientAddr(r), tc.name)
+		require.Equal(t, tc.secure, c.Secure(r), tc.name)
+		require.Equal(t, tc.client, c.ClientAddr(r), tc.name)
 	}
 	for _, bad := range []string{"10.0.0.300", "example.com", "10.0.0.0/33"} {
-		_, err := ParseTrustedProxies(bad)
+		_, err := forwarded.Parse(bad)
 		require.Error(t, err, bad)
 	}
-	none, err := ParseTrustedProxies("")
+	none, err := forwarded.Parse("")
 	require.NoError(t, err)
 	require.Empty(t, none)
-}
-
-func TestConfigValidate(t *testing.T) {
-	t.Parallel()
-	require.NoError(t, Config{}.Validate())
-	require.Error(t, Config{SessionIdle: 10e9}.Validate())
-	require.Error(t, Config{SessionIdle: 3600e9, SessionMax: 60e9}.Validate())
-	require.Error(t, Config{LiveInterval: 1e6}.Validate())
 }
