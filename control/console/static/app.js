@@ -6,9 +6,26 @@
 //    focus leaves it, so keyboard users do not lose their place. A session
 //    that ended sends the browser to the login.
 // 2. Copy buttons: <button data-copy="ID"> copies the text of element ID.
+// 3. Narrow screens: each table cell is labelled with its column heading
+//    (data-label), so the stylesheet can stack rows into cards on a phone
+//    instead of scrolling sideways.
 (function () {
   "use strict";
   var body = document.body;
+  var stack = function (root) {
+    root.querySelectorAll("table").forEach(function (t) {
+      var heads = [];
+      t.querySelectorAll("thead th").forEach(function (h) { heads.push(h.textContent.trim()); });
+      if (!heads.length) { return; }
+      t.classList.add("stack");
+      t.querySelectorAll("tbody tr").forEach(function (tr) {
+        Array.prototype.forEach.call(tr.children, function (cell, i) {
+          if (heads[i] && !cell.hasAttribute("colspan")) { cell.setAttribute("data-label", heads[i]); }
+        });
+      });
+    });
+  };
+  stack(document);
   var every = parseInt(body.getAttribute("data-live-ms") || "0", 10);
   if (every > 0) {
     var busy = false;
@@ -23,6 +40,7 @@
         .then(function (html) {
           if (!html) { return; }
           var doc = new DOMParser().parseFromString(html, "text/html");
+          stack(doc);
           document.querySelectorAll("[data-live]").forEach(function (old) {
             var fresh = doc.getElementById(old.id);
             if (old.contains(document.activeElement)) { return; }
