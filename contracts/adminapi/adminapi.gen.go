@@ -204,6 +204,48 @@ func (e JobKind) Valid() bool {
 	}
 }
 
+// Defines values for JobOutcome.
+const (
+	JobOutcomeAC          JobOutcome = "AC"
+	JobOutcomeCE          JobOutcome = "CE"
+	JobOutcomeCancelled   JobOutcome = "CANCELLED"
+	JobOutcomeMLE         JobOutcome = "MLE"
+	JobOutcomeOLE         JobOutcome = "OLE"
+	JobOutcomePARTIAL     JobOutcome = "PARTIAL"
+	JobOutcomeRE          JobOutcome = "RE"
+	JobOutcomeSystemError JobOutcome = "SYSTEM_ERROR"
+	JobOutcomeTLE         JobOutcome = "TLE"
+	JobOutcomeWA          JobOutcome = "WA"
+)
+
+// Valid indicates whether the value is a known member of the JobOutcome enum.
+func (e JobOutcome) Valid() bool {
+	switch e {
+	case JobOutcomeAC:
+		return true
+	case JobOutcomeCE:
+		return true
+	case JobOutcomeCancelled:
+		return true
+	case JobOutcomeMLE:
+		return true
+	case JobOutcomeOLE:
+		return true
+	case JobOutcomePARTIAL:
+		return true
+	case JobOutcomeRE:
+		return true
+	case JobOutcomeSystemError:
+		return true
+	case JobOutcomeTLE:
+		return true
+	case JobOutcomeWA:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for JobState.
 const (
 	JobStateCancelled JobState = "CANCELLED"
@@ -225,48 +267,6 @@ func (e JobState) Valid() bool {
 	case JobStateQueued:
 		return true
 	case JobStateRunning:
-		return true
-	default:
-		return false
-	}
-}
-
-// Defines values for Outcome.
-const (
-	OutcomeAC          Outcome = "AC"
-	OutcomeCE          Outcome = "CE"
-	OutcomeCancelled   Outcome = "CANCELLED"
-	OutcomeMLE         Outcome = "MLE"
-	OutcomeOLE         Outcome = "OLE"
-	OutcomePARTIAL     Outcome = "PARTIAL"
-	OutcomeRE          Outcome = "RE"
-	OutcomeSystemError Outcome = "SYSTEM_ERROR"
-	OutcomeTLE         Outcome = "TLE"
-	OutcomeWA          Outcome = "WA"
-)
-
-// Valid indicates whether the value is a known member of the Outcome enum.
-func (e Outcome) Valid() bool {
-	switch e {
-	case OutcomeAC:
-		return true
-	case OutcomeCE:
-		return true
-	case OutcomeCancelled:
-		return true
-	case OutcomeMLE:
-		return true
-	case OutcomeOLE:
-		return true
-	case OutcomePARTIAL:
-		return true
-	case OutcomeRE:
-		return true
-	case OutcomeSystemError:
-		return true
-	case OutcomeTLE:
-		return true
-	case OutcomeWA:
 		return true
 	default:
 		return false
@@ -603,7 +603,7 @@ type ErrorCode string
 type FinishBucket struct {
 	Finished int64 `json:"finished"`
 
-	// Start Start of the bucket (database time); it is bucketSeconds long.
+	// Start Start of the bucket (database time); it is bucketSeconds long. The buckets end at asOf, so when bucketSeconds does not divide the window the first one starts before it and counts only its part inside.
 	Start time.Time `json:"start"`
 }
 
@@ -686,6 +686,9 @@ type JobGeneration struct {
 // to one node; its submission has submissionType `KECE_CHECK` and a built-in
 // manifest, and it is judged and reported like any other job.
 type JobKind string
+
+// JobOutcome How a finished job ended - its verdict status, SYSTEM_ERROR (attempts exhausted) or CANCELLED.
+type JobOutcome string
 
 // JobState defines model for JobState.
 type JobState string
@@ -1011,15 +1014,12 @@ type NodeCheck struct {
 	Verdict *Verdict `json:"verdict,omitempty"`
 }
 
-// Outcome How a finished job ended - its verdict status, SYSTEM_ERROR (attempts exhausted) or CANCELLED.
-type Outcome string
-
 // OutcomeCount defines model for OutcomeCount.
 type OutcomeCount struct {
 	Count int64 `json:"count"`
 
 	// Outcome How a finished job ended - its verdict status, SYSTEM_ERROR (attempts exhausted) or CANCELLED.
-	Outcome Outcome `json:"outcome"`
+	Outcome JobOutcome `json:"outcome"`
 }
 
 // Phase defines model for Phase.
@@ -1280,7 +1280,7 @@ type UnprocessableEntity = Error
 
 // ListAuditParams defines parameters for ListAudit.
 type ListAuditParams struct {
-	// Actor Exact actor, e.g. ADMIN:alice or control.
+	// Actor Exact actor, e.g. ADMIN:alice#3 or control-plane.
 	Actor *string `form:"actor,omitempty" json:"actor,omitempty"`
 
 	// Action Exact action, e.g. node.drain, job.cancel.
@@ -1472,9 +1472,10 @@ type ClientInterface interface {
 	//
 	// Every audit record: node and host-group changes, job rejudges and
 	// cancels, event redeliveries, probes, joins and the control plane's
-	// own actions (`actor` "control"). Each names the admin token's label
-	// (`ADMIN:<name>`) and, for calls through the admin API, the caller's
-	// address (`remoteAddr`). Filters combine with AND; `after` is
+	// own actions (`actor` "control-plane"; a node's join is
+	// `node:<id>`). Each names the admin token (`ADMIN:<name>#<id>`) and,
+	// for calls through the admin API, the caller's address
+	// (`remoteAddr`). Filters combine with AND; `after` is
 	// inclusive, `before` exclusive. Paged by keyset like every list
 	// (`beforeId` ← `nextBeforeId`).
 	//
@@ -2034,9 +2035,10 @@ type ClientInterface interface {
 //
 // Every audit record: node and host-group changes, job rejudges and
 // cancels, event redeliveries, probes, joins and the control plane's
-// own actions (`actor` "control"). Each names the admin token's label
-// (`ADMIN:<name>`) and, for calls through the admin API, the caller's
-// address (`remoteAddr`). Filters combine with AND; `after` is
+// own actions (`actor` "control-plane"; a node's join is
+// `node:<id>`). Each names the admin token (`ADMIN:<name>#<id>`) and,
+// for calls through the admin API, the caller's address
+// (`remoteAddr`). Filters combine with AND; `after` is
 // inclusive, `before` exclusive. Paged by keyset like every list
 // (`beforeId` ← `nextBeforeId`).
 //
@@ -4354,9 +4356,10 @@ type ClientWithResponsesInterface interface {
 	//
 	// Every audit record: node and host-group changes, job rejudges and
 	// cancels, event redeliveries, probes, joins and the control plane's
-	// own actions (`actor` "control"). Each names the admin token's label
-	// (`ADMIN:<name>`) and, for calls through the admin API, the caller's
-	// address (`remoteAddr`). Filters combine with AND; `after` is
+	// own actions (`actor` "control-plane"; a node's join is
+	// `node:<id>`). Each names the admin token (`ADMIN:<name>#<id>`) and,
+	// for calls through the admin API, the caller's address
+	// (`remoteAddr`). Filters combine with AND; `after` is
 	// inclusive, `before` exclusive. Paged by keyset like every list
 	// (`beforeId` ← `nextBeforeId`).
 	//
@@ -7041,9 +7044,10 @@ func (r GetVerdictMixResponse) ContentType() string {
 //
 // Every audit record: node and host-group changes, job rejudges and
 // cancels, event redeliveries, probes, joins and the control plane's
-// own actions (`actor` "control"). Each names the admin token's label
-// (`ADMIN:<name>`) and, for calls through the admin API, the caller's
-// address (`remoteAddr`). Filters combine with AND; `after` is
+// own actions (`actor` "control-plane"; a node's join is
+// `node:<id>`). Each names the admin token (`ADMIN:<name>#<id>`) and,
+// for calls through the admin API, the caller's address
+// (`remoteAddr`). Filters combine with AND; `after` is
 // inclusive, `before` exclusive. Paged by keyset like every list
 // (`beforeId` ← `nextBeforeId`).
 //
@@ -14195,219 +14199,220 @@ func (sh *strictHandler) GetVerdictMix(w http.ResponseWriter, r *http.Request, p
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7L1fc1q5tiD+VVTcWxX8u9sEJ+6c23b9HojZSUjb2Adw+vQ0GSP2FkbxRqIlYZtOpWqe5nkepmo+0HyT",
-	"+0mmtJa0/8AGA7HT3efkJcGwt7QkLa3/fz5XIjmZSsGE0ZWjz5UxozFT8LHDjJo3RoYp+1fMdKT41HAp",
-	"KkeVLoukiDUxktxRbsiQjaRiRNlXuLiuVYKKYr/NuGJx5cioGQsqOhqzCbVDjaSaUFM5qnBhXr6oBJUJ",
-	"F3wym1SO6kHFzKcMf2LXTFW+fPkSVKZU0QkzDq7XMFcrXobqXCRzwg2baHLHzZhQoic0SZgiPCZVM2Zk",
-	"qtgtlzNNpvSaPdNEsHvjx9uzUHM7zm8zpuaVoCLoxMIy9BPmF/Hvio0qR5V/e57t33P8VT9vxRUL9jup",
-	"zVslZ9NWfEHN2L4Fw0/tH+no4+yptbu2wYTv5XDtVJ/s7187ySmfcLO89xf0mhHNf2ekGrMRnSWGHNTr",
-	"K/c0gVHWYwW9R6z4oV7P4chBCY4ElbaM2dq1C3jg6xb/xb6tp1JohphI4w77bcY07EckhWECPtLpNOER",
-	"tVvz/JO2+/N5w3lCpaTD+uL+9sb2esFkJJZMEyENmVATjYlFbDu5opEh1UEn/Ptl2O1dtdofGqet5mCv",
-	"VvkSVE6kGCU8+maQajlTkb1i2lDDiFTEXj3NpcjAp0ki74gZc02iMRXXDCBtS/NGzkT8bSClcayY1ixO",
-	"Yc7gY/dcG4CpJ+UZFXN32vrpQevYTYNLwmJ7po1eeHXaOmv1wuZg7xgJLaGWOBOg0/tAqIlGumxv3SIl",
-	"309JeRlA7unnOaIPUF0KOjNjqfjv7BscyBnXmotriy0zcSPknSA0nnBBjLxhglQHl+3GZe9d2O61Thqw",
-	"FXA6l4LdT1lkvgWIXaZumdrXPGYEyVz1h/t7Mmi1e2Gn3TgdBMRC+aHROm28Pg1TCKdKRkxrOkxYKAw3",
-	"86cH9WeWJPuWrLKYDGeGKDaaWUQfzgklapYwUmW16xqZKjlMLwL8oC3UXzxtBBxqGMMmUwQ1jrmdgiYX",
-	"Sk6ZMtySwxFNNAsq09xXnysU30Jm/RB9DSpMxCxumAI7iKlh+4ZPWCUl/NooLq7hBbv2ExmzZYbUEiNF",
-	"tVGzyMwUI/AkiRKqNamGnc55Zy+weHYaNrrhVfiPi1YnbNp7M7UwKzvCf/+1sf/fPtp/6vs/Xn38XA9e",
-	"vfzy72Vg5Hn4RgtFTrzRowmjmoVTGY0XueSrw8p6vhh4rrfRRHJmIjkp2cnOZbvdar8ld2OeMOA2ABNJ",
-	"+C3Tx/YLQU7Ozy5Ow17YDAhsbkDclgbkpNE+CU9P7cfu5UXY6YbNsGm3vhN+OP/p4U1/sWLTFYsYn5om",
-	"v3YMeOGivmvsv/jhFZEjAFnYjUssGbOE3t5bGkVsasnrSCpkQg5bFwGq7/9I90cfP786LAdEM2352q5n",
-	"pA1VZhu0/5IXYn5NpbocogSZuFMALj9ZduAf0xnk8BOLjAWqMYu5CYVR821vfIT7v3gcP4+pIWM6nTLB",
-	"4oAA4bFA1piwNDEgn+SwFlERsaSGwt8pE9dWnHt1WLLnNDKyRC9p0wnzJ57jHHDT+xU914ZN+hU4cToz",
-	"ckINjwiCrBemPXjxn2XzbkGcqN3DTW9fzAzliV692yitLh3UU5KebaiHYtRxrfwe1l8clt7ciTSsEccl",
-	"J2hlsgiUtmeatC5StgRHhgdFDLXSgBkrObse5866cdHqC7jM/ptICi0TdgRf9U4uyJQx5REEZGaZkGlC",
-	"BQMUMWPWF1HCmTCEEqNm2gC9uGVKW+VR3s+J1Sc0qf4UnoRXvc5ltxc2ry465/9ohd2gL/6x/0aqO6pi",
-	"FttPe8eEDrUdrhTlAnJy2kqXRUXct1urONPkTnFjmPCaNTfkjmqiWCTt2LW+ePCSLJAJj42Aw/4CBf6+",
-	"pge4khiccr0t93drAY3MauUPYVKO6HyB1bXwLVAAHVRUKQo/51V3gCtJzkeVo18fRtaPi4JSA49ICmRu",
-	"VBuwD9SW9tAvqGyTTqh2kCwwM7r/e33/x4/Zx6va/jphwg7UARa15XZHKQTrdsDBaYWne2687LSkfS/z",
-	"qQmbSDX/abiexdXLX9WaXpeIFidjFt0wRWI+GgVE82tBE7hh9jZ2/36KYltAqCETqQ05JD/x1wuE+rD+",
-	"46syrhxJVTLjSCHGk//7f8gd49djQ5TVNllMxjQZEXpH52Sk5IT8zpQkRpJDErOITygQiojpvqhSMpkl",
-	"hk8TYDb1Wr1ePyBckF/rgRv04x4IRiSdjmtyAESgcRKQel8APRBzMqI8mSkW2NtP7iyTpERPWcRpQiK3",
-	"OxQJCpFmzNQd1wyvf8aF5GyYsPJTELPJ0MkZsLslFJepCRfUWMXLnwC8FJA64SMipGC1/HSbmO1A0jCz",
-	"B6/8B6ZiHpkuPvwlqFhmeqZLMOXiktjfFiHZAPvuaJLgkFu9uHD33e1KF+YxLAU5nSh3VXKXLD2A7DqU",
-	"khF75nY7GFJQC9yvlYuw3Wy131YCL4xXgspFo9sNm5Wg8qbROg2budHcJQgq9/t2gP1bqoBrwUhMxPhj",
-	"ZyYEfrqgWjO7tDeUJyyufPwSVJrMivdqnoKyYO5DgEhVSEPmzErTVl9PWHxtxbup1JoPkzlqCrG9RhSY",
-	"8WzC1F5AmuFp60PYCZukmn8Rfmk0SfWa3jIymx4TzRhRLEZgwJq4vCXpYPC5sf1OuLXCFjQZ9Rswteqo",
-	"iB6WgItb847RxIwtYZCCkURGNCFxOhipNiWSPMomUgREzYRFIMIn9NqKwbP4mpGYGjqkmgUk5voG1l2k",
-	"9Sgulmg9Y6kMYfdWpgFjghO1LS1CFdiwe3NMhCSaRYqZJbG3XGQbw6JgK9xvQykTRgWwYopqY57x0f3f",
-	"P/7q+d3RGoa3cM1grGy+sivSZNo+vQIzeyjZjfj1TMEOOAsk9bYkzYxT+RhoIIjD3Ggih5qpW8sJYPYy",
-	"dLv6EHZab1onjV7rvF0JKmG78foUMa/TaLmb2Wx18dutEPEDU3zkTEB2ZNCLACUV5e6mNrnGbwFD8Y+c",
-	"CXoLYWEkVVSm67NbeYOqPd5dTbjQhtHYIjRYkCyfAPcKmE66V42TXutDWMtONocZmVawjgl08KlFVHAv",
-	"Bw7WUlSwW7PbBsSMxgkXzLmyVvu4QBgQ8o5UATsUiRIZ3ew56+vdmDsTvMWlZ1ZEn+Bx9YXbQKqYU1mG",
-	"NLohVTDjzyyZtIgXyZmwWgZN7Q96D4QBUEYAQbm2ZAAOvkZQWD2yN9gvoUYaTj56VT/8z3qdVP9GYjrX",
-	"ewtyQsr1vGcFH3/IQPEYh1h2eGi43FLGdfLqgwZR4LlfoVfnRNaHZM1FQQG5/TomH642W57RaMwF21eM",
-	"xvbEveFSxqxGTs7bb05bJz2LERblrplgikfksP4juRszYZFiYtVFkCBHPIL3CNiWmc6TswUnUSWoLJjW",
-	"K0Gld/5T2Pam0UpQaZ/3rt6cX7bt53fn3d7V28755cVV/uv2eTMsfPH+/HXh7/BD2O4VX2mchVe9xk+h",
-	"Jaed8EOr2zpvX3V7jdOwElS6vUYvvPLr9jM4y6H/s3HaCRvNX67en7fa8O3Ju/Dkpyu7Rgc6ftFqW039",
-	"bSfsdu0Swkan9zps9NLJCgQtB/zJZacTtnvum17YOWu1G6eF1YDcYcG5ajSbbgL3CX5vnJ6e/4ygZGu5",
-	"aPxyet5oXvXOz69OG523ds68p6cSVLxbAQ/IexU2ZCyOMLbELU245STozWHCWDYDvKUnb5gI76ccpZ/U",
-	"95bzXue+a8uY5f58L4e5v8JbJkz+YTphPUv27Kqc769rKCgqwLtTlyQOjKzHT9NI7A2Yv5dcwHcgF3f8",
-	"NXN/t8SFkteKaSt0v2NUmSGjxk9yCuS3ERl+y1JoT2ZKMWHwb6f6JDnoQf6zIDTQ8GTPET+1pWkkibzD",
-	"6TPYL+g8kTTuSXlK1bWdqUMNO0XfnT1CYYUimORS0FvKE3uvgYO/4YLr8etZdMO25t/wKnq8ttSHwAZc",
-	"wu/s1942NgSYSNULoqB77R0TbiztwV89g0wkRnzsYLtGUIJsNWXUMsXEbXmFYtRs50/a2prqRd91T9qL",
-	"4M2pJ5bbbx0EYzcNL9Au/oVEmhM6pZFzOi7wGys2fJJDZCh3Y5kwYneBTOjc6iaEGiJFxAJCIyW1BkHZ",
-	"rkSX2wS8aIGc8mHIdEu8Sfj1uAQh8f6SMUvAZwkMz57NMweAFcoCq+tYbAIP50woRqcstpqXFVyjZBaz",
-	"eAfjxWwa06/xyRSDepxOUziIxdXnjnjtHTgBpN7yJmyDpYvo8jVHXK7bFWZYu9gdbM7pzm9uds7oS8Hq",
-	"fFBfNjuvOma9fh2XgE5briR/5csibFw0DXgyIHoGKDOYW6RYbybbiE484sEvYP5aTC8L7GuQ1623rXaP",
-	"cNSTUossXj8QbO/pZJrYoQ5fLPhvD/Z//Phrff/Hj5/rwcF/lhvd38vhWytMU++93MLgcy6YpaCkep2O",
-	"sGf5KCV6Npxw8L8uW3B24E6Rk11KESKb65kmU2mPQjlnFTi3P8lhuY7uee82kFwX9mpLRNvCA3nDxYNP",
-	"vpfDn+xjzubMNngeTUdfgsotmp+3tFKvcMDnNsVB7iHKji7InXsZ9vvFLEtnl6/PWl2rG9lrPtNMkTup",
-	"bmoEVBv7nTdw7bswQRYTzZLRPngRyNBK5X1hJFglLf88BlaeoQ0Z0/yfvfmUkQG4OWGKARglKBnOeGL2",
-	"ueiLCRV8xLRB3wVKhmC+jOELxaZSWSgSfsPA1wH+C0BEsEt4XTRbmtfUNtRvuimwXiEAqTo94JwB/e+X",
-	"4SUoVJn9PA1ZyUzoQSUNVtkQhL+DJadgTT+RlhCZvEE9qJxAZIO33Fmtxqr/La1nKMJvwRc+uZcXfe2l",
-	"8Qr+YVTx9DZ3fHPv/yKb97EnKaRlcJRjPz61m0XPmCRnzFtPAnCeXvaGXcRKeHqFkRekVD5iYMB3mpNd",
-	"KZpdwNYMbx0THxP98lW9TqoHZCxnai/zay7a7baz2r0qlWHf26v4Xg53C9nbVVFJFdyWKHPjvZN3oC8S",
-	"SvBKAufUhicJZBJgoIf9H0NchzS6kaPRMamjgStKKJ/Y4XfwA0ZWnWhKwXZYFrzbkwYdqNu+/KisHnm5",
-	"JbZF+v1ME/cWyTjRn4TlP2WU0pYyQkLF9cxZdte9cuqfg3e0KdhsdwkS3TSQsxSF4OWOdy2U3awLxSCK",
-	"BaM0HZs7JoJdU8NvGSjxBWXZe25RZS69TyWRHI7nb3o4E3rvIof1+ovz1eGr0zHVDx7qBTxkn5YyefBh",
-	"+4x9VnGpSo0np/KOKaJmQpMRV9pYMsW1izVdbx85KFDw/YN6/VFiQ3eQgTMK8vBWd/PPFt7tARybvg1P",
-	"72JnKYjsm4V8LQjvH8uyQNygBGM7UHlL5UNUnVZJ/U7QB4Ra2pCF3V3QEVJSVLhXOaUhZVgFBpTDyKDI",
-	"rov3bSEk+AHFw0kLzTSwYHuZQZdrpv5XsCEnHGItk5hpg5eGVDGcnFk4iVSxC/TYLGTQpSUsWm6W4wUh",
-	"/rHEtGC/Jj7qkg7lzKT6MqliQHJAFAPFJnCR75k3dy8ggt2la8kkuoN6ffNFrIh7LF1HhkEl2x3eMjUH",
-	"0J00qukkbxpIoc1G8YeQA3wvwC2wmmLeiLrRYoqWlIfX8wkl1LVDeknWXUGmd4r6x+Q5LehUj+XWUf6Y",
-	"NZDNu82725kZykhNdtN1pYgDHrPXXeod7Kif5HBzC2r+gP6EYbuwlpX7o7Y09zVcjBaEZlCNRhcNkWrc",
-	"LNv5XAD7Mqq+tpTksnOa4SrEj2DsEWEiBiNeAArRVMmhM3TmVP4fDl6UqQ7baxvxQkTVuqMoRF/ZdxXl",
-	"oukiURqmLPPDCqQ+PMpnZvvYlSPU65bi8YHG6iwIJh9Z4yOTIJyGithHx1iNKI3SAYflYqDsWt8fbPxG",
-	"qK4wxm9HzQY82iU27kixmAnDaQKmuCFjgnCwEGHyemZZuKNgAsSU9WX1Drcn71jbUmHd1qu5sYy+hdT9",
-	"FR5P5SIJSoMVN8/Wqq/0Wa53j7z44dVT+xdTE5tzqTnps+h2RFBzO7lw0bONSrFyKV9sAZXSW7KROKl2",
-	"clauJJjnUxyBjI2ZVvUeOLtKKOhzhPH3wAXQx4ReUy60IVgCQg4ZZrluRE53uuDLRsNtzZHbXcJtLtbW",
-	"GLyxY3cNFj6EI19jBF/yxsEdyshlQPRY3gmwgGyU5PeVRvPNWEjpnd7JaA7D7aa3letE7W+r0cAt1ZuC",
-	"8WJzKNoyZugWKgDxokws3eLcMPVYmMZKrbcc8h/qX6fW/vBQOILDoAXo0g1+UFPwYs2W7u9i1HxANJtS",
-	"RQ3DyOlCLH5ZIoPLjNgmUTCXm1HYoZcvlk927MMCG9dshywgNP6msYVlAm43Ezg9JwJlJJ05TQJ12VRk",
-	"zkxtY7kUMki6q4n2WuClsEJ2mbSZQkeoUtyen5XMuSByNAJRfmSYOtOr4vrRt5umJpQafkBD0pR753Ds",
-	"nibcaJaMXPkJPZ4ZSD6L5Z1YIdG6JJkPTJVHxDQ0brmH65hY3J/77FnIxAMzR7rqjXg/8K7XMz3fvmxV",
-	"8Wa6Y1haSFDE/5KNXX1Zd1Hq4cUt9Xq1dViUn2Y17DsGRG2Th/DVMZOPLCOVSONrciNOc16qBZ+D+4Xc",
-	"sLlL7oqm04O/BeQTvaX2/+ncjKV4GRCqbowOyGSuf0sgdDdmEY9RqyZWWFu0geWStv6jdgVJWy8Pyk1a",
-	"HoyWGMktz5HH2/jeJlycQTrl67lhuixhAi3nmtyNpWYEcy+xdhJExLG0yBSFEnVYBCct+uGN8JZNMwGZ",
-	"OaR6+OIFGZyFZ+edXzAYH2P0z38e7O3geJ7w+zKNv6dmDK0fEOruglqRAmAahxlTAVbYW6o4FaacOG6n",
-	"VdN4buUiXZb7lUFRxbIccUCQdO1ZWDx9LW7cbrnBIqYqXhHJ5n4lUmWnc4sUE1CXxxjYViu1teJWbU7k",
-	"PLJ9wBcrXx6gbjzv7vELWcLTwlZ7FMhBt+7S70DZqT4fbSSZ5M3fG8ofDqrtdxRow0PbCZDnZ1m3M/6M",
-	"tk0am0x5wk7kZELLYutO8HcS4QPEIryXICyd8Bnwy+WnrIZzIXlZoMY7oDqMuKJyIzsBVDawM8CLGKUJ",
-	"VCmypEuUz3FvFF1PAZHiXSsKiYT2ksipP2/vWHymkSTuQL7Ew+QC6YIV4tg9jUwyRxKRI1tbev7VTOSO",
-	"q8yhUi4IuqNUUHDQZVZ70kE1Gn9iwoVzjol4KO8x9br2oNHtNhXaFhCqAG4BK0qOz+9nGZq3aVn9rXez",
-	"CRWAOwGZCf6b5RooqnOjyQ0XMakmEIkQUc32Spg61B/B/x1bP3jxt3K+nunM2wdB58JN1UygFx0zrDEF",
-	"GysWIMuzoGPo6ic5JFD4jTROSjLdYbxNbW+obHZWRs7b1S2GzgO4VHgj4TFB1kcEY7EmlEyp1lY4gKdd",
-	"gFVJSYwNpModPDO7FbjLXCqwOrvDI4hE3bXA3S4BY09VaGpJFXxYjdvEr5UrvPEVUSYr4ktSTH+mfazJ",
-	"MWE0GsOVJc7XjqelDZsu+zD9NQjy4bXDYrhIEfkfMtGfr6r3ZzkXJf7Ic/dzH25tMVYmIN1fur3w7ArK",
-	"/pFqGuzB7scU6mftWVqcxlXnk5AbJ5AE2+m1IMH150YlqPQgE/cM/j2Hfzv2nxNIBs7NtEOs9tbTQbk4",
-	"zFJfjOB2m5dGyW4ljZRE1m5APXL1Gdchoj/WJROE+z5wAJShxIWPofMndHJ+dtE6xXj595fNt/bTZpuN",
-	"jBh/tjo/2DLsFE5ZKfepW7H6OM1QIK5oKgEDo05lC0d9PZDRdGpvA72llrqB8lsJKqD82k212u+mQMNI",
-	"73GkCz9Sw410hiO5RbgLf8bvtzx/TJ5dGbzjMm+d+HbHRSzvigFTAZSm0tuH5hTSjYtGnTKbeD7FeEGv",
-	"SAOKNALKNRwdKokp5XBiFq5hB8HToWyZgV2KfajPBbisyXBO3MMB2tpHEO4j3I5tvEOFa71g9lreoM0V",
-	"74W76LTHdINzSw1S/Ci9oFZ+faq6GdngvnjGkxbBWJguR3Wa7e5VlpFz3m6HJ73si95p7tde6yw8v+wB",
-	"3W62OvbBTvjmEgtjvW40r7q9Ru+yC9UssiIL9ofX581fNiQLTaGzRB4pBItM+ncvyX7r8QmTMwP1DmKu",
-	"WGQ6aG2yU9K46wuH5UoFvKbxaxnPkarYDdmp8l/OZf6gMBRzmrC4NS23vUy5ECwmrQu8yndUE/uCEx0f",
-	"qsrKPGZuhmbFqJt15VnKfQs5Xz953z1vkyqHABozD4AcpcW1gnwBLlfcKYBuBftDLP6X0/4yDE2osW/s",
-	"5DXasnZqNIaiEOURK4A3G1dqXBUqQtOCFtl8+TWW3dFOanJfjOmaH6fFSD2dB+8iSeR1aUmxCRfpFyWo",
-	"gzPtlvj1VAWKOiySIuIJ64B541FMcs18QY3djXLyphxXIK4Fq2rGBXvd0ggZa8td5ZS13XKZZEHGG/HO",
-	"D/6VZX9RfTMboLypLKygAEj5EYHg2HC1vLc8om+VxrxlTsYm+cU4ZOmWSPvTbjfpsWKXnupGdpkxCZsw",
-	"YaBezy41iW/ZNs6BhQk7QPL+rNWJcWkb7JtbxrYiJJbvLDO64i8oM0CKJoux5KSdDWDeKPBqp9BlrFO6",
-	"WZZZKasGIDduUWEf3ijZqbjlPuPpW5GcNGVxE+Ed8dVt4aMnmxVLyf7VMs7KLhmQ4wwTcqa4bdK/vN1u",
-	"CYXzFyEP8QY322/Kgr4e9nqnYdOXDZTC30ww0X+SQ7y5aOWrOgPfgmUvb8QrVEZ1g29aswHgRSNadwbL",
-	"8DD7Ad+fv64ElUavF55d+JJ/hZKDlaBYMwLK8G04/3vIpfHxdejvyFe7qwTFshKwqx7aAtYu6yTDmeaC",
-	"af1MEx6nsl2xBsyDteGP1haH7y6h/1owwDkkR4UMMAgZaZy+PbdH2mz0Gq8b3fCY2KmgWxf68SBNA6p/",
-	"uLAJF+RXzZw8kINAsgohew95F1bFknzIGdu3K3evVzWQ0BDlQg1R1C6ZRuPUE4omdx+UKUVU8PWehBsb",
-	"i3KF+h+MkEp9hqfyep3Xcmams1zI6CsoeJ+HD+r6TBWDxhSo3S7Gsb/64YeXZTR+Qu+75UXxu7MJkIIk",
-	"wc3BGvZ60Ye8S+jL5haklSX7HXTGHSyBx3RA1lXh92v92BfV3EuAy1jkbiY4rvDgOaooREt3YSeWUIKx",
-	"eW+3Svu7lL5froxYrDKfnl4BlbIddinCpUxiZ1v1JjpsZuK1DEQTuoUaWygkuV50e7UitErMDHsgVO/g",
-	"8PDBIsdTKZPN1YIFB8CGMS4e2MV1+9nXHF03RalFxwmUgnLm4xpZcApD0RnEesFumSLUu+9qxHnCjlwv",
-	"CrhbwZruEzRrZmEPEDwxQ2buGBOk3hdUxOTA3id7rZCAHGPXGytgBFbgUPPU3dk4sdzHgYCVpQwWzDaY",
-	"dqz9jzXScI5Tl5zvhJgsVR+qxkB0rx29L4Duc00E41BwqnFCRDZZQFiiWTo1H0FpKgeX+7Fx0hfVk9CH",
-	"D6cPqJnwRbV382E+haPyI2IJH827WC1iWz66TYDFxhrISvc1jlCK6qkBadtK7k9e4hvNUuXCBhcuzIkM",
-	"FTYbAwnLVWC5+rnVe3d+2buC4tIB6f18fhW+eRNCjemrTti9PO11A4KltM8/hJ2rk8ZF46TV+2XXWA2N",
-	"UvXGtqmiEP6ANpU+umS0mSVO30kfyYOyzhUESZnRTHEz79qZvE9jwgWUpy6heot9QW9YxPZ9/jB+iSoU",
-	"2d8HGRgex+BdWA32daaKqWwLx8ZMsY8md0HNi/mHVneTijQuWl4gsdJvzndNZiJmigye0yl/fnvwHKZ9",
-	"PjjCkrpQvVYHfZElkGtSTfPUdJCLoLKkyHXGU0zz31mA6ROBT3YO+gLTN4N84rCSxrX9cCnjewFW2GJU",
-	"RWNMlobrEmBq9ZSpfQDcR3VM+L0FwyuVkKdNEmbRUAdFMz82LMvQXzlzOcdUHxI6ip8kPpZq4djwJPpi",
-	"kJ31YO841V/wMeiLhuEA2ToLLM3Zfmt90Rf/9m/kRAqrs3EpdF/8f1nlUE2qA3SGDAIyyCUp2j+BKtkP",
-	"WSEW+5fT9gdBXxAySLuZ2p8cRbMfXWu1wR5AVaxNqrFJM/SDIGSwXI10ULNQ9qwcD6933pyQly9f/pi+",
-	"D1lUduPTWtzQgIJUL3sne8ckdqlV8Ladwwk12orCE54k3BWhc5n3ggzO9IDo2WjE72FuPCeMH8M6ku96",
-	"vQvPYKfJTJPB5z64dPuVgPT9VcY/HPXtV74Mju30gMmwksuLi7Bz1W03fgoJhtVCUUouUB+TU2cKeaZJ",
-	"7qI5vLFDpU9AMWqaaEmo0HdMkcN6nSw1ug7IYf2ALPUItiNVpcIfCz0NBtgXENDsmcbiWHOI94PAdyu6",
-	"wH1i8b6cGTsO9sx5pom8ZSqhUzSZ7AF6HL74kRQbNZMqbHmu/TJ29ig2DH5e6BcMJ3I2M+5M0aKK5X1d",
-	"MKVUaLGhN/arAVrLB8GiO86ClF1VAARubwTqfe4ePtMQWwoTQ3zkLWd3mtwwNl1opFMd5PPHLeZDUovF",
-	"+ylVBjAVzq2YEUiqA/xQw1yCQUBihilnKW4XE+YIvWawp2kN0aVYXiBkWerU3hHpV1zOAlQ3c1ls/QpS",
-	"KUL6vqcQ/OxT0ezvipGhNGN7/opB3yrcjFOunewMRYlYXCj1AyBM6bVLnCMDCK/GKqmDoTP9I/JBBCnm",
-	"nrNbLu2lotfsmSaDvJtg4CRLww3UMQbWkja2rOSCnisH4AKcMkGnvHJUeVmr116itDAG3llkP2mW7zUz",
-	"q6KOEFMQhY5caRMRA9vaB7blkFAjO3H1kFzPSqySpANnVEz7dXH7OIRcw2vc0fKlWh/PdB97fbtGmNUB",
-	"dKcckH7FPdev7NVIaKmGr2jMFlA4oUOW9EV10GietdpH/Vm9/jKyD8MnNoCbh8VULEfS5e1DA2dlwP6j",
-	"feG7j1YHWc/SwV6NvOGJZYgkkpMhFxiPTRrt5jEZQFugAeHassYomWl+ywKPEQPC7t13NXIByDOckxs2",
-	"18xgnVxUkyyptItJ8Yj81//8XyXo0hdg49dH5RSRVCmZ0MT1AB8B0EDXhLMo2TvVF8qe7N5xOfk8LiFs",
-	"x5aEIbamNNrKmxV7ZSD3G7BR0QkzkG/46xLW3dPIEDhmb5GEc6MJj4DEuYMHY5x94bcZU3Nf8OIobV+a",
-	"tUhfdC6tjTf4EqwEKLORQntiJ3QVuxOvgMiZ9VOQVvZDW9cN7XPp6Fk/5416wqMGVj5U6qvYaqTFaP9k",
-	"nhVNM4BT0A4LQgGBUle9ILO3csfsGwVANvPHrAUmzfjdHA58ZSdAynYuw/vn0ASmssGDqav4y0eoNDaV",
-	"whm3X9TrzvlqXD1Y6OaEbeKef3Je9s3OMuvjC1rOcgKHZUtgCM4XxatZZnOIYJSNnoL7/DWNfdgBvHLw",
-	"8CvYkUgq/jsDbfTwxY8Pv9ST8oyKuZtLoxsYTF2bTMjupywyDG0UejaZUDX3lQpTeUmOHCVG1gAGqoXu",
-	"zcXKfxBARq912mq58tGOX+TEwDT3M6aqV3PllKw/Bkl+l/WpeEL0KrbtKEGxRpIUFGHL+3hc+wsii11h",
-	"fimpfM2teIGNLgBpZprlMSN/9B/B6qzXHn4JT1/Npus/kkHWTc1qY1ugCZbhybtBXcFECE99dBRxlaG+",
-	"FM1IRs3YlyUMPXj86cuw0xUi+rbkrr4BBqe9xv5QlMftITSH9qQqLdMYzzWPaOLMYPbnvdU4/zBNfP45",
-	"Z5v54uQorNVWPLCBT+QbkMlMG8J+m9Gk0CbKp+v5B2sEKjZbBdjf0r7wBQIYAW3Wqs8jqHYGxhDs+HZk",
-	"FVAoXQKtsjBw3xmmLBvoC4h6sm/4NFyrsCbgIY+VnGZ1CJh9Pp3+YRl+1X3vi8P6IRmUNWL0xKDYTXE7",
-	"toEVOvL0YEGef0CieZed4QU1YyfYPCFFcSVFNqIo9W9DURCkb01RDh9+Ke3S+BcjQd4OlpGgZxpubcZ0",
-	"q3Jq+IRrK6elib5gq92eKPkauGvsJk6n5ppIX53QmTjmS8aBGsFoEWep9UalIRZs5vFSKenUwJTaCI6I",
-	"tyX1xXpjEqE6Z4aCDOxhwlx3AEuB7OL6Ams/7dXIIB+pNnAG+0Exng3sCbmGQVz3hdWhAMChNGM7jg9d",
-	"82YQkreCuB8RykFfpNYQXO3Cy0DVh4wwqhKO4aVicYxaXwyc72KApnami6XbfWEY7+HgzqqK9u1aX4Aw",
-	"B25/ElGl5pamo7sXj+sY6rOAWxoyqbF3+GQ380uwsNN9YdFDzszSZgdFMw1Zb6XZStizK/Y1m/UyaS9T",
-	"kn2w4mZkMR/LXj6eL6Cy0XA+ia58KN9qa1PIsBPIqtGWQzg3Gncx0nSFmQLsEoWeLYChVVQ2cw3kjt0V",
-	"LIKzyoSxEGa6LchrjDyLVwn1HL6YBr4KMJ9HvylMS0FRpUABKI4O7Gx+ytOax7JCFQDbwRRVoG3/Ahap",
-	"QoH6B4xSdm//RWxRXfTW2xUvCgXDeSGYF9McgTgH6ZUECYRPCpYHrIG/TtJ5/hksw182sEltr6YU+sBv",
-	"p4m8ZSmv2loLeW9XlNM/nhiNXRHeEkTuQf324Z9cFfjDEN63UMUQhSSBmL60lAi2l9ROHtsNq5+j9wbM",
-	"CaVGN3dCZMggET9LdvAdC3JBMeDnPPYO+bFMYqxq2hfXzGgySN8dECmIYlbetosArdxehcUHYF194WqM",
-	"gIM+B4AFCwMfNHlRr3+1zWDpMnqwemHnrNVunFrJFfvv5/i/VATT7ve2tCzCoh7tCj++CaGYevyNDQhZ",
-	"65SVRCMgQt7lK+h8Nyc8jjkBEJNQAkU/Y1cyzlv5diQzLjJiNZ1BO6q2xAO1cBc+kuvI9B/kYODVzMUO",
-	"ThhxMZG3Lgoi94tv+mwk4eYYM72SGDGIj1yTzXStfeEWG1iNOPLVjUjVN/gnQMuANnQvL8JON2yGzU2i",
-	"DnalPvbLk8tOJ2z3QHW2go/K6UR9we65NnovIINuz9Kek/P2m9PWiX08rbDlQgOl8UEq8Zb0yqWU/3MR",
-	"rBePOHkx434F3fLIzbVDue9k65HIljuAxdsPqZy5LuHQv86eQs6osDFNU/pxtQCyi3FKbWia2tGUtJDT",
-	"hJGNqEo5W91Ka8tWtrBiw6yn10PUKmX6zAUiY+B50fv+z65Rg403F3YfpPb6ZG43AmLgMag0hweF++KL",
-	"2q9022ctDwxV6EgcXITtZqv99upD2Gm9sbehdd4e1Eiv2Chc5zrUYCYVFM9NONYpHyyX5RiQqm8pjs3E",
-	"s5zRv/UFNBE/JlIkc1CcxlSPYRYjFYtrpGUswydDBl3EsDHOUzoiF6MSXpBBo9nshN0uPNs4PT3/GeKl",
-	"fbylnBnNY6RxdDpVEqKJpbacViqj93YJbnDdDJ6GJxcaXn3jsIZiI6XVoQ3HZOzjbzPkM5j1Ci416TJc",
-	"/ul49YtNwHLVJukwYSFUEfuj+fw11wZyNvMNJ4E46BmDiy2Xml2Vk6xVXP75ZwwsfRqjX/u8GX6t1U9t",
-	"LX+3YUXfyOin1pv8IIT4u81vpc0PUBr0X7TvRUyY1O5XSIdzIZgxN8QoypOVrHnbWCFXSHA5VChl5wmj",
-	"SvhWpOzOBRzImcCMFwBdsPtCwyc9VlzcWGEri/txXUu56AsXYJRYDduM2cRFFH01E16+cSVxQIF7rhN+",
-	"OP9pa98xBrU81t18Kkb8x0QDpZ39vocCPTlz1Pz3NCVuw6CfLfjhc5dlu9qO50q7uogaT0nAGaBJwm/T",
-	"+16FFBL03+2RmUiY1n0xGEkVMQiQsVjpUgUpwXS+vRp5I1UEyhokud7wJNGFIMSjvkgntYPIJCbNVrfx",
-	"+jRsWl1gmSoBCdVGTjXWaOPi+hhrLmDnZDQQ4gKgf8MMX8H6P3TKYlJVzCjOYiiTcDdmykUU9UXqrMEu",
-	"zXsY0EOdb8MOb7dRu+2ywGErfbtTGqfuC6zm/ERUEBLwu1cNyLz/SiLYROz481JBB+Af6dRQ64Qi9Gl4",
-	"fP1OFh+JLLpj93QR4tzwQguZI0o7E0VLyda7UJ0BJE9kyqnRsdNDh0B71ExoMqHzvnCSEPkZvCK+TXxq",
-	"9lhuFA9GDZ1rKd8X1cFCV/qBL5+JuJdvEX/k+9Fg4rfOCDo2ni+QRSSWwbp29RNsS/9f/+N/Y5o7130x",
-	"YiKy1JOShFqNDj3CUnnqCMUkqHEk0ftd9gLYtk9ySK4l030BAzt9HRvVUSxgFqR5tY4Mk1gyTdrnPSen",
-	"GnlHVdwXgwm992UGBwCjfxGW6n3f/l4eY2K0ZQAgerPY7m2WF3nlt3ywhwcGLCM9CKxaANzvjkKVHvRp",
-	"9QX6aTRJpEUPjfGydgtrxHe+JJQ0O41Wu9V+6zTfazuQYtOERnY37IDpTFUJ7f7sSi0Hkrducvf73hPx",
-	"lAILWXZLbclU7Mr/xCzFgvdnZygOY74zlMeKRDNyigkrlpjr47I8mEVbekYAduUzWMhhNaOBWEuM+MT+",
-	"XBaiXPcx9BxDuPiyim/FzHxVC5RTR4rpca49MAktDECHBBmEbaCHg1TcppY57Msp0u3HDM4pJzTg3r6y",
-	"Q0HhkoAM3oWNTu912Oh5rb4vFiTabcxtsNo/sTz7x8fobEB9HJZ8Jz6P5bRjBgsW8hHPWtG6WlCQb5f5",
-	"v/WutOaT5GLft8cpJzctAb44DNsR8zQfZSbAAgBmd6uvF8RuH0CHgiPti1yVrplmZIClhfazrweEC20Y",
-	"jdH2OJTxPJ9YdGylwb4YmJwTUDsDIsAALT5HDEPNV3oHCTgHn1Ieapx2wkbzl6v356020qqv0LQ7TDPj",
-	"mwz8Ke2NDrYcbXpSWuSma2k9Wx99E6GqkzqWv5OlRyJLsPWpyJB5UkcLFGBMNcSh2SdYTObM7EqjoIbS",
-	"avrU7Xbe7F/PoEzrEXr9F5zmJ61mB10o4D4/dsUtmu2uk136gmtX8TVOdULX+Ym0LlxfqGPSO+2mBPmY",
-	"KNfmSvu26sd94RoqEbTPukyEYyKkK54GcQhMmBpp5PYqosJu1ZD1BXQnYhACQa1E5eIj06ZFRwSqgGKl",
-	"LSucQeW6wTGhxFB1zQyqmNBHxp7JkMNYK6MOnowUXrnZQBJbMfl2xBBaZ/3J3aL5LmYl1OnnsWulCzhN",
-	"NL37HmzwJwg2eMNMNM4rS2ljtdTFCbRpnwkDWcsuUmdXioalS9eYEsGcxkYjFhlv5cJqjTkxCjqpAyHT",
-	"zAVHg6sCSFFfVA/rLxdkjz2o8p7lkuj8G2k1Qssvj5GKZN6RMUviVW4RRzC5QrXYOUn6IvWS1PqiQXDN",
-	"vpapJ3hEsX1XuNAS1DTmAyyEgtVIx74Giqiv+Br7UJCn1Dq3EdEsUN91x6/SHd3Jfg8WWeXvtdvjxSs+",
-	"mbCYU8OSOalmBCHwdABFHby7O3uAl/Sz9Y4PH0CyQJ8yiBYJjT11KUj1sH7QF4OTTti017JxmpUPeE4G",
-	"3RCiubPvnB9jQqOx1YUbF62945Ru94Wrsgmm8rTmq9cGSBVjSsviSQOSaox9Ua4yktOcV1sbOnc1bsB4",
-	"D8VzoXJjBgzXvlh1/C3s79sRLTjdNHLSH/GfkXwV+vl9a/K1sbqZ6kHfdc6n0DlTE1TmrVugNNyppYXD",
-	"2JX4gY43X03xQgEOSKuioW16kLURk2mhCwBzQudorQsIVFKc9+HcLOQR1EmAUPtjK2PNtMtq8xZ7X9UH",
-	"SuNSAQUWaqRldF+4lidW02UUq52nO4M1yZ9pV6VdD3LmfFeKHrX3vvDeA3jwG3kJ0Zjfal9ddM7fooa4",
-	"lRqI3T7+qQSux8tPK7ZCWUGw0E30PTft8d2FVBnIlU99cVVK0txMAsYhDGFw5GFT8Syh4npGr9nqxLSe",
-	"T5aNqKHQngJpSdpOonHRsiThbdgjfux01MERmTLVF76ZBOFYciCtryFiqlDRc32kyIRNpJoHOWuZNlxE",
-	"pu8bYmhopYh1OiI5mWAPBMGgtYdR831I2CVqlrCAsHujqBtzz1mwwH+AXUJcmyNIU8Ki+AHKd8gJIG7u",
-	"mAwm/J7FA4xosWJZX1gB7FoxRqpQ0zqeKYytUBLrDPAJvWZkNr1WNF4Kk3iMVL7T9OCeUEzxk6xKfetB",
-	"iwEHyF+x4Kyr0u+x06/FoqlFqztvVcvjDOIJdg3c1PTse7iwldesw2i8b1n8cZae7kP0NSl24klHG9TI",
-	"QN5gVXyw3iKKWo6eNvi25BhbhDwyFqZt3J8SAxd7xa9AQjyTvyIGQkt2PPJozOIZUo+M1ll11nd5yQ61",
-	"YCDMkKsE87LyKvtZj+4/LgN5oa/uk1TJW2iM/Ncr31XWjv2BKl54tv9KWceLdYO0ay+R76wF9TkN+/+b",
-	"YaNZkIh8T/cN7svzz65b1ZfnaQeWdekLaewAdm0xkrhk5Swhy0eTgnzBFIkSRhWLA6IlRFFB13dNql4E",
-	"umPDsZQ3RDMRM7VHNGNWrQNz1FfrVtDleVm5yr62m7ctZ3D7tIDIKy771CpN6V3POoEXlZutOmv8M5q8",
-	"FzazA02FVjFE2EU0gTv0+66MPRL1uUiDsfeRzLDY3XUIJOfCSOJ7z29Gc1yBwf0JNhIu5c5vpMLAd1Sd",
-	"LFkoViVx5XcxdpTFpJqWGAtcgbG+KDSb96Yd6BE2cE10B8R9sEwlzjckDhy5ivtiOPedcUnVjlCsWbqu",
-	"wX2q1vUFSLiYpyCwjid279UBkUmc9QOrDgpdfQfkjsfsiEjB+gJhJbOpJbMHL+oe+AAeUmTI5lLErgO1",
-	"Yhhx78zvBy/qVi/r5lRqbLderHbkFu3bLoKmmErUqCz2xe9MSe0SHuKEbVLCONtwX5ThoFY7ODysQw2G",
-	"r5a13jKTa6T8QNeon7HNdAJ9nbC/IeJAFu72w8raqln35ZKqqjv0jH5SySrfXLqccE74/b+IFHXBlCMm",
-	"Y9+oIQv7XCAmeVLhkQN6NJaVPso1ngVky7ec/fWjPV/3xmePQ/my8VYK9y21nEKd/8rOkfvbEdXcN9gl",
-	"KPdFph59+fjl/wUAAP//",
+	"7L1fc1q5tiD+VVScWxX8u9sEJ+6c23b9HoghCWmMfQCnb0+TMWJvAYo3Ei0J23QqVfM0z/MwVfOB5pvc",
+	"TzKltaT9BzYYiJ3uPicviYG9pSVpaf3/87kUyulMCiaMLp18Lk0YjZiCPzvMqEVtZJiynyKmQ8VnhktR",
+	"Oil1WShFpImR5I5yQ4ZsJBUjyr7CxbhSCkqK/TbnikWlE6PmLCjpcMKm1A41kmpKTemkxIV5+aIUlKZc",
+	"8Ol8WjqpBiWzmDH8iY2ZKn358iUozaiiU2YcXK9hrma0CtWFiBeEGzbV5I6bCaFET2kcM0V4RMpmwshM",
+	"sVsu55rM6Jg900Swe+PHO7BQczvOb3OmFqWgJOjUwjL0E2YX8W+KjUonpb89T/fvOf6qnzejkgX7ndTm",
+	"rZLzWTO6pGZi34LhZ/ZDMvokfWrjrm0x4Xs53DjVJ/v7107S4lNuVvf+ko4Z0fx3RsoRG9F5bMhRtbp2",
+	"T2MYZTNW0HvEih+q1QyOHBXgSFBqy4htXLuAB75u8V/s23omhWaIiTTqsN/mTMN+hFIYJuBPOpvFPKR2",
+	"a55/0nZ/Pm85T0Mp6bA+v7+9ib1eMBmJJNNESEOm1IQTYhHbTq5oaEh50Gn846rR7V032x9qrWZ9cFAp",
+	"fQlKZ1KMYh5+M0i1nKvQXjFtqGFEKmKvnuZSpODTOJZ3xEy4JuGEijEDSNvSvJFzEX0bSGkUKaY1ixKY",
+	"U/jYPdcGYOpJeU7Fwp22fnrQOnbT4JKwyJ5prde4bjXPm71GfXBwioSWUEucCdDpQyDURCNdtrdumZIf",
+	"JqS8CCD39PMM0QeorgSdm4lU/Hf2DQ7knGvNxdhiy1zcCHknCI2mXBAjb5gg5cFVu3bVe9do95pnNdgK",
+	"OJ0rwe5nLDTfAsQuU7dMHWoeMYJkrvzD/T0ZNNu9Rqddaw0CYqH8UGu2aq9bjQTCmZIh05oOY9YQhpvF",
+	"04P6M4vjQ0tWWUSGc0MUG80tog8XhBI1jxkps8q4QmZKDpOLAD9oC/UXTxsBh2rGsOkMQY0ibqeg8aWS",
+	"M6YMt+RwRGPNgtIs89XnEsW3kFk/RF+DEhMRi2omxw4iatih4VNWSgi/NoqLMbxg134mI7bKkJpipKg2",
+	"ah6auWIEniRhTLUm5Uanc9E5CCyetRq1buO68Z+XzU6jbu/NzMKs7Aj//dfa4X/7aP+pHv54/fFzNXj1",
+	"8su/FYGR5eFbLRQ58VaPxoxq1pjJcLLMJV8dlzbzxcBzva0mknMTymnBTnau2u1m+y25m/CYAbcBmEjM",
+	"b5k+tV8IcnZxftlq9Br1gMDmBsRtaUDOau2zRqtl/+xeXTY63Ua9Ubdb32l8uPjp4U1/sWbTFQsZn5k6",
+	"HzsGvHRR39UOX/zwisgRgCzsxsWWjFlCb+8tDUM2s+R1JBUyIYetywBVD3+kh6OPn18dFwOimbZ8bd8z",
+	"0oYqswvaf8kKMb8mUl0GUYJU3MkBl50sPfCPyQxy+ImFxgJVm0fcNIRRi11vfIj7v3wcP0+oIRM6mzHB",
+	"ooAA4bFAVpiwNDEgn+SwElIRsriCwl+LibEV514dF+w5DY0s0EvadMr8iWc4B9z0fkkvtGHTfglOnM6N",
+	"nFLDQ4Ig66Vpj178R9G8OxAnavdw29sXMUN5rNfvNkqrKwf1lKRnF+qhGHVcK7uH1RfHhTd3Kg2rRVHB",
+	"CVqZLASl7ZkmzcuELcGR4UERQ600YCZKzseTzFnXLpt9AZfZfxNKoWXMTuCr3tklmTGmPIKAzCxjMoup",
+	"YIAiZsL6Iow5E4ZQYtRcG6AXt0xpqzzK+wWx+oQm5Z8aZ43rXueq22vUry87F//ZbHSDvvjPwzdS3VEV",
+	"scj+dXBK6FDb4QpRLiBnrWayLCqivt1axZkmd4obw4TXrLkhd1QTxUJpx670xYOXZIlMeGwEHPYXKPD3",
+	"NTnAtcSgxfWu3N+tBTQyq5U/hEkZovMFVtfEt0ABdFBRpSj8nFXdAa44vhiVTn59GFk/LgtKNTwiKZC5",
+	"UW3APlBZ2UO/oKJNOqPaQbLEzOjh79XDHz+mf15XDjcJE3agDrCoHbc7TCDYtAMOTis83XPjZacV7XuV",
+	"T03ZVKrFT8PNLK5a/KrWdFwgWpxNWHjDFIn4aBQQzceCxnDD7G3s/qOFYltAqCFTqQ05Jj/x10uE+rj6",
+	"46sirhxKVTDjSCHGk//7f8gd4+OJIcpqmywiExqPCL2jCzJSckp+Z0oSI8kxiVjIpxQIRch0X5Qpmc5j",
+	"w2cxMJtqpVqtHhEuyK/VwA368QAEI5JMxzU5AiJQOwtItS+AHogFGVEezxUL7O0nd5ZJUqJnLOQ0JqHb",
+	"HYoEhUgzYeqOa4bXP+VCcj6MWfEpiPl06OQM2N0CisvUlAtqrOLlTwBeCkiV8BERUrBKdrptzHYgaZj5",
+	"g1f+A1MRD00XH/4SlCwzPdcFmHJ5Rexvy5BsgX13NI5xyJ1eXLr77nYlC/MYloCcTJS5KplLlhxAeh0K",
+	"yYg9c7sdDCmoBe7X0mWjXW+235YCL4yXgtJlrdtt1EtB6U2t2WrUM6O5SxCU7g/tAIe3VAHXgpGYiPDH",
+	"zlwI/OuSas3s0t5QHrOo9PFLUKozK96rRQLKkrkPASJlIQ1ZMCtNW309ZtHYinczqTUfxgvUFCJ7jSgw",
+	"4/mUqYOA1But5odGp1En5eyL8EutTspjesvIfHZKNGNEsQiBAWvi6pYkg8Hftd13wq0VtqDOqN+AmVVH",
+	"RfiwBJzfmneMxmZiCYMUjMQypDGJksFIuS6R5FE2lSIgai4sAhE+pWMrBs+jMSMRNXRINQtIxPUNrDtP",
+	"61FcLNB6JlIZwu6tTAPGBCdqW1qEKrBh9+aUCEk0CxUzK2Jvscg2gUXBVrjfhlLGjApgxRTVxizjo4e/",
+	"f/zV87uTDQxv6ZrBWOl8RVekzrR9eg1m9lCyG/HxXMEOOAsk9bYkzYxT+RhoIIjD3Ggih5qpW8sJYPYi",
+	"dLv+0Og03zTPar3mRbsUlBrt2usWYl6n1nQ3s97s4rc7IeIHpvjImYDsyKAXAUoqyt1NrXON3wKG4oeM",
+	"CXoHYWEkVVik67NbeYOqPd5dTbjQhtHIIjRYkCyfAPcKmE6617WzXvNDo5KebAYzUq1gExPo4FPLqOBe",
+	"Dhyshahgt2a/DYgYjWIumHNlrfdxgTAg5B0pA3YoEsYyvDlw1te7CXcmeItLz6yIPsXj6gu3gVQxp7IM",
+	"aXhDymDGn1syaREvlHNhtQya2B/0AQgDoIwAgnJtyQAcfIWgsHpib7BfQoXUnHz0qnr8H9UqKf+dRHSh",
+	"D5bkhITrec8KPv6QgeIxDrHo8NBwuaOM6+TVBw2iwHO/Qq/OiKwPyZrLggJy+01MvrHebHlOwwkX7FAx",
+	"GtkT94ZLGbEKObtov2k1z3oWIyzKjZlgiofkuPojuZswYZFiatVFkCBHPIT3CNiWmc6SsyUnUSkoLZnW",
+	"S0Gpd/FTo+1No6Wg1L7oXb+5uGrbv99ddHvXbzsXV5fX2a/bF/VG7ov3F69znxsfGu1e/pXaeeO6V/up",
+	"Yclpp/Gh2W1etK+7vVqrUQpK3V6t17j26/YzOMuh/1hrdRq1+i/X7y+abfj27F3j7Kdru0YHOn7RbFtN",
+	"/W2n0e3aJTRqnd7rRq2XTJYjaBngz646nUa7577pNTrnzXatlVsNyB0WnOtave4mcH/B77VW6+JnBCVd",
+	"y2Xtl9ZFrX7du7i4btU6b+2cWU9PKSh5twIekPcqbMlYHGFsilsac8tJ0JvDhLFsBnhLT94w0bifcZR+",
+	"Et9bxnud+a4tI5b5+F4OM58at0yY7MN0ynqW7NlVOd9f11BQVIB3Jy5JHBhZj5+mFtsbsHgvuYDvQC7u",
+	"+GvmPjfFpZJjxbQVut8xqsyQUeMnaQH5rYWG37IE2rO5UkwY/OxUnzgDPch/FoQaGp7sOeJfbWlqcSzv",
+	"cPoU9ku6iCWNelK2qBrbmTrUsBb67uwRCisUwSRXgt5SHtt7DRz8DRdcT17Pwxu2M/+GV9HjtaM+BDbg",
+	"An5nv/a2sSHARMpeEAXd6+CUcGNpD/7qGWQsxbhCeslbmjARWZWd6gur1UukTfmXEidrxG95hG6FOy4i",
+	"cAgzMuJKGxCgAVqdsYNZ3ghMUxOJAR+azCzoXGge5RXE7a3ouClBuq9FdDu5E7tyLcWo2c2ztbNd1wvh",
+	"m560V9Ibds/sFu4cjmM3Da/yPp6OWJozOqOhc38ucT4rwHySQ2RtdxMZM2J3gUzpwmpJFqOkCFlAaKik",
+	"1nDwdiW62DrhhRzk2Q9DppviTczHk4KrgZSETFgM3lNgvfZsnjkArHgYWK3LYhP4WudCMTpjkUVhK0KH",
+	"8Txi0R5mlPksol/jHcqHFzntKncQy6vPHPHGO3AGSL3jTdgFS5fR5WuOuFjLzM2wcbF7WL+Tnd/eAJ7S",
+	"l5z9+6i6agBfd8x68zquAJ12XEn2yhfF+ri4HvCpQBwP8Agw/Eix2WC3FZ14xINfwvyNmF4UYlgjr5tv",
+	"m+0e4aixJbZhvH4gYt/T6Sy2Qx2/WPIkHx3++PHX6uGPHz9Xg6P/KDb/v5fDt1asp96PuoPp6UIwS0FJ",
+	"eZyMcGA5OiV6Ppxy8ASv2pL24E6hk6IKESKd65kmM2mPQjm3GbjZP8lhsbXA895dIBnn9mpHRNvBF3rD",
+	"xYNPvpfDn+xjzvrNtngejVhfgtItGsJ3tJevCQXIbIqD3EOUHl2QOfci7PeLWZUTr16fN7tWS7PXfK6Z",
+	"IndS3VQIKFn2O29qO3QBiywimsWjQ/BnkKHVD/rCSBDvLP88BVaeog2Z0OzH3mLGyAAcrjDFAERASoZz",
+	"HptDLvpiSgUfMW3Qi4IyKhhSI/hCsZlUFoqY3zDwuoAnBRARLCReK06X5nXGLTWtbgKsV01Avn8vhxfr",
+	"omreyTtCiUd5uLYQ/kQOYTccPhD0NgSk+0u31zi/huAaUvaWIsLuJxS81AdEqjTUJqvq185A1ez0mqBG",
+	"/lyzah/ou+fw7wX827H/nIHKnZnJfufH3HIrdp4OgjLQFhSUziACxFs4kwuScYX846pxBapx6glJgo9S",
+	"Z8jucP8DbHI5v8iZtITcZF0jqxBycSYj1tR6jsrYDnz1k3t5OWqiMPLEP4zKut6FRm4fx7EsJvkoogTS",
+	"IjiKqQc+tZ9t1pg4Y5bdTEJxnl76hl3EWnh6uZGXpHw+YuCKcTqwXSka0MBrAG+dEh/d/vJVtUrKR2Qi",
+	"5+og9VAvW2B3s7++KtQB3ltS9l4O9wu+3FfRS0wVTVHkkLX0y2r+hBK8kkDCtOFxDDkhGLJj/8dg5SEN",
+	"b+RodEqqaA4IY8qndvg9PLqhVcfqUrA9lgXv9qRBV/iuLz+qqISykGVWef73TBP3Fkk5+Z9EZHrKeLMd",
+	"ZayYivHc2eg3vdLyz8E72uSs7/uE+24bkluIQvByxzuJim7WpWIQj4Txto7NnRLBxtTwWwZGkJyxwfvg",
+	"0eRQeJ8KYnKczLTt4UzpvYsB15svzlcHIs8mVD94qJfwkH1ayvjBh+0z9lnFpSo0PrXkHVNEzYVG06Ml",
+	"U1y7qOHN9qWjHAU/PKpWHyXKdw8dIqUgD291N/ts7t0ewLHt2/D0PnaqnMqzXfDekvLzsSifJy83o/Kb",
+	"yIeoeq7TmpyiBAi1siFLu7ukYyWkKHevMkpXwrByDCiDkUGeXefv21Jw9wOKm5MW6kmIyO4ygy7W7BO1",
+	"wx5pzCFqNo6YNs5eX8bEAGbhJFJFLmRnu+BPl2CybPlajfyESNYC04z9mvj4WTqUc5PYG0gZQ8sDohgo",
+	"hoHLYUj98gcBEewuWUsq0R1Vq9svYk0Ea+E6Ugwq2O7GLVMLAN1Jo5pOs6aVBNp0FH8IGcAPAtwCq2ln",
+	"jdBbLSZviXp4PZ9QQt04pJdk3RVkeq/8DUyD1ILO9ETunK+B+R/pvLu8u5uZpojUpDddl/I44DF706Xe",
+	"ww79SQ63t0BnD+hPGIANa1m7P2pHc2nNRdtBkA3VaLTSEHPIzaqd1KUirKLqa0tJrjqtFFchEgijyAgT",
+	"ERhBA1CIZkoOnaE4o/L/cPSiSHXYXduIlmLjNh1FLo7OvqsoF3UXU1QzRTk8ViD1gW4+x95HIZ2gXreS",
+	"WQE0VqfhTNkYKR9jBoFRVEQ+zslqREm8Fbiel0OeN/pOYeO3QnWF0Zp7ajYQm1DgIwgVi5gwnMZgyhwy",
+	"JggHCxGWIUgtC3cUTKhYfGBVvcPtyTomd1RYd/UKby2j7yB1f4XHWLmYkMKw0+3z7qprfb6b3Usvfnj1",
+	"1P7ZxMTmXJJO+sy7bRHUzE4uXfR0oxKsXMn8W0Kl5JZsJU6qvZy9awnmxQxHIBNjZmV9AM7CAgr6HGH8",
+	"PXCpEBGhY8qFNgSLecghw3zlrcjpXhd81Wi4qzlyt0u4y8XaGYO3doxvwMKHcORrjOAr3ky4Qym5DIie",
+	"yDsBFpCt0jW/0mi+HQspvNN7Gc1huP30tmKdqP1tNRq4pXpbMF5sD0VbRgzdajkgXhSJpTucGyaRC1Nb",
+	"q/UWQ/5D9evU2h8eCudwGLQEXbLBD2oKXqzZMXwgn/8QEM1mVFHDMAY+l1VRlJLiclx2SfnMZNnkdujl",
+	"i9WTnfgAz9qY7ZHPhcbfJEq0SMDtpgKn50SgjCQzJ+m8Li+OLJipbC2XQi5Qdz3R3gi8FFbILpI2E+gI",
+	"VYrb87OSORdEjkYgyo8MU+d6XYYG+saTJJNCww9oSJpy71yP3NOEG83ikSskoidzA2mEkbwTayRal+70",
+	"ganiiKKaxi33cJ0Si/sLH/+ZxoYmq96K9wPvej3Xi90LkOVvpjuGlYUEefwv2Nj1l3UfpR5e3FGvVzuH",
+	"lflp1sO+Z0DZLhklXx1z+sgyUoE0viHLpZXxUi35HNwv5IYtXJpeOJsd/T0gn+gttf/PFmYixcuAUHVj",
+	"dECmC/1bDEHYEQt5hFo1scLasg0sk37375VrSL97eVRs0vJgNMVI7niOPNrF9zbl4hwSY18vDNNFqS9o",
+	"OdfkbiI1I5hFi1WwIKKQJeXCKBQbxHJGSfkWb4S3bJoJyLEi5eMXL8jgvHF+0fkF0yow2+Li58HBHo7n",
+	"Kb8v0vh7as7Q+gFJCy4oGCkAJuSYCRVghb2lilNhionjblo1jRZWLtJFWXwpFGUssBIFBEnXgYXF09f8",
+	"xu2X5S0iqqI1kYDuVyJVejq3SDEBdXmEgYGVQlsrbtX2RM4j2wd8sfTlAerGs+4ev5AVPM1ttUeBDHSb",
+	"Lv0elJ3qi9FWkknW/L2l/OGg2n1HgTY8tJ0AeXaWTTvjz2jX9L/pjMfsTE6ntCg28Qx/JyE+QCzCewnC",
+	"0glfy2C1kJjVcC4lLwrUeOdyUlx5wJGdAGpU2BngRYxyBaoUWtIliue4N4pupoBI8caKQkqovSRy5s/b",
+	"OxafaSSJe5Av8TC5QLpghTh2T0MTL5BEZMjWjp5/NReZ4ypyqBQLgu4oFZSOdDnynnRQjcafiHDhnGMi",
+	"Gsp7TKKvPGh0u02EtiWEyoGbw4qC4/P7WYTmbVoY8zmfUgG4E5C54L9ZroGiOjea3HARkXIMkQgh1eyg",
+	"gKlDJRn837H1oxd/L+brqc68exB5JlxXzQV60TFXHpPpsfYEsjwLOob+pjGstbOCmgUw3ra2N1Q2O2sz",
+	"D+zqllMPAFwqvJHwlCDrI4KxSBNKZlRrKxzA0y7AqqC4yRZS5R6emf1KFaYuFVid3eERRKLuW6pwn4Cx",
+	"pyoZtqIKPqzGbePXypRQ+YookzXxJQmmP0titE8Jo+EErixxvnY8LW3YbNWH6a9BkA2vHebDRfLI/5CJ",
+	"3sWYJ4GeOzHUguDQLS5ApljkAyEEPgB+RZF23wcOhqKFXfpIMB/8fXZxftlsYdT3+6v6W/vXduHdyE7w",
+	"Z6u5gkZup3Aid7Fn2AqHp0meAnFFXAmYyXTCIR0N8UCGs5k9U3pL7R0FFa4UlECFs/tqdbhtgYaR3uNI",
+	"l36kmhvpHEdyi3Boe87vd0QBl7S7LgTFZQI7IQRTdPNhPwGUytK7B5jk0p/zpokiy2425XlJOk7CYjQC",
+	"yjUcHao6SY6FExZwDXuITw5li8zEUhxCvTCXmDxcEPdwgBbjEQStCLdjW+9Q7mYvGW9WN2h79XHpLjod",
+	"KNngzFKDBD8KL6iVwp6qjkc6uC/m8aRFOZamy1Cdert7neaVXLTbjbNe+kWvlfm11zxvXFz1IMOl3uzY",
+	"BzuNN1dYqOt1rX7d7dV6V12orpEWfbA/vL6o/7IlWagLnaajSCFYaJLPvTj9rcenTM4N1F+IuGKh6aDN",
+	"xE5Jo64vZJYpXfCaRq9ltECqYjdkr0qEGcfvgyw94jRmUXNWbEGYcSFYRJqXeJXvqCb2BScAPVQllnnM",
+	"3A7N8rEjm8rFFFvIMx5r8r570SZlDmEgZhEAOUqKfQXZgmCu2FQA3RMOh1iMMKPDpBgaU2Pf2Mv3sWMt",
+	"13ACRSqK4y4Ab7auHLku4IEmBTbS+bJrLLqjncRwvByZtDhNiqN6Og8+MhLLcWGJsykXyRcFqIMz7Ze+",
+	"9FQFkzoslCLkMeuAkv4ohqV6tsDH/qYleVOMKxCdgVU+o5zVaWWElLVlrnLC2m65jNNQ2a145wf/yqrX",
+	"o7qdJUvelJZWkAOk+IhAcKy52uI7HtG3SmbeMbNgmyxjHLJwS6T9ab+b9FgROE91I7vMmJhNmTBQP2if",
+	"Gsm3bBcT99KEHSB5f9Zqybi0LfbNLWNXERLLiRaZDvEXlBkg0ZBFWALTzgYwbxU+tFcALtZN3S5XqpBV",
+	"A5Bbt8ywD2+VspPfcp+3861ITpJ4t43wjvjqtvDRU6bypW3/anlTRZcMyHGKCRmD0i5JTN76tILC2YuQ",
+	"hXiLm+03ZUlfb/R6rUbdlzGUwt9MMDR/kkO8uWhLLjsz21INhGy5g1ylVjf4tpUbAF5M5u/OYRkeZj/g",
+	"+4vXpaBU6/Ua55e+BGGuBGIpyFeOgLKAW87/HjJCfJQYWu2z1fdKQb64BOyqhzaHtas6yXCuuWBaP9OE",
+	"R4lsl68E82Ct+pONxeq7K+i/EQxwcchRLo8JAh9qrbcX9kjrtV7tda3bOCV2Ko3V35KKs1ADxDn/Xaha",
+	"OXVVQCQ9SeuEHDxkI18XEfEhYzLerfy+XtfQQkOsBjVEUbtkGk4Sfx4ajn1ooRRhzmN51tjaWJRpHPBg",
+	"nE/i+WrJ8Sbf29zM5pnAx1dQgD8LH1T3mSkGjTJQu12Oxn71ww8vi2j8lN53i4v0d+dTIAVxjJuDNfX1",
+	"sid0nwCO7S1Ia1sIOOiMO1gCj+mAbOoK4Nf6sS/KmZcAl7HU3VxwXOHRc1RRiJbuwk4toQRj88F+lf/3",
+	"KcW/Wh8xX/U+Ob0cKqU77BJdC5nE3rbqbXTYTCVJJiJN6A5qbK5G5WbR7dWaACExN+yBgLOj4+MHiy7P",
+	"pIy3VwuWHABbRmp4YJfX7WffcHTdBKWWHSdQEMqZjytkybUJpVMQ6wW7ZYpQ70SrEFcz6MT1xoC7FWzo",
+	"hkHT5hr2AMETM2TmjjFBqn1BRUSO7H2y1woJyCl24bECRmAFDrVInHa1M8t9HAhYX8pgAW+sQsq1/7FC",
+	"as7951LMnRCTJpxD7ROIUbWj9wXQfa6JYBzKTtXOiEgnCwiLNUum5iMoUOXgcj/WzvqifNbwQbDJA2ou",
+	"fJHv/ao9PUVJp4+IJXy06GLNg1356C5hAltrIGudsDhCIaonBqRdK8s/eclxNEsVCxtcuGAdMlTY/Awk",
+	"LFdH5PrnZu/dxVXvGopdB6T388V1482bBtS8vu40uletXjcgWNr74kOjc31Wu6ydNXu/7BtxoFGq3to2",
+	"lRfCH9CmkkdXjDbz2Ok7ySNZUDa5giC1MJwrbhZdO5P3aUy5gHLZBVRvuU/pDQvZoc+CxS9RhSKHhyAD",
+	"w+MYggqrwT7TVDGVbuHEmBn29eQuNHc5i87qblKR2mXTCyRW+s34rslcREyRwXM6489vj57DtM8HJ1hY",
+	"F2rY6qAv0jRoTcpJtpUOMnFAlhS5Tn2Kaf47CzAJIPApu0FfYBJikE1/VdK4NiQu8fkgwDpRjKpwgim/",
+	"cF0CTBCeMXUIgPs6HlN+b8HwSiVkG5OYWTTUQd7Mjw3UUvRXzlzOMWGFNBzFj2MfEbR0bHgSfTFIz3pw",
+	"cJroL/gY9GnDcIB0nTmW5my/lb7oi7/9jZxJYXU2LoXui/8vrR+qSXmAzpBBQAaZVDv7EaiS/SMtJ2I/",
+	"OW1/EPQFIYOku6r9yVE0+6dr9TY4AKjyFUo1No2G/hSEDFZrkg4qFsqelePh9c6bM/Ly5csfk/chF8hu",
+	"fFIbHBpikPJV7+zglEQuQQjetnM4oUZbUXjK45i7Umouf1yQwbkeED0fjfg9zI3nhFFQWE3yXa936Rns",
+	"LJ5rMvjcB5duvxSQvr/K+MFR337py+DUTg+YDCu5urxsdK677dpPDYLBoVCakgvUx+TMmUKeaZK5aA5v",
+	"7FDJE1CSmsZaEir0HVPkuFolK423A3JcPSIrPYvtSGWp8Mdcj4UB9ikENHumscTTAqLWIHzbii5wn1h0",
+	"KOfGjoM9fJ5pIm+ZiukMTSYHgB7HL34k+cbRpAxbnmkHjZ1G8g2Mn+f6F8OJnM+NO1O0qGKRXxcSKBVa",
+	"bOiN/WqA1vJBsOyOsyClVxUAgdsbgnqfuYfPNERIwsQQ5XfL2Z0mN4zNlhr7lAfZLGiL+ZCaYfEeCsJb",
+	"TIVzy+e1kfIA/6hgRPwgIBHDxKkEt/NpX4SOGexpUkl0JSIVCFmaAHRwQvolF3kPNbpcLla/hFSKkL7v",
+	"cQQ/+4Qq+7tiZCjNxJ6/YtBHCzejxbWTnaG0DotyBWsAhBkdu/QvMoAgYayVOhg60z8iH8RBYgY1u+XS",
+	"Xio6Zs80GWTdBAMnWRpuoJoxsJak0WYpE7pbOgIX4IwJOuOlk9LLSrXyEqWFCfDOPPtJclXHzKyLOkJM",
+	"QRQ6cQU6RARs6xDYlkNCjezEVfVxPTSx1o8OnFEx6R/G7eMQOAyvcUfLVypWPNN97D3uGnOWB9Atc0D6",
+	"JffcITzXL526S/BMY5Iy130BRP2kP69WX4Y8gv/Z4KBCGpbI+DLIbElgqNXPm233kn0GX/vb8igW3gAV",
+	"JMvHdHET1MDZJlwXVedo74vyIO28aiF6w2PLRkkop0MuMBaZ1Nr1UzKA5kYDWA+EdWl+ywKPRwPC7t13",
+	"FXIJKDdckBu20MxgjV1UriyBtbMm2Ef+63/+rwIk6wvwDOiTYjpKypRMaew6mY8AaKCGwtmh7E3sC2Xx",
+	"4eC0mOieFpDDU0v4EMcTym6l1JK9aJD3DDis6JQZyLX7dQVX72loCCCHt2PCOdKYh+xvLwk07skgDJjy",
+	"7Iu/zZla+KIPJ0kz1rTh+7JramO0wpdgLWCphRWaLTuRLd9reQ1EzimQgLS2u9um3m6fC0dPu1Nv1eEe",
+	"9bfioRJPx04jLUe8x4u0cJgB3ILmXhBICHS+7MWgg7U7Zt/IAbKdN2cjMEnW6/Zw4Ct7AVK0cyn+P4eW",
+	"NqUtHkwczV8+QrWtmRTONP6iWnWuW+NqokJvKmx69/yT89Fvd5ZpV2LQkVaTGCxTAzNytjBcxbKqYwSj",
+	"aPQE3OevaeSDFuCVo4dfwf5KUvHfGeiyxy9+fPilnpTnVCzcXBqdyGAo22ZCdj9joWFo4dDz6ZSqha/W",
+	"l0hbcuQoMrIIMG8t9aLOV7+D8DM61knj6NJHO36ejwPLPUxZsl7P0xPy/hik+V3a6+IJ0Svf+qMAxWpx",
+	"nFOjLQ/kUeUviCx2hdmlJNI5t2IGNssApJlrlsWM7NF/BJu13nj4Bbx9Pbuu/kgGaW84q8vtgCZYiibr",
+	"RHVFAyG49dFRxFVH+pI3Qhk1Z19WMPTo8acvwk5XjOfbkrvqFhicdE77Q1Eet4fQDNqTsrRMY7LQPKSx",
+	"M6LZnw/W4/zDNPH554xl54uTo7BeWf7ABj6ZbUCmc20I+21O41yrKZ+y5h+sEKhabNVnf0v7wifJMwK6",
+	"sFW+R1DxC0wp2L/uxKqvUL4D2m1h2L8za1k20BcQM2Xf8KmoVt2Nwb8eKTlLc/GZfT6Z/mFZft1974vj",
+	"6jEZFLWV9MQg3xtyN7aBVSqy9GBJrn9AonmXnuElNRMn2DwhRXFlNbaiKNVvQ1EQpG9NUY4ffinpOfkX",
+	"I0HeipaSoGcabm3KdMtyZviUayunJcmuYOndnSj5OrAbrC5Ot+aaSF+hzxlIFitGggrBWBNn5/UmqSEW",
+	"LebRSjnlxDyV2ApOiLdE9cVmUxShOmPEgizkYcxchXxLgezi+gLrHx1UyCAb5zZw5v5BPhoO7AqZpkNc",
+	"94XVoQDAoTQTO44PfPPmEJK1hrgfEcpBXyRWEVzt0stA1YeMMKpijsGpYnmMSl8MnOdjgIZ6pvPly31x",
+	"FO8f4c4mi9bxSl+AMAdBAySkSi0sTUdnMR7XKdQoAac2ZBNjJ/TpfmaYYGmn+8Kih5yblc0O8uYastla",
+	"s5OwZ1fs6xbrVdJepCT7UMftyGI2Er54PF9EZKvhfApe8VC+Xde2kGE3jHWjrQaAbjXucpzqGjMF2CVy",
+	"fUsAQ8uobGaa0J26K5gHZ50JYylIdVeQNxh5lq8S6jl8ud3WOsB8Lvm2MK2EVBUCBaA4OrC3+SlLax7L",
+	"CpUDbA9TVI62/QtYpHJF2h8wStm9/RexRXXR129XvCwUDBe5UGBMkgTiHCRXEiQQPs1ZHrAO/CZJ5/ln",
+	"sAx/2cImtbuakutqv5sm8pYlvGpnLeS9XVFG/3hiNHaFaAsQuQc1zId/clXgD0N434YVAxziGCICk94p",
+	"2KJSO3lsP6x+jt4bMCcUGt3cCZEhgzT+NFXCV+3PhNSAl9R7MslExhFW9uyLMTOaDJJ3B0QKopiVt+0i",
+	"QCu3V2H5AVhXX7hOieDezwBgwcKwCU1eVKtfbTNYuYwerF6jc95s11pWco2xMF/K/6UimLR/sKNlERb1",
+	"aFf48U0I+cTlb2xASNuHrCUaARHyLtup9Ls54XHMCYCYhBIofBm5smneyrcnmXFxFevpDNpRtSUeqIW7",
+	"4JNMV6J/J0cDr2YudzHCeI2pvHVBEZlffONoIwk3p5gnFkeIQXzkGk0ma+0Lt9jAasSh79FKypbSAl0D",
+	"Wga0oXt12eh0G/VGfZvog32pj/3y7KrTabR7oDpbwUdldKK+YPdcG30QkEG3Z2nP2UX7Tat5Zh9Pqky5",
+	"wEJpfIhLtCO9cgnp/1wE68UjTp7P119Dtzxyc+1Q7jvZeiSy5Q5g+fZDImim0zj0cLOnkDEqbE3TlH5c",
+	"LYDsY5xSW5qm9jQlLWVEYVwkqlLOVrfW2rKTLSzfNOrp9RC1Tpk+d2HMGLae977/s2vUYOPNBO0Hib0+",
+	"XtiNgAh6DEnN4EHuvvjC7mvd9mnZf0MVOhIHl412vdl+e/2h0Wm+sbehedEeVEgv3yxbZ7q0YB4WFJCN",
+	"OdbqHqwW9RiQsm+rjQ2104zTv/cFNNI+JVLEC1CcJlRPYBYjFYsqpGkswydDBp20sDnMUzoil6MSXpBB",
+	"rV7vNLpdeLbWal38DNHWLvCSyLnRPEIaR2czJSEWWWrLaaUy+mCf4AZX0f9peHKu6dM3DmvINxNaH9pw",
+	"SiY+ejdFPoM5s+BSky4/5p+OV7/YBixXq5IOY9aAGmR/NJ8fc20g4zPbdBGIg54zuNhypeFTMclax+Wf",
+	"f8bA0qcx+rUv6o2vtfqpneXvNqzoGxn91GaTH4QQf7f5rbX5AUqD/ov2vZAJk9j9csl0LgQz4oYYRXm8",
+	"ljXvGivkkhFWQ4USdh4zqoRvx8nuXMCBnAvMlwHQBbvPNT3SE8XFjRW20rgf17mTi75wAUax1bDNhE1d",
+	"RNFXM+HVG1cQBxS45zqNDxc/7ew7xqCWx7qbT8WI/5hooKS73fdQoCdnjpr/niTUbRn0swM/fO5ydNfb",
+	"8VxhWBdR4ykJOAM0ifltct/LkEKC/rsDMhcxZBYNRlKFDAJkLFa6RENKMBnwoELeSBWCsgYpsjc8jnUu",
+	"CPGkL5JJ7SAyjki92a29bjXqVhdYpUpAQrWRM40V3rgYn2LFBuwejAZCXAD0MJjjK1g9iM5YRMqKGcVZ",
+	"BEUW7iZMuYiivkicNdip+AADeqjzbdjh7TZqt10WOGwnb3dK49R9gbWgn4gKQvp+97oGeftfSQTriB1/",
+	"XiroAPwjnRpqk1CEPg2Pr9/J4iORRXfsni5CnBteaCEzRGlvomgp2WYXqjOAZIlMMTU6dXroEGiPmgtN",
+	"pnTRF04SIj+DV8S3Sk/MHqvN0sGooTNt1fuiPFjqzD7wxTcR97Jt0k98TxZMG9cpQcfm6zmyiMQy2NSy",
+	"fYqt2f/rf/xvTJLnui9GTISWelISU6vRoUdYKk8doRQFNY4ker/LQQDb9kkOyVgy3RcwsNPXsVkbxfJn",
+	"QZKV68gwiSTTpH3Rc3KqkXdURX0xmNJ7X6RwADD6F2Gp3vft7+UpplVbBgCiN4vs3qZ5kdd+ywcHeGDA",
+	"MpKDwJoHwP3uKNT4QZ9WX6CfRpNYWvTQGC9rt7BCfPdHQtO++aj5ju1Ais1iGtrdsAMmM5UltLyzK7Uc",
+	"SN66yd3vB0/EU3IsZNUttSNTsSv/E7MUC96fnaE4jPnOUB4rEs3IGSasWGKuT4vyYJZt6SkB2JfPYBmI",
+	"9YwGYi0x4hN7VFmIMh240HMM4eKrKr4VM7M1MVBOHSmmJ5kWuaRhYQA6JMig0QZ6OEjEbWqZw6GcId1+",
+	"zOCcYkID7u1rOxSUPQnI4F2j1um9btR6XqvviyWJdhdzG6z2TyzP/vExOltQH4cl34nPYzntmMFyh3zE",
+	"03asrpIU5Nul/m+9L635JLk49M11islNU4AvDsN2xCLJR5kLsACA2d3q6zmx2wfQoeBI+yJT42uuGRlg",
+	"YaLD9OsB4UIbRiO0PQ5ltMgmFp1aabAvBibjBNTOgAgwQJvLEcNQ87XeQQLOwaeUh2qtTqNW/+X6/UWz",
+	"jbTqKzTtDtPM+BYFf0p7o4MtQ5uelBa56ZpazzdH34So6iSO5e9k6ZHIEmx9IjKkntTREgWYUA1xaPYJ",
+	"FpEFM/vSKKjAtJ4+dbudN4fjORR5PUGv/5LT/KxZ76ALBdznp664Rb3ddbJLX3Dt6sVGiU7o+kaR5qXr",
+	"KnVKeq1uQpBPiXJNsrRvLX7aF64dE0H7rMtEOCVCutJrEIfAhKmQWmavQirsVg1ZX0BvIwYhENRKVC4+",
+	"Mml5dEKghijW6bLCGdS9G5wSSgxVY2ZQxYQuNPZMhhzGWht18GSk8NrNBpLYmsl3I4bQeOtP7hbN9kAr",
+	"oE4/T1w7WcBpound92CDP0GwwRtmwklWWUrasiUuTqBNh0wYyFp2kTr7UjQsfLrBlAjmNDYasdB4KxfW",
+	"esyIUdBNHAiZZi44GlwVQIr6onxcfbkkexxAjfg0l0Rn30hqGVp+eYpUJPWOTFgcrXOLOILJFarFzknS",
+	"F4mXpNIXNYJr9pVQPcEjih26soeWoCYxH2AhFKxCOvY1UER9vdjIh4I8pda5i4hmgfquO36V7uhO9nuw",
+	"yDp/r90eL17x6ZRFnBoWL0g5JQiBpwMo6uDd3dsDvKKfbXZ8+ACSJfqUQrRMaOypS0HKx9WjvhicdRp1",
+	"ey1rrbR8wHMy6DYgmjv9zvkxpjScWF24dtk8OE3odl+4Gp1gKk8qxnptgJQxprQonjQgicbYF8UqI2ll",
+	"vNra0IWrcQPGeyi9C6VtU2C49qWuo29hf9+NaMHpJpGT/oj/jOQr1w3wW5OvrdXNRA/6rnM+hc6ZmKBS",
+	"b90SpeFOLc0dxr7ED3S8xXqK1xDggLQqGtqmB2kTMpkUugAwp3SB1rqAQCXFRR/OzUIeQp0ECLU/tTLW",
+	"XLusNm+x91V9oEQuFVBgoUKaRveFa5hiNV1GsVZ6sjNY0fyZdjXe9SBjzneF7FF77wvvPYAHv5GXEI35",
+	"zfb1ZefiLWqIO6mB2Cvkn0rgerz8tHwjlTUEC91E33PTHt9dSJWBXPnEF1emJMnNJGAcwhAGRx62Fc9i",
+	"KsZzOmbrE9N6Plk2pIZCcwukJUkzitpl05KEt40e8WMnow5OyIypvvCtKAjHkgNJfQ0RUYWKnutCRaZs",
+	"KtUiyFjLtOEiNH3fTkNDI0as0xHK6RQ7KAgGjUGMWhxCwi5R85gFhN0bRd2YB86CBf4D7DHimiRBmhKW",
+	"1A9QvkNOAHFzp2Qw5fcsGmBEixXL+sIKYGPFGClDTetorjC2QkmsM8CndMzIfDZWNFoJk3iMVL5WcnBP",
+	"KKb4SdalvvWgQYED5K9YcNbV+PfY6ddi0dSi1Z23qmVxBvEEew5ua3r2HWDY2mvWYTQ6tCz+NE1P9yH6",
+	"muT7+CSjDSpkIG+wOj5YbxFFLUdP2oNbcowNRh4ZC5Mm8E+Jgcud5tcgIZ7JXxEDoaE7Hnk4YdEcqUdK",
+	"66w663vEpIeaMxCmyFWAeWl5lcO0w/cfl4G81JX3SarkLbVV/uuV7ypq5v5AFS8823+lrOPlukHatZfI",
+	"9uWC+pyG/f/1Rq2ek4h8R/gt7svzz67X1ZfnSf+WTekLSewA9nwxkrhk5TQhy0eTgnzBFAljRhWLAqIl",
+	"RFFBz3hNyl4EumPDiZQ3RDMRMXVANGNWrQNz1FfrVtAjelW5Sr+2m7crZ3D7tITIay77zCpNyV1P+4jn",
+	"lZudOmv8M5q8lzazAy2J1jFE2EU0gTv0+66MPRL1uUyCsQ+RzLDI3XUIJOfCSOI7129Hc1yBwcMptiEu",
+	"5M5vpMLAd1SdLFnIVyVx5XcxdpRFpJyUGAtcgbG+yLWq96Yd6DA2cC14B8T9YZlKlG1nHDhyFfXFcOH7",
+	"6pKyHSFfs3RTe/xEresLkHAxT0FgHU/s/asDIuMo7SZWHuR6Ag/IHY/YCZGC9QXCSuYzS2aPXlQ98AE8",
+	"pMiQLaSIXP9qxTDi3pnfj15UrV7WzajU2Kw9X+3ILdo3bQRNMZGoUVnsi9+ZktolPEQx26aEcbrhvijD",
+	"UaVydHxchRoMXy1rvWUm04b5ge5RP2OT6hj6OmF3RMSBNNzth7W1VdPezQVVVffoOP2kklW2NXUx4Zzy",
+	"+38RKeqSKUdMJr5RQxr2uURMsqTCIwd0eCwqfZRpWwvIlm1Y++tHe77ujc8eh7Jl460U7ltqOYU6+5Wd",
+	"I/PZEdXMN9glKPNFqh59+fjl/wUAAP//",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

@@ -282,7 +282,7 @@ func (a adminAPI) GetVerdictMix(ctx context.Context, req adminapi.GetVerdictMixR
 		w := adminapi.PoolVerdictMix{Pool: adminapi.Pool(p.Pool), Finished: p.Finished,
 			Outcomes: make([]adminapi.OutcomeCount, 0, len(p.Outcomes)), Buckets: make([]adminapi.FinishBucket, 0, len(p.Buckets))}
 		for _, o := range p.Outcomes {
-			w.Outcomes = append(w.Outcomes, adminapi.OutcomeCount{Outcome: adminapi.Outcome(o.Outcome), Count: o.Count})
+			w.Outcomes = append(w.Outcomes, adminapi.OutcomeCount{Outcome: adminapi.JobOutcome(o.Outcome), Count: o.Count})
 		}
 		for i, n := range p.Buckets {
 			w.Buckets = append(w.Buckets, adminapi.FinishBucket{Start: mix.BucketStart(i).UTC(), Finished: n})

@@ -44,12 +44,23 @@ func (s *Store) tryTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
 	}
 	if err := fn(tx); err != nil {
 		_ = tx.Rollback()
-		return err
+		return endedByContext(ctx, err)
 	}
 	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("store: commit: %w", err)
+		return endedByContext(ctx, fmt.Errorf("store: commit: %w", err))
 	}
 	return nil
+}
+
+// endedByContext names the cause of an sql.ErrTxDone that database/sql
+// returns after it rolled a transaction back because ctx ended: nothing was
+// committed, and callers must see a cancellation (context.Canceled or
+// DeadlineExceeded), not a database fault.
+func endedByContext(ctx context.Context, err error) error {
+	if errors.Is(err, sql.ErrTxDone) && ctx.Err() != nil {
+		return fmt.Errorf("%w: %w", ctx.Err(), err)
+	}
+	return err
 }
 
 func retryable(err error) bool {
