@@ -140,6 +140,12 @@ var consoleRoutes = []struct{ method, path string }{
 func TestEveryRouteRefusesWithoutSession(t *testing.T) {
 	t.Parallel()
 	b := setup(t, console.Config{})
+	counts := func() (n int) {
+		require.NoError(t, b.env.DB.QueryRow(`SELECT (SELECT COUNT(*) FROM judge_host_group) + (SELECT COUNT(*) FROM judge_audit)
+			+ (SELECT COUNT(*) FROM judge_console_session)`).Scan(&n))
+		return n
+	}
+	before := counts()
 	forged := newClient(t)
 	u, _ := url.Parse(b.env.URL)
 	forged.Jar.SetCookies(u, []*http.Cookie{{Name: "kece_console", Value: "kcs_forged-session-id", Path: "/console/"}})
@@ -160,10 +166,8 @@ func TestEveryRouteRefusesWithoutSession(t *testing.T) {
 			}
 		}
 	}
-	// Nothing was done: no host group, no audit row.
-	var n int
-	require.NoError(t, b.env.DB.QueryRow(`SELECT (SELECT COUNT(*) FROM judge_host_group) + (SELECT COUNT(*) FROM judge_audit)`).Scan(&n))
-	require.Zero(t, n)
+	// Nothing was done: no host group, no audit row, no session.
+	require.Equal(t, before, counts())
 }
 
 func TestOnlyAdminTokensLogIn(t *testing.T) {
