@@ -301,7 +301,7 @@ func lifecycles(ctx context.Context, st *store.Store, hub *longpoll.Hub, db *sql
 					// poll interval at which other replicas' work is seen.
 					select {
 					case <-wake:
-					case <-time.After(longpoll.PollIntervalDefault):
+					case <-time.After(longpoll.SignalPollIntervalDefault):
 					case <-ctx.Done():
 					}
 					hub.Done()

@@ -75,8 +75,13 @@ func (s *Server) route(r *http.Request) (string, string) {
 		return surface, "/openapi/"
 	case p == "/docs" || strings.HasPrefix(p, "/docs/"):
 		return surface, "/docs/"
+	case strings.HasPrefix(p, "/console/"):
+		// One label for the whole console: its paths carry ids.
+		return surface, "/console/"
+	case p == "/status":
+		return surface, p
 	default:
-		return surface, routeUnmatched
+		mux = s.extra // handlers mounted by other packages (Mount)
 	}
 	if mux == nil {
 		return surface, routeUnmatched
@@ -85,7 +90,7 @@ func (s *Server) route(r *http.Request) (string, string) {
 	if _, path, ok := strings.Cut(pattern, " "); ok {
 		pattern = path
 	}
-	if pattern == "" {
+	if pattern == "" || pattern == "/" {
 		pattern = routeUnmatched
 	}
 	return surface, pattern
@@ -106,6 +111,7 @@ func (s *Server) observed(next http.Handler) http.Handler {
 		ctx := telemetry.WithRequestID(r.Context(), id)
 		ctx = context.WithValue(ctx, accessKey{}, ai)
 		ctx = metrics.WithRequestInfo(ctx)
+		ctx = context.WithValue(ctx, outageKey{}, s.outage)
 		r = r.WithContext(ctx)
 		surface, route := s.route(r)
 		rec := &statusRecorder{ResponseWriter: w, status: http.StatusOK}
@@ -127,7 +133,8 @@ func (s *Server) observed(next http.Handler) http.Handler {
 		}
 		ai.mu.Unlock()
 		level := slog.LevelInfo
-		if rec.status >= 500 {
+		// 503s of a database outage are summed up by the outage tracker.
+		if rec.status >= 500 && !(rec.status == http.StatusServiceUnavailable && s.outage.Down()) {
 			level = slog.LevelWarn
 		}
 		s.log.LogAttrs(ctx, level, "http request", attrs...)
