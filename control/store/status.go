@@ -26,9 +26,12 @@ type Job struct {
 	CasesTotal     int
 	AttemptCount   int
 	MaxAttempts    int
-	RequiredNodeID int64
-	NodeID         int64
-	LeaseEpoch     int64
+	// UnstartedAttempts counts leases that ended before judging started
+	// (not in AttemptCount; capped by the store's MaxUnstartedAttempts).
+	UnstartedAttempts int
+	RequiredNodeID    int64
+	NodeID            int64
+	LeaseEpoch        int64
 	// LeaseRemaining is negative when the lease expired and is not yet reaped.
 	LeaseRemaining time.Duration
 	// AvailableIn is how long a QUEUED job still waits for its backoff.
@@ -43,7 +46,7 @@ type Job struct {
 
 const jobColumns = `id, submission_type, submission_id, generation, kind, pool, runtime_spec, manifest_id, priority,
   state, status_version, COALESCE(phase, ''), cases_done, cases_total, attempt_count, max_attempts,
-  required_node_id, COALESCE(node_id, 0), lease_epoch,
+  unstarted_attempts, required_node_id, COALESCE(node_id, 0), lease_epoch,
   COALESCE(TIMESTAMPDIFF(MICROSECOND, NOW(6), lease_until), 0),
   GREATEST(TIMESTAMPDIFF(MICROSECOND, NOW(6), available_at), 0),
   COALESCE(verdict, ''), result, COALESCE(last_error_code, ''), created_at, started_at, finished_at`
@@ -53,7 +56,7 @@ func scanJob(sc rowScanner) (Job, error) {
 	var leaseUS, availUS int64
 	err := sc.Scan(&j.ID, &j.SubmissionType, &j.SubmissionID, &j.Generation, &j.Kind, &j.Pool, &j.Language,
 		&j.ManifestID, &j.Priority, &j.State, &j.StatusVersion, &j.Phase, &j.CasesDone, &j.CasesTotal,
-		&j.AttemptCount, &j.MaxAttempts, &j.RequiredNodeID, &j.NodeID, &j.LeaseEpoch, &leaseUS, &availUS,
+		&j.AttemptCount, &j.MaxAttempts, &j.UnstartedAttempts, &j.RequiredNodeID, &j.NodeID, &j.LeaseEpoch, &leaseUS, &availUS,
 		&j.Verdict, &j.Result, &j.LastErrorCode, &j.CreatedAt, &j.StartedAt, &j.FinishedAt)
 	j.LeaseRemaining = time.Duration(leaseUS) * time.Microsecond
 	j.AvailableIn = time.Duration(availUS) * time.Microsecond
@@ -159,6 +162,12 @@ type Attempt struct {
 	Outcome       string
 	ErrorClass    string
 	ReceiptDigest string
+	// JudgingStarted says whether judging started on the lease; nil while
+	// the attempt is open. An attempt that ended unstarted was not counted
+	// toward max_attempts.
+	JudgingStarted *bool
+	// ClaimRequestID is the node's claim request that granted the lease.
+	ClaimRequestID string
 }
 
 // Attempts lists a job's attempts by lease epoch.
@@ -175,10 +184,10 @@ func (s *Store) queryAttempts(ctx context.Context, where string, args ...any) ([
 	out, err := queryAll(ctx, s.db, func(r rowScanner) (Attempt, error) {
 		var a Attempt
 		err := r.Scan(&a.JobID, &a.LeaseEpoch, &a.NodeID, &a.HostGroupID, &a.SessionEpoch, &a.StartedAt,
-			&a.EndedAt, &a.Outcome, &a.ErrorClass, &a.ReceiptDigest)
+			&a.EndedAt, &a.Outcome, &a.ErrorClass, &a.ReceiptDigest, &a.JudgingStarted, &a.ClaimRequestID)
 		return a, err
 	}, `SELECT job_id, lease_epoch, node_id, host_group_id, session_epoch, started_at, ended_at, outcome,
-	           COALESCE(error_class, ''), COALESCE(receipt_digest, '')
+	           COALESCE(error_class, ''), COALESCE(receipt_digest, ''), judging_started, COALESCE(claim_request_id, '')
 	    FROM judge_job_attempt `+where, args...)
 	if err != nil {
 		return nil, fmt.Errorf("store: attempts: %w", err)
