@@ -382,6 +382,45 @@ func (e Pool) Valid() bool {
 	}
 }
 
+// Defines values for ReleaseReason.
+const (
+	ReleaseReasonDraining          ReleaseReason = "DRAINING"
+	ReleaseReasonInputsUnavailable ReleaseReason = "INPUTS_UNAVAILABLE"
+	ReleaseReasonShuttingDown      ReleaseReason = "SHUTTING_DOWN"
+)
+
+// Valid indicates whether the value is a known member of the ReleaseReason enum.
+func (e ReleaseReason) Valid() bool {
+	switch e {
+	case ReleaseReasonDraining:
+		return true
+	case ReleaseReasonInputsUnavailable:
+		return true
+	case ReleaseReasonShuttingDown:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for ReleaseState.
+const (
+	ReleaseStateLost     ReleaseState = "LOST"
+	ReleaseStateReleased ReleaseState = "RELEASED"
+)
+
+// Valid indicates whether the value is a known member of the ReleaseState enum.
+func (e ReleaseState) Valid() bool {
+	switch e {
+	case ReleaseStateLost:
+		return true
+	case ReleaseStateReleased:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for SqlProblemKind.
 const (
 	SqlProblemKindDml    SqlProblemKind = "DML"
@@ -516,6 +555,12 @@ type ClaimRequest struct {
 	// FreeSlots Slots free on the node right now; at most this many jobs are returned.
 	FreeSlots int32 `json:"freeSlots"`
 
+	// RequestId Random id of this claim, chosen by the node and sent again,
+	// unchanged, when the same claim is retried after its answer was
+	// lost; the retry answers the same leases. Remembered for one lease
+	// TTL.
+	RequestId *string `json:"requestId,omitempty"`
+
 	// WaitMs How long the server may hold the request waiting for work.
 	WaitMs int64 `json:"waitMs"`
 }
@@ -527,7 +572,10 @@ type ClaimResponse struct {
 
 // ClaimedJob defines model for ClaimedJob.
 type ClaimedJob struct {
-	// Attempt 1 for the first attempt, incremented by every retry of this job.
+	// Attempt The counted attempt this lease is: 1 for the first, incremented by
+	// every retry of this job after a lease on which judging had started.
+	// Leases that ended before judging started (lost claim answers,
+	// releases, a node that died or restarted first) are not counted.
 	Attempt int32 `json:"attempt"`
 
 	// JobId A BIGINT id as a decimal string.
@@ -767,8 +815,24 @@ type LeaseProgress struct {
 	LeaseEpoch int64 `json:"leaseEpoch"`
 	Phase      Phase `json:"phase"`
 
-	// ProgressSeq Increases with every progress change of this lease.
+	// ProgressSeq Increases with every progress change of this lease. 0 means
+	// judging has not started. The start signal of a lease is its first
+	// renewal with `progressSeq` ≥ 1: a node sends one as soon as it
+	// begins to run the job (before compiling), so an attempt counts
+	// toward the job's attempts only once it really started; a lease
+	// that ends before it (lost, released, its node died or restarted)
+	// is recorded as never started and counted apart, up to the control
+	// plane's cap, after which the job fails with `NEVER_STARTED`.
 	ProgressSeq int64 `json:"progressSeq"`
+}
+
+// LeaseRef defines model for LeaseRef.
+type LeaseRef struct {
+	// JobId A BIGINT id as a decimal string.
+	//
+	// Example: 42
+	JobId      Id    `json:"jobId"`
+	LeaseEpoch int64 `json:"leaseEpoch"`
 }
 
 // LeaseState OK (renewed), LOST (not yours any more), CANCELLED (cancelled or superseded).
@@ -841,6 +905,43 @@ type Phase string
 
 // Pool A judge pool; one node process serves exactly one.
 type Pool string
+
+// ReleaseAnswer defines model for ReleaseAnswer.
+type ReleaseAnswer struct {
+	// JobId A BIGINT id as a decimal string.
+	//
+	// Example: 42
+	JobId      Id    `json:"jobId"`
+	LeaseEpoch int64 `json:"leaseEpoch"`
+
+	// State RELEASED (given back, now or by an identical earlier call), LOST (not yours any more).
+	State ReleaseState `json:"state"`
+}
+
+// ReleaseReason Why the node gives the leases back: it is `DRAINING` (admin drain or
+// its own), `SHUTTING_DOWN`, or the job's inputs could not be made
+// available before judging started (`INPUTS_UNAVAILABLE`, e.g. the
+// local artifact cache failed).
+type ReleaseReason string
+
+// ReleaseRequest defines model for ReleaseRequest.
+type ReleaseRequest struct {
+	Leases []LeaseRef `json:"leases"`
+
+	// Reason Why the node gives the leases back: it is `DRAINING` (admin drain or
+	// its own), `SHUTTING_DOWN`, or the job's inputs could not be made
+	// available before judging started (`INPUTS_UNAVAILABLE`, e.g. the
+	// local artifact cache failed).
+	Reason ReleaseReason `json:"reason"`
+}
+
+// ReleaseResponse defines model for ReleaseResponse.
+type ReleaseResponse struct {
+	Leases []ReleaseAnswer `json:"leases"`
+}
+
+// ReleaseState RELEASED (given back, now or by an identical earlier call), LOST (not yours any more).
+type ReleaseState string
 
 // RenewRequest defines model for RenewRequest.
 type RenewRequest struct {
@@ -1076,6 +1177,9 @@ type SendHeartbeatJSONRequestBody = HeartbeatRequest
 // ClaimJobsJSONRequestBody defines body for ClaimJobs for application/json ContentType.
 type ClaimJobsJSONRequestBody = ClaimRequest
 
+// ReleaseLeasesJSONRequestBody defines body for ReleaseLeases for application/json ContentType.
+type ReleaseLeasesJSONRequestBody = ReleaseRequest
+
 // RenewLeasesJSONRequestBody defines body for RenewLeases for application/json ContentType.
 type RenewLeasesJSONRequestBody = RenewRequest
 
@@ -1166,7 +1270,12 @@ type ClientInterface interface {
 	//
 	// Sent every `heartbeatIntervalMs`. The control plane records the report
 	// with its own clock; a node whose last heartbeat is older than
-	// `offlineAfterMs` is shown offline. The answer carries the node's desired
+	// `offlineAfterMs` is shown offline. A node that sends no heartbeat for
+	// the control plane's heartbeat TTL (default 30 s, well under the lease
+	// TTL) loses its leases: the reaper requeues them before they run out,
+	// and the node's later renewals answer `LOST` and its results are
+	// refused. A node that keeps heartbeating keeps its leases as long as it
+	// renews them. The answer carries the node's desired
 	// state and configuration revision: a node told `DRAINING` or `DISABLED`
 	// finishes its leases and claims nothing new.
 	//
@@ -1183,7 +1292,12 @@ type ClientInterface interface {
 	//
 	// Sent every `heartbeatIntervalMs`. The control plane records the report
 	// with its own clock; a node whose last heartbeat is older than
-	// `offlineAfterMs` is shown offline. The answer carries the node's desired
+	// `offlineAfterMs` is shown offline. A node that sends no heartbeat for
+	// the control plane's heartbeat TTL (default 30 s, well under the lease
+	// TTL) loses its leases: the reaper requeues them before they run out,
+	// and the node's later renewals answer `LOST` and its results are
+	// refused. A node that keeps heartbeating keeps its leases as long as it
+	// renews them. The answer carries the node's desired
 	// state and configuration revision: a node told `DRAINING` or `DISABLED`
 	// finishes its leases and claims nothing new.
 	//
@@ -1206,6 +1320,18 @@ type ClientInterface interface {
 	// in-flight leases. Only an `ENABLED` node receives `SUBMISSION` jobs; a
 	// node in any other state receives only the `CHECK` jobs bound to it.
 	//
+	// Jobs are handed out by priority, then by the time they were first
+	// enqueued: a job retried after a failure keeps its place once its
+	// retry backoff has passed.
+	//
+	// Idempotent with `requestId`: a node that did not get the answer (a
+	// network error, a timeout, a 5xx) sends the same request again with
+	// the same `requestId`, and the control plane answers the leases it
+	// granted to that request that are still live (extended to a full
+	// lease) instead of new ones, so a lost answer costs no attempt and no
+	// slot. A node uses a new `requestId` for every claim after an answer
+	// it did get. Without `requestId` a lost answer's leases run out.
+	//
 	// Errors: 400 `REQUEST_INVALID`; 401 `SESSION_INVALID`,
 	// `SESSION_SUPERSEDED`; 403 `NODE_REVOKED`; 429 `RATE_LIMITED`;
 	// 5xx `INTERNAL`, `UNAVAILABLE`.
@@ -1225,6 +1351,18 @@ type ClientInterface interface {
 	// in-flight leases. Only an `ENABLED` node receives `SUBMISSION` jobs; a
 	// node in any other state receives only the `CHECK` jobs bound to it.
 	//
+	// Jobs are handed out by priority, then by the time they were first
+	// enqueued: a job retried after a failure keeps its place once its
+	// retry backoff has passed.
+	//
+	// Idempotent with `requestId`: a node that did not get the answer (a
+	// network error, a timeout, a 5xx) sends the same request again with
+	// the same `requestId`, and the control plane answers the leases it
+	// granted to that request that are still live (extended to a full
+	// lease) instead of new ones, so a lost answer costs no attempt and no
+	// slot. A node uses a new `requestId` for every claim after an answer
+	// it did get. Without `requestId` a lost answer's leases run out.
+	//
 	// Errors: 400 `REQUEST_INVALID`; 401 `SESSION_INVALID`,
 	// `SESSION_SUPERSEDED`; 403 `NODE_REVOKED`; 429 `RATE_LIMITED`;
 	// 5xx `INTERNAL`, `UNAVAILABLE`.
@@ -1233,6 +1371,60 @@ type ClientInterface interface {
 	//
 	// Corresponds with POST /api/v1/internal/judgers/jobs/claim (the `ClaimJobs` operationId).
 	ClaimJobs(ctx context.Context, body ClaimJobsJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ReleaseLeasesWithBody Give leases back at once instead of letting them run out.
+	//
+	// A node that will not run a lease it holds — it is draining or
+	// shutting down and has not started it, or the job's inputs could not
+	// be made available before judging started (e.g. the local artifact
+	// cache failed) — releases it. The job goes back to the queue at once
+	// (no retry backoff); if judging had not started on the lease (the node
+	// never reported progress: see `LeaseProgress.progressSeq`) the attempt
+	// is not counted toward the job's attempts. A released lease is fenced
+	// like an expired one: its renewals answer `LOST`, its downloads and
+	// results are refused.
+	//
+	// Each lease is answered on its own: `RELEASED` (given back now, or by
+	// an earlier identical call whose answer was lost) or `LOST` (not this
+	// session's lease any more; nothing changed). Releasing is not for
+	// reporting a failure of the job itself: post an `ERROR` result for
+	// that.
+	//
+	// Errors: 400 `REQUEST_INVALID`; 401 `SESSION_INVALID`,
+	// `SESSION_SUPERSEDED`; 403 `NODE_REVOKED`; 429 `RATE_LIMITED`;
+	// 5xx `INTERNAL`, `UNAVAILABLE` (retry the same payload).
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /api/v1/internal/judgers/jobs/release (the `ReleaseLeases` operationId).
+	ReleaseLeasesWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ReleaseLeases Give leases back at once instead of letting them run out.
+	//
+	// A node that will not run a lease it holds — it is draining or
+	// shutting down and has not started it, or the job's inputs could not
+	// be made available before judging started (e.g. the local artifact
+	// cache failed) — releases it. The job goes back to the queue at once
+	// (no retry backoff); if judging had not started on the lease (the node
+	// never reported progress: see `LeaseProgress.progressSeq`) the attempt
+	// is not counted toward the job's attempts. A released lease is fenced
+	// like an expired one: its renewals answer `LOST`, its downloads and
+	// results are refused.
+	//
+	// Each lease is answered on its own: `RELEASED` (given back now, or by
+	// an earlier identical call whose answer was lost) or `LOST` (not this
+	// session's lease any more; nothing changed). Releasing is not for
+	// reporting a failure of the job itself: post an `ERROR` result for
+	// that.
+	//
+	// Errors: 400 `REQUEST_INVALID`; 401 `SESSION_INVALID`,
+	// `SESSION_SUPERSEDED`; 403 `NODE_REVOKED`; 429 `RATE_LIMITED`;
+	// 5xx `INTERNAL`, `UNAVAILABLE` (retry the same payload).
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /api/v1/internal/judgers/jobs/release (the `ReleaseLeases` operationId).
+	ReleaseLeases(ctx context.Context, body ReleaseLeasesJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// RenewLeasesWithBody Extend the leases of running jobs and report progress.
 	//
@@ -1406,7 +1598,11 @@ type ClientInterface interface {
 	// same session (same token and `sessionEpoch`), so a retried call is safe.
 	// A new `bootId` increments `sessionEpoch`; from then on every call made
 	// with the old session is refused with 401 `SESSION_SUPERSEDED` and the old
-	// process must stop rather than log in again and fight.
+	// process must stop rather than log in again and fight. Opening the
+	// session of a new boot also takes back, at once, every lease the old
+	// session still holds (the restarted process no longer runs them): the
+	// jobs are requeued as when a lease runs out, without waiting for it,
+	// and the old epoch can never renew or commit them.
 	//
 	// Errors: 400 `REQUEST_INVALID`, `PROTOCOL_UNSUPPORTED`;
 	// 401 `CREDENTIAL_INVALID`; 403 `NODE_REVOKED`; 429 `RATE_LIMITED`;
@@ -1423,7 +1619,11 @@ type ClientInterface interface {
 	// same session (same token and `sessionEpoch`), so a retried call is safe.
 	// A new `bootId` increments `sessionEpoch`; from then on every call made
 	// with the old session is refused with 401 `SESSION_SUPERSEDED` and the old
-	// process must stop rather than log in again and fight.
+	// process must stop rather than log in again and fight. Opening the
+	// session of a new boot also takes back, at once, every lease the old
+	// session still holds (the restarted process no longer runs them): the
+	// jobs are requeued as when a lease runs out, without waiting for it,
+	// and the old epoch can never renew or commit them.
 	//
 	// Errors: 400 `REQUEST_INVALID`, `PROTOCOL_UNSUPPORTED`;
 	// 401 `CREDENTIAL_INVALID`; 403 `NODE_REVOKED`; 429 `RATE_LIMITED`;
@@ -1439,7 +1639,12 @@ type ClientInterface interface {
 //
 // Sent every `heartbeatIntervalMs`. The control plane records the report
 // with its own clock; a node whose last heartbeat is older than
-// `offlineAfterMs` is shown offline. The answer carries the node's desired
+// `offlineAfterMs` is shown offline. A node that sends no heartbeat for
+// the control plane's heartbeat TTL (default 30 s, well under the lease
+// TTL) loses its leases: the reaper requeues them before they run out,
+// and the node's later renewals answer `LOST` and its results are
+// refused. A node that keeps heartbeating keeps its leases as long as it
+// renews them. The answer carries the node's desired
 // state and configuration revision: a node told `DRAINING` or `DISABLED`
 // finishes its leases and claims nothing new.
 //
@@ -1466,7 +1671,12 @@ func (c *Client) SendHeartbeatWithBody(ctx context.Context, contentType string, 
 //
 // Sent every `heartbeatIntervalMs`. The control plane records the report
 // with its own clock; a node whose last heartbeat is older than
-// `offlineAfterMs` is shown offline. The answer carries the node's desired
+// `offlineAfterMs` is shown offline. A node that sends no heartbeat for
+// the control plane's heartbeat TTL (default 30 s, well under the lease
+// TTL) loses its leases: the reaper requeues them before they run out,
+// and the node's later renewals answer `LOST` and its results are
+// refused. A node that keeps heartbeating keeps its leases as long as it
+// renews them. The answer carries the node's desired
 // state and configuration revision: a node told `DRAINING` or `DISABLED`
 // finishes its leases and claims nothing new.
 //
@@ -1499,6 +1709,18 @@ func (c *Client) SendHeartbeat(ctx context.Context, body SendHeartbeatJSONReques
 // in-flight leases. Only an `ENABLED` node receives `SUBMISSION` jobs; a
 // node in any other state receives only the `CHECK` jobs bound to it.
 //
+// Jobs are handed out by priority, then by the time they were first
+// enqueued: a job retried after a failure keeps its place once its
+// retry backoff has passed.
+//
+// Idempotent with `requestId`: a node that did not get the answer (a
+// network error, a timeout, a 5xx) sends the same request again with
+// the same `requestId`, and the control plane answers the leases it
+// granted to that request that are still live (extended to a full
+// lease) instead of new ones, so a lost answer costs no attempt and no
+// slot. A node uses a new `requestId` for every claim after an answer
+// it did get. Without `requestId` a lost answer's leases run out.
+//
 // Errors: 400 `REQUEST_INVALID`; 401 `SESSION_INVALID`,
 // `SESSION_SUPERSEDED`; 403 `NODE_REVOKED`; 429 `RATE_LIMITED`;
 // 5xx `INTERNAL`, `UNAVAILABLE`.
@@ -1528,6 +1750,18 @@ func (c *Client) ClaimJobsWithBody(ctx context.Context, contentType string, body
 // in-flight leases. Only an `ENABLED` node receives `SUBMISSION` jobs; a
 // node in any other state receives only the `CHECK` jobs bound to it.
 //
+// Jobs are handed out by priority, then by the time they were first
+// enqueued: a job retried after a failure keeps its place once its
+// retry backoff has passed.
+//
+// Idempotent with `requestId`: a node that did not get the answer (a
+// network error, a timeout, a 5xx) sends the same request again with
+// the same `requestId`, and the control plane answers the leases it
+// granted to that request that are still live (extended to a full
+// lease) instead of new ones, so a lost answer costs no attempt and no
+// slot. A node uses a new `requestId` for every claim after an answer
+// it did get. Without `requestId` a lost answer's leases run out.
+//
 // Errors: 400 `REQUEST_INVALID`; 401 `SESSION_INVALID`,
 // `SESSION_SUPERSEDED`; 403 `NODE_REVOKED`; 429 `RATE_LIMITED`;
 // 5xx `INTERNAL`, `UNAVAILABLE`.
@@ -1537,6 +1771,80 @@ func (c *Client) ClaimJobsWithBody(ctx context.Context, contentType string, body
 // Corresponds with POST /api/v1/internal/judgers/jobs/claim (the `ClaimJobs` operationId).
 func (c *Client) ClaimJobs(ctx context.Context, body ClaimJobsJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewClaimJobsRequest(c.Server, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ReleaseLeasesWithBody Give leases back at once instead of letting them run out.
+//
+// A node that will not run a lease it holds — it is draining or
+// shutting down and has not started it, or the job's inputs could not
+// be made available before judging started (e.g. the local artifact
+// cache failed) — releases it. The job goes back to the queue at once
+// (no retry backoff); if judging had not started on the lease (the node
+// never reported progress: see `LeaseProgress.progressSeq`) the attempt
+// is not counted toward the job's attempts. A released lease is fenced
+// like an expired one: its renewals answer `LOST`, its downloads and
+// results are refused.
+//
+// Each lease is answered on its own: `RELEASED` (given back now, or by
+// an earlier identical call whose answer was lost) or `LOST` (not this
+// session's lease any more; nothing changed). Releasing is not for
+// reporting a failure of the job itself: post an `ERROR` result for
+// that.
+//
+// Errors: 400 `REQUEST_INVALID`; 401 `SESSION_INVALID`,
+// `SESSION_SUPERSEDED`; 403 `NODE_REVOKED`; 429 `RATE_LIMITED`;
+// 5xx `INTERNAL`, `UNAVAILABLE` (retry the same payload).
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /api/v1/internal/judgers/jobs/release (the `ReleaseLeases` operationId).
+func (c *Client) ReleaseLeasesWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewReleaseLeasesRequestWithBody(c.Server, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ReleaseLeases Give leases back at once instead of letting them run out.
+//
+// A node that will not run a lease it holds — it is draining or
+// shutting down and has not started it, or the job's inputs could not
+// be made available before judging started (e.g. the local artifact
+// cache failed) — releases it. The job goes back to the queue at once
+// (no retry backoff); if judging had not started on the lease (the node
+// never reported progress: see `LeaseProgress.progressSeq`) the attempt
+// is not counted toward the job's attempts. A released lease is fenced
+// like an expired one: its renewals answer `LOST`, its downloads and
+// results are refused.
+//
+// Each lease is answered on its own: `RELEASED` (given back now, or by
+// an earlier identical call whose answer was lost) or `LOST` (not this
+// session's lease any more; nothing changed). Releasing is not for
+// reporting a failure of the job itself: post an `ERROR` result for
+// that.
+//
+// Errors: 400 `REQUEST_INVALID`; 401 `SESSION_INVALID`,
+// `SESSION_SUPERSEDED`; 403 `NODE_REVOKED`; 429 `RATE_LIMITED`;
+// 5xx `INTERNAL`, `UNAVAILABLE` (retry the same payload).
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /api/v1/internal/judgers/jobs/release (the `ReleaseLeases` operationId).
+func (c *Client) ReleaseLeases(ctx context.Context, body ReleaseLeasesJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewReleaseLeasesRequest(c.Server, body)
 	if err != nil {
 		return nil, err
 	}
@@ -1789,7 +2097,11 @@ func (c *Client) JoinNode(ctx context.Context, body JoinNodeJSONRequestBody, req
 // same session (same token and `sessionEpoch`), so a retried call is safe.
 // A new `bootId` increments `sessionEpoch`; from then on every call made
 // with the old session is refused with 401 `SESSION_SUPERSEDED` and the old
-// process must stop rather than log in again and fight.
+// process must stop rather than log in again and fight. Opening the
+// session of a new boot also takes back, at once, every lease the old
+// session still holds (the restarted process no longer runs them): the
+// jobs are requeued as when a lease runs out, without waiting for it,
+// and the old epoch can never renew or commit them.
 //
 // Errors: 400 `REQUEST_INVALID`, `PROTOCOL_UNSUPPORTED`;
 // 401 `CREDENTIAL_INVALID`; 403 `NODE_REVOKED`; 429 `RATE_LIMITED`;
@@ -1816,7 +2128,11 @@ func (c *Client) OpenSessionWithBody(ctx context.Context, contentType string, bo
 // same session (same token and `sessionEpoch`), so a retried call is safe.
 // A new `bootId` increments `sessionEpoch`; from then on every call made
 // with the old session is refused with 401 `SESSION_SUPERSEDED` and the old
-// process must stop rather than log in again and fight.
+// process must stop rather than log in again and fight. Opening the
+// session of a new boot also takes back, at once, every lease the old
+// session still holds (the restarted process no longer runs them): the
+// jobs are requeued as when a lease runs out, without waiting for it,
+// and the old epoch can never renew or commit them.
 //
 // Errors: 400 `REQUEST_INVALID`, `PROTOCOL_UNSUPPORTED`;
 // 401 `CREDENTIAL_INVALID`; 403 `NODE_REVOKED`; 429 `RATE_LIMITED`;
@@ -1898,6 +2214,46 @@ func NewClaimJobsRequestWithBody(server string, contentType string, body io.Read
 	}
 
 	operationPath := fmt.Sprintf("/api/v1/internal/judgers/jobs/claim")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewReleaseLeasesRequest calls the generic ReleaseLeases builder with application/json body
+func NewReleaseLeasesRequest(server string, body ReleaseLeasesJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewReleaseLeasesRequestWithBody(server, "application/json", bodyReader)
+}
+
+// NewReleaseLeasesRequestWithBody constructs an http.Request for the ReleaseLeases method, with any body, and a specified content type
+func NewReleaseLeasesRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/internal/judgers/jobs/release")
 	if operationPath[0] == '/' {
 		operationPath = "." + operationPath
 	}
@@ -2186,7 +2542,12 @@ type ClientWithResponsesInterface interface {
 	//
 	// Sent every `heartbeatIntervalMs`. The control plane records the report
 	// with its own clock; a node whose last heartbeat is older than
-	// `offlineAfterMs` is shown offline. The answer carries the node's desired
+	// `offlineAfterMs` is shown offline. A node that sends no heartbeat for
+	// the control plane's heartbeat TTL (default 30 s, well under the lease
+	// TTL) loses its leases: the reaper requeues them before they run out,
+	// and the node's later renewals answer `LOST` and its results are
+	// refused. A node that keeps heartbeating keeps its leases as long as it
+	// renews them. The answer carries the node's desired
 	// state and configuration revision: a node told `DRAINING` or `DISABLED`
 	// finishes its leases and claims nothing new.
 	//
@@ -2203,7 +2564,12 @@ type ClientWithResponsesInterface interface {
 	//
 	// Sent every `heartbeatIntervalMs`. The control plane records the report
 	// with its own clock; a node whose last heartbeat is older than
-	// `offlineAfterMs` is shown offline. The answer carries the node's desired
+	// `offlineAfterMs` is shown offline. A node that sends no heartbeat for
+	// the control plane's heartbeat TTL (default 30 s, well under the lease
+	// TTL) loses its leases: the reaper requeues them before they run out,
+	// and the node's later renewals answer `LOST` and its results are
+	// refused. A node that keeps heartbeating keeps its leases as long as it
+	// renews them. The answer carries the node's desired
 	// state and configuration revision: a node told `DRAINING` or `DISABLED`
 	// finishes its leases and claims nothing new.
 	//
@@ -2226,6 +2592,18 @@ type ClientWithResponsesInterface interface {
 	// in-flight leases. Only an `ENABLED` node receives `SUBMISSION` jobs; a
 	// node in any other state receives only the `CHECK` jobs bound to it.
 	//
+	// Jobs are handed out by priority, then by the time they were first
+	// enqueued: a job retried after a failure keeps its place once its
+	// retry backoff has passed.
+	//
+	// Idempotent with `requestId`: a node that did not get the answer (a
+	// network error, a timeout, a 5xx) sends the same request again with
+	// the same `requestId`, and the control plane answers the leases it
+	// granted to that request that are still live (extended to a full
+	// lease) instead of new ones, so a lost answer costs no attempt and no
+	// slot. A node uses a new `requestId` for every claim after an answer
+	// it did get. Without `requestId` a lost answer's leases run out.
+	//
 	// Errors: 400 `REQUEST_INVALID`; 401 `SESSION_INVALID`,
 	// `SESSION_SUPERSEDED`; 403 `NODE_REVOKED`; 429 `RATE_LIMITED`;
 	// 5xx `INTERNAL`, `UNAVAILABLE`.
@@ -2245,6 +2623,18 @@ type ClientWithResponsesInterface interface {
 	// in-flight leases. Only an `ENABLED` node receives `SUBMISSION` jobs; a
 	// node in any other state receives only the `CHECK` jobs bound to it.
 	//
+	// Jobs are handed out by priority, then by the time they were first
+	// enqueued: a job retried after a failure keeps its place once its
+	// retry backoff has passed.
+	//
+	// Idempotent with `requestId`: a node that did not get the answer (a
+	// network error, a timeout, a 5xx) sends the same request again with
+	// the same `requestId`, and the control plane answers the leases it
+	// granted to that request that are still live (extended to a full
+	// lease) instead of new ones, so a lost answer costs no attempt and no
+	// slot. A node uses a new `requestId` for every claim after an answer
+	// it did get. Without `requestId` a lost answer's leases run out.
+	//
 	// Errors: 400 `REQUEST_INVALID`; 401 `SESSION_INVALID`,
 	// `SESSION_SUPERSEDED`; 403 `NODE_REVOKED`; 429 `RATE_LIMITED`;
 	// 5xx `INTERNAL`, `UNAVAILABLE`.
@@ -2253,6 +2643,60 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with POST /api/v1/internal/judgers/jobs/claim (the `ClaimJobs` operationId).
 	ClaimJobsWithResponse(ctx context.Context, body ClaimJobsJSONRequestBody, reqEditors ...RequestEditorFn) (*ClaimJobsResponse, error)
+
+	// ReleaseLeasesWithBodyWithResponse Give leases back at once instead of letting them run out.
+	//
+	// A node that will not run a lease it holds — it is draining or
+	// shutting down and has not started it, or the job's inputs could not
+	// be made available before judging started (e.g. the local artifact
+	// cache failed) — releases it. The job goes back to the queue at once
+	// (no retry backoff); if judging had not started on the lease (the node
+	// never reported progress: see `LeaseProgress.progressSeq`) the attempt
+	// is not counted toward the job's attempts. A released lease is fenced
+	// like an expired one: its renewals answer `LOST`, its downloads and
+	// results are refused.
+	//
+	// Each lease is answered on its own: `RELEASED` (given back now, or by
+	// an earlier identical call whose answer was lost) or `LOST` (not this
+	// session's lease any more; nothing changed). Releasing is not for
+	// reporting a failure of the job itself: post an `ERROR` result for
+	// that.
+	//
+	// Errors: 400 `REQUEST_INVALID`; 401 `SESSION_INVALID`,
+	// `SESSION_SUPERSEDED`; 403 `NODE_REVOKED`; 429 `RATE_LIMITED`;
+	// 5xx `INTERNAL`, `UNAVAILABLE` (retry the same payload).
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/internal/judgers/jobs/release (the `ReleaseLeases` operationId).
+	ReleaseLeasesWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*ReleaseLeasesResponse, error)
+
+	// ReleaseLeasesWithResponse Give leases back at once instead of letting them run out.
+	//
+	// A node that will not run a lease it holds — it is draining or
+	// shutting down and has not started it, or the job's inputs could not
+	// be made available before judging started (e.g. the local artifact
+	// cache failed) — releases it. The job goes back to the queue at once
+	// (no retry backoff); if judging had not started on the lease (the node
+	// never reported progress: see `LeaseProgress.progressSeq`) the attempt
+	// is not counted toward the job's attempts. A released lease is fenced
+	// like an expired one: its renewals answer `LOST`, its downloads and
+	// results are refused.
+	//
+	// Each lease is answered on its own: `RELEASED` (given back now, or by
+	// an earlier identical call whose answer was lost) or `LOST` (not this
+	// session's lease any more; nothing changed). Releasing is not for
+	// reporting a failure of the job itself: post an `ERROR` result for
+	// that.
+	//
+	// Errors: 400 `REQUEST_INVALID`; 401 `SESSION_INVALID`,
+	// `SESSION_SUPERSEDED`; 403 `NODE_REVOKED`; 429 `RATE_LIMITED`;
+	// 5xx `INTERNAL`, `UNAVAILABLE` (retry the same payload).
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/internal/judgers/jobs/release (the `ReleaseLeases` operationId).
+	ReleaseLeasesWithResponse(ctx context.Context, body ReleaseLeasesJSONRequestBody, reqEditors ...RequestEditorFn) (*ReleaseLeasesResponse, error)
 
 	// RenewLeasesWithBodyWithResponse Extend the leases of running jobs and report progress.
 	//
@@ -2428,7 +2872,11 @@ type ClientWithResponsesInterface interface {
 	// same session (same token and `sessionEpoch`), so a retried call is safe.
 	// A new `bootId` increments `sessionEpoch`; from then on every call made
 	// with the old session is refused with 401 `SESSION_SUPERSEDED` and the old
-	// process must stop rather than log in again and fight.
+	// process must stop rather than log in again and fight. Opening the
+	// session of a new boot also takes back, at once, every lease the old
+	// session still holds (the restarted process no longer runs them): the
+	// jobs are requeued as when a lease runs out, without waiting for it,
+	// and the old epoch can never renew or commit them.
 	//
 	// Errors: 400 `REQUEST_INVALID`, `PROTOCOL_UNSUPPORTED`;
 	// 401 `CREDENTIAL_INVALID`; 403 `NODE_REVOKED`; 429 `RATE_LIMITED`;
@@ -2445,7 +2893,11 @@ type ClientWithResponsesInterface interface {
 	// same session (same token and `sessionEpoch`), so a retried call is safe.
 	// A new `bootId` increments `sessionEpoch`; from then on every call made
 	// with the old session is refused with 401 `SESSION_SUPERSEDED` and the old
-	// process must stop rather than log in again and fight.
+	// process must stop rather than log in again and fight. Opening the
+	// session of a new boot also takes back, at once, every lease the old
+	// session still holds (the restarted process no longer runs them): the
+	// jobs are requeued as when a lease runs out, without waiting for it,
+	// and the old epoch can never renew or commit them.
 	//
 	// Errors: 400 `REQUEST_INVALID`, `PROTOCOL_UNSUPPORTED`;
 	// 401 `CREDENTIAL_INVALID`; 403 `NODE_REVOKED`; 429 `RATE_LIMITED`;
@@ -2617,6 +3069,89 @@ func (r ClaimJobsResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r ClaimJobsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// ReleaseLeasesResponse429Headers the declared response headers of an HTTP 429 response for ReleaseLeases
+type ReleaseLeasesResponse429Headers struct {
+	RetryAfter int32
+}
+
+type ReleaseLeasesResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *ReleaseResponse
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *BadRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Forbidden
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *TooManyRequests
+	// JSONDefault the response for an HTTP default `application/json` response
+	JSONDefault *Unexpected
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *ReleaseLeasesResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ReleaseLeasesResponse) GetJSON200() *ReleaseResponse {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r ReleaseLeasesResponse) GetJSON400() *BadRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r ReleaseLeasesResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r ReleaseLeasesResponse) GetJSON403() *Forbidden {
+	return r.JSON403
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r ReleaseLeasesResponse) GetJSON429() *TooManyRequests {
+	return r.JSON429
+}
+
+// GetJSONDefault returns the response for an HTTP default `application/json` response
+func (r ReleaseLeasesResponse) GetJSONDefault() *Unexpected {
+	return r.JSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r ReleaseLeasesResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ReleaseLeasesResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ReleaseLeasesResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ReleaseLeasesResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -3091,7 +3626,12 @@ func (r OpenSessionResponse) ContentType() string {
 //
 // Sent every `heartbeatIntervalMs`. The control plane records the report
 // with its own clock; a node whose last heartbeat is older than
-// `offlineAfterMs` is shown offline. The answer carries the node's desired
+// `offlineAfterMs` is shown offline. A node that sends no heartbeat for
+// the control plane's heartbeat TTL (default 30 s, well under the lease
+// TTL) loses its leases: the reaper requeues them before they run out,
+// and the node's later renewals answer `LOST` and its results are
+// refused. A node that keeps heartbeating keeps its leases as long as it
+// renews them. The answer carries the node's desired
 // state and configuration revision: a node told `DRAINING` or `DISABLED`
 // finishes its leases and claims nothing new.
 //
@@ -3114,7 +3654,12 @@ func (c *ClientWithResponses) SendHeartbeatWithBodyWithResponse(ctx context.Cont
 //
 // Sent every `heartbeatIntervalMs`. The control plane records the report
 // with its own clock; a node whose last heartbeat is older than
-// `offlineAfterMs` is shown offline. The answer carries the node's desired
+// `offlineAfterMs` is shown offline. A node that sends no heartbeat for
+// the control plane's heartbeat TTL (default 30 s, well under the lease
+// TTL) loses its leases: the reaper requeues them before they run out,
+// and the node's later renewals answer `LOST` and its results are
+// refused. A node that keeps heartbeating keeps its leases as long as it
+// renews them. The answer carries the node's desired
 // state and configuration revision: a node told `DRAINING` or `DISABLED`
 // finishes its leases and claims nothing new.
 //
@@ -3143,6 +3688,18 @@ func (c *ClientWithResponses) SendHeartbeatWithResponse(ctx context.Context, bod
 // in-flight leases. Only an `ENABLED` node receives `SUBMISSION` jobs; a
 // node in any other state receives only the `CHECK` jobs bound to it.
 //
+// Jobs are handed out by priority, then by the time they were first
+// enqueued: a job retried after a failure keeps its place once its
+// retry backoff has passed.
+//
+// Idempotent with `requestId`: a node that did not get the answer (a
+// network error, a timeout, a 5xx) sends the same request again with
+// the same `requestId`, and the control plane answers the leases it
+// granted to that request that are still live (extended to a full
+// lease) instead of new ones, so a lost answer costs no attempt and no
+// slot. A node uses a new `requestId` for every claim after an answer
+// it did get. Without `requestId` a lost answer's leases run out.
+//
 // Errors: 400 `REQUEST_INVALID`; 401 `SESSION_INVALID`,
 // `SESSION_SUPERSEDED`; 403 `NODE_REVOKED`; 429 `RATE_LIMITED`;
 // 5xx `INTERNAL`, `UNAVAILABLE`.
@@ -3168,6 +3725,18 @@ func (c *ClientWithResponses) ClaimJobsWithBodyWithResponse(ctx context.Context,
 // in-flight leases. Only an `ENABLED` node receives `SUBMISSION` jobs; a
 // node in any other state receives only the `CHECK` jobs bound to it.
 //
+// Jobs are handed out by priority, then by the time they were first
+// enqueued: a job retried after a failure keeps its place once its
+// retry backoff has passed.
+//
+// Idempotent with `requestId`: a node that did not get the answer (a
+// network error, a timeout, a 5xx) sends the same request again with
+// the same `requestId`, and the control plane answers the leases it
+// granted to that request that are still live (extended to a full
+// lease) instead of new ones, so a lost answer costs no attempt and no
+// slot. A node uses a new `requestId` for every claim after an answer
+// it did get. Without `requestId` a lost answer's leases run out.
+//
 // Errors: 400 `REQUEST_INVALID`; 401 `SESSION_INVALID`,
 // `SESSION_SUPERSEDED`; 403 `NODE_REVOKED`; 429 `RATE_LIMITED`;
 // 5xx `INTERNAL`, `UNAVAILABLE`.
@@ -3181,6 +3750,72 @@ func (c *ClientWithResponses) ClaimJobsWithResponse(ctx context.Context, body Cl
 		return nil, err
 	}
 	return ParseClaimJobsResponse(rsp)
+}
+
+// ReleaseLeasesWithBodyWithResponse Give leases back at once instead of letting them run out.
+//
+// A node that will not run a lease it holds — it is draining or
+// shutting down and has not started it, or the job's inputs could not
+// be made available before judging started (e.g. the local artifact
+// cache failed) — releases it. The job goes back to the queue at once
+// (no retry backoff); if judging had not started on the lease (the node
+// never reported progress: see `LeaseProgress.progressSeq`) the attempt
+// is not counted toward the job's attempts. A released lease is fenced
+// like an expired one: its renewals answer `LOST`, its downloads and
+// results are refused.
+//
+// Each lease is answered on its own: `RELEASED` (given back now, or by
+// an earlier identical call whose answer was lost) or `LOST` (not this
+// session's lease any more; nothing changed). Releasing is not for
+// reporting a failure of the job itself: post an `ERROR` result for
+// that.
+//
+// Errors: 400 `REQUEST_INVALID`; 401 `SESSION_INVALID`,
+// `SESSION_SUPERSEDED`; 403 `NODE_REVOKED`; 429 `RATE_LIMITED`;
+// 5xx `INTERNAL`, `UNAVAILABLE` (retry the same payload).
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/internal/judgers/jobs/release (the `ReleaseLeases` operationId).
+func (c *ClientWithResponses) ReleaseLeasesWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*ReleaseLeasesResponse, error) {
+	rsp, err := c.ReleaseLeasesWithBody(ctx, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseReleaseLeasesResponse(rsp)
+}
+
+// ReleaseLeasesWithResponse Give leases back at once instead of letting them run out.
+//
+// A node that will not run a lease it holds — it is draining or
+// shutting down and has not started it, or the job's inputs could not
+// be made available before judging started (e.g. the local artifact
+// cache failed) — releases it. The job goes back to the queue at once
+// (no retry backoff); if judging had not started on the lease (the node
+// never reported progress: see `LeaseProgress.progressSeq`) the attempt
+// is not counted toward the job's attempts. A released lease is fenced
+// like an expired one: its renewals answer `LOST`, its downloads and
+// results are refused.
+//
+// Each lease is answered on its own: `RELEASED` (given back now, or by
+// an earlier identical call whose answer was lost) or `LOST` (not this
+// session's lease any more; nothing changed). Releasing is not for
+// reporting a failure of the job itself: post an `ERROR` result for
+// that.
+//
+// Errors: 400 `REQUEST_INVALID`; 401 `SESSION_INVALID`,
+// `SESSION_SUPERSEDED`; 403 `NODE_REVOKED`; 429 `RATE_LIMITED`;
+// 5xx `INTERNAL`, `UNAVAILABLE` (retry the same payload).
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/internal/judgers/jobs/release (the `ReleaseLeases` operationId).
+func (c *ClientWithResponses) ReleaseLeasesWithResponse(ctx context.Context, body ReleaseLeasesJSONRequestBody, reqEditors ...RequestEditorFn) (*ReleaseLeasesResponse, error) {
+	rsp, err := c.ReleaseLeases(ctx, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseReleaseLeasesResponse(rsp)
 }
 
 // RenewLeasesWithBodyWithResponse Extend the leases of running jobs and report progress.
@@ -3399,7 +4034,11 @@ func (c *ClientWithResponses) JoinNodeWithResponse(ctx context.Context, body Joi
 // same session (same token and `sessionEpoch`), so a retried call is safe.
 // A new `bootId` increments `sessionEpoch`; from then on every call made
 // with the old session is refused with 401 `SESSION_SUPERSEDED` and the old
-// process must stop rather than log in again and fight.
+// process must stop rather than log in again and fight. Opening the
+// session of a new boot also takes back, at once, every lease the old
+// session still holds (the restarted process no longer runs them): the
+// jobs are requeued as when a lease runs out, without waiting for it,
+// and the old epoch can never renew or commit them.
 //
 // Errors: 400 `REQUEST_INVALID`, `PROTOCOL_UNSUPPORTED`;
 // 401 `CREDENTIAL_INVALID`; 403 `NODE_REVOKED`; 429 `RATE_LIMITED`;
@@ -3422,7 +4061,11 @@ func (c *ClientWithResponses) OpenSessionWithBodyWithResponse(ctx context.Contex
 // same session (same token and `sessionEpoch`), so a retried call is safe.
 // A new `bootId` increments `sessionEpoch`; from then on every call made
 // with the old session is refused with 401 `SESSION_SUPERSEDED` and the old
-// process must stop rather than log in again and fight.
+// process must stop rather than log in again and fight. Opening the
+// session of a new boot also takes back, at once, every lease the old
+// session still holds (the restarted process no longer runs them): the
+// jobs are requeued as when a lease runs out, without waiting for it,
+// and the old epoch can never renew or commit them.
 //
 // Errors: 400 `REQUEST_INVALID`, `PROTOCOL_UNSUPPORTED`;
 // 401 `CREDENTIAL_INVALID`; 403 `NODE_REVOKED`; 429 `RATE_LIMITED`;
@@ -3574,6 +4217,80 @@ func ParseClaimJobsResponse(rsp *http.Response) (*ClaimJobsResponse, error) {
 	switch {
 	case rsp.StatusCode == 429:
 		var headers ClaimJobsResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int32
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: "int32"}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseReleaseLeasesResponse parses an HTTP response from a ReleaseLeasesWithResponse call
+func ParseReleaseLeasesResponse(rsp *http.Response) (*ReleaseLeasesResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ReleaseLeasesResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest ReleaseResponse
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Unexpected
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers ReleaseLeasesResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
 			var value int32
 			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: "int32"}); err != nil {
@@ -4017,6 +4734,9 @@ type ServerInterface interface {
 	// ClaimJobs Long-poll for up to freeSlots jobs of this node's pool.
 	// (POST /api/v1/internal/judgers/jobs/claim)
 	ClaimJobs(w http.ResponseWriter, r *http.Request)
+	// ReleaseLeases Give leases back at once instead of letting them run out.
+	// (POST /api/v1/internal/judgers/jobs/release)
+	ReleaseLeases(w http.ResponseWriter, r *http.Request)
 	// RenewLeases Extend the leases of running jobs and report progress.
 	// (POST /api/v1/internal/judgers/jobs/renew)
 	RenewLeases(w http.ResponseWriter, r *http.Request)
@@ -4062,6 +4782,20 @@ func (siw *ServerInterfaceWrapper) ClaimJobs(w http.ResponseWriter, r *http.Requ
 
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		siw.Handler.ClaimJobs(w, r)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// ReleaseLeases operation middleware
+func (siw *ServerInterfaceWrapper) ReleaseLeases(w http.ResponseWriter, r *http.Request) {
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.ReleaseLeases(w, r)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -4327,6 +5061,7 @@ func HandlerWithOptions(si ServerInterface, options StdHTTPServerOptions) http.H
 	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/api/v1/internal/judgers/heartbeat", wrapper.SendHeartbeat)
 	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/api/v1/internal/judgers/jobs/claim", wrapper.ClaimJobs)
 	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/api/v1/internal/judgers/jobs/renew", wrapper.RenewLeases)
+	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/api/v1/internal/judgers/jobs/release", wrapper.ReleaseLeases)
 	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/api/v1/internal/judgers/jobs/{jobId}/artifacts/{sha256}", wrapper.DownloadArtifact)
 	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/api/v1/internal/judgers/jobs/{jobId}/result", wrapper.SubmitResult)
 
@@ -4541,6 +5276,102 @@ type ClaimJobsdefaultJSONResponse struct {
 }
 
 func (response ClaimJobsdefaultJSONResponse) VisitClaimJobsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ReleaseLeasesRequestObject struct {
+	Body *ReleaseLeasesJSONRequestBody
+}
+
+type ReleaseLeasesResponseObject interface {
+	VisitReleaseLeasesResponse(w http.ResponseWriter) error
+}
+
+type ReleaseLeases200JSONResponse ReleaseResponse
+
+func (response ReleaseLeases200JSONResponse) VisitReleaseLeasesResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ReleaseLeases400JSONResponse struct{ BadRequestJSONResponse }
+
+func (response ReleaseLeases400JSONResponse) VisitReleaseLeasesResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ReleaseLeases401JSONResponse struct{ UnauthorizedJSONResponse }
+
+func (response ReleaseLeases401JSONResponse) VisitReleaseLeasesResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ReleaseLeases403JSONResponse struct{ ForbiddenJSONResponse }
+
+func (response ReleaseLeases403JSONResponse) VisitReleaseLeasesResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ReleaseLeases429JSONResponse struct{ TooManyRequestsJSONResponse }
+
+func (response ReleaseLeases429JSONResponse) VisitReleaseLeasesResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ReleaseLeasesdefaultJSONResponse struct {
+	Body       Error
+	StatusCode int
+}
+
+func (response ReleaseLeasesdefaultJSONResponse) VisitReleaseLeasesResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
 	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
@@ -5155,6 +5986,9 @@ type StrictServerInterface interface {
 	// ClaimJobs Long-poll for up to freeSlots jobs of this node's pool.
 	// (POST /api/v1/internal/judgers/jobs/claim)
 	ClaimJobs(ctx context.Context, request ClaimJobsRequestObject) (ClaimJobsResponseObject, error)
+	// ReleaseLeases Give leases back at once instead of letting them run out.
+	// (POST /api/v1/internal/judgers/jobs/release)
+	ReleaseLeases(ctx context.Context, request ReleaseLeasesRequestObject) (ReleaseLeasesResponseObject, error)
 	// RenewLeases Extend the leases of running jobs and report progress.
 	// (POST /api/v1/internal/judgers/jobs/renew)
 	RenewLeases(ctx context.Context, request RenewLeasesRequestObject) (RenewLeasesResponseObject, error)
@@ -5266,6 +6100,37 @@ func (sh *strictHandler) ClaimJobs(w http.ResponseWriter, r *http.Request) {
 		sh.options.ResponseErrorHandlerFunc(w, r, err)
 	} else if validResponse, ok := response.(ClaimJobsResponseObject); ok {
 		if err := validResponse.VisitClaimJobsResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// ReleaseLeases operation middleware
+func (sh *strictHandler) ReleaseLeases(w http.ResponseWriter, r *http.Request) {
+	var request ReleaseLeasesRequestObject
+
+	var body ReleaseLeasesJSONRequestBody
+	if err := runtime.BindJSONBody(r, &body); err != nil {
+		sh.options.RequestErrorHandlerFunc(w, r, fmt.Errorf("can't decode JSON body: %w", err))
+		return
+	}
+	request.Body = &body
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.ReleaseLeases(ctx, request.(ReleaseLeasesRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "ReleaseLeases")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(ReleaseLeasesResponseObject); ok {
+		if err := validResponse.VisitReleaseLeasesResponse(w); err != nil {
 			sh.options.ResponseErrorHandlerFunc(w, r, err)
 		}
 	} else if response != nil {
@@ -5432,186 +6297,210 @@ func (sh *strictHandler) OpenSession(w http.ResponseWriter, r *http.Request) {
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7H3rchq5uuirqHrvquA1bYIdT2Zi1/lBMElIfBvAM3udIcctugUo6ZZIS23MZPwc54HOi53S90l9gcYG",
-	"zyRr76r1JzHQLX2SvvtNX71QJnMpmNDKO/7qzRiNWAp/9plOl+2JZqn5FDEVpnyuuRTesTdgoRSRIlqS",
-	"BeWajNlEpoyk5hUupk3P91L2JeMpi7xjnWbM91Q4Ywk1Q01kmlDtHXtc6BeHnu8lXPAkS7zjlu/p5Zzh",
-	"T2zKUu/+/t735jSlCdMWrvdy3IuuqJ6tgzWcMfJJjgmPDATcfDU3D/qeoIkZ9pN590Hg/jNlE+/Y+4/n",
-	"xb48x1/V816E8KRMzaVQDMB5TaM++5Ixpc2nUArNBPxJ5/OYh9SA9vyTMvB93XKebppKu/T19aU4GYkk",
-	"U0RITRKqwxnRM0bM5CkNNWkE/e4v193B8KZ38Wv7rHca+CS46l8OLzuXZzfXF4Prq6vL/rB7Guw1vXvf",
-	"60gxiXn4nVYQM6oY4QZ6EksxZSnRM65ISOOYpc/UCaFjKiIpCNcA3huZjnkUMfHt4WtnesaENqOyiIwz",
-	"DVtM41guWHRCjlovSHBxedq96Xd/vfzQPQ2I0nKuYPuFjBjA+1YK9n228pPkgoQyYmRBFaFxymi0JJli",
-	"EZEpmVFF2N3cIDrAdSH1G5mJ6HvBNjZATHjMCmRld1zhoV7RZSxpNJTyjKbT77RfYxktCbsLGYsU4VqR",
-	"sdmPEyLYLUuRfRGuCVWEK4ByKOU5FUtL4erbQ9mnmpGYJ9zgXyPot4fdm7PeeQ+I9YSMafiZyMmETGRK",
-	"gEPvA4smCjmy4XurPHw/Z+J1ENmnn5fYPYB1LWimZzLlf7DvgDDnXCkupgZhUjYBBA5TFhlSpLH5VjGl",
-	"uBQnQG8kjClPQNAApOxuzkL9PeAcsPSWpfuKR4xMaBZr0vjx7o4EvYtht3/RPjOM9vqi/Wu7d9Z+fdY1",
-	"R4ZYZRiEogkjc8R7suB6BscpJxO7jHkqQ6YUHcesKzTXy2+/nt9YHO8bgWy5HRehFIorMyWCqJGUnymS",
-	"UMEnTOmN5HLvBCngXocq1oMjmVOtWWqm+z+/t/f/N93/o7X/6mPx501z/+PXlv/yxf1/erkGoHTKxRSk",
-	"E1Wsz1QW4yZEETfA0/gqlXOWam7k8ITGivnevPTVVy/MIXhobyyc977H7rjuyIjVKimrionvJSyR6fLD",
-	"ePXxl0eP6DTmVaUoMr3qeXRmLPzMUhLxycQnik8FjYlRXgwNDH45I8ycpE+oJolUmhyRD/y1IfqE3p0x",
-	"MTVa0VHr1cuabVShTGtmnBiNgUtB/t//JQvGpzNNUsMUWURmNJ4QuqBLMkllQv5gqTQa3xGJWMgTGpN5",
-	"TEOmRqJBSZLFms9jRuSEtJqtVuuAcEF+b/l20I97J4BK+XRckQPgYu2OT1ojYf6kYkkmlMdZynxCRUQW",
-	"M6oJJWrOQsMHQrs7dEFTA6DUM5YuuGLNkfD84hAimY1jVn8KIkvGeAi4uzVaJEsTLqg2/MidALzkkxbh",
-	"EyKkYM3ydNvosb6nNNWZegwbf2VpxEM9wIfvfU/zhJ2rGky5uibmt1VItsC+BY1jHHKnF+/LevPvjrry",
-	"hTkMy0HOJyqRSonI8gMoyOFjPqkcf2KhBurHM3+U9Ff0OKEWLCVmg2nKlRSkEclQPWdiygVrJpFPRm5o",
-	"NfJ80JUMfrI7o0CnWczUXnMkAvgcGGwdLzUj7EtGY66XTRJoGbOUCh3YWZgiMRdMEQoCOWWJvOViOhJq",
-	"bqjEJ5qOFWB1p2/o1zxMmLGizHdRKudzg3E6pTw2f7Bkrpc4pAFkEktankvLz0woopixjkBZXZL2oNPr",
-	"kcWMawaT+jmlIgKrkTA8nQsS0LEayjgwbCVIWQx/N1IWU81vmaFy3AyUq+SWxhmD/bCkGJA0E6ogzf1P",
-	"WTRlZJ7KaUoTQ/oo8EQ0lncnRDE2EgN81LE4Q/BGBZunUstQxgqJuMrCEcwKqm5H3LimJ7xoF/QYnVYX",
-	"A4QKIz0ia/DxoXl0lZ7g/Qco4A2P2Y4CEK3eDQL4piKBf3hQBKsZPfzx5aN7gk8Ba/2D1fMXeodbf3Tw",
-	"6uhF62gnjgPLyYGxszywY1cWs9aZ5zu5QARdESzOCo2AJo011STtsTLKUMKoUCSI2ZSGy2AkGkYHWuZK",
-	"EZln45irmSFEdIaATTvhLI7IZ8bmihgSAQq3qiDQkx3vmNB0eksCLuaZLuhOZnqe6eDE2E2atEBWHhia",
-	"PSS/tc3rmikd8/HK+/gaocAEA9KwTz1TRKYRS/fK443EAfmt7ZNDMk+ZWSnol6hnkAaQdQQPWCZNFF0q",
-	"ouSeT16QN+3e2Ug0uJikVOk0C3WWMvtu512386HbvzHPdE/3fPITmUsutDomSkcsTYnSNNUK1MyRCPBH",
-	"MsparRchMBz4kwVGvyxW8CXjek4WqeFxhGvgSUbuuC0oHs5XCXosMPJ4SaRgK1yRSDESSkcy0z4cDkLS",
-	"JG2xNMxySlisGGmAtoFjGpNb+WRK0zGdMt++MRIy02AaGL0noXdX8PVHn1ASplTNzMlRkNr7MtN7Bt2q",
-	"u+SPBOrWcLpGWgpDGr97iCaGNHFtubT9uEqtvne3b97av6WpIRhlXj9zrw/z1wf4ekEtQ8u/3JSwYWZG",
-	"K+eMnmFkkFfwyO0m79qBhsVAb+xAAzeQAcPYdCVX2g58bpIyNoilrlGT4GtiHiBS5G4akoKiK+TiJFel",
-	"gV4To4J+kkZQoz8zSwWL6rU9x8pelrnYQb3CxXWdDmfYUCwdSwDTkiR0SWYyjuA75+wzAxhENDJzIdPP",
-	"9UqfA+jgx1artRNnLTYwB7aWr+IRofdzxzMym2r+55olj2rBMBGL3ssxWEv0rodvma22UNE0pcu1hcAs",
-	"G0HHEXeD24jOZK7XDw+tF7BpeKo0sQ/6xoZOWcKEVcpQTqCxLCeIZp/k+GELohaN0Hu9hZPa9z5z8eiT",
-	"7+X4g3ns3vfAJdudy7DGqf6GiRDEllE4jSonImP0I1O1axNs4ZNILgS4NlB2GoP9oQVX7Y3aBQNYfZZQ",
-	"LriYPsFkMbiD8vmxzTh3z5Xe2Xaz51I+qi9emWcMsmbC8P8tzqZvnzTqVDZOOPi/tnhvUDxcQx1gsZWO",
-	"u2aTLfbYdfk5BVQ2pgJUaZuLFdZR4SmbMxExES53tOfeMRrrmUEnI79jGdKYRPlgpHEq0W1CWSKFTywM",
-	"hCcgntE4iaimY6qMVcTV573mmrERMU15jbY4mMkUlLKYCtCOfMKa0yaaSKDraHanT4iQRLEwZVqteGQO",
-	"WodHNVr1DBYFW2F/G0sZMyrMj3W6O93/4+PvTmM/fkBjr1ec3Xz1J6PM0wNNNasPrIVSTPg0S1E/NEY/",
-	"I1QQGiVcEMV0zg5BwDaE1GDeyTEItojg7LDtTsW46l6c9i7e3vza7ffe9DrtYe/ywvO97kX79Vn31PO9",
-	"0367d9G7eGv+7A3w2+2UjismIi6mv7KUT6zP1Iws6DhmBntPU8R38ydX+K3RQk65mkvFtaW1Fa9Cp9O9",
-	"GnZPSSOUScK15fB59GrPKHjts363ffrPm87l+XlvCE9TQXiEYaWYMJrGnKXwAol4VNkRN4Pne2vjbLny",
-	"dhiyuYZFtjEg1HHAwgrRF7wb+XWBzyOuj2W0XKed0PpNH/VCg+8H/NCG2NRmQDAyW4Xjco7PkdzYiCDq",
-	"ye40aRj8Y3c0mccM8FBOJogEaIXBPq/h/UZP7LssoWLf7J9BDkfhoJybGSkH50sdtdf6X1edZ+gBe8jx",
-	"VezWGmznNJxxwQro8GRCCEAWyLQSBPZ8ry4G7Pne+8vexU3n8rRberT4rvtfV73+ynPXA/ji6vLy7Oa8",
-	"NzhvDzvvPN/r9Lun3Ythr31WGmnQHQx6lxc13wyur7r9QfcUxiqHVeHj8ObN5fUFzvv6pvy53R/23rQ7",
-	"Q/iyd3Fz3r7ovekOhuWfznuDAXKOs2570L05u4Tf+93B9dnwpnN58eas1xnawTvti073DHlOBair9j/P",
-	"LtunN8PLy5uzdv9ttxiiWE45SOf5nosFeb5XCgVtSb3WAOqJWxpzQ8POiXEtVDafyxQp+73kwuBG8Zz7",
-	"posB39I31wo+Gg3knCtIFzBHlYfXijEGGGRb+2KQzVmqWATjXMiI9dmt/Gw/2ZiymW9c+tRONZ/QUF9I",
-	"3RPnhXrgvrcRP3M+RgE5k/ArxnnyfAQYtENFyGJk2xVIVkPI7vUC/j7V7AyDqeZghJGk4HG+FvSW8tgQ",
-	"DzDFd4ymesyofpoBmqsi9vNWRk5JGaoYOS8OV40c34ucuKoVzSBxuVYsnhCuiHuYNEBNkYIMem+H3f55",
-	"mQWWVI2YimlGp0zVj+5+JjxSKOtgPlCqlA/RP62qKhd6h/WMJSPRmKdyzCIf4v9OiWDRXpMMXc6KhFCS",
-	"YNZRpmFSzZQeiZQZnCdzluKsxrYAhQIfy4RRRiSGI2m0hIcUoXokgrfdIXlO5/z57cHzfIlBkzghckwo",
-	"jqlnVINdoyC2g1CMBDqn2S2XmSIIBzpltjrdMztjH158/IRBp33QieF0q2fKKsBVjQySVBRpcI27n3DR",
-	"gOd8p6OZUfb2HnZmHP748jGTyp70ryxVtVqSYRBknPHYWoIWMW7xeWWV55H3mYVsHw7goNlqtk7INAzJ",
-	"wWHzsNkaeSsy9ceDwzq3tFnR60wt14F4L8eAk0AHubfnL659RYivbIRfZQOVIy3DWqLmOrlfYkVPcrQg",
-	"VvTZLa8/np5zTyiymDFR6PDhjIopUyUdHmD2Udffe0KgMVoxKh7mhqVn731PTiYxFwwyUmp9Z26biOE3",
-	"GHNbzLhNhUOOqIiayYUgdqwneCCUI8i/D2sqm+KvHpebcm0D6lAFHRQrNgp53XvbuxgSHhnWTHNnN5IN",
-	"6IeoJHvH3pFZSdnCPNh/9fH31v4rY1oe/FwfDOqJSUq3syJ2txGKwZ2hUNLQ/34le2W6GmKpRDYw5SeM",
-	"qVKkoRgjNp4Mj3XM1xVr7rTdPb+8uLm+6HfbnXegBfpe77z9tltSTzuXF8N276Lbv+n0u+2h1TAvr/sd",
-	"o3q/a18PUK3sXPb711dG77y6NnprWWc16mwPBquEE4z+dH36tntz+noFiPzrfu/tu+GgrLVup6eegqfl",
-	"WqSMhjOKcdWeEf2FXtdBM4mlnZQhrveZklkasu7djGYKlbKOTNNsrntinhl9r6zsdYA0vCICSjn+8N6o",
-	"Hqfj6uz2y77h9aqs7Rn9zvk610Xr9Ws4issLwy4yxayDHQMz5jvHH/etM54ZBSSe7EPMEBMIR0JLcEwZ",
-	"tnMC6lDhHYPUguLjcDlnJPjQ7XRvYIoAhCQFgan3uRgJ50vDFBiuDRA2DoeeVbQCSMw/M0iZwcDUJzmu",
-	"xoyKpTnE2PJsB2XPHuy928N+4b3cwXsAactWC7DpZCTJFOgpRIqTUlgGcv8M15pLGZu155mjoPSt+x2c",
-	"YretOrabv3aFoeST2THqOMp7Oc7lnTuJX66710CN/euLC0f151dnXaTsnFgLkt7uoH7JWAYE0UdFB2jG",
-	"sHYkrZxeCqKy5zioOJR3YOFP2W6k+XrbwiWM2Ow2ze50kdx2+OPLmvS2w5eHB0d17tSCxh533A/Kz1be",
-	"HW6RxjGoPr2KJiuDrUDml9HI7k09InGxrTVa3djAICfkLGE0W8Zottn8Ums/NclvRv2zUX9gLVhEELGR",
-	"GLNYiikUeFgjSU4IFchpzIi+pWQOmXwuZ7dx1Ho1EkHFLRTsVcY22uTScFrDtpskKKwAM1hAaLygSzUS",
-	"aI9xXZcV9Ml6NupxSgq2D7wmRIPRqrdcqYxF1kvtjNgGeArIAZnJLCWZiM3+GFCdSiwVK9IMC9T8iUR0",
-	"icK+7Oc//BlUQff55xosfTLzyRe9GVmeZi/kjqAHnAvFQ77TqUXImuQDY3MQUYJQTPXPfZJSxEv0jrvS",
-	"iCoZW7XZfX5RZ+DNpNJvU5nNtw3FmYn+/rDdajgFJ8kDZGUo/fJ+1p3UWYmDVjfb/UI+s6U1ksP5/OAn",
-	"n3yit9T8P1/qmRQvfELTz8YwS5bqS3wCYpKFPGIFwTdX9PpS5OiH5g1Ejl4c1Kv3K46LXVX8ZM5j1pFJ",
-	"QuvUrQ7+TkJ8AJMgG18xP/QmGd+jg4cnPKYp5hfPZByxVJGYTWyq+d6JTY40tOyycR8PtzGh0yWk5DyQ",
-	"EAb8GDEZ0q4NOPAi5vhAWghwBZH7MfKHI2uGwiFk45iH1lSAWHlCudjSr8HudErPYU9eL3WdXw5/JNOU",
-	"QpqBFETLOUbbQaiOY5Y8U1hIYt2A7389B0fZjNHoKcY8rzM2bayp7CMso+4DaHjzw0NImHDx4PoNY1IJ",
-	"jWOmNEHssYsF3u60zZAKzDIjmYhYekJiuWApPulSfFByUU2Y+GL0qSdszY4JABupo5+JCmVsh9dKUxHR",
-	"NNqwS/ZXo2Llp2R9cYAtPALkLfxyvcEl6fzww8FPiLdvL64Ju9NMgPeONPaVjv7XVGTmib01hAa2vgbi",
-	"7SZfoeUHKRT+VB2FhtbRdbySTuyi+hbc6Q8/kMYpG3MqrPdw/+Bob5MjsQ6+FfbOS6w939tiDf4qk6uc",
-	"aYXN1FDyGmrXyghGFcMU9t2zrLYVf9Wcn78hM6d6sldWrwQfI2YLcEUuPzyBvNQ2/kPYM+s93CbtBQfd",
-	"uPtXxjBhSj2h5Eid2vrPzT7Dg0cT9Hwcaig1jf/6WN8LLeYzqh49qSt46B62DvZ4wL5scFObLShnmrk3",
-	"rK86Ty8DoHfGrG3QpAyjW59fOubKOW3Epg1pNZcfSAOS51i055Ozy8EQ82aWMksVuHYSmbI9n+SOAdII",
-	"nS0PVZF5OLTid7z84PmeDXjv6lO4/GzexWhs1W8AgdRdCQJl8/l4owozZ8D5IQ/X7Ly2ZWGdy9Nunl2v",
-	"Hk54/fng1eFjJIA58R9qABnkEhLT5kM6B6jMwf4lsJyn4mHAHivw+ntgednagk0UhWErVaI0jtdgKZdF",
-	"VOv/cEVWTXYmILtjYaZl+jCYL1orcB48SrZ5tVmOaqXDrqPI81JK6A5elV6SZNrmAikN2YTgFHHqdnPl",
-	"PMiM3rLiyKRgsHMjYbQ7IUmgvsRBE9xeK+/AL35elBJ8HcEiRt4xGWFa/si7B7/xSAgJoypwovKKams4",
-	"CXplQNYlTOghT5jM9LmC8oS+XCgcJaF3oI2QqbEQBHpsErokY0ZadR4YmHPrTAe34x3L+ItIOAqv1Vh4",
-	"WNT8bVFNtW2+s4MiT3rO+dmDegU+ZdSQL49XhX0xeGSwYQ1NbU6tnbRYoxUgD2Jqh+7u1dmx9hkKhwY7",
-	"lnnhSxtrvbbgx7vOaN+yU1YJtAXRGhKzKdc8oZrFS+snWKmnekrJLBQxP1zSdtBqtXYtvMiLaMv7X97Y",
-	"lY2q7EAO1kO448JeTjcwTMrzvcEv20b6bLHu4AtG0i4zHcqkEt74tds/xVy6br9/2d9yXFvp7LmMVDP4",
-	"ldMfC2jPr3pnGDJ5f3361vy1LdjGSMOf32PlHU4h6woC2zZH3Jh9J3kob8VjXq4hK6tb4Xzu+d4neksN",
-	"nwQfned74KMz+LE0jGNLoGGk9zjSlRupbUc6x5Hufa9vlManpaqBdrs9664aQ2vFOAkXjpM/Uplj561D",
-	"VbuaJ3mvn7Ica1nvVln0IPwqi5+YOchcHsV2SRF/2UKTBfk+NKOjcvTdRLY31BaNC+r3zVlTbvaHdvFJ",
-	"aBBV0/YfTDQqPYqm8Vb5SXlcdy2fpzReabjNSxywXVXPNpmk8g8mXFWVYvoEa/IV1rveaZ+ILI7BLDAa",
-	"5cX12VmTBAYCFfjohLGRPux1IKH5gLYGWCjjLBF1Wf3m+yp5PersK4iq/Huu3KVyUR0w/8OsAJI5bO7/",
-	"riNX1co6xRL2Y9NqXh7tOuVavhHull1jHQbYhOqn8YqxlLou5atPRSQTwiNnckkRoqmWyy/wgTcoub7u",
-	"nRKoSxeY0fdob579j19/2tgXwPVu2JgLOpwxkmC1Qt7ooeJ9BjGr5ox+BhOGKxLJMDO2igHTPXmwc7Xk",
-	"ytHYrVuH+MFDelo8NaY8+Y1yfU7v6oxpyFW3Nb3nqlz6O5MCHD9SYIOrv1zl+9cyMGcuwxIyqW7poz1j",
-	"agXOziFcEBhDXeuIAPFNYiDYPPg1XuJ22ewowRZPSPT8NoFjg4SCLf7SBtrOZxuqc8vZvIWfVLAFMShP",
-	"eHRCIH7qGqhVol5PSYjFYYbyM6sh99eMpizFUmGQRQgOpo1wm5CHlW/OdWvAfEpqgKpPlYe87yK/I6FL",
-	"yDKjGpgiVCsUNQgGdVx+yN+bGl7ZppUz9B9JIFhJEHb5wHXkWKGWdWTzV5lRLbfLTfAVWpMLlu4bA5XM",
-	"2B0ZvGvvH/74kkTccK9V0dHaf0X3Jx+/vjyqFxQr7XJ2VX/quwwpLc0hUszRtHVFPrHhudWwIfY+wrYK",
-	"NtIoJyRwMdHAJ4LdaaIl5G8GEx4zFdT5vuCX9f3q3ukUc2AUiSmP8uFKeQW2NQx0EAEgVVFKPBJF3D6U",
-	"c2gW4Pq7NGcBaUDCFWyAmvE51qrsNcmFMR4NVY/EPKZcFMkLyieZ4F8y20xNSF1e/TO1lu2wQ3lLuSlR",
-	"VfWqUcyekjWYt0+pcUdjV7i8+Q00scImMM5p+kzZnizA7iJ+yyNbqytHYgotrsrN6GziBCC7bYLXsO9D",
-	"omrMGeFiJKp9XfZWmgMdNMlF0S0W+bFr8GNTc+/COFP8lp07VoKabk2PqhWv0iZZXzSumpe6HW1xcnlz",
-	"pDxDc1dfnH3r0VZP24RBNifaVmCrTFrLzAoH7O45ytbIMvbT3OjL4N13vvkmGXTPup2hc/cr14oN6Vtn",
-	"ERP6mRqJwkazGOC8j4FvELVgQnmHjCBlE5YyEbLBF+ysBi2J8pahk5SpWd6+gDTKrYws5uqF3Dshp+dn",
-	"BXhmGEbD2UgEt6Uq+IB8yYxMLlKVcthJHieo78Vm8Po8izUf5M/V9y6wO9MBe+gCnVt1z5X7tj6Ec4Xd",
-	"jIwhTwp6IN7100Hr558fb81jwyC7enbrfStpxFJczfpa7bl82CJQUSCxC1WUEWTVav3xxxf17T7NYOvP",
-	"b06fZixafzzv01aXdrQSVHrkRLbZwjKmrjP+Cn6vh9cAsU/W6NRlCG4l1wZf4krPiN2chOVDLh9BsbsF",
-	"ltSSycoO1O5ygbQlYvDryfNhHrkaG8Cd83yz0dvWirCYgRP/NEHX9OoG7ugOfQpHeJDuACm2opmVs8QX",
-	"S0yqmKh2V1eqD2qaj2eKC6bUM0V45Bh3URqwlTfmwa4vZSBcGcODYHzmAgApgLDqaPvs7aURVqftYft1",
-	"e9A9IeA5Qz8SF1OUYlDEZO1J2+SlUZRGQTUVKQqd6txNsDToRflALuivhQN610ysDZ1sIK0Iqr5TapZM",
-	"w1nRyBGUQJfnb4zGcrZxp7s1Jym1rd4m5I32wJmcPpQkCbG/ogrhJbR/LsMHNvY8ZZrlhder7Uk2CYyE",
-	"3g3qW0QPsgR0oTgua8jKoXCuIe0eVt2htnNjA2sLXa6/w2PKJw/1pHZr/TgSjdJLgMuLmYyhsQCu8OA5",
-	"SH+fKGvJZQnhNhS497S+009pBL3qX1jtuZyfXgWVih1+KM2gOlVNbBTKIm3spknqamJtxgm0x6HEhoya",
-	"5KrdH/baZ8e2vTcckP9AQ29amGTm3EHLHTO9YEyQFmbOHJhDMWeDWHhCcORPcuxbb1NorxdpdwwLsyBg",
-	"laUeiUJd4Mr92CRt2+Me99WVTtlPdkJs84c5PMA8uCKCcfBttTtEFJP52DHUTc0nkMtn4bI/tjsj0eh0",
-	"nUsgfyDNhNqrFnK2O9CJBgbzfO+3tud7QyjjPYd/L8+waNjzvc62fWZ2HBN6+7MwS7leDgyG2gbDMmKd",
-	"3eqH8qaaGKUYL0lwdTkYYvVXk1zD3SUCrBv7i3WeBU2nUoGEB09jIS5mWs+dH9f67zfkw+OP1keZA5PD",
-	"kc/mQNnsw9wCoHvIkpnIjdWPGBFxOE6tgwdr04rauEoNXalhykjYh+y3wV6TYK+uOdUzEvNbprD0gQSu",
-	"FYpbwnOYKlXPsQKZq5GImOC4FxHDUnd2F7K5rhzRSIzEf/wH6cF56uVItElevqfwUEE7oEUhXnFNDbro",
-	"QwaAUWh+um+gjEaihCKNosRsr0l+Q4uZ6jIWcU3knGELcnuipYDXSID3u1E9Up/gaZGgirfB3knlkEOU",
-	"dGnKsaJqJKpI0ygPY5HN7LzbEh9rLs1aZ0ZMT1OZzfPCRsNE8UIFOM66W058y0nhKZp3gYXOa3b7O1Lc",
-	"mvekUCPxj6LngyKNABKZAx/hw79KHmbzsWjkaDArzTsijwSxfSIU3itldL1gvS2EwYJ/kFPbegaZvxXr",
-	"ysjYhMcxt1fSWGwQJDhXAVHZZMLvmuQC+/SkzEyJq53yW0MCYyXjTLtroiJGI+iBn3frMeItw+bPKu8E",
-	"iQ+ZsWDPzE+JFFJLAUVYMvxslCbQViQGFzX5h2JC/6PcZ9cn8zhTZpRgtcAh8EnCRQb4RidML0lC0ykX",
-	"sBHl9njYMeDdcHjlxIcZE5I4obTW88nISWX8YDvhjbz74MTMHbqtIddXV93+zeCi/aFLsCYI2g9wdOwY",
-	"AsADeKZIibk4FME+PGxGb7nMUiAPC1HDubfKt4btjcSf7oE/cauh+P5P8/3+/j6x/5qPR60DHy7D+rN6",
-	"H8+J+YUEKx3fAgjDGHI1Z8gWOcXmvjBwc+UBq8oYRTs2g7jrDeaQe224mMuVw0EQvOHql2EiuRBFqxvw",
-	"zHENt2il2Ntsz630yMgAUDDIn/nNZMCO4Ct86NXqb4A/xwgE9IPAIIRhDQouFQPSSozox4sQ7EgHLfJn",
-	"UVodujY2cyb0CaHqc1HPjHqP2U6jzNi3X/jk6PDQnF/pip7Vu4eczoQeSN92lAAShQS+wOl6pFFcbLRH",
-	"uFCa0cioM7p8jZvSPI5B1lgoDs1uVG6qCkoXUQXurirS+MSNNQjFD3qG0jhd4iCC6YVMP7v7bn68uyN/",
-	"PniVkhvL3alEFjNuG0HmkDoY4Y4SDR1wjH26lqFQqvY69g7AxTBngs65d+y9aLaaL9CSnYEOtFGu5gE7",
-	"aOMqla67R1FoK3qCmvheUNcjLWWhTCNl+ZY5ORvZAoNlIZDdnTh2uYAS9tgovfkMZi8wKqxnVIxEUO01",
-	"FKx3TgI4qL1UpZCMrh+ZDVmOhGsLG600J0ttf6Oi55qMIxK4/q4YwnEtXoORmHDB1cwxeawDglENo1E5",
-	"/Qi2AG4HuXHqmBy1WmTt7sMNTMkfiTomU3fJ3wngdPUytpORePDmL1Thcxbdi/C4o7xvlb2Gkin9WkZ/",
-	"31Vfa50M76u2o04ztnqH5WGr9S3mt+kzdbfcAQ7bawmPcPa6QXMon5eu2YRXDh5/pXKDHbz04vGXirsm",
-	"zRuHrx5/Y/WKQFgsaM/bgJh7F8HCypKEpkvYIGDJLlANNwQV7a6xlfKJIYwUY9yWADGCA10e6RTsPMPy",
-	"BFMKTbiNvOqTHKvnQFybmdVv1BBjNidakgCzlwLScL4oSEfaA26PnRjxFgXQ942NpfD+MJmOBEg91D4S",
-	"632zFgNGupBfN4IiddQQ15pGZqzktrDOL6P0qgA0pFJoCy6nhVyQNKHxicsTmlIuylKjORJgqdrrQCYI",
-	"O7fXQ1rrML8jIfDLrA/SM6xuyLUaCS72JzGEkEt8y7xQ2ALPFAnpnIbcqJHwpvnd/rQ+QpNcGoMY5DO2",
-	"xg5cuyRrSQVFr6cAgD8hdCSwCZ4o9YhC9py/Bna2mTqwrahg3bBozIP4n8Rc4YaH93KsvhFjrdxP8p2Z",
-	"avXijRqGaq+3gAMEHVPxcby0oa9/89haHnsmxXR/Lm3WNPK1nMiRFFySmqV111nFMVe8beRxxgp5WZsZ",
-	"62u4wRkegv46JaVwJaMraJKuYZe5RosqGfipsGGtXIhjElx+CArjypgIdfZscHY5GNq8IhxQyJGwNzKX",
-	"GkDBDjiTDfqhGJZ8XBhYFdvGsB1QzqAZfpCXH7sEJjkGK2tDGTNk5I1EymD/cI6qzbTXJK4cBflXIg0r",
-	"m8h0QdMI+F5QKtoOIO1pCh0IUd217YWtE1gxBh2s+FRAMtk402jQGCAEW8A1UCQTn4VRh8HLLFO8hMJs",
-	"GfBJZ1e6PZIpbpE/Eng+yu71/yR2CkU5Z1j08m0YaqWI6Tsz1GrJUQ1DvRS5vTNnKR62b4Spc8ZBLPjf",
-	"vHUDb+3eaWbVHqsFyUnejrmkGWJzb0uuT2GtX8HZef/cpX+q51/xfsB7A/2U1bBbUKYwjRU612Fmjb3J",
-	"A906pduOMXcSOE3uURgJvKseLuoCPza/dTzU1jUAn3McGD2bwBPQkoZ7yLky9nLKoHMUpop1ELf3MRKK",
-	"rq3gv/Y/sJDtYwpcAIllDYxOpTyEFul4HM9UPoB7Hy6+ODGaow0RmwVAlSz2vWvtj5eajYSBxzZkB6Vx",
-	"RsH4xgVzDRq9shXpiij+hzVJYBN9rCE3K9HQCsBeMmATc2svB2wElXa2wZ5zeVNlmGYJ3O/BM30SbLpS",
-	"wvDOo9YRCSp3UFTesK18YeRXJCium4B315kx2ZkXn9qbtdzdCeB+SmnCNNzz/ns9mRaPPH9viOSK6pl3",
-	"72+Z5229w3AEUJHsHYPPy3NXExX3cFbZtr8lC3aJpOsQDXOFBEjGhvZLBFfQWA4aXmNfAGeJBgTYvsu7",
-	"3wzoTlUQ9x93kkwy1EzvI6VXJVQ+65gLCslGqylJ97V5qjxmPnGsY+XK/wq3qPE4Vo8XGFEDvKn2AmQI",
-	"HCJhQ8bOXzzc+//eArJ19Pgb+aUm8MIWEjW/vuRfKoIHgB+gqmqm9D40LAEBAHnNVSn3V0Rvmt/NX2/e",
-	"5E0CS0I0aGDYxanMqC+TwuOzF9i4glG7QeSWtIfcpWL+5mql4fYzRcIsTY0VZRbfmOAFhijfUHTDSxFL",
-	"5tIQ7DEYGOWrea3DyCCWy9NGp5G942wk4KmgAVuwAneu86/d4BVAioooHFSYjgIXbRsaOyEUbv5nALyd",
-	"2GbO5BeO5bYf9tpdudAoaJLARm+OiW3MEBBLxIoENjUnIK4LDchjI6mK12wQqHgJn8lfcWM0Sdul+sDN",
-	"yZDME40EbJXSleQwgnlWPFJF7LtQscAHWM6580fCpmTZC8tTKqbMzx1ysZyqvVLuDIYDuIKLgTXDGGh7",
-	"PaAVxlLZ0IW91vC4jEgp0yl32pgNJI2EdHFL3HrEYPu6eccY1X7RJdgoTBPKY4Vqmsu3HAnFwFX3z8Gw",
-	"e36DgO0BoEZvgKjvcUV9KJvmFkOggqAIUpYJYSSMJWyobM8na2hBGjWoZUaieEdcgWCYq1W0VTOjVe7I",
-	"CkpNyMyPJeXKzGJt95FIaMRw41hKpkxYjcYR516T9FxyDWyAWWZeEhylcm6TL7Cx/fcwnNf1vBM8nPKp",
-	"1Gzu2g5Vd8UMcvCCBGuXiQWkAQIY7i/6mZzz13snEL8NqneMPUmRJI1quHQkyvFSWxuHJ1wbqzL8VNsE",
-	"1r+gb378Vs6Dcs+N7+49qLSq2KCmWSLjqsS8G0IuDA1j4am7CrK4HBJukfzv7lX49krTwRYwrd7+BsrW",
-	"4TYbYBNC6DhmXUjY+tcqalfSykonSyGPu8ZoBr3Nuh2t7bOTzsbFZiWtI4XKEisaV/P1MH6n65rB45VL",
-	"Ll9gJIratJCRBmh8HPraKXwKSnb3muRCEoOHiPd51tKwdOc5pKqWbzBAuIycX73IoO0SZVTm5Ff9rQXl",
-	"uwpAxgNzr15XkGdDXlwOSYjbEuXp33iVmAMA+0sbNTUDuV8CBT0sTpgyEvMJy29AKd8uAL1ZDOigwWjS",
-	"cLmXeCmBD1nL5UsHCocU9ODfVjSuXfIZkIbzaxuY95ysq27HCeQkBWvXgaLQK98H+re5O95LLi6w69i3",
-	"EB3lizW2EhwHf/PUm8WG+d2YAUAmK/mhvr0KCP1kmJ4DmvZ3Fhev/rbdsB2t6qVniNmLj1xDcuKy9uzl",
-	"kkCsuCEHW2zIWynYv4T521R67/j3j2VRMExRZ67JnK7crl1gRVkIcJt//IggUEV6/AaDvWDMjk/WzQzu",
-	"YrSDsb1OUBYV1kR2Bj76mDB/Grza5ZYYwR7wV5rbX85GV3RiGFwbY5huFl70PKkOc5LblqJI3IexjC1S",
-	"agAh4yiHbF0k1Gef5raWjKOR0yGwPQBEQlMKWAkhxlhOIfECfAbmvYkRG4+zap8EdVc0oxlyUJv++i1j",
-	"gJdzJlwxxbfhxSv9sL6zHr/a6GkDK8rjupWWNf+O/NUztPWqoN8/3le4nEEr0oBEMcOv92wPrOomOwJz",
-	"/YHqmFzdxHnxD85qX1tlccBX8S5hh942cJCPvx6XmJVSN+3TeXrd+tOQa+ZjWoeft6dRvrULizFAd7//",
-	"eP//AwAA//8=",
+	"7H3bchrJtuCvZHBOhGHvEpZsd+9uKeYBI9qNrdsG1H3ONB5VUpVA2kUmrswyorsVMa/zPhHzBfMl8yfn",
+	"SybWWpl1gUJC6rbPPhH7xRZQldd1v/7WiPRiqZVQ1jSOf2vMBY9Fin8OhE3XnakVKXyKhYlSubRSq8Zx",
+	"YygirWLDrGYrLi2biKlOBUvhFalm7UbQSMWnTKYibhzbNBNBw0RzseAw1FSnC24bxw2p7MsXjaCxkEou",
+	"skXj+DBo2PVS0E9iJtLG3d1d0FjylC+Edet6qyf9+Irb+fayRnPBPugJkzGsQMJXS3gwaCi+gGE/wLv3",
+	"Lu5fUzFtHDf+5XlxLs/pV/O8H9N6UmGWWhmBy3nN44H4lAlj4VOklRUK/+TLZSIjDkt7/sHA+n7bc55e",
+	"mmq39e39pTQZi7UwTGnLFtxGc2bngsHkKY8sa4aD3t+ve8PRTf/ip85Z/zQMWHg1uBxddi/Pbq4vhtdX",
+	"V5eDUe80bLUbd0Gjq9U0kdFX2kEiuBFMwupZotVMpMzOpWERTxKRPjMnjE+4irVi0uLyftDpRMaxUF9+",
+	"fZ3MzoWyMKqI2SSzeMQ8SfRKxCfs1eFLFl5cnvZuBr2fLt/1TkNmrF4aPH6lY4HrfaOV+DpH+UFLxSId",
+	"C7bihvEkFTxes8yImOmUzblh4nYJgI7rutD2B52p+GutbQKLmMpEFMAqbqWhS73i60TzeKT1GU9nX+m8",
+	"JjpeM3EbCREbJq1hEziPE6bEZ5ES+WLSMm6YNLjKkdbnXK0dhpsvv8oBt4IlciEB/prhoDPq3Zz1z/uI",
+	"rCdswqOPTE+nbKpThhT6AEk0M0SRge5t0vCDnIjXrcg9/bxE7nFZ14pndq5T+av4CgBzLo2RagYAk4op",
+	"AnCUihhQkSfwrRHGSK1OEN9YlHC5QEaDKxW3SxHZr7HOoUg/i/TAyFiwKc8Sy5rf3N6ysH8x6g0uOmdA",
+	"aK8vOj91+med12c9uDKCKiAQhi8EWxLcs5W0c7xOPZ26bSxTHQlj+CQRPWWlXX/5/fwskuQAGLKjdlJF",
+	"WhlpYEpaoiVUfmbYgis5FcbuRJc7z0gR9rrciD5eyZJbK1KY7n/80jn47/zg18OD798Xf960D97/dhh8",
+	"+/LuXxu5BGBsKtUMuRM3YiBMltAhxLGExfPkKtVLkVoJfHjKEyOCxrL01W+NKF/BfWfj1nkXNMSttF0d",
+	"i1ohZVMwCRoLsdDp+t1k8/FvXz0g08CrxnAietX76M5F9FGkLJbTacCMnCmeMBBeAAeGfz9jAm4yYNyy",
+	"hTaWvWLv5GtA+gW/PRNqBlLRq8Pvv605RhPptGbGKUgMUiv2//4PWwk5m1uWAlEUMZvzZMr4iq/ZNNUL",
+	"9qtINUh8r1gsIrngCVsmPBJmrJqcLbLEymUimJ6yw/bh4eERk4r9chi4Qd+3ThCU8umkYUdIxTrdgB2O",
+	"FfzJ1ZpNuUyyVASMq5it5twyzsxSREAHInc6fMVTWKC2c5GupBHtsWoExSXEOpskov4WVLaY0CXQ6dZI",
+	"kSJdSMUt0CN/A/hSwA6ZnDKllWiXp9tHjg0axnKbmYeg8SeRxjKyQ3r4LmhYuRDnpgZSrq4Z/La5kj2g",
+	"b8WThIZ81It3Zbn5F49d+cY8hOVLzicqoUoJyfILKNDhfT6pnnwQkUXspzt/EPU35DhlViJlcMA8lUYr",
+	"1ox1ZJ4LNZNKtBdxwMZ+aDNuBCgrAXyKWxCg0ywRptUeqxA/hwCtk7UVTHzKeCLtus1CqxORcmVDN4sw",
+	"LJFKGMaRIadioT9LNRsrswQsCZjlE4NQ3R0A/sLDTIAWBd/FqV4uAeJsymUCf4jF0q5pSFjINNG8PJfV",
+	"H4UyzAjQjlBYXbPOsNvvs9VcWoGTBjmmEgCbsQKaLhUL+cSMdBICWQlTkeDfzVQk3MrPArCcDoP4KvvM",
+	"k0zgeThUDFmaKVOg5sGHLJ4Jtkz1LOULQH1ieCqe6NsTZoQYqyE96kkcIDyIYMtUWx3pxBASV0k4LbMC",
+	"qvshN+3pCS+6DT2Ep9XNIKLiSA/wGnp8BI9u4hO+fw8G/CAT8UgGSFrvDgZ8U+HAf72XBZs5f/HNtw+e",
+	"CT2FpPVXUU9f+C0d/auj71+9PHz1KIqD28kX42a558SuHGRtE88f9YoAdIOxeC00RpwEbarNOhMDwtBC",
+	"cGVYmIgZj9bhWDVBBlrnQhFbZpNEmjkgIhlDUKedSpHE7KMQS8MARRDDnSiI+OTGO2Y8nX1moVTLzBZ4",
+	"pzO7zGx4AnqTZYfIK48AZ1+wnzvwuhXGJnKy8T69xjgSwZA13VPPDNNpLNJWebyxOmI/dwL2gi1TATtF",
+	"+ZLkDNZEtI7xAUekmeFrw4xuBewl+6HTPxurplTTlBubZpHNUuHe7f7Y677rDW7gmd5pK2B/Y0stlTXH",
+	"zNhYpCkzlqfWoJg5ViH9yMbZ4eHLCAkO/ilCkC+LHXzKpF2yVQo0jkmLNAn4jj+C4uF8lyjHIiFP1kwr",
+	"sUEVmVZjZWysMxvg5dBK2qyj1kAsZ0wkRrAmShs0JqjcJmAznk74TATujbHSmUXVAOSeBb+9wq/fB4yz",
+	"KOVmDjfHkWsf6My2ANyqpxSMFcnWeLvALRWgxi8NAhNATdpbzm3fb2Jr0Lg9gLcOPvMUEMbA62f+9VH+",
+	"+pBeL7Bl5OiXnxIPDGZ0fA7kDOBBjYJG7jd5zw00Kgb6wQ009APBMkCnK5nSHkHnpqkQw0TbGjEJv2bw",
+	"ANMqN9OwFAVdpVcnuSiN+LoAEfSDBkZN9swsVSKul/Y8Kfu2TMWO6gQuZ7MjXWRT31exXjAZg+BMZjA4",
+	"h4BFc22EAq6eLxpoEtIiPuNSBWOVqWjO1UzEAVvNhSqUTBwDwAt0NAnkDGUSYLdEFNiKm7FKNGhzdu4s",
+	"t+43U4yDpjrTZgOxEIAqIka2DTiEP43VaHTm+PZDSt7B+9/+tpPBrLi0dVIuEOpEe6KJyjdb8DWb6yR2",
+	"CydzKAwAqArLW+n0Y71Y7K/s6JvDw8NH8Z4CxPLF1nIeAmKyDz8SigHs4H9pxeJBPQEnEvFbPUF9kt/2",
+	"6S0ARrcqnqZ8vbURnGXn0mnEx60bLn6xtPXm+EhnCjiZe4hA3FuAj50KiIqhTI0NmFRRKhZCkUQ7VsRl",
+	"CTw9hnzQEwfQ3A2lFUi90TznsXMeE3sRcXuszhCMmQVtUqBq63i0f9w9ypqAEQ57HDIEY5UKwgOg44iI",
+	"OFAsycqaCv82bqGFlENp67e+oZtuKYu1FIMcFXv4I4LGR6kefPKtnryDx+6CBm6lt9RRjf/kB6EilFBA",
+	"twCpXcVMOjuQvwglVgGL9UqhFYvEJJMltnw79+uktRvGZQ3Egksl1ewJ2ikgAYliDx3GuX+u9M6+h73U",
+	"+kHV4AqeAazLFLD6Pe5m4J4EyTmbLCSaOvd4b1g8XIPmqJyXrrvmkB30uH0FOSpXDqayqNIxFzusIyen",
+	"YgmopqL1I1X3HwVP7BzACdmMjnjC4nww1jzVZCHjYqFVwNwamFygJEZ6aMwtn3ADCrA0H1vtLb0yFpbL",
+	"GsVgONcpyt8JVygIB0y0Z23ShlGsteLWnjClmRFRKqzZML4dHb54VcPf5rgpPAr320TrRHAFP9apafzg",
+	"1/e/eOXs+B7lrF5H8vPV34yBp4eWW7GLaKupnGUpqQIGHmRcMR4vpGJG2JxoIzVsArED0UJPkEPHjGbH",
+	"Y/fS5FXv4rR/8ebmp96g/0O/2xn1Ly8aQaN30Xl91jttBI3TQad/0b94A3/2h/TtfvLllVCxVLOfRCqn",
+	"zjwOIys+SQRA72lK8A5/SkPfgsB5Ks1SG2kdrm0YkLrd3tWod8qakV4spHUWltxR2QLS3zkb9Dqn/37T",
+	"vTw/74/waa6YjMmDmDDB00SKFF9gsYwrJ+JnaASNrXH23HknisTS4iY75Pvr+sXiDsns/zj06yGdJ1if",
+	"6Hi9jTuRM5E/6HBAMx+6HADZzO6FkBO+uo7LJT3Hcr0yRge3uLWsCfAnbvlimQiEQz2dEhCQwo3nvAX3",
+	"O43uP2YLrg7g/AA4PIajHgYzcol2tjpsrzW1b9pJydh5n42zOK2ttZ3zaC6VKFZHNxOhr7kApg1/fyNo",
+	"1Ln7G0Hj7WX/4qZ7edorPVp81/u3q/5g47nrIX5xdXl5dnPeH553Rt0fG0GjO+id9i5G/c5ZaaRhbzjs",
+	"X17UfDO8vuoNhr1THKvsQcePo5sfLq8vaN7XN+XPncGo/0OnO8Iv+xc3552L/g+94aj803l/OCTKcdbr",
+	"DHs3Z5f4+6A3vD4b3XQvL34463dHbvBu56LbOyOaU1nUVeffzy47pzejy8ubs87gTa8YothO2R/bCBre",
+	"7dcIGiWv357Y63TdvvrMEwk47O1V18pky6VOCbPfaqkANorn/Dc98u2Xvrk2+BEkkHNpMDIErir3pBZj",
+	"DMmfuvXFMFuK1IgYx7nQsRiIz/qj++TCB2C+SelTJ7VyyiN7oW1fnRfigf/eOXfhfkAAOdP4K7n08tAT",
+	"HLTLVSQSItuVlWxGC/jXi/UPuBVn5DeHi1HASdG5cK34Zy4TQB4kij8KntqJ4PZptoZcFHGf99LWSsJQ",
+	"RVt7+WJTWwsasWdXtawZOa60RiRT0O/9w6yJYopWbNh/M+oNzssksCRqJFzNMj4Tpn50/zOTsSFeh/Oh",
+	"UAXqDwVNVEQucgTYuViMVXOZ6omIA6f+kBAh4labjXx4kkavoRLOJmpxUiuMBTULYJ4tRVo2d6SfBT2W",
+	"KRBGNHmeebzGhwzjdqzCN70Re86X8vnno+f5FsM280zkuKK5GfS6KO1XMVbkhxCfpc4Mo3WQ2rbX7Z65",
+	"GQf44sM3jDLtvfYqL1s9M04ArkpkGI9kWFNaOv2FVE18LvAyGozSat1vt3rxzbcPqVTupn8SqamVkoBA",
+	"sEkmE6cJOsD4TM8bJzyPGx9FJA7wAo7ah+3DEzaLInb0ov2ifThubPDUb45e1HkgYEevM7PeXsRbPUGY",
+	"RDzIDXt/cO8bTHzjIIIqGahcaXmtJWyu4/slUvQkixFBxUB8lvXX0/fGFEP2wVyGJ7OhKcnwuOaAZP3W",
+	"E3zK8YZScT81LD17FzT0dJpIJTD4qNYI6I+JAb0hyw+Ze/L1S8PMXK8Uc2M9wQJhPEL+eVBTOZRg87r8",
+	"lFsHUAcqdbbjDnvdf9O/GDEZA2nmuV+D0AblQxKSG8eNVy82jLRHB9+//+Xw4HtQLY++qzfL9tU05ftp",
+	"EY/XEYrBvaJQktD/fCF7Y7oaZKk4sSi6K0q4MaxphGAudAAf68LXFW3utNM7v7y4ub4Y9DrdH1EKDBr9",
+	"886bXkk87V5ejDr9i97gpjvodUZOwry8HnRB9P6xcz0ksbJ7ORhcX4HceXUNcmtZZgVxto+DVTxHID9d",
+	"n77p3Zy+3lhE/vWg/+bH0bAste4np56ipeVapYJHc04u9D6w/kKu65KaJNJuKgjWB8LoLI1E73bOM0NC",
+	"WVenaba0fbXMQN4rC3tdRI1G4ezmkn54C6LH6aQ6u/tyALTelKU9kO+8rXObtV6/xqu4vABykRnhPAXk",
+	"g4PvPH08cF4FAQJIMj1A9zDFio6V1WiYArJzguJQYR3DKJLi42i9FCx81+v2bnCKEJkkR4ZpD6QaK29L",
+	"o2gnaWERzuVKllXSAlgiPwqMjiIf5Ac9qboHi615wNjzbodlyx6evT/DQWG9fIT1ACPUnRTgIgfZIjMo",
+	"pzCtTkoeOAzzBKq11DqBvedBwij0bdsdvGC3rzj2OHvtBkHJJ3Nj1FGUt3qS8zt/E3+/7l0jNg6uLy48",
+	"1p9fnfUIs3NkLVB6v4v6eyYyRIgBCTqIM0DaCbVyfCmQyt3jsGJQfgQJf8pxE87X6xY+NsgFMlpxa4s4",
+	"xhfffFsTyfji2xdHr+rMqQWOPWy4H5afrbw72iNiZ1h9ehNMNgbbWFlQBiN3NvWAJNW+2mj1YEMATgxP",
+	"o8AFnZDa5kKJnf7UZj+D+OcCPJC0UL5ILMZqIhKtZpjL45QkPWVcEaWBEQOHyVKRR5nCs5uvDr8fq7Bi",
+	"FgpblbFBmlwDpQWy3WZhoQXAYCHjyYqvzViRPiZtXQDYB2fZqIcprcQB0pqIFEYn3kpjMueqLpTYJloK",
+	"2BGb6yxlmUrgfGCpXiTWRhQRpQVo/o3FfE3Mvmznf/EdioL+83c1UPpk4pNvejewPE1fyA1B9xgXiocC",
+	"L1OrSLTZOyGWyKIU45TVkdsktUrW5UiFTTR2YrP//LJOwZtrY9+kOlvu64qDif58t92mO4UmyR1k5VUG",
+	"5fOsu6mzEgWtHrb/hX0Ua6ckR8vl0d8C9oF/5vD/cm3nWr0MGE8/gmK2WJtPyQmySRHJWBQI396Q60ue",
+	"o7+2b9Bz9PKoXrzfMFw8VsRfLGUiunqx4HXiVpd+ZxE9QPGuzd8oFPhmMbkjA49cyISnFEo+10ksUsMS",
+	"MXVZBa0TFwcLuOwDrx92twll0zVGX90T+4f0mCAZI+xhOfgihXOhH5+icHI7Rv6wj6jBS8gmiYycqoC+",
+	"8gWXak+7hri1KT/HM3m9tnV2OfqRzVKOQRFaMauX5G1HpjpJxOKZoZwhZwZ8+9M5GsrmgsdPUeZlnbLp",
+	"fE1lG2EZdO8Bw5u/3geEC6nu3T8QJrPgSSKMZQQ9brNI2720GXFFYRwsU7FIT1iiVyKlJ300F3EuDAL5",
+	"BPLUE47mkQEAO7FjkKkKZuwH18ZyFfM03nFK7lcQsfJbcrY4hBYZI/AWdrn+8JJ1//rXo78R3L65uGbi",
+	"1gqF1jvWPDA2/m8zlcETrS2ARrK+tcTPu2yFjh6kGDNTNRQCrpPpeCNy3Hv13XJnf/0ra56KieTKWQ8P",
+	"jl61dhkS69a3Qd5libTnZ1vsIdgkcpU7rZCZGkzeAu1aHiG4EZSt8PhwsX3ZXzXm50+IzKne7JWTK9HG",
+	"SNEC0rDLd09AL7OP/RDPzFkP9wl7oUF3nv4VKCbCmCdkl5lTl+q722Z49GCkYUBDjbTlyR8f62uBxXLO",
+	"zYM3dYUP3eHR4RkPxacdZmqM0CtFmvk3nK06Dy/DRbfZIQXkj1UR8eeMBy7qjzmKmFqfxAVqTZF8DlwB",
+	"A/bGCoPaeEKzh6Wlhuw//tf/ZUe594gUFa0EECyjiXBJCzrUTCpUodJM5YaPposyJCIi1awVMKNRTXHR",
+	"kBgiaMbK6hXQ7SLX0j1gSLQGARxEv1TwJFn7LZ747YyVj2w0PrARRIFEGxswF7wYB7hj3MZW5GJrrFCz",
+	"izSm1cFJYvSDD2wEJpUHci55agOWLX2SkHPrjRX69Z4ZFvFlsGWlh/OYcpm4Ow4vej/1BjfDUQfLEGzH",
+	"SD42G60W8ctQ5yE2KCFuBfN20ocBwPc/IGl++AR2bmlH7NflO9ZEZBBxK2Bnl8MRBXetdZYatD8udCpa",
+	"AcutV6wZeYMTZmnnPvuKcfzyXSNouKiMxxq+Lj/CuxQyUDVuobf/sVSbBMjzyU45eylQPMG8ADhK62KU",
+	"u5envTzbx9wfXv7d0fcvHqLTlKPzrmYhw1yMozSeiC9xVQCrf2hZ3px2/8IeSjj9c9by7eEevKxIVN3I",
+	"WudJsrWWcppWNR+ZdrSRUSFuRZRZnd6/zJeHG+t8GA/z7Ncc1EqXXYeR56W45UeY/vqLRWZdwJqxGPJK",
+	"LM7phO2N+2Bz/lkUVwZcLELmAdRdaRaaT0nYRtvsxjv4S5AnyYW/jXET48YxG1Oa0Lhxh86NsVIaRzVo",
+	"6ZcV/QsoCZkOUSBbCGVHciF0Zs8NpksN9MrQKAt+iyIzm4Eaq8isuOBrNhHssM5MiHPuHY7jT7zrpJMi",
+	"XIMkrM2AjajIQd4ju3PfoHy/ijwyP6dn9wq/9BTIyp8ezlL9BHAE0LAFpi7w201a7NHxxHshtcsfb3p8",
+	"ZC0GTGQcPjLtlF7amXu6Bz1+7IzuLTdlFUEP0aXIEjGTVi64FcnaGbM28jufksKPRRXuT7E9Ojw8fGya",
+	"U57UXz7/8sFuHFTlBPJl3Qc73jfrZQMgUo2gMfz7vu5oVzxg+IncvZeZjfSi4oP7qTc4pYDP3mBwOdhz",
+	"XFd5oeHDpmHwK6/kFKs9v+qfkV/v7fXpG/hr32U7JcD5rzEm6I5iNetCO1xCvdbJSe5v3nDrlHNay+JW",
+	"tFw2gsYH/pkDnURDciNooCEZ4GMNhGPPReNIb2mkKz9Sx410TiPdBY0BKRn/0HaMvUwLbiN/inHBjTUQ",
+	"3NTZw36el1I7Z9KHOVKqGVYGOnYRAaHPjQhZk5xVGFXGdEqRi3qlWgELhz9ej0b9izc3p5c/X4QBczka",
+	"pFAiBhvQ4pIYOfFEsAWPgf376NidSXEhxqEMb8qFjYq8mLGiEEXuon1ZxKO5QGUP1IBKnEIpyaOyWgxK",
+	"2Zxj3/CUIr1jOM+slWp2qlcKw0Jgz5vxv/m1PCX6l25nb0Ej1x+3cjQXUnmRY1veSHOQ2QNWHXxtBTDQ",
+	"SvPB7oXQJ3kTH3kWVRrxuKRVN9U9e9ih0Q56mBJwypqAYQrRKmBKrwA7Jmu2M13nPv23mnhBE3gFd9/Q",
+	"fzLKeNWW4FKJ1deDytzq+RjQfMy14G6+BmCdfRmwMlnyxBQB4QMm94t+/MOcTRci0H0zekmJnDSxq/e5",
+	"RzGq+nPzDNDPft8pPgkM4mp+3r0RxaVHyQa+VyByHsC1FbhbGq803O4tDsVj1fcOm6b6V6F8+rQR9oTq",
+	"LBmqYXJrA6ayJEHTCmjlF9dnZ20WwgpM6Co+uJAeql+lsaCUdUasSCfZQtWl78H3VfR60KtXIFX594Jh",
+	"6VV1wPwP2AGyXpfk99iRq6p5nXKO57FrN9++euyUW4HFdFpuj3UQ4DKnnkYrJlo/UBfEma3QBwD3musA",
+	"6NtocnZ93T9lWGtIEW/6Y6U4fD2unUkfozmIjpiWmBfvqriZyVeyFPwjmoGkYbGOsoVQKM36J4/ajy2L",
+	"sHE17ui2V3zvJT0tcCrhcvEzl/ac39YZJDEpzVUhOTflYiVzrVB40IrKSvzhuiR/LNVi7lMpMGT6M3+w",
+	"DmAtw3l0rBYyjJGtNeYi+2YJImwe5TJZ51U4Yio68YSMji8TIQZAqMTqDx2gq2a7owxHOW2ncIgqsWIA",
+	"8kzGJwwDpXxR3Ep4y1MyX2iYkf4oatD9teCpSKkmCPIiWg7Fh0oXeU8p7t5HC8t8Sgygqc+JwwSvIpBz",
+	"wdfoZuUWiSKmJRbJhk6qRz35z80BqxzTxh0GD0QKbmQC+cSfOnSsYMs2sAWbxKiW2uVmzA1c0yuRHkSA",
+	"cHNxy4Y/dg5efPMtiyVQr03WcXjwPT+Yvv/t21f1jGKjBOJjxZ/6ypHG6pRc0HCJzqQQOBf6VnwQ1bOk",
+	"QlAupEhPWeiDn8KAKXFrmdXo/A6nMhEmrPMf4C/b59W7tSkFuxqWcBnnw5UCCAuPu1ukKdtGigC9SC+x",
+	"hJGv2deeh6yJBho8ADOXS0pKbbXZBSiKgNXoVZeqiFI0AcuU/JS5ArmgnZZ2/8xshTU+Io+1XGiyKnrV",
+	"CGZPSQ/IS+LVWcOw0m9e0BALk1JhP+94emZcnT0kd7H8LGNXlEOP1QzLlpYLDLsISQR2V9i46d7HjJRE",
+	"CibVWFVr9bU2Cj4etdlF0QHABS+4oo3OtnUbJZmRn8W5JyUk6dbUHd2wzO/i9UUx0mWpguUeN5cXvMxT",
+	"MR7rz3BvPVi+cx9X8u6MmsraKpPWErPCifX4ZCSnZIH+tAR5GT2k3r/ZZsPeWa878i5T48vrEn7bLBbK",
+	"PjNjVehoDgK8B4fMrAURykthhamYilSoSAw/UbVcLDOZV9abpsLM8zpFrFkuT+kg165064Sdnp8Vy4Nh",
+	"BI/mYxV+LpW7CdmnDHhyEZOcr53lvtb6+roA1+dZYuUwf66+SJE7mS7qQxdkyKp7rlyL/35zoNebiTDk",
+	"0b/3xAz87ejwu+8eLrfoXMmP9Y7V21bSWKS0m+29unt5t4eztwBi7+4tA8im1vrNNy/rS7jDYNvP786T",
+	"EiLefjyvvVsXX7zhmH/gRvY5wjKkbhP+CnxvhyggYJ9s4alPBdiLrw0/JZXiUI8zEpYvuXwFxekWUFKL",
+	"JhsnUHvKBdCWkCGoR8/7aeSmf5VOrhHAQe+bFCoSgY7Q0wW59zYP8JHm0KdQhHvxDoFiL5zZuEt6sUSk",
+	"iolqT3UjzbCmoUxmpBLGPDN5CVdRygDeyxpzb3m38iJ8vuK9y/goFS6kWIQTRztnby6BWZ12Rp3XnWHv",
+	"hKHljOxIUs2Ii2G2stMnXTW3ZpEDjWnTrMhorjM34dawvvg9SR8/FQbox4Zc7yhZV1T4TDlsmUfzojg3",
+	"CoE+oQ+UxnJaUbe3NyUptSLZJ2yI9IEzPbsvGwLjJ4p0w2+xpUd5fahjL1NhRV5hZbMO2S6GseC3w/q2",
+	"H8NsgbJQkpQlZONBOJeQHh+a8ogiDjubkrjV5fI7Pob1V3f3GfF7fT9WzdJLCMuruU6wghDt8Og5cn+M",
+	"xiaExWLJKIO1ntZL5CnNPTbtC5t9NPLbq4BSccL3hWpVp6qJL8H6B85302Z1xS9c1B5GgnPmXEZtdtUZ",
+	"jPqds2PXsgUvKLinSQsvVDK4d5RyJ8KuhFDskKIPj+BS4G4ICk8YjfxBTwJnbYpc1H6nCyTMLYHKKdix",
+	"KsQFafyPbdZxoQ90rj5H2n1yE2IGgIuDROIhDVNCom2r02WqmCygKvB+ajlFf7Bbl/ux0x2rZrfnTQL5",
+	"A2mmzEYkRKeLJedwsEbQ+LnTCBojrNdxjv9enlF1kEbQ6O4bCfHIMbFfk4iyVNr1ECDUNY3Qseg+LlE4",
+	"L5ROXorJmoVXl8MRpXm32TX2o6NEBveLM56FbS9SIYdHS2PBLubWLr0d19nvdyS+0Y/ORpkvJl9HPptf",
+	"ym4b5h4LusNIw6neWeaAPCIexrkz8FASepEEX0mWL1VGGyv3kPs2bLUZFeVccjtnCUYKYY4jC33NM7+F",
+	"5zhVap5TqRFpxioWStJZxIJq2ojbSCxt5YrGaqz+5V9YH+/Trseqw/I8fUOXitIBLzLui9aDZKKPBC6M",
+	"Y7n2A1hlPFYlEGkWueStNvuZNGZuy1AkLdNLQW1l3I2WHF5jhdbvZvVKA0a3xcIq3Iatk8olR8Tp0lRS",
+	"nNVYVYGmWR7GARucvD+SgIorwF7nwKZnqc6WeQUDIKLUJAuvs65zXeAoKT7F87r1WGLVHX9Xq8/wnlZm",
+	"rP5SFHcyrBli7FkY0Pror5KFGT4WFZtDqkHuqkGNFXMFoQz1CgVZL9yu/wRQ8Bd26mrMEfF3bN0Aj13I",
+	"JJGuzaCDBsXCcxMyk02n8rbNLqggXypgStotRd3widFJZn3rz1jwGPsa5YlVwN4yauhh8pLP9BCMhWcG",
+	"Py200lYrzLbW0UcQmlBa0eRctOwvRij7l3JngIAtk8zAKOFmJmMYsIVUGcIbnwq7ZguezqTCgyjXwaXS",
+	"QD+ORleefcCYGAiPNTQaARt7rkwfXMnbceMuPIG5I3807Prqqje4GV503vUYJf9inSFJhh1AALqAZ4aV",
+	"iIsHESq4J+b8s9RZiujhVtT05q1yJ9jWWP3uH/jdJX9pYdjv8P3BwQFz/8LHV4dHATY4/b3aY/EEfmHh",
+	"RmnXEN0wgK5wh2KVY2xuC0MzV+6wqoxR1F0FwN2uJEvUa0ezVZ/3jk7wpi9UghPplSpq2qFlTlrsjJpS",
+	"EdOW3+kr4AEoYLDf826zSI7wK3ro+83fEH6OaRFY+ImcEEAaDDaKRdRaAOun5lZupKND9ntRQyXy9eqW",
+	"QtkTxs3HonAJyT1wnCDMuLdfBuzVixdwf6W2i5v9JL3MRBbIwJWOQhTFIOjQy3oYzumaVbaYVMYKHoM4",
+	"Y8uteY2VSYK8xq3iBZxGpftoWGouGvr+o6z5QYI2iAlkdk7cOF3TIErYlU4/+h6G39zest/vbY/px/J9",
+	"MtlqLl3F53ylfo3Yd85iqTvQT7ciFEpp3ceNIzQxLIXiS9k4brxsH7ZfkiY7RxloJ1/NHXZYr10bW9cb",
+	"W1nHesIa/15YVwyVUi+No1twc86z5cJ7idydeHK5wlo1CQi9+QxwFuQVtnOuxiqsFhUMt0sksk5NTdTS",
+	"gFOdksG6stZnpvTIaHTGml6ueHnITMBWIkmceJLfE7aJabFEG0/iMfDu2O2XY86dwJIMVEq26KElyNer",
+	"MxuQrlAujcqp0R5m7+adbcKzy+HIyT/WOIRwbMn7yCtbp0q0+aYAh+mrYqWMG2pD4/J9cU5aKl2nm7sk",
+	"YPhFOs/vWPky+vFGMdfU1YMsatTqJC7HfAOu+ZL44VhNpZJmLqrLg1GBXpucDCmxQqaBIYbmmL06PGRb",
+	"bcF30PZgrOpodV3/6xMkDdU+xSdjdW9TXNKEck7Xjwlr4rzOZyNvmfRax39eF9ytys93VRXcppnYbO/+",
+	"4vDwS8zvopDqGkC7LGzsCfyKZq8bNF/l81IHenzl6OFXKs2d8aWXD79UtGGHN158//Abm92zcbNILPZZ",
+	"Ym6kRUU1Wyx4usYDQs7m/f3YPLNoD0KtJ04AMVIKFXAISI4wrIrNZ6guA+dQwhjShHeS/A96Yp4jcu2m",
+	"+T9zQEbKiQ8pCCxkTW/Sw6iuFjJNqlxNDcZQbQJV1VBrXSC3KDyQELdwRkyneJHDkNheMywicAG5tgTb",
+	"VnusOsrZEEF3MCEKmiUPIaySmvCnC56c+HCrGZeqzHzbY4UKv+uUN6W1S9c53SnZeXOsMCiTPoxycSK2",
+	"tGaspDqYJuiJL9EteKFQqah+AI8kSOP4Jvzuftoeoc0uVbImMYdaiYS+vKRTSMOiNmaIiz9hfKyoaLAq",
+	"1dQk8py/huYKmDp0pTtx37hpCidB4vrWd4qbczwMnVk4kGUqdYpKI4pALuPYF8Vcs5VIhS8+4UoRxcdO",
+	"Hq12bOO+H3KJJWGpLF8TAp3TIEF5EWnODVtyY7Dx1Fj1Y7FY6qKdd5j3oguPN9pZUTTJTJBO5ThaEw6r",
+	"KrdRB0PslshBiGs54SGX4bxuWwBTyfFdWkBQbwCptKFzgAJM18cGYvgNt/k0+AEuoSS0NrGMUUxPczbN",
+	"koTMhKKQefXUS9qG6nIw7P7lWbk2WC8jr9VB4TZjBVCdCxCuhCmMU9pYKUzOoRVdpnKDj5WkA58JS7YQ",
+	"AJzyAJW1PMv5vBOF/isxdmwrB3jyhZh6pW3kV2bo1W5/Nczc9dRD4oFqopGTZO281//k77X8/Uyr2cFS",
+	"u8QH4qk5gyEy7ONMHZ/xVRA9Y6cWhw8zdVcaZzdbL2sJK6AtQCAx9NTrnxY7URr2H//zf7tkzbwjB7Bz",
+	"4xISsWEeGQ+rZYqYtA8kao6Vy9RkDydq5q3KqhmZY1VJycTF+p6GwMlQgwHeM9Mu89SHOCJr8oG2Y9VU",
+	"mlW4TeuEyWml6WJ5by4dwMksXjDwLW7z4ta+Ss8xM0KwsJKd1i5XY2oRYyJ6jCWLSm0W2c4aSkCsfRWk",
+	"wm4wFSoCtcyV1maCmukAOzh2imOdXklllHz/Q1euoqRj5mHYSKJBfstnpHHoXJxefwyUmxIIw3KKIlN6",
+	"FVCKImi9eWZikauI9myyAxQdXZFpYGcypwQ3KT5Umtzc7XlJns14kmuMrpdsq80oPRG+c2eMpgC6MPi2",
+	"kEqcvRGAh5rSHJMxrGR3cjFxzprA/2GZF2vWm6JadVzNJXCeFUm2fz5n20hU/sq8bTM3uIa7XeayGhqi",
+	"8fkApGovmWFszT8Z3Q5G9wYE1VK6v6ezZQE1EcQ/0Cjmpb8nsTolVrsZ3Wtuo7mneAE1mXYmzI38g7DN",
+	"dlK1vBrBMQsv34WFKwDF4xrvi6dSBZcAATvRaiZSVqpLjszeOxiwTC9ovseFO6BiiQftDikaUcK84JgP",
+	"t9cTpJU7Cpdh/ggQOzw/mqNq4W+1mWdPpCYuNGiMU50CA0L1slpEENUqbIxBxlnX9cqFLBghsLC6nClM",
+	"fZhkljQZb2Zss45imfqoQIbAmIhyC27ScJwXxJ8RqB9wRGgzJWWKzvq/kuaAKeRfmMKWUu6/On0tJ8j/",
+	"k7r+2dS1hwaAsg1BT/MuYSUDHPWc8+LmE0jrb+iav3vupW3z/DeDmQ13sPqZqCG3aLOipCtsqEBx4K7B",
+	"LDkhnxlWbQ6DlCb3f4FInySYXwrqByerR94MPadzngKTaIk0gcT9iY7XGB9ibCqwoDmZh7oE2wcUt0du",
+	"lPDfDt6JSBxQwkaIaRBNiqVKZYTuELqOZyYfwL+P/VhPUMCmgEbYANbFonYMhweTtRVjBetxfQJR55pz",
+	"9HHQhqn0aWxcDTrDjPzVWX7xEAMSw2EnFov/ud6XLo1MVoPbyKffDCtdlsKWD9DghkTufLlfg2YGLNzV",
+	"6RRo56vDVyystEatvOE6TOHI37Ow6IKK724TY/ZoWnzqFB7f0hOdpSlfCCtSwJZ6NC0eef4WkOSK23nj",
+	"LtgzK9HpFngFWIOscYwe2obvmN0wPoOoSraDPUmwT3vaXtEoF0gQZVwgagnhChzLlzYXPMZgMbc4hzTI",
+	"wA58lujuhT6u9Ov7R3EmHVlhDwjTqxwqn3UiFcfQ+M0A+rvarCqZiIB50tGmTNYYQeG3RoVa1PjHq9eL",
+	"hKiJChd3TS24nTvExvjyP3i5d//YDPLw1cNv5L128YU9OGreVfc/lQUPET5QVLXC2AMsUYoMALPwqlzu",
+	"j7BeMjHcY8fzvStKTDRsUpCQF5lJXmaFY60VOocCiN3IckvSQ+65QMuH2egD98ywKEtT0KJg882pUBEp",
+	"DiPPuvGl3DdDVhOn6JH1gfxyAFjegkLuFNd6f6zIm9LEI9hYdy7zbzWWDzGgWhV+QOcV8eavE8ZZLKco",
+	"kdiS6YZxVvTBz3U/agG10Wc7bLPQxRodM1eKMWQOiQ0LXSB5yHzdWeTHwKmK13LTkX+Jnslf8WO0WccH",
+	"psN6KPQ8His8KmMrqQyMsgJkbIpIzULEQldrOUMkGCuXQACCEYjdXM1EkPs9Ez0zrVKkN9nQpGGrFE6J",
+	"IvY62+FXEUXBlCyZx2VA8u4/lMaclXWstI+yo6MnCM5rxKeoVAdF8yoQmKjYOoppPjtorIxAj+i/D0e9",
+	"8xtaWAsXCnIDxigeV8SHsmqeG0jTckhdGRHGCjRhwLJWwLbAgjVrQAtG4gl5xXMAo8yCoto/jFZp3R6W",
+	"yo5j5cNCuIJZnO4+VmQ2h4MTKZsJ5SQaj5ytNuv7UHA8ANhmXsAmTvXShQpTv8WvoThvy3kndDnlW6k5",
+	"3K0Tqp4KDHL0koVbPe5D1kQGjG21v2Pn8nXrBKMNw2rr+ycJkpsW1bEqR/fJkneg1saKiW/WpVv9AXnz",
+	"/ZcyHpQrxH1160GlsNoOMc0hmTQl4t2sFD+sdyy0/tGtCl9eaDraY01XBM0jrbH+EwlbL/Y5ABe+zCeJ",
+	"6GF6wX+uoHalHa/0vBSzDmuU5qKFSux1n0fJbFLtFtK6Wpls4VjjZnYJhUnZuh6F1GPER7eOVVFJIRKs",
+	"iRKfxEr2hp7CAjOtNrvQDOCQ4D6PsR8VmQNUb6XcWJPWBXx+s79mx4d1m8zzr/pmmuUWmsjjkbhXu2jm",
+	"uTsXlyMW0bHEebIidbj3C6C2ZyCmZsj3S0shC4tnpoIlciryxrzlppdYSRCWjhKMLSJ6qVdmgDl25V6Y",
+	"hUEKW0PuyxrfXvYvbrrA8fI4/6a3a8OaW57XVY/jBCPoS2/3/u2qPyAeV3x5Peyd/mnmjrdaqguqM/4l",
+	"WEe53+tejOPoT556N9uA30ENQDTZyGYKXIiDaw6EweQoaX9ldvH9n3Yarv5qPfeMKNfmge64Jz7HhGIR",
+	"CFnpQI72OJA3Won/FOLvEj8bx7+8L7OCUUoyc02en6cjGxS4zASky5Z7gBGYIplzh8JeEGZPJ+tmph5f",
+	"qAdTMciwzCqciuwVfLIxUbYfWrXLBdxC15or17+8jm74FAhch3yYfhZZVOirDnOS65aqSDPFsajYer4V",
+	"ncT5yrZZQn2uVK5r6SQeexmCilmhJzTlCJXoYkz0DONb0WYA702BbbTZ5VIoZ2coUiCRref1BXkCnIZ/",
+	"dG7poCi0R9shdTBfhx+EuBCZR5uuGJILBPJLVZo5526a0R0tWse5iuXjZygelnFDjMnHWuErGHW6cgGT",
+	"Ky7RZkLJVqX8EDhcMtwCe/ThRhjsmTpRmHI3HuRcAQuvBpejy+7l2c31xfD66upy4PyZeEs1uWtf0iUK",
+	"t+czob8Ma9ooZvuV1ZrNKq07KHMJbkv1Jv/pCK2n79sp/b+8v6sQfQAr1qSOgNlCtFwB2+oheyT2xT3r",
+	"aH7dxHnmPs3qXtuk+MhmsCF0Dt7Oj5KPv+2mmZcShtzTeVLH9tMYih0QIQjy4EgTODW5GANVmbv3d/8/",
+	"AAD//w==",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,
