@@ -195,10 +195,13 @@ func (cl *client) heartbeat(ctx context.Context, req machineapi.HeartbeatRequest
 	return r.JSON200, nil
 }
 
-func (cl *client) claim(ctx context.Context, free int, wait time.Duration) ([]machineapi.ClaimedJob, error) {
+// claim long-polls for jobs. requestID makes it idempotent: a retry of the
+// same claim sends the same id and gets the same leases.
+func (cl *client) claim(ctx context.Context, free int, wait time.Duration, requestID string) ([]machineapi.ClaimedJob, error) {
 	ctx, cancel := cl.bounded(ctx, wait)
 	defer cancel()
-	r, err := cl.c.ClaimJobsWithResponse(ctx, machineapi.ClaimRequest{FreeSlots: int32(free), WaitMs: wait.Milliseconds()})
+	r, err := cl.c.ClaimJobsWithResponse(ctx, machineapi.ClaimRequest{FreeSlots: int32(free), WaitMs: wait.Milliseconds(),
+		RequestId: &requestID})
 	if err != nil {
 		return nil, fmt.Errorf("claim: %w", err)
 	}
@@ -217,6 +220,19 @@ func (cl *client) renew(ctx context.Context, leases []machineapi.LeaseProgress) 
 	}
 	if r.JSON200 == nil {
 		return nil, apiError("renew", r.HTTPResponse, r.Body)
+	}
+	return r.JSON200.Leases, nil
+}
+
+func (cl *client) release(ctx context.Context, req machineapi.ReleaseRequest) ([]machineapi.ReleaseAnswer, error) {
+	ctx, cancel := cl.bounded(ctx, 0)
+	defer cancel()
+	r, err := cl.c.ReleaseLeasesWithResponse(ctx, req)
+	if err != nil {
+		return nil, fmt.Errorf("release: %w", err)
+	}
+	if r.JSON200 == nil {
+		return nil, apiError("release", r.HTTPResponse, r.Body)
 	}
 	return r.JSON200.Leases, nil
 }
