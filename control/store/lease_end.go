@@ -167,7 +167,11 @@ func (s *Store) endLeaseLocked(ctx context.Context, tx *sql.Tx, l lockedLease, e
 	}
 	retries, uncount := l.attempts < l.maxAttempts, 0
 	errCode, delay := e.errCode, s.backoff(l.attempts)
-	if !l.started {
+	// A CHECK job is never requeued unstarted: it is one try (max_attempts
+	// 1) that an admin repeats with verify, and the claim only looks for
+	// CHECK jobs its node's pending_checks counter announces, which the
+	// requeue could not raise without taking the node lock after the job's.
+	if !l.started && l.kind != KindCheck {
 		uncount = 1
 		retries = l.unstarted+1 < s.cfg.MaxUnstartedAttempts
 		delay = s.backoff(l.unstarted + 1)

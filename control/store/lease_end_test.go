@@ -349,3 +349,25 @@ func completeOK(b *testBundle, sess store.NodeSession, c store.ClaimedJob) error
 	}
 	return err
 }
+
+// A CHECK job stays one try: released (or lost) before it started, it fails
+// rather than waiting in the queue; the admin runs verify again.
+func TestUnstartedCheckJobIsNotRequeued(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	g := b.group(t, 4)
+	n := b.node(t, "cpp", g.ID, 1, false)
+	chk, err := b.store.StartCheck(b.ctx, store.CheckRequest{NodeID: n.NodeID, ManifestID: b.manifest, Language: "cpp17", Source: "check"}, "test", "verify")
+	require.NoError(t, err)
+	got, err := b.store.Claim(b.ctx, n.NodeSession, 1)
+	require.NoError(t, err)
+	require.Len(t, got, 1)
+	require.Equal(t, chk.JobID, got[0].JobID)
+	res, err := b.store.Release(b.ctx, n.NodeSession, []store.ReleaseItem{{JobID: got[0].JobID, LeaseEpoch: got[0].LeaseEpoch}}, store.ReleaseShuttingDown)
+	require.NoError(t, err)
+	require.Equal(t, store.StateFailed, res[0].JobState)
+	j, err := b.store.GetJob(b.ctx, chk.JobID)
+	require.NoError(t, err)
+	require.Equal(t, store.StateFailed, j.State)
+	require.Equal(t, store.ReleaseShuttingDown, j.LastErrorCode)
+}
