@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -119,6 +120,16 @@ func TestEveryFlagHasAVariable(t *testing.T) {
 	}
 }
 
+// newestMigration is the file name of the newest migration in migrations/.
+func newestMigration(t *testing.T) string {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join("..", "..", "migrations", "*.sql"))
+	require.NoError(t, err)
+	require.NotEmpty(t, files)
+	slices.Sort(files)
+	return filepath.Base(files[len(files)-1])
+}
+
 func TestMigrateTokenAndServe(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithCancel(context.Background())
@@ -135,18 +146,20 @@ func TestMigrateTokenAndServe(t *testing.T) {
 	require.Contains(t, out, "00005_token_expiry_rotation.sql")
 
 	// Down rolls back the newest migration, status shows it pending, up brings it back.
+	newest := newestMigration(t)
 	code, out, errOut = runIn(t, env, "migrate", "down")
 	require.Equal(t, 0, code, errOut)
-	require.Contains(t, out, "rolled back 00005_token_expiry_rotation.sql")
-	var cols int
-	require.NoError(t, db.QueryRow(`SELECT COUNT(*) FROM information_schema.columns WHERE table_schema = DATABASE() AND table_name = 'judge_api_token' AND column_name = 'expires_at'`).Scan(&cols))
-	require.Zero(t, cols)
+	require.Contains(t, out, "rolled back "+newest)
+	var applied int
+	require.NoError(t, db.QueryRow(`SELECT COUNT(*) FROM goose_db_version WHERE version_id = ? AND is_applied`,
+		strings.SplitN(newest, "_", 2)[0]).Scan(&applied))
+	require.Zero(t, applied)
 	code, out, _ = runIn(t, env, "migrate", "status")
 	require.Equal(t, 0, code)
-	require.Regexp(t, `pending\s+00005_token_expiry_rotation.sql`, out)
+	require.Regexp(t, `pending\s+`+regexp.QuoteMeta(newest), out)
 	code, out, errOut = runIn(t, env, "migrate", "up")
 	require.Equal(t, 0, code, errOut)
-	require.Contains(t, out, "applied 00005_token_expiry_rotation.sql")
+	require.Contains(t, out, "applied "+newest)
 
 	code, out, errOut = runIn(t, env, "token", "create", "--kind", "admin", "--name", "ops")
 	require.Equal(t, 0, code, errOut)
