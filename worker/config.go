@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"net/url"
 	"path/filepath"
-	"slices"
 	"strings"
 	"time"
 
@@ -17,9 +16,9 @@ import (
 // Defaults for Config (DESIGN §6). The control plane's session answer can only
 // shorten the heartbeat, renew and claim-wait intervals, never lengthen them.
 const (
-	HeartbeatIntervalDefault = 10 * time.Second
-	RenewIntervalDefault     = 15 * time.Second
-	ClaimWaitDefault         = 15 * time.Second
+	HeartbeatIntervalDefault = contracts.HeartbeatIntervalDefault
+	RenewIntervalDefault     = contracts.RenewIntervalDefault
+	ClaimWaitDefault         = contracts.ClaimWaitMax
 	// SafetyMarginDefault is subtracted from every lease's remaining time to
 	// get the local deadline; it is capped at a quarter of the lease TTL.
 	SafetyMarginDefault = 5 * time.Second
@@ -42,15 +41,41 @@ const (
 	CleanupTimeoutDefault = 30 * time.Second
 	// ListenDefault serves /healthz and /metrics on loopback only.
 	ListenDefault = "127.0.0.1:9464"
-	// ProtocolVersion is the machine protocol this node speaks.
-	ProtocolVersion = 1
-	// maxBatch is the protocol's bound on claim and renew batches.
-	maxBatch = 64
 )
 
-// ValidPool reports whether p is a pool a node can serve (one process
-// serves exactly one; the pools are the contract's).
-func ValidPool(p string) bool { return slices.Contains(contracts.Pools(), p) }
+// ControlURLs splits a KECE_CONTROL_URL value into base URLs: one URL, or
+// several replicas of one control plane separated by commas (spaces around
+// them and trailing slashes are ignored).
+func ControlURLs(v string) []string {
+	var out []string
+	for _, p := range strings.Split(v, ",") {
+		if p = strings.TrimRight(strings.TrimSpace(p), "/"); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// validControlURLs refuses an empty list, a URL that is not http(s) with a
+// host, and a replica listed twice.
+func validControlURLs(name, v string) error {
+	urls := ControlURLs(v)
+	if len(urls) == 0 {
+		return fmt.Errorf("%s is empty: want an http(s) URL such as https://control.example:8443, or several separated by commas", name)
+	}
+	var errs []error
+	seen := map[string]bool{}
+	for _, s := range urls {
+		if u, err := url.Parse(s); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			errs = append(errs, fmt.Errorf("%s: %q must be an http(s) URL such as https://control.example:8443", name, s))
+		} else if seen[strings.ToLower(u.Host)] {
+			errs = append(errs, fmt.Errorf("%s lists %s twice", name, u.Host))
+		} else {
+			seen[strings.ToLower(u.Host)] = true
+		}
+	}
+	return errors.Join(errs...)
+}
 
 // BackendFactory builds the pool's executor once the node knows its id (after
 // the session opened). It is called exactly once per Run.
@@ -60,7 +85,9 @@ type BackendFactory func(ctx context.Context, nodeID string) (Backend, error)
 type Config struct {
 	// Pool is the pool this process serves; the credential's pool must match.
 	Pool string
-	// ControlURL is the control plane's base URL (scheme://host:port).
+	// ControlURL is the control plane's base URL (scheme://host:port), or
+	// several replicas' base URLs separated by commas (ControlURLs): the
+	// node uses one at a time and moves to the next when it hangs or fails.
 	ControlURL string
 	// CredentialFile keeps the node credential (mode 0600). Required.
 	CredentialFile string
@@ -126,17 +153,17 @@ func (c *Config) setDefaults() {
 func (c Config) Validate() error {
 	var errs []error
 	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
-	if !ValidPool(c.Pool) {
+	if !contracts.ValidPool(c.Pool) {
 		bad("KECE_POOL %q is not a pool: want one of %s", c.Pool, strings.Join(contracts.Pools(), ", "))
 	}
-	if u, err := url.Parse(c.ControlURL); c.ControlURL == "" || err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		bad("KECE_CONTROL_URL %q must be an http(s) URL such as https://control.example:8443", c.ControlURL)
+	if err := validControlURLs("KECE_CONTROL_URL", c.ControlURL); err != nil {
+		errs = append(errs, err)
 	}
 	if c.CredentialFile == "" || !filepath.IsAbs(c.CredentialFile) {
 		bad("KECE_CREDENTIAL_FILE %q must be an absolute file path (the credential is kept there, mode 0600)", c.CredentialFile)
 	}
-	if c.LocalSlots < 1 || c.LocalSlots > 256 {
-		bad("KECE_LOCAL_SLOTS %d must be 1..256 (there is no default: size it to the host)", c.LocalSlots)
+	if c.LocalSlots < 1 || c.LocalSlots > contracts.SlotsMax {
+		bad("KECE_LOCAL_SLOTS %d must be 1..%d (there is no default: size it to the host)", c.LocalSlots, contracts.SlotsMax)
 	}
 	if c.CacheDir == "" || !filepath.IsAbs(c.CacheDir) {
 		bad("KECE_CACHE_DIR %q must be an absolute directory path", c.CacheDir)
@@ -168,8 +195,8 @@ func (c Config) Validate() error {
 			bad("%s %s must be at least %s (0 takes the default)", d.name, d.v, d.min)
 		}
 	}
-	if c.ClaimWait > 15*time.Second {
-		bad("claim wait %s must be at most 15s (the protocol's bound)", c.ClaimWait)
+	if c.ClaimWait > contracts.ClaimWaitMax {
+		bad("claim wait %s must be at most %s (the protocol's bound)", c.ClaimWait, contracts.ClaimWaitMax)
 	}
 	if c.RetryBase > 0 && c.RetryMax > 0 && c.RetryMax < c.RetryBase {
 		bad("retry max %s is below retry base %s", c.RetryMax, c.RetryBase)

@@ -11,7 +11,6 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -20,6 +19,7 @@ import (
 	"time"
 
 	"github.com/kece-oj/kece/artifact"
+	"github.com/kece-oj/kece/contracts/machineapi"
 	"github.com/kece-oj/kece/control/httpapi"
 	"github.com/kece-oj/kece/control/manifest"
 	"github.com/kece-oj/kece/control/store"
@@ -196,7 +196,7 @@ func (fc failoverControl) start(ctx context.Context, name string) (*failoverPlan
 		stop()
 		return nil, err
 	}
-	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 5 * time.Second}
+	hs := httpapi.NewHTTPServer(srv.Handler())
 	go func() { _ = hs.Serve(ln) }()
 	stops = append(stops, func() { _ = hs.Close() })
 	st = srv.Store()
@@ -220,7 +220,7 @@ type failoverNode struct {
 
 // newNode creates an enabled node and starts its process with the join code.
 func (p *failoverPlane) newNode(ctx context.Context, groupID int64, name string) (*failoverNode, error) {
-	n, code, err := p.st.CreateNode(ctx, store.NodeSpec{Name: name, Pool: "mysql", HostGroupID: groupID, Slots: 1}, "bench")
+	n, code, err := p.st.CreateNode(ctx, store.NodeSpec{Name: name, Pool: string(machineapi.PoolMysql), HostGroupID: groupID, Slots: 1}, "bench")
 	if err != nil {
 		return nil, err
 	}

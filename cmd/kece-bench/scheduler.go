@@ -8,12 +8,14 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"github.com/kece-oj/kece/cmd/internal/settings"
 	"os"
 	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/kece-oj/kece/cmd/internal/settings"
+	"github.com/kece-oj/kece/contracts/machineapi"
 
 	"github.com/kece-oj/kece/control/longpoll"
 	"github.com/kece-oj/kece/control/manifest"
@@ -151,7 +153,7 @@ func setupFleet(ctx context.Context, db *sql.DB, st *store.Store, nodes, slots, 
 	}
 	var sessions []store.Session
 	for i := range nodes {
-		n, code, err := st.CreateNode(ctx, store.NodeSpec{Name: fmt.Sprintf("bench-%d", i), Pool: "cpp", HostGroupID: gs[i%groups].ID, Slots: slots}, "bench")
+		n, code, err := st.CreateNode(ctx, store.NodeSpec{Name: fmt.Sprintf("bench-%d", i), Pool: string(machineapi.PoolCpp), HostGroupID: gs[i%groups].ID, Slots: slots}, "bench")
 		if err != nil {
 			return 0, nil, err
 		}
@@ -282,7 +284,7 @@ func lifecycles(ctx context.Context, st *store.Store, hub *longpoll.Hub, db *sql
 				t0 := time.Now()
 				// Watch before claiming, so a wake-up between the claim and
 				// the wait is not missed (as the claim long-poll does).
-				wake := hub.Watch("cpp")
+				wake := hub.Watch(string(machineapi.PoolCpp))
 				got, err := st.Claim(ctx, s.NodeSession, n)
 				if err != nil {
 					hub.Done()
@@ -299,7 +301,7 @@ func lifecycles(ctx context.Context, st *store.Store, hub *longpoll.Hub, db *sql
 					// poll interval at which other replicas' work is seen.
 					select {
 					case <-wake:
-					case <-time.After(longpoll.PollIntervalDefault):
+					case <-time.After(longpoll.SignalPollIntervalDefault):
 					case <-ctx.Done():
 					}
 					hub.Done()

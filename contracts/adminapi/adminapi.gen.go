@@ -108,6 +108,7 @@ const (
 	ErrorCodeJobNotFound       ErrorCode = "JOB_NOT_FOUND"
 	ErrorCodeJobTerminal       ErrorCode = "JOB_TERMINAL"
 	ErrorCodeLeasesActive      ErrorCode = "LEASES_ACTIVE"
+	ErrorCodeMethodNotAllowed  ErrorCode = "METHOD_NOT_ALLOWED"
 	ErrorCodeNameTaken         ErrorCode = "NAME_TAKEN"
 	ErrorCodeNoAddress         ErrorCode = "NO_ADDRESS"
 	ErrorCodeNodeAlreadyJoined ErrorCode = "NODE_ALREADY_JOINED"
@@ -117,6 +118,7 @@ const (
 	ErrorCodePayloadTooLarge   ErrorCode = "PAYLOAD_TOO_LARGE"
 	ErrorCodeRateLimited       ErrorCode = "RATE_LIMITED"
 	ErrorCodeRequestInvalid    ErrorCode = "REQUEST_INVALID"
+	ErrorCodeRequestTimeout    ErrorCode = "REQUEST_TIMEOUT"
 	ErrorCodeRevisionStale     ErrorCode = "REVISION_STALE"
 	ErrorCodeStateConflict     ErrorCode = "STATE_CONFLICT"
 	ErrorCodeTokenExpired      ErrorCode = "TOKEN_EXPIRED"
@@ -153,6 +155,8 @@ func (e ErrorCode) Valid() bool {
 		return true
 	case ErrorCodeLeasesActive:
 		return true
+	case ErrorCodeMethodNotAllowed:
+		return true
 	case ErrorCodeNameTaken:
 		return true
 	case ErrorCodeNoAddress:
@@ -170,6 +174,8 @@ func (e ErrorCode) Valid() bool {
 	case ErrorCodeRateLimited:
 		return true
 	case ErrorCodeRequestInvalid:
+		return true
+	case ErrorCodeRequestTimeout:
 		return true
 	case ErrorCodeRevisionStale:
 		return true
@@ -204,6 +210,48 @@ func (e JobKind) Valid() bool {
 	}
 }
 
+// Defines values for JobOutcome.
+const (
+	JobOutcomeAC          JobOutcome = "AC"
+	JobOutcomeCE          JobOutcome = "CE"
+	JobOutcomeCancelled   JobOutcome = "CANCELLED"
+	JobOutcomeMLE         JobOutcome = "MLE"
+	JobOutcomeOLE         JobOutcome = "OLE"
+	JobOutcomePARTIAL     JobOutcome = "PARTIAL"
+	JobOutcomeRE          JobOutcome = "RE"
+	JobOutcomeSystemError JobOutcome = "SYSTEM_ERROR"
+	JobOutcomeTLE         JobOutcome = "TLE"
+	JobOutcomeWA          JobOutcome = "WA"
+)
+
+// Valid indicates whether the value is a known member of the JobOutcome enum.
+func (e JobOutcome) Valid() bool {
+	switch e {
+	case JobOutcomeAC:
+		return true
+	case JobOutcomeCE:
+		return true
+	case JobOutcomeCancelled:
+		return true
+	case JobOutcomeMLE:
+		return true
+	case JobOutcomeOLE:
+		return true
+	case JobOutcomePARTIAL:
+		return true
+	case JobOutcomeRE:
+		return true
+	case JobOutcomeSystemError:
+		return true
+	case JobOutcomeTLE:
+		return true
+	case JobOutcomeWA:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for JobState.
 const (
 	JobStateCancelled JobState = "CANCELLED"
@@ -225,48 +273,6 @@ func (e JobState) Valid() bool {
 	case JobStateQueued:
 		return true
 	case JobStateRunning:
-		return true
-	default:
-		return false
-	}
-}
-
-// Defines values for Outcome.
-const (
-	OutcomeAC          Outcome = "AC"
-	OutcomeCE          Outcome = "CE"
-	OutcomeCancelled   Outcome = "CANCELLED"
-	OutcomeMLE         Outcome = "MLE"
-	OutcomeOLE         Outcome = "OLE"
-	OutcomePARTIAL     Outcome = "PARTIAL"
-	OutcomeRE          Outcome = "RE"
-	OutcomeSystemError Outcome = "SYSTEM_ERROR"
-	OutcomeTLE         Outcome = "TLE"
-	OutcomeWA          Outcome = "WA"
-)
-
-// Valid indicates whether the value is a known member of the Outcome enum.
-func (e Outcome) Valid() bool {
-	switch e {
-	case OutcomeAC:
-		return true
-	case OutcomeCE:
-		return true
-	case OutcomeCancelled:
-		return true
-	case OutcomeMLE:
-		return true
-	case OutcomeOLE:
-		return true
-	case OutcomePARTIAL:
-		return true
-	case OutcomeRE:
-		return true
-	case OutcomeSystemError:
-		return true
-	case OutcomeTLE:
-		return true
-	case OutcomeWA:
 		return true
 	default:
 		return false
@@ -601,7 +607,7 @@ type ErrorCode string
 type FinishBucket struct {
 	Finished int64 `json:"finished"`
 
-	// Start Start of the bucket (database time); it is bucketSeconds long.
+	// Start Start of the bucket (database time); it is bucketSeconds long. The buckets end at asOf, so when bucketSeconds does not divide the window the first one starts before it and counts only its part inside.
 	Start time.Time `json:"start"`
 }
 
@@ -684,6 +690,9 @@ type JobGeneration struct {
 // to one node; its submission has submissionType `KECE_CHECK` and a built-in
 // manifest, and it is judged and reported like any other job.
 type JobKind string
+
+// JobOutcome How a finished job ended - its verdict status, SYSTEM_ERROR (attempts exhausted) or CANCELLED.
+type JobOutcome string
 
 // JobState defines model for JobState.
 type JobState string
@@ -1009,15 +1018,12 @@ type NodeCheck struct {
 	Verdict *Verdict `json:"verdict,omitempty"`
 }
 
-// Outcome How a finished job ended - its verdict status, SYSTEM_ERROR (attempts exhausted) or CANCELLED.
-type Outcome string
-
 // OutcomeCount defines model for OutcomeCount.
 type OutcomeCount struct {
 	Count int64 `json:"count"`
 
 	// Outcome How a finished job ended - its verdict status, SYSTEM_ERROR (attempts exhausted) or CANCELLED.
-	Outcome Outcome `json:"outcome"`
+	Outcome JobOutcome `json:"outcome"`
 }
 
 // Phase defines model for Phase.
@@ -1278,7 +1284,7 @@ type UnprocessableEntity = Error
 
 // ListAuditParams defines parameters for ListAudit.
 type ListAuditParams struct {
-	// Actor Exact actor, e.g. ADMIN:alice or control.
+	// Actor Exact actor, e.g. ADMIN:alice#3 or control-plane.
 	Actor *string `form:"actor,omitempty" json:"actor,omitempty"`
 
 	// Action Exact action, e.g. node.drain, job.cancel.
@@ -1470,9 +1476,10 @@ type ClientInterface interface {
 	//
 	// Every audit record: node and host-group changes, job rejudges and
 	// cancels, event redeliveries, probes, joins and the control plane's
-	// own actions (`actor` "control"). Each names the admin token's label
-	// (`ADMIN:<name>`) and, for calls through the admin API, the caller's
-	// address (`remoteAddr`). Filters combine with AND; `after` is
+	// own actions (`actor` "control-plane"; a node's join is
+	// `node:<id>`). Each names the admin token (`ADMIN:<name>#<id>`) and,
+	// for calls through the admin API, the caller's address
+	// (`remoteAddr`). Filters combine with AND; `after` is
 	// inclusive, `before` exclusive. Paged by keyset like every list
 	// (`beforeId` ← `nextBeforeId`).
 	//
@@ -2032,9 +2039,10 @@ type ClientInterface interface {
 //
 // Every audit record: node and host-group changes, job rejudges and
 // cancels, event redeliveries, probes, joins and the control plane's
-// own actions (`actor` "control"). Each names the admin token's label
-// (`ADMIN:<name>`) and, for calls through the admin API, the caller's
-// address (`remoteAddr`). Filters combine with AND; `after` is
+// own actions (`actor` "control-plane"; a node's join is
+// `node:<id>`). Each names the admin token (`ADMIN:<name>#<id>`) and,
+// for calls through the admin API, the caller's address
+// (`remoteAddr`). Filters combine with AND; `after` is
 // inclusive, `before` exclusive. Paged by keyset like every list
 // (`beforeId` ← `nextBeforeId`).
 //
@@ -4352,9 +4360,10 @@ type ClientWithResponsesInterface interface {
 	//
 	// Every audit record: node and host-group changes, job rejudges and
 	// cancels, event redeliveries, probes, joins and the control plane's
-	// own actions (`actor` "control"). Each names the admin token's label
-	// (`ADMIN:<name>`) and, for calls through the admin API, the caller's
-	// address (`remoteAddr`). Filters combine with AND; `after` is
+	// own actions (`actor` "control-plane"; a node's join is
+	// `node:<id>`). Each names the admin token (`ADMIN:<name>#<id>`) and,
+	// for calls through the admin API, the caller's address
+	// (`remoteAddr`). Filters combine with AND; `after` is
 	// inclusive, `before` exclusive. Paged by keyset like every list
 	// (`beforeId` ← `nextBeforeId`).
 	//
@@ -7039,9 +7048,10 @@ func (r GetVerdictMixResponse) ContentType() string {
 //
 // Every audit record: node and host-group changes, job rejudges and
 // cancels, event redeliveries, probes, joins and the control plane's
-// own actions (`actor` "control"). Each names the admin token's label
-// (`ADMIN:<name>`) and, for calls through the admin API, the caller's
-// address (`remoteAddr`). Filters combine with AND; `after` is
+// own actions (`actor` "control-plane"; a node's join is
+// `node:<id>`). Each names the admin token (`ADMIN:<name>#<id>`) and,
+// for calls through the admin API, the caller's address
+// (`remoteAddr`). Filters combine with AND; `after` is
 // inclusive, `before` exclusive. Paged by keyset like every list
 // (`beforeId` ← `nextBeforeId`).
 //
@@ -14193,217 +14203,221 @@ func (sh *strictHandler) GetVerdictMix(w http.ResponseWriter, r *http.Request, p
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7H3dclq51uCrqPi+quD5tglO3Dmn7ZoLYkhCGmMfwOnpaTJG7C1A8UaiJWGbTqVqruZ6LqZqHmje5HuS",
-	"Ka0l7R/YYCB2uvuc3CQG9paWpKX1//O5FMrpTAomjC6dfC5NGI2Ygj87zKhFbWSYsp8ipkPFZ4ZLUTop",
-	"dVkoRaSJkeSOckOGbCQVI8q+wsW4UgpKiv0254pFpROj5iwo6XDCptQONZJqSk3ppMSFefmiFJSmXPDp",
-	"fFo6qQYls5gx/ImNmSp9+fIlKM2oolNmHFyvYa5mtArVhYgXhBs21eSOmwmhRE9pHDNFeETKZsLITLFb",
-	"LueazOiYPdNEsHvjxzuwUHM7zm9zphaloCTo1MIy9BNmF/Hvio1KJ6V/e57u33P8VT9vRiUL9jupzVsl",
-	"57NmdEnNxL4Fw8/sh2T0SfrUxl3bYsL3crhxqk/296+dpMWn3Kzu/SUdM6L574yUIzai89iQo2p17Z7G",
-	"MMpmrKD3iBU/VKsZHDkqwJGg1JYR27h2AQ983eK/2Lf1TArNEBNp1GG/zZmG/QilMEzAn3Q2i3lI7dY8",
-	"/6Tt/nzecp6GUtJhfX5/exN7vWAyEkmmiZCGTKkJJ8Qitp1c0dCQ8qDT+MdVo9u7brY/1FrN+uCgUvoS",
-	"lM6kGMU8/GaQajlXob1i2lDDiFTEXj3NpUjBp3Es74iZcE3CCRVjBpC2pXkj5yL6NpDSKFJMaxYlMKfw",
-	"sXuuDcDUk/KcioU7bf30oHXspsElYZE901qvcd1qnjd7jfrg4BQJLaGWOBOg04dAqIlGumxv3TIlP0xI",
-	"eRFA7unnGaIPUF0JOjcTqfjv7BscyDnXmouxxZa5uBHyThAaTbkgRt4wQcqDq3btqveu0e41z2qwFXA6",
-	"V4Ldz1hovgWIXaZumTrUPGIEyVz5h/t7Mmi2e41Ou9YaBMRC+aHWbNVetxoJhDMlQ6Y1HcasIQw3i6cH",
-	"9WcWx4eWrLKIDOeGKDaaW0QfLgglah4zUmaVcYXMlBwmFwF+0BbqL542Ag7VjGHTGYIaRdxOQeNLJWdM",
-	"GW7J4YjGmgWlWearzyWKbyGzfoi+BiUmIhbVTI4dRNSwQ8OnrJQQfm0UF2N4wa79TEZslSE1xUhRbdQ8",
-	"NHPFCDxJwphqTcqNTueicxBYPGs1at3GdeO/XTY7jbq9NzMLs7Ij/I9fa4f//aP9p3r44/XHz9Xg1csv",
-	"/14ERpaHb7VQ5MRbPRozqlljJsPJMpd8dVzazBcDz/W2mkjOTSinBTvZuWq3m+235G7CYwbcBmAiMb9l",
-	"+tR+IcjZxfllq9Fr1AMCmxsQt6UBOau1zxqtlv2ze3XZ6HQb9Ubdbn2n8eHip4c3/cWaTVcsZHxm6nzs",
-	"GPDSRX1XO3zxwysiRwCysBsXWzJmCb29tzQM2cyS15FUyIQcti4DVD38kR6OPn5+dVwMiGba8rV9z0gb",
-	"qswuaP8lK8T8mkh1GUQJUnEnB1x2svTAPyYzyOEnFhoLVG0ecdMQRi12vfEh7v/ycfw8oYZM6GzGBIsC",
-	"AoTHAllhwtLEgHySw0pIRcjiCgp/LSbGVpx7dVyw5zQ0skAvadMp8yee4Rxw0/slvdCGTfslOHE6N3JK",
-	"DQ8JgqyXpj168feieXcgTtTu4ba3L2KG8liv322UVlcO6ilJzy7UQzHquFZ2D6svjgtv7lQaVouighO0",
-	"MlkIStszTZqXCVuCI8ODIoZaacBMlJyPJ5mzrl02+wL0vN7ZJZkxpjwugHgsYzKLqWAHp4QONRMmjwd9",
-	"4cYPyFmrmUxGRUSYMIozTe4UN4YJr+5yQ+6oJoqFUkUsqvTFg5i7dHc9igBieawO/CVKdnXtDW1xvStL",
-	"dmsBNcmqyg8db4YSfIHVNfEt0MocVFQpCj9n9WmAK44vRqWTXx/GoI/L0ksNj0gK5DhUG1DaKyt76BdU",
-	"tElnVDtIljgMPfy9evjjx/TP68rhJg5vB+oA39hxu8MEgk074OC0Es09N16gWVGJV5nHlE2lWvw03Mx3",
-	"qsWvak3HBfz+bMLCG6ZIxEejgGg+FjQmAiirIt1/tFCWCgg1ZCq1IcfkJ/56iXoeV398VcQqQ6kKZhwp",
-	"xHjy//4vuWN8PDFEWRWQRWRC4xGhd3RBRkpOye9MSWIkOSYRC/mUwpUOme6LMiXTeWz4LAYOUK1Uq9Uj",
-	"wgX5tRq4QT8egLRCkum4JkdABGpnAan2BdADsSAjyuO5YgFc/jvLuSjRMxZyGpPQ7Q69o/bSE2kmTN1x",
-	"zfD6p6xBzocxKz4FMZ8OHfOH3S0gg0xNuaDGakP+BOClgFQJHxEhBatkp9vGlgbs38wfvPIfmIp4aLr4",
-	"8JegZDncuS7AlMsrYn9bhmQL7LujcYxD7vTi0t13tytZmMewBORkosxVyVyy5ADS61BIRuyZ2+1gSEEt",
-	"cL+WLhvterP9thR4CbkUlC5r3W6jXgpKb2rNVqOeGc1dgqB0f2gHOLylyt4pDSMxEeGPnbkQ+Ncl1ZrZ",
-	"pb2hPGZR6eOXoFRnVuZWiwSUJRscAkTKQhqyYFbEtUp0zKKxlblmUms+jBcovkf2GlHLGfV8ytRBQOqN",
-	"VvNDo9Ook3L2RfilViflMb1lZD47JZoxoliEwICJb3VLksHg79ruO+HWCltQZ9RvwMzqiCJ8WCzNb807",
-	"RmMzsYRBCkZiGdKYRMlgpFyXSPIom0oREDUXFoEIn9KxlU3n0ZiRiBo6pJoFJOL6Btadp/UowxWoIhOp",
-	"DGH3VvoADd/Jv5YWoV5q2L05JUISzULFzIosWixHTWBRsBXut6GUMaMCWDFFXS7L+Ojh7x9/9fzuZAPD",
-	"W7pmMFY6X9EVqTNtn16DmT2UwUZ8PFewA84sSL2BRzPj9DAGagHiMDeayKFm6tZyApi9CN2uPzQ6zTfN",
-	"s1qvedEuBaVGu/a6hZjXqTXdzaw3u/jtToj4gSk+cnYZOzIoK4CSinJ3U+tc47eAofghYxfeQVgYSRUW",
-	"KeDsVt6gvo13VxMutGE0sggNZh3LJ8DnAfaM7nXtrNf80KikJ5vBjFRU38QEOvjUMiq4lwMHayEq2K3Z",
-	"bwMiRqOYC+b8S+sdTyAMCHlHyoAdioSxDG8OnEn0bsKdXdzi0jMrok/xuPrCbSBVzOkRQxrekDLY1ueW",
-	"TFrEC+VcGBYRmhgF9AEIA2bC+gIQlGtLBuDgKwSF1RN7g/0SKqTm5KNX1eO/V6uk/DcS0YU+WJITEq7n",
-	"3R34+ENWg8c4xKLDQ2vijjKuk1cftFICz/0KZTcjsj4kay4LCsjtNzH5xnpb4jkNJ1ywQ8VoZE/cWxNl",
-	"xCrk7KL9ptU861mMsCg3ZoIpHpLj6o/kbsKERYqpVRdBghzxEN4jYPBlOkvOljw3paC0ZO8uBaXexU+N",
-	"trdXloJS+6J3/ebiqm3/fnfR7V2/7VxcXV5nv25f1Bu5L95fvM59bnxotHv5V2rnjete7aeGJaedxodm",
-	"t3nRvu72aq1GKSh1e7Ve49qv28/gzHn+Y63VadTqv1y/v2i24duzd42zn67tGh3o+EWzfX3ZuXjbaXS7",
-	"dgmNWqf3ulHrJZPlCFoG+LOrTqfR7rlveo3OebNda+VWA3KHBee6Vq+7Cdxf8Hut1br4GUFJ13JZ+6V1",
-	"Uatf9y4urlu1zls7Z9b9UgpK3taPB+RN/VsyFkcYm+KWxtxyEnSxMGEsmwHe0pM3TDTuZxyln8QhlnEp",
-	"Z75ry4hlPr6Xw8ynxi0TJvswnbKeJXt2Vc4h1zUUFBXg3YmfEAdG1uOnqcX2BizeSy7gO5CLO/6auc9N",
-	"cankWDFthe53jCozZNT4SVpAfmuh4bcsgfZsrhQTBj871SfOQA/ynwWhhtYge474V1uaWhzLO5w+hf2S",
-	"LmJJo56ULarGdqYONayFDjV7hMIKRTDJlaC3lMf2XgMHf8MF15PX8/CG7cy/4VV0Q+2oD4FhtoDf2a+9",
-	"FWsIMJGyF0RB9zo4JdxY2oO/egYZSwzD2MOgjKAE6WqKqGWCibvyCsWo2c3Js7OJ04u+m560F8HbOM8s",
-	"t985MsVuGl6gfYz+sTRndEZD5wlc4jdWbPgkh8hQ7iYyZsTuApnShdVNCDVEipAFhIZKag2Csl2JLrYJ",
-	"eNECOeXDkOmmeBPz8aQAIfH+kgmLwZEIDM+ezTMHgBXKAqvrWGwCt+NcKEZnLLKalxVcw3gesWgP48V8",
-	"FtGvcZTkI22cTpM7iOXVZ4544x04A6Te8SbsgqXL6PI1R1ys2+Vm2LjYPWzOyc5vb3ZO6UvO6nxUXTU7",
-	"rztmvXkdV4BOO64ke+WLwl5ciAv4HCCkBSgzmFuk2Gwm24pOPOLBL2H+RkwvirarkdfNt812j3DUkxKL",
-	"LF4/EGzv6XQW26GOXyw5VY8Of/z4a/Xwx4+fq8HR34uN7u/l8K0Vpql3Ke5g8LkQzFJQUh4nIxxYPkqJ",
-	"ng+nHJyiqxacPbhT6GSXQoRI53qmyUzao1BgStfocf4kh8U6uue9u0Ayzu3Vjoi2g1vwhosHn3wvhz/Z",
-	"x5zNmW3xPJqOvgSlWzQ/72ilXuMVz2yKg9xDlB5dkDn3Iuz3i1mVzq5enze7Vjey13yumSJ3Ut1UCKg2",
-	"9jtv4Dp0sXssIprFo0PwIpChlcr7wkiwSlr+eQqsPEUbMqHZj73FjJHBT42zxjVMMQCjBCXDOY/NIRd9",
-	"MaWCj5g26LtAyRDMlxF8odhMKgtFzG8Y+DrAfwGICHYJr4umS/Oa2pb6TTcB1isEIFUnB5wxoP/jqnEF",
-	"ClVqP0/iSFITelBKIki2BOEfYMnJWdPPpCVEJmtQD0pnEG7gLXdWq7Hqf1PrOYrwO/CFT+7lZQd4YRCB",
-	"fxhVPL3LHd/eJb/M5n1ASAJpERzF2I9P7WfRMybOGPM2kwCcp5e+YRexFp5ebuQlKZWPGBjwneZkV4pm",
-	"F7A1w1unxAcqv3xVrZLyEZnIuTpI/ZrLdrvdrHavCmXY9/YqvpfD/eLo9lVUEgW3KYrceO/kHeiLhBK8",
-	"ksA5teFxDOH9GH1h/8e40yENb+RodEqqaOAKY8qndvg9/IChVSfqUrA9lgXv9qRBB+quLz8qq0debolt",
-	"nn4/08S9RVJO9Cdh+U8ZOrSjjBBTMZ47y+6mV1r+OXhHm5zNdp/IzW2jKwtRCF7ueNdC0c26VAyiWDB0",
-	"0rG5UyLYmBp+y0CJzynL3nOLKnPhfSqI5HA8f9vDmdJ7F86rN1+cr44pnU2ofvBQL+Eh+7SU8YMP22fs",
-	"s4pLVWg8ack7poiaC01GXGljyRTXLgB0s33kKEfBD4+q1UcJ2NxDBk4pyMNb3c0+m3u3B3Bs+zY8vY+d",
-	"JSeybxfytSS8fyxKzXCDEoztQOUtkQ9RdVon9TtBHxBqZUOWdndJR0hIUe5eZZSGhGHlGFAGI4M8u87f",
-	"t6U43QcUDyct1JPAgt1lBl2smfpfwYYcc8ECIuOIaYOXhpQxxptZOIlUkQv02C5k0OUKLFtuVuMFIf6x",
-	"wLRgv06iLulQzk2iL5MyRgkHRDFQbAIXjp56cw8CIthdspZUojuqVrdfxJq4x8J1pBhUsN2NW6YWALqT",
-	"RjWdZk0DCbTpKP4QMoAfBLgFVlPMGlG3WkzekvLwej6hhLpxSC/JuivI9F6h+JjRpgWd6YncOfQeQ/nT",
-	"eXd5dzczQxGpSW+6LuVxwGP2pku9hx31kxxub0HNHtCfMGwX1rJ2f9SO5r6ai9GC0Ayq0eiiIVKNm1U7",
-	"n4sqX0XV15aSXHVaKa5C/AjGHhEmIjDiBaAQzZQcOkNnRuX/4ehFkeqwu7YRLUVUbTqKXPSVfVdRLuou",
-	"EqVmitIxrEDqw6N8urSPXTlBvW4lch5orE6DYLKRNT4yCcJpqIh8dIzViJIoHXBYLgfKbvT9wcZvheoK",
-	"Y/z21GzAo11g4w4Vi5gwnMZgihsyJggHCxFmlKeWhTsKJkDMI19V73B7so61HRXWXb2aW8voO0jdX+Hx",
-	"VC6SoDBYcfsUqupan+Vm98iLH149tX8xMbE5l5qTPvNuRwQ1s5NLFz3dqAQrV5K4llApuSVbiZNqL2fl",
-	"WoJ5McMRyMSYWVkfgLOrgII+Rxh/D1wAfUTomHKhDcG6DHLIMPV0K3K61wVfNRruao7c7RLucrF2xuCt",
-	"HbsbsPAhHPkaI/iKNw7uUEouA6In8k6ABWSrzLuvNJpvx0IK7/ReRnMYbj+9rVgnan9bjQZuqd4WjBfb",
-	"Q9GWEUO3UA6IF0Vi6Q7nhvnAwtTWar3FkP9Q/Tq19oeHwhEcBi1Bl2zwg5qCF2t2dH/no+YDotmMKmoY",
-	"Rk7nYvGLEhlcZsQuiYKZ3IzcDr18sXqyEx8WWBuzPbKA0PibxBYWCbjdVOD0nAiUkWTmJAnUZVORBTOV",
-	"reVSyCDprifaG4GXwgrZRdJmAh2hSnF7flYy54LI0QhE+ZFh6lyvi+tH326SmlBo+AENSVPuncORe5pw",
-	"o1k8cjUh9GRuIPkskndijUTrkmQ+MFUcEVPTuOUerlNicX/hs2chEw/MHMmqt+L9wLtez/Vi91pS+Zvp",
-	"jmFlIUEe/ws2dv1l3Uephxd31OvVzmFRfpr1sO8ZELVLHsJXx0w+soxUII1vyI1oZbxUSz4H9wu5YQuX",
-	"3BXOZkd/C8gnekvt/7OFmUjxMiBU3RgdkOlC/xZD6G7EQh6hVk2ssLZsA8skbf1H5RqStl4eFZu0PBhN",
-	"MZI7niOPdvG9Tbk4h3TK1wvDdFHCBFrONbmbSM0I5l5iQSOIiGNJ5ScKdeOwMk1SicMb4S2bZgIyc0j5",
-	"+MULMjhvnF90fsFgfIzRv/h5cLCH43nK74s0/p6aM7R+QKi7C2pFCoBpHGZCBVhhb6niVJhi4ribVk2j",
-	"hZWLdFHuVwpFGWtlRAFB0nVgYfH0Nb9x++UGi4iqaE0km/uVSJWezi1STEBdHmFgW6XQ1opbtT2R88j2",
-	"AV8sfXmAuvGsu8cvZAVPc1vtUSAD3aZLvwdlp/pitJVkkjV/byl/OKh231GgDQ9tJ0CenWXTzvgz2jVp",
-	"bDrjMTuT0yktiq07w99JiA8Qi/BegrB0wmfAr9aEshrOpeRFgRrvgOow4iq9jewEUNnAV/lYYJQmUKXQ",
-	"ki5RPMe9UXQzBUSKN1YUEgntJZEzf97esfhMI0ncg3yJh8kF0gUrxLF7Gpp4gSQiQ7Z29PyrucgcV5FD",
-	"pVgQdEepoAqgy6z2pINqNP5EhAvnHBPRUN5j6nXlQaPbbSK0LSFUDtwcVhQcn9/PIjRv06KiWO/mUyoA",
-	"dwIyF/w3yzVQVOdGkxsuIlKOIRIhpJodFDB1qD+C/zu2fvTib8V8PdWZdw+CzoSbqrlALzpmWGMKNlYs",
-	"QJZnQcfQ1U9ySKAaG6mdFWS6w3jb2t5Q2eysjZy3q1sOnQdwqfBGwlOCrI8IxiJNKJlRra1wAE+7AKuC",
-	"khhbSJV7eGb2qzqXulRgdXaHRxCJum/VuX0Cxp6q+tOKKviwGreNXytTeOMrokzWxJckmP5M+1iTU8Jo",
-	"OIErS5yvHU9LGzZb9WH6axBkw2uH+XCRPPI/ZKK/WFeEz3IuSvyRZ+7nIdzafKxMQLq/dHuN82uoxUfK",
-	"SbAHu5/QuTYsOrC0OImrziYh184gCbbTa0KC68+1UlDqQSbuOfx7Af927D9nkAycmWmPWO2dp4Mabpil",
-	"vhzB7TYviZLdSRopiKzdgnpkiiZuQkR/rCsmCPd94AAoQolLH0PnT+js4vyy2cJ4+fdX9bf2r+02Gxkx",
-	"/mx1frBl2CmcslLsU7di9WmSoUBcJVMCBkadyBaO+nogw9nM3gZ6Sy11A+W3FJRA+bWbarXfbYGGkd7j",
-	"SJd+pJob6RxHcotwF/6c3+94/pg8uzZ4x2XeOvHtjotI3uUDpgIoTaV3D83JpRvnjTpFNvFsivGSXpEE",
-	"FGkElGs4OlQSE8rhxCxcwx6Cp0PZIgO7FIdQnwtwWZPhgriHA7S1jyDcR7gd23qHctd6yey1ukHbK95L",
-	"d9Fpj8kGZ5YaJPhReEGt/PpUdTPSwX3xjCctgrE0XYbq1Nvd6zQj56Ldbpz10i96rcyvveZ54+KqB3S7",
-	"3uzYBzuNN1dYGOt1rX7d7dV6V12oZpEWWbA/vL6o/7IlWagLnSbySCFYaJLPvTj9rcenTM4N1DuIuGKh",
-	"6aC1yU5Jo64vHJYpFfCaRq9ltECqYjdkr8p/GZf5g8JQxGnMouas2PYy40KwiDQv8SrfUU3sC050fKhU",
-	"KvOYuR2a5aNuNpVnKfYtZHz95H33ok3KHAJozCIAcpQU1wqyBbhccacAWggcDrH4X0b7SzE0psa+sZfX",
-	"aMeCpuEEikIUR6wA3mxdqXFdqAhNClqk82XXWHRHO4nJfTmma3GaFCP1dB68iySW48KSYlMuki8KUAdn",
-	"2i/x66kKFHVYKEXIY9YB88ajmOTq2YIa+xvl5E0xrkBcC1bVjHL2upURUtaWucoJa7vlMk6DjLfinR/8",
-	"K6v+oup2NkB5U1paQQ6Q4iMCwbHmCmzveETfKo15x5yMbfKLccjCLZH2p/1u0mPFLj3VjewyY2I2ZcJA",
-	"vZ59ahLfsl2cA0sTdoDk/VmrE+PSttg3t4xdRUgs31lkdMVfUGaAFE0WYclJOxvAvFXg1V6hy1indLss",
-	"s0JWDUBu3TfCPrxVslN+y33G07ciOUnK4jbCO+Kr28JHTzbLl5L9q2WcFV0yIMcpJmRMcbukf3m73QoK",
-	"Zy9CFuItbrbflCV9vdHrtRp1XzZQCn8zwUT/SQ7x5qKVr+wMfEuWvawRL1cZ1Q2+bc0GgBeNaN05LMPD",
-	"7Ad8f/G6FJRqvV7j/NKX/MuVHCwF+ZoRUIZvy/nfQy6Nj69Df0e22l0pyJeVgF310OawdlUnGc41F0zr",
-	"Z5rwKJHt8jVgHqwNf7KxOHx3Bf03ggHOITnKZYBByEit9fbCHmm91qu9rnUbp8ROBS200I8HaRpQ/cOF",
-	"Tbggv3Lq5IEcBJJWCDl4yLuwLpbkQ8bYvlu5e72uq4OGKBdqiKJ2yTScJJ5QNLn7oEwpwpyv96yxtbEo",
-	"U6j/wQipxGfYkuNNXsu5mc0zIaOvoOB9Fj6o6zNTzLDIa7fLceyvfvjhZRGNn9L7bnFR/O58CqQgjnFz",
-	"sIa9XvYh7xP6sr0FaW3JfgedcQdL4DEdkE1V+P1aP/ZFOfMS4DIWuZsLjis8eo4qCtHSXdipJZRgbD7Y",
-	"r9L+PqXvVysj5qvMJ6eXQ6V0h12KcCGT2NtWvY0Om5p4LQPRhO6gxuYKSW4W3V6tCa0Sc8MeCNU7Oj5+",
-	"sMjxTMp4e7VgyQGwZYyLB3Z53X72DUfXTVBq2XECpaCc+bhClpzCUHQGsV6wW6YI9e67CnGesBPXiwLu",
-	"VrCh+wRNm1nYAwRPzJCZO8YEqfYFFRE5svfJXiskIKfY9cYKGIEVONQicXfWziz3cSBgZSmDBbMNph1r",
-	"/2OF1Jzj1CXnOyEmTdWHqjEQ3WtH7wug+1wTwTgUnKqdEZFOFhAWa5ZMzUdQmsrB5X6snfVF+azhw4eT",
-	"B9Rc+KLa+/kwn8JR+RGxhI8WXawWsSsf3SXAYmsNZK37GkcoRPXEgLRrJfcnL/GNZqliYYMLF+ZEhgo7",
-	"gIGE5SqwXP/c7L27uOpdQ3HpgPR+vrhuvHnTgBrT151G96rV6wYES2lffGh0rs9ql7WzZu+XfWM1NErV",
-	"W9um8kL4A9pU8uiK0WYeO30neSQLyiZXECRlhnPFzaJrZ/I+jSkXUJ66gOotN+u8YSE79PnD+CWqUOTw",
-	"EGRgeByDd2E12GyZKqbSLZwYM8PmltwFNS/nH1rdTSpSu2x6gcRKvxnfNZmLiCkyeE5n/Pnt0XOY9vng",
-	"BEvqQvVaHfRFmkCuSTnJU9NBJoLKkiLXrk4xzX9nAaZPBD7ZOegLTN8MsonDShrX9sOljB8EWGGLURVO",
-	"MFkarkuAqdUzpg4BcB/VMeX3FgyvVEKeNomZRUMd5M38drS+SNFfOXM5x1Qf0nAUP459LNXSseFJ9MUg",
-	"PevBwWmiv+Bj2BYNwgHSdeZYmrP9VvqiL/7t38iZFFZn41LovvgvaeVQTcoDdIYMAjLIJCnaj0CV7B9p",
-	"IRb7yWn7g6AvCBkkLUbtT46i2T9da7XBAUCVr02qsXMy9IMgZLBajXRQsVD2rBwPr3fenJGXL1/+mLwP",
-	"WVR245Na3NCAgpSvemcHpyRyqVXwtp3DCTXaisJTHsfcFaFzmfeCDM71gOj5aMTvYW48J4wfwzqS73q9",
-	"S89gZ/Fck8HnPrh0+6WA9P1Vxg+O+vZLXwandnrAZFjJ1eVlo3Pdbdd+ahAMq4WilFygPiZnzhTyTJPM",
-	"RXN4Y4dKnoBi1DTWklCh75gix9UqWek+HZDj6hFZadxrRypLhT/mehoMTmBfAc2eaSyOtYB4Pwh8t6IL",
-	"3CcWHcq5seNgz5xnmshbpmI6Q5PJAaDH8YsfSb57MinDlmd6ImNnj3wX3+e5Jr5wIudz484ULapY3tcF",
-	"U0qFFht6Y78aoLV8ECy74yxI6VUFQOD2hqDeZ+7hMw2xpTAxxEfecnanyQ1js6VGOuVBNn/cYj4ktVi8",
-	"n1FlAFPh3PIZgaQ8wD8qmEswCEjEMOUswe18whyhYwZ7mtQQXYnlBUKWpk4dnJB+yeUsQHUzl8XWLyGV",
-	"IqTvewrBzz4Vzf6uGBlKM7Hnrxj0rcLNaHHtZGcoSsSiXKkfAGFGxy5xjgwgvBqrpA58H39EPoggxdxz",
-	"dsulvVR0zJ5pMsi6CQZOsjTcQB1jYC1Jt8lSJui5dAQuwBkTdMZLJ6WXlWrlJUoLE+CdefaTZPmOmVkX",
-	"dYSYgih04kqbiAjY1iGwLYeEGtmJq4ekcXOxSpIOnFEx6dfF7eMQcg2vcUfLV2p9PNN9bMDt+mCWB9Cd",
-	"ckD6Jfdcv3RQIQ1LNXxFY7aEwjEdsrgvyoNa/bzZPunPq9WXoX0Y/mIDuHlYTMVyJF3c0zNwVgZsCtoX",
-	"viVoeZA2Eh0cVMgbHluGSEI5HXKB8dik1q6fkgG0BRoQri1rDOO55rcs8BgxIOzefVchl4A8wwW5YQvN",
-	"DNbJRTXJkkq7mASPyH/+r/9dgC59ATZ+fVJMEUmZkimNXWPuEQANdE04i5K9U32h7MkenBaTz9MCwnZq",
-	"SRhia0KjrbxZslcGcr8BGxWdMgP5hr+uYN09DQ2BY/YWSTg3GvMQSJw7eDDG2Rd+mzO18AUvTpL2pWnf",
-	"8mXn0sZ4gy/BWoBSGyn0DHZCV75l8BqInFk/AWltP7RN3dA+F46eNlneqlE7amDFQyW+ip1GWo72jxdp",
-	"0TQDOAXtsCAUECh12QsyB2t3DHr/ZwHZzh+zEZgk43d7OPCVvQAp2rkU759DE5jSFg8mruIvH6HS2EwK",
-	"Z9x+Ua0+Wvv+tI9vQQv/C8GALYEhOFsUr2KZzTGCUTR6Au7z1zTyYQfwytHDr2BHIqn47wy00eMXPz78",
-	"Uk/KcyoWbi6NbmAwdW0zIbufsdAwtFHo+XRK1cJXKkzkJTlylBhZAxiolrp45yv/QQAZHeuk1XLpox0/",
-	"z4mBaR6mTFWv58oJWX8Mkvwu7VPxhOiVb9tRgGK1OM4pwpb38ajyF0QWu8LsUhL5mlvxAhtdANLMNcti",
-	"RvboP4LVWW88/AKevp5NV38kg7SbmtXGdkATLMOTdYO6gokQnvroKOIqQ33Jm5GMmrMvKxh69PjTF2Gn",
-	"K0T0bclddQsMTnqN/aEoj9tDaAbtSVlapjFZaB7S2JnB7M8H63H+YZr4/HPGNvPFyVFYqy1/YAOfyDcg",
-	"07k2hP02p3GuTZRP1/MPVghUbLYKsL+lfeELBDAC2qxVn0dQ7QyMIdjx7cQqoFC6BFplYeC+M0xZNtAX",
-	"EPVk3/BpuFZhjcFDHik5S+sQMPt8Mv3DMvy6+94Xx9VjMihqxOiJQb6b4m5sAyt0ZOnBkjz/gETzLj3D",
-	"S2omTrB5QoriSopsRVGq34aiIEjfmqIcP/xS0qXxL0aCvB0sJUHPNNzalOmW5czwKddWTksSfcFWuztR",
-	"8jVwN9hNnE7NNZG+OqEzcSxWjAMVgtEizlLrjUpDLNjMo5VS0omBKbERnBBvS+qLzcYkQnXGDAUZ2MOY",
-	"ue4AlgLZxfUF1n46qJBBNlJt4Az2g3w8G9gTMg2DuO4Lq0MBgENpJnYcH7rmzSAkawVxPyKUg75IrCG4",
-	"2qWXgaoPGWFUxRzDS8XyGJW+GDjfxQBN7UznS7f7wjDew8GdVRXt25W+AGEO3P4kpEotLE1Hdy8e1ynU",
-	"ZwG3NGRSY+/w6X7ml2Bpp/vCooecm5XNDvJmGrLZSrOTsGdX7Gs261XSXqQk+2DF7chiNpa9eDxfQGWr",
-	"4XwSXfFQvtXWtpBhJ5B1o62GcG417nKk6RozBdglcj1bAEPLqGxmGsiduiuYB2edCWMpzHRXkDcYeZav",
-	"Euo5fDkNfB1gPo9+W5hWgqIKgQJQHB3Y2/yUpTWPZYXKAbaHKSpH2/4FLFK5AvUPGKXs3v6L2KK66K23",
-	"K14WCoaLXDAvpjkCcQ6SKwkSCJ/mLA9YA3+TpPP8M1iGv2xhk9pdTcn1gd9NE3nLEl61sxby3q4oo388",
-	"MRq7IrwFiNyD+u3DP7kq8IchvG+hiiEKcQwxfUkpEWwvqZ08th9WP0fvDZgTCo1u7oTIkEEifprs4DsW",
-	"ZIJiwM956h3yExlHWNW0L8bMaDJI3h0QKYhiVt62iwCt3F6F5QdgXX3haoyAgz4DgAULAx80eVGtfrXN",
-	"YOUyerB6jc55s11rWckV++9n+L9UBNPuD3a0LMKiHu0KP74JIZ96/I0NCGnrlLVEIyBC3mUr6Hw3JzyO",
-	"OQEQk1ACRT8jVzLOW/n2JDMuMmI9nUE7qrbEA7VwFz6S6cj0H+Ro4NXM5Q5OGHExlbcuCiLzi2/6bCTh",
-	"5hQzveIIMYiPXJPNZK194RYbWI049NWNSNk3+CdAy4A2dK8uG51uo96obxN1sC/1sV+eXXU6jXYPVGcr",
-	"+KiMTtQX7J5row8CMuj2LO05u2i/aTXP7ONJhS0XGiiND1KJdqRXLqX8n4tgvXjEyfMZ92volkdurh3K",
-	"fSdbj0S23AEs335I5cx0CYf+dfYUMkaFrWma0o+rBZB9jFNqS9PUnqakpZwmjGxEVcrZ6tZaW3ayheUb",
-	"Zj29HqLWKdPnLhAZA8/z3vd/do0abLyZsPsgsdfHC7sREAOPQaUZPMjdF1/Ufq3bPm15YKhCR+LgstGu",
-	"N9tvrz80Os039jY0L9qDCunlG4XrTIcazKSC4rkxxzrlg9WyHANS9i3FsZl4mjP6t76AJuKnRIp4AYrT",
-	"hOoJzGKkYlGFNI1l+GTIoIsYNsZ5SkfkclTCCzKo1eudRrcLz9ZarYufIV7ax1vKudE8QhpHZzMlIZpY",
-	"astppTL6YJ/gBtfN4Gl4cq7h1TcOa8g3Ulof2nBKJj7+NkU+g1mv4FKTLsPln45Xv9gGLFdtkg5j1oAq",
-	"Yn80nx9zbSBnM9twEoiDnjO42HKl2VUxyVrH5Z9/xsDSpzH6tS/qja+1+qmd5e82rOgbGf3UZpMfhBB/",
-	"t/mttfkBSoP+i/a9kAmT2P1y6XAuBDPihhhFebyWNe8aK+QKCa6GCiXsPGZUCd+KlN25gAM5F5jxAqAL",
-	"dp9r+KQniosbK2ylcT+uaykXfeECjGKrYZsJm7qIoq9mwqs3riAOKHDPdRofLn7a2XeMQS2PdTefihH/",
-	"MdFASWe/76FAT84cNf89SYnbMuhnB3743GXZrrfjudKuLqLGUxJwBmgS89vkvpchhQT9dwdkLmKmdV8M",
-	"RlKFDAJkLFa6VEFKMJ3voELeSBWCsgZJrjc8jnUuCPGkL5JJ7SAyjki92a29bjXqVhdYpUpAQrWRM401",
-	"2rgYn2LNBeycjAZCXAD0b5jjK1j/h85YRMqKGcVZBGUS7iZMuYiivkicNdil+QADeqjzbdjh7TZqt10W",
-	"OGylb3dK49R9gdWcn4gKQgJ+97oGmfdfSQTriB1/XiroAPwjnRpqk1CEPg2Pr9/J4iORRXfsni5CnBte",
-	"aCEzRGlvomgp2WYXqjOAZIlMMTU6dXroEGiPmgtNpnTRF04SIj+DV8S3iU/MHquN4sGooTMt5fuiPFjq",
-	"Sj/w5TMR97It4k98PxpM/NYpQcfG8zmyiMQy2NSufopt6f/zf/4fTHPnui9GTISWelISU6vRoUdYKk8d",
-	"oZgENY4ker/LQQDb9kkOyVgy3RcwsNPXsVEdxQJmQZJX68gwiSTTpH3Rc3KqkXdURX0xmNJ7X2ZwADD6",
-	"F2Gp3vft7+UpJkZbBgCiN4vs3qZ5kdd+ywcHeGDAMpKDwKoFwP3uKFTpQZ9WX6CfRpNYWvTQGC9rt7BC",
-	"fOdLQkm9U2u2m+23TvMd24EUm8U0tLthB0xmKkto92dXajmQvHWTu98Pnoin5FjIqltqR6ZiV/4nZikW",
-	"vD87Q3EY852hPFYkmpEzTFixxFyfFuXBLNvSUwKwL5/BQg7rGQ3EWmLEJ/bnshBluo+h5xjCxVdVfCtm",
-	"ZqtaoJw6UkxPMu2BScPCAHRIkEGjDfRwkIjb1DKHQzlDuv2YwTnFhAbc29d2KChcEpDBu0at03vdqPW8",
-	"Vt8XSxLtLuY2WO2fWJ7942N0tqA+Dku+E5/HctoxgwUL+YinrWhdLSjIt0v933pfWvNJcnHo2+MUk5um",
-	"AF8chu2IRZKPMhdgAQCzu9XXc2K3D6BDwZH2RaZK11wzMsDSQofp1wPChTaMRmh7HMpokU0sOrXSYF8M",
-	"TMYJqJ0BEWCAFp8jhqHma72DBJyDTykP1VqdRq3+y/X7i2YbadVXaNodppnxTQb+lPZGB1uGNj0pLXLT",
-	"NbWeb46+CVHVSRzL38nSI5El2PpEZEg9qaMlCjChGuLQ7BMsIgtm9qVRUENpPX3qdjtvDsdzKNN6gl7/",
-	"Jaf5WbPeQRcKuM9PXXGLervrZJe+4NpVfI0SndB1fiLNS9cX6pT0Wt2EIJ8S5dpcad9W/bQvXEMlgvZZ",
-	"l4lwSoR0xdMgDoEJUyG1zF6FVNitGrK+gO5EDEIgqJWoXHxk0rTohEAVUKy0ZYUzqFw3OCWUGKrGzKCK",
-	"CX1k7JkMOYy1NurgyUjhtZsNJLE1k+9GDKF11p/cLZrtYlZAnX6euFa6gNNE07vvwQZ/gmCDN8yEk6yy",
-	"lDRWS1ycQJsOmTCQtewidfalaFi6dIMpEcxpbDRiofFWLqzWmBGjoJM6EDLNXHA0uCqAFPVF+bj6ckn2",
-	"OIAq72kuic6+kVQjtPzyFKlI6h2ZsDha5xZxBJMrVIudk6QvEi9JpS9qBNfsa5l6gkcUO3SFCy1BTWI+",
-	"wEIoWIV07GugiPqKr5EPBXlKrXMXEc0C9V13/Crd0Z3s92CRdf5euz1evOLTKYs4NSxekHJKEAJPB1DU",
-	"wbu7twd4RT/b7PjwASRL9CmFaJnQ2FOXgpSPq0d9MTjrNOr2WtZaafmA52TQbUA0d/qd82NMaTixunDt",
-	"snlwmtDtvnBVNsFUntR89doAKWNMaVE8aUASjbEvilVG0sp4tbWhC1fjBoz3UDwXKjemwHDti1VH38L+",
-	"vhvRgtNNIif9Ef8ZyVeun9+3Jl9bq5uJHvRd53wKnTMxQaXeuiVKw51amjuMfYkf6HiL9RSvIcABaVU0",
-	"tE0P0jZiMil0AWBO6QKtdQGBSoqLPpybhTyEOgkQan9qZay5dllt3mLvq/pAaVwqoMBChTSN7gvX8sRq",
-	"uoxitfNkZ7Am+TPtqrTrQcac70rRo/beF957AA9+Iy8hGvOb7evLzsVb1BB3UgOx28c/lcD1ePlp+VYo",
-	"awgWuom+56Y9vruQKgO58okvrkxJkptJwDiEIQyOPGwrnsVUjOd0zNYnpvV8smxIDYX2FEhLknYStcum",
-	"JQlvGz3ix05GHZyQGVN94ZtJEI4lB5L6GiKiChU910eKTNlUqkWQsZZpw0Vo+r4hhoZWilinI5TTKfZA",
-	"EAxaexi1OISEXaLmMQsIuzeKujEPnAUL/AfYJcS1OYI0JSyKH6B8h5wA4uZOyWDK71k0wIgWK5b1hRXA",
-	"xooxUoaa1tFcYWyFklhngE/pmJH5bKxotBIm8RipfK3k4J5QTPGTrEt960GLAQfIX7HgrKvS77HTr8Wi",
-	"qUWrO29Vy+IM4gl2DdzW9Ox7uLC116zDaHRoWfxpmp7uQ/Q1yXfiSUYbVMhA3mBVfLDeIopajp40+Lbk",
-	"GFuEPDIWJm3cnxIDl3vFr0FCPJO/IgZCS3Y88nDCojlSj5TWWXXWd3lJDzVnIEyRqwDz0vIqh2mP7j8u",
-	"A3mpr+6TVMlbaoz81yvfVdSO/YEqXni2/0pZx8t1g7RrL5HtrAX1OQ37r/VGrZ6TiHxP9y3uy/PPrlvV",
-	"l+dJB5ZN6QtJ7AB2bTGSuGTlNCHLR5OCfMEUCWNGFYsCoiVEUUHXd03KXgS6Y8OJlDdEMxExdUA0Y1at",
-	"A3PUV+tW0OV5VblKv7abtytncPu0hMhrLvvMKk3JXU87geeVm506a/wzmryXNrMDTYXWMUTYRTSBO/T7",
-	"row9EvW5TIKxD5HMsMjddQgk58JI4nvPb0dzXIHBwyk2Ei7kzm+kwsB3VJ0sWchXJXHldzF2lEWknJQY",
-	"C1yBsb7INZv3ph3oETZwTXQHxP1hmUqUbUgcOHIV9cVw4TvjkrIdIV+zdFOD+0St6wuQcDFPQWAdT+ze",
-	"qwMi4yjtB1Ye5Lr6Dsgdj9gJkYL1BcJK5jNLZo9eVD3wATykyJAtpIhcB2rFMOLemd+PXlStXtbNqNTY",
-	"bj1f7cgt2rddBE0xkahRWeyL35mS2iU8RDHbpoRxuuG+KMNRpXJ0fFyFGgxfLWu9ZSbTSPmBrlE/Y5vp",
-	"GPo6YX9DxIE03O2HtbVV0+7LBVVV9+gZ/aSSVba5dDHhnPL7fxEp6pIpR0wmvlFDGva5REyypMIjB/Ro",
-	"LCp9lGk8C8iWbTn760d7vu6Nzx6HsmXjrRTuW2o5hTr7lZ0j89kR1cw32CUo80WqHn35+OX/BwAA//8=",
+	"7L1dc1q51iD8V1Zxnqrg99kmOHHnnLbrvSCGJKRt7AM4/fbbZIxgC6N4I9FbwjadStVczfVcTNX8oPkn",
+	"zy+Z0lrS/oANBmKnu8/JTWJgb2lJWlrfH59LQzWZKsml0aWjz6UxZyGP8c82N/G8NjI8tp9CroexmBqh",
+	"ZOmo1OFDJUMNRsEdEwYGfKRiDrF9RcjrSikoxfy3mYh5WDoy8YwHJT0c8wmzQ41UPGGmdFQS0rx8UQpK",
+	"EyHFZDYpHVWDkplPOf3Er3lc+vLlS1CasphNuHFwvca5muEyVOcymoMwfKLhTpgxMNATFkU8BhFC2Yw5",
+	"TGN+K9RMw5Rd82caJL83frw9C7Ww4/w24/G8FJQkm1hYBn7C7CL+I+aj0lHpb8/T/XtOv+rnzbBkwX6n",
+	"tHkbq9m0GV4wM7Zv4fBT+yEZfZw+tXbXNpjwvRqsneqT/f1rJzkVE2GW9/6CXXPQ4ncO5ZCP2CwycFCt",
+	"rtzTCEdZjxXsnrDih2o1gyMHBTgSlFoq5GvXLvGBr1v8F/u2niqpOWEiC9v8txnXuB9DJQ2X+CebTiMx",
+	"ZHZrnn/Sdn8+bzhPI46Vw/r8/nbH9nrhZBAqrkEqAxNmhmOwiG0nj9nQQLnfbvzzstHpXjVbH2qnzXp/",
+	"r1L6EpROlBxFYvjNINVqFg/tFdOGGQ4qBnv1tFAyBZ9FkboDMxYahmMmrzlC2lLmjZrJ8NtAysIw5lrz",
+	"MIE5hY/fC20Qpq5SZ0zO3WnrpwetbTcNLwkP7ZnWuo2r0+ZZs9uo9/eOidACs8QZkE7vI6EGTXTZ3rpF",
+	"Sr6fkPIigNzTzzNEH6G6lGxmxioWv/NvcCBnQmshry22zOSNVHcSWDgREoy64RLK/ctW7bL7rtHqNk9q",
+	"uBV4OpeS30/50HwLEDs8vuXxvhYhByJz5R/u76HfbHUb7VbttB+AhfJDrXlae33aSCCcxmrItWaDiDek",
+	"EWb+9KD+zKNo35JVHsJgZiDmo5lF9MEcGMSziEOZV64rMI3VILkI+IO2UH/xtBFxqGYMn0wJ1DAUdgoW",
+	"XcRqymMjLDkcsUjzoDTNfPW5xOgtYtYP0degxGXIw5rJsYOQGb5vxISXEsKvTSzkNb5g136iQr7MkJpy",
+	"FDNt4tnQzGIO+CQMI6Y1lBvt9nl7L7B4dtqodRpXjf/votlu1O29mVqYYzvCf/u1tv//f7T/VPd/vPr4",
+	"uRq8evnlP4rAyPLwjRZKnHijRyPONG9M1XC8yCVfHZbW88XAc72NJlIzM1STgp1sX7ZazdZbuBuLiCO3",
+	"QZggErdcH9svJJycn12cNrqNegC4uQG4LQ3gpNY6aZye2j87lxeNdqdRb9Tt1rcbH85/enjTX6zY9JgP",
+	"uZiaurh2DHjhor6r7b/44RWoEYIs7cZFloxZQm/vLRsO+dSS15GKiQk5bF0EqLr/I9sfffz86rAYEM21",
+	"5Wu7npE2LDbboP2XrBDzayLVZRAlSMWdHHDZydID/5jMoAaf+NBYoGqzUJiGNPF82xs/pP1fPI6fx8zA",
+	"mE2nXPIwACQ8FsgKl5YmBvBJDSpDJoc8qpDwd8rltRXnXh0W7DkbGlWgl7TYhPsTz3AOvOm9kp5rwye9",
+	"Ep44mxk1YUYMgUDWC9MevPhH0bxbECdm93DT2xdyw0SkV+82SatLB/WUpGcb6hFz5rhWdg+rLw4Lb+5E",
+	"GV4Lw4ITtDLZEJW2ZxqaFwlbwiOjgwLDrDRgxrGaXY8zZ127aPYk6nndkwuYch57XEDxWEUwjZjke8fA",
+	"BppLk8eDnnTjB3By2kwmYzIELk0suIa7WBjDpVd3hYE7piHmQxWHPKz05IOYu3B3PYogYnmsDvwlSnZ1",
+	"5Q09FXpbluzWgmqSVZUfOt4MJfiCq2vSW6iVOahYHDP8OatPI1xRdD4qHf36MAZ9XJReanREShLHYdqg",
+	"0l5Z2kO/oKJNOmHaQbLAYdj+79X9Hz+mf15V9tdxeDtQG/nGlts9TCBYtwMOTivR3AvjBZollXiZeUz4",
+	"RMXznwbr+U61+FWt2XUBvz8Z8+ENjyEUo1EAWlxLFoFEyhpD55+nJEsFwAxMlDZwCD+J1wvU87D646si",
+	"VjlUccGMo5gwHv7P/4Y7Lq7HBmKrAvIQxiwaAbtjcxjFagK/81iBUXAIIR+KCcMrPeS6J8sMJrPIiGmE",
+	"HKBaqVarByAk/FoN3KAf91BagWQ6oeEAiUDtJIBqTyI9kHMYMRHNYh7g5b+znIuBnvKhYBEM3e6wO2Yv",
+	"PSgz5vGd0Jyuf8oa1GwQ8eJTkLPJwDF/3N0CMsjjiZDMWG3InwC+FEAVxAikkrySnW4TWxqyfzN78Mp/",
+	"4HEohqZDD38JSpbDnekCTLm4BPvbIiQbYN8diyIacqsXF+6+u13JwjyGJSAnE2WuSuaSJQeQXodCMmLP",
+	"3G4HJwpqgfu1dNFo1Zutt6XAS8iloHRR63Qa9VJQelNrnjbqmdHcJQhK9/t2gP1bFts7pXEkLkP6sT2T",
+	"kv66YFpzu7Q3TEQ8LH38EpTq3Mrc8TwBZcEGRwBBWSoDc25FXKtERzy8tjLXVGktBtGcxPfQXiNmOaOe",
+	"TXi8F0C9cdr80Gg36lDOvoi/1OpQvma3HGbTY9CcQ8xDAgZNfMtbkgyGf9e23wm3VtyCOmd+A6ZWR5TD",
+	"h8XS/Na84ywyY0sYlOQQqSGLIEwGg3JdEcljfKJkAPFMWgQCMWHXVjadhdccQmbYgGkeQCj0Da47T+tJ",
+	"hitQRcYqNsDvrfSBGr6Tfy0tIr3U8HtzDFKB5sOYmyVZtFiOGuOicCvcbwOlIs4ksmJGulyW8bH93z/+",
+	"6vnd0RqGt3DNcKx0vqIrUufaPr0CM7skg43E9SzGHXBmQeYNPJobp4dxVAsIh4XRoAaax7eWE+DsReh2",
+	"9aHRbr5pntS6zfNWKSg1WrXXp4R57VrT3cx6s0PfboWIH3gsRs4uY0dGZQVRMmbC3dS60PQtYih9yNiF",
+	"txAWRioeFing/FbdkL5Nd1eDkNpwFlqERrOO5RPo80B7RueqdtJtfmhU0pPNYEYqqq9jAm16ahEV3MuB",
+	"g7UQFezW7LYBIWdhJCR3/qXVjicUBqS6gzJiRwzDSA1v9pxJ9G4snF3c4tIzK6JP6Lh60m0gi7nTIwZs",
+	"eANltK3PLJm0iDdUM2l4CCwxCug9FAbMmPckIqjQlgzgwVeAhNUje4P9EipQc/LRq+rhP6pVKP8dQjbX",
+	"ewtyQsL1vLuDHn/IavAYh1h0eGRN3FLGdfLqg1ZK5LlfoexmRNaHZM1FQYG4/Tom31htSzxjw7GQfD/m",
+	"LLQn7q2JKuQVODlvvTltnnQtRliUu+aSx2IIh9Uf4W7MpUWKiVUXUYIciSG+B2jw5TpLzhY8N6WgtGDv",
+	"LgWl7vlPjZa3V5aCUuu8e/Xm/LJl/3533ulevW2fX15cZb9undcbuS/en7/OfW58aLS6+VdqZ42rbu2n",
+	"hiWn7caHZqd53rrqdGunjVJQ6nRr3caVX7efwZnz/MfaabtRq/9y9f682cJvT941Tn66smt0oNMXzdbV",
+	"Rfv8bbvR6dglNGrt7utGrZtMliNoGeBPLtvtRqvrvuk22mfNVu00txqUOyw4V7V63U3g/sLfa6en5z8T",
+	"KOlaLmq/nJ7X6lfd8/Or01r7rZ0z634pBSVv66cD8qb+UlA6a3TfndcXxvan2m2eNc4vuxvyH0c/m/KW",
+	"RcIyHPLEcGksN0IW1FU3XDbup4KEpMRvlvE8Z75rqZBnPr5Xg8ynxi2XJvswm/CupY4Wfue36xiG+gyy",
+	"+MSdSAMTh/LT1CJ7UebvlZD4HYrPbX8b3eemvIjVdcy1lc3fcRabAWfGT3KKVLo2NOKWJ9CezOKYS0Of",
+	"nYYUZaBHMdGCUCOjkT1u+qulTC2K1B1Nn8J+weaRYmFXqVMWX9uZ2szwU/K72ZOWVnbCSS4lu2UiYqTU",
+	"nXEzVmFuWHdiXTHhamZQGHgjpNDj17PhDd9aFMBXyaO1pWqFNt4C1mm/9gaxAcIEZS/Tohq3dwzCWDJG",
+	"v3peGyl5XYFu8pYGLkOr/TN9PgpAKyJz+ZcSJ2oobkVIboM7IUN0+HIYiVgblMURWp0xqVk2i/xXg6KA",
+	"Dg1TC7qQWoR5XXNzKzltSpDuaxELSO7Ntgww5sxs57na2m7r5fl1T9pr6w23J3YLtw63sZtG130XT0ak",
+	"zAmbsqFzby4wUSsLfVID4pJ3YxVxsLsAEza3CpfFKCWHPAA2jJXWePB2JbrY0OHlJWL/D0Omm/JNJK7H",
+	"BVeDqA2MeYTeUeTi9myeOQCspBlYBc5iE/pSZzLmbMpDi8JWGh9Gs5CHO1hkZtOQfY33Jx8+5BS13EEs",
+	"rj5zxGvvwAki9ZY3YRssXUSXrzniYoU1N8Paxe5gSE92fnNbekpfcqb0g+qyLX3VMev167hEdNpyJdkr",
+	"XxTL4+J20JGCcTrII9CGpOR6299GdOIRD34B89dielEIYQ1eN982W10QpPwlZma6fiit37PJNLJDHb5Y",
+	"8BQf7P/48dfq/o8fP1eDg38UexLeq8FbqyEw7yfdwop1LrmloFC+TkbYsxydgZ4NJgI9vctmqR2409BJ",
+	"WoUIkc71TMNU2aOI0T+gyY3+SQ2KDQ+e924DyXVur7ZEtC18nTdCPvjkezX4yT7mDOl8g+fJHvYlKN2S",
+	"TX1L0/sKV39mUxzkHqL06ILMuRdhv1/Mspx4+fqs2bEKn73mM81juFPxTQVQX7PfeavdvgtI5CFoHo32",
+	"0TUCA6tD9KRRKN5Z/nmMrDxFGxiz7MfufMqh/1PjpHGFU/RRBGQwmInI7AvZkxMmxYhrQw4ZklHRJhvi",
+	"FzGfqthCEYkbjg4cdMogIqKxxSvY6dK8+rmhNtZJgPXqC8r379XgfFXUzDt1Bww8yuO1xfAm2MfdcPgA",
+	"5LgIoPNLp9s4u8LgGSh7oxPw+zGb2R3eAxWnoTRZq0HtBLXWdreJGunPNasakjqK/57jv237zwlq75mZ",
+	"7Hd+zA23YuvpMOiCzEpB6QQjPLyxNLkgGa/KPy8bl6Q3J06VJLgo9atsD/c/0byXc7GcKEvITdbLsgyh",
+	"kCcq5E2tZ6SMbcFXP7mXF6MiCiNL/MOk0OttaOTmcRqLYpKPEkogLYKjmHrQU7uZeY2JMhbe9SSU5umm",
+	"b9hFrISnmxt5QcoXI45eHacD25WSLQ4dEPjWMfjo9ZevqlUoH8BYzeK91Nm9aMzdzpT7qlAHeG9J2Xs1",
+	"2C24cldFLzFnNGWRb9fSL6v5AwO6kkjCtBFRhDkfFJJj/6dg5AEb3qjR6BiqZA4YRkxM7PA7OIeHVh2r",
+	"K8l3WBa+21WGvOrbvvyoohLJQpZZ5fnfMw3uLUg5+Z9EZHrKeLItZayIyeuZM/eve+XUP4fvaJMz5O8S",
+	"zrtpyG0hCuHLbe9vKrpZFzHH0CaKp3Vs7hgkv2ZG3HI0guSMDd6dTyaHwvtUEN7jZKZND2fC7l2Mt15/",
+	"cb460Hg6ZvrBQ73Ah+zTSkUPPmyfsc/GQsWFxqdTdcdjiGdSk+nRkimhXVTwevvSQY6C7x9Uq48SxbuD",
+	"DpFSkIe3upN9NvduF+HY9G18ehc7VU7l2SwOcEH5+ViUr5OXm0n5TeRDUj1XaU1OUUKEWtqQhd1d0LES",
+	"UpS7VxmlK2FYOQaUwcggz67z920hePsBxc1JC/Uk2mR7mUEXa/aJ2mGPNBKSB6CikGvj7PVlCvznFk5Q",
+	"ceiifzaLI3UJJIuWr+UgUgyKLTDN2K+TUFw2UDOT2BugTKHjAcQcFcPA5SikLv69ACS/S9aSSnQH1erm",
+	"i1gRDFu4jhSDCra7ccvjOYLupFHNJlnTSgJtOoo/hAzgewFtgdW0s0bojRaTt0Q9vJ5PJKGuHdJLsu4K",
+	"cr1TfgalOWrJpnqsts7HoPyOdN5t3t3OTFNEatKbrkt5HPCYve5S72CH/qQGm1ugswf0J4zlxrWs3J94",
+	"S3NpzQXuYbwO02S00hi+KMyyndSlGiyj6mtLSS7bpymuYlARBaQBlyEaQQNUiKaxGjhDcUbl/+HgRZHq",
+	"sL22ES6E2a07ilxInn03ZkLWXXhSzRTl6FiB1MfM+Rx6H9B0RHrdUjoF0lidRkZlw618uBrGWDEZ+pAp",
+	"qxEloVvoel6Mnl7rO8WN3wjVYwr83FGzwfiFAh/BMOYhl0awCE2ZA84lCLQQUZmB1LJwx9CESsUFltU7",
+	"2p6sY3JLhXVbr/DGMvoWUvdXeIxjFzdSGMG6eV5ddaXPd7176cUPr57aP5uY2JxL0kmfebctgZrZyYWL",
+	"nm5UgpVLmX0LqJTcko3EyXgnZ+9Kgnk+pRFgbMy0rPfQWVhAQZ8TjL8HLqsiBHbNhNQGqFiHGnDKR96I",
+	"nO50wZeNhtuaI7e7hNtcrK0xeGPH+BosfAhHvsYIvuTNxDuUkssA9FjdSbSAbJSO+ZVG881YSOGd3slo",
+	"jsPtprcV60Stb6vR4C3Vm4LxYnMoWirk5FbLAfGiSCzd4twoSVya2kqttxjyH6pfp9b+8FA4h8OgBeiS",
+	"DX5QU/BizZbhA/lUigA0n7KYGU7h9LkEjaLsFpcus032aCZhJ7dDL18sn+zYB4HWrvkOqWFk/E0iSYsE",
+	"3E4qcHpOhMpIMnOSGexS7GDOTWVjuRTTijqrifZa4JW0QnaRtJlAByyOhT0/K5kLCWo0QlF+ZHh8plcl",
+	"e5BvPMlXKTT8oIakmfDO9dA9DcJoHo1coRA9nhnMSAzVnVwh0brMqQ88Lo4oqmnacg/XMVjcn/v4zzQ2",
+	"NFn1RrwfedfrmZ5vX2AsfzPdMSwtJMjjf8HGrr6suyj1+OKWen28dViZn2Y17DsGlG2TnPLVMaePLCMV",
+	"SONrEmZOM16qBZ+D+wVu+Nxl/A2n04O/B/CJ3TL7/3Ruxkq+DIDFN0YHMJnr3yIMwg75UISkVYMV1hZt",
+	"YJlMvv+sXGEm38uDYpOWB6MpR2rLcxThNr63iZBnmGP7em64LsqiIcu5hrux0hwoIZeqXGFEIU/KgTEs",
+	"JkjlipLyLN4Ib9k0l5iuBeXDFy+gf9Y4O2//QhkalLhx/nN/bwfH80TcF2n83XjGyfqBiQ0uKJgoAOX2",
+	"mDGTaIW9ZbFg0hQTx+20ahbOrVykixICUyjKVEAlDIBI156FxdPX/MbtljAuQxaHKyIB3a+g4vR0boli",
+	"IuqKkAIDK4W2VtqqzYmcR7YP9GLpywPUTWTdPX4hS3ia22qPAhno1l36HSg70+ejjSSTrPl7Q/nDQbX9",
+	"jiJteGg7EfLsLOt2xp/RtpmEk6mI+ImaTFhRbOIJ/Q5DegAswnsJwtIJXxZhuVCY1XAulCgK1HjnclJc",
+	"+b+RnQDLXfjSL3OKckWqNLSkSxbPcW9itp4CEsW7jhlml9pLoqb+vL1j8ZkmkrgD+ZIPkwuiC1aI4/ds",
+	"aKI5kYgM2drS8x/PZOa4ihwqxYKgO8oYS0O6dHtPOpgm408IQjrnmAwH6p7y8SsPGt1uE6FtAaFy4Oaw",
+	"ouD4/H4WoXmLFcZ8ziZMIu4EMJPiN8s1SFQXRsONkCGUI4xEGDLN9wqYOhalof8dWz948fdivp7qzNsH",
+	"kWfCdeOZJC86pd1TXj6VsSCWZ0Gn0N80hrV2UlD+AMfb1PZGymZ7ZeaBXd1i6gGCy6Q3Eh4DsT6QnIca",
+	"GEyZ1lY4wKddgFVBnZQNpModPDO7lSJMXSq4OrvDI4xE3bUU4S4BY09VEmxJFXxYjdvEr5WpxvIVUSYr",
+	"4ksSTH+WxGgfA2fDMV5ZcL52Oi1t+HTZh+mvQZANrx3kw0XyyP+Qid7FmCeBnlsx1ILg0A0uQKYY5AMh",
+	"BD4AfkmRdt8HDoaihV34SDAf/H1yfnbRPKWo7/eX9bf2r83Cu4md0M9Wc0WN3E7hRO5iz7AVDo+TPAVw",
+	"RVoBzWQ64ZCOhnggh9OpPVN2y+wdRRWuFJRQhbP7anW4TYHGkd7TSBd+pJob6YxGcotwaHsm7rdEAZe0",
+	"uyoExWUCOyGEUnTzYT8BVt3S2weY5NKf86aJIstuNuV5QTpOwmI0ASo0Hh2pOkmOhRMWaA07iE8OZYvM",
+	"xEruY+kxl5g8mIN7OCCL8QiDVqTbsY13KHezF4w3yxu0ufq4cBedDpRscGapQYIfhRfUSmFPVRIkHdzX",
+	"BXnS+h4L02WoTr3VuUrzSs5brcZJN/2ie5r51RdxCErtRr3Ztg+2G28uqebX61r9qtOtdS87WKgjrR9h",
+	"f3h9Xv9lQ7JQlzpNR1FS8qFJPnej9DdfaiAotXkoYj40bbKZ2ClZ2PE10TLlDV6z8LUK50RV7IbsVNQw",
+	"4/h9kKWHgkU8bE6LLQhTISUPoXlBV/mOabAvOAHooSqw3GPmZmiWjx1ZV3mm2EKe8VjD+855C8oCw0DM",
+	"PEBylNQNC7K1xVzdqgC7I+wPqK5hRodJMTRixr6xk+9jy1qtwzEWsiiOu0C82bgI5aqAB5YU4Ujny66x",
+	"6I62E8PxYmTS/Dips+rpPPrIIFLXhdXSJkImXxSgDs20W/rSU9VeavOhkkMR8TYq6Y9iWKpnC3zsblpS",
+	"N8W4gtEZVDA0zFmdlkZIWVvmKies7VaoKA2V3Yh3fvCvLHs9qptZstRNaWEFOUCKjwgFx5qrHb7lEX2r",
+	"ZOYtMws2yTKmIQu3RNmfdrtJjxWB81Q3ssONifiES4M1hnYpt3zLtzFxL0zYRpL3Zy28TEvbYN/cMrYV",
+	"IakyaZHpkH4hmQETDXlI1TTtbAjzRuFDOwXgUgnWzXKlClk1ArlxSwz78EYpO/kt93k734rkJIl3mwjv",
+	"hK9uCx89ZSpfJfevljdVdMmQHKeYkDEobZPE5K1PSyicvQhZiDe42X5TFvT1Rrd72qj7iohK+puJhuZP",
+	"akA3l2zJZWdmW6iBkC13kCv66gbftHIDwkvJ/J0ZLsPD7Ad8f/66FJRq3W7j7MJXM8xVUywF+coRWGFw",
+	"w/nfY0aIjxIjq322Ql8pyBeXwF310OawdlknGcy0kFzrZxpEmMh2+UowD5a9P1pb976zhP5rwUAXhxrl",
+	"8pgw8KF2+vbcHmm91q29rnUax2Cn0lT9LSleizVAnPPfhaqVU1cFRtJDWidk7yEb+aqIiA8Zk/F2lfz1",
+	"qoYVGmM1mIGY2SWz4Tjx55Hh2IcWKjnMeSxPGhsbizI9CB6M80k8X6fqep3vbWams0zg4yus5Z+FD6v7",
+	"TGNueOi128Vo7Fc//PCyiMZP2H2nuN5/ZzZBUhBFtDlUnl8vekJ3CeDY3IK0shuBg864gwV8TAewrsGA",
+	"X+vHnixnXkJcplJ3MylohQfPSUUBrdyFnVhCicbmvd2aCOxS1X+5PmK+gH5yejlUSnfYJboWMomdbdWb",
+	"6LCZSpJchhrYFmpsrkbletHt1YoAITkz/IGAs4PDwwfrN0+VijZXCxYcABtGanhgF9ftZ19zdJ0EpRYd",
+	"J1gQypmPK7Dg2sTSKYT1kt/yGJh3olXA1Qw6cm028G4FaxprsLRPhz1A9MQMuLnjXEK1J5kM4cDeJ3ut",
+	"iIAcU0MfK2AEVuCI54nTrnZiuY8DgepLGaoFTlVIhfY/VqDm3H8uxdwJMWnCOdY+wRhVO3pPIt0XGiQX",
+	"WHaqdgIynSwAHmmeTC1GWKDKweV+rJ30ZPmk4YNgkwfimfT1wner9vQUJZ0+EpaI0bxDNQ+25aPbhAls",
+	"rIGsdMLSCIWonhiQti1S/+TVy8ksVSxsCOmCdWAQU3MzlLBcHZGrn5vdd+eX3Susmx1A9+fzq8abNw0s",
+	"n33VbnQuT7udAKhK+PmHRvvqpHZRO2l2f9k14kCTVL2xbSovhD+gTSWPLhltZpHTd5JHsqCscwVhauFw",
+	"Fgsz79iZvE9jIiSW1C6geot9SG/4kO/7LFj6klQo2N9HGRgfpxBUXA31kWYxj9MtHBszpb6dwoXmLmbR",
+	"Wd1NxVC7aHqBxEq/Gd81zGTIY+g/Z1Px/PbgOU77vH9EhXWxhq0OejJNg9ZQTrKtdJCJA7KkyHXii7kW",
+	"v/OAkgACn7Ib9CQlIQbZ9NdYGdfRxCU+7wVUJ4qzeDimlF+8LgElCE95vI+A+zoeE3FvwfBKJWYbQ8Qt",
+	"Guogb+a3o/Vkiv6xM5cLSliBhqP4UeQjghaOjU6iJ/vpWff3jhP9hR6jjm8YDpCuM8fSnO230pM9+be/",
+	"wYmSVmcTSuqe/H/S+qEayn1yhvQD6GdS7exHpEr2j7SciP3ktP1+0JMA/aR7qv3JUTT7p+sa199DqPIV",
+	"SjU1hcZWFwD95Zqk/YqFsmvleHy9/eYEXr58+WPyPuYC2Y1PaoNjbw0oX3ZP9o4hdAlC+Ladwwk12orC",
+	"ExFFwpVSc/njEvpnug96NhqJe5ybzomioKia5Ltu98Iz2Gk009D/3EOXbq8UQM9fZfrgqG+v9KV/bKdH",
+	"TMaVXF5cNNpXnVbtpwZQcCiWphSS9DE1daaQZxoyF83hjR0qeQJLUrNIK2BS3/EYDqtVWGqsHcBh9QCW",
+	"ehLbkcoqph9z7Rr6R7iviGbPNJV4mmPUGoZvW9EF7xMP99XM2HGoHdAzDeqWxxGbkslkD9Hj8MWPkG8M",
+	"DWXc8ky7Z2pakm9Q/DzXn5iGqv4jXZ5zcfcplX2gwjmEIqSG3Zh/hP43MeFHVm1EEcqOQarjc+1asKSJ",
+	"PAdVwIAJV1hvj4p4/lB9mW+UDBiPYEdaXEQFajLpBz1lZmyx5rB6CP2kZUXfCpKZB+wQdigmqRLoBMv1",
+	"w2H1B+gvN2mgK3E2Mw6xyaxMlY5dXKSKyWzFbuxXfXIZ9INFnyTOmdArXAiSsCHaODLE6JnGMFGcGEMd",
+	"bwW/03DD+XShUVK5n00Ft9cf81Ps5ceq+Pa6IvLmk/ug3Kc/KpQW0A8g5JQ9llzwfO4bsGuO2JCUU10K",
+	"y0VqnmZB7R1Br+TSD7BQmUtI65WIVAP0fM8o/NlnldnfY4taZmwvQcyxLxltxqnQToHA+kI8zFXtQRCm",
+	"7NrlwEEfI6WpYGx/4PwfdAMxGJTSyPmtUJaysGv+TEM/6yvpO/HaCIMlnZG/Jt1ES5n45dIB+kGnXLKp",
+	"KB2VXlaqlZckMo1RgMjz4CRh95qbVaFXhCmEQkeuSokMkXfvI+92SKiJp7rSRpo2lwoe6cBZVpN+bMI+",
+	"jtHT+JpwDG2pbMcz3aMG667PabmP3Uf70Cu55/bxuV7p2F2CZ5oytYXuSeRsR71ZtfpyKEL8n/f3KtCw",
+	"lNbXguYLUlOtftZsuZfsM/Ta3xZHsfAGpCVaZq6LO70GzkDjWsW6aIOeLPfT9rIWojcisrKEJS8DISkg",
+	"G2qt+jH0kVL1cT0Y26bFLQ88HvWB37vvKnCBKDeYww2fa26o0DBpmJbL2FkT7IP/+h//swDJehLdI/qo",
+	"mJlAmcGERa5d+wiBRpYgnTHO3sSejC0+7B0Xc57jAp5wbKk/4XjC3qyoXrIXDZO/EYdjNuEGEw5/XcLV",
+	"ezY0gMjhjbl4jiwSQ/63l4CNkDIIg/ZM++JvMx7PfeWLo6S5bdrVftE/tzZk40uwErDUzIwdpZ3cmm8o",
+	"vQIi5xlJQFrZLW9dr7zPhaOnLbg3auNPSmzxUIm7Z6uRFsP+o3laPc0gbjlOLajgG5S9LLi3csfsGzlA",
+	"NnNprQUmSf3dHA56ZSdAinYuxf/n2PuntMGDibf9y0csOTZV0vkHXlSrzn9tXGFY7PVFTQSff3KBCpud",
+	"ZdrlGRXF5UwOy9TQlp6tjlexrOqQwCgaPQH3+WsW+sgNfOXg4VeoEZWKxe8cFfrDFz8+/FJXqTMm524u",
+	"TZ50lAc3mZDfT/nQcDLz6NlkwuK5L1mYSFtq5CgysQi08S30eM+XAMQYPHatk0bcpY92/DwfR5a7n7Jk",
+	"vZqnJ+T9MUjzu7ThxxOiV77/SQGK1aIoZ0uwPFCElb8gstgVZpeSSOfCihnUMQSRZqZ5FjOyR/8RDfd6",
+	"7eEX8PbV7Lr6I/TTXntWod0CTageT9aT7ConYoTvo6OIKxH1JW+JM/GMf1nC0IPHn74IO11Fom9L7qob",
+	"YHDSYu4PRXnaHmAZtIeyskxjPNdiyCJnSbQ/763G+Ydp4vPPGfPWFydHUdG2/IH1fUZfHyYzbYD/NmNR",
+	"rt+Wz9vzD1YASzdb9dnf0p70lQI4oC5sle8Rlj1DexJ15Duy6ivWMMGeY5T74Gx7lg30JAaO2Td8Pq5V",
+	"dyMMMghjNU0LEnD7fDL9w7L8qvvek2i1KGrT6YlBvtfmdmyDSnVk6cGCXP+ARPMuPcMLZsZOsHlCiuJq",
+	"i2xEUarfhqIQSN+aohw+/FLSnPMvRoK8FS0lQc803tqU6ZbV1IiJ0FZOSzJ+0dy9PVHyxXDXWF2cbi00",
+	"KF+m0BlI5ktGggpQwI0zdnuT1IAqN4twqaZ0Yp5KbAVH4C1RPbneFAVMZ4xYmIo9iLhrE2ApkF1cT5IR",
+	"dq8C/WywX9/5PPr5kEC0K2Q6Lwndk1aHQgAHyoztOD76z5tDIGsNcT8SlP2eTKwitNqFl5GqDzhwFkeC",
+	"InTl4hiVnuw790+fvBVc52u4+wox3kkknE2WXASVnkRhDiMnYMjieG5pOnnM6biOsVALevYxpZo6y092",
+	"M8MECzvdkxY91MwsbXaQN9fAemvNVsKeXbEv3qyXSXuRkuzjPTcji9l0gOLxfCWVjYbzeYjFQ/meZZtC",
+	"Ri1BVo22HAW70biLwborzBRol8g1b0EMLZOymenEd+yuYB6cVSaMhUjdbUFeY+RZvEqk54jFnmOrAPMJ",
+	"9ZvCtBRXVggUguLowM7mpyyteSwrVA6wHUxROdr2b2CRylWqf8AoZff238QW1aGAB7viRaFgMM/FQ1Om",
+	"KBLnILmSKIGISc7yQMXw10k6zz+jZfjLBjap7dUU32g/0U82Z1ZvecKrttZC3tsVZfSPJ0ZjV423AJG7",
+	"WMh98CdXBf4whPe9aCnKI4owLDJpIEN9OrWTx3bD6ufkvUFzQqHRzZ0QDDjGDqT5Ir51QSauCL2k3pMJ",
+	"YxWFVN60J6+50dBP3u2DkhBzK2/bRaBWbq/C4gO4rp507SLRvZ8BwIJFsSMaXlSrX20zWLqMHqxuo33W",
+	"bNVOreQaUXXClP+rGKhywd6WlkVc1KNd4cc3IeSzt7+xASHtobKSaAQg1V22Xet3c8LjmBMQMYEBVv8M",
+	"Xe04b+Xbkcy4uIrVdIbsqNoSD9LCXfBJpjXTf8JB36uZi62cKF5jom5dUETmF9892ygQ5piS5aKQMEiM",
+	"XLfNZK096RYbWI146BvVQtlSWqRrSMuQNnQuLxrtTqPeqG8SfbAr9bFfnly2241WF1VnK/jEGZ2oJ/m9",
+	"0EbvBdDvdC3tOTlvvTltntjHk1JbLrpSGR/iEm5Jr1xW/r8WwXrxiJPnixasoFseuYV2KPedbD0S2XIH",
+	"sHj7MRs2024dG9nZU8gYFTamabF+XC0AdjFOxRuapnY0JS2khVFcJKlSzla30tqylS0s3znr6fWQeJUy",
+	"feZiuSl2P+99/1fXqNHGm8lcCBJ7fTS3G4FpBBSSmsGD3H3x1e1Xuu3T3geGxeRI7F80WvVm6+3Vh0a7",
+	"+cbehuZ5q1+Bbr5juM60qqFkNKyiGwkqWN5frmzSh7LvLU5dxdO027/3JHYTPwYlozkqTmOmMc5ZGxXz",
+	"sAJNYxk+DDi2E6MOOU/piFyMSngB/Vq93m50OrnIaSi7wEtQM6NFSDSOTaexwlhkpS2nVbHRe7sEN7i2",
+	"Bk/Dk3Odr75xWEO+o9Lq0IZjGPvo3RT5DCUOo0tNuSShfzle/WITsFzBTjaIeAMLsf3RfP5aaINpr9nO",
+	"k0gc9IzjxVZLXa+KSdYqLv/8MwWWPo3Rr3Veb3yt1S/eWv5u4Yq+kdEvXm/ywxDi7za/lTY/RGnUf8m+",
+	"N+TSJHa/XEahC8EMhQETMxGtZM3bxgq5ZITlUKGEnUecxdL3JOV3LuBAzSTlyyDokt/nOj/pcSzkjRW2",
+	"0rgf175UyJ50AUaR1bDNmE9cRNFXM+HlG1cQBxS459qND+c/be07pqCWx7qbT8WI/5hooKTF3/dQoCdn",
+	"jlr8niTUbRj0swU/fO4SlVfb8Vx1XBdR4ykJOgM0ROI2ue9lTCEh/90ezGSEmUX9kYqHHANkLFa6bEsG",
+	"lAy4V4E3Kh6isoZ5wjciinQuCPGoJ5NJ7SAqCqHe7NRenzbqVhdYpkpIQrVRU01l7oS8PqayFdRCmQyE",
+	"tABs5DCjV6iEEpvyEMoxN7HgIVaauBvz2EUU9WTirKF2zS4xkznfhh3ebqN222WBo576dqc0Td2TVBD7",
+	"iagg1jDoXNWweMFXEsE6Yceflwo6AP9Ip0a8Tigin4bH1+9k8ZHIojt2Txcxzo0utFQZorQzUbSUbL0L",
+	"1RlAskSmmBodOz10gLQnnkkNEzbvSScJwc/oFfH94hOzx3LHeDRq6Exv+Z4s9xfa0/d9BVLCvWyv+CPf",
+	"mIZy53VK0KkDfY4sErEM1vWtn1B/+v/67/+LKgUI3ZMjLoeWejKImNXoyCOsYk8dsR6Hy39P/S57AW7b",
+	"JzWAa8V1T+LATl+njnWMasAFSVauI8MQKq6hdd51cqpRdywOe7I/Yfe+UmMfYfQv4lK979vfy2NKq7YM",
+	"AEVvHtq9TfMir/yW9/fowJBlJAdBhR+Q+90xLHREPq2eJD+NhkhZ9NAUL2u3sAK+BSYwqLdrzVaz9dZp",
+	"vtd2oJhPIza0u2EHTGYqK+z7Z1dqOZC6dZO73/eeiKfkWMiyW2pLpmJX/idmKRa8PztDcRjznaE8ViSa",
+	"UVNKWLHEXB8X5cEs2tJTArArn6EyEKsZDcZaUsQnNeqyEGXakJHnGMPFl1V8K2Zma2KQnDqKuR5n+gRD",
+	"w8KAdEhCv9FCethPxG1mmcO+mhLdfszgnGJCg+7tKzsU1n4JoP+uUWt3XzdqXa/V9+SCRLuNuQ1X+yeW",
+	"Z//4GJ0NqI/Dku/E57GcdtxQzUcxEmlPWldOC/PtUv+33pXWfFJC7vsOQ8XkpinRF0dhO3Ke5KPMJFoA",
+	"0Oxu9fWc2O0D6EhwZD2ZKXQ20xz6VJ1pP/26D0Jqw1lItkcslpRJLDq20mBP9k3GCaidARFhwF6fI06h",
+	"5iu9g4DOwaeUh2qn7Uat/svV+/Nmi2jVV2jaba658X0a/pT2RgdbhjY9KS1y0zW1nq2PvhmSqpM4lr+T",
+	"pUciS7j1iciQelJHCxRgzDTGodkneAhzbnalUViBaTV96nTab/avZ1jp9oi8/gtO85NmvU0uFHSfH7vi",
+	"FvVWx8kuPSm0K5obJjqha54FzQvXWusYuqedhCAfQ+w6hWnfX/24J11PKiD7rMtEOAapXP05jEPg0lSg",
+	"ltmrIZN2qwa8J7HBE8cQCGYlKhcfmfR9OgIspEp1uqxwhsX/+sfAwLD4mhtSMbEVjz2TgcCxVkYdPBkp",
+	"vHKzoSS2YvLtiCF2H/uTu0WzjeAKqNPPY9dTF3EaNLv7HmzwJwg2eMPNcJxVlpLedImLE2nTPpcGs5Zd",
+	"pM6uFI2qv64xJaI5jY9GfGi8lYsKXmbEKGypjoRMcxccja4KJEU9WT6svlyQPfawUH6aS6KzbyS1DC2/",
+	"PCYqknpHxjwKV7lFHMEUManFzknSk4mXpNKTNaA1+3KwnuBBzPdd2UNLUJOYD7QQSl6Btn0NFVFfNDf0",
+	"oSBPqXVuI6JZoL7rjl+lO7qT/R4sssrfa7fHi1diMuGhYIZHcyinBCHwdIBEHbq7O3uAl/Sz9Y4PH0Cy",
+	"QJ9SiBYJjT11JaF8WD3oyf5Ju1G317J2mpYPeA79TgOjudPvnB9jwoZjqwvXLpp7xwnd7klXoxNN5UnF",
+	"WK8NQJliSoviSQNINMaeLFYZ4TTj1daGzV2NGzTeY/1hLG2bAiO0r/cdfgv7+3ZEC083iZz0R/xnJF+5",
+	"lojfmnxtrG4metB3nfMpdM7EBJV66xYojXBqae4wdiV+qOPNV1O8hkQHpFXRyDbdTzuxqaTQBYI5YXOy",
+	"1gWAlRTnPTw3C/kQ6yRgqP2xlbFm2mW1eYu9r+qDJXKZxAILFWga3ZOua4zVdDmjgvHJzlBZ92faFbrX",
+	"/Yw531XzJ+29J733AB/8Rl5CMuY3W1cX7fO3pCFupQZSw5R/KYHr8fLT8t1kVhAschN9z017fHchiw3m",
+	"yie+uDKDJDcT0DhEIQyOPGwqnkVMXs/YNV+dmNb1ybJDZhh2+CBaknTkqF00LUl42+iCHzsZtX8EUx73",
+	"pO/HAYJKDiT1NWTIYlL0XCsumPCJiudBxlqmjZBD0/M9RTR2o6Q6HUM1mVAbCcmxO4qJ5/uYsAvxLOIB",
+	"8HsTMzfmnrNgof+AGq24TlGYpkQl9QOS74gTYNzcMfQn4p6HfYposWJZT1oB7DrmHMpY0zqcxRRbESuq",
+	"MyAm7JrDbHods3ApTOIxUvlOk4N7QjHFT7Iq9a2LDQocIH/FgrOuxr/HTr8Wi6YWre68VS2LM4Qn1Hhx",
+	"U9Ozb4PDV16zNmfhvmXxx2l6ug/R15BvZpSM1q9AX91QdXy03hKKWo6e9Ei35Ji6rDwyFiad8J8SAxfb",
+	"7a9AQjqTvyIGYld7OvLhmIczoh4prbPqrG+Ukx5qzkCYIlcB5qXlVfbTNud/XAbyQmviJ6mSt9Bb+q9X",
+	"vquoo/0DVbzobP+dso4X6wZp114i25wM63Ma/v/WG7V6TiLybfE3uC/PP7uGX1+eJ/1b1qUvJLED1PPF",
+	"KHDJymlClo8mRfmCxzCMOIt5GIBWGEWFjfM1lL0IdMcHY6VuQHMZ8ngPNOdWrUNz1FfrVtgoe1m5Sr+2",
+	"m7ctZ3D7tIDIKy771CpNyV1Pm6nnlZutOmv8K5q8FzazjS2JVjFE3EUygTv0+66MPRL1uUiCsfeJzPDQ",
+	"3XUMJBfSKPDt+zejOa7A4P6EejEXcuc3KqbAd1KdLFnIVyVx5XcpdpSHUE5KjAWuwFhP5vr1e9MOdhjr",
+	"uz7EfXB/WKYSZns6B45chT05mPvmwtR/Ll+zNIDOL51u4+yq0W6ftyE3Z6LW9SRKuJSnQK3qgBog6wBU",
+	"FKbdxMr9XGPkPtyJkB+BkrwnCVaYTS2ZPXhR9cAH+FAMAz5XMnRNvGNOEffO/H7womr1sk5GpaaO9flq",
+	"R27RvnMlaoqJRB24Jna/81hpl/AQRnyTEsbphvuiDAeVysHhYRVrMHy1rPWWm0wv6ge6R/1Mnboj7OtE",
+	"LSIJB9Jwtx9W1lZNG1gXVFXdoe32k0pW2f7cxYRzIu7/TaSoCx47YjL2jRrSsM8FYpIlFR45sM1lUemj",
+	"TO9eRLZs195fP9rzdW989jiULRtvpXDfUssp1Nmv7ByZz46oZr6hLkGZL1L16MvHL/83AAD//w==",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

@@ -65,7 +65,7 @@ func (b businessAPI) UploadArtifact(ctx context.Context, req businessapi.UploadA
 	}
 	if err := b.s.store.RegisterArtifact(ctx, req.Sha256, n); err != nil {
 		if errors.Is(err, store.ErrConflict) {
-			return nil, fieldErr("ARTIFACT_SIZE_MISMATCH", "sha256", err)
+			return nil, fieldErr(codeArtifactSizeMismatch, "sha256", err)
 		}
 		return nil, err
 	}
@@ -80,16 +80,16 @@ func uploadError(err error) error {
 	var mbe *http.MaxBytesError
 	switch {
 	case errors.As(err, &mbe), errors.Is(err, artifact.ErrTooLarge):
-		return apiErr(http.StatusRequestEntityTooLarge, "PAYLOAD_TOO_LARGE", err)
+		return apiErr(http.StatusRequestEntityTooLarge, codePayloadTooLarge, err)
 	case errors.Is(err, artifact.ErrDigestMismatch):
-		return fieldErr("DIGEST_MISMATCH", "sha256", err)
+		return fieldErr(codeDigestMismatch, "sha256", err)
 	case errors.Is(err, artifact.ErrSizeMismatch):
-		return fieldErr("ARTIFACT_SIZE_MISMATCH", "body", err)
+		return fieldErr(codeArtifactSizeMismatch, "body", err)
 	case errors.Is(err, io.ErrUnexpectedEOF):
 		// The body ended before its declared Content-Length.
-		return fieldErr("ARTIFACT_SIZE_MISMATCH", "body", fmt.Errorf("body shorter than its Content-Length: %w", err))
+		return fieldErr(codeArtifactSizeMismatch, "body", fmt.Errorf("body shorter than its Content-Length: %w", err))
 	case errors.Is(err, artifact.ErrInvalid):
-		return apiErr(http.StatusBadRequest, "REQUEST_INVALID", err)
+		return apiErr(http.StatusBadRequest, codeRequestInvalid, err)
 	}
 	return err
 }
@@ -107,9 +107,9 @@ func (b businessAPI) PublishManifest(ctx context.Context, req businessapi.Publis
 	if err != nil {
 		var me *manifest.Error
 		if errors.As(err, &me) {
-			return nil, fieldErr("MANIFEST_INVALID", me.Field, err)
+			return nil, fieldErr(codeManifestInvalid, me.Field, err)
 		}
-		return nil, fieldErr("MANIFEST_INVALID", "", err)
+		return nil, fieldErr(codeManifestInvalid, "", err)
 	}
 	if err := b.checkArtifacts(ctx, m); err != nil {
 		return nil, err
@@ -120,7 +120,7 @@ func (b businessAPI) PublishManifest(ctx context.Context, req businessapi.Publis
 		if errors.As(err, &ve) {
 			// An artifact check the pre-check above did not see (it cannot
 			// change in between: artifacts are never deleted).
-			return nil, fieldErr("MANIFEST_INVALID", ve.Field, err)
+			return nil, fieldErr(codeManifestInvalid, ve.Field, err)
 		}
 		return nil, err
 	}
@@ -164,10 +164,10 @@ func (b businessAPI) checkArtifacts(ctx context.Context, m manifest.Manifest) er
 	for _, r := range refs {
 		n, ok := have[r.digest]
 		if !ok {
-			return fieldErr("ARTIFACT_MISSING", r.field, fmt.Errorf("artifact %s is not uploaded", r.digest))
+			return fieldErr(codeArtifactMissing, r.field, fmt.Errorf("artifact %s is not uploaded", r.digest))
 		}
 		if n != r.size {
-			return fieldErr("ARTIFACT_SIZE_MISMATCH", r.field,
+			return fieldErr(codeArtifactSizeMismatch, r.field,
 				fmt.Errorf("artifact %s has %d bytes, the manifest says %d", r.digest, n, r.size))
 		}
 	}
@@ -182,7 +182,7 @@ func (b businessAPI) GetManifest(ctx context.Context, req businessapi.GetManifes
 	}
 	rec, err := b.s.store.ManifestRecord(ctx, id)
 	if errors.Is(err, store.ErrNotFound) {
-		return nil, apiErr(http.StatusNotFound, "MANIFEST_NOT_FOUND", err)
+		return nil, apiErr(http.StatusNotFound, codeManifestNotFound, err)
 	}
 	if err != nil {
 		return nil, err
@@ -205,7 +205,7 @@ func (b businessAPI) GetManifest(ctx context.Context, req businessapi.GetManifes
 func (b businessAPI) EnqueueSubmission(ctx context.Context, req businessapi.EnqueueSubmissionRequestObject) (businessapi.EnqueueSubmissionResponseObject, error) {
 	body := req.Body
 	if isReservedType(body.SubmissionType) {
-		return nil, fieldErr("REQUEST_INVALID", "submissionType", errors.New("submission types starting with KECE_ are reserved"))
+		return nil, fieldErr(codeRequestInvalid, "submissionType", errors.New("submission types starting with KECE_ are reserved"))
 	}
 	manID, err := parseID("manifestId", body.ManifestId)
 	if err != nil {
@@ -223,15 +223,15 @@ func (b businessAPI) EnqueueSubmission(ctx context.Context, req businessapi.Enqu
 	res, err := b.s.store.EnqueueIdempotent(ctx, tokenFrom(ctx).ID, key, sreq)
 	switch {
 	case errors.Is(err, store.ErrUnknownLanguage):
-		return nil, fieldErr("LANGUAGE_UNSUPPORTED", "language", err)
+		return nil, fieldErr(codeLanguageUnsupported, "language", err)
 	case errors.Is(err, store.ErrManifestMissing):
-		return nil, fieldErr("MANIFEST_NOT_FOUND", "manifestId", err)
+		return nil, fieldErr(codeManifestNotFound, "manifestId", err)
 	case errors.Is(err, store.ErrManifestMismatch):
-		return nil, fieldErr("MANIFEST_LANGUAGE_MISMATCH", "language", err)
+		return nil, fieldErr(codeManifestLanguageMismatch, "language", err)
 	case errors.Is(err, store.ErrMemoryTooLow):
-		return nil, fieldErr("MEMORY_LIMIT_TOO_LOW", "limits.memoryMb", err)
+		return nil, fieldErr(codeMemoryLimitTooLow, "limits.memoryMb", err)
 	case errors.Is(err, store.ErrIdempotencyKeyReused):
-		return nil, apiErr(http.StatusConflict, "IDEMPOTENCY_KEY_REUSED", err)
+		return nil, apiErr(http.StatusConflict, codeIdempotencyKeyReused, err)
 	case err != nil:
 		return nil, err
 	}
@@ -271,11 +271,11 @@ func (b businessAPI) GetSubmission(ctx context.Context, req businessapi.GetSubmi
 
 func (b businessAPI) submissionStatus(ctx context.Context, typ, id string) (businessapi.SubmissionStatus, error) {
 	if isReservedType(typ) {
-		return businessapi.SubmissionStatus{}, apiErr(http.StatusNotFound, "SUBMISSION_NOT_FOUND", errors.New("no such submission"))
+		return businessapi.SubmissionStatus{}, apiErr(http.StatusNotFound, codeSubmissionNotFound, errors.New("no such submission"))
 	}
 	st, err := b.s.store.SubmissionStatus(ctx, typ, id)
 	if errors.Is(err, store.ErrNotFound) {
-		return businessapi.SubmissionStatus{}, apiErr(http.StatusNotFound, "SUBMISSION_NOT_FOUND", err)
+		return businessapi.SubmissionStatus{}, apiErr(http.StatusNotFound, codeSubmissionNotFound, err)
 	}
 	if err != nil {
 		return businessapi.SubmissionStatus{}, err
@@ -315,11 +315,11 @@ func isVerdict(s businessapi.SubmissionStatusCode) bool {
 // RejudgeSubmission queues generation+1 and cancels a still live older job.
 func (b businessAPI) RejudgeSubmission(ctx context.Context, req businessapi.RejudgeSubmissionRequestObject) (businessapi.RejudgeSubmissionResponseObject, error) {
 	if isReservedType(req.SubmissionType) {
-		return nil, apiErr(http.StatusNotFound, "SUBMISSION_NOT_FOUND", errors.New("no such submission"))
+		return nil, apiErr(http.StatusNotFound, codeSubmissionNotFound, errors.New("no such submission"))
 	}
 	res, err := b.s.store.Rejudge(ctx, req.SubmissionType, req.SubmissionId, tokenFrom(ctx).Actor(), req.Body.Reason)
 	if errors.Is(err, store.ErrNotFound) {
-		return nil, apiErr(http.StatusNotFound, "SUBMISSION_NOT_FOUND", err)
+		return nil, apiErr(http.StatusNotFound, codeSubmissionNotFound, err)
 	}
 	if err != nil {
 		return nil, err
@@ -334,17 +334,17 @@ func (b businessAPI) RejudgeSubmission(ctx context.Context, req businessapi.Reju
 // outcome; cancelling a cancelled submission answers 200 again.
 func (b businessAPI) CancelSubmission(ctx context.Context, req businessapi.CancelSubmissionRequestObject) (businessapi.CancelSubmissionResponseObject, error) {
 	if isReservedType(req.SubmissionType) {
-		return nil, apiErr(http.StatusNotFound, "SUBMISSION_NOT_FOUND", errors.New("no such submission"))
+		return nil, apiErr(http.StatusNotFound, codeSubmissionNotFound, errors.New("no such submission"))
 	}
 	state, err := b.s.store.Cancel(ctx, req.SubmissionType, req.SubmissionId, tokenFrom(ctx).Actor(), req.Body.Reason)
 	if errors.Is(err, store.ErrNotFound) {
-		return nil, apiErr(http.StatusNotFound, "SUBMISSION_NOT_FOUND", err)
+		return nil, apiErr(http.StatusNotFound, codeSubmissionNotFound, err)
 	}
 	if err != nil {
 		return nil, err
 	}
 	if state != store.StateCancelled {
-		return nil, apiErr(http.StatusConflict, "SUBMISSION_TERMINAL",
+		return nil, apiErr(http.StatusConflict, codeSubmissionTerminal,
 			fmt.Errorf("submission %s/%s already ended (%s)", req.SubmissionType, req.SubmissionId, state))
 	}
 	st, err := b.submissionStatus(ctx, req.SubmissionType, req.SubmissionId)
