@@ -69,6 +69,10 @@ func (f fakeMachine) RenewLeases(context.Context, machineapi.RenewLeasesRequestO
 	return machineapi.RenewLeases200JSONResponse(sampleAs[machineapi.RenewResponse](f.t, "machine/renew-response.json")), nil
 }
 
+func (f fakeMachine) ReleaseLeases(context.Context, machineapi.ReleaseLeasesRequestObject) (machineapi.ReleaseLeasesResponseObject, error) {
+	return machineapi.ReleaseLeases200JSONResponse(sampleAs[machineapi.ReleaseResponse](f.t, "machine/release-response.json")), nil
+}
+
 func (f fakeMachine) DownloadArtifact(_ context.Context, req machineapi.DownloadArtifactRequestObject) (machineapi.DownloadArtifactResponseObject, error) {
 	if req.Params.XKeceLeaseEpoch != 2 {
 		return machineapi.DownloadArtifact409JSONResponse{ConflictJSONResponse: machineapi.ConflictJSONResponse(sampleAs[machineapi.Error](f.t, "machine/error-409.json"))}, nil
@@ -229,6 +233,13 @@ func TestGeneratedServerAndClientFit(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, http.StatusOK, res.StatusCode())
 		require.Len(t, res.JSON200.Leases, 3)
+	})
+	t.Run("release answers per lease", func(t *testing.T) {
+		res, err := node.ReleaseLeasesWithResponse(ctx, sampleAs[machineapi.ReleaseRequest](t, "machine/release-request.json"))
+		require.NoError(t, err)
+		require.Equal(t, http.StatusOK, res.StatusCode())
+		require.Equal(t, []machineapi.ReleaseState{machineapi.ReleaseStateReleased, machineapi.ReleaseStateLost},
+			[]machineapi.ReleaseState{res.JSON200.Leases[0].State, res.JSON200.Leases[1].State})
 	})
 	t.Run("artifact streams with digest header", func(t *testing.T) {
 		sum := sha256.Sum256(artifact)

@@ -56,6 +56,7 @@ const (
 	pHeartbeat = "/api/v1/internal/judgers/heartbeat"
 	pClaim     = "/api/v1/internal/judgers/jobs/claim"
 	pRenew     = "/api/v1/internal/judgers/jobs/renew"
+	pRelease   = "/api/v1/internal/judgers/jobs/release"
 	pArtifact  = "/api/v1/internal/judgers/jobs/{jobId}/artifacts/{sha256}"
 	pResult    = "/api/v1/internal/judgers/jobs/{jobId}/result"
 )
@@ -79,6 +80,8 @@ func machineSamples() []sample {
 		m("claim-response-empty.json", post, pClaim, 200, into[machineapi.ClaimResponse]()),
 		m("renew-request.json", post, pRenew, 0, into[machineapi.RenewRequest]()),
 		m("renew-response.json", post, pRenew, 200, into[machineapi.RenewResponse]()),
+		m("release-request.json", post, pRelease, 0, into[machineapi.ReleaseRequest]()),
+		m("release-response.json", post, pRelease, 200, into[machineapi.ReleaseResponse]()),
 		m("result-request-error.json", post, pResult, 0, into[machineapi.ResultRequest]()),
 		m("result-response-accepted.json", post, pResult, 200, into[machineapi.ResultResponse]()),
 		m("result-response-already-committed.json", post, pResult, 200, into[machineapi.ResultResponse]()),

@@ -288,13 +288,14 @@ func (cl *client) heartbeat(ctx context.Context, req machineapi.HeartbeatRequest
 
 // claim long-polls; its deadline is the wait plus the request timeout, so a
 // replica that hangs costs at most that before the next one is asked.
-func (cl *client) claim(ctx context.Context, free int, wait time.Duration) ([]machineapi.ClaimedJob, error) {
+// requestID makes it idempotent: the same id again (here on the next
+// replica, or by the caller's retry) answers the leases the first try
+// granted, so it is repeated like any idempotent call.
+func (cl *client) claim(ctx context.Context, free int, wait time.Duration, requestID string) ([]machineapi.ClaimedJob, error) {
 	var out []machineapi.ClaimedJob
-	// A claim that reached a replica may have leased jobs: repeated at once
-	// only when it was certainly not sent (the caller's next claim goes to
-	// the next replica anyway).
-	err := cl.do(ctx, wait, repeatIfUnsent, func(ctx context.Context, i int) error {
-		r, err := cl.cs[i].ClaimJobsWithResponse(ctx, machineapi.ClaimRequest{FreeSlots: int32(free), WaitMs: wait.Milliseconds()})
+	err := cl.do(ctx, wait, repeatAlways, func(ctx context.Context, i int) error {
+		r, err := cl.cs[i].ClaimJobsWithResponse(ctx, machineapi.ClaimRequest{FreeSlots: int32(free), WaitMs: wait.Milliseconds(),
+			RequestId: &requestID})
 		if err != nil {
 			return fmt.Errorf("claim: %w", err)
 		}
@@ -316,6 +317,23 @@ func (cl *client) renew(ctx context.Context, leases []machineapi.LeaseProgress) 
 		}
 		if r.JSON200 == nil {
 			return apiError("renew", r.HTTPResponse, r.Body)
+		}
+		out = r.JSON200.Leases
+		return nil
+	})
+	return out, err
+}
+
+// release gives leases back; repeating it answers RELEASED again.
+func (cl *client) release(ctx context.Context, req machineapi.ReleaseRequest) ([]machineapi.ReleaseAnswer, error) {
+	var out []machineapi.ReleaseAnswer
+	err := cl.do(ctx, 0, repeatAlways, func(ctx context.Context, i int) error {
+		r, err := cl.cs[i].ReleaseLeasesWithResponse(ctx, req)
+		if err != nil {
+			return fmt.Errorf("release: %w", err)
+		}
+		if r.JSON200 == nil {
+			return apiError("release", r.HTTPResponse, r.Body)
 		}
 		out = r.JSON200.Leases
 		return nil

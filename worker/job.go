@@ -83,6 +83,20 @@ func (j *job) Report(p engine.Progress) {
 	}
 }
 
+// markStarted is the start signal: judging begins. The progress sequence
+// moves to at least 1 and an early renew reports it, which tells the control
+// plane that this attempt started (until then, a lease that ends is not
+// counted as an attempt of the job).
+func (j *job) markStarted() {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	j.seq++
+	j.reported = "" // unreported until a renew carries it
+	if j.onPhase != nil {
+		j.onPhase()
+	}
+}
+
 // unreportedPhase reports whether the control plane has not yet seen the
 // job's current phase.
 func (j *job) unreportedPhase() bool {
@@ -148,6 +162,17 @@ func (n *Node) start(jobsCtx, hardCtx context.Context, wg *sync.WaitGroup, c mac
 	})
 }
 
+// inputsUnavailable is returned by prepare when this node could not make
+// the job's inputs available (its cache, its network to the control plane)
+// rather than the inputs being wrong: the lease is given back unrun, not
+// failed.
+type inputsUnavailable struct{ err error }
+
+func (e *inputsUnavailable) Error() string {
+	return "inputs unavailable on this node: " + e.err.Error()
+}
+func (e *inputsUnavailable) Unwrap() error { return e.err }
+
 // abandonError is returned by prepare when the lease is gone (409 or 404 on
 // a download): nothing is posted for it.
 type abandonError struct{ err error }
@@ -166,8 +191,10 @@ func (n *Node) runJob(j *job, log *slog.Logger) {
 			j.c.Manifest.Kind != machineapi.ManifestKindSql)
 	}()
 	task, release, err := n.prepare(j.execCtx, j)
-	if err == nil {
+	started := err == nil
+	if started {
 		n.m.executions.Add(1)
+		j.markStarted()
 		j.mu.Lock()
 		j.execStart = time.Now()
 		j.mu.Unlock()
@@ -190,6 +217,12 @@ func (n *Node) runJob(j *job, log *slog.Logger) {
 		outcome = jobOutcomeAbandoned
 		n.m.leasesLost.Add(1)
 		log.Warn("job abandoned; nothing is posted", "reason", err)
+		return
+	}
+	if reason, ok := giveBackReason(j, started, err); ok {
+		outcome = jobOutcomeReleased
+		log.Warn("job not started; giving its lease back", "reason", reason, "err", err)
+		n.releaseLeases([]machineapi.LeaseRef{{JobId: j.c.JobId, LeaseEpoch: j.c.LeaseEpoch}}, reason)
 		return
 	}
 	postCtx := j.postCtx
@@ -228,6 +261,30 @@ func (n *Node) runJob(j *job, log *slog.Logger) {
 		outcome = string(v.Status)
 	}
 	n.post(postCtx, j, req, log)
+}
+
+// giveBackReason says whether a job that did not start should be given back
+// rather than reported: its inputs were unavailable on this node, or the
+// node is draining or stopping. Wrong inputs and a node that cannot judge
+// the job's kind are reported as infrastructure errors (they count).
+func giveBackReason(j *job, started bool, err error) (machineapi.ReleaseReason, bool) {
+	if started || err == nil {
+		return "", false
+	}
+	if j.execCtx.Err() != nil {
+		switch cause := context.Cause(j.execCtx); {
+		case errors.Is(cause, errGraceOver):
+			return machineapi.ReleaseReasonDraining, true
+		case errors.Is(cause, errHardStop):
+			return machineapi.ReleaseReasonShuttingDown, true
+		}
+		return "", false // the lease ended (deadline, lost) or the session did
+	}
+	var iu *inputsUnavailable
+	if errors.As(err, &iu) {
+		return machineapi.ReleaseReasonInputsUnavailable, true
+	}
+	return "", false
 }
 
 // prepare downloads every artifact the job needs into the cache (pinned until
@@ -357,11 +414,12 @@ func (n *Node) fetch(ctx context.Context, j *job, digest string, size int64) (*a
 			n.m.corruptDownloads.Add(1)
 			return nil, engine.Infraf(engine.InfraCorruptInput, "artifact %s: %w", digest, err)
 		case errors.Is(err, artifact.ErrTooLarge):
-			return nil, engine.Infraf(engine.InfraConfig, "artifact %s does not fit the cache budget (KECE_CACHE_MAX_BYTES): %w", digest, err)
+			// Another node's cache may hold it: give the job back.
+			return nil, &inputsUnavailable{engine.Infraf(engine.InfraConfig, "artifact %s does not fit the cache budget (KECE_CACHE_MAX_BYTES): %w", digest, err)}
 		case errors.Is(err, artifact.ErrSizeMismatch), errors.Is(err, artifact.ErrInvalid):
 			return nil, engine.Infraf(engine.InfraCorruptInput, "artifact %s: %w", digest, err)
 		case errors.Is(err, artifact.ErrClosed):
-			return nil, engine.Infra(engine.InfraCancelled, err)
+			return nil, &inputsUnavailable{engine.Infra(engine.InfraCancelled, err)}
 		case errors.As(err, &ae) && ae.Code == machineapi.ErrorCodeArtifactNotInManifest:
 			return nil, engine.Infraf(engine.InfraCorruptInput, "artifact %s is not in the job's manifest: %w", digest, err)
 		case errors.As(err, &ae) && (ae.Status == http.StatusConflict || ae.Code == machineapi.ErrorCodeJobNotFound):
@@ -370,8 +428,12 @@ func (n *Node) fetch(ctx context.Context, j *job, digest string, size int64) (*a
 			return nil, engine.Infraf(engine.InfraCorruptInput, "artifact %s missing on the control plane: %w", digest, err)
 		}
 		d, ok := n.handleCallError(ctx, err, tok, &backoff)
-		if !ok || attempt >= 5 {
+		if !ok {
 			return nil, engine.Infraf(engine.InfraInternal, "download %s: %w", digest, err)
+		}
+		if attempt >= 5 {
+			// The network or this node's disk, not the job: give it back.
+			return nil, &inputsUnavailable{engine.Infraf(engine.InfraInternal, "download %s: %w", digest, err)}
 		}
 		if !n.sleep(ctx, d) {
 			return nil, engine.Infra(engine.InfraCancelled, context.Cause(ctx))

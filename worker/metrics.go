@@ -29,6 +29,7 @@ type metrics struct {
 	resultRetries, resultsAbandoned atomic.Int64
 	leasesLost, deadlineCancels     atomic.Int64
 	nodeDefects, authFailures       atomic.Int64
+	leasesReleased, claimRetries    atomic.Int64
 }
 
 func (m *metrics) posted(d machineapi.Disposition) {
@@ -50,6 +51,10 @@ type Metrics struct {
 	ResultRetries, ResultsAbandoned          int64
 	LeasesLost, DeadlineCancels              int64
 	NodeDefects, AuthFailures                int64
+	// LeasesReleased counts leases given back unrun (draining, stopping,
+	// inputs unavailable); ClaimRetries claims resent with the same
+	// request id after a failed answer.
+	LeasesReleased, ClaimRetries int64
 }
 
 // Metrics returns the node's counters.
@@ -65,6 +70,7 @@ func (n *Node) Metrics() Metrics {
 		ResultRetries: m.resultRetries.Load(), ResultsAbandoned: m.resultsAbandoned.Load(),
 		LeasesLost: m.leasesLost.Load(), DeadlineCancels: m.deadlineCancels.Load(),
 		NodeDefects: m.nodeDefects.Load(), AuthFailures: m.authFailures.Load(),
+		LeasesReleased: m.leasesReleased.Load(), ClaimRetries: m.claimRetries.Load(),
 	}
 }
 
@@ -73,6 +79,7 @@ const (
 	jobOutcomeInfra     = "INFRA_ERROR"
 	jobOutcomeAbandoned = "ABANDONED" // lease lost or refused: nothing posted
 	jobOutcomeStopped   = "STOPPED"   // local deadline or shutdown: nothing posted
+	jobOutcomeReleased  = "RELEASED"  // given back before judging started
 )
 
 // promMetrics are the node's Prometheus collectors.
@@ -94,7 +101,7 @@ func newPromMetrics(n *Node) *promMetrics {
 	p.info = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "kece_node_info",
 		Help: "The node this process serves; always 1 once the session is open."}, []string{"node_id"})
 	p.jobs = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "kece_node_jobs_total",
-		Help: "Jobs finished by this process, by outcome: the verdict, INFRA_ERROR, ABANDONED (lease gone), STOPPED (deadline or shutdown)."},
+		Help: "Jobs finished by this process, by outcome: the verdict, INFRA_ERROR, ABANDONED (lease gone), STOPPED (deadline or shutdown), RELEASED (given back before judging started)."},
 		[]string{"outcome"})
 	p.infra = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "kece_node_infra_errors_total",
 		Help: "Infrastructure errors of sandbox, checker, judge database or inputs, by kind (engine class)."}, []string{"kind"})
@@ -135,6 +142,8 @@ func newPromMetrics(n *Node) *promMetrics {
 		{"kece_node_deadline_cancels_total", "Jobs cancelled at the local lease deadline.", &m.deadlineCancels},
 		{"kece_node_defects_total", "Result payloads the control plane refused (413/422/400).", &m.nodeDefects},
 		{"kece_node_auth_failures_total", "Calls refused with 401/403.", &m.authFailures},
+		{"kece_node_leases_released_total", "Leases given back unrun (draining, stopping, inputs unavailable).", &m.leasesReleased},
+		{"kece_node_claim_retries_total", "Claims resent with the same request id after a failed answer.", &m.claimRetries},
 	}
 	for _, c := range counters {
 		v := c.v
@@ -197,7 +206,7 @@ func (p *promMetrics) handler() http.Handler {
 // it first reported judging (zero: it never did, e.g. a compile error).
 func (p *promMetrics) jobDone(kind, outcome string, claimed, execStart, judgeStart, end time.Time, code bool) {
 	p.jobs.WithLabelValues(outcome).Inc()
-	if outcome == jobOutcomeAbandoned || outcome == jobOutcomeStopped {
+	if outcome == jobOutcomeAbandoned || outcome == jobOutcomeStopped || outcome == jobOutcomeReleased {
 		return
 	}
 	p.jobSeconds.WithLabelValues(kind).Observe(end.Sub(claimed).Seconds())

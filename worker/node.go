@@ -651,9 +651,13 @@ func (n *Node) janitorLoop(ctx context.Context) {
 }
 
 // claimLoop keeps at most one long-poll claim in flight, asking for the free
-// slots, and starts the jobs it gets.
+// slots, and starts the jobs it gets. Each claim carries a request id that a
+// retry after a failed answer sends again, so the control plane answers the
+// leases it granted to the lost answer instead of new ones; the id changes
+// after every answer received.
 func (n *Node) claimLoop(ctx, jobsCtx, hardCtx context.Context, jobsWG *sync.WaitGroup) {
 	backoff := n.cfg.RetryBase
+	requestID, retrying := newClaimRequestID(), false
 	for {
 		n.mu.Lock()
 		free := min(n.slotsLocked()-n.busy, contracts.BatchMax)
@@ -670,7 +674,10 @@ func (n *Node) claimLoop(ctx, jobsCtx, hardCtx context.Context, jobsWG *sync.Wai
 		}
 		tok := n.cl.token.Load()
 		sent := time.Now()
-		jobs, err := n.cl.claim(ctx, free, wait)
+		if retrying {
+			n.m.claimRetries.Add(1)
+		}
+		jobs, err := n.cl.claim(ctx, free, wait, requestID)
 		rtt := time.Since(sent).Seconds()
 		switch {
 		case err != nil && ctx.Err() == nil:
@@ -682,14 +689,16 @@ func (n *Node) claimLoop(ctx, jobsCtx, hardCtx context.Context, jobsWG *sync.Wai
 		}
 		if ctx.Err() != nil {
 			if len(jobs) > 0 {
-				n.log.Warn("claim answer arrived after the node stopped claiming; its jobs are left to expire",
+				n.log.Warn("claim answer arrived after the node stopped claiming; giving its leases back",
 					"node_id", n.nodeID, "jobs", len(jobs))
+				n.releaseUnrun(jobs, n.stopReason())
 			}
 			return
 		}
 		if err != nil {
 			n.m.claimFailures.Add(1)
-			n.log.Warn("claim failed", "node_id", n.nodeID, "err", err)
+			n.log.Warn("claim failed; retrying with the same request id", "node_id", n.nodeID, "err", err)
+			retrying = true
 			d, ok := n.handleCallError(ctx, err, tok, &backoff)
 			if !ok && n.failed() {
 				return
@@ -702,6 +711,7 @@ func (n *Node) claimLoop(ctx, jobsCtx, hardCtx context.Context, jobsWG *sync.Wai
 			}
 			continue
 		}
+		requestID, retrying = newClaimRequestID(), false
 		backoff = n.cfg.RetryBase
 		n.m.claims.Add(1)
 		if len(jobs) == 0 {
@@ -712,18 +722,82 @@ func (n *Node) claimLoop(ctx, jobsCtx, hardCtx context.Context, jobsWG *sync.Wai
 		n.mu.Lock()
 		stop := !n.mayClaimLocked() || n.failed()
 		n.mu.Unlock()
+		if stop {
+			// Decided to stop while the claim was in flight: do not run what
+			// we did not plan to; give the leases back so the jobs run
+			// elsewhere now, their attempts not counted.
+			n.log.Warn("claimed jobs not started: the node is stopping; giving their leases back",
+				"node_id", n.nodeID, "jobs", len(jobs))
+			n.releaseUnrun(jobs, n.stopReason())
+			continue
+		}
 		for _, cj := range jobs {
-			if stop {
-				// Decided to stop while the claim was in flight: do not run
-				// what we did not plan to; the leases expire and are reaped.
-				n.log.Warn("claimed job not started: the node is stopping; its lease will expire",
-					"node_id", n.nodeID, "job_id", cj.JobId, "lease_epoch", cj.LeaseEpoch)
-				continue
-			}
 			n.start(jobsCtx, hardCtx, jobsWG, cj, sent)
 		}
 	}
 }
+
+// newClaimRequestID is a fresh random claim request id.
+func newClaimRequestID() string {
+	var b [12]byte
+	_, _ = crand.Read(b[:]) // never fails (crypto/rand)
+	return "claim-" + hex.EncodeToString(b[:])
+}
+
+// stopReason is the release reason of a node that stops claiming.
+func (n *Node) stopReason() machineapi.ReleaseReason {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.draining {
+		return machineapi.ReleaseReasonDraining
+	}
+	return machineapi.ReleaseReasonShuttingDown
+}
+
+// releaseUnrun gives back leases this process will not run.
+func (n *Node) releaseUnrun(jobs []machineapi.ClaimedJob, reason machineapi.ReleaseReason) {
+	leases := make([]machineapi.LeaseRef, len(jobs))
+	for i, j := range jobs {
+		leases[i] = machineapi.LeaseRef{JobId: j.JobId, LeaseEpoch: j.LeaseEpoch}
+	}
+	n.releaseLeases(leases, reason)
+}
+
+// releaseLeases gives leases back, retrying network errors and 5xx for a few
+// seconds on a context of its own: it runs when the node stops, after its
+// other contexts ended. A release that never arrives costs only the wait
+// for the leases to run out (or for this node's next boot to take them back).
+func (n *Node) releaseLeases(leases []machineapi.LeaseRef, reason machineapi.ReleaseReason) {
+	ctx, cancel := context.WithTimeout(context.Background(), releaseBudget)
+	defer cancel()
+	backoff := n.cfg.RetryBase
+	for {
+		tok := n.cl.token.Load()
+		answers, err := n.cl.release(ctx, machineapi.ReleaseRequest{Leases: leases, Reason: reason})
+		if err == nil {
+			for _, a := range answers {
+				if a.State == machineapi.ReleaseStateReleased {
+					n.m.leasesReleased.Add(1)
+				}
+				n.log.Info("lease given back", "node_id", n.nodeID, "job_id", a.JobId, "lease_epoch", a.LeaseEpoch,
+					"reason", reason, "state", a.State)
+			}
+			return
+		}
+		if ctx.Err() != nil {
+			n.log.Warn("leases not given back; they will run out", "node_id", n.nodeID, "leases", len(leases), "err", err)
+			return
+		}
+		d, ok := n.handleCallError(ctx, err, tok, &backoff)
+		if !ok || !n.sleep(ctx, d) {
+			n.log.Warn("leases not given back; they will run out", "node_id", n.nodeID, "leases", len(leases), "err", err)
+			return
+		}
+	}
+}
+
+// releaseBudget bounds how long a node tries to give leases back.
+const releaseBudget = 5 * time.Second
 
 // Status is what /healthz shows: identity, pool, runtime and the languages
 // served, dependency health, slots and draining — nothing else.

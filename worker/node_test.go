@@ -88,6 +88,9 @@ func TestNodeJudgesAndReports(t *testing.T) {
 		return false
 	}, 10*time.Second, 50*time.Millisecond)
 
+	// The job's slot is freed once its result's answer is back, which may be
+	// a moment after the commit the test saw.
+	require.Eventually(t, func() bool { return healthz(t, n).SlotsBusy == 0 }, 10*time.Second, 10*time.Millisecond)
 	st := healthz(t, n)
 	require.Equal(t, worker.Status{ProtocolVersion: 1, NodeID: idStr(nd.ID), Pool: "cpp", Runtime: "fake-runtime 1.0",
 		Dependencies: []worker.Dependency{{Name: "fake", Healthy: true}}, Languages: fake.Health(e.Ctx).Languages,

@@ -257,6 +257,27 @@ func runFootprint(ctx context.Context, args []string) error {
 type probeNode struct {
 	c    *machineapi.ClientWithResponses
 	pool string
+	// beat is when the probe last heartbeated: like any node it must keep
+	// doing so, or the reaper takes its leases (heartbeat TTL).
+	beat time.Time
+}
+
+// heartbeat keeps the probe alive in the control plane's eyes; it is sent
+// between timed claims, never inside one.
+func (p *probeNode) heartbeat(ctx context.Context) error {
+	if time.Since(p.beat) < 5*time.Second {
+		return nil
+	}
+	r, err := p.c.SendHeartbeatWithResponse(ctx, machineapi.HeartbeatRequest{RuntimeVersion: "probe", LocalSlots: 1,
+		Dependencies: []machineapi.Dependency{}})
+	if err != nil {
+		return err
+	}
+	if r.JSON200 == nil {
+		return fmt.Errorf("heartbeat: %d %s", r.StatusCode(), r.Body)
+	}
+	p.beat = time.Now()
+	return nil
 }
 
 func newProbeNode(ctx context.Context, f *fleet, pool string) (*probeNode, error) {
@@ -303,15 +324,15 @@ func newProbeNode(ctx context.Context, f *fleet, pool string) (*probeNode, error
 	if err != nil {
 		return nil, err
 	}
-	if _, err := c.SendHeartbeatWithResponse(ctx, machineapi.HeartbeatRequest{RuntimeVersion: "probe", LocalSlots: 1,
-		Dependencies: []machineapi.Dependency{}}); err != nil {
-		return nil, err
-	}
-	return &probeNode{c: c, pool: pool}, nil
+	p := &probeNode{c: c, pool: pool}
+	return p, p.heartbeat(ctx)
 }
 
 // claim times one claim that does not wait.
 func (p *probeNode) claim(ctx context.Context) (float64, []machineapi.ClaimedJob, error) {
+	if err := p.heartbeat(ctx); err != nil {
+		return 0, nil, err
+	}
 	t := time.Now()
 	r, err := p.c.ClaimJobsWithResponse(ctx, machineapi.ClaimRequest{FreeSlots: 1, WaitMs: 0})
 	d := ms(time.Since(t))
@@ -334,7 +355,8 @@ func (p *probeNode) claimAndFinish(ctx context.Context) (float64, error) {
 		return 0, fmt.Errorf("claim leased %d jobs, want 1", len(jobs))
 	}
 	j := jobs[0]
-	v := &machineapi.Verdict{Status: machineapi.VerdictStatusAC}
+	// Cases is never null on the wire (a manifest may list none).
+	v := &machineapi.Verdict{Status: machineapi.VerdictStatusAC, Cases: []machineapi.CaseResult{}}
 	for _, c := range j.Manifest.Cases {
 		v.Cases = append(v.Cases, machineapi.CaseResult{CaseId: c.CaseId, Status: machineapi.VerdictStatusAC, Score: float64(c.Weight)})
 		v.Score += float64(c.Weight)

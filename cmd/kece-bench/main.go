@@ -3,7 +3,7 @@
 //
 //	kece-bench scheduler [flags]   durable scheduling throughput vs the commit-rate bound
 //	kece-bench sandbox [flags]     code engine per-case cost vs native exec and container per case
-//	kece-bench failover [flags]    time from killing a node mid-job to the job running on another
+//	kece-bench failover [flags]    time from killing a node mid-job (silent, or restarted) to the job running again
 //	kece-bench burst [flags]       capacity report: a burst of n submissions on real nodes vs C/T
 //	kece-bench footprint [flags]   memory with 100k queued jobs and claim latency with that backlog
 //	kece-bench timing [flags]      CPU-time verdicts vs burners' own clocks (contradictions, error)
@@ -34,7 +34,7 @@ func commands() []command {
 	return []command{
 		{"scheduler", "durable lifecycles/s against the machine's commit rate", runScheduler},
 		{"sandbox", "code engine per-case cost vs native exec and container per case", runSandbox},
-		{"failover", "kill a kece-node mid-job: time until another node runs it, vs lease TTL + reap + 1s", runFailover},
+		{"failover", "kill a kece-node mid-job (dead, or restarted): time until the job runs again, vs heartbeat TTL + reap + 1s / 2s + process start", runFailover},
 		{"pickup", "claim long-poll pickup latency, same vs cross replica, against the ready-claim floor", runPickup},
 		{"burst", "capacity report: n submissions at once through the business API on real nodes, completions/s vs C/T", runBurst},
 		{"footprint", "control RSS idle and with 100k queued, claim latency with that backlog vs empty, node RSS idle per pool", runFootprint},

@@ -74,11 +74,14 @@ func runPickup(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	stA, err := store.New(db, store.Config{})
+	// The bench drives its node by hand and sends no heartbeats: a heartbeat
+	// TTL of an hour keeps the reaper from taking its leases as a silent
+	// node's (what is measured here is pickup, not failure detection).
+	stA, err := store.New(db, store.Config{HeartbeatTTL: time.Hour})
 	if err != nil {
 		return err
 	}
-	stB, err := store.New(dbB, store.Config{})
+	stB, err := store.New(dbB, store.Config{HeartbeatTTL: time.Hour})
 	if err != nil {
 		return err
 	}

@@ -71,6 +71,8 @@ func TestBadSettingsAreRefusedWithAHint(t *testing.T) {
 		{map[string]string{"KECE_MYSQL_DSN": "a@tcp(b)/c", "KECE_MYSQL_DSN_FILE": writeSecret(t, "x", 0o600)}, []string{"reconcile"}, "not both"},
 		{map[string]string{"KECE_LEASE_TTL": "sixty"}, []string{"serve", "--artifact-dir", t.TempDir(), "--mysql-dsn", "a@tcp(b)/c"}, `KECE_LEASE_TTL: "sixty": not a duration`},
 		{map[string]string{"KECE_MAX_ATTEMPTS": "0"}, []string{"serve", "--artifact-dir", t.TempDir(), "--mysql-dsn", "a@tcp(b)/c"}, "KECE_MAX_ATTEMPTS: 0 must be 1..100"},
+		{map[string]string{"KECE_HEARTBEAT_TTL": "15s"}, []string{"serve", "--artifact-dir", t.TempDir(), "--mysql-dsn", "a@tcp(b)/c"}, "KECE_HEARTBEAT_TTL: 15s must be at least 1s and at least twice the heartbeat interval (10s)"},
+		{map[string]string{"KECE_MAX_UNSTARTED_ATTEMPTS": "0"}, []string{"serve", "--artifact-dir", t.TempDir(), "--mysql-dsn", "a@tcp(b)/c"}, "KECE_MAX_UNSTARTED_ATTEMPTS: 0 must be 1..100"},
 		{map[string]string{"KECE_DB_CONNS": "2"}, []string{"serve", "--artifact-dir", t.TempDir(), "--mysql-dsn", "a@tcp(b)/c"}, "KECE_DB_CONNS: 2 is too few"},
 		{map[string]string{"KECE_LEASE_TTL": "10s", "KECE_RENEW_INTERVAL": "6s"}, []string{"serve", "--artifact-dir", t.TempDir(), "--mysql-dsn", "a@tcp(b)/c"}, "KECE_LEASE_TTL: 10s must be at least twice KECE_RENEW_INTERVAL"},
 		{map[string]string{"KECE_WEBHOOK_SECRET": "short"}, []string{"webhook-secret", "show"}, "KECE_WEBHOOK_SECRET: line 1: webhook secret: shorter than 16 bytes"},

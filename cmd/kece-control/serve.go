@@ -40,6 +40,10 @@ func serve(ctx context.Context, args []string, cio cmdIO) error {
 	hb := fs.Duration("heartbeat-interval", "KECE_HEARTBEAT_INTERVAL", httpapi.HeartbeatIntervalDefault, "node heartbeat interval")
 	renew := fs.Duration("renew-interval", "KECE_RENEW_INTERVAL", httpapi.RenewIntervalDefault, "node renew interval")
 	offline := fs.Duration("offline-after", "KECE_OFFLINE_AFTER", store.OfflineAfterDefault, "a node without heartbeat this long is offline")
+	hbTTL := fs.Duration("heartbeat-ttl", "KECE_HEARTBEAT_TTL", store.HeartbeatTTLDefault,
+		"a node without heartbeat this long loses its leases (at least 2× the heartbeat interval; keep it well under the lease TTL)")
+	maxUnstarted := fs.Int("max-unstarted-attempts", "KECE_MAX_UNSTARTED_ATTEMPTS", store.MaxUnstartedAttemptsDefault,
+		"leases of one job that may end before judging started (not counted as attempts) before it fails NEVER_STARTED")
 	conns := fs.Int("db-conns", "KECE_DB_CONNS", DBConnsDefault, "maximum database connections of this replica (at least 4)")
 	logFormat := fs.String("log-format", "KECE_LOG_FORMAT", telemetry.FormatDefault, "log lines as json (default) or text")
 	logLevel := fs.String("log-level", "KECE_LOG_LEVEL", "info", "debug, info, warn or error")
@@ -122,12 +126,18 @@ func serve(ctx context.Context, args []string, cio cmdIO) error {
 		}
 	}
 	// The store and HTTP layer validate the rest when they are built; these
-	// two are checked here so they are named by their flag.
+	// are checked here so they are named by their flag.
 	if *maxAttempts < 1 || *maxAttempts > 100 {
 		errs = append(errs, settings.Errorf(fs.Source("max-attempts"), "%d must be 1..100", *maxAttempts))
 	}
 	if *offline < time.Second {
 		errs = append(errs, settings.Errorf(fs.Source("offline-after"), "%s is below 1s", *offline))
+	}
+	if *hbTTL < time.Second || *hbTTL < 2**hb {
+		errs = append(errs, settings.Errorf(fs.Source("heartbeat-ttl"), "%s must be at least 1s and at least twice the heartbeat interval (%s)", *hbTTL, *hb))
+	}
+	if *maxUnstarted < 1 || *maxUnstarted > 100 {
+		errs = append(errs, settings.Errorf(fs.Source("max-unstarted-attempts"), "%d must be 1..100", *maxUnstarted))
 	}
 	proxies, err := forwarded.Parse(*trustedProxies)
 	if err != nil {
@@ -137,7 +147,8 @@ func serve(ctx context.Context, args []string, cio cmdIO) error {
 	if err := consoleCfg.Validate(); err != nil {
 		errs = append(errs, settings.Errorf(fs.Source("console-session-idle")+"/"+fs.Source("console-session-max"), "%v", err))
 	}
-	storeCfg := store.Config{LeaseTTL: *leaseTTL, MaxAttempts: *maxAttempts, OfflineAfter: *offline}
+	storeCfg := store.Config{LeaseTTL: *leaseTTL, MaxAttempts: *maxAttempts, OfflineAfter: *offline, HeartbeatTTL: *hbTTL,
+		MaxUnstartedAttempts: *maxUnstarted}
 	httpCfg := httpapi.Config{ReapInterval: *reap, HeartbeatInterval: *hb, RenewInterval: *renew, Probe: probeCfg, DisableAPIDocs: !*apiDocs,
 		TrustedProxies: proxies}
 	if err := errors.Join(errs...); err != nil {

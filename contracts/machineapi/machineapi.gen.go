@@ -388,6 +388,45 @@ func (e Pool) Valid() bool {
 	}
 }
 
+// Defines values for ReleaseReason.
+const (
+	ReleaseReasonDraining          ReleaseReason = "DRAINING"
+	ReleaseReasonInputsUnavailable ReleaseReason = "INPUTS_UNAVAILABLE"
+	ReleaseReasonShuttingDown      ReleaseReason = "SHUTTING_DOWN"
+)
+
+// Valid indicates whether the value is a known member of the ReleaseReason enum.
+func (e ReleaseReason) Valid() bool {
+	switch e {
+	case ReleaseReasonDraining:
+		return true
+	case ReleaseReasonInputsUnavailable:
+		return true
+	case ReleaseReasonShuttingDown:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for ReleaseState.
+const (
+	ReleaseStateLost     ReleaseState = "LOST"
+	ReleaseStateReleased ReleaseState = "RELEASED"
+)
+
+// Valid indicates whether the value is a known member of the ReleaseState enum.
+func (e ReleaseState) Valid() bool {
+	switch e {
+	case ReleaseStateLost:
+		return true
+	case ReleaseStateReleased:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for SqlProblemKind.
 const (
 	SqlProblemKindDml    SqlProblemKind = "DML"
@@ -522,6 +561,12 @@ type ClaimRequest struct {
 	// FreeSlots Slots free on the node right now; at most this many jobs are returned.
 	FreeSlots int32 `json:"freeSlots"`
 
+	// RequestId Random id of this claim, chosen by the node and sent again,
+	// unchanged, when the same claim is retried after its answer was
+	// lost; the retry answers the same leases. Remembered for one lease
+	// TTL.
+	RequestId *string `json:"requestId,omitempty"`
+
 	// WaitMs How long the server may hold the request waiting for work.
 	WaitMs int64 `json:"waitMs"`
 }
@@ -533,7 +578,10 @@ type ClaimResponse struct {
 
 // ClaimedJob defines model for ClaimedJob.
 type ClaimedJob struct {
-	// Attempt 1 for the first attempt, incremented by every retry of this job.
+	// Attempt The counted attempt this lease is: 1 for the first, incremented by
+	// every retry of this job after a lease on which judging had started.
+	// Leases that ended before judging started (lost claim answers,
+	// releases, a node that died or restarted first) are not counted.
 	Attempt int32 `json:"attempt"`
 
 	// JobId A BIGINT id as a decimal string.
@@ -773,8 +821,24 @@ type LeaseProgress struct {
 	LeaseEpoch int64 `json:"leaseEpoch"`
 	Phase      Phase `json:"phase"`
 
-	// ProgressSeq Increases with every progress change of this lease.
+	// ProgressSeq Increases with every progress change of this lease. 0 means
+	// judging has not started. The start signal of a lease is its first
+	// renewal with `progressSeq` ≥ 1: a node sends one as soon as it
+	// begins to run the job (before compiling), so an attempt counts
+	// toward the job's attempts only once it really started; a lease
+	// that ends before it (lost, released, its node died or restarted)
+	// is recorded as never started and counted apart, up to the control
+	// plane's cap, after which the job fails with `NEVER_STARTED`.
 	ProgressSeq int64 `json:"progressSeq"`
+}
+
+// LeaseRef defines model for LeaseRef.
+type LeaseRef struct {
+	// JobId A BIGINT id as a decimal string.
+	//
+	// Example: 42
+	JobId      Id    `json:"jobId"`
+	LeaseEpoch int64 `json:"leaseEpoch"`
 }
 
 // LeaseState OK (renewed), LOST (not yours any more), CANCELLED (cancelled or superseded).
@@ -847,6 +911,43 @@ type Phase string
 
 // Pool A judge pool; one node process serves exactly one.
 type Pool string
+
+// ReleaseAnswer defines model for ReleaseAnswer.
+type ReleaseAnswer struct {
+	// JobId A BIGINT id as a decimal string.
+	//
+	// Example: 42
+	JobId      Id    `json:"jobId"`
+	LeaseEpoch int64 `json:"leaseEpoch"`
+
+	// State RELEASED (given back, now or by an identical earlier call), LOST (not yours any more).
+	State ReleaseState `json:"state"`
+}
+
+// ReleaseReason Why the node gives the leases back: it is `DRAINING` (admin drain or
+// its own), `SHUTTING_DOWN`, or the job's inputs could not be made
+// available before judging started (`INPUTS_UNAVAILABLE`, e.g. the
+// local artifact cache failed).
+type ReleaseReason string
+
+// ReleaseRequest defines model for ReleaseRequest.
+type ReleaseRequest struct {
+	Leases []LeaseRef `json:"leases"`
+
+	// Reason Why the node gives the leases back: it is `DRAINING` (admin drain or
+	// its own), `SHUTTING_DOWN`, or the job's inputs could not be made
+	// available before judging started (`INPUTS_UNAVAILABLE`, e.g. the
+	// local artifact cache failed).
+	Reason ReleaseReason `json:"reason"`
+}
+
+// ReleaseResponse defines model for ReleaseResponse.
+type ReleaseResponse struct {
+	Leases []ReleaseAnswer `json:"leases"`
+}
+
+// ReleaseState RELEASED (given back, now or by an identical earlier call), LOST (not yours any more).
+type ReleaseState string
 
 // RenewRequest defines model for RenewRequest.
 type RenewRequest struct {
@@ -1082,6 +1183,9 @@ type SendHeartbeatJSONRequestBody = HeartbeatRequest
 // ClaimJobsJSONRequestBody defines body for ClaimJobs for application/json ContentType.
 type ClaimJobsJSONRequestBody = ClaimRequest
 
+// ReleaseLeasesJSONRequestBody defines body for ReleaseLeases for application/json ContentType.
+type ReleaseLeasesJSONRequestBody = ReleaseRequest
+
 // RenewLeasesJSONRequestBody defines body for RenewLeases for application/json ContentType.
 type RenewLeasesJSONRequestBody = RenewRequest
 
@@ -1172,7 +1276,12 @@ type ClientInterface interface {
 	//
 	// Sent every `heartbeatIntervalMs`. The control plane records the report
 	// with its own clock; a node whose last heartbeat is older than
-	// `offlineAfterMs` is shown offline. The answer carries the node's desired
+	// `offlineAfterMs` is shown offline. A node that sends no heartbeat for
+	// the control plane's heartbeat TTL (default 30 s, well under the lease
+	// TTL) loses its leases: the reaper requeues them before they run out,
+	// and the node's later renewals answer `LOST` and its results are
+	// refused. A node that keeps heartbeating keeps its leases as long as it
+	// renews them. The answer carries the node's desired
 	// state and configuration revision: a node told `DRAINING` or `DISABLED`
 	// finishes its leases and claims nothing new.
 	//
@@ -1189,7 +1298,12 @@ type ClientInterface interface {
 	//
 	// Sent every `heartbeatIntervalMs`. The control plane records the report
 	// with its own clock; a node whose last heartbeat is older than
-	// `offlineAfterMs` is shown offline. The answer carries the node's desired
+	// `offlineAfterMs` is shown offline. A node that sends no heartbeat for
+	// the control plane's heartbeat TTL (default 30 s, well under the lease
+	// TTL) loses its leases: the reaper requeues them before they run out,
+	// and the node's later renewals answer `LOST` and its results are
+	// refused. A node that keeps heartbeating keeps its leases as long as it
+	// renews them. The answer carries the node's desired
 	// state and configuration revision: a node told `DRAINING` or `DISABLED`
 	// finishes its leases and claims nothing new.
 	//
@@ -1212,6 +1326,18 @@ type ClientInterface interface {
 	// in-flight leases. Only an `ENABLED` node receives `SUBMISSION` jobs; a
 	// node in any other state receives only the `CHECK` jobs bound to it.
 	//
+	// Jobs are handed out by priority, then by the time they were first
+	// enqueued: a job retried after a failure keeps its place once its
+	// retry backoff has passed.
+	//
+	// Idempotent with `requestId`: a node that did not get the answer (a
+	// network error, a timeout, a 5xx) sends the same request again with
+	// the same `requestId`, and the control plane answers the leases it
+	// granted to that request that are still live (extended to a full
+	// lease) instead of new ones, so a lost answer costs no attempt and no
+	// slot. A node uses a new `requestId` for every claim after an answer
+	// it did get. Without `requestId` a lost answer's leases run out.
+	//
 	// Errors: 400 `REQUEST_INVALID`; 401 `SESSION_INVALID`,
 	// `SESSION_SUPERSEDED`; 403 `NODE_REVOKED`; 429 `RATE_LIMITED`;
 	// 5xx `INTERNAL`, `UNAVAILABLE`.
@@ -1231,6 +1357,18 @@ type ClientInterface interface {
 	// in-flight leases. Only an `ENABLED` node receives `SUBMISSION` jobs; a
 	// node in any other state receives only the `CHECK` jobs bound to it.
 	//
+	// Jobs are handed out by priority, then by the time they were first
+	// enqueued: a job retried after a failure keeps its place once its
+	// retry backoff has passed.
+	//
+	// Idempotent with `requestId`: a node that did not get the answer (a
+	// network error, a timeout, a 5xx) sends the same request again with
+	// the same `requestId`, and the control plane answers the leases it
+	// granted to that request that are still live (extended to a full
+	// lease) instead of new ones, so a lost answer costs no attempt and no
+	// slot. A node uses a new `requestId` for every claim after an answer
+	// it did get. Without `requestId` a lost answer's leases run out.
+	//
 	// Errors: 400 `REQUEST_INVALID`; 401 `SESSION_INVALID`,
 	// `SESSION_SUPERSEDED`; 403 `NODE_REVOKED`; 429 `RATE_LIMITED`;
 	// 5xx `INTERNAL`, `UNAVAILABLE`.
@@ -1239,6 +1377,60 @@ type ClientInterface interface {
 	//
 	// Corresponds with POST /api/v1/internal/judgers/jobs/claim (the `ClaimJobs` operationId).
 	ClaimJobs(ctx context.Context, body ClaimJobsJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ReleaseLeasesWithBody Give leases back at once instead of letting them run out.
+	//
+	// A node that will not run a lease it holds — it is draining or
+	// shutting down and has not started it, or the job's inputs could not
+	// be made available before judging started (e.g. the local artifact
+	// cache failed) — releases it. The job goes back to the queue at once
+	// (no retry backoff); if judging had not started on the lease (the node
+	// never reported progress: see `LeaseProgress.progressSeq`) the attempt
+	// is not counted toward the job's attempts. A released lease is fenced
+	// like an expired one: its renewals answer `LOST`, its downloads and
+	// results are refused.
+	//
+	// Each lease is answered on its own: `RELEASED` (given back now, or by
+	// an earlier identical call whose answer was lost) or `LOST` (not this
+	// session's lease any more; nothing changed). Releasing is not for
+	// reporting a failure of the job itself: post an `ERROR` result for
+	// that.
+	//
+	// Errors: 400 `REQUEST_INVALID`; 401 `SESSION_INVALID`,
+	// `SESSION_SUPERSEDED`; 403 `NODE_REVOKED`; 429 `RATE_LIMITED`;
+	// 5xx `INTERNAL`, `UNAVAILABLE` (retry the same payload).
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /api/v1/internal/judgers/jobs/release (the `ReleaseLeases` operationId).
+	ReleaseLeasesWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ReleaseLeases Give leases back at once instead of letting them run out.
+	//
+	// A node that will not run a lease it holds — it is draining or
+	// shutting down and has not started it, or the job's inputs could not
+	// be made available before judging started (e.g. the local artifact
+	// cache failed) — releases it. The job goes back to the queue at once
+	// (no retry backoff); if judging had not started on the lease (the node
+	// never reported progress: see `LeaseProgress.progressSeq`) the attempt
+	// is not counted toward the job's attempts. A released lease is fenced
+	// like an expired one: its renewals answer `LOST`, its downloads and
+	// results are refused.
+	//
+	// Each lease is answered on its own: `RELEASED` (given back now, or by
+	// an earlier identical call whose answer was lost) or `LOST` (not this
+	// session's lease any more; nothing changed). Releasing is not for
+	// reporting a failure of the job itself: post an `ERROR` result for
+	// that.
+	//
+	// Errors: 400 `REQUEST_INVALID`; 401 `SESSION_INVALID`,
+	// `SESSION_SUPERSEDED`; 403 `NODE_REVOKED`; 429 `RATE_LIMITED`;
+	// 5xx `INTERNAL`, `UNAVAILABLE` (retry the same payload).
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /api/v1/internal/judgers/jobs/release (the `ReleaseLeases` operationId).
+	ReleaseLeases(ctx context.Context, body ReleaseLeasesJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// RenewLeasesWithBody Extend the leases of running jobs and report progress.
 	//
@@ -1412,7 +1604,11 @@ type ClientInterface interface {
 	// same session (same token and `sessionEpoch`), so a retried call is safe.
 	// A new `bootId` increments `sessionEpoch`; from then on every call made
 	// with the old session is refused with 401 `SESSION_SUPERSEDED` and the old
-	// process must stop rather than log in again and fight.
+	// process must stop rather than log in again and fight. Opening the
+	// session of a new boot also takes back, at once, every lease the old
+	// session still holds (the restarted process no longer runs them): the
+	// jobs are requeued as when a lease runs out, without waiting for it,
+	// and the old epoch can never renew or commit them.
 	//
 	// Errors: 400 `REQUEST_INVALID`, `PROTOCOL_UNSUPPORTED`;
 	// 401 `CREDENTIAL_INVALID`; 403 `NODE_REVOKED`; 429 `RATE_LIMITED`;
@@ -1429,7 +1625,11 @@ type ClientInterface interface {
 	// same session (same token and `sessionEpoch`), so a retried call is safe.
 	// A new `bootId` increments `sessionEpoch`; from then on every call made
 	// with the old session is refused with 401 `SESSION_SUPERSEDED` and the old
-	// process must stop rather than log in again and fight.
+	// process must stop rather than log in again and fight. Opening the
+	// session of a new boot also takes back, at once, every lease the old
+	// session still holds (the restarted process no longer runs them): the
+	// jobs are requeued as when a lease runs out, without waiting for it,
+	// and the old epoch can never renew or commit them.
 	//
 	// Errors: 400 `REQUEST_INVALID`, `PROTOCOL_UNSUPPORTED`;
 	// 401 `CREDENTIAL_INVALID`; 403 `NODE_REVOKED`; 429 `RATE_LIMITED`;
@@ -1445,7 +1645,12 @@ type ClientInterface interface {
 //
 // Sent every `heartbeatIntervalMs`. The control plane records the report
 // with its own clock; a node whose last heartbeat is older than
-// `offlineAfterMs` is shown offline. The answer carries the node's desired
+// `offlineAfterMs` is shown offline. A node that sends no heartbeat for
+// the control plane's heartbeat TTL (default 30 s, well under the lease
+// TTL) loses its leases: the reaper requeues them before they run out,
+// and the node's later renewals answer `LOST` and its results are
+// refused. A node that keeps heartbeating keeps its leases as long as it
+// renews them. The answer carries the node's desired
 // state and configuration revision: a node told `DRAINING` or `DISABLED`
 // finishes its leases and claims nothing new.
 //
@@ -1472,7 +1677,12 @@ func (c *Client) SendHeartbeatWithBody(ctx context.Context, contentType string, 
 //
 // Sent every `heartbeatIntervalMs`. The control plane records the report
 // with its own clock; a node whose last heartbeat is older than
-// `offlineAfterMs` is shown offline. The answer carries the node's desired
+// `offlineAfterMs` is shown offline. A node that sends no heartbeat for
+// the control plane's heartbeat TTL (default 30 s, well under the lease
+// TTL) loses its leases: the reaper requeues them before they run out,
+// and the node's later renewals answer `LOST` and its results are
+// refused. A node that keeps heartbeating keeps its leases as long as it
+// renews them. The answer carries the node's desired
 // state and configuration revision: a node told `DRAINING` or `DISABLED`
 // finishes its leases and claims nothing new.
 //
@@ -1505,6 +1715,18 @@ func (c *Client) SendHeartbeat(ctx context.Context, body SendHeartbeatJSONReques
 // in-flight leases. Only an `ENABLED` node receives `SUBMISSION` jobs; a
 // node in any other state receives only the `CHECK` jobs bound to it.
 //
+// Jobs are handed out by priority, then by the time they were first
+// enqueued: a job retried after a failure keeps its place once its
+// retry backoff has passed.
+//
+// Idempotent with `requestId`: a node that did not get the answer (a
+// network error, a timeout, a 5xx) sends the same request again with
+// the same `requestId`, and the control plane answers the leases it
+// granted to that request that are still live (extended to a full
+// lease) instead of new ones, so a lost answer costs no attempt and no
+// slot. A node uses a new `requestId` for every claim after an answer
+// it did get. Without `requestId` a lost answer's leases run out.
+//
 // Errors: 400 `REQUEST_INVALID`; 401 `SESSION_INVALID`,
 // `SESSION_SUPERSEDED`; 403 `NODE_REVOKED`; 429 `RATE_LIMITED`;
 // 5xx `INTERNAL`, `UNAVAILABLE`.
@@ -1534,6 +1756,18 @@ func (c *Client) ClaimJobsWithBody(ctx context.Context, contentType string, body
 // in-flight leases. Only an `ENABLED` node receives `SUBMISSION` jobs; a
 // node in any other state receives only the `CHECK` jobs bound to it.
 //
+// Jobs are handed out by priority, then by the time they were first
+// enqueued: a job retried after a failure keeps its place once its
+// retry backoff has passed.
+//
+// Idempotent with `requestId`: a node that did not get the answer (a
+// network error, a timeout, a 5xx) sends the same request again with
+// the same `requestId`, and the control plane answers the leases it
+// granted to that request that are still live (extended to a full
+// lease) instead of new ones, so a lost answer costs no attempt and no
+// slot. A node uses a new `requestId` for every claim after an answer
+// it did get. Without `requestId` a lost answer's leases run out.
+//
 // Errors: 400 `REQUEST_INVALID`; 401 `SESSION_INVALID`,
 // `SESSION_SUPERSEDED`; 403 `NODE_REVOKED`; 429 `RATE_LIMITED`;
 // 5xx `INTERNAL`, `UNAVAILABLE`.
@@ -1543,6 +1777,80 @@ func (c *Client) ClaimJobsWithBody(ctx context.Context, contentType string, body
 // Corresponds with POST /api/v1/internal/judgers/jobs/claim (the `ClaimJobs` operationId).
 func (c *Client) ClaimJobs(ctx context.Context, body ClaimJobsJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewClaimJobsRequest(c.Server, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ReleaseLeasesWithBody Give leases back at once instead of letting them run out.
+//
+// A node that will not run a lease it holds — it is draining or
+// shutting down and has not started it, or the job's inputs could not
+// be made available before judging started (e.g. the local artifact
+// cache failed) — releases it. The job goes back to the queue at once
+// (no retry backoff); if judging had not started on the lease (the node
+// never reported progress: see `LeaseProgress.progressSeq`) the attempt
+// is not counted toward the job's attempts. A released lease is fenced
+// like an expired one: its renewals answer `LOST`, its downloads and
+// results are refused.
+//
+// Each lease is answered on its own: `RELEASED` (given back now, or by
+// an earlier identical call whose answer was lost) or `LOST` (not this
+// session's lease any more; nothing changed). Releasing is not for
+// reporting a failure of the job itself: post an `ERROR` result for
+// that.
+//
+// Errors: 400 `REQUEST_INVALID`; 401 `SESSION_INVALID`,
+// `SESSION_SUPERSEDED`; 403 `NODE_REVOKED`; 429 `RATE_LIMITED`;
+// 5xx `INTERNAL`, `UNAVAILABLE` (retry the same payload).
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /api/v1/internal/judgers/jobs/release (the `ReleaseLeases` operationId).
+func (c *Client) ReleaseLeasesWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewReleaseLeasesRequestWithBody(c.Server, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ReleaseLeases Give leases back at once instead of letting them run out.
+//
+// A node that will not run a lease it holds — it is draining or
+// shutting down and has not started it, or the job's inputs could not
+// be made available before judging started (e.g. the local artifact
+// cache failed) — releases it. The job goes back to the queue at once
+// (no retry backoff); if judging had not started on the lease (the node
+// never reported progress: see `LeaseProgress.progressSeq`) the attempt
+// is not counted toward the job's attempts. A released lease is fenced
+// like an expired one: its renewals answer `LOST`, its downloads and
+// results are refused.
+//
+// Each lease is answered on its own: `RELEASED` (given back now, or by
+// an earlier identical call whose answer was lost) or `LOST` (not this
+// session's lease any more; nothing changed). Releasing is not for
+// reporting a failure of the job itself: post an `ERROR` result for
+// that.
+//
+// Errors: 400 `REQUEST_INVALID`; 401 `SESSION_INVALID`,
+// `SESSION_SUPERSEDED`; 403 `NODE_REVOKED`; 429 `RATE_LIMITED`;
+// 5xx `INTERNAL`, `UNAVAILABLE` (retry the same payload).
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /api/v1/internal/judgers/jobs/release (the `ReleaseLeases` operationId).
+func (c *Client) ReleaseLeases(ctx context.Context, body ReleaseLeasesJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewReleaseLeasesRequest(c.Server, body)
 	if err != nil {
 		return nil, err
 	}
@@ -1795,7 +2103,11 @@ func (c *Client) JoinNode(ctx context.Context, body JoinNodeJSONRequestBody, req
 // same session (same token and `sessionEpoch`), so a retried call is safe.
 // A new `bootId` increments `sessionEpoch`; from then on every call made
 // with the old session is refused with 401 `SESSION_SUPERSEDED` and the old
-// process must stop rather than log in again and fight.
+// process must stop rather than log in again and fight. Opening the
+// session of a new boot also takes back, at once, every lease the old
+// session still holds (the restarted process no longer runs them): the
+// jobs are requeued as when a lease runs out, without waiting for it,
+// and the old epoch can never renew or commit them.
 //
 // Errors: 400 `REQUEST_INVALID`, `PROTOCOL_UNSUPPORTED`;
 // 401 `CREDENTIAL_INVALID`; 403 `NODE_REVOKED`; 429 `RATE_LIMITED`;
@@ -1822,7 +2134,11 @@ func (c *Client) OpenSessionWithBody(ctx context.Context, contentType string, bo
 // same session (same token and `sessionEpoch`), so a retried call is safe.
 // A new `bootId` increments `sessionEpoch`; from then on every call made
 // with the old session is refused with 401 `SESSION_SUPERSEDED` and the old
-// process must stop rather than log in again and fight.
+// process must stop rather than log in again and fight. Opening the
+// session of a new boot also takes back, at once, every lease the old
+// session still holds (the restarted process no longer runs them): the
+// jobs are requeued as when a lease runs out, without waiting for it,
+// and the old epoch can never renew or commit them.
 //
 // Errors: 400 `REQUEST_INVALID`, `PROTOCOL_UNSUPPORTED`;
 // 401 `CREDENTIAL_INVALID`; 403 `NODE_REVOKED`; 429 `RATE_LIMITED`;
@@ -1904,6 +2220,46 @@ func NewClaimJobsRequestWithBody(server string, contentType string, body io.Read
 	}
 
 	operationPath := fmt.Sprintf("/api/v1/internal/judgers/jobs/claim")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewReleaseLeasesRequest calls the generic ReleaseLeases builder with application/json body
+func NewReleaseLeasesRequest(server string, body ReleaseLeasesJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewReleaseLeasesRequestWithBody(server, "application/json", bodyReader)
+}
+
+// NewReleaseLeasesRequestWithBody constructs an http.Request for the ReleaseLeases method, with any body, and a specified content type
+func NewReleaseLeasesRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/internal/judgers/jobs/release")
 	if operationPath[0] == '/' {
 		operationPath = "." + operationPath
 	}
@@ -2192,7 +2548,12 @@ type ClientWithResponsesInterface interface {
 	//
 	// Sent every `heartbeatIntervalMs`. The control plane records the report
 	// with its own clock; a node whose last heartbeat is older than
-	// `offlineAfterMs` is shown offline. The answer carries the node's desired
+	// `offlineAfterMs` is shown offline. A node that sends no heartbeat for
+	// the control plane's heartbeat TTL (default 30 s, well under the lease
+	// TTL) loses its leases: the reaper requeues them before they run out,
+	// and the node's later renewals answer `LOST` and its results are
+	// refused. A node that keeps heartbeating keeps its leases as long as it
+	// renews them. The answer carries the node's desired
 	// state and configuration revision: a node told `DRAINING` or `DISABLED`
 	// finishes its leases and claims nothing new.
 	//
@@ -2209,7 +2570,12 @@ type ClientWithResponsesInterface interface {
 	//
 	// Sent every `heartbeatIntervalMs`. The control plane records the report
 	// with its own clock; a node whose last heartbeat is older than
-	// `offlineAfterMs` is shown offline. The answer carries the node's desired
+	// `offlineAfterMs` is shown offline. A node that sends no heartbeat for
+	// the control plane's heartbeat TTL (default 30 s, well under the lease
+	// TTL) loses its leases: the reaper requeues them before they run out,
+	// and the node's later renewals answer `LOST` and its results are
+	// refused. A node that keeps heartbeating keeps its leases as long as it
+	// renews them. The answer carries the node's desired
 	// state and configuration revision: a node told `DRAINING` or `DISABLED`
 	// finishes its leases and claims nothing new.
 	//
@@ -2232,6 +2598,18 @@ type ClientWithResponsesInterface interface {
 	// in-flight leases. Only an `ENABLED` node receives `SUBMISSION` jobs; a
 	// node in any other state receives only the `CHECK` jobs bound to it.
 	//
+	// Jobs are handed out by priority, then by the time they were first
+	// enqueued: a job retried after a failure keeps its place once its
+	// retry backoff has passed.
+	//
+	// Idempotent with `requestId`: a node that did not get the answer (a
+	// network error, a timeout, a 5xx) sends the same request again with
+	// the same `requestId`, and the control plane answers the leases it
+	// granted to that request that are still live (extended to a full
+	// lease) instead of new ones, so a lost answer costs no attempt and no
+	// slot. A node uses a new `requestId` for every claim after an answer
+	// it did get. Without `requestId` a lost answer's leases run out.
+	//
 	// Errors: 400 `REQUEST_INVALID`; 401 `SESSION_INVALID`,
 	// `SESSION_SUPERSEDED`; 403 `NODE_REVOKED`; 429 `RATE_LIMITED`;
 	// 5xx `INTERNAL`, `UNAVAILABLE`.
@@ -2251,6 +2629,18 @@ type ClientWithResponsesInterface interface {
 	// in-flight leases. Only an `ENABLED` node receives `SUBMISSION` jobs; a
 	// node in any other state receives only the `CHECK` jobs bound to it.
 	//
+	// Jobs are handed out by priority, then by the time they were first
+	// enqueued: a job retried after a failure keeps its place once its
+	// retry backoff has passed.
+	//
+	// Idempotent with `requestId`: a node that did not get the answer (a
+	// network error, a timeout, a 5xx) sends the same request again with
+	// the same `requestId`, and the control plane answers the leases it
+	// granted to that request that are still live (extended to a full
+	// lease) instead of new ones, so a lost answer costs no attempt and no
+	// slot. A node uses a new `requestId` for every claim after an answer
+	// it did get. Without `requestId` a lost answer's leases run out.
+	//
 	// Errors: 400 `REQUEST_INVALID`; 401 `SESSION_INVALID`,
 	// `SESSION_SUPERSEDED`; 403 `NODE_REVOKED`; 429 `RATE_LIMITED`;
 	// 5xx `INTERNAL`, `UNAVAILABLE`.
@@ -2259,6 +2649,60 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with POST /api/v1/internal/judgers/jobs/claim (the `ClaimJobs` operationId).
 	ClaimJobsWithResponse(ctx context.Context, body ClaimJobsJSONRequestBody, reqEditors ...RequestEditorFn) (*ClaimJobsResponse, error)
+
+	// ReleaseLeasesWithBodyWithResponse Give leases back at once instead of letting them run out.
+	//
+	// A node that will not run a lease it holds — it is draining or
+	// shutting down and has not started it, or the job's inputs could not
+	// be made available before judging started (e.g. the local artifact
+	// cache failed) — releases it. The job goes back to the queue at once
+	// (no retry backoff); if judging had not started on the lease (the node
+	// never reported progress: see `LeaseProgress.progressSeq`) the attempt
+	// is not counted toward the job's attempts. A released lease is fenced
+	// like an expired one: its renewals answer `LOST`, its downloads and
+	// results are refused.
+	//
+	// Each lease is answered on its own: `RELEASED` (given back now, or by
+	// an earlier identical call whose answer was lost) or `LOST` (not this
+	// session's lease any more; nothing changed). Releasing is not for
+	// reporting a failure of the job itself: post an `ERROR` result for
+	// that.
+	//
+	// Errors: 400 `REQUEST_INVALID`; 401 `SESSION_INVALID`,
+	// `SESSION_SUPERSEDED`; 403 `NODE_REVOKED`; 429 `RATE_LIMITED`;
+	// 5xx `INTERNAL`, `UNAVAILABLE` (retry the same payload).
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/internal/judgers/jobs/release (the `ReleaseLeases` operationId).
+	ReleaseLeasesWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*ReleaseLeasesResponse, error)
+
+	// ReleaseLeasesWithResponse Give leases back at once instead of letting them run out.
+	//
+	// A node that will not run a lease it holds — it is draining or
+	// shutting down and has not started it, or the job's inputs could not
+	// be made available before judging started (e.g. the local artifact
+	// cache failed) — releases it. The job goes back to the queue at once
+	// (no retry backoff); if judging had not started on the lease (the node
+	// never reported progress: see `LeaseProgress.progressSeq`) the attempt
+	// is not counted toward the job's attempts. A released lease is fenced
+	// like an expired one: its renewals answer `LOST`, its downloads and
+	// results are refused.
+	//
+	// Each lease is answered on its own: `RELEASED` (given back now, or by
+	// an earlier identical call whose answer was lost) or `LOST` (not this
+	// session's lease any more; nothing changed). Releasing is not for
+	// reporting a failure of the job itself: post an `ERROR` result for
+	// that.
+	//
+	// Errors: 400 `REQUEST_INVALID`; 401 `SESSION_INVALID`,
+	// `SESSION_SUPERSEDED`; 403 `NODE_REVOKED`; 429 `RATE_LIMITED`;
+	// 5xx `INTERNAL`, `UNAVAILABLE` (retry the same payload).
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/internal/judgers/jobs/release (the `ReleaseLeases` operationId).
+	ReleaseLeasesWithResponse(ctx context.Context, body ReleaseLeasesJSONRequestBody, reqEditors ...RequestEditorFn) (*ReleaseLeasesResponse, error)
 
 	// RenewLeasesWithBodyWithResponse Extend the leases of running jobs and report progress.
 	//
@@ -2434,7 +2878,11 @@ type ClientWithResponsesInterface interface {
 	// same session (same token and `sessionEpoch`), so a retried call is safe.
 	// A new `bootId` increments `sessionEpoch`; from then on every call made
 	// with the old session is refused with 401 `SESSION_SUPERSEDED` and the old
-	// process must stop rather than log in again and fight.
+	// process must stop rather than log in again and fight. Opening the
+	// session of a new boot also takes back, at once, every lease the old
+	// session still holds (the restarted process no longer runs them): the
+	// jobs are requeued as when a lease runs out, without waiting for it,
+	// and the old epoch can never renew or commit them.
 	//
 	// Errors: 400 `REQUEST_INVALID`, `PROTOCOL_UNSUPPORTED`;
 	// 401 `CREDENTIAL_INVALID`; 403 `NODE_REVOKED`; 429 `RATE_LIMITED`;
@@ -2451,7 +2899,11 @@ type ClientWithResponsesInterface interface {
 	// same session (same token and `sessionEpoch`), so a retried call is safe.
 	// A new `bootId` increments `sessionEpoch`; from then on every call made
 	// with the old session is refused with 401 `SESSION_SUPERSEDED` and the old
-	// process must stop rather than log in again and fight.
+	// process must stop rather than log in again and fight. Opening the
+	// session of a new boot also takes back, at once, every lease the old
+	// session still holds (the restarted process no longer runs them): the
+	// jobs are requeued as when a lease runs out, without waiting for it,
+	// and the old epoch can never renew or commit them.
 	//
 	// Errors: 400 `REQUEST_INVALID`, `PROTOCOL_UNSUPPORTED`;
 	// 401 `CREDENTIAL_INVALID`; 403 `NODE_REVOKED`; 429 `RATE_LIMITED`;
@@ -2623,6 +3075,89 @@ func (r ClaimJobsResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r ClaimJobsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// ReleaseLeasesResponse429Headers the declared response headers of an HTTP 429 response for ReleaseLeases
+type ReleaseLeasesResponse429Headers struct {
+	RetryAfter int32
+}
+
+type ReleaseLeasesResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *ReleaseResponse
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *BadRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Forbidden
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *TooManyRequests
+	// JSONDefault the response for an HTTP default `application/json` response
+	JSONDefault *Unexpected
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *ReleaseLeasesResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ReleaseLeasesResponse) GetJSON200() *ReleaseResponse {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r ReleaseLeasesResponse) GetJSON400() *BadRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r ReleaseLeasesResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r ReleaseLeasesResponse) GetJSON403() *Forbidden {
+	return r.JSON403
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r ReleaseLeasesResponse) GetJSON429() *TooManyRequests {
+	return r.JSON429
+}
+
+// GetJSONDefault returns the response for an HTTP default `application/json` response
+func (r ReleaseLeasesResponse) GetJSONDefault() *Unexpected {
+	return r.JSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r ReleaseLeasesResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ReleaseLeasesResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ReleaseLeasesResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ReleaseLeasesResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -3097,7 +3632,12 @@ func (r OpenSessionResponse) ContentType() string {
 //
 // Sent every `heartbeatIntervalMs`. The control plane records the report
 // with its own clock; a node whose last heartbeat is older than
-// `offlineAfterMs` is shown offline. The answer carries the node's desired
+// `offlineAfterMs` is shown offline. A node that sends no heartbeat for
+// the control plane's heartbeat TTL (default 30 s, well under the lease
+// TTL) loses its leases: the reaper requeues them before they run out,
+// and the node's later renewals answer `LOST` and its results are
+// refused. A node that keeps heartbeating keeps its leases as long as it
+// renews them. The answer carries the node's desired
 // state and configuration revision: a node told `DRAINING` or `DISABLED`
 // finishes its leases and claims nothing new.
 //
@@ -3120,7 +3660,12 @@ func (c *ClientWithResponses) SendHeartbeatWithBodyWithResponse(ctx context.Cont
 //
 // Sent every `heartbeatIntervalMs`. The control plane records the report
 // with its own clock; a node whose last heartbeat is older than
-// `offlineAfterMs` is shown offline. The answer carries the node's desired
+// `offlineAfterMs` is shown offline. A node that sends no heartbeat for
+// the control plane's heartbeat TTL (default 30 s, well under the lease
+// TTL) loses its leases: the reaper requeues them before they run out,
+// and the node's later renewals answer `LOST` and its results are
+// refused. A node that keeps heartbeating keeps its leases as long as it
+// renews them. The answer carries the node's desired
 // state and configuration revision: a node told `DRAINING` or `DISABLED`
 // finishes its leases and claims nothing new.
 //
@@ -3149,6 +3694,18 @@ func (c *ClientWithResponses) SendHeartbeatWithResponse(ctx context.Context, bod
 // in-flight leases. Only an `ENABLED` node receives `SUBMISSION` jobs; a
 // node in any other state receives only the `CHECK` jobs bound to it.
 //
+// Jobs are handed out by priority, then by the time they were first
+// enqueued: a job retried after a failure keeps its place once its
+// retry backoff has passed.
+//
+// Idempotent with `requestId`: a node that did not get the answer (a
+// network error, a timeout, a 5xx) sends the same request again with
+// the same `requestId`, and the control plane answers the leases it
+// granted to that request that are still live (extended to a full
+// lease) instead of new ones, so a lost answer costs no attempt and no
+// slot. A node uses a new `requestId` for every claim after an answer
+// it did get. Without `requestId` a lost answer's leases run out.
+//
 // Errors: 400 `REQUEST_INVALID`; 401 `SESSION_INVALID`,
 // `SESSION_SUPERSEDED`; 403 `NODE_REVOKED`; 429 `RATE_LIMITED`;
 // 5xx `INTERNAL`, `UNAVAILABLE`.
@@ -3174,6 +3731,18 @@ func (c *ClientWithResponses) ClaimJobsWithBodyWithResponse(ctx context.Context,
 // in-flight leases. Only an `ENABLED` node receives `SUBMISSION` jobs; a
 // node in any other state receives only the `CHECK` jobs bound to it.
 //
+// Jobs are handed out by priority, then by the time they were first
+// enqueued: a job retried after a failure keeps its place once its
+// retry backoff has passed.
+//
+// Idempotent with `requestId`: a node that did not get the answer (a
+// network error, a timeout, a 5xx) sends the same request again with
+// the same `requestId`, and the control plane answers the leases it
+// granted to that request that are still live (extended to a full
+// lease) instead of new ones, so a lost answer costs no attempt and no
+// slot. A node uses a new `requestId` for every claim after an answer
+// it did get. Without `requestId` a lost answer's leases run out.
+//
 // Errors: 400 `REQUEST_INVALID`; 401 `SESSION_INVALID`,
 // `SESSION_SUPERSEDED`; 403 `NODE_REVOKED`; 429 `RATE_LIMITED`;
 // 5xx `INTERNAL`, `UNAVAILABLE`.
@@ -3187,6 +3756,72 @@ func (c *ClientWithResponses) ClaimJobsWithResponse(ctx context.Context, body Cl
 		return nil, err
 	}
 	return ParseClaimJobsResponse(rsp)
+}
+
+// ReleaseLeasesWithBodyWithResponse Give leases back at once instead of letting them run out.
+//
+// A node that will not run a lease it holds — it is draining or
+// shutting down and has not started it, or the job's inputs could not
+// be made available before judging started (e.g. the local artifact
+// cache failed) — releases it. The job goes back to the queue at once
+// (no retry backoff); if judging had not started on the lease (the node
+// never reported progress: see `LeaseProgress.progressSeq`) the attempt
+// is not counted toward the job's attempts. A released lease is fenced
+// like an expired one: its renewals answer `LOST`, its downloads and
+// results are refused.
+//
+// Each lease is answered on its own: `RELEASED` (given back now, or by
+// an earlier identical call whose answer was lost) or `LOST` (not this
+// session's lease any more; nothing changed). Releasing is not for
+// reporting a failure of the job itself: post an `ERROR` result for
+// that.
+//
+// Errors: 400 `REQUEST_INVALID`; 401 `SESSION_INVALID`,
+// `SESSION_SUPERSEDED`; 403 `NODE_REVOKED`; 429 `RATE_LIMITED`;
+// 5xx `INTERNAL`, `UNAVAILABLE` (retry the same payload).
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/internal/judgers/jobs/release (the `ReleaseLeases` operationId).
+func (c *ClientWithResponses) ReleaseLeasesWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*ReleaseLeasesResponse, error) {
+	rsp, err := c.ReleaseLeasesWithBody(ctx, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseReleaseLeasesResponse(rsp)
+}
+
+// ReleaseLeasesWithResponse Give leases back at once instead of letting them run out.
+//
+// A node that will not run a lease it holds — it is draining or
+// shutting down and has not started it, or the job's inputs could not
+// be made available before judging started (e.g. the local artifact
+// cache failed) — releases it. The job goes back to the queue at once
+// (no retry backoff); if judging had not started on the lease (the node
+// never reported progress: see `LeaseProgress.progressSeq`) the attempt
+// is not counted toward the job's attempts. A released lease is fenced
+// like an expired one: its renewals answer `LOST`, its downloads and
+// results are refused.
+//
+// Each lease is answered on its own: `RELEASED` (given back now, or by
+// an earlier identical call whose answer was lost) or `LOST` (not this
+// session's lease any more; nothing changed). Releasing is not for
+// reporting a failure of the job itself: post an `ERROR` result for
+// that.
+//
+// Errors: 400 `REQUEST_INVALID`; 401 `SESSION_INVALID`,
+// `SESSION_SUPERSEDED`; 403 `NODE_REVOKED`; 429 `RATE_LIMITED`;
+// 5xx `INTERNAL`, `UNAVAILABLE` (retry the same payload).
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/internal/judgers/jobs/release (the `ReleaseLeases` operationId).
+func (c *ClientWithResponses) ReleaseLeasesWithResponse(ctx context.Context, body ReleaseLeasesJSONRequestBody, reqEditors ...RequestEditorFn) (*ReleaseLeasesResponse, error) {
+	rsp, err := c.ReleaseLeases(ctx, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseReleaseLeasesResponse(rsp)
 }
 
 // RenewLeasesWithBodyWithResponse Extend the leases of running jobs and report progress.
@@ -3405,7 +4040,11 @@ func (c *ClientWithResponses) JoinNodeWithResponse(ctx context.Context, body Joi
 // same session (same token and `sessionEpoch`), so a retried call is safe.
 // A new `bootId` increments `sessionEpoch`; from then on every call made
 // with the old session is refused with 401 `SESSION_SUPERSEDED` and the old
-// process must stop rather than log in again and fight.
+// process must stop rather than log in again and fight. Opening the
+// session of a new boot also takes back, at once, every lease the old
+// session still holds (the restarted process no longer runs them): the
+// jobs are requeued as when a lease runs out, without waiting for it,
+// and the old epoch can never renew or commit them.
 //
 // Errors: 400 `REQUEST_INVALID`, `PROTOCOL_UNSUPPORTED`;
 // 401 `CREDENTIAL_INVALID`; 403 `NODE_REVOKED`; 429 `RATE_LIMITED`;
@@ -3428,7 +4067,11 @@ func (c *ClientWithResponses) OpenSessionWithBodyWithResponse(ctx context.Contex
 // same session (same token and `sessionEpoch`), so a retried call is safe.
 // A new `bootId` increments `sessionEpoch`; from then on every call made
 // with the old session is refused with 401 `SESSION_SUPERSEDED` and the old
-// process must stop rather than log in again and fight.
+// process must stop rather than log in again and fight. Opening the
+// session of a new boot also takes back, at once, every lease the old
+// session still holds (the restarted process no longer runs them): the
+// jobs are requeued as when a lease runs out, without waiting for it,
+// and the old epoch can never renew or commit them.
 //
 // Errors: 400 `REQUEST_INVALID`, `PROTOCOL_UNSUPPORTED`;
 // 401 `CREDENTIAL_INVALID`; 403 `NODE_REVOKED`; 429 `RATE_LIMITED`;
@@ -3580,6 +4223,80 @@ func ParseClaimJobsResponse(rsp *http.Response) (*ClaimJobsResponse, error) {
 	switch {
 	case rsp.StatusCode == 429:
 		var headers ClaimJobsResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int32
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: "int32"}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseReleaseLeasesResponse parses an HTTP response from a ReleaseLeasesWithResponse call
+func ParseReleaseLeasesResponse(rsp *http.Response) (*ReleaseLeasesResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ReleaseLeasesResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest ReleaseResponse
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Unexpected
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers ReleaseLeasesResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
 			var value int32
 			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: "int32"}); err != nil {
@@ -4023,6 +4740,9 @@ type ServerInterface interface {
 	// ClaimJobs Long-poll for up to freeSlots jobs of this node's pool.
 	// (POST /api/v1/internal/judgers/jobs/claim)
 	ClaimJobs(w http.ResponseWriter, r *http.Request)
+	// ReleaseLeases Give leases back at once instead of letting them run out.
+	// (POST /api/v1/internal/judgers/jobs/release)
+	ReleaseLeases(w http.ResponseWriter, r *http.Request)
 	// RenewLeases Extend the leases of running jobs and report progress.
 	// (POST /api/v1/internal/judgers/jobs/renew)
 	RenewLeases(w http.ResponseWriter, r *http.Request)
@@ -4068,6 +4788,20 @@ func (siw *ServerInterfaceWrapper) ClaimJobs(w http.ResponseWriter, r *http.Requ
 
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		siw.Handler.ClaimJobs(w, r)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// ReleaseLeases operation middleware
+func (siw *ServerInterfaceWrapper) ReleaseLeases(w http.ResponseWriter, r *http.Request) {
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.ReleaseLeases(w, r)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -4333,6 +5067,7 @@ func HandlerWithOptions(si ServerInterface, options StdHTTPServerOptions) http.H
 	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/api/v1/internal/judgers/heartbeat", wrapper.SendHeartbeat)
 	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/api/v1/internal/judgers/jobs/claim", wrapper.ClaimJobs)
 	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/api/v1/internal/judgers/jobs/renew", wrapper.RenewLeases)
+	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/api/v1/internal/judgers/jobs/release", wrapper.ReleaseLeases)
 	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/api/v1/internal/judgers/jobs/{jobId}/artifacts/{sha256}", wrapper.DownloadArtifact)
 	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/api/v1/internal/judgers/jobs/{jobId}/result", wrapper.SubmitResult)
 
@@ -4547,6 +5282,102 @@ type ClaimJobsdefaultJSONResponse struct {
 }
 
 func (response ClaimJobsdefaultJSONResponse) VisitClaimJobsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ReleaseLeasesRequestObject struct {
+	Body *ReleaseLeasesJSONRequestBody
+}
+
+type ReleaseLeasesResponseObject interface {
+	VisitReleaseLeasesResponse(w http.ResponseWriter) error
+}
+
+type ReleaseLeases200JSONResponse ReleaseResponse
+
+func (response ReleaseLeases200JSONResponse) VisitReleaseLeasesResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ReleaseLeases400JSONResponse struct{ BadRequestJSONResponse }
+
+func (response ReleaseLeases400JSONResponse) VisitReleaseLeasesResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ReleaseLeases401JSONResponse struct{ UnauthorizedJSONResponse }
+
+func (response ReleaseLeases401JSONResponse) VisitReleaseLeasesResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ReleaseLeases403JSONResponse struct{ ForbiddenJSONResponse }
+
+func (response ReleaseLeases403JSONResponse) VisitReleaseLeasesResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ReleaseLeases429JSONResponse struct{ TooManyRequestsJSONResponse }
+
+func (response ReleaseLeases429JSONResponse) VisitReleaseLeasesResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ReleaseLeasesdefaultJSONResponse struct {
+	Body       Error
+	StatusCode int
+}
+
+func (response ReleaseLeasesdefaultJSONResponse) VisitReleaseLeasesResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
 	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
@@ -5161,6 +5992,9 @@ type StrictServerInterface interface {
 	// ClaimJobs Long-poll for up to freeSlots jobs of this node's pool.
 	// (POST /api/v1/internal/judgers/jobs/claim)
 	ClaimJobs(ctx context.Context, request ClaimJobsRequestObject) (ClaimJobsResponseObject, error)
+	// ReleaseLeases Give leases back at once instead of letting them run out.
+	// (POST /api/v1/internal/judgers/jobs/release)
+	ReleaseLeases(ctx context.Context, request ReleaseLeasesRequestObject) (ReleaseLeasesResponseObject, error)
 	// RenewLeases Extend the leases of running jobs and report progress.
 	// (POST /api/v1/internal/judgers/jobs/renew)
 	RenewLeases(ctx context.Context, request RenewLeasesRequestObject) (RenewLeasesResponseObject, error)
@@ -5272,6 +6106,37 @@ func (sh *strictHandler) ClaimJobs(w http.ResponseWriter, r *http.Request) {
 		sh.options.ResponseErrorHandlerFunc(w, r, err)
 	} else if validResponse, ok := response.(ClaimJobsResponseObject); ok {
 		if err := validResponse.VisitClaimJobsResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// ReleaseLeases operation middleware
+func (sh *strictHandler) ReleaseLeases(w http.ResponseWriter, r *http.Request) {
+	var request ReleaseLeasesRequestObject
+
+	var body ReleaseLeasesJSONRequestBody
+	if err := runtime.BindJSONBody(r, &body); err != nil {
+		sh.options.RequestErrorHandlerFunc(w, r, fmt.Errorf("can't decode JSON body: %w", err))
+		return
+	}
+	request.Body = &body
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.ReleaseLeases(ctx, request.(ReleaseLeasesRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "ReleaseLeases")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(ReleaseLeasesResponseObject); ok {
+		if err := validResponse.VisitReleaseLeasesResponse(w); err != nil {
 			sh.options.ResponseErrorHandlerFunc(w, r, err)
 		}
 	} else if response != nil {
@@ -5438,189 +6303,214 @@ func (sh *strictHandler) OpenSession(w http.ResponseWriter, r *http.Request) {
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7H3tcho5m+itqHq3KvidNsGOk5nYdX4QTBIS2/gFPLN7hhy36BagpFsiLbVtJuPrOBd0buyUnkfqD2hs",
-	"8Eyyu1Xvn8RAt/RIer6/9M0LZbKQggmtvONv3pzRiKXw54DpdNmeapaaTxFTYcoXmkvhHXtDFkoRKaIl",
-	"uaVckwmbypSR1LzCxazp+V7KvmY8ZZF3rNOM+Z4K5yyhZqipTBOqvWOPC/3i0PO9hAueZIl33PI9vVww",
-	"/InNWOrd39/73oKmNGHawvVBTnrRJdXzdbBGc0Y+ywnhkYGAm68W5kHfEzQxw3427z4I3L+nbOode//2",
-	"vNiX5/iret6LEJ6UqYUUigE4b2g0YF8zprT5FEqhmYA/6WIR85Aa0J5/Vga+b1vO001TaZe+vr4UJyOR",
-	"ZIoIqUlCdTgnes6ImTyloSaNYND951V3OLruXfzaPuudBj4JLgf9Ub/TP7u+uhheXV72B6PuabDX9O59",
-	"ryPFNObhD1pBzKhihBvoSSzFjKVEz7kiIY1jlj5TJ4ROqIikIFwDeG9lOuFRxMT3h6+d6TkT2ozKIjLJ",
-	"NGwxjWN5y6ITctR6QYKL/mn3etD9tf+xexoQpeVCwfYLGTGA950U7Mds5WfJBQllxMgtVYTGKaPRkmSK",
-	"RUSmZE4VYXcLg+gA14XUb2Umoh8F28QAMeUxK5CV3XGFh3pJl7Gk0UjKM5rOftB+TWS0JOwuZCxShGtF",
-	"JmY/TohgNyxF9kW4JlQRrgDKkZTnVCwthavvD+WAakZinnCDf41g0B51r8965z0g1hMyoeEXIqdTMpUp",
-	"AQ69DyyaKOTIhu+t8vD9nInXQWSffl5i9wDWlaCZnsuU/8F+AMKcc6W4mBmESdkUEDhMWWRIkcbmW8WU",
-	"4lKcAL2RMKY8AUEDkLK7BQv1j4BzyNIblu4rHjEypVmsSePl3R0Jehej7uCifWYY7dVF+9d276z95qxr",
-	"jgyxyjAIRRNGFoj35JbrORynnE7tMhapDJlSdBKzrtBcL7//en5jcbxvBLLldlyEUiiuzJQIokZSfqZI",
-	"QgWfMqU3ksu9E6SAex2qWA+OZEG1ZqmZ7v/83t7/33T/j9b+60/Fn9fN/U/fWv6rF/f/7uUagNIpFzOQ",
-	"TlSxAVNZjJsQRdwAT+PLVC5YqrmRw1MaK+Z7i9JX37wwh+ChvbFw3vseu+O6IyNWq6SsKia+l7BEpsuP",
-	"k9XHXx09otOYV5WiyPSq59GZs/ALS0nEp1OfKD4TNCZGeTE0MPznGWHmJH1CNUmk0uSIfORvDNEn9O6M",
-	"iZnRio5ar1/VbKMKZVoz49RoDFwK8v/+L7llfDbXJDVMkUVkTuMpobd0SaapTMgfLJVG4zsiEQt5QmOy",
-	"iGnI1Fg0KEmyWPNFzIicklaz1WodEC7I7y3fDvpp7wRQKZ+OK3IAXKzd8UlrLMyfVCzJlPI4S5lPqIjI",
-	"7ZxqQolasNDwgdDuDr2lqQFQ6jlLb7lizbHw/OIQIplNYlZ/CiJLJngIuLs1WiRLEy6oNvzInQC85JMW",
-	"4VMipGDN8nTb6LG+pzTVmXoMG39lacRDPcSH731P84SdqxpMubwi5rdVSLbAvlsaxzjkTi/el/Xm3x11",
-	"5QtzGJaDnE9UIpUSkeUHUJDDp3xSOfnMQg3Uj2f+KOmv6HFC3bKUmA2mKVdSkEYkQ/WciRkXrJlEPhm7",
-	"odXY80FXMvjJ7owCnWYxU3vNsQjgc2CwdbLUjLCvGY25XjZJoGXMUip0YGdhisRcMEUoCOSUJfKGi9lY",
-	"qIWhEp9oOlGA1Z2BoV/zMGHGijLfRalcLAzG6ZTy2PzBkoVe4pAGkGksaXkuLb8woYhixjoCZXVJ2sNO",
-	"r0du51wzmNTPKRURWI2F4elckIBO1EjGgWErQcpi+LuRsphqfsMMleNmoFwlNzTOGOyHJcWApJlQBWnu",
-	"f86iGSOLVM5SmhjSR4Enoom8OyGKsbEY4qOOxRmCNyrYIpVahjJWSMRVFo5gVlB1O+LGNT3hRbugx+i0",
-	"uhggVBjpEVmDj4/Mo6v0BO8/QAFvecx2FIBo9W4QwNcVCfzTgyJYzenhy1eP7gk+Baz1D1bPX+gdbv3R",
-	"weujF62jnTgOLCcHxs7ywI5dWsxaZ57v5S0i6IpgcVZoBDRprKkmaU+UUYYSRoUiQcxmNFwGY9EwOtAy",
-	"V4rIIpvEXM0NIaIzBGzaKWdxRL4wtlDEkAhQuFUFgZ7seMeEprMbEnCxyHRBdzLTi0wHJ8Zu0qQFsvLA",
-	"0Owh+a1tXtdM6ZhPVt7H1wgFJhiQhn3qmSIyjVi6Vx5vLA7Ib22fHJJFysxKQb9EPYM0gKwjeMAyaaLo",
-	"UhEl93zygrxt987GosHFNKVKp1mos5TZdzvvu52P3cG1eaZ7uueTn8lCcqHVMVE6YmlKlKapVqBmjkWA",
-	"P5Jx1mq9CIHhwJ8sMPplsYKvGdcLcpsaHke4Bp5k5I7bguLhfJWgxwIjj5dECrbCFYkUY6F0JDPtw+Eg",
-	"JE3SFkvDLGeExYqRBmgbOKYxuZVPZjSd0Bnz7RtjITMNpoHRexJ6dwlff/IJJWFK1dycHAWpvS8zvWfQ",
-	"rbpL/ligbg2na6SlMKTxu4doYkgT15ZL20+r1Op7d/vmrf0bmhqCUeb1M/f6KH99iK8X1DKy/MtNCRtm",
-	"ZrRyzugZRgZ5BY/cbvKuHWhUDPTWDjR0AxkwjE1XcqXtwOemKWPDWOoaNQm+JuYBIkXupiEpKLpC3p7k",
-	"qjTQa2JU0M/SCGr0Z2apYFG9tudY2asyFzuoV7i4rtPhDBuKpWMJYFqShC7JXMYRfOecfWYAg4hGZt7K",
-	"9Eu90ucAOnjZarV24qzFBubA1vJVPCL0fu54RmZTzf9cs+RRLRgmYtEHOQFrid718C2z1RYqmqZ0ubYQ",
-	"mGUj6DjibnAb0Zks9PrhofUCNg1PlSb2Qd/Y0ClLmLBKGcoJNJblFNHss5w8bEHUohF6r7dwUvveFy4e",
-	"ffKDnHw0j937HrhkuwsZ1jjV3zIRgtgyCqdR5URkjH5kqnZtgt36JJK3AlwbKDuNwf7Qgqv2Ru2CAawB",
-	"SygXXMyeYLIY3EH5/NhmnLvnSu9su9kLKR/VFy/NMwZZM2H4/xZnM7BPGnUqmyQc/F9bvDcsHq6hDrDY",
-	"Ssdds8kWe+y6/JwCKhtTAaq0zcUK66jwlC2YiJgIlzvac+8ZjfXcoJOR37EMaUyifDDSOJXoNqEskcIn",
-	"FgbCExDPaJxEVNMJVcYq4urLXnPN2IiYprxGWxzOZQpKWUwFaEc+Yc1ZE00k0HU0u9MnREiiWJgyrVY8",
-	"Mgetw6MarXoOi4KtsL9NpIwZFebHOt2d7v/x6XensR8/oLHXK85uvvqTUebpoaaa1QfWQimmfJalqB8a",
-	"o58RKgiNEi6IYjpnhyBgG0JqMO/kBARbRHB22HanYlx2L057F++uf+0Oem97nfao17/wfK970X5z1j31",
-	"fO900O5d9C7emT97Q/x2O6XjkomIi9mvLOVT6zM1Iws6iZnB3tMU8d38yRV+a7SQU64WUnFtaW3Fq9Dp",
-	"dC9H3VPSCGWScG05fB692jMKXvts0G2f/ud1p39+3hvB01QQHmFYKSaMpjFnKbxAIh5VdsTN4Pne2jhb",
-	"rrwdhmyhYZFtDAh1HLCwQvQF70Z+XeDziOsTGS3XaSe0ftNHvdDg+wE/tCE2tRkQjMxW4egv8DmSGxsR",
-	"RD3ZnSYNg3/sjiaLmAEeyukUkQCtMNjnNbzf6Il9nyVU7Jv9M8jhKByUczMj5eB8qaP2Wv/rqvMMPWAP",
-	"Ob6K3VqD7ZyGcy5YAR2eTAgByAKZVoLAnu/VxYA93/vQ711cd/qn3dKjxXfd/7jsDVaeuxrCF5f9/tn1",
-	"eW943h513nu+1xl0T7sXo177rDTSsDsc9voXNd8Mry67g2H3FMYqh1Xh4+j6bf/qAud9c13+3B6Mem/b",
-	"nRF82bu4Pm9f9N52h6PyT+e94RA5x1m3Pexen/Xh90F3eHU2uu70L96e9TojO3infdHpniHPqQB12f7P",
-	"s3779HrU71+ftQfvusUQxXLKQTrP91wsyPO9UijI873z7uh9/xSAbp+d9X+Dp90hjXrn3f7VaEsit3ZS",
-	"T9zQmBtSd76OK6GyxUKmyAA+SC4MChXPuW+6GBcufXOl4KNRVM65gqwCc6J5FK4YY4ixuLUvhtmCpYpF",
-	"MM6FjNiA3cgv9pMNPZv5JqVP7VTzKQ31hdQ9cV5oEe57Gxg0x2j0lDMJv2I4KE9bgEE7VIQsRu5egWQ1",
-	"0uxeL+AfUM3OMOZqzk8YgQuO6StBbyiPKfoNz5mey+hC6jbmA8BIcA4jnjCZaeCv7xlN9YRR/TRbNtdq",
-	"7Oet7KWSXlWxl14crtpLvhc5yVcr5UF4c61YPCVcEfcwaYDGIwUZ9t6NuoPzMjctaS0xFbOMzpiqH939",
-	"THikUGzCfKCfKR8CiVpVtTd0NOs5S8aisUjlhEU+pBI4fYRFe00ycukvEqJSglmfm4ZJNVN6LFJm6IIs",
-	"WIqzGjMFdBN8LBNGr5EY2aTREh5ShOqxCN51R+Q5XfDnNwfP8yUGTeLk0TGhOKaeUw0mkoIwEUIxFujn",
-	"ZjdcZoogHOjf2ep0z+yMA3jx8RMG9fhBf4hT054pq0tXlTvId1GkwTXufsJFA57znbpnRtnbe9gvcvjy",
-	"1WPWmT3pX1mqahUuw0TIJOOxNSotYtzg88rq4WPvCwvZPhzAQbPVbJ2QWRiSg8PmYbM19lbE88uDwzoP",
-	"t1nRm0wt14H4ICeAk0AHuePoL659RR9Y2Qi/ygYqR1qGtUTNdSpEiRU9yWeDWDFgN7z+eHrO06HI7ZyJ",
-	"whwI51TMmCqZAwCzj2bD3hNiltGKffIwNyw9e+97cjqNuWCQ3FLrhnPbRAy/wfDd7ZzbrDrkiIqoubwV",
-	"xI71BGeGcgT592FNZVP81eNyU65tQB2qoK9jxdwhb3rvehcjwiPDmmnuN0eyAVUT9W3v2DsyKykbqwf7",
-	"rz/93tp/bazUg1/q40o9MU3pdgbJ7uZGMbizOUrK/t+vr69MV0MslSAJZg+FMVWKNBRjxIam4bGO+bpi",
-	"GJ62u+f9i+uri0G33XlvFcreeftdt6TpdvoXo3bvoju47gy67ZFVVvtXg47R4t+3r4aooXb6g8HVpVFh",
-	"L6+MClxWf41m3IPBKpEJo2Ndnb7rXp++WQEi/3rQe/d+NCwrwNvpsqfgtLkSKaPh3KpaPSP6C92vgxYX",
-	"SzspQ1wfMCWzNGTduznNFCpuHZmm2UL3xCIzOmFZIewAaXhFMJVy/OGDUT1OJ9XZ7ZcDw+tVWSM0+p1z",
-	"m66L1qs3cBT9C8MuMsWsrx5jPOY7xx/3rV+fGQUknu5D+BFzEcdCS/BxGbZzAupQ4WiDLIXi42i5YCT4",
-	"2O10r2GKAIQkBYGp97kYC+eWw2warg0QNqSHTlq0FEjMvzDIvsEY12c5qYafiqU5xNjybIdlJyHsvdvD",
-	"QeEI3cERARnQVguwmWkkyRToKUSKk1KEB9IIDddaSBmbtedJqKD0rbswnGK3rTq2m+t3haHkk9kx6jjK",
-	"BznJ5Z07iX9eda/Qbry6uHBUf3551kXKzom1IOntDuqfGcvQokFFB2jGsHYkrZxeCqKy5zis+KZ3YOFP",
-	"2W6k+XrbwuWe2EQ5ze50kSd3+PJVTabc4avDg6M6z2xBY4/HAIblZyvvjrbICBlWn15Fk5XBViDzy2hk",
-	"96YekbjY1hqtbmxgkBPSnzAwLmM022yqqrWfmuQ3o/7ZBAJgLViPELGxmLBYihnUilgjSU4JFchpzIi+",
-	"pWQOSYEu/bdx1Ho9FkHFwxTsVcY22uTScFrDtpskKKwAM1hAaHxLl2os0B7jui7B6LP1ftTjlBRsH3hN",
-	"iAajVW+5UhmLrMPbGbEN8CaQAzKXWUoyEZv9MaA6lVgqVmQsFqj5M4noEoV9OWRw+Auogu7zLzVY+mTm",
-	"ky96M7I8zV7InUUPOBeKh3ynU4uQNclHxhYgogShWDWQuzeliJfoaHdVFlUytmqz+/yizsCbS6XfpTJb",
-	"bBvVMxP9/RHA1cgMTpLH2spQ+uX9rDupsxIHrW62+4V8YUtrJIeLxcHPPvlMb6j5f7HUcyle+ISmX4xh",
-	"lizV1/gExCQLecQKgm+u6PWlINRPzWsIQr04qFfvVxwXu6r4yYLHrCOThNapWx38nYT4AOZTNr5hqul1",
-	"MrlHBw9PeExTTFWeyzhiqSIxm9qs9b0Tm2dpaNkl9j4euWNCp0vI7nkgtwz4MWIyZHAbcOBFTBeCDBPg",
-	"CiL3Y+QPR9YMhUPIJjEPrakAYfeEcrGlX4Pd6ZSew568Weo6vxz+SGYphYwFKYiWCwzcg1CdxCx5prAm",
-	"xboBP/x6Do6yOaPRU4x5Xmds2rBV2UdYRt0H0PD6p4eQMOHiwfUbxqQSGsdMaYLYYxcLvN1pmyEVmLBG",
-	"MhGx9ITE8pal+KTLFkLJRTVh4qvRp56wNTvmEmykjkEmKpSxHV4rTUVE02jDLtlfjYqVn5L1xQG28AiQ",
-	"t/DL9YZ90vnpp4OfEW/fXVwRdqeZAO8daewrHf2vmcjME3trCA1sfQ3Em02+QssPUqghqjoKDa2j63gl",
-	"M9klCFhwZz/9RBqnbMKpsN7D/YOjvU2OxDr4Vtg7L7H2fG+LNfirTK5yphU2U0PJa6hdKyMYVQyz4XdP",
-	"2NpW/FXTh/6GJJ/qyV5avRJ8jJh4wBXpf3wCealt/IewZ9Z7uE0GDQ66cfcvjWHClHpC9ZI6taWkm32G",
-	"B4/m+vk41EhqGv/1sX4UWizmVD16Upfw0D1sHezxkH3d4KY2W1BOWnNvWF91nqkGQO+MWdugSRlGtz6/",
-	"dMyVc9qITRsydPofSQPy8Fi055Oz/nCEKThLmaUKXDuJTNmeT3LHAGmEzpaHAss8ZFrxO/Y/er5nY+e7",
-	"+hT6X8y7GLGt+g0g2LorQaBsPp9sVGEWDDg/pPSande2wqzTP+3mifrq4dzZXw5eHz5GAphe/7EGkGEu",
-	"ITEDP6QLgMoc7F8Cy3kqHgbssVqxvweWV60t2ERRY7ZScErjeA2WcoVFtZQQV2TVZGcCsjsWZlqmD4P5",
-	"orUC58GjZJsXruWoVjrsOoo8L2WX7uBV6SVJpm1akdKQmAhOEaduN1fOg8zpDSuOTAoGOzcWRrsTkgTq",
-	"axw0we218g784uf1LcG3MSxi7B2TMWb4j7178BuPhZAwqgInKq+otoaToFcGZF3ChEt5OFdQ6TCQtwpH",
-	"SegdaCNkZiwEgR6bhC7JhJFWnQcG5tw608HteMcy/iISjsJrNRYeFuWDWxRmbZs67aDI86dzfvagXoFP",
-	"GTXk6+MFZl8NHhlsWENTm55rJy3WaAXIg5jaobt7dXYso4YapOGOFWP40saysS348a4z2rfslFUCbUG0",
-	"hsRsxjVPqGbx0voJVkqznlJ9C/XQD1fHHbRarV1rOPJ63PL+lzd2ZaMqO5CD9RDuuLCX0w0Mk/J8b/jP",
-	"bSN9tu53+BUjaf1MhzKphDd+7Q5OMS2vOxj0B1uOa4umPZfcaga/dPpjAe35Ze8MQyYfrk7fmb+2BdsY",
-	"afjzByziwylkXW1h26abG7PvJA/lrXjMy+VoZXUrXCw83/tMb6jhk+Cj83wPfHQGP5aGcWwJNIz0AUe6",
-	"dCO17UjnONK97w2M0vi0VDXQbrdn3VVjaK2uJ+HCcfJHinzsvHWoalfzJO/1U5ZjLevdipQehF9l8RMz",
-	"B5nLo9guKeIvW2iyIN+HZnRUjr6byLaZ2qIHQv2+OWvKzf7QLj4JDaJqBcCDiUalR9E03io/KY/rruXz",
-	"lMYrDbd5iUO2q+rZJtNU/sGEK9BSTJ9geb/C0tk77RORxTGYBUajvLg6O2uSwECgAh+dMDbSh20TJPQx",
-	"0NYAC2WcJaKuQMB8XyWvR519BVGVf8+Vu1TeVgfM/zArgGQOW0aw68hVtbJOsYT92LSaV0e7TrmWb4S7",
-	"ZddYhwE26fppvGIipa5L+RpQEcmE8MiZXFKEaKrl8gt84A1Krq56pwRK3AVm9D3a5mf/07efN7YYcG0g",
-	"NuaCjuaMJFj4kPeMqHifQcyqBaNfwIThikQyzIytYsB0Tx7sXHi5cjR269YhfvCQnhZPjSlPfqNcn9O7",
-	"OmMa8tltefC5KlcRz6UAx48U2CvrLxcM/7UMzLnLsIRMqhv6aPuZWoGzcwgXBMZI1zoiQHyTGAg2D35N",
-	"lrhdNjtKsNsnJHp+n8CxQULBbv/SBtomahsKfcvZvIWfVLBbYlCe8OiEQPzU9WKrRL2ekhCLw4zkF1ZD",
-	"7m8YTVmKVccgixAcTBvhNiEPi+ic69aA+ZTUAFWfKg9530V+R0KXkGVGNTBFqFYoahAM6rj8kL83Nbyy",
-	"TStn6D+SQLCSIOzygevIsUIt68jmrzKjWm6Xm+ArtCZvWbpvDFQyZ3dk+L69f/jyFYm44V6roqO1/5ru",
-	"Tz99e3VULyhWOu/sqv7UNyxSWppDpJijaWuPfGLDc6thQ2yjhB0abKRRTkngYqKBTwS700RLyN8Mpjxm",
-	"KqjzfcEv6/vVvdMp5sAoElMe5cOV8gpslxloRgJAqqIqeSyKuH0oF9B3wLWKac4D0oCEK9gANecLrFXZ",
-	"a5ILYzwaqh6LRUy5KJIXlE8ywb9mti+bkLq8+mdqLdthh/KWcn+jqupVo5g9JWsw78RS447GBnN5Hx3o",
-	"h4X9ZJzT9Jmy7V2A3UX8hke27FeOxQy6ZZX72tnECUB220+vYd+HRNWYM8LFWFRbxOyt9Bk6aJKLovEs",
-	"8mPXK8im5t6Fcab4DTt3rAQ13Zp2VytepU2yvuiBtSg1Ttri5PI+S3mG5q6+OPvWo12jtgmDbE60rcBW",
-	"mbSWmRUO2N1zlK2RZeynhdGXwbvvfPNNMuyedTsj5+5Xrqsb0rfOIib0MzUWhY1mMcB5HwPfIGrBhPJm",
-	"G0HKpixlImTDr9ikDbob5d1HpylT87wTAmmUuyJZzNW3cu+EnJ6fFeCZYRgN52MR3JQK6gPyNTMyuUhV",
-	"ymEneZygvq2bwevzLNZ8mD9X3wbB7kwH7KELdG7VPVduAfsQzhV2MzKGPCnogXjXzwetX355vMuPDYPs",
-	"6tmt962kEUtxNetrtefycYtARYHELlRRRpBVq/Xlyxf1nUPNYOvPb06fZixafzxv+VaXdrQSVHrkRLbZ",
-	"wjKmrjP+Cn6vh9cAsU/W6NRlCG4l14Zf40r7id2chOVDLh9BsbsFltSSycoO1O5ygbQlYvDryfNhHrka",
-	"G8Cd83yz0dvWirCYgRP/NEHX9OoG7ugOfQpHeJDuACm2opmVs8QXS0yqmKh2V1eqD2r6mGeKC6bUM0V4",
-	"5Bh3URqwlTfmwQYyZSBcGcODYHzhAgApgLDqaPvsXd8Iq9P2qP2mPeyeEPCcoR+JixlKMShisvak7RfT",
-	"KEqjoJqKFIVOde4mWBq0tXwgF/TXwgG9aybWhqY4kFYEVd8pNUum4bzoCQlKoMvzN0ZjOdu4092ak5Q6",
-	"YG8T8kZ74EzOHkqShNhfUYXwCjpJl+EDG3uRMs3ywuvVTiebBEZC74b13aaHWQK6UByXNWTlUDjXkHYP",
-	"q+5Q27mxF7aFLtff4THlk4faW7u1fhqLRuklwOXbuYyhsQCu8OA5SH+fKGvJZQnhNhS497QW1k/pKb3q",
-	"X1ht35yfXgWVih1+KM2gOlVNbBTKIm3spknqamJtxgl02qHEhoya5LI9GPXaZ8e2UzgckP9Ab3BamGTm",
-	"3EHLnTB9y5ggLcycOTCHYs4GsfCE4Mif5cS33qbQ3lTS7hgWZkHAKks9FoW6wJX7sUnatl0+7qsrnbKf",
-	"7ITYMRBzeIB5cEUE4+DbaneIKCbzsfmom5pPIZfPwmV/bHfGotHpOpdA/kCaCbVXLeRsd6CpDQzm+d5v",
-	"bc/3RticBv7tn2HRsOd7ne62Dad2GxOuCWBhlnK9HBoMtb2KZcQ6u9UP5f05MUoxWZLgsj8cYfVXk1zB",
-	"NSgCrBv7i3WeBU2nUoGEB09jIS7mWi+cH9f67zfkw+OP1keZA5PDkc/mQNnsw9wCoHvIkpnKjdWPGBFx",
-	"OE6tgwdr04rauEoNXalhyljYh+y3wV6TYNuvBdVzEvMbprD0gQSuFYpbwnOYKlXPsQKZq7GImOC4FxHD",
-	"Und2F7KFrhzRWIzFv/0b6cF56uVYtElevqfwUEE7oEUhXnHjDbroQwaAUeijum+gjMaihCKNosRsr0l+",
-	"Q4uZ6jIWcU3kgmE3c3uipYDXWID3u1E9Up/gaZGgirfB3knlkEOUdGnKsaJqLKpI0ygPY5HN7LzbEh9r",
-	"Ls1a50ZMz1KZLfLCRsNE8W4GOM66C1N8y0nhKZo3lIUmbnb7O1LcmPekUGPxj6LngyKNABKZAx/hw79K",
-	"HmbzsegJaTArzZsrjwWxfSIUXlFldL1gvS2EwYJ/kFPbegaZvxXrysjYhMcxt7fbWGwQJDhXAVHZdMrv",
-	"muQC+/SkzEyJq53xG0MCEyXjTLsbpyJGI2inn3frMeItwz7SKm8qiQ+ZsWDPzE+JFFJLAUVYMvxilCbQ",
-	"ViQGFzX5h2JC/6PcstcnizhTZpRgtcAh8EnCRQb4RqdML0lC0xkXsBHlTnvYMeD9aHTpxIcZE5I4obTW",
-	"88nYSWX8YJvqjb374MTMHbqtIVeXl93B9fCi/bFLsCYI2g9wdOwYAsADeKZIibk0zSBtkCdxDBEQGitp",
-	"G4uTo9YvJFjpX2ady3DRUsTBU2zGMBRww8CNzhO255Oj1hEJ8p5uAXlOjlovSbDeIi0gDSGJysK5GSeH",
-	"E7nYy9aL6n07iCHli5EaJU5nRsh9X9yws7zrw56jBmw5xOb0hsssBU5gN7/hPHnlu9b2xuJP98CfiFXQ",
-	"Z+BP8/3+/j6x/5qPR60DH64Q+7N6i9GJ+YUEK33yAthvw5kMurLbnDnlbj/w6OWxucoYRRM7Q6PrbfmQ",
-	"UW+4zsxV/kG8v+FKtWEieSuKrj7ghOQa7h5LsdXbnlvpkRF3oEuRP/P73IDzwlf40OvV34BUjhEIaH2B",
-	"8RbDBRVcxQZcJDFaDl4fYUc6aJE/iyry0HXsWTChTwhVX4rSbVTxzHYavc2+/cInR4eH5vxKFxut3tjk",
-	"1EN0tvq2eQZwI8hVDJxaSxrFdVB7hAulGY2M5qbLl98pzeMYxKqF4tDsRuV+r6CEx4G74Ys0PnNj+EKd",
-	"h56j4pEucRDB9K1Mv7hbgl7e3flE5PRq7/5A8yaOgdSR25E/H7ymKqSLBYt84mYm7A5tDCNr7B1W5HbO",
-	"bePNfI1mdU4AKSkFeImpMGT7TFWXd+J4MrJuZd7BvmSgolwNzhSAaOSoy/dgd9qcQsxDajXqP0HZ1VxD",
-	"S6KP3U53LWWkVH537B2Az2fBBF1w79h70Ww1X6BrYQ5K6UZFJ4+gQoteqXTdHZlCW10gqAm4BnVN61IW",
-	"yjRSVpAY/LKhRrAgbwXKn3yvbqGnQGyskHwGs+8YpjdbPRZBtflTsN7KCuCwKFJSVVyDOBtDHgvX8jda",
-	"6RaX2oZTRRM8GUckcL17Mabm2vcGYzHlgqu5k7pYmAWjGnaocioX7BZ4MiQrqmNy1GqRtXstN7BOfyzq",
-	"WGHdBY4nQHnVi/ZOxuLBW93QpsplUS/C447yRmL2ilGm9BsZ/X3XuK21lryvGvM6zdjq/aSHrdb3mN/m",
-	"M9XdYAg4bK+cPMLZ6wbNoXxeukIVXjl4/JXK7YTw0ovHXyruETVvHL5+/I3V6x9hsWDObANi7u4FkzdL",
-	"EpouYYNAcLjMAbj9qWhljm2yTwxhpMjnLAFiSA3abtIZGN6GvQqmFNrUG3nVZzlRz4G4NjOr36ghxmxB",
-	"tCQBppMFpOGcg5AftgcyCVtj4g0ZYIAZo1fh3XAyHQuQzagjJdYdak04DD2ibGgERS6vIa41FdmoY21h",
-	"vZHGClEBqKylWCNcPAzJOWlC4xOXuDWj3KpIKK2aYwGuA3vVyxRh5/bqT2uu5/dfBH6Z9UG+jFXWuVZj",
-	"wcX+NIaYfolvmRcK4+yZMuKShtzo9fCm+d3+tD5Ck/RFvEQtAtueB65/lTVtg6L5VgDAnxA6FtiVUJSa",
-	"diF7zl8Dx4eZOrC9wWDdsGhMTPmfxFzh9o4PcqK+E2Ot3D3zg5lq9VKVGoZqry6BAwRNWPFJvLSxyH/x",
-	"2FoeeybFbH8hbRo78rWcyJEUXNagpXXX6sYxV7xJ5nHGColymxnrG7idGx6ChkclpXAlxS5okq5hl7n2",
-	"jCoZOA6xg7C8Fcck6H8MChPQGDJ1DobgrD90tjgOKORY2Nu2Sx25YAecYQkNagxLPi7MwIoFZtgOKGdw",
-	"0UGQ14O7jDI5AVtwQ105pEiORcpg/3COqmW31ySuPgj5VyINK5vK9JamEfC9oFRFH0Ae2gxaQlrLAvs9",
-	"W6+8YgxaivGZgOy+SabR7DJACHYLV3yRTHwRRh0Gt79M8YIRs2XAJ5316/ZIprhF/ljg+Si71/+T2ClU",
-	"SZ1hFdL3YaiVqrIfzFCrNWA1DLUvcntnwVI8bN8IU+cdheD8v3jrBt7avdPMqj1WC5LTvD92STPEbuuW",
-	"XJ/CWr+B9/n+ucvHVc+/4d2P9wb6Gatht6BMYV4xtBLEVCd7Sws6n0o3WWMyK3Ca3HsxFnADZAqXsEFg",
-	"gd84HmodD8DnHAdGfwXwBLSkwfXJlbGXUwatvDB3r4O4vY+haXTABf+x/5GFbB9zEgPI9GtguDDlIfSs",
-	"x+N4pvIB3PtwqcmJ0RxtzN4sAMqWsRFha3+y1GwsDDy2Qz4ojXMKxjcumGvQ6JVtEaCI4n9YkwQ20cei",
-	"frMSDb0Z7M0QNlO69uLHRlDpLxzsORcQVYZplsD9ETzTJ8Gm60IM7wQ/dOV+kcobtrcyjPyaBMVVIvDu",
-	"OjMmO/PiU3trmrvwAtxPKU2Yhjv8f68n0+KR5x8MkVxSPffu/S0T760PG44ASsS9Y/B5ee7aqeKO1Srb",
-	"9rdkwS6zdx2iUa6QAMnkzsic4Aoay0GbMxpBPNQCZ4kGBNi+K4TYDOhOZSn3n3aSTDLUTO8jpVclVD7r",
-	"hAsK2V+rOWL3tYnDPGY+cayjicUaEaDCN6/CLWo8jtXjBUbUAG+uvdwaIrlI2JBC9RcP9/6/t4BsHT3+",
-	"Rn4TDbywhUTN75z5LxXBQ8APUFU1U3ofOsiAAIBE86qU+yuiF4Mdm82bvGtjSYgGDQwOOZUZ9WVSeHz2",
-	"Ahv9MGo3iNyS9pC7VMzfXK10QH+mSJilqbGizOIbU7ycEuUbim54KWLJQhqCPQYDo3ztsnUYGcRyifPo",
-	"NLL3140FPBU0YAtW4M51/rXb2QLIGRKFgwrzg+ASdUNjJ4SSiE9BI9FuYpvKlF8ml9t+2Px45bKqoEkC",
-	"G2M6JrZTRkAsESsS2FypgLi2QCCPjaQqXrOhquIlfCZ/xY3RJG2XewW3YkN2VTQWsFVKV7L1CCa+8UgV",
-	"yQiFigU+wHISpD8WNkfOBqRSKmbMzx1ysZypvVIyE4YDuIJLnzUToDW018NuYSyVDV3YKyuPy4iE0SOr",
-	"jdmg1VhIF13FrUcMtq+bd4xR7Rdtm43CNKU8VjbMbRNgx0IxcNX953DUPb9GwDCkbPQGCMMfV9SHsmlu",
-	"MQRKOopQapkQxsJYwobK9nyyhhakUYNaZiSK9/8VCIbJc0WfOzNa5f6zoNQVzvxYUq7MLNZ2H4uERgw3",
-	"jqVkxoTVaBxx7jVJz2U7wQaYZeY12lEqFzYbBm8a+BGG87qed4KHUz6Vms1d26HqrphBDl6QYO2iuIA0",
-	"QADDhVK/kHP+Zu8EosxB9f64JymSpFEN145FOV5rY7x4wrWxKsNPtc0o/gv65qfv5TwoN0H54d6DSu+Q",
-	"DWqaJTKuSsy7IeStoWGsBHbXfBYXf8INof/dvQrfX2k62AKm1Sv7QNk63GYDbNoKncSsCxl0/7WK2qW0",
-	"stLJUkisrzGaQW+zbkdr++yks3GxWUnrSKGyxIrG1QRKjN/puu78eAeWyxcYi6JYMGSkARofh0aDCp+C",
-	"Guq9JrmQxOAh4r1NI8MonHOwQe5w+UoJhMvI+dWbJdounUdlTn7VXyNRvjwCZDww9+r9EXl66kV/RELc",
-	"lijPx8e73RwA2PDbqKkZyP0SKOhhccKUkZhPWX4lTfm6B2iWY0AHDUaThkuGxVsifEgjL98CUTik4FKE",
-	"bUXj2gWuAWk4v7aBec/Juup2nEDmVLB21SsKvfJdr3+bu+OD5OIC28B9D9FRvulkK8Fx8DdPvVlsmN+N",
-	"GQBkspKw69u7mWyqFKTngKb9g8XF679tN2yLsXrpGWKO5SP3wpy43EJ72ycQK27IwRYb8k4K9l/C/G1t",
-	"g3f8+6eyKBilqDPXpLJXbk4vsKIsBLhNCH9EEKiiXmGDwV4wZscn62YGdzHawdjvKCiLCmsiOwMffUyY",
-	"0A5e7XKPkmAP+CvN7S9noys6NQyujTFMNwsvmtBUhznJbUtRVFLYtOSIlTpyyDjKIVsXCfU5srmtJeNo",
-	"7HQI7NcAkdCUAlZCiDGWM0i8AJ+BeW9qxMbjrNonQd3122iGHNQm6X7PGGB/wYSrbvk+vHilQdkP1uNX",
-	"O29tYEV5XLfSQ+hfkb96hrZepvX7p/sKlzNoRRqQKGb49Z5tSlbdZEdgrmFTHZOrmzivxsJZ7WurLA74",
-	"Kl7u7NDbBg7y8dfjEvNS6qZ9Ok+vW38acs18TOvw835Byrd2YTEG6O73n+7/fwAAAP//",
+	"7H1bchtHtuBWMnBvhIB2ESIl2W2TMR8QCMuQSIINgPbtMTSsRFUCSKmQCVVmiYRtRszv/E/ErGBWMju5",
+	"K5k452TWAyiQIG2r+0b0j0QAVfk87+evjUgvV1oJZU3j+NfGQvBYpPjnUNh03ZlZkcKnWJgolSsrtWoc",
+	"N0Yi0io2zGp2w6VlUzHTqWApvCLVvN0IGqn4lMlUxI1jm2YiaJhoIZYchprpdMlt47ghlX35ohE0llLJ",
+	"ZbZsHB8GDbteCfpJzEXauLu7CxornvKlsG5db/W0H19yu9he1ngh2Ac9ZTKGFUj4agUPBg3FlzDsB3j3",
+	"3sX9eypmjePGvz0vzuU5/Wqe92NaTyrMSisjcDmveTwUnzJhLHyKtLJC4Z98tUpkxGFpzz8YWN+ve87T",
+	"S1Pttr69v5QmY7EWhilt2ZLbaMHsQjCYPOWRZc1w2PvbVW80vu5f/Ng565+GAQsvh4PxoDs4u766GF1d",
+	"Xg6G495p2Go37oJGV6tZIqMvtINEcCOYhNWzRKu5SJldSMMiniQifWZOGJ9yFWvFpMXlfa/TqYxjof78",
+	"9XUyuxDKwqgiZtPM4hHzJNE3Ij5hrw5fsvBicNq7HvZ+HLzrnYbMWL0yePxKxwLX+0Yr8WWO8oOWikU6",
+	"FuyGG8aTVPB4zTIjYqZTtuCGidsVADqu60Lb73Wm4i+1tiksYiYTUQCruJWGLvWSrxPN47HWZzydf6Hz",
+	"mup4zcRtJERsmLSGTeE8TpgSn0VK5ItJy7hh0uAqx1qfc7V2GG7+/FUOuRUskUsJ8NcMh51x7/qsf95H",
+	"ZD1hUx59ZHo2YzOdMqTQB0iimSGKDHRvk4Yf5ES8bkXu6eclco/LulI8swudyl/EFwCYc2mMVHMAmFTM",
+	"EICjVMSAijyBb40wRmp1gvjGooTLJTIaXKm4XYnIfol1jkT6WaQHRsaCzXiWWNb8+vaWhf2LcW940TkD",
+	"Qnt10fmx0z/rvD7rwZURVAGBMHwp2Irgnt1Iu8Dr1LOZ28Yq1ZEwhk8T0VNW2vWfv5+fRJIcAEN21E6q",
+	"SCsjDUxJS7SEys8MW3IlZ8LYnehy5xkpwl6XG9HHK1lxa0UK0/2PnzsH/50f/HJ48N374s/r9sH7Xw+D",
+	"b17e/XsjlwCMTaWaI3fiRgyFyRI6hDiWsHieXKZ6JVIrgQ/PeGJE0FiVvvq1EeUruO9s3Drvgoa4lbar",
+	"Y1ErpGwKJkFjKZY6Xb+bbj7+zasHZBp41RhORK96H92FiD6KlMVyNguYkXPFEwbCC+DA6G9nTMBNBoxb",
+	"ttTGslfsnXwNSL/kt2dCzUEqenX43Tc1x2gindbMOAOJQWrF/t//YTdCzheWpUAURcwWPJkxfsPXbJbq",
+	"JftFpBokvlcsFpFc8oStEh4JM1FNzpZZYuUqEUzP2GH78PDwiEnFfj4M3KDvWycISvl00rAjpGKdbsAO",
+	"Jwr+5GrNZlwmWSoCxlXMbhbcMs7MSkRAByJ3OvyGp7BAbRcivZFGtCeqERSXEOtsmoj6W1DZckqXQKdb",
+	"I0WKdCkVt0CP/A3gSwE7ZHLGlFaiXZ5uHzk2aBjLbWYegsYfRRrLyI7o4bugYeVSnJsaSLm8YvDb5kr2",
+	"gL4bniQ05KNevCvLzT977Mo35iEsX3I+UQlVSkiWX0CBDu/zSfX0g4gsYj/d+YOovyHHKXMjUgYHzFNp",
+	"tGLNWEfmuVBzqUR7GQds4oc2k0aAshLAp7gFATrNEmFa7YkK8XMI0DpdW8HEp4wn0q7bLLQ6ESlXNnSz",
+	"CMMSqYRhHBlyKpb6s1TziTIrwJKAWT41CNXdIeAvPMwEaFHwXZzq1QogzqZcJvCHWK7smoaEhcwSzctz",
+	"Wf1RKMOMAO0IhdU164y6/T67WUgrcNIgx1QCYDNRQNOlYiGfmrFOQiArYSoS/LuZioRb+VkAltNhEF9l",
+	"n3mSCTwPh4ohSzNlCtQ8+JDFc8FWqZ6nfAmoTwxPxVN9e8KMEBM1okc9iQOEBxFslWqrI50YQuIqCadl",
+	"VkB1P+SmPT3hRbehh/C0uhlEVBzpAV5Dj4/h0U18wvfvwYDvZSIeyQBJ693BgK8rHPire1mwWfAXX3/z",
+	"4JnQU0hafxH19IXf0tG/Ovru1cvDV4+iOLidfDFulntO7NJB1jbx/EHfEIBuMBavhcaIk6BNtVlnakAY",
+	"WgquDAsTMefROpyoJshA61woYqtsmkizAEQkYwjqtDMpkph9FGJlGKAIYrgTBRGf3HjHjKfzzyyUapXZ",
+	"Au90ZleZDU9Ab7LsEHnlEeDsC/ZTB163wthETjfep9cYRyIYsqZ76plhOo1F2iqPN1FH7KdOwF6wVSpg",
+	"pyhfkpzBmojWMT7giDQzfG2Y0a2AvWTfd/pnE9WUapZyY9Msslkq3LvdH3rdd73hNTzTO20F7K9spaWy",
+	"5pgZG4s0Zcby1BoUMycqpB/ZJDs8fBkhwcE/RQjyZbGDT5m0K3aTAo1j0iJNAr7jj6B4ON8lyrFIyJM1",
+	"00psUEWm1UQZG+vMBng5tJI266g1EMs5E4kRrInSBo0JKrcJ2JynUz4XgXtjonRmUTUAuWfJby/x6/cB",
+	"4yxKuVnAzXHk2gc6sy0At+opBRNFsjXeLnBLBajxc4PABFCT9pZz2/eb2Bo0bg/grYPPPAWEMfD6mX99",
+	"nL8+otcLbBk7+uWnxAODGR2fAzkDeFCjoJH7Td5zA42Lgb53A438QLAM0OlKprRH0LlZKsQo0bZGTMKv",
+	"GTzAtMrNNCxFQVfpm5NclEZ8XYII+kEDoyZ7ZpYqEddLe56UfVOmYkd1Apez2ZEusqnvq1gvmYxBcCYz",
+	"GJxDwKKFNkIBV88XDTQJaRGfc6mCicpUtOBqLuKA3SyEKpRMHAPAC3Q0CeQMZRJgt0QU2A03E5Vo0Obs",
+	"wllu3W+mGAdNdabNhmIpAFVEjGwbcAh/mqjx+Mzx7YeUvIP3v/51J4O54dLWSblAqBPtiSYq32zJ12yh",
+	"k9gtnMyhMACgKizvRqcf68Vif2VHXx8eHj6K9xQgli+2lvMQEJN9+JFQDGAH/0srlg/qCTiRiN/qKeqT",
+	"/LZPbwEwulXxNOXrrY3gLDuXTiM+bt1w8cuVrTfHRzpTwMncQwTi3gJ87FRAVAxlamzApIpSsRSKJNqJ",
+	"Ii5L4Okx5IOeOoDmbiitQOqNFjmPXfCY2IuI2xN1hmDMLGiTAlVbx6P94+5R1gSMcNjjkCGYqFQQHgAd",
+	"R0TEgWJJVtZU+LdxCy2kHEpbv/UN3XRLWaylGOSo2MMfETQ+SvXgk2/19B08dhc0cCu9lY5q/CffCxWh",
+	"hAK6BUjtKmbS2YH8RShxE7BY3yi0YpGYZLLElm/nfp20dsO4rKFYcqmkmj9BOwUkIFHsocM498+V3tn3",
+	"sFdaP6gaXMIzgHWZAla/x90M3ZMgOWfTpURT5x7vjYqHa9AclfPSddccsoMet68gR+XKwVQWVTrmYod1",
+	"5ORUrADVVLR+pOr+g+CJXQA4IZvREU9YnA/GmqeaLGRcLLUKmFsDk0uUxEgPjbnlU25AAZbmY6u9pVfG",
+	"wnJZoxiMFjpF+TvhCgXhgIn2vE3aMIq1VtzaE6Y0MyJKhTUbxrejwxevavjbAjeFR+F+m2qdCK7gxzo1",
+	"jR/88v5nr5wd36Oc1etIfr76mzHw9MhyK3YRbTWT8ywlVcDAg4wrxuOlVMwImxNtpIZNIHYgWugpcuiY",
+	"0ex47F6avOxdnPYv3lz/2Bv2v+93O+P+4KIRNHoXnddnvdNG0DgddvoX/Ys38Gd/RN/uJ19eChVLNf9R",
+	"pHLmzOMwsuLTRAD0nqYE7/CnNPQtCJyn0qy0kdbh2oYBqdvtXY57p6wZ6eVSWmdhyR2VLSD9nbNhr3P6",
+	"9+vu4Py8P8anuWIyJg9iwgRPEylSfIHFMq6ciJ+hETS2xtlz550oEiuLm+yQ76/rF4s7JLP/49Cvh3Se",
+	"YH2q4/U27kTORP6gwwHNfOhyAGQzuxdCTvjqOgYreo7lemWMDm5xa1kT4E/c8uUqEQiHejYjICCFG895",
+	"C+53Gt1/yJZcHcD5AXB4DEc9DGbkEu1sddhea2rftJOSsfM+G2dxWltrO+fRQipRrI5uJkJfcwFMG/7+",
+	"RtCoc/c3gsbbQf/iujs47ZUeLb7r/cdlf7jx3NUIv7gcDM6uz/uj8864+0MjaHSHvdPexbjfOSuNNOqN",
+	"Rv3BRc03o6vL3nDUO8Wxyh50/Di+/n5wdUHzvr4uf+4Mx/3vO90xftm/uD7vXPS/743G5Z/O+6MRUY6z",
+	"XmfUuz4b4O/D3ujqbHzdHVx8f9bvjt3g3c5Ft3dGNKeyqMvO388GndPr8WBwfdYZvukVQxTbKftjG0HD",
+	"u/0aQaPk9WsEjfPe+IfBKS66c3Y2+Amf9pc07p/3BlfjPZHcqcR99ZknElDdm7WulMlWK50SAXirpQIQ",
+	"Kp7z3/QoBKD0zZXBjyConEuDASRwo7nDtRhjRG7XrS9G2UqkRsQ4zoWOxVB81h/dJxdlAPNNS586qZUz",
+	"HtkLbfvqvJAi/PfOBwzXCHLKmcZfyfOXR6jgoF2uIpEQda+sZDOowL9erH/IrTgj9zrcnwKGiz6IK8U/",
+	"c5lwMhGfC7vQ8YW2HQr9wJHwHsZyKXRmkb7+IHhqp4Lbp5ktcqnGfd5L8SvJVRXF7+WLTcUvaMSe89Vy",
+	"eWTe0hqRzJg0zD/MmijxaMVG/Tfj3vC8TE1LUkvC1Tzjc2HqR/c/MxkbYps4H8pnoElR/EVFeiOfgl2I",
+	"5UQ1V6meijhwmhTJIyJutdnYRzppdEAq4cyrFie1wljQ2AAv2EqkZctJ+lnQY5kCuUaTE5vHa3zIMG4n",
+	"KnzTG7PnfCWffz56nm8xbDPPj44rSqBBB47SfhUTRS4N8VnqzDBaB2mAe93umZtxiC8+fMMoHt9r+vJi",
+	"2jPjZOmqcIehTYY1paXTX0rVxOcCL+7BKK3W/SawF19/85B25m76R5GaWoELiAibZjJxSqUDjM/0vHFy",
+	"+KTxUUTiAC/gqH3YPjxh8yhiRy/aL9qHk8YGe/766EWdMwN29Doz6+1FvNVThEnEg9xG+Dv3viEPbBxE",
+	"UCUDlSstr7WEzXUiRIkUPcn4RFAxFJ9l/fX0vV3GkKkxVwfIAmlK6gCuOSC1ofUE93S8oZ/cTw1Lz94F",
+	"DT2bJVIJjGOqtSf6Y2JAb8iIRJajfP3SMLPQN4q5sZ5gzDAeIf84qKkcSrB5XX7KrQOoA5U6M3SHve6/",
+	"6V+MmYyBNPPcRUJog6ImyduN48arFxv23qOD797/fHjwHWipR9/WW3j7apby/RSSx6sbxeBe5ygJ+3+8",
+	"vL4xXQ2yVPxhFCgWJdwY1jRCMBeFgI914euKYnja6Z0PLq6vLoa9TvcHJ1D2zztveiVJtzu4GHf6F73h",
+	"dXfY64ydsDq4GnZBiv+hczUiCbU7GA6vLkGEvbwCEbgs/oJk3MfBKk4okLGuTt/0rk9fbywi/3rYf/PD",
+	"eFQWgPeTZU/RaHOlUsGjhRO1+sD6C9mvSxqXSLupIFgfCqOzNBK92wXPDAluXZ2m2cr21SoDmbAsEHYR",
+	"NRqF35xL+uEtiB6n0+rs7ssh0HpTlghBvvNm023WevUar2JwAeQiM8I5HcidB995+njgHBQCBJBkdoCe",
+	"Zgo7nSir0cYFZOcExaHC0IYBKcXH8XolWPiu1+1d4xQhMkmODNMeSDVR3ixHgVPSwiKc95aMtKQpsER+",
+	"FBhoRe7MD3pa9TQWW/OAsefdjspGQjx7f4bDwhD6CEMEBrs7KcAFIbJlZlBOYVqdlJx5GDEKVGuldQJ7",
+	"z+ONUejbNmF4wW5fcexxpt8NgpJP5saooyhv9TTnd/4m/nbVuyK98eriwmP9+eVZjzA7R9YCpfe7qL9l",
+	"IiONhgQdxBkg7YRaOb4USOXucVSxTT+ChD/luAnn63ULH2bkYiKtuLVFSOSLr7+pCYp88c2Lo1d1ltkC",
+	"xx72AYzKz1beHe8R/DOqPr0JJhuDbawsKIORO5t6QJJqX220erAhACdGulEMhE5IbXNRyU5/arOfQPxz",
+	"sSJIWij1JBYTNRWJVnNMC3JKkp4xrojSwIiBw2SpyDlNkd7NV4ffTVRYsTCFrcrYIE2ugdIC2W6zsNAC",
+	"YLCQ8eSGr81EkT4mbV0s2Qdn/aiHKa3EAdKaiBRGJ95KYzLn9S6U2CZaE9gRW+gsZZlK4HxgqV4k1kYU",
+	"wakFaP6VxXxNzL7sMnjxLYqC/vO3NVD6ZOKTb3o3sDxNX8iNRfcYF4qHAi9Tq0i02TshVsiiFOOUIJKb",
+	"N7VK1uWgh000dmKz//yyTsFbaGPfpDpb7evVg4n+eA/gpmeGJsl9beVVBuXzrLupsxIFrR62/4V9FGun",
+	"JEer1dFfA/aBf+bw/2ptF1q9DBhPP4JitlybT8kJskkRyVgUCN/ekOtLTqiv2tfohHp5VC/ebxguHivi",
+	"L1cyEV29XPI6catLv7OIHqDQ2eavFFV8vZzekYFHLmXCU4pKX+gkFqlhiZi5BIXWiQupBVz2MdwPe+6E",
+	"sukaA7nuCSNEekyQjMH6sBx8kSLDMCSAAnpyO0b+sA/OwUvIpomMnKqAbvcll2pPu4a4tSk/xzN5vbZ1",
+	"djn6kc1TjvEVWjGrV+S4R6Y6TcTymaH0I2cGfPvjORrKFoLHT1HmZZ2y6dxWZRthGXTvAcPrr+4DwqVU",
+	"9+4fCJNZ8iQRxjKCHrdZpO1e2oy4oogQlqlYpCcs0TcipSd9YBhxLown+QTy1BOO5pGxBDuxY5ipCmbs",
+	"B9fGchXzNN5xSu5XELHyW3K2OIQWGSPwFna5/mjAul99dfRXgts3F1dM3Fqh0HrHmgfGxv9trjJ4orUF",
+	"0EjWt5b4eZet0NGDFMNvqoZCwHUyHW8EofsAAbfc+VdfseapmEqunPXw4OhVa5chsW59G+Rdlkh7frbF",
+	"HoJNIle50wqZqcHkLdCu5RGCG0GJD4+PPNuX/VXDh/6AIJ/qzV46uRJtjBR4IA0bvHsCepl97Id4Zs56",
+	"uE8EDQ268/QvQTERxjwhUc2cuqzh3TbDoweDFgMaaqwtT37/WF8KLFYLbh68qUt86A6PDs94JD7tMFNj",
+	"sF8paM2/4WzVeaQaLrrNDim2f6KK4EFnPHABhMxRxNT6fDBQa4o8duAKGPs3URgfxxOaPSwtNWT/+b/+",
+	"LzvKvUekqGglgGAZTYRLWtCh5lKhCpVmKjd8NF3AIhERqeatgBmNaooLrMRoQzNRVt8A3S7SNt0DhkRr",
+	"EMBB9EsFT5K13+KJ385E+SBJ42MkQRRItLEBc3GQcYA7xm1sBUG2Jgo1u0hjhh6cJAZS+BhJYFJ5TOiK",
+	"pzZg2crnGzm33kShX++ZYRFfBVtWejiPGZeJu+Pwovdjb3g9GnewosF2uOVjE9tqEb8MdR5igxLiVjBv",
+	"J30YAnz/E5Lmh09g55Z2hJEN3rEmIoOIWwE7G4zGFCe21llq0P641KloBSy3XrFm5A1OmPCd+/UrxvHB",
+	"u0bQcAEejzV8DT7CuxRWUDVuYUTAY6k2CZDn051y9kqgeIIpBnCU1oU7dwenvTxxyNwfqf7t0XcvHqLT",
+	"lO7zrmYho1yMo4ygiK9wVQCrv2tZ3px2/8Ieyl39Y9byzeEevKzIed1IgOdJsrWWcsZXNbWZdrSRnCFu",
+	"RZRZnd6/zJeHG+t8GA/zRNoc1EqXXYeR56UQ6EeY/vrLZWZd7JuxGD1LLM7phO2N+2AL/lkUVwZcLELm",
+	"AdRdaRaaT0nYRtvsxjv4S5Dn24W/TnATk8Yxm1DG0aRxh86NiVIaRzVo6ZcV/QsoCZkOUSBbCuXjcs4N",
+	"Zl4N9Y2hUZb8FkVmNgc1VpFZccnXbCrYYZ2ZEOfcOxzHn3jXSSdFuAZJWJsBG1GRzrxHoui+8f1+FXmQ",
+	"f07P7hV+6SmQlT89nPD6CeAIoGELTF0MuZu02KPjifdCapc/3vT4yLIOmBM5emQGK720M411D3r82Bnd",
+	"W27KKoIeokuRJWIurVxyK5K1M2ZtpIo+pRoA1me4P1v36PDw8LEZU3l9gPL5lw9246AqJ5Av6z7Y8b5Z",
+	"LxsAkWoEjdHf9nVHuzoEo0/k7h1kNtLLig/ux97wlGJHe8PhYLjnuK6IQ8NHYMPgl17JKVZ7ftk/I7/e",
+	"26vTN/DXvst2SoDzX2NM0B3Fc9aFdrjcfK2Tk9zfvOHWKafHlsWtaLVqBI0P/DMHOomG5EbQQEMywMca",
+	"CMeei8aR3tJIl36kjhvpnEa6CxpDUjL+qe0Ye5kW3Eb+EOOCG2souKmzh/20KGWJzqUPc6SsNSwydOwi",
+	"AkKfZhGyJjmrMKqM6ZQiF/WNagUsHP1wNR73L95cnw5+uggD5tI9SKFEDDagxSUxcuKpYEseA/v3EbQ7",
+	"8+tCjEMZXZdrJBUpNhNFIYrcRQSziEcLgcoeqAGVOIVSvkhltRiUsjnHvuEpRabIaJFZK9X8VN8oDAuB",
+	"PZdjhN+Xr+Up0b90O3sLGrn+uJXuuZTKixzb8kaag8wesOrgayuAgVaaD3YvhD7Jm/jIs6jSiMflv7qp",
+	"7tnDDo122MPsglPWBAxTiFYBU/oGsGO6Zjszf+7Tf6s5HDSBV3D3TQ8go4xXbQkulbj5clCZWz0fA5qP",
+	"uRbczZcArLM/B6xMljwxRUD4gMn9oh9/N2fThQh034xeUiInTexKh+5R16r+3DwD9LPfd4pPAoO4mup3",
+	"b0Rx6VGyge8ViJwHcG0F7pbGKw23e4sj8Vj1vcNmqf5FKJ+JbYQ9oZJNhsqh3NqAqSxJ0LQCWvnF1dlZ",
+	"m4WwAhO64hEupIdKYWmsTWWdESvSSbZUdZmA8H0VvR706hVIVf69YFj6pjpg/gfsAFmvyxd87MhV1bxO",
+	"Ocfz2LWbb149dsqtwGI6LbfHOghw2VVPoxVTrR8oMeLMVugDgHvNdQD0bTQ5u7rqnzIsW6SIN/2+qh6+",
+	"tNfOpI/xAkRHzHDM64BV3MzkK1kJ/hHNQNKwWEfZUiiUZv2TR+3HVljYuBp3dNsrvveSnhY4lXC5/IlL",
+	"e85v6wySmLjmCpqcm3Ldk4VWKDxoRRUqfneJk9+XarHwqRQYMv2ZP1hSsJbhPDpWCxnG2NYac5F9swQR",
+	"No9yma7zgh4x1a94QkbHnxMhBkCoxM3vOkBXGHdHRY9y2k7hEFXihgHIMxmfMAyU8vV1K+EtT8l8oWHG",
+	"+qOoQffXgqcipfIiyItoORQfKl3kPWXLex8tLPMpMYCmPicOE7yKQM4lX6OblVskipiWWCQbOqke9eQ/",
+	"Ngesckwbdxg8ECm4kQnkE3/q0LGCLdvAFmwSo1pql5sxN3BN34j0IAKEW4hbNvqhc/Di629YLIF6bbKO",
+	"w4Pv+MHs/a/fvKpnFBvVFB8r/tQXoTRWp+SChkt0JoXAudC34oOoNCbVlHIhRXrGQh/8FAZMiVvLrEbn",
+	"dziTiTBhnf8Af9k+r96tTSnY1bCEyzgfrhRAWHjc3SJN2TZSBOhFeoXVkHz5v/YiZE000OABmIVcUVJq",
+	"q80uQFEErEavulRFlKIJWKbkp8zV2gXttLT7Z2YrrPEReazlmpVV0atGMHtKekBeXa/OGoZFg/PaiFjj",
+	"lGoEesfTM+NK9iG5i+VnGbv6Hnqi5lgBtVyr2EVIIrC7GslN9z5mpCRSMKkmqlr2r7VRO/KozS6KZgIu",
+	"eMHVf3S2rdsoyYz8LM49KSFJt6aE6YZlfhevL+qarkrFMPe4ubx2Zp6K8Vh/hnvrwUqg+7iSd2fUVNZW",
+	"mbSWmBVOrMcnIzklC/SnFcjL6CH1/s02G/XOet2xd5kaX6mX8NtmsVD2mZmoQkdzEOA9OGRmLYhQXlUr",
+	"TMVMpEJFYvSJCu9ixcq8SN8sFWaRlzxizXKlSwe59ka3Ttjp+VmxPBhG8GgxUeHnUuWckH3KgCcXMcn5",
+	"2lnua60v1QtwfZ4lVo7y5+rrHbmT6aI+dEGGrLrnymX97zcHer2ZCEMe/XtPzMBfjw6//fbhyo3OlfxY",
+	"71i9bSWNRUq72d6ru5d3ezh7CyD27t4ygGxqrV9//bK+GjwMtv387jwpIeLtx/MyvnXxxRuO+QduZJ8j",
+	"LEPqNuGvwPd2iAIC9skWnvpUgL342uhTUqkz9TgjYfmSy1dQnG4BJbVosnECtadcAG0JGYJ69LyfRm76",
+	"V+nkGgEc9L5JoSIR6Ag9XZJ7b/MAH2kOfQpFuBfvECj2wpmNu6QXS0SqmKj2VDfSDGt602RGKmHMM5NX",
+	"gxWlDOC9rDH3VoorL8LnK967jI9S4UKKRThxtHP2ZgDM6rQz7rzujHonDC1nZEeSak5cDLOVnT7pCsM1",
+	"ixxoTJtmRUZznbkJt4alyu9J+vixMEA/NuR6R/W7olhoymHLPFoUdb5RCPQJfaA0ltOKur29KUmpq8k+",
+	"YUOkD5zp+X3ZEBg/UaQbfoPdQcrrQx17lQor8gormyXNdjGMJb8d1XcQGWVLlIWSpCwhGw/CuYT0+NCU",
+	"RxRx2NnfxK0ul9/xMSzlurtlid/r+4lqll5CWL5Z6AQrCNEOj54j98dobEJYrLuMMljraW1JntInZNO+",
+	"sNmSI7+9CigVJ3xfqFZ1qpr4Eqx/4Hw3bVZX/MJF7WEkOGfOZdRml53huN85O3bdX/CCgnv6vfBCJYN7",
+	"Ryl3KuyNEIodUvThEVwK3A1B4QmjkT/oaeCsTZGL2u90gYS5JVA5BTtRhbggjf+xzTou9IHO1edIu09u",
+	"QswAcHGQSDykYUpItG11ukwVkwVUUN5PLWfoD3brcj92uhPV7Pa8SSB/IM2U2YiE6HSxeh0O1ggaP3Ua",
+	"QWNMVejw38EZVQdpBI3uvpEQjxwTWz+JKEulXY8AQl3/CR2L7uMShfOa6+SlmK5ZeDkYjSnNu82usLUd",
+	"JTK4X5zxLGx7kQo5PFoaC3axsHbl7bjOfr8j8Y1+dDbKfDH5OvLZ/FJ22zD3WNAdRhrO9M4yB+QR8TDO",
+	"nYGHktCLJPhKsnypMtpEuYfct2Grzai+54rbBUswUghzHFnoa575LTzHqVLznEqNSDNRsVCSziIWVNNG",
+	"3EZiZStXNFET9W//xvp4n3Y9UR2W5+kbulSUDniRcV90MSQTfSRwYRwrvx/AKuOJKoFIs8glb7XZT6Qx",
+	"c1uGImmZXgnqUONutOTwmii0fjerVxowui0WVuE2bJ1ULjkiTpemkuKsJqoKNM3yMA7Y4OT9kQRUXAH2",
+	"ugA2PU91tsorGAARpX5beJ11TfACR0nxKZ6XwMdqre74u1p9hve0MhP1l6K4k2HNEGPPwoDWR3+VLMzw",
+	"sSj+HFI5c1cNaqKYKwhlqO0oyHrhdv0ngIK/sFNXY46Iv2PrBnjsUiaJdB0LHTQoFp6bkJlsNpO3bXZB",
+	"BflSAVPSbinqhk+NTjLru4jGgsfYIilPrAL2llFvEJNXj6aHYCw8M/hpqZW2WmG2tY4+gtCE0oom56Jl",
+	"fzFC2b+UmwwEbJVkBkYJNzMZw4AtpcoQ3vhM2DVb8nQuFR5EuaQulQb6YTy+9OwDxsRAeKyh0QjYxHNl",
+	"+uCq504ad+EJzB35o2FXl5e94fXoovOuxyj5F+sMSTLsAALQBTwzrERc2jBIB/lJkqAHhCeYSoZ9IV4d",
+	"fsvCjUKlzriMzTNjiZZiGAMw4LNAM7pcilbAXh2+YmFevDVkz9mrw69ZuF0LNWRNpZnJogWMk6+TqNjX",
+	"hy+rPRQJQsrNLpuVZDFW2L4kkLO8vFPLYwPVFhQL/lnqLEVK4A6/6S155f65rYn6zT/wm8tz08Kw3+D7",
+	"g4MD5v6Fj68OjwJsC/tbtTPlCfzCwo2CuCGeN1AmAFdxkxOn3OyHFr3cN1cZo6hWCzi6XX+XCPWOFrU+",
+	"xR/9/U1fkwUn0jeqKN+HRkhpsZ9sSjVdW36nr4DdoSzFfst79CLlxa/ooe82f0NUOaZFYI0r8rcAFTTY",
+	"XhepyBKkHGoJ5kY6OmS/FeViIl+abyWUPWHcfCxqtJCIB8cJcpt7+2XAXr14AfdXala52YXTi4dkbA1c",
+	"lSykRhjvHXqxFiNXXYvPFpPKWMFjkNxsuaGxsTJJkK26VbyA06j0bA1LcBz6rq2s+UGC4ou5cnZBgke6",
+	"pkGUsDc6/eg7P359exswleOr6+dG6k2SIKoTtWO/3dt6NOKrlYgD5mdm4pZ0DOA1ri8pu1lIV2E73yPs",
+	"zjMgo7VCKzFXgLbPTHV7J54mE+k28A4VIEUR5Wp45hvUmLw5j7i1cAuJjLiTqH9DYddKi7UH3/W6va2Q",
+	"kVKe/XHjCG0+K6H4SjaOGy/bh+2XZFpYoFC6U9DJPahYi18bW9f3XFknC4Q1Dtewrjot5cIax0gAvpyr",
+	"0cVbE//Jz+oGiwcloIXkM8C5k5sejnqiwmqVx3C7ZiXr1BSpLQ040yl5ECprfWZKj4zHZ6zpBb2Xh8wE",
+	"7EYkiZMXc5jAFkAtlmjjeS5GQh67/XJMghRYI4Nq+xb90QQ533VmA1LeyrVqOTVRxHTqvGtReDYYjZ1A",
+	"ao1DWycn+KCFytapNHC+KaA09FWxUsYNtRhyCdg4Jy2VrtPNXZL4/CKdK36ifIuEeKO6buoKdBZFg3US",
+	"l4PwgSL4dgfhRM2kkmYhqsuDUYGrmJxYKnGDrA1jPs0xe3V4yLZavu/gQMFE1XGUut7mJ0jAqj2oTybq",
+	"3obHpJrmLL0fE9bEeeHVRt4O67WO/7gOx1uluO+qNhGbZmKzdf+Lw8M/Y34XFlbX3NulxWO/51c0e92g",
+	"+Sqfv+ZxviF45ejhVyqNu/Gllw+/VLTYhzdefPfwG5ud0XGzSCz2WWJuNUfLQbZc8nSNB4T81wdgYGPU",
+	"ovULtRU5AcRIiV04BCTPJJYp53O0XwCXUsIYMk3sJPkf9NQ8R+TaTfN/4oCMVKQgpKi8kDW9jRXD7FrI",
+	"2qmUODWPQz3WZqky1DYZyC2KOCRqLp1V2WnC5MElFtsMi5BoQK4tTQOk2o5yRl1Q5kyIkn/JZQurRPOT",
+	"Tpc8OfHxb3MunaRJTL89UWiBcV0QZ7R26briO6tH3vgsDMqkD8OOnM4jrZkoqQ5mCYZGlOgWvFDouFTQ",
+	"gUcS1CN8E353P22P0GYDlaxJGKM2MaGv9+ksBGFRrDTExZ8wPlFUxVmVipwSec5fQ/sRTB26Wqq4b9w0",
+	"xfcgcX3ruwAuOB6GziwcyCqVOkUtHgU1lwLuq5Su2Y1Iha8G4mpDxcdOaq524+O+13WJJWHtMl+kA6MF",
+	"QILz4tiCG7bixmBTsYnqx2K50kWr9jDvMxgeb7Qqo/CeuSAl13G0JhxWVbqk7pTYCZODqNlywkMuQ3pj",
+	"QwFMpUiE0gKCeotUpcWgAxRguj5YE+OhuM2nwQ9wCSXRuol1pWJ6mrNZliRktxWFZK5nXh8wVCiFYWc3",
+	"z8q1wQImefEUin+aKIDqXIBwNWVhnNLGSnGLDq3oMpUbfKIkHfhcWDJOAeCUB6is5VnO550o9F+JsWPL",
+	"QMCTP4mpV1qCfmGGXu3kWMPMXb9EJB6ozBo5TdYunOBf/L2Wv59pNT9YaZeJQjw1ZzBEhn3gr+Mzviyl",
+	"Z+zUvvJhpu5qFe1m62Ut4QZoCxBIjAX2uq7FLqOG/ef//N8uezZvkQLs3LgMUWyGSNbcat0oJu0DmbMT",
+	"5VJn2cOZs3kbumqK7ERVcmRxsb5fJXAy1GCA98y1SwX2MafImnzk80Q1lWYVbtM6YXJWaahZ3pvT153M",
+	"4gUD3744rzbuyyYdMyMECyvpgu1yeawWMSaix1hDqtRCk+0sagXE2pelKmwUM6EiUMtcrXMmqAMSsINj",
+	"pzjW6ZVU18r3tnT1Q0o6Zh4XjyQa5Ld8RhqHzsXp9cdAuSmjMyznjDKlbwLKGQWtN08VLZJH0TBLdoCi",
+	"Wy8yDew655TgJgXsSpP7HzwvydNLT3KN0fUJbrUZ5YvCd+6M0RRAFwbfFlKJs4oC8FCXoGMy2ZWsYy5I",
+	"0VkT+D8t82LNelNYq46ruYzasyLr+Y/nbBuZ41+Yt20ma9dwt0Euq6G5HJ8PQKr2khkGO/2L0e1gdG9A",
+	"UC3VX/B0tiygJoL4BxrFvPT3JFanxM1uRvea22jhKV5ADcSdCXMjISRss51ULS8PcczCwbuwcFigeFzj",
+	"DvNUquASIGAnWs1FykqF4pHZezcI1k0Gzfe4cFpU/AWg3SFFI0qYV4Dz+Q96irRyRyU5TOgBYofnR3NU",
+	"/RCtNvPsidTEpQaNcaZTYECoXlarOqJahZ1KnB2c2pC5GBIjBFa6l3OFuSjTzJIm482MbdZRLFMfFcgQ",
+	"GKRSbq9OGo7z1fgzAvUDjghtpqRM0Vn/V9IcMKf/T6awpRoIX5y+lisW/Iu6/tHUtYcGgLINQc/ytm0l",
+	"Axw1AfTi5hNI668YK3H33Evb5vmvBlNN7mD1c1FDbtFmRVlw2OGCAvNd82BylT4zrNqtBylN7msDkT5J",
+	"MOEX1A9OVo+80X1O5zwFJtESaQKJ++ioR7nQpgIrzJN5qEuwfUCBlORGCf/j4J2IxAFl0ISYl9Kk4LZU",
+	"RugOoet4ZvIB/PvYa/cEBWyKMIUNYKEy6o9xeDBdWzFRsB7XuBF1rgVHHwdtmGrRxsYVBTTMyF+c5RcP",
+	"MSAxHHZisRqja1jq8vpkNdqQgiyaYaXtVdjyDktuSOTOl/slaGbAwl1dbIF2YtREpe1t5Q3X8gtH/o6F",
+	"RYdbfHebGLNH0+JTp/D4PqzoLE35UliRArbUo2nxyPO3gCSX3C4ad8GeaaJOt8ArwKJwjWP00DZ8N/SG",
+	"8SldVbId7EmCfR7a9orGuUCCKJO7znOEK3AsX9pC8Bij99ziHNIgAzvwabu7F/q4WrzvH8WZdGSFPSBM",
+	"r3KofNapVBxzFTYzGu5q09xkIgLmSUebUotjBIVfGxVqUeMfr14vEqImKlzcdRnhduEQGwP+f+fl3v1z",
+	"M8jDVw+/kTdIxhf24Kh5K+R/KAseIXygqGqFsQdYMxYZAKZFVrnc72G9ZGK4x47nm4mUmGjYpFAmLzKT",
+	"vMwKx1ordA4FELuR5Zakh9xzgZYPs9GY75lhUZamoEXB5pszoSJSHMaedeNLuW+GrCZO0SPrA/nlALC8",
+	"BYXcKdRlSkwUeVOaeAQb685l/s7ZsNc5/ft1d3B+3h+PkdEIDJH0fkDnFfHmrxPGWSxnKJHYkumGcWwf",
+	"Iq0t29CoJ9dGD/WwzUIXEXXMXG3MkDkkNix0kf0h84WAkR8Dpypey01H/iV6Jn/Fj9FmHZ8pAOuhXIB4",
+	"ovCojK3kljBK05CxKUJnCxELXa3llJ1golxGhwufSrmaiyD3eyZ6blql0HuyoUnDblI4JYVSQ2c7SCyi",
+	"KJiSJfO4DEje/YfSmLOyTpT2sYB09ATBedH+FJXqoOgmBgITVb+noEyXrjVRRqBH9O+jce/8mhZGAZAg",
+	"N2DQ6HFFfCir5rmBNC0H/pURYaJAEwYsawVsCyxYswa0YCSekFc8BzBK9SjaL8Bolbb8YakOPJaiLIQr",
+	"mMXp7hNFZnM4OJGyuVBOovHI2Wqzvo/NxwOAbeYVheJUr1zsNjXA/BKK87acd0KXU76VmsPdOqHqqcAg",
+	"Ry9ZeNn5+9mgc3o9HgyuzzrDN72QNZEBY5/zb9m5fN06wZhIP0O+uycIkpsW1YkqRxfKkneg1saKmYjW",
+	"5b/9Dnnz/Z9lPCiX7Pvi1oNKpbsdYppDMmlKxLtZqUZZ71ho/bNbFf58oelojzVdEjSPtcaCXCRsvdjn",
+	"AFyQNZ8moof5Hv9YQe1SO17peSmmgdYozUVPm9jrPo+S2aTaLaR1tTLZ0rHGzXQfCpOydU0jqemLj26d",
+	"qKK0RSRYEyU+ia0FDD2FFX9abXahGcAhwb1LeqBgJ29gw0y3cqdTWhfw+c2Gpx0ffG4yz7/qu5uWe5oi",
+	"j0fiXm1rmidTXQzGLKJjifPs0RTDn/wCqA8diKkZ8v3SUsjC4pmpYImcibxTcrkLKZZ2hKWjBGOLiF5q",
+	"Xhpg0mO5OWlhkMJenfuyxreD/sV1Fzheno3Q9HZtWHPL87rqcZxgnH/p7d5/XPaHxOOKL69GvdM/zNzx",
+	"Vkt1QYXf/wzWUW7AuxfjOPqDp97NNuB3UAMQTTbSywIX4uAC+zGYHCXtL8wuvvvDTsMVxK3nnhFlBD3Q",
+	"rvjEZ8JQLAIhKx3I0R4H8kYr8Q8h/i4Tt3H88/syKxinJDPXJF56OrJBgctMQLr0xQcYgSmya3co7AVh",
+	"9nSybmZquoZ6MFXnDMuswqnIXsEnGxOlX6JVu1xRL3S90nL9y+vohs+AwHXIh+lnkUXJxOowJ7luqYq8",
+	"X5dEF4tS/TidxPnKtllCfUZXrmvpJJ54GYKqi6EnNOUIlehiTPQc41vRZgDvzYBttNlgJZSzMxQ5qcjW",
+	"84KPmOpn+Ufnlg6Kyoe0HVIH83X4QYgLkXm06apTuUAgv1SlmXPuphnd0bJ1nKtYPn6G4mEZN8SYfKwV",
+	"voJRpzcuYPKGS7SZUEpYKT8EDpcMt8AefbgRBnumThSm3I0HOVfAwsvhYDzoDs6ury5GV5eXg6HzZ+It",
+	"1WTY/ZkuUbg9n5r+57CmjerCX1it2Sybu4Myl+C2VAD0X47Qevq+XWPh5/d3FaIPYMWa1KIxW4qWqyhc",
+	"PWSPxL7aah3Nr5s4L6VAs7rXNik+shns0J2Dt/Oj5ONvu2kWpYQh93Se1LH9NIZiB0QIgjw40gROTS7G",
+	"QFXm7v3d/w8AAP//",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

@@ -66,6 +66,10 @@ func (m machineAPI) OpenSession(ctx context.Context, req machineapi.OpenSessionR
 		return nil, err
 	}
 	m.s.log.InfoContext(ctx, "node session opened", "node_id", sess.NodeID, "session_epoch", sess.SessionEpoch)
+	if sess.RequeuedLeases > 0 {
+		m.s.log.WarnContext(ctx, "node restarted: its previous session's leases requeued", "node_id", sess.NodeID,
+			"session_epoch", sess.SessionEpoch, "requeued", sess.RequeuedLeases)
+	}
 	return machineapi.OpenSession200JSONResponse{
 		SessionToken: sess.Token, SessionEpoch: sess.SessionEpoch, NodeId: idString(sess.NodeID),
 		Pool: machineapi.Pool(sess.Pool), HostGroupId: idString(sess.HostGroupID),
@@ -114,6 +118,10 @@ func (m machineAPI) ClaimJobs(ctx context.Context, req machineapi.ClaimJobsReque
 	if err != nil {
 		return nil, err
 	}
+	var requestID string
+	if req.Body.RequestId != nil {
+		requestID = *req.Body.RequestId
+	}
 	wait := min(time.Duration(req.Body.WaitMs)*time.Millisecond, m.s.cfg.ClaimWaitMax)
 	deadline := time.NewTimer(wait)
 	defer deadline.Stop()
@@ -122,7 +130,7 @@ func (m machineAPI) ClaimJobs(ctx context.Context, req machineapi.ClaimJobsReque
 	retry := time.NewTicker(2*time.Second + time.Duration(rand.IntN(500))*time.Millisecond)
 	defer retry.Stop()
 	for {
-		jobs, again, err := m.claimOrWait(ctx, sess, int(req.Body.FreeSlots), wait, deadline.C, retry.C)
+		jobs, again, err := m.claimOrWait(ctx, sess, int(req.Body.FreeSlots), requestID, wait, deadline.C, retry.C)
 		if err != nil {
 			return nil, err
 		}
@@ -139,11 +147,11 @@ func (m machineAPI) ClaimJobs(ctx context.Context, req machineapi.ClaimJobsReque
 // try again (again) or for the poll to end (deadline, shutdown, cancel).
 // The wake channel is taken before the claim so a wake-up between the claim
 // and the wait is not missed.
-func (m machineAPI) claimOrWait(ctx context.Context, sess store.SessionInfo, free int, wait time.Duration,
+func (m machineAPI) claimOrWait(ctx context.Context, sess store.SessionInfo, free int, requestID string, wait time.Duration,
 	deadline, retry <-chan time.Time) (jobs []store.ClaimedJob, again bool, err error) {
 	wake := m.s.hub.Watch(sess.Pool)
 	defer m.s.hub.Done()
-	jobs, err = m.s.store.Claim(ctx, sess.NodeSession, free)
+	jobs, err = m.s.store.ClaimRequest(ctx, sess.NodeSession, free, requestID)
 	if err != nil || len(jobs) > 0 {
 		return jobs, false, err
 	}
@@ -184,7 +192,11 @@ func (m machineAPI) claimResponse(ctx context.Context, jobs []store.ClaimedJob) 
 		if err := json.Unmarshal(j.Snapshot, &snap); err != nil {
 			return nil, fmt.Errorf("job %d: request snapshot: %w", j.JobID, err)
 		}
-		m.s.log.InfoContext(ctx, "job leased", "job_id", j.JobID, "lease_epoch", j.LeaseEpoch, "kind", j.Kind)
+		if j.Replayed {
+			m.s.log.InfoContext(ctx, "claim retried: same lease answered again", "job_id", j.JobID, "lease_epoch", j.LeaseEpoch)
+		} else {
+			m.s.log.InfoContext(ctx, "job leased", "job_id", j.JobID, "lease_epoch", j.LeaseEpoch, "kind", j.Kind)
+		}
 		out = append(out, machineapi.ClaimedJob{
 			JobId: idString(j.JobID), LeaseEpoch: j.LeaseEpoch, LeaseRemainingMs: j.LeaseRemaining.Milliseconds(),
 			Kind: machineapi.JobKind(j.Kind), Pool: machineapi.Pool(j.Pool), Attempt: int32(j.Attempt),
@@ -225,6 +237,37 @@ func (m machineAPI) RenewLeases(ctx context.Context, req machineapi.RenewLeasesR
 		}
 	}
 	return machineapi.RenewLeases200JSONResponse{Leases: out}, nil
+}
+
+// ReleaseLeases gives leases back at once (the node will not run them).
+func (m machineAPI) ReleaseLeases(ctx context.Context, req machineapi.ReleaseLeasesRequestObject) (machineapi.ReleaseLeasesResponseObject, error) {
+	sess, err := sessionFrom(ctx)
+	if err != nil {
+		return nil, err
+	}
+	items := make([]store.ReleaseItem, 0, len(req.Body.Leases))
+	for _, l := range req.Body.Leases {
+		id, err := parseID("jobId", l.JobId)
+		if err != nil {
+			return nil, err
+		}
+		items = append(items, store.ReleaseItem{JobID: id, LeaseEpoch: l.LeaseEpoch})
+	}
+	res, err := m.s.store.Release(ctx, sess.NodeSession, items, string(req.Body.Reason))
+	if err != nil {
+		return nil, err
+	}
+	out := make([]machineapi.ReleaseAnswer, len(res))
+	for i, r := range res {
+		out[i] = machineapi.ReleaseAnswer{JobId: idString(r.JobID), LeaseEpoch: r.LeaseEpoch, State: machineapi.ReleaseState(r.State)}
+		if r.JobState != "" {
+			m.s.log.InfoContext(ctx, "lease released", "job_id", r.JobID, "lease_epoch", r.LeaseEpoch, "node_id", sess.NodeID,
+				"reason", req.Body.Reason, "job_state", r.JobState)
+		}
+	}
+	// Released leases free capacity: let this replica's waiters retry now.
+	m.s.hub.Notify(sess.Pool)
+	return machineapi.ReleaseLeases200JSONResponse{Leases: out}, nil
 }
 
 // DownloadArtifact streams one file of the job's manifest to the lease holder.

@@ -191,6 +191,10 @@ func New(cfg Config, st *store.Store, arts *artifact.Store, log *slog.Logger) (*
 	if log == nil {
 		log = slog.Default()
 	}
+	if ttl := st.Config().HeartbeatTTL; 2*cfg.HeartbeatInterval > ttl {
+		// One late heartbeat must not cost a healthy node its leases.
+		return nil, fmt.Errorf("http config: heartbeat interval %s is more than half the store's heartbeat TTL %s", cfg.HeartbeatInterval, ttl)
+	}
 	hub := longpoll.New()
 	m := cfg.Metrics
 	if m == nil {

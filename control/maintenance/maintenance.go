@@ -1,6 +1,7 @@
 // Package maintenance owns a control replica's periodic background work on
-// the database: the lease reaper (expired leases back to QUEUED, or FAILED
-// when attempts are used up), drain deadlines (enforced here, on the control
+// the database: the lease reaper (expired leases, and the leases of nodes
+// that missed their heartbeats for the store's HeartbeatTTL, back to QUEUED,
+// or FAILED when attempts are used up), drain deadlines (enforced here, on the control
 // plane, whether or not the admin's CLI still waits) and the idempotency-key
 // purge. Both are safe in
 // every replica at once (the store skips rows another replica holds).
@@ -161,7 +162,7 @@ func (m *Maintainer) reap(ctx context.Context) {
 		m.failed("reaper pass", err)
 	}
 	if st.Requeued+st.Failed > 0 {
-		m.log.Info("reaped expired leases", "requeued", st.Requeued, "failed", st.Failed)
+		m.log.Info("reaped leases", "requeued", st.Requeued, "failed", st.Failed, "from_silent_nodes", st.Silent)
 	}
 	dx, derr := m.store.ExpireDrainDeadlines(ctx)
 	if derr != nil && ctx.Err() == nil {

@@ -40,8 +40,14 @@ func testConfig() store.Config {
 
 func setup(t *testing.T) *testBundle {
 	t.Helper()
+	return setupWith(t, testConfig())
+}
+
+// setupWith is setup with a store of another configuration.
+func setupWith(t *testing.T, cfg store.Config) *testBundle {
+	t.Helper()
 	db, dsn := dbtest.Open(t)
-	st, err := store.New(db, testConfig())
+	st, err := store.New(db, cfg)
 	require.NoError(t, err)
 	b := &testBundle{ctx: context.Background(), db: db, dsn: dsn, store: st}
 	in, out1, out2 := b.artifact(t, "1 2\n"), b.artifact(t, "3\n"), b.artifact(t, "")
@@ -90,6 +96,14 @@ func (b *testBundle) group(t *testing.T, capacity int) store.HostGroup {
 // verify flow (CHECK job judged AC, heartbeat, enable).
 func (b *testBundle) node(t *testing.T, pool string, groupID int64, slots int, enabled bool) store.Session {
 	t.Helper()
+	sess, _ := b.nodeWithCredential(t, pool, groupID, slots, enabled)
+	return sess
+}
+
+// nodeWithCredential is node, also returning the node's credential (to
+// open another session: a restart).
+func (b *testBundle) nodeWithCredential(t *testing.T, pool string, groupID int64, slots int, enabled bool) (store.Session, string) {
+	t.Helper()
 	n, code, err := b.store.CreateNode(b.ctx, store.NodeSpec{
 		Name: fmt.Sprintf("node-%d", b.seq.Add(1)), Pool: pool, HostGroupID: groupID, Slots: slots}, "test")
 	require.NoError(t, err)
@@ -103,7 +117,17 @@ func (b *testBundle) node(t *testing.T, pool string, groupID int64, slots int, e
 	if enabled {
 		b.verifyAndEnable(t, sess, pool)
 	}
-	return sess
+	return sess, j.Credential
+}
+
+// startJudging sends the start signal of a lease: its first progress
+// report (a renewal with progressSeq 1), as a node does when it begins to
+// run the job. Only then does the attempt count toward max_attempts.
+func (b *testBundle) startJudging(t *testing.T, st *store.Store, sess store.NodeSession, c store.ClaimedJob) {
+	t.Helper()
+	rr, err := st.Renew(b.ctx, sess, []store.RenewItem{{JobID: c.JobID, LeaseEpoch: c.LeaseEpoch, ProgressSeq: 1, Phase: "COMPILING"}})
+	require.NoError(t, err)
+	require.Equal(t, store.RenewOK, rr[0].State)
 }
 
 func (b *testBundle) verifyAndEnable(t *testing.T, sess store.Session, pool string) {

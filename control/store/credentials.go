@@ -266,12 +266,18 @@ type Session struct {
 	HostGroupID int64
 	State       NodeState
 	Slots       int
+	// RequeuedLeases counts the leases of the node's earlier boot that
+	// opening this session took back.
+	RequeuedLeases int
 }
 
 // OpenSession authenticates a credential and opens a session for a boot. The
 // same boot id keeps its epoch (a retried open gets a fresh token for the
 // same session); a new boot increments the epoch, and every call with the
-// older session is refused from then on.
+// older session is refused from then on. A new boot also takes back, in the
+// same transaction, every lease the earlier session still holds (that
+// process is gone or must stop), so its jobs run again at once rather than
+// when their leases run out; the old epoch can never commit them.
 func (s *Store) OpenSession(ctx context.Context, credential, bootID string) (Session, error) {
 	ids, ok := secretIDs(credential, credentialPrefix, 1)
 	if !ok {
@@ -281,7 +287,9 @@ func (s *Store) OpenSession(ctx context.Context, credential, bootID string) (Ses
 		return Session{}, invalid("bootId", "must be 1..64 characters")
 	}
 	var out Session
+	var pools map[string]bool
 	err := s.inTx(ctx, func(tx *sql.Tx) error {
+		out, pools = Session{}, nil
 		var hash []byte
 		var revoked bool
 		var oldBoot sql.NullString
@@ -301,7 +309,8 @@ func (s *Store) OpenSession(ctx context.Context, credential, bootID string) (Ses
 		if hash == nil || string(hash) != string(hashSecret(credential)) {
 			return fmt.Errorf("credential: %w", ErrUnauthenticated)
 		}
-		if !oldBoot.Valid || oldBoot.String != bootID {
+		newBoot := !oldBoot.Valid || oldBoot.String != bootID
+		if newBoot {
 			out.SessionEpoch++
 		}
 		out.NodeID = ids[0]
@@ -313,9 +322,19 @@ func (s *Store) OpenSession(ctx context.Context, credential, bootID string) (Ses
 			 WHERE id = ?`, out.SessionEpoch, th, bootID, bootID, out.NodeID); err != nil {
 			return fmt.Errorf("store: open session: %w", err)
 		}
-		return nil
+		if !newBoot {
+			return nil
+		}
+		pools, out.RequeuedLeases, err = s.requeueOldSessionLocked(ctx, tx, out.NodeID, out.SessionEpoch)
+		return err
 	})
-	return out, err
+	if err != nil {
+		return Session{}, err
+	}
+	for p := range pools {
+		s.notify(p)
+	}
+	return out, nil
 }
 
 // SessionInfo is an authenticated session token's node.

@@ -33,6 +33,9 @@ type ClaimedJob struct {
 	// ReadyWait is how long the job had been ready (now − available_at)
 	// when it was claimed: the pickup latency metrics report it.
 	ReadyWait time.Duration
+	// Replayed: the lease was granted earlier to the same claim request
+	// and is answered again (its first answer was lost), not a new pickup.
+	Replayed bool
 }
 
 // claim leases up to freeSlots ready jobs of the node's pool to the session.
@@ -44,9 +47,19 @@ type ClaimedJob struct {
 // The host-group lock serializes the claims of one physical host, so the
 // transaction is kept to five round trips: lock group and node (one
 // statement), count in-flight, pick (full rows), lease, attempts.
-func (s *Store) claim(ctx context.Context, sess NodeSession, freeSlots int) ([]ClaimedJob, error) {
+//
+// requestID (optional) makes the claim idempotent: the attempts it grants
+// remember it, and the same request again from the same session within a
+// lease TTL answers the leases it granted that are still live (extended
+// like a renewal) instead of new ones, so a claim answer lost on the way to
+// the node costs nothing. The check runs under the node lock, so a retry
+// racing its own original cannot take a second set of jobs.
+func (s *Store) claim(ctx context.Context, sess NodeSession, freeSlots int, requestID string) ([]ClaimedJob, error) {
 	if freeSlots <= 0 {
 		return nil, nil
+	}
+	if err := checkClaimRequestID(requestID); err != nil {
+		return nil, err
 	}
 	groupID, err := s.nodeGroup(ctx, sess.NodeID)
 	if err != nil {
@@ -56,7 +69,7 @@ func (s *Store) claim(ctx context.Context, sess NodeSession, freeSlots int) ([]C
 	// pool's waiters; one plain read of the claim index answers them without
 	// a transaction or a lock. A job that commits after this read wakes the
 	// waiter again.
-	if ready, err := s.anyReady(ctx, sess); err != nil || !ready {
+	if ready, err := s.anyReady(ctx, sess, requestID); err != nil || !ready {
 		return nil, err
 	}
 	var out []ClaimedJob
@@ -65,6 +78,13 @@ func (s *Store) claim(ctx context.Context, sess NodeSession, freeSlots int) ([]C
 		groupCap, n, err := lockGroupAndNode(ctx, tx, groupID, sess)
 		if err != nil {
 			return err
+		}
+		if requestID != "" {
+			replayed, err := s.replayClaim(ctx, tx, sess, requestID)
+			if err != nil || len(replayed) > 0 {
+				out = replayed
+				return err
+			}
 		}
 		var nodeBusy, groupBusy int
 		if err := tx.QueryRowContext(ctx,
@@ -120,9 +140,9 @@ func (s *Store) claim(ctx context.Context, sess NodeSession, freeSlots int) ([]C
 			return fmt.Errorf("store: claim: lease: %w", err)
 		}
 		if _, err := tx.ExecContext(ctx,
-			`INSERT INTO judge_job_attempt (job_id, lease_epoch, node_id, host_group_id, session_epoch, started_at)
-			 SELECT id, lease_epoch, node_id, host_group_id, session_epoch, NOW(6) FROM judge_job WHERE id IN (`+in+`)`,
-			args...); err != nil {
+			`INSERT INTO judge_job_attempt (job_id, lease_epoch, node_id, host_group_id, session_epoch, started_at, claim_request_id)
+			 SELECT id, lease_epoch, node_id, host_group_id, session_epoch, NOW(6), NULLIF(?, '') FROM judge_job WHERE id IN (`+in+`)`,
+			append([]any{requestID}, args...)...); err != nil {
 			return fmt.Errorf("store: claim: attempts: %w", err)
 		}
 		return nil
@@ -134,11 +154,12 @@ func (s *Store) claim(ctx context.Context, sess NodeSession, freeSlots int) ([]C
 }
 
 // anyReady reports whether a claim by the session could find a job: a ready
-// QUEUED job of its pool, or a CHECK job bound to its node. It refuses a
-// superseded session or a revoked node as the locked claim does (this read
-// is the whole claim when there is nothing to take). The pool is the
+// QUEUED job of its pool, a CHECK job bound to its node, or (with a request
+// id) leases granted to an earlier try of the same claim request. It refuses
+// a superseded session or a revoked node as the locked claim does (this
+// read is the whole claim when there is nothing to take). The pool is the
 // node's, which never changes (cached with its host group).
-func (s *Store) anyReady(ctx context.Context, sess NodeSession) (bool, error) {
+func (s *Store) anyReady(ctx context.Context, sess NodeSession, requestID string) (bool, error) {
 	pool, err := s.nodePool(ctx, sess.NodeID)
 	if err != nil {
 		return false, err
@@ -150,7 +171,10 @@ func (s *Store) anyReady(ctx context.Context, sess NodeSession) (bool, error) {
 		        EXISTS (SELECT 1 FROM judge_job j FORCE INDEX (ix_job_claim)
 		                WHERE j.pool = ? AND j.state = 'QUEUED' AND j.required_node_id IN (0, n.id)
 		                  AND j.available_at <= NOW(6))
-		 FROM judge_node n WHERE n.id = ?`, pool, sess.NodeID).Scan(&epoch, &revoked, &ready)
+		        OR EXISTS (SELECT 1 FROM judge_job_attempt a
+		                   WHERE a.node_id = n.id AND a.claim_request_id = ? AND a.outcome = 'RUNNING'
+		                     AND a.started_at > NOW(6) - INTERVAL ? MICROSECOND)
+		 FROM judge_node n WHERE n.id = ?`, pool, requestID, micros(s.cfg.LeaseTTL), sess.NodeID).Scan(&epoch, &revoked, &ready)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
 		return false, fmt.Errorf("node %d: %w", sess.NodeID, ErrUnauthenticated)
@@ -220,19 +244,27 @@ func (s *Store) nodePlace(ctx context.Context, nodeID int64) (nodePlace, error) 
 // work, else that node's CHECK jobs), skipping rows other claimers hold, and
 // returns them as they are before leasing. The query is served by
 // ix_job_claim for both WHERE and ORDER BY.
+//
+// Ready jobs go in (priority, enqueue time, id) order: created_at is set at
+// enqueue and never changed, so a job retried after its node died keeps its
+// place in the queue once its backoff (available_at, a filter only) has
+// passed, instead of going behind everything enqueued meanwhile.
 func pickReady(ctx context.Context, tx *sql.Tx, pool string, requiredNode int64, limit int) ([]ClaimedJob, error) {
-	out, err := queryAll(ctx, tx, func(r rowScanner) (ClaimedJob, error) {
-		var c ClaimedJob
-		var waitedUs int64
-		err := r.Scan(&c.JobID, &c.LeaseEpoch, &c.Kind, &c.Pool, &c.SubmissionType, &c.SubmissionID,
-			&c.Generation, &c.Language, &c.ManifestID, &c.Snapshot, &c.Attempt, &waitedUs)
-		c.ReadyWait = time.Duration(waitedUs) * time.Microsecond
-		return c, err
-	}, claimQuery, pool, requiredNode, limit)
+	out, err := queryAll(ctx, tx, scanClaimed, claimQuery, pool, requiredNode, limit)
 	if err != nil {
 		return nil, fmt.Errorf("store: claim: pick: %w", err)
 	}
 	return out, nil
+}
+
+// scanClaimed scans claimColumns.
+func scanClaimed(r rowScanner) (ClaimedJob, error) {
+	var c ClaimedJob
+	var waitedUs int64
+	err := r.Scan(&c.JobID, &c.LeaseEpoch, &c.Kind, &c.Pool, &c.SubmissionType, &c.SubmissionID,
+		&c.Generation, &c.Language, &c.ManifestID, &c.Snapshot, &c.Attempt, &waitedUs)
+	c.ReadyWait = time.Duration(waitedUs) * time.Microsecond
+	return c, err
 }
 
 const claimColumns = `id, lease_epoch, kind, pool, submission_type, submission_id, generation, runtime_spec, manifest_id,
@@ -240,7 +272,7 @@ const claimColumns = `id, lease_epoch, kind, pool, submission_type, submission_i
 
 const claimWhere = ` FROM judge_job FORCE INDEX (ix_job_claim)
  WHERE pool = ? AND state = 'QUEUED' AND required_node_id = ? AND available_at <= NOW(6)
- ORDER BY priority, available_at, id LIMIT ?`
+ ORDER BY priority, created_at, id LIMIT ?`
 
 const claimQuery = `SELECT ` + claimColumns + claimWhere + ` FOR UPDATE SKIP LOCKED`
 
@@ -681,7 +713,7 @@ func completeFastTx(ctx context.Context, tx *sql.Tx, items []fastResult) error {
 	}
 	res, err = tx.ExecContext(ctx,
 		`UPDATE judge_job_attempt SET outcome = 'COMPLETED', receipt_digest = CASE job_id`+digest.String()+` END,
-		   ended_at = NOW(6)
+		   ended_at = NOW(6), judging_started = TRUE
 		 WHERE job_id IN (`+in+`) AND (job_id, lease_epoch) IN (`+attempts.String()+`) AND receipt_digest IS NULL`,
 		append(append(append([]any{}, da...), idArgs...), aa...)...)
 	if err != nil {
@@ -800,6 +832,7 @@ func (s *Store) completeSlow(ctx context.Context, sess NodeSession, jobID, lease
 			generation   int
 			attempts     int
 			maxAttempts  int
+			started      bool
 		}
 		// Job, then its attempt for this lease epoch, in one locking read
 		// (job → attempt is the lock order).
@@ -807,11 +840,11 @@ func (s *Store) completeSlow(ctx context.Context, sess NodeSession, jobID, lease
 		var attemptNode sql.NullInt64
 		if err := tx.QueryRowContext(ctx,
 			`SELECT j.state, j.node_id, j.session_epoch, j.lease_epoch, COALESCE(j.lease_until > NOW(6), FALSE), j.kind,
-			        j.pool, j.generation, j.attempt_count, j.max_attempts, a.receipt_digest, a.node_id
+			        j.pool, j.generation, j.attempt_count, j.max_attempts, j.phase IS NOT NULL, a.receipt_digest, a.node_id
 			 FROM judge_job j LEFT JOIN judge_job_attempt a ON a.job_id = j.id AND a.lease_epoch = ?
 			 WHERE j.id = ? FOR UPDATE`, leaseEpoch, jobID).Scan(
 			&j.state, &j.nodeID, &j.sessionEpoch, &j.leaseEpoch, &j.live, &j.kind, &j.pool,
-			&j.generation, &j.attempts, &j.maxAttempts, &receipt, &attemptNode); err != nil {
+			&j.generation, &j.attempts, &j.maxAttempts, &j.started, &receipt, &attemptNode); err != nil {
 			return fmt.Errorf("store: complete: job: %w", err)
 		}
 		committed, err := fenceResult(fenceFacts{
@@ -835,7 +868,7 @@ func (s *Store) completeSlow(ctx context.Context, sess NodeSession, jobID, lease
 				 SET j.state = 'COMPLETED', j.verdict = ?, j.result = ?, j.result_digest = ?, j.cases_done = ?, j.cases_total = ?,
 				     j.status_version = j.status_version + 1, j.finished_at = NOW(6), j.updated_at = NOW(6),
 				     j.lease_until = NULL,
-				     a.outcome = 'COMPLETED', a.receipt_digest = ?, a.ended_at = NOW(6)
+				     a.outcome = 'COMPLETED', a.receipt_digest = ?, a.ended_at = NOW(6), a.judging_started = TRUE
 				 WHERE j.id = ?`, leaseEpoch, res.Verdict.Status, body, digest, cases.done, cases.total, digest, jobID); err != nil {
 				return fmt.Errorf("store: complete: job: %w", err)
 			}
@@ -843,8 +876,11 @@ func (s *Store) completeSlow(ctx context.Context, sess NodeSession, jobID, lease
 			return settle(ctx, tx, settlement{jobID: jobID, kind: j.kind, typ: typ, sid: sid, generation: j.generation,
 				status: res.Verdict.Status, result: body, nodeID: sess.NodeID})
 		}
-		// Infrastructure error: retry with backoff while attempts remain.
-		if err := closeAttempt(ctx, tx, jobID, leaseEpoch, "INFRA_ERROR", res.Error.Code, digest); err != nil {
+		// Infrastructure error: retry with backoff while attempts remain. A
+		// result counts as an attempt whether or not judging started (the
+		// node judged the job's inputs unusable, say); a node that only
+		// cannot run it releases the lease instead.
+		if err := closeAttempt(ctx, tx, jobID, leaseEpoch, "INFRA_ERROR", res.Error.Code, digest, j.started); err != nil {
 			return err
 		}
 		if j.attempts < j.maxAttempts {
@@ -868,11 +904,11 @@ func (s *Store) completeSlow(ctx context.Context, sess NodeSession, jobID, lease
 	return out, err
 }
 
-func closeAttempt(ctx context.Context, tx *sql.Tx, jobID, leaseEpoch int64, outcome, errClass, digest string) error {
+func closeAttempt(ctx context.Context, tx *sql.Tx, jobID, leaseEpoch int64, outcome, errClass, digest string, started bool) error {
 	if _, err := tx.ExecContext(ctx,
 		`UPDATE judge_job_attempt SET outcome = ?, error_class = NULLIF(?, ''), receipt_digest = NULLIF(?, ''),
-		   ended_at = NOW(6)
-		 WHERE job_id = ? AND lease_epoch = ?`, outcome, errClass, digest, jobID, leaseEpoch); err != nil {
+		   judging_started = ?, ended_at = NOW(6)
+		 WHERE job_id = ? AND lease_epoch = ?`, outcome, errClass, digest, started, jobID, leaseEpoch); err != nil {
 		return fmt.Errorf("store: close attempt: %w", err)
 	}
 	return nil
@@ -908,67 +944,33 @@ const ReapIntervalDefault = 5 * time.Second
 type ReapStats struct {
 	Requeued int
 	Failed   int
+	// Silent counts the leases (among Requeued and Failed) taken from nodes
+	// that missed their heartbeats before the leases ran out.
+	Silent int
 }
 
-// reap returns expired leases to QUEUED with backoff, or to FAILED when the
-// attempts are used up. Candidates are read without locks, then each job is
-// re-checked under its lock in its own short transaction, skipping rows
-// another replica holds; running it in every replica at once is safe.
+// reap ends expired leases, and the leases of nodes silent for
+// HeartbeatTTL (so a dead node's jobs run again long before their leases
+// would run out): each goes back to QUEUED with backoff, or to FAILED when
+// its attempts are used up (endLeaseLocked). Candidates are read without
+// locks, then each job is re-checked under its lock in its own short
+// transaction, skipping rows another replica holds; running it in every
+// replica at once is safe. A reaped lease is fenced as always: its node's
+// renew answers LOST and its result is refused.
 func (s *Store) reap(ctx context.Context) (ReapStats, error) {
 	var st ReapStats
-	ids, err := queryAll(ctx, s.db, scanID,
-		`SELECT id FROM judge_job WHERE state = 'RUNNING' AND lease_until < NOW(6)
-		 ORDER BY lease_until, id LIMIT ?`, s.cfg.ReapBatch)
+	cands, err := s.reapCandidates(ctx)
 	if err != nil {
-		return st, fmt.Errorf("store: reap: candidates: %w", err)
+		return st, err
 	}
 	pools := map[string]bool{}
-	for _, id := range ids {
-		var outcome JobState
-		var pool string
-		err := s.inTx(ctx, func(tx *sql.Tx) error {
-			outcome = ""
-			var j struct {
-				kind        JobKind
-				pool        string
-				typ, sid    string
-				generation  int
-				leaseEpoch  int64
-				attempts    int
-				maxAttempts int
-			}
-			// SKIP LOCKED: a result commit or another reaper holds it; leave it.
-			err := tx.QueryRowContext(ctx,
-				`SELECT kind, pool, submission_type, submission_id, generation, lease_epoch, attempt_count, max_attempts
-				 FROM judge_job WHERE id = ? AND state = 'RUNNING' AND lease_until < NOW(6)
-				 FOR UPDATE SKIP LOCKED`, id).Scan(
-				&j.kind, &j.pool, &j.typ, &j.sid, &j.generation, &j.leaseEpoch, &j.attempts, &j.maxAttempts)
-			if errors.Is(err, sql.ErrNoRows) {
-				return nil
-			}
-			if err != nil {
-				return fmt.Errorf("store: reap: job %d: %w", id, err)
-			}
-			pool = j.pool
-			if err := closeAttempt(ctx, tx, id, j.leaseEpoch, "EXPIRED", "LEASE_EXPIRED", ""); err != nil {
-				return err
-			}
-			if j.attempts < j.maxAttempts {
-				outcome = StateQueued
-				if err := s.requeueLocked(ctx, tx, id, j.attempts, "LEASE_EXPIRED"); err != nil {
-					return err
-				}
-				return bumpPool(ctx, tx, j.pool)
-			}
-			outcome = StateFailed
-			if err := failLocked(ctx, tx, id, "LEASE_EXPIRED"); err != nil {
-				return err
-			}
-			return settle(ctx, tx, settlement{jobID: id, kind: j.kind, typ: j.typ, sid: j.sid,
-				generation: j.generation, status: "SYSTEM_ERROR", errorCode: "LEASE_EXPIRED"})
-		})
+	for _, c := range cands {
+		outcome, pool, err := s.reapOne(ctx, c)
 		if err != nil {
 			return st, err
+		}
+		if outcome != "" && c.silent {
+			st.Silent++
 		}
 		switch outcome {
 		case StateQueued:
@@ -1043,16 +1045,17 @@ func (s *Store) ExpireDrainDeadlines(ctx context.Context) (DrainExpiry, error) {
 			type lease struct {
 				jobID, epoch int64
 				pool         string
+				started      bool
 			}
 			leases, err := queryAll(ctx, tx, func(sc rowScanner) (lease, error) {
 				var l lease
-				return l, sc.Scan(&l.jobID, &l.epoch, &l.pool)
-			}, `SELECT id, lease_epoch, pool FROM judge_job WHERE node_id = ? AND state = 'RUNNING' ORDER BY id FOR UPDATE`, nodeID)
+				return l, sc.Scan(&l.jobID, &l.epoch, &l.pool, &l.started)
+			}, `SELECT id, lease_epoch, pool, phase IS NOT NULL FROM judge_job WHERE node_id = ? AND state = 'RUNNING' ORDER BY id FOR UPDATE`, nodeID)
 			if err != nil {
 				return fmt.Errorf("store: drain deadline: leases: %w", err)
 			}
 			for _, l := range leases {
-				if err := closeAttempt(ctx, tx, l.jobID, l.epoch, "REVOKED", DrainDeadlineErrorCode, ""); err != nil {
+				if err := closeAttempt(ctx, tx, l.jobID, l.epoch, "REVOKED", DrainDeadlineErrorCode, "", l.started); err != nil {
 					return err
 				}
 				if _, err := tx.ExecContext(ctx,

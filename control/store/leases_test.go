@@ -42,6 +42,8 @@ func TestClaimUsesTheClaimIndexForWhereAndOrder(t *testing.T) {
 	require.Equal(t, "ref", plan["type"], "equality on pool, state, required_node_id: %v", plan)
 	require.NotContains(t, plan["Extra"], "filesort", "ORDER BY must be served by the index: %v", plan)
 	require.False(t, rows.Next(), "one table, one row of plan")
+	require.Contains(t, store.ClaimQueryForExplain(), "ORDER BY priority, created_at, id",
+		"ready jobs go in enqueue order; available_at (backoff) only filters")
 }
 
 // T04: many nodes on two replicas race for the same jobs. Every job is leased
@@ -252,6 +254,11 @@ func TestStaleLeaseResultIsRefused(t *testing.T) {
 
 // T09: repeated lease expiry ends in FAILED after max attempts; the business
 // sees SYSTEM_ERROR; every attempt is recorded; one settlement event.
+//
+// Attempt accounting changed on purpose (issue 14): only leases on which
+// judging started count toward max_attempts, so each lease here reports its
+// start before it expires. Leases that expire unstarted have their own cap
+// (TestNeverStartedLeasesEndAtTheirOwnCap).
 func TestRepeatedExpiryFailsAfterMaxAttempts(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
@@ -261,6 +268,7 @@ func TestRepeatedExpiryFailsAfterMaxAttempts(t *testing.T) {
 	for i := 1; i <= 3; i++ {
 		c := b.claimEventually(t, b.store, n.NodeSession)
 		require.EqualValues(t, i, c.Attempt)
+		b.startJudging(t, b.store, n.NodeSession, c)
 		b.expireLease(t, job.JobID)
 		st, err := b.store.Reap(b.ctx)
 		require.NoError(t, err)
@@ -281,6 +289,8 @@ func TestRepeatedExpiryFailsAfterMaxAttempts(t *testing.T) {
 	require.Len(t, atts, 3)
 	for _, a := range atts {
 		require.Equal(t, "EXPIRED", a.Outcome)
+		require.NotNil(t, a.JudgingStarted)
+		require.True(t, *a.JudgingStarted, "recorded as started")
 	}
 	require.Equal(t, 1, b.count(t, `SELECT COUNT(*) FROM judge_settlement_event WHERE job_id = ?`, job.JobID))
 	got, err := b.store.Claim(b.ctx, n.NodeSession, 1)
@@ -461,7 +471,10 @@ func TestTwoReapersRacingReapEachLeaseOnce(t *testing.T) {
 	requeued.Add(int64(r.Requeued))
 	require.EqualValues(t, len(got), requeued.Load())
 	require.Equal(t, len(got), b.count(t, `SELECT COUNT(*) FROM judge_job_attempt WHERE outcome = 'EXPIRED'`))
-	require.Equal(t, len(got), b.count(t, `SELECT COUNT(*) FROM judge_job WHERE state = 'QUEUED' AND attempt_count = 1 AND kind = 'SUBMISSION'`))
+	// None of these leases reported a start: since issue 14 they are not
+	// counted as attempts (attempt_count back to 0) but as unstarted ones.
+	require.Equal(t, len(got), b.count(t, `SELECT COUNT(*) FROM judge_job
+		WHERE state = 'QUEUED' AND attempt_count = 0 AND unstarted_attempts = 1 AND kind = 'SUBMISSION'`))
 }
 
 // Renew moves progress only forward and answers per job.

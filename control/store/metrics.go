@@ -149,8 +149,14 @@ func RefusalReason(err error) string {
 // Claim leases up to freeSlots ready jobs of the node's pool to the session;
 // see claim. It reports the transaction's latency to the observer.
 func (s *Store) Claim(ctx context.Context, sess NodeSession, freeSlots int) ([]ClaimedJob, error) {
+	return s.ClaimRequest(ctx, sess, freeSlots, "")
+}
+
+// ClaimRequest is Claim made idempotent by the node's claim request id: the
+// same id again answers the leases it already granted (see claim).
+func (s *Store) ClaimRequest(ctx context.Context, sess NodeSession, freeSlots int, requestID string) ([]ClaimedJob, error) {
 	start := time.Now()
-	jobs, err := s.claim(ctx, sess, freeSlots)
+	jobs, err := s.claim(ctx, sess, freeSlots, requestID)
 	if freeSlots > 0 {
 		pool := ""
 		if len(jobs) > 0 {
@@ -158,7 +164,9 @@ func (s *Store) Claim(ctx context.Context, sess NodeSession, freeSlots int) ([]C
 		}
 		s.observer().ClaimTransaction(ctx, pool, len(jobs), time.Since(start), err)
 		for _, j := range jobs {
-			s.observer().JobPickedUp(ctx, j.Pool, string(j.Kind), j.ReadyWait)
+			if !j.Replayed {
+				s.observer().JobPickedUp(ctx, j.Pool, string(j.Kind), j.ReadyWait)
+			}
 		}
 		if isDBError(err) {
 			s.observer().DBError(ctx, "claim")

@@ -28,9 +28,12 @@ type Job struct {
 	CasesTotal     int      `db:"cases_total"`
 	AttemptCount   int      `db:"attempt_count"`
 	MaxAttempts    int      `db:"max_attempts"`
-	RequiredNodeID int64    `db:"required_node_id"`
-	NodeID         int64    `db:"node_id"`
-	LeaseEpoch     int64    `db:"lease_epoch"`
+	// UnstartedAttempts counts leases that ended before judging started
+	// (not in AttemptCount; capped by the store's MaxUnstartedAttempts).
+	UnstartedAttempts int   `db:"unstarted_attempts"`
+	RequiredNodeID    int64 `db:"required_node_id"`
+	NodeID            int64 `db:"node_id"`
+	LeaseEpoch        int64 `db:"lease_epoch"`
 	// LeaseRemaining is negative when the lease expired and is not yet reaped.
 	LeaseRemaining time.Duration `db:"-"`
 	// AvailableIn is how long a QUEUED job still waits for its backoff.
@@ -51,7 +54,7 @@ const jobColumns = jobColumnsHead + `result` + jobColumnsTail
 const (
 	jobColumnsHead = `id, submission_type, submission_id, generation, kind, pool, runtime_spec, manifest_id, priority,
   state, status_version, COALESCE(phase, '') AS phase, cases_done, cases_total, attempt_count, max_attempts,
-  required_node_id, COALESCE(node_id, 0) AS node_id, lease_epoch,
+  unstarted_attempts, required_node_id, COALESCE(node_id, 0) AS node_id, lease_epoch,
   COALESCE(TIMESTAMPDIFF(MICROSECOND, NOW(6), lease_until), 0) AS lease_remaining_us,
   GREATEST(TIMESTAMPDIFF(MICROSECOND, NOW(6), available_at), 0) AS available_in_us,
   COALESCE(verdict, '') AS verdict, `
@@ -127,6 +130,12 @@ type Attempt struct {
 	Outcome       string     `db:"outcome"`
 	ErrorClass    string     `db:"error_class"`
 	ReceiptDigest string     `db:"receipt_digest"`
+	// JudgingStarted says whether judging started on the lease; nil while
+	// the attempt is open. An attempt that ended unstarted was not counted
+	// toward max_attempts.
+	JudgingStarted *bool `db:"judging_started"`
+	// ClaimRequestID is the node's claim request that granted the lease.
+	ClaimRequestID string `db:"claim_request_id"`
 }
 
 // Attempts lists a job's attempts by lease epoch.
@@ -143,7 +152,8 @@ func (s *Store) queryAttempts(ctx context.Context, where string, args ...any) ([
 	var out []Attempt
 	if err := s.db.SelectContext(ctx, &out,
 		`SELECT job_id, lease_epoch, node_id, host_group_id, session_epoch, started_at, ended_at, outcome,
-		        COALESCE(error_class, '') AS error_class, COALESCE(receipt_digest, '') AS receipt_digest
+		        COALESCE(error_class, '') AS error_class, COALESCE(receipt_digest, '') AS receipt_digest,
+		        judging_started, COALESCE(claim_request_id, '') AS claim_request_id
 		 FROM judge_job_attempt `+where, args...); err != nil {
 		return nil, fmt.Errorf("store: attempts: %w", err)
 	}

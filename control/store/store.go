@@ -15,8 +15,18 @@ import (
 
 // Config tunes the store. Zero fields take their defaults in New.
 type Config struct {
-	LeaseTTL         time.Duration
-	MaxAttempts      int
+	LeaseTTL    time.Duration
+	MaxAttempts int
+	// MaxUnstartedAttempts caps the leases of a job that may end before
+	// judging started on them (lost claim answers, releases, nodes that
+	// died or restarted first); they do not count toward MaxAttempts, and
+	// at this many the job fails (NeverStartedErrorCode).
+	MaxUnstartedAttempts int
+	// HeartbeatTTL is how long a node may send no heartbeat before the
+	// reaper takes its leases back, well before they run out. Keep it at
+	// least two heartbeat intervals (the HTTP layer checks) and under
+	// LeaseTTL (at or above it, lease expiry always comes first).
+	HeartbeatTTL     time.Duration
 	BackoffBase      time.Duration
 	BackoffMax       time.Duration
 	ClaimBatchMax    int
@@ -34,6 +44,12 @@ type Config struct {
 const (
 	LeaseTTLDefault    = 60 * time.Second
 	MaxAttemptsDefault = 3
+	// MaxUnstartedAttemptsDefault: five leases ending before judging
+	// started is no network blip any more.
+	MaxUnstartedAttemptsDefault = 5
+	// HeartbeatTTLDefault is three missed heartbeats at the default 10 s
+	// interval: half the default lease.
+	HeartbeatTTLDefault = 30 * time.Second
 	// BackoffBaseDefault is the first retry delay; with it a dead node's job
 	// runs elsewhere within lease TTL + reap interval + 1 s.
 	BackoffBaseDefault      = 500 * time.Millisecond
@@ -60,6 +76,12 @@ func (c *Config) setDefaults() {
 	}
 	if c.MaxAttempts == 0 {
 		c.MaxAttempts = MaxAttemptsDefault
+	}
+	if c.MaxUnstartedAttempts == 0 {
+		c.MaxUnstartedAttempts = MaxUnstartedAttemptsDefault
+	}
+	if c.HeartbeatTTL == 0 {
+		c.HeartbeatTTL = HeartbeatTTLDefault
 	}
 	if c.BackoffBase == 0 {
 		c.BackoffBase = BackoffBaseDefault
@@ -103,6 +125,10 @@ func (c Config) Validate() error {
 		return fmt.Errorf("store config: lease TTL %s is below %s", c.LeaseTTL, contracts.LeaseTTLMin)
 	case c.MaxAttempts < 1 || c.MaxAttempts > 100:
 		return fmt.Errorf("store config: max attempts %d must be 1..100", c.MaxAttempts)
+	case c.MaxUnstartedAttempts < 1 || c.MaxUnstartedAttempts > 100:
+		return fmt.Errorf("store config: max unstarted attempts %d must be 1..100", c.MaxUnstartedAttempts)
+	case c.HeartbeatTTL < time.Second:
+		return fmt.Errorf("store config: heartbeat TTL %s is below 1s", c.HeartbeatTTL)
 	case c.BackoffBase <= 0 || c.BackoffMax < c.BackoffBase:
 		return fmt.Errorf("store config: backoff base %s / max %s must be positive and base ≤ max", c.BackoffBase, c.BackoffMax)
 	case c.ClaimBatchMax < 1 || c.ClaimBatchMax > contracts.BatchMax:

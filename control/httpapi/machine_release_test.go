@@ -1,0 +1,82 @@
+package httpapi_test
+
+import (
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/kece-oj/kece/contracts/machineapi"
+	"github.com/kece-oj/kece/control/controltest"
+	"github.com/kece-oj/kece/control/httpapi"
+	"github.com/kece-oj/kece/control/manifest"
+	"github.com/kece-oj/kece/control/store"
+)
+
+// Over the wire: a claim retried with its request id answers the same
+// lease; a release gives it back at once (attempt not counted) and fences
+// the node out; bad release input is a 400 with a machine code.
+func TestClaimRetryAndReleaseOverHTTP(t *testing.T) {
+	t.Parallel()
+	env := controltest.Start(t, controltest.Options{Store: store.Config{BackoffBase: time.Hour, BackoffMax: time.Hour}})
+	manID := env.PublishCode(manifest.Limits{TimeMs: 1000, MemoryMb: 64, OutputKb: 64}, manifest.Checker{Type: "tolerant"},
+		controltest.Case{In: "1 2\n", Out: "3\n", Weight: 100})
+	n := env.NewNode("cpp", 1, 4)
+	nc := joinAndOpen(t, env, n.JoinCode, "boot-release-1")
+	env.ForceEnable(n.ID)
+	jobID := env.Enqueue("ALGO", "rel-1", "cpp17", "int main(){}", manID)
+
+	reqID := "claim-0123456789abcdef"
+	claim := func() machineapi.ClaimedJob {
+		t.Helper()
+		r, err := nc.c.ClaimJobsWithResponse(env.Ctx, machineapi.ClaimRequest{FreeSlots: 1, WaitMs: 0, RequestId: &reqID})
+		require.NoError(t, err)
+		require.Equal(t, http.StatusOK, r.StatusCode(), string(r.Body))
+		require.Len(t, r.JSON200.Jobs, 1)
+		return r.JSON200.Jobs[0]
+	}
+	first := claim()
+	again := claim() // the first answer "was lost"
+	require.Equal(t, first.JobId, again.JobId)
+	require.Equal(t, first.LeaseEpoch, again.LeaseEpoch)
+	require.Equal(t, idStr(jobID), again.JobId)
+
+	rel, err := nc.c.ReleaseLeasesWithResponse(env.Ctx, machineapi.ReleaseRequest{Reason: machineapi.ReleaseReasonShuttingDown,
+		Leases: []machineapi.LeaseRef{{JobId: first.JobId, LeaseEpoch: first.LeaseEpoch}}})
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, rel.StatusCode(), string(rel.Body))
+	require.Equal(t, machineapi.ReleaseStateReleased, rel.JSON200.Leases[0].State)
+	j, err := env.Store.GetJob(env.Ctx, jobID)
+	require.NoError(t, err)
+	require.Equal(t, store.StateQueued, j.State)
+	require.Zero(t, j.AvailableIn, "no backoff after a release")
+	require.Zero(t, j.AttemptCount)
+
+	res, err := nc.c.SubmitResultWithResponse(env.Ctx, first.JobId, machineapi.ResultRequest{LeaseEpoch: first.LeaseEpoch,
+		Outcome: machineapi.OutcomeError, Error: &machineapi.InfraError{Code: machineapi.InfraErrorCodeInternal, Message: "late"}})
+	require.NoError(t, err)
+	require.Equal(t, http.StatusConflict, res.StatusCode(), "a released lease never commits")
+	require.Equal(t, machineapi.ErrorCodeLeaseLost, res.JSON409.Code)
+
+	bad, err := nc.c.ReleaseLeasesWithResponse(env.Ctx, machineapi.ReleaseRequest{Reason: "BORED",
+		Leases: []machineapi.LeaseRef{{JobId: first.JobId, LeaseEpoch: first.LeaseEpoch}}})
+	require.NoError(t, err)
+	require.Equal(t, http.StatusBadRequest, bad.StatusCode(), string(bad.Body))
+	require.Equal(t, machineapi.ErrorCodeRequestInvalid, bad.JSON400.Code)
+	badID := "no!"
+	bc, err := nc.c.ClaimJobsWithResponse(env.Ctx, machineapi.ClaimRequest{FreeSlots: 1, RequestId: &badID})
+	require.NoError(t, err)
+	require.Equal(t, http.StatusBadRequest, bc.StatusCode(), string(bc.Body))
+	require.Equal(t, machineapi.ErrorCodeRequestInvalid, bc.JSON400.Code)
+}
+
+// The heartbeat TTL must leave room for a late heartbeat.
+func TestHeartbeatIntervalMustFitTheHeartbeatTTL(t *testing.T) {
+	t.Parallel()
+	env := controltest.Start(t, controltest.Options{})
+	st, err := store.New(env.DB, store.Config{HeartbeatTTL: 15 * time.Second})
+	require.NoError(t, err)
+	_, err = httpapi.New(httpapi.Config{HeartbeatInterval: 10 * time.Second}, st, env.Artifacts, nil)
+	require.ErrorContains(t, err, "heartbeat TTL")
+}
