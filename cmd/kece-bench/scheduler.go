@@ -33,6 +33,8 @@ func runScheduler(ctx context.Context, args []string) error {
 	enqueueBatch := fs.Int("enqueue-batch", 1, "submissions per enqueue call (1: Enqueue, one per transaction like River's InsertTx; >1: EnqueueMany, one transaction per call)")
 	batchParallel := fs.Int("batch-parallel", store.BatchParallelDefault, "store: batches of completions / new submissions that may commit at once")
 	dsn := fs.String("dsn", "", "MySQL server DSN without database (default $KECE_BENCH_MYSQL_DSN or the private MariaDB)")
+	cpuProfile := fs.String("cpuprofile", "", "write a Go CPU profile of the measured window to this file")
+	serverPID := fs.Int("server-pid", 0, "pid of a local database server: its CPU over the measured window is reported (scripts/bench-scheduler.sh passes it)")
 	if err := settings.ParseWithEnv(fs, "KECE_BENCH_SCHEDULER_", args, os.Getenv); err != nil {
 		return err
 	}
@@ -70,7 +72,7 @@ func runScheduler(ctx context.Context, args []string) error {
 	if *enqueueBatch < 1 || *enqueueBatch > store.EnqueueManyMax {
 		return fmt.Errorf("-enqueue-batch must be 1..%d", store.EnqueueManyMax)
 	}
-	res, err := lifecycles(ctx, st, hub, db, manID, sessions, *slots, *enqueuers, *enqueueBatch, *dur)
+	res, err := lifecycles(ctx, st, hub, db, manID, sessions, *slots, *enqueuers, *enqueueBatch, *dur, cpuWatch{profile: *cpuProfile, serverPID: *serverPID})
 	if err != nil {
 		return err
 	}
@@ -85,10 +87,18 @@ func runScheduler(ctx context.Context, args []string) error {
 	fmt.Printf("enqueue_avg_ms=%.2f\n", res.enqueueAvgMs)
 	fmt.Printf("complete_avg_ms=%.2f\n", res.completeAvgMs)
 	fmt.Printf("empty_claims=%d\n", res.emptyClaims)
+	fmt.Printf("jobs_per_claim=%.2f\n", res.claimBatch)
+	fmt.Printf("events_per_event_claim=%.2f\n", res.eventBatch)
 	fmt.Printf("deadlocks_retried=%d\n", st.RetriedTransactions())
 	// Where the time goes: the baseline is one statement per commit.
 	fmt.Printf("baseline_statements_per_commit=1\n")
 	fmt.Printf("statements_per_lifecycle=%.1f\n", res.statementsPerLifecycle)
+	// CPU per lifecycle, this process (store, simulated nodes, enqueuers)
+	// and the server: on a CPU-bound machine, what sets the rate.
+	fmt.Printf("bench_cpu_ms_per_lifecycle=%.2f\n", res.benchCPUMs)
+	if *serverPID > 0 {
+		fmt.Printf("server_cpu_ms_per_lifecycle=%.2f\n", res.serverCPUMs)
+	}
 	return nil
 }
 
@@ -182,9 +192,14 @@ type lifecycleResult struct {
 	// statementsPerLifecycle counts every statement the server received
 	// (BEGIN and COMMIT included) per acknowledged lifecycle.
 	statementsPerLifecycle float64
+	// CPU milliseconds per lifecycle over the window: this process, and the
+	// server when its pid is known.
+	benchCPUMs, serverCPUMs float64
+	// Mean jobs per claim that took work, events per event claim.
+	claimBatch, eventBatch float64
 }
 
-func lifecycles(ctx context.Context, st *store.Store, hub *longpoll.Hub, db *sql.DB, manID int64, sessions []store.Session, slots, enqueuers, enqueueBatch int, d time.Duration) (lifecycleResult, error) {
+func lifecycles(ctx context.Context, st *store.Store, hub *longpoll.Hub, db *sql.DB, manID int64, sessions []store.Session, slots, enqueuers, enqueueBatch int, d time.Duration, cw cpuWatch) (lifecycleResult, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var (
@@ -201,6 +216,9 @@ func lifecycles(ctx context.Context, st *store.Store, hub *longpoll.Hub, db *sql
 		compNs   atomic.Int64
 		compN    atomic.Int64
 		idleN    atomic.Int64
+		claimN   atomic.Int64 // claims that took work
+		claimedN atomic.Int64 // jobs they took
+		evBatchN atomic.Int64 // event claims that took events
 	)
 	fail := func(err error) {
 		if err == nil || errors.Is(err, context.Canceled) {
@@ -285,7 +303,7 @@ func lifecycles(ctx context.Context, st *store.Store, hub *longpoll.Hub, db *sql
 				wake := hub.Watch("cpp")
 				got, err := st.Claim(ctx, s.NodeSession, n)
 				if err != nil {
-					hub.Done()
+					hub.Done(wake)
 					fail(err)
 					return
 				}
@@ -302,10 +320,12 @@ func lifecycles(ctx context.Context, st *store.Store, hub *longpoll.Hub, db *sql
 					case <-time.After(longpoll.PollIntervalDefault):
 					case <-ctx.Done():
 					}
-					hub.Done()
+					hub.Done(wake)
 					continue
 				}
-				hub.Done()
+				hub.Done(wake)
+				claimN.Add(1)
+				claimedN.Add(int64(len(got)))
 				queued.Add(-int64(len(got)))
 				// A node renews all its leases in one call.
 				items := make([]store.RenewItem, len(got))
@@ -348,6 +368,7 @@ func lifecycles(ctx context.Context, st *store.Store, hub *longpoll.Hub, db *sql
 				time.Sleep(5 * time.Millisecond)
 				continue
 			}
+			evBatchN.Add(1)
 			ids := make([]int64, len(evs))
 			for i, e := range evs {
 				ids[i] = e.ID
@@ -364,6 +385,10 @@ func lifecycles(ctx context.Context, st *store.Store, hub *longpoll.Hub, db *sql
 	time.Sleep(time.Second)
 	start := acked.Load()
 	q0 := serverStatements(ctx, db)
+	stopCPU, err := cw.start()
+	if err != nil {
+		return lifecycleResult{}, err
+	}
 	t0 := time.Now()
 	select {
 	case <-time.After(d):
@@ -372,6 +397,7 @@ func lifecycles(ctx context.Context, st *store.Store, hub *longpoll.Hub, db *sql
 	n := acked.Load() - start
 	el := time.Since(t0)
 	q1 := serverStatements(ctx, db)
+	benchCPU, serverCPU := stopCPU()
 	cancel()
 	wg.Wait()
 	if firstErr != nil {
@@ -387,5 +413,7 @@ func lifecycles(ctx context.Context, st *store.Store, hub *longpoll.Hub, db *sql
 	avg := func(ns, n int64) float64 { return float64(ns) / float64(max(n, 1)) / 1e6 }
 	return lifecycleResult{perSec: float64(n) / el.Seconds(), claimP50: pct(0.50), claimP99: pct(0.99),
 		enqueueAvgMs: avg(enqNs.Load(), enqN.Load()), completeAvgMs: avg(compNs.Load(), compN.Load()),
-		emptyClaims: idleN.Load(), statementsPerLifecycle: float64(q1-q0) / float64(max(n, 1))}, nil
+		emptyClaims: idleN.Load(), statementsPerLifecycle: float64(q1-q0) / float64(max(n, 1)),
+		claimBatch: float64(claimedN.Load()) / float64(max(claimN.Load(), 1)), eventBatch: float64(acked.Load()) / float64(max(evBatchN.Load(), 1)),
+		benchCPUMs: benchCPU.Seconds() * 1000 / float64(max(n, 1)), serverCPUMs: serverCPU.Seconds() * 1000 / float64(max(n, 1))}, nil
 }

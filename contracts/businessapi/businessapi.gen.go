@@ -878,6 +878,17 @@ type SubmissionStatusCode string
 // SubmissionType The business's kind of submission, e.g. ALGO or DATABASE; types starting with KECE_ are reserved (self-checks use KECE_CHECK).
 type SubmissionType = string
 
+// SubmissionsAccepted defines model for SubmissionsAccepted.
+type SubmissionsAccepted struct {
+	// Submissions One entry per request item, in request order.
+	Submissions []SubmissionAccepted `json:"submissions"`
+}
+
+// SubmissionsCreate defines model for SubmissionsCreate.
+type SubmissionsCreate struct {
+	Submissions []SubmissionCreate `json:"submissions"`
+}
+
 // Verdict defines model for Verdict.
 type Verdict struct {
 	// Cases The cases that ran, each manifest case at most once; empty for CE.
@@ -949,6 +960,11 @@ type EnqueueSubmissionParams struct {
 	IdempotencyKey *string `json:"Idempotency-Key,omitempty"`
 }
 
+// EnqueueSubmissionsParams defines parameters for EnqueueSubmissions.
+type EnqueueSubmissionsParams struct {
+	IdempotencyKey *string `json:"Idempotency-Key,omitempty"`
+}
+
 // GetSubmissionParams defines parameters for GetSubmission.
 type GetSubmissionParams struct {
 	// WaitMs Wait up to this long for the current generation to settle (0, the default, answers at once).
@@ -966,6 +982,9 @@ type ClaimSettlementEventsJSONRequestBody = EventClaimRequest
 
 // EnqueueSubmissionJSONRequestBody defines body for EnqueueSubmission for application/json ContentType.
 type EnqueueSubmissionJSONRequestBody = SubmissionCreate
+
+// EnqueueSubmissionsJSONRequestBody defines body for EnqueueSubmissions for application/json ContentType.
+type EnqueueSubmissionsJSONRequestBody = SubmissionsCreate
 
 // CancelSubmissionJSONRequestBody defines body for CancelSubmission for application/json ContentType.
 type CancelSubmissionJSONRequestBody = ReasonRequest
@@ -1228,6 +1247,74 @@ type ClientInterface interface {
 	//
 	// Corresponds with POST /api/v1/submissions (the `EnqueueSubmission` operationId).
 	EnqueueSubmission(ctx context.Context, params *EnqueueSubmissionParams, body EnqueueSubmissionJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// EnqueueSubmissionsWithBody Enqueue many submissions in one transaction (all or none).
+	//
+	// For contest imports, rejudge-all tooling and backends flushing a
+	// queue: up to 1000 submissions in one request and one database
+	// transaction. Each item follows the rules of `POST
+	// /api/v1/submissions` — a new identity is enqueued, an identical
+	// existing one answers with its current job — and either every item is
+	// accepted or nothing is written. The answer lists one entry per item,
+	// in request order.
+	//
+	// Every item is validated before anything is written, and all invalid
+	// items are reported at once: 422 `REQUEST_INVALID` with
+	// `details.items`, one `BulkItemError` per invalid item (its index, its
+	// own code such as `LANGUAGE_UNSUPPORTED` or `MANIFEST_NOT_FOUND`, the
+	// field and the message). The same identity twice in one request is
+	// invalid. An identity that exists with a different request is 409
+	// `SUBMISSION_CONFLICT` with `details.index` naming the item.
+	//
+	// The optional `Idempotency-Key` header works as for a single enqueue:
+	// the same key and body answer the same jobs again (with their state
+	// now); the same key with a different body, or a key used by a single
+	// enqueue, is 409 `IDEMPOTENCY_KEY_REUSED`.
+	//
+	// Errors: 400 `REQUEST_INVALID` (malformed body, no items or more than
+	// 1000); 401 `UNAUTHENTICATED`; 409 `SUBMISSION_CONFLICT`,
+	// `IDEMPOTENCY_KEY_REUSED`; 413 `PAYLOAD_TOO_LARGE` (the request body
+	// limit applies to the whole request); 422 `REQUEST_INVALID` with
+	// per-item errors; 429 `RATE_LIMITED`; 5xx.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /api/v1/submissions/bulk (the `EnqueueSubmissions` operationId).
+	EnqueueSubmissionsWithBody(ctx context.Context, params *EnqueueSubmissionsParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// EnqueueSubmissions Enqueue many submissions in one transaction (all or none).
+	//
+	// For contest imports, rejudge-all tooling and backends flushing a
+	// queue: up to 1000 submissions in one request and one database
+	// transaction. Each item follows the rules of `POST
+	// /api/v1/submissions` — a new identity is enqueued, an identical
+	// existing one answers with its current job — and either every item is
+	// accepted or nothing is written. The answer lists one entry per item,
+	// in request order.
+	//
+	// Every item is validated before anything is written, and all invalid
+	// items are reported at once: 422 `REQUEST_INVALID` with
+	// `details.items`, one `BulkItemError` per invalid item (its index, its
+	// own code such as `LANGUAGE_UNSUPPORTED` or `MANIFEST_NOT_FOUND`, the
+	// field and the message). The same identity twice in one request is
+	// invalid. An identity that exists with a different request is 409
+	// `SUBMISSION_CONFLICT` with `details.index` naming the item.
+	//
+	// The optional `Idempotency-Key` header works as for a single enqueue:
+	// the same key and body answer the same jobs again (with their state
+	// now); the same key with a different body, or a key used by a single
+	// enqueue, is 409 `IDEMPOTENCY_KEY_REUSED`.
+	//
+	// Errors: 400 `REQUEST_INVALID` (malformed body, no items or more than
+	// 1000); 401 `UNAUTHENTICATED`; 409 `SUBMISSION_CONFLICT`,
+	// `IDEMPOTENCY_KEY_REUSED`; 413 `PAYLOAD_TOO_LARGE` (the request body
+	// limit applies to the whole request); 422 `REQUEST_INVALID` with
+	// per-item errors; 429 `RATE_LIMITED`; 5xx.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /api/v1/submissions/bulk (the `EnqueueSubmissions` operationId).
+	EnqueueSubmissions(ctx context.Context, params *EnqueueSubmissionsParams, body EnqueueSubmissionsJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// GetSubmission Status of the submission's current generation.
 	//
@@ -1596,6 +1683,94 @@ func (c *Client) EnqueueSubmissionWithBody(ctx context.Context, params *EnqueueS
 // Corresponds with POST /api/v1/submissions (the `EnqueueSubmission` operationId).
 func (c *Client) EnqueueSubmission(ctx context.Context, params *EnqueueSubmissionParams, body EnqueueSubmissionJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewEnqueueSubmissionRequest(c.Server, params, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// EnqueueSubmissionsWithBody Enqueue many submissions in one transaction (all or none).
+//
+// For contest imports, rejudge-all tooling and backends flushing a
+// queue: up to 1000 submissions in one request and one database
+// transaction. Each item follows the rules of `POST
+// /api/v1/submissions` — a new identity is enqueued, an identical
+// existing one answers with its current job — and either every item is
+// accepted or nothing is written. The answer lists one entry per item,
+// in request order.
+//
+// Every item is validated before anything is written, and all invalid
+// items are reported at once: 422 `REQUEST_INVALID` with
+// `details.items`, one `BulkItemError` per invalid item (its index, its
+// own code such as `LANGUAGE_UNSUPPORTED` or `MANIFEST_NOT_FOUND`, the
+// field and the message). The same identity twice in one request is
+// invalid. An identity that exists with a different request is 409
+// `SUBMISSION_CONFLICT` with `details.index` naming the item.
+//
+// The optional `Idempotency-Key` header works as for a single enqueue:
+// the same key and body answer the same jobs again (with their state
+// now); the same key with a different body, or a key used by a single
+// enqueue, is 409 `IDEMPOTENCY_KEY_REUSED`.
+//
+// Errors: 400 `REQUEST_INVALID` (malformed body, no items or more than
+// 1000); 401 `UNAUTHENTICATED`; 409 `SUBMISSION_CONFLICT`,
+// `IDEMPOTENCY_KEY_REUSED`; 413 `PAYLOAD_TOO_LARGE` (the request body
+// limit applies to the whole request); 422 `REQUEST_INVALID` with
+// per-item errors; 429 `RATE_LIMITED`; 5xx.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /api/v1/submissions/bulk (the `EnqueueSubmissions` operationId).
+func (c *Client) EnqueueSubmissionsWithBody(ctx context.Context, params *EnqueueSubmissionsParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewEnqueueSubmissionsRequestWithBody(c.Server, params, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// EnqueueSubmissions Enqueue many submissions in one transaction (all or none).
+//
+// For contest imports, rejudge-all tooling and backends flushing a
+// queue: up to 1000 submissions in one request and one database
+// transaction. Each item follows the rules of `POST
+// /api/v1/submissions` — a new identity is enqueued, an identical
+// existing one answers with its current job — and either every item is
+// accepted or nothing is written. The answer lists one entry per item,
+// in request order.
+//
+// Every item is validated before anything is written, and all invalid
+// items are reported at once: 422 `REQUEST_INVALID` with
+// `details.items`, one `BulkItemError` per invalid item (its index, its
+// own code such as `LANGUAGE_UNSUPPORTED` or `MANIFEST_NOT_FOUND`, the
+// field and the message). The same identity twice in one request is
+// invalid. An identity that exists with a different request is 409
+// `SUBMISSION_CONFLICT` with `details.index` naming the item.
+//
+// The optional `Idempotency-Key` header works as for a single enqueue:
+// the same key and body answer the same jobs again (with their state
+// now); the same key with a different body, or a key used by a single
+// enqueue, is 409 `IDEMPOTENCY_KEY_REUSED`.
+//
+// Errors: 400 `REQUEST_INVALID` (malformed body, no items or more than
+// 1000); 401 `UNAUTHENTICATED`; 409 `SUBMISSION_CONFLICT`,
+// `IDEMPOTENCY_KEY_REUSED`; 413 `PAYLOAD_TOO_LARGE` (the request body
+// limit applies to the whole request); 422 `REQUEST_INVALID` with
+// per-item errors; 429 `RATE_LIMITED`; 5xx.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /api/v1/submissions/bulk (the `EnqueueSubmissions` operationId).
+func (c *Client) EnqueueSubmissions(ctx context.Context, params *EnqueueSubmissionsParams, body EnqueueSubmissionsJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewEnqueueSubmissionsRequest(c.Server, params, body)
 	if err != nil {
 		return nil, err
 	}
@@ -1988,6 +2163,61 @@ func NewEnqueueSubmissionRequestWithBody(server string, params *EnqueueSubmissio
 	}
 
 	operationPath := fmt.Sprintf("/api/v1/submissions")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		if params.IdempotencyKey != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "Idempotency-Key", *params.IdempotencyKey, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("Idempotency-Key", headerParam0)
+		}
+
+	}
+
+	return req, nil
+}
+
+// NewEnqueueSubmissionsRequest calls the generic EnqueueSubmissions builder with application/json body
+func NewEnqueueSubmissionsRequest(server string, params *EnqueueSubmissionsParams, body EnqueueSubmissionsJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewEnqueueSubmissionsRequestWithBody(server, params, "application/json", bodyReader)
+}
+
+// NewEnqueueSubmissionsRequestWithBody constructs an http.Request for the EnqueueSubmissions method, with any body, and a specified content type
+func NewEnqueueSubmissionsRequestWithBody(server string, params *EnqueueSubmissionsParams, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/submissions/bulk")
 	if operationPath[0] == '/' {
 		operationPath = "." + operationPath
 	}
@@ -2454,6 +2684,74 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with POST /api/v1/submissions (the `EnqueueSubmission` operationId).
 	EnqueueSubmissionWithResponse(ctx context.Context, params *EnqueueSubmissionParams, body EnqueueSubmissionJSONRequestBody, reqEditors ...RequestEditorFn) (*EnqueueSubmissionResponse, error)
+
+	// EnqueueSubmissionsWithBodyWithResponse Enqueue many submissions in one transaction (all or none).
+	//
+	// For contest imports, rejudge-all tooling and backends flushing a
+	// queue: up to 1000 submissions in one request and one database
+	// transaction. Each item follows the rules of `POST
+	// /api/v1/submissions` — a new identity is enqueued, an identical
+	// existing one answers with its current job — and either every item is
+	// accepted or nothing is written. The answer lists one entry per item,
+	// in request order.
+	//
+	// Every item is validated before anything is written, and all invalid
+	// items are reported at once: 422 `REQUEST_INVALID` with
+	// `details.items`, one `BulkItemError` per invalid item (its index, its
+	// own code such as `LANGUAGE_UNSUPPORTED` or `MANIFEST_NOT_FOUND`, the
+	// field and the message). The same identity twice in one request is
+	// invalid. An identity that exists with a different request is 409
+	// `SUBMISSION_CONFLICT` with `details.index` naming the item.
+	//
+	// The optional `Idempotency-Key` header works as for a single enqueue:
+	// the same key and body answer the same jobs again (with their state
+	// now); the same key with a different body, or a key used by a single
+	// enqueue, is 409 `IDEMPOTENCY_KEY_REUSED`.
+	//
+	// Errors: 400 `REQUEST_INVALID` (malformed body, no items or more than
+	// 1000); 401 `UNAUTHENTICATED`; 409 `SUBMISSION_CONFLICT`,
+	// `IDEMPOTENCY_KEY_REUSED`; 413 `PAYLOAD_TOO_LARGE` (the request body
+	// limit applies to the whole request); 422 `REQUEST_INVALID` with
+	// per-item errors; 429 `RATE_LIMITED`; 5xx.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/submissions/bulk (the `EnqueueSubmissions` operationId).
+	EnqueueSubmissionsWithBodyWithResponse(ctx context.Context, params *EnqueueSubmissionsParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*EnqueueSubmissionsResponse, error)
+
+	// EnqueueSubmissionsWithResponse Enqueue many submissions in one transaction (all or none).
+	//
+	// For contest imports, rejudge-all tooling and backends flushing a
+	// queue: up to 1000 submissions in one request and one database
+	// transaction. Each item follows the rules of `POST
+	// /api/v1/submissions` — a new identity is enqueued, an identical
+	// existing one answers with its current job — and either every item is
+	// accepted or nothing is written. The answer lists one entry per item,
+	// in request order.
+	//
+	// Every item is validated before anything is written, and all invalid
+	// items are reported at once: 422 `REQUEST_INVALID` with
+	// `details.items`, one `BulkItemError` per invalid item (its index, its
+	// own code such as `LANGUAGE_UNSUPPORTED` or `MANIFEST_NOT_FOUND`, the
+	// field and the message). The same identity twice in one request is
+	// invalid. An identity that exists with a different request is 409
+	// `SUBMISSION_CONFLICT` with `details.index` naming the item.
+	//
+	// The optional `Idempotency-Key` header works as for a single enqueue:
+	// the same key and body answer the same jobs again (with their state
+	// now); the same key with a different body, or a key used by a single
+	// enqueue, is 409 `IDEMPOTENCY_KEY_REUSED`.
+	//
+	// Errors: 400 `REQUEST_INVALID` (malformed body, no items or more than
+	// 1000); 401 `UNAUTHENTICATED`; 409 `SUBMISSION_CONFLICT`,
+	// `IDEMPOTENCY_KEY_REUSED`; 413 `PAYLOAD_TOO_LARGE` (the request body
+	// limit applies to the whole request); 422 `REQUEST_INVALID` with
+	// per-item errors; 429 `RATE_LIMITED`; 5xx.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/submissions/bulk (the `EnqueueSubmissions` operationId).
+	EnqueueSubmissionsWithResponse(ctx context.Context, params *EnqueueSubmissionsParams, body EnqueueSubmissionsJSONRequestBody, reqEditors ...RequestEditorFn) (*EnqueueSubmissionsResponse, error)
 
 	// GetSubmissionWithResponse Status of the submission's current generation.
 	//
@@ -3139,6 +3437,103 @@ func (r EnqueueSubmissionResponse) ContentType() string {
 	return ""
 }
 
+// EnqueueSubmissionsResponse429Headers the declared response headers of an HTTP 429 response for EnqueueSubmissions
+type EnqueueSubmissionsResponse429Headers struct {
+	RetryAfter int32
+}
+
+type EnqueueSubmissionsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON202 the response for an HTTP 202 `application/json` response
+	JSON202 *SubmissionsAccepted
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *BadRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *Conflict
+	// JSON413 the response for an HTTP 413 `application/json` response
+	JSON413 *PayloadTooLarge
+	// JSON422 the response for an HTTP 422 `application/json` response
+	JSON422 *UnprocessableEntity
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *TooManyRequests
+	// JSONDefault the response for an HTTP default `application/json` response
+	JSONDefault *Unexpected
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *EnqueueSubmissionsResponse429Headers
+}
+
+// GetJSON202 returns the response for an HTTP 202 `application/json` response
+func (r EnqueueSubmissionsResponse) GetJSON202() *SubmissionsAccepted {
+	return r.JSON202
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r EnqueueSubmissionsResponse) GetJSON400() *BadRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r EnqueueSubmissionsResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r EnqueueSubmissionsResponse) GetJSON409() *Conflict {
+	return r.JSON409
+}
+
+// GetJSON413 returns the response for an HTTP 413 `application/json` response
+func (r EnqueueSubmissionsResponse) GetJSON413() *PayloadTooLarge {
+	return r.JSON413
+}
+
+// GetJSON422 returns the response for an HTTP 422 `application/json` response
+func (r EnqueueSubmissionsResponse) GetJSON422() *UnprocessableEntity {
+	return r.JSON422
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r EnqueueSubmissionsResponse) GetJSON429() *TooManyRequests {
+	return r.JSON429
+}
+
+// GetJSONDefault returns the response for an HTTP default `application/json` response
+func (r EnqueueSubmissionsResponse) GetJSONDefault() *Unexpected {
+	return r.JSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r EnqueueSubmissionsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r EnqueueSubmissionsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r EnqueueSubmissionsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r EnqueueSubmissionsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // GetSubmissionResponse429Headers the declared response headers of an HTTP 429 response for GetSubmission
 type GetSubmissionResponse429Headers struct {
 	RetryAfter int32
@@ -3707,6 +4102,86 @@ func (c *ClientWithResponses) EnqueueSubmissionWithResponse(ctx context.Context,
 		return nil, err
 	}
 	return ParseEnqueueSubmissionResponse(rsp)
+}
+
+// EnqueueSubmissionsWithBodyWithResponse Enqueue many submissions in one transaction (all or none).
+//
+// For contest imports, rejudge-all tooling and backends flushing a
+// queue: up to 1000 submissions in one request and one database
+// transaction. Each item follows the rules of `POST
+// /api/v1/submissions` — a new identity is enqueued, an identical
+// existing one answers with its current job — and either every item is
+// accepted or nothing is written. The answer lists one entry per item,
+// in request order.
+//
+// Every item is validated before anything is written, and all invalid
+// items are reported at once: 422 `REQUEST_INVALID` with
+// `details.items`, one `BulkItemError` per invalid item (its index, its
+// own code such as `LANGUAGE_UNSUPPORTED` or `MANIFEST_NOT_FOUND`, the
+// field and the message). The same identity twice in one request is
+// invalid. An identity that exists with a different request is 409
+// `SUBMISSION_CONFLICT` with `details.index` naming the item.
+//
+// The optional `Idempotency-Key` header works as for a single enqueue:
+// the same key and body answer the same jobs again (with their state
+// now); the same key with a different body, or a key used by a single
+// enqueue, is 409 `IDEMPOTENCY_KEY_REUSED`.
+//
+// Errors: 400 `REQUEST_INVALID` (malformed body, no items or more than
+// 1000); 401 `UNAUTHENTICATED`; 409 `SUBMISSION_CONFLICT`,
+// `IDEMPOTENCY_KEY_REUSED`; 413 `PAYLOAD_TOO_LARGE` (the request body
+// limit applies to the whole request); 422 `REQUEST_INVALID` with
+// per-item errors; 429 `RATE_LIMITED`; 5xx.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/submissions/bulk (the `EnqueueSubmissions` operationId).
+func (c *ClientWithResponses) EnqueueSubmissionsWithBodyWithResponse(ctx context.Context, params *EnqueueSubmissionsParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*EnqueueSubmissionsResponse, error) {
+	rsp, err := c.EnqueueSubmissionsWithBody(ctx, params, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseEnqueueSubmissionsResponse(rsp)
+}
+
+// EnqueueSubmissionsWithResponse Enqueue many submissions in one transaction (all or none).
+//
+// For contest imports, rejudge-all tooling and backends flushing a
+// queue: up to 1000 submissions in one request and one database
+// transaction. Each item follows the rules of `POST
+// /api/v1/submissions` — a new identity is enqueued, an identical
+// existing one answers with its current job — and either every item is
+// accepted or nothing is written. The answer lists one entry per item,
+// in request order.
+//
+// Every item is validated before anything is written, and all invalid
+// items are reported at once: 422 `REQUEST_INVALID` with
+// `details.items`, one `BulkItemError` per invalid item (its index, its
+// own code such as `LANGUAGE_UNSUPPORTED` or `MANIFEST_NOT_FOUND`, the
+// field and the message). The same identity twice in one request is
+// invalid. An identity that exists with a different request is 409
+// `SUBMISSION_CONFLICT` with `details.index` naming the item.
+//
+// The optional `Idempotency-Key` header works as for a single enqueue:
+// the same key and body answer the same jobs again (with their state
+// now); the same key with a different body, or a key used by a single
+// enqueue, is 409 `IDEMPOTENCY_KEY_REUSED`.
+//
+// Errors: 400 `REQUEST_INVALID` (malformed body, no items or more than
+// 1000); 401 `UNAUTHENTICATED`; 409 `SUBMISSION_CONFLICT`,
+// `IDEMPOTENCY_KEY_REUSED`; 413 `PAYLOAD_TOO_LARGE` (the request body
+// limit applies to the whole request); 422 `REQUEST_INVALID` with
+// per-item errors; 429 `RATE_LIMITED`; 5xx.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/submissions/bulk (the `EnqueueSubmissions` operationId).
+func (c *ClientWithResponses) EnqueueSubmissionsWithResponse(ctx context.Context, params *EnqueueSubmissionsParams, body EnqueueSubmissionsJSONRequestBody, reqEditors ...RequestEditorFn) (*EnqueueSubmissionsResponse, error) {
+	rsp, err := c.EnqueueSubmissions(ctx, params, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseEnqueueSubmissionsResponse(rsp)
 }
 
 // GetSubmissionWithResponse Status of the submission's current generation.
@@ -4365,6 +4840,94 @@ func ParseEnqueueSubmissionResponse(rsp *http.Response) (*EnqueueSubmissionRespo
 	return response, nil
 }
 
+// ParseEnqueueSubmissionsResponse parses an HTTP response from a EnqueueSubmissionsWithResponse call
+func ParseEnqueueSubmissionsResponse(rsp *http.Response) (*EnqueueSubmissionsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &EnqueueSubmissionsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 202:
+		var dest SubmissionsAccepted
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON202 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Conflict
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest PayloadTooLarge
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest UnprocessableEntity
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Unexpected
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers EnqueueSubmissionsResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int32
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: "int32"}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
 // ParseGetSubmissionResponse parses an HTTP response from a GetSubmissionWithResponse call
 func ParseGetSubmissionResponse(rsp *http.Response) (*GetSubmissionResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -4670,6 +5233,9 @@ type ServerInterface interface {
 	// EnqueueSubmission Enqueue a submission for judging (idempotent).
 	// (POST /api/v1/submissions)
 	EnqueueSubmission(w http.ResponseWriter, r *http.Request, params EnqueueSubmissionParams)
+	// EnqueueSubmissions Enqueue many submissions in one transaction (all or none).
+	// (POST /api/v1/submissions/bulk)
+	EnqueueSubmissions(w http.ResponseWriter, r *http.Request, params EnqueueSubmissionsParams)
 	// GetSubmission Status of the submission's current generation.
 	// (GET /api/v1/submissions/{submissionType}/{submissionId})
 	GetSubmission(w http.ResponseWriter, r *http.Request, submissionType SubmissionTypePath, submissionId SubmissionIdPath, params GetSubmissionParams)
@@ -4833,6 +5399,47 @@ func (siw *ServerInterfaceWrapper) EnqueueSubmission(w http.ResponseWriter, r *h
 
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		siw.Handler.EnqueueSubmission(w, r, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// EnqueueSubmissions operation middleware
+func (siw *ServerInterfaceWrapper) EnqueueSubmissions(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params EnqueueSubmissionsParams
+
+	headers := r.Header
+
+	// ------------- Optional header parameter "Idempotency-Key" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("Idempotency-Key")]; found {
+		var IdempotencyKey string
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "Idempotency-Key", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "Idempotency-Key", valueList[0], &IdempotencyKey, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "Idempotency-Key", Err: err})
+			return
+		}
+
+		params.IdempotencyKey = &IdempotencyKey
+
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.EnqueueSubmissions(w, r, params)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -5101,6 +5708,7 @@ func HandlerWithOptions(si ServerInterface, options StdHTTPServerOptions) http.H
 	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/api/v1/manifests", wrapper.PublishManifest)
 	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/api/v1/manifests/{manifestId}", wrapper.GetManifest)
 	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/api/v1/submissions", wrapper.EnqueueSubmission)
+	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/api/v1/submissions/bulk", wrapper.EnqueueSubmissions)
 	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/api/v1/submissions/{submissionType}/{submissionId}", wrapper.GetSubmission)
 	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/api/v1/submissions/{submissionType}/{submissionId}/rejudge", wrapper.RejudgeSubmission)
 	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/api/v1/submissions/{submissionType}/{submissionId}/cancel", wrapper.CancelSubmission)
@@ -5842,6 +6450,133 @@ func (response EnqueueSubmissiondefaultJSONResponse) VisitEnqueueSubmissionRespo
 	return err
 }
 
+type EnqueueSubmissionsRequestObject struct {
+	Params EnqueueSubmissionsParams
+	Body   *EnqueueSubmissionsJSONRequestBody
+}
+
+type EnqueueSubmissionsResponseObject interface {
+	VisitEnqueueSubmissionsResponse(w http.ResponseWriter) error
+}
+
+type EnqueueSubmissions202JSONResponse SubmissionsAccepted
+
+func (response EnqueueSubmissions202JSONResponse) VisitEnqueueSubmissionsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(202)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type EnqueueSubmissions400JSONResponse struct{ BadRequestJSONResponse }
+
+func (response EnqueueSubmissions400JSONResponse) VisitEnqueueSubmissionsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type EnqueueSubmissions401JSONResponse struct{ UnauthorizedJSONResponse }
+
+func (response EnqueueSubmissions401JSONResponse) VisitEnqueueSubmissionsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type EnqueueSubmissions409JSONResponse struct{ ConflictJSONResponse }
+
+func (response EnqueueSubmissions409JSONResponse) VisitEnqueueSubmissionsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type EnqueueSubmissions413JSONResponse struct{ PayloadTooLargeJSONResponse }
+
+func (response EnqueueSubmissions413JSONResponse) VisitEnqueueSubmissionsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(413)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type EnqueueSubmissions422JSONResponse struct {
+	UnprocessableEntityJSONResponse
+}
+
+func (response EnqueueSubmissions422JSONResponse) VisitEnqueueSubmissionsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(422)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type EnqueueSubmissions429JSONResponse struct{ TooManyRequestsJSONResponse }
+
+func (response EnqueueSubmissions429JSONResponse) VisitEnqueueSubmissionsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type EnqueueSubmissionsdefaultJSONResponse struct {
+	Body       Error
+	StatusCode int
+}
+
+func (response EnqueueSubmissionsdefaultJSONResponse) VisitEnqueueSubmissionsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type GetSubmissionRequestObject struct {
 	SubmissionType SubmissionTypePath `json:"submissionType"`
 	SubmissionId   SubmissionIdPath   `json:"submissionId"`
@@ -6226,6 +6961,9 @@ type StrictServerInterface interface {
 	// EnqueueSubmission Enqueue a submission for judging (idempotent).
 	// (POST /api/v1/submissions)
 	EnqueueSubmission(ctx context.Context, request EnqueueSubmissionRequestObject) (EnqueueSubmissionResponseObject, error)
+	// EnqueueSubmissions Enqueue many submissions in one transaction (all or none).
+	// (POST /api/v1/submissions/bulk)
+	EnqueueSubmissions(ctx context.Context, request EnqueueSubmissionsRequestObject) (EnqueueSubmissionsResponseObject, error)
 	// GetSubmission Status of the submission's current generation.
 	// (GET /api/v1/submissions/{submissionType}/{submissionId})
 	GetSubmission(ctx context.Context, request GetSubmissionRequestObject) (GetSubmissionResponseObject, error)
@@ -6483,6 +7221,39 @@ func (sh *strictHandler) EnqueueSubmission(w http.ResponseWriter, r *http.Reques
 	}
 }
 
+// EnqueueSubmissions operation middleware
+func (sh *strictHandler) EnqueueSubmissions(w http.ResponseWriter, r *http.Request, params EnqueueSubmissionsParams) {
+	var request EnqueueSubmissionsRequestObject
+
+	request.Params = params
+
+	var body EnqueueSubmissionsJSONRequestBody
+	if err := runtime.BindJSONBody(r, &body); err != nil {
+		sh.options.RequestErrorHandlerFunc(w, r, fmt.Errorf("can't decode JSON body: %w", err))
+		return
+	}
+	request.Body = &body
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.EnqueueSubmissions(ctx, request.(EnqueueSubmissionsRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "EnqueueSubmissions")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(EnqueueSubmissionsResponseObject); ok {
+		if err := validResponse.VisitEnqueueSubmissionsResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
 // GetSubmission operation middleware
 func (sh *strictHandler) GetSubmission(w http.ResponseWriter, r *http.Request, submissionType SubmissionTypePath, submissionId SubmissionIdPath, params GetSubmissionParams) {
 	var request GetSubmissionRequestObject
@@ -6608,168 +7379,178 @@ func (sh *strictHandler) GetJudgersSummary(w http.ResponseWriter, r *http.Reques
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7H1tchs5suBVMmpehKmZEk3Jak9b+kXLtJtjfY1Itbdf02uCVaAIqwjQBZQktkMRe4u9wV5kb7In2cgE",
-	"UF8sSaS67Z4Xb/qHmyKrgEQikd+Z+BpEar5Qkkujg/2vwYyzmKf08ZybdNmdGp7iXzHXUSoWRigZ7AcD",
-	"HikZazAKbpgwMOFTlXJI8RUhL9tBGKT8SyZSHgf7Js14GOhoxucMh5qqdM5MsB8IaV7sBmEwF1LMs3mw",
-	"3wkDs1xw+xO/5Glwd3cXBguWsjk3Dq5BNpkLrYWS/fiMmRl+JxCoBf4RBpLNcQRdeuxBcP4j5dNgP/jL",
-	"8wITz+2v+nl5rgBBKb4YLhd8renxwT8AABqG0JFyvVBSc8LGaxaf8y8Z1wb/ipQ0XNJHtlgkImK4Yc8/",
-	"a9y1r2vO2UtT5TBf3fXhDLeYJoNYcQ1SGZgzE83AzDjg5CmLDLTG571/XvQGw0/9k5+7R/034612cBcG",
-	"h0pOExF9B0j9TBpuhJnBzYwZYEnKWbwEfiu00QcQK4KfaBaYBqEJyBNl3qpMxt8HnSyOU641jyHlWmVp",
-	"xAvMEqAE0xlbJorFQ6WOWHrJvw9oE0XIijiPNQijYYJogdb4rPvL0Wn3zafh6emno+75u57b3qFSx0wu",
-	"HTnqbw/lOTMcEjEXhiNc591h79NR/7g/7L0Zbx34nUUOBsTMtombgbbMC5lUnd1t5/yuCSD39PMSZySo",
-	"LiTLzEyl4jf+HcjmGPmBvASVQiavpLqRMMm0kFwjP77iElrji5PuxfCn3smwf9glbNAGXUh+u+CR+R5Q",
-	"Dnh6zdNtLWIOU5YlBlo/3N7CuH8y7J2fdI/GISCUP3f7R93XR718vxygi1RFXGs2SXhPGmGW3x7iDzxJ",
-	"tlE28RgmGTKGaYYHc7IEBmmW8HtYxp3n5URG3dSIKYvMwKjU4pnFscApWHKWqgVPjUDOPWWJ5mGwKH31",
-	"NdAztvvDy0dlgn0K5xW/8bpEfbn3mEQty6Jf/ZxusI/582rymUeG2DbTvE9LWTBjeIrI+p+/drf/k23/",
-	"1tl+9bH4+Km9/fFrJ3z54u4/gnwgbVIhL/1A51xnidkQL1EOwUN4cXDehQG/FeZQxbxR26jjIwzmfK7S",
-	"5fvJxqjEV7VmliPXJNCMR1c8hVhMpyFocSlZAqgb4Lkd/PMIONJhCMzAXGkDe/BevEaWNGe3R1xeomKx",
-	"13n1sgGNOlJpw4xTlL1CSfi//xtuuLicGUiRY/MYZiyZArthS5imag6/8VSh6rYHMY/EnCWwSFjE9Ui2",
-	"GMyzxIhFwkFNodPudDo7ICT82gndoB+3Dkja59MJDTswVSl0D0PojCR+ZHIJUyaSLOUhMBk7CQx6wSPB",
-	"EogcdtgNSxFAZWY8vRGat0cyCItNiFU2SXjzLshsPrGbYLG7ipEhT+dCMoPc0u8AvRRCB8QUpJK8XZ5u",
-	"HYU0DLRhJtOPUePPPI0F8gF6+C4MjJjzY91AKWcXgL/VIVmD+m5Yktghfw8HcKcrX5insBzkfKLSUSkd",
-	"snwDiuPQyEbsnj969KvY6Up9w1NABLNUaCWhFatIP+fyUkjenschjPzQehSEMGOa6JPfoiqKfFtvtUdy",
-	"TH+PkVonS8OBf8lYIsyyDWOjEp4yacZuFq4hQXHqVIeUz9W1kJcjqRd4SkIwbKKJqg/P8fziw8DRHMLv",
-	"4lQtFkhxJmUiwQ98vjBLOyQCMk0UK89FMluD5mjmGCtwuoPDfh9uZsJwmjTMT6olYD2SqNgKCWM20UOV",
-	"jJGtjFOe0OdWyhNmxDXHU26RYeU+XLMk44QPdxTHkGZSF0dz+3MWX3JYpOoyZXM8+vi+ZjKeqNsD0JyP",
-	"5MA+6lkcHnjUDxepMipSibaHuMrCLZgVUl3vcNs1PeFFt6BHpWllMXRQaaRHZI193Bll1fNE7z9wAt6K",
-	"hG8oAK1ReY8A/lSRwH97UAT/cRoGu7Wo39t5tfeis7cRx6HlhOuoHhZjZ46yVpnnT+rGEmhNsAgNEUsS",
-	"HtOZRMOvDd2J5tLAnDOpYZzwSxYtxyPZ4tc8XcKcSTFFy3aRTRKhZ3gQrVfDzISGqeBJDFecLzTgEaET",
-	"Tidjbs+TG28fWHp5DWMhF5kpzp3KzCIz4wM06gx0SFbu4JndhQ9dfN1wbRIxqb1vXwNGTHAMLffUMw0q",
-	"jXm6VR5vJHfgQzeEXVikHFdK2rHVM6BFxzqmBxyTBs2WGrTaCuEFvO32j0ayJeQ0ZdqkWWSylLt3D3/q",
-	"Hb7vnX/CZ3pvtkL4OyyUkEbvgzYxT1PQhqXO1h7Jsf0RRlmn8yIihkMf+RhV5mIFXzJhFnCTIo8DYYgn",
-	"odzxKCgezldJxjwx8mQJSvIaVwQlR1KbWGUmpM2xkLShK5fILC+BJ5pDi7QNO2akYuTolyydsEseujdG",
-	"UmWGTBfUe+bs9oy+/hgCgyhleoY7x0hqb6vMbCG5VbEUjqREurK7i9JS4tH4NbBkgkfTri2Xth/rpzUM",
-	"brfxre1rluKB0fj6kX99mL8+sK8Xp2Xo+JefkhCGMzo5h3oGyqCg4JHrTd5zAw2Lgd66gQZ+oLswsBbW",
-	"ZmK+R2fQ0ttExcv2igCJnD7/qG1HOglZd4aJRN8PiPXDVeE4XdjnID8EMfm1+K2BFgo6fsvmqB0jeanp",
-	"lMsY6Yq4w1Y7aGBh91oIP2VzJreRNaGVCzjFAViiwRmZIKUgSrnR69gFdaXOamYPKWQFtlZgO2bRTEhe",
-	"QGd3Bgdtw+Hpyduj/uEQqR7RcMklT0UEe51XcDPjEqSCOTJOoq6piOg9IJOd01o8ZdbchEEY1BwXSGyn",
-	"73snn3r/46x/Tn+fnA4/vT29OMHPx92T/lscoPzl4OL1cX8w6J+eVL5+03+HTx73B8fd4eFP5beL6bvn",
-	"w/7b7iE9NuifvCt/Nej/Z6/8+lH35N1F913v08XJ4OLs7PTcwpuPmv9enrJ3fHr+i3VSWf/Z6YcqyB65",
-	"QRj03/SOz06HvZPDXz697/3y6bx3MejVVjjsnR/3T7pHQRiU3lzx0AVhUPaO4eDOD2Nx7t0wazIC5+Lr",
-	"y2uWCLQcrAeMSyMiVGGJR1xx2btdED2WvKphcOwEbemrwstd+vKNuOTaHAtNHubSi8W03tniXGKlbwbi",
-	"N1569YjJy4xd8gups8VCpRZGP6D/tTwX2TlHYi7MUKkjdVOBMndkh0E/5vOFMlxGy/d8ec4zzasrckYo",
-	"Wkel1+oe3ZCcmUfWl4nDStTz6K0Lya6ZSPAYWvZ6zaXpRlclt/8mrhQldTa3Ztjj7px9UiZ3dv/erE1y",
-	"BKUf08DC8PmjRrF1z8zZbd8+vdPpkOLo/8znYGnKlg1MzQFfmrqRs+UospGSDXHEoivrunv6mqrLCAOp",
-	"zE88+UMHreHGAl3MdC9eDhMm5r+feGruXkNiwjq4pj4cpLM5SseUk7OWZPrvJbmEM93oRkFLIFFOKyfq",
-	"0KiXLoHeiK0ljGaBW0Ozu8VbNS9edvC/klWz0+k0ewDZbXNQ0w+1Ux3mcXdMQeQ4drHkx3b0SbRuMbU2",
-	"XQ64MQmfc2lo5k2J1M3WtJK3KdczybXe1DTmN1ybnzhLzYQz071spI5jkSTCBX5ACxlZDc6+DDP/NtIu",
-	"k0uQKuYHwKzBSFbHyemnn3rd8+HrXnc4eIKrThtmHtVfcxwM6OkVVz19+yDyBn6a6vKP+j/3oLWyWudD",
-	"cros+bHMDIdSSbwVwmDYPepBSyVoaoarKPBqHI6OMg8fJw2t9Ny6do24RiE4MIwcOycq31BNQs96/2uu",
-	"QXjdf9c/GYKI0VhkuTVoJyIIrbYe7Ad7uzXus4N8B5kPcpsfm5nNP9BoTvUgm89ZutxUiujTaVPmRIoa",
-	"fitmhk2Y5ltkRXqeqSVb6JkyFQKLmeHb+FQTiNPysVmLtvCthVLJ+of+TKnE46B64F+uSjoKsp/58auL",
-	"p6/teWKGGLMhM94G5vHQPcEdb5RhST7hZsklNRGKO1ZGaWU1lZk8CpsOo1cnG46h+wWu+DIE3r5sQ7RY",
-	"7Pw9hM/smuH/F0szU/JFCCy9MjqE+VJ/SQ5AGCLumGvn11BJXZqy7d8+/mqF6N/an0iIvthpJmsPRl9O",
-	"1YZELR6NwuWrvyPcW0X69dLwJq7sFHANNzOlOdjogg3pk6eeJ+TfExoYpRfZiCza4fRl4vHJDHD5JeMZ",
-	"h9be7i6Mmwyt8dYT+PZc3PIG3jNMM26N3YJ2NSo6KjXW+DUzJom4r1kqmDQl58BEqYQz6Q/iOscvP1kn",
-	"ONEqPOclKFpcojIWh6Ak8vQthMV44CqIe1r0S8YsbcIJMjD3K6i02J1rnqIlRKQrYlISdbuJMB2q1udM",
-	"nth+ti8W3vt79A+yGgnnpYWs0GkF1Z4EStA9dOiPxMZa9YOC4vdJB78Fm2OUeMNj6HQMs5jlIcz4PdrU",
-	"5JgvRMIP1XzOZAPRHdrfIbIPUJjtwIXckE/4GO+q7SpNuiS/7gNRBZuRNRXetMEZ6EXrKCauFCHrks1z",
-	"3JqUPcwBLce7TJmkMIEEoxZ+v31I4pm2LPEJ7Es+zi4sXyDvuPOsE4sosa37OcRO05xpJkvbtXrILTe4",
-	"dytT5B1pJonyPetgFF6c8LgWkQQxd2zsYXeonzSsE1QF3ApVNGyfx2cjmeMObWq8WIF3PLmXMBaccHFQ",
-	"6Es21+Lw9E0vpw/9sC37486r3cfoxAaa3k8aLXvH0W0sKmILgipimv8usHZf7u7s7T2q3T2SNfHHwPKy",
-	"Zuw/km1RSxxjSbICSznWWE2qsStybAMmSxeg51Fm1GNeiRWnxKM6bZ7CkZNaabOb6NjrZBsGcPrzeWZc",
-	"IEMbQPOGjGk6tgmft2v7ATN2zatWAGJuJJHFSgVj/SUZtylTqvYO/RLmkd7x1xEtYhTsw8jGukbB3RhZ",
-	"9UhKRaNqSlkSqWWjVpmUygBpky0yq+dcmqGYc5WZY00xv3N1o+0oc3ZL5x8u1TVP5RaJgTlbwoRDpynZ",
-	"geZcW+R6jB8yzVccKg2+xKhIpFkjRQHfuBIyXheK9/gsqg45P3tQXbBPoV745fFUiy9IR0gNK2RKEOaT",
-	"FmsMHS4folTC27dNKKRo/GDD3An70lNSNP0R3XRG95absnpAO2hQMUj4pTBizgxPlk5NqiUpPCUPjTID",
-	"H84T2el0Hmey92WmlfFfRmwNURUM5GA9RDvv3cnwrixkUkEYDP55tKbjymXADb7Y2Lcf98wnkWxImDEF",
-	"veilJEGz4Nf19v7jSv71T93t3R9eelVS4r4k4jce5+y0bXmNi6nF60QkattTejn0kDch+0w1pe50waWa",
-	"KZUckABA5Qpc5jdotH90Oduj7HKMFosgDD6za4bMl5wmQRiQ0wSJboncaM0NpJH+YUc68yN13UjHdiS3",
-	"iKc5AlUSc20+MGGatIfuZW7f2QeB/BgxFBVEB9DxgXX5lDTRTZwMdvIifNkA8T8vehe9N1BEoeGzmmho",
-	"UQaM/cxvoySLefwUj8tDbo7eSff1Ue8NCWDr3HBGDGFQ6Nwz9nvcgM4/UPEBrKIlrO5rE92fc6abDJ0P",
-	"s+UBpDxSlPvsDBqWxcJAoi5ryR47nV2rJOdfNBiadqanBfXSHMqH6MOtpY4r93Lz6nWWmAHfVJPswjRV",
-	"v5FnDQcAzc2BzVvVNifs1oQgsyQhLR8VxJOLo6M2jBECPQ7tUXE5cDYfWFGCrnH2VKSSbC6bMozw+6re",
-	"VtqI3R+akvELZa38e+ENVzfVAfMPuAKK6bs8pE1HrmqJTXoi4eO+1bzc23TKlTClxZZbYxMF1IOFG+po",
-	"KWeGx92qXvGguyvmibjm6bJrDKo2qydvB5SEqUjRQnHPPsHB4XIP1ovh08PDNVKKa9iyqcVhQNlVzDiP",
-	"yf28tBHSz2qyLpwLm5GyPpQuhYV0/3KZ7EYltWG9UHbTetiG+DKpIwXaPRbC1ZrcWo1wCdUFPlapKiyR",
-	"5hpk75dV0896wyFKMpdDRxwKn7ZG82c1sU57TvU7rWtbTBLC4JfBsHf8qXd+fnoOKoXD7slh7+io92ar",
-	"rB25wdfUgCy8MWk5q9u7YTpBOaewluxBaR6Ur/5QgvpaxTUFGdj6Gp/z6fC0Zm1OY4A9u4eX5aZYLaSn",
-	"bni6jYYKzPgteLXbasP1GF1n+xXbnn78+nKvefG1WoRN5WZzCYemSkSKkEtgLj8uBOcHrTtUbWEJfeN9",
-	"sGoKY+/iH4cg+a0Bo6jkYzwVCdfjJh8I/dKgwd2alJFHXUPCRJwPV/K3u7x7Ss8mILULlpoZH0nnUHqm",
-	"IVKLJUHncqnbszG0cByLAD0TC00681YbTpDagaU4QMKELJz6OoRMii+Zq1STypRX/0yvRAHsatdy7ZQr",
-	"Ph6NnCeluPHaEVafm96kZVLJXV5ZQBVCNsPeO8+eaZfwTh6xWFyL2NYfGTWSl1Q/VK7084ldSOyuwrDl",
-	"3p9n2kAiOAg5ktWk+a1a5cVOG06UAZYk6obHNhvAV0+4XHm0HrS45sdeuFkVqaEAqOZduM/BUFQFLUql",
-	"JGvsXF55gqyJ6GBTn4x769E6mnXc4TV2lRNMDbbKpI3MrHDEbcZjhkQOpJ2j4r1gqRNYuVMBBr2j3uHQ",
-	"u321r3Oz59tkMZfmmR7JQrl3FOC9UOMQCbVgQvY5POUpn/KUy4gPvtiyNar38EU4QGkb4PNqoFWuE3GU",
-	"a27U1gG8OT4qwMNhOItmIzm+5qmYuqLyMVrhefeACuyQ+4ubC92Qro+zxIhB/lwpDlaK/TvMHJIifWKl",
-	"cdNz5aL9h000b3BZxpCHHB+Ie/x9p/Pjjy/3HtMjnTt8Uw9f41hUucTj5rW6fXm/hsO6IGLvsi4TSN3c",
-	"+eGHF8211DjY6vP+NK6+wHm8+nheBNeoz1SDC4/syDooLFPqKuOv0PdqmIUI+2DlnHrf0nppoF+Sn8sw",
-	"VGRbybRsNh3Lm1zeggK7BZU0HpMaBhqxXBBt6TCEzcfzYR5Z9xFbzAUhInptFTvhlPf/Zm69iXUEbqhl",
-	"P4UjPHjuiCjWOjO1vbQvlphUMVEjVkkZXTvG+Ps9Ark/fT1pPS9Btk607Jv40MsGZgmkRnzmhlA3ivjC",
-	"bBxw+F7uhd9j19VQ5s35irn+kOlW1O0QWjfE0NPU8k1IAmcUKnVdbhrsS1ujb/1WLmebubgJhfVsdKfZ",
-	"k9VchrC901zNYBXH5tw+b1A6r6t1xPr+JWj0vhevoXUxfLv9I/VY0Fs1V/b9QvVfxX/0mIdoReMOKnv9",
-	"MPX178mZ9N2bnmkQcZ7rl7+2SdnMfV6V+rl6Qrhcv1GSb5xh7eL3Q2VY8oSX+f0lqv2mUvUoYVp7FCao",
-	"8UwZOTmY9d1Bq+xAI0vjrHfypn/yzloc573h+S+fXncP35++fbvVgPm1fFj/FXiqf/vn+7Lx+hKFkOYu",
-	"X982SbDvQDRj0octhYbPanJQ2HkKxKWk8l/DEpvbr59SMPOn8YQwyBbxpopGyfO4XuQ+90GuhO7PbOjK",
-	"xrEcxil3w80Bre4h/L//9X/gsGf7ut0wYc7XiuJ9KJ7clPU9JHXrxFQBKSyxjwo7KOP5Yc5ZItwVOn3t",
-	"uOf2lEXU6Ime3c/PdUtzDgU4WyEcnh6f9Y/6J+9C+MfFm3f4YSRL2D3rng/73aN9R/Pk7uoeEq+wv4RV",
-	"g8p9ezCSOFWl79NWzWPfcnxIA7+dsUy7dj/VthsjSQ3z9FbFwV9tI+FWR2XfbjVBGLjlBGHQPaQycAIs",
-	"CIMP3SAMhlSddUz/ntK/5/jPISW8lKDE7/ysa9o3Z7YPAtU4zxfU9iiw5VOuLHtTcJba8LltJBEGh0xG",
-	"PMlDFCuH+0GReiUkCdWCnJ0zuXv07hQx/KY77L7uDnoHQAFT28wEKYn43vveYe+Tqz6hlJQYKSqZbpML",
-	"VUOmuX2Gsh8eFRn3leT8XGIfG8rlZgzQT67wg+GSWTQretwQTXvVTcmokjJ/2FvbD1Dq6LdO4qL15h+p",
-	"y4eSvymDq1AsX1JnvDJ8KCTSRcrx8Dgvfb1Dxn3unjm7HTR3zxtkc/JkJknZv63rqfhPqSAqGoA8ubef",
-	"gy73vtNjOoSH2vX5tX4cyVbpJaLlm5lKOGRS2BXuPCffXQjaxWGyOUoc8qBuPa0l31N65DVH44p2dPnu",
-	"VUipwPBDyaLVqRqS0TJtiS9Sc96GmnZpGbLNG6YOLbm4aHv2v+86H9IGhQ/0OmRFQAX3nXzUE25uOJfQ",
-	"sfnPO7gpuDeWCg/AjvxZTcKyUBK6KpcofsXMSBaySWj/Yxu6OIDzX1uVwvq16S83obUxbSY2MQ+0Lrmg",
-	"hkndQzQ0CyFIzZT81MIWTju43I/dw5FsHfZ8QC9/AM3ZrapA20xCrCeVNhzzLgw+VDSplawtYLlaUYgT",
-	"Ui70gU1JKhpZltb2odsf9k/efXp7ev7pw+n5+945TVsyNXBBDycENS4QwRXy8q1KP6jUpktTb+LXLLpS",
-	"02nwkZrT8ihLhVkO8NBZceHFIzVpaToMeUPhKBGoivq+wlc84tvU51sl7kvrqoLtbRK0/kVba0nnnDyN",
-	"nKUEnlvUzJiF7cErXA3qqgTrnvWJQHNYJiy64jK2IV6X/UeR3mca1I2EUk/gLTzOen8ks0WiWEw1CdtU",
-	"k+AD4Dr0jd5A5KULeaVB6MtJw5EUEk+yCSHlNq6MpywilaREBdpGj13zBtB5HoXrRdEeyS7JliTBE0V8",
-	"4B4sW6zBuLJL4y3qxb0wNuJFsEfIqOcsXcL4XW8Iz9lCPL/eea5JeXr+2RavP3fPjNsjOZJ/+QscKokQ",
-	"Icwj+deihl5Da0xK/jiEceHUwL9cWs14y8aJK2X2eiTBNoFHnWm8WliPE/8VhsLF3+H87SG8ePHilX/f",
-	"9qTFReWxuyhR0RW0LoaHWwcQZ9bccNF7ACdbNQq6ebmvgy0slzA+1mPQ2XQqbmnucnMxQWkQPw2HZ57z",
-	"LZJMUxVJpGI+CkIYeYFi/3B9xEbB3fgAp6eWcbSSi7Oz3vmnwUn3fQ9s7SEp9MJGFAE1NYL8mYYSebct",
-	"PDhU/gRVk7BEK9fqD/Y6HVjpoh/CXmcHVpp740gtldofK+2yxvs27IkE9Azl+UKkS1gwrak6GGVKqgya",
-	"YNsqMziObTiGB+qapwlb2ASkrRB/29t9BdUm69CyXpOidbqtjal2+n5eafRNOMQHKNmCmxuVXtm9sUjV",
-	"bEpOBNtk2zVnpC6BuHfCt1siveSvQKquPT2uddpMKdR8F0oloc0oV77uZz8vnoepShJ1Y2kPAbL+Iuvc",
-	"s70DXalQTpy5BuiO0aB+wkfS0lk5d0uXUrfssfR9ny0DSRy3WqQqzqIi3X0kUXjXmUiRqjPnYFImtdUj",
-	"iKLyLA6brcarmkDE91E1ca1lIEqYmGtkQXR7QyZj0mmo00zoO7XhXHNChhxJFl1JdZPw+NL9cOCb7Ehl",
-	"oPRrqW0mtwO63rh4eEvAXTIhHf2Maxl28DfYGW+hwhKxlE+zpADcgYZqks+Xk8kStQ9KRyqcE2PrFzeU",
-	"VJ/aanyfaCfyyyBGcqaSWLuOAsxUrEQkUOvKIp6Rc0F8f8a0gyW2eowRhvqMoC1YMPbuWT8oVbwGOxSI",
-	"W3DJFiLYD160O+0X1mKckWD2LDyXUs+/2iapd5RPl5l7zF0VL3G92qSczW2zIwaIS5WieKDUpZsZ/jtj",
-	"Ghk1tZQQGq5IopRx6DPYqEGyazfBzMxntMEFSVTk9bgFt0Ib6o1sf7Z+Kqm21cJxMnxwt9NpQ7cUKDgW",
-	"rykTG+Fqwwdi2yM5PrT9/betjTS20h+XRtlFFMkuSpTRPkSFkiINB0jcs0xe8XgkPTYmrvu5K7F0kRAi",
-	"GDrE5F7Q+8289qCZ1x6M5N7OC2i4A+MAqPFErc3gOBzJcXMLQZerZq/ZsID6vDcNVVRs4bQr3PcA2ail",
-	"vlyQ9ONgP7Bb5FvhBdULdH5tvq7GZw498ZoaF0C9+2hH4Nq8VvFDlzaoyHCzbQm2enlDbmlOhGQUW65H",
-	"oO/qYNYvxdntdP6w+yJqFzo0XBzRdRfL2ERL8sjudna+IwD2F5Dqhibfs6tvGjPH0vPSvUH0ys7jr1Su",
-	"OcGXdl48/lK90SG+t7u7zmSrV4DQu68ef7d+EQ0hjEz4debNMxnIePIVXxbJJD4KY4L4qhWeZdZZJP8a",
-	"dkmGWs7PrUnm2XylPcclb+DuVqVgLrZftFQRcWjVXWq8TrqOKbdfEcbntlLOrJ6zJEH+XO2wg5a+hAn3",
-	"1o7Nxizd2GAz8EhQ5nVWfkbfUMa2f9/3ubrp81rvhjzV2Po20kxWmnXosJJg+9wW6mzb/hpplrimG5Q2",
-	"bKEfSdcuow0nHijcFwKq3OomFlNKCDMeFA3UxJYmRx0i5V5nZ0UDfhj7Ri9URF5RDVGszFl6xWMYU1sY",
-	"NG66xc+2jREBghqCVKX2QFZAiyRxc7oNlGok/YT7Tirn+00bwUgPJW2dWmRVZVeTkIINhMWRKBqg2tY3",
-	"34iRVjrk3HPnVH4g2k/nSn8ahxhWCCWmSxUKLxFaeHgkQ3AXVFQaR2Wknc7LPKPkW6hyjdxLQTqh0vco",
-	"hbmzP08QofJfJClUAnl84D0g5V724PZ6JK2GnnKTpVIXv5ddA5aCSb2zjCrPwIwdExxJ0t383WsTDtYj",
-	"4xO/vQeSx6DFb7wNvZhcWkXjCJs1PpIlWBlIfpOv78CWnF5xvqgYavjHEm54WrA3W9zw7ZS/ekfpMbQo",
-	"1EStL3BqsrLJSR1SDo37zve0WHUa+weQBVg2uVXRKF2f6nEI92mZGzEDV7aeZ7etq81txgmK5Lnvq8qt",
-	"Fuffw4bKBwFu0NRz9JvfDfGHa3lrwZb/+G9d75tycodntHBXncPQchu+nV/euFXm2wV7bubaz78WHPTu",
-	"fsXvifyps1diQ3n/+824wDtuShzgceOxksP6NAOSMmM/fsOzX0s8vufgV3pjfLez1dl7/KW8Mf6fejDO",
-	"OYtRNOd8qBwXf+QAFN7Mbes5fM6iq/tVmG7uUkSRX3H9tqHrvX9Fc28m7bUu3lU4kq0Jj1imebXv9zPt",
-	"vJIpk+Avbyk892PXP318AMKgvpAkqLWolBT6Ceey5GHFCTkYpZ6uUmxyLrvRVa22WH8jCV2/Y+A7C+qV",
-	"/v1N13WioUeyueR7/r7n9k87hsXZ8NeqxHnLe2X1Xt/irOZxL59T34z94UNKoYL7j+m5sw8W7iYcB0aL",
-	"jHb72RrFnKWJ4KkPCdibQbZsg7WEu2wlPsejPPZndUxm79g1wB+3YcCvecqKeIAms4pAHEnmU5ny2IDQ",
-	"JQZBLebyOIJx9zdZXuJu6CN7hYpUkZk4vuNWVgmy2FiTvhKLBfltLZ9RU3IuIN+gGpj9vMmEvXbQAhrS",
-	"vkyWpF3EEGWpVun3YSB0UcD3ZCGVuyb+DCZSvRqh6aZwfCA/PqHvwUR5MCEslNZikixdddx/C+ZCGIFs",
-	"gWdmzm7Jv+l5yEpaQzV0+Ch3qbaVauYo+Y06BlzP6JIXRcSc7AMYt6oJy+FIlhOWt8b73upv8m648KMN",
-	"UWnY7ezm7oiR9EEtm9deOBH9u/aC2zz2VcAkNOx1Xo3kuOE+pzG0kEX4HBKjXJMCAmSrTYFs5S4fG8lx",
-	"6Vqh7fd8OQZ79zjM2RXXwCg6LujWeHsdP0XNEeXAolRpPZIOKsFd2JuWf8WXLkuitC4fL7OwN986NbYQ",
-	"rsTOS50hDvLumsjSiy6gzRH0J9s3r6ARvSHcB/mjXpumi7wobtdgR4Ul62rlgi/v7qGe/g7PI1luYboV",
-	"3tOa3sYCSw2fa63wR9L3wi98jM80jKudy8chaM6r2UC5SxURQZO46x8pPmA3xmZybm0kS3r2dBXZ2PeY",
-	"ipZwC2OxRtlB2UIsZ06PRre7O9uj0e3f+cevO+HObuMdHesHHDc0F+s1g2sJr91vMH9e19kUefRxgpZU",
-	"N2ijWK3Cq1qWBUQs8Wxi6zvbtWuIsPxOtP92TiZ3gKpRApQt/nrZVjnZaZ3AQOmH51+r4vGu/MVDfidK",
-	"xhjfUFND8kjf2BxTCldYScLyK7ltRz6tbIN2Ep5RlpJQKTJxnNKANgGs0ccqBJWOJNU+4WQ4PSUQhXAz",
-	"E9GMFG/hEpUPqsij2N+scNeOpJ06zgW9MxGsMKOhbf6PVKXkQyUlp7wqGwhlfpi5VQJQwXe9+ks+B8qI",
-	"dRedwQ1JaVG+YGkkSS5vlx/Zzha2mOGaJRYkh1qBS7hhy0qGNnOpn3NFgNhIoebS7NtoAYztg2NrfJVz",
-	"obaszTFzV6TZcSJqW67U1e+Tx3sVefx0j+NDgqTphBWP1Ar4zpiZBXfhBm/14/ydemd3YZwmbK9NUfLS",
-	"5YpxaKB0oxyxQ6tjA/KOTYR1CqQDTfLRN1Bw4tGevIpUvL+me4229d/WqVovK74vnkK//tupel9mia/A",
-	"qBo7z3QDjf3RguC5TUS93xxzxXcu4c8HwiJfklfmv4U51flmPKWm//v7b8fQKrI6UQaUKzpVWpE3m+m5",
-	"dv3/AtzpG2m61dbB39lHszYDKaXloqpbVMX+a/OUjTXgP8/rYwta7uVAn9XEZgi7xCYDUyFdKPwP5kjO",
-	"R/IASyKTTLs+qTaFvCSF/wY7NnNrrq6dhVtZEqWW8XQkqYkl6ZCUluVS4OztQxIZns0dp6XrEstzBUCU",
-	"uoUqgVWG0VBnrl9de7U8gLLUaLwCVHJfj6SdnqWpuOb7eSOFsgL3L6Cindtd+Tcj/BPt/aG9srascgrt",
-	"6Pbf2lUzY/uH9bdW3cjO/atdKtmm6lVjgd29JvWhyqTLmdWuxWzMi3zTZAktG0+iq1ARDOQVE2VmVAND",
-	"PldBLTNRtyHLuNJ/wl+KYIudps4ytAWSbaokYIJCWjaJ1ycG++wVSooVsa7ymI1st9o9ud9QYajNdJ+6",
-	"kF+U+GeQnqu3DfZ//biSVBSFkNFZsp45ynt0wOLW2ZhAxBYsEsbeVuBvtPBUaSs/kSCrc61U9f76ETml",
-	"e+2rty+LTHTkvbUEnsqXZfIvfe3iOqVvHER3H+/+fwAAAP//",
+	"7H3tcts4tuCrnOLcqkgztCI77szE/qU4SloTf40ld7ZvKxtCJGQhJgGFAC2rU666D7FV+wb7Ivsm90m2",
+	"cADwS5QsuTvp2XtnfvQ4IgkcHByc73Pw1QtFMhecciW9o6/ejJKIpvjnFVXpsjdVNNX/iqgMUzZXTHDv",
+	"yBvSUPBIghKwIEzBhE5FSiHVnzB+0/F8L6VfMpbSyDtSaUZ9T4YzmhA91FSkCVHekce4enHg+V7COEuy",
+	"xDvq+p5azql5RG9o6j08PPjenKQkocrCNcwmCZOSCT6ILoma6d+YBmqu/+F7nCR6BFl6bSM4/5bSqXfk",
+	"/el5gYnn5ql8Xp7L06AUP4yWc7rV9PrF3wEAHAbRkVI5F1xSxMZrEl3RLxmVSv8rFFxRjn+S+TxmIdEb",
+	"9vyz1Lv2dcs5+2kqLOaruz6a6S3GySASVAIXChKiwhmoGQU9eUpCBa3gqv+P6/5w9Glw/lPvdPAmaHe8",
+	"B987EXwas/A7QOpmkrBgagaLGVFA4pSSaAn0nkkljyESCD/SLBAJTCKQ50K9FRmPvg86SRSlVEoaQUql",
+	"yNKQFphFQBGmS7KMBYlGQpyS9IZ+H9AmApEVUhpJYErCRKMFWsFl7+fTi96bT6OLi0+nvat3fbu9IyHO",
+	"CF9acpTfHsoroijELGGKariueqP+p9PB2WDUfxO0j93Oag4GyMz2kJuBNMxLM6k6u9vL+V0TQPbt5yXO",
+	"iFBdc5KpmUjZr/Q7kM2Z5gf8BkQKGb/lYsFhkknGqdT8+JZyaAXX573r0Y/989HgpIfYwA265vR+TkP1",
+	"PaAc0vSOpnuSRRSmJIsVtH64v4dgcD7qX533TgMfNJQ/9Qanvden/Xy/LKDzVIRUSjKJaZ8rppbfHuIP",
+	"NI73tGyiEUwyzRimmT6YkyUQSLOYrmEZD46XIxn1UsWmJFRDJVKDZxJFTE9B4stUzGmqmObcUxJL6nvz",
+	"0k9fPTkjBz+8fFQmmLf0vOxXWpeoLw8fk6hlWfSLm9MO9jF/X0w+01Ah2yaSDnApc6IUTTWy/ucvvb1/",
+	"J3u/dvdefSz+/NTZ+/i167988fBvXj6QVCnjN26gKyqzWO2IlzCHYBNeLJwPvkfvmToREW3UNur48L2E",
+	"JiJdvp/sjEr9qZTEcOSaBJrR8JamELHp1AfJbjiJQesG+twO/3EKVNOhD0RBIqSCQ3jPXmuWlJD7U8pv",
+	"tGJx2H31sgGNMhRpw4xTLXuZ4PB//zcsKLuZKUg1x6YRzEg8BbIgS5imIoFfaSq06nYIEQ1ZQmKYxySk",
+	"csxbBJIsVmweUxBT6Ha63e4+MA6/dH076Mf2MUr7fDomYR+mIoXeiQ/dMdd/Er6EKWFxllIfCI+sBAY5",
+	"pyEjMYQWO2RBUg2gUDOaLpiknTH3/GITIpFNYtq8CzxLJmYTDHZXMTKiacI4UZpbuh3Aj3zoApsCF5x2",
+	"ytNto5D6nlREZfIxavyJphHTfABffvA9xRJ6Jhso5fIa9LM6JFtQ34LEsRnyt3AAe7ryhTkKy0HOJyod",
+	"ldIhyzegOA6NbMTs+aNHv4qdHpcLmoJGMEmZFBxakQjlc8pvGKedJPJh7IaWY8+HGZFIn/Req6Kab8t2",
+	"Z8wD/HegqXWyVBTol4zETC07ECgR05RwFdhZqIRYi1OrOqQ0EXeM34y5nOtT4oMiE4lUfXKlz69+Gag2",
+	"h/RvUSrmc01xKiUs1n/QZK6WZkgNyDQWpDwXymwJkmozRxmB0xueDAawmDFFcVI/P6mGgOWYa8WWcQjI",
+	"RI5EHGi2EqQ0xr9bKY2JYndUn3KDDCP34Y7EGUV82KMYQJpxWRzNvc9ZdENhnoqblCT66OvvJeHRRNwf",
+	"g6R0zIfmVcfi9IHX+uE8FUqEIpbmEFdZuAGzQqrbHW6zpid8aBf0qDStLAYPKo70iKwxr1ujrHqe8PsN",
+	"J+Ati+mOAtAYlWsE8KeKBP7LRhH8+2kY5N6g/nD/1eGL7uFOHAeX42+jehiMXVrKWmWeP4qFIdCaYGES",
+	"QhLHNMIzqQ2/DvQmknIFCSVcQhDTGxIugzFv0TuaLiEhnE21ZTvPJjGTM30QjVdDzZiEKaNxBLeUziXo",
+	"I4InHE9GYs6THe8ISHpzBwHj80wV505kap6p4FgbdQq6KCv39Zk9gA89/bmiUsVsUvvefAYEmWAALfvW",
+	"MwkijWjaLo835vvwoefDAcxTqleK2rHRM6CFxzrCFyyTBkmWEqRo+/AC3vYGp2PeYnyaEqnSLFRZSu23",
+	"Jz/2T973rz7pd/pv2j78FeaCcSWPQKqIpilIRVJra495YB7COOt2X4TIcPBPGmiVuVjBl4ypOSxSzeOA",
+	"KeRJWu44FBQv56tEYx4ZebwEwWmNK4LgYy5VJDLl4+YYSDrQ40vNLG+AxpJCC7UNM2YoIs3Rb0g6ITfU",
+	"t1+MucgUmi5a70nI/SX+/NEHAmFK5EzvHEGpvScy1dbkVsWSP+Zc05XZXS0tuT4av3iGTPTRNGvLpe3H",
+	"+mn1vfs9/dXeHUn1gZH681P3+Sj/fGg+L07LyPIvNyUiTM9o5ZzWM7QM8goeud3kfTvQqBjorR1o6AZ6",
+	"8D1jYe0m5vt4Bg29TUS07KwIkNDq84/adqiToHWnCIvlekCMH64Kx8XcvAf5IYjQr0XvFbS0oKP3JNHa",
+	"sSYvMZ1SHmm6Qu7Q7ngNLGythfBjlhC+p1mTtnJBT3EMhmj0jIShUhCmVMlt7IK6Umc0s00KWYGtFdjO",
+	"SDhjnBbQmZ3Rg3bg5OL87engZKSpXqPhhnKashAOu69gMaMcuIBEM06krikL8TtAk53iWhxl1tyEnu/V",
+	"HBea2C7e988/9f/H5eAK/31+Mfr09uL6XP991jsfvNUDlH8cXr8+GwyHg4vzys9vBu/0m2eD4VlvdPJj",
+	"+eti+t7VaPC2d4KvDQfn78o/DQf/3i9/fto7f3fde9f/dH0+vL68vLgy8Oaj5s/LU/bPLq5+Nk4q4z+7",
+	"+FAF2SHX873Bm/7Z5cWof37y86f3/Z8/XfWvh/3aCkf9q7PBee/U873SlyseOs/3yt4xPbj1wxicOzfM",
+	"lozAuvgG/I7ETFsOxgNGuWKhVmGRR9xS3r+fIz2WvKq+d2YFbemnwstd+vENu6FSnTGJHubSh8W0ztli",
+	"XWKlX4bsV1r69JTwm4zc0Gsus/lcpAZGN6B7Wp4L7ZxTljA1EuJULCpQ5o5s3xtENJkLRXm4fE+XVzST",
+	"tLoia4Rq66j0Wd2j66Mz89T4MvWwXOt5+NU1J3eExfoYGvZ6R7nqhbclt/8urhTBZZYYM+xxd84RKpP7",
+	"B39t1iapBmUQ4cBM0eRRo9i4ZxJyPzBv73e7qDi6f+ZzkDQlywamZoEvTd3I2XIUmUjJjjgi4a1x3T19",
+	"TdVl+B4X6kca/66D1nBjgC5mWouXk5iw5LcTT83dq1BMGAfX1IWDZJZo6ZhSdNaiTP+tJBdTIhvdKNoS",
+	"iIXVypE6pNZLl4BfRMYS1maBXUOzu8VZNS9edvX/SlbNfrfb7AEk981BTTfUfnWYx90xBZHrsYslP7aj",
+	"T6J1g6mt6XJIlYppQrnCmXclUjtb00replTOOJVyV9OYLqhUP1KSqgklqnfTSB1nLI6ZDfyAZDw0Gpz5",
+	"GGbua027hC+Bi4geAzEGI1od5xeffuz3rkav+73R8AmuOqmIelR/zXEwxLdXXPX460bkDd001eWfDn7q",
+	"Q2tltdaHZHVZ9GOpmR5KxFHbh+God9qHloi1qemvosCpcXp0LfP066ihld7b1q5hd1oIDhVBx865yDdU",
+	"otAz3v+aaxBeD94NzkfAIm0sktwaNBMhhEZb9468w4Ma99nXfEczH81t/tbMbP6ujeZUDrMkIelyVyki",
+	"L6ZNmROp1vBbEVFkQiRtoxXpeKbkZC5nQlUILCKK7um3mkCclo/NVrSlv5oLEW9/6C+FiB0Oqgf+5aqk",
+	"wyD7pRu/unj82ZwnopAxKzTjTWBeH7onuOOVUCTOJ9wtuaQmQvWOlVFaWU1lJofCpsPo1MmGY2ifwC1d",
+	"+kA7Nx0I5/P9v/rwmdwR/f/zpZoJ/sIHkt4q6UOylF/iY2AKiTui0vo1RFyXpmTv14+/GCH6l84nFKIv",
+	"9pvJ2oEx4FOxI1GzR6Nw+eofEPdGkX69VLSJK1sFXMJiJiQFE10wIX301NMY/XtMAsH0IhOR1XY4/hg7",
+	"fBIFlH/JaEahdXhwAEGToRW0n8C3E3ZPG3jPKM2oMXYL2pVa0RGpMsavmhGOxH1HUka4KjkHJkLElHB3",
+	"ELc5fvnJOtcTrcJzVYKiRblWxiIfBNc8va1hUQ64CuKeFv3iEUmbcKIZmH0KIi12546m2hJC0mURKomy",
+	"00SYFlXbcyZHbD+ZDwvv/Rr9A61GxHlpISt0WkG1I4ESdJsO/SnbWaveKCh+m3RwW7A7RpE3PIZOyzCL",
+	"WTZhxu3RriZHMmcxPRFJQngD0Z2Y5xCaFzDMdmxDbppPuBjvqu3KVbpEv+6GqILJyJoyZ9roGfBD4yhG",
+	"rhRq1sWb57hXKdnMAQ3Hu0kJxzABByXmbr9dSOKZNCzxCeyLP84uDF9A77j1rCOLKLGt9Rxiv2nONOOl",
+	"7Vo95IYbrN3KVPOONONI+Y51EAwvTmhUi0gCSywb2+wOdZP6dYKqgFuhiobtc/hsJHO9Q7saL0bgnU3W",
+	"EsacIi6OC33J5FqcXLzp5/QhN9uyf9t/dfAYnZhA0/tJo2VvObqJRYVkjlCFRNLfBNbBy4P9w8NHtbtH",
+	"siZ+H1he1oz9R7ItaoljJI5XYCnHGqtJNWZFlm3AZGkD9DTMlHjMK7HilHhUp81TOHJSK212Ex07nWzH",
+	"AM4gSTJlAxlSgTZv0JjGYxvTpFPbD5iRO1q1AjTmxlyzWC4gkF/ioIOZUrVv8ImfR3qDr2NcxNg7grGJ",
+	"dY29h0Cz6jHnAkeVmLLEUsNGjTLJhQLUJltoVieUqxFLqMjUmcSY35VYSDNKQu7x/MONuKMpb6MYSMgS",
+	"JhS6TckOOOfWItdh/IRIuuJQafAlhkUizRYpCvqLW8ajbaF4r9/VqkPOzzaqC+YtrRd+eTzV4oumI00N",
+	"K2SKEOaTFmv0LS43USri7dsmFGI0frhj7oT56Ckpmu6I7jqj/cpOWT2gXW1QEYjpDVMsIYrGS6sm1ZIU",
+	"npKHhpmBm/NE9rvdx5nsusy0Mv7LiK0hqoKBHKxNtPPengznytJMyvO94T9Ot3Rc2Qy44RcT+3bjXrok",
+	"kh0JM8KgF34Ux9os+GW7vf+4kn/9Y2/v4IeXTpXkel9i9iuNcnbaMbzGxtSibSISte0pfew7yJuQfSma",
+	"Und6YFPNhIiPUQBo5Qps5jdIbf/IcrZH2eUYzuee730md0QzX3SaeL6HThNNdEvNjbbcQBzp72akSzdS",
+	"z450Zkayi3iaI1DEEZXqA2GqSXvo3eT2nXkR0I8RQVFBdAxdF1jnT0kT3cXJYCYvwpcNEP/jun/dfwNF",
+	"FBo+i4mEFmbAmL/pfRhnEY2e4nHZ5Obon/den/bfoAA2zg1rxCAGmcw9Y7/FDWj9AxUfwCpa/Oq+NtH9",
+	"FSWyydD5MFseQ0pDgbnP1qAhWcQUxOKmluyx3z0wSnL+Q4OhaWZ6WlAvzaHcRB92LXVc2Y+bVy+zWA3p",
+	"rppkD6ap+BU9a3oAkFQdm7xVaXLC7pUPPItj1PK1gnh+fXragUBDIAPfHBWbA2fygQUm6CprT4UizhLe",
+	"lGGkf6/qbaWNOPihKRm/UNbKzwtvuFhUB8z/0CvAmL7NQ9p15KqW2KQnIj7Wrebl4a5TroQpDbbsGpso",
+	"oB4s3FFHSylRNOpV9YqN7q6IxuyOpsueUlq1WT15+yA4TFmqLRT77hMcHDb3YLsYPr482iKluIYtk1rs",
+	"e5hdRZT1mKznpY2QfhaTbeGcm4yU7aG0KSyo+5fLZHcqqfXrhbK71sM2xJdRHSnQ7rDgr9bk1mqES6gu",
+	"8LFKVX6JNLcge7esmn7WH420JLM5dMih9NvGaP4sJsZpT7F+p3Vnikl8GP48HPXPPvWvri6uQKRw0js/",
+	"6Z+e9t+0y9qRHXxLDcjAG6GWs7q9O6YTlHMKa8kemOaB+eqbEtS3Kq4pyMDU17icT4unLWtzGgPs2Rpe",
+	"lptitZCeWNB0TxsqMKP34NRuow3XY3TdvVdkb/rx68vD5sXXahF2lZvNJRwSKxExQs6B2Pw4H6wftO5Q",
+	"NYUl+IvzwYopBM7FH/jA6b0CJbDkI5iymMqgyQeCTxo0uHuVEvSoS4gJi/LhSv52m3eP6dkIpLTBUjWj",
+	"Y24dSs8khGK+ROhsLnVnFkBLj2MQIGdsLlFnbnfgXFM7kFQPEBPGC6e+9CHj7EtmK9W4UOXVP5MrUQCz",
+	"2q1cO+WKj0cj53Epbrx1hNXlpjdpmVhyl1cWYIWQybB3zrNn0ia8o0csYncsMvVHSoz5DdYPlSv9XGKX",
+	"JnZbYdiy3yeZVBAzCoyPeTVpvl2rvNjvwLlQQOJYLGhksgFc9YTNldfWg2R39MwJN6MiNRQA1bwL6xwM",
+	"RVXQvFRKssXO5ZUnmjUhHezqk7FfPVpHs407vMaucoKpwVaZtJGZFY643XjMCMkBtXOteM9JagVW7lSA",
+	"Yf+0fzJybl/p6tzM+VZZRLl6Jse8UO4tBTgvVOBrQi2YkHlPn/KUTmlKeUiHX0zZGtZ7uCIcwLQNcHk1",
+	"0CrXiVjKVQvRPoY3Z6cFeHoYSsLZmAd3NGVTW1QeaCs87x5QgR1yf3FzoZum67MsVmyYv1eKg5Vi/xYz",
+	"J6hInxtp3PReuWh/s4nmDC7DGPKQ44a4x1/3u3/728vDx/RI6w7f1cPXOBZWLtGoea12X95v4bAuiNi5",
+	"rMsEUjd3fvjhRXMttR5s9X13Glc/oDRafT0vgmvUZ6rBhUd2ZBsUlil1lfFX6Hs1zIKEfbxyTp1vabs0",
+	"0C/xT2UYKrKtZFo2m47lTS5vQYHdgkoaj0kNA41YLoi2dBj85uO5mUfWfcQGc56vEb21ih1TzPt/kxhv",
+	"Yh2BO2rZT+EIG88dEsVWZ6a2l+bDEpMqJmrEKiqjW8cYf7tHIPenbyetkxJk20TLvokPvWxglkBqxGdu",
+	"CPXCkM7VzgGH7+Ve+C12XQ1lzpyvmOubTLeibgfRuiOGnqaW70ISekYmUtvlpsG+NDX6xm9lc7aJjZtg",
+	"WM9Ed5o9Wc1lCHv7zdUMRnFszu1zBqX1uhpHrOtfoo3e9+w1tK5Hb/f+hj0WZLvmyl4vVP9Z/EePeYhW",
+	"NG6vstebqW+wJmfSdW96JoFFea5f/tkuZTPrvCr1c/WEcLl8IzjdOcPaxu9HQpH4CR/T9SWqg6ZS9TAm",
+	"UjoUxlrjmRJ0chDju4NW2YGGlsZl//zN4PydsTiu+qOrnz+97p28v3j7tt2A+a18WP8/8FT39U/rsvEG",
+	"XAshSW2+vmmSYL6BcEa4C1syCZ/F5Liw8wSwG47lv4rEJrdfPqVg5g/jCb6XzaNdFY2S53G7yH3ug1wJ",
+	"3V+a0JWJY1mMY+6GnQNavRP4z//4P3DSN33dFoSpq62ieB+KN3dlfZukbp2YKiD5JfZRYQdlPG/mnCXC",
+	"XaHT15Z77k1JiI2e8N2j/Fy3JKVQgNP24eTi7HJwOjh/58Pfr9+803+MeQm7l72r0aB3emRpHt1dvRPk",
+	"FeaJXzWo7K/HY66nqvR9atc89i3LhyTQ+xnJpG33U227MebYME+2Kw7+ahsJuzos+7ar8XzPLsfzvd4J",
+	"loEjYJ7vfeh5vjfC6qwz/O8F/vdK/+cEE15KUOrf3Kxb2jeXpg8C1jgnc2x75JnyKVuWvSs4S6loYhpJ",
+	"+N4J4SGN8xDFyuHeKFJvGUehWpCzdSb3Tt9daAy/6Y16r3vD/jFgwNQ0M9GUhHzvff+k/8lWn2BKSqQp",
+	"Kp7uoQtVQiapeQezHx4VGetKckqZBU9U5OWmlI2LSgDc9XDVpr4PjOc/oOW2vRNg1fZ4rGCgDOTmIy+f",
+	"pKvXkLDjMuyUDSmY25eoP7bCn0pyYkcFrJnU8ZGt8CGatkk4K5oZIfNyOrrgYaU24qS/9V6XWjduk6Fq",
+	"wjan4mZTlj+m6hUWxEtsgViGT2sD6TylmkvacEy9Fco6v15C7ofNbRKHWYIu6zguBzJkvebiKaViRaeX",
+	"JzdxtNDlYRZ8TfqwqS+jW+vHMW+VPkKmtZiJmELGmVnh/nN00vogbcAtS7Rqga7y9tN6Lz6lGWJz2LXo",
+	"O5jvXoWUCgxvygquTtWQdZhJQ3yhSGgHamaEkbwmQRxb8eR6QcfJ+SPb4hI3yN/Q1JIUkTO97xiMmFC1",
+	"oJRD1yS67+tN0XtjqPAYzMifxcQvax9MVhUQDFQSNeaFEsKke9iBnh7ABiqM7mgCGPgvO6FxJpiUe2Qe",
+	"TAKnDDtj9U6Al7Ud7JrlpmamQt7CZR/2Tsa8ddJ3kdv8hTTjsl3VXHZTBbZTP3Yc88H3PlRU5pX0PCC5",
+	"/lgwdNQi5bHJPSs6lpbW9qE3GA3O3316e3H16cPF1fv+FU5bsin1gjZnfjUuUIPL+M1bkX4QqcmLxybU",
+	"r0l4K6ZT7yN2IaZhljK1HOpDZ8SF04OwG0/TYcg7R4cx0zaHayB9S0O6hw3dRWx/ND5J2NtDjcp9aIpq",
+	"8ZyjS5mSFMGzi5opNTfNlpktNl6VYL3LARJoDsuEhLeURyaWb9M8MaT/TIJYcCg1f27r4yyPxjybx4JE",
+	"WHyyh8UnLtNB+q6jH7C8RiUvKfFd3bA/5ozrk6x8SKlJINCnLETds0QF0qQJ2C4dIPOEGdt0pDPmPZQt",
+	"caxPFPKBNVg2WIOgsktBG5uuz5UJbSLsoWbUCUmXELzrj+A5mbPnd/vPJWrJzz+bLgXP7TtBZ8zH/E9/",
+	"ghPBNUQa5jH/c9EsQUIrQGsu8CEovFf6XzZ/KmibhIBKPwU55mC6/WvlOFjtoKAn/jOMmE20gKu3J/Di",
+	"xYtX7nvTfFgvKg/ShrEIb6F1PTppH0OUGbvSpmkAWNkqtaBLyg08TAcBDsGZDEBm0ym7x7nLXeQY5rv8",
+	"OBpdOs43jzOJ5UKhiOjY82HsBIr5h20YN/YegmM9PfYGxJVcX172rz4Nz3vv+2CKTNFyYyZ0DFpTQ8if",
+	"SSiRd8fAo4fK38CyIRJLYXs6wmG3CyvXJfhw2N2HlS7ueqSWSM3DSl+04MjEtzUBPdPyfM60rk+kxDJw",
+	"LVNSobStvScypccxneX0gbqjaUzmJtOs7etnhwevoNpNH1rGPVb0yDdFUNWW7s8rHd0Rh/oFzKqhaiHS",
+	"W7M3BqmSTNFbZLqp2y6c2A5S7x1zfbVQL/kzoKprTo/tkTcTQmu+cyFi35QOCFfgdZR3SYCpiGOxMLSn",
+	"ATKOQePFNU0ibU1YTpy5BmiP0bB+wsfc0Fk5SU+WcvTMsXQNvg0DiS23mqciysKirmHMtfCuM5EiJyuh",
+	"oFLCpdEjkKLydB2TlkirmkBIj7RqYnsIQRgTlkjNgvCajoxHqNNgSyHfteTTcyWIDD7mJLzlYhHT6MY+",
+	"OHbdlLhQUHpa6o9KzYC2CbI+vCXgbgjjln6CWiol/AX2g7ZWWEKS0mkWF4Bb0LSa5BIjebzU2gfmnRVe",
+	"qMAEQBRWT6Sm7YLLqGT5rR9jPhNxJG3rCKIq7gBNoMZniTwj54L6+xmRFpbI6DGKKWwoo43+grH3Lgde",
+	"qbTZ28eI65xyMmfekfei0+28MK6BGQpmx8JzKfX8q+mG+4CJk5la49cQ0VKvV6qUksR0tSKgcSlSLR4w",
+	"R20x0/+dEakZNfYOYRJuUaKUcehSFbETtu0rQtTMpS7CNUpUzev1FtwzqbAJtnlsHJJc7Im55WT6xYNu",
+	"twO9UkTojL1Gj4OGqwMfkG2PeXBiLnLYMzZSYKS/XhqmkWHKQlGLru1DrVBiSOlYE/cs47c0GnOHjYlt",
+	"c29raW3ICwkGDzH6keRRM689bua1x2N+uP8CGi47OQbsMFLrJxn4Yx4094q0SYnmPhUDqEtwlFBFRVtP",
+	"u8J9jzUbNdSXC5JB5B15Zotcz0OvelPSL833ErkUsSfeR2Qj5Q8fzQhUqtci2nQ7hwgVVXuGYKu3dOSW",
+	"5oRxgkkE9VSDhzqY9duPDrrd3+1ikNrNHQ03hPTsDUImoxZd7wfd/e8IgHkCXCxw8kOz+qYxcyw9L10Q",
+	"hZ/sP/5J5T4b/dH+i8c/qne01N8dHGwz2epdL/jtq8e/rd84hAhDE36befOUFTSeXGmfQTKKj8KYQL5q",
+	"hGeZdRZZ3orcoKGW83Njkjk2X+nDckMbuLtRKYh1pBa9c1jkG3UXO+yjrqPKfXaYcknMmBwtExLHmj9X",
+	"WylpS5/DhDprx6Tdlq7mMKmWKCjzgjo3o+scZPr8H7mk7PR5rUlHnlNufBtpxitdWaRfyaR+bhzSe6aR",
+	"SprFtrsK5ocb6Mfc9kXpwLkDSu8LAlXuaRSxKWb+KQeKBOxWjJNrHSKlTmcnxU0LELiOPtgtoKIaarGS",
+	"kPSWRhBg/x9t3PSKx6ZfFQKiNQQuSn2gjIBmcWzntBvIxZi7CY+sVM73GzeCoB6K2jr2QqvKriYhBTsI",
+	"i1NWdLo1PY6+ESOttEJac7lYfiA6T+dKfxiHGFUIJcLbMwovkbbw9JH0wd5EUukQlqF2mpR5RiVkUOYa",
+	"uZcCdUIh1yiFubM/zwTCOm9NUloJpNGx84CULy0Au9djbjT0lKos5bJ4XnYNGApG9c4wqjzVNrJMcMxR",
+	"d3OX7E0oGI+My/B3HkgagWS/0g70I3RpFR1CTHnAmJdgJcDpIl/fsaktvqV0XjHU9D+WsKBpwd5MFcu3",
+	"U/7qrcMDaGFMEXuc6KnRykYntY/JUvY317xk1WnsXtAswLDJdkWjtA3JAx/WaZk7MQPbnyBPY9xWm9uN",
+	"ExRZkt9XlVvtwrCGDZUPAiy0qWfpN78E5HfX8raCLX/4L13vm3Jyi2dt4a46h6FlN3wvv6WzXebbBXtu",
+	"5trPvxYc9GG94vdE/tQ9LLGh/KKD3bjAO6pKHOBx47GSrPw0AxJToD9+w7NfyzBfc/ArTVC+29nqHj7+",
+	"UX4Dwh96MK4oibRozvlQOS7+yAEovJl7xnP4nIS361WYXu5S1CK/4vrtQM95/4ou7oSb+3ucq3DMWxMa",
+	"kkzSaoP3Z9J6JVPCwd3SU3juA9soPzgGprS+EMdaaxEpKvQTSnnJw6onpKCEeLpKscu57IW3tSJy+Y0k",
+	"dP0yie8sqFcuami6l1UbeiibS77n73tu/7BjWJwNd39OlN9tIIze63rZ1Tzu5XPquu5vPqQYKlh/TK+s",
+	"fTC3Vx5ZMFpotJu/jVFMSRozmrqQgLkCpm066cXUZivRRB/lwJ3VAM3ewN50EHRgSO9oSop4gESzCkEc",
+	"c+JSmfLYAJMlBoG9BPM4grIXdRleYq9iRHsFq5E1M7F8x66sEmQxsSZ5y+Zz9NsaPiOm6FzQfANT5o7y",
+	"biLmfkkDqI/7MlmidhFBmKVSpN+HgeCNEN+ThVQuFfkjmEj1DoymK+H1C/nx8V2zLcyD8WEupGSTeGnL",
+	"IP9bMBfECGRzfWYSco/+TcdDVtIaqqHDR7lLNQ+zmaPkVycpsM3BS14UFlG0DyBoVTPT/TEvZ6a3gyNn",
+	"9Td5N2z40YSoJBx0D3J3xJi7oJYpYCiciO5bc5NxHvsqYGISDruvxjxouLgrgJZmES6HRAnbjQIBaXcw",
+	"kC3sLXNjHpTuj9p7T5cBmEvmISG3VALB6Ljm+i5FF6PmGuVAwlRIOeYWKkZt2BuXf0uXNkuitC4XLzOw",
+	"N18vFhgIV2LnpRYgx3kbVc3Si3avzRH0J9s3r6ARvT6sg/xRr03TjW0Yt2uwo/ySdbVyk5tz9+DlDRbP",
+	"Y17uVdv219xBYGKBpc7etTsPxtxdelD4GJ9JCKot6gMfJKXVbKDcpaoRgZPYez4xPmA2xmRytneSJX1z",
+	"uoo06TWmoiHcwlisUbZXthDLKfLj8f3B/t54fP9X+vHrvr9/0HgZy/YBxx3NxZXs722E18E3mL9Iom+I",
+	"PLo4QYuLhbZRjFbhVC3DAkISOzbR/s527RYiLL/87r+dk8keoGqUQMsWd49wq5zstE1goPTg+SSLNxjX",
+	"b4W5TRTDA8lcpFr1sbJpD/uWCxGbHI/I5V1KmMaZdcCPDexHVk3Y73a75VxIbUibC3yMdDJ9OYsEvzGv",
+	"Zi+RcIZVJ7loMZ2WYhPbCy4vhqMxb1hlAP/5H//LhgPKUtj5+32jY9tTUJLsGhgn/PMwapilKA8/i4kZ",
+	"V5swJvXZZKEhiJoX5/E5vEkitxQWKVOKciMqbSKfNirqnSaxwGbMVypsUC6WZwK80dLc/p6nUNenM+Fa",
+	"vWnM3IA55li7YauTzLWWQFwWGIq8usB1dzTbXMcODhD4CHfwOotvB67uKjArMDMZOFsaeYxH9N7XeBxz",
+	"seDmbleZhTMgco2Ixc5TjTIW1TBztbaLwFqpZTUlVGbyHVcLFtI6zel9smCijVe8jbl597gvK7pQ8fUm",
+	"Vc5lrVlk6aUHWp46VVOjBXezrNXBWqVuIdJbbGJqgryS8Zs4D1odlXoZafUNT6TW2CyB5Q8xClZOqzO9",
+	"7TG6NuZcLNrHWyiCNi1UP8c2+FqiWIjG3CVFW/SsVbke1/CglZB4KlJteplpuQBDtiItbkoac81a2utt",
+	"37Xq4HpN9hjWqINGB3MUoKEac6N/5QmRpjzGVM84mXq88UjNabrH8rxP+dtULPlfVMeSf7SSJTdpWSWW",
+	"THZVuJrqKP+lgv2zqWCYSNqgv5S0FGhpCWtvjtpdHfta9VY8lH/YFAbE3Nhggc3EMUFgYUp+MHvEGPZW",
+	"DoQiMZ2wpTAXI6EQdTpNkRhtfTgSWnkN26b+sVoejDn2HEDWR5hJbPdhMWPhDP2gzNaNHVd1WRS0syJ6",
+	"PuZm6ihXvaxSYmQ6Dm3Ssbko1YIIzilugVV03DCJ8ckkidaC8I6sUggIC5TsBcOwQKcJK19sOuboJtkr",
+	"v7KXzU1t6R2JKzoc00tYkGWlYI7YSpxEICAmcUtSro5M8gYE5sXA+MLLqelt4wKe2auJzTihVbtvf5t7",
+	"5LAiD58eAN5k1zedtuKVWuOMS6Jm3oO/w1eDKP+mfqMSU9biMNcVCn5jU/cpNFC6EpbYodU1+ZGWZfh1",
+	"CsQDjaLUNS6zktScvIoAXd9LaYvror5tjLvezmddegs+/VeMe12iryuIrfqen8kGGvu9BcFzUxe03nK3",
+	"TS9s/YXLSwpdK4wy/y28291vxlNq+veof3U2OO+dBtoozKGbEVnupCLSirzZze1o1v9PwJ2+kVJcvbLj",
+	"O4fMtmYgpSoprQgX3Wj+uXnKztrwHxeEM/XFaznQZzExBVs2z1zBlHGbmfg7cyTrFtzAktB4k/Z+AuMb",
+	"KUnhv8C+SaRPxJ0NOFSWhJn+NB1zbB6POiRmyduKBHPrJ0evHZby4dJlieXZemzMpNcqgVGG0W63faI7",
+	"q9WaWDSA4xWgYjbBmJvpSZqyO3qUNzArK3D/BCraldmVfzHCPzD8olkhp4uyysmkpdt/aVfNjO3vJvxd",
+	"jerbaLy0rvxd1avGfgdrTeoTkXFbwiTt1Q4RLcp/4iW0THoPepM1GJpXTISaYUkyhsAZtqrXug1axpW+",
+	"b+4yMlN7PrWWoelX0cHCTsIww8jUVLk6LZdMjA5QFskqj9nJdvu7wYS7lu4bKgy1mdapC/kF5X8E6dn2",
+	"J97RLx9XcrxDHzI8S8Zvh2UoFli9dSZFIyRzEjJlYjfuJjlHlaYRhybI6lwrTVZ++ag5pf3sq7Mvi8JA",
+	"zXtr+dSVH8vkX/rZptmUfrEQPXx8+H8BAAD//w==",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

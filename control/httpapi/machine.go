@@ -141,7 +141,7 @@ func (m machineAPI) ClaimJobs(ctx context.Context, req machineapi.ClaimJobsReque
 func (m machineAPI) claimOrWait(ctx context.Context, sess store.SessionInfo, free int, wait time.Duration,
 	deadline, retry <-chan time.Time) (jobs []store.ClaimedJob, again bool, err error) {
 	wake := m.s.hub.Watch(sess.Pool)
-	defer m.s.hub.Done()
+	defer m.s.hub.Done(wake)
 	jobs, err = m.s.store.Claim(ctx, sess.NodeSession, free)
 	if err != nil || len(jobs) > 0 {
 		return jobs, false, err
