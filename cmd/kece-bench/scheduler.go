@@ -8,13 +8,15 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"github.com/kece-oj/kece/cmd/internal/settings"
+	"io"
+	"log/slog"
 	"os"
 	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/kece-oj/kece/cmd/internal/settings"
 	"github.com/kece-oj/kece/control/longpoll"
 	"github.com/kece-oj/kece/control/manifest"
 	"github.com/kece-oj/kece/control/store"
@@ -34,13 +36,14 @@ func runScheduler(ctx context.Context, args []string) error {
 	batchParallel := fs.Int("batch-parallel", store.BatchParallelDefault, "store: batches of completions / new submissions that may commit at once")
 	dsn := fs.String("dsn", "", "MySQL server DSN without database (default $KECE_BENCH_MYSQL_DSN or the private MariaDB)")
 	cpuProfile := fs.String("cpuprofile", "", "write a Go CPU profile of the measured window to this file")
+	replicas := fs.Int("replicas", 1, "control replicas: stores with their own connection pool, batchers, caches and long-poll hub (polling the pool signal as kece-control does) on one database; nodes and enqueuers are spread over them")
 	serverPID := fs.Int("server-pid", 0, "pid of a local database server: its CPU over the measured window is reported (scripts/bench-scheduler.sh passes it)")
 	if err := settings.ParseWithEnv(fs, "KECE_BENCH_SCHEDULER_", args, os.Getenv); err != nil {
 		return err
 	}
 	conns := *nodes + *enqueuers + 1
 	// Both phases share one pool of conns connections.
-	db, _, drop, err := freshDatabase(ctx, *dsn, conns)
+	db, dbDSN, drop, err := freshDatabase(ctx, *dsn, conns)
 	if err != nil {
 		return err
 	}
@@ -54,14 +57,34 @@ func runScheduler(ctx context.Context, args []string) error {
 	}
 	bound := rate / 3
 
-	st, err := store.New(db, store.Config{LeaseTTL: time.Minute, BatchParallel: *batchParallel})
-	if err != nil {
-		return err
+	if *replicas < 1 || *replicas > *nodes {
+		return fmt.Errorf("-replicas must be 1..nodes")
 	}
-	// Nodes wait for work the way the claim handler does: on this replica's
-	// long-poll hub, told after each commit that made work ready.
-	hub := longpoll.New()
-	st = st.WithNotifier(hub)
+	runCtx, stopReplicas := context.WithCancel(ctx)
+	defer stopReplicas()
+	var reps []replica
+	for i := range *replicas {
+		rdb := db
+		if i > 0 {
+			if rdb, err = countedPool(dbDSN, conns); err != nil {
+				return err
+			}
+			defer rdb.Close()
+		}
+		st, err := store.New(rdb, store.Config{LeaseTTL: time.Minute, BatchParallel: *batchParallel})
+		if err != nil {
+			return err
+		}
+		// Nodes wait for work the way the claim handler does: on their
+		// replica's long-poll hub, told after each commit on that replica
+		// that made work ready, and by the poll of the pool signal for work
+		// other replicas committed.
+		hub := longpoll.New()
+		st = st.WithNotifier(hub)
+		go hub.Run(runCtx, st, longpoll.PollIntervalDefault, slog.New(slog.NewTextHandler(io.Discard, nil)))
+		reps = append(reps, replica{st: st, hub: hub})
+	}
+	st := reps[0].st
 	if *groups < 1 || *groups > *nodes {
 		return fmt.Errorf("-groups must be 1..nodes")
 	}
@@ -72,11 +95,12 @@ func runScheduler(ctx context.Context, args []string) error {
 	if *enqueueBatch < 1 || *enqueueBatch > store.EnqueueManyMax {
 		return fmt.Errorf("-enqueue-batch must be 1..%d", store.EnqueueManyMax)
 	}
-	res, err := lifecycles(ctx, st, hub, db, manID, sessions, *slots, *enqueuers, *enqueueBatch, *dur, cpuWatch{profile: *cpuProfile, serverPID: *serverPID})
+	res, err := lifecycles(ctx, reps, db, manID, sessions, *slots, *enqueuers, *enqueueBatch, *dur, cpuWatch{profile: *cpuProfile, serverPID: *serverPID})
 	if err != nil {
 		return err
 	}
 	fmt.Printf("innodb_flush_log_at_trx_commit=%s\n", durable)
+	fmt.Printf("replicas=%d\n", *replicas)
 	fmt.Printf("connections=%d nodes=%d host_groups=%d slots=%d enqueuers=%d enqueue_batch=%d duration_s=%.0f batch_parallel=%d\n", conns, *nodes, *groups, *slots, *enqueuers, *enqueueBatch, dur.Seconds(), *batchParallel)
 	fmt.Printf("commit_rate_per_s=%.0f\n", rate)
 	fmt.Printf("commit_bound_lifecycles_per_s=%.0f\n", bound)
@@ -89,7 +113,11 @@ func runScheduler(ctx context.Context, args []string) error {
 	fmt.Printf("empty_claims=%d\n", res.emptyClaims)
 	fmt.Printf("jobs_per_claim=%.2f\n", res.claimBatch)
 	fmt.Printf("events_per_event_claim=%.2f\n", res.eventBatch)
-	fmt.Printf("deadlocks_retried=%d\n", st.RetriedTransactions())
+	var retried int64
+	for _, r := range reps {
+		retried += r.st.RetriedTransactions()
+	}
+	fmt.Printf("deadlocks_retried=%d\n", retried)
 	// Where the time goes: the baseline is one statement per commit.
 	fmt.Printf("baseline_statements_per_commit=1\n")
 	fmt.Printf("statements_per_lifecycle=%.1f\n", res.statementsPerLifecycle)
@@ -199,7 +227,13 @@ type lifecycleResult struct {
 	claimBatch, eventBatch float64
 }
 
-func lifecycles(ctx context.Context, st *store.Store, hub *longpoll.Hub, db *sql.DB, manID int64, sessions []store.Session, slots, enqueuers, enqueueBatch int, d time.Duration, cw cpuWatch) (lifecycleResult, error) {
+// replica is one control replica of the bench: its store and long-poll hub.
+type replica struct {
+	st  *store.Store
+	hub *longpoll.Hub
+}
+
+func lifecycles(ctx context.Context, reps []replica, db *sql.DB, manID int64, sessions []store.Session, slots, enqueuers, enqueueBatch int, d time.Duration, cw cpuWatch) (lifecycleResult, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var (
@@ -232,7 +266,8 @@ func lifecycles(ctx context.Context, st *store.Store, hub *longpoll.Hub, db *sql
 		cancel()
 	}
 	backlog := int64(len(sessions) * slots * 4)
-	for range enqueuers {
+	for e := range enqueuers {
+		st := reps[e%len(reps)].st
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -268,7 +303,8 @@ func lifecycles(ctx context.Context, st *store.Store, hub *longpoll.Hub, db *sql
 	// Each node runs its slots concurrently, like a real node: one claim
 	// loop asking for the free slots, and one goroutine per leased job that
 	// renews once and posts its result.
-	for _, s := range sessions {
+	for i, s := range sessions {
+		st, hub := reps[i%len(reps)].st, reps[i%len(reps)].hub
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -353,6 +389,7 @@ func lifecycles(ctx context.Context, st *store.Store, hub *longpoll.Hub, db *sql
 			}
 		}()
 	}
+	st := reps[0].st
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
