@@ -231,6 +231,48 @@ func (e JobState) Valid() bool {
 	}
 }
 
+// Defines values for Outcome.
+const (
+	OutcomeAC          Outcome = "AC"
+	OutcomeCE          Outcome = "CE"
+	OutcomeCancelled   Outcome = "CANCELLED"
+	OutcomeMLE         Outcome = "MLE"
+	OutcomeOLE         Outcome = "OLE"
+	OutcomePARTIAL     Outcome = "PARTIAL"
+	OutcomeRE          Outcome = "RE"
+	OutcomeSystemError Outcome = "SYSTEM_ERROR"
+	OutcomeTLE         Outcome = "TLE"
+	OutcomeWA          Outcome = "WA"
+)
+
+// Valid indicates whether the value is a known member of the Outcome enum.
+func (e Outcome) Valid() bool {
+	switch e {
+	case OutcomeAC:
+		return true
+	case OutcomeCE:
+		return true
+	case OutcomeCancelled:
+		return true
+	case OutcomeMLE:
+		return true
+	case OutcomeOLE:
+		return true
+	case OutcomePARTIAL:
+		return true
+	case OutcomeRE:
+		return true
+	case OutcomeSystemError:
+		return true
+	case OutcomeTLE:
+		return true
+	case OutcomeWA:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for Phase.
 const (
 	PhaseCompiling Phase = "COMPILING"
@@ -459,6 +501,19 @@ type AuditEntry struct {
 	// Example: 42
 	NodeId *Id    `json:"nodeId,omitempty"`
 	Reason string `json:"reason"`
+
+	// RemoteAddr The caller's IP address for actions taken through the admin API
+	// (the TCP peer of the control plane); absent for automatic
+	// actions, CLI actions and entries written before it was recorded.
+	RemoteAddr *string `json:"remoteAddr,omitempty"`
+}
+
+// AuditList defines model for AuditList.
+type AuditList struct {
+	Entries []AuditEntry `json:"entries"`
+
+	// NextBeforeId Absent on the last page.
+	NextBeforeId *Id `json:"nextBeforeId,omitempty"`
 }
 
 // CaseId defines model for CaseId.
@@ -542,6 +597,14 @@ type Error struct {
 // ErrorCode Machine-readable error code. CONFLICT is the generic 409 when no more specific code applies.
 type ErrorCode string
 
+// FinishBucket defines model for FinishBucket.
+type FinishBucket struct {
+	Finished int64 `json:"finished"`
+
+	// Start Start of the bucket (database time); it is bucketSeconds long.
+	Start time.Time `json:"start"`
+}
+
 // HostGroup defines model for HostGroup.
 type HostGroup struct {
 	CreatedAt *time.Time `json:"createdAt,omitempty"`
@@ -587,6 +650,35 @@ type HostGroupUpdate struct {
 //
 // Example: 42
 type Id = string
+
+// JobGeneration One job (generation) of a submission.
+type JobGeneration struct {
+	CreatedAt time.Time `json:"createdAt"`
+
+	// Current The submission's pointer names this job.
+	Current    bool       `json:"current"`
+	FinishedAt *time.Time `json:"finishedAt,omitempty"`
+	Generation int64      `json:"generation"`
+
+	// JobId A BIGINT id as a decimal string.
+	//
+	// Example: 42
+	JobId Id `json:"jobId"`
+
+	// Kind SUBMISSION is user work. CHECK is an admin-requested self-check bound
+	// to one node; its submission has submissionType `KECE_CHECK` and a built-in
+	// manifest, and it is judged and reported like any other job.
+	Kind  JobKind  `json:"kind"`
+	State JobState `json:"state"`
+
+	// Verdict A user outcome. Infrastructure faults are never a verdict. PARTIAL:
+	// for a case, a special checker awarded a fraction strictly between 0
+	// and 1 of its weight; for a job, every case is AC or PARTIAL and at
+	// least one is PARTIAL. A job's status is the status of its first case
+	// that is neither AC nor PARTIAL, else PARTIAL if any case is, else AC
+	// (CE before any case runs).
+	Verdict *VerdictStatus `json:"verdict,omitempty"`
+}
 
 // JobKind SUBMISSION is user work. CHECK is an admin-requested self-check bound
 // to one node; its submission has submissionType `KECE_CHECK` and a built-in
@@ -680,13 +772,22 @@ type JudgeJob struct {
 	// SubmissionType The business's kind of submission, e.g. ALGO or DATABASE; types starting with KECE_ are reserved (self-checks use KECE_CHECK).
 	SubmissionType SubmissionType `json:"submissionType"`
 	UpdatedAt      *time.Time     `json:"updatedAt,omitempty"`
+
+	// Verdict The verdict status of a COMPLETED job.
+	Verdict *VerdictStatus `json:"verdict,omitempty"`
 }
 
 // JudgeJobDetail defines model for JudgeJobDetail.
 type JudgeJobDetail struct {
-	// Attempts Oldest first.
+	// Attempts The attempts timeline, oldest first (lease epoch order).
 	Attempts []Attempt `json:"attempts"`
-	Job      JudgeJob  `json:"job"`
+
+	// Audit Audit entries about this job (cancel, rejudge, lease taken back), newest first, at most 100.
+	Audit []AuditEntry `json:"audit"`
+
+	// Generations Every job of the same submission, newest generation first (at most 100), this one included.
+	Generations []JobGeneration `json:"generations"`
+	Job         JudgeJob        `json:"job"`
 
 	// RequestDigest SHA-256 of the normalized request snapshot.
 	RequestDigest *string  `json:"requestDigest,omitempty"`
@@ -908,11 +1009,37 @@ type NodeCheck struct {
 	Verdict *Verdict `json:"verdict,omitempty"`
 }
 
+// Outcome How a finished job ended - its verdict status, SYSTEM_ERROR (attempts exhausted) or CANCELLED.
+type Outcome string
+
+// OutcomeCount defines model for OutcomeCount.
+type OutcomeCount struct {
+	Count int64 `json:"count"`
+
+	// Outcome How a finished job ended - its verdict status, SYSTEM_ERROR (attempts exhausted) or CANCELLED.
+	Outcome Outcome `json:"outcome"`
+}
+
 // Phase defines model for Phase.
 type Phase string
 
 // Pool A judge pool; one node process serves exactly one.
 type Pool string
+
+// PoolVerdictMix defines model for PoolVerdictMix.
+type PoolVerdictMix struct {
+	// Buckets Every bucket of the window, oldest first, zeros included.
+	Buckets []FinishBucket `json:"buckets"`
+
+	// Finished Submissions of this pool that finished in the window.
+	Finished int64 `json:"finished"`
+
+	// Outcomes Non-zero counts by outcome, most frequent first.
+	Outcomes []OutcomeCount `json:"outcomes"`
+
+	// Pool A judge pool; one node process serves exactly one.
+	Pool Pool `json:"pool"`
+}
 
 // ProbeError defines model for ProbeError.
 type ProbeError struct {
@@ -1060,6 +1187,15 @@ type Verdict struct {
 	Status VerdictStatus `json:"status"`
 }
 
+// VerdictMix defines model for VerdictMix.
+type VerdictMix struct {
+	// AsOf Database time the window ends at.
+	AsOf          time.Time        `json:"asOf"`
+	BucketSeconds int32            `json:"bucketSeconds"`
+	Minutes       int32            `json:"minutes"`
+	Pools         []PoolVerdictMix `json:"pools"`
+}
+
 // VerdictStatus A user outcome. Infrastructure faults are never a verdict. PARTIAL:
 // for a case, a special checker awarded a fraction strictly between 0
 // and 1 of its weight; for a job, every case is AC or PARTIAL and at
@@ -1140,12 +1276,47 @@ type Unexpected = Error
 // UnprocessableEntity defines model for UnprocessableEntity.
 type UnprocessableEntity = Error
 
+// ListAuditParams defines parameters for ListAudit.
+type ListAuditParams struct {
+	// Actor Exact actor, e.g. ADMIN:alice or control.
+	Actor *string `form:"actor,omitempty" json:"actor,omitempty"`
+
+	// Action Exact action, e.g. node.drain, job.cancel.
+	Action *string `form:"action,omitempty" json:"action,omitempty"`
+	NodeId *Id     `form:"nodeId,omitempty" json:"nodeId,omitempty"`
+	JobId  *Id     `form:"jobId,omitempty" json:"jobId,omitempty"`
+
+	// After Only entries at or after this time (RFC 3339).
+	After *time.Time `form:"after,omitempty" json:"after,omitempty"`
+
+	// Before Only entries before this time (RFC 3339).
+	Before *time.Time `form:"before,omitempty" json:"before,omitempty"`
+
+	// Limit Page size (default 100).
+	Limit *Limit `form:"limit,omitempty" json:"limit,omitempty"`
+
+	// BeforeId Only items with a smaller id (the previous page's nextBeforeId).
+	BeforeId *BeforeId `form:"beforeId,omitempty" json:"beforeId,omitempty"`
+}
+
 // ListJudgeJobsParams defines parameters for ListJudgeJobs.
 type ListJudgeJobsParams struct {
 	State          *JobState       `form:"state,omitempty" json:"state,omitempty"`
 	Pool           *Pool           `form:"pool,omitempty" json:"pool,omitempty"`
 	Kind           *JobKind        `form:"kind,omitempty" json:"kind,omitempty"`
 	SubmissionType *SubmissionType `form:"submissionType,omitempty" json:"submissionType,omitempty"`
+
+	// SubmissionId Only this submission's jobs (every generation); needs submissionType.
+	SubmissionId *SubmissionId `form:"submissionId,omitempty" json:"submissionId,omitempty"`
+
+	// Verdict Only COMPLETED jobs with this verdict status.
+	Verdict *VerdictStatus `form:"verdict,omitempty" json:"verdict,omitempty"`
+
+	// CreatedAfter Only jobs created at or after this time (RFC 3339).
+	CreatedAfter *time.Time `form:"createdAfter,omitempty" json:"createdAfter,omitempty"`
+
+	// CreatedBefore Only jobs created before this time (RFC 3339).
+	CreatedBefore *time.Time `form:"createdBefore,omitempty" json:"createdBefore,omitempty"`
 
 	// Limit Page size (default 100).
 	Limit *Limit `form:"limit,omitempty" json:"limit,omitempty"`
@@ -1171,6 +1342,12 @@ type ListSettlementEventsParams struct {
 
 	// BeforeId Only items with a smaller id (the previous page's nextBeforeId).
 	BeforeId *BeforeId `form:"beforeId,omitempty" json:"beforeId,omitempty"`
+}
+
+// GetVerdictMixParams defines parameters for GetVerdictMix.
+type GetVerdictMixParams struct {
+	// Minutes Window length in minutes (default 15).
+	Minutes *int32 `form:"minutes,omitempty" json:"minutes,omitempty"`
 }
 
 // CreateHostGroupJSONRequestBody defines body for CreateHostGroup for application/json ContentType.
@@ -1289,6 +1466,22 @@ func WithRequestEditorFn(fn RequestEditorFn) ClientOption {
 // The interface specification for the client above.
 type ClientInterface interface {
 
+	// ListAudit The audit log of every admin and automatic action, newest first.
+	//
+	// Every audit record: node and host-group changes, job rejudges and
+	// cancels, event redeliveries, probes, joins and the control plane's
+	// own actions (`actor` "control"). Each names the admin token's label
+	// (`ADMIN:<name>`) and, for calls through the admin API, the caller's
+	// address (`remoteAddr`). Filters combine with AND; `after` is
+	// inclusive, `before` exclusive. Paged by keyset like every list
+	// (`beforeId` ← `nextBeforeId`).
+	//
+	// Errors: 400 `REQUEST_INVALID` (a malformed filter or an empty time
+	// range); 401 `UNAUTHENTICATED`; 429 `RATE_LIMITED`; 5xx.
+	//
+	// Corresponds with GET /api/v1/admin/audit (the `ListAudit` operationId).
+	ListAudit(ctx context.Context, params *ListAuditParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// ListHostGroups List host groups with their capacity and use.
 	//
 	// Errors: 401 `UNAUTHENTICATED`; 429 `RATE_LIMITED`; 5xx.
@@ -1344,9 +1537,20 @@ type ClientInterface interface {
 	// Corresponds with PATCH /api/v1/admin/judge-host-groups/{hostGroupId} (the `UpdateHostGroup` operationId).
 	UpdateHostGroup(ctx context.Context, hostGroupId HostGroupIdPath, body UpdateHostGroupJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// ListJudgeJobs List jobs, newest first, with filters.
+	// ListJudgeJobs Search jobs, newest first, by submission, pool, state, verdict and time.
 	//
-	// Errors: 400 `REQUEST_INVALID`; 401 `UNAUTHENTICATED`; 429 `RATE_LIMITED`; 5xx.
+	// Every filter is optional and they combine with AND. Results are
+	// ordered by job id, newest first, and paged by keyset: pass the
+	// previous page's `nextBeforeId` as `beforeId` (stable while new jobs
+	// arrive). `submissionId` needs `submissionType` (a submission is
+	// named by both). `createdAfter` is inclusive, `createdBefore`
+	// exclusive, and `createdAfter` must be earlier than `createdBefore`.
+	// `verdict` matches COMPLETED jobs whose verdict is that status.
+	// List items carry no case results; read one job for them.
+	//
+	// Errors: 400 `REQUEST_INVALID` (a malformed filter, `submissionId`
+	// without `submissionType`, an empty time range); 401 `UNAUTHENTICATED`;
+	// 429 `RATE_LIMITED`; 5xx.
 	//
 	// Corresponds with GET /api/v1/admin/judge-jobs (the `ListJudgeJobs` operationId).
 	ListJudgeJobs(ctx context.Context, params *ListJudgeJobsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -1806,6 +2010,48 @@ type ClientInterface interface {
 	//
 	// Corresponds with POST /api/v1/admin/settlement-events/{eventId}/redeliver (the `RedeliverSettlementEvent` operationId).
 	RedeliverSettlementEvent(ctx context.Context, eventId Id, body RedeliverSettlementEventJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// GetVerdictMix Per pool, how the submissions that finished in the last minutes ended.
+	//
+	// For each pool, the SUBMISSION jobs that finished (COMPLETED, FAILED
+	// or CANCELLED) in the last `minutes` minutes of database time, counted
+	// by outcome (the verdict status, SYSTEM_ERROR or CANCELLED), and the
+	// same jobs in time buckets, oldest first (`bucketSeconds` wide: one
+	// minute up to 120 minutes, wider beyond so there are at most 120).
+	// Self-check (CHECK) jobs are not counted. Every pool is listed, with
+	// zeros when idle.
+	//
+	// Errors: 400 `REQUEST_INVALID` (`minutes` outside 1..1440);
+	// 401 `UNAUTHENTICATED`; 429 `RATE_LIMITED`; 5xx.
+	//
+	// Corresponds with GET /api/v1/admin/verdict-mix (the `GetVerdictMix` operationId).
+	GetVerdictMix(ctx context.Context, params *GetVerdictMixParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+}
+
+// ListAudit The audit log of every admin and automatic action, newest first.
+//
+// Every audit record: node and host-group changes, job rejudges and
+// cancels, event redeliveries, probes, joins and the control plane's
+// own actions (`actor` "control"). Each names the admin token's label
+// (`ADMIN:<name>`) and, for calls through the admin API, the caller's
+// address (`remoteAddr`). Filters combine with AND; `after` is
+// inclusive, `before` exclusive. Paged by keyset like every list
+// (`beforeId` ← `nextBeforeId`).
+//
+// Errors: 400 `REQUEST_INVALID` (a malformed filter or an empty time
+// range); 401 `UNAUTHENTICATED`; 429 `RATE_LIMITED`; 5xx.
+//
+// Corresponds with GET /api/v1/admin/audit (the `ListAudit` operationId).
+func (c *Client) ListAudit(ctx context.Context, params *ListAuditParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListAuditRequest(c.Server, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
 }
 
 // ListHostGroups List host groups with their capacity and use.
@@ -1913,9 +2159,20 @@ func (c *Client) UpdateHostGroup(ctx context.Context, hostGroupId HostGroupIdPat
 	return c.Client.Do(req)
 }
 
-// ListJudgeJobs List jobs, newest first, with filters.
+// ListJudgeJobs Search jobs, newest first, by submission, pool, state, verdict and time.
 //
-// Errors: 400 `REQUEST_INVALID`; 401 `UNAUTHENTICATED`; 429 `RATE_LIMITED`; 5xx.
+// Every filter is optional and they combine with AND. Results are
+// ordered by job id, newest first, and paged by keyset: pass the
+// previous page's `nextBeforeId` as `beforeId` (stable while new jobs
+// arrive). `submissionId` needs `submissionType` (a submission is
+// named by both). `createdAfter` is inclusive, `createdBefore`
+// exclusive, and `createdAfter` must be earlier than `createdBefore`.
+// `verdict` matches COMPLETED jobs whose verdict is that status.
+// List items carry no case results; read one job for them.
+//
+// Errors: 400 `REQUEST_INVALID` (a malformed filter, `submissionId`
+// without `submissionType`, an empty time range); 401 `UNAUTHENTICATED`;
+// 429 `RATE_LIMITED`; 5xx.
 //
 // Corresponds with GET /api/v1/admin/judge-jobs (the `ListJudgeJobs` operationId).
 func (c *Client) ListJudgeJobs(ctx context.Context, params *ListJudgeJobsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -2696,6 +2953,170 @@ func (c *Client) RedeliverSettlementEvent(ctx context.Context, eventId Id, body 
 	return c.Client.Do(req)
 }
 
+// GetVerdictMix Per pool, how the submissions that finished in the last minutes ended.
+//
+// For each pool, the SUBMISSION jobs that finished (COMPLETED, FAILED
+// or CANCELLED) in the last `minutes` minutes of database time, counted
+// by outcome (the verdict status, SYSTEM_ERROR or CANCELLED), and the
+// same jobs in time buckets, oldest first (`bucketSeconds` wide: one
+// minute up to 120 minutes, wider beyond so there are at most 120).
+// Self-check (CHECK) jobs are not counted. Every pool is listed, with
+// zeros when idle.
+//
+// Errors: 400 `REQUEST_INVALID` (`minutes` outside 1..1440);
+// 401 `UNAUTHENTICATED`; 429 `RATE_LIMITED`; 5xx.
+//
+// Corresponds with GET /api/v1/admin/verdict-mix (the `GetVerdictMix` operationId).
+func (c *Client) GetVerdictMix(ctx context.Context, params *GetVerdictMixParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetVerdictMixRequest(c.Server, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// NewListAuditRequest constructs an http.Request for the ListAudit method
+func NewListAuditRequest(server string, params *ListAuditParams) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/admin/audit")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Actor != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "actor", *params.Actor, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Action != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "action", *params.Action, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.NodeId != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "nodeId", *params.NodeId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.JobId != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "jobId", *params.JobId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.After != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "after", *params.After, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: "date-time"}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Before != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "before", *params.Before, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: "date-time"}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Limit != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "limit", *params.Limit, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: "int32"}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.BeforeId != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "beforeId", *params.BeforeId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 // NewListHostGroupsRequest constructs an http.Request for the ListHostGroups method
 func NewListHostGroupsRequest(server string) (*http.Request, error) {
 	var err error
@@ -2877,6 +3298,54 @@ func NewListJudgeJobsRequest(server string, params *ListJudgeJobsParams) (*http.
 		if params.SubmissionType != nil {
 
 			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "submissionType", *params.SubmissionType, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.SubmissionId != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "submissionId", *params.SubmissionId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Verdict != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "verdict", *params.Verdict, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.CreatedAfter != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "createdAfter", *params.CreatedAfter, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: "date-time"}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.CreatedBefore != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "createdBefore", *params.CreatedBefore, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: "date-time"}); err != nil {
 				return nil, err
 			} else {
 				for _, qp := range strings.Split(queryFrag, "&") {
@@ -3781,6 +4250,60 @@ func NewRedeliverSettlementEventRequestWithBody(server string, eventId Id, conte
 	return req, nil
 }
 
+// NewGetVerdictMixRequest constructs an http.Request for the GetVerdictMix method
+func NewGetVerdictMixRequest(server string, params *GetVerdictMixParams) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/admin/verdict-mix")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Minutes != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "minutes", *params.Minutes, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: "int32"}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 func (c *Client) applyEditors(ctx context.Context, req *http.Request, additionalEditors []RequestEditorFn) error {
 	for _, r := range c.RequestEditors {
 		if err := r(ctx, req); err != nil {
@@ -3824,6 +4347,24 @@ func WithBaseURL(baseURL string) ClientOption {
 
 // ClientWithResponsesInterface is the interface specification for the client with responses above.
 type ClientWithResponsesInterface interface {
+
+	// ListAuditWithResponse The audit log of every admin and automatic action, newest first.
+	//
+	// Every audit record: node and host-group changes, job rejudges and
+	// cancels, event redeliveries, probes, joins and the control plane's
+	// own actions (`actor` "control"). Each names the admin token's label
+	// (`ADMIN:<name>`) and, for calls through the admin API, the caller's
+	// address (`remoteAddr`). Filters combine with AND; `after` is
+	// inclusive, `before` exclusive. Paged by keyset like every list
+	// (`beforeId` ← `nextBeforeId`).
+	//
+	// Errors: 400 `REQUEST_INVALID` (a malformed filter or an empty time
+	// range); 401 `UNAUTHENTICATED`; 429 `RATE_LIMITED`; 5xx.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /api/v1/admin/audit (the `ListAudit` operationId).
+	ListAuditWithResponse(ctx context.Context, params *ListAuditParams, reqEditors ...RequestEditorFn) (*ListAuditResponse, error)
 
 	// ListHostGroupsWithResponse List host groups with their capacity and use.
 	//
@@ -3882,9 +4423,20 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with PATCH /api/v1/admin/judge-host-groups/{hostGroupId} (the `UpdateHostGroup` operationId).
 	UpdateHostGroupWithResponse(ctx context.Context, hostGroupId HostGroupIdPath, body UpdateHostGroupJSONRequestBody, reqEditors ...RequestEditorFn) (*UpdateHostGroupResponse, error)
 
-	// ListJudgeJobsWithResponse List jobs, newest first, with filters.
+	// ListJudgeJobsWithResponse Search jobs, newest first, by submission, pool, state, verdict and time.
 	//
-	// Errors: 400 `REQUEST_INVALID`; 401 `UNAUTHENTICATED`; 429 `RATE_LIMITED`; 5xx.
+	// Every filter is optional and they combine with AND. Results are
+	// ordered by job id, newest first, and paged by keyset: pass the
+	// previous page's `nextBeforeId` as `beforeId` (stable while new jobs
+	// arrive). `submissionId` needs `submissionType` (a submission is
+	// named by both). `createdAfter` is inclusive, `createdBefore`
+	// exclusive, and `createdAfter` must be earlier than `createdBefore`.
+	// `verdict` matches COMPLETED jobs whose verdict is that status.
+	// List items carry no case results; read one job for them.
+	//
+	// Errors: 400 `REQUEST_INVALID` (a malformed filter, `submissionId`
+	// without `submissionType`, an empty time range); 401 `UNAUTHENTICATED`;
+	// 429 `RATE_LIMITED`; 5xx.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -4360,6 +4912,100 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with POST /api/v1/admin/settlement-events/{eventId}/redeliver (the `RedeliverSettlementEvent` operationId).
 	RedeliverSettlementEventWithResponse(ctx context.Context, eventId Id, body RedeliverSettlementEventJSONRequestBody, reqEditors ...RequestEditorFn) (*RedeliverSettlementEventResponse, error)
+
+	// GetVerdictMixWithResponse Per pool, how the submissions that finished in the last minutes ended.
+	//
+	// For each pool, the SUBMISSION jobs that finished (COMPLETED, FAILED
+	// or CANCELLED) in the last `minutes` minutes of database time, counted
+	// by outcome (the verdict status, SYSTEM_ERROR or CANCELLED), and the
+	// same jobs in time buckets, oldest first (`bucketSeconds` wide: one
+	// minute up to 120 minutes, wider beyond so there are at most 120).
+	// Self-check (CHECK) jobs are not counted. Every pool is listed, with
+	// zeros when idle.
+	//
+	// Errors: 400 `REQUEST_INVALID` (`minutes` outside 1..1440);
+	// 401 `UNAUTHENTICATED`; 429 `RATE_LIMITED`; 5xx.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /api/v1/admin/verdict-mix (the `GetVerdictMix` operationId).
+	GetVerdictMixWithResponse(ctx context.Context, params *GetVerdictMixParams, reqEditors ...RequestEditorFn) (*GetVerdictMixResponse, error)
+}
+
+// ListAuditResponse429Headers the declared response headers of an HTTP 429 response for ListAudit
+type ListAuditResponse429Headers struct {
+	RetryAfter int32
+}
+
+type ListAuditResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *AuditList
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *BadRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *TooManyRequests
+	// JSONDefault the response for an HTTP default `application/json` response
+	JSONDefault *Unexpected
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *ListAuditResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListAuditResponse) GetJSON200() *AuditList {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r ListAuditResponse) GetJSON400() *BadRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r ListAuditResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r ListAuditResponse) GetJSON429() *TooManyRequests {
+	return r.JSON429
+}
+
+// GetJSONDefault returns the response for an HTTP default `application/json` response
+func (r ListAuditResponse) GetJSONDefault() *Unexpected {
+	return r.JSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r ListAuditResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListAuditResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListAuditResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListAuditResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
 }
 
 // ListHostGroupsResponse429Headers the declared response headers of an HTTP 429 response for ListHostGroups
@@ -6313,6 +6959,106 @@ func (r RedeliverSettlementEventResponse) ContentType() string {
 	return ""
 }
 
+// GetVerdictMixResponse429Headers the declared response headers of an HTTP 429 response for GetVerdictMix
+type GetVerdictMixResponse429Headers struct {
+	RetryAfter int32
+}
+
+type GetVerdictMixResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *VerdictMix
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *BadRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *TooManyRequests
+	// JSONDefault the response for an HTTP default `application/json` response
+	JSONDefault *Unexpected
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *GetVerdictMixResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetVerdictMixResponse) GetJSON200() *VerdictMix {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r GetVerdictMixResponse) GetJSON400() *BadRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r GetVerdictMixResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r GetVerdictMixResponse) GetJSON429() *TooManyRequests {
+	return r.JSON429
+}
+
+// GetJSONDefault returns the response for an HTTP default `application/json` response
+func (r GetVerdictMixResponse) GetJSONDefault() *Unexpected {
+	return r.JSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r GetVerdictMixResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetVerdictMixResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetVerdictMixResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetVerdictMixResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// ListAuditWithResponse The audit log of every admin and automatic action, newest first.
+//
+// Every audit record: node and host-group changes, job rejudges and
+// cancels, event redeliveries, probes, joins and the control plane's
+// own actions (`actor` "control"). Each names the admin token's label
+// (`ADMIN:<name>`) and, for calls through the admin API, the caller's
+// address (`remoteAddr`). Filters combine with AND; `after` is
+// inclusive, `before` exclusive. Paged by keyset like every list
+// (`beforeId` ← `nextBeforeId`).
+//
+// Errors: 400 `REQUEST_INVALID` (a malformed filter or an empty time
+// range); 401 `UNAUTHENTICATED`; 429 `RATE_LIMITED`; 5xx.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /api/v1/admin/audit (the `ListAudit` operationId).
+func (c *ClientWithResponses) ListAuditWithResponse(ctx context.Context, params *ListAuditParams, reqEditors ...RequestEditorFn) (*ListAuditResponse, error) {
+	rsp, err := c.ListAudit(ctx, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListAuditResponse(rsp)
+}
+
 // ListHostGroupsWithResponse List host groups with their capacity and use.
 //
 // Errors: 401 `UNAUTHENTICATED`; 429 `RATE_LIMITED`; 5xx.
@@ -6400,9 +7146,20 @@ func (c *ClientWithResponses) UpdateHostGroupWithResponse(ctx context.Context, h
 	return ParseUpdateHostGroupResponse(rsp)
 }
 
-// ListJudgeJobsWithResponse List jobs, newest first, with filters.
+// ListJudgeJobsWithResponse Search jobs, newest first, by submission, pool, state, verdict and time.
 //
-// Errors: 400 `REQUEST_INVALID`; 401 `UNAUTHENTICATED`; 429 `RATE_LIMITED`; 5xx.
+// Every filter is optional and they combine with AND. Results are
+// ordered by job id, newest first, and paged by keyset: pass the
+// previous page's `nextBeforeId` as `beforeId` (stable while new jobs
+// arrive). `submissionId` needs `submissionType` (a submission is
+// named by both). `createdAfter` is inclusive, `createdBefore`
+// exclusive, and `createdAfter` must be earlier than `createdBefore`.
+// `verdict` matches COMPLETED jobs whose verdict is that status.
+// List items carry no case results; read one job for them.
+//
+// Errors: 400 `REQUEST_INVALID` (a malformed filter, `submissionId`
+// without `submissionType`, an empty time range); 401 `UNAUTHENTICATED`;
+// 429 `RATE_LIMITED`; 5xx.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -7069,6 +7826,97 @@ func (c *ClientWithResponses) RedeliverSettlementEventWithResponse(ctx context.C
 		return nil, err
 	}
 	return ParseRedeliverSettlementEventResponse(rsp)
+}
+
+// GetVerdictMixWithResponse Per pool, how the submissions that finished in the last minutes ended.
+//
+// For each pool, the SUBMISSION jobs that finished (COMPLETED, FAILED
+// or CANCELLED) in the last `minutes` minutes of database time, counted
+// by outcome (the verdict status, SYSTEM_ERROR or CANCELLED), and the
+// same jobs in time buckets, oldest first (`bucketSeconds` wide: one
+// minute up to 120 minutes, wider beyond so there are at most 120).
+// Self-check (CHECK) jobs are not counted. Every pool is listed, with
+// zeros when idle.
+//
+// Errors: 400 `REQUEST_INVALID` (`minutes` outside 1..1440);
+// 401 `UNAUTHENTICATED`; 429 `RATE_LIMITED`; 5xx.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /api/v1/admin/verdict-mix (the `GetVerdictMix` operationId).
+func (c *ClientWithResponses) GetVerdictMixWithResponse(ctx context.Context, params *GetVerdictMixParams, reqEditors ...RequestEditorFn) (*GetVerdictMixResponse, error) {
+	rsp, err := c.GetVerdictMix(ctx, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetVerdictMixResponse(rsp)
+}
+
+// ParseListAuditResponse parses an HTTP response from a ListAuditWithResponse call
+func ParseListAuditResponse(rsp *http.Response) (*ListAuditResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListAuditResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest AuditList
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Unexpected
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers ListAuditResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int32
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: "int32"}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
 }
 
 // ParseListHostGroupsResponse parses an HTTP response from a ListHostGroupsWithResponse call
@@ -8815,8 +9663,78 @@ func ParseRedeliverSettlementEventResponse(rsp *http.Response) (*RedeliverSettle
 	return response, nil
 }
 
+// ParseGetVerdictMixResponse parses an HTTP response from a GetVerdictMixWithResponse call
+func ParseGetVerdictMixResponse(rsp *http.Response) (*GetVerdictMixResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetVerdictMixResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest VerdictMix
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Unexpected
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers GetVerdictMixResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int32
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: "int32"}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
 // ServerInterface represents all server handlers.
 type ServerInterface interface {
+	// ListAudit The audit log of every admin and automatic action, newest first.
+	// (GET /api/v1/admin/audit)
+	ListAudit(w http.ResponseWriter, r *http.Request, params ListAuditParams)
 	// ListHostGroups List host groups with their capacity and use.
 	// (GET /api/v1/admin/judge-host-groups)
 	ListHostGroups(w http.ResponseWriter, r *http.Request)
@@ -8826,7 +9744,7 @@ type ServerInterface interface {
 	// UpdateHostGroup Change a host group's slot capacity (optimistic revision check).
 	// (PATCH /api/v1/admin/judge-host-groups/{hostGroupId})
 	UpdateHostGroup(w http.ResponseWriter, r *http.Request, hostGroupId HostGroupIdPath)
-	// ListJudgeJobs List jobs, newest first, with filters.
+	// ListJudgeJobs Search jobs, newest first, by submission, pool, state, verdict and time.
 	// (GET /api/v1/admin/judge-jobs)
 	ListJudgeJobs(w http.ResponseWriter, r *http.Request, params ListJudgeJobsParams)
 	// GetJudgeJob One job with all its attempts and its result.
@@ -8886,6 +9804,9 @@ type ServerInterface interface {
 	// RedeliverSettlementEvent Put a dead-lettered event back into delivery.
 	// (POST /api/v1/admin/settlement-events/{eventId}/redeliver)
 	RedeliverSettlementEvent(w http.ResponseWriter, r *http.Request, eventId Id)
+	// GetVerdictMix Per pool, how the submissions that finished in the last minutes ended.
+	// (GET /api/v1/admin/verdict-mix)
+	GetVerdictMix(w http.ResponseWriter, r *http.Request, params GetVerdictMixParams)
 }
 
 // ServerInterfaceWrapper converts contexts to parameters.
@@ -8896,6 +9817,130 @@ type ServerInterfaceWrapper struct {
 }
 
 type MiddlewareFunc func(http.Handler) http.Handler
+
+// ListAudit operation middleware
+func (siw *ServerInterfaceWrapper) ListAudit(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params ListAuditParams
+
+	// ------------- Optional query parameter "actor" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "actor", r.URL.Query(), &params.Actor, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "actor"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "actor", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "action" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "action", r.URL.Query(), &params.Action, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "action"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "action", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "nodeId" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "nodeId", r.URL.Query(), &params.NodeId, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "nodeId"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "nodeId", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "jobId" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "jobId", r.URL.Query(), &params.JobId, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "jobId"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "jobId", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "after" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "after", r.URL.Query(), &params.After, runtime.BindQueryParameterOptions{Type: "string", Format: "date-time"})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "after"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "after", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "before" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "before", r.URL.Query(), &params.Before, runtime.BindQueryParameterOptions{Type: "string", Format: "date-time"})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "before"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "before", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "limit" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "limit", r.URL.Query(), &params.Limit, runtime.BindQueryParameterOptions{Type: "integer", Format: "int32"})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "limit"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "limit", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "beforeId" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "beforeId", r.URL.Query(), &params.BeforeId, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "beforeId"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "beforeId", Err: err})
+		}
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.ListAudit(w, r, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
 
 // ListHostGroups operation middleware
 func (siw *ServerInterfaceWrapper) ListHostGroups(w http.ResponseWriter, r *http.Request) {
@@ -9008,6 +10053,58 @@ func (siw *ServerInterfaceWrapper) ListJudgeJobs(w http.ResponseWriter, r *http.
 			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "submissionType"})
 		} else {
 			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "submissionType", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "submissionId" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "submissionId", r.URL.Query(), &params.SubmissionId, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "submissionId"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "submissionId", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "verdict" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "verdict", r.URL.Query(), &params.Verdict, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "verdict"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "verdict", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "createdAfter" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "createdAfter", r.URL.Query(), &params.CreatedAfter, runtime.BindQueryParameterOptions{Type: "string", Format: "date-time"})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "createdAfter"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "createdAfter", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "createdBefore" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "createdBefore", r.URL.Query(), &params.CreatedBefore, runtime.BindQueryParameterOptions{Type: "string", Format: "date-time"})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "createdBefore"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "createdBefore", Err: err})
 		}
 		return
 	}
@@ -9560,6 +10657,39 @@ func (siw *ServerInterfaceWrapper) RedeliverSettlementEvent(w http.ResponseWrite
 	handler.ServeHTTP(w, r)
 }
 
+// GetVerdictMix operation middleware
+func (siw *ServerInterfaceWrapper) GetVerdictMix(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params GetVerdictMixParams
+
+	// ------------- Optional query parameter "minutes" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "minutes", r.URL.Query(), &params.Minutes, runtime.BindQueryParameterOptions{Type: "integer", Format: "int32"})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "minutes"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "minutes", Err: err})
+		}
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.GetVerdictMix(w, r, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
 type UnescapedCookieParamError struct {
 	ParamName string
 	Err       error
@@ -9699,6 +10829,8 @@ func HandlerWithOptions(si ServerInterface, options StdHTTPServerOptions) http.H
 	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/api/v1/admin/judge-jobs/{jobId}", wrapper.GetJudgeJob)
 	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/api/v1/admin/judge-jobs/{jobId}/rejudge", wrapper.RejudgeJudgeJob)
 	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/api/v1/admin/judge-jobs/{jobId}/cancel", wrapper.CancelJudgeJob)
+	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/api/v1/admin/audit", wrapper.ListAudit)
+	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/api/v1/admin/verdict-mix", wrapper.GetVerdictMix)
 	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/api/v1/admin/settlement-events", wrapper.ListSettlementEvents)
 	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/api/v1/admin/settlement-events/{eventId}/redeliver", wrapper.RedeliverSettlementEvent)
 	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/api/v1/admin/reconcile", wrapper.Reconcile)
@@ -9727,6 +10859,88 @@ type UnauthorizedJSONResponse Error
 type UnexpectedJSONResponse Error
 
 type UnprocessableEntityJSONResponse Error
+
+type ListAuditRequestObject struct {
+	Params ListAuditParams
+}
+
+type ListAuditResponseObject interface {
+	VisitListAuditResponse(w http.ResponseWriter) error
+}
+
+type ListAudit200JSONResponse AuditList
+
+func (response ListAudit200JSONResponse) VisitListAuditResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListAudit400JSONResponse struct{ BadRequestJSONResponse }
+
+func (response ListAudit400JSONResponse) VisitListAuditResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListAudit401JSONResponse struct{ UnauthorizedJSONResponse }
+
+func (response ListAudit401JSONResponse) VisitListAuditResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListAudit429JSONResponse struct{ TooManyRequestsJSONResponse }
+
+func (response ListAudit429JSONResponse) VisitListAuditResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListAuditdefaultJSONResponse struct {
+	Body       Error
+	StatusCode int
+}
+
+func (response ListAuditdefaultJSONResponse) VisitListAuditResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
 
 type ListHostGroupsRequestObject struct {
 }
@@ -12033,8 +13247,93 @@ func (response RedeliverSettlementEventdefaultJSONResponse) VisitRedeliverSettle
 	return err
 }
 
+type GetVerdictMixRequestObject struct {
+	Params GetVerdictMixParams
+}
+
+type GetVerdictMixResponseObject interface {
+	VisitGetVerdictMixResponse(w http.ResponseWriter) error
+}
+
+type GetVerdictMix200JSONResponse VerdictMix
+
+func (response GetVerdictMix200JSONResponse) VisitGetVerdictMixResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetVerdictMix400JSONResponse struct{ BadRequestJSONResponse }
+
+func (response GetVerdictMix400JSONResponse) VisitGetVerdictMixResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetVerdictMix401JSONResponse struct{ UnauthorizedJSONResponse }
+
+func (response GetVerdictMix401JSONResponse) VisitGetVerdictMixResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetVerdictMix429JSONResponse struct{ TooManyRequestsJSONResponse }
+
+func (response GetVerdictMix429JSONResponse) VisitGetVerdictMixResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetVerdictMixdefaultJSONResponse struct {
+	Body       Error
+	StatusCode int
+}
+
+func (response GetVerdictMixdefaultJSONResponse) VisitGetVerdictMixResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 // StrictServerInterface represents all server handlers.
 type StrictServerInterface interface {
+	// ListAudit The audit log of every admin and automatic action, newest first.
+	// (GET /api/v1/admin/audit)
+	ListAudit(ctx context.Context, request ListAuditRequestObject) (ListAuditResponseObject, error)
 	// ListHostGroups List host groups with their capacity and use.
 	// (GET /api/v1/admin/judge-host-groups)
 	ListHostGroups(ctx context.Context, request ListHostGroupsRequestObject) (ListHostGroupsResponseObject, error)
@@ -12044,7 +13343,7 @@ type StrictServerInterface interface {
 	// UpdateHostGroup Change a host group's slot capacity (optimistic revision check).
 	// (PATCH /api/v1/admin/judge-host-groups/{hostGroupId})
 	UpdateHostGroup(ctx context.Context, request UpdateHostGroupRequestObject) (UpdateHostGroupResponseObject, error)
-	// ListJudgeJobs List jobs, newest first, with filters.
+	// ListJudgeJobs Search jobs, newest first, by submission, pool, state, verdict and time.
 	// (GET /api/v1/admin/judge-jobs)
 	ListJudgeJobs(ctx context.Context, request ListJudgeJobsRequestObject) (ListJudgeJobsResponseObject, error)
 	// GetJudgeJob One job with all its attempts and its result.
@@ -12104,6 +13403,9 @@ type StrictServerInterface interface {
 	// RedeliverSettlementEvent Put a dead-lettered event back into delivery.
 	// (POST /api/v1/admin/settlement-events/{eventId}/redeliver)
 	RedeliverSettlementEvent(ctx context.Context, request RedeliverSettlementEventRequestObject) (RedeliverSettlementEventResponseObject, error)
+	// GetVerdictMix Per pool, how the submissions that finished in the last minutes ended.
+	// (GET /api/v1/admin/verdict-mix)
+	GetVerdictMix(ctx context.Context, request GetVerdictMixRequestObject) (GetVerdictMixResponseObject, error)
 }
 
 type StrictHandlerFunc func(ctx context.Context, w http.ResponseWriter, r *http.Request, request any) (any, error)
@@ -12143,6 +13445,32 @@ type strictHandler struct {
 	ssi         StrictServerInterface
 	middlewares []StrictMiddlewareFunc
 	options     StrictHTTPServerOptions
+}
+
+// ListAudit operation middleware
+func (sh *strictHandler) ListAudit(w http.ResponseWriter, r *http.Request, params ListAuditParams) {
+	var request ListAuditRequestObject
+
+	request.Params = params
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.ListAudit(ctx, request.(ListAuditRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "ListAudit")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(ListAuditResponseObject); ok {
+		if err := validResponse.VisitListAuditResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
 }
 
 // ListHostGroups operation middleware
@@ -12834,193 +14162,248 @@ func (sh *strictHandler) RedeliverSettlementEvent(w http.ResponseWriter, r *http
 	}
 }
 
+// GetVerdictMix operation middleware
+func (sh *strictHandler) GetVerdictMix(w http.ResponseWriter, r *http.Request, params GetVerdictMixParams) {
+	var request GetVerdictMixRequestObject
+
+	request.Params = params
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.GetVerdictMix(ctx, request.(GetVerdictMixRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "GetVerdictMix")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(GetVerdictMixResponseObject); ok {
+		if err := validResponse.VisitGetVerdictMixResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
 // Base64 encoded, compressed with deflate, json marshaled OpenAPI spec.
 // Stored as a slice of fixed-width chunks rather than one concatenated
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7L3tclq51iB8KyrOUxX8Pts2TtI5p+16fxBDEtIYfACnp6fJGLG3AMUbiZaEHTrlqrmIqZoLmjuZK5la",
-	"S9L+gA0GYqdzzpM/iYG9pSVpaX1/fCmFcjqTggmjS6dfShNGI6bwzw4zalEdGabgU8R0qPjMcClKp6Uu",
-	"C6WINDGS3FFuyJCNpGJEwStcjI9KQUmxP+Zcsah0atScBSUdTtiUwlAjqabUlE5LXJgXz0tBacoFn86n",
-	"pdNKUDKLGbM/sTFTpfv7+6A0o4pOmXFwvca5GtEqVG0RLwg3bKrJHTcTQome0jhmivCIlM2EkZlit1zO",
-	"NZnRMXumiWCfjR/vAKDmMM4fc6YWpaAk6BRgGfoJs4v4D8VGpdPS347T/Tu2v+rjRlQCsN9Jbd4qOZ81",
-	"oktqJvAWDj+DD8nok/Spjbu2xYTv5XDjVJ/g96+dpMmn3Kzu/SUdM6L5n4yUIzai89iQk0pl7Z7GOMpm",
-	"rKCfLVb8VKlkcOSkAEeCUktGbOPaBT7wdYu/h7f1TArNLCbSqMP+mDON+xFKYZjAP+lsFvOQwtYcf9Kw",
-	"P1+2nKeulHRYn9/f3gSuF05GIsk0EdKQKTXhhABiw+SKhoaUB536P6/q3d51o/Wh2mzUBgdHpfugdC7F",
-	"KObhN4NUy7kK4YppQw0jUhG4eppLkYJP41jeETPhmoQTKsYMIW1J80bORfRtIKVRpJjWLEpgTuFjn7k2",
-	"CFNPygsqFu609dOD1oFNw0vCIjjTaq9+3WxcNHr12uDgzBJaQoE4E6TTh0ioibZ0GW7dMiU/TEh5EUDu",
-	"6eMM0UeorgSdm4lU/E/2DQ7kgmvNxRiwZS5uhLwThEZTLoiRN0yQ8uCqVb3qvau3eo3zKm4Fns6VYJ9n",
-	"LDTfAsQuU7dMHWoeMWLJXPmnz5/JoNHq1TutanMQEIDyQ7XRrL5u1hMIZ0qGTGs6jFldGG4WTw/qryyO",
-	"D4GssogM54YoNpoDog8XhBI1jxkps6PxEZkpOUwuAv6gAep7TxsRh6rGsOnMghpFHKag8aWSM6YMB3I4",
-	"orFmQWmW+epLidq3LLN+iL4GJSYiFlVNjh1E1LBDw6eslBB+bRQXY3wB1n4uI7bKkBpipKg2ah6auWIE",
-	"nyRhTLUm5Xqn0+4cBIBnzXq1W7+u/7fLRqdeg3szA5gVjPA/fq8e/veP8E/l8Ofrj18qwasX9/9RBEaW",
-	"h2+1UMuJt3o0ZlSz+kyGk2Uu+eplaTNfDDzX22oiOTehnBbsZOeq1Wq03pK7CY8ZchuEicT8lukz+EKQ",
-	"8/bFZbPeq9cCgpsbELelATmvts7rzSb82b26rHe69Vq9BlvfqX9o//Lwpj9fs+mKhYzPTI2PHQNeuqjv",
-	"qofPf3pF5AhBFrBxMZAxIPRwb2kYshmQ15FUlgk5bF0GqHL4Mz0cffzy6mUxIJpp4Gv7npE2VJld0P4+",
-	"K8T8nkh1GUQJUnEnB1x2svTAPyYzyOEnFhoAqjqPuKkLoxa73vjQ7v/ycfw6oYZM6GzGBIsCgoQHgDxi",
-	"AmhiQD7J4VFIRcjiIyv8NZkYgzj36mXBntPQyAK9pEWnzJ94hnPgTe+X9EIbNu2X8MTp3MgpNTwkFmS9",
-	"NO3J838UzbsDcaKwh9vevogZymO9frettLpyUE9JenahHopRx7Wye1h5/vIh9PW7hHvrDzbweJQMXISk",
-	"51Q7+JboBz38s3L488f0z+ujw030GwbqIFXYEdvDBIJNO+TgBH71mRvPrlYUnlXSMGVTqRa/DDdTlUrx",
-	"q1rTcQE1P5+w8IYpEvHRKCCajwWNicB7o0j3n03LKQNCDZlKbchL8gt/vXQ3XlZ+flVECEOpCmYcKXuY",
-	"5P/8b3LH+HhiiAIBn0VkQuMRoXd0QUZKTsmfTEliJHlJIhbyKY3JLKYh031RpmQ6jw2fxXi/K0eVSuWE",
-	"cEF+rwRu0I8HyItIMh3X5ASvevU8IJW+wFsvFmREeTxXLCBUROQO6BIlesZCTmMSut2hd1QBgNJMmLrj",
-	"mh31ARnTiy/nw5gVn4KYT4eOtOPuru5Ij6kpF9SArOtPAF8KSIXwERFSsKPsdNtYSpC4m7l+CBs/MBXx",
-	"0HTtw/dBCejXhS7AlMsrAr8tQ7IF9t3ROLZD7vTiEmlwtytZmMewBORkosxVyVyy5ADS61BIRuDMYTsQ",
-	"d5kA4H4vXdZbtUbrbSnw8k8pKF1Wu916rRSU3lQbzXotM5q7BEHp8yEMcHhLFdwpjSMxEdkfO3Mh7F+X",
-	"FHROGInymEWlj/dBqcZAolKLBJQlC4sFiJRBNV0wEGBARYpZNAaOOpNa82G8sMJZBNeIklAKPZ8ydRCQ",
-	"Wr3Z+FDv1GuknH0Rf6nWSHlMbxmZz86IZqC/RxYYNOCsbkkyGP5d3X0n3FpxC2qM+g2YgQYgwoeFjvzW",
-	"vGM0NhMgDFIwEsuQxiRKBiPlmrQkj7KpFAFRcwEIRPiUjkHymEdjRiJq6JBqFpCI6xtcd57WWw5dIGhO",
-	"pDKEfZ7FVKD+5qQboEVW6zDsszkjQoJ6rphZkTSKuCQq8LGZ4Fa434ZSxowKZM3USupZxkcP//z4u+d3",
-	"pxsY3tI1w7HS+YquSI1peHoNZvasAWrEx3OFO+CMPtSr75oZJ2UzFPosDnOjiRxqUKgjYmcvQrfrD/VO",
-	"4w0o/I12qxSU6i1QrBHzOtWGu5m1Rtd+uxMifmCKj5zWDSOjKIooqSh3N7XGtf0WMdR+yFj9dhAWRlKF",
-	"ReoVu5U3Vpuyd1cTLrRhNAKERqUd+ARatFFb7V5Xz3uND/Wj9GQzmJEKYpuYQMc+tYwK7uXAwVqICrA1",
-	"+21AxGgUc8Gc92C9WwGFASHvSBmxA/R2Gd4cOIPX3YQ7qyfg0jNNFJva4+oLt4FUMWLoDRNkSMMbUkbL",
-	"6RzIJCBeKOcCFD+aqHz6AIUBM2F9gQjKNZABPPgjUh1qJswp3GC/hCNSdfLRq8rLf1QqpPx3EtGFPliS",
-	"ExKu543Z9vGHdMLHOMSiw7O2oh1lXCevPmiDQp77FapMRmR9SNZcFhQst9/E5OvrLUUXNJxwwQ4VoxGc",
-	"uLcVgXZKztutN83GeQ8wAlBuzARTPCQvKz+TuwkTgBRTqZiVIEc8xPcImvOYzpKzJbt8KSgtWTNLQanX",
-	"/qXe8taoUlBqtXvXb9pXLfj7Xbvbu37baV9dXme/brVr9dwX79uvc5/rH+qtXv6V6kX9ulf9pQ7ktFP/",
-	"0Og22q3rbq/arJeCUrdX7dWv/br9DM5Y4z9Wm516tfbb9ft2o4Xfnr+rn/9yDWt0oNsvGq3ry077bafe",
-	"7cIS6tVO73W92ksmyxG0DPDnV51OvdVz3/TqnYtGq9rMrQblDgDnulqruQncX/h7tdls/2pBSddyWf2t",
-	"2a7Wrnvt9nWz2nkLc2aN66Wg5C259oC8IXdLxuIIY0Pc0pgDJ7EGdCYMsBnkLT15w0T984xb6Sdxd2Qc",
-	"hpnvWjJimY/v5TDzqX7LhMk+TKesB2QPVuXcLV1DUVFB3p14gezAlvX4aaox3IDFe8kFfodyccdfM/e5",
-	"IS6VHCumQeh+x6gyQ0aNn6SJ5LcaGn7LEmjP50oxYexnp/rEGehR/gMQqtYEDedo/2pJU41jeWenT2G/",
-	"pItY0qgnZZOqMczUoYY1rbsEjlCAUISTXAl6S3kM9xo5eLLHu1JBxajZzTi9s2nGC3WbnoQj9raZc+Bj",
-	"O3vUgXRa1NjHWBlLc05nNHQejCVKCgzxkxxaUnk3kTEjsAtkShcgdRNqiBQhqN6hklqjCAgr0cXarmea",
-	"lgc8DJluiDcxH08KzMEWM8mExegAQVIOZ/PMAQDiRgBSPCA7ukvmQjE6YxHoFCCShfE8YtEeavl8FtGv",
-	"MfDmIwSctJ47iOXVZ464iBcmd+AckXrHm7ALli6jy9cccbHWkpth42KbfGeBNdl5/ISRJQ+tPKUv97i6",
-	"hn3ppFJJcYMqRRfrj1lvXscVotOOK8le+SJ3vXPNYygBuuJB3hmiIUGKzQagrejEIx78EuZvxPSiKKEq",
-	"ed1422j1CLcaQGJrtNcPRbbPdDqLYaiXz5ecQSeHP3/8vXL4M2jXJ/8oNie/l8NfuCiYunv1+qLRBWkL",
-	"tneuQZmR6uaIoLAE33mV+dDFerCIaBaPDtEuSYbA5/vCSLRzAN06QxKq58MpRz8PmdDsx95ixsjgl/p5",
-	"/RqnGKCaQ8lwzmNzyEVfTKngI6aNtYZyA0CgQSTCLxSbSQVQxPyGofUULaLorUFNx0u36dK87LelxNRN",
-	"gPUiBvLp93K4YpL751X9CkW01CKX+B1To1xQSjyOW4LwT9QNc/a5cwkIYLImuqB0ju4pbwsAOQkUiobW",
-	"cxt5sMN9/OReXnaYFDqd/MNWaNS7yCDbu3CWyat3ICaQFsFRdOf8vuxnIzAmzpgHNgHt5+mlb8Ai1sLT",
-	"y428JB3wEUOToPMdwkqtIofWK3zrjPjAthevQOE/IRM5Vwepp2TZErCbHeBVoezwHq7iezncL+5iXwEx",
-	"EZkbosgx8E7ekViKMaHEXkkgB0QbHscYDqrR2Af/2zilIQ1v5Gh0RipWZQ5jyqcw/B6ehRDEuJoUbI9l",
-	"4bs9aaxLZteXd1cAQqf4FPBcoLJyCMQ2T7+faeLespYGNE0WG/pGXHA92Q2idMw9ZP+ndDXfOH65+cJb",
-	"tnoflGIqxnNnK9r0StM/h+9ok7MC7RPps200TiEK4csdb6wsulmXimk4extq49jcGRFsTEGlRuUpp6R4",
-	"X5BVVQrvU4Fv2PH8bQ9nSj+78C+9+eJ8dQzSbEL1g4d6iQ/B01LGDz4Mz8CziktVqLQ25R1ToJ1qMuJK",
-	"GyBTXLuAoc166UmOgh+eVCqPEuBjHZ5si/tgRSR4IaEgD291N/ts7t0ewrHt2/j0I+i3PoAJaYA71RWo",
-	"lpaYI2UZepBDbr+PWa6R4wIZtAjyPDOP9EvBVSkrKJR/HMuuJf7C3Rl3AWloxxHTxqIoRtVvo436qM1l",
-	"XXRZFUVa/SC+eVnEnR/TewXf2Rh2LehMT+TOwXY2eC+dd5d3b23kw5YBEkV4mqKJ3nj2e9gaPsnh9laG",
-	"7FGkB/tT0cFmU1wQpDhuj0qnvz9Mjj8uu9mtH4w4OwHwU8yjOSraqQ37o3b07ledhx4dc6Cxg4KsMU6B",
-	"m1U/vQtkXkXK11QzctVppliJ3kPreSZMRDPJhQlQeJ0pOXTGgIx69tPJ8yIxb3fJMFryp286ipzvHd5V",
-	"lIua80NWTVGoJQgP3jnuU6G85/LUyuBJ0ojEICth/aU6dYFm/areL43OVCoi7xsF6TXx0cJal92fm+3j",
-	"uPFbobqyER57SqHozyiwA4WKRUwYTmM0mwwZE4SjNm+zxVIt8I6iucbmiK2K4nZ7ssbnHZWLXS3/W8tT",
-	"O0hIX+EVUM6PVBiqsn14dGWtXX+zCfH5T6+e2gafmEOc2dkJKXnTvAU1s5NLFz3dqAQrVwK0l1ApuSVb",
-	"SR1qL4P+WoLZntkRyMSYWVkfoEG4gIIeWxj/DFz4ZETomHKhDbE5l3LIbFrJVuR0rwu+auDZ1XS02yXc",
-	"5WLtjMFbOz82YOFDOPI1BsvlrFt7h1JyGRA9kXcCtdWtouq/0sC5HQspvNN7GThxuP3E+3lUlDzbYneJ",
-	"bJ/aE08qle0F/TRf42FZH2+p3haM59tD0ZIRsyb8HBDPi8TSHc7N5voIU12rHBVD/lPl6xSlnx5y2TkM",
-	"WoIu2WCXArIBid4lItAO8nA7HzMZEM1mVFHDbNxcLhKzKIzVxcW6z1ttTyYyN7dDL56vnuzEB4VUx2yP",
-	"GHBrqEsiS4oE3G4qcHpOhMpIMvMZoVZVcbH0ZMHM0dZyKcYPd9cT7Y3ASwFCdpG0mUBHqFIczg8kcy6I",
-	"HI1QlB8Zpi70uqhO64dLAlML/bioIWnKvSMvck8TbjSLRy7fU0/mBlMPInkn1ki0LkT6A1PFXuOqtlvu",
-	"4TojgPsLXwgC8zDgMqar3or3I+96PdeL3etE5G+mO4aVhQR5/C/Y2PWXdR+lHl/cUa9XO4cO+GnWw75n",
-	"0MAuUahfHVf0yDJSgTS+ITK2mfEoLNmH3S/khi1caH84m538PSCf6C2F/2cLM5HiRUCoujE6INOF/iM+",
-	"gzsYsZBHVqsmIKwtW7syIfv/eXSNIfsvToqNVx6MhhjJHc+RR7v4SaZcXGAyzeuFYbooXNYaWDW5m0jN",
-	"iM28scUKMGqEJVUdKNaEsVnnSZatt9UCm2YC47JJ+eXz52RwUb9od36zoZg2QrP96+BgDyfhlH8u0vh7",
-	"as6s9QMDHV3gl6UANojXTKjA2IpbqjgVppg47qZV02gBcpEuivxPoSjbPNgoIJZ0HQAsnr7mN26/zDAR",
-	"URUVsw3/K5EqPZ1bSzERdXmEGYJZ3pSxqtqt2p7IeWT7YF8s3T9A3XjWK+AXsoKnua32KJCBbtOl34Oy",
-	"U90ebSWZZA3dW8ofDqrddxRpw0PbiZBnZ9m0M/6Mdk0ZmM54zM7ldEqL4qDO7e8ktA8QQHgvQQCd8PmP",
-	"q/UeQMO5lLzIqf4OqQ4jrorLCCbAvFaYAV8kaOBFqhQC6RLFc3w2im6mgJbijRXFNBK4JHLmz9v7n55p",
-	"SxL3IF/iYXJh6QIIcewzDU28sCQiQ7Z29NKqucgcV5HrpFgQdEepsMKPy6vzpINqa/yJCLd0RFMRDeVn",
-	"m3h39KDR7TYR2pYQKgduDisKjs/vZxGat2hRwYt38ykViDsBmQv+B3ANK6pzo8kNFxEpx+g1DqlmBwVM",
-	"HbPP7f+OrZ88/3sxX0915h21QMGyoYFqDooEoS6/zibg2XxVy/IAdBtm+EkOCVZaIdXzgjxHHG9b25tV",
-	"Njtro0thdcvhpQguFd5IeEYs6yOCsUgTSmZUaxAO8GkXDFOQEL2FVLmHZ2a/ijKpSwVXBzs8wqjBfSvK",
-	"7BPc81SVHVZUwYfVuG38Wpm067xvdjsPZeKl/VhU1ivB9GeauKHPCKPhBK8siKkg5dnT0obNVn2Y/hoE",
-	"2VDIYT6qII/8D5noL31wi49nPW9fXDaaNpD1/VXtLfy1XcSqpbr2Z1DwUHGFKZxkWuxABRnqLAkdJq4k",
-	"FUFrkk4YibtqHshwNoOl01sKqIyaTikooaYD9w9UnW2BxpHe25Eu/UhVN9KFHQkWATzjqTIV08F9uuKT",
-	"ph0uTZc5/Fqre51GLLdbrfp5L/2i18z82mtc1NtXPUzWqzU68GCn/ubKliJ4Xa1dd3vV3lUX8wfTtDb4",
-	"4XW79tuWp1MTOg10lkKw0CSfe3H6W49PmZwbzDCLuGKh6VgND6akUdeXasgkZ72m0WsZLdLD3avWSsZN",
-	"9SABijiNWdSYFes7My4Ei0jj0upYd1QTeMGR64dKDzGPmduhWd7TvSkhttiel/GvkffddouUOTqtzSLA",
-	"C52UMwiyJQ9cOn2AJTkPh7bcSkbiSjE0pgbe2MtSu2OBoHCCaXjFXmLEm61r46xzz9IkhTCdL7vGojva",
-	"Scxcy3EUizOiWCixEowTYdGiT2I5LiziMOUi+aIAdexM+wXGP1VKeIeFUoQ8Zh1UKR5FDa65WhpfqQjL",
-	"m2JcQV+yrWMU5XTklRFSK2rmKieeilsuY/SSbK9pf/CvrNpoK9vp3fKmtLSCHCDFR4T8u+oK1u14RF8V",
-	"872DTLljzOqaINBcWKcdsnBLJPy03016rHiBp7qRXWZMzKZMGMyQ3sM4xW7ZLga5pQk7SPK+09BCt7Qt",
-	"9s0tY1cR0hZMKjJ02F+szIApLCyyRX5gNoR5q2CHvcIFbWWo7aLwC1k1Arl1HVZ4eKtg8PyW+4jwb0Vy",
-	"kpSObYR3i69uCx89GD9fvOtfPCLfI0sWEzLq7y6R+V5XXkHh7EXIQrzFzfabsmR7r/d6zXrNF2oBNdfe",
-	"TDSLfZJDe3Ot5avsjAIB6f7W7dUvrrFqLZEqLVebq0XlBt82pxXhtWmi3Tkuw8PsB3zffg3Kb69Xv7j0",
-	"RVZyRV5KQT6nFgufbDn/e4xU9zEt1saYrS9SCvJpt7irHtoc1q7qJMO55oJp/UwTHiWyXfJagcGroBrn",
-	"6cZynN0V9N8IBhpk5SgDhHPTVptv23CktWqv+rrarZ8RmApL0lvbOYZGY3a0c1W6wJpyaljFuF+SZlAf",
-	"PGTRW+e//ZAxcO1WYFSvqbiGIdnWS0hhyTScJN4Ha+bygVBShDn/ynl968CoTGnUB6MSEjt9U443eQrm",
-	"ZjbPhGm9whKjWfiAG6iZYoZFXrtdjh199dNPL4po/JR+7haXIe3Op0gK4thujq0aqpf9Nvu4m7e3IK0t",
-	"kuqgM+5gCT6mA7Kp7qlf68e+KGdeQly2xVfmgtsVnhxbFYVo6S7sFAgl2vwO9qttuk+x0eUQjeW6nsnp",
-	"5VAp3WGXvVXIJPJTFRhBsd6CK3p9RJas+ZjZbbdOsFumCPV24yNyWe30GtXmqSshiwcUbCgaS9MatHDu",
-	"aFUdMnPHmCCVvqAiIidwKHA2FgvPbElq4FIBcC21SOzU1XMgYQ4EW77B2Dp36BWBR9yPR6TqLN52Xz0n",
-	"dJ/chDYsC0bvCyQeXBPBOFZ1qJ4TkU4WEBZrlkzNR1j/wcHlfqye90X5vO7jvpIH1Fz4Wnie41XPsf4W",
-	"DlYKSr9W0cwJTO8C/23jvx3453zbcls7jmmxhI9ASlO7a9I7eca2FmPX+h3sCIWonlghdi3A+OSV+axt",
-	"o5hjceH802SobFl2ZNMuzfn610bvXfuqd4014QLS+7V9XX/zpo6l4a479e5Vs9cNiK2A1/5Q71yfVy+r",
-	"543eb/s62bQVzbY2cOQluQdE8uTRFc1/HjuhOXkkC8omfwJm04Rzxc2iCzN5w/iUC6wqV0D1ljuo3LCQ",
-	"HfrEL/ullcPJ4SEKUvi4jbrC1dgOWFQxlW7hxJiZ7TjCXTTacuIIKABSkeplw3M1EKEyfigyFxFTZHBM",
-	"Z/z49uQYpz0enNp6YViaSwd9kWb+aVJOEgx0kHF9AylyPQQU0/xPFti418BnqQV9YfNugmzGl5LGVet1",
-	"uX4H2IMAh/baBibNkZgBammgvX2R4rByhlNuA61J3ZHtOPae7KW9t9vZF4P0wAYHZ4kkax/Daax/LgU2",
-	"x5ecFfCoL/rib38j51KA9M6l0H3x/6W1jTQpD6xZfBCQQSZFBD4iaYE/0mxp+OT0vkHQF4QMkuYt8JMj",
-	"S/Cnq9g/OECo8tWTtO1JhbVYCRms1ksaHAGUPZDo8PXOm3Py4sWLn5P3MYYdEMYXZLbFX0n5qnd+cEYi",
-	"F9iOb8McTg7TIBRNeRxzV67F5T0KMrjQA6LnoxH/jHPbc7Lee1tx6V2vd+m55CyeazL40kfnXr8UkL6/",
-	"j/aDI6H90v3gDKZHdMSVXF1e1jvX3Vb1lzqxQU1YvokLK5nLmVOKn2mSuS0Ob2Co5Aksl0djLQkV+o4p",
-	"8rJSISt9vQLysnJCVloiwUhlqeyPuXqig1PcV0SzZ9qWkVhgtAWGHYL8gZeCRYdybmAcW6/6mSbylqmY",
-	"zqzyfIDo8fL5zyTfl4qUccsz3aZsVd18f6TjXHskPJGLuXFnam1rtgCZC2WRyuru9Aa+Gli76SBYdswA",
-	"SIlvxp49umtCVPQy9/CZxsgenBijU245u9PkhrHZUhHr8iCbvQeYjyHFgPczqgxiKp5bPh+DlAf2jyMb",
-	"yTkISMRswH+C2/l0BULHDPc0qba1EkklIpINXD84Jf2SixjFOiAuh6BfslSKkL6v540/+0QA+F0xMpRm",
-	"AuevGNaMt5vR5NoJwLCvikVEZLJqEIQZHbu0BTLA4DZbT2zgOyRa5MP4naJui4OswXjgxEPDDVZaQ/5g",
-	"z6l62ShlQs5KJ+gMmjFBZ7x0WnpxVDl6YVn+BBlgnocgyzgEgnc4Tmr3jVlBxCCaDvVp8T06K8DwM8Bl",
-	"C3ZyWUF6KMHevUvr9y31CXxeqTxat698OcOCrl/VOM7xUDJcEB5hF7KXlZN1wyfwHuc6vsFLz39++KXl",
-	"/ngIFapU20yYdG9DAWc+nVK1cJuaXUpyq7kioSsAiPg31zaYkI61L6Toj/4jhmvrjYdfQFvP1uJE5Wcy",
-	"SOsnAw/YAU1s6mXWDOfKYWB4xKOjiMsGvs9LoCDj369g6MnjT1+EnS751KFj5WHsyPTY3BuDK1tgcFJd",
-	"+C9Febs9hGbQnpRBy59NFpqHNHYSNPx8sB7n74OHaOLxl4xEeO8Kqdj8/PyBDXzw5oBM59oQ9secxrny",
-	"uT5E0z94RLCiErBdf0v7wieFMII8FJj2CDPcUQSzNZ5Pge1huhqWELYhkE4cBl7UF+h1gzd86DWwyRgt",
-	"tJGSszT3BITlu2R6FJX3uu998bLykgyKSq97YpCvn74b27BZWVl6kG11vMaPmj5yvNxh+P7jE1MUl0a2",
-	"FUWpfBuKYkH61hTl5cMvJXXZ/8VIkJe+UxL0TOOtTZluWc4Mn3JteJgGd6OGuDtR8nWPHpDQdmLSuwlu",
-	"vpiSXr1/Ra2rvUdzO9zNBrwUj+czm7YazqaVrRvKVVDbGjJbTnHdaKt+3q3GXXZHw/AP0DHbU3yLB5No",
-	"E0vpnoje5Kp4FZCcNjBkOkaPDKDvt6U9f608bk1kIldvAeXyEY/hiLL335YB23Txj7+gJer+cQmA49q5",
-	"Rii7kYW3LKEKOzPltAv/N0FSV4dkTXvzT3L4nXPGvwyd4RZ/kkNnJ4xj9I756n6uGrp2zYL3w+pj288W",
-	"petCHdSdEBmyUE6ZTmNPfNG2jCkabbNn3io2kXFkCzv0xZgZTQbJuwMiBVEMBGBYBAqpcBWWH8B19YUr",
-	"ao5WsgwAAJa1PmryvFL5ahF65TJ6sHxvnwEpU9uAJm0mTaQiNgviYEdFGxf1aFf48SXqfCT4N5an0+qR",
-	"a4lGgO3XEnT4IV0/lnSNiEkosf3oXNasV3r3JDPKxoevpzPWrKCBeLC7lOgN0kg98p/kZJD0aNR0mo3p",
-	"sjblqbx1lSwyv2BGNVPESMKN7b8r48hiEB+5mvDJWvvCLTYAJT707RRI2fcBIkjLkDakveLRUvxE1CfT",
-	"awwIEAo2KlN6vS/YZ66NPgjIIN8YbUDKSZKh889JQ9xRRDvSKxfh/+9FsJ4/4uT5BIg1dMsjN9cO5X6Q",
-	"rUciW+4Alm8/RtZmmtrA5pfhFNILdLA1TVPfgxlAbWkE2FNpX0qTsu5F1y3XKlAYmPnVVod8zeCn10PU",
-	"OlX5wkUD2BCOvDPqv4a+nAawBES6gqrxAjYCw2CsZzeDB7n74ut6rfVipVXfDFXWrj4o6ps8OCK9fF8b",
-	"nSnSaWMSsX5IzG2ppsFqltSAlH0HHNv7Jg3h/XtfYM+bMyJFvEDFaUL1BGcxUrHoiDQMMHwyZFhI2dYG",
-	"fUq7/LKT7jkZFHQHBaZvU0aJnBvNI0vj6GymJLr0pQZOK5XRB/v4+lxBt6fhybmav9/Yy5evJbve03dG",
-	"Jq6zcgb5jA1CRguzdLFi/3a8+vk2YLkaDHQYszomdf/VfH7MtcHo52zNfSQOes5sy/aVer/FJGsdlz/+",
-	"YsPSnsbol2+HvJ/VT+0sf7dwRd/I6Kc2m/wEnsgPm986mx+iNOq/1r4XMmESu18usNRG22NQmVGUx2tZ",
-	"866uc1fXYdVznrDzmFElfDcGduf8b3IubNiZbZzLPudq3uqJ4uIGhK3UDe4aN3DRF87fHoOGbSZs6hzs",
-	"X82EV29cgVs8cM+5NuI7xs1YH+9j3c2nYsR/jXM8KW7+wzP+5MxR8z+TuNQtfeA78MNjF6++3o7nKu24",
-	"9nCekqAzQJOY3yb3vYwBn9Y/d0DmImZa98VgJFXIBpgXpObMxetSYmNqD47IG6lCVNYw0vyGx7HOxeSc",
-	"9kUyKQwi44jUGt3q62a9BrrAKlVCEqqNnGmbMs/F+MxmL9nmMdZAaBeAJezm9hWbjontt8uKGcVZhAlH",
-	"dxOGyW08BqXFO2tso5qDwHW3tb4NGB62UbvtAuBwYtwpbafuCySq+omoIKaydK+rmMPylUSwZrHj+6WC",
-	"DsC/0qmhNglF1qfh8fUHWXwksuiO3dNFDOG3F1rIDFHamygCJdvsQnUGkCyRKaZGZ04PHSLtwZaPU7ro",
-	"CycJkV/RK+I7ZSVmj9VeWWjU0JmuWn1RHiw15hr4aiYW97Jdsk59SU6bfaFTgm57b+XIoiWWwaaOXVPb",
-	"mev//s//ZXNNuO6LERMhUE9KYgoanfUIS+WpI6ZlUeNIove7HAS4bZ/kkIwl032BAzt93dbqpjaf3BJb",
-	"NJZYMkwiyTRptXtOTjXyjqqoLwaZTooDhNG/iEv1vm9/L89sdgIwABS9WQR7i0oNbvC13/LBgT0wZBnJ",
-	"QdjUIeR+aSti3Fjrp9GuczHu2wK38Ij44v+Epm3TrOY7hoEUm8U0hN2AAZOZyhIrnsNKgQPJWze5+/3g",
-	"iXhKjoWsuqV2ZCqw8u+YpQB43ztDcRjzg6E8EkPpGjmz8dtAzPVZUVj4si09JQD78hmbTbWe0bRFvCB0",
-	"ZI1jQLYBokwBZus5xgYCqyo+iJnZ1DIrp44U05NMhxRSBxiQDgkyqLeQHg4ScZsCcziUM0u3HzM4p5jQ",
-	"oHv7GobC7MGADN7Vq53e63q157X6vliSaHcxt+Fqv2N59q+P0dmC+jgs+UF8Hstpx4wt/cFHPO3G4RKy",
-	"Mf0k9X/rfWnNJ8nFoa9WXExuGgJ9cTZsRywIoyrmTJG5QAsAmt1BX8+J3T6AzgqOtC8y+e5zzcjA5vce",
-	"pl8PCBfaMBpZ2+NQRgssju2I6xlIg30xMBknoHYGRIQBuxyMGPoD1nsHCToHn1IeqjY79Wrtt+v37UbL",
-	"0qqv0LQ7TDPzPm0L+P3ZGx1sGdr0pLTITdfA3ribom9Wuz/+IEuPQpZw6xORIfWkjpYowIRqjEOz7WV9",
-	"37t9aBR27lhPn7rdzpvD8RwLHp1ar/+S0/y8UetYFwq6z89cXaNaq+tkl77gOu0Y63RCV4ibNC5dme4z",
-	"0mt2E4J8RpSrOq59Z6mzvnD1rYm1z8JIfMrOiJCuggHGITBhjkg1s1chFbBVQ9YXWCyaYQgEBYnKxUcm",
-	"NaRPCdbTsenuIJxh+YjBGaHEUDVmxqqYWNYXzmTIcay1UQdPRgqv3Wwoia2ZfDdiiJXMv3O3aLaofAF1",
-	"+nVCs62INb37EWzwHQQbvGEmnBT1kU5dnEibDpkwWI/CRersS9FsEaANpkQ0p7HRiIXGW7lsyZSMGIXN",
-	"pJCQucbd2SZ3fVF+WXmxJHscYNG9NJdkqS2eKwkC/PLMUpHUOzJhcbTOLeIIJldWLXZOkr5IvCRHfVEl",
-	"ruG4k189wSOKHbrqIUBQk5gPtBAKdkQ68Boqor52UuRDQZ5S69xFRAOgfuiOX6U7upP9ESyyzt8L2+PF",
-	"Kz6dsohTw+IFKacEIfB0wIo69u7u7QFe0c82Oz58AMkSfUohWiY0cOpSkPLLyklfDM479Rpcy2ozubLk",
-	"mAy6dYzmTr9zfowpDSegC1cvGwdnCd3uC5A1tTOVJ4WXvDZAyjamtCieNCCJxtgXxSojaWa82trQhSv5",
-	"gMZ7rGCFFaJSYLj2Zd+ib2F/341o4ekmkZP+iL9H8pVrr/CtydfW6maiB/3QOZ9C50xMUKm3bonScKeW",
-	"5g5jX+KHOt5iPcWr22bBoKJZ2/QgreqOCii2wEQwp3RhrXUB4YJQsejjuQHkITU+1B5bNM+1y2rzFntf",
-	"5CLmN7ag7Sc5PCINo/vCFQ8GTZdRW3Iw2RlbGPCZdqUS9SBjzvedDVF77wvvPcAHv5GX0BrzG63ry077",
-	"rdUQd1IDbd3cfyuB6/Hy0/JFhdcQLOsm+pGb9vjuQqoM5sonvrgyzbQ6ReOQDWFw5GFb8SzXiLkwUr3n",
-	"k2VDamgsfVxBWtO1etkAkvC23iN+7GTUwSmZMdUXvqIr4bbkgO3qljTlBjrrKrG7XutBxlqmDReh6fuq",
-	"tBo7W9geCNnuylgk16jFoW2BrOYxCwi2ynVjHjgLVqbHsCsYjmlKtjKlK/VhOQHGzZ2RAXbaHiQtUBd9",
-	"AQLYWDFGyljfOZorG1uhpK0zgO1/yXw2VjRaCZN4jFS+ZnJwTyim5JqHr7nzyVn/K9ZftIVyE+xMOsNz",
-	"i5N33qpW0Ewfmzhsa3r2hZTZ2mvWYTQ6BBZ/lqan+xB9TfI1rZPRBkdkIG8GNhiKxtq1/geOnvRbA3Js",
-	"6/Q+MhYmXfWeEgOXW/etQUJ7Jv+KGIgd8uyRhxMWzS31SGkdqLO+1HJ6qDkDYYpcBZiXllc5TFum/XUZ",
-	"yEttjp6kHtlSn6p/veJcRd3xHqjRZc/2v1LW8XLdIO1aLeTq2dsm8f9/rV6t5SQi32Jvi/ty/MWVjL8/",
-	"BsUQUWtT+kISO2A7cxlJXLJympDlo0lRvmCKhDGjikUB0RKjqLAJnyZlLwLdseFEyhuimYiYOiCaMVDr",
-	"0Bz11boVNt1aVa7Sr2HzduUMbp+WEHnNZZ+B0pTc9bQxW1652fb2Y7+Rf0eT95oWlsUMEXfRmsAd+v1Q",
-	"xh6J+lwmwdiHlsywyN11DCTnwkjiWwEW05xMjxO8BdnuJr9/BOR173zxlyJbZhTYlPvaS5zZr+Qw99nN",
-	"mvkmFRfuP97/vwAAAP//",
+	"7H3dclq51uCrqPi+quD5tglO3Dmn7ZoLYkhCGmMfwOnpaTJG7C1A8UaiJWGbTqVqruZ6LqZqHmje5HuS",
+	"Ka0l7R/YYCB2uvuc3CQG9paWpKX1//O5FMrpTAomjC6dfC5NGI2Ygj87zKhFbWSYsp8ipkPFZ4ZLUTop",
+	"dVkoRaSJkeSOckOGbCQVI8q+wsW4UgpKiv0254pFpROj5iwo6XDCptQONZJqSk3ppMSFefmiFJSmXPDp",
+	"fFo6qQYls5gx/ImNmSp9+fIlKM2oolNmHFyvYa5mtArVhYgXhBs21eSOmwmhRE9pHDNFeETKZsLITLFb",
+	"LueazOiYPdNEsHvjxzuwUHM7zm9zphaloCTo1MIy9BNmF/Hvio1KJ6V/e57u33P8VT9vRiUL9jupzVsl",
+	"57NmdEnNxL4Fw8/sh2T0SfrUxl3bYsL3crhxqk/296+dpMWn3Kzu/SUdM6L574yUIzai89iQo2p17Z7G",
+	"MMpmrKD3iBU/VKsZHDkqwJGg1JYR27h2AQ983eK/2Lf1TArNEBNp1GG/zZmG/QilMEzAn3Q2i3lI7dY8",
+	"/6Tt/nzecp6GUtJhfX5/exN7vWAyEkmmiZCGTKkJJ8Qitp1c0dCQ8qDT+MdVo9u7brY/1FrN+uCgUvoS",
+	"lM6kGMU8/GaQajlXob1i2lDDiFTEXj3NpUjBp3Es74iZcE3CCRVjBpC2pXkj5yL6NpDSKFJMaxYlMKfw",
+	"sXuuDcDUk/KcioU7bf30oHXspsElYZE901qvcd1qnjd7jfrg4BQJLaGWOBOg04dAqIlGumxv3TIlP0xI",
+	"eRFA7unnGaIPUF0JOjcTqfjv7BscyDnXmouxxZa5uBHyThAaTbkgRt4wQcqDq3btqveu0e41z2qwFXA6",
+	"V4Ldz1hovgWIXaZumTrUPGIEyVz5h/t7Mmi2e41Ou9YaBMRC+aHWbNVetxoJhDMlQ6Y1HcasIQw3i6cH",
+	"9WcWx4eWrLKIDOeGKDaaW0QfLgglah4zUmaVcYXMlBwmFwF+0BbqL542Ag7VjGHTGYIaRdxOQeNLJWdM",
+	"GW7J4YjGmgWlWearzyWKbyGzfoi+BiUmIhbVTI4dRNSwQ8OnrJQQfm0UF2N4wa79TEZslSE1xUhRbdQ8",
+	"NHPFCDxJwphqTcqNTueicxBYPGs1at3GdeO/XTY7jbq9NzMLs7Ij/I9fa4f//aP9p3r44/XHz9Xg1csv",
+	"/14ERpaHb7VQ5MRbPRozqlljJsPJMpd8dVzazBcDz/W2mkjOTSinBTvZuWq3m+235G7CYwbcBmAiMb9l",
+	"+tR+IcjZxfllq9Fr1AMCmxsQt6UBOau1zxqtlv2ze3XZ6HQb9Ubdbn2n8eHip4c3/cWaTVcsZHxm6nzs",
+	"GPDSRX1XO3zxwysiRwCysBsXWzJmCb29tzQM2cyS15FUyIQcti4DVD38kR6OPn5+dVwMiGba8rV9z0gb",
+	"qswuaP8lK8T8mkh1GUQJUnEnB1x2svTAPyYzyOEnFhoLVG0ecdMQRi12vfEh7v/ycfw8oYZM6GzGBIsC",
+	"AoTHAllhwtLEgHySw0pIRcjiCgp/LSbGVpx7dVyw5zQ0skAvadMp8yee4Rxw0/slvdCGTfslOHE6N3JK",
+	"DQ8JgqyXpj168feieXcgTtTu4ba3L2KG8liv322UVlcO6ilJzy7UQzHquFZ2D6svjgtv7lQaVouighO0",
+	"MlkIStszTZqXCVuCI8ODIoZaacBMlJyPJ5mzrl02+wL0vN7ZJZkxpjwugHgsYzKLqWAHp4QONRMmjwd9",
+	"4cYPyFmrmUxGRUSYMIozTe4UN4YJr+5yQ+6oJoqFUkUsqvTFg5i7dHc9igBieawO/CVKdnXtDW1xvStL",
+	"dmsBNcmqyg8db4YSfIHVNfEt0MocVFQpCj9n9WmAK44vRqWTXx/GoI/L0ksNj0gK5DhUG1DaKyt76BdU",
+	"tElnVDtIljgMPfy9evjjx/TP68rhJg5vB+oA39hxu8MEgk074OC0Es09N16gWVGJV5nHlE2lWvw03Mx3",
+	"qsWvak3HBfz+bMLCG6ZIxEejgGg+FjQmAiirIt1/tFCWCgg1ZCq1IcfkJ/56iXoeV398VcQqQ6kKZhwp",
+	"xHjy//4vuWN8PDFEWRWQRWRC4xGhd3RBRkpOye9MSWIkOSYRC/mUwpUOme6LMiXTeWz4LAYOUK1Uq9Uj",
+	"wgX5tRq4QT8egLRCkum4JkdABGpnAan2BdADsSAjyuO5YgFc/jvLuSjRMxZyGpPQ7Q69o/bSE2kmTN1x",
+	"zfD6p6xBzocxKz4FMZ8OHfOH3S0gg0xNuaDGakP+BOClgFQJHxEhBatkp9vGlgbs38wfvPIfmIp4aLr4",
+	"8JegZDncuS7AlMsrYn9bhmQL7LujcYxD7vTi0t13tytZmMewBORkosxVyVyy5ADS61BIRuyZ2+1gSEEt",
+	"cL+WLhvterP9thR4CbkUlC5r3W6jXgpKb2rNVqOeGc1dgqB0f2gHOLylyt4pDSMxEeGPnbkQ+Ncl1ZrZ",
+	"pb2hPGZR6eOXoFRnVuZWiwSUJRscAkTKQhqyYFbEtUp0zKKxlblmUms+jBcovkf2GlHLGfV8ytRBQOqN",
+	"VvNDo9Ook3L2RfilViflMb1lZD47JZoxoliEwICJb3VLksHg79ruO+HWCltQZ9RvwMzqiCJ8WCzNb807",
+	"RmMzsYRBCkZiGdKYRMlgpFyXSPIom0oREDUXFoEIn9KxlU3n0ZiRiBo6pJoFJOL6Btadp/UowxWoIhOp",
+	"DGH3VvoADd/Jv5YWoV5q2L05JUISzULFzIosWixHTWBRsBXut6GUMaMCWDFFXS7L+Ojh7x9/9fzuZAPD",
+	"W7pmMFY6X9EVqTNtn16DmT2UwUZ8PFewA84sSL2BRzPj9DAGagHiMDeayKFm6tZyApi9CN2uPzQ6zTfN",
+	"s1qvedEuBaVGu/a6hZjXqTXdzaw3u/jtToj4gSk+cnYZOzIoK4CSinJ3U+tc47eAofghYxfeQVgYSRUW",
+	"KeDsVt6gvo13VxMutGE0sggNZh3LJ8DnAfaM7nXtrNf80KikJ5vBjFRU38QEOvjUMiq4lwMHayEq2K3Z",
+	"bwMiRqOYC+b8S+sdTyAMCHlHyoAdioSxDG8OnEn0bsKdXdzi0jMrok/xuPrCbSBVzOkRQxrekDLY1ueW",
+	"TFrEC+VcGBYRmhgF9AEIA2bC+gIQlGtLBuDgKwSF1RN7g/0SKqTm5KNX1eO/V6uk/DcS0YU+WJITEq7n",
+	"3R34+ENWg8c4xKLDQ2vijjKuk1cftFICz/0KZTcjsj4kay4LCsjtNzH5xnpb4jkNJ1ywQ8VoZE/cWxNl",
+	"xCrk7KL9ptU861mMsCg3ZoIpHpLj6o/kbsKERYqpVRdBghzxEN4jYPBlOkvOljw3paC0ZO8uBaXexU+N",
+	"trdXloJS+6J3/ebiqm3/fnfR7V2/7VxcXV5nv25f1Bu5L95fvM59bnxotHv5V2rnjete7aeGJaedxodm",
+	"t3nRvu72aq1GKSh1e7Ve49qv28/gzHn+Y63VadTqv1y/v2i24duzd42zn67tGh3o+EWzfX3ZuXjbaXS7",
+	"dgmNWqf3ulHrJZPlCFoG+LOrTqfR7rlveo3OebNda+VWA3KHBee6Vq+7Cdxf8Hut1br4GUFJ13JZ+6V1",
+	"Uatf9y4urlu1zls7Z9b9UgpK3taPB+RN/VsyFkcYm+KWxtxyEnSxMGEsmwHe0pM3TDTuZxyln8QhlnEp",
+	"Z75ry4hlPr6Xw8ynxi0TJvswnbKeJXt2Vc4h1zUUFBXg3YmfEAdG1uOnqcX2BizeSy7gO5CLO/6auc9N",
+	"cankWDFthe53jCozZNT4SVpAfmuh4bcsgfZsrhQTBj871SfOQA/ynwWhhtYge474V1uaWhzLO5w+hf2S",
+	"LmJJo56ULarGdqYONayFDjV7hMIKRTDJlaC3lMf2XgMHf8MF15PX8/CG7cy/4VV0Q+2oD4FhtoDf2a+9",
+	"FWsIMJGyF0RB9zo4JdxY2oO/egYZSwzD2MOgjKAE6WqKqGWCibvyCsWo2c3Js7OJ04u+m560F8HbOM8s",
+	"t985MsVuGl6gfYz+sTRndEZD5wlc4jdWbPgkh8hQ7iYyZsTuApnShdVNCDVEipAFhIZKag2Csl2JLrYJ",
+	"eNECOeXDkOmmeBPz8aQAIfH+kgmLwZEIDM+ezTMHgBXKAqvrWGwCt+NcKEZnLLKalxVcw3gesWgP48V8",
+	"FtGvcZTkI22cTpM7iOXVZ4544x04A6Te8SbsgqXL6PI1R1ys2+Vm2LjYPWzOyc5vb3ZO6UvO6nxUXTU7",
+	"rztmvXkdV4BOO64ke+WLwl5ciAv4HCCkBSgzmFuk2Gwm24pOPOLBL2H+RkwvirarkdfNt812j3DUkxKL",
+	"LF4/EGzv6XQW26GOXyw5VY8Of/z4a/Xwx4+fq8HR34uN7u/l8K0Vpql3Ke5g8LkQzFJQUh4nIxxYPkqJ",
+	"ng+nHJyiqxacPbhT6GSXQoRI53qmyUzao1BgStfocf4kh8U6uue9u0Ayzu3Vjoi2g1vwhosHn3wvhz/Z",
+	"x5zNmW3xPJqOvgSlWzQ/72ilXuMVz2yKg9xDlB5dkDn3Iuz3i1mVzq5enze7Vjey13yumSJ3Ut1UCKg2",
+	"9jtv4Dp0sXssIprFo0PwIpChlcr7wkiwSlr+eQqsPEUbMqHZj73FjJHBT42zxjVMMQCjBCXDOY/NIRd9",
+	"MaWCj5g26LtAyRDMlxF8odhMKgtFzG8Y+DrAfwGICHYJr4umS/Oa2pb6TTcB1isEIFUnB5wxoP/jqnEF",
+	"ClVqP0/iSFITelBKIki2BOEfYMnJWdPPpCVEJmtQD0pnEG7gLXdWq7Hqf1PrOYrwO/CFT+7lZQd4YRCB",
+	"fxhVPL3LHd/eJb/M5n1ASAJpERzF2I9P7WfRMybOGPM2kwCcp5e+YRexFp5ebuQlKZWPGBjwneZkV4pm",
+	"F7A1w1unxAcqv3xVrZLyEZnIuTpI/ZrLdrvdrHavCmXY9/YqvpfD/eLo9lVUEgW3KYrceO/kHeiLhBK8",
+	"ksA5teFxDOH9GH1h/8e40yENb+RodEqqaOAKY8qndvg9/IChVSfqUrA9lgXv9qRBB+quLz8qq0debolt",
+	"nn4/08S9RVJO9Cdh+U8ZOrSjjBBTMZ47y+6mV1r+OXhHm5zNdp/IzW2jKwtRCF7ueNdC0c26VAyiWDB0",
+	"0rG5UyLYmBp+y0CJzynL3nOLKnPhfSqI5HA8f9vDmdJ7F86rN1+cr44pnU2ofvBQL+Eh+7SU8YMP22fs",
+	"s4pLVWg8ack7poiaC01GXGljyRTXLgB0s33kKEfBD4+q1UcJ2NxDBk4pyMNb3c0+m3u3B3Bs+zY8vY+d",
+	"JSeybxfytSS8fyxKzXCDEoztQOUtkQ9RdVon9TtBHxBqZUOWdndJR0hIUe5eZZSGhGHlGFAGI4M8u87f",
+	"t6U43QcUDyct1JPAgt1lBl2smfpfwYYcc8ECIuOIaYOXhpQxxptZOIlUkQv02C5k0OUKLFtuVuMFIf6x",
+	"wLRgv06iLulQzk2iL5MyRgkHRDFQbAIXjp56cw8CIthdspZUojuqVrdfxJq4x8J1pBhUsN2NW6YWALqT",
+	"RjWdZk0DCbTpKP4QMoAfBLgFVlPMGlG3WkzekvLwej6hhLpxSC/JuivI9F6h+JjRpgWd6YncOfQeQ/nT",
+	"eXd5dzczQxGpSW+6LuVxwGP2pku9hx31kxxub0HNHtCfMGwX1rJ2f9SO5r6ai9GC0Ayq0eiiIVKNm1U7",
+	"n4sqX0XV15aSXHVaKa5C/AjGHhEmIjDiBaAQzZQcOkNnRuX/4ehFkeqwu7YRLUVUbTqKXPSVfVdRLuou",
+	"EqVmitIxrEDqw6N8urSPXTlBvW4lch5orE6DYLKRNT4yCcJpqIh8dIzViJIoHXBYLgfKbvT9wcZvheoK",
+	"Y/z21GzAo11g4w4Vi5gwnMZgihsyJggHCxFmlKeWhTsKJkDMI19V73B7so61HRXWXb2aW8voO0jdX+Hx",
+	"VC6SoDBYcfsUqupan+Vm98iLH149tX8xMbE5l5qTPvNuRwQ1s5NLFz3dqAQrV5K4llApuSVbiZNqL2fl",
+	"WoJ5McMRyMSYWVkfgLOrgII+Rxh/D1wAfUTomHKhDcG6DHLIMPV0K3K61wVfNRruao7c7RLucrF2xuCt",
+	"HbsbsPAhHPkaI/iKNw7uUEouA6In8k6ABWSrzLuvNJpvx0IK7/ReRnMYbj+9rVgnan9bjQZuqd4WjBfb",
+	"Q9GWEUO3UA6IF0Vi6Q7nhvnAwtTWar3FkP9Q/Tq19oeHwhEcBi1Bl2zwg5qCF2t2dH/no+YDotmMKmoY",
+	"Rk7nYvGLEhlcZsQuiYKZ3IzcDr18sXqyEx8WWBuzPbKA0PibxBYWCbjdVOD0nAiUkWTmJAnUZVORBTOV",
+	"reVSyCDprifaG4GXwgrZRdJmAh2hSnF7flYy54LI0QhE+ZFh6lyvi+tH326SmlBo+AENSVPuncORe5pw",
+	"o1k8cjUh9GRuIPkskndijUTrkmQ+MFUcEVPTuOUerlNicX/hs2chEw/MHMmqt+L9wLtez/Vi91pS+Zvp",
+	"jmFlIUEe/ws2dv1l3Uephxd31OvVzmFRfpr1sO8ZELVLHsJXx0w+soxUII1vyI1oZbxUSz4H9wu5YQuX",
+	"3BXOZkd/C8gnekvt/7OFmUjxMiBU3RgdkOlC/xZD6G7EQh6hVk2ssLZsA8skbf1H5RqStl4eFZu0PBhN",
+	"MZI7niOPdvG9Tbk4h3TK1wvDdFHCBFrONbmbSM0I5l5iQSOIiGNJ5ScKdeOwMk1SicMb4S2bZgIyc0j5",
+	"+MULMjhvnF90fsFgfIzRv/h5cLCH43nK74s0/p6aM7R+QKi7C2pFCoBpHGZCBVhhb6niVJhi4ribVk2j",
+	"hZWLdFHuVwpFGWtlRAFB0nVgYfH0Nb9x++UGi4iqaE0km/uVSJWezi1STEBdHmFgW6XQ1opbtT2R88j2",
+	"AV8sfXmAuvGsu8cvZAVPc1vtUSAD3aZLvwdlp/pitJVkkjV/byl/OKh231GgDQ9tJ0CenWXTzvgz2jVp",
+	"bDrjMTuT0yktiq07w99JiA8Qi/BegrB0wmfAr9aEshrOpeRFgRrvgOow4iq9jewEUNnAV/lYYJQmUKXQ",
+	"ki5RPMe9UXQzBUSKN1YUEgntJZEzf97esfhMI0ncg3yJh8kF0gUrxLF7Gpp4gSQiQ7Z29PyrucgcV5FD",
+	"pVgQdEepoAqgy6z2pINqNP5EhAvnHBPRUN5j6nXlQaPbbSK0LSFUDtwcVhQcn9/PIjRv06KiWO/mUyoA",
+	"dwIyF/w3yzVQVOdGkxsuIlKOIRIhpJodFDB1qD+C/zu2fvTib8V8PdWZdw+CzoSbqrlALzpmWGMKNlYs",
+	"QJZnQcfQ1U9ySKAaG6mdFWS6w3jb2t5Q2eysjZy3q1sOnQdwqfBGwlOCrI8IxiJNKJlRra1wAE+7AKuC",
+	"khhbSJV7eGb2qzqXulRgdXaHRxCJum/VuX0Cxp6q+tOKKviwGreNXytTeOMrokzWxJckmP5M+1iTU8Jo",
+	"OIErS5yvHU9LGzZb9WH6axBkw2uH+XCRPPI/ZKK/WFeEz3IuSvyRZ+7nIdzafKxMQLq/dHuN82uoxUfK",
+	"SbAHu5/QuTYsOrC0OImrziYh184gCbbTa0KC68+1UlDqQSbuOfx7Af927D9nkAycmWmPWO2dp4Mabpil",
+	"vhzB7TYviZLdSRopiKzdgnpkiiZuQkR/rCsmCPd94AAoQolLH0PnT+js4vyy2cJ4+fdX9bf2r+02Gxkx",
+	"/mx1frBl2CmcslLsU7di9WmSoUBcJVMCBkadyBaO+nogw9nM3gZ6Sy11A+W3FJRA+bWbarXfbYGGkd7j",
+	"SJd+pJob6RxHcotwF/6c3+94/pg8uzZ4x2XeOvHtjotI3uUDpgIoTaV3D83JpRvnjTpFNvFsivGSXpEE",
+	"FGkElGs4OlQSE8rhxCxcwx6Cp0PZIgO7FIdQnwtwWZPhgriHA7S1jyDcR7gd23qHctd6yey1ukHbK95L",
+	"d9Fpj8kGZ5YaJPhReEGt/PpUdTPSwX3xjCctgrE0XYbq1Nvd6zQj56Ldbpz10i96rcyvveZ54+KqB3S7",
+	"3uzYBzuNN1dYGOt1rX7d7dV6V12oZpEWWbA/vL6o/7IlWagLnSbySCFYaJLPvTj9rcenTM4N1DuIuGKh",
+	"6aC1yU5Jo64vHJYpFfCaRq9ltECqYjdkr8p/GZf5g8JQxGnMouas2PYy40KwiDQv8SrfUU3sC050fKhU",
+	"KvOYuR2a5aNuNpVnKfYtZHz95H33ok3KHAJozCIAcpQU1wqyBbhccacAWggcDrH4X0b7SzE0psa+sZfX",
+	"aMeCpuEEikIUR6wA3mxdqXFdqAhNClqk82XXWHRHO4nJfTmma3GaFCP1dB68iySW48KSYlMuki8KUAdn",
+	"2i/x66kKFHVYKEXIY9YB88ajmOTq2YIa+xvl5E0xrkBcC1bVjHL2upURUtaWucoJa7vlMk6DjLfinR/8",
+	"K6v+oup2NkB5U1paQQ6Q4iMCwbHmCmzveETfKo15x5yMbfKLccjCLZH2p/1u0mPFLj3VjewyY2I2ZcJA",
+	"vZ59ahLfsl2cA0sTdoDk/VmrE+PSttg3t4xdRUgs31lkdMVfUGaAFE0WYclJOxvAvFXg1V6hy1indLss",
+	"s0JWDUBu3TfCPrxVslN+y33G07ciOUnK4jbCO+Kr28JHTzbLl5L9q2WcFV0yIMcpJmRMcbukf3m73QoK",
+	"Zy9CFuItbrbflCV9vdHrtRp1XzZQCn8zwUT/SQ7x5qKVr+wMfEuWvawRL1cZ1Q2+bc0GgBeNaN05LMPD",
+	"7Ad8f/G6FJRqvV7j/NKX/MuVHCwF+ZoRUIZvy/nfQy6Nj69Df0e22l0pyJeVgF310OawdlUnGc41F0zr",
+	"Z5rwKJHt8jVgHqwNf7KxOHx3Bf03ggHOITnKZYBByEit9fbCHmm91qu9rnUbp8ROBS200I8HaRpQ/cOF",
+	"Tbggv3Lq5IEcBJJWCDl4yLuwLpbkQ8bYvlu5e72uq4OGKBdqiKJ2yTScJJ5QNLn7oEwpwpyv96yxtbEo",
+	"U6j/wQipxGfYkuNNXsu5mc0zIaOvoOB9Fj6o6zNTzLDIa7fLceyvfvjhZRGNn9L7bnFR/O58CqQgjnFz",
+	"sIa9XvYh7xP6sr0FaW3JfgedcQdL4DEdkE1V+P1aP/ZFOfMS4DIWuZsLjis8eo4qCtHSXdipJZRgbD7Y",
+	"r9L+PqXvVysj5qvMJ6eXQ6V0h12KcCGT2NtWvY0Om5p4LQPRhO6gxuYKSW4W3V6tCa0Sc8MeCNU7Oj5+",
+	"sMjxTMp4e7VgyQGwZYyLB3Z53X72DUfXTVBq2XECpaCc+bhClpzCUHQGsV6wW6YI9e67CnGesBPXiwLu",
+	"VrCh+wRNm1nYAwRPzJCZO8YEqfYFFRE5svfJXiskIKfY9cYKGIEVONQicXfWziz3cSBgZSmDBbMNph1r",
+	"/2OF1Jzj1CXnOyEmTdWHqjEQ3WtH7wug+1wTwTgUnKqdEZFOFhAWa5ZMzUdQmsrB5X6snfVF+azhw4eT",
+	"B9Rc+KLa+/kwn8JR+RGxhI8WXawWsSsf3SXAYmsNZK37GkcoRPXEgLRrJfcnL/GNZqliYYMLF+ZEhgo7",
+	"gIGE5SqwXP/c7L27uOpdQ3HpgPR+vrhuvHnTgBrT151G96rV6wYES2lffGh0rs9ql7WzZu+XfWM1NErV",
+	"W9um8kL4A9pU8uiK0WYeO30neSQLyiZXECRlhnPFzaJrZ/I+jSkXUJ66gOotN+u8YSE79PnD+CWqUOTw",
+	"EGRgeByDd2E12GyZKqbSLZwYM8PmltwFNS/nH1rdTSpSu2x6gcRKvxnfNZmLiCkyeE5n/Pnt0XOY9vng",
+	"BEvqQvVaHfRFmkCuSTnJU9NBJoLKkiLXrk4xzX9nAaZPBD7ZOegLTN8MsonDShrX9sOljB8EWGGLURVO",
+	"MFkarkuAqdUzpg4BcB/VMeX3FgyvVEKeNomZRUMd5M38drS+SNFfOXM5x1Qf0nAUP459LNXSseFJ9MUg",
+	"PevBwWmiv+Bj2BYNwgHSdeZYmrP9VvqiL/7t38iZFFZn41LovvgvaeVQTcoDdIYMAjLIJCnaj0CV7B9p",
+	"IRb7yWn7g6AvCBkkLUbtT46i2T9da7XBAUCVr02qsXMy9IMgZLBajXRQsVD2rBwPr3fenJGXL1/+mLwP",
+	"WVR245Na3NCAgpSvemcHpyRyqVXwtp3DCTXaisJTHsfcFaFzmfeCDM71gOj5aMTvYW48J4wfwzqS73q9",
+	"S89gZ/Fck8HnPrh0+6WA9P1Vxg+O+vZLXwandnrAZFjJ1eVlo3Pdbdd+ahAMq4WilFygPiZnzhTyTJPM",
+	"RXN4Y4dKnoBi1DTWklCh75gix9UqWek+HZDj6hFZadxrRypLhT/mehoMTmBfAc2eaSyOtYB4Pwh8t6IL",
+	"3CcWHcq5seNgz5xnmshbpmI6Q5PJAaDH8YsfSb57MinDlmd6ImNnj3wX3+e5Jr5wIudz484ULapY3tcF",
+	"U0qFFht6Y78aoLV8ECy74yxI6VUFQOD2hqDeZ+7hMw2xpTAxxEfecnanyQ1js6VGOuVBNn/cYj4ktVi8",
+	"n1FlAFPh3PIZgaQ8wD8qmEswCEjEMOUswe18whyhYwZ7mtQQXYnlBUKWpk4dnJB+yeUsQHUzl8XWLyGV",
+	"IqTvewrBzz4Vzf6uGBlKM7Hnrxj0rcLNaHHtZGcoSsSiXKkfAGFGxy5xjgwgvBqrpA58H39EPoggxdxz",
+	"dsulvVR0zJ5pMsi6CQZOsjTcQB1jYC1Jt8lSJui5dAQuwBkTdMZLJ6WXlWrlJUoLE+CdefaTZPmOmVkX",
+	"dYSYgih04kqbiAjY1iGwLYeEGtmJq4ekcXOxSpIOnFEx6dfF7eMQcg2vcUfLV2p9PNN9bMDt+mCWB9Cd",
+	"ckD6Jfdcv3RQIQ1LNXxFY7aEwjEdsrgvyoNa/bzZPunPq9WXoX0Y/mIDuHlYTMVyJF3c0zNwVgZsCtoX",
+	"viVoeZA2Eh0cVMgbHluGSEI5HXKB8dik1q6fkgG0BRoQri1rDOO55rcs8BgxIOzefVchl4A8wwW5YQvN",
+	"DNbJRTXJkkq7mASPyH/+r/9dgC59ATZ+fVJMEUmZkimNXWPuEQANdE04i5K9U32h7MkenBaTz9MCwnZq",
+	"SRhia0KjrbxZslcGcr8BGxWdMgP5hr+uYN09DQ2BY/YWSTg3GvMQSJw7eDDG2Rd+mzO18AUvTpL2pWnf",
+	"8mXn0sZ4gy/BWoBSGyn0DHZCV75l8BqInFk/AWltP7RN3dA+F46eNlneqlE7amDFQyW+ip1GWo72jxdp",
+	"0TQDOAXtsCAUECh12QsyB2t3DHr/ZwHZzh+zEZgk43d7OPCVvQAp2rkU759DE5jSFg8mruIvH6HS2EwK",
+	"Z9x+Ua0+Wvv+tI9vQQv/C8GALYEhOFsUr2KZzTGCUTR6Au7z1zTyYQfwytHDr2BHIqn47wy00eMXPz78",
+	"Uk/KcyoWbi6NbmAwdW0zIbufsdAwtFHo+XRK1cJXKkzkJTlylBhZAxiolrp45yv/QQAZHeuk1XLpox0/",
+	"z4mBaR6mTFWv58oJWX8Mkvwu7VPxhOiVb9tRgGK1OM4pwpb38ajyF0QWu8LsUhL5mlvxAhtdANLMNcti",
+	"RvboP4LVWW88/AKevp5NV38kg7SbmtXGdkATLMOTdYO6gokQnvroKOIqQ33Jm5GMmrMvKxh69PjTF2Gn",
+	"K0T0bclddQsMTnqN/aEoj9tDaAbtSVlapjFZaB7S2JnB7M8H63H+YZr4/HPGNvPFyVFYqy1/YAOfyDcg",
+	"07k2hP02p3GuTZRP1/MPVghUbLYKsL+lfeELBDAC2qxVn0dQ7QyMIdjx7cQqoFC6BFplYeC+M0xZNtAX",
+	"EPVk3/BpuFZhjcFDHik5S+sQMPt8Mv3DMvy6+94Xx9VjMihqxOiJQb6b4m5sAyt0ZOnBkjz/gETzLj3D",
+	"S2omTrB5QoriSopsRVGq34aiIEjfmqIcP/xS0qXxL0aCvB0sJUHPNNzalOmW5czwKddWTksSfcFWuztR",
+	"8jVwN9hNnE7NNZG+OqEzcSxWjAMVgtEizlLrjUpDLNjMo5VS0omBKbERnBBvS+qLzcYkQnXGDAUZ2MOY",
+	"ue4AlgLZxfUF1n46qJBBNlJt4Az2g3w8G9gTMg2DuO4Lq0MBgENpJnYcH7rmzSAkawVxPyKUg75IrCG4",
+	"2qWXgaoPGWFUxRzDS8XyGJW+GDjfxQBN7UznS7f7wjDew8GdVRXt25W+AGEO3P4kpEotLE1Hdy8e1ynU",
+	"ZwG3NGRSY+/w6X7ml2Bpp/vCooecm5XNDvJmGrLZSrOTsGdX7Gs261XSXqQk+2DF7chiNpa9eDxfQGWr",
+	"4XwSXfFQvtXWtpBhJ5B1o62GcG417nKk6RozBdglcj1bAEPLqGxmGsiduiuYB2edCWMpzHRXkDcYeZav",
+	"Euo5fDkNfB1gPo9+W5hWgqIKgQJQHB3Y2/yUpTWPZYXKAbaHKSpH2/4FLFK5AvUPGKXs3v6L2KK66K23",
+	"K14WCoaLXDAvpjkCcQ6SKwkSCJ/mLA9YA3+TpPP8M1iGv2xhk9pdTcn1gd9NE3nLEl61sxby3q4oo388",
+	"MRq7IrwFiNyD+u3DP7kq8IchvG+hiiEKcQwxfUkpEWwvqZ08th9WP0fvDZgTCo1u7oTIkEEifprs4DsW",
+	"ZIJiwM956h3yExlHWNW0L8bMaDJI3h0QKYhiVt62iwCt3F6F5QdgXX3haoyAgz4DgAULAx80eVGtfrXN",
+	"YOUyerB6jc55s11rWckV++9n+L9UBNPuD3a0LMKiHu0KP74JIZ96/I0NCGnrlLVEIyBC3mUr6Hw3JzyO",
+	"OQEQk1ACRT8jVzLOW/n2JDMuMmI9nUE7qrbEA7VwFz6S6cj0H+Ro4NXM5Q5OGHExlbcuCiLzi2/6bCTh",
+	"5hQzveIIMYiPXJPNZK194RYbWI049NWNSNk3+CdAy4A2dK8uG51uo96obxN1sC/1sV+eXXU6jXYPVGcr",
+	"+KiMTtQX7J5row8CMuj2LO05u2i/aTXP7ONJhS0XGiiND1KJdqRXLqX8n4tgvXjEyfMZ92volkdurh3K",
+	"fSdbj0S23AEs335I5cx0CYf+dfYUMkaFrWma0o+rBZB9jFNqS9PUnqakpZwmjGxEVcrZ6tZaW3ayheUb",
+	"Zj29HqLWKdPnLhAZA8/z3vd/do0abLyZsPsgsdfHC7sREAOPQaUZPMjdF1/Ufq3bPm15YKhCR+LgstGu",
+	"N9tvrz80Os039jY0L9qDCunlG4XrTIcazKSC4rkxxzrlg9WyHANS9i3FsZl4mjP6t76AJuKnRIp4AYrT",
+	"hOoJzGKkYlGFNI1l+GTIoIsYNsZ5SkfkclTCCzKo1eudRrcLz9ZarYufIV7ax1vKudE8QhpHZzMlIZpY",
+	"astppTL6YJ/gBtfN4Gl4cq7h1TcOa8g3Ulof2nBKJj7+NkU+g1mv4FKTLsPln45Xv9gGLFdtkg5j1oAq",
+	"Yn80nx9zbSBnM9twEoiDnjO42HKl2VUxyVrH5Z9/xsDSpzH6tS/qja+1+qmd5e82rOgbGf3UZpMfhBB/",
+	"t/mttfkBSoP+i/a9kAmT2P1y6XAuBDPihhhFebyWNe8aK+QKCa6GCiXsPGZUCd+KlN25gAM5F5jxAqAL",
+	"dp9r+KQniosbK2ylcT+uaykXfeECjGKrYZsJm7qIoq9mwqs3riAOKHDPdRofLn7a2XeMQS2PdTefihH/",
+	"MdFASWe/76FAT84cNf89SYnbMuhnB3743GXZrrfjudKuLqLGUxJwBmgS89vkvpchhQT9dwdkLmKmdV8M",
+	"RlKFDAJkLFa6VEFKMJ3voELeSBWCsgZJrjc8jnUuCPGkL5JJ7SAyjki92a29bjXqVhdYpUpAQrWRM401",
+	"2rgYn2LNBeycjAZCXAD0b5jjK1j/h85YRMqKGcVZBGUS7iZMuYiivkicNdil+QADeqjzbdjh7TZqt10W",
+	"OGylb3dK49R9gdWcn4gKQgJ+97oGmfdfSQTriB1/XiroAPwjnRpqk1CEPg2Pr9/J4iORRXfsni5CnBte",
+	"aCEzRGlvomgp2WYXqjOAZIlMMTU6dXroEGiPmgtNpnTRF04SIj+DV8S3iU/MHquN4sGooTMt5fuiPFjq",
+	"Sj/w5TMR97It4k98PxpM/NYpQcfG8zmyiMQy2NSufopt6f/zf/4fTHPnui9GTISWelISU6vRoUdYKk8d",
+	"oZgENY4ker/LQQDb9kkOyVgy3RcwsNPXsVEdxQJmQZJX68gwiSTTpH3Rc3KqkXdURX0xmNJ7X2ZwADD6",
+	"F2Gp3vft7+UpJkZbBgCiN4vs3qZ5kdd+ywcHeGDAMpKDwKoFwP3uKFTpQZ9WX6CfRpNYWvTQGC9rt7BC",
+	"fOdLQkm9U2u2m+23TvMd24EUm8U0tLthB0xmKkto92dXajmQvHWTu98Pnoin5FjIqltqR6ZiV/4nZikW",
+	"vD87Q3EY852hPFYkmpEzTFixxFyfFuXBLNvSUwKwL5/BQg7rGQ3EWmLEJ/bnshBluo+h5xjCxVdVfCtm",
+	"ZqtaoJw6UkxPMu2BScPCAHRIkEGjDfRwkIjb1DKHQzlDuv2YwTnFhAbc29d2KChcEpDBu0at03vdqPW8",
+	"Vt8XSxLtLuY2WO2fWJ7942N0tqA+Dku+E5/HctoxgwUL+YinrWhdLSjIt0v933pfWvNJcnHo2+MUk5um",
+	"AF8chu2IRZKPMhdgAQCzu9XXc2K3D6BDwZH2RaZK11wzMsDSQofp1wPChTaMRmh7HMpokU0sOrXSYF8M",
+	"TMYJqJ0BEWCAFp8jhqHma72DBJyDTykP1VqdRq3+y/X7i2YbadVXaNodppnxTQb+lPZGB1uGNj0pLXLT",
+	"NbWeb46+CVHVSRzL38nSI5El2PpEZEg9qaMlCjChGuLQ7BMsIgtm9qVRUENpPX3qdjtvDsdzKNN6gl7/",
+	"Jaf5WbPeQRcKuM9PXXGLervrZJe+4NpVfI0SndB1fiLNS9cX6pT0Wt2EIJ8S5dpcad9W/bQvXEMlgvZZ",
+	"l4lwSoR0xdMgDoEJUyG1zF6FVNitGrK+gO5EDEIgqJWoXHxk0rTohEAVUKy0ZYUzqFw3OCWUGKrGzKCK",
+	"CX1k7JkMOYy1NurgyUjhtZsNJLE1k+9GDKF11p/cLZrtYlZAnX6euFa6gNNE07vvwQZ/gmCDN8yEk6yy",
+	"lDRWS1ycQJsOmTCQtewidfalaFi6dIMpEcxpbDRiofFWLqzWmBGjoJM6EDLNXHA0uCqAFPVF+bj6ckn2",
+	"OIAq72kuic6+kVQjtPzyFKlI6h2ZsDha5xZxBJMrVIudk6QvEi9JpS9qBNfsa5l6gkcUO3SFCy1BTWI+",
+	"wEIoWIV07GugiPqKr5EPBXlKrXMXEc0C9V13/Crd0Z3s92CRdf5euz1evOLTKYs4NSxekHJKEAJPB1DU",
+	"wbu7twd4RT/b7PjwASRL9CmFaJnQ2FOXgpSPq0d9MTjrNOr2WtZaafmA52TQbUA0d/qd82NMaTixunDt",
+	"snlwmtDtvnBVNsFUntR89doAKWNMaVE8aUASjbEvilVG0sp4tbWhC1fjBoz3UDwXKjemwHDti1VH38L+",
+	"vhvRgtNNIif9Ef8ZyVeun9+3Jl9bq5uJHvRd53wKnTMxQaXeuiVKw51amjuMfYkf6HiL9RSvIcABaVU0",
+	"tE0P0jZiMil0AWBO6QKtdQGBSoqLPpybhTyEOgkQan9qZay5dllt3mLvq/pAaVwqoMBChTSN7gvX8sRq",
+	"uoxitfNkZ7Am+TPtqrTrQcac70rRo/beF957AA9+Iy8hGvOb7evLzsVb1BB3UgOx28c/lcD1ePlp+VYo",
+	"awgWuom+56Y9vruQKgO58okvrkxJkptJwDiEIQyOPGwrnsVUjOd0zNYnpvV8smxIDYX2FEhLknYStcum",
+	"JQlvGz3ix05GHZyQGVN94ZtJEI4lB5L6GiKiChU910eKTNlUqkWQsZZpw0Vo+r4hhoZWilinI5TTKfZA",
+	"EAxaexi1OISEXaLmMQsIuzeKujEPnAUL/AfYJcS1OYI0JSyKH6B8h5wA4uZOyWDK71k0wIgWK5b1hRXA",
+	"xooxUoaa1tFcYWyFklhngE/pmJH5bKxotBIm8RipfK3k4J5QTPGTrEt960GLAQfIX7HgrKvS77HTr8Wi",
+	"qUWrO29Vy+IM4gl2DdzW9Ox7uLC116zDaHRoWfxpmp7uQ/Q1yXfiSUYbVMhA3mBVfLDeIopajp40+Lbk",
+	"GFuEPDIWJm3cnxIDl3vFr0FCPJO/IgZCS3Y88nDCojlSj5TWWXXWd3lJDzVnIEyRqwDz0vIqh2mP7j8u",
+	"A3mpr+6TVMlbaoz81yvfVdSO/YEqXni2/0pZx8t1g7RrL5HtrAX1OQ37r/VGrZ6TiHxP9y3uy/PPrlvV",
+	"l+dJB5ZN6QtJ7AB2bTGSuGTlNCHLR5OCfMEUCWNGFYsCoiVEUUHXd03KXgS6Y8OJlDdEMxExdUA0Y1at",
+	"A3PUV+tW0OV5VblKv7abtytncPu0hMhrLvvMKk3JXU87geeVm506a/wzmryXNrMDTYXWMUTYRTSBO/T7",
+	"row9EvW5TIKxD5HMsMjddQgk58JI4nvPb0dzXIHBwyk2Ei7kzm+kwsB3VJ0sWchXJXHldzF2lEWknJQY",
+	"C1yBsb7INZv3ph3oETZwTXQHxP1hmUqUbUgcOHIV9cVw4TvjkrIdIV+zdFOD+0St6wuQcDFPQWAdT+ze",
+	"qwMi4yjtB1Ye5Lr6Dsgdj9gJkYL1BcJK5jNLZo9eVD3wATykyJAtpIhcB2rFMOLemd+PXlStXtbNqNTY",
+	"bj1f7cgt2rddBE0xkahRWeyL35mS2iU8RDHbpoRxuuG+KMNRpXJ0fFyFGgxfLWu9ZSbTSPmBrlE/Y5vp",
+	"GPo6YX9DxIE03O2HtbVV0+7LBVVV9+gZ/aSSVba5dDHhnPL7fxEp6pIpR0wmvlFDGva5REyypMIjB/Ro",
+	"LCp9lGk8C8iWbTn760d7vu6Nzx6HsmXjrRTuW2o5hTr7lZ0j89kR1cw32CUo80WqHn35+OX/BwAA//8=",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

@@ -69,6 +69,9 @@ func jobOut(j store.Job, x *store.JobExtra) adminapi.JudgeJob {
 	case store.StateQueued:
 		out.AvailableInMs = ptr(j.AvailableIn.Milliseconds())
 	}
+	if j.Verdict != "" {
+		out.Verdict = ptr(adminapi.VerdictStatus(j.Verdict))
+	}
 	if j.LastErrorCode != "" {
 		out.LastErrorCode = ptr(j.LastErrorCode)
 	}
@@ -84,6 +87,18 @@ func jobOut(j store.Job, x *store.JobExtra) adminapi.JudgeJob {
 		if x.HostGroupID != 0 {
 			out.HostGroupId = ptr(idString(x.HostGroupID))
 		}
+	}
+	return out
+}
+
+func generationOut(g store.Generation) adminapi.JobGeneration {
+	out := adminapi.JobGeneration{JobId: idString(g.JobID), Generation: int64(g.Generation), Kind: adminapi.JobKind(g.Kind),
+		State: adminapi.JobState(g.State), Current: g.Current, CreatedAt: g.CreatedAt.UTC()}
+	if g.Verdict != "" {
+		out.Verdict = ptr(adminapi.VerdictStatus(g.Verdict))
+	}
+	if g.FinishedAt != nil {
+		out.FinishedAt = ptr(g.FinishedAt.UTC())
 	}
 	return out
 }
@@ -129,6 +144,9 @@ func auditOut(e store.AuditEntry) adminapi.AuditEntry {
 	}
 	if e.JobID != 0 {
 		out.JobId = ptr(idString(e.JobID))
+	}
+	if e.RemoteAddr != "" {
+		out.RemoteAddr = ptr(e.RemoteAddr)
 	}
 	if len(e.Detail) > 0 {
 		var d map[string]any

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"time"
 
 	"github.com/kece-oj/kece/contracts/adminapi"
 	"github.com/kece-oj/kece/control/store"
@@ -14,9 +15,13 @@ import (
 
 const codeJobNotFound = "JOB_NOT_FOUND"
 
+// jobDetailAudit is how many audit entries a job's detail carries (the
+// contract's maxItems).
+const jobDetailAudit = 100
+
 func pageLimit(l *int32) int {
 	if l == nil {
-		return 100
+		return store.PageLimitDefault
 	}
 	return int(*l)
 }
@@ -28,10 +33,40 @@ func beforeID(raw *string) (int64, error) {
 	return parseID("beforeId", *raw)
 }
 
-// ListJudgeJobs lists jobs newest first with filters.
+// optID parses an optional id parameter (nil: 0).
+func optID(field string, raw *string) (int64, error) {
+	if raw == nil {
+		return 0, nil
+	}
+	return parseID(field, *raw)
+}
+
+// optTime dereferences an optional time parameter (nil: zero).
+func optTime(t *time.Time) time.Time {
+	if t == nil {
+		return time.Time{}
+	}
+	return *t
+}
+
+// filterErr answers a list filter the store refused with 400
+// REQUEST_INVALID naming the parameter: a query that cannot be asked, unlike
+// a body that breaks a rule (422).
+func filterErr(err error) error {
+	var ve *store.ValidationError
+	if errors.As(err, &ve) {
+		e := apiErr(http.StatusBadRequest, "REQUEST_INVALID", err)
+		e.Details = map[string]any{"field": ve.Field}
+		return e
+	}
+	return err
+}
+
+// ListJudgeJobs searches jobs newest first: by submission (type and id),
+// pool, state, kind, verdict and creation time, in keyset pages.
 func (a adminAPI) ListJudgeJobs(ctx context.Context, req adminapi.ListJudgeJobsRequestObject) (adminapi.ListJudgeJobsResponseObject, error) {
 	p := req.Params
-	f := store.JobFilter{Limit: pageLimit(p.Limit)}
+	f := store.JobFilter{Limit: pageLimit(p.Limit), CreatedAfter: optTime(p.CreatedAfter), CreatedBefore: optTime(p.CreatedBefore)}
 	var err error
 	if f.BeforeID, err = beforeID(p.BeforeId); err != nil {
 		return nil, err
@@ -48,9 +83,15 @@ func (a adminAPI) ListJudgeJobs(ctx context.Context, req adminapi.ListJudgeJobsR
 	if p.SubmissionType != nil {
 		f.SubmissionType = *p.SubmissionType
 	}
+	if p.SubmissionId != nil {
+		f.SubmissionID = *p.SubmissionId
+	}
+	if p.Verdict != nil {
+		f.Verdict = string(*p.Verdict)
+	}
 	jobs, err := a.s.store.ListJobs(ctx, f)
 	if err != nil {
-		return nil, err
+		return nil, filterErr(err)
 	}
 	out := adminapi.JudgeJobList{Jobs: make([]adminapi.JudgeJob, 0, len(jobs))}
 	for _, j := range jobs {
@@ -75,7 +116,9 @@ func (a adminAPI) job(ctx context.Context, id int64) (adminapi.JudgeJob, store.J
 	return jobOut(j, &x), j, &x, nil
 }
 
-// GetJudgeJob returns a job with its attempts and result.
+// GetJudgeJob returns a job with its attempts timeline, result (case
+// results and compile log), the other generations of its submission and its
+// audit trail: everything a job page shows.
 func (a adminAPI) GetJudgeJob(ctx context.Context, req adminapi.GetJudgeJobRequestObject) (adminapi.GetJudgeJobResponseObject, error) {
 	id, err := parseID("jobId", req.JobId)
 	if err != nil {
@@ -89,9 +132,24 @@ func (a adminAPI) GetJudgeJob(ctx context.Context, req adminapi.GetJudgeJobReque
 	if err != nil {
 		return nil, err
 	}
-	out := adminapi.JudgeJobDetail{Job: wire, Attempts: make([]adminapi.Attempt, 0, len(attempts)), Verdict: verdictOut(j.Result)}
+	gens, err := a.s.store.Generations(ctx, id)
+	if err != nil {
+		return nil, orNotFound(err, codeJobNotFound)
+	}
+	au, err := a.s.store.Audit(ctx, 0, id, jobDetailAudit)
+	if err != nil {
+		return nil, err
+	}
+	out := adminapi.JudgeJobDetail{Job: wire, Attempts: make([]adminapi.Attempt, 0, len(attempts)), Verdict: verdictOut(j.Result),
+		Generations: make([]adminapi.JobGeneration, 0, len(gens)), Audit: make([]adminapi.AuditEntry, 0, len(au))}
 	for _, at := range attempts {
 		out.Attempts = append(out.Attempts, attemptOut(at))
+	}
+	for _, g := range gens {
+		out.Generations = append(out.Generations, generationOut(g))
+	}
+	for _, e := range au {
+		out.Audit = append(out.Audit, auditOut(e))
 	}
 	if x.RequestDigest != "" {
 		out.RequestDigest = &x.RequestDigest
@@ -207,4 +265,31 @@ func (a adminAPI) Reconcile(ctx context.Context, _ adminapi.ReconcileRequestObje
 		a.s.log.WarnContext(ctx, "reconciliation found violations", "count", len(rep.Violations), "actor", actor(ctx))
 	}
 	return adminapi.Reconcile200JSONResponse(out), nil
+}
+
+// GetVerdictMix counts, per pool, the submissions that finished in the last
+// minutes by outcome and by time bucket.
+func (a adminAPI) GetVerdictMix(ctx context.Context, req adminapi.GetVerdictMixRequestObject) (adminapi.GetVerdictMixResponseObject, error) {
+	minutes := store.VerdictMixMinutesDefault
+	if req.Params.Minutes != nil {
+		minutes = int(*req.Params.Minutes)
+	}
+	mix, err := a.s.store.VerdictMix(ctx, minutes)
+	if err != nil {
+		return nil, filterErr(err)
+	}
+	out := adminapi.VerdictMix{AsOf: mix.AsOf.UTC(), Minutes: int32(minutes), BucketSeconds: int32(mix.Bucket / time.Second),
+		Pools: make([]adminapi.PoolVerdictMix, 0, len(mix.Pools))}
+	for _, p := range mix.Pools {
+		w := adminapi.PoolVerdictMix{Pool: adminapi.Pool(p.Pool), Finished: p.Finished,
+			Outcomes: make([]adminapi.OutcomeCount, 0, len(p.Outcomes)), Buckets: make([]adminapi.FinishBucket, 0, len(p.Buckets))}
+		for _, o := range p.Outcomes {
+			w.Outcomes = append(w.Outcomes, adminapi.OutcomeCount{Outcome: adminapi.Outcome(o.Outcome), Count: o.Count})
+		}
+		for i, n := range p.Buckets {
+			w.Buckets = append(w.Buckets, adminapi.FinishBucket{Start: mix.BucketStart(i).UTC(), Finished: n})
+		}
+		out.Pools = append(out.Pools, w)
+	}
+	return adminapi.GetVerdictMix200JSONResponse(out), nil
 }

@@ -565,6 +565,9 @@ func TestAdminAuthMatrix(t *testing.T) {
 		{"GET", "/api/v1/admin/settlement-events?state=DEAD", ""},
 		{"POST", "/api/v1/admin/settlement-events/1/redeliver", `{"reason":"r"}`},
 		{"GET", "/api/v1/admin/reconcile", ""},
+		{"GET", "/api/v1/admin/audit", ""},
+		{"GET", "/api/v1/admin/verdict-mix", ""},
+		{"GET", "/api/v1/admin/judge-jobs?submissionType=ALGO&submissionId=1&verdict=AC", ""},
 	}
 	creds := map[string]string{
 		"no token":        "",

@@ -48,8 +48,8 @@ func (s *Server) mountAdmin() error {
 	adminapi.HandlerFromMux(adminapi.NewStrictHandlerWithOptions(adminAPI{s}, nil,
 		adminapi.StrictHTTPServerOptions{RequestErrorHandlerFunc: reqErr, ResponseErrorHandlerFunc: respErr}), mux)
 	s.adminMux = mux
-	s.admin = s.tokenAuth(store.TokenAdmin, surfaceAdmin, nil,
-		s.validated(mux, func() (*openapi3.T, error) { return adminapi.GetSpec() }, surfaceAdmin))
+	s.admin = withCaller(s.tokenAuth(store.TokenAdmin, surfaceAdmin, nil,
+		s.validated(mux, func() (*openapi3.T, error) { return adminapi.GetSpec() }, surfaceAdmin)))
 	return nil
 }
 

@@ -8,7 +8,30 @@ import (
 	"time"
 )
 
-// audit writes one audit row inside the caller's transaction.
+// callerKey carries the caller's address into the store for the audit rows
+// of one request (WithCaller).
+type callerKey struct{}
+
+// callerAddrMax is judge_audit.remote_addr's width.
+const callerAddrMax = 64
+
+// WithCaller returns a context whose audit rows record addr as the caller's
+// address (the API layer sets it once per request, so no operation's
+// signature has to carry it). An empty addr records none.
+func WithCaller(ctx context.Context, addr string) context.Context {
+	if len(addr) > callerAddrMax {
+		addr = addr[:callerAddrMax]
+	}
+	return context.WithValue(ctx, callerKey{}, addr)
+}
+
+func callerFrom(ctx context.Context) string {
+	addr, _ := ctx.Value(callerKey{}).(string)
+	return addr
+}
+
+// audit writes one audit row inside the caller's transaction, with the
+// caller's address when the context carries one (WithCaller).
 func audit(ctx context.Context, tx *sql.Tx, actor, action string, nodeID, jobID int64, reason string, detail map[string]any) error {
 	var d []byte
 	if detail != nil {
@@ -18,8 +41,9 @@ func audit(ctx context.Context, tx *sql.Tx, actor, action string, nodeID, jobID 
 		reason = reason[:1024]
 	}
 	if _, err := tx.ExecContext(ctx,
-		`INSERT INTO judge_audit (actor, action, node_id, job_id, reason, detail) VALUES (?, ?, NULLIF(?, 0), NULLIF(?, 0), ?, ?)`,
-		actor, action, nodeID, jobID, reason, d); err != nil {
+		`INSERT INTO judge_audit (actor, action, node_id, job_id, reason, detail, remote_addr)
+		 VALUES (?, ?, NULLIF(?, 0), NULLIF(?, 0), ?, ?, NULLIF(?, ''))`,
+		actor, action, nodeID, jobID, reason, d, callerFrom(ctx)); err != nil {
 		return fmt.Errorf("store: audit: %w", err)
 	}
 	return nil
@@ -27,39 +51,122 @@ func audit(ctx context.Context, tx *sql.Tx, actor, action string, nodeID, jobID 
 
 // AuditEntry is one audit row.
 type AuditEntry struct {
-	ID        int64
-	Actor     string
-	Action    string
-	NodeID    int64
-	JobID     int64
-	Reason    string
-	Detail    json.RawMessage
-	CreatedAt time.Time
+	ID     int64
+	Actor  string
+	Action string
+	NodeID int64
+	JobID  int64
+	Reason string
+	Detail json.RawMessage
+	// RemoteAddr is the caller's address; empty for automatic actions and
+	// rows written before it was recorded.
+	RemoteAddr string
+	CreatedAt  time.Time
+}
+
+const auditColumns = `id, actor, action, COALESCE(node_id, 0), COALESCE(job_id, 0), reason, COALESCE(detail, ''),
+  COALESCE(remote_addr, ''), created_at`
+
+func scanAudit(r rowScanner) (AuditEntry, error) {
+	var a AuditEntry
+	var d string
+	err := r.Scan(&a.ID, &a.Actor, &a.Action, &a.NodeID, &a.JobID, &a.Reason, &d, &a.RemoteAddr, &a.CreatedAt)
+	if d != "" {
+		a.Detail = json.RawMessage(d)
+	}
+	return a, err
 }
 
 // Audit lists recent audit rows of a node (nodeID > 0) or a job (jobID > 0).
 func (s *Store) Audit(ctx context.Context, nodeID, jobID int64, limit int) ([]AuditEntry, error) {
-	q := `SELECT id, actor, action, COALESCE(node_id, 0), COALESCE(job_id, 0), reason, COALESCE(detail, ''), created_at
-	      FROM judge_audit WHERE `
+	q := `SELECT ` + auditColumns + ` FROM judge_audit WHERE `
 	var arg int64
 	if nodeID > 0 {
 		q, arg = q+`node_id = ?`, nodeID
 	} else {
 		q, arg = q+`job_id = ?`, jobID
 	}
-	out, err := queryAll(ctx, s.db, func(r rowScanner) (AuditEntry, error) {
-		var a AuditEntry
-		var d string
-		err := r.Scan(&a.ID, &a.Actor, &a.Action, &a.NodeID, &a.JobID, &a.Reason, &d, &a.CreatedAt)
-		if d != "" {
-			a.Detail = json.RawMessage(d)
-		}
-		return a, err
-	}, q+` ORDER BY id DESC LIMIT ?`, arg, limit)
+	out, err := queryAll(ctx, s.db, scanAudit, q+` ORDER BY id DESC LIMIT ?`, arg, limit)
 	if err != nil {
 		return nil, fmt.Errorf("store: audit: %w", err)
 	}
 	return out, nil
+}
+
+// AuditFilter narrows ListAudit; zero fields match everything.
+type AuditFilter struct {
+	Actor  string
+	Action string
+	NodeID int64
+	JobID  int64
+	// After (inclusive) and Before (exclusive) bound the entry's time.
+	After  time.Time
+	Before time.Time
+	// BeforeID pages backwards from an id (exclusive); 0 starts at the newest.
+	BeforeID int64
+	// Limit is the page size, 1..PageLimitMax; 0 takes PageLimitDefault.
+	Limit int
+}
+
+// Validate refuses filters that cannot match as asked.
+func (f AuditFilter) Validate() error {
+	if len(f.Actor) > 128 {
+		return invalid("actor", "is longer than 128 bytes")
+	}
+	if len(f.Action) > 64 {
+		return invalid("action", "is longer than 64 bytes")
+	}
+	if f.NodeID < 0 || f.JobID < 0 || f.BeforeID < 0 {
+		return invalid("beforeId", "ids are positive")
+	}
+	if err := validRange("after", "before", f.After, f.Before); err != nil {
+		return err
+	}
+	return validLimit(f.Limit)
+}
+
+// ListAudit lists every audit row newest first (by id: keyset pages with
+// BeforeID). Actor, action, node and job each have a key ending in id, so a
+// filtered page reads only its rows; the time bounds use ix_audit_created.
+func (s *Store) ListAudit(ctx context.Context, f AuditFilter) ([]AuditEntry, error) {
+	if err := f.Validate(); err != nil {
+		return nil, err
+	}
+	q, args := auditSearchSQL(f)
+	out, err := queryAll(ctx, s.db, scanAudit, q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("store: list audit: %w", err)
+	}
+	return out, nil
+}
+
+// auditSearchSQL is ListAudit's statement for a valid filter.
+func auditSearchSQL(f AuditFilter) (string, []any) {
+	q := `SELECT ` + auditColumns + ` FROM judge_audit WHERE 1=1`
+	var args []any
+	add := func(cond string, v any) { q += " AND " + cond; args = append(args, v) }
+	if f.Actor != "" {
+		add("actor = ?", f.Actor)
+	}
+	if f.Action != "" {
+		add("action = ?", f.Action)
+	}
+	if f.NodeID != 0 {
+		add("node_id = ?", f.NodeID)
+	}
+	if f.JobID != 0 {
+		add("job_id = ?", f.JobID)
+	}
+	if !f.After.IsZero() {
+		add("created_at >= ?", f.After.UTC())
+	}
+	if !f.Before.IsZero() {
+		add("created_at < ?", f.Before.UTC())
+	}
+	if f.BeforeID > 0 {
+		add("id < ?", f.BeforeID)
+	}
+	return q + " ORDER BY id DESC LIMIT ?", append(args, cmpLimit(f.Limit))
 }
 
 // RecordNodeAction writes an audit row for an admin action on a node that

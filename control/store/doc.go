@@ -25,11 +25,15 @@
 //	credentials.go   join codes, credentials, sessions, heartbeats (node identity)
 //	languages.go     nodes' per-language reports and the language catalog
 //	checks.go        self-checks (judge_node_check and their CHECK jobs)
-//	audit.go         judge_audit: the audit insert every change shares, and its reads
+//	audit.go         judge_audit: the audit insert every change shares (with the caller's
+//	                 address from WithCaller), a node's or job's trail, the filtered global list
 //	tokens.go        business/admin API tokens
 //	jobs.go          enqueue (batched), EnqueueMany, rejudge, cancel (pointer → job writes)
 //	idempotency.go   idempotency keys for enqueue and their purge
 //	status.go        job, attempt and submission-status reads; settled-job lookups for waiting reads
+//	job_search.go    admin job search (JobFilter: submission, pool, state, verdict, time; keyset
+//	                 pages) and a submission's generations
+//	verdict_mix.go   per-pool outcomes and completions of the submissions finished in the last minutes
 //	signals.go       pool signal rows and the after-commit wake-up
 //	leases.go        claim, renew, complete (batched fast path, fenceResult), reap
 //	results.go       result shape and its validation against the manifest

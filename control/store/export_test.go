@@ -1,5 +1,7 @@
 package store
 
+import "context"
+
 // HoldBatches makes s queue every batched call (completions and new
 // submissions) until release, which runs what queued as batches; queued
 // reports how many calls wait. Tests use it to build a batch for certain.
@@ -34,3 +36,21 @@ func (b *batcher[Req, Resp]) queued() int {
 
 // CommittedBatches is how many multi-item batches committed as one.
 func CommittedBatches(s *Store) int64 { return s.stats.batches.Load() }
+
+// JobSearchSQL, AuditSearchSQL and VerdictMixSQL are the statements the
+// admin searches run, for the query-plan test; JobSearchSQL first turns the
+// creation-time bounds into ids as ListJobs does.
+func JobSearchSQL(ctx context.Context, s *Store, f JobFilter) (string, []any, error) {
+	lo, hi, err := s.createdIDRange(ctx, f)
+	if err != nil {
+		return "", nil, err
+	}
+	q, args := jobSearchSQL(f, lo, hi)
+	return q, args, nil
+}
+
+// AuditSearchSQL is ListAudit's statement.
+func AuditSearchSQL(f AuditFilter) (string, []any) { return auditSearchSQL(f) }
+
+// VerdictMixSQL is VerdictMix's statement.
+const VerdictMixSQL = verdictMixSQL

@@ -41,12 +41,19 @@ type Job struct {
 	FinishedAt    *time.Time
 }
 
-const jobColumns = `id, submission_type, submission_id, generation, kind, pool, runtime_spec, manifest_id, priority,
+const jobColumns = jobColumnsHead + `result` + jobColumnsTail
+
+// jobColumnsHead and jobColumnsTail surround the result column of the list
+// scanJob reads, so a list can read NULL in its place (job_search.go).
+const (
+	jobColumnsHead = `id, submission_type, submission_id, generation, kind, pool, runtime_spec, manifest_id, priority,
   state, status_version, COALESCE(phase, ''), cases_done, cases_total, attempt_count, max_attempts,
   required_node_id, COALESCE(node_id, 0), lease_epoch,
   COALESCE(TIMESTAMPDIFF(MICROSECOND, NOW(6), lease_until), 0),
   GREATEST(TIMESTAMPDIFF(MICROSECOND, NOW(6), available_at), 0),
-  COALESCE(verdict, ''), result, COALESCE(last_error_code, ''), created_at, started_at, finished_at`
+  COALESCE(verdict, ''), `
+	jobColumnsTail = `, COALESCE(last_error_code, ''), created_at, started_at, finished_at`
+)
 
 func scanJob(sc rowScanner) (Job, error) {
 	var j Job
@@ -70,53 +77,6 @@ func (s *Store) GetJob(ctx context.Context, id int64) (Job, error) {
 		return Job{}, fmt.Errorf("store: get job: %w", err)
 	}
 	return j, nil
-}
-
-// JobFilter narrows ListJobs; zero fields match everything.
-type JobFilter struct {
-	State          JobState
-	Pool           string
-	Kind           JobKind
-	SubmissionType string
-	NodeID         int64
-	// BeforeID pages backwards from an id (exclusive); 0 starts at the newest.
-	BeforeID int64
-	Limit    int
-}
-
-// ListJobs lists jobs newest first.
-func (s *Store) ListJobs(ctx context.Context, f JobFilter) ([]Job, error) {
-	q := `SELECT ` + jobColumns + ` FROM judge_job WHERE 1=1`
-	var args []any
-	add := func(cond string, v any) { q += " AND " + cond; args = append(args, v) }
-	if f.State != "" {
-		add("state = ?", f.State)
-	}
-	if f.Pool != "" {
-		add("pool = ?", f.Pool)
-	}
-	if f.Kind != "" {
-		add("kind = ?", f.Kind)
-	}
-	if f.SubmissionType != "" {
-		add("submission_type = ?", f.SubmissionType)
-	}
-	if f.NodeID != 0 {
-		add("node_id = ?", f.NodeID)
-	}
-	if f.BeforeID > 0 {
-		add("id < ?", f.BeforeID)
-	}
-	if f.Limit <= 0 || f.Limit > 500 {
-		f.Limit = 100
-	}
-	q += " ORDER BY id DESC LIMIT ?"
-	args = append(args, f.Limit)
-	out, err := queryAll(ctx, s.db, scanJob, q, args...)
-	if err != nil {
-		return nil, fmt.Errorf("store: list jobs: %w", err)
-	}
-	return out, nil
 }
 
 // JobExtra is what the admin job view adds to Job.
