@@ -1260,10 +1260,11 @@ type ClientInterface interface {
 	//
 	// Every item is validated before anything is written, and all invalid
 	// items are reported at once: 422 `REQUEST_INVALID` with
-	// `details.items`, one `BulkItemError` per invalid item (its index, its
-	// own code such as `LANGUAGE_UNSUPPORTED` or `MANIFEST_NOT_FOUND`, the
-	// field and the message). The same identity twice in one request is
-	// invalid. An identity that exists with a different request is 409
+	// `details.items`, one object per invalid item in request order:
+	// `index` (the item's position, from 0), `code` (the ErrorCode a single
+	// enqueue of that item would get, such as `LANGUAGE_UNSUPPORTED` or
+	// `MANIFEST_NOT_FOUND`), `field` (the offending field) and `message`.
+	// The same identity twice in one request is invalid. An identity that exists with a different request is 409
 	// `SUBMISSION_CONFLICT` with `details.index` naming the item.
 	//
 	// The optional `Idempotency-Key` header works as for a single enqueue:
@@ -1294,10 +1295,11 @@ type ClientInterface interface {
 	//
 	// Every item is validated before anything is written, and all invalid
 	// items are reported at once: 422 `REQUEST_INVALID` with
-	// `details.items`, one `BulkItemError` per invalid item (its index, its
-	// own code such as `LANGUAGE_UNSUPPORTED` or `MANIFEST_NOT_FOUND`, the
-	// field and the message). The same identity twice in one request is
-	// invalid. An identity that exists with a different request is 409
+	// `details.items`, one object per invalid item in request order:
+	// `index` (the item's position, from 0), `code` (the ErrorCode a single
+	// enqueue of that item would get, such as `LANGUAGE_UNSUPPORTED` or
+	// `MANIFEST_NOT_FOUND`), `field` (the offending field) and `message`.
+	// The same identity twice in one request is invalid. An identity that exists with a different request is 409
 	// `SUBMISSION_CONFLICT` with `details.index` naming the item.
 	//
 	// The optional `Idempotency-Key` header works as for a single enqueue:
@@ -1705,10 +1707,11 @@ func (c *Client) EnqueueSubmission(ctx context.Context, params *EnqueueSubmissio
 //
 // Every item is validated before anything is written, and all invalid
 // items are reported at once: 422 `REQUEST_INVALID` with
-// `details.items`, one `BulkItemError` per invalid item (its index, its
-// own code such as `LANGUAGE_UNSUPPORTED` or `MANIFEST_NOT_FOUND`, the
-// field and the message). The same identity twice in one request is
-// invalid. An identity that exists with a different request is 409
+// `details.items`, one object per invalid item in request order:
+// `index` (the item's position, from 0), `code` (the ErrorCode a single
+// enqueue of that item would get, such as `LANGUAGE_UNSUPPORTED` or
+// `MANIFEST_NOT_FOUND`), `field` (the offending field) and `message`.
+// The same identity twice in one request is invalid. An identity that exists with a different request is 409
 // `SUBMISSION_CONFLICT` with `details.index` naming the item.
 //
 // The optional `Idempotency-Key` header works as for a single enqueue:
@@ -1749,10 +1752,11 @@ func (c *Client) EnqueueSubmissionsWithBody(ctx context.Context, params *Enqueue
 //
 // Every item is validated before anything is written, and all invalid
 // items are reported at once: 422 `REQUEST_INVALID` with
-// `details.items`, one `BulkItemError` per invalid item (its index, its
-// own code such as `LANGUAGE_UNSUPPORTED` or `MANIFEST_NOT_FOUND`, the
-// field and the message). The same identity twice in one request is
-// invalid. An identity that exists with a different request is 409
+// `details.items`, one object per invalid item in request order:
+// `index` (the item's position, from 0), `code` (the ErrorCode a single
+// enqueue of that item would get, such as `LANGUAGE_UNSUPPORTED` or
+// `MANIFEST_NOT_FOUND`), `field` (the offending field) and `message`.
+// The same identity twice in one request is invalid. An identity that exists with a different request is 409
 // `SUBMISSION_CONFLICT` with `details.index` naming the item.
 //
 // The optional `Idempotency-Key` header works as for a single enqueue:
@@ -2697,10 +2701,11 @@ type ClientWithResponsesInterface interface {
 	//
 	// Every item is validated before anything is written, and all invalid
 	// items are reported at once: 422 `REQUEST_INVALID` with
-	// `details.items`, one `BulkItemError` per invalid item (its index, its
-	// own code such as `LANGUAGE_UNSUPPORTED` or `MANIFEST_NOT_FOUND`, the
-	// field and the message). The same identity twice in one request is
-	// invalid. An identity that exists with a different request is 409
+	// `details.items`, one object per invalid item in request order:
+	// `index` (the item's position, from 0), `code` (the ErrorCode a single
+	// enqueue of that item would get, such as `LANGUAGE_UNSUPPORTED` or
+	// `MANIFEST_NOT_FOUND`), `field` (the offending field) and `message`.
+	// The same identity twice in one request is invalid. An identity that exists with a different request is 409
 	// `SUBMISSION_CONFLICT` with `details.index` naming the item.
 	//
 	// The optional `Idempotency-Key` header works as for a single enqueue:
@@ -2731,10 +2736,11 @@ type ClientWithResponsesInterface interface {
 	//
 	// Every item is validated before anything is written, and all invalid
 	// items are reported at once: 422 `REQUEST_INVALID` with
-	// `details.items`, one `BulkItemError` per invalid item (its index, its
-	// own code such as `LANGUAGE_UNSUPPORTED` or `MANIFEST_NOT_FOUND`, the
-	// field and the message). The same identity twice in one request is
-	// invalid. An identity that exists with a different request is 409
+	// `details.items`, one object per invalid item in request order:
+	// `index` (the item's position, from 0), `code` (the ErrorCode a single
+	// enqueue of that item would get, such as `LANGUAGE_UNSUPPORTED` or
+	// `MANIFEST_NOT_FOUND`), `field` (the offending field) and `message`.
+	// The same identity twice in one request is invalid. An identity that exists with a different request is 409
 	// `SUBMISSION_CONFLICT` with `details.index` naming the item.
 	//
 	// The optional `Idempotency-Key` header works as for a single enqueue:
@@ -4116,10 +4122,11 @@ func (c *ClientWithResponses) EnqueueSubmissionWithResponse(ctx context.Context,
 //
 // Every item is validated before anything is written, and all invalid
 // items are reported at once: 422 `REQUEST_INVALID` with
-// `details.items`, one `BulkItemError` per invalid item (its index, its
-// own code such as `LANGUAGE_UNSUPPORTED` or `MANIFEST_NOT_FOUND`, the
-// field and the message). The same identity twice in one request is
-// invalid. An identity that exists with a different request is 409
+// `details.items`, one object per invalid item in request order:
+// `index` (the item's position, from 0), `code` (the ErrorCode a single
+// enqueue of that item would get, such as `LANGUAGE_UNSUPPORTED` or
+// `MANIFEST_NOT_FOUND`), `field` (the offending field) and `message`.
+// The same identity twice in one request is invalid. An identity that exists with a different request is 409
 // `SUBMISSION_CONFLICT` with `details.index` naming the item.
 //
 // The optional `Idempotency-Key` header works as for a single enqueue:
@@ -4156,10 +4163,11 @@ func (c *ClientWithResponses) EnqueueSubmissionsWithBodyWithResponse(ctx context
 //
 // Every item is validated before anything is written, and all invalid
 // items are reported at once: 422 `REQUEST_INVALID` with
-// `details.items`, one `BulkItemError` per invalid item (its index, its
-// own code such as `LANGUAGE_UNSUPPORTED` or `MANIFEST_NOT_FOUND`, the
-// field and the message). The same identity twice in one request is
-// invalid. An identity that exists with a different request is 409
+// `details.items`, one object per invalid item in request order:
+// `index` (the item's position, from 0), `code` (the ErrorCode a single
+// enqueue of that item would get, such as `LANGUAGE_UNSUPPORTED` or
+// `MANIFEST_NOT_FOUND`), `field` (the offending field) and `message`.
+// The same identity twice in one request is invalid. An identity that exists with a different request is 409
 // `SUBMISSION_CONFLICT` with `details.index` naming the item.
 //
 // The optional `Idempotency-Key` header works as for a single enqueue:
@@ -7379,178 +7387,179 @@ func (sh *strictHandler) GetJudgersSummary(w http.ResponseWriter, r *http.Reques
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7H3tcts4tuCrnOLcqkgztCI77szE/qU4SloTf40ld7ZvKxtCJGQhJgGFAC2rU666D7FV+wb7Ivsm90m2",
-	"cADwS5QsuTvp2XtnfvQ4IgkcHByc73Pw1QtFMhecciW9o6/ejJKIpvjnFVXpsjdVNNX/iqgMUzZXTHDv",
-	"yBvSUPBIghKwIEzBhE5FSiHVnzB+0/F8L6VfMpbSyDtSaUZ9T4YzmhA91FSkCVHekce4enHg+V7COEuy",
-	"xDvq+p5azql5RG9o6j08PPjenKQkocrCNcwmCZOSCT6ILoma6d+YBmqu/+F7nCR6BFl6bSM4/5bSqXfk",
-	"/el5gYnn5ql8Xp7L06AUP4yWc7rV9PrF3wEAHAbRkVI5F1xSxMZrEl3RLxmVSv8rFFxRjn+S+TxmIdEb",
-	"9vyz1Lv2dcs5+2kqLOaruz6a6S3GySASVAIXChKiwhmoGQU9eUpCBa3gqv+P6/5w9Glw/lPvdPAmaHe8",
-	"B987EXwas/A7QOpmkrBgagaLGVFA4pSSaAn0nkkljyESCD/SLBAJTCKQ50K9FRmPvg86SRSlVEoaQUql",
-	"yNKQFphFQBGmS7KMBYlGQpyS9IZ+H9AmApEVUhpJYErCRKMFWsFl7+fTi96bT6OLi0+nvat3fbu9IyHO",
-	"CF9acpTfHsoroijELGGKariueqP+p9PB2WDUfxO0j93Oag4GyMz2kJuBNMxLM6k6u9vL+V0TQPbt5yXO",
-	"iFBdc5KpmUjZr/Q7kM2Z5gf8BkQKGb/lYsFhkknGqdT8+JZyaAXX573r0Y/989HgpIfYwA265vR+TkP1",
-	"PaAc0vSOpnuSRRSmJIsVtH64v4dgcD7qX533TgMfNJQ/9Qanvden/Xy/LKDzVIRUSjKJaZ8rppbfHuIP",
-	"NI73tGyiEUwyzRimmT6YkyUQSLOYrmEZD46XIxn1UsWmJFRDJVKDZxJFTE9B4stUzGmqmObcUxJL6nvz",
-	"0k9fPTkjBz+8fFQmmLf0vOxXWpeoLw8fk6hlWfSLm9MO9jF/X0w+01Ah2yaSDnApc6IUTTWy/ucvvb1/",
-	"J3u/dvdefSz+/NTZ+/i167988fBvXj6QVCnjN26gKyqzWO2IlzCHYBNeLJwPvkfvmToREW3UNur48L2E",
-	"JiJdvp/sjEr9qZTEcOSaBJrR8JamELHp1AfJbjiJQesG+twO/3EKVNOhD0RBIqSCQ3jPXmuWlJD7U8pv",
-	"tGJx2H31sgGNMhRpw4xTLXuZ4PB//zcsKLuZKUg1x6YRzEg8BbIgS5imIoFfaSq06nYIEQ1ZQmKYxySk",
-	"csxbBJIsVmweUxBT6Ha63e4+MA6/dH076Mf2MUr7fDomYR+mIoXeiQ/dMdd/Er6EKWFxllIfCI+sBAY5",
-	"pyEjMYQWO2RBUg2gUDOaLpiknTH3/GITIpFNYtq8CzxLJmYTDHZXMTKiacI4UZpbuh3Aj3zoApsCF5x2",
-	"ytNto5D6nlREZfIxavyJphHTfABffvA9xRJ6Jhso5fIa9LM6JFtQ34LEsRnyt3AAe7ryhTkKy0HOJyod",
-	"ldIhyzegOA6NbMTs+aNHv4qdHpcLmoJGMEmZFBxakQjlc8pvGKedJPJh7IaWY8+HGZFIn/Req6Kab8t2",
-	"Z8wD/HegqXWyVBTol4zETC07ECgR05RwFdhZqIRYi1OrOqQ0EXeM34y5nOtT4oMiE4lUfXKlz69+Gag2",
-	"h/RvUSrmc01xKiUs1n/QZK6WZkgNyDQWpDwXymwJkmozRxmB0xueDAawmDFFcVI/P6mGgOWYa8WWcQjI",
-	"RI5EHGi2EqQ0xr9bKY2JYndUn3KDDCP34Y7EGUV82KMYQJpxWRzNvc9ZdENhnoqblCT66OvvJeHRRNwf",
-	"g6R0zIfmVcfi9IHX+uE8FUqEIpbmEFdZuAGzQqrbHW6zpid8aBf0qDStLAYPKo70iKwxr1ujrHqe8PsN",
-	"J+Ati+mOAtAYlWsE8KeKBP7LRhH8+2kY5N6g/nD/1eGL7uFOHAeX42+jehiMXVrKWmWeP4qFIdCaYGES",
-	"QhLHNMIzqQ2/DvQmknIFCSVcQhDTGxIugzFv0TuaLiEhnE21ZTvPJjGTM30QjVdDzZiEKaNxBLeUziXo",
-	"I4InHE9GYs6THe8ISHpzBwHj80wV505kap6p4FgbdQq6KCv39Zk9gA89/bmiUsVsUvvefAYEmWAALfvW",
-	"MwkijWjaLo835vvwoefDAcxTqleK2rHRM6CFxzrCFyyTBkmWEqRo+/AC3vYGp2PeYnyaEqnSLFRZSu23",
-	"Jz/2T973rz7pd/pv2j78FeaCcSWPQKqIpilIRVJra495YB7COOt2X4TIcPBPGmiVuVjBl4ypOSxSzeOA",
-	"KeRJWu44FBQv56tEYx4ZebwEwWmNK4LgYy5VJDLl4+YYSDrQ40vNLG+AxpJCC7UNM2YoIs3Rb0g6ITfU",
-	"t1+MucgUmi5a70nI/SX+/NEHAmFK5EzvHEGpvScy1dbkVsWSP+Zc05XZXS0tuT4av3iGTPTRNGvLpe3H",
-	"+mn1vfs9/dXeHUn1gZH681P3+Sj/fGg+L07LyPIvNyUiTM9o5ZzWM7QM8goeud3kfTvQqBjorR1o6AZ6",
-	"8D1jYe0m5vt4Bg29TUS07KwIkNDq84/adqiToHWnCIvlekCMH64Kx8XcvAf5IYjQr0XvFbS0oKP3JNHa",
-	"sSYvMZ1SHmm6Qu7Q7ngNLGythfBjlhC+p1mTtnJBT3EMhmj0jIShUhCmVMlt7IK6Umc0s00KWYGtFdjO",
-	"SDhjnBbQmZ3Rg3bg5OL87engZKSpXqPhhnKashAOu69gMaMcuIBEM06krikL8TtAk53iWhxl1tyEnu/V",
-	"HBea2C7e988/9f/H5eAK/31+Mfr09uL6XP991jsfvNUDlH8cXr8+GwyHg4vzys9vBu/0m2eD4VlvdPJj",
-	"+eti+t7VaPC2d4KvDQfn78o/DQf/3i9/fto7f3fde9f/dH0+vL68vLgy8Oaj5s/LU/bPLq5+Nk4q4z+7",
-	"+FAF2SHX873Bm/7Z5cWof37y86f3/Z8/XfWvh/3aCkf9q7PBee/U873SlyseOs/3yt4xPbj1wxicOzfM",
-	"lozAuvgG/I7ETFsOxgNGuWKhVmGRR9xS3r+fIz2WvKq+d2YFbemnwstd+vENu6FSnTGJHubSh8W0ztli",
-	"XWKlX4bsV1r69JTwm4zc0Gsus/lcpAZGN6B7Wp4L7ZxTljA1EuJULCpQ5o5s3xtENJkLRXm4fE+XVzST",
-	"tLoia4Rq66j0Wd2j66Mz89T4MvWwXOt5+NU1J3eExfoYGvZ6R7nqhbclt/8urhTBZZYYM+xxd84RKpP7",
-	"B39t1iapBmUQ4cBM0eRRo9i4ZxJyPzBv73e7qDi6f+ZzkDQlywamZoEvTd3I2XIUmUjJjjgi4a1x3T19",
-	"TdVl+B4X6kca/66D1nBjgC5mWouXk5iw5LcTT83dq1BMGAfX1IWDZJZo6ZhSdNaiTP+tJBdTIhvdKNoS",
-	"iIXVypE6pNZLl4BfRMYS1maBXUOzu8VZNS9edvX/SlbNfrfb7AEk981BTTfUfnWYx90xBZHrsYslP7aj",
-	"T6J1g6mt6XJIlYppQrnCmXclUjtb00replTOOJVyV9OYLqhUP1KSqgklqnfTSB1nLI6ZDfyAZDw0Gpz5",
-	"GGbua027hC+Bi4geAzEGI1od5xeffuz3rkav+73R8AmuOqmIelR/zXEwxLdXXPX460bkDd001eWfDn7q",
-	"Q2tltdaHZHVZ9GOpmR5KxFHbh+God9qHloi1qemvosCpcXp0LfP066ihld7b1q5hd1oIDhVBx865yDdU",
-	"otAz3v+aaxBeD94NzkfAIm0sktwaNBMhhEZb9468w4Ma99nXfEczH81t/tbMbP6ujeZUDrMkIelyVyki",
-	"L6ZNmROp1vBbEVFkQiRtoxXpeKbkZC5nQlUILCKK7um3mkCclo/NVrSlv5oLEW9/6C+FiB0Oqgf+5aqk",
-	"wyD7pRu/unj82ZwnopAxKzTjTWBeH7onuOOVUCTOJ9wtuaQmQvWOlVFaWU1lJofCpsPo1MmGY2ifwC1d",
-	"+kA7Nx0I5/P9v/rwmdwR/f/zpZoJ/sIHkt4q6UOylF/iY2AKiTui0vo1RFyXpmTv14+/GCH6l84nFKIv",
-	"9pvJ2oEx4FOxI1GzR6Nw+eofEPdGkX69VLSJK1sFXMJiJiQFE10wIX301NMY/XtMAsH0IhOR1XY4/hg7",
-	"fBIFlH/JaEahdXhwAEGToRW0n8C3E3ZPG3jPKM2oMXYL2pVa0RGpMsavmhGOxH1HUka4KjkHJkLElHB3",
-	"ELc5fvnJOtcTrcJzVYKiRblWxiIfBNc8va1hUQ64CuKeFv3iEUmbcKIZmH0KIi12546m2hJC0mURKomy",
-	"00SYFlXbcyZHbD+ZDwvv/Rr9A61GxHlpISt0WkG1I4ESdJsO/SnbWaveKCh+m3RwW7A7RpE3PIZOyzCL",
-	"WTZhxu3RriZHMmcxPRFJQngD0Z2Y5xCaFzDMdmxDbppPuBjvqu3KVbpEv+6GqILJyJoyZ9roGfBD4yhG",
-	"rhRq1sWb57hXKdnMAQ3Hu0kJxzABByXmbr9dSOKZNCzxCeyLP84uDF9A77j1rCOLKLGt9Rxiv2nONOOl",
-	"7Vo95IYbrN3KVPOONONI+Y51EAwvTmhUi0gCSywb2+wOdZP6dYKqgFuhiobtc/hsJHO9Q7saL0bgnU3W",
-	"EsacIi6OC33J5FqcXLzp5/QhN9uyf9t/dfAYnZhA0/tJo2VvObqJRYVkjlCFRNLfBNbBy4P9w8NHtbtH",
-	"siZ+H1he1oz9R7ItaoljJI5XYCnHGqtJNWZFlm3AZGkD9DTMlHjMK7HilHhUp81TOHJSK212Ex07nWzH",
-	"AM4gSTJlAxlSgTZv0JjGYxvTpFPbD5iRO1q1AjTmxlyzWC4gkF/ioIOZUrVv8ImfR3qDr2NcxNg7grGJ",
-	"dY29h0Cz6jHnAkeVmLLEUsNGjTLJhQLUJltoVieUqxFLqMjUmcSY35VYSDNKQu7x/MONuKMpb6MYSMgS",
-	"JhS6TckOOOfWItdh/IRIuuJQafAlhkUizRYpCvqLW8ajbaF4r9/VqkPOzzaqC+YtrRd+eTzV4oumI00N",
-	"K2SKEOaTFmv0LS43USri7dsmFGI0frhj7oT56Ckpmu6I7jqj/cpOWT2gXW1QEYjpDVMsIYrGS6sm1ZIU",
-	"npKHhpmBm/NE9rvdx5nsusy0Mv7LiK0hqoKBHKxNtPPengznytJMyvO94T9Ot3Rc2Qy44RcT+3bjXrok",
-	"kh0JM8KgF34Ux9os+GW7vf+4kn/9Y2/v4IeXTpXkel9i9iuNcnbaMbzGxtSibSISte0pfew7yJuQfSma",
-	"Und6YFPNhIiPUQBo5Qps5jdIbf/IcrZH2eUYzuee730md0QzX3SaeL6HThNNdEvNjbbcQBzp72akSzdS",
-	"z450Zkayi3iaI1DEEZXqA2GqSXvo3eT2nXkR0I8RQVFBdAxdF1jnT0kT3cXJYCYvwpcNEP/jun/dfwNF",
-	"FBo+i4mEFmbAmL/pfRhnEY2e4nHZ5Obon/den/bfoAA2zg1rxCAGmcw9Y7/FDWj9AxUfwCpa/Oq+NtH9",
-	"FSWyydD5MFseQ0pDgbnP1qAhWcQUxOKmluyx3z0wSnL+Q4OhaWZ6WlAvzaHcRB92LXVc2Y+bVy+zWA3p",
-	"rppkD6ap+BU9a3oAkFQdm7xVaXLC7pUPPItj1PK1gnh+fXragUBDIAPfHBWbA2fygQUm6CprT4UizhLe",
-	"lGGkf6/qbaWNOPihKRm/UNbKzwtvuFhUB8z/0CvAmL7NQ9p15KqW2KQnIj7Wrebl4a5TroQpDbbsGpso",
-	"oB4s3FFHSylRNOpV9YqN7q6IxuyOpsueUlq1WT15+yA4TFmqLRT77hMcHDb3YLsYPr482iKluIYtk1rs",
-	"e5hdRZT1mKznpY2QfhaTbeGcm4yU7aG0KSyo+5fLZHcqqfXrhbK71sM2xJdRHSnQ7rDgr9bk1mqES6gu",
-	"8LFKVX6JNLcge7esmn7WH420JLM5dMih9NvGaP4sJsZpT7F+p3Vnikl8GP48HPXPPvWvri6uQKRw0js/",
-	"6Z+e9t+0y9qRHXxLDcjAG6GWs7q9O6YTlHMKa8kemOaB+eqbEtS3Kq4pyMDU17icT4unLWtzGgPs2Rpe",
-	"lptitZCeWNB0TxsqMKP34NRuow3XY3TdvVdkb/rx68vD5sXXahF2lZvNJRwSKxExQs6B2Pw4H6wftO5Q",
-	"NYUl+IvzwYopBM7FH/jA6b0CJbDkI5iymMqgyQeCTxo0uHuVEvSoS4gJi/LhSv52m3eP6dkIpLTBUjWj",
-	"Y24dSs8khGK+ROhsLnVnFkBLj2MQIGdsLlFnbnfgXFM7kFQPEBPGC6e+9CHj7EtmK9W4UOXVP5MrUQCz",
-	"2q1cO+WKj0cj53Epbrx1hNXlpjdpmVhyl1cWYIWQybB3zrNn0ia8o0csYncsMvVHSoz5DdYPlSv9XGKX",
-	"JnZbYdiy3yeZVBAzCoyPeTVpvl2rvNjvwLlQQOJYLGhksgFc9YTNldfWg2R39MwJN6MiNRQA1bwL6xwM",
-	"RVXQvFRKssXO5ZUnmjUhHezqk7FfPVpHs407vMaucoKpwVaZtJGZFY643XjMCMkBtXOteM9JagVW7lSA",
-	"Yf+0fzJybl/p6tzM+VZZRLl6Jse8UO4tBTgvVOBrQi2YkHlPn/KUTmlKeUiHX0zZGtZ7uCIcwLQNcHk1",
-	"0CrXiVjKVQvRPoY3Z6cFeHoYSsLZmAd3NGVTW1QeaCs87x5QgR1yf3FzoZum67MsVmyYv1eKg5Vi/xYz",
-	"J6hInxtp3PReuWh/s4nmDC7DGPKQ44a4x1/3u3/728vDx/RI6w7f1cPXOBZWLtGoea12X95v4bAuiNi5",
-	"rMsEUjd3fvjhRXMttR5s9X13Glc/oDRafT0vgmvUZ6rBhUd2ZBsUlil1lfFX6Hs1zIKEfbxyTp1vabs0",
-	"0C/xT2UYKrKtZFo2m47lTS5vQYHdgkoaj0kNA41YLoi2dBj85uO5mUfWfcQGc56vEb21ih1TzPt/kxhv",
-	"Yh2BO2rZT+EIG88dEsVWZ6a2l+bDEpMqJmrEKiqjW8cYf7tHIPenbyetkxJk20TLvokPvWxglkBqxGdu",
-	"CPXCkM7VzgGH7+Ve+C12XQ1lzpyvmOubTLeibgfRuiOGnqaW70ISekYmUtvlpsG+NDX6xm9lc7aJjZtg",
-	"WM9Ed5o9Wc1lCHv7zdUMRnFszu1zBqX1uhpHrOtfoo3e9+w1tK5Hb/f+hj0WZLvmyl4vVP9Z/EePeYhW",
-	"NG6vstebqW+wJmfSdW96JoFFea5f/tkuZTPrvCr1c/WEcLl8IzjdOcPaxu9HQpH4CR/T9SWqg6ZS9TAm",
-	"UjoUxlrjmRJ0chDju4NW2YGGlsZl//zN4PydsTiu+qOrnz+97p28v3j7tt2A+a18WP8/8FT39U/rsvEG",
-	"XAshSW2+vmmSYL6BcEa4C1syCZ/F5Liw8wSwG47lv4rEJrdfPqVg5g/jCb6XzaNdFY2S53G7yH3ug1wJ",
-	"3V+a0JWJY1mMY+6GnQNavRP4z//4P3DSN33dFoSpq62ieB+KN3dlfZukbp2YKiD5JfZRYQdlPG/mnCXC",
-	"XaHT15Z77k1JiI2e8N2j/Fy3JKVQgNP24eTi7HJwOjh/58Pfr9+803+MeQm7l72r0aB3emRpHt1dvRPk",
-	"FeaJXzWo7K/HY66nqvR9atc89i3LhyTQ+xnJpG33U227MebYME+2Kw7+ahsJuzos+7ar8XzPLsfzvd4J",
-	"loEjYJ7vfeh5vjfC6qwz/O8F/vdK/+cEE15KUOrf3Kxb2jeXpg8C1jgnc2x75JnyKVuWvSs4S6loYhpJ",
-	"+N4J4SGN8xDFyuHeKFJvGUehWpCzdSb3Tt9daAy/6Y16r3vD/jFgwNQ0M9GUhHzvff+k/8lWn2BKSqQp",
-	"Kp7uoQtVQiapeQezHx4VGetKckqZBU9U5OWmlI2LSgDc9XDVpr4PjOc/oOW2vRNg1fZ4rGCgDOTmIy+f",
-	"pKvXkLDjMuyUDSmY25eoP7bCn0pyYkcFrJnU8ZGt8CGatkk4K5oZIfNyOrrgYaU24qS/9V6XWjduk6Fq",
-	"wjan4mZTlj+m6hUWxEtsgViGT2sD6TylmkvacEy9Fco6v15C7ofNbRKHWYIu6zguBzJkvebiKaViRaeX",
-	"JzdxtNDlYRZ8TfqwqS+jW+vHMW+VPkKmtZiJmELGmVnh/nN00vogbcAtS7Rqga7y9tN6Lz6lGWJz2LXo",
-	"O5jvXoWUCgxvygquTtWQdZhJQ3yhSGgHamaEkbwmQRxb8eR6QcfJ+SPb4hI3yN/Q1JIUkTO97xiMmFC1",
-	"oJRD1yS67+tN0XtjqPAYzMifxcQvax9MVhUQDFQSNeaFEsKke9iBnh7ABiqM7mgCGPgvO6FxJpiUe2Qe",
-	"TAKnDDtj9U6Al7Ud7JrlpmamQt7CZR/2Tsa8ddJ3kdv8hTTjsl3VXHZTBbZTP3Yc88H3PlRU5pX0PCC5",
-	"/lgwdNQi5bHJPSs6lpbW9qE3GA3O3316e3H16cPF1fv+FU5bsin1gjZnfjUuUIPL+M1bkX4QqcmLxybU",
-	"r0l4K6ZT7yN2IaZhljK1HOpDZ8SF04OwG0/TYcg7R4cx0zaHayB9S0O6hw3dRWx/ND5J2NtDjcp9aIpq",
-	"8ZyjS5mSFMGzi5opNTfNlpktNl6VYL3LARJoDsuEhLeURyaWb9M8MaT/TIJYcCg1f27r4yyPxjybx4JE",
-	"WHyyh8UnLtNB+q6jH7C8RiUvKfFd3bA/5ozrk6x8SKlJINCnLETds0QF0qQJ2C4dIPOEGdt0pDPmPZQt",
-	"caxPFPKBNVg2WIOgsktBG5uuz5UJbSLsoWbUCUmXELzrj+A5mbPnd/vPJWrJzz+bLgXP7TtBZ8zH/E9/",
-	"ghPBNUQa5jH/c9EsQUIrQGsu8CEovFf6XzZ/KmibhIBKPwU55mC6/WvlOFjtoKAn/jOMmE20gKu3J/Di",
-	"xYtX7nvTfFgvKg/ShrEIb6F1PTppH0OUGbvSpmkAWNkqtaBLyg08TAcBDsGZDEBm0ym7x7nLXeQY5rv8",
-	"OBpdOs43jzOJ5UKhiOjY82HsBIr5h20YN/YegmM9PfYGxJVcX172rz4Nz3vv+2CKTNFyYyZ0DFpTQ8if",
-	"SSiRd8fAo4fK38CyIRJLYXs6wmG3CyvXJfhw2N2HlS7ueqSWSM3DSl+04MjEtzUBPdPyfM60rk+kxDJw",
-	"LVNSobStvScypccxneX0gbqjaUzmJtOs7etnhwevoNpNH1rGPVb0yDdFUNWW7s8rHd0Rh/oFzKqhaiHS",
-	"W7M3BqmSTNFbZLqp2y6c2A5S7x1zfbVQL/kzoKprTo/tkTcTQmu+cyFi35QOCFfgdZR3SYCpiGOxMLSn",
-	"ATKOQePFNU0ibU1YTpy5BmiP0bB+wsfc0Fk5SU+WcvTMsXQNvg0DiS23mqciysKirmHMtfCuM5EiJyuh",
-	"oFLCpdEjkKLydB2TlkirmkBIj7RqYnsIQRgTlkjNgvCajoxHqNNgSyHfteTTcyWIDD7mJLzlYhHT6MY+",
-	"OHbdlLhQUHpa6o9KzYC2CbI+vCXgbgjjln6CWiol/AX2g7ZWWEKS0mkWF4Bb0LSa5BIjebzU2gfmnRVe",
-	"qMAEQBRWT6Sm7YLLqGT5rR9jPhNxJG3rCKIq7gBNoMZniTwj54L6+xmRFpbI6DGKKWwoo43+grH3Lgde",
-	"qbTZ28eI65xyMmfekfei0+28MK6BGQpmx8JzKfX8q+mG+4CJk5la49cQ0VKvV6qUksR0tSKgcSlSLR4w",
-	"R20x0/+dEakZNfYOYRJuUaKUcehSFbETtu0rQtTMpS7CNUpUzev1FtwzqbAJtnlsHJJc7Im55WT6xYNu",
-	"twO9UkTojL1Gj4OGqwMfkG2PeXBiLnLYMzZSYKS/XhqmkWHKQlGLru1DrVBiSOlYE/cs47c0GnOHjYlt",
-	"c29raW3ICwkGDzH6keRRM689bua1x2N+uP8CGi47OQbsMFLrJxn4Yx4094q0SYnmPhUDqEtwlFBFRVtP",
-	"u8J9jzUbNdSXC5JB5B15Zotcz0OvelPSL833ErkUsSfeR2Qj5Q8fzQhUqtci2nQ7hwgVVXuGYKu3dOSW",
-	"5oRxgkkE9VSDhzqY9duPDrrd3+1ikNrNHQ03hPTsDUImoxZd7wfd/e8IgHkCXCxw8kOz+qYxcyw9L10Q",
-	"hZ/sP/5J5T4b/dH+i8c/qne01N8dHGwz2epdL/jtq8e/rd84hAhDE36befOUFTSeXGmfQTKKj8KYQL5q",
-	"hGeZdRZZ3orcoKGW83Njkjk2X+nDckMbuLtRKYh1pBa9c1jkG3UXO+yjrqPKfXaYcknMmBwtExLHmj9X",
-	"WylpS5/DhDprx6Tdlq7mMKmWKCjzgjo3o+scZPr8H7mk7PR5rUlHnlNufBtpxitdWaRfyaR+bhzSe6aR",
-	"SprFtrsK5ocb6Mfc9kXpwLkDSu8LAlXuaRSxKWb+KQeKBOxWjJNrHSKlTmcnxU0LELiOPtgtoKIaarGS",
-	"kPSWRhBg/x9t3PSKx6ZfFQKiNQQuSn2gjIBmcWzntBvIxZi7CY+sVM73GzeCoB6K2jr2QqvKriYhBTsI",
-	"i1NWdLo1PY6+ESOttEJac7lYfiA6T+dKfxiHGFUIJcLbMwovkbbw9JH0wd5EUukQlqF2mpR5RiVkUOYa",
-	"uZcCdUIh1yiFubM/zwTCOm9NUloJpNGx84CULy0Au9djbjT0lKos5bJ4XnYNGApG9c4wqjzVNrJMcMxR",
-	"d3OX7E0oGI+My/B3HkgagWS/0g70I3RpFR1CTHnAmJdgJcDpIl/fsaktvqV0XjHU9D+WsKBpwd5MFcu3",
-	"U/7qrcMDaGFMEXuc6KnRykYntY/JUvY317xk1WnsXtAswLDJdkWjtA3JAx/WaZk7MQPbnyBPY9xWm9uN",
-	"ExRZkt9XlVvtwrCGDZUPAiy0qWfpN78E5HfX8raCLX/4L13vm3Jyi2dt4a46h6FlN3wvv6WzXebbBXtu",
-	"5trPvxYc9GG94vdE/tQ9LLGh/KKD3bjAO6pKHOBx47GSrPw0AxJToD9+w7NfyzBfc/ArTVC+29nqHj7+",
-	"UX4Dwh96MK4oibRozvlQOS7+yAEovJl7xnP4nIS361WYXu5S1CK/4vrtQM95/4ou7oSb+3ucq3DMWxMa",
-	"kkzSaoP3Z9J6JVPCwd3SU3juA9soPzgGprS+EMdaaxEpKvQTSnnJw6onpKCEeLpKscu57IW3tSJy+Y0k",
-	"dP0yie8sqFcuami6l1UbeiibS77n73tu/7BjWJwNd39OlN9tIIze63rZ1Tzu5XPquu5vPqQYKlh/TK+s",
-	"fTC3Vx5ZMFpotJu/jVFMSRozmrqQgLkCpm066cXUZivRRB/lwJ3VAM3ewN50EHRgSO9oSop4gESzCkEc",
-	"c+JSmfLYAJMlBoG9BPM4grIXdRleYq9iRHsFq5E1M7F8x66sEmQxsSZ5y+Zz9NsaPiOm6FzQfANT5o7y",
-	"biLmfkkDqI/7MlmidhFBmKVSpN+HgeCNEN+ThVQuFfkjmEj1DoymK+H1C/nx8V2zLcyD8WEupGSTeGnL",
-	"IP9bMBfECGRzfWYSco/+TcdDVtIaqqHDR7lLNQ+zmaPkVycpsM3BS14UFlG0DyBoVTPT/TEvZ6a3gyNn",
-	"9Td5N2z40YSoJBx0D3J3xJi7oJYpYCiciO5bc5NxHvsqYGISDruvxjxouLgrgJZmES6HRAnbjQIBaXcw",
-	"kC3sLXNjHpTuj9p7T5cBmEvmISG3VALB6Ljm+i5FF6PmGuVAwlRIOeYWKkZt2BuXf0uXNkuitC4XLzOw",
-	"N18vFhgIV2LnpRYgx3kbVc3Si3avzRH0J9s3r6ARvT6sg/xRr03TjW0Yt2uwo/ySdbVyk5tz9+DlDRbP",
-	"Y17uVdv219xBYGKBpc7etTsPxtxdelD4GJ9JCKot6gMfJKXVbKDcpaoRgZPYez4xPmA2xmRytneSJX1z",
-	"uoo06TWmoiHcwlisUbZXthDLKfLj8f3B/t54fP9X+vHrvr9/0HgZy/YBxx3NxZXs722E18E3mL9Iom+I",
-	"PLo4QYuLhbZRjFbhVC3DAkISOzbR/s527RYiLL/87r+dk8keoGqUQMsWd49wq5zstE1goPTg+SSLNxjX",
-	"b4W5TRTDA8lcpFr1sbJpD/uWCxGbHI/I5V1KmMaZdcCPDexHVk3Y73a75VxIbUibC3yMdDJ9OYsEvzGv",
-	"Zi+RcIZVJ7loMZ2WYhPbCy4vhqMxb1hlAP/5H//LhgPKUtj5+32jY9tTUJLsGhgn/PMwapilKA8/i4kZ",
-	"V5swJvXZZKEhiJoX5/E5vEkitxQWKVOKciMqbSKfNirqnSaxwGbMVypsUC6WZwK80dLc/p6nUNenM+Fa",
-	"vWnM3IA55li7YauTzLWWQFwWGIq8usB1dzTbXMcODhD4CHfwOotvB67uKjArMDMZOFsaeYxH9N7XeBxz",
-	"seDmbleZhTMgco2Ixc5TjTIW1TBztbaLwFqpZTUlVGbyHVcLFtI6zel9smCijVe8jbl597gvK7pQ8fUm",
-	"Vc5lrVlk6aUHWp46VVOjBXezrNXBWqVuIdJbbGJqgryS8Zs4D1odlXoZafUNT6TW2CyB5Q8xClZOqzO9",
-	"7TG6NuZcLNrHWyiCNi1UP8c2+FqiWIjG3CVFW/SsVbke1/CglZB4KlJteplpuQBDtiItbkoac81a2utt",
-	"37Xq4HpN9hjWqINGB3MUoKEac6N/5QmRpjzGVM84mXq88UjNabrH8rxP+dtULPlfVMeSf7SSJTdpWSWW",
-	"THZVuJrqKP+lgv2zqWCYSNqgv5S0FGhpCWtvjtpdHfta9VY8lH/YFAbE3Nhggc3EMUFgYUp+MHvEGPZW",
-	"DoQiMZ2wpTAXI6EQdTpNkRhtfTgSWnkN26b+sVoejDn2HEDWR5hJbPdhMWPhDP2gzNaNHVd1WRS0syJ6",
-	"PuZm6ihXvaxSYmQ6Dm3Ssbko1YIIzilugVV03DCJ8ckkidaC8I6sUggIC5TsBcOwQKcJK19sOuboJtkr",
-	"v7KXzU1t6R2JKzoc00tYkGWlYI7YSpxEICAmcUtSro5M8gYE5sXA+MLLqelt4wKe2auJzTihVbtvf5t7",
-	"5LAiD58eAN5k1zedtuKVWuOMS6Jm3oO/w1eDKP+mfqMSU9biMNcVCn5jU/cpNFC6EpbYodU1+ZGWZfh1",
-	"CsQDjaLUNS6zktScvIoAXd9LaYvror5tjLvezmddegs+/VeMe12iryuIrfqen8kGGvu9BcFzUxe03nK3",
-	"TS9s/YXLSwpdK4wy/y28291vxlNq+veof3U2OO+dBtoozKGbEVnupCLSirzZze1o1v9PwJ2+kVJcvbLj",
-	"O4fMtmYgpSoprQgX3Wj+uXnKztrwHxeEM/XFaznQZzExBVs2z1zBlHGbmfg7cyTrFtzAktB4k/Z+AuMb",
-	"KUnhv8C+SaRPxJ0NOFSWhJn+NB1zbB6POiRmyduKBHPrJ0evHZby4dJlieXZemzMpNcqgVGG0W63faI7",
-	"q9WaWDSA4xWgYjbBmJvpSZqyO3qUNzArK3D/BCraldmVfzHCPzD8olkhp4uyysmkpdt/aVfNjO3vJvxd",
-	"jerbaLy0rvxd1avGfgdrTeoTkXFbwiTt1Q4RLcp/4iW0THoPepM1GJpXTISaYUkyhsAZtqrXug1axpW+",
-	"b+4yMlN7PrWWoelX0cHCTsIww8jUVLk6LZdMjA5QFskqj9nJdvu7wYS7lu4bKgy1mdapC/kF5X8E6dn2",
-	"J97RLx9XcrxDHzI8S8Zvh2UoFli9dSZFIyRzEjJlYjfuJjlHlaYRhybI6lwrTVZ++ag5pf3sq7Mvi8JA",
-	"zXtr+dSVH8vkX/rZptmUfrEQPXx8+H8BAAD//w==",
+	"7H1tchs5suBVMjgvwtRMiaZktWcs/aJl2s2xvkak29uv6TXBKlCEVQToAkoU2+GId4iN2BvsRfYm7yQb",
+	"yATqi0WKVLfds+/N/OiRWVVAIpHI70x8aYRqNleSS6Mbx18aU84inuCf19wky87E8MT+K+I6TMTcCCUb",
+	"x40+D5WMNBgFCyYMjPlEJRwS+4mQN61G0Ej451QkPGocmyTlQUOHUz5jdqiJSmbMNI4bQppnh42gMRNS",
+	"zNJZ47gdNMxyzukRv+FJ4+vXr0FjzhI248bB1U/HM6G1ULIXXTEztb8JC9Tc/iNoSDazI+jCaxvB+beE",
+	"TxrHjT89zTHxlJ7qp8W5GhaU/IfBcs63mt6++DsAgMMgOhKu50pqjth4yaJr/jnl2th/hUoaLvFPNp/H",
+	"ImR2w55+0nbXvmw5ZzdJlMN8edcHU7vFOBlEimuQysCMmXAKZsrBTp6w0EBzdN39x7tuf/Cxd/FT56z3",
+	"arTXanwNGqdKTmIRfgdI/UwaFsJMYTFlBliccBYtgd8LbfQJRArhR5oFpkFoBPJCmdcqldH3QSeLooRr",
+	"zSNIuFZpEvIcswgownTFlrFi0UCpM5bc8O8D2lghskLOIw3CaBhbtEBzdNX5+eyy8+rj4PLy41nn+k3X",
+	"be9AqXMml44c9beH8poZDrGYCcMtXNedQffjWe+8N+i+Gu2d+J21HAyQme0jNwNNzMsyqSq728/4XR1A",
+	"7u2nBc6IUL2TLDVTlYhf+Xcgm3PLD+QNqARSeSvVQsI41UJybfnxLZfQHL276Lwb/Ni9GPROO4gN3KB3",
+	"kt/PeWi+B5R9ntzxZF+LiMOEpbGB5g/39zDqXQy61xeds1EAFsqfOr2zzsuzbrZfDtB5okKuNRvHvCuN",
+	"MMtvD/F7Hsf7VjbxCMapZQyT1B7M8RIYJGnM17CMr56XIxl1EiMmLDR9oxLCM4siYadg8VWi5jwxwnLu",
+	"CYs1Dxrzwk9fGnrKDn94/qBMoLfsvOJXXpWoz48ekqhFWfSLn9MN9iF7X40/8dAg22aa93Apc2YMTyyy",
+	"/ucvnf1/Z/u/tvdffMj//Nja//ClHTx/9vXfGtlA2iRC3viBrrlOY7MjXsIMgk14cXB+DRr8XphTFfFa",
+	"baOKj6Ax4zOVLN+Od0al/VRrRhy5IoGmPLzlCURiMglAixvJYrC6gT23/X+cAbd0GAAzMFPawBG8FS8t",
+	"S5qx+zMub6xicdR+8bwGjTpUSc2MEyt7hZLwf/83LLi4mRpILMfmEUxZPAG2YEuYJGoGv/JEWdXtCCIe",
+	"ihmLYR6zkOuhbDKYpbER85iDmkC71W63D0BI+KUduEE/7J2gtM+mExoOYKIS6JwG0B5K+yeTS5gwEacJ",
+	"D4DJyElg0HMeChZD6LDDFiyxACoz5clCaN4aykaQb0Kk0nHM63dBprMxbQJhdxUjA57MhGTGcku/A/hR",
+	"AG0QE5BK8lZxum0U0qChDTOpfogaf+JJJCwfwJe/Bg0jZvxc11DK1Tuwz6qQbEF9CxbHNORv4QDudGUL",
+	"8xSWgZxNVDgqhUOWbUB+HGrZCO35g0e/jJ2O1AuegEUwS4RWEpqRCvVTLm+E5K1ZFMDQD62HjQCmTCN9",
+	"8nurilq+rfdaQznCf48stY6XhgP/nLJYmGULRkbFPGHSjNwsXENsxalTHRI+U3dC3gylnttTEoBhY41U",
+	"fXptz699Gbg1h+xvUaLmc0txJmEitn/w2dwsaUgLyCRWrDgXymwNmlszx5DA6fRPez1YTIXhOGmQnVQi",
+	"YD2UVrEVEkZsrAcqHlm2Mkp4jH83Ex4zI+64PeWEDJL7cMfilCM+3FEcQZJKnR/N/U9pdMNhnqibhM3s",
+	"0bffayajsbo/Ac35UPbpVc/i7IG3+uE8UUaFKtZ0iMssnMAskep2h5vW9IgP3YIelKalxeBBxZEekDX0",
+	"ujPKyucJv99wAl6LmO8oAMmoXCOAP5Yk8F82iuDfT8Ng94T6o4MXR8/aRztxHFxOsI3qQRi7cpS1yjx/",
+	"VAsi0IpgERpCFsc8wjNpDb8WdMaaSwMzzqSGUcxvWLgcDWWT3/FkCTMmxcRatvN0HAs9tQeRvBpmKjRM",
+	"BI8juOV8rsEeETzheDJmdJ7ceMfAkps7GAk5T01+7lRq5qkZnVijzkAbZeWBPbOH8L5jPzdcm1iMK9/T",
+	"Z8CQCY6g6d56okElEU/2iuMN5QG87wRwCPOE25Widkx6BjTxWEf4gmPSoNlSg1Z7ATyD153e2VA2hZwk",
+	"TJskDU2acPft6Y/d07fd64/2ne6rvQD+CnMlpNHHoE3EkwS0YYmztYdyRA9hmLbbz0JkOPgnH1mVOV/B",
+	"51SYOSwSy+NAGORJVu54FOQvZ6tEYx4ZebwEJXmFK4KSQ6lNpFIT4OYQJC3oyKVlljfAY82hidoGjRmq",
+	"yHL0G5aM2Q0P3BdDqVKDpovVe2bs/gp//hAAgzBhemp3jqHU3lep2bPkVsZSMJTS0hXtrpWW0h6NXxpE",
+	"JvZo0toyafuhelqDxv2+/Wr/jiX2wGj7+Zn/fJB93qfP89MycPzLT4kIszM6OWf1DCuDGjmP3G7yrhto",
+	"kA/02g3U9wN9DRpkYe0m5rt4BonexipatlYESOj0+QdtO9RJ0LozTMR6PSDkhyvDcTmn9yA7BBH6tfi9",
+	"gaYVdPyezax2bMlLTSZcRpaukDvstRo1LGythfBjOmNy37Ima+WCneIEiGjsjEygUhAm3Oht7IKqUkea",
+	"2SaFLMfWCmznLJwKyXPoaGfsoC04vbx4fdY7HViqt2i44ZInIoSj9gtYTLkEqWBmGSdS10SE+B2gyc5x",
+	"LZ4yK27CRtCoOC4ssV2+7V587P6Pq941/vvicvDx9eW7C/v3eeei99oOUPyx/+7lea/f711elH5+1Xtj",
+	"3zzv9c87g9Mfi1/n03euB73XnVN8rd+7eFP8qd/7927x87POxZt3nTfdj+8u+u+uri6vCd5s1Ox5ccru",
+	"+eX1z+SkIv/Z5fsyyB65jaDRe9U9v7ocdC9Of/74tvvzx+vuu363ssJB9/q8d9E5awSNwpcrHrpG0Ch6",
+	"x+zgzg9DOPdumC0ZgXPx9eQdi4W1HMgDxqURoVVhkUfcctm9nyM9FryqQePcCdrCT7mXu/DjK3HDtTkX",
+	"Gj3MhQ/zab2zxbnECr/0xa+88OkZkzcpu+HvpE7nc5UQjH5A/7Q4F9o5Z2ImzECpM7UoQZk5soNGL+Kz",
+	"uTJchsu3fHnNU83LK3JGqLWOCp9VPboBOjPPyJdph5VWz8Ov3kl2x0RsjyGx1zsuTSe8Lbj9d3GlKKnT",
+	"GZlhD7tzjlGZPDj8a702yS0ovQgHFobPHjSKyT0zY/c9evug3UbF0f8zm4MlCVvWMDUHfGHqWs6WoYgi",
+	"JTviiIW35Lp7/JrKywgaUpkfefy7DlrBDQGdz7QWL6cxE7PfTjwVd69BMUEOrokPB+l0ZqVjwtFZizL9",
+	"t5JczJmudaNYSyBWTitH6tBWL10CfhGRJWzNAreGeneLt2qePW/b/xWsmoN2u94DyO7rg5p+qIPyMA+7",
+	"Y3Iit2PnS35oRx9F64Spremyz42J+YxLgzPvSqRutrqVvE64nkqu9a6mMV9wbX7kLDFjzkznppY6zkUc",
+	"Cxf4AS1kSBocfQxT/7WlXSaXIFXET4CRwYhWx8Xlxx+7nevBy25n0H+Eq04bZh7UXzMc9PHtFVc9/roR",
+	"eX0/TXn5Z72futBcWa3zITldFv1YZmqHUnG0F0B/0DnrQlPF1tQMVlHg1Tg7upV59nXU0ArvbWvXiDsr",
+	"BPuGoWPnQmUbqlHokfe/4hqEl703vYsBiMgaiyyzBmkihJC09cZx4+iwwn0OLN+xzMdym7/VM5u/W6M5",
+	"0f10NmPJclcpoi8ndZkTidXwmxEzbMw030Mr0vNMLdlcT5UpEVjEDN+3b9WBOCkem61oy341Vyre/tBf",
+	"KRV7HJQP/PNVSYdB9is/fnnx+DOdJ2aQMRs04ykwbw/dI9zxRhkWZxPullxSEaF2x4ooLa2mNJNHYd1h",
+	"9OpkzTF0T+CWLwPgrZsWhPP5wV8D+MTumP3/+dJMlXwWAEtujQ5gttSf4xMQBok74tr5NVRclaZs/9cP",
+	"v5AQ/UvrIwrRZwf1ZO3B6MmJ2pGoxYNRuGz1XxH3pEi/XBpex5WdAq5hMVWaA0UXKKSPnnoeo39PaGCY",
+	"XkQRWWuH44+xxyczwOXnlKccmkeHhzCqM7RGe4/g2zNxz2t4zyBJORm7Oe1qq+ioxJDxa6ZMInHfsUQw",
+	"aQrOgbFSMWfSH8Rtjl92si7sRKvwXBegaHJplbEoACUtT9+zsBgPXAlxj4t+yYgldTixDMw9BZXku3PH",
+	"E2sJIemKCJVE3aojTIeq7TmTJ7af6MPce79G/0CrEXFeWMgKnZZQ7UmgAN2mQ38mdtaqNwqK3yYd/Bbs",
+	"jlHkDQ+h0zHMfJZNmPF7tKvJMZuLmJ+q2YzJGqI7pecQ0gsYZjtxITfLJ3yMd9V2lSZZol93Q1SBMrIm",
+	"wps2dgb8kBzFyJVCy7pk/Rz3JmGbOSBxvJuESQwTSDBq7vfbhySeaGKJj2Bf8mF2QXwBvePOs44sosC2",
+	"1nOIg7o5k1QWtmv1kBM3WLuVieUdSSqR8j3rYBheHPOoEpEEMXNsbLM71E8aVAmqBG6JKmq2z+Ozlszt",
+	"Du1qvJDAOx+vJYw5R1yc5PoS5VqcXr7qZvShN9uyfzt4cfgQnVCg6e241rJ3HJ1iUSGbI1Qh0/w3gXX4",
+	"/PDg6OhB7e6BrInfB5bnFWP/gWyLSuIYi+MVWIqxxnJSDa3IsQ0YL12AnoepUQ95JVacEg/qtFkKR0Zq",
+	"hc2uo2Ovk+0YwOnNZqlxgQxtwJo3aEzjsY35rFXZD5iyO162AizmhtKyWKlgpD/HoxZmSlW+wSdBFukd",
+	"fRniIoaNYxhSrGvY+DqyrHoopcJRNaYsiYTYKCmTUhlAbbKJZvWMSzMQM65Sc64x5netFppGmbF7PP9w",
+	"o+54IvdQDMzYEsYc2nXJDjjn1iLXY/yUab7iUKnxJYZ5Is0WKQr2i1sho22heGvftapDxs82qgv0ltUL",
+	"Pz+cavHZ0pGlhhUyRQizSfM1Bg6XmygV8fZtEwoxGt/fMXeCPnpMiqY/orvO6L5yU5YPaNsaVAxifiOM",
+	"mDHD46VTkypJCo/JQ8PMwM15Igft9sNMdl1mWhH/RcRWEFXCQAbWJtp5606Gd2VZJtUIGv1/nG3puHIZ",
+	"cP3PFPv24175JJIdCTPCoBd+FMfWLPhlu73/sJJ//WNn//CH516VlHZfYvErjzJ22iJe42Jq0TYRicr2",
+	"FD4OPOR1yL5Sdak7HXCpZkrFJygArHIFLvMbtLV/dDHbo+hyDOfzRtD4xO6YZb7oNGkEDXSaWKJbWm60",
+	"5QbiSH+nka78SB030jmN5BbxOEegiiOuzXsmTJ320LnJ7Dt6EdCPEUFeQXQCbR9Yl49JE93FyUCT5+HL",
+	"Goj/8a77rvsK8ig0fFJjDU3MgKG/+X0YpxGPHuNx2eTm6F50Xp51X6EAJueGM2IQg0JnnrHf4gZ0/oGS",
+	"D2AVLUF5X+vo/pozXWfovJ8uTyDhocLcZ2fQsDQSBmJ1U0n2OGgfkpKc/VBjaNJMjwvqJRmUm+jDraWK",
+	"K/dx/ep1Gps+31WT7MAkUb+iZ80OAJqbE8pb1ZQTdm8CkGkco5ZvFcSLd2dnLRhZCPQooKPicuAoH1hh",
+	"gq5x9lSo4nQm6zKM7O9lva2wEYc/1CXj58pa8XnuDVeL8oDZH3YFGNN3eUi7jlzWEuv0RMTHutU8P9p1",
+	"ypUwJWHLrbGOAqrBwh11tIQzw6NOWa/Y6O6KeCzueLLsGGNVm9WTdwBKwkQk1kJx7z7CweFyD7aL4ePL",
+	"gy1SiivYotTioIHZVcw4j8l6XloL6Sc13hbOOWWkbA+lS2FB3b9YJrtTSW1QLZTdtR62Jr6M6kiOdo+F",
+	"YLUmt1IjXEB1jo9VqgoKpLkF2ftlVfSz7mBgJZnLoUMOZd8mo/mTGpPTnmP9TvOOikkC6P/cH3TPP3av",
+	"ry+vQSVw2rk47Z6ddV/tFbUjN/iWGhDBG6GWs7q9O6YTFHMKK8kemOaB+eqbEtS3Kq7JyYDqa3zOp8PT",
+	"lrU5tQH2dA0vy0yxSkhPLXiybw0VmPJ78Go3acPVGF17/wXbn3z48vyofvGVWoRd5WZ9CYfGSkSMkEtg",
+	"Lj8uAOcHrTpUqbAEf/E+WDWBkXfxjwKQ/N6AUVjyMZqImOtRnQ8En9RocPcmYehR1xAzEWXDFfztLu8e",
+	"07MRSO2CpWbKh9I5lJ5oCNV8idC5XOrWdARNOw4hQE/FXKPOvNeCC0vtwBI7QMyEzJ36OoBUis+pq1ST",
+	"yhRX/0SvRAFotVu5dooVHw9GzuNC3HjrCKvPTa/TMrHkLqsswAohyrD3zrMn2iW8o0csEnciovojo4by",
+	"BuuHipV+PrHLErurMGy672epNhALDkIOZTlpfq9SeXHQggtlgMWxWvCIsgF89YTLlbfWgxZ3/NwLN1KR",
+	"agqAKt6FdQ6GvCpoXigl2WLnssoTy5qQDnb1ybivHqyj2cYdXmFXGcFUYCtNWsvMckfcbjxmgOSA2rlV",
+	"vOcscQIrcypAv3vWPR14t6/2dW50vk0acWme6KHMlXtHAd4LNQosoeZMiN6zpzzhE55wGfL+Zypbw3oP",
+	"X4QDmLYBPq8GmsU6EUe5ZqH2TuDV+VkOnh2Gs3A6lKM7noiJKyofWSs86x5Qgh0yf3F9oZul6/M0NqKf",
+	"vVeIgxVi/w4zp6hIX5A0rnuvWLS/2UTzBhcxhizkuCHu8deD9t/+9vzoIT3SucN39fDVjoWVSzyqX6vb",
+	"l7dbOKxzIvYu6yKBVM2dH354Vl9LbQdbfd+fxtUPOI9WX8+K4Gr1mXJw4YEd2QaFRUpdZfwl+l4NsyBh",
+	"n6ycU+9b2i4N9HP8UxGGkmwrmJb1pmNxk4tbkGM3p5LaY1LBQC2Wc6ItHIag/nhu5pFVHzFhrhFYRG+t",
+	"Yscc8/5fzcibWEXgjlr2YzjCxnOHRLHVmansJX1YYFL5RLVYRWV06xjjb/cIZP707aT1rADZNtGyb+JD",
+	"LxqYBZBq8ZkZQp0w5HOzc8Dhe7kXfotdV0GZN+dL5vom0y2v20G07oihx6nlu5CEnVGoxHW5qbEvqUaf",
+	"/FYuZ5u5uAmG9Si6U+/Jqi9D2D+or2YgxbE+t88blM7rSo5Y37/EGr1vxUtovhu83v8b9ljQexVX9nqh",
+	"+s/iP3rIQ7SicTdKe72Z+nprciZ996YnGkSU5fpln+1SNrPOq1I9V48Il+tXSvKdM6xd/H6gDIsf8TFf",
+	"X6LaqytVD2OmtUdhbDWeCUMnByPfHTSLDjS0NK66F696F2/I4rjuDq5//viyc/r28vXrvRrMb+XD+v+B",
+	"p/qvf1qXjdeTVghp7vL1qUkCfQPhlEkfthQaPqnxSW7nKRA3Est/DYspt18/pmDmD+MJQSOdR7sqGgXP",
+	"43aR+8wHuRK6v6LQFcWxHMYxd8PNAc3OKfznf/wfOO1SX7cFE+Z6qyje+/zNXVnfJqlbJaYSSEGBfZTY",
+	"QRHPmzlngXBX6PSl4577ExZioyd89zg7103NOeTg7AVwenl+1TvrXbwJ4O/vXr2xfwxlAbtXnetBr3N2",
+	"7Gge3V2dU+QV9CQoG1Tu15OhtFOV+j7tVTz2TceHNPD7KUu1a/dTbrsxlNgwT++VHPzlNhJudVj27VbT",
+	"CBpuOY2g0TnFMnAErBE03ncaQWOA1Vnn+N9L/O+1/c8pJrwUoLS/+Vm3tG+uqA8C1jjP5tj2qEHlU64s",
+	"e1dwltrwGTWSCBqnTIY8zkIUK4d7o0i9FRKFak7OzpncOXtzaTH8qjPovOz0uyeAAVNqZmIpCfne2+5p",
+	"96OrPsGUlMhSVDzZRxeqhlRzegezHx4UGetKcgqZBY9U5PWmlI3LUgDc93C1pn4AQmY/oOW2vRNg1fZ4",
+	"qGCgCOTmI68fpatXkLDjMtyUNSmY25eoP7TCnwpyYkcFrJ7U8ZGr8GGWtlk4zZsZIfPyOrqSYak24rS7",
+	"9V4XWjduk6FKYZszdbMpyx9T9XIL4jm2QCzCZ7WBZJ5wyyVdOKbaCmWdX2/G7vv1bRL76Qxd1nFcDGTo",
+	"as3FY0rF8k4vj27i6KDLwiz4mg5gU19Gv9YPQ9ksfIRMazFVMYdUClrhwVN00gagXcAtnVnVAl3le4/r",
+	"vfiYZoj1Yde872C2eyVSyjG8KSu4PFVN1mGqifhCNeMtqJgRJHkpQRxb8WR6QcvL+WPX4hI3KNjQ1JLl",
+	"kTO77xiMGHOz4FxCmxLdD+ym2L0hKjwBGvmTGgdF7UPosgKCgUpmhjJXQoT2D1vQsQO4QAXpjhTAwH+5",
+	"CcmZQCn3yDyEBskFdsbqnIIsajvYNctPLahC3sHlHnZOh7J52vWR2+yFJJV6r6y57KYKbKd+7Djm16Dx",
+	"vqQyr6TnAcv0x5yhoxapTyj3LO9YWljb+05v0Lt48/H15fXH95fXb7vXOG3BprQL2pz5VbtAC66QN69V",
+	"8l4llBePTahfsvBWTSaND9iFmIdpIsyybw8diQuvB2E3nrrDkHWODmNhbQ7fQPqWh3wfG7qr2P1IPknY",
+	"30eNyn9IRbV4ztGlzFmC4LlFTY2ZU7Nl4YqNVyVY56qHBJrBMmbhLZcRxfJdmieG9J9oUAsJhebPe/Y4",
+	"6+OhTOexYhEWn+xj8YnPdNCB7+gHIqtRyUpKAl83HAylkPYkmwASTgkE9pSFqHsWqEBTmoDr0gE6S5hx",
+	"TUdaQ9lB2RLH9kQhH1iDZcIajEq7NNrDputzQ6FNhD20jHrGkiWM3nQH8JTNxdO7g6cateSnn6hLwVP3",
+	"zqg1lEP5pz/BqZIWIgvzUP45b5agoTlCa24UwCj3Xtl/ufyp0R4lBJT6KeihBOr2b5Xj0WoHBTvxn2Eg",
+	"XKIFXL8+hWfPnr3w31PzYbuoLEgbxiq8hea7weneCUQp2ZUuTQPAyVZtBd2s2MCDOghIGJ3rEeh0MhH3",
+	"OHexi5zAfJcfB4Mrz/nmcaqxXChUER82Ahh6gUL/cA3jho2voxM7PfYGxJW8u7rqXn/sX3TedoGKTNFy",
+	"ExQ6BqupIeRPNBTIu0Xw2KGyN7BsiMVauZ6OcNRuw8p1CQEctQ9gpYu7HampEnpY6os2Oqb4tiWgJ1ae",
+	"z4XV9ZnWWAZuZUqijLW191Vq7DjUWc4eqDuexGxOmWZ7gX12dPgCyt30oUnusbxHPhVBlVu6Py11dEcc",
+	"2hcwq4abhUpuaW8IqZpN0FtE3dRdF05sB2n3Tvi+WqiX/BlQ1aXT43rkTZWymu9cqTig0gHlC7yOsy4J",
+	"MFFxrBZEexYgcgySF5eaRLqasIw4Mw3QHaN+9YQPJdFZMUlPF3L06Fj6Bt/EQGLHreaJitIwr2sYSiu8",
+	"q0wkz8macTAJk5r0CKSoLF2H0hJ5WRMI+bFVTVwPIQhjJmbasiC8piOVEeo02FIo8C357FwzRIYcShbe",
+	"SrWIeXTjHpz4bkpSGSg8LfRH5TSga4JsD28BuBsmpKOfUSWVEv4CB6M9q7CELOGTNM4Bd6BZNcknRsp4",
+	"abUPzDvLvVAjCoAYrJ5IqO2Cz6gU2a0fQzlVcaRd6whmSu4AS6Dks0SekXFB+/2UaQdLRHqMEQYbylij",
+	"P2fsnateo1Da3DjAiOucSzYXjePGs1a79YxcA1MUzJ6FZ1Lq6RfqhvsVEydTs8avoaKlXa82CWcz6mrF",
+	"wOJSJVY8YI7aYmr/O2XaMmrsHSI03KJEKeLQpypiJ2zXV4SZqU9dhHcoUS2vt1twL7TBJtj0mBySUu2r",
+	"ueNk9sXDdrsFnUJE6Fy8RI+DhasF75FtD+XolC5y2CcbaUTS3y4N08gwZSGvRbf2oVUoMaR0Yol7mspb",
+	"Hg2lx8bYtbl3tbQu5IUEg4cY/Uj6uJ7XntTz2pOhPDp4BjWXnZwAdhip9JMcBUM5qu8V6ZIS6T4VAtQn",
+	"OGooo2LPTrvCfU8sGyXqywRJL2ocN2iLfM/DRvmmpF/q7yXyKWKPvI/IRcq/fqARuDYvVbTpdg4VGm72",
+	"iWDLt3RkluZYSIZJBNVUg69VMKu3Hx2227/bxSCVmztqbgjpuBuEKKMWXe+H7YPvCAA9AakWOPkRrb5u",
+	"zAxLTwsXROEnBw9/UrrPxn508Ozhj6odLe13h4fbTLZ61wt+++Lhb6s3DiHC0ITfZt4sZQWNJ1/aR0hG",
+	"8ZEbE8hXSXgWWWee5W3YDRpqGT8nk8yz+VIflhtew91JpWDOkZr3zhFRQOoudthHXccU++wI45OYMTla",
+	"z1gcW/5cbqVkLX0JY+6tHUq7LVzNQamWKCizgjo/o+8cRH3+j31SdvK00qQjyykn30aSylJXFh2UMqmf",
+	"kkN6nxqpJGnsuqtgfjhBP5SuL0oLLjxQdl8QqGJPo0hMMPPPeFA0YLdinNzqEAn3OjvLb1qAke/og90C",
+	"SqqhFSszltzyCEbY/8caN538MfWrQkCshiBVoQ8UCWgRx25Ot4FSDaWf8NhJ5Wy/cSMY6qGorWMvtLLs",
+	"qhNSsIOwOBN5p1vqcfSNGGmpFdKay8WyA9F6PFf6wzjEoEQoEd6ekXuJrIVnj2QA7iaSUoewFLXTWZFn",
+	"lEIGRa6ReSlQJ1R6jVKYOfuzTCCs87YkZZVAHp14D0jx0gJwez2UpKEn3KSJ1PnzomuAKBjVO2JUWapt",
+	"5JjgUKLu5i/ZG3Mgj4zP8PceSB6BFr/yFnQjdGnlHUKoPGAoC7AykHyRre+EaotvOZ+XDDX7jyUseJKz",
+	"N6pi+XbKX7V1+AiaGFPEHid2arSy0UkdYLKU+803L1l1GvsXLAsgNrlX0ihdQ/JRAOu0zJ2YgetPkKUx",
+	"bqvN7cYJ8izJ76vKrXZhWMOGigcBFtbUc/SbXQLyu2t5W8GWPfyXrvdNObnDs7VwV53D0HQbvp/d0rlX",
+	"5Ns5e67n2k+/5Bz063rF75H8qX1UYEPZRQe7cYE33BQ4wMPGYylZ+XEGJKZAf/iGZ7+SYb7m4JeaoHy3",
+	"s9U+evij7AaEP/RgXHMWWdGc8aFiXPyBA5B7M/fJc/iUhbfrVZhO5lK0Ir/k+m1Bx3v/8i7uTNL9Pd5V",
+	"OJTNMQ9Zqnm5wfsT7bySCZPgb+nJPfcj1yh/dALCWH0hjq3WohJU6Mecy4KH1U7IwSj1eJVil3PZCW8r",
+	"ReT6G0no6mUS31lQr1zUUHcvqzX0UDYXfM/f99z+YccwPxv+/pwou9tAkd7re9lVPO7Fc+q77m8+pBgq",
+	"WH9Mr519MHdXHjkwmmi0099kFHOWxIInPiRAV8DsUSe9mLtsJT6zR3nkz+oIzd6Ru+lg1II+v+MJy+MB",
+	"Gs0qBHEomU9lymIDQhcYBPYSzOIIxl3URbzEXcWI9gpWI1tm4viOW1kpyEKxJn0r5nP02xKfURN0Lli+",
+	"gSlzx1k3EbpfkgANcF/GS9QuIgjTRKvk+zAQvBHie7KQ0qUifwQTKd+BUXclvH0hOz6Bb7aFeTABzJXW",
+	"YhwvXRnkfwvmghiBdG7PzIzdo3/T85CVtIZy6PBB7lLOw6znKNnVSQZcc/CCF0VEHO0DGDXLmenBUBYz",
+	"0/dGx97qr/NuuPAjhag0HLYPM3fEUPqgFhUw5E5E/y3dZJzFvnKYhIaj9ouhHNVc3DWCpmURPofEKNeN",
+	"AgHZa2EgW7lb5oZyVLg/av8tX46ALpmHGbvlGhhGxy3X9ym6GDW3KAcWJkrroXRQCe7C3rj8W750WRKF",
+	"dfl4GcFef73YiCBciZ0XWoCcZG1ULUvP273WR9Afbd+8gFr0BrAO8ge9NnU3tmHcrsaOCgrW1cpNbt7d",
+	"g5c3ODwPZbFX7V6w5g4CigUWOntX7jwYSn/pQe5jfKJhVG5RPwpAc17OBspcqhYROIm75xPjA7QxlMm5",
+	"t5Ms6dLpytOk15iKRLi5sVih7EbRQiymyA+H94cH+8Ph/V/5hy8HwcFh7WUs2wccdzQXV7K/txFeh99g",
+	"/jyJviby6OMETakW1kYhrcKrWsQCQhZ7NrH3ne3aLURYdvndfzsnkztA5SiBlS3+HuFmMdlpm8BA4cHT",
+	"cRpvMK5fK7pNFMMDs7lKrOrjZNM+9i1XKqYcj8jnXWqYxKlzwA8J9mOnJhy02+1iLqQ1pOkCH5JO1Jcz",
+	"T/AbynL2EgunWHWSiRbqtBRTbG90ddkfDGXNKkfwn//xv1w4oCiFvb8/IB3bnYKCZLfAeOGfhVHDNEF5",
+	"+EmNaVxrwlDqM2WhIYiWF2fxObxJIrMUFokwhksSlS6RzxoV1U6TWGAzlCsVNigXizMB3mhJt79nKdTV",
+	"6ShcazdN0A2YQ4m1G646ia61BOazwFDkVQWuv6PZ5Tq2cIBRQE1yMIeeAKcJHHgV8I+HciRkxO+dMLMv",
+	"YScpjeUsASkCbSsCQxVx91Z226w9B0LexFYBcycDKx4YFSTBQqVxBDfcBKDTcApMr5HcoJJ62W1nxht5",
+	"3dTVe3oRjyMnHketocxCARltmYUIeZW6hfaIQWMyfxmTAO+RAFaUrsLHG3RGnx7ndoWwK9nM67QWM0g2",
+	"RfUR1mqPC5XcYrdUiiYTvv1pOS40TbJ6Ih59qxo6Ss4eYritmL9HTfQxjDeUUi32TrbQOF3+qX2O/fat",
+	"6KpSQODQs1a3e1iVhOaMxROVWBuPppUK6HyoJL+SaSgtD9tbb2Sv1TvXq8wnsEbvJPLzFGChGkpS9LLM",
+	"S6rDoTIdL7xPNp7dOU/2RZZgqn+bLqf/iypz+o/W5vQmda7A+9muml1dwea/dL1/Nl0PM1ZrFKWCOgRN",
+	"K8rdFVW7631fym6Rr8UfNsUbMQl3tMCu5ZiJsKDaIkxTIQ+CkwOhmlHLba3oBiZ0mnjlKc/Ads4iDc2s",
+	"WG5To9oA5TY2N0DWxwRl0AewmIpwig5X4QrUTspKMwraaR6mH0qaOsp0PKf9kGaGQ1Pet1SFohMlJQ9N",
+	"lvrN/DAzcv7MZlbdwsu4CrEmrIRyNxnDAr0zoniD6lCiP2a/+Mp+Oqci1jsWl5RFYZewYMtSZR5zJT8z",
+	"hYBQhpjm0hxTlgiM6MUROd2LOfB75GueujuQaZzQ6fe3v80Pc1SSh4+PNG9yINSdtvyVSoeOK2amja/B",
+	"Dl/1ouyb6tVNwjjThu5FVFZJVKQD1VC6UY7YodmmREzHMoIqBeKBRlHqO6Q5SUonryRA1zdt2uJeqm8b",
+	"TK/2DVqXR4NP/xVMX5dR7Ctvy07uJ7qGxn5vQfCUCpDWuwhcdw1X6OEToELfc6PIf3M3evub8ZSK/j3o",
+	"Xp/3LjpnI2jm1TxWBhRbtqikJG9282/S+v8JuNM3UorLd4N859jc1gykUI5lFeG87c0/N0/ZWRv+46J9",
+	"VMi8lgN9UmOqDHMJ7QYmQroUyN+ZIzn/4waWhMabdhchkG+kIIX/AgeUsT9Tdy6yUVoSlhTwZCixSz3q",
+	"kJiO70of6HpRie5BrBnEpesCy3OF35iyb1UCUobRbncNqVurZaFYnYDj5aBi2sJQ0vQsScQdP846pRUV",
+	"uH8CFe2aduVfjPAPjPNYVij5oqhyCu3o9l/aVT1j+zvF2cvpAy7sr13MYFf1qraxwlqT+lSl0tVKaXeH",
+	"RMTzOqN4CU3KI0JnsgXD8oqxMlOsfcZYu8Ce+Fa3Qcu41GDO33pGRe4TZxlSY4wWVpAygalMVLzlC8J8",
+	"1jI6QEWkyzxmJ9vt74QJf//dN1QYKjOtUxeym9D/CNJzfVYax798WEkmDwNI8SyR3w7rXRywdusoFyRk",
+	"cxYKQ0Eif2Wdp0rq+GEJsjzXSjeXXz5YTuk+++Lty7wC0fLeSuJ26cci+Rd+dvk8hV8cRF8/fP1/AQAA",
+	"//8=",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

@@ -271,7 +271,7 @@ func (b businessAPI) accepted(ctx context.Context, res store.EnqueueResult, req 
 }
 
 // bulkItemError is one entry of details.items of a refused bulk enqueue
-// (contracts/business.yaml BulkItemError).
+// (contracts/business.yaml, EnqueueSubmissions).
 type bulkItemError struct {
 	Index   int    `json:"index"`
 	Code    string `json:"code"`
