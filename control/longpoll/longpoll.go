@@ -1,8 +1,10 @@
 // Package longpoll wakes claim long-polls. Waiters hold no database
-// connection: they wait on a per-pool channel that is closed when this
-// replica commits new ready work (Notify, called by the store after commit)
-// or when the poller sees another replica's pool signal move (one cheap query
-// per interval for the whole replica, not per waiter).
+// connection: each waits on its own channel, queued per pool, that is closed
+// when this replica commits new ready work (the store calls NotifyN after
+// commit with the number of new jobs, waking that many waiters, longest
+// waiting first, or Notify for all of them) or when the poller sees another
+// replica's pool signal move (one cheap query per interval for the whole
+// replica, not per waiter).
 package longpoll
 
 import (
