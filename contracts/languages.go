@@ -3,6 +3,8 @@ package contracts
 import (
 	"slices"
 	"strings"
+
+	"github.com/kece-oj/kece/contracts/machineapi"
 )
 
 // The language table is part of the contract: the business names a language
@@ -12,9 +14,6 @@ import (
 // checker written in another language than the submission. The engine keeps
 // the matching runtime specs (engine/code); a worker test checks that both
 // tables name the same ids, pools and minimum memory.
-
-// pools are the judge pools; one node process serves exactly one.
-var pools = []string{"cpp", "java", "python", "arkts", "mysql"}
 
 // Language is one accepted language id.
 type Language struct {
@@ -32,22 +31,31 @@ type Language struct {
 	MinMemoryBytes int64
 }
 
+// The pools of the table below, named by the contract's Pool enum.
+const (
+	poolCpp    = string(machineapi.PoolCpp)
+	poolJava   = string(machineapi.PoolJava)
+	poolPython = string(machineapi.PoolPython)
+	poolArkts  = string(machineapi.PoolArkts)
+	poolMysql  = string(machineapi.PoolMysql)
+)
+
 // languages lists every accepted id, canonical ids first within a pool.
 // Minimum memory figures are measured in the sandbox with the node's runtime
 // specs (engine/code/languages.go; docs/engine.md, "Memory").
 var languages = []Language{
-	{ID: "cpp11", Pool: "cpp", Standard: "C++11 (GNU dialect: g++ -std=gnu++11)", MinMemoryBytes: 16 << 20},
-	{ID: "cpp14", Pool: "cpp", Standard: "C++14 (GNU dialect: g++ -std=gnu++14)", MinMemoryBytes: 16 << 20},
-	{ID: "cpp17", Pool: "cpp", Standard: "C++17 (GNU dialect: g++ -std=gnu++17)", MinMemoryBytes: 16 << 20},
-	{ID: "cpp20", Pool: "cpp", Standard: "C++20 (GNU dialect: g++ -std=gnu++20)", MinMemoryBytes: 16 << 20},
-	{ID: "cpp", Pool: "cpp", Standard: "C++17 (GNU dialect: g++ -std=gnu++17); alias of cpp17", AliasOf: "cpp17", MinMemoryBytes: 16 << 20},
-	{ID: "java17", Pool: "java", Standard: "Java 17 (javac --release 17, OpenJDK 17 runtime)", MinMemoryBytes: 4 << 20},
-	{ID: "java", Pool: "java", Standard: "Java 17 (javac --release 17, OpenJDK 17 runtime); alias of java17", AliasOf: "java17", MinMemoryBytes: 4 << 20},
-	{ID: "python3", Pool: "python", Standard: "Python 3.11 (CPython)", MinMemoryBytes: 16 << 20},
-	{ID: "python", Pool: "python", Standard: "Python 3.11 (CPython); alias of python3", AliasOf: "python3", MinMemoryBytes: 16 << 20},
-	{ID: "arkts", Pool: "arkts", Standard: "ArkTS stand-in: TypeScript (tsc --strict, target ES2020) run on Node.js", MinMemoryBytes: 8 << 20},
-	{ID: "mysql", Pool: "mysql", Standard: "MySQL-dialect SQL"},
-	{ID: "sql", Pool: "mysql", Standard: "MySQL-dialect SQL; alias of mysql", AliasOf: "mysql"},
+	{ID: "cpp11", Pool: poolCpp, Standard: "C++11 (GNU dialect: g++ -std=gnu++11)", MinMemoryBytes: 16 << 20},
+	{ID: "cpp14", Pool: poolCpp, Standard: "C++14 (GNU dialect: g++ -std=gnu++14)", MinMemoryBytes: 16 << 20},
+	{ID: "cpp17", Pool: poolCpp, Standard: "C++17 (GNU dialect: g++ -std=gnu++17)", MinMemoryBytes: 16 << 20},
+	{ID: "cpp20", Pool: poolCpp, Standard: "C++20 (GNU dialect: g++ -std=gnu++20)", MinMemoryBytes: 16 << 20},
+	{ID: "cpp", Pool: poolCpp, Standard: "C++17 (GNU dialect: g++ -std=gnu++17); alias of cpp17", AliasOf: "cpp17", MinMemoryBytes: 16 << 20},
+	{ID: "java17", Pool: poolJava, Standard: "Java 17 (javac --release 17, OpenJDK 17 runtime)", MinMemoryBytes: 4 << 20},
+	{ID: "java", Pool: poolJava, Standard: "Java 17 (javac --release 17, OpenJDK 17 runtime); alias of java17", AliasOf: "java17", MinMemoryBytes: 4 << 20},
+	{ID: "python3", Pool: poolPython, Standard: "Python 3.11 (CPython)", MinMemoryBytes: 16 << 20},
+	{ID: "python", Pool: poolPython, Standard: "Python 3.11 (CPython); alias of python3", AliasOf: "python3", MinMemoryBytes: 16 << 20},
+	{ID: "arkts", Pool: poolArkts, Standard: "ArkTS stand-in: TypeScript (tsc --strict, target ES2020) run on Node.js", MinMemoryBytes: 8 << 20},
+	{ID: "mysql", Pool: poolMysql, Standard: "MySQL-dialect SQL"},
+	{ID: "sql", Pool: poolMysql, Standard: "MySQL-dialect SQL; alias of mysql", AliasOf: "mysql"},
 }
 
 // CanonicalLanguages are the ids to name in messages about languages.
@@ -62,9 +70,6 @@ func canonicalIDs() string {
 	}
 	return strings.Join(ids, ", ")
 }
-
-// Pools returns the judge pools in a stable order.
-func Pools() []string { return slices.Clone(pools) }
 
 // Languages returns every accepted language id in a stable order.
 func Languages() []Language { return slices.Clone(languages) }

@@ -122,6 +122,8 @@ func adminSamples() []sample {
 		m("judge-job-list.json", http.MethodGet, jobs, 200, into[adminapi.JudgeJobList]()),
 		m("judge-job-detail.json", http.MethodGet, jobs+"/{jobId}", 200, into[adminapi.JudgeJobDetail]()),
 		m("settlement-events-dead.json", http.MethodGet, "/api/v1/admin/settlement-events", 200, into[adminapi.SettlementEventList]()),
+		m("audit-list.json", http.MethodGet, "/api/v1/admin/audit", 200, into[adminapi.AuditList]()),
+		m("verdict-mix.json", http.MethodGet, "/api/v1/admin/verdict-mix", 200, into[adminapi.VerdictMix]()),
 		m("reconcile-report.json", http.MethodGet, "/api/v1/admin/reconcile", 200, into[adminapi.ReconcileReport]()),
 	}
 }

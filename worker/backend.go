@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 
 	"github.com/kece-oj/kece/contracts"
+	"github.com/kece-oj/kece/contracts/machineapi"
 	"github.com/kece-oj/kece/engine"
 	"github.com/kece-oj/kece/engine/code"
 	"github.com/kece-oj/kece/engine/sqljudge"
@@ -80,7 +81,7 @@ type CodeBackendConfig struct {
 // NewCodeBackend returns a factory for a code pool. It never touches SQL
 // credentials; the Docker client is created only when the factory runs.
 func NewCodeBackend(cfg CodeBackendConfig) (BackendFactory, error) {
-	if cfg.Pool == "mysql" || !ValidPool(cfg.Pool) {
+	if cfg.Pool == string(machineapi.PoolMysql) || !contracts.ValidPool(cfg.Pool) {
 		return nil, fmt.Errorf("code backend: %q is not a code pool (want cpp, java, python or arkts)", cfg.Pool)
 	}
 	specs, err := code.LanguagesOfPool(cfg.Pool)
@@ -248,7 +249,7 @@ func (b *sqlBackend) Health(ctx context.Context) Health {
 	// The SQL ids come from the contract's table: the SQL executor has no
 	// per-language spec (one judge database serves them all).
 	for _, l := range contracts.Languages() {
-		if l.Pool != "mysql" {
+		if l.Pool != string(machineapi.PoolMysql) {
 			continue
 		}
 		h.Languages = append(h.Languages, LanguageReport{ID: l.ID, Pool: l.Pool, Standard: l.Standard, Version: h.Runtime,

@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/kece-oj/kece/contracts"
 	"github.com/kece-oj/kece/contracts/machineapi"
 )
 
@@ -169,7 +170,7 @@ func (cl *client) join(ctx context.Context, code, pool string) (*machineapi.Join
 func (cl *client) openSession(ctx context.Context, credential, bootID string) (*machineapi.SessionResponse, error) {
 	ctx, cancel := cl.bounded(ctx, 0)
 	defer cancel()
-	r, err := cl.c.OpenSessionWithResponse(ctx, machineapi.SessionRequest{BootId: bootID, ProtocolVersion: ProtocolVersion},
+	r, err := cl.c.OpenSessionWithResponse(ctx, machineapi.SessionRequest{BootId: bootID, ProtocolVersion: contracts.ProtocolVersion},
 		bearer(credential))
 	if err != nil {
 		return nil, fmt.Errorf("open session: %w", err)

@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"net/url"
 	"path/filepath"
-	"slices"
 	"strings"
 	"time"
 
@@ -17,9 +16,9 @@ import (
 // Defaults for Config (DESIGN §6). The control plane's session answer can only
 // shorten the heartbeat, renew and claim-wait intervals, never lengthen them.
 const (
-	HeartbeatIntervalDefault = 10 * time.Second
-	RenewIntervalDefault     = 15 * time.Second
-	ClaimWaitDefault         = 15 * time.Second
+	HeartbeatIntervalDefault = contracts.HeartbeatIntervalDefault
+	RenewIntervalDefault     = contracts.RenewIntervalDefault
+	ClaimWaitDefault         = contracts.ClaimWaitMax
 	// SafetyMarginDefault is subtracted from every lease's remaining time to
 	// get the local deadline; it is capped at a quarter of the lease TTL.
 	SafetyMarginDefault = 5 * time.Second
@@ -42,15 +41,7 @@ const (
 	CleanupTimeoutDefault = 30 * time.Second
 	// ListenDefault serves /healthz and /metrics on loopback only.
 	ListenDefault = "127.0.0.1:9464"
-	// ProtocolVersion is the machine protocol this node speaks.
-	ProtocolVersion = 1
-	// maxBatch is the protocol's bound on claim and renew batches.
-	maxBatch = 64
 )
-
-// ValidPool reports whether p is a pool a node can serve (one process
-// serves exactly one; the pools are the contract's).
-func ValidPool(p string) bool { return slices.Contains(contracts.Pools(), p) }
 
 // BackendFactory builds the pool's executor once the node knows its id (after
 // the session opened). It is called exactly once per Run.
@@ -126,7 +117,7 @@ func (c *Config) setDefaults() {
 func (c Config) Validate() error {
 	var errs []error
 	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
-	if !ValidPool(c.Pool) {
+	if !contracts.ValidPool(c.Pool) {
 		bad("KECE_POOL %q is not a pool: want one of %s", c.Pool, strings.Join(contracts.Pools(), ", "))
 	}
 	if u, err := url.Parse(c.ControlURL); c.ControlURL == "" || err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
@@ -135,8 +126,8 @@ func (c Config) Validate() error {
 	if c.CredentialFile == "" || !filepath.IsAbs(c.CredentialFile) {
 		bad("KECE_CREDENTIAL_FILE %q must be an absolute file path (the credential is kept there, mode 0600)", c.CredentialFile)
 	}
-	if c.LocalSlots < 1 || c.LocalSlots > 256 {
-		bad("KECE_LOCAL_SLOTS %d must be 1..256 (there is no default: size it to the host)", c.LocalSlots)
+	if c.LocalSlots < 1 || c.LocalSlots > contracts.SlotsMax {
+		bad("KECE_LOCAL_SLOTS %d must be 1..%d (there is no default: size it to the host)", c.LocalSlots, contracts.SlotsMax)
 	}
 	if c.CacheDir == "" || !filepath.IsAbs(c.CacheDir) {
 		bad("KECE_CACHE_DIR %q must be an absolute directory path", c.CacheDir)
@@ -168,8 +159,8 @@ func (c Config) Validate() error {
 			bad("%s %s must be at least %s (0 takes the default)", d.name, d.v, d.min)
 		}
 	}
-	if c.ClaimWait > 15*time.Second {
-		bad("claim wait %s must be at most 15s (the protocol's bound)", c.ClaimWait)
+	if c.ClaimWait > contracts.ClaimWaitMax {
+		bad("claim wait %s must be at most %s (the protocol's bound)", c.ClaimWait, contracts.ClaimWaitMax)
 	}
 	if c.RetryBase > 0 && c.RetryMax > 0 && c.RetryMax < c.RetryBase {
 		bad("retry max %s is below retry base %s", c.RetryMax, c.RetryBase)

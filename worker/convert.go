@@ -19,7 +19,7 @@ const (
 // codePoolOf maps a language key to its code pool (special checkers may be
 // written in another language than the submission), by the contract's table.
 func codePoolOf(lang string) (string, error) {
-	if pool, ok := contracts.PoolOfLanguage(lang); ok && pool != "mysql" {
+	if pool, ok := contracts.PoolOfLanguage(lang); ok && pool != string(machineapi.PoolMysql) {
 		return pool, nil
 	}
 	return "", fmt.Errorf("no code pool for language %q", lang)

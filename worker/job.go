@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/kece-oj/kece/artifact"
+	"github.com/kece-oj/kece/contracts"
 	"github.com/kece-oj/kece/contracts/machineapi"
 	"github.com/kece-oj/kece/engine"
 )
@@ -474,7 +475,7 @@ func (n *Node) renewLoop(ctx context.Context) {
 		if early {
 			// The periodic round keeps its own schedule.
 			for len(jobs) > 0 {
-				batch := jobs[:min(len(jobs), maxBatch)]
+				batch := jobs[:min(len(jobs), contracts.BatchMax)]
 				jobs = jobs[len(batch):]
 				n.renewBatch(ctx, batch, &backoff)
 			}
@@ -482,7 +483,7 @@ func (n *Node) renewLoop(ctx context.Context) {
 		}
 		next := n.times().renew
 		for len(jobs) > 0 {
-			batch := jobs[:min(len(jobs), maxBatch)]
+			batch := jobs[:min(len(jobs), contracts.BatchMax)]
 			jobs = jobs[len(batch):]
 			if d, ok := n.renewBatch(ctx, batch, &backoff); !ok {
 				// Retry soon: every failed round eats into the lease.

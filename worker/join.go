@@ -44,7 +44,7 @@ type JoinConfig struct {
 // Validate refuses a join that cannot work, naming the flag to fix.
 func (c JoinConfig) Validate() error {
 	var errs []error
-	if !ValidPool(c.Pool) {
+	if !contracts.ValidPool(c.Pool) {
 		errs = append(errs, fmt.Errorf("--pool %q is not a pool: want one of %s", c.Pool, strings.Join(contracts.Pools(), ", ")))
 	}
 	if u, err := url.Parse(c.ControlURL); c.ControlURL == "" || err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {

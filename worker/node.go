@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/kece-oj/kece/artifact"
+	"github.com/kece-oj/kece/contracts"
 	"github.com/kece-oj/kece/contracts/machineapi"
 )
 
@@ -506,7 +507,7 @@ func (n *Node) heartbeatLoop(ctx context.Context) {
 func (n *Node) sendHeartbeat(ctx context.Context) {
 	n.mu.Lock()
 	req := machineapi.HeartbeatRequest{RuntimeVersion: clip(n.cfg.Version+"; "+n.runtime, 255),
-		LocalSlots: int32(n.cfg.LocalSlots), SlotsBusy: int32(min(n.busy, 256)), Draining: n.draining,
+		LocalSlots: int32(n.cfg.LocalSlots), SlotsBusy: int32(min(n.busy, contracts.SlotsMax)), Draining: n.draining,
 		Dependencies: make([]machineapi.Dependency, 0, len(n.deps))}
 	for _, d := range n.deps {
 		md := machineapi.Dependency{Name: d.Name, Healthy: d.Healthy}
@@ -634,7 +635,7 @@ func (n *Node) claimLoop(ctx, jobsCtx, hardCtx context.Context, jobsWG *sync.Wai
 	backoff := n.cfg.RetryBase
 	for {
 		n.mu.Lock()
-		free := min(n.slotsLocked()-n.busy, maxBatch)
+		free := min(n.slotsLocked()-n.busy, contracts.BatchMax)
 		may := n.mayClaimLocked() && !n.failed()
 		wait := n.timing.claimWait
 		n.mu.Unlock()
@@ -724,7 +725,7 @@ func (n *Node) Status() Status {
 	defer n.mu.Unlock()
 	deps := append([]Dependency{}, n.deps...)
 	langs := append([]LanguageReport{}, n.languages...)
-	return Status{ProtocolVersion: ProtocolVersion, NodeID: n.nodeID, Pool: n.cfg.Pool, Runtime: n.runtime,
+	return Status{ProtocolVersion: contracts.ProtocolVersion, NodeID: n.nodeID, Pool: n.cfg.Pool, Runtime: n.runtime,
 		Dependencies: deps, Languages: langs, SlotsBusy: n.busy, SlotsTotal: n.slotsLocked(),
 		Draining: n.draining || n.desired == machineapi.DesiredStateDraining || n.desired == machineapi.DesiredStateDisabled}
 }

@@ -1,5 +1,10 @@
 package worker
 
+import (
+	"github.com/kece-oj/kece/contracts"
+	"github.com/kece-oj/kece/contracts/machineapi"
+)
+
 // Default of KECE_LOCAL_SLOTS, from the pool and the host. One slot runs one
 // job: one sandbox per test case at a time for code pools, one scratch
 // database for the mysql pool. A slot wants a core, since judged programs
@@ -11,16 +16,16 @@ const (
 	// HostReserveBytes is kept free of judge work when sizing the default.
 	HostReserveBytes int64 = 1 << 30
 	// MaxLocalSlots is the protocol's bound on slots per node.
-	MaxLocalSlots = 256
+	MaxLocalSlots = contracts.SlotsMax
 )
 
 // SlotMemoryBytes is the memory one slot of each pool is sized for.
 var SlotMemoryBytes = map[string]int64{
-	"cpp":    1 << 30,
-	"python": 1 << 30,
-	"java":   2 << 30,
-	"arkts":  2 << 30,
-	"mysql":  512 << 20,
+	string(machineapi.PoolCpp):    1 << 30,
+	string(machineapi.PoolPython): 1 << 30,
+	string(machineapi.PoolJava):   2 << 30,
+	string(machineapi.PoolArkts):  2 << 30,
+	string(machineapi.PoolMysql):  512 << 20,
 }
 
 // DefaultLocalSlots is the number of jobs a host with cpus cores and

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"github.com/kece-oj/kece/cmd/internal/settings"
 	"net/http"
 	"os"
 	"slices"
@@ -13,8 +12,11 @@ import (
 	"sync"
 	"time"
 
+	"github.com/kece-oj/kece/cmd/internal/settings"
+	"github.com/kece-oj/kece/contracts"
+
 	"github.com/kece-oj/kece/contracts/businessapi"
-	"github.com/kece-oj/kece/control/manifest"
+	"github.com/kece-oj/kece/contracts/machineapi"
 	"github.com/kece-oj/kece/telemetry"
 )
 
@@ -35,7 +37,7 @@ import (
 func runBurst(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("burst", flag.ContinueOnError)
 	n := fs.Int("n", 30, "submissions in the burst (the report uses 30, 100 and 300)")
-	pool := fs.String("pool", "cpp", "pool of every submission (ignored with -mix)")
+	pool := fs.String("pool", string(machineapi.PoolCpp), "pool of every submission (ignored with -mix)")
 	mix := fs.String("mix", "", "comma list of pools to spread the burst over round-robin, e.g. cpp,python,java")
 	slots := fs.Int("slots", 2, "slots of each node (one node and host per pool)")
 	concurrency := fs.Int("concurrency", 64, "enqueue requests in flight at once")
@@ -53,7 +55,7 @@ func runBurst(ctx context.Context, args []string) error {
 		pools = strings.Split(*mix, ",")
 	}
 	for _, p := range pools {
-		if _, ok := benchPrograms[p]; !ok || !manifest.ValidPool(p) {
+		if _, ok := benchPrograms[p]; !ok || !contracts.ValidPool(p) {
 			return fmt.Errorf("unknown pool %q (want cpp, python, java, arkts or mysql)", p)
 		}
 	}
@@ -73,7 +75,7 @@ func runBurst(ctx context.Context, args []string) error {
 		if _, ok := manifests[p]; ok {
 			continue
 		}
-		if p == "mysql" {
+		if p == string(machineapi.PoolMysql) {
 			manifests[p], err = f.publishSQL(ctx)
 		} else {
 			manifests[p], err = f.publishAPlusB(ctx)

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"github.com/kece-oj/kece/cmd/internal/settings"
 	"io"
 	"log/slog"
 	"net"
@@ -18,6 +17,9 @@ import (
 	"slices"
 	"syscall"
 	"time"
+
+	"github.com/kece-oj/kece/cmd/internal/settings"
+	"github.com/kece-oj/kece/contracts/machineapi"
 
 	"github.com/kece-oj/kece/artifact"
 	"github.com/kece-oj/kece/control/httpapi"
@@ -143,7 +145,7 @@ func failoverRound(ctx context.Context, st *store.Store, url, bin, dsnFile, work
 		}
 	}()
 	start := func(i int) error {
-		n, code, err := st.CreateNode(ctx, store.NodeSpec{Name: fmt.Sprintf("failover-%d-%d", round, i), Pool: "mysql",
+		n, code, err := st.CreateNode(ctx, store.NodeSpec{Name: fmt.Sprintf("failover-%d-%d", round, i), Pool: string(machineapi.PoolMysql),
 			HostGroupID: g.ID, Slots: 1}, "bench")
 		if err != nil {
 			return err

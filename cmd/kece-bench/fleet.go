@@ -7,7 +7,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"github.com/kece-oj/kece/cmd/internal/problems"
 	"net"
 	"net/http"
 	"os"
@@ -18,7 +17,10 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/kece-oj/kece/cmd/internal/problems"
+
 	"github.com/kece-oj/kece/contracts/businessapi"
+	"github.com/kece-oj/kece/contracts/machineapi"
 	"github.com/kece-oj/kece/control/store"
 	"github.com/kece-oj/kece/telemetry"
 )
@@ -215,7 +217,7 @@ func (f *fleet) addNode(ctx context.Context, pool string, slots int) (*benchNode
 	env := []string{"KECE_POOL=" + pool, "KECE_CONTROL_URL=" + f.url, "KECE_CREDENTIAL_FILE=" + filepath.Join(dir, "credential"),
 		"KECE_JOIN_CODE=" + code.Code, "KECE_LOCAL_SLOTS=" + strconv.Itoa(slots), "KECE_WORKSPACE=" + filepath.Join(dir, "work"),
 		"KECE_CACHE_DIR=" + filepath.Join(dir, "cache"), "KECE_LISTEN=" + listen, "KECE_LOG_LEVEL=warn"}
-	if pool == "mysql" {
+	if pool == string(machineapi.PoolMysql) {
 		p := filepath.Join(dir, "judge-dsn")
 		if err := os.WriteFile(p, []byte(f.judgeDSN+"\n"), 0o600); err != nil {
 			return nil, err
@@ -306,11 +308,11 @@ func (f *fleet) publishSQL(ctx context.Context) (string, error) {
 
 // Accepted sources per pool (a+b, or the SQL problem), and their languages.
 var benchPrograms = map[string]struct{ lang, source string }{
-	"cpp":    {"cpp17", "#include <cstdio>\nint main(){long long a,b;if(std::scanf(\"%lld %lld\",&a,&b)!=2)return 1;std::printf(\"%lld\\n\",a+b);}\n"},
-	"python": {"python3", "a, b = map(int, input().split())\nprint(a + b)\n"},
-	"java":   {"java17", "import java.util.Scanner;\npublic class Main { public static void main(String[] args) { Scanner s = new Scanner(System.in); long a = s.nextLong(), b = s.nextLong(); System.out.println(a + b); } }\n"},
-	"arkts":  {"arkts", "const fs = require(\"fs\");\nconst w: number[] = fs.readFileSync(0, \"utf8\").trim().split(/\\s+/).map(Number);\nfs.writeSync(1, String(w[0] + w[1]) + \"\\n\");\n"},
-	"mysql":  {"mysql", "SELECT name FROM city WHERE population > 1000000 ORDER BY name"},
+	string(machineapi.PoolCpp):    {"cpp17", "#include <cstdio>\nint main(){long long a,b;if(std::scanf(\"%lld %lld\",&a,&b)!=2)return 1;std::printf(\"%lld\\n\",a+b);}\n"},
+	string(machineapi.PoolPython): {"python3", "a, b = map(int, input().split())\nprint(a + b)\n"},
+	string(machineapi.PoolJava):   {"java17", "import java.util.Scanner;\npublic class Main { public static void main(String[] args) { Scanner s = new Scanner(System.in); long a = s.nextLong(), b = s.nextLong(); System.out.println(a + b); } }\n"},
+	string(machineapi.PoolArkts):  {"arkts", "const fs = require(\"fs\");\nconst w: number[] = fs.readFileSync(0, \"utf8\").trim().split(/\\s+/).map(Number);\nfs.writeSync(1, String(w[0] + w[1]) + \"\\n\");\n"},
+	string(machineapi.PoolMysql):  {"mysql", "SELECT name FROM city WHERE population > 1000000 ORDER BY name"},
 }
 
 // rss reads a process's resident set (VmRSS) and peak (VmHWM) in bytes.

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"github.com/kece-oj/kece/cmd/internal/settings"
 	"net/http"
 	"os"
 	"slices"
@@ -14,6 +13,9 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/kece-oj/kece/cmd/internal/settings"
+	"github.com/kece-oj/kece/contracts"
 
 	"github.com/kece-oj/kece/contracts/machineapi"
 	"github.com/kece-oj/kece/control/store"
@@ -62,7 +64,7 @@ func runFootprint(ctx context.Context, args []string) error {
 			return fmt.Errorf("unknown pool %q", p)
 		}
 		var id string
-		if p == "mysql" {
+		if p == string(machineapi.PoolMysql) {
 			id, err = f.publishSQL(ctx)
 		} else {
 			id, err = f.publishAPlusB(ctx)
@@ -290,7 +292,7 @@ func newProbeNode(ctx context.Context, f *fleet, pool string) (*probeNode, error
 	if err != nil {
 		return nil, err
 	}
-	s, err := cc.OpenSessionWithResponse(ctx, machineapi.SessionRequest{BootId: "footprint-probe", ProtocolVersion: 1})
+	s, err := cc.OpenSessionWithResponse(ctx, machineapi.SessionRequest{BootId: "footprint-probe", ProtocolVersion: contracts.ProtocolVersion})
 	if err != nil {
 		return nil, err
 	}

@@ -4,12 +4,14 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"github.com/kece-oj/kece/cmd/internal/settings"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"sort"
 	"time"
+
+	"github.com/kece-oj/kece/cmd/internal/settings"
+	"github.com/kece-oj/kece/contracts/machineapi"
 
 	"github.com/moby/moby/api/types/container"
 	"github.com/moby/moby/api/types/mount"
@@ -43,7 +45,7 @@ func runSandbox(ctx context.Context, args []string) error {
 		}
 		*supervisor = filepath.Join(filepath.Dir(self), "kece-sandbox-init")
 	}
-	spec, err := code.DefaultRuntime("cpp")
+	spec, err := code.DefaultRuntime(string(machineapi.PoolCpp))
 	if err != nil {
 		return err
 	}

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/kece-oj/kece/cmd/internal/settings"
+	"github.com/kece-oj/kece/contracts/machineapi"
 	"github.com/kece-oj/kece/control/longpoll"
 	"github.com/kece-oj/kece/control/manifest"
 	"github.com/kece-oj/kece/control/store"
@@ -189,7 +190,7 @@ func setupFleet(ctx context.Context, db *sql.DB, st *store.Store, nodes, slots, 
 	}
 	var sessions []store.Session
 	for i := range nodes {
-		n, code, err := st.CreateNode(ctx, store.NodeSpec{Name: fmt.Sprintf("bench-%d", i), Pool: "cpp", HostGroupID: gs[i%groups].ID, Slots: slots}, "bench")
+		n, code, err := st.CreateNode(ctx, store.NodeSpec{Name: fmt.Sprintf("bench-%d", i), Pool: string(machineapi.PoolCpp), HostGroupID: gs[i%groups].ID, Slots: slots}, "bench")
 		if err != nil {
 			return 0, nil, err
 		}
@@ -336,7 +337,7 @@ func lifecycles(ctx context.Context, reps []replica, db *sql.DB, manID int64, se
 				t0 := time.Now()
 				// Watch before claiming, so a wake-up between the claim and
 				// the wait is not missed (as the claim long-poll does).
-				wake := hub.Watch("cpp")
+				wake := hub.Watch(string(machineapi.PoolCpp))
 				got, err := st.Claim(ctx, s.NodeSession, n)
 				if err != nil {
 					hub.Done(wake)

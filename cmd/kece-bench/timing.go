@@ -5,7 +5,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"github.com/kece-oj/kece/cmd/internal/settings"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,6 +12,9 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/kece-oj/kece/cmd/internal/settings"
+	"github.com/kece-oj/kece/contracts/machineapi"
 
 	"golang.org/x/sync/errgroup"
 
@@ -51,7 +53,7 @@ func runTiming(ctx context.Context, args []string) error {
 	if *modeRuns == 0 {
 		*modeRuns = *runs
 	}
-	limits := map[string]time.Duration{"cpp": *cppLimit, "python": *pyLimit, "java": *javaLimit}
+	limits := map[string]time.Duration{string(machineapi.PoolCpp): *cppLimit, string(machineapi.PoolPython): *pyLimit, string(machineapi.PoolJava): *javaLimit}
 	var burners []timing.Burner
 	for _, p := range strings.Split(*pools, ",") {
 		b, err := timing.ForPool(strings.TrimSpace(p))

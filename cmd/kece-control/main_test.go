@@ -131,20 +131,21 @@ func TestMigrateTokenAndServe(t *testing.T) {
 	require.Equal(t, 0, code, errOut)
 	require.Contains(t, out, "00001_schema.sql")
 	require.Contains(t, out, "00005_token_expiry_rotation.sql")
+	require.Contains(t, out, "00010_admin_search.sql")
 
 	// Down rolls back the newest migration, status shows it pending, up brings it back.
 	code, out, errOut = runIn(t, env, "migrate", "down")
 	require.Equal(t, 0, code, errOut)
-	require.Contains(t, out, "rolled back 00005_token_expiry_rotation.sql")
+	require.Contains(t, out, "rolled back 00010_admin_search.sql")
 	var cols int
-	require.NoError(t, db.QueryRow(`SELECT COUNT(*) FROM information_schema.columns WHERE table_schema = DATABASE() AND table_name = 'judge_api_token' AND column_name = 'expires_at'`).Scan(&cols))
+	require.NoError(t, db.QueryRow(`SELECT COUNT(*) FROM information_schema.columns WHERE table_schema = DATABASE() AND table_name = 'judge_audit' AND column_name = 'remote_addr'`).Scan(&cols))
 	require.Zero(t, cols)
 	code, out, _ = runIn(t, env, "migrate", "status")
 	require.Equal(t, 0, code)
-	require.Regexp(t, `pending\s+00005_token_expiry_rotation.sql`, out)
+	require.Regexp(t, `pending\s+00010_admin_search.sql`, out)
 	code, out, errOut = runIn(t, env, "migrate", "up")
 	require.Equal(t, 0, code, errOut)
-	require.Contains(t, out, "applied 00005_token_expiry_rotation.sql")
+	require.Contains(t, out, "applied 00010_admin_search.sql")
 
 	code, out, errOut = runIn(t, env, "token", "create", "--kind", "admin", "--name", "ops")
 	require.Equal(t, 0, code, errOut)

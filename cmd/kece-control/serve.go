@@ -9,6 +9,8 @@ import (
 	"strings"
 	"time"
 
+	"golang.org/x/sync/errgroup"
+
 	"github.com/kece-oj/kece/artifact"
 	"github.com/kece-oj/kece/cmd/internal/settings"
 	"github.com/kece-oj/kece/control/httpapi"
@@ -165,6 +167,16 @@ func serve(ctx context.Context, args []string, cio cmdIO) error {
 		return fmt.Errorf("listen: %w", err)
 	}
 	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
+	// The process is a group of goroutines that run until a signal ends ctx
+	// or one of them fails; either way the group's context ends and the
+	// shutdown goroutine stops the rest in order: long-polls, then the HTTP
+	// servers (in-flight requests finish), then the background work.
+	g, gctx := errgroup.WithContext(ctx)
+	// Background work (reaper, purge, webhook sender) outlives gctx until
+	// the HTTP server has drained, so in-flight requests still see it.
+	runCtx, stopRun := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopRun()
+	var ms *http.Server
 	if *metricsListen != "" {
 		mln, err := net.Listen("tcp", *metricsListen)
 		if err != nil {
@@ -173,45 +185,39 @@ func serve(ctx context.Context, args []string, cio cmdIO) error {
 		}
 		mux := http.NewServeMux()
 		mux.Handle("GET /metrics", mets.Handler())
-		ms := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-		go func() { _ = ms.Serve(mln) }()
-		defer ms.Close()
+		ms = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+		g.Go(func() error { return serveHTTP("metrics server", ms, mln) })
 		log.Info("metrics on a separate listener", "metrics_listen", mln.Addr().String())
 	}
-	runCtx, stopRun := context.WithCancel(ctx)
-	defer stopRun()
-	bg := make(chan struct{})
-	go func() {
-		defer close(bg)
-		done := make(chan struct{})
-		if sender != nil {
-			go func() { defer close(done); sender.Run(runCtx) }()
-		} else {
-			close(done)
-		}
-		srv.Run(runCtx)
-		<-done
-	}()
-	serveErr := make(chan error, 1)
-	go func() { serveErr <- hs.Serve(ln) }()
-	log.Info("kece-control serving", "listen", ln.Addr().String(), "lease_ttl", *leaseTTL, "reap_interval", *reap)
-	select {
-	case <-ctx.Done():
-		log.Info("shutting down")
-	case err := <-serveErr:
-		stopRun()
-		<-bg
-		return fmt.Errorf("http server: %w", err)
+	g.Go(func() error { srv.Run(runCtx); return nil })
+	if sender != nil {
+		g.Go(func() error { sender.Run(runCtx); return nil })
 	}
-	// Long-polls end with an empty answer; nodes simply poll again elsewhere.
-	srv.StopLongPolls()
-	sctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	err = hs.Shutdown(sctx)
-	stopRun()
-	<-bg
-	if err != nil && !errors.Is(err, http.ErrServerClosed) {
+	g.Go(func() error { return serveHTTP("http server", hs, ln) })
+	g.Go(func() error {
+		<-gctx.Done()
+		if ctx.Err() != nil {
+			log.Info("shutting down")
+		}
+		// Long-polls end with an empty answer; nodes simply poll again elsewhere.
+		srv.StopLongPolls()
+		sctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		err := hs.Shutdown(sctx)
+		if ms != nil {
+			_ = ms.Close()
+		}
+		stopRun()
 		return err
+	})
+	log.Info("kece-control serving", "listen", ln.Addr().String(), "lease_ttl", *leaseTTL, "reap_interval", *reap)
+	return g.Wait()
+}
+
+// serveHTTP serves until the server is shut down (no error) or fails.
+func serveHTTP(what string, hs *http.Server, ln net.Listener) error {
+	if err := hs.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("%s: %w", what, err)
 	}
 	return nil
 }

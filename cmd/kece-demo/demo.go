@@ -6,7 +6,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"github.com/kece-oj/kece/cmd/internal/problems"
 	"net"
 	"net/http"
 	"os"
@@ -19,10 +18,13 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/kece-oj/kece/cmd/internal/problems"
+
 	_ "github.com/go-sql-driver/mysql"
 
 	"github.com/kece-oj/kece/contracts/adminapi"
 	"github.com/kece-oj/kece/contracts/businessapi"
+	"github.com/kece-oj/kece/contracts/machineapi"
 )
 
 type demoConfig struct {
@@ -234,7 +236,7 @@ func (d *demo) startNode(ctx context.Context, pool, joinCode string) error {
 		"KECE_CACHE_MAX_BYTES=" + strconv.Itoa(256<<20),
 		"KECE_LISTEN=" + listen,
 	}
-	if pool == "mysql" {
+	if pool == string(machineapi.PoolMysql) {
 		f := filepath.Join(dir, "judge-dsn")
 		if err := os.WriteFile(f, []byte(d.cfg.judgeMySQL+"\n"), 0o600); err != nil {
 			return err

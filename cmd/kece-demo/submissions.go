@@ -1,5 +1,7 @@
 package main
 
+import "github.com/kece-oj/kece/contracts/machineapi"
+
 type submission struct {
 	typ, id, lang, source, manifest, want string
 }
@@ -27,22 +29,22 @@ func submissions(pools []string, code, sqlManifest string) []submission {
 	add := func(pool, id, lang, src, man, want string) {
 		if has[pool] {
 			typ := "ALGO"
-			if pool == "mysql" {
+			if pool == string(machineapi.PoolMysql) {
 				typ = "DATABASE"
 			}
 			out = append(out, submission{typ, id, lang, src, man, want})
 		}
 	}
-	add("cpp", "1001", "cpp17", cppAC, code, "AC")
-	add("cpp", "1002", "cpp17", cppWA, code, "WA")
-	add("cpp", "1003", "cpp17", cppTLE, code, "TLE")
-	add("cpp", "1004", "cpp17", cppCE, code, "CE")
-	add("python", "1005", "python3", pyAC, code, "AC")
-	add("python", "1006", "python3", pyRE, code, "RE")
-	add("java", "1007", "java17", javaAC, code, "AC")
-	add("arkts", "1008", "arkts", arkAC, code, "AC")
+	add(string(machineapi.PoolCpp), "1001", "cpp17", cppAC, code, "AC")
+	add(string(machineapi.PoolCpp), "1002", "cpp17", cppWA, code, "WA")
+	add(string(machineapi.PoolCpp), "1003", "cpp17", cppTLE, code, "TLE")
+	add(string(machineapi.PoolCpp), "1004", "cpp17", cppCE, code, "CE")
+	add(string(machineapi.PoolPython), "1005", "python3", pyAC, code, "AC")
+	add(string(machineapi.PoolPython), "1006", "python3", pyRE, code, "RE")
+	add(string(machineapi.PoolJava), "1007", "java17", javaAC, code, "AC")
+	add(string(machineapi.PoolArkts), "1008", "arkts", arkAC, code, "AC")
 	// Same numeric id as an ALGO submission: a different submission type.
-	add("mysql", "1001", "mysql", sqlAC, sqlManifest, "AC")
-	add("mysql", "1002", "mysql", sqlWA, sqlManifest, "WA")
+	add(string(machineapi.PoolMysql), "1001", "mysql", sqlAC, sqlManifest, "AC")
+	add(string(machineapi.PoolMysql), "1002", "mysql", sqlWA, sqlManifest, "WA")
 	return out
 }

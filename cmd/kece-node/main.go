@@ -30,7 +30,11 @@ import (
 	"strings"
 	"syscall"
 
+	"golang.org/x/sync/errgroup"
+
 	"github.com/kece-oj/kece/cmd/internal/settings"
+	"github.com/kece-oj/kece/contracts"
+	"github.com/kece-oj/kece/contracts/machineapi"
 	"github.com/kece-oj/kece/engine/code"
 	"github.com/kece-oj/kece/engine/sqljudge"
 	"github.com/kece-oj/kece/internal/buildinfo"
@@ -115,22 +119,32 @@ func runNode(args []string, stderr io.Writer, getenv func(string) string) int {
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
 	defer signal.Stop(sigs)
-	go func() {
-		s, ok := <-sigs
-		if !ok {
-			return
-		}
-		log.Info("signal: draining; send it again to stop at once", "signal", s.String())
-		node.Drain()
-		s, ok = <-sigs
-		if !ok {
-			return
-		}
-		log.Warn("second signal: stopping at once", "signal", s.String())
-		stop()
-	}()
 	log.Info("kece-node starting", "version", buildinfo.Version(), "pool", cfg.Pool, "local_slots", cfg.LocalSlots)
-	err = node.Run(ctx)
+	// The node and its signal watcher run as one group: the watcher ends
+	// when the node has stopped (for whatever reason), so neither outlives
+	// the process's work.
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error {
+		defer stop()
+		return node.Run(gctx)
+	})
+	g.Go(func() error {
+		select {
+		case s := <-sigs:
+			log.Info("signal: draining; send it again to stop at once", "signal", s.String())
+			node.Drain()
+		case <-gctx.Done():
+			return nil
+		}
+		select {
+		case s := <-sigs:
+			log.Warn("second signal: stopping at once", "signal", s.String())
+			stop()
+		case <-gctx.Done():
+		}
+		return nil
+	})
+	err = g.Wait()
 	switch {
 	case err == nil:
 		return exitOK
@@ -224,7 +238,7 @@ func configureLogged(args []string, getenv func(string) string, log *slog.Logger
 	}
 	var errs []error
 	if *slots == "" {
-		if worker.ValidPool(*pool) {
+		if contracts.ValidPool(*pool) {
 			cpus, mem := hostResources()
 			cfg.LocalSlots = worker.DefaultLocalSlots(*pool, cpus, mem)
 			log.Info("KECE_LOCAL_SLOTS not set; sized from the host", "local_slots", cfg.LocalSlots, "cpus", cpus,
@@ -243,7 +257,7 @@ func configureLogged(args []string, getenv func(string) string, log *slog.Logger
 		cfg.CacheMaxBytes = n
 	}
 	switch {
-	case *pool == "mysql":
+	case *pool == string(machineapi.PoolMysql):
 		// The mysql pool never opens the Docker socket: only the SQL
 		// executor is built.
 		dsn, err := readSecretFile("KECE_JUDGE_MYSQL_DSN_FILE", *dsnFile)
@@ -257,7 +271,7 @@ func configureLogged(args []string, getenv func(string) string, log *slog.Logger
 			errs = append(errs, err)
 		}
 		cfg.NewBackend = f
-	case worker.ValidPool(*pool):
+	case contracts.ValidPool(*pool):
 		// Code pools never load SQL credentials: the DSN file is not read.
 		if *dsnFile != "" {
 			log.Warn("KECE_JUDGE_MYSQL_DSN_FILE is ignored by a code pool", "pool", *pool)

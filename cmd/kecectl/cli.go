@@ -146,8 +146,8 @@ Exit codes: 0 ok; 1 the API, the network or a waited-for outcome failed;
 		return outputFormats, cobra.ShellCompDirectiveNoFileComp
 	})
 	root.AddGroup(&cobra.Group{ID: "resources", Title: "Resources:"}, &cobra.Group{ID: "tools", Title: "Other commands:"})
-	for _, cmd := range []*cobra.Command{c.hostGroupCommand(), c.nodeCommand(), c.jobCommand(), c.eventsCommand(), c.languageCommand(),
-		c.reconcileCommand()} {
+	for _, cmd := range []*cobra.Command{c.hostGroupCommand(), c.nodeCommand(), c.jobCommand(), c.poolCommand(), c.eventsCommand(),
+		c.auditCommand(), c.languageCommand(), c.reconcileCommand()} {
 		cmd.GroupID = "resources"
 		root.AddCommand(cmd)
 	}

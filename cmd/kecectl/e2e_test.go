@@ -103,6 +103,23 @@ func TestKecectlEndToEnd(t *testing.T) {
 	require.Contains(t, c.ok("job", "cancel", newID, "--reason", "not needed"), "CANCELLED")
 	c.fails(exitFailed, "JOB_NOT_FOUND", "job", "show", "999999")
 
+	// Search, the job page's generations and audit, the audit log, the verdict mix.
+	out = c.ok("job", "list", "--submission", "ALGO/k-1")
+	require.Regexp(t, `(?m)^`+newID+`\s+SUBMISSION\s+ALGO/k-1\s+2\s+cpp\s+CANCELLED\s+-`, out)
+	require.Regexp(t, `(?m)^`+jobID+`\s+SUBMISSION\s+ALGO/k-1\s+1\s+cpp\s+`, out)
+	found := decode[adminapi.JudgeJobList](t, c.ok("job", "list", "--submission", "ALGO/k-1", "--since", "1h", "-o", "json"))
+	require.Len(t, found.Jobs, 2)
+	require.Empty(t, decode[adminapi.JudgeJobList](t, c.ok("job", "list", "--until", "1h", "-o", "json")).Jobs)
+	c.fails(exitUsage, "want TYPE/ID", "job", "list", "--submission", "k-1")
+	c.fails(exitUsage, "--since \"yesterday\"", "job", "list", "--since", "yesterday")
+	c.fails(exitFailed, "REQUEST_INVALID", "job", "list", "--verdict", "nope")
+	require.Contains(t, c.ok("job", "show", newID), "generations:")
+	out = c.ok("audit", "list", "--action", "job.cancel")
+	require.Regexp(t, `(?m)^\d+\s+\S+\s+ADMIN:\S+\s+127\.0\.0\.1\s+job\.cancel\s+-\s+`+newID+`\s+not needed`, out)
+	require.Contains(t, c.ok("audit", "list", "--node", "judge-1"), "node.create")
+	require.Regexp(t, `(?m)^cpp\s+[1-9]\d*\s+\S+\s+.*CANCELLED [1-9]`, c.ok("pool", "verdicts"))
+	c.fails(exitUsage, "--minutes must be 1..1440", "pool", "verdicts", "--minutes", "0")
+
 	// Languages: the catalog, with the ready cpp node.
 	out = c.ok("language", "list")
 	require.Regexp(t, `(?m)^LANGUAGE\s+POOL\s+STANDARD`, out)

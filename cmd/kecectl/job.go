@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -13,7 +14,27 @@ import (
 	"github.com/kece-oj/kece/contracts/adminapi"
 )
 
-var jobStates = []string{"QUEUED", "RUNNING", "COMPLETED", "FAILED", "CANCELLED"}
+var (
+	jobStates       = []string{"QUEUED", "RUNNING", "COMPLETED", "FAILED", "CANCELLED"}
+	verdictStatuses = []string{"AC", "PARTIAL", "WA", "TLE", "MLE", "OLE", "RE", "CE"}
+)
+
+// timeFlag reads a time flag: an RFC 3339 time, or a duration meaning that
+// long ago (by this machine's clock). Empty is nil.
+func timeFlag(name, v string) (*time.Time, error) {
+	if v == "" {
+		return nil, nil
+	}
+	if t, err := time.Parse(time.RFC3339Nano, v); err == nil {
+		return &t, nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d <= 0 {
+		return nil, usagef("%s %q: want an RFC 3339 time (2026-11-30T10:00:00Z) or a positive duration ago (90m, 24h)", name, v)
+	}
+	t := time.Now().Add(-d)
+	return &t, nil
+}
 
 func (c *cli) jobCommand() *cobra.Command {
 	cmd := &cobra.Command{
@@ -36,11 +57,11 @@ func jobArg(s string) error {
 }
 
 func (c *cli) jobList() *cobra.Command {
-	var state, pool, kind, typ, before string
+	var state, pool, kind, typ, submission, verdict, since, until, before string
 	var limit int
 	cmd := &cobra.Command{
-		Use:   "list [--state S] [--pool P] [--kind K] [--type T] [--limit N] [--before ID]",
-		Short: "List jobs, newest first",
+		Use:   "list [--submission TYPE/ID] [--state S] [--verdict V] [--pool P] [--kind K] [--type T] [--since T] [--until T] [--limit N] [--before ID]",
+		Short: "Search jobs, newest first",
 		Args:  exactArgs(),
 		RunE: c.action(func(*cobra.Command, []string) error {
 			if limit < 1 || limit > 500 {
@@ -48,6 +69,28 @@ func (c *cli) jobList() *cobra.Command {
 			}
 			l := int32(limit)
 			p := adminapi.ListJudgeJobsParams{Limit: &l}
+			if submission != "" {
+				t, id, ok := strings.Cut(submission, "/")
+				if !ok || t == "" || id == "" {
+					return usagef("--submission %q: want TYPE/ID, e.g. ALGO/1234", submission)
+				}
+				if typ != "" && typ != t {
+					return usagef("--type %s and --submission %s name different types", typ, submission)
+				}
+				typ = t
+				p.SubmissionId = &id
+			}
+			if verdict != "" {
+				v := adminapi.VerdictStatus(strings.ToUpper(verdict))
+				p.Verdict = &v
+			}
+			var err error
+			if p.CreatedAfter, err = timeFlag("--since", since); err != nil {
+				return err
+			}
+			if p.CreatedBefore, err = timeFlag("--until", until); err != nil {
+				return err
+			}
 			if state != "" {
 				v := adminapi.JobState(strings.ToUpper(state))
 				p.State = &v
@@ -92,8 +135,13 @@ func (c *cli) jobList() *cobra.Command {
 	f.StringVar(&pool, "pool", "", "only this pool")
 	f.StringVar(&kind, "kind", "", "SUBMISSION or CHECK")
 	f.StringVar(&typ, "type", "", "only this submission type")
+	f.StringVar(&submission, "submission", "", "only this submission's jobs, every generation: TYPE/ID")
+	f.StringVar(&verdict, "verdict", "", "only COMPLETED jobs with this verdict: "+strings.Join(verdictStatuses, ", "))
+	f.StringVar(&since, "since", "", "only jobs created at or after: RFC 3339 time, or a duration ago (90m)")
+	f.StringVar(&until, "until", "", "only jobs created before: RFC 3339 time, or a duration ago")
 	f.IntVar(&limit, "limit", 50, "page size (1..500)")
 	f.StringVar(&before, "before", "", "only jobs with a smaller id (the previous page's 'more: --before')")
+	_ = cmd.RegisterFlagCompletionFunc("verdict", fixedCompletion(verdictStatuses...))
 	_ = cmd.RegisterFlagCompletionFunc("state", fixedCompletion(jobStates...))
 	_ = cmd.RegisterFlagCompletionFunc("pool", fixedCompletion(contracts.Pools()...))
 	_ = cmd.RegisterFlagCompletionFunc("kind", fixedCompletion("SUBMISSION", "CHECK"))
@@ -101,9 +149,9 @@ func (c *cli) jobList() *cobra.Command {
 }
 
 func jobRows(w *tabwriter.Writer, js []adminapi.JudgeJob) {
-	row(w, "ID", "KIND", "SUBMISSION", "GEN", "POOL", "STATE", "PHASE", "CASES", "ATTEMPTS", "NODE", "ERROR", "CREATED")
+	row(w, "ID", "KIND", "SUBMISSION", "GEN", "POOL", "STATE", "VERDICT", "PHASE", "CASES", "ATTEMPTS", "NODE", "ERROR", "CREATED")
 	for _, j := range js {
-		row(w, j.JobId, j.Kind, j.SubmissionType+"/"+j.SubmissionId, j.Generation, j.Pool, j.State, deref(j.Phase, "-"),
+		row(w, j.JobId, j.Kind, j.SubmissionType+"/"+j.SubmissionId, j.Generation, j.Pool, j.State, deref(j.Verdict, "-"), deref(j.Phase, "-"),
 			fmt.Sprintf("%d/%d", j.CasesDone, j.CasesTotal), fmt.Sprintf("%d/%d", j.AttemptCount, j.MaxAttempts),
 			deref(j.NodeId, "-"), deref(j.LastErrorCode, ""), stamp(j.CreatedAt))
 	}
@@ -154,6 +202,21 @@ func (c *cli) jobShow() *cobra.Command {
 					}
 					row(w, "  "+strconv.FormatInt(a.LeaseEpoch, 10), a.NodeId, a.SessionEpoch, a.Outcome, deref(a.ErrorCode, ""),
 						stamp(a.StartedAt), ended)
+				}
+				_ = w.Flush()
+				if len(d.Generations) > 1 {
+					fmt.Fprintln(c.out, "generations:")
+					w = c.table()
+					row(w, "  JOB", "GEN", "STATE", "VERDICT", "CURRENT", "CREATED")
+					for _, g := range d.Generations {
+						row(w, "  "+g.JobId, g.Generation, g.State, deref(g.Verdict, "-"), yesNo(g.Current), stamp(g.CreatedAt))
+					}
+					_ = w.Flush()
+				}
+				if len(d.Audit) > 0 {
+					fmt.Fprintln(c.out, "audit:")
+					w = c.table()
+					auditRows(w, d.Audit, "  ")
 				}
 				return w.Flush()
 			})

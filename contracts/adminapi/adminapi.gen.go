@@ -204,6 +204,48 @@ func (e JobKind) Valid() bool {
 	}
 }
 
+// Defines values for JobOutcome.
+const (
+	JobOutcomeAC          JobOutcome = "AC"
+	JobOutcomeCE          JobOutcome = "CE"
+	JobOutcomeCancelled   JobOutcome = "CANCELLED"
+	JobOutcomeMLE         JobOutcome = "MLE"
+	JobOutcomeOLE         JobOutcome = "OLE"
+	JobOutcomePARTIAL     JobOutcome = "PARTIAL"
+	JobOutcomeRE          JobOutcome = "RE"
+	JobOutcomeSystemError JobOutcome = "SYSTEM_ERROR"
+	JobOutcomeTLE         JobOutcome = "TLE"
+	JobOutcomeWA          JobOutcome = "WA"
+)
+
+// Valid indicates whether the value is a known member of the JobOutcome enum.
+func (e JobOutcome) Valid() bool {
+	switch e {
+	case JobOutcomeAC:
+		return true
+	case JobOutcomeCE:
+		return true
+	case JobOutcomeCancelled:
+		return true
+	case JobOutcomeMLE:
+		return true
+	case JobOutcomeOLE:
+		return true
+	case JobOutcomePARTIAL:
+		return true
+	case JobOutcomeRE:
+		return true
+	case JobOutcomeSystemError:
+		return true
+	case JobOutcomeTLE:
+		return true
+	case JobOutcomeWA:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for JobState.
 const (
 	JobStateCancelled JobState = "CANCELLED"
@@ -225,48 +267,6 @@ func (e JobState) Valid() bool {
 	case JobStateQueued:
 		return true
 	case JobStateRunning:
-		return true
-	default:
-		return false
-	}
-}
-
-// Defines values for Outcome.
-const (
-	OutcomeAC          Outcome = "AC"
-	OutcomeCE          Outcome = "CE"
-	OutcomeCancelled   Outcome = "CANCELLED"
-	OutcomeMLE         Outcome = "MLE"
-	OutcomeOLE         Outcome = "OLE"
-	OutcomePARTIAL     Outcome = "PARTIAL"
-	OutcomeRE          Outcome = "RE"
-	OutcomeSystemError Outcome = "SYSTEM_ERROR"
-	OutcomeTLE         Outcome = "TLE"
-	OutcomeWA          Outcome = "WA"
-)
-
-// Valid indicates whether the value is a known member of the Outcome enum.
-func (e Outcome) Valid() bool {
-	switch e {
-	case OutcomeAC:
-		return true
-	case OutcomeCE:
-		return true
-	case OutcomeCancelled:
-		return true
-	case OutcomeMLE:
-		return true
-	case OutcomeOLE:
-		return true
-	case OutcomePARTIAL:
-		return true
-	case OutcomeRE:
-		return true
-	case OutcomeSystemError:
-		return true
-	case OutcomeTLE:
-		return true
-	case OutcomeWA:
 		return true
 	default:
 		return false
@@ -601,7 +601,7 @@ type ErrorCode string
 type FinishBucket struct {
 	Finished int64 `json:"finished"`
 
-	// Start Start of the bucket (database time); it is bucketSeconds long.
+	// Start Start of the bucket (database time); it is bucketSeconds long. The buckets end at asOf, so when bucketSeconds does not divide the window the first one starts before it and counts only its part inside.
 	Start time.Time `json:"start"`
 }
 
@@ -684,6 +684,9 @@ type JobGeneration struct {
 // to one node; its submission has submissionType `KECE_CHECK` and a built-in
 // manifest, and it is judged and reported like any other job.
 type JobKind string
+
+// JobOutcome How a finished job ended - its verdict status, SYSTEM_ERROR (attempts exhausted) or CANCELLED.
+type JobOutcome string
 
 // JobState defines model for JobState.
 type JobState string
@@ -1009,15 +1012,12 @@ type NodeCheck struct {
 	Verdict *Verdict `json:"verdict,omitempty"`
 }
 
-// Outcome How a finished job ended - its verdict status, SYSTEM_ERROR (attempts exhausted) or CANCELLED.
-type Outcome string
-
 // OutcomeCount defines model for OutcomeCount.
 type OutcomeCount struct {
 	Count int64 `json:"count"`
 
 	// Outcome How a finished job ended - its verdict status, SYSTEM_ERROR (attempts exhausted) or CANCELLED.
-	Outcome Outcome `json:"outcome"`
+	Outcome JobOutcome `json:"outcome"`
 }
 
 // Phase defines model for Phase.
@@ -1278,7 +1278,7 @@ type UnprocessableEntity = Error
 
 // ListAuditParams defines parameters for ListAudit.
 type ListAuditParams struct {
-	// Actor Exact actor, e.g. ADMIN:alice or control.
+	// Actor Exact actor, e.g. ADMIN:alice#3 or control-plane.
 	Actor *string `form:"actor,omitempty" json:"actor,omitempty"`
 
 	// Action Exact action, e.g. node.drain, job.cancel.
@@ -1470,9 +1470,10 @@ type ClientInterface interface {
 	//
 	// Every audit record: node and host-group changes, job rejudges and
 	// cancels, event redeliveries, probes, joins and the control plane's
-	// own actions (`actor` "control"). Each names the admin token's label
-	// (`ADMIN:<name>`) and, for calls through the admin API, the caller's
-	// address (`remoteAddr`). Filters combine with AND; `after` is
+	// own actions (`actor` "control-plane"; a node's join is
+	// `node:<id>`). Each names the admin token (`ADMIN:<name>#<id>`) and,
+	// for calls through the admin API, the caller's address
+	// (`remoteAddr`). Filters combine with AND; `after` is
 	// inclusive, `before` exclusive. Paged by keyset like every list
 	// (`beforeId` ← `nextBeforeId`).
 	//
@@ -2032,9 +2033,10 @@ type ClientInterface interface {
 //
 // Every audit record: node and host-group changes, job rejudges and
 // cancels, event redeliveries, probes, joins and the control plane's
-// own actions (`actor` "control"). Each names the admin token's label
-// (`ADMIN:<name>`) and, for calls through the admin API, the caller's
-// address (`remoteAddr`). Filters combine with AND; `after` is
+// own actions (`actor` "control-plane"; a node's join is
+// `node:<id>`). Each names the admin token (`ADMIN:<name>#<id>`) and,
+// for calls through the admin API, the caller's address
+// (`remoteAddr`). Filters combine with AND; `after` is
 // inclusive, `before` exclusive. Paged by keyset like every list
 // (`beforeId` ← `nextBeforeId`).
 //
@@ -4352,9 +4354,10 @@ type ClientWithResponsesInterface interface {
 	//
 	// Every audit record: node and host-group changes, job rejudges and
 	// cancels, event redeliveries, probes, joins and the control plane's
-	// own actions (`actor` "control"). Each names the admin token's label
-	// (`ADMIN:<name>`) and, for calls through the admin API, the caller's
-	// address (`remoteAddr`). Filters combine with AND; `after` is
+	// own actions (`actor` "control-plane"; a node's join is
+	// `node:<id>`). Each names the admin token (`ADMIN:<name>#<id>`) and,
+	// for calls through the admin API, the caller's address
+	// (`remoteAddr`). Filters combine with AND; `after` is
 	// inclusive, `before` exclusive. Paged by keyset like every list
 	// (`beforeId` ← `nextBeforeId`).
 	//
@@ -7039,9 +7042,10 @@ func (r GetVerdictMixResponse) ContentType() string {
 //
 // Every audit record: node and host-group changes, job rejudges and
 // cancels, event redeliveries, probes, joins and the control plane's
-// own actions (`actor` "control"). Each names the admin token's label
-// (`ADMIN:<name>`) and, for calls through the admin API, the caller's
-// address (`remoteAddr`). Filters combine with AND; `after` is
+// own actions (`actor` "control-plane"; a node's join is
+// `node:<id>`). Each names the admin token (`ADMIN:<name>#<id>`) and,
+// for calls through the admin API, the caller's address
+// (`remoteAddr`). Filters combine with AND; `after` is
 // inclusive, `before` exclusive. Paged by keyset like every list
 // (`beforeId` ← `nextBeforeId`).
 //
@@ -14193,27 +14197,27 @@ func (sh *strictHandler) GetVerdictMix(w http.ResponseWriter, r *http.Request, p
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7H3dclq51uCrqPi+quD5tglO3Dmn7ZoLYkhCGmMfwOnpaTJG7C1A8UaiJWGbTqVqruZ6LqZqHmje5HuS",
+	"7H3dclq51uCrqDhfVfB82wQn7pyv7ZoLYkhCGmMfwOnpaTJG7C1A8UaiJWGbTqVqruZ6LqZqHmje5HuS",
 	"Ka0l7R/YYCB2uvuc3CQG9paWpKX1//O5FMrpTAomjC6dfC5NGI2Ygj87zKhFbWSYsp8ipkPFZ4ZLUTop",
 	"dVkoRaSJkeSOckOGbCQVI8q+wsW4UgpKiv0254pFpROj5iwo6XDCptQONZJqSk3ppMSFefmiFJSmXPDp",
 	"fFo6qQYls5gx/ImNmSp9+fIlKM2oolNmHFyvYa5mtArVhYgXhBs21eSOmwmhRE9pHDNFeETKZsLITLFb",
-	"LueazOiYPdNEsHvjxzuwUHM7zm9zphaloCTo1MIy9BNmF/Hvio1KJ6V/e57u33P8VT9vRiUL9jupzVsl",
-	"57NmdEnNxL4Fw8/sh2T0SfrUxl3bYsL3crhxqk/296+dpMWn3Kzu/SUdM6L574yUIzai89iQo2p17Z7G",
-	"MMpmrKD3iBU/VKsZHDkqwJGg1JYR27h2AQ983eK/2Lf1TArNEBNp1GG/zZmG/QilMEzAn3Q2i3lI7dY8",
-	"/6Tt/nzecp6GUtJhfX5/exN7vWAyEkmmiZCGTKkJJ8Qitp1c0dCQ8qDT+MdVo9u7brY/1FrN+uCgUvoS",
-	"lM6kGMU8/GaQajlXob1i2lDDiFTEXj3NpUjBp3Es74iZcE3CCRVjBpC2pXkj5yL6NpDSKFJMaxYlMKfw",
-	"sXuuDcDUk/KcioU7bf30oHXspsElYZE901qvcd1qnjd7jfrg4BQJLaGWOBOg04dAqIlGumxv3TIlP0xI",
-	"eRFA7unnGaIPUF0JOjcTqfjv7BscyDnXmouxxZa5uBHyThAaTbkgRt4wQcqDq3btqveu0e41z2qwFXA6",
-	"V4Ldz1hovgWIXaZumTrUPGIEyVz5h/t7Mmi2e41Ou9YaBMRC+aHWbNVetxoJhDMlQ6Y1HcasIQw3i6cH",
-	"9WcWx4eWrLKIDOeGKDaaW0QfLgglah4zUmaVcYXMlBwmFwF+0BbqL542Ag7VjGHTGYIaRdxOQeNLJWdM",
-	"GW7J4YjGmgWlWearzyWKbyGzfoi+BiUmIhbVTI4dRNSwQ8OnrJQQfm0UF2N4wa79TEZslSE1xUhRbdQ8",
-	"NHPFCDxJwphqTcqNTueicxBYPGs1at3GdeO/XTY7jbq9NzMLs7Ij/I9fa4f//aP9p3r44/XHz9Xg1csv",
-	"/14ERpaHb7VQ5MRbPRozqlljJsPJMpd8dVzazBcDz/W2mkjOTSinBTvZuWq3m+235G7CYwbcBmAiMb9l",
-	"+tR+IcjZxfllq9Fr1AMCmxsQt6UBOau1zxqtlv2ze3XZ6HQb9Ubdbn2n8eHip4c3/cWaTVcsZHxm6nzs",
-	"GPDSRX1XO3zxwysiRwCysBsXWzJmCb29tzQM2cyS15FUyIQcti4DVD38kR6OPn5+dVwMiGba8rV9z0gb",
-	"qswuaP8lK8T8mkh1GUQJUnEnB1x2svTAPyYzyOEnFhoLVG0ecdMQRi12vfEh7v/ycfw8oYZM6GzGBIsC",
-	"AoTHAllhwtLEgHySw0pIRcjiCgp/LSbGVpx7dVyw5zQ0skAvadMp8yee4Rxw0/slvdCGTfslOHE6N3JK",
-	"DQ8JgqyXpj168feieXcgTtTu4ba3L2KG8liv322UVlcO6ilJzy7UQzHquFZ2D6svjgtv7lQaVouighO0",
+	"LueazOiYPdNEsHvjxzuwUHM7zm9zphaloCTo1MIy9BNmF/Fvio1KJ6W/PU/37zn+qp83o5IF+53U5q2S",
+	"81kzuqRmYt+C4Wf2QzL6JH1q465tMeF7Odw41Sf7+9dO0uJTblb3/pKOGdH8d0bKERvReWzIUbW6dk9j",
+	"GGUzVtB7xIofqtUMjhwV4EhQasuIbVy7gAe+bvFf7Nt6JoVmiIk06rDf5kzDfoRSGCbgTzqbxTykdmue",
+	"f9J2fz5vOU9DKemwPr+/vYm9XjAZiSTTREhDptSEE2IR206uaGhIedBp/OOq0e1dN9sfaq1mfXBQKX0J",
+	"SmdSjGIefjNItZyr0F4xbahhRCpir57mUqTg0ziWd8RMuCbhhIoxA0jb0ryRcxF9G0hpFCmmNYsSmFP4",
+	"2D3XBmDqSXlOxcKdtn560Dp20+CSsMieaa3XuG41z5u9Rn1wcIqEllBLnAnQ6UMg1EQjXba3bpmSHyak",
+	"vAgg9/TzDNEHqK4EnZuJVPx39g0O5JxrzcXYYstc3Ah5JwiNplwQI2+YIOXBVbt21XvXaPeaZzXYCjid",
+	"K8HuZyw03wLELlO3TB1qHjGCZK78w/09GTTbvUanXWsNAmKh/FBrtmqvW40EwpmSIdOaDmPWEIabxdOD",
+	"+jOL40NLVllEhnNDFBvNLaIPF4QSNY8ZKbPKuEJmSg6TiwA/aAv1F08bAYdqxrDpDEGNIm6noPGlkjOm",
+	"DLfkcERjzYLSLPPV5xLFt5BZP0RfgxITEYtqJscOImrYoeFTVkoIvzaKizG8YNd+JiO2ypCaYqSoNmoe",
+	"mrliBJ4kYUy1JuVGp3PROQgsnrUatW7juvHfLpudRt3em5mFWdkR/sevtcP//tH+Uz388frj52rw6uWX",
+	"fysCI8vDt1oocuKtHo0Z1awxk+FkmUu+Oi5t5ouB53pbTSTnJpTTgp3sXLXbzfZbcjfhMQNuAzCRmN8y",
+	"fWq/EOTs4vyy1eg16gGBzQ2I29KAnNXaZ41Wy/7ZvbpsdLqNeqNut77T+HDx08Ob/mLNpisWMj4zdT52",
+	"DHjpor6rHb744RWRIwBZ2I2LLRmzhN7eWxqGbGbJ60gqZEIOW5cBqh7+SA9HHz+/Oi4GRDNt+dq+Z6QN",
+	"VWYXtP+SFWJ+TaS6DKIEqbiTAy47WXrgH5MZ5PATC40FqjaPuGkIoxa73vgQ93/5OH6eUEMmdDZjgkUB",
+	"AcJjgawwYWliQD7JYSWkImRxBYW/FhNjK869Oi7YcxoaWaCXtOmU+RPPcA646f2SXmjDpv0SnDidGzml",
+	"hocEQdZL0x69+I+ieXcgTtTu4ba3L2KG8liv322UVlcO6ilJzy7UQzHquFZ2D6svjgtv7lQaVouighO0",
 	"MlkIStszTZqXCVuCI8ODIoZaacBMlJyPJ5mzrl02+wL0vN7ZJZkxpjwugHgsYzKLqWAHp4QONRMmjwd9",
 	"4cYPyFmrmUxGRUSYMIozTe4UN4YJr+5yQ+6oJoqFUkUsqvTFg5i7dHc9igBieawO/CVKdnXtDW1xvStL",
 	"dmsBNcmqyg8db4YSfIHVNfEt0MocVFQpCj9n9WmAK44vRqWTXx/GoI/L0ksNj0gK5DhUG1DaKyt76BdU",
@@ -14232,178 +14236,180 @@ var swaggerSpec = []string{
 	"s1qvedEuBaVGu/a6hZjXqTXdzaw3u/jtToj4gSk+cnYZOzIoK4CSinJ3U+tc47eAofghYxfeQVgYSRUW",
 	"KeDsVt6gvo13VxMutGE0sggNZh3LJ8DnAfaM7nXtrNf80KikJ5vBjFRU38QEOvjUMiq4lwMHayEq2K3Z",
 	"bwMiRqOYC+b8S+sdTyAMCHlHyoAdioSxDG8OnEn0bsKdXdzi0jMrok/xuPrCbSBVzOkRQxrekDLY1ueW",
-	"TFrEC+VcGBYRmhgF9AEIA2bC+gIQlGtLBuDgKwSF1RN7g/0SKqTm5KNX1eO/V6uk/DcS0YU+WJITEq7n",
-	"3R34+ENWg8c4xKLDQ2vijjKuk1cftFICz/0KZTcjsj4kay4LCsjtNzH5xnpb4jkNJ1ywQ8VoZE/cWxNl",
-	"xCrk7KL9ptU861mMsCg3ZoIpHpLj6o/kbsKERYqpVRdBghzxEN4jYPBlOkvOljw3paC0ZO8uBaXexU+N",
-	"trdXloJS+6J3/ebiqm3/fnfR7V2/7VxcXV5nv25f1Bu5L95fvM59bnxotHv5V2rnjete7aeGJaedxodm",
-	"t3nRvu72aq1GKSh1e7Ve49qv28/gzHn+Y63VadTqv1y/v2i24duzd42zn67tGh3o+EWzfX3ZuXjbaXS7",
-	"dgmNWqf3ulHrJZPlCFoG+LOrTqfR7rlveo3OebNda+VWA3KHBee6Vq+7Cdxf8Hut1br4GUFJ13JZ+6V1",
-	"Uatf9y4urlu1zls7Z9b9UgpK3taPB+RN/VsyFkcYm+KWxtxyEnSxMGEsmwHe0pM3TDTuZxyln8QhlnEp",
-	"Z75ry4hlPr6Xw8ynxi0TJvswnbKeJXt2Vc4h1zUUFBXg3YmfEAdG1uOnqcX2BizeSy7gO5CLO/6auc9N",
-	"cankWDFthe53jCozZNT4SVpAfmuh4bcsgfZsrhQTBj871SfOQA/ynwWhhtYge474V1uaWhzLO5w+hf2S",
-	"LmJJo56ULarGdqYONayFDjV7hMIKRTDJlaC3lMf2XgMHf8MF15PX8/CG7cy/4VV0Q+2oD4FhtoDf2a+9",
-	"FWsIMJGyF0RB9zo4JdxY2oO/egYZSwzD2MOgjKAE6WqKqGWCibvyCsWo2c3Js7OJ04u+m560F8HbOM8s",
-	"t985MsVuGl6gfYz+sTRndEZD5wlc4jdWbPgkh8hQ7iYyZsTuApnShdVNCDVEipAFhIZKag2Csl2JLrYJ",
-	"eNECOeXDkOmmeBPz8aQAIfH+kgmLwZEIDM+ezTMHgBXKAqvrWGwCt+NcKEZnLLKalxVcw3gesWgP48V8",
-	"FtGvcZTkI22cTpM7iOXVZ4544x04A6Te8SbsgqXL6PI1R1ys2+Vm2LjYPWzOyc5vb3ZO6UvO6nxUXTU7",
-	"rztmvXkdV4BOO64ke+WLwl5ciAv4HCCkBSgzmFuk2Gwm24pOPOLBL2H+RkwvirarkdfNt812j3DUkxKL",
-	"LF4/EGzv6XQW26GOXyw5VY8Of/z4a/Xwx4+fq8HR34uN7u/l8K0Vpql3Ke5g8LkQzFJQUh4nIxxYPkqJ",
-	"ng+nHJyiqxacPbhT6GSXQoRI53qmyUzao1BgStfocf4kh8U6uue9u0Ayzu3Vjoi2g1vwhosHn3wvhz/Z",
-	"x5zNmW3xPJqOvgSlWzQ/72ilXuMVz2yKg9xDlB5dkDn3Iuz3i1mVzq5enze7Vjey13yumSJ3Ut1UCKg2",
-	"9jtv4Dp0sXssIprFo0PwIpChlcr7wkiwSlr+eQqsPEUbMqHZj73FjJHBT42zxjVMMQCjBCXDOY/NIRd9",
-	"MaWCj5g26LtAyRDMlxF8odhMKgtFzG8Y+DrAfwGICHYJr4umS/Oa2pb6TTcB1isEIFUnB5wxoP/jqnEF",
-	"ClVqP0/iSFITelBKIki2BOEfYMnJWdPPpCVEJmtQD0pnEG7gLXdWq7Hqf1PrOYrwO/CFT+7lZQd4YRCB",
-	"fxhVPL3LHd/eJb/M5n1ASAJpERzF2I9P7WfRMybOGPM2kwCcp5e+YRexFp5ebuQlKZWPGBjwneZkV4pm",
-	"F7A1w1unxAcqv3xVrZLyEZnIuTpI/ZrLdrvdrHavCmXY9/YqvpfD/eLo9lVUEgW3KYrceO/kHeiLhBK8",
-	"ksA5teFxDOH9GH1h/8e40yENb+RodEqqaOAKY8qndvg9/IChVSfqUrA9lgXv9qRBB+quLz8qq0debolt",
-	"nn4/08S9RVJO9Cdh+U8ZOrSjjBBTMZ47y+6mV1r+OXhHm5zNdp/IzW2jKwtRCF7ueNdC0c26VAyiWDB0",
-	"0rG5UyLYmBp+y0CJzynL3nOLKnPhfSqI5HA8f9vDmdJ7F86rN1+cr44pnU2ofvBQL+Eh+7SU8YMP22fs",
-	"s4pLVWg8ack7poiaC01GXGljyRTXLgB0s33kKEfBD4+q1UcJ2NxDBk4pyMNb3c0+m3u3B3Bs+zY8vY+d",
-	"JSeybxfytSS8fyxKzXCDEoztQOUtkQ9RdVon9TtBHxBqZUOWdndJR0hIUe5eZZSGhGHlGFAGI4M8u87f",
-	"t6U43QcUDyct1JPAgt1lBl2smfpfwYYcc8ECIuOIaYOXhpQxxptZOIlUkQv02C5k0OUKLFtuVuMFIf6x",
-	"wLRgv06iLulQzk2iL5MyRgkHRDFQbAIXjp56cw8CIthdspZUojuqVrdfxJq4x8J1pBhUsN2NW6YWALqT",
-	"RjWdZk0DCbTpKP4QMoAfBLgFVlPMGlG3WkzekvLwej6hhLpxSC/JuivI9F6h+JjRpgWd6YncOfQeQ/nT",
-	"eXd5dzczQxGpSW+6LuVxwGP2pku9hx31kxxub0HNHtCfMGwX1rJ2f9SO5r6ai9GC0Ayq0eiiIVKNm1U7",
-	"n4sqX0XV15aSXHVaKa5C/AjGHhEmIjDiBaAQzZQcOkNnRuX/4ehFkeqwu7YRLUVUbTqKXPSVfVdRLuou",
-	"EqVmitIxrEDqw6N8urSPXTlBvW4lch5orE6DYLKRNT4yCcJpqIh8dIzViJIoHXBYLgfKbvT9wcZvheoK",
-	"Y/z21GzAo11g4w4Vi5gwnMZgihsyJggHCxFmlKeWhTsKJkDMI19V73B7so61HRXWXb2aW8voO0jdX+Hx",
-	"VC6SoDBYcfsUqupan+Vm98iLH149tX8xMbE5l5qTPvNuRwQ1s5NLFz3dqAQrV5K4llApuSVbiZNqL2fl",
-	"WoJ5McMRyMSYWVkfgLOrgII+Rxh/D1wAfUTomHKhDcG6DHLIMPV0K3K61wVfNRruao7c7RLucrF2xuCt",
-	"HbsbsPAhHPkaI/iKNw7uUEouA6In8k6ABWSrzLuvNJpvx0IK7/ReRnMYbj+9rVgnan9bjQZuqd4WjBfb",
-	"Q9GWEUO3UA6IF0Vi6Q7nhvnAwtTWar3FkP9Q/Tq19oeHwhEcBi1Bl2zwg5qCF2t2dH/no+YDotmMKmoY",
-	"Rk7nYvGLEhlcZsQuiYKZ3IzcDr18sXqyEx8WWBuzPbKA0PibxBYWCbjdVOD0nAiUkWTmJAnUZVORBTOV",
-	"reVSyCDprifaG4GXwgrZRdJmAh2hSnF7flYy54LI0QhE+ZFh6lyvi+tH326SmlBo+AENSVPuncORe5pw",
-	"o1k8cjUh9GRuIPkskndijUTrkmQ+MFUcEVPTuOUerlNicX/hs2chEw/MHMmqt+L9wLtez/Vi91pS+Zvp",
-	"jmFlIUEe/ws2dv1l3Uephxd31OvVzmFRfpr1sO8ZELVLHsJXx0w+soxUII1vyI1oZbxUSz4H9wu5YQuX",
-	"3BXOZkd/C8gnekvt/7OFmUjxMiBU3RgdkOlC/xZD6G7EQh6hVk2ssLZsA8skbf1H5RqStl4eFZu0PBhN",
-	"MZI7niOPdvG9Tbk4h3TK1wvDdFHCBFrONbmbSM0I5l5iQSOIiGNJ5ScKdeOwMk1SicMb4S2bZgIyc0j5",
-	"+MULMjhvnF90fsFgfIzRv/h5cLCH43nK74s0/p6aM7R+QKi7C2pFCoBpHGZCBVhhb6niVJhi4ribVk2j",
-	"hZWLdFHuVwpFGWtlRAFB0nVgYfH0Nb9x++UGi4iqaE0km/uVSJWezi1STEBdHmFgW6XQ1opbtT2R88j2",
-	"AV8sfXmAuvGsu8cvZAVPc1vtUSAD3aZLvwdlp/pitJVkkjV/byl/OKh231GgDQ9tJ0CenWXTzvgz2jVp",
-	"bDrjMTuT0yktiq07w99JiA8Qi/BegrB0wmfAr9aEshrOpeRFgRrvgOow4iq9jewEUNnAV/lYYJQmUKXQ",
-	"ki5RPMe9UXQzBUSKN1YUEgntJZEzf97esfhMI0ncg3yJh8kF0gUrxLF7Gpp4gSQiQ7Z29PyrucgcV5FD",
-	"pVgQdEepoAqgy6z2pINqNP5EhAvnHBPRUN5j6nXlQaPbbSK0LSFUDtwcVhQcn9/PIjRv06KiWO/mUyoA",
-	"dwIyF/w3yzVQVOdGkxsuIlKOIRIhpJodFDB1qD+C/zu2fvTib8V8PdWZdw+CzoSbqrlALzpmWGMKNlYs",
-	"QJZnQcfQ1U9ySKAaG6mdFWS6w3jb2t5Q2eysjZy3q1sOnQdwqfBGwlOCrI8IxiJNKJlRra1wAE+7AKuC",
-	"khhbSJV7eGb2qzqXulRgdXaHRxCJum/VuX0Cxp6q+tOKKviwGreNXytTeOMrokzWxJckmP5M+1iTU8Jo",
-	"OIErS5yvHU9LGzZb9WH6axBkw2uH+XCRPPI/ZKK/WFeEz3IuSvyRZ+7nIdzafKxMQLq/dHuN82uoxUfK",
-	"SbAHu5/QuTYsOrC0OImrziYh184gCbbTa0KC68+1UlDqQSbuOfx7Af927D9nkAycmWmPWO2dp4Mabpil",
-	"vhzB7TYviZLdSRopiKzdgnpkiiZuQkR/rCsmCPd94AAoQolLH0PnT+js4vyy2cJ4+fdX9bf2r+02Gxkx",
-	"/mx1frBl2CmcslLsU7di9WmSoUBcJVMCBkadyBaO+nogw9nM3gZ6Sy11A+W3FJRA+bWbarXfbYGGkd7j",
-	"SJd+pJob6RxHcotwF/6c3+94/pg8uzZ4x2XeOvHtjotI3uUDpgIoTaV3D83JpRvnjTpFNvFsivGSXpEE",
-	"FGkElGs4OlQSE8rhxCxcwx6Cp0PZIgO7FIdQnwtwWZPhgriHA7S1jyDcR7gd23qHctd6yey1ukHbK95L",
-	"d9Fpj8kGZ5YaJPhReEGt/PpUdTPSwX3xjCctgrE0XYbq1Nvd6zQj56Ldbpz10i96rcyvveZ54+KqB3S7",
-	"3uzYBzuNN1dYGOt1rX7d7dV6V12oZpEWWbA/vL6o/7IlWagLnSbySCFYaJLPvTj9rcenTM4N1DuIuGKh",
-	"6aC1yU5Jo64vHJYpFfCaRq9ltECqYjdkr8p/GZf5g8JQxGnMouas2PYy40KwiDQv8SrfUU3sC050fKhU",
-	"KvOYuR2a5aNuNpVnKfYtZHz95H33ok3KHAJozCIAcpQU1wqyBbhccacAWggcDrH4X0b7SzE0psa+sZfX",
-	"aMeCpuEEikIUR6wA3mxdqXFdqAhNClqk82XXWHRHO4nJfTmma3GaFCP1dB68iySW48KSYlMuki8KUAdn",
-	"2i/x66kKFHVYKEXIY9YB88ajmOTq2YIa+xvl5E0xrkBcC1bVjHL2upURUtaWucoJa7vlMk6DjLfinR/8",
-	"K6v+oup2NkB5U1paQQ6Q4iMCwbHmCmzveETfKo15x5yMbfKLccjCLZH2p/1u0mPFLj3VjewyY2I2ZcJA",
-	"vZ59ahLfsl2cA0sTdoDk/VmrE+PSttg3t4xdRUgs31lkdMVfUGaAFE0WYclJOxvAvFXg1V6hy1indLss",
-	"s0JWDUBu3TfCPrxVslN+y33G07ciOUnK4jbCO+Kr28JHTzbLl5L9q2WcFV0yIMcpJmRMcbukf3m73QoK",
-	"Zy9CFuItbrbflCV9vdHrtRp1XzZQCn8zwUT/SQ7x5qKVr+wMfEuWvawRL1cZ1Q2+bc0GgBeNaN05LMPD",
-	"7Ad8f/G6FJRqvV7j/NKX/MuVHCwF+ZoRUIZvy/nfQy6Nj69Df0e22l0pyJeVgF310OawdlUnGc41F0zr",
-	"Z5rwKJHt8jVgHqwNf7KxOHx3Bf03ggHOITnKZYBByEit9fbCHmm91qu9rnUbp8ROBS200I8HaRpQ/cOF",
-	"Tbggv3Lq5IEcBJJWCDl4yLuwLpbkQ8bYvlu5e72uq4OGKBdqiKJ2yTScJJ5QNLn7oEwpwpyv96yxtbEo",
-	"U6j/wQipxGfYkuNNXsu5mc0zIaOvoOB9Fj6o6zNTzLDIa7fLceyvfvjhZRGNn9L7bnFR/O58CqQgjnFz",
-	"sIa9XvYh7xP6sr0FaW3JfgedcQdL4DEdkE1V+P1aP/ZFOfMS4DIWuZsLjis8eo4qCtHSXdipJZRgbD7Y",
-	"r9L+PqXvVysj5qvMJ6eXQ6V0h12KcCGT2NtWvY0Om5p4LQPRhO6gxuYKSW4W3V6tCa0Sc8MeCNU7Oj5+",
-	"sMjxTMp4e7VgyQGwZYyLB3Z53X72DUfXTVBq2XECpaCc+bhClpzCUHQGsV6wW6YI9e67CnGesBPXiwLu",
-	"VrCh+wRNm1nYAwRPzJCZO8YEqfYFFRE5svfJXiskIKfY9cYKGIEVONQicXfWziz3cSBgZSmDBbMNph1r",
-	"/2OF1Jzj1CXnOyEmTdWHqjEQ3WtH7wug+1wTwTgUnKqdEZFOFhAWa5ZMzUdQmsrB5X6snfVF+azhw4eT",
-	"B9Rc+KLa+/kwn8JR+RGxhI8WXawWsSsf3SXAYmsNZK37GkcoRPXEgLRrJfcnL/GNZqliYYMLF+ZEhgo7",
-	"gIGE5SqwXP/c7L27uOpdQ3HpgPR+vrhuvHnTgBrT151G96rV6wYES2lffGh0rs9ql7WzZu+XfWM1NErV",
-	"W9um8kL4A9pU8uiK0WYeO30neSQLyiZXECRlhnPFzaJrZ/I+jSkXUJ66gOotN+u8YSE79PnD+CWqUOTw",
-	"EGRgeByDd2E12GyZKqbSLZwYM8PmltwFNS/nH1rdTSpSu2x6gcRKvxnfNZmLiCkyeE5n/Pnt0XOY9vng",
-	"BEvqQvVaHfRFmkCuSTnJU9NBJoLKkiLXrk4xzX9nAaZPBD7ZOegLTN8MsonDShrX9sOljB8EWGGLURVO",
-	"MFkarkuAqdUzpg4BcB/VMeX3FgyvVEKeNomZRUMd5M38drS+SNFfOXM5x1Qf0nAUP459LNXSseFJ9MUg",
-	"PevBwWmiv+Bj2BYNwgHSdeZYmrP9VvqiL/7t38iZFFZn41LovvgvaeVQTcoDdIYMAjLIJCnaj0CV7B9p",
-	"IRb7yWn7g6AvCBkkLUbtT46i2T9da7XBAUCVr02qsXMy9IMgZLBajXRQsVD2rBwPr3fenJGXL1/+mLwP",
-	"WVR245Na3NCAgpSvemcHpyRyqVXwtp3DCTXaisJTHsfcFaFzmfeCDM71gOj5aMTvYW48J4wfwzqS73q9",
-	"S89gZ/Fck8HnPrh0+6WA9P1Vxg+O+vZLXwandnrAZFjJ1eVlo3Pdbdd+ahAMq4WilFygPiZnzhTyTJPM",
-	"RXN4Y4dKnoBi1DTWklCh75gix9UqWek+HZDj6hFZadxrRypLhT/mehoMTmBfAc2eaSyOtYB4Pwh8t6IL",
-	"3CcWHcq5seNgz5xnmshbpmI6Q5PJAaDH8YsfSb57MinDlmd6ImNnj3wX3+e5Jr5wIudz484ULapY3tcF",
-	"U0qFFht6Y78aoLV8ECy74yxI6VUFQOD2hqDeZ+7hMw2xpTAxxEfecnanyQ1js6VGOuVBNn/cYj4ktVi8",
-	"n1FlAFPh3PIZgaQ8wD8qmEswCEjEMOUswe18whyhYwZ7mtQQXYnlBUKWpk4dnJB+yeUsQHUzl8XWLyGV",
-	"IqTvewrBzz4Vzf6uGBlKM7Hnrxj0rcLNaHHtZGcoSsSiXKkfAGFGxy5xjgwgvBqrpA58H39EPoggxdxz",
-	"dsulvVR0zJ5pMsi6CQZOsjTcQB1jYC1Jt8lSJui5dAQuwBkTdMZLJ6WXlWrlJUoLE+CdefaTZPmOmVkX",
-	"dYSYgih04kqbiAjY1iGwLYeEGtmJq4ekcXOxSpIOnFEx6dfF7eMQcg2vcUfLV2p9PNN9bMDt+mCWB9Cd",
-	"ckD6Jfdcv3RQIQ1LNXxFY7aEwjEdsrgvyoNa/bzZPunPq9WXoX0Y/mIDuHlYTMVyJF3c0zNwVgZsCtoX",
-	"viVoeZA2Eh0cVMgbHluGSEI5HXKB8dik1q6fkgG0BRoQri1rDOO55rcs8BgxIOzefVchl4A8wwW5YQvN",
-	"DNbJRTXJkkq7mASPyH/+r/9dgC59ATZ+fVJMEUmZkimNXWPuEQANdE04i5K9U32h7MkenBaTz9MCwnZq",
-	"SRhia0KjrbxZslcGcr8BGxWdMgP5hr+uYN09DQ2BY/YWSTg3GvMQSJw7eDDG2Rd+mzO18AUvTpL2pWnf",
-	"8mXn0sZ4gy/BWoBSGyn0DHZCV75l8BqInFk/AWltP7RN3dA+F46eNlneqlE7amDFQyW+ip1GWo72jxdp",
-	"0TQDOAXtsCAUECh12QsyB2t3DHr/ZwHZzh+zEZgk43d7OPCVvQAp2rkU759DE5jSFg8mruIvH6HS2EwK",
-	"Z9x+Ua0+Wvv+tI9vQQv/C8GALYEhOFsUr2KZzTGCUTR6Au7z1zTyYQfwytHDr2BHIqn47wy00eMXPz78",
-	"Uk/KcyoWbi6NbmAwdW0zIbufsdAwtFHo+XRK1cJXKkzkJTlylBhZAxiolrp45yv/QQAZHeuk1XLpox0/",
-	"z4mBaR6mTFWv58oJWX8Mkvwu7VPxhOiVb9tRgGK1OM4pwpb38ajyF0QWu8LsUhL5mlvxAhtdANLMNcti",
-	"RvboP4LVWW88/AKevp5NV38kg7SbmtXGdkATLMOTdYO6gokQnvroKOIqQ33Jm5GMmrMvKxh69PjTF2Gn",
-	"K0T0bclddQsMTnqN/aEoj9tDaAbtSVlapjFZaB7S2JnB7M8H63H+YZr4/HPGNvPFyVFYqy1/YAOfyDcg",
-	"07k2hP02p3GuTZRP1/MPVghUbLYKsL+lfeELBDAC2qxVn0dQ7QyMIdjx7cQqoFC6BFplYeC+M0xZNtAX",
-	"EPVk3/BpuFZhjcFDHik5S+sQMPt8Mv3DMvy6+94Xx9VjMihqxOiJQb6b4m5sAyt0ZOnBkjz/gETzLj3D",
-	"S2omTrB5QoriSopsRVGq34aiIEjfmqIcP/xS0qXxL0aCvB0sJUHPNNzalOmW5czwKddWTksSfcFWuztR",
-	"8jVwN9hNnE7NNZG+OqEzcSxWjAMVgtEizlLrjUpDLNjMo5VS0omBKbERnBBvS+qLzcYkQnXGDAUZ2MOY",
-	"ue4AlgLZxfUF1n46qJBBNlJt4Az2g3w8G9gTMg2DuO4Lq0MBgENpJnYcH7rmzSAkawVxPyKUg75IrCG4",
-	"2qWXgaoPGWFUxRzDS8XyGJW+GDjfxQBN7UznS7f7wjDew8GdVRXt25W+AGEO3P4kpEotLE1Hdy8e1ynU",
-	"ZwG3NGRSY+/w6X7ml2Bpp/vCooecm5XNDvJmGrLZSrOTsGdX7Gs261XSXqQk+2DF7chiNpa9eDxfQGWr",
-	"4XwSXfFQvtXWtpBhJ5B1o62GcG417nKk6RozBdglcj1bAEPLqGxmGsiduiuYB2edCWMpzHRXkDcYeZav",
-	"Euo5fDkNfB1gPo9+W5hWgqIKgQJQHB3Y2/yUpTWPZYXKAbaHKSpH2/4FLFK5AvUPGKXs3v6L2KK66K23",
-	"K14WCoaLXDAvpjkCcQ6SKwkSCJ/mLA9YA3+TpPP8M1iGv2xhk9pdTcn1gd9NE3nLEl61sxby3q4oo388",
-	"MRq7IrwFiNyD+u3DP7kq8IchvG+hiiEKcQwxfUkpEWwvqZ08th9WP0fvDZgTCo1u7oTIkEEifprs4DsW",
-	"ZIJiwM956h3yExlHWNW0L8bMaDJI3h0QKYhiVt62iwCt3F6F5QdgXX3haoyAgz4DgAULAx80eVGtfrXN",
-	"YOUyerB6jc55s11rWckV++9n+L9UBNPuD3a0LMKiHu0KP74JIZ96/I0NCGnrlLVEIyBC3mUr6Hw3JzyO",
-	"OQEQk1ACRT8jVzLOW/n2JDMuMmI9nUE7qrbEA7VwFz6S6cj0H+Ro4NXM5Q5OGHExlbcuCiLzi2/6bCTh",
-	"5hQzveIIMYiPXJPNZK194RYbWI049NWNSNk3+CdAy4A2dK8uG51uo96obxN1sC/1sV+eXXU6jXYPVGcr",
-	"+KiMTtQX7J5row8CMuj2LO05u2i/aTXP7ONJhS0XGiiND1KJdqRXLqX8n4tgvXjEyfMZ92volkdurh3K",
-	"fSdbj0S23AEs335I5cx0CYf+dfYUMkaFrWma0o+rBZB9jFNqS9PUnqakpZwmjGxEVcrZ6tZaW3ayheUb",
-	"Zj29HqLWKdPnLhAZA8/z3vd/do0abLyZsPsgsdfHC7sREAOPQaUZPMjdF1/Ufq3bPm15YKhCR+LgstGu",
-	"N9tvrz80Os039jY0L9qDCunlG4XrTIcazKSC4rkxxzrlg9WyHANS9i3FsZl4mjP6t76AJuKnRIp4AYrT",
-	"hOoJzGKkYlGFNI1l+GTIoIsYNsZ5SkfkclTCCzKo1eudRrcLz9ZarYufIV7ax1vKudE8QhpHZzMlIZpY",
-	"astppTL6YJ/gBtfN4Gl4cq7h1TcOa8g3Ulof2nBKJj7+NkU+g1mv4FKTLsPln45Xv9gGLFdtkg5j1oAq",
-	"Yn80nx9zbSBnM9twEoiDnjO42HKl2VUxyVrH5Z9/xsDSpzH6tS/qja+1+qmd5e82rOgbGf3UZpMfhBB/",
-	"t/mttfkBSoP+i/a9kAmT2P1y6XAuBDPihhhFebyWNe8aK+QKCa6GCiXsPGZUCd+KlN25gAM5F5jxAqAL",
-	"dp9r+KQniosbK2ylcT+uaykXfeECjGKrYZsJm7qIoq9mwqs3riAOKHDPdRofLn7a2XeMQS2PdTefihH/",
-	"MdFASWe/76FAT84cNf89SYnbMuhnB3743GXZrrfjudKuLqLGUxJwBmgS89vkvpchhQT9dwdkLmKmdV8M",
-	"RlKFDAJkLFa6VEFKMJ3voELeSBWCsgZJrjc8jnUuCPGkL5JJ7SAyjki92a29bjXqVhdYpUpAQrWRM401",
-	"2rgYn2LNBeycjAZCXAD0b5jjK1j/h85YRMqKGcVZBGUS7iZMuYiivkicNdil+QADeqjzbdjh7TZqt10W",
-	"OGylb3dK49R9gdWcn4gKQgJ+97oGmfdfSQTriB1/XiroAPwjnRpqk1CEPg2Pr9/J4iORRXfsni5CnBte",
-	"aCEzRGlvomgp2WYXqjOAZIlMMTU6dXroEGiPmgtNpnTRF04SIj+DV8S3iU/MHquN4sGooTMt5fuiPFjq",
-	"Sj/w5TMR97It4k98PxpM/NYpQcfG8zmyiMQy2NSufopt6f/zf/4fTHPnui9GTISWelISU6vRoUdYKk8d",
-	"oZgENY4ker/LQQDb9kkOyVgy3RcwsNPXsVEdxQJmQZJX68gwiSTTpH3Rc3KqkXdURX0xmNJ7X2ZwADD6",
-	"F2Gp3vft7+UpJkZbBgCiN4vs3qZ5kdd+ywcHeGDAMpKDwKoFwP3uKFTpQZ9WX6CfRpNYWvTQGC9rt7BC",
-	"fOdLQkm9U2u2m+23TvMd24EUm8U0tLthB0xmKkto92dXajmQvHWTu98Pnoin5FjIqltqR6ZiV/4nZikW",
-	"vD87Q3EY852hPFYkmpEzTFixxFyfFuXBLNvSUwKwL5/BQg7rGQ3EWmLEJ/bnshBluo+h5xjCxVdVfCtm",
-	"ZqtaoJw6UkxPMu2BScPCAHRIkEGjDfRwkIjb1DKHQzlDuv2YwTnFhAbc29d2KChcEpDBu0at03vdqPW8",
-	"Vt8XSxLtLuY2WO2fWJ7942N0tqA+Dku+E5/HctoxgwUL+YinrWhdLSjIt0v933pfWvNJcnHo2+MUk5um",
-	"AF8chu2IRZKPMhdgAQCzu9XXc2K3D6BDwZH2RaZK11wzMsDSQofp1wPChTaMRmh7HMpokU0sOrXSYF8M",
-	"TMYJqJ0BEWCAFp8jhqHma72DBJyDTykP1VqdRq3+y/X7i2YbadVXaNodppnxTQb+lPZGB1uGNj0pLXLT",
-	"NbWeb46+CVHVSRzL38nSI5El2PpEZEg9qaMlCjChGuLQ7BMsIgtm9qVRUENpPX3qdjtvDsdzKNN6gl7/",
-	"Jaf5WbPeQRcKuM9PXXGLervrZJe+4NpVfI0SndB1fiLNS9cX6pT0Wt2EIJ8S5dpcad9W/bQvXEMlgvZZ",
-	"l4lwSoR0xdMgDoEJUyG1zF6FVNitGrK+gO5EDEIgqJWoXHxk0rTohEAVUKy0ZYUzqFw3OCWUGKrGzKCK",
-	"CX1k7JkMOYy1NurgyUjhtZsNJLE1k+9GDKF11p/cLZrtYlZAnX6euFa6gNNE07vvwQZ/gmCDN8yEk6yy",
-	"lDRWS1ycQJsOmTCQtewidfalaFi6dIMpEcxpbDRiofFWLqzWmBGjoJM6EDLNXHA0uCqAFPVF+bj6ckn2",
-	"OIAq72kuic6+kVQjtPzyFKlI6h2ZsDha5xZxBJMrVIudk6QvEi9JpS9qBNfsa5l6gkcUO3SFCy1BTWI+",
-	"wEIoWIV07GugiPqKr5EPBXlKrXMXEc0C9V13/Crd0Z3s92CRdf5euz1evOLTKYs4NSxekHJKEAJPB1DU",
-	"wbu7twd4RT/b7PjwASRL9CmFaJnQ2FOXgpSPq0d9MTjrNOr2WtZaafmA52TQbUA0d/qd82NMaTixunDt",
-	"snlwmtDtvnBVNsFUntR89doAKWNMaVE8aUASjbEvilVG0sp4tbWhC1fjBoz3UDwXKjemwHDti1VH38L+",
-	"vhvRgtNNIif9Ef8ZyVeun9+3Jl9bq5uJHvRd53wKnTMxQaXeuiVKw51amjuMfYkf6HiL9RSvIcABaVU0",
-	"tE0P0jZiMil0AWBO6QKtdQGBSoqLPpybhTyEOgkQan9qZay5dllt3mLvq/pAaVwqoMBChTSN7gvX8sRq",
-	"uoxitfNkZ7Am+TPtqrTrQcac70rRo/beF957AA9+Iy8hGvOb7evLzsVb1BB3UgOx28c/lcD1ePlp+VYo",
-	"awgWuom+56Y9vruQKgO58okvrkxJkptJwDiEIQyOPGwrnsVUjOd0zNYnpvV8smxIDYX2FEhLknYStcum",
-	"JQlvGz3ix05GHZyQGVN94ZtJEI4lB5L6GiKiChU910eKTNlUqkWQsZZpw0Vo+r4hhoZWilinI5TTKfZA",
-	"EAxaexi1OISEXaLmMQsIuzeKujEPnAUL/AfYJcS1OYI0JSyKH6B8h5wA4uZOyWDK71k0wIgWK5b1hRXA",
-	"xooxUoaa1tFcYWyFklhngE/pmJH5bKxotBIm8RipfK3k4J5QTPGTrEt960GLAQfIX7HgrKvS77HTr8Wi",
-	"qUWrO29Vy+IM4gl2DdzW9Ox7uLC116zDaHRoWfxpmp7uQ/Q1yXfiSUYbVMhA3mBVfLDeIopajp40+Lbk",
-	"GFuEPDIWJm3cnxIDl3vFr0FCPJO/IgZCS3Y88nDCojlSj5TWWXXWd3lJDzVnIEyRqwDz0vIqh2mP7j8u",
-	"A3mpr+6TVMlbaoz81yvfVdSO/YEqXni2/0pZx8t1g7RrL5HtrAX1OQ37r/VGrZ6TiHxP9y3uy/PPrlvV",
-	"l+dJB5ZN6QtJ7AB2bTGSuGTlNCHLR5OCfMEUCWNGFYsCoiVEUUHXd03KXgS6Y8OJlDdEMxExdUA0Y1at",
-	"A3PUV+tW0OV5VblKv7abtytncPu0hMhrLvvMKk3JXU87geeVm506a/wzmryXNrMDTYXWMUTYRTSBO/T7",
-	"row9EvW5TIKxD5HMsMjddQgk58JI4nvPb0dzXIHBwyk2Ei7kzm+kwsB3VJ0sWchXJXHldzF2lEWknJQY",
-	"C1yBsb7INZv3ph3oETZwTXQHxP1hmUqUbUgcOHIV9cVw4TvjkrIdIV+zdFOD+0St6wuQcDFPQWAdT+ze",
-	"qwMi4yjtB1Ye5Lr6Dsgdj9gJkYL1BcJK5jNLZo9eVD3wATykyJAtpIhcB2rFMOLemd+PXlStXtbNqNTY",
-	"bj1f7cgt2rddBE0xkahRWeyL35mS2iU8RDHbpoRxuuG+KMNRpXJ0fFyFGgxfLWu9ZSbTSPmBrlE/Y5vp",
-	"GPo6YX9DxIE03O2HtbVV0+7LBVVV9+gZ/aSSVba5dDHhnPL7fxEp6pIpR0wmvlFDGva5REyypMIjB/Ro",
-	"LCp9lGk8C8iWbTn760d7vu6Nzx6HsmXjrRTuW2o5hTr7lZ0j89kR1cw32CUo80WqHn35+OX/BwAA//8=",
+	"TFrEC+VcGBYRmhgF9AEIA2bC+gIQlGtLBuDgKwSF1RN7g/0SKqTm5KNX1eP/qFZJ+e8kogt9sCQnJFzP",
+	"uzvw8YesBo9xiEWHh9bEHWVcJ68+aKUEnvsVym5GZH1I1lwWFJDbb2LyjfW2xHMaTrhgh4rRyJ64tybK",
+	"iFXI2UX7Tat51rMYYVFuzARTPCTH1R/J3YQJixRTqy6CBDniIbxHwODLdJacLXluSkFpyd5dCkq9i58a",
+	"bW+vLAWl9kXv+s3FVdv+/e6i27t+27m4urzOft2+qDdyX7y/eJ373PjQaPfyr9TOG9e92k8NS047jQ/N",
+	"bvOifd3t1VqNUlDq9mq9xrVft5/BmfP8x1qr06jVf7l+f9Fsw7dn7xpnP13bNTrQ8Ytm+/qyc/G20+h2",
+	"7RIatU7vdaPWSybLEbQM8GdXnU6j3XPf9Bqd82a71sqtBuQOC851rV53E7i/4Pdaq3XxM4KSruWy9kvr",
+	"ola/7l1cXLdqnbd2zqz7pRSUvK0fD8ib+rdkLI4wNsUtjbnlJOhiYcJYNgO8pSdvmGjczzhKP4lDLONS",
+	"znzXlhHLfHwvh5lPjVsmTPZhOmU9S/bsqpxDrmsoKCrAuxM/IQ6MrMdPU4vtDVi8l1zAdyAXd/w1c5+b",
+	"4lLJsWLaCt3vGFVmyKjxk7SA/NZCw29ZAu3ZXCkmDH52qk+cgR7kPwtCDa1B9hzxr7Y0tTiWdzh9Cvsl",
+	"XcSSRj0pW1SN7UwdalgLHWr2CIUVimCSK0FvKY/tvQYO/oYLriev5+EN25l/w6vohtpRHwLDbAG/s197",
+	"K9YQYCJlL4iC7nVwSrixtAd/9QwylmJcIb3kLU2YiKzKTvWF1eol0qb8S4nnM+K3PEJb/x0XEXhpGRlx",
+	"pQ0I0ACtztjBLG8EpqmJxCgMTWYWdC40j/IK4vambdyUIN3XIrqd3IlduZZi1OzmbtrZ2OqF8E1P2ivp",
+	"ra1ndgt3jpGxm4ZXeR/3QyzNGZ3R0PkklzifFWA+ySGytruJjBmxu0CmdGG1JItRUoQsIDRUUms4eLsS",
+	"XWyd8EIO8uyHIdNN8Sbm40nB1UBKQiYsBpcmsF57Ns8cAFY8DKzWZbEJHKBzoRidsciisBWhw3gesWgP",
+	"M8p8FtGvcdnkY36cdpU7iOXVZ4544x04A6Te8SbsgqXL6PI1R1ysZeZm2LjYPazfyc5vbwBP6UvO/n1U",
+	"XTWArztmvXkdV4BOO64ke+WLAnBcsA14PyC4BngEGH6k2Gyw24pOPOLBL2H+RkwvivurkdfNt812j3DU",
+	"2BLbMF4/ELHv6XQW26GOXyy5d48Of/z4a/Xwx4+fq8HRfxSb/9/L4Vsr1lPv3NzB9HQhmKWgpDxORjiw",
+	"HJ0SPR9OObhnV21Je3Cn0ElRhQiRzvVMk5m0R6HAqK/R9/1JDoutBZ737gLJOLdXOyLaDg7KGy4efPK9",
+	"HP5kH3PWb7bF82jE+hKUbtEQvqO9fI1/PrMpDnIPUXp0Qebci7DfL2ZVTrx6fd7sWi3NXvO5ZorcSXVT",
+	"IaBk2e+8qe3QRRGyiGgWjw7Bn0GGVj/oCyNBvLP88xRYeYo2ZEKzH3uLGSODnxpnjWuYYgAiICXDOY/N",
+	"IRd9MaWCj5g26EVBGRUMqRF8odhMKgtFzG8YeF3AkwKICBYSrxWnS/M645aaVjcB1qsmIN+/l8OLdaEu",
+	"7+QdocSjPFxbiEkih7AbDh8IehsC0v2l22ucX0PECyl7SxFh9xM6tzt8QKRK41+yqn7tDFTNTq8JauTP",
+	"Nav2gb57Dv9ewL8d+88ZqNyZmex3fswtt2Ln6SBSAm1BQekMwjK8hTO5IBlXyD+uGlegGqeekCQiKHWG",
+	"7A73P8Aml/OLnElLyE3WNbIKIRdnMmJNreeojO3AVz+5l5dDGQrDQfzDqKzrXWjk9sEVy2KSD+1JIC2C",
+	"o5h64FP72WaNiTNm2c0kFOfppW/YRayFp5cbeUnK5yMGrhinA9uVogENvAbw1inxIecvX1WrpHxEJnKu",
+	"DlIP9bIFdjf766tCHeC9JWXv5XC/iMh9Fb3EVNEURQ5ZS7+s5k8owSsJJEwbHseQqIFxNPZ/jCAe0vBG",
+	"jkanpIrmgDCmfGqH38OjG1p1rC4F22NZ8G5PGnSF7/ryo4pKKAtZZpXnf880cW+RlJP/SUSmpwwC21HG",
+	"iqkYz52NftMrLf8cvKNNzvq+TwzutnGyhSgEL3e8k6joZl0qBvFIGATr2NwpEWxMDb9lYATJGRu8Dx5N",
+	"DoX3qSAmx8lM2x7OlN67wGy9+eJ8dXTwbEL1g4d6CQ/Zp6WMH3zYPmOfVVyqQuNTS94xRdRcaDQ9WjLF",
+	"tQvl3WxfOspR8MOjavVRQm/30CFSCvLwVnezz+be7QEc274NT+9jp8qpPNsF7y0pPx+LkmzycjMqv4l8",
+	"iKrnOq3JKUqAUCsbsrS7SzpWQopy9yqjdCUMK8eAMhgZ5Nl1/r4tRVw/oLg5aaGehIjsLjPoYs0+UTvs",
+	"kcZcsIDIOGLaOHt9GaP1mYWTSBW5kJ3tgj9d1sey5Ws18hMiWQtMM/brJH6WDuXcJPYGUsZ474AoBoph",
+	"4BILUr/8QUAEu0vWkkp0R9Xq9otYE8FauI4Ugwq2u3HL1AJAd9KoptOsaSWBNh3FH0IG8IMAt8Bq2lkj",
+	"9FaLyVuiHl7PJ5RQNw7pJVl3BZneK6kCcxO1oDM9kTsnUWBSRjrvLu/uZqYpIjXpTdelPA54zN50qfew",
+	"Q3+Sw+0t0NkD+hMGYMNa1u6P2tFcWnPRdhBkQzUarTTEHHKzaid1+QGrqPraUpKrTivFVYgEwigywkQE",
+	"RtAAFKKZkkNnKM6o/D8cvShSHXbXNqKl2LhNR5GLo7PvKspF3cUU1UxRYo0VSH2gm09891FIJ6jXreRA",
+	"AI3VaThTNkbKx5hBYBQVkY9zshpREm8FruflkOeNvlPY+K1QXWG05p6aDcQmFPgIQsUiJgynMZgyh4wJ",
+	"wsFChLUBUsvCHQUTKlYEWFXvcHuyjskdFdZdvcJby+g7SN1f4TFWLiakMOx0+2S46lqf72b30osfXj21",
+	"fzYxsTmXpJM+825bBDWzk0sXPd2oBCtX0vGWUCm5JVuJk2ovZ+9agnkxwxHIxJhZWR+As7CAgj5HGH8P",
+	"XCpEROiYcqENwQobcsgwiXgrcrrXBV81Gu5qjtztEu5ysXbG4K0d4xuw8CEc+Roj+Io3E+5QSi4Doify",
+	"ToAFZKscyq80mm/HQgrv9F5GcxhuP72tWCdqf1uNBm6p3haMF9tD0ZYRQ7daDogXRWLpDueGmd3C1NZq",
+	"vcWQ/1D9OrX2h4fCORwGLUGXbPCDmoIXa3YMH8jnPwREsxlV1DCMgc9lVRSlpLgcl11SPjNZNrkdevli",
+	"9WQnPsCzNmZ75HOh8TeJEi0ScLupwOk5ESgjycxJOq/LiyMLZipby6WQC9RdT7Q3Ai+FFbKLpM0EOkKV",
+	"4vb8rGTOBZGjEYjyI8PUuV6XoYG+8STJpNDwAxqSptw71yP3NOFGs3jkqnvoydxAGmEk78QaidalO31g",
+	"qjiiqKZxyz1cp8Ti/sLHf6axocmqt+L9wLtez/Vi96pg+ZvpjmFlIUEe/ws2dv1l3Uephxd31OvVzmFl",
+	"fpr1sO8ZULZLRslXx5w+soxUII1vyHJpZbxUSz4H9wu5YQuXphfOZkd/D8gnekvt/7OFmUjxMiBU3Rgd",
+	"kOlC/xZDEHbEQh6hVk2ssLZsA8uk3/175RrS714eFZu0PBhNMZI7niOPdvG9Tbk4h8TY1wvDdFHqC1rO",
+	"NbmbSM0IZtFiaSqIKGRJDS8KFQCxxlBSU8Ub4S2bZgJyrEj5+MULMjhvnF90fsG0Csy2uPh5cLCH43nK",
+	"74s0/p6aM7R+QNKCCwpGCoAJOWZCBVhhb6niVJhi4ribVk2jhZWLdFEWXwpFGaueRAFB0nVgYfH0Nb9x",
+	"+2V5i4iqaE0koPuVSJWezi1STEBdHmFgYKXQ1opbtT2R88j2AV8sfXmAuvGsu8cvZAVPc1vtUSAD3aZL",
+	"vwdlp/pitJVkkjV/byl/OKh231GgDQ9tJ0CenWXTzvgz2jX9bzrjMTuT0yktik08w99JiA8Qi/BegrB0",
+	"wtcyWK3uZTWcS8mLAjXeuZwUV7NvZCeAGhW+XssCo1yBKoWWdIniOe6NopspIFK8saKQEmoviZz58/aO",
+	"xWcaSeIe5Es8TC6QLlghjt3T0MQLJBEZsrWj51/NRea4ihwqxYKgO0oF9RxdjrwnHVSj8SciXDjnmIiG",
+	"8h6T6CsPGt1uE6FtCaFy4OawouD4/H4WoXmbFsZ8zqdUAO4EZC74b5ZroKjOjSY3XESkHEMkQkg1Oyhg",
+	"6lBJBv93bP3oxd+L+XqqM+8eRJ4J11VzgV50zJXHZHqsPYEsz4KOob9pDGvtrKBmAYy3re0Nlc3O2swD",
+	"u7rl1AMAlwpvJDwlyPqIYCzShJIZ1doKB/C0C7AqKG6yhVS5h2dmv/qBqUsFVmd3eASRqPvWD9wnYOyp",
+	"6nitqIIPq3Hb+LUyJVS+IspkTXxJgunPkhjtU8JoOIErS5yvHU9LGzZb9WH6axBkw2uH+XCRPPI/ZKJ3",
+	"MeZJoOdODLUgOHSLC5Cp4PhACIEPgF9RpN33gYOhaGGXPhLMB3+fXZxfNlsY9f3+qv7W/rVdeDeyE/zZ",
+	"aq6gkdspnMhd7Bm2wuFpkqdAXGVVAmYynXBIR0M8kOFsZs+U3lJ7R0GFKwUlUOHsvlodblugYaT3ONKl",
+	"H6nmRjrHkdwiHNqe8/sdUcAl7a4LQXGZwE4IwRTdfNhPAKWy9O4BJrn057xposiym015XpKOk7AYjYBy",
+	"DUeHqk6SY+GEBVzDHuKTQ9kiM7EUh1AvzCUmDxfEPRygxXgEQSvC7djWO5S72UvGm9UN2l59XLqLTgdK",
+	"Njiz1CDBj8ILaqWwp6rjkQ7ui3k8aVGOpekyVKfe7l6neSUX7XbjrJd+0Wtlfu01zxsXVz3IcKk3O/bB",
+	"TuPNFRbqel2rX3d7td5VF6prpEUf7A+vL+q/bEkW6kKn6ShSCBaa5HMvTn/r8SmTcwP1FyKuWGg6aDOx",
+	"U9Ko6wuZZUoXvKbRaxktkKrYDdmrEmHG8fsgS484jVnUnBVbEGZcCBaR5iVe5TuqiX3BCUAPlW5lHjO3",
+	"Q7N87MimcjHFFvKMx5q87160SZlDGIhZBECOkmJfQbYgmCs2FUBLg8MhFiPM6DAphsbU2Df28n3sWGA1",
+	"nECRiuK4C8CbrStHrgt4oEmBjXS+7BqL7mgnMRwvRyYtTpPiqJ7Og4+MxHJcWOJsykXyRQHq4Ez7pS89",
+	"VcGkDgulCHnMOqCkP4phqZ4t8LG/aUneFOMKRGdglc8oZ3VaGSFlbZmrnLC2Wy7jNFR2K975wb+y6vWo",
+	"bmfJkjelpRXkACk+IhAca67g945H9K2SmXfMLNgmyxiHLNwSaX/a7yY9VgTOU93ILjMmZlMmDNQP2qdG",
+	"8i3bxcS9NGEHSN6ftVoyLm2LfXPL2FWExHKiRaZD/AVlBkg0ZBGWwLSzAcxbhQ/tFYCLdVO3y5UqZNUA",
+	"5NZ9LOzDW6Xs5Lfc5+18K5KTJN5tI7wjvrotfPSUqXxp279a3lTRJQNynGJCxqC0SxKTtz6toHD2ImQh",
+	"3uJm+01Z0tcbvV6rUfdlDKXwNxMMzZ/kEG8u2pLLzsy2VAMhW+4gV6nVDb5t5QaAF5P5u3NYhofZD/j+",
+	"4nUpKNV6vcb5pS9BmCuBWArylSOgLOCW87+HjBAfJYZW+2z1vVKQLy4Bu+qhzWHtqk4ynGsumNbPNOFR",
+	"ItvlK8E8WKv+ZGOx+u4K+m8EA1wccpTLY4LAh1rr7YU90nqtV3td6zZOiZ1KY/W3pOIs1ABxzn8XqlZO",
+	"XRUQSU/SOiEHD9nI10VEfMiYjHcrv6/XdZnQEKtBDVHULpmGk8Sfh4ZjH1ooRZjzWJ41tjYWZRoHPBjn",
+	"k3i+WnK8yfc2N7N5JvDxFRTgz8IH1X1mihkWee12ORr71Q8/vCyi8VN63y0u0t+dT4EUxDFuDtbU18ue",
+	"0H0COLa3IK1tIeCgM+5gCTymA7KpK4Bf68e+KGdeAlzGUndzwXGFR89RRSFaugs7tYQSjM0H+1X+36cU",
+	"/2p9xHzV++T0cqiU7rBLdC1kEnvbqrfRYTOVJJmINKE7qLG5GpWbRbdXawKExNywBwLOjo6PHyy6PJMy",
+	"3l4tWHIAbBmp4YFdXreffcPRdROUWnacQEEoZz6ukCXXJpROQawX7JYpQr0TrUJczaAT1xsD7lawoRsG",
+	"TZtr2AMET8yQmTvGBKn2BRURObL3yV4rJCCn2IXHChiBFTjUInHa1c4s93EgYH0pgwW8sQop1/7HCqk5",
+	"959LMXdCTJpwDrVPIEbVjt4XQPe5JoJxKDtVOyMinSwgLNYsmZqPoECVg8v9WDvri/JZwwfBJg+oufBF",
+	"vver9vQUJZ0+Ipbw0aKLNQ925aO7hAlsrYGsdcLiCIWonhiQdq0s/+Qlx9EsVSxscOGCdchQYUcykLBc",
+	"HZHrn5u9dxdXvWsodh2Q3s8X1403bxpQ8/q60+hetXrdgGBp74sPjc71We2ydtbs/bJvxIFGqXpr21Re",
+	"CH9Am0oeXTHazGOn7ySPZEHZ5AqC1MJwrrhZdO1M3qcx5QLKZRdQveXmoTcsZIc+Cxa/RBWKHB6CDAyP",
+	"YwgqrAabP1PFVLqFE2Nm2GyTu9Dc5Sw6q7tJRWqXTS+QWOk347smcxExRQbP6Yw/vz16DtM+H5xgYV2o",
+	"YauDvkjToDUpJ9lWOsjEAVlS5NrnKab57yzAJIDAp+wGfYFJiEE2/VVJ49qQuMTngwDrRDGqwgmm/MJ1",
+	"CTBBeMbUIQDu63hM+b0FwyuVkG1MYmbRUAd5M78drS9S9FfOXM4xYYU0HMWPYx8RtHRseBJ9MUjPenBw",
+	"mugv+Bi2aYNwgHSdOZbmbL+VvuiLv/2NnElhdTYuhe6L/5LWD9WkPEBnyCAgg0yqnf0IVMn+kZYTsZ+c",
+	"tj8I+oKQQdLy1P7kKJr907V6GxwAVPkKpRo7OUN/CkIGqzVJBxULZc/K8fB6580Zefny5Y/J+5ALZDc+",
+	"qQ0ODTFI+ap3dnBKIpcgBG/bOZxQo60oPOVxzF0pNZc/LsjgXA+Ino9G/B7mxnPCKCisJvmu17v0DHYW",
+	"zzUZfO6DS7dfCkjfX2X84Khvv/RlcGqnB0yGlVxdXjY619127acGweBQKE3JBepjcuZMIc80yVw0hzd2",
+	"qOQJKElNYy0JFfqOKXJcrZKVbtgBOa4ekZVGwnakslT4Y67HwuAE9hXQ7JnGEk8LiFqD8G0rusB9YtGh",
+	"nBs7DvbweaaJvGUqpjM0mRwAehy/+JHkuzmTMmx5pkczdhrJdxV+nmsqDCdyPjfuTNGiikV+XUigVGix",
+	"oTf2qwFaywfBsjvOgpReVQAEbm8I6n3mHj7TECEJE0OU3y1nd5rcMDZbauxTHmSzoC3mQ2qGxXsoCG8x",
+	"Fc4tn9dGygP8o4IR8YOARAwTpxLczqd9ETpmsKdJJdGViFQgZGkC0MEJ6Zdc5D3U6HK5WP0SUilC+r7H",
+	"EfzsE6rs74qRoTQTe/6KQR8t3IwW1052htI6LMoVrAEQZnTs0r/IAIKEsVbqYOhM/4h8EAeJGdTslkt7",
+	"qeiYPdNkkHUTDJxkabiBasbAWpLul6VM6G7pCFyAMybojJdOSi8r1cpLlBYmwDvz7CfJVR0zsy7qCDEF",
+	"UejEFegQEbCtQ2BbDgk1shNX1Ufj5mKtHx04o2LSP4zbxyFwGF7jjpavVKx4pvvYENz15SwPoFvmgPRL",
+	"7rlDeK5fOnWX4JnGJGWu+wKI+kl/Xq2+DHkE/7PBQYU0LJHxZZDZksBQq5832+4l+wy+9rflUSy8ASpI",
+	"lo/p4s6kgbNNuNamztHeF+VB2g7VQvSGx5aNklBOh1xgLDKpteunZADNjQawHgjr0vyWBR6PBoTdu+8q",
+	"5BJQbrggN2yhmcEau6hcWQJrZ02wj/zn//rfBUjWF+AZ0CfFdJSUKZnS2LUXHwHQQA2Fs0PZm9gXyuLD",
+	"wWkx0T0tIIenlvAhjieU3UqpJXvRIO8ZcFjRKTOQa/frCq7e09AQQA5vx4RzpDEP2d9eEmjck0EYMOXZ",
+	"F3+bM7XwRR9OkmasaRf2ZdfUxmiFL8FawFILK3RAdiJbvgHyGoicUyABaW13t0293T4Xjp62jN6q7Tzq",
+	"b8VDJZ6OnUZajniPF2nhMAO4Bc29IJAQ6HzZi0EHa3fMvpEDZDtvzkZgkqzX7eHAV/YCpGjnUvx/Di1t",
+	"Sls8mDiav3yEalszKZxp/EW16ly3xtVEhd5U2PTu+Sfno9/uLNOuxKAjrSYxWKYGZuRsYbiKZVXHCEbR",
+	"6Am4z1/TyActwCtHD7+C/ZWk4r8z0GWPX/z48Es9Kc+pWLi5NDqRwVC2zYTsfsZCw9DCoefTKVULX60v",
+	"kbbkyFFkZBFg3lrqSZ6vfgfhZ3Ssk8bRpY92/DwfB5Z7mLJkvZ6nJ+T9MUjzu7TXxROiV771RwGK1eI4",
+	"p0ZbHsijyl8QWewKs0tJpHNuxQxslgFIM9csixnZo/8INmu98fALePt6dl39kQzS3nBWl9sBTbAUTdaJ",
+	"6ooGQnDro6OIq470JW+EMmrOvqxg6NHjT1+Ena4Yz7cld9UtMDjpnPaHojxuD6EZtCdlaZnGZKF5SGNn",
+	"RLM/H6zH+Ydp4vPPGcvOFydHYb2y/IENfDLbgEzn2hD225zGuVZTPmXNP1ghULXYqs/+lvaFT5JnBHRh",
+	"q3yPoOIXmFKwf92JVV+hfAe028Kwf2fWsmygLyBmyr7hU1GtuhuDfz1Scpbm4jP7fDL9w7L8uvveF8fV",
+	"YzIoaivpiUG+N+RubAOrVGTpwZJc/4BE8y49w0tqJk6weUKK4spqbEVRqt+GoiBI35qiHD/8UtJz8i9G",
+	"grwVLSVBzzTc2pTpluXM8CnXVk5Lkl3B0rs7UfJ1YDdYXZxuzTWRvkKfM5AsVowEFYKxJs7O601SQyxa",
+	"zKOVcsqJeSqxFZwQb4nqi82mKEJ1xogFWcjDmLkK+ZYC2cX1BdY/OqiQQTbObeDM/YN8NBzYFTJNh7ju",
+	"C6tDAYBDaSZ2HB/45s0hJGsNcT8ilIO+SKwiuNqll4GqDxlhVMUcg1PF8hiVvhg4z8cADfVM58uX++Io",
+	"3j/CnU0WreOVvgBhDoIGSEiVWliajs5iPK5TqFECTm3IJsZO6NP9zDDB0k73hUUPOTcrmx3kzTVks7Vm",
+	"J2HPrtjXLdarpL1ISfahjtuRxWwkfPF4vojIVsP5FLzioXy7rm0hw24Y60ZbDQDdatzlONU1ZgqwS+T6",
+	"lgCGllHZzDShO3VXMA/OOhPGUpDqriBvMPIsXyXUc/hyu611gPlc8m1hWgmpKgQKQHF0YG/zU5bWPJYV",
+	"KgfYHqaoHG37F7BI5Yq0P2CUsnv7L2KL6qKv3654WSgYLnKhwJgkCcQ5SK4kSCB8mrM8YB34TZLO889g",
+	"Gf6yhU1qdzUl19V+N03kLUt41c5ayHu7ooz+8cRo7ArRFiByD2qYD//kqsAfhvC+DSsGOMQxRAQmvVOw",
+	"RaV28th+WP0cvTdgTig0urkTIkMGafxpqoSv2p8JqQEvqfdkkomMI6zs2RdjZjQZJO8OiBREMStv20WA",
+	"Vm6vwvIDsK6+cJ0Swb2fAcCChWETmryoVr/aZrByGT1YvUbnvNmutazkGmNhvpT/S0Uwaf9gR8siLOrR",
+	"rvDjmxDyicvf2ICQtg9ZSzQCIuRdtlPpd3PC45gTADEJJVD4MnJl07yVb08y4+Iq1tMZtKNqSzxQC3fB",
+	"J5muRP9OjgZezVzuYoTxGlN564IiMr/4xtFGEm5OMU8sjhCD+Mg1mkzW2hdusYHViEPfo5WULaUFuga0",
+	"DGhD9+qy0ek26o36NtEH+1If++XZVafTaPdAdbaCj8roRH3B7rk2+iAgg27P0p6zi/abVvPMPp5UmXKB",
+	"hdL4EJdoR3rlEtL/uQjWi0ecPJ+vv4ZueeTm2qHcd7L1SGTLHcDy7YdE0EyncejhZk8hY1TYmqYp/bha",
+	"ANnHOKW2NE3taUpayojCuEhUpZytbq21ZSdbWL5p1NPrIWqdMn3uwpgxbD3vff9n16jBxpsJ2g8Se328",
+	"sBsBEfQYkprBg9x98YXd17rt07L/hip0JA4uG+16s/32+kOj03xjb0Pzoj2okF6+WbbOdGnBPCwoIBtz",
+	"rNU9WC3qMSBl31YbG2qnGad/7wtopH1KpIgXoDhNqJ7ALEYqFlVI01iGT4YMOmlhc5indEQuRyW8IINa",
+	"vd5pdLvwbK3VuvgZoq1d4CWRc6N5hDSOzmZKQiyy1JbTSmX0wT7BDa6i/9Pw5FzTp28c1pBvJrQ+tOGU",
+	"THz0bop8BnNmwaUmXX7MPx2vfrENWK5WJR3GrAE1yP5oPj/m2kDGZ7bpIhAHPWdwseVKw6dikrWOyz//",
+	"jIGlT2P0a1/UG19r9VM7y99tWNE3MvqpzSY/CCH+bvNba/MDlAb9F+17IRMmsfvlkulcCGbEDTGK8ngt",
+	"a941VsglI6yGCiXsPGZUCd+Ok925gAM5F5gvA6ALdp9reqQniosbK2ylcT+ucycXfeECjGKrYZsJm7qI",
+	"oq9mwqs3riAOKHDPdRofLn7a2XeMQS2PdTefihH/MdFASXe776FAT84cNf89SajbMuhnB3743OXorrfj",
+	"ucKwLqLGUxJwBmgS89vkvpchhQT9dwdkLmLILBqMpAoZBMhYrHSJhpRgMuBBhbyRKgRlDVJkb3gc61wQ",
+	"4klfJJPaQWQckXqzW3vdatStLrBKlYCEaiNnGiu8cTE+xYoN2D0YDYS4AOhhMMdXsHoQnbGIlBUzirMI",
+	"iizcTZhyEUV9kThrsFPxAQb0UOfbsMPbbdRuuyxw2E7e7pTGqfsCa0E/ERWE9P3udQ3y9r+SCNYRO/68",
+	"VNAB+Ec6NdQmoQh9Gh5fv5PFRyKL7tg9XYQ4N7zQQmaI0t5E0VKyzS5UZwDJEplianTq9NAh0B41F5pM",
+	"6aIvnCREfgaviG+Vnpg9Vpulg1FDZ9qq90V5sNSZfeCLbyLuZdukn/ieLJg2rlOCjs3Xc2QRiWWwqWX7",
+	"FFuz/+f//D+YJM91X4yYCC31pCSmVqNDj7BUnjpCKQpqHEn0fpeDALbtkxySsWS6L2Bgp69jszaK5c+C",
+	"JCvXkWESSaZJ+6Ln5FQj76iK+mIwpfe+SOEAYPQvwlK979vfy1NMq7YMAERvFtm9TfMir/2WDw7wwIBl",
+	"JAeBNQ+A+91RqPGDPq2+QD+NJrG06KExXtZuYYX47o+Epn3zUfMd24EUm8U0tLthB0xmKktoeWdXajmQ",
+	"vHWTu98Pnoin5FjIqltqR6ZiV/4nZikWvD87Q3EY852hPFYkmpEzTFixxFyfFuXBLNvSUwKwL5/BMhDr",
+	"GQ3EWmLEJ/aoshBlOnCh5xjCxVdVfCtmZmtioJw6UkxPMi1yScPCAHRIkEGjDfRwkIjb1DKHQzlDuv2Y",
+	"wTnFhAbc29d2KCh7EpDBu0at03vdqPW8Vt8XSxLtLuY2WO2fWJ7942N0tqA+Dku+E5/Hctoxg+UO+Yin",
+	"7VhdJSnIt0v933pfWvNJcnHom+sUk5umAF8chu2IRZKPMhdgAQCzu9XXc2K3D6BDwZH2RabG11wzMsDC",
+	"RIfp1wPChTaMRmh7HMpokU0sOrXSYF8MTMYJqJ0BEWCANpcjhqHma72DBJyDTykP1VqdRq3+y/X7i2Yb",
+	"adVXaNodppnxLQr+lPZGB1uGNj0pLXLTNbWeb46+CVHVSRzL38nSI5El2PpEZEg9qaMlCjChGuLQ7BMs",
+	"Igtm9qVRUIFpPX3qdjtvDsdzKPJ6gl7/Jaf5WbPeQRcKuM9PXXGLervrZJe+4NrVi40SndD1jSLNS9dV",
+	"6pT0Wt2EIJ8S5Zpkad9a/LQvXDsmgvZZl4lwSoR0pdcgDoEJUyG1zF6FVNitGrK+gN5GDEIgqJWoXHxk",
+	"0vLohEANUazTZYUzqHs3OCWUGKrGzKCKCV1o7JkMOYy1NurgyUjhtZsNJLE1k+9GDKHx1p/cLZrtgVZA",
+	"nX6euHaygNNE07vvwQZ/gmCDN8yEk6yylLRlS1ycQJsOmTCQtewidfalaFj4dIMpEcxpbDRiofFWLqz1",
+	"mBGjoJs4EDLNXHA0uCqAFPVF+bj6ckn2OIAa8Wkuic6+kdQytPzyFKlI6h2ZsDha5xZxBJMrVIudk6Qv",
+	"Ei9JpS9qBNfsK6F6gkcUO3RlDy1BTWI+wEIoWIV07GugiPp6sZEPBXlKrXMXEc0C9V13/Crd0Z3s92CR",
+	"df5euz1evOLTKYs4NSxekHJKEAJPB1DUwbu7twd4RT/b7PjwASRL9CmFaJnQ2FOXgpSPq0d9MTjrNOr2",
+	"WtZaafmA52TQbUA0d/qd82NMaTixunDtsnlwmtDtvnA1OsFUnlSM9doAKWNMaVE8aUASjbEvilVG0sp4",
+	"tbWhC1fjBoz3UHoXStumwHDtS11H38L+vhvRgtNNIif9Ef8ZyVeuG+C3Jl9bq5uJHvRd53wKnTMxQaXe",
+	"uiVKw51amjuMfYkf6HiL9RSvIcABaVU0tE0P0iZkMil0AWBO6QKtdQGBSoqLPpybhTyEOgkQan9qZay5",
+	"dllt3mLvq/pAiVwqoMBChTSN7gvXMMVquoxirfRkZ7Ci+TPtarzrQcac7wrZo/beF957AA9+Iy8hGvOb",
+	"7evLzsVb1BB3UgOxV8g/lcD1ePlp+UYqawgWuom+56Y9vruQKgO58okvrkxJkptJwDiEIQyOPGwrnsVU",
+	"jOd0zNYnpvV8smxIDYXmFkhLkmYUtcumJQlvGz3ix05GHZyQGVN94VtREI4lB5L6GiKiChU914WKTNlU",
+	"qkWQsZZpw0Vo+r6dhoZGjFinI5TTKXZQEAwagxi1OISEXaLmMQsIuzeKujEPnAUL/AfYY8Q1SYI0JSyp",
+	"H6B8h5wA4uZOyWDK71k0wIgWK5b1hRXAxooxUoaa1tFcYWyFklhngE/pmJH5bKxotBIm8RipfK3k4J5Q",
+	"TPGTrEt960GDAgfIX7HgrKvx77HTr8WiqUWrO29Vy+IM4gn2HNzW9Ow7wLC116zDaHRoWfxpmp7uQ/Q1",
+	"yffxSUYbVMhA3mB1fLDeIopajp60B7fkGBuMPDIWJk3gnxIDlzvNr0FCPJO/IgZCQ3c88nDCojlSj5TW",
+	"WXXW94hJDzVnIEyRqwDz0vIqh2mH7z8uA3mpK++TVMlbaqv81yvfVdTM/YEqXni2/0pZx8t1g7RrL5Ht",
+	"ywX1OQ37r/VGrZ6TiHxH+C3uy/PPrtfVl+dJ/5ZN6QtJ7AD2fDGSuGTlNCHLR5OCfMEUCWNGFYsCoiVE",
+	"UUHPeE3KXgS6Y8OJlDdEMxExdUA0Y1atA3PUV+tW0CN6VblKv7abtytncPu0hMhrLvvMKk3JXU/7iOeV",
+	"m506a/wzmryXNrMDLYnWMUTYRTSBO/T7row9EvW5TIKxD5HMsMjddQgk58JI4jvXb0dzXIHBwym2IS7k",
+	"zm+kwsB3VJ0sWchXJXHldzF2lEWknJQYC1yBsb7Itar3ph3oMDZwLXgHxP1hmUqUbWccOHIV9cVw4fvq",
+	"krIdIV+zdFN7/ESt6wuQcDFPQWAdT+z9qwMi4yjtJlYe5HoCD8gdj9gJkYL1BcJK5jNLZo9eVD3wATyk",
+	"yJAtpIhc/2rFMOLemd+PXlStXtbNqNTYrD1f7cgt2jdtBE0xkahRWeyL35mS2iU8RDHbpoRxuuG+KMNR",
+	"pXJ0fFyFGgxfLWu9ZSbThvmB7lE/Y5PqGPo6YXdExIE03O2HtbVV097NBVVV9+g4/aSSVbY1dTHhnPL7",
+	"fxEp6pIpR0wmvlFDGva5REyypMIjB3R4LCp9lGlbC8iWbVj760d7vu6Nzx6HsmXjrRTuW2o5hTr7lZ0j",
+	"89kR1cw32CUo80WqHn35+OX/BwAA//8=",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

@@ -18,6 +18,8 @@ import (
 	"strings"
 
 	"github.com/kece-oj/kece/artifact"
+	"github.com/kece-oj/kece/contracts"
+	"github.com/kece-oj/kece/contracts/machineapi"
 	"github.com/kece-oj/kece/control/manifest"
 	"github.com/kece-oj/kece/control/store"
 )
@@ -41,7 +43,7 @@ var codeCases = []struct{ in, out string }{
 }
 
 var sources = map[string]struct{ language, source string }{
-	"cpp": {"cpp17", `#include <iostream>
+	string(machineapi.PoolCpp): {"cpp17", `#include <iostream>
 int main() {
     long long a, b;
     if (!(std::cin >> a >> b)) return 1;
@@ -49,7 +51,7 @@ int main() {
     return 0;
 }
 `},
-	"java": {"java17", `import java.util.Scanner;
+	string(machineapi.PoolJava): {"java17", `import java.util.Scanner;
 
 public class Main {
     public static void main(String[] args) {
@@ -59,26 +61,26 @@ public class Main {
     }
 }
 `},
-	"python": {"python3", `a, b = map(int, input().split())
+	string(machineapi.PoolPython): {"python3", `a, b = map(int, input().split())
 print(a + b)
 `},
 	// TypeScript as run by the arkts stand-in runtime (tsc --lib es2020 +
 	// Node.js): no DOM, so output goes through fs, not console.
-	"arkts": {"arkts", `const fs = require("fs");
+	string(machineapi.PoolArkts): {"arkts", `const fs = require("fs");
 const w: string[] = fs.readFileSync(0, "utf8").split(/\s+/).filter((s: string) => s.length > 0);
 fs.writeSync(1, String(BigInt(w[0]) + BigInt(w[1])) + "\n");
 `},
-	"mysql": {"mysql", "SELECT a + b AS s FROM kece_check ORDER BY id"},
+	string(machineapi.PoolMysql): {"mysql", "SELECT a + b AS s FROM kece_check ORDER BY id"},
 }
 
 // For returns the self-check of a pool.
 func For(pool string) (Program, error) {
 	src, ok := sources[pool]
 	if !ok {
-		return Program{}, fmt.Errorf("checks: unknown pool %q (want one of %s)", pool, strings.Join(manifest.Pools(), ", "))
+		return Program{}, fmt.Errorf("checks: unknown pool %q (want one of %s)", pool, strings.Join(contracts.Pools(), ", "))
 	}
 	p := Program{Pool: pool, Language: src.language, Source: src.source, Files: map[string][]byte{}}
-	if pool == "mysql" {
+	if pool == string(machineapi.PoolMysql) {
 		s := func(v string) *string { return &v }
 		p.Manifest = manifest.Manifest{
 			Kind:    manifest.KindSQL,

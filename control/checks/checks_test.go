@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kece-oj/kece/artifact"
+	"github.com/kece-oj/kece/contracts"
 	"github.com/kece-oj/kece/control/checks"
 	"github.com/kece-oj/kece/control/dbtest"
 	"github.com/kece-oj/kece/control/manifest"
@@ -15,7 +16,7 @@ import (
 
 func TestEveryPoolHasAValidCheck(t *testing.T) {
 	t.Parallel()
-	for _, pool := range manifest.Pools() {
+	for _, pool := range contracts.Pools() {
 		p, err := checks.For(pool)
 		require.NoError(t, err, pool)
 		got, err := manifest.PoolForLanguage(p.Language)
@@ -40,7 +41,7 @@ func TestPublishIsIdempotent(t *testing.T) {
 	arts, err := artifact.OpenStore(ctx, artifact.StoreConfig{Root: t.TempDir()})
 	require.NoError(t, err)
 	ids := map[int64]bool{}
-	for _, pool := range manifest.Pools() {
+	for _, pool := range contracts.Pools() {
 		a, err := checks.Publish(ctx, st, arts, pool)
 		require.NoError(t, err)
 		b, err := checks.Publish(ctx, st, arts, pool)

@@ -19,15 +19,6 @@ import (
 	"github.com/kece-oj/kece/control/store"
 )
 
-// Admin-specific machine codes; the generic store classes map in errors.go.
-const (
-	codeHostGroupNotFound = "HOST_GROUP_NOT_FOUND"
-	codeNodeNotFound      = "NODE_NOT_FOUND"
-	codeNameTaken         = "NAME_TAKEN"
-	codeRevisionStale     = "REVISION_STALE"
-	codeNodeRevoked       = "NODE_REVOKED"
-)
-
 // Recent items in a node's detail view (the contract's maxItems).
 const (
 	nodeDetailAttempts = 50
@@ -207,7 +198,7 @@ func (a adminAPI) checkAddress(address string) error {
 		return err
 	}
 	if _, err := p.Check(address); err != nil {
-		return apiErr(http.StatusUnprocessableEntity, "ADDRESS_NOT_ALLOWED", err)
+		return apiErr(http.StatusUnprocessableEntity, codeAddressNotAllowed, err)
 	}
 	return nil
 }
@@ -277,7 +268,7 @@ func (a adminAPI) ResetJoinCode(ctx context.Context, req adminapi.ResetJoinCodeR
 	}
 	code, err := a.s.store.IssueJoinCodeTTL(ctx, id, ttl, actor(ctx), "join code reset")
 	if errors.Is(err, store.ErrNodeAlreadyJoined) {
-		return nil, apiErr(http.StatusConflict, "NODE_ALREADY_JOINED", err)
+		return nil, apiErr(http.StatusConflict, codeNodeAlreadyJoined, err)
 	}
 	if err != nil {
 		return nil, nodeErr(err)
@@ -298,7 +289,7 @@ func (a adminAPI) VerifyJudger(ctx context.Context, req adminapi.VerifyJudgerReq
 	if jobID, busy, err := a.s.store.ActiveCheck(ctx, n.ID); err != nil {
 		return nil, err
 	} else if busy {
-		return nil, apiErr(http.StatusConflict, "CHECK_IN_PROGRESS", fmt.Errorf("self-check job %d of node %d is still queued or running", jobID, n.ID))
+		return nil, apiErr(http.StatusConflict, codeCheckInProgress, fmt.Errorf("self-check job %d of node %d is still queued or running", jobID, n.ID))
 	}
 	prog, err := checks.Publish(ctx, a.s.store, a.s.artifacts, n.Pool)
 	if err != nil {
@@ -327,9 +318,9 @@ func (a adminAPI) EnableJudger(ctx context.Context, req adminapi.EnableJudgerReq
 	case errors.Is(err, store.ErrNodeRevoked):
 		return nil, apiErr(http.StatusConflict, codeNodeRevoked, err)
 	case errors.Is(err, store.ErrHeartbeatStale):
-		return nil, apiErr(http.StatusConflict, "HEARTBEAT_STALE", err)
+		return nil, apiErr(http.StatusConflict, codeHeartbeatStale, err)
 	case errors.Is(err, store.ErrCheckRequired):
-		return nil, apiErr(http.StatusConflict, "CHECK_REQUIRED", err)
+		return nil, apiErr(http.StatusConflict, codeCheckRequired, err)
 	case err != nil:
 		return nil, nodeErr(err)
 	}
@@ -361,7 +352,7 @@ func (a adminAPI) DisableJudger(ctx context.Context, req adminapi.DisableJudgerR
 	}
 	n, err = a.s.store.Disable(ctx, n.ID, req.Body.Force, actor(ctx), req.Body.Reason)
 	if errors.Is(err, store.ErrConflict) {
-		return nil, apiErr(http.StatusConflict, "LEASES_ACTIVE", err)
+		return nil, apiErr(http.StatusConflict, codeLeasesActive, err)
 	}
 	if err != nil {
 		return nil, nodeErr(err)
@@ -416,7 +407,7 @@ func (a adminAPI) ProbeJudger(ctx context.Context, req adminapi.ProbeJudgerReque
 		return nil, nodeErr(err)
 	}
 	if n.Address == "" {
-		return nil, apiErr(http.StatusConflict, "NO_ADDRESS", fmt.Errorf("node %d has no address to probe", id))
+		return nil, apiErr(http.StatusConflict, codeNoAddress, fmt.Errorf("node %d has no address to probe", id))
 	}
 	p, err := a.prober()
 	if err != nil {
@@ -429,7 +420,7 @@ func (a adminAPI) ProbeJudger(ctx context.Context, req adminapi.ProbeJudgerReque
 			"address": n.Address, "refused": err.Error()}); aerr != nil {
 			return nil, aerr
 		}
-		return nil, apiErr(http.StatusUnprocessableEntity, "ADDRESS_NOT_ALLOWED", err)
+		return nil, apiErr(http.StatusUnprocessableEntity, codeAddressNotAllowed, err)
 	}
 	if err != nil {
 		return nil, err

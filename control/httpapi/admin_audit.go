@@ -11,11 +11,12 @@ import (
 	"github.com/kece-oj/kece/control/store"
 )
 
-// callerAddr is the address an audit row records for a request: the TCP
+// CallerAddr is the address an audit row records for a request: the TCP
 // peer's IP. No proxy is trusted to name another client (there is no
 // trusted-proxy setting yet), so behind nginx this is the proxy's address;
-// a forwarded header is never believed.
-func callerAddr(r *http.Request) string {
+// a forwarded header is never believed. Every surface that makes audited
+// changes (the admin API, the console) records it through WithCaller.
+func CallerAddr(r *http.Request) string {
 	host, _, err := net.SplitHostPort(r.RemoteAddr)
 	if err != nil {
 		return r.RemoteAddr
@@ -23,11 +24,11 @@ func callerAddr(r *http.Request) string {
 	return host
 }
 
-// withCaller hands the caller's address to the store, which writes it into
-// every audit row of the request.
-func withCaller(next http.Handler) http.Handler {
+// WithCaller hands the caller's address (CallerAddr) to the store, which
+// writes it into every audit row of the request.
+func WithCaller(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		next.ServeHTTP(w, r.WithContext(store.WithCaller(r.Context(), callerAddr(r))))
+		next.ServeHTTP(w, r.WithContext(store.WithCaller(r.Context(), CallerAddr(r))))
 	})
 }
 

@@ -13,8 +13,6 @@ import (
 	"github.com/kece-oj/kece/control/store"
 )
 
-const codeJobNotFound = "JOB_NOT_FOUND"
-
 // jobDetailAudit is how many audit entries a job's detail carries (the
 // contract's maxItems).
 const jobDetailAudit = 100
@@ -55,7 +53,7 @@ func optTime(t *time.Time) time.Time {
 func filterErr(err error) error {
 	var ve *store.ValidationError
 	if errors.As(err, &ve) {
-		e := apiErr(http.StatusBadRequest, "REQUEST_INVALID", err)
+		e := apiErr(http.StatusBadRequest, codeRequestInvalid, err)
 		e.Details = map[string]any{"field": ve.Field}
 		return e
 	}
@@ -169,9 +167,9 @@ func (a adminAPI) RejudgeJudgeJob(ctx context.Context, req adminapi.RejudgeJudge
 	r, err := a.s.store.RejudgeJob(ctx, id, actor(ctx), req.Body.Reason)
 	switch {
 	case errors.Is(err, store.ErrJobNotCurrent):
-		return nil, apiErr(http.StatusConflict, "JOB_NOT_CURRENT", err)
+		return nil, apiErr(http.StatusConflict, codeJobNotCurrent, err)
 	case errors.Is(err, store.ErrCheckJob):
-		return nil, apiErr(http.StatusConflict, "STATE_CONFLICT", err)
+		return nil, apiErr(http.StatusConflict, codeStateConflict, err)
 	case err != nil:
 		return nil, orNotFound(err, codeJobNotFound)
 	}
@@ -192,7 +190,7 @@ func (a adminAPI) CancelJudgeJob(ctx context.Context, req adminapi.CancelJudgeJo
 		return nil, orNotFound(err, codeJobNotFound)
 	}
 	if st == store.StateCompleted || st == store.StateFailed {
-		return nil, apiErr(http.StatusConflict, "JOB_TERMINAL", fmt.Errorf("job %d already ended %s", id, st))
+		return nil, apiErr(http.StatusConflict, codeJobTerminal, fmt.Errorf("job %d already ended %s", id, st))
 	}
 	a.s.log.InfoContext(ctx, "job cancelled", "job_id", id, "actor", actor(ctx))
 	wire, _, _, err := a.job(ctx, id)
@@ -236,9 +234,9 @@ func (a adminAPI) RedeliverSettlementEvent(ctx context.Context, req adminapi.Red
 	e, err := a.s.store.RedeliverEvent(ctx, id, actor(ctx), req.Body.Reason)
 	switch {
 	case errors.Is(err, store.ErrEventNotDead):
-		return nil, apiErr(http.StatusConflict, "EVENT_NOT_DEAD", err)
+		return nil, apiErr(http.StatusConflict, codeEventNotDead, err)
 	case err != nil:
-		return nil, orNotFound(err, "EVENT_NOT_FOUND")
+		return nil, orNotFound(err, codeEventNotFound)
 	}
 	a.s.log.InfoContext(ctx, "settlement event redelivered", "event_id", id, "job_id", e.JobID, "actor", actor(ctx))
 	return adminapi.RedeliverSettlementEvent200JSONResponse(eventOut(e)), nil
@@ -284,7 +282,7 @@ func (a adminAPI) GetVerdictMix(ctx context.Context, req adminapi.GetVerdictMixR
 		w := adminapi.PoolVerdictMix{Pool: adminapi.Pool(p.Pool), Finished: p.Finished,
 			Outcomes: make([]adminapi.OutcomeCount, 0, len(p.Outcomes)), Buckets: make([]adminapi.FinishBucket, 0, len(p.Buckets))}
 		for _, o := range p.Outcomes {
-			w.Outcomes = append(w.Outcomes, adminapi.OutcomeCount{Outcome: adminapi.Outcome(o.Outcome), Count: o.Count})
+			w.Outcomes = append(w.Outcomes, adminapi.OutcomeCount{Outcome: adminapi.JobOutcome(o.Outcome), Count: o.Count})
 		}
 		for i, n := range p.Buckets {
 			w.Buckets = append(w.Buckets, adminapi.FinishBucket{Start: mix.BucketStart(i).UTC(), Finished: n})

@@ -194,16 +194,19 @@ func TestAdminAuditList(t *testing.T) {
 		return *r.JSON200
 	}
 	all := list(adminapi.ListAuditParams{})
-	require.Len(t, all.Entries, 3)
 	require.Nil(t, all.NextBeforeId)
 	actions := []string{}
 	for _, e := range all.Entries {
 		actions = append(actions, e.Action)
-		require.Regexp(t, `^ADMIN:`, e.Actor, "every entry names the admin token")
+		if e.Actor == "kece-control" { // the test's tokens, made without the API
+			require.Nil(t, e.RemoteAddr)
+			continue
+		}
+		require.Regexp(t, `^ADMIN:`, e.Actor, "every API entry names the admin token")
 		require.NotNil(t, e.RemoteAddr)
 		require.Equal(t, "127.0.0.1", *e.RemoteAddr)
 	}
-	require.Equal(t, []string{"node.drain", "node.create", "host_group.create"}, actions, "newest first")
+	require.Equal(t, []string{"node.drain", "node.create", "host_group.create", "token.create", "token.create"}, actions, "newest first")
 	require.Equal(t, g.HostGroupId, *all.Entries[2].HostGroupId)
 
 	action := "node.drain"
@@ -218,10 +221,10 @@ func TestAdminAuditList(t *testing.T) {
 	require.Len(t, list(adminapi.ListAuditParams{After: &after}).Entries, 1)
 
 	lim := int32(2)
-	page := list(adminapi.ListAuditParams{Limit: &lim})
+	page := list(adminapi.ListAuditParams{Limit: &lim, Actor: &actor})
 	require.Len(t, page.Entries, 2)
 	require.NotNil(t, page.NextBeforeId)
-	rest := list(adminapi.ListAuditParams{Limit: &lim, BeforeId: page.NextBeforeId})
+	rest := list(adminapi.ListAuditParams{Limit: &lim, Actor: &actor, BeforeId: page.NextBeforeId})
 	require.Len(t, rest.Entries, 1)
 	require.Equal(t, "host_group.create", rest.Entries[0].Action)
 
@@ -261,11 +264,11 @@ func TestAdminVerdictMix(t *testing.T) {
 			continue
 		}
 		require.Equal(t, int64(3), p.Finished)
-		got := map[adminapi.Outcome]int64{}
+		got := map[adminapi.JobOutcome]int64{}
 		for _, o := range p.Outcomes {
 			got[o.Outcome] = o.Count
 		}
-		require.Equal(t, map[adminapi.Outcome]int64{adminapi.OutcomeAC: 1, adminapi.OutcomeWA: 1, adminapi.OutcomeCancelled: 1}, got)
+		require.Equal(t, map[adminapi.JobOutcome]int64{adminapi.JobOutcomeAC: 1, adminapi.JobOutcomeWA: 1, adminapi.JobOutcomeCancelled: 1}, got)
 	}
 
 	day := int32(1440)

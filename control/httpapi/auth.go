@@ -29,7 +29,7 @@ func (s *Server) nodeAuth(next http.Handler) http.Handler {
 		case machinePrefix + "session":
 			tok := bearer(r)
 			if tok == "" {
-				writeError(w, r, s.log, apiErr(http.StatusUnauthorized, "CREDENTIAL_INVALID", errors.New("a node credential is required")), surfaceMachine)
+				writeError(w, r, s.log, apiErr(http.StatusUnauthorized, codeCredentialInvalid, errors.New("a node credential is required")), surfaceMachine)
 				return
 			}
 			next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), credentialKey, tok)))
@@ -48,7 +48,7 @@ func (s *Server) nodeAuth(next http.Handler) http.Handler {
 func sessionFrom(ctx context.Context) (store.SessionInfo, error) {
 	info, ok := ctx.Value(sessionKey).(store.SessionInfo)
 	if !ok {
-		return store.SessionInfo{}, apiErr(http.StatusUnauthorized, "SESSION_INVALID", errors.New("no session"))
+		return store.SessionInfo{}, apiErr(http.StatusUnauthorized, codeSessionInvalid, errors.New("no session"))
 	}
 	return info, nil
 }

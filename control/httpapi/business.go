@@ -67,7 +67,7 @@ func (b businessAPI) UploadArtifact(ctx context.Context, req businessapi.UploadA
 	}
 	if err := b.s.store.RegisterArtifact(ctx, req.Sha256, n); err != nil {
 		if errors.Is(err, store.ErrConflict) {
-			return nil, fieldErr("ARTIFACT_SIZE_MISMATCH", "sha256", err)
+			return nil, fieldErr(codeArtifactSizeMismatch, "sha256", err)
 		}
 		return nil, err
 	}
@@ -82,16 +82,16 @@ func uploadError(err error) error {
 	var mbe *http.MaxBytesError
 	switch {
 	case errors.As(err, &mbe), errors.Is(err, artifact.ErrTooLarge):
-		return apiErr(http.StatusRequestEntityTooLarge, "PAYLOAD_TOO_LARGE", err)
+		return apiErr(http.StatusRequestEntityTooLarge, codePayloadTooLarge, err)
 	case errors.Is(err, artifact.ErrDigestMismatch):
-		return fieldErr("DIGEST_MISMATCH", "sha256", err)
+		return fieldErr(codeDigestMismatch, "sha256", err)
 	case errors.Is(err, artifact.ErrSizeMismatch):
-		return fieldErr("ARTIFACT_SIZE_MISMATCH", "body", err)
+		return fieldErr(codeArtifactSizeMismatch, "body", err)
 	case errors.Is(err, io.ErrUnexpectedEOF):
 		// The body ended before its declared Content-Length.
-		return fieldErr("ARTIFACT_SIZE_MISMATCH", "body", fmt.Errorf("body shorter than its Content-Length: %w", err))
+		return fieldErr(codeArtifactSizeMismatch, "body", fmt.Errorf("body shorter than its Content-Length: %w", err))
 	case errors.Is(err, artifact.ErrInvalid):
-		return apiErr(http.StatusBadRequest, "REQUEST_INVALID", err)
+		return apiErr(http.StatusBadRequest, codeRequestInvalid, err)
 	}
 	return err
 }
@@ -109,9 +109,9 @@ func (b businessAPI) PublishManifest(ctx context.Context, req businessapi.Publis
 	if err != nil {
 		var me *manifest.Error
 		if errors.As(err, &me) {
-			return nil, fieldErr("MANIFEST_INVALID", me.Field, err)
+			return nil, fieldErr(codeManifestInvalid, me.Field, err)
 		}
-		return nil, fieldErr("MANIFEST_INVALID", "", err)
+		return nil, fieldErr(codeManifestInvalid, "", err)
 	}
 	if err := b.checkArtifacts(ctx, m); err != nil {
 		return nil, err
@@ -122,7 +122,7 @@ func (b businessAPI) PublishManifest(ctx context.Context, req businessapi.Publis
 		if errors.As(err, &ve) {
 			// An artifact check the pre-check above did not see (it cannot
 			// change in between: artifacts are never deleted).
-			return nil, fieldErr("MANIFEST_INVALID", ve.Field, err)
+			return nil, fieldErr(codeManifestInvalid, ve.Field, err)
 		}
 		return nil, err
 	}
@@ -166,10 +166,10 @@ func (b businessAPI) checkArtifacts(ctx context.Context, m manifest.Manifest) er
 	for _, r := range refs {
 		n, ok := have[r.digest]
 		if !ok {
-			return fieldErr("ARTIFACT_MISSING", r.field, fmt.Errorf("artifact %s is not uploaded", r.digest))
+			return fieldErr(codeArtifactMissing, r.field, fmt.Errorf("artifact %s is not uploaded", r.digest))
 		}
 		if n != r.size {
-			return fieldErr("ARTIFACT_SIZE_MISMATCH", r.field,
+			return fieldErr(codeArtifactSizeMismatch, r.field,
 				fmt.Errorf("artifact %s has %d bytes, the manifest says %d", r.digest, n, r.size))
 		}
 	}
@@ -184,7 +184,7 @@ func (b businessAPI) GetManifest(ctx context.Context, req businessapi.GetManifes
 	}
 	rec, err := b.s.store.ManifestRecord(ctx, id)
 	if errors.Is(err, store.ErrNotFound) {
-		return nil, apiErr(http.StatusNotFound, "MANIFEST_NOT_FOUND", err)
+		return nil, apiErr(http.StatusNotFound, codeManifestNotFound, err)
 	}
 	if err != nil {
 		return nil, err
@@ -207,7 +207,7 @@ func (b businessAPI) GetManifest(ctx context.Context, req businessapi.GetManifes
 func (b businessAPI) EnqueueSubmission(ctx context.Context, req businessapi.EnqueueSubmissionRequestObject) (businessapi.EnqueueSubmissionResponseObject, error) {
 	body := req.Body
 	if isReservedType(body.SubmissionType) {
-		return nil, fieldErr("REQUEST_INVALID", "submissionType", errors.New("submission types starting with KECE_ are reserved"))
+		return nil, fieldErr(codeRequestInvalid, "submissionType", errors.New("submission types starting with KECE_ are reserved"))
 	}
 	manID, err := parseID("manifestId", body.ManifestId)
 	if err != nil {
@@ -239,15 +239,15 @@ func (b businessAPI) EnqueueSubmission(ctx context.Context, req businessapi.Enqu
 func enqueueErr(err error) error {
 	switch {
 	case errors.Is(err, store.ErrUnknownLanguage):
-		return fieldErr("LANGUAGE_UNSUPPORTED", "language", err)
+		return fieldErr(codeLanguageUnsupported, "language", err)
 	case errors.Is(err, store.ErrManifestMissing):
-		return fieldErr("MANIFEST_NOT_FOUND", "manifestId", err)
+		return fieldErr(codeManifestNotFound, "manifestId", err)
 	case errors.Is(err, store.ErrManifestMismatch):
-		return fieldErr("MANIFEST_LANGUAGE_MISMATCH", "language", err)
+		return fieldErr(codeManifestLanguageMismatch, "language", err)
 	case errors.Is(err, store.ErrMemoryTooLow):
-		return fieldErr("MEMORY_LIMIT_TOO_LOW", "limits.memoryMb", err)
+		return fieldErr(codeMemoryLimitTooLow, "limits.memoryMb", err)
 	case errors.Is(err, store.ErrIdempotencyKeyReused):
-		return apiErr(http.StatusConflict, "IDEMPOTENCY_KEY_REUSED", err)
+		return apiErr(http.StatusConflict, codeIdempotencyKeyReused, err)
 	}
 	return err
 }
@@ -285,7 +285,7 @@ type bulkItemError struct {
 func (b businessAPI) EnqueueSubmissions(ctx context.Context, req businessapi.EnqueueSubmissionsRequestObject) (businessapi.EnqueueSubmissionsResponseObject, error) {
 	items := req.Body.Submissions
 	if len(items) == 0 || len(items) > store.EnqueueManyMax {
-		return nil, apiErr(http.StatusBadRequest, "REQUEST_INVALID",
+		return nil, apiErr(http.StatusBadRequest, codeRequestInvalid,
 			fmt.Errorf("submissions must hold 1..%d items, got %d", store.EnqueueManyMax, len(items)))
 	}
 	reqs := make([]store.EnqueueRequest, len(items))
@@ -294,13 +294,13 @@ func (b businessAPI) EnqueueSubmissions(ctx context.Context, req businessapi.Enq
 		// What the handler checks itself (reserved types, id syntax) is
 		// reported with the store's per-item checks, in one list.
 		if isReservedType(it.SubmissionType) {
-			bad = append(bad, bulkItemError{Index: i, Code: "REQUEST_INVALID", Field: "submissionType",
+			bad = append(bad, bulkItemError{Index: i, Code: codeRequestInvalid, Field: "submissionType",
 				Message: "submission types starting with KECE_ are reserved"})
 			continue
 		}
 		manID, err := parseID("manifestId", it.ManifestId)
 		if err != nil {
-			bad = append(bad, bulkItemError{Index: i, Code: "REQUEST_INVALID", Field: "manifestId", Message: err.Error()})
+			bad = append(bad, bulkItemError{Index: i, Code: codeRequestInvalid, Field: "manifestId", Message: err.Error()})
 			continue
 		}
 		reqs[i] = store.EnqueueRequest{SubmissionType: it.SubmissionType, SubmissionID: it.SubmissionId,
@@ -373,7 +373,7 @@ func bulkItem(index int, err error) bulkItemError {
 
 // bulkInvalid is the 422 of a bulk enqueue with invalid items.
 func bulkInvalid(items []bulkItemError) *Error {
-	e := apiErr(http.StatusUnprocessableEntity, "REQUEST_INVALID",
+	e := apiErr(http.StatusUnprocessableEntity, codeRequestInvalid,
 		fmt.Errorf("%d of the submissions are invalid; details.items lists each (index, code, field, message)", len(items)))
 	e.Details = map[string]any{"items": items}
 	return e
@@ -399,11 +399,11 @@ func (b businessAPI) GetSubmission(ctx context.Context, req businessapi.GetSubmi
 
 func (b businessAPI) submissionStatus(ctx context.Context, typ, id string) (businessapi.SubmissionStatus, error) {
 	if isReservedType(typ) {
-		return businessapi.SubmissionStatus{}, apiErr(http.StatusNotFound, "SUBMISSION_NOT_FOUND", errors.New("no such submission"))
+		return businessapi.SubmissionStatus{}, apiErr(http.StatusNotFound, codeSubmissionNotFound, errors.New("no such submission"))
 	}
 	st, err := b.s.store.SubmissionStatus(ctx, typ, id)
 	if errors.Is(err, store.ErrNotFound) {
-		return businessapi.SubmissionStatus{}, apiErr(http.StatusNotFound, "SUBMISSION_NOT_FOUND", err)
+		return businessapi.SubmissionStatus{}, apiErr(http.StatusNotFound, codeSubmissionNotFound, err)
 	}
 	if err != nil {
 		return businessapi.SubmissionStatus{}, err
@@ -443,11 +443,11 @@ func isVerdict(s businessapi.SubmissionStatusCode) bool {
 // RejudgeSubmission queues generation+1 and cancels a still live older job.
 func (b businessAPI) RejudgeSubmission(ctx context.Context, req businessapi.RejudgeSubmissionRequestObject) (businessapi.RejudgeSubmissionResponseObject, error) {
 	if isReservedType(req.SubmissionType) {
-		return nil, apiErr(http.StatusNotFound, "SUBMISSION_NOT_FOUND", errors.New("no such submission"))
+		return nil, apiErr(http.StatusNotFound, codeSubmissionNotFound, errors.New("no such submission"))
 	}
 	res, err := b.s.store.Rejudge(ctx, req.SubmissionType, req.SubmissionId, tokenFrom(ctx).Actor(), req.Body.Reason)
 	if errors.Is(err, store.ErrNotFound) {
-		return nil, apiErr(http.StatusNotFound, "SUBMISSION_NOT_FOUND", err)
+		return nil, apiErr(http.StatusNotFound, codeSubmissionNotFound, err)
 	}
 	if err != nil {
 		return nil, err
@@ -462,17 +462,17 @@ func (b businessAPI) RejudgeSubmission(ctx context.Context, req businessapi.Reju
 // outcome; cancelling a cancelled submission answers 200 again.
 func (b businessAPI) CancelSubmission(ctx context.Context, req businessapi.CancelSubmissionRequestObject) (businessapi.CancelSubmissionResponseObject, error) {
 	if isReservedType(req.SubmissionType) {
-		return nil, apiErr(http.StatusNotFound, "SUBMISSION_NOT_FOUND", errors.New("no such submission"))
+		return nil, apiErr(http.StatusNotFound, codeSubmissionNotFound, errors.New("no such submission"))
 	}
 	state, err := b.s.store.Cancel(ctx, req.SubmissionType, req.SubmissionId, tokenFrom(ctx).Actor(), req.Body.Reason)
 	if errors.Is(err, store.ErrNotFound) {
-		return nil, apiErr(http.StatusNotFound, "SUBMISSION_NOT_FOUND", err)
+		return nil, apiErr(http.StatusNotFound, codeSubmissionNotFound, err)
 	}
 	if err != nil {
 		return nil, err
 	}
 	if state != store.StateCancelled {
-		return nil, apiErr(http.StatusConflict, "SUBMISSION_TERMINAL",
+		return nil, apiErr(http.StatusConflict, codeSubmissionTerminal,
 			fmt.Errorf("submission %s/%s already ended (%s)", req.SubmissionType, req.SubmissionId, state))
 	}
 	st, err := b.submissionStatus(ctx, req.SubmissionType, req.SubmissionId)

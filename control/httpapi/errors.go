@@ -59,66 +59,66 @@ func classify(err error, sf surface) *Error {
 	err = store.Classify(err)
 	switch {
 	case errors.As(err, &ve):
-		code := "REQUEST_INVALID"
+		code := codeRequestInvalid
 		if sf == surfaceMachine {
-			code = "RESULT_INVALID"
+			code = codeResultInvalid
 		}
 		e := apiErr(http.StatusUnprocessableEntity, code, err)
 		e.Details = map[string]any{"field": ve.Field}
 		return e
 	case errors.Is(err, store.ErrValidation):
-		return apiErr(http.StatusUnprocessableEntity, "REQUEST_INVALID", err)
+		return apiErr(http.StatusUnprocessableEntity, codeRequestInvalid, err)
 	case errors.Is(err, artifact.ErrTooLarge):
-		return apiErr(http.StatusRequestEntityTooLarge, "PAYLOAD_TOO_LARGE", err)
+		return apiErr(http.StatusRequestEntityTooLarge, codePayloadTooLarge, err)
 	case errors.Is(err, artifact.ErrSizeMismatch):
-		return apiErr(http.StatusUnprocessableEntity, "ARTIFACT_SIZE_MISMATCH", err)
+		return apiErr(http.StatusUnprocessableEntity, codeArtifactSizeMismatch, err)
 	case errors.As(err, &mm):
-		return apiErr(http.StatusUnprocessableEntity, "DIGEST_MISMATCH", err)
+		return apiErr(http.StatusUnprocessableEntity, codeDigestMismatch, err)
 	case errors.Is(err, artifact.ErrInvalid):
-		return apiErr(http.StatusBadRequest, "REQUEST_INVALID", err)
+		return apiErr(http.StatusBadRequest, codeRequestInvalid, err)
 	case errors.Is(err, store.ErrNotFound):
-		return apiErr(http.StatusNotFound, "NOT_FOUND", err)
+		return apiErr(http.StatusNotFound, codeNotFound, err)
 	case errors.Is(err, store.ErrLeaseLost):
-		return apiErr(http.StatusConflict, "LEASE_LOST", err)
+		return apiErr(http.StatusConflict, codeLeaseLost, err)
 	case errors.Is(err, store.ErrResultConflict):
-		return apiErr(http.StatusConflict, "RESULT_CONFLICT", err)
+		return apiErr(http.StatusConflict, codeResultConflict, err)
 	case errors.Is(err, store.ErrJobCancelled):
-		return apiErr(http.StatusConflict, "JOB_CANCELLED", err)
+		return apiErr(http.StatusConflict, codeJobCancelled, err)
 	case errors.Is(err, store.ErrSuperseded):
-		return apiErr(http.StatusConflict, "SUPERSEDED", err)
+		return apiErr(http.StatusConflict, codeSuperseded, err)
 	case errors.Is(err, store.ErrArtifactNotInManifest):
-		return apiErr(http.StatusForbidden, "ARTIFACT_NOT_IN_MANIFEST", err)
+		return apiErr(http.StatusForbidden, codeArtifactNotInManifest, err)
 	case errors.Is(err, store.ErrConflict):
-		code := "STATE_CONFLICT"
+		code := codeStateConflict
 		if sf == surfaceBusiness {
-			code = "SUBMISSION_CONFLICT"
+			code = codeSubmissionConflict
 		}
 		return apiErr(http.StatusConflict, code, err)
 	case errors.Is(err, store.ErrSessionSuperseded):
-		return apiErr(http.StatusUnauthorized, "SESSION_SUPERSEDED", err)
+		return apiErr(http.StatusUnauthorized, codeSessionSuperseded, err)
 	case errors.Is(err, store.ErrNodeRevoked):
-		return apiErr(http.StatusForbidden, "NODE_REVOKED", err)
+		return apiErr(http.StatusForbidden, codeNodeRevoked, err)
 	case errors.Is(err, store.ErrJoinCodeExpired):
-		return apiErr(http.StatusGone, "JOIN_CODE_EXPIRED", err)
+		return apiErr(http.StatusGone, codeJoinCodeExpired, err)
 	case errors.Is(err, store.ErrJoinCodeUsed):
-		return apiErr(http.StatusGone, "JOIN_CODE_USED", err)
+		return apiErr(http.StatusGone, codeJoinCodeUsed, err)
 	case errors.Is(err, store.ErrTokenExpired) && sf != surfaceMachine:
 		// The caller's token existed but its time is over: say so, so the
 		// operator rotates instead of hunting a typo.
-		return apiErr(http.StatusUnauthorized, "TOKEN_EXPIRED", err)
+		return apiErr(http.StatusUnauthorized, codeTokenExpired, err)
 	case errors.Is(err, store.ErrUnauthenticated):
-		code := "UNAUTHENTICATED"
+		code := codeUnauthenticated
 		if sf == surfaceMachine {
-			code = "SESSION_INVALID"
+			code = codeSessionInvalid
 		}
 		return apiErr(http.StatusUnauthorized, code, err)
 	case errors.Is(err, context.Canceled):
-		return &Error{Status: 499, Code: "CANCELLED", Message: "request cancelled", cause: err}
+		return &Error{Status: 499, Code: codeCancelled, Message: "request cancelled", cause: err}
 	case errors.Is(err, store.ErrUnavailable), errors.Is(err, context.DeadlineExceeded):
-		return &Error{Status: http.StatusServiceUnavailable, Code: "UNAVAILABLE", Message: "database unavailable; retry", cause: err, RetryAfter: 1}
+		return &Error{Status: http.StatusServiceUnavailable, Code: codeUnavailable, Message: "database unavailable; retry", cause: err, RetryAfter: 1}
 	}
 	// ErrDatabase (a refused statement) and anything unknown: our bug.
-	return &Error{Status: http.StatusInternalServerError, Code: "INTERNAL", Message: "internal error", cause: err}
+	return &Error{Status: http.StatusInternalServerError, Code: codeInternal, Message: "internal error", cause: err}
 }
 
 // writeError writes the JSON error body. 5xx causes are logged, never sent.

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/kece-oj/kece/artifact"
+	"github.com/kece-oj/kece/contracts"
 	"github.com/kece-oj/kece/contracts/machineapi"
 	"github.com/kece-oj/kece/control/store"
 )
@@ -20,7 +21,7 @@ import (
 func parseID(field, v string) (int64, error) {
 	id, err := strconv.ParseInt(v, 10, 64)
 	if err != nil || id <= 0 {
-		return 0, apiErr(http.StatusBadRequest, "REQUEST_INVALID", fmt.Errorf("%s %q is not a positive decimal id", field, v))
+		return 0, apiErr(http.StatusBadRequest, codeRequestInvalid, fmt.Errorf("%s %q is not a positive decimal id", field, v))
 	}
 	return id, nil
 }
@@ -35,12 +36,12 @@ func (m machineAPI) JoinNode(ctx context.Context, req machineapi.JoinNodeRequest
 	}
 	j, err := m.s.store.JoinPool(ctx, req.Body.JoinCode, pool)
 	if errors.Is(err, store.ErrUnauthenticated) {
-		return nil, apiErr(http.StatusUnauthorized, "JOIN_CODE_INVALID", errors.New("unknown join code"))
+		return nil, apiErr(http.StatusUnauthorized, codeJoinCodeInvalid, errors.New("unknown join code"))
 	}
 	if errors.Is(err, store.ErrJoinPoolMismatch) {
 		// Not spent: the process of the right pool can still join with it.
 		m.s.log.WarnContext(ctx, "join refused: code of another pool's node", "pool", pool, "err", err)
-		return nil, apiErr(http.StatusConflict, "POOL_MISMATCH", fmt.Errorf("%w; the code was not used", err))
+		return nil, apiErr(http.StatusConflict, codePoolMismatch, fmt.Errorf("%w; the code was not used", err))
 	}
 	if err != nil {
 		return nil, err
@@ -52,14 +53,14 @@ func (m machineAPI) JoinNode(ctx context.Context, req machineapi.JoinNodeRequest
 
 // OpenSession opens (or resumes) the session of a process boot.
 func (m machineAPI) OpenSession(ctx context.Context, req machineapi.OpenSessionRequestObject) (machineapi.OpenSessionResponseObject, error) {
-	if req.Body.ProtocolVersion != ProtocolVersion {
-		return nil, apiErr(http.StatusBadRequest, "PROTOCOL_UNSUPPORTED",
-			fmt.Errorf("protocol version %d is not supported; this control plane speaks %d", req.Body.ProtocolVersion, ProtocolVersion))
+	if req.Body.ProtocolVersion != contracts.ProtocolVersion {
+		return nil, apiErr(http.StatusBadRequest, codeProtocolUnsupported,
+			fmt.Errorf("protocol version %d is not supported; this control plane speaks %d", req.Body.ProtocolVersion, contracts.ProtocolVersion))
 	}
 	cred, _ := ctx.Value(credentialKey).(string)
 	sess, err := m.s.store.OpenSession(ctx, cred, req.Body.BootId)
 	if errors.Is(err, store.ErrUnauthenticated) {
-		return nil, apiErr(http.StatusUnauthorized, "CREDENTIAL_INVALID", errors.New("unknown node credential"))
+		return nil, apiErr(http.StatusUnauthorized, codeCredentialInvalid, errors.New("unknown node credential"))
 	}
 	if err != nil {
 		return nil, err
@@ -90,7 +91,7 @@ func (m machineAPI) SendHeartbeat(ctx context.Context, req machineapi.SendHeartb
 		report.Languages = make([]store.LanguageReport, 0, len(*req.Body.Languages))
 		for _, l := range *req.Body.Languages {
 			if l.Pool != machineapi.Pool(sess.Pool) {
-				return nil, apiErr(http.StatusUnprocessableEntity, "REQUEST_INVALID",
+				return nil, apiErr(http.StatusUnprocessableEntity, codeRequestInvalid,
 					fmt.Errorf("languages: %s is judged by pool %s, this node serves %s", l.Id, l.Pool, sess.Pool))
 			}
 			report.Languages = append(report.Languages, store.LanguageReport{ID: l.Id, Pool: string(l.Pool),
@@ -238,14 +239,14 @@ func (m machineAPI) DownloadArtifact(ctx context.Context, req machineapi.Downloa
 	}
 	if _, err := m.s.store.CheckArtifactAccess(ctx, sess.NodeSession, jobID, req.Params.XKeceLeaseEpoch, req.Sha256); err != nil {
 		if errors.Is(err, store.ErrNotFound) {
-			return nil, apiErr(http.StatusNotFound, "JOB_NOT_FOUND", err)
+			return nil, apiErr(http.StatusNotFound, codeJobNotFound, err)
 		}
 		return nil, err
 	}
 	f, size, err := m.s.artifacts.Open(req.Sha256)
 	if errors.Is(err, artifact.ErrNotFound) {
 		m.s.log.ErrorContext(ctx, "artifact referenced by a manifest is missing from the store", "sha256", req.Sha256, "job_id", jobID)
-		return nil, apiErr(http.StatusNotFound, "ARTIFACT_MISSING", err)
+		return nil, apiErr(http.StatusNotFound, codeArtifactMissing, err)
 	}
 	if err != nil {
 		return nil, err
@@ -282,7 +283,7 @@ func (m machineAPI) SubmitResult(ctx context.Context, req machineapi.SubmitResul
 	}
 	r, err := m.s.store.Complete(ctx, sess.NodeSession, jobID, req.Body.LeaseEpoch, res)
 	if errors.Is(err, store.ErrNotFound) {
-		return nil, apiErr(http.StatusNotFound, "JOB_NOT_FOUND", err)
+		return nil, apiErr(http.StatusNotFound, codeJobNotFound, err)
 	}
 	if err != nil {
 		return nil, err

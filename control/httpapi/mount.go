@@ -28,7 +28,7 @@ var (
 
 func (s *Server) errorHandlers(sf surface) (func(http.ResponseWriter, *http.Request, error), func(http.ResponseWriter, *http.Request, error)) {
 	req := func(w http.ResponseWriter, r *http.Request, err error) {
-		writeError(w, r, s.log, &Error{Status: http.StatusBadRequest, Code: "REQUEST_INVALID", Message: err.Error(), cause: err}, sf)
+		writeError(w, r, s.log, &Error{Status: http.StatusBadRequest, Code: codeRequestInvalid, Message: err.Error(), cause: err}, sf)
 	}
 	resp := func(w http.ResponseWriter, r *http.Request, err error) { writeError(w, r, s.log, err, sf) }
 	return req, resp
@@ -48,7 +48,7 @@ func (s *Server) mountAdmin() error {
 	adminapi.HandlerFromMux(adminapi.NewStrictHandlerWithOptions(adminAPI{s}, nil,
 		adminapi.StrictHTTPServerOptions{RequestErrorHandlerFunc: reqErr, ResponseErrorHandlerFunc: respErr}), mux)
 	s.adminMux = mux
-	s.admin = withCaller(s.tokenAuth(store.TokenAdmin, surfaceAdmin, nil,
+	s.admin = WithCaller(s.tokenAuth(store.TokenAdmin, surfaceAdmin, nil,
 		s.validated(mux, func() (*openapi3.T, error) { return adminapi.GetSpec() }, surfaceAdmin)))
 	return nil
 }

@@ -21,6 +21,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/kece-oj/kece/artifact"
+	"github.com/kece-oj/kece/contracts"
 	"github.com/kece-oj/kece/contracts/machineapi"
 	"github.com/kece-oj/kece/control/longpoll"
 	"github.com/kece-oj/kece/control/maintenance"
@@ -32,12 +33,11 @@ import (
 
 // Defaults for Config (DESIGN §6).
 const (
-	ClaimWaitMaxDefault      = 15 * time.Second
-	HeartbeatIntervalDefault = 10 * time.Second
-	RenewIntervalDefault     = 15 * time.Second
+	ClaimWaitMaxDefault      = contracts.ClaimWaitMax
+	HeartbeatIntervalDefault = contracts.HeartbeatIntervalDefault
+	RenewIntervalDefault     = contracts.RenewIntervalDefault
 	ReapIntervalDefault      = maintenance.ReapIntervalDefault
 	MaxBodyBytesDefault      = 8 << 20
-	ProtocolVersion          = 1
 	machinePrefix            = "/api/v1/internal/judgers/"
 	adminPrefix              = "/api/v1/admin/"
 	businessPrefix           = "/api/v1/"
@@ -90,8 +90,8 @@ func (c *Config) setDefaults() {
 // Validate refuses nonsensical settings.
 func (c Config) Validate() error {
 	switch {
-	case c.ClaimWaitMax < 0 || c.ClaimWaitMax > 15*time.Second:
-		return fmt.Errorf("http config: claim wait max %s must be 0..15s", c.ClaimWaitMax)
+	case c.ClaimWaitMax < 0 || c.ClaimWaitMax > contracts.ClaimWaitMax:
+		return fmt.Errorf("http config: claim wait max %s must be 0..%s", c.ClaimWaitMax, contracts.ClaimWaitMax)
 	case c.HeartbeatInterval < 100*time.Millisecond:
 		return fmt.Errorf("http config: heartbeat interval %s is below 100ms", c.HeartbeatInterval)
 	case c.RenewInterval < 100*time.Millisecond:
@@ -243,7 +243,7 @@ func (s *Server) bounded(next http.Handler, sf surface) http.Handler {
 			limit = s.artifacts.MaxArtifactBytes()
 		}
 		if r.ContentLength > limit {
-			writeError(w, r, s.log, apiErr(http.StatusRequestEntityTooLarge, "PAYLOAD_TOO_LARGE",
+			writeError(w, r, s.log, apiErr(http.StatusRequestEntityTooLarge, codePayloadTooLarge,
 				fmt.Errorf("body of %d bytes is above the limit of %d", r.ContentLength, limit)), sf)
 			return
 		}
@@ -280,20 +280,20 @@ func (s *Server) validated(next http.Handler, spec specFunc, sf surface) http.Ha
 			return r.Method == http.MethodPut && strings.HasPrefix(r.URL.Path, "/api/v1/artifacts/")
 		},
 		ErrorHandlerWithOpts: func(_ context.Context, err error, w http.ResponseWriter, r *http.Request, opts nethttpmiddleware.ErrorHandlerOpts) {
-			status, code := opts.StatusCode, "REQUEST_INVALID"
+			status, code := opts.StatusCode, codeRequestInvalid
 			var mbe *http.MaxBytesError
 			switch {
 			case errors.As(err, &mbe):
-				status, code = http.StatusRequestEntityTooLarge, "PAYLOAD_TOO_LARGE"
+				status, code = http.StatusRequestEntityTooLarge, codePayloadTooLarge
 			case status == http.StatusNotFound:
-				code = "NOT_FOUND"
+				code = codeNotFound
 			case status == http.StatusUnauthorized || status == http.StatusForbidden:
-				status, code = http.StatusUnauthorized, "UNAUTHENTICATED"
+				status, code = http.StatusUnauthorized, codeUnauthenticated
 				if sf == surfaceMachine {
-					code = "SESSION_INVALID"
+					code = codeSessionInvalid
 				}
 			case status == http.StatusMethodNotAllowed:
-				code = "NOT_FOUND"
+				code = codeNotFound
 				status = http.StatusNotFound
 			default:
 				status = http.StatusBadRequest

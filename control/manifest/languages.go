@@ -2,16 +2,10 @@ package manifest
 
 import (
 	"fmt"
-	"slices"
 
 	"github.com/kece-oj/kece/contracts"
+	"github.com/kece-oj/kece/contracts/machineapi"
 )
-
-// Pools returns the known pools in a stable order (the contract's table).
-func Pools() []string { return contracts.Pools() }
-
-// ValidPool reports whether p is a known pool.
-func ValidPool(p string) bool { return slices.Contains(contracts.Pools(), p) }
 
 // PoolForLanguage maps a business language to its pool. The business never
 // chooses a pool, node or limits: they follow from the language and manifest.
@@ -24,7 +18,7 @@ func PoolForLanguage(lang string) (string, error) {
 
 // KindForPool is the manifest kind a pool judges.
 func KindForPool(pool string) Kind {
-	if pool == "mysql" {
+	if pool == string(machineapi.PoolMysql) {
 		return KindSQL
 	}
 	return KindCode

@@ -7,7 +7,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/kece-oj/kece/control/manifest"
+	"github.com/kece-oj/kece/contracts"
 	"github.com/kece-oj/kece/control/store"
 )
 
@@ -87,7 +87,7 @@ func (c *fleetCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(c.running, prometheus.GaugeValue, float64(q.Running), q.Pool)
 	}
 	readyNodes, readySlots := map[string]int{}, map[string]int{}
-	for _, p := range manifest.Pools() {
+	for _, p := range contracts.Pools() {
 		readyNodes[p], readySlots[p] = 0, 0
 	}
 	online := func(b bool) string {
@@ -104,7 +104,7 @@ func (c *fleetCollector) Collect(ch chan<- prometheus.Metric) {
 		online bool
 	}
 	nodes, slots := map[key]int{}, map[key]int{}
-	for _, p := range manifest.Pools() {
+	for _, p := range contracts.Pools() {
 		for _, st := range []store.NodeState{store.NodePendingVerification, store.NodeEnabled, store.NodeDraining, store.NodeDisabled} {
 			nodes[key{p, st, true}], nodes[key{p, st, false}] = 0, 0
 		}

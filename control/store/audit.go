@@ -51,31 +51,22 @@ func audit(ctx context.Context, tx *sql.Tx, actor, action string, nodeID, jobID 
 
 // AuditEntry is one audit row.
 type AuditEntry struct {
-	ID     int64
-	Actor  string
-	Action string
-	NodeID int64
-	JobID  int64
-	Reason string
-	Detail json.RawMessage
+	ID     int64           `db:"id"`
+	Actor  string          `db:"actor"`
+	Action string          `db:"action"`
+	NodeID int64           `db:"node_id"`
+	JobID  int64           `db:"job_id"`
+	Reason string          `db:"reason"`
+	Detail json.RawMessage `db:"detail"`
 	// RemoteAddr is the caller's address; empty for automatic actions and
 	// rows written before it was recorded.
-	RemoteAddr string
-	CreatedAt  time.Time
+	RemoteAddr string    `db:"remote_addr"`
+	CreatedAt  time.Time `db:"created_at"`
 }
 
-const auditColumns = `id, actor, action, COALESCE(node_id, 0), COALESCE(job_id, 0), reason, COALESCE(detail, ''),
-  COALESCE(remote_addr, ''), created_at`
-
-func scanAudit(r rowScanner) (AuditEntry, error) {
-	var a AuditEntry
-	var d string
-	err := r.Scan(&a.ID, &a.Actor, &a.Action, &a.NodeID, &a.JobID, &a.Reason, &d, &a.RemoteAddr, &a.CreatedAt)
-	if d != "" {
-		a.Detail = json.RawMessage(d)
-	}
-	return a, err
-}
+// auditColumns names every column of AuditEntry; read with Select.
+const auditColumns = `id, actor, action, COALESCE(node_id, 0) AS node_id, COALESCE(job_id, 0) AS job_id, reason,
+  COALESCE(detail, '') AS detail, COALESCE(remote_addr, '') AS remote_addr, created_at`
 
 // Audit lists recent audit rows of a node (nodeID > 0) or a job (jobID > 0).
 func (s *Store) Audit(ctx context.Context, nodeID, jobID int64, limit int) ([]AuditEntry, error) {
@@ -86,9 +77,12 @@ func (s *Store) Audit(ctx context.Context, nodeID, jobID int64, limit int) ([]Au
 	} else {
 		q, arg = q+`job_id = ?`, jobID
 	}
-	out, err := queryAll(ctx, s.db, scanAudit, q+` ORDER BY id DESC LIMIT ?`, arg, limit)
-	if err != nil {
+	var out []AuditEntry
+	if err := s.db.SelectContext(ctx, &out, q+` ORDER BY id DESC LIMIT ?`, arg, limit); err != nil {
 		return nil, fmt.Errorf("store: audit: %w", err)
+	}
+	for i := range out {
+		out[i].Detail = nilIfEmpty(out[i].Detail)
 	}
 	return out, nil
 }
@@ -133,9 +127,12 @@ func (s *Store) ListAudit(ctx context.Context, f AuditFilter) ([]AuditEntry, err
 		return nil, err
 	}
 	q, args := auditSearchSQL(f)
-	out, err := queryAll(ctx, s.db, scanAudit, q, args...)
-	if err != nil {
+	var out []AuditEntry
+	if err := s.db.SelectContext(ctx, &out, q, args...); err != nil {
 		return nil, fmt.Errorf("store: list audit: %w", err)
+	}
+	for i := range out {
+		out[i].Detail = nilIfEmpty(out[i].Detail)
 	}
 	return out, nil
 }

@@ -96,14 +96,14 @@ func (s *Store) StartCheck(ctx context.Context, r CheckRequest, actor, reason st
 
 // NodeCheck is one self-check run.
 type NodeCheck struct {
-	ID             int64
-	JobID          int64
-	ConfigRevision int64
-	RuntimeVersion string
-	Outcome        string
-	Steps          json.RawMessage
-	CreatedAt      time.Time
-	FinishedAt     *time.Time
+	ID             int64           `db:"id"`
+	JobID          int64           `db:"job_id"`
+	ConfigRevision int64           `db:"config_revision"`
+	RuntimeVersion string          `db:"runtime_version"`
+	Outcome        string          `db:"outcome"`
+	Steps          json.RawMessage `db:"steps"`
+	CreatedAt      time.Time       `db:"created_at"`
+	FinishedAt     *time.Time      `db:"finished_at"`
 }
 
 // ActiveCheck returns the job of a self-check of the node that is still
@@ -134,40 +134,32 @@ type CheckView struct {
 	NodeCheck
 	// State: PENDING (job queued), RUNNING, PASSED (job ended AC) or FAILED
 	// (another verdict, an infrastructure failure, or the job was cancelled).
-	State string
+	State string `db:"-"`
 	// ErrorCode is the CHECK job's last infrastructure error, or CANCELLED.
-	ErrorCode string
+	ErrorCode string `db:"last_error_code"`
 	// Result is the CHECK job's normalized result JSON, if it ended with one.
-	Result json.RawMessage
+	Result json.RawMessage `db:"result"`
 }
 
 // NodeChecks lists a node's recent self-checks, newest first.
 func (s *Store) NodeChecks(ctx context.Context, nodeID int64, limit int) ([]CheckView, error) {
-	rows, err := s.db.QueryContext(ctx,
-		`SELECT c.id, COALESCE(c.job_id, 0), c.config_revision, COALESCE(c.runtime_version, ''), c.outcome,
-		        COALESCE(c.steps, ''), c.created_at, c.finished_at, COALESCE(j.state, ''), COALESCE(j.last_error_code, ''),
-		        COALESCE(j.result, '')
+	var rows []struct {
+		CheckView
+		JobState JobState `db:"job_state"`
+	}
+	if err := s.db.SelectContext(ctx, &rows,
+		`SELECT c.id, COALESCE(c.job_id, 0) AS job_id, c.config_revision,
+		        COALESCE(c.runtime_version, '') AS runtime_version, c.outcome, COALESCE(c.steps, '') AS steps,
+		        c.created_at, c.finished_at, COALESCE(j.state, '') AS job_state,
+		        COALESCE(j.last_error_code, '') AS last_error_code, COALESCE(j.result, '') AS result
 		 FROM judge_node_check c LEFT JOIN judge_job j ON j.id = c.job_id
-		 WHERE c.node_id = ? ORDER BY c.id DESC LIMIT ?`, nodeID, limit)
-	if err != nil {
+		 WHERE c.node_id = ? ORDER BY c.id DESC LIMIT ?`, nodeID, limit); err != nil {
 		return nil, fmt.Errorf("store: node checks: %w", err)
 	}
-	defer rows.Close()
-	var out []CheckView
-	for rows.Next() {
-		var c CheckView
-		var steps, result string
-		var state JobState
-		if err := rows.Scan(&c.ID, &c.JobID, &c.ConfigRevision, &c.RuntimeVersion, &c.Outcome, &steps, &c.CreatedAt,
-			&c.FinishedAt, &state, &c.ErrorCode, &result); err != nil {
-			return nil, fmt.Errorf("store: node checks: %w", err)
-		}
-		if steps != "" {
-			c.Steps = json.RawMessage(steps)
-		}
-		if result != "" {
-			c.Result = json.RawMessage(result)
-		}
+	out := make([]CheckView, 0, len(rows))
+	for _, r := range rows {
+		c, state := r.CheckView, r.JobState
+		c.Steps, c.Result = nilIfEmpty(c.Steps), nilIfEmpty(c.Result)
 		switch {
 		case c.Outcome == CheckPassed:
 			c.State = CheckPassed
@@ -185,5 +177,5 @@ func (s *Store) NodeChecks(ctx context.Context, nodeID int64, limit int) ([]Chec
 		}
 		out = append(out, c)
 	}
-	return out, rows.Err()
+	return out, nil
 }

@@ -390,6 +390,13 @@ func (s *Store) Heartbeat(ctx context.Context, sess NodeSession, r HeartbeatRepo
 		return Node{}, fmt.Errorf("store: heartbeat: %w", err)
 	}
 	if n, _ := res.RowsAffected(); n == 0 {
+		// The session was authenticated before this statement; a revoke
+		// that committed in between must still read as a revoke (the node
+		// stops for good), not as a newer boot.
+		var revoked bool
+		if err := s.db.QueryRowContext(ctx, `SELECT revoked_at IS NOT NULL FROM judge_node WHERE id = ?`, sess.NodeID).Scan(&revoked); err == nil && revoked {
+			return Node{}, fmt.Errorf("node %d: %w", sess.NodeID, ErrNodeRevoked)
+		}
 		return Node{}, fmt.Errorf("node %d session %d: %w", sess.NodeID, sess.SessionEpoch, ErrSessionSuperseded)
 	}
 	return s.GetNode(ctx, sess.NodeID)

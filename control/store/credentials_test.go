@@ -170,3 +170,40 @@ func nodeIDByName(t *testing.T, b *testBundle, name string) int64 {
 	require.NoError(t, b.db.QueryRowContext(b.ctx, `SELECT id FROM judge_node WHERE name = ?`, name).Scan(&id))
 	return id
 }
+
+// A heartbeat whose session was authenticated just before a revoke
+// committed answers "revoked" (the node stops for good), not "superseded by
+// a newer boot" (which it is not).
+func TestHeartbeatRacingARevokeSaysRevoked(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	g := b.group(t, 4)
+	_, code, err := b.store.CreateNode(b.ctx, store.NodeSpec{Name: "n1", Pool: "cpp", HostGroupID: g.ID, Slots: 2}, "admin")
+	require.NoError(t, err)
+	j, err := b.store.Join(b.ctx, code.Code)
+	require.NoError(t, err)
+	s, err := b.store.OpenSession(b.ctx, j.Credential, "boot-a")
+	require.NoError(t, err)
+	info, err := b.store.AuthenticateSession(b.ctx, s.Token)
+	require.NoError(t, err)
+	_, err = b.store.Heartbeat(b.ctx, info.NodeSession, store.HeartbeatReport{RuntimeVersion: "r1"})
+	require.NoError(t, err)
+
+	_, err = b.store.Revoke(b.ctx, s.NodeID, "admin", "stolen host")
+	require.NoError(t, err)
+	_, err = b.store.Heartbeat(b.ctx, info.NodeSession, store.HeartbeatReport{RuntimeVersion: "r1"})
+	require.ErrorIs(t, err, store.ErrNodeRevoked)
+	require.NotErrorIs(t, err, store.ErrSessionSuperseded)
+
+	// A newer boot still reads as superseded.
+	_, code2, err := b.store.CreateNode(b.ctx, store.NodeSpec{Name: "n2", Pool: "cpp", HostGroupID: g.ID, Slots: 2}, "admin")
+	require.NoError(t, err)
+	j2, err := b.store.Join(b.ctx, code2.Code)
+	require.NoError(t, err)
+	old, err := b.store.OpenSession(b.ctx, j2.Credential, "boot-a")
+	require.NoError(t, err)
+	_, err = b.store.OpenSession(b.ctx, j2.Credential, "boot-b")
+	require.NoError(t, err)
+	_, err = b.store.Heartbeat(b.ctx, old.NodeSession, store.HeartbeatReport{RuntimeVersion: "r1"})
+	require.ErrorIs(t, err, store.ErrSessionSuperseded)
+}

@@ -11,12 +11,19 @@
 //
 // The store knows nothing about HTTP, nodes' processes or engines.
 //
+// Reads into structs use sqlx (Get, Select, sqlx.In) with `db:"…"` tags on
+// the row types; the per-job hot path (claim, renew, complete, enqueue,
+// events, session authentication) keeps hand-written Scan lists: it runs
+// for every job, so it stays free of per-row reflection, and a change there
+// has to show its worth in kece-bench scheduler first.
+//
 // # What lives where
 //
 //	File             Aggregate / responsibility
 //	doc.go           this overview
 //	store.go         Config and its defaults, Store, New, hooks, notifier, caches
-//	tx.go            transactions with deadlock retry, scan helpers
+//	tx.go            transactions with deadlock retry; txx (sqlx on a transaction);
+//	                 the hand-written scan helpers the hot path keeps
 //	batch.go         the batcher that lets concurrent calls share one commit
 //	errors.go        error classes (ErrNotFound, ErrConflict, …), their typed forms, and
 //	                 Classify for database failures (ErrUnavailable, ErrDatabase)

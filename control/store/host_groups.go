@@ -13,11 +13,11 @@ var nameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,127}$`)
 
 // HostGroup is a physical host's capacity.
 type HostGroup struct {
-	ID           int64
-	Name         string
-	SlotCapacity int
-	Revision     int64
-	SlotsBusy    int
+	ID           int64  `db:"id"`
+	Name         string `db:"name"`
+	SlotCapacity int    `db:"slot_capacity"`
+	Revision     int64  `db:"revision"`
+	SlotsBusy    int    `db:"slots_busy"`
 }
 
 // CreateHostGroup adds a host group.
@@ -53,9 +53,8 @@ func (s *Store) ResizeHostGroup(ctx context.Context, id int64, capacity int, rev
 	}
 	var g HostGroup
 	err := s.inTx(ctx, func(tx *sql.Tx) error {
-		err := tx.QueryRowContext(ctx,
-			`SELECT id, name, slot_capacity, revision FROM judge_host_group WHERE id = ? FOR UPDATE`, id).Scan(
-			&g.ID, &g.Name, &g.SlotCapacity, &g.Revision)
+		err := s.txx(tx).GetContext(ctx, &g,
+			`SELECT id, name, slot_capacity, revision FROM judge_host_group WHERE id = ? FOR UPDATE`, id)
 		if errors.Is(err, sql.ErrNoRows) {
 			return fmt.Errorf("host group %d: %w", id, ErrNotFound)
 		}
@@ -80,17 +79,17 @@ func (s *Store) ResizeHostGroup(ctx context.Context, id int64, capacity int, rev
 // HostGroupDetail is a host group with its node count and timestamps.
 type HostGroupDetail struct {
 	HostGroup
-	NodeCount int
-	CreatedAt time.Time
-	UpdatedAt time.Time
+	NodeCount int       `db:"node_count"`
+	CreatedAt time.Time `db:"created_at"`
+	UpdatedAt time.Time `db:"updated_at"`
 }
 
 // HostGroupDetails lists host groups (one when id > 0) with busy slots,
 // node counts and timestamps.
 func (s *Store) HostGroupDetails(ctx context.Context, id int64) ([]HostGroupDetail, error) {
 	q := `SELECT g.id, g.name, g.slot_capacity, g.revision,
-	        (SELECT COUNT(*) FROM judge_job j WHERE j.host_group_id = g.id AND j.state = 'RUNNING'),
-	        (SELECT COUNT(*) FROM judge_node n WHERE n.host_group_id = g.id),
+	        (SELECT COUNT(*) FROM judge_job j WHERE j.host_group_id = g.id AND j.state = 'RUNNING') AS slots_busy,
+	        (SELECT COUNT(*) FROM judge_node n WHERE n.host_group_id = g.id) AS node_count,
 	        g.created_at, g.updated_at
 	      FROM judge_host_group g`
 	var args []any
@@ -98,18 +97,9 @@ func (s *Store) HostGroupDetails(ctx context.Context, id int64) ([]HostGroupDeta
 		q += ` WHERE g.id = ?`
 		args = append(args, id)
 	}
-	rows, err := s.db.QueryContext(ctx, q+` ORDER BY g.id`, args...)
-	if err != nil {
+	var out []HostGroupDetail
+	if err := s.db.SelectContext(ctx, &out, q+` ORDER BY g.id`, args...); err != nil {
 		return nil, fmt.Errorf("store: host groups: %w", err)
 	}
-	defer rows.Close()
-	var out []HostGroupDetail
-	for rows.Next() {
-		var g HostGroupDetail
-		if err := rows.Scan(&g.ID, &g.Name, &g.SlotCapacity, &g.Revision, &g.SlotsBusy, &g.NodeCount, &g.CreatedAt, &g.UpdatedAt); err != nil {
-			return nil, fmt.Errorf("store: host groups: %w", err)
-		}
-		out = append(out, g)
-	}
-	return out, rows.Err()
+	return out, nil
 }

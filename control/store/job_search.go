@@ -7,7 +7,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/kece-oj/kece/control/manifest"
+	"github.com/kece-oj/kece/contracts"
 )
 
 // Page sizes of the admin lists (the contracts' Limit parameter).
@@ -52,7 +52,7 @@ func (f JobFilter) Validate() error {
 	default:
 		return invalid("kind", "unknown job kind %q", f.Kind)
 	}
-	if f.Pool != "" && !manifest.ValidPool(f.Pool) {
+	if f.Pool != "" && !contracts.ValidPool(f.Pool) {
 		return invalid("pool", "unknown pool %q", f.Pool)
 	}
 	if f.SubmissionType != "" && !submissionTypeRE.MatchString(f.SubmissionType) {
@@ -122,9 +122,13 @@ func (s *Store) ListJobs(ctx context.Context, f JobFilter) ([]Job, error) {
 		return nil, err
 	}
 	q, args := jobSearchSQL(f, lo, hi)
-	out, err := queryAll(ctx, s.db, scanJob, q, args...)
-	if err != nil {
+	var rows []jobView
+	if err := s.db.SelectContext(ctx, &rows, q, args...); err != nil {
 		return nil, fmt.Errorf("store: list jobs: %w", err)
+	}
+	out := make([]Job, len(rows))
+	for i, r := range rows {
+		out[i] = r.job()
 	}
 	return out, nil
 }

@@ -62,29 +62,21 @@ func (s *Store) Languages(ctx context.Context) (LanguageCatalog, error) {
 	if err := s.db.QueryRowContext(ctx, `SELECT NOW(6)`).Scan(&out.AsOf); err != nil {
 		return out, fmt.Errorf("store: languages: %w", err)
 	}
-	rows, err := s.db.QueryContext(ctx,
+	var raws [][]byte
+	if err := s.db.SelectContext(ctx, &raws,
 		`SELECT reported_languages FROM judge_node
 		 WHERE desired_state = 'ENABLED' AND revoked_at IS NULL AND reported_languages IS NOT NULL
-		   AND last_heartbeat_at > NOW(6) - INTERVAL ? MICROSECOND`, micros(s.cfg.OfflineAfter))
-	if err != nil {
+		   AND last_heartbeat_at > NOW(6) - INTERVAL ? MICROSECOND`, micros(s.cfg.OfflineAfter)); err != nil {
 		return out, fmt.Errorf("store: languages: %w", err)
 	}
-	defer rows.Close()
 	var perNode [][]LanguageReport
-	for rows.Next() {
-		var raw []byte
-		if err := rows.Scan(&raw); err != nil {
-			return out, fmt.Errorf("store: languages: %w", err)
-		}
+	for _, raw := range raws {
 		var reps []LanguageReport
 		// A report that does not decode was refused at heartbeat time; one
 		// that still fails (a column edited by hand) counts as no report.
 		if json.Unmarshal(raw, &reps) == nil {
 			perNode = append(perNode, reps)
 		}
-	}
-	if err := rows.Err(); err != nil {
-		return out, fmt.Errorf("store: languages: %w", err)
 	}
 	out.Languages = catalog(contracts.Languages(), perNode)
 	return out, nil

@@ -6,8 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"sort"
-	"strings"
 	"time"
+
+	"github.com/jmoiron/sqlx"
 
 	"github.com/kece-oj/kece/control/manifest"
 )
@@ -38,28 +39,19 @@ func (s *Store) RegisterArtifact(ctx context.Context, sha256 string, size int64)
 func (s *Store) ArtifactSizes(ctx context.Context, digests []string) (map[string]int64, error) {
 	out := make(map[string]int64, len(digests))
 	for start := 0; start < len(digests); start += 500 {
-		part := digests[start:min(start+500, len(digests))]
-		args := make([]any, len(part))
-		for i, d := range part {
-			args[i] = d
-		}
-		in := strings.TrimSuffix(strings.Repeat("?, ", len(part)), ", ")
-		rows, err := s.db.QueryContext(ctx, `SELECT sha256, size FROM judge_artifact WHERE sha256 IN (`+in+`)`, args...)
+		q, args, err := sqlx.In(`SELECT sha256, size FROM judge_artifact WHERE sha256 IN (?)`, digests[start:min(start+500, len(digests))])
 		if err != nil {
 			return nil, fmt.Errorf("store: artifact sizes: %w", err)
 		}
-		for rows.Next() {
-			var d string
-			var n int64
-			if err := rows.Scan(&d, &n); err != nil {
-				rows.Close()
-				return nil, fmt.Errorf("store: artifact sizes: %w", err)
-			}
-			out[d] = n
+		var rows []struct {
+			Digest string `db:"sha256"`
+			Size   int64  `db:"size"`
 		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
+		if err := s.db.SelectContext(ctx, &rows, q, args...); err != nil {
 			return nil, fmt.Errorf("store: artifact sizes: %w", err)
+		}
+		for _, r := range rows {
+			out[r.Digest] = r.Size
 		}
 	}
 	return out, nil
@@ -152,17 +144,20 @@ type StoredManifest struct {
 // ManifestRecord reads a published manifest with its digest and creation
 // time; ErrNotFound if there is none with that id.
 func (s *Store) ManifestRecord(ctx context.Context, id int64) (StoredManifest, error) {
-	out := StoredManifest{ID: id}
-	var body []byte
-	err := s.db.QueryRowContext(ctx, `SELECT digest, created_at, body FROM judge_manifest WHERE id = ?`, id).
-		Scan(&out.Digest, &out.CreatedAt, &body)
+	var r struct {
+		Digest    string    `db:"digest"`
+		CreatedAt time.Time `db:"created_at"`
+		Body      []byte    `db:"body"`
+	}
+	err := s.db.GetContext(ctx, &r, `SELECT digest, created_at, body FROM judge_manifest WHERE id = ?`, id)
 	if errors.Is(err, sql.ErrNoRows) {
 		return StoredManifest{}, fmt.Errorf("manifest %d: %w", id, ErrNotFound)
 	}
 	if err != nil {
 		return StoredManifest{}, fmt.Errorf("store: manifest record: %w", err)
 	}
-	if out.Manifest, err = manifest.Parse(body); err != nil {
+	out := StoredManifest{ID: id, Digest: r.Digest, CreatedAt: r.CreatedAt}
+	if out.Manifest, err = manifest.Parse(r.Body); err != nil {
 		return StoredManifest{}, fmt.Errorf("store: stored manifest %d does not parse: %w", id, err)
 	}
 	return out, nil

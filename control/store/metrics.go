@@ -11,6 +11,8 @@ import (
 
 	"github.com/go-sql-driver/mysql"
 
+	"github.com/kece-oj/kece/contracts"
+	"github.com/kece-oj/kece/contracts/machineapi"
 	"github.com/kece-oj/kece/control/manifest"
 )
 
@@ -355,7 +357,7 @@ type FleetStats struct {
 // seconds (control/metrics does), so a scrape storm costs one read.
 func (s *Store) FleetStats(ctx context.Context) (FleetStats, error) {
 	var fs FleetStats
-	for _, p := range manifest.Pools() {
+	for _, p := range contracts.Pools() {
 		q := QueueStat{Pool: p}
 		var wait sql.NullInt64
 		if err := s.db.QueryRowContext(ctx,
@@ -426,7 +428,7 @@ type FleetQueryForExplain struct {
 // tables (the node table has one row per node process).
 func FleetQueriesForExplain() []FleetQueryForExplain {
 	return []FleetQueryForExplain{
-		{Name: "queue", Query: fleetQueueQuery, Index: "ix_job_claim", Args: []any{"cpp"}},
+		{Name: "queue", Query: fleetQueueQuery, Index: "ix_job_claim", Args: []any{string(machineapi.PoolCpp)}},
 		{Name: "running", Query: fleetRunningQuery, Index: "ix_job_lease"},
 		{Name: "events", Query: fleetEventsQuery, Index: "ix_event_ready"},
 	}

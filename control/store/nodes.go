@@ -9,7 +9,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/kece-oj/kece/control/manifest"
+	"github.com/jmoiron/sqlx"
+
+	"github.com/kece-oj/kece/contracts"
 )
 
 // NodeState is a node's configured (desired) state.
@@ -49,44 +51,77 @@ type Node struct {
 	CreatedAt       time.Time
 }
 
-const nodeColumns = `n.id, n.name, n.pool, n.host_group_id, n.desired_state, n.slots, n.revision, COALESCE(n.address, ''),
-  n.revoked_at IS NOT NULL, n.credential_hash IS NOT NULL, n.session_epoch,
-  TIMESTAMPDIFF(MICROSECOND, n.last_heartbeat_at, NOW(6)), COALESCE(n.reported_runtime, ''),
-  COALESCE(n.reported_health, ''), COALESCE(n.reported_slots_busy, 0), n.reported_draining,
-  (SELECT COUNT(*) FROM judge_job j WHERE j.node_id = n.id AND j.state = 'RUNNING'),
-  IF(n.desired_state = 'DRAINING', n.drain_deadline_at, NULL), n.created_at`
+// nodeColumns names every column of nodeRow; read with Get/Select.
+const nodeColumns = `n.id, n.name, n.pool, n.host_group_id, n.desired_state, n.slots, n.revision,
+  COALESCE(n.address, '') AS address, n.revoked_at IS NOT NULL AS revoked, n.credential_hash IS NOT NULL AS has_credential,
+  n.session_epoch, TIMESTAMPDIFF(MICROSECOND, n.last_heartbeat_at, NOW(6)) AS heartbeat_age_us,
+  COALESCE(n.reported_runtime, '') AS reported_runtime, COALESCE(n.reported_health, '') AS reported_health,
+  COALESCE(n.reported_slots_busy, 0) AS reported_slots_busy, n.reported_draining,
+  (SELECT COUNT(*) FROM judge_job j WHERE j.node_id = n.id AND j.state = 'RUNNING') AS slots_busy,
+  IF(n.desired_state = 'DRAINING', n.drain_deadline_at, NULL) AS drain_deadline_at, n.created_at`
 
-func (s *Store) scanNode(sc rowScanner) (Node, error) {
-	var n Node
-	var hbAge sql.NullInt64
-	var health string
-	err := sc.Scan(&n.ID, &n.Name, &n.Pool, &n.HostGroupID, &n.DesiredState, &n.Slots, &n.Revision, &n.Address,
-		&n.Revoked, &n.HasCredential, &n.SessionEpoch, &hbAge, &n.RuntimeVersion, &health, &n.ReportedSlotsBusy,
-		&n.ReportedDraining, &n.SlotsBusy, &n.DrainDeadlineAt, &n.CreatedAt)
-	if err != nil {
-		return n, err
-	}
-	if hbAge.Valid {
-		d := time.Duration(hbAge.Int64) * time.Microsecond
+// nodeRow is one row of nodeColumns; node() derives what SQL leaves raw.
+type nodeRow struct {
+	ID                int64         `db:"id"`
+	Name              string        `db:"name"`
+	Pool              string        `db:"pool"`
+	HostGroupID       int64         `db:"host_group_id"`
+	DesiredState      NodeState     `db:"desired_state"`
+	Slots             int           `db:"slots"`
+	Revision          int64         `db:"revision"`
+	Address           string        `db:"address"`
+	Revoked           bool          `db:"revoked"`
+	HasCredential     bool          `db:"has_credential"`
+	SessionEpoch      int64         `db:"session_epoch"`
+	HeartbeatAgeUS    sql.NullInt64 `db:"heartbeat_age_us"`
+	RuntimeVersion    string        `db:"reported_runtime"`
+	Health            string        `db:"reported_health"`
+	ReportedSlotsBusy int           `db:"reported_slots_busy"`
+	ReportedDraining  bool          `db:"reported_draining"`
+	SlotsBusy         int           `db:"slots_busy"`
+	DrainDeadlineAt   *time.Time    `db:"drain_deadline_at"`
+	CreatedAt         time.Time     `db:"created_at"`
+}
+
+// node turns a row into the admin view: heartbeat age and online-ness are
+// judged against this store's OfflineAfter.
+func (s *Store) node(r nodeRow) Node {
+	n := Node{ID: r.ID, Name: r.Name, Pool: r.Pool, HostGroupID: r.HostGroupID, DesiredState: r.DesiredState,
+		Slots: r.Slots, Revision: r.Revision, Address: r.Address, Revoked: r.Revoked, HasCredential: r.HasCredential,
+		SessionEpoch: r.SessionEpoch, RuntimeVersion: r.RuntimeVersion, SlotsBusy: r.SlotsBusy,
+		ReportedSlotsBusy: r.ReportedSlotsBusy, ReportedDraining: r.ReportedDraining, DrainDeadlineAt: r.DrainDeadlineAt,
+		CreatedAt: r.CreatedAt}
+	if r.HeartbeatAgeUS.Valid {
+		d := time.Duration(r.HeartbeatAgeUS.Int64) * time.Microsecond
 		n.LastHeartbeatAge = &d
 		n.Online = d < s.cfg.OfflineAfter && !n.Revoked
 	}
-	if health != "" {
-		n.Health = json.RawMessage(health)
+	if r.Health != "" {
+		n.Health = json.RawMessage(r.Health)
 	}
-	return n, nil
+	return n
+}
+
+// getNode reads one node through q (the pool, or a transaction with a lock
+// suffix such as FOR UPDATE).
+func (s *Store) getNode(ctx context.Context, q sqlx.QueryerContext, id int64, suffix string) (Node, error) {
+	var r nodeRow
+	if err := sqlx.GetContext(ctx, q, &r, `SELECT `+nodeColumns+` FROM judge_node n WHERE n.id = ?`+suffix, id); err != nil {
+		if errors.Is(err, sql.ErrNoRows) {
+			return Node{}, fmt.Errorf("node %d: %w", id, ErrNotFound)
+		}
+		return Node{}, err
+	}
+	return s.node(r), nil
 }
 
 // GetNode reads one node.
 func (s *Store) GetNode(ctx context.Context, id int64) (Node, error) {
-	n, err := s.scanNode(s.db.QueryRowContext(ctx, `SELECT `+nodeColumns+` FROM judge_node n WHERE n.id = ?`, id))
-	if errors.Is(err, sql.ErrNoRows) {
-		return Node{}, fmt.Errorf("node %d: %w", id, ErrNotFound)
-	}
-	if err != nil {
+	n, err := s.getNode(ctx, s.db, id, "")
+	if err != nil && !errors.Is(err, ErrNotFound) {
 		return Node{}, fmt.Errorf("store: get node: %w", err)
 	}
-	return n, nil
+	return n, err
 }
 
 // ListNodes lists nodes, optionally of one pool and/or desired state.
@@ -101,25 +136,28 @@ func (s *Store) ListNodes(ctx context.Context, pool string, state NodeState) ([]
 		q += ` AND n.desired_state = ?`
 		args = append(args, state)
 	}
-	out, err := queryAll(ctx, s.db, s.scanNode, q+` ORDER BY n.id`, args...)
-	if err != nil {
+	var rows []nodeRow
+	if err := s.db.SelectContext(ctx, &rows, q+` ORDER BY n.id`, args...); err != nil {
 		return nil, fmt.Errorf("store: list nodes: %w", err)
+	}
+	out := make([]Node, len(rows))
+	for i, r := range rows {
+		out[i] = s.node(r)
 	}
 	return out, nil
 }
 
 // NodeTimes are a node's configuration timestamps.
 type NodeTimes struct {
-	UpdatedAt       time.Time
-	LastHeartbeatAt *time.Time
+	UpdatedAt       time.Time  `db:"updated_at"`
+	LastHeartbeatAt *time.Time `db:"last_heartbeat_at"`
 }
 
 // NodeTimestamps reads when a node's configuration last changed and when its
 // last heartbeat arrived (database clock).
 func (s *Store) NodeTimestamps(ctx context.Context, nodeID int64) (NodeTimes, error) {
 	var t NodeTimes
-	err := s.db.QueryRowContext(ctx, `SELECT updated_at, last_heartbeat_at FROM judge_node WHERE id = ?`, nodeID).Scan(
-		&t.UpdatedAt, &t.LastHeartbeatAt)
+	err := s.db.GetContext(ctx, &t, `SELECT updated_at, last_heartbeat_at FROM judge_node WHERE id = ?`, nodeID)
 	if errors.Is(err, sql.ErrNoRows) {
 		return t, fmt.Errorf("node %d: %w", nodeID, ErrNotFound)
 	}
@@ -146,11 +184,11 @@ func (s *Store) CreateNode(ctx context.Context, spec NodeSpec, actor string) (No
 	if !nameRE.MatchString(spec.Name) {
 		return Node{}, JoinCode{}, invalid("name", "must match %s", nameRE)
 	}
-	if !manifest.ValidPool(spec.Pool) {
-		return Node{}, JoinCode{}, invalid("pool", "unknown pool %q (want one of %s)", spec.Pool, strings.Join(manifest.Pools(), ", "))
+	if !contracts.ValidPool(spec.Pool) {
+		return Node{}, JoinCode{}, invalid("pool", "unknown pool %q (want one of %s)", spec.Pool, strings.Join(contracts.Pools(), ", "))
 	}
-	if spec.Slots < 1 || spec.Slots > 256 {
-		return Node{}, JoinCode{}, invalid("slots", "must be 1..256")
+	if spec.Slots < 1 || spec.Slots > contracts.SlotsMax {
+		return Node{}, JoinCode{}, invalid("slots", "must be 1..%d", contracts.SlotsMax)
 	}
 	if len(spec.Address) > 255 {
 		return Node{}, JoinCode{}, invalid("address", "at most 255 characters")
@@ -195,9 +233,9 @@ func (s *Store) CreateNode(ctx context.Context, spec NodeSpec, actor string) (No
 // withGroup), then audits.
 func (s *Store) changeNode(ctx context.Context, nodeID int64, actor, action, reason string, fn func(tx *sql.Tx, n *Node) error) (Node, error) {
 	err := s.inTx(ctx, func(tx *sql.Tx) error {
-		n, err := s.scanNode(tx.QueryRowContext(ctx, `SELECT `+nodeColumns+` FROM judge_node n WHERE n.id = ? FOR UPDATE`, nodeID))
-		if errors.Is(err, sql.ErrNoRows) {
-			return fmt.Errorf("node %d: %w", nodeID, ErrNotFound)
+		n, err := s.getNode(ctx, s.txx(tx), nodeID, ` FOR UPDATE`)
+		if errors.Is(err, ErrNotFound) {
+			return err
 		}
 		if err != nil {
 			return fmt.Errorf("store: %s: %w", action, err)
@@ -333,8 +371,8 @@ func (s *Store) Revoke(ctx context.Context, nodeID int64, actor, reason string) 
 // ResizeNode changes a node's slots if revision is current and the host group
 // can hold it. Lowering slots never stops running jobs.
 func (s *Store) ResizeNode(ctx context.Context, nodeID int64, slots int, revision int64, actor, reason string) (Node, error) {
-	if slots < 1 || slots > 256 {
-		return Node{}, invalid("slots", "must be 1..256")
+	if slots < 1 || slots > contracts.SlotsMax {
+		return Node{}, invalid("slots", "must be 1..%d", contracts.SlotsMax)
 	}
 	var groupID int64
 	if err := s.db.QueryRowContext(ctx, `SELECT host_group_id FROM judge_node WHERE id = ?`, nodeID).Scan(&groupID); err != nil {

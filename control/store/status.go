@@ -6,98 +6,106 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/jmoiron/sqlx"
 )
 
 // Job is a read model of one job.
 type Job struct {
-	ID             int64
-	SubmissionType string
-	SubmissionID   string
-	Generation     int
-	Kind           JobKind
-	Pool           string
-	Language       string
-	ManifestID     int64
-	Priority       int
-	State          JobState
-	StatusVersion  int64
-	Phase          string
-	CasesDone      int
-	CasesTotal     int
-	AttemptCount   int
-	MaxAttempts    int
-	RequiredNodeID int64
-	NodeID         int64
-	LeaseEpoch     int64
+	ID             int64    `db:"id"`
+	SubmissionType string   `db:"submission_type"`
+	SubmissionID   string   `db:"submission_id"`
+	Generation     int      `db:"generation"`
+	Kind           JobKind  `db:"kind"`
+	Pool           string   `db:"pool"`
+	Language       string   `db:"runtime_spec"`
+	ManifestID     int64    `db:"manifest_id"`
+	Priority       int      `db:"priority"`
+	State          JobState `db:"state"`
+	StatusVersion  int64    `db:"status_version"`
+	Phase          string   `db:"phase"`
+	CasesDone      int      `db:"cases_done"`
+	CasesTotal     int      `db:"cases_total"`
+	AttemptCount   int      `db:"attempt_count"`
+	MaxAttempts    int      `db:"max_attempts"`
+	RequiredNodeID int64    `db:"required_node_id"`
+	NodeID         int64    `db:"node_id"`
+	LeaseEpoch     int64    `db:"lease_epoch"`
 	// LeaseRemaining is negative when the lease expired and is not yet reaped.
-	LeaseRemaining time.Duration
+	LeaseRemaining time.Duration `db:"-"`
 	// AvailableIn is how long a QUEUED job still waits for its backoff.
-	AvailableIn   time.Duration
-	Verdict       string
-	Result        []byte
-	LastErrorCode string
-	CreatedAt     time.Time
-	StartedAt     *time.Time
-	FinishedAt    *time.Time
+	AvailableIn   time.Duration `db:"-"`
+	Verdict       string        `db:"verdict"`
+	Result        []byte        `db:"result"`
+	LastErrorCode string        `db:"last_error_code"`
+	CreatedAt     time.Time     `db:"created_at"`
+	StartedAt     *time.Time    `db:"started_at"`
+	FinishedAt    *time.Time    `db:"finished_at"`
 }
 
+// jobColumns names every column of jobView; read with Get/Select.
 const jobColumns = jobColumnsHead + `result` + jobColumnsTail
 
-// jobColumnsHead and jobColumnsTail surround the result column of the list
-// scanJob reads, so a list can read NULL in its place (job_search.go).
+// jobColumnsHead and jobColumnsTail surround the result column, so a list
+// can read NULL in its place (job_search.go).
 const (
 	jobColumnsHead = `id, submission_type, submission_id, generation, kind, pool, runtime_spec, manifest_id, priority,
-  state, status_version, COALESCE(phase, ''), cases_done, cases_total, attempt_count, max_attempts,
-  required_node_id, COALESCE(node_id, 0), lease_epoch,
-  COALESCE(TIMESTAMPDIFF(MICROSECOND, NOW(6), lease_until), 0),
-  GREATEST(TIMESTAMPDIFF(MICROSECOND, NOW(6), available_at), 0),
-  COALESCE(verdict, ''), `
-	jobColumnsTail = `, COALESCE(last_error_code, ''), created_at, started_at, finished_at`
+  state, status_version, COALESCE(phase, '') AS phase, cases_done, cases_total, attempt_count, max_attempts,
+  required_node_id, COALESCE(node_id, 0) AS node_id, lease_epoch,
+  COALESCE(TIMESTAMPDIFF(MICROSECOND, NOW(6), lease_until), 0) AS lease_remaining_us,
+  GREATEST(TIMESTAMPDIFF(MICROSECOND, NOW(6), available_at), 0) AS available_in_us,
+  COALESCE(verdict, '') AS verdict, `
+	jobColumnsTail = ` AS result, COALESCE(last_error_code, '') AS last_error_code,
+  created_at, started_at, finished_at`
 )
 
-func scanJob(sc rowScanner) (Job, error) {
-	var j Job
-	var leaseUS, availUS int64
-	err := sc.Scan(&j.ID, &j.SubmissionType, &j.SubmissionID, &j.Generation, &j.Kind, &j.Pool, &j.Language,
-		&j.ManifestID, &j.Priority, &j.State, &j.StatusVersion, &j.Phase, &j.CasesDone, &j.CasesTotal,
-		&j.AttemptCount, &j.MaxAttempts, &j.RequiredNodeID, &j.NodeID, &j.LeaseEpoch, &leaseUS, &availUS,
-		&j.Verdict, &j.Result, &j.LastErrorCode, &j.CreatedAt, &j.StartedAt, &j.FinishedAt)
-	j.LeaseRemaining = time.Duration(leaseUS) * time.Microsecond
-	j.AvailableIn = time.Duration(availUS) * time.Microsecond
-	return j, err
+// jobView is one row of jobColumns: the Job plus the durations SQL gives in
+// microseconds.
+type jobView struct {
+	Job
+	LeaseRemainingUS int64 `db:"lease_remaining_us"`
+	AvailableInUS    int64 `db:"available_in_us"`
+}
+
+func (r jobView) job() Job {
+	j := r.Job
+	j.LeaseRemaining = time.Duration(r.LeaseRemainingUS) * time.Microsecond
+	j.AvailableIn = time.Duration(r.AvailableInUS) * time.Microsecond
+	return j
 }
 
 // GetJob reads one job.
 func (s *Store) GetJob(ctx context.Context, id int64) (Job, error) {
-	j, err := scanJob(s.db.QueryRowContext(ctx, `SELECT `+jobColumns+` FROM judge_job WHERE id = ?`, id))
+	var r jobView
+	err := s.db.GetContext(ctx, &r, `SELECT `+jobColumns+` FROM judge_job WHERE id = ?`, id)
 	if errors.Is(err, sql.ErrNoRows) {
 		return Job{}, fmt.Errorf("job %d: %w", id, ErrNotFound)
 	}
 	if err != nil {
 		return Job{}, fmt.Errorf("store: get job: %w", err)
 	}
-	return j, nil
+	return r.job(), nil
 }
 
 // JobExtra is what the admin job view adds to Job.
 type JobExtra struct {
 	// Current: the job is its submission's current generation.
-	Current       bool
-	HostGroupID   int64
-	RequestDigest string
-	ResultDigest  string
-	UpdatedAt     time.Time
+	Current       bool      `db:"current"`
+	HostGroupID   int64     `db:"host_group_id"`
+	RequestDigest string    `db:"request_digest"`
+	ResultDigest  string    `db:"result_digest"`
+	UpdatedAt     time.Time `db:"updated_at"`
 }
 
 // JobExtras reads the admin-only facts of a job.
 func (s *Store) JobExtras(ctx context.Context, jobID int64) (JobExtra, error) {
 	var x JobExtra
-	err := s.db.QueryRowContext(ctx,
-		`SELECT COALESCE(p.current_job_id = j.id, FALSE), COALESCE(j.host_group_id, 0), j.request_digest,
-		        COALESCE(j.result_digest, ''), j.updated_at
+	err := s.db.GetContext(ctx, &x,
+		`SELECT COALESCE(p.current_job_id = j.id, FALSE) AS current, COALESCE(j.host_group_id, 0) AS host_group_id,
+		        j.request_digest, COALESCE(j.result_digest, '') AS result_digest, j.updated_at
 		 FROM judge_job j LEFT JOIN judge_submission p
 		   ON p.submission_type = j.submission_type AND p.submission_id = j.submission_id
-		 WHERE j.id = ?`, jobID).Scan(&x.Current, &x.HostGroupID, &x.RequestDigest, &x.ResultDigest, &x.UpdatedAt)
+		 WHERE j.id = ?`, jobID)
 	if errors.Is(err, sql.ErrNoRows) {
 		return x, fmt.Errorf("job %d: %w", jobID, ErrNotFound)
 	}
@@ -109,16 +117,16 @@ func (s *Store) JobExtras(ctx context.Context, jobID int64) (JobExtra, error) {
 
 // Attempt is one lease of a job.
 type Attempt struct {
-	JobID         int64
-	LeaseEpoch    int64
-	NodeID        int64
-	HostGroupID   int64
-	SessionEpoch  int64
-	StartedAt     time.Time
-	EndedAt       *time.Time
-	Outcome       string
-	ErrorClass    string
-	ReceiptDigest string
+	JobID         int64      `db:"job_id"`
+	LeaseEpoch    int64      `db:"lease_epoch"`
+	NodeID        int64      `db:"node_id"`
+	HostGroupID   int64      `db:"host_group_id"`
+	SessionEpoch  int64      `db:"session_epoch"`
+	StartedAt     time.Time  `db:"started_at"`
+	EndedAt       *time.Time `db:"ended_at"`
+	Outcome       string     `db:"outcome"`
+	ErrorClass    string     `db:"error_class"`
+	ReceiptDigest string     `db:"receipt_digest"`
 }
 
 // Attempts lists a job's attempts by lease epoch.
@@ -132,15 +140,11 @@ func (s *Store) NodeAttempts(ctx context.Context, nodeID int64, limit int) ([]At
 }
 
 func (s *Store) queryAttempts(ctx context.Context, where string, args ...any) ([]Attempt, error) {
-	out, err := queryAll(ctx, s.db, func(r rowScanner) (Attempt, error) {
-		var a Attempt
-		err := r.Scan(&a.JobID, &a.LeaseEpoch, &a.NodeID, &a.HostGroupID, &a.SessionEpoch, &a.StartedAt,
-			&a.EndedAt, &a.Outcome, &a.ErrorClass, &a.ReceiptDigest)
-		return a, err
-	}, `SELECT job_id, lease_epoch, node_id, host_group_id, session_epoch, started_at, ended_at, outcome,
-	           COALESCE(error_class, ''), COALESCE(receipt_digest, '')
-	    FROM judge_job_attempt `+where, args...)
-	if err != nil {
+	var out []Attempt
+	if err := s.db.SelectContext(ctx, &out,
+		`SELECT job_id, lease_epoch, node_id, host_group_id, session_epoch, started_at, ended_at, outcome,
+		        COALESCE(error_class, '') AS error_class, COALESCE(receipt_digest, '') AS receipt_digest
+		 FROM judge_job_attempt `+where, args...); err != nil {
 		return nil, fmt.Errorf("store: attempts: %w", err)
 	}
 	return out, nil
@@ -148,40 +152,42 @@ func (s *Store) queryAttempts(ctx context.Context, where string, args ...any) ([
 
 // BusinessStatus is the word a business backend sees for a submission.
 type BusinessStatus struct {
-	JobID      int64
-	Generation int
+	JobID      int64 `db:"id"`
+	Generation int   `db:"generation"`
 	// Status: PENDING, COMPILING, JUDGING, a verdict (AC, WA, …), SYSTEM_ERROR or CANCELLED.
-	Status string
+	Status string `db:"-"`
 	// WaitReason for PENDING: WAITING_FOR_WORKER or RETRY_BACKOFF.
-	WaitReason    string
-	CasesDone     int
-	CasesTotal    int
-	Result        []byte
-	StatusVersion int64
-	UpdatedAt     time.Time
+	WaitReason    string    `db:"-"`
+	CasesDone     int       `db:"cases_done"`
+	CasesTotal    int       `db:"cases_total"`
+	Result        []byte    `db:"result"`
+	StatusVersion int64     `db:"status_version"`
+	UpdatedAt     time.Time `db:"updated_at"`
 }
 
 // SubmissionStatus reads a submission through its pointer.
 func (s *Store) SubmissionStatus(ctx context.Context, typ, id string) (BusinessStatus, error) {
-	var st BusinessStatus
-	var state JobState
-	var phase, verdict sql.NullString
-	var backoffUS int64
-	err := s.db.QueryRowContext(ctx,
+	var r struct {
+		BusinessStatus
+		State     JobState       `db:"state"`
+		Phase     sql.NullString `db:"phase"`
+		Verdict   sql.NullString `db:"verdict"`
+		BackoffUS int64          `db:"backoff_us"`
+	}
+	err := s.db.GetContext(ctx, &r,
 		`SELECT j.id, j.generation, j.state, j.phase, j.verdict, j.cases_done, j.cases_total, j.result,
 		        j.status_version, j.updated_at,
-		        GREATEST(TIMESTAMPDIFF(MICROSECOND, NOW(6), j.available_at), 0)
+		        GREATEST(TIMESTAMPDIFF(MICROSECOND, NOW(6), j.available_at), 0) AS backoff_us
 		 FROM judge_submission p JOIN judge_job j ON j.id = p.current_job_id
-		 WHERE p.submission_type = ? AND p.submission_id = ?`, typ, id).Scan(
-		&st.JobID, &st.Generation, &state, &phase, &verdict, &st.CasesDone, &st.CasesTotal, &st.Result,
-		&st.StatusVersion, &st.UpdatedAt, &backoffUS)
+		 WHERE p.submission_type = ? AND p.submission_id = ?`, typ, id)
 	if errors.Is(err, sql.ErrNoRows) {
 		return BusinessStatus{}, fmt.Errorf("submission %s/%s: %w", typ, id, ErrNotFound)
 	}
 	if err != nil {
 		return BusinessStatus{}, fmt.Errorf("store: submission status: %w", err)
 	}
-	st.Status, st.WaitReason = businessWord(state, phase.String, verdict.String, backoffUS > 0)
+	st := r.BusinessStatus
+	st.Status, st.WaitReason = businessWord(r.State, r.Phase.String, r.Verdict.String, r.BackoffUS > 0)
 	return st, nil
 }
 
@@ -221,13 +227,13 @@ const settledChunk = 500
 func (s *Store) SettledJobs(ctx context.Context, ids []int64) ([]int64, error) {
 	var out []int64
 	for start := 0; start < len(ids); start += settledChunk {
-		in, args := inList(ids[start:min(start+settledChunk, len(ids))])
-		got, err := queryAll(ctx, s.db, func(sc rowScanner) (int64, error) {
-			var id int64
-			err := sc.Scan(&id)
-			return id, err
-		}, `SELECT id FROM judge_job WHERE id IN (`+in+`) AND state IN ('COMPLETED', 'FAILED', 'CANCELLED')`, args...)
+		q, args, err := sqlx.In(`SELECT id FROM judge_job WHERE id IN (?) AND state IN ('COMPLETED', 'FAILED', 'CANCELLED')`,
+			ids[start:min(start+settledChunk, len(ids))])
 		if err != nil {
+			return nil, fmt.Errorf("store: settled jobs: %w", err)
+		}
+		var got []int64
+		if err := s.db.SelectContext(ctx, &got, q, args...); err != nil {
 			return nil, fmt.Errorf("store: settled jobs: %w", err)
 		}
 		out = append(out, got...)

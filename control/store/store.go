@@ -7,6 +7,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/jmoiron/sqlx"
+
+	"github.com/kece-oj/kece/contracts"
 	"github.com/kece-oj/kece/control/manifest"
 )
 
@@ -96,14 +99,14 @@ func (c *Config) setDefaults() {
 // Validate refuses nonsensical settings.
 func (c Config) Validate() error {
 	switch {
-	case c.LeaseTTL < time.Second:
-		return fmt.Errorf("store config: lease TTL %s is below 1s", c.LeaseTTL)
+	case c.LeaseTTL < contracts.LeaseTTLMin:
+		return fmt.Errorf("store config: lease TTL %s is below %s", c.LeaseTTL, contracts.LeaseTTLMin)
 	case c.MaxAttempts < 1 || c.MaxAttempts > 100:
 		return fmt.Errorf("store config: max attempts %d must be 1..100", c.MaxAttempts)
 	case c.BackoffBase <= 0 || c.BackoffMax < c.BackoffBase:
 		return fmt.Errorf("store config: backoff base %s / max %s must be positive and base ≤ max", c.BackoffBase, c.BackoffMax)
-	case c.ClaimBatchMax < 1 || c.ClaimBatchMax > 64:
-		return fmt.Errorf("store config: claim batch max %d must be 1..64", c.ClaimBatchMax)
+	case c.ClaimBatchMax < 1 || c.ClaimBatchMax > contracts.BatchMax:
+		return fmt.Errorf("store config: claim batch max %d must be 1..%d", c.ClaimBatchMax, contracts.BatchMax)
 	case c.MaxSnapshotBytes < 1024:
 		return fmt.Errorf("store config: max snapshot bytes %d is below 1 KiB", c.MaxSnapshotBytes)
 	case c.TxRetries < 1:
@@ -125,7 +128,9 @@ func (c Config) Validate() error {
 // Store is the scheduling core over one MySQL primary. It is safe for
 // concurrent use, and several Stores (control replicas) may share a database.
 type Store struct {
-	db  *sql.DB
+	// db is the pool; sqlx adds struct scanning (Get/Select) on top of the
+	// same *sql.DB, so hand-written scans stay possible where they are faster.
+	db  *sqlx.DB
 	cfg Config
 	// stats counts retried deadlocks/lock waits for benchmarks and metrics.
 	stats *counters
@@ -156,7 +161,7 @@ func New(db *sql.DB, cfg Config) (*Store, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	s := &Store{db: db, cfg: cfg, stats: &counters{}, manifests: newCache[int64, manifest.Manifest](1024),
+	s := &Store{db: sqlx.NewDb(db, "mysql"), cfg: cfg, stats: &counters{}, manifests: newCache[int64, manifest.Manifest](1024),
 		groups: newCache[int64, nodePlace](4096), facts: newCache[int64, jobFacts](16384),
 		txOpts: &sql.TxOptions{Isolation: sql.LevelReadCommitted}}
 	// MariaDB before 11.1 names it tx_isolation; MySQL 8 transaction_isolation.
@@ -210,7 +215,7 @@ func (s *Store) WithNotifier(n Notifier) *Store {
 }
 
 // DB returns the underlying pool (for health checks).
-func (s *Store) DB() *sql.DB { return s.db }
+func (s *Store) DB() *sql.DB { return s.db.DB }
 
 // Config returns the effective configuration.
 func (s *Store) Config() Config { return s.cfg }

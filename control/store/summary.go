@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/kece-oj/kece/control/manifest"
+	"github.com/kece-oj/kece/contracts"
 )
 
 // PoolSummary is the public view of one pool.
@@ -30,52 +30,56 @@ type Summary struct {
 // when ENABLED, not revoked and online.
 func (s *Store) Summary(ctx context.Context) (Summary, error) {
 	var sum Summary
-	var fresh *int64
-	if err := s.db.QueryRowContext(ctx,
-		`SELECT NOW(6), TIMESTAMPDIFF(MICROSECOND, MAX(last_heartbeat_at), NOW(6)) FROM judge_node`).Scan(&sum.AsOf, &fresh); err != nil {
+	var head struct {
+		AsOf    time.Time `db:"as_of"`
+		FreshUS *int64    `db:"fresh_us"`
+	}
+	if err := s.db.GetContext(ctx, &head,
+		`SELECT NOW(6) AS as_of, TIMESTAMPDIFF(MICROSECOND, MAX(last_heartbeat_at), NOW(6)) AS fresh_us FROM judge_node`); err != nil {
 		return sum, fmt.Errorf("store: summary: %w", err)
 	}
-	if fresh != nil {
-		d := time.Duration(*fresh) * time.Microsecond
+	sum.AsOf = head.AsOf
+	if head.FreshUS != nil {
+		d := time.Duration(*head.FreshUS) * time.Microsecond
 		sum.Freshness = &d
 	}
 	byPool := map[string]*PoolSummary{}
-	for _, p := range manifest.Pools() {
+	for _, p := range contracts.Pools() {
 		byPool[p] = &PoolSummary{Pool: p}
 	}
-	rows, err := s.db.QueryContext(ctx,
-		`SELECT pool, COUNT(*) FROM judge_node
+	var ready []struct {
+		Pool  string `db:"pool"`
+		Nodes int    `db:"nodes"`
+	}
+	if err := s.db.SelectContext(ctx, &ready,
+		`SELECT pool, COUNT(*) AS nodes FROM judge_node
 		 WHERE desired_state = 'ENABLED' AND revoked_at IS NULL AND last_heartbeat_at > NOW(6) - INTERVAL ? MICROSECOND
-		 GROUP BY pool`, micros(s.cfg.OfflineAfter))
-	if err != nil {
+		 GROUP BY pool`, micros(s.cfg.OfflineAfter)); err != nil {
 		return sum, fmt.Errorf("store: summary: %w", err)
 	}
-	for rows.Next() {
-		var p string
-		var n int
-		if err := rows.Scan(&p, &n); err != nil {
-			rows.Close()
-			return sum, fmt.Errorf("store: summary: %w", err)
-		}
-		if ps := byPool[p]; ps != nil {
-			ps.ReadyNodes = n
+	for _, r := range ready {
+		if ps := byPool[r.Pool]; ps != nil {
+			ps.ReadyNodes = r.Nodes
 		}
 	}
-	rows.Close()
-	for _, p := range manifest.Pools() {
-		var n int
-		var oldest *int64
-		if err := s.db.QueryRowContext(ctx,
-			`SELECT COUNT(*), TIMESTAMPDIFF(MICROSECOND, MIN(created_at), NOW(6)) FROM judge_job
-			 WHERE pool = ? AND state = 'QUEUED' AND required_node_id = 0`, p).Scan(&n, &oldest); err != nil {
+	// One statement per pool: each is an index range on (pool, state, …),
+	// which a single GROUP BY over every queued job would not be.
+	for _, p := range contracts.Pools() {
+		var q struct {
+			Queued   int    `db:"queued"`
+			OldestUS *int64 `db:"oldest_us"`
+		}
+		if err := s.db.GetContext(ctx, &q,
+			`SELECT COUNT(*) AS queued, TIMESTAMPDIFF(MICROSECOND, MIN(created_at), NOW(6)) AS oldest_us FROM judge_job
+			 WHERE pool = ? AND state = 'QUEUED' AND required_node_id = 0`, p); err != nil {
 			return sum, fmt.Errorf("store: summary: %w", err)
 		}
-		byPool[p].QueuedSubmissions = n
-		if oldest != nil {
-			byPool[p].OldestWait = time.Duration(*oldest) * time.Microsecond
+		byPool[p].QueuedSubmissions = q.Queued
+		if q.OldestUS != nil {
+			byPool[p].OldestWait = time.Duration(*q.OldestUS) * time.Microsecond
 		}
 	}
-	for _, p := range manifest.Pools() {
+	for _, p := range contracts.Pools() {
 		ps := *byPool[p]
 		if ps.ReadyNodes > 0 {
 			sum.ReadyPools++

@@ -66,7 +66,8 @@ func (s *Store) CreateToken(ctx context.Context, kind TokenKind, name string) (s
 }
 
 // IssueToken makes an API token; the token is returned once and only its
-// hash is stored.
+// hash is stored. Creating, rotating and revoking a token are audited
+// (token.create, token.rotate, token.revoke; never the secret).
 func (s *Store) IssueToken(ctx context.Context, spec TokenSpec) (string, error) {
 	if err := validKind(spec.Kind); err != nil {
 		return "", err
@@ -78,17 +79,30 @@ func (s *Store) IssueToken(ctx context.Context, spec TokenSpec) (string, error) 
 		return "", invalid("expiresIn", "must be 0 (no expiry) up to %s", TokenMaxLifetime)
 	}
 	tok, hash := newSecret(tokenPrefix(spec.Kind))
-	_, err := s.db.ExecContext(ctx, `INSERT INTO judge_api_token (kind, name, token_hash, expires_at)
-		VALUES (?, ?, ?, IF(? > 0, NOW(6) + INTERVAL ? MICROSECOND, NULL))`,
-		spec.Kind, spec.Name, hash, spec.ExpiresIn.Microseconds(), spec.ExpiresIn.Microseconds())
-	if isDuplicate(err) {
-		return "", conflict("a %s token named %q exists", spec.Kind, spec.Name)
-	}
+	err := s.inTx(ctx, func(tx *sql.Tx) error {
+		r, err := tx.ExecContext(ctx, `INSERT INTO judge_api_token (kind, name, token_hash, expires_at)
+			VALUES (?, ?, ?, IF(? > 0, NOW(6) + INTERVAL ? MICROSECOND, NULL))`,
+			spec.Kind, spec.Name, hash, spec.ExpiresIn.Microseconds(), spec.ExpiresIn.Microseconds())
+		if isDuplicate(err) {
+			return conflict("a %s token named %q exists", spec.Kind, spec.Name)
+		}
+		if err != nil {
+			return fmt.Errorf("store: create token: %w", err)
+		}
+		id, _ := r.LastInsertId()
+		return audit(ctx, tx, auditActorCLI, "token.create", 0, 0, "", map[string]any{"tokenId": id, "kind": spec.Kind,
+			"name": spec.Name, "expiresInSeconds": int64(spec.ExpiresIn / time.Second)})
+	})
 	if err != nil {
-		return "", fmt.Errorf("store: create token: %w", err)
+		return "", err
 	}
 	return tok, nil
 }
+
+// auditActorCLI is the actor of token changes: `kece-control token` makes
+// them on a host that holds the database's credentials, not through the
+// API, so no admin token names the operator.
+const auditActorCLI = "kece-control"
 
 // TokenIdentity is an authenticated API caller.
 type TokenIdentity struct {
@@ -174,17 +188,24 @@ func (s *Store) RotateToken(ctx context.Context, spec RotateSpec) (string, error
 		return "", invalid("expiresIn", "must be 0 (keep) up to %s", TokenMaxLifetime)
 	}
 	tok, hash := newSecret(tokenPrefix(spec.Kind))
-	r, err := s.db.ExecContext(ctx, `UPDATE judge_api_token
-		SET prev_token_hash = token_hash, prev_valid_until = NOW(6) + INTERVAL ? MICROSECOND,
-		    token_hash = ?, rotated_at = NOW(6),
-		    expires_at = IF(? > 0, NOW(6) + INTERVAL ? MICROSECOND, expires_at)
-		WHERE kind = ? AND name = ? AND revoked_at IS NULL`,
-		spec.Overlap.Microseconds(), hash, spec.ExpiresIn.Microseconds(), spec.ExpiresIn.Microseconds(), spec.Kind, spec.Name)
+	err := s.inTx(ctx, func(tx *sql.Tx) error {
+		r, err := tx.ExecContext(ctx, `UPDATE judge_api_token
+			SET prev_token_hash = token_hash, prev_valid_until = NOW(6) + INTERVAL ? MICROSECOND,
+			    token_hash = ?, rotated_at = NOW(6),
+			    expires_at = IF(? > 0, NOW(6) + INTERVAL ? MICROSECOND, expires_at)
+			WHERE kind = ? AND name = ? AND revoked_at IS NULL`,
+			spec.Overlap.Microseconds(), hash, spec.ExpiresIn.Microseconds(), spec.ExpiresIn.Microseconds(), spec.Kind, spec.Name)
+		if err != nil {
+			return fmt.Errorf("store: rotate token: %w", err)
+		}
+		if n, _ := r.RowsAffected(); n != 1 {
+			return fmt.Errorf("no live %s token named %q: %w", spec.Kind, spec.Name, ErrNotFound)
+		}
+		return audit(ctx, tx, auditActorCLI, "token.rotate", 0, 0, "", map[string]any{"kind": spec.Kind, "name": spec.Name,
+			"overlapSeconds": int64(spec.Overlap / time.Second), "expiresInSeconds": int64(spec.ExpiresIn / time.Second)})
+	})
 	if err != nil {
-		return "", fmt.Errorf("store: rotate token: %w", err)
-	}
-	if n, _ := r.RowsAffected(); n != 1 {
-		return "", fmt.Errorf("no live %s token named %q: %w", spec.Kind, spec.Name, ErrNotFound)
+		return "", err
 	}
 	return tok, nil
 }
@@ -192,13 +213,20 @@ func (s *Store) RotateToken(ctx context.Context, spec RotateSpec) (string, error
 // RevokeToken refuses a token (every secret of it) from now on; it reports
 // whether one was live.
 func (s *Store) RevokeToken(ctx context.Context, kind TokenKind, name string) (bool, error) {
-	r, err := s.db.ExecContext(ctx,
-		`UPDATE judge_api_token SET revoked_at = NOW(6) WHERE kind = ? AND name = ? AND revoked_at IS NULL`, kind, name)
-	if err != nil {
-		return false, fmt.Errorf("store: revoke token: %w", err)
-	}
-	n, _ := r.RowsAffected()
-	return n == 1, nil
+	var live bool
+	err := s.inTx(ctx, func(tx *sql.Tx) error {
+		r, err := tx.ExecContext(ctx,
+			`UPDATE judge_api_token SET revoked_at = NOW(6) WHERE kind = ? AND name = ? AND revoked_at IS NULL`, kind, name)
+		if err != nil {
+			return fmt.Errorf("store: revoke token: %w", err)
+		}
+		n, _ := r.RowsAffected()
+		if live = n == 1; !live {
+			return nil
+		}
+		return audit(ctx, tx, auditActorCLI, "token.revoke", 0, 0, "", map[string]any{"kind": kind, "name": name})
+	})
+	return live, err
 }
 
 // Token states as ListTokens reports them.

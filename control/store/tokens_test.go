@@ -165,3 +165,35 @@ func TestTokensAreKindBound(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "oj", id.Name)
 }
+
+func TestTokenChangesAreAudited(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	tok, err := b.store.IssueToken(b.ctx, store.TokenSpec{Kind: store.TokenAdmin, Name: "ops", ExpiresIn: time.Hour})
+	require.NoError(t, err)
+	_, err = b.store.RotateToken(b.ctx, store.RotateSpec{Kind: store.TokenAdmin, Name: "ops", Overlap: time.Minute})
+	require.NoError(t, err)
+	live, err := b.store.RevokeToken(b.ctx, store.TokenAdmin, "ops")
+	require.NoError(t, err)
+	require.True(t, live)
+	live, err = b.store.RevokeToken(b.ctx, store.TokenAdmin, "ops")
+	require.NoError(t, err)
+	require.False(t, live, "revoking again changes nothing, and audits nothing")
+	_, err = b.store.CreateToken(b.ctx, store.TokenAdmin, "ops")
+	require.ErrorIs(t, err, store.ErrConflict, "a refused create audits nothing")
+
+	var actions []string
+	for _, e := range mustAudit(t, b, store.AuditFilter{Actor: "kece-control"}) {
+		actions = append(actions, e.Action)
+		require.Contains(t, string(e.Detail), `"name":"ops"`)
+		require.NotContains(t, string(e.Detail), tok, "the secret is never audited")
+	}
+	require.Equal(t, []string{"token.revoke", "token.rotate", "token.create"}, actions)
+}
+
+func mustAudit(t *testing.T, b *testBundle, f store.AuditFilter) []store.AuditEntry {
+	t.Helper()
+	out, err := b.store.ListAudit(b.ctx, f)
+	require.NoError(t, err)
+	return out
+}

@@ -3,12 +3,14 @@ package store
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math/rand/v2"
 	"time"
 
 	"github.com/go-sql-driver/mysql"
+	"github.com/jmoiron/sqlx"
 )
 
 // inTx runs fn in a transaction, retrying the whole transaction on deadlock
@@ -42,12 +44,23 @@ func (s *Store) tryTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
 	}
 	if err := fn(tx); err != nil {
 		_ = tx.Rollback()
-		return err
+		return endedByContext(ctx, err)
 	}
 	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("store: commit: %w", err)
+		return endedByContext(ctx, fmt.Errorf("store: commit: %w", err))
 	}
 	return nil
+}
+
+// endedByContext names the cause of an sql.ErrTxDone that database/sql
+// returns after it rolled a transaction back because ctx ended: nothing was
+// committed, and callers must see a cancellation (context.Canceled or
+// DeadlineExceeded), not a database fault.
+func endedByContext(ctx context.Context, err error) error {
+	if errors.Is(err, sql.ErrTxDone) && ctx.Err() != nil {
+		return fmt.Errorf("%w: %w", ctx.Err(), err)
+	}
+	return err
 }
 
 func retryable(err error) bool {
@@ -97,4 +110,19 @@ func scanID(r rowScanner) (int64, error) {
 	var id int64
 	err := r.Scan(&id)
 	return id, err
+}
+
+// txx lends sqlx's struct scanning (Get, Select, named statements) to a
+// transaction begun by inTx. inTx keeps handing out *sql.Tx so the hot paths
+// that scan by hand are untouched.
+func (s *Store) txx(tx *sql.Tx) *sqlx.Tx { return &sqlx.Tx{Tx: tx, Mapper: s.db.Mapper} }
+
+// nilIfEmpty turns a JSON column read as COALESCE(col, ”) back into "no
+// value": a nil RawMessage is omitted or null when marshalled, an empty one
+// is invalid JSON. (database/sql cannot scan NULL into a RawMessage.)
+func nilIfEmpty(m json.RawMessage) json.RawMessage {
+	if len(m) == 0 {
+		return nil
+	}
+	return m
 }

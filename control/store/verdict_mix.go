@@ -7,7 +7,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/kece-oj/kece/control/manifest"
+	"github.com/kece-oj/kece/contracts"
 )
 
 // Bounds of the verdict-mix window (the admin contract's `minutes`).
@@ -105,7 +105,7 @@ func (s *Store) VerdictMix(ctx context.Context, minutes int) (VerdictMix, error)
 	nb := int((mix.Window + mix.Bucket - 1) / mix.Bucket)
 	byPool := map[string]*PoolVerdictMix{}
 	counts := map[string]map[string]int64{}
-	for _, p := range manifest.Pools() {
+	for _, p := range contracts.Pools() {
 		mix.Pools = append(mix.Pools, PoolVerdictMix{Pool: p, Buckets: make([]int64, nb)})
 		counts[p] = map[string]int64{}
 	}
