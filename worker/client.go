@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"strconv"
 	"sync/atomic"
@@ -34,7 +35,7 @@ type APIError struct {
 	Status     int
 	Code       machineapi.ErrorCode
 	Message    string
-	RetryAfter time.Duration // 429 only
+	RetryAfter time.Duration // 429 and 503
 }
 
 func (e *APIError) Error() string {
@@ -94,19 +95,36 @@ func apiError(op string, resp *http.Response, body []byte) error {
 	return e
 }
 
-// client speaks the machine protocol through the generated client. The
-// session token is swapped atomically when a session is (re)opened.
+// client speaks the machine protocol through the generated client, to one
+// of the control plane's replicas (KECE_CONTROL_URL may list several). The
+// session token is swapped atomically when a session is (re)opened; it is
+// valid on every replica (sessions live in the control database).
+//
+// Every call carries a deadline (the claim long-poll: its wait plus the
+// request timeout). When a replica fails a call in a way another replica
+// may not — no answer within the deadline, a network error, 502/503/504 —
+// the client moves to the next replica for this and later calls, keeping
+// the session; calls that are safe to repeat are repeated there at once,
+// each replica tried once, before the caller backs off.
 type client struct {
-	base    string
+	bases   []string
+	cur     atomic.Int32 // index of the replica in use
 	http    *http.Client
 	token   atomic.Pointer[string]
-	c       *machineapi.ClientWithResponses
-	raw     *machineapi.Client
+	cs      []*machineapi.ClientWithResponses
+	raws    []*machineapi.Client
 	timeout time.Duration
+	// moved is told when the client moves to another replica (for a log
+	// line); may be nil.
+	moved func(from, to string, err error)
 }
 
-func newClient(base string, timeout time.Duration) (*client, error) {
-	cl := &client{base: base, timeout: timeout,
+// newClient builds a client over one or more base URLs (ControlURLs).
+func newClient(bases []string, timeout time.Duration) (*client, error) {
+	if len(bases) == 0 {
+		return nil, errors.New("control client: no control URL")
+	}
+	cl := &client{bases: bases, timeout: timeout,
 		// No client-wide timeout: calls carry their own deadlines (the claim
 		// long-poll is longer than every other call).
 		http: &http.Client{Transport: http.DefaultTransport.(*http.Transport).Clone()}}
@@ -118,20 +136,79 @@ func newClient(base string, timeout time.Duration) (*client, error) {
 		}
 		return nil
 	})
-	var err error
-	if cl.c, err = machineapi.NewClientWithResponses(base, machineapi.WithHTTPClient(cl.http), auth); err != nil {
-		return nil, fmt.Errorf("control client: %w", err)
-	}
-	if cl.raw, err = machineapi.NewClient(base, machineapi.WithHTTPClient(cl.http), auth); err != nil {
-		return nil, fmt.Errorf("control client: %w", err)
+	for _, base := range bases {
+		c, err := machineapi.NewClientWithResponses(base, machineapi.WithHTTPClient(cl.http), auth)
+		if err != nil {
+			return nil, fmt.Errorf("control client: %w", err)
+		}
+		raw, err := machineapi.NewClient(base, machineapi.WithHTTPClient(cl.http), auth)
+		if err != nil {
+			return nil, fmt.Errorf("control client: %w", err)
+		}
+		cl.cs, cl.raws = append(cl.cs, c), append(cl.raws, raw)
 	}
 	return cl, nil
 }
 
 func (cl *client) close() { cl.http.CloseIdleConnections() }
 
-func (cl *client) bounded(ctx context.Context, extra time.Duration) (context.Context, context.CancelFunc) {
-	return context.WithTimeout(ctx, cl.timeout+extra)
+// replicaFailed reports whether err is a failure of the replica rather than
+// an answer about the request: another replica may succeed.
+func replicaFailed(err error) bool {
+	var ae *APIError
+	if errors.As(err, &ae) {
+		return ae.Status == http.StatusBadGateway || ae.Status == http.StatusServiceUnavailable || ae.Status == http.StatusGatewayTimeout
+	}
+	return err != nil && !errors.Is(err, context.Canceled)
+}
+
+// notSent reports whether the request certainly never reached a replica
+// (the connection was refused), so even a call that must not run twice may
+// be sent to another one.
+func notSent(err error) bool {
+	var oe *net.OpError
+	return errors.As(err, &oe) && oe.Op == "dial"
+}
+
+// repeat says when a call that failed on one replica is sent to the next
+// at once.
+type repeat int
+
+const (
+	// repeatAlways: the call is idempotent (same boot id, same lease epoch,
+	// same result payload).
+	repeatAlways repeat = iota
+	// repeatIfUnsent: the call is not idempotent (a claim may have leased
+	// jobs, a join spent its code): only when it certainly was not sent,
+	// or the replica answered 503 (it did nothing).
+	repeatIfUnsent
+)
+
+// do runs call with its deadline (the request timeout plus extra) on the
+// replica in use, moving on as the type comment says.
+func (cl *client) do(ctx context.Context, extra time.Duration, rp repeat, call func(context.Context, int) error) error {
+	n := len(cl.cs)
+	first := int(cl.cur.Load())
+	var err error
+	for i := 0; i < n; i++ {
+		idx := (first + i) % n
+		cctx, cancel := context.WithTimeout(ctx, cl.timeout+extra)
+		err = call(cctx, idx)
+		cancel()
+		if err == nil || ctx.Err() != nil || !replicaFailed(err) || n == 1 {
+			return err
+		}
+		next := (idx + 1) % n
+		if cl.cur.CompareAndSwap(int32(idx), int32(next)) && cl.moved != nil {
+			cl.moved(cl.bases[idx], cl.bases[next], err)
+		}
+		var ae *APIError
+		unsent := notSent(err) || (errors.As(err, &ae) && ae.Status == http.StatusServiceUnavailable)
+		if rp == repeatIfUnsent && !unsent {
+			return err
+		}
+	}
+	return err
 }
 
 // bearer overrides the session token for one call (the credential on
@@ -150,102 +227,187 @@ func bearer(token string) machineapi.RequestEditorFn {
 // join exchanges a join code; pool names the pool of this process, so a
 // code of another pool's node is refused without being spent.
 func (cl *client) join(ctx context.Context, code, pool string) (*machineapi.JoinResponse, error) {
-	ctx, cancel := cl.bounded(ctx, 0)
-	defer cancel()
 	req := machineapi.JoinRequest{JoinCode: code}
 	if pool != "" {
 		p := machineapi.Pool(pool)
 		req.Pool = &p
 	}
-	r, err := cl.c.JoinNodeWithResponse(ctx, req, bearer(""))
-	if err != nil {
-		return nil, fmt.Errorf("join: %w", err)
-	}
-	if r.JSON201 == nil {
-		return nil, apiError("join", r.HTTPResponse, r.Body)
-	}
-	return r.JSON201, nil
+	var out *machineapi.JoinResponse
+	err := cl.do(ctx, 0, repeatIfUnsent, func(ctx context.Context, i int) error {
+		r, err := cl.cs[i].JoinNodeWithResponse(ctx, req, bearer(""))
+		if err != nil {
+			return fmt.Errorf("join: %w", err)
+		}
+		if r.JSON201 == nil {
+			return apiError("join", r.HTTPResponse, r.Body)
+		}
+		out = r.JSON201
+		return nil
+	})
+	return out, err
 }
 
 func (cl *client) openSession(ctx context.Context, credential, bootID string) (*machineapi.SessionResponse, error) {
-	ctx, cancel := cl.bounded(ctx, 0)
-	defer cancel()
-	r, err := cl.c.OpenSessionWithResponse(ctx, machineapi.SessionRequest{BootId: bootID, ProtocolVersion: contracts.ProtocolVersion},
-		bearer(credential))
+	var out *machineapi.SessionResponse
+	// The same boot id returns the same session: safe on any replica.
+	err := cl.do(ctx, 0, repeatAlways, func(ctx context.Context, i int) error {
+		r, err := cl.cs[i].OpenSessionWithResponse(ctx, machineapi.SessionRequest{BootId: bootID, ProtocolVersion: contracts.ProtocolVersion},
+			bearer(credential))
+		if err != nil {
+			return fmt.Errorf("open session: %w", err)
+		}
+		if r.JSON200 == nil {
+			return apiError("open session", r.HTTPResponse, r.Body)
+		}
+		out = r.JSON200
+		return nil
+	})
 	if err != nil {
-		return nil, fmt.Errorf("open session: %w", err)
+		return nil, err
 	}
-	if r.JSON200 == nil {
-		return nil, apiError("open session", r.HTTPResponse, r.Body)
-	}
-	tok := r.JSON200.SessionToken
+	tok := out.SessionToken
 	cl.token.Store(&tok)
-	return r.JSON200, nil
+	return out, nil
 }
 
 func (cl *client) heartbeat(ctx context.Context, req machineapi.HeartbeatRequest) (*machineapi.HeartbeatResponse, error) {
-	ctx, cancel := cl.bounded(ctx, 0)
-	defer cancel()
-	r, err := cl.c.SendHeartbeatWithResponse(ctx, req)
-	if err != nil {
-		return nil, fmt.Errorf("heartbeat: %w", err)
-	}
-	if r.JSON200 == nil {
-		return nil, apiError("heartbeat", r.HTTPResponse, r.Body)
-	}
-	return r.JSON200, nil
+	var out *machineapi.HeartbeatResponse
+	err := cl.do(ctx, 0, repeatAlways, func(ctx context.Context, i int) error {
+		r, err := cl.cs[i].SendHeartbeatWithResponse(ctx, req)
+		if err != nil {
+			return fmt.Errorf("heartbeat: %w", err)
+		}
+		if r.JSON200 == nil {
+			return apiError("heartbeat", r.HTTPResponse, r.Body)
+		}
+		out = r.JSON200
+		return nil
+	})
+	return out, err
 }
 
+// claim long-polls; its deadline is the wait plus the request timeout, so a
+// replica that hangs costs at most that before the next one is asked.
 func (cl *client) claim(ctx context.Context, free int, wait time.Duration) ([]machineapi.ClaimedJob, error) {
-	ctx, cancel := cl.bounded(ctx, wait)
-	defer cancel()
-	r, err := cl.c.ClaimJobsWithResponse(ctx, machineapi.ClaimRequest{FreeSlots: int32(free), WaitMs: wait.Milliseconds()})
-	if err != nil {
-		return nil, fmt.Errorf("claim: %w", err)
-	}
-	if r.JSON200 == nil {
-		return nil, apiError("claim", r.HTTPResponse, r.Body)
-	}
-	return r.JSON200.Jobs, nil
+	var out []machineapi.ClaimedJob
+	// A claim that reached a replica may have leased jobs: repeated at once
+	// only when it was certainly not sent (the caller's next claim goes to
+	// the next replica anyway).
+	err := cl.do(ctx, wait, repeatIfUnsent, func(ctx context.Context, i int) error {
+		r, err := cl.cs[i].ClaimJobsWithResponse(ctx, machineapi.ClaimRequest{FreeSlots: int32(free), WaitMs: wait.Milliseconds()})
+		if err != nil {
+			return fmt.Errorf("claim: %w", err)
+		}
+		if r.JSON200 == nil {
+			return apiError("claim", r.HTTPResponse, r.Body)
+		}
+		out = r.JSON200.Jobs
+		return nil
+	})
+	return out, err
 }
 
 func (cl *client) renew(ctx context.Context, leases []machineapi.LeaseProgress) ([]machineapi.LeaseAnswer, error) {
-	ctx, cancel := cl.bounded(ctx, 0)
-	defer cancel()
-	r, err := cl.c.RenewLeasesWithResponse(ctx, machineapi.RenewRequest{Leases: leases})
-	if err != nil {
-		return nil, fmt.Errorf("renew: %w", err)
-	}
-	if r.JSON200 == nil {
-		return nil, apiError("renew", r.HTTPResponse, r.Body)
-	}
-	return r.JSON200.Leases, nil
+	var out []machineapi.LeaseAnswer
+	err := cl.do(ctx, 0, repeatAlways, func(ctx context.Context, i int) error {
+		r, err := cl.cs[i].RenewLeasesWithResponse(ctx, machineapi.RenewRequest{Leases: leases})
+		if err != nil {
+			return fmt.Errorf("renew: %w", err)
+		}
+		if r.JSON200 == nil {
+			return apiError("renew", r.HTTPResponse, r.Body)
+		}
+		out = r.JSON200.Leases
+		return nil
+	})
+	return out, err
 }
 
 func (cl *client) submit(ctx context.Context, jobID string, req machineapi.ResultRequest) (*machineapi.ResultResponse, error) {
-	ctx, cancel := cl.bounded(ctx, 0)
-	defer cancel()
-	r, err := cl.c.SubmitResultWithResponse(ctx, jobID, req)
-	if err != nil {
-		return nil, fmt.Errorf("result: %w", err)
-	}
-	if r.JSON200 == nil {
-		return nil, apiError("result", r.HTTPResponse, r.Body)
-	}
-	return r.JSON200, nil
+	var out *machineapi.ResultResponse
+	// The same result again is ALREADY_COMMITTED: safe on any replica.
+	err := cl.do(ctx, 0, repeatAlways, func(ctx context.Context, i int) error {
+		r, err := cl.cs[i].SubmitResultWithResponse(ctx, jobID, req)
+		if err != nil {
+			return fmt.Errorf("result: %w", err)
+		}
+		if r.JSON200 == nil {
+			return apiError("result", r.HTTPResponse, r.Body)
+		}
+		out = r.JSON200
+		return nil
+	})
+	return out, err
 }
 
 // download opens an artifact body; the caller (the cache) reads and closes it.
 // The body is streamed, never buffered whole.
+//
+// The answer must start within the request timeout, and the body must keep
+// moving: a read that waits longer than the request timeout for the next
+// bytes fails (stalledBody), so a replica that hangs mid-stream costs at most
+// that before the caller retries (on the next replica).
 func (cl *client) download(ctx context.Context, jobID, digest string, leaseEpoch int64) (io.ReadCloser, error) {
-	resp, err := cl.raw.DownloadArtifact(ctx, jobID, digest, &machineapi.DownloadArtifactParams{XKeceLeaseEpoch: leaseEpoch})
-	if err != nil {
-		return nil, fmt.Errorf("download %s: %w", digest, err)
+	var out io.ReadCloser
+	err := cl.do(ctx, 0, repeatAlways, func(_ context.Context, i int) error {
+		// The call's deadline covers the answer's start only: the stream
+		// gets a context of its own, cancelled when it stalls or is closed.
+		sctx, cancel := context.WithCancelCause(ctx)
+		started := time.AfterFunc(cl.timeout, func() { cancel(errStalled) })
+		resp, err := cl.raws[i].DownloadArtifact(sctx, jobID, digest, &machineapi.DownloadArtifactParams{XKeceLeaseEpoch: leaseEpoch})
+		started.Stop()
+		if err != nil {
+			if errors.Is(context.Cause(sctx), errStalled) {
+				err = errStalled
+			}
+			cancel(nil)
+			return fmt.Errorf("download %s: %w", digest, err)
+		}
+		if resp.StatusCode != http.StatusOK {
+			body, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+			resp.Body.Close()
+			cancel(nil)
+			return apiError("download "+digest[:12], resp, body)
+		}
+		out = &stalledBody{ReadCloser: resp.Body, ctx: sctx, idle: cl.timeout, cancel: cancel,
+			timer: time.AfterFunc(cl.timeout, func() {
+				cancel(errStalled)
+				// The retry goes to the next replica.
+				if next := (i + 1) % len(cl.cs); next != i && cl.cur.CompareAndSwap(int32(i), int32(next)) && cl.moved != nil {
+					cl.moved(cl.bases[i], cl.bases[next], errStalled)
+				}
+			})}
+		return nil
+	})
+	return out, err
+}
+
+// errStalled: a replica stopped sending within the request timeout. It is a
+// replica failure (retried, on the next replica), not a cancellation.
+var errStalled = errors.New("the control replica sent nothing within the request timeout")
+
+// stalledBody cancels a download whose next bytes take longer than idle.
+type stalledBody struct {
+	io.ReadCloser
+	ctx    context.Context
+	idle   time.Duration
+	timer  *time.Timer
+	cancel context.CancelCauseFunc
+}
+
+func (b *stalledBody) Read(p []byte) (int, error) {
+	b.timer.Reset(b.idle)
+	n, err := b.ReadCloser.Read(p)
+	b.timer.Reset(b.idle)
+	if err != nil && !errors.Is(err, io.EOF) && errors.Is(context.Cause(b.ctx), errStalled) {
+		err = fmt.Errorf("%w (%v)", errStalled, err)
 	}
-	if resp.StatusCode != http.StatusOK {
-		body, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
-		resp.Body.Close()
-		return nil, apiError("download "+digest[:12], resp, body)
-	}
-	return resp.Body, nil
+	return n, err
+}
+
+func (b *stalledBody) Close() error {
+	b.timer.Stop()
+	err := b.ReadCloser.Close()
+	b.cancel(nil)
+	return err
 }

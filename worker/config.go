@@ -43,6 +43,40 @@ const (
 	ListenDefault = "127.0.0.1:9464"
 )
 
+// ControlURLs splits a KECE_CONTROL_URL value into base URLs: one URL, or
+// several replicas of one control plane separated by commas (spaces around
+// them and trailing slashes are ignored).
+func ControlURLs(v string) []string {
+	var out []string
+	for _, p := range strings.Split(v, ",") {
+		if p = strings.TrimRight(strings.TrimSpace(p), "/"); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// validControlURLs refuses an empty list, a URL that is not http(s) with a
+// host, and a replica listed twice.
+func validControlURLs(name, v string) error {
+	urls := ControlURLs(v)
+	if len(urls) == 0 {
+		return fmt.Errorf("%s is empty: want an http(s) URL such as https://control.example:8443, or several separated by commas", name)
+	}
+	var errs []error
+	seen := map[string]bool{}
+	for _, s := range urls {
+		if u, err := url.Parse(s); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			errs = append(errs, fmt.Errorf("%s: %q must be an http(s) URL such as https://control.example:8443", name, s))
+		} else if seen[strings.ToLower(u.Host)] {
+			errs = append(errs, fmt.Errorf("%s lists %s twice", name, u.Host))
+		} else {
+			seen[strings.ToLower(u.Host)] = true
+		}
+	}
+	return errors.Join(errs...)
+}
+
 // BackendFactory builds the pool's executor once the node knows its id (after
 // the session opened). It is called exactly once per Run.
 type BackendFactory func(ctx context.Context, nodeID string) (Backend, error)
@@ -51,7 +85,9 @@ type BackendFactory func(ctx context.Context, nodeID string) (Backend, error)
 type Config struct {
 	// Pool is the pool this process serves; the credential's pool must match.
 	Pool string
-	// ControlURL is the control plane's base URL (scheme://host:port).
+	// ControlURL is the control plane's base URL (scheme://host:port), or
+	// several replicas' base URLs separated by commas (ControlURLs): the
+	// node uses one at a time and moves to the next when it hangs or fails.
 	ControlURL string
 	// CredentialFile keeps the node credential (mode 0600). Required.
 	CredentialFile string
@@ -120,8 +156,8 @@ func (c Config) Validate() error {
 	if !contracts.ValidPool(c.Pool) {
 		bad("KECE_POOL %q is not a pool: want one of %s", c.Pool, strings.Join(contracts.Pools(), ", "))
 	}
-	if u, err := url.Parse(c.ControlURL); c.ControlURL == "" || err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		bad("KECE_CONTROL_URL %q must be an http(s) URL such as https://control.example:8443", c.ControlURL)
+	if err := validControlURLs("KECE_CONTROL_URL", c.ControlURL); err != nil {
+		errs = append(errs, err)
 	}
 	if c.CredentialFile == "" || !filepath.IsAbs(c.CredentialFile) {
 		bad("KECE_CREDENTIAL_FILE %q must be an absolute file path (the credential is kept there, mode 0600)", c.CredentialFile)

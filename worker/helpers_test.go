@@ -303,3 +303,9 @@ func eventsFor(t *testing.T, e *controltest.Env, jobID int64) int {
 	require.NoError(t, e.DB.QueryRowContext(context.Background(), `SELECT COUNT(*) FROM judge_settlement_event WHERE job_id = ?`, jobID).Scan(&n))
 	return n
 }
+
+// contextWithTimeout is a context for a node run bounded by the test.
+func contextWithTimeout(t *testing.T, d time.Duration) (context.Context, context.CancelFunc) {
+	t.Helper()
+	return context.WithTimeout(context.Background(), d)
+}

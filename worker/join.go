@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -27,7 +26,8 @@ var ErrAlreadyJoined = errors.New("credential file already exists")
 // node credential, done by `kece-node join` before the node first runs, so
 // the code never has to sit in the node's configuration.
 type JoinConfig struct {
-	// ControlURL is the control plane's base URL.
+	// ControlURL is the control plane's base URL, or several replicas'
+	// separated by commas (ControlURLs).
 	ControlURL string
 	// Pool is the pool the node process will serve; a code of another
 	// pool's node is refused without being spent.
@@ -47,8 +47,8 @@ func (c JoinConfig) Validate() error {
 	if !contracts.ValidPool(c.Pool) {
 		errs = append(errs, fmt.Errorf("--pool %q is not a pool: want one of %s", c.Pool, strings.Join(contracts.Pools(), ", ")))
 	}
-	if u, err := url.Parse(c.ControlURL); c.ControlURL == "" || err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		errs = append(errs, fmt.Errorf("--control-url %q must be an http(s) URL such as https://control.example:8443", c.ControlURL))
+	if err := validControlURLs("--control-url", c.ControlURL); err != nil {
+		errs = append(errs, err)
 	}
 	if strings.TrimSpace(c.Code) == "" {
 		errs = append(errs, errors.New("--code (or --code-file) is required: the one-time join code from 'kecectl node create'"))
@@ -79,7 +79,7 @@ func Join(ctx context.Context, cfg JoinConfig) (Credential, error) {
 	if err := probeWritable(filepath.Dir(cfg.CredentialFile)); err != nil {
 		return Credential{}, err
 	}
-	cl, err := newClient(strings.TrimRight(cfg.ControlURL, "/"), cmp.Or(cfg.RequestTimeout, RequestTimeoutDefault))
+	cl, err := newClient(ControlURLs(cfg.ControlURL), cmp.Or(cfg.RequestTimeout, RequestTimeoutDefault))
 	if err != nil {
 		return Credential{}, err
 	}

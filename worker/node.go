@@ -12,6 +12,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -91,9 +92,12 @@ func New(cfg Config) (*Node, error) {
 		return nil, err
 	}
 	cfg.setDefaults()
-	cl, err := newClient(cfg.ControlURL, cfg.RequestTimeout)
+	cl, err := newClient(ControlURLs(cfg.ControlURL), cfg.RequestTimeout)
 	if err != nil {
 		return nil, err
+	}
+	cl.moved = func(from, to string, err error) {
+		cfg.Logger.Warn("control replica failed; moving to the next one (the session is kept)", "from", from, "to", to, "err", err)
 	}
 	var b [12]byte
 	if _, err := crand.Read(b[:]); err != nil {
@@ -214,7 +218,10 @@ func (n *Node) Run(ctx context.Context) (err error) {
 		n.mu.Lock()
 		n.listenAddr = ln.Addr().String()
 		n.mu.Unlock()
-		srv := &http.Server{Handler: n.Handler(), ReadHeaderTimeout: 5 * time.Second}
+		// Bounded like every control listener: headers in time and size, and
+		// idle connections; the handlers read no bodies.
+		srv := &http.Server{Handler: n.Handler(), ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 10 * time.Second,
+			WriteTimeout: 30 * time.Second, IdleTimeout: time.Minute, MaxHeaderBytes: 16 << 10}
 		go func() { _ = srv.Serve(ln) }()
 		defer srv.Close()
 	}
@@ -410,14 +417,20 @@ func (n *Node) handleCallError(ctx context.Context, err error, token *string, ba
 
 // backoffFor returns the jittered wait before a retry: Retry-After for 429,
 // else the doubling backoff.
+//
+// The doubling backoff (capped at RetryMax, half of it random) applies to
+// network errors, timeouts and 5xx alike; a 429 or 503 that carries
+// Retry-After is never retried sooner than it says (a database outage
+// answers 503 with Retry-After: the fleet waits instead of hammering).
 func (n *Node) backoffFor(err error, backoff *time.Duration) time.Duration {
-	var ae *APIError
-	if errors.As(err, &ae) && ae.Status == http.StatusTooManyRequests && ae.RetryAfter > 0 {
-		return ae.RetryAfter + jitter(ae.RetryAfter/4)
-	}
 	d := *backoff
 	*backoff = min(*backoff*2, n.cfg.RetryMax)
-	return d/2 + jitter(d/2)
+	d = d/2 + jitter(d/2)
+	var ae *APIError
+	if errors.As(err, &ae) && (ae.Status == http.StatusTooManyRequests || ae.Status == http.StatusServiceUnavailable) && ae.RetryAfter > 0 {
+		d = max(d, ae.RetryAfter+jitter(ae.RetryAfter/4))
+	}
+	return d
 }
 
 func jitter(d time.Duration) time.Duration {
@@ -457,12 +470,20 @@ func (n *Node) sleep(ctx context.Context, d time.Duration) bool {
 // tests and a demo) that share a Docker host or judge MySQL from cleaning up
 // each other's live work. It is stable across restarts as long as
 // KECE_CONTROL_URL names the same host:port.
+//
+// With several replicas the hash covers their sorted host:port list, so
+// the order they are listed in does not matter (one URL hashes as before).
 func ExecutorNodeID(controlURL, nodeID string) string {
-	host := controlURL
-	if u, err := url.Parse(controlURL); err == nil && u.Host != "" {
-		host = u.Host
+	var hosts []string
+	for _, s := range ControlURLs(controlURL) {
+		host := s
+		if u, err := url.Parse(s); err == nil && u.Host != "" {
+			host = u.Host
+		}
+		hosts = append(hosts, strings.ToLower(host))
 	}
-	sum := sha256.Sum256([]byte(strings.ToLower(host)))
+	slices.Sort(hosts)
+	sum := sha256.Sum256([]byte(strings.Join(hosts, ",")))
 	return nodeID + "@" + hex.EncodeToString(sum[:4])
 }
 

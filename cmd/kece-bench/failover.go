@@ -10,7 +10,6 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -85,7 +84,7 @@ func runFailover(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 5 * time.Second}
+	hs := httpapi.NewHTTPServer(srv.Handler())
 	go func() { _ = hs.Serve(ln) }()
 	defer hs.Close()
 	url := "http://" + ln.Addr().String()

@@ -7,6 +7,7 @@
 //	kece-bench burst [flags]       capacity report: a burst of n submissions on real nodes vs C/T
 //	kece-bench footprint [flags]   memory with 100k queued jobs and claim latency with that backlog
 //	kece-bench timing [flags]      CPU-time verdicts vs burners' own clocks (contradictions, error)
+//	kece-bench chaos [flags]       seeded faults on a fleet (kills, freezes, DB restarts, dropped answers); -galera: Galera node kill
 //	kece-bench all                 every benchmark with default flags
 package main
 
@@ -27,7 +28,7 @@ type command struct {
 }
 
 // byHand are not part of `all`: minutes long, they run the whole fleet.
-var byHand = map[string]bool{"burst": true, "footprint": true}
+var byHand = map[string]bool{"burst": true, "footprint": true, "chaos": true}
 
 func commands() []command {
 	return []command{
@@ -37,6 +38,7 @@ func commands() []command {
 		{"pickup", "claim long-poll pickup latency, same vs cross replica, against the ready-claim floor", runPickup},
 		{"burst", "capacity report: n submissions at once through the business API on real nodes, completions/s vs C/T", runBurst},
 		{"footprint", "control RSS idle and with 100k queued, claim latency with that backlog vs empty, node RSS idle per pool", runFootprint},
+		{"chaos", "faults on a running fleet (or -galera: a killed cluster node): lost, duplicated, stuck, wrong, reconcile violations, recovery", runChaos},
 		{"timing", "CPU-time verdicts at 90-110 % of the limit vs the burners' own clocks, quiet and loaded", runTiming},
 	}
 }

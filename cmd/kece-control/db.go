@@ -1,9 +1,12 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"fmt"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/go-sql-driver/mysql"
@@ -17,10 +20,38 @@ func dbFlags(fs *settings.FlagSet) *string {
 	return fs.Secret("mysql-dsn", "KECE_MYSQL_DSN", "KECE_MYSQL_DSN_FILE", "control database DSN (user:password@tcp(host:port)/database)")
 }
 
+// Database session bounds, applied unless the DSN sets the same parameter.
+// The client-side ones keep a replica from waiting forever on a database
+// that stopped answering; the server-side ones keep a replica that stopped
+// (frozen, paused, partitioned) in the middle of a transaction from holding
+// its row locks — a host group's, a node's — for longer than idleTx: the
+// server ends such a transaction (MariaDB: idle_transaction_timeout; MySQL 8,
+// which lacks it: wait_timeout, which also closes idle pooled connections,
+// so the pool retires them sooner), and a transaction waiting on a lock gives
+// up after lockWait (innodb_lock_wait_timeout, both) and is retried by the
+// store. Nothing in KECE keeps a transaction open while it waits for
+// anything but the database, so the bounds never cut healthy work.
+const (
+	dbDialTimeoutDefault = 5 * time.Second
+	dbIOTimeoutDefault   = 30 * time.Second
+	dbIdleTxDefault      = 10 * time.Second
+	dbLockWaitDefault    = 10 * time.Second
+)
+
+// dbLimits are the server-side bounds (tests shorten them).
+type dbLimits struct {
+	idleTx, lockWait time.Duration
+}
+
 // openDB opens the control database with the session settings the store
-// relies on (UTC clock, parsed times) and checks it answers. A missing or
-// malformed DSN is a settings error naming where it came from.
+// relies on (UTC clock, parsed times) and the bounds above, and checks it
+// answers. A missing or malformed DSN is a settings error naming where it
+// came from.
 func openDB(ctx context.Context, fs *settings.FlagSet, dsn string, maxConns int) (*sql.DB, error) {
+	return openDBWith(ctx, fs, dsn, maxConns, dbLimits{idleTx: dbIdleTxDefault, lockWait: dbLockWaitDefault})
+}
+
+func openDBWith(ctx context.Context, fs *settings.FlagSet, dsn string, maxConns int, lim dbLimits) (*sql.DB, error) {
 	src := fs.Source("mysql-dsn")
 	if fs.Lookup("mysql-dsn-file").Value.String() != "" {
 		src = fs.Source("mysql-dsn-file")
@@ -44,6 +75,25 @@ func openDB(ctx context.Context, fs *settings.FlagSet, dsn string, maxConns int)
 		cfg.Params = map[string]string{}
 	}
 	cfg.Params["time_zone"] = "'+00:00'"
+	cfg.Timeout = cmp.Or(cfg.Timeout, dbDialTimeoutDefault)
+	cfg.ReadTimeout = cmp.Or(cfg.ReadTimeout, dbIOTimeoutDefault)
+	cfg.WriteTimeout = cmp.Or(cfg.WriteTimeout, dbIOTimeoutDefault)
+	// Which server decides which idle-transaction bound exists; ask first.
+	mariadb, err := isMariaDB(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("database %s@%s unreachable: %w", cfg.DBName, cfg.Addr, err)
+	}
+	setDefault := func(k string, d time.Duration) {
+		if _, ok := cfg.Params[k]; !ok {
+			cfg.Params[k] = strconv.Itoa(max(1, int(d.Round(time.Second)/time.Second)))
+		}
+	}
+	setDefault("innodb_lock_wait_timeout", lim.lockWait)
+	if mariadb {
+		setDefault("idle_transaction_timeout", lim.idleTx)
+	} else {
+		setDefault("wait_timeout", lim.idleTx)
+	}
 	db, err := sql.Open("mysql", cfg.FormatDSN())
 	if err != nil {
 		return nil, err
@@ -51,6 +101,10 @@ func openDB(ctx context.Context, fs *settings.FlagSet, dsn string, maxConns int)
 	db.SetMaxOpenConns(maxConns)
 	db.SetMaxIdleConns(maxConns)
 	db.SetConnMaxLifetime(30 * time.Minute)
+	if !mariadb {
+		// wait_timeout closes idle connections too: retire them first.
+		db.SetConnMaxIdleTime(lim.idleTx / 2)
+	}
 	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	if err := db.PingContext(pctx); err != nil {
@@ -58,4 +112,20 @@ func openDB(ctx context.Context, fs *settings.FlagSet, dsn string, maxConns int)
 		return nil, fmt.Errorf("database %s@%s unreachable: %w", cfg.DBName, cfg.Addr, err)
 	}
 	return db, nil
+}
+
+// isMariaDB asks the server what it is, on a connection of its own.
+func isMariaDB(ctx context.Context, cfg *mysql.Config) (bool, error) {
+	db, err := sql.Open("mysql", cfg.FormatDSN())
+	if err != nil {
+		return false, err
+	}
+	defer db.Close()
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	var v string
+	if err := db.QueryRowContext(ctx, `SELECT VERSION()`).Scan(&v); err != nil {
+		return false, err
+	}
+	return strings.Contains(strings.ToLower(v), "mariadb"), nil
 }

@@ -157,7 +157,7 @@ func serve(ctx context.Context, args []string, cio cmdIO) error {
 	}
 	var sender *webhook.Sender
 	if hookCfg != nil {
-		hookCfg.Observer = mets
+		hookCfg.Observer, hookCfg.Outage = mets, srv.Outage()
 		if sender, err = webhook.New(*hookCfg, srv.Store(), log); err != nil {
 			return settings.Errorf(fs.Source("webhook-url"), "%v", err)
 		}
@@ -166,7 +166,7 @@ func serve(ctx context.Context, args []string, cio cmdIO) error {
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}
-	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
+	hs := httpapi.NewHTTPServer(srv.Handler())
 	// The process is a group of goroutines that run until a signal ends ctx
 	// or one of them fails; either way the group's context ends and the
 	// shutdown goroutine stops the rest in order: long-polls, then the HTTP
@@ -185,7 +185,7 @@ func serve(ctx context.Context, args []string, cio cmdIO) error {
 		}
 		mux := http.NewServeMux()
 		mux.Handle("GET /metrics", mets.Handler())
-		ms = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+		ms = httpapi.NewHTTPServer(mux)
 		g.Go(func() error { return serveHTTP("metrics server", ms, mln) })
 		log.Info("metrics on a separate listener", "metrics_listen", mln.Addr().String())
 	}

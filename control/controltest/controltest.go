@@ -32,6 +32,9 @@ type Options struct {
 	// Logger, when set, receives the replica's logs (tests of the log
 	// format read them); otherwise they are discarded unless -v.
 	Logger *slog.Logger
+	// Mount, when set, mounts extra handlers (Server.Mount) before the
+	// server starts.
+	Mount func(*httpapi.Server)
 }
 
 // Env is one running control plane.
@@ -87,7 +90,14 @@ func start(t testing.TB, db *sql.DB, dsn string, opts Options, arts *artifact.St
 	must(t, err)
 	done := make(chan struct{})
 	go func() { defer close(done); srv.Run(ctx) }()
-	hs := httptest.NewServer(srv.Handler())
+	if opts.Mount != nil {
+		opts.Mount(srv)
+	}
+	// The listener kece-control uses (header bounds included).
+	h := srv.Handler()
+	hs := httptest.NewUnstartedServer(h)
+	hs.Config = httpapi.NewHTTPServer(h)
+	hs.Start()
 	t.Cleanup(func() { hs.Close(); cancel(); <-done })
 	e := &Env{T: t, Ctx: ctx, DB: db, DSN: dsn, Store: srv.Store(), Artifacts: arts, Server: srv, HTTP: hs, URL: hs.URL, opts: opts, seq: seq}
 	e.Admin, err = st.CreateToken(ctx, store.TokenAdmin, fmt.Sprintf("admin-%d", seq.Add(1)))

@@ -224,9 +224,19 @@ func TestEnqueueIdempotencyKeyConcurrent(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			r, err := c.EnqueueSubmissionWithResponse(ctx, key("race-2"), body(fmt.Sprintf("r-%d", i), "class A{}"))
+			// Half the racers name one submission with different sources:
+			// they too must be refused by the key, never as a conflict
+			// with the winner's submission.
+			id, src := fmt.Sprintf("r-%d", i), "class A{}"
+			if i%2 == 0 {
+				id, src = "r-same", fmt.Sprintf("class A%d{}", i)
+			}
+			r, err := c.EnqueueSubmissionWithResponse(ctx, key("race-2"), body(id, src))
 			if err == nil {
 				statuses[i] = r.StatusCode()
+				if r.JSON409 != nil && r.JSON409.Code != businessapi.ErrorCodeIdempotencyKeyReused {
+					statuses[i] = -1 // shows as a mismatch below
+				}
 			}
 		}()
 	}

@@ -34,6 +34,8 @@ const (
 	codeRateLimited              = "RATE_LIMITED"
 	codeInternal                 = "INTERNAL"
 	codeUnavailable              = "UNAVAILABLE"
+	codeMethodNotAllowed         = "METHOD_NOT_ALLOWED"
+	codeRequestTimeout           = "REQUEST_TIMEOUT"
 	codeUnauthenticated          = "UNAUTHENTICATED"
 	codeTokenExpired             = "TOKEN_EXPIRED"
 	codeHostGroupNotFound        = "HOST_GROUP_NOT_FOUND"
@@ -108,6 +110,8 @@ var errorCodes = map[string]surfaceSet{
 	codeRateLimited:              onMachine | onAdmin | onBusiness,
 	codeInternal:                 onMachine | onAdmin | onBusiness,
 	codeUnavailable:              onMachine | onAdmin | onBusiness,
+	codeMethodNotAllowed:         onMachine | onAdmin | onBusiness,
+	codeRequestTimeout:           onMachine | onAdmin | onBusiness,
 	codeUnauthenticated:          onAdmin | onBusiness,
 	codeTokenExpired:             onAdmin | onBusiness,
 	codeHostGroupNotFound:        onAdmin,

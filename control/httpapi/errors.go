@@ -9,6 +9,7 @@ import (
 	"strconv"
 
 	"github.com/kece-oj/kece/artifact"
+	"github.com/kece-oj/kece/control/outage"
 	"github.com/kece-oj/kece/control/store"
 )
 
@@ -121,11 +122,30 @@ func classify(err error, sf surface) *Error {
 	return &Error{Status: http.StatusInternalServerError, Code: codeInternal, Message: "internal error", cause: err}
 }
 
+type outageKey struct{}
+
+func outageFrom(ctx context.Context) *outage.Tracker {
+	t, _ := ctx.Value(outageKey{}).(*outage.Tracker)
+	return t
+}
+
 // writeError writes the JSON error body. 5xx causes are logged, never sent.
 func writeError(w http.ResponseWriter, r *http.Request, log *slog.Logger, err error, sf surface) {
 	e := classify(err, sf)
+	if bodyTimedOut(r.Context()) {
+		// Whichever layer read the body (validator, decoder, upload) saw
+		// its deadline pass: say so, and drop the connection.
+		e = apiErr(http.StatusRequestTimeout, codeRequestTimeout, errors.New("the request body did not arrive in time"))
+		w.Header().Set("Connection", "close")
+	}
 	noteError(r.Context(), e.Code)
-	if e.Status >= 500 {
+	switch {
+	case e.Code == codeUnavailable:
+		// An outage is logged once by the replica's tracker, not per request.
+		if t := outageFrom(r.Context()); t == nil || !t.Failed(r.Method+" "+r.URL.Path, err) {
+			log.WarnContext(r.Context(), "request answered 503", "method", r.Method, "path", r.URL.Path, "code", e.Code, "err", err)
+		}
+	case e.Status >= 500:
 		log.ErrorContext(r.Context(), "request failed", "method", r.Method, "path", r.URL.Path, "code", e.Code, "err", err)
 	}
 	body := map[string]any{"code": e.Code, "message": e.Message}

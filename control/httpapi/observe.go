@@ -76,7 +76,7 @@ func (s *Server) route(r *http.Request) (string, string) {
 	case p == "/docs" || strings.HasPrefix(p, "/docs/"):
 		return surface, "/docs/"
 	default:
-		return surface, routeUnmatched
+		mux = s.extra // handlers mounted by other packages (Mount)
 	}
 	if mux == nil {
 		return surface, routeUnmatched
@@ -85,7 +85,7 @@ func (s *Server) route(r *http.Request) (string, string) {
 	if _, path, ok := strings.Cut(pattern, " "); ok {
 		pattern = path
 	}
-	if pattern == "" {
+	if pattern == "" || pattern == "/" {
 		pattern = routeUnmatched
 	}
 	return surface, pattern
@@ -106,6 +106,7 @@ func (s *Server) observed(next http.Handler) http.Handler {
 		ctx := telemetry.WithRequestID(r.Context(), id)
 		ctx = context.WithValue(ctx, accessKey{}, ai)
 		ctx = metrics.WithRequestInfo(ctx)
+		ctx = context.WithValue(ctx, outageKey{}, s.outage)
 		r = r.WithContext(ctx)
 		surface, route := s.route(r)
 		rec := &statusRecorder{ResponseWriter: w, status: http.StatusOK}
@@ -127,7 +128,8 @@ func (s *Server) observed(next http.Handler) http.Handler {
 		}
 		ai.mu.Unlock()
 		level := slog.LevelInfo
-		if rec.status >= 500 {
+		// 503s of a database outage are summed up by the outage tracker.
+		if rec.status >= 500 && !(rec.status == http.StatusServiceUnavailable && s.outage.Down()) {
 			level = slog.LevelWarn
 		}
 		s.log.LogAttrs(ctx, level, "http request", attrs...)

@@ -6,6 +6,7 @@
 package httpapi
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -26,6 +27,7 @@ import (
 	"github.com/kece-oj/kece/control/longpoll"
 	"github.com/kece-oj/kece/control/maintenance"
 	"github.com/kece-oj/kece/control/metrics"
+	"github.com/kece-oj/kece/control/outage"
 	"github.com/kece-oj/kece/control/probe"
 	"github.com/kece-oj/kece/control/store"
 	"github.com/kece-oj/kece/telemetry"
@@ -45,12 +47,21 @@ const (
 
 // Config tunes the HTTP layer.
 type Config struct {
-	ClaimWaitMax       time.Duration
-	HeartbeatInterval  time.Duration
-	RenewInterval      time.Duration
-	ReapInterval       time.Duration
+	ClaimWaitMax      time.Duration
+	HeartbeatInterval time.Duration
+	RenewInterval     time.Duration
+	ReapInterval      time.Duration
+	// SignalPollInterval is how often waiting claims read the cross-replica
+	// pool signal; SettlePollInterval how often waiting status reads ask
+	// which of their jobs settled on another replica.
 	SignalPollInterval time.Duration
+	SettlePollInterval time.Duration
 	MaxBodyBytes       int64
+	// BodyReadTimeout, WriteTimeout and BodyMinRate bound slow clients per
+	// request (deadlines.go).
+	BodyReadTimeout time.Duration
+	WriteTimeout    time.Duration
+	BodyMinRate     int64
 	// Probe is the SSRF allowlist for probing node addresses (admin API).
 	// The zero value allows nothing: every probe is ADDRESS_NOT_ALLOWED.
 	Probe probe.Config
@@ -80,11 +91,15 @@ func (c *Config) setDefaults() {
 		c.ReapInterval = ReapIntervalDefault
 	}
 	if c.SignalPollInterval == 0 {
-		c.SignalPollInterval = longpoll.PollIntervalDefault
+		c.SignalPollInterval = longpoll.SignalPollIntervalDefault
 	}
+	c.SettlePollInterval = cmp.Or(c.SettlePollInterval, longpoll.SettlePollIntervalDefault)
 	if c.MaxBodyBytes == 0 {
 		c.MaxBodyBytes = MaxBodyBytesDefault
 	}
+	c.BodyReadTimeout = cmp.Or(c.BodyReadTimeout, BodyReadTimeoutDefault)
+	c.WriteTimeout = cmp.Or(c.WriteTimeout, WriteTimeoutDefault)
+	c.BodyMinRate = cmp.Or(c.BodyMinRate, BodyMinRateDefault)
 }
 
 // Validate refuses nonsensical settings.
@@ -100,6 +115,10 @@ func (c Config) Validate() error {
 		return fmt.Errorf("http config: reap interval %s is below 10ms", c.ReapInterval)
 	case c.MaxBodyBytes < 64<<10:
 		return fmt.Errorf("http config: max body %d is below 64 KiB", c.MaxBodyBytes)
+	case c.BodyReadTimeout < 10*time.Millisecond || c.WriteTimeout < 10*time.Millisecond:
+		return fmt.Errorf("http config: body read timeout %s and write timeout %s must be at least 10ms", c.BodyReadTimeout, c.WriteTimeout)
+	case c.BodyMinRate < 1<<10:
+		return fmt.Errorf("http config: body min rate %d B/s is below 1 KiB/s", c.BodyMinRate)
 	}
 	if err := c.Probe.Validate(); err != nil {
 		return fmt.Errorf("http config: %w", err)
@@ -117,8 +136,10 @@ type Server struct {
 	settlements *longpoll.Settlements
 	// maintainer reaps expired leases and purges old idempotency keys.
 	maintainer *maintenance.Maintainer
-	log        *slog.Logger
-	manifests  *wireManifests
+	// outage logs a database outage once and its end once.
+	outage    *outage.Tracker
+	log       *slog.Logger
+	manifests *wireManifests
 
 	// internal is the machine protocol's mux; tests add routes to prove the
 	// default-deny middleware covers handlers it does not know.
@@ -131,8 +152,23 @@ type Server struct {
 	metrics               *metrics.Metrics
 	apiDocs               []apiDoc
 
+	// extra holds handlers mounted by other packages (Mount); nil until
+	// the first Mount.
+	extra *http.ServeMux
+
 	closing   chan struct{}
 	closeOnce sync.Once
+}
+
+// Mount serves h for pattern (an http.ServeMux pattern outside the API
+// prefixes, such as "/console/" or "GET /status") beside the APIs, with the
+// same request ids, metrics, access log, slow-client bounds and JSON 404/405
+// answers. Call it before Handler.
+func (s *Server) Mount(pattern string, h http.Handler) {
+	if s.extra == nil {
+		s.extra = http.NewServeMux()
+	}
+	s.extra.Handle(pattern, h)
 }
 
 // StopLongPolls makes waiting claims answer (empty) at once; call it before
@@ -158,8 +194,8 @@ func New(cfg Config, st *store.Store, arts *artifact.Store, log *slog.Logger) (*
 		m = metrics.New(telemetry.NewRegistry("control"), st, mc)
 	}
 	s := &Server{cfg: cfg, store: st.WithNotifier(hub).WithObserver(m), artifacts: arts, hub: hub,
-		settlements: longpoll.NewSettlements(), log: log, manifests: newWireManifests(), closing: make(chan struct{}), metrics: m}
-	mt, err := maintenance.New(s.store, maintenance.Config{ReapInterval: cfg.ReapInterval}, log)
+		settlements: longpoll.NewSettlements(), outage: outage.New(log), log: log, manifests: newWireManifests(), closing: make(chan struct{}), metrics: m}
+	mt, err := maintenance.New(s.store, maintenance.Config{ReapInterval: cfg.ReapInterval, Outage: s.outage}, log)
 	if err != nil {
 		return nil, fmt.Errorf("http config: %w", err)
 	}
@@ -194,6 +230,10 @@ func (s *Server) StatusWaitsForTest() int { return s.settlements.Waiting() }
 // Store returns the server's store (with this replica's notifier).
 func (s *Server) Store() *store.Store { return s.store }
 
+// Outage is the replica's database outage tracker, for background work that
+// shares the replica's database (the webhook sender).
+func (s *Server) Outage() *outage.Tracker { return s.outage }
+
 // Metrics returns the replica's collectors.
 func (s *Server) Metrics() *metrics.Metrics { return s.metrics }
 
@@ -209,9 +249,10 @@ func (s *Server) Handler() http.Handler {
 	if s.apiDocs != nil {
 		mountAPIDocs(root, s.apiDocs)
 	}
-	root.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
+	root.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		if err := s.store.DB().PingContext(r.Context()); err != nil {
-			http.Error(w, "database unreachable", http.StatusServiceUnavailable)
+			writeError(w, r, s.log, &Error{Status: http.StatusServiceUnavailable, Code: codeUnavailable,
+				Message: "database unreachable", RetryAfter: 1, cause: store.Classify(err)}, surfaceBusiness)
 			return
 		}
 		_, _ = w.Write([]byte("ok\n"))
@@ -219,7 +260,55 @@ func (s *Server) Handler() http.Handler {
 	if !s.cfg.MetricsElsewhere {
 		root.Handle("GET /metrics", s.metrics.Handler())
 	}
-	return s.observed(root)
+	if s.extra != nil {
+		root.Handle("/", s.extra)
+		s.extra.Handle("/", s.unrouted(root))
+	} else {
+		root.Handle("/", s.unrouted(root))
+	}
+	return s.observed(s.paced(root))
+}
+
+// unrouted answers what no route serves, in JSON like every API error: 405
+// METHOD_NOT_ALLOWED (with Allow) when the path is served for other methods,
+// else 404 NOT_FOUND.
+func (s *Server) unrouted(root *http.ServeMux) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		allow := allowed(r, func(probe *http.Request) bool { return s.routed(root, probe) })
+		if len(allow) > 0 {
+			w.Header().Set("Allow", strings.Join(allow, ", "))
+			writeError(w, r, s.log, apiErr(http.StatusMethodNotAllowed, codeMethodNotAllowed,
+				fmt.Errorf("%s is not served for %s (allowed: %s)", r.URL.Path, r.Method, strings.Join(allow, ", "))), surfaceBusiness)
+			return
+		}
+		writeError(w, r, s.log, apiErr(http.StatusNotFound, codeNotFound, fmt.Errorf("no such path: %s", r.URL.Path)), surfaceBusiness)
+	})
+}
+
+// allowed lists the other methods for which served(r with that method) holds.
+func allowed(r *http.Request, served func(*http.Request) bool) []string {
+	var out []string
+	for _, m := range []string{http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete} {
+		probe := r.Clone(r.Context())
+		probe.Method = m
+		if m != r.Method && served(probe) {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// routed reports whether a handler other than the fallback serves r.
+func (s *Server) routed(root *http.ServeMux, r *http.Request) bool {
+	_, pattern := root.Handler(r)
+	if pattern != "/" {
+		return pattern != ""
+	}
+	if s.extra == nil {
+		return false
+	}
+	_, pattern = s.extra.Handler(r)
+	return pattern != "" && pattern != "/"
 }
 
 // Run runs the replica's background work until ctx ends, each part owned by
@@ -229,10 +318,27 @@ func (s *Server) Handler() http.Handler {
 // at once.
 func (s *Server) Run(ctx context.Context) {
 	var g errgroup.Group
-	g.Go(func() error { s.hub.Run(ctx, s.store, s.cfg.SignalPollInterval, s.log); return nil })
-	g.Go(func() error { s.settlements.Run(ctx, s.store, s.cfg.SignalPollInterval, s.log); return nil })
+	g.Go(func() error {
+		s.hub.Run(ctx, s.store, s.cfg.SignalPollInterval, s.backgroundError("long-poll: reading pool signals"))
+		return nil
+	})
+	g.Go(func() error {
+		s.settlements.Run(ctx, s.store, s.cfg.SettlePollInterval, s.backgroundError("status waits: reading settled jobs"))
+		return nil
+	})
+	g.Go(func() error { s.outage.Run(ctx, s.store.DB().PingContext, 0); return nil })
 	g.Go(func() error { s.maintainer.Run(ctx); return nil })
 	_ = g.Wait()
+}
+
+// backgroundError reports a failed background pass: an outage to the
+// tracker (logged once), anything else at WARN.
+func (s *Server) backgroundError(op string) func(error) {
+	return func(err error) {
+		if !s.outage.Failed(op, err) {
+			s.log.Warn(op+" failed", "err", err)
+		}
+	}
 }
 
 // bounded caps request bodies before anything reads them (413 on overflow).
@@ -287,14 +393,21 @@ func (s *Server) validated(next http.Handler, spec specFunc, sf surface) http.Ha
 				status, code = http.StatusRequestEntityTooLarge, codePayloadTooLarge
 			case status == http.StatusNotFound:
 				code = codeNotFound
+				// The validator does not tell an unknown path from a known
+				// one with another method; the surface's mux does.
+				if mux, ok := next.(*http.ServeMux); ok {
+					if allow := allowed(r, func(p *http.Request) bool { _, pat := mux.Handler(p); return pat != "" }); len(allow) > 0 {
+						status, code = http.StatusMethodNotAllowed, codeMethodNotAllowed
+						w.Header().Set("Allow", strings.Join(allow, ", "))
+					}
+				}
 			case status == http.StatusUnauthorized || status == http.StatusForbidden:
 				status, code = http.StatusUnauthorized, codeUnauthenticated
 				if sf == surfaceMachine {
 					code = codeSessionInvalid
 				}
 			case status == http.StatusMethodNotAllowed:
-				code = codeNotFound
-				status = http.StatusNotFound
+				code = codeMethodNotAllowed
 			default:
 				status = http.StatusBadRequest
 			}

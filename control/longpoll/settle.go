@@ -2,7 +2,6 @@ package longpoll
 
 import (
 	"context"
-	"log/slog"
 	"maps"
 	"slices"
 	"sync"
@@ -86,9 +85,9 @@ func (s *Settlements) waited() []int64 {
 
 // Run asks src every interval which waited-on jobs have settled and wakes
 // their waiters, until ctx ends. It reads nothing while nobody waits.
-func (s *Settlements) Run(ctx context.Context, src SettledSource, interval time.Duration, log *slog.Logger) {
+func (s *Settlements) Run(ctx context.Context, src SettledSource, interval time.Duration, failed func(error)) {
 	if interval <= 0 {
-		interval = PollIntervalDefault
+		interval = SettlePollIntervalDefault
 	}
 	t := time.NewTicker(interval)
 	defer t.Stop()
@@ -105,7 +104,7 @@ func (s *Settlements) Run(ctx context.Context, src SettledSource, interval time.
 		done, err := src.SettledJobs(ctx, ids)
 		if err != nil {
 			if ctx.Err() == nil {
-				log.Warn("status waits: reading settled jobs failed", "err", err)
+				failed(err)
 			}
 			continue
 		}

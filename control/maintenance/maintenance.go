@@ -18,6 +18,7 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
+	"github.com/kece-oj/kece/control/outage"
 	"github.com/kece-oj/kece/control/store"
 )
 
@@ -37,6 +38,9 @@ type Config struct {
 	ReapInterval      time.Duration
 	PurgeInterval     time.Duration
 	IdempotencyKeyTTL time.Duration
+	// Outage, when set, is the replica's outage tracker: a pass that fails
+	// because the database is unreachable is logged there, once per outage.
+	Outage *outage.Tracker
 }
 
 func (c Config) withDefaults() Config {
@@ -143,17 +147,25 @@ func (m *Maintainer) every(ctx context.Context, d time.Duration, pass func(conte
 	}
 }
 
+// failed logs a failed pass: an outage once through the tracker, anything
+// else at WARN.
+func (m *Maintainer) failed(op string, err error) {
+	if m.cfg.Outage == nil || !m.cfg.Outage.Failed(op, err) {
+		m.log.Warn(op+" failed", "err", err)
+	}
+}
+
 func (m *Maintainer) reap(ctx context.Context) {
 	st, err := m.store.Reap(ctx)
 	if err != nil && ctx.Err() == nil {
-		m.log.Warn("reaper pass failed", "err", err)
+		m.failed("reaper pass", err)
 	}
 	if st.Requeued+st.Failed > 0 {
 		m.log.Info("reaped expired leases", "requeued", st.Requeued, "failed", st.Failed)
 	}
 	dx, derr := m.store.ExpireDrainDeadlines(ctx)
 	if derr != nil && ctx.Err() == nil {
-		m.log.Warn("drain deadline pass failed", "err", derr)
+		m.failed("drain deadline pass", derr)
 	}
 	if dx.Nodes > 0 {
 		m.log.Info("drain deadline passed: leases requeued, nodes disabled", "nodes", dx.Nodes, "requeued", dx.Requeued)
@@ -169,7 +181,7 @@ func (m *Maintainer) reap(ctx context.Context) {
 func (m *Maintainer) purge(ctx context.Context) {
 	n, err := m.store.PurgeIdempotencyKeys(ctx, m.cfg.IdempotencyKeyTTL)
 	if err != nil && ctx.Err() == nil {
-		m.log.Warn("purging idempotency keys failed", "err", err)
+		m.failed("purging idempotency keys", err)
 	} else if n > 0 {
 		m.log.Info("purged idempotency keys", "count", n)
 	}

@@ -6,7 +6,6 @@ import (
 	"database/sql"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"time"
 )
@@ -17,10 +16,6 @@ var ErrIdempotencyKeyReused error = &ConflictError{Reason: "idempotency key was 
 
 // MaxIdempotencyKeyLen is the longest accepted Idempotency-Key.
 const MaxIdempotencyKeyLen = 128
-
-// errKeyRace: a concurrent request with the same key committed first; the
-// transaction is rolled back and run again, and then finds that key.
-var errKeyRace = errors.New("idempotency key inserted concurrently")
 
 func validIdempotencyKey(key string) bool {
 	if len(key) == 0 || len(key) > MaxIdempotencyKeyLen {
@@ -52,6 +47,13 @@ func idempotencyDigest(req EnqueueRequest) (string, error) {
 // same job back, whatever the submission has become since; the same key with
 // a different body is ErrIdempotencyKeyReused and writes nothing. An empty
 // key is plain Enqueue.
+//
+// The key row is the first lock the transaction takes (key → pointer → job;
+// no other path locks keys), so concurrent requests with one key are
+// serialised on the key before any of them looks at the submission: the
+// loser always sees the winner's key and answers by the key (the same job,
+// or ErrIdempotencyKeyReused), never by the state the winner left on the
+// submission (which would be a timing-dependent ErrConflict).
 func (s *Store) enqueueIdempotent(ctx context.Context, tokenID int64, key string, req EnqueueRequest) (EnqueueResult, error) {
 	if key == "" {
 		return s.Enqueue(ctx, req)
@@ -67,58 +69,55 @@ func (s *Store) enqueueIdempotent(ctx context.Context, tokenID int64, key string
 	if err != nil {
 		return EnqueueResult{}, err
 	}
-	// Two rounds suffice: a lost race on the key row means the key is
-	// committed and the second round reads it.
-	for round := 0; ; round++ {
-		var res EnqueueResult
-		err := s.inTx(ctx, func(tx *sql.Tx) error {
-			var have string
-			var jobID int64
-			err := tx.QueryRowContext(ctx,
-				`SELECT request_digest, job_id FROM judge_idempotency_key WHERE token_id = ? AND idem_key = ?`,
-				tokenID, key).Scan(&have, &jobID)
-			if err == nil {
-				if have != reqDigest {
-					return fmt.Errorf("idempotency key %q: %w", key, ErrIdempotencyKeyReused)
-				}
-				res = EnqueueResult{JobID: jobID}
-				if err := tx.QueryRowContext(ctx, `SELECT generation, state FROM judge_job WHERE id = ?`, jobID).
-					Scan(&res.Generation, &res.State); err != nil {
-					return fmt.Errorf("store: idempotent enqueue: job %d: %w", jobID, err)
-				}
-				return nil
+	var res EnqueueResult
+	err = s.inTx(ctx, func(tx *sql.Tx) error {
+		res = EnqueueResult{}
+		// Claim the key: inserted with job 0 (a committed key never has
+		// job 0) or, when it exists, locked. A request racing on this key
+		// waits here until this transaction commits or rolls back.
+		if _, err := tx.ExecContext(ctx,
+			`INSERT INTO judge_idempotency_key (token_id, idem_key, request_digest, job_id) VALUES (?, ?, ?, 0)
+			 ON DUPLICATE KEY UPDATE job_id = job_id`, tokenID, key, reqDigest); err != nil {
+			return fmt.Errorf("store: idempotent enqueue: key: %w", err)
+		}
+		var have string
+		var jobID int64
+		if err := tx.QueryRowContext(ctx,
+			`SELECT request_digest, job_id FROM judge_idempotency_key WHERE token_id = ? AND idem_key = ? FOR UPDATE`,
+			tokenID, key).Scan(&have, &jobID); err != nil {
+			return fmt.Errorf("store: idempotent enqueue: key: %w", err)
+		}
+		if jobID != 0 {
+			if have != reqDigest {
+				return fmt.Errorf("idempotency key %q: %w", key, ErrIdempotencyKeyReused)
 			}
-			if !errors.Is(err, sql.ErrNoRows) {
-				return fmt.Errorf("store: idempotent enqueue: %w", err)
-			}
-			res, err = s.enqueueLocked(ctx, tx, req, pool, snapshot, digest)
-			if err != nil {
-				return err
-			}
-			// Taken last, after pointer and job: a concurrent request with
-			// this key waits here and then fails with a duplicate.
-			_, err = tx.ExecContext(ctx,
-				`INSERT INTO judge_idempotency_key (token_id, idem_key, request_digest, job_id) VALUES (?, ?, ?, ?)`,
-				tokenID, key, reqDigest, res.JobID)
-			if isDuplicate(err) {
-				return errKeyRace
-			}
-			if err != nil {
-				return fmt.Errorf("store: idempotent enqueue: key: %w", err)
+			res = EnqueueResult{JobID: jobID}
+			if err := tx.QueryRowContext(ctx, `SELECT generation, state FROM judge_job WHERE id = ?`, jobID).
+				Scan(&res.Generation, &res.State); err != nil {
+				return fmt.Errorf("store: idempotent enqueue: job %d: %w", jobID, err)
 			}
 			return nil
-		})
-		if errors.Is(err, errKeyRace) && round < 2 {
-			continue
 		}
+		// This transaction inserted the key: enqueue and record the job. A
+		// refusal (conflict with the submission) rolls the key back too.
+		res, err = s.enqueueLocked(ctx, tx, req, pool, snapshot, digest)
 		if err != nil {
-			return EnqueueResult{}, err
+			return err
 		}
-		if res.Created {
-			s.notifyJobs(pool, 1)
+		if _, err := tx.ExecContext(ctx,
+			`UPDATE judge_idempotency_key SET job_id = ? WHERE token_id = ? AND idem_key = ?`,
+			res.JobID, tokenID, key); err != nil {
+			return fmt.Errorf("store: idempotent enqueue: key: %w", err)
 		}
-		return res, nil
+		return nil
+	})
+	if err != nil {
+		return EnqueueResult{}, err
 	}
+	if res.Created {
+		s.notifyJobs(pool, 1)
+	}
+	return res, nil
 }
 
 // bulkDigestPrefix keeps a bulk request's digest apart from any single
@@ -145,69 +144,68 @@ func (s *Store) enqueueManyIdempotent(ctx context.Context, tokenID int64, key st
 	}
 	sum := sha256.Sum256(append([]byte(bulkDigestPrefix), body...))
 	reqDigest := hex.EncodeToString(sum[:])
-	for round := 0; ; round++ {
-		var out []EnqueueResult
-		err := s.inTx(ctx, func(tx *sql.Tx) error {
-			var have string
-			var first int64
-			var bulkIDs sql.NullString
-			err := tx.QueryRowContext(ctx,
-				`SELECT request_digest, job_id, bulk_job_ids FROM judge_idempotency_key WHERE token_id = ? AND idem_key = ?`,
-				tokenID, key).Scan(&have, &first, &bulkIDs)
-			if err == nil {
-				if have != reqDigest || !bulkIDs.Valid {
-					return fmt.Errorf("idempotency key %q: %w", key, ErrIdempotencyKeyReused)
-				}
-				out, err = recordedJobs(ctx, tx, bulkIDs.String)
-				return err
+	var out []EnqueueResult
+	err = s.inTx(ctx, func(tx *sql.Tx) error {
+		out = nil
+		// The key first, as in enqueueIdempotent (key → pointer → job):
+		// inserted with job 0 or, when it exists, locked.
+		if _, err := tx.ExecContext(ctx,
+			`INSERT INTO judge_idempotency_key (token_id, idem_key, request_digest, job_id) VALUES (?, ?, ?, 0)
+			 ON DUPLICATE KEY UPDATE job_id = job_id`, tokenID, key, reqDigest); err != nil {
+			return fmt.Errorf("store: idempotent enqueue: key: %w", err)
+		}
+		var have string
+		var first int64
+		var bulkIDs sql.NullString
+		if err := tx.QueryRowContext(ctx,
+			`SELECT request_digest, job_id, bulk_job_ids FROM judge_idempotency_key WHERE token_id = ? AND idem_key = ? FOR UPDATE`,
+			tokenID, key).Scan(&have, &first, &bulkIDs); err != nil {
+			return fmt.Errorf("store: idempotent enqueue: key: %w", err)
+		}
+		if first != 0 {
+			if have != reqDigest || !bulkIDs.Valid {
+				return fmt.Errorf("idempotency key %q: %w", key, ErrIdempotencyKeyReused)
 			}
-			if !errors.Is(err, sql.ErrNoRows) {
+			var err error
+			out, err = recordedJobs(ctx, tx, bulkIDs.String)
+			return err
+		}
+		// All new is the common case; a duplicate rolls back to the
+		// savepoint and takes the locking path in the same transaction.
+		if _, err := tx.ExecContext(ctx, `SAVEPOINT bulk_new`); err != nil {
+			return fmt.Errorf("store: idempotent enqueue: %w", err)
+		}
+		var err error
+		out, err = s.enqueueManyTx(ctx, tx, jobs)
+		if isDuplicate(err) {
+			if _, err := tx.ExecContext(ctx, `ROLLBACK TO SAVEPOINT bulk_new`); err != nil {
 				return fmt.Errorf("store: idempotent enqueue: %w", err)
 			}
-			// All new is the common case; a duplicate rolls back to the
-			// savepoint and takes the locking path in the same transaction.
-			if _, err := tx.ExecContext(ctx, `SAVEPOINT bulk_new`); err != nil {
-				return fmt.Errorf("store: idempotent enqueue: %w", err)
-			}
-			out, err = s.enqueueManyTx(ctx, tx, jobs)
-			if isDuplicate(err) {
-				if _, err := tx.ExecContext(ctx, `ROLLBACK TO SAVEPOINT bulk_new`); err != nil {
-					return fmt.Errorf("store: idempotent enqueue: %w", err)
-				}
-				out, err = s.enqueueManyLocked(ctx, tx, reqs, jobs)
-			}
-			if err != nil {
-				return err
-			}
-			ids := make([]int64, len(out))
-			for i, r := range out {
-				ids[i] = r.JobID
-			}
-			idsJSON, err := json.Marshal(ids)
-			if err != nil {
-				return fmt.Errorf("store: idempotent enqueue: %w", err)
-			}
-			// Taken last, after pointers and jobs, as in enqueueIdempotent.
-			_, err = tx.ExecContext(ctx,
-				`INSERT INTO judge_idempotency_key (token_id, idem_key, request_digest, job_id, bulk_job_ids) VALUES (?, ?, ?, ?, ?)`,
-				tokenID, key, reqDigest, ids[0], string(idsJSON))
-			if isDuplicate(err) {
-				return errKeyRace
-			}
-			if err != nil {
-				return fmt.Errorf("store: idempotent enqueue: key: %w", err)
-			}
-			return nil
-		})
-		if errors.Is(err, errKeyRace) && round < 2 {
-			continue
+			out, err = s.enqueueManyLocked(ctx, tx, reqs, jobs)
 		}
 		if err != nil {
-			return nil, err
+			return err
 		}
-		s.notifyCreated(jobs, out)
-		return out, nil
+		ids := make([]int64, len(out))
+		for i, r := range out {
+			ids[i] = r.JobID
+		}
+		idsJSON, err := json.Marshal(ids)
+		if err != nil {
+			return fmt.Errorf("store: idempotent enqueue: %w", err)
+		}
+		if _, err := tx.ExecContext(ctx,
+			`UPDATE judge_idempotency_key SET job_id = ?, bulk_job_ids = ? WHERE token_id = ? AND idem_key = ?`,
+			ids[0], string(idsJSON), tokenID, key); err != nil {
+			return fmt.Errorf("store: idempotent enqueue: key: %w", err)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
+	s.notifyCreated(jobs, out)
+	return out, nil
 }
 
 // recordedJobs reads the jobs a bulk key recorded, in its order, as they

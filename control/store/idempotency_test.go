@@ -1,6 +1,7 @@
 package store_test
 
 import (
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -94,4 +95,48 @@ func TestPurgeIdempotencyKeys(t *testing.T) {
 	require.NotEqual(t, first.JobID, r.JobID)
 	_, err = b.store.EnqueueIdempotent(b.ctx, 1, "new", enqueueReq("p-3", "a", b.manifest))
 	require.ErrorIs(t, err, store.ErrIdempotencyKeyReused)
+}
+
+// One key raced by different bodies, on two replicas: exactly one request
+// enqueues and every other one is refused by the key (ErrIdempotencyKeyReused),
+// whether its body names the same submission (which would otherwise conflict
+// with the winner's job) or another one. Before the key was locked first, the
+// same-submission losers answered ErrConflict or the key error by timing.
+func TestEnqueueIdempotentRaceAnswersByTheKey(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	replicas := []*store.Store{b.store, b.secondReplica(t)}
+	for round, sameSubmission := range []bool{true, false} {
+		const n = 16
+		key := fmt.Sprintf("race-%d", round)
+		errs := make([]error, n)
+		start := make(chan struct{})
+		var wg sync.WaitGroup
+		for i := 0; i < n; i++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				id := fmt.Sprintf("r%d-%d", round, i)
+				if sameSubmission {
+					id = fmt.Sprintf("r%d", round)
+				}
+				<-start
+				_, errs[i] = replicas[i%2].EnqueueIdempotent(b.ctx, 7, key, enqueueReq(id, fmt.Sprintf("int main(){return %d;}", i), b.manifest))
+			}()
+		}
+		close(start)
+		wg.Wait()
+		won := 0
+		for i, err := range errs {
+			if err == nil {
+				won++
+				continue
+			}
+			require.ErrorIs(t, err, store.ErrIdempotencyKeyReused, "request %d (same submission: %t)", i, sameSubmission)
+		}
+		require.Equal(t, 1, won, "same submission: %t", sameSubmission)
+		require.Equal(t, 1, b.count(t, `SELECT COUNT(*) FROM judge_idempotency_key WHERE idem_key = ? AND job_id <> 0`, key))
+	}
+	require.Equal(t, 2, b.count(t, `SELECT COUNT(*) FROM judge_job`))
+	require.Equal(t, 2, b.count(t, `SELECT COUNT(*) FROM judge_submission WHERE current_job_id <> 0`), "losers leave no pointer behind")
 }

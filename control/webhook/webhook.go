@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/kece-oj/kece/control/outage"
 	"github.com/kece-oj/kece/control/store"
 )
 
@@ -64,6 +65,10 @@ type Config struct {
 	// Observer, when set, is told the result of every delivery attempt
 	// (delivered, failed, dead); control/metrics implements it.
 	Observer DeliveryObserver
+	// Outage, when set, is the replica's database outage tracker: a pass
+	// that fails because the database is unreachable is logged there, once
+	// per outage.
+	Outage *outage.Tracker
 }
 
 // DeliveryObserver counts delivery attempts by result.
@@ -138,11 +143,24 @@ func (c Config) Validate() error {
 }
 
 // Sender delivers settlement events to the configured URL.
+//
+// Besides each event's own retry schedule, the sender backs off as a whole
+// when the receiver says it is unavailable (503 or 429, honouring
+// Retry-After) or cannot be reached (connection refused, reset, timed out):
+// no delivery is sent to it until the hold passes, and the hold doubles
+// (capped at BackoffMax, jittered) while the receiver stays down, so an
+// outage costs one probe per hold, not one request per pending event. A pass
+// that fails on the database backs off the same way.
 type Sender struct {
 	cfg    Config
 	store  *store.Store
 	client *http.Client
 	log    *slog.Logger
+
+	// holdUntil: no delivery before it; downs: consecutive
+	// receiver-unavailable answers. Only Run's goroutine touches them.
+	holdUntil time.Time
+	downs     int
 }
 
 // New returns a sender; it does nothing until Run.
@@ -166,22 +184,56 @@ func New(cfg Config, st *store.Store, log *slog.Logger) (*Sender, error) {
 // Run delivers events until ctx ends. Several replicas may run a sender at
 // once: each event is leased to one of them at a time.
 func (s *Sender) Run(ctx context.Context) {
+	storeFails := 0
 	for ctx.Err() == nil {
-		n, err := s.RunOnce(ctx)
-		if err != nil && ctx.Err() == nil {
-			s.log.Warn("webhook: delivery pass failed", "err", err)
-		}
-		if n > 0 && err == nil {
-			continue
-		}
-		t := time.NewTimer(s.cfg.PollInterval)
-		select {
-		case <-ctx.Done():
-			t.Stop()
+		if !sleepCtx(ctx, time.Until(s.holdUntil)) {
 			return
-		case <-t.C:
+		}
+		n, err := s.RunOnce(ctx)
+		wait := s.cfg.PollInterval
+		switch {
+		case err != nil && ctx.Err() == nil:
+			if s.cfg.Outage == nil || !s.cfg.Outage.Failed("webhook: delivery pass", err) {
+				s.log.Warn("webhook: delivery pass failed", "err", err)
+			}
+			storeFails++
+			wait = capped(s.cfg.PollInterval, storeFails, s.cfg.BackoffMax)
+		case n > 0:
+			storeFails = 0
+			continue
+		default:
+			storeFails = 0
+		}
+		if !sleepCtx(ctx, wait) {
+			return
 		}
 	}
+}
+
+// sleepCtx waits d (nothing when d ≤ 0); false when ctx ended first.
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	if d <= 0 {
+		return ctx.Err() == nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+// capped is base·2^(n-1) capped at max, plus up to 20% jitter so replicas
+// and events do not retry in lockstep.
+func capped(base time.Duration, n int, max time.Duration) time.Duration {
+	d := base
+	for i := 1; i < n && d < max; i++ {
+		d *= 2
+	}
+	d = min(d, max)
+	return d + time.Duration(rand.Int64N(int64(d)/5+1))
 }
 
 // RunOnce claims one batch and attempts each event once; it returns how
@@ -195,8 +247,15 @@ func (s *Sender) RunOnce(ctx context.Context) (int, error) {
 	if err != nil {
 		return 0, err
 	}
+	leaseEnd := time.Now().Add(lease - s.cfg.Timeout)
 	for _, e := range events {
-		if ctx.Err() != nil {
+		// The receiver said it is down: wait out the hold, if the lease
+		// leaves time to; otherwise the rest of the batch comes back when
+		// the lease ends.
+		if time.Until(s.holdUntil) > 0 && s.holdUntil.After(leaseEnd) {
+			return len(events), nil
+		}
+		if !sleepCtx(ctx, time.Until(s.holdUntil)) {
 			// Unfinished events come back when the lease ends.
 			return len(events), ctx.Err()
 		}
@@ -211,6 +270,20 @@ func (s *Sender) RunOnce(ctx context.Context) (int, error) {
 // returned; a failed delivery is recorded, not returned.
 func (s *Sender) deliverOne(ctx context.Context, e store.Event) error {
 	derr := s.deliver(ctx, e)
+	var down *receiverDown
+	if errors.As(derr, &down) {
+		s.downs++
+		hold := max(down.retryAfter, capped(s.cfg.BackoffBase, s.downs, s.cfg.BackoffMax))
+		s.holdUntil = time.Now().Add(hold)
+		if s.downs == 1 {
+			s.log.Warn("webhook: receiver unavailable; holding deliveries", "hold", hold.String(), "err", derr)
+		}
+	} else if derr == nil || ctx.Err() == nil {
+		if s.downs > 0 {
+			s.log.Info("webhook: receiver answering again", "unavailable_answers", s.downs)
+		}
+		s.downs = 0
+	}
 	if derr == nil {
 		if _, err := s.store.AckEvents(ctx, s.cfg.Consumer, []int64{e.ID}); err != nil {
 			return fmt.Errorf("webhook: ack event %d: %w", e.ID, err)
@@ -223,6 +296,9 @@ func (s *Sender) deliverOne(ctx context.Context, e store.Event) error {
 		return ctx.Err()
 	}
 	retry := s.backoff(e.DeliveryAttempt)
+	if down != nil {
+		retry = max(retry, time.Until(s.holdUntil))
+	}
 	if err := s.store.FailEventDelivery(ctx, s.cfg.Consumer, e.ID, derr.Error(), retry, s.cfg.MaxAttempts); err != nil {
 		return fmt.Errorf("webhook: record failed delivery of event %d: %w", e.ID, err)
 	}
@@ -238,15 +314,33 @@ func (s *Sender) deliverOne(ctx context.Context, e store.Event) error {
 	return nil
 }
 
-// backoff is the delay after the n-th failed attempt: base·2^(n-1), capped,
-// with up to 20% jitter so many failed events do not retry in lockstep.
-func (s *Sender) backoff(n int) time.Duration {
-	d := s.cfg.BackoffBase
-	for i := 1; i < n && d < s.cfg.BackoffMax; i++ {
-		d *= 2
+// backoff is the delay after the n-th failed attempt of one event:
+// base·2^(n-1), capped, jittered.
+func (s *Sender) backoff(n int) time.Duration { return capped(s.cfg.BackoffBase, n, s.cfg.BackoffMax) }
+
+// receiverDown is a delivery the receiver refused for now (503, 429) or
+// that could not reach it; retryAfter is the receiver's Retry-After.
+type receiverDown struct {
+	err        error
+	retryAfter time.Duration
+}
+
+func (e *receiverDown) Error() string { return e.err.Error() }
+func (e *receiverDown) Unwrap() error { return e.err }
+
+// retryAfter reads a Retry-After in seconds or as an HTTP date (0 if
+// absent or unreadable), capped at an hour.
+func retryAfter(h string, now time.Time) time.Duration {
+	if h == "" {
+		return 0
 	}
-	d = min(d, s.cfg.BackoffMax)
-	return d + time.Duration(rand.Int64N(int64(d)/5+1))
+	var d time.Duration
+	if n, err := strconv.Atoi(h); err == nil && n > 0 {
+		d = time.Duration(n) * time.Second
+	} else if t, err := http.ParseTime(h); err == nil {
+		d = t.Sub(now)
+	}
+	return min(max(d, 0), time.Hour)
 }
 
 // deliver POSTs one signed event; nil only on a 2xx answer.
@@ -283,11 +377,20 @@ func (s *Sender) deliver(ctx context.Context, e store.Event) error {
 		if errors.As(err, &ue) {
 			err = ue.Err
 		}
-		return fmt.Errorf("post: %w", err)
+		err = fmt.Errorf("post: %w", err)
+		if ctx.Err() == nil || errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			// Not reached, or no answer within the timeout.
+			return &receiverDown{err: err}
+		}
+		return err
 	}
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxResponseBytesRead))
 	resp.Body.Close()
-	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+	switch {
+	case resp.StatusCode == http.StatusServiceUnavailable || resp.StatusCode == http.StatusTooManyRequests:
+		return &receiverDown{err: fmt.Errorf("receiver answered %d", resp.StatusCode),
+			retryAfter: retryAfter(resp.Header.Get("Retry-After"), time.Now())}
+	case resp.StatusCode < 200 || resp.StatusCode > 299:
 		return fmt.Errorf("receiver answered %d", resp.StatusCode)
 	}
 	return nil

@@ -6,11 +6,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -303,4 +305,87 @@ func TestConfigValidate(t *testing.T) {
 		_, err := webhook.New(c, nil, nil)
 		require.Error(t, err, name)
 	}
+}
+
+// A receiver that answers 503 with Retry-After is left alone for that long:
+// the first delivery is refused and nothing more is sent until Retry-After
+// passed, however many events are pending (without the hold, each pending
+// event is tried at once and retried every ~30 ms). Then everything is
+// delivered.
+func TestReceiver503HonoursRetryAfter(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ids := make([]int64, 5)
+	for i := range ids {
+		ids[i] = b.event(t, int64(50+i))
+	}
+	var mu sync.Mutex
+	var refused, accepted []time.Time
+	open := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		mu.Lock()
+		defer mu.Unlock()
+		select {
+		case <-open:
+			accepted = append(accepted, time.Now())
+			w.WriteHeader(http.StatusNoContent)
+		default:
+			refused = append(refused, time.Now())
+			w.Header().Set("Retry-After", "1")
+			http.Error(w, "maintenance", http.StatusServiceUnavailable)
+		}
+	}))
+	t.Cleanup(srv.Close)
+	b.run(t, testConfig(srv.URL))
+	// The receiver is down for 2.5 s: Retry-After 1 s allows 3 tries at most.
+	time.AfterFunc(2500*time.Millisecond, func() { close(open) })
+	require.Eventually(t, func() bool {
+		for _, id := range ids {
+			if s, _, _ := b.state(t, id); s != store.EventDelivered {
+				return false
+			}
+		}
+		return true
+	}, 20*time.Second, 10*time.Millisecond)
+	mu.Lock()
+	defer mu.Unlock()
+	require.NotEmpty(t, refused)
+	require.LessOrEqual(t, len(refused), 3, "503 with Retry-After: 1 over 2.5 s")
+	for i := 1; i < len(refused); i++ {
+		require.GreaterOrEqual(t, refused[i].Sub(refused[i-1]), 990*time.Millisecond, "Retry-After honoured")
+	}
+	require.Len(t, accepted, len(ids))
+}
+
+// A receiver that cannot be reached is probed with a growing, capped hold,
+// not hammered by every pending event: over 1.5 s with a 30 ms base and a
+// 400 ms cap, a handful of connection attempts in all (without the hold,
+// five events retried every 30-200 ms make dozens).
+func TestUnreachableReceiverIsProbedWithBackoff(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	var dials atomic.Int64
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			dials.Add(1)
+			c.Close() // reset before any answer
+		}
+	}()
+	t.Cleanup(func() { ln.Close() })
+	for i := 0; i < 5; i++ {
+		b.event(t, int64(60+i))
+	}
+	cfg := testConfig("http://" + ln.Addr().String() + "/hook")
+	cfg.MaxAttempts, cfg.BackoffMax = 100, 400*time.Millisecond
+	b.run(t, cfg)
+	time.Sleep(1500 * time.Millisecond) // the measured window, not a wait for an event
+	n := dials.Load()
+	require.GreaterOrEqual(t, n, int64(2), "the receiver is probed")
+	require.LessOrEqual(t, n, int64(9), "connection attempts in 1.5 s")
 }

@@ -1,0 +1,100 @@
+package main
+
+import (
+	"bufio"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// server answers every connection with its name and closes it.
+func server(t *testing.T, name string) net.Listener {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			_, _ = c.Write([]byte(name + "\n"))
+			c.Close()
+		}
+	}()
+	return ln
+}
+
+func ask(t *testing.T, addr string) string {
+	t.Helper()
+	c, err := net.DialTimeout("tcp", addr, 2*time.Second)
+	require.NoError(t, err)
+	defer c.Close()
+	require.NoError(t, c.SetDeadline(time.Now().Add(5*time.Second)))
+	line, err := bufio.NewReader(c).ReadString('\n')
+	require.NoError(t, err)
+	return line
+}
+
+func TestTCPFailoverMovesToNextLiveBackendAndStays(t *testing.T) {
+	t.Parallel()
+	a, b := server(t, "a"), server(t, "b")
+	t.Cleanup(func() { b.Close() })
+	p, err := newTCPFailover([]string{a.Addr().String(), b.Addr().String()})
+	require.NoError(t, err)
+	t.Cleanup(p.close)
+
+	require.Equal(t, "a\n", ask(t, p.addr()))
+	require.Equal(t, a.Addr().String(), p.current())
+
+	// The preferred node dies: new connections go to the next one.
+	aAddr := a.Addr().String()
+	a.Close()
+	require.Equal(t, "b\n", ask(t, p.addr()))
+	require.Equal(t, b.Addr().String(), p.current())
+
+	// It comes back on the same address: the writers stay where they are
+	// (sticky), so they are not split across nodes again.
+	back, err := net.Listen("tcp", aAddr)
+	require.NoError(t, err)
+	t.Cleanup(func() { back.Close() })
+	require.Equal(t, "b\n", ask(t, p.addr()))
+}
+
+func TestChaosConfigNamesWhatToFix(t *testing.T) {
+	t.Parallel()
+	base := func() chaosConfig {
+		return chaosConfig{pools: "mysql,python", faults: "node_kill,db_restart", duration: time.Minute, warmup: 10 * time.Second,
+			rate: 3, nodesPerPool: 2, slots: 2, every: 5 * time.Second, lease: 8 * time.Second, writers: "multi", urlList: "auto"}
+	}
+	ok := base()
+	require.NoError(t, ok.validate())
+	require.Equal(t, []string{"mysql", "python"}, ok.poolList)
+	require.Equal(t, []string{"node_kill", "db_restart"}, ok.faultList)
+	require.Equal(t, 12, ok.inFlight, "default in-flight is 3 × the pool's slots")
+
+	for name, tc := range map[string]struct {
+		edit func(*chaosConfig)
+		want string
+	}{
+		"unknown pool":    {func(c *chaosConfig) { c.pools = "mysql,cobol" }, `-pools: unknown pool "cobol"`},
+		"three pools":     {func(c *chaosConfig) { c.pools = "mysql,python,cpp" }, "want one or two pools"},
+		"unknown fault":   {func(c *chaosConfig) { c.faults = "node_kill,meteor" }, `-faults: unknown kind "meteor"`},
+		"no fault window": {func(c *chaosConfig) { c.duration = 5 * time.Second }, "-duration 5s must exceed -warmup 10s"},
+		"bad writers":     {func(c *chaosConfig) { c.galera = "scripts/galera.sh"; c.writers = "all" }, "-writers must be multi or single"},
+		"bad url list":    {func(c *chaosConfig) { c.urlList = "maybe" }, "-node-url-list must be auto, on or off"},
+		"short lease":     {func(c *chaosConfig) { c.lease = time.Second }, "-lease must be at least 3s"},
+	} {
+		c := base()
+		tc.edit(&c)
+		err := c.validate()
+		require.Error(t, err, name)
+		require.Contains(t, err.Error(), tc.want, name)
+	}
+	g := base()
+	g.galera = "scripts/galera.sh"
+	require.NoError(t, g.validate())
+	require.Equal(t, []string{faultGaleraKill}, g.faultList, "the Galera run has one fault: the writers' node dies")
+}

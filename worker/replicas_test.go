@@ -1,0 +1,159 @@
+package worker_test
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/kece-oj/kece/worker"
+	"github.com/kece-oj/kece/worker/faultproxy"
+)
+
+// freezable stands in front of a control replica and, once frozen, takes
+// requests and never answers them (a replica stopped by SIGSTOP, or a load
+// balancer backend that hangs): the client sees neither an answer nor an
+// error, only its own deadline.
+type freezable struct {
+	srv    *httptest.Server
+	frozen atomic.Bool
+	// only, when set, limits the freeze to paths containing it.
+	only string
+	hung atomic.Int64
+	stop chan struct{}
+}
+
+func newFreezable(t *testing.T, upstream string) *freezable {
+	u, err := url.Parse(upstream)
+	require.NoError(t, err)
+	f := &freezable{stop: make(chan struct{})}
+	rp := httputil.NewSingleHostReverseProxy(u)
+	f.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if f.frozen.Load() && strings.Contains(r.URL.Path, f.only) {
+			f.hung.Add(1)
+			select { // hang until the client gives up or the test ends
+			case <-r.Context().Done():
+			case <-f.stop:
+			}
+			return
+		}
+		rp.ServeHTTP(w, r)
+	}))
+	t.Cleanup(func() { close(f.stop); f.srv.CloseClientConnections(); f.srv.Close() })
+	return f
+}
+
+// A node given two replicas keeps judging when the one it uses hangs: each
+// call gives up at its deadline (the long-poll at its wait plus the request
+// timeout) and the node moves to the other replica with the same session —
+// session tokens are valid on every replica — instead of stalling behind
+// the frozen one.
+func TestNodeMovesOffAHungReplica(t *testing.T) {
+	t.Parallel()
+	a := env(t, 5*time.Second)
+	b := a.SecondReplica()
+	man := publishEcho(a)
+	nd := a.NewNode("cpp", 1, 4)
+	a.ForceEnable(nd.ID)
+	front := newFreezable(t, a.URL)
+	cfg := nodeConfig(t, front.srv.URL+", "+b.URL+"/", "cpp", nd.JoinCode, newFake(false))
+	cfg.RequestTimeout, cfg.ClaimWait = 400*time.Millisecond, 500*time.Millisecond
+	runNode(t, cfg)
+
+	first := enqueue(a, "cpp17", man)
+	waitJob(t, a, first, 10*time.Second, "completed through the first replica", completed)
+	before, err := a.Store.GetNode(a.Ctx, nd.ID)
+	require.NoError(t, err)
+
+	front.frozen.Store(true)
+	start := time.Now()
+	second := enqueue(b, "cpp17", man)
+	// Within one long-poll deadline (0.9 s) plus a claim and a judging:
+	// generous for a loaded machine, far below a stalled fleet.
+	waitJob(t, b, second, 8*time.Second, "completed through the second replica", completed)
+	t.Logf("judged %s after the freeze", time.Since(start))
+	require.Positive(t, front.hung.Load(), "the node did call the frozen replica")
+	after, err := a.Store.GetNode(a.Ctx, nd.ID)
+	require.NoError(t, err)
+	require.Equal(t, before.SessionEpoch, after.SessionEpoch, "the session was kept")
+}
+
+// A node that is the only one told of a hung replica still gives up at its
+// deadline: it never waits longer than the request timeout (plus the claim
+// wait) for an answer, and tries again.
+func TestEveryCallHasADeadline(t *testing.T) {
+	t.Parallel()
+	a := env(t, 5*time.Second)
+	nd := a.NewNode("cpp", 1, 4)
+	front := newFreezable(t, a.URL)
+	front.frozen.Store(true)
+	cfg := joined(t, a.URL, nd.JoinCode, nodeConfig(t, front.srv.URL, "cpp", "", newFake(false)))
+	cfg.RequestTimeout = 200 * time.Millisecond
+	n, err := worker.New(cfg)
+	require.NoError(t, err)
+	ctx, cancel := contextWithTimeout(t, 1500*time.Millisecond)
+	defer cancel()
+	_ = n.Run(ctx)
+	// Opening the session is cut at 200 ms and tried again after a short
+	// backoff: several attempts in 1.5 s, not one that hangs.
+	require.GreaterOrEqual(t, front.hung.Load(), int64(3))
+}
+
+// While the control plane answers 503 UNAVAILABLE with Retry-After (its
+// database is down), a node does not retry sooner than it is told: over
+// 2.5 s with Retry-After: 1 it asks about three times, where the doubling
+// backoff alone (20-200 ms) would ask a dozen times or more.
+func TestNodeHonours503RetryAfter(t *testing.T) {
+	t.Parallel()
+	e := env(t, 5*time.Second)
+	nd := e.NewNode("cpp", 1, 4)
+	px := faultproxy.New(e.URL)
+	t.Cleanup(px.Close)
+	down := px.Add(faultproxy.Rule{PathContains: "/judgers/", Action: faultproxy.Respond, Status: http.StatusServiceUnavailable,
+		Header: http.Header{"Retry-After": {"1"}, "Content-Type": {"application/json"}},
+		Body:   func([]byte) []byte { return []byte(`{"code":"UNAVAILABLE","message":"database unavailable; retry"}`) }})
+	cfg := joined(t, e.URL, nd.JoinCode, nodeConfig(t, px.URL(), "cpp", "", newFake(false)))
+	n, err := worker.New(cfg)
+	require.NoError(t, err)
+	ctx, cancel := contextWithTimeout(t, 2500*time.Millisecond)
+	defer cancel()
+	_ = n.Run(ctx)
+	require.GreaterOrEqual(t, down.Hits(), 2)
+	require.LessOrEqual(t, down.Hits(), 4, "requests during 2.5 s of 503 Retry-After: 1")
+}
+
+// joined stores the node's credential by joining directly (not through the
+// proxy under test) and returns cfg, which then only opens a session.
+func joined(t *testing.T, url, code string, cfg worker.Config) worker.Config {
+	t.Helper()
+	_, err := worker.Join(t.Context(), worker.JoinConfig{ControlURL: url, Pool: cfg.Pool, Code: code, CredentialFile: cfg.CredentialFile})
+	require.NoError(t, err)
+	return cfg
+}
+
+// A replica that hangs on artifact downloads only (a stuck file system
+// behind it): the download gives up at the request timeout and is fetched
+// from the other replica, within the lease.
+func TestDownloadMovesOffAHungReplica(t *testing.T) {
+	t.Parallel()
+	a := env(t, 5*time.Second)
+	b := a.SecondReplica()
+	man := publishEcho(a)
+	nd := a.NewNode("cpp", 1, 4)
+	a.ForceEnable(nd.ID)
+	front := newFreezable(t, a.URL)
+	front.only = "/artifacts/"
+	front.frozen.Store(true)
+	cfg := nodeConfig(t, front.srv.URL+","+b.URL, "cpp", nd.JoinCode, newFake(false))
+	cfg.RequestTimeout = 400 * time.Millisecond
+	runNode(t, cfg)
+	job := enqueue(a, "cpp17", man)
+	waitJob(t, a, job, 10*time.Second, "completed with inputs from the second replica", completed)
+	require.Positive(t, front.hung.Load(), "the first download went to the hung replica")
+}
