@@ -350,11 +350,15 @@ func lifecycles(ctx context.Context, reps []replica, db *sql.DB, manID int64, se
 				}
 				if len(got) == 0 {
 					idleN.Add(1)
-					// The long-poll: until new work commits here, or the
-					// poll interval at which other replicas' work is seen.
+					// The long-poll, as the claim handler waits: until the
+					// hub wakes it (new work committed here, or another
+					// replica's seen by the hub's signal poll), else a
+					// periodic retry (~2 s there). Re-claiming at every
+					// signal-poll tick instead would cost each idle node a
+					// read every 10 ms, which no real node does.
 					select {
 					case <-wake:
-					case <-time.After(longpoll.SignalPollIntervalDefault):
+					case <-time.After(2 * time.Second):
 					case <-ctx.Done():
 					}
 					hub.Done(wake)
