@@ -4,7 +4,7 @@ SHELL := /bin/bash
 GO ?= go
 export CGO_ENABLED ?= 1
 
-.PHONY: all build test test-go deps deps-mysql deps-docker images demo generate check-generate lint bench clean stop diagrams
+.PHONY: all build test test-go deps deps-mysql deps-docker deps-browser images demo generate check-generate lint bench clean stop diagrams screenshots
 
 all: build
 
@@ -26,7 +26,11 @@ deps-docker:
 	@if [ -x scripts/docker.sh ]; then scripts/docker.sh start; fi
 	@if [ -x deploy/images/build-local.sh ]; then deploy/images/build-local.sh; fi
 
-deps: deps-mysql deps-docker
+# Headless Chromium (Debian's package) for the console's browser tests.
+deps-browser:
+	scripts/chromium.sh install
+
+deps: deps-mysql deps-docker deps-browser
 
 test: deps lint test-go
 
@@ -68,6 +72,13 @@ bench: deps build
 # publish, enqueue, verdicts, settlement events (see cmd/kece-demo).
 demo: deps build
 	bin/kece-demo
+
+# The console screenshots shown in the README (docs/console/*.png), taken by
+# the browser test against real kece-control and kece-node processes.
+screenshots: deps-mysql deps-browser
+	rm -f docs/console/*.png
+	KECE_SCREENSHOT_DIR=$(CURDIR)/docs/console KECE_REQUIRE_BROWSER=1 KECE_REQUIRE_MYSQL=1 \
+	  $(GO) test -count=1 -run TestConsoleInBrowser ./cmd/internal/browsertest/
 
 # Architecture and state-machine figures: docs/diagrams/*.dot → .svg/.png
 # (Graphviz from Debian, installed by the script when missing).

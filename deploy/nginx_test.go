@@ -86,6 +86,11 @@ func TestNginx(t *testing.T) {
 		{uri: "/api/v1/system/judgers/summary", gate: "", maxBody: def},
 		{uri: "/openapi/business.yaml", gate: "", maxBody: def},
 		{uri: "/docs/admin", gate: "", maxBody: def},
+		{uri: "/console/", gate: "$kece_admin_net", maxBody: def},
+		{uri: "/console/nodes/5/drain", gate: "$kece_admin_net", maxBody: def},
+		{uri: "/console/static/app.js", gate: "$kece_admin_net", maxBody: def},
+		{uri: "/status", gate: "", maxBody: def},
+		{uri: "/status/x", notFound: true},
 		{uri: "/metrics", notFound: true},
 		{uri: "/healthz", notFound: true},
 		{uri: "/", notFound: true},
@@ -293,6 +298,9 @@ func TestNginxLive(t *testing.T) {
 		{"POST", "/api/v1/internal/judgers/jobs/7/result", 9 << 20, 413},
 		{"PUT", "/api/v1/artifacts/" + sha, 9 << 20, 200},
 		{"GET", "/metrics", 0, 404},
+		{"GET", "/console/", 0, 403},
+		{"POST", "/console/login", 1 << 10, 403},
+		{"GET", "/status", 0, 200},
 	} {
 		require.Equal(t, c.status, do(c.method, c.path, c.size), "%s %s (%d bytes)", c.method, c.path, c.size)
 		if c.status == 200 {

@@ -25,6 +25,7 @@ import (
 	"github.com/kece-oj/kece/cmd/internal/problems"
 	"github.com/kece-oj/kece/cmd/internal/settings"
 	"github.com/kece-oj/kece/contracts/businessapi"
+	"github.com/kece-oj/kece/contracts/machineapi"
 	"github.com/kece-oj/kece/control/store"
 	"github.com/kece-oj/kece/telemetry"
 	"github.com/kece-oj/kece/worker/faultproxy"
@@ -241,7 +242,7 @@ func (r *chaosRun) setup(ctx context.Context) error {
 	if r.f.work, err = os.MkdirTemp("", "kece-chaos-"); err != nil {
 		return err
 	}
-	if slices.Contains(r.cfg.poolList, "mysql") && r.cfg.judgeDSN == "" {
+	if slices.Contains(r.cfg.poolList, string(machineapi.PoolMysql)) && r.cfg.judgeDSN == "" {
 		if r.judgeDB, err = newMaria(ctx, r.f.work, "judge"); err != nil {
 			return err
 		}
@@ -337,7 +338,7 @@ func (r *chaosRun) setup(ctx context.Context) error {
 	r.manifests = map[string]string{}
 	for _, p := range r.cfg.poolList {
 		var id string
-		if p == "mysql" {
+		if p == string(machineapi.PoolMysql) {
 			id, err = r.f.publishSQL(ctx)
 		} else {
 			id, err = r.publishAPlusB(ctx)
@@ -446,7 +447,7 @@ func (r *chaosRun) addNode(ctx context.Context, pool string) error {
 	env := []string{"KECE_POOL=" + pool, "KECE_CONTROL_URL=" + url, "KECE_CREDENTIAL_FILE=" + filepath.Join(dir, "credential"),
 		"KECE_JOIN_CODE=" + code.Code, "KECE_LOCAL_SLOTS=" + strconv.Itoa(r.cfg.slots), "KECE_WORKSPACE=" + filepath.Join(dir, "work"),
 		"KECE_CACHE_DIR=" + filepath.Join(dir, "cache"), "KECE_LISTEN=" + listen, "KECE_LOG_LEVEL=warn"}
-	if pool == "mysql" {
+	if pool == string(machineapi.PoolMysql) {
 		p := filepath.Join(dir, "judge-dsn")
 		if err := os.WriteFile(p, []byte(r.cfg.judgeDSN+"\n"), 0o600); err != nil {
 			return err
@@ -604,11 +605,11 @@ func (r *chaosRun) unsettled() int {
 // statement that sleeps so kills land mid-job.
 func chaosProgram(pool string, kind int) (source, want string) {
 	switch {
-	case pool == "mysql" && kind == 1:
+	case pool == string(machineapi.PoolMysql) && kind == 1:
 		return "SELECT name FROM city ORDER BY name", "WA"
-	case pool == "mysql" && kind == 2:
+	case pool == string(machineapi.PoolMysql) && kind == 2:
 		return "SELECT name FROM city, (SELECT SLEEP(0.8) AS z) AS s WHERE population > 1000000 ORDER BY name", "AC"
-	case kind == 1 && pool == "python":
+	case kind == 1 && pool == string(machineapi.PoolPython):
 		return "a, b = map(int, input().split())\nprint(a - b - 1)\n", "WA"
 	}
 	return benchPrograms[pool].source, "AC"

@@ -13,6 +13,8 @@ import (
 
 	"github.com/kece-oj/kece/artifact"
 	"github.com/kece-oj/kece/cmd/internal/settings"
+	"github.com/kece-oj/kece/control/console"
+	"github.com/kece-oj/kece/control/forwarded"
 	"github.com/kece-oj/kece/control/httpapi"
 	"github.com/kece-oj/kece/control/metrics"
 	"github.com/kece-oj/kece/control/probe"
@@ -48,6 +50,10 @@ func serve(ctx context.Context, args []string, cio cmdIO) error {
 	probeCIDRs := fs.String("probe-allow-cidrs", "KECE_PROBE_ALLOW_CIDRS", "", "probes may connect only to these networks (comma list); empty: probing is off")
 	probeHTTP := fs.Bool("probe-allow-http", "KECE_PROBE_ALLOW_HTTP", false, "allow plain http:// node addresses for probes (only for a private judge network; the allowlists still apply)")
 	probePorts := fs.String("probe-allow-ports", "KECE_PROBE_ALLOW_PORTS", "9464", "probes may connect only to these ports")
+	consoleOn := fs.Bool("console", "KECE_CONSOLE", true, "serve the admin console under /console/ and the public status page at /status")
+	consoleIdle := fs.Duration("console-session-idle", "KECE_CONSOLE_SESSION_IDLE", console.SessionIdleDefault, "a console session ends after this long without a request")
+	consoleMax := fs.Duration("console-session-max", "KECE_CONSOLE_SESSION_MAX", console.SessionMaxDefault, "a console session ends this long after login")
+	trustedProxies := fs.String("trusted-proxies", "KECE_TRUSTED_PROXIES", "", "reverse proxies (addresses or CIDRs, comma list) whose X-Forwarded-Proto/-For are believed (Secure console cookie, caller address in audit rows); empty: none")
 	hookURL := fs.String("webhook-url", "KECE_WEBHOOK_URL", "", "deliver settlement events to this URL, signed; empty: consumers pull them")
 	hookSecret := webhookSecretFlags(fs)
 	hookTimeout := fs.Duration("webhook-timeout", "KECE_WEBHOOK_TIMEOUT", webhook.TimeoutDefault, "bound on one webhook delivery")
@@ -120,8 +126,17 @@ func serve(ctx context.Context, args []string, cio cmdIO) error {
 	if *offline < time.Second {
 		errs = append(errs, settings.Errorf(fs.Source("offline-after"), "%s is below 1s", *offline))
 	}
+	proxies, err := forwarded.Parse(*trustedProxies)
+	if err != nil {
+		errs = append(errs, settings.Errorf(fs.Source("trusted-proxies"), "%v (want addresses or CIDRs, e.g. 127.0.0.1,10.0.0.0/8)", err))
+	}
+	consoleCfg := console.Config{SessionIdle: *consoleIdle, SessionMax: *consoleMax, TrustedProxies: proxies}
+	if err := consoleCfg.Validate(); err != nil {
+		errs = append(errs, settings.Errorf(fs.Source("console-session-idle")+"/"+fs.Source("console-session-max"), "%v", err))
+	}
 	storeCfg := store.Config{LeaseTTL: *leaseTTL, MaxAttempts: *maxAttempts, OfflineAfter: *offline}
-	httpCfg := httpapi.Config{ReapInterval: *reap, HeartbeatInterval: *hb, RenewInterval: *renew, Probe: probeCfg, DisableAPIDocs: !*apiDocs}
+	httpCfg := httpapi.Config{ReapInterval: *reap, HeartbeatInterval: *hb, RenewInterval: *renew, Probe: probeCfg, DisableAPIDocs: !*apiDocs,
+		TrustedProxies: proxies}
 	if err := errors.Join(errs...); err != nil {
 		return err
 	}
@@ -161,6 +176,15 @@ func serve(ctx context.Context, args []string, cio cmdIO) error {
 		if sender, err = webhook.New(*hookCfg, srv.Store(), log); err != nil {
 			return settings.Errorf(fs.Source("webhook-url"), "%v", err)
 		}
+	}
+	if *consoleOn {
+		// The console acts through this replica's API handler, in process.
+		con, err := console.New(consoleCfg, srv.Store(), srv.Handler(), log)
+		if err != nil {
+			return settings.Errorf("console settings", "%v", err)
+		}
+		srv.Mount(console.Prefix, con.Handler())
+		srv.Mount(console.StatusPath, con.Handler())
 	}
 	ln, err := net.Listen("tcp", *listen)
 	if err != nil {

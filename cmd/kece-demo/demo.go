@@ -95,6 +95,7 @@ func (d *demo) run(ctx context.Context) error {
 	}
 	fmt.Printf("    control metrics (Prometheus): %s/metrics\n", d.url)
 	d.adminToken = adminTok
+	d.printConsole()
 	d.admin, err = adminapi.NewClientWithResponses(d.url, adminapi.WithRequestEditorFn(bearer(adminTok)))
 	if err != nil {
 		return err
@@ -165,10 +166,18 @@ func (d *demo) run(ctx context.Context) error {
 	}
 	step("demo passed")
 	if d.cfg.keep {
+		d.printConsole()
 		fmt.Printf("control plane at %s (Prometheus metrics at %s/metrics); Ctrl-C to stop\n", d.url, d.url)
 		<-ctx.Done()
 	}
 	return nil
+}
+
+// printConsole says where the admin console is and how to log in: the
+// demo's admin token is a throwaway of this fresh database.
+func (d *demo) printConsole() {
+	fmt.Printf("    admin console: %s/console/  (log in with the admin token %s)\n", d.url, d.adminToken)
+	fmt.Printf("    public status page: %s/status\n", d.url)
 }
 
 // start runs a child process with its output in work/<name>.log.
@@ -305,14 +314,7 @@ func (d *demo) publishCode(ctx context.Context) (string, error) {
 }
 
 func (d *demo) publishSQL(ctx context.Context) (string, error) {
-	ref := "SELECT name FROM city WHERE population > 1000000 ORDER BY name"
-	verification := []businessapi.SqlVerification{}
-	m := businessapi.Manifest{Kind: businessapi.ManifestKindSql, Limits: businessapi.Limits{TimeMs: 2000, MemoryMb: 64, OutputKb: 64},
-		Checker: businessapi.Checker{Type: businessapi.CheckerTypeExact}, Cases: []businessapi.ManifestCase{},
-		Sql: &businessapi.SqlProblem{ProblemKind: businessapi.SqlProblemKindSelect, SchemaSql: "CREATE TABLE city (name VARCHAR(40) PRIMARY KEY, population INT NOT NULL)",
-			SeedSql:      "INSERT INTO city VALUES ('Lyon', 513000), ('Paris', 2100000), ('Berlin', 3600000), ('Bonn', 330000)",
-			ReferenceSql: &ref, Ordered: true, CompareColumnNames: false, Verification: verification,
-			StatementTimeoutMs: 2000, MaxRows: 1000, MaxBytes: 1 << 20}}
+	m := problems.BigCities()
 	r, err := d.business.PublishManifestWithResponse(ctx, m)
 	if err := check(r, err, http.StatusCreated); err != nil {
 		return "", fmt.Errorf("publish SQL problem: %w", err)

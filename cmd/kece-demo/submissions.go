@@ -1,6 +1,9 @@
 package main
 
-import "github.com/kece-oj/kece/contracts/machineapi"
+import (
+	"github.com/kece-oj/kece/cmd/internal/problems"
+	"github.com/kece-oj/kece/contracts/machineapi"
+)
 
 type submission struct {
 	typ, id, lang, source, manifest, want string
@@ -15,7 +18,7 @@ const (
 	pyRE   = "a, b = map(int, input().split())\nraise ValueError('no sums today')\n"
 	javaAC = "import java.util.Scanner;\npublic class Main { public static void main(String[] args) { Scanner s = new Scanner(System.in); long a = s.nextLong(), b = s.nextLong(); System.out.println(a + b); } }\n"
 	arkAC  = "const fs = require(\"fs\");\nconst w: number[] = fs.readFileSync(0, \"utf8\").trim().split(/\\s+/).map(Number);\nfs.writeSync(1, String(w[0] + w[1]) + \"\\n\");\n"
-	sqlAC  = "SELECT name FROM city WHERE population > 1000000 ORDER BY name"
+	sqlAC  = problems.BigCitiesAnswer
 	sqlWA  = "SELECT name FROM city ORDER BY name"
 )
 

@@ -4,31 +4,19 @@ package httpapi
 
 import (
 	"context"
-	"net"
 	"net/http"
 
 	"github.com/kece-oj/kece/contracts/adminapi"
 	"github.com/kece-oj/kece/control/store"
 )
 
-// CallerAddr is the address an audit row records for a request: the TCP
-// peer's IP. No proxy is trusted to name another client (there is no
-// trusted-proxy setting yet), so behind nginx this is the proxy's address;
-// a forwarded header is never believed. Every surface that makes audited
-// changes (the admin API, the console) records it through WithCaller.
-func CallerAddr(r *http.Request) string {
-	host, _, err := net.SplitHostPort(r.RemoteAddr)
-	if err != nil {
-		return r.RemoteAddr
-	}
-	return host
-}
-
-// WithCaller hands the caller's address (CallerAddr) to the store, which
-// writes it into every audit row of the request.
-func WithCaller(next http.Handler) http.Handler {
+// withCaller hands the caller's address to the store, which writes it into
+// every audit row of the request: the TCP peer's IP, or behind a trusted
+// reverse proxy (Config.TrustedProxies) the client it names; a forwarded
+// header from anyone else is never believed (control/forwarded).
+func (s *Server) withCaller(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		next.ServeHTTP(w, r.WithContext(store.WithCaller(r.Context(), CallerAddr(r))))
+		next.ServeHTTP(w, r.WithContext(store.WithCaller(r.Context(), s.cfg.TrustedProxies.ClientIP(r))))
 	})
 }
 

@@ -48,7 +48,7 @@ func (s *Server) mountAdmin() error {
 	adminapi.HandlerFromMux(adminapi.NewStrictHandlerWithOptions(adminAPI{s}, nil,
 		adminapi.StrictHTTPServerOptions{RequestErrorHandlerFunc: reqErr, ResponseErrorHandlerFunc: respErr}), mux)
 	s.adminMux = mux
-	s.admin = WithCaller(s.tokenAuth(store.TokenAdmin, surfaceAdmin, nil,
+	s.admin = s.withCaller(s.tokenAuth(store.TokenAdmin, surfaceAdmin, nil,
 		s.validated(mux, func() (*openapi3.T, error) { return adminapi.GetSpec() }, surfaceAdmin)))
 	return nil
 }

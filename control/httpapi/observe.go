@@ -75,6 +75,11 @@ func (s *Server) route(r *http.Request) (string, string) {
 		return surface, "/openapi/"
 	case p == "/docs" || strings.HasPrefix(p, "/docs/"):
 		return surface, "/docs/"
+	case strings.HasPrefix(p, "/console/"):
+		// One label for the whole console: its paths carry ids.
+		return surface, "/console/"
+	case p == "/status":
+		return surface, p
 	default:
 		mux = s.extra // handlers mounted by other packages (Mount)
 	}

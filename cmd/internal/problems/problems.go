@@ -52,3 +52,19 @@ func APlusB(ctx context.Context, c *businessapi.ClientWithResponses) (businessap
 	}
 	return m, nil
 }
+
+// BigCitiesAnswer is the accepted answer of the BigCities problem.
+const BigCitiesAnswer = "SELECT name FROM city WHERE population > 1000000 ORDER BY name"
+
+// BigCities is a SQL SELECT problem for the mysql pool (cities of more than
+// a million people, ordered by name); its reference query is
+// BigCitiesAnswer. It needs no uploaded test data.
+func BigCities() businessapi.Manifest {
+	ref := BigCitiesAnswer
+	return businessapi.Manifest{Kind: businessapi.ManifestKindSql, Limits: businessapi.Limits{TimeMs: 2000, MemoryMb: 64, OutputKb: 64},
+		Checker: businessapi.Checker{Type: businessapi.CheckerTypeExact}, Cases: []businessapi.ManifestCase{},
+		Sql: &businessapi.SqlProblem{ProblemKind: businessapi.SqlProblemKindSelect, SchemaSql: "CREATE TABLE city (name VARCHAR(40) PRIMARY KEY, population INT NOT NULL)",
+			SeedSql:      "INSERT INTO city VALUES ('Lyon', 513000), ('Paris', 2100000), ('Berlin', 3600000), ('Bonn', 330000)",
+			ReferenceSql: &ref, Ordered: true, CompareColumnNames: false, Verification: []businessapi.SqlVerification{},
+			StatementTimeoutMs: 2000, MaxRows: 1000, MaxBytes: 1 << 20}}
+}

@@ -1,0 +1,169 @@
+package store
+
+import (
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// consoleSessionPrefix marks console session ids, so one is never mistaken
+// for an API token or a node credential.
+const consoleSessionPrefix = "kcs_"
+
+// consoleSeenResolution: last_seen_at (the idle clock) is written at most
+// once per this interval per session, so a page view is not always a write.
+// The idle timeout is therefore exact to within this interval.
+const consoleSeenResolution = 10 * time.Second
+
+// ErrConsoleSessionInvalid: the console session is unknown, ended, past its
+// idle or absolute expiry, or its admin token was revoked or expired. It
+// matches ErrUnauthenticated too.
+var ErrConsoleSessionInvalid = fmt.Errorf("console session invalid: %w", ErrUnauthenticated)
+
+// ConsoleSessionLimits are the two expiries of a console session.
+type ConsoleSessionLimits struct {
+	// Idle ends a session this long after its last request.
+	Idle time.Duration
+	// Absolute ends a session this long after login, however busy.
+	Absolute time.Duration
+}
+
+func (l ConsoleSessionLimits) validate() error {
+	if l.Idle < time.Minute || l.Absolute < l.Idle {
+		return invalid("sessionLimits", "idle %s must be at least 1m and absolute %s at least idle", l.Idle, l.Absolute)
+	}
+	return nil
+}
+
+// ConsoleSession is an open console session as the console sees it.
+type ConsoleSession struct {
+	// Secret is the cookie value; only its hash is stored. It is set by
+	// OpenConsoleSession only.
+	Secret string
+	// CSRF is the per-session token every state-changing form carries.
+	CSRF string
+	// Admin is the admin token the session was opened with; every action
+	// taken through the session is done, and audited, as this token.
+	Admin TokenIdentity
+	// ExpiresAt is the absolute expiry (database clock).
+	ExpiresAt time.Time
+}
+
+// OpenConsoleSession starts a console session for an admin token that was
+// just authenticated (AuthenticateToken with TokenAdmin). remote is the
+// browser's IP address, kept with the session and in the login's audit row.
+func (s *Store) OpenConsoleSession(ctx context.Context, admin TokenIdentity, remote string, lim ConsoleSessionLimits) (ConsoleSession, error) {
+	if admin.Kind != TokenAdmin || admin.ID <= 0 {
+		return ConsoleSession{}, fmt.Errorf("console session: %w", ErrUnauthenticated)
+	}
+	if err := lim.validate(); err != nil {
+		return ConsoleSession{}, err
+	}
+	secret, hash := newSecret(consoleSessionPrefix)
+	var b [32]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return ConsoleSession{}, fmt.Errorf("console session: %w", err)
+	}
+	csrf := hex.EncodeToString(b[:])
+	if len(remote) > 64 {
+		remote = remote[:64]
+	}
+	// Ended and expired sessions are swept here, a few at a time, so the
+	// table does not need a maintenance pass of its own.
+	if _, err := s.db.ExecContext(ctx, `DELETE FROM judge_console_session
+		WHERE expires_at < NOW(6) - INTERVAL 1 DAY ORDER BY expires_at LIMIT 100`); err != nil {
+		return ConsoleSession{}, fmt.Errorf("store: sweep console sessions: %w", err)
+	}
+	// The login is audited with the session it opened, in one transaction.
+	err := s.inTx(ctx, func(tx *sql.Tx) error {
+		if _, err := tx.ExecContext(ctx, `INSERT INTO judge_console_session
+			(session_hash, token_id, csrf_token, remote_addr, expires_at)
+			VALUES (?, ?, ?, ?, NOW(6) + INTERVAL ? MICROSECOND)`,
+			hash, admin.ID, csrf, remote, micros(lim.Absolute)); err != nil {
+			return fmt.Errorf("store: open console session: %w", err)
+		}
+		return audit(WithCaller(ctx, remote), tx, admin.Actor(), "console.login", 0, 0, "console login", nil)
+	})
+	if err != nil {
+		return ConsoleSession{}, err
+	}
+	sess, err := s.ConsoleSessionBySecret(ctx, secret, lim)
+	if err != nil {
+		return ConsoleSession{}, err
+	}
+	sess.Secret = secret
+	return sess, nil
+}
+
+// ConsoleSessionBySecret resolves a session cookie. It refuses a session
+// that ended, passed either expiry, or whose admin token is no longer valid
+// (revoked, expired): a session never outlives the authority it was opened
+// with. A successful lookup restarts the idle clock.
+func (s *Store) ConsoleSessionBySecret(ctx context.Context, secret string, lim ConsoleSessionLimits) (ConsoleSession, error) {
+	if err := lim.validate(); err != nil {
+		return ConsoleSession{}, err
+	}
+	if len(secret) < 8 || len(secret) > 128 || secret[:4] != consoleSessionPrefix {
+		return ConsoleSession{}, ErrConsoleSessionInvalid
+	}
+	var (
+		sess  ConsoleSession
+		rowID int64
+		stale bool
+	)
+	err := s.db.QueryRowContext(ctx, `
+		SELECT cs.id, cs.csrf_token, cs.expires_at, t.id, t.kind, t.name,
+		       cs.last_seen_at < NOW(6) - INTERVAL ? MICROSECOND
+		FROM judge_console_session cs
+		JOIN judge_api_token t ON t.id = cs.token_id
+		WHERE cs.session_hash = ?
+		  AND cs.ended_at IS NULL
+		  AND cs.expires_at > NOW(6)
+		  AND cs.last_seen_at > NOW(6) - INTERVAL ? MICROSECOND
+		  AND t.kind = ? AND t.revoked_at IS NULL
+		  AND (t.expires_at IS NULL OR t.expires_at > NOW(6))`,
+		micros(consoleSeenResolution), hashSecret(secret), micros(lim.Idle), TokenAdmin).
+		Scan(&rowID, &sess.CSRF, &sess.ExpiresAt, &sess.Admin.ID, &sess.Admin.Kind, &sess.Admin.Name, &stale)
+	if errors.Is(err, sql.ErrNoRows) {
+		return ConsoleSession{}, ErrConsoleSessionInvalid
+	}
+	if err != nil {
+		return ConsoleSession{}, fmt.Errorf("store: console session: %w", err)
+	}
+	if stale {
+		if _, err := s.db.ExecContext(ctx, `UPDATE judge_console_session SET last_seen_at = NOW(6) WHERE id = ?`, rowID); err != nil {
+			return ConsoleSession{}, fmt.Errorf("store: touch console session: %w", err)
+		}
+	}
+	return sess, nil
+}
+
+// EndConsoleSession logs a session out (audited as console.logout with the
+// browser's IP address, remote); ending an unknown or ended session is not an error
+// (logout is idempotent).
+func (s *Store) EndConsoleSession(ctx context.Context, secret, remote string) error {
+	if len(secret) < 8 || len(secret) > 128 {
+		return nil
+	}
+	return s.inTx(ctx, func(tx *sql.Tx) error {
+		var who TokenIdentity
+		err := tx.QueryRowContext(ctx, `SELECT t.id, t.kind, t.name
+			FROM judge_console_session cs JOIN judge_api_token t ON t.id = cs.token_id
+			WHERE cs.session_hash = ? AND cs.ended_at IS NULL FOR UPDATE`, hashSecret(secret)).Scan(&who.ID, &who.Kind, &who.Name)
+		if errors.Is(err, sql.ErrNoRows) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("store: end console session: %w", err)
+		}
+		if _, err := tx.ExecContext(ctx, `UPDATE judge_console_session SET ended_at = NOW(6)
+			WHERE session_hash = ?`, hashSecret(secret)); err != nil {
+			return fmt.Errorf("store: end console session: %w", err)
+		}
+		return audit(WithCaller(ctx, remote), tx, who.Actor(), "console.logout", 0, 0, "console logout", nil)
+	})
+}

@@ -1,0 +1,130 @@
+package store_test
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/kece-oj/kece/control/store"
+)
+
+var consoleLimits = store.ConsoleSessionLimits{Idle: time.Minute, Absolute: time.Hour}
+
+func TestConsoleSessionLifecycle(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	tok, err := b.store.CreateToken(b.ctx, store.TokenAdmin, "ops")
+	require.NoError(t, err)
+	admin, err := b.store.AuthenticateToken(b.ctx, store.TokenAdmin, tok)
+	require.NoError(t, err)
+
+	sess, err := b.store.OpenConsoleSession(b.ctx, admin, "192.0.2.7", consoleLimits)
+	require.NoError(t, err)
+	require.Regexp(t, `^kcs_`, sess.Secret)
+	require.Len(t, sess.CSRF, 64)
+	require.Equal(t, admin, sess.Admin)
+
+	// Only the hash is stored: the secret appears nowhere in the table.
+	var n int
+	require.NoError(t, b.db.QueryRowContext(b.ctx, `SELECT COUNT(*) FROM judge_console_session WHERE session_hash = ? OR csrf_token = ?`,
+		sess.Secret, sess.Secret).Scan(&n))
+	require.Zero(t, n)
+
+	// Another store over the same database (another replica) resolves it.
+	other, err := store.New(b.db, store.Config{})
+	require.NoError(t, err)
+	got, err := other.ConsoleSessionBySecret(b.ctx, sess.Secret, consoleLimits)
+	require.NoError(t, err)
+	require.Equal(t, sess.CSRF, got.CSRF)
+	require.Equal(t, admin, got.Admin)
+
+	// Login and logout are audited with the token and the address.
+	require.NoError(t, b.store.EndConsoleSession(b.ctx, sess.Secret, "192.0.2.8"))
+	_, err = b.store.ConsoleSessionBySecret(b.ctx, sess.Secret, consoleLimits)
+	require.ErrorIs(t, err, store.ErrConsoleSessionInvalid)
+	require.ErrorIs(t, err, store.ErrUnauthenticated)
+	require.NoError(t, b.store.EndConsoleSession(b.ctx, sess.Secret, "192.0.2.8"), "logout is idempotent")
+	rows, err := b.db.QueryContext(b.ctx, `SELECT action, actor, remote_addr FROM judge_audit WHERE action LIKE 'console.%' ORDER BY id`)
+	require.NoError(t, err)
+	defer rows.Close()
+	var seen []string
+	for rows.Next() {
+		var action, actor, addr string
+		require.NoError(t, rows.Scan(&action, &actor, &addr))
+		require.Equal(t, admin.Actor(), actor)
+		seen = append(seen, action+"@"+addr)
+	}
+	require.NoError(t, rows.Err())
+	require.Equal(t, []string{"console.login@192.0.2.7", "console.logout@192.0.2.8"}, seen)
+}
+
+func TestConsoleSessionRefusals(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	tok, err := b.store.CreateToken(b.ctx, store.TokenAdmin, "ops")
+	require.NoError(t, err)
+	admin, err := b.store.AuthenticateToken(b.ctx, store.TokenAdmin, tok)
+	require.NoError(t, err)
+	open := func() store.ConsoleSession {
+		s, err := b.store.OpenConsoleSession(b.ctx, admin, "127.0.0.1", consoleLimits)
+		require.NoError(t, err)
+		return s
+	}
+
+	t.Run("business token cannot open one", func(t *testing.T) {
+		btok, err := b.store.CreateToken(b.ctx, store.TokenBusiness, "oj")
+		require.NoError(t, err)
+		bid, err := b.store.AuthenticateToken(b.ctx, store.TokenBusiness, btok)
+		require.NoError(t, err)
+		_, err = b.store.OpenConsoleSession(b.ctx, bid, "127.0.0.1", consoleLimits)
+		require.ErrorIs(t, err, store.ErrUnauthenticated)
+	})
+	t.Run("garbage and other secrets", func(t *testing.T) {
+		for _, s := range []string{"", "kcs_", tok, "kcs_nope-nope-nope"} {
+			_, err := b.store.ConsoleSessionBySecret(b.ctx, s, consoleLimits)
+			require.ErrorIs(t, err, store.ErrConsoleSessionInvalid, s)
+		}
+	})
+	t.Run("idle expiry", func(t *testing.T) {
+		s := open()
+		_, err := b.db.ExecContext(b.ctx, `UPDATE judge_console_session SET last_seen_at = NOW(6) - INTERVAL 61 SECOND WHERE csrf_token = ?`, s.CSRF)
+		require.NoError(t, err)
+		_, err = b.store.ConsoleSessionBySecret(b.ctx, s.Secret, consoleLimits)
+		require.ErrorIs(t, err, store.ErrConsoleSessionInvalid)
+	})
+	t.Run("a request restarts the idle clock", func(t *testing.T) {
+		s := open()
+		_, err := b.db.ExecContext(b.ctx, `UPDATE judge_console_session SET last_seen_at = NOW(6) - INTERVAL 50 SECOND WHERE csrf_token = ?`, s.CSRF)
+		require.NoError(t, err)
+		_, err = b.store.ConsoleSessionBySecret(b.ctx, s.Secret, consoleLimits)
+		require.NoError(t, err)
+		var age float64
+		require.NoError(t, b.db.QueryRowContext(b.ctx, `SELECT TIMESTAMPDIFF(MICROSECOND, last_seen_at, NOW(6)) / 1e6 FROM judge_console_session WHERE csrf_token = ?`, s.CSRF).Scan(&age))
+		require.Less(t, age, 10.0)
+	})
+	t.Run("absolute expiry", func(t *testing.T) {
+		s := open()
+		_, err := b.db.ExecContext(b.ctx, `UPDATE judge_console_session SET expires_at = NOW(6) - INTERVAL 1 SECOND WHERE csrf_token = ?`, s.CSRF)
+		require.NoError(t, err)
+		_, err = b.store.ConsoleSessionBySecret(b.ctx, s.Secret, consoleLimits)
+		require.ErrorIs(t, err, store.ErrConsoleSessionInvalid)
+	})
+	t.Run("revoking the admin token ends its sessions", func(t *testing.T) {
+		tok2, err := b.store.CreateToken(b.ctx, store.TokenAdmin, "temp")
+		require.NoError(t, err)
+		id2, err := b.store.AuthenticateToken(b.ctx, store.TokenAdmin, tok2)
+		require.NoError(t, err)
+		s, err := b.store.OpenConsoleSession(b.ctx, id2, "127.0.0.1", consoleLimits)
+		require.NoError(t, err)
+		_, err = b.store.RevokeToken(b.ctx, store.TokenAdmin, "temp")
+		require.NoError(t, err)
+		_, err = b.store.ConsoleSessionBySecret(b.ctx, s.Secret, consoleLimits)
+		require.True(t, errors.Is(err, store.ErrConsoleSessionInvalid))
+	})
+	t.Run("limits are validated", func(t *testing.T) {
+		_, err := b.store.OpenConsoleSession(b.ctx, admin, "127.0.0.1", store.ConsoleSessionLimits{Idle: time.Second, Absolute: time.Hour})
+		require.ErrorIs(t, err, store.ErrValidation)
+	})
+}
