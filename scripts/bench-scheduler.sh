@@ -33,7 +33,12 @@ for _ in $(seq 1 120); do
   if mariadb-admin --no-defaults --socket="$tmp/sock" -uroot ping >/dev/null 2>&1; then break; fi
   sleep 0.5
 done
+if ! mariadb-admin --no-defaults --socket="$tmp/sock" -uroot ping >/dev/null 2>&1; then
+  echo "bench-scheduler: the private MariaDB did not start; its log:" >&2
+  tail -30 "$tmp/log" >&2 2>/dev/null || true
+  exit 1
+fi
 mariadb --no-defaults --socket="$tmp/sock" -uroot -e \
   "CREATE USER IF NOT EXISTS 'root'@'127.0.0.1' IDENTIFIED BY ''; GRANT ALL ON *.* TO 'root'@'127.0.0.1' WITH GRANT OPTION;"
 go build -o "$tmp/kece-bench" ./cmd/kece-bench
-"$tmp/kece-bench" scheduler -dsn "root@tcp(127.0.0.1:$port)/" "$@"
+"$tmp/kece-bench" scheduler -dsn "root@tcp(127.0.0.1:$port)/" -server-pid "$pid" "$@"

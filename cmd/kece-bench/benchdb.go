@@ -67,3 +67,20 @@ func freshDatabase(ctx context.Context, serverDSN string, conns int) (db *sql.DB
 	}
 	return db, dsn, drop, nil
 }
+
+// countedPool opens another pool on a database freshDatabase made (a second
+// control replica has its own pool), counted like the first.
+func countedPool(dsn string, conns int) (*sql.DB, error) {
+	cfg, err := mysql.ParseDSN(dsn)
+	if err != nil {
+		return nil, err
+	}
+	conn, err := mysql.NewConnector(cfg)
+	if err != nil {
+		return nil, err
+	}
+	db := sql.OpenDB(countingConnector{Connector: conn, n: &statementsSent})
+	db.SetMaxOpenConns(conns)
+	db.SetMaxIdleConns(conns)
+	return db, nil
+}

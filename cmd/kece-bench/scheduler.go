@@ -16,7 +16,6 @@ import (
 
 	"github.com/kece-oj/kece/cmd/internal/settings"
 	"github.com/kece-oj/kece/contracts/machineapi"
-
 	"github.com/kece-oj/kece/control/longpoll"
 	"github.com/kece-oj/kece/control/manifest"
 	"github.com/kece-oj/kece/control/store"
@@ -35,12 +34,15 @@ func runScheduler(ctx context.Context, args []string) error {
 	enqueueBatch := fs.Int("enqueue-batch", 1, "submissions per enqueue call (1: Enqueue, one per transaction like River's InsertTx; >1: EnqueueMany, one transaction per call)")
 	batchParallel := fs.Int("batch-parallel", store.BatchParallelDefault, "store: batches of completions / new submissions that may commit at once")
 	dsn := fs.String("dsn", "", "MySQL server DSN without database (default $KECE_BENCH_MYSQL_DSN or the private MariaDB)")
+	cpuProfile := fs.String("cpuprofile", "", "write a Go CPU profile of the measured window to this file")
+	replicas := fs.Int("replicas", 1, "control replicas: stores with their own connection pool, batchers, caches and long-poll hub (polling the pool signal as kece-control does) on one database; nodes and enqueuers are spread over them")
+	serverPID := fs.Int("server-pid", 0, "pid of a local database server: its CPU over the measured window is reported (scripts/bench-scheduler.sh passes it)")
 	if err := settings.ParseWithEnv(fs, "KECE_BENCH_SCHEDULER_", args, os.Getenv); err != nil {
 		return err
 	}
 	conns := *nodes + *enqueuers + 1
 	// Both phases share one pool of conns connections.
-	db, _, drop, err := freshDatabase(ctx, *dsn, conns)
+	db, dbDSN, drop, err := freshDatabase(ctx, *dsn, conns)
 	if err != nil {
 		return err
 	}
@@ -54,14 +56,36 @@ func runScheduler(ctx context.Context, args []string) error {
 	}
 	bound := rate / 3
 
-	st, err := store.New(db, store.Config{LeaseTTL: time.Minute, BatchParallel: *batchParallel})
-	if err != nil {
-		return err
+	if *replicas < 1 || *replicas > *nodes {
+		return fmt.Errorf("-replicas must be 1..nodes")
 	}
-	// Nodes wait for work the way the claim handler does: on this replica's
-	// long-poll hub, told after each commit that made work ready.
-	hub := longpoll.New()
-	st = st.WithNotifier(hub)
+	runCtx, stopReplicas := context.WithCancel(ctx)
+	defer stopReplicas()
+	var reps []replica
+	for i := range *replicas {
+		rdb := db
+		if i > 0 {
+			if rdb, err = countedPool(dbDSN, conns); err != nil {
+				return err
+			}
+			defer rdb.Close()
+		}
+		st, err := store.New(rdb, store.Config{LeaseTTL: time.Minute, BatchParallel: *batchParallel})
+		if err != nil {
+			return err
+		}
+		// Nodes wait for work the way the claim handler does: on their
+		// replica's long-poll hub, told after each commit on that replica
+		// that made work ready, and by the poll of the pool signal for work
+		// other replicas committed.
+		hub := longpoll.New()
+		st = st.WithNotifier(hub)
+		// A failed signal read fails the run's next store call too; the
+		// bench reports that one.
+		go hub.Run(runCtx, st, longpoll.SignalPollIntervalDefault, func(error) {})
+		reps = append(reps, replica{st: st, hub: hub})
+	}
+	st := reps[0].st
 	if *groups < 1 || *groups > *nodes {
 		return fmt.Errorf("-groups must be 1..nodes")
 	}
@@ -72,11 +96,12 @@ func runScheduler(ctx context.Context, args []string) error {
 	if *enqueueBatch < 1 || *enqueueBatch > store.EnqueueManyMax {
 		return fmt.Errorf("-enqueue-batch must be 1..%d", store.EnqueueManyMax)
 	}
-	res, err := lifecycles(ctx, st, hub, db, manID, sessions, *slots, *enqueuers, *enqueueBatch, *dur)
+	res, err := lifecycles(ctx, reps, db, manID, sessions, *slots, *enqueuers, *enqueueBatch, *dur, cpuWatch{profile: *cpuProfile, serverPID: *serverPID})
 	if err != nil {
 		return err
 	}
 	fmt.Printf("innodb_flush_log_at_trx_commit=%s\n", durable)
+	fmt.Printf("replicas=%d\n", *replicas)
 	fmt.Printf("connections=%d nodes=%d host_groups=%d slots=%d enqueuers=%d enqueue_batch=%d duration_s=%.0f batch_parallel=%d\n", conns, *nodes, *groups, *slots, *enqueuers, *enqueueBatch, dur.Seconds(), *batchParallel)
 	fmt.Printf("commit_rate_per_s=%.0f\n", rate)
 	fmt.Printf("commit_bound_lifecycles_per_s=%.0f\n", bound)
@@ -87,10 +112,22 @@ func runScheduler(ctx context.Context, args []string) error {
 	fmt.Printf("enqueue_avg_ms=%.2f\n", res.enqueueAvgMs)
 	fmt.Printf("complete_avg_ms=%.2f\n", res.completeAvgMs)
 	fmt.Printf("empty_claims=%d\n", res.emptyClaims)
-	fmt.Printf("deadlocks_retried=%d\n", st.RetriedTransactions())
+	fmt.Printf("jobs_per_claim=%.2f\n", res.claimBatch)
+	fmt.Printf("events_per_event_claim=%.2f\n", res.eventBatch)
+	var retried int64
+	for _, r := range reps {
+		retried += r.st.RetriedTransactions()
+	}
+	fmt.Printf("deadlocks_retried=%d\n", retried)
 	// Where the time goes: the baseline is one statement per commit.
 	fmt.Printf("baseline_statements_per_commit=1\n")
 	fmt.Printf("statements_per_lifecycle=%.1f\n", res.statementsPerLifecycle)
+	// CPU per lifecycle, this process (store, simulated nodes, enqueuers)
+	// and the server: on a CPU-bound machine, what sets the rate.
+	fmt.Printf("bench_cpu_ms_per_lifecycle=%.2f\n", res.benchCPUMs)
+	if *serverPID > 0 {
+		fmt.Printf("server_cpu_ms_per_lifecycle=%.2f\n", res.serverCPUMs)
+	}
 	return nil
 }
 
@@ -184,9 +221,20 @@ type lifecycleResult struct {
 	// statementsPerLifecycle counts every statement the server received
 	// (BEGIN and COMMIT included) per acknowledged lifecycle.
 	statementsPerLifecycle float64
+	// CPU milliseconds per lifecycle over the window: this process, and the
+	// server when its pid is known.
+	benchCPUMs, serverCPUMs float64
+	// Mean jobs per claim that took work, events per event claim.
+	claimBatch, eventBatch float64
 }
 
-func lifecycles(ctx context.Context, st *store.Store, hub *longpoll.Hub, db *sql.DB, manID int64, sessions []store.Session, slots, enqueuers, enqueueBatch int, d time.Duration) (lifecycleResult, error) {
+// replica is one control replica of the bench: its store and long-poll hub.
+type replica struct {
+	st  *store.Store
+	hub *longpoll.Hub
+}
+
+func lifecycles(ctx context.Context, reps []replica, db *sql.DB, manID int64, sessions []store.Session, slots, enqueuers, enqueueBatch int, d time.Duration, cw cpuWatch) (lifecycleResult, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var (
@@ -203,6 +251,9 @@ func lifecycles(ctx context.Context, st *store.Store, hub *longpoll.Hub, db *sql
 		compNs   atomic.Int64
 		compN    atomic.Int64
 		idleN    atomic.Int64
+		claimN   atomic.Int64 // claims that took work
+		claimedN atomic.Int64 // jobs they took
+		evBatchN atomic.Int64 // event claims that took events
 	)
 	fail := func(err error) {
 		if err == nil || errors.Is(err, context.Canceled) {
@@ -216,7 +267,8 @@ func lifecycles(ctx context.Context, st *store.Store, hub *longpoll.Hub, db *sql
 		cancel()
 	}
 	backlog := int64(len(sessions) * slots * 4)
-	for range enqueuers {
+	for e := range enqueuers {
+		st := reps[e%len(reps)].st
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -252,7 +304,8 @@ func lifecycles(ctx context.Context, st *store.Store, hub *longpoll.Hub, db *sql
 	// Each node runs its slots concurrently, like a real node: one claim
 	// loop asking for the free slots, and one goroutine per leased job that
 	// renews once and posts its result.
-	for _, s := range sessions {
+	for i, s := range sessions {
+		st, hub := reps[i%len(reps)].st, reps[i%len(reps)].hub
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -287,7 +340,7 @@ func lifecycles(ctx context.Context, st *store.Store, hub *longpoll.Hub, db *sql
 				wake := hub.Watch(string(machineapi.PoolCpp))
 				got, err := st.Claim(ctx, s.NodeSession, n)
 				if err != nil {
-					hub.Done()
+					hub.Done(wake)
 					fail(err)
 					return
 				}
@@ -297,17 +350,23 @@ func lifecycles(ctx context.Context, st *store.Store, hub *longpoll.Hub, db *sql
 				}
 				if len(got) == 0 {
 					idleN.Add(1)
-					// The long-poll: until new work commits here, or the
-					// poll interval at which other replicas' work is seen.
+					// The long-poll, as the claim handler waits: until the
+					// hub wakes it (new work committed here, or another
+					// replica's seen by the hub's signal poll), else a
+					// periodic retry (~2 s there). Re-claiming at every
+					// signal-poll tick instead would cost each idle node a
+					// read every 10 ms, which no real node does.
 					select {
 					case <-wake:
-					case <-time.After(longpoll.SignalPollIntervalDefault):
+					case <-time.After(2 * time.Second):
 					case <-ctx.Done():
 					}
-					hub.Done()
+					hub.Done(wake)
 					continue
 				}
-				hub.Done()
+				hub.Done(wake)
+				claimN.Add(1)
+				claimedN.Add(int64(len(got)))
 				queued.Add(-int64(len(got)))
 				// A node renews all its leases in one call.
 				items := make([]store.RenewItem, len(got))
@@ -335,6 +394,7 @@ func lifecycles(ctx context.Context, st *store.Store, hub *longpoll.Hub, db *sql
 			}
 		}()
 	}
+	st := reps[0].st
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
@@ -350,6 +410,7 @@ func lifecycles(ctx context.Context, st *store.Store, hub *longpoll.Hub, db *sql
 				time.Sleep(5 * time.Millisecond)
 				continue
 			}
+			evBatchN.Add(1)
 			ids := make([]int64, len(evs))
 			for i, e := range evs {
 				ids[i] = e.ID
@@ -366,6 +427,10 @@ func lifecycles(ctx context.Context, st *store.Store, hub *longpoll.Hub, db *sql
 	time.Sleep(time.Second)
 	start := acked.Load()
 	q0 := serverStatements(ctx, db)
+	stopCPU, err := cw.start()
+	if err != nil {
+		return lifecycleResult{}, err
+	}
 	t0 := time.Now()
 	select {
 	case <-time.After(d):
@@ -374,6 +439,7 @@ func lifecycles(ctx context.Context, st *store.Store, hub *longpoll.Hub, db *sql
 	n := acked.Load() - start
 	el := time.Since(t0)
 	q1 := serverStatements(ctx, db)
+	benchCPU, serverCPU := stopCPU()
 	cancel()
 	wg.Wait()
 	if firstErr != nil {
@@ -389,5 +455,7 @@ func lifecycles(ctx context.Context, st *store.Store, hub *longpoll.Hub, db *sql
 	avg := func(ns, n int64) float64 { return float64(ns) / float64(max(n, 1)) / 1e6 }
 	return lifecycleResult{perSec: float64(n) / el.Seconds(), claimP50: pct(0.50), claimP99: pct(0.99),
 		enqueueAvgMs: avg(enqNs.Load(), enqN.Load()), completeAvgMs: avg(compNs.Load(), compN.Load()),
-		emptyClaims: idleN.Load(), statementsPerLifecycle: float64(q1-q0) / float64(max(n, 1))}, nil
+		emptyClaims: idleN.Load(), statementsPerLifecycle: float64(q1-q0) / float64(max(n, 1)),
+		claimBatch: float64(claimedN.Load()) / float64(max(claimN.Load(), 1)), eventBatch: float64(acked.Load()) / float64(max(evBatchN.Load(), 1)),
+		benchCPUMs: benchCPU.Seconds() * 1000 / float64(max(n, 1)), serverCPUMs: serverCPU.Seconds() * 1000 / float64(max(n, 1))}, nil
 }

@@ -887,6 +887,17 @@ type SubmissionStatusCode string
 // SubmissionType The business's kind of submission, e.g. ALGO or DATABASE; types starting with KECE_ are reserved (self-checks use KECE_CHECK).
 type SubmissionType = string
 
+// SubmissionsAccepted defines model for SubmissionsAccepted.
+type SubmissionsAccepted struct {
+	// Submissions One entry per request item, in request order.
+	Submissions []SubmissionAccepted `json:"submissions"`
+}
+
+// SubmissionsCreate defines model for SubmissionsCreate.
+type SubmissionsCreate struct {
+	Submissions []SubmissionCreate `json:"submissions"`
+}
+
 // Verdict defines model for Verdict.
 type Verdict struct {
 	// Cases The cases that ran, each manifest case at most once; empty for CE.
@@ -961,6 +972,11 @@ type EnqueueSubmissionParams struct {
 	IdempotencyKey *string `json:"Idempotency-Key,omitempty"`
 }
 
+// EnqueueSubmissionsParams defines parameters for EnqueueSubmissions.
+type EnqueueSubmissionsParams struct {
+	IdempotencyKey *string `json:"Idempotency-Key,omitempty"`
+}
+
 // GetSubmissionParams defines parameters for GetSubmission.
 type GetSubmissionParams struct {
 	// WaitMs Wait up to this long for the current generation to settle (0, the default, answers at once).
@@ -978,6 +994,9 @@ type ClaimSettlementEventsJSONRequestBody = EventClaimRequest
 
 // EnqueueSubmissionJSONRequestBody defines body for EnqueueSubmission for application/json ContentType.
 type EnqueueSubmissionJSONRequestBody = SubmissionCreate
+
+// EnqueueSubmissionsJSONRequestBody defines body for EnqueueSubmissions for application/json ContentType.
+type EnqueueSubmissionsJSONRequestBody = SubmissionsCreate
 
 // CancelSubmissionJSONRequestBody defines body for CancelSubmission for application/json ContentType.
 type CancelSubmissionJSONRequestBody = ReasonRequest
@@ -1254,6 +1273,80 @@ type ClientInterface interface {
 	//
 	// Corresponds with POST /api/v1/submissions (the `EnqueueSubmission` operationId).
 	EnqueueSubmission(ctx context.Context, params *EnqueueSubmissionParams, body EnqueueSubmissionJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// EnqueueSubmissionsWithBody Enqueue many submissions in one transaction (all or none).
+	//
+	// For contest imports, rejudge-all tooling and backends flushing a
+	// queue: up to 1000 submissions in one request and one database
+	// transaction. Each item follows the rules of `POST
+	// /api/v1/submissions` — a new identity is enqueued, an identical
+	// existing one answers with its current job — and either every item is
+	// accepted or nothing is written. The answer lists one entry per item,
+	// in request order.
+	//
+	// Every item is validated before anything is written, and all invalid
+	// items are reported at once: 422 `REQUEST_INVALID` with
+	// `details.items`, one object per invalid item in request order:
+	// `index` (the item's position, from 0), `code` (the ErrorCode a single
+	// enqueue of that item would get, such as `LANGUAGE_UNSUPPORTED` or
+	// `MANIFEST_NOT_FOUND`), `field` (the offending field) and `message`.
+	// The same identity twice in one request is invalid. An identity that exists with a different request is 409
+	// `SUBMISSION_CONFLICT` with `details.index` naming the item. An item
+	// whose type the token is not scoped to refuses the whole request: 403
+	// `SUBMISSION_TYPE_FORBIDDEN` with `details.index` naming the item.
+	//
+	// The optional `Idempotency-Key` header works as for a single enqueue:
+	// the same key and body answer the same jobs again (with their state
+	// now); the same key with a different body, or a key used by a single
+	// enqueue, is 409 `IDEMPOTENCY_KEY_REUSED`.
+	//
+	// Errors: 400 `REQUEST_INVALID` (malformed body, no items or more than
+	// 1000); 401 `UNAUTHENTICATED`; 403 `SUBMISSION_TYPE_FORBIDDEN`; 409 `SUBMISSION_CONFLICT`,
+	// `IDEMPOTENCY_KEY_REUSED`; 413 `PAYLOAD_TOO_LARGE` (the request body
+	// limit applies to the whole request); 422 `REQUEST_INVALID` with
+	// per-item errors; 429 `RATE_LIMITED`; 5xx.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /api/v1/submissions/bulk (the `EnqueueSubmissions` operationId).
+	EnqueueSubmissionsWithBody(ctx context.Context, params *EnqueueSubmissionsParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// EnqueueSubmissions Enqueue many submissions in one transaction (all or none).
+	//
+	// For contest imports, rejudge-all tooling and backends flushing a
+	// queue: up to 1000 submissions in one request and one database
+	// transaction. Each item follows the rules of `POST
+	// /api/v1/submissions` — a new identity is enqueued, an identical
+	// existing one answers with its current job — and either every item is
+	// accepted or nothing is written. The answer lists one entry per item,
+	// in request order.
+	//
+	// Every item is validated before anything is written, and all invalid
+	// items are reported at once: 422 `REQUEST_INVALID` with
+	// `details.items`, one object per invalid item in request order:
+	// `index` (the item's position, from 0), `code` (the ErrorCode a single
+	// enqueue of that item would get, such as `LANGUAGE_UNSUPPORTED` or
+	// `MANIFEST_NOT_FOUND`), `field` (the offending field) and `message`.
+	// The same identity twice in one request is invalid. An identity that exists with a different request is 409
+	// `SUBMISSION_CONFLICT` with `details.index` naming the item. An item
+	// whose type the token is not scoped to refuses the whole request: 403
+	// `SUBMISSION_TYPE_FORBIDDEN` with `details.index` naming the item.
+	//
+	// The optional `Idempotency-Key` header works as for a single enqueue:
+	// the same key and body answer the same jobs again (with their state
+	// now); the same key with a different body, or a key used by a single
+	// enqueue, is 409 `IDEMPOTENCY_KEY_REUSED`.
+	//
+	// Errors: 400 `REQUEST_INVALID` (malformed body, no items or more than
+	// 1000); 401 `UNAUTHENTICATED`; 403 `SUBMISSION_TYPE_FORBIDDEN`; 409 `SUBMISSION_CONFLICT`,
+	// `IDEMPOTENCY_KEY_REUSED`; 413 `PAYLOAD_TOO_LARGE` (the request body
+	// limit applies to the whole request); 422 `REQUEST_INVALID` with
+	// per-item errors; 429 `RATE_LIMITED`; 5xx.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /api/v1/submissions/bulk (the `EnqueueSubmissions` operationId).
+	EnqueueSubmissions(ctx context.Context, params *EnqueueSubmissionsParams, body EnqueueSubmissionsJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// GetSubmission Status of the submission's current generation.
 	//
@@ -1646,6 +1739,100 @@ func (c *Client) EnqueueSubmission(ctx context.Context, params *EnqueueSubmissio
 	return c.Client.Do(req)
 }
 
+// EnqueueSubmissionsWithBody Enqueue many submissions in one transaction (all or none).
+//
+// For contest imports, rejudge-all tooling and backends flushing a
+// queue: up to 1000 submissions in one request and one database
+// transaction. Each item follows the rules of `POST
+// /api/v1/submissions` — a new identity is enqueued, an identical
+// existing one answers with its current job — and either every item is
+// accepted or nothing is written. The answer lists one entry per item,
+// in request order.
+//
+// Every item is validated before anything is written, and all invalid
+// items are reported at once: 422 `REQUEST_INVALID` with
+// `details.items`, one object per invalid item in request order:
+// `index` (the item's position, from 0), `code` (the ErrorCode a single
+// enqueue of that item would get, such as `LANGUAGE_UNSUPPORTED` or
+// `MANIFEST_NOT_FOUND`), `field` (the offending field) and `message`.
+// The same identity twice in one request is invalid. An identity that exists with a different request is 409
+// `SUBMISSION_CONFLICT` with `details.index` naming the item. An item
+// whose type the token is not scoped to refuses the whole request: 403
+// `SUBMISSION_TYPE_FORBIDDEN` with `details.index` naming the item.
+//
+// The optional `Idempotency-Key` header works as for a single enqueue:
+// the same key and body answer the same jobs again (with their state
+// now); the same key with a different body, or a key used by a single
+// enqueue, is 409 `IDEMPOTENCY_KEY_REUSED`.
+//
+// Errors: 400 `REQUEST_INVALID` (malformed body, no items or more than
+// 1000); 401 `UNAUTHENTICATED`; 403 `SUBMISSION_TYPE_FORBIDDEN`; 409 `SUBMISSION_CONFLICT`,
+// `IDEMPOTENCY_KEY_REUSED`; 413 `PAYLOAD_TOO_LARGE` (the request body
+// limit applies to the whole request); 422 `REQUEST_INVALID` with
+// per-item errors; 429 `RATE_LIMITED`; 5xx.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /api/v1/submissions/bulk (the `EnqueueSubmissions` operationId).
+func (c *Client) EnqueueSubmissionsWithBody(ctx context.Context, params *EnqueueSubmissionsParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewEnqueueSubmissionsRequestWithBody(c.Server, params, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// EnqueueSubmissions Enqueue many submissions in one transaction (all or none).
+//
+// For contest imports, rejudge-all tooling and backends flushing a
+// queue: up to 1000 submissions in one request and one database
+// transaction. Each item follows the rules of `POST
+// /api/v1/submissions` — a new identity is enqueued, an identical
+// existing one answers with its current job — and either every item is
+// accepted or nothing is written. The answer lists one entry per item,
+// in request order.
+//
+// Every item is validated before anything is written, and all invalid
+// items are reported at once: 422 `REQUEST_INVALID` with
+// `details.items`, one object per invalid item in request order:
+// `index` (the item's position, from 0), `code` (the ErrorCode a single
+// enqueue of that item would get, such as `LANGUAGE_UNSUPPORTED` or
+// `MANIFEST_NOT_FOUND`), `field` (the offending field) and `message`.
+// The same identity twice in one request is invalid. An identity that exists with a different request is 409
+// `SUBMISSION_CONFLICT` with `details.index` naming the item. An item
+// whose type the token is not scoped to refuses the whole request: 403
+// `SUBMISSION_TYPE_FORBIDDEN` with `details.index` naming the item.
+//
+// The optional `Idempotency-Key` header works as for a single enqueue:
+// the same key and body answer the same jobs again (with their state
+// now); the same key with a different body, or a key used by a single
+// enqueue, is 409 `IDEMPOTENCY_KEY_REUSED`.
+//
+// Errors: 400 `REQUEST_INVALID` (malformed body, no items or more than
+// 1000); 401 `UNAUTHENTICATED`; 403 `SUBMISSION_TYPE_FORBIDDEN`; 409 `SUBMISSION_CONFLICT`,
+// `IDEMPOTENCY_KEY_REUSED`; 413 `PAYLOAD_TOO_LARGE` (the request body
+// limit applies to the whole request); 422 `REQUEST_INVALID` with
+// per-item errors; 429 `RATE_LIMITED`; 5xx.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /api/v1/submissions/bulk (the `EnqueueSubmissions` operationId).
+func (c *Client) EnqueueSubmissions(ctx context.Context, params *EnqueueSubmissionsParams, body EnqueueSubmissionsJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewEnqueueSubmissionsRequest(c.Server, params, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
 // GetSubmission Status of the submission's current generation.
 //
 // With `waitMs`, a waiting read: the answer comes as soon as the
@@ -2028,6 +2215,61 @@ func NewEnqueueSubmissionRequestWithBody(server string, params *EnqueueSubmissio
 	}
 
 	operationPath := fmt.Sprintf("/api/v1/submissions")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		if params.IdempotencyKey != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "Idempotency-Key", *params.IdempotencyKey, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("Idempotency-Key", headerParam0)
+		}
+
+	}
+
+	return req, nil
+}
+
+// NewEnqueueSubmissionsRequest calls the generic EnqueueSubmissions builder with application/json body
+func NewEnqueueSubmissionsRequest(server string, params *EnqueueSubmissionsParams, body EnqueueSubmissionsJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewEnqueueSubmissionsRequestWithBody(server, params, "application/json", bodyReader)
+}
+
+// NewEnqueueSubmissionsRequestWithBody constructs an http.Request for the EnqueueSubmissions method, with any body, and a specified content type
+func NewEnqueueSubmissionsRequestWithBody(server string, params *EnqueueSubmissionsParams, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/submissions/bulk")
 	if operationPath[0] == '/' {
 		operationPath = "." + operationPath
 	}
@@ -2508,6 +2750,80 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with POST /api/v1/submissions (the `EnqueueSubmission` operationId).
 	EnqueueSubmissionWithResponse(ctx context.Context, params *EnqueueSubmissionParams, body EnqueueSubmissionJSONRequestBody, reqEditors ...RequestEditorFn) (*EnqueueSubmissionResponse, error)
+
+	// EnqueueSubmissionsWithBodyWithResponse Enqueue many submissions in one transaction (all or none).
+	//
+	// For contest imports, rejudge-all tooling and backends flushing a
+	// queue: up to 1000 submissions in one request and one database
+	// transaction. Each item follows the rules of `POST
+	// /api/v1/submissions` — a new identity is enqueued, an identical
+	// existing one answers with its current job — and either every item is
+	// accepted or nothing is written. The answer lists one entry per item,
+	// in request order.
+	//
+	// Every item is validated before anything is written, and all invalid
+	// items are reported at once: 422 `REQUEST_INVALID` with
+	// `details.items`, one object per invalid item in request order:
+	// `index` (the item's position, from 0), `code` (the ErrorCode a single
+	// enqueue of that item would get, such as `LANGUAGE_UNSUPPORTED` or
+	// `MANIFEST_NOT_FOUND`), `field` (the offending field) and `message`.
+	// The same identity twice in one request is invalid. An identity that exists with a different request is 409
+	// `SUBMISSION_CONFLICT` with `details.index` naming the item. An item
+	// whose type the token is not scoped to refuses the whole request: 403
+	// `SUBMISSION_TYPE_FORBIDDEN` with `details.index` naming the item.
+	//
+	// The optional `Idempotency-Key` header works as for a single enqueue:
+	// the same key and body answer the same jobs again (with their state
+	// now); the same key with a different body, or a key used by a single
+	// enqueue, is 409 `IDEMPOTENCY_KEY_REUSED`.
+	//
+	// Errors: 400 `REQUEST_INVALID` (malformed body, no items or more than
+	// 1000); 401 `UNAUTHENTICATED`; 403 `SUBMISSION_TYPE_FORBIDDEN`; 409 `SUBMISSION_CONFLICT`,
+	// `IDEMPOTENCY_KEY_REUSED`; 413 `PAYLOAD_TOO_LARGE` (the request body
+	// limit applies to the whole request); 422 `REQUEST_INVALID` with
+	// per-item errors; 429 `RATE_LIMITED`; 5xx.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/submissions/bulk (the `EnqueueSubmissions` operationId).
+	EnqueueSubmissionsWithBodyWithResponse(ctx context.Context, params *EnqueueSubmissionsParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*EnqueueSubmissionsResponse, error)
+
+	// EnqueueSubmissionsWithResponse Enqueue many submissions in one transaction (all or none).
+	//
+	// For contest imports, rejudge-all tooling and backends flushing a
+	// queue: up to 1000 submissions in one request and one database
+	// transaction. Each item follows the rules of `POST
+	// /api/v1/submissions` — a new identity is enqueued, an identical
+	// existing one answers with its current job — and either every item is
+	// accepted or nothing is written. The answer lists one entry per item,
+	// in request order.
+	//
+	// Every item is validated before anything is written, and all invalid
+	// items are reported at once: 422 `REQUEST_INVALID` with
+	// `details.items`, one object per invalid item in request order:
+	// `index` (the item's position, from 0), `code` (the ErrorCode a single
+	// enqueue of that item would get, such as `LANGUAGE_UNSUPPORTED` or
+	// `MANIFEST_NOT_FOUND`), `field` (the offending field) and `message`.
+	// The same identity twice in one request is invalid. An identity that exists with a different request is 409
+	// `SUBMISSION_CONFLICT` with `details.index` naming the item. An item
+	// whose type the token is not scoped to refuses the whole request: 403
+	// `SUBMISSION_TYPE_FORBIDDEN` with `details.index` naming the item.
+	//
+	// The optional `Idempotency-Key` header works as for a single enqueue:
+	// the same key and body answer the same jobs again (with their state
+	// now); the same key with a different body, or a key used by a single
+	// enqueue, is 409 `IDEMPOTENCY_KEY_REUSED`.
+	//
+	// Errors: 400 `REQUEST_INVALID` (malformed body, no items or more than
+	// 1000); 401 `UNAUTHENTICATED`; 403 `SUBMISSION_TYPE_FORBIDDEN`; 409 `SUBMISSION_CONFLICT`,
+	// `IDEMPOTENCY_KEY_REUSED`; 413 `PAYLOAD_TOO_LARGE` (the request body
+	// limit applies to the whole request); 422 `REQUEST_INVALID` with
+	// per-item errors; 429 `RATE_LIMITED`; 5xx.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/submissions/bulk (the `EnqueueSubmissions` operationId).
+	EnqueueSubmissionsWithResponse(ctx context.Context, params *EnqueueSubmissionsParams, body EnqueueSubmissionsJSONRequestBody, reqEditors ...RequestEditorFn) (*EnqueueSubmissionsResponse, error)
 
 	// GetSubmissionWithResponse Status of the submission's current generation.
 	//
@@ -3200,6 +3516,110 @@ func (r EnqueueSubmissionResponse) ContentType() string {
 	return ""
 }
 
+// EnqueueSubmissionsResponse429Headers the declared response headers of an HTTP 429 response for EnqueueSubmissions
+type EnqueueSubmissionsResponse429Headers struct {
+	RetryAfter int32
+}
+
+type EnqueueSubmissionsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON202 the response for an HTTP 202 `application/json` response
+	JSON202 *SubmissionsAccepted
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *BadRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Forbidden
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *Conflict
+	// JSON413 the response for an HTTP 413 `application/json` response
+	JSON413 *PayloadTooLarge
+	// JSON422 the response for an HTTP 422 `application/json` response
+	JSON422 *UnprocessableEntity
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *TooManyRequests
+	// JSONDefault the response for an HTTP default `application/json` response
+	JSONDefault *Unexpected
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *EnqueueSubmissionsResponse429Headers
+}
+
+// GetJSON202 returns the response for an HTTP 202 `application/json` response
+func (r EnqueueSubmissionsResponse) GetJSON202() *SubmissionsAccepted {
+	return r.JSON202
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r EnqueueSubmissionsResponse) GetJSON400() *BadRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r EnqueueSubmissionsResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r EnqueueSubmissionsResponse) GetJSON403() *Forbidden {
+	return r.JSON403
+}
+
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r EnqueueSubmissionsResponse) GetJSON409() *Conflict {
+	return r.JSON409
+}
+
+// GetJSON413 returns the response for an HTTP 413 `application/json` response
+func (r EnqueueSubmissionsResponse) GetJSON413() *PayloadTooLarge {
+	return r.JSON413
+}
+
+// GetJSON422 returns the response for an HTTP 422 `application/json` response
+func (r EnqueueSubmissionsResponse) GetJSON422() *UnprocessableEntity {
+	return r.JSON422
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r EnqueueSubmissionsResponse) GetJSON429() *TooManyRequests {
+	return r.JSON429
+}
+
+// GetJSONDefault returns the response for an HTTP default `application/json` response
+func (r EnqueueSubmissionsResponse) GetJSONDefault() *Unexpected {
+	return r.JSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r EnqueueSubmissionsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r EnqueueSubmissionsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r EnqueueSubmissionsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r EnqueueSubmissionsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // GetSubmissionResponse429Headers the declared response headers of an HTTP 429 response for GetSubmission
 type GetSubmissionResponse429Headers struct {
 	RetryAfter int32
@@ -3782,6 +4202,92 @@ func (c *ClientWithResponses) EnqueueSubmissionWithResponse(ctx context.Context,
 		return nil, err
 	}
 	return ParseEnqueueSubmissionResponse(rsp)
+}
+
+// EnqueueSubmissionsWithBodyWithResponse Enqueue many submissions in one transaction (all or none).
+//
+// For contest imports, rejudge-all tooling and backends flushing a
+// queue: up to 1000 submissions in one request and one database
+// transaction. Each item follows the rules of `POST
+// /api/v1/submissions` — a new identity is enqueued, an identical
+// existing one answers with its current job — and either every item is
+// accepted or nothing is written. The answer lists one entry per item,
+// in request order.
+//
+// Every item is validated before anything is written, and all invalid
+// items are reported at once: 422 `REQUEST_INVALID` with
+// `details.items`, one object per invalid item in request order:
+// `index` (the item's position, from 0), `code` (the ErrorCode a single
+// enqueue of that item would get, such as `LANGUAGE_UNSUPPORTED` or
+// `MANIFEST_NOT_FOUND`), `field` (the offending field) and `message`.
+// The same identity twice in one request is invalid. An identity that exists with a different request is 409
+// `SUBMISSION_CONFLICT` with `details.index` naming the item. An item
+// whose type the token is not scoped to refuses the whole request: 403
+// `SUBMISSION_TYPE_FORBIDDEN` with `details.index` naming the item.
+//
+// The optional `Idempotency-Key` header works as for a single enqueue:
+// the same key and body answer the same jobs again (with their state
+// now); the same key with a different body, or a key used by a single
+// enqueue, is 409 `IDEMPOTENCY_KEY_REUSED`.
+//
+// Errors: 400 `REQUEST_INVALID` (malformed body, no items or more than
+// 1000); 401 `UNAUTHENTICATED`; 403 `SUBMISSION_TYPE_FORBIDDEN`; 409 `SUBMISSION_CONFLICT`,
+// `IDEMPOTENCY_KEY_REUSED`; 413 `PAYLOAD_TOO_LARGE` (the request body
+// limit applies to the whole request); 422 `REQUEST_INVALID` with
+// per-item errors; 429 `RATE_LIMITED`; 5xx.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/submissions/bulk (the `EnqueueSubmissions` operationId).
+func (c *ClientWithResponses) EnqueueSubmissionsWithBodyWithResponse(ctx context.Context, params *EnqueueSubmissionsParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*EnqueueSubmissionsResponse, error) {
+	rsp, err := c.EnqueueSubmissionsWithBody(ctx, params, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseEnqueueSubmissionsResponse(rsp)
+}
+
+// EnqueueSubmissionsWithResponse Enqueue many submissions in one transaction (all or none).
+//
+// For contest imports, rejudge-all tooling and backends flushing a
+// queue: up to 1000 submissions in one request and one database
+// transaction. Each item follows the rules of `POST
+// /api/v1/submissions` — a new identity is enqueued, an identical
+// existing one answers with its current job — and either every item is
+// accepted or nothing is written. The answer lists one entry per item,
+// in request order.
+//
+// Every item is validated before anything is written, and all invalid
+// items are reported at once: 422 `REQUEST_INVALID` with
+// `details.items`, one object per invalid item in request order:
+// `index` (the item's position, from 0), `code` (the ErrorCode a single
+// enqueue of that item would get, such as `LANGUAGE_UNSUPPORTED` or
+// `MANIFEST_NOT_FOUND`), `field` (the offending field) and `message`.
+// The same identity twice in one request is invalid. An identity that exists with a different request is 409
+// `SUBMISSION_CONFLICT` with `details.index` naming the item. An item
+// whose type the token is not scoped to refuses the whole request: 403
+// `SUBMISSION_TYPE_FORBIDDEN` with `details.index` naming the item.
+//
+// The optional `Idempotency-Key` header works as for a single enqueue:
+// the same key and body answer the same jobs again (with their state
+// now); the same key with a different body, or a key used by a single
+// enqueue, is 409 `IDEMPOTENCY_KEY_REUSED`.
+//
+// Errors: 400 `REQUEST_INVALID` (malformed body, no items or more than
+// 1000); 401 `UNAUTHENTICATED`; 403 `SUBMISSION_TYPE_FORBIDDEN`; 409 `SUBMISSION_CONFLICT`,
+// `IDEMPOTENCY_KEY_REUSED`; 413 `PAYLOAD_TOO_LARGE` (the request body
+// limit applies to the whole request); 422 `REQUEST_INVALID` with
+// per-item errors; 429 `RATE_LIMITED`; 5xx.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/submissions/bulk (the `EnqueueSubmissions` operationId).
+func (c *ClientWithResponses) EnqueueSubmissionsWithResponse(ctx context.Context, params *EnqueueSubmissionsParams, body EnqueueSubmissionsJSONRequestBody, reqEditors ...RequestEditorFn) (*EnqueueSubmissionsResponse, error) {
+	rsp, err := c.EnqueueSubmissions(ctx, params, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseEnqueueSubmissionsResponse(rsp)
 }
 
 // GetSubmissionWithResponse Status of the submission's current generation.
@@ -4447,6 +4953,101 @@ func ParseEnqueueSubmissionResponse(rsp *http.Response) (*EnqueueSubmissionRespo
 	return response, nil
 }
 
+// ParseEnqueueSubmissionsResponse parses an HTTP response from a EnqueueSubmissionsWithResponse call
+func ParseEnqueueSubmissionsResponse(rsp *http.Response) (*EnqueueSubmissionsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &EnqueueSubmissionsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 202:
+		var dest SubmissionsAccepted
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON202 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Conflict
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest PayloadTooLarge
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest UnprocessableEntity
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Unexpected
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers EnqueueSubmissionsResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int32
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: "int32"}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
 // ParseGetSubmissionResponse parses an HTTP response from a GetSubmissionWithResponse call
 func ParseGetSubmissionResponse(rsp *http.Response) (*GetSubmissionResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -4752,6 +5353,9 @@ type ServerInterface interface {
 	// EnqueueSubmission Enqueue a submission for judging (idempotent).
 	// (POST /api/v1/submissions)
 	EnqueueSubmission(w http.ResponseWriter, r *http.Request, params EnqueueSubmissionParams)
+	// EnqueueSubmissions Enqueue many submissions in one transaction (all or none).
+	// (POST /api/v1/submissions/bulk)
+	EnqueueSubmissions(w http.ResponseWriter, r *http.Request, params EnqueueSubmissionsParams)
 	// GetSubmission Status of the submission's current generation.
 	// (GET /api/v1/submissions/{submissionType}/{submissionId})
 	GetSubmission(w http.ResponseWriter, r *http.Request, submissionType SubmissionTypePath, submissionId SubmissionIdPath, params GetSubmissionParams)
@@ -4915,6 +5519,47 @@ func (siw *ServerInterfaceWrapper) EnqueueSubmission(w http.ResponseWriter, r *h
 
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		siw.Handler.EnqueueSubmission(w, r, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// EnqueueSubmissions operation middleware
+func (siw *ServerInterfaceWrapper) EnqueueSubmissions(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params EnqueueSubmissionsParams
+
+	headers := r.Header
+
+	// ------------- Optional header parameter "Idempotency-Key" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("Idempotency-Key")]; found {
+		var IdempotencyKey string
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "Idempotency-Key", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "Idempotency-Key", valueList[0], &IdempotencyKey, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "Idempotency-Key", Err: err})
+			return
+		}
+
+		params.IdempotencyKey = &IdempotencyKey
+
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.EnqueueSubmissions(w, r, params)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -5183,6 +5828,7 @@ func HandlerWithOptions(si ServerInterface, options StdHTTPServerOptions) http.H
 	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/api/v1/manifests", wrapper.PublishManifest)
 	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/api/v1/manifests/{manifestId}", wrapper.GetManifest)
 	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/api/v1/submissions", wrapper.EnqueueSubmission)
+	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/api/v1/submissions/bulk", wrapper.EnqueueSubmissions)
 	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/api/v1/submissions/{submissionType}/{submissionId}", wrapper.GetSubmission)
 	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/api/v1/submissions/{submissionType}/{submissionId}/rejudge", wrapper.RejudgeSubmission)
 	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/api/v1/submissions/{submissionType}/{submissionId}/cancel", wrapper.CancelSubmission)
@@ -5940,6 +6586,147 @@ func (response EnqueueSubmissiondefaultJSONResponse) VisitEnqueueSubmissionRespo
 	return err
 }
 
+type EnqueueSubmissionsRequestObject struct {
+	Params EnqueueSubmissionsParams
+	Body   *EnqueueSubmissionsJSONRequestBody
+}
+
+type EnqueueSubmissionsResponseObject interface {
+	VisitEnqueueSubmissionsResponse(w http.ResponseWriter) error
+}
+
+type EnqueueSubmissions202JSONResponse SubmissionsAccepted
+
+func (response EnqueueSubmissions202JSONResponse) VisitEnqueueSubmissionsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(202)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type EnqueueSubmissions400JSONResponse struct{ BadRequestJSONResponse }
+
+func (response EnqueueSubmissions400JSONResponse) VisitEnqueueSubmissionsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type EnqueueSubmissions401JSONResponse struct{ UnauthorizedJSONResponse }
+
+func (response EnqueueSubmissions401JSONResponse) VisitEnqueueSubmissionsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type EnqueueSubmissions403JSONResponse struct{ ForbiddenJSONResponse }
+
+func (response EnqueueSubmissions403JSONResponse) VisitEnqueueSubmissionsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type EnqueueSubmissions409JSONResponse struct{ ConflictJSONResponse }
+
+func (response EnqueueSubmissions409JSONResponse) VisitEnqueueSubmissionsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type EnqueueSubmissions413JSONResponse struct{ PayloadTooLargeJSONResponse }
+
+func (response EnqueueSubmissions413JSONResponse) VisitEnqueueSubmissionsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(413)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type EnqueueSubmissions422JSONResponse struct {
+	UnprocessableEntityJSONResponse
+}
+
+func (response EnqueueSubmissions422JSONResponse) VisitEnqueueSubmissionsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(422)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type EnqueueSubmissions429JSONResponse struct{ TooManyRequestsJSONResponse }
+
+func (response EnqueueSubmissions429JSONResponse) VisitEnqueueSubmissionsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type EnqueueSubmissionsdefaultJSONResponse struct {
+	Body       Error
+	StatusCode int
+}
+
+func (response EnqueueSubmissionsdefaultJSONResponse) VisitEnqueueSubmissionsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type GetSubmissionRequestObject struct {
 	SubmissionType SubmissionTypePath `json:"submissionType"`
 	SubmissionId   SubmissionIdPath   `json:"submissionId"`
@@ -6324,6 +7111,9 @@ type StrictServerInterface interface {
 	// EnqueueSubmission Enqueue a submission for judging (idempotent).
 	// (POST /api/v1/submissions)
 	EnqueueSubmission(ctx context.Context, request EnqueueSubmissionRequestObject) (EnqueueSubmissionResponseObject, error)
+	// EnqueueSubmissions Enqueue many submissions in one transaction (all or none).
+	// (POST /api/v1/submissions/bulk)
+	EnqueueSubmissions(ctx context.Context, request EnqueueSubmissionsRequestObject) (EnqueueSubmissionsResponseObject, error)
 	// GetSubmission Status of the submission's current generation.
 	// (GET /api/v1/submissions/{submissionType}/{submissionId})
 	GetSubmission(ctx context.Context, request GetSubmissionRequestObject) (GetSubmissionResponseObject, error)
@@ -6581,6 +7371,39 @@ func (sh *strictHandler) EnqueueSubmission(w http.ResponseWriter, r *http.Reques
 	}
 }
 
+// EnqueueSubmissions operation middleware
+func (sh *strictHandler) EnqueueSubmissions(w http.ResponseWriter, r *http.Request, params EnqueueSubmissionsParams) {
+	var request EnqueueSubmissionsRequestObject
+
+	request.Params = params
+
+	var body EnqueueSubmissionsJSONRequestBody
+	if err := runtime.BindJSONBody(r, &body); err != nil {
+		sh.options.RequestErrorHandlerFunc(w, r, fmt.Errorf("can't decode JSON body: %w", err))
+		return
+	}
+	request.Body = &body
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.EnqueueSubmissions(ctx, request.(EnqueueSubmissionsRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "EnqueueSubmissions")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(EnqueueSubmissionsResponseObject); ok {
+		if err := validResponse.VisitEnqueueSubmissionsResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
 // GetSubmission operation middleware
 func (sh *strictHandler) GetSubmission(w http.ResponseWriter, r *http.Request, submissionType SubmissionTypePath, submissionId SubmissionIdPath, params GetSubmissionParams) {
 	var request GetSubmissionRequestObject
@@ -6706,180 +7529,191 @@ func (sh *strictHandler) GetJudgersSummary(w http.ResponseWriter, r *http.Reques
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7L39chs3sij+Kqg5p8pUdkRTsuJNpL9omXa41tdKVPzLCf3zgDOgiGgI0AOMJMblqvsW9w3ui9w3uU9y",
-	"q7uB+eJIIpXY2Vtn94+sxZkBGo1Gf3fjcxDr+UIroawJ9j8HM8ETkeE/z4XNlv2pFRn8lQgTZ3JhpVbB",
-	"fnAhYq0Sw6xmt1xaNhFTnQmWwSdSXXWDMMjEp1xmIgn2bZaLMDDxTMw5DDXV2ZzbYD+Qyr7YDcJgLpWc",
-	"5/NgvxcGdrkQ9EhciSz48uVLGCx4xufCOrgu8slcGiO1GiZn3M7gNwlALeCPMFB8DiOYymsPgvOfmZgG",
-	"+8F/PC8x8ZyemufVuQIApfxhtFyItaaHF/8EAHAYREcmzEIrIxAbr3hyLj7lwlj4K9bKCoX/5ItFKmMO",
-	"G/b8NwO79nnNOQdZph3m67s+msEW42Qs0cIwpS2bcxvPmJ0JBpNnPLasE50P/nk5uBh9HJ783D8avo62",
-	"usGXMDjUaprK+BtA6mcy7FbaGbudcct4mgmeLJm4k8aaA5ZohB9plnHDpEEg3+hsIpNEqG+DT6uvhWJz",
-	"vkRgEs3sTBrWiS4uXx0PLy6GpycfR7+cDT6+OT1/NXz9enDicHmi7Rudq+TbQMmTJBPGiIRlwug8i0VJ",
-	"AIhPhOmML1PNk5HWRzy7Et8GtInGPY2FSAyT1rAJoIV1orP+L0en/dcfR6enH4/6528HDnMjrY+5WrpT",
-	"Y74+lOfcCpbKubQC4DrvjwYfj4bHw9HgdbR14AkQGC1DnruNTJcZ4rHAS5tcebtgy20AubefVxg4QnWp",
-	"eG5nOpO/i29ANsfAttQV0xnL1bXSt4pNciOVMMYRfSe6POlfjn4anIyGh33EBm7QpRJ3CxHbbwHlhchu",
-	"RLZtZCLYlOepZZ3v7+5YNDwZDc5P+kdRyADKn/vDo/6ro0GxXw7QRaZjYQyfpGKgrLTLrw/xe5Gm2yBC",
-	"RcImOfCvaQ4Hc7JknGV5Ku7hbF+8yEEy6mdWTnlsL6zOCM88SSRMwdOzTC9EZiUImClPjQiDReWnz4GZ",
-	"8d3vXz4quugtmFf+LpqC/+XeY4K/KjJ/9XO6wT4U7+vJbyK2KF24EUNcyoJbKzJA1v//a3/7v/j2773t",
-	"Hz+U//zY3f7wuRe+fPHlP4NiIGMzqa78QOfC5KndEC9xAcFDeHFwfgkDcSftoU5Eq1LUxEcYzMVcZ8t3",
-	"k41RCZ8aw4kjNwTlTMTXImOJnE5DZuSV4ikDFQbO7cU/j5gAOgwZt2yujWV77J18BSxpzu+OhLoC/Wev",
-	"9+PLFjSaWGctM05BRZBasf/9P9mtkFczyzLg2CJhM55OGb/lSzbN9Jz9LjINGuYeS0Qs5zxli5THwoxV",
-	"h7N5nlq5SAXTU9br9nq9HSYV+7UXukE/bB2gUlJMJw3bYVOdsf5hyHpjBf/kasmmXKZ5JkLGVeIUBWYW",
-	"IpY8ZbHDDr/lGQCo7Uxkt9KI7lgFYbkJic4nqWjfBZXPJ7QJhN1VjIxENpeKW+CWfgfwo5D1mJwypZXo",
-	"VqdbR28OA2O5zc1j1PizyBIJfABf/hIGVs7FsWmhlLNLBs+akKxBfbc8TWnIP8IB3OkqFuYprAC5mKhy",
-	"VCqHrNiA8ji0shHa80ePfh07fWVuRcYAwTyTRivWSXRsngt1JZXozpOQjf3QZhyEbMYN0qe4A40Z+LbZ",
-	"6o5VhH9HQK2TpRVMfMp5Ku2yyyKrU5FxZSM3izAsBXHqVIdMzPWNVFdjZRZwSkJm+cQgVR+ew/mFl5kA",
-	"qw1+SzK9WADF2YzLFP4h5gu7pCEBkGmqeXUulNmGGQHWmCWB0784HA7Z7UxagZOGxUklAjZjBfq3VCzi",
-	"EzPSaQRsJcpEiv/uZCLlVt6AFuyQQXKf3fA0F4gPdxQjluXKlEdz+7c8uRJskemrjM/h6MP3hqtkou8O",
-	"mBFirC7oVc/i4MCDfrjItNWxTg0d4joLJzBrpLre4aY1PeFDt6BHpWltMXhQcaRHZA297mzH+nnC7x84",
-	"AW9kKjYUgGT73iOAP9Yk8N8eFMF/nobB7wj1ezs/7r3o7W3EcXA54TqqB2HszFHWKvP8Sd8SgTYEizQs",
-	"5mkqEjyTYJ92WX9ihLJsLrgyLErFFY+X0Vh1xI3IlmzOlZyCAb7IJ6k0MziI5HxBw3EqRZqwayEWhsER",
-	"wROOJ2NO58mNt894dnXDIqkWuS3Pnc7tIrfRARh1lvVQVu7Amd1l7/vwuRXGpnLS+J4+YxyZYMQ67q1n",
-	"huksEdlWdbyx2mHv+yHbZYtMwEpROyY9g3XwWCf4gmPSzPClYUZvhewFe9MfHo1VR6ppxo3N8tjmmXDf",
-	"Hv40OHw3OP8I7wxeb4Xs72yhpbJmnxmbiCxjxvLMuQTGKqKHbJz3ei9iZDj4TxGBylyu4FMu7YLdZsDj",
-	"mLTIk0DueBSULxerRJ8DMvJ0ybQSDa7ItBorYxOd2xA3hyDpsr5aArO8YiI1gnVQ26AxY50AR7/i2YRf",
-	"idB9MVY6t2i6gN4z53dn+POHkHEWZ9zMYOc4Su1tndstILc6lsKxUkBXtLsgLRUcjV8DIhM4mrS2Qtp+",
-	"aJ7WMLjbhq+2b3gGB8bA50f+81Hx+QV9Xp6WkeNffkpEGMzo5BzoGSCDgpJHrjf5wA00Kgd64wa68AN9",
-	"CQOysDYT8wM8g0RvE50suysCJHb6/KO2HeokaN1ZLlNzPyDkLqzDcbqg91hxCBJ0v4k7yzog6MQdn4N2",
-	"DOSlp1OhEqAr5A5b3aCFhd1rIfyUz7naBtYEVi6DKQ4YEQ3MyCUqBXEmrFnHLmgqdaSZPaSQldhage2Y",
-	"xzOpRAkd7QwM2mWHpydvjoaHI6B6QMOVUCKTMdvr/chuZ0IxpdkcGCdS11TG+B1Dk13gWjxlNryZQRg0",
-	"HBdAbKfvBicfB//f2fAc/z45HX18c3p5Av8+7p8M38AA1R8rDr57fq77/YIweD18C6McDy+O+6PDn6oj",
-	"l6D1z0fDN/1DfO1iePK2+tPF8L8G1c+P+idvL/tvBx8vTy4uz85Oz2ktxajF8+qUg+PT81/IgUW+tdP3",
-	"dbg94oMwGL4eHJ+djgYnh798fDf45eP54PJi0Fzm4Px4eNI/CsKg8uWK9y4Ig6rnDAZ3PhraD++iQRBH",
-	"P52+RrT2j45O3+PbfhNHw+PB6eVoTV7ivIRDdcNTCcYHOdGEsjIGLRjZzLVQg7sFknTFMRsGx05WV34q",
-	"/fmtPwJPLB3QYfBaXgljj6VBL3tlyBIg78lx/rbKLxfyd1H59Iirq5xfiUtl8sVCZwS9H9A/rc6FRtSR",
-	"nEs70vpI39ZALZz5YTBMxHyhrVDx8p1YnovciMayyMIF06vyWdNdHKKn9IgcpTCsAiUSv7pU/IbLlJM+",
-	"fSzsTCcn2vbTVN/iu26fRnIudG6Jv98IZfvxdSU8sokvRyuTz8kOfNyftI/a7M7u39vVWQGgDBMcWFox",
-	"f9QqJ//QnN8N6e2dXg81V/9nMQfPMr5s4aoO+MrUray1QBFFlDbEEY+vyXf49DXVlxEGStufRPqnDtrA",
-	"DQFdznQvXg5TLud/nHga/maLcoo8bFMfNjP5HMRzJtBbjErFHyW5VHDT6scBUyTVzixA6jCgGC8ZfpGQ",
-	"KQ52iVtDu7/Hm1UvXvbgfxWzaqfXa3dB8rv24K8faqc+zOP+oJLIYexyyY/t6JNonTC1Nl1eCGtTMRfK",
-	"4sybEqmbrW0lbzJhZkoYs6ltLm6FsT8JntmJ4LZ/1UodxzJNpYs8MSNVTCokfcxm/mugXa6WTOlEHDBO",
-	"FiuaPSenH38a9M9Hrwb90cUTfIXGcvuoAl3g4ALfXokV4K8PIu/CT1Nf/tHw5wHrrKzWObGcMo2ONDuD",
-	"oXSabIXsYtQ/GrCOTsHWDVdR4PVIGB3kIryOKmLlvXUNK3kDEvDCcpSEJ7rYUINCj8IPDd8kezV8OzwZ",
-	"MZmAtcoLc5QmQgjJXAj2g73dBvfZAb4DzAe4zQ/tzOYfYLVn5iKfz3m23FSKmNNpW4ZJBiZGJ+GWT7gR",
-	"W2jGep5pFF+YmbY1Aku4FdvwVhuI0+qxWYu24KuF1un6h/5M69TjoH7gX65KOkxGOPPj1xePP9N54hYZ",
-	"s0U/AiUwwKF7QjzAasvTYsLNknAaIhR2rIrS2mpqM3kUth1Gr3K2HEP3hF2LZchE96rL4sVi5+8h+43f",
-	"cPj/xdLOtHoRMp5dWxOy+dJ8Sg+YtEjciTDOsaLTpjTl279/+JWE6N+6H1GIvthpJ2sPxlBN9YZELR8N",
-	"Axar/4K4J2X71dKKNq7slHTDbmfaCEbhDcopwFCBSNHBKA3jmIZFIeGpzujH1OOTWybUp1zkgnX2dndZ",
-	"1GbNRVtP4NtzeSdaeM8oywVZ2yXtGlB0dGbJ+rYzrpC4b3gmubIV78RE61Rw5Q/iOsevOFknMNEqPOcV",
-	"KDpCgTKWhEwr4OlbAIv1wNUQ97Twm0p41oYTYGDuKdNZuTs3IgNrCUlXJqgkmm4bYTpUrc+ZPLH9TB+W",
-	"4YN79A+0LBHnlYWs0GkN1Z4EKtA9dOiP5MZa9YOC4o9JB78Fm2MUecNj6HQMs5zlIcz4PdrU5JgvZCoO",
-	"9XzOVQvRHdJzFtMLGOc7cDE/4BM+yLxquyqbLdGx/EBYg1LCptKbNjADfkieauRKMbAu1T7Hnc34wxyQ",
-	"ON5VxhXGKRSzeuH328dEnhliiU9gX+pxdkF8Ad3zzrWPLKLCtu7nEDttc2a5qmzX6iEnbnDvVmbAO7Jc",
-	"IeV71sExvjkRSSMkyuTcsbGH/bF+0rBJUDVwa1TRsn0en61kDju0qfFCAu94ci9hLATi4qDUlyjZ4/D0",
-	"9aCgD/OwLfvDzo+7j9EJRbreTVote8fRKRgW8wVCFXMj/hBYuy93d/b2HtXuHknb+HNgedkw9h9J92hk",
-	"rvE0XYGlGuysZ/XQihzbYJOlyxAQcW71Y16JFafEozptkUNSkFpls9vo2OtkG0aQhvN5bl0kxVgG5g0a",
-	"03hsUzHvNvaDzfiNqFsBgLmxAharNIvMpzTqYqpW4xt8Ehah5ujzGBcxDvbZmIJt4+BLBKx6rJTGUQ3m",
-	"TMmM2Cgpk0pbhtpkB83quVDey3psMOh4rm8NjTLnd3j+2ZW+EZnaQjEw50s2EazXlm2Bc64tcj3GD7kR",
-	"Kw6VFl9iXGbyrJEjAV9cS5WsC8U7eBdUh4KfPagu0FugF356PNfjE9ARUMMKmSKExaTlGkOHy4coFfH2",
-	"dTMaMR3gYsPkDfroKTmi/ohuOqP7yk1ZP6A9MKg4S8WVtHLOrUiXTk1qZEk8JREOUxMfTlTZ6fUeZ7L3",
-	"pcZV8V9FbANRNQwUYD1EO+/cyfCuLGBSQRhc/PNoTceVS8G7+ETBdz/umc9i2ZAwEwyM4UdpCmbBr+vt",
-	"/YeVBPCf+tu737/0qqSCfUnl7yIp2GmXeI2LuyXrRCQa21P5OPSQtyH7TLflDvWZy3XTOj1AAQDKFXOp",
-	"58yA/WOq6SZVl2O8WARh8Bu/4cB80WkShAE6TYDolsCN1txAHOkfNNKZH6nvRjqmkdwinuYI1GkijH3P",
-	"pW3THvpXhX1HLzL0YySsrLQ6YD0f2VdPyVPdxMlAk5chzhaI/3k5uBy8ZmWom/2mJ4Z1MAWH/i3u4jRP",
-	"RPIUj8tDbo7BSf/V0eA1CmBybjgjBjEoTeEZ+yNuQOcfqPkAVtES1ve1je7PBTdths772fKAZSLWmHzt",
-	"DBqeJ9KyVF81sk12erukJBc/tBiaNNPTgnpZAeVD9OHW0sSV+7h99SZP7YXYVJPss2mmf0fPGgzAjLAH",
-	"lDhrKCntzoZM5WmKWj4oiCeXR0ddFgEEJgrpqLgkPEpI1pghbJ09Fes0n6u2FCf4va63VTZi9/u2aoBS",
-	"Was+L73h+rY+YPEPWAHG/V0i1KYj17XENj0R8XHfal7ubTrlSpiSsOXW2EYBzWDhhjpaJrgVSb+uVzzo",
-	"7kpEKm9EtuxbC6rN6snbYVqxqczAQnHvPsHB4XIP1ovh48ujNXKaG9ii3OYwwPQubp3H5H5e2grpb3qy",
-	"LpwLylpZH0qX5oK6f7WceKPS47BZULxp3XBLfBnVkRLtHgvhau1yo5a6guoSH6tUFVZIcw2y98tq6GeD",
-	"0QgkmUviQw4Fb5PR/JuekNNeYAFR54aqWUJ28cvFaHD8cXB+fnrOdMYO+yeHg6OjweutqnbkBl9TAyJ4",
-	"E9RyVrd3w3SCalJjI9kD0zwwYf6hDPm1qntKMqACH5906vC0ZnFQa4A9v4eXFaZYI6Snb0W2DYYKm4k7",
-	"5tVu0oabMbre9o98e/rh88u99sU3iiE2lZvtNSQGSyExQq4Ydzl0IXN+0KZDlSpb8Bfvg9VTFnkXfxQy",
-	"Je4ssxprTqKpTIWJ2nwg+KRFg7uzGUePumEpl0kxXMXf7hL/MT8cgTQuWGpnYqycQ+mZYbFeLBE6l8zd",
-	"nUWsA+MQAsxMLgzqzFtddgLUzngGA6RcqtKpb0KWK/kpd6VyStvq6p+ZlSgArXYt10615OTRyHlaiRuv",
-	"HWH1yfFtWibW/BWlDViiRCn+3nn2zLiMe/SIJfJGJlQAZfVYXWEBU7XU0Cd2AbG7EseO+36eG8tSKZhU",
-	"Y1XP2t9qlH7sdNmJtoxTjiNlA/jyDZesD9aDkTfi2As3UpFaKpAa3oX7HAxlWdKiUsuyxs4VpS/AmpAO",
-	"NvXJuK8eLeRZxx3eYFcFwTRgq03aysxKR9xmPGaE5IDaOSjeC545gVU4FdjF4GhwOPJuX+ML7eh82zwR",
-	"yj4zY1Uq944CvBcqCoFQSyZE78Epz8RUZELF4uIT1c1hwYmvAmKYtsF8Xg3rVAtVHOXaW711wF4fH5Xg",
-	"wTCCx7Oxim5EJqeuqj0CK7xoX1CDnRX+4vZKO6Dr4zy18qJ4rxIHq8T+HWYOUZE+IWnc9l61a8DDJpo3",
-	"uIgxFCHHB+Ief9/p/fDDy73H9EjnDt/Uw9c6FpZOiaR9rW5f3q3hsC6J2LusqwTSNHe+//5FezE3DLb6",
-	"vj+Nqx8Ikay+XlThteoz9eDCIzuyDgqrlLrK+Gv0vRpmQcI+WDmn3re0Xhrop/TnKgw12VYxLdtNx+om",
-	"V7egxG5JJa3HpIGBViyXRFs5DGH78XyYRzZ9xIS5IAREr61ipwJrA17PyZvYROCGWvZTOMKD5w6JYq0z",
-	"09hL+rDCpMqJWrGKyujaMcY/7hEo/OnrSet5BbJ1omVfxYdeNTArILXiszCE+nEsFnbjgMO3ci/8Ebuu",
-	"gTJvztfM9YdMt7K2B9G6IYaeppZvQhIwo9SZa7PTYl9SkwDyW7mcbe7iJhjWo+hOuyervQxhe6e9moEU",
-	"x/bcPm9QOq8rOWJ9AxUwet/JV6xzOXqz/QM2eTBbDVf2/UL1X8V/9JiHaEXjDmp7/TD1De/JmfTto54Z",
-	"JpMi16/4bJOymfu8Ks1z9YRwuXmtldg4w9rF70fa8vQJH4v7a2SHbbXyccqN8ShMQeOZcnRycPLdsU7V",
-	"gYaWxtng5PXw5C1ZHOeD0fkvH1/1D9+dvnmz1YL5tXxY/y/wVP/1z/dl4w0VCCEjXL4+dWmgb1g848qH",
-	"LaVhv+nJQWnnaSavFNYfW55Sbr95SsHMX8YTwiBfJJsqGhXP43qR+8IHuRK6P6PQFcWxHMYxd8PNwTr9",
-	"Q/Z//sf/YocDaix3y6U9XyuK9758c1PW95DUbRJTDaSwwj5q7KCK54c5Z4VwV+j0leOe21MeY6cpfHe/",
-	"ONcdIwQrwdkK2eHp8dnwaHjyNmT/uHz9Fv4xVhXsnvXPR8P+0b6jeXR39Q+RV9CTsG5QuV8PxgqmqjWe",
-	"2mp47DuODxkm7mY8N67fUL3vx1hhxz6zVXPw1/tYuNVhbblbTRAGbjlBGPQPsdYcAQvC4H0/CIMRFZHj",
-	"f0/xv+fwn0NMeKlACb/5Wde0b86oEQPWQc8X2HcpoPIpV7q9KThLY8WcOlmEwSFXsUiLEMXK4X5QpF5L",
-	"hUK1JGfnTO4fvT0FDL/uj/qv+heDA4YBU+qmApSEfO/d4HDw0VWfYEpKAhSVTrfRhWpYbgS9g9kPj4qM",
-	"+0pyfq6wjw3lcjsG8JEr/OCwZB7PyiY7SNNeddMqrqXMHw7W9gNUWgquk7hI3vwjffVQ8jdmcJWK5Uts",
-	"zVeFD4REtsgEHB7npW+26LjP3TPndxft7fsu8jl6MtO06t82zVT8p1QQlR1Intxc0EFXeN/xNROyh/oF",
-	"+rV+GKtO5SOk5duZTgXLlaQV7jxH313IjIvD5HOQOOhB3XpaT8CnNOlrj8aV/fCK3auRUonhh5JF61O1",
-	"JKPlhogv1nPRZQ3tkhgy5Q1ji5hCXHQ9+993rRdxg8IHmi3yMqAC+44+6omwt0Io1qP85x3YFNgbosID",
-	"RiP/pidhVShJU5dLGL/idqxK2SSNf9hlfRjA+a9JpSC/Nv7lJiQbkzKxkXmAdSkkdmzqH4KhWQpB7Obk",
-	"p5ZUOO3gcg/7h2PVORz4gF7xApizW3WBtpmEWE8qbTjmlzB4X9OkVrK2GC/UilKcoHJhDiglqeykWVnb",
-	"+/5wNDx5+/HN6fnH96fn7wbnOG3F1IAFPZwQ1LpAAFeqqzc6e68zSpfG5siveHytp9PgA3bHFXGeSbu8",
-	"gENH4sKLR2zx0nYYio7GcSpBFfWNja9FLLaxH7pO3Y/kqmLb2yho/YdUa4nnHD2NgmcInlvUzNoFNQGW",
-	"rgZ1VYL1z4ZIoAUsEx5fC5VQiNdl/2Gk95lh+laxSlPiLTjOZn+s8kWqeYI1CdtYk+AD4Cb0neaYLEoX",
-	"ikqD0JeThmMlFZxkG7JMUFwZTlmMKkmFCgxFj13zBmaKPArXi6I7Vn2ULWkKJwr5wD1YJqyxqLZL0RY2",
-	"A19Yingh7DEw6jnPlix6Oxix53whn9/sPDeoPD3/jYrXn7t3ou5YjdV//Ac71AogApjH6ruyht6wToRK",
-	"fhSyqHRqwF8urSbaojhxrczejBWjZvmgM0WrhfUw8XdsJF38nZ2/OWQvXrz40X9PTXFhUUXsLk51fM06",
-	"l6PDrQOW5GRuuOg9Y062GhB082pfByosVyw6NhEz+XQq73DuancziWkQP41GZ57zLdLcYBVJrBMxDkI2",
-	"9gKF/nCNzMbBl+gApseedbiSy7OzwfnHi5P+uwGj2kNU6CVFFBloagj5M8Mq5N0leGCo4g2sJuGp0a7X",
-	"INvr9djKbQMh2+vtsJXu4jBSR2f0sNavK9qnsCcQ0DOQ5wuZLdmCG4PVwSBTMm3BBNvWuYVxqOMZHKgb",
-	"kaV8QQlIWyE829v9kdW7vLMOeU3K3u1UG1NvNf681mmchur9UC7Pda5yuRvY9z6RlIjBs0zeCExRkXOx",
-	"X9hdMAYphs9NJUZL0munxwxYVYlAsb1FJ/P73ot6y3MGkh6pt7mILuurorn7gtsZUM1eb49FRUezCCR8",
-	"5QXqvcgYV9TdcI6tnNhe73sWrbbtIkICLGHGibC3OrsmAiXKMnyKnhRqde5aZGKvRgBF+r5UqJx9x1Df",
-	"JxbiGtjNtAb1f6F1GlJavfbFT/tFBwE21Wmqb+kAAkDkNCMPJ3VwdPVSxQkt1GDHS0ZCcRUvx6rfbILv",
-	"yqNMrBfUfKciMMnOapMmY1WIk/L9bXof7DVgRvBVbOvih5IGMI06mUs1Vv2z4RZoPMX88K7j6QaExxLV",
-	"HQeJ3zX4c5/t9V6M1UMXVRygU0uqKy8T3H0AJBSw6TAfq8qCsatMOYU75I6m2hrmRWFR+MANKZYam7Nw",
-	"27igAnV27pHBFTxIBc8U9fx2k8I2WeNgslYkgBv6BihX59ajgkitituiESvi0owVziuSLdxjsH/dN8uF",
-	"8HRx0RR/Y0VMuJrYaCp5jSSzfFd2h0gnyheZTvK4rAUZK8BFU8KWeWxzwWzGlSElG9ltkeJEqZyiribH",
-	"wFmKxlAsTrmcG5DPeAVMrhJU+LENU+j7KMJcczwkaqx4DKwgFcmVe3DgO1AhEyufVpraChrQda4GyVYB",
-	"7opL5Zhr1Eg/ZX9jOxHSdswzMc3TEnAHGtgQPpkUCZ1U+6j03EUUNLJYcZJRqwqfhSqLG2XGaqbTxLh2",
-	"G9zWXCjAuMjPiwK1UBHg+xk3DpYECeK1WwFlzsDc12JhMRf/u+8K6K8ynS+++8673er8ZKwmItWgLViN",
-	"YHYix94jlqsU3gOtGPaVyFaiqw/r9UnaVuhFmgohaOwFpUlkIwyuGYlrDO6JXBbnp2RioSeOKgLQTueW",
-	"xiLVtMsOHU2ppEYtmH7AkPu7/higIGJzYyezCSJYBx1Q2FE482Nlb7VXiVEVSuQU01/czMbJAsuvhdNH",
-	"gBeAGoCkGbLbmUzFWLnubGgCAma9mm1mLm1LZsVaHFVz4+i4C7JnrMq9IHAzEQuJ1Vu07QXqQ+bawxup",
-	"rlJBpU4g7ckYtNJis6Z3AzAaPQH0z4ZBpW1AsIPZDAuh+EIG+8GLbq/7gtxuM7RuvB5cqPrPP1Or6y+Y",
-	"lJzbe3yGoHhIMI8zgaRkkbGCqM1Ax8b8T8QZEDhou9iXx1EzMKXyrPk0YGxz73r2gJrg0oLZJZolKCgU",
-	"8XHscE+Pydmv9LZeOEkBL+72el3Wr0Rbj+UrPEIAV5e9R913rKJDuqVlmxxNESt0KkzRxHSgss8DtyDS",
-	"lxSuPQAmOMvVtUjGymNj4u6wcHXqLpyMZIhnG320Zr9dYT1oV1gPxmpv5wVrucnogGH3nkZDWNAZo/Zm",
-	"r1WlkXLli+Rhw+qo2IJpV1TYA1DDiPoKbXyYBPsBbZHvORrUb2v7tf1uNJ9++cQ70VwWypcPNIIw9pVO",
-	"Hrp6R8dW2G0i2PoVPIW7biIVxwSdZhrPlyaYzRvYdnu9P+3Wn8a1PC3X//TdLWaUrY5hrd3ezjcEgJ4w",
-	"pW9x8j1afduYBZaeVy6pw092Hv+kdlkVfLTz4vGPmh1l4bvd3XUmW73ICb/98fFvm9eJIcKQy68zb5EO",
-	"hh4oXzZLSCZVtvDIIF8lOVplnWUFheVX6O0q+Dn5tTybr/U4uhIt3J1UT+4SpMq+VDIJyfbD6zPQVrLV",
-	"HlbS+gIBLDwwc56mwJ/rbcosqKtg6zjzglLaK/fuUBozKlRFsaqf0Xfloks89n3BQ/a80QCnqNcgB3GW",
-	"q1rHIxPWqhSeU7XjNjUpyvLUdS7C2guCfqxcz6EuO/FAwb4gUNV+YaVa4UAxaOrQ5KBrZsI7Pnh5jQqL",
-	"fLesiJSXimkJYmXOs2uRsAh7a0VdMCCLx6R+ISCgSSpd6bFGAlqmqZvTbaDSY+Un3HdSudhv3AiOdiy6",
-	"PLDPYF12tQkptoGwOJJlp2nqH/aVGGmtzdg9NwcWB6L7dK70l3GIUY1QErwap1S68T5JPheFHlnrvpej",
-	"Cj2v8oyKg7bONQpXL+qE2tyjFBYR0yLLDnsoAEmBEiiSA+9Grt5IwtxejxVZcpmweaZM+bzqXyUKRvWO",
-	"GFWRxp44JjhWqLv5iz4ngpFb21fP+DCOSJiRv4suGyQYFyi771DpzVhVYOVMidtifQdUt38txKLm6IE/",
-	"luxWZCV7owqxr6f8NXv/R6yD8XrsH+S8FWOFkb4QExG9B8M1BlqNvPkXgAUQm9yqaZTuRoEoZPdpmRsx",
-	"A9f7o0gRXleb24wTlBnI31aVW+1wcg8bqh4EdstNQb/FDT9/upa3FmzFw3/rel+Vkzs8g4W7GmFjHbfh",
-	"28UVvFtVvl2y53au/fxzyUG/3K/4PZE/9fYqbKh0ym7EBd4KW+EAjxuPtUKApxmQWF7w4Sue/Ub1xj0H",
-	"v9Zg6Judrd7e4x8Vd5P8pQfjXPAERHPBh6rJRY8cgNKVtk2+uOc8vr5fhekXrkYQ+bXQEQa5yEtc3pDg",
-	"oxTeKTtWnYmIeW5E/fKEZ8Z5rzOumL+Cqwx/Ru4SiuiASQv6QpqC1qIzVOgnQqiKAxYmFMxq3WUX2sVn",
-	"KQ/eQTNWdR8xjINFpw1vbBnrLO4dz414uqKyyWnvx9eNtg/mK8n95vUv31j8r1yt0naVM5iPKPErkY9v",
-	"yw3+ssNdnjh/5VZS3EaiSZv23Scb8Z7q6ff3ZDx89DFQdf/hP3dWx8LdkubAKPII64GGxhnDSMVqzBYM",
-	"H5PHMz8Y2eqCZ6kUmY9o0Z1RWzRGKlwmqpgDh4n8PBFa45G73CTqsgtxIzJehrMo9IJrHCvu01SL0JY0",
-	"Fb6F7UOLMJh1lwN22SlyM4qHUDjLBTT0rSraR2BwpBIewiw6t0d8OsVdJm7pbpJFiwx7GQCDcpzVYbkW",
-	"bqQIjLmWiwV6pomT6im6T4AzYqnkftGLiK7HpTWHOP9k6dhhnGdGZ9+GmWGw6luys9qVRH8FQ6vfoNPC",
-	"0vCF4iiHvlUfJpyEbKGNkZN06Yqo/1swOsQIyxdw/Ob8Dj24np+tZL/Vg+iPcrp698F27lZczmZ96LTC",
-	"rWQi0AJiUade1xJWmdow2Yr2vV+jzX/jAvE+XWO3t1s4XFwaBHyF5U+lm9R/SxexF9G9EiZMJvqxnmLi",
-	"bwiMWAdYhE81tNr1skFAtjDcyrS7JHOsosoNddvvxDJiM8EB0XN+LQzjmD8EEsidXMorApQzHmfamLFy",
-	"UEnhEoNw+ddi6ZLpKuvyEUGCvf0GxIggXMkuqjQQOiiaMIN0KJtFt+cY+SyVB/KIQEr4yz8wBmspfA8P",
-	"/5CXqveCPZAFRIFHgs5lUxRAjlVUJ7vogEUuj7CLl5ViBkbzJYxQ9n5krYQRsvtw/qhHre06TIyptti4",
-	"YcXyXbkm07vi8NIaRyFjVe3RvRXec/cKoatyo0HjrhdK8LitBQqeGRbVr+aIQmaEqKe7Fu5uQARO4i5Y",
-	"xtgNkRSVKmxtJAUHRFNludE9ZjwdudKQb5zJoGq9V0uDxuO73Z3t8fju7+LD551wZ7f1Eqr1g8EbmvLN",
-	"ovi1xO7uV5i/aFzQFhX2MZyO0rdg95E+5PVNYl4xTz2D2/rGPoc1/Hnltaf4xRriurhK9L+dy9Adubpp",
-	"D3LUJ1l2qqmv64R5Kg+ef66z2y/VHx7yImJqTXSLfX4xvnBLZRcYfCKp6bK2MaMYw6Ca7ixBRSHOM0rL",
-	"KvLvnIIE9hRbo7VjyHQ2VlgODJPB9Jg2iClc8QyNDOlqdw4afhEwxWel893nwSWFUuMsKxLcODRl/Sld",
-	"ycfXSgnMpqSwNq+l05Ex466vqXiQMK3XZZexW9RIZPXOwbFCHWS7+sp2vqD6vhueEkgOtRKWcMuXtaIl",
-	"7qoh5pry+tAqNELZfYr9sIhejMhwrWZAbpF9NXO3htI4Md7kofX1H9Mb7kvq3dR//JDoaTth5SuNmvYz",
-	"bmfBl3CDr4ZJ8U3zshNpndZPN4lpdeUyRAVroXTQ2JBUWKdH6RWOTYRNCsQDjRLV9xRyApVOXk2O3t/m",
-	"ZI2bXL6ui7zZaeO+6Bg+/beL/L48IV+UWDfsnpkWGvuzBcFzSj+/3/Q8rOT5qyKsGfsq9Sr/LU3H3lfj",
-	"KQ2Lwd87H7FOmcsNMqDa5EBnNXmzmWZM6/8X4E5fSTeud9P/xv6otRlIJRkflOOyUcS/Nk/ZWAP+6zxc",
-	"VON5Lwf6TU8o39ulqVk2lcolNvzJHMn5gx5gSWjEGdc6nApHKlL4b2yH8vDm+sbZxLUlYaKgyMYK+zqj",
-	"DolJdi6hkS7kU1jmhBUjuHRTYXmuJhYT8UAlIGUYTHvuWrh2V4uCMOcQxytBRX/OWNH0VP63X/QWqipw",
-	"/wIq2jntyr8Z4V/oIRjRLe5VlVMaR7f/1q7aGds/yLdcd5k7V7dxiYGbqletNef3mtSHOlcuA9q4ruuJ",
-	"KLOH0yXrUOwMbwcHMIBXTLSdYeUb+pcldpEG3QYt41pLJn9PEJW+Tp1lSD0DulgXwiWG7ygl26d5+1wk",
-	"THGWScN9vJHt1rg6/isqDI2Z7lMXiruD/wrScy0ogv1fP6ykiMUhy/EskS8Ps1gdsLB1FP+I+YLH0tIF",
-	"Pv6SJ0+V1AwBCLI+10qji18/AKd0n3329mVZVwC8t5GOVfuxSv6Vn10Mq/KLg+jLhy//NwAA//8=",
+	"7H1tchs5suBVEJwXYbKnRFOy2tMt/aJl2s2xvkai29uvy+sCq0ARVhGgCyhRbIcj3iE2Ym+wF9mbvJNs",
+	"ZCbqk0WKVLfd8/bN/OixWFVAIpHI70x8boV6NtdKKGtaR59bU8EjkeA/r4RNlv2JFQn8FQkTJnJupVat",
+	"o9a1CLWKDLOaLbi0bCwmOhEsgU+kuum2vFYiPqUyEVHryCap8FomnIoZh6EmOplx2zpqSWWfHbS81kwq",
+	"OUtnraOe17LLuaBH4kYkrS9fvnitOU/4TFgH13U6nkljpFbD6JLbKfwmAag5/OG1FJ/BCKb02kZw/i0R",
+	"k9ZR6y9PC0w8pafmaXmuFoBS/DBazsVW08OLfwAAOAyiIxFmrpURiI0XPLoSn1JhLPwVamWFwn/y+TyW",
+	"IYcNe/rRwK593nLOQZJoh/nqro+msMU4GYu0MExpy2bchlNmp4LB5AkPLWsHV4N/vB1cjz4Mz3/unw5f",
+	"Bp1u64vXOtFqEsvwG0CazWTYQtopW0y5ZTxOBI+WTNxLY80xizTCjzTLuGHSIJCvdDKWUSTUt8Gn1bdC",
+	"sRlfIjCRZnYqDWsH129fnA2vr4cX5x9Gv1wOPry6uHoxfPlycO5wea7tK52q6NtAyaMoEcaIiCXC6DQJ",
+	"RUEAiE+E6ZIvY82jkdanPLkR3wa0scY9DYWIDJPWsDGghbWDy/4vpxf9lx9GFxcfTvtXrwcOcyOtz7ha",
+	"ulNjvj6UV9wKFsuZtALguuqPBh9Oh2fD0eBl0DnOCBAYLUOeu4dMlxniscBL61x5L2fLTQC5t5+WGDhC",
+	"9Vbx1E51In8T34BszoBtqRumE5aqW6UXio1TI5UwxhF9O3h73n87+mlwPhqe9BEbuEFvlbifi9B+Cyiv",
+	"RXInkj0jI8EmPI0ta39/f8+C4flocHXePw08BlD+3B+e9l+cDvL9coDOEx0KY/g4FgNlpV1+fYjfiTje",
+	"AxEqIjZOgX9NUjiY4yXjLEljsYazfclEDpJRP7FywkN7bXVCeOZRJGEKHl8mei4SK0HATHhshNeal376",
+	"3DJTfvD98wdFF70F88rfRF3wPz98SPCXReav2ZxusPf5+3r8UYQWpQs3YohLmXNrRQLI+p+/9vf+ne/9",
+	"1tv78X3xzw/dvfefe97zZ1/+rZUPZGwi1U020JUwaWx3xEuYQ7AJLw7OL15L3Et7oiPRqBTV8eG1ZmKm",
+	"k+Wb8c6ohE+N4cSRa4JyKsJbkbBITiYeM/JG8ZiBCgPn9vofp0wAHXqMWzbTxrJD9ka+AJY04/enQt2A",
+	"/nPY+/F5AxpNqJOGGSegIkit2P/932wh5M3UsgQ4tojYlMcTxhd8ySaJnrHfRKJBwzxkkQjljMdsHvNQ",
+	"GF+1OZulsZXzWDA9Yb1ur9fbZ1KxX3ueG/R95xiVknw6adg+m+iE9U881vMV/JOrJZtwGaeJ8BhXkVMU",
+	"mJmLUPKYhQ47fMETAFDbqUgW0oiur1pesQmRTsexaN4Flc7GtAmE3VWMjEQyk4pb4JbZDuBHHusxOWFK",
+	"K9EtT7eN3uy1jOU2NQ9R488iiSTwAXz5i9eycibOTAOlXL5l8KwOyRbUt+BxTEP+Hg7gTle+sIzCcpDz",
+	"iUpHpXTI8g0ojkMjG6E9f/DoV7HTV2YhEgYI5ok0WrF2pEPzVKgbqUR3FnnMz4Y2fstjU26QPsU9aMzA",
+	"t02n66sA/w6AWsdLK5j4lPJY2mWXBVbHIuHKBm4WYVgM4tSpDomY6Tupbnxl5nBKPGb52CBVn1zB+YWX",
+	"mQCrDX6LEj2fA8XZhMsY/iFmc7ukIQGQSax5eS6U2YYZAdaYJYHTvz4ZDtliKq3ASb38pBIBG1+B/i0V",
+	"C/jYjHQcAFsJEhHjv9uJiLmVd6AFO2SQ3Gd3PE4F4sMdxYAlqTLF0dz7mEY3gs0TfZPwGRx9+N5wFY31",
+	"/TEzQvjqml7NWBwceNAP54m2OtSxoUNcZeEEZoVUtzvctKZHfOgW9KA0rSwGDyqO9ICsoded7Vg9T/j9",
+	"hhPwSsZiRwFItu8aAfyhIoH/ulEE/3EaBr8n1B/u/3j4rHe4E8fB5XjbqB6EsUtHWavM8ye9IAKtCRZp",
+	"WMjjWER4JsE+7bL+2Ahl2UxwZVgQixseLgNftcWdSJZsxpWcgAE+T8exNFM4iOR8QcNxIkUcsVsh5obB",
+	"EcETjidjRufJjXfEeHJzxwKp5qktzp1O7Ty1wTEYdZb1UFbuw5k9YO/68LkVxsZyXPuePmMcmWDA2u6t",
+	"J4bpJBJJpzyer/bZu77HDtg8EbBS1I5Jz2BtPNYRvuCYNDN8aZjRHY89Y6/6w1NftaWaJNzYJA1tmgj3",
+	"7clPg5M3g6sP8M7gZcdjf2NzLZU1R8zYSCQJM5YnziXgq4AeMj/t9Z6FyHDwnyIAlblYwadU2jlbJMDj",
+	"mLTIk0DuZCgoXs5XiT4HZOTxkmklalyRaeUrYyOdWg83hyDpsr5aArO8YSI2grVR26AxQx0BR7/hyZjf",
+	"CM994SudWjRdQO+Z8ftL/Pm9xzgLE26msHMcpfaeTm0HyK2KJc9XCuiKdhekpYKj8WuLyASOJq0tl7bv",
+	"66fVa93vwVd7dzyBA2Pg89Ps81H++TV9XpyWkeNf2ZSIMJjRyTnQM0AGtQoeud3kAzfQqBjolRvoOhvo",
+	"i9ciC2s3MT/AM0j0NtbRsrsiQEKnzz9o26FOgtad5TI26wEhd2EVjos5vcfyQxCh+03cW9YGQSfu+Qy0",
+	"YyAvPZkIFQFdIXfodFsNLGythfBTOuNqD1gTWLkMpjhmRDQwI5eoFISJsGYbu6Cu1JFmtkkhK7C1AtsZ",
+	"D6dSiQI62hkYtMtOLs5fnQ5PRkD1gIYboUQiQ3bY+5EtpkIxpdkMGCdS10SG+B1Dk13gWjLKrHkzW16r",
+	"5rgAYrt4Mzj/MPgfl8Mr/Pv8YvTh1cXbc/j3Wf98+AoGKP9YcvCt+bnq92t5rZfD1zDK2fD6rD86+ak8",
+	"cgFa/2o0fNU/wdeuh+evyz9dD/99UP78tH/++m3/9eDD2/Prt5eXF1e0lnzU/Hl5ysHZxdUv5MAi39rF",
+	"uyrcGeJbXmv4cnB2eTEanJ/88uHN4JcPV4O314P6MgdXZ8Pz/mnLa5W+XPHetbxW2XMGgzsfDe1H5qJB",
+	"EEc/XbxEtPZPTy/e4dvZJo6GZ4OLt6MteYnzEg7VHY8lGB/kRBPKyhC0YGQzt0IN7udI0iXHrNc6c7K6",
+	"9FPhz2/8EXhi4YD2Wi/ljTD2TBr0speGLADKPDnO31b65Vr+JkqfnnJ1k/Ib8VaZdD7XCUGfDZg9Lc+F",
+	"RtSpnEk70vpULyqg5s58rzWMxGyurVDh8o1YXonUiNqyyMIF06v0Wd1d7KGn9JQcpTCsAiUSv3qr+B2X",
+	"MSd9+kzYqY7Ote3HsV7gu26fRnImdGqJv98JZfvhbSk8sosvRyuTzsgOfNifdITa7P7B35rVWQGgDCMc",
+	"WFoxe9AqJ//QjN8P6e39Xg811+zPfA6eJHzZwFUd8KWpG1lrjiKKKO2IIx7eku/w8WuqLsNrKW1/EvEf",
+	"OmgNNwR0MdNavJzEXM5+P/HU/M0W5RR52CZZ2MykMxDPiUBvMSoVv5fkYsFNox8HTJFYO7MAqcOAYrxk",
+	"+EVEpjjYJW4Nzf6ezKx69rwH/yuZVfu9XrMLkt83B3+zofarwzzsDyqIHMYulvzQjj6K1glTW9PltbA2",
+	"FjOhLM68K5G62ZpW8ioRZqqEMbva5mIhjP1J8MSOBbf9m0bqOJNxLF3kiRmpQlIh6WM2zb4G2uVqyZSO",
+	"xDHjZLGi2XN+8eGnQf9q9GLQH10/wldoLLcPKtA5Dq7x7ZVYAf66EXnX2TTV5Z8Ofx6w9spqnRPLKdPo",
+	"SLNTGErHUcdj16P+6YC1dQy2rreKgkyPhNFBLsLrqCKW3tvWsJJ3IAGvLUdJeK7zDTUo9Cj8UPNNshfD",
+	"18PzEZMRWKs8N0dpIoSQzIXWUevwoMZ99oHvAPMBbvNDM7P5O1jtiblOZzOeLHeVIuZi0pRhkoCJ0Y64",
+	"5WNuRAfN2IxnGsXnZqpthcAibsUevNUE4qR8bLaiLfhqrnW8/aG/1DrOcFA98M9XJR0mI1xm41cXjz/T",
+	"eeIWGbNFPwIlMMChe0Q8wGrL43zC3ZJwaiIUdqyM0spqKjNlKGw6jJnK2XAM3RN2K5YeE92bLgvn8/2/",
+	"eewjv+Pw//OlnWr1zGM8ubXGY7Ol+RQfM2mRuCNhnGNFx3Vpyvd+e/8rCdG/dj+gEH2230zWGRhDNdE7",
+	"ErV8MAyYr/4L4p6U7RdLK5q4slPSDVtMtRGMwhuUU4ChAhGjg1EaxjENi0LCE53Qj3GGT26ZUJ9SkQrW",
+	"Pjw4YEGTNRd0HsG3Z/JeNPCeUZIKsrYL2jWg6OjEkvVtp1whcd/xRHJlS96Jsdax4Co7iNscv/xkncNE",
+	"q/BclaBoCwXKWOQxrYCndwAWmwFXQdzjwm8q4kkTToCBuadMJ8Xu3IkErCUkXRmhkmi6TYTpULU9Z8qI",
+	"7Wf6sAgfrNE/0LJEnJcWskKnFVRnJFCCbtOhP5U7a9UbBcXvkw7ZFuyOUeQND6HTMcxilk2YyfZoV5Nj",
+	"NpexONGzGVcNRHdCz1lIL2Cc79jF/IBPZEHmVdtV2WSJjuUNYQ1KCZvIzLSBGfBD8lQjVwqBdanmOe5t",
+	"wjdzQOJ4NwlXGKdQzOp5tt9ZTOSJIZb4CPalHmYXxBfQPe9c+8giSmxrPYfYb5ozSVVpu1YPOXGDtVuZ",
+	"AO9IUoWUn7EOjvHNsYhqIVEmZ46NbfbHZpN6dYKqgFuhiobty/DZSOawQ7saLyTwzsZrCWMuEBfHhb5E",
+	"yR4nFy8HOX2YzbbsD/s/HjxEJxTpejNutOwdR6dgWMjnCFXIjfhdYB08P9g/PHxQu3sgbeOPgeV5zdh/",
+	"IN2jlrnG43gFlnKws5rVQytybIONly5DQISp1Q95JVacEg/qtHkOSU5qpc1uouNMJ9sxgjSczVLrIinG",
+	"MjBv0JjGYxuLWbe2H2zK70TVCgDM+QpYrNIsMJ/ioIupWrVv8ImXh5qDzz4uwm8dMZ+CbX7rSwCs2ldK",
+	"46gGc6ZkQmyUlEmlLUNtso1m9UyozMt6ZjDoeKUXhkaZ8Xs8/+xG34lEdVAMzPiSjQXrNWVb4Jxbi9wM",
+	"4yfciBWHSoMvMSwyebbIkYAvbqWKtoXiDbwLqkPOzzaqC/QW6IWfHs71+AR0BNSwQqYIYT5psUbP4XIT",
+	"pSLevm5GI6YDXO+YvEEfPSZHNDuiu87ovnJTVg9oDwwqzmJxI62ccSvipVOTalkSj0mEw9TEzYkq+73e",
+	"w0x2XWpcGf9lxNYQVcFADtYm2nnjTkbmygIm1fJa1/843dJx5VLwrj9R8D0b9zLLYtmRMCMMjOFHcQxm",
+	"wa/b7f37lQTwn/p7B98/z1RJBfsSy99ElLPTLvEaF3eLtolI1Lan9LGXQd6E7EvdlDvUZy7XTev4GAUA",
+	"KFfMpZ4zA/aPKaeblF2O4Xze8lof+R0H5otOk5bXQqcJEN0SuNGWG4gj/Z1GusxG6ruRzmgkt4jHOQJ1",
+	"HAlj33Fpm7SH/k1u39GLDP0YESsqrY5ZL4vsq8fkqe7iZKDJixBnA8T/eDt4O3jJilA3+6jHhrUxBYf+",
+	"Le7DOI1E9BiPyyY3x+C8/+J08BIFMDk3nBGDGJQm94z9Hjeg8w9UfACraPGq+9pE91eCmyZD5910ecwS",
+	"EWpMvnYGDU8jaVmsb2rZJvu9A1KS8x8aDE2a6XFBvSSHchN9uLXUceU+bl69SWN7LXbVJPtskujf0LMG",
+	"AzAj7DElzhpKSru3HlNpHKOWDwri+dvT0y4LAAITeHRUXBIeJSRrzBC2zp4KdZzOVFOKE/xe1dtKG3Hw",
+	"fVM1QKGslZ8X3nC9qA6Y/wNWgHF/lwi168hVLbFJT0R8rFvN88Ndp1wJUxK23BqbKKAeLNxRR0sEtyLq",
+	"V/WKje6uSMTyTiTLvrWg2qyevH2mFZvIBCwU9+4jHBwu92C7GD6+PNoip7mGLcpt9lqY3sWt85is56WN",
+	"kH7U423hnFPWyvZQujQX1P3L5cQ7lR579YLiXeuGG+LLqI4UaM+w4K3WLtdqqUuoLvCxSlVeiTS3IPts",
+	"WTX9bDAagSRzSXzIoeBtMpo/6jE57QUWELXvqJrFY9e/XI8GZx8GV1cXV0wn7KR/fjI4PR287JS1Izf4",
+	"lhoQwRuhlrO6vTumE5STGmvJHpjmgQnzmzLkt6ruKciACnyypFOHpy2LgxoD7OkaXpabYrWQnl6IZA8M",
+	"FTYV9yxTu0kbrsfoens/8r3J+8/PD5sXXyuG2FVuNteQGCyFxAi5Ytzl0HnM+UHrDlWqbMFfMh+snrAg",
+	"c/EHHlPi3jKrseYkmMhYmKDJB4JPGjS4e5tw9KgbFnMZ5cOV/O0u8R/zwxFI44Kldip85RxKTwwL9XyJ",
+	"0Llk7u40YG0YhxBgpnJuUGfudNk5UDvjCQwQc6kKp77xWKrkp9SVyilty6t/YlaiALTarVw75ZKTByPn",
+	"cSluvHWENUuOb9IyseYvL23AEiVK8c+cZ0+My7hHj1gk72REBVBW++oGC5jKpYZZYhcQuytxbLvvZ6mx",
+	"LJaCSeWratZ+p1b6sd9l59oyTjmOlA2QlW+4ZH2wHoy8E2eZcCMVqaECqeZdWOdgKMqS5qVali12Li99",
+	"AdaEdLCrT8Z99WAhzzbu8Bq7ygmmBltl0kZmVjjiduMxIyQH1M5B8Z7zxAms3KnArgeng5NR5vY1WaEd",
+	"nW+bRkLZJ8ZXhXLvKCDzQgUeEGrBhOg9OOWJmIhEqFBcf6K6OSw4yaqAGKZtsCyvhrXLhSqOcu1Cd47Z",
+	"y7PTAjwYRvBw6qvgTiRy4qraA7DC8/YFFdhZ7i9urrQDuj5LYyuv8/dKcbBS7N9h5gQV6XOSxk3vlbsG",
+	"bDbRMoOLGEMectwQ9/jbfu+HH54fPqRHOnf4rh6+xrGwdEpEzWt1+/JmC4d1QcSZy7pMIHVz5/vvnzUX",
+	"c8Ngq+9np3H1AyGi1dfzKrxGfaYaXHhgR7ZBYZlSVxl/hb5XwyxI2Mcr5zTzLW2XBvop/rkMQ0W2lUzL",
+	"ZtOxvMnlLSiwW1BJ4zGpYaARywXRlg6D13w8N/PIuo+YMNfyANFbq9ixwNqAlzPyJtYRuKOW/RiOsPHc",
+	"IVFsdWZqe0kflphUMVEjVlEZ3TrG+Ps9Ark/fTtpPStBtk207Kv40MsGZgmkRnzmhlA/DMXc7hxw+Fbu",
+	"hd9j19VQlpnzFXN9k+lW1PYgWnfE0OPU8l1IAmaUOnFtdhrsS2oSQH4rl7PNXdwEw3oU3Wn2ZDWXIezt",
+	"N1czkOLYnNuXGZTO60qO2KyBChi9b+QL1n47erX3AzZ5MJ2aK3u9UP1n8R895CFa0bhblb3eTH3DNTmT",
+	"WfuoJ4bJKM/1yz/bpWxmnVelfq4eES43L7USO2dYu/j9SFseP+Jjsb5GdthUKx/G3JgMhTFoPBOOTg5O",
+	"vjvWLjvQ0NK4HJy/HJ6/JovjajC6+uXDi/7Jm4tXrzoNmN/Kh/VfgadmX/+8LhtvqEAIGeHy9alLA33D",
+	"wilXWdhSGvZRj48LO08zeaOw/tjymHL7zWMKZv40nuC10nm0q6JR8jxuF7nPfZAroftLCl1RHMthHHM3",
+	"3Bys3T9h//kf/4edDKix3IJLe7VVFO9d8eaurG+T1K0TUwUkr8Q+KuygjOfNnLNEuCt0+sJxz70JD7HT",
+	"FL57lJ/rthGCFeB0PHZycXY5PB2ev/bY39++fA3/8FUJu5f9q9Gwf3rkaB7dXf0T5BX0xKsaVO7XY1/B",
+	"VJXGU52ax77t+JBh4n7KU+P6DVX7fvgKO/aZTsXBX+1j4VaHteVuNS2v5ZbT8lr9E6w1R8BaXutdv+W1",
+	"RlREjv+9wP9ewX9OMOGlBCX8ls26pX1zSY0YsA56Nse+Sy0qn3Kl27uCszRWzKiThdc64SoUcR6iWDnc",
+	"G0XqrVQoVAtyds7k/unrC8Dwy/6o/6J/PThmGDClbipAScj33gxOBh9c9QmmpERAUfFkD12ohqVG0DuY",
+	"/fCgyFhXklPKLHikIm82pWxcVALgWa9bMPU9JlX+A1pu2zsBVm2PhwoGykBuPvLmUbp6DQk7LsNN2ZCC",
+	"uX2J+kMr/LkkJ3ZUwJpJHR+5Ch8OtM3DadFNCZlXpqNrFVZqI04GW+91qXfkNhmqFLY51TebsvwxVa+w",
+	"IJ5jD8YyfKANJPNEAJd04Zh6L5Z1fr0Zv79u7tN4nc7QZR3H5UCGqddcPKZUrGg18+gukg66PMyCrxmP",
+	"bWoMma31va/apY+QaS2mOhYsVZJWuP8UnbQeMy7gls5AtUBXeedxzR8f042xOexaND7Md69CSgWGN2UF",
+	"V6dqyDpMDRFfqGeiy2pmBEleShDHXkC5XtDN5PyR67GJG+Rt6KrJi8gZ7DsGI8bCLoRQrEeJ7vuwKbA3",
+	"RIXHjEb+qMdeWfuQpqqAYKCSW18VSog02cMu68MALlBBuiMFMPAvNyE5EyjlHpmHNEwJia25+idMlbUd",
+	"bNuVTS2pQt7B5R72T3zVPhlkkdv8hSRVplPVXHZTBbZTP3Yc84vXeldRmVfS8xjP9ceCoaMWaY4p96xo",
+	"mVpa27v+cDQ8f/3h1cXVh3cXV28GVzhtyaaEBW3O/GpcIIAr1c0rnbzTCeXFYxfsFzy81ZNJ6z22QRZh",
+	"mki7vIZDR+Ii04Owl0/TYchbV4exBJsj62B9K0Kxh43vdex+JJ8k29tDjSr7kIpq8ZyjS1nwBMFzi5pa",
+	"O6duz9IVG69KsP7lEAk0h2XMw1uhIorluzRPDOk/MUwvFCt1n+7AcTZHvkrnseYRFp/sYfFJlulgvKyl",
+	"IJN5jUpeUuJldcOer6SCk2w9lghKIIBTFqLuWaICQ2kCrksHM3nCjGs60vVVH2VLHMOJQj6wBsuENRZU",
+	"dinoYNf3uaXQJsIeAqOe8WTJgteDEXvK5/Lp3f5Tg1ry04/UpeCpeyfo+spXf/kLO9EKIAKYffVd0SzB",
+	"sHaA1lzgsaDwXsFfLn8q6FBCQKWfgvEVo1sRQDkOVjsowMTfsZF0iRbs6tUJe/bs2Y/Z99T9GBaVB2nD",
+	"WIe3rP12dNI5ZlFKdqVL02DMyVYDgm5WbuBBHQQUC85MwEw6mch7nLvcxk5ivstPo9FlxvnmcWqwXCjU",
+	"kfBbHvMzgUJ/uI51futLcAzTY3NCXMnby8vB1Yfr8/6bAaMiU7TcJIWOGWhqCPkTw0rk3SV4YKj8DSwb",
+	"4rHRrqkkO+z12Mq1Eh477O2zlTbyMFJbJ/Sw0pgtOKL4NhDQE5Dncwm6PjcGy8BBpiTagq29p1ML41Br",
+	"OzhQdyKJ+ZwyzToePDs8+JFV2/mzNrnHiib9VARV7Sn/tNJSnobq/VAsz7Uoc0k6eMFBJCnjhieJvBOY",
+	"iyRn4ig3sGEMUgyfmlIwnqTXfo8ZMJ8jgWK7Qyfz+96zam97BpIeqbe+iC7rq7yL/5zbKVDNYe+QBXnr",
+	"ugAkfOkFarLJGFfUxnKGPbvYYe97Fqz2ZyNCAixhapGwC53cEoESZRk+QZcZ9bR3vVCxKSeAIrMGZKic",
+	"fcdQ3ycW4joVTrUG9X+udexR/YTOqtyO8lYRbKLjWC/oAAJA5B0lVza16nSFcfkJzdVgx0tGQnEVLn3V",
+	"r9924OrgTKjn1GWpJDDJoG6SJr7KxUnx/h69D4Y5MCP4KrRV8UPZIZgvH82k8lX/ctgBjSefH951PN2A",
+	"8FiiuuMgyXYN/jxih71nvtp0I8kxei+luslkgrv4gYQCdpfmviotGNsHFVO4Q+5oqqkzYuDlFS7ckGKp",
+	"sQsPt7WbSFBn5xkyuIIHseCJoubublLYJmscTNaKCHBD3wDl6tRmqCBSK+M277iLuDS+wnlF1ME9To1w",
+	"KikMkNHFdV38+YqYcDmD1ZQSWElmZe33HSKdKJ8nOkrDoujHV4CLuoQtEhZngtmEK0NKNrLbPJeNcnZF",
+	"VU0OgbPkHcBYGHM5MyCf8a6fVEWo8GO/LS9rmAlzzfCQKF/xEFhBLKIb9+A4azWGTKx4WupeLGhA16Ic",
+	"JFsJuBsulWOuQS3PmP2V7QdI2yFPxCSNC8AdaGBDZFnDSOik2geFizag6KDF0qKEepJk6cYyvzrIV1Md",
+	"R8b1VeG24isDxkUOfRSouYoA30+5cbBESBAv3QooRQrmvhVziz6n777Lob9JdDr/7rvMv1rlJ74ai1iD",
+	"tmA1gtkOHHsPWKpieA+0YthXIluJPl1szEDStkQv0pQIQWPTL00iG2FwXWdcB/iMyGV+fgom5mXEUUYA",
+	"2unc0likmnbZiaMpFVWoBfNMGHJ/1wgFFETsYu1kNkEE66ADCjsKZ95XdqEzlRhVoUhOMM/JzWycLLD8",
+	"Vjh9BHgBqAFImh5bTGUsfOXa8KEJCJjN1Gwzdfl5MsnX4qiaG0fHXZA9vir2gsBNRCgklunRtueo95i7",
+	"B8BIdRMLqmkDaU/GoJUWu3K9GYDRmBFA/3LYKvWHaO1j2spcKD6XraPWs26v+4z8q1O0bjI9OFf1n36m",
+	"nuZfMPs8tWucw6B4SDCPE4GkZJGxgqhNQMfGRF/EGRA4aLvYgMlRMzCl4qxl+d54n4FrzgRqgsv/Zm/R",
+	"LEFBoYiP41UG9JiiOkrv6bmTFPDiQa/XZf1SWP1MvsAjBHB12TvUfX0VnNB1PHvkaApYrlNhLi7mfRUN",
+	"PbgFkb6kuPwxMMFpqm5F5KsMG2N3WYlrSODyBpAM8WyjM94cNSusx80K67GvDvefsYYrq44Ztmmqdf4F",
+	"nTFo7upbVhqpKCLPEjesiooOTLuiwh6DGkbUl2vjw6h11KItyprLtqrX8v3afAlelmf7yMvvXLrRl/c0",
+	"gjD2hY423bGkQyvsHhFs9a6l3F03lopjJlY9X+tLHcz6VXsHvd4fdr1T7f6lhnue+u66OipLwPjlQW//",
+	"GwJAT5jSC5z8kFbfNGaOpael2wjxk/2HP6ncSgYf7T97+KN662D47uBgm8lWb+zCb398+Nv6vXGIMOTy",
+	"28yb5/2hByqrjyYkkyqbe2SQr5IcLbPOolTG8hv0duX8nPxaGZuvNLO6EQ3cnVRP7qJRRQMyGXlk++E9",
+	"KWgr2XKzMmmzShCsMDEzHsfAn6v96Cyoq2DrOPOCahdKFyxRvjoqVHlVcjZj1n6Nbms5yipbkqe1Tkd5",
+	"YQ45iJNUVVpbGa9SjvKUonp71I0qSWPXogqLbAh6X7nmUl12ngEF+4JAlRvDFWqFA8WgqUOTg66ZiMzx",
+	"wYv7cliQtUULSHkpmZYgVmY8uRURC7CJWtAFAzJ/TOoXAgKapNKlZnokoGUcuzndBirtq2zCIyeV8/3G",
+	"jeBox6LLAxtKVmVXk5BiOwiLU1m0FKdGcV+JkVb6ya25IjI/EN3Hc6U/jUOMKoQS4R1IhdKNF4fymcj1",
+	"yEqbxRRV6FmZZ1TirmWukbt6USfUZo1SmEdM83RKbJYBJAVKoIiOMzdy+eoZ5vbaV2TJJcKmiTLF87J/",
+	"lSgY1TtiVHm9QuSYoK9Qd8tudB0LRm7trEwqC+OIiBn5m+iyQYRxgaLNEtVY+aoEK2dKLPL1HVODhlsh",
+	"5hVHD/yxZAuRFOyNSgG/nvJXv+QhYG1MzMBGUc5b4SuM9HmYcZp5MFwHqNXIW/YCsABik52KRumujgg8",
+	"tk7L3IkZuCYveS74ttrcbpygSDX/tqrcaiubNWyofBDYgpucfvOrnP5wLW8r2PKH/9L1viond3gGC3c1",
+	"wsbabsP38ruWO2W+XbDnZq799HPBQb+sV/weyZ96hyU2VDhld+ICr4UtcYCHjcdKxcfjDEisI3n/Fc9+",
+	"rUxnzcGvdJL6Zmerd/jwR/klNH/qwbgSPALRnPOhcnLRAwegcKXtkS/uKQ9v16sw/dzVCCK/EjrCIBd5",
+	"iYurMLIoReaU9VV7LEKeGlG9JeOJcd7rhCuW3bVWhD8Dd9tIcMykBX0hjkFr0Qkq9GMhVMkBCxMKZrXu",
+	"smvt4rNU8OCg8VXVRwzjYHVxzRtbxDrzC+ZTIx6vqOxy2vvhba2/h/lKcr9+z883Fv8rd+g03dkN5iNK",
+	"/FLk49tygz/tcBcnLrtbLcqvndGkTWdtRmvxnvLpzy5E2Xz0MVC1/vBfOatj7q7Dc2DkeYTVQEPtjGGk",
+	"YjVmC4aPScNpNhjZ6oInsRRJFtGiy8E6NEYsXCaqmAGHCbJ5ArTGA3eLTdBl1+JOJLwIZ1HoBdfoK56l",
+	"qeahLWlKfAv7xOZhMOtugeyyC+RmFA+hcJYLaOiFyvuEYHCkFB7CLDq3R3wywV0mbumuDEaLDJtWAINy",
+	"nNVhuRJupAiMuZXzOXqmiZPqCbpPgDNiZvVR3nSK7kGmNXs4/3jp2GGYJkYn34aZYbDqW7Kzyt1TfwZD",
+	"q16V1MDS8IX8KHtZT0ZMOPHYXBsjx/HSVcv/t2B0iBGWzuH4zfg9enAzfraS/VYNoj/I6arp+s3cLb+F",
+	"z2ah0xK3kpFAC4gF7WoBk1dmasOoExxlfo0m/40LxGfpGge9g9zh4tIg4CuscyvcpNm3dON+Ht0rYMJk",
+	"oh+rKSbZVZABawOLyFINrXZNixCQDoZbmXa3ofoqKF1FuPdGLAM2FRwQPeO3wjCO+UMggbJKDswrApQz",
+	"HibaGF85qKRwiUG4/FuxdMl0pXVlEUGCvfmqy4AgXMkuKnWKOs67bYN0KLqCN+cYZVkqG/KIQEpkt7xg",
+	"DNZS+B4e/i4vVe8Z25AFRIFHgs5lU+RA+iqokl1wzAKXR9jFW2kxA6P+EkYoez+yRsLw2DqcP+hRa7r3",
+	"FGOqDTauV7J8V+5DzVxxeDuRoxBflZuxd7w1l+wQukpXV9Qu9aEEj0UlUPDEsKB6B0vgMSNENd01d3cD",
+	"InASd5M2xm6IpKhUobOTFBwQTRV1QGvMeDpyhSFfO5OtsvVergHz/fuD/T3fv/+beP9539s/aLxtbPtg",
+	"8I6m/Ep50zZi9+ArzF9UiTVEhbMYTlvpBdh9pA9l+iYxr5DHGYPrfGOfwxb+vOJ+W/xiC3Gd3xn7385l",
+	"6I5c1bQHOZolWbbLqa/bhHlKD56O03iDq+SVphu+Mdgzm+sE1Dwnh/fwKg+tKbVTRUXe1SROXTjFJ9iP",
+	"nEq03+v1yuUBTCp3px1JYmpVXeS8+6qaswg2ibRilotRaj4YU6Q2uLy4HvmqYZUB+8//+F8uuFPWOLLo",
+	"jUf2hDs3JS0GgMkUnTwoHqYJyv6Pekzjqoi5aiBK7UIQgXvn0Va8XCm3ihaJtFYoUgtcbjsYUPXmy1hz",
+	"6quVolOU3+WZGF4EXU5L5WpZn46C77Bpki6O9hWWM7qCXboNmvEs9xOFZF0xcCndudjGAQKP+sZhWRkB",
+	"ThM48GrgH/kqkCoS9078wUvYXNFghadHSk8PhGaoI+Heym+Ah3OAeXK+yhUcl1yI0y10GkfsRliPbHJu",
+	"1sh6ppNmaQ8zO32k3XR3PuIxcAI16PoqD+zktGUXMhR16pYmQwwazsXLmPp7jwSwomCWPt6gH2dJsW5X",
+	"CLuKzzL9HTBDk1ox89UiVwbZen3NXSFIh4xqIx0wD2eDbwcQ0HFZd2drVfeFTm4xw5KSFVyipNv/o1Jj",
+	"Q1DSkReBXu6OVv4Qo7nlNGJye2CU2FdKLzrHW6j7rkYEnuOdOCB96yTpuf1aq54+rIOz9ozHE52AgU3T",
+	"Ks3owOqkuDbRV8BUO+s9HJsV9mO2Xrdeb9AcszW6NR2YjGYBbF+RMptniOtVeuocb+Q2c5HsyTwR3vw+",
+	"fdX8f6qwmj9bYzWbVNaStOK7aq9NXRf+pc/+19dnMce6QRksqXysDeqKu5lyd932c9WV8KX8w6YIOaaN",
+	"Bwu8rARzZxZUUoyJVeQRcqIFq+UwxU/TxYvoBMsUxKK2xDn/DGvnNfKb+tN7qJtgTyNkllxSbRCWJ4RT",
+	"dKBLV5d+XIv5gTIxLRJLshqPKNdjnYZH2icOTRUtSpdqTbVSIrR5UQuvlIqQo97dwVmKjmLJmqucYAv0",
+	"tsnyxem+Qv/aXvmVvXROvSvueFxRiCUsYcGXlYJ87ip9Z5pqVlAvMkLZI8prYgG9GFBQplzd06HYwVQv",
+	"WKzVDY0TOhvm9vf5xNYVrO2aG7HJrdJ02opXao25Lrmdtr54O3w1jPJv6jc2SuvMN7oOWYMi7AoLGyjd",
+	"akfsrN2j1GHHMrw6BeKBRuGbNUZ1spdOXkXkru/VuMV1lF83/aPeLnBd5hc+/Vf6x7oc+KzhRjVo8cQ0",
+	"0NgfLQieUmnlejfISamGVeUpe2HWaqvMf4uwSO+r8ZSaxj4aXJ0Nz/unAWsXdYogA8qd2nRSkTe7eX1p",
+	"/f8E3OkrqdHVK8G+cax1awZSKjQF1bnodvfPzVN21ob/vOgt9S9Zy4E+6jHVMroSDMsmUrmk3T+YIzkf",
+	"6waWhOaecfcfkbulJIX/yvapxmSm75wLp7IkLIIRia/wchrUIbGAxBXr0K3iCl2gWA2NSzclluf6vWCR",
+	"CagEpAyjpe/uoeiuFrxjPQ2OV4CKsUpf0fTU2uIob5BaVuD+CVS0K9qVfzHCPzH6BaxQiUVZ5ZTG0e2/",
+	"tKtmxvZ3ypuopoO4NA7j4iK7qleN/ZTWmtQnOlWuus+4q6MiUVTGxUvWprwwdJgDGMArxtpOsasD5k5I",
+	"vAoHdBu0jCt9ZbPLTqmty8RZhtQPq4s1z1xiahqVG2YljFmePfpUZVRLjdjJdvs7YSK79vYrKgy1mdap",
+	"C4rPzVS7hPNvTXquvVrr6Nf3K+UPocdSPEvk6cMKLQcsbB3l9oR8zkNpKRCW3VSbUSU1+gKCrM610sTt",
+	"1/fAKd1nnzP7sqiZBd5bKzWo/Fgm/9LPLj+r9IuD6Mv7L/8vAAD//w==",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

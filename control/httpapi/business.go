@@ -1,12 +1,14 @@
 package httpapi
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -224,34 +226,172 @@ func (b businessAPI) EnqueueSubmission(ctx context.Context, req businessapi.Enqu
 		key = *req.Params.IdempotencyKey
 	}
 	res, err := b.s.store.EnqueueIdempotent(ctx, tokenFrom(ctx).ID, key, sreq)
-	switch {
-	case errors.Is(err, store.ErrUnknownLanguage):
-		return nil, fieldErr(codeLanguageUnsupported, "language", err)
-	case errors.Is(err, store.ErrManifestMissing):
-		return nil, fieldErr(codeManifestNotFound, "manifestId", err)
-	case errors.Is(err, store.ErrManifestMismatch):
-		return nil, fieldErr(codeManifestLanguageMismatch, "language", err)
-	case errors.Is(err, store.ErrMemoryTooLow):
-		return nil, fieldErr(codeMemoryLimitTooLow, "limits.memoryMb", err)
-	case errors.Is(err, store.ErrIdempotencyKeyReused):
-		return nil, apiErr(http.StatusConflict, codeIdempotencyKeyReused, err)
-	case err != nil:
+	if err != nil {
+		return nil, enqueueErr(err)
+	}
+	acc, err := b.accepted(ctx, res, sreq)
+	if err != nil {
 		return nil, err
 	}
+	return businessapi.EnqueueSubmission202JSONResponse(acc), nil
+}
+
+// enqueueErr gives an enqueue refusal its specific code (the language, the
+// manifest, the memory limit, a reused key); other errors are classified as
+// usual.
+func enqueueErr(err error) error {
+	switch {
+	case errors.Is(err, store.ErrUnknownLanguage):
+		return fieldErr(codeLanguageUnsupported, "language", err)
+	case errors.Is(err, store.ErrManifestMissing):
+		return fieldErr(codeManifestNotFound, "manifestId", err)
+	case errors.Is(err, store.ErrManifestMismatch):
+		return fieldErr(codeManifestLanguageMismatch, "language", err)
+	case errors.Is(err, store.ErrMemoryTooLow):
+		return fieldErr(codeMemoryLimitTooLow, "limits.memoryMb", err)
+	case errors.Is(err, store.ErrIdempotencyKeyReused):
+		return apiErr(http.StatusConflict, codeIdempotencyKeyReused, err)
+	}
+	return err
+}
+
+// accepted is the receipt of one enqueued submission: PENDING when this
+// request created the job, else the existing job's status now.
+func (b businessAPI) accepted(ctx context.Context, res store.EnqueueResult, req store.EnqueueRequest) (businessapi.SubmissionAccepted, error) {
 	status := businessapi.SubmissionStatusCodePending
 	if !res.Created {
 		j, err := b.s.store.GetJob(ctx, res.JobID)
 		if err != nil {
-			return nil, err
+			return businessapi.SubmissionAccepted{}, err
 		}
 		word, _ := j.BusinessStatus()
 		status = businessapi.SubmissionStatusCode(word)
 	} else {
-		b.s.log.InfoContext(ctx, "submission enqueued", "job_id", res.JobID, "language", body.Language,
-			"submission_type", body.SubmissionType, "submission_id", body.SubmissionId)
+		b.s.log.InfoContext(ctx, "submission enqueued", "job_id", res.JobID, "language", req.Language,
+			"submission_type", req.SubmissionType, "submission_id", req.SubmissionID)
 	}
-	return businessapi.EnqueueSubmission202JSONResponse{JobId: idString(res.JobID), Generation: int64(res.Generation),
-		Status: status}, nil
+	return businessapi.SubmissionAccepted{JobId: idString(res.JobID), Generation: int64(res.Generation), Status: status}, nil
+}
+
+// bulkItemError is one entry of details.items of a refused bulk enqueue
+// (contracts/business.yaml, EnqueueSubmissions).
+type bulkItemError struct {
+	Index   int    `json:"index"`
+	Code    string `json:"code"`
+	Field   string `json:"field,omitempty"`
+	Message string `json:"message"`
+}
+
+// EnqueueSubmissions accepts many submissions in one transaction, all or
+// none. Every item is checked before anything is written and all invalid
+// items are reported together, each with its own code.
+func (b businessAPI) EnqueueSubmissions(ctx context.Context, req businessapi.EnqueueSubmissionsRequestObject) (businessapi.EnqueueSubmissionsResponseObject, error) {
+	items := req.Body.Submissions
+	if len(items) == 0 || len(items) > store.EnqueueManyMax {
+		return nil, apiErr(http.StatusBadRequest, codeRequestInvalid,
+			fmt.Errorf("submissions must hold 1..%d items, got %d", store.EnqueueManyMax, len(items)))
+	}
+	// A type the token may not use refuses the whole request, as a single
+	// enqueue of that item would be refused: 403 naming the item.
+	tok := tokenFrom(ctx)
+	for i, it := range items {
+		if err := mayEnqueue(tok, it.SubmissionType); err != nil {
+			var e *Error
+			if errors.As(err, &e) {
+				e.Details["index"] = i
+			}
+			return nil, err
+		}
+	}
+	reqs := make([]store.EnqueueRequest, len(items))
+	var bad []bulkItemError
+	for i, it := range items {
+		// What the handler checks itself (reserved types, id syntax) is
+		// reported with the store's per-item checks, in one list.
+		if isReservedType(it.SubmissionType) {
+			bad = append(bad, bulkItemError{Index: i, Code: codeRequestInvalid, Field: "submissionType",
+				Message: "submission types starting with KECE_ are reserved"})
+			continue
+		}
+		manID, err := parseID("manifestId", it.ManifestId)
+		if err != nil {
+			bad = append(bad, bulkItemError{Index: i, Code: codeRequestInvalid, Field: "manifestId", Message: err.Error()})
+			continue
+		}
+		reqs[i] = store.EnqueueRequest{SubmissionType: it.SubmissionType, SubmissionID: it.SubmissionId,
+			Language: it.Language, Source: it.Source, ManifestID: manID}
+		if it.Priority != nil {
+			reqs[i].Priority = int(*it.Priority)
+		}
+	}
+	if len(bad) > 0 {
+		// Report the store's findings on the other items too, so one
+		// answer lists every invalid item.
+		var idx []int
+		var rest []store.EnqueueRequest
+		for i := range reqs {
+			if !slices.ContainsFunc(bad, func(e bulkItemError) bool { return e.Index == i }) {
+				idx = append(idx, i)
+				rest = append(rest, reqs[i])
+			}
+		}
+		if len(rest) > 0 {
+			var be *store.BulkError
+			if err := b.s.store.ValidateEnqueueMany(ctx, rest); errors.As(err, &be) {
+				for _, it := range be.Items {
+					bad = append(bad, bulkItem(idx[it.Index], it.Err))
+				}
+			} else if err != nil {
+				return nil, err
+			}
+		}
+		slices.SortFunc(bad, func(a, b bulkItemError) int { return cmp.Compare(a.Index, b.Index) })
+		return nil, bulkInvalid(bad)
+	}
+	key := ""
+	if req.Params.IdempotencyKey != nil {
+		key = *req.Params.IdempotencyKey
+	}
+	res, err := b.s.store.EnqueueManyIdempotent(ctx, tokenFrom(ctx).ID, key, reqs)
+	var be *store.BulkError
+	var ie *store.ItemError
+	switch {
+	case errors.As(err, &be):
+		for _, it := range be.Items {
+			bad = append(bad, bulkItem(it.Index, it.Err))
+		}
+		return nil, bulkInvalid(bad)
+	case errors.As(err, &ie):
+		e := classify(enqueueErr(ie.Err), surfaceBusiness)
+		e.Message = ie.Error()
+		e.Details = map[string]any{"index": ie.Index}
+		return nil, e
+	case err != nil:
+		return nil, enqueueErr(err)
+	}
+	out := businessapi.EnqueueSubmissions202JSONResponse{Submissions: make([]businessapi.SubmissionAccepted, len(res))}
+	for i, r := range res {
+		if out.Submissions[i], err = b.accepted(ctx, r, reqs[i]); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// bulkItem is the entry of one item the store refused, with the code a
+// single enqueue of it would get.
+func bulkItem(index int, err error) bulkItemError {
+	e := classify(enqueueErr(err), surfaceBusiness)
+	field, _ := e.Details["field"].(string)
+	return bulkItemError{Index: index, Code: e.Code, Field: field, Message: e.Message}
+}
+
+// bulkInvalid is the 422 of a bulk enqueue with invalid items.
+func bulkInvalid(items []bulkItemError) *Error {
+	e := apiErr(http.StatusUnprocessableEntity, codeRequestInvalid,
+		fmt.Errorf("%d of the submissions are invalid; details.items lists each (index, code, field, message)", len(items)))
+	e.Details = map[string]any{"items": items}
+	return e
 }
 
 // isReservedType: CHECK jobs and other internal submission types are never

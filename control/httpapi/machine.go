@@ -150,7 +150,7 @@ func (m machineAPI) ClaimJobs(ctx context.Context, req machineapi.ClaimJobsReque
 func (m machineAPI) claimOrWait(ctx context.Context, sess store.SessionInfo, free int, requestID string, wait time.Duration,
 	deadline, retry <-chan time.Time) (jobs []store.ClaimedJob, again bool, err error) {
 	wake := m.s.hub.Watch(sess.Pool)
-	defer m.s.hub.Done()
+	defer m.s.hub.Done(wake)
 	jobs, err = m.s.store.ClaimRequest(ctx, sess.NodeSession, free, requestID)
 	if err != nil || len(jobs) > 0 {
 		return jobs, false, err

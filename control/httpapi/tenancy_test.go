@@ -61,6 +61,18 @@ func TestTokenScopeOverHTTP(t *testing.T) {
 	require.Zero(t, a.count(`SELECT COUNT(*) FROM judge_submission WHERE submission_id = 'd2'`))
 	require.Equal(t, http.StatusAccepted, enqueue(algo, "ALGO", "a2").StatusCode())
 
+	// A bulk enqueue with one out-of-scope item is refused whole, naming it.
+	br, err := algo.EnqueueSubmissionsWithResponse(ctx, nil, businessapi.SubmissionsCreate{Submissions: []businessapi.SubmissionCreate{
+		{SubmissionType: "ALGO", SubmissionId: "a3", Language: "cpp17", Source: "int main(){}", ManifestId: manID},
+		{SubmissionType: "DATABASE", SubmissionId: "d3", Language: "cpp17", Source: "int main(){}", ManifestId: manID}}})
+	require.NoError(t, err)
+	conforms(t, br.HTTPResponse, br.Body)
+	require.Equal(t, http.StatusForbidden, br.StatusCode(), string(br.Body))
+	code, _ = apiError(t, br.Body)
+	require.Equal(t, "SUBMISSION_TYPE_FORBIDDEN", code)
+	require.Contains(t, string(br.Body), `"index":1`)
+	require.Zero(t, a.count(`SELECT COUNT(*) FROM judge_submission WHERE submission_id IN ('a3', 'd3')`), "a refused bulk writes nothing")
+
 	// Out of scope reads as absent: the same answer as a submission that does not exist.
 	for _, id := range []string{"d1", "no-such"} {
 		g, err := algo.GetSubmissionWithResponse(ctx, "DATABASE", id, nil)

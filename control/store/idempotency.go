@@ -115,9 +115,132 @@ func (s *Store) enqueueIdempotent(ctx context.Context, tokenID int64, key string
 		return EnqueueResult{}, err
 	}
 	if res.Created {
-		s.notify(pool)
+		s.notifyJobs(pool, 1)
 	}
 	return res, nil
+}
+
+// bulkDigestPrefix keeps a bulk request's digest apart from any single
+// request's, so one key cannot serve both.
+const bulkDigestPrefix = "bulk\n"
+
+// enqueueManyIdempotent is EnqueueMany behind an Idempotency-Key scoped to
+// one API caller, with the rules of enqueueIdempotent: the first request
+// enqueues and records the key with all its jobs (in request order) in the
+// same transaction; the same key and body later gets those jobs back, with
+// their state now; the same key with a different body (or a single
+// enqueue's key) is ErrIdempotencyKeyReused and writes nothing.
+func (s *Store) enqueueManyIdempotent(ctx context.Context, tokenID int64, key string, reqs []EnqueueRequest) ([]EnqueueResult, error) {
+	if !validIdempotencyKey(key) {
+		return nil, invalid("Idempotency-Key", "must be 1..%d printable ASCII characters", MaxIdempotencyKeyLen)
+	}
+	jobs, err := s.validateMany(ctx, reqs)
+	if err != nil {
+		return nil, err
+	}
+	body, err := json.Marshal(reqs)
+	if err != nil {
+		return nil, fmt.Errorf("store: idempotency digest: %w", err)
+	}
+	sum := sha256.Sum256(append([]byte(bulkDigestPrefix), body...))
+	reqDigest := hex.EncodeToString(sum[:])
+	var out []EnqueueResult
+	err = s.inTx(ctx, func(tx *sql.Tx) error {
+		out = nil
+		// The key first, as in enqueueIdempotent (key → pointer → job):
+		// inserted with job 0 or, when it exists, locked.
+		if _, err := tx.ExecContext(ctx,
+			`INSERT INTO judge_idempotency_key (token_id, idem_key, request_digest, job_id) VALUES (?, ?, ?, 0)
+			 ON DUPLICATE KEY UPDATE job_id = job_id`, tokenID, key, reqDigest); err != nil {
+			return fmt.Errorf("store: idempotent enqueue: key: %w", err)
+		}
+		var have string
+		var first int64
+		var bulkIDs sql.NullString
+		if err := tx.QueryRowContext(ctx,
+			`SELECT request_digest, job_id, bulk_job_ids FROM judge_idempotency_key WHERE token_id = ? AND idem_key = ? FOR UPDATE`,
+			tokenID, key).Scan(&have, &first, &bulkIDs); err != nil {
+			return fmt.Errorf("store: idempotent enqueue: key: %w", err)
+		}
+		if first != 0 {
+			if have != reqDigest || !bulkIDs.Valid {
+				return fmt.Errorf("idempotency key %q: %w", key, ErrIdempotencyKeyReused)
+			}
+			var err error
+			out, err = recordedJobs(ctx, tx, bulkIDs.String)
+			return err
+		}
+		// All new is the common case; a duplicate rolls back to the
+		// savepoint and takes the locking path in the same transaction.
+		if _, err := tx.ExecContext(ctx, `SAVEPOINT bulk_new`); err != nil {
+			return fmt.Errorf("store: idempotent enqueue: %w", err)
+		}
+		var err error
+		out, err = s.enqueueManyTx(ctx, tx, jobs)
+		if isDuplicate(err) {
+			if _, err := tx.ExecContext(ctx, `ROLLBACK TO SAVEPOINT bulk_new`); err != nil {
+				return fmt.Errorf("store: idempotent enqueue: %w", err)
+			}
+			out, err = s.enqueueManyLocked(ctx, tx, reqs, jobs)
+		}
+		if err != nil {
+			return err
+		}
+		ids := make([]int64, len(out))
+		for i, r := range out {
+			ids[i] = r.JobID
+		}
+		idsJSON, err := json.Marshal(ids)
+		if err != nil {
+			return fmt.Errorf("store: idempotent enqueue: %w", err)
+		}
+		if _, err := tx.ExecContext(ctx,
+			`UPDATE judge_idempotency_key SET job_id = ?, bulk_job_ids = ? WHERE token_id = ? AND idem_key = ?`,
+			ids[0], string(idsJSON), tokenID, key); err != nil {
+			return fmt.Errorf("store: idempotent enqueue: key: %w", err)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	s.notifyCreated(jobs, out)
+	return out, nil
+}
+
+// recordedJobs reads the jobs a bulk key recorded, in its order, as they
+// are now (Created false: an earlier request made them).
+func recordedJobs(ctx context.Context, tx *sql.Tx, idsJSON string) ([]EnqueueResult, error) {
+	var ids []int64
+	if err := json.Unmarshal([]byte(idsJSON), &ids); err != nil || len(ids) == 0 {
+		return nil, fmt.Errorf("store: idempotent enqueue: recorded jobs %q: %v", idsJSON, err)
+	}
+	in, args := inList(ids)
+	byID := make(map[int64]EnqueueResult, len(ids))
+	rows, err := tx.QueryContext(ctx, `SELECT id, generation, state FROM judge_job WHERE id IN (`+in+`)`, args...)
+	if err != nil {
+		return nil, fmt.Errorf("store: idempotent enqueue: recorded jobs: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var r EnqueueResult
+		if err := rows.Scan(&r.JobID, &r.Generation, &r.State); err != nil {
+			return nil, fmt.Errorf("store: idempotent enqueue: recorded jobs: %w", err)
+		}
+		byID[r.JobID] = r
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("store: idempotent enqueue: recorded jobs: %w", err)
+	}
+	out := make([]EnqueueResult, len(ids))
+	for i, id := range ids {
+		r, ok := byID[id]
+		if !ok {
+			return nil, fmt.Errorf("store: idempotent enqueue: recorded job %d is gone", id)
+		}
+		out[i] = r
+	}
+	return out, nil
 }
 
 // PurgeIdempotencyKeys deletes keys recorded more than olderThan ago, in

@@ -139,7 +139,7 @@ func (s *Store) enqueue(ctx context.Context, req EnqueueRequest) (EnqueueResult,
 		})
 	}
 	if err == nil && res.Created {
-		s.notify(pool)
+		s.notifyJobs(pool, 1)
 	}
 	return res, err
 }
@@ -147,72 +147,166 @@ func (s *Store) enqueue(ctx context.Context, req EnqueueRequest) (EnqueueResult,
 // EnqueueManyMax is the most submissions one EnqueueMany call takes.
 const EnqueueManyMax = 1000
 
-// EnqueueMany accepts many submissions in one transaction (contest imports,
+// ItemError is why one item of a bulk enqueue was refused: it wraps the
+// item's own error (a *ValidationError of any kind, or a conflict).
+type ItemError struct {
+	Index int
+	Err   error
+}
+
+func (e *ItemError) Error() string { return fmt.Sprintf("submissions[%d]: %v", e.Index, e.Err) }
+
+// Unwrap returns the item's error.
+func (e *ItemError) Unwrap() error { return e.Err }
+
+// BulkError lists every item of a bulk enqueue that failed validation, in
+// request order; nothing was written. errors.Is sees each item's class
+// (ErrValidation, ErrUnknownLanguage, …).
+type BulkError struct {
+	Items []*ItemError
+}
+
+func (e *BulkError) Error() string {
+	if len(e.Items) == 1 {
+		return e.Items[0].Error()
+	}
+	return fmt.Sprintf("%s (and %d more invalid submissions)", e.Items[0].Error(), len(e.Items)-1)
+}
+
+// Unwrap returns the items' errors.
+func (e *BulkError) Unwrap() []error {
+	out := make([]error, len(e.Items))
+	for i, it := range e.Items {
+		out[i] = it
+	}
+	return out
+}
+
+// enqueueMany accepts many submissions in one transaction (contest imports,
 // rejudge-all, a business backend flushing its queue): all of them or none.
-// Each answers like Enqueue — a new job, the existing identical one, or the
-// whole call fails with the first conflict or invalid item, whose index the
-// error names. New submissions are written with one multi-row INSERT each
-// for jobs and pointers.
-func (s *Store) EnqueueMany(ctx context.Context, reqs []EnqueueRequest) ([]EnqueueResult, error) {
-	if len(reqs) == 0 || len(reqs) > EnqueueManyMax {
-		return nil, invalid("submissions", "must hold 1..%d submissions, got %d", EnqueueManyMax, len(reqs))
+// Each answers like Enqueue — a new job or the existing identical one. Every
+// item is validated first and all invalid ones are reported together
+// (*BulkError); a conflict (an existing identity with a different request)
+// fails the whole call with an *ItemError naming it. New submissions are
+// written with one multi-row INSERT each for jobs and pointers.
+func (s *Store) enqueueMany(ctx context.Context, reqs []EnqueueRequest) ([]EnqueueResult, error) {
+	jobs, err := s.validateMany(ctx, reqs)
+	if err != nil {
+		return nil, err
 	}
-	jobs := make([]newJob, len(reqs))
-	seen := make(map[[2]string]int, len(reqs))
-	pools := map[string]bool{}
-	for i, req := range reqs {
-		pool, snapshot, digest, err := s.validateEnqueue(ctx, req)
-		if err != nil {
-			return nil, fmt.Errorf("submissions[%d]: %w", i, err)
-		}
-		k := [2]string{req.SubmissionType, req.SubmissionID}
-		if j, dup := seen[k]; dup {
-			return nil, invalid(fmt.Sprintf("submissions[%d]", i), "repeats submissions[%d] (%s/%s)", j, req.SubmissionType, req.SubmissionID)
-		}
-		seen[k] = i
-		jobs[i] = newJob{req: req, pool: pool, snapshot: snapshot, digest: digest}
-		pools[pool] = true
-	}
-	out := make([]EnqueueResult, len(reqs))
-	err := s.inTx(ctx, func(tx *sql.Tx) error {
-		ids, err := s.insertNewJobs(ctx, tx, jobs)
-		if err != nil {
-			return err
-		}
-		for i, id := range ids {
-			out[i] = EnqueueResult{JobID: id, Generation: 1, State: StateQueued, Created: true}
-		}
-		return nil
+	var out []EnqueueResult
+	err = s.inTx(ctx, func(tx *sql.Tx) error {
+		var err error
+		out, err = s.enqueueManyTx(ctx, tx, jobs)
+		return err
 	})
 	if isDuplicate(err) {
-		// Some exist: the locking path per item, pointers locked in identity
-		// order so two overlapping calls cannot deadlock.
-		order := make([]int, len(reqs))
-		for i := range order {
-			order[i] = i
-		}
-		slices.SortFunc(order, func(a, b int) int {
-			return cmp.Or(cmp.Compare(reqs[a].SubmissionType, reqs[b].SubmissionType),
-				cmp.Compare(reqs[a].SubmissionID, reqs[b].SubmissionID))
-		})
 		err = s.inTx(ctx, func(tx *sql.Tx) error {
-			for _, i := range order {
-				r, err := s.enqueueLocked(ctx, tx, reqs[i], jobs[i].pool, jobs[i].snapshot, jobs[i].digest)
-				if err != nil {
-					return fmt.Errorf("submissions[%d]: %w", i, err)
-				}
-				out[i] = r
-			}
-			return nil
+			var err error
+			out, err = s.enqueueManyLocked(ctx, tx, reqs, jobs)
+			return err
 		})
 	}
 	if err != nil {
 		return nil, err
 	}
-	for p := range pools {
-		s.notify(p)
+	s.notifyCreated(jobs, out)
+	return out, nil
+}
+
+// validateMany checks every item of a bulk enqueue and reports all invalid
+// ones; the same identity twice in one call is invalid.
+func (s *Store) validateMany(ctx context.Context, reqs []EnqueueRequest) ([]newJob, error) {
+	if len(reqs) == 0 || len(reqs) > EnqueueManyMax {
+		return nil, invalid("submissions", "must hold 1..%d submissions, got %d", EnqueueManyMax, len(reqs))
+	}
+	jobs := make([]newJob, len(reqs))
+	seen := make(map[[2]string]int, len(reqs))
+	var bad BulkError
+	for i, req := range reqs {
+		pool, snapshot, digest, err := s.validateEnqueue(ctx, req)
+		if err != nil {
+			var ve *ValidationError
+			if !errors.As(err, &ve) {
+				return nil, err // the database, not the item
+			}
+			bad.Items = append(bad.Items, &ItemError{Index: i, Err: err})
+			continue
+		}
+		k := [2]string{req.SubmissionType, req.SubmissionID}
+		if j, dup := seen[k]; dup {
+			bad.Items = append(bad.Items, &ItemError{Index: i,
+				Err: invalid("submissionId", "repeats submissions[%d] (%s/%s)", j, req.SubmissionType, req.SubmissionID)})
+			continue
+		}
+		seen[k] = i
+		jobs[i] = newJob{req: req, pool: pool, snapshot: snapshot, digest: digest}
+	}
+	if len(bad.Items) > 0 {
+		return nil, &bad
+	}
+	return jobs, nil
+}
+
+// ValidateEnqueueMany checks a bulk enqueue as EnqueueMany would, writing
+// nothing: nil, or a *BulkError listing every invalid item.
+func (s *Store) ValidateEnqueueMany(ctx context.Context, reqs []EnqueueRequest) error {
+	_, err := s.validateMany(ctx, reqs)
+	return err
+}
+
+// enqueueManyTx is the fast path of a bulk enqueue inside tx: every item is
+// new. A submission that exists fails it with 1062; the caller rolls back
+// and takes enqueueManyLocked.
+func (s *Store) enqueueManyTx(ctx context.Context, tx *sql.Tx, jobs []newJob) ([]EnqueueResult, error) {
+	ids, err := s.insertNewJobs(ctx, tx, jobs)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]EnqueueResult, len(ids))
+	for i, id := range ids {
+		out[i] = EnqueueResult{JobID: id, Generation: 1, State: StateQueued, Created: true}
 	}
 	return out, nil
+}
+
+// enqueueManyLocked is the locking path of a bulk enqueue inside tx, for
+// calls where some submissions exist: item by item, pointers locked in
+// identity order so two overlapping calls cannot deadlock.
+func (s *Store) enqueueManyLocked(ctx context.Context, tx *sql.Tx, reqs []EnqueueRequest, jobs []newJob) ([]EnqueueResult, error) {
+	order := make([]int, len(reqs))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortFunc(order, func(a, b int) int {
+		return cmp.Or(cmp.Compare(reqs[a].SubmissionType, reqs[b].SubmissionType),
+			cmp.Compare(reqs[a].SubmissionID, reqs[b].SubmissionID))
+	})
+	out := make([]EnqueueResult, len(reqs))
+	for _, i := range order {
+		r, err := s.enqueueLocked(ctx, tx, reqs[i], jobs[i].pool, jobs[i].snapshot, jobs[i].digest)
+		if err != nil {
+			if errors.Is(err, ErrConflict) {
+				return nil, &ItemError{Index: i, Err: err}
+			}
+			return nil, err
+		}
+		out[i] = r
+	}
+	return out, nil
+}
+
+// notifyCreated wakes, per pool, as many waiters as the call created jobs.
+func (s *Store) notifyCreated(jobs []newJob, out []EnqueueResult) {
+	pools := map[string]int{}
+	for i, r := range out {
+		if r.Created {
+			pools[jobs[i].pool]++
+		}
+	}
+	for p, n := range pools {
+		s.notifyJobs(p, n)
+	}
 }
 
 // newJob is a validated submission that does not exist yet (as far as the

@@ -245,6 +245,44 @@ func (s *Store) EnqueueIdempotent(ctx context.Context, tokenID int64, key string
 	return res, err
 }
 
+// EnqueueMany accepts many submissions in one transaction; see enqueueMany.
+// Created jobs are counted per pool.
+func (s *Store) EnqueueMany(ctx context.Context, reqs []EnqueueRequest) ([]EnqueueResult, error) {
+	out, err := s.enqueueMany(ctx, reqs)
+	s.observeEnqueueMany(ctx, reqs, out, err)
+	return out, err
+}
+
+// EnqueueManyIdempotent is EnqueueMany behind an Idempotency-Key; see
+// enqueueManyIdempotent.
+func (s *Store) EnqueueManyIdempotent(ctx context.Context, tokenID int64, key string, reqs []EnqueueRequest) ([]EnqueueResult, error) {
+	if key == "" {
+		return s.EnqueueMany(ctx, reqs) // counted there
+	}
+	out, err := s.enqueueManyIdempotent(ctx, tokenID, key, reqs)
+	s.observeEnqueueMany(ctx, reqs, out, err)
+	return out, err
+}
+
+func (s *Store) observeEnqueueMany(ctx context.Context, reqs []EnqueueRequest, out []EnqueueResult, err error) {
+	if isDBError(err) {
+		s.observer().DBError(ctx, "enqueue")
+	}
+	if err != nil {
+		return
+	}
+	pools := map[string]int{}
+	for i, r := range out {
+		if r.Created {
+			pool, _ := manifest.PoolForLanguage(reqs[i].Language)
+			pools[pool]++
+		}
+	}
+	for pool, n := range pools {
+		s.observer().JobsEnqueued(ctx, pool, "submission", n)
+	}
+}
+
 func (s *Store) observeEnqueue(ctx context.Context, req EnqueueRequest, res EnqueueResult, err error, kind string) {
 	if isDBError(err) {
 		s.observer().DBError(ctx, "enqueue")

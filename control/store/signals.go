@@ -30,6 +30,19 @@ func (s *Store) notify(pool string) {
 	}
 }
 
+// notifyJobs tells this replica's waiters that n pool jobs (not bound to a
+// node) became ready: n waiters are woken when the notifier can count.
+func (s *Store) notifyJobs(pool string, n int) {
+	if s.notifier == nil || pool == "" || n <= 0 {
+		return
+	}
+	if jn, ok := s.notifier.(JobNotifier); ok {
+		jn.NotifyN(pool, n)
+		return
+	}
+	s.notifier.Notify(pool)
+}
+
 // PoolSignals returns a wake-up counter per pool (one cheap query): the sum
 // of the pool's signal rows plus its highest job id. Both only grow, so the
 // counter moves when a job is inserted (enqueue writes no signal row) or when

@@ -223,6 +223,15 @@ type Notifier interface {
 	Notify(pool string)
 }
 
+// JobNotifier is a Notifier that can also be told how many jobs became
+// ready, so it wakes that many waiters rather than all of them (the
+// long-poll hub implements it). Pool work goes to any node of the pool, so n
+// jobs need n claims.
+type JobNotifier interface {
+	Notifier
+	NotifyN(pool string, n int)
+}
+
 // WithNotifier returns a copy of s that notifies n after commits that make
 // work ready.
 func (s *Store) WithNotifier(n Notifier) *Store {
