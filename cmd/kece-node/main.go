@@ -197,7 +197,7 @@ func configure(args []string, getenv func(string) string, log *slog.Logger) (wor
 func configureLogged(args []string, getenv func(string) string, log *slog.Logger, level *slog.LevelVar) (worker.Config, error) {
 	st := newFlags("kece-node", getenv, os.Stderr)
 	pool := st.String("pool", "KECE_POOL", "", "pool to serve: cpp, java, python, arkts or mysql")
-	controlURL := st.String("control-url", "KECE_CONTROL_URL", "", "control plane base URL")
+	controlURL := st.String("control-url", "KECE_CONTROL_URL", "", "control plane base URL, or several comma-separated (one per replica: the node moves to the next when one hangs or fails)")
 	credFile := st.String("credential-file", "KECE_CREDENTIAL_FILE", "", "where the node credential is kept, mode 0600 (written by 'kece-node join')")
 	joinCode := st.Secret("join-code", "KECE_JOIN_CODE", "KECE_JOIN_CODE_FILE", "one-time join code used at first start if there is no credential yet (prefer 'kece-node join')")
 	slots := st.String("local-slots", "KECE_LOCAL_SLOTS", "", "jobs this host runs at once (default: from the pool, cores and memory; see docs/node.md)")
