@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"net/url"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -16,6 +17,7 @@ import (
 	"github.com/kece-oj/kece/control/controltest"
 	"github.com/kece-oj/kece/control/httpapi"
 	"github.com/kece-oj/kece/control/manifest"
+	"github.com/kece-oj/kece/control/store"
 )
 
 // testBundle is a real control replica (fresh database) with the console
@@ -378,4 +380,28 @@ func TestStatusPageIsPublic(t *testing.T) {
 		require.Contains(t, p.body, want)
 	}
 	require.NotContains(t, p.body, "/console/nodes", "the public page names no node")
+}
+
+// A self-check under way shows how far its CHECK job got on the node page
+// (phase and steps, from the job the admin API reports), and its result once
+// it ends.
+func TestNodePageShowsCheckProgress(t *testing.T) {
+	t.Parallel()
+	b := setup(t, console.Config{})
+	b.login(b.env.Admin)
+	env := b.env
+	manID := env.PublishCode(manifest.Limits{TimeMs: 1000, MemoryMb: 64, OutputKb: 64}, manifest.Checker{Type: "exact"},
+		controltest.Case{In: "1\n", Out: "1\n", Weight: 1})
+	n := env.NewNode("cpp", 2, 2)
+	chk, err := env.Store.StartCheck(env.Ctx, store.CheckRequest{NodeID: n.ID, ManifestID: manID, Language: "cpp17", Source: "x"}, "test", "verify")
+	require.NoError(t, err)
+	page := "/console/nodes/" + strconv.FormatInt(n.ID, 10)
+
+	// Queued: the node has not started it.
+	require.Contains(t, b.do("GET", page, nil).body, "waiting for the node to start it")
+	// The node reports its phase and steps as it judges (what a renew
+	// writes; set here directly, since the subject is the page).
+	_, err = env.DB.ExecContext(env.Ctx, `UPDATE judge_job SET phase = 'JUDGING', cases_done = 1, cases_total = 3 WHERE id = ?`, chk.JobID)
+	require.NoError(t, err)
+	require.Contains(t, b.do("GET", page, nil).body, "JUDGING, 1 of 3 steps")
 }

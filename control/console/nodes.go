@@ -1,6 +1,7 @@
 package console
 
 import (
+	"fmt"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -117,7 +118,35 @@ func (c *Console) showNode(w http.ResponseWriter, r *http.Request, id string, st
 		c.fail(w, r, le)
 		return
 	}
-	c.render(w, r, status, "node", view{Title: "Node " + dr.JSON200.Node.Name, Nav: "nodes", Live: true, Notice: noticeOf(r), Err: e, Data: dr.JSON200})
+	d := nodePage{JudgerDetail: *dr.JSON200, Progress: map[string]string{}}
+	// A self-check still under way shows how far its CHECK job got (phase
+	// and steps done), read from the same admin API as the job page.
+	for _, ch := range d.Checks {
+		if ch.State != adminapi.CheckStatePending && ch.State != adminapi.CheckStateRunning {
+			continue
+		}
+		jr, err := c.admin.GetJudgeJobWithResponse(c.api(r), ch.JobId)
+		if err != nil || jr.JSON200 == nil {
+			continue // the table still shows the check's state
+		}
+		j := jr.JSON200.Job
+		switch {
+		case j.Phase == nil && j.CasesTotal == 0:
+			d.Progress[ch.CheckId] = "waiting for the node to start it"
+		case j.Phase == nil:
+			d.Progress[ch.CheckId] = fmt.Sprintf("%d of %d steps", j.CasesDone, j.CasesTotal)
+		default:
+			d.Progress[ch.CheckId] = fmt.Sprintf("%s, %d of %d steps", *j.Phase, j.CasesDone, j.CasesTotal)
+		}
+	}
+	c.render(w, r, status, "node", view{Title: "Node " + d.Node.Name, Nav: "nodes", Live: true, Notice: noticeOf(r), Err: e, Data: d})
+}
+
+// nodePage is the node page: the admin API's node detail plus the progress
+// of self-checks under way, by check id.
+type nodePage struct {
+	adminapi.JudgerDetail
+	Progress map[string]string
 }
 
 // destructive actions ask for a confirmation first.
