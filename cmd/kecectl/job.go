@@ -231,13 +231,7 @@ func (c *cli) jobRejudge() *cobra.Command {
 		Short: "Judge the submission again as a new generation",
 		Args:  exactArgs("JOB_ID"),
 		RunE: c.action(func(_ *cobra.Command, args []string) error {
-			if err := jobArg(args[0]); err != nil {
-				return err
-			}
-			if err := needReason(reason); err != nil {
-				return err
-			}
-			api, err := c.api()
+			api, err := c.jobVerb(reason, args[0])
 			if err != nil {
 				return err
 			}
@@ -262,13 +256,7 @@ func (c *cli) jobCancel() *cobra.Command {
 		Short: "Cancel a queued or running job",
 		Args:  exactArgs("JOB_ID"),
 		RunE: c.action(func(_ *cobra.Command, args []string) error {
-			if err := jobArg(args[0]); err != nil {
-				return err
-			}
-			if err := needReason(reason); err != nil {
-				return err
-			}
-			api, err := c.api()
+			api, err := c.jobVerb(reason, args[0])
 			if err != nil {
 				return err
 			}
@@ -284,4 +272,16 @@ func (c *cli) jobCancel() *cobra.Command {
 	}
 	reasonFlag(cmd, &reason)
 	return cmd
+}
+
+// jobVerb opens an audited job verb (rejudge, cancel): a valid job id, a
+// reason, then the client — checked in that order, as each verb did.
+func (c *cli) jobVerb(reason, arg string) (*adminapi.ClientWithResponses, error) {
+	if err := jobArg(arg); err != nil {
+		return nil, err
+	}
+	if err := needReason(reason); err != nil {
+		return nil, err
+	}
+	return c.api()
 }
