@@ -409,7 +409,7 @@ func (s *Store) insertNewJobs(ctx context.Context, tx *sql.Tx, jobs []newJob) ([
 // enqueueTxPublic enqueues inside the caller's transaction, for business backends
 // that share the database: the job exists exactly when their own transaction
 // commits. The caller must retry its whole transaction on deadlock. Waiting
-// nodes notice the job at their next poll of the pool signal (~100 ms).
+// nodes notice the job at their next poll of the pool signal (~10 ms).
 func (s *Store) enqueueTxPublic(ctx context.Context, tx *sql.Tx, req EnqueueRequest) (EnqueueResult, error) {
 	res, _, err := s.enqueueTx(ctx, tx, req)
 	return res, err
