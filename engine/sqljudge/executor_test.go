@@ -273,6 +273,9 @@ func TestTwoJobsSameSubmissionDifferentTypes(t *testing.T) {
 	sel := selectProblem("SELECT id FROM person WHERE dept = 'eng'", false)
 	dml := dmlProblem(engine.SQLVerification{Query: "SELECT COUNT(*) FROM person",
 		Expected: engine.ResultSet{Columns: []string{"c"}, Rows: rowsOf([]string{"0"})}})
+	// The subject is isolation, not timing: beside the Docker tests of a
+	// full `make test` the sleeping statements overran the helpers' 2 s.
+	sel.StatementTimeout, dml.StatementTimeout = 20*time.Second, 20*time.Second
 	jobs := []struct {
 		job  string
 		p    *engine.SQLProblem
