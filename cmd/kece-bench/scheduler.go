@@ -32,7 +32,8 @@ func runScheduler(ctx context.Context, args []string) error {
 	groups := fs.Int("groups", 4, "host groups the nodes are spread over (a host group lock serializes its nodes' claims)")
 	dur := fs.Duration("duration", 8*time.Second, "measurement time of each phase")
 	enqueueBatch := fs.Int("enqueue-batch", 1, "submissions per enqueue call (1: Enqueue, one per transaction like River's InsertTx; >1: EnqueueMany, one transaction per call)")
-	batchParallel := fs.Int("batch-parallel", store.BatchParallelDefault, "store: batches of completions / new submissions that may commit at once")
+	batchParallel := fs.Int("batch-parallel", store.BatchParallelDefault, "store: batches of completions that may commit at once")
+	enqueueParallel := fs.Int("enqueue-parallel", store.EnqueueParallelDefault, "store: batches of new submissions that may commit at once")
 	dsn := fs.String("dsn", "", "MySQL server DSN without database (default $KECE_BENCH_MYSQL_DSN or the private MariaDB)")
 	cpuProfile := fs.String("cpuprofile", "", "write a Go CPU profile of the measured window to this file")
 	replicas := fs.Int("replicas", 1, "control replicas: stores with their own connection pool, batchers, caches and long-poll hub (polling the pool signal as kece-control does) on one database; nodes and enqueuers are spread over them")
@@ -70,7 +71,7 @@ func runScheduler(ctx context.Context, args []string) error {
 			}
 			defer rdb.Close()
 		}
-		st, err := store.New(rdb, store.Config{LeaseTTL: time.Minute, BatchParallel: *batchParallel})
+		st, err := store.New(rdb, store.Config{LeaseTTL: time.Minute, BatchParallel: *batchParallel, EnqueueParallel: *enqueueParallel})
 		if err != nil {
 			return err
 		}
@@ -102,7 +103,7 @@ func runScheduler(ctx context.Context, args []string) error {
 	}
 	fmt.Printf("innodb_flush_log_at_trx_commit=%s\n", durable)
 	fmt.Printf("replicas=%d\n", *replicas)
-	fmt.Printf("connections=%d nodes=%d host_groups=%d slots=%d enqueuers=%d enqueue_batch=%d duration_s=%.0f batch_parallel=%d\n", conns, *nodes, *groups, *slots, *enqueuers, *enqueueBatch, dur.Seconds(), *batchParallel)
+	fmt.Printf("connections=%d nodes=%d host_groups=%d slots=%d enqueuers=%d enqueue_batch=%d duration_s=%.0f batch_parallel=%d enqueue_parallel=%d\n", conns, *nodes, *groups, *slots, *enqueuers, *enqueueBatch, dur.Seconds(), *batchParallel, *enqueueParallel)
 	fmt.Printf("commit_rate_per_s=%.0f\n", rate)
 	fmt.Printf("commit_bound_lifecycles_per_s=%.0f\n", bound)
 	fmt.Printf("lifecycles_per_s=%.0f\n", res.perSec)

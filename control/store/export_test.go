@@ -54,3 +54,17 @@ func AuditSearchSQL(f AuditFilter) (string, []any) { return auditSearchSQL(f) }
 
 // VerdictMixSQL is VerdictMix's statement.
 const VerdictMixSQL = verdictMixSQL
+
+// HoldClaims makes s queue every claim of pool until release, which runs
+// what queued as one batch; queued reports how many claims wait.
+func HoldClaims(s *Store, pool string) (queued func() int, release func()) {
+	b := s.claimers.of(pool)
+	b.hold()
+	release = func() {
+		b.mu.Lock()
+		b.running = 1
+		b.mu.Unlock()
+		go b.lead()
+	}
+	return b.queued, release
+}

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"regexp"
 	"slices"
+	"strings"
 )
 
 // How a lease can end without a result, and what each one records on the
@@ -58,26 +59,79 @@ func checkClaimRequestID(id string) error {
 	return nil
 }
 
-// replayClaim answers a claim request that already granted leases: the ones
-// still live and held by this session are extended (the node is alive and
-// about to run them) and returned as they were granted. Called with the
-// node locked, so no claim of this node runs meanwhile; the attempt rows
-// are read without locks (job → attempt is the lock order), then the jobs
-// are locked and re-checked.
-func (s *Store) replayClaim(ctx context.Context, tx *sql.Tx, sess NodeSession, requestID string) ([]ClaimedJob, error) {
-	type granted struct{ jobID, epoch int64 }
-	prior, err := queryAll(ctx, tx, func(r rowScanner) (granted, error) {
-		var g granted
-		return g, r.Scan(&g.jobID, &g.epoch)
-	}, `SELECT job_id, lease_epoch FROM judge_job_attempt
-	    WHERE node_id = ? AND claim_request_id = ? AND outcome = 'RUNNING' AND started_at > NOW(6) - INTERVAL ? MICROSECOND
-	    ORDER BY job_id`, sess.NodeID, requestID, micros(s.cfg.LeaseTTL))
+// replayClaims answers the calls (indexes live, nodes locked by the claim)
+// whose claim request already granted leases, and returns the live calls
+// left to take new work: one read of the attempt rows (without locks: job →
+// attempt is the lock order) for the whole batch, then replayGranted for
+// each call that has any.
+func (s *Store) replayClaims(ctx context.Context, tx *sql.Tx, calls []claimCall, live []int, out []claimAnswer) ([]int, error) {
+	type key struct {
+		node int64
+		req  string
+	}
+	callOf := make(map[key]int)
+	var nodes []int64
+	var reqs []any
+	for _, i := range live {
+		if c := calls[i]; c.requestID != "" {
+			callOf[key{c.sess.NodeID, c.requestID}] = i
+			nodes = append(nodes, c.sess.NodeID)
+			reqs = append(reqs, c.requestID)
+		}
+	}
+	if len(nodes) == 0 {
+		return live, nil
+	}
+	nin, nargs := inList(nodes)
+	type row struct {
+		key
+		granted
+	}
+	prior, err := queryAll(ctx, tx, func(r rowScanner) (row, error) {
+		var v row
+		return v, r.Scan(&v.node, &v.req, &v.jobID, &v.epoch)
+	}, `SELECT node_id, claim_request_id, job_id, lease_epoch FROM judge_job_attempt
+	    WHERE node_id IN (`+nin+`) AND claim_request_id IN (`+strings.TrimSuffix(strings.Repeat("?, ", len(reqs)), ", ")+`)
+	      AND outcome = 'RUNNING' AND started_at > NOW(6) - INTERVAL ? MICROSECOND
+	    ORDER BY job_id`, append(append(nargs, reqs...), micros(s.cfg.LeaseTTL))...)
 	if err != nil {
 		return nil, fmt.Errorf("store: claim: replay: %w", err)
 	}
-	if len(prior) == 0 {
-		return nil, nil
+	perCall := make(map[int][]granted)
+	for _, p := range prior {
+		if i, ok := callOf[p.key]; ok {
+			perCall[i] = append(perCall[i], p.granted)
+		}
 	}
+	if len(perCall) == 0 {
+		return live, nil
+	}
+	rest := live[:0:0]
+	for _, i := range live {
+		if g := perCall[i]; len(g) > 0 {
+			jobs, err := s.replayGranted(ctx, tx, calls[i].sess, g)
+			if err != nil {
+				return nil, err
+			}
+			if len(jobs) > 0 {
+				out[i].jobs = jobs
+				continue
+			}
+		}
+		rest = append(rest, i)
+	}
+	return rest, nil
+}
+
+// granted is a lease an earlier try of a claim request was given.
+type granted struct{ jobID, epoch int64 }
+
+// replayGranted answers a claim request that already granted leases: the
+// ones still live and held by this session are extended (the node is alive
+// and about to run them) and returned as they were granted. Called with the
+// node locked, so no claim of this node runs meanwhile; the jobs are locked
+// and re-checked here.
+func (s *Store) replayGranted(ctx context.Context, tx *sql.Tx, sess NodeSession, prior []granted) ([]ClaimedJob, error) {
 	ids := make([]int64, len(prior))
 	epochs := make(map[int64]int64, len(prior))
 	for i, g := range prior {

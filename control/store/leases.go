@@ -7,10 +7,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/kece-oj/kece/control/manifest"
@@ -44,9 +46,10 @@ type ClaimedJob struct {
 // unreaped leases included. CHECK jobs bound to the node come first and may
 // be claimed in any state; pool work needs ENABLED.
 //
-// The host-group lock serializes the claims of one physical host, so the
-// transaction is kept to five round trips: lock group and node (one
-// statement), count in-flight, pick (full rows), lease, attempts.
+// Concurrent claims of one pool on this replica share one transaction (the
+// claim batcher, see claimBatch): a busy pool's claims then cost a fixed
+// handful of statements per batch instead of per node, and a lone claim runs
+// at once as a batch of one.
 //
 // requestID (optional) makes the claim idempotent: the attempts it grants
 // remember it, and the same request again from the same session within a
@@ -61,131 +64,335 @@ func (s *Store) claim(ctx context.Context, sess NodeSession, freeSlots int, requ
 	if err := checkClaimRequestID(requestID); err != nil {
 		return nil, err
 	}
-	groupID, err := s.nodeGroup(ctx, sess.NodeID)
+	place, err := s.nodePlace(ctx, sess.NodeID)
 	if err != nil {
 		return nil, err
 	}
-	// Most claims that find nothing are long-polls woken with the rest of a
-	// pool's waiters; one plain read of the claim index answers them without
-	// a transaction or a lock. A job that commits after this read wakes the
-	// waiter again.
-	if ready, err := s.anyReady(ctx, sess, requestID); err != nil || !ready {
+	return s.claimers.of(place.pool).do(ctx, claimCall{sess: sess, free: freeSlots, requestID: requestID, group: place.group, pool: place.pool})
+}
+
+// claimCall is one node's claim as the claim batcher queues it; group and
+// pool are the node's (cached, fixed at creation).
+type claimCall struct {
+	sess      NodeSession
+	free      int
+	requestID string
+	group     int64
+	pool      string
+}
+
+// claimBatchCalls caps how many nodes' claims share one transaction.
+const claimBatchCalls = 64
+
+// claimBatchers holds one claim batcher per pool: claims of different pools
+// never share a transaction (they share no rows). Each runs one batch at a
+// time: a second batch of the same pool would queue on the same host-group
+// locks, and the calls that arrive meanwhile make the next batch bigger.
+type claimBatchers struct {
+	mu  sync.Mutex
+	run func(context.Context, []*batchCall[claimCall, []ClaimedJob])
+	m   map[string]*batcher[claimCall, []ClaimedJob]
+}
+
+func (c *claimBatchers) of(pool string) *batcher[claimCall, []ClaimedJob] {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	b, ok := c.m[pool]
+	if !ok {
+		b = newBatcher(claimBatchCalls, 1, c.run)
+		c.m[pool] = b
+	}
+	return b
+}
+
+// claimBatch answers concurrent claims of one pool (distinct nodes; a node
+// that appears twice goes again in a batch of its own):
+//
+//  1. one plain read (no transaction, no lock) checks every session and
+//     whether each node could take anything — pool work if it is ENABLED,
+//     its pending CHECK jobs, leases an earlier try of the same claim
+//     request granted. Most claims that find nothing are long-polls woken
+//     with the rest of a pool's waiters; this read is their whole claim. A
+//     job that commits after this read wakes the waiter again.
+//  2. the rest share one transaction (claimTx): lock host groups then nodes
+//     (the documented order, ascending ids), replay earlier grants, count
+//     in-flight per group and node, pick all the batch's pool work in one
+//     SKIP LOCKED read, lease it in one UPDATE and one attempts INSERT.
+//
+// A batch whose transaction fails runs again call by call, so each caller
+// gets exactly the answer it would get alone.
+func (s *Store) claimBatch(ctx context.Context, calls []*batchCall[claimCall, []ClaimedJob]) {
+	seen := make(map[int64]bool, len(calls))
+	var batch, again []*batchCall[claimCall, []ClaimedJob]
+	for _, c := range calls {
+		switch {
+		case c.ctx.Err() != nil:
+			// Its caller gave up: leasing it jobs now would only strand them.
+			c.err = c.ctx.Err()
+		case seen[c.req.sess.NodeID]:
+			again = append(again, c)
+		default:
+			seen[c.req.sess.NodeID] = true
+			batch = append(batch, c)
+		}
+	}
+	if len(batch) > 0 {
+		s.claimReady(ctx, batch)
+	}
+	for _, c := range again {
+		s.claimBatch(ctx, []*batchCall[claimCall, []ClaimedJob]{c})
+	}
+}
+
+// claimReady is step 1 of claimBatch, then step 2 for the calls that could
+// take something.
+func (s *Store) claimReady(ctx context.Context, batch []*batchCall[claimCall, []ClaimedJob]) {
+	ids := make([]int64, len(batch))
+	var reqIDs []any
+	for i, c := range batch {
+		ids[i] = c.req.sess.NodeID
+		if c.req.requestID != "" {
+			reqIDs = append(reqIDs, c.req.requestID)
+		}
+	}
+	in, args := inList(ids)
+	replay := `FALSE`
+	var replayArgs []any
+	if len(reqIDs) > 0 {
+		// Any of the batch's request ids at this node: request ids are
+		// random per claim, and a false positive only costs the locked check.
+		replay = `EXISTS (SELECT 1 FROM judge_job_attempt a
+		            WHERE a.node_id = n.id AND a.claim_request_id IN (` + strings.TrimSuffix(strings.Repeat("?, ", len(reqIDs)), ", ") + `)
+		              AND a.outcome = 'RUNNING' AND a.started_at > NOW(6) - INTERVAL ? MICROSECOND)`
+		replayArgs = append(reqIDs, micros(s.cfg.LeaseTTL))
+	}
+	type readiness struct {
+		id             int64
+		epoch          int64
+		revoked, ready bool
+	}
+	rows, err := queryAll(ctx, s.db, func(r rowScanner) (readiness, error) {
+		var v readiness
+		return v, r.Scan(&v.id, &v.epoch, &v.revoked, &v.ready)
+	}, `SELECT n.id, n.session_epoch, n.revoked_at IS NOT NULL,
+	        n.pending_checks > 0
+	        OR (n.desired_state = 'ENABLED' AND EXISTS (SELECT 1 FROM judge_job j FORCE INDEX (ix_job_claim)
+	              WHERE j.pool = ? AND j.state = 'QUEUED' AND j.required_node_id = 0 AND j.available_at <= NOW(6)))
+	        OR `+replay+`
+	 FROM judge_node n WHERE n.id IN (`+in+`)`, append(append([]any{batch[0].req.pool}, replayArgs...), args...)...)
+	if err != nil {
+		err = fmt.Errorf("store: claim: ready: %w", Classify(err))
+		for _, c := range batch {
+			c.err = err
+		}
+		return
+	}
+	byNode := make(map[int64]readiness, len(rows))
+	for _, r := range rows {
+		byNode[r.id] = r
+	}
+	var ready []*batchCall[claimCall, []ClaimedJob]
+	for _, c := range batch {
+		r, ok := byNode[c.req.sess.NodeID]
+		if c.err = sessionError(c.req.sess, ok, r.revoked, r.epoch); c.err == nil && r.ready {
+			ready = append(ready, c)
+		}
+	}
+	if len(ready) == 0 {
+		return
+	}
+	calls := make([]claimCall, len(ready))
+	for i, c := range ready {
+		calls[i] = c.req
+	}
+	var out []claimAnswer
+	err = s.inTx(ctx, func(tx *sql.Tx) error {
+		var err error
+		out, err = s.claimTx(ctx, tx, calls)
+		return err
+	})
+	if err == nil && len(ready) > 1 {
+		s.stats.batches.Add(1)
+	}
+	if err != nil && len(ready) > 1 {
+		for _, c := range ready {
+			s.claimReady(ctx, []*batchCall[claimCall, []ClaimedJob]{c})
+		}
+		return
+	}
+	for i, c := range ready {
+		if err != nil {
+			c.err = err
+			continue
+		}
+		c.resp, c.err = out[i].jobs, out[i].err
+		for _, j := range c.resp {
+			s.facts.put(j.JobID, jobFacts{typ: j.SubmissionType, sid: j.SubmissionID, manifestID: j.ManifestID,
+				kind: j.Kind, pool: j.Pool, generation: j.Generation})
+		}
+	}
+}
+
+// sessionError is why a claim by sess is refused (nil: it is not): the node
+// is gone (found false), revoked, or has a newer session.
+func sessionError(sess NodeSession, found, revoked bool, epoch int64) error {
+	switch {
+	case !found:
+		return fmt.Errorf("node %d: %w", sess.NodeID, ErrUnauthenticated)
+	case revoked:
+		return fmt.Errorf("node %d: %w", sess.NodeID, ErrNodeRevoked)
+	case epoch != sess.SessionEpoch:
+		return fmt.Errorf("node %d session %d (current %d): %w", sess.NodeID, sess.SessionEpoch, epoch, ErrSessionSuperseded)
+	}
+	return nil
+}
+
+// claimAnswer is one call's answer from claimTx.
+type claimAnswer struct {
+	jobs []ClaimedJob
+	err  error
+}
+
+// claimTx is step 2 of claimBatch inside tx, for calls of distinct nodes of
+// one pool; it answers each call (a refused session is that call's error,
+// not the batch's).
+func (s *Store) claimTx(ctx context.Context, tx *sql.Tx, calls []claimCall) ([]claimAnswer, error) {
+	out := make([]claimAnswer, len(calls))
+	groupCap, nodes, err := lockGroupsAndNodes(ctx, tx, calls)
+	if err != nil {
 		return nil, err
 	}
-	var out []ClaimedJob
-	err = s.inTx(ctx, func(tx *sql.Tx) error {
-		out = nil
-		groupCap, n, err := lockGroupAndNode(ctx, tx, groupID, sess)
-		if err != nil {
-			return err
+	live := make([]int, 0, len(calls)) // indexes of calls that may take work
+	for i, c := range calls {
+		n, ok := nodes[c.sess.NodeID]
+		if out[i].err = sessionError(c.sess, ok, n.revoked, n.sessionEpoch); out[i].err == nil {
+			live = append(live, i)
 		}
-		if requestID != "" {
-			replayed, err := s.replayClaim(ctx, tx, sess, requestID)
-			if err != nil || len(replayed) > 0 {
-				out = replayed
-				return err
-			}
-		}
-		var nodeBusy, groupBusy int
-		if err := tx.QueryRowContext(ctx,
-			`SELECT COALESCE(SUM(node_id = ?), 0), COUNT(*) FROM judge_job WHERE host_group_id = ? AND state = 'RUNNING'`,
-			sess.NodeID, groupID).Scan(&nodeBusy, &groupBusy); err != nil {
-			return fmt.Errorf("store: claim: in-flight: %w", err)
-		}
-		capacity := min(freeSlots, n.slots-nodeBusy, groupCap-groupBusy, s.cfg.ClaimBatchMax)
-		if capacity <= 0 {
-			return nil
+	}
+	live, err = s.replayClaims(ctx, tx, calls, live, out)
+	if err != nil || len(live) == 0 {
+		return out, err
+	}
+	groups := make([]int64, 0, len(groupCap))
+	for g := range groupCap {
+		groups = append(groups, g)
+	}
+	gin, gargs := inList(groups)
+	type busy struct {
+		group, node int64
+		n           int
+	}
+	counts, err := queryAll(ctx, tx, func(r rowScanner) (busy, error) {
+		var b busy
+		return b, r.Scan(&b.group, &b.node, &b.n)
+	}, `SELECT host_group_id, node_id, COUNT(*) FROM judge_job
+	    WHERE host_group_id IN (`+gin+`) AND state = 'RUNNING' GROUP BY host_group_id, node_id`, gargs...)
+	if err != nil {
+		return nil, fmt.Errorf("store: claim: in-flight: %w", err)
+	}
+	groupFree := make(map[int64]int, len(groupCap))
+	for g, c := range groupCap {
+		groupFree[g] = c
+	}
+	nodeBusy := make(map[int64]int, len(calls))
+	for _, b := range counts {
+		groupFree[b.group] -= b.n
+		nodeBusy[b.node] += b.n
+	}
+	// Capacities in call order; each call's jobs come out of its group's
+	// room. CHECK jobs bound to a node come first and are picked per node
+	// (rare); pool work for all ENABLED nodes is picked at once.
+	capacity := make([]int, len(calls))
+	poolWant := 0
+	for _, i := range live {
+		c := calls[i]
+		n := nodes[c.sess.NodeID]
+		room := min(c.free, n.slots-nodeBusy[c.sess.NodeID], groupFree[c.group], s.cfg.ClaimBatchMax)
+		if room <= 0 {
+			continue
 		}
 		if n.pendingChecks > 0 {
-			checks, err := pickReady(ctx, tx, n.pool, sess.NodeID, capacity)
+			checks, err := pickReady(ctx, tx, n.pool, c.sess.NodeID, room)
 			if err != nil {
-				return err
+				return nil, err
 			}
 			if _, err := tx.ExecContext(ctx,
 				`UPDATE judge_node SET pending_checks = IF(? < ?, 0, GREATEST(pending_checks - ?, 0)) WHERE id = ?`,
-				len(checks), capacity, len(checks), sess.NodeID); err != nil {
-				return fmt.Errorf("store: claim: pending checks: %w", err)
+				len(checks), room, len(checks), c.sess.NodeID); err != nil {
+				return nil, fmt.Errorf("store: claim: pending checks: %w", err)
 			}
-			out = append(out, checks...)
+			out[i].jobs = checks
 		}
-		if n.state == NodeEnabled && len(out) < capacity {
-			more, err := pickReady(ctx, tx, n.pool, 0, capacity-len(out))
-			if err != nil {
-				return err
-			}
-			out = append(out, more...)
+		if n.state == NodeEnabled {
+			capacity[i] = room - len(out[i].jobs)
 		}
-		if len(out) == 0 {
-			return nil
-		}
-		ids := make([]int64, len(out))
-		for i := range out {
-			c := &out[i]
-			s.facts.put(c.JobID, jobFacts{typ: c.SubmissionType, sid: c.SubmissionID, manifestID: c.ManifestID,
-				kind: c.Kind, pool: c.Pool, generation: c.Generation})
-			ids[i] = out[i].JobID
-			out[i].LeaseEpoch++
-			out[i].Attempt++
-			out[i].LeaseRemaining = s.cfg.LeaseTTL
-		}
-		in, args := inList(ids)
-		if _, err := tx.ExecContext(ctx,
-			`UPDATE judge_job SET state = 'RUNNING', node_id = ?, host_group_id = ?, session_epoch = ?,
-			   lease_epoch = lease_epoch + 1, lease_until = NOW(6) + INTERVAL ? MICROSECOND,
-			   attempt_count = attempt_count + 1, started_at = COALESCE(started_at, NOW(6)),
-			   status_version = status_version + 1, phase = NULL, progress_seq = 0, cases_done = 0,
-			   updated_at = NOW(6)
-			 WHERE id IN (`+in+`)`,
-			append([]any{sess.NodeID, groupID, sess.SessionEpoch, micros(s.cfg.LeaseTTL)}, args...)...); err != nil {
-			return fmt.Errorf("store: claim: lease: %w", err)
-		}
-		if _, err := tx.ExecContext(ctx,
-			`INSERT INTO judge_job_attempt (job_id, lease_epoch, node_id, host_group_id, session_epoch, started_at, claim_request_id)
-			 SELECT id, lease_epoch, node_id, host_group_id, session_epoch, NOW(6), NULLIF(?, '') FROM judge_job WHERE id IN (`+in+`)`,
-			append([]any{requestID}, args...)...); err != nil {
-			return fmt.Errorf("store: claim: attempts: %w", err)
-		}
-		return nil
-	})
-	if err != nil {
-		return nil, err
+		// Reserved for this call; what the pick does not fill was not
+		// there for later calls either (they pick from the same queue).
+		groupFree[c.group] -= len(out[i].jobs) + capacity[i]
+		poolWant += capacity[i]
 	}
-	return out, nil
+	if poolWant > 0 {
+		more, err := pickReady(ctx, tx, calls[0].pool, 0, poolWant)
+		if err != nil {
+			return nil, err
+		}
+		for _, i := range live {
+			take := min(capacity[i], len(more))
+			out[i].jobs, more = append(out[i].jobs, more[:take]...), more[take:]
+		}
+	}
+	return out, s.leaseClaimed(ctx, tx, calls, out)
 }
 
-// anyReady reports whether a claim by the session could find a job: a ready
-// QUEUED job of its pool, a CHECK job bound to its node, or (with a request
-// id) leases granted to an earlier try of the same claim request. It refuses
-// a superseded session or a revoked node as the locked claim does (this
-// read is the whole claim when there is nothing to take). The pool is the
-// node's, which never changes (cached with its host group).
-func (s *Store) anyReady(ctx context.Context, sess NodeSession, requestID string) (bool, error) {
-	pool, err := s.nodePool(ctx, sess.NodeID)
-	if err != nil {
-		return false, err
+// leaseClaimed leases every job picked for the calls: one UPDATE of the
+// jobs (each to its call's node, group and session) and one INSERT of their
+// attempts, and fills in the answers' lease fields.
+func (s *Store) leaseClaimed(ctx context.Context, tx *sql.Tx, calls []claimCall, out []claimAnswer) error {
+	var ids []int64
+	var node, group, epoch, request strings.Builder
+	var na, ga, ea, ra []any
+	for i, c := range calls {
+		for k := range out[i].jobs {
+			j := &out[i].jobs[k]
+			if j.Replayed {
+				continue
+			}
+			ids = append(ids, j.JobID)
+			j.LeaseEpoch++
+			j.Attempt++
+			j.LeaseRemaining = s.cfg.LeaseTTL
+			node.WriteString(" WHEN ? THEN ?")
+			group.WriteString(" WHEN ? THEN ?")
+			epoch.WriteString(" WHEN ? THEN ?")
+			request.WriteString(" WHEN ? THEN ?")
+			na = append(na, j.JobID, c.sess.NodeID)
+			ga = append(ga, j.JobID, c.group)
+			ea = append(ea, j.JobID, c.sess.SessionEpoch)
+			ra = append(ra, j.JobID, c.requestID)
+		}
 	}
-	var epoch int64
-	var revoked, ready bool
-	err = s.db.QueryRowContext(ctx,
-		`SELECT n.session_epoch, n.revoked_at IS NOT NULL,
-		        EXISTS (SELECT 1 FROM judge_job j FORCE INDEX (ix_job_claim)
-		                WHERE j.pool = ? AND j.state = 'QUEUED' AND j.required_node_id IN (0, n.id)
-		                  AND j.available_at <= NOW(6))
-		        OR EXISTS (SELECT 1 FROM judge_job_attempt a
-		                   WHERE a.node_id = n.id AND a.claim_request_id = ? AND a.outcome = 'RUNNING'
-		                     AND a.started_at > NOW(6) - INTERVAL ? MICROSECOND)
-		 FROM judge_node n WHERE n.id = ?`, pool, requestID, micros(s.cfg.LeaseTTL), sess.NodeID).Scan(&epoch, &revoked, &ready)
-	switch {
-	case errors.Is(err, sql.ErrNoRows):
-		return false, fmt.Errorf("node %d: %w", sess.NodeID, ErrUnauthenticated)
-	case err != nil:
-		return false, fmt.Errorf("store: claim: ready: %w", err)
-	case revoked:
-		return false, fmt.Errorf("node %d: %w", sess.NodeID, ErrNodeRevoked)
-	case epoch != sess.SessionEpoch:
-		return false, fmt.Errorf("node %d session %d (current %d): %w", sess.NodeID, sess.SessionEpoch, epoch, ErrSessionSuperseded)
+	if len(ids) == 0 {
+		return nil
 	}
-	return ready, nil
+	in, args := inList(ids)
+	upd := append(append(append(append([]any{}, na...), ga...), ea...), micros(s.cfg.LeaseTTL))
+	if _, err := tx.ExecContext(ctx,
+		`UPDATE judge_job SET state = 'RUNNING', node_id = CASE id`+node.String()+` END,
+		   host_group_id = CASE id`+group.String()+` END, session_epoch = CASE id`+epoch.String()+` END,
+		   lease_epoch = lease_epoch + 1, lease_until = NOW(6) + INTERVAL ? MICROSECOND,
+		   attempt_count = attempt_count + 1, started_at = COALESCE(started_at, NOW(6)),
+		   status_version = status_version + 1, phase = NULL, progress_seq = 0, cases_done = 0,
+		   updated_at = NOW(6)
+		 WHERE id IN (`+in+`)`, append(upd, args...)...); err != nil {
+		return fmt.Errorf("store: claim: lease: %w", err)
+	}
+	if _, err := tx.ExecContext(ctx,
+		`INSERT INTO judge_job_attempt (job_id, lease_epoch, node_id, host_group_id, session_epoch, started_at, claim_request_id)
+		 SELECT id, lease_epoch, node_id, host_group_id, session_epoch, NOW(6), NULLIF(CASE id`+request.String()+` END, '')
+		 FROM judge_job WHERE id IN (`+in+`)`, append(ra, args...)...); err != nil {
+		return fmt.Errorf("store: claim: attempts: %w", err)
+	}
+	return nil
 }
 
 // NextReady says how long until the soonest job of the pool that a claim
@@ -284,37 +491,75 @@ type lockedNode struct {
 	pool          string
 	state         NodeState
 	slots         int
+	sessionEpoch  int64
+	revoked       bool
 	pendingChecks int
 }
 
-// lockGroupAndNode locks the host group and then the node in one statement
-// (STRAIGHT_JOIN fixes the order: group → node, the documented lock order),
-// and checks that the session is the node's current one and the node is
-// not revoked.
-func lockGroupAndNode(ctx context.Context, tx *sql.Tx, groupID int64, sess NodeSession) (int, lockedNode, error) {
-	var n lockedNode
-	var capacity int
-	var epoch int64
-	var revoked bool
-	err := tx.QueryRowContext(ctx,
-		`SELECT g.slot_capacity, n.host_group_id, n.pool, n.desired_state, n.slots, n.session_epoch,
-		        n.revoked_at IS NOT NULL, n.pending_checks
-		 FROM judge_host_group g STRAIGHT_JOIN judge_node n ON n.id = ? AND n.host_group_id = g.id
-		 WHERE g.id = ? FOR UPDATE`, sess.NodeID, groupID).Scan(
-		&capacity, &n.hostGroupID, &n.pool, &n.state, &n.slots, &epoch, &revoked, &n.pendingChecks)
-	if errors.Is(err, sql.ErrNoRows) {
-		return 0, n, fmt.Errorf("node %d: %w", sess.NodeID, ErrUnauthenticated)
+// lockGroupsAndNodes locks the calls' host groups and then their nodes, each
+// in ascending id order (the documented order, group → node, so claims of
+// one or many nodes never wait on each other in a cycle), and returns each
+// group's slot capacity and each node as locked. A node missing from the
+// answer is gone (or no longer in its cached group: never, it is fixed).
+// Calls of a single group lock it with its nodes in one statement
+// (STRAIGHT_JOIN fixes the order).
+func lockGroupsAndNodes(ctx context.Context, tx *sql.Tx, calls []claimCall) (map[int64]int, map[int64]lockedNode, error) {
+	groupSet := make(map[int64]bool, len(calls))
+	nodeIDs := make([]int64, len(calls))
+	for i, c := range calls {
+		groupSet[c.group] = true
+		nodeIDs[i] = c.sess.NodeID
+	}
+	groups := slices.Sorted(maps.Keys(groupSet))
+	slices.Sort(nodeIDs)
+	nin, nargs := inList(nodeIDs)
+	type row struct {
+		groupCap int
+		id       int64
+		n        lockedNode
+	}
+	scan := func(r rowScanner) (row, error) {
+		var v row
+		return v, r.Scan(&v.groupCap, &v.id, &v.n.hostGroupID, &v.n.pool, &v.n.state, &v.n.slots, &v.n.sessionEpoch,
+			&v.n.revoked, &v.n.pendingChecks)
+	}
+	const nodeCols = `n.id, n.host_group_id, n.pool, n.desired_state, n.slots, n.session_epoch, n.revoked_at IS NOT NULL, n.pending_checks`
+	var rows []row
+	var err error
+	capacity := make(map[int64]int, len(groups))
+	if len(groups) == 1 {
+		rows, err = queryAll(ctx, tx, scan,
+			`SELECT g.slot_capacity, `+nodeCols+`
+			 FROM judge_host_group g STRAIGHT_JOIN judge_node n ON n.host_group_id = g.id AND n.id IN (`+nin+`)
+			 WHERE g.id = ? ORDER BY n.id FOR UPDATE`, append(nargs, groups[0])...)
+	} else {
+		gin, gargs := inList(groups)
+		var caps []struct{ id, capacity int64 }
+		caps, err = queryAll(ctx, tx, func(r rowScanner) (struct{ id, capacity int64 }, error) {
+			var v struct{ id, capacity int64 }
+			return v, r.Scan(&v.id, &v.capacity)
+		}, `SELECT id, slot_capacity FROM judge_host_group WHERE id IN (`+gin+`) ORDER BY id FOR UPDATE`, gargs...)
+		if err == nil {
+			for _, c := range caps {
+				capacity[c.id] = int(c.capacity)
+			}
+			rows, err = queryAll(ctx, tx, scan,
+				`SELECT 0, `+nodeCols+` FROM judge_node n WHERE n.id IN (`+nin+`) ORDER BY n.id FOR UPDATE`, nargs...)
+		}
 	}
 	if err != nil {
-		return 0, n, fmt.Errorf("store: claim: lock: %w", err)
+		return nil, nil, fmt.Errorf("store: claim: lock: %w", err)
 	}
-	if revoked {
-		return 0, n, fmt.Errorf("node %d: %w", sess.NodeID, ErrNodeRevoked)
+	nodes := make(map[int64]lockedNode, len(rows))
+	for _, r := range rows {
+		if len(groups) == 1 {
+			capacity[r.n.hostGroupID] = r.groupCap
+		}
+		if _, ok := capacity[r.n.hostGroupID]; ok {
+			nodes[r.id] = r.n
+		}
 	}
-	if epoch != sess.SessionEpoch {
-		return 0, n, fmt.Errorf("node %d session %d (current %d): %w", sess.NodeID, sess.SessionEpoch, epoch, ErrSessionSuperseded)
-	}
-	return capacity, n, nil
+	return capacity, nodes, nil
 }
 
 // RenewItem is one lease a node wants extended, with its progress.

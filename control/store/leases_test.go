@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/kece-oj/kece/control/store"
@@ -573,4 +574,110 @@ func TestBatchedCompletionsAnswerEachResult(t *testing.T) {
 	again, err := b.store.Complete(b.ctx, sess.NodeSession, jobs[1].JobID, jobs[1].LeaseEpoch, acResult())
 	require.NoError(t, err)
 	require.Equal(t, store.AlreadyCommitted, again.Disposition)
+}
+
+// Claims of several nodes that arrive together share one transaction, and
+// each node gets exactly what it would get alone: its group's capacity
+// shared with the group's other nodes, its own slots, its own refusal (a
+// superseded session), and a repeated claim request answered with the
+// leases that request already granted.
+func TestConcurrentClaimsShareOneTransaction(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	g1, g2 := b.group(t, 3), b.group(t, 10)
+	nodeA := b.node(t, "cpp", g1.ID, 3, true)
+	nodeB := b.node(t, "cpp", g1.ID, 3, true)
+	nodeC := b.node(t, "cpp", g2.ID, 2, true)
+	stale, cred := b.nodeWithCredential(t, "cpp", g2.ID, 2, true)
+	_, err := b.store.OpenSession(b.ctx, cred, "boot-restarted")
+	require.NoError(t, err)
+	for i := range 10 {
+		b.enqueue(t, "ALGO", fmt.Sprintf("batch-%d", i))
+	}
+	// Node A's first claim is answered, but say the answer was lost.
+	first, err := b.store.ClaimRequest(b.ctx, nodeA.NodeSession, 2, "claim-batch-a1")
+	require.NoError(t, err)
+	require.Len(t, first, 2)
+
+	type call struct {
+		sess    store.NodeSession
+		free    int
+		request string
+	}
+	type answer struct {
+		jobs []store.ClaimedJob
+		err  error
+	}
+	calls := []call{
+		{nodeA.NodeSession, 3, "claim-batch-a1"}, // the same request again
+		{nodeB.NodeSession, 3, "claim-batch-b1"}, // group 1 has room for one more
+		{nodeC.NodeSession, 4, "claim-batch-c1"}, // two slots
+		{stale.NodeSession, 2, "claim-batch-s1"}, // its node opened a new session
+	}
+	queued, release := store.HoldClaims(b.store, "cpp")
+	before := store.CommittedBatches(b.store)
+	answers := make([]answer, len(calls))
+	var wg sync.WaitGroup
+	for i, c := range calls {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			jobs, err := b.store.ClaimRequest(b.ctx, c.sess, c.free, c.request)
+			answers[i] = answer{jobs, err}
+		}()
+	}
+	require.Eventually(t, func() bool { return queued() == len(calls) }, 5*time.Second, time.Millisecond)
+	release()
+	wg.Wait()
+	require.Equal(t, before+1, store.CommittedBatches(b.store), "the claims shared one commit")
+
+	require.NoError(t, answers[0].err)
+	require.Len(t, answers[0].jobs, 2)
+	for i, j := range answers[0].jobs {
+		require.True(t, j.Replayed)
+		require.Equal(t, first[i].JobID, j.JobID)
+		require.Equal(t, first[i].LeaseEpoch, j.LeaseEpoch)
+	}
+	require.NoError(t, answers[1].err)
+	require.Len(t, answers[1].jobs, 1, "group capacity 3, node A holds 2")
+	require.NoError(t, answers[2].err)
+	require.Len(t, answers[2].jobs, 2, "node C has two slots")
+	require.ErrorIs(t, answers[3].err, store.ErrSessionSuperseded)
+
+	leased := map[int64]bool{}
+	for _, a := range answers[1:3] {
+		for _, j := range a.jobs {
+			require.False(t, j.Replayed)
+			require.EqualValues(t, 1, j.LeaseEpoch)
+			require.False(t, leased[j.JobID] || j.JobID == first[0].JobID || j.JobID == first[1].JobID, "job %d leased twice", j.JobID)
+			leased[j.JobID] = true
+		}
+	}
+	require.Equal(t, 3, b.count(t, `SELECT COUNT(*) FROM judge_job WHERE host_group_id = ? AND state = 'RUNNING'`, g1.ID))
+	require.Equal(t, 2, b.count(t, `SELECT COUNT(*) FROM judge_job WHERE node_id = ? AND state = 'RUNNING'`, nodeC.NodeSession.NodeID))
+	require.Equal(t, 5, b.count(t, `SELECT COUNT(*) FROM judge_job_attempt a JOIN judge_job j ON j.id = a.job_id WHERE j.kind = 'SUBMISSION'`),
+		"one attempt per leased job; the replay added none")
+	require.Equal(t, 1, b.count(t, `SELECT COUNT(*) FROM judge_job_attempt WHERE node_id = ? AND claim_request_id = 'claim-batch-b1'`, nodeB.NodeSession.NodeID))
+
+	// Two fresh nodes of one group in one batch share its room: 2 + 2 slots,
+	// capacity 3.
+	g3 := b.group(t, 3)
+	nodeD, nodeE := b.node(t, "cpp", g3.ID, 2, true), b.node(t, "cpp", g3.ID, 2, true)
+	queued, release = store.HoldClaims(b.store, "cpp")
+	got := make([][]store.ClaimedJob, 2)
+	for i, n := range []store.Session{nodeD, nodeE} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			jobs, err := b.store.Claim(b.ctx, n.NodeSession, 2)
+			assert.NoError(t, err)
+			got[i] = jobs
+		}()
+	}
+	require.Eventually(t, func() bool { return queued() == 2 }, 5*time.Second, time.Millisecond)
+	release()
+	wg.Wait()
+	require.Equal(t, before+2, store.CommittedBatches(b.store))
+	require.Equal(t, 3, len(got[0])+len(got[1]), "group capacity 3 shared by the batch")
+	require.Equal(t, 3, b.count(t, `SELECT COUNT(*) FROM judge_job WHERE host_group_id = ? AND state = 'RUNNING'`, g3.ID))
 }

@@ -38,6 +38,12 @@ type Config struct {
 	ReapBatch        int
 	CompleteBatchMax int
 	BatchParallel    int
+	// EnqueueParallel is how many batches of new submissions may commit at
+	// once. New submissions lock nothing another enqueue waits for, so more
+	// batches in flight only shorten each caller's wait (a business backend
+	// enqueuing one submission per request waits for its commit, so its
+	// rate is its concurrency over that wait).
+	EnqueueParallel int
 }
 
 // Defaults for Config.
@@ -66,8 +72,14 @@ const (
 	// CompleteBatchMaxDefault caps how many concurrent results (and, apart,
 	// how many concurrent new submissions) share one commit.
 	CompleteBatchMaxDefault = 64
-	// BatchParallelDefault is how many such batches may commit at once.
+	// BatchParallelDefault is how many batches of completions may commit
+	// at once. Claims of one pool commit one batch at a time per replica:
+	// their batches would queue on the same host-group locks anyway.
 	BatchParallelDefault = 2
+	// EnqueueParallelDefault: kece-bench scheduler measured 4 against 2
+	// (one enqueue per request from 4 clients): enqueue wait 4.3 ms instead
+	// of 6.3, lifecycles/s 770 instead of 662.
+	EnqueueParallelDefault = 4
 )
 
 func (c *Config) setDefaults() {
@@ -116,6 +128,9 @@ func (c *Config) setDefaults() {
 	if c.BatchParallel == 0 {
 		c.BatchParallel = BatchParallelDefault
 	}
+	if c.EnqueueParallel == 0 {
+		c.EnqueueParallel = EnqueueParallelDefault
+	}
 }
 
 // Validate refuses nonsensical settings.
@@ -147,6 +162,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("store config: complete batch max %d must be 1..256", c.CompleteBatchMax)
 	case c.BatchParallel < 1 || c.BatchParallel > 64:
 		return fmt.Errorf("store config: batch parallel %d must be 1..64", c.BatchParallel)
+	case c.EnqueueParallel < 1 || c.EnqueueParallel > 64:
+		return fmt.Errorf("store config: enqueue parallel %d must be 1..64", c.EnqueueParallel)
 	}
 	return nil
 }
@@ -179,6 +196,8 @@ type Store struct {
 	completer *batcher[fastResult, bool]
 	// enqueuer batches concurrent new submissions into one transaction.
 	enqueuer *batcher[newJob, EnqueueResult]
+	// claimers batch concurrent claims of a pool into one transaction.
+	claimers *claimBatchers
 }
 
 // New returns a store over db.
@@ -199,7 +218,8 @@ func New(db *sql.DB, cfg Config) (*Store, error) {
 		s.txOpts = nil
 	}
 	s.completer = newBatcher(cfg.CompleteBatchMax, cfg.BatchParallel, s.completeBatch)
-	s.enqueuer = newBatcher(cfg.CompleteBatchMax, cfg.BatchParallel, s.enqueueBatch)
+	s.enqueuer = newBatcher(cfg.CompleteBatchMax, cfg.EnqueueParallel, s.enqueueBatch)
+	s.claimers = &claimBatchers{run: s.claimBatch, m: make(map[string]*batcher[claimCall, []ClaimedJob])}
 	return s, nil
 }
 
@@ -252,7 +272,7 @@ func (s *Store) RetriedTransactions() int64 { return s.stats.retries.Load() }
 
 type counters struct {
 	retries atomic.Int64
-	// batches counts multi-item batches (completions, enqueues) that
+	// batches counts multi-item batches (completions, enqueues, claims) that
 	// committed as one.
 	batches atomic.Int64
 }
