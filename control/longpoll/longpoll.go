@@ -10,6 +10,7 @@ package longpoll
 import (
 	"container/list"
 	"context"
+	"maps"
 	"sync"
 	"time"
 )
@@ -28,10 +29,29 @@ const (
 	SettlePollIntervalDefault = 100 * time.Millisecond
 )
 
-// SignalSource reads each pool's wake-up counter (store.PoolSignals).
-type SignalSource interface {
-	PoolSignals(ctx context.Context) (map[string]int64, error)
+// Signal is one pool's wake-up counters as the database holds them; both
+// only grow.
+type Signal struct {
+	// Bumps moves when work becomes ready again without a new job row (a
+	// requeue, a rejudge, an enqueue on the locking path).
+	Bumps int64
+	// NewestJob is the pool's highest job id: it moves with each new job.
+	// Job ids are shared by all pools, so its growth is an upper bound on
+	// the pool's new jobs.
+	NewestJob int64
 }
+
+// SignalSource reads each pool's wake-up counters (store.PoolSignals).
+type SignalSource interface {
+	PoolSignals(ctx context.Context) (map[string]Signal, error)
+}
+
+// SweepIntervalDefault is how often at most the signal poll wakes every
+// waiter of a pool whose new jobs were all made on this replica (and so
+// already woke one waiter each). A woken waiter that could not take its job
+// (its host group is at capacity) leaves it to the others: this sweep
+// reaches them, as does each waiter's own retry (~2 s) later.
+const SweepIntervalDefault = 250 * time.Millisecond
 
 // Hub tracks the waiters of each pool, longest waiting first.
 type Hub struct {
@@ -42,13 +62,23 @@ type Hub struct {
 	// its pool's list but stays here until Done.
 	elems   map[<-chan struct{}]waiterRef
 	waiting int
-	last    map[string]int64
+	// last is each pool's signal at the previous poll.
+	last map[string]Signal
+	// local counts the new jobs NotifyN was told of since the poll that
+	// last accounted for them: they woke their waiters already, so the poll
+	// does not wake more for them.
+	local map[string]int64
+	// swept is when the poll last woke every waiter of a pool, at most once
+	// per sweep.
+	swept map[string]time.Time
+	sweep time.Duration
 }
 
 // New returns an empty hub.
 func New() *Hub {
 	return &Hub{waiters: make(map[string]*list.List), elems: make(map[<-chan struct{}]waiterRef),
-		last: make(map[string]int64)}
+		last: make(map[string]Signal), local: make(map[string]int64), swept: make(map[string]time.Time),
+		sweep: SweepIntervalDefault}
 }
 
 // waiterRef is where a waiter sits: its pool's list and its element there
@@ -90,16 +120,30 @@ func (h *Hub) Done(ch <-chan struct{}) {
 }
 
 // Notify wakes every waiter of pool. It never blocks.
-func (h *Hub) Notify(pool string) { h.NotifyN(pool, -1) }
+func (h *Hub) Notify(pool string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.wake(pool, -1)
+}
 
-// NotifyN wakes the n longest-waiting waiters of pool (all when n < 0): n
-// new jobs need n claims, not a claim from every waiting node, which would
-// all but one find nothing. It never blocks. A woken waiter that cannot take
-// the job after all (its host group is full) leaves it to the others' next
-// wake-up: the signal poll of Run, at the latest one interval later.
+// NotifyN is told that this replica committed n new jobs of pool and wakes
+// the n longest-waiting waiters: n new jobs need n claims, not a claim from
+// every waiting node, which would all but one find nothing. It never
+// blocks. A woken waiter that cannot take the job after all (its host group
+// is full) leaves it to the others: Run's sweep (SweepIntervalDefault) or
+// their own retry.
 func (h *Hub) NotifyN(pool string, n int) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	if n > 0 {
+		h.local[pool] += int64(n)
+	}
+	h.wake(pool, n)
+}
+
+// wake wakes the n longest-waiting waiters of pool (all when n < 0); h.mu
+// is held.
+func (h *Hub) wake(pool string, n int) {
 	l, ok := h.waiters[pool]
 	if !ok {
 		return
@@ -110,9 +154,15 @@ func (h *Hub) NotifyN(pool string, n int) {
 	}
 }
 
-// Run polls src every interval while anyone waits and wakes pools whose
-// signal moved, until ctx ends. A failed read is given to failed (which
-// logs it: an outage once, not per poll) and tried again next interval.
+// Run polls src every interval while anyone waits, until ctx ends, and
+// wakes waiters for what moved since the previous poll: every waiter of a
+// pool whose Bumps moved (work ready again: which nodes can take it is not
+// known here); for new jobs, as many waiters as the pool's NewestJob grew
+// beyond the jobs this replica already woke waiters for (NotifyN) — one
+// per job made on another replica — and, when all of them were made here,
+// every waiter at most once per SweepIntervalDefault. A failed read is given
+// to failed (which logs it: an outage once, not per poll) and tried again
+// next interval.
 func (h *Hub) Run(ctx context.Context, src SignalSource, interval time.Duration, failed func(error)) {
 	if interval <= 0 {
 		interval = SignalPollIntervalDefault
@@ -127,6 +177,9 @@ func (h *Hub) Run(ctx context.Context, src SignalSource, interval time.Duration,
 		}
 		h.mu.Lock()
 		idle := h.waiting == 0
+		// Jobs NotifyN heard of before the read committed before it (the
+		// store notifies after commit), so the read counts them.
+		taken := maps.Clone(h.local)
 		h.mu.Unlock()
 		if idle {
 			continue
@@ -138,14 +191,29 @@ func (h *Hub) Run(ctx context.Context, src SignalSource, interval time.Duration,
 			}
 			continue
 		}
-		for pool, seq := range sig {
-			h.mu.Lock()
+		now := time.Now()
+		h.mu.Lock()
+		for pool, s := range sig {
 			prev, seen := h.last[pool]
-			h.last[pool] = seq
-			h.mu.Unlock()
-			if seen && seq != prev {
-				h.Notify(pool)
+			h.last[pool] = s
+			h.local[pool] -= taken[pool]
+			if !seen {
+				h.swept[pool] = now
+				continue
+			}
+			switch {
+			case s.Bumps != prev.Bumps:
+				h.wake(pool, -1)
+				h.swept[pool] = now
+			case s.NewestJob != prev.NewestJob:
+				if n := s.NewestJob - prev.NewestJob - taken[pool]; n > 0 {
+					h.wake(pool, int(n))
+				} else if now.Sub(h.swept[pool]) >= h.sweep {
+					h.wake(pool, -1)
+					h.swept[pool] = now
+				}
 			}
 		}
+		h.mu.Unlock()
 	}
 }

@@ -1,7 +1,11 @@
 package longpoll
 
 import (
+	"context"
+	"maps"
+	"sync"
 	"testing"
+	"time"
 )
 
 func woken(ch <-chan struct{}) bool {
@@ -46,5 +50,101 @@ func TestNotifyNWakesLongestWaitingFirst(t *testing.T) {
 	h.Done(other) // a second Done is harmless
 	if h.waiting != 0 || len(h.elems) != 0 {
 		t.Fatalf("waiting=%d elems=%d after every Done, want 0", h.waiting, len(h.elems))
+	}
+}
+
+// fakeSignals is a SignalSource the test moves; calls counts reads.
+type fakeSignals struct {
+	mu    sync.Mutex
+	sig   map[string]Signal
+	calls int
+}
+
+func (f *fakeSignals) PoolSignals(context.Context) (map[string]Signal, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls++
+	return maps.Clone(f.sig), nil
+}
+
+func (f *fakeSignals) set(pool string, s Signal) {
+	f.mu.Lock()
+	f.sig[pool] = s
+	f.mu.Unlock()
+}
+
+// polled waits until Run has read the source twice more, so the value set
+// before it has been acted on.
+func (f *fakeSignals) polled(t *testing.T) {
+	t.Helper()
+	f.mu.Lock()
+	start := f.calls
+	f.mu.Unlock()
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) {
+		f.mu.Lock()
+		n := f.calls
+		f.mu.Unlock()
+		if n >= start+2 {
+			return
+		}
+		time.Sleep(time.Millisecond)
+	}
+	t.Fatal("Run did not poll")
+}
+
+// The signal poll wakes one waiter per job made on another replica, none
+// more for jobs this replica already woke waiters for (NotifyN), and every
+// waiter when work became ready again (Bumps).
+func TestRunWakesWaitersForWhatMoved(t *testing.T) {
+	t.Parallel()
+	h := New()
+	h.sweep = time.Hour // no sweep in this test, however slow the machine
+	src := &fakeSignals{sig: map[string]Signal{"cpp": {Bumps: 5, NewestJob: 100}}}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var ws []<-chan struct{}
+	for range 6 {
+		ws = append(ws, h.Watch("cpp"))
+	}
+	go h.Run(ctx, src, time.Millisecond, func(error) {})
+	src.polled(t)
+	count := func() int {
+		n := 0
+		for _, w := range ws {
+			if woken(w) {
+				n++
+			}
+		}
+		return n
+	}
+	if n := count(); n != 0 {
+		t.Fatalf("the first poll woke %d waiters, want 0", n)
+	}
+
+	// Two jobs on another replica: two waiters.
+	src.set("cpp", Signal{Bumps: 5, NewestJob: 102})
+	src.polled(t)
+	if n := count(); n != 2 {
+		t.Fatalf("two remote jobs woke %d waiters, want 2", n)
+	}
+
+	// One job here: NotifyN woke one waiter; the poll that sees it wakes no
+	// other.
+	h.NotifyN("cpp", 1)
+	src.set("cpp", Signal{Bumps: 5, NewestJob: 103})
+	src.polled(t)
+	if n := count(); n != 3 {
+		t.Fatalf("one local job woke %d waiters in all, want 3 (2 before + 1)", n)
+	}
+
+	// Work ready again (a requeue): everyone.
+	src.set("cpp", Signal{Bumps: 6, NewestJob: 103})
+	src.polled(t)
+	if n := count(); n != 6 {
+		t.Fatalf("a bump woke %d of 6 waiters", n)
+	}
+	for _, w := range ws {
+		h.Done(w)
 	}
 }

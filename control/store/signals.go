@@ -5,6 +5,8 @@ import (
 	"database/sql"
 	"fmt"
 	"math/rand/v2"
+
+	"github.com/kece-oj/kece/control/longpoll"
 )
 
 // PoolSignalSlots is how many rows each pool's wake-up counter is spread over.
@@ -43,28 +45,28 @@ func (s *Store) notifyJobs(pool string, n int) {
 	s.notifier.Notify(pool)
 }
 
-// PoolSignals returns a wake-up counter per pool (one cheap query): the sum
-// of the pool's signal rows plus its highest job id. Both only grow, so the
-// counter moves when a job is inserted (enqueue writes no signal row) or when
-// work is made ready again (requeue, which bumps a signal row).
-func (s *Store) PoolSignals(ctx context.Context) (map[string]int64, error) {
+// PoolSignals returns each pool's wake-up counters (one cheap query): the
+// sum of the pool's signal rows (moved by work made ready again: requeue,
+// rejudge, enqueue on the locking path) and its highest job id (moved by a
+// new job; enqueue writes no signal row). Both only grow.
+func (s *Store) PoolSignals(ctx context.Context) (map[string]longpoll.Signal, error) {
 	rows, err := s.db.QueryContext(ctx,
-		`SELECT pool, SUM(v) FROM (
-		   SELECT pool, SUM(seq) AS v FROM judge_pool_signal GROUP BY pool
-		   UNION ALL SELECT pool, MAX(id) FROM judge_job GROUP BY pool) x
+		`SELECT pool, SUM(bumps), SUM(newest) FROM (
+		   SELECT pool, SUM(seq) AS bumps, 0 AS newest FROM judge_pool_signal GROUP BY pool
+		   UNION ALL SELECT pool, 0, MAX(id) FROM judge_job GROUP BY pool) x
 		 GROUP BY pool`)
 	if err != nil {
 		return nil, fmt.Errorf("store: pool signals: %w", err)
 	}
 	defer rows.Close()
-	out := make(map[string]int64, 5)
+	out := make(map[string]longpoll.Signal, 5)
 	for rows.Next() {
 		var p string
-		var n int64
-		if err := rows.Scan(&p, &n); err != nil {
+		var sig longpoll.Signal
+		if err := rows.Scan(&p, &sig.Bumps, &sig.NewestJob); err != nil {
 			return nil, fmt.Errorf("store: pool signals: %w", err)
 		}
-		out[p] = n
+		out[p] = sig
 	}
 	return out, rows.Err()
 }

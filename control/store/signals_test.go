@@ -33,7 +33,8 @@ func TestPoolSignalCommitsWithTheWork(t *testing.T) {
 	require.NoError(t, err)
 	after, err := st.PoolSignals(b.ctx)
 	require.NoError(t, err)
-	require.Greater(t, after["python"], before["python"], "the python pool's counter moves")
+	require.Greater(t, after["python"].NewestJob, before["python"].NewestJob, "the python pool's newest job moves")
+	require.Equal(t, before["python"].Bumps, after["python"].Bumps, "a new job writes no signal row")
 	require.Equal(t, before["cpp"], after["cpp"])
 	require.Equal(t, []string{"python"}, rec.pools)
 
