@@ -47,6 +47,7 @@ func freshDatabase(ctx context.Context, serverDSN string, conns int) (db *sql.DB
 	}
 	cfg.DBName, cfg.ParseTime, cfg.Loc = name, true, time.UTC
 	cfg.InterpolateParams = true
+	cfg.MultiStatements = true // as kece-control opens it (store scripts)
 	dsn = cfg.FormatDSN()
 	conn, err := mysql.NewConnector(cfg)
 	if err != nil {

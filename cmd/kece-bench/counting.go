@@ -4,8 +4,13 @@ import (
 	"context"
 	"database/sql/driver"
 	"errors"
+	"strings"
 	"sync/atomic"
 )
+
+// roundTrips counts the requests this process sent (a store script is one
+// request however many statements it holds).
+var roundTrips atomic.Int64
 
 // countingConnector counts the statements this process sends (every query,
 // exec, BEGIN, COMMIT and ROLLBACK), so statements per lifecycle are the
@@ -29,29 +34,33 @@ type countingConn struct {
 	n *atomic.Int64
 }
 
-// counted adds one unless the driver declined the call (ErrSkip: database/sql
-// then prepares and executes, which is counted there).
-func (c *countingConn) counted(err error) {
+// counted adds the statements of q (a store script sends several in one
+// request, separated by ";\n") unless the driver declined the call (ErrSkip:
+// database/sql then prepares and executes, which is counted there), and
+// one round trip.
+func (c *countingConn) counted(q string, err error) {
 	if !errors.Is(err, driver.ErrSkip) {
-		c.n.Add(1)
+		c.n.Add(int64(strings.Count(q, ";\n") + 1))
+		roundTrips.Add(1)
 	}
 }
 
 func (c *countingConn) ExecContext(ctx context.Context, q string, args []driver.NamedValue) (driver.Result, error) {
 	r, err := c.Conn.(driver.ExecerContext).ExecContext(ctx, q, args)
-	c.counted(err)
+	c.counted(q, err)
 	return r, err
 }
 
 func (c *countingConn) QueryContext(ctx context.Context, q string, args []driver.NamedValue) (driver.Rows, error) {
 	r, err := c.Conn.(driver.QueryerContext).QueryContext(ctx, q, args)
-	c.counted(err)
+	c.counted(q, err)
 	return r, err
 }
 
 func (c *countingConn) PrepareContext(ctx context.Context, q string) (driver.Stmt, error) {
 	s, err := c.Conn.(driver.ConnPrepareContext).PrepareContext(ctx, q)
 	c.n.Add(1)
+	roundTrips.Add(1)
 	if err != nil {
 		return nil, err
 	}
@@ -61,8 +70,10 @@ func (c *countingConn) PrepareContext(ctx context.Context, q string) (driver.Stm
 func (c *countingConn) BeginTx(ctx context.Context, opts driver.TxOptions) (driver.Tx, error) {
 	tx, err := c.Conn.(driver.ConnBeginTx).BeginTx(ctx, opts)
 	c.n.Add(1)
+	roundTrips.Add(1)
 	if opts.Isolation != 0 {
 		c.n.Add(1) // SET TRANSACTION ISOLATION LEVEL before START TRANSACTION
+		roundTrips.Add(1)
 	}
 	if err != nil {
 		return nil, err
@@ -96,8 +107,8 @@ type countingTx struct {
 	n *atomic.Int64
 }
 
-func (t countingTx) Commit() error   { t.n.Add(1); return t.Tx.Commit() }
-func (t countingTx) Rollback() error { t.n.Add(1); return t.Tx.Rollback() }
+func (t countingTx) Commit() error   { t.n.Add(1); roundTrips.Add(1); return t.Tx.Commit() }
+func (t countingTx) Rollback() error { t.n.Add(1); roundTrips.Add(1); return t.Tx.Rollback() }
 
 type countingStmt struct {
 	driver.Stmt
@@ -106,10 +117,12 @@ type countingStmt struct {
 
 func (s countingStmt) ExecContext(ctx context.Context, args []driver.NamedValue) (driver.Result, error) {
 	s.n.Add(1)
+	roundTrips.Add(1)
 	return s.Stmt.(driver.StmtExecContext).ExecContext(ctx, args)
 }
 
 func (s countingStmt) QueryContext(ctx context.Context, args []driver.NamedValue) (driver.Rows, error) {
 	s.n.Add(1)
+	roundTrips.Add(1)
 	return s.Stmt.(driver.StmtQueryContext).QueryContext(ctx, args)
 }

@@ -123,6 +123,7 @@ func runScheduler(ctx context.Context, args []string) error {
 	// Where the time goes: the baseline is one statement per commit.
 	fmt.Printf("baseline_statements_per_commit=1\n")
 	fmt.Printf("statements_per_lifecycle=%.1f\n", res.statementsPerLifecycle)
+	fmt.Printf("round_trips_per_lifecycle=%.1f\n", res.roundTripsPerLifecycle)
 	// CPU per lifecycle, this process (store, simulated nodes, enqueuers)
 	// and the server: on a CPU-bound machine, what sets the rate.
 	fmt.Printf("bench_cpu_ms_per_lifecycle=%.2f\n", res.benchCPUMs)
@@ -222,6 +223,8 @@ type lifecycleResult struct {
 	// statementsPerLifecycle counts every statement the server received
 	// (BEGIN and COMMIT included) per acknowledged lifecycle.
 	statementsPerLifecycle float64
+	// roundTripsPerLifecycle counts requests (a store script is one).
+	roundTripsPerLifecycle float64
 	// CPU milliseconds per lifecycle over the window: this process, and the
 	// server when its pid is known.
 	benchCPUMs, serverCPUMs float64
@@ -427,7 +430,7 @@ func lifecycles(ctx context.Context, reps []replica, db *sql.DB, manID int64, se
 	// Warm up, then count acknowledged lifecycles over d.
 	time.Sleep(time.Second)
 	start := acked.Load()
-	q0 := serverStatements(ctx, db)
+	q0, rt0 := serverStatements(ctx, db), roundTrips.Load()
 	stopCPU, err := cw.start()
 	if err != nil {
 		return lifecycleResult{}, err
@@ -439,7 +442,7 @@ func lifecycles(ctx context.Context, reps []replica, db *sql.DB, manID int64, se
 	}
 	n := acked.Load() - start
 	el := time.Since(t0)
-	q1 := serverStatements(ctx, db)
+	q1, rt1 := serverStatements(ctx, db), roundTrips.Load()
 	benchCPU, serverCPU := stopCPU()
 	cancel()
 	wg.Wait()
@@ -457,6 +460,7 @@ func lifecycles(ctx context.Context, reps []replica, db *sql.DB, manID int64, se
 	return lifecycleResult{perSec: float64(n) / el.Seconds(), claimP50: pct(0.50), claimP99: pct(0.99),
 		enqueueAvgMs: avg(enqNs.Load(), enqN.Load()), completeAvgMs: avg(compNs.Load(), compN.Load()),
 		emptyClaims: idleN.Load(), statementsPerLifecycle: float64(q1-q0) / float64(max(n, 1)),
-		claimBatch: float64(claimedN.Load()) / float64(max(claimN.Load(), 1)), eventBatch: float64(acked.Load()) / float64(max(evBatchN.Load(), 1)),
+		roundTripsPerLifecycle: float64(rt1-rt0) / float64(max(n, 1)),
+		claimBatch:             float64(claimedN.Load()) / float64(max(claimN.Load(), 1)), eventBatch: float64(acked.Load()) / float64(max(evBatchN.Load(), 1)),
 		benchCPUMs: benchCPU.Seconds() * 1000 / float64(max(n, 1)), serverCPUMs: serverCPU.Seconds() * 1000 / float64(max(n, 1))}, nil
 }

@@ -71,6 +71,10 @@ func openDBWith(ctx context.Context, fs *settings.FlagSet, dsn string, maxConns 
 	// Client-side interpolation (escaped by the driver) saves a prepare
 	// round trip per statement; the schema is utf8mb4 throughout.
 	cfg.InterpolateParams = true
+	// Several statements per request: the store sends each step of a hot
+	// transaction as one script, one round trip (control/store/script.go).
+	// Every value is still an argument the driver escapes, never SQL text.
+	cfg.MultiStatements = true
 	if cfg.Params == nil {
 		cfg.Params = map[string]string{}
 	}

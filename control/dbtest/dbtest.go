@@ -40,6 +40,7 @@ func DSNFor(t testing.TB, name string) string {
 	cfg.DBName = name
 	cfg.ParseTime = true
 	cfg.InterpolateParams = true
+	cfg.MultiStatements = true // as kece-control opens it (store scripts)
 	cfg.Loc = time.UTC
 	cfg.Params = map[string]string{"time_zone": "'+00:00'"}
 	return cfg.FormatDSN()

@@ -25,6 +25,8 @@
 //	tx.go            transactions with deadlock retry; txx (sqlx on a transaction);
 //	                 the hand-written scan helpers the hot path keeps
 //	batch.go         the batcher that lets concurrent calls share one commit
+//	script.go        scripts: a transaction's independent statements sent in one
+//	                 round trip (multiStatements), or one by one where not allowed
 //	errors.go        error classes (ErrNotFound, ErrConflict, …), their typed forms, and
 //	                 Classify for database failures (ErrUnavailable, ErrDatabase)
 //	host_groups.go   judge_host_group: create, resize, per-group detail

@@ -348,22 +348,22 @@ func (s *Store) enqueueBatch(ctx context.Context, calls []*batchCall[newJob, Enq
 		seen[k] = true
 		batch = append(batch, c)
 	}
-	if len(batch) > 1 {
+	if len(batch) > 0 {
 		jobs := make([]newJob, len(batch))
 		for i, c := range batch {
 			jobs[i] = c.req
 		}
-		var ids []int64
-		err := s.inTx(ctx, func(tx *sql.Tx) error {
-			var err error
-			ids, err = s.insertNewJobs(ctx, tx, jobs)
-			return err
-		})
+		ids, err := s.insertNewJobsScript(ctx, jobs)
 		if err == nil {
-			s.stats.batches.Add(1)
+			if len(batch) > 1 {
+				s.stats.batches.Add(1)
+			}
 			for i, c := range batch {
 				c.resp = EnqueueResult{JobID: ids[i], Generation: 1, State: StateQueued, Created: true}
 			}
+			batch = nil
+		} else if len(batch) == 1 {
+			batch[0].err = err
 			batch = nil
 		}
 	}
@@ -378,15 +378,7 @@ func (s *Store) enqueueBatch(ctx context.Context, calls []*batchCall[newJob, Enq
 // New jobs need no pool-signal write: other replicas see them through the
 // pool's highest job id (PoolSignals).
 func (s *Store) insertNewJobs(ctx context.Context, tx *sql.Tx, jobs []newJob) ([]int64, error) {
-	rows := make([]jobRow, len(jobs))
-	for i, n := range jobs {
-		rows[i] = jobRow{
-			submissionType: n.req.SubmissionType, submissionID: n.req.SubmissionID, generation: 1,
-			kind: KindSubmission, pool: n.pool, language: n.req.Language, manifestID: n.req.ManifestID,
-			snapshot: n.snapshot, digest: n.digest, priority: n.req.Priority, maxAttempts: s.cfg.MaxAttempts,
-		}
-	}
-	ids, err := s.insertJobs(ctx, tx, rows)
+	ids, err := s.insertJobs(ctx, tx, s.firstGenerations(jobs))
 	if err != nil {
 		return nil, err
 	}
@@ -404,6 +396,46 @@ func (s *Store) insertNewJobs(ctx context.Context, tx *sql.Tx, jobs []newJob) ([
 		return nil, fmt.Errorf("store: enqueue: pointer: %w", err)
 	}
 	return ids, nil
+}
+
+// firstGenerations are the job rows of new submissions.
+func (s *Store) firstGenerations(jobs []newJob) []jobRow {
+	rows := make([]jobRow, len(jobs))
+	for i, n := range jobs {
+		rows[i] = jobRow{
+			submissionType: n.req.SubmissionType, submissionID: n.req.SubmissionID, generation: 1,
+			kind: KindSubmission, pool: n.pool, language: n.req.Language, manifestID: n.req.ManifestID,
+			snapshot: n.snapshot, digest: n.digest, priority: n.req.Priority, maxAttempts: s.cfg.MaxAttempts,
+		}
+	}
+	return rows
+}
+
+// insertNewJobsScript is insertNewJobs as one script — one round trip on a
+// multi-statement connection: begin, the jobs, their pointers (read back
+// from the jobs just written), the jobs' ids, commit. A submission that
+// exists fails it with 1062 and nothing is written.
+func (s *Store) insertNewJobsScript(ctx context.Context, jobs []newJob) ([]int64, error) {
+	rows := s.firstGenerations(jobs)
+	insert, insertArgs := jobInsertSQL(rows)
+	idents, identArgs := identitiesSQL(rows)
+	sc := s.begin(&script{}).
+		exec(insert, insertArgs...).
+		exec(`INSERT INTO judge_submission (submission_type, submission_id, current_job_id, generation)
+		 SELECT submission_type, submission_id, id, generation`+idents[strings.Index(idents, " FROM"):], identArgs...).
+		rows(idents, identArgs...).
+		exec(`COMMIT`)
+	var ids []int64
+	err := s.inScripts(ctx, func(c *scriptConn) error {
+		byIdentity := make(jobIDs, len(jobs))
+		if err := c.send(ctx, sc, byIdentity.scan); err != nil {
+			return fmt.Errorf("store: enqueue: %w", err)
+		}
+		var err error
+		ids, err = byIdentity.ids(rows)
+		return err
+	})
+	return ids, err
 }
 
 // enqueueTxPublic enqueues inside the caller's transaction, for business backends
@@ -528,6 +560,47 @@ func (s *Store) insertJob(ctx context.Context, tx *sql.Tx, j jobRow) (int64, err
 // order. One row's id is LAST_INSERT_ID(); for several, the ids are read back
 // by identity rather than assumed consecutive.
 func (s *Store) insertJobs(ctx context.Context, tx *sql.Tx, jobs []jobRow) ([]int64, error) {
+	q, args := jobInsertSQL(jobs)
+	r, err := tx.ExecContext(ctx, q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("store: insert job: %w", err)
+	}
+	ids := make([]int64, len(jobs))
+	if len(jobs) == 1 {
+		if ids[0], err = r.LastInsertId(); err != nil {
+			return nil, fmt.Errorf("store: insert job: %w", err)
+		}
+	} else {
+		q, args := identitiesSQL(jobs)
+		byIdentity := make(jobIDs, len(jobs))
+		rows, err := tx.QueryContext(ctx, q, args...)
+		if err != nil {
+			return nil, fmt.Errorf("store: insert job: ids: %w", err)
+		}
+		for rows.Next() {
+			if err := byIdentity.scan(rows); err != nil {
+				rows.Close()
+				return nil, fmt.Errorf("store: insert job: ids: %w", err)
+			}
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return nil, fmt.Errorf("store: insert job: ids: %w", err)
+		}
+		if ids, err = byIdentity.ids(jobs); err != nil {
+			return nil, err
+		}
+	}
+	if s.hooks != nil && s.hooks.AfterJobInsert != nil {
+		if err := s.hooks.AfterJobInsert(); err != nil {
+			return nil, err
+		}
+	}
+	return ids, nil
+}
+
+// jobInsertSQL is the multi-row INSERT of jobs.
+func jobInsertSQL(jobs []jobRow) (string, []any) {
 	var q strings.Builder
 	q.WriteString(`INSERT INTO judge_job (submission_type, submission_id, generation, kind, pool, runtime_spec,
 	   manifest_id, request_snapshot, request_digest, priority, required_node_id, state, max_attempts,
@@ -541,59 +614,50 @@ func (s *Store) insertJobs(ctx context.Context, tx *sql.Tx, jobs []jobRow) ([]in
 		args = append(args, j.submissionType, j.submissionID, j.generation, j.kind, j.pool, j.language,
 			j.manifestID, j.snapshot, j.digest, j.priority, j.requiredNode, j.maxAttempts)
 	}
-	r, err := tx.ExecContext(ctx, q.String(), args...)
-	if err != nil {
-		return nil, fmt.Errorf("store: insert job: %w", err)
+	return q.String(), args
+}
+
+// identitiesSQL reads the ids of jobs (just inserted) by their identity:
+// uk_job_identity, whatever order the rows come in.
+func identitiesSQL(jobs []jobRow) (string, []any) {
+	var in strings.Builder
+	args := make([]any, 0, 3*len(jobs))
+	for i, j := range jobs {
+		if i > 0 {
+			in.WriteString(", ")
+		}
+		in.WriteString("(?, ?, ?)")
+		args = append(args, j.submissionType, j.submissionID, j.generation)
 	}
+	return `SELECT id, submission_type, submission_id, generation FROM judge_job
+	 WHERE (submission_type, submission_id, generation) IN (` + in.String() + `)`, args
+}
+
+// identity is a job's (submission type, submission id, generation).
+type identity struct {
+	typ, sid string
+	gen      int
+}
+
+// jobIDs maps the identities identitiesSQL read to their job ids.
+type jobIDs map[identity]int64
+
+func (m jobIDs) scan(r rowScanner) error {
+	var id int64
+	var k identity
+	if err := r.Scan(&id, &k.typ, &k.sid, &k.gen); err != nil {
+		return err
+	}
+	m[k] = id
+	return nil
+}
+
+// ids returns the job id of each of jobs, in order.
+func (m jobIDs) ids(jobs []jobRow) ([]int64, error) {
 	ids := make([]int64, len(jobs))
-	if len(jobs) == 1 {
-		if ids[0], err = r.LastInsertId(); err != nil {
-			return nil, fmt.Errorf("store: insert job: %w", err)
-		}
-	} else {
-		var in strings.Builder
-		args = args[:0]
-		for i, j := range jobs {
-			if i > 0 {
-				in.WriteString(", ")
-			}
-			in.WriteString("(?, ?, ?)")
-			args = append(args, j.submissionType, j.submissionID, j.generation)
-		}
-		type identity struct {
-			typ, sid string
-			gen      int
-		}
-		byIdentity := make(map[identity]int64, len(jobs))
-		rows, err := tx.QueryContext(ctx,
-			`SELECT id, submission_type, submission_id, generation FROM judge_job
-			 WHERE (submission_type, submission_id, generation) IN (`+in.String()+`)`, args...)
-		if err != nil {
-			return nil, fmt.Errorf("store: insert job: ids: %w", err)
-		}
-		for rows.Next() {
-			var id int64
-			var k identity
-			if err := rows.Scan(&id, &k.typ, &k.sid, &k.gen); err != nil {
-				rows.Close()
-				return nil, fmt.Errorf("store: insert job: ids: %w", err)
-			}
-			byIdentity[k] = id
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return nil, fmt.Errorf("store: insert job: ids: %w", err)
-		}
-		for i, j := range jobs {
-			ids[i] = byIdentity[identity{j.submissionType, j.submissionID, j.generation}]
-			if ids[i] == 0 {
-				return nil, fmt.Errorf("store: insert job: %s/%s generation %d not found after insert", j.submissionType, j.submissionID, j.generation)
-			}
-		}
-	}
-	if s.hooks != nil && s.hooks.AfterJobInsert != nil {
-		if err := s.hooks.AfterJobInsert(); err != nil {
-			return nil, err
+	for i, j := range jobs {
+		if ids[i] = m[identity{j.submissionType, j.submissionID, j.generation}]; ids[i] == 0 {
+			return nil, fmt.Errorf("store: insert job: %s/%s generation %d not found after insert", j.submissionType, j.submissionID, j.generation)
 		}
 	}
 	return ids, nil

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"context"
 	"database/sql"
 	"fmt"
 	"sync"
@@ -186,6 +187,9 @@ type Store struct {
 	// txOpts is nil when the server already defaults to READ COMMITTED, which
 	// saves a round trip per transaction.
 	txOpts *sql.TxOptions
+	// multi: the pool's connections take several statements per request,
+	// so a script is one round trip (see script).
+	multi bool
 	// manifests caches parsed manifests; they are immutable.
 	manifests *cache[int64, manifest.Manifest]
 	// groups caches each node's pool and host group, which never change.
@@ -217,6 +221,7 @@ func New(db *sql.DB, cfg Config) (*Store, error) {
 	if iso == "READ-COMMITTED" {
 		s.txOpts = nil
 	}
+	s.multi = multiStatements(context.Background(), db)
 	s.completer = newBatcher(cfg.CompleteBatchMax, cfg.BatchParallel, s.completeBatch)
 	s.enqueuer = newBatcher(cfg.CompleteBatchMax, cfg.EnqueueParallel, s.enqueueBatch)
 	s.claimers = &claimBatchers{run: s.claimBatch, m: make(map[string]*batcher[claimCall, []ClaimedJob])}

@@ -1,0 +1,232 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"database/sql/driver"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"time"
+)
+
+// A script is statements sent to the server together. On a connection that
+// allows several statements per request (the DSN's multiStatements=true, as
+// kece-control, the tests and the benchmarks open it) a script is one round
+// trip, however many statements it holds; elsewhere its statements go one
+// by one, in the same order, on the same connection, with the same effect.
+//
+// On this 2-core machine a round trip costs more than the statement it
+// carries: each one wakes a server thread and a Go thread, and the server's
+// CPU profile is dominated by those context switches. So the hot path sends
+// every statement that does not need the answer of the one before it in one
+// script: an enqueue is one round trip instead of four.
+//
+// Arguments are interpolated by the driver (interpolateParams=true), so no
+// statement is prepared; statements must not contain a ';' of their own.
+type script struct {
+	text  strings.Builder
+	args  []any
+	query []bool // per statement: whether it returns rows
+}
+
+// exec adds a statement that returns no rows.
+func (sc *script) exec(q string, args ...any) *script { return sc.add(false, q, args) }
+
+// rows adds a statement whose rows go to the next read func of send.
+func (sc *script) rows(q string, args ...any) *script { return sc.add(true, q, args) }
+
+func (sc *script) add(query bool, q string, args []any) *script {
+	if len(sc.query) > 0 {
+		sc.text.WriteString(";\n")
+	}
+	sc.text.WriteString(q)
+	sc.args = append(sc.args, args...)
+	sc.query = append(sc.query, query)
+	return sc
+}
+
+// statements returns each statement with its own arguments, for the
+// one-by-one path.
+func (sc *script) statements() (qs []string, args [][]any) {
+	qs = strings.Split(sc.text.String(), ";\n")
+	rest := sc.args
+	for _, q := range qs {
+		n := strings.Count(q, "?")
+		args = append(args, rest[:n])
+		rest = rest[n:]
+	}
+	return qs, args
+}
+
+// scriptConn is one pooled connection running a transaction made of
+// scripts (the first starts it with begin, the last ends with COMMIT).
+type scriptConn struct {
+	conn  *sql.Conn
+	multi bool
+	// open: a script began a transaction that no script has committed.
+	open bool
+}
+
+// begin starts sc with the transaction's opening (READ COMMITTED when the
+// server's default is not).
+func (s *Store) begin(sc *script) *script {
+	if s.txOpts != nil {
+		sc.exec(`SET TRANSACTION ISOLATION LEVEL READ COMMITTED`)
+	}
+	return sc.exec(`START TRANSACTION`)
+}
+
+// send runs sc and gives the rows of its row statements, in order, to
+// reads (one func per row statement, called once per row). An error stops
+// the script where it happened, as the server does.
+func (c *scriptConn) send(ctx context.Context, sc *script, reads ...func(rowScanner) error) error {
+	qs := 0
+	for _, q := range sc.query {
+		if q {
+			qs++
+		}
+	}
+	if qs != len(reads) {
+		return fmt.Errorf("store: script has %d row statements and %d readers", qs, len(reads))
+	}
+	if strings.Contains(sc.text.String(), "START TRANSACTION") {
+		c.open = true
+	}
+	var err error
+	if c.multi {
+		err = c.sendMulti(ctx, sc, reads)
+	} else {
+		err = c.sendEach(ctx, sc, reads)
+	}
+	if err == nil && strings.HasSuffix(sc.text.String(), "COMMIT") {
+		c.open = false
+	}
+	return err
+}
+
+func (c *scriptConn) sendMulti(ctx context.Context, sc *script, reads []func(rowScanner) error) error {
+	if len(reads) == 0 {
+		_, err := c.conn.ExecContext(ctx, sc.text.String(), sc.args...)
+		return err
+	}
+	rows, err := c.conn.QueryContext(ctx, sc.text.String(), sc.args...)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for i, read := range reads {
+		// Statements without rows answer with empty result sets: skip them.
+		for {
+			cols, err := rows.Columns()
+			if err != nil {
+				return err
+			}
+			if len(cols) > 0 {
+				break
+			}
+			if !rows.NextResultSet() {
+				return errors.Join(rows.Err(), fmt.Errorf("store: script: result set %d missing", i))
+			}
+		}
+		for rows.Next() {
+			if err := read(rows); err != nil {
+				return err
+			}
+		}
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		if i < len(reads)-1 && !rows.NextResultSet() {
+			return errors.Join(rows.Err(), fmt.Errorf("store: script: result set %d missing", i+1))
+		}
+	}
+	// The statements after the last row statement (COMMIT …) answer here.
+	for rows.NextResultSet() {
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	return rows.Close()
+}
+
+func (c *scriptConn) sendEach(ctx context.Context, sc *script, reads []func(rowScanner) error) error {
+	qs, args := sc.statements()
+	for i, q := range qs {
+		if !sc.query[i] {
+			if _, err := c.conn.ExecContext(ctx, q, args[i]...); err != nil {
+				return err
+			}
+			continue
+		}
+		read := reads[0]
+		reads = reads[1:]
+		rows, err := c.conn.QueryContext(ctx, q, args[i]...)
+		if err != nil {
+			return err
+		}
+		for rows.Next() {
+			if err := read(rows); err != nil {
+				rows.Close()
+				return err
+			}
+		}
+		if err := errors.Join(rows.Err(), rows.Close()); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// inScripts runs fn on one connection of the pool: a transaction of
+// scripts, retried on deadlock and lock-wait timeout like inTx. A
+// transaction fn leaves open (an error mid-script) is rolled back; a
+// connection whose rollback fails is closed, never handed to the next
+// caller in the middle of a transaction.
+func (s *Store) inScripts(ctx context.Context, fn func(c *scriptConn) error) error {
+	var err error
+	for attempt := 0; attempt < s.cfg.TxRetries; attempt++ {
+		err = s.tryScripts(ctx, fn)
+		if err == nil || !retryable(err) {
+			return Classify(err)
+		}
+		s.stats.retries.Add(1)
+		s.observer().TxRetried(ctx, txRetryCode(err))
+		d := time.Duration(1+rand.IntN(5<<attempt)) * time.Millisecond
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(d):
+		}
+	}
+	return Classify(fmt.Errorf("store: transaction still conflicting after %d tries: %w", s.cfg.TxRetries, err))
+}
+
+func (s *Store) tryScripts(ctx context.Context, fn func(c *scriptConn) error) error {
+	conn, err := s.db.Conn(ctx)
+	if err != nil {
+		return fmt.Errorf("store: connection: %w", err)
+	}
+	c := &scriptConn{conn: conn, multi: s.multi}
+	err = fn(c)
+	if c.open {
+		if _, rerr := conn.ExecContext(context.WithoutCancel(ctx), `ROLLBACK`); rerr != nil {
+			_ = conn.Raw(func(any) error { return driver.ErrBadConn })
+		}
+	}
+	_ = conn.Close()
+	return err
+}
+
+// multiStatements reports whether db's connections take several statements
+// per request.
+func multiStatements(ctx context.Context, db *sql.DB) bool {
+	rows, err := db.QueryContext(ctx, `SELECT 1; SELECT 2`)
+	if err != nil {
+		return false
+	}
+	for rows.NextResultSet() {
+	}
+	return rows.Close() == nil && rows.Err() == nil
+}

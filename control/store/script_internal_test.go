@@ -1,0 +1,79 @@
+package store
+
+import (
+	"testing"
+
+	"github.com/go-sql-driver/mysql"
+	"github.com/stretchr/testify/require"
+
+	"github.com/kece-oj/kece/control/dbtest"
+)
+
+// A script does the same on a multi-statement connection (one round trip)
+// and on one that takes a statement per request (one by one): rows reach
+// their readers in order, a failing statement stops the script and its
+// transaction is rolled back, and the connection goes back to the pool
+// outside any transaction.
+func TestScriptsAreTheSameOneByOne(t *testing.T) {
+	t.Parallel()
+	db, dsn := dbtest.Open(t)
+	cfg, err := mysql.ParseDSN(dsn)
+	require.NoError(t, err)
+	cfg.MultiStatements = false
+	single := dbtest.OpenDSN(t, cfg.FormatDSN())
+	_, err = db.ExecContext(t.Context(), `CREATE TABLE script_t (k VARCHAR(8) PRIMARY KEY, v INT NOT NULL)`)
+	require.NoError(t, err)
+
+	multi, err := New(db, Config{})
+	require.NoError(t, err)
+	each, err := New(single, Config{})
+	require.NoError(t, err)
+	require.True(t, multi.multi, "dbtest opens the pool as kece-control does: multiStatements=true")
+	require.False(t, each.multi)
+
+	for _, s := range []*Store{multi, each} {
+		p := "m"
+		if !s.multi {
+			p = "e"
+		}
+		var n int
+		var keys []string
+		sc := s.begin(&script{}).
+			exec(`INSERT INTO script_t (k, v) VALUES (?, 1), (?, 2)`, p+"1", p+"2").
+			rows(`SELECT ROW_COUNT()`).
+			exec(`UPDATE script_t SET v = v + 10 WHERE k = ?`, p+"1").
+			rows(`SELECT k FROM script_t WHERE k LIKE ? ORDER BY k`, p+"%").
+			exec(`COMMIT`)
+		err := s.inScripts(t.Context(), func(c *scriptConn) error {
+			return c.send(t.Context(), sc,
+				func(r rowScanner) error { return r.Scan(&n) },
+				func(r rowScanner) error {
+					var k string
+					keys = append(keys, k)
+					return r.Scan(&keys[len(keys)-1])
+				})
+		})
+		require.NoError(t, err, p)
+		require.Equal(t, 2, n, p)
+		require.Equal(t, []string{p + "1", p + "2"}, keys, p)
+
+		// The second INSERT fails (duplicate key): nothing of the script
+		// stays, and the next user of the pool is not inside a transaction.
+		sc = s.begin(&script{}).
+			exec(`INSERT INTO script_t (k, v) VALUES (?, 3)`, p+"3").
+			exec(`INSERT INTO script_t (k, v) VALUES (?, 4)`, p+"1").
+			exec(`COMMIT`)
+		err = s.inScripts(t.Context(), func(c *scriptConn) error { return c.send(t.Context(), sc) })
+		var me *mysql.MySQLError
+		require.ErrorAs(t, err, &me, p)
+		require.EqualValues(t, 1062, me.Number, p)
+		var rows int
+		require.NoError(t, s.db.QueryRowContext(t.Context(), `SELECT COUNT(*) FROM script_t WHERE k = ?`, p+"3").Scan(&rows))
+		require.Zero(t, rows, "%s: the failed script's first insert was rolled back", p)
+		for range 4 { // every pooled connection is clean
+			var inTx int
+			require.NoError(t, s.db.QueryRowContext(t.Context(), `SELECT @@in_transaction`).Scan(&inTx))
+			require.Zero(t, inTx, p)
+		}
+	}
+}
