@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"regexp"
 	"slices"
-	"strings"
 )
 
 // How a lease can end without a result, and what each one records on the
@@ -60,56 +59,17 @@ func checkClaimRequestID(id string) error {
 }
 
 // replayClaims answers the calls (indexes live, nodes locked by the claim)
-// whose claim request already granted leases, and returns the live calls
-// left to take new work: one read of the attempt rows (without locks: job →
-// attempt is the lock order) for the whole batch, then replayGranted for
-// each call that has any.
-func (s *Store) replayClaims(ctx context.Context, tx *sql.Tx, calls []claimCall, live []int, out []claimAnswer) ([]int, error) {
-	type key struct {
-		node int64
-		req  string
-	}
-	callOf := make(map[key]int)
-	var nodes []int64
-	var reqs []any
-	for _, i := range live {
-		if c := calls[i]; c.requestID != "" {
-			callOf[key{c.sess.NodeID, c.requestID}] = i
-			nodes = append(nodes, c.sess.NodeID)
-			reqs = append(reqs, c.requestID)
-		}
-	}
-	if len(nodes) == 0 {
-		return live, nil
-	}
-	nin, nargs := inList(nodes)
-	type row struct {
-		key
-		granted
-	}
-	prior, err := queryAll(ctx, tx, func(r rowScanner) (row, error) {
-		var v row
-		return v, r.Scan(&v.node, &v.req, &v.jobID, &v.epoch)
-	}, `SELECT node_id, claim_request_id, job_id, lease_epoch FROM judge_job_attempt
-	    WHERE node_id IN (`+nin+`) AND claim_request_id IN (`+strings.TrimSuffix(strings.Repeat("?, ", len(reqs)), ", ")+`)
-	      AND outcome = 'RUNNING' AND started_at > NOW(6) - INTERVAL ? MICROSECOND
-	    ORDER BY job_id`, append(append(nargs, reqs...), micros(s.cfg.LeaseTTL))...)
-	if err != nil {
-		return nil, fmt.Errorf("store: claim: replay: %w", err)
-	}
-	perCall := make(map[int][]granted)
-	for _, p := range prior {
-		if i, ok := callOf[p.key]; ok {
-			perCall[i] = append(perCall[i], p.granted)
-		}
-	}
-	if len(perCall) == 0 {
+// whose claim request already granted leases (byCall, read after the
+// locks by readGrants) with replayGranted, and returns the live calls left
+// to take new work.
+func (s *Store) replayClaims(ctx context.Context, q execQuerier, calls []claimCall, live []int, byCall map[int][]granted, out []claimAnswer) ([]int, error) {
+	if len(byCall) == 0 {
 		return live, nil
 	}
 	rest := live[:0:0]
 	for _, i := range live {
-		if g := perCall[i]; len(g) > 0 {
-			jobs, err := s.replayGranted(ctx, tx, calls[i].sess, g)
+		if g := byCall[i]; len(g) > 0 {
+			jobs, err := s.replayGranted(ctx, q, calls[i].sess, g)
 			if err != nil {
 				return nil, err
 			}
@@ -123,6 +83,13 @@ func (s *Store) replayClaims(ctx context.Context, tx *sql.Tx, calls []claimCall,
 	return rest, nil
 }
 
+// execQuerier runs statements inside a transaction: a *sql.Tx, or the
+// *sql.Conn of a transaction made of scripts.
+type execQuerier interface {
+	querier
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+}
+
 // granted is a lease an earlier try of a claim request was given.
 type granted struct{ jobID, epoch int64 }
 
@@ -131,7 +98,7 @@ type granted struct{ jobID, epoch int64 }
 // and about to run them) and returned as they were granted. Called with the
 // node locked, so no claim of this node runs meanwhile; the jobs are locked
 // and re-checked here.
-func (s *Store) replayGranted(ctx context.Context, tx *sql.Tx, sess NodeSession, prior []granted) ([]ClaimedJob, error) {
+func (s *Store) replayGranted(ctx context.Context, tx execQuerier, sess NodeSession, prior []granted) ([]ClaimedJob, error) {
 	ids := make([]int64, len(prior))
 	epochs := make(map[int64]int64, len(prior))
 	for i, g := range prior {

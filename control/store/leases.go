@@ -206,9 +206,9 @@ func (s *Store) claimReady(ctx context.Context, batch []*batchCall[claimCall, []
 		calls[i] = c.req
 	}
 	var out []claimAnswer
-	err = s.inTx(ctx, func(tx *sql.Tx) error {
+	err = s.inScripts(ctx, func(c *scriptConn) error {
 		var err error
-		out, err = s.claimTx(ctx, tx, calls)
+		out, err = s.claimTx(ctx, c, calls)
 		return err
 	})
 	if err == nil && len(ready) > 1 {
@@ -253,51 +253,35 @@ type claimAnswer struct {
 	err  error
 }
 
-// claimTx is step 2 of claimBatch inside tx, for calls of distinct nodes of
-// one pool; it answers each call (a refused session is that call's error,
-// not the batch's).
-func (s *Store) claimTx(ctx context.Context, tx *sql.Tx, calls []claimCall) ([]claimAnswer, error) {
+// claimTx is step 2 of claimBatch, a transaction on c for calls of
+// distinct nodes of one pool; it answers each call (a refused session is
+// that call's error, not the batch's). Three round trips whatever the batch
+// size: (begin, lock groups and nodes, read earlier grants of the calls'
+// request ids, count in-flight per group and node), the pick, (lease,
+// attempts, commit). Replays and CHECK jobs, both rare, add their own.
+func (s *Store) claimTx(ctx context.Context, c *scriptConn, calls []claimCall) ([]claimAnswer, error) {
 	out := make([]claimAnswer, len(calls))
-	groupCap, nodes, err := lockGroupsAndNodes(ctx, tx, calls)
-	if err != nil {
-		return nil, err
+	sc := s.begin(&script{})
+	lock := lockGroupsAndNodes(sc, calls)
+	grants := s.readGrants(sc, calls)
+	busy := countBusy(sc, lock.groups)
+	if err := c.send(ctx, sc, slices.Concat(lock.reads, grants.reads, busy.reads)...); err != nil {
+		return nil, fmt.Errorf("store: claim: lock: %w", err)
 	}
 	live := make([]int, 0, len(calls)) // indexes of calls that may take work
-	for i, c := range calls {
-		n, ok := nodes[c.sess.NodeID]
-		if out[i].err = sessionError(c.sess, ok, n.revoked, n.sessionEpoch); out[i].err == nil {
+	for i, call := range calls {
+		n, ok := lock.nodes[call.sess.NodeID]
+		if out[i].err = sessionError(call.sess, ok, n.revoked, n.sessionEpoch); out[i].err == nil {
 			live = append(live, i)
 		}
 	}
-	live, err = s.replayClaims(ctx, tx, calls, live, out)
-	if err != nil || len(live) == 0 {
-		return out, err
-	}
-	groups := make([]int64, 0, len(groupCap))
-	for g := range groupCap {
-		groups = append(groups, g)
-	}
-	gin, gargs := inList(groups)
-	type busy struct {
-		group, node int64
-		n           int
-	}
-	counts, err := queryAll(ctx, tx, func(r rowScanner) (busy, error) {
-		var b busy
-		return b, r.Scan(&b.group, &b.node, &b.n)
-	}, `SELECT host_group_id, node_id, COUNT(*) FROM judge_job
-	    WHERE host_group_id IN (`+gin+`) AND state = 'RUNNING' GROUP BY host_group_id, node_id`, gargs...)
+	live, err := s.replayClaims(ctx, c.conn, calls, live, grants.byCall, out)
 	if err != nil {
-		return nil, fmt.Errorf("store: claim: in-flight: %w", err)
+		return nil, err
 	}
-	groupFree := make(map[int64]int, len(groupCap))
-	for g, c := range groupCap {
-		groupFree[g] = c
-	}
-	nodeBusy := make(map[int64]int, len(calls))
-	for _, b := range counts {
-		groupFree[b.group] -= b.n
-		nodeBusy[b.node] += b.n
+	groupFree := make(map[int64]int, len(lock.capacity))
+	for g, n := range lock.capacity {
+		groupFree[g] = n - busy.group[g]
 	}
 	// Capacities in call order; each call's jobs come out of its group's
 	// room. CHECK jobs bound to a node come first and are picked per node
@@ -305,20 +289,20 @@ func (s *Store) claimTx(ctx context.Context, tx *sql.Tx, calls []claimCall) ([]c
 	capacity := make([]int, len(calls))
 	poolWant := 0
 	for _, i := range live {
-		c := calls[i]
-		n := nodes[c.sess.NodeID]
-		room := min(c.free, n.slots-nodeBusy[c.sess.NodeID], groupFree[c.group], s.cfg.ClaimBatchMax)
+		call := calls[i]
+		n := lock.nodes[call.sess.NodeID]
+		room := min(call.free, n.slots-busy.node[call.sess.NodeID], groupFree[call.group], s.cfg.ClaimBatchMax)
 		if room <= 0 {
 			continue
 		}
 		if n.pendingChecks > 0 {
-			checks, err := pickReady(ctx, tx, n.pool, c.sess.NodeID, room)
+			checks, err := pickReady(ctx, c.conn, n.pool, call.sess.NodeID, room)
 			if err != nil {
 				return nil, err
 			}
-			if _, err := tx.ExecContext(ctx,
+			if _, err := c.conn.ExecContext(ctx,
 				`UPDATE judge_node SET pending_checks = IF(? < ?, 0, GREATEST(pending_checks - ?, 0)) WHERE id = ?`,
-				len(checks), room, len(checks), c.sess.NodeID); err != nil {
+				len(checks), room, len(checks), call.sess.NodeID); err != nil {
 				return nil, fmt.Errorf("store: claim: pending checks: %w", err)
 			}
 			out[i].jobs = checks
@@ -328,11 +312,11 @@ func (s *Store) claimTx(ctx context.Context, tx *sql.Tx, calls []claimCall) ([]c
 		}
 		// Reserved for this call; what the pick does not fill was not
 		// there for later calls either (they pick from the same queue).
-		groupFree[c.group] -= len(out[i].jobs) + capacity[i]
+		groupFree[call.group] -= len(out[i].jobs) + capacity[i]
 		poolWant += capacity[i]
 	}
 	if poolWant > 0 {
-		more, err := pickReady(ctx, tx, calls[0].pool, 0, poolWant)
+		more, err := pickReady(ctx, c.conn, calls[0].pool, 0, poolWant)
 		if err != nil {
 			return nil, err
 		}
@@ -341,13 +325,87 @@ func (s *Store) claimTx(ctx context.Context, tx *sql.Tx, calls []claimCall) ([]c
 			out[i].jobs, more = append(out[i].jobs, more[:take]...), more[take:]
 		}
 	}
-	return out, s.leaseClaimed(ctx, tx, calls, out)
+	return out, s.leaseClaimed(ctx, c, calls, out)
+}
+
+// grantReads reads the attempts earlier tries of the calls' claim requests
+// were granted (replayClaims answers them).
+type grantReads struct {
+	byCall map[int][]granted
+	reads  []func(rowScanner) error
+}
+
+// readGrants adds to sc the read of the live leases granted to the calls'
+// claim request ids, without locks (job → attempt is the lock order; the
+// jobs are locked and checked again when replayed). Nothing when no call
+// has a request id.
+func (s *Store) readGrants(sc *script, calls []claimCall) *grantReads {
+	g := &grantReads{byCall: make(map[int][]granted)}
+	type key struct {
+		node int64
+		req  string
+	}
+	callOf := make(map[key]int)
+	var nodes []int64
+	var reqs []any
+	for i, c := range calls {
+		if c.requestID != "" {
+			callOf[key{c.sess.NodeID, c.requestID}] = i
+			nodes = append(nodes, c.sess.NodeID)
+			reqs = append(reqs, c.requestID)
+		}
+	}
+	if len(nodes) == 0 {
+		return g
+	}
+	nin, nargs := inList(nodes)
+	sc.rows(`SELECT node_id, claim_request_id, job_id, lease_epoch FROM judge_job_attempt
+	    WHERE node_id IN (`+nin+`) AND claim_request_id IN (`+strings.TrimSuffix(strings.Repeat("?, ", len(reqs)), ", ")+`)
+	      AND outcome = 'RUNNING' AND started_at > NOW(6) - INTERVAL ? MICROSECOND
+	    ORDER BY job_id`, append(append(nargs, reqs...), micros(s.cfg.LeaseTTL))...)
+	g.reads = []func(rowScanner) error{func(r rowScanner) error {
+		var k key
+		var gr granted
+		if err := r.Scan(&k.node, &k.req, &gr.jobID, &gr.epoch); err != nil {
+			return err
+		}
+		if i, ok := callOf[k]; ok {
+			g.byCall[i] = append(g.byCall[i], gr)
+		}
+		return nil
+	}}
+	return g
+}
+
+// busyCounts are the RUNNING jobs (expired-but-unreaped leases included)
+// per host group and per node, counted after the locks.
+type busyCounts struct {
+	group, node map[int64]int
+	reads       []func(rowScanner) error
+}
+
+func countBusy(sc *script, groups []int64) *busyCounts {
+	b := &busyCounts{group: make(map[int64]int), node: make(map[int64]int)}
+	gin, gargs := inList(groups)
+	sc.rows(`SELECT host_group_id, node_id, COUNT(*) FROM judge_job
+	    WHERE host_group_id IN (`+gin+`) AND state = 'RUNNING' GROUP BY host_group_id, node_id`, gargs...)
+	b.reads = []func(rowScanner) error{func(r rowScanner) error {
+		var g, n int64
+		var k int
+		if err := r.Scan(&g, &n, &k); err != nil {
+			return err
+		}
+		b.group[g] += k
+		b.node[n] += k
+		return nil
+	}}
+	return b
 }
 
 // leaseClaimed leases every job picked for the calls: one UPDATE of the
 // jobs (each to its call's node, group and session) and one INSERT of their
 // attempts, and fills in the answers' lease fields.
-func (s *Store) leaseClaimed(ctx context.Context, tx *sql.Tx, calls []claimCall, out []claimAnswer) error {
+func (s *Store) leaseClaimed(ctx context.Context, conn *scriptConn, calls []claimCall, out []claimAnswer) error {
 	var ids []int64
 	var node, group, epoch, request strings.Builder
 	var na, ga, ea, ra []any
@@ -371,26 +429,23 @@ func (s *Store) leaseClaimed(ctx context.Context, tx *sql.Tx, calls []claimCall,
 			ra = append(ra, j.JobID, c.requestID)
 		}
 	}
-	if len(ids) == 0 {
-		return nil
-	}
-	in, args := inList(ids)
-	upd := append(append(append(append([]any{}, na...), ga...), ea...), micros(s.cfg.LeaseTTL))
-	if _, err := tx.ExecContext(ctx,
-		`UPDATE judge_job SET state = 'RUNNING', node_id = CASE id`+node.String()+` END,
+	sc := &script{}
+	if len(ids) > 0 {
+		in, args := inList(ids)
+		upd := append(append(append(append([]any{}, na...), ga...), ea...), micros(s.cfg.LeaseTTL))
+		sc.exec(`UPDATE judge_job SET state = 'RUNNING', node_id = CASE id`+node.String()+` END,
 		   host_group_id = CASE id`+group.String()+` END, session_epoch = CASE id`+epoch.String()+` END,
 		   lease_epoch = lease_epoch + 1, lease_until = NOW(6) + INTERVAL ? MICROSECOND,
 		   attempt_count = attempt_count + 1, started_at = COALESCE(started_at, NOW(6)),
 		   status_version = status_version + 1, phase = NULL, progress_seq = 0, cases_done = 0,
 		   updated_at = NOW(6)
-		 WHERE id IN (`+in+`)`, append(upd, args...)...); err != nil {
-		return fmt.Errorf("store: claim: lease: %w", err)
-	}
-	if _, err := tx.ExecContext(ctx,
-		`INSERT INTO judge_job_attempt (job_id, lease_epoch, node_id, host_group_id, session_epoch, started_at, claim_request_id)
+		 WHERE id IN (`+in+`)`, append(upd, args...)...).
+			exec(`INSERT INTO judge_job_attempt (job_id, lease_epoch, node_id, host_group_id, session_epoch, started_at, claim_request_id)
 		 SELECT id, lease_epoch, node_id, host_group_id, session_epoch, NOW(6), NULLIF(CASE id`+request.String()+` END, '')
-		 FROM judge_job WHERE id IN (`+in+`)`, append(ra, args...)...); err != nil {
-		return fmt.Errorf("store: claim: attempts: %w", err)
+		 FROM judge_job WHERE id IN (`+in+`)`, append(ra, args...)...)
+	}
+	if err := conn.send(ctx, sc.exec(`COMMIT`)); err != nil {
+		return fmt.Errorf("store: claim: lease: %w", err)
 	}
 	return nil
 }
@@ -456,8 +511,8 @@ func (s *Store) nodePlace(ctx context.Context, nodeID int64) (nodePlace, error) 
 // enqueue and never changed, so a job retried after its node died keeps its
 // place in the queue once its backoff (available_at, a filter only) has
 // passed, instead of going behind everything enqueued meanwhile.
-func pickReady(ctx context.Context, tx *sql.Tx, pool string, requiredNode int64, limit int) ([]ClaimedJob, error) {
-	out, err := queryAll(ctx, tx, scanClaimed, claimQuery, pool, requiredNode, limit)
+func pickReady(ctx context.Context, q querier, pool string, requiredNode int64, limit int) ([]ClaimedJob, error) {
+	out, err := queryAll(ctx, q, scanClaimed, claimQuery, pool, requiredNode, limit)
 	if err != nil {
 		return nil, fmt.Errorf("store: claim: pick: %w", err)
 	}
@@ -496,70 +551,66 @@ type lockedNode struct {
 	pendingChecks int
 }
 
-// lockGroupsAndNodes locks the calls' host groups and then their nodes, each
-// in ascending id order (the documented order, group → node, so claims of
-// one or many nodes never wait on each other in a cycle), and returns each
-// group's slot capacity and each node as locked. A node missing from the
-// answer is gone (or no longer in its cached group: never, it is fixed).
-// Calls of a single group lock it with its nodes in one statement
-// (STRAIGHT_JOIN fixes the order).
-func lockGroupsAndNodes(ctx context.Context, tx *sql.Tx, calls []claimCall) (map[int64]int, map[int64]lockedNode, error) {
+// groupNodeLocks is what lockGroupsAndNodes reads: each locked group's
+// slot capacity and each locked node.
+type groupNodeLocks struct {
+	groups   []int64
+	capacity map[int64]int
+	nodes    map[int64]lockedNode
+	reads    []func(rowScanner) error
+}
+
+// lockGroupsAndNodes adds to sc the locks of the calls' host groups and
+// then their nodes, each in ascending id order (the documented order, group
+// → node, so claims of one or many nodes never wait on each other in a
+// cycle). A node missing from the answer is gone. Calls of a single group
+// lock it with its nodes in one statement (STRAIGHT_JOIN fixes the order).
+func lockGroupsAndNodes(sc *script, calls []claimCall) *groupNodeLocks {
 	groupSet := make(map[int64]bool, len(calls))
 	nodeIDs := make([]int64, len(calls))
 	for i, c := range calls {
 		groupSet[c.group] = true
 		nodeIDs[i] = c.sess.NodeID
 	}
-	groups := slices.Sorted(maps.Keys(groupSet))
+	l := &groupNodeLocks{groups: slices.Sorted(maps.Keys(groupSet)), capacity: make(map[int64]int),
+		nodes: make(map[int64]lockedNode, len(calls))}
 	slices.Sort(nodeIDs)
 	nin, nargs := inList(nodeIDs)
-	type row struct {
-		groupCap int
-		id       int64
-		n        lockedNode
-	}
-	scan := func(r rowScanner) (row, error) {
-		var v row
-		return v, r.Scan(&v.groupCap, &v.id, &v.n.hostGroupID, &v.n.pool, &v.n.state, &v.n.slots, &v.n.sessionEpoch,
-			&v.n.revoked, &v.n.pendingChecks)
-	}
 	const nodeCols = `n.id, n.host_group_id, n.pool, n.desired_state, n.slots, n.session_epoch, n.revoked_at IS NOT NULL, n.pending_checks`
-	var rows []row
-	var err error
-	capacity := make(map[int64]int, len(groups))
-	if len(groups) == 1 {
-		rows, err = queryAll(ctx, tx, scan,
-			`SELECT g.slot_capacity, `+nodeCols+`
+	readNode := func(r rowScanner) error {
+		var groupCap int
+		var id int64
+		var n lockedNode
+		if err := r.Scan(&groupCap, &id, &n.hostGroupID, &n.pool, &n.state, &n.slots, &n.sessionEpoch,
+			&n.revoked, &n.pendingChecks); err != nil {
+			return err
+		}
+		if len(l.groups) == 1 {
+			l.capacity[n.hostGroupID] = groupCap
+		}
+		l.nodes[id] = n
+		return nil
+	}
+	if len(l.groups) == 1 {
+		sc.rows(`SELECT g.slot_capacity, `+nodeCols+`
 			 FROM judge_host_group g STRAIGHT_JOIN judge_node n ON n.host_group_id = g.id AND n.id IN (`+nin+`)
-			 WHERE g.id = ? ORDER BY n.id FOR UPDATE`, append(nargs, groups[0])...)
-	} else {
-		gin, gargs := inList(groups)
-		var caps []struct{ id, capacity int64 }
-		caps, err = queryAll(ctx, tx, func(r rowScanner) (struct{ id, capacity int64 }, error) {
-			var v struct{ id, capacity int64 }
-			return v, r.Scan(&v.id, &v.capacity)
-		}, `SELECT id, slot_capacity FROM judge_host_group WHERE id IN (`+gin+`) ORDER BY id FOR UPDATE`, gargs...)
-		if err == nil {
-			for _, c := range caps {
-				capacity[c.id] = int(c.capacity)
-			}
-			rows, err = queryAll(ctx, tx, scan,
-				`SELECT 0, `+nodeCols+` FROM judge_node n WHERE n.id IN (`+nin+`) ORDER BY n.id FOR UPDATE`, nargs...)
-		}
+			 WHERE g.id = ? ORDER BY n.id FOR UPDATE`, append(nargs, l.groups[0])...)
+		l.reads = []func(rowScanner) error{readNode}
+		return l
 	}
-	if err != nil {
-		return nil, nil, fmt.Errorf("store: claim: lock: %w", err)
-	}
-	nodes := make(map[int64]lockedNode, len(rows))
-	for _, r := range rows {
-		if len(groups) == 1 {
-			capacity[r.n.hostGroupID] = r.groupCap
+	gin, gargs := inList(l.groups)
+	sc.rows(`SELECT id, slot_capacity FROM judge_host_group WHERE id IN (`+gin+`) ORDER BY id FOR UPDATE`, gargs...)
+	sc.rows(`SELECT 0, `+nodeCols+` FROM judge_node n WHERE n.id IN (`+nin+`) ORDER BY n.id FOR UPDATE`, nargs...)
+	l.reads = []func(rowScanner) error{func(r rowScanner) error {
+		var id int64
+		var capacity int
+		if err := r.Scan(&id, &capacity); err != nil {
+			return err
 		}
-		if _, ok := capacity[r.n.hostGroupID]; ok {
-			nodes[r.id] = r.n
-		}
-	}
-	return capacity, nodes, nil
+		l.capacity[id] = capacity
+		return nil
+	}, readNode}
+	return l
 }
 
 // RenewItem is one lease a node wants extended, with its progress.
