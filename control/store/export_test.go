@@ -2,24 +2,28 @@ package store
 
 import "context"
 
-// HoldBatches makes s queue every batched call (completions and new
-// submissions) until release, which runs what queued as batches; queued
+// HoldBatches makes s queue every batched call (completions, new
+// submissions and renewals) until release, which runs what queued as batches; queued
 // reports how many calls wait. Tests use it to build a batch for certain.
 func HoldBatches(s *Store) (queued func() int, release func()) {
 	s.completer.hold()
 	s.enqueuer.hold()
-	queued = func() int { return s.completer.queued() + s.enqueuer.queued() }
+	s.renewer.hold()
+	queued = func() int { return s.completer.queued() + s.enqueuer.queued() + s.renewer.queued() }
 	release = func() {
-		s.completer.mu.Lock()
-		s.completer.running = 1
-		s.completer.mu.Unlock()
-		s.enqueuer.mu.Lock()
-		s.enqueuer.running = 1
-		s.enqueuer.mu.Unlock()
-		go s.completer.lead()
-		go s.enqueuer.lead()
+		s.completer.release()
+		s.enqueuer.release()
+		s.renewer.release()
 	}
 	return queued, release
+}
+
+// release runs what queued while held as one batch.
+func (b *batcher[Req, Resp]) release() {
+	b.mu.Lock()
+	b.running = 1
+	b.mu.Unlock()
+	go b.lead()
 }
 
 func (b *batcher[Req, Resp]) hold() {
@@ -60,11 +64,5 @@ const VerdictMixSQL = verdictMixSQL
 func HoldClaims(s *Store, pool string) (queued func() int, release func()) {
 	b := s.claimers.of(pool)
 	b.hold()
-	release = func() {
-		b.mu.Lock()
-		b.running = 1
-		b.mu.Unlock()
-		go b.lead()
-	}
-	return b.queued, release
+	return b.queued, b.release
 }

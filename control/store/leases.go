@@ -654,7 +654,7 @@ func (s *Store) Renew(ctx context.Context, sess NodeSession, items []RenewItem) 
 	}
 	sorted := append([]RenewItem(nil), items...)
 	sort.Slice(sorted, func(i, j int) bool { return sorted[i].JobID < sorted[j].JobID })
-	if ok, err := s.renewAll(ctx, sess, sorted); err != nil || ok {
+	if ok, err := s.renewer.do(ctx, renewCall{sess: sess, items: sorted}); err != nil || ok {
 		if err != nil {
 			return nil, err
 		}
@@ -726,39 +726,83 @@ func (s *Store) Renew(ctx context.Context, sess NodeSession, items []RenewItem) 
 	return out, nil
 }
 
+// renewCall is one node's renewal as the renew batcher queues it (items in
+// ascending job id).
+type renewCall struct {
+	sess  NodeSession
+	items []RenewItem
+}
+
+// renewBatch extends the leases of concurrent renewals (of any nodes) in one
+// autocommit UPDATE: one commit for all of them. When some lease of the
+// batch did not renew, each call runs again alone, so each gets the answer
+// it would get by itself (renewing again is harmless: the lease is extended
+// again, progress only moves forward).
+func (s *Store) renewBatch(ctx context.Context, calls []*batchCall[renewCall, bool]) {
+	seen := make(map[int64]bool)
+	dup := false
+	for _, c := range calls {
+		for _, it := range c.req.items {
+			dup = dup || seen[it.JobID]
+			seen[it.JobID] = true
+		}
+	}
+	if len(calls) > 1 && !dup {
+		reqs := make([]renewCall, len(calls))
+		for i, c := range calls {
+			reqs[i] = c.req
+		}
+		if ok, err := s.renewAll(ctx, reqs); err == nil && ok {
+			s.stats.batches.Add(1)
+			for _, c := range calls {
+				c.resp = true
+			}
+			return
+		}
+	}
+	for _, c := range calls {
+		c.resp, c.err = s.renewAll(ctx, []renewCall{c.req})
+	}
+}
+
 // renewAll extends every item's lease in one autocommit statement — the
 // common case, where all of them are live. It reports false when some item
 // did not renew (lost, cancelled, a stale session); what did renew stays
-// renewed, and Renew answers item by item.
+// renewed, and Renew answers item by item. Each item is fenced by its
+// call's node and session, and the node's current session (not revoked) is
+// checked in a lock-free subquery.
 //
 // Single-table UPDATE assignments run left to right, so progress_seq is set
 // last and the CASEs before it compare against the stored value, and
 // status_version (the business sees COMPILING → JUDGING as a status change)
 // before phase.
-func (s *Store) renewAll(ctx context.Context, sess NodeSession, items []RenewItem) (bool, error) {
+func (s *Store) renewAll(ctx context.Context, calls []renewCall) (bool, error) {
 	var version, phase, done, total, seq, in strings.Builder
 	var va, pa, da, ta, sa, ia []any
-	ids := make([]int64, len(items))
-	for i, it := range items {
-		version.WriteString(" WHEN ? THEN status_version + IF(? > progress_seq AND ? <> '' AND ? <> COALESCE(phase, 'COMPILING'), 1, 0)")
-		va = append(va, it.JobID, it.ProgressSeq, it.Phase, it.Phase)
-		phase.WriteString(" WHEN ? THEN IF(? > progress_seq AND ? <> '', ?, phase)")
-		pa = append(pa, it.JobID, it.ProgressSeq, it.Phase, it.Phase)
-		done.WriteString(" WHEN ? THEN IF(? > progress_seq, GREATEST(cases_done, ?), cases_done)")
-		da = append(da, it.JobID, it.ProgressSeq, it.CasesDone)
-		total.WriteString(" WHEN ? THEN IF(? > progress_seq, ?, cases_total)")
-		ta = append(ta, it.JobID, it.ProgressSeq, it.CasesTotal)
-		seq.WriteString(" WHEN ? THEN GREATEST(progress_seq, ?)")
-		sa = append(sa, it.JobID, it.ProgressSeq)
-		if i > 0 {
-			in.WriteString(", ")
+	var ids []int64
+	for _, c := range calls {
+		for _, it := range c.items {
+			version.WriteString(" WHEN ? THEN status_version + IF(? > progress_seq AND ? <> '' AND ? <> COALESCE(phase, 'COMPILING'), 1, 0)")
+			va = append(va, it.JobID, it.ProgressSeq, it.Phase, it.Phase)
+			phase.WriteString(" WHEN ? THEN IF(? > progress_seq AND ? <> '', ?, phase)")
+			pa = append(pa, it.JobID, it.ProgressSeq, it.Phase, it.Phase)
+			done.WriteString(" WHEN ? THEN IF(? > progress_seq, GREATEST(cases_done, ?), cases_done)")
+			da = append(da, it.JobID, it.ProgressSeq, it.CasesDone)
+			total.WriteString(" WHEN ? THEN IF(? > progress_seq, ?, cases_total)")
+			ta = append(ta, it.JobID, it.ProgressSeq, it.CasesTotal)
+			seq.WriteString(" WHEN ? THEN GREATEST(progress_seq, ?)")
+			sa = append(sa, it.JobID, it.ProgressSeq)
+			if len(ids) > 0 {
+				in.WriteString(", ")
+			}
+			in.WriteString("(?, ?, ?, ?)")
+			ia = append(ia, it.JobID, it.LeaseEpoch, c.sess.NodeID, c.sess.SessionEpoch)
+			ids = append(ids, it.JobID)
 		}
-		in.WriteString("(?, ?)")
-		ia = append(ia, it.JobID, it.LeaseEpoch)
-		ids[i] = it.JobID
 	}
 	// id IN (…) lets the optimizer use the primary key whatever it does with
-	// the row constructor.
+	// the row constructor; ascending ids lock in one order.
+	slices.Sort(ids)
 	idList, idArgs := inList(ids)
 	q := `UPDATE judge_job SET lease_until = NOW(6) + INTERVAL ? MICROSECOND,
 	   status_version = CASE id` + version.String() + ` END,
@@ -766,13 +810,13 @@ func (s *Store) renewAll(ctx context.Context, sess NodeSession, items []RenewIte
 	   cases_done = CASE id` + done.String() + ` END,
 	   cases_total = CASE id` + total.String() + ` END,
 	   progress_seq = CASE id` + seq.String() + ` END, updated_at = NOW(6)
-	 WHERE id IN (` + idList + `) AND (id, lease_epoch) IN (` + in.String() + `) AND state = 'RUNNING' AND node_id = ? AND session_epoch = ?
+	 WHERE id IN (` + idList + `) AND (id, lease_epoch, node_id, session_epoch) IN (` + in.String() + `) AND state = 'RUNNING'
 	   AND lease_until > NOW(6)
-	   AND EXISTS (SELECT 1 FROM judge_node n WHERE n.id = ? AND n.session_epoch = ? AND n.revoked_at IS NULL)`
-	args := make([]any, 0, 1+len(pa)+len(da)+len(ta)+len(sa)+len(ia)+4)
+	   AND EXISTS (SELECT 1 FROM judge_node n
+	               WHERE n.id = judge_job.node_id AND n.session_epoch = judge_job.session_epoch AND n.revoked_at IS NULL)`
+	args := make([]any, 0, 1+len(va)+len(pa)+len(da)+len(ta)+len(sa)+len(idArgs)+len(ia))
 	args = append(args, micros(s.cfg.LeaseTTL))
 	args = append(append(append(append(append(append(append(args, va...), pa...), da...), ta...), sa...), idArgs...), ia...)
-	args = append(args, sess.NodeID, sess.SessionEpoch, sess.NodeID, sess.SessionEpoch)
 	r, err := s.db.ExecContext(ctx, q, args...)
 	if err != nil {
 		if retryable(err) {
@@ -781,7 +825,7 @@ func (s *Store) renewAll(ctx context.Context, sess NodeSession, items []RenewIte
 		return false, fmt.Errorf("store: renew: %w", err)
 	}
 	n, _ := r.RowsAffected()
-	return n == int64(len(items)), nil
+	return n == int64(len(ids)), nil
 }
 
 // inList renders "?, ?, …" and its arguments.

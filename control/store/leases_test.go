@@ -681,3 +681,74 @@ func TestConcurrentClaimsShareOneTransaction(t *testing.T) {
 	require.Equal(t, 3, len(got[0])+len(got[1]), "group capacity 3 shared by the batch")
 	require.Equal(t, 3, b.count(t, `SELECT COUNT(*) FROM judge_job WHERE host_group_id = ? AND state = 'RUNNING'`, g3.ID))
 }
+
+// Concurrent renewals of several nodes share one UPDATE (one commit), and
+// each still gets the answer it would get alone: a batch with a lease its
+// node no longer holds falls back call by call, so the other node's leases
+// renew and only the stale item is reported lost.
+func TestBatchedRenewalsAnswerEachCall(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	g := b.group(t, 4)
+	nodeA, nodeB := b.node(t, "cpp", g.ID, 2, true), b.node(t, "cpp", g.ID, 2, true)
+	b.enqueue(t, "ALGO", "renew-a")
+	b.enqueue(t, "ALGO", "renew-b")
+	ca := b.claimEventually(t, b.store, nodeA.NodeSession)
+	cb := b.claimEventually(t, b.store, nodeB.NodeSession)
+
+	renewTogether := func(items map[store.NodeSession][]store.RenewItem) map[store.NodeSession][]store.RenewResult {
+		queued, release := store.HoldBatches(b.store)
+		out := make(map[store.NodeSession][]store.RenewResult)
+		var mu sync.Mutex
+		var wg sync.WaitGroup
+		for sess, its := range items {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				rr, err := b.store.Renew(b.ctx, sess, its)
+				assert.NoError(t, err)
+				mu.Lock()
+				out[sess] = rr
+				mu.Unlock()
+			}()
+		}
+		require.Eventually(t, func() bool { return queued() == len(items) }, 5*time.Second, time.Millisecond)
+		release()
+		wg.Wait()
+		return out
+	}
+	progress := func(c store.ClaimedJob, seq int64) store.RenewItem {
+		return store.RenewItem{JobID: c.JobID, LeaseEpoch: c.LeaseEpoch, ProgressSeq: seq, Phase: "JUDGING", CasesDone: 1, CasesTotal: 2}
+	}
+
+	before := store.CommittedBatches(b.store)
+	got := renewTogether(map[store.NodeSession][]store.RenewItem{
+		nodeA.NodeSession: {progress(ca, 1)},
+		nodeB.NodeSession: {progress(cb, 1)},
+	})
+	require.Equal(t, before+1, store.CommittedBatches(b.store), "two nodes' renewals shared one commit")
+	require.Equal(t, store.RenewOK, got[nodeA.NodeSession][0].State)
+	require.Equal(t, store.RenewOK, got[nodeB.NodeSession][0].State)
+
+	// Node B also names a lease it does not hold (another node's job, and a
+	// job that is gone): the batch does not renew everything, so each call
+	// runs alone and gets its own answers.
+	for _, stale := range []store.RenewItem{{JobID: 999999, LeaseEpoch: 1, ProgressSeq: 9}, {JobID: ca.JobID, LeaseEpoch: ca.LeaseEpoch, ProgressSeq: 9}} {
+		got = renewTogether(map[store.NodeSession][]store.RenewItem{
+			nodeA.NodeSession: {progress(ca, 2)},
+			nodeB.NodeSession: {progress(cb, 2), stale},
+		})
+		require.Equal(t, before+1, store.CommittedBatches(b.store), "a batch that did not renew everything is not counted")
+		require.Equal(t, store.RenewOK, got[nodeA.NodeSession][0].State)
+		require.Len(t, got[nodeB.NodeSession], 2)
+		for _, r := range got[nodeB.NodeSession] {
+			want := store.RenewOK
+			if r.JobID == stale.JobID {
+				want = store.RenewLost
+			}
+			require.Equal(t, want, r.State, "job %d", r.JobID)
+		}
+	}
+	require.Equal(t, 1, b.count(t, `SELECT COUNT(*) FROM judge_job WHERE id = ? AND node_id = ? AND progress_seq = 2`, ca.JobID, nodeA.NodeSession.NodeID),
+		"node B's report for node A's job changed nothing")
+}

@@ -202,6 +202,8 @@ type Store struct {
 	enqueuer *batcher[newJob, EnqueueResult]
 	// claimers batch concurrent claims of a pool into one transaction.
 	claimers *claimBatchers
+	// renewer batches concurrent renewals into one UPDATE.
+	renewer *batcher[renewCall, bool]
 }
 
 // New returns a store over db.
@@ -224,6 +226,7 @@ func New(db *sql.DB, cfg Config) (*Store, error) {
 	s.multi = multiStatements(context.Background(), db)
 	s.completer = newBatcher(cfg.CompleteBatchMax, cfg.BatchParallel, s.completeBatch)
 	s.enqueuer = newBatcher(cfg.CompleteBatchMax, cfg.EnqueueParallel, s.enqueueBatch)
+	s.renewer = newBatcher(cfg.CompleteBatchMax, cfg.BatchParallel, s.renewBatch)
 	s.claimers = &claimBatchers{run: s.claimBatch, m: make(map[string]*batcher[claimCall, []ClaimedJob])}
 	return s, nil
 }
