@@ -27,7 +27,7 @@ mariadb-install-db --no-defaults --datadir="$tmp/data" --user=root \
   --innodb-buffer-pool-size=512M --innodb-log-file-size=256M \
   --max-connections=1000 --innodb-lock-wait-timeout=10 \
   --character-set-server=utf8mb4 --collation-server=utf8mb4_bin \
-  --default-time-zone=+00:00 --transaction-isolation=READ-COMMITTED >/dev/null 2>&1 &
+  --default-time-zone=+00:00 --transaction-isolation=READ-COMMITTED ${KECE_BENCH_MYSQLD_ARGS:-} >/dev/null 2>&1 &
 pid=$!
 for _ in $(seq 1 120); do
   if mariadb-admin --no-defaults --socket="$tmp/sock" -uroot ping >/dev/null 2>&1; then break; fi
