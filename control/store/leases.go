@@ -468,19 +468,8 @@ func (s *Store) NextReady(ctx context.Context, pool string, nodeID int64) (d tim
 	return time.Duration(us.Int64) * time.Microsecond, true, nil
 }
 
-// nodeGroup returns a node's host group; it never changes, so it is cached.
-func (s *Store) nodeGroup(ctx context.Context, nodeID int64) (int64, error) {
-	p, err := s.nodePlace(ctx, nodeID)
-	return p.group, err
-}
-
-// nodePool returns a node's pool; it never changes, so it is cached.
-func (s *Store) nodePool(ctx context.Context, nodeID int64) (string, error) {
-	p, err := s.nodePlace(ctx, nodeID)
-	return p.pool, err
-}
-
-// nodePlace is a node's pool and host group, fixed at creation.
+// nodePlace is a node's pool and host group, fixed at creation (so nodePlace
+// caches it).
 type nodePlace struct {
 	group int64
 	pool  string
