@@ -4,7 +4,8 @@
 # 127.0.0.1:${KECE_BENCH_PORT:-33071}, durable (flush at commit, sync binlog),
 # the same settings as scripts/mariadb.sh, removed afterwards. A private server
 # keeps the figures free of other clients of a shared one (table-cache churn,
-# CPU). Arguments go to `kece-bench scheduler`.
+# CPU). Arguments go to `kece-bench scheduler`; KECE_BENCH_MYSQLD_ARGS adds
+# server options for an A/B of a setting (e.g. --thread-handling=pool-of-threads).
 #
 #   scripts/bench-scheduler.sh [-nodes 8] [-slots 4] [-enqueuers 4] [-duration 8s]
 set -euo pipefail
