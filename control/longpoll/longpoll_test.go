@@ -100,7 +100,7 @@ func TestRunWakesWaitersForWhatMoved(t *testing.T) {
 	t.Parallel()
 	h := New()
 	h.sweep = time.Hour // no sweep in this test, however slow the machine
-	src := &fakeSignals{sig: map[string]Signal{"cpp": {Bumps: 5, NewestJob: 100}}}
+	src := &fakeSignals{sig: map[string]Signal{}}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var ws []<-chan struct{}
@@ -108,7 +108,6 @@ func TestRunWakesWaitersForWhatMoved(t *testing.T) {
 		ws = append(ws, h.Watch("cpp"))
 	}
 	go h.Run(ctx, src, time.Millisecond, func(error) {})
-	src.polled(t)
 	count := func() int {
 		n := 0
 		for _, w := range ws {
@@ -118,31 +117,25 @@ func TestRunWakesWaitersForWhatMoved(t *testing.T) {
 		}
 		return n
 	}
-	if n := count(); n != 0 {
-		t.Fatalf("the first poll woke %d waiters, want 0", n)
-	}
-
-	// Two jobs on another replica: two waiters.
-	src.set("cpp", Signal{Bumps: 5, NewestJob: 102})
-	src.polled(t)
-	if n := count(); n != 2 {
-		t.Fatalf("two remote jobs woke %d waiters, want 2", n)
-	}
-
-	// One job here: NotifyN woke one waiter; the poll that sees it wakes no
-	// other.
-	h.NotifyN("cpp", 1)
-	src.set("cpp", Signal{Bumps: 5, NewestJob: 103})
-	src.polled(t)
-	if n := count(); n != 3 {
-		t.Fatalf("one local job woke %d waiters in all, want 3 (2 before + 1)", n)
-	}
-
-	// Work ready again (a requeue): everyone.
-	src.set("cpp", Signal{Bumps: 6, NewestJob: 103})
-	src.polled(t)
-	if n := count(); n != 6 {
-		t.Fatalf("a bump woke %d of 6 waiters", n)
+	for _, step := range []struct {
+		what  string
+		local int    // jobs NotifyN is told of first
+		sig   Signal // then the poll reads this
+		want  int    // waiters woken so far
+	}{
+		{"the first poll", 0, Signal{Bumps: 5, NewestJob: 100}, 0},
+		{"two jobs on another replica", 0, Signal{Bumps: 5, NewestJob: 102}, 2},
+		{"one job here (NotifyN wakes one; the poll no other)", 1, Signal{Bumps: 5, NewestJob: 103}, 3},
+		{"work ready again (a requeue): everyone", 0, Signal{Bumps: 6, NewestJob: 103}, 6},
+	} {
+		if step.local > 0 {
+			h.NotifyN("cpp", step.local)
+		}
+		src.set("cpp", step.sig)
+		src.polled(t)
+		if n := count(); n != step.want {
+			t.Fatalf("%s: %d waiters woken in all, want %d", step.what, n, step.want)
+		}
 	}
 	for _, w := range ws {
 		h.Done(w)

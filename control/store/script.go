@@ -6,9 +6,7 @@ import (
 	"database/sql/driver"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"strings"
-	"time"
 )
 
 // A script is statements sent to the server together. On a connection that
@@ -185,22 +183,7 @@ func (c *scriptConn) sendEach(ctx context.Context, sc *script, reads []func(rowS
 // connection whose rollback fails is closed, never handed to the next
 // caller in the middle of a transaction.
 func (s *Store) inScripts(ctx context.Context, fn func(c *scriptConn) error) error {
-	var err error
-	for attempt := 0; attempt < s.cfg.TxRetries; attempt++ {
-		err = s.tryScripts(ctx, fn)
-		if err == nil || !retryable(err) {
-			return Classify(err)
-		}
-		s.stats.retries.Add(1)
-		s.observer().TxRetried(ctx, txRetryCode(err))
-		d := time.Duration(1+rand.IntN(5<<attempt)) * time.Millisecond
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(d):
-		}
-	}
-	return Classify(fmt.Errorf("store: transaction still conflicting after %d tries: %w", s.cfg.TxRetries, err))
+	return s.retried(ctx, func() error { return s.tryScripts(ctx, fn) })
 }
 
 func (s *Store) tryScripts(ctx context.Context, fn func(c *scriptConn) error) error {

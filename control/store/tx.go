@@ -16,9 +16,17 @@ import (
 // inTx runs fn in a transaction, retrying the whole transaction on deadlock
 // (1213) and lock-wait timeout (1205) with jittered backoff.
 func (s *Store) inTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
+	return s.retried(ctx, func() error { return s.tryTx(ctx, fn) })
+}
+
+// retried runs one try of a transaction until it commits, fails for a
+// reason other than a deadlock (1213) or a lock-wait timeout (1205), or
+// TxRetries tries have conflicted, with jittered exponential backoff between
+// tries; the error is classified (Classify).
+func (s *Store) retried(ctx context.Context, try func() error) error {
 	var err error
 	for attempt := 0; attempt < s.cfg.TxRetries; attempt++ {
-		err = s.tryTx(ctx, fn)
+		err = try()
 		if err == nil || !retryable(err) {
 			return Classify(err)
 		}
