@@ -4,7 +4,7 @@
 // commit with the number of new jobs, waking that many waiters, longest
 // waiting first, or Notify for all of them) or when the poller sees another
 // replica's pool signal move (one cheap query per interval for the whole
-// replica, not per waiter).
+// replica, not per waiter; see Run for how many it wakes).
 package longpoll
 
 import (
