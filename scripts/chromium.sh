@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Headless Chromium for the console's browser tests (control/console/browsertest).
+# Headless Chromium for the console's browser tests (cmd/internal/browsertest).
 #
 #   scripts/chromium.sh install   install Debian's `chromium` package when missing (idempotent)
 #   scripts/chromium.sh path      install, then print the binary's path

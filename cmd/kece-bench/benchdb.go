@@ -49,14 +49,10 @@ func freshDatabase(ctx context.Context, serverDSN string, conns int) (db *sql.DB
 	cfg.InterpolateParams = true
 	cfg.MultiStatements = true // as kece-control opens it (store scripts)
 	dsn = cfg.FormatDSN()
-	conn, err := mysql.NewConnector(cfg)
-	if err != nil {
+	if db, err = countedPool(dsn, conns); err != nil {
 		admin.Close()
 		return nil, "", nil, err
 	}
-	db = sql.OpenDB(countingConnector{Connector: conn, n: &statementsSent})
-	db.SetMaxOpenConns(conns)
-	db.SetMaxIdleConns(conns)
 	drop = func() {
 		db.Close()
 		_, _ = admin.ExecContext(context.Background(), "DROP DATABASE IF EXISTS "+name)

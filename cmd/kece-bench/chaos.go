@@ -78,7 +78,7 @@ func runChaos(ctx context.Context, args []string) error {
 	fs.StringVar(&c.judgeDSN, "judge-dsn", "", "judge MySQL admin DSN for the mysql pool (default: a private MariaDB the run starts)")
 	fs.StringVar(&c.galera, "galera", "", "run on the Galera cluster of this script (scripts/galera.sh, started) instead of a private MariaDB")
 	fs.StringVar(&c.writers, "writers", "multi", "with -galera: multi (replica A writes to node 1, B to node 2) or single (both to node 1)")
-	fs.StringVar(&c.urlList, "node-url-list", "auto", "give each node both replicas in KECE_CONTROL_URL: on, off, or auto (when kece-node's help says it takes a list)")
+	fs.StringVar(&c.urlList, "node-url-list", "auto", "give each node both replicas in KECE_CONTROL_URL: on, off, or auto (the same as on)")
 	fs.BoolVar(&c.keep, "keep", false, "keep the work directory (logs, data) after the run")
 	if err := settings.ParseWithEnv(fs, "KECE_BENCH_CHAOS_", args, os.Getenv); err != nil {
 		return err
@@ -334,7 +334,9 @@ func (r *chaosRun) setup(ctx context.Context) error {
 		r.biz = append(r.biz, cl)
 	}
 	r.f.biz = r.biz[0]
-	r.urlList = nodeTakesURLList(ctx, filepath.Join(bin, "kece-node"), r.cfg.urlList)
+	// kece-node takes a comma list of replicas (worker.Config.ControlURLs);
+	// "auto" is kept for scripts that pass it and means on.
+	r.urlList = r.cfg.urlList != "off"
 	r.manifests = map[string]string{}
 	for _, p := range r.cfg.poolList {
 		var id string
@@ -366,38 +368,7 @@ func (r *chaosRun) publishAPlusB(ctx context.Context) (string, error) {
 		return "", err
 	}
 	m.Limits.TimeMs = 5000
-	resp, err := r.f.biz.PublishManifestWithResponse(ctx, m)
-	if err != nil {
-		return "", err
-	}
-	switch {
-	case resp.JSON201 != nil:
-		return resp.JSON201.ManifestId, nil
-	case resp.JSON200 != nil:
-		return resp.JSON200.ManifestId, nil
-	}
-	return "", fmt.Errorf("publish a+b: %d %s", resp.StatusCode(), resp.Body)
-}
-
-// nodeTakesURLList says whether this kece-node accepts KECE_CONTROL_URL as
-// a list of replicas (it then moves between them by itself): "on", "off",
-// or "auto", which reads the flag's help text.
-func nodeTakesURLList(ctx context.Context, bin, mode string) bool {
-	if mode != "auto" {
-		return mode == "on"
-	}
-	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	out, _ := exec.CommandContext(cctx, bin, "-h").CombinedOutput()
-	_, help, ok := strings.Cut(string(out), "-control-url")
-	if !ok {
-		return false
-	}
-	if i := strings.Index(help, "\n  -"); i >= 0 {
-		help = help[:i]
-	}
-	help = strings.ToLower(help)
-	return strings.Contains(help, "comma") || strings.Contains(help, "list") || strings.Contains(help, "several")
+	return r.f.publish(ctx, m, "a+b")
 }
 
 func (r *chaosRun) startReplica(ctx context.Context, rep *chaosReplica) error {
@@ -413,30 +384,11 @@ func (r *chaosRun) startReplica(ctx context.Context, rep *chaosReplica) error {
 	return nil
 }
 
-// addNode registers a host and an enabled node (as fleet.addNode) and
+// addNode registers a host and an enabled node (fleet.registerNode) and
 // starts its process behind the fault proxies.
 func (r *chaosRun) addNode(ctx context.Context, pool string) error {
 	i := len(r.nodes)
 	name := fmt.Sprintf("%s-%d", pool, i+1)
-	g, err := r.f.st.CreateHostGroup(ctx, "host-"+name, r.cfg.slots, "chaos")
-	if err != nil {
-		return err
-	}
-	n, code, err := r.f.st.CreateNode(ctx, store.NodeSpec{Name: name, Pool: pool, HostGroupID: g.ID, Slots: r.cfg.slots}, "chaos")
-	if err != nil {
-		return err
-	}
-	if _, err := r.f.db.ExecContext(ctx, `UPDATE judge_node SET desired_state = 'ENABLED' WHERE id = ?`, n.ID); err != nil {
-		return err
-	}
-	dir := filepath.Join(r.f.work, "node-"+name)
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return err
-	}
-	listen, err := freeAddr()
-	if err != nil {
-		return err
-	}
 	// Half the nodes start on each replica's proxy; with URL lists each
 	// node also knows the other replica.
 	a, b := r.replicas[i%2].proxy.URL(), r.replicas[(i+1)%2].proxy.URL()
@@ -444,18 +396,12 @@ func (r *chaosRun) addNode(ctx context.Context, pool string) error {
 	if r.urlList {
 		url = a + "," + b
 	}
-	env := []string{"KECE_POOL=" + pool, "KECE_CONTROL_URL=" + url, "KECE_CREDENTIAL_FILE=" + filepath.Join(dir, "credential"),
-		"KECE_JOIN_CODE=" + code.Code, "KECE_LOCAL_SLOTS=" + strconv.Itoa(r.cfg.slots), "KECE_WORKSPACE=" + filepath.Join(dir, "work"),
-		"KECE_CACHE_DIR=" + filepath.Join(dir, "cache"), "KECE_LISTEN=" + listen, "KECE_LOG_LEVEL=warn"}
-	if pool == string(machineapi.PoolMysql) {
-		p := filepath.Join(dir, "judge-dsn")
-		if err := os.WriteFile(p, []byte(r.cfg.judgeDSN+"\n"), 0o600); err != nil {
-			return err
-		}
-		env = append(env, "KECE_JUDGE_MYSQL_DSN_FILE="+p)
+	n, err := r.f.registerNode(ctx, name, pool, r.cfg.slots, url, r.cfg.judgeDSN, "chaos")
+	if err != nil {
+		return err
 	}
-	cn := &chaosNode{benchNode: &benchNode{pool: pool, id: n.ID, slots: r.cfg.slots, metrics: "http://" + listen + "/metrics"},
-		base: "node-" + name, env: env}
+	cn := &chaosNode{benchNode: &benchNode{pool: pool, id: n.id, slots: r.cfg.slots, metrics: "http://" + n.listen + "/metrics"},
+		base: "node-" + name, env: n.env}
 	if err := r.startNode(cn); err != nil {
 		return err
 	}

@@ -224,7 +224,7 @@ func (p *failoverPlane) newNode(ctx context.Context, groupID int64, name string)
 	if err != nil {
 		return nil, err
 	}
-	if _, err := p.st.DB().ExecContext(ctx, `UPDATE judge_node SET desired_state = 'ENABLED' WHERE id = ?`, n.ID); err != nil {
+	if err := enableNode(ctx, p.st.DB(), n.ID); err != nil {
 		return nil, err
 	}
 	bn := &failoverNode{id: n.ID, dir: filepath.Join(p.work, name)}

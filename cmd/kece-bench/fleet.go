@@ -194,43 +194,71 @@ func (f *fleet) stop() {
 // enables it and starts its kece-node process.
 func (f *fleet) addNode(ctx context.Context, pool string, slots int) (*benchNode, error) {
 	name := fmt.Sprintf("%s-%d", pool, len(f.nodes)+1)
-	g, err := f.st.CreateHostGroup(ctx, "host-"+name, slots, "bench")
+	n, err := f.registerNode(ctx, name, pool, slots, f.url, f.judgeDSN, "bench")
 	if err != nil {
 		return nil, err
 	}
-	n, code, err := f.st.CreateNode(ctx, store.NodeSpec{Name: name, Pool: pool, HostGroupID: g.ID, Slots: slots}, "bench")
+	c, err := f.spawn("node-"+name, filepath.Join(f.bin, "kece-node"), []string{"-heartbeat", "1s"}, n.env)
 	if err != nil {
 		return nil, err
 	}
-	// Verification has its own tests; the capacity bench enables directly.
-	if _, err := f.db.ExecContext(ctx, `UPDATE judge_node SET desired_state = 'ENABLED' WHERE id = ?`, n.ID); err != nil {
-		return nil, err
+	bn := &benchNode{child: c, pool: pool, id: n.id, slots: slots, metrics: "http://" + n.listen + "/metrics"}
+	f.nodes = append(f.nodes, bn)
+	return bn, nil
+}
+
+// registeredNode is a node registered by registerNode: its id, the
+// environment its kece-node process starts with, and that process's
+// listen address (metrics).
+type registeredNode struct {
+	id     int64
+	env    []string
+	listen string
+}
+
+// registerNode creates a host group of `slots` capacity with one node of
+// pool named name, enables it (verification has its own tests; the benches
+// enable directly), and prepares its directory and environment: it joins
+// controlURL (one replica, or a comma list) with its one-time code, and a
+// mysql node judges on judgeDSN.
+func (f *fleet) registerNode(ctx context.Context, name, pool string, slots int, controlURL, judgeDSN, actor string) (registeredNode, error) {
+	g, err := f.st.CreateHostGroup(ctx, "host-"+name, slots, actor)
+	if err != nil {
+		return registeredNode{}, err
+	}
+	n, code, err := f.st.CreateNode(ctx, store.NodeSpec{Name: name, Pool: pool, HostGroupID: g.ID, Slots: slots}, actor)
+	if err != nil {
+		return registeredNode{}, err
+	}
+	if err := enableNode(ctx, f.db, n.ID); err != nil {
+		return registeredNode{}, err
 	}
 	dir := filepath.Join(f.work, "node-"+name)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return nil, err
+		return registeredNode{}, err
 	}
 	listen, err := freeAddr()
 	if err != nil {
-		return nil, err
+		return registeredNode{}, err
 	}
-	env := []string{"KECE_POOL=" + pool, "KECE_CONTROL_URL=" + f.url, "KECE_CREDENTIAL_FILE=" + filepath.Join(dir, "credential"),
+	env := []string{"KECE_POOL=" + pool, "KECE_CONTROL_URL=" + controlURL, "KECE_CREDENTIAL_FILE=" + filepath.Join(dir, "credential"),
 		"KECE_JOIN_CODE=" + code.Code, "KECE_LOCAL_SLOTS=" + strconv.Itoa(slots), "KECE_WORKSPACE=" + filepath.Join(dir, "work"),
 		"KECE_CACHE_DIR=" + filepath.Join(dir, "cache"), "KECE_LISTEN=" + listen, "KECE_LOG_LEVEL=warn"}
 	if pool == string(machineapi.PoolMysql) {
 		p := filepath.Join(dir, "judge-dsn")
-		if err := os.WriteFile(p, []byte(f.judgeDSN+"\n"), 0o600); err != nil {
-			return nil, err
+		if err := os.WriteFile(p, []byte(judgeDSN+"\n"), 0o600); err != nil {
+			return registeredNode{}, err
 		}
 		env = append(env, "KECE_JUDGE_MYSQL_DSN_FILE="+p)
 	}
-	c, err := f.spawn("node-"+name, filepath.Join(f.bin, "kece-node"), []string{"-heartbeat", "1s"}, env)
-	if err != nil {
-		return nil, err
-	}
-	bn := &benchNode{child: c, pool: pool, id: n.ID, slots: slots, metrics: "http://" + listen + "/metrics"}
-	f.nodes = append(f.nodes, bn)
-	return bn, nil
+	return registeredNode{id: n.ID, env: env, listen: listen}, nil
+}
+
+// enableNode enables a node directly, skipping the self-check flow (it is
+// tested elsewhere): the benches measure scheduling, not verification.
+func enableNode(ctx context.Context, db *sql.DB, id int64) error {
+	_, err := db.ExecContext(ctx, `UPDATE judge_node SET desired_state = 'ENABLED' WHERE id = ?`, id)
+	return err
 }
 
 // waitReady waits until every node the fleet started is online and
@@ -269,30 +297,17 @@ func (f *fleet) publishAPlusB(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	r, err := f.biz.PublishManifestWithResponse(ctx, m)
-	if err != nil {
-		return "", err
-	}
-	// Publishing the same problem again answers 200 with the same manifest.
-	switch {
-	case r.JSON201 != nil:
-		return r.JSON201.ManifestId, nil
-	case r.JSON200 != nil:
-		return r.JSON200.ManifestId, nil
-	}
-	return "", fmt.Errorf("publish a+b: %d %s", r.StatusCode(), r.Body)
+	return f.publish(ctx, m, "a+b")
 }
 
-// publishSQL publishes a small SELECT problem for the mysql pool.
+// publishSQL publishes the mysql pool's SELECT problem (problems.BigCities).
 func (f *fleet) publishSQL(ctx context.Context) (string, error) {
-	ref := "SELECT name FROM city WHERE population > 1000000 ORDER BY name"
-	m := businessapi.Manifest{Kind: businessapi.ManifestKindSql, Limits: businessapi.Limits{TimeMs: 2000, MemoryMb: 64, OutputKb: 64},
-		Checker: businessapi.Checker{Type: businessapi.CheckerTypeExact}, Cases: []businessapi.ManifestCase{},
-		Sql: &businessapi.SqlProblem{ProblemKind: businessapi.SqlProblemKindSelect,
-			SchemaSql:    "CREATE TABLE city (name VARCHAR(40) PRIMARY KEY, population INT NOT NULL)",
-			SeedSql:      "INSERT INTO city VALUES ('Lyon', 513000), ('Paris', 2100000), ('Berlin', 3600000)",
-			ReferenceSql: &ref, Ordered: true, Verification: []businessapi.SqlVerification{},
-			StatementTimeoutMs: 2000, MaxRows: 1000, MaxBytes: 1 << 20}}
+	return f.publish(ctx, problems.BigCities(), "SQL")
+}
+
+// publish publishes m and returns its manifest id; publishing the same
+// problem again answers 200 with the same manifest.
+func (f *fleet) publish(ctx context.Context, m businessapi.Manifest, what string) (string, error) {
 	r, err := f.biz.PublishManifestWithResponse(ctx, m)
 	if err != nil {
 		return "", err
@@ -303,7 +318,7 @@ func (f *fleet) publishSQL(ctx context.Context) (string, error) {
 	case r.JSON200 != nil:
 		return r.JSON200.ManifestId, nil
 	}
-	return "", fmt.Errorf("publish SQL: %d %s", r.StatusCode(), r.Body)
+	return "", fmt.Errorf("publish %s: %d %s", what, r.StatusCode(), r.Body)
 }
 
 // Accepted sources per pool (a+b, or the SQL problem), and their languages.
@@ -312,7 +327,7 @@ var benchPrograms = map[string]struct{ lang, source string }{
 	string(machineapi.PoolPython): {"python3", "a, b = map(int, input().split())\nprint(a + b)\n"},
 	string(machineapi.PoolJava):   {"java17", "import java.util.Scanner;\npublic class Main { public static void main(String[] args) { Scanner s = new Scanner(System.in); long a = s.nextLong(), b = s.nextLong(); System.out.println(a + b); } }\n"},
 	string(machineapi.PoolArkts):  {"arkts", "const fs = require(\"fs\");\nconst w: number[] = fs.readFileSync(0, \"utf8\").trim().split(/\\s+/).map(Number);\nfs.writeSync(1, String(w[0] + w[1]) + \"\\n\");\n"},
-	string(machineapi.PoolMysql):  {"mysql", "SELECT name FROM city WHERE population > 1000000 ORDER BY name"},
+	string(machineapi.PoolMysql):  {"mysql", problems.BigCitiesAnswer},
 }
 
 // rss reads a process's resident set (VmRSS) and peak (VmHWM) in bytes.

@@ -289,7 +289,7 @@ func newProbeNode(ctx context.Context, f *fleet, pool string) (*probeNode, error
 	if err != nil {
 		return nil, err
 	}
-	if _, err := f.db.ExecContext(ctx, `UPDATE judge_node SET desired_state = 'ENABLED' WHERE id = ?`, n.ID); err != nil {
+	if err := enableNode(ctx, f.db, n.ID); err != nil {
 		return nil, err
 	}
 	anon, err := machineapi.NewClientWithResponses(f.url)

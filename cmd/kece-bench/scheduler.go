@@ -206,7 +206,7 @@ func setupFleet(ctx context.Context, db *sql.DB, st *store.Store, nodes, slots, 
 		}
 		// The bench skips the self-check flow (it is tested elsewhere) and
 		// enables the nodes directly.
-		if _, err := db.ExecContext(ctx, `UPDATE judge_node SET desired_state = 'ENABLED' WHERE id = ?`, n.ID); err != nil {
+		if err := enableNode(ctx, db, n.ID); err != nil {
 			return 0, nil, err
 		}
 		sessions = append(sessions, s)

@@ -51,7 +51,7 @@ func (c *cli) poolVerdicts() *cobra.Command {
 					for _, o := range p.Outcomes {
 						parts = append(parts, fmt.Sprintf("%s %d", o.Outcome, o.Count))
 					}
-					row(w, p.Pool, p.Finished, fmt.Sprintf("%.1f", float64(p.Finished)/float64(mix.Minutes)), deref(nonEmpty(strings.Join(parts, ", ")), "-"))
+					row(w, p.Pool, p.Finished, fmt.Sprintf("%.1f", float64(p.Finished)/float64(mix.Minutes)), orDash(strings.Join(parts, ", ")))
 				}
 				return w.Flush()
 			})
@@ -59,12 +59,4 @@ func (c *cli) poolVerdicts() *cobra.Command {
 	}
 	cmd.Flags().IntVar(&minutes, "minutes", 15, "window length in minutes (1..1440)")
 	return cmd
-}
-
-// nonEmpty is nil for "", for deref.
-func nonEmpty(s string) *string {
-	if s == "" {
-		return nil
-	}
-	return &s
 }
