@@ -34,9 +34,12 @@
 //	credentials.go   join codes, credentials, sessions, heartbeats (node identity)
 //	languages.go     nodes' per-language reports and the language catalog
 //	checks.go        self-checks (judge_node_check and their CHECK jobs)
+//	console_sessions.go admin console browser sessions (hash-only ids, CSRF token,
+//	                 idle and absolute expiry, ended with their admin token)
 //	audit.go         judge_audit: the audit insert every change shares (with the caller's
 //	                 address from WithCaller), a node's or job's trail, the filtered global list
 //	tokens.go        business/admin API tokens
+//	tenancy.go       token scopes (submission types), consumer groups, EventScope
 //	jobs.go          enqueue (batched), EnqueueMany, rejudge, cancel (pointer → job writes)
 //	idempotency.go   idempotency keys for enqueue and their purge
 //	status.go        job, attempt and submission-status reads; settled-job lookups for waiting reads
@@ -44,14 +47,23 @@
 //	                 pages) and a submission's generations
 //	verdict_mix.go   per-pool outcomes and completions of the submissions finished in the last minutes
 //	signals.go       pool signal rows and the after-commit wake-up
-//	leases.go        claim, renew, complete (batched fast path, fenceResult), reap
+//	leases.go        claim and renew (both batched), complete (batched fast path,
+//	                 fenceResult), reap, drain deadlines
+//	lease_end.go     how a lease ends without a result (release, expiry, a new
+//	                 session: endLeaseLocked), reap candidates, claim request replays
 //	results.go       result shape and its validation against the manifest
 //	verdict_check.go verdict checks against the manifest (cases, scores)
 //	events.go        settlement events: the settle insert, claim/ack/fail, admin listing, redelivery
 //	manifests.go     artifacts and manifests
 //	summary.go       pool and node counts for dashboards and metrics
 //	reconcile.go     invariant checks over the whole database
+//	metrics.go       Observer and the public operations that report to it
 //
-// Tests follow the same split: <file>_test.go tests <file>.go, and
-// bundle_test.go holds the shared test bundle.
+// Tests follow the same split: <file>_test.go tests <file>.go
+// (<file>_internal_test.go from inside the package), with these exceptions:
+// bundle_test.go holds the shared test bundle and export_test.go the test
+// hooks; fence_test.go (result fencing) and drain_deadline_test.go test
+// leases.go and lease_end.go; search_plan_test.go checks the query plans of
+// job_search.go, audit.go and verdict_mix.go; tenancy_bench_test.go
+// benchmarks the settlement fan-out of events.go.
 package store
