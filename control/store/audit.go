@@ -68,23 +68,14 @@ type AuditEntry struct {
 const auditColumns = `id, actor, action, COALESCE(node_id, 0) AS node_id, COALESCE(job_id, 0) AS job_id, reason,
   COALESCE(detail, '') AS detail, COALESCE(remote_addr, '') AS remote_addr, created_at`
 
-// Audit lists recent audit rows of a node (nodeID > 0) or a job (jobID > 0).
+// Audit lists recent audit rows of a node (nodeID > 0) or else a job: the
+// node's or job's page of ListAudit.
 func (s *Store) Audit(ctx context.Context, nodeID, jobID int64, limit int) ([]AuditEntry, error) {
-	q := `SELECT ` + auditColumns + ` FROM judge_audit WHERE `
-	var arg int64
-	if nodeID > 0 {
-		q, arg = q+`node_id = ?`, nodeID
-	} else {
-		q, arg = q+`job_id = ?`, jobID
+	f := AuditFilter{NodeID: nodeID, Limit: limit}
+	if nodeID <= 0 {
+		f = AuditFilter{JobID: jobID, Limit: limit}
 	}
-	var out []AuditEntry
-	if err := s.db.SelectContext(ctx, &out, q+` ORDER BY id DESC LIMIT ?`, arg, limit); err != nil {
-		return nil, fmt.Errorf("store: audit: %w", err)
-	}
-	for i := range out {
-		out[i].Detail = nilIfEmpty(out[i].Detail)
-	}
-	return out, nil
+	return s.ListAudit(ctx, f)
 }
 
 // AuditFilter narrows ListAudit; zero fields match everything.
@@ -110,8 +101,13 @@ func (f AuditFilter) Validate() error {
 	if len(f.Action) > 64 {
 		return invalid("action", "is longer than 64 bytes")
 	}
-	if f.NodeID < 0 || f.JobID < 0 || f.BeforeID < 0 {
-		return invalid("beforeId", "ids are positive")
+	for _, id := range []struct {
+		field string
+		v     int64
+	}{{"nodeId", f.NodeID}, {"jobId", f.JobID}, {"beforeId", f.BeforeID}} {
+		if id.v < 0 {
+			return invalid(id.field, "ids are positive")
+		}
 	}
 	if err := validRange("after", "before", f.After, f.Before); err != nil {
 		return err

@@ -413,9 +413,16 @@ func (s *Store) Heartbeat(ctx context.Context, sess NodeSession, r HeartbeatRepo
 		// that committed in between must still read as a revoke (the node
 		// stops for good), not as a newer boot.
 		var revoked bool
-		if err := s.db.QueryRowContext(ctx, `SELECT revoked_at IS NOT NULL FROM judge_node WHERE id = ?`, sess.NodeID).Scan(&revoked); err == nil && revoked {
-			return Node{}, fmt.Errorf("node %d: %w", sess.NodeID, ErrNodeRevoked)
+		var epoch int64
+		err := s.db.QueryRowContext(ctx, `SELECT revoked_at IS NOT NULL, session_epoch FROM judge_node WHERE id = ?`, sess.NodeID).Scan(&revoked, &epoch)
+		if err != nil && !errors.Is(err, sql.ErrNoRows) {
+			return Node{}, fmt.Errorf("store: heartbeat: %w", err)
 		}
+		if err := sessionError(sess, err == nil, revoked, epoch); err != nil {
+			return Node{}, err
+		}
+		// Revoked or replaced and then restored between the two reads:
+		// still not this heartbeat's session any more.
 		return Node{}, fmt.Errorf("node %d session %d: %w", sess.NodeID, sess.SessionEpoch, ErrSessionSuperseded)
 	}
 	return s.GetNode(ctx, sess.NodeID)

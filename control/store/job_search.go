@@ -28,7 +28,6 @@ type JobFilter struct {
 	SubmissionID string
 	// Verdict matches COMPLETED jobs with this verdict status (AC, WA, …).
 	Verdict string
-	NodeID  int64
 	// CreatedAfter (inclusive) and CreatedBefore (exclusive) bound the
 	// creation time; zero is unbounded.
 	CreatedAfter  time.Time
@@ -69,7 +68,7 @@ func (f JobFilter) Validate() error {
 	if f.Verdict != "" && !verdictStatuses[f.Verdict] {
 		return invalid("verdict", "unknown verdict status %q", f.Verdict)
 	}
-	if f.NodeID < 0 || f.BeforeID < 0 {
+	if f.BeforeID < 0 {
 		return invalid("beforeId", "ids are positive")
 	}
 	if err := validRange("createdAfter", "createdBefore", f.CreatedAfter, f.CreatedBefore); err != nil {
@@ -201,9 +200,6 @@ func jobSearchSQL(f JobFilter, idAfter, idBefore int64) (string, []any) {
 	if f.Verdict != "" {
 		add("state = ?", StateCompleted)
 		add("verdict = ?", f.Verdict)
-	}
-	if f.NodeID != 0 {
-		add("node_id = ?", f.NodeID)
 	}
 	if !f.CreatedAfter.IsZero() {
 		add("created_at >= ?", f.CreatedAfter.UTC())

@@ -124,13 +124,7 @@ func (s *Store) enqueue(ctx context.Context, req EnqueueRequest) (EnqueueResult,
 	// (1062 on either unique key) takes the locking path, which returns the
 	// existing job or a conflict.
 	n := newJob{req: req, pool: pool, snapshot: snapshot, digest: digest}
-	var res EnqueueResult
-	if s.hooks != nil {
-		// Test hooks belong to this copy of the store, not the shared batcher.
-		res, err = s.enqueueNew(ctx, n)
-	} else {
-		res, err = s.enqueuer.do(ctx, n)
-	}
+	res, err := s.enqueuer.do(ctx, n)
 	if isDuplicate(err) {
 		err = s.inTx(ctx, func(tx *sql.Tx) error {
 			var err error
@@ -318,20 +312,6 @@ type newJob struct {
 	digest   string
 }
 
-// enqueueNew inserts one new submission: job and pointer, one transaction.
-func (s *Store) enqueueNew(ctx context.Context, n newJob) (EnqueueResult, error) {
-	var res EnqueueResult
-	err := s.inTx(ctx, func(tx *sql.Tx) error {
-		ids, err := s.insertNewJobs(ctx, tx, []newJob{n})
-		if err != nil {
-			return err
-		}
-		res = EnqueueResult{JobID: ids[0], Generation: 1, State: StateQueued, Created: true}
-		return nil
-	})
-	return res, err
-}
-
 // enqueueBatch commits concurrent new submissions in one transaction. If
 // any of them exists already the batch rolls back and each goes alone (and
 // from there to the locking path), so each caller gets its own answer. The
@@ -368,7 +348,10 @@ func (s *Store) enqueueBatch(ctx context.Context, calls []*batchCall[newJob, Enq
 		}
 	}
 	for _, c := range append(batch, alone...) {
-		c.resp, c.err = s.enqueueNew(ctx, c.req)
+		ids, err := s.insertNewJobsScript(ctx, []newJob{c.req})
+		if c.err = err; err == nil {
+			c.resp = EnqueueResult{JobID: ids[0], Generation: 1, State: StateQueued, Created: true}
+		}
 	}
 }
 
@@ -418,17 +401,31 @@ func (s *Store) firstGenerations(jobs []newJob) []jobRow {
 func (s *Store) insertNewJobsScript(ctx context.Context, jobs []newJob) ([]int64, error) {
 	rows := s.firstGenerations(jobs)
 	insert, insertArgs := jobInsertSQL(rows)
-	idents, identArgs := identitiesSQL(rows)
-	sc := s.begin(&script{}).
-		exec(insert, insertArgs...).
-		exec(`INSERT INTO judge_submission (submission_type, submission_id, current_job_id, generation)
-		 SELECT submission_type, submission_id, id, generation`+idents[strings.Index(idents, " FROM"):], identArgs...).
-		rows(idents, identArgs...).
+	from, identArgs := identitiesFrom(rows)
+	sc := s.begin(&script{}).exec(insert, insertArgs...)
+	rest := sc
+	hook := s.hooks != nil && s.hooks.AfterJobInsert != nil
+	if hook {
+		// The test hook runs between the job rows and the pointers, as on
+		// the transaction path: the script is sent in two.
+		rest = &script{}
+	}
+	rest.exec(`INSERT INTO judge_submission (submission_type, submission_id, current_job_id, generation)
+		 SELECT submission_type, submission_id, id, generation`+from, identArgs...).
+		rows(identityColumns+from, identArgs...).
 		exec(`COMMIT`)
 	var ids []int64
 	err := s.inScripts(ctx, func(c *scriptConn) error {
+		if hook {
+			if err := c.send(ctx, sc); err != nil {
+				return fmt.Errorf("store: enqueue: %w", err)
+			}
+			if err := s.hooks.AfterJobInsert(); err != nil {
+				return err
+			}
+		}
 		byIdentity := make(jobIDs, len(jobs))
-		if err := c.send(ctx, sc, byIdentity.scan); err != nil {
+		if err := c.send(ctx, rest, byIdentity.scan); err != nil {
 			return fmt.Errorf("store: enqueue: %w", err)
 		}
 		var err error
@@ -571,9 +568,9 @@ func (s *Store) insertJobs(ctx context.Context, tx *sql.Tx, jobs []jobRow) ([]in
 			return nil, fmt.Errorf("store: insert job: %w", err)
 		}
 	} else {
-		q, args := identitiesSQL(jobs)
+		from, args := identitiesFrom(jobs)
 		byIdentity := make(jobIDs, len(jobs))
-		rows, err := tx.QueryContext(ctx, q, args...)
+		rows, err := tx.QueryContext(ctx, identityColumns+from, args...)
 		if err != nil {
 			return nil, fmt.Errorf("store: insert job: ids: %w", err)
 		}
@@ -617,9 +614,9 @@ func jobInsertSQL(jobs []jobRow) (string, []any) {
 	return q.String(), args
 }
 
-// identitiesSQL reads the ids of jobs (just inserted) by their identity:
-// uk_job_identity, whatever order the rows come in.
-func identitiesSQL(jobs []jobRow) (string, []any) {
+// identitiesFrom is the FROM … WHERE that finds jobs (just inserted) by
+// their identity: uk_job_identity, whatever order the rows come in.
+func identitiesFrom(jobs []jobRow) (string, []any) {
 	var in strings.Builder
 	args := make([]any, 0, 3*len(jobs))
 	for i, j := range jobs {
@@ -629,9 +626,11 @@ func identitiesSQL(jobs []jobRow) (string, []any) {
 		in.WriteString("(?, ?, ?)")
 		args = append(args, j.submissionType, j.submissionID, j.generation)
 	}
-	return `SELECT id, submission_type, submission_id, generation FROM judge_job
-	 WHERE (submission_type, submission_id, generation) IN (` + in.String() + `)`, args
+	return ` FROM judge_job WHERE (submission_type, submission_id, generation) IN (` + in.String() + `)`, args
 }
+
+// identityColumns are what jobIDs.scan reads, from identitiesFrom.
+const identityColumns = `SELECT id, submission_type, submission_id, generation`
 
 // identity is a job's (submission type, submission id, generation).
 type identity struct {
@@ -639,7 +638,7 @@ type identity struct {
 	gen      int
 }
 
-// jobIDs maps the identities identitiesSQL read to their job ids.
+// jobIDs maps the identities read by identityColumns to their job ids.
 type jobIDs map[identity]int64
 
 func (m jobIDs) scan(r rowScanner) error {

@@ -58,7 +58,7 @@ type Observer interface {
 func (s *Store) WithObserver(o Observer) *Store {
 	c := *s
 	c.obs = o
-	return &c
+	return c.withBatchers()
 }
 
 // nopObserver is the default: nothing is counted.

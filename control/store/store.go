@@ -226,18 +226,27 @@ func New(db *sql.DB, cfg Config) (*Store, error) {
 		s.txOpts = nil
 	}
 	s.multi = multiStatements(context.Background(), db)
-	s.completer = newBatcher(cfg.CompleteBatchMax, cfg.BatchParallel, s.completeBatch)
-	s.enqueuer = newBatcher(cfg.CompleteBatchMax, cfg.EnqueueParallel, s.enqueueBatch)
-	s.renewer = newBatcher(cfg.CompleteBatchMax, cfg.BatchParallel, s.renewBatch)
+	return s.withBatchers(), nil
+}
+
+// withBatchers gives s batchers of its own. A batch runs with the store
+// that owns its batcher — its observer, notifier and hooks — so each copy
+// made by a With… method gets new ones (copies are made once, when a
+// process wires its store); sharing the original's would report a copy's
+// retried transactions to the original's observer.
+func (s *Store) withBatchers() *Store {
+	s.completer = newBatcher(s.cfg.CompleteBatchMax, s.cfg.BatchParallel, s.completeBatch)
+	s.enqueuer = newBatcher(s.cfg.CompleteBatchMax, s.cfg.EnqueueParallel, s.enqueueBatch)
+	s.renewer = newBatcher(s.cfg.CompleteBatchMax, s.cfg.BatchParallel, s.renewBatch)
 	s.claimers = &claimBatchers{run: s.claimBatch, m: make(map[string]*batcher[claimCall, []ClaimedJob])}
-	return s, nil
+	return s
 }
 
 // WithHooks returns a copy of s that runs the given test hooks.
 func (s *Store) WithHooks(h *Hooks) *Store {
 	c := *s
 	c.hooks = h
-	return &c
+	return c.withBatchers()
 }
 
 // Hooks are fault-injection points for tests.
@@ -267,7 +276,7 @@ type JobNotifier interface {
 func (s *Store) WithNotifier(n Notifier) *Store {
 	c := *s
 	c.notifier = n
-	return &c
+	return c.withBatchers()
 }
 
 // DB returns the underlying pool (for health checks).
