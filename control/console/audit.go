@@ -28,15 +28,7 @@ func (c *Console) audit(w http.ResponseWriter, r *http.Request) {
 	if e == nil {
 		ar, err := c.admin.ListAuditWithResponse(c.api(r), &p)
 		if e = check(ar, ar.Body, err, http.StatusOK); e == nil {
-			d.Entries = ar.JSON200.Entries
-			if ar.JSON200.NextBeforeId != nil {
-				next := url.Values{}
-				for k, v := range q {
-					next[k] = v
-				}
-				next.Set("beforeId", *ar.JSON200.NextBeforeId)
-				d.NextURL = Prefix + "audit?" + next.Encode()
-			}
+			d.Entries, d.NextURL = ar.JSON200.Entries, olderURL("audit", q, ar.JSON200.NextBeforeId)
 		}
 	}
 	if e != nil {

@@ -351,9 +351,8 @@ func TestOverviewAndJobSearch(t *testing.T) {
 func TestSessionsAcrossReplicasAndLogout(t *testing.T) {
 	t.Parallel()
 	b := setup(t, console.Config{})
-	other := b.env.SecondReplica()
 	// The second replica serves the console too, over the same database.
-	_ = other
+	other := b.env.SecondReplica()
 	csrf := b.login(b.env.Admin)
 	u := mustURL(t, b.env.URL+"/console/")
 	cookies := b.hc.Jar.Cookies(u)

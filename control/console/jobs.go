@@ -45,6 +45,20 @@ func opt[T ~string](q url.Values, name string) *T {
 	return nil
 }
 
+// olderURL links the next (older) page of a list: the same filters, with
+// beforeId moved on to where the API left off; "" on the last page.
+func olderURL(page string, q url.Values, beforeID *string) string {
+	if beforeID == nil {
+		return ""
+	}
+	next := url.Values{}
+	for k, v := range q {
+		next[k] = v
+	}
+	next.Set("beforeId", *beforeID)
+	return Prefix + page + "?" + next.Encode()
+}
+
 // jobs searches jobs with the admin API's filters, passed through as they
 // are: the API validates them and says what is wrong.
 func (c *Console) jobs(w http.ResponseWriter, r *http.Request) {
@@ -70,15 +84,7 @@ func (c *Console) jobs(w http.ResponseWriter, r *http.Request) {
 		c.render(w, r, e.Status, "jobs", view{Title: "Jobs", Nav: "jobs", Err: e, Data: d})
 		return
 	}
-	d.Jobs = jr.JSON200.Jobs
-	if jr.JSON200.NextBeforeId != nil {
-		next := url.Values{}
-		for k, v := range q {
-			next[k] = v
-		}
-		next.Set("beforeId", *jr.JSON200.NextBeforeId)
-		d.NextURL = Prefix + "jobs?" + next.Encode()
-	}
+	d.Jobs, d.NextURL = jr.JSON200.Jobs, olderURL("jobs", q, jr.JSON200.NextBeforeId)
 	c.render(w, r, http.StatusOK, "jobs", view{Title: "Jobs", Nav: "jobs", Live: q.Get("beforeId") == "", Data: d})
 }
 

@@ -218,14 +218,14 @@ func (c *Console) nodeAction(w http.ResponseWriter, r *http.Request) {
 		e = check(rr, rr.Body, err, http.StatusOK)
 	case "resize":
 		slots, fe := formInt(r, "slots")
+		var rev int64
 		if fe == nil {
-			_, fe = formInt(r, "revision")
+			rev, fe = formInt(r, "revision")
 		}
 		if fe != nil {
 			c.showNode(w, r, id, fe.Status, fe)
 			return
 		}
-		rev, _ := formInt(r, "revision")
 		ur, err := c.admin.UpdateJudgerWithResponse(ctx, id, adminapi.JudgerUpdate{Slots: int32(slots), Revision: rev, Reason: reason})
 		e = check(ur, ur.Body, err, http.StatusOK)
 	case "rotate", "join-code":

@@ -32,10 +32,11 @@ func noticeOf(r *http.Request) string { return notices[r.URL.Query().Get("done")
 
 // poolRow is one pool on the overview.
 type poolRow struct {
-	Pool                  string
-	Ready, Total          int
+	Pool         string
+	Ready, Total int
+	// SlotsBusy is the leases in flight: the slots busy and, as the same
+	// number, the jobs running.
 	SlotsBusy, SlotsTotal int64
-	Running               int64
 	Queued                int64
 	OldestWaitMs          int64
 	// From the verdict mix: submissions finished in the window, by outcome,
@@ -122,18 +123,14 @@ func (c *Console) overview(w http.ResponseWriter, r *http.Request) {
 			continue
 		}
 		row.Total++
-		if n.DesiredState == adminapi.DesiredStateEnabled && n.Health.Online {
-			row.Ready++
-		}
 		if n.DesiredState != adminapi.DesiredStateDisabled {
 			row.SlotsTotal += int64(n.Slots)
 		}
 		row.SlotsBusy += int64(n.LeasesInFlight)
-		row.Running += int64(n.LeasesInFlight)
 	}
 	for _, p := range sr.JSON200.Pools {
 		if row := rows[string(p.Pool)]; row != nil {
-			row.Queued, row.OldestWaitMs = p.QueuedSubmissions, p.OldestWaitMs
+			row.Ready, row.Queued, row.OldestWaitMs = int(p.ReadyNodes), p.QueuedSubmissions, p.OldestWaitMs
 		}
 	}
 	for _, p := range mr.JSON200.Pools {
@@ -195,14 +192,14 @@ type resizeGroupData struct {
 func (c *Console) resizeHostGroup(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
 	capacity, fe := formInt(r, "slotCapacity")
+	var revision int64
 	if fe == nil {
-		_, fe = formInt(r, "revision")
+		revision, fe = formInt(r, "revision")
 	}
 	if fe != nil {
 		c.showHostGroups(w, r, fe.Status, fe)
 		return
 	}
-	revision, _ := formInt(r, "revision")
 	if r.PostFormValue("confirmed") != "1" {
 		// Show what the change means now: the leases in flight against the
 		// new quota (a smaller quota lets them finish and grants no claim

@@ -87,21 +87,8 @@ var funcs = template.FuncMap{
 		}
 		return *v
 	},
-	"pct": func(a, b int64) int64 {
-		if b <= 0 {
-			return 0
-		}
-		return a * 100 / b
-	},
 	"lower": strings.ToLower,
 	"int64": func(v int32) int64 { return int64(v) },
-	"json": func(v any) string {
-		if v == nil {
-			return ""
-		}
-		b, _ := json.Marshal(v)
-		return string(b)
-	},
 }
 
 // duration renders an age or wait the way operators read it.

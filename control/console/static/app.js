@@ -32,7 +32,7 @@
     var tick = function () {
       if (busy || document.hidden) { return; }
       busy = true;
-      fetch(location.href, { credentials: "same-origin", headers: { "X-Console-Live": "1" } })
+      fetch(location.href, { credentials: "same-origin" })
         .then(function (res) {
           if (res.redirected && res.url.indexOf("/console/login") >= 0) { location.assign(res.url); return null; }
           return res.ok ? res.text() : null;
@@ -46,7 +46,6 @@
             if (old.contains(document.activeElement)) { return; }
             if (fresh && fresh.innerHTML !== old.innerHTML) { old.innerHTML = fresh.innerHTML; }
           });
-          body.setAttribute("data-live-at", String(Date.now()));
         })
         .catch(function () { /* a missed refresh is retried on the next tick */ })
         .then(function () { busy = false; });
