@@ -179,7 +179,9 @@ type leaseEnding struct {
 // toward max_attempts (it was counted at claim); one that never started is
 // uncounted and counts toward MaxUnstartedAttempts instead. The lease epoch
 // stays, so the next claim bumps it and the old lease's renew and result
-// are refused (fencing). It returns the job's new state.
+// are refused (fencing). It returns the job's new state; a caller whose job
+// went back to QUEUED bumps its pool once, as the transaction's last
+// statement (bumpPools).
 func (s *Store) endLeaseLocked(ctx context.Context, tx *sql.Tx, l lockedLease, e leaseEnding) (JobState, error) {
 	if _, err := tx.ExecContext(ctx,
 		`UPDATE judge_job_attempt SET outcome = ?, error_class = ?, judging_started = ?, ended_at = NOW(6)
@@ -212,7 +214,7 @@ func (s *Store) endLeaseLocked(ctx context.Context, tx *sql.Tx, l lockedLease, e
 			 WHERE id = ?`, micros(delay), uncount, uncount, errCode, l.jobID); err != nil {
 			return "", fmt.Errorf("store: requeue: %w", err)
 		}
-		return StateQueued, bumpPool(ctx, tx, l.pool)
+		return StateQueued, nil
 	}
 	if _, err := tx.ExecContext(ctx,
 		`UPDATE judge_job SET state = 'FAILED', last_error_code = ?, lease_until = NULL,
@@ -329,7 +331,7 @@ func (s *Store) Release(ctx context.Context, sess NodeSession, items []ReleaseIt
 			}
 			answers[it] = ReleaseResult{JobID: it.JobID, LeaseEpoch: it.LeaseEpoch, State: ReleaseReleased, JobState: js}
 		}
-		return nil
+		return bumpPools(ctx, tx, pools)
 	})
 	if err != nil {
 		return nil, err
@@ -366,7 +368,7 @@ func (s *Store) requeueOldSessionLocked(ctx context.Context, tx *sql.Tx, nodeID,
 			pools[l.pool] = true
 		}
 	}
-	return pools, len(leases), nil
+	return pools, len(leases), bumpPools(ctx, tx, pools)
 }
 
 // silentNodeSQL is true for a node that has shown no sign of life (heartbeat,
@@ -442,8 +444,10 @@ func (s *Store) reapOne(ctx context.Context, c reapCandidate) (JobState, string,
 		if !l.expired {
 			end = leaseEnding{outcome: AttemptNodeSilent, errCode: NodeSilentErrorCode}
 		}
-		state, err = s.endLeaseLocked(ctx, tx, l, end)
-		return err
+		if state, err = s.endLeaseLocked(ctx, tx, l, end); err != nil || state != StateQueued {
+			return err
+		}
+		return bumpPool(ctx, tx, l.pool)
 	})
 	return state, pool, err
 }

@@ -1383,6 +1383,7 @@ func (s *Store) ExpireDrainDeadlines(ctx context.Context) (DrainExpiry, error) {
 			if err != nil {
 				return fmt.Errorf("store: drain deadline: leases: %w", err)
 			}
+			nodePools := map[string]bool{}
 			for _, l := range leases {
 				if err := closeAttempt(ctx, tx, l.jobID, l.epoch, "REVOKED", DrainDeadlineErrorCode, "", l.started); err != nil {
 					return err
@@ -1395,15 +1396,12 @@ func (s *Store) ExpireDrainDeadlines(ctx context.Context) (DrainExpiry, error) {
 					 WHERE id = ?`, DrainDeadlineErrorCode, l.jobID); err != nil {
 					return fmt.Errorf("store: drain deadline: requeue job %d: %w", l.jobID, err)
 				}
-				if err := bumpPool(ctx, tx, l.pool); err != nil {
-					return err
-				}
 				if err := audit(ctx, tx, auditActorControl, "job.lease_revoked", nodeID, l.jobID, "drain deadline passed",
 					map[string]any{"leaseEpoch": l.epoch, "counted": false}); err != nil {
 					return err
 				}
 				requeued = append(requeued, l.jobID)
-				pools[l.pool] = true
+				pools[l.pool], nodePools[l.pool] = true, true
 			}
 			if _, err := tx.ExecContext(ctx,
 				`UPDATE judge_node SET desired_state = 'DISABLED', drain_deadline_at = NULL, revision = revision + 1,
@@ -1411,8 +1409,11 @@ func (s *Store) ExpireDrainDeadlines(ctx context.Context) (DrainExpiry, error) {
 				return fmt.Errorf("store: drain deadline: disable: %w", err)
 			}
 			disabled = true
-			return audit(ctx, tx, auditActorControl, "node.drain_deadline", nodeID, 0,
-				"drain deadline passed: remaining leases requeued, node disabled", map[string]any{"requeuedJobs": len(requeued)})
+			if err := audit(ctx, tx, auditActorControl, "node.drain_deadline", nodeID, 0,
+				"drain deadline passed: remaining leases requeued, node disabled", map[string]any{"requeuedJobs": len(requeued)}); err != nil {
+				return err
+			}
+			return bumpPools(ctx, tx, nodePools)
 		})
 		if err != nil {
 			return st, err

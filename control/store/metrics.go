@@ -158,16 +158,15 @@ func (s *Store) ClaimRequest(ctx context.Context, sess NodeSession, freeSlots in
 	start := time.Now()
 	jobs, err := s.claim(ctx, sess, freeSlots, requestID)
 	if freeSlots > 0 {
-		pool := ""
-		if len(jobs) > 0 {
-			pool = jobs[0].Pool
-		}
-		s.observer().ClaimTransaction(ctx, pool, len(jobs), time.Since(start), err)
+		pool, granted := "", 0
 		for _, j := range jobs {
-			if !j.Replayed {
+			pool = j.Pool
+			if !j.Replayed { // a replay answers leases granted (and counted) before
+				granted++
 				s.observer().JobPickedUp(ctx, j.Pool, string(j.Kind), j.ReadyWait)
 			}
 		}
+		s.observer().ClaimTransaction(ctx, pool, granted, time.Since(start), err)
 		if isDBError(err) {
 			s.observer().DBError(ctx, "claim")
 		}

@@ -203,9 +203,10 @@ func (s *Store) tryScripts(ctx context.Context, fn func(c *scriptConn) error) er
 }
 
 // multiStatements reports whether db's connections take several statements
-// per request.
+// per request with arguments (which needs interpolateParams too: a
+// prepared statement holds one statement).
 func multiStatements(ctx context.Context, db *sql.DB) bool {
-	rows, err := db.QueryContext(ctx, `SELECT 1; SELECT 2`)
+	rows, err := db.QueryContext(ctx, `SELECT ?; SELECT ?`, 1, 2)
 	if err != nil {
 		return false
 	}

@@ -4,7 +4,9 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"maps"
 	"math/rand/v2"
+	"slices"
 
 	"github.com/kece-oj/kece/control/longpoll"
 )
@@ -21,6 +23,17 @@ func bumpPool(ctx context.Context, tx *sql.Tx, pool string) error {
 	if _, err := tx.ExecContext(ctx,
 		`UPDATE judge_pool_signal SET seq = seq + 1 WHERE pool = ? AND slot = ?`, pool, rand.IntN(PoolSignalSlots)); err != nil {
 		return fmt.Errorf("store: pool signal: %w", err)
+	}
+	return nil
+}
+
+// bumpPools bumps each pool once, in name order: the last statements of a
+// transaction that made work of these pools ready again.
+func bumpPools(ctx context.Context, tx *sql.Tx, pools map[string]bool) error {
+	for _, p := range slices.Sorted(maps.Keys(pools)) {
+		if err := bumpPool(ctx, tx, p); err != nil {
+			return err
+		}
 	}
 	return nil
 }
