@@ -206,7 +206,7 @@ func (b businessAPI) GetManifest(ctx context.Context, req businessapi.GetManifes
 // the calling token) a retried request gets the same receipt.
 func (b businessAPI) EnqueueSubmission(ctx context.Context, req businessapi.EnqueueSubmissionRequestObject) (businessapi.EnqueueSubmissionResponseObject, error) {
 	body := req.Body
-	if isReservedType(body.SubmissionType) {
+	if store.IsReservedType(body.SubmissionType) {
 		return nil, fieldErr(codeRequestInvalid, "submissionType", errors.New("submission types starting with KECE_ are reserved"))
 	}
 	if err := mayEnqueue(tokenFrom(ctx), body.SubmissionType); err != nil {
@@ -286,11 +286,9 @@ type bulkItemError struct {
 // none. Every item is checked before anything is written and all invalid
 // items are reported together, each with its own code.
 func (b businessAPI) EnqueueSubmissions(ctx context.Context, req businessapi.EnqueueSubmissionsRequestObject) (businessapi.EnqueueSubmissionsResponseObject, error) {
+	// The contract bounds the item count (1..EnqueueManyMax), and the
+	// store checks it again.
 	items := req.Body.Submissions
-	if len(items) == 0 || len(items) > store.EnqueueManyMax {
-		return nil, apiErr(http.StatusBadRequest, codeRequestInvalid,
-			fmt.Errorf("submissions must hold 1..%d items, got %d", store.EnqueueManyMax, len(items)))
-	}
 	// A type the token may not use refuses the whole request, as a single
 	// enqueue of that item would be refused: 403 naming the item.
 	tok := tokenFrom(ctx)
@@ -306,13 +304,8 @@ func (b businessAPI) EnqueueSubmissions(ctx context.Context, req businessapi.Enq
 	reqs := make([]store.EnqueueRequest, len(items))
 	var bad []bulkItemError
 	for i, it := range items {
-		// What the handler checks itself (reserved types, id syntax) is
-		// reported with the store's per-item checks, in one list.
-		if isReservedType(it.SubmissionType) {
-			bad = append(bad, bulkItemError{Index: i, Code: codeRequestInvalid, Field: "submissionType",
-				Message: "submission types starting with KECE_ are reserved"})
-			continue
-		}
+		// What the handler checks itself (id syntax) is reported with the
+		// store's per-item checks (reserved types among them), in one list.
 		manID, err := parseID("manifestId", it.ManifestId)
 		if err != nil {
 			bad = append(bad, bulkItemError{Index: i, Code: codeRequestInvalid, Field: "manifestId", Message: err.Error()})
@@ -394,10 +387,6 @@ func bulkInvalid(items []bulkItemError) *Error {
 	return e
 }
 
-// isReservedType: CHECK jobs and other internal submission types are never
-// visible to or addressable by the business.
-func isReservedType(t string) bool { return strings.HasPrefix(t, "KECE_") }
-
 // mayEnqueue refuses a submission type the token is not scoped to with 403
 // SUBMISSION_TYPE_FORBIDDEN: the caller named the type itself, so saying so
 // leaks nothing, and the code tells the operator which token to fix.
@@ -416,7 +405,7 @@ func mayEnqueue(tok store.TokenIdentity, typ string) error {
 // scope) exactly as for one that does not exist, so a token cannot learn
 // which submissions of other types exist.
 func hiddenSubmission(ctx context.Context, typ string) error {
-	if isReservedType(typ) || !tokenFrom(ctx).MaySee(typ) {
+	if store.IsReservedType(typ) || !tokenFrom(ctx).MaySee(typ) {
 		return apiErr(http.StatusNotFound, codeSubmissionNotFound, errors.New("no such submission"))
 	}
 	return nil

@@ -26,10 +26,14 @@ func TestConsoleSessionLifecycle(t *testing.T) {
 	require.Len(t, sess.CSRF, 64)
 	require.Equal(t, admin, sess.Admin)
 
-	// Only the hash is stored: the secret appears nowhere in the table.
+	// Only the hash is stored: the row is found by the secret's SHA-256,
+	// and the secret itself is in no column.
 	var n int
-	require.NoError(t, b.db.QueryRowContext(b.ctx, `SELECT COUNT(*) FROM judge_console_session WHERE session_hash = ? OR csrf_token = ?`,
-		sess.Secret, sess.Secret).Scan(&n))
+	require.NoError(t, b.db.QueryRowContext(b.ctx, `SELECT COUNT(*) FROM judge_console_session WHERE session_hash = UNHEX(SHA2(?, 256))`,
+		sess.Secret).Scan(&n))
+	require.Equal(t, 1, n)
+	require.NoError(t, b.db.QueryRowContext(b.ctx, `SELECT COUNT(*) FROM judge_console_session
+		WHERE csrf_token = ? OR remote_addr = ? OR HEX(session_hash) = HEX(?)`, sess.Secret, sess.Secret, sess.Secret).Scan(&n))
 	require.Zero(t, n)
 
 	// Another store over the same database (another replica) resolves it.

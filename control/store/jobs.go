@@ -79,8 +79,8 @@ type EnqueueResult struct {
 }
 
 func (r EnqueueRequest) validate(maxSnapshot int) (pool string, snapshot []byte, digest string, err error) {
-	if !submissionTypeRE.MatchString(r.SubmissionType) || strings.HasPrefix(r.SubmissionType, "KECE_") {
-		return "", nil, "", invalid("submissionType", "must match %s and not start with KECE_", submissionTypeRE)
+	if !submissionTypeRE.MatchString(r.SubmissionType) || IsReservedType(r.SubmissionType) {
+		return "", nil, "", invalid("submissionType", "must match %s and not start with %s", submissionTypeRE, reservedTypePrefix)
 	}
 	if !submissionIDRE.MatchString(r.SubmissionID) {
 		return "", nil, "", invalid("submissionId", "must match %s", submissionIDRE)

@@ -33,6 +33,10 @@ func ValidConsumerGroup(name string) bool { return consumerGroupRE.MatchString(n
 // KECE_CHECK); no token is ever scoped to one.
 const reservedTypePrefix = "KECE_"
 
+// IsReservedType says whether typ is an internal submission type (self-checks'
+// KECE_CHECK): business callers may neither enqueue nor read one.
+func IsReservedType(typ string) bool { return strings.HasPrefix(typ, reservedTypePrefix) }
+
 // tokenScope is a validated scope of a token to issue.
 type tokenScope struct {
 	types []string // sorted and distinct; nil: every type

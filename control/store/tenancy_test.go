@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/kece-oj/kece/control/store"
@@ -63,7 +64,7 @@ func (b *testBundle) drainGroup(t *testing.T, scope store.EventScope, replicas [
 		wg.Go(func() {
 			for {
 				evs, err := st.ClaimEvents(b.ctx, scope, consumer, 5, time.Minute)
-				if !assertNoError(t, err) || len(evs) == 0 {
+				if !assert.NoError(t, err) || len(evs) == 0 {
 					return
 				}
 				ids := make([]int64, len(evs))
@@ -71,7 +72,7 @@ func (b *testBundle) drainGroup(t *testing.T, scope store.EventScope, replicas [
 					ids[i] = e.ID
 				}
 				k, err := st.AckEvents(b.ctx, scope, consumer, ids)
-				if !assertNoError(t, err) {
+				if !assert.NoError(t, err) {
 					return
 				}
 				if k != len(ids) {
@@ -90,15 +91,6 @@ func (b *testBundle) drainGroup(t *testing.T, scope store.EventScope, replicas [
 	}
 	wg.Wait()
 	return acked
-}
-
-func assertNoError(t *testing.T, err error) bool {
-	t.Helper()
-	if err != nil {
-		t.Error(err)
-		return false
-	}
-	return true
 }
 
 // jobsByType lists the acknowledged events' job ids per type, failing on
@@ -282,7 +274,7 @@ func TestBatchedCompletionFansOutPerGroup(t *testing.T) {
 	for _, j := range jobs {
 		wg.Go(func() {
 			_, err := b.store.Complete(b.ctx, sess.NodeSession, j.JobID, j.LeaseEpoch, acResult())
-			assertNoError(t, err)
+			assert.NoError(t, err)
 		})
 	}
 	require.Eventually(t, func() bool { return queued() == len(jobs) }, 5*time.Second, time.Millisecond)
