@@ -178,11 +178,20 @@ const (
 	// repeatAlways: the call is idempotent (same boot id, same lease epoch,
 	// same result payload).
 	repeatAlways repeat = iota
-	// repeatIfUnsent: the call is not idempotent (a claim may have leased
-	// jobs, a join spent its code): only when it certainly was not sent,
-	// or the replica answered 503 (it did nothing).
+	// repeatIfUnsent: the call is not idempotent (a join spends its code;
+	// claims carry a request id and repeat always): only when it certainly
+	// was not sent, or the replica answered 503 (it did nothing).
 	repeatIfUnsent
 )
+
+// moveOff makes the replica after idx the one in use, unless another call
+// moved already, and reports the move (with why) to moved.
+func (cl *client) moveOff(idx int, why error) {
+	next := (idx + 1) % len(cl.cs)
+	if next != idx && cl.cur.CompareAndSwap(int32(idx), int32(next)) && cl.moved != nil {
+		cl.moved(cl.bases[idx], cl.bases[next], why)
+	}
+}
 
 // do runs call with its deadline (the request timeout plus extra) on the
 // replica in use, moving on as the type comment says.
@@ -198,10 +207,7 @@ func (cl *client) do(ctx context.Context, extra time.Duration, rp repeat, call f
 		if err == nil || ctx.Err() != nil || !replicaFailed(err) || n == 1 {
 			return err
 		}
-		next := (idx + 1) % n
-		if cl.cur.CompareAndSwap(int32(idx), int32(next)) && cl.moved != nil {
-			cl.moved(cl.bases[idx], cl.bases[next], err)
-		}
+		cl.moveOff(idx, err)
 		var ae *APIError
 		unsent := notSent(err) || (errors.As(err, &ae) && ae.Status == http.StatusServiceUnavailable)
 		if rp == repeatIfUnsent && !unsent {
@@ -391,9 +397,7 @@ func (cl *client) download(ctx context.Context, jobID, digest string, leaseEpoch
 			timer: time.AfterFunc(cl.timeout, func() {
 				cancel(errStalled)
 				// The retry goes to the next replica.
-				if next := (i + 1) % len(cl.cs); next != i && cl.cur.CompareAndSwap(int32(i), int32(next)) && cl.moved != nil {
-					cl.moved(cl.bases[i], cl.bases[next], errStalled)
-				}
+				cl.moveOff(i, errStalled)
 			})}
 		return nil
 	})
