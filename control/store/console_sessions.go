@@ -69,8 +69,8 @@ func (s *Store) OpenConsoleSession(ctx context.Context, admin TokenIdentity, rem
 		return ConsoleSession{}, fmt.Errorf("console session: %w", err)
 	}
 	csrf := hex.EncodeToString(b[:])
-	if len(remote) > 64 {
-		remote = remote[:64]
+	if len(remote) > callerAddrMax { // judge_console_session.remote_addr is as wide
+		remote = remote[:callerAddrMax]
 	}
 	// Ended and expired sessions are swept here, a few at a time, so the
 	// table does not need a maintenance pass of its own.
@@ -151,17 +151,17 @@ func (s *Store) EndConsoleSession(ctx context.Context, secret, remote string) er
 	}
 	return s.inTx(ctx, func(tx *sql.Tx) error {
 		var who TokenIdentity
-		err := tx.QueryRowContext(ctx, `SELECT t.id, t.kind, t.name
+		var id int64
+		err := tx.QueryRowContext(ctx, `SELECT cs.id, t.id, t.kind, t.name
 			FROM judge_console_session cs JOIN judge_api_token t ON t.id = cs.token_id
-			WHERE cs.session_hash = ? AND cs.ended_at IS NULL FOR UPDATE`, hashSecret(secret)).Scan(&who.ID, &who.Kind, &who.Name)
+			WHERE cs.session_hash = ? AND cs.ended_at IS NULL FOR UPDATE`, hashSecret(secret)).Scan(&id, &who.ID, &who.Kind, &who.Name)
 		if errors.Is(err, sql.ErrNoRows) {
 			return nil
 		}
 		if err != nil {
 			return fmt.Errorf("store: end console session: %w", err)
 		}
-		if _, err := tx.ExecContext(ctx, `UPDATE judge_console_session SET ended_at = NOW(6)
-			WHERE session_hash = ?`, hashSecret(secret)); err != nil {
+		if _, err := tx.ExecContext(ctx, `UPDATE judge_console_session SET ended_at = NOW(6) WHERE id = ?`, id); err != nil {
 			return fmt.Errorf("store: end console session: %w", err)
 		}
 		return audit(WithCaller(ctx, remote), tx, who.Actor(), "console.logout", 0, 0, "console logout", nil)

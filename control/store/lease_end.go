@@ -183,10 +183,10 @@ type leaseEnding struct {
 // went back to QUEUED bumps its pool once, as the transaction's last
 // statement (bumpPools).
 func (s *Store) endLeaseLocked(ctx context.Context, tx *sql.Tx, l lockedLease, e leaseEnding) (JobState, error) {
-	if _, err := tx.ExecContext(ctx,
-		`UPDATE judge_job_attempt SET outcome = ?, error_class = ?, judging_started = ?, ended_at = NOW(6)
-		 WHERE job_id = ? AND lease_epoch = ?`, e.outcome, e.errCode, l.started, l.jobID, l.leaseEpoch); err != nil {
-		return "", fmt.Errorf("store: close attempt: %w", err)
+	// A RUNNING attempt has no receipt yet: closeAttempt's empty digest
+	// leaves it NULL.
+	if err := closeAttempt(ctx, tx, l.jobID, l.leaseEpoch, e.outcome, e.errCode, "", l.started); err != nil {
+		return "", err
 	}
 	retries, uncount := l.attempts < l.maxAttempts, 0
 	errCode, delay := e.errCode, s.backoff(l.attempts)
