@@ -34,14 +34,23 @@ func TestProtocolConstantsMatchMachineSpec(t *testing.T) {
 		require.NotNil(t, m, "%s.%s has no maximum", schema, name)
 		return *m
 	}
+	maxItems := func(schema, name string) uint64 {
+		t.Helper()
+		m := prop(schema, name).MaxItems
+		require.NotNil(t, m, "%s.%s has no maxItems", schema, name)
+		return *m
+	}
 
 	require.Equal(t, strconv.Itoa(contracts.ProtocolVersion), doc.Info.Version, "info.version")
 	waitMax := float64(contracts.ClaimWaitMax.Milliseconds())
 	require.Equal(t, waitMax, maximum("ClaimRequest", "waitMs"))
 	require.Equal(t, waitMax, maximum("SessionResponse", "claimWaitMaxMs"))
 	require.Equal(t, float64(contracts.BatchMax), maximum("ClaimRequest", "freeSlots"))
-	require.Equal(t, uint64(contracts.BatchMax), *prop("RenewRequest", "leases").MaxItems)
-	for _, f := range [][2]string{{"SessionResponse", "slots"}, {"HeartbeatRequest", "localSlots"}, {"HeartbeatRequest", "slotsBusy"}} {
+	for _, schema := range []string{"RenewRequest", "ReleaseRequest"} {
+		require.Equal(t, uint64(contracts.BatchMax), maxItems(schema, "leases"), "%s.leases", schema)
+	}
+	for _, f := range [][2]string{{"SessionResponse", "slots"}, {"HeartbeatRequest", "localSlots"}, {"HeartbeatRequest", "slotsBusy"},
+		{"HeartbeatResponse", "slots"}} {
 		require.Equal(t, float64(contracts.SlotsMax), maximum(f[0], f[1]), "%s.%s", f[0], f[1])
 	}
 

@@ -154,6 +154,11 @@ func TestDownloadMovesOffAHungReplica(t *testing.T) {
 	cfg.RequestTimeout = 400 * time.Millisecond
 	runNode(t, cfg)
 	job := enqueue(a, "cpp17", man)
-	waitJob(t, a, job, 10*time.Second, "completed with inputs from the second replica", completed)
+	j := waitJob(t, a, job, 10*time.Second, "completed with inputs from the second replica", completed)
 	require.Positive(t, front.hung.Load(), "the first download went to the hung replica")
+	// Within the lease: the node's first lease judged it, none was lost.
+	require.Equal(t, nd.ID, j.NodeID)
+	require.Equal(t, int64(1), j.LeaseEpoch, "completed on its first lease")
+	require.Equal(t, 1, j.AttemptCount)
+	require.Zero(t, j.UnstartedAttempts, "no lease ended before judging started")
 }

@@ -264,6 +264,15 @@ func TestAdminVerdictMix(t *testing.T) {
 			continue
 		}
 		require.Equal(t, int64(3), p.Finished)
+		// The three jobs finished moments ago, so all fall in the last
+		// bucket (the minute ending at asOf), and the buckets add up to the
+		// pool's total.
+		var sum int64
+		for _, b := range p.Buckets {
+			sum += b.Finished
+		}
+		require.Equal(t, p.Finished, sum, "cpp buckets sum to Finished: %+v", p.Buckets)
+		require.Equal(t, int64(3), p.Buckets[14].Finished, "the last bucket holds the finishes: %+v", p.Buckets)
 		got := map[adminapi.JobOutcome]int64{}
 		for _, o := range p.Outcomes {
 			got[o.Outcome] = o.Count

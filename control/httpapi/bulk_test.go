@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
+	"strconv"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -171,6 +173,11 @@ func TestBulkEnqueue(t *testing.T) {
 	req.Header.Set("Authorization", "Bearer "+e.Business)
 	resp, err := http.DefaultClient.Do(req)
 	require.NoError(t, err)
+	raw, err := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	require.Equal(t, http.StatusBadRequest, resp.StatusCode)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusBadRequest, resp.StatusCode, string(raw))
+	code, _ := apiError(t, raw)
+	require.Equal(t, "REQUEST_INVALID", code, string(raw))
+	require.Contains(t, string(raw), strconv.Itoa(store.EnqueueManyMax), "the error names the limit")
 }

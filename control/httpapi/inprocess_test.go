@@ -2,6 +2,7 @@ package httpapi_test
 
 import (
 	"context"
+	"database/sql"
 	"net/http"
 	"testing"
 
@@ -35,8 +36,12 @@ func TestInProcessAdmin(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, http.StatusOK, r.StatusCode(), string(r.Body))
 	var actor string
-	require.NoError(t, env.DB.QueryRow(`SELECT actor FROM judge_audit WHERE action = 'node.revoke'`).Scan(&actor))
+	var remote sql.NullString
+	require.NoError(t, env.DB.QueryRow(`SELECT actor, remote_addr FROM judge_audit WHERE action = 'node.revoke'`).Scan(&actor, &remote))
 	require.Equal(t, adminID.Actor(), actor)
+	// The address AsAdmin carried is the audited caller, without its port.
+	require.True(t, remote.Valid, "the revoke's audit row records the caller's address")
+	require.Equal(t, "198.51.100.9", remote.String)
 
 	for name, ctx := range map[string]context.Context{
 		"no mark":             context.Background(),

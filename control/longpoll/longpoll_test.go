@@ -53,18 +53,42 @@ func TestNotifyNWakesLongestWaitingFirst(t *testing.T) {
 	}
 }
 
-// fakeSignals is a SignalSource the test moves; calls counts reads.
+// fakeSignals is a SignalSource the test moves; each read sends on reads
+// (buffered, never blocking Run: a read finding it full is not counted).
+// A read can be parked (between) so the test changes things at a known
+// point of Run's loop.
 type fakeSignals struct {
-	mu    sync.Mutex
-	sig   map[string]Signal
-	calls int
+	mu     sync.Mutex
+	sig    map[string]Signal
+	reads  chan struct{}
+	hold   chan struct{} // non-nil: the next read parks until it is closed
+	parked chan struct{} // a read parked
 }
 
-func (f *fakeSignals) PoolSignals(context.Context) (map[string]Signal, error) {
+func newFakeSignals() *fakeSignals {
+	return &fakeSignals{sig: map[string]Signal{}, reads: make(chan struct{}, 8), parked: make(chan struct{}, 1)}
+}
+
+func (f *fakeSignals) PoolSignals(ctx context.Context) (map[string]Signal, error) {
 	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.calls++
-	return maps.Clone(f.sig), nil
+	sig := maps.Clone(f.sig)
+	hold := f.hold
+	f.hold = nil
+	// Sent under mu, with the read itself: a read that saw a value set
+	// before it cannot send after polled has drained the channel.
+	select {
+	case f.reads <- struct{}{}:
+	default:
+	}
+	f.mu.Unlock()
+	if hold != nil {
+		f.parked <- struct{}{}
+		select {
+		case <-hold:
+		case <-ctx.Done():
+		}
+	}
+	return sig, nil
 }
 
 func (f *fakeSignals) set(pool string, s Signal) {
@@ -73,24 +97,50 @@ func (f *fakeSignals) set(pool string, s Signal) {
 	f.mu.Unlock()
 }
 
+// between runs change while Run is parked inside a read, which returns
+// what it read before change. Run takes its snapshot of the jobs NotifyN
+// heard of before it reads, so without the park a change of NotifyN and
+// the signal could fall between the two (a job woken for here and counted
+// as another replica's too); parked, the read in flight sees neither and
+// the next one, after it, sees both.
+func (f *fakeSignals) between(t *testing.T, change func()) {
+	t.Helper()
+	hold := make(chan struct{})
+	f.mu.Lock()
+	f.hold = hold
+	f.mu.Unlock()
+	select {
+	case <-f.parked:
+	case <-time.After(5 * time.Second):
+		t.Fatal("Run did not read the source")
+	}
+	change()
+	close(hold)
+}
+
 // polled waits until Run has read the source twice more, so the value set
-// before it has been acted on.
+// before it has been acted on: the first read after the drain saw it, and
+// Run reads again only once it has acted on the first.
 func (f *fakeSignals) polled(t *testing.T) {
 	t.Helper()
-	f.mu.Lock()
-	start := f.calls
-	f.mu.Unlock()
-	deadline := time.Now().Add(5 * time.Second)
-	for time.Now().Before(deadline) {
-		f.mu.Lock()
-		n := f.calls
-		f.mu.Unlock()
-		if n >= start+2 {
-			return
+	// Drop the reads from before: every one left in the channel now was
+	// sent before this point, so it may predate the value set.
+	for drained := false; !drained; {
+		select {
+		case <-f.reads:
+		default:
+			drained = true
 		}
-		time.Sleep(time.Millisecond)
 	}
-	t.Fatal("Run did not poll")
+	timeout := time.NewTimer(5 * time.Second)
+	defer timeout.Stop()
+	for i := range 2 {
+		select {
+		case <-f.reads:
+		case <-timeout.C:
+			t.Fatalf("Run did not poll: %d of 2 reads in 5 s", i)
+		}
+	}
 }
 
 // The signal poll wakes one waiter per job made on another replica, none
@@ -100,7 +150,7 @@ func TestRunWakesWaitersForWhatMoved(t *testing.T) {
 	t.Parallel()
 	h := New()
 	h.sweep = time.Hour // no sweep in this test, however slow the machine
-	src := &fakeSignals{sig: map[string]Signal{}}
+	src := newFakeSignals()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var ws []<-chan struct{}
@@ -128,10 +178,12 @@ func TestRunWakesWaitersForWhatMoved(t *testing.T) {
 		{"one job here (NotifyN wakes one; the poll no other)", 1, Signal{Bumps: 5, NewestJob: 103}, 3},
 		{"work ready again (a requeue): everyone", 0, Signal{Bumps: 6, NewestJob: 103}, 6},
 	} {
-		if step.local > 0 {
-			h.NotifyN("cpp", step.local)
-		}
-		src.set("cpp", step.sig)
+		src.between(t, func() {
+			if step.local > 0 {
+				h.NotifyN("cpp", step.local)
+			}
+			src.set("cpp", step.sig)
+		})
 		src.polled(t)
 		if n := count(); n != step.want {
 			t.Fatalf("%s: %d waiters woken in all, want %d", step.what, n, step.want)
