@@ -271,7 +271,7 @@ func TestDBMetricsMove(t *testing.T) {
 	st = st.WithObserver(m)
 	holder, err := e.DB.BeginTx(e.Ctx, nil)
 	require.NoError(t, err)
-	_, err = holder.ExecContext(e.Ctx, `SELECT id FROM judge_submission WHERE submission_type = 'ALGO' AND submission_id = 'db-1' FOR UPDATE`)
+	_, err = holder.ExecContext(e.Ctx, `SELECT id FROM judge_job WHERE id = ? FOR UPDATE`, jobID)
 	require.NoError(t, err)
 	s0 := e.scrape(t)
 	done := make(chan error, 1)

@@ -61,7 +61,7 @@ func (s *Store) StartCheck(ctx context.Context, r CheckRequest, actor, reason st
 		}
 		out.CheckID, _ = cr.LastInsertId()
 		sid := strconv.FormatInt(out.CheckID, 10)
-		if _, _, err := lockPointer(ctx, tx, CheckSubmissionType, sid); err != nil {
+		if _, _, err := lockSubmission(ctx, tx, CheckSubmissionType, sid); err != nil {
 			return err
 		}
 		out.JobID, err = s.insertJob(ctx, tx, jobRow{
@@ -72,9 +72,7 @@ func (s *Store) StartCheck(ctx context.Context, r CheckRequest, actor, reason st
 		if err != nil {
 			return err
 		}
-		if _, err := tx.ExecContext(ctx,
-			`UPDATE judge_submission SET current_job_id = ?, generation = 1 WHERE submission_type = ? AND submission_id = ?`,
-			out.JobID, CheckSubmissionType, sid); err != nil {
+		if err := setPointer(ctx, tx, CheckSubmissionType, sid, out.JobID, 1); err != nil {
 			return fmt.Errorf("store: start check: %w", err)
 		}
 		if _, err := tx.ExecContext(ctx, `UPDATE judge_node_check SET job_id = ? WHERE id = ?`, out.JobID, out.CheckID); err != nil {

@@ -249,11 +249,12 @@ func (s *Store) Generations(ctx context.Context, jobID int64) ([]Generation, err
 		var g Generation
 		err := r.Scan(&g.JobID, &g.Generation, &g.Kind, &g.State, &g.Verdict, &g.Current, &g.CreatedAt, &g.FinishedAt)
 		return g, err
-	}, `SELECT o.id, o.generation, o.kind, o.state, COALESCE(o.verdict, ''), COALESCE(p.current_job_id = o.id, FALSE),
+	}, `SELECT o.id, o.generation, o.kind, o.state, COALESCE(o.verdict, ''),
+	           o.generation = (SELECT MAX(k.generation) FROM judge_job k
+	                           WHERE k.submission_type = j.submission_type AND k.submission_id = j.submission_id),
 	           o.created_at, o.finished_at
 	    FROM judge_job j
 	    JOIN judge_job o ON o.submission_type = j.submission_type AND o.submission_id = j.submission_id
-	    LEFT JOIN judge_submission p ON p.submission_type = j.submission_type AND p.submission_id = j.submission_id
 	    WHERE j.id = ?
 	    ORDER BY o.generation DESC LIMIT ?`, jobID, GenerationsLimit)
 	if err != nil {

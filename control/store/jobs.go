@@ -111,18 +111,20 @@ func (r EnqueueRequest) validate(maxSnapshot int) (pool string, snapshot []byte,
 	return pool, snapshot, hex.EncodeToString(h.Sum(nil)), nil
 }
 
-// enqueue accepts a submission: job and pointer in one transaction. Enqueuing
-// an identity that exists returns the existing current job when the request is
-// the same, and a conflict when it differs (use Rejudge for a new generation).
+// enqueue accepts a submission. A new submission is one INSERT of its
+// generation-1 job (no pointer row: the current job of a submission is its
+// highest generation, see lockSubmission). Enqueuing an identity that exists
+// returns the existing current job when the request is the same, and a
+// conflict when it differs (use Rejudge for a new generation).
 func (s *Store) enqueue(ctx context.Context, req EnqueueRequest) (EnqueueResult, error) {
 	pool, snapshot, digest, err := s.validateEnqueue(ctx, req)
 	if err != nil {
 		return EnqueueResult{}, err
 	}
-	// Fast path for a new submission: job and pointer, batched with other
-	// callers' new submissions into one transaction. A duplicate identity
-	// (1062 on either unique key) takes the locking path, which returns the
-	// existing job or a conflict.
+	// Fast path for a new submission: its job row, batched with other
+	// callers' new submissions into one autocommit INSERT. A duplicate
+	// identity (1062 on uk_job_identity) takes the locking path, which
+	// returns the existing job or a conflict.
 	n := newJob{req: req, pool: pool, snapshot: snapshot, digest: digest}
 	res, err := s.enqueuer.do(ctx, n)
 	if isDuplicate(err) {
@@ -312,8 +314,8 @@ type newJob struct {
 	digest   string
 }
 
-// enqueueBatch commits concurrent new submissions in one transaction. If
-// any of them exists already the batch rolls back and each goes alone (and
+// enqueueBatch commits concurrent new submissions in one INSERT. If any of
+// them exists already the statement writes nothing and each goes alone (and
 // from there to the locking path), so each caller gets its own answer. The
 // same identity twice in one batch also goes alone.
 func (s *Store) enqueueBatch(ctx context.Context, calls []*batchCall[newJob, EnqueueResult]) {
@@ -333,7 +335,7 @@ func (s *Store) enqueueBatch(ctx context.Context, calls []*batchCall[newJob, Enq
 		for i, c := range batch {
 			jobs[i] = c.req
 		}
-		ids, err := s.insertNewJobsScript(ctx, jobs)
+		ids, err := s.insertNewJobsAutocommit(ctx, jobs)
 		if err == nil {
 			if len(batch) > 1 {
 				s.stats.batches.Add(1)
@@ -348,37 +350,20 @@ func (s *Store) enqueueBatch(ctx context.Context, calls []*batchCall[newJob, Enq
 		}
 	}
 	for _, c := range append(batch, alone...) {
-		ids, err := s.insertNewJobsScript(ctx, []newJob{c.req})
+		ids, err := s.insertNewJobsAutocommit(ctx, []newJob{c.req})
 		if c.err = err; err == nil {
 			c.resp = EnqueueResult{JobID: ids[0], Generation: 1, State: StateQueued, Created: true}
 		}
 	}
 }
 
-// insertNewJobs writes generation 1 of each submission and its pointer:
-// one multi-row INSERT each. A submission that exists fails the statement
-// with 1062 (uk_job_identity or uk_submission) and the caller rolls back.
-// New jobs need no pool-signal write: other replicas see them through the
-// pool's highest job id (PoolSignals).
+// insertNewJobs writes generation 1 of each submission inside tx: one
+// multi-row INSERT. A submission that exists fails the statement with 1062
+// (uk_job_identity) and the caller rolls back. New jobs need no pointer row
+// (lockSubmission) and no pool-signal write: other replicas see them through
+// the pool's highest job id (PoolSignals).
 func (s *Store) insertNewJobs(ctx context.Context, tx *sql.Tx, jobs []newJob) ([]int64, error) {
-	ids, err := s.insertJobs(ctx, tx, s.firstGenerations(jobs))
-	if err != nil {
-		return nil, err
-	}
-	var q strings.Builder
-	q.WriteString(`INSERT INTO judge_submission (submission_type, submission_id, current_job_id, generation) VALUES `)
-	args := make([]any, 0, 3*len(jobs))
-	for i, n := range jobs {
-		if i > 0 {
-			q.WriteString(", ")
-		}
-		q.WriteString("(?, ?, ?, 1)")
-		args = append(args, n.req.SubmissionType, n.req.SubmissionID, ids[i])
-	}
-	if _, err := tx.ExecContext(ctx, q.String(), args...); err != nil {
-		return nil, fmt.Errorf("store: enqueue: pointer: %w", err)
-	}
-	return ids, nil
+	return s.insertJobs(ctx, tx, s.firstGenerations(jobs))
 }
 
 // firstGenerations are the job rows of new submissions.
@@ -394,38 +379,36 @@ func (s *Store) firstGenerations(jobs []newJob) []jobRow {
 	return rows
 }
 
-// insertNewJobsScript is insertNewJobs as one script — one round trip on a
-// multi-statement connection: begin, the jobs, their pointers (read back
-// from the jobs just written), the jobs' ids, commit. A submission that
-// exists fails it with 1062 and nothing is written.
-func (s *Store) insertNewJobsScript(ctx context.Context, jobs []newJob) ([]int64, error) {
+// insertNewJobsAutocommit is insertNewJobs without a transaction: the
+// enqueue fast path. One job is one statement, its id the insert id; several
+// are one INSERT and, in the same request, the read of their ids by identity
+// (never assumed consecutive: they are not under innodb_autoinc_lock_mode=2,
+// MySQL 8's default, nor on Galera). A statement is atomic, so a submission
+// that exists (1062) leaves none of the batch's rows.
+func (s *Store) insertNewJobsAutocommit(ctx context.Context, jobs []newJob) ([]int64, error) {
 	rows := s.firstGenerations(jobs)
 	insert, insertArgs := jobInsertSQL(rows)
-	from, identArgs := identitiesFrom(rows)
-	sc := s.begin(&script{}).exec(insert, insertArgs...)
-	rest := sc
-	hook := s.hooks != nil && s.hooks.AfterJobInsert != nil
-	if hook {
-		// The test hook runs between the job rows and the pointers, as on
-		// the transaction path: the script is sent in two.
-		rest = &script{}
-	}
-	rest.exec(`INSERT INTO judge_submission (submission_type, submission_id, current_job_id, generation)
-		 SELECT submission_type, submission_id, id, generation`+from, identArgs...).
-		rows(identityColumns+from, identArgs...).
-		exec(`COMMIT`)
-	var ids []int64
-	err := s.inScripts(ctx, func(c *scriptConn) error {
-		if hook {
-			if err := c.send(ctx, sc); err != nil {
-				return fmt.Errorf("store: enqueue: %w", err)
-			}
-			if err := s.hooks.AfterJobInsert(); err != nil {
+	if len(rows) == 1 {
+		var id int64
+		err := s.retried(ctx, func() error {
+			r, err := s.db.ExecContext(ctx, insert, insertArgs...)
+			if err != nil {
 				return err
 			}
+			id, err = r.LastInsertId()
+			return err
+		})
+		if err != nil {
+			return nil, fmt.Errorf("store: enqueue: %w", err)
 		}
-		byIdentity := make(jobIDs, len(jobs))
-		if err := c.send(ctx, rest, byIdentity.scan); err != nil {
+		return []int64{id}, nil
+	}
+	from, identArgs := identitiesFrom(rows)
+	sc := (&script{}).exec(insert, insertArgs...).rows(identityColumns+from, identArgs...)
+	var ids []int64
+	err := s.inScripts(ctx, func(c *scriptConn) error {
+		byIdentity := make(jobIDs, len(rows))
+		if err := c.send(ctx, sc, byIdentity.scan); err != nil {
 			return fmt.Errorf("store: enqueue: %w", err)
 		}
 		var err error
@@ -476,49 +459,66 @@ func (s *Store) validateEnqueue(ctx context.Context, req EnqueueRequest) (pool s
 	return pool, snapshot, digest, nil
 }
 
-// enqueueLocked is the locking path: lock (or create and lock) the pointer
-// first (lock order pointer → job), then return the existing current job or
-// insert generation 1.
+// enqueueLocked is the locking path: lock the submission (lock order
+// pointer → job), then return the existing current job or insert
+// generation 1.
 func (s *Store) enqueueLocked(ctx context.Context, tx *sql.Tx, req EnqueueRequest, pool string, snapshot []byte, digest string) (EnqueueResult, error) {
-	cur, gen, err := lockPointer(ctx, tx, req.SubmissionType, req.SubmissionID)
+	cur, gen, err := lockSubmission(ctx, tx, req.SubmissionType, req.SubmissionID)
 	if err != nil {
 		return EnqueueResult{}, err
 	}
-	if cur != 0 {
-		var existingDigest string
-		var state JobState
-		if err := tx.QueryRowContext(ctx,
-			`SELECT request_digest, state FROM judge_job WHERE id = ?`, cur).Scan(&existingDigest, &state); err != nil {
-			return EnqueueResult{}, fmt.Errorf("store: enqueue: current job: %w", err)
+	if cur == 0 {
+		id, err := s.insertJob(ctx, tx, jobRow{
+			submissionType: req.SubmissionType, submissionID: req.SubmissionID, generation: 1,
+			kind: KindSubmission, pool: pool, language: req.Language, manifestID: req.ManifestID,
+			snapshot: snapshot, digest: digest, priority: req.Priority, maxAttempts: s.cfg.MaxAttempts,
+		})
+		if isDuplicate(err) {
+			// A fast-path enqueue of the same identity (it takes no pointer
+			// lock) committed between lockSubmission's read and this insert;
+			// the failed statement wrote nothing. Its job is the current one.
+			if cur, gen, err = lockSubmission(ctx, tx, req.SubmissionType, req.SubmissionID); err == nil && cur == 0 {
+				err = fmt.Errorf("store: enqueue: %s/%s: generation 1 exists but was not found", req.SubmissionType, req.SubmissionID)
+			}
 		}
-		if existingDigest != digest {
-			return EnqueueResult{}, conflict("submission %s/%s already exists with a different request; rejudge to judge it again",
-				req.SubmissionType, req.SubmissionID)
+		if err != nil {
+			return EnqueueResult{}, err
 		}
-		return EnqueueResult{JobID: cur, Generation: gen, State: state}, nil
+		if cur == 0 {
+			if err := setPointer(ctx, tx, req.SubmissionType, req.SubmissionID, id, 1); err != nil {
+				return EnqueueResult{}, err
+			}
+			if err := bumpPool(ctx, tx, pool); err != nil {
+				return EnqueueResult{}, err
+			}
+			return EnqueueResult{JobID: id, Generation: 1, State: StateQueued, Created: true}, nil
+		}
 	}
-	id, err := s.insertJob(ctx, tx, jobRow{
-		submissionType: req.SubmissionType, submissionID: req.SubmissionID, generation: 1,
-		kind: KindSubmission, pool: pool, language: req.Language, manifestID: req.ManifestID,
-		snapshot: snapshot, digest: digest, priority: req.Priority, maxAttempts: s.cfg.MaxAttempts,
-	})
-	if err != nil {
-		return EnqueueResult{}, err
+	var existingDigest string
+	var state JobState
+	if err := tx.QueryRowContext(ctx,
+		`SELECT request_digest, state FROM judge_job WHERE id = ?`, cur).Scan(&existingDigest, &state); err != nil {
+		return EnqueueResult{}, fmt.Errorf("store: enqueue: current job: %w", err)
 	}
-	if _, err := tx.ExecContext(ctx,
-		`UPDATE judge_submission SET current_job_id = ?, generation = 1, updated_at = NOW(6)
-		 WHERE submission_type = ? AND submission_id = ?`, id, req.SubmissionType, req.SubmissionID); err != nil {
-		return EnqueueResult{}, fmt.Errorf("store: enqueue: pointer: %w", err)
+	if existingDigest != digest {
+		return EnqueueResult{}, conflict("submission %s/%s already exists with a different request; rejudge to judge it again",
+			req.SubmissionType, req.SubmissionID)
 	}
-	if err := bumpPool(ctx, tx, pool); err != nil {
-		return EnqueueResult{}, err
-	}
-	return EnqueueResult{JobID: id, Generation: 1, State: StateQueued, Created: true}, nil
+	return EnqueueResult{JobID: cur, Generation: gen, State: state}, nil
 }
 
-// lockPointer inserts the pointer row if absent and locks it. A concurrent
-// enqueue of the same identity waits here for the first to commit.
-func lockPointer(ctx context.Context, tx *sql.Tx, typ, id string) (current int64, generation int, err error) {
+// lockSubmission locks a submission's pointer row (judge_submission),
+// creating it if absent, and returns the submission's current job and its
+// generation (0, 0: the submission has no job).
+//
+// The current job of a submission is its highest generation. The pointer row
+// is the lock that serializes what changes a submission (enqueue of an
+// identity that may exist, rejudge, cancel) and, once written, names the
+// current job. Generation 1 made by the enqueue fast path has no pointer
+// row; the first locker finds that job (a locking read, which waits for an
+// uncommitted insert of it) and writes it into the pointer. A pointer row
+// therefore always names the highest generation (reconcile checks it).
+func lockSubmission(ctx context.Context, tx *sql.Tx, typ, id string) (current int64, generation int, err error) {
 	if _, err := tx.ExecContext(ctx,
 		`INSERT INTO judge_submission (submission_type, submission_id) VALUES (?, ?)
 		 ON DUPLICATE KEY UPDATE submission_type = submission_type`, typ, id); err != nil {
@@ -530,7 +530,32 @@ func lockPointer(ctx context.Context, tx *sql.Tx, typ, id string) (current int64
 	if err != nil {
 		return 0, 0, fmt.Errorf("store: pointer: %w", err)
 	}
-	return current, generation, nil
+	if current != 0 {
+		return current, generation, nil
+	}
+	err = tx.QueryRowContext(ctx,
+		`SELECT id FROM judge_job WHERE submission_type = ? AND submission_id = ? AND generation = 1 FOR UPDATE`,
+		typ, id).Scan(&current)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, 0, nil
+	}
+	if err != nil {
+		return 0, 0, fmt.Errorf("store: pointer: generation 1: %w", err)
+	}
+	if err := setPointer(ctx, tx, typ, id, current, 1); err != nil {
+		return 0, 0, err
+	}
+	return current, 1, nil
+}
+
+// setPointer names a locked submission's current job.
+func setPointer(ctx context.Context, tx *sql.Tx, typ, id string, jobID int64, generation int) error {
+	if _, err := tx.ExecContext(ctx,
+		`UPDATE judge_submission SET current_job_id = ?, generation = ?, updated_at = NOW(6)
+		 WHERE submission_type = ? AND submission_id = ?`, jobID, generation, typ, id); err != nil {
+		return fmt.Errorf("store: pointer: %w", err)
+	}
+	return nil
 }
 
 type jobRow struct {
@@ -704,16 +729,12 @@ func (s *Store) rejudge(ctx context.Context, typ, id string, onlyJob int64, acto
 	var res EnqueueResult
 	var pool string
 	err := s.inTx(ctx, func(tx *sql.Tx) error {
-		var cur int64
-		var gen int
-		err := tx.QueryRowContext(ctx,
-			`SELECT current_job_id, generation FROM judge_submission
-			 WHERE submission_type = ? AND submission_id = ? FOR UPDATE`, typ, id).Scan(&cur, &gen)
-		if errors.Is(err, sql.ErrNoRows) || (err == nil && cur == 0) {
-			return fmt.Errorf("submission %s/%s: %w", typ, id, ErrNotFound)
-		}
+		cur, gen, err := lockSubmission(ctx, tx, typ, id)
 		if err != nil {
-			return fmt.Errorf("store: rejudge: %w", err)
+			return err
+		}
+		if cur == 0 {
+			return fmt.Errorf("submission %s/%s: %w", typ, id, ErrNotFound)
 		}
 		if onlyJob > 0 && cur != onlyJob {
 			return fmt.Errorf("job %d (current is %d): %w", onlyJob, cur, ErrJobNotCurrent)
@@ -743,10 +764,8 @@ func (s *Store) rejudge(ctx context.Context, typ, id string, onlyJob int64, acto
 		if err != nil {
 			return err
 		}
-		if _, err := tx.ExecContext(ctx,
-			`UPDATE judge_submission SET current_job_id = ?, generation = ?, updated_at = NOW(6)
-			 WHERE submission_type = ? AND submission_id = ?`, newID, gen+1, typ, id); err != nil {
-			return fmt.Errorf("store: rejudge: pointer: %w", err)
+		if err := setPointer(ctx, tx, typ, id, newID, gen+1); err != nil {
+			return fmt.Errorf("store: rejudge: %w", err)
 		}
 		if err := audit(ctx, tx, actor, "job.rejudge", 0, newID, reason, map[string]any{"previousJobId": cur}); err != nil {
 			return err
@@ -767,15 +786,12 @@ func (s *Store) rejudge(ctx context.Context, typ, id string, onlyJob int64, acto
 func (s *Store) Cancel(ctx context.Context, typ, id, actor, reason string) (JobState, error) {
 	var out JobState
 	err := s.inTx(ctx, func(tx *sql.Tx) error {
-		var cur int64
-		err := tx.QueryRowContext(ctx,
-			`SELECT current_job_id FROM judge_submission
-			 WHERE submission_type = ? AND submission_id = ? FOR UPDATE`, typ, id).Scan(&cur)
-		if errors.Is(err, sql.ErrNoRows) || (err == nil && cur == 0) {
-			return fmt.Errorf("submission %s/%s: %w", typ, id, ErrNotFound)
-		}
+		cur, _, err := lockSubmission(ctx, tx, typ, id)
 		if err != nil {
-			return fmt.Errorf("store: cancel: %w", err)
+			return err
+		}
+		if cur == 0 {
+			return fmt.Errorf("submission %s/%s: %w", typ, id, ErrNotFound)
 		}
 		out, err = s.cancelJobLocked(ctx, tx, cur, actor, reason)
 		return err
@@ -796,7 +812,7 @@ func (s *Store) CancelJob(ctx context.Context, jobID int64, actor, reason string
 		if err != nil {
 			return fmt.Errorf("store: cancel job: %w", err)
 		}
-		if _, _, err := lockPointer(ctx, tx, typ, id); err != nil {
+		if _, _, err := lockSubmission(ctx, tx, typ, id); err != nil {
 			return err
 		}
 		out, err = s.cancelJobLocked(ctx, tx, jobID, actor, reason)

@@ -48,19 +48,35 @@ func TestEnqueueIsIdempotentUnderConcurrentDuplicates(t *testing.T) {
 	require.Equal(t, 1, b.count(t, `SELECT COUNT(*) FROM judge_job`))
 }
 
-// T02: a failure in the middle of enqueue leaves nothing behind.
+// T02: a failure in the middle of enqueue leaves nothing behind. A new
+// submission's fast path is one statement (a failing batch statement is
+// TestBatchedEnqueuesAnswerEachSubmission); the paths with several
+// statements are transactions, failed here after the job rows.
 func TestEnqueueFailureLeavesNothing(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	boom := errors.New("injected failure after job insert")
 	failing := b.store.WithHooks(&store.Hooks{AfterJobInsert: func() error { return boom }})
-	_, err := failing.Enqueue(b.ctx, store.EnqueueRequest{SubmissionType: "ALGO", SubmissionID: "7", Language: "cpp17", Source: "x", ManifestID: b.manifest})
+	_, err := failing.EnqueueMany(b.ctx, []store.EnqueueRequest{
+		{SubmissionType: "ALGO", SubmissionID: "6", Language: "cpp17", Source: "x", ManifestID: b.manifest},
+		{SubmissionType: "ALGO", SubmissionID: "7", Language: "cpp17", Source: "x", ManifestID: b.manifest}})
 	require.ErrorIs(t, err, boom)
 	require.Equal(t, 0, b.count(t, `SELECT COUNT(*) FROM judge_job`))
 	require.Equal(t, 0, b.count(t, `SELECT COUNT(*) FROM judge_submission`))
 
-	// EnqueueTx joins the caller's transaction: a rollback takes the job with it.
+	// The locking path: its pointer row and job go together.
+	_, err = failing.Cancel(b.ctx, "ALGO", "7", "admin", "none yet")
+	require.ErrorIs(t, err, store.ErrNotFound)
 	tx, err := b.db.BeginTx(b.ctx, nil)
+	require.NoError(t, err)
+	_, err = failing.EnqueueTx(b.ctx, tx, store.EnqueueRequest{SubmissionType: "ALGO", SubmissionID: "7", Language: "cpp17", Source: "x", ManifestID: b.manifest})
+	require.ErrorIs(t, err, boom)
+	require.NoError(t, tx.Rollback())
+	require.Equal(t, 0, b.count(t, `SELECT COUNT(*) FROM judge_job`))
+	require.Equal(t, 0, b.count(t, `SELECT COUNT(*) FROM judge_submission`), "a cancel of nothing and a failed enqueue leave no pointer")
+
+	// EnqueueTx joins the caller's transaction: a rollback takes the job with it.
+	tx, err = b.db.BeginTx(b.ctx, nil)
 	require.NoError(t, err)
 	r, err := b.store.EnqueueTx(b.ctx, tx, store.EnqueueRequest{SubmissionType: "ALGO", SubmissionID: "8", Language: "cpp17", Source: "x", ManifestID: b.manifest})
 	require.NoError(t, err)
@@ -233,8 +249,18 @@ func TestBatchedEnqueuesAnswerEachSubmission(t *testing.T) {
 	require.Equal(t, results[0].JobID, results[3].JobID, "the same identity twice is one job")
 	require.Equal(t, before, store.CommittedBatches(b.store), "a batch holding an existing submission falls back item by item")
 	require.False(t, results[4].Created, "an existing submission is returned, not created")
+	for _, i := range []int{1, 2, 5} {
+		// The batch's INSERT failed on "exists" after writing some of its
+		// rows; had any survived, its submission's own insert would have
+		// found it and answered Created false.
+		require.True(t, results[i].Created, "the failed batch statement left nothing: %s is created by its own insert", ids[i])
+	}
 	require.Equal(t, 5, b.count(t, `SELECT COUNT(*) FROM judge_job`))
-	require.Equal(t, 5, b.count(t, `SELECT COUNT(*) FROM judge_submission`))
+	// Only the identities that took the locking path ("exists" and "a"
+	// again) have a pointer row; it names their generation 1.
+	require.Equal(t, 2, b.count(t, `SELECT COUNT(*) FROM judge_submission p JOIN judge_job j
+		ON j.id = p.current_job_id AND j.submission_id = p.submission_id AND j.generation = 1`))
+	require.Equal(t, 2, b.count(t, `SELECT COUNT(*) FROM judge_submission`))
 }
 
 // Many submissions in one call: all new ones in one transaction; with an

@@ -980,10 +980,13 @@ func (s *Store) completeBatch(ctx context.Context, calls []*batchCall[fastResult
 // order) inside tx: one UPDATE of their jobs, one of their attempts, one
 // event INSERT. Every fencing condition of completeSlow is in the job
 // UPDATE's WHERE clause; unless it changed every job it returns errFenced and
-// the caller rolls back. The node and pointer fences are single-table
-// subqueries on purpose: under READ COMMITTED InnoDB reads them without
-// locks, where a multi-table UPDATE would share-lock every node row of the
-// batch and queue behind those nodes' claims.
+// the caller rolls back. The node fence is a single-table subquery on
+// purpose: under READ COMMITTED InnoDB reads it without locks, where a
+// multi-table UPDATE would share-lock every node row of the batch and queue
+// behind those nodes' claims. No fence reads the submission: a job that is
+// not its submission's current one is never RUNNING (a rejudge cancels the
+// job it supersedes in the transaction that makes the new generation, under
+// that job's lock), so state = 'RUNNING' covers it.
 func completeFastTx(ctx context.Context, tx *sql.Tx, items []fastResult) error {
 	var verdict, result, digest, done, total, fence strings.Builder
 	var va, ra, da, na, ta, fa []any
@@ -1020,9 +1023,7 @@ func completeFastTx(ctx context.Context, tx *sql.Tx, items []fastResult) error {
 		   AND state = 'RUNNING' AND lease_until > NOW(6)
 		   AND EXISTS (SELECT 1 FROM judge_node n
 		               WHERE n.id = judge_job.node_id AND n.session_epoch = judge_job.session_epoch AND n.revoked_at IS NULL)
-		   AND EXISTS (SELECT 1 FROM judge_submission p
-		               WHERE p.submission_type = judge_job.submission_type AND p.submission_id = judge_job.submission_id
-		                 AND p.current_job_id = judge_job.id)`, args...)
+`, args...)
 	if err != nil {
 		return fmt.Errorf("store: complete: %w", err)
 	}
@@ -1130,10 +1131,10 @@ func (s *Store) completeSlow(ctx context.Context, sess NodeSession, jobID, lease
 		if err != nil {
 			return fmt.Errorf("store: complete: %w", err)
 		}
-		// Lock order: node → pointer → job → attempt. The node is locked in
-		// share mode: it only has to hold still against a new session or a
-		// revoke (which take it exclusively); results of one node don't
-		// exclude each other.
+		// Lock order: node → job → attempt (the pointer, which comes between
+		// them, is not needed here). The node is locked in share mode: it
+		// only has to hold still against a new session or a revoke (which
+		// take it exclusively); results of one node don't exclude each other.
 		var nodeEpoch int64
 		var revoked bool
 		err = tx.QueryRowContext(ctx,
@@ -1143,12 +1144,6 @@ func (s *Store) completeSlow(ctx context.Context, sess NodeSession, jobID, lease
 		}
 		if err != nil {
 			return fmt.Errorf("store: complete: node: %w", err)
-		}
-		var current int64
-		if err := tx.QueryRowContext(ctx,
-			`SELECT current_job_id FROM judge_submission WHERE submission_type = ? AND submission_id = ? FOR UPDATE`,
-			typ, sid).Scan(&current); err != nil {
-			return fmt.Errorf("store: complete: pointer: %w", err)
 		}
 		var j struct {
 			state        JobState
@@ -1175,6 +1170,15 @@ func (s *Store) completeSlow(ctx context.Context, sess NodeSession, jobID, lease
 			&j.state, &j.nodeID, &j.sessionEpoch, &j.leaseEpoch, &j.live, &j.kind, &j.pool,
 			&j.generation, &j.attempts, &j.maxAttempts, &j.started, &receipt, &attemptNode); err != nil {
 			return fmt.Errorf("store: complete: job: %w", err)
+		}
+		// The submission's current job is its highest generation. A rejudge
+		// locks the job it supersedes before it writes the next generation,
+		// so with this job locked the answer cannot change under us.
+		var current int64
+		if err := tx.QueryRowContext(ctx,
+			`SELECT id FROM judge_job WHERE submission_type = ? AND submission_id = ? ORDER BY generation DESC LIMIT 1`,
+			typ, sid).Scan(&current); err != nil {
+			return fmt.Errorf("store: complete: current generation: %w", err)
 		}
 		committed, err := fenceResult(fenceFacts{
 			jobID: jobID, leaseEpoch: leaseEpoch, sess: sess, digest: digest,

@@ -252,9 +252,11 @@ func (s *Store) ReconcileWith(ctx context.Context, o ReconcileOptions) (Report, 
 						"jobGeneration": x[4], "highestGeneration": x[5]}
 			}},
 		{RuleSupersededLive, SubjectJob,
-			`SELECT j.id, j.state, COALESCE(p.current_job_id, 0) FROM judge_job j
-			 LEFT JOIN judge_submission p ON p.submission_type = j.submission_type AND p.submission_id = j.submission_id
-			 WHERE j.state IN ('QUEUED', 'RUNNING') AND (p.id IS NULL OR p.current_job_id <> j.id)
+			`SELECT j.id, j.state, n.id FROM judge_job j
+			 JOIN judge_job n ON n.submission_type = j.submission_type AND n.submission_id = j.submission_id
+			   AND n.generation = (SELECT MAX(k.generation) FROM judge_job k
+			                       WHERE k.submission_type = j.submission_type AND k.submission_id = j.submission_id)
+			 WHERE j.state IN ('QUEUED', 'RUNNING') AND n.id <> j.id
 			 ORDER BY j.id LIMIT ?`, []any{lim},
 			func(x []string) (string, map[string]any) {
 				return fmt.Sprintf("%s job is not its submission's current job (%s)", x[0], x[1]), map[string]any{"state": x[0], "currentJobId": x[1]}

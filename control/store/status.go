@@ -104,10 +104,12 @@ type JobExtra struct {
 func (s *Store) JobExtras(ctx context.Context, jobID int64) (JobExtra, error) {
 	var x JobExtra
 	err := s.db.GetContext(ctx, &x,
-		`SELECT COALESCE(p.current_job_id = j.id, FALSE) AS current, COALESCE(j.host_group_id, 0) AS host_group_id,
+		`SELECT NOT EXISTS (SELECT 1 FROM judge_job n
+		          WHERE n.submission_type = j.submission_type AND n.submission_id = j.submission_id
+		            AND n.generation > j.generation) AS current,
+		        COALESCE(j.host_group_id, 0) AS host_group_id,
 		        j.request_digest, COALESCE(j.result_digest, '') AS result_digest, j.updated_at
-		 FROM judge_job j LEFT JOIN judge_submission p
-		   ON p.submission_type = j.submission_type AND p.submission_id = j.submission_id
+		 FROM judge_job j
 		 WHERE j.id = ?`, jobID)
 	if errors.Is(err, sql.ErrNoRows) {
 		return x, fmt.Errorf("job %d: %w", jobID, ErrNotFound)
@@ -175,7 +177,7 @@ type BusinessStatus struct {
 	UpdatedAt     time.Time `db:"updated_at"`
 }
 
-// SubmissionStatus reads a submission through its pointer.
+// SubmissionStatus reads a submission's current job: its highest generation.
 func (s *Store) SubmissionStatus(ctx context.Context, typ, id string) (BusinessStatus, error) {
 	var r struct {
 		BusinessStatus
@@ -188,8 +190,9 @@ func (s *Store) SubmissionStatus(ctx context.Context, typ, id string) (BusinessS
 		`SELECT j.id, j.generation, j.state, j.phase, j.verdict, j.cases_done, j.cases_total, j.result,
 		        j.status_version, j.updated_at,
 		        GREATEST(TIMESTAMPDIFF(MICROSECOND, NOW(6), j.available_at), 0) AS backoff_us
-		 FROM judge_submission p JOIN judge_job j ON j.id = p.current_job_id
-		 WHERE p.submission_type = ? AND p.submission_id = ?`, typ, id)
+		 FROM judge_job j
+		 WHERE j.submission_type = ? AND j.submission_id = ?
+		 ORDER BY j.generation DESC LIMIT 1`, typ, id)
 	if errors.Is(err, sql.ErrNoRows) {
 		return BusinessStatus{}, fmt.Errorf("submission %s/%s: %w", typ, id, ErrNotFound)
 	}

@@ -78,11 +78,11 @@ const (
 	// their batches would queue on the same host-group locks anyway.
 	BatchParallelDefault = 2
 	// EnqueueParallelDefault: with one enqueue per request from 4 clients
-	// (kece-bench scheduler), 4 batches in flight waited 4.3 ms instead of
-	// 6.3 while enqueues took four round trips each; as one script each, 2
-	// and 4 run the same lifecycles/s (828–1013 alternating) and 2 makes
-	// bigger batches: 7.0 statements per lifecycle instead of 8.9.
-	EnqueueParallelDefault = 2
+	// (kece-bench scheduler) and a new submission one autocommit INSERT, 4
+	// batches in flight ran 731 and 892 lifecycles/s against 673 and 797
+	// with 2 (alternating), enqueues waiting 3.1–3.8 ms instead of 4.1–5.0:
+	// batching a statement saves less than the wait for a batch costs.
+	EnqueueParallelDefault = 4
 )
 
 func (c *Config) setDefaults() {
@@ -251,8 +251,10 @@ func (s *Store) WithHooks(h *Hooks) *Store {
 
 // Hooks are fault-injection points for tests.
 type Hooks struct {
-	// AfterJobInsert runs inside the enqueue transaction after the job row is
-	// written; an error aborts the transaction.
+	// AfterJobInsert runs inside an enqueue transaction (the locking path,
+	// EnqueueMany, EnqueueTx, rejudge, self-checks) after the job row is
+	// written; an error aborts the transaction. The fast path of a new
+	// submission is one statement and has no such point.
 	AfterJobInsert func() error
 }
 
