@@ -300,3 +300,70 @@ func TestEnqueueManyIsAllOrNothing(t *testing.T) {
 	require.ErrorContains(t, err, "submissions[1]")
 	require.Equal(t, 4, b.count(t, `SELECT COUNT(*) FROM judge_job`), "m1..m4")
 }
+
+// A new submission's generation 1 has no pointer row; the first path that
+// locks the submission must still find it, also while the INSERT that makes
+// it is in flight: its locking read waits for that insert, and then writes
+// the job into the pointer.
+func TestLockingPathWaitsForGenerationOneInFlight(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	// What the enqueue fast path does, held open: the job row alone.
+	tx0, err := b.db.BeginTx(b.ctx, nil)
+	require.NoError(t, err)
+	defer func() { _ = tx0.Rollback() }()
+	r, err := tx0.ExecContext(b.ctx, `INSERT INTO judge_job (submission_type, submission_id, generation, kind, pool, runtime_spec,
+	    manifest_id, request_snapshot, request_digest, state, max_attempts)
+	  VALUES ('ALGO', 'in-flight-g1', 1, 'SUBMISSION', 'cpp', 'cpp17', ?, '{}', 'x', 'QUEUED', 3)`, b.manifest)
+	require.NoError(t, err)
+	jobID, err := r.LastInsertId()
+	require.NoError(t, err)
+
+	done := make(chan error, 1)
+	var state store.JobState
+	go func() {
+		var err error
+		state, err = b.store.Cancel(b.ctx, "ALGO", "in-flight-g1", "admin", "while inserted")
+		done <- err
+	}()
+	// information_schema.innodb_trx is a cache InnoDB refreshes only after
+	// 100 ms without reads: poll slower than that.
+	require.Eventually(t, func() bool {
+		return b.count(t, `SELECT COUNT(*) FROM information_schema.innodb_trx
+		  WHERE trx_state = 'LOCK WAIT' AND trx_query LIKE '%in-flight-g1%'`) == 1
+	}, 10*time.Second, 150*time.Millisecond, "the cancel waits on the uncommitted generation 1")
+	require.NoError(t, tx0.Commit())
+	require.NoError(t, <-done)
+	require.Equal(t, store.StateCancelled, state)
+	require.Equal(t, 1, b.count(t, `SELECT COUNT(*) FROM judge_submission
+	  WHERE submission_id = 'in-flight-g1' AND current_job_id = ? AND generation = 1`, jobID), "the pointer now names it")
+
+	// A submission nobody made: not found, and no pointer row left behind.
+	_, err = b.store.Cancel(b.ctx, "ALGO", "never-made", "admin", "x")
+	require.ErrorIs(t, err, store.ErrNotFound)
+	_, err = b.store.Rejudge(b.ctx, "ALGO", "never-made", "admin", "x")
+	require.ErrorIs(t, err, store.ErrNotFound)
+	require.Zero(t, b.count(t, `SELECT COUNT(*) FROM judge_submission WHERE submission_id = 'never-made'`))
+
+	// Rejudging a pointerless generation 1 makes generation 2 the current job
+	// everywhere: the status read, the job's extras, the generations list.
+	g1 := b.enqueue(t, "ALGO", "g1-only")
+	g2, err := b.store.Rejudge(b.ctx, "ALGO", "g1-only", "admin", "again")
+	require.NoError(t, err)
+	require.Equal(t, 2, g2.Generation)
+	st, err := b.store.SubmissionStatus(b.ctx, "ALGO", "g1-only")
+	require.NoError(t, err)
+	require.Equal(t, g2.JobID, st.JobID)
+	x1, err := b.store.JobExtras(b.ctx, g1.JobID)
+	require.NoError(t, err)
+	x2, err := b.store.JobExtras(b.ctx, g2.JobID)
+	require.NoError(t, err)
+	require.False(t, x1.Current)
+	require.True(t, x2.Current)
+	gens, err := b.store.Generations(b.ctx, g1.JobID)
+	require.NoError(t, err)
+	require.Len(t, gens, 2)
+	require.True(t, gens[0].Current)
+	require.Equal(t, g2.JobID, gens[0].JobID)
+	require.False(t, gens[1].Current)
+}
