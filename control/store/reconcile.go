@@ -55,6 +55,10 @@ const (
 	// RulePointerNotHighest: the pointer's job is not the highest generation
 	// of its submission, or the generations disagree.
 	RulePointerNotHighest = "POINTER_NOT_HIGHEST_GENERATION"
+	// RulePointerMissing: a submission has a generation above 1 but no
+	// pointer row (a rejudge always writes one; only generation 1 may go
+	// without).
+	RulePointerMissing = "POINTER_MISSING"
 	// RuleSupersededLive: a job that is not its submission's current one is
 	// still QUEUED or RUNNING.
 	RuleSupersededLive = "SUPERSEDED_JOB_LIVE"
@@ -250,6 +254,15 @@ func (s *Store) ReconcileWith(ctx context.Context, o ReconcileOptions) (Report, 
 						x[0], x[1], x[2], x[4], x[3], x[5]),
 					map[string]any{"submissionType": x[0], "submissionId": x[1], "currentJobId": x[2], "pointerGeneration": x[3],
 						"jobGeneration": x[4], "highestGeneration": x[5]}
+			}},
+		{RulePointerMissing, SubjectJob,
+			`SELECT j.id, j.submission_type, j.submission_id, j.generation FROM judge_job j
+			 WHERE j.generation > 1 AND NOT EXISTS (SELECT 1 FROM judge_submission p
+			   WHERE p.submission_type = j.submission_type AND p.submission_id = j.submission_id)
+			 ORDER BY j.id LIMIT ?`, []any{lim},
+			func(x []string) (string, map[string]any) {
+				return fmt.Sprintf("submission %s/%s has generation %s but no pointer row", x[0], x[1], x[2]),
+					map[string]any{"submissionType": x[0], "submissionId": x[1], "generation": x[2]}
 			}},
 		{RuleSupersededLive, SubjectJob,
 			`SELECT j.id, j.state, n.id FROM judge_job j

@@ -88,6 +88,10 @@ func TestReconcileFindsPlantedViolations(t *testing.T) {
 		}, func(t *testing.T, d busyDatabase, b *testBundle) {
 			b.exec(t, `UPDATE judge_submission SET current_job_id = ?, generation = 1 WHERE submission_id = 'rejudged'`, d.oldGen)
 		}},
+		{store.RulePointerMissing, func(_ *testing.T, d busyDatabase, _ *testBundle) int64 { return d.newGen },
+			func(t *testing.T, _ busyDatabase, b *testBundle) {
+				b.exec(t, `DELETE FROM judge_submission WHERE submission_id = 'rejudged'`)
+			}},
 		{store.RuleReaperStuck, func(_ *testing.T, d busyDatabase, _ *testBundle) int64 { return d.running },
 			func(t *testing.T, d busyDatabase, b *testBundle) {
 				b.exec(t, `UPDATE judge_job SET lease_until = NOW(6) - INTERVAL 1 HOUR WHERE id = ?`, d.running)
