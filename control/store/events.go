@@ -1,11 +1,13 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -63,36 +65,45 @@ func (s *Store) ClaimEvents(ctx context.Context, scope EventScope, consumer stri
 	if ready == 0 {
 		return nil, nil
 	}
+	// Two round trips: (begin, the events locked with SKIP LOCKED, read
+	// whole), then (their lease, commit). A row is locked from the read to
+	// the commit, so the attempt it is given is its stored count plus one.
 	var out []Event
-	err = s.inTx(ctx, func(tx *sql.Tx) error {
+	err = s.inScripts(ctx, func(c *scriptConn) error {
 		out = nil
-		ids, err := queryAll(ctx, tx, scanID,
-			`SELECT id FROM judge_settlement_event
+		sc := s.begin(&script{}).rows(
+			`SELECT id, job_id, event_type, consumer_group, submission_type, submission_id, generation, payload, attempts, created_at
+			 FROM judge_settlement_event
 			 WHERE state = 'PENDING' AND`+where+` AND next_attempt_at <= NOW(6)
 			 ORDER BY next_attempt_at, id LIMIT ? FOR UPDATE SKIP LOCKED`, append(wargs, max)...)
-		if err != nil {
-			return fmt.Errorf("store: claim events: %w", err)
-		}
-		if len(ids) == 0 {
-			return nil
-		}
-		in, args := inList(ids)
-		if _, err := tx.ExecContext(ctx,
-			`UPDATE judge_settlement_event SET consumer = ?, attempts = attempts + 1,
-			   next_attempt_at = NOW(6) + INTERVAL ? MICROSECOND
-			 WHERE id IN (`+in+`)`, append([]any{consumer, micros(lease)}, args...)...); err != nil {
-			return fmt.Errorf("store: claim events: %w", err)
-		}
-		out, err = queryAll(ctx, tx, func(r rowScanner) (Event, error) {
+		err := c.send(ctx, sc, func(r rowScanner) error {
 			var e Event
-			err := r.Scan(&e.ID, &e.JobID, &e.EventType, &e.ConsumerGroup, &e.SubmissionType, &e.SubmissionID, &e.Generation,
-				&e.Payload, &e.DeliveryAttempt, &e.CreatedAt)
-			return e, err
-		}, `SELECT id, job_id, event_type, consumer_group, submission_type, submission_id, generation, payload, attempts, created_at
-		    FROM judge_settlement_event WHERE id IN (`+in+`) ORDER BY id`, args...)
+			if err := r.Scan(&e.ID, &e.JobID, &e.EventType, &e.ConsumerGroup, &e.SubmissionType, &e.SubmissionID, &e.Generation,
+				&e.Payload, &e.DeliveryAttempt, &e.CreatedAt); err != nil {
+				return err
+			}
+			e.DeliveryAttempt++
+			out = append(out, e)
+			return nil
+		})
 		if err != nil {
 			return fmt.Errorf("store: claim events: %w", err)
 		}
+		ids := make([]int64, len(out))
+		for i, e := range out {
+			ids[i] = e.ID
+		}
+		rest := &script{}
+		if len(ids) > 0 {
+			in, args := inList(ids)
+			rest.exec(`UPDATE judge_settlement_event SET consumer = ?, attempts = attempts + 1,
+			   next_attempt_at = NOW(6) + INTERVAL ? MICROSECOND
+			 WHERE id IN (`+in+`)`, append([]any{consumer, micros(lease)}, args...)...)
+		}
+		if err := c.send(ctx, rest.exec(`COMMIT`)); err != nil {
+			return fmt.Errorf("store: claim events: %w", err)
+		}
+		slices.SortFunc(out, func(a, b Event) int { return cmp.Compare(a.ID, b.ID) })
 		return nil
 	})
 	return out, err
@@ -381,8 +392,9 @@ type settlementRow struct {
 	payload    []byte
 }
 
-// insertSettlements is the one place SETTLED events are written: every
-// settlement (fast or slow completion, failure, reap) goes through it. Each
+// insertSettlements writes SETTLED events with settlementSQL, the one
+// statement that does: every settlement (fast completion, in its script;
+// slow completion, failure, reap, here) goes through it. Each
 // settlement fans out to every consumer group that takes its submission type
 // (the default group takes all), one row per group, in one INSERT … SELECT
 // for the whole batch: the group set is read by the statement itself, in the
@@ -391,18 +403,26 @@ type settlementRow struct {
 // group rows are read without locks (token changes never wait on
 // settlements). The payload travels once per settlement, not per group.
 func insertSettlements(ctx context.Context, tx *sql.Tx, rows []settlementRow) error {
+	q, args, err := settlementSQL(rows)
+	if err != nil {
+		return err
+	}
+	if _, err := tx.ExecContext(ctx, q, args...); err != nil {
+		return fmt.Errorf("store: settle: %w", err)
+	}
+	return nil
+}
+
+// settlementSQL is the INSERT of insertSettlements.
+func settlementSQL(rows []settlementRow) (string, []any, error) {
 	const head = `INSERT INTO judge_settlement_event
 		(job_id, event_type, consumer_group, submission_type, submission_id, generation, payload) `
 	const takes = `g.submission_types IS NULL OR FIND_IN_SET(v.typ, g.submission_types) > 0`
 	if len(rows) == 1 {
 		r := rows[0]
-		_, err := tx.ExecContext(ctx, head+`SELECT ?, ?, g.name, ?, ?, ?, ? FROM judge_consumer_group g
+		return head + `SELECT ?, ?, g.name, ?, ?, ?, ? FROM judge_consumer_group g
 			WHERE g.submission_types IS NULL OR FIND_IN_SET(?, g.submission_types) > 0`,
-			r.jobID, SettledEventType, r.typ, r.sid, r.generation, r.payload, r.typ)
-		if err != nil {
-			return fmt.Errorf("store: settle: %w", err)
-		}
-		return nil
+			[]any{r.jobID, SettledEventType, r.typ, r.sid, r.generation, r.payload, r.typ}, nil
 	}
 	// The batch's small columns travel as one JSON array read by JSON_TABLE
 	// (MySQL 8.0+, MariaDB 10.6+) and joined with the groups; each payload
@@ -427,14 +447,11 @@ func insertSettlements(ctx context.Context, tx *sql.Tx, rows []settlementRow) er
 	}
 	js, err := json.Marshal(list)
 	if err != nil {
-		return fmt.Errorf("store: settle: %w", err)
+		return "", nil, fmt.Errorf("store: settle: %w", err)
 	}
 	q.WriteString(`) FROM JSON_TABLE(?, '$[*]' COLUMNS (n INT PATH '$.n', job_id BIGINT PATH '$.j',
 		typ VARCHAR(32) PATH '$.t', sid VARCHAR(64) PATH '$.s', generation INT PATH '$.g')) v
 		JOIN judge_consumer_group g ON ` + takes)
 	args = append(args, string(js))
-	if _, err := tx.ExecContext(ctx, q.String(), args...); err != nil {
-		return fmt.Errorf("store: settle: %w", err)
-	}
-	return nil
+	return q.String(), args, nil
 }
