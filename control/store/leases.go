@@ -933,7 +933,7 @@ var errFenced = errors.New("fast completion fenced out")
 // completeFast commits one verdict alone; done is false when its fencing did
 // not hold (nothing written).
 func (s *Store) completeFast(ctx context.Context, r fastResult) (done bool, err error) {
-	err = s.inTx(ctx, func(tx *sql.Tx) error { return completeFastTx(ctx, tx, []fastResult{r}) })
+	err = s.inScripts(ctx, func(c *scriptConn) error { return s.completeFastScripts(ctx, c, []fastResult{r}) })
 	if errors.Is(err, errFenced) {
 		return false, nil
 	}
@@ -963,7 +963,7 @@ func (s *Store) completeBatch(ctx context.Context, calls []*batchCall[fastResult
 		for i, c := range batch {
 			items[i] = c.req
 		}
-		if err := s.inTx(ctx, func(tx *sql.Tx) error { return completeFastTx(ctx, tx, items) }); err == nil {
+		if err := s.inScripts(ctx, func(c *scriptConn) error { return s.completeFastScripts(ctx, c, items) }); err == nil {
 			s.stats.batches.Add(1)
 			for _, c := range batch {
 				c.resp = true
@@ -976,18 +976,20 @@ func (s *Store) completeBatch(ctx context.Context, calls []*batchCall[fastResult
 	}
 }
 
-// completeFastTx is the fast completion of items (distinct jobs, in job-id
-// order) inside tx: one UPDATE of their jobs, one of their attempts, one
-// event INSERT. Every fencing condition of completeSlow is in the job
-// UPDATE's WHERE clause; unless it changed every job it returns errFenced and
-// the caller rolls back. The node fence is a single-table subquery on
-// purpose: under READ COMMITTED InnoDB reads it without locks, where a
-// multi-table UPDATE would share-lock every node row of the batch and queue
-// behind those nodes' claims. No fence reads the submission: a job that is
-// not its submission's current one is never RUNNING (a rejudge cancels the
-// job it supersedes in the transaction that makes the new generation, under
-// that job's lock), so state = 'RUNNING' covers it.
-func completeFastTx(ctx context.Context, tx *sql.Tx, items []fastResult) error {
+// completeFastScripts is the fast completion of items (distinct jobs, in
+// job-id order) on c, in two round trips: (begin, one UPDATE of their jobs,
+// one of their attempts) with each statement's row count, then (one event
+// INSERT, commit). Every fencing condition of completeSlow is in the job
+// UPDATE's WHERE clause; unless it changed every job (and the attempts
+// UPDATE every attempt) it returns errFenced and inScripts rolls back. The
+// node fence is a single-table subquery on purpose: under READ COMMITTED
+// InnoDB reads it without locks, where a multi-table UPDATE would
+// share-lock every node row of the batch and queue behind those nodes'
+// claims. No fence reads the submission: a job that is not its
+// submission's current one is never RUNNING (a rejudge cancels the job it
+// supersedes in the transaction that makes the new generation, under that
+// job's lock), so state = 'RUNNING' covers it.
+func (s *Store) completeFastScripts(ctx context.Context, c *scriptConn, items []fastResult) error {
 	var verdict, result, digest, done, total, fence strings.Builder
 	var va, ra, da, na, ta, fa []any
 	ids := make([]int64, len(items))
@@ -1011,7 +1013,18 @@ func completeFastTx(ctx context.Context, tx *sql.Tx, items []fastResult) error {
 	}
 	in, idArgs := inList(ids)
 	args := append(append(append(append(append(append(append([]any{}, va...), ra...), da...), na...), ta...), idArgs...), fa...)
-	res, err := tx.ExecContext(ctx,
+	// The job left RUNNING for exactly these lease epochs, so their attempts
+	// have no receipt yet; the IS NULL is a belt to the fence.
+	var attempts strings.Builder
+	aa := make([]any, 0, 4*len(items))
+	for i, r := range items {
+		if i > 0 {
+			attempts.WriteString(", ")
+		}
+		attempts.WriteString("(?, ?)")
+		aa = append(aa, r.jobID, r.leaseEpoch)
+	}
+	sc := s.begin(&script{}).exec(
 		`UPDATE judge_job SET state = 'COMPLETED',
 		   verdict = CASE id`+verdict.String()+` END,
 		   result = CASE id`+result.String()+` END,
@@ -1022,41 +1035,31 @@ func completeFastTx(ctx context.Context, tx *sql.Tx, items []fastResult) error {
 		 WHERE id IN (`+in+`) AND (id, lease_epoch, node_id, session_epoch) IN (`+fence.String()+`)
 		   AND state = 'RUNNING' AND lease_until > NOW(6)
 		   AND EXISTS (SELECT 1 FROM judge_node n
-		               WHERE n.id = judge_job.node_id AND n.session_epoch = judge_job.session_epoch AND n.revoked_at IS NULL)
-`, args...)
-	if err != nil {
-		return fmt.Errorf("store: complete: %w", err)
-	}
-	if n, _ := res.RowsAffected(); n != int64(len(items)) {
-		return errFenced
-	}
-	// The job left RUNNING for exactly these lease epochs, so their attempts
-	// have no receipt yet; the IS NULL is a belt to the fence above.
-	var attempts strings.Builder
-	aa := make([]any, 0, 4*len(items))
-	for i, r := range items {
-		if i > 0 {
-			attempts.WriteString(", ")
-		}
-		attempts.WriteString("(?, ?)")
-		aa = append(aa, r.jobID, r.leaseEpoch)
-	}
-	res, err = tx.ExecContext(ctx,
+		               WHERE n.id = judge_job.node_id AND n.session_epoch = judge_job.session_epoch AND n.revoked_at IS NULL)`,
+		args...).exec(
 		`UPDATE judge_job_attempt SET outcome = 'COMPLETED', receipt_digest = CASE job_id`+digest.String()+` END,
 		   ended_at = NOW(6), judging_started = TRUE
 		 WHERE job_id IN (`+in+`) AND (job_id, lease_epoch) IN (`+attempts.String()+`) AND receipt_digest IS NULL`,
 		append(append(append([]any{}, da...), idArgs...), aa...)...)
+	n, err := c.counts(ctx, sc)
 	if err != nil {
-		return fmt.Errorf("store: complete: attempt: %w", err)
+		return fmt.Errorf("store: complete: %w", err)
 	}
-	if n, _ := res.RowsAffected(); n != int64(len(items)) {
+	if len(n) < 2 || n[len(n)-2] != int64(len(items)) || n[len(n)-1] != int64(len(items)) {
 		return errFenced
 	}
 	evs := make([]settlementRow, len(items))
 	for i, r := range items {
 		evs[i] = settlementRow{jobID: r.jobID, typ: r.f.typ, sid: r.f.sid, generation: r.f.generation, payload: r.payload}
 	}
-	return insertSettlements(ctx, tx, evs)
+	q, qargs, err := settlementSQL(evs)
+	if err != nil {
+		return err
+	}
+	if err := c.send(ctx, (&script{}).exec(q, qargs...).exec(`COMMIT`)); err != nil {
+		return fmt.Errorf("store: complete: settle: %w", err)
+	}
+	return nil
 }
 
 // fenceFacts is what completeSlow read under its locks about one result.

@@ -61,8 +61,8 @@ func (sc *script) statements() (qs []string, args [][]any) {
 // scriptConn is one pooled connection running a transaction made of
 // scripts (the first starts it with begin, the last ends with COMMIT).
 type scriptConn struct {
-	conn  *sql.Conn
-	multi bool
+	conn               *sql.Conn
+	multi, multiCounts bool
 	// open: a script began a transaction that no script has committed.
 	open bool
 }
@@ -177,6 +177,84 @@ func (c *scriptConn) sendEach(ctx context.Context, sc *script, reads []func(rowS
 	return nil
 }
 
+// counts runs sc, a script of statements that return no rows, and returns
+// how many rows each statement changed (one entry per statement, BEGIN and
+// COMMIT included): the fences of a transaction step read in the same round
+// trip as its writes.
+func (c *scriptConn) counts(ctx context.Context, sc *script) ([]int64, error) {
+	for _, q := range sc.query {
+		if q {
+			return nil, errors.New("store: counts: the script has a row statement")
+		}
+	}
+	if strings.Contains(sc.text.String(), "START TRANSACTION") {
+		c.open = true
+	}
+	var out []int64
+	var err error
+	if c.multiCounts {
+		out, err = c.countsMulti(ctx, sc)
+	} else {
+		qs, args := sc.statements()
+		for i, q := range qs {
+			r, e := c.conn.ExecContext(ctx, q, args[i]...)
+			if e != nil {
+				return nil, e
+			}
+			n, e := r.RowsAffected()
+			if e != nil {
+				return nil, e
+			}
+			out = append(out, n)
+		}
+	}
+	if err == nil && strings.HasSuffix(sc.text.String(), "COMMIT") {
+		c.open = false
+	}
+	return out, err
+}
+
+// countsMulti sends sc in one request through the driver itself, whose
+// result keeps every statement's row count (database/sql's keeps the last).
+func (c *scriptConn) countsMulti(ctx context.Context, sc *script) ([]int64, error) {
+	var out []int64
+	err := c.conn.Raw(func(dc any) error {
+		ex, ok := dc.(driver.ExecerContext)
+		if !ok {
+			return errors.New("store: counts: the driver connection cannot exec")
+		}
+		args := make([]driver.NamedValue, len(sc.args))
+		for i, a := range sc.args {
+			args[i] = driver.NamedValue{Ordinal: i + 1, Value: a}
+			if ch, ok := dc.(driver.NamedValueChecker); ok {
+				if err := ch.CheckNamedValue(&args[i]); err != nil {
+					return err
+				}
+				continue
+			}
+			v, err := driver.DefaultParameterConverter.ConvertValue(a)
+			if err != nil {
+				return err
+			}
+			args[i].Value = v
+		}
+		r, err := ex.ExecContext(ctx, sc.text.String(), args)
+		if err != nil {
+			return err
+		}
+		all, ok := r.(interface{ AllRowsAffected() []int64 })
+		if !ok {
+			return errors.New("store: counts: the driver does not report each statement's rows")
+		}
+		out = all.AllRowsAffected()
+		return nil
+	})
+	if err == nil && len(out) != len(sc.query) {
+		err = fmt.Errorf("store: counts: %d statements, %d row counts", len(sc.query), len(out))
+	}
+	return out, err
+}
+
 // inScripts runs fn on one connection of the pool: a transaction of
 // scripts, retried on deadlock and lock-wait timeout like inTx. A
 // transaction fn leaves open (an error mid-script) is rolled back; a
@@ -191,7 +269,7 @@ func (s *Store) tryScripts(ctx context.Context, fn func(c *scriptConn) error) er
 	if err != nil {
 		return fmt.Errorf("store: connection: %w", err)
 	}
-	c := &scriptConn{conn: conn, multi: s.multi}
+	c := &scriptConn{conn: conn, multi: s.multi, multiCounts: s.multiCounts}
 	err = fn(c)
 	if c.open {
 		if _, rerr := conn.ExecContext(context.WithoutCancel(ctx), `ROLLBACK`); rerr != nil {
@@ -200,6 +278,20 @@ func (s *Store) tryScripts(ctx context.Context, fn func(c *scriptConn) error) er
 	}
 	_ = conn.Close()
 	return err
+}
+
+// multiRowCounts reports whether one request of several statements on db
+// answers each statement's row count (go-sql-driver/mysql's Result does; a
+// wrapped driver may not), so counts can send a script at once.
+func multiRowCounts(ctx context.Context, db *sql.DB) bool {
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		return false
+	}
+	defer conn.Close()
+	c := &scriptConn{conn: conn, multi: true, multiCounts: true}
+	n, err := c.countsMulti(ctx, (&script{}).exec(`DO ?`, 1).exec(`DO ?`, 2))
+	return err == nil && len(n) == 2
 }
 
 // multiStatements reports whether db's connections take several statements

@@ -30,6 +30,8 @@ func TestScriptsAreTheSameOneByOne(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, multi.multi, "dbtest opens the pool as kece-control does: multiStatements=true")
 	require.False(t, each.multi)
+	require.True(t, multi.multiCounts, "go-sql-driver/mysql reports each statement's row count")
+	require.False(t, each.multiCounts)
 
 	for _, s := range []*Store{multi, each} {
 		p := "m"
@@ -56,6 +58,36 @@ func TestScriptsAreTheSameOneByOne(t *testing.T) {
 		require.NoError(t, err, p)
 		require.Equal(t, 2, n, p)
 		require.Equal(t, []string{p + "1", p + "2"}, keys, p)
+
+		// counts gives each statement's changed rows, BEGIN's included; an
+		// error inside it leaves the transaction to inScripts' rollback.
+		var got []int64
+		err = s.inScripts(t.Context(), func(c *scriptConn) error {
+			var err error
+			got, err = c.counts(t.Context(), s.begin(&script{}).
+				exec(`UPDATE script_t SET v = v + 1 WHERE k LIKE ?`, p+"%").
+				exec(`UPDATE script_t SET v = v + 1 WHERE k = ?`, p+"2").
+				exec(`UPDATE script_t SET v = v WHERE k = ?`, p+"1"))
+			if err != nil {
+				return err
+			}
+			_, err = c.counts(t.Context(), (&script{}).exec(`ROLLBACK`))
+			return err
+		})
+		require.NoError(t, err, p)
+		begins := len(got) - 3
+		require.Equal(t, []int64{2, 1, 0}, got[begins:], "%s: rows changed per statement (an unchanged row is not counted)", p)
+		require.NoError(t, s.db.QueryRowContext(t.Context(), `SELECT v FROM script_t WHERE k = ?`, p+"2").Scan(&n))
+		require.Equal(t, 2, n, "%s: rolled back", p)
+		err = s.inScripts(t.Context(), func(c *scriptConn) error {
+			_, err := c.counts(t.Context(), s.begin(&script{}).
+				exec(`UPDATE script_t SET v = 7 WHERE k = ?`, p+"2").
+				exec(`INSERT INTO script_t (k, v) VALUES (?, 5)`, p+"1"))
+			return err
+		})
+		require.ErrorAs(t, err, new(*mysql.MySQLError), p)
+		require.NoError(t, s.db.QueryRowContext(t.Context(), `SELECT v FROM script_t WHERE k = ?`, p+"2").Scan(&n))
+		require.Equal(t, 2, n, "%s: a failed counts script is rolled back", p)
 
 		// The second INSERT fails (duplicate key): nothing of the script
 		// stays, and the next user of the pool is not inside a transaction.

@@ -190,8 +190,9 @@ type Store struct {
 	// saves a round trip per transaction.
 	txOpts *sql.TxOptions
 	// multi: the pool's connections take several statements per request,
-	// so a script is one round trip (see script).
-	multi bool
+	// so a script is one round trip (see script); multiCounts: and the
+	// driver reports every statement's row count of such a request.
+	multi, multiCounts bool
 	// manifests caches parsed manifests; they are immutable.
 	manifests *cache[int64, manifest.Manifest]
 	// groups caches each node's pool and host group, which never change.
@@ -226,6 +227,7 @@ func New(db *sql.DB, cfg Config) (*Store, error) {
 		s.txOpts = nil
 	}
 	s.multi = multiStatements(context.Background(), db)
+	s.multiCounts = s.multi && multiRowCounts(context.Background(), db)
 	return s.withBatchers(), nil
 }
 
