@@ -271,6 +271,13 @@ func (s *Store) tryScripts(ctx context.Context, fn func(c *scriptConn) error) er
 	}
 	c := &scriptConn{conn: conn, multi: s.multi, multiCounts: s.multiCounts}
 	err = fn(c)
+	if err != nil && ctx.Err() != nil && !errors.Is(err, ctx.Err()) {
+		// The caller gave up mid-transaction. The driver closes a
+		// connection whose context ends during a statement, and may do so
+		// just after the statement answered: the next one then fails with
+		// a bad connection, whose cause is the cancellation.
+		err = fmt.Errorf("%w (%w)", ctx.Err(), err)
+	}
 	if c.open {
 		if _, rerr := conn.ExecContext(context.WithoutCancel(ctx), `ROLLBACK`); rerr != nil {
 			_ = conn.Raw(func(any) error { return driver.ErrBadConn })

@@ -1,6 +1,8 @@
 package store
 
 import (
+	"context"
+	"database/sql/driver"
 	"testing"
 
 	"github.com/go-sql-driver/mysql"
@@ -109,4 +111,29 @@ func TestScriptsAreTheSameOneByOne(t *testing.T) {
 			require.Zero(t, open, p)
 		}
 	}
+}
+
+// A script whose caller gives up reports the cancellation, also when the
+// driver answers the next statement with a bad connection (it closes a
+// connection whose context ends during a statement, possibly just after
+// the statement answered).
+func TestScriptsReportTheCallersCancellation(t *testing.T) {
+	t.Parallel()
+	db, _ := dbtest.Open(t)
+	s, err := New(db, Config{})
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(t.Context())
+	err = s.tryScripts(ctx, func(c *scriptConn) error {
+		if err := c.send(ctx, s.begin(&script{})); err != nil {
+			return err
+		}
+		cancel()
+		return driver.ErrBadConn
+	})
+	require.ErrorIs(t, err, context.Canceled)
+	require.ErrorIs(t, err, driver.ErrBadConn, "the driver's error is kept")
+	var open int
+	require.NoError(t, db.QueryRowContext(t.Context(),
+		`SELECT COUNT(*) FROM information_schema.innodb_trx WHERE trx_mysql_thread_id = CONNECTION_ID()`).Scan(&open))
+	require.Zero(t, open)
 }
