@@ -163,7 +163,13 @@ func (f *fakeBackend) waitStarted(t *testing.T, within time.Duration) string {
 // env starts a control plane with short leases for fault tests.
 func env(t *testing.T, leaseTTL time.Duration) *controltest.Env {
 	t.Helper()
-	return controltest.Start(t, controltest.Options{Store: store.Config{LeaseTTL: leaseTTL},
+	return envWith(t, store.Config{LeaseTTL: leaseTTL})
+}
+
+// envWith is env with the store configured by cfg.
+func envWith(t *testing.T, cfg store.Config) *controltest.Env {
+	t.Helper()
+	return controltest.Start(t, controltest.Options{Store: cfg,
 		HTTP: httpapi.Config{ReapInterval: 50 * time.Millisecond, RenewInterval: 200 * time.Millisecond,
 			HeartbeatInterval: 200 * time.Millisecond, ClaimWaitMax: 2 * time.Second}})
 }

@@ -523,7 +523,10 @@ func TestRevokedNodeStops(t *testing.T) {
 // its own defect and closes the lease with an INTERNAL error instead.
 func TestRefusedResultIsNotRetried(t *testing.T) {
 	t.Parallel()
-	e := env(t, 3*time.Second)
+	// The error report requeues the job after the retry backoff; a long
+	// one keeps its next attempt (a new verdict, not a loop) out of the
+	// count below. With the 500 ms default a loaded CI run saw it.
+	e := envWith(t, store.Config{LeaseTTL: 3 * time.Second, BackoffBase: time.Minute, BackoffMax: time.Minute})
 	man := publishEcho(e)
 	nd := e.NewNode("cpp", 1, 4)
 	e.ForceEnable(nd.ID)
