@@ -252,10 +252,13 @@ func (s *Store) ValidateEnqueueMany(ctx context.Context, reqs []EnqueueRequest) 
 }
 
 // enqueueManyTx is the fast path of a bulk enqueue inside tx: every item is
-// new. A submission that exists fails it with 1062; the caller rolls back
-// and takes enqueueManyLocked.
+// new, written as generation 1 in one multi-row INSERT. A submission that
+// exists fails it with 1062 (uk_job_identity); the caller rolls back and
+// takes enqueueManyLocked. New jobs need no pointer row (lockSubmission) and
+// no pool-signal write: other replicas see them through the pool's highest
+// job id (PoolSignals).
 func (s *Store) enqueueManyTx(ctx context.Context, tx *sql.Tx, jobs []newJob) ([]EnqueueResult, error) {
-	ids, err := s.insertNewJobs(ctx, tx, jobs)
+	ids, err := s.insertJobs(ctx, tx, s.firstGenerations(jobs))
 	if err != nil {
 		return nil, err
 	}
@@ -357,15 +360,6 @@ func (s *Store) enqueueBatch(ctx context.Context, calls []*batchCall[newJob, Enq
 	}
 }
 
-// insertNewJobs writes generation 1 of each submission inside tx: one
-// multi-row INSERT. A submission that exists fails the statement with 1062
-// (uk_job_identity) and the caller rolls back. New jobs need no pointer row
-// (lockSubmission) and no pool-signal write: other replicas see them through
-// the pool's highest job id (PoolSignals).
-func (s *Store) insertNewJobs(ctx context.Context, tx *sql.Tx, jobs []newJob) ([]int64, error) {
-	return s.insertJobs(ctx, tx, s.firstGenerations(jobs))
-}
-
 // firstGenerations are the job rows of new submissions.
 func (s *Store) firstGenerations(jobs []newJob) []jobRow {
 	rows := make([]jobRow, len(jobs))
@@ -379,8 +373,8 @@ func (s *Store) firstGenerations(jobs []newJob) []jobRow {
 	return rows
 }
 
-// insertNewJobsAutocommit is insertNewJobs without a transaction: the
-// enqueue fast path. One job is one statement, its id the insert id; several
+// insertNewJobsAutocommit writes generation 1 of new submissions without a
+// transaction: the enqueue fast path. One job is one statement, its id the insert id; several
 // are one INSERT and, in the same request, the read of their ids by identity
 // (never assumed consecutive: they are not under innodb_autoinc_lock_mode=2,
 // MySQL 8's default, nor on Galera). A statement is atomic, so a submission
@@ -473,18 +467,8 @@ func (s *Store) enqueueLocked(ctx context.Context, tx *sql.Tx, req EnqueueReques
 			kind: KindSubmission, pool: pool, language: req.Language, manifestID: req.ManifestID,
 			snapshot: snapshot, digest: digest, priority: req.Priority, maxAttempts: s.cfg.MaxAttempts,
 		})
-		if isDuplicate(err) {
-			// A fast-path enqueue of the same identity (it takes no pointer
-			// lock) committed between lockSubmission's read and this insert;
-			// the failed statement wrote nothing. Its job is the current one.
-			if cur, gen, err = lockSubmission(ctx, tx, req.SubmissionType, req.SubmissionID); err == nil && cur == 0 {
-				err = fmt.Errorf("store: enqueue: %s/%s: generation 1 exists but was not found", req.SubmissionType, req.SubmissionID)
-			}
-		}
-		if err != nil {
-			return EnqueueResult{}, err
-		}
-		if cur == 0 {
+		switch {
+		case err == nil:
 			if err := setPointer(ctx, tx, req.SubmissionType, req.SubmissionID, id, 1); err != nil {
 				return EnqueueResult{}, err
 			}
@@ -492,6 +476,17 @@ func (s *Store) enqueueLocked(ctx context.Context, tx *sql.Tx, req EnqueueReques
 				return EnqueueResult{}, err
 			}
 			return EnqueueResult{JobID: id, Generation: 1, State: StateQueued, Created: true}, nil
+		case !isDuplicate(err):
+			return EnqueueResult{}, err
+		}
+		// A fast-path enqueue of the same identity (it takes no pointer
+		// lock) committed between lockSubmission's read and this insert; the
+		// failed statement wrote nothing. Its job is the current one.
+		if cur, gen, err = lockSubmission(ctx, tx, req.SubmissionType, req.SubmissionID); err != nil {
+			return EnqueueResult{}, err
+		}
+		if cur == 0 {
+			return EnqueueResult{}, fmt.Errorf("store: enqueue: %s/%s: generation 1 exists but was not found", req.SubmissionType, req.SubmissionID)
 		}
 	}
 	var existingDigest string
