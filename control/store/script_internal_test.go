@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"database/sql"
 	"database/sql/driver"
 	"testing"
 
@@ -104,11 +105,8 @@ func TestScriptsAreTheSameOneByOne(t *testing.T) {
 		var rows int
 		require.NoError(t, s.db.QueryRowContext(t.Context(), `SELECT COUNT(*) FROM script_t WHERE k = ?`, p+"3").Scan(&rows))
 		require.Zero(t, rows, "%s: the failed script's first insert was rolled back", p)
-		for range 4 { // every pooled connection is clean (a portable @@in_transaction)
-			var open int
-			require.NoError(t, s.db.QueryRowContext(t.Context(),
-				`SELECT COUNT(*) FROM information_schema.innodb_trx WHERE trx_mysql_thread_id = CONNECTION_ID()`).Scan(&open))
-			require.Zero(t, open, p)
+		for range 4 { // every pooled connection is clean
+			require.NoError(t, outsideTransaction(t, s.db.DB), p)
 		}
 	}
 }
@@ -132,8 +130,15 @@ func TestScriptsReportTheCallersCancellation(t *testing.T) {
 	})
 	require.ErrorIs(t, err, context.Canceled)
 	require.ErrorIs(t, err, driver.ErrBadConn, "the driver's error is kept")
-	var open int
-	require.NoError(t, db.QueryRowContext(t.Context(),
-		`SELECT COUNT(*) FROM information_schema.innodb_trx WHERE trx_mysql_thread_id = CONNECTION_ID()`).Scan(&open))
-	require.Zero(t, open)
+	require.NoError(t, outsideTransaction(t, db))
+}
+
+// outsideTransaction fails (1568) when the pooled connection it gets is
+// inside a transaction: transaction characteristics can only be set between
+// transactions, on MariaDB and MySQL alike. (information_schema.innodb_trx
+// would need no write, but it is a cache InnoDB refreshes only after 100 ms
+// without reads, so other tests' reads keep it stale.)
+func outsideTransaction(t *testing.T, db *sql.DB) error {
+	_, err := db.ExecContext(t.Context(), `SET TRANSACTION READ WRITE`)
+	return err
 }
