@@ -47,8 +47,8 @@
 //	                 pages) and a submission's generations
 //	verdict_mix.go   per-pool outcomes and completions of the submissions finished in the last minutes
 //	signals.go       pool signal rows and the after-commit wake-up
-//	leases.go        claim and renew (both batched), complete (batched fast path,
-//	                 fenceResult), reap, drain deadlines
+//	leases.go        claim (batched), renew and complete (the lease writer: one batcher,
+//	                 one job UPDATE builder; fenceResult), reap, drain deadlines
 //	lease_end.go     how a lease ends without a result (release, expiry, a new
 //	                 session: endLeaseLocked), reap candidates, claim request replays
 //	results.go       result shape and its validation against the manifest

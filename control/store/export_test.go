@@ -6,14 +6,12 @@ import "context"
 // submissions and renewals) until release, which runs what queued as batches; queued
 // reports how many calls wait. Tests use it to build a batch for certain.
 func HoldBatches(s *Store) (queued func() int, release func()) {
-	s.completer.hold()
+	s.writer.hold()
 	s.enqueuer.hold()
-	s.renewer.hold()
-	queued = func() int { return s.completer.queued() + s.enqueuer.queued() + s.renewer.queued() }
+	queued = func() int { return s.writer.queued() + s.enqueuer.queued() }
 	release = func() {
-		s.completer.release()
+		s.writer.release()
 		s.enqueuer.release()
-		s.renewer.release()
 	}
 	return queued, release
 }

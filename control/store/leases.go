@@ -643,7 +643,7 @@ func (s *Store) Renew(ctx context.Context, sess NodeSession, items []RenewItem) 
 	}
 	sorted := append([]RenewItem(nil), items...)
 	sort.Slice(sorted, func(i, j int) bool { return sorted[i].JobID < sorted[j].JobID })
-	if ok, err := s.renewer.do(ctx, renewCall{sess: sess, items: sorted}); err != nil || ok {
+	if ok, err := s.writer.do(ctx, leaseWrite{renew: &renewCall{sess: sess, items: sorted}}); err != nil || ok {
 		if err != nil {
 			return nil, err
 		}
@@ -722,16 +722,72 @@ type renewCall struct {
 	items []RenewItem
 }
 
+// leaseWrite is one call the lease writer queues: a node's renewal or a
+// fast result, never both.
+type leaseWrite struct {
+	renew  *renewCall
+	result *fastResult
+}
+
+// writeBatch answers concurrent renewals and fast results. When both kinds
+// are queued (distinct jobs) they share one transaction: one UPDATE of
+// judge_job renews and completes, fenced alike, then the results' attempts
+// and events (leaseScripts) — a renewal costs no commit of its own. If any
+// item of it fails its fence, nothing is written and each kind goes its own
+// way below, so every call gets exactly the answer it would get alone.
+func (s *Store) writeBatch(ctx context.Context, calls []*batchCall[leaseWrite, bool]) {
+	var renews, results []*batchCall[leaseWrite, bool]
+	seen := make(map[int64]bool)
+	dup := false
+	for _, c := range calls {
+		if c.req.renew != nil {
+			renews = append(renews, c)
+			for _, it := range c.req.renew.items {
+				dup = dup || seen[it.JobID]
+				seen[it.JobID] = true
+			}
+			continue
+		}
+		results = append(results, c)
+		dup = dup || seen[c.req.result.jobID]
+		seen[c.req.result.jobID] = true
+	}
+	if len(renews) > 0 && len(results) > 0 && !dup {
+		rs := make([]renewCall, len(renews))
+		for i, c := range renews {
+			rs[i] = *c.req.renew
+		}
+		items := make([]fastResult, len(results))
+		for i, c := range results {
+			items[i] = *c.req.result
+		}
+		slices.SortFunc(items, func(a, b fastResult) int { return cmp.Compare(a.jobID, b.jobID) })
+		if err := s.inScripts(ctx, func(c *scriptConn) error { return s.leaseScripts(ctx, c, rs, items) }); err == nil {
+			s.stats.batches.Add(1)
+			for _, c := range calls {
+				c.resp = true
+			}
+			return
+		}
+	}
+	if len(renews) > 0 {
+		s.renewBatch(ctx, renews)
+	}
+	if len(results) > 0 {
+		s.completeBatch(ctx, results)
+	}
+}
+
 // renewBatch extends the leases of concurrent renewals (of any nodes) in one
 // autocommit UPDATE: one commit for all of them. When some lease of the
 // batch did not renew, each call runs again alone, so each gets the answer
 // it would get by itself (renewing again is harmless: the lease is extended
 // again, progress only moves forward).
-func (s *Store) renewBatch(ctx context.Context, calls []*batchCall[renewCall, bool]) {
+func (s *Store) renewBatch(ctx context.Context, calls []*batchCall[leaseWrite, bool]) {
 	seen := make(map[int64]bool)
 	dup := false
 	for _, c := range calls {
-		for _, it := range c.req.items {
+		for _, it := range c.req.renew.items {
 			dup = dup || seen[it.JobID]
 			seen[it.JobID] = true
 		}
@@ -739,7 +795,7 @@ func (s *Store) renewBatch(ctx context.Context, calls []*batchCall[renewCall, bo
 	if len(calls) > 1 && !dup {
 		reqs := make([]renewCall, len(calls))
 		for i, c := range calls {
-			reqs[i] = c.req
+			reqs[i] = *c.req.renew
 		}
 		if ok, err := s.renewAll(ctx, reqs); err == nil && ok {
 			s.stats.batches.Add(1)
@@ -750,62 +806,16 @@ func (s *Store) renewBatch(ctx context.Context, calls []*batchCall[renewCall, bo
 		}
 	}
 	for _, c := range calls {
-		c.resp, c.err = s.renewAll(ctx, []renewCall{c.req})
+		c.resp, c.err = s.renewAll(ctx, []renewCall{*c.req.renew})
 	}
 }
 
 // renewAll extends every item's lease in one autocommit statement — the
 // common case, where all of them are live. It reports false when some item
 // did not renew (lost, cancelled, a stale session); what did renew stays
-// renewed, and Renew answers item by item. Each item is fenced by its
-// call's node and session, and the node's current session (not revoked) is
-// checked in a lock-free subquery.
-//
-// Single-table UPDATE assignments run left to right, so progress_seq is set
-// last and the CASEs before it compare against the stored value, and
-// status_version (the business sees COMPILING → JUDGING as a status change)
-// before phase.
+// renewed, and Renew answers item by item.
 func (s *Store) renewAll(ctx context.Context, calls []renewCall) (bool, error) {
-	var version, phase, done, total, seq, in strings.Builder
-	var va, pa, da, ta, sa, ia []any
-	var ids []int64
-	for _, c := range calls {
-		for _, it := range c.items {
-			version.WriteString(" WHEN ? THEN status_version + IF(? > progress_seq AND ? <> '' AND ? <> COALESCE(phase, 'COMPILING'), 1, 0)")
-			va = append(va, it.JobID, it.ProgressSeq, it.Phase, it.Phase)
-			phase.WriteString(" WHEN ? THEN IF(? > progress_seq AND ? <> '', ?, phase)")
-			pa = append(pa, it.JobID, it.ProgressSeq, it.Phase, it.Phase)
-			done.WriteString(" WHEN ? THEN IF(? > progress_seq, GREATEST(cases_done, ?), cases_done)")
-			da = append(da, it.JobID, it.ProgressSeq, it.CasesDone)
-			total.WriteString(" WHEN ? THEN IF(? > progress_seq, ?, cases_total)")
-			ta = append(ta, it.JobID, it.ProgressSeq, it.CasesTotal)
-			seq.WriteString(" WHEN ? THEN GREATEST(progress_seq, ?)")
-			sa = append(sa, it.JobID, it.ProgressSeq)
-			if len(ids) > 0 {
-				in.WriteString(", ")
-			}
-			in.WriteString("(?, ?, ?, ?)")
-			ia = append(ia, it.JobID, it.LeaseEpoch, c.sess.NodeID, c.sess.SessionEpoch)
-			ids = append(ids, it.JobID)
-		}
-	}
-	// id IN (…) lets the optimizer use the primary key whatever it does with
-	// the row constructor; ascending ids lock in one order.
-	slices.Sort(ids)
-	idList, idArgs := inList(ids)
-	q := `UPDATE judge_job SET lease_until = NOW(6) + INTERVAL ? MICROSECOND,
-	   status_version = CASE id` + version.String() + ` END,
-	   phase = CASE id` + phase.String() + ` END,
-	   cases_done = CASE id` + done.String() + ` END,
-	   cases_total = CASE id` + total.String() + ` END,
-	   progress_seq = CASE id` + seq.String() + ` END, updated_at = NOW(6)
-	 WHERE id IN (` + idList + `) AND (id, lease_epoch, node_id, session_epoch) IN (` + in.String() + `) AND state = 'RUNNING'
-	   AND lease_until > NOW(6)
-	   AND EXISTS (SELECT 1 FROM judge_node n
-	               WHERE n.id = judge_job.node_id AND n.session_epoch = judge_job.session_epoch AND n.revoked_at IS NULL)`
-	args := make([]any, 0, 1+len(va)+len(pa)+len(da)+len(ta)+len(sa)+len(idArgs)+len(ia))
-	args = append(args, micros(s.cfg.LeaseTTL))
-	args = append(append(append(append(append(append(append(args, va...), pa...), da...), ta...), sa...), idArgs...), ia...)
+	q, args, n := leaseUpdate(s.cfg.LeaseTTL, calls, nil)
 	r, err := s.db.ExecContext(ctx, q, args...)
 	if err != nil {
 		if retryable(err) {
@@ -813,8 +823,116 @@ func (s *Store) renewAll(ctx context.Context, calls []renewCall) (bool, error) {
 		}
 		return false, fmt.Errorf("store: renew: %w", err)
 	}
-	n, _ := r.RowsAffected()
-	return n == int64(len(ids)), nil
+	got, _ := r.RowsAffected()
+	return got == int64(n), nil
+}
+
+// caseColumn builds `col = CASE id WHEN ? THEN … ELSE col END`, one WHEN per
+// job.
+type caseColumn struct {
+	text strings.Builder
+	args []any
+}
+
+func (c *caseColumn) when(id int64, then string, args ...any) {
+	c.text.WriteString(" WHEN ? THEN " + then)
+	c.args = append(append(c.args, id), args...)
+}
+
+// set appends the assignment (none when no job has a WHEN) to sets/args.
+func (c *caseColumn) set(col string, sets *[]string, args *[]any) {
+	if len(c.args) == 0 {
+		return
+	}
+	*sets = append(*sets, col+" = CASE id"+c.text.String()+" ELSE "+col+" END")
+	*args = append(*args, c.args...)
+}
+
+// leaseUpdate is the one UPDATE of judge_job that extends the leases of
+// renews (with their progress) and completes the jobs of results; n is how
+// many rows it changes when every item's fence holds. The jobs must be
+// distinct. Every item is fenced alike: its (job, lease epoch, node,
+// session) in the row constructor, RUNNING, unexpired, and its node's
+// session current and not revoked. The node fence is a single-table
+// subquery on purpose: under READ COMMITTED InnoDB reads it without locks,
+// where a multi-table UPDATE would share-lock every node row of the batch
+// and queue behind those nodes' claims. No fence reads the submission: a
+// job that is not its submission's current one is never RUNNING (a
+// rejudge cancels the job it supersedes in the transaction that makes the
+// new generation, under that job's lock), so state = 'RUNNING' covers it.
+//
+// Single-table UPDATE assignments run left to right, so progress_seq is set
+// after the renewals' IF()s that compare against the stored value, and
+// status_version (the business sees COMPILING → JUDGING as a status change)
+// before phase. id IN (…) in ascending order lets the optimizer use the
+// primary key whatever it does with the row constructor, and locks the rows
+// in one order.
+func leaseUpdate(ttl time.Duration, renews []renewCall, results []fastResult) (q string, args []any, n int) {
+	var state, verdict, result, digest, version, phase, done, total, seq, finished, lease caseColumn
+	var fence strings.Builder
+	var fa []any
+	var ids []int64
+	guard := func(id, epoch int64, sess NodeSession) {
+		if len(ids) > 0 {
+			fence.WriteString(", ")
+		}
+		fence.WriteString("(?, ?, ?, ?)")
+		fa = append(fa, id, epoch, sess.NodeID, sess.SessionEpoch)
+		ids = append(ids, id)
+	}
+	for _, r := range results {
+		state.when(r.jobID, "'COMPLETED'")
+		verdict.when(r.jobID, "?", r.status)
+		result.when(r.jobID, "?", r.body)
+		digest.when(r.jobID, "?", r.digest)
+		version.when(r.jobID, "status_version + 1")
+		done.when(r.jobID, "?", r.cases.done)
+		total.when(r.jobID, "?", r.cases.total)
+		finished.when(r.jobID, "NOW(6)")
+		lease.when(r.jobID, "NULL")
+		guard(r.jobID, r.leaseEpoch, r.sess)
+	}
+	for _, c := range renews {
+		for _, it := range c.items {
+			version.when(it.JobID, "status_version + IF(? > progress_seq AND ? <> '' AND ? <> COALESCE(phase, 'COMPILING'), 1, 0)",
+				it.ProgressSeq, it.Phase, it.Phase)
+			phase.when(it.JobID, "IF(? > progress_seq AND ? <> '', ?, phase)", it.ProgressSeq, it.Phase, it.Phase)
+			done.when(it.JobID, "IF(? > progress_seq, GREATEST(cases_done, ?), cases_done)", it.ProgressSeq, it.CasesDone)
+			total.when(it.JobID, "IF(? > progress_seq, ?, cases_total)", it.ProgressSeq, it.CasesTotal)
+			seq.when(it.JobID, "GREATEST(progress_seq, ?)", it.ProgressSeq)
+			guard(it.JobID, it.LeaseEpoch, c.sess)
+		}
+	}
+	var sets []string
+	state.set("state", &sets, &args)
+	verdict.set("verdict", &sets, &args)
+	result.set("result", &sets, &args)
+	digest.set("result_digest", &sets, &args)
+	version.set("status_version", &sets, &args)
+	phase.set("phase", &sets, &args)
+	done.set("cases_done", &sets, &args)
+	total.set("cases_total", &sets, &args)
+	seq.set("progress_seq", &sets, &args)
+	finished.set("finished_at", &sets, &args)
+	switch {
+	case len(renews) == 0:
+		sets = append(sets, "lease_until = NULL")
+	case len(results) == 0:
+		sets = append(sets, "lease_until = NOW(6) + INTERVAL ? MICROSECOND")
+		args = append(args, micros(ttl))
+	default:
+		sets = append(sets, "lease_until = CASE id"+lease.text.String()+" ELSE NOW(6) + INTERVAL ? MICROSECOND END")
+		args = append(append(args, lease.args...), micros(ttl))
+	}
+	sets = append(sets, "updated_at = NOW(6)")
+	slices.Sort(ids)
+	idList, idArgs := inList(ids)
+	q = `UPDATE judge_job SET ` + strings.Join(sets, ",\n   ") + `
+	 WHERE id IN (` + idList + `) AND (id, lease_epoch, node_id, session_epoch) IN (` + fence.String() + `)
+	   AND state = 'RUNNING' AND lease_until > NOW(6)
+	   AND EXISTS (SELECT 1 FROM judge_node n
+	               WHERE n.id = judge_job.node_id AND n.session_epoch = judge_job.session_epoch AND n.revoked_at IS NULL)`
+	return q, append(append(args, idArgs...), fa...), len(ids)
 }
 
 // inList renders "?, ?, …" and its arguments.
@@ -864,8 +982,8 @@ func (s *Store) complete(ctx context.Context, sess NodeSession, jobID, leaseEpoc
 			if err != nil {
 				return CompleteResponse{}, fmt.Errorf("store: settle: %w", err)
 			}
-			done, err := s.completer.do(ctx, fastResult{sess: sess, jobID: jobID, leaseEpoch: leaseEpoch, f: facts,
-				status: res.Verdict.Status, cases: cases, body: body, digest: digest, payload: payload})
+			done, err := s.writer.do(ctx, leaseWrite{result: &fastResult{sess: sess, jobID: jobID, leaseEpoch: leaseEpoch, f: facts,
+				status: res.Verdict.Status, cases: cases, body: body, digest: digest, payload: payload}})
 			if err != nil {
 				return CompleteResponse{}, err
 			}
@@ -933,7 +1051,7 @@ var errFenced = errors.New("fast completion fenced out")
 // completeFast commits one verdict alone; done is false when its fencing did
 // not hold (nothing written).
 func (s *Store) completeFast(ctx context.Context, r fastResult) (done bool, err error) {
-	err = s.inScripts(ctx, func(c *scriptConn) error { return s.completeFastScripts(ctx, c, []fastResult{r}) })
+	err = s.inScripts(ctx, func(c *scriptConn) error { return s.leaseScripts(ctx, c, nil, []fastResult{r}) })
 	if errors.Is(err, errFenced) {
 		return false, nil
 	}
@@ -945,25 +1063,27 @@ func (s *Store) completeFast(ctx context.Context, r fastResult) (done bool, err 
 // one commit. If any item's fencing fails the whole batch rolls back and each
 // item is retried alone, so every item gets exactly the answer it would get
 // by itself. A job that appears twice in a batch goes alone.
-func (s *Store) completeBatch(ctx context.Context, calls []*batchCall[fastResult, bool]) {
+func (s *Store) completeBatch(ctx context.Context, calls []*batchCall[leaseWrite, bool]) {
 	seen := make(map[int64]bool, len(calls))
-	var batch, alone []*batchCall[fastResult, bool]
+	var batch, alone []*batchCall[leaseWrite, bool]
 	for _, c := range calls {
-		if seen[c.req.jobID] {
+		if seen[c.req.result.jobID] {
 			alone = append(alone, c)
 			continue
 		}
-		seen[c.req.jobID] = true
+		seen[c.req.result.jobID] = true
 		batch = append(batch, c)
 	}
 	if len(batch) > 1 {
 		// Job-id order: batches lock their rows in one order.
-		slices.SortFunc(batch, func(a, b *batchCall[fastResult, bool]) int { return cmp.Compare(a.req.jobID, b.req.jobID) })
+		slices.SortFunc(batch, func(a, b *batchCall[leaseWrite, bool]) int {
+			return cmp.Compare(a.req.result.jobID, b.req.result.jobID)
+		})
 		items := make([]fastResult, len(batch))
 		for i, c := range batch {
-			items[i] = c.req
+			items[i] = *c.req.result
 		}
-		if err := s.inScripts(ctx, func(c *scriptConn) error { return s.completeFastScripts(ctx, c, items) }); err == nil {
+		if err := s.inScripts(ctx, func(c *scriptConn) error { return s.leaseScripts(ctx, c, nil, items) }); err == nil {
 			s.stats.batches.Add(1)
 			for _, c := range batch {
 				c.resp = true
@@ -972,80 +1092,44 @@ func (s *Store) completeBatch(ctx context.Context, calls []*batchCall[fastResult
 		}
 	}
 	for _, c := range append(batch, alone...) {
-		c.resp, c.err = s.completeFast(ctx, c.req)
+		c.resp, c.err = s.completeFast(ctx, *c.req.result)
 	}
 }
 
-// completeFastScripts is the fast completion of items (distinct jobs, in
-// job-id order) on c, in two round trips: (begin, one UPDATE of their jobs,
-// one of their attempts) with each statement's row count, then (one event
-// INSERT, commit). Every fencing condition of completeSlow is in the job
-// UPDATE's WHERE clause; unless it changed every job (and the attempts
-// UPDATE every attempt) it returns errFenced and inScripts rolls back. The
-// node fence is a single-table subquery on purpose: under READ COMMITTED
-// InnoDB reads it without locks, where a multi-table UPDATE would
-// share-lock every node row of the batch and queue behind those nodes'
-// claims. No fence reads the submission: a job that is not its
-// submission's current one is never RUNNING (a rejudge cancels the job it
-// supersedes in the transaction that makes the new generation, under that
-// job's lock), so state = 'RUNNING' covers it.
-func (s *Store) completeFastScripts(ctx context.Context, c *scriptConn, items []fastResult) error {
-	var verdict, result, digest, done, total, fence strings.Builder
-	var va, ra, da, na, ta, fa []any
-	ids := make([]int64, len(items))
-	for i, r := range items {
-		verdict.WriteString(" WHEN ? THEN ?")
-		va = append(va, r.jobID, r.status)
-		result.WriteString(" WHEN ? THEN ?")
-		ra = append(ra, r.jobID, r.body)
-		digest.WriteString(" WHEN ? THEN ?")
-		da = append(da, r.jobID, r.digest)
-		done.WriteString(" WHEN ? THEN ?")
-		na = append(na, r.jobID, r.cases.done)
-		total.WriteString(" WHEN ? THEN ?")
-		ta = append(ta, r.jobID, r.cases.total)
-		if i > 0 {
-			fence.WriteString(", ")
-		}
-		fence.WriteString("(?, ?, ?, ?)")
-		fa = append(fa, r.jobID, r.leaseEpoch, r.sess.NodeID, r.sess.SessionEpoch)
-		ids[i] = r.jobID
-	}
-	in, idArgs := inList(ids)
-	args := append(append(append(append(append(append(append([]any{}, va...), ra...), da...), na...), ta...), idArgs...), fa...)
+// leaseScripts renews renews and completes items (distinct jobs, items in
+// job-id order, at least one) on c, in two round trips: (begin, the
+// leaseUpdate of all their jobs, one UPDATE of the items' attempts) with
+// each statement's row count, then (one event INSERT, commit). Unless the
+// job UPDATE changed every job (and the attempts UPDATE every attempt) it
+// returns errFenced and inScripts rolls back.
+func (s *Store) leaseScripts(ctx context.Context, c *scriptConn, renews []renewCall, items []fastResult) error {
+	jobs, jargs, want := leaseUpdate(s.cfg.LeaseTTL, renews, items)
 	// The job left RUNNING for exactly these lease epochs, so their attempts
 	// have no receipt yet; the IS NULL is a belt to the fence.
-	var attempts strings.Builder
-	aa := make([]any, 0, 4*len(items))
+	var digest, attempts strings.Builder
+	var da, aa []any
+	ids := make([]int64, len(items))
 	for i, r := range items {
+		digest.WriteString(" WHEN ? THEN ?")
+		da = append(da, r.jobID, r.digest)
 		if i > 0 {
 			attempts.WriteString(", ")
 		}
 		attempts.WriteString("(?, ?)")
 		aa = append(aa, r.jobID, r.leaseEpoch)
+		ids[i] = r.jobID
 	}
-	sc := s.begin(&script{}).exec(
-		`UPDATE judge_job SET state = 'COMPLETED',
-		   verdict = CASE id`+verdict.String()+` END,
-		   result = CASE id`+result.String()+` END,
-		   result_digest = CASE id`+digest.String()+` END,
-		   cases_done = CASE id`+done.String()+` END,
-		   cases_total = CASE id`+total.String()+` END,
-		   status_version = status_version + 1, finished_at = NOW(6), updated_at = NOW(6), lease_until = NULL
-		 WHERE id IN (`+in+`) AND (id, lease_epoch, node_id, session_epoch) IN (`+fence.String()+`)
-		   AND state = 'RUNNING' AND lease_until > NOW(6)
-		   AND EXISTS (SELECT 1 FROM judge_node n
-		               WHERE n.id = judge_job.node_id AND n.session_epoch = judge_job.session_epoch AND n.revoked_at IS NULL)`,
-		args...).exec(
+	in, idArgs := inList(ids)
+	sc := s.begin(&script{}).exec(jobs, jargs...).exec(
 		`UPDATE judge_job_attempt SET outcome = 'COMPLETED', receipt_digest = CASE job_id`+digest.String()+` END,
 		   ended_at = NOW(6), judging_started = TRUE
 		 WHERE job_id IN (`+in+`) AND (job_id, lease_epoch) IN (`+attempts.String()+`) AND receipt_digest IS NULL`,
-		append(append(append([]any{}, da...), idArgs...), aa...)...)
+		append(append(da, idArgs...), aa...)...)
 	n, err := c.counts(ctx, sc)
 	if err != nil {
 		return fmt.Errorf("store: complete: %w", err)
 	}
-	if len(n) < 2 || n[len(n)-2] != int64(len(items)) || n[len(n)-1] != int64(len(items)) {
+	if len(n) < 2 || n[len(n)-2] != int64(want) || n[len(n)-1] != int64(len(items)) {
 		return errFenced
 	}
 	evs := make([]settlementRow, len(items))

@@ -752,3 +752,115 @@ func TestBatchedRenewalsAnswerEachCall(t *testing.T) {
 	require.Equal(t, 1, b.count(t, `SELECT COUNT(*) FROM judge_job WHERE id = ? AND node_id = ? AND progress_seq = 2`, ca.JobID, nodeA.NodeSession.NodeID),
 		"node B's report for node A's job changed nothing")
 }
+
+// Renewals and results that arrive together share one transaction (one
+// UPDATE of their jobs, fenced alike), and each still gets the answer it
+// would get alone: a renewed lease keeps running with its progress, a
+// result completes its job with one settlement event, and a batch where
+// either kind fails its fence falls back so only that item is refused.
+func TestRenewalsAndResultsShareOneTransaction(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	g := b.group(t, 8)
+	nodeA, nodeB := b.node(t, "cpp", g.ID, 4, true), b.node(t, "cpp", g.ID, 4, true)
+	for i := range 6 {
+		b.enqueue(t, "ALGO", fmt.Sprintf("write-%d", i))
+	}
+	a, err := b.store.Claim(b.ctx, nodeA.NodeSession, 3)
+	require.NoError(t, err)
+	require.Len(t, a, 3)
+	bj, err := b.store.Claim(b.ctx, nodeB.NodeSession, 3)
+	require.NoError(t, err)
+	require.Len(t, bj, 3)
+
+	type call struct {
+		sess   store.NodeSession
+		renew  []store.RenewItem
+		result store.ClaimedJob
+	}
+	type answer struct {
+		renew  []store.RenewResult
+		result store.CompleteResponse
+		err    error
+	}
+	together := func(calls []call) []answer {
+		queued, release := store.HoldBatches(b.store)
+		out := make([]answer, len(calls))
+		var wg sync.WaitGroup
+		for i, c := range calls {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if c.renew != nil {
+					out[i].renew, out[i].err = b.store.Renew(b.ctx, c.sess, c.renew)
+					return
+				}
+				out[i].result, out[i].err = b.store.Complete(b.ctx, c.sess, c.result.JobID, c.result.LeaseEpoch, acResult())
+			}()
+		}
+		require.Eventually(t, func() bool { return queued() == len(calls) }, 5*time.Second, time.Millisecond)
+		release()
+		wg.Wait()
+		return out
+	}
+	progress := func(c store.ClaimedJob, seq int64) store.RenewItem {
+		return store.RenewItem{JobID: c.JobID, LeaseEpoch: c.LeaseEpoch, ProgressSeq: seq, Phase: "JUDGING", CasesDone: 1, CasesTotal: 2}
+	}
+
+	// All fences hold: one commit for two renewals and two results.
+	before := store.CommittedBatches(b.store)
+	got := together([]call{
+		{sess: nodeA.NodeSession, renew: []store.RenewItem{progress(a[0], 1), progress(a[1], 1)}},
+		{sess: nodeB.NodeSession, result: bj[0]},
+		{sess: nodeA.NodeSession, result: a[2]},
+		{sess: nodeB.NodeSession, renew: []store.RenewItem{progress(bj[1], 1)}},
+	})
+	require.Equal(t, before+1, store.CommittedBatches(b.store), "renewals and results shared one commit")
+	for i, g := range got {
+		require.NoError(t, g.err, "call %d", i)
+	}
+	for _, r := range append(got[0].renew, got[3].renew...) {
+		require.Equal(t, store.RenewOK, r.State)
+	}
+	require.Equal(t, store.Accepted, got[1].result.Disposition)
+	require.Equal(t, store.Accepted, got[2].result.Disposition)
+	for _, c := range []store.ClaimedJob{a[0], a[1], bj[1]} {
+		require.Equal(t, 1, b.count(t, `SELECT COUNT(*) FROM judge_job WHERE id = ? AND state = 'RUNNING' AND phase = 'JUDGING'
+			AND progress_seq = 1 AND cases_done = 1 AND cases_total = 2 AND verdict IS NULL AND finished_at IS NULL
+			AND lease_until > NOW(6) + INTERVAL 4 SECOND`, c.JobID), "job %d renewed with its progress", c.JobID)
+	}
+	for _, c := range []store.ClaimedJob{bj[0], a[2]} {
+		require.Equal(t, 1, b.count(t, `SELECT COUNT(*) FROM judge_job WHERE id = ? AND state = 'COMPLETED' AND verdict = 'AC'
+			AND lease_until IS NULL AND finished_at IS NOT NULL AND result_digest IS NOT NULL`, c.JobID), "job %d completed", c.JobID)
+		require.Equal(t, 1, b.count(t, `SELECT COUNT(*) FROM judge_job_attempt WHERE job_id = ? AND outcome = 'COMPLETED'
+			AND receipt_digest IS NOT NULL`, c.JobID))
+	}
+	require.Equal(t, 2, b.count(t, `SELECT COUNT(*) FROM judge_settlement_event`))
+	s, err := b.store.SubmissionStatus(b.ctx, "ALGO", "write-0")
+	require.NoError(t, err)
+	require.Equal(t, "JUDGING", s.Status, "the renewal's phase change reaches the business")
+
+	// A lease that ran out fails its fence, whichever kind names it: the
+	// batch writes nothing and each call goes alone.
+	b.expireLease(t, a[0].JobID)
+	got = together([]call{
+		{sess: nodeA.NodeSession, renew: []store.RenewItem{progress(a[0], 2), progress(a[1], 2)}},
+		{sess: nodeB.NodeSession, result: bj[1]},
+	})
+	require.NoError(t, got[0].err)
+	require.Equal(t, []store.RenewState{store.RenewLost, store.RenewOK}, []store.RenewState{got[0].renew[0].State, got[0].renew[1].State})
+	require.NoError(t, got[1].err)
+	require.Equal(t, store.Accepted, got[1].result.Disposition)
+	b.expireLease(t, bj[2].JobID)
+	got = together([]call{
+		{sess: nodeA.NodeSession, renew: []store.RenewItem{progress(a[1], 3)}},
+		{sess: nodeB.NodeSession, result: bj[2]},
+	})
+	require.NoError(t, got[0].err)
+	require.Equal(t, store.RenewOK, got[0].renew[0].State)
+	require.ErrorIs(t, got[1].err, store.ErrLeaseLost)
+	require.Equal(t, before+1, store.CommittedBatches(b.store), "batches that fell back are not counted")
+	require.Equal(t, 1, b.count(t, `SELECT COUNT(*) FROM judge_job WHERE id = ? AND state = 'RUNNING' AND progress_seq = 3`, a[1].JobID))
+	require.Equal(t, 3, b.count(t, `SELECT COUNT(*) FROM judge_settlement_event`))
+	require.Equal(t, 3, b.count(t, `SELECT COUNT(*) FROM judge_job WHERE kind = 'SUBMISSION' AND state = 'COMPLETED'`))
+}

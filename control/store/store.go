@@ -73,8 +73,8 @@ const (
 	// CompleteBatchMaxDefault caps how many concurrent results (and, apart,
 	// how many concurrent new submissions) share one commit.
 	CompleteBatchMaxDefault = 64
-	// BatchParallelDefault is how many batches of results (and, apart, of
-	// renewals) may commit at once. One: the calls that arrive while a
+	// BatchParallelDefault is how many batches of the lease writer
+	// (results and renewals) may commit at once. One: the calls that arrive while a
 	// batch commits make the next one bigger, and on the scheduler bench
 	// that beat 2 in four alternating pairs (918/852/891/836 against
 	// 880/725/831/790 lifecycles/s; statements per lifecycle 5.2 → 4.4,
@@ -204,14 +204,13 @@ type Store struct {
 	groups *cache[int64, nodePlace]
 	// facts caches the immutable fields of recently claimed jobs.
 	facts *cache[int64, jobFacts]
-	// completer batches concurrent fast completions into one transaction.
-	completer *batcher[fastResult, bool]
+	// writer batches concurrent renewals and fast completions: one
+	// transaction (or one autocommit UPDATE for renewals alone).
+	writer *batcher[leaseWrite, bool]
 	// enqueuer batches concurrent new submissions into one transaction.
 	enqueuer *batcher[newJob, EnqueueResult]
 	// claimers batch concurrent claims of a pool into one transaction.
 	claimers *claimBatchers
-	// renewer batches concurrent renewals into one UPDATE.
-	renewer *batcher[renewCall, bool]
 }
 
 // New returns a store over db.
@@ -242,9 +241,8 @@ func New(db *sql.DB, cfg Config) (*Store, error) {
 // process wires its store); sharing the original's would report a copy's
 // retried transactions to the original's observer.
 func (s *Store) withBatchers() *Store {
-	s.completer = newBatcher(s.cfg.CompleteBatchMax, s.cfg.BatchParallel, s.completeBatch)
+	s.writer = newBatcher(s.cfg.CompleteBatchMax, s.cfg.BatchParallel, s.writeBatch)
 	s.enqueuer = newBatcher(s.cfg.CompleteBatchMax, s.cfg.EnqueueParallel, s.enqueueBatch)
-	s.renewer = newBatcher(s.cfg.CompleteBatchMax, s.cfg.BatchParallel, s.renewBatch)
 	s.claimers = &claimBatchers{run: s.claimBatch, m: make(map[string]*batcher[claimCall, []ClaimedJob])}
 	return s
 }
