@@ -33,6 +33,7 @@ func runScheduler(ctx context.Context, args []string) error {
 	dur := fs.Duration("duration", 8*time.Second, "measurement time of each phase")
 	enqueueBatch := fs.Int("enqueue-batch", 1, "submissions per enqueue call (1: Enqueue, one per transaction like River's InsertTx; >1: EnqueueMany, one transaction per call)")
 	batchParallel := fs.Int("batch-parallel", store.BatchParallelDefault, "store: batches of completions that may commit at once")
+	batchLinger := fs.Duration("batch-linger", store.BatchLingerDefault, "store: how long a claim, renewal or result that would start a batch on a busy batcher waits for the rest of its burst (negative: never)")
 	enqueueParallel := fs.Int("enqueue-parallel", store.EnqueueParallelDefault, "store: batches of new submissions that may commit at once")
 	dsn := fs.String("dsn", "", "MySQL server DSN without database (default $KECE_BENCH_MYSQL_DSN or the private MariaDB)")
 	cpuProfile := fs.String("cpuprofile", "", "write a Go CPU profile of the measured window to this file")
@@ -71,7 +72,7 @@ func runScheduler(ctx context.Context, args []string) error {
 			}
 			defer rdb.Close()
 		}
-		st, err := store.New(rdb, store.Config{LeaseTTL: time.Minute, BatchParallel: *batchParallel, EnqueueParallel: *enqueueParallel})
+		st, err := store.New(rdb, store.Config{LeaseTTL: time.Minute, BatchParallel: *batchParallel, EnqueueParallel: *enqueueParallel, BatchLinger: *batchLinger})
 		if err != nil {
 			return err
 		}
@@ -103,7 +104,7 @@ func runScheduler(ctx context.Context, args []string) error {
 	}
 	fmt.Printf("innodb_flush_log_at_trx_commit=%s\n", durable)
 	fmt.Printf("replicas=%d\n", *replicas)
-	fmt.Printf("connections=%d nodes=%d host_groups=%d slots=%d enqueuers=%d enqueue_batch=%d duration_s=%.0f batch_parallel=%d enqueue_parallel=%d\n", conns, *nodes, *groups, *slots, *enqueuers, *enqueueBatch, dur.Seconds(), *batchParallel, *enqueueParallel)
+	fmt.Printf("connections=%d nodes=%d host_groups=%d slots=%d enqueuers=%d enqueue_batch=%d duration_s=%.0f batch_parallel=%d enqueue_parallel=%d batch_linger_ms=%g\n", conns, *nodes, *groups, *slots, *enqueuers, *enqueueBatch, dur.Seconds(), *batchParallel, *enqueueParallel, float64(batchLinger.Microseconds())/1000)
 	fmt.Printf("commit_rate_per_s=%.0f\n", rate)
 	fmt.Printf("commit_bound_lifecycles_per_s=%.0f\n", bound)
 	fmt.Printf("lifecycles_per_s=%.0f\n", res.perSec)

@@ -3,15 +3,23 @@ package store
 import (
 	"context"
 	"sync"
+	"time"
 )
 
 // batcher combines concurrent calls into batches that share one transaction
 // (and so one commit and one fsync). A call that finds no batch running runs
-// one at once with whatever is queued, so a lone call waits for nothing; calls
-// that arrive while a batch runs queue up and form the next one. The queue, not a timer, sets the batch
-// size, so it grows exactly as fast as commits are the bottleneck. Up to
-// parallel batches run at once, so one slow commit does not hold up every
-// caller.
+// one with whatever is queued; calls that arrive while a batch runs queue up
+// and form the next one, so the batch size grows as fast as commits are the
+// bottleneck. Up to parallel batches run at once, so one slow commit does
+// not hold up every caller.
+//
+// Under load a burst of calls arrives together (the nodes whose slots one
+// result batch freed claim at once; the jobs one claim granted report
+// their start and post their results at once), and the first of a burst
+// finds no batch running. With linger set, such a call on a busy batcher —
+// one whose last batch ended less than lingerBusy ago — waits linger before
+// running its batch, so the rest of its burst joins it instead of forming
+// a second one. An idle batcher still runs a lone call at once.
 //
 // The goroutine that runs a batch is owned by the batcher and ends when the
 // queue is empty.
@@ -19,13 +27,22 @@ type batcher[Req, Resp any] struct {
 	max int
 	// parallel is how many batches may run at once.
 	parallel int
+	// linger is how long a call that starts a batch on a busy batcher waits
+	// for the rest of its burst (0: never).
+	linger time.Duration
 	// run answers every call of the batch (sets resp/err).
 	run func(ctx context.Context, calls []*batchCall[Req, Resp])
 
 	mu      sync.Mutex
 	pending []*batchCall[Req, Resp]
 	running int
+	// ended is when the last batch ended.
+	ended time.Time
 }
+
+// lingerBusy is how recently a batcher's last batch must have ended for it
+// to count as busy (linger applies).
+const lingerBusy = 50 * time.Millisecond
 
 // batchCall is one caller's request and, once done is closed, its answer.
 type batchCall[Req, Resp any] struct {
@@ -36,8 +53,8 @@ type batchCall[Req, Resp any] struct {
 	done chan struct{}
 }
 
-func newBatcher[Req, Resp any](max, parallel int, run func(context.Context, []*batchCall[Req, Resp])) *batcher[Req, Resp] {
-	return &batcher[Req, Resp]{max: max, parallel: parallel, run: run}
+func newBatcher[Req, Resp any](max, parallel int, linger time.Duration, run func(context.Context, []*batchCall[Req, Resp])) *batcher[Req, Resp] {
+	return &batcher[Req, Resp]{max: max, parallel: parallel, linger: linger, run: run}
 }
 
 // do queues req and waits for its answer or ctx. When ctx ends first the
@@ -51,8 +68,12 @@ func (b *batcher[Req, Resp]) do(ctx context.Context, req Req) (Resp, error) {
 	if lead {
 		b.running++
 	}
+	wait := lead && b.linger > 0 && time.Since(b.ended) < lingerBusy
 	b.mu.Unlock()
 	if lead {
+		if wait {
+			time.Sleep(b.linger)
+		}
 		b.lead()
 	}
 	select {
@@ -85,6 +106,7 @@ func (b *batcher[Req, Resp]) lead() {
 	}
 
 	b.mu.Lock()
+	b.ended = time.Now()
 	more := len(b.pending) > 0
 	if !more {
 		b.running--

@@ -89,9 +89,10 @@ const claimBatchCalls = 64
 // time: a second batch of the same pool would queue on the same host-group
 // locks, and the calls that arrive meanwhile make the next batch bigger.
 type claimBatchers struct {
-	mu  sync.Mutex
-	run func(context.Context, []*batchCall[claimCall, []ClaimedJob])
-	m   map[string]*batcher[claimCall, []ClaimedJob]
+	mu     sync.Mutex
+	run    func(context.Context, []*batchCall[claimCall, []ClaimedJob])
+	linger time.Duration
+	m      map[string]*batcher[claimCall, []ClaimedJob]
 }
 
 func (c *claimBatchers) of(pool string) *batcher[claimCall, []ClaimedJob] {
@@ -99,7 +100,7 @@ func (c *claimBatchers) of(pool string) *batcher[claimCall, []ClaimedJob] {
 	defer c.mu.Unlock()
 	b, ok := c.m[pool]
 	if !ok {
-		b = newBatcher(claimBatchCalls, 1, c.run)
+		b = newBatcher(claimBatchCalls, 1, c.linger, c.run)
 		c.m[pool] = b
 	}
 	return b

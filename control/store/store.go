@@ -45,6 +45,10 @@ type Config struct {
 	// enqueuing one submission per request waits for its commit, so its
 	// rate is its concurrency over that wait).
 	EnqueueParallel int
+	// BatchLinger is how long a claim, renewal or result that would start
+	// a batch on a busy batcher waits for the rest of its burst (batch.go);
+	// negative: never.
+	BatchLinger time.Duration
 }
 
 // Defaults for Config.
@@ -88,6 +92,8 @@ const (
 	// with 2 (alternating), enqueues waiting 3.1–3.8 ms instead of 4.1–5.0:
 	// batching a statement saves less than the wait for a batch costs.
 	EnqueueParallelDefault = 4
+	// BatchLingerDefault: see Config.BatchLinger.
+	BatchLingerDefault = 2 * time.Millisecond
 )
 
 func (c *Config) setDefaults() {
@@ -136,6 +142,9 @@ func (c *Config) setDefaults() {
 	if c.BatchParallel == 0 {
 		c.BatchParallel = BatchParallelDefault
 	}
+	if c.BatchLinger == 0 {
+		c.BatchLinger = BatchLingerDefault
+	}
 	if c.EnqueueParallel == 0 {
 		c.EnqueueParallel = EnqueueParallelDefault
 	}
@@ -172,6 +181,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("store config: batch parallel %d must be 1..64", c.BatchParallel)
 	case c.EnqueueParallel < 1 || c.EnqueueParallel > 64:
 		return fmt.Errorf("store config: enqueue parallel %d must be 1..64", c.EnqueueParallel)
+	case c.BatchLinger > 50*time.Millisecond:
+		return fmt.Errorf("store config: batch linger %s is above 50ms", c.BatchLinger)
 	}
 	return nil
 }
@@ -241,9 +252,10 @@ func New(db *sql.DB, cfg Config) (*Store, error) {
 // process wires its store); sharing the original's would report a copy's
 // retried transactions to the original's observer.
 func (s *Store) withBatchers() *Store {
-	s.writer = newBatcher(s.cfg.CompleteBatchMax, s.cfg.BatchParallel, s.writeBatch)
-	s.enqueuer = newBatcher(s.cfg.CompleteBatchMax, s.cfg.EnqueueParallel, s.enqueueBatch)
-	s.claimers = &claimBatchers{run: s.claimBatch, m: make(map[string]*batcher[claimCall, []ClaimedJob])}
+	s.writer = newBatcher(s.cfg.CompleteBatchMax, s.cfg.BatchParallel, max(s.cfg.BatchLinger, 0), s.writeBatch)
+	// A new submission's caller waits for its commit: enqueues never linger.
+	s.enqueuer = newBatcher(s.cfg.CompleteBatchMax, s.cfg.EnqueueParallel, 0, s.enqueueBatch)
+	s.claimers = &claimBatchers{run: s.claimBatch, linger: max(s.cfg.BatchLinger, 0), m: make(map[string]*batcher[claimCall, []ClaimedJob])}
 	return s
 }
 

@@ -1,0 +1,83 @@
+package store
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// A lone call on an idle batcher runs at once however long the linger; on
+// a busy batcher (a batch just ended) the call that starts the next batch
+// waits the linger, and a call arriving meanwhile joins its batch instead
+// of forming a second one.
+func TestBatchLingerOnlyWhenBusy(t *testing.T) {
+	t.Parallel()
+	const linger = 300 * time.Millisecond
+	var mu sync.Mutex
+	var sizes []int
+	b := newBatcher(64, 1, linger, func(_ context.Context, calls []*batchCall[int, int]) {
+		mu.Lock()
+		sizes = append(sizes, len(calls))
+		mu.Unlock()
+		for _, c := range calls {
+			c.resp = c.req * 2
+		}
+	})
+	ctx := context.Background()
+
+	t0 := time.Now()
+	got, err := b.do(ctx, 1)
+	require.NoError(t, err)
+	require.Equal(t, 2, got)
+	require.Less(t, time.Since(t0), linger/2, "an idle batcher does not linger")
+
+	// Busy now: the first call waits the linger, the second joins it.
+	var wg sync.WaitGroup
+	answers := make([]int, 2)
+	t0 = time.Now()
+	for i := range 2 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			v, err := b.do(ctx, 10+i)
+			assert.NoError(t, err)
+			answers[i] = v
+		}()
+		if i == 0 {
+			time.Sleep(linger / 3)
+		}
+	}
+	wg.Wait()
+	require.GreaterOrEqual(t, time.Since(t0), linger, "a busy batcher's new batch waits the linger")
+	require.Equal(t, []int{20, 22}, answers)
+	mu.Lock()
+	require.Equal(t, []int{1, 2}, sizes, "the call that came during the linger shared the batch")
+	mu.Unlock()
+
+	// Idle again once lingerBusy has passed since the last batch.
+	time.Sleep(lingerBusy + 10*time.Millisecond)
+	t0 = time.Now()
+	_, err = b.do(ctx, 3)
+	require.NoError(t, err)
+	require.Less(t, time.Since(t0), linger/2)
+}
+
+// BatchLinger defaults to 2 ms, negative turns it off, and above 50 ms is
+// refused.
+func TestBatchLingerConfig(t *testing.T) {
+	t.Parallel()
+	c := Config{}
+	c.setDefaults()
+	require.Equal(t, BatchLingerDefault, c.BatchLinger)
+	require.NoError(t, c.Validate())
+	c = Config{BatchLinger: -1}
+	c.setDefaults()
+	require.NoError(t, c.Validate())
+	c = Config{BatchLinger: time.Second}
+	c.setDefaults()
+	require.ErrorContains(t, c.Validate(), "batch linger 1s is above 50ms")
+}
