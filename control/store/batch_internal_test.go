@@ -12,11 +12,12 @@ import (
 
 // A lone call on an idle batcher runs at once however long the linger; on
 // a busy batcher (a batch just ended) the call that starts the next batch
-// waits the linger, and a call arriving meanwhile joins its batch instead
-// of forming a second one.
+// waits for its burst: a call arriving within the quiet time joins its
+// batch instead of forming a second one, and the batch runs once no call
+// has come for the quiet time, long before the linger is up.
 func TestBatchLingerOnlyWhenBusy(t *testing.T) {
 	t.Parallel()
-	const linger = 300 * time.Millisecond
+	const linger, quiet = 10 * time.Second, 500 * time.Millisecond
 	var mu sync.Mutex
 	var sizes []int
 	b := newBatcher(64, 1, linger, func(_ context.Context, calls []*batchCall[int, int]) {
@@ -27,15 +28,16 @@ func TestBatchLingerOnlyWhenBusy(t *testing.T) {
 			c.resp = c.req * 2
 		}
 	})
+	b.quiet = quiet
 	ctx := context.Background()
 
 	t0 := time.Now()
 	got, err := b.do(ctx, 1)
 	require.NoError(t, err)
 	require.Equal(t, 2, got)
-	require.Less(t, time.Since(t0), linger/2, "an idle batcher does not linger")
+	require.Less(t, time.Since(t0), quiet, "an idle batcher does not linger")
 
-	// Busy now: the first call waits the linger, the second joins it.
+	// Busy now: the first call waits, the second joins it.
 	var wg sync.WaitGroup
 	answers := make([]int, 2)
 	t0 = time.Now()
@@ -48,14 +50,16 @@ func TestBatchLingerOnlyWhenBusy(t *testing.T) {
 			answers[i] = v
 		}()
 		if i == 0 {
-			time.Sleep(linger / 3)
+			time.Sleep(quiet / 10)
 		}
 	}
 	wg.Wait()
-	require.GreaterOrEqual(t, time.Since(t0), linger, "a busy batcher's new batch waits the linger")
+	took := time.Since(t0)
+	require.GreaterOrEqual(t, took, quiet, "a busy batcher's new batch waits for its burst")
+	require.Less(t, took, linger/2, "and runs once the burst is in, not at the end of the linger")
 	require.Equal(t, []int{20, 22}, answers)
 	mu.Lock()
-	require.Equal(t, []int{1, 2}, sizes, "the call that came during the linger shared the batch")
+	require.Equal(t, []int{1, 2}, sizes, "the call that came during the wait shared the batch")
 	mu.Unlock()
 
 	// Idle again once lingerBusy has passed since the last batch.
@@ -63,7 +67,7 @@ func TestBatchLingerOnlyWhenBusy(t *testing.T) {
 	t0 = time.Now()
 	_, err = b.do(ctx, 3)
 	require.NoError(t, err)
-	require.Less(t, time.Since(t0), linger/2)
+	require.Less(t, time.Since(t0), quiet)
 }
 
 // BatchLinger defaults to 2 ms, negative turns it off, and above 50 ms is

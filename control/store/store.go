@@ -45,8 +45,9 @@ type Config struct {
 	// enqueuing one submission per request waits for its commit, so its
 	// rate is its concurrency over that wait).
 	EnqueueParallel int
-	// BatchLinger is how long a claim, renewal or result that would start
-	// a batch on a busy batcher waits for the rest of its burst (batch.go);
+	// BatchLinger is the longest a claim, renewal or result that would
+	// start a batch on a busy batcher waits for the rest of its burst
+	// (batch.go: the wait ends once no call has joined for 300 µs);
 	// negative: never.
 	BatchLinger time.Duration
 }
