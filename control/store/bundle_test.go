@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -204,4 +205,25 @@ func (b *testBundle) count(t *testing.T, q string, args ...any) int {
 	var n int
 	require.NoError(t, b.db.QueryRowContext(b.ctx, q, args...).Scan(&n))
 	return n
+}
+
+// together makes n calls at once (call(i) makes the i-th) while the store's
+// batchers hold, then lets what queued go as batches: a test builds a batch
+// for certain.
+func (b *testBundle) together(t *testing.T, n int, call func(i int)) {
+	t.Helper()
+	queued, release := store.HoldBatches(b.store)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() { call(i) })
+	}
+	require.Eventually(t, func() bool { return queued() == n }, 5*time.Second, time.Millisecond)
+	release()
+	wg.Wait()
+}
+
+// judging is a renewal of c reporting JUDGING, one case of two done, at
+// progress seq.
+func judging(c store.ClaimedJob, seq int64) store.RenewItem {
+	return store.RenewItem{JobID: c.JobID, LeaseEpoch: c.LeaseEpoch, ProgressSeq: seq, Phase: "JUDGING", CasesDone: 1, CasesTotal: 2}
 }

@@ -225,21 +225,12 @@ func TestBatchedEnqueuesAnswerEachSubmission(t *testing.T) {
 	b.enqueue(t, "ALGO", "exists")
 	ids := []string{"a", "b", "c", "a", "exists", "d"}
 	before := store.CommittedBatches(b.store)
-	queued, release := store.HoldBatches(b.store)
 	results := make([]store.EnqueueResult, len(ids))
 	errs := make([]error, len(ids))
-	var wg sync.WaitGroup
-	for i, id := range ids {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			results[i], errs[i] = b.store.Enqueue(b.ctx, store.EnqueueRequest{SubmissionType: "ALGO", SubmissionID: id,
-				Language: "cpp17", Source: "int main(){}", ManifestID: b.manifest})
-		}()
-	}
-	require.Eventually(t, func() bool { return queued() == len(ids) }, 5*time.Second, time.Millisecond)
-	release()
-	wg.Wait()
+	b.together(t, len(ids), func(i int) {
+		results[i], errs[i] = b.store.Enqueue(b.ctx, store.EnqueueRequest{SubmissionType: "ALGO", SubmissionID: ids[i],
+			Language: "cpp17", Source: "int main(){}", ManifestID: b.manifest})
+	})
 	for i, id := range ids {
 		require.NoError(t, errs[i], id)
 		j, err := b.store.GetJob(b.ctx, results[i].JobID)

@@ -3,7 +3,9 @@ package store_test
 import (
 	"context"
 	"fmt"
+	"maps"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -529,20 +531,11 @@ func TestBatchedCompletionsAnswerEachResult(t *testing.T) {
 	// completeTogether posts one result per target while the batchers hold,
 	// then lets them run as one batch.
 	completeTogether := func(targets []store.ClaimedJob) []answer {
-		queued, release := store.HoldBatches(b.store)
 		answers := make([]answer, len(targets))
-		var wg sync.WaitGroup
-		for i, j := range targets {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				r, err := b.store.Complete(b.ctx, sess.NodeSession, j.JobID, j.LeaseEpoch, acResult())
-				answers[i] = answer{r, err}
-			}()
-		}
-		require.Eventually(t, func() bool { return queued() == len(targets) }, 5*time.Second, time.Millisecond)
-		release()
-		wg.Wait()
+		b.together(t, len(targets), func(i int) {
+			r, err := b.store.Complete(b.ctx, sess.NodeSession, targets[i].JobID, targets[i].LeaseEpoch, acResult())
+			answers[i] = answer{r, err}
+		})
 		return answers
 	}
 
@@ -697,29 +690,19 @@ func TestBatchedRenewalsAnswerEachCall(t *testing.T) {
 	cb := b.claimEventually(t, b.store, nodeB.NodeSession)
 
 	renewTogether := func(items map[store.NodeSession][]store.RenewItem) map[store.NodeSession][]store.RenewResult {
-		queued, release := store.HoldBatches(b.store)
+		sessions := slices.Collect(maps.Keys(items))
 		out := make(map[store.NodeSession][]store.RenewResult)
 		var mu sync.Mutex
-		var wg sync.WaitGroup
-		for sess, its := range items {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				rr, err := b.store.Renew(b.ctx, sess, its)
-				assert.NoError(t, err)
-				mu.Lock()
-				out[sess] = rr
-				mu.Unlock()
-			}()
-		}
-		require.Eventually(t, func() bool { return queued() == len(items) }, 5*time.Second, time.Millisecond)
-		release()
-		wg.Wait()
+		b.together(t, len(sessions), func(i int) {
+			rr, err := b.store.Renew(b.ctx, sessions[i], items[sessions[i]])
+			assert.NoError(t, err)
+			mu.Lock()
+			out[sessions[i]] = rr
+			mu.Unlock()
+		})
 		return out
 	}
-	progress := func(c store.ClaimedJob, seq int64) store.RenewItem {
-		return store.RenewItem{JobID: c.JobID, LeaseEpoch: c.LeaseEpoch, ProgressSeq: seq, Phase: "JUDGING", CasesDone: 1, CasesTotal: 2}
-	}
+	progress := judging
 
 	before := store.CommittedBatches(b.store)
 	got := renewTogether(map[store.NodeSession][]store.RenewItem{
@@ -784,28 +767,18 @@ func TestRenewalsAndResultsShareOneTransaction(t *testing.T) {
 		err    error
 	}
 	together := func(calls []call) []answer {
-		queued, release := store.HoldBatches(b.store)
 		out := make([]answer, len(calls))
-		var wg sync.WaitGroup
-		for i, c := range calls {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				if c.renew != nil {
-					out[i].renew, out[i].err = b.store.Renew(b.ctx, c.sess, c.renew)
-					return
-				}
-				out[i].result, out[i].err = b.store.Complete(b.ctx, c.sess, c.result.JobID, c.result.LeaseEpoch, acResult())
-			}()
-		}
-		require.Eventually(t, func() bool { return queued() == len(calls) }, 5*time.Second, time.Millisecond)
-		release()
-		wg.Wait()
+		b.together(t, len(calls), func(i int) {
+			c := calls[i]
+			if c.renew != nil {
+				out[i].renew, out[i].err = b.store.Renew(b.ctx, c.sess, c.renew)
+				return
+			}
+			out[i].result, out[i].err = b.store.Complete(b.ctx, c.sess, c.result.JobID, c.result.LeaseEpoch, acResult())
+		})
 		return out
 	}
-	progress := func(c store.ClaimedJob, seq int64) store.RenewItem {
-		return store.RenewItem{JobID: c.JobID, LeaseEpoch: c.LeaseEpoch, ProgressSeq: seq, Phase: "JUDGING", CasesDone: 1, CasesTotal: 2}
-	}
+	progress := judging
 
 	// All fences hold: one commit for two renewals and two results.
 	before := store.CommittedBatches(b.store)

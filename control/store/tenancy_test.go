@@ -269,18 +269,11 @@ func TestBatchedCompletionFansOutPerGroup(t *testing.T) {
 	jobs, err := b.store.Claim(b.ctx, sess.NodeSession, 4)
 	require.NoError(t, err)
 	require.Len(t, jobs, 4)
-	queued, release := store.HoldBatches(b.store)
-	var wg sync.WaitGroup
-	for _, j := range jobs {
-		wg.Go(func() {
-			_, err := b.store.Complete(b.ctx, sess.NodeSession, j.JobID, j.LeaseEpoch, acResult())
-			assert.NoError(t, err)
-		})
-	}
-	require.Eventually(t, func() bool { return queued() == len(jobs) }, 5*time.Second, time.Millisecond)
 	before := store.CommittedBatches(b.store)
-	release()
-	wg.Wait()
+	b.together(t, len(jobs), func(i int) {
+		_, err := b.store.Complete(b.ctx, sess.NodeSession, jobs[i].JobID, jobs[i].LeaseEpoch, acResult())
+		assert.NoError(t, err)
+	})
 	require.Equal(t, before+1, store.CommittedBatches(b.store), "the four results shared one commit")
 	for id, typ := range want {
 		groups := map[string]bool{"default": true, "algo": typ == "ALGO", "sql": typ == "DATABASE"}
