@@ -32,7 +32,7 @@ func runScheduler(ctx context.Context, args []string) error {
 	groups := fs.Int("groups", 4, "host groups the nodes are spread over (a host group lock serializes its nodes' claims)")
 	dur := fs.Duration("duration", 8*time.Second, "measurement time of each phase")
 	enqueueBatch := fs.Int("enqueue-batch", 1, "submissions per enqueue call (1: Enqueue, one per transaction like River's InsertTx; >1: EnqueueMany, one transaction per call)")
-	batchParallel := fs.Int("batch-parallel", store.BatchParallelDefault, "store: batches of completions that may commit at once")
+	batchParallel := fs.Int("batch-parallel", store.BatchParallelDefault, "store: batches of results and renewals (the lease writer) that may commit at once")
 	batchLinger := fs.Duration("batch-linger", store.BatchLingerDefault, "store: how long a claim, renewal or result that would start a batch on a busy batcher waits for the rest of its burst (negative: never)")
 	enqueueParallel := fs.Int("enqueue-parallel", store.EnqueueParallelDefault, "store: batches of new submissions that may commit at once")
 	dsn := fs.String("dsn", "", "MySQL server DSN without database (default $KECE_BENCH_MYSQL_DSN or the private MariaDB)")

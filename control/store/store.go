@@ -79,11 +79,12 @@ const (
 	// how many concurrent new submissions) share one commit.
 	CompleteBatchMaxDefault = 64
 	// BatchParallelDefault is how many batches of the lease writer
-	// (results and renewals) may commit at once. One: the calls that arrive while a
-	// batch commits make the next one bigger, and on the scheduler bench
-	// that beat 2 in four alternating pairs (918/852/891/836 against
-	// 880/725/831/790 lifecycles/s; statements per lifecycle 5.2 → 4.4,
-	// server CPU per lifecycle about −10 %), results waiting about as long.
+	// (results and renewals) may commit at once. One: the calls that
+	// arrive while a batch commits make the next one bigger, and on the
+	// scheduler bench that beat 2 in four alternating pairs (918/852/891/836
+	// against 880/725/831/790 lifecycles/s; statements per lifecycle
+	// 5.2 → 4.4, server CPU per lifecycle about −10 %), results waiting
+	// about as long.
 	// Claims of one pool commit one batch at a time per replica too: their
 	// batches would queue on the same host-group locks anyway.
 	BatchParallelDefault = 1
