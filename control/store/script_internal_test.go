@@ -117,11 +117,9 @@ func TestScriptsAreTheSameOneByOne(t *testing.T) {
 // the statement answered).
 func TestScriptsReportTheCallersCancellation(t *testing.T) {
 	t.Parallel()
-	db, _ := dbtest.Open(t)
-	s, err := New(db, Config{})
-	require.NoError(t, err)
+	s, db := openStore(t)
 	ctx, cancel := context.WithCancel(t.Context())
-	err = s.tryScripts(ctx, func(c *scriptConn) error {
+	err := s.tryScripts(ctx, func(c *scriptConn) error {
 		if err := c.send(ctx, s.begin(&script{})); err != nil {
 			return err
 		}

@@ -18,11 +18,9 @@ import (
 // database fault.
 func TestTransactionEndedByItsContextIsACancellation(t *testing.T) {
 	t.Parallel()
-	db, _ := dbtest.Open(t)
-	s, err := New(db, Config{})
-	require.NoError(t, err)
+	s, _ := openStore(t)
 	ctx, cancel := context.WithCancel(t.Context())
-	err = s.inTx(ctx, func(tx *sql.Tx) error {
+	err := s.inTx(ctx, func(tx *sql.Tx) error {
 		if _, err := tx.ExecContext(ctx, `SELECT 1`); err != nil {
 			return err
 		}
@@ -36,4 +34,14 @@ func TestTransactionEndedByItsContextIsACancellation(t *testing.T) {
 	})
 	require.ErrorIs(t, err, context.Canceled)
 	require.NotErrorIs(t, Classify(err), ErrDatabase)
+}
+
+// openStore is a store with the default config on a fresh test database,
+// and that database.
+func openStore(t *testing.T) (*Store, *sql.DB) {
+	t.Helper()
+	db, _ := dbtest.Open(t)
+	s, err := New(db, Config{})
+	require.NoError(t, err)
+	return s, db
 }
