@@ -98,11 +98,13 @@ func (j *job) markStarted() {
 }
 
 // unreportedPhase reports whether the control plane has not yet seen the
-// job's current phase.
+// job's current phase and still needs a renew to see it: a job that is
+// posting its result is past judging, and its result tells more than a
+// phase would.
 func (j *job) unreportedPhase() bool {
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	return j.phase != j.reported
+	return j.phase != j.reported && !j.posting
 }
 
 // acknowledged records that a renew carrying progress p succeeded.

@@ -40,3 +40,32 @@ func TestPhaseChangeReportedEarly(t *testing.T) {
 	fake.release(idStr(jobID))
 	waitJob(t, e, jobID, 10*time.Second, "completed", completed)
 }
+
+// A job that ends within the phase-report delay costs no renew: its result
+// is its only call after the claim, and the control plane accepts it
+// without a start report (kece-bench scheduler models nodes this way).
+func TestQuickJobCostsNoRenew(t *testing.T) {
+	t.Parallel()
+	e := controltest.Start(t, controltest.Options{Store: store.Config{LeaseTTL: 2 * time.Minute},
+		HTTP: httpapi.Config{ReapInterval: 50 * time.Millisecond, RenewInterval: 30 * time.Second,
+			HeartbeatInterval: 200 * time.Millisecond, ClaimWaitMax: 2 * time.Second}})
+	man := publishEcho(e)
+	nd := e.NewNode("cpp", 1, 1)
+	e.ForceEnable(nd.ID)
+	cfg := nodeConfig(t, e.URL, "cpp", nd.JoinCode, newFake(false))
+	cfg.RenewInterval = 30 * time.Second
+	cfg.SafetyMargin = 5 * time.Second
+	n := runNode(t, cfg)
+
+	var ids []int64
+	for range 3 {
+		ids = append(ids, enqueue(e, "cpp17", man))
+	}
+	for _, id := range ids {
+		j := waitJob(t, e, id, 10*time.Second, "completed", completed)
+		require.Equal(t, 1, j.AttemptCount)
+	}
+	m := n.Metrics()
+	require.Equal(t, int64(3), m.ResultsAccepted)
+	require.Zero(t, m.Renewals, "no job judged past the phase-report delay")
+}
