@@ -38,6 +38,7 @@ func runScheduler(ctx context.Context, args []string) error {
 	dsn := fs.String("dsn", "", "MySQL server DSN without database (default $KECE_BENCH_MYSQL_DSN or the private MariaDB)")
 	cpuProfile := fs.String("cpuprofile", "", "write a Go CPU profile of the measured window to this file")
 	replicas := fs.Int("replicas", 1, "control replicas: stores with their own connection pool, batchers, caches and long-poll hub (polling the pool signal as kece-control does) on one database; nodes and enqueuers are spread over them")
+	startReport := fs.String("start-report", "node", "when a leased job reports its start with a renew: node (as kece-node: only a job still judging after the phase-report delay, 100 ms; the bench's jobs take no time, so none does) or always (one renew for all of a claim's jobs before any is judged)")
 	serverPID := fs.Int("server-pid", 0, "pid of a local database server: its CPU over the measured window is reported (scripts/bench-scheduler.sh passes it)")
 	if err := settings.ParseWithEnv(fs, "KECE_BENCH_SCHEDULER_", args, os.Getenv); err != nil {
 		return err
@@ -98,12 +99,16 @@ func runScheduler(ctx context.Context, args []string) error {
 	if *enqueueBatch < 1 || *enqueueBatch > store.EnqueueManyMax {
 		return fmt.Errorf("-enqueue-batch must be 1..%d", store.EnqueueManyMax)
 	}
-	res, err := lifecycles(ctx, reps, db, manID, sessions, *slots, *enqueuers, *enqueueBatch, *dur, cpuWatch{profile: *cpuProfile, serverPID: *serverPID})
+	if *startReport != "node" && *startReport != "always" {
+		return fmt.Errorf("-start-report must be node or always, not %q", *startReport)
+	}
+	res, err := lifecycles(ctx, reps, db, manID, sessions, *slots, *enqueuers, *enqueueBatch, *startReport == "always", *dur, cpuWatch{profile: *cpuProfile, serverPID: *serverPID})
 	if err != nil {
 		return err
 	}
 	fmt.Printf("innodb_flush_log_at_trx_commit=%s\n", durable)
 	fmt.Printf("replicas=%d\n", *replicas)
+	fmt.Printf("start_report=%s\n", *startReport)
 	fmt.Printf("connections=%d nodes=%d host_groups=%d slots=%d enqueuers=%d enqueue_batch=%d duration_s=%.0f batch_parallel=%d enqueue_parallel=%d batch_linger_ms=%g\n", conns, *nodes, *groups, *slots, *enqueuers, *enqueueBatch, dur.Seconds(), *batchParallel, *enqueueParallel, float64(batchLinger.Microseconds())/1000)
 	fmt.Printf("commit_rate_per_s=%.0f\n", rate)
 	fmt.Printf("commit_bound_lifecycles_per_s=%.0f\n", bound)
@@ -239,7 +244,7 @@ type replica struct {
 	hub *longpoll.Hub
 }
 
-func lifecycles(ctx context.Context, reps []replica, db *sql.DB, manID int64, sessions []store.Session, slots, enqueuers, enqueueBatch int, d time.Duration, cw cpuWatch) (lifecycleResult, error) {
+func lifecycles(ctx context.Context, reps []replica, db *sql.DB, manID int64, sessions []store.Session, slots, enqueuers, enqueueBatch int, startReport bool, d time.Duration, cw cpuWatch) (lifecycleResult, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var (
@@ -373,14 +378,20 @@ func lifecycles(ctx context.Context, reps []replica, db *sql.DB, manID int64, se
 				claimN.Add(1)
 				claimedN.Add(int64(len(got)))
 				queued.Add(-int64(len(got)))
-				// A node renews all its leases in one call.
-				items := make([]store.RenewItem, len(got))
-				for i, j := range got {
-					items[i] = store.RenewItem{JobID: j.JobID, LeaseEpoch: j.LeaseEpoch, ProgressSeq: 1, Phase: "JUDGING", CasesDone: 1, CasesTotal: 1}
-				}
-				if _, err := st.Renew(ctx, s.NodeSession, items); err != nil {
-					fail(err)
-					return
+				// kece-node reports a job's start in an early renew only
+				// when the job still judges after its phase-report delay;
+				// a job that ends sooner says so with its result. With
+				// -start-report always, a node renews all of a claim's
+				// leases in one call before judging any.
+				if startReport {
+					items := make([]store.RenewItem, len(got))
+					for i, j := range got {
+						items[i] = store.RenewItem{JobID: j.JobID, LeaseEpoch: j.LeaseEpoch, ProgressSeq: 1, Phase: "JUDGING", CasesDone: 1, CasesTotal: 1}
+					}
+					if _, err := st.Renew(ctx, s.NodeSession, items); err != nil {
+						fail(err)
+						return
+					}
 				}
 				for _, j := range got {
 					jobs.Add(1)
