@@ -49,6 +49,8 @@
 //	signals.go       pool signal rows and the after-commit wake-up
 //	leases.go        claim (batched), renew and complete (the lease writer: one batcher,
 //	                 one job UPDATE builder; fenceResult), reap, drain deadlines
+//	cycle.go         a result with the node's next claim (CompleteClaim, the slot
+//	                 cycle): the results commit inside the claim batch's transaction
 //	lease_end.go     how a lease ends without a result (release, expiry, a new
 //	                 session: endLeaseLocked), reap candidates, claim request replays
 //	results.go       result shape and its validation against the manifest

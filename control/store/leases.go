@@ -79,6 +79,9 @@ type claimCall struct {
 	requestID string
 	group     int64
 	pool      string
+	// results are fast results of the node's leases that commit in the
+	// claim's transaction (a cycle, see CompleteClaim), in job-id order.
+	results []fastResult
 }
 
 // claimBatchCalls caps how many nodes' claims share one transaction.
@@ -106,8 +109,10 @@ func (c *claimBatchers) of(pool string) *batcher[claimCall, []ClaimedJob] {
 	return b
 }
 
-// claimBatch answers concurrent claims of one pool (distinct nodes; a node
-// that appears twice goes again in a batch of its own):
+// claimBatch answers concurrent claims of one pool (a node may appear more
+// than once, as its slots' cycles do; a claim request id that appears twice
+// — a retry racing its original — goes again in a batch of its own, after
+// the first has committed its grants):
 //
 //  1. one plain read (no transaction, no lock) checks every session and
 //     whether each node could take anything — pool work if it is ENABLED,
@@ -123,17 +128,22 @@ func (c *claimBatchers) of(pool string) *batcher[claimCall, []ClaimedJob] {
 // A batch whose transaction fails runs again call by call, so each caller
 // gets exactly the answer it would get alone.
 func (s *Store) claimBatch(ctx context.Context, calls []*batchCall[claimCall, []ClaimedJob]) {
-	seen := make(map[int64]bool, len(calls))
+	type key struct {
+		node int64
+		req  string
+	}
+	seen := make(map[key]bool, len(calls))
 	var batch, again []*batchCall[claimCall, []ClaimedJob]
 	for _, c := range calls {
+		k := key{c.req.sess.NodeID, c.req.requestID}
 		switch {
 		case c.ctx.Err() != nil:
 			// Its caller gave up: leasing it jobs now would only strand them.
 			c.err = c.ctx.Err()
-		case seen[c.req.sess.NodeID]:
+		case k.req != "" && seen[k]:
 			again = append(again, c)
 		default:
-			seen[c.req.sess.NodeID] = true
+			seen[k] = true
 			batch = append(batch, c)
 		}
 	}
@@ -148,6 +158,18 @@ func (s *Store) claimBatch(ctx context.Context, calls []*batchCall[claimCall, []
 // claimReady is step 1 of claimBatch, then step 2 for the calls that could
 // take something.
 func (s *Store) claimReady(ctx context.Context, batch []*batchCall[claimCall, []ClaimedJob]) {
+	cycles := 0
+	for _, c := range batch {
+		if len(c.req.results) > 0 {
+			cycles++
+		}
+	}
+	if cycles == len(batch) {
+		// Every call commits results: the transaction runs whatever the
+		// read would say, and checks the sessions under its locks.
+		s.claimLocked(ctx, batch)
+		return
+	}
 	ids := make([]int64, len(batch))
 	var reqIDs []any
 	for i, c := range batch {
@@ -195,19 +217,25 @@ func (s *Store) claimReady(ctx context.Context, batch []*batchCall[claimCall, []
 	var ready []*batchCall[claimCall, []ClaimedJob]
 	for _, c := range batch {
 		r, ok := byNode[c.req.sess.NodeID]
-		if c.err = sessionError(c.req.sess, ok, r.revoked, r.epoch); c.err == nil && r.ready {
+		if c.err = sessionError(c.req.sess, ok, r.revoked, r.epoch); c.err == nil && (r.ready || len(c.req.results) > 0) {
 			ready = append(ready, c)
 		}
 	}
-	if len(ready) == 0 {
-		return
+	if len(ready) > 0 {
+		s.claimLocked(ctx, ready)
 	}
+}
+
+// claimLocked is step 2 of claimBatch for ready: one transaction
+// (claimTx), or, when it fails and there are several calls, each again on
+// its own, so each caller gets exactly the answer it would get alone.
+func (s *Store) claimLocked(ctx context.Context, ready []*batchCall[claimCall, []ClaimedJob]) {
 	calls := make([]claimCall, len(ready))
 	for i, c := range ready {
 		calls[i] = c.req
 	}
 	var out []claimAnswer
-	err = s.inScripts(ctx, func(c *scriptConn) error {
+	err := s.inScripts(ctx, func(c *scriptConn) error {
 		var err error
 		out, err = s.claimTx(ctx, c, calls)
 		return err
@@ -217,7 +245,7 @@ func (s *Store) claimReady(ctx context.Context, batch []*batchCall[claimCall, []
 	}
 	if err != nil && len(ready) > 1 {
 		for _, c := range ready {
-			s.claimReady(ctx, []*batchCall[claimCall, []ClaimedJob]{c})
+			s.claimLocked(ctx, []*batchCall[claimCall, []ClaimedJob]{c})
 		}
 		return
 	}
@@ -264,10 +292,17 @@ func (s *Store) claimTx(ctx context.Context, c *scriptConn, calls []claimCall) (
 	out := make([]claimAnswer, len(calls))
 	sc := s.begin(&script{})
 	lock := lockGroupsAndNodes(sc, calls)
+	// The cycles' results commit after the locks (group → node → job) and
+	// before the count, which then no longer counts their jobs as busy.
+	results := cycleResults(calls)
+	fence := s.completeInClaim(sc, results)
 	grants := s.readGrants(sc, calls)
 	busy := countBusy(sc, lock.groups)
-	if err := c.send(ctx, sc, slices.Concat(lock.reads, grants.reads, busy.reads)...); err != nil {
+	if err := c.send(ctx, sc, slices.Concat(lock.reads, fence.reads, grants.reads, busy.reads)...); err != nil {
 		return nil, fmt.Errorf("store: claim: lock: %w", err)
+	}
+	if !fence.held() {
+		return nil, errFenced
 	}
 	live := make([]int, 0, len(calls)) // indexes of calls that may take work
 	for i, call := range calls {
@@ -284,19 +319,28 @@ func (s *Store) claimTx(ctx context.Context, c *scriptConn, calls []claimCall) (
 	for g, n := range lock.capacity {
 		groupFree[g] = n - busy.group[g]
 	}
-	// Capacities in call order; each call's jobs come out of its group's
-	// room. CHECK jobs bound to a node come first and are picked per node
-	// (rare); pool work for all ENABLED nodes is picked at once.
+	// Capacities in call order; each call's jobs come out of its node's and
+	// its group's room (a node's calls share its room). CHECK jobs bound to
+	// a node come first and are picked per node, by its first call (rare);
+	// pool work for all ENABLED nodes is picked at once.
 	capacity := make([]int, len(calls))
+	nodeFree := make(map[int64]int, len(calls))
+	checked := make(map[int64]bool)
 	poolWant := 0
 	for _, i := range live {
 		call := calls[i]
 		n := lock.nodes[call.sess.NodeID]
-		room := min(call.free, n.slots-busy.node[call.sess.NodeID], groupFree[call.group], s.cfg.ClaimBatchMax)
+		free, ok := nodeFree[call.sess.NodeID]
+		if !ok {
+			free = n.slots - busy.node[call.sess.NodeID]
+		}
+		room := min(call.free, free, groupFree[call.group], s.cfg.ClaimBatchMax)
 		if room <= 0 {
+			nodeFree[call.sess.NodeID] = free
 			continue
 		}
-		if n.pendingChecks > 0 {
+		if n.pendingChecks > 0 && !checked[call.sess.NodeID] {
+			checked[call.sess.NodeID] = true
 			checks, err := pickReady(ctx, c.conn, n.pool, call.sess.NodeID, room)
 			if err != nil {
 				return nil, err
@@ -314,6 +358,7 @@ func (s *Store) claimTx(ctx context.Context, c *scriptConn, calls []claimCall) (
 		// Reserved for this call; what the pick does not fill was not
 		// there for later calls either (they pick from the same queue).
 		groupFree[call.group] -= len(out[i].jobs) + capacity[i]
+		nodeFree[call.sess.NodeID] = free - len(out[i].jobs) - capacity[i]
 		poolWant += capacity[i]
 	}
 	if poolWant > 0 {
@@ -326,7 +371,7 @@ func (s *Store) claimTx(ctx context.Context, c *scriptConn, calls []claimCall) (
 			out[i].jobs, more = append(out[i].jobs, more[:take]...), more[take:]
 		}
 	}
-	return out, s.leaseClaimed(ctx, c, calls, out)
+	return out, s.leaseClaimed(ctx, c, calls, out, results)
 }
 
 // grantReads reads the attempts earlier tries of the calls' claim requests
@@ -406,7 +451,7 @@ func countBusy(sc *script, groups []int64) *busyCounts {
 // leaseClaimed leases every job picked for the calls: one UPDATE of the
 // jobs (each to its call's node, group and session) and one INSERT of their
 // attempts, and fills in the answers' lease fields.
-func (s *Store) leaseClaimed(ctx context.Context, conn *scriptConn, calls []claimCall, out []claimAnswer) error {
+func (s *Store) leaseClaimed(ctx context.Context, conn *scriptConn, calls []claimCall, out []claimAnswer, results []fastResult) error {
 	var ids []int64
 	var node, group, epoch, request strings.Builder
 	var na, ga, ea, ra []any
@@ -444,6 +489,13 @@ func (s *Store) leaseClaimed(ctx context.Context, conn *scriptConn, calls []clai
 			exec(`INSERT INTO judge_job_attempt (job_id, lease_epoch, node_id, host_group_id, session_epoch, started_at, claim_request_id)
 		 SELECT id, lease_epoch, node_id, host_group_id, session_epoch, NOW(6), NULLIF(CASE id`+request.String()+` END, '')
 		 FROM judge_job WHERE id IN (`+in+`)`, append(ra, args...)...)
+	}
+	if len(results) > 0 {
+		q, qargs, err := settlementSQL(settlementRows(results))
+		if err != nil {
+			return err
+		}
+		sc.exec(q, qargs...)
 	}
 	if err := conn.send(ctx, sc.exec(`COMMIT`)); err != nil {
 		return fmt.Errorf("store: claim: lease: %w", err)
@@ -952,48 +1004,72 @@ func inList(ids []int64) (string, []any) {
 // is its submission's current job. Result, job state, attempt receipt and
 // settlement event commit together.
 func (s *Store) complete(ctx context.Context, sess NodeSession, jobID, leaseEpoch int64, res Result) (CompleteResponse, error) {
-	if err := res.validateShape(); err != nil {
-		return CompleteResponse{}, err
-	}
-	body, digest, err := res.Normalize()
+	p, err := s.prepareResult(ctx, sess, jobID, leaseEpoch, res)
 	if err != nil {
 		return CompleteResponse{}, err
 	}
-	if len(body) > s.cfg.MaxResultBytes {
-		return CompleteResponse{}, invalid("result", "is %d bytes, above %d", len(body), s.cfg.MaxResultBytes)
-	}
-	facts, err := s.jobFacts(ctx, jobID)
-	if err != nil {
-		return CompleteResponse{}, err
-	}
-	var cases caseCounts
-	if res.Outcome == OutcomeVerdict {
-		// Validate before anything is written (manifests are immutable).
-		m, err := s.Manifest(ctx, facts.manifestID)
+	if p.fast != nil {
+		done, err := s.writer.do(ctx, leaseWrite{result: p.fast})
 		if err != nil {
 			return CompleteResponse{}, err
 		}
-		if err := checkAgainst(m, *res.Verdict); err != nil {
-			return CompleteResponse{}, err
-		}
-		cases = countCases(m, *res.Verdict)
-		if facts.kind == KindSubmission {
-			payload, err := json.Marshal(SettlementPayload{JobID: strconv.FormatInt(jobID, 10), SubmissionType: facts.typ,
-				SubmissionID: facts.sid, Generation: facts.generation, Status: res.Verdict.Status, Result: body})
-			if err != nil {
-				return CompleteResponse{}, fmt.Errorf("store: settle: %w", err)
-			}
-			done, err := s.writer.do(ctx, leaseWrite{result: &fastResult{sess: sess, jobID: jobID, leaseEpoch: leaseEpoch, f: facts,
-				status: res.Verdict.Status, cases: cases, body: body, digest: digest, payload: payload}})
-			if err != nil {
-				return CompleteResponse{}, err
-			}
-			if done {
-				return CompleteResponse{Disposition: Accepted, JobState: StateCompleted}, nil
-			}
+		if done {
+			return CompleteResponse{Disposition: Accepted, JobState: StateCompleted}, nil
 		}
 	}
-	return s.completeSlow(ctx, sess, jobID, leaseEpoch, res, cases, body, digest)
+	return s.completeSlow(ctx, sess, jobID, leaseEpoch, res, p.cases, p.body, p.digest)
+}
+
+// preparedResult is a result checked before anything is written: its
+// normalized body and digest, its case counts, and, for a verdict of a
+// business job (the common case), the fast completion that commits it
+// without completeSlow's locking reads when its fence holds.
+type preparedResult struct {
+	body   []byte
+	digest string
+	cases  caseCounts
+	fast   *fastResult
+}
+
+func (s *Store) prepareResult(ctx context.Context, sess NodeSession, jobID, leaseEpoch int64, res Result) (preparedResult, error) {
+	var p preparedResult
+	if err := res.validateShape(); err != nil {
+		return p, err
+	}
+	var err error
+	if p.body, p.digest, err = res.Normalize(); err != nil {
+		return p, err
+	}
+	if len(p.body) > s.cfg.MaxResultBytes {
+		return p, invalid("result", "is %d bytes, above %d", len(p.body), s.cfg.MaxResultBytes)
+	}
+	facts, err := s.jobFacts(ctx, jobID)
+	if err != nil {
+		return p, err
+	}
+	if res.Outcome != OutcomeVerdict {
+		return p, nil
+	}
+	// Validate before anything is written (manifests are immutable).
+	m, err := s.Manifest(ctx, facts.manifestID)
+	if err != nil {
+		return p, err
+	}
+	if err := checkAgainst(m, *res.Verdict); err != nil {
+		return p, err
+	}
+	p.cases = countCases(m, *res.Verdict)
+	if facts.kind != KindSubmission {
+		return p, nil
+	}
+	payload, err := json.Marshal(SettlementPayload{JobID: strconv.FormatInt(jobID, 10), SubmissionType: facts.typ,
+		SubmissionID: facts.sid, Generation: facts.generation, Status: res.Verdict.Status, Result: p.body})
+	if err != nil {
+		return p, fmt.Errorf("store: settle: %w", err)
+	}
+	p.fast = &fastResult{sess: sess, jobID: jobID, leaseEpoch: leaseEpoch, f: facts,
+		status: res.Verdict.Status, cases: p.cases, body: p.body, digest: p.digest, payload: payload}
+	return p, nil
 }
 
 // caseCounts are what a finished job reports as casesDone/casesTotal.
@@ -1105,27 +1181,8 @@ func (s *Store) completeBatch(ctx context.Context, calls []*batchCall[leaseWrite
 // returns errFenced and inScripts rolls back.
 func (s *Store) leaseScripts(ctx context.Context, c *scriptConn, renews []renewCall, items []fastResult) error {
 	jobs, jargs, want := leaseUpdate(s.cfg.LeaseTTL, renews, items)
-	// The job left RUNNING for exactly these lease epochs, so their attempts
-	// have no receipt yet; the IS NULL is a belt to the fence.
-	var digest, attempts strings.Builder
-	var da, aa []any
-	ids := make([]int64, len(items))
-	for i, r := range items {
-		digest.WriteString(" WHEN ? THEN ?")
-		da = append(da, r.jobID, r.digest)
-		if i > 0 {
-			attempts.WriteString(", ")
-		}
-		attempts.WriteString("(?, ?)")
-		aa = append(aa, r.jobID, r.leaseEpoch)
-		ids[i] = r.jobID
-	}
-	in, idArgs := inList(ids)
-	sc := s.begin(&script{}).exec(jobs, jargs...).exec(
-		`UPDATE judge_job_attempt SET outcome = 'COMPLETED', receipt_digest = CASE job_id`+digest.String()+` END,
-		   ended_at = NOW(6), judging_started = TRUE
-		 WHERE job_id IN (`+in+`) AND (job_id, lease_epoch) IN (`+attempts.String()+`) AND receipt_digest IS NULL`,
-		append(append(da, idArgs...), aa...)...)
+	aq, aargs := attemptReceipts(items)
+	sc := s.begin(&script{}).exec(jobs, jargs...).exec(aq, aargs...)
 	n, err := c.counts(ctx, sc)
 	if err != nil {
 		return fmt.Errorf("store: complete: %w", err)
@@ -1133,11 +1190,7 @@ func (s *Store) leaseScripts(ctx context.Context, c *scriptConn, renews []renewC
 	if len(n) < 2 || n[len(n)-2] != int64(want) || n[len(n)-1] != int64(len(items)) {
 		return errFenced
 	}
-	evs := make([]settlementRow, len(items))
-	for i, r := range items {
-		evs[i] = settlementRow{jobID: r.jobID, typ: r.f.typ, sid: r.f.sid, generation: r.f.generation, payload: r.payload}
-	}
-	q, qargs, err := settlementSQL(evs)
+	q, qargs, err := settlementSQL(settlementRows(items))
 	if err != nil {
 		return err
 	}

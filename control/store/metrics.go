@@ -178,6 +178,13 @@ func (s *Store) ClaimRequest(ctx context.Context, sess NodeSession, freeSlots in
 // outcome, or why the result was refused, to the observer.
 func (s *Store) Complete(ctx context.Context, sess NodeSession, jobID, leaseEpoch int64, res Result) (CompleteResponse, error) {
 	out, err := s.complete(ctx, sess, jobID, leaseEpoch, res)
+	s.observeResult(ctx, jobID, res, out, err)
+	return out, err
+}
+
+// observeResult reports a result's outcome, or why it was refused, to the
+// observer.
+func (s *Store) observeResult(ctx context.Context, jobID int64, res Result, out CompleteResponse, err error) {
 	o := s.observer()
 	if err != nil {
 		if isDBError(err) {
@@ -185,7 +192,7 @@ func (s *Store) Complete(ctx context.Context, sess NodeSession, jobID, leaseEpoc
 		} else {
 			o.ResultRefused(ctx, RefusalReason(err))
 		}
-		return out, err
+		return
 	}
 	pool := ""
 	if f, ok := s.facts.get(jobID); ok {
@@ -206,7 +213,6 @@ func (s *Store) Complete(ctx context.Context, sess NodeSession, jobID, leaseEpoc
 		code = res.Error.Code
 	}
 	o.ResultRecorded(ctx, pool, outcome, code)
-	return out, err
 }
 
 // Reap returns expired leases to QUEUED or FAILED; see reap. It reports the

@@ -1,0 +1,237 @@
+package store
+
+import (
+	"context"
+	"strings"
+	"time"
+)
+
+// A node's slot cycle is: claim a job, judge it, post its result, claim
+// the next. CompleteClaim makes the last two one call and, in the common
+// case, one transaction: the claim batch of the node's pool commits the
+// cycles' results after its host-group and node locks (the documented
+// order, group → node → job) and before it counts busy slots, so the slots
+// the results free are leased again at once. Each result is fenced exactly
+// as the lease writer fences it (leaseUpdate, attemptReceipts); if any
+// result of the batch fails its fence nothing is written and every call
+// goes its own way: each result through complete (which answers lost,
+// cancelled, conflicting and repeated results), then the claim alone.
+
+// CycleResult is one result a node posts with its next claim.
+type CycleResult struct {
+	JobID      int64
+	LeaseEpoch int64
+	Result     Result
+}
+
+// CycleOutcome answers one CycleResult: its disposition, or why it was
+// refused.
+type CycleOutcome struct {
+	Response CompleteResponse
+	Err      error
+}
+
+// CycleMax caps the results of one cycle call (a node posts at most one
+// per slot).
+const CycleMax = 64
+
+// CompleteClaim records results of the session's leases and then, only if
+// every result was accepted, leases the node up to freeSlots more jobs, as
+// Complete and ClaimRequest would one after the other (requestID makes the
+// claim idempotent the same way) — in one transaction when it can. Each
+// result is answered in outs, in order; err is bad input to the call as a
+// whole (nothing written). A refused result claims nothing: the node learns
+// something is off and its claim loop decides. A claim that fails after the
+// results committed (the database) answers no jobs; the node claims again.
+func (s *Store) CompleteClaim(ctx context.Context, sess NodeSession, results []CycleResult, freeSlots int, requestID string) (outs []CycleOutcome, jobs []ClaimedJob, err error) {
+	start := time.Now()
+	outs, jobs, err = s.completeClaim(ctx, sess, results, freeSlots, requestID)
+	o := s.observer()
+	for i, r := range outs {
+		s.observeResult(ctx, results[i].JobID, results[i].Result, r.Response, r.Err)
+	}
+	if freeSlots > 0 {
+		pool, granted := "", 0
+		for _, j := range jobs {
+			pool = j.Pool
+			if !j.Replayed {
+				granted++
+				o.JobPickedUp(ctx, j.Pool, string(j.Kind), j.ReadyWait)
+			}
+		}
+		o.ClaimTransaction(ctx, pool, granted, time.Since(start), err)
+		if isDBError(err) {
+			o.DBError(ctx, "claim")
+		}
+	}
+	return outs, jobs, err
+}
+
+func (s *Store) completeClaim(ctx context.Context, sess NodeSession, results []CycleResult, freeSlots int, requestID string) ([]CycleOutcome, []ClaimedJob, error) {
+	if len(results) > CycleMax {
+		return nil, nil, invalid("results", "%d results in one call, above %d", len(results), CycleMax)
+	}
+	if err := checkClaimRequestID(requestID); err != nil {
+		return nil, nil, err
+	}
+	seen := make(map[int64]bool, len(results))
+	for _, r := range results {
+		if seen[r.JobID] {
+			return nil, nil, invalid("results", "job %d appears twice", r.JobID)
+		}
+		seen[r.JobID] = true
+	}
+	outs := make([]CycleOutcome, len(results))
+	// Results that cannot commit in the claim (refused before anything is
+	// written, or not the fast kind) are answered first, so the slots they
+	// free count for the claim.
+	var fast []fastResult
+	var fastAt []int
+	refused := false
+	for i, r := range results {
+		p, err := s.prepareResult(ctx, sess, r.JobID, r.LeaseEpoch, r.Result)
+		switch {
+		case err != nil:
+			outs[i].Err = err
+		case p.fast == nil || freeSlots <= 0:
+			outs[i].Response, outs[i].Err = s.complete(ctx, sess, r.JobID, r.LeaseEpoch, r.Result)
+		default:
+			fast = append(fast, *p.fast)
+			fastAt = append(fastAt, i)
+		}
+		refused = refused || outs[i].Err != nil
+	}
+	if refused || freeSlots <= 0 {
+		for _, i := range fastAt {
+			r := results[i]
+			outs[i].Response, outs[i].Err = s.complete(ctx, sess, r.JobID, r.LeaseEpoch, r.Result)
+		}
+		return outs, nil, nil
+	}
+	if len(fast) > 0 {
+		place, err := s.nodePlace(ctx, sess.NodeID)
+		if err != nil {
+			return nil, nil, err
+		}
+		sortFast(fast, fastAt)
+		jobs, err := s.claimers.of(place.pool).do(ctx, claimCall{sess: sess, free: freeSlots, requestID: requestID,
+			group: place.group, pool: place.pool, results: fast})
+		if err == nil {
+			for _, i := range fastAt {
+				outs[i].Response = CompleteResponse{Disposition: Accepted, JobState: StateCompleted}
+			}
+			return outs, jobs, nil
+		}
+		if ctx.Err() != nil {
+			return nil, nil, err
+		}
+		// Fenced out, a stale session, or a failed transaction whose commit
+		// may or may not have happened: each result on its own says which
+		// (a committed one answers ALREADY_COMMITTED), then the claim.
+		for _, i := range fastAt {
+			r := results[i]
+			outs[i].Response, outs[i].Err = s.complete(ctx, sess, r.JobID, r.LeaseEpoch, r.Result)
+			if outs[i].Err != nil {
+				refused = true
+			}
+		}
+		if refused {
+			return outs, nil, nil
+		}
+	}
+	jobs, err := s.claim(ctx, sess, freeSlots, requestID)
+	if err != nil {
+		// The results are committed; the node's claim loop claims again.
+		if isDBError(err) {
+			s.observer().DBError(ctx, "claim")
+		}
+		return outs, nil, nil
+	}
+	return outs, jobs, nil
+}
+
+// sortFast puts fast (and, alongside, the indexes at) in job-id order.
+func sortFast(fast []fastResult, at []int) {
+	for i := 1; i < len(fast); i++ {
+		for j := i; j > 0 && fast[j].jobID < fast[j-1].jobID; j-- {
+			fast[j], fast[j-1] = fast[j-1], fast[j]
+			at[j], at[j-1] = at[j-1], at[j]
+		}
+	}
+}
+
+// cycleResults are the results of all calls, in job-id order (the lock
+// order of leaseUpdate).
+func cycleResults(calls []claimCall) []fastResult {
+	var out []fastResult
+	for _, c := range calls {
+		out = append(out, c.results...)
+	}
+	sortFast(out, make([]int, len(out)))
+	return out
+}
+
+// claimFence is the fence of the results a claim transaction commits: the
+// row counts of their job and attempt UPDATEs, read in the same round trip.
+type claimFence struct {
+	want         int
+	jobs, attmpt int64
+	reads        []func(rowScanner) error
+}
+
+// held reports whether every result's job and attempt changed.
+func (f *claimFence) held() bool {
+	return f.want == 0 || (f.jobs == int64(f.want) && f.attmpt == int64(f.want))
+}
+
+// completeInClaim adds to sc the completion of results (nothing when there
+// are none): the lease writer's job UPDATE and attempt receipts, each
+// followed by its row count.
+func (s *Store) completeInClaim(sc *script, results []fastResult) *claimFence {
+	f := &claimFence{want: len(results)}
+	if len(results) == 0 {
+		return f
+	}
+	jq, jargs, _ := leaseUpdate(s.cfg.LeaseTTL, nil, results)
+	aq, aargs := attemptReceipts(results)
+	sc.exec(jq, jargs...).rows(`SELECT ROW_COUNT()`).exec(aq, aargs...).rows(`SELECT ROW_COUNT()`)
+	f.reads = []func(rowScanner) error{
+		func(r rowScanner) error { return r.Scan(&f.jobs) },
+		func(r rowScanner) error { return r.Scan(&f.attmpt) },
+	}
+	return f
+}
+
+// attemptReceipts is the UPDATE that closes the attempts of results
+// (distinct jobs) with their receipts. The job left RUNNING for exactly
+// these lease epochs, so their attempts have no receipt yet; the IS NULL is
+// a belt to the fence.
+func attemptReceipts(items []fastResult) (string, []any) {
+	var digest, attempts strings.Builder
+	var da, aa []any
+	ids := make([]int64, len(items))
+	for i, r := range items {
+		digest.WriteString(" WHEN ? THEN ?")
+		da = append(da, r.jobID, r.digest)
+		if i > 0 {
+			attempts.WriteString(", ")
+		}
+		attempts.WriteString("(?, ?)")
+		aa = append(aa, r.jobID, r.leaseEpoch)
+		ids[i] = r.jobID
+	}
+	in, idArgs := inList(ids)
+	return `UPDATE judge_job_attempt SET outcome = 'COMPLETED', receipt_digest = CASE job_id` + digest.String() + ` END,
+		   ended_at = NOW(6), judging_started = TRUE
+		 WHERE job_id IN (` + in + `) AND (job_id, lease_epoch) IN (` + attempts.String() + `) AND receipt_digest IS NULL`,
+		append(append(da, idArgs...), aa...)
+}
+
+// settlementRows are the settlement events of results.
+func settlementRows(items []fastResult) []settlementRow {
+	evs := make([]settlementRow, len(items))
+	for i, r := range items {
+		evs[i] = settlementRow{jobID: r.jobID, typ: r.f.typ, sid: r.f.sid, generation: r.f.generation, payload: r.payload}
+	}
+	return evs
+}

@@ -1,0 +1,232 @@
+package store_test
+
+import (
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/kece-oj/kece/control/store"
+)
+
+// cycle posts c's result (res) with a claim of free slots.
+func cycle(b *testBundle, st *store.Store, sess store.NodeSession, c store.ClaimedJob, res store.Result, free int, req string) (store.CycleOutcome, []store.ClaimedJob, error) {
+	outs, jobs, err := st.CompleteClaim(b.ctx, sess, []store.CycleResult{{JobID: c.JobID, LeaseEpoch: c.LeaseEpoch, Result: res}}, free, req)
+	if err != nil {
+		return store.CycleOutcome{}, nil, err
+	}
+	return outs[0], jobs, nil
+}
+
+// runningOn counts the RUNNING jobs of a node.
+func (b *testBundle) runningOn(t *testing.T, nodeID int64) int {
+	return b.count(t, `SELECT COUNT(*) FROM judge_job WHERE state = 'RUNNING' AND node_id = ?`, nodeID)
+}
+
+// A result with a claim commits the result and leases the slot it frees in
+// one call: a node of one slot, busy with the job, gets the next job, and
+// the finished job has its verdict, its attempt's receipt and its
+// settlement event.
+func TestCompleteClaimLeasesTheSlotTheResultFrees(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	g := b.group(t, 4)
+	sess := b.node(t, "cpp", g.ID, 1, true)
+	first := b.enqueue(t, "ALGO", "cycle-1")
+	second := b.enqueue(t, "ALGO", "cycle-2")
+	c := b.claimEventually(t, b.store, sess.NodeSession)
+	require.Equal(t, first.JobID, c.JobID)
+	// Without the result the node has no room.
+	none, err := b.store.Claim(b.ctx, sess.NodeSession, 1)
+	require.NoError(t, err)
+	require.Empty(t, none)
+
+	out, jobs, err := cycle(b, b.store, sess.NodeSession, c, acResult(), 1, "cycle-req-0001")
+	require.NoError(t, err)
+	require.NoError(t, out.Err)
+	require.Equal(t, store.CompleteResponse{Disposition: store.Accepted, JobState: store.StateCompleted}, out.Response)
+	require.Len(t, jobs, 1)
+	require.Equal(t, second.JobID, jobs[0].JobID)
+	require.False(t, jobs[0].Replayed)
+
+	st, err := b.store.SubmissionStatus(b.ctx, "ALGO", "cycle-1")
+	require.NoError(t, err)
+	require.Equal(t, "AC", st.Status)
+	require.Equal(t, 1, b.count(t, `SELECT COUNT(*) FROM judge_job_attempt WHERE job_id = ? AND outcome = 'COMPLETED' AND receipt_digest IS NOT NULL`, c.JobID))
+	require.Equal(t, 1, b.count(t, `SELECT COUNT(*) FROM judge_settlement_event WHERE job_id = ?`, c.JobID))
+	require.Equal(t, 1, b.runningOn(t, sess.NodeID))
+	require.Equal(t, 1, b.count(t, `SELECT COUNT(*) FROM judge_job_attempt WHERE job_id = ? AND outcome = 'RUNNING' AND claim_request_id = 'cycle-req-0001'`, second.JobID))
+}
+
+// Cycles of several nodes, two of them from one node, share one claim
+// transaction: every result commits, every job is leased once, and no node
+// or host group runs more than its slots.
+func TestCompleteClaimBatchKeepsCapacityExact(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	g := b.group(t, 3)
+	a := b.node(t, "cpp", g.ID, 2, true)
+	c := b.node(t, "cpp", g.ID, 1, true)
+	for i := range 8 {
+		b.enqueue(t, "ALGO", fmt.Sprintf("cap-%d", i))
+	}
+	held := map[int64][]store.ClaimedJob{}
+	for _, s := range []store.Session{a, a, c} {
+		held[s.NodeID] = append(held[s.NodeID], b.claimEventually(t, b.store, s.NodeSession))
+	}
+	type call struct {
+		sess store.NodeSession
+		job  store.ClaimedJob
+		free int
+	}
+	calls := []call{{a.NodeSession, held[a.NodeID][0], 1}, {a.NodeSession, held[a.NodeID][1], 2}, {c.NodeSession, held[c.NodeID][0], 1}}
+	queued, release := store.HoldClaims(b.store, "cpp")
+	var mu sync.Mutex
+	got := map[int64][]store.ClaimedJob{}
+	var wg sync.WaitGroup
+	for i, k := range calls {
+		wg.Go(func() {
+			out, jobs, err := cycle(b, b.store, k.sess, k.job, acResult(), k.free, fmt.Sprintf("cap-req-%04d", i))
+			require.NoError(t, err)
+			require.NoError(t, out.Err)
+			require.Equal(t, store.StateCompleted, out.Response.JobState)
+			mu.Lock()
+			got[k.sess.NodeID] = append(got[k.sess.NodeID], jobs...)
+			mu.Unlock()
+		})
+	}
+	require.Eventually(t, func() bool { return queued() == len(calls) }, 5*time.Second, time.Millisecond)
+	release()
+	wg.Wait()
+
+	require.Len(t, got[a.NodeID], 2, "node a frees two slots and has two")
+	require.Len(t, got[c.NodeID], 1)
+	seen := map[int64]bool{}
+	for _, js := range got {
+		for _, j := range js {
+			require.False(t, seen[j.JobID], "job %d leased twice", j.JobID)
+			seen[j.JobID] = true
+		}
+	}
+	require.Equal(t, 2, b.runningOn(t, a.NodeID))
+	require.Equal(t, 1, b.runningOn(t, c.NodeID))
+	require.Equal(t, 3, b.count(t, `SELECT COUNT(*) FROM judge_job WHERE state = 'COMPLETED' AND submission_type = 'ALGO'`))
+	require.Equal(t, 3, b.count(t, `SELECT COUNT(*) FROM judge_settlement_event WHERE submission_type = 'ALGO'`))
+}
+
+// One fenced-out result in a batch of cycles writes nothing of the batch;
+// each call then gets exactly its own answer: the lost lease is refused and
+// claims nothing, the live one commits and gets the next job.
+func TestCompleteClaimFencedResultClaimsNothing(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	g := b.group(t, 4)
+	live := b.node(t, "cpp", g.ID, 1, true)
+	lost := b.node(t, "cpp", g.ID, 1, true)
+	for i := range 4 {
+		b.enqueue(t, "ALGO", fmt.Sprintf("fence-%d", i))
+	}
+	lj := b.claimEventually(t, b.store, live.NodeSession)
+	xj := b.claimEventually(t, b.store, lost.NodeSession)
+	b.expireLease(t, xj.JobID)
+
+	queued, release := store.HoldClaims(b.store, "cpp")
+	var wg sync.WaitGroup
+	var liveJobs, lostJobs []store.ClaimedJob
+	var liveOut, lostOut store.CycleOutcome
+	wg.Go(func() {
+		var err error
+		liveOut, liveJobs, err = cycle(b, b.store, live.NodeSession, lj, acResult(), 1, "fence-req-live")
+		require.NoError(t, err)
+	})
+	wg.Go(func() {
+		var err error
+		lostOut, lostJobs, err = cycle(b, b.store, lost.NodeSession, xj, acResult(), 1, "fence-req-lost")
+		require.NoError(t, err)
+	})
+	require.Eventually(t, func() bool { return queued() == 2 }, 5*time.Second, time.Millisecond)
+	release()
+	wg.Wait()
+
+	require.NoError(t, liveOut.Err)
+	require.Equal(t, store.StateCompleted, liveOut.Response.JobState)
+	require.Len(t, liveJobs, 1)
+	require.ErrorIs(t, lostOut.Err, store.ErrLeaseLost)
+	require.Empty(t, lostJobs, "a refused result claims nothing")
+	require.Zero(t, b.count(t, `SELECT COUNT(*) FROM judge_settlement_event WHERE job_id = ?`, xj.JobID))
+	require.Zero(t, b.count(t, `SELECT COUNT(*) FROM judge_job WHERE id = ? AND state = 'COMPLETED'`, xj.JobID))
+	require.Equal(t, 1, b.runningOn(t, lost.NodeID), "only the unreaped lost lease; nothing new")
+}
+
+// A cycle resent after its answer was lost (same result, same request id)
+// answers ALREADY_COMMITTED and the same lease, not a second one.
+func TestCompleteClaimRetryAnswersTheSameLease(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	g := b.group(t, 4)
+	sess := b.node(t, "cpp", g.ID, 1, true)
+	for i := range 3 {
+		b.enqueue(t, "ALGO", fmt.Sprintf("retry-%d", i))
+	}
+	c := b.claimEventually(t, b.store, sess.NodeSession)
+	out, jobs, err := cycle(b, b.store, sess.NodeSession, c, acResult(), 1, "retry-req-0001")
+	require.NoError(t, err)
+	require.NoError(t, out.Err)
+	require.Len(t, jobs, 1)
+
+	again, replay, err := cycle(b, b.store, sess.NodeSession, c, acResult(), 1, "retry-req-0001")
+	require.NoError(t, err)
+	require.NoError(t, again.Err)
+	require.Equal(t, store.AlreadyCommitted, again.Response.Disposition)
+	require.Len(t, replay, 1)
+	require.Equal(t, jobs[0].JobID, replay[0].JobID)
+	require.Equal(t, jobs[0].LeaseEpoch, replay[0].LeaseEpoch)
+	require.True(t, replay[0].Replayed)
+	require.Equal(t, 1, b.runningOn(t, sess.NodeID))
+
+	// A different result for the committed lease is a conflict, and claims
+	// nothing.
+	conflict, none, err := cycle(b, b.store, sess.NodeSession, c, waResult(), 1, "retry-req-0002")
+	require.NoError(t, err)
+	require.ErrorIs(t, conflict.Err, store.ErrResultConflict)
+	require.Empty(t, none)
+	require.Equal(t, 1, b.runningOn(t, sess.NodeID))
+}
+
+// An infrastructure error is not the fast kind: it closes its attempt on its
+// own (the job goes back to the queue), then the claim runs.
+func TestCompleteClaimAfterAnErrorResult(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	g := b.group(t, 4)
+	sess := b.node(t, "cpp", g.ID, 1, true)
+	b.enqueue(t, "ALGO", "err-0")
+	b.enqueue(t, "ALGO", "err-1")
+	c := b.claimEventually(t, b.store, sess.NodeSession)
+	out, jobs, err := cycle(b, b.store, sess.NodeSession, c, infraResult(), 1, "err-req-0001")
+	require.NoError(t, err)
+	require.NoError(t, out.Err)
+	require.Equal(t, store.StateQueued, out.Response.JobState)
+	require.Len(t, jobs, 1)
+	require.Equal(t, 1, b.runningOn(t, sess.NodeID))
+	require.Equal(t, 1, b.count(t, `SELECT COUNT(*) FROM judge_job_attempt WHERE job_id = ? AND outcome <> 'RUNNING'`, c.JobID),
+		"the error closed its attempt")
+}
+
+// Bad input to the call as a whole is refused before anything is written.
+func TestCompleteClaimRefusesBadInput(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	g := b.group(t, 4)
+	sess := b.node(t, "cpp", g.ID, 2, true)
+	b.enqueue(t, "ALGO", "bad-0")
+	c := b.claimEventually(t, b.store, sess.NodeSession)
+	r := store.CycleResult{JobID: c.JobID, LeaseEpoch: c.LeaseEpoch, Result: acResult()}
+	_, _, err := b.store.CompleteClaim(b.ctx, sess.NodeSession, []store.CycleResult{r, r}, 1, "")
+	require.ErrorIs(t, err, store.ErrValidation)
+	_, _, err = b.store.CompleteClaim(b.ctx, sess.NodeSession, []store.CycleResult{r}, 1, "bad id!")
+	require.ErrorIs(t, err, store.ErrValidation)
+	require.Equal(t, 1, b.runningOn(t, sess.NodeID), "nothing was written")
+}
