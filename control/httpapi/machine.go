@@ -78,6 +78,7 @@ func (m machineAPI) OpenSession(ctx context.Context, req machineapi.OpenSessionR
 		LeaseTtlMs:          m.s.store.Config().LeaseTTL.Milliseconds(),
 		RenewIntervalMs:     m.s.cfg.RenewInterval.Milliseconds(),
 		ClaimWaitMaxMs:      m.s.cfg.ClaimWaitMax.Milliseconds(),
+		ResultClaims:        new(true),
 	}, nil
 }
 
@@ -182,6 +183,15 @@ func (m machineAPI) claimOrWait(ctx context.Context, sess store.SessionInfo, fre
 }
 
 func (m machineAPI) claimResponse(ctx context.Context, jobs []store.ClaimedJob) (machineapi.ClaimJobsResponseObject, error) {
+	out, err := m.wireJobs(ctx, jobs)
+	if err != nil {
+		return nil, err
+	}
+	return machineapi.ClaimJobs200JSONResponse{Jobs: out}, nil
+}
+
+// wireJobs converts leases for the node (a claim's or a result's claim).
+func (m machineAPI) wireJobs(ctx context.Context, jobs []store.ClaimedJob) ([]machineapi.ClaimedJob, error) {
 	out := make([]machineapi.ClaimedJob, 0, len(jobs))
 	for _, j := range jobs {
 		man, err := m.s.manifests.get(ctx, m.s.store, j.ManifestID)
@@ -206,7 +216,7 @@ func (m machineAPI) claimResponse(ctx context.Context, jobs []store.ClaimedJob) 
 			Runtime: machineapi.JobRuntime{Language: j.Language, Pool: machineapi.Pool(j.Pool)},
 		})
 	}
-	return machineapi.ClaimJobs200JSONResponse{Jobs: out}, nil
+	return out, nil
 }
 
 // RenewLeases extends the session's leases in one transaction.
@@ -324,7 +334,20 @@ func (m machineAPI) SubmitResult(ctx context.Context, req machineapi.SubmitResul
 	if e := req.Body.Error; e != nil {
 		res.Error = &store.ErrorResult{Code: string(e.Code), Message: e.Message}
 	}
-	r, err := m.s.store.Complete(ctx, sess.NodeSession, jobID, req.Body.LeaseEpoch, res)
+	var r store.CompleteResponse
+	var claimed []store.ClaimedJob
+	if c := req.Body.Claim; c != nil {
+		// The slot cycle: the result, then the node's next claim, in one
+		// transaction when the store can.
+		var outs []store.CycleOutcome
+		outs, claimed, err = m.s.store.CompleteClaim(ctx, sess.NodeSession,
+			[]store.CycleResult{{JobID: jobID, LeaseEpoch: req.Body.LeaseEpoch, Result: res}}, int(c.FreeSlots), c.RequestId)
+		if err == nil {
+			r, err = outs[0].Response, outs[0].Err
+		}
+	} else {
+		r, err = m.s.store.Complete(ctx, sess.NodeSession, jobID, req.Body.LeaseEpoch, res)
+	}
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, apiErr(http.StatusNotFound, codeJobNotFound, err)
 	}
@@ -338,7 +361,15 @@ func (m machineAPI) SubmitResult(ctx context.Context, req machineapi.SubmitResul
 	if r.JobState == store.StateCompleted || r.JobState == store.StateFailed {
 		m.s.settlements.Settled(jobID) // waiting status reads answer now
 	}
-	return machineapi.SubmitResult200JSONResponse{Disposition: machineapi.Disposition(r.Disposition), JobState: machineapi.JobState(r.JobState)}, nil
+	out := machineapi.SubmitResult200JSONResponse{Disposition: machineapi.Disposition(r.Disposition), JobState: machineapi.JobState(r.JobState)}
+	if req.Body.Claim != nil {
+		jobs, err := m.wireJobs(ctx, claimed)
+		if err != nil {
+			return nil, err
+		}
+		out.Jobs = &jobs
+	}
+	return out, nil
 }
 
 // wireManifests caches manifests converted to the wire type (immutable).

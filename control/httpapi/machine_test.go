@@ -140,3 +140,78 @@ func TestMachineProtocolRoundTrip(t *testing.T) {
 }
 
 func idStr(id int64) string { return strconv.FormatInt(id, 10) }
+
+// The slot cycle over HTTP: the session says the control plane takes a
+// claim with a result; a result with one answers the next job in full (as
+// claim does); the same call again answers ALREADY_COMMITTED and the same
+// lease; a refused result claims nothing; a malformed claim is a 400.
+func TestResultCarriesTheNextClaim(t *testing.T) {
+	t.Parallel()
+	env := controltest.Start(t, controltest.Options{})
+	manID := env.PublishCode(manifest.Limits{TimeMs: 1000, MemoryMb: 64, OutputKb: 64}, manifest.Checker{Type: "tolerant"},
+		controltest.Case{In: "1 2\n", Out: "3\n", Weight: 100})
+	n := env.NewNode("cpp", 1, 4)
+	nc := joinAndOpen(t, env, n.JoinCode, "boot-cycle-1")
+	require.NotNil(t, nc.session.ResultClaims)
+	require.True(t, *nc.session.ResultClaims)
+	env.ForceEnable(n.ID)
+	first := env.Enqueue("ALGO", "cycle-1", "cpp17", "int main(){}", manID)
+	second := env.Enqueue("ALGO", "cycle-2", "cpp17", "int main(){return 0;}", manID)
+
+	cl, err := nc.c.ClaimJobsWithResponse(env.Ctx, machineapi.ClaimRequest{FreeSlots: 1, WaitMs: 2000})
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, cl.StatusCode(), string(cl.Body))
+	require.Len(t, cl.JSON200.Jobs, 1)
+	job := cl.JSON200.Jobs[0]
+	require.Equal(t, idStr(first), job.JobId)
+
+	result := machineapi.ResultRequest{LeaseEpoch: job.LeaseEpoch, Outcome: machineapi.OutcomeVerdict, Verdict: &machineapi.Verdict{
+		Status: machineapi.VerdictStatusAC, Score: 100, MaxScore: 100,
+		Cases: []machineapi.CaseResult{{CaseId: "c1", Status: machineapi.VerdictStatusAC, Score: 100, TimeMs: 2}}},
+		Claim: &machineapi.ResultClaim{FreeSlots: 1, RequestId: "cycle-request-1"}}
+	r1, err := nc.c.SubmitResultWithResponse(env.Ctx, job.JobId, result)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, r1.StatusCode(), string(r1.Body))
+	require.Equal(t, machineapi.DispositionAccepted, r1.JSON200.Disposition)
+	require.Equal(t, machineapi.JobStateCompleted, r1.JSON200.JobState)
+	require.NotNil(t, r1.JSON200.Jobs)
+	require.Len(t, *r1.JSON200.Jobs, 1)
+	next := (*r1.JSON200.Jobs)[0]
+	require.Equal(t, idStr(second), next.JobId)
+	require.Equal(t, "int main(){return 0;}", next.Submission.Source)
+	require.Len(t, next.Manifest.Cases, 1)
+	require.Positive(t, next.LeaseRemainingMs)
+
+	// The answer was lost: the node sends the same call again.
+	r2, err := nc.c.SubmitResultWithResponse(env.Ctx, job.JobId, result)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, r2.StatusCode(), string(r2.Body))
+	require.Equal(t, machineapi.DispositionAlreadyCommitted, r2.JSON200.Disposition)
+	require.Len(t, *r2.JSON200.Jobs, 1)
+	require.Equal(t, next.JobId, (*r2.JSON200.Jobs)[0].JobId)
+	require.Equal(t, next.LeaseEpoch, (*r2.JSON200.Jobs)[0].LeaseEpoch)
+
+	// A different result for the committed lease: 409, and no claim.
+	env.Enqueue("ALGO", "cycle-3", "cpp17", "int main(){}", manID)
+	conflict := result
+	conflict.Verdict = &machineapi.Verdict{Status: machineapi.VerdictStatusWA, Score: 0, MaxScore: 100,
+		Cases: []machineapi.CaseResult{{CaseId: "c1", Status: machineapi.VerdictStatusWA, Score: 0, TimeMs: 2}}}
+	conflict.Claim = &machineapi.ResultClaim{FreeSlots: 1, RequestId: "cycle-request-2"}
+	r3, err := nc.c.SubmitResultWithResponse(env.Ctx, job.JobId, conflict)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusConflict, r3.StatusCode())
+	require.Equal(t, machineapi.ErrorCodeResultConflict, r3.JSON409.Code)
+	var running int
+	require.NoError(t, env.DB.QueryRowContext(env.Ctx, `SELECT COUNT(*) FROM judge_job WHERE state = 'RUNNING'`).Scan(&running))
+	require.Equal(t, 1, running, "the refused result leased nothing")
+
+	// A malformed claim is refused before anything is written.
+	bad := result
+	bad.LeaseEpoch = next.LeaseEpoch
+	bad.Claim = &machineapi.ResultClaim{FreeSlots: 0, RequestId: "cycle-request-3"}
+	r4, err := nc.c.SubmitResultWithResponse(env.Ctx, next.JobId, bad)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusBadRequest, r4.StatusCode(), string(r4.Body))
+	require.NoError(t, env.DB.QueryRowContext(env.Ctx, `SELECT COUNT(*) FROM judge_job WHERE state = 'RUNNING'`).Scan(&running))
+	require.Equal(t, 1, running)
+}
