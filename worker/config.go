@@ -116,6 +116,10 @@ type Config struct {
 	RetryMax          time.Duration
 	CleanupTimeout    time.Duration
 
+	// NoResultClaims posts results without a claim for the slot each frees
+	// (the slot cycle), leaving all leasing to the claim loop.
+	NoResultClaims bool
+
 	// Version is this build's version, reported in heartbeats and /healthz.
 	Version string
 	// Logger receives one line per state change; nil: slog.Default().

@@ -448,15 +448,27 @@ func (n *Node) fetch(ctx context.Context, j *job, digest string, size int64) (*a
 func (n *Node) post(ctx context.Context, j *job, req machineapi.ResultRequest, log *slog.Logger) {
 	backoff := n.cfg.RetryBase
 	fellBack := false
+	// The claim for the slot this result frees goes with it, unchanged on
+	// every retry (its request id answers a lost answer's leases again).
+	req.Claim = n.cycleClaim()
 	for attempt := 1; ; attempt++ {
 		if attempt > 1 {
 			n.m.resultRetries.Add(1)
 		}
 		tok := n.cl.token.Load()
+		sent := time.Now()
 		r, err := n.cl.submit(ctx, j.c.JobId, req)
 		if err == nil {
 			n.m.posted(r.Disposition)
-			log.Info("result posted", "outcome", req.Outcome, "disposition", r.Disposition, "job_state", r.JobState, "attempt", attempt)
+			next := 0
+			if r.Jobs != nil {
+				next = len(*r.Jobs)
+			}
+			log.Info("result posted", "outcome", req.Outcome, "disposition", r.Disposition, "job_state", r.JobState,
+				"attempt", attempt, "next_jobs", next)
+			if next > 0 {
+				n.startCycled(*r.Jobs, sent)
+			}
 			return
 		}
 		if ctx.Err() != nil {
@@ -477,7 +489,7 @@ func (n *Node) post(ctx context.Context, j *job, req machineapi.ResultRequest, l
 					return
 				}
 				fellBack = true
-				req = machineapi.ResultRequest{LeaseEpoch: req.LeaseEpoch, Outcome: machineapi.OutcomeError,
+				req = machineapi.ResultRequest{LeaseEpoch: req.LeaseEpoch, Outcome: machineapi.OutcomeError, Claim: req.Claim,
 					Error: &machineapi.InfraError{Code: machineapi.InfraErrorCodeInternal,
 						Message: clip(fmt.Sprintf("node produced a result the control plane refused: %s", ae.Message), maxMessage)}}
 				continue
@@ -492,6 +504,48 @@ func (n *Node) post(ctx context.Context, j *job, req machineapi.ResultRequest, l
 			log.Warn("result not posted: the lease can no longer be valid", "reason", context.Cause(ctx))
 			return
 		}
+	}
+}
+
+// cycleCtx is what starts a job outside the claim loop: the claim loop's
+// context (ended when the node stops claiming), the jobs' contexts and
+// their wait group, as Run made them.
+type cycleCtx struct {
+	claim, jobs, hard context.Context
+	wg                *sync.WaitGroup
+}
+
+// cycleClaim is the claim a result carries for the slot it frees (the slot
+// cycle: result and next claim in one call, one transaction on the control
+// plane), or nil: the control plane does not take one, the node claims
+// nothing new (draining, stopping, refused), or the slot is gone (an admin
+// lowered the slots while the job ran; its job still counts in busy).
+func (n *Node) cycleClaim() *machineapi.ResultClaim {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if !n.timing.resultClaims || !n.mayClaimLocked() || n.failed() || n.cycle.claim == nil || n.cycle.claim.Err() != nil ||
+		n.busy > n.slotsLocked() {
+		return nil
+	}
+	return &machineapi.ResultClaim{FreeSlots: 1, RequestId: newClaimRequestID()}
+}
+
+// startCycled runs the jobs a result's claim leased (sent: when that call
+// was sent), in the slot the result freed. A node that stopped claiming
+// while the call was in flight gives them back unrun.
+func (n *Node) startCycled(jobs []machineapi.ClaimedJob, sent time.Time) {
+	n.mu.Lock()
+	stop := !n.mayClaimLocked() || n.failed() || n.cycle.claim.Err() != nil
+	n.mu.Unlock()
+	if stop {
+		n.log.Warn("jobs leased with a result not started: the node is stopping; giving their leases back",
+			"node_id", n.nodeID, "jobs", len(jobs))
+		n.releaseUnrun(jobs, n.stopReason())
+		return
+	}
+	n.m.cycleJobs.Add(int64(len(jobs)))
+	for _, cj := range jobs {
+		n.start(n.cycle.jobs, n.cycle.hard, n.cycle.wg, cj, sent)
 	}
 }
 

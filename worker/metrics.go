@@ -30,6 +30,7 @@ type metrics struct {
 	leasesLost, deadlineCancels     atomic.Int64
 	nodeDefects, authFailures       atomic.Int64
 	leasesReleased, claimRetries    atomic.Int64
+	cycleJobs                       atomic.Int64
 }
 
 func (m *metrics) posted(d machineapi.Disposition) {
@@ -55,6 +56,9 @@ type Metrics struct {
 	// inputs unavailable); ClaimRetries claims resent with the same
 	// request id after a failed answer.
 	LeasesReleased, ClaimRetries int64
+	// CycleJobs counts jobs leased with a result (its claim for the slot
+	// it frees, the slot cycle) rather than by the claim loop.
+	CycleJobs int64
 }
 
 // Metrics returns the node's counters.
@@ -71,6 +75,7 @@ func (n *Node) Metrics() Metrics {
 		LeasesLost: m.leasesLost.Load(), DeadlineCancels: m.deadlineCancels.Load(),
 		NodeDefects: m.nodeDefects.Load(), AuthFailures: m.authFailures.Load(),
 		LeasesReleased: m.leasesReleased.Load(), ClaimRetries: m.claimRetries.Load(),
+		CycleJobs: m.cycleJobs.Load(),
 	}
 }
 
@@ -144,6 +149,7 @@ func newPromMetrics(n *Node) *promMetrics {
 		{"kece_node_auth_failures_total", "Calls refused with 401/403.", &m.authFailures},
 		{"kece_node_leases_released_total", "Leases given back unrun (draining, stopping, inputs unavailable).", &m.leasesReleased},
 		{"kece_node_claim_retries_total", "Claims resent with the same request id after a failed answer.", &m.claimRetries},
+		{"kece_node_cycle_jobs_total", "Jobs leased with a result, for the slot it freed (the slot cycle).", &m.cycleJobs},
 	}
 	for _, c := range counters {
 		v := c.v

@@ -46,6 +46,7 @@ type Node struct {
 	cachePtr atomic.Pointer[artifact.Cache]
 
 	// Set once by Run before the loops start.
+	cycle   cycleCtx
 	cache   *artifact.Cache
 	backend Backend
 	nodeID  string
@@ -79,11 +80,13 @@ type Node struct {
 
 // timing is the effective schedule after the session answer.
 type timing struct {
-	heartbeat time.Duration
-	renew     time.Duration
-	claimWait time.Duration
-	margin    time.Duration
-	leaseTTL  time.Duration
+	// resultClaims: the control plane takes a claim with a result.
+	resultClaims bool
+	heartbeat    time.Duration
+	renew        time.Duration
+	claimWait    time.Duration
+	margin       time.Duration
+	leaseTTL     time.Duration
 }
 
 // New validates cfg and prepares a node; nothing is contacted yet.
@@ -239,6 +242,7 @@ func (n *Node) Run(ctx context.Context) (err error) {
 	defer stopJobs(nil)
 
 	var loops, jobsWG sync.WaitGroup
+	n.cycle = cycleCtx{claim: claimCtx, jobs: jobsCtx, hard: hardCtx, wg: &jobsWG}
 	for _, loop := range []func(context.Context){n.heartbeatLoop, n.renewLoop, n.healthLoop, n.janitorLoop} {
 		loops.Go(func() { loop(loopsCtx) })
 	}
@@ -264,7 +268,7 @@ func (n *Node) Run(ctx context.Context) (err error) {
 		stopClaims()
 		n.log.Info("draining: no new claims; waiting for running jobs", "node_id", n.nodeID, "grace", n.cfg.DrainGrace)
 		grace := time.NewTimer(n.cfg.DrainGrace)
-		<-claimDone // no job starts (jobsWG.Add) after this
+		<-claimDone // no job starts (jobsWG.Add) after this but by a result leased before the drain (startCycled)
 		idle := make(chan struct{})
 		go func() { jobsWG.Wait(); close(idle) }()
 		select {
@@ -353,6 +357,9 @@ func (n *Node) openSession(ctx context.Context) error {
 		renew:     minPositive(n.cfg.RenewInterval, time.Duration(s.RenewIntervalMs)*time.Millisecond),
 		claimWait: min(n.cfg.ClaimWait, time.Duration(s.ClaimWaitMaxMs)*time.Millisecond),
 		leaseTTL:  time.Duration(s.LeaseTtlMs) * time.Millisecond,
+		// A result's claim for the slot it frees (the slot cycle), unless
+		// the configuration turns it off.
+		resultClaims: s.ResultClaims != nil && *s.ResultClaims && !n.cfg.NoResultClaims,
 	}
 	// Renew well inside the lease and keep the margin below a quarter of it.
 	t.renew = min(t.renew, t.leaseTTL/3)

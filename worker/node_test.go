@@ -171,6 +171,35 @@ func TestT07ResultAckLost(t *testing.T) {
 	require.Len(t, att, 1)
 }
 
+// T07 with the slot cycle: the lost answer also carried the next job's
+// lease. The resent call (same payload, same claim request id) answers
+// ALREADY_COMMITTED and that same lease: the next job runs once, on its
+// first attempt, and no lease is left to expire.
+func TestT07ResultAckLostWithItsClaim(t *testing.T) {
+	t.Parallel()
+	e := env(t, 3*time.Second)
+	man := publishEcho(e)
+	nd := e.NewNode("cpp", 1, 1)
+	e.ForceEnable(nd.ID)
+	px := faultproxy.New(e.URL)
+	t.Cleanup(px.Close)
+	lost := px.Add(faultproxy.Rule{Method: "POST", PathContains: "/result", Action: faultproxy.DropResponse, Times: 1})
+	fake := newFake(false)
+	first := enqueue(e, "cpp17", man)
+	second := enqueue(e, "cpp17", man)
+	n := runNode(t, nodeConfig(t, px.URL(), "cpp", nd.JoinCode, fake))
+
+	<-lost.Fired()
+	waitJob(t, e, first, 10*time.Second, "completed", completed)
+	j := waitJob(t, e, second, 10*time.Second, "completed", completed)
+	require.Equal(t, 1, j.AttemptCount, "the replayed lease, not a second one")
+	require.Equal(t, 2, px.Count("POST", "/jobs/"+idStr(first)+"/result"), "the same payload was sent twice")
+	require.Equal(t, 1, fake.ran(idStr(second)))
+	require.Equal(t, int64(1), n.Metrics().CycleJobs)
+	require.Equal(t, 1, eventsFor(t, e, first))
+	require.Equal(t, 1, eventsFor(t, e, second))
+}
+
 // T08: renewals never reach the server. The node cancels execution at its
 // local deadline — before the server's lease ends — and posts nothing;
 // another node's result stands.

@@ -69,3 +69,40 @@ func TestQuickJobCostsNoRenew(t *testing.T) {
 	require.Equal(t, int64(3), m.ResultsAccepted)
 	require.Zero(t, m.Renewals, "no job judged past the phase-report delay")
 }
+
+// The slot cycle: a result carries the claim for the slot it frees, so a
+// node of one slot with work waiting runs it job after job without a claim
+// long-poll in between; with NoResultClaims the claim loop leases it all.
+func TestResultLeasesTheNextJob(t *testing.T) {
+	t.Parallel()
+	for _, off := range []bool{false, true} {
+		t.Run(map[bool]string{false: "cycle", true: "claim-loop"}[off], func(t *testing.T) {
+			t.Parallel()
+			e := controltest.Start(t, controltest.Options{Store: store.Config{LeaseTTL: 2 * time.Minute},
+				HTTP: httpapi.Config{ReapInterval: 50 * time.Millisecond, RenewInterval: 30 * time.Second,
+					HeartbeatInterval: 200 * time.Millisecond, ClaimWaitMax: 2 * time.Second}})
+			man := publishEcho(e)
+			nd := e.NewNode("cpp", 1, 1)
+			e.ForceEnable(nd.ID)
+			var ids []int64
+			for range 3 {
+				ids = append(ids, enqueue(e, "cpp17", man))
+			}
+			cfg := nodeConfig(t, e.URL, "cpp", nd.JoinCode, newFake(false))
+			cfg.NoResultClaims = off
+			n := runNode(t, cfg)
+			for _, id := range ids {
+				j := waitJob(t, e, id, 10*time.Second, "completed", completed)
+				require.Equal(t, 1, j.AttemptCount)
+			}
+			m := n.Metrics()
+			require.Equal(t, int64(3), m.ResultsAccepted)
+			require.Equal(t, int64(3), m.JobsStarted)
+			if off {
+				require.Zero(t, m.CycleJobs)
+			} else {
+				require.Equal(t, int64(2), m.CycleJobs, "the first job's result leased the second, its result the third")
+			}
+		})
+	}
+}
