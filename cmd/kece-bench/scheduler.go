@@ -38,6 +38,7 @@ func runScheduler(ctx context.Context, args []string) error {
 	dsn := fs.String("dsn", "", "MySQL server DSN without database (default $KECE_BENCH_MYSQL_DSN or the private MariaDB)")
 	cpuProfile := fs.String("cpuprofile", "", "write a Go CPU profile of the measured window to this file")
 	replicas := fs.Int("replicas", 1, "control replicas: stores with their own connection pool, batchers, caches and long-poll hub (polling the pool signal as kece-control does) on one database; nodes and enqueuers are spread over them")
+	protocol := fs.String("protocol", "cycle", "how a node posts results: cycle (with its next claim, one call: CompleteClaim) or separate (each result its own call beside the claim loop)")
 	startReport := fs.String("start-report", "node", "when a leased job reports its start with a renew: node (as kece-node: only a job still judging after the phase-report delay, 100 ms; the bench's jobs take no time, so none does) or always (one renew for all of a claim's jobs before any is judged)")
 	serverPID := fs.Int("server-pid", 0, "pid of a local database server: its CPU over the measured window is reported (scripts/bench-scheduler.sh passes it)")
 	if err := settings.ParseWithEnv(fs, "KECE_BENCH_SCHEDULER_", args, os.Getenv); err != nil {
@@ -102,13 +103,16 @@ func runScheduler(ctx context.Context, args []string) error {
 	if *startReport != "node" && *startReport != "always" {
 		return fmt.Errorf("-start-report must be node or always, not %q", *startReport)
 	}
-	res, err := lifecycles(ctx, reps, db, manID, sessions, *slots, *enqueuers, *enqueueBatch, *startReport == "always", *dur, cpuWatch{profile: *cpuProfile, serverPID: *serverPID})
+	if *protocol != "cycle" && *protocol != "separate" {
+		return fmt.Errorf("-protocol must be cycle or separate, not %q", *protocol)
+	}
+	res, err := lifecycles(ctx, reps, db, manID, sessions, *slots, *enqueuers, *enqueueBatch, *startReport == "always", *protocol == "cycle", *dur, cpuWatch{profile: *cpuProfile, serverPID: *serverPID})
 	if err != nil {
 		return err
 	}
 	fmt.Printf("innodb_flush_log_at_trx_commit=%s\n", durable)
 	fmt.Printf("replicas=%d\n", *replicas)
-	fmt.Printf("start_report=%s\n", *startReport)
+	fmt.Printf("protocol=%s start_report=%s\n", *protocol, *startReport)
 	fmt.Printf("connections=%d nodes=%d host_groups=%d slots=%d enqueuers=%d enqueue_batch=%d duration_s=%.0f batch_parallel=%d enqueue_parallel=%d batch_linger_ms=%g\n", conns, *nodes, *groups, *slots, *enqueuers, *enqueueBatch, dur.Seconds(), *batchParallel, *enqueueParallel, float64(batchLinger.Microseconds())/1000)
 	fmt.Printf("commit_rate_per_s=%.0f\n", rate)
 	fmt.Printf("commit_bound_lifecycles_per_s=%.0f\n", bound)
@@ -244,7 +248,7 @@ type replica struct {
 	hub *longpoll.Hub
 }
 
-func lifecycles(ctx context.Context, reps []replica, db *sql.DB, manID int64, sessions []store.Session, slots, enqueuers, enqueueBatch int, startReport bool, d time.Duration, cw cpuWatch) (lifecycleResult, error) {
+func lifecycles(ctx context.Context, reps []replica, db *sql.DB, manID int64, sessions []store.Session, slots, enqueuers, enqueueBatch int, startReport, cycle bool, d time.Duration, cw cpuWatch) (lifecycleResult, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var (
@@ -314,6 +318,9 @@ func lifecycles(ctx context.Context, reps []replica, db *sql.DB, manID int64, se
 	// Each node runs its slots concurrently, like a real node: one claim
 	// loop asking for the free slots, and one goroutine per leased job that
 	// renews once and posts its result.
+	// With -protocol cycle a job posts its result with a claim for its own
+	// slot in one call (CompleteClaim), as kece-node does, and runs what it
+	// gets in the same slot; the claim loop claims the slots left free.
 	for i, s := range sessions {
 		st, hub := reps[i%len(reps)].st, reps[i%len(reps)].hub
 		wg.Add(1)
@@ -398,13 +405,36 @@ func lifecycles(ctx context.Context, reps []replica, db *sql.DB, manID int64, se
 					go func() {
 						defer jobs.Done()
 						defer func() { free <- struct{}{} }()
-						t0 := time.Now()
-						if _, err := st.Complete(ctx, s.NodeSession, j.JobID, j.LeaseEpoch, res); err != nil {
-							fail(err)
-							return
+						for {
+							t0 := time.Now()
+							if !cycle {
+								if _, err := st.Complete(ctx, s.NodeSession, j.JobID, j.LeaseEpoch, res); err != nil {
+									fail(err)
+									return
+								}
+								compNs.Add(int64(time.Since(t0)))
+								compN.Add(1)
+								return
+							}
+							outs, got, err := st.CompleteClaim(ctx, s.NodeSession,
+								[]store.CycleResult{{JobID: j.JobID, LeaseEpoch: j.LeaseEpoch, Result: res}}, 1, "")
+							if err == nil && len(outs) == 1 {
+								err = outs[0].Err
+							}
+							if err != nil {
+								fail(err)
+								return
+							}
+							compNs.Add(int64(time.Since(t0)))
+							compN.Add(1)
+							if len(got) == 0 {
+								return
+							}
+							claimN.Add(1)
+							claimedN.Add(int64(len(got)))
+							queued.Add(-int64(len(got)))
+							j = got[0]
 						}
-						compNs.Add(int64(time.Since(t0)))
-						compN.Add(1)
 					}()
 				}
 			}
