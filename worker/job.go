@@ -534,19 +534,7 @@ func (n *Node) cycleClaim() *machineapi.ResultClaim {
 // was sent), in the slot the result freed. A node that stopped claiming
 // while the call was in flight gives them back unrun.
 func (n *Node) startCycled(jobs []machineapi.ClaimedJob, sent time.Time) {
-	n.mu.Lock()
-	stop := !n.mayClaimLocked() || n.failed() || n.cycle.claim.Err() != nil
-	n.mu.Unlock()
-	if stop {
-		n.log.Warn("jobs leased with a result not started: the node is stopping; giving their leases back",
-			"node_id", n.nodeID, "jobs", len(jobs))
-		n.releaseUnrun(jobs, n.stopReason())
-		return
-	}
-	n.m.cycleJobs.Add(int64(len(jobs)))
-	for _, cj := range jobs {
-		n.start(n.cycle.jobs, n.cycle.hard, n.cycle.wg, cj, sent)
-	}
+	n.startOrGiveBack(jobs, sent, "jobs leased with a result", &n.m.cycleJobs)
 }
 
 // phaseReportDelay is how long a job's new phase (COMPILING → JUDGING) may

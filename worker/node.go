@@ -249,7 +249,7 @@ func (n *Node) Run(ctx context.Context) (err error) {
 	claimDone := make(chan struct{})
 	go func() {
 		defer close(claimDone)
-		n.claimLoop(claimCtx, jobsCtx, hardCtx, &jobsWG)
+		n.claimLoop(claimCtx)
 	}()
 	close(n.ready)
 	t := n.times()
@@ -662,7 +662,7 @@ func (n *Node) janitorLoop(ctx context.Context) {
 // retry after a failed answer sends again, so the control plane answers the
 // leases it granted to the lost answer instead of new ones; the id changes
 // after every answer received.
-func (n *Node) claimLoop(ctx, jobsCtx, hardCtx context.Context, jobsWG *sync.WaitGroup) {
+func (n *Node) claimLoop(ctx context.Context) {
 	backoff := n.cfg.RetryBase
 	requestID, retrying := newClaimRequestID(), false
 	for {
@@ -726,21 +726,30 @@ func (n *Node) claimLoop(ctx, jobsCtx, hardCtx context.Context, jobsWG *sync.Wai
 			n.sleep(ctx, jitter(wait/20+time.Millisecond))
 			continue
 		}
-		n.mu.Lock()
-		stop := !n.mayClaimLocked() || n.failed()
-		n.mu.Unlock()
-		if stop {
-			// Decided to stop while the claim was in flight: do not run what
-			// we did not plan to; give the leases back so the jobs run
-			// elsewhere now, their attempts not counted.
-			n.log.Warn("claimed jobs not started: the node is stopping; giving their leases back",
-				"node_id", n.nodeID, "jobs", len(jobs))
-			n.releaseUnrun(jobs, n.stopReason())
-			continue
-		}
-		for _, cj := range jobs {
-			n.start(jobsCtx, hardCtx, jobsWG, cj, sent)
-		}
+		n.startOrGiveBack(jobs, sent, "claimed jobs", nil)
+	}
+}
+
+// startOrGiveBack starts jobs just leased (sent: when the call that leased
+// them was sent) — or, when the node decided to stop while that call was
+// in flight, does not run what it did not plan to: it gives the leases back
+// so the jobs run elsewhere now, their attempts not counted. what names the
+// jobs in the log; count (if any) counts the jobs that start.
+func (n *Node) startOrGiveBack(jobs []machineapi.ClaimedJob, sent time.Time, what string, count *atomic.Int64) {
+	n.mu.Lock()
+	stop := !n.mayClaimLocked() || n.failed() || n.cycle.claim.Err() != nil
+	n.mu.Unlock()
+	if stop {
+		n.log.Warn(what+" not started: the node is stopping; giving their leases back",
+			"node_id", n.nodeID, "jobs", len(jobs))
+		n.releaseUnrun(jobs, n.stopReason())
+		return
+	}
+	if count != nil {
+		count.Add(int64(len(jobs)))
+	}
+	for _, cj := range jobs {
+		n.start(n.cycle.jobs, n.cycle.hard, n.cycle.wg, cj, sent)
 	}
 }
 

@@ -11,14 +11,20 @@ import (
 	"github.com/kece-oj/kece/control/store"
 )
 
+// slowRenewEnv is a control plane whose periodic renew (30 s) never comes
+// round in a test: what a node renews, it renews early.
+func slowRenewEnv(t *testing.T) *controltest.Env {
+	return controltest.Start(t, controltest.Options{Store: store.Config{LeaseTTL: 2 * time.Minute},
+		HTTP: httpapi.Config{ReapInterval: 50 * time.Millisecond, RenewInterval: 30 * time.Second,
+			HeartbeatInterval: 200 * time.Millisecond, ClaimWaitMax: 2 * time.Second}})
+}
+
 // A job that moves to JUDGING shows JUDGING on the business status long
 // before the periodic renew comes round (here 30 s): the node reports a new
 // phase with an early renew.
 func TestPhaseChangeReportedEarly(t *testing.T) {
 	t.Parallel()
-	e := controltest.Start(t, controltest.Options{Store: store.Config{LeaseTTL: 2 * time.Minute},
-		HTTP: httpapi.Config{ReapInterval: 50 * time.Millisecond, RenewInterval: 30 * time.Second,
-			HeartbeatInterval: 200 * time.Millisecond, ClaimWaitMax: 2 * time.Second}})
+	e := slowRenewEnv(t)
 	man := publishEcho(e)
 	nd := e.NewNode("cpp", 1, 1)
 	e.ForceEnable(nd.ID)
@@ -46,9 +52,7 @@ func TestPhaseChangeReportedEarly(t *testing.T) {
 // without a start report (kece-bench scheduler models nodes this way).
 func TestQuickJobCostsNoRenew(t *testing.T) {
 	t.Parallel()
-	e := controltest.Start(t, controltest.Options{Store: store.Config{LeaseTTL: 2 * time.Minute},
-		HTTP: httpapi.Config{ReapInterval: 50 * time.Millisecond, RenewInterval: 30 * time.Second,
-			HeartbeatInterval: 200 * time.Millisecond, ClaimWaitMax: 2 * time.Second}})
+	e := slowRenewEnv(t)
 	man := publishEcho(e)
 	nd := e.NewNode("cpp", 1, 1)
 	e.ForceEnable(nd.ID)
@@ -78,9 +82,7 @@ func TestResultLeasesTheNextJob(t *testing.T) {
 	for _, off := range []bool{false, true} {
 		t.Run(map[bool]string{false: "cycle", true: "claim-loop"}[off], func(t *testing.T) {
 			t.Parallel()
-			e := controltest.Start(t, controltest.Options{Store: store.Config{LeaseTTL: 2 * time.Minute},
-				HTTP: httpapi.Config{ReapInterval: 50 * time.Millisecond, RenewInterval: 30 * time.Second,
-					HeartbeatInterval: 200 * time.Millisecond, ClaimWaitMax: 2 * time.Second}})
+			e := slowRenewEnv(t)
 			man := publishEcho(e)
 			nd := e.NewNode("cpp", 1, 1)
 			e.ForceEnable(nd.ID)
