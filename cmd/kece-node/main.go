@@ -219,6 +219,7 @@ func configureLogged(args []string, getenv func(string) string, log *slog.Logger
 	grace := st.Duration("drain-grace", "KECE_DRAIN_GRACE", worker.DrainGraceDefault, "how long running jobs may finish after SIGTERM")
 	health := st.Duration("health-interval", "KECE_HEALTH_INTERVAL", worker.HealthIntervalDefault, "dependency probe interval")
 	janitor := st.Duration("janitor-interval", "KECE_JANITOR_INTERVAL", worker.JanitorIntervalDefault, "leftover cleanup interval")
+	resultClaims := st.Bool("result-claims", "KECE_RESULT_CLAIMS", true, "a result carries the claim for the slot it frees (the slot cycle; false: only the claim loop leases)")
 	if err := parseFlags(st, args); err != nil {
 		return worker.Config{}, err
 	}
@@ -232,7 +233,8 @@ func configureLogged(args []string, getenv func(string) string, log *slog.Logger
 	cfg := worker.Config{Pool: *pool, ControlURL: *controlURL, CredentialFile: *credFile, JoinCode: *joinCode,
 		CacheDir: *cacheDir, Listen: *listen, HeartbeatInterval: *heartbeat, RenewInterval: *renew, ClaimWait: *claimWait,
 		SafetyMargin: *margin, DrainGrace: *grace, HealthInterval: *health, JanitorInterval: *janitor,
-		Version: "kece-node " + buildinfo.Version(), Logger: log}
+		NoResultClaims: !*resultClaims,
+		Version:        "kece-node " + buildinfo.Version(), Logger: log}
 	if cfg.Listen == "off" {
 		cfg.Listen = ""
 	}

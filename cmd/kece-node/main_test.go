@@ -86,7 +86,7 @@ func TestConfigureEnvironmentAndDefaults(t *testing.T) {
 		"KECE_POOL": "mysql", "KECE_CONTROL_URL": "http://127.0.0.1:1", "KECE_CREDENTIAL_FILE": filepath.Join(dir, "cred"),
 		"KECE_CACHE_DIR": filepath.Join(dir, "cache"), "KECE_JUDGE_MYSQL_DSN_FILE": dsn, "KECE_JOIN_CODE_FILE": codeFile,
 		"KECE_HEARTBEAT_INTERVAL": "3s", "KECE_RENEW_INTERVAL": "4s", "KECE_CLAIM_WAIT": "5s", "KECE_SAFETY_MARGIN": "1s",
-		"KECE_DRAIN_GRACE": "1m", "KECE_HEALTH_INTERVAL": "7s", "KECE_JANITOR_INTERVAL": "8s",
+		"KECE_DRAIN_GRACE": "1m", "KECE_HEALTH_INTERVAL": "7s", "KECE_JANITOR_INTERVAL": "8s", "KECE_RESULT_CLAIMS": "false",
 	}
 	cfg, err := configure(nil, func(k string) string { return env[k] }, log)
 	require.NoError(t, err)
@@ -97,6 +97,7 @@ func TestConfigureEnvironmentAndDefaults(t *testing.T) {
 	require.Equal(t, time.Minute, cfg.DrainGrace)
 	require.Equal(t, 7*time.Second, cfg.HealthInterval)
 	require.Equal(t, 8*time.Second, cfg.JanitorInterval)
+	require.True(t, cfg.NoResultClaims)
 	require.Equal(t, "kjc_from-file", cfg.JoinCode)
 	cpus, mem := hostResources()
 	require.Equal(t, worker.DefaultLocalSlots("mysql", cpus, mem), cfg.LocalSlots)
