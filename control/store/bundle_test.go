@@ -222,6 +222,20 @@ func (b *testBundle) together(t *testing.T, n int, call func(i int)) {
 	wg.Wait()
 }
 
+// claimsTogether is together for the claim batcher of pool (claims, and
+// results that carry a claim).
+func (b *testBundle) claimsTogether(t *testing.T, pool string, n int, call func(i int)) {
+	t.Helper()
+	queued, release := store.HoldClaims(b.store, pool)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() { call(i) })
+	}
+	require.Eventually(t, func() bool { return queued() == n }, 5*time.Second, time.Millisecond)
+	release()
+	wg.Wait()
+}
+
 // judging is a renewal of c reporting JUDGING, one case of two done, at
 // progress seq.
 func judging(c store.ClaimedJob, seq int64) store.RenewItem {

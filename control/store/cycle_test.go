@@ -4,8 +4,8 @@ import (
 	"fmt"
 	"sync"
 	"testing"
-	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/kece-oj/kece/control/store"
@@ -82,24 +82,18 @@ func TestCompleteClaimBatchKeepsCapacityExact(t *testing.T) {
 		free int
 	}
 	calls := []call{{a.NodeSession, held[a.NodeID][0], 1}, {a.NodeSession, held[a.NodeID][1], 2}, {c.NodeSession, held[c.NodeID][0], 1}}
-	queued, release := store.HoldClaims(b.store, "cpp")
 	var mu sync.Mutex
 	got := map[int64][]store.ClaimedJob{}
-	var wg sync.WaitGroup
-	for i, k := range calls {
-		wg.Go(func() {
-			out, jobs, err := cycle(b, b.store, k.sess, k.job, acResult(), k.free, fmt.Sprintf("cap-req-%04d", i))
-			require.NoError(t, err)
-			require.NoError(t, out.Err)
-			require.Equal(t, store.StateCompleted, out.Response.JobState)
-			mu.Lock()
-			got[k.sess.NodeID] = append(got[k.sess.NodeID], jobs...)
-			mu.Unlock()
-		})
-	}
-	require.Eventually(t, func() bool { return queued() == len(calls) }, 5*time.Second, time.Millisecond)
-	release()
-	wg.Wait()
+	b.claimsTogether(t, "cpp", len(calls), func(i int) {
+		k := calls[i]
+		out, jobs, err := cycle(b, b.store, k.sess, k.job, acResult(), k.free, fmt.Sprintf("cap-req-%04d", i))
+		if assert.NoError(t, err) && assert.NoError(t, out.Err) {
+			assert.Equal(t, store.StateCompleted, out.Response.JobState)
+		}
+		mu.Lock()
+		got[k.sess.NodeID] = append(got[k.sess.NodeID], jobs...)
+		mu.Unlock()
+	})
 
 	require.Len(t, got[a.NodeID], 2, "node a frees two slots and has two")
 	require.Len(t, got[c.NodeID], 1)
@@ -132,23 +126,20 @@ func TestCompleteClaimFencedResultClaimsNothing(t *testing.T) {
 	xj := b.claimEventually(t, b.store, lost.NodeSession)
 	b.expireLease(t, xj.JobID)
 
-	queued, release := store.HoldClaims(b.store, "cpp")
-	var wg sync.WaitGroup
-	var liveJobs, lostJobs []store.ClaimedJob
-	var liveOut, lostOut store.CycleOutcome
-	wg.Go(func() {
+	type cycleCall struct {
+		sess store.NodeSession
+		job  store.ClaimedJob
+		req  string
+	}
+	calls := []cycleCall{{live.NodeSession, lj, "fence-req-live"}, {lost.NodeSession, xj, "fence-req-lost"}}
+	outs := make([]store.CycleOutcome, len(calls))
+	jobs := make([][]store.ClaimedJob, len(calls))
+	b.claimsTogether(t, "cpp", len(calls), func(i int) {
 		var err error
-		liveOut, liveJobs, err = cycle(b, b.store, live.NodeSession, lj, acResult(), 1, "fence-req-live")
-		require.NoError(t, err)
+		outs[i], jobs[i], err = cycle(b, b.store, calls[i].sess, calls[i].job, acResult(), 1, calls[i].req)
+		assert.NoError(t, err)
 	})
-	wg.Go(func() {
-		var err error
-		lostOut, lostJobs, err = cycle(b, b.store, lost.NodeSession, xj, acResult(), 1, "fence-req-lost")
-		require.NoError(t, err)
-	})
-	require.Eventually(t, func() bool { return queued() == 2 }, 5*time.Second, time.Millisecond)
-	release()
-	wg.Wait()
+	liveOut, liveJobs, lostOut, lostJobs := outs[0], jobs[0], outs[1], jobs[1]
 
 	require.NoError(t, liveOut.Err)
 	require.Equal(t, store.StateCompleted, liveOut.Response.JobState)
