@@ -356,8 +356,11 @@ func (m machineAPI) SubmitResult(ctx context.Context, req machineapi.SubmitResul
 	}
 	m.s.log.InfoContext(ctx, "result recorded", "job_id", jobID, "lease_epoch", req.Body.LeaseEpoch, "node_id", sess.NodeID,
 		"disposition", r.Disposition, "job_state", r.JobState)
-	// A finished job frees capacity: let this replica's waiters retry now.
-	m.s.hub.Notify(sess.Pool)
+	// A finished job frees capacity: let this replica's waiters retry now —
+	// unless the result's claim (the slot cycle) took the slot again.
+	if len(claimed) == 0 {
+		m.s.hub.Notify(sess.Pool)
+	}
 	if r.JobState == store.StateCompleted || r.JobState == store.StateFailed {
 		m.s.settlements.Settled(jobID) // waiting status reads answer now
 	}
