@@ -35,6 +35,10 @@ type job struct {
 	execStart  time.Time
 	judgeStart time.Time
 
+	// slotPassed (under the node's mu): the job its result leased runs in
+	// its slot, so its end frees none (the slot cycle).
+	slotPassed bool
+
 	mu       sync.Mutex
 	deadline time.Time
 	timer    *time.Timer
@@ -122,7 +126,12 @@ func (j *job) progress() machineapi.LeaseProgress {
 }
 
 // start registers a claimed job and runs it in its own goroutine.
-func (n *Node) start(jobsCtx, hardCtx context.Context, wg *sync.WaitGroup, c machineapi.ClaimedJob, sent time.Time) {
+//
+// from, when not nil, is the finished job whose result leased c: c takes
+// over its slot, in the same critical section, so busy never counts the
+// slot twice (a cycle's next result would then carry no claim) nor frees it
+// in between (the claim loop would claim it too).
+func (n *Node) start(jobsCtx, hardCtx context.Context, wg *sync.WaitGroup, c machineapi.ClaimedJob, sent time.Time, from *job) {
 	log := n.log.With("node_id", n.nodeID, "job_id", c.JobId, "lease_epoch", c.LeaseEpoch)
 	deadline := sent.Add(time.Duration(c.LeaseRemainingMs)*time.Millisecond - n.times().margin)
 	if time.Until(deadline) <= 0 {
@@ -145,7 +154,11 @@ func (n *Node) start(jobsCtx, hardCtx context.Context, wg *sync.WaitGroup, c mac
 	})
 	n.mu.Lock()
 	n.jobs[j.key] = j
-	n.busy++
+	if from != nil && !from.slotPassed {
+		from.slotPassed = true
+	} else {
+		n.busy++
+	}
 	n.mu.Unlock()
 	n.m.jobsStarted.Add(1)
 	log.Info("job leased", "kind", c.Kind, "attempt", c.Attempt, "lease_remaining_ms", c.LeaseRemainingMs)
@@ -156,7 +169,9 @@ func (n *Node) start(jobsCtx, hardCtx context.Context, wg *sync.WaitGroup, c mac
 			j.cancelPost(nil)
 			n.mu.Lock()
 			delete(n.jobs, j.key)
-			n.busy--
+			if !j.slotPassed {
+				n.busy--
+			}
 			n.mu.Unlock()
 			n.poke()
 		}()
@@ -467,7 +482,7 @@ func (n *Node) post(ctx context.Context, j *job, req machineapi.ResultRequest, l
 			log.Info("result posted", "outcome", req.Outcome, "disposition", r.Disposition, "job_state", r.JobState,
 				"attempt", attempt, "next_jobs", next)
 			if next > 0 {
-				n.startCycled(*r.Jobs, sent)
+				n.startCycled(j, *r.Jobs, sent)
 			}
 			return
 		}
@@ -533,8 +548,8 @@ func (n *Node) cycleClaim() *machineapi.ResultClaim {
 // startCycled runs the jobs a result's claim leased (sent: when that call
 // was sent), in the slot the result freed. A node that stopped claiming
 // while the call was in flight gives them back unrun.
-func (n *Node) startCycled(jobs []machineapi.ClaimedJob, sent time.Time) {
-	n.startOrGiveBack(jobs, sent, "jobs leased with a result", &n.m.cycleJobs)
+func (n *Node) startCycled(from *job, jobs []machineapi.ClaimedJob, sent time.Time) {
+	n.startOrGiveBack(jobs, sent, "jobs leased with a result", &n.m.cycleJobs, from)
 }
 
 // phaseReportDelay is how long a job's new phase (COMPILING → JUDGING) may

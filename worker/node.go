@@ -726,7 +726,7 @@ func (n *Node) claimLoop(ctx context.Context) {
 			n.sleep(ctx, jitter(wait/20+time.Millisecond))
 			continue
 		}
-		n.startOrGiveBack(jobs, sent, "claimed jobs", nil)
+		n.startOrGiveBack(jobs, sent, "claimed jobs", nil, nil)
 	}
 }
 
@@ -734,8 +734,9 @@ func (n *Node) claimLoop(ctx context.Context) {
 // them was sent) — or, when the node decided to stop while that call was
 // in flight, does not run what it did not plan to: it gives the leases back
 // so the jobs run elsewhere now, their attempts not counted. what names the
-// jobs in the log; count (if any) counts the jobs that start.
-func (n *Node) startOrGiveBack(jobs []machineapi.ClaimedJob, sent time.Time, what string, count *atomic.Int64) {
+// jobs in the log; count (if any) counts the jobs that start; from (if any)
+// is the finished job whose slot the first of them takes over.
+func (n *Node) startOrGiveBack(jobs []machineapi.ClaimedJob, sent time.Time, what string, count *atomic.Int64, from *job) {
 	n.mu.Lock()
 	stop := !n.mayClaimLocked() || n.failed() || n.cycle.claim.Err() != nil
 	n.mu.Unlock()
@@ -749,7 +750,7 @@ func (n *Node) startOrGiveBack(jobs []machineapi.ClaimedJob, sent time.Time, wha
 		count.Add(int64(len(jobs)))
 	}
 	for _, cj := range jobs {
-		n.start(n.cycle.jobs, n.cycle.hard, n.cycle.wg, cj, sent)
+		n.start(n.cycle.jobs, n.cycle.hard, n.cycle.wg, cj, sent, from)
 	}
 }
 
