@@ -213,13 +213,7 @@ func (b *testBundle) count(t *testing.T, q string, args ...any) int {
 func (b *testBundle) together(t *testing.T, n int, call func(i int)) {
 	t.Helper()
 	queued, release := store.HoldBatches(b.store)
-	var wg sync.WaitGroup
-	for i := range n {
-		wg.Go(func() { call(i) })
-	}
-	require.Eventually(t, func() bool { return queued() == n }, 5*time.Second, time.Millisecond)
-	release()
-	wg.Wait()
+	heldTogether(t, queued, release, n, call)
 }
 
 // claimsTogether is together for the claim batcher of pool (claims, and
@@ -227,6 +221,13 @@ func (b *testBundle) together(t *testing.T, n int, call func(i int)) {
 func (b *testBundle) claimsTogether(t *testing.T, pool string, n int, call func(i int)) {
 	t.Helper()
 	queued, release := store.HoldClaims(b.store, pool)
+	heldTogether(t, queued, release, n, call)
+}
+
+// heldTogether makes the n calls on held batchers, waits until all queued,
+// and releases them.
+func heldTogether(t *testing.T, queued func() int, release func(), n int, call func(i int)) {
+	t.Helper()
 	var wg sync.WaitGroup
 	for i := range n {
 		wg.Go(func() { call(i) })
