@@ -1,6 +1,9 @@
 package store
 
-import "context"
+import (
+	"context"
+	"time"
+)
 
 // HoldBatches makes s queue every batched call (completions, new
 // submissions and renewals) until release, which runs what queued as batches; queued
@@ -24,10 +27,20 @@ func (b *batcher[Req, Resp]) release() {
 	go b.lead()
 }
 
+// hold waits until no batch runs — a batch released just before may still
+// be finishing after its callers were answered, and its end would undo the
+// hold — then makes every call queue.
 func (b *batcher[Req, Resp]) hold() {
-	b.mu.Lock()
-	b.running = b.parallel
-	b.mu.Unlock()
+	for {
+		b.mu.Lock()
+		if b.running == 0 {
+			b.running = b.parallel
+			b.mu.Unlock()
+			return
+		}
+		b.mu.Unlock()
+		time.Sleep(100 * time.Microsecond)
+	}
 }
 
 func (b *batcher[Req, Resp]) queued() int {
