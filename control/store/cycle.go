@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"time"
 )
@@ -46,23 +47,11 @@ const CycleMax = 64
 func (s *Store) CompleteClaim(ctx context.Context, sess NodeSession, results []CycleResult, freeSlots int, requestID string) (outs []CycleOutcome, jobs []ClaimedJob, err error) {
 	start := time.Now()
 	outs, jobs, err = s.completeClaim(ctx, sess, results, freeSlots, requestID)
-	o := s.observer()
 	for i, r := range outs {
 		s.observeResult(ctx, results[i].JobID, results[i].Result, r.Response, r.Err)
 	}
 	if freeSlots > 0 {
-		pool, granted := "", 0
-		for _, j := range jobs {
-			pool = j.Pool
-			if !j.Replayed {
-				granted++
-				o.JobPickedUp(ctx, j.Pool, string(j.Kind), j.ReadyWait)
-			}
-		}
-		o.ClaimTransaction(ctx, pool, granted, time.Since(start), err)
-		if isDBError(err) {
-			o.DBError(ctx, "claim")
-		}
+		s.observeClaim(ctx, jobs, start, err)
 	}
 	return outs, jobs, err
 }
@@ -82,30 +71,38 @@ func (s *Store) completeClaim(ctx context.Context, sess NodeSession, results []C
 		seen[r.JobID] = true
 	}
 	outs := make([]CycleOutcome, len(results))
+	prepared := make([]preparedResult, len(results))
+	// alone completes results[i] for each i in at on its own (as Complete)
+	// and reports whether any was refused.
+	alone := func(at []int) (refused bool) {
+		for _, i := range at {
+			r := results[i]
+			outs[i].Response, outs[i].Err = s.completePrepared(ctx, sess, r.JobID, r.LeaseEpoch, r.Result, prepared[i])
+			refused = refused || outs[i].Err != nil
+		}
+		return refused
+	}
 	// Results that cannot commit in the claim (refused before anything is
 	// written, or not the fast kind) are answered first, so the slots they
 	// free count for the claim.
 	var fast []fastResult
-	var fastAt []int
+	var fastAt, slowAt []int
 	refused := false
 	for i, r := range results {
-		p, err := s.prepareResult(ctx, sess, r.JobID, r.LeaseEpoch, r.Result)
+		var err error
+		prepared[i], err = s.prepareResult(ctx, sess, r.JobID, r.LeaseEpoch, r.Result)
 		switch {
 		case err != nil:
-			outs[i].Err = err
-		case p.fast == nil || freeSlots <= 0:
-			outs[i].Response, outs[i].Err = s.complete(ctx, sess, r.JobID, r.LeaseEpoch, r.Result)
+			outs[i].Err, refused = err, true
+		case prepared[i].fast == nil || freeSlots <= 0:
+			slowAt = append(slowAt, i)
 		default:
-			fast = append(fast, *p.fast)
+			fast = append(fast, *prepared[i].fast)
 			fastAt = append(fastAt, i)
 		}
-		refused = refused || outs[i].Err != nil
 	}
-	if refused || freeSlots <= 0 {
-		for _, i := range fastAt {
-			r := results[i]
-			outs[i].Response, outs[i].Err = s.complete(ctx, sess, r.JobID, r.LeaseEpoch, r.Result)
-		}
+	if alone(slowAt) || refused || freeSlots <= 0 {
+		alone(fastAt)
 		return outs, nil, nil
 	}
 	if len(fast) > 0 {
@@ -113,7 +110,6 @@ func (s *Store) completeClaim(ctx context.Context, sess NodeSession, results []C
 		if err != nil {
 			return nil, nil, err
 		}
-		sortFast(fast, fastAt)
 		jobs, err := s.claimers.of(place.pool).do(ctx, claimCall{sess: sess, free: freeSlots, requestID: requestID,
 			group: place.group, pool: place.pool, results: fast})
 		if err == nil {
@@ -128,14 +124,7 @@ func (s *Store) completeClaim(ctx context.Context, sess NodeSession, results []C
 		// Fenced out, a stale session, or a failed transaction whose commit
 		// may or may not have happened: each result on its own says which
 		// (a committed one answers ALREADY_COMMITTED), then the claim.
-		for _, i := range fastAt {
-			r := results[i]
-			outs[i].Response, outs[i].Err = s.complete(ctx, sess, r.JobID, r.LeaseEpoch, r.Result)
-			if outs[i].Err != nil {
-				refused = true
-			}
-		}
-		if refused {
+		if alone(fastAt) {
 			return outs, nil, nil
 		}
 	}
@@ -150,16 +139,6 @@ func (s *Store) completeClaim(ctx context.Context, sess NodeSession, results []C
 	return outs, jobs, nil
 }
 
-// sortFast puts fast (and, alongside, the indexes at) in job-id order.
-func sortFast(fast []fastResult, at []int) {
-	for i := 1; i < len(fast); i++ {
-		for j := i; j > 0 && fast[j].jobID < fast[j-1].jobID; j-- {
-			fast[j], fast[j-1] = fast[j-1], fast[j]
-			at[j], at[j-1] = at[j-1], at[j]
-		}
-	}
-}
-
 // cycleResults are the results of all calls, in job-id order (the lock
 // order of leaseUpdate).
 func cycleResults(calls []claimCall) []fastResult {
@@ -167,21 +146,21 @@ func cycleResults(calls []claimCall) []fastResult {
 	for _, c := range calls {
 		out = append(out, c.results...)
 	}
-	sortFast(out, make([]int, len(out)))
+	slices.SortFunc(out, byJobID)
 	return out
 }
 
 // claimFence is the fence of the results a claim transaction commits: the
 // row counts of their job and attempt UPDATEs, read in the same round trip.
 type claimFence struct {
-	want         int
-	jobs, attmpt int64
-	reads        []func(rowScanner) error
+	want           int
+	jobs, attempts int64
+	reads          []func(rowScanner) error
 }
 
 // held reports whether every result's job and attempt changed.
 func (f *claimFence) held() bool {
-	return f.want == 0 || (f.jobs == int64(f.want) && f.attmpt == int64(f.want))
+	return f.want == 0 || (f.jobs == int64(f.want) && f.attempts == int64(f.want))
 }
 
 // completeInClaim adds to sc the completion of results (nothing when there
@@ -197,7 +176,7 @@ func (s *Store) completeInClaim(sc *script, results []fastResult) *claimFence {
 	sc.exec(jq, jargs...).rows(`SELECT ROW_COUNT()`).exec(aq, aargs...).rows(`SELECT ROW_COUNT()`)
 	f.reads = []func(rowScanner) error{
 		func(r rowScanner) error { return r.Scan(&f.jobs) },
-		func(r rowScanner) error { return r.Scan(&f.attmpt) },
+		func(r rowScanner) error { return r.Scan(&f.attempts) },
 	}
 	return f
 }

@@ -80,7 +80,7 @@ type claimCall struct {
 	group     int64
 	pool      string
 	// results are fast results of the node's leases that commit in the
-	// claim's transaction (a cycle, see CompleteClaim), in job-id order.
+	// claim's transaction (a cycle, see CompleteClaim).
 	results []fastResult
 }
 
@@ -158,13 +158,7 @@ func (s *Store) claimBatch(ctx context.Context, calls []*batchCall[claimCall, []
 // claimReady is step 1 of claimBatch, then step 2 for the calls that could
 // take something.
 func (s *Store) claimReady(ctx context.Context, batch []*batchCall[claimCall, []ClaimedJob]) {
-	cycles := 0
-	for _, c := range batch {
-		if len(c.req.results) > 0 {
-			cycles++
-		}
-	}
-	if cycles == len(batch) {
+	if !slices.ContainsFunc(batch, func(c *batchCall[claimCall, []ClaimedJob]) bool { return len(c.req.results) == 0 }) {
 		// Every call commits results: the transaction runs whatever the
 		// read would say, and checks the sessions under its locks.
 		s.claimLocked(ctx, batch)
@@ -282,12 +276,14 @@ type claimAnswer struct {
 	err  error
 }
 
-// claimTx is step 2 of claimBatch, a transaction on c for calls of
-// distinct nodes of one pool; it answers each call (a refused session is
-// that call's error, not the batch's). Three round trips whatever the batch
-// size: (begin, lock groups and nodes, read earlier grants of the calls'
-// request ids, count in-flight per group and node), the pick, (lease,
-// attempts, commit). Replays and CHECK jobs, both rare, add their own.
+// claimTx is step 2 of claimBatch, a transaction on c for calls of one
+// pool (a node may make several); it answers each call (a refused session
+// is that call's error, not the batch's). Three round trips whatever the
+// batch size: (begin, lock groups and nodes, complete the calls' results
+// with their row counts, read earlier grants of the calls' request ids,
+// count in-flight per group and node), the pick, (lease, attempts, the
+// results' events, commit). Replays and CHECK jobs, both rare, add their
+// own.
 func (s *Store) claimTx(ctx context.Context, c *scriptConn, calls []claimCall) ([]claimAnswer, error) {
 	out := make([]claimAnswer, len(calls))
 	sc := s.begin(&script{})
@@ -814,7 +810,7 @@ func (s *Store) writeBatch(ctx context.Context, calls []*batchCall[leaseWrite, b
 		for i, c := range results {
 			items[i] = *c.req.result
 		}
-		slices.SortFunc(items, func(a, b fastResult) int { return cmp.Compare(a.jobID, b.jobID) })
+		slices.SortFunc(items, byJobID)
 		if err := s.inScripts(ctx, func(c *scriptConn) error { return s.leaseScripts(ctx, c, rs, items) }); err == nil {
 			s.stats.batches.Add(1)
 			for _, c := range calls {
@@ -1008,6 +1004,12 @@ func (s *Store) complete(ctx context.Context, sess NodeSession, jobID, leaseEpoc
 	if err != nil {
 		return CompleteResponse{}, err
 	}
+	return s.completePrepared(ctx, sess, jobID, leaseEpoch, res, p)
+}
+
+// completePrepared is complete after prepareResult: the lease writer for a
+// fast result, completeSlow for the rest and for a fast one fenced out.
+func (s *Store) completePrepared(ctx context.Context, sess NodeSession, jobID, leaseEpoch int64, res Result, p preparedResult) (CompleteResponse, error) {
 	if p.fast != nil {
 		done, err := s.writer.do(ctx, leaseWrite{result: p.fast})
 		if err != nil {
@@ -1120,6 +1122,9 @@ type fastResult struct {
 	digest            string
 	payload           []byte
 }
+
+// byJobID orders fast results by job id: the lock order of leaseUpdate.
+func byJobID(a, b fastResult) int { return cmp.Compare(a.jobID, b.jobID) }
 
 // errFenced says a fast completion's fencing did not hold for some item;
 // nothing was written, and the slow path works out the answer.

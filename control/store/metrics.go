@@ -158,20 +158,27 @@ func (s *Store) ClaimRequest(ctx context.Context, sess NodeSession, freeSlots in
 	start := time.Now()
 	jobs, err := s.claim(ctx, sess, freeSlots, requestID)
 	if freeSlots > 0 {
-		pool, granted := "", 0
-		for _, j := range jobs {
-			pool = j.Pool
-			if !j.Replayed { // a replay answers leases granted (and counted) before
-				granted++
-				s.observer().JobPickedUp(ctx, j.Pool, string(j.Kind), j.ReadyWait)
-			}
-		}
-		s.observer().ClaimTransaction(ctx, pool, granted, time.Since(start), err)
-		if isDBError(err) {
-			s.observer().DBError(ctx, "claim")
-		}
+		s.observeClaim(ctx, jobs, start, err)
 	}
 	return jobs, err
+}
+
+// observeClaim reports a claim that started at start — the pickups it
+// granted and its transaction — to the observer.
+func (s *Store) observeClaim(ctx context.Context, jobs []ClaimedJob, start time.Time, err error) {
+	o := s.observer()
+	pool, granted := "", 0
+	for _, j := range jobs {
+		pool = j.Pool
+		if !j.Replayed { // a replay answers leases granted (and counted) before
+			granted++
+			o.JobPickedUp(ctx, j.Pool, string(j.Kind), j.ReadyWait)
+		}
+	}
+	o.ClaimTransaction(ctx, pool, granted, time.Since(start), err)
+	if isDBError(err) {
+		o.DBError(ctx, "claim")
+	}
 }
 
 // Complete records the result of a lease; see complete. It reports the
