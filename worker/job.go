@@ -482,7 +482,8 @@ func (n *Node) post(ctx context.Context, j *job, req machineapi.ResultRequest, l
 			log.Info("result posted", "outcome", req.Outcome, "disposition", r.Disposition, "job_state", r.JobState,
 				"attempt", attempt, "next_jobs", next)
 			if next > 0 {
-				n.startCycled(j, *r.Jobs, sent)
+				// They run in the slot this result freed.
+				n.startOrGiveBack(*r.Jobs, sent, "jobs leased with a result", &n.m.cycleJobs, j)
 			}
 			return
 		}
@@ -543,13 +544,6 @@ func (n *Node) cycleClaim() *machineapi.ResultClaim {
 		return nil
 	}
 	return &machineapi.ResultClaim{FreeSlots: 1, RequestId: newClaimRequestID()}
-}
-
-// startCycled runs the jobs a result's claim leased (sent: when that call
-// was sent), in the slot the result freed. A node that stopped claiming
-// while the call was in flight gives them back unrun.
-func (n *Node) startCycled(from *job, jobs []machineapi.ClaimedJob, sent time.Time) {
-	n.startOrGiveBack(jobs, sent, "jobs leased with a result", &n.m.cycleJobs, from)
 }
 
 // phaseReportDelay is how long a job's new phase (COMPILING → JUDGING) may

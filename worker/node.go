@@ -268,7 +268,7 @@ func (n *Node) Run(ctx context.Context) (err error) {
 		stopClaims()
 		n.log.Info("draining: no new claims; waiting for running jobs", "node_id", n.nodeID, "grace", n.cfg.DrainGrace)
 		grace := time.NewTimer(n.cfg.DrainGrace)
-		<-claimDone // no job starts (jobsWG.Add) after this but by a result leased before the drain (startCycled)
+		<-claimDone // no job starts (jobsWG.Add) after this but by a result's claim sent before the drain (post)
 		idle := make(chan struct{})
 		go func() { jobsWG.Wait(); close(idle) }()
 		select {
