@@ -321,6 +321,17 @@ func lifecycles(ctx context.Context, reps []replica, db *sql.DB, manID int64, se
 	// With -protocol cycle a job posts its result with a claim for its own
 	// slot in one call (CompleteClaim), as kece-node does, and runs what it
 	// gets in the same slot; the claim loop claims the slots left free.
+	post := func(st *store.Store, sess store.NodeSession, j store.ClaimedJob) ([]store.ClaimedJob, error) {
+		if !cycle {
+			_, err := st.Complete(ctx, sess, j.JobID, j.LeaseEpoch, res)
+			return nil, err
+		}
+		outs, next, err := st.CompleteClaim(ctx, sess, []store.CycleResult{{JobID: j.JobID, LeaseEpoch: j.LeaseEpoch, Result: res}}, 1, "")
+		if err != nil {
+			return nil, err
+		}
+		return next, outs[0].Err
+	}
 	for i, s := range sessions {
 		st, hub := reps[i%len(reps)].st, reps[i%len(reps)].hub
 		wg.Add(1)
@@ -407,20 +418,7 @@ func lifecycles(ctx context.Context, reps []replica, db *sql.DB, manID int64, se
 						defer func() { free <- struct{}{} }()
 						for {
 							t0 := time.Now()
-							if !cycle {
-								if _, err := st.Complete(ctx, s.NodeSession, j.JobID, j.LeaseEpoch, res); err != nil {
-									fail(err)
-									return
-								}
-								compNs.Add(int64(time.Since(t0)))
-								compN.Add(1)
-								return
-							}
-							outs, got, err := st.CompleteClaim(ctx, s.NodeSession,
-								[]store.CycleResult{{JobID: j.JobID, LeaseEpoch: j.LeaseEpoch, Result: res}}, 1, "")
-							if err == nil && len(outs) == 1 {
-								err = outs[0].Err
-							}
+							got, err := post(st, s.NodeSession, j)
 							if err != nil {
 								fail(err)
 								return
