@@ -14,6 +14,7 @@ import (
 
 	"github.com/moby/moby/api/types/container"
 	"github.com/moby/moby/client"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/kece-oj/kece/engine"
@@ -346,4 +347,59 @@ func TestSupervisorIsStaticWithCgoEnabled(t *testing.T) {
 	require.NoError(t, err, string(b))
 	require.NoError(t, checkStatic(out))
 	require.Error(t, checkStatic("/bin/ls"))
+}
+
+// TestSupervisorKilledMidRun: a supervisor that dies mid-case (here SIGKILLed
+// from outside) is an infrastructure fault that says how it ended, never a
+// verdict, and the container is removed.
+func TestSupervisorKilledMidRun(t *testing.T) {
+	t.Parallel()
+	b := setup(t, "cpp")
+	task := b.task(t, "cpp", readTestdata(t, "prog.cpp"), tcase{in: "sum 1 1", exp: "2"}, tcase{in: "sleep", exp: "woke"})
+	task.Limits.WallTime = time.Minute
+	kill := func() {
+		list, err := b.x.cli.ContainerList(context.Background(), client.ContainerListOptions{
+			Filters: make(client.Filters).Add("label", LabelNode+"="+b.nodeID),
+		})
+		if err != nil || len(list.Items) != 1 {
+			t.Errorf("want the job's one container, got %v (%v)", list.Items, err)
+			return
+		}
+		_, err = b.x.cli.ContainerKill(context.Background(), list.Items[0].ID, client.ContainerKillOptions{Signal: "KILL"})
+		assert.NoError(t, err)
+	}
+	_, err := b.x.Execute(context.Background(), task, engine.ProgressFunc(func(p engine.Progress) {
+		if p.CasesDone == 1 { // while the sleeper runs
+			time.AfterFunc(500*time.Millisecond, kill)
+		}
+	}))
+	requireClass(t, err, engine.InfraInternal)
+	require.Contains(t, err.Error(), "exit 137")
+	require.NoError(t, b.leftovers(t))
+}
+
+// TestSupervisorEnd: only a SIGKILLed supervisor in a container that saw an
+// OOM kill is reported as out of memory; the daemon's OOMKilled alone is
+// not enough (cgroup v1 sets it for any OOM in the container, such as a
+// program's memory limit earlier in the job).
+func TestSupervisorEnd(t *testing.T) {
+	t.Parallel()
+	cause := io.ErrUnexpectedEOF
+	for _, c := range []struct {
+		name  string
+		st    container.State
+		class engine.InfraClass
+		msg   string
+	}{
+		{"oom victim", container.State{Status: "exited", ExitCode: 137, OOMKilled: true}, engine.InfraResourceExhausted, "OOM-killed"},
+		{"killed, no oom", container.State{Status: "exited", ExitCode: 137}, engine.InfraInternal, "exit 137 oom false"},
+		{"crashed after a program's oom", container.State{Status: "exited", ExitCode: 2, OOMKilled: true}, engine.InfraInternal, "exit 2 oom true"},
+		{"still running", container.State{Status: "running", OOMKilled: true}, engine.InfraInternal, "status running"},
+	} {
+		err := supervisorEnd(c.st, cause, "panic: boom")
+		require.Equal(t, c.class, engine.ClassOf(err), c.name)
+		require.Contains(t, err.Error(), c.msg, c.name)
+		require.Contains(t, err.Error(), "panic: boom", c.name)
+		require.Contains(t, err.Error(), cause.Error(), c.name)
+	}
 }

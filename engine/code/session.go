@@ -229,14 +229,31 @@ func (s *session) lost(ctx context.Context, cause error) error {
 	if _, err := s.x.cli.Ping(pctx, client.PingOptions{}); err != nil {
 		return engine.Infraf(engine.InfraDaemonUnreachable, "sandbox channel lost (%v); daemon ping: %w", cause, err)
 	}
-	if in, err := s.x.cli.ContainerInspect(pctx, s.id, client.ContainerInspectOptions{}); err == nil && in.Container.State != nil {
-		if in.Container.State.OOMKilled {
-			return engine.Infraf(engine.InfraResourceExhausted, "sandbox supervisor was OOM-killed")
-		}
-		return engine.Infraf(engine.InfraInternal, "sandbox supervisor stopped: status %s exit %d (%v; %s)",
-			in.Container.State.Status, in.Container.State.ExitCode, cause, s.diag.String())
+	// The channel breaks as the supervisor dies; the daemon records how a
+	// moment later, so wait (bounded) for the container to stop first.
+	w := s.x.cli.ContainerWait(pctx, s.id, client.ContainerWaitOptions{Condition: container.WaitConditionNotRunning})
+	select {
+	case <-w.Result:
+	case <-w.Error:
 	}
-	return engine.Infraf(engine.InfraInternal, "sandbox channel lost: %w", cause)
+	if in, err := s.x.cli.ContainerInspect(pctx, s.id, client.ContainerInspectOptions{}); err == nil && in.Container.State != nil {
+		return supervisorEnd(*in.Container.State, cause, s.diag.String())
+	}
+	return engine.Infraf(engine.InfraInternal, "sandbox channel lost: %v (%s)", cause, s.diag.String())
+}
+
+// supervisorEnd explains a supervisor that is gone from its container's
+// state. The daemon's OOMKilled says the container saw an OOM kill at some
+// time (under cgroup v1: any OOM, such as a program's own memory limit
+// earlier in the job), not that the supervisor was its victim: only a
+// SIGKILLed supervisor (exit 137) in such a container is reported as
+// OOM-killed. Every answer carries the supervisor's last output.
+func supervisorEnd(st container.State, cause error, diag string) error {
+	if st.OOMKilled && st.ExitCode == 137 {
+		return engine.Infraf(engine.InfraResourceExhausted, "sandbox supervisor was OOM-killed (%v; %s)", cause, diag)
+	}
+	return engine.Infraf(engine.InfraInternal, "sandbox supervisor stopped: status %s exit %d oom %t (%v; %s)",
+		st.Status, st.ExitCode, st.OOMKilled, cause, diag)
 }
 
 // close kills and removes the container with its own bounded context, so a
