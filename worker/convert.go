@@ -155,6 +155,17 @@ var wireInfra = map[engine.InfraClass]machineapi.InfraErrorCode{
 	engine.InfraInternal:           machineapi.InfraErrorCodeInternal,
 }
 
+// dependencyFault: err says a dependency of the node itself is down (the
+// Docker daemon or the runtime image, the judge database), so the next job
+// would fail the same way; the node's probe checks exactly these.
+func dependencyFault(err error) bool {
+	switch engine.ClassOf(err) {
+	case engine.InfraDaemonUnreachable, engine.InfraImageMissing, engine.InfraJudgeDBUnreachable:
+		return true
+	}
+	return false
+}
+
 // infraOf maps an infrastructure error to the wire error.
 func infraOf(err error) *machineapi.InfraError {
 	code, ok := wireInfra[engine.ClassOf(err)]

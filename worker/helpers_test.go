@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -34,8 +35,9 @@ type fakeBackend struct {
 	block bool
 	// badCase makes every verdict name a case the manifest does not have.
 	badCase bool
-	// sick makes the health probe report an unhealthy dependency.
-	sick bool
+	// sick makes the health probe report an unhealthy dependency and every
+	// job fail as DAEMON_UNREACHABLE, as with the Docker daemon stopped.
+	sick atomic.Bool
 
 	mu        sync.Mutex
 	gates     map[string]chan struct{}
@@ -84,6 +86,9 @@ func (f *fakeBackend) Execute(ctx context.Context, task engine.Task, p engine.Pr
 	f.runs[task.JobID]++
 	f.mu.Unlock()
 	f.started <- task.JobID
+	if f.sick.Load() {
+		return engine.Verdict{}, engine.Infraf(engine.InfraDaemonUnreachable, "fake: daemon unreachable")
+	}
 	p.Report(engine.Progress{Phase: engine.PhaseJudging, CasesTotal: len(task.Cases)})
 	if f.block {
 		select {
@@ -139,7 +144,7 @@ func (f *fakeBackend) Janitor(context.Context, func(string, int64) bool) error {
 func (f *fakeBackend) Health(context.Context) worker.Health {
 	langs := []worker.LanguageReport{{ID: "cpp17", Pool: "cpp", Standard: "Fake C++17", CompileCmd: []string{"fakecc", "-o", "main", "it's main.cpp"},
 		RunCmd: []string{"./main"}, EntryRule: "saved as main.cpp", MinMemoryBytes: 1 << 20}}
-	if f.sick {
+	if f.sick.Load() {
 		return worker.Health{Dependencies: []worker.Dependency{{Name: "fake", Healthy: false, Detail: "daemon unreachable"}}, Languages: langs}
 	}
 	langs[0].Version = "fake-runtime 1.0"

@@ -268,6 +268,10 @@ func (n *Node) runJob(j *job, log *slog.Logger) {
 		outcome = jobOutcomeInfra
 		n.prom.infraError(err)
 		log.Warn("infrastructure error", "code", req.Error.Code, "err", err)
+		if dependencyFault(err) {
+			// Before the post: its result then claims no next job.
+			n.dependencyDown(err)
+		}
 	} else if v, verr := verdictOf(verdict); verr != nil {
 		req.Outcome, req.Error = machineapi.OutcomeError, infraOf(engine.Infra(engine.InfraInternal, verr))
 		outcome = jobOutcomeInfra

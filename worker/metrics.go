@@ -30,7 +30,7 @@ type metrics struct {
 	leasesLost, deadlineCancels     atomic.Int64
 	nodeDefects, authFailures       atomic.Int64
 	leasesReleased, claimRetries    atomic.Int64
-	cycleJobs                       atomic.Int64
+	cycleJobs, dependencyPauses     atomic.Int64
 }
 
 func (m *metrics) posted(d machineapi.Disposition) {
@@ -59,6 +59,9 @@ type Metrics struct {
 	// CycleJobs counts jobs leased with a result (its claim for the slot
 	// it frees, the slot cycle) rather than by the claim loop.
 	CycleJobs int64
+	// DependencyPauses counts the times a job's failure on a dependency
+	// (Docker, image, judge database) stopped the node claiming.
+	DependencyPauses int64
 }
 
 // Metrics returns the node's counters.
@@ -75,7 +78,7 @@ func (n *Node) Metrics() Metrics {
 		LeasesLost: m.leasesLost.Load(), DeadlineCancels: m.deadlineCancels.Load(),
 		NodeDefects: m.nodeDefects.Load(), AuthFailures: m.authFailures.Load(),
 		LeasesReleased: m.leasesReleased.Load(), ClaimRetries: m.claimRetries.Load(),
-		CycleJobs: m.cycleJobs.Load(),
+		CycleJobs: m.cycleJobs.Load(), DependencyPauses: m.dependencyPauses.Load(),
 	}
 }
 
@@ -150,6 +153,7 @@ func newPromMetrics(n *Node) *promMetrics {
 		{"kece_node_leases_released_total", "Leases given back unrun (draining, stopping, inputs unavailable).", &m.leasesReleased},
 		{"kece_node_claim_retries_total", "Claims resent with the same request id after a failed answer.", &m.claimRetries},
 		{"kece_node_cycle_jobs_total", "Jobs leased with a result, for the slot it freed (the slot cycle).", &m.cycleJobs},
+		{"kece_node_dependency_pauses_total", "Times a job failed on a dependency of the node (Docker, image, judge database) and the node stopped claiming until a probe passed.", &m.dependencyPauses},
 	}
 	for _, c := range counters {
 		v := c.v
@@ -165,6 +169,14 @@ func newPromMetrics(n *Node) *promMetrics {
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "kece_node_draining", Help: "1 while the node claims nothing new."},
 			status(func(s Status) float64 {
 				if s.Draining {
+					return 1
+				}
+				return 0
+			})),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "kece_node_dependency_paused",
+			Help: "1 while the node claims nothing because a dependency is down (last probe, or a job failed on one since)."},
+			status(func(s Status) float64 {
+				if s.DependencyPaused {
 					return 1
 				}
 				return 0

@@ -65,11 +65,18 @@ type Node struct {
 	draining   bool // local: SIGTERM or Drain
 	runtime    string
 	deps       []Dependency
+	// depsDown: the last probe found a dependency unhealthy, or a job since
+	// failed on one (see dependencyFault); the node claims nothing until a
+	// probe passes. depsGen counts those job failures, so a probe that
+	// started before one cannot clear it.
+	depsDown   bool
+	depsGen    int
 	languages  []LanguageReport // last probe, versions kept across failed probes
 	listenAddr string
 
 	wake      chan struct{} // capacity 1: slots or state changed
 	phaseCh   chan struct{} // capacity 1: a job's phase changed (renewLoop)
+	probeCh   chan struct{} // capacity 1: probe now (healthLoop)
 	drainCh   chan struct{}
 	drainOnce sync.Once
 	ready     chan struct{}
@@ -108,7 +115,7 @@ func New(cfg Config) (*Node, error) {
 	}
 	n := &Node{
 		cfg: cfg, log: cfg.Logger.With("pool", cfg.Pool), cl: cl, bootID: "boot-" + hex.EncodeToString(b[:]),
-		m: &metrics{}, jobs: make(map[string]*job), wake: make(chan struct{}, 1), phaseCh: make(chan struct{}, 1),
+		m: &metrics{}, jobs: make(map[string]*job), wake: make(chan struct{}, 1), phaseCh: make(chan struct{}, 1), probeCh: make(chan struct{}, 1),
 		drainCh: make(chan struct{}), ready: make(chan struct{}), fatalCh: make(chan struct{}),
 	}
 	n.prom = newPromMetrics(n)
@@ -505,11 +512,14 @@ func (n *Node) times() timing {
 func (n *Node) slotsLocked() int { return max(min(n.cfg.LocalSlots, n.adminSlots), 0) }
 
 // mayClaimLocked: the node keeps one long-poll open unless it drains itself
-// (SIGTERM) or is stopping. The desired state is enforced by the control
-// plane, which hands a node that is not ENABLED only the CHECK jobs an admin
-// bound to it (verify works on a draining or disabled node, and enable needs
-// a passing check); pool work stops at once on DRAINING or DISABLED.
-func (n *Node) mayClaimLocked() bool { return !n.draining }
+// (SIGTERM), is stopping, or a dependency its jobs need is down (Docker or
+// the image, the judge database): a job it leased then would only burn an
+// attempt, so it leaves the work to healthy nodes until a probe passes. The
+// desired state is enforced by the control plane, which hands a node that
+// is not ENABLED only the CHECK jobs an admin bound to it (verify works on a
+// draining or disabled node, and enable needs a passing check); pool work
+// stops at once on DRAINING or DISABLED.
+func (n *Node) mayClaimLocked() bool { return !n.draining && !n.depsDown }
 
 // isLive answers the janitor from the node's own view of its leases.
 func (n *Node) isLive(jobID string, epoch int64) bool {
@@ -577,19 +587,45 @@ func (n *Node) sendHeartbeat(ctx context.Context) {
 	}
 }
 
+// depsRecheck is the longest a node whose dependency is down waits between
+// probes (HealthInterval if shorter): how soon it claims again once the
+// dependency is back.
+const depsRecheck = 5 * time.Second
+
+// healthLoop probes every HealthInterval, every depsRecheck while a
+// dependency is down, and at once when a job failed on one.
 func (n *Node) healthLoop(ctx context.Context) {
-	for n.sleep(ctx, n.cfg.HealthInterval) {
+	for {
+		n.mu.Lock()
+		d := n.cfg.HealthInterval
+		if n.depsDown {
+			d = min(d, depsRecheck)
+		}
+		n.mu.Unlock()
+		t := time.NewTimer(d)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-n.probeCh:
+			t.Stop()
+		case <-t.C:
+		}
 		n.probe(ctx)
 	}
 }
 
 // probe runs the backend's health check, bounded, and keeps the answer for
-// heartbeats and /healthz.
+// heartbeats and /healthz; it stops or resumes claiming (mayClaimLocked).
 func (n *Node) probe(ctx context.Context) {
+	n.mu.Lock()
+	gen := n.depsGen
+	n.mu.Unlock()
 	pctx, cancel := context.WithTimeout(ctx, max(n.cfg.RequestTimeout, 30*time.Second))
 	defer cancel()
 	h := n.backend.Health(pctx)
 	deps := h.Dependencies
+	healthy := !slices.ContainsFunc(deps, func(d Dependency) bool { return !d.Healthy })
 	n.mu.Lock()
 	// A failed probe keeps the last known version: enable compares it with
 	// the version the self-check ran with, and a blip must not change it.
@@ -598,11 +634,39 @@ func (n *Node) probe(ctx context.Context) {
 	}
 	n.deps = deps
 	n.languages = mergeLanguages(n.languages, h.Languages)
+	was := n.depsDown
+	// A job that failed on a dependency after this probe began keeps the
+	// node paused; its own probe is already queued.
+	n.depsDown = !healthy || (was && n.depsGen != gen)
+	resumed := was && !n.depsDown
 	n.mu.Unlock()
 	for _, d := range deps {
 		if !d.Healthy {
-			n.log.Warn("dependency unhealthy", "node_id", n.nodeID, "dependency", d.Name, "detail", d.Detail)
+			n.log.Warn("dependency unhealthy; claiming nothing until it is back", "node_id", n.nodeID, "dependency", d.Name, "detail", d.Detail)
 		}
+	}
+	if resumed {
+		n.log.Info("dependencies healthy again; claiming resumes", "node_id", n.nodeID)
+		n.poke()
+	}
+}
+
+// dependencyDown pauses claiming after a job failed on a dependency of the
+// node (dependencyFault) and asks for a probe now; the probe resumes
+// claiming once the dependency answers again.
+func (n *Node) dependencyDown(err error) {
+	n.mu.Lock()
+	n.depsGen++
+	was := n.depsDown
+	n.depsDown = true
+	n.mu.Unlock()
+	if !was {
+		n.m.dependencyPauses.Add(1)
+		n.log.Warn("a job failed on a dependency of this node; claiming nothing until a probe passes", "node_id", n.nodeID, "err", err)
+	}
+	select {
+	case n.probeCh <- struct{}{}:
+	default:
 	}
 }
 
@@ -829,6 +893,9 @@ type Status struct {
 	SlotsBusy  int              `json:"slotsBusy"`
 	SlotsTotal int              `json:"slotsTotal"`
 	Draining   bool             `json:"draining"`
+	// DependencyPaused: a dependency is down (last probe, or a job failed
+	// on one since), so the node claims nothing until a probe passes.
+	DependencyPaused bool `json:"dependencyPaused"`
 }
 
 // Status returns the node's current status.
@@ -839,5 +906,6 @@ func (n *Node) Status() Status {
 	langs := append([]LanguageReport{}, n.languages...)
 	return Status{ProtocolVersion: contracts.ProtocolVersion, NodeID: n.nodeID, Pool: n.cfg.Pool, Runtime: n.runtime,
 		Dependencies: deps, Languages: langs, SlotsBusy: n.busy, SlotsTotal: n.slotsLocked(),
-		Draining: n.draining || n.desired == machineapi.DesiredStateDraining || n.desired == machineapi.DesiredStateDisabled}
+		Draining:         n.draining || n.desired == machineapi.DesiredStateDraining || n.desired == machineapi.DesiredStateDisabled,
+		DependencyPaused: n.depsDown}
 }

@@ -659,7 +659,7 @@ func TestUnhealthyDependencyReported(t *testing.T) {
 	e := env(t, 3*time.Second)
 	nd := e.NewNode("cpp", 1, 4)
 	fake := newFake(false)
-	fake.sick = true
+	fake.sick.Store(true)
 	n := runNode(t, nodeConfig(t, e.URL, "cpp", nd.JoinCode, fake))
 	resp, err := http.Get("http://" + n.Addr() + "/healthz")
 	require.NoError(t, err)
@@ -673,6 +673,53 @@ func TestUnhealthyDependencyReported(t *testing.T) {
 		require.NoError(t, err)
 		return strings.Contains(string(node.Health), `"healthy":false`) && strings.Contains(string(node.Health), "daemon unreachable")
 	}, 5*time.Second, 10*time.Millisecond)
+}
+
+// A node whose Docker daemon goes down does not keep leasing jobs only to
+// fail them (each failure burns an attempt, and with every node of a pool
+// broken the jobs would end as SYSTEM_ERROR): the first DAEMON_UNREACHABLE
+// stops its claiming, the job is retried elsewhere, and a probe that passes
+// again resumes claiming.
+func TestDependencyDownStopsClaiming(t *testing.T) {
+	t.Parallel()
+	e := env(t, 3*time.Second)
+	nd := e.NewNode("cpp", 1, 4)
+	e.ForceEnable(nd.ID)
+	fake := newFake(false)
+	n := runNode(t, nodeConfig(t, e.URL, "cpp", nd.JoinCode, fake))
+	require.False(t, n.Status().DependencyPaused)
+	man := publishEcho(e)
+
+	fake.sick.Store(true) // the daemon goes; the node's last probe was healthy
+	first := enqueue(e, "cpp17", man)
+	j := waitJob(t, e, first, 10*time.Second, "failed once and requeued", func(j store.Job) bool {
+		return j.State == store.StateQueued && j.LastErrorCode == "DAEMON_UNREACHABLE"
+	})
+	require.Equal(t, 1, j.AttemptCount)
+	second := enqueue(e, "cpp17", man)
+	require.Eventually(t, func() bool { return n.Status().DependencyPaused }, 5*time.Second, 10*time.Millisecond)
+	require.Equal(t, int64(1), n.Metrics().DependencyPauses)
+	st := healthz(t, n)
+	require.True(t, st.DependencyPaused)
+	require.Equal(t, []worker.Dependency{{Name: "fake", Healthy: false, Detail: "daemon unreachable"}}, st.Dependencies)
+
+	// Paused: both jobs wait (the first is due again after its backoff) and
+	// no attempt is spent. Absence is shown over a bounded window.
+	time.Sleep(2 * time.Second)
+	require.Equal(t, 1, fake.totalRuns(), "nothing leased while the daemon is down")
+	for _, id := range []int64{first, second} {
+		j, err := e.Store.GetJob(e.Ctx, id)
+		require.NoError(t, err)
+		require.Equal(t, store.StateQueued, j.State, "job %d", id)
+	}
+
+	fake.sick.Store(false) // back: the next probe (within 5 s) resumes claiming
+	for _, id := range []int64{first, second} {
+		j := waitJob(t, e, id, 15*time.Second, "judged once the daemon is back", completed)
+		require.Equal(t, "AC", j.Verdict, "job %d", id)
+	}
+	require.False(t, n.Status().DependencyPaused)
+	require.Equal(t, 1, fake.ran(idStr(second)), "the second job ran once, after the pause")
 }
 
 // SIGTERM while the control plane is unreachable: the session retries end
