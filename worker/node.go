@@ -632,6 +632,9 @@ func (n *Node) probe(ctx context.Context) {
 	if h.Runtime != "" {
 		n.runtime = h.Runtime
 	}
+	// While a dependency stays down the node probes every few seconds;
+	// the warning is logged when what the probe sees changes.
+	changed := !slices.Equal(n.deps, deps)
 	n.deps = deps
 	n.languages = mergeLanguages(n.languages, h.Languages)
 	was := n.depsDown
@@ -641,7 +644,7 @@ func (n *Node) probe(ctx context.Context) {
 	resumed := was && !n.depsDown
 	n.mu.Unlock()
 	for _, d := range deps {
-		if !d.Healthy {
+		if !d.Healthy && changed {
 			n.log.Warn("dependency unhealthy; claiming nothing until it is back", "node_id", n.nodeID, "dependency", d.Name, "detail", d.Detail)
 		}
 	}
