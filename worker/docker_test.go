@@ -19,6 +19,7 @@ import (
 	"github.com/kece-oj/kece/control/manifest"
 	"github.com/kece-oj/kece/control/store"
 	"github.com/kece-oj/kece/engine/code"
+	"github.com/kece-oj/kece/internal/dockerproxy"
 	"github.com/kece-oj/kece/worker"
 )
 
@@ -198,4 +199,62 @@ func TestSpecialCheckersEndToEnd(t *testing.T) {
 	old := e.Enqueue("ALGO", "spj-legacy", "cpp17", root, legacy)
 	j = waitJob(t, e, old, 3*time.Minute, "completed", completed)
 	require.Equal(t, "AC", j.Verdict, string(j.Result))
+}
+
+// A cpp node with the real Docker sandbox whose daemon is not there claims
+// nothing and spends no attempt; once the daemon answers, the waiting job
+// is judged. When the daemon goes away again, the first job that meets it
+// fails once as DAEMON_UNREACHABLE and the node pauses until it is back.
+// The daemon is a forwarding socket (internal/dockerproxy) cut and reopened.
+func TestDockerDownPausesNode(t *testing.T) {
+	t.Parallel()
+	requireDocker(t, "cpp")
+	dir, err := os.MkdirTemp("", "kdp") // short: a unix socket path has at most 107 bytes
+	require.NoError(t, err)
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	daemon := dockerproxy.New(dir, "")
+	t.Cleanup(daemon.Cut)
+
+	e := env(t, 20*time.Second)
+	man := e.PublishCode(manifest.Limits{TimeMs: 2000, MemoryMb: 256, OutputKb: 64}, manifest.Checker{Type: "tolerant"},
+		controltest.Case{In: "1 2\n", Out: "3\n", Weight: 100})
+	nd := e.NewNode("cpp", 1, 4)
+	e.ForceEnable(nd.ID)
+	factory, err := worker.NewCodeBackend(worker.CodeBackendConfig{Pool: "cpp", Executor: code.Config{
+		Workspace: filepath.Join(t.TempDir(), "ws"), SupervisorPath: supervisorBinary(t), DockerHost: daemon.Host()}})
+	require.NoError(t, err)
+	cfg := nodeConfig(t, e.URL, "cpp", nd.JoinCode, nil)
+	// A healthy node probes once a minute (a paused one every 5 s): the
+	// second job, not a probe, is what meets the daemon gone.
+	cfg.NewBackend, cfg.RenewInterval, cfg.HealthInterval = factory, time.Second, time.Minute
+	n := runNode(t, cfg)
+	st := healthz(t, n)
+	require.True(t, st.DependencyPaused, "%+v", st)
+	require.False(t, st.Dependencies[0].Healthy, "%+v", st.Dependencies)
+
+	src := "#include <cstdio>\nint main(){long a,b;if(scanf(\"%ld %ld\",&a,&b)!=2)return 1;printf(\"%ld\\n\",a+b);}\n"
+	first := e.Enqueue("ALGO", "docker-down-1", "cpp17", src, man)
+	time.Sleep(2 * time.Second) // absence over a bounded window: not leased, no attempt
+	j, err := e.Store.GetJob(e.Ctx, first)
+	require.NoError(t, err)
+	require.Equal(t, store.StateQueued, j.State)
+	require.Zero(t, j.AttemptCount)
+
+	require.NoError(t, daemon.Up()) // the next probe (within 5 s) finds it
+	j = waitJob(t, e, first, 3*time.Minute, "judged once the daemon is up", completed)
+	require.Equal(t, "AC", j.Verdict, string(j.Result))
+	require.Equal(t, 1, j.AttemptCount)
+	require.False(t, healthz(t, n).DependencyPaused)
+
+	daemon.Cut() // the node's last probe was healthy: the next job meets it
+	second := e.Enqueue("ALGO", "docker-down-2", "cpp17", src, man)
+	waitJob(t, e, second, time.Minute, "failed on the daemon and requeued", func(j store.Job) bool {
+		return j.LastErrorCode == "DAEMON_UNREACHABLE"
+	})
+	require.Eventually(t, func() bool { return healthz(t, n).DependencyPaused }, 10*time.Second, 20*time.Millisecond)
+	require.NoError(t, daemon.Up())
+	j = waitJob(t, e, second, 3*time.Minute, "judged once the daemon is back", completed)
+	require.Equal(t, "AC", j.Verdict, string(j.Result))
+	require.Equal(t, 2, j.AttemptCount, "one attempt failed on the daemon, none while paused")
+	require.Equal(t, int64(1), n.Metrics().DependencyPauses)
 }

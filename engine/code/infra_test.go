@@ -3,12 +3,10 @@ package code
 import (
 	"context"
 	"io"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -18,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kece-oj/kece/engine"
+	"github.com/kece-oj/kece/internal/dockerproxy"
 )
 
 func TestConfigValidate(t *testing.T) {
@@ -156,59 +155,17 @@ func TestCancellation(t *testing.T) {
 	require.NoError(t, b.leftovers(t), "Execute returns only after removing its containers")
 }
 
-// dockerProxy forwards a unix socket to the real daemon and can cut every
-// connection, which looks to the executor exactly like a daemon that stopped.
-type dockerProxy struct {
-	ln    net.Listener
-	mu    sync.Mutex
-	conns []net.Conn
-	cut   bool
-}
-
-func newDockerProxy(t *testing.T) (*dockerProxy, string) {
+// newDockerProxy forwards a short-named unix socket to the real daemon;
+// its Cut looks to the executor exactly like a daemon that stopped.
+func newDockerProxy(t *testing.T) (*dockerproxy.Proxy, string) {
 	t.Helper()
 	dir, err := os.MkdirTemp("", "kdp")
 	require.NoError(t, err)
 	t.Cleanup(func() { os.RemoveAll(dir) })
-	sock := filepath.Join(dir, "d.sock")
-	ln, err := net.Listen("unix", sock)
-	require.NoError(t, err)
-	p := &dockerProxy{ln: ln}
+	p := dockerproxy.New(dir, "")
+	require.NoError(t, p.Up())
 	t.Cleanup(p.Cut)
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			up, err := net.Dial("unix", "/var/run/docker.sock")
-			if err != nil {
-				c.Close()
-				continue
-			}
-			p.mu.Lock()
-			if p.cut {
-				c.Close()
-				up.Close()
-			}
-			p.conns = append(p.conns, c, up)
-			p.mu.Unlock()
-			go func() { _, _ = io.Copy(up, c); up.Close() }()
-			go func() { _, _ = io.Copy(c, up); c.Close() }()
-		}
-	}()
-	return p, "unix://" + sock
-}
-
-// Cut closes the listener and every connection.
-func (p *dockerProxy) Cut() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.cut = true
-	p.ln.Close()
-	for _, c := range p.conns {
-		c.Close()
-	}
+	return p, p.Host()
 }
 
 // TestDaemonStoppedMidRun: losing the daemon mid-case is DAEMON_UNREACHABLE,
