@@ -19,7 +19,7 @@ import (
 	"github.com/kece-oj/kece/control/manifest"
 	"github.com/kece-oj/kece/control/store"
 	"github.com/kece-oj/kece/engine/code"
-	"github.com/kece-oj/kece/internal/dockerproxy"
+	"github.com/kece-oj/kece/internal/sockproxy"
 	"github.com/kece-oj/kece/worker"
 )
 
@@ -205,14 +205,14 @@ func TestSpecialCheckersEndToEnd(t *testing.T) {
 // nothing and spends no attempt; once the daemon answers, the waiting job
 // is judged. When the daemon goes away again, the first job that meets it
 // fails once as DAEMON_UNREACHABLE and the node pauses until it is back.
-// The daemon is a forwarding socket (internal/dockerproxy) cut and reopened.
+// The daemon is a forwarding socket (internal/sockproxy) cut and reopened.
 func TestDockerDownPausesNode(t *testing.T) {
 	t.Parallel()
 	requireDocker(t, "cpp")
 	dir, err := os.MkdirTemp("", "kdp") // short: a unix socket path has at most 107 bytes
 	require.NoError(t, err)
 	t.Cleanup(func() { os.RemoveAll(dir) })
-	daemon := dockerproxy.New(dir, "")
+	daemon := sockproxy.Docker(dir)
 	t.Cleanup(daemon.Cut)
 
 	e := env(t, 20*time.Second)

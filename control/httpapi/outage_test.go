@@ -4,11 +4,9 @@ import (
 	"context"
 	"database/sql"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -18,73 +16,9 @@ import (
 	"github.com/kece-oj/kece/control/controltest"
 	"github.com/kece-oj/kece/control/httpapi"
 	"github.com/kece-oj/kece/control/store"
+	"github.com/kece-oj/kece/internal/sockproxy"
 	"github.com/kece-oj/kece/telemetry"
 )
-
-// dbProxy is a TCP proxy in front of the test database that can be cut (its
-// listener closed, every connection dropped: clients see connection
-// refused) and restored on the same address.
-type dbProxy struct {
-	t        *testing.T
-	upstream string
-	addr     string
-	mu       sync.Mutex
-	ln       net.Listener
-	conns    []net.Conn
-}
-
-func newDBProxy(t *testing.T, upstream string) *dbProxy {
-	p := &dbProxy{t: t, upstream: upstream}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	p.addr = ln.Addr().String()
-	p.serve(ln)
-	t.Cleanup(p.cut)
-	return p
-}
-
-func (p *dbProxy) serve(ln net.Listener) {
-	p.mu.Lock()
-	p.ln = ln
-	p.mu.Unlock()
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			u, err := net.Dial("tcp", p.upstream)
-			if err != nil {
-				c.Close()
-				continue
-			}
-			p.mu.Lock()
-			p.conns = append(p.conns, c, u)
-			p.mu.Unlock()
-			go func() { _, _ = io.Copy(u, c); u.Close() }()
-			go func() { _, _ = io.Copy(c, u); c.Close() }()
-		}
-	}()
-}
-
-func (p *dbProxy) cut() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.ln != nil {
-		p.ln.Close()
-		p.ln = nil
-	}
-	for _, c := range p.conns {
-		c.Close()
-	}
-	p.conns = nil
-}
-
-func (p *dbProxy) restore() {
-	ln, err := net.Listen("tcp", p.addr)
-	require.NoError(p.t, err)
-	p.serve(ln)
-}
 
 // While the control database is unreachable every API call answers 503
 // UNAVAILABLE with Retry-After, and the replica logs the outage once at
@@ -95,8 +29,12 @@ func TestDatabaseOutageIsOne503WarningThenRecovery(t *testing.T) {
 	env := controltest.Start(t, controltest.Options{})
 	cfg, err := mysql.ParseDSN(env.DSN)
 	require.NoError(t, err)
-	proxy := newDBProxy(t, cfg.Addr)
-	cfg.Addr = proxy.addr
+	// In front of the database, a proxy that can be cut (clients see
+	// connection refused) and restored on the same address.
+	proxy := sockproxy.New("tcp", "127.0.0.1:0", cfg.Addr)
+	require.NoError(t, proxy.Up())
+	t.Cleanup(proxy.Cut)
+	cfg.Addr = proxy.Addr()
 	db, err := sql.Open("mysql", cfg.FormatDSN())
 	require.NoError(t, err)
 	t.Cleanup(func() { db.Close() })
@@ -125,7 +63,7 @@ func TestDatabaseOutageIsOne503WarningThenRecovery(t *testing.T) {
 	}
 	require.Equal(t, http.StatusNotFound, get().StatusCode, "the database answers through the proxy")
 
-	proxy.cut()
+	proxy.Cut()
 	for i := 0; i < 20; i++ {
 		resp := get()
 		require.Equal(t, http.StatusServiceUnavailable, resp.StatusCode)
@@ -154,7 +92,7 @@ func TestDatabaseOutageIsOne503WarningThenRecovery(t *testing.T) {
 	require.Zero(t, errs, "an outage is not an error per request")
 	require.NotEmpty(t, cause, "the warning names the cause")
 
-	proxy.restore()
+	require.NoError(t, proxy.Up())
 	require.Eventually(t, func() bool { _, info, _, _ := outageLines(); return info == 1 }, 15*time.Second, 20*time.Millisecond)
 	require.Equal(t, http.StatusNotFound, get().StatusCode)
 	warn, _, errs, _ = outageLines()

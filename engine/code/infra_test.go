@@ -16,7 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kece-oj/kece/engine"
-	"github.com/kece-oj/kece/internal/dockerproxy"
+	"github.com/kece-oj/kece/internal/sockproxy"
 )
 
 func TestConfigValidate(t *testing.T) {
@@ -157,12 +157,12 @@ func TestCancellation(t *testing.T) {
 
 // newDockerProxy forwards a short-named unix socket to the real daemon;
 // its Cut looks to the executor exactly like a daemon that stopped.
-func newDockerProxy(t *testing.T) (*dockerproxy.Proxy, string) {
+func newDockerProxy(t *testing.T) (*sockproxy.Proxy, string) {
 	t.Helper()
 	dir, err := os.MkdirTemp("", "kdp")
 	require.NoError(t, err)
 	t.Cleanup(func() { os.RemoveAll(dir) })
-	p := dockerproxy.New(dir, "")
+	p := sockproxy.Docker(dir)
 	require.NoError(t, p.Up())
 	t.Cleanup(p.Cut)
 	return p, p.Host()
