@@ -86,9 +86,6 @@ func (f *fakeBackend) Execute(ctx context.Context, task engine.Task, p engine.Pr
 	f.runs[task.JobID]++
 	f.mu.Unlock()
 	f.started <- task.JobID
-	if f.sick.Load() {
-		return engine.Verdict{}, engine.Infraf(engine.InfraDaemonUnreachable, "fake: daemon unreachable")
-	}
 	p.Report(engine.Progress{Phase: engine.PhaseJudging, CasesTotal: len(task.Cases)})
 	if f.block {
 		select {
@@ -97,6 +94,9 @@ func (f *fakeBackend) Execute(ctx context.Context, task engine.Task, p engine.Pr
 			f.cancelled <- task.JobID
 			return engine.Verdict{}, engine.Infra(engine.InfraCancelled, context.Cause(ctx))
 		}
+	}
+	if f.sick.Load() {
+		return engine.Verdict{}, engine.Infraf(engine.InfraDaemonUnreachable, "fake: daemon unreachable")
 	}
 	v := engine.Verdict{Status: engine.StatusAccepted}
 	for i, c := range task.Cases {

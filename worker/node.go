@@ -805,12 +805,11 @@ func (n *Node) claimLoop(ctx context.Context) {
 // is the finished job whose slot the first of them takes over.
 func (n *Node) startOrGiveBack(jobs []machineapi.ClaimedJob, sent time.Time, what string, count *atomic.Int64, from *job) {
 	n.mu.Lock()
-	stop := !n.mayClaimLocked() || n.failed() || n.cycle.claim.Err() != nil
+	reason, stop := n.notRunningLocked()
 	n.mu.Unlock()
 	if stop {
-		n.log.Warn(what+" not started: the node is stopping; giving their leases back",
-			"node_id", n.nodeID, "jobs", len(jobs))
-		n.releaseUnrun(jobs, n.stopReason())
+		n.log.Warn(what+" not started; giving their leases back", "node_id", n.nodeID, "jobs", len(jobs), "reason", reason)
+		n.releaseUnrun(jobs, reason)
 		return
 	}
 	if count != nil {
@@ -828,12 +827,27 @@ func newClaimRequestID() string {
 	return "claim-" + hex.EncodeToString(b[:])
 }
 
-// stopReason is the release reason of a node that stops claiming.
+// notRunningLocked says whether the node runs no new job now and why, as
+// the release reason of the leases it gives back: it drains, it stops (a
+// final refusal, or it stopped claiming), or a dependency is down.
+func (n *Node) notRunningLocked() (machineapi.ReleaseReason, bool) {
+	switch {
+	case n.draining:
+		return machineapi.ReleaseReasonDraining, true
+	case n.failed() || n.cycle.claim.Err() != nil:
+		return machineapi.ReleaseReasonShuttingDown, true
+	case n.depsDown:
+		return machineapi.ReleaseReasonDependencyDown, true
+	}
+	return "", false
+}
+
+// stopReason is the release reason of a node that stopped claiming.
 func (n *Node) stopReason() machineapi.ReleaseReason {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	if n.draining {
-		return machineapi.ReleaseReasonDraining
+	if r, ok := n.notRunningLocked(); ok {
+		return r
 	}
 	return machineapi.ReleaseReasonShuttingDown
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/kece-oj/kece/contracts/machineapi"
 	"github.com/kece-oj/kece/control/controltest"
+	"github.com/kece-oj/kece/control/httpapi"
 	"github.com/kece-oj/kece/control/store"
 	"github.com/kece-oj/kece/worker"
 	"github.com/kece-oj/kece/worker/faultproxy"
@@ -720,6 +721,50 @@ func TestDependencyDownStopsClaiming(t *testing.T) {
 	}
 	require.False(t, n.Status().DependencyPaused)
 	require.Equal(t, 1, fake.ran(idStr(second)), "the second job ran once, after the pause")
+}
+
+// Leases a node receives while a dependency is down — the answer of a
+// long-poll that was already waiting when a job failed on the daemon — are
+// given back at once as DEPENDENCY_DOWN: requeued, no attempt counted, the
+// reason on the job. Once the daemon answers again both jobs are judged.
+func TestLeasesGivenBackWhileDependencyDown(t *testing.T) {
+	t.Parallel()
+	// A long claim wait keeps the node's second long-poll in flight while
+	// the first job fails.
+	e := controltest.Start(t, controltest.Options{Store: store.Config{LeaseTTL: 3 * time.Second},
+		HTTP: httpapi.Config{ReapInterval: 50 * time.Millisecond, RenewInterval: 200 * time.Millisecond,
+			HeartbeatInterval: 200 * time.Millisecond, ClaimWaitMax: 15 * time.Second}})
+	man := publishEcho(e)
+	nd := e.NewNode("cpp", 2, 4)
+	e.ForceEnable(nd.ID)
+	fake := newFake(true)
+	cfg := nodeConfig(t, e.URL, "cpp", nd.JoinCode, fake)
+	cfg.LocalSlots, cfg.ClaimWait = 2, 15*time.Second
+	n := runNode(t, cfg)
+
+	first := enqueue(e, "cpp17", man)
+	require.Equal(t, idStr(first), <-fake.started)
+	// The claim loop long-polls for the free slot; wait until that call
+	// is on the server.
+	require.Eventually(t, func() bool { return n.Metrics().Claims >= 1 }, 5*time.Second, 5*time.Millisecond)
+	time.Sleep(200 * time.Millisecond)
+	fake.sick.Store(true)
+	fake.release(idStr(first)) // it fails as DAEMON_UNREACHABLE: the node pauses
+	require.Eventually(t, func() bool { return n.Status().DependencyPaused }, 5*time.Second, 5*time.Millisecond)
+	second := enqueue(e, "cpp17", man) // answers the waiting long-poll
+	j := waitJob(t, e, second, 10*time.Second, "given back", func(j store.Job) bool {
+		return j.State == store.StateQueued && j.LastErrorCode == "DEPENDENCY_DOWN"
+	})
+	require.Zero(t, j.AttemptCount, "a lease given back before judging counts no attempt")
+	require.Zero(t, fake.ran(idStr(second)))
+	require.Positive(t, n.Metrics().LeasesReleased)
+
+	fake.release(idStr(second))
+	fake.sick.Store(false)
+	for _, id := range []int64{first, second} {
+		j := waitJob(t, e, id, 15*time.Second, "judged once the daemon is back", completed)
+		require.Equal(t, "AC", j.Verdict, "job %d", id)
+	}
 }
 
 // SIGTERM while the control plane is unreachable: the session retries end

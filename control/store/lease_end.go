@@ -45,6 +45,7 @@ const (
 	ReleaseDraining          = "DRAINING"
 	ReleaseShuttingDown      = "SHUTTING_DOWN"
 	ReleaseInputsUnavailable = "INPUTS_UNAVAILABLE"
+	ReleaseDependencyDown    = "DEPENDENCY_DOWN"
 )
 
 // claimRequestRE is the shape of a claim request id (the machine contract's
@@ -257,7 +258,8 @@ type ReleaseResult struct {
 }
 
 // Release gives leases back at once: a node that will not run them
-// (draining, shutting down, inputs unavailable before judging started)
+// (draining, shutting down, inputs unavailable before judging started, a
+// dependency of the node down)
 // calls it rather than letting them run out. Each lease must be the
 // session's own (node, session epoch, lease epoch, RUNNING); the job goes
 // back to QUEUED immediately, and an attempt on which judging never started
@@ -266,9 +268,10 @@ type ReleaseResult struct {
 // not the session's answers LOST.
 func (s *Store) Release(ctx context.Context, sess NodeSession, items []ReleaseItem, reason string) ([]ReleaseResult, error) {
 	switch reason {
-	case ReleaseDraining, ReleaseShuttingDown, ReleaseInputsUnavailable:
+	case ReleaseDraining, ReleaseShuttingDown, ReleaseInputsUnavailable, ReleaseDependencyDown:
 	default:
-		return nil, invalid("reason", "must be %s, %s or %s, got %q", ReleaseDraining, ReleaseShuttingDown, ReleaseInputsUnavailable, reason)
+		return nil, invalid("reason", "must be %s, %s, %s or %s, got %q",
+			ReleaseDraining, ReleaseShuttingDown, ReleaseInputsUnavailable, ReleaseDependencyDown, reason)
 	}
 	if len(items) == 0 || len(items) > 64 {
 		return nil, invalid("leases", "must hold 1..64 leases, got %d", len(items))
