@@ -14,7 +14,6 @@ import (
 
 	"github.com/kece-oj/kece/contracts/machineapi"
 	"github.com/kece-oj/kece/control/controltest"
-	"github.com/kece-oj/kece/control/httpapi"
 	"github.com/kece-oj/kece/control/store"
 	"github.com/kece-oj/kece/worker"
 	"github.com/kece-oj/kece/worker/faultproxy"
@@ -723,45 +722,48 @@ func TestDependencyDownStopsClaiming(t *testing.T) {
 	require.Equal(t, 1, fake.ran(idStr(second)), "the second job ran once, after the pause")
 }
 
-// Leases a node receives while a dependency is down — the answer of a
-// long-poll that was already waiting when a job failed on the daemon — are
-// given back at once as DEPENDENCY_DOWN: requeued, no attempt counted, the
-// reason on the job. Once the daemon answers again both jobs are judged.
+// Leases a node receives while a dependency is down are given back at once
+// as DEPENDENCY_DOWN: requeued, no attempt counted, the reason on the job.
+// Here the lease is the next job that a result leased with its slot-cycle
+// claim, whose answer the fault proxy holds back while another job fails on
+// the daemon. Once the daemon answers again every job is judged.
 func TestLeasesGivenBackWhileDependencyDown(t *testing.T) {
 	t.Parallel()
-	// A long claim wait keeps the node's second long-poll in flight while
-	// the first job fails.
-	e := controltest.Start(t, controltest.Options{Store: store.Config{LeaseTTL: 3 * time.Second},
-		HTTP: httpapi.Config{ReapInterval: 50 * time.Millisecond, RenewInterval: 200 * time.Millisecond,
-			HeartbeatInterval: 200 * time.Millisecond, ClaimWaitMax: 15 * time.Second}})
+	e := env(t, 5*time.Second)
 	man := publishEcho(e)
 	nd := e.NewNode("cpp", 2, 4)
 	e.ForceEnable(nd.ID)
+	px := faultproxy.New(e.URL)
+	t.Cleanup(px.Close)
 	fake := newFake(true)
-	cfg := nodeConfig(t, e.URL, "cpp", nd.JoinCode, fake)
-	cfg.LocalSlots, cfg.ClaimWait = 2, 15*time.Second
+	cfg := nodeConfig(t, px.URL(), "cpp", nd.JoinCode, fake)
+	cfg.LocalSlots = 2
 	n := runNode(t, cfg)
 
-	first := enqueue(e, "cpp17", man)
-	require.Equal(t, idStr(first), <-fake.started)
-	// The claim loop long-polls for the free slot; wait until that call
-	// is on the server.
-	require.Eventually(t, func() bool { return n.Metrics().Claims >= 1 }, 5*time.Second, 5*time.Millisecond)
-	time.Sleep(200 * time.Millisecond)
+	a, b := enqueue(e, "cpp17", man), enqueue(e, "cpp17", man)
+	started := map[string]bool{<-fake.started: true, <-fake.started: true}
+	require.Equal(t, map[string]bool{idStr(a): true, idStr(b): true}, started)
+	next := enqueue(e, "cpp17", man) // waits: both slots are busy
+
+	held := px.Add(faultproxy.Rule{Method: "POST", PathContains: "/jobs/" + idStr(a) + "/result",
+		Action: faultproxy.DelayResponse, Delay: 3 * time.Second, Times: 1})
+	fake.release(idStr(a)) // AC; its result's claim leases next, the answer held back
+	<-held.Fired()
 	fake.sick.Store(true)
-	fake.release(idStr(first)) // it fails as DAEMON_UNREACHABLE: the node pauses
+	fake.release(idStr(b)) // DAEMON_UNREACHABLE: the node pauses
 	require.Eventually(t, func() bool { return n.Status().DependencyPaused }, 5*time.Second, 5*time.Millisecond)
-	second := enqueue(e, "cpp17", man) // answers the waiting long-poll
-	j := waitJob(t, e, second, 10*time.Second, "given back", func(j store.Job) bool {
+
+	j := waitJob(t, e, next, 10*time.Second, "given back", func(j store.Job) bool {
 		return j.State == store.StateQueued && j.LastErrorCode == "DEPENDENCY_DOWN"
 	})
 	require.Zero(t, j.AttemptCount, "a lease given back before judging counts no attempt")
-	require.Zero(t, fake.ran(idStr(second)))
-	require.Positive(t, n.Metrics().LeasesReleased)
+	require.Zero(t, fake.ran(idStr(next)))
+	// The node counts the release once its answer is back.
+	require.Eventually(t, func() bool { return n.Metrics().LeasesReleased == 1 }, 5*time.Second, 5*time.Millisecond)
 
-	fake.release(idStr(second))
+	fake.release(idStr(next))
 	fake.sick.Store(false)
-	for _, id := range []int64{first, second} {
+	for _, id := range []int64{a, b, next} {
 		j := waitJob(t, e, id, 15*time.Second, "judged once the daemon is back", completed)
 		require.Equal(t, "AC", j.Verdict, "job %d", id)
 	}
