@@ -27,6 +27,7 @@ import (
 	"github.com/kece-oj/kece/contracts/businessapi"
 	"github.com/kece-oj/kece/contracts/machineapi"
 	"github.com/kece-oj/kece/control/store"
+	"github.com/kece-oj/kece/internal/sockproxy"
 	"github.com/kece-oj/kece/telemetry"
 	"github.com/kece-oj/kece/worker/faultproxy"
 )
@@ -40,11 +41,12 @@ const (
 	faultDBRestart     = "db_restart"     // SIGKILL the control MariaDB, start it again (crash recovery)
 	faultDropAnswers   = "drop_answers"   // the fault proxy cuts the answers of a few claim/renew/result calls
 	faultDelayAnswers  = "delay_answers"  // the fault proxy holds a few answers back for seconds
+	faultDockerDown    = "docker_down"    // a code node's Docker daemon goes away for seconds (its socket proxy is cut)
 	faultGaleraKill    = "galera_kill"    // SIGKILL the Galera node the writers use (the -galera run)
 )
 
 var chaosFaultKinds = []string{faultNodeKill, faultNodeRestart, faultReplicaKill, faultReplicaFreeze, faultDBRestart,
-	faultDropAnswers, faultDelayAnswers}
+	faultDropAnswers, faultDelayAnswers, faultDockerDown}
 
 // runChaos is the fault run an operator would do, as a command: its own
 // MariaDB (restartable), two kece-control replicas, a fault proxy in front
@@ -204,6 +206,11 @@ type chaosNode struct {
 	env     []string
 	starts  int
 	planned bool // the run is stopping this process (r.mu)
+	// docker is the code node's way to the Docker daemon, which the
+	// docker_down fault cuts (nil for the mysql pool); dockerDir holds its
+	// socket.
+	docker    *sockproxy.Proxy
+	dockerDir string
 }
 
 type chaosRun struct {
@@ -402,7 +409,24 @@ func (r *chaosRun) addNode(ctx context.Context, pool string) error {
 	}
 	cn := &chaosNode{benchNode: &benchNode{pool: pool, id: n.id, slots: r.cfg.slots, metrics: "http://" + n.listen + "/metrics"},
 		base: "node-" + name, env: n.env}
+	if pool != string(machineapi.PoolMysql) {
+		// Short: a unix socket path has at most 107 bytes.
+		dir, err := os.MkdirTemp("", "kcd")
+		if err != nil {
+			return err
+		}
+		cn.docker, cn.dockerDir = sockproxy.Docker(dir), dir
+		if err := cn.docker.Up(); err != nil {
+			os.RemoveAll(dir)
+			return fmt.Errorf("docker proxy for %s: %w", name, err)
+		}
+		cn.env = append(cn.env, "KECE_DOCKER_HOST="+cn.docker.Host())
+	}
 	if err := r.startNode(cn); err != nil {
+		if cn.docker != nil {
+			cn.docker.Cut()
+			_ = os.RemoveAll(cn.dockerDir)
+		}
 		return err
 	}
 	r.nodes = append(r.nodes, cn)
@@ -447,6 +471,10 @@ func (r *chaosRun) cleanup() {
 		if n.child != nil {
 			_ = n.cmd.Process.Signal(syscall.SIGCONT)
 			stopChild(n.child)
+		}
+		if n.docker != nil {
+			n.docker.Cut()
+			_ = os.RemoveAll(n.dockerDir)
 		}
 	}
 	for _, rep := range r.replicas {
@@ -786,6 +814,20 @@ func (r *chaosRun) fault(ctx context.Context, kind string) error {
 		<-rep.proc.exited
 		r.pause(ctx, 500*time.Millisecond, 3*time.Second)
 		return r.startReplica(ctx, rep)
+	case faultDockerDown:
+		var code []*chaosNode
+		for _, n := range r.nodes {
+			if n.docker != nil {
+				code = append(code, n)
+			}
+		}
+		if len(code) == 0 {
+			return nil
+		}
+		n := code[r.pick(len(code))]
+		n.docker.Cut()
+		r.pause(ctx, 2*time.Second, 6*time.Second)
+		return n.docker.Up()
 	case faultReplicaFreeze:
 		rep := r.replicas[r.pick(len(r.replicas))]
 		_ = rep.proc.cmd.Process.Signal(syscall.SIGSTOP)
