@@ -53,7 +53,7 @@ type Metrics struct {
 	LeasesLost, DeadlineCancels              int64
 	NodeDefects, AuthFailures                int64
 	// LeasesReleased counts leases given back unrun (draining, stopping,
-	// inputs unavailable); ClaimRetries claims resent with the same
+	// inputs unavailable, a dependency down); ClaimRetries claims resent with the same
 	// request id after a failed answer.
 	LeasesReleased, ClaimRetries int64
 	// CycleJobs counts jobs leased with a result (its claim for the slot
@@ -150,7 +150,7 @@ func newPromMetrics(n *Node) *promMetrics {
 		{"kece_node_deadline_cancels_total", "Jobs cancelled at the local lease deadline.", &m.deadlineCancels},
 		{"kece_node_defects_total", "Result payloads the control plane refused (413/422/400).", &m.nodeDefects},
 		{"kece_node_auth_failures_total", "Calls refused with 401/403.", &m.authFailures},
-		{"kece_node_leases_released_total", "Leases given back unrun (draining, stopping, inputs unavailable).", &m.leasesReleased},
+		{"kece_node_leases_released_total", "Leases given back unrun (draining, stopping, inputs unavailable, a dependency down).", &m.leasesReleased},
 		{"kece_node_claim_retries_total", "Claims resent with the same request id after a failed answer.", &m.claimRetries},
 		{"kece_node_cycle_jobs_total", "Jobs leased with a result, for the slot it freed (the slot cycle).", &m.cycleJobs},
 		{"kece_node_dependency_pauses_total", "Times a job failed on a dependency of the node (Docker, image, judge database) and the node stopped claiming until a probe passed.", &m.dependencyPauses},

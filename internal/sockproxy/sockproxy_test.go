@@ -39,9 +39,6 @@ func TestCutAndUpAgainOnTheSameAddress(t *testing.T) {
 	}()
 	p := New("tcp", "127.0.0.1:0", srv.Addr().String())
 	t.Cleanup(p.Cut)
-	_, err = net.DialTimeout("tcp", p.Addr(), time.Second)
-	require.Error(t, err, "cut until the first Up: nothing listens on 127.0.0.1:0")
-
 	require.NoError(t, p.Up())
 	addr := p.Addr()
 	c, err := net.DialTimeout("tcp", addr, time.Second)
