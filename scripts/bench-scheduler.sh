@@ -5,7 +5,17 @@
 # the same settings as scripts/mariadb.sh, removed afterwards. A private server
 # keeps the figures free of other clients of a shared one (table-cache churn,
 # CPU). Arguments go to `kece-bench scheduler`; KECE_BENCH_MYSQLD_ARGS adds
-# server options for an A/B of a setting (e.g. --thread-handling=pool-of-threads).
+# server options for an A/B of a setting (e.g. --thread-handling=pool-of-threads);
+# KECE_BENCH_BIN runs a prebuilt kece-bench instead of building this tree's.
+#
+# The server is measured in its steady state: before the bench, its redo log
+# is written through once. A new server's redo log file is allocated but never
+# written (fallocate: unwritten extents), and on ext4 the first write of each
+# block makes the commit's fdatasync convert the extent and write its metadata
+# too: one more device round trip per group commit until the log has wrapped,
+# which a server that has run for a while never pays again. PostgreSQL zero-fills
+# its WAL segments when it creates them, so River's fresh server does not pay
+# it either. KECE_BENCH_FRESH_REDO=1 skips the warm-up (measures a new server).
 #
 #   scripts/bench-scheduler.sh [-nodes 8] [-slots 4] [-enqueuers 4] [-duration 8s]
 set -euo pipefail
@@ -41,5 +51,29 @@ if ! mariadb-admin --no-defaults --socket="$tmp/sock" -uroot ping >/dev/null 2>&
 fi
 mariadb --no-defaults --socket="$tmp/sock" -uroot -e \
   "CREATE USER IF NOT EXISTS 'root'@'127.0.0.1' IDENTIFIED BY ''; GRANT ALL ON *.* TO 'root'@'127.0.0.1' WITH GRANT OPTION;"
-go build -o "$tmp/kece-bench" ./cmd/kece-bench
+if [ -n "${KECE_BENCH_BIN:-}" ]; then
+  cp "$KECE_BENCH_BIN" "$tmp/kece-bench"
+else
+  go build -o "$tmp/kece-bench" ./cmd/kece-bench
+fi
+# Unwritten extents of the redo log (filefrag, e2fsprogs; -1 if unknown).
+unwritten() {
+  local n
+  n=$(filefrag -v "$tmp/data/ib_logfile0" 2>/dev/null | grep -c unwritten) || true
+  if command -v filefrag >/dev/null 2>&1; then echo "${n:-0}"; else echo -1; fi
+}
+if [ "${KECE_BENCH_FRESH_REDO:-0}" = 1 ]; then
+  echo "redo_warmup=off redo_unwritten_extents=$(unwritten)"
+else
+  before=$(unwritten)
+  # 1 MiB rows, a log file's size and 16 MiB more, in a database dropped
+  # after; its pages are written back during the warm-up, not the bench.
+  mb=$(( $(mariadb --no-defaults --socket="$tmp/sock" -uroot -N -e "SELECT @@innodb_log_file_size") / 1048576 + 16 ))
+  mariadb --no-defaults --socket="$tmp/sock" -uroot -e \
+    "CREATE DATABASE kece_redo_warmup; USE kece_redo_warmup;
+     CREATE TABLE w (b LONGBLOB NOT NULL) ENGINE=InnoDB;
+     INSERT INTO w SELECT REPEAT('x', 1048576) FROM seq_1_to_$mb;
+     DROP DATABASE kece_redo_warmup;"
+  echo "redo_warmup_mb=$mb redo_unwritten_extents_before=$before redo_unwritten_extents=$(unwritten)"
+fi
 "$tmp/kece-bench" scheduler -dsn "root@tcp(127.0.0.1:$port)/" -server-pid "$pid" "$@"
