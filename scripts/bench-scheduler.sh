@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# kece-bench scheduler on a private MariaDB, as ../river's run.sh runs River on
+# kece-bench scheduler on a private MariaDB, as River's run.sh runs River on
 # a private PostgreSQL: a fresh server in a temporary data dir on
 # 127.0.0.1:${KECE_BENCH_PORT:-33071}, durable (flush at commit, sync binlog),
 # the same settings as scripts/mariadb.sh, removed afterwards. A private server
