@@ -14,16 +14,19 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 )
 
 // Proxy is one forwarding socket; make it with New or Docker.
 type Proxy struct {
 	network, target string
 
-	mu    sync.Mutex
-	addr  string       // where it listens: fixed by the first Up for "127.0.0.1:0"
-	ln    net.Listener // nil while cut
-	conns []net.Conn
+	mu   sync.Mutex
+	addr string       // where it listens: fixed by the first Up for "127.0.0.1:0"
+	ln   net.Listener // nil while cut
+	// conns are the open connections, both sides; a pair leaves when both
+	// its copies end, so a long run does not keep every closed one.
+	conns map[net.Conn]struct{}
 }
 
 // New prepares a proxy listening on network/addr ("tcp" "127.0.0.1:0" for a
@@ -93,10 +96,23 @@ func (p *Proxy) serve(ln net.Listener) {
 			up.Close()
 			continue
 		}
-		p.conns = append(p.conns, c, up)
+		if p.conns == nil {
+			p.conns = make(map[net.Conn]struct{})
+		}
+		p.conns[c], p.conns[up] = struct{}{}, struct{}{}
 		p.mu.Unlock()
-		go func() { _, _ = io.Copy(up, c); up.Close() }()
-		go func() { _, _ = io.Copy(c, up); c.Close() }()
+		var copying atomic.Int32
+		copying.Store(2)
+		ended := func() {
+			if copying.Add(-1) == 0 {
+				p.mu.Lock()
+				delete(p.conns, c)
+				delete(p.conns, up)
+				p.mu.Unlock()
+			}
+		}
+		go func() { _, _ = io.Copy(up, c); up.Close(); ended() }()
+		go func() { _, _ = io.Copy(c, up); c.Close(); ended() }()
 	}
 }
 
@@ -108,8 +124,8 @@ func (p *Proxy) Cut() {
 		p.ln.Close()
 		p.ln = nil
 	}
-	for _, c := range p.conns {
+	for c := range p.conns {
 		c.Close()
 	}
-	p.conns = nil
+	clear(p.conns)
 }

@@ -61,10 +61,17 @@ func TestCutAndUpAgainOnTheSameAddress(t *testing.T) {
 	require.Equal(t, addr, p.Addr(), "back on the same address")
 	c2, err := net.DialTimeout("tcp", addr, time.Second)
 	require.NoError(t, err)
-	defer c2.Close()
 	_, err = c2.Write([]byte("two\n"))
 	require.NoError(t, err)
 	l, err = bufio.NewReader(c2).ReadString('\n')
 	require.NoError(t, err)
 	require.Equal(t, "two\n", l)
+
+	// A connection the client closes is forgotten, both sides.
+	require.NoError(t, c2.Close())
+	require.Eventually(t, func() bool {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		return len(p.conns) == 0
+	}, 5*time.Second, 10*time.Millisecond)
 }
