@@ -213,6 +213,15 @@ type chaosNode struct {
 	dockerDir string
 }
 
+// closeDocker cuts a code node's way to the Docker daemon for good and
+// removes its socket's directory (nothing for the mysql pool).
+func (n *chaosNode) closeDocker() {
+	if n.docker != nil {
+		n.docker.Cut()
+		_ = os.RemoveAll(n.dockerDir)
+	}
+}
+
 type chaosRun struct {
 	cfg      chaosConfig
 	rng      *rand.Rand // submission mix (r.mu)
@@ -423,10 +432,7 @@ func (r *chaosRun) addNode(ctx context.Context, pool string) error {
 		cn.env = append(cn.env, "KECE_DOCKER_HOST="+cn.docker.Host())
 	}
 	if err := r.startNode(cn); err != nil {
-		if cn.docker != nil {
-			cn.docker.Cut()
-			_ = os.RemoveAll(cn.dockerDir)
-		}
+		cn.closeDocker()
 		return err
 	}
 	r.nodes = append(r.nodes, cn)
@@ -472,10 +478,7 @@ func (r *chaosRun) cleanup() {
 			_ = n.cmd.Process.Signal(syscall.SIGCONT)
 			stopChild(n.child)
 		}
-		if n.docker != nil {
-			n.docker.Cut()
-			_ = os.RemoveAll(n.dockerDir)
-		}
+		n.closeDocker()
 	}
 	for _, rep := range r.replicas {
 		if rep.proc != nil {
