@@ -260,14 +260,19 @@ func runNode(t *testing.T, cfg worker.Config) *testNode {
 // waitJob polls the store until pred holds for the job.
 func waitJob(t *testing.T, e *controltest.Env, jobID int64, within time.Duration, what string, pred func(store.Job) bool) store.Job {
 	t.Helper()
-	var last store.Job
-	require.Eventually(t, func() bool {
-		j, err := e.Store.GetJob(context.Background(), jobID)
+	deadline := time.Now().Add(within)
+	for {
+		last, err := e.Store.GetJob(context.Background(), jobID)
 		require.NoError(t, err)
-		last = j
-		return pred(j)
-	}, within, 20*time.Millisecond, "job %d: %s (last state %s, epoch %d, node %d)", jobID, what, last.State, last.LeaseEpoch, last.NodeID)
-	return last
+		if pred(last) {
+			return last
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("job %d: %s not within %s (last state %s, attempts %d, last error %q, epoch %d, node %d)",
+				jobID, what, within, last.State, last.AttemptCount, last.LastErrorCode, last.LeaseEpoch, last.NodeID)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
 
 func completed(j store.Job) bool { return j.State == store.StateCompleted }
