@@ -181,8 +181,8 @@ func runFootprint(ctx context.Context, args []string) error {
 		return fmt.Errorf("enqueue backlog: %w", err)
 	}
 	fill := time.Since(fillStart)
-	var depth int
-	if err := f.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM judge_job WHERE state = 'QUEUED'`).Scan(&depth); err != nil {
+	depth, err := queuedJobs(ctx, f.db)
+	if err != nil {
 		return err
 	}
 
