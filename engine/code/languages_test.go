@@ -154,6 +154,12 @@ func TestJavaEntryPoints(t *testing.T) {
 		{"public class Solution", "import java.util.*;\n// class Main in a comment\npublic class Solution " + body, engine.StatusAccepted, ""},
 		{"main in a package-private class", "public class Helper { static int x = 1; }\nclass Runner " + body, engine.StatusAccepted, ""},
 		{"package declaration", "package contest.round1;\n\npublic class Answer " + body, engine.StatusAccepted, ""},
+		// Unicode names become UTF-8 file and directory names and launcher
+		// arguments (LANG=C.UTF-8): javac and the JVM take them.
+		{"Unicode class and package names", "package 竞赛.第一轮;\npublic class Lösung " + body, engine.StatusAccepted, ""},
+		{"CJK class name without package", "class 解答 " + body, engine.StatusAccepted, ""},
+		{"combining mark in the name", "public class Cafe\u0301 " + body, engine.StatusAccepted, ""},
+		{"zero-width space dropped from the name as javac does", "public class A\u200bB " + body, engine.StatusAccepted, ""},
 		{"no main", "public class Solution { public int main(int x) { return x; } }", engine.StatusCompileError, "no runnable class"},
 		{"main only nested", "public class Outer { static class Inner " + body + " }", engine.StatusCompileError, "nested class is not run"},
 	} {
