@@ -37,12 +37,9 @@ func runSandbox(ctx context.Context, args []string) error {
 	if err := settings.ParseWithEnv(fs, "KECE_BENCH_SANDBOX_", args, os.Getenv); err != nil {
 		return err
 	}
-	if *supervisor == "" {
-		self, err := os.Executable()
-		if err != nil {
-			return err
-		}
-		*supervisor = filepath.Join(filepath.Dir(self), "kece-sandbox-init")
+	sup, err := supervisorPath(*supervisor)
+	if err != nil {
+		return err
 	}
 	spec, err := code.DefaultRuntime(string(machineapi.PoolCpp))
 	if err != nil {
@@ -80,7 +77,7 @@ func runSandbox(ctx context.Context, args []string) error {
 		}
 		perContainer = append(perContainer, time.Since(start))
 	}
-	engineCases, inRun, jobTotal, err := engineRun(ctx, dir, *supervisor, spec, tcs)
+	engineCases, inRun, jobTotal, err := engineRun(ctx, dir, sup, spec, tcs)
 	if err != nil {
 		return err
 	}
