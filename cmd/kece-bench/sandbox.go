@@ -19,12 +19,11 @@ import (
 
 	"github.com/kece-oj/kece/engine"
 	"github.com/kece-oj/kece/engine/code"
+	"github.com/kece-oj/kece/internal/reference"
 )
 
 // benchProgram is the trivial C++ program of every sandbox measurement.
-const benchProgram = `#include <cstdio>
-int main(){ long long a, b; if (scanf("%lld %lld", &a, &b) != 2) return 1; printf("%lld\n", a + b); return 0; }
-`
+var benchProgram = func() string { p, _ := reference.APlusB(string(machineapi.PoolCpp)); return p.Source }()
 
 // runSandbox compares the per-case cost of the code engine (one container per
 // job, supervisor inside) with running the same program natively on the host
