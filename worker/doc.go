@@ -14,6 +14,13 @@
 // mysql node never opens the Docker socket and a code node never loads SQL
 // credentials: only the configured pool's Backend is ever built.
 //
+// Files by concern: node.go (the Node, Run and its loops' wiring, /healthz
+// status), session.go (credential, session, heartbeat), claim.go (the claim
+// loop, giving leases back), lease.go (local deadlines and batched renewal),
+// job.go (one job: inputs, execution, result), retry.go (per-status handling
+// of failed calls, backoff), client.go (the replica failover client),
+// probe.go (dependency probes, language reports, janitor), config.go.
+//
 // Sub-package faultproxy is a loopback reverse proxy for fault-injection
 // tests (lost claim or result answers, blocked renewals, corrupt artifacts).
 package worker

@@ -19,9 +19,11 @@ import (
 
 	"github.com/kece-oj/kece/cmd/internal/problems"
 
+	"github.com/kece-oj/kece/contracts"
 	"github.com/kece-oj/kece/contracts/businessapi"
 	"github.com/kece-oj/kece/contracts/machineapi"
 	"github.com/kece-oj/kece/control/store"
+	"github.com/kece-oj/kece/internal/reference"
 	"github.com/kece-oj/kece/telemetry"
 )
 
@@ -254,13 +256,6 @@ func (f *fleet) registerNode(ctx context.Context, name, pool string, slots int, 
 	return registeredNode{id: n.ID, env: env, listen: listen}, nil
 }
 
-// enableNode enables a node directly, skipping the self-check flow (it is
-// tested elsewhere): the benches measure scheduling, not verification.
-func enableNode(ctx context.Context, db *sql.DB, id int64) error {
-	_, err := db.ExecContext(ctx, `UPDATE judge_node SET desired_state = 'ENABLED' WHERE id = ?`, id)
-	return err
-}
-
 // waitReady waits until every node the fleet started is online and
 // serving its /metrics.
 func (f *fleet) waitReady(ctx context.Context, limit time.Duration) error {
@@ -322,13 +317,17 @@ func (f *fleet) publish(ctx context.Context, m businessapi.Manifest, what string
 }
 
 // Accepted sources per pool (a+b, or the SQL problem), and their languages.
-var benchPrograms = map[string]struct{ lang, source string }{
-	string(machineapi.PoolCpp):    {"cpp17", "#include <cstdio>\nint main(){long long a,b;if(std::scanf(\"%lld %lld\",&a,&b)!=2)return 1;std::printf(\"%lld\\n\",a+b);}\n"},
-	string(machineapi.PoolPython): {"python3", "a, b = map(int, input().split())\nprint(a + b)\n"},
-	string(machineapi.PoolJava):   {"java17", "import java.util.Scanner;\npublic class Main { public static void main(String[] args) { Scanner s = new Scanner(System.in); long a = s.nextLong(), b = s.nextLong(); System.out.println(a + b); } }\n"},
-	string(machineapi.PoolArkts):  {"arkts", "const fs = require(\"fs\");\nconst w: number[] = fs.readFileSync(0, \"utf8\").trim().split(/\\s+/).map(Number);\nfs.writeSync(1, String(w[0] + w[1]) + \"\\n\");\n"},
-	string(machineapi.PoolMysql):  {"mysql", problems.BigCitiesAnswer},
-}
+var benchPrograms = func() map[string]struct{ lang, source string } {
+	m := map[string]struct{ lang, source string }{
+		string(machineapi.PoolMysql): {"mysql", problems.BigCitiesAnswer},
+	}
+	for _, pool := range contracts.Pools() {
+		if p, ok := reference.APlusB(pool); ok {
+			m[pool] = struct{ lang, source string }{p.Language, p.Source}
+		}
+	}
+	return m
+}()
 
 // rss reads a process's resident set (VmRSS) and peak (VmHWM) in bytes.
 func rss(pid int) (cur, peak int64, err error) {

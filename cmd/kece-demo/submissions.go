@@ -3,6 +3,7 @@ package main
 import (
 	"github.com/kece-oj/kece/cmd/internal/problems"
 	"github.com/kece-oj/kece/contracts/machineapi"
+	"github.com/kece-oj/kece/internal/reference"
 )
 
 type submission struct {
@@ -10,17 +11,22 @@ type submission struct {
 }
 
 const (
-	cppAC  = "#include <cstdio>\nint main(){long long a,b;if(std::scanf(\"%lld %lld\",&a,&b)!=2)return 1;std::printf(\"%lld\\n\",a+b);}\n"
 	cppWA  = "#include <cstdio>\nint main(){long long a,b;std::scanf(\"%lld %lld\",&a,&b);std::printf(\"%lld\\n\",a-b);}\n"
 	cppTLE = "int main(){volatile unsigned long x=0;for(;;)x++;}\n"
 	cppCE  = "int main( { return 0 }\n"
-	pyAC   = "a, b = map(int, input().split())\nprint(a + b)\n"
 	pyRE   = "a, b = map(int, input().split())\nraise ValueError('no sums today')\n"
-	javaAC = "import java.util.Scanner;\npublic class Main { public static void main(String[] args) { Scanner s = new Scanner(System.in); long a = s.nextLong(), b = s.nextLong(); System.out.println(a + b); } }\n"
-	arkAC  = "const fs = require(\"fs\");\nconst w: number[] = fs.readFileSync(0, \"utf8\").trim().split(/\\s+/).map(Number);\nfs.writeSync(1, String(w[0] + w[1]) + \"\\n\");\n"
 	sqlAC  = problems.BigCitiesAnswer
 	sqlWA  = "SELECT name FROM city ORDER BY name"
 )
+
+// The accepted a+b programs, one per code pool.
+var cppAC, pyAC, javaAC, arkAC = aPlusB(machineapi.PoolCpp), aPlusB(machineapi.PoolPython),
+	aPlusB(machineapi.PoolJava), aPlusB(machineapi.PoolArkts)
+
+func aPlusB(pool machineapi.Pool) string {
+	p, _ := reference.APlusB(string(pool))
+	return p.Source
+}
 
 // submissions lists what the demo judges, with the verdict each must get.
 func submissions(pools []string, code, sqlManifest string) []submission {

@@ -13,7 +13,8 @@
 // a drain or stop, or success; 1 a runtime failure (healthcheck: unhealthy);
 // 2 a usage or configuration error; 3 the control plane refused this
 // process for good (another process of the node took over, the credential
-// was revoked, the join code is spent, unknown or of another pool) — a
+// was revoked, the join code is spent, unknown or of another pool, the
+// control plane speaks another protocol version) — a
 // supervisor must not restart it blindly.
 package main
 
@@ -158,7 +159,7 @@ func runNode(nf *nodeFlags, stderr io.Writer) int {
 // refused: the control plane said no for good; restarting changes nothing.
 func refused(err error) bool {
 	for _, e := range []error{worker.ErrSuperseded, worker.ErrRevoked, worker.ErrJoinCodeSpent, worker.ErrJoinCodeInvalid,
-		worker.ErrPoolMismatch} {
+		worker.ErrPoolMismatch, worker.ErrProtocolUnsupported} {
 		if errors.Is(err, e) {
 			return true
 		}

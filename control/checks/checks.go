@@ -22,6 +22,7 @@ import (
 	"github.com/kece-oj/kece/contracts/machineapi"
 	"github.com/kece-oj/kece/control/manifest"
 	"github.com/kece-oj/kece/control/store"
+	"github.com/kece-oj/kece/internal/reference"
 )
 
 // Program is one pool's self-check: the source a node judges, its language,
@@ -42,45 +43,13 @@ var codeCases = []struct{ in, out string }{
 	{"-7 1000000000000\n", "999999999993\n"},
 }
 
-var sources = map[string]struct{ language, source string }{
-	string(machineapi.PoolCpp): {"cpp17", `#include <iostream>
-int main() {
-    long long a, b;
-    if (!(std::cin >> a >> b)) return 1;
-    std::cout << a + b << "\n";
-    return 0;
-}
-`},
-	string(machineapi.PoolJava): {"java17", `import java.util.Scanner;
-
-public class Main {
-    public static void main(String[] args) {
-        Scanner in = new Scanner(System.in);
-        long a = in.nextLong(), b = in.nextLong();
-        System.out.println(a + b);
-    }
-}
-`},
-	string(machineapi.PoolPython): {"python3", `a, b = map(int, input().split())
-print(a + b)
-`},
-	// TypeScript as run by the arkts stand-in runtime (tsc --lib es2020 +
-	// Node.js): no DOM, so output goes through fs, not console.
-	string(machineapi.PoolArkts): {"arkts", `const fs = require("fs");
-const w: string[] = fs.readFileSync(0, "utf8").split(/\s+/).filter((s: string) => s.length > 0);
-fs.writeSync(1, String(BigInt(w[0]) + BigInt(w[1])) + "\n");
-`},
-	string(machineapi.PoolMysql): {"mysql", "SELECT a + b AS s FROM kece_check ORDER BY id"},
-}
+// The SQL self-check: a+b over a fixed table (its schema is below).
+const sqlCheck = "SELECT a + b AS s FROM kece_check ORDER BY id"
 
 // For returns the self-check of a pool.
 func For(pool string) (Program, error) {
-	src, ok := sources[pool]
-	if !ok {
-		return Program{}, fmt.Errorf("checks: unknown pool %q (want one of %s)", pool, strings.Join(contracts.Pools(), ", "))
-	}
-	p := Program{Pool: pool, Language: src.language, Source: src.source, Files: map[string][]byte{}}
 	if pool == string(machineapi.PoolMysql) {
+		p := Program{Pool: pool, Language: "mysql", Source: sqlCheck, Files: map[string][]byte{}}
 		s := func(v string) *string { return &v }
 		p.Manifest = manifest.Manifest{
 			Kind:    manifest.KindSQL,
@@ -99,6 +68,11 @@ func For(pool string) (Program, error) {
 		}
 		return p, p.Manifest.Validate()
 	}
+	ref, ok := reference.APlusB(pool)
+	if !ok {
+		return Program{}, fmt.Errorf("checks: unknown pool %q (want one of %s)", pool, strings.Join(contracts.Pools(), ", "))
+	}
+	p := Program{Pool: pool, Language: ref.Language, Source: ref.Source, Files: map[string][]byte{}}
 	p.Manifest = manifest.Manifest{
 		Kind: manifest.KindCode,
 		// Generous: the check proves the pipeline works, not that it is fast.

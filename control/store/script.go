@@ -16,10 +16,9 @@ import (
 // by one, in the same order, on the same connection, with the same effect.
 //
 // The hot path sends every statement that does not need the answer of the
-// one before it in one script. Measured on the scheduler bench, fewer round
-// trips shorten each call (a result batch: 11–12 ms → 9–11 ms) but have not
-// moved throughput, which follows server CPU per lifecycle
-// (docs/scheduling.md, "Measured against River").
+// one before it in one script. Fewer round trips shorten each call but have
+// not moved throughput, which follows server CPU per lifecycle (the figures:
+// docs/scheduling.md, the table of what moved throughput).
 //
 // Arguments are interpolated by the driver (interpolateParams=true), so no
 // statement is prepared; statements must not contain a ';' of their own.

@@ -82,19 +82,14 @@ const (
 	CompleteBatchMaxDefault = 64
 	// BatchParallelDefault is how many batches of the lease writer
 	// (results and renewals) may commit at once. One: the calls that
-	// arrive while a batch commits make the next one bigger, and on the
-	// scheduler bench that beat 2 in four alternating pairs (918/852/891/836
-	// against 880/725/831/790 lifecycles/s; statements per lifecycle
-	// 5.2 → 4.4, server CPU per lifecycle about −10 %), results waiting
-	// about as long.
+	// arrive while a batch commits make the next one bigger (its measured
+	// gain over 2: docs/scheduling.md, the table of what moved throughput).
 	// Claims of one pool commit one batch at a time per replica too: their
 	// batches would queue on the same host-group locks anyway.
 	BatchParallelDefault = 1
-	// EnqueueParallelDefault: with one enqueue per request from 4 clients
-	// (kece-bench scheduler) and a new submission one autocommit INSERT, 4
-	// batches in flight ran 731 and 892 lifecycles/s against 673 and 797
-	// with 2 (alternating), enqueues waiting 3.1–3.8 ms instead of 4.1–5.0:
-	// batching a statement saves less than the wait for a batch costs.
+	// EnqueueParallelDefault: a new submission is one autocommit INSERT, so
+	// batching it saves less than the wait for a batch costs; four batches
+	// in flight beat two (docs/scheduling.md, the table of what moved throughput).
 	EnqueueParallelDefault = 4
 	// BatchLingerDefault: see Config.BatchLinger.
 	BatchLingerDefault = 2 * time.Millisecond

@@ -71,7 +71,7 @@ func abuseJobs(pool string) []abuseJob {
 			{"ids", engine.StatusAccepted, ""},
 		},
 	}, {
-		// Filling the container (up to the compile memory, ~1 GiB) costs
+		// Filling the container (up to its run ceiling, 640 MiB for java) costs
 		// seconds of page-fault CPU on a VM; the memory limit must decide,
 		// so the CPU limit is out of the way.
 		name: "memory", cpu: 20 * time.Second, wall: 60 * time.Second,

@@ -349,10 +349,9 @@ func (j *job) judge(ctx context.Context) (engine.Verdict, error) {
 	if err := j.x.checkImage(ctx, t.Runtime.Image); err != nil {
 		return v, err
 	}
-	compileMem := max(t.Runtime.CompileMemoryBytes, j.memLimit)
 	var err error
 	j.userSession, err = j.x.startSession(ctx, sessionSpec{
-		image: t.Runtime.Image, role: "user", task: &j.task, memoryBytes: compileMem, mounts: j.mounts("box"),
+		image: t.Runtime.Image, role: "user", task: &j.task, memoryBytes: j.startMemory(), mounts: j.mounts("box"),
 	})
 	if err != nil {
 		return v, err
@@ -368,6 +367,9 @@ func (j *job) judge(ctx context.Context) (engine.Verdict, error) {
 			v.Status = engine.StatusCompileError
 			v.Message = c.message
 			return v, nil
+		}
+		if err := j.holdToRunLimit(ctx, j.userSession); err != nil {
+			return v, err
 		}
 	}
 	if t.Checker.Kind == engine.CheckerSpecial {

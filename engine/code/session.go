@@ -66,7 +66,7 @@ type session struct {
 // startSession creates, attaches and starts a container and waits for the
 // supervisor's hello. On error nothing is left behind.
 func (x *Executor) startSession(ctx context.Context, s sessionSpec) (_ *session, err error) {
-	memory := s.memoryBytes + x.cfg.TmpfsBytes + 64<<20
+	memory := x.containerMemory(s.memoryBytes)
 	pids := x.cfg.PidsLimit
 	labels := map[string]string{
 		LabelNode: x.cfg.NodeID, LabelJob: s.task.JobID,
