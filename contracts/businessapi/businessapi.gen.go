@@ -1081,8 +1081,12 @@ type ClientInterface interface {
 	// UploadArtifactWithBody Store one test-data file under its SHA-256 digest.
 	//
 	// The body is streamed to a temporary file while hashing; it is kept
-	// only if its SHA-256 equals the path digest. Uploading an existing
-	// digest is a no-op answering 200. At most 256 MiB per file. With a
+	// only if its SHA-256 equals the path digest. The file belongs to the
+	// tenant of the calling token (docs/business.md "Tenancy"): uploading a
+	// digest this tenant uploaded before is a no-op answering 200; any other
+	// upload answers 201, whether or not another tenant holds the same
+	// content (the bytes are stored once). The body is read and verified
+	// in every case. At most 256 MiB per file. With a
 	// `Content-Length` the body must have exactly that many bytes; a chunked
 	// body is bounded by the maximum only.
 	//
@@ -1114,9 +1118,13 @@ type ClientInterface interface {
 
 	// PublishManifestWithBody Publish an immutable manifest (content-addressed).
 	//
-	// The manifest is normalized and hashed; publishing the same content
-	// again returns the same `manifestId` with 200. Every referenced digest
-	// must already be uploaded with the stated size. Editing a problem means
+	// The manifest is normalized and hashed, and belongs to the tenant of
+	// the calling token (docs/business.md "Tenancy"); the same tenant
+	// publishing the same content again gets the same `manifestId` with
+	// 200, another tenant gets a manifest of its own (201). Every referenced
+	// digest must already be uploaded, by a tenant whose test data the
+	// caller may use, with the stated size (`ARTIFACT_MISSING` otherwise,
+	// as for a digest never uploaded). Editing a problem means
 	// publishing a new manifest; jobs keep the manifest they were enqueued
 	// with.
 	//
@@ -1132,9 +1140,13 @@ type ClientInterface interface {
 
 	// PublishManifest Publish an immutable manifest (content-addressed).
 	//
-	// The manifest is normalized and hashed; publishing the same content
-	// again returns the same `manifestId` with 200. Every referenced digest
-	// must already be uploaded with the stated size. Editing a problem means
+	// The manifest is normalized and hashed, and belongs to the tenant of
+	// the calling token (docs/business.md "Tenancy"); the same tenant
+	// publishing the same content again gets the same `manifestId` with
+	// 200, another tenant gets a manifest of its own (201). Every referenced
+	// digest must already be uploaded, by a tenant whose test data the
+	// caller may use, with the stated size (`ARTIFACT_MISSING` otherwise,
+	// as for a digest never uploaded). Editing a problem means
 	// publishing a new manifest; jobs keep the manifest they were enqueued
 	// with.
 	//
@@ -1149,6 +1161,10 @@ type ClientInterface interface {
 	PublishManifest(ctx context.Context, body PublishManifestJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// GetManifest Read a published manifest.
+	//
+	// Only a manifest the calling token may use (docs/business.md
+	// "Tenancy"); another tenant's answers 404 `MANIFEST_NOT_FOUND`,
+	// exactly as one that does not exist.
 	//
 	// Errors: 400 `REQUEST_INVALID`; 401 `UNAUTHENTICATED`;
 	// 404 `MANIFEST_NOT_FOUND`; 429 `RATE_LIMITED`; 5xx.
@@ -1229,7 +1245,10 @@ type ClientInterface interface {
 	// `IDEMPOTENCY_KEY_REUSED`. The pool follows from `language`; limits and
 	// test data from the manifest.
 	//
-	// A token scoped to submission types may enqueue only those types.
+	// A token scoped to submission types may enqueue only those types, and
+	// only against a manifest it may use (docs/business.md "Tenancy"):
+	// another tenant's manifest is 422 `MANIFEST_NOT_FOUND`, exactly as a
+	// manifest that does not exist.
 	//
 	// Errors: 400 `REQUEST_INVALID`; 401 `UNAUTHENTICATED`;
 	// 403 `SUBMISSION_TYPE_FORBIDDEN` (the token is not scoped to
@@ -1257,7 +1276,10 @@ type ClientInterface interface {
 	// `IDEMPOTENCY_KEY_REUSED`. The pool follows from `language`; limits and
 	// test data from the manifest.
 	//
-	// A token scoped to submission types may enqueue only those types.
+	// A token scoped to submission types may enqueue only those types, and
+	// only against a manifest it may use (docs/business.md "Tenancy"):
+	// another tenant's manifest is 422 `MANIFEST_NOT_FOUND`, exactly as a
+	// manifest that does not exist.
 	//
 	// Errors: 400 `REQUEST_INVALID`; 401 `UNAUTHENTICATED`;
 	// 403 `SUBMISSION_TYPE_FORBIDDEN` (the token is not scoped to
@@ -1436,8 +1458,12 @@ type ClientInterface interface {
 // UploadArtifactWithBody Store one test-data file under its SHA-256 digest.
 //
 // The body is streamed to a temporary file while hashing; it is kept
-// only if its SHA-256 equals the path digest. Uploading an existing
-// digest is a no-op answering 200. At most 256 MiB per file. With a
+// only if its SHA-256 equals the path digest. The file belongs to the
+// tenant of the calling token (docs/business.md "Tenancy"): uploading a
+// digest this tenant uploaded before is a no-op answering 200; any other
+// upload answers 201, whether or not another tenant holds the same
+// content (the bytes are stored once). The body is read and verified
+// in every case. At most 256 MiB per file. With a
 // `Content-Length` the body must have exactly that many bytes; a chunked
 // body is bounded by the maximum only.
 //
@@ -1489,9 +1515,13 @@ func (c *Client) ListLanguages(ctx context.Context, reqEditors ...RequestEditorF
 
 // PublishManifestWithBody Publish an immutable manifest (content-addressed).
 //
-// The manifest is normalized and hashed; publishing the same content
-// again returns the same `manifestId` with 200. Every referenced digest
-// must already be uploaded with the stated size. Editing a problem means
+// The manifest is normalized and hashed, and belongs to the tenant of
+// the calling token (docs/business.md "Tenancy"); the same tenant
+// publishing the same content again gets the same `manifestId` with
+// 200, another tenant gets a manifest of its own (201). Every referenced
+// digest must already be uploaded, by a tenant whose test data the
+// caller may use, with the stated size (`ARTIFACT_MISSING` otherwise,
+// as for a digest never uploaded). Editing a problem means
 // publishing a new manifest; jobs keep the manifest they were enqueued
 // with.
 //
@@ -1517,9 +1547,13 @@ func (c *Client) PublishManifestWithBody(ctx context.Context, contentType string
 
 // PublishManifest Publish an immutable manifest (content-addressed).
 //
-// The manifest is normalized and hashed; publishing the same content
-// again returns the same `manifestId` with 200. Every referenced digest
-// must already be uploaded with the stated size. Editing a problem means
+// The manifest is normalized and hashed, and belongs to the tenant of
+// the calling token (docs/business.md "Tenancy"); the same tenant
+// publishing the same content again gets the same `manifestId` with
+// 200, another tenant gets a manifest of its own (201). Every referenced
+// digest must already be uploaded, by a tenant whose test data the
+// caller may use, with the stated size (`ARTIFACT_MISSING` otherwise,
+// as for a digest never uploaded). Editing a problem means
 // publishing a new manifest; jobs keep the manifest they were enqueued
 // with.
 //
@@ -1544,6 +1578,10 @@ func (c *Client) PublishManifest(ctx context.Context, body PublishManifestJSONRe
 }
 
 // GetManifest Read a published manifest.
+//
+// Only a manifest the calling token may use (docs/business.md
+// "Tenancy"); another tenant's answers 404 `MANIFEST_NOT_FOUND`,
+// exactly as one that does not exist.
 //
 // Errors: 400 `REQUEST_INVALID`; 401 `UNAUTHENTICATED`;
 // 404 `MANIFEST_NOT_FOUND`; 429 `RATE_LIMITED`; 5xx.
@@ -1674,7 +1712,10 @@ func (c *Client) ClaimSettlementEvents(ctx context.Context, body ClaimSettlement
 // `IDEMPOTENCY_KEY_REUSED`. The pool follows from `language`; limits and
 // test data from the manifest.
 //
-// A token scoped to submission types may enqueue only those types.
+// A token scoped to submission types may enqueue only those types, and
+// only against a manifest it may use (docs/business.md "Tenancy"):
+// another tenant's manifest is 422 `MANIFEST_NOT_FOUND`, exactly as a
+// manifest that does not exist.
 //
 // Errors: 400 `REQUEST_INVALID`; 401 `UNAUTHENTICATED`;
 // 403 `SUBMISSION_TYPE_FORBIDDEN` (the token is not scoped to
@@ -1712,7 +1753,10 @@ func (c *Client) EnqueueSubmissionWithBody(ctx context.Context, params *EnqueueS
 // `IDEMPOTENCY_KEY_REUSED`. The pool follows from `language`; limits and
 // test data from the manifest.
 //
-// A token scoped to submission types may enqueue only those types.
+// A token scoped to submission types may enqueue only those types, and
+// only against a manifest it may use (docs/business.md "Tenancy"):
+// another tenant's manifest is 422 `MANIFEST_NOT_FOUND`, exactly as a
+// manifest that does not exist.
 //
 // Errors: 400 `REQUEST_INVALID`; 401 `UNAUTHENTICATED`;
 // 403 `SUBMISSION_TYPE_FORBIDDEN` (the token is not scoped to
@@ -2554,8 +2598,12 @@ type ClientWithResponsesInterface interface {
 	// UploadArtifactWithBodyWithResponse Store one test-data file under its SHA-256 digest.
 	//
 	// The body is streamed to a temporary file while hashing; it is kept
-	// only if its SHA-256 equals the path digest. Uploading an existing
-	// digest is a no-op answering 200. At most 256 MiB per file. With a
+	// only if its SHA-256 equals the path digest. The file belongs to the
+	// tenant of the calling token (docs/business.md "Tenancy"): uploading a
+	// digest this tenant uploaded before is a no-op answering 200; any other
+	// upload answers 201, whether or not another tenant holds the same
+	// content (the bytes are stored once). The body is read and verified
+	// in every case. At most 256 MiB per file. With a
 	// `Content-Length` the body must have exactly that many bytes; a chunked
 	// body is bounded by the maximum only.
 	//
@@ -2589,9 +2637,13 @@ type ClientWithResponsesInterface interface {
 
 	// PublishManifestWithBodyWithResponse Publish an immutable manifest (content-addressed).
 	//
-	// The manifest is normalized and hashed; publishing the same content
-	// again returns the same `manifestId` with 200. Every referenced digest
-	// must already be uploaded with the stated size. Editing a problem means
+	// The manifest is normalized and hashed, and belongs to the tenant of
+	// the calling token (docs/business.md "Tenancy"); the same tenant
+	// publishing the same content again gets the same `manifestId` with
+	// 200, another tenant gets a manifest of its own (201). Every referenced
+	// digest must already be uploaded, by a tenant whose test data the
+	// caller may use, with the stated size (`ARTIFACT_MISSING` otherwise,
+	// as for a digest never uploaded). Editing a problem means
 	// publishing a new manifest; jobs keep the manifest they were enqueued
 	// with.
 	//
@@ -2607,9 +2659,13 @@ type ClientWithResponsesInterface interface {
 
 	// PublishManifestWithResponse Publish an immutable manifest (content-addressed).
 	//
-	// The manifest is normalized and hashed; publishing the same content
-	// again returns the same `manifestId` with 200. Every referenced digest
-	// must already be uploaded with the stated size. Editing a problem means
+	// The manifest is normalized and hashed, and belongs to the tenant of
+	// the calling token (docs/business.md "Tenancy"); the same tenant
+	// publishing the same content again gets the same `manifestId` with
+	// 200, another tenant gets a manifest of its own (201). Every referenced
+	// digest must already be uploaded, by a tenant whose test data the
+	// caller may use, with the stated size (`ARTIFACT_MISSING` otherwise,
+	// as for a digest never uploaded). Editing a problem means
 	// publishing a new manifest; jobs keep the manifest they were enqueued
 	// with.
 	//
@@ -2624,6 +2680,10 @@ type ClientWithResponsesInterface interface {
 	PublishManifestWithResponse(ctx context.Context, body PublishManifestJSONRequestBody, reqEditors ...RequestEditorFn) (*PublishManifestResponse, error)
 
 	// GetManifestWithResponse Read a published manifest.
+	//
+	// Only a manifest the calling token may use (docs/business.md
+	// "Tenancy"); another tenant's answers 404 `MANIFEST_NOT_FOUND`,
+	// exactly as one that does not exist.
 	//
 	// Errors: 400 `REQUEST_INVALID`; 401 `UNAUTHENTICATED`;
 	// 404 `MANIFEST_NOT_FOUND`; 429 `RATE_LIMITED`; 5xx.
@@ -2706,7 +2766,10 @@ type ClientWithResponsesInterface interface {
 	// `IDEMPOTENCY_KEY_REUSED`. The pool follows from `language`; limits and
 	// test data from the manifest.
 	//
-	// A token scoped to submission types may enqueue only those types.
+	// A token scoped to submission types may enqueue only those types, and
+	// only against a manifest it may use (docs/business.md "Tenancy"):
+	// another tenant's manifest is 422 `MANIFEST_NOT_FOUND`, exactly as a
+	// manifest that does not exist.
 	//
 	// Errors: 400 `REQUEST_INVALID`; 401 `UNAUTHENTICATED`;
 	// 403 `SUBMISSION_TYPE_FORBIDDEN` (the token is not scoped to
@@ -2734,7 +2797,10 @@ type ClientWithResponsesInterface interface {
 	// `IDEMPOTENCY_KEY_REUSED`. The pool follows from `language`; limits and
 	// test data from the manifest.
 	//
-	// A token scoped to submission types may enqueue only those types.
+	// A token scoped to submission types may enqueue only those types, and
+	// only against a manifest it may use (docs/business.md "Tenancy"):
+	// another tenant's manifest is 422 `MANIFEST_NOT_FOUND`, exactly as a
+	// manifest that does not exist.
 	//
 	// Errors: 400 `REQUEST_INVALID`; 401 `UNAUTHENTICATED`;
 	// 403 `SUBMISSION_TYPE_FORBIDDEN` (the token is not scoped to
@@ -3941,8 +4007,12 @@ func (r GetJudgersSummaryResponse) ContentType() string {
 // UploadArtifactWithBodyWithResponse Store one test-data file under its SHA-256 digest.
 //
 // The body is streamed to a temporary file while hashing; it is kept
-// only if its SHA-256 equals the path digest. Uploading an existing
-// digest is a no-op answering 200. At most 256 MiB per file. With a
+// only if its SHA-256 equals the path digest. The file belongs to the
+// tenant of the calling token (docs/business.md "Tenancy"): uploading a
+// digest this tenant uploaded before is a no-op answering 200; any other
+// upload answers 201, whether or not another tenant holds the same
+// content (the bytes are stored once). The body is read and verified
+// in every case. At most 256 MiB per file. With a
 // `Content-Length` the body must have exactly that many bytes; a chunked
 // body is bounded by the maximum only.
 //
@@ -3988,9 +4058,13 @@ func (c *ClientWithResponses) ListLanguagesWithResponse(ctx context.Context, req
 
 // PublishManifestWithBodyWithResponse Publish an immutable manifest (content-addressed).
 //
-// The manifest is normalized and hashed; publishing the same content
-// again returns the same `manifestId` with 200. Every referenced digest
-// must already be uploaded with the stated size. Editing a problem means
+// The manifest is normalized and hashed, and belongs to the tenant of
+// the calling token (docs/business.md "Tenancy"); the same tenant
+// publishing the same content again gets the same `manifestId` with
+// 200, another tenant gets a manifest of its own (201). Every referenced
+// digest must already be uploaded, by a tenant whose test data the
+// caller may use, with the stated size (`ARTIFACT_MISSING` otherwise,
+// as for a digest never uploaded). Editing a problem means
 // publishing a new manifest; jobs keep the manifest they were enqueued
 // with.
 //
@@ -4012,9 +4086,13 @@ func (c *ClientWithResponses) PublishManifestWithBodyWithResponse(ctx context.Co
 
 // PublishManifestWithResponse Publish an immutable manifest (content-addressed).
 //
-// The manifest is normalized and hashed; publishing the same content
-// again returns the same `manifestId` with 200. Every referenced digest
-// must already be uploaded with the stated size. Editing a problem means
+// The manifest is normalized and hashed, and belongs to the tenant of
+// the calling token (docs/business.md "Tenancy"); the same tenant
+// publishing the same content again gets the same `manifestId` with
+// 200, another tenant gets a manifest of its own (201). Every referenced
+// digest must already be uploaded, by a tenant whose test data the
+// caller may use, with the stated size (`ARTIFACT_MISSING` otherwise,
+// as for a digest never uploaded). Editing a problem means
 // publishing a new manifest; jobs keep the manifest they were enqueued
 // with.
 //
@@ -4035,6 +4113,10 @@ func (c *ClientWithResponses) PublishManifestWithResponse(ctx context.Context, b
 }
 
 // GetManifestWithResponse Read a published manifest.
+//
+// Only a manifest the calling token may use (docs/business.md
+// "Tenancy"); another tenant's answers 404 `MANIFEST_NOT_FOUND`,
+// exactly as one that does not exist.
 //
 // Errors: 400 `REQUEST_INVALID`; 401 `UNAUTHENTICATED`;
 // 404 `MANIFEST_NOT_FOUND`; 429 `RATE_LIMITED`; 5xx.
@@ -4147,7 +4229,10 @@ func (c *ClientWithResponses) ClaimSettlementEventsWithResponse(ctx context.Cont
 // `IDEMPOTENCY_KEY_REUSED`. The pool follows from `language`; limits and
 // test data from the manifest.
 //
-// A token scoped to submission types may enqueue only those types.
+// A token scoped to submission types may enqueue only those types, and
+// only against a manifest it may use (docs/business.md "Tenancy"):
+// another tenant's manifest is 422 `MANIFEST_NOT_FOUND`, exactly as a
+// manifest that does not exist.
 //
 // Errors: 400 `REQUEST_INVALID`; 401 `UNAUTHENTICATED`;
 // 403 `SUBMISSION_TYPE_FORBIDDEN` (the token is not scoped to
@@ -4181,7 +4266,10 @@ func (c *ClientWithResponses) EnqueueSubmissionWithBodyWithResponse(ctx context.
 // `IDEMPOTENCY_KEY_REUSED`. The pool follows from `language`; limits and
 // test data from the manifest.
 //
-// A token scoped to submission types may enqueue only those types.
+// A token scoped to submission types may enqueue only those types, and
+// only against a manifest it may use (docs/business.md "Tenancy"):
+// another tenant's manifest is 422 `MANIFEST_NOT_FOUND`, exactly as a
+// manifest that does not exist.
 //
 // Errors: 400 `REQUEST_INVALID`; 401 `UNAUTHENTICATED`;
 // 403 `SUBMISSION_TYPE_FORBIDDEN` (the token is not scoped to
@@ -7529,191 +7617,195 @@ func (sh *strictHandler) GetJudgersSummary(w http.ResponseWriter, r *http.Reques
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7H1tchs5suBVEJwXYbKnRFOy2tMt/aJl2s2xvkai29uvy+sCq0ARVhGgCyhRbIcj3iE2Ym+wF9mbvJNs",
-	"ZCbqk0WKVLfd8/bN/OixWFVAIpHI70x8boV6NtdKKGtaR59bU8EjkeA/r4RNlv2JFQn8FQkTJnJupVat",
-	"o9a1CLWKDLOaLbi0bCwmOhEsgU+kuum2vFYiPqUyEVHryCap8FomnIoZh6EmOplx2zpqSWWfHbS81kwq",
-	"OUtnraOe17LLuaBH4kYkrS9fvnitOU/4TFgH13U6nkljpFbD6JLbKfwmAag5/OG1FJ/BCKb02kZw/i0R",
-	"k9ZR6y9PC0w8pafmaXmuFoBS/DBazsVW08OLfwAAOAyiIxFmrpURiI0XPLoSn1JhLPwVamWFwn/y+TyW",
-	"IYcNe/rRwK593nLOQZJoh/nqro+msMU4GYu0MExpy2bchlNmp4LB5AkPLWsHV4N/vB1cjz4Mz3/unw5f",
-	"Bp1u64vXOtFqEsvwG0CazWTYQtopW0y5ZTxOBI+WTNxLY80xizTCjzTLuGHSIJCvdDKWUSTUt8Gn1bdC",
-	"sRlfIjCRZnYqDWsH129fnA2vr4cX5x9Gv1wOPry6uHoxfPlycO5wea7tK52q6NtAyaMoEcaIiCXC6DQJ",
-	"RUEAiE+E6ZIvY82jkdanPLkR3wa0scY9DYWIDJPWsDGghbWDy/4vpxf9lx9GFxcfTvtXrwcOcyOtz7ha",
-	"ulNjvj6UV9wKFsuZtALguuqPBh9Oh2fD0eBl0DnOCBAYLUOeu4dMlxniscBL61x5L2fLTQC5t5+WGDhC",
-	"9Vbx1E51In8T34BszoBtqRumE5aqW6UXio1TI5UwxhF9O3h73n87+mlwPhqe9BEbuEFvlbifi9B+Cyiv",
-	"RXInkj0jI8EmPI0ta39/f8+C4flocHXePw08BlD+3B+e9l+cDvL9coDOEx0KY/g4FgNlpV1+fYjfiTje",
-	"AxEqIjZOgX9NUjiY4yXjLEljsYazfclEDpJRP7FywkN7bXVCeOZRJGEKHl8mei4SK0HATHhshNeal376",
-	"3DJTfvD98wdFF70F88rfRF3wPz98SPCXReav2ZxusPf5+3r8UYQWpQs3YohLmXNrRQLI+p+/9vf+ne/9",
-	"1tv78X3xzw/dvfefe97zZ1/+rZUPZGwi1U020JUwaWx3xEuYQ7AJLw7OL15L3Et7oiPRqBTV8eG1ZmKm",
-	"k+Wb8c6ohE+N4cSRa4JyKsJbkbBITiYeM/JG8ZiBCgPn9vofp0wAHXqMWzbTxrJD9ka+AJY04/enQt2A",
-	"/nPY+/F5AxpNqJOGGSegIkit2P/932wh5M3UsgQ4tojYlMcTxhd8ySaJnrHfRKJBwzxkkQjljMdsHvNQ",
-	"GF+1OZulsZXzWDA9Yb1ur9fbZ1KxX3ueG/R95xiVknw6adg+m+iE9U881vMV/JOrJZtwGaeJ8BhXkVMU",
-	"mJmLUPKYhQ47fMETAFDbqUgW0oiur1pesQmRTsexaN4Flc7GtAmE3VWMjEQyk4pb4JbZDuBHHusxOWFK",
-	"K9EtT7eN3uy1jOU2NQ9R488iiSTwAXz5i9eycibOTAOlXL5l8KwOyRbUt+BxTEP+Hg7gTle+sIzCcpDz",
-	"iUpHpXTI8g0ojkMjG6E9f/DoV7HTV2YhEgYI5ok0WrF2pEPzVKgbqUR3FnnMz4Y2fstjU26QPsU9aMzA",
-	"t02n66sA/w6AWsdLK5j4lPJY2mWXBVbHIuHKBm4WYVgM4tSpDomY6Tupbnxl5nBKPGb52CBVn1zB+YWX",
-	"mQCrDX6LEj2fA8XZhMsY/iFmc7ukIQGQSax5eS6U2YYZAdaYJYHTvz4ZDtliKq3ASb38pBIBG1+B/i0V",
-	"C/jYjHQcAFsJEhHjv9uJiLmVd6AFO2SQ3Gd3PE4F4sMdxYAlqTLF0dz7mEY3gs0TfZPwGRx9+N5wFY31",
-	"/TEzQvjqml7NWBwceNAP54m2OtSxoUNcZeEEZoVUtzvctKZHfOgW9KA0rSwGDyqO9ICsoded7Vg9T/j9",
-	"hhPwSsZiRwFItu8aAfyhIoH/ulEE/3EaBr8n1B/u/3j4rHe4E8fB5XjbqB6EsUtHWavM8ye9IAKtCRZp",
-	"WMjjWER4JsE+7bL+2Ahl2UxwZVgQixseLgNftcWdSJZsxpWcgAE+T8exNFM4iOR8QcNxIkUcsVsh5obB",
-	"EcETjidjRufJjXfEeHJzxwKp5qktzp1O7Ty1wTEYdZb1UFbuw5k9YO/68LkVxsZyXPuePmMcmWDA2u6t",
-	"J4bpJBJJpzyer/bZu77HDtg8EbBS1I5Jz2BtPNYRvuCYNDN8aZjRHY89Y6/6w1NftaWaJNzYJA1tmgj3",
-	"7clPg5M3g6sP8M7gZcdjf2NzLZU1R8zYSCQJM5YnziXgq4AeMj/t9Z6FyHDwnyIAlblYwadU2jlbJMDj",
-	"mLTIk0DuZCgoXs5XiT4HZOTxkmklalyRaeUrYyOdWg83hyDpsr5aArO8YSI2grVR26AxQx0BR7/hyZjf",
-	"CM994SudWjRdQO+Z8ftL/Pm9xzgLE26msHMcpfaeTm0HyK2KJc9XCuiKdhekpYKj8WuLyASOJq0tl7bv",
-	"66fVa93vwVd7dzyBA2Pg89Ps81H++TV9XpyWkeNf2ZSIMJjRyTnQM0AGtQoeud3kAzfQqBjolRvoOhvo",
-	"i9ciC2s3MT/AM0j0NtbRsrsiQEKnzz9o26FOgtad5TI26wEhd2EVjos5vcfyQxCh+03cW9YGQSfu+Qy0",
-	"YyAvPZkIFQFdIXfodFsNLGythfBTOuNqD1gTWLkMpjhmRDQwI5eoFISJsGYbu6Cu1JFmtkkhK7C1AtsZ",
-	"D6dSiQI62hkYtMtOLs5fnQ5PRkD1gIYboUQiQ3bY+5EtpkIxpdkMGCdS10SG+B1Dk13gWjLKrHkzW16r",
-	"5rgAYrt4Mzj/MPgfl8Mr/Pv8YvTh1cXbc/j3Wf98+AoGKP9YcvCt+bnq92t5rZfD1zDK2fD6rD86+ak8",
-	"cgFa/2o0fNU/wdeuh+evyz9dD/99UP78tH/++m3/9eDD2/Prt5eXF1e0lnzU/Hl5ysHZxdUv5MAi39rF",
-	"uyrcGeJbXmv4cnB2eTEanJ/88uHN4JcPV4O314P6MgdXZ8Pz/mnLa5W+XPHetbxW2XMGgzsfDe1H5qJB",
-	"EEc/XbxEtPZPTy/e4dvZJo6GZ4OLt6MteYnzEg7VHY8lGB/kRBPKyhC0YGQzt0IN7udI0iXHrNc6c7K6",
-	"9FPhz2/8EXhi4YD2Wi/ljTD2TBr0speGLADKPDnO31b65Vr+JkqfnnJ1k/Ib8VaZdD7XCUGfDZg9Lc+F",
-	"RtSpnEk70vpULyqg5s58rzWMxGyurVDh8o1YXonUiNqyyMIF06v0Wd1d7KGn9JQcpTCsAiUSv3qr+B2X",
-	"MSd9+kzYqY7Ote3HsV7gu26fRnImdGqJv98JZfvhbSk8sosvRyuTzsgOfNifdITa7P7B35rVWQGgDCMc",
-	"WFoxe9AqJ//QjN8P6e39Xg811+zPfA6eJHzZwFUd8KWpG1lrjiKKKO2IIx7eku/w8WuqLsNrKW1/EvEf",
-	"OmgNNwR0MdNavJzEXM5+P/HU/M0W5RR52CZZ2MykMxDPiUBvMSoVv5fkYsFNox8HTJFYO7MAqcOAYrxk",
-	"+EVEpjjYJW4Nzf6ezKx69rwH/yuZVfu9XrMLkt83B3+zofarwzzsDyqIHMYulvzQjj6K1glTW9PltbA2",
-	"FjOhLM68K5G62ZpW8ioRZqqEMbva5mIhjP1J8MSOBbf9m0bqOJNxLF3kiRmpQlIh6WM2zb4G2uVqyZSO",
-	"xDHjZLGi2XN+8eGnQf9q9GLQH10/wldoLLcPKtA5Dq7x7ZVYAf66EXnX2TTV5Z8Ofx6w9spqnRPLKdPo",
-	"SLNTGErHUcdj16P+6YC1dQy2rreKgkyPhNFBLsLrqCKW3tvWsJJ3IAGvLUdJeK7zDTUo9Cj8UPNNshfD",
-	"18PzEZMRWKs8N0dpIoSQzIXWUevwoMZ99oHvAPMBbvNDM7P5O1jtiblOZzOeLHeVIuZi0pRhkoCJ0Y64",
-	"5WNuRAfN2IxnGsXnZqpthcAibsUevNUE4qR8bLaiLfhqrnW8/aG/1DrOcFA98M9XJR0mI1xm41cXjz/T",
-	"eeIWGbNFPwIlMMChe0Q8wGrL43zC3ZJwaiIUdqyM0spqKjNlKGw6jJnK2XAM3RN2K5YeE92bLgvn8/2/",
-	"eewjv+Pw//OlnWr1zGM8ubXGY7Ol+RQfM2mRuCNhnGNFx3Vpyvd+e/8rCdG/dj+gEH2230zWGRhDNdE7",
-	"ErV8MAyYr/4L4p6U7RdLK5q4slPSDVtMtRGMwhuUU4ChAhGjg1EaxjENi0LCE53Qj3GGT26ZUJ9SkQrW",
-	"Pjw4YEGTNRd0HsG3Z/JeNPCeUZIKsrYL2jWg6OjEkvVtp1whcd/xRHJlS96Jsdax4Co7iNscv/xkncNE",
-	"q/BclaBoCwXKWOQxrYCndwAWmwFXQdzjwm8q4kkTToCBuadMJ8Xu3IkErCUkXRmhkmi6TYTpULU9Z8qI",
-	"7Wf6sAgfrNE/0LJEnJcWskKnFVRnJFCCbtOhP5U7a9UbBcXvkw7ZFuyOUeQND6HTMcxilk2YyfZoV5Nj",
-	"NpexONGzGVcNRHdCz1lIL2Cc79jF/IBPZEHmVdtV2WSJjuUNYQ1KCZvIzLSBGfBD8lQjVwqBdanmOe5t",
-	"wjdzQOJ4NwlXGKdQzOp5tt9ZTOSJIZb4CPalHmYXxBfQPe9c+8giSmxrPYfYb5ozSVVpu1YPOXGDtVuZ",
-	"AO9IUoWUn7EOjvHNsYhqIVEmZ46NbfbHZpN6dYKqgFuhiobty/DZSOawQ7saLyTwzsZrCWMuEBfHhb5E",
-	"yR4nFy8HOX2YzbbsD/s/HjxEJxTpejNutOwdR6dgWMjnCFXIjfhdYB08P9g/PHxQu3sgbeOPgeV5zdh/",
-	"IN2jlrnG43gFlnKws5rVQytybIONly5DQISp1Q95JVacEg/qtHkOSU5qpc1uouNMJ9sxgjSczVLrIinG",
-	"MjBv0JjGYxuLWbe2H2zK70TVCgDM+QpYrNIsMJ/ioIupWrVv8ImXh5qDzz4uwm8dMZ+CbX7rSwCs2ldK",
-	"46gGc6ZkQmyUlEmlLUNtso1m9UyozMt6ZjDoeKUXhkaZ8Xs8/+xG34lEdVAMzPiSjQXrNWVb4Jxbi9wM",
-	"4yfciBWHSoMvMSwyebbIkYAvbqWKtoXiDbwLqkPOzzaqC/QW6IWfHs71+AR0BNSwQqYIYT5psUbP4XIT",
-	"pSLevm5GI6YDXO+YvEEfPSZHNDuiu87ovnJTVg9oDwwqzmJxI62ccSvipVOTalkSj0mEw9TEzYkq+73e",
-	"w0x2XWpcGf9lxNYQVcFADtYm2nnjTkbmygIm1fJa1/843dJx5VLwrj9R8D0b9zLLYtmRMCMMjOFHcQxm",
-	"wa/b7f37lQTwn/p7B98/z1RJBfsSy99ElLPTLvEaF3eLtolI1Lan9LGXQd6E7EvdlDvUZy7XTev4GAUA",
-	"KFfMpZ4zA/aPKaeblF2O4Xze8lof+R0H5otOk5bXQqcJEN0SuNGWG4gj/Z1GusxG6ruRzmgkt4jHOQJ1",
-	"HAlj33Fpm7SH/k1u39GLDP0YESsqrY5ZL4vsq8fkqe7iZKDJixBnA8T/eDt4O3jJilA3+6jHhrUxBYf+",
-	"Le7DOI1E9BiPyyY3x+C8/+J08BIFMDk3nBGDGJQm94z9Hjeg8w9UfACraPGq+9pE91eCmyZD5910ecwS",
-	"EWpMvnYGDU8jaVmsb2rZJvu9A1KS8x8aDE2a6XFBvSSHchN9uLXUceU+bl69SWN7LXbVJPtskujf0LMG",
-	"AzAj7DElzhpKSru3HlNpHKOWDwri+dvT0y4LAAITeHRUXBIeJSRrzBC2zp4KdZzOVFOKE/xe1dtKG3Hw",
-	"fVM1QKGslZ8X3nC9qA6Y/wNWgHF/lwi168hVLbFJT0R8rFvN88Ndp1wJUxK23BqbKKAeLNxRR0sEtyLq",
-	"V/WKje6uSMTyTiTLvrWg2qyevH2mFZvIBCwU9+4jHBwu92C7GD6+PNoip7mGLcpt9lqY3sWt85is56WN",
-	"kH7U423hnFPWyvZQujQX1P3L5cQ7lR579YLiXeuGG+LLqI4UaM+w4K3WLtdqqUuoLvCxSlVeiTS3IPts",
-	"WTX9bDAagSRzSXzIoeBtMpo/6jE57QUWELXvqJrFY9e/XI8GZx8GV1cXV0wn7KR/fjI4PR287JS1Izf4",
-	"lhoQwRuhlrO6vTumE5STGmvJHpjmgQnzmzLkt6ruKciACnyypFOHpy2LgxoD7OkaXpabYrWQnl6IZA8M",
-	"FTYV9yxTu0kbrsfoens/8r3J+8/PD5sXXyuG2FVuNteQGCyFxAi5Ytzl0HnM+UHrDlWqbMFfMh+snrAg",
-	"c/EHHlPi3jKrseYkmMhYmKDJB4JPGjS4e5tw9KgbFnMZ5cOV/O0u8R/zwxFI44Kldip85RxKTwwL9XyJ",
-	"0Llk7u40YG0YhxBgpnJuUGfudNk5UDvjCQwQc6kKp77xWKrkp9SVyilty6t/YlaiALTarVw75ZKTByPn",
-	"cSluvHWENUuOb9IyseYvL23AEiVK8c+cZ0+My7hHj1gk72REBVBW++oGC5jKpYZZYhcQuytxbLvvZ6mx",
-	"LJaCSeWratZ+p1b6sd9l59oyTjmOlA2QlW+4ZH2wHoy8E2eZcCMVqaECqeZdWOdgKMqS5qVali12Li99",
-	"AdaEdLCrT8Z99WAhzzbu8Bq7ygmmBltl0kZmVjjiduMxIyQH1M5B8Z7zxAms3KnArgeng5NR5vY1WaEd",
-	"nW+bRkLZJ8ZXhXLvKCDzQgUeEGrBhOg9OOWJmIhEqFBcf6K6OSw4yaqAGKZtsCyvhrXLhSqOcu1Cd47Z",
-	"y7PTAjwYRvBw6qvgTiRy4qraA7DC8/YFFdhZ7i9urrQDuj5LYyuv8/dKcbBS7N9h5gQV6XOSxk3vlbsG",
-	"bDbRMoOLGEMectwQ9/jbfu+HH54fPqRHOnf4rh6+xrGwdEpEzWt1+/JmC4d1QcSZy7pMIHVz5/vvnzUX",
-	"c8Ngq+9np3H1AyGi1dfzKrxGfaYaXHhgR7ZBYZlSVxl/hb5XwyxI2Mcr5zTzLW2XBvop/rkMQ0W2lUzL",
-	"ZtOxvMnlLSiwW1BJ4zGpYaARywXRlg6D13w8N/PIuo+YMNfyANFbq9ixwNqAlzPyJtYRuKOW/RiOsPHc",
-	"IVFsdWZqe0kflphUMVEjVlEZ3TrG+Ps9Ark/fTtpPStBtk207Kv40MsGZgmkRnzmhlA/DMXc7hxw+Fbu",
-	"hd9j19VQlpnzFXN9k+lW1PYgWnfE0OPU8l1IAmaUOnFtdhrsS2oSQH4rl7PNXdwEw3oU3Wn2ZDWXIezt",
-	"N1czkOLYnNuXGZTO60qO2KyBChi9b+QL1n47erX3AzZ5MJ2aK3u9UP1n8R895CFa0bhblb3eTH3DNTmT",
-	"WfuoJ4bJKM/1yz/bpWxmnVelfq4eES43L7USO2dYu/j9SFseP+Jjsb5GdthUKx/G3JgMhTFoPBOOTg5O",
-	"vjvWLjvQ0NK4HJy/HJ6/JovjajC6+uXDi/7Jm4tXrzoNmN/Kh/VfgadmX/+8LhtvqEAIGeHy9alLA33D",
-	"wilXWdhSGvZRj48LO08zeaOw/tjymHL7zWMKZv40nuC10nm0q6JR8jxuF7nPfZAroftLCl1RHMthHHM3",
-	"3Bys3T9h//kf/4edDKix3IJLe7VVFO9d8eaurG+T1K0TUwUkr8Q+KuygjOfNnLNEuCt0+sJxz70JD7HT",
-	"FL57lJ/rthGCFeB0PHZycXY5PB2ev/bY39++fA3/8FUJu5f9q9Gwf3rkaB7dXf0T5BX0xKsaVO7XY1/B",
-	"VJXGU52ax77t+JBh4n7KU+P6DVX7fvgKO/aZTsXBX+1j4VaHteVuNS2v5ZbT8lr9E6w1R8BaXutdv+W1",
-	"RlREjv+9wP9ewX9OMOGlBCX8ls26pX1zSY0YsA56Nse+Sy0qn3Kl27uCszRWzKiThdc64SoUcR6iWDnc",
-	"G0XqrVQoVAtyds7k/unrC8Dwy/6o/6J/PThmGDClbipAScj33gxOBh9c9QmmpERAUfFkD12ohqVG0DuY",
-	"/fCgyFhXklPKLHikIm82pWxcVALgWa9bMPU9JlX+A1pu2zsBVm2PhwoGykBuPvLmUbp6DQk7LsNN2ZCC",
-	"uX2J+kMr/LkkJ3ZUwJpJHR+5Ch8OtM3DadFNCZlXpqNrFVZqI04GW+91qXfkNhmqFLY51TebsvwxVa+w",
-	"IJ5jD8YyfKANJPNEAJd04Zh6L5Z1fr0Zv79u7tN4nc7QZR3H5UCGqddcPKZUrGg18+gukg66PMyCrxmP",
-	"bWoMma31va/apY+QaS2mOhYsVZJWuP8UnbQeMy7gls5AtUBXeedxzR8f042xOexaND7Md69CSgWGN2UF",
-	"V6dqyDpMDRFfqGeiy2pmBEleShDHXkC5XtDN5PyR67GJG+Rt6KrJi8gZ7DsGI8bCLoRQrEeJ7vuwKbA3",
-	"RIXHjEb+qMdeWfuQpqqAYKCSW18VSog02cMu68MALlBBuiMFMPAvNyE5EyjlHpmHNEwJia25+idMlbUd",
-	"bNuVTS2pQt7B5R72T3zVPhlkkdv8hSRVplPVXHZTBbZTP3Yc84vXeldRmVfS8xjP9ceCoaMWaY4p96xo",
-	"mVpa27v+cDQ8f/3h1cXVh3cXV28GVzhtyaaEBW3O/GpcIIAr1c0rnbzTCeXFYxfsFzy81ZNJ6z22QRZh",
-	"mki7vIZDR+Ii04Owl0/TYchbV4exBJsj62B9K0Kxh43vdex+JJ8k29tDjSr7kIpq8ZyjS1nwBMFzi5pa",
-	"O6duz9IVG69KsP7lEAk0h2XMw1uhIorluzRPDOk/MUwvFCt1n+7AcTZHvkrnseYRFp/sYfFJlulgvKyl",
-	"IJN5jUpeUuJldcOer6SCk2w9lghKIIBTFqLuWaICQ2kCrksHM3nCjGs60vVVH2VLHMOJQj6wBsuENRZU",
-	"dinoYNf3uaXQJsIeAqOe8WTJgteDEXvK5/Lp3f5Tg1ry04/UpeCpeyfo+spXf/kLO9EKIAKYffVd0SzB",
-	"sHaA1lzgsaDwXsFfLn8q6FBCQKWfgvEVo1sRQDkOVjsowMTfsZF0iRbs6tUJe/bs2Y/Z99T9GBaVB2nD",
-	"WIe3rP12dNI5ZlFKdqVL02DMyVYDgm5WbuBBHQQUC85MwEw6mch7nLvcxk5ivstPo9FlxvnmcWqwXCjU",
-	"kfBbHvMzgUJ/uI51futLcAzTY3NCXMnby8vB1Yfr8/6bAaMiU7TcJIWOGWhqCPkTw0rk3SV4YKj8DSwb",
-	"4rHRrqkkO+z12Mq1Eh477O2zlTbyMFJbJ/Sw0pgtOKL4NhDQE5Dncwm6PjcGy8BBpiTagq29p1ML41Br",
-	"OzhQdyKJ+ZwyzToePDs8+JFV2/mzNrnHiib9VARV7Sn/tNJSnobq/VAsz7Uoc0k6eMFBJCnjhieJvBOY",
-	"iyRn4ig3sGEMUgyfmlIwnqTXfo8ZMJ8jgWK7Qyfz+96zam97BpIeqbe+iC7rq7yL/5zbKVDNYe+QBXnr",
-	"ugAkfOkFarLJGFfUxnKGPbvYYe97Fqz2ZyNCAixhapGwC53cEoESZRk+QZcZ9bR3vVCxKSeAIrMGZKic",
-	"fcdQ3ycW4joVTrUG9X+udexR/YTOqtyO8lYRbKLjWC/oAAJA5B0lVza16nSFcfkJzdVgx0tGQnEVLn3V",
-	"r9924OrgTKjn1GWpJDDJoG6SJr7KxUnx/h69D4Y5MCP4KrRV8UPZIZgvH82k8lX/ctgBjSefH951PN2A",
-	"8FiiuuMgyXYN/jxih71nvtp0I8kxei+luslkgrv4gYQCdpfmviotGNsHFVO4Q+5oqqkzYuDlFS7ckGKp",
-	"sQsPt7WbSFBn5xkyuIIHseCJoubublLYJmscTNaKCHBD3wDl6tRmqCBSK+M277iLuDS+wnlF1ME9To1w",
-	"KikMkNHFdV38+YqYcDmD1ZQSWElmZe33HSKdKJ8nOkrDoujHV4CLuoQtEhZngtmEK0NKNrLbPJeNcnZF",
-	"VU0OgbPkHcBYGHM5MyCf8a6fVEWo8GO/LS9rmAlzzfCQKF/xEFhBLKIb9+A4azWGTKx4WupeLGhA16Ic",
-	"JFsJuBsulWOuQS3PmP2V7QdI2yFPxCSNC8AdaGBDZFnDSOik2geFizag6KDF0qKEepJk6cYyvzrIV1Md",
-	"R8b1VeG24isDxkUOfRSouYoA30+5cbBESBAv3QooRQrmvhVziz6n777Lob9JdDr/7rvMv1rlJ74ai1iD",
-	"tmA1gtkOHHsPWKpieA+0YthXIluJPl1szEDStkQv0pQIQWPTL00iG2FwXWdcB/iMyGV+fgom5mXEUUYA",
-	"2unc0likmnbZiaMpFVWoBfNMGHJ/1wgFFETsYu1kNkEE66ADCjsKZ95XdqEzlRhVoUhOMM/JzWycLLD8",
-	"Vjh9BHgBqAFImh5bTGUsfOXa8KEJCJjN1Gwzdfl5MsnX4qiaG0fHXZA9vir2gsBNRCgklunRtueo95i7",
-	"B8BIdRMLqmkDaU/GoJUWu3K9GYDRmBFA/3LYKvWHaO1j2spcKD6XraPWs26v+4z8q1O0bjI9OFf1n36m",
-	"nuZfMPs8tWucw6B4SDCPE4GkZJGxgqhNQMfGRF/EGRA4aLvYgMlRMzCl4qxl+d54n4FrzgRqgsv/Zm/R",
-	"LEFBoYiP41UG9JiiOkrv6bmTFPDiQa/XZf1SWP1MvsAjBHB12TvUfX0VnNB1PHvkaApYrlNhLi7mfRUN",
-	"PbgFkb6kuPwxMMFpqm5F5KsMG2N3WYlrSODyBpAM8WyjM94cNSusx80K67GvDvefsYYrq44Ztmmqdf4F",
-	"nTFo7upbVhqpKCLPEjesiooOTLuiwh6DGkbUl2vjw6h11KItyprLtqrX8v3afAlelmf7yMvvXLrRl/c0",
-	"gjD2hY423bGkQyvsHhFs9a6l3F03lopjJlY9X+tLHcz6VXsHvd4fdr1T7f6lhnue+u66OipLwPjlQW//",
-	"GwJAT5jSC5z8kFbfNGaOpael2wjxk/2HP6ncSgYf7T97+KN662D47uBgm8lWb+zCb398+Nv6vXGIMOTy",
-	"28yb5/2hByqrjyYkkyqbe2SQr5IcLbPOolTG8hv0duX8nPxaGZuvNLO6EQ3cnVRP7qJRRQMyGXlk++E9",
-	"KWgr2XKzMmmzShCsMDEzHsfAn6v96Cyoq2DrOPOCahdKFyxRvjoqVHlVcjZj1n6Nbms5yipbkqe1Tkd5",
-	"YQ45iJNUVVpbGa9SjvKUonp71I0qSWPXogqLbAh6X7nmUl12ngEF+4JAlRvDFWqFA8WgqUOTg66ZiMzx",
-	"wYv7cliQtUULSHkpmZYgVmY8uRURC7CJWtAFAzJ/TOoXAgKapNKlZnokoGUcuzndBirtq2zCIyeV8/3G",
-	"jeBox6LLAxtKVmVXk5BiOwiLU1m0FKdGcV+JkVb6ya25IjI/EN3Hc6U/jUOMKoQS4R1IhdKNF4fymcj1",
-	"yEqbxRRV6FmZZ1TirmWukbt6USfUZo1SmEdM83RKbJYBJAVKoIiOMzdy+eoZ5vbaV2TJJcKmiTLF87J/",
-	"lSgY1TtiVHm9QuSYoK9Qd8tudB0LRm7trEwqC+OIiBn5m+iyQYRxgaLNEtVY+aoEK2dKLPL1HVODhlsh",
-	"5hVHD/yxZAuRFOyNSgG/nvJXv+QhYG1MzMBGUc5b4SuM9HmYcZp5MFwHqNXIW/YCsABik52KRumujgg8",
-	"tk7L3IkZuCYveS74ttrcbpygSDX/tqrcaiubNWyofBDYgpucfvOrnP5wLW8r2PKH/9L1viond3gGC3c1",
-	"wsbabsP38ruWO2W+XbDnZq799HPBQb+sV/weyZ96hyU2VDhld+ICr4UtcYCHjcdKxcfjDEisI3n/Fc9+",
-	"rUxnzcGvdJL6Zmerd/jwR/klNH/qwbgSPALRnPOhcnLRAwegcKXtkS/uKQ9v16sw/dzVCCK/EjrCIBd5",
-	"iYurMLIoReaU9VV7LEKeGlG9JeOJcd7rhCuW3bVWhD8Dd9tIcMykBX0hjkFr0Qkq9GMhVMkBCxMKZrXu",
-	"smvt4rNU8OCg8VXVRwzjYHVxzRtbxDrzC+ZTIx6vqOxy2vvhba2/h/lKcr9+z883Fv8rd+g03dkN5iNK",
-	"/FLk49tygz/tcBcnLrtbLcqvndGkTWdtRmvxnvLpzy5E2Xz0MVC1/vBfOatj7q7Dc2DkeYTVQEPtjGGk",
-	"YjVmC4aPScNpNhjZ6oInsRRJFtGiy8E6NEYsXCaqmAGHCbJ5ArTGA3eLTdBl1+JOJLwIZ1HoBdfoK56l",
-	"qeahLWlKfAv7xOZhMOtugeyyC+RmFA+hcJYLaOiFyvuEYHCkFB7CLDq3R3wywV0mbumuDEaLDJtWAINy",
-	"nNVhuRJupAiMuZXzOXqmiZPqCbpPgDNiZvVR3nSK7kGmNXs4/3jp2GGYJkYn34aZYbDqW7Kzyt1TfwZD",
-	"q16V1MDS8IX8KHtZT0ZMOPHYXBsjx/HSVcv/t2B0iBGWzuH4zfg9enAzfraS/VYNoj/I6arp+s3cLb+F",
-	"z2ah0xK3kpFAC4gF7WoBk1dmasOoExxlfo0m/40LxGfpGge9g9zh4tIg4CuscyvcpNm3dON+Ht0rYMJk",
-	"oh+rKSbZVZABawOLyFINrXZNixCQDoZbmXa3ofoqKF1FuPdGLAM2FRwQPeO3wjCO+UMggbJKDswrApQz",
-	"HibaGF85qKRwiUG4/FuxdMl0pXVlEUGCvfmqy4AgXMkuKnWKOs67bYN0KLqCN+cYZVkqG/KIQEpkt7xg",
-	"DNZS+B4e/i4vVe8Z25AFRIFHgs5lU+RA+iqokl1wzAKXR9jFW2kxA6P+EkYoez+yRsLw2DqcP+hRa7r3",
-	"FGOqDTauV7J8V+5DzVxxeDuRoxBflZuxd7w1l+wQukpXV9Qu9aEEj0UlUPDEsKB6B0vgMSNENd01d3cD",
-	"InASd5M2xm6IpKhUobOTFBwQTRV1QGvMeDpyhSFfO5OtsvVergHz/fuD/T3fv/+beP9539s/aLxtbPtg",
-	"8I6m/Ep50zZi9+ArzF9UiTVEhbMYTlvpBdh9pA9l+iYxr5DHGYPrfGOfwxb+vOJ+W/xiC3Gd3xn7385l",
-	"6I5c1bQHOZolWbbLqa/bhHlKD56O03iDq+SVphu+Mdgzm+sE1Dwnh/fwKg+tKbVTRUXe1SROXTjFJ9iP",
-	"nEq03+v1yuUBTCp3px1JYmpVXeS8+6qaswg2ibRilotRaj4YU6Q2uLy4HvmqYZUB+8//+F8uuFPWOLLo",
-	"jUf2hDs3JS0GgMkUnTwoHqYJyv6Pekzjqoi5aiBK7UIQgXvn0Va8XCm3ihaJtFYoUgtcbjsYUPXmy1hz",
-	"6quVolOU3+WZGF4EXU5L5WpZn46C77Bpki6O9hWWM7qCXboNmvEs9xOFZF0xcCndudjGAQKP+sZhWRkB",
-	"ThM48GrgH/kqkCoS9078wUvYXNFghadHSk8PhGaoI+Heym+Ah3OAeXK+yhUcl1yI0y10GkfsRliPbHJu",
-	"1sh6ppNmaQ8zO32k3XR3PuIxcAI16PoqD+zktGUXMhR16pYmQwwazsXLmPp7jwSwomCWPt6gH2dJsW5X",
-	"CLuKzzL9HTBDk1ox89UiVwbZen3NXSFIh4xqIx0wD2eDbwcQ0HFZd2drVfeFTm4xw5KSFVyipNv/o1Jj",
-	"Q1DSkReBXu6OVv4Qo7nlNGJye2CU2FdKLzrHW6j7rkYEnuOdOCB96yTpuf1aq54+rIOz9ozHE52AgU3T",
-	"Ks3owOqkuDbRV8BUO+s9HJsV9mO2Xrdeb9AcszW6NR2YjGYBbF+RMptniOtVeuocb+Q2c5HsyTwR3vw+",
-	"fdX8f6qwmj9bYzWbVNaStOK7aq9NXRf+pc/+19dnMce6QRksqXysDeqKu5lyd932c9WV8KX8w6YIOaaN",
-	"Bwu8rARzZxZUUoyJVeQRcqIFq+UwxU/TxYvoBMsUxKK2xDn/DGvnNfKb+tN7qJtgTyNkllxSbRCWJ4RT",
-	"dKBLV5d+XIv5gTIxLRJLshqPKNdjnYZH2icOTRUtSpdqTbVSIrR5UQuvlIqQo97dwVmKjmLJmqucYAv0",
-	"tsnyxem+Qv/aXvmVvXROvSvueFxRiCUsYcGXlYJ87ip9Z5pqVlAvMkLZI8prYgG9GFBQplzd06HYwVQv",
-	"WKzVDY0TOhvm9vf5xNYVrO2aG7HJrdJ02opXao25Lrmdtr54O3w1jPJv6jc2SuvMN7oOWYMi7AoLGyjd",
-	"akfsrN2j1GHHMrw6BeKBRuGbNUZ1spdOXkXkru/VuMV1lF83/aPeLnBd5hc+/Vf6x7oc+KzhRjVo8cQ0",
-	"0NgfLQieUmnlejfISamGVeUpe2HWaqvMf4uwSO+r8ZSaxj4aXJ0Nz/unAWsXdYogA8qd2nRSkTe7eX1p",
-	"/f8E3OkrqdHVK8G+cax1awZSKjQF1bnodvfPzVN21ob/vOgt9S9Zy4E+6jHVMroSDMsmUrmk3T+YIzkf",
-	"6waWhOaecfcfkbulJIX/yvapxmSm75wLp7IkLIIRia/wchrUIbGAxBXr0K3iCl2gWA2NSzclluf6vWCR",
-	"CagEpAyjpe/uoeiuFrxjPQ2OV4CKsUpf0fTU2uIob5BaVuD+CVS0K9qVfzHCPzH6BaxQiUVZ5ZTG0e2/",
-	"tKtmxvZ3ypuopoO4NA7j4iK7qleN/ZTWmtQnOlWuus+4q6MiUVTGxUvWprwwdJgDGMArxtpOsasD5k5I",
-	"vAoHdBu0jCt9ZbPLTqmty8RZhtQPq4s1z1xiahqVG2YljFmePfpUZVRLjdjJdvs7YSK79vYrKgy1mdap",
-	"C4rPzVS7hPNvTXquvVrr6Nf3K+UPocdSPEvk6cMKLQcsbB3l9oR8zkNpKRCW3VSbUSU1+gKCrM610sTt",
-	"1/fAKd1nnzP7sqiZBd5bKzWo/Fgm/9LPLj+r9IuD6Mv7L/8vAAD//w==",
+	"7H1tchs5suBVEJwXYaqnRFOy2tMt/aJl2s2xvkai29uv6XVBVaAIqwjQBZQotsMR7xAbsTfYi+xN3kk2",
+	"MhOoLxYpUt12z9s386NHZlUBiUQivzPxuRXp6UwroaxpHX5uTQSPRYp/XgqbLnpjK1L4VyxMlMqZlVq1",
+	"DltXItIqNsxqNufSsmsx1qlgKXwi1U2nFbRS8SmTqYhbhzbNRNAy0URMOQw11umU29ZhSyr7bL8VtKZS",
+	"yWk2bR12g5ZdzAQ9EjcibX358iVozXjKp8I6uK6y66k0Rmo1iC+4ncBvEoCawT+CluJTGMGUXlsLzr+l",
+	"Ytw6bP3laYGJp/TUPC3P1QJQih+Gi5nYaHp48Q8AAIdBdKTCzLQyArHxgseX4lMmjIV/RVpZofBPPpsl",
+	"MuKwYU8/Gti1zxvO2U9T7TBf3fXhBLYYJ2OxFoYpbdmU22jC7EQwmDzlkWXt8LL/j7f9q+GHwdnPvZPB",
+	"y3Cn0/oStI61Gicy+gaQ+pkMm0s7YfMJt4wnqeDxgol7aaw5YrFG+JFmGTdMGgTylU6vZRwL9W3wafWt",
+	"UGzKFwhMrJmdSMPa4dXbF6eDq6vB+dmH4S8X/Q+vzi9fDF6+7J85XJ5p+0pnKv42UPI4ToUxImapMDpL",
+	"I1EQAOITYbrgi0TzeKj1CU9vxLcB7VrjnkZCxIZJa9g1oIW1w4veLyfnvZcfhufnH056l6/7DnNDrU+5",
+	"WrhTY74+lJfcCpbIqbQC4LrsDfsfTgang2H/Zbhz5AkQGC1DnruLTJcZ4rHAS+tceTdny00Aubeflhg4",
+	"QvVW8cxOdCp/E9+AbE6BbakbplOWqVul54pdZ0YqYYwj+nb49qz3dvhT/2w4OO4hNnCD3ipxPxOR/RZQ",
+	"Xon0TqS7RsaCjXmWWNb+/v6ehYOzYf/yrHcSBgyg/Lk3OOm9OOnn++UAnaU6Esbw60T0lZV28fUhfieS",
+	"ZBdEqIjZdQb8a5zBwbxeMM7SLBErONsXL3KQjHqplWMe2SurU8Izj2MJU/DkItUzkVoJAmbMEyOC1qz0",
+	"0+eWmfD9758/KLroLZhX/ibqgv/5wUOCvywyf/VzusHe5+/r648isihduBEDXMqMWytSQNb//LW3++98",
+	"97fu7o/viz8/dHbff+4Gz599+bdWPpCxqVQ3fqBLYbLEbomXKIdgHV4cnF+ClriX9ljHolEpquMjaE3F",
+	"VKeLN9dboxI+NYYTR64JyomIbkXKYjkeB8zIG8UTBioMnNurf5wwAXQYMG7ZVBvLDtgb+QJY0pTfnwh1",
+	"A/rPQffH5w1oNJFOG2Ycg4ogtWL/93+zuZA3E8tS4NgiZhOejBmf8wUbp3rKfhOpBg3zgMUiklOesFnC",
+	"I2FGqs3ZNEusnCWC6THrdrrd7h6Tiv3aDdyg73eOUCnJp5OG7bGxTlnvOGDdkYI/uVqwMZdJloqAcRU7",
+	"RYGZmYgkT1jksMPnPAUAtZ2IdC6N6IxUKyg2IdbZdSKad0Fl02vaBMLuMkaGIp1KxS1wS78D+FHAukyO",
+	"mdJKdMrTbaI3By1juc3MQ9T4s0hjCXwAX/4StKycilPTQCkXbxk8q0OyAfXNeZLQkL+HA7jTlS/MU1gO",
+	"cj5R6aiUDlm+AcVxaGQjtOcPHv0qdnrKzEXKAME8lUYr1o51ZJ4KdSOV6EzjgI380GbUCtiEG6RPcQ8a",
+	"M/Bts9MZqRD/HQK1Xi+sYOJTxhNpFx0WWp2IlCsbulmEYQmIU6c6pGKq76S6GSkzg1MSMMuvDVL18SWc",
+	"X3iZCbDa4Lc41bMZUJxNuUzgDzGd2QUNCYCME83Lc6HMNswIsMYsCZze1fFgwOYTaQVOGuQnlQjYjBTo",
+	"31KxkF+boU5CYCthKhL8u52KhFt5B1qwQwbJfXbHk0wgPtxRDFmaKVMczd2PWXwj2CzVNymfwtGH7w1X",
+	"8bW+P2JGiJG6olc9i4MDD/rhLNVWRzoxdIirLJzArJDqZoeb1vSID92CHpSmlcXgQcWRHpA19LqzHavn",
+	"Cb9fcwJeyURsKQDJ9l0hgD9UJPBf14rgP07D4PeE+oO9Hw+edQ+24ji4nGAT1YMwduEoa5l5/qTnRKA1",
+	"wSINi3iSiBjPJNinHda7NkJZNhVcGRYm4oZHi3Ck2uJOpAs25UqOwQCfZdeJNBM4iOR8QcNxLEUSs1sh",
+	"ZobBEcETjidjSufJjXfIeHpzx0KpZpktzp3O7Cyz4REYdZZ1UVbuwZndZ+968LkVxibyuvY9fcY4MsGQ",
+	"td1bTwzTaSzSnfJ4I7XH3vUCts9mqYCVonZMegZr47GO8QXHpJnhC8OM3gnYM/aqNzgZqbZU45Qbm2aR",
+	"zVLhvj3+qX/8pn/5Ad7pv9wJ2N/YTEtlzSEzNhZpyozlqXMJjFRID9ko63afRchw8E8RgspcrOBTJu2M",
+	"zVPgcUxa5EkgdzwKipfzVaLPARl5smBaiRpXZFqNlLGxzmyAm0OQdFhPLYBZ3jCRGMHaqG3QmJGOgaPf",
+	"8PSa34jAfTFSOrNouoDeM+X3F/jz+4BxFqXcTGDnOErtXZ3ZHSC3KpaCkVJAV7S7IC0VHI1fW0QmcDRp",
+	"bbm0fV8/rUHrfhe+2r3jKRwYA5+f+M+H+edX9HlxWoaOf/kpEWEwo5NzoGeADGoVPHKzyftuoGEx0Cs3",
+	"0JUf6EvQIgtrOzHfxzNI9Hat40VnSYBETp9/0LZDnQStO8tlYlYDQu7CKhznM3qP5YcgRvebuLesDYJO",
+	"3PMpaMdAXno8FioGukLusNNpNbCwlRbCT9mUq11gTWDlMpjiiBHRwIxcolIQpcKaTeyCulJHmtk6hazA",
+	"1hJspzyaSCUK6GhnYNAOOz4/e3UyOB4C1QMaboQSqYzYQfdHNp8IxZRmU2CcSF1jGeF3DE12gWvxlFnz",
+	"ZraCVs1xAcR2/qZ/9qH/Py4Gl/jvs/Phh1fnb8/g79Pe2eAVDFD+seTgW/Fz1e/XClovB69hlNPB1Wlv",
+	"ePxTeeQCtN7lcPCqd4yvXQ3OXpd/uhr8e7/8+Unv7PXb3uv+h7dnV28vLs4vaS35qPnz8pT90/PLX8iB",
+	"Rb6183dVuD3iW0Fr8LJ/enE+7J8d//LhTf+XD5f9t1f9+jL7l6eDs95JK2iVvlzy3rWCVtlzBoM7Hw3t",
+	"h3fRIIjDn85fIlp7Jyfn7/Btv4nDwWn//O1wQ17ivIQDdccTCcYHOdGEsjICLRjZzK1Q/fsZknTJMRu0",
+	"Tp2sLv1U+PMbfwSeWDigg9ZLeSOMPZUGveylIQuAvCfH+dtKv1zJ30Tp0xOubjJ+I94qk81mOiXo/YD+",
+	"aXkuNKJO5FTaodYnel4BNXfmB61BLKYzbYWKFm/E4lJkRtSWRRYumF6lz+ru4gA9pSfkKIVhFSiR+NVb",
+	"xe+4TDjp06fCTnR8pm0vSfQc33X7NJRToTNL/P1OKNuLbkvhkW18OVqZbEp24MP+pEPUZvf2/9aszgoA",
+	"ZRDjwNKK6YNWOfmHpvx+QG/vdbuoufp/5nPwNOWLBq7qgC9N3chacxRRRGlLHPHolnyHj19TdRlBS2n7",
+	"k0j+0EFruCGgi5lW4uU44XL6+4mn5m+2KKfIwzb2YTOTTUE8pwK9xahU/F6SSwQ3jX4cMEUS7cwCpA4D",
+	"ivGC4RcxmeJgl7g1NPt7vFn17HkX/lcyq/a63WYXJL9vDv76ofaqwzzsDyqIHMYulvzQjj6K1glTG9Pl",
+	"lbA2EVOhLM68LZG62ZpW8ioVZqKEMdva5mIujP1J8NReC257N43UcSqTRLrIEzNSRaRC0sds4r8G2uVq",
+	"wZSOxRHjZLGi2XN2/uGnfu9y+KLfG149wldoLLcPKtA5Dq7w7aVYAf66FnlXfprq8k8GP/dZe2m1zonl",
+	"lGl0pNkJDKWTeCdgV8PeSZ+1dQK2brCMAq9HwuggF+F1VBFL721qWMk7kIBXlqMkPNP5hhoUehR+qPkm",
+	"2YvB68HZkMkYrFWem6M0EUJI5kLrsHWwX+M+e8B3gPkAt/mhmdn8Haz21Fxl0ylPF9tKEXM+bsowScHE",
+	"aMfc8mtuxA6asZ5nGsVnZqJthcBibsUuvNUE4rh8bDaiLfhqpnWy+aG/0DrxOKge+OfLkg6TES78+NXF",
+	"4890nrhFxmzRj0AJDHDoHhEPsNryJJ9wuyScmgiFHSujtLKaykwehU2H0aucDcfQPWG3YhEw0bnpsGg2",
+	"2/tbwD7yOw7/P1vYiVbPAsbTW2sCNl2YT8kRkxaJOxbGOVZ0UpemfPe397+SEP1r5wMK0Wd7zWTtwRio",
+	"sd6SqOWDYcB89V8Q96Rsv1hY0cSVnZJu2HyijWAU3qCcAgwViAQdjNIwjmlYFBIe65R+TDw+uWVCfcpE",
+	"Jlj7YH+fhU3WXLjzCL49lfeigfcM00yQtV3QrgFFR6eWrG874QqJ+46nkitb8k5ca50IrvxB3OT45Sfr",
+	"DCZahueyBEVbKFDG4oBpBTx9B2CxHrgK4h4XflMxT5twAgzMPWU6LXbnTqRgLSHpyhiVRNNpIkyHqs05",
+	"kye2n+nDInywQv9AyxJxXlrIEp1WUO1JoATdukN/IrfWqtcKit8nHfwWbI9R5A0PodMxzGKWdZjxe7St",
+	"yTGdyUQc6+mUqwaiO6bnLKIXMM535GJ+wCd8kHnZdlU2XaBjeU1Yg1LCxtKbNjADfkieauRKEbAu1TzH",
+	"vU35eg5IHO8m5QrjFIpZPfP77WMiTwyxxEewL/UwuyC+gO5559pHFlFiW6s5xF7TnGmmStu1fMiJG6zc",
+	"yhR4R5oppHzPOjjGN69FXAuJMjl1bGy9P9ZPGtQJqgJuhSoats/js5HMYYe2NV5I4J1erySMmUBcHBX6",
+	"EiV7HJ+/7Of0Ydbbsj/s/bj/EJ1QpOvNdaNl7zg6BcMiPkOoIm7E7wJr//n+3sHBg9rdA2kbfwwsz2vG",
+	"/gPpHrXMNZ4kS7CUg53VrB5akWMb7HrhMgRElFn9kFdiySnxoE6b55DkpFba7CY69jrZlhGkwXSaWRdJ",
+	"MZaBeYPGNB7bREw7tf1gE34nqlYAYG6kgMUqzULzKQk7mKpV+wafBHmoOfw8wkWMWodsRMG2UetLCKx6",
+	"pJTGUQ3mTMmU2Cgpk0pbhtpkG83qqVDey3pqMOh4qeeGRpnyezz/7EbfiVTtoBiY8gW7FqzblG2Bc24s",
+	"cj3Gj7kRSw6VBl9iVGTybJAjAV/cShVvCsUbeBdUh5yfrVUX6C3QCz89nOvxCegIqGGJTBHCfNJijYHD",
+	"5TpKRbx93YxGTAe42jJ5gz56TI6oP6Lbzui+clNWD2gXDCrOEnEjrZxyK5KFU5NqWRKPSYTD1MT1iSp7",
+	"3e7DTHZValwZ/2XE1hBVwUAO1jraeeNOhndlAZNqBa2rf5xs6LhyKXhXnyj47se98FksWxJmjIEx/ChJ",
+	"wCz4dbO9f7+UAP5Tb3f/++delVSwL4n8TcQ5O+0Qr3Fxt3iTiERte0ofBx7yJmRf6KbcoR5zuW5aJ0co",
+	"AEC5Yi71nBmwf0w53aTscoxms1bQ+sjvODBfdJq0ghY6TYDoFsCNNtxAHOnvNNKFH6nnRjqlkdwiHucI",
+	"1EksjH3HpW3SHno3uX1HLzL0Y8SsqLQ6Yl0f2VePyVPdxslAkxchzgaI//G2/7b/khWhbvZRXxvWxhQc",
+	"+lvcR0kWi/gxHpd1bo7+We/FSf8lCmBybjgjBjEoTe4Z+z1uQOcfqPgAltESVPe1ie4vBTdNhs67yeKI",
+	"pSLSmHztDBqexdKyRN/Usk32uvukJOc/NBiaNNPjgnppDuU6+nBrqePKfdy8epMl9kpsq0n22DjVv6Fn",
+	"DQZgRtgjSpw1lJR2bwOmsiRBLR8UxLO3JycdFgIEJgzoqLgkPEpI1pghbJ09Fekkm6qmFCf4vaq3lTZi",
+	"//umaoBCWSs/L7zhel4dMP8DVoBxf5cIte3IVS2xSU9EfKxazfODbadcClMSttwamyigHizcUkdLBbci",
+	"7lX1irXurlgk8k6ki561oNosn7w9phUbyxQsFPfuIxwcLvdgsxg+vjzcIKe5hi3KbQ5amN7FrfOYrOal",
+	"jZB+1NebwjmjrJXNoXRpLqj7l8uJtyo9DuoFxdvWDTfEl1EdKdDusRAs1y7XaqlLqC7wsUxVQYk0NyB7",
+	"v6yaftYfDkGSuSQ+5FDwNhnNH/U1Oe0FFhC176iaJWBXv1wN+6cf+peX55dMp+y4d3bcPznpv9wpa0du",
+	"8A01III3Ri1neXu3TCcoJzXWkj0wzQMT5tdlyG9U3VOQARX4+KRTh6cNi4MaA+zZCl6Wm2K1kJ6ei3QX",
+	"DBU2EffMq92kDddjdN3dH/nu+P3n5wfNi68VQ2wrN5trSAyWQmKEXDHucugC5vygdYcqVbbgL94Hq8cs",
+	"9C7+MGBK3FtmNdachGOZCBM2+UDwSYMGd29Tjh51wxIu43y4kr/dJf5jfjgCaVyw1E7ESDmH0hPDIj1b",
+	"IHQumbszCVkbxiEEmImcGdSZdzrsDKid8RQGSLhUhVPfBCxT8lPmSuWUtuXVPzFLUQBa7UaunXLJyYOR",
+	"86QUN944wuqT45u0TKz5y0sbsESJUvy98+yJcRn36BGL5Z2MqQDK6pG6wQKmcqmhT+wCYncljm33/TQz",
+	"liVSMKlGqpq1v1Mr/djrsDNtGaccR8oG8OUbLlkfrAcj78SpF26kIjVUINW8C6scDEVZ0qxUy7LBzuWl",
+	"L8CakA629cm4rx4s5NnEHV5jVznB1GCrTNrIzApH3HY8ZojkgNo5KN4znjqBlTsV2FX/pH889G5f4wvt",
+	"6HzbLBbKPjEjVSj3jgK8FyoMgFALJkTvwSlPxVikQkXi6hPVzWHBia8CYpi2wXxeDWuXC1Uc5dq53jli",
+	"L09PCvBgGMGjyUiFdyKVY1fVHoIVnrcvqMDOcn9xc6Ud0PVpllh5lb9XioOVYv8OM8eoSJ+RNG56r9w1",
+	"YL2J5g0uYgx5yHFN3ONve90ffnh+8JAe6dzh23r4GsfC0ikRN6/V7cubDRzWBRF7l3WZQOrmzvffP2su",
+	"5obBlt/3p3H5AyHi5dfzKrxGfaYaXHhgRzZBYZlSlxl/hb6XwyxI2EdL59T7ljZLA/2U/FyGoSLbSqZl",
+	"s+lY3uTyFhTYLaik8ZjUMNCI5YJoS4chaD6e63lk3UdMmGsFgOiNVexEYG3Ayyl5E+sI3FLLfgxHWHvu",
+	"kCg2OjO1vaQPS0yqmKgRq6iMbhxj/P0egdyfvpm0npYg2yRa9lV86GUDswRSIz5zQ6gXRWJmtw44fCv3",
+	"wu+x62oo8+Z8xVxfZ7oVtT2I1i0x9Di1fBuSgBmlTl2bnQb7kpoEkN/K5WxzFzfBsB5Fd5o9Wc1lCLt7",
+	"zdUMpDg25/Z5g9J5XckR6xuogNH7Rr5g7bfDV7s/YJMHs1NzZa8Wqv8s/qOHPERLGnerstfrqW+wImfS",
+	"t496YpiM81y//LNtymZWeVXq5+oR4XLzUiuxdYa1i98PteXJIz4Wq2tkB0218lHCjfEoTEDjGXN0cnDy",
+	"3bF22YGGlsZF/+zl4Ow1WRyX/eHlLx9e9I7fnL96tdOA+Y18WP8VeKr/+udV2XgDBULICJevT10a6BsW",
+	"TbjyYUtp2Ed9fVTYeZrJG4X1x5YnlNtvHlMw86fxhKCVzeJtFY2S53GzyH3ug1wK3V9Q6IriWA7jmLvh",
+	"5mDt3jH7z//4P+y4T43l5lzay42ieO+KN7dlfeukbp2YKiAFJfZRYQdlPK/nnCXCXaLTF4577o55hJ2m",
+	"8N3D/Fy3jRCsAGcnYMfnpxeDk8HZ64D9/e3L1/DHSJWwe9G7HA56J4eO5tHd1TtGXkFPgqpB5X49GimY",
+	"qtJ4aqfmsW87PmSYuJ/wzLh+Q9W+HyOFHfvMTsXBX+1j4VaHteVuNa2g5ZbTClq9Y6w1R8BaQetdrxW0",
+	"hlREjv89x/9ewn+OMeGlBCX85mfd0L65oEYMWAc9nWHfpRaVT7nS7W3BWRgrptTJImgdcxWJJA9RLB3u",
+	"tSL1VioUqgU5O2dy7+T1OWD4ZW/Ye9G76h8xDJhSNxWgJOR7b/rH/Q+u+gRTUmKgqGS8iy5UwzIj6B3M",
+	"fnhQZKwqySllFjxSkTfrUjbOKwFw3+sWTP2ASZX/gJbb5k6AZdvjoYKBMpDrj7x5lK5eQ8KWy3BTNqRg",
+	"bl6i/tAKfy7JiS0VsGZSx0euwocDbfNoUnRTQubldXStokptxHF/470u9Y7cJEOVwjYn+mZdlj+m6hUW",
+	"xHPswViGD7SBdJYK4JIuHFPvxbLKrzfl91fNfRqvsim6rJOkHMgw9ZqLx5SKFa1mHt1F0kGXh1nwNROw",
+	"dY0h/Vrfj1S79BEyrflEJ4JlStIK956ikzZgxgXcsimoFugq33lc88fHdGNsDrsWjQ/z3auQUoHhdVnB",
+	"1akasg4zQ8QX6anosJoZQZKXEsSxF1CuF3S8nD90PTZxg4I1XTV5ETmDfcdgxLWwcyEU61Ki+x5sCuwN",
+	"UeERo5E/6uugrH1IU1VAMFDJ7UgVSog0/mGH9WAAF6gg3ZECGPgvNyE5EyjlHpmHNEwJia25esdMlbUd",
+	"bNvlp5ZUIe/gcg97xyPVPu77yG3+Qpops1PVXLZTBTZTP7Yc80vQeldRmZfS8xjP9ceCoaMWaY4o96xo",
+	"mVpa27veYDg4e/3h1fnlh3fnl2/6lzhtyaaEBa3P/GpcIIAr1c0rnb7TKeXFYxfsFzy61eNx6z22QRZR",
+	"lkq7uIJDR+LC60HYy6fpMOStq6NEgs3hO1jfikjsYuN7nbgfySfJdndRo/IfUlEtnnN0KQueInhuURNr",
+	"Z9TtWbpi42UJ1rsYIIHmsFzz6FaomGL5Ls0TQ/pPDNNzxUrdp3fgOJvDkcpmieYxFp/sYvGJz3QwgW8p",
+	"yGReo5KXlAS+bjgYKangJNuApYISCOCURah7lqjAUJqA69LBTJ4w45qOdEaqh7IlSeBEIR9YgWXCGgsr",
+	"uxTuYNf3maXQJsIeAaOe8nTBwtf9IXvKZ/Lp3d5Tg1ry04/UpeCpeyfsjNRI/eUv7FgrgAhgHqnvimYJ",
+	"hrVDtObCgIWF9wr+5fKnwh1KCKj0UzAjxehWBFCOw+UOCjDxd2woXaIFu3x1zJ49e/aj/566H8Oi8iBt",
+	"lOjolrXfDo93jlickV3p0jQYc7LVgKCblht4UAcBxcJTEzKTjcfyHucut7GTmO/y03B44TnfLMkMlgtF",
+	"OhajVsBGXqDQP1zHulHrS3gE02NzQlzJ24uL/uWHq7Pemz6jIlO03CSFjhloagj5E8NK5N0heGCo/A0s",
+	"G+KJ0a6pJDvodtnStRIBO+jusaU28jBSW6f0sNKYLTyk+DYQ0BOQ5zMJuj43BsvAQaak2oKtvaszC+NQ",
+	"azs4UHciTfiMMs12Anh2sP8jq7bzZ21yjxVN+qkIqtpT/mmlpTwN1f2hWJ5rUeaSdPCCg1hSxg1PU3kn",
+	"MBdJTsVhbmDDGKQYPjWlYDxJr70uM2A+xwLF9g6dzO+7z6q97RlIeqTe+iI6rKfyLv4zbidANQfdAxbm",
+	"retCkPClF6jJJmNcURvLKfbsYgfd71m43J+NCAmwhKlFws51eksESpRl+BhdZtTT3vVCxaacAIr0DchQ",
+	"OfuOob5PLMR1KpxoDer/TOskoPoJ7avcDvNWEWysk0TP6QACQOQdJVc2tep0hXH5Cc3VYMdLhkJxFS1G",
+	"qle/7cDVwZlIz6jLUklgkkHdJE1GKhcnxfu79D4Y5sCM4KvIVsUPZYdgvnw8lWqkeheDHdB48vnhXcfT",
+	"DQiPBao7DhK/a/DPQ3bQfTZS624kOULvpVQ3Xia4ix9IKGB3aT5SpQVj+6BiCnfIHU01dUYMg7zChRtS",
+	"LDV24eG2dhMJ6uzcI4MreJAInipq7u4mhW2yxsFkrYgBN/QNUK7OrEcFkVoZt3nHXcSlGSmcV8Q7uMeZ",
+	"EU4lhQE8XVzVxd9IERMuZ7CaUgIrySzfft8h0onyWarjLCqKfkYKcFGXsEXC4lQwm3JlSMlGdpvnslHO",
+	"rqiqyRFwlrwDGIsSLqcG5DPe9ZOpGBV+7LcV+IaZMNcUD4kaKR4BK0hEfOMeHPlWY8jEiqel7sWCBnQt",
+	"ykGylYC74VI55hrW8ozZX9leiLQd8VSMs6QA3IEGNoTPGkZCJ9U+LFy0IUUHLZYWpdSTxKcby/zqoJGa",
+	"6CQ2rq8KtxVfGTAucuijQM1VBPh+wo2DJUaCeOlWQClSMPetmFn0OX33XQ79Taqz2Xffef9qlZ+M1LVI",
+	"NGgLViOY7dCx95BlKoH3QCuGfSWylejTxcYMJG1L9CJNiRA0Nv3SJLIRBtd1xnWA90Qu8/NTMLHAE0cZ",
+	"AWinc0tjkWraYceOplRcoRbMM2HI/V0jFFAQsYu1k9kEEayDDijsKJz5kbJz7VViVIViOcY8JzezcbLA",
+	"8lvh9BHgBaAGIGkGbD6RiRgp14YPTUDArFezzcTl58k0X4ujam4cHXdA9oxUsRcEbioiIbFMj7Y9R33A",
+	"3D0ARqqbRFBNG0h7MgattNiV600fjEZPAL2LQavUH6K1h2krM6H4TLYOW8863c4z8q9O0LrxenCu6j/9",
+	"TD3Nv2D2eWZXOIdB8ZBgHqcCSckiYwVRm4KOjYm+iDMgcNB2sQGTo2ZgSsVZ8/neeJ+Ba84EaoLL/0aJ",
+	"jeOVqBqzmIlTF76eEjG4KxY8WjrTmI1aXgC3dg4Z2TpO+tBMFIhzg9Lzggdh8EjpXT1zAgk+3e92j9BQ",
+	"R2rJDSgvsfa7e1hJhWIF+6jYQrTRNMQ0PCseKXc/kNPusGAeVRzKP4fjt0MI8RsAzAcpnrK5RAw2WMnv",
+	"0WG9UnbBqXyBnATQ2WHv0AQYqfCYZt0lf1vIctUSU5Ix/a3oa8ItaDYLgu4IZMEkU7cwsYfp2t3Z4voy",
+	"uPQJPI3I4jAmYQ6b9fajZr39aKQO9p6xhpu7jhh2q6o1QAbVOWxublzWnak2JE+WN6yKih2YdkmTPwJt",
+	"lA5hbpQM4tZh6y3uv++x26reTvhr812APt34kXcAuqyrL+9pBGHsCx2vu2pKR1bYXTq31Suncq/ltVQc",
+	"E9LqaWtf6mDWbxzc73b/sFuuatdQNVx31XO39hVndVE+wxjX3e/ufUOI6AlTel40WHMnvV07+SAq4fQX",
+	"epiDkeLRB4TJJnByjD8tXfCIn+w9/Enlojf4aO/Zwx/VuzHDd/v7m0y2fAkafvvjw9/Wr+JDXKPg3GTe",
+	"PJUSnXq+5Jz2h6yD3MmFooVUk7I0KqqPLL9BB2IuIslV6CVnpT/YjWgQmKTNcxfgK3q6yTggcxqvnkHz",
+	"05b7v0nri2tQ3JkpTxKQU9UWfxYsADAfncVG5SClO6uoBAB11LzQ28/oO9rRBTiHvlgofVprHpXXOpHP",
+	"Pc1UpVuYCSoVPk8pULpLDb7SLHFdv7BuiaAfKdevq8POPFCwLwhUuddeoak5UAxajzQ5qO+p8L4kXlxB",
+	"xELfaS4kfbBkrYOImvL0VsQsxL50YQds8vwxabQICCjnSpf6E5LOI5PEzek2UOmR8hMeOkUn32/cCI6u",
+	"AfQiYY/OqhxsEnhsC8FzIosu7dR77ysx5UqLvhW3buYHovN4rvSncYhhhVBivFaqsGPwLlY+FblqXulc",
+	"maFVMi3zjEoou8w1cu85qtnarNCz8yB0nqGK/UeApECvBgKEv6uaMcsVY/J/b6MZH5X8AjjKSDnXf/m6",
+	"IC+rnPF9I2yhxFb84c7Xt9/tBnXVFz8qqp48V9Jzxdr73b0d5/pleUVKnCvqqJb6O3uvRa4ABHTTpZvA",
+	"WaZ5Ky1konilUuoN1aAokkJzO2ZG/gb2cv2mjLAIVgUjxf1RdvCQ8eihAMhjjDUVrbuobq+CS86UmOfL",
+	"P6KmH7dCzCrOQ/jHgs1FWvB3Ki/9epp0/eKQkLUx2QebjzkPGCDSANu/+sdJ7hVzXcWWo7n+BdhfkhM7",
+	"FfXcIzlgq1T2rbihaxyU1xdsqhpvxwqL8oVvqxcvt0dawYdLhzg/LMXNYPWj/IdryxvBmT8Enflfiu9X",
+	"E2sOz4yrhggua7sN383v8t4pC7FCVjWLsKefC47/ZaUWfK6SRZnfL0sm7z1cklAjVRVRVUnyxFRjBMtX",
+	"KoXBSBUhglXRgd/FUVdMvBXfei1siWc97Duo1D09zn+A1VTvvyK3qhWrrWBVlX5q34wDdA8e/ii/iulP",
+	"Pb6X6OUrce9yit0Dx7RwKO+SR/opj25Xa5293OEOB7MSQMVQL8VKigth/Fn0oYmRal+LiMM5rtwV88S4",
+	"GE7KFfM3DhZJAKG7cyc8YtKChpMkoNnpFG2wayFUKQwBEwpmte6wK+2yFKjsx0GDjtRSpATGwRr7Wkyi",
+	"iPiTak/9TB/PCLY57b3ottblxnwlTaV+29U3VliWbpJqurke2PGcm0r879tygz/tcBcnzt8wGOeXL2nS",
+	"/32z3VrUs3z6/bVA648+hmtXH/5LYbNUGTZzl0I6MJoiLE+Ko13E3ZaCfpgvEDOTRRM/GJllgqeJFKmP",
+	"69IVeTs0RiJcPraYAocJ/TwhWl2hu8sp7LArsLt4EdSlACSucaS4T9bOA7zSlPgWdkvOg8HW3YXaYefI",
+	"zSgqSEFdF9YDw9R3y8EQYSlIirmkbo/4eIy7TNzSXZxt7EhR6xZgUI6zOixXgu5kSppbOZthYII4qR6j",
+	"xws4I9YXHOat1+g2cFpzgPODCYzsMMpSo9Nvw8wwZPst2VnlBrY/g6FVLwxrYGn4Qn6UA9+ZFNOuAjbT",
+	"xsjrZOF6Rvy3YHSIEZbN4PhN+T063T0/W8oBraaSPMjpqkUrzdwtv4vS+gSCEreSsUA7jYXtahlfUGZq",
+	"g3gnPPSemDUesSIEvJ+7mFwyEHyF1Z6FZ9t/i04lxfLXcpgwpe7HaqKVvxA1ZG1gET7h1mrXugsBcdFi",
+	"7e4EHqmwdCHn7huxCNlE8Bg9YrfCMI5ZdCCBfD0TZtcByhmPUm3MSDmopHDpcbj8W7FwKaWldfmAMMHe",
+	"fOFrSBAu5diV+qUd5T3nQToUDr3mTDufq7Ummw6khL/rCDMRLLkK4WFAs+DPiEJjy1artKvN1GqKwUgt",
+	"mallb27V1daczMb4SJXs5T/YYn3G1uTtUYycMOnyn3KEjlRYPSLhEQtd5m8H75HGnKn6SxhM7/7IGok4",
+	"YKvo40F/ZdNNxRj+b8RuuPoGY+/oxPvEHDWPVPn6hJ1gxbVYhK7SZTO1a7goJWteiUM9MSys3poUBswI",
+	"UU1Qz6MpgAicxN19j6FBIn8qLtrZSmL3if6Lyr0VLgdiD4XTocY/WmVPQ7lqczS639/bHY3u/ybef94L",
+	"9vYb7wfcPG9hS7fDUkHiJirC/leYv6jrbEhg8CHCttJzsFFJd/O6MTHaiCeeGX/j1IDuBh7S4kZq/GID",
+	"1SK/5fm/nRPWHbmqGwJkvk+LbpeT1TeJIpYePL3OkjVunVea7uRH6TOd6RRUUqcz7OLlO1pTMraKi0zJ",
+	"cZK5YNWIYD906ttet9stF/QwqdwtlKQ1UHP5okplpKpZxmA/SSumucindqEJJQKEF+dXw5FqWGXI/vM/",
+	"/pcLnZW1Ix8bC8j2ceempHEBMF4py3MuoixFPeWjvqZxVcxc/R5l0CGIwL3zYD6l8XkLbp5Ka4UiFcZV",
+	"o4CxV2+XjlXimJlXLRNH+V2eieHV7eVEcq4W9eko5gubJumq95HCAmRXYk/3tzPus7VRSNYVAxeYzcU2",
+	"DhAG1OkRC0EJcJrAgVcD/3CkQqlice/EH7yE7VAN1mQHpKB1QWhGOhburb7vRwPnADNbRypXxlw6ME43",
+	"11kSsxthA/IfcLNC1jOdNkt7mNnpI213Qa9zbOCvVH8TOoEadkYqD5vltGXnMhJ16pbGIwaN/OJlTNa/",
+	"RwJYUoZLH6/R5X0au9sVwq7iU29rAGZoUiumIzXPFVe2Wl9zl37SIaNqZgfMw/UbmwEEdFy2M9hKM2Ou",
+	"01vMiaYAukttdvt/WGpFCgYF8iKwIdzRyh9irLyc+E8uGozhj5TS83Iew0rTxFV1wXO8xQqTB2okGbj9",
+	"WqmePqyDs/aUJ2OdTkXsplWa0YHVaXHR6UgBU91Z7Y1Zr7AfsdW69Wrj64it0K3pwHiaBbBHipTZvKZD",
+	"L9PTztFabjMT6a7MS1fM79NXzf+nCqv5szVWs05lLUkrvq322tQn5V/67H99fRbLARqUwZLKx9qgrri7",
+	"ZLfXbT9XXQlfyj+syznACodwjtcLYWbSnJoAYN4eea+caMH6Vswg1XRVKmWLOQWxqAZzjkrD2nlXi3U3",
+	"SgSom2AXMmSWXFI1HxYURRN09kvXSeKoFp8EZQKrw3yFGU1d1Jc4DY+0TxyaykmULlWHa6VEZPMyNF4p",
+	"7qKggrs1txTJxSJTV+vE5ugZlHnbTMJMqo3ZLb+ym82o28wdTyoKsYQlzPmi0kKDu9r8qaYqM9SLjFD2",
+	"kLLGWEgvhhRAKtfj7VCcY6LnLNHqpshxBBvm9ndncTSWmG6bx7HOrdJ02opXaq30LridtL4EW3w1iPNv",
+	"6nesSuvMN7rAXIMi7EqBGyjdakfsrN2lzHTHMoI6BeKBRuHrWxk72UsnryJyV3dX3eAC2a+bqlJv8Lkq",
+	"rw6f/itVZVWJhW+RUw2wPDENNPZHC4KnVAy92g1yXKo6V3lWZOSb45X5bxHC6X41nlLT2If9y9PBWe8k",
+	"ZO2ishhkQLm3ok4r8mY7ry+t/5+AO30lNbp6id83jgtvzEBKpeGgOhf9Kf+5ecrW2vCfF2mmjkMrOdBH",
+	"fU3Vx67Cx7KxVJhZ94dzJOdjXcOS0Nwz7sYycreUpPBf2R6VME31nXPhVJaENVYiHSm8Tgp1SKxPcrVg",
+	"GhufK3SBYv8CXLopsTzXoQlrmEAlIGUYLX13c0xnuUUFlmvheAWoGFcdKZqemtEc5i2NywrcP4GKdkm7",
+	"8i9G+CdGv4AVKjEvq5zSOLr9l3bVzNj+Tjke1dQVl3JiXFxkW/WqsQPaSpP6WGfKFY8ad9lbLIrCy2TB",
+	"2pTDhg5zAAN4xbW2E+zDgnkeEi+vAt0GLeNKJ2h/PTE1Yho7y5A62HWwPJ9LTKOjalZfIesrF9CnKmNT",
+	"5TFb2W5/J0z4i6q/osJQm2mVuqD4zEy0S47/1qTnGiK2Dn99v1RQEgUsw7NEnj6sn3PAwtZRHlLEZzyS",
+	"lgJh/m5pT5XUmg8IsjrXUtvFX98Dp3Sfffb2ZVGSDby3VhZR+bFM/qWfXS5Z6RcH0Zf3X/5fAAAA//8=",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,
