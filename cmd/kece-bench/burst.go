@@ -35,6 +35,74 @@ import (
 //     database clock (job created_at and finished_at);
 //   - ideal/s = C/T, ratio = completions/s ÷ ideal/s.
 func runBurst(ctx context.Context, args []string) error {
+	cfg, err := parseBurst(args)
+	if err != nil {
+		return err
+	}
+	f, err := startFleet(ctx, fleetConfig{bin: cfg.bin, dsn: cfg.dsn, judgeDSN: cfg.judgeDSN,
+		controlArgs: []string{"--lease-ttl", "60s", "--reap-interval", "1s"}})
+	if err != nil {
+		return err
+	}
+	defer f.stop()
+	manifests, err := burstFleet(ctx, f, cfg)
+	if err != nil {
+		return err
+	}
+	before, err := nodeJobTime(ctx, f)
+	if err != nil {
+		return err
+	}
+	sub := submitBurst(ctx, f, cfg, manifests)
+	settled, err := consumeBurst(ctx, f, cfg, sub.accepted)
+	if err != nil {
+		return err
+	}
+	r := burstReport{cfg: cfg, sub: sub, settled: settled, nodes: len(f.nodes)}
+	for _, nd := range f.nodes {
+		r.slots += nd.slots
+	}
+	if r.dbDuplicates, err = duplicateSettlements(ctx, f.db, "BENCH"); err != nil {
+		return err
+	}
+	// Timeline on the database clock: first accept = first job created,
+	// settlements = job finished_at; queue = first claim − created; exec =
+	// finished − first claim.
+	if r.queueMs, r.execMs, r.doneS, err = jobTimeline(ctx, f.db, "BENCH", "burst-"); err != nil {
+		return err
+	}
+	after, err := nodeJobTime(ctx, f)
+	if err != nil {
+		return err
+	}
+	r.jobs = after.count - before.count
+	if r.jobs > 0 {
+		r.meanExec = (after.sum - before.sum) / r.jobs
+	}
+	r.print()
+	if cfg.plot != "" {
+		if err := writeBurstPlot(cfg.plot, r.doneS, r.slots, r.meanExec, cfg.n); err != nil {
+			return fmt.Errorf("plot: %w", err)
+		}
+		fmt.Printf("plot=%s\n", cfg.plot)
+	}
+	if unfinished := sub.accepted - len(settled.count); unfinished > 0 {
+		return fmt.Errorf("%d accepted submissions not settled within %s (logs were in %s)", unfinished, cfg.timeout, f.work)
+	}
+	return nil
+}
+
+// burstConfig is what `kece-bench burst` was asked for.
+type burstConfig struct {
+	n, slots, concurrency int
+	pools                 []string
+	timeout               time.Duration
+	plot                  string
+	showBar               bool
+	dsn, judgeDSN, bin    string
+}
+
+func parseBurst(args []string) (burstConfig, error) {
 	fs := flag.NewFlagSet("burst", flag.ContinueOnError)
 	n := fs.Int("n", 30, "submissions in the burst (the report uses 30, 100 and 300)")
 	pool := fs.String("pool", string(machineapi.PoolCpp), "pool of every submission (ignored with -mix)")
@@ -48,30 +116,30 @@ func runBurst(ctx context.Context, args []string) error {
 	judgeDSN := fs.String("judge-dsn", envOr("KECE_BENCH_JUDGE_MYSQL_DSN", "root@tcp(127.0.0.1:33062)/"), "judge MySQL admin DSN (mysql pool)")
 	bin := fs.String("bin", "", "directory with kece-control, kece-node, kece-sandbox-init (default: next to kece-bench, else ./bin)")
 	if err := settings.ParseWithEnv(fs, "KECE_BENCH_BURST_", args, os.Getenv); err != nil {
-		return err
+		return burstConfig{}, err
 	}
-	pools := []string{*pool}
+	cfg := burstConfig{n: *n, slots: *slots, concurrency: *concurrency, pools: []string{*pool}, timeout: *timeout, plot: *plot,
+		showBar: *progress == "on" || (*progress == "auto" && isTerminal(os.Stderr)), dsn: *dsn, judgeDSN: *judgeDSN, bin: *bin}
 	if *mix != "" {
-		pools = strings.Split(*mix, ",")
+		cfg.pools = strings.Split(*mix, ",")
 	}
-	for _, p := range pools {
+	for _, p := range cfg.pools {
 		if _, ok := benchPrograms[p]; !ok || !contracts.ValidPool(p) {
-			return fmt.Errorf("unknown pool %q (want cpp, python, java, arkts or mysql)", p)
+			return cfg, fmt.Errorf("unknown pool %q (want cpp, python, java, arkts or mysql)", p)
 		}
 	}
-	if *n < 1 || *slots < 1 || *slots > 256 || *concurrency < 1 {
-		return errors.New("-n, -slots (1..256) and -concurrency must be positive")
+	if cfg.n < 1 || cfg.slots < 1 || cfg.slots > 256 || cfg.concurrency < 1 {
+		return cfg, errors.New("-n, -slots (1..256) and -concurrency must be positive")
 	}
-	showBar := *progress == "on" || (*progress == "auto" && isTerminal(os.Stderr))
+	return cfg, nil
+}
 
-	f, err := startFleet(ctx, fleetConfig{bin: *bin, dsn: *dsn, judgeDSN: *judgeDSN,
-		controlArgs: []string{"--lease-ttl", "60s", "--reap-interval", "1s"}})
-	if err != nil {
-		return err
-	}
-	defer f.stop()
+// burstFleet publishes each pool's problem, starts one node per pool and
+// warms them up; it returns the manifest id per pool.
+func burstFleet(ctx context.Context, f *fleet, cfg burstConfig) (map[string]string, error) {
 	manifests := map[string]string{}
-	for _, p := range pools {
+	var err error
+	for _, p := range cfg.pools {
 		if _, ok := manifests[p]; ok {
 			continue
 		}
@@ -81,42 +149,42 @@ func runBurst(ctx context.Context, args []string) error {
 			manifests[p], err = f.publishAPlusB(ctx)
 		}
 		if err != nil {
-			return err
+			return nil, err
 		}
-		if _, err := f.addNode(ctx, p, *slots); err != nil {
-			return err
+		if _, err := f.addNode(ctx, p, cfg.slots); err != nil {
+			return nil, err
 		}
 	}
 	if err := f.waitReady(ctx, 2*time.Minute); err != nil {
-		return err
+		return nil, err
 	}
 	// Warm-up: one job per pool, so first-time costs (page cache of the
 	// image, JIT of the control plane's paths) are not in the burst.
-	if err := burstWarmup(ctx, f, pools, manifests); err != nil {
-		return err
-	}
-	before, err := nodeJobTime(ctx, f)
-	if err != nil {
-		return err
-	}
-	C := 0
-	for _, nd := range f.nodes {
-		C += nd.slots
-	}
+	return manifests, burstWarmup(ctx, f, cfg.pools, manifests)
+}
 
-	// The burst: n enqueues at once (bounded concurrency), accept latency per request.
+// burstSubmitted is what the burst's enqueues got.
+type burstSubmitted struct {
+	wall                        time.Duration
+	accepted, rejected, unknown int
+	acceptMs                    []float64
+}
+
+// submitBurst sends n enqueues at once (bounded concurrency) and times
+// each one's answer.
+func submitBurst(ctx context.Context, f *fleet, cfg burstConfig, manifests map[string]string) burstSubmitted {
 	type sub struct {
 		id, pool string
 		status   int
 		accept   time.Duration
 		err      error
 	}
-	subs := make([]sub, *n)
-	sem := make(chan struct{}, *concurrency)
+	subs := make([]sub, cfg.n)
+	sem := make(chan struct{}, cfg.concurrency)
 	var wg sync.WaitGroup
 	started := time.Now()
 	for i := range subs {
-		p := pools[i%len(pools)]
+		p := cfg.pools[i%len(cfg.pools)]
 		subs[i] = sub{id: fmt.Sprintf("burst-%d", i), pool: p}
 		wg.Add(1)
 		sem <- struct{}{}
@@ -136,75 +204,88 @@ func runBurst(ctx context.Context, args []string) error {
 		}(&subs[i])
 	}
 	wg.Wait()
-	submitWall := time.Since(started)
-	var accepted, rejected, unknown int
-	var acceptMs []float64
-	want := map[string]bool{}
+	out := burstSubmitted{wall: time.Since(started)}
 	for _, s := range subs {
 		switch {
 		case s.err != nil || s.status >= 500:
-			unknown++ // the client cannot tell whether it was accepted
+			out.unknown++ // the client cannot tell whether it was accepted
 		case s.status >= 400:
-			rejected++
+			out.rejected++
 		default:
-			accepted++
-			want[s.id] = true
-			acceptMs = append(acceptMs, ms(s.accept))
+			out.accepted++
+			out.acceptMs = append(out.acceptMs, ms(s.accept))
 		}
 	}
+	return out
+}
 
-	// Settlements: consumed (claimed and acknowledged) through the business
-	// API, counting duplicates per submission.
-	seen := map[string]int{}
-	statuses := map[string]string{}
-	deadline := time.Now().Add(*timeout)
+// burstSettled is what the settlement events said: per submission, how many
+// events arrived and the last status.
+type burstSettled struct {
+	count  map[string]int
+	status map[string]string
+}
+
+// consumeBurst claims and acknowledges settlement events through the
+// business API until every accepted submission settled or the timeout.
+func consumeBurst(ctx context.Context, f *fleet, cfg burstConfig, accepted int) (burstSettled, error) {
+	s := burstSettled{count: map[string]int{}, status: map[string]string{}}
+	deadline := time.Now().Add(cfg.timeout)
 	var bar *progressBar
-	if showBar {
+	if cfg.showBar {
 		bar = &progressBar{total: accepted, label: "settled"}
 	}
-	for len(seen) < accepted && time.Now().Before(deadline) && ctx.Err() == nil {
+	defer bar.done()
+	for len(s.count) < accepted && time.Now().Before(deadline) && ctx.Err() == nil {
 		r, err := f.biz.ClaimSettlementEventsWithResponse(ctx, businessapi.EventClaimRequest{Consumer: "bench", Max: 100, LeaseMs: 60000})
 		if err != nil {
-			return err
+			return s, err
 		}
 		if r.StatusCode() != http.StatusOK {
-			return fmt.Errorf("claim events: %d %s", r.StatusCode(), r.Body)
+			return s, fmt.Errorf("claim events: %d %s", r.StatusCode(), r.Body)
 		}
 		var ids []string
 		for _, e := range r.JSON200.Events {
-			if e.SubmissionType != "BENCH" || !strings.HasPrefix(e.SubmissionId, "burst-") {
-				ids = append(ids, e.EventId) // warm-up events
-				continue
-			}
-			seen[e.SubmissionId]++
-			statuses[e.SubmissionId] = string(e.Payload.Status)
 			ids = append(ids, e.EventId)
+			if e.SubmissionType != "BENCH" || !strings.HasPrefix(e.SubmissionId, "burst-") {
+				continue // warm-up events
+			}
+			s.count[e.SubmissionId]++
+			s.status[e.SubmissionId] = string(e.Payload.Status)
 		}
 		if len(ids) > 0 {
 			if _, err := f.biz.AckSettlementEventsWithResponse(ctx, businessapi.EventAckRequest{Consumer: "bench", EventIds: ids}); err != nil {
-				return err
+				return s, err
 			}
 		}
-		bar.set(len(seen))
+		bar.set(len(s.count))
 		if len(r.JSON200.Events) == 0 {
 			time.Sleep(50 * time.Millisecond)
 		}
 	}
-	bar.done()
-	duplicates := 0
-	for _, c := range seen {
+	return s, nil
+}
+
+// burstReport is the capacity report's figures.
+type burstReport struct {
+	cfg                    burstConfig
+	sub                    burstSubmitted
+	settled                burstSettled
+	nodes, slots           int
+	dbDuplicates           int
+	queueMs, execMs, doneS []float64
+	jobs, meanExec         float64
+}
+
+func (r *burstReport) print() {
+	duplicates := r.dbDuplicates
+	for _, c := range r.settled.count {
 		duplicates += c - 1
 	}
-	var dbDup int
-	if err := f.db.QueryRowContext(ctx, `SELECT COALESCE(SUM(c - 1), 0) FROM (SELECT COUNT(*) AS c FROM judge_settlement_event
-		WHERE submission_type = 'BENCH' GROUP BY submission_id, event_type, consumer_group) AS x`).Scan(&dbDup); err != nil {
-		return err
-	}
-	duplicates += dbDup
 	failed, wrong := 0, 0
 	mixCount := map[string]int{}
-	for id := range seen {
-		st := statuses[id]
+	for id := range r.settled.count {
+		st := r.settled.status[id]
 		mixCount[st]++
 		switch {
 		case st == "SYSTEM_ERROR":
@@ -218,47 +299,20 @@ func runBurst(ctx context.Context, args []string) error {
 		verdicts = append(verdicts, fmt.Sprintf("%s:%d", st, c))
 	}
 	slices.Sort(verdicts)
-	unfinished := accepted - len(seen)
-
-	// Timeline on the database clock: first accept = first job created,
-	// settlements = job finished_at; queue = first claim − created; exec =
-	// finished − first claim.
-	rows, err := f.db.QueryContext(ctx, `SELECT TIMESTAMPDIFF(MICROSECOND, created_at, started_at),
-		TIMESTAMPDIFF(MICROSECOND, started_at, finished_at),
-		TIMESTAMPDIFF(MICROSECOND, (SELECT MIN(created_at) FROM judge_job WHERE submission_type = 'BENCH' AND submission_id LIKE 'burst-%'), finished_at)
-		FROM judge_job WHERE submission_type = 'BENCH' AND submission_id LIKE 'burst-%' AND finished_at IS NOT NULL`)
-	if err != nil {
-		return err
+	for _, v := range [][]float64{r.sub.acceptMs, r.queueMs, r.execMs, r.doneS} {
+		slices.Sort(v)
 	}
-	var queueMs, execMs, doneS []float64
-	for rows.Next() {
-		var q, e, d int64
-		if err := rows.Scan(&q, &e, &d); err != nil {
-			rows.Close()
-			return err
-		}
-		queueMs, execMs, doneS = append(queueMs, float64(q)/1000), append(execMs, float64(e)/1000), append(doneS, float64(d)/1e6)
-	}
-	rows.Close()
-	slices.Sort(acceptMs)
-	slices.Sort(queueMs)
-	slices.Sort(execMs)
-	slices.Sort(doneS)
-	after, err := nodeJobTime(ctx, f)
-	if err != nil {
-		return err
-	}
-	jobs := after.count - before.count
-	T := 0.0
-	if jobs > 0 {
-		T = (after.sum - before.sum) / jobs
-	}
+	C, T, n := r.slots, r.meanExec, r.cfg.n
 	ideal, rate, ratio := 0.0, 0.0, 0.0
 	if T > 0 {
 		ideal = float64(C) / T
 	}
-	if len(doneS) > 0 && doneS[len(doneS)-1] > 0 {
-		rate = float64(len(doneS)) / doneS[len(doneS)-1]
+	first, last := 0.0, 0.0
+	if len(r.doneS) > 0 {
+		first, last = r.doneS[0], r.doneS[len(r.doneS)-1]
+	}
+	if last > 0 {
+		rate = float64(len(r.doneS)) / last
 	}
 	if ideal > 0 {
 		ratio = rate / ideal
@@ -266,34 +320,20 @@ func runBurst(ctx context.Context, args []string) error {
 	// Waves: with n jobs on C slots the last wave starts only when a slot
 	// frees, so even perfect scheduling needs ceil(n/C) rounds of T: the
 	// best ratio reachable is (n/C) / ceil(n/C).
-	waves := (*n + C - 1) / C
-	waveBound := float64(*n) / float64(C) / float64(waves)
+	waves := (n + C - 1) / C
+	waveBound := float64(n) / float64(C) / float64(waves)
 
-	fmt.Printf("mode=real_kece_control_and_nodes docker=real pools=%s n=%d slots_per_node=%d nodes=%d\n", strings.Join(pools, ","), *n, *slots, len(f.nodes))
-	fmt.Printf("accepted=%d rejected=%d failed=%d unknown=%d wrong_verdict=%d verdicts=%s\n", accepted, rejected, failed, unknown, wrong,
+	fmt.Printf("mode=real_kece_control_and_nodes docker=real pools=%s n=%d slots_per_node=%d nodes=%d\n", strings.Join(r.cfg.pools, ","), n, r.cfg.slots, r.nodes)
+	fmt.Printf("accepted=%d rejected=%d failed=%d unknown=%d wrong_verdict=%d verdicts=%s\n", r.sub.accepted, r.sub.rejected, failed, r.sub.unknown, wrong,
 		strings.Join(verdicts, ","))
-	fmt.Printf("submit_wall_ms=%.0f accept_p50_ms=%.1f accept_p95_ms=%.1f accept_p99_ms=%.1f\n", ms(submitWall),
-		pctf(acceptMs, 50), pctf(acceptMs, 95), pctf(acceptMs, 99))
-	fmt.Printf("queue_p50_ms=%.0f queue_p95_ms=%.0f exec_p50_ms=%.0f exec_p95_ms=%.0f\n", pctf(queueMs, 50), pctf(queueMs, 95),
-		pctf(execMs, 50), pctf(execMs, 95))
-	first, last := 0.0, 0.0
-	if len(doneS) > 0 {
-		first, last = doneS[0], doneS[len(doneS)-1]
-	}
+	fmt.Printf("submit_wall_ms=%.0f accept_p50_ms=%.1f accept_p95_ms=%.1f accept_p99_ms=%.1f\n", ms(r.sub.wall),
+		pctf(r.sub.acceptMs, 50), pctf(r.sub.acceptMs, 95), pctf(r.sub.acceptMs, 99))
+	fmt.Printf("queue_p50_ms=%.0f queue_p95_ms=%.0f exec_p50_ms=%.0f exec_p95_ms=%.0f\n", pctf(r.queueMs, 50), pctf(r.queueMs, 95),
+		pctf(r.execMs, 50), pctf(r.execMs, 95))
 	fmt.Printf("first_done_s=%.2f last_done_s=%.2f completions_per_s=%.3f\n", first, last, rate)
-	fmt.Printf("slots=%d mean_exec_s=%.3f node_measured_jobs=%.0f ideal_per_s=%.3f ratio=%.3f\n", C, T, jobs, ideal, ratio)
+	fmt.Printf("slots=%d mean_exec_s=%.3f node_measured_jobs=%.0f ideal_per_s=%.3f ratio=%.3f\n", C, T, r.jobs, ideal, ratio)
 	fmt.Printf("waves=%d wave_bound_ratio=%.3f ratio_target=0.9\n", waves, waveBound)
-	fmt.Printf("duplicate_settlements=%d unfinished=%d\n", duplicates, unfinished)
-	if *plot != "" {
-		if err := writeBurstPlot(*plot, doneS, C, T, *n); err != nil {
-			return fmt.Errorf("plot: %w", err)
-		}
-		fmt.Printf("plot=%s\n", *plot)
-	}
-	if unfinished > 0 {
-		return fmt.Errorf("%d accepted submissions not settled within %s (logs were in %s)", unfinished, *timeout, f.work)
-	}
-	return nil
+	fmt.Printf("duplicate_settlements=%d unfinished=%d\n", duplicates, r.sub.accepted-len(r.settled.count))
 }
 
 // burstWarmup judges one submission per pool before the measurement.

@@ -256,13 +256,6 @@ func (f *fleet) registerNode(ctx context.Context, name, pool string, slots int, 
 	return registeredNode{id: n.ID, env: env, listen: listen}, nil
 }
 
-// enableNode enables a node directly, skipping the self-check flow (it is
-// tested elsewhere): the benches measure scheduling, not verification.
-func enableNode(ctx context.Context, db *sql.DB, id int64) error {
-	_, err := db.ExecContext(ctx, `UPDATE judge_node SET desired_state = 'ENABLED' WHERE id = ?`, id)
-	return err
-}
-
 // waitReady waits until every node the fleet started is online and
 // serving its /metrics.
 func (f *fleet) waitReady(ctx context.Context, limit time.Duration) error {

@@ -36,6 +36,57 @@ const (
 // that backlog against a queue that holds only the job being claimed, and
 // each pool's kece-node RSS when idle.
 func runFootprint(ctx context.Context, args []string) error {
+	cfg, err := parseFootprint(args)
+	if err != nil {
+		return err
+	}
+	f, err := startFleet(ctx, fleetConfig{bin: cfg.bin, dsn: cfg.dsn, judgeDSN: cfg.judgeDSN, controlArgs: []string{"--lease-ttl", "60s"}})
+	if err != nil {
+		return err
+	}
+	defer f.stop()
+	r := footprintReport{cfg: cfg}
+	fp := &footprint{f: f, cfg: cfg, manifests: map[string]int64{}}
+	if err := fp.publish(ctx); err != nil {
+		return err
+	}
+	if r.idleRSS, err = fp.idleControlRSS(ctx); err != nil {
+		return err
+	}
+	if r.nodeRSS, err = fp.idleNodeRSS(ctx); err != nil {
+		return err
+	}
+	// A probe node of the first code pool whose claims are timed.
+	if fp.probe, err = newProbeNode(ctx, f, cfg.pools[0]); err != nil {
+		return err
+	}
+	if r.emptyMs, r.nothingMs, err = fp.baselineClaims(ctx); err != nil {
+		return err
+	}
+	fillStart := time.Now()
+	if err := fp.fillBacklog(ctx); err != nil {
+		return fmt.Errorf("enqueue backlog: %w", err)
+	}
+	r.fill = time.Since(fillStart)
+	if r.depth, err = queuedJobs(ctx, f.db); err != nil {
+		return err
+	}
+	if err := fp.underBacklog(ctx, &r); err != nil {
+		return err
+	}
+	r.print()
+	return nil
+}
+
+// footprintConfig is what `kece-bench footprint` was asked for.
+type footprintConfig struct {
+	queued, claims, enqueuers int
+	pools                     []string
+	idle                      time.Duration
+	dsn, judgeDSN, bin        string
+}
+
+func parseFootprint(args []string) (footprintConfig, error) {
 	fs := flag.NewFlagSet("footprint", flag.ContinueOnError)
 	queued := fs.Int("queued", 100_000, "jobs to queue across the pools")
 	poolList := fs.String("pools", "cpp,python,java,arkts,mysql", "pools to queue into and to measure an idle node of")
@@ -46,69 +97,86 @@ func runFootprint(ctx context.Context, args []string) error {
 	judgeDSN := fs.String("judge-dsn", envOr("KECE_BENCH_JUDGE_MYSQL_DSN", "root@tcp(127.0.0.1:33062)/"), "judge MySQL admin DSN (mysql pool)")
 	bin := fs.String("bin", "", "directory with kece-control, kece-node, kece-sandbox-init (default: next to kece-bench, else ./bin)")
 	if err := settings.ParseWithEnv(fs, "KECE_BENCH_FOOTPRINT_", args, os.Getenv); err != nil {
-		return err
+		return footprintConfig{}, err
 	}
-	pools := strings.Split(*poolList, ",")
-	if *queued < 1 || *claims < 10 || *enqueuers < 1 {
-		return errors.New("-queued, -claims (≥10) and -enqueuers must be positive")
+	cfg := footprintConfig{queued: *queued, claims: *claims, enqueuers: *enqueuers, pools: strings.Split(*poolList, ","),
+		idle: *idle, dsn: *dsn, judgeDSN: *judgeDSN, bin: *bin}
+	if cfg.queued < 1 || cfg.claims < 10 || cfg.enqueuers < 1 {
+		return cfg, errors.New("-queued, -claims (≥10) and -enqueuers must be positive")
 	}
-	f, err := startFleet(ctx, fleetConfig{bin: *bin, dsn: *dsn, judgeDSN: *judgeDSN, controlArgs: []string{"--lease-ttl", "60s"}})
-	if err != nil {
-		return err
-	}
-	defer f.stop()
-	pid := f.control.cmd.Process.Pid
-	manifests := map[string]int64{}
-	for _, p := range pools {
+	for _, p := range cfg.pools {
 		if _, ok := benchPrograms[p]; !ok {
-			return fmt.Errorf("unknown pool %q", p)
+			return cfg, fmt.Errorf("unknown pool %q", p)
 		}
+	}
+	return cfg, nil
+}
+
+// footprint is one run's fleet, problems and probe node.
+type footprint struct {
+	f         *fleet
+	cfg       footprintConfig
+	manifests map[string]int64
+	probe     *probeNode
+	seq       atomic.Int64
+}
+
+func (fp *footprint) publish(ctx context.Context) error {
+	for _, p := range fp.cfg.pools {
 		var id string
+		var err error
 		if p == string(machineapi.PoolMysql) {
-			id, err = f.publishSQL(ctx)
+			id, err = fp.f.publishSQL(ctx)
 		} else {
-			id, err = f.publishAPlusB(ctx)
+			id, err = fp.f.publishAPlusB(ctx)
 		}
 		if err != nil {
 			return err
 		}
-		manifests[p], _ = strconv.ParseInt(id, 10, 64)
+		fp.manifests[p], _ = strconv.ParseInt(id, 10, 64)
 	}
-	touch := func() error { // what an idle replica still serves: a scrape and the public summary
-		if _, err := telemetry.Scrape(ctx, f.url+"/metrics"); err != nil {
-			return err
-		}
-		resp, err := http.Get(f.url + "/api/v1/system/judgers/summary")
-		if err != nil {
-			return err
-		}
-		resp.Body.Close()
-		return nil
-	}
-	if err := touch(); err != nil {
+	return nil
+}
+
+// touch is what an idle replica still serves: a scrape and the public summary.
+func (fp *footprint) touch(ctx context.Context) error {
+	if _, err := telemetry.Scrape(ctx, fp.f.url+"/metrics"); err != nil {
 		return err
 	}
-	sleepCtx(ctx, *idle)
-	idleRSS, _, err := rss(pid)
+	resp, err := http.Get(fp.f.url + "/api/v1/system/judgers/summary")
 	if err != nil {
 		return err
 	}
+	return resp.Body.Close()
+}
 
-	// Each pool's node, idle: joined, heartbeating, long-polling, no work.
-	nodeRSS := map[string]int64{}
-	for _, p := range pools {
+func (fp *footprint) idleControlRSS(ctx context.Context) (int64, error) {
+	if err := fp.touch(ctx); err != nil {
+		return 0, err
+	}
+	sleepCtx(ctx, fp.cfg.idle)
+	cur, _, err := rss(fp.f.control.cmd.Process.Pid)
+	return cur, err
+}
+
+// idleNodeRSS starts each pool's node, lets it sit idle (joined,
+// heartbeating, long-polling, no work), reads its RSS and stops it.
+func (fp *footprint) idleNodeRSS(ctx context.Context) (map[string]int64, error) {
+	f := fp.f
+	for _, p := range fp.cfg.pools {
 		if _, err := f.addNode(ctx, p, 2); err != nil {
-			return err
+			return nil, err
 		}
 	}
 	if err := f.waitReady(ctx, 2*time.Minute); err != nil {
-		return err
+		return nil, err
 	}
-	sleepCtx(ctx, *idle)
+	sleepCtx(ctx, fp.cfg.idle)
+	nodeRSS := map[string]int64{}
 	for _, nd := range f.nodes {
 		cur, _, err := rss(nd.cmd.Process.Pid)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		nodeRSS[nd.pool] = cur
 	}
@@ -116,59 +184,57 @@ func runFootprint(ctx context.Context, args []string) error {
 		stopChild(nd.child)
 	}
 	f.nodes = nil
+	return nodeRSS, nil
+}
 
-	// A probe node of the first code pool whose claims are timed.
-	probePool := pools[0]
-	probe, err := newProbeNode(ctx, f, probePool)
-	if err != nil {
-		return err
-	}
-	prog := benchPrograms[probePool]
-	var seq atomic.Int64
-	enqueue := func(pool string) error {
-		p := benchPrograms[pool]
-		_, err := f.st.Enqueue(ctx, store.EnqueueRequest{SubmissionType: "BENCH", SubmissionID: fmt.Sprintf("fp-%d", seq.Add(1)),
-			Language: p.lang, Source: p.source, ManifestID: manifests[pool]})
-		return err
-	}
-	// Baseline: the queue holds only the job about to be claimed.
-	var emptyMs, nothingMs []float64
-	for range *claims {
-		if err := enqueue(probePool); err != nil {
-			return err
+// enqueue queues one submission through store.Enqueue, the path the
+// business API and EnqueueTx use.
+func (fp *footprint) enqueue(ctx context.Context, pool string) error {
+	p := benchPrograms[pool]
+	_, err := fp.f.st.Enqueue(ctx, store.EnqueueRequest{SubmissionType: "BENCH", SubmissionID: fmt.Sprintf("fp-%d", fp.seq.Add(1)),
+		Language: p.lang, Source: p.source, ManifestID: fp.manifests[pool]})
+	return err
+}
+
+// baselineClaims times the probe's claims while the queue holds only the
+// job about to be claimed, then claims that find nothing at all (no wait).
+func (fp *footprint) baselineClaims(ctx context.Context) (emptyMs, nothingMs []float64, err error) {
+	for range fp.cfg.claims {
+		if err := fp.enqueue(ctx, fp.probe.pool); err != nil {
+			return nil, nil, err
 		}
-		d, err := probe.claimAndFinish(ctx)
+		d, err := fp.probe.claimAndFinish(ctx)
 		if err != nil {
-			return err
+			return nil, nil, err
 		}
 		emptyMs = append(emptyMs, d)
 	}
-	// And claims that find nothing at all (no wait).
-	for range *claims {
-		d, got, err := probe.claim(ctx)
+	for range fp.cfg.claims {
+		d, got, err := fp.probe.claim(ctx)
 		if err != nil {
-			return err
+			return nil, nil, err
 		}
 		if len(got) > 0 {
-			return errors.New("a claim on an empty queue got a job")
+			return nil, nil, errors.New("a claim on an empty queue got a job")
 		}
 		nothingMs = append(nothingMs, d)
 	}
-	_ = prog
+	return emptyMs, nothingMs, nil
+}
 
-	// The backlog, through the store's own enqueue path, spread over the pools.
-	fillStart := time.Now()
+// fillBacklog enqueues the backlog from many goroutines, spread over the pools.
+func (fp *footprint) fillBacklog(ctx context.Context) error {
 	var wg sync.WaitGroup
 	var next atomic.Int64
-	errs := make(chan error, *enqueuers)
-	for range *enqueuers {
+	errs := make(chan error, fp.cfg.enqueuers)
+	for range fp.cfg.enqueuers {
 		wg.Go(func() {
 			for {
 				i := next.Add(1) - 1
-				if i >= int64(*queued) || ctx.Err() != nil {
+				if i >= int64(fp.cfg.queued) || ctx.Err() != nil {
 					return
 				}
-				if err := enqueue(pools[int(i)%len(pools)]); err != nil {
+				if err := fp.enqueue(ctx, fp.cfg.pools[int(i)%len(fp.cfg.pools)]); err != nil {
 					errs <- err
 					return
 				}
@@ -177,79 +243,85 @@ func runFootprint(ctx context.Context, args []string) error {
 	}
 	wg.Wait()
 	close(errs)
-	if err := <-errs; err != nil {
-		return fmt.Errorf("enqueue backlog: %w", err)
-	}
-	fill := time.Since(fillStart)
-	var depth int
-	if err := f.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM judge_job WHERE state = 'QUEUED'`).Scan(&depth); err != nil {
-		return err
-	}
+	return <-errs
+}
 
-	// With the backlog: the replica serves scrapes and summaries over it, and
-	// the probe's claims are timed again.
-	var scrapeMs, summaryMs []float64
+// underBacklog times scrapes, summaries and the probe's claims with the
+// backlog queued, then reads the replica's RSS and its queue-depth metric.
+func (fp *footprint) underBacklog(ctx context.Context, r *footprintReport) error {
+	f := fp.f
 	for range 5 {
 		t := time.Now()
 		if _, err := telemetry.Scrape(ctx, f.url+"/metrics"); err != nil {
 			return err
 		}
-		scrapeMs = append(scrapeMs, ms(time.Since(t)))
+		r.scrapeMs = append(r.scrapeMs, ms(time.Since(t)))
 		t = time.Now()
 		resp, err := http.Get(f.url + "/api/v1/system/judgers/summary")
 		if err != nil {
 			return err
 		}
 		resp.Body.Close()
-		summaryMs = append(summaryMs, ms(time.Since(t)))
+		r.summaryMs = append(r.summaryMs, ms(time.Since(t)))
 		sleepCtx(ctx, 5*time.Second+time.Millisecond) // past the metrics cache
 	}
-	var backlogMs []float64
-	for range *claims {
-		d, err := probe.claimAndFinish(ctx)
+	for range fp.cfg.claims {
+		d, err := fp.probe.claimAndFinish(ctx)
 		if err != nil {
 			return err
 		}
-		backlogMs = append(backlogMs, d)
+		r.backlogMs = append(r.backlogMs, d)
 	}
-	sleepCtx(ctx, *idle)
-	loadedRSS, peakRSS, err := rss(pid)
-	if err != nil {
+	sleepCtx(ctx, fp.cfg.idle)
+	var err error
+	if r.loadedRSS, r.peakRSS, err = rss(f.control.cmd.Process.Pid); err != nil {
 		return err
 	}
 	s, err := telemetry.Scrape(ctx, f.url+"/metrics")
 	if err != nil {
 		return err
 	}
-	var shown float64
-	for _, p := range pools {
-		shown += s.Value("kece_control_queue_depth", "pool", p)
+	for _, p := range fp.cfg.pools {
+		r.shown += s.Value("kece_control_queue_depth", "pool", p)
 	}
+	return nil
+}
 
-	slices.Sort(emptyMs)
-	slices.Sort(nothingMs)
-	slices.Sort(backlogMs)
-	slices.Sort(scrapeMs)
-	slices.Sort(summaryMs)
+// footprintReport is the footprint run's figures.
+type footprintReport struct {
+	cfg                           footprintConfig
+	idleRSS, loadedRSS, peakRSS   int64
+	nodeRSS                       map[string]int64
+	emptyMs, nothingMs, backlogMs []float64
+	scrapeMs, summaryMs           []float64
+	fill                          time.Duration
+	depth                         int
+	shown                         float64
+}
+
+func (r *footprintReport) print() {
+	for _, v := range [][]float64{r.emptyMs, r.nothingMs, r.backlogMs, r.scrapeMs, r.summaryMs} {
+		slices.Sort(v)
+	}
+	pools := r.cfg.pools
 	mb := func(b int64) float64 { return float64(b) / (1 << 20) }
-	fmt.Printf("mode=real_kece_control_process pools=%s queued=%d queue_depth_db=%d queue_depth_metrics=%.0f\n", strings.Join(pools, ","), *queued, depth, shown)
-	fmt.Printf("enqueue_rate_per_s=%.0f enqueuers=%d\n", float64(*queued)/fill.Seconds(), *enqueuers)
+	fmt.Printf("mode=real_kece_control_process pools=%s queued=%d queue_depth_db=%d queue_depth_metrics=%.0f\n", strings.Join(pools, ","), r.cfg.queued, r.depth, r.shown)
+	fmt.Printf("enqueue_rate_per_s=%.0f enqueuers=%d\n", float64(r.cfg.queued)/r.fill.Seconds(), r.cfg.enqueuers)
 	fmt.Printf("control_rss_idle_mb=%.1f control_rss_backlog_mb=%.1f control_rss_peak_mb=%.1f control_rss_target_mb=%d within=%t\n",
-		mb(idleRSS), mb(loadedRSS), mb(peakRSS), controlRSSTargetBytes>>20, peakRSS <= controlRSSTargetBytes)
+		mb(r.idleRSS), mb(r.loadedRSS), mb(r.peakRSS), controlRSSTargetBytes>>20, r.peakRSS <= controlRSSTargetBytes)
 	fmt.Printf("claim_empty_p50_ms=%.2f claim_empty_p95_ms=%.2f claim_nothing_p50_ms=%.2f claim_nothing_p95_ms=%.2f\n",
-		pctf(emptyMs, 50), pctf(emptyMs, 95), pctf(nothingMs, 50), pctf(nothingMs, 95))
+		pctf(r.emptyMs, 50), pctf(r.emptyMs, 95), pctf(r.nothingMs, 50), pctf(r.nothingMs, 95))
 	fmt.Printf("claim_backlog_p50_ms=%.2f claim_backlog_p95_ms=%.2f claim_p95_factor=%.2f claim_p95_target_factor=%.1f within=%t\n",
-		pctf(backlogMs, 50), pctf(backlogMs, 95), pctf(backlogMs, 95)/pctf(emptyMs, 95), claimP95TargetFactor,
-		pctf(backlogMs, 95) <= claimP95TargetFactor*pctf(emptyMs, 95))
+		pctf(r.backlogMs, 50), pctf(r.backlogMs, 95), pctf(r.backlogMs, 95)/pctf(r.emptyMs, 95), claimP95TargetFactor,
+		pctf(r.backlogMs, 95) <= claimP95TargetFactor*pctf(r.emptyMs, 95))
 	fmt.Printf("metrics_scrape_backlog_p50_ms=%.1f metrics_scrape_backlog_max_ms=%.1f public_summary_backlog_p50_ms=%.1f\n",
-		pctf(scrapeMs, 50), scrapeMs[len(scrapeMs)-1], pctf(summaryMs, 50))
+		pctf(r.scrapeMs, 50), r.scrapeMs[len(r.scrapeMs)-1], pctf(r.summaryMs, 50))
 	var worst int64
 	for _, p := range pools {
-		fmt.Printf("node_rss_idle_mb{pool=%s}=%.1f\n", p, mb(nodeRSS[p]))
-		worst = max(worst, nodeRSS[p])
+		fmt.Printf("node_rss_idle_mb{pool=%s}=%.1f\n", p, mb(r.nodeRSS[p]))
+		worst = max(worst, r.nodeRSS[p])
 	}
 	fmt.Printf("node_rss_idle_max_mb=%.1f node_rss_target_mb=%d within=%t\n", mb(worst), nodeRSSTargetBytes>>20, worst <= nodeRSSTargetBytes)
-	return nil
 }
 
 // probeNode is a node the bench drives itself through the machine API, to

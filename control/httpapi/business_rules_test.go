@@ -414,7 +414,7 @@ func TestClaimWokenByEnqueueOnAnotherReplica(t *testing.T) {
 			}
 			ch <- c
 		}()
-		time.Sleep(300 * time.Millisecond) // let the claim park (nothing to signal this from outside)
+		require.Eventually(t, func() bool { return second.Server.ParkedClaimsForTest() == 1 }, 5*time.Second, time.Millisecond, "the claim parks")
 		en, err := via.EnqueueSubmissionWithResponse(b.env.Ctx, nil, businessapi.SubmissionCreate{SubmissionType: "ALGO",
 			SubmissionId: fmt.Sprintf("wake-%d", i), Language: "cpp17", Source: "int main(){}", ManifestId: manID})
 		require.NoError(t, err)

@@ -26,7 +26,7 @@ func TestListLanguages(t *testing.T) {
 	for _, l := range r.JSON200.Languages {
 		ids[l.Id] = l
 	}
-	for _, id := range []string{"cpp11", "cpp14", "cpp17", "cpp20", "java17", "python3", "arkts", "mysql"} {
+	for _, id := range []string{"cpp11", "cpp14", "cpp17", "cpp20", "c11", "c17", "java17", "python3", "arkts", "javascript", "mysql"} {
 		require.Contains(t, ids, id)
 		require.Zero(t, ids[id].ReadyNodes, "no node yet")
 		require.NotEmpty(t, ids[id].Standard)
@@ -35,9 +35,9 @@ func TestListLanguages(t *testing.T) {
 	n := b.env.NewNode("cpp", 2, 2)
 	b.env.ForceEnable(n.ID)
 	nc := joinAndOpen(t, b.env, n.JoinCode, "boot-lang")
-	report := func(l machineapi.LanguageReport) *http.Response {
+	report := func(l ...machineapi.LanguageReport) *http.Response {
 		hb, err := nc.c.SendHeartbeatWithResponse(ctx, machineapi.HeartbeatRequest{RuntimeVersion: "kece-node test",
-			Dependencies: []machineapi.Dependency{}, LocalSlots: 2, Languages: &[]machineapi.LanguageReport{l}})
+			Dependencies: []machineapi.Dependency{}, LocalSlots: 2, Languages: &l})
 		require.NoError(t, err)
 		return hb.HTTPResponse
 	}
@@ -48,6 +48,12 @@ func TestListLanguages(t *testing.T) {
 	py := cpp20
 	py.Id, py.Pool = "python3", machineapi.PoolPython
 	require.Equal(t, http.StatusUnprocessableEntity, report(py).StatusCode, "a cpp node cannot report python")
+	c17 := cpp20
+	c17.Id, c17.CompileCommand = "c17", "gcc -std=gnu17 -O2 -o main main.c -lm"
+	require.Equal(t, http.StatusOK, report(cpp20, c17).StatusCode, "C is judged by the cpp pool")
+	js := cpp20
+	js.Id = "javascript"
+	require.Equal(t, http.StatusUnprocessableEntity, report(js).StatusCode, "JavaScript is the arkts pool's, not cpp's")
 
 	r, err = b.c.ListLanguagesWithResponse(ctx)
 	require.NoError(t, err)

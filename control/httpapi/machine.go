@@ -166,6 +166,8 @@ func (m machineAPI) claimOrWait(ctx context.Context, sess store.SessionInfo, fre
 		defer t.Stop()
 		backoffEnds = t.C
 	}
+	m.s.parkedClaims.Add(1)
+	defer m.s.parkedClaims.Add(-1)
 	select {
 	case <-wake:
 		return nil, true, nil

@@ -227,7 +227,7 @@ func TestCrossReplicaWakeUp(t *testing.T) {
 		}
 		close(done)
 	}()
-	time.Sleep(300 * time.Millisecond)
+	require.Eventually(t, func() bool { return a.Server.ParkedClaimsForTest() == 1 }, 5*time.Second, time.Millisecond, "the poll parks")
 	at := time.Now()
 	b.Enqueue("ALGO", "x1", "java17", "class Main{}", manID)
 	got, ok := <-done

@@ -75,7 +75,7 @@ func TestMachineProtocolRoundTrip(t *testing.T) {
 		r, err := nc.c.ClaimJobsWithResponse(env.Ctx, machineapi.ClaimRequest{FreeSlots: 2, WaitMs: 10000})
 		ch <- claimed{r, err, time.Now()}
 	}()
-	time.Sleep(200 * time.Millisecond) // let the poll start waiting
+	require.Eventually(t, func() bool { return env.Server.ParkedClaimsForTest() == 1 }, 5*time.Second, time.Millisecond, "the poll parks")
 	enqueuedAt := time.Now()
 	jobID := env.Enqueue("ALGO", "1", "cpp17", "int main(){}", manID)
 	got := <-ch

@@ -14,6 +14,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/getkin/kin-openapi/openapi3"
@@ -165,6 +166,9 @@ type Server struct {
 
 	closing   chan struct{}
 	closeOnce sync.Once
+	// parkedClaims counts claims that found nothing and wait for a reason
+	// to try again, so tests can tell a claim has parked without sleeping.
+	parkedClaims atomic.Int64
 }
 
 // Mount serves h for pattern (an http.ServeMux pattern outside the API
@@ -237,6 +241,10 @@ func (s *Server) InternalMuxForTest() *http.ServeMux { return s.internal }
 // StatusWaitsForTest is how many jobs waiting status reads wait on, so
 // tests can tell a read has parked without sleeping.
 func (s *Server) StatusWaitsForTest() int { return s.settlements.Waiting() }
+
+// ParkedClaimsForTest is how many claims found nothing and now wait to be
+// woken, so tests can tell a long-poll has parked without sleeping.
+func (s *Server) ParkedClaimsForTest() int64 { return s.parkedClaims.Load() }
 
 // Store returns the server's store (with this replica's notifier).
 func (s *Server) Store() *store.Store { return s.store }

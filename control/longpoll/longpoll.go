@@ -198,6 +198,11 @@ func (h *Hub) Run(ctx context.Context, src SignalSource, interval time.Duration,
 			h.last[pool] = s
 			h.local[pool] -= taken[pool]
 			if !seen {
+				// The first read is the baseline. A job another replica
+				// made after a waiter's claim try and before this read is
+				// in it, so wake every waiter once: one empty claim each
+				// costs less than a job left until the retry.
+				h.wake(pool, -1)
 				h.swept[pool] = now
 				continue
 			}

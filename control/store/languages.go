@@ -132,8 +132,12 @@ func checkLanguageReports(reps []LanguageReport) ([]byte, error) {
 		return nil, invalid("languages", "at most 32 reports")
 	}
 	for _, r := range reps {
-		if _, ok := contracts.LookupLanguage(r.ID); !ok {
+		l, ok := contracts.LookupLanguage(r.ID)
+		if !ok {
 			return nil, invalid("languages", "unknown language id %q (known: %s)", r.ID, contracts.CanonicalLanguages)
+		}
+		if r.Pool != l.Pool {
+			return nil, invalid("languages", "language %s is judged by pool %s, not %s", r.ID, l.Pool, r.Pool)
 		}
 	}
 	b, err := json.Marshal(reps)

@@ -1,4 +1,4 @@
-// Package code is the code executor: it judges cpp, java, python and arkts
+// Package code is the code executor: it judges the cpp (C++ and C), java, python and arkts (ArkTS stand-in and JavaScript) pools'
 // tasks in Docker sandboxes through the Docker Engine Go SDK
 // (github.com/moby/moby/client). The four runtimes share one flow and differ
 // only by their engine.RuntimeSpec.

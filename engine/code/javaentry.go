@@ -2,7 +2,6 @@ package code
 
 import (
 	"fmt"
-	"regexp"
 	"slices"
 	"strings"
 	"unicode"
@@ -35,9 +34,51 @@ type entryError struct{ msg string }
 
 func (e *entryError) Error() string { return e.msg }
 
-// javaNameRE bounds names that become file names and launcher arguments:
-// ASCII Java identifiers of a sane length.
-var javaNameRE = regexp.MustCompile(`^[A-Za-z_$][A-Za-z0-9_$]{0,63}$`)
+// maxJavaNameBytes is the longest name (in UTF-8 bytes) that fits a file
+// system name component (255 bytes on ext4, xfs, overlayfs) with ".class"
+// after it: class names become file names, package names directories.
+const maxJavaNameBytes = 255 - len(".class")
+
+// checkJavaName refuses the names the file system or the JVM cannot take:
+// anything but a Java identifier (Character.isJavaIdentifierStart/Part, so
+// any script's letters, digits and marks), and names too long for a file
+// name. The run environment's LANG=C.UTF-8 makes javac and the launcher use
+// UTF-8 for file names and arguments, as the source encoding is.
+func checkJavaName(what, n string) error {
+	ok := n != "" && utf8.ValidString(n)
+	for i, r := range n {
+		if !ok {
+			break
+		}
+		ok = javaIdentPart(r) && (i > 0 || javaIdentStart(r))
+	}
+	switch {
+	case !ok:
+		return &entryError{fmt.Sprintf("%s %q is not a Java identifier", what, n)}
+	case len(n) > maxJavaNameBytes:
+		return &entryError{fmt.Sprintf("%s %.40q…: %d bytes in UTF-8; a file name takes at most %d with its .class suffix", what, n, len(n), maxJavaNameBytes)}
+	}
+	return nil
+}
+
+// javaIdentStart is Character.isJavaIdentifierStart: letters, letter
+// numbers, currency symbols and connectors (such as '_').
+func javaIdentStart(r rune) bool {
+	return unicode.IsLetter(r) || unicode.Is(unicode.Nl, r) || unicode.Is(unicode.Sc, r) || unicode.Is(unicode.Pc, r)
+}
+
+// javaIdentPart is Character.isJavaIdentifierPart without the ignorable
+// characters (javaIgnorable), which javac drops from names.
+func javaIdentPart(r rune) bool {
+	return javaIdentStart(r) || unicode.IsDigit(r) || unicode.Is(unicode.Mn, r) || unicode.Is(unicode.Mc, r)
+}
+
+// javaIgnorable is Character.isIdentifierIgnorable: format characters (such
+// as a zero-width space) and the non-whitespace ISO controls. They may
+// appear inside an identifier, and javac leaves them out of the name.
+func javaIgnorable(r rune) bool {
+	return unicode.Is(unicode.Cf, r) || r <= 0x08 || (r >= 0x0e && r <= 0x1b) || (r >= 0x7f && r <= 0x9f)
+}
 
 // javaType is one top-level type declaration.
 type javaType struct {
@@ -76,8 +117,8 @@ func findJavaEntry(src []byte) (javaEntry, error) {
 			}
 			e.Package = strings.Join(parts, ".")
 			for _, p := range parts {
-				if !javaNameRE.MatchString(p) {
-					return e, &entryError{fmt.Sprintf("package name %q: only ASCII identifiers are supported in package names", e.Package)}
+				if err := checkJavaName("package name", p); err != nil {
+					return e, err
 				}
 			}
 			i, start = j, j+1
@@ -147,8 +188,8 @@ func findJavaEntry(src []byte) (javaEntry, error) {
 		e.File = publics[0].name
 	}
 	for _, n := range []string{e.File, e.Main} {
-		if !javaNameRE.MatchString(n) {
-			return e, &entryError{fmt.Sprintf("class name %q: the class to run and the public class must have ASCII names of at most 64 characters", n)}
+		if err := checkJavaName("class name", n); err != nil {
+			return e, err
 		}
 	}
 	return e, nil
@@ -320,7 +361,7 @@ func isStringArrayParam(p []string) bool {
 
 func isIdent(s string) bool {
 	r, _ := utf8.DecodeRuneInString(s)
-	return s != "" && (r == '_' || r == '$' || unicode.IsLetter(r))
+	return s != "" && javaIdentStart(r)
 }
 
 // javaTokens splits Java source into identifiers, keywords, numbers and
@@ -366,16 +407,24 @@ func javaTokens(s string) []string {
 			i += 3
 		default:
 			r, n := utf8.DecodeRuneInString(s[i:])
-			if r == '_' || r == '$' || unicode.IsLetter(r) || unicode.IsDigit(r) {
+			if javaIdentPart(r) {
+				// An identifier (or a number): ignorable characters inside
+				// it are dropped, as javac drops them from the name.
+				var b strings.Builder
 				j := i
 				for j < len(s) {
 					r, n := utf8.DecodeRuneInString(s[j:])
-					if r != '_' && r != '$' && !unicode.IsLetter(r) && !unicode.IsDigit(r) {
+					if javaIgnorable(r) {
+						j += n
+						continue
+					}
+					if !javaIdentPart(r) {
 						break
 					}
+					b.WriteString(s[j : j+n])
 					j += n
 				}
-				toks = append(toks, s[i:j])
+				toks = append(toks, b.String())
 				i = j
 				continue
 			}

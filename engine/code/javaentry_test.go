@@ -1,6 +1,7 @@
 package code
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -53,7 +54,12 @@ public class Real {
 		{name: "main only in an anonymous class", src: "public class Anon { Object o = new Object() { " + mainM + " }; }", errPattern: "nested class is not run"},
 		{name: "empty source", src: "", errPattern: "no runnable class"},
 		{name: "class literal and lambdas", src: "public class L { static Runnable r = () -> { Class<?> c = L.class; }; static int[] a = {1, 2}; " + mainM + " }", file: "L", run: "L"},
-		{name: "non-ASCII class name", src: "public class Ünï { " + mainM + " }", errPattern: "ASCII"},
+		{name: "non-ASCII class name", src: "public class Ünï { " + mainM + " }", file: "Ünï", run: "Ünï"},
+		{name: "CJK class and package names", src: "package 竞赛.第一轮;\npublic class 解答 { " + mainM + " }", file: "解答", run: "竞赛.第一轮.解答"},
+		{name: "combining mark and currency sign", src: "class Cafe\u0301€ { " + mainM + " }", file: "Cafe\u0301€", run: "Cafe\u0301€"},
+		{name: "ignorable character dropped as javac does", src: "public class A\u200bB { " + mainM + " }", file: "AB", run: "AB"},
+		{name: "class name too long for a file name", src: "public class " + strings.Repeat("é", 125) + " { " + mainM + " }", errPattern: "250 bytes in UTF-8"},
+		{name: "package name too long for a directory", src: "package " + strings.Repeat("p", 250) + ";\npublic class A { " + mainM + " }", errPattern: "package name"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -68,6 +74,17 @@ public class Real {
 			require.Equal(t, tc.file, e.File)
 			require.Equal(t, tc.run, e.Run())
 		})
+	}
+}
+
+// Only Java identifiers that fit a file name pass.
+func TestCheckJavaName(t *testing.T) {
+	t.Parallel()
+	for _, ok := range []string{"Main", "_x", "$y", "Ünï", "解答", "Cafe\u0301", "x1", strings.Repeat("a", maxJavaNameBytes)} {
+		require.NoError(t, checkJavaName("class name", ok), ok)
+	}
+	for _, bad := range []string{"", "1abc", "a/b", "a b", "a.b", "a\x00b", "\u0301x", "a\u200bb", "\xff", strings.Repeat("a", maxJavaNameBytes+1)} {
+		require.True(t, isEntryError(checkJavaName("class name", bad)), "%q", bad)
 	}
 }
 

@@ -17,7 +17,7 @@ import (
 // pool's ids differ only in flags (the C++ standard) or not at all (aliases).
 
 // languageOrder is the listing order of the ids.
-var languageOrder = []string{"cpp11", "cpp14", "cpp17", "cpp20", "cpp", "java17", "java", "python3", "python", "arkts"}
+var languageOrder = []string{"cpp11", "cpp14", "cpp17", "cpp20", "cpp", "c11", "c17", "java17", "java", "python3", "python", "arkts", "javascript"}
 
 // defaultLanguage is the id each pool's DefaultRuntime judges.
 var defaultLanguage = map[string]string{"cpp": "cpp17", "java": "java17", "python": "python3", "arkts": "arkts"}
@@ -53,6 +53,7 @@ func compileWall(cpu time.Duration) time.Duration { return 3*cpu + 10*time.Secon
 // --max-old-space-size=4, each given one step of headroom.
 const (
 	cppMinMemory    = 16 << 20
+	cMinMemory      = 16 << 20
 	javaMinMemory   = 4 << 20
 	pythonMinMemory = 16 << 20
 	arktsMinMemory  = 8 << 20
@@ -77,6 +78,24 @@ func rawLanguage(id string) (engine.RuntimeSpec, bool) {
 			AddressSpaceExtraBytes: 64 << 20,
 			MemoryErrorMarkers:     []string{"std::bad_alloc"},
 			VersionProbe:           []string{"g++", "--version"},
+		}, true
+	case "c11", "c17":
+		// C is served by the cpp pool with the gcc its image already has (g++
+		// depends on it). -lm comes after the source, as the linker needs.
+		n := id[len("c"):]
+		return engine.RuntimeSpec{
+			Pool:     "cpp",
+			Standard: "C" + n + " (GNU dialect: gcc -std=gnu" + n + ")",
+			Entry:    engine.EntryFixedFile, SourceFile: "main.c",
+			CompileCmd: []string{"gcc", "-std=gnu" + n, "-O2", "-pipe", "-DONLINE_JUDGE",
+				fmt.Sprintf("-fmax-errors=%d", cppMaxErrors), "-o", "main", "main.c", "-lm"},
+			RunCmd:                 []string{"./main"},
+			CompileTime:            cppCompileCPU,
+			CompileWallTime:        compileWall(cppCompileCPU),
+			CompileMemoryBytes:     cppCompileMemory,
+			MinMemoryBytes:         cMinMemory,
+			AddressSpaceExtraBytes: 64 << 20,
+			VersionProbe:           []string{"gcc", "--version"},
 		}, true
 	case "java17":
 		jvm := []string{"-XX:+UseSerialGC", "-XX:-UsePerfData", "-Xshare:auto"}
@@ -142,6 +161,25 @@ func rawLanguage(id string) (engine.RuntimeSpec, bool) {
 			CompileTime:        15 * time.Second,
 			CompileWallTime:    compileWall(15 * time.Second),
 			CompileMemoryBytes: 768 << 20,
+			ExtraMemoryBytes:   128 << 20,
+			MinMemoryBytes:     arktsMinMemory,
+			MemoryErrorMarkers: []string{"JavaScript heap out of memory", "RangeError: Array buffer allocation failed"},
+			VersionProbe:       []string{"node", "--version"},
+		}, true
+	case "javascript":
+		// Node.js from the arkts pool's image (the stand-in carries it; an
+		// operator's Ark image must add it, docs/engine.md). A .js file
+		// without a package.json is CommonJS; the "compile" is Node's own
+		// syntax check, so a source that cannot parse is a CE.
+		return engine.RuntimeSpec{
+			Pool:     "arkts",
+			Standard: "JavaScript (Node.js, CommonJS)",
+			Entry:    engine.EntryFixedFile, SourceFile: "main.js",
+			CompileCmd:         []string{"node", "--check", "main.js"},
+			RunCmd:             []string{"node", "--max-old-space-size=" + MemoryPlaceholder, "--stack-size=65500", "main.js"},
+			CompileTime:        5 * time.Second,
+			CompileWallTime:    compileWall(5 * time.Second),
+			CompileMemoryBytes: 256 << 20,
 			ExtraMemoryBytes:   128 << 20,
 			MinMemoryBytes:     arktsMinMemory,
 			MemoryErrorMarkers: []string{"JavaScript heap out of memory", "RangeError: Array buffer allocation failed"},

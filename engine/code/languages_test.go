@@ -26,7 +26,14 @@ func TestLanguageTable(t *testing.T) {
 		require.NotEmpty(t, s.Standard, s.Language)
 		require.NotEmpty(t, s.VersionProbe, s.Language)
 		require.Equal(t, 3*s.CompileTime+10*time.Second, s.CompileWall(), "%s: compile wall limit is a backstop to the CPU limit", s.Language)
-		if s.Pool == "cpp" {
+		if std, isC := strings.CutPrefix(s.Language, "c1"); isC {
+			require.Equal(t, []string{"gcc", "-std=gnu1" + std}, s.CompileCmd[:2], s.Language)
+			require.Equal(t, "-lm", s.CompileCmd[len(s.CompileCmd)-1], "%s: libm after the source, as the linker needs", s.Language)
+			require.Contains(t, s.CompileCmd, "-DONLINE_JUDGE", s.Language)
+			require.Contains(t, s.CompileCmd, "-O2", s.Language)
+			require.Equal(t, "main.c", s.SourceFile, s.Language)
+			require.Equal(t, "cpp", s.Pool, "%s: C is served by the cpp pool's gcc", s.Language)
+		} else if s.Pool == "cpp" {
 			std := strings.TrimPrefix(s.Language, "cpp")
 			if std == "" {
 				std = "17" // bare cpp means C++17
@@ -50,7 +57,11 @@ func TestLanguageTable(t *testing.T) {
 	require.Equal(t, engine.EntryJavaClass, java.Entry)
 	require.Contains(t, java.Standard, "alias of java17")
 	require.Contains(t, strings.Join(java.CompileCmd, " "), "--release 17")
-	for _, bad := range []string{"cpp23", "c", "mysql", "", "Cpp17"} {
+	js, err := RuntimeForLanguage("javascript")
+	require.NoError(t, err)
+	require.Equal(t, "arkts", js.Pool, "the arkts pool's image carries Node.js")
+	require.Equal(t, []string{"node", "--check", "main.js"}, js.CompileCmd)
+	for _, bad := range []string{"cpp23", "c", "c99", "js", "mysql", "", "Cpp17"} {
 		_, err := RuntimeForLanguage(bad)
 		require.Error(t, err, bad)
 	}
@@ -99,6 +110,37 @@ func TestCppStandards(t *testing.T) {
 	}
 }
 
+// Each C id compiles as C with its GNU dialect: __STDC_VERSION__ names the
+// standard, GNU extensions stay, ONLINE_JUDGE is defined, libm links, and
+// C++ is refused.
+func TestCStandards(t *testing.T) {
+	t.Parallel()
+	const version = "#include <stdio.h>\nint main(void) {\n#ifdef ONLINE_JUDGE\n printf(\"%ld\\n\", (long)__STDC_VERSION__);\n#endif\n return 0; }\n"
+	// typeof and statement expressions are GNU extensions, not ISO C11/C17.
+	const gnu = "#include <stdio.h>\nint main(void) { int a = 40; typeof(a) b = ({ int t = 2; t; }); printf(\"%d\\n\", a + b); return 0; }\n"
+	const cpp = "#include <cstdio>\nint main() { std::printf(\"42\\n\"); }\n"
+	for _, tc := range []struct {
+		lang, src, in string
+		want          engine.Status
+		exp           string
+	}{
+		{"c11", version, "", engine.StatusAccepted, "201112"},
+		{"c17", version, "", engine.StatusAccepted, "201710"},
+		{"c11", gnu, "", engine.StatusAccepted, "42"},
+		{"c17", gnu, "", engine.StatusAccepted, "42"},
+		{"c17", readTestdata(t, "prog.c"), "libm 2.5", engine.StatusAccepted, "1.641892"},
+		{"c11", cpp, "", engine.StatusCompileError, ""},
+	} {
+		t.Run(tc.lang+"/"+string(tc.want)+"/"+tc.exp, func(t *testing.T) {
+			t.Parallel()
+			b := setup(t, "cpp")
+			v := b.run(t, b.langTask(t, "cpp", tc.lang, tc.src, tcase{in: tc.in, exp: tc.exp + "\n"}))
+			require.Equal(t, tc.want, v.Status, "%s: %s %s %+v", tc.lang, v.Message, v.CompileLog, v.Cases)
+			require.NoError(t, b.leftovers(t))
+		})
+	}
+}
+
 // Java runs the class the source declares, under that class's file name.
 func TestJavaEntryPoints(t *testing.T) {
 	t.Parallel()
@@ -112,6 +154,12 @@ func TestJavaEntryPoints(t *testing.T) {
 		{"public class Solution", "import java.util.*;\n// class Main in a comment\npublic class Solution " + body, engine.StatusAccepted, ""},
 		{"main in a package-private class", "public class Helper { static int x = 1; }\nclass Runner " + body, engine.StatusAccepted, ""},
 		{"package declaration", "package contest.round1;\n\npublic class Answer " + body, engine.StatusAccepted, ""},
+		// Unicode names become UTF-8 file and directory names and launcher
+		// arguments (LANG=C.UTF-8): javac and the JVM take them.
+		{"Unicode class and package names", "package 竞赛.第一轮;\npublic class Lösung " + body, engine.StatusAccepted, ""},
+		{"CJK class name without package", "class 解答 " + body, engine.StatusAccepted, ""},
+		{"combining mark in the name", "public class Cafe\u0301 " + body, engine.StatusAccepted, ""},
+		{"zero-width space dropped from the name as javac does", "public class A\u200bB " + body, engine.StatusAccepted, ""},
 		{"no main", "public class Solution { public int main(int x) { return x; } }", engine.StatusCompileError, "no runnable class"},
 		{"main only nested", "public class Outer { static class Inner " + body + " }", engine.StatusCompileError, "nested class is not run"},
 	} {

@@ -91,10 +91,12 @@ func TestMemoryVerdicts(t *testing.T) {
 func TestMinimumMemory(t *testing.T) {
 	t.Parallel()
 	srcs := map[string]string{
-		"cpp17":   "#include <bits/stdc++.h>\nint main() { long a, b; std::cin >> a >> b; std::cout << a + b << std::endl; }\n",
-		"java17":  "import java.util.*;\npublic class Main { public static void main(String[] x) { Scanner s = new Scanner(System.in); System.out.println(s.nextLong() + s.nextLong()); } }\n",
-		"python3": "a, b = map(int, input().split())\nprint(a + b)\n",
-		"arkts":   "const fs = require('fs');\nconst w: string[] = fs.readFileSync(0, 'utf8').trim().split(/\\s+/);\nconsole.log(Number(w[0]) + Number(w[1]));\n",
+		"cpp17":      "#include <bits/stdc++.h>\nint main() { long a, b; std::cin >> a >> b; std::cout << a + b << std::endl; }\n",
+		"java17":     "import java.util.*;\npublic class Main { public static void main(String[] x) { Scanner s = new Scanner(System.in); System.out.println(s.nextLong() + s.nextLong()); } }\n",
+		"python3":    "a, b = map(int, input().split())\nprint(a + b)\n",
+		"c17":        "#include <stdio.h>\nint main(void) { long a, b; scanf(\"%ld %ld\", &a, &b); printf(\"%ld\\n\", a + b); return 0; }\n",
+		"javascript": "const w = require('fs').readFileSync(0, 'utf8').trim().split(/\\s+/);\nconsole.log(Number(w[0]) + Number(w[1]));\n",
+		"arkts":      "const fs = require('fs');\nconst w: string[] = fs.readFileSync(0, 'utf8').trim().split(/\\s+/);\nconsole.log(Number(w[0]) + Number(w[1]));\n",
 	}
 	for lang, src := range srcs {
 		rt, err := RuntimeForLanguage(lang)

@@ -17,6 +17,27 @@ import (
 // progs maps a pool to its multi-mode test program (testdata/prog.*).
 var progs = map[string]string{"cpp": "prog.cpp", "java": "Main.java", "python": "prog.py", "arkts": "prog.ets"}
 
+// verdictLanguages are the runs of the multi-mode program: each pool's
+// default language, and the ids a pool serves with a program of their own
+// (C in the cpp pool, JavaScript in the arkts pool).
+var verdictLanguages = []struct{ name, pool, lang, prog string }{
+	{"cpp", "cpp", "", "prog.cpp"}, {"java", "java", "", "Main.java"}, {"python", "python", "", "prog.py"},
+	{"arkts", "arkts", "", "prog.ets"},
+	{"c11", "cpp", "c11", "prog.c"}, {"c17", "cpp", "c17", "prog.c"}, {"javascript", "arkts", "javascript", "prog.js"},
+}
+
+// langTask is b.task with the runtime of lang when it is not the pool's default.
+func (b *testBundle) langTask(t *testing.T, pool, lang, src string, cases ...tcase) engine.Task {
+	t.Helper()
+	task := b.task(t, pool, src, cases...)
+	if lang != "" {
+		rt, err := RuntimeForLanguage(lang)
+		require.NoError(t, err)
+		task.Runtime = rt
+	}
+	return task
+}
+
 func readTestdata(t *testing.T, name string) string {
 	t.Helper()
 	b, err := os.ReadFile(filepath.Join("testdata", name))
@@ -38,8 +59,9 @@ func limitsFor(pool string) engine.Limits {
 // empty expected output; each case must get its own verdict.
 func TestVerdicts(t *testing.T) {
 	t.Parallel()
-	for _, pool := range []string{"cpp", "java", "python", "arkts"} {
-		t.Run(pool, func(t *testing.T) {
+	for _, l := range verdictLanguages {
+		pool := l.pool
+		t.Run(l.name, func(t *testing.T) {
 			t.Parallel()
 			b := setup(t, pool)
 			type want struct {
@@ -62,7 +84,7 @@ func TestVerdicts(t *testing.T) {
 				{tcase{in: "ole\n", exp: "x\n"}, want{engine.StatusOutputLimitExceeded, ""}},
 				{tcase{in: "sum 40 2\n", exp: "42\n", weight: 5}, want{engine.StatusAccepted, ""}}, // still healthy after all that
 			}
-			if pool == "cpp" {
+			if l.name == "cpp" {
 				cases = append(cases, struct {
 					c tcase
 					w want
@@ -76,7 +98,7 @@ func TestVerdicts(t *testing.T) {
 			for _, c := range cases {
 				tcs = append(tcs, c.c)
 			}
-			task := b.task(t, pool, readTestdata(t, progs[pool]), tcs...)
+			task := b.langTask(t, pool, l.lang, readTestdata(t, l.prog), tcs...)
 			task.Limits = limitsFor(pool)
 			// The mem case must reach its limit well inside the CPU limit:
 			// page faults cost CPU (up to ~4 ms/MiB on a loaded VM), and
@@ -110,15 +132,20 @@ var compileErrors = map[string]string{
 	"java":   "public class Main { public static void main(String[] a) { int x = \"s\" } }\n",
 	"python": "def f(:\n    pass\n",
 	"arkts":  "let x: number = \"not a number\";\nconsole.log(x);\n",
+	// C++ is not C: a class and a reference do not compile as C.
+	"c11":        "class A { int x; };\nint main(void) { int a = 1; int &r = a; return r; }\n",
+	"c17":        "#include <stdio.h>\nint main(void) { bool ok = true; printf(\"%d\\n\", ok); }\n",
+	"javascript": "function f( {\n  return 1;\n}\nconsole.log(f());\n",
 }
 
 func TestCompileError(t *testing.T) {
 	t.Parallel()
-	for _, pool := range []string{"cpp", "java", "python", "arkts"} {
-		t.Run(pool, func(t *testing.T) {
+	for _, l := range verdictLanguages {
+		pool := l.pool
+		t.Run(l.name, func(t *testing.T) {
 			t.Parallel()
 			b := setup(t, pool)
-			v := b.run(t, b.task(t, pool, compileErrors[pool], tcase{in: "sum 1 2", exp: "3"}))
+			v := b.run(t, b.langTask(t, pool, l.lang, compileErrors[l.name], tcase{in: "sum 1 2", exp: "3"}))
 			require.Equal(t, engine.StatusCompileError, v.Status)
 			require.NotEmpty(t, v.CompileLog)
 			require.LessOrEqual(t, len(v.CompileLog), CompileLogBytesDefault+100)
@@ -144,13 +171,14 @@ func TestCompileLogIsBounded(t *testing.T) {
 // (written in C++) for every runtime.
 func TestFloatAndSpecialChecker(t *testing.T) {
 	t.Parallel()
-	for _, pool := range []string{"cpp", "java", "python", "arkts"} {
-		t.Run(pool, func(t *testing.T) {
+	for _, l := range verdictLanguages {
+		pool := l.pool
+		t.Run(l.name, func(t *testing.T) {
 			t.Parallel()
 			b := setup(t, pool, "cpp")
-			src := readTestdata(t, progs[pool])
+			src := readTestdata(t, l.prog)
 
-			task := b.task(t, pool, src, tcase{in: "float", exp: "3.1416\n"}, tcase{in: "float", exp: "3.15"}, tcase{in: "sum 1 1", exp: "2.0000001"})
+			task := b.langTask(t, pool, l.lang, src, tcase{in: "float", exp: "3.1416\n"}, tcase{in: "float", exp: "3.15"}, tcase{in: "sum 1 1", exp: "2.0000001"})
 			task.Limits = limitsFor(pool)
 			task.Checker = engine.Checker{Kind: engine.CheckerFloat, AbsTol: 1e-4}
 			v := b.run(t, task)
@@ -158,7 +186,7 @@ func TestFloatAndSpecialChecker(t *testing.T) {
 
 			cppRT, err := DefaultRuntime("cpp")
 			require.NoError(t, err)
-			task = b.task(t, pool, src, tcase{in: "sqrt 16", exp: "any root"}, tcase{in: "sqrtbad 25", exp: "any root"}, tcase{in: "sqrt 1000000", exp: ""})
+			task = b.langTask(t, pool, l.lang, src, tcase{in: "sqrt 16", exp: "any root"}, tcase{in: "sqrtbad 25", exp: "any root"}, tcase{in: "sqrt 1000000", exp: ""})
 			task.Limits = limitsFor(pool)
 			task.Checker = engine.Checker{Kind: engine.CheckerSpecial, SpecialSource: []byte(readTestdata(t, "checker.cpp")), SpecialRuntime: cppRT}
 			v = b.run(t, task)
