@@ -12,7 +12,8 @@
 // a drain or stop, or success; 1 a runtime failure (healthcheck: unhealthy);
 // 2 a usage or configuration error; 3 the control plane refused this
 // process for good (another process of the node took over, the credential
-// was revoked, the join code is spent, unknown or of another pool) — a
+// was revoked, the join code is spent, unknown or of another pool, the
+// control plane speaks another protocol version) — a
 // supervisor must not restart it blindly.
 package main
 
@@ -160,7 +161,7 @@ func runNode(args []string, stderr io.Writer, getenv func(string) string) int {
 // refused: the control plane said no for good; restarting changes nothing.
 func refused(err error) bool {
 	for _, e := range []error{worker.ErrSuperseded, worker.ErrRevoked, worker.ErrJoinCodeSpent, worker.ErrJoinCodeInvalid,
-		worker.ErrPoolMismatch} {
+		worker.ErrPoolMismatch, worker.ErrProtocolUnsupported} {
 		if errors.Is(err, e) {
 			return true
 		}
