@@ -13,7 +13,6 @@ import (
 	"github.com/jmoiron/sqlx"
 
 	"github.com/kece-oj/kece/contracts"
-	"github.com/kece-oj/kece/control/manifest"
 )
 
 // Config tunes the store. Zero fields take their defaults in New.
@@ -197,7 +196,7 @@ type Store struct {
 	// driver reports every statement's row count of such a request.
 	multi, multiCounts bool
 	// manifests caches parsed manifests; they are immutable.
-	manifests *cache[int64, manifest.Manifest]
+	manifests *cache[int64, ownedManifest]
 	// groups caches each node's pool and host group, which never change.
 	groups *cache[int64, nodePlace]
 	// facts caches the immutable fields of recently claimed jobs.
@@ -217,7 +216,7 @@ func New(db *sql.DB, cfg Config) (*Store, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	s := &Store{db: sqlx.NewDb(db, "mysql"), cfg: cfg, stats: &counters{}, manifests: newCache[int64, manifest.Manifest](1024),
+	s := &Store{db: sqlx.NewDb(db, "mysql"), cfg: cfg, stats: &counters{}, manifests: newCache[int64, ownedManifest](1024),
 		groups: newCache[int64, nodePlace](4096), facts: newCache[int64, jobFacts](16384),
 		txOpts: &sql.TxOptions{Isolation: sql.LevelReadCommitted}}
 	// MariaDB before 11.1 names it tx_isolation; MySQL 8 transaction_isolation.
