@@ -252,7 +252,7 @@ func (d *demo) startNode(ctx context.Context, pool, joinCode string) error {
 	// credential, so the code never goes into the node's configuration.
 	cred := filepath.Join(dir, "credential")
 	out, err := output(ctx, filepath.Join(d.cfg.bin, "kece-node"), "join", "--control-url", d.url, "--pool", pool,
-		"--credential-file", cred, "--code", joinCode)
+		"--credential-file", cred, "--join-code", joinCode)
 	if err != nil {
 		return fmt.Errorf("kece-node join (%s): %w", pool, err)
 	}
