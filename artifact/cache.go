@@ -1,6 +1,7 @@
 package artifact
 
 import (
+	"cmp"
 	"container/list"
 	"context"
 	"errors"
@@ -50,31 +51,28 @@ type CacheConfig struct {
 }
 
 func (c CacheConfig) withDefaults() CacheConfig {
-	if c.MaxBytes == 0 {
-		c.MaxBytes = CacheMaxBytesDefault
-	}
-	if c.VerifyInterval == 0 {
-		c.VerifyInterval = CacheVerifyIntervalDefault
-	}
+	c.MaxBytes = cmp.Or(c.MaxBytes, CacheMaxBytesDefault)
+	c.VerifyInterval = cmp.Or(c.VerifyInterval, CacheVerifyIntervalDefault)
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
 	return c
 }
 
-// Validate refuses an empty directory and negative values. Zero values are
-// valid and mean the defaults.
+// Validate refuses an empty directory and negative values, naming every
+// problem. Zero values are valid and mean the defaults.
 func (c CacheConfig) Validate() error {
+	var errs []error
 	if c.Dir == "" {
-		return errors.New("artifact cache: directory is empty")
+		errs = append(errs, errors.New("artifact cache: directory is empty"))
 	}
 	if c.MaxBytes < 0 {
-		return fmt.Errorf("artifact cache: max bytes %d is negative", c.MaxBytes)
+		errs = append(errs, fmt.Errorf("artifact cache: max bytes %d is negative", c.MaxBytes))
 	}
 	if c.VerifyInterval < 0 {
-		return fmt.Errorf("artifact cache: verify interval %v is negative", c.VerifyInterval)
+		errs = append(errs, fmt.Errorf("artifact cache: verify interval %v is negative", c.VerifyInterval))
 	}
-	return nil
+	return errors.Join(errs...)
 }
 
 // FetchFunc opens the body of one artifact, typically an HTTP GET of the
