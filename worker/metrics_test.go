@@ -82,7 +82,7 @@ func TestNodeMetricsMove(t *testing.T) {
 	run(manA)
 	s1 := scrape()
 	require.Equal(t, 1.0, s1.Value("kece_node_jobs_total", with("outcome", "ac")...))
-	require.Equal(t, 1.0, s1.Value("kece_node_job_duration_seconds_count", with("kind", "SUBMISSION")...))
+	require.Equal(t, 1.0, s1.Value("kece_node_job_duration_seconds_count", with("kind", "submission")...))
 	require.Equal(t, 1.0, s1.Value("kece_node_compile_seconds_count", pool...))
 	require.GreaterOrEqual(t, s1.Value("kece_node_compile_seconds_sum", pool...), 0.005)
 	require.Equal(t, 1.0, s1.Value("kece_node_run_seconds_count", pool...))
