@@ -60,6 +60,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fu
 		err = token(ctx, args[1:], cio)
 	case "webhook-secret":
 		err = webhookSecret(args[1:], cio)
+	case "healthcheck":
+		err = healthcheck(ctx, args[1:], cio)
+		if errors.Is(err, errUnhealthy) {
+			fmt.Fprintf(stderr, "kece-control healthcheck: %v\n", err)
+			return 1
+		}
 	case "reconcile":
 		var violated bool
 		violated, err = reconcile(ctx, args[1:], cio)
@@ -104,6 +110,7 @@ commands:
   token           create | list | rotate | revoke --kind admin|business --name NAME
   reconcile       check scheduling invariants (-o json|yaml|table|csv); exit 3 on violation
   webhook-secret  new (print a fresh whsec_ secret) | show (the whsec_ form of KECE_WEBHOOK_SECRET_FILE)
+  healthcheck     exit 0 if the replica on KECE_LISTEN answers /healthz with 200, else 1
   version         print the build version (also --version)
 
 Every flag has an environment variable, e.g. --mysql-dsn is KECE_MYSQL_DSN and
