@@ -3,6 +3,7 @@ package migrations_test
 import (
 	"context"
 	"database/sql"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -48,4 +49,37 @@ func TestTenancyMigrationKeepsExistingTokensAndEvents(t *testing.T) {
 	require.Zero(t, n)
 	require.NoError(t, db.QueryRowContext(ctx, `SELECT COUNT(*) FROM judge_settlement_event WHERE job_id = 7`).Scan(&n))
 	require.Equal(t, 1, n, "the default group's rows survive the Down")
+}
+
+// 00011 attributes every manifest and artifact published before it to the
+// shared owner, so each keeps working for every token; its Down keeps every
+// manifest, also the same content published by two owners.
+func TestTestDataMigrationSharesExistingData(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db, _ := dbtest.Open(t)
+	p, err := migrations.Provider(db)
+	require.NoError(t, err)
+	_, err = p.DownTo(ctx, 10)
+	require.NoError(t, err)
+	digest := "ab" + strings.Repeat("0", 62)
+	_, err = db.ExecContext(ctx, `INSERT INTO judge_artifact (sha256, size) VALUES (?, 3)`, digest)
+	require.NoError(t, err)
+	_, err = db.ExecContext(ctx, `INSERT INTO judge_manifest (digest, kind, case_count, body) VALUES (?, 'CODE', 1, '{}')`, digest)
+	require.NoError(t, err)
+
+	require.NoError(t, migrations.Up(ctx, db))
+	var owner string
+	require.NoError(t, db.QueryRowContext(ctx, `SELECT owner FROM judge_manifest WHERE digest = ?`, digest).Scan(&owner))
+	require.Equal(t, "", owner, "an existing manifest is shared")
+	require.NoError(t, db.QueryRowContext(ctx, `SELECT owner FROM judge_artifact_owner WHERE sha256 = ?`, digest).Scan(&owner))
+	require.Equal(t, "", owner, "an existing artifact is shared")
+	_, err = db.ExecContext(ctx, `INSERT INTO judge_manifest (digest, owner, kind, case_count, body) VALUES (?, 'ALGO', 'CODE', 1, '{}')`, digest)
+	require.NoError(t, err, "the same content under another owner is another manifest")
+
+	_, err = p.DownTo(ctx, 10)
+	require.NoError(t, err)
+	var n int
+	require.NoError(t, db.QueryRowContext(ctx, `SELECT COUNT(*) FROM judge_manifest WHERE digest = ?`, digest).Scan(&n))
+	require.Equal(t, 2, n, "the Down keeps every manifest")
 }

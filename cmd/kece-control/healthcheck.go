@@ -10,6 +10,9 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/spf13/cobra"
+
+	"github.com/kece-oj/kece/cmd/internal/clikit"
 	"github.com/kece-oj/kece/cmd/internal/settings"
 )
 
@@ -78,18 +81,20 @@ func loopbackHealthURL(listen string) (string, error) {
 	return "http://" + net.JoinHostPort(host, port) + "/healthz", nil
 }
 
-// healthcheck is `kece-control healthcheck [--listen A] [--timeout D] [--quiet]`.
-func healthcheck(ctx context.Context, args []string, cio cmdIO) error {
+// healthcheckCommand is `kece-control healthcheck [--listen A] [--timeout D]
+// [--quiet]`: exit 0 on 200, 1 when unhealthy, 2 for a bad address.
+func healthcheckCommand(cio cmdIO) *cobra.Command {
 	fs := settings.NewFlagSet("healthcheck", cio.getenv)
-	fs.SetOutput(cio.stdout)
 	listen := fs.String("listen", "KECE_LISTEN", HealthcheckListenDefault, "address the replica serves on (serve's --listen)")
 	timeout := fs.Duration("timeout", "KECE_HEALTHCHECK_TIMEOUT", HealthcheckTimeoutDefault, "give up after this long")
 	quiet := fs.Bool("quiet", "KECE_HEALTHCHECK_QUIET", false, "print nothing, only set the exit status")
-	if err := fs.Parse(args); err != nil {
+	cmd := &cobra.Command{Use: "healthcheck", Args: cobra.NoArgs,
+		Short: "Exit 0 if the replica on KECE_LISTEN answers /healthz with 200, else 1 (the image's HEALTHCHECK)"}
+	return clikit.Bind(cmd, fs, func(cmd *cobra.Command, _ []string) error {
+		err := checkHealth(cmd.Context(), HealthcheckOptions{Listen: *listen, Timeout: *timeout, Quiet: *quiet}, cio.stdout)
+		if errors.Is(err, errUnhealthy) {
+			return &clikit.Exit{Code: 1, Err: err}
+		}
 		return err
-	}
-	if fs.NArg() > 0 {
-		return usagef("unexpected arguments %q", fs.Args())
-	}
-	return checkHealth(ctx, HealthcheckOptions{Listen: *listen, Timeout: *timeout, Quiet: *quiet}, cio.stdout)
+	})
 }

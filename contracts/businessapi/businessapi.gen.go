@@ -1081,8 +1081,12 @@ type ClientInterface interface {
 	// UploadArtifactWithBody Store one test-data file under its SHA-256 digest.
 	//
 	// The body is streamed to a temporary file while hashing; it is kept
-	// only if its SHA-256 equals the path digest. Uploading an existing
-	// digest is a no-op answering 200. At most 256 MiB per file. With a
+	// only if its SHA-256 equals the path digest. The file belongs to the
+	// tenant of the calling token (docs/business.md "Tenancy"): uploading a
+	// digest this tenant uploaded before is a no-op answering 200; any other
+	// upload answers 201, whether or not another tenant holds the same
+	// content (the bytes are stored once). The body is read and verified
+	// in every case. At most 256 MiB per file. With a
 	// `Content-Length` the body must have exactly that many bytes; a chunked
 	// body is bounded by the maximum only.
 	//
@@ -1114,9 +1118,13 @@ type ClientInterface interface {
 
 	// PublishManifestWithBody Publish an immutable manifest (content-addressed).
 	//
-	// The manifest is normalized and hashed; publishing the same content
-	// again returns the same `manifestId` with 200. Every referenced digest
-	// must already be uploaded with the stated size. Editing a problem means
+	// The manifest is normalized and hashed, and belongs to the tenant of
+	// the calling token (docs/business.md "Tenancy"); the same tenant
+	// publishing the same content again gets the same `manifestId` with
+	// 200, another tenant gets a manifest of its own (201). Every referenced
+	// digest must already be uploaded, by a tenant whose test data the
+	// caller may use, with the stated size (`ARTIFACT_MISSING` otherwise,
+	// as for a digest never uploaded). Editing a problem means
 	// publishing a new manifest; jobs keep the manifest they were enqueued
 	// with.
 	//
@@ -1132,9 +1140,13 @@ type ClientInterface interface {
 
 	// PublishManifest Publish an immutable manifest (content-addressed).
 	//
-	// The manifest is normalized and hashed; publishing the same content
-	// again returns the same `manifestId` with 200. Every referenced digest
-	// must already be uploaded with the stated size. Editing a problem means
+	// The manifest is normalized and hashed, and belongs to the tenant of
+	// the calling token (docs/business.md "Tenancy"); the same tenant
+	// publishing the same content again gets the same `manifestId` with
+	// 200, another tenant gets a manifest of its own (201). Every referenced
+	// digest must already be uploaded, by a tenant whose test data the
+	// caller may use, with the stated size (`ARTIFACT_MISSING` otherwise,
+	// as for a digest never uploaded). Editing a problem means
 	// publishing a new manifest; jobs keep the manifest they were enqueued
 	// with.
 	//
@@ -1149,6 +1161,10 @@ type ClientInterface interface {
 	PublishManifest(ctx context.Context, body PublishManifestJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// GetManifest Read a published manifest.
+	//
+	// Only a manifest the calling token may use (docs/business.md
+	// "Tenancy"); another tenant's answers 404 `MANIFEST_NOT_FOUND`,
+	// exactly as one that does not exist.
 	//
 	// Errors: 400 `REQUEST_INVALID`; 401 `UNAUTHENTICATED`;
 	// 404 `MANIFEST_NOT_FOUND`; 429 `RATE_LIMITED`; 5xx.
@@ -1229,7 +1245,10 @@ type ClientInterface interface {
 	// `IDEMPOTENCY_KEY_REUSED`. The pool follows from `language`; limits and
 	// test data from the manifest.
 	//
-	// A token scoped to submission types may enqueue only those types.
+	// A token scoped to submission types may enqueue only those types, and
+	// only against a manifest it may use (docs/business.md "Tenancy"):
+	// another tenant's manifest is 422 `MANIFEST_NOT_FOUND`, exactly as a
+	// manifest that does not exist.
 	//
 	// Errors: 400 `REQUEST_INVALID`; 401 `UNAUTHENTICATED`;
 	// 403 `SUBMISSION_TYPE_FORBIDDEN` (the token is not scoped to
@@ -1257,7 +1276,10 @@ type ClientInterface interface {
 	// `IDEMPOTENCY_KEY_REUSED`. The pool follows from `language`; limits and
 	// test data from the manifest.
 	//
-	// A token scoped to submission types may enqueue only those types.
+	// A token scoped to submission types may enqueue only those types, and
+	// only against a manifest it may use (docs/business.md "Tenancy"):
+	// another tenant's manifest is 422 `MANIFEST_NOT_FOUND`, exactly as a
+	// manifest that does not exist.
 	//
 	// Errors: 400 `REQUEST_INVALID`; 401 `UNAUTHENTICATED`;
 	// 403 `SUBMISSION_TYPE_FORBIDDEN` (the token is not scoped to
@@ -1436,8 +1458,12 @@ type ClientInterface interface {
 // UploadArtifactWithBody Store one test-data file under its SHA-256 digest.
 //
 // The body is streamed to a temporary file while hashing; it is kept
-// only if its SHA-256 equals the path digest. Uploading an existing
-// digest is a no-op answering 200. At most 256 MiB per file. With a
+// only if its SHA-256 equals the path digest. The file belongs to the
+// tenant of the calling token (docs/business.md "Tenancy"): uploading a
+// digest this tenant uploaded before is a no-op answering 200; any other
+// upload answers 201, whether or not another tenant holds the same
+// content (the bytes are stored once). The body is read and verified
+// in every case. At most 256 MiB per file. With a
 // `Content-Length` the body must have exactly that many bytes; a chunked
 // body is bounded by the maximum only.
 //
@@ -1489,9 +1515,13 @@ func (c *Client) ListLanguages(ctx context.Context, reqEditors ...RequestEditorF
 
 // PublishManifestWithBody Publish an immutable manifest (content-addressed).
 //
-// The manifest is normalized and hashed; publishing the same content
-// again returns the same `manifestId` with 200. Every referenced digest
-// must already be uploaded with the stated size. Editing a problem means
+// The manifest is normalized and hashed, and belongs to the tenant of
+// the calling token (docs/business.md "Tenancy"); the same tenant
+// publishing the same content again gets the same `manifestId` with
+// 200, another tenant gets a manifest of its own (201). Every referenced
+// digest must already be uploaded, by a tenant whose test data the
+// caller may use, with the stated size (`ARTIFACT_MISSING` otherwise,
+// as for a digest never uploaded). Editing a problem means
 // publishing a new manifest; jobs keep the manifest they were enqueued
 // with.
 //
@@ -1517,9 +1547,13 @@ func (c *Client) PublishManifestWithBody(ctx context.Context, contentType string
 
 // PublishManifest Publish an immutable manifest (content-addressed).
 //
-// The manifest is normalized and hashed; publishing the same content
-// again returns the same `manifestId` with 200. Every referenced digest
-// must already be uploaded with the stated size. Editing a problem means
+// The manifest is normalized and hashed, and belongs to the tenant of
+// the calling token (docs/business.md "Tenancy"); the same tenant
+// publishing the same content again gets the same `manifestId` with
+// 200, another tenant gets a manifest of its own (201). Every referenced
+// digest must already be uploaded, by a tenant whose test data the
+// caller may use, with the stated size (`ARTIFACT_MISSING` otherwise,
+// as for a digest never uploaded). Editing a problem means
 // publishing a new manifest; jobs keep the manifest they were enqueued
 // with.
 //
@@ -1544,6 +1578,10 @@ func (c *Client) PublishManifest(ctx context.Context, body PublishManifestJSONRe
 }
 
 // GetManifest Read a published manifest.
+//
+// Only a manifest the calling token may use (docs/business.md
+// "Tenancy"); another tenant's answers 404 `MANIFEST_NOT_FOUND`,
+// exactly as one that does not exist.
 //
 // Errors: 400 `REQUEST_INVALID`; 401 `UNAUTHENTICATED`;
 // 404 `MANIFEST_NOT_FOUND`; 429 `RATE_LIMITED`; 5xx.
@@ -1674,7 +1712,10 @@ func (c *Client) ClaimSettlementEvents(ctx context.Context, body ClaimSettlement
 // `IDEMPOTENCY_KEY_REUSED`. The pool follows from `language`; limits and
 // test data from the manifest.
 //
-// A token scoped to submission types may enqueue only those types.
+// A token scoped to submission types may enqueue only those types, and
+// only against a manifest it may use (docs/business.md "Tenancy"):
+// another tenant's manifest is 422 `MANIFEST_NOT_FOUND`, exactly as a
+// manifest that does not exist.
 //
 // Errors: 400 `REQUEST_INVALID`; 401 `UNAUTHENTICATED`;
 // 403 `SUBMISSION_TYPE_FORBIDDEN` (the token is not scoped to
@@ -1712,7 +1753,10 @@ func (c *Client) EnqueueSubmissionWithBody(ctx context.Context, params *EnqueueS
 // `IDEMPOTENCY_KEY_REUSED`. The pool follows from `language`; limits and
 // test data from the manifest.
 //
-// A token scoped to submission types may enqueue only those types.
+// A token scoped to submission types may enqueue only those types, and
+// only against a manifest it may use (docs/business.md "Tenancy"):
+// another tenant's manifest is 422 `MANIFEST_NOT_FOUND`, exactly as a
+// manifest that does not exist.
 //
 // Errors: 400 `REQUEST_INVALID`; 401 `UNAUTHENTICATED`;
 // 403 `SUBMISSION_TYPE_FORBIDDEN` (the token is not scoped to
@@ -2554,8 +2598,12 @@ type ClientWithResponsesInterface interface {
 	// UploadArtifactWithBodyWithResponse Store one test-data file under its SHA-256 digest.
 	//
 	// The body is streamed to a temporary file while hashing; it is kept
-	// only if its SHA-256 equals the path digest. Uploading an existing
-	// digest is a no-op answering 200. At most 256 MiB per file. With a
+	// only if its SHA-256 equals the path digest. The file belongs to the
+	// tenant of the calling token (docs/business.md "Tenancy"): uploading a
+	// digest this tenant uploaded before is a no-op answering 200; any other
+	// upload answers 201, whether or not another tenant holds the same
+	// content (the bytes are stored once). The body is read and verified
+	// in every case. At most 256 MiB per file. With a
 	// `Content-Length` the body must have exactly that many bytes; a chunked
 	// body is bounded by the maximum only.
 	//
@@ -2589,9 +2637,13 @@ type ClientWithResponsesInterface interface {
 
 	// PublishManifestWithBodyWithResponse Publish an immutable manifest (content-addressed).
 	//
-	// The manifest is normalized and hashed; publishing the same content
-	// again returns the same `manifestId` with 200. Every referenced digest
-	// must already be uploaded with the stated size. Editing a problem means
+	// The manifest is normalized and hashed, and belongs to the tenant of
+	// the calling token (docs/business.md "Tenancy"); the same tenant
+	// publishing the same content again gets the same `manifestId` with
+	// 200, another tenant gets a manifest of its own (201). Every referenced
+	// digest must already be uploaded, by a tenant whose test data the
+	// caller may use, with the stated size (`ARTIFACT_MISSING` otherwise,
+	// as for a digest never uploaded). Editing a problem means
 	// publishing a new manifest; jobs keep the manifest they were enqueued
 	// with.
 	//
@@ -2607,9 +2659,13 @@ type ClientWithResponsesInterface interface {
 
 	// PublishManifestWithResponse Publish an immutable manifest (content-addressed).
 	//
-	// The manifest is normalized and hashed; publishing the same content
-	// again returns the same `manifestId` with 200. Every referenced digest
-	// must already be uploaded with the stated size. Editing a problem means
+	// The manifest is normalized and hashed, and belongs to the tenant of
+	// the calling token (docs/business.md "Tenancy"); the same tenant
+	// publishing the same content again gets the same `manifestId` with
+	// 200, another tenant gets a manifest of its own (201). Every referenced
+	// digest must already be uploaded, by a tenant whose test data the
+	// caller may use, with the stated size (`ARTIFACT_MISSING` otherwise,
+	// as for a digest never uploaded). Editing a problem means
 	// publishing a new manifest; jobs keep the manifest they were enqueued
 	// with.
 	//
@@ -2624,6 +2680,10 @@ type ClientWithResponsesInterface interface {
 	PublishManifestWithResponse(ctx context.Context, body PublishManifestJSONRequestBody, reqEditors ...RequestEditorFn) (*PublishManifestResponse, error)
 
 	// GetManifestWithResponse Read a published manifest.
+	//
+	// Only a manifest the calling token may use (docs/business.md
+	// "Tenancy"); another tenant's answers 404 `MANIFEST_NOT_FOUND`,
+	// exactly as one that does not exist.
 	//
 	// Errors: 400 `REQUEST_INVALID`; 401 `UNAUTHENTICATED`;
 	// 404 `MANIFEST_NOT_FOUND`; 429 `RATE_LIMITED`; 5xx.
@@ -2706,7 +2766,10 @@ type ClientWithResponsesInterface interface {
 	// `IDEMPOTENCY_KEY_REUSED`. The pool follows from `language`; limits and
 	// test data from the manifest.
 	//
-	// A token scoped to submission types may enqueue only those types.
+	// A token scoped to submission types may enqueue only those types, and
+	// only against a manifest it may use (docs/business.md "Tenancy"):
+	// another tenant's manifest is 422 `MANIFEST_NOT_FOUND`, exactly as a
+	// manifest that does not exist.
 	//
 	// Errors: 400 `REQUEST_INVALID`; 401 `UNAUTHENTICATED`;
 	// 403 `SUBMISSION_TYPE_FORBIDDEN` (the token is not scoped to
@@ -2734,7 +2797,10 @@ type ClientWithResponsesInterface interface {
 	// `IDEMPOTENCY_KEY_REUSED`. The pool follows from `language`; limits and
 	// test data from the manifest.
 	//
-	// A token scoped to submission types may enqueue only those types.
+	// A token scoped to submission types may enqueue only those types, and
+	// only against a manifest it may use (docs/business.md "Tenancy"):
+	// another tenant's manifest is 422 `MANIFEST_NOT_FOUND`, exactly as a
+	// manifest that does not exist.
 	//
 	// Errors: 400 `REQUEST_INVALID`; 401 `UNAUTHENTICATED`;
 	// 403 `SUBMISSION_TYPE_FORBIDDEN` (the token is not scoped to
@@ -3941,8 +4007,12 @@ func (r GetJudgersSummaryResponse) ContentType() string {
 // UploadArtifactWithBodyWithResponse Store one test-data file under its SHA-256 digest.
 //
 // The body is streamed to a temporary file while hashing; it is kept
-// only if its SHA-256 equals the path digest. Uploading an existing
-// digest is a no-op answering 200. At most 256 MiB per file. With a
+// only if its SHA-256 equals the path digest. The file belongs to the
+// tenant of the calling token (docs/business.md "Tenancy"): uploading a
+// digest this tenant uploaded before is a no-op answering 200; any other
+// upload answers 201, whether or not another tenant holds the same
+// content (the bytes are stored once). The body is read and verified
+// in every case. At most 256 MiB per file. With a
 // `Content-Length` the body must have exactly that many bytes; a chunked
 // body is bounded by the maximum only.
 //
@@ -3988,9 +4058,13 @@ func (c *ClientWithResponses) ListLanguagesWithResponse(ctx context.Context, req
 
 // PublishManifestWithBodyWithResponse Publish an immutable manifest (content-addressed).
 //
-// The manifest is normalized and hashed; publishing the same content
-// again returns the same `manifestId` with 200. Every referenced digest
-// must already be uploaded with the stated size. Editing a problem means
+// The manifest is normalized and hashed, and belongs to the tenant of
+// the calling token (docs/business.md "Tenancy"); the same tenant
+// publishing the same content again gets the same `manifestId` with
+// 200, another tenant gets a manifest of its own (201). Every referenced
+// digest must already be uploaded, by a tenant whose test data the
+// caller may use, with the stated size (`ARTIFACT_MISSING` otherwise,
+// as for a digest never uploaded). Editing a problem means
 // publishing a new manifest; jobs keep the manifest they were enqueued
 // with.
 //
@@ -4012,9 +4086,13 @@ func (c *ClientWithResponses) PublishManifestWithBodyWithResponse(ctx context.Co
 
 // PublishManifestWithResponse Publish an immutable manifest (content-addressed).
 //
-// The manifest is normalized and hashed; publishing the same content
-// again returns the same `manifestId` with 200. Every referenced digest
-// must already be uploaded with the stated size. Editing a problem means
+// The manifest is normalized and hashed, and belongs to the tenant of
+// the calling token (docs/business.md "Tenancy"); the same tenant
+// publishing the same content again gets the same `manifestId` with
+// 200, another tenant gets a manifest of its own (201). Every referenced
+// digest must already be uploaded, by a tenant whose test data the
+// caller may use, with the stated size (`ARTIFACT_MISSING` otherwise,
+// as for a digest never uploaded). Editing a problem means
 // publishing a new manifest; jobs keep the manifest they were enqueued
 // with.
 //
@@ -4035,6 +4113,10 @@ func (c *ClientWithResponses) PublishManifestWithResponse(ctx context.Context, b
 }
 
 // GetManifestWithResponse Read a published manifest.
+//
+// Only a manifest the calling token may use (docs/business.md
+// "Tenancy"); another tenant's answers 404 `MANIFEST_NOT_FOUND`,
+// exactly as one that does not exist.
 //
 // Errors: 400 `REQUEST_INVALID`; 401 `UNAUTHENTICATED`;
 // 404 `MANIFEST_NOT_FOUND`; 429 `RATE_LIMITED`; 5xx.
@@ -4147,7 +4229,10 @@ func (c *ClientWithResponses) ClaimSettlementEventsWithResponse(ctx context.Cont
 // `IDEMPOTENCY_KEY_REUSED`. The pool follows from `language`; limits and
 // test data from the manifest.
 //
-// A token scoped to submission types may enqueue only those types.
+// A token scoped to submission types may enqueue only those types, and
+// only against a manifest it may use (docs/business.md "Tenancy"):
+// another tenant's manifest is 422 `MANIFEST_NOT_FOUND`, exactly as a
+// manifest that does not exist.
 //
 // Errors: 400 `REQUEST_INVALID`; 401 `UNAUTHENTICATED`;
 // 403 `SUBMISSION_TYPE_FORBIDDEN` (the token is not scoped to
@@ -4181,7 +4266,10 @@ func (c *ClientWithResponses) EnqueueSubmissionWithBodyWithResponse(ctx context.
 // `IDEMPOTENCY_KEY_REUSED`. The pool follows from `language`; limits and
 // test data from the manifest.
 //
-// A token scoped to submission types may enqueue only those types.
+// A token scoped to submission types may enqueue only those types, and
+// only against a manifest it may use (docs/business.md "Tenancy"):
+// another tenant's manifest is 422 `MANIFEST_NOT_FOUND`, exactly as a
+// manifest that does not exist.
 //
 // Errors: 400 `REQUEST_INVALID`; 401 `UNAUTHENTICATED`;
 // 403 `SUBMISSION_TYPE_FORBIDDEN` (the token is not scoped to
@@ -7529,191 +7617,196 @@ func (sh *strictHandler) GetJudgersSummary(w http.ResponseWriter, r *http.Reques
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7H1tchs5suBVEJwXYbKnRFOy2tMt/aJl2s2xvkai29uvy+sCq0ARVhGgCyhRbIcj3iE2Ym+wF9mbvJNs",
-	"ZCbqk0WKVLfd8/bN/OixWFVAIpHI70x8boV6NtdKKGtaR59bU8EjkeA/r4RNlv2JFQn8FQkTJnJupVat",
-	"o9a1CLWKDLOaLbi0bCwmOhEsgU+kuum2vFYiPqUyEVHryCap8FomnIoZh6EmOplx2zpqSWWfHbS81kwq",
-	"OUtnraOe17LLuaBH4kYkrS9fvnitOU/4TFgH13U6nkljpFbD6JLbKfwmAag5/OG1FJ/BCKb02kZw/i0R",
-	"k9ZR6y9PC0w8pafmaXmuFoBS/DBazsVW08OLfwAAOAyiIxFmrpURiI0XPLoSn1JhLPwVamWFwn/y+TyW",
-	"IYcNe/rRwK593nLOQZJoh/nqro+msMU4GYu0MExpy2bchlNmp4LB5AkPLWsHV4N/vB1cjz4Mz3/unw5f",
-	"Bp1u64vXOtFqEsvwG0CazWTYQtopW0y5ZTxOBI+WTNxLY80xizTCjzTLuGHSIJCvdDKWUSTUt8Gn1bdC",
-	"sRlfIjCRZnYqDWsH129fnA2vr4cX5x9Gv1wOPry6uHoxfPlycO5wea7tK52q6NtAyaMoEcaIiCXC6DQJ",
-	"RUEAiE+E6ZIvY82jkdanPLkR3wa0scY9DYWIDJPWsDGghbWDy/4vpxf9lx9GFxcfTvtXrwcOcyOtz7ha",
-	"ulNjvj6UV9wKFsuZtALguuqPBh9Oh2fD0eBl0DnOCBAYLUOeu4dMlxniscBL61x5L2fLTQC5t5+WGDhC",
-	"9Vbx1E51In8T34BszoBtqRumE5aqW6UXio1TI5UwxhF9O3h73n87+mlwPhqe9BEbuEFvlbifi9B+Cyiv",
-	"RXInkj0jI8EmPI0ta39/f8+C4flocHXePw08BlD+3B+e9l+cDvL9coDOEx0KY/g4FgNlpV1+fYjfiTje",
-	"AxEqIjZOgX9NUjiY4yXjLEljsYazfclEDpJRP7FywkN7bXVCeOZRJGEKHl8mei4SK0HATHhshNeal376",
-	"3DJTfvD98wdFF70F88rfRF3wPz98SPCXReav2ZxusPf5+3r8UYQWpQs3YohLmXNrRQLI+p+/9vf+ne/9",
-	"1tv78X3xzw/dvfefe97zZ1/+rZUPZGwi1U020JUwaWx3xEuYQ7AJLw7OL15L3Et7oiPRqBTV8eG1ZmKm",
-	"k+Wb8c6ohE+N4cSRa4JyKsJbkbBITiYeM/JG8ZiBCgPn9vofp0wAHXqMWzbTxrJD9ka+AJY04/enQt2A",
-	"/nPY+/F5AxpNqJOGGSegIkit2P/932wh5M3UsgQ4tojYlMcTxhd8ySaJnrHfRKJBwzxkkQjljMdsHvNQ",
-	"GF+1OZulsZXzWDA9Yb1ur9fbZ1KxX3ueG/R95xiVknw6adg+m+iE9U881vMV/JOrJZtwGaeJ8BhXkVMU",
-	"mJmLUPKYhQ47fMETAFDbqUgW0oiur1pesQmRTsexaN4Flc7GtAmE3VWMjEQyk4pb4JbZDuBHHusxOWFK",
-	"K9EtT7eN3uy1jOU2NQ9R488iiSTwAXz5i9eycibOTAOlXL5l8KwOyRbUt+BxTEP+Hg7gTle+sIzCcpDz",
-	"iUpHpXTI8g0ojkMjG6E9f/DoV7HTV2YhEgYI5ok0WrF2pEPzVKgbqUR3FnnMz4Y2fstjU26QPsU9aMzA",
-	"t02n66sA/w6AWsdLK5j4lPJY2mWXBVbHIuHKBm4WYVgM4tSpDomY6Tupbnxl5nBKPGb52CBVn1zB+YWX",
-	"mQCrDX6LEj2fA8XZhMsY/iFmc7ukIQGQSax5eS6U2YYZAdaYJYHTvz4ZDtliKq3ASb38pBIBG1+B/i0V",
-	"C/jYjHQcAFsJEhHjv9uJiLmVd6AFO2SQ3Gd3PE4F4sMdxYAlqTLF0dz7mEY3gs0TfZPwGRx9+N5wFY31",
-	"/TEzQvjqml7NWBwceNAP54m2OtSxoUNcZeEEZoVUtzvctKZHfOgW9KA0rSwGDyqO9ICsoded7Vg9T/j9",
-	"hhPwSsZiRwFItu8aAfyhIoH/ulEE/3EaBr8n1B/u/3j4rHe4E8fB5XjbqB6EsUtHWavM8ye9IAKtCRZp",
-	"WMjjWER4JsE+7bL+2Ahl2UxwZVgQixseLgNftcWdSJZsxpWcgAE+T8exNFM4iOR8QcNxIkUcsVsh5obB",
-	"EcETjidjRufJjXfEeHJzxwKp5qktzp1O7Ty1wTEYdZb1UFbuw5k9YO/68LkVxsZyXPuePmMcmWDA2u6t",
-	"J4bpJBJJpzyer/bZu77HDtg8EbBS1I5Jz2BtPNYRvuCYNDN8aZjRHY89Y6/6w1NftaWaJNzYJA1tmgj3",
-	"7clPg5M3g6sP8M7gZcdjf2NzLZU1R8zYSCQJM5YnziXgq4AeMj/t9Z6FyHDwnyIAlblYwadU2jlbJMDj",
-	"mLTIk0DuZCgoXs5XiT4HZOTxkmklalyRaeUrYyOdWg83hyDpsr5aArO8YSI2grVR26AxQx0BR7/hyZjf",
-	"CM994SudWjRdQO+Z8ftL/Pm9xzgLE26msHMcpfaeTm0HyK2KJc9XCuiKdhekpYKj8WuLyASOJq0tl7bv",
-	"66fVa93vwVd7dzyBA2Pg89Ps81H++TV9XpyWkeNf2ZSIMJjRyTnQM0AGtQoeud3kAzfQqBjolRvoOhvo",
-	"i9ciC2s3MT/AM0j0NtbRsrsiQEKnzz9o26FOgtad5TI26wEhd2EVjos5vcfyQxCh+03cW9YGQSfu+Qy0",
-	"YyAvPZkIFQFdIXfodFsNLGythfBTOuNqD1gTWLkMpjhmRDQwI5eoFISJsGYbu6Cu1JFmtkkhK7C1AtsZ",
-	"D6dSiQI62hkYtMtOLs5fnQ5PRkD1gIYboUQiQ3bY+5EtpkIxpdkMGCdS10SG+B1Dk13gWjLKrHkzW16r",
-	"5rgAYrt4Mzj/MPgfl8Mr/Pv8YvTh1cXbc/j3Wf98+AoGKP9YcvCt+bnq92t5rZfD1zDK2fD6rD86+ak8",
-	"cgFa/2o0fNU/wdeuh+evyz9dD/99UP78tH/++m3/9eDD2/Prt5eXF1e0lnzU/Hl5ysHZxdUv5MAi39rF",
-	"uyrcGeJbXmv4cnB2eTEanJ/88uHN4JcPV4O314P6MgdXZ8Pz/mnLa5W+XPHetbxW2XMGgzsfDe1H5qJB",
-	"EEc/XbxEtPZPTy/e4dvZJo6GZ4OLt6MteYnzEg7VHY8lGB/kRBPKyhC0YGQzt0IN7udI0iXHrNc6c7K6",
-	"9FPhz2/8EXhi4YD2Wi/ljTD2TBr0speGLADKPDnO31b65Vr+JkqfnnJ1k/Ib8VaZdD7XCUGfDZg9Lc+F",
-	"RtSpnEk70vpULyqg5s58rzWMxGyurVDh8o1YXonUiNqyyMIF06v0Wd1d7KGn9JQcpTCsAiUSv3qr+B2X",
-	"MSd9+kzYqY7Ote3HsV7gu26fRnImdGqJv98JZfvhbSk8sosvRyuTzsgOfNifdITa7P7B35rVWQGgDCMc",
-	"WFoxe9AqJ//QjN8P6e39Xg811+zPfA6eJHzZwFUd8KWpG1lrjiKKKO2IIx7eku/w8WuqLsNrKW1/EvEf",
-	"OmgNNwR0MdNavJzEXM5+P/HU/M0W5RR52CZZ2MykMxDPiUBvMSoVv5fkYsFNox8HTJFYO7MAqcOAYrxk",
-	"+EVEpjjYJW4Nzf6ezKx69rwH/yuZVfu9XrMLkt83B3+zofarwzzsDyqIHMYulvzQjj6K1glTW9PltbA2",
-	"FjOhLM68K5G62ZpW8ioRZqqEMbva5mIhjP1J8MSOBbf9m0bqOJNxLF3kiRmpQlIh6WM2zb4G2uVqyZSO",
-	"xDHjZLGi2XN+8eGnQf9q9GLQH10/wldoLLcPKtA5Dq7x7ZVYAf66EXnX2TTV5Z8Ofx6w9spqnRPLKdPo",
-	"SLNTGErHUcdj16P+6YC1dQy2rreKgkyPhNFBLsLrqCKW3tvWsJJ3IAGvLUdJeK7zDTUo9Cj8UPNNshfD",
-	"18PzEZMRWKs8N0dpIoSQzIXWUevwoMZ99oHvAPMBbvNDM7P5O1jtiblOZzOeLHeVIuZi0pRhkoCJ0Y64",
-	"5WNuRAfN2IxnGsXnZqpthcAibsUevNUE4qR8bLaiLfhqrnW8/aG/1DrOcFA98M9XJR0mI1xm41cXjz/T",
-	"eeIWGbNFPwIlMMChe0Q8wGrL43zC3ZJwaiIUdqyM0spqKjNlKGw6jJnK2XAM3RN2K5YeE92bLgvn8/2/",
-	"eSyE/3zkdxz+f760U62eeYwnt9bQ7zSMx2ZL8yk+ZtIitUfCOE+Ljuvile/99v5Xkqp/7X5Aqfpsv5nO",
-	"M7iGaqJ3pHL5YFwwR8cX3AzSvl8srWhi005rN2wx1UYwindQkgHGDkSMHkdpGMe8LIoRT3RCP8YZgrll",
-	"Qn1KRSpY+/DggAVN5l3QeQQjn8l70cCMRkkqyPwuiNmA5qMTS+a4nXKF1H7HE8mVLbkrxlrHgqvsZG5z",
-	"HvOjdg4TrcJzVYKiLRRoZ5HHtAIm3wFYbAZcBXGPi8epiCdNOAGO5p4ynRS7cycSMJ+QdGWEWqPpNhGm",
-	"Q9X2rCojtp/pwyKesEYhQVMTcV5ayAqdVlCdkUAJuk1c4FTurGZvlBy/T1xkW7A7RpE3PIROx0GLWTZh",
-	"JtujXW2Q2VzG4kTPZlw1EN0JPWchvYCBv2MXBAQ+kUWdV41ZZZMlepo3xDkoR2wiM1sHZsAPyXWNXCkE",
-	"1qWa57i3Cd/MAYnj3SRcYeBCMavn2X5nQZInhljiI9iXephdEF9Af73z9SOLKLGt9Rxiv2nOJFWl7Vo9",
-	"5MQN1m5lArwjSRVSfsY6OAY8xyKqxUiZnDk2ttlBm03q1QmqAm6FKhq2L8NnI5nDDu1qzZDAOxuvJYy5",
-	"QFwcFwoUZX+cXLwc5PRhNhu3P+z/ePAQnVDo68240dR3HJ2iYyGfI1QhN+J3gXXw/GD/8PBBde+BPI4/",
-	"BpbnNev/gfyPWiobj+MVWMrRz2qaD63IsQ02XrqUARGmVj/kpljxUjyo5OZJJTmplTa7iY4znWzHkNJw",
-	"NkutC60Yy8DeQesaj20sZt3afrApvxNVswAw5ytgsUqzwHyKgy7mbtW+wSdeHnsOPvu4CL91xHyKvvmt",
-	"LwGwal8pjaMaTKKSCbFRUiaVtgy1yTba2TOhMrfrmcEo5JVeGBplxu/x/LMbfScS1UExMONLNhas15R+",
-	"gXNuLXIzjJ9wI1Y8LA3OxbBI7dkiaQK+uJUq2haKN/AuqA45P9uoLtBboBd+ejj54xPQEVDDCpkihPmk",
-	"xRo9h8tNlIp4+7opjpgfcL1jNgd99Jik0eyI7jqj+8pNWT2gPTCoOIvFjbRyxq2Il05NqqVNPCYzDnMV",
-	"N2eu7Pd6DzPZdblyZfyXEVtDVAUDOVibaOeNOxmZbwuYVMtrXf/jdEtPlsvJu/5E0fhs3MssrWVHwoww",
-	"UoYfxTGYBb9ut/fvVzLCf+rvHXz/PFMlFexLLH8TUc5Ou8RrXCAu2iZEUdue0sdeBnkTsi91UzJRn7nk",
-	"N63jYxQAoFwxl4vODNg/ppx/UvZBhvN5y2t95HccmC86UFpeCx0oQHRL4EZbbiCO9Hca6TIbqe9GOqOR",
-	"3CIe5xnUcSSMfcelbdIe+je5fUcvMvRjRKwovTpmvSzUrx6TuLqLk4EmL2KeDRD/4+3g7eAlK2Lf7KMe",
-	"G9bGnBz6t7gP4zQS0WM8LpvcHIPz/ovTwUsUwOTccEYMYlCa3DP2e/yCzj9Q8QGsosWr7msT3V8JbpoM",
-	"nXfT5TFLRKgxG9sZNDyNpGWxvqmln+z3DkhJzn9oMDRppsdF+ZIcyk304dZSx5X7uHn1Jo3ttdhVk+yz",
-	"SaJ/Q88aDMCMsMeUSWsoS+3eekylcYxaPiiI529PT7ssAAhM4NFRcVl5lKGsMWXYOnsq1HE6U005T/B7",
-	"VW8rbcTB903lAYWyVn5euMf1ojpg/g9YASYCuMyoXUeuaolNeiLiY91qnh/uOuVK3JKw5dbYRAH16OGO",
-	"OloiuBVRv6pXbHR3RSKWdyJZ9q0F1Wb15O0zrdhEJmChuHcf4eBwyQjbBfXx5dEWSc41bFGys9fCfC9u",
-	"ncdkPS9thPSjHm8L55zSWLaH0uW9oO5fri/eqRbZq1cY71pI3BBwRnWkQHuGBW+1mLlWXF1CdYGPVary",
-	"SqS5Bdlny6rpZ4PRCCSZy+pDDgVvk9H8UY/JaS+woqh9R+UtHrv+5Xo0OPswuLq6uGI6YSf985PB6eng",
-	"ZaesHbnBt9SACN4ItZzV7d0xv6Cc5VjL/sC8D8yg35Qyv1W5T0EGVPGTZaE6PG1ZLdQYcU/X8LLcFKvF",
-	"+PRCJHtgqLCpuGeZ2k3acD1G19v7ke9N3n9+fti8+Fp1xK5ys7moxGBtJIbMFeMuqc5jzg9ad6hSqQv+",
-	"kvlg9YQFmYs/8JgS95ZZjUUowUTGwgRNPhB80qDB3duEo0fdsJjLKB+u5G93lQCYMI5AGhc9tVPhK+dQ",
-	"emJYqOdLhM5ld3enAWvDOIQAM5Vzgzpzp8vOgdoZT2CAmEtVOPWNx1IlP6Wudk5pW179E7MSBaDVbuXa",
-	"KdegPBhKj0uB5K0jrFm2fJOWiUWAea0D1ixRzn/mPHtiXAo+esQieScjqoiy2lc3WNFUrj3MMr2A2F3N",
-	"Y9t9P0uNZbEUTCpfVdP4O7VakP0uO9eWcUp6pPSArJ7DZe+D9WDknTjLhBupSA0lSTXvwjoHQ1GnNC8V",
-	"t2yxc3ktDLAmpINdfTLuqwcre7Zxh9fYVU4wNdgqkzYys8IRtxuPGSE5oHYOivecJ05g5U4Fdj04HZyM",
-	"MrevySrv6HzbNBLKPjG+KpR7RwGZFyrwgFALJkTvwSlPxEQkQoXi+hMV0mEFSlYWxDCPg2WJNqxdrlxx",
-	"lGsXunPMXp6dFuDBMIKHU18FdyKRE1fmHoAVnvczqMDOcn9xc+kd0PVZGlt5nb9XioOVYv8OMyeoSJ+T",
-	"NG56r9xGYLOJlhlcxBjykOOGuMff9ns//PD88CE90rnDd/XwNY6FtVQial6r25c3WzisCyLOXNZlAqmb",
-	"O99//6y5uhsGW30/O42rHwgRrb6el+U16jPV4MIDO7INCsuUusr4K/S9GmZBwj5eOaeZb2m7vNBP8c9l",
-	"GCqyrWRaNpuO5U0ub0GB3YJKGo9JDQONWC6ItnQYvObjuZlH1n3EhLmWB4jeWsWOBRYLvJyRN7GOwB21",
-	"7MdwhI3nDoliqzNT20v6sMSkiokasYrK6NYxxt/vEcj96dtJ61kJsm2iZV/Fh142MEsgNeIzN4T6YSjm",
-	"dueAw7dyL/weu66Gssycr5jrm0y3otgH0bojhh6nlu9CEjCj1Inru9NgX1LXAPJbuSRu7uImGNaj6E6z",
-	"J6u5LmFvv7m8gRTH5ty+zKB0XldyxGYdVcDofSNfsPbb0au9H7Drg+nUXNnrheo/i//oIQ/Risbdquz1",
-	"ZuobrsmZzPpJPTFMRnmuX/7ZLnU067wq9XP1iHC5eamV2Dnl2sXvR9ry+BEfi/VFs8Om4vkw5sZkKIxB",
-	"45lwdHJw8t2xdtmBhpbG5eD85fD8NVkcV4PR1S8fXvRP3ly8etVpwPxWPqz/Cjw1+/rnddl4QwVCyAiX",
-	"wE9tG+gbFk65ysKW0rCPenxc2HmayRuFBcmWx5Tsbx5TQfOn8QSvlc6jXRWNkudxu8h97oNcCd1fUuiK",
-	"4lgO45i74eZg7f4J+8//+D/sZECd5hZc2qutonjvijd3ZX2bpG6dmCogeSX2UWEHZTxv5pwlwl2h0xeO",
-	"e+5NeIitp/Ddo/xct40QrACn47GTi7PL4enw/LXH/v725Wv4h69K2L3sX42G/dMjR/Po7uqfIK+gJ17V",
-	"oHK/HvsKpqp0ourUPPZtx4cME/dTnhrXgKjaCMRX2MLPdCoO/mpjC7c6LDZ3q2l5Lbecltfqn2DxOQLW",
-	"8lrv+i2vNaKqcvzvBf73Cv5zggkvJSjht2zWLe2bS+rMgIXRszk2YmpRPZWr5d4VnKWxYkatLbzWCVeh",
-	"iPMQxcrh3ihSb6VCoVqQs3Mm909fXwCGX/ZH/Rf968Exw4AptVcBSkK+92ZwMvjgqk8wJSUCioone+hC",
-	"NSw1gt7B7IcHRca6kpxSZsEjFXmzKWXjohIAz5rfgqnvManyH9By294JsGp7PFQwUAZy85E3j9LVa0jY",
-	"cRluyoYUzO1r1h9a4c8lObGjAtZM6vjIVfhwoG0eTov2Ssi8Mh1dq7BSG3Ey2HqvS80kt8lQpbDNqb7Z",
-	"lOWPqXqFBfEcmzKW4QNtIJknArikC8fUm7Os8+vN+P11c+PG63SGLus4LgcyTL3m4jGlYkXvmUe3lXTQ",
-	"5WEWfM14bFOnyGyt733VLn2ETGsx1bFgqZK0wv2n6KT1mHEBt3QGqgW6yjuP6wb5mPaMzWHXohNivnsV",
-	"UiowvCkruDpVQ9Zhaoj4Qj0TXVYzI0jyUoI4NgfK9YJuJuePXNNN3CBvQ5tNXkTOYN8xGDEWdiGEYj1K",
-	"dN+HTYG9ISo8ZjTyRz32ytqHNFUFBAOV3PqqUEKkyR52WR8GcIEK0h0pgIF/uQnJmUAp98g8pGFKSOzV",
-	"1T9hqqztYB+vbGpJJfMOLvewf+Kr9skgi9zmLySpMp2q5rKbKrCd+rHjmF+81ruKyrySnsd4rj8WDB21",
-	"SHNMuWdFD9XS2t71h6Ph+esPry6uPry7uHozuMJpSzYlLGhz5lfjAgFcqW5e6eSdTigvHttiv+DhrZ5M",
-	"Wu+xL7II00Ta5TUcOhIXmR6EzX2aDkPeyzqMJdgcWUvrWxGKPeyEr2P3I/kk2d4ealTZh1RUi+ccXcqC",
-	"JwieW9TU2jm1f5au2HhVgvUvh0igOSxjHt4KFVEs36V5Ykj/iWF6oVipHXUHjrM58lU6jzWPsPhkD4tP",
-	"skwH42U9BpnMa1TykhIvqxv2fCUVnGTrsURQAgGcshB1zxIVGEoTcG07mMkTZlwXkq6v+ihb4hhOFPKB",
-	"NVgmrLGgsktBB9vAzy2FNhH2EBj1jCdLFrwejNhTPpdP7/afGtSSn36ktgVP3TtB11e++stf2IlWABHA",
-	"7Kvviu4JhrUDtOYCjwWF9wr+cvlTQYcSAioNFoyvGF2TAMpxsNpSASb+jo2kS7RgV69O2LNnz37Mvqd2",
-	"yLCoPEgbxjq8Ze23o5POMYtSsitdmgZjTrYaEHSzckcPaimgWHBmAmbSyUTe49zlvnYS811+Go0uM843",
-	"j1OD5UKhjoTf8pifCRT6w7Ww81tfgmOYHrsV4kreXl4Orj5cn/ffDBgVmaLlJil0zEBTQ8ifGFYi7y7B",
-	"A0Plb2DZEI+Ndl0m2WGvx1bumfDYYW+frfSVh5HaOqGHlU5twRHFt4GAnoA8n0vQ9bkxWAYOMiXRFmzt",
-	"PZ1aGId63cGBuhNJzOeUadbx4NnhwY+s2t+ftck9VnTtpyKoapP5p5Ue8zRU74diea5nmUvSwRsPIkkZ",
-	"NzxJ5J3AXCQ5E0e5gQ1jkGL41JSC8SS99nvMgPkcCRTbHTqZ3/eeVZvdM5D0SL31RXRZX+Vt/efcToFq",
-	"DnuHLMh72QUg4UsvUNdNxriivpYzbOLFDnvfs2C1YRsREmAJU4uEXejklgiUKMvwCbrMqMm9a46KXToB",
-	"FJl1JEPl7DuG+j6xENe6cKo1qP9zrWOP6id0VuV2lLeKYBMdx3pBBxAAIu8oubKpd6crjMtPaK4GO14y",
-	"EoqrcOmrfv36A1cHZ0I9p7ZLJYFJBnWTNPFVLk6K9/fofTDMgRnBV6Gtih/KDsF8+Wgmla/6l8MOaDz5",
-	"/PCu4+kGhMcS1R0HSbZr8OcRO+w989WmK0qO0Xsp1U0mE9xNECQUsN0091VpwdhPqJjCHXJHU02tEgMv",
-	"r3DhhhRLjW15uK1dTYI6O8+QwRU8iAVPFHV7d5PCNlnjYLJWRIAb+gYoV6c2QwWRWhm3eQtexKXxFc4r",
-	"og7ucWqEU0lhgIwuruviz1fEhMsZrKaUwEoyK+vH7xDpRPk80VEaFkU/vgJc1CVskbA4E8wmXBlSspHd",
-	"5rlslLMrqmpyCJwlbwnGwpjLmQH5jJf/pCpChR8bcHlZB02Ya4aHRPmKh8AKYhHduAfHWe8xZGLF01I7",
-	"Y0EDup7lINlKwN1wqRxzDWp5xuyvbD9A2g55IiZpXADuQAMbIssaRkIn1T4oXLQBRQctlhYl1JMkSzeW",
-	"+V1CvprqODKurwq3FV8ZMC5y6KNAzVUE+H7KjYMlQoJ46VZAKVIw962YW/Q5ffddDv1NotP5d99l/tUq",
-	"P/HVWMQatAWrEcx24Nh7wFIVw3ugFcO+EtlK9OliYwaStiV6kaZECBq7gGkS2QiD6zrjWsJnRC7z81Mw",
-	"MS8jjjIC0E7nlsYi1bTLThxNqahCLZhnwpD7u0YooCBiW2snswkiWAcdUNhROPO+sgudqcSoCkVygnlO",
-	"bmbjZIHlt8LpI8ALQA1A0vTYYipj4SvXlw9NQMBspmabqcvPk0m+FkfV3Dg67oLs8VWxFwRuIkIhsUyP",
-	"tj1HvcfcxQBGqptYUE0bSHsyBq202KbrzQCMxowA+pfDVqk/RGsf01bmQvG5bB21nnV73WfkX52idZPp",
-	"wbmq//QzNTn/gtnnqV3jHAbFQ4J5nAgkJYuMFURtAjo2JvoizoDAQdvFBkyOmoEpFWcty/fGCw5ccyZQ",
-	"E1z+N3uLZgkKCkV8HO82oMcU1VF6T8+dpIAXD3q9LuuXwupn8gUeIYCry96h7uur4ITu59kjR1PAcp0K",
-	"c3Ex76to6MEtiPQlxeWPgQlOU3UrIl9l2Bi720tcQwKXN4BkiGcbnfHmqFlhPW5WWI99dbj/jDXcYXXM",
-	"sE1TrRUw6IxBc5vfstJIRRF5lrhhVVR0YNoVFfYY1DCivlwbH0atoxZtUdZttlW9p+/X5lvxsjzbR96G",
-	"59KNvrynEYSxL3S06dIlHVph94hgq5cv5e66sVQcM7Hq+Vpf6mDW79476PX+sPueahcyNVz81Hf311FZ",
-	"AsYvD3r73xAAesKUXuDkh7T6pjFzLD0tXU+In+w//EnlmjL4aP/Zwx/VewnDdwcH20y2eoUXfvvjw9/W",
-	"L5JDhCGX32bePO8PPVBZfTQhmVTZ3CODfJXkaJl1FqUylt+gtyvn5+TXyth8pZnVjWjg7qR6cheNKhqQ",
-	"ycgj2w8vTkFbyZablUmbVYJghYmZ8TgG/lztR2dBXQVbx5kXVLtQunGJ8tVRocqrkrMZs/ZrdH3LUVbZ",
-	"kjytdTrKC3PIQZykqtLayniVcpSnFNXbo25USRq7FlVYZEPQ+8o1l+qy8wwo2BcEqtwYrlArHCgGTR2a",
-	"HHTNRGSOD15coMOCrC1aQMpLybQEsTLjya2IWIBN1IIuGJD5Y1K/EBDQJJUuNdMjAS3j2M3pNlBpX2UT",
-	"HjmpnO83bgRHOxZdHthhsiq7moQU20FYnMqixzg1ivtKjLTST27NnZH5geg+niv9aRxiVCGUCC9FKpRu",
-	"vEmUz0SuR1baLKaoQs/KPKMSdy1zjdzVizqhNmuUwjximqdTYrMMIClQAkV0nLmRy3fRMLfXviJLLhE2",
-	"TZQpnpf9q0TBqN4Ro8rrFSLHBH2Fult2xetYMHJrZ2VSWRhHRMzI30SXDSKMCxRtlqjGylclWDlTYpGv",
-	"75gaNNwKMa84euCPJVuIpGBvVAr49ZS/+q0PAWtjYgY2inLeCl9hpM/DjNPMg+E6QK1G3rIXgAUQm+xU",
-	"NEp3l0TgsXVa5k7MwDV5yXPBt9XmduMERar5t1XlVlvZrGFD5YPAFtzk9Jvf7fSHa3lbwZY//Jeu91U5",
-	"ucMzWLirETbWdhu+l1++3Cnz7YI9N3Ptp58LDvplveL3SP7UOyyxocIpuxMXeC1siQM8bDxWKj4eZ0Bi",
-	"Hcn7r3j2a2U6aw5+pZPUNztbvcOHP8pvpflTD8aV4BGI5pwPlZOLHjgAhSttj3xxT3l4u16F6eeuRhD5",
-	"ldARBrnIS1zcjZFFKTKnrK/aYxHy1IjqtRlPjPNeJ1yx7PK1IvwZuOtHgmMmLegLcQxai05QoR8LoUoO",
-	"WJhQMKt1l11rF5+lggcHja+qPmIYB6uLa97YItaZ3zifGvF4RWWX094Pb2v9PcxXkvv1i3++sfhfuVSn",
-	"6RJvMB9R4pciH9+WG/xph7s4cdlla1F+D40mbTprM1qL95RPf3ZDyuajj4Gq9Yf/ylkdc3c/ngMjzyOs",
-	"BhpqZwwjFasxWzB8TBpOs8HIVhc8iaVIsogW3RbWoTFi4TJRxQw4TJDNE6A1HrhrbYIuuxZ3IuFFOItC",
-	"L7hGX/EsTTUPbUlT4lvYJzYPg1l3LWSXXSA3o3gIhbNcQEMvVN4nBIMjpfAQZtG5PeKTCe4ycUt3hzBa",
-	"ZNi0AhiU46wOy5VwI0VgzK2cz9EzTZxUT9B9ApwRM6uP8qZTdDEyrdnD+cdLxw7DNDE6+TbMDINV35Kd",
-	"VS6j+jMYWvXupAaWhi/kR9nLejJiwonH5toYOY6Xrlr+vwWjQ4ywdA7Hb8bv0YOb8bOV7LdqEP1BTldN",
-	"12/mbvm1fDYLnZa4lYwEWkAsaFcLmLwyUxtGneAo82s0+W9cID5L1zjoHeQOF5cGAV9hnVvhJs2+pSv4",
-	"8+heARMmE/1YTTHJ7oYMWBtYRJZqaLVrWoSAdDDcyrS7HtVXQeluwr03YhmwqeCA6Bm/FYZxzB8CCZRV",
-	"cmBeEaCc8TDRxvjKQSWFSwzC5d+KpUumK60riwgS7M13XwYE4Up2UalT1HHebRukQ9EVvDnHKMtS2ZBH",
-	"BFIiu+UFY7CWwvfw8Hd5qXrP2IYsIAo8EnQumyIH0ldBleyCYxa4PMIuXlOLGRj1lzBC2fuRNRKGx9bh",
-	"/EGPWtNFqBhTbbBxvZLlu3JBauaKw+uKHIX4qtyMveOtuWSH0FW6uqJ2qQ8leCwqgYInhgXVO1gCjxkh",
-	"qumuubsbEIGTuKu1MXZDJEWlCp2dpOCAaKqoA1pjxtORKwz52plsla33cg2Y798f7O/5/v3fxPvP+97+",
-	"QeP1Y9sHg3c05VfKm7YRuwdfYf6iSqwhKpzFcNpKL8DuI30o0zeJeYU8zhhc5xv7HLbw5xUX3uIXW4jr",
-	"/BLZ/3YuQ3fkqqY9yNEsybJdTn3dJsxTevB0nMYbXCWvNF35jcGe2VwnoOY5ObyHV3loTamdKiryriZx",
-	"6sIpPsF+5FSi/V6vVy4PYFK5S+5IElOr6iLn3VfVnEWwSaQVs1yMUvPBmCK1weXF9chXDasM2H/+x/9y",
-	"wZ2yxpFFbzyyJ9y5KWkxAEym6ORB8TBNUPZ/1GMaV0XMVQNRaheCCNw7j7bi5Uq5VbRIpLVCkVrgctvB",
-	"gKo3X8aaU1+tFJ2i/C7PxPBm6HJaKlfL+nQUfIdNk3STtK+wnNEV7NL10IxnuZ8oJOuKgUvpzsU2DhB4",
-	"1DcOy8oIcJrAgVcD/8hXgVSRuHfiD17C5ooGKzw9Unp6IDRDHQn3Vn4lPJwDzJPzVa7guORCnG6h0zhi",
-	"N8J6ZJNzs0bWM500S3uY2ekj7abL9BGPgROoQddXeWAnpy27kKGoU7c0GWLQcC5extTfeySAFQWz9PEG",
-	"/ThLinW7QthVfJbp74AZmtSKma8WuTLI1utr7gpBOmRUG+mAeTgbfDuAgI7Lujtbq7ovdHKLGZaUrOAS",
-	"Jd3+H5UaG4KSjrwI9HJ3tPKHGM0tpxGT2wOjxL5SetE53kLddzUi8BzvxAHpWydJz+3XWvX0YR2ctWc8",
-	"nugEDGyaVmlGB1YnxbWJvgKm2lnv4dissB+z9br1eoPmmK3RrenAZDQLYPuKlNk8Q1yv0lPneCO3mYtk",
-	"T+aJ8Ob36avm/1OF1fzZGqvZpLKWpBXfVXtt6rrwL332v74+iznWDcpgSeVjbVBX3M2Uu+u2n6uuhC/l",
-	"HzZFyDFtPFjgZSWYO7OgkmJMrCKPkBMtWC2HKX6aLl5EJ1imIBa1Jc75Z1g7r5Hf1J/eQ90Eexohs+SS",
-	"aoOwPCGcogNdurr041rMD5SJaZFYktV4RLke6zQ80j5xaKpoUbpUa6qVEqHNi1p4pVSEHPXuDs5SdBRL",
-	"1lzlBFugt02Wb1L3FfrX9sqv7KVz6l1xx+OKQixhCQu+rBTkc1fpO9NUs4J6kRHKHlFeEwvoxYCCMuXq",
-	"ng7FDqZ6wWKtbmic0Nkwt7/PJ7auYG3X3IhNbpWm01a8UmvMdcnttPXF2+GrYZR/U7+xUVpnvtF1yBoU",
-	"YVdY2EDpVjtiZ+0epQ47luHVKRAPNArfrDGqk7108ioid32vxi2uo/y66R/1doHrMr/w6b/SP9blwGcN",
-	"N6pBiyemgcb+aEHwlEor17tBTko1rCpP2QuzVltl/luERXpfjafUNPbR4OpseN4/DVi7qFMEGVDu1KaT",
-	"irzZzetL6/8n4E5fSY2uXgn2jWOtWzOQUqEpqM5Ft7t/bp6yszb850VvqX/JWg70UY+pltGVYFg2kcol",
-	"7f7BHMn5WDewJDT3jLv/iNwtJSn8V7ZPNSYzfedcOJUlYRGMSHyFl9OgDokFJK5Yh24VV+gCxWpoXLop",
-	"sTzX7wWLTEAlIGUYLX13D0V3teAd62lwvAJUjFX6iqan1hZHeYPUsgL3T6CiXdGu/IsR/onRL2CFSizK",
-	"Kqc0jm7/pV01M7a/U95ENR3EpXEYFxfZVb1q7Ke01qQ+0aly1X3GXR0ViaIyLl6yNuWFocMcwABeMdZ2",
-	"il0dMHdC4lU4oNugZVzpK5tddkptXSbOMqR+WF2seeYSU9Oo3DArYczy7NGnKqNaasROttvfCRPZtbdf",
-	"UWGozbROXVB8bqbaJZx/a9Jz7dVaR7++Xyl/CD2W4lkiTx9WaDlgYesotyfkcx5KS4Gw7KbajCqp0RcQ",
-	"ZHWulSZuv74HTuk++5zZl0XNLPDeWqlB5ccy+Zd+dvlZpV8cRF/ef/l/AQAA//8=",
+	"7H1tchs5suBVEJwXYaqnRFOy2tMt/aJl2s2xvkai29uv6XVBVaAIqwjQBZQotsMR7xAbsTfYi+xN3kk2",
+	"MhOoLxYpUt12z9s386NHZlUBiUQivzPxuRXp6UwroaxpHX5uTQSPRYp/XgqbLnpjK1L4VyxMlMqZlVq1",
+	"DltXItIqNsxqNufSsmsx1qlgKXwi1U2nFbRS8SmTqYhbhzbNRNAy0URMOQw11umU29ZhSyr7bL8VtKZS",
+	"yWk2bR12g5ZdzAQ9EjcibX358iVozXjKp8I6uK6y66k0Rmo1iC+4ncBvEoCawT+CluJTGMGUXlsLzr+l",
+	"Ytw6bP3laYGJp/TUPC3P1QJQih+Gi5nYaHp48Q8AAIdBdKTCzLQyArHxgseX4lMmjIV/RVpZofBPPpsl",
+	"MuKwYU8/Gti1zxvO2U9T7TBf3fXhBLYYJ2OxFoYpbdmU22jC7EQwmDzlkWXt8LL/j7f9q+GHwdnPvZPB",
+	"y3Cn0/oStI61Gicy+gaQ+pkMm0s7YfMJt4wnqeDxgol7aaw5YrFG+JFmGTdMGgTylU6vZRwL9W3wafWt",
+	"UGzKFwhMrJmdSMPa4dXbF6eDq6vB+dmH4S8X/Q+vzi9fDF6+7J85XJ5p+0pnKv42UPI4ToUxImapMDpL",
+	"I1EQAOITYbrgi0TzeKj1CU9vxLcB7VrjnkZCxIZJa9g1oIW1w4veLyfnvZcfhufnH056l6/7DnNDrU+5",
+	"WrhTY74+lJfcCpbIqbQC4LrsDfsfTgang2H/Zbhz5AkQGC1DnruLTJcZ4rHAS+tceTdny00Aubeflhg4",
+	"QvVW8cxOdCp/E9+AbE6BbakbplOWqVul54pdZ0YqYYwj+nb49qz3dvhT/2w4OO4hNnCD3ipxPxOR/RZQ",
+	"Xon0TqS7RsaCjXmWWNb+/v6ehYOzYf/yrHcSBgyg/Lk3OOm9OOnn++UAnaU6Esbw60T0lZV28fUhfieS",
+	"ZBdEqIjZdQb8a5zBwbxeMM7SLBErONsXL3KQjHqplWMe2SurU8Izj2MJU/DkItUzkVoJAmbMEyOC1qz0",
+	"0+eWmfD9758/KLroLZhX/ibqgv/5wUOCvywyf/VzusHe5+/r648isihduBEDXMqMWytSQNb//LW3++98",
+	"97fu7o/viz8/dHbff+4Gz599+bdWPpCxqVQ3fqBLYbLEbomXKIdgHV4cnF+ClriX9ljHolEpquMjaE3F",
+	"VKeLN9dboxI+NYYTR64JyomIbkXKYjkeB8zIG8UTBioMnNurf5wwAXQYMG7ZVBvLDtgb+QJY0pTfnwh1",
+	"A/rPQffH5w1oNJFOG2Ycg4ogtWL/93+zuZA3E8tS4NgiZhOejBmf8wUbp3rKfhOpBg3zgMUiklOesFnC",
+	"I2FGqs3ZNEusnCWC6THrdrrd7h6Tiv3aDdyg73eOUCnJp5OG7bGxTlnvOGDdkYI/uVqwMZdJloqAcRU7",
+	"RYGZmYgkT1jksMPnPAUAtZ2IdC6N6IxUKyg2IdbZdSKad0Fl02vaBMLuMkaGIp1KxS1wS78D+FHAukyO",
+	"mdJKdMrTbaI3By1juc3MQ9T4s0hjCXwAX/4StKycilPTQCkXbxk8q0OyAfXNeZLQkL+HA7jTlS/MU1gO",
+	"cj5R6aiUDlm+AcVxaGQjtOcPHv0qdnrKzEXKAME8lUYr1o51ZJ4KdSOV6EzjgI380GbUCtiEG6RPcQ8a",
+	"M/Bts9MZqRD/HQK1Xi+sYOJTxhNpFx0WWp2IlCsbulmEYQmIU6c6pGKq76S6GSkzg1MSMMuvDVL18SWc",
+	"X3iZCbDa4Lc41bMZUJxNuUzgDzGd2QUNCYCME83Lc6HMNswIsMYsCZze1fFgwOYTaQVOGuQnlQjYjBTo",
+	"31KxkF+boU5CYCthKhL8u52KhFt5B1qwQwbJfXbHk0wgPtxRDFmaKVMczd2PWXwj2CzVNymfwtGH7w1X",
+	"8bW+P2JGiJG6olc9i4MDD/rhLNVWRzoxdIirLJzArJDqZoeb1vSID92CHpSmlcXgQcWRHpA19LqzHavn",
+	"Cb9fcwJeyURsKQDJ9l0hgD9UJPBf14rgP07D4PeE+oO9Hw+edQ+24ji4nGAT1YMwduEoa5l5/qTnRKA1",
+	"wSINi3iSiBjPJNinHda7NkJZNhVcGRYm4oZHi3Ck2uJOpAs25UqOwQCfZdeJNBM4iOR8QcNxLEUSs1sh",
+	"ZobBEcETjidjSufJjXfIeHpzx0KpZpktzp3O7Cyz4REYdZZ1UVbuwZndZ+968LkVxibyuvY9fcY4MsGQ",
+	"td1bTwzTaSzSnfJ4I7XH3vUCts9mqYCVonZMegZr47GO8QXHpJnhC8OM3gnYM/aqNzgZqbZU45Qbm2aR",
+	"zVLhvj3+qX/8pn/5Ad7pv9wJ2N/YTEtlzSEzNhZpyozlqXMJjFRID9ko63afRchw8E8RgspcrOBTJu2M",
+	"zVPgcUxa5EkgdzwKipfzVaLPARl5smBaiRpXZFqNlLGxzmyAm0OQdFhPLYBZ3jCRGMHaqG3QmJGOgaPf",
+	"8PSa34jAfTFSOrNouoDeM+X3F/jz+4BxFqXcTGDnOErtXZ3ZHSC3KpaCkVJAV7S7IC0VHI1fW0QmcDRp",
+	"bbm0fV8/rUHrfhe+2r3jKRwYA5+f+M+H+edX9HlxWoaOf/kpEWEwo5NzoGeADGoVPHKzyftuoGEx0Cs3",
+	"0JUf6EvQIgtrOzHfxzNI9Hat40VnSYBETp9/0LZDnQStO8tlYlYDQu7CKhznM3qP5YcgRvebuLesDYJO",
+	"3PMpaMdAXno8FioGukLusNNpNbCwlRbCT9mUq11gTWDlMpjiiBHRwIxcolIQpcKaTeyCulJHmtk6hazA",
+	"1hJspzyaSCUK6GhnYNAOOz4/e3UyOB4C1QMaboQSqYzYQfdHNp8IxZRmU2CcSF1jGeF3DE12gWvxlFnz",
+	"ZraCVs1xAcR2/qZ/9qH/Py4Gl/jvs/Phh1fnb8/g79Pe2eAVDFD+seTgW/Fz1e/XClovB69hlNPB1Wlv",
+	"ePxTeeQCtN7lcPCqd4yvXQ3OXpd/uhr8e7/8+Unv7PXb3uv+h7dnV28vLs4vaS35qPnz8pT90/PLX8iB",
+	"Rb6183dVuD3iW0Fr8LJ/enE+7J8d//LhTf+XD5f9t1f9+jL7l6eDs95JK2iVvlzy3rWCVtlzBoM7Hw3t",
+	"h3fRIIjDn85fIlp7Jyfn7/Btv4nDwWn//O1wQ17ivIQDdccTCcYHOdGEsjICLRjZzK1Q/fsZknTJMRu0",
+	"Tp2sLv1U+PMbfwSeWDigg9ZLeSOMPZUGveylIQuAvCfH+dtKv1zJ30Tp0xOubjJ+I94qk81mOiXo/YD+",
+	"aXkuNKJO5FTaodYnel4BNXfmB61BLKYzbYWKFm/E4lJkRtSWRRYumF6lz+ru4gA9pSfkKIVhFSiR+NVb",
+	"xe+4TDjp06fCTnR8pm0vSfQc33X7NJRToTNL/P1OKNuLbkvhkW18OVqZbEp24MP+pEPUZvf2/9aszgoA",
+	"ZRDjwNKK6YNWOfmHpvx+QG/vdbuoufp/5nPwNOWLBq7qgC9N3chacxRRRGlLHPHolnyHj19TdRlBS2n7",
+	"k0j+0EFruCGgi5lW4uU44XL6+4mn5m+2KKfIwzb2YTOTTUE8pwK9xahU/F6SSwQ3jX4cMEUS7cwCpA4D",
+	"ivGC4RcxmeJgl7g1NPt7vFn17HkX/lcyq/a63WYXJL9vDv76ofaqwzzsDyqIHMYulvzQjj6K1glTG9Pl",
+	"lbA2EVOhLM68LZG62ZpW8ioVZqKEMdva5mIujP1J8NReC257N43UcSqTRLrIEzNSRaRC0sds4r8G2uVq",
+	"wZSOxRHjZLGi2XN2/uGnfu9y+KLfG149wldoLLcPKtA5Dq7w7aVYAf66FnlXfprq8k8GP/dZe2m1zonl",
+	"lGl0pNkJDKWTeCdgV8PeSZ+1dQK2brCMAq9HwuggF+F1VBFL721qWMk7kIBXlqMkPNP5hhoUehR+qPkm",
+	"2YvB68HZkMkYrFWem6M0EUJI5kLrsHWwX+M+e8B3gPkAt/mhmdn8Haz21Fxl0ylPF9tKEXM+bsowScHE",
+	"aMfc8mtuxA6asZ5nGsVnZqJthcBibsUuvNUE4rh8bDaiLfhqpnWy+aG/0DrxOKge+OfLkg6TES78+NXF",
+	"4890nrhFxmzRj0AJDHDoHhEPsNryJJ9wuyScmgiFHSujtLKaykwehU2H0aucDcfQPWG3YhEw0bnpsGg2",
+	"2/tbwCL4z0d+x+H/Zws70epZwHh6aw39TsMEbLown5IjJi1SeyyM87TopC5e+e5v738lqfrXzgeUqs/2",
+	"muncwzVQY70llcsH44I5Or7gZpD2/WJhRRObdlq7YfOJNoJRvIOSDDB2IBL0OErDOOZlUYx4rFP6MfEI",
+	"5pYJ9SkTmWDtg/19FjaZd+HOIxj5VN6LBmY0TDNB5ndBzAY0H51aMsfthCuk9jueSq5syV1xrXUiuPIn",
+	"c5PzmB+1M5hoGZ7LEhRtoUA7iwOmFTD5HYDFeuAqiHtcPE7FPG3CCXA095TptNidO5GC+YSkK2PUGk2n",
+	"iTAdqjZnVZ7YfqYPi3jCCoUETU3EeWkhS3RaQbUngRJ067jAidxazV4rOX6fuPBbsD1GkTc8hE7HQYtZ",
+	"1mHG79G2Nsh0JhNxrKdTrhqI7pies4hewMDfkQsCAp/wUedlY1bZdIGe5jVxDsoRG0tv68AM+CG5rpEr",
+	"RcC6VPMc9zbl6zkgcbyblCsMXChm9czvtw+SPDHEEh/BvtTD7IL4Avrrna8fWUSJba3mEHtNc6aZKm3X",
+	"8iEnbrByK1PgHWmmkPI96+AY8LwWcS1GyuTUsbH1Dlo/aVAnqAq4Fapo2D6Pz0Yyhx3a1pohgXd6vZIw",
+	"ZgJxcVQoUJT9cXz+sp/Th1lv3P6w9+P+Q3RCoa83142mvuPoFB2L+AyhirgRvwus/ef7ewcHD6p7D+Rx",
+	"/DGwPK9Z/w/kf9RS2XiSLMFSjn5W03xoRY5tsOuFSxkQUWb1Q26KJS/Fg0punlSSk1pps5vo2OtkW4aU",
+	"BtNpZl1oxVgG9g5a13hsEzHt1PaDTfidqJoFgLmRAharNAvNpyTsYO5W7Rt8EuSx5/DzCBcxah2yEUXf",
+	"Rq0vIbDqkVIaRzWYRCVTYqOkTCptGWqTbbSzp0J5t+upwSjkpZ4bGmXK7/H8sxt9J1K1g2JgyhfsWrBu",
+	"U/oFzrmxyPUYP+ZGLHlYGpyLUZHas0HSBHxxK1W8KRRv4F1QHXJ+tlZdoLdAL/z0cPLHJ6AjoIYlMkUI",
+	"80mLNQYOl+soFfH2dVMcMT/gastsDvroMUmj/ohuO6P7yk1ZPaBdMKg4S8SNtHLKrUgWTk2qpU08JjMO",
+	"cxXXZ67sdbsPM9lVuXJl/JcRW0NUBQM5WOto5407Gd63BUyqFbSu/nGyoSfL5eRdfaJovB/3wqe1bEmY",
+	"MUbK8KMkAbPg1832/v1SRvhPvd397597VVLBviTyNxHn7LRDvMYF4uJNQhS17Sl9HHjIm5B9oZuSiXrM",
+	"Jb9pnRyhAADlirlcdGbA/jHl/JOyDzKazVpB6yO/48B80YHSClroQAGiWwA32nADcaS/00gXfqSeG+mU",
+	"RnKLeJxnUCexMPYdl7ZJe+jd5PYdvcjQjxGzovTqiHV9qF89JnF1GycDTV7EPBsg/sfb/tv+S1bEvtlH",
+	"fW1YG3Ny6G9xHyVZLOLHeFzWuTn6Z70XJ/2XKIDJueGMGMSgNLln7Pf4BZ1/oOIDWEZLUN3XJrq/FNw0",
+	"GTrvJosjlopIYza2M2h4FkvLEn1TSz/Z6+6Tkpz/0GBo0kyPi/KlOZTr6MOtpY4r93Hz6k2W2CuxrSbZ",
+	"Y+NU/4aeNRiAGWGPKJPWUJbavQ2YypIEtXxQEM/enpx0WAgQmDCgo+Ky8ihDWWPKsHX2VKSTbKqacp7g",
+	"96reVtqI/e+bygMKZa38vHCP63l1wPwPWAEmArjMqG1HrmqJTXoi4mPVap4fbDvlUtySsOXW2EQB9ejh",
+	"ljpaKrgVca+qV6x1d8UikXciXfSsBdVm+eTtMa3YWKZgobh3H+HgcMkImwX18eXhBknONWxRsnPQwnwv",
+	"bp3HZDUvbYT0o77eFM4ZpbFsDqXLe0Hdv1xfvFUtclCvMN62kLgh4IzqSIF2j4VguZi5VlxdQnWBj2Wq",
+	"CkqkuQHZ+2XV9LP+cAiSzGX1IYeCt8lo/qivyWkvsKKofUflLQG7+uVq2D/90L+8PL9kOmXHvbPj/slJ",
+	"/+VOWTtyg2+oARG8MWo5y9u7ZX5BOcuxlv2BeR+YQb8uZX6jcp+CDKjix2ehOjxtWC3UGHHPVvCy3BSr",
+	"xfj0XKS7YKiwibhnXu0mbbgeo+vu/sh3x+8/Pz9oXnytOmJbudlcVGKwNhJD5opxl1QXMOcHrTtUqdQF",
+	"f/E+WD1moXfxhwFT4t4yq7EIJRzLRJiwyQeCTxo0uHubcvSoG5ZwGefDlfztrhIAE8YRSOOip3YiRso5",
+	"lJ4YFunZAqFz2d2dScjaMA4hwEzkzKDOvNNhZ0DtjKcwQMKlKpz6JmCZkp8yVzuntC2v/olZigLQajdy",
+	"7ZRrUB4MpSelQPLGEVafLd+kZWIRYF7rgDVLlPPvnWdPjEvBR49YLO9kTBVRVo/UDVY0lWsPfaYXELur",
+	"eWy776eZsSyRgkk1UtU0/p1aLcheh51pyzglPVJ6gK/ncNn7YD0YeSdOvXAjFamhJKnmXVjlYCjqlGal",
+	"4pYNdi6vhQHWhHSwrU/GffVgZc8m7vAau8oJpgZbZdJGZlY44rbjMUMkB9TOQfGe8dQJrNypwK76J/3j",
+	"oXf7Gl95R+fbZrFQ9okZqUK5dxTgvVBhAIRaMCF6D055KsYiFSoSV5+okA4rUHxZEMM8DuYTbVi7XLni",
+	"KNfO9c4Re3l6UoAHwwgeTUYqvBOpHLsy9xCs8LyfQQV2lvuLm0vvgK5Ps8TKq/y9UhysFPt3mDlGRfqM",
+	"pHHTe+U2AutNNG9wEWPIQ45r4h5/2+v+8MPzg4f0SOcO39bD1zgW1lKJuHmtbl/ebOCwLojYu6zLBFI3",
+	"d77//llzdTcMtvy+P43LHwgRL7+el+U16jPV4MIDO7IJCsuUusz4K/S9HGZBwj5aOqfet7RZXuin5Ocy",
+	"DBXZVjItm03H8iaXt6DAbkEljcekhoFGLBdEWzoMQfPxXM8j6z5iwlwrAERvrGInAosFXk7Jm1hH4JZa",
+	"9mM4wtpzh0Sx0Zmp7SV9WGJSxUSNWEVldOMY4+/3COT+9M2k9bQE2SbRsq/iQy8bmCWQGvGZG0K9KBIz",
+	"u3XA4Vu5F36PXVdDmTfnK+b6OtOtKPZBtG6Jocep5duQBMwoder67jTYl9Q1gPxWLombu7gJhvUoutPs",
+	"yWquS9jday5vIMWxObfPG5TO60qOWN9RBYzeN/IFa78dvtr9Abs+mJ2aK3u1UP1n8R895CFa0rhblb1e",
+	"T32DFTmTvp/UE8NknOf65Z9tU0ezyqtSP1ePCJebl1qJrVOuXfx+qC1PHvGxWF00O2gqno8SboxHYQIa",
+	"z5ijk4OT7461yw40tDQu+mcvB2evyeK47A8vf/nwonf85vzVq50GzG/kw/qvwFP91z+vysYbKBBCRrgE",
+	"fmrbQN+waMKVD1tKwz7q66PCztNM3igsSLY8oWR/85gKmj+NJwStbBZvq2iUPI+bRe5zH+RS6P6CQlcU",
+	"x3IYx9wNNwdr947Zf/7H/2HHfeo0N+fSXm4UxXtXvLkt61sndevEVAEpKLGPCjso43k95ywR7hKdvnDc",
+	"c3fMI2w9he8e5ue6bYRgBTg7ATs+P70YnAzOXgfs729fvoY/RqqE3Yve5XDQOzl0NI/urt4x8gp6ElQN",
+	"Kvfr0UjBVJVOVDs1j33b8SHDxP2EZ8Y1IKo2AhkpbOFndioO/mpjC7c6LDZ3q2kFLbecVtDqHWPxOQLW",
+	"Clrveq2gNaSqcvzvOf73Ev5zjAkvJSjhNz/rhvbNBXVmwMLo6QwbMbWonsrVcm8LzsJYMaXWFkHrmKtI",
+	"JHmIYulwrxWpt1KhUC3I2TmTeyevzwHDL3vD3oveVf+IYcCU2qsAJSHfe9M/7n9w1SeYkhIDRSXjXXSh",
+	"GpYZQe9g9sODImNVSU4ps+CRirxZl7JxXgmA++a3YOoHTKr8B7TcNncCLNseDxUMlIFcf+TNo3T1GhK2",
+	"XIabsiEFc/Oa9YdW+HNJTmypgDWTOj5yFT4caJtHk6K9EjIvr6NrFVVqI477G+91qZnkJhmqFLY50Tfr",
+	"svwxVa+wIJ5jU8YyfKANpLNUAJd04Zh6c5ZVfr0pv79qbtx4lU3RZZ0k5UCGqddcPKZUrOg98+i2kg66",
+	"PMyCr5mAresU6df6fqTapY+Qac0nOhEsU5JWuPcUnbQBMy7glk1BtUBX+c7jukE+pj1jc9i16ISY716F",
+	"lAoMr8sKrk7VkHWYGSK+SE9Fh9XMCJK8lCCOzYFyvaDj5fyha7qJGxSsabPJi8gZ7DsGI66FnQuhWJcS",
+	"3fdgU2BviAqPGI38UV8HZe1DmqoCgoFKbkeqUEKk8Q87rAcDuEAF6Y4UwMB/uQnJmUAp98g8pGFKSOzV",
+	"1TtmqqztYB8vP7WkknkHl3vYOx6p9nHfR27zF9JMmZ2q5rKdKrCZ+rHlmF+C1ruKyryUnsd4rj8WDB21",
+	"SHNEuWdFD9XS2t71BsPB2esPr84vP7w7v3zTv8RpSzYlLGh95lfjAgFcqW5e6fSdTikvHttiv+DRrR6P",
+	"W++xL7KIslTaxRUcOhIXXg/C5j5NhyHvZR0lEmwO39L6VkRiFzvh68T9SD5JtruLGpX/kIpq8ZyjS1nw",
+	"FMFzi5pYO6P2z9IVGy9LsN7FAAk0h+WaR7dCxRTLd2meGNJ/YpieK1ZqR70Dx9kcjlQ2SzSPsfhkF4tP",
+	"fKaDCXyPQSbzGpW8pCTwdcPBSEkFJ9kGLBWUQACnLELds0QFhtIEXNsOZvKEGdeFpDNSPZQtSQInCvnA",
+	"CiwT1lhY2aVwB9vAzyyFNhH2CBj1lKcLFr7uD9lTPpNP7/aeGtSSn36ktgVP3TthZ6RG6i9/YcdaAUQA",
+	"80h9V3RPMKwdojUXBiwsvFfwL5c/Fe5QQkClwYIZKUbXJIByHC63VICJv2ND6RIt2OWrY/bs2bMf/ffU",
+	"DhkWlQdpo0RHt6z9dni8c8TijOxKl6bBmJOtBgTdtNzRg1oKKBaempCZbDyW9zh3ua+dxHyXn4bDC8/5",
+	"ZklmsFwo0rEYtQI28gKF/uFa2I1aX8IjmB67FeJK3l5c9C8/XJ313vQZFZmi5SYpdMxAU0PInxhWIu8O",
+	"wQND5W9g2RBPjHZdJtlBt8uW7pkI2EF3jy31lYeR2jqlh5VObeEhxbeBgJ6APJ9J0PW5MVgGDjIl1RZs",
+	"7V2dWRiHet3BgboTacJnlGm2E8Czg/0fWbW/P2uTe6zo2k9FUNUm808rPeZpqO4PxfJczzKXpIM3HsSS",
+	"Mm54mso7gblIcioOcwMbxiDF8KkpBeNJeu11mQHzORYotnfoZH7ffVZtds9A0iP11hfRYT2Vt/WfcTsB",
+	"qjnoHrAw72UXgoQvvUBdNxnjivpaTrGJFzvofs/C5YZtREiAJUwtEnau01siUKIsw8foMqMm9645Knbp",
+	"BFCk70iGytl3DPV9YiGudeFEa1D/Z1onAdVPaF/ldpi3imBjnSR6TgcQACLvKLmyqXenK4zLT2iuBjte",
+	"MhSKq2gxUr369QeuDs5EekZtl0oCkwzqJmkyUrk4Kd7fpffBMAdmBF9Ftip+KDsE8+XjqVQj1bsY7IDG",
+	"k88P7zqebkB4LFDdcZD4XYN/HrKD7rORWndFyRF6L6W68TLB3QRBQgHbTfORKi0Y+wkVU7hD7miqqVVi",
+	"GOQVLtyQYqmxLQ+3tatJUGfnHhlcwYNE8FRRt3c3KWyTNQ4ma0UMuKFvgHJ1Zj0qiNTKuM1b8CIuzUjh",
+	"vCLewT3OjHAqKQzg6eKqLv5GiphwOYPVlBJYSWb5fvwOkU6Uz1IdZ1FR9DNSgIu6hC0SFqeC2ZQrQ0o2",
+	"sts8l41ydkVVTY6As+QtwViUcDk1IJ/x8p9MxajwYwOuwHfQhLmmeEjUSPEIWEEi4hv34Mj3HkMmVjwt",
+	"tTMWNKDrWQ6SrQTcDZfKMdewlmfM/sr2QqTtiKdinCUF4A40sCF81jASOqn2YeGiDSk6aLG0KKWeJD7d",
+	"WOZ3CY3URCexcX1VuK34yoBxkUMfBWquIsD3E24cLDESxEu3AkqRgrlvxcyiz+m773Lob1Kdzb77zvtX",
+	"q/xkpK5FokFbsBrBbIeOvYcsUwm8B1ox7CuRrUSfLjZmIGlbohdpSoSgsQuYJpGNMLiuM64lvCdymZ+f",
+	"gokFnjjKCEA7nVsai1TTDjt2NKXiCrVgnglD7u8aoYCCiG2tncwmiGAddEBhR+HMj5Sda68SoyoUyzHm",
+	"ObmZjZMFlt8Kp48ALwA1AEkzYPOJTMRIub58aAICZr2abSYuP0+m+VocVXPj6LgDsmekir0gcFMRCYll",
+	"erTtOeoD5i4GMFLdJIJq2kDakzFopcU2XW/6YDR6AuhdDFql/hCtPUxbmQnFZ7J12HrW6XaekX91gtaN",
+	"14NzVf/pZ2py/gWzzzO7wjkMiocE8zgVSEoWGSuI2hR0bEz0RZwBgYO2iw2YHDUDUyrOms/3xgsOXHMm",
+	"UBNc/jdKbByvRNWYxUycuvD1lIjB3bng0dKZxmzU8gK4tXPIyNZx0odmokCcG5SeFzwIg0dK7+qZE0jw",
+	"6X63e4SGOlJLbkB5ibXf3cNKKhQr2EfFFqKNpiGm4VnxSLkLg5x2hwXzqOJQ/jkcvx1CiN8AYD5I8ZTN",
+	"JWKwwUp+jw7rlbILTuUL5CSAzg57hybASIXHNOsu+dtClquWmJKM6W9FXxNuQbNZEHRHIAsmmbqFiT1M",
+	"1+4SF9eXwaVP4GlEFocxCXPYrLcfNevtRyN1sPeMNVzldcSwW1WtIzKozmFzt+Oy7ky1IXmyvGFVVOzA",
+	"tEua/BFoo3QIc6NkELcOW29x/33T3Vb1usJfmy8H9OnGj7wU0GVdfXlPIwhjX+h43d1TOrLC7tK5rd5B",
+	"lXstr6XimJBWT1v7UgezfgXhfrf7h117VbuXquH+q567xq84q4vyGca47n537xtCRE+Y0vOiwZo76e3a",
+	"yQdRCae/0MMcjBSPPiBMNoGTY/xp6cZH/GTv4U8qN7/BR3vPHv6o3p4Zvtvf32Sy5VvR8NsfH/62fjcf",
+	"4hoF5ybz5qmU6NTzJee0P2Qd5E4uFC2kmpSlUVF9ZPkNOhBzEUmuQi85K/3BbkSDwCRtnrsAX9HTTcYB",
+	"mdN4Fw2an7bc/01aX1yD4s5MeZKAnKq2+LNgAYD56Cw2KgcpXWJFJQCoo+aF3n5G39GObsQ59MVC6dNa",
+	"86i81ol87mmmKt3CTFCp8HlKgdJdavCVZonr+oV1SwT9SLl+XR125oGCfUGgyr32Ck3NgWLQeqTJQX1P",
+	"hfcl8eJOIhb6TnMh6YMlax1E1JSntyJmIfalCztgk+ePSaNFQEA5V7rUn5B0Hpkkbk63gUqPlJ/w0Ck6",
+	"+X7jRnB0DaAXCZt2VuVgk8BjWwieE1m0bafee1+JKVda9K24hjM/EJ3Hc6U/jUMMK4QS4z1ThR2Dl7Py",
+	"qchV80rnygytkmmZZ1RC2WWukXvPUc3WZoWenQeh8wxV7D8CJAV6NRAg/F3VjFmuGJP/exvN+KjkF8BR",
+	"Rsq5/sv3B3lZ5YzvG2ELJbbiD3e+vv1uN6irvvhRUfXkuZKeK9be7+7tONcvyytS4lxRR7XUX+J7LXIF",
+	"IKCrL90EzjLNW2khE8U7llJvqAZFkRSa2zEz8jewl+tXZ4RFsCoYKe6PsoOHjEcPBUAeY6ypaN1FdXsV",
+	"XHKmxDxf/hE1/bgVYlZxHsI/Fmwu0oK/U3np19Ok6zeJhKyNyT7YfMx5wACRBtj+1T9Ocq+Y6yq2HM31",
+	"L8D+kpzYqajnHskBW6Wyb8UNXeOgvL5gU9V4O1ZYlC98W714uT3SCj5cOsT5YSmuCqsf5T9cW94Izvwh",
+	"6Mz/Uny/mlhzeGZcNURwWdtt+G5+ufdOWYgVsqpZhD39XHD8Lyu14HOVLMr8flkyee/hkoQaqaqIqkqS",
+	"J6YaI1i+YykMRqoIEayKDvwujrpi4q341mthSzzrYd9Bpe7pcf4DrKZ6/xW5Va1YbQWrqvRT+2YcoHvw",
+	"8Ef53Ux/6vG9RC9fiXuXU+weOKaFQ3mXPNJPeXS7Wuvs5Q53OJiVACqGeilWUtwQ48+iD02MVPtaRBzO",
+	"ceXymCfGxXBSrpi/grBIAgjdJTzhEZMWNJwkAc1Op2iDXQuhSmEImFAwq3WHXWmXpUBlPw4adKSWIiUw",
+	"DtbY12ISRcSfVHvqZ/p4RrDNae9Ft7UuN+YraSr166++scKydLVU01X2wI7n3FTif9+WG/xph7s4cf7K",
+	"wTi/jUmT/u+b7dainuXT7+8JWn/0MVy7+vBfCpulyrCZuyXSgdEUYXlSHO0i7rYU9MN8gZiZLJr4wcgs",
+	"EzxNpEh9XJfuzNuhMRLh8rHFFDhM6OcJ0eoK3eVOYYddgd3Fi6AuBSBxjSPFfbJ2HuCVpsS3sFtyHgy2",
+	"7nLUDjtHbkZRQQrqurAeGKa+Ww6GCEtBUswldXvEx2PcZeKW7iZtY0eKWrcAg3Kc1WG5EnQnU9LcytkM",
+	"AxPESfUYPV7AGbG+4DBvvUbXg9OaA5wfTGBkh1GWGp1+G2aGIdtvyc4qV7L9GQyteoNYA0vDF/KjHPjO",
+	"pJh2FbCZNkZeJwvXM+K/BaNDjLBsBsdvyu/R6e752VIOaDWV5EFOVy1aaeZu+eWU1icQlLiVjAXaaSxs",
+	"V8v4gjJTG8Q74aH3xKzxiBUh4P3cxeSSgeArrPYsPNv+W3QqKZa/lsOEKXU/VhOt/A2pIWsDi/AJt1a7",
+	"1l0IiIsWa3dJ8EiFpRs6d9+IRcgmgsfoEbsVhnHMogMJ5OuZMLsOUM54lGpjRspBJYVLj8Pl34qFSykt",
+	"rcsHhAn25htgQ4JwKceu1C/tKO85D9KhcOg1Z9r5XK012XQgJfxdR5iJYMlVCA8DmgV/RhQaW7ZapV1t",
+	"plZTDEZqyUwte3OrrrbmZDbGR6pkL//BFusztiZvj2LkhEmX/5QjdKTC6hEJj1joMn87eLE05kzVX8Jg",
+	"evdH1kjEAVtFHw/6K5uuLsbwfyN2w9VXGntHJ14w5qh5pMrXJ+wEK67FInSVLpupXcNFKVnzShzqiWFh",
+	"9dakMGBGiGqCeh5NAUTgJO4yfAwNEvlTcdHOVhK7T/RfVO6tcDkQeyicDjX+0Sp7GspVm6PR/f7e7mh0",
+	"/zfx/vNesLffeGHg5nkLW7odlgoSN1ER9r/C/EVdZ0MCgw8RtpWeg41KupvXjYnRRjzxzPgbpwZ0N/CQ",
+	"FldU4xcbqBb5tc//7Zyw7shV3RAg831adLucrL5JFLH04Ol1lqxx67zSdEk/Sp/pTKegkjqdYRcv39Ga",
+	"krFVXGRKjpPMBatGBPuhU9/2ut1uuaCHSeWupSStgZrLF1UqI1XNMgb7SVoxzUU+tQtNKBEgvDi/Go5U",
+	"wypD9p//8b9c6KysHfnYWEC2jzs3JY0LgPFKWZ5zEWUp6ikf9TWNq2Lm6vcogw5BBO6dB/Mpjc9bcPNU",
+	"WisUqTCuGgWMvXq7dKwSx8y8apk4yu/yTAzvci8nknO1qE9HMV/YNEl3v48UFiC7Enu60J1xn62NQrKu",
+	"GLjAbC62cYAwoE6PWAhKgNMEDrwa+IcjFUoVi3sn/uAlbIdqsCY7IAWtC0Iz0rFwb/V9Pxo4B5jZOlK5",
+	"MubSgXG6uc6SmN0IG5D/gJsVsp7ptFnaw8xOH2m7G3udYwN/pfqb0AnUsDNSedgspy07l5GoU7c0HjFo",
+	"5BcvY7L+PRLAkjJc+niNLu/T2N2uEHYVn3pbAzBDk1oxHal5rriy1fqau/STDhlVMztgHq7f2AwgoOOy",
+	"ncFWmhlznd5iTjQF0F1qs9v/w1IrUjAokBeBDeGOVv4QY+XlxH9y0WAMf6SUnpfzGFaaJq6qC57jLVaY",
+	"PFAjycDt10r19GEdnLWnPBnrdCpiN63SjA6sTouLTkcKmOrOam/MeoX9iK3WrVcbX0dshW5NB8bTLIA9",
+	"UqTM5jUdepmedo7WcpuZSHdlXrpifp++av4/VVjNn62xmnUqa0la8W2116Y+Kf/SZ//r67NYDtCgDJZU",
+	"PtYGdcXdJbu9bvu56kr4Uv5hXc4BVjiEc7xeCDOT5tQEAPP2yHvlRAvWt2IGqaarUilbzCmIRTWYc1Qa",
+	"1s67Wqy7USJA3QS7kCGz5JKq+bCgKJqgs1+6ThJHtfgkKBNYHeYrzGjqor7EaXikfeLQVE6idKk6XCsl",
+	"IpuXofFKcRcFFdytuaVILhaZulonNkfPoMzbZhJmUm3MbvmV3WxG3WbueFJRiCUsYc4XlRYa3NXmTzVV",
+	"maFeZISyh5Q1xkJ6MaQAUrkeb4fiHBM9Z4lWN0WOI9gwt787i6OxxHTbPI51bpWm01a8Umuld8HtpPUl",
+	"2OKrQZx/U79jVVpnvtEF5hoUYVcK3EDpVjtiZ+0uZaY7lhHUKRAPNApf38rYyV46eRWRu7q76gYXyH7d",
+	"VJV6g89VeXX49F+pKqtKLHyLnGqA5YlpoLE/WhA8pWLo1W6Q41LVucqzIiPfHK/Mf4sQTver8ZSaxj7s",
+	"X54OznonIWsXlcUgA8q9FXVakTfbeX1p/f8E3OkrqdHVS/y+cVx4YwZSKg0H1bnoT/nPzVO21ob/vEgz",
+	"dRxayYE+6muqPnYVPpaNpcLMuj+cIzkf6xqWhOaecTeWkbulJIX/yvaohGmq75wLp7IkrLES6UjhdVKo",
+	"Q2J9kqsF09j4XKELFPsX4NJNieW5Dk1YwwQqASnDaOm7m2M6yy0qsFwLxytAxbjqSNH01IzmMG9pXFbg",
+	"/glUtEvalX8xwj8x+gWsUIl5WeWUxtHtv7SrZsb2d8rxqKauuJQT4+Ii26pXjR3QVprUxzpTrnjUuMve",
+	"YlEUXiYL1qYcNnSYAxjAK661nWAfFszzkHh5Feg2aBlXOkH764mpEdPYWYbUwa6D5flcYhodVbP6Cllf",
+	"uYA+VRmbKo/Zynb7O2HCX1T9FRWG2kyr1AXFZ2aiXXL8tyY91xCxdfjr+6WCkihgGZ4l8vRh/ZwDFraO",
+	"8pAiPuORtBQI83dLe6qk1nxAkNW5ltou/voeOKX77LO3L4uSbOC9tbKIyo9l8i/97HLJSr84iL68//L/",
+	"AgAA//8=",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

@@ -10,7 +10,9 @@
 package metrics
 
 import (
+	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -43,22 +45,19 @@ type Config struct {
 // Validate refuses settings that would make every scrape wait or hammer
 // the database.
 func (c Config) Validate() error {
-	switch {
-	case c.FleetCacheTTL < 0 || c.FleetCacheTTL > 10*time.Minute:
-		return fmt.Errorf("metrics: fleet cache TTL %s must be 0..10m", c.FleetCacheTTL)
-	case c.FleetTimeout < 0 || c.FleetTimeout > time.Minute:
-		return fmt.Errorf("metrics: fleet timeout %s must be 0..1m", c.FleetTimeout)
+	var errs []error
+	if c.FleetCacheTTL < 0 || c.FleetCacheTTL > 10*time.Minute {
+		errs = append(errs, fmt.Errorf("metrics: fleet cache TTL %s must be 0..10m", c.FleetCacheTTL))
 	}
-	return nil
+	if c.FleetTimeout < 0 || c.FleetTimeout > time.Minute {
+		errs = append(errs, fmt.Errorf("metrics: fleet timeout %s must be 0..1m", c.FleetTimeout))
+	}
+	return errors.Join(errs...)
 }
 
 func (c *Config) withDefaults() {
-	if c.FleetCacheTTL == 0 {
-		c.FleetCacheTTL = FleetCacheTTLDefault
-	}
-	if c.FleetTimeout == 0 {
-		c.FleetTimeout = FleetTimeoutDefault
-	}
+	c.FleetCacheTTL = cmp.Or(c.FleetCacheTTL, FleetCacheTTLDefault)
+	c.FleetTimeout = cmp.Or(c.FleetTimeout, FleetTimeoutDefault)
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}

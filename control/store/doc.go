@@ -39,7 +39,8 @@
 //	audit.go         judge_audit: the audit insert every change shares (with the caller's
 //	                 address from WithCaller), a node's or job's trail, the filtered global list
 //	tokens.go        business/admin API tokens
-//	tenancy.go       token scopes (submission types), consumer groups, EventScope
+//	tenancy.go       token scopes (submission types), consumer groups, EventScope,
+//	                 owners of test data (Tenant: who may use a manifest or artifact)
 //	jobs.go          enqueue (batched), EnqueueMany, rejudge, cancel (pointer → job writes)
 //	idempotency.go   idempotency keys for enqueue and their purge
 //	status.go        job, attempt and submission-status reads; settled-job lookups for waiting reads
@@ -56,7 +57,7 @@
 //	results.go       result shape and its validation against the manifest
 //	verdict_check.go verdict checks against the manifest (cases, scores)
 //	events.go        settlement events: the settle insert, claim/ack/fail, admin listing, redelivery
-//	manifests.go     artifacts and manifests
+//	manifests.go     artifacts and manifests, each with its owner
 //	summary.go       pool and node counts for dashboards and metrics
 //	reconcile.go     invariant checks over the whole database
 //	metrics.go       Observer and the public operations that report to it
