@@ -83,3 +83,30 @@ func TestTestDataMigrationSharesExistingData(t *testing.T) {
 	require.NoError(t, db.QueryRowContext(ctx, `SELECT COUNT(*) FROM judge_manifest WHERE digest = ?`, digest).Scan(&n))
 	require.Equal(t, 2, n, "the Down keeps every manifest")
 }
+
+// 00012 ends the console sessions open at upgrade (no row says which secret
+// opened them, so none can be bound to one); its Down drops what it added.
+func TestSecretHistoryMigrationEndsOpenSessions(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db, _ := dbtest.Open(t)
+	p, err := migrations.Provider(db)
+	require.NoError(t, err)
+	_, err = p.DownTo(ctx, 11)
+	require.NoError(t, err)
+	_, err = db.ExecContext(ctx, `INSERT INTO judge_console_session (session_hash, token_id, csrf_token, remote_addr, expires_at)
+		VALUES (REPEAT('s', 32), 1, REPEAT('c', 64), '127.0.0.1', NOW(6) + INTERVAL 1 HOUR)`)
+	require.NoError(t, err)
+
+	require.NoError(t, migrations.Up(ctx, db))
+	var ended sql.NullTime
+	require.NoError(t, db.QueryRowContext(ctx, `SELECT ended_at FROM judge_console_session`).Scan(&ended))
+	require.True(t, ended.Valid, "a session open at upgrade is ended")
+
+	_, err = p.DownTo(ctx, 11)
+	require.NoError(t, err)
+	var n int
+	require.NoError(t, db.QueryRowContext(ctx, `SELECT COUNT(*) FROM information_schema.tables
+		WHERE table_schema = DATABASE() AND table_name = 'judge_api_token_retired'`).Scan(&n))
+	require.Zero(t, n)
+}

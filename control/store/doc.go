@@ -35,10 +35,10 @@
 //	languages.go     nodes' per-language reports and the language catalog
 //	checks.go        self-checks (judge_node_check and their CHECK jobs)
 //	console_sessions.go admin console browser sessions (hash-only ids, CSRF token,
-//	                 idle and absolute expiry, ended with their admin token)
+//	                 idle and absolute expiry, ended with the admin secret that opened them)
 //	audit.go         judge_audit: the audit insert every change shares (with the caller's
 //	                 address from WithCaller), a node's or job's trail, the filtered global list
-//	tokens.go        business/admin API tokens
+//	tokens.go        business/admin API tokens, rotation and retired secrets
 //	tenancy.go       token scopes (submission types), consumer groups, EventScope,
 //	                 owners of test data (Tenant: who may use a manifest or artifact)
 //	jobs.go          enqueue (batched), EnqueueMany, rejudge, cancel (pointer → job writes)
