@@ -25,6 +25,12 @@ DIST ?= dist
 release:
 	DIST=$(DIST) scripts/release.sh $(VERSION)
 
+# Images kece/kece-control and kece/kece-node tagged $(VERSION) and latest,
+# built here without a registry (static host binaries on scratch / the
+# debootstrap base), saved to dist/*-image-*.tar.gz (docker load -i).
+images:
+	DIST=$(DIST) scripts/images.sh $(VERSION)
+
 # Private MariaDB instances (control plane + judge server stand-in).
 deps-mysql:
 	scripts/mariadb.sh start control

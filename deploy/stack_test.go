@@ -224,3 +224,17 @@ func httpBody(t *testing.T, url string) string {
 	require.Equal(t, http.StatusOK, r.StatusCode, "%s: %s", url, b.String())
 	return b.String()
 }
+
+// requireDocker skips (or fails under KECE_REQUIRE_DOCKER=1) without the
+// docker CLI and a daemon that answers it.
+func requireDocker(t *testing.T) {
+	t.Helper()
+	out, err := exec.Command("docker", "version", "--format", "{{.Server.Version}}").CombinedOutput()
+	if err == nil {
+		return
+	}
+	if os.Getenv("KECE_REQUIRE_DOCKER") == "1" {
+		t.Fatalf("KECE_REQUIRE_DOCKER=1 but docker does not answer: %v: %s", err, out)
+	}
+	t.Skipf("docker does not answer: %v (set KECE_REQUIRE_DOCKER=1 to fail instead)", err)
+}
