@@ -278,7 +278,8 @@ func TestActionsGoThroughTheAdminAPI(t *testing.T) {
 	require.Equal(t, http.StatusOK, p.status, p.body)
 	code := regexp.MustCompile(`kjc_[A-Za-z0-9_-]+`).FindString(p.body)
 	require.NotEmpty(t, code)
-	require.Contains(t, p.body, "kece-node join --control-url "+b.env.URL+" --pool mysql --code "+code)
+	require.Contains(t, p.body, "kece-node join --control-url "+b.env.URL+" --pool mysql --join-code "+code+
+		" --credential-file /var/lib/kece/node-mysql-1/credential")
 	nodeID := regexp.MustCompile(`/console/nodes/(\d+)`).FindStringSubmatch(p.body)[1]
 	for _, path := range []string{"/console/nodes", "/console/nodes/" + nodeID, "/console/"} {
 		p := b.do("GET", path, nil)
