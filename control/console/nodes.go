@@ -92,8 +92,8 @@ func (c *Console) createNode(w http.ResponseWriter, r *http.Request) {
 	if a := strings.TrimSpace(r.PostFormValue("address")); a != "" {
 		body.Address = &a
 	}
-	if v := strings.TrimSpace(r.PostFormValue("ttlSeconds")); v != "" {
-		ttl, fe := formInt(r, "ttlSeconds")
+	if v := strings.TrimSpace(r.PostFormValue("ttl")); v != "" {
+		ttl, fe := formDuration(r, "ttl")
 		if fe != nil {
 			c.showNodes(w, r, fe.Status, fe)
 			return
@@ -174,7 +174,7 @@ func (c *Console) nodeAction(w http.ResponseWriter, r *http.Request) {
 		}
 		d := confirmData{Action: Prefix + "nodes/" + url.PathEscape(id) + "/" + action, Back: Prefix + "nodes/" + url.PathEscape(id),
 			Button: strings.ToUpper(action[:1]) + action[1:] + " node", Question: q, Fields: fields, Node: &dr.JSON200.Node}
-		for _, f := range []string{"deadlineSeconds", "slots", "revision", "force"} {
+		for _, f := range []string{"deadline", "slots", "revision", "force"} {
 			if v := r.PostFormValue(f); v != "" {
 				fields[f] = v
 			}
@@ -200,8 +200,8 @@ func (c *Console) nodeAction(w http.ResponseWriter, r *http.Request) {
 		e = check(er, er.Body, err, http.StatusOK)
 	case "drain":
 		body := adminapi.DrainRequest{Reason: reason}
-		if strings.TrimSpace(r.PostFormValue("deadlineSeconds")) != "" {
-			s, fe := formInt(r, "deadlineSeconds")
+		if strings.TrimSpace(r.PostFormValue("deadline")) != "" {
+			s, fe := formDuration(r, "deadline")
 			if fe != nil {
 				c.showNode(w, r, id, fe.Status, fe)
 				return

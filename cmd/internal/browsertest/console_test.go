@@ -141,7 +141,7 @@ func TestConsoleInBrowser(t *testing.T) {
 
 	// Drain with a deadline: asked to confirm, with the leases in flight.
 	b.open(nodeURL)
-	b.fill("#drain-reason", "host maintenance", "#drain-deadline", "120")
+	b.fill("#drain-reason", "host maintenance", "#drain-deadline", "2m")
 	require.EqualValues(t, http.StatusOK, b.submit("form[action$='/drain'] button"))
 	require.Contains(t, b.text("main"), "leases in flight")
 	b.checkPage("confirm")
@@ -157,6 +157,20 @@ func TestConsoleInBrowser(t *testing.T) {
 	require.EqualValues(t, http.StatusOK, b.submit("main form button[type=submit]"))
 	require.Contains(t, b.text(".notice"), "Rejudge queued")
 	require.Contains(t, b.text("#job-live"), "2 (current)")
+	// The jobs list tells the generations apart: generation 2 is marked
+	// current, generation 1 old, and the old one's AC keeps its green badge.
+	b.open("/console/jobs?submissionType=DATABASE&submissionId=browser-1")
+	gens := eval[[]map[string]string](b, `[...document.querySelectorAll("#jobs-live tbody tr")].map(r => ({
+		gen: r.querySelector("td.gen").innerText,
+		marker: (r.querySelector("td.gen span") || {className: ""}).className,
+		badge: (r.querySelector("span.verdict") || {className: ""}).className}))`)
+	require.Len(t, gens, 2, "%v", gens)
+	require.Equal(t, "2 current", gens[0]["gen"])
+	require.Equal(t, "badge ok gen-current", gens[0]["marker"])
+	require.Equal(t, "1 old", gens[1]["gen"])
+	require.Equal(t, "muted gen-old", gens[1]["marker"])
+	require.Equal(t, "badge verdict ok", gens[1]["badge"], "AC is the ok badge, not the bad one")
+	b.checkPage("jobs-rejudged")
 
 	// The audit trail names the admin token behind the session.
 	b.open(nodeURL)
