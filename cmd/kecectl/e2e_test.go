@@ -42,7 +42,7 @@ func TestKecectlEndToEnd(t *testing.T) {
 	// A node from registration to enabled, by name, with a chosen code lifetime.
 	out = c.ok("node", "create", "--name", "judge-1", "--pool", "cpp", "--group", "rack-1", "--slots", "2", "--code-ttl", "48h")
 	require.Contains(t, out, "PENDING_VERIFICATION")
-	require.Contains(t, out, "kece-node join --control-url "+env.URL+" --pool cpp --join-code kjc_")
+	require.Regexp(t, `on the host: kece-node join --control-url `+regexp.QuoteMeta(env.URL)+` --pool cpp --join-code kjc_\S+ --credential-file /var/lib/kece/node-judge-1/credential\n`, out)
 	code := joinCodeRE.FindString(out)
 	require.NotEmpty(t, code, out)
 	nid := strings.Fields(out)[1]
