@@ -278,7 +278,8 @@ func TestActionsGoThroughTheAdminAPI(t *testing.T) {
 	require.Equal(t, http.StatusOK, p.status, p.body)
 	code := regexp.MustCompile(`kjc_[A-Za-z0-9_-]+`).FindString(p.body)
 	require.NotEmpty(t, code)
-	require.Contains(t, p.body, "kece-node join --control-url "+b.env.URL+" --pool mysql --join-code "+code)
+	require.Contains(t, p.body, "kece-node join --control-url "+b.env.URL+" --pool mysql --join-code "+code+
+		" --credential-file /var/lib/kece/node-mysql-1/credential")
 	// Durations as the CLI takes them: a join code for 2 days, not 172800
 	// seconds; a bad one is refused with what to write.
 	p = b.do("POST", "/console/nodes", url.Values{"csrf": {csrf}, "name": {"mysql-2"}, "pool": {"mysql"}, "hostGroupId": {gid}, "slots": {"1"}, "ttl": {"2d"}})

@@ -76,7 +76,7 @@ func (c *Console) controlURL(r *http.Request) string {
 }
 
 func (c *Console) showJoin(w http.ResponseWriter, r *http.Request, n adminapi.Judger, code string, expires time.Time, rotated bool) {
-	cmd := "kece-node join --control-url " + c.controlURL(r) + " --pool " + string(n.Pool) + " --join-code " + code
+	cmd := contracts.JoinCommand(c.controlURL(r), string(n.Pool), n.Name, code)
 	c.render(w, r, http.StatusOK, "joincode", view{Title: "Join code for " + n.Name, Nav: "nodes",
 		Data: joinData{Node: n, Code: code, ExpiresAt: expires, Command: cmd, Rotated: rotated}})
 }

@@ -80,14 +80,15 @@ func TestConsoleInBrowser(t *testing.T) {
 	b.fill("#n-name", "mysql-01", "#n-pool", "mysql", "#n-slots", "2")
 	require.EqualValues(t, http.StatusOK, b.submit("form[action='/console/nodes'] button"))
 	cmdLine := eval[string](b, `document.getElementById("join-cmd").value`)
-	m := regexp.MustCompile(`^kece-node join --control-url (\S+) --pool mysql --join-code (kjc_\S+)$`).FindStringSubmatch(cmdLine)
+	m := regexp.MustCompile(`^kece-node join --control-url (\S+) --pool mysql --join-code (kjc_\S+) --credential-file /var/lib/kece/node-mysql-01/credential$`).FindStringSubmatch(cmdLine)
 	require.NotNil(t, m, "join command %q", cmdLine)
 	require.Equal(t, base, m[1])
 	b.checkPage("join-code")
 	nodeURL := eval[string](b, `document.querySelector("main a[href^='/console/nodes/']").getAttribute("href")`)
 
-	// The host operator runs exactly that command (plus where to keep the
-	// credential), then starts the node.
+	// The host operator runs exactly that command (with the credential in
+	// the test's directory instead of /var/lib/kece: the last flag wins),
+	// then starts the node.
 	dir := t.TempDir()
 	cred := filepath.Join(dir, "credential")
 	args := append(strings.Fields(cmdLine)[1:], "--credential-file", cred)
