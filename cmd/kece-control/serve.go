@@ -160,16 +160,24 @@ func serve(ctx context.Context, args []string, cio cmdIO) error {
 	}
 	metricsCfg.Logger = log
 
-	db, err := openDB(ctx, fs, *dsn, *conns)
+	if *migrate {
+		// On connections of their own with the offline bounds: a migration
+		// may run longer than a serving statement may.
+		mdb, err := openDB(ctx, fs, *dsn, 2)
+		if err != nil {
+			return err
+		}
+		err = migrations.UpLocked(ctx, mdb)
+		mdb.Close()
+		if err != nil {
+			return err
+		}
+	}
+	db, err := openDBWith(ctx, fs, *dsn, *conns, serveLimits)
 	if err != nil {
 		return err
 	}
 	defer db.Close()
-	if *migrate {
-		if err := migrations.UpLocked(ctx, db); err != nil {
-			return err
-		}
-	}
 	st, err := store.New(db, storeCfg)
 	if err != nil {
 		return settings.Errorf("store settings", "%v", err)
