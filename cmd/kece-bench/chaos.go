@@ -81,6 +81,8 @@ func runChaos(ctx context.Context, args []string) error {
 	fs.StringVar(&c.galera, "galera", "", "run on the Galera cluster of this script (scripts/galera.sh, started) instead of a private MariaDB")
 	fs.StringVar(&c.writers, "writers", "multi", "with -galera: multi (replica A writes to node 1, B to node 2) or single (both to node 1)")
 	fs.StringVar(&c.urlList, "node-url-list", "auto", "give each node both replicas in KECE_CONTROL_URL: on, off, or auto (the same as on)")
+	fs.DurationVar(&c.longFreeze, "long-freeze", 0, "length of the scheduled freezes of the replica most nodes use (default 12s for runs under 5m, else 40s)")
+	fs.IntVar(&c.longFreezes, "long-freezes", -1, "how many long freezes the fault phase schedules (default one per 150s, at least 1; 0: none)")
 	fs.BoolVar(&c.keep, "keep", false, "keep the work directory (logs, data) after the run")
 	if err := settings.ParseWithEnv(fs, "KECE_BENCH_CHAOS_", args, os.Getenv); err != nil {
 		return err
@@ -106,7 +108,8 @@ func runChaos(ctx context.Context, args []string) error {
 	}
 	if !ok {
 		r.cfg.keep = true // the deferred cleanup leaves the evidence
-		return errors.New("targets missed: lost, duplicated, stuck, wrong and reconcile_violations must all be 0 (logs kept in " + r.f.work + ")")
+		return errors.New("targets missed: lost, duplicated, stuck, wrong, reconcile_violations, attempts_spent_in_freezes and leases_dropped_fresh must all be 0 " +
+			"and fleet_claim_stall_max_s at most 3 (logs kept in " + r.f.work + ")")
 	}
 	return nil
 }
@@ -119,6 +122,8 @@ type chaosConfig struct {
 	writers, urlList                           string
 	nodesPerPool, slots, maxAttempts, inFlight int
 	lease, reap                                time.Duration
+	longFreeze                                 time.Duration
+	longFreezes                                int
 	keep                                       bool
 	poolList, faultList                        []string
 }
@@ -170,6 +175,21 @@ func (c *chaosConfig) validate() error {
 	}
 	if c.every < time.Second {
 		errs = append(errs, errors.New("-fault-every must be at least 1s"))
+	}
+	if c.longFreeze == 0 {
+		c.longFreeze = 40 * time.Second
+		if c.duration < 5*time.Minute {
+			c.longFreeze = 12 * time.Second
+		}
+	}
+	if c.longFreezes < 0 {
+		c.longFreezes = max(1, int(c.duration/(150*time.Second)))
+	}
+	if c.galera != "" {
+		c.longFreezes = 0
+	}
+	if c.longFreeze < time.Second {
+		errs = append(errs, fmt.Errorf("-long-freeze %s must be at least 1s", c.longFreeze))
 	}
 	if c.lease < 3*time.Second {
 		errs = append(errs, errors.New("-lease must be at least 3s (renews run every lease/4)"))
@@ -247,6 +267,7 @@ type chaosRun struct {
 	galeraRejoin   string
 	unplannedExits int
 	enqueueErrors  int
+	freeze         freezeStats
 }
 
 func (r *chaosRun) setup(ctx context.Context) error {
@@ -515,7 +536,8 @@ func (r *chaosRun) run(ctx context.Context) (bool, error) {
 	consumeCtx, stopConsume := context.WithCancel(ctx)
 	defer stopConsume()
 	var wg sync.WaitGroup
-	wg.Add(3)
+	wg.Add(4)
+	go func() { defer wg.Done(); r.sampleSessions(consumeCtx) }()
 	go func() { defer wg.Done(); r.enqueueLoop(loadCtx) }()
 	go func() { defer wg.Done(); r.consumeLoop(consumeCtx) }()
 	go func() { defer wg.Done(); r.scrapeLoop(consumeCtx) }()
@@ -765,19 +787,37 @@ func (r *chaosRun) faultSchedule(ctx context.Context, start time.Time) error {
 		sleepCtx(ctx, time.Until(start.Add(r.cfg.duration)))
 		return ctx.Err()
 	}
+	longAt := r.cfg.longFreezeAt()
 	for ctx.Err() == nil {
+		if len(longAt) > 0 && time.Since(start) >= longAt[0] {
+			// Quiet before and after, so what the freeze costs is its own.
+			longAt = longAt[1:]
+			sleepCtx(ctx, r.freezeQuiet())
+			if err := r.faulting(func() error { return r.longFreeze(ctx) }); err != nil {
+				return fmt.Errorf("fault %s: %w", faultReplicaLongFreeze, err)
+			}
+			r.noteFault(faultReplicaLongFreeze, time.Now())
+			sleepCtx(ctx, r.freezeQuiet())
+			continue
+		}
 		r.mu.Lock()
 		gap := time.Duration(float64(r.cfg.every) * (0.5 + r.faultRng.Float64()))
 		kind := r.cfg.faultList[r.faultRng.IntN(len(r.cfg.faultList))]
 		r.mu.Unlock()
 		if time.Since(start)+gap >= r.cfg.duration {
+			if len(longAt) > 0 {
+				continue // a long freeze is still due
+			}
 			break
 		}
 		t0 := time.Now()
-		if err := r.fault(ctx, kind); err != nil {
+		if err := r.faulting(func() error { return r.fault(ctx, kind) }); err != nil {
 			return fmt.Errorf("fault %s: %w", kind, err)
 		}
 		r.noteFault(kind, time.Now())
+		if kind == faultReplicaFreeze {
+			gap = max(gap, time.Since(t0)+r.freezeQuiet())
+		}
 		sleepCtx(ctx, gap-time.Since(t0))
 	}
 	if r.lastFaultEnd.IsZero() {
@@ -833,9 +873,10 @@ func (r *chaosRun) fault(ctx context.Context, kind string) error {
 		return n.docker.Up()
 	case faultReplicaFreeze:
 		rep := r.replicas[r.pick(len(r.replicas))]
-		_ = rep.proc.cmd.Process.Signal(syscall.SIGSTOP)
-		r.pause(ctx, 2*time.Second, 6*time.Second)
-		return rep.proc.cmd.Process.Signal(syscall.SIGCONT)
+		if err := rep.proc.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+			return err
+		}
+		return r.frozen(ctx, rep, freezeWindow{replica: rep.name}, 2*time.Second+time.Duration(r.pick(4000))*time.Millisecond)
 	case faultDBRestart:
 		r.controlDB.crash()
 		r.pause(ctx, time.Second, 3*time.Second)
@@ -869,6 +910,10 @@ func (r *chaosRun) fault(ctx context.Context, kind string) error {
 
 // report checks the invariants and prints the figures; ok says the targets held.
 func (r *chaosRun) report(ctx context.Context, wall time.Duration) (bool, error) {
+	freezeLines, freezeOK, err := r.freezeFigures(ctx)
+	if err != nil {
+		return false, err
+	}
 	type row struct {
 		state, verdict string
 		jobs           int
@@ -1001,7 +1046,8 @@ func (r *chaosRun) report(ctx context.Context, wall time.Duration) (bool, error)
 	if r.galeraRejoin != "" {
 		fmt.Println(r.galeraRejoin)
 	}
-	return lost == 0 && duplicated == 0 && stuck == 0 && wrong == 0 && violations == 0 && recovery >= 0, nil
+	fmt.Print(freezeLines)
+	return lost == 0 && duplicated == 0 && stuck == 0 && wrong == 0 && violations == 0 && recovery >= 0 && freezeOK, nil
 }
 
 // recovery is how long after the last fault ended judging worked again in
