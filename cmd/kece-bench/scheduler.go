@@ -248,231 +248,263 @@ type replica struct {
 	hub *longpoll.Hub
 }
 
+// lifecycles runs the workload over reps for d and measures it: enqueuers
+// keep a backlog, every session's node claims, renews and posts results as
+// kece-node does, and one consumer claims and acknowledges the settlement
+// events; a lifecycle counts once its event is acknowledged.
 func lifecycles(ctx context.Context, reps []replica, db *sql.DB, manID int64, sessions []store.Session, slots, enqueuers, enqueueBatch int, startReport, cycle bool, d time.Duration, cw cpuWatch) (lifecycleResult, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	var (
-		wg       sync.WaitGroup
-		errMu    sync.Mutex
-		firstErr error
-		seq      atomic.Int64
-		acked    atomic.Int64
-		queued   atomic.Int64
-		latMu    sync.Mutex
-		claimLat []float64
-		enqNs    atomic.Int64
-		enqN     atomic.Int64
-		compNs   atomic.Int64
-		compN    atomic.Int64
-		idleN    atomic.Int64
-		claimN   atomic.Int64 // claims that took work
-		claimedN atomic.Int64 // jobs they took
-		evBatchN atomic.Int64 // event claims that took events
-	)
-	fail := func(err error) {
-		if err == nil || errors.Is(err, context.Canceled) {
-			return
-		}
-		errMu.Lock()
-		if firstErr == nil {
-			firstErr = err
-		}
-		errMu.Unlock()
-		cancel()
-	}
-	backlog := int64(len(sessions) * slots * 4)
+	r := &lifecycleRun{ctx: ctx, cancel: cancel, manID: manID, slots: slots, enqueueBatch: enqueueBatch,
+		startReport: startReport, cycle: cycle, backlog: int64(len(sessions) * slots * 4)}
 	for e := range enqueuers {
 		st := reps[e%len(reps)].st
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for ctx.Err() == nil {
-				if queued.Load() > backlog {
-					time.Sleep(200 * time.Microsecond)
-					continue
-				}
-				reqs := make([]store.EnqueueRequest, enqueueBatch)
-				for i := range reqs {
-					reqs[i] = store.EnqueueRequest{SubmissionType: "ALGO", SubmissionID: fmt.Sprint(seq.Add(1)),
-						Language: "cpp17", Source: "int main(){}", ManifestID: manID}
-				}
-				t0 := time.Now()
-				var err error
-				if enqueueBatch == 1 {
-					_, err = st.Enqueue(ctx, reqs[0])
-				} else {
-					_, err = st.EnqueueMany(ctx, reqs)
-				}
-				enqNs.Add(int64(time.Since(t0)))
-				enqN.Add(1)
-				if err != nil {
-					fail(err)
-					return
-				}
-				queued.Add(int64(enqueueBatch))
-			}
-		}()
-	}
-	res := store.Result{Outcome: store.OutcomeVerdict, Verdict: &store.VerdictResult{Status: "AC", Score: 100, MaxScore: 100,
-		Cases: []store.CaseResult{{CaseID: "1", Status: "AC", Score: 100, TimeMs: 1}}}}
-	// Each node runs its slots concurrently, like a real node: one claim
-	// loop asking for the free slots, and one goroutine per leased job that
-	// renews once and posts its result.
-	// With -protocol cycle a job posts its result with a claim for its own
-	// slot in one call (CompleteClaim), as kece-node does, and runs what it
-	// gets in the same slot; the claim loop claims the slots left free.
-	post := func(st *store.Store, sess store.NodeSession, j store.ClaimedJob) ([]store.ClaimedJob, error) {
-		if !cycle {
-			_, err := st.Complete(ctx, sess, j.JobID, j.LeaseEpoch, res)
-			return nil, err
-		}
-		outs, next, err := st.CompleteClaim(ctx, sess, []store.CycleResult{{JobID: j.JobID, LeaseEpoch: j.LeaseEpoch, Result: res}}, 1, "")
-		if err != nil {
-			return nil, err
-		}
-		return next, outs[0].Err
+		r.wg.Go(func() { r.enqueue(st) })
 	}
 	for i, s := range sessions {
-		st, hub := reps[i%len(reps)].st, reps[i%len(reps)].hub
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			var lat []float64
-			defer func() { latMu.Lock(); claimLat = append(claimLat, lat...); latMu.Unlock() }()
-			free := make(chan struct{}, slots)
-			for range slots {
-				free <- struct{}{}
-			}
-			var jobs sync.WaitGroup
-			defer jobs.Wait()
-			for ctx.Err() == nil {
-				// Wait for at least one free slot, then take all free ones.
-				select {
-				case <-free:
-				case <-ctx.Done():
-					return
-				}
-				n := 1
-			drain:
-				for n < slots {
-					select {
-					case <-free:
-						n++
-					default:
-						break drain
-					}
-				}
-				t0 := time.Now()
-				// Watch before claiming, so a wake-up between the claim and
-				// the wait is not missed (as the claim long-poll does).
-				wake := hub.Watch(string(machineapi.PoolCpp))
-				got, err := st.Claim(ctx, s.NodeSession, n)
-				if err != nil {
-					hub.Done(wake)
-					fail(err)
-					return
-				}
-				lat = append(lat, float64(time.Since(t0).Microseconds())/1000)
-				for range n - len(got) {
-					free <- struct{}{}
-				}
-				if len(got) == 0 {
-					idleN.Add(1)
-					// The long-poll, as the claim handler waits: until the
-					// hub wakes it (new work committed here, or another
-					// replica's seen by the hub's signal poll), else a
-					// periodic retry (~2 s there). Re-claiming at every
-					// signal-poll tick instead would cost each idle node a
-					// read every 10 ms, which no real node does.
-					select {
-					case <-wake:
-					case <-time.After(2 * time.Second):
-					case <-ctx.Done():
-					}
-					hub.Done(wake)
-					continue
-				}
-				hub.Done(wake)
-				claimN.Add(1)
-				claimedN.Add(int64(len(got)))
-				queued.Add(-int64(len(got)))
-				// kece-node reports a job's start in an early renew only
-				// when the job still judges after its phase-report delay;
-				// a job that ends sooner says so with its result. With
-				// -start-report always, a node renews all of a claim's
-				// leases in one call before judging any.
-				if startReport {
-					items := make([]store.RenewItem, len(got))
-					for i, j := range got {
-						items[i] = store.RenewItem{JobID: j.JobID, LeaseEpoch: j.LeaseEpoch, ProgressSeq: 1, Phase: "JUDGING", CasesDone: 1, CasesTotal: 1}
-					}
-					if _, err := st.Renew(ctx, s.NodeSession, items); err != nil {
-						fail(err)
-						return
-					}
-				}
-				for _, j := range got {
-					jobs.Add(1)
-					go func() {
-						defer jobs.Done()
-						defer func() { free <- struct{}{} }()
-						for {
-							t0 := time.Now()
-							got, err := post(st, s.NodeSession, j)
-							if err != nil {
-								fail(err)
-								return
-							}
-							compNs.Add(int64(time.Since(t0)))
-							compN.Add(1)
-							if len(got) == 0 {
-								return
-							}
-							claimN.Add(1)
-							claimedN.Add(int64(len(got)))
-							queued.Add(-int64(len(got)))
-							j = got[0]
-						}
-					}()
-				}
-			}
-		}()
+		rep := reps[i%len(reps)]
+		r.wg.Go(func() { r.node(rep, s.NodeSession) })
 	}
-	st := reps[0].st
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for ctx.Err() == nil {
-			evs, err := st.ClaimEvents(ctx, store.EventScope{}, "bench", 100, time.Minute)
-			if err != nil {
-				fail(err)
-				return
-			}
-			if len(evs) == 0 {
-				// A consumer polling an empty outbox pauses briefly (River's
-				// fetch cooldown in the comparison run is 5 ms).
-				time.Sleep(5 * time.Millisecond)
-				continue
-			}
-			evBatchN.Add(1)
-			ids := make([]int64, len(evs))
-			for i, e := range evs {
-				ids[i] = e.ID
-			}
-			n, err := st.AckEvents(ctx, store.EventScope{}, "bench", ids)
-			if err != nil {
-				fail(err)
-				return
-			}
-			acked.Add(int64(n))
+	r.wg.Go(func() { r.consume(reps[0].st) })
+	return r.measure(db, d, cw)
+}
+
+// lifecycleRun is one run of the workload: its goroutines and counters.
+type lifecycleRun struct {
+	ctx                 context.Context
+	cancel              context.CancelFunc
+	manID               int64
+	slots, enqueueBatch int
+	startReport, cycle  bool
+	// backlog is how many queued jobs the enqueuers keep at most.
+	backlog int64
+
+	wg       sync.WaitGroup
+	errMu    sync.Mutex
+	firstErr error
+	latMu    sync.Mutex
+	claimLat []float64
+
+	seq, acked, queued atomic.Int64
+	enqNs, enqN        atomic.Int64
+	compNs, compN      atomic.Int64
+	idleN              atomic.Int64
+	claimN             atomic.Int64 // claims that took work
+	claimedN           atomic.Int64 // jobs they took
+	evBatchN           atomic.Int64 // event claims that took events
+}
+
+// benchResult is every job's verdict.
+var benchResult = store.Result{Outcome: store.OutcomeVerdict, Verdict: &store.VerdictResult{Status: "AC", Score: 100, MaxScore: 100,
+	Cases: []store.CaseResult{{CaseID: "1", Status: "AC", Score: 100, TimeMs: 1}}}}
+
+// fail records the run's first error and stops it.
+func (r *lifecycleRun) fail(err error) {
+	if err == nil || errors.Is(err, context.Canceled) {
+		return
+	}
+	r.errMu.Lock()
+	if r.firstErr == nil {
+		r.firstErr = err
+	}
+	r.errMu.Unlock()
+	r.cancel()
+}
+
+// enqueue keeps the backlog filled, one request (of enqueueBatch jobs) at a time.
+func (r *lifecycleRun) enqueue(st *store.Store) {
+	for r.ctx.Err() == nil {
+		if r.queued.Load() > r.backlog {
+			time.Sleep(200 * time.Microsecond)
+			continue
 		}
-	}()
-	// Warm up, then count acknowledged lifecycles over d.
+		reqs := make([]store.EnqueueRequest, r.enqueueBatch)
+		for i := range reqs {
+			reqs[i] = store.EnqueueRequest{SubmissionType: "ALGO", SubmissionID: fmt.Sprint(r.seq.Add(1)),
+				Language: "cpp17", Source: "int main(){}", ManifestID: r.manID}
+		}
+		t0 := time.Now()
+		var err error
+		if r.enqueueBatch == 1 {
+			_, err = st.Enqueue(r.ctx, reqs[0])
+		} else {
+			_, err = st.EnqueueMany(r.ctx, reqs)
+		}
+		r.enqNs.Add(int64(time.Since(t0)))
+		r.enqN.Add(1)
+		if err != nil {
+			r.fail(err)
+			return
+		}
+		r.queued.Add(int64(r.enqueueBatch))
+	}
+}
+
+// node runs one node's slots concurrently, like a real node: one claim
+// loop asking for the free slots, and one goroutine per leased job that
+// posts its result (runJob).
+func (r *lifecycleRun) node(rep replica, sess store.NodeSession) {
+	ctx, st := r.ctx, rep.st
+	var lat []float64
+	defer func() { r.latMu.Lock(); r.claimLat = append(r.claimLat, lat...); r.latMu.Unlock() }()
+	free := make(chan struct{}, r.slots)
+	for range r.slots {
+		free <- struct{}{}
+	}
+	var jobs sync.WaitGroup
+	defer jobs.Wait()
+	for ctx.Err() == nil {
+		// Wait for at least one free slot, then take all free ones.
+		select {
+		case <-free:
+		case <-ctx.Done():
+			return
+		}
+		n := 1
+	drain:
+		for n < r.slots {
+			select {
+			case <-free:
+				n++
+			default:
+				break drain
+			}
+		}
+		t0 := time.Now()
+		// Watch before claiming, so a wake-up between the claim and
+		// the wait is not missed (as the claim long-poll does).
+		wake := rep.hub.Watch(string(machineapi.PoolCpp))
+		got, err := st.Claim(ctx, sess, n)
+		if err != nil {
+			rep.hub.Done(wake)
+			r.fail(err)
+			return
+		}
+		lat = append(lat, float64(time.Since(t0).Microseconds())/1000)
+		for range n - len(got) {
+			free <- struct{}{}
+		}
+		if len(got) == 0 {
+			r.idleN.Add(1)
+			// The long-poll, as the claim handler waits: until the
+			// hub wakes it (new work committed here, or another
+			// replica's seen by the hub's signal poll), else a
+			// periodic retry (~2 s there). Re-claiming at every
+			// signal-poll tick instead would cost each idle node a
+			// read every 10 ms, which no real node does.
+			select {
+			case <-wake:
+			case <-time.After(2 * time.Second):
+			case <-ctx.Done():
+			}
+			rep.hub.Done(wake)
+			continue
+		}
+		rep.hub.Done(wake)
+		r.claimed(len(got))
+		// kece-node reports a job's start in an early renew only
+		// when the job still judges after its phase-report delay;
+		// a job that ends sooner says so with its result. With
+		// -start-report always, a node renews all of a claim's
+		// leases in one call before judging any.
+		if r.startReport {
+			items := make([]store.RenewItem, len(got))
+			for i, j := range got {
+				items[i] = store.RenewItem{JobID: j.JobID, LeaseEpoch: j.LeaseEpoch, ProgressSeq: 1, Phase: "JUDGING", CasesDone: 1, CasesTotal: 1}
+			}
+			if _, err := st.Renew(ctx, sess, items); err != nil {
+				r.fail(err)
+				return
+			}
+		}
+		for _, j := range got {
+			jobs.Go(func() {
+				defer func() { free <- struct{}{} }()
+				r.runJob(st, sess, j)
+			})
+		}
+	}
+}
+
+func (r *lifecycleRun) claimed(n int) {
+	r.claimN.Add(1)
+	r.claimedN.Add(int64(n))
+	r.queued.Add(-int64(n))
+}
+
+// runJob posts a leased job's result; with -protocol cycle the result
+// carries a claim for its own slot (CompleteClaim), as kece-node does, and
+// the job it gets runs in the same slot.
+func (r *lifecycleRun) runJob(st *store.Store, sess store.NodeSession, j store.ClaimedJob) {
+	for {
+		t0 := time.Now()
+		got, err := r.post(st, sess, j)
+		if err != nil {
+			r.fail(err)
+			return
+		}
+		r.compNs.Add(int64(time.Since(t0)))
+		r.compN.Add(1)
+		if len(got) == 0 {
+			return
+		}
+		r.claimed(len(got))
+		j = got[0]
+	}
+}
+
+func (r *lifecycleRun) post(st *store.Store, sess store.NodeSession, j store.ClaimedJob) ([]store.ClaimedJob, error) {
+	if !r.cycle {
+		_, err := st.Complete(r.ctx, sess, j.JobID, j.LeaseEpoch, benchResult)
+		return nil, err
+	}
+	outs, next, err := st.CompleteClaim(r.ctx, sess, []store.CycleResult{{JobID: j.JobID, LeaseEpoch: j.LeaseEpoch, Result: benchResult}}, 1, "")
+	if err != nil {
+		return nil, err
+	}
+	return next, outs[0].Err
+}
+
+// consume claims and acknowledges settlement events, as a business
+// consumer does; each acknowledged event is a finished lifecycle.
+func (r *lifecycleRun) consume(st *store.Store) {
+	for r.ctx.Err() == nil {
+		evs, err := st.ClaimEvents(r.ctx, store.EventScope{}, "bench", 100, time.Minute)
+		if err != nil {
+			r.fail(err)
+			return
+		}
+		if len(evs) == 0 {
+			// A consumer polling an empty outbox pauses briefly (River's
+			// fetch cooldown in the comparison run is 5 ms).
+			time.Sleep(5 * time.Millisecond)
+			continue
+		}
+		r.evBatchN.Add(1)
+		ids := make([]int64, len(evs))
+		for i, e := range evs {
+			ids[i] = e.ID
+		}
+		n, err := st.AckEvents(r.ctx, store.EventScope{}, "bench", ids)
+		if err != nil {
+			r.fail(err)
+			return
+		}
+		r.acked.Add(int64(n))
+	}
+}
+
+// measure warms up, then counts acknowledged lifecycles over d, stops the
+// run and computes its figures.
+func (r *lifecycleRun) measure(db *sql.DB, d time.Duration, cw cpuWatch) (lifecycleResult, error) {
+	ctx := r.ctx
 	time.Sleep(time.Second)
-	start := acked.Load()
+	start := r.acked.Load()
 	q0, rt0 := serverStatements(ctx, db), roundTrips.Load()
 	stopCPU, err := cw.start()
 	if err != nil {
+		r.cancel()
+		r.wg.Wait()
 		return lifecycleResult{}, err
 	}
 	t0 := time.Now()
@@ -480,15 +512,16 @@ func lifecycles(ctx context.Context, reps []replica, db *sql.DB, manID int64, se
 	case <-time.After(d):
 	case <-ctx.Done():
 	}
-	n := acked.Load() - start
+	n := r.acked.Load() - start
 	el := time.Since(t0)
 	q1, rt1 := serverStatements(ctx, db), roundTrips.Load()
 	benchCPU, serverCPU := stopCPU()
-	cancel()
-	wg.Wait()
-	if firstErr != nil {
-		return lifecycleResult{}, firstErr
+	r.cancel()
+	r.wg.Wait()
+	if r.firstErr != nil {
+		return lifecycleResult{}, r.firstErr
 	}
+	claimLat := r.claimLat
 	slices.Sort(claimLat)
 	pct := func(p float64) float64 {
 		if len(claimLat) == 0 {
@@ -497,10 +530,11 @@ func lifecycles(ctx context.Context, reps []replica, db *sql.DB, manID int64, se
 		return claimLat[min(len(claimLat)-1, int(p*float64(len(claimLat))))]
 	}
 	avg := func(ns, n int64) float64 { return float64(ns) / float64(max(n, 1)) / 1e6 }
+	per := func(v float64) float64 { return v / float64(max(n, 1)) }
 	return lifecycleResult{perSec: float64(n) / el.Seconds(), claimP50: pct(0.50), claimP99: pct(0.99),
-		enqueueAvgMs: avg(enqNs.Load(), enqN.Load()), completeAvgMs: avg(compNs.Load(), compN.Load()),
-		emptyClaims: idleN.Load(), statementsPerLifecycle: float64(q1-q0) / float64(max(n, 1)),
-		roundTripsPerLifecycle: float64(rt1-rt0) / float64(max(n, 1)),
-		claimBatch:             float64(claimedN.Load()) / float64(max(claimN.Load(), 1)), eventBatch: float64(acked.Load()) / float64(max(evBatchN.Load(), 1)),
-		benchCPUMs: benchCPU.Seconds() * 1000 / float64(max(n, 1)), serverCPUMs: serverCPU.Seconds() * 1000 / float64(max(n, 1))}, nil
+		enqueueAvgMs: avg(r.enqNs.Load(), r.enqN.Load()), completeAvgMs: avg(r.compNs.Load(), r.compN.Load()),
+		emptyClaims: r.idleN.Load(), statementsPerLifecycle: per(float64(q1 - q0)),
+		roundTripsPerLifecycle: per(float64(rt1 - rt0)),
+		claimBatch:             float64(r.claimedN.Load()) / float64(max(r.claimN.Load(), 1)), eventBatch: float64(r.acked.Load()) / float64(max(r.evBatchN.Load(), 1)),
+		benchCPUMs: per(benchCPU.Seconds() * 1000), serverCPUMs: per(serverCPU.Seconds() * 1000)}, nil
 }
