@@ -12,10 +12,13 @@ package main
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -30,7 +33,8 @@ type freezeWindow struct {
 	replica    string
 	start, end time.Time
 	long       bool
-	locks      bool // stopped while the database showed it idle in a locking transaction
+	locks      bool // stopped while the database showed it in a locking transaction
+	standIn    bool // a stand-in session held a claim's locks instead (standInLocks)
 	backlog    int  // jobs ready and queued when it began
 	stall      float64
 }
@@ -79,14 +83,58 @@ func (r *chaosRun) busiestReplica(ctx context.Context) *chaosReplica {
 	return r.replicas[best]
 }
 
-// idleLockingTx counts transactions that hold locks while their connection
-// sits idle: right after a SIGSTOP, those of the stopped replica.
-func idleLockingTx(ctx context.Context, db *sql.DB) int {
+// lockingTx counts the open transactions holding locks on the connections
+// of process pid (its local ports towards the database at dbPort; the
+// server shows the client as host:port, the host name resolved or not).
+func lockingTx(ctx context.Context, db *sql.DB, ports []int) int {
+	if len(ports) == 0 {
+		return 0
+	}
+	hosts := make([]any, len(ports))
+	for i, p := range ports {
+		hosts[i] = strconv.Itoa(p)
+	}
 	var n int
 	_ = db.QueryRowContext(ctx, `SELECT COUNT(*) FROM information_schema.INNODB_TRX t
 		JOIN information_schema.PROCESSLIST p ON p.ID = t.trx_mysql_thread_id
-		WHERE p.COMMAND = 'Sleep' AND t.trx_lock_structs > 0`).Scan(&n)
+		WHERE t.trx_lock_structs > 0 AND SUBSTRING_INDEX(p.HOST, ':', -1) IN (?`+strings.Repeat(", ?", len(hosts)-1)+`)`, hosts...).Scan(&n)
 	return n
+}
+
+// dbClientPorts lists the local ports of process pid's TCP connections to
+// dbPort on loopback, from /proc (Linux).
+func dbClientPorts(pid, dbPort int) []int {
+	fds, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
+	if err != nil {
+		return nil
+	}
+	inodes := map[string]bool{}
+	for _, fd := range fds {
+		if l, err := os.Readlink(fmt.Sprintf("/proc/%d/fd/%s", pid, fd.Name())); err == nil {
+			if in, ok := strings.CutPrefix(l, "socket:["); ok {
+				inodes[strings.TrimSuffix(in, "]")] = true
+			}
+		}
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/net/tcp", pid))
+	if err != nil {
+		return nil
+	}
+	var ports []int
+	for _, line := range strings.Split(string(b), "\n")[1:] {
+		f := strings.Fields(line)
+		if len(f) < 10 || !inodes[f[9]] {
+			continue
+		}
+		_, lport, _ := strings.Cut(f[1], ":")
+		_, rport, _ := strings.Cut(f[2], ":")
+		l, err1 := strconv.ParseInt(lport, 16, 32)
+		r, err2 := strconv.ParseInt(rport, 16, 32)
+		if err1 == nil && err2 == nil && int(r) == dbPort {
+			ports = append(ports, int(l))
+		}
+	}
+	return ports
 }
 
 // readyBacklog counts jobs queued and ready now.
@@ -96,31 +144,91 @@ func readyBacklog(ctx context.Context, db *sql.DB) int {
 	return n
 }
 
-// longFreeze stops the busiest replica for -long-freeze: first a few short
-// stops to catch it inside a locking transaction (each let go at once when
-// it is not), then the freeze itself.
+// burst enqueues, past the closed loop's cap, four times a pool's slots of
+// submissions per pool (the SQL ones sleep): the backlog a long freeze
+// meets. It returns
+// once they are all accepted (or gave up), so they are queued.
+func (r *chaosRun) burst(ctx context.Context) {
+	var wg sync.WaitGroup
+	r.mu.Lock()
+	r.bursts++
+	b := r.bursts
+	r.mu.Unlock()
+	for _, pool := range r.cfg.poolList {
+		for i := range 4 * r.cfg.nodesPerPool * r.cfg.slots {
+			wg.Go(func() { r.submitOne(ctx, fmt.Sprintf("chaos-%d-burst%d-%s-%d", r.cfg.seed, b, pool, i), pool, 2) })
+		}
+	}
+	wg.Wait()
+}
+
+// longFreeze stops the busiest replica for -long-freeze, inside a locking
+// transaction if it can (see below), else at once.
 func (r *chaosRun) longFreeze(ctx context.Context) error {
+	r.burst(ctx)
 	rep := r.busiestReplica(ctx)
-	w := freezeWindow{replica: rep.name, long: true, backlog: readyBacklog(ctx, r.f.db)}
 	p := rep.proc.cmd.Process
-	for try := 0; try < 40 && !w.locks && ctx.Err() == nil; try++ {
+	locks := false
+	// For up to 3 s (the backlog is still there), watch the database for a
+	// transaction of the replica that holds locks; stop the replica the
+	// moment one shows, and keep it stopped if the transaction is still
+	// open then (it stays open: the replica can no longer end it).
+	var ports []int
+	for end, refresh := time.Now().Add(3*time.Second), (time.Time{}); r.controlDB != nil && !locks && time.Now().Before(end) && ctx.Err() == nil; {
+		if time.Now().After(refresh) {
+			ports, refresh = dbClientPorts(p.Pid, r.controlDB.port), time.Now().Add(100*time.Millisecond)
+		}
+		if lockingTx(ctx, r.f.db, ports) == 0 {
+			continue
+		}
 		if err := p.Signal(syscall.SIGSTOP); err != nil {
 			return err
 		}
-		sleepCtx(ctx, 30*time.Millisecond) // its statements in flight finish
-		if w.locks = idleLockingTx(ctx, r.f.db) > 0; !w.locks {
+		if locks = lockingTx(ctx, r.f.db, ports) > 0; !locks {
 			if err := p.Signal(syscall.SIGCONT); err != nil {
 				return err
 			}
-			r.pause(ctx, 20*time.Millisecond, 200*time.Millisecond)
 		}
 	}
+	w := freezeWindow{replica: rep.name, long: true, locks: locks, backlog: readyBacklog(ctx, r.f.db)}
 	if !w.locks {
 		if err := p.Signal(syscall.SIGSTOP); err != nil {
 			return err
 		}
+		// The replica's transactions are mostly one round trip each (store
+		// scripts), so it is rarely caught inside one: a stand-in session
+		// with a serving replica's bounds takes the locks a claim takes
+		// (every host group and node row) and goes idle, as the frozen
+		// replica would have.
+		release, err := r.standInLocks(ctx)
+		if err != nil {
+			return err
+		}
+		defer release()
+		w.standIn = true
 	}
 	return r.frozen(ctx, rep, w, r.cfg.longFreeze)
+}
+
+// standInLocks opens a transaction with a serving replica's session bounds
+// (kece-control serve: idle_transaction_timeout=2, innodb_lock_wait_timeout=2)
+// that locks every host group and node row, and leaves it idle: the server
+// ends it after its idle bound. release closes its connection.
+func (r *chaosRun) standInLocks(ctx context.Context) (func(), error) {
+	conn, err := r.f.db.Conn(ctx)
+	if err != nil {
+		return nil, err
+	}
+	release := func() { _ = conn.Raw(func(any) error { return driver.ErrBadConn }); conn.Close() }
+	for _, q := range []string{`SET SESSION idle_transaction_timeout = 2, innodb_lock_wait_timeout = 2`, `BEGIN`,
+		`SELECT COUNT(*) FROM (SELECT g.id FROM judge_host_group g JOIN judge_node n ON n.host_group_id = g.id
+		   ORDER BY g.id, n.id FOR UPDATE) l`} {
+		if _, err := conn.ExecContext(ctx, q); err != nil {
+			release()
+			return nil, fmt.Errorf("stand-in locks: %w", err)
+		}
+	}
+	return release, nil
 }
 
 // frozen keeps rep stopped for d (it is stopped already), sampling the
@@ -222,7 +330,7 @@ func (r *chaosRun) freezeFigures(ctx context.Context) (string, bool, error) {
 	fs := r.freeze
 	r.mu.Unlock()
 	var freezeMax, stallMax float64
-	spent, long, locks, backlogMin := 0, 0, 0, -1
+	spent, long, locks, standIns, backlogMin := 0, 0, 0, 0, -1
 	for _, w := range windows {
 		freezeMax = max(freezeMax, w.end.Sub(w.start).Seconds())
 		stallMax = max(stallMax, w.stall)
@@ -234,6 +342,9 @@ func (r *chaosRun) freezeFigures(ctx context.Context) (string, bool, error) {
 		}
 		if w.locks {
 			locks++
+		}
+		if w.standIn {
+			standIns++
 		}
 		// A lease that the freeze ended ends at most a lease TTL (and a
 		// reap) after it; no other fault runs meanwhile (freezeQuiet).
@@ -249,8 +360,8 @@ func (r *chaosRun) freezeFigures(ctx context.Context) (string, bool, error) {
 		return "", false, err
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "replica_freezes=%d replica_long_freezes=%d freezes_holding_locks=%d long_freeze_backlog_min=%d\n",
-		len(windows), long, locks, backlogMin)
+	fmt.Fprintf(&b, "replica_freezes=%d replica_long_freezes=%d freezes_holding_locks=%d lock_stand_ins=%d long_freeze_backlog_min=%d\n",
+		len(windows), long, locks, standIns, backlogMin)
 	fmt.Fprintf(&b, "replica_freeze_max_s=%.1f\n", freezeMax)
 	fmt.Fprintf(&b, "fleet_claim_stall_max_s=%.1f\n", stallMax)
 	fmt.Fprintf(&b, "attempts_spent_in_freezes=%d\n", spent)
