@@ -4,17 +4,32 @@ SHELL := /bin/bash
 GO ?= go
 export CGO_ENABLED ?= 1
 
-.PHONY: all build test test-go deps deps-mysql deps-docker deps-browser images demo generate check-generate lint bench clean stop diagrams screenshots
+.PHONY: all build release test test-go deps deps-mysql deps-docker deps-browser images demo generate check-generate lint bench clean stop diagrams screenshots
 
 all: build
 
 # Every binary reports this version (--version, kece-node heartbeats, admin
 # node views). Without git it falls back to the VCS data Go records, or "dev".
+# This is the one stamp: telemetry's kece_build_info reads the same variable.
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X github.com/kece-oj/kece/internal/buildinfo.version=$(VERSION)
+BINDIR ?= bin
 
 build:
-	$(GO) build -ldflags "$(LDFLAGS)" -o bin/ ./cmd/...
+	$(GO) build -ldflags "$(LDFLAGS)" -o $(BINDIR)/ ./cmd/...
+
+# Release tarballs: dist/kece-$(VERSION)-linux-{amd64,arm64}.tar.gz (static
+# binaries + units, env examples, Compose projects, nginx example) and
+# dist/SHA256SUMS. VERSION must look like vX.Y.Z.
+DIST ?= dist
+release:
+	DIST=$(DIST) scripts/release.sh $(VERSION)
+
+# Images kece/kece-control and kece/kece-node tagged $(VERSION) and latest,
+# built here without a registry (static host binaries on scratch / the
+# debootstrap base), saved to dist/*-image-*.tar.gz (docker load -i).
+images:
+	DIST=$(DIST) scripts/images.sh $(VERSION)
 
 # Private MariaDB instances (control plane + judge server stand-in).
 deps-mysql:
@@ -91,4 +106,4 @@ stop:
 	-@if [ -x scripts/docker.sh ]; then scripts/docker.sh stop; fi
 
 clean:
-	rm -rf bin
+	rm -rf bin dist

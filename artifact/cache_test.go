@@ -734,6 +734,10 @@ func TestCacheRefusesBadArguments(t *testing.T) {
 	require.Error(t, CacheConfig{Dir: "/x", MaxBytes: -1}.Validate())
 	require.Error(t, CacheConfig{Dir: "/x", VerifyInterval: -time.Second}.Validate())
 	require.NoError(t, CacheConfig{Dir: "/x"}.Validate())
+	err = CacheConfig{MaxBytes: -1, VerifyInterval: -time.Second}.Validate()
+	for _, want := range []string{"directory is empty", "max bytes -1", "verify interval -1s"} {
+		require.ErrorContains(t, err, want, "every problem at once")
+	}
 }
 
 func TestCacheCloseCancelsDownloads(t *testing.T) {

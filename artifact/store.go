@@ -1,6 +1,7 @@
 package artifact
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -49,31 +50,28 @@ type StoreConfig struct {
 }
 
 func (c StoreConfig) withDefaults() StoreConfig {
-	if c.MaxArtifactBytes == 0 {
-		c.MaxArtifactBytes = StoreMaxArtifactBytesDefault
-	}
-	if c.StaleTempAfter == 0 {
-		c.StaleTempAfter = StoreStaleTempAfterDefault
-	}
+	c.MaxArtifactBytes = cmp.Or(c.MaxArtifactBytes, StoreMaxArtifactBytesDefault)
+	c.StaleTempAfter = cmp.Or(c.StaleTempAfter, StoreStaleTempAfterDefault)
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
 	return c
 }
 
-// Validate refuses an empty root and negative limits. Zero limits are valid
-// and mean the defaults.
+// Validate refuses an empty root and negative limits, naming every problem.
+// Zero limits are valid and mean the defaults.
 func (c StoreConfig) Validate() error {
+	var errs []error
 	if c.Root == "" {
-		return errors.New("artifact store: root directory is empty")
+		errs = append(errs, errors.New("artifact store: root directory is empty"))
 	}
 	if c.MaxArtifactBytes < 0 {
-		return fmt.Errorf("artifact store: max artifact bytes %d is negative", c.MaxArtifactBytes)
+		errs = append(errs, fmt.Errorf("artifact store: max artifact bytes %d is negative", c.MaxArtifactBytes))
 	}
 	if c.StaleTempAfter < 0 {
-		return fmt.Errorf("artifact store: stale temp age %v is negative", c.StaleTempAfter)
+		errs = append(errs, fmt.Errorf("artifact store: stale temp age %v is negative", c.StaleTempAfter))
 	}
-	return nil
+	return errors.Join(errs...)
 }
 
 // Store keeps artifacts on a filesystem, one file per digest at

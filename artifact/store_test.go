@@ -313,7 +313,11 @@ func TestStoreConfigValidate(t *testing.T) {
 	require.Error(t, StoreConfig{}.Validate())
 	require.Error(t, StoreConfig{Root: "/x", MaxArtifactBytes: -1}.Validate())
 	require.Error(t, StoreConfig{Root: "/x", StaleTempAfter: -time.Second}.Validate())
-	_, err := OpenStore(context.Background(), StoreConfig{})
+	err := StoreConfig{MaxArtifactBytes: -1, StaleTempAfter: -time.Second}.Validate()
+	for _, want := range []string{"root directory is empty", "max artifact bytes -1", "stale temp age -1s"} {
+		require.ErrorContains(t, err, want, "every problem at once")
+	}
+	_, err = OpenStore(context.Background(), StoreConfig{})
 	require.Error(t, err)
 
 	s := newStore(t, StoreConfig{})

@@ -219,6 +219,13 @@ scrape_configs:
 	time.Sleep(4 * time.Second) // four more scrapes at 1s: rate() needs two samples in its window
 
 	var d struct {
+		Templating struct {
+			List []struct {
+				Name       string `json:"name"`
+				AllValue   string `json:"allValue"`
+				Definition string `json:"definition"`
+			} `json:"list"`
+		} `json:"templating"`
 		Panels []struct {
 			Title   string `json:"title"`
 			Type    string `json:"type"`
@@ -228,6 +235,21 @@ scrape_configs:
 		} `json:"panels"`
 	}
 	require.NoError(t, json.Unmarshal(fetchFile(t, dashboard), &d))
+	// The pool and instance variables list real values, and every panel
+	// filters by both (as Grafana's "All": the allValue regex).
+	vars := map[string]string{}
+	for _, v := range d.Templating.List {
+		if v.Name == "pool" || v.Name == "instance" {
+			vars[v.Name] = v.AllValue
+			inner := strings.TrimSuffix(strings.TrimPrefix(v.Definition, "label_values("), ")")
+			metric, label, ok := strings.Cut(inner, ", ")
+			require.True(t, ok, "variable %s: %s", v.Name, v.Definition)
+			st, n, msg := query("count by (" + label + ") (" + metric + ")")
+			require.Equal(t, "success", st, "variable %s: %s", v.Name, msg)
+			require.Positive(t, n, "variable %s has no values", v.Name)
+		}
+	}
+	require.Equal(t, map[string]string{"pool": ".*", "instance": ".*"}, vars, "the dashboard has pool and instance variables")
 	exprs := 0
 	for _, p := range d.Panels {
 		if p.Type == "row" {
@@ -235,9 +257,11 @@ scrape_configs:
 		}
 		require.NotEmpty(t, p.Targets, "panel %q has no query", p.Title)
 		for _, tg := range p.Targets {
-			st, n, msg := query(tg.Expr)
-			require.Equal(t, "success", st, "panel %q: %s: %s", p.Title, tg.Expr, msg)
-			require.Positive(t, n, "panel %q returns no series: %s", p.Title, tg.Expr)
+			require.Contains(t, tg.Expr, `instance=~"$instance"`, "panel %q", p.Title)
+			expr := strings.NewReplacer("$pool", vars["pool"], "$instance", vars["instance"]).Replace(tg.Expr)
+			st, n, msg := query(expr)
+			require.Equal(t, "success", st, "panel %q: %s: %s", p.Title, expr, msg)
+			require.Positive(t, n, "panel %q returns no series: %s", p.Title, expr)
 			exprs++
 		}
 	}
@@ -297,6 +321,40 @@ scrape_configs:
 		}
 		return n == alerts
 	}, 20*time.Second, 200*time.Millisecond)
+}
+
+// Every alert links to its section of docs/operations.md, which exists
+// (the anchor is GitHub's: the heading, lower case).
+func TestAlertsHaveRunbooks(t *testing.T) {
+	t.Parallel()
+	var rf struct {
+		Groups []struct {
+			Rules []struct {
+				Alert       string            `yaml:"alert"`
+				Annotations map[string]string `yaml:"annotations"`
+			} `yaml:"rules"`
+		} `yaml:"groups"`
+	}
+	require.NoError(t, yaml.Unmarshal(fetchFile(t, alertRules), &rf))
+	headings := map[string]bool{}
+	for _, l := range strings.Split(string(fetchFile(t, "docs/operations.md")), "\n") {
+		if h, ok := strings.CutPrefix(l, "### "); ok {
+			headings[strings.ToLower(strings.TrimSpace(h))] = true
+		}
+	}
+	n := 0
+	for _, g := range rf.Groups {
+		for _, r := range g.Rules {
+			u := r.Annotations["runbook_url"]
+			page, anchor, ok := strings.Cut(u, "#")
+			require.True(t, ok, "alert %s has no runbook_url anchor: %q", r.Alert, u)
+			require.True(t, strings.HasSuffix(page, "/docs/operations.md"), "alert %s: %s", r.Alert, u)
+			require.Equal(t, strings.ToLower(r.Alert), anchor, "alert %s links to its own section", r.Alert)
+			require.True(t, headings[anchor], "docs/operations.md has no section \"### %s\"", r.Alert)
+			n++
+		}
+	}
+	require.GreaterOrEqual(t, n, 12)
 }
 
 func fetchFile(t *testing.T, p string) []byte {

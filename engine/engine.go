@@ -94,6 +94,9 @@ type Task struct {
 	Limits  Limits
 	Cases   []Case
 	Checker Checker
+	// IO names the files a program reads its input from and writes its
+	// output to (file I/O problems); the zero value is stdin and stdout.
+	IO FileIO
 
 	// SQL is set for tasks of the mysql pool.
 	SQL *SQLProblem
@@ -107,6 +110,20 @@ type Limits struct {
 	OutputBytes int64         // stdout cap per case
 	StackBytes  int64         // 0: executor default
 }
+
+// FileIO is a problem's file input and output (IOI/NOI style): the program
+// runs with the case input at InputFile in its working directory and its
+// output is read from OutputFile there. An empty name means stdin or stdout.
+// With Stdio the input is also the program's stdin, and a program that
+// creates no OutputFile is judged on its stdout.
+type FileIO struct {
+	InputFile  string
+	OutputFile string
+	Stdio      bool
+}
+
+// Files reports whether the program uses any named file.
+func (f FileIO) Files() bool { return f.InputFile != "" || f.OutputFile != "" }
 
 // Case is one test case. Paths are local, verified files; ExpectedPath is read
 // only by the checker on the host and never enters the sandbox.

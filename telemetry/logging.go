@@ -1,9 +1,11 @@
 package telemetry
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -33,25 +35,22 @@ type LogConfig struct {
 }
 
 func (c *LogConfig) withDefaults() {
-	if c.Format == "" {
-		c.Format = FormatDefault
-	}
-	if c.Level == "" {
-		c.Level = "info"
-	}
+	c.Format = cmp.Or(c.Format, FormatDefault)
+	c.Level = cmp.Or(c.Level, "info")
 }
 
-// Validate refuses unknown formats and levels.
+// Validate refuses unknown formats and levels, naming both when both are wrong.
 func (c LogConfig) Validate() error {
 	c.withDefaults()
+	var errs []error
 	if c.Format != FormatJSON && c.Format != FormatText {
-		return fmt.Errorf("log format %q: want json or text", c.Format)
+		errs = append(errs, fmt.Errorf("log format %q: want json or text", c.Format))
 	}
 	var l slog.Level
 	if err := l.UnmarshalText([]byte(c.Level)); err != nil {
-		return fmt.Errorf("log level %q: want debug, info, warn or error", c.Level)
+		errs = append(errs, fmt.Errorf("log level %q: want debug, info, warn or error", c.Level))
 	}
-	return nil
+	return errors.Join(errs...)
 }
 
 // NewLogger returns the logger of a server process writing to w. Every

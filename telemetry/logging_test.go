@@ -40,6 +40,9 @@ func TestLogConfigRefusesUnknownValues(t *testing.T) {
 	t.Parallel()
 	require.ErrorContains(t, LogConfig{Format: "xml"}.Validate(), `log format "xml"`)
 	require.ErrorContains(t, LogConfig{Level: "chatty"}.Validate(), `log level "chatty"`)
+	both := LogConfig{Format: "xml", Level: "chatty"}.Validate()
+	require.ErrorContains(t, both, `log format "xml"`)
+	require.ErrorContains(t, both, `log level "chatty"`, "both problems at once")
 	var buf bytes.Buffer
 	log, err := NewLogger(&buf, LogConfig{Format: "text", Level: "warn"})
 	require.NoError(t, err)

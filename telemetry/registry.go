@@ -1,37 +1,29 @@
 package telemetry
 
 import (
-	"runtime/debug"
+	"cmp"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
-)
 
-// Version is the build's version, set with -ldflags "-X
-// github.com/kece-oj/kece/telemetry.Version=…"; "dev" otherwise.
-var Version = "dev"
+	"github.com/kece-oj/kece/internal/buildinfo"
+)
 
 // NewRegistry returns a registry with the standard go_ and process_
 // collectors and kece_build_info{component,version,revision,goversion} = 1.
-// Each server process has its own registry (no global state), so tests can
-// run several in one binary.
+// The labels come from internal/buildinfo, the one version the Makefile
+// stamps, so the metric agrees with --version and the heartbeats. Each
+// server process has its own registry (no global state), so tests can run
+// several in one binary.
 func NewRegistry(component string) *prometheus.Registry {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	revision, goVersion := "unknown", "unknown"
-	if bi, ok := debug.ReadBuildInfo(); ok {
-		goVersion = bi.GoVersion
-		for _, s := range bi.Settings {
-			if s.Key == "vcs.revision" {
-				revision = s.Value
-			}
-		}
-	}
+	bi := buildinfo.Read()
 	info := prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "kece_build_info",
 		Help: "Build of this process; the value is always 1.",
-		ConstLabels: prometheus.Labels{"component": component, "version": Version, "revision": revision,
-			"goversion": goVersion},
+		ConstLabels: prometheus.Labels{"component": component, "version": bi.Version,
+			"revision": cmp.Or(bi.Revision, "unknown"), "goversion": bi.Go},
 	})
 	info.Set(1)
 	reg.MustRegister(info)

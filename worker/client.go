@@ -25,6 +25,10 @@ var (
 	ErrJoinCodeSpent = errors.New("join code already used or expired; ask an admin for a new one")
 	// ErrJoinCodeInvalid: the control plane does not know the join code.
 	ErrJoinCodeInvalid = errors.New("join code unknown to the control plane")
+	// ErrProtocolUnsupported: the control plane speaks another machine
+	// protocol version; only another release of kece-node (or of the
+	// control plane) helps, never a restart (docs/operations.md "Upgrades").
+	ErrProtocolUnsupported = errors.New("the control plane speaks another machine protocol version; upgrade in the order docs/operations.md gives")
 )
 
 // APIError is a non-success answer of the control plane.
@@ -53,6 +57,8 @@ func (e *APIError) Is(target error) bool {
 		return e.Code == machineapi.ErrorCodeJoinCodeInvalid
 	case ErrPoolMismatch:
 		return e.Code == machineapi.ErrorCodePoolMismatch
+	case ErrProtocolUnsupported:
+		return e.Code == machineapi.ErrorCodeProtocolUnsupported
 	}
 	return false
 }

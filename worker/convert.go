@@ -38,6 +38,23 @@ func limitsOf(l machineapi.Limits) engine.Limits {
 	return out
 }
 
+// fileIOOf converts a manifest's file input and output; absent is stdin
+// and stdout, as for every manifest published before the field existed.
+func fileIOOf(f *machineapi.FileIO) engine.FileIO {
+	if f == nil {
+		return engine.FileIO{}
+	}
+	var out engine.FileIO
+	if f.InputFile != nil {
+		out.InputFile = *f.InputFile
+	}
+	if f.OutputFile != nil {
+		out.OutputFile = *f.OutputFile
+	}
+	out.Stdio = f.Stdio != nil && *f.Stdio
+	return out
+}
+
 // checkerOf converts the checker; the special judge's source, files and
 // runtime are filled in by the caller after download. An absent protocol is
 // legacy: manifests published before the field existed judge as they did.

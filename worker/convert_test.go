@@ -113,3 +113,13 @@ func TestPartialVerdictOnTheWire(t *testing.T) {
 	require.Equal(t, machineapi.VerdictStatusPARTIAL, v.Cases[1].Status)
 	require.Equal(t, 0.5, v.Cases[1].Score)
 }
+
+// A manifest's io becomes the task's file I/O; absent is stdin and stdout.
+func TestFileIOOf(t *testing.T) {
+	t.Parallel()
+	require.Equal(t, engine.FileIO{}, fileIOOf(nil))
+	in, out, yes := "sum.in", "sum.out", true
+	require.Equal(t, engine.FileIO{InputFile: "sum.in", OutputFile: "sum.out", Stdio: true},
+		fileIOOf(&machineapi.FileIO{InputFile: &in, OutputFile: &out, Stdio: &yes}))
+	require.Equal(t, engine.FileIO{OutputFile: "sum.out"}, fileIOOf(&machineapi.FileIO{OutputFile: &out}))
+}

@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"syscall"
 )
 
 // credentialFileMode: only the node's user may read the credential.
@@ -49,6 +50,10 @@ func readCredential(path string) (Credential, error) {
 		return Credential{}, fmt.Errorf("KECE_CREDENTIAL_FILE %s has mode %04o; it holds a secret and must be 0600 (chmod 600 %s)",
 			path, st.Mode().Perm(), path)
 	}
+	if sys, ok := st.Sys().(*syscall.Stat_t); ok && int(sys.Uid) != os.Geteuid() && os.Geteuid() != 0 {
+		return Credential{}, fmt.Errorf("KECE_CREDENTIAL_FILE %s belongs to uid %d, not to the node's user (uid %d): chown it to the node's user",
+			path, sys.Uid, os.Geteuid())
+	}
 	var c Credential
 	dec := json.NewDecoder(f)
 	dec.DisallowUnknownFields()
@@ -56,6 +61,25 @@ func readCredential(path string) (Credential, error) {
 		return Credential{}, fmt.Errorf("KECE_CREDENTIAL_FILE %s is not a node credential written by kece-node", path)
 	}
 	return c, nil
+}
+
+// CheckCredentialFile is the start-up check of KECE_CREDENTIAL_FILE for a
+// node of pool: no file is fine (the node joins with its code at first
+// start); a file that is there must be a regular 0600 file of the node's
+// user holding a credential of that pool. kece-node runs it with its other
+// settings, so a bad file stops the process with exit 2 instead of failing
+// inside Run (exit 1), which a supervisor would restart in a loop.
+func CheckCredentialFile(path, pool string) error {
+	c, err := readCredential(path)
+	switch {
+	case errors.Is(err, errNoCredential):
+		return nil
+	case err != nil:
+		return err
+	case c.Pool != pool:
+		return fmt.Errorf("KECE_CREDENTIAL_FILE %s holds the credential of a %s node, but KECE_POOL is %s", path, c.Pool, pool)
+	}
+	return nil
 }
 
 // writeCredential stores the credential atomically: a 0600 temporary file in

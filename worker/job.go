@@ -343,6 +343,7 @@ func (n *Node) prepare(ctx context.Context, j *job) (engine.Task, func(), error)
 	}
 	task.Runtime = rt
 	task.Limits = limitsOf(m.Limits)
+	task.IO = fileIOOf(m.Io)
 	if task.Checker, err = checkerOf(m.Checker); err != nil {
 		return task, release, engine.Infra(engine.InfraCorruptInput, err)
 	}

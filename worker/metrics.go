@@ -2,6 +2,7 @@ package worker
 
 import (
 	"net/http"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -119,10 +120,10 @@ func newPromMetrics(n *Node) *promMetrics {
 	p.info = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "kece_node_info",
 		Help: "The node this process serves; always 1 once the session is open."}, []string{"node_id"})
 	p.jobs = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "kece_node_jobs_total",
-		Help: "Jobs finished by this process, by outcome: the verdict, INFRA_ERROR, ABANDONED (lease gone), STOPPED (deadline or shutdown), RELEASED (given back before judging started)."},
+		Help: "Jobs finished by this process, by outcome (lower case): the verdict, infra_error, abandoned (lease gone), stopped (deadline or shutdown), released (given back before judging started)."},
 		[]string{"outcome"})
 	p.infra = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "kece_node_infra_errors_total",
-		Help: "Infrastructure errors of sandbox, checker, judge database or inputs, by kind (engine class)."}, []string{"kind"})
+		Help: "Infrastructure errors of sandbox, checker, judge database or inputs, by error class (the engine's, lower case)."}, []string{"error_class"})
 	p.jobSeconds = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "kece_node_job_duration_seconds",
 		Help:    "Execution time of a job as the node measures it: from the claim answer to the result post (downloads, container start, compile and run).",
 		Buckets: []float64{.1, .25, .5, 1, 1.5, 2, 3, 5, 7.5, 10, 15, 20, 30, 60, 120}}, []string{"kind"})
@@ -247,11 +248,12 @@ func (p *promMetrics) handler() http.Handler {
 // is when the executor got the task (zero: it never did); judgeStart when
 // it first reported judging (zero: it never did, e.g. a compile error).
 func (p *promMetrics) jobDone(kind, outcome string, claimed, execStart, judgeStart, end time.Time, code bool) {
-	p.jobs.WithLabelValues(outcome).Inc()
+	// Label values are lower case, as the control plane's.
+	p.jobs.WithLabelValues(strings.ToLower(outcome)).Inc()
 	if outcome == jobOutcomeAbandoned || outcome == jobOutcomeStopped || outcome == jobOutcomeReleased {
 		return
 	}
-	p.jobSeconds.WithLabelValues(kind).Observe(end.Sub(claimed).Seconds())
+	p.jobSeconds.WithLabelValues(strings.ToLower(kind)).Observe(end.Sub(claimed).Seconds())
 	if execStart.IsZero() {
 		return
 	}
@@ -269,7 +271,7 @@ func (p *promMetrics) jobDone(kind, outcome string, claimed, execStart, judgeSta
 
 // infraError counts one infrastructure error by its engine class.
 func (p *promMetrics) infraError(err error) {
-	p.infra.WithLabelValues(string(engine.ClassOf(err))).Inc()
+	p.infra.WithLabelValues(strings.ToLower(string(engine.ClassOf(err)))).Inc()
 }
 
 type cacheStats = artifact.CacheStats

@@ -81,8 +81,8 @@ func TestNodeMetricsMove(t *testing.T) {
 	}
 	run(manA)
 	s1 := scrape()
-	require.Equal(t, 1.0, s1.Value("kece_node_jobs_total", with("outcome", "AC")...))
-	require.Equal(t, 1.0, s1.Value("kece_node_job_duration_seconds_count", with("kind", "SUBMISSION")...))
+	require.Equal(t, 1.0, s1.Value("kece_node_jobs_total", with("outcome", "ac")...))
+	require.Equal(t, 1.0, s1.Value("kece_node_job_duration_seconds_count", with("kind", "submission")...))
 	require.Equal(t, 1.0, s1.Value("kece_node_compile_seconds_count", pool...))
 	require.GreaterOrEqual(t, s1.Value("kece_node_compile_seconds_sum", pool...), 0.005)
 	require.Equal(t, 1.0, s1.Value("kece_node_run_seconds_count", pool...))
@@ -94,7 +94,7 @@ func TestNodeMetricsMove(t *testing.T) {
 
 	run(manA)
 	s2 := scrape()
-	require.Equal(t, 2.0, s2.Value("kece_node_jobs_total", with("outcome", "AC")...))
+	require.Equal(t, 2.0, s2.Value("kece_node_jobs_total", with("outcome", "ac")...))
 	require.Equal(t, 1.0, s2.Value("kece_node_artifact_cache_misses_total", pool...), "served from the cache")
 	require.Equal(t, 3.0, s2.Value("kece_node_artifact_cache_hits_total", pool...))
 	require.Equal(t, 0.0, s2.Value("kece_node_artifact_cache_evictions_total", pool...))
@@ -109,8 +109,8 @@ func TestNodeMetricsMove(t *testing.T) {
 	id := enqueue(e, "cpp17", manB)
 	require.Eventually(t, func() bool {
 		s := scrape()
-		return s.Value("kece_node_infra_errors_total", with("kind", "CHECKER_FAILED")...) == 1 &&
-			s.Value("kece_node_jobs_total", with("outcome", "INFRA_ERROR")...) == 1
+		return s.Value("kece_node_infra_errors_total", with("error_class", "checker_failed")...) == 1 &&
+			s.Value("kece_node_jobs_total", with("outcome", "infra_error")...) == 1
 	}, 10*time.Second, 10*time.Millisecond)
 	waitJob(t, e, id, 10*time.Second, "completed after the retry", completed)
 

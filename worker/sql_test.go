@@ -148,8 +148,8 @@ func startNodeProcess(t *testing.T, bin, url, joinCode, dsn, dir string, extraEn
 	t.Helper()
 	dsnFile := filepath.Join(dir, "judge.dsn")
 	require.NoError(t, os.WriteFile(dsnFile, []byte(dsn), 0o600))
-	cmd := exec.Command(bin, "-heartbeat", "200ms", "-renew", "300ms", "-claim-wait", "2s", "-safety-margin", "500ms",
-		"-drain-grace", "20s")
+	cmd := exec.Command(bin, "--heartbeat-interval", "200ms", "--renew-interval", "300ms", "--claim-wait", "2s", "--safety-margin", "500ms",
+		"--drain-grace", "20s")
 	cmd.Env = append(os.Environ(), "KECE_POOL=mysql", "KECE_CONTROL_URL="+url, "KECE_CREDENTIAL_FILE="+filepath.Join(dir, "cred.json"),
 		"KECE_JOIN_CODE="+joinCode, "KECE_LOCAL_SLOTS=1", "KECE_CACHE_DIR="+filepath.Join(dir, "cache"),
 		"KECE_LISTEN=127.0.0.1:0", "KECE_JUDGE_MYSQL_DSN_FILE="+dsnFile, "KECE_LOG_LEVEL=debug")

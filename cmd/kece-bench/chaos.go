@@ -461,7 +461,7 @@ func (r *chaosRun) addNode(ctx context.Context, pool string) error {
 
 func (r *chaosRun) startNode(n *chaosNode) error {
 	n.starts++
-	c, err := r.f.spawn(fmt.Sprintf("%s.%d", n.base, n.starts), filepath.Join(r.f.bin, "kece-node"), []string{"-heartbeat", "1s"}, n.env)
+	c, err := r.f.spawn(fmt.Sprintf("%s.%d", n.base, n.starts), filepath.Join(r.f.bin, "kece-node"), []string{"--heartbeat-interval", "1s"}, n.env)
 	if err != nil {
 		return err
 	}

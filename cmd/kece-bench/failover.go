@@ -234,7 +234,7 @@ func (p *failoverPlane) newNode(ctx context.Context, groupID int64, name string)
 // startProcess starts the node's process (joinCode empty: the credential
 // file from an earlier start is used, a restart).
 func (p *failoverPlane) startProcess(ctx context.Context, bn *failoverNode, joinCode string) error {
-	cmd := exec.CommandContext(ctx, p.nodeBin, "-heartbeat", p.heartbeat.String())
+	cmd := exec.CommandContext(ctx, p.nodeBin, "--heartbeat-interval", p.heartbeat.String())
 	cmd.Env = append(os.Environ(), "KECE_POOL=mysql", "KECE_CONTROL_URL="+p.url, "KECE_CREDENTIAL_FILE="+filepath.Join(bn.dir, "cred.json"),
 		"KECE_JOIN_CODE="+joinCode, "KECE_LOCAL_SLOTS=1", "KECE_CACHE_DIR="+filepath.Join(bn.dir, "cache"), "KECE_LISTEN=off",
 		"KECE_JUDGE_MYSQL_DSN_FILE="+p.judgeDSNFile, "KECE_LOG_LEVEL=warn")

@@ -200,7 +200,7 @@ func (f *fleet) addNode(ctx context.Context, pool string, slots int) (*benchNode
 	if err != nil {
 		return nil, err
 	}
-	c, err := f.spawn("node-"+name, filepath.Join(f.bin, "kece-node"), []string{"-heartbeat", "1s"}, n.env)
+	c, err := f.spawn("node-"+name, filepath.Join(f.bin, "kece-node"), []string{"--heartbeat-interval", "1s"}, n.env)
 	if err != nil {
 		return nil, err
 	}

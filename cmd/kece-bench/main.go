@@ -13,11 +13,15 @@ package main
 
 import (
 	"context"
+	"errors"
+	"flag"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"syscall"
 
+	"github.com/kece-oj/kece/cmd/internal/settings"
 	"github.com/kece-oj/kece/internal/buildinfo"
 )
 
@@ -51,8 +55,12 @@ func main() {
 		os.Exit(2)
 	}
 	name, args := os.Args[1], os.Args[2:]
-	if name == "version" || name == "--version" || name == "-version" {
+	switch name {
+	case "version", "--version", "-version":
 		fmt.Println(buildinfo.String("kece-bench"))
+		return
+	case "help", "-h", "--help":
+		usageTo(os.Stdout)
 		return
 	}
 	if name == "all" {
@@ -70,11 +78,17 @@ func main() {
 	}
 	for _, c := range commands() {
 		if c.name == name {
-			if err := c.run(ctx, args); err != nil {
+			err := c.run(ctx, args)
+			switch {
+			case err == nil, errors.Is(err, flag.ErrHelp):
+				// -h printed the benchmark's flags.
+				return
+			case settings.IsConfigError(err):
 				fmt.Fprintf(os.Stderr, "kece-bench %s: %v\n", name, err)
-				os.Exit(1)
+				os.Exit(settings.ExitConfig)
 			}
-			return
+			fmt.Fprintf(os.Stderr, "kece-bench %s: %v\n", name, err)
+			os.Exit(1)
 		}
 	}
 	fmt.Fprintf(os.Stderr, "kece-bench: unknown benchmark %q\n", name)
@@ -82,11 +96,13 @@ func main() {
 	os.Exit(2)
 }
 
-func usage() {
-	fmt.Fprintln(os.Stderr, "usage: kece-bench <benchmark> [flags]   (kece-bench <benchmark> -h for flags)")
+func usage() { usageTo(os.Stderr) }
+
+func usageTo(w io.Writer) {
+	fmt.Fprintln(w, "usage: kece-bench <benchmark> [flags]   (kece-bench <benchmark> -h for flags)")
 	for _, c := range commands() {
-		fmt.Fprintf(os.Stderr, "  %-10s %s\n", c.name, c.help)
+		fmt.Fprintf(w, "  %-10s %s\n", c.name, c.help)
 	}
-	fmt.Fprintln(os.Stderr, "  all        run every benchmark except burst and footprint (run those by hand)")
-	fmt.Fprintln(os.Stderr, "  version    print the build version")
+	fmt.Fprintln(w, "  all        run every benchmark except burst and footprint (run those by hand)")
+	fmt.Fprintln(w, "  version    print the build version (also --version)")
 }

@@ -52,79 +52,14 @@ func runPickup(ctx context.Context, args []string) error {
 	if *samples < 1 {
 		return errors.New("samples must be positive")
 	}
-	db, dbDSN, drop, err := freshDatabase(ctx, *dsn, 16)
-	if err != nil {
-		return err
-	}
-	defer drop()
-	dbB, err := sql.Open("mysql", dbDSN)
-	if err != nil {
-		return err
-	}
-	defer dbB.Close()
-	dir, err := os.MkdirTemp("", "kece-bench-pickup-")
-	if err != nil {
-		return err
-	}
-	defer os.RemoveAll(dir)
-
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	arts, err := artifact.OpenStore(ctx, artifact.StoreConfig{Root: dir})
+	env, err := startPickup(ctx, *dsn, *poll)
+	defer env.close()
 	if err != nil {
 		return err
 	}
-	// The bench drives its node by hand and sends no heartbeats: a heartbeat
-	// TTL of an hour keeps the reaper from taking its leases as a silent
-	// node's (what is measured here is pickup, not failure detection).
-	stA, err := store.New(db, store.Config{HeartbeatTTL: time.Hour})
-	if err != nil {
-		return err
-	}
-	stB, err := store.New(dbB, store.Config{HeartbeatTTL: time.Hour})
-	if err != nil {
-		return err
-	}
-	cfg := httpapi.Config{SignalPollInterval: *poll}
-	urlA, stopA, err := serveReplica(ctx, cfg, stA, arts)
-	if err != nil {
-		return err
-	}
-	defer stopA()
-	urlB, stopB, err := serveReplica(ctx, cfg, stB, arts)
-	if err != nil {
-		return err
-	}
-	defer stopB()
-
-	manID, sessions, err := setupFleet(ctx, db, stA, 1, 4, 1)
-	if err != nil {
-		return err
-	}
-	token, err := stA.CreateToken(ctx, store.TokenBusiness, "bench-pickup")
-	if err != nil {
-		return err
-	}
-	bearer := func(tok string) func(context.Context, *http.Request) error {
-		return func(_ context.Context, r *http.Request) error {
-			r.Header.Set("Authorization", "Bearer "+tok)
-			return nil
-		}
-	}
-	node, err := machineapi.NewClientWithResponses(urlA, machineapi.WithRequestEditorFn(bearer(sessions[0].Token)))
-	if err != nil {
-		return err
-	}
-	bizA, err := businessapi.NewClientWithResponses(urlA, businessapi.WithRequestEditorFn(bearer(token)))
-	if err != nil {
-		return err
-	}
-	bizB, err := businessapi.NewClientWithResponses(urlB, businessapi.WithRequestEditorFn(bearer(token)))
-	if err != nil {
-		return err
-	}
-	p := &pickup{node: node, store: stA, manID: strconv.FormatInt(manID, 10)}
-
+	p, bizA, bizB, db := env.p, env.bizA, env.bizB, env.db
 	floor, err := p.readyClaims(ctx, bizA, *samples)
 	if err != nil {
 		return fmt.Errorf("baseline: %w", err)
@@ -140,10 +75,110 @@ func runPickup(ctx context.Context, args []string) error {
 	// What the fast cross-replica poll costs the database: the signal
 	// query's latency with the backlog of this run, and the most queries a
 	// replica sends while a claim waits (one per interval).
-	sig, err := signalCost(ctx, stA, 200)
+	sig, err := signalCost(ctx, p.store, 200)
 	if err != nil {
 		return fmt.Errorf("signal query: %w", err)
 	}
+	printPickup(db, *samples, *park, *poll, sig, floor, same, cross)
+	return nil
+}
+
+// pickupEnv is the pickup run's two replicas on one fresh database, its
+// node and business clients; close undoes what was started, last first.
+type pickupEnv struct {
+	p          *pickup
+	bizA, bizB *businessapi.ClientWithResponses
+	db         *sql.DB
+	closers    []func()
+}
+
+func (e *pickupEnv) close() {
+	for i := len(e.closers) - 1; i >= 0; i-- {
+		e.closers[i]()
+	}
+}
+
+// startPickup starts replicas A and B on one database, a node with a
+// session on A and a business client of each replica.
+func startPickup(ctx context.Context, dsn string, poll time.Duration) (*pickupEnv, error) {
+	env := &pickupEnv{}
+	db, dbDSN, drop, err := freshDatabase(ctx, dsn, 16)
+	if err != nil {
+		return env, err
+	}
+	env.closers = append(env.closers, drop)
+	dbB, err := sql.Open("mysql", dbDSN)
+	if err != nil {
+		return env, err
+	}
+	env.closers = append(env.closers, func() { dbB.Close() })
+	dir, err := os.MkdirTemp("", "kece-bench-pickup-")
+	if err != nil {
+		return env, err
+	}
+	env.closers = append(env.closers, func() { os.RemoveAll(dir) })
+
+	arts, err := artifact.OpenStore(ctx, artifact.StoreConfig{Root: dir})
+	if err != nil {
+		return env, err
+	}
+	// The bench drives its node by hand and sends no heartbeats: a heartbeat
+	// TTL of an hour keeps the reaper from taking its leases as a silent
+	// node's (what is measured here is pickup, not failure detection).
+	stA, err := store.New(db, store.Config{HeartbeatTTL: time.Hour})
+	if err != nil {
+		return env, err
+	}
+	stB, err := store.New(dbB, store.Config{HeartbeatTTL: time.Hour})
+	if err != nil {
+		return env, err
+	}
+	cfg := httpapi.Config{SignalPollInterval: poll}
+	urlA, stopA, err := serveReplica(ctx, cfg, stA, arts)
+	if err != nil {
+		return env, err
+	}
+	env.closers = append(env.closers, stopA)
+	urlB, stopB, err := serveReplica(ctx, cfg, stB, arts)
+	if err != nil {
+		return env, err
+	}
+	env.closers = append(env.closers, stopB)
+
+	manID, sessions, err := setupFleet(ctx, db, stA, 1, 4, 1)
+	if err != nil {
+		return env, err
+	}
+	token, err := stA.CreateToken(ctx, store.TokenBusiness, "bench-pickup")
+	if err != nil {
+		return env, err
+	}
+	bearer := func(tok string) func(context.Context, *http.Request) error {
+		return func(_ context.Context, r *http.Request) error {
+			r.Header.Set("Authorization", "Bearer "+tok)
+			return nil
+		}
+	}
+	node, err := machineapi.NewClientWithResponses(urlA, machineapi.WithRequestEditorFn(bearer(sessions[0].Token)))
+	if err != nil {
+		return env, err
+	}
+	bizA, err := businessapi.NewClientWithResponses(urlA, businessapi.WithRequestEditorFn(bearer(token)))
+	if err != nil {
+		return env, err
+	}
+	bizB, err := businessapi.NewClientWithResponses(urlB, businessapi.WithRequestEditorFn(bearer(token)))
+	if err != nil {
+		return env, err
+	}
+	env.p = &pickup{node: node, store: stA, manID: strconv.FormatInt(manID, 10)}
+	env.bizA, env.bizB, env.db = bizA, bizB, db
+	return env, nil
+}
+
+// printPickup writes the run's figures with their baselines and targets.
+func printPickup(db *sql.DB, samples int, park, poll time.Duration, sig, floor []time.Duration, same, cross wakeResult) {
+	ctx := context.Background()
 	var durable string
 	_ = db.QueryRowContext(ctx, `SELECT @@innodb_flush_log_at_trx_commit`).Scan(&durable)
 	fmt.Printf("innodb_flush_log_at_trx_commit=%s\n", durable)
@@ -151,11 +186,11 @@ func runPickup(ctx context.Context, args []string) error {
 		// The pickup floor is one claim transaction; a busy machine moves it.
 		fmt.Printf("loadavg_1m=%s cpus=%d\n", strings.Fields(string(la))[0], runtime.NumCPU())
 	}
-	fmt.Printf("samples=%d park_ms=%d\n", *samples, park.Milliseconds())
+	fmt.Printf("samples=%d park_ms=%d\n", samples, park.Milliseconds())
 	fmt.Printf("baseline_signal_poll_ms=%d\n", poll.Milliseconds())
 	fmt.Printf("signal_query_p50_ms=%.3f\n", pickupMs(pickupPct(sig, 50)))
 	fmt.Printf("signal_query_p95_ms=%.3f\n", pickupMs(pickupPct(sig, 95)))
-	fmt.Printf("signal_queries_per_s_per_waiting_replica=%.0f\n", float64(time.Second)/float64(*poll))
+	fmt.Printf("signal_queries_per_s_per_waiting_replica=%.0f\n", float64(time.Second)/float64(poll))
 	fmt.Printf("baseline_ready_claim_p50_ms=%.2f\n", pickupMs(pickupPct(floor, 50)))
 	fmt.Printf("baseline_ready_claim_p95_ms=%.2f\n", pickupMs(pickupPct(floor, 95)))
 	for _, m := range []struct {
@@ -172,7 +207,6 @@ func runPickup(ctx context.Context, args []string) error {
 		fmt.Printf("%s_target_p95_ms=%.0f\n", m.name, m.target)
 		fmt.Printf("%s_target_met=%t\n", m.name, p95 <= m.target)
 	}
-	return nil
 }
 
 // serveReplica runs one control replica on a loopback port.

@@ -37,12 +37,9 @@ func runSandbox(ctx context.Context, args []string) error {
 	if err := settings.ParseWithEnv(fs, "KECE_BENCH_SANDBOX_", args, os.Getenv); err != nil {
 		return err
 	}
-	if *supervisor == "" {
-		self, err := os.Executable()
-		if err != nil {
-			return err
-		}
-		*supervisor = filepath.Join(filepath.Dir(self), "kece-sandbox-init")
+	sup, err := supervisorPath(*supervisor)
+	if err != nil {
+		return err
 	}
 	spec, err := code.DefaultRuntime(string(machineapi.PoolCpp))
 	if err != nil {
@@ -57,51 +54,14 @@ func runSandbox(ctx context.Context, args []string) error {
 	}
 	defer os.RemoveAll(dir)
 
-	// Inputs and expected outputs shared by all three measurements.
-	var tcs []engine.Case
-	for i := 0; i < *cases; i++ {
-		in, exp := filepath.Join(dir, fmt.Sprintf("%d.in", i)), filepath.Join(dir, fmt.Sprintf("%d.out", i))
-		if err := os.WriteFile(in, []byte(fmt.Sprintf("%d %d\n", i, i*7)), 0o644); err != nil {
-			return err
-		}
-		if err := os.WriteFile(exp, []byte(fmt.Sprintf("%d\n", i*8)), 0o644); err != nil {
-			return err
-		}
-		tcs = append(tcs, engine.Case{ID: fmt.Sprint(i + 1), InputPath: in, ExpectedPath: exp, Weight: 1})
-	}
-
-	// Baseline 1: the same program compiled and run directly on the host.
-	src := filepath.Join(dir, "main.cpp")
-	bin := filepath.Join(dir, "main")
-	if err := os.WriteFile(src, []byte(benchProgram), 0o644); err != nil {
+	tcs, err := sandboxCases(dir, *cases)
+	if err != nil {
 		return err
 	}
-	if out, err := exec.CommandContext(ctx, "g++", "-O2", "-o", bin, src).CombinedOutput(); err != nil {
-		return fmt.Errorf("host g++ (needed for the native baseline): %v: %s", err, out)
+	native, err := nativeRuns(ctx, dir, tcs)
+	if err != nil {
+		return err
 	}
-	var native []time.Duration
-	for _, c := range tcs {
-		in, err := os.Open(c.InputPath)
-		if err != nil {
-			return err
-		}
-		out, err := os.Create(filepath.Join(dir, "native.out"))
-		if err != nil {
-			in.Close()
-			return err
-		}
-		cmd := exec.CommandContext(ctx, bin)
-		cmd.Stdin, cmd.Stdout = in, out
-		start := time.Now()
-		err = cmd.Run()
-		native = append(native, time.Since(start))
-		in.Close()
-		out.Close()
-		if err != nil {
-			return fmt.Errorf("native run: %w", err)
-		}
-	}
-
 	// Baseline 2: one container per case through the SDK (create, start,
 	// wait, remove), the program and input bind-mounted.
 	cli, err := client.New(client.FromEnv)
@@ -117,41 +77,9 @@ func runSandbox(ctx context.Context, args []string) error {
 		}
 		perContainer = append(perContainer, time.Since(start))
 	}
-
-	// The engine: one job, compile once, every case in one container. The
-	// interval between two progress reports is the whole per-case cost seen
-	// by the caller (request, run, output read, check).
-	x, err := code.New(code.Config{NodeID: "kece-bench", Workspace: filepath.Join(dir, "ws"), SupervisorPath: *supervisor})
+	engineCases, inRun, jobTotal, err := engineRun(ctx, dir, sup, spec, tcs)
 	if err != nil {
 		return err
-	}
-	defer x.Close()
-	task := engine.Task{
-		NodeID: "kece-bench", JobID: "bench", LeaseEpoch: 1, Runtime: spec, Source: []byte(benchProgram),
-		Limits: engine.Limits{CPUTime: time.Second, MemoryBytes: 256 << 20, OutputBytes: 1 << 20},
-		Cases:  tcs,
-	}
-	var engineCases []time.Duration
-	var last time.Time
-	jobStart := time.Now()
-	v, err := x.Execute(ctx, task, engine.ProgressFunc(func(p engine.Progress) {
-		now := time.Now()
-		if p.Phase == engine.PhaseJudging && p.CasesDone > 0 {
-			engineCases = append(engineCases, now.Sub(last))
-		}
-		last = now
-	}))
-	jobTotal := time.Since(jobStart)
-	if err != nil {
-		return err
-	}
-	if v.Status != engine.StatusAccepted {
-		return fmt.Errorf("engine verdict %s (%s), want AC", v.Status, v.Message)
-	}
-
-	var inRun []time.Duration
-	for _, c := range v.Cases {
-		inRun = append(inRun, c.WallTime)
 	}
 	nat, cpc := pct(native, 50), pct(perContainer, 50)
 	p50, p95 := pct(engineCases, 50), pct(engineCases, 95)
@@ -166,6 +94,96 @@ func runSandbox(ctx context.Context, args []string) error {
 	fmt.Printf("speedup_vs_container_per_case=%.1f\n", ms(cpc)/ms(p50))
 	fmt.Printf("target_ratio_vs_native_max=2 target_speedup_min=50\n")
 	return nil
+}
+
+// sandboxCases writes the inputs and expected outputs shared by all three
+// measurements.
+func sandboxCases(dir string, n int) ([]engine.Case, error) {
+	var tcs []engine.Case
+	for i := 0; i < n; i++ {
+		in, exp := filepath.Join(dir, fmt.Sprintf("%d.in", i)), filepath.Join(dir, fmt.Sprintf("%d.out", i))
+		if err := os.WriteFile(in, []byte(fmt.Sprintf("%d %d\n", i, i*7)), 0o644); err != nil {
+			return nil, err
+		}
+		if err := os.WriteFile(exp, []byte(fmt.Sprintf("%d\n", i*8)), 0o644); err != nil {
+			return nil, err
+		}
+		tcs = append(tcs, engine.Case{ID: fmt.Sprint(i + 1), InputPath: in, ExpectedPath: exp, Weight: 1})
+	}
+	return tcs, nil
+}
+
+// nativeRuns is baseline 1: the same program compiled and run directly on
+// the host, once per case.
+func nativeRuns(ctx context.Context, dir string, tcs []engine.Case) ([]time.Duration, error) {
+	src := filepath.Join(dir, "main.cpp")
+	bin := filepath.Join(dir, "main")
+	if err := os.WriteFile(src, []byte(benchProgram), 0o644); err != nil {
+		return nil, err
+	}
+	if out, err := exec.CommandContext(ctx, "g++", "-O2", "-o", bin, src).CombinedOutput(); err != nil {
+		return nil, fmt.Errorf("host g++ (needed for the native baseline): %v: %s", err, out)
+	}
+	var native []time.Duration
+	for _, c := range tcs {
+		in, err := os.Open(c.InputPath)
+		if err != nil {
+			return nil, err
+		}
+		out, err := os.Create(filepath.Join(dir, "native.out"))
+		if err != nil {
+			in.Close()
+			return nil, err
+		}
+		cmd := exec.CommandContext(ctx, bin)
+		cmd.Stdin, cmd.Stdout = in, out
+		start := time.Now()
+		err = cmd.Run()
+		native = append(native, time.Since(start))
+		in.Close()
+		out.Close()
+		if err != nil {
+			return nil, fmt.Errorf("native run: %w", err)
+		}
+	}
+	return native, nil
+}
+
+// engineRun is the engine: one job, compile once, every case in one
+// container. The interval between two progress reports is the whole
+// per-case cost seen by the caller (request, run, output read, check);
+// inRun is the supervisor's own wall time per case.
+func engineRun(ctx context.Context, dir, supervisor string, spec engine.RuntimeSpec, tcs []engine.Case) (perCase, inRun []time.Duration, total time.Duration, err error) {
+	x, err := code.New(code.Config{NodeID: "kece-bench", Workspace: filepath.Join(dir, "ws"), SupervisorPath: supervisor})
+	if err != nil {
+		return nil, nil, 0, err
+	}
+	defer x.Close()
+	task := engine.Task{
+		NodeID: "kece-bench", JobID: "bench", LeaseEpoch: 1, Runtime: spec, Source: []byte(benchProgram),
+		Limits: engine.Limits{CPUTime: time.Second, MemoryBytes: 256 << 20, OutputBytes: 1 << 20},
+		Cases:  tcs,
+	}
+	var last time.Time
+	jobStart := time.Now()
+	v, err := x.Execute(ctx, task, engine.ProgressFunc(func(p engine.Progress) {
+		now := time.Now()
+		if p.Phase == engine.PhaseJudging && p.CasesDone > 0 {
+			perCase = append(perCase, now.Sub(last))
+		}
+		last = now
+	}))
+	total = time.Since(jobStart)
+	if err != nil {
+		return nil, nil, 0, err
+	}
+	if v.Status != engine.StatusAccepted {
+		return nil, nil, 0, fmt.Errorf("engine verdict %s (%s), want AC", v.Status, v.Message)
+	}
+	for _, c := range v.Cases {
+		inRun = append(inRun, c.WallTime)
+	}
+	return perCase, inRun, total, nil
 }
 
 func containerPerCase(ctx context.Context, cli *client.Client, image, dir string, i int) error {

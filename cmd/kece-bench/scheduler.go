@@ -44,6 +44,18 @@ func runScheduler(ctx context.Context, args []string) error {
 	if err := settings.ParseWithEnv(fs, "KECE_BENCH_SCHEDULER_", args, os.Getenv); err != nil {
 		return err
 	}
+	switch {
+	case *replicas < 1 || *replicas > *nodes:
+		return fmt.Errorf("-replicas must be 1..nodes")
+	case *groups < 1 || *groups > *nodes:
+		return fmt.Errorf("-groups must be 1..nodes")
+	case *enqueueBatch < 1 || *enqueueBatch > store.EnqueueManyMax:
+		return fmt.Errorf("-enqueue-batch must be 1..%d", store.EnqueueManyMax)
+	case *startReport != "node" && *startReport != "always":
+		return fmt.Errorf("-start-report must be node or always, not %q", *startReport)
+	case *protocol != "cycle" && *protocol != "separate":
+		return fmt.Errorf("-protocol must be cycle or separate, not %q", *protocol)
+	}
 	conns := *nodes + *enqueuers + 1
 	// Both phases share one pool of conns connections.
 	db, dbDSN, drop, err := freshDatabase(ctx, *dsn, conns)
@@ -58,62 +70,72 @@ func runScheduler(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	bound := rate / 3
-
-	if *replicas < 1 || *replicas > *nodes {
-		return fmt.Errorf("-replicas must be 1..nodes")
-	}
 	runCtx, stopReplicas := context.WithCancel(ctx)
 	defer stopReplicas()
-	var reps []replica
-	for i := range *replicas {
-		rdb := db
-		if i > 0 {
-			if rdb, err = countedPool(dbDSN, conns); err != nil {
-				return err
-			}
-			defer rdb.Close()
-		}
-		st, err := store.New(rdb, store.Config{LeaseTTL: time.Minute, BatchParallel: *batchParallel, EnqueueParallel: *enqueueParallel, BatchLinger: *batchLinger})
-		if err != nil {
-			return err
-		}
-		// Nodes wait for work the way the claim handler does: on their
-		// replica's long-poll hub, told after each commit on that replica
-		// that made work ready, and by the poll of the pool signal for work
-		// other replicas committed.
-		hub := longpoll.New()
-		st = st.WithNotifier(hub)
-		// A failed signal read fails the run's next store call too; the
-		// bench reports that one.
-		go hub.Run(runCtx, st, longpoll.SignalPollIntervalDefault, func(error) {})
-		reps = append(reps, replica{st: st, hub: hub})
-	}
-	st := reps[0].st
-	if *groups < 1 || *groups > *nodes {
-		return fmt.Errorf("-groups must be 1..nodes")
-	}
-	manID, sessions, err := setupFleet(ctx, db, st, *nodes, *slots, *groups)
+	cfg := store.Config{LeaseTTL: time.Minute, BatchParallel: *batchParallel, EnqueueParallel: *enqueueParallel, BatchLinger: *batchLinger}
+	reps, closeReps, err := startReplicas(runCtx, db, dbDSN, conns, *replicas, cfg)
+	defer closeReps()
 	if err != nil {
 		return err
 	}
-	if *enqueueBatch < 1 || *enqueueBatch > store.EnqueueManyMax {
-		return fmt.Errorf("-enqueue-batch must be 1..%d", store.EnqueueManyMax)
-	}
-	if *startReport != "node" && *startReport != "always" {
-		return fmt.Errorf("-start-report must be node or always, not %q", *startReport)
-	}
-	if *protocol != "cycle" && *protocol != "separate" {
-		return fmt.Errorf("-protocol must be cycle or separate, not %q", *protocol)
+	manID, sessions, err := setupFleet(ctx, db, reps[0].st, *nodes, *slots, *groups)
+	if err != nil {
+		return err
 	}
 	res, err := lifecycles(ctx, reps, db, manID, sessions, *slots, *enqueuers, *enqueueBatch, *startReport == "always", *protocol == "cycle", *dur, cpuWatch{profile: *cpuProfile, serverPID: *serverPID})
 	if err != nil {
 		return err
 	}
+	var retried int64
+	for _, r := range reps {
+		retried += r.st.RetriedTransactions()
+	}
 	fmt.Printf("innodb_flush_log_at_trx_commit=%s\n", durable)
 	fmt.Printf("replicas=%d\n", *replicas)
 	fmt.Printf("protocol=%s start_report=%s\n", *protocol, *startReport)
 	fmt.Printf("connections=%d nodes=%d host_groups=%d slots=%d enqueuers=%d enqueue_batch=%d duration_s=%.0f batch_parallel=%d enqueue_parallel=%d batch_linger_ms=%g\n", conns, *nodes, *groups, *slots, *enqueuers, *enqueueBatch, dur.Seconds(), *batchParallel, *enqueueParallel, float64(batchLinger.Microseconds())/1000)
+	res.print(rate, retried, *serverPID > 0)
+	return nil
+}
+
+// startReplicas opens n control replicas on one database: the first on db,
+// the others on pools of their own. Nodes wait for work the way the claim
+// handler does: on their replica's long-poll hub, told after each commit on
+// that replica that made work ready, and by the poll of the pool signal for
+// work other replicas committed.
+func startReplicas(ctx context.Context, db *sql.DB, dsn string, conns, n int, cfg store.Config) (reps []replica, closeAll func(), err error) {
+	var pools []*sql.DB
+	closeAll = func() {
+		for _, p := range pools {
+			p.Close()
+		}
+	}
+	for i := range n {
+		rdb := db
+		if i > 0 {
+			if rdb, err = countedPool(dsn, conns); err != nil {
+				return nil, closeAll, err
+			}
+			pools = append(pools, rdb)
+		}
+		st, err := store.New(rdb, cfg)
+		if err != nil {
+			return nil, closeAll, err
+		}
+		hub := longpoll.New()
+		st = st.WithNotifier(hub)
+		// A failed signal read fails the run's next store call too; the
+		// bench reports that one.
+		go hub.Run(ctx, st, longpoll.SignalPollIntervalDefault, func(error) {})
+		reps = append(reps, replica{st: st, hub: hub})
+	}
+	return reps, closeAll, nil
+}
+
+// print writes the run's figures against the machine's durable commit rate
+// (a lifecycle needs three commits, so rate/3 bounds it).
+func (res lifecycleResult) print(rate float64, retried int64, serverCPU bool) {
+	bound := rate / 3
 	fmt.Printf("commit_rate_per_s=%.0f\n", rate)
 	fmt.Printf("commit_bound_lifecycles_per_s=%.0f\n", bound)
 	fmt.Printf("lifecycles_per_s=%.0f\n", res.perSec)
@@ -125,10 +147,6 @@ func runScheduler(ctx context.Context, args []string) error {
 	fmt.Printf("empty_claims=%d\n", res.emptyClaims)
 	fmt.Printf("jobs_per_claim=%.2f\n", res.claimBatch)
 	fmt.Printf("events_per_event_claim=%.2f\n", res.eventBatch)
-	var retried int64
-	for _, r := range reps {
-		retried += r.st.RetriedTransactions()
-	}
 	fmt.Printf("deadlocks_retried=%d\n", retried)
 	// Where the time goes: the baseline is one statement per commit.
 	fmt.Printf("baseline_statements_per_commit=1\n")
@@ -137,10 +155,9 @@ func runScheduler(ctx context.Context, args []string) error {
 	// CPU per lifecycle, this process (store, simulated nodes, enqueuers)
 	// and the server: on a CPU-bound machine, what sets the rate.
 	fmt.Printf("bench_cpu_ms_per_lifecycle=%.2f\n", res.benchCPUMs)
-	if *serverPID > 0 {
+	if serverCPU {
 		fmt.Printf("server_cpu_ms_per_lifecycle=%.2f\n", res.serverCPUMs)
 	}
-	return nil
 }
 
 // serverStatements is how many statements (BEGIN and COMMIT included) this

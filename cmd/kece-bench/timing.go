@@ -53,17 +53,10 @@ func runTiming(ctx context.Context, args []string) error {
 	if *modeRuns == 0 {
 		*modeRuns = *runs
 	}
-	limits := map[string]time.Duration{string(machineapi.PoolCpp): *cppLimit, string(machineapi.PoolPython): *pyLimit, string(machineapi.PoolJava): *javaLimit}
-	var burners []timing.Burner
-	for _, p := range strings.Split(*pools, ",") {
-		b, err := timing.ForPool(strings.TrimSpace(p))
-		if err != nil {
-			return fmt.Errorf("-pools: %w", err)
-		}
-		if limits[b.Pool] <= 0 {
-			return fmt.Errorf("-%s-limit must be positive", b.Pool)
-		}
-		burners = append(burners, b)
+	m := timingMatrix{parallel: *parallel, hogs: *hogs, wall: *wall, limits: map[string]time.Duration{
+		string(machineapi.PoolCpp): *cppLimit, string(machineapi.PoolPython): *pyLimit, string(machineapi.PoolJava): *javaLimit}}
+	if err := m.plan(*pools, *runs, *modeRuns); err != nil {
+		return err
 	}
 	var loadList []string
 	for _, l := range strings.Split(*loads, ",") {
@@ -72,86 +65,131 @@ func runTiming(ctx context.Context, args []string) error {
 		}
 		loadList = append(loadList, l)
 	}
-	if *supervisor == "" {
-		self, err := os.Executable()
-		if err != nil {
-			return err
-		}
-		*supervisor = filepath.Join(filepath.Dir(self), "kece-sandbox-init")
+	sup, err := supervisorPath(*supervisor)
+	if err != nil {
+		return err
 	}
 	if err := os.MkdirAll(*work, 0o755); err != nil {
 		return err
 	}
-	dir, err := os.MkdirTemp(*work, "run-")
-	if err != nil {
+	if m.dir, err = os.MkdirTemp(*work, "run-"); err != nil {
 		return err
 	}
-	defer os.RemoveAll(dir)
-	x, err := code.New(code.Config{NodeID: "kece-bench-timing", Workspace: filepath.Join(dir, "ws"), SupervisorPath: *supervisor})
-	if err != nil {
+	defer os.RemoveAll(m.dir)
+	if m.x, err = code.New(code.Config{NodeID: "kece-bench-timing", Workspace: filepath.Join(m.dir, "ws"), SupervisorPath: sup}); err != nil {
 		return err
 	}
-	defer x.Close()
+	defer m.x.Close()
 
 	fmt.Printf("levels=%v runs_per_level=%d mode_runs_per_level=%d hogs=%d host_cpus=%d parallel=%d wall_limit=%s\n",
 		timing.Levels, *runs, *modeRuns, *hogs, runtime.NumCPU(), *parallel, wallName(*wall))
-	type job struct {
-		b    timing.Burner
-		mode string
-		runs int
-	}
-	var jobs []job
-	for _, b := range burners {
-		for _, mode := range b.Modes {
-			n := *runs
-			if mode != "self" {
-				n = *modeRuns
-			}
-			jobs = append(jobs, job{b, mode, n})
-		}
-	}
 	var total timing.Stats
 	start := time.Now()
 	for _, load := range loadList {
-		stop := func() {}
-		if load == "loaded" {
-			if stop, err = startHogs(*hogs); err != nil {
-				return err
-			}
-		}
-		results := make([]map[int]timing.Stats, len(jobs))
-		g, gctx := errgroup.WithContext(ctx)
-		g.SetLimit(*parallel)
-		for i, j := range jobs {
-			g.Go(func() error {
-				r, err := timingJob(gctx, x, dir, j.b, j.mode, limits[j.b.Pool], *wall, j.runs)
-				if err != nil {
-					return fmt.Errorf("%s %s %s: %w", j.b.Pool, j.mode, load, err)
-				}
-				results[i] = r
-				return nil
-			})
-		}
-		err := g.Wait()
-		stop()
+		s, err := m.run(ctx, load)
 		if err != nil {
 			return err
 		}
-		for i, j := range jobs {
-			limit := limits[j.b.Pool]
-			var group timing.Stats
-			for _, lv := range timing.Levels {
-				s := results[i][lv]
-				fmt.Printf("pool=%s mode=%s load=%s limit_ms=%d level=%d %s\n", j.b.Pool, j.mode, load, limit.Milliseconds(), lv, s.KV())
-				group.Merge(s)
-			}
-			fmt.Printf("pool=%s mode=%s load=%s limit_ms=%d level=all %s\n", j.b.Pool, j.mode, load, limit.Milliseconds(), group.KV())
-			total.Merge(group)
-		}
+		total.Merge(s)
 	}
 	fmt.Printf("total %s\n", total.KV())
 	fmt.Printf("contradictions=%d target_contradictions=0 elapsed_s=%.0f\n", total.Contradictions, time.Since(start).Seconds())
 	return nil
+}
+
+// supervisorPath is the kece-sandbox-init to use: the one given, else the
+// one next to this binary.
+func supervisorPath(given string) (string, error) {
+	if given != "" {
+		return given, nil
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(filepath.Dir(self), "kece-sandbox-init"), nil
+}
+
+// timingMatrix is the verdict matrix's jobs: one per runtime and mode.
+type timingMatrix struct {
+	x        *code.Executor
+	dir      string
+	parallel int
+	hogs     int
+	wall     time.Duration
+	limits   map[string]time.Duration
+	jobs     []timingCell
+}
+
+type timingCell struct {
+	b    timing.Burner
+	mode string
+	runs int
+}
+
+// plan lists the jobs of the runtimes in pools: every mode of each runtime's
+// burner, runs per level for its own ("self") mode and modeRuns for the others.
+func (m *timingMatrix) plan(pools string, runs, modeRuns int) error {
+	for _, p := range strings.Split(pools, ",") {
+		b, err := timing.ForPool(strings.TrimSpace(p))
+		if err != nil {
+			return fmt.Errorf("-pools: %w", err)
+		}
+		if m.limits[b.Pool] <= 0 {
+			return fmt.Errorf("-%s-limit must be positive", b.Pool)
+		}
+		for _, mode := range b.Modes {
+			n := runs
+			if mode != "self" {
+				n = modeRuns
+			}
+			m.jobs = append(m.jobs, timingCell{b, mode, n})
+		}
+	}
+	return nil
+}
+
+// run judges every job under one load (CPU hogs alongside when "loaded"),
+// prints its lines per level and per job, and returns the load's total.
+func (m *timingMatrix) run(ctx context.Context, load string) (timing.Stats, error) {
+	var total timing.Stats
+	stop := func() {}
+	if load == "loaded" {
+		var err error
+		if stop, err = startHogs(m.hogs); err != nil {
+			return total, err
+		}
+	}
+	results := make([]map[int]timing.Stats, len(m.jobs))
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(m.parallel)
+	for i, j := range m.jobs {
+		g.Go(func() error {
+			r, err := timingJob(gctx, m.x, m.dir, j.b, j.mode, m.limits[j.b.Pool], m.wall, j.runs)
+			if err != nil {
+				return fmt.Errorf("%s %s %s: %w", j.b.Pool, j.mode, load, err)
+			}
+			results[i] = r
+			return nil
+		})
+	}
+	err := g.Wait()
+	stop()
+	if err != nil {
+		return total, err
+	}
+	for i, j := range m.jobs {
+		limit := m.limits[j.b.Pool]
+		var group timing.Stats
+		for _, lv := range timing.Levels {
+			s := results[i][lv]
+			fmt.Printf("pool=%s mode=%s load=%s limit_ms=%d level=%d %s\n", j.b.Pool, j.mode, load, limit.Milliseconds(), lv, s.KV())
+			group.Merge(s)
+		}
+		fmt.Printf("pool=%s mode=%s load=%s limit_ms=%d level=all %s\n", j.b.Pool, j.mode, load, limit.Milliseconds(), group.KV())
+		total.Merge(group)
+	}
+	return total, nil
 }
 
 // timingJob judges one job of runs × levels burner cases (levels interleaved

@@ -5,9 +5,12 @@
 //	kece-control token          create | list | rotate | revoke admin and business API tokens
 //	kece-control reconcile      check invariants; -o json|yaml|table|csv; exit 3 when violated
 //	kece-control webhook-secret new | show: the whsec_ form of the webhook secret
+//	kece-control healthcheck    exit 0 if the replica's /healthz answers 200, else 1
 //	kece-control version        print the build version (also --version)
+//	kece-control completion     shell completion; man --dir DIR writes man pages
 //
-// Every flag has an environment variable (shown by -h; a flag wins over its
+// The command line is cobra's, as kecectl's (cmd/internal/clikit). Every
+// flag has an environment variable (shown by --help; a flag wins over its
 // variable), and the database DSN and the webhook secret may come from a
 // file (KECE_MYSQL_DSN_FILE, KECE_WEBHOOK_SECRET_FILE). Settings are read by
 // cmd/internal/settings. Exit status (the scheme shared by every KECE
@@ -18,16 +21,15 @@ package main
 
 import (
 	"context"
-	"errors"
-	"flag"
-	"fmt"
 	"io"
 	"os"
 	"os/signal"
 	"syscall"
 
+	"github.com/spf13/cobra"
+
+	"github.com/kece-oj/kece/cmd/internal/clikit"
 	"github.com/kece-oj/kece/cmd/internal/settings"
-	"github.com/kece-oj/kece/internal/buildinfo"
 )
 
 func main() {
@@ -43,72 +45,33 @@ type cmdIO struct {
 	getenv         func(string) string
 }
 
-// run executes one subcommand and returns the process exit code.
+// run executes one command line and returns the process exit code.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) int {
-	if len(args) == 0 {
-		usage(stderr)
-		return settings.ExitConfig
-	}
 	cio := cmdIO{stdout: stdout, stderr: stderr, getenv: getenv}
-	var err error
-	switch args[0] {
-	case "serve":
-		err = serve(ctx, args[1:], cio)
-	case "migrate":
-		err = migrate(ctx, args[1:], cio)
-	case "token":
-		err = token(ctx, args[1:], cio)
-	case "webhook-secret":
-		err = webhookSecret(args[1:], cio)
-	case "reconcile":
-		var violated bool
-		violated, err = reconcile(ctx, args[1:], cio)
-		if err == nil && violated {
-			return 3 // as kecectl reconcile: ran fine, found violations
-		}
-	case "-h", "--help", "help":
-		usage(stdout)
-		return 0
-	case "version", "--version", "-version":
-		fmt.Fprintln(stdout, buildinfo.String("kece-control"))
-		return 0
-	default:
-		fmt.Fprintf(stderr, "kece-control: unknown command %q\n", args[0])
-		usage(stderr)
-		return settings.ExitConfig
+	root := clikit.Root("kece-control", "Control plane of the KECE judge pool",
+		`kece-control is the control plane: the HTTP server (machine, admin and
+business APIs, console, API docs), the reaper and the webhook sender, plus the
+commands that manage its database and tokens.
+
+Every flag has an environment variable (shown after it; a flag wins), e.g.
+--mysql-dsn is KECE_MYSQL_DSN and --mysql-dsn-file is KECE_MYSQL_DSN_FILE (a
+file holding the DSN, mode 0600 or 0640). Durations take s, m, h and d
+(90s, 15m, 7d).
+
+Exit status: 0 ok; 1 a runtime failure (database unreachable, listen
+failed); 2 a bad setting or command line, named (systemd does not restart
+it); 3 reconcile found violations (as kecectl).`)
+	root.AddCommand(serveCommand(cio), migrateCommand(cio), tokenCommand(cio), reconcileCommand(cio), webhookSecretCommand(cio),
+		healthcheckCommand(cio))
+	// Without a command: a usage error that lists them, as before.
+	root.Args = cobra.NoArgs
+	root.RunE = func(cmd *cobra.Command, _ []string) error {
+		return usagef("say which command\n%s", cmd.UsageString())
 	}
-	if errors.Is(err, flag.ErrHelp) {
-		return 0
-	}
-	if err != nil {
-		fmt.Fprintf(stderr, "kece-control %s: %v\n", args[0], err)
-		if settings.IsConfigError(err) {
-			return settings.ExitConfig
-		}
-		return 1
-	}
-	return 0
+	return clikit.Run(ctx, root, args, stdout, stderr)
 }
 
 // usagef is a mistake on the command line (exit 2).
 func usagef(format string, args ...any) error {
 	return settings.Errorf("command line", format, args...)
-}
-
-func usage(w io.Writer) {
-	fmt.Fprint(w, `usage: kece-control <command> [flags]   (kece-control <command> -h lists the flags)
-
-commands:
-  serve           run the control plane HTTP server, reaper and webhook sender
-  migrate         up | down | status
-  token           create | list | rotate | revoke --kind admin|business --name NAME
-  reconcile       check scheduling invariants (-o json|yaml|table|csv); exit 3 on violation
-  webhook-secret  new (print a fresh whsec_ secret) | show (the whsec_ form of KECE_WEBHOOK_SECRET_FILE)
-  version         print the build version (also --version)
-
-Every flag has an environment variable, e.g. --mysql-dsn is KECE_MYSQL_DSN and
---mysql-dsn-file is KECE_MYSQL_DSN_FILE (a file holding the DSN, mode 0600 or
-0640). A flag wins over its variable. Exit status: 0 ok, 1 failure, 2 bad
-setting or command line (named), 3 reconcile found violations.
-`)
 }

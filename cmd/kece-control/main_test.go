@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -38,15 +39,16 @@ func writeSecret(t *testing.T, content string, mode os.FileMode) string {
 	return p
 }
 
-func TestBadSettingsAreRefusedWithAHint(t *testing.T) {
-	t.Parallel()
+type badSetting struct {
+	env  map[string]string
+	args []string
+	want string
+}
+
+func badSettings(t *testing.T) []badSetting {
 	worldReadable := writeSecret(t, "a@tcp(b)/c\n", 0o644)
 	rawHook := writeSecret(t, "0123456789abcdef0123456789abcdef\n", 0o644)
-	cases := []struct {
-		env  map[string]string
-		args []string
-		want string
-	}{
+	return []badSetting{
 		{nil, []string{"serve", "--mysql-dsn", "a@tcp(b)/c"}, "KECE_ARTIFACT_DIR"},
 		{nil, []string{"serve", "--artifact-dir", t.TempDir()}, "KECE_MYSQL_DSN"},
 		{nil, []string{"serve", "--artifact-dir", t.TempDir(), "--listen", "nonsense", "--mysql-dsn", "x"}, "--listen: \"nonsense\" is not host:port"},
@@ -54,10 +56,13 @@ func TestBadSettingsAreRefusedWithAHint(t *testing.T) {
 		{nil, []string{"serve", "--artifact-dir", t.TempDir(), "--mysql-dsn", "root@tcp(127.0.0.1:1)/"}, "--mysql-dsn: the DSN names no database"},
 		{nil, []string{"token", "create", "--kind", "root", "--name", "x", "--mysql-dsn", "a@tcp(b)/c"}, "--kind must be admin or business"},
 		{nil, []string{"token", "create", "--kind", "admin", "--mysql-dsn", "a@tcp(b)/c"}, "--name is required"},
-		{nil, []string{"token", "fly"}, "say create, list, rotate or revoke"},
+		{nil, []string{"token", "fly"}, `unknown command "fly" for "kece-control token"`},
+		{nil, []string{"token"}, "available: create, list, revoke, rotate"},
+		{nil, []string{"migrate"}, `"kece-control migrate" needs a command`},
+		{nil, []string{}, "say which command"},
 		{nil, []string{"token", "list", "-o", "xml", "--mysql-dsn", "a@tcp(b)/c"}, `-output: "xml" is not an output format`},
 		{nil, []string{"token", "rotate", "--kind", "admin", "--name", "x", "--overlap", "1000h", "--mysql-dsn", "a@tcp(b)/c"}, "--overlap: at most"},
-		{nil, []string{"migrate", "sideways", "--mysql-dsn", "a@tcp(b)/c"}, "unknown migrate action"},
+		{nil, []string{"migrate", "sideways"}, `unknown command "sideways" for "kece-control migrate"`},
 		{nil, []string{"frobnicate"}, "unknown command"},
 		{nil, []string{"serve", "--artifact-dir", t.TempDir(), "--mysql-dsn", "a@tcp(b)/c", "--webhook-url", "https://oj.example/hook"}, "KECE_WEBHOOK_SECRET_FILE"},
 		{nil, []string{"serve", "--artifact-dir", t.TempDir(), "--mysql-dsn", "a@tcp(b)/c", "--probe-allow-cidrs", "10.0.0.0/33"}, "--probe-allow-cidrs"},
@@ -81,41 +86,79 @@ func TestBadSettingsAreRefusedWithAHint(t *testing.T) {
 		{nil, []string{"serve", "--artifact-dir", t.TempDir(), "--mysql-dsn", "a@tcp(b)/c", "--metrics-listen", "9465"}, `--metrics-listen: "9465" is not host:port`},
 		{map[string]string{"KECE_METRICS_CACHE_TTL": "20m"}, []string{"serve", "--artifact-dir", t.TempDir(), "--mysql-dsn", "a@tcp(b)/c"}, "KECE_METRICS_CACHE_TTL: metrics: fleet cache TTL 20m0s must be 0..10m"},
 	}
-	for _, c := range cases {
+}
+
+func TestBadSettingsAreRefusedWithAHint(t *testing.T) {
+	t.Parallel()
+	for _, c := range badSettings(t) {
 		code, _, errOut := runIn(t, c.env, c.args...)
 		require.Equal(t, 2, code, "%v: %s", c.args, errOut)
 		require.Contains(t, errOut, c.want, c.args)
 	}
 }
 
-// Every flag of every subcommand names its environment variable in -h
+// The same refusals from the binary as shipped: exit 2 (systemd's
+// RestartPreventExitStatus=2 3), the setting named on stderr.
+func TestBadSettingsExit2FromTheBuiltBinary(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	out, err := exec.Command("go", "build", "-o", dir+"/", ".").CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	for _, c := range badSettings(t) {
+		cmd := exec.Command(filepath.Join(dir, "kece-control"), c.args...)
+		cmd.Env = []string{"PATH=" + os.Getenv("PATH")}
+		for k, v := range c.env {
+			cmd.Env = append(cmd.Env, k+"="+v)
+		}
+		var stderr strings.Builder
+		cmd.Stderr = &stderr
+		err := cmd.Run()
+		var ee *exec.ExitError
+		require.ErrorAs(t, err, &ee, "%v: %s", c.args, stderr.String())
+		require.Equal(t, 2, ee.ExitCode(), "%v: %s", c.args, stderr.String())
+		require.Contains(t, stderr.String(), c.want, c.args)
+	}
+}
+
+// Every flag of every subcommand names its environment variable in --help
 // (the settings loader refuses a flag without one).
 func TestEveryFlagHasAVariable(t *testing.T) {
 	t.Parallel()
-	flagLine := regexp.MustCompile(`^  -(\S+)`)
-	for _, args := range [][]string{{"serve"}, {"migrate"}, {"reconcile"}, {"token", "create"}, {"token", "list"}, {"token", "rotate"}, {"token", "revoke"}, {"webhook-secret", "new"}} {
-		code, out, errOut := runIn(t, nil, append(args, "-h")...)
+	flagLine := regexp.MustCompile(`^\s*(-\w, )?--([a-z-]+)`)
+	for _, args := range [][]string{{"serve"}, {"migrate", "up"}, {"reconcile"}, {"token", "create"}, {"token", "list"}, {"token", "rotate"}, {"token", "revoke"}, {"webhook-secret", "show"}} {
+		code, out, errOut := runIn(t, nil, append(args, "--help")...)
 		require.Equal(t, 0, code, errOut)
-		lines := strings.Split(out, "\n")
+		_, flags, ok := strings.Cut(out, "\nFlags:\n")
+		require.True(t, ok, "%v lists its flags:\n%s", args, out)
+		flags, _, _ = strings.Cut(strings.TrimSpace(flags), "\n\n")
 		n := 0
-		for i, l := range lines {
+		for _, l := range strings.Split(flags, "\n") {
 			m := flagLine.FindStringSubmatch(l)
-			if m == nil {
+			require.NotNil(t, m, "%v: %q", args, l)
+			if m[2] == "help" {
 				continue
 			}
 			n++
-			// The usage text is on this line or the next ones up to the next flag.
-			text := l
-			for j := i + 1; j < len(lines) && !flagLine.MatchString(lines[j]); j++ {
-				text += lines[j]
-			}
-			if m[1] == "o" {
-				require.Contains(t, text, "short for --output")
-				continue
-			}
-			require.Regexp(t, `\(env KECE_[A-Z0-9_]+\)`, text, "%v: -%s", args, m[1])
+			require.Regexp(t, `\(env KECE_[A-Z0-9_]+\)`, l, "%v: --%s", args, m[2])
 		}
 		require.Positive(t, n, "%v lists its flags", args)
+	}
+}
+
+// One run names every bad setting, the command line's included, before
+// anything connects.
+func TestServeReportsEveryBadSettingAtOnce(t *testing.T) {
+	t.Parallel()
+	code, _, errOut := runIn(t, map[string]string{"KECE_DB_CONNS": "2"}, "serve", "--lease-ttl=-1s", "--heartbeat-interval", "often",
+		"--listen", "nonsense", "--log-format", "yaml", "--expires-in", "1d")
+	require.Equal(t, 2, code, errOut)
+	require.Contains(t, errOut, "unknown flag: --expires-in", "an unknown flag stops the parse")
+	code, _, errOut = runIn(t, map[string]string{"KECE_DB_CONNS": "2"}, "serve", "--lease-ttl=-1s", "--heartbeat-interval", "often",
+		"--listen", "nonsense", "--log-format", "yaml", "--reap-interval", "1d")
+	require.Equal(t, 2, code, errOut)
+	for _, want := range []string{`--lease-ttl: "-1s": must not be negative`, `--heartbeat-interval: "often": not a duration`,
+		`--listen: "nonsense" is not host:port`, `log format "yaml"`, "KECE_DB_CONNS: 2 is too few", "KECE_ARTIFACT_DIR"} {
+		require.Contains(t, errOut, want)
 	}
 }
 
@@ -136,19 +179,20 @@ func TestMigrateTokenAndServe(t *testing.T) {
 	require.Contains(t, out, "00008_business_tenancy.sql")
 	require.Contains(t, out, "00010_admin_search.sql")
 
-	// Down rolls back the newest migration, status shows it pending, up brings it back.
+	// Down rolls back the newest migration, status shows it pending, up
+	// brings it back (whichever migration is the newest).
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	newest := strings.Fields(lines[len(lines)-1])[1]
+	require.Regexp(t, `^\d{5}_\w+\.sql$`, newest)
 	code, out, errOut = runIn(t, env, "migrate", "down")
 	require.Equal(t, 0, code, errOut)
-	require.Contains(t, out, "rolled back 00010_admin_search.sql")
-	var cols int
-	require.NoError(t, db.QueryRow(`SELECT COUNT(*) FROM information_schema.columns WHERE table_schema = DATABASE() AND table_name = 'judge_audit' AND column_name = 'remote_addr'`).Scan(&cols))
-	require.Zero(t, cols)
+	require.Contains(t, out, "rolled back "+newest)
 	code, out, _ = runIn(t, env, "migrate", "status")
 	require.Equal(t, 0, code)
-	require.Regexp(t, `pending\s+00010_admin_search.sql`, out)
+	require.Regexp(t, `pending\s+`+regexp.QuoteMeta(newest), out)
 	code, out, errOut = runIn(t, env, "migrate", "up")
 	require.Equal(t, 0, code, errOut)
-	require.Contains(t, out, "applied 00010_admin_search.sql")
+	require.Contains(t, out, "applied "+newest)
 
 	code, out, errOut = runIn(t, env, "token", "create", "--kind", "admin", "--name", "ops")
 	require.Equal(t, 0, code, errOut)

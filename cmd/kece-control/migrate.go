@@ -3,33 +3,33 @@ package main
 import (
 	"context"
 	"fmt"
-	"strings"
 
+	"github.com/spf13/cobra"
+
+	"github.com/kece-oj/kece/cmd/internal/clikit"
 	"github.com/kece-oj/kece/cmd/internal/settings"
 	"github.com/kece-oj/kece/migrations"
 )
 
-func migrate(ctx context.Context, args []string, cio cmdIO) error {
-	fs := settings.NewFlagSet("migrate", cio.getenv)
-	fs.SetOutput(cio.stdout)
-	dsn := dbFlags(fs)
-	// Accept the action before or after the flags.
-	var action string
-	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
-		action, args = args[0], args[1:]
+func migrateCommand(cio cmdIO) *cobra.Command {
+	group := &cobra.Command{Use: "migrate", Short: "Apply, roll back or list the schema migrations"}
+	var subs []*cobra.Command
+	for _, a := range []struct{ use, short string }{
+		{"up", "Apply every pending migration (under the migration lock)"},
+		{"down", "Roll back the newest migration"},
+		{"status", "List the migrations and whether each is applied"},
+	} {
+		fs := settings.NewFlagSet("migrate "+a.use, cio.getenv)
+		dsn := dbFlags(fs)
+		action := a.use
+		subs = append(subs, clikit.Bind(&cobra.Command{Use: a.use, Short: a.short, Args: cobra.NoArgs}, fs,
+			func(cmd *cobra.Command, _ []string) error { return migrate(cmd.Context(), fs, *dsn, action, cio) }))
 	}
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	if action == "" && fs.NArg() == 1 {
-		action = fs.Arg(0)
-	} else if fs.NArg() != 0 || action == "" {
-		return usagef("say up, down or status")
-	}
-	if action != "up" && action != "down" && action != "status" {
-		return usagef("unknown migrate action %q: say up, down or status", action)
-	}
-	db, err := openDB(ctx, fs, *dsn, 2)
+	return clikit.Group(group, subs...)
+}
+
+func migrate(ctx context.Context, fs *settings.FlagSet, dsn, action string, cio cmdIO) error {
+	db, err := openDB(ctx, fs, dsn, 2)
 	if err != nil {
 		return err
 	}

@@ -16,9 +16,7 @@ import (
 // outputFlag registers -o/--output (KECE_OUTPUT), the one output flag of
 // every listing, as in kecectl.
 func outputFlag(fs *settings.FlagSet, def string, formats ...string) *string {
-	p := fs.String("output", "KECE_OUTPUT", def, "output format: "+strings.Join(formats, ", "))
-	fs.Alias("o", "output")
-	return p
+	return fs.StringP("output", "o", "KECE_OUTPUT", def, "output format: "+strings.Join(formats, ", "))
 }
 
 func checkOutput(fs *settings.FlagSet, got string, formats ...string) error {

@@ -4,7 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"strconv"
+	"time"
 
+	"github.com/spf13/cobra"
+
+	"github.com/kece-oj/kece/cmd/internal/clikit"
 	"github.com/kece-oj/kece/cmd/internal/settings"
 	"github.com/kece-oj/kece/control/httpapi"
 	"github.com/kece-oj/kece/control/store"
@@ -15,31 +19,36 @@ var reconcileFormats = []string{"json", "yaml", "table", "csv"}
 // reconcile checks the scheduling invariants (control/store/reconcile.go)
 // and prints the report. violated is true when any rule found a violation;
 // the process then exits 3 (as kecectl reconcile) so scripts and alerts notice.
-func reconcile(ctx context.Context, args []string, cio cmdIO) (violated bool, err error) {
+func reconcileCommand(cio cmdIO) *cobra.Command {
 	fs := settings.NewFlagSet("reconcile", cio.getenv)
-	fs.SetOutput(cio.stdout)
 	dsn := dbFlags(fs)
 	out := outputFlag(fs, "json", reconcileFormats...)
 	// --format is the pre-`-o` spelling, kept so existing cron lines work.
 	format := fs.String("format", "KECE_RECONCILE_FORMAT", "", "deprecated: use -o")
+	_ = fs.Flags().MarkHidden("format")
 	reap := fs.Duration("reap-interval", "KECE_REAP_INTERVAL", httpapi.ReapIntervalDefault,
 		"the replicas' reap interval: a lease expired for longer than twice this is reported as a stuck reaper")
-	if err := fs.Parse(args); err != nil {
-		return false, err
-	}
-	if fs.NArg() > 0 {
-		return false, usagef("unexpected arguments %q", fs.Args())
-	}
-	if *format != "" {
-		if *format != "json" && *format != "csv" {
-			return false, settings.Errorf(fs.Source("format"), "--format must be json or csv, got %q (prefer -o)", *format)
+	cmd := &cobra.Command{Use: "reconcile", Short: "Check the scheduling invariants (-o json|yaml|table|csv); exit 3 on violation", Args: cobra.NoArgs}
+	return clikit.Bind(cmd, fs, func(cmd *cobra.Command, _ []string) error {
+		violated, err := reconcile(cmd.Context(), fs, *dsn, *out, *format, *reap, cio)
+		if err == nil && violated {
+			return &clikit.Exit{Code: 3} // as kecectl reconcile: ran fine, found violations
 		}
-		*out = *format
+		return err
+	})
+}
+
+func reconcile(ctx context.Context, fs *settings.FlagSet, dsn, out, format string, reap time.Duration, cio cmdIO) (violated bool, err error) {
+	if format != "" {
+		if format != "json" && format != "csv" {
+			return false, settings.Errorf(fs.Source("format"), "--format must be json or csv, got %q (prefer -o)", format)
+		}
+		out = format
 	}
-	if err := checkOutput(fs, *out, reconcileFormats...); err != nil {
+	if err := checkOutput(fs, out, reconcileFormats...); err != nil {
 		return false, err
 	}
-	db, err := openDB(ctx, fs, *dsn, 2)
+	db, err := openDB(ctx, fs, dsn, 2)
 	if err != nil {
 		return false, err
 	}
@@ -48,11 +57,11 @@ func reconcile(ctx context.Context, args []string, cio cmdIO) (violated bool, er
 	if err != nil {
 		return false, err
 	}
-	rep, err := st.ReconcileWith(ctx, store.ReconcileOptions{ReapInterval: *reap})
+	rep, err := st.ReconcileWith(ctx, store.ReconcileOptions{ReapInterval: reap})
 	if err != nil {
 		return false, err
 	}
-	switch *out {
+	switch out {
 	case "csv":
 		err = rep.WriteCSV(cio.stdout)
 	case "yaml":

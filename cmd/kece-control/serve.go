@@ -11,6 +11,8 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
+	"github.com/spf13/cobra"
+
 	"github.com/kece-oj/kece/artifact"
 	"github.com/kece-oj/kece/cmd/internal/settings"
 	"github.com/kece-oj/kece/control/console"
@@ -27,143 +29,210 @@ import (
 // DBConnsDefault is the default connection budget of one replica.
 const DBConnsDefault = 32
 
-func serve(ctx context.Context, args []string, cio cmdIO) error {
-	fs := settings.NewFlagSet("serve", cio.getenv)
-	fs.SetOutput(cio.stdout)
-	dsn := dbFlags(fs)
-	listen := fs.String("listen", "KECE_LISTEN", "127.0.0.1:8080", "address to listen on")
-	artDir := fs.String("artifact-dir", "KECE_ARTIFACT_DIR", "", "artifact store directory (required)")
-	migrate := fs.Bool("migrate", "KECE_MIGRATE", false, "apply pending migrations before serving")
-	leaseTTL := fs.Duration("lease-ttl", "KECE_LEASE_TTL", store.LeaseTTLDefault, "lease duration")
-	maxAttempts := fs.Int("max-attempts", "KECE_MAX_ATTEMPTS", store.MaxAttemptsDefault, "attempts before a job fails (SYSTEM_ERROR)")
-	reap := fs.Duration("reap-interval", "KECE_REAP_INTERVAL", httpapi.ReapIntervalDefault, "reaper scan interval")
-	hb := fs.Duration("heartbeat-interval", "KECE_HEARTBEAT_INTERVAL", httpapi.HeartbeatIntervalDefault, "node heartbeat interval")
-	renew := fs.Duration("renew-interval", "KECE_RENEW_INTERVAL", httpapi.RenewIntervalDefault, "node renew interval")
-	offline := fs.Duration("offline-after", "KECE_OFFLINE_AFTER", store.OfflineAfterDefault, "a node without heartbeat this long is offline")
-	hbTTL := fs.Duration("heartbeat-ttl", "KECE_HEARTBEAT_TTL", store.HeartbeatTTLDefault,
+// serveFlags are the settings of `kece-control serve`.
+type serveFlags struct {
+	fs                                                                                            *settings.FlagSet
+	dsn, listen, artDir, logFormat, logLevel, metricsListen, probeHosts, probeCIDRs, probePorts   *string
+	trustedProxies, hookURL, hookSecret, hookGroup                                                *string
+	migrate, apiDocs, probeHTTP, consoleOn                                                        *bool
+	maxAttempts, maxUnstarted, conns, hookAttempts                                                *int
+	leaseTTL, reap, hb, renew, offline, hbTTL, metricsCache, consoleIdle, consoleMax, hookTimeout *time.Duration
+}
+
+func newServeFlags(getenv func(string) string) *serveFlags {
+	fs := settings.NewFlagSet("serve", getenv)
+	f := &serveFlags{fs: fs}
+	f.dsn = dbFlags(fs)
+	f.listen = fs.String("listen", "KECE_LISTEN", "127.0.0.1:8080", "address to listen on")
+	f.artDir = fs.String("artifact-dir", "KECE_ARTIFACT_DIR", "", "artifact store directory (required)")
+	f.migrate = fs.Bool("migrate", "KECE_MIGRATE", false, "apply pending migrations before serving")
+	f.leaseTTL = fs.Duration("lease-ttl", "KECE_LEASE_TTL", store.LeaseTTLDefault, "lease duration")
+	f.maxAttempts = fs.Int("max-attempts", "KECE_MAX_ATTEMPTS", store.MaxAttemptsDefault, "attempts before a job fails (SYSTEM_ERROR)")
+	f.reap = fs.Duration("reap-interval", "KECE_REAP_INTERVAL", httpapi.ReapIntervalDefault, "reaper scan interval")
+	f.hb = fs.Duration("heartbeat-interval", "KECE_HEARTBEAT_INTERVAL", httpapi.HeartbeatIntervalDefault, "node heartbeat interval")
+	f.renew = fs.Duration("renew-interval", "KECE_RENEW_INTERVAL", httpapi.RenewIntervalDefault, "node renew interval")
+	f.offline = fs.Duration("offline-after", "KECE_OFFLINE_AFTER", store.OfflineAfterDefault, "a node without heartbeat this long is offline")
+	f.hbTTL = fs.Duration("heartbeat-ttl", "KECE_HEARTBEAT_TTL", store.HeartbeatTTLDefault,
 		"a node without heartbeat this long loses its leases (at least 2× the heartbeat interval; keep it well under the lease TTL)")
-	maxUnstarted := fs.Int("max-unstarted-attempts", "KECE_MAX_UNSTARTED_ATTEMPTS", store.MaxUnstartedAttemptsDefault,
+	f.maxUnstarted = fs.Int("max-unstarted-attempts", "KECE_MAX_UNSTARTED_ATTEMPTS", store.MaxUnstartedAttemptsDefault,
 		"leases of one job that may end before judging started (not counted as attempts) before it fails NEVER_STARTED")
-	conns := fs.Int("db-conns", "KECE_DB_CONNS", DBConnsDefault, "maximum database connections of this replica (at least 4)")
-	logFormat := fs.String("log-format", "KECE_LOG_FORMAT", telemetry.FormatDefault, "log lines as json (default) or text")
-	logLevel := fs.String("log-level", "KECE_LOG_LEVEL", "info", "debug, info, warn or error")
-	metricsListen := fs.String("metrics-listen", "KECE_METRICS_LISTEN", "", "serve /metrics on this separate address instead of --listen (empty: /metrics on --listen)")
-	metricsCache := fs.Duration("metrics-cache-ttl", "KECE_METRICS_CACHE_TTL", metrics.FleetCacheTTLDefault, "reuse the database-backed gauges (queue depth, nodes, events) for this long between scrapes (0..10m)")
-	apiDocs := fs.Bool("api-docs", "KECE_API_DOCS", true, "serve the OpenAPI specs under /openapi/ and their docs page at /docs/")
-	probeHosts := fs.String("probe-allow-hosts", "KECE_PROBE_ALLOW_HOSTS", "", "node addresses may name these hosts (comma list, *.suffix allowed)")
-	probeCIDRs := fs.String("probe-allow-cidrs", "KECE_PROBE_ALLOW_CIDRS", "", "probes may connect only to these networks (comma list); empty: probing is off")
-	probeHTTP := fs.Bool("probe-allow-http", "KECE_PROBE_ALLOW_HTTP", false, "allow plain http:// node addresses for probes (only for a private judge network; the allowlists still apply)")
-	probePorts := fs.String("probe-allow-ports", "KECE_PROBE_ALLOW_PORTS", "9464", "probes may connect only to these ports")
-	consoleOn := fs.Bool("console", "KECE_CONSOLE", true, "serve the admin console under /console/ and the public status page at /status")
-	consoleIdle := fs.Duration("console-session-idle", "KECE_CONSOLE_SESSION_IDLE", console.SessionIdleDefault, "a console session ends after this long without a request")
-	consoleMax := fs.Duration("console-session-max", "KECE_CONSOLE_SESSION_MAX", console.SessionMaxDefault, "a console session ends this long after login")
-	trustedProxies := fs.String("trusted-proxies", "KECE_TRUSTED_PROXIES", "", "reverse proxies (addresses or CIDRs, comma list) whose X-Forwarded-Proto/-For are believed (Secure console cookie, caller address in audit rows); empty: none")
-	hookURL := fs.String("webhook-url", "KECE_WEBHOOK_URL", "", "deliver settlement events to this URL, signed; empty: consumers pull them")
-	hookSecret := webhookSecretFlags(fs)
-	hookTimeout := fs.Duration("webhook-timeout", "KECE_WEBHOOK_TIMEOUT", webhook.TimeoutDefault, "bound on one webhook delivery")
-	hookAttempts := fs.Int("webhook-max-attempts", "KECE_WEBHOOK_MAX_ATTEMPTS", webhook.MaxAttemptsDefault, "failed deliveries before an event is dead")
-	hookGroup := fs.String("webhook-group", "KECE_WEBHOOK_GROUP", store.DefaultConsumerGroup, "the consumer group whose settlement events the webhook delivers")
-	if err := fs.Parse(args); err != nil {
-		return err
+	f.conns = fs.Int("db-conns", "KECE_DB_CONNS", DBConnsDefault, "maximum database connections of this replica (at least 4)")
+	f.logFormat = fs.String("log-format", "KECE_LOG_FORMAT", telemetry.FormatDefault, "log lines as json (default) or text")
+	f.logLevel = fs.String("log-level", "KECE_LOG_LEVEL", "info", "debug, info, warn or error")
+	f.metricsListen = fs.String("metrics-listen", "KECE_METRICS_LISTEN", "", "serve /metrics on this separate address instead of --listen (empty: /metrics on --listen)")
+	f.metricsCache = fs.Duration("metrics-cache-ttl", "KECE_METRICS_CACHE_TTL", metrics.FleetCacheTTLDefault, "reuse the database-backed gauges (queue depth, nodes, events) for this long between scrapes (0..10m)")
+	f.apiDocs = fs.Bool("api-docs", "KECE_API_DOCS", true, "serve the OpenAPI specs under /openapi/ and their docs page at /docs/")
+	f.probeHosts = fs.String("probe-allow-hosts", "KECE_PROBE_ALLOW_HOSTS", "", "node addresses may name these hosts (comma list, *.suffix allowed)")
+	f.probeCIDRs = fs.String("probe-allow-cidrs", "KECE_PROBE_ALLOW_CIDRS", "", "probes may connect only to these networks (comma list); empty: probing is off")
+	f.probeHTTP = fs.Bool("probe-allow-http", "KECE_PROBE_ALLOW_HTTP", false, "allow plain http:// node addresses for probes (only for a private judge network; the allowlists still apply)")
+	f.probePorts = fs.String("probe-allow-ports", "KECE_PROBE_ALLOW_PORTS", "9464", "probes may connect only to these ports")
+	f.consoleOn = fs.Bool("console", "KECE_CONSOLE", true, "serve the admin console under /console/ and the public status page at /status")
+	f.consoleIdle = fs.Duration("console-session-idle", "KECE_CONSOLE_SESSION_IDLE", console.SessionIdleDefault, "a console session ends after this long without a request")
+	f.consoleMax = fs.Duration("console-session-max", "KECE_CONSOLE_SESSION_MAX", console.SessionMaxDefault, "a console session ends this long after login")
+	f.trustedProxies = fs.String("trusted-proxies", "KECE_TRUSTED_PROXIES", "", "reverse proxies (addresses or CIDRs, comma list) whose X-Forwarded-Proto/-For are believed (Secure console cookie, caller address in audit rows); empty: none")
+	f.hookURL = fs.String("webhook-url", "KECE_WEBHOOK_URL", "", "deliver settlement events to this URL, signed; empty: consumers pull them")
+	f.hookSecret = webhookSecretFlags(fs)
+	f.hookTimeout = fs.Duration("webhook-timeout", "KECE_WEBHOOK_TIMEOUT", webhook.TimeoutDefault, "bound on one webhook delivery")
+	f.hookAttempts = fs.Int("webhook-max-attempts", "KECE_WEBHOOK_MAX_ATTEMPTS", webhook.MaxAttemptsDefault, "failed deliveries before an event is dead")
+	f.hookGroup = fs.String("webhook-group", "KECE_WEBHOOK_GROUP", store.DefaultConsumerGroup, "the consumer group whose settlement events the webhook delivers")
+	return f
+}
+
+// serveConfig is what the settings describe, checked before anything
+// connects.
+type serveConfig struct {
+	log     telemetry.LogConfig
+	metrics metrics.Config
+	console console.Config
+	store   store.Config
+	http    httpapi.Config
+	hook    *webhook.Config
+}
+
+func serveCommand(cio cmdIO) *cobra.Command {
+	f := newServeFlags(cio.getenv)
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "Run the control plane: HTTP APIs, console, reaper and webhook sender",
+		Args:  cobra.NoArgs,
 	}
-	if fs.NArg() > 0 {
-		return usagef("unexpected arguments %q", fs.Args())
+	cmd.Flags().AddFlagSet(f.fs.Flags())
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		// Every bad setting at once: the command line's and the
+		// variables' values, then the checks of what they describe.
+		cfg, err := f.check(f.fs.Apply())
+		if err != nil {
+			return err
+		}
+		return serve(cmd.Context(), f, cfg, cio)
 	}
-	var errs []error
-	if *artDir == "" {
+	return cmd
+}
+
+// check turns the applied settings into the configuration, reporting
+// every bad setting at once (prior: the ones found while applying them).
+func (f *serveFlags) check(prior error) (serveConfig, error) {
+	errs := []error{prior}
+	if *f.artDir == "" {
 		errs = append(errs, settings.Errorf("KECE_ARTIFACT_DIR", "no artifact directory: set KECE_ARTIFACT_DIR or --artifact-dir to a writable directory"))
 	}
-	if _, _, err := net.SplitHostPort(*listen); err != nil {
-		errs = append(errs, settings.Errorf(fs.Source("listen"), "%q is not host:port (e.g. 127.0.0.1:8080)", *listen))
+	if _, _, err := net.SplitHostPort(*f.listen); err != nil {
+		errs = append(errs, settings.Errorf(f.fs.Source("listen"), "%q is not host:port (e.g. 127.0.0.1:8080)", *f.listen))
 	}
-	if *metricsListen != "" {
-		if _, _, err := net.SplitHostPort(*metricsListen); err != nil {
-			errs = append(errs, settings.Errorf(fs.Source("metrics-listen"), "%q is not host:port (e.g. 127.0.0.1:9465)", *metricsListen))
+	if *f.metricsListen != "" {
+		if _, _, err := net.SplitHostPort(*f.metricsListen); err != nil {
+			errs = append(errs, settings.Errorf(f.fs.Source("metrics-listen"), "%q is not host:port (e.g. 127.0.0.1:9465)", *f.metricsListen))
 		}
 	}
-	if err := (telemetry.LogConfig{Format: *logFormat, Level: *logLevel}).Validate(); err != nil {
-		errs = append(errs, settings.Errorf(fs.Source("log-format")+"/"+fs.Source("log-level"), "%v", err))
+	if err := (telemetry.LogConfig{Format: *f.logFormat, Level: *f.logLevel}).Validate(); err != nil {
+		errs = append(errs, settings.Errorf(f.fs.Source("log-format")+"/"+f.fs.Source("log-level"), "%v", err))
 	}
-	metricsCfg := metrics.Config{FleetCacheTTL: *metricsCache}
+	metricsCfg := metrics.Config{FleetCacheTTL: *f.metricsCache}
 	if err := metricsCfg.Validate(); err != nil {
-		errs = append(errs, settings.Errorf(fs.Source("metrics-cache-ttl"), "%v", err))
+		errs = append(errs, settings.Errorf(f.fs.Source("metrics-cache-ttl"), "%v", err))
 	}
-	if *leaseTTL < 2**renew {
-		errs = append(errs, settings.Errorf(fs.Source("lease-ttl"), "%s must be at least twice %s %s (3x recommended), or healthy nodes lose their leases",
-			*leaseTTL, fs.Source("renew-interval"), *renew))
+	if *f.leaseTTL < 2**f.renew {
+		errs = append(errs, settings.Errorf(f.fs.Source("lease-ttl"), "%s must be at least twice %s %s (3x recommended), or healthy nodes lose their leases",
+			*f.leaseTTL, f.fs.Source("renew-interval"), *f.renew))
 	}
-	if *conns < 4 {
-		errs = append(errs, settings.Errorf(fs.Source("db-conns"), "%d is too few (at least 4)", *conns))
+	if *f.conns < 4 {
+		errs = append(errs, settings.Errorf(f.fs.Source("db-conns"), "%d is too few (at least 4)", *f.conns))
 	}
-	cidrs, err := probe.ParseCIDRs(*probeCIDRs)
+	cidrs, err := probe.ParseCIDRs(*f.probeCIDRs)
 	if err != nil {
-		errs = append(errs, settings.Errorf(fs.Source("probe-allow-cidrs"), "%v", err))
+		errs = append(errs, settings.Errorf(f.fs.Source("probe-allow-cidrs"), "%v", err))
 	}
-	ports, err := probe.ParsePorts(*probePorts)
+	ports, err := probe.ParsePorts(*f.probePorts)
 	if err != nil {
-		errs = append(errs, settings.Errorf(fs.Source("probe-allow-ports"), "%v", err))
+		errs = append(errs, settings.Errorf(f.fs.Source("probe-allow-ports"), "%v", err))
 	}
 	var hosts []string
-	for _, h := range strings.Split(*probeHosts, ",") {
+	for _, h := range strings.Split(*f.probeHosts, ",") {
 		if h = strings.TrimSpace(h); h != "" {
 			hosts = append(hosts, h)
 		}
 	}
-	probeCfg := probe.Config{AllowedHosts: hosts, AllowedCIDRs: cidrs, AllowedPorts: ports, AllowHTTP: *probeHTTP}
-	var hookCfg *webhook.Config
-	if *hookURL != "" {
-		if *hookSecret == "" {
-			errs = append(errs, settings.Errorf(fs.Source("webhook-url"), "needs a signing secret: set KECE_WEBHOOK_SECRET_FILE or --webhook-secret-file (kece-control webhook-secret new writes one)"))
-		} else if secrets, err := parseWebhookSecrets(fs, *hookSecret); err != nil {
-			errs = append(errs, err)
-		} else {
-			hookCfg = &webhook.Config{URL: *hookURL, Secrets: secrets, Timeout: *hookTimeout, MaxAttempts: *hookAttempts, Group: *hookGroup}
-			if !store.ValidConsumerGroup(*hookGroup) {
-				errs = append(errs, settings.Errorf(fs.Source("webhook-group"), "%q is not a consumer group name (lowercase letters, digits, . _ -)", *hookGroup))
-			} else if err := hookCfg.Validate(); err != nil {
-				errs = append(errs, settings.Errorf(fs.Source("webhook-url"), "%v", err))
-			}
-		}
-	}
+	probeCfg := probe.Config{AllowedHosts: hosts, AllowedCIDRs: cidrs, AllowedPorts: ports, AllowHTTP: *f.probeHTTP}
+	hookCfg, err := f.hookConfig()
+	errs = append(errs, err)
 	// The store and HTTP layer validate the rest when they are built; these
 	// are checked here so they are named by their flag.
-	if *maxAttempts < 1 || *maxAttempts > 100 {
-		errs = append(errs, settings.Errorf(fs.Source("max-attempts"), "%d must be 1..100", *maxAttempts))
+	if *f.maxAttempts < 1 || *f.maxAttempts > 100 {
+		errs = append(errs, settings.Errorf(f.fs.Source("max-attempts"), "%d must be 1..100", *f.maxAttempts))
 	}
-	if *offline < time.Second {
-		errs = append(errs, settings.Errorf(fs.Source("offline-after"), "%s is below 1s", *offline))
+	if *f.offline < time.Second {
+		errs = append(errs, settings.Errorf(f.fs.Source("offline-after"), "%s is below 1s", *f.offline))
 	}
-	if *hbTTL < time.Second || *hbTTL < 2**hb {
-		errs = append(errs, settings.Errorf(fs.Source("heartbeat-ttl"), "%s must be at least 1s and at least twice the heartbeat interval (%s)", *hbTTL, *hb))
+	if *f.hbTTL < time.Second || *f.hbTTL < 2**f.hb {
+		errs = append(errs, settings.Errorf(f.fs.Source("heartbeat-ttl"), "%s must be at least 1s and at least twice the heartbeat interval (%s)", *f.hbTTL, *f.hb))
 	}
-	if *maxUnstarted < 1 || *maxUnstarted > 100 {
-		errs = append(errs, settings.Errorf(fs.Source("max-unstarted-attempts"), "%d must be 1..100", *maxUnstarted))
+	if *f.maxUnstarted < 1 || *f.maxUnstarted > 100 {
+		errs = append(errs, settings.Errorf(f.fs.Source("max-unstarted-attempts"), "%d must be 1..100", *f.maxUnstarted))
 	}
-	proxies, err := forwarded.Parse(*trustedProxies)
+	proxies, err := forwarded.Parse(*f.trustedProxies)
 	if err != nil {
-		errs = append(errs, settings.Errorf(fs.Source("trusted-proxies"), "%v (want addresses or CIDRs, e.g. 127.0.0.1,10.0.0.0/8)", err))
+		errs = append(errs, settings.Errorf(f.fs.Source("trusted-proxies"), "%v (want addresses or CIDRs, e.g. 127.0.0.1,10.0.0.0/8)", err))
 	}
-	consoleCfg := console.Config{SessionIdle: *consoleIdle, SessionMax: *consoleMax, TrustedProxies: proxies}
+	consoleCfg := console.Config{SessionIdle: *f.consoleIdle, SessionMax: *f.consoleMax, TrustedProxies: proxies}
 	if err := consoleCfg.Validate(); err != nil {
-		errs = append(errs, settings.Errorf(fs.Source("console-session-idle")+"/"+fs.Source("console-session-max"), "%v", err))
+		errs = append(errs, settings.Errorf(f.fs.Source("console-session-idle")+"/"+f.fs.Source("console-session-max"), "%v", err))
 	}
-	storeCfg := store.Config{LeaseTTL: *leaseTTL, MaxAttempts: *maxAttempts, OfflineAfter: *offline, HeartbeatTTL: *hbTTL,
-		MaxUnstartedAttempts: *maxUnstarted}
-	httpCfg := httpapi.Config{ReapInterval: *reap, HeartbeatInterval: *hb, RenewInterval: *renew, Probe: probeCfg, DisableAPIDocs: !*apiDocs,
+	storeCfg := store.Config{LeaseTTL: *f.leaseTTL, MaxAttempts: *f.maxAttempts, OfflineAfter: *f.offline, HeartbeatTTL: *f.hbTTL,
+		MaxUnstartedAttempts: *f.maxUnstarted}
+	httpCfg := httpapi.Config{ReapInterval: *f.reap, HeartbeatInterval: *f.hb, RenewInterval: *f.renew, Probe: probeCfg, DisableAPIDocs: !*f.apiDocs,
 		TrustedProxies: proxies}
-	if err := errors.Join(errs...); err != nil {
-		return err
+	// The rest of the store's and the HTTP layer's settings are checked
+	// now too (with their defaults), not after the database connects; when
+	// a flag above is already refused, they would only repeat it.
+	if errors.Join(errs[1:]...) == nil {
+		if err := storeCfg.WithDefaults().Validate(); err != nil {
+			errs = append(errs, settings.Errorf("store settings", "%v", err))
+		}
+		if err := httpCfg.WithDefaults().Validate(); err != nil {
+			errs = append(errs, settings.Errorf("http settings", "%v", err))
+		}
 	}
-	log, err := telemetry.NewLogger(cio.stderr, telemetry.LogConfig{Format: *logFormat, Level: *logLevel})
+	cfg := serveConfig{log: telemetry.LogConfig{Format: *f.logFormat, Level: *f.logLevel}, metrics: metricsCfg, console: consoleCfg,
+		store: storeCfg, http: httpCfg, hook: hookCfg}
+	return cfg, errors.Join(errs...)
+}
+
+// hookConfig is the webhook sender's configuration; nil when no URL is set.
+func (f *serveFlags) hookConfig() (*webhook.Config, error) {
+	if *f.hookURL == "" {
+		return nil, nil
+	}
+	var errs []error
+	var hookCfg *webhook.Config
+	if *f.hookSecret == "" {
+		errs = append(errs, settings.Errorf(f.fs.Source("webhook-url"), "needs a signing secret: set KECE_WEBHOOK_SECRET_FILE or --webhook-secret-file (kece-control webhook-secret new writes one)"))
+	} else if secrets, err := parseWebhookSecrets(f.fs, *f.hookSecret); err != nil {
+		errs = append(errs, err)
+	} else {
+		hookCfg = &webhook.Config{URL: *f.hookURL, Secrets: secrets, Timeout: *f.hookTimeout, MaxAttempts: *f.hookAttempts, Group: *f.hookGroup}
+		if !store.ValidConsumerGroup(*f.hookGroup) {
+			errs = append(errs, settings.Errorf(f.fs.Source("webhook-group"), "%q is not a consumer group name (lowercase letters, digits, . _ -)", *f.hookGroup))
+		} else if err := hookCfg.Validate(); err != nil {
+			errs = append(errs, settings.Errorf(f.fs.Source("webhook-url"), "%v", err))
+		}
+	}
+
+	return hookCfg, errors.Join(errs...)
+}
+
+// serve runs the control plane until ctx ends or a part of it fails.
+func serve(ctx context.Context, f *serveFlags, cfg serveConfig, cio cmdIO) error {
+	log, err := telemetry.NewLogger(cio.stderr, cfg.log)
 	if err != nil {
-		return settings.Errorf(fs.Source("log-format"), "%v", err)
+		return settings.Errorf(f.fs.Source("log-format"), "%v", err)
 	}
+	metricsCfg, consoleCfg, httpCfg, hookCfg := cfg.metrics, cfg.console, cfg.http, cfg.hook
 	metricsCfg.Logger = log
 
-	if *migrate {
+	if *f.migrate {
 		// On connections of their own with the offline bounds: a migration
 		// may run longer than a serving statement may.
-		mdb, err := openDB(ctx, fs, *dsn, 2)
+		mdb, err := openDB(ctx, f.fs, *f.dsn, 2)
 		if err != nil {
 			return err
 		}
@@ -173,21 +242,21 @@ func serve(ctx context.Context, args []string, cio cmdIO) error {
 			return err
 		}
 	}
-	db, err := openDBWith(ctx, fs, *dsn, *conns, serveLimits)
+	db, err := openDBWith(ctx, f.fs, *f.dsn, *f.conns, serveLimits)
 	if err != nil {
 		return err
 	}
 	defer db.Close()
-	st, err := store.New(db, storeCfg)
+	st, err := store.New(db, cfg.store)
 	if err != nil {
 		return settings.Errorf("store settings", "%v", err)
 	}
-	arts, err := artifact.OpenStore(ctx, artifact.StoreConfig{Root: *artDir})
+	arts, err := artifact.OpenStore(ctx, artifact.StoreConfig{Root: *f.artDir})
 	if err != nil {
-		return settings.Errorf(fs.Source("artifact-dir"), "%v", err)
+		return settings.Errorf(f.fs.Source("artifact-dir"), "%v", err)
 	}
 	mets := metrics.New(telemetry.NewRegistry("control"), st, metricsCfg)
-	httpCfg.Metrics, httpCfg.MetricsElsewhere = mets, *metricsListen != ""
+	httpCfg.Metrics, httpCfg.MetricsElsewhere = mets, *f.metricsListen != ""
 	srv, err := httpapi.New(httpCfg, st, arts, log)
 	if err != nil {
 		return settings.Errorf("http settings", "%v", err)
@@ -196,10 +265,10 @@ func serve(ctx context.Context, args []string, cio cmdIO) error {
 	if hookCfg != nil {
 		hookCfg.Observer, hookCfg.Outage = mets, srv.Outage()
 		if sender, err = webhook.New(*hookCfg, srv.Store(), log); err != nil {
-			return settings.Errorf(fs.Source("webhook-url"), "%v", err)
+			return settings.Errorf(f.fs.Source("webhook-url"), "%v", err)
 		}
 	}
-	if *consoleOn {
+	if *f.consoleOn {
 		// The console acts through this replica's API handler, in process.
 		con, err := console.New(consoleCfg, srv.Store(), srv.Handler(), log)
 		if err != nil {
@@ -208,7 +277,7 @@ func serve(ctx context.Context, args []string, cio cmdIO) error {
 		srv.Mount(console.Prefix, con.Handler())
 		srv.Mount(console.StatusPath, con.Handler())
 	}
-	ln, err := net.Listen("tcp", *listen)
+	ln, err := net.Listen("tcp", *f.listen)
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}
@@ -223,8 +292,8 @@ func serve(ctx context.Context, args []string, cio cmdIO) error {
 	runCtx, stopRun := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopRun()
 	var ms *http.Server
-	if *metricsListen != "" {
-		mln, err := net.Listen("tcp", *metricsListen)
+	if *f.metricsListen != "" {
+		mln, err := net.Listen("tcp", *f.metricsListen)
 		if err != nil {
 			ln.Close()
 			return fmt.Errorf("metrics listen: %w", err)
@@ -256,7 +325,7 @@ func serve(ctx context.Context, args []string, cio cmdIO) error {
 		stopRun()
 		return err
 	})
-	log.Info("kece-control serving", "listen", ln.Addr().String(), "lease_ttl", *leaseTTL, "reap_interval", *reap)
+	log.Info("kece-control serving", "listen", ln.Addr().String(), "lease_ttl", *f.leaseTTL, "reap_interval", *f.reap)
 	return g.Wait()
 }
 

@@ -7,57 +7,69 @@ import (
 	"strings"
 	"time"
 
+	"github.com/spf13/cobra"
+
+	"github.com/kece-oj/kece/cmd/internal/clikit"
 	"github.com/kece-oj/kece/cmd/internal/settings"
 	"github.com/kece-oj/kece/control/store"
 )
 
-const tokenUsage = `usage:
-  kece-control token create --kind admin|business --name NAME [--expires-in D]
-                            [--submission-types ALGO,DATABASE] [--consumer-group NAME]   (business only)
-  kece-control token list   [--kind admin|business] [-o table|json|yaml]
-  kece-control token rotate --kind admin|business --name NAME [--overlap D] [--expires-in D]
-  kece-control token revoke --kind admin|business --name NAME
-(create and rotate print the new secret once; only its hash is stored)`
-
 var tokenFormats = []string{"table", "json", "yaml"}
 
-func token(ctx context.Context, args []string, cio cmdIO) error {
-	if len(args) == 0 || !strings.Contains(" create list rotate revoke ", " "+args[0]+" ") {
-		if len(args) > 0 && (args[0] == "-h" || args[0] == "--help" || args[0] == "help") {
-			fmt.Fprintln(cio.stdout, tokenUsage)
-			return nil
+// tokenFlags are one token command's settings; the ones it does not take
+// stay nil.
+type tokenFlags struct {
+	fs                      *settings.FlagSet
+	dsn, kind               *string
+	name, out, types, group *string
+	expiresIn, overlap      *time.Duration
+}
+
+func tokenCommand(cio cmdIO) *cobra.Command {
+	var subs []*cobra.Command
+	for _, a := range []struct{ use, short string }{
+		{"create", "Create a token and print its secret once (only its hash is stored)"},
+		{"list", "List the tokens (never their secrets)"},
+		{"rotate", "Issue a new secret for a token; the old one stays valid for --overlap"},
+		{"revoke", "Revoke a token now"},
+	} {
+		action := a.use
+		tf := newTokenFlags(action, cio.getenv)
+		use := action + " --kind admin|business --name NAME"
+		if action == "list" {
+			use = "list [--kind admin|business]"
 		}
-		return usagef("say create, list, rotate or revoke\n%s", tokenUsage)
+		subs = append(subs, clikit.Bind(&cobra.Command{Use: use, Short: a.short, Args: cobra.NoArgs}, tf.fs,
+			func(cmd *cobra.Command, _ []string) error { return token(cmd.Context(), action, tf, cio) }))
 	}
-	action := args[0]
-	fs := settings.NewFlagSet("token "+action, cio.getenv)
-	fs.SetOutput(cio.stdout)
-	dsn := dbFlags(fs)
-	kind := fs.String("kind", "KECE_TOKEN_KIND", "", "admin or business")
-	var name, out, types, group *string
-	var expiresIn, overlap *time.Duration
+	return clikit.Group(&cobra.Command{Use: "token", Short: "Create, list, rotate or revoke admin and business API tokens"}, subs...)
+}
+
+func newTokenFlags(action string, getenv func(string) string) *tokenFlags {
+	fs := settings.NewFlagSet("token "+action, getenv)
+	tf := &tokenFlags{fs: fs, dsn: dbFlags(fs)}
+	tf.kind = fs.String("kind", "KECE_TOKEN_KIND", "", "admin or business")
 	if action != "list" {
-		name = fs.String("name", "KECE_TOKEN_NAME", "", "the token's holder (lowercase, digits, . _ -)")
+		tf.name = fs.String("name", "KECE_TOKEN_NAME", "", "the token's holder (lowercase, digits, . _ -)")
 	}
 	if action == "create" || action == "rotate" {
-		expiresIn = fs.Duration("expires-in", "KECE_TOKEN_EXPIRES_IN", 0, "the token expires this long from now (e.g. 2160h); 0: no expiry (rotate: keep the current one)")
+		tf.expiresIn = fs.Duration("expires-in", "KECE_TOKEN_EXPIRES_IN", 0, "the token expires this long from now (e.g. 90d); 0: no expiry (rotate: keep the current one)")
 	}
 	if action == "create" {
-		types = fs.String("submission-types", "KECE_TOKEN_SUBMISSION_TYPES", "", "business: comma-separated submission types the token may use (empty: every type)")
-		group = fs.String("consumer-group", "KECE_TOKEN_CONSUMER_GROUP", "", "business: the settlement-event consumer group (empty: "+store.DefaultConsumerGroup+")")
+		tf.types = fs.String("submission-types", "KECE_TOKEN_SUBMISSION_TYPES", "", "business: comma-separated submission types the token may use (empty: every type)")
+		tf.group = fs.String("consumer-group", "KECE_TOKEN_CONSUMER_GROUP", "", "business: the settlement-event consumer group (empty: "+store.DefaultConsumerGroup+")")
 	}
 	if action == "rotate" {
-		overlap = fs.Duration("overlap", "KECE_TOKEN_OVERLAP", store.TokenOverlapDefault, "how long the old secret stays valid next to the new one (0: stops now)")
+		tf.overlap = fs.Duration("overlap", "KECE_TOKEN_OVERLAP", store.TokenOverlapDefault, "how long the old secret stays valid next to the new one (0: stops now)")
 	}
 	if action == "list" {
-		out = outputFlag(fs, "table", tokenFormats...)
+		tf.out = outputFlag(fs, "table", tokenFormats...)
 	}
-	if err := fs.Parse(args[1:]); err != nil {
-		return err
-	}
-	if fs.NArg() > 0 {
-		return usagef("unexpected arguments %q", fs.Args())
-	}
+	return tf
+}
+
+func token(ctx context.Context, action string, tf *tokenFlags, cio cmdIO) error {
+	fs, kind, name, out, expiresIn, overlap := tf.fs, tf.kind, tf.name, tf.out, tf.expiresIn, tf.overlap
 	var k store.TokenKind
 	switch strings.ToLower(*kind) {
 	case "admin":
@@ -85,7 +97,7 @@ func token(ctx context.Context, args []string, cio cmdIO) error {
 	if overlap != nil && *overlap > store.TokenMaxOverlap {
 		return settings.Errorf(fs.Source("overlap"), "at most %s", store.TokenMaxOverlap)
 	}
-	db, err := openDB(ctx, fs, *dsn, 2)
+	db, err := openDB(ctx, fs, *tf.dsn, 2)
 	if err != nil {
 		return err
 	}
@@ -121,7 +133,7 @@ func token(ctx context.Context, args []string, cio cmdIO) error {
 		fmt.Fprintf(cio.stderr, "the previous secret of %s token %q stays valid for %s\n", strings.ToLower(*kind), *name, *overlap)
 		return nil
 	}
-	spec := store.TokenSpec{Kind: k, Name: *name, ExpiresIn: *expiresIn, SubmissionTypes: splitList(*types), ConsumerGroup: *group}
+	spec := store.TokenSpec{Kind: k, Name: *name, ExpiresIn: *expiresIn, SubmissionTypes: splitList(*tf.types), ConsumerGroup: *tf.group}
 	if k == store.TokenAdmin && (len(spec.SubmissionTypes) > 0 || spec.ConsumerGroup != "") {
 		return settings.Errorf(fs.Source("submission-types"), "--submission-types and --consumer-group are for business tokens only")
 	}

@@ -3,6 +3,9 @@ package main
 import (
 	"fmt"
 
+	"github.com/spf13/cobra"
+
+	"github.com/kece-oj/kece/cmd/internal/clikit"
 	"github.com/kece-oj/kece/cmd/internal/settings"
 	"github.com/kece-oj/kece/control/webhook"
 )
@@ -27,32 +30,32 @@ func parseWebhookSecrets(fs *settings.FlagSet, text string) ([]webhook.Secret, e
 	return secrets, nil
 }
 
-// webhookSecret prints a new whsec_ secret, or the whsec_ form of the
-// configured one(s): what a receiver's Standard Webhooks verifier needs,
-// also for a raw secret file written before the standard.
-func webhookSecret(args []string, cio cmdIO) error {
-	if len(args) == 0 || (args[0] != "new" && args[0] != "show") {
-		return usagef("say new (print a fresh whsec_ secret) or show (print the whsec_ form of KECE_WEBHOOK_SECRET_FILE)")
+// webhookSecretCommand prints a new whsec_ secret, or the whsec_ form of
+// the configured one(s): what a receiver's Standard Webhooks verifier
+// needs, also for a raw secret file written before the standard.
+func webhookSecretCommand(cio cmdIO) *cobra.Command {
+	newCmd := &cobra.Command{
+		Use: "new", Short: "Print a fresh whsec_ secret", Args: cobra.NoArgs,
+		RunE: func(*cobra.Command, []string) error {
+			_, err := fmt.Fprintln(cio.stdout, webhook.NewSecret().String())
+			return err
+		},
 	}
-	fs := settings.NewFlagSet("webhook-secret "+args[0], cio.getenv)
-	fs.SetOutput(cio.stdout)
+	fs := settings.NewFlagSet("webhook-secret show", cio.getenv)
 	text := webhookSecretFlags(fs)
-	if err := fs.Parse(args[1:]); err != nil {
-		return err
-	}
-	if args[0] == "new" {
-		fmt.Fprintln(cio.stdout, webhook.NewSecret().String())
-		return nil
-	}
-	if *text == "" {
-		return settings.Errorf("KECE_WEBHOOK_SECRET_FILE", "no secret configured: set KECE_WEBHOOK_SECRET_FILE or --webhook-secret-file")
-	}
-	secrets, err := parseWebhookSecrets(fs, *text)
-	if err != nil {
-		return err
-	}
-	for _, s := range secrets {
-		fmt.Fprintln(cio.stdout, s.String())
-	}
-	return nil
+	show := clikit.Bind(&cobra.Command{Use: "show", Short: "Print the whsec_ form of the configured secret(s) (KECE_WEBHOOK_SECRET_FILE)", Args: cobra.NoArgs}, fs,
+		func(*cobra.Command, []string) error {
+			if *text == "" {
+				return settings.Errorf("KECE_WEBHOOK_SECRET_FILE", "no secret configured: set KECE_WEBHOOK_SECRET_FILE or --webhook-secret-file")
+			}
+			secrets, err := parseWebhookSecrets(fs, *text)
+			if err != nil {
+				return err
+			}
+			for _, s := range secrets {
+				fmt.Fprintln(cio.stdout, s.String())
+			}
+			return nil
+		})
+	return clikit.Group(&cobra.Command{Use: "webhook-secret", Short: "Make or show the webhook signing secret in its whsec_ form"}, newCmd, show)
 }

@@ -53,6 +53,45 @@ type child struct {
 func step(format string, args ...any) { fmt.Printf("==> "+format+"\n", args...) }
 
 func (d *demo) run(ctx context.Context) error {
+	if err := d.startControl(ctx); err != nil {
+		return err
+	}
+	if err := d.startNodes(ctx); err != nil {
+		return err
+	}
+	subs, err := d.enqueue(ctx)
+	if err != nil {
+		return err
+	}
+	step("wait for verdicts")
+	mismatches, err := d.waitVerdicts(ctx, subs)
+	if err != nil {
+		return err
+	}
+	step("consume settlement events")
+	n, err := d.consumeEvents(ctx, len(subs))
+	if err != nil {
+		return err
+	}
+	fmt.Printf("settlement events consumed and acknowledged: %d (one per submission)\n", n)
+	if err := d.printSummary(ctx); err != nil {
+		return err
+	}
+	if mismatches > 0 {
+		return fmt.Errorf("%d verdicts differ from the expected ones", mismatches)
+	}
+	step("demo passed")
+	if d.cfg.keep {
+		d.printConsole()
+		fmt.Printf("control plane at %s (Prometheus metrics at %s/metrics); Ctrl-C to stop\n", d.url, d.url)
+		<-ctx.Done()
+	}
+	return nil
+}
+
+// startControl makes a fresh control database with an admin and a business
+// token, starts kece-control on it and opens the API clients.
+func (d *demo) startControl(ctx context.Context) error {
 	work, err := filepath.Abs(d.cfg.work)
 	if err != nil {
 		return err
@@ -101,10 +140,12 @@ func (d *demo) run(ctx context.Context) error {
 		return err
 	}
 	d.business, err = businessapi.NewClientWithResponses(d.url, businessapi.WithRequestEditorFn(bearer(bizTok)))
-	if err != nil {
-		return err
-	}
+	return err
+}
 
+// startNodes registers a host group and one node per pool, joins and
+// starts each, then verifies and enables it.
+func (d *demo) startNodes(ctx context.Context) error {
 	step("host group and one node per pool: %s", strings.Join(d.cfg.pools, ", "))
 	hg, err := d.admin.CreateHostGroupWithResponse(ctx, adminapi.HostGroupCreate{Name: "demo-host", SlotCapacity: 8})
 	if err := check(hg, err, http.StatusCreated); err != nil {
@@ -128,15 +169,19 @@ func (d *demo) run(ctx context.Context) error {
 			return err
 		}
 	}
+	return nil
+}
 
+// enqueue publishes the test data and enqueues every submission.
+func (d *demo) enqueue(ctx context.Context) ([]submission, error) {
 	step("publish test data (business API)")
 	codeManifest, err := d.publishCode(ctx)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	sqlManifest, err := d.publishSQL(ctx)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	step("enqueue submissions")
 	subs := submissions(d.cfg.pools, codeManifest, sqlManifest)
@@ -144,33 +189,10 @@ func (d *demo) run(ctx context.Context) error {
 		r, err := d.business.EnqueueSubmissionWithResponse(ctx, &businessapi.EnqueueSubmissionParams{}, businessapi.SubmissionCreate{
 			SubmissionType: s.typ, SubmissionId: s.id, Language: s.lang, Source: s.source, ManifestId: s.manifest})
 		if err := check(r, err, http.StatusAccepted); err != nil {
-			return fmt.Errorf("enqueue %s: %w", s.id, err)
+			return nil, fmt.Errorf("enqueue %s: %w", s.id, err)
 		}
 	}
-	step("wait for verdicts")
-	mismatches, err := d.waitVerdicts(ctx, subs)
-	if err != nil {
-		return err
-	}
-	step("consume settlement events")
-	n, err := d.consumeEvents(ctx, len(subs))
-	if err != nil {
-		return err
-	}
-	fmt.Printf("settlement events consumed and acknowledged: %d (one per submission)\n", n)
-	if err := d.printSummary(ctx); err != nil {
-		return err
-	}
-	if mismatches > 0 {
-		return fmt.Errorf("%d verdicts differ from the expected ones", mismatches)
-	}
-	step("demo passed")
-	if d.cfg.keep {
-		d.printConsole()
-		fmt.Printf("control plane at %s (Prometheus metrics at %s/metrics); Ctrl-C to stop\n", d.url, d.url)
-		<-ctx.Done()
-	}
-	return nil
+	return subs, nil
 }
 
 // printConsole says where the admin console is and how to log in: the
@@ -230,7 +252,7 @@ func (d *demo) startNode(ctx context.Context, pool, joinCode string) error {
 	// credential, so the code never goes into the node's configuration.
 	cred := filepath.Join(dir, "credential")
 	out, err := output(ctx, filepath.Join(d.cfg.bin, "kece-node"), "join", "--control-url", d.url, "--pool", pool,
-		"--credential-file", cred, "--code", joinCode)
+		"--credential-file", cred, "--join-code", joinCode)
 	if err != nil {
 		return fmt.Errorf("kece-node join (%s): %w", pool, err)
 	}

@@ -3,13 +3,16 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"time"
 
+	"github.com/spf13/cobra"
+
+	"github.com/kece-oj/kece/cmd/internal/clikit"
+	"github.com/kece-oj/kece/cmd/internal/settings"
 	"github.com/kece-oj/kece/worker"
 )
 
@@ -20,24 +23,31 @@ const HealthcheckTimeoutDefault = 5 * time.Second
 // on KECE_LISTEN and exit 0 on 200, 1 otherwise (unreachable, or 503 for an
 // unhealthy dependency). It is the Compose healthcheck: the node images have
 // no curl or wget.
-func runHealthcheck(args []string, stdout, stderr io.Writer, getenv func(string) string) int {
-	st := newFlags("kece-node healthcheck", getenv, stderr)
+func healthcheckCommand(getenv func(string) string) *cobra.Command {
+	st := settings.NewFlagSet("kece-node healthcheck", getenv)
+	cmd := &cobra.Command{
+		Use:   "healthcheck",
+		Short: "Exit 0 if the running node's /healthz answers 200, else 1",
+		Args:  cobra.NoArgs,
+	}
 	listen := st.String("listen", "KECE_LISTEN", worker.ListenDefault, "address the node serves /healthz on")
 	timeout := st.Duration("timeout", "KECE_HEALTHCHECK_TIMEOUT", HealthcheckTimeoutDefault, "give up after this long")
 	quiet := st.Bool("quiet", "KECE_HEALTHCHECK_QUIET", false, "print nothing, only set the exit status")
-	if err := parseFlags(st, args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return exitOK
+	return clikit.Bind(cmd, st, func(cmd *cobra.Command, _ []string) error {
+		if code := runHealthcheck(*listen, *timeout, *quiet, cmd.OutOrStdout(), cmd.ErrOrStderr()); code != exitOK {
+			return &clikit.Exit{Code: code}
 		}
-		fmt.Fprintf(stderr, "kece-node healthcheck: %v\n", err)
-		return exitConfig
-	}
-	url, err := healthURL(*listen)
+		return nil
+	})
+}
+
+func runHealthcheck(listen string, timeout time.Duration, quiet bool, stdout, stderr io.Writer) int {
+	url, err := healthURL(listen)
 	if err != nil {
 		fmt.Fprintf(stderr, "kece-node healthcheck: %v\n", err)
 		return exitConfig
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
@@ -51,7 +61,7 @@ func runHealthcheck(args []string, stdout, stderr io.Writer, getenv func(string)
 	}
 	defer resp.Body.Close()
 	body, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
-	if !*quiet {
+	if !quiet {
 		_, _ = stdout.Write(body)
 	}
 	if resp.StatusCode != http.StatusOK {

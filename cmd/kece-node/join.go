@@ -3,33 +3,50 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os/signal"
 	"syscall"
 
+	"github.com/spf13/cobra"
+
+	"github.com/kece-oj/kece/cmd/internal/clikit"
+	"github.com/kece-oj/kece/cmd/internal/settings"
 	"github.com/kece-oj/kece/worker"
 )
+
+// joinCommand is `kece-node join`.
+func joinCommand(getenv func(string) string) *cobra.Command {
+	st := settings.NewFlagSet("kece-node join", getenv)
+	cmd := &cobra.Command{
+		Use:   "join --control-url URL --pool POOL --join-code-file FILE",
+		Short: "Exchange a one-time join code for the node credential, then exit",
+		Long: `Exchange the one-time join code from 'kecectl node create' for the node
+credential, store it (mode 0600, atomically) and exit, so the code never has to
+be written into the node's configuration.`,
+		Args: cobra.NoArgs,
+	}
+	controlURL := st.String("control-url", "KECE_CONTROL_URL", "", "control plane base URL")
+	pool := st.String("pool", "KECE_POOL", "", "pool this node serves: cpp, java, python, arkts or mysql; a code of another pool's node is refused and stays usable")
+	credFile := st.String("credential-file", "KECE_CREDENTIAL_FILE", "", "where to store the credential (absolute path; must not exist)")
+	code := st.Secret("join-code", "KECE_JOIN_CODE", "KECE_JOIN_CODE_FILE", "one-time join code from 'kecectl node create'")
+	timeout := st.Duration("timeout", "KECE_REQUEST_TIMEOUT", worker.RequestTimeoutDefault, "bound of the join call")
+	// The names before one name per setting across binaries (CHANGELOG.md).
+	st.Deprecated("code", "join-code")
+	st.Deprecated("code-file", "join-code-file")
+	return clikit.Bind(cmd, st, func(cmd *cobra.Command, _ []string) error {
+		cfg := worker.JoinConfig{ControlURL: *controlURL, Pool: *pool, Code: *code, CredentialFile: *credFile, RequestTimeout: *timeout}
+		if code := runJoin(cfg, cmd.OutOrStdout(), cmd.ErrOrStderr()); code != exitOK {
+			return &clikit.Exit{Code: code}
+		}
+		return nil
+	})
+}
 
 // runJoin is `kece-node join`: exchange the one-time join code for the node
 // credential, store it (0600, atomically) and exit, so the code never has to
 // be written into the node's configuration.
-func runJoin(args []string, stdout, stderr io.Writer, getenv func(string) string) int {
-	st := newFlags("kece-node join", getenv, stderr)
-	controlURL := st.String("control-url", "KECE_CONTROL_URL", "", "control plane base URL")
-	pool := st.String("pool", "KECE_POOL", "", "pool this node serves: cpp, java, python, arkts or mysql; a code of another pool's node is refused and stays usable")
-	credFile := st.String("credential-file", "KECE_CREDENTIAL_FILE", "", "where to store the credential (absolute path; must not exist)")
-	code := st.Secret("code", "KECE_JOIN_CODE", "KECE_JOIN_CODE_FILE", "one-time join code from 'kecectl node create'")
-	timeout := st.Duration("timeout", "KECE_REQUEST_TIMEOUT", worker.RequestTimeoutDefault, "bound of the join call")
-	if err := parseFlags(st, args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return exitOK
-		}
-		fmt.Fprintf(stderr, "kece-node join: %v\n", err)
-		return exitConfig
-	}
-	cfg := worker.JoinConfig{ControlURL: *controlURL, Pool: *pool, Code: *code, CredentialFile: *credFile, RequestTimeout: *timeout}
+func runJoin(cfg worker.JoinConfig, stdout, stderr io.Writer) int {
 	if err := cfg.Validate(); err != nil {
 		fmt.Fprintf(stderr, "kece-node join: %v\n", err)
 		return exitConfig

@@ -36,7 +36,7 @@ func TestJoinStoresTheCredentialAndRefusesAnotherPool(t *testing.T) {
 	dir := t.TempDir()
 	cred := filepath.Join(dir, "state", "credential.json")
 
-	r := runCmd(nil, "join", "--control-url", env.URL, "--pool", "cpp", "--credential-file", cred, "--code", n.JoinCode)
+	r := runCmd(nil, "join", "--control-url", env.URL, "--pool", "cpp", "--credential-file", cred, "--join-code", n.JoinCode)
 	require.Equal(t, exitRefused, r.code, r.stderr)
 	require.Contains(t, r.stderr, "another pool")
 	require.Contains(t, r.stderr, "the code is still valid")
@@ -65,10 +65,10 @@ func TestJoinStoresTheCredentialAndRefusesAnotherPool(t *testing.T) {
 	require.Contains(t, r.stderr, "credential file already exists")
 
 	// A spent code and an unknown code are refusals for good (exit 3).
-	r = runCmd(nil, "join", "--control-url", env.URL, "--pool", "java", "--credential-file", filepath.Join(dir, "other"), "--code", n.JoinCode)
+	r = runCmd(nil, "join", "--control-url", env.URL, "--pool", "java", "--credential-file", filepath.Join(dir, "other"), "--join-code", n.JoinCode)
 	require.Equal(t, exitRefused, r.code, r.stderr)
 	require.Contains(t, r.stderr, "JOIN_CODE_USED")
-	r = runCmd(nil, "join", "--control-url", env.URL, "--pool", "java", "--credential-file", filepath.Join(dir, "other"), "--code", "kjc_not-a-real-code")
+	r = runCmd(nil, "join", "--control-url", env.URL, "--pool", "java", "--credential-file", filepath.Join(dir, "other"), "--join-code", "kjc_not-a-real-code")
 	require.Equal(t, exitRefused, r.code, r.stderr)
 	require.Contains(t, r.stderr, "JOIN_CODE_INVALID")
 

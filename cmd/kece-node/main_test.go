@@ -40,7 +40,7 @@ func TestConfigureRefusesWithClearErrors(t *testing.T) {
 		"bad duration":      {map[string]string{"KECE_POOL": "mysql", "KECE_HEARTBEAT_INTERVAL": "often"}, "KECE_HEARTBEAT_INTERVAL"},
 		"code and file":     {map[string]string{"KECE_POOL": "mysql", "KECE_JOIN_CODE": "kjc_x", "KECE_JOIN_CODE_FILE": "/x"}, "not both"},
 		"zero slots":        {map[string]string{"KECE_POOL": "mysql", "KECE_LOCAL_SLOTS": "0"}, "KECE_LOCAL_SLOTS"},
-		"mysql without dsn": {map[string]string{"KECE_POOL": "mysql"}, "KECE_JUDGE_MYSQL_DSN_FILE is required"},
+		"mysql without dsn": {map[string]string{"KECE_POOL": "mysql"}, "KECE_JUDGE_MYSQL_DSN_FILE: required for the mysql pool"},
 		"code without ws":   {map[string]string{"KECE_POOL": "cpp", "KECE_WORKSPACE": ""}, "KECE_WORKSPACE"},
 		"bad cache size":    {map[string]string{"KECE_POOL": "mysql", "KECE_CACHE_MAX_BYTES": "lots"}, "KECE_CACHE_MAX_BYTES"},
 	} {
@@ -66,7 +66,7 @@ func TestConfigureRefusesWithClearErrors(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "cpp", cfg.Pool)
 
-	cfg, err = configure([]string{"-local-slots", "3", "-cache-max", "2GiB"}, getenv(map[string]string{"KECE_POOL": "mysql", "KECE_JUDGE_MYSQL_DSN_FILE": dsn}), log)
+	cfg, err = configure([]string{"--local-slots", "3", "--cache-max", "2GiB"}, getenv(map[string]string{"KECE_POOL": "mysql", "KECE_JUDGE_MYSQL_DSN_FILE": dsn}), log)
 	require.NoError(t, err)
 	require.Equal(t, 3, cfg.LocalSlots, "flags override the environment")
 	require.Equal(t, int64(2<<30), cfg.CacheMaxBytes)

@@ -5,9 +5,19 @@
 package main
 
 import (
+	"fmt"
 	"os"
 
 	"github.com/kece-oj/kece/engine/code/sandboxinit"
+	"github.com/kece-oj/kece/internal/buildinfo"
 )
 
-func main() { os.Exit(sandboxinit.Main(os.Args)) }
+func main() {
+	// Every KECE binary answers --version (as an operator checks what was
+	// installed); the supervisor's own arguments never start with it.
+	if len(os.Args) == 2 && (os.Args[1] == "--version" || os.Args[1] == "-version") {
+		fmt.Println(buildinfo.String("kece-sandbox-init"))
+		return
+	}
+	os.Exit(sandboxinit.Main(os.Args))
+}

@@ -42,7 +42,7 @@ func TestKecectlEndToEnd(t *testing.T) {
 	// A node from registration to enabled, by name, with a chosen code lifetime.
 	out = c.ok("node", "create", "--name", "judge-1", "--pool", "cpp", "--group", "rack-1", "--slots", "2", "--code-ttl", "48h")
 	require.Contains(t, out, "PENDING_VERIFICATION")
-	require.Contains(t, out, "kece-node join --control-url "+env.URL+" --pool cpp --code kjc_")
+	require.Contains(t, out, "kece-node join --control-url "+env.URL+" --pool cpp --join-code kjc_")
 	code := joinCodeRE.FindString(out)
 	require.NotEmpty(t, code, out)
 	nid := strings.Fields(out)[1]

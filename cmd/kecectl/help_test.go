@@ -70,6 +70,9 @@ func TestUsageErrorsExit2WithoutAServer(t *testing.T) {
 	none.fails(exitUsage, `"xml" is not an output format`, "-o", "xml", "node", "list")
 	none.fails(exitUsage, "--code-ttl 200h0m0s must be between 1m and 168h", "node", "join-code", "cpp-1", "--code-ttl", "200h")
 	none.fails(exitUsage, "--deadline 200h0m0s must be between 1s and 168h", "node", "drain", "cpp-1", "--reason", "x", "--deadline", "200h")
+	// Durations take days, as on every KECE binary.
+	none.fails(exitUsage, "--code-ttl 192h0m0s must be between 1m and 168h", "node", "join-code", "cpp-1", "--code-ttl", "8d")
+	none.fails(exitUsage, `invalid argument "7x" for "--expires-in" flag: not a duration such as 90s, 15m, 24h or 7d`, "token", "create", "x", "--expires-in", "7x")
 	none.fails(exitUsage, "--reason is required", "node", "drain", "cpp-1", "--reason", "  ")
 	none.fails(exitUsage, `"abc" is not a job id`, "job", "show", "abc")
 	// Commands that need the server say what is missing.

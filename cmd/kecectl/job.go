@@ -12,6 +12,7 @@ import (
 
 	"github.com/kece-oj/kece/contracts"
 	"github.com/kece-oj/kece/contracts/adminapi"
+	"github.com/kece-oj/kece/internal/duration"
 )
 
 var (
@@ -28,9 +29,9 @@ func timeFlag(name, v string) (*time.Time, error) {
 	if t, err := time.Parse(time.RFC3339Nano, v); err == nil {
 		return &t, nil
 	}
-	d, err := time.ParseDuration(v)
+	d, err := duration.Parse(v)
 	if err != nil || d <= 0 {
-		return nil, usagef("%s %q: want an RFC 3339 time (2026-11-30T10:00:00Z) or a positive duration ago (90m, 24h)", name, v)
+		return nil, usagef("%s %q: want an RFC 3339 time (2026-11-30T10:00:00Z) or a positive duration ago (90m, 24h, 7d)", name, v)
 	}
 	t := time.Now().Add(-d)
 	return &t, nil
@@ -137,7 +138,7 @@ func (c *cli) jobList() *cobra.Command {
 	f.StringVar(&typ, "type", "", "only this submission type")
 	f.StringVar(&submission, "submission", "", "only this submission's jobs, every generation: TYPE/ID")
 	f.StringVar(&verdict, "verdict", "", "only COMPLETED jobs with this verdict: "+strings.Join(verdictStatuses, ", "))
-	f.StringVar(&since, "since", "", "only jobs created at or after: RFC 3339 time, or a duration ago (90m)")
+	f.StringVar(&since, "since", "", "only jobs created at or after: RFC 3339 time, or a duration ago (90m, 7d)")
 	f.StringVar(&until, "until", "", "only jobs created before: RFC 3339 time, or a duration ago")
 	f.IntVar(&limit, "limit", 50, "page size (1..500)")
 	f.StringVar(&before, "before", "", "only jobs with a smaller id (the previous page's 'more: --before')")

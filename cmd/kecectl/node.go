@@ -11,6 +11,7 @@ import (
 
 	"github.com/kece-oj/kece/contracts"
 	"github.com/kece-oj/kece/contracts/adminapi"
+	"github.com/kece-oj/kece/internal/duration"
 )
 
 // Bounds the control plane enforces too; checked here to answer at once.
@@ -45,7 +46,7 @@ func reasonFlag(cmd *cobra.Command, reason *string) {
 }
 
 func ttlFlag(cmd *cobra.Command, ttl *time.Duration) {
-	cmd.Flags().DurationVar(ttl, "code-ttl", 0, "lifetime of the join code, 1m..168h (default 1h)")
+	cmd.Flags().Var(duration.Value{D: ttl}, "code-ttl", "lifetime of the join code, 1m..7d (default 1h)")
 }
 
 // ttlSeconds validates --code-ttl; nil takes the control plane's default.
@@ -215,7 +216,7 @@ func (c *cli) nodeCreate() *cobra.Command {
 		Short: "Register a node and print its one-time join code",
 		Long: `Register a node in PENDING_VERIFICATION and print its one-time join code.
 Hand the code to the host operator, who runs
-  kece-node join --control-url URL --pool POOL --code CODE
+  kece-node join --control-url URL --pool POOL --join-code CODE
 on the host. The code is valid once, for --code-ttl (default 1h, at most 7 days).`,
 		Example: "  kecectl node create --name cpp-07 --pool cpp --group rack1-host07 --slots 4 --code-ttl 24h",
 		Args:    exactArgs(),
@@ -245,7 +246,7 @@ on the host. The code is valid once, for --code-ttl (default 1h, at most 7 days)
 			return c.emit(j, func() error {
 				fmt.Fprintf(c.out, "node %s (%s, pool %s) registered, PENDING_VERIFICATION\n", j.Node.NodeId, j.Node.Name, j.Node.Pool)
 				fmt.Fprintf(c.out, "join code (shown once, valid until %s):\n%s\n", stamp(j.JoinCodeExpiresAt), j.JoinCode)
-				_, err := fmt.Fprintf(c.out, "on the host: kece-node join --control-url %s --pool %s --code %s\n", c.url, j.Node.Pool, j.JoinCode)
+				_, err := fmt.Fprintf(c.out, "on the host: kece-node join --control-url %s --pool %s --join-code %s\n", c.url, j.Node.Pool, j.JoinCode)
 				return err
 			})
 		}),
@@ -283,7 +284,8 @@ func (c *cli) printNode(n *adminapi.Judger) error {
 
 func waitFlags(cmd *cobra.Command, wait *bool, timeout *time.Duration, what string) {
 	cmd.Flags().BoolVar(wait, "wait", false, "wait until "+what+", showing progress")
-	cmd.Flags().DurationVar(timeout, "timeout", WaitTimeoutDefault, "give up waiting after this long (with --wait)")
+	*timeout = WaitTimeoutDefault
+	cmd.Flags().Var(duration.Value{D: timeout}, "timeout", "give up waiting after this long (with --wait)")
 }
 
 func (c *cli) nodeVerify() *cobra.Command {
@@ -407,7 +409,7 @@ disabled the node).`,
 		}),
 	}
 	reasonFlag(cmd, &reason)
-	cmd.Flags().DurationVar(&deadline, "deadline", 0, "after this long the control plane takes remaining leases back and disables the node (e.g. 15m)")
+	cmd.Flags().Var(duration.Value{D: &deadline}, "deadline", "after this long the control plane takes remaining leases back and disables the node (e.g. 15m)")
 	waitFlags(cmd, &wait, &timeout, "no lease is left")
 	return cmd
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/kece-oj/kece/contracts/adminapi"
+	"github.com/kece-oj/kece/internal/duration"
 )
 
 func (c *cli) tokenCommand() *cobra.Command {
@@ -105,7 +106,7 @@ func (c *cli) tokenCreate() *cobra.Command {
 	cmd.Flags().StringVar(&name, "name", "", "unique token name (lower case): the business backend it is for")
 	cmd.Flags().StringSliceVar(&types, "submission-types", nil, "submission types the token may use, e.g. ALGO,DATABASE (default: every type)")
 	cmd.Flags().StringVar(&group, "consumer-group", "", `settlement-event consumer group (default "default")`)
-	cmd.Flags().DurationVar(&expiresIn, "expires-in", 0, "the token expires this long from now, e.g. 2160h (default: no expiry)")
+	cmd.Flags().Var(duration.Value{D: &expiresIn}, "expires-in", "the token expires this long from now, e.g. 90d (default: no expiry)")
 	_ = cmd.MarkFlagRequired("name")
 	return cmd
 }

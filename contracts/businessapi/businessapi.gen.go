@@ -481,6 +481,24 @@ type EventClaimResponse struct {
 	Events []SettlementEvent `json:"events"`
 }
 
+// FileIO File input and output (CODE manifests only; absent = stdin and
+// stdout). The program runs with the case input at `inputFile` in its
+// working directory and its output is read from `outputFile` there;
+// name at least one. A missing output file is WA with a message, and
+// only a regular file is read (a symlink, FIFO or directory in its
+// place is refused, WA), with the output limit. With `stdio` the
+// input is also the program's stdin, and a program that writes no
+// output file is judged on its stdout. Names are plain file names
+// and must not be ones the build uses (`main`, `main.*`, `*.java`,
+// `*.class`). Rules in docs/engine.md, "File input and output".
+type FileIO struct {
+	InputFile  *string `json:"inputFile,omitempty"`
+	OutputFile *string `json:"outputFile,omitempty"`
+
+	// Stdio The input is also stdin; without an output file, stdout is judged.
+	Stdio *bool `json:"stdio,omitempty"`
+}
+
 // Freshness defines model for Freshness.
 type Freshness struct {
 	// NewestHeartbeatAgeMs Milliseconds since the newest heartbeat of any node; absent with NO_HEARTBEATS.
@@ -590,9 +608,21 @@ type Manifest struct {
 	// within `absTol` or `relTol` (relative to the expected value).
 	// `special` runs a special-judge program in the sandbox; see
 	// SpecialChecker for its protocols.
-	Checker Checker      `json:"checker"`
-	Kind    ManifestKind `json:"kind"`
-	Limits  Limits       `json:"limits"`
+	Checker Checker `json:"checker"`
+
+	// Io File input and output (CODE manifests only; absent = stdin and
+	// stdout). The program runs with the case input at `inputFile` in its
+	// working directory and its output is read from `outputFile` there;
+	// name at least one. A missing output file is WA with a message, and
+	// only a regular file is read (a symlink, FIFO or directory in its
+	// place is refused, WA), with the output limit. With `stdio` the
+	// input is also the program's stdin, and a program that writes no
+	// output file is judged on its stdout. Names are plain file names
+	// and must not be ones the build uses (`main`, `main.*`, `*.java`,
+	// `*.class`). Rules in docs/engine.md, "File input and output".
+	Io     *FileIO      `json:"io,omitempty"`
+	Kind   ManifestKind `json:"kind"`
+	Limits Limits       `json:"limits"`
 
 	// Sql The frozen SQL part of a manifest. SELECT problems compare the student's
 	// result set with `expected`, or with the result of `referenceSql` run on
@@ -1081,8 +1111,12 @@ type ClientInterface interface {
 	// UploadArtifactWithBody Store one test-data file under its SHA-256 digest.
 	//
 	// The body is streamed to a temporary file while hashing; it is kept
-	// only if its SHA-256 equals the path digest. Uploading an existing
-	// digest is a no-op answering 200. At most 256 MiB per file. With a
+	// only if its SHA-256 equals the path digest. The file belongs to the
+	// tenant of the calling token (docs/business.md "Tenancy"): uploading a
+	// digest this tenant uploaded before is a no-op answering 200; any other
+	// upload answers 201, whether or not another tenant holds the same
+	// content (the bytes are stored once). The body is read and verified
+	// in every case. At most 256 MiB per file. With a
 	// `Content-Length` the body must have exactly that many bytes; a chunked
 	// body is bounded by the maximum only.
 	//
@@ -1114,9 +1148,13 @@ type ClientInterface interface {
 
 	// PublishManifestWithBody Publish an immutable manifest (content-addressed).
 	//
-	// The manifest is normalized and hashed; publishing the same content
-	// again returns the same `manifestId` with 200. Every referenced digest
-	// must already be uploaded with the stated size. Editing a problem means
+	// The manifest is normalized and hashed, and belongs to the tenant of
+	// the calling token (docs/business.md "Tenancy"); the same tenant
+	// publishing the same content again gets the same `manifestId` with
+	// 200, another tenant gets a manifest of its own (201). Every referenced
+	// digest must already be uploaded, by a tenant whose test data the
+	// caller may use, with the stated size (`ARTIFACT_MISSING` otherwise,
+	// as for a digest never uploaded). Editing a problem means
 	// publishing a new manifest; jobs keep the manifest they were enqueued
 	// with.
 	//
@@ -1132,9 +1170,13 @@ type ClientInterface interface {
 
 	// PublishManifest Publish an immutable manifest (content-addressed).
 	//
-	// The manifest is normalized and hashed; publishing the same content
-	// again returns the same `manifestId` with 200. Every referenced digest
-	// must already be uploaded with the stated size. Editing a problem means
+	// The manifest is normalized and hashed, and belongs to the tenant of
+	// the calling token (docs/business.md "Tenancy"); the same tenant
+	// publishing the same content again gets the same `manifestId` with
+	// 200, another tenant gets a manifest of its own (201). Every referenced
+	// digest must already be uploaded, by a tenant whose test data the
+	// caller may use, with the stated size (`ARTIFACT_MISSING` otherwise,
+	// as for a digest never uploaded). Editing a problem means
 	// publishing a new manifest; jobs keep the manifest they were enqueued
 	// with.
 	//
@@ -1149,6 +1191,10 @@ type ClientInterface interface {
 	PublishManifest(ctx context.Context, body PublishManifestJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// GetManifest Read a published manifest.
+	//
+	// Only a manifest the calling token may use (docs/business.md
+	// "Tenancy"); another tenant's answers 404 `MANIFEST_NOT_FOUND`,
+	// exactly as one that does not exist.
 	//
 	// Errors: 400 `REQUEST_INVALID`; 401 `UNAUTHENTICATED`;
 	// 404 `MANIFEST_NOT_FOUND`; 429 `RATE_LIMITED`; 5xx.
@@ -1229,7 +1275,10 @@ type ClientInterface interface {
 	// `IDEMPOTENCY_KEY_REUSED`. The pool follows from `language`; limits and
 	// test data from the manifest.
 	//
-	// A token scoped to submission types may enqueue only those types.
+	// A token scoped to submission types may enqueue only those types, and
+	// only against a manifest it may use (docs/business.md "Tenancy"):
+	// another tenant's manifest is 422 `MANIFEST_NOT_FOUND`, exactly as a
+	// manifest that does not exist.
 	//
 	// Errors: 400 `REQUEST_INVALID`; 401 `UNAUTHENTICATED`;
 	// 403 `SUBMISSION_TYPE_FORBIDDEN` (the token is not scoped to
@@ -1257,7 +1306,10 @@ type ClientInterface interface {
 	// `IDEMPOTENCY_KEY_REUSED`. The pool follows from `language`; limits and
 	// test data from the manifest.
 	//
-	// A token scoped to submission types may enqueue only those types.
+	// A token scoped to submission types may enqueue only those types, and
+	// only against a manifest it may use (docs/business.md "Tenancy"):
+	// another tenant's manifest is 422 `MANIFEST_NOT_FOUND`, exactly as a
+	// manifest that does not exist.
 	//
 	// Errors: 400 `REQUEST_INVALID`; 401 `UNAUTHENTICATED`;
 	// 403 `SUBMISSION_TYPE_FORBIDDEN` (the token is not scoped to
@@ -1436,8 +1488,12 @@ type ClientInterface interface {
 // UploadArtifactWithBody Store one test-data file under its SHA-256 digest.
 //
 // The body is streamed to a temporary file while hashing; it is kept
-// only if its SHA-256 equals the path digest. Uploading an existing
-// digest is a no-op answering 200. At most 256 MiB per file. With a
+// only if its SHA-256 equals the path digest. The file belongs to the
+// tenant of the calling token (docs/business.md "Tenancy"): uploading a
+// digest this tenant uploaded before is a no-op answering 200; any other
+// upload answers 201, whether or not another tenant holds the same
+// content (the bytes are stored once). The body is read and verified
+// in every case. At most 256 MiB per file. With a
 // `Content-Length` the body must have exactly that many bytes; a chunked
 // body is bounded by the maximum only.
 //
@@ -1489,9 +1545,13 @@ func (c *Client) ListLanguages(ctx context.Context, reqEditors ...RequestEditorF
 
 // PublishManifestWithBody Publish an immutable manifest (content-addressed).
 //
-// The manifest is normalized and hashed; publishing the same content
-// again returns the same `manifestId` with 200. Every referenced digest
-// must already be uploaded with the stated size. Editing a problem means
+// The manifest is normalized and hashed, and belongs to the tenant of
+// the calling token (docs/business.md "Tenancy"); the same tenant
+// publishing the same content again gets the same `manifestId` with
+// 200, another tenant gets a manifest of its own (201). Every referenced
+// digest must already be uploaded, by a tenant whose test data the
+// caller may use, with the stated size (`ARTIFACT_MISSING` otherwise,
+// as for a digest never uploaded). Editing a problem means
 // publishing a new manifest; jobs keep the manifest they were enqueued
 // with.
 //
@@ -1517,9 +1577,13 @@ func (c *Client) PublishManifestWithBody(ctx context.Context, contentType string
 
 // PublishManifest Publish an immutable manifest (content-addressed).
 //
-// The manifest is normalized and hashed; publishing the same content
-// again returns the same `manifestId` with 200. Every referenced digest
-// must already be uploaded with the stated size. Editing a problem means
+// The manifest is normalized and hashed, and belongs to the tenant of
+// the calling token (docs/business.md "Tenancy"); the same tenant
+// publishing the same content again gets the same `manifestId` with
+// 200, another tenant gets a manifest of its own (201). Every referenced
+// digest must already be uploaded, by a tenant whose test data the
+// caller may use, with the stated size (`ARTIFACT_MISSING` otherwise,
+// as for a digest never uploaded). Editing a problem means
 // publishing a new manifest; jobs keep the manifest they were enqueued
 // with.
 //
@@ -1544,6 +1608,10 @@ func (c *Client) PublishManifest(ctx context.Context, body PublishManifestJSONRe
 }
 
 // GetManifest Read a published manifest.
+//
+// Only a manifest the calling token may use (docs/business.md
+// "Tenancy"); another tenant's answers 404 `MANIFEST_NOT_FOUND`,
+// exactly as one that does not exist.
 //
 // Errors: 400 `REQUEST_INVALID`; 401 `UNAUTHENTICATED`;
 // 404 `MANIFEST_NOT_FOUND`; 429 `RATE_LIMITED`; 5xx.
@@ -1674,7 +1742,10 @@ func (c *Client) ClaimSettlementEvents(ctx context.Context, body ClaimSettlement
 // `IDEMPOTENCY_KEY_REUSED`. The pool follows from `language`; limits and
 // test data from the manifest.
 //
-// A token scoped to submission types may enqueue only those types.
+// A token scoped to submission types may enqueue only those types, and
+// only against a manifest it may use (docs/business.md "Tenancy"):
+// another tenant's manifest is 422 `MANIFEST_NOT_FOUND`, exactly as a
+// manifest that does not exist.
 //
 // Errors: 400 `REQUEST_INVALID`; 401 `UNAUTHENTICATED`;
 // 403 `SUBMISSION_TYPE_FORBIDDEN` (the token is not scoped to
@@ -1712,7 +1783,10 @@ func (c *Client) EnqueueSubmissionWithBody(ctx context.Context, params *EnqueueS
 // `IDEMPOTENCY_KEY_REUSED`. The pool follows from `language`; limits and
 // test data from the manifest.
 //
-// A token scoped to submission types may enqueue only those types.
+// A token scoped to submission types may enqueue only those types, and
+// only against a manifest it may use (docs/business.md "Tenancy"):
+// another tenant's manifest is 422 `MANIFEST_NOT_FOUND`, exactly as a
+// manifest that does not exist.
 //
 // Errors: 400 `REQUEST_INVALID`; 401 `UNAUTHENTICATED`;
 // 403 `SUBMISSION_TYPE_FORBIDDEN` (the token is not scoped to
@@ -2554,8 +2628,12 @@ type ClientWithResponsesInterface interface {
 	// UploadArtifactWithBodyWithResponse Store one test-data file under its SHA-256 digest.
 	//
 	// The body is streamed to a temporary file while hashing; it is kept
-	// only if its SHA-256 equals the path digest. Uploading an existing
-	// digest is a no-op answering 200. At most 256 MiB per file. With a
+	// only if its SHA-256 equals the path digest. The file belongs to the
+	// tenant of the calling token (docs/business.md "Tenancy"): uploading a
+	// digest this tenant uploaded before is a no-op answering 200; any other
+	// upload answers 201, whether or not another tenant holds the same
+	// content (the bytes are stored once). The body is read and verified
+	// in every case. At most 256 MiB per file. With a
 	// `Content-Length` the body must have exactly that many bytes; a chunked
 	// body is bounded by the maximum only.
 	//
@@ -2589,9 +2667,13 @@ type ClientWithResponsesInterface interface {
 
 	// PublishManifestWithBodyWithResponse Publish an immutable manifest (content-addressed).
 	//
-	// The manifest is normalized and hashed; publishing the same content
-	// again returns the same `manifestId` with 200. Every referenced digest
-	// must already be uploaded with the stated size. Editing a problem means
+	// The manifest is normalized and hashed, and belongs to the tenant of
+	// the calling token (docs/business.md "Tenancy"); the same tenant
+	// publishing the same content again gets the same `manifestId` with
+	// 200, another tenant gets a manifest of its own (201). Every referenced
+	// digest must already be uploaded, by a tenant whose test data the
+	// caller may use, with the stated size (`ARTIFACT_MISSING` otherwise,
+	// as for a digest never uploaded). Editing a problem means
 	// publishing a new manifest; jobs keep the manifest they were enqueued
 	// with.
 	//
@@ -2607,9 +2689,13 @@ type ClientWithResponsesInterface interface {
 
 	// PublishManifestWithResponse Publish an immutable manifest (content-addressed).
 	//
-	// The manifest is normalized and hashed; publishing the same content
-	// again returns the same `manifestId` with 200. Every referenced digest
-	// must already be uploaded with the stated size. Editing a problem means
+	// The manifest is normalized and hashed, and belongs to the tenant of
+	// the calling token (docs/business.md "Tenancy"); the same tenant
+	// publishing the same content again gets the same `manifestId` with
+	// 200, another tenant gets a manifest of its own (201). Every referenced
+	// digest must already be uploaded, by a tenant whose test data the
+	// caller may use, with the stated size (`ARTIFACT_MISSING` otherwise,
+	// as for a digest never uploaded). Editing a problem means
 	// publishing a new manifest; jobs keep the manifest they were enqueued
 	// with.
 	//
@@ -2624,6 +2710,10 @@ type ClientWithResponsesInterface interface {
 	PublishManifestWithResponse(ctx context.Context, body PublishManifestJSONRequestBody, reqEditors ...RequestEditorFn) (*PublishManifestResponse, error)
 
 	// GetManifestWithResponse Read a published manifest.
+	//
+	// Only a manifest the calling token may use (docs/business.md
+	// "Tenancy"); another tenant's answers 404 `MANIFEST_NOT_FOUND`,
+	// exactly as one that does not exist.
 	//
 	// Errors: 400 `REQUEST_INVALID`; 401 `UNAUTHENTICATED`;
 	// 404 `MANIFEST_NOT_FOUND`; 429 `RATE_LIMITED`; 5xx.
@@ -2706,7 +2796,10 @@ type ClientWithResponsesInterface interface {
 	// `IDEMPOTENCY_KEY_REUSED`. The pool follows from `language`; limits and
 	// test data from the manifest.
 	//
-	// A token scoped to submission types may enqueue only those types.
+	// A token scoped to submission types may enqueue only those types, and
+	// only against a manifest it may use (docs/business.md "Tenancy"):
+	// another tenant's manifest is 422 `MANIFEST_NOT_FOUND`, exactly as a
+	// manifest that does not exist.
 	//
 	// Errors: 400 `REQUEST_INVALID`; 401 `UNAUTHENTICATED`;
 	// 403 `SUBMISSION_TYPE_FORBIDDEN` (the token is not scoped to
@@ -2734,7 +2827,10 @@ type ClientWithResponsesInterface interface {
 	// `IDEMPOTENCY_KEY_REUSED`. The pool follows from `language`; limits and
 	// test data from the manifest.
 	//
-	// A token scoped to submission types may enqueue only those types.
+	// A token scoped to submission types may enqueue only those types, and
+	// only against a manifest it may use (docs/business.md "Tenancy"):
+	// another tenant's manifest is 422 `MANIFEST_NOT_FOUND`, exactly as a
+	// manifest that does not exist.
 	//
 	// Errors: 400 `REQUEST_INVALID`; 401 `UNAUTHENTICATED`;
 	// 403 `SUBMISSION_TYPE_FORBIDDEN` (the token is not scoped to
@@ -3941,8 +4037,12 @@ func (r GetJudgersSummaryResponse) ContentType() string {
 // UploadArtifactWithBodyWithResponse Store one test-data file under its SHA-256 digest.
 //
 // The body is streamed to a temporary file while hashing; it is kept
-// only if its SHA-256 equals the path digest. Uploading an existing
-// digest is a no-op answering 200. At most 256 MiB per file. With a
+// only if its SHA-256 equals the path digest. The file belongs to the
+// tenant of the calling token (docs/business.md "Tenancy"): uploading a
+// digest this tenant uploaded before is a no-op answering 200; any other
+// upload answers 201, whether or not another tenant holds the same
+// content (the bytes are stored once). The body is read and verified
+// in every case. At most 256 MiB per file. With a
 // `Content-Length` the body must have exactly that many bytes; a chunked
 // body is bounded by the maximum only.
 //
@@ -3988,9 +4088,13 @@ func (c *ClientWithResponses) ListLanguagesWithResponse(ctx context.Context, req
 
 // PublishManifestWithBodyWithResponse Publish an immutable manifest (content-addressed).
 //
-// The manifest is normalized and hashed; publishing the same content
-// again returns the same `manifestId` with 200. Every referenced digest
-// must already be uploaded with the stated size. Editing a problem means
+// The manifest is normalized and hashed, and belongs to the tenant of
+// the calling token (docs/business.md "Tenancy"); the same tenant
+// publishing the same content again gets the same `manifestId` with
+// 200, another tenant gets a manifest of its own (201). Every referenced
+// digest must already be uploaded, by a tenant whose test data the
+// caller may use, with the stated size (`ARTIFACT_MISSING` otherwise,
+// as for a digest never uploaded). Editing a problem means
 // publishing a new manifest; jobs keep the manifest they were enqueued
 // with.
 //
@@ -4012,9 +4116,13 @@ func (c *ClientWithResponses) PublishManifestWithBodyWithResponse(ctx context.Co
 
 // PublishManifestWithResponse Publish an immutable manifest (content-addressed).
 //
-// The manifest is normalized and hashed; publishing the same content
-// again returns the same `manifestId` with 200. Every referenced digest
-// must already be uploaded with the stated size. Editing a problem means
+// The manifest is normalized and hashed, and belongs to the tenant of
+// the calling token (docs/business.md "Tenancy"); the same tenant
+// publishing the same content again gets the same `manifestId` with
+// 200, another tenant gets a manifest of its own (201). Every referenced
+// digest must already be uploaded, by a tenant whose test data the
+// caller may use, with the stated size (`ARTIFACT_MISSING` otherwise,
+// as for a digest never uploaded). Editing a problem means
 // publishing a new manifest; jobs keep the manifest they were enqueued
 // with.
 //
@@ -4035,6 +4143,10 @@ func (c *ClientWithResponses) PublishManifestWithResponse(ctx context.Context, b
 }
 
 // GetManifestWithResponse Read a published manifest.
+//
+// Only a manifest the calling token may use (docs/business.md
+// "Tenancy"); another tenant's answers 404 `MANIFEST_NOT_FOUND`,
+// exactly as one that does not exist.
 //
 // Errors: 400 `REQUEST_INVALID`; 401 `UNAUTHENTICATED`;
 // 404 `MANIFEST_NOT_FOUND`; 429 `RATE_LIMITED`; 5xx.
@@ -4147,7 +4259,10 @@ func (c *ClientWithResponses) ClaimSettlementEventsWithResponse(ctx context.Cont
 // `IDEMPOTENCY_KEY_REUSED`. The pool follows from `language`; limits and
 // test data from the manifest.
 //
-// A token scoped to submission types may enqueue only those types.
+// A token scoped to submission types may enqueue only those types, and
+// only against a manifest it may use (docs/business.md "Tenancy"):
+// another tenant's manifest is 422 `MANIFEST_NOT_FOUND`, exactly as a
+// manifest that does not exist.
 //
 // Errors: 400 `REQUEST_INVALID`; 401 `UNAUTHENTICATED`;
 // 403 `SUBMISSION_TYPE_FORBIDDEN` (the token is not scoped to
@@ -4181,7 +4296,10 @@ func (c *ClientWithResponses) EnqueueSubmissionWithBodyWithResponse(ctx context.
 // `IDEMPOTENCY_KEY_REUSED`. The pool follows from `language`; limits and
 // test data from the manifest.
 //
-// A token scoped to submission types may enqueue only those types.
+// A token scoped to submission types may enqueue only those types, and
+// only against a manifest it may use (docs/business.md "Tenancy"):
+// another tenant's manifest is 422 `MANIFEST_NOT_FOUND`, exactly as a
+// manifest that does not exist.
 //
 // Errors: 400 `REQUEST_INVALID`; 401 `UNAUTHENTICATED`;
 // 403 `SUBMISSION_TYPE_FORBIDDEN` (the token is not scoped to
@@ -7529,191 +7647,201 @@ func (sh *strictHandler) GetJudgersSummary(w http.ResponseWriter, r *http.Reques
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7H1tchs5suBVEJwXYbKnRFOy2tMt/aJl2s2xvkai29uvy+sCq0ARVhGgCyhRbIcj3iE2Ym+wF9mbvJNs",
-	"ZCbqk0WKVLfd8/bN/OixWFVAIpHI70x8boV6NtdKKGtaR59bU8EjkeA/r4RNlv2JFQn8FQkTJnJupVat",
-	"o9a1CLWKDLOaLbi0bCwmOhEsgU+kuum2vFYiPqUyEVHryCap8FomnIoZh6EmOplx2zpqSWWfHbS81kwq",
-	"OUtnraOe17LLuaBH4kYkrS9fvnitOU/4TFgH13U6nkljpFbD6JLbKfwmAag5/OG1FJ/BCKb02kZw/i0R",
-	"k9ZR6y9PC0w8pafmaXmuFoBS/DBazsVW08OLfwAAOAyiIxFmrpURiI0XPLoSn1JhLPwVamWFwn/y+TyW",
-	"IYcNe/rRwK593nLOQZJoh/nqro+msMU4GYu0MExpy2bchlNmp4LB5AkPLWsHV4N/vB1cjz4Mz3/unw5f",
-	"Bp1u64vXOtFqEsvwG0CazWTYQtopW0y5ZTxOBI+WTNxLY80xizTCjzTLuGHSIJCvdDKWUSTUt8Gn1bdC",
-	"sRlfIjCRZnYqDWsH129fnA2vr4cX5x9Gv1wOPry6uHoxfPlycO5wea7tK52q6NtAyaMoEcaIiCXC6DQJ",
-	"RUEAiE+E6ZIvY82jkdanPLkR3wa0scY9DYWIDJPWsDGghbWDy/4vpxf9lx9GFxcfTvtXrwcOcyOtz7ha",
-	"ulNjvj6UV9wKFsuZtALguuqPBh9Oh2fD0eBl0DnOCBAYLUOeu4dMlxniscBL61x5L2fLTQC5t5+WGDhC",
-	"9Vbx1E51In8T34BszoBtqRumE5aqW6UXio1TI5UwxhF9O3h73n87+mlwPhqe9BEbuEFvlbifi9B+Cyiv",
-	"RXInkj0jI8EmPI0ta39/f8+C4flocHXePw08BlD+3B+e9l+cDvL9coDOEx0KY/g4FgNlpV1+fYjfiTje",
-	"AxEqIjZOgX9NUjiY4yXjLEljsYazfclEDpJRP7FywkN7bXVCeOZRJGEKHl8mei4SK0HATHhshNeal376",
-	"3DJTfvD98wdFF70F88rfRF3wPz98SPCXReav2ZxusPf5+3r8UYQWpQs3YohLmXNrRQLI+p+/9vf+ne/9",
-	"1tv78X3xzw/dvfefe97zZ1/+rZUPZGwi1U020JUwaWx3xEuYQ7AJLw7OL15L3Et7oiPRqBTV8eG1ZmKm",
-	"k+Wb8c6ohE+N4cSRa4JyKsJbkbBITiYeM/JG8ZiBCgPn9vofp0wAHXqMWzbTxrJD9ka+AJY04/enQt2A",
-	"/nPY+/F5AxpNqJOGGSegIkit2P/932wh5M3UsgQ4tojYlMcTxhd8ySaJnrHfRKJBwzxkkQjljMdsHvNQ",
-	"GF+1OZulsZXzWDA9Yb1ur9fbZ1KxX3ueG/R95xiVknw6adg+m+iE9U881vMV/JOrJZtwGaeJ8BhXkVMU",
-	"mJmLUPKYhQ47fMETAFDbqUgW0oiur1pesQmRTsexaN4Flc7GtAmE3VWMjEQyk4pb4JbZDuBHHusxOWFK",
-	"K9EtT7eN3uy1jOU2NQ9R488iiSTwAXz5i9eycibOTAOlXL5l8KwOyRbUt+BxTEP+Hg7gTle+sIzCcpDz",
-	"iUpHpXTI8g0ojkMjG6E9f/DoV7HTV2YhEgYI5ok0WrF2pEPzVKgbqUR3FnnMz4Y2fstjU26QPsU9aMzA",
-	"t02n66sA/w6AWsdLK5j4lPJY2mWXBVbHIuHKBm4WYVgM4tSpDomY6Tupbnxl5nBKPGb52CBVn1zB+YWX",
-	"mQCrDX6LEj2fA8XZhMsY/iFmc7ukIQGQSax5eS6U2YYZAdaYJYHTvz4ZDtliKq3ASb38pBIBG1+B/i0V",
-	"C/jYjHQcAFsJEhHjv9uJiLmVd6AFO2SQ3Gd3PE4F4sMdxYAlqTLF0dz7mEY3gs0TfZPwGRx9+N5wFY31",
-	"/TEzQvjqml7NWBwceNAP54m2OtSxoUNcZeEEZoVUtzvctKZHfOgW9KA0rSwGDyqO9ICsoded7Vg9T/j9",
-	"hhPwSsZiRwFItu8aAfyhIoH/ulEE/3EaBr8n1B/u/3j4rHe4E8fB5XjbqB6EsUtHWavM8ye9IAKtCRZp",
-	"WMjjWER4JsE+7bL+2Ahl2UxwZVgQixseLgNftcWdSJZsxpWcgAE+T8exNFM4iOR8QcNxIkUcsVsh5obB",
-	"EcETjidjRufJjXfEeHJzxwKp5qktzp1O7Ty1wTEYdZb1UFbuw5k9YO/68LkVxsZyXPuePmMcmWDA2u6t",
-	"J4bpJBJJpzyer/bZu77HDtg8EbBS1I5Jz2BtPNYRvuCYNDN8aZjRHY89Y6/6w1NftaWaJNzYJA1tmgj3",
-	"7clPg5M3g6sP8M7gZcdjf2NzLZU1R8zYSCQJM5YnziXgq4AeMj/t9Z6FyHDwnyIAlblYwadU2jlbJMDj",
-	"mLTIk0DuZCgoXs5XiT4HZOTxkmklalyRaeUrYyOdWg83hyDpsr5aArO8YSI2grVR26AxQx0BR7/hyZjf",
-	"CM994SudWjRdQO+Z8ftL/Pm9xzgLE26msHMcpfaeTm0HyK2KJc9XCuiKdhekpYKj8WuLyASOJq0tl7bv",
-	"66fVa93vwVd7dzyBA2Pg89Ps81H++TV9XpyWkeNf2ZSIMJjRyTnQM0AGtQoeud3kAzfQqBjolRvoOhvo",
-	"i9ciC2s3MT/AM0j0NtbRsrsiQEKnzz9o26FOgtad5TI26wEhd2EVjos5vcfyQxCh+03cW9YGQSfu+Qy0",
-	"YyAvPZkIFQFdIXfodFsNLGythfBTOuNqD1gTWLkMpjhmRDQwI5eoFISJsGYbu6Cu1JFmtkkhK7C1AtsZ",
-	"D6dSiQI62hkYtMtOLs5fnQ5PRkD1gIYboUQiQ3bY+5EtpkIxpdkMGCdS10SG+B1Dk13gWjLKrHkzW16r",
-	"5rgAYrt4Mzj/MPgfl8Mr/Pv8YvTh1cXbc/j3Wf98+AoGKP9YcvCt+bnq92t5rZfD1zDK2fD6rD86+ak8",
-	"cgFa/2o0fNU/wdeuh+evyz9dD/99UP78tH/++m3/9eDD2/Prt5eXF1e0lnzU/Hl5ysHZxdUv5MAi39rF",
-	"uyrcGeJbXmv4cnB2eTEanJ/88uHN4JcPV4O314P6MgdXZ8Pz/mnLa5W+XPHetbxW2XMGgzsfDe1H5qJB",
-	"EEc/XbxEtPZPTy/e4dvZJo6GZ4OLt6MteYnzEg7VHY8lGB/kRBPKyhC0YGQzt0IN7udI0iXHrNc6c7K6",
-	"9FPhz2/8EXhi4YD2Wi/ljTD2TBr0speGLADKPDnO31b65Vr+JkqfnnJ1k/Ib8VaZdD7XCUGfDZg9Lc+F",
-	"RtSpnEk70vpULyqg5s58rzWMxGyurVDh8o1YXonUiNqyyMIF06v0Wd1d7KGn9JQcpTCsAiUSv3qr+B2X",
-	"MSd9+kzYqY7Ote3HsV7gu26fRnImdGqJv98JZfvhbSk8sosvRyuTzsgOfNifdITa7P7B35rVWQGgDCMc",
-	"WFoxe9AqJ//QjN8P6e39Xg811+zPfA6eJHzZwFUd8KWpG1lrjiKKKO2IIx7eku/w8WuqLsNrKW1/EvEf",
-	"OmgNNwR0MdNavJzEXM5+P/HU/M0W5RR52CZZ2MykMxDPiUBvMSoVv5fkYsFNox8HTJFYO7MAqcOAYrxk",
-	"+EVEpjjYJW4Nzf6ezKx69rwH/yuZVfu9XrMLkt83B3+zofarwzzsDyqIHMYulvzQjj6K1glTW9PltbA2",
-	"FjOhLM68K5G62ZpW8ioRZqqEMbva5mIhjP1J8MSOBbf9m0bqOJNxLF3kiRmpQlIh6WM2zb4G2uVqyZSO",
-	"xDHjZLGi2XN+8eGnQf9q9GLQH10/wldoLLcPKtA5Dq7x7ZVYAf66EXnX2TTV5Z8Ofx6w9spqnRPLKdPo",
-	"SLNTGErHUcdj16P+6YC1dQy2rreKgkyPhNFBLsLrqCKW3tvWsJJ3IAGvLUdJeK7zDTUo9Cj8UPNNshfD",
-	"18PzEZMRWKs8N0dpIoSQzIXWUevwoMZ99oHvAPMBbvNDM7P5O1jtiblOZzOeLHeVIuZi0pRhkoCJ0Y64",
-	"5WNuRAfN2IxnGsXnZqpthcAibsUevNUE4qR8bLaiLfhqrnW8/aG/1DrOcFA98M9XJR0mI1xm41cXjz/T",
-	"eeIWGbNFPwIlMMChe0Q8wGrL43zC3ZJwaiIUdqyM0spqKjNlKGw6jJnK2XAM3RN2K5YeE92bLgvn8/2/",
-	"eSyE/3zkdxz+f760U62eeYwnt9bQ7zSMx2ZL8yk+ZtIitUfCOE+Ljuvile/99v5Xkqp/7X5Aqfpsv5nO",
-	"M7iGaqJ3pHL5YFwwR8cX3AzSvl8srWhi005rN2wx1UYwindQkgHGDkSMHkdpGMe8LIoRT3RCP8YZgrll",
-	"Qn1KRSpY+/DggAVN5l3QeQQjn8l70cCMRkkqyPwuiNmA5qMTS+a4nXKF1H7HE8mVLbkrxlrHgqvsZG5z",
-	"HvOjdg4TrcJzVYKiLRRoZ5HHtAIm3wFYbAZcBXGPi8epiCdNOAGO5p4ynRS7cycSMJ+QdGWEWqPpNhGm",
-	"Q9X2rCojtp/pwyKesEYhQVMTcV5ayAqdVlCdkUAJuk1c4FTurGZvlBy/T1xkW7A7RpE3PIROx0GLWTZh",
-	"JtujXW2Q2VzG4kTPZlw1EN0JPWchvYCBv2MXBAQ+kUWdV41ZZZMlepo3xDkoR2wiM1sHZsAPyXWNXCkE",
-	"1qWa57i3Cd/MAYnj3SRcYeBCMavn2X5nQZInhljiI9iXephdEF9Af73z9SOLKLGt9Rxiv2nOJFWl7Vo9",
-	"5MQN1m5lArwjSRVSfsY6OAY8xyKqxUiZnDk2ttlBm03q1QmqAm6FKhq2L8NnI5nDDu1qzZDAOxuvJYy5",
-	"QFwcFwoUZX+cXLwc5PRhNhu3P+z/ePAQnVDo68240dR3HJ2iYyGfI1QhN+J3gXXw/GD/8PBBde+BPI4/",
-	"BpbnNev/gfyPWiobj+MVWMrRz2qaD63IsQ02XrqUARGmVj/kpljxUjyo5OZJJTmplTa7iY4znWzHkNJw",
-	"NkutC60Yy8DeQesaj20sZt3afrApvxNVswAw5ytgsUqzwHyKgy7mbtW+wSdeHnsOPvu4CL91xHyKvvmt",
-	"LwGwal8pjaMaTKKSCbFRUiaVtgy1yTba2TOhMrfrmcEo5JVeGBplxu/x/LMbfScS1UExMONLNhas15R+",
-	"gXNuLXIzjJ9wI1Y8LA3OxbBI7dkiaQK+uJUq2haKN/AuqA45P9uoLtBboBd+ejj54xPQEVDDCpkihPmk",
-	"xRo9h8tNlIp4+7opjpgfcL1jNgd99Jik0eyI7jqj+8pNWT2gPTCoOIvFjbRyxq2Il05NqqVNPCYzDnMV",
-	"N2eu7Pd6DzPZdblyZfyXEVtDVAUDOVibaOeNOxmZbwuYVMtrXf/jdEtPlsvJu/5E0fhs3MssrWVHwoww",
-	"UoYfxTGYBb9ut/fvVzLCf+rvHXz/PFMlFexLLH8TUc5Ou8RrXCAu2iZEUdue0sdeBnkTsi91UzJRn7nk",
-	"N63jYxQAoFwxl4vODNg/ppx/UvZBhvN5y2t95HccmC86UFpeCx0oQHRL4EZbbiCO9Hca6TIbqe9GOqOR",
-	"3CIe5xnUcSSMfcelbdIe+je5fUcvMvRjRKwovTpmvSzUrx6TuLqLk4EmL2KeDRD/4+3g7eAlK2Lf7KMe",
-	"G9bGnBz6t7gP4zQS0WM8LpvcHIPz/ovTwUsUwOTccEYMYlCa3DP2e/yCzj9Q8QGsosWr7msT3V8JbpoM",
-	"nXfT5TFLRKgxG9sZNDyNpGWxvqmln+z3DkhJzn9oMDRppsdF+ZIcyk304dZSx5X7uHn1Jo3ttdhVk+yz",
-	"SaJ/Q88aDMCMsMeUSWsoS+3eekylcYxaPiiI529PT7ssAAhM4NFRcVl5lKGsMWXYOnsq1HE6U005T/B7",
-	"VW8rbcTB903lAYWyVn5euMf1ojpg/g9YASYCuMyoXUeuaolNeiLiY91qnh/uOuVK3JKw5dbYRAH16OGO",
-	"OloiuBVRv6pXbHR3RSKWdyJZ9q0F1Wb15O0zrdhEJmChuHcf4eBwyQjbBfXx5dEWSc41bFGys9fCfC9u",
-	"ncdkPS9thPSjHm8L55zSWLaH0uW9oO5fri/eqRbZq1cY71pI3BBwRnWkQHuGBW+1mLlWXF1CdYGPVary",
-	"SqS5Bdlny6rpZ4PRCCSZy+pDDgVvk9H8UY/JaS+woqh9R+UtHrv+5Xo0OPswuLq6uGI6YSf985PB6eng",
-	"ZaesHbnBt9SACN4ItZzV7d0xv6Cc5VjL/sC8D8yg35Qyv1W5T0EGVPGTZaE6PG1ZLdQYcU/X8LLcFKvF",
-	"+PRCJHtgqLCpuGeZ2k3acD1G19v7ke9N3n9+fti8+Fp1xK5ys7moxGBtJIbMFeMuqc5jzg9ad6hSqQv+",
-	"kvlg9YQFmYs/8JgS95ZZjUUowUTGwgRNPhB80qDB3duEo0fdsJjLKB+u5G93lQCYMI5AGhc9tVPhK+dQ",
-	"emJYqOdLhM5ld3enAWvDOIQAM5Vzgzpzp8vOgdoZT2CAmEtVOPWNx1IlP6Wudk5pW179E7MSBaDVbuXa",
-	"KdegPBhKj0uB5K0jrFm2fJOWiUWAea0D1ixRzn/mPHtiXAo+esQieScjqoiy2lc3WNFUrj3MMr2A2F3N",
-	"Y9t9P0uNZbEUTCpfVdP4O7VakP0uO9eWcUp6pPSArJ7DZe+D9WDknTjLhBupSA0lSTXvwjoHQ1GnNC8V",
-	"t2yxc3ktDLAmpINdfTLuqwcre7Zxh9fYVU4wNdgqkzYys8IRtxuPGSE5oHYOivecJ05g5U4Fdj04HZyM",
-	"MrevySrv6HzbNBLKPjG+KpR7RwGZFyrwgFALJkTvwSlPxEQkQoXi+hMV0mEFSlYWxDCPg2WJNqxdrlxx",
-	"lGsXunPMXp6dFuDBMIKHU18FdyKRE1fmHoAVnvczqMDOcn9xc+kd0PVZGlt5nb9XioOVYv8OMyeoSJ+T",
-	"NG56r9xGYLOJlhlcxBjykOOGuMff9ns//PD88CE90rnDd/XwNY6FtVQial6r25c3WzisCyLOXNZlAqmb",
-	"O99//6y5uhsGW30/O42rHwgRrb6el+U16jPV4MIDO7INCsuUusr4K/S9GmZBwj5eOaeZb2m7vNBP8c9l",
-	"GCqyrWRaNpuO5U0ub0GB3YJKGo9JDQONWC6ItnQYvObjuZlH1n3EhLmWB4jeWsWOBRYLvJyRN7GOwB21",
-	"7MdwhI3nDoliqzNT20v6sMSkiokasYrK6NYxxt/vEcj96dtJ61kJsm2iZV/Fh142MEsgNeIzN4T6YSjm",
-	"dueAw7dyL/weu66Gssycr5jrm0y3otgH0bojhh6nlu9CEjCj1Inru9NgX1LXAPJbuSRu7uImGNaj6E6z",
-	"J6u5LmFvv7m8gRTH5ty+zKB0XldyxGYdVcDofSNfsPbb0au9H7Drg+nUXNnrheo/i//oIQ/Risbdquz1",
-	"ZuobrsmZzPpJPTFMRnmuX/7ZLnU067wq9XP1iHC5eamV2Dnl2sXvR9ry+BEfi/VFs8Om4vkw5sZkKIxB",
-	"45lwdHJw8t2xdtmBhpbG5eD85fD8NVkcV4PR1S8fXvRP3ly8etVpwPxWPqz/Cjw1+/rnddl4QwVCyAiX",
-	"wE9tG+gbFk65ysKW0rCPenxc2HmayRuFBcmWx5Tsbx5TQfOn8QSvlc6jXRWNkudxu8h97oNcCd1fUuiK",
-	"4lgO45i74eZg7f4J+8//+D/sZECd5hZc2qutonjvijd3ZX2bpG6dmCogeSX2UWEHZTxv5pwlwl2h0xeO",
-	"e+5NeIitp/Ddo/xct40QrACn47GTi7PL4enw/LXH/v725Wv4h69K2L3sX42G/dMjR/Po7uqfIK+gJ17V",
-	"oHK/HvsKpqp0ourUPPZtx4cME/dTnhrXgKjaCMRX2MLPdCoO/mpjC7c6LDZ3q2l5Lbecltfqn2DxOQLW",
-	"8lrv+i2vNaKqcvzvBf73Cv5zggkvJSjht2zWLe2bS+rMgIXRszk2YmpRPZWr5d4VnKWxYkatLbzWCVeh",
-	"iPMQxcrh3ihSb6VCoVqQs3Mm909fXwCGX/ZH/Rf968Exw4AptVcBSkK+92ZwMvjgqk8wJSUCioone+hC",
-	"NSw1gt7B7IcHRca6kpxSZsEjFXmzKWXjohIAz5rfgqnvManyH9By294JsGp7PFQwUAZy85E3j9LVa0jY",
-	"cRluyoYUzO1r1h9a4c8lObGjAtZM6vjIVfhwoG0eTov2Ssi8Mh1dq7BSG3Ey2HqvS80kt8lQpbDNqb7Z",
-	"lOWPqXqFBfEcmzKW4QNtIJknArikC8fUm7Os8+vN+P11c+PG63SGLus4LgcyTL3m4jGlYkXvmUe3lXTQ",
-	"5WEWfM14bFOnyGyt733VLn2ETGsx1bFgqZK0wv2n6KT1mHEBt3QGqgW6yjuP6wb5mPaMzWHXohNivnsV",
-	"UiowvCkruDpVQ9Zhaoj4Qj0TXVYzI0jyUoI4NgfK9YJuJuePXNNN3CBvQ5tNXkTOYN8xGDEWdiGEYj1K",
-	"dN+HTYG9ISo8ZjTyRz32ytqHNFUFBAOV3PqqUEKkyR52WR8GcIEK0h0pgIF/uQnJmUAp98g8pGFKSOzV",
-	"1T9hqqztYB+vbGpJJfMOLvewf+Kr9skgi9zmLySpMp2q5rKbKrCd+rHjmF+81ruKyrySnsd4rj8WDB21",
-	"SHNMuWdFD9XS2t71h6Ph+esPry6uPry7uHozuMJpSzYlLGhz5lfjAgFcqW5e6eSdTigvHttiv+DhrZ5M",
-	"Wu+xL7II00Ta5TUcOhIXmR6EzX2aDkPeyzqMJdgcWUvrWxGKPeyEr2P3I/kk2d4ealTZh1RUi+ccXcqC",
-	"JwieW9TU2jm1f5au2HhVgvUvh0igOSxjHt4KFVEs36V5Ykj/iWF6oVipHXUHjrM58lU6jzWPsPhkD4tP",
-	"skwH42U9BpnMa1TykhIvqxv2fCUVnGTrsURQAgGcshB1zxIVGEoTcG07mMkTZlwXkq6v+ihb4hhOFPKB",
-	"NVgmrLGgsktBB9vAzy2FNhH2EBj1jCdLFrwejNhTPpdP7/afGtSSn36ktgVP3TtB11e++stf2IlWABHA",
-	"7Kvviu4JhrUDtOYCjwWF9wr+cvlTQYcSAioNFoyvGF2TAMpxsNpSASb+jo2kS7RgV69O2LNnz37Mvqd2",
-	"yLCoPEgbxjq8Ze23o5POMYtSsitdmgZjTrYaEHSzckcPaimgWHBmAmbSyUTe49zlvnYS811+Go0uM843",
-	"j1OD5UKhjoTf8pifCRT6w7Ww81tfgmOYHrsV4kreXl4Orj5cn/ffDBgVmaLlJil0zEBTQ8ifGFYi7y7B",
-	"A0Plb2DZEI+Ndl0m2WGvx1bumfDYYW+frfSVh5HaOqGHlU5twRHFt4GAnoA8n0vQ9bkxWAYOMiXRFmzt",
-	"PZ1aGId63cGBuhNJzOeUadbx4NnhwY+s2t+ftck9VnTtpyKoapP5p5Ue8zRU74diea5nmUvSwRsPIkkZ",
-	"NzxJ5J3AXCQ5E0e5gQ1jkGL41JSC8SS99nvMgPkcCRTbHTqZ3/eeVZvdM5D0SL31RXRZX+Vt/efcToFq",
-	"DnuHLMh72QUg4UsvUNdNxriivpYzbOLFDnvfs2C1YRsREmAJU4uEXejklgiUKMvwCbrMqMm9a46KXToB",
-	"FJl1JEPl7DuG+j6xENe6cKo1qP9zrWOP6id0VuV2lLeKYBMdx3pBBxAAIu8oubKpd6crjMtPaK4GO14y",
-	"EoqrcOmrfv36A1cHZ0I9p7ZLJYFJBnWTNPFVLk6K9/fofTDMgRnBV6Gtih/KDsF8+Wgmla/6l8MOaDz5",
-	"/PCu4+kGhMcS1R0HSbZr8OcRO+w989WmK0qO0Xsp1U0mE9xNECQUsN0091VpwdhPqJjCHXJHU02tEgMv",
-	"r3DhhhRLjW15uK1dTYI6O8+QwRU8iAVPFHV7d5PCNlnjYLJWRIAb+gYoV6c2QwWRWhm3eQtexKXxFc4r",
-	"og7ucWqEU0lhgIwuruviz1fEhMsZrKaUwEoyK+vH7xDpRPk80VEaFkU/vgJc1CVskbA4E8wmXBlSspHd",
-	"5rlslLMrqmpyCJwlbwnGwpjLmQH5jJf/pCpChR8bcHlZB02Ya4aHRPmKh8AKYhHduAfHWe8xZGLF01I7",
-	"Y0EDup7lINlKwN1wqRxzDWp5xuyvbD9A2g55IiZpXADuQAMbIssaRkIn1T4oXLQBRQctlhYl1JMkSzeW",
-	"+V1CvprqODKurwq3FV8ZMC5y6KNAzVUE+H7KjYMlQoJ46VZAKVIw962YW/Q5ffddDv1NotP5d99l/tUq",
-	"P/HVWMQatAWrEcx24Nh7wFIVw3ugFcO+EtlK9OliYwaStiV6kaZECBq7gGkS2QiD6zrjWsJnRC7z81Mw",
-	"MS8jjjIC0E7nlsYi1bTLThxNqahCLZhnwpD7u0YooCBiW2snswkiWAcdUNhROPO+sgudqcSoCkVygnlO",
-	"bmbjZIHlt8LpI8ALQA1A0vTYYipj4SvXlw9NQMBspmabqcvPk0m+FkfV3Dg67oLs8VWxFwRuIkIhsUyP",
-	"tj1HvcfcxQBGqptYUE0bSHsyBq202KbrzQCMxowA+pfDVqk/RGsf01bmQvG5bB21nnV73WfkX52idZPp",
-	"wbmq//QzNTn/gtnnqV3jHAbFQ4J5nAgkJYuMFURtAjo2JvoizoDAQdvFBkyOmoEpFWcty/fGCw5ccyZQ",
-	"E1z+N3uLZgkKCkV8HO82oMcU1VF6T8+dpIAXD3q9LuuXwupn8gUeIYCry96h7uur4ITu59kjR1PAcp0K",
-	"c3Ex76to6MEtiPQlxeWPgQlOU3UrIl9l2Bi720tcQwKXN4BkiGcbnfHmqFlhPW5WWI99dbj/jDXcYXXM",
-	"sE1TrRUw6IxBc5vfstJIRRF5lrhhVVR0YNoVFfYY1DCivlwbH0atoxZtUdZttlW9p+/X5lvxsjzbR96G",
-	"59KNvrynEYSxL3S06dIlHVph94hgq5cv5e66sVQcM7Hq+Vpf6mDW79476PX+sPueahcyNVz81Hf311FZ",
-	"AsYvD3r73xAAesKUXuDkh7T6pjFzLD0tXU+In+w//EnlmjL4aP/Zwx/VewnDdwcH20y2eoUXfvvjw9/W",
-	"L5JDhCGX32bePO8PPVBZfTQhmVTZ3CODfJXkaJl1FqUylt+gtyvn5+TXyth8pZnVjWjg7qR6cheNKhqQ",
-	"ycgj2w8vTkFbyZablUmbVYJghYmZ8TgG/lztR2dBXQVbx5kXVLtQunGJ8tVRocqrkrMZs/ZrdH3LUVbZ",
-	"kjytdTrKC3PIQZykqtLayniVcpSnFNXbo25USRq7FlVYZEPQ+8o1l+qy8wwo2BcEqtwYrlArHCgGTR2a",
-	"HHTNRGSOD15coMOCrC1aQMpLybQEsTLjya2IWIBN1IIuGJD5Y1K/EBDQJJUuNdMjAS3j2M3pNlBpX2UT",
-	"HjmpnO83bgRHOxZdHthhsiq7moQU20FYnMqixzg1ivtKjLTST27NnZH5geg+niv9aRxiVCGUCC9FKpRu",
-	"vEmUz0SuR1baLKaoQs/KPKMSdy1zjdzVizqhNmuUwjximqdTYrMMIClQAkV0nLmRy3fRMLfXviJLLhE2",
-	"TZQpnpf9q0TBqN4Ro8rrFSLHBH2Fult2xetYMHJrZ2VSWRhHRMzI30SXDSKMCxRtlqjGylclWDlTYpGv",
-	"75gaNNwKMa84euCPJVuIpGBvVAr49ZS/+q0PAWtjYgY2inLeCl9hpM/DjNPMg+E6QK1G3rIXgAUQm+xU",
-	"NEp3l0TgsXVa5k7MwDV5yXPBt9XmduMERar5t1XlVlvZrGFD5YPAFtzk9Jvf7fSHa3lbwZY//Jeu91U5",
-	"ucMzWLirETbWdhu+l1++3Cnz7YI9N3Ptp58LDvplveL3SP7UOyyxocIpuxMXeC1siQM8bDxWKj4eZ0Bi",
-	"Hcn7r3j2a2U6aw5+pZPUNztbvcOHP8pvpflTD8aV4BGI5pwPlZOLHjgAhSttj3xxT3l4u16F6eeuRhD5",
-	"ldARBrnIS1zcjZFFKTKnrK/aYxHy1IjqtRlPjPNeJ1yx7PK1IvwZuOtHgmMmLegLcQxai05QoR8LoUoO",
-	"WJhQMKt1l11rF5+lggcHja+qPmIYB6uLa97YItaZ3zifGvF4RWWX094Pb2v9PcxXkvv1i3++sfhfuVSn",
-	"6RJvMB9R4pciH9+WG/xph7s4cdlla1F+D40mbTprM1qL95RPf3ZDyuajj4Gq9Yf/ylkdc3c/ngMjzyOs",
-	"BhpqZwwjFasxWzB8TBpOs8HIVhc8iaVIsogW3RbWoTFi4TJRxQw4TJDNE6A1HrhrbYIuuxZ3IuFFOItC",
-	"L7hGX/EsTTUPbUlT4lvYJzYPg1l3LWSXXSA3o3gIhbNcQEMvVN4nBIMjpfAQZtG5PeKTCe4ycUt3hzBa",
-	"ZNi0AhiU46wOy5VwI0VgzK2cz9EzTZxUT9B9ApwRM6uP8qZTdDEyrdnD+cdLxw7DNDE6+TbMDINV35Kd",
-	"VS6j+jMYWvXupAaWhi/kR9nLejJiwonH5toYOY6Xrlr+vwWjQ4ywdA7Hb8bv0YOb8bOV7LdqEP1BTldN",
-	"12/mbvm1fDYLnZa4lYwEWkAsaFcLmLwyUxtGneAo82s0+W9cID5L1zjoHeQOF5cGAV9hnVvhJs2+pSv4",
-	"8+heARMmE/1YTTHJ7oYMWBtYRJZqaLVrWoSAdDDcyrS7HtVXQeluwr03YhmwqeCA6Bm/FYZxzB8CCZRV",
-	"cmBeEaCc8TDRxvjKQSWFSwzC5d+KpUumK60riwgS7M13XwYE4Up2UalT1HHebRukQ9EVvDnHKMtS2ZBH",
-	"BFIiu+UFY7CWwvfw8Hd5qXrP2IYsIAo8EnQumyIH0ldBleyCYxa4PMIuXlOLGRj1lzBC2fuRNRKGx9bh",
-	"/EGPWtNFqBhTbbBxvZLlu3JBauaKw+uKHIX4qtyMveOtuWSH0FW6uqJ2qQ8leCwqgYInhgXVO1gCjxkh",
-	"qumuubsbEIGTuKu1MXZDJEWlCp2dpOCAaKqoA1pjxtORKwz52plsla33cg2Y798f7O/5/v3fxPvP+97+",
-	"QeP1Y9sHg3c05VfKm7YRuwdfYf6iSqwhKpzFcNpKL8DuI30o0zeJeYU8zhhc5xv7HLbw5xUX3uIXW4jr",
-	"/BLZ/3YuQ3fkqqY9yNEsybJdTn3dJsxTevB0nMYbXCWvNF35jcGe2VwnoOY5ObyHV3loTamdKiryriZx",
-	"6sIpPsF+5FSi/V6vVy4PYFK5S+5IElOr6iLn3VfVnEWwSaQVs1yMUvPBmCK1weXF9chXDasM2H/+x/9y",
-	"wZ2yxpFFbzyyJ9y5KWkxAEym6ORB8TBNUPZ/1GMaV0XMVQNRaheCCNw7j7bi5Uq5VbRIpLVCkVrgctvB",
-	"gKo3X8aaU1+tFJ2i/C7PxPBm6HJaKlfL+nQUfIdNk3STtK+wnNEV7NL10IxnuZ8oJOuKgUvpzsU2DhB4",
-	"1DcOy8oIcJrAgVcD/8hXgVSRuHfiD17C5ooGKzw9Unp6IDRDHQn3Vn4lPJwDzJPzVa7guORCnG6h0zhi",
-	"N8J6ZJNzs0bWM500S3uY2ekj7abL9BGPgROoQddXeWAnpy27kKGoU7c0GWLQcC5extTfeySAFQWz9PEG",
-	"/ThLinW7QthVfJbp74AZmtSKma8WuTLI1utr7gpBOmRUG+mAeTgbfDuAgI7Lujtbq7ovdHKLGZaUrOAS",
-	"Jd3+H5UaG4KSjrwI9HJ3tPKHGM0tpxGT2wOjxL5SetE53kLddzUi8BzvxAHpWydJz+3XWvX0YR2ctWc8",
-	"nugEDGyaVmlGB1YnxbWJvgKm2lnv4dissB+z9br1eoPmmK3RrenAZDQLYPuKlNk8Q1yv0lPneCO3mYtk",
-	"T+aJ8Ob36avm/1OF1fzZGqvZpLKWpBXfVXtt6rrwL332v74+iznWDcpgSeVjbVBX3M2Uu+u2n6uuhC/l",
-	"HzZFyDFtPFjgZSWYO7OgkmJMrCKPkBMtWC2HKX6aLl5EJ1imIBa1Jc75Z1g7r5Hf1J/eQ90Eexohs+SS",
-	"aoOwPCGcogNdurr041rMD5SJaZFYktV4RLke6zQ80j5xaKpoUbpUa6qVEqHNi1p4pVSEHPXuDs5SdBRL",
-	"1lzlBFugt02Wb1L3FfrX9sqv7KVz6l1xx+OKQixhCQu+rBTkc1fpO9NUs4J6kRHKHlFeEwvoxYCCMuXq",
-	"ng7FDqZ6wWKtbmic0Nkwt7/PJ7auYG3X3IhNbpWm01a8UmvMdcnttPXF2+GrYZR/U7+xUVpnvtF1yBoU",
-	"YVdY2EDpVjtiZ+0epQ47luHVKRAPNArfrDGqk7108ioid32vxi2uo/y66R/1doHrMr/w6b/SP9blwGcN",
-	"N6pBiyemgcb+aEHwlEor17tBTko1rCpP2QuzVltl/luERXpfjafUNPbR4OpseN4/DVi7qFMEGVDu1KaT",
-	"irzZzetL6/8n4E5fSY2uXgn2jWOtWzOQUqEpqM5Ft7t/bp6yszb850VvqX/JWg70UY+pltGVYFg2kcol",
-	"7f7BHMn5WDewJDT3jLv/iNwtJSn8V7ZPNSYzfedcOJUlYRGMSHyFl9OgDokFJK5Yh24VV+gCxWpoXLop",
-	"sTzX7wWLTEAlIGUYLX13D0V3teAd62lwvAJUjFX6iqan1hZHeYPUsgL3T6CiXdGu/IsR/onRL2CFSizK",
-	"Kqc0jm7/pV01M7a/U95ENR3EpXEYFxfZVb1q7Ke01qQ+0aly1X3GXR0ViaIyLl6yNuWFocMcwABeMdZ2",
-	"il0dMHdC4lU4oNugZVzpK5tddkptXSbOMqR+WF2seeYSU9Oo3DArYczy7NGnKqNaasROttvfCRPZtbdf",
-	"UWGozbROXVB8bqbaJZx/a9Jz7dVaR7++Xyl/CD2W4lkiTx9WaDlgYesotyfkcx5KS4Gw7KbajCqp0RcQ",
-	"ZHWulSZuv74HTuk++5zZl0XNLPDeWqlB5ccy+Zd+dvlZpV8cRF/ef/l/AQAA//8=",
+	"7L3rchu3sjD6KijuXWUqa0RTsuO1ItX5Qcu0w2XdlkTHJzv08YAzoAhrCNADjCgm5ar9EKfqvMF5ke9N",
+	"9pN81d3A3DikSCV21v72yg+HImeARqPR92781or0bK6VUNa0jn5rTQWPRYofr4RNl72JFSn8FQsTpXJu",
+	"pVato9a1iLSKDbOaLbi0bCwmOhUshVekuum0glYqPmcyFXHryKaZCFommooZh6EmOp1x2zpqSWWfHbaC",
+	"1kwqOctmraNu0LLLuaCfxI1IW1++fAlac57ymbAOrutsPJPGSK0G8SW3U/hOAlBz+CNoKT6DEUzpsY3g",
+	"/HsqJq2j1r89LTDxlH41T8tztQCU4ovhci62mh4e/AMAwGEQHakwc62MQGy85PGV+JwJY+GvSCsrFH7k",
+	"83kiIw4b9vSTgV37bcs5+2mqHearuz6cwhbjZCzWwjClLZtxG02ZnQoGk6c8sqwdXvX/8a5/Pfw4OP+p",
+	"dzp4Fe51Wl+C1olWk0RG3wBSP5NhC2mnbDHllvEkFTxeMnEvjTXHLNYIP9Is44ZJg0C+1ulYxrFQ3waf",
+	"Vt8KxWZ8icDEmtmpNKwdXr97eTa4vh5cnH8c/nzZ//j64url4NWr/rnD5bm2r3Wm4m8DJY/jVBgjYpYK",
+	"o7M0EgUBID4Rpku+TDSPh1qf8vRGfBvQxhr3NBIiNkxaw8aAFtYOL3s/n170Xn0cXlx8PO1dvek7zA21",
+	"PuNq6U6N+fpQXnErWCJn0gqA66o37H88HZwNhv1X4d6xJ0BgtAx57j4yXWaIxwIvrXPl/ZwtNwHknn5a",
+	"YuAI1TvFMzvVqfxVfAOyOQO2pW6YTlmmbpVeKDbOjFTCGEf07fDdee/d8Mf++XBw0kNs4Aa9U+J+LiL7",
+	"LaC8FumdSPeNjAWb8CyxrP39/T0LB+fD/tV57zQMGED5U29w2nt52s/3ywE6T3UkjOHjRPSVlXb59SF+",
+	"L5JkH0SoiNk4A/41yeBgjpeMszRLxBrO9sWLHCSjXmrlhEf22uqU8MzjWMIUPLlM9VykVoKAmfDEiKA1",
+	"L331W8tM+eH3Lx4UXfQUzCt/FXXB/+L5Q4K/LDJ/8XO6wT7kz+vxJxFZlC7ciAEuZc6tFSkg6//5pbf/",
+	"H3z/1+7+Dx+Kjx87+x9+6wYvnn3591Y+kLGpVDd+oCthssTuiJcoh2ATXhycX4KWuJf2RMeiUSmq4yNo",
+	"zcRMp8u3451RCa8aw4kj1wTlVES3ImWxnEwCZuSN4gkDFQbO7fU/TpkAOgwYt2ymjWXP2Vv5EljSjN+f",
+	"CnUD+s/z7g8vGtBoIp02zDgBFUFqxf7X/8cWQt5MLUuBY4uYTXkyYXzBl2yS6hn7VaQaNMznLBaRnPGE",
+	"zRMeCTNSbc5mWWLlPBFMT1i30+12D5hU7Jdu4Ab9sHeMSkk+nTTsgE10ynonAeuOFHzkaskmXCZZKgLG",
+	"VewUBWbmIpI8YZHDDl/wFADUdirShTSiM1KtoNiEWGfjRDTvgspmY9oEwu4qRoYinUnFLXBLvwP4UsC6",
+	"TE6Y0kp0ytNtozcHLWO5zcxD1PiTSGMJfAAf/hK0rJyJM9NAKZfvGPxWh2QL6lvwJKEhfw8HcKcrX5in",
+	"sBzkfKLSUSkdsnwDiuPQyEZozx88+lXs9JRZiJQBgnkqjVasHevIPBXqRirRmcUBG/mhzagVsCk3SJ/i",
+	"HjRm4NtmrzNSIf4dArWOl1Yw8TnjibTLDgutTkTKlQ3dLMKwBMSpUx1SMdN3Ut2MlJnDKQmY5WODVH1y",
+	"BecXHmYCrDb4Lk71fA4UZ1MuE/ggZnO7pCEBkEmieXkulNmGGQHWmCWB07s+GQzYYiqtwEmD/KQSAZuR",
+	"Av1bKhbysRnqJAS2EqYiwc/tVCTcyjvQgh0ySO6zO55kAvHhjmLI0kyZ4mjuf8riG8Hmqb5J+QyOPrxv",
+	"uIrH+v6YGSFG6poe9SwODjzoh/NUWx3pxNAhrrJwArNCqtsdblrTI150C3pQmlYWgwcVR3pA1tDjznas",
+	"nid8f8MJeC0TsaMAJNt3jQD+WJHAf9kogv84DYPfE+qfH/zw/Fn3+U4cB5cTbKN6EMYuHWWtMs8f9YII",
+	"tCZYpGERTxIR45kE+7TDemMjlGUzwZVhYSJueLQMR6ot7kS6ZDOu5AQM8Hk2TqSZwkEk5wsajhMpkpjd",
+	"CjE3DI4InnA8GTM6T268I8bTmzsWSjXPbHHudGbnmQ2PwaizrIuy8gDO7CF734PXrTA2kePa+/Qa48gE",
+	"Q9Z2Tz0xTKexSPfK443UAXvfC9ghm6cCVoraMekZrI3HOsYHHJNmhi8NM3ovYM/Y697gdKTaUk1Sbmya",
+	"RTZLhXv35Mf+ydv+1Ud4pv9qL2B/ZXMtlTVHzNhYpCkzlqfOJTBSIf3IRlm3+yxChoMfRQgqc7GCz5m0",
+	"c7ZIgccxaZEngdzxKCgezleJPgdk5MmSaSVqXJFpNVLGxjqzAW4OQdJhPbUEZnnDRGIEa6O2QWNGOgaO",
+	"fsPTMb8RgXtjpHRm0XQBvWfG7y/x6w8B4yxKuZnCznGU2vs6s3tAblUsBSOlgK5od0FaKjgav7SITOBo",
+	"0tpyafuhflqD1v0+vLV/x1M4MAZeP/WvD/PXr+n14rQMHf/yUyLCYEYn50DPABnUKnjkdpP33UDDYqDX",
+	"bqBrP9CXoEUW1m5ivo9nkOhtrONlZ0WARE6ff9C2Q50ErTvLZWLWA0LuwiocF3N6juWHIEb3m7i3rA2C",
+	"TtzzGWjHQF56MhEqBrpC7rDXaTWwsLUWwo/ZjKt9YE1g5TKY4pgR0cCMXKJSEKXCmm3sgrpSR5rZJoWs",
+	"wNYKbGc8mkolCuhoZ2DQDju5OH99OjgZAtUDGm6EEqmM2PPuD2wxFYopzWbAOJG6JjLC9xia7ALX4imz",
+	"5s1sBa2a4wKI7eJt//xj//++HFzh3+cXw4+vL96dw+ez3vngNQxQ/rLk4FvzddXv1wparwZvYJSzwfVZ",
+	"b3jyY3nkArTe1XDwuneCj10Pzt+Uv7oe/Ee//Ppp7/zNu96b/sd359fvLi8vrmgt+aj57+Up+2cXVz+T",
+	"A4t8axfvq3B7xLeC1uBV/+zyYtg/P/n549v+zx+v+u+u+/Vl9q/OBue901bQKr254r1rBa2y5wwGdz4a",
+	"2g/vokEQhz9evEK09k5PL97j034Th4Oz/sW74Za8xHkJB+qOJxKMD3KiCWVlBFowsplbofr3cyTpkmM2",
+	"aJ05WV36qvDnN34JPLFwQAetV/JGGHsmDXrZS0MWAHlPjvO3lb65lr+K0qunXN1k/Ea8Uyabz3VK0PsB",
+	"/a/ludCIOpUzaYdan+pFBdTcmR+0BrGYzbUVKlq+FcsrkRlRWxZZuGB6lV6ru4sD9JSekqMUhlWgROJb",
+	"7xS/4zLhpE+fCTvV8bm2vSTRC3zW7dNQzoTOLPH3O6FsL7othUd28eVoZbIZ2YEP+5OOUJs9OPxrszor",
+	"AJRBjANLK2YPWuXkH5rx+wE9fdDtoubq/8zn4GnKlw1c1QFfmrqRteYooojSjjji0S35Dh+/puoygpbS",
+	"9keR/KGD1nBDQBczrcXLScLl7PcTT83fbFFOkYdt4sNmJpuBeE4FeotRqfi9JJcIbhr9OGCKJNqZBUgd",
+	"BhTjJcM3YjLFwS5xa2j293iz6tmLLvxXMqsOut1mFyS/bw7++qEOqsM87A8qiBzGLpb80I4+itYJU1vT",
+	"5bWwNhEzoSzOvCuRutmaVgJm+eBiR70VXmJkq4Gh6ey19snFq35uURqmVbI8Zpzsz/8LrCap4Hlvrex1",
+	"2HBaOF3QI4O2DpIxN/kU1hmGMG3IpGISjJWFTm+BzGOZisjqdImwSJiY4JEGTWDy/ob0JQ0BlpA4Hik8",
+	"N9wirVowrTqsx2Y+0kSjTHCthr3vEXDcW5IBrQVWyThLxU2W8DR/HGduc2aWs0Sq24C9Hry+AAOqANcv",
+	"BN3Q9A7GXgL2vrcXFKhwgGDIr8Pew9chIFPjQkaKsCQN44khx5dD6RNDSCdnNM8xbafcehNUaTT7yit1",
+	"RrNG8BjtVYedgw7DeCrYPOFS0dOo2IwUDD/LjMU40VgAJklJHmcyiVlmhGHtcMalCgOG/+98B5++63zi",
+	"dzwMRir8rhMl3Jhwr8OusgRsY8VWXZ6NhDdqNbnecorZ0oO00YFUEM8fMRpuXoPjfurX5vcSd+8YKUHj",
+	"kstEGbitKbasZImNtU4EV8gJVs98KsxUCWN29ceJhTD2R8FTOxbc9m4aJcKZTBLpos3MSBWR2Ugvs6l/",
+	"G+QVV0umdCxyLoE0f37x8cd+72r4st8bXj8iPmAstw8azTkOrvHplfggfvthE/Ku/TTV5Z8Ofuqz9spq",
+	"nePaGdDoPLdTGEon8V7Aroe90z5r6yQW6V6wigJvO8LooAvD42gWlp7b1pki70DrvbYctd9znW+oQUWX",
+	"Qo61eAR7OXgzOB8yGTNuGM9dUDQRQkgugtZR6/lhTeM4AF0DFA7QMP7WfCb+DhScmutsNuPpclfN0VxM",
+	"mrLK0juRsnbMLR9zI/bQdeX1JKP43Ey1rRBYzK3Yh6eaQJyUj81WtAVvzbVOthf0l1onHgdVIf9iVbvF",
+	"BKRLP3518fi1k1glAccoaQkO3SNigFZbnuQT7pZ4V1ObYcfKKK2spjKTR2HTYfRmZsMxdL+wW7EMmOjc",
+	"dFg0nx/8NWAR/ANyB/4/X9qpVs8CxtNba+h7GiZgs6X5nBwzaZHaYyfSAJi6Ss33f/3wC7H+v3Q+Iu9/",
+	"dtBM5x6ugZroHalcPpgLkKPjC24GWdwvl1Y0selcT1tMtRGMYpykZWC8UCQYZZAk9H1eyESn9GXiEcwt",
+	"E+pzJjLB2s8PD1nY5NIJ9x7ByGfyXjQwo2GaCXK5FcQMytNcp5ZccHYKolIJdsdTyZVtEoxEVtucx/yo",
+	"ncNEq/BclaBoCwUWWRyA9isV8BxQthxwFcQ9LgavYp7GzbqD/xW0zHx37kRqpCbBI2NS2DpNhOlQtT2r",
+	"8sT2E71YxBDXGCHoXkKclxayQqcVVHsSKEG3iQucyp1N642S4/eJC78Fu2MUecND6HQctJhlE2b8Hu3q",
+	"d5jNZSJO9GzGVQPRndDvLKIHMNh/7AL/wCd8psmqA0vZdInRpQ2xTcoLzc0MVPjxRQpXIVeKgHWp5jnu",
+	"bco3c0DieDcpV5bsHavnfr+9GfvEOMNrd/alHmYXxBcwRufie8giSmxrPYc4aJozzVRpu1YPOXGDtVuZ",
+	"Au9IM4WU71kHxySHsYhreRFMzhwb2xyU8ZMGdYKqgFuhiobt8/hsJHPYoV2tGRJ4Z+O1hDEXiIvjQoGi",
+	"jK+qm2OzQ+tvBz8cPkQnZNO9HTe69xxHJ7Mv4nOEKuJG/C6wDl8cHjx//qC690Du1h8Dy4uax++BnK9a",
+	"+ipPkhVYyhkP1dQ+WpFjG2y8dGlCIsqsfsg1ueKZfFDJzRPJclIrbXYTHXudbEd33GA2y6wLpxrLwN5B",
+	"6xqPbSJmndp+sCm/q/q9EHPkx1GaheZzEnYwX7P2Dv4S5Pkm4W8jXMSodcRGFHEftb6E5BhTGkc1mDgp",
+	"U2KjpEwqbRlqk220s2dC+VDLmcHMgyu9MDTKjN/j+Wc3+k6kag/FwIwv2ViwbpPfB+fcWuR6jJ9wI1a8",
+	"qg0BhahI59siUQreIE/PRnORXLBfgtatVPG2EL+FZ0HNyHnfRtWCngId8vPDyWGfgeaAclZIGiHMJy3w",
+	"ETi8b6JqxPHXTYFG99n1jtle9NJjksr9cd51RveWm7J6mLvo/WOJuJFWzrgVydKpVLW0qsdkzmIu8+bM",
+	"toNu92GGvC6Xtoz/MmJriKpgIAdrE+28dSfD+8GAobWC1vU/Trf0ermc3evPlK3jx730aW87EmaMkXR8",
+	"KUnAhPhlu73/sFIx8mNv//D7F17tVLAvifxVxDnr7RBfcoH6eJsQZm17Si8HHvImZF/qpmTDHnPJsVon",
+	"xygsQBFjrlaFGbCVTDk/reyvjObzVtD6xO84MGp0trSCFjpbgOiWwI223EAc6e800qUfqedGOqOR3CIe",
+	"50XUSSyMfc+lbdI0eje5LUgPMvR5xKwozTxmXZ8KpB6T2L6LQ4ImL3IiGiD+x7v+u/4rVuTGsE96bFgb",
+	"c/bos7iPkiwW8WO8M5tcIv3z3svT/isK0qAjxBk8iEFpci/a7/EhOl9CxV+wipaguq9NdH8luGkyit5P",
+	"l8csFZHGag1n/PAslpYl+qaWnnbQPSSFOv+iwSilmR6XBZDmUG6iD7eWOq7cy82rN1lir8WuWmePTVL9",
+	"K3rhYABmhD2mTHtDWaz3NmAqSxK0CECZPH93etphIUBgwoCOisvapQoGjSUF1tlekU6ymWrKiYTvqzpe",
+	"aSMOv28qHyoUu/LvhStdL6oD5h9gBZgo5DIndx25qlE26ZSIj3WrefF81ylX8hoIW26NTRRQzy7YUUdL",
+	"Bbci7lX1io2usVgk8k6ky561oNqsnrwDphWbyBSsGffsI5whLllpu6QffHi4RRFEDVtUDBG0MB+UW+dd",
+	"Wc9LGyH9pMfbwjmnNLftoXR5caj7l/sP7NSrIKh3INi10UBDQgqqIwXaPRaC1WYHteYLJVQX+FilqqBE",
+	"mluQvV9WTT/rD4cgyVzWL3IoeJoM7E96TA5+gRWH7TsqfwvY9c/Xw/7Zx/7V1cUV0yk76Z2f9E9P+6/2",
+	"ytqRG3xLDYjgjVHLWd3eHfOPylnQtXwGTGTAjIaNOQzblAMWZEAVgT5L3eFpy2rCxuh8toaX5aZYLR6o",
+	"FyLdx6yiqbhnXu0mbbgez+vu/8D3Jx9+e/G8efG16qld5WZz0ZnB2mkMryvGXdJtwJzPtO58pVI4/Mb7",
+	"a/WEhT4cEAZMiXvLrMYknnAiE2HCJn8J/tKgwd3blKP33bCEyzgfruSbd5VCWFCCQBoXacW0JOd8emJY",
+	"pOdLhM5Vf3SmIWvDOIQAM5VzgzrzXinNCPOiKnlGAcuU/Jy52lqlbXn1T8xKxIBWu5UbqFyj9mDYPSkF",
+	"nbeOxvpqmiYtE4uE81oorGmkmiDvaHtiXIkOes9ieSdjqpi0eqRusOKxXJvsM0GB2F1NdNu9j1laiRRM",
+	"qpGqlvns1WrFDjrsXFvGKSmaUgl8vZer7gHrwcg7ceaFG6lIDSWLNe/COgdDUcc4LxW/bbFzea0csCak",
+	"g119Mu6tByv/tnGd19hVTjA12CqTNjKzwhG3G48ZIjmgdg6K95ynTmDlTgV23T/tnwy9i9j4ylw63zaL",
+	"hbJPzEgVyr2jAO+FCgMg1IIJ0XNwylMxEalQkbj+TIW2WKHmywYZ5nwwn5TD2uXKNke5dqH3jtmrs9MC",
+	"PBhG8Gg6UuGdSOXEtcEIwQrP+51UYGe5b7m5NBfo+ixLrLzOnyvFzEp5Ag4zJ6hIn5M0bnqu3GZks4nm",
+	"DS5iDHl4ckOM5K8H3b/97cXzh/RI5zrf1cPXOBbWWoq4ea1uX95u4bAuiNi7rMsEUjd3vv/+WXP3Bxhs",
+	"9Xl/GldfECJefTwv223UZ6qBiAd2ZBsUlil1lfFX6Hs1JIOEfbxyTr1vabu88c/JT2UYKrKtZFo2m47l",
+	"TS5vQYHdgkoaj0kNA41YLoi2dBiC5uO5mUfWfcSEuVYAiN5axU4EFhO9mpE3sY7AHbXsx3CEjecOiWKr",
+	"M1PbS3qxxKSKiRqxisro1vHI3+8RyP3p20nrWQmybaJlX8WHXjYwSyA14jM3hHpRJOZ254DDt3Iv/B67",
+	"roYyb85XzPVNpltRDIho3RFDj1PLdyEJmFHq1PXlarAvqYaF/FYu4Zu7uAmG9Si60+zJaq5b2j9oLn8i",
+	"xbE5D9AblM7rSo5Y33EJjN638iVrvxu+3v8bdoUxezVX9nqh+s/iP3rIQ7Sicbcqe72Z+gZr8it9v7kn",
+	"hsk4zwvMX9ulzm6dV6V+rh4RLjevtBI7p2e7+P1QW5484mWxvqh+0NRcA2t9PAoT0HgmHJ0cnHx3rF12",
+	"oKGlcdk/fzU4f0MWx1V/ePXzx5e9k7cXr1/vNWB+Kx/Wfwee6t/+aV3m3kCBEDLCJftTWxd6h0VTrnzY",
+	"Uhr2SY+PCztPM3mjsGGB5QkVBpjHVNv8aTwhaGXzeFdFo+R53C5yn/sgV0L3lxS6ojiWwzjmbrg5WLt3",
+	"wv7rP/9/dtKnTpQLLu3VVlG898WTu7K+TVK3TkwVkIIS+6iwgzKeN3POEuGu0OlLxz33JzzC1nT47FF+",
+	"rttGCFaAsxewk4uzy8Hp4PxNwP7+7tUb+DBSJexe9q6Gg97pkaN5dHf1TpBX0C9B1aBy3x6PFExV6VS3",
+	"V/PYtx0fMkzcT3lmXIOyaqOgkcIWn2av4uCvNr5xq8NmFG41raDlltMKWr0TbE6BgLWC1vteK2gNqesE",
+	"/nuB/17BPyeY8FKCEr7zs25p31xS5xZsnDCbY6O2FtVeuV4Pu4KzNFbMqPVN0DrhKhJJHqJYOdwbReqt",
+	"VChUC3J2zuTe6RssnH3VG/Ze9q77xwwDptR+CSgJ+d7b/kn/o6tUwZSUGCgqmeyjC9WwzAh6BrMfHhQZ",
+	"68p3SpkFj1TkzaaUjYtKANw3xwZTP2BS5V+g5ba9E2DV9niouKAM5OYjbx6lq9eQsOMy3JQN6Zrb97R4",
+	"aIU/leTEjgpYM6njT64aiANt82hatF9D5uV1dK2iSh3FSX/rvS41m90mm5XCNqf6ZlNFAKbqFRbEC2za",
+	"WoYPtIF0ngrgki4cU2/etM6vN+P3182NXa+zGbqsk6QcyDD1+ozHlJUVvake3XbWQZeHWfAxE7BNnWT9",
+	"Wj+MVLv0EjKtxVQngmVK0goPnqKTNmCuoN9kM1At0FW+97husY9p39ocdi06pea7VyGlAsObsoKrUzVk",
+	"HWaGiC/SM9FhNTOCJC8lk2PzsFwv6Hg5f+Sa8uIGBRva8PIicgb7jsGIsbALIRTrUlL8AWwK7A1R4TGj",
+	"kT/pcVDWPqSpKiDUd8GOVKGESON/7LAeDOACFaQ7UgAD/3ITkjOB0vOReUjDlJDYy693wlRZ28E+f35q",
+	"SeX1Di73Y+9kpNonfR+5zR9IM2X2qprLbqrAdurHjmN+CVrvKyrzSnoe47n+WDB01CLNMeWeFT2WS2t7",
+	"3xsMB+dvPr6+uPr4/uLqbf8Kpy3ZlLCgzZlfjQsEcKW6ea3T9zqlvHhsm/+SR7d6Mml9wL7pIspSaZfX",
+	"cOhIXHg9CJt/NR2GvNd9lEiwOXzL+1sRiX28KUMn7kvySbL9fdSo/ItUgIvnHF3KgqcInlvU1No5tYeX",
+	"rjB5VYL1LgeuqYeDZcyjW6FiiuW7NE8M6T8xTC8UK7Wr38MmIEcjlc0TzWMsVNnHQhWf6WAC34OUybye",
+	"JS8/CXyNcTBSUsFJtgFLBSUQwCmLUPcsUYGhNAHX1oeZPGHGdSnqjFQPZUuSwIlCPrAGy4Q1FlZ2KdzD",
+	"ayLmlkKbCHsEjHrG0yUL3/SH7Cmfy6d3B08NaslPP1GLg6fumbAzUiP1b//GTrQCiADmkfqu6LRgWDtE",
+	"a46apnjvFfzl8qfCPUoIqDRjMCPF6BoVUI7D1fYLMPF3bCh9P5er1yfs2bNnP/j3qWEOLCoP0kaJjm5Z",
+	"+93wZO+YxRnZlS5NgzEnW7Fny6zc/YPaDygWnpmQmWwykfc4d7nvpcR8lx+Hw0vP+eZJZrC0KNKxGLUC",
+	"NvIChf5wLS5HrS/hMUyP3UxxJe8uL/tXH6/Pe2/7jApS0XKTFDpmoKkh5E8MK5F3h+CBofInsMQIe7BQ",
+	"F1r2vNtlK/fQBOx594Ct3DsBI7V1Sj9WOjmGRxTfBgJ6AvJ8LkHX5wbb/qBMSbUFW3tfZxbGoV6YcKDu",
+	"RJrwOWWa7QXw2/PDH1j1/g/WJvdYcasHFUxVL6F4WrmDgobq/q1Ynutp6JJ08EaUWFLGDU9TeScwF0nO",
+	"xFFuYMMYpBg+NaVgPEmvgy4zYD7HAsX2Hp3M77vPqpdhMJD0SL31RXRYT+XXfsy5nQLVPO8+Z2He6zIE",
+	"CV96gLryMsYV9b2dYZM/9rz7PQtXGzoSIQGWMLVI2IVOb4lAibIMn6DLjC7BcM2TsYUSgCJ9x0JUzr7D",
+	"tlaOhbjWplOtQf2fa50EVD+hfUXcUd5Wgk10kugFHUAAiLyj5Mqm3r6uiC4/obka7HjJUCiuouVI9erX",
+	"o7iaORPpObVlKwlMMqibpMlI5eKkeH6fngfDHJgRvBXZqvih7BDMl49nUo1U73KwBxpPPj8863g6tQpD",
+	"dcdB4ncN/jxiz7vPRmrTFUbH6L2U6sbLBHdTDAkFbEfPR6q0YOw9VEzhDrmjqaZWqmGQV7hwQ4qlxhY+",
+	"3NauLkKdnXtkcAU/JIKnim6DcJPCNlnjYLJWxIAbesd3e3KoIFIr4zZv0Y24NCOF84p4D/c4M8KppDCA",
+	"p4vruvgbKWLC5QxWU0pgJZnl7+twiHSifJ7qOIuKop+RAlzUJWyRsDgTzKZcGVKykd3muWyUsyuqanIE",
+	"nCVvGciihMuZAfmMl4NlKkaFHxv0Bb7DLsw1w0OiRopHwAoSEd+4H459b0JkYsWvpXbnggZ0dxqAZCsB",
+	"d8Olcsw1rOUZs7+wgxBpO+KpmGRJAbgDDWwInzWMhE6qfVi4aEOKDlosLUqpf4lPN5b5XWMjNdVJbFwP",
+	"Fm4rvjJsfocOfRSouYoA70+5cbDESBCv3AooRQrmvhVziz6n777Lob9JdTb/7jvvX63yk5Eai0SDtmA1",
+	"gtkOHXsPWaYSeA60YthXIluJPl1s4kDStkQv0pQIQWPHME0iG2FwHWrclRGeyGV+fgomFnjiKCMA7XRu",
+	"aSxSTTvsxNGUiivUgnkmDLm/a5oCCiK2vXcymyCCddABhR2FMz9SdqG9Skzt6+QE85zczMbJAstvhdNH",
+	"gBeAGoCkGbDFVCZipFzfTjQBAbNezTZTl58n03wtjqq5cXSMLRVHqtgLAjcVkZBYpkfbnqM+YO7iECPV",
+	"TSKopg2kPRmDVlps6fW2D0ajJ4De5aBV6iXROsC0lblQfC5bR61nnW7nGflXp2jdeD04V/Wf/kaXIHzB",
+	"7PPMrnEOg+IhwTxOBZKSRcYKojYFHRsTfRFnQOCg7WKzJkfNrjOjO2s+3xsvQHGNnEBNcPnfKLFxvBJV",
+	"YxYzcerC11MiBncni0dLZxazUcsL4NbeESNbx0kfmokCcW5Q+r3gQRg8Unpfz51AglcPu91jNNSRWnID",
+	"ykusw+4BVlKhWMGeK7YQbTQNMQ3PikfKXSjmtDssrkcVh/LP4fi5zpx+A7CXJVA8ZXOJGGywkt+jw3ql",
+	"7IIz+RI5CaDTtavkIxWe0Kz75G8LWa5aYkoypr8VPVC4Bc1mSdAdgyyYZuoWJvYwjd0lT66Hg0ufwNOI",
+	"LA5jEuaoWW8/btbbj0fq+cEz1nDV3zHDzla1junYuLK5G3pZd6bakDxZ3rAqKvZg2hVN/hi0UTqEuVEy",
+	"iFtHrXe4/74pd6t6nekvzZeH+nTjR14a6rKuvnygEYSxL3W86W46HVlh9+ncVu+oy72WY6k4JqTV09a+",
+	"1MGsX1F62O3+Ydfi1e6ta7gfr+eu+SzO6rJ8hjGue9g9+IYQ0S9M6UXRjM2d9Hbt5IOohNNf6GEORopH",
+	"PydMNoGTY/xp6UZYfOXg4VcqN0PCSwfPHn6p3r4d3js83Gay1VsT8d0fHn63fncn4hoF5zbz5qmU6NTz",
+	"Jee0P2Qd5E4uFC2kmpSlUVF9ZPkNOhBzEUmuQi85K73EbkSDwCRtnrsAX9H/TcaukzDeVYXmpy33ipPW",
+	"F9eguDMzniQgp6rtAC1YAGA+OouNykFKl9xRCQDqqHmht5/Rd7+jG7OOfLFQ+rTWaCqvdSKfe5qpSmcx",
+	"E1QqfJ5SoHSfmoGlWeI6hGHdEkE/Uq63V4ede6BgXxCocl++QlNzoBi0HmlyUN9T4X1JvLizjIW+K11I",
+	"+mDJWgcRNePprYhZiD3swg7Y5PnPpNEiIKCcK13qZUg6j0wSN6fbQKVHyk945BSdfL9xIzi6BtCLhA0+",
+	"q3KwSeCxHQTPqSyudaA+fV+JKVfa+a25pjc/EJ3Hc6U/jUMMK4QS4z10hR2DlzfzmchV80qXywytklmZ",
+	"Z1RC2WWukXvPUc3WZo2enQeh8wxV7D8CJAV6NRAgfK5qxixXjMn/vYtmfFzyC+AoI+Vc/+X7xbyscsb3",
+	"jbCFElvxhztf32G3G9RVX3ypqHryXEkvFGsfdg/2nOuX5RUpca6oo1rqL/kei1wBCOhqXDeBs0zztlvI",
+	"RPEOttQbqqVO7mhux8zIX8Ferl+tExbBqmCkuD/KDh4yHj0UAHmMsaaizRfV7VVwyZkSi3z5x9T041aI",
+	"ecV5CH8s2UKkBX+n8tKvp0nXbxoKWRuTfbBRmfOAASINsP3rf5zmXjHXgWw1musfwJ71KCf2Kuq5R3LA",
+	"1qnsO3FD1zgory/YVjXejRUW5QvfVi9ebY+0hg+XDnF+WIqrBOtH+Q/XlreCM/8RdOZ/Kb5fTaw5PDOu",
+	"GiK4rO02fD+//H+vLMQKWdUswp7+VnD8L2u14Au6jKPM2GqSyXsPVyTUSFVFVFWSPDHVGMHqHWxhMFJF",
+	"iGBddOB3cdQ1E+/Et94IW+JZD/sOKnVPj/MfYDXVh6/IrWrFamtYVaWf2jfjAN3nD7+U3932px7fK/Ty",
+	"lbh3OcXugWNaOJT3ySP9lEe367XOXu5wh4NZCaBiqJdiJcUNUv4s+tDESLXHIuJwjiuXSz0xLoaT0lUp",
+	"eEVpkQQQuku6wmMmLWg4SYK31aRog42FUKUwBN4RxKzWHXatXZYClf04aNCRWoqUwDhYY1+LSRQRf1Lt",
+	"qffp4xnBLqe9F93WutyYr6Sp1K/H+8YKy8rVcw1MABttLLipxP++LTf40w53ceL8laRxflubJv3fN+at",
+	"RT3Lp9/fI7b56GO4dv3hvxI2S5Vhc3eLrAOjKcLypDjaRdxtJeiH+QIxM1k09YORWSZ4mkiR+rgu3am5",
+	"R2MkwuVjixlwmNDPE6LVFbrL38IOuwa7ixdBXQpA4hpHivtk7TzAK02Jb2Fn5TwYbN3lyR12gdyMooIU",
+	"1HVhPTBMfbccDBGWgqSYS+r2iE8muMvELd1N+8aOFLVuAQblOKvDciXoTqakuZXzOQYmiJPqCXq8gDNi",
+	"fcFR3noN4y1uzQHd8bV07DDKUqPTb8PMMGT7LdlZ5crGP4OhVW8YbGBp+EB+lAPfmRTTrgI218bIcbJ0",
+	"PSP+RzA6xAjL5nD8Zvwene6en63kgFZTSR7kdNWilWbull9ea30CQYlbyVigncbCdrWMLygztUG8Fx55",
+	"T8wGj1gRAj7MXUwuGQjewmrPwrPt30WnkmL5YzlMmFL3QzXRyt+gHLI2sAifcGu1a92FgLhosXaXiI9U",
+	"WLrBd/+tWIZsKniMHrFbYfCyRJuCBPL1TJhdByhnPEq1MSPloJLCpcfh8m/F0t/BWKzLB4QJ9uYbokN3",
+	"02Q9x67UL+04708P0qFw6DVn2vlcrQ3ZdCAl/L1ImIlgyVUIP1aujgQUGlu2WqVdb6ZWUwxGasVMLXtz",
+	"q6625mQ2xkeqZC//wRbrM7Yhb49i5IRJl/+UI3SkwuoRCY9Z6DJ/O3jxPOZM1R/CYHr3B9ZIxAFbRx8P",
+	"+iubrjbH8H8jdsP1V557RydeRuaoeaTKVy3sBWuu0CJ0lS6mqV3ZRSlZi0oc6olhYfWGpTBgRohqgnoe",
+	"TQFE4CSUb02hQSJ/Ki7a20li94n+i8q9NS4HYg+F06HGP1plT0O5anM0uj882B+N7v8qPvx2EBwcNl4u",
+	"uH3ewo5uh5WCxG1UhMOvMH9R19mQwOBDhG2lF2Cjku7mdWNitBFPPDP+xqkB3S08pMUV9vjGFqpFfi38",
+	"/zgnrDtyVTcEyHyfFt0uJ6tvE0Us/fB0nCUb3DqvMWhOwlPO5joFldTpDPt4UY/WlIyt4iJTcpJkLlg1",
+	"ItiPnPp20O12ywU9TCp3hSVpDdRcvqhSGalqljHYT9KKWS7yqV1oQokA4eXF9XCkGlYZsv/6z//Xhc7K",
+	"2pGPjQVk+7hzU9K4ABivlOU5F1GWop7ySY9pXBUzV79HGXQIInDvPJhPaXzegluk0lqhSIVx1Shg7NXb",
+	"pWOVOGbmVcvEUX6XZ2J3PJFxOZGcq2V9OndndJIwqfD5kcICZFdiD5tLyb2UrY1Csq4YuMBsLrZxgDCg",
+	"To9YCEqA0wQOvBr4RyMVShWLeyf+4CFsh2qwJjsgBa0LQjPSsXBP9X0/GjgHmNk6Urky5tKBcbqFzpKY",
+	"3QgbkP+AmzWynum0WdrDzE4fabvbfZ1jA7+l+pvQCdSwM1J52CynLbuQkahTtzQeMWjkFw9jsv49EsCK",
+	"Mlx6eYMu79PY3a4QdhWfeVsDMEOTWjEbqUWuuLL1+pq7IJQOGVUzO2Aert/YDiCg47KdwdaaGQud3mJO",
+	"NAXQXWqz2/+jUitSMCiQF4EN4Y5W/iPGysuJ/+SiwRj+SCm9KOcxrDVNXFUX/I43XmHyQI0kA7dfa9XT",
+	"h3Vw1p7xZKLTmYjdtEozOrA6LS5FHSlgqnvrvTGbFfZjtl63Xm98HbM1ujUdGE+zAPZIkTKb13ToVXra",
+	"O97IbeYi3Zd56Yr5ffqq+T9UYTV/tsZqNqmsJWnFd9Vem/qk/Euf/e+vz2I5QIMyWFL5WBvUFXfv7O66",
+	"7W9VV8KX8hebcg6wwiFc4PVCmJm0oCYAmLdH3isnWrC+FTNINV2rStliTkEsqsGco9Kwdt7VYtONEgHq",
+	"JtiFDJkll1TNhwVF0RSd/dJ1kjiuxSdBmcDqMF9hRlMX9SVOwyPtE4emchKlS9XhWikR2bwMjVeKuyio",
+	"4G7YLUVyscjU1TqxBXoGZd42kzCTamP2y4/sZ3PqNnPHk4pCLGEJC76stNDgrjZ/pqnKDPUiI5Q9oqwx",
+	"FtKDIQWQyvV4exTnmOoFS7S6KXIcwYa5/d1ZHI0lprvmcWxyqzSdtuKRWiu9S26nrS/BDm8N4vyd+n2s",
+	"0jrzjS4716AIu1LgBkq32hE7a3cpM92xjKBOgXigUfj6VsZO9tLJq4jc9d1Vt7hs9uumqtQbfK7Lq8Nf",
+	"/5Wqsq7EwrfIqQZYnpgGGvujBcFTKoZe7wY5KVWdqzwrMvLN8cr8twjhdL8aT6lp7MP+1dngvHcasnZR",
+	"WQwyoNxbUacVebOb15fW/0/Anb6SGl29xO8bx4W3ZiCl0nBQnYv+lP/cPGVnbfjPizRTx6G1HOiTHlP1",
+	"savwsWwiFWbW/eEcyflYN7AkNPeMu7GM3C0lKfwXdkAlTDN951w4lSVhjZVIRwqvk0IdEuuTXC2Yxsbn",
+	"Cl2g2L8Al25KLM91aMIaJlAJSBlGS9/dHNNZbVGB5Vo4XgEqxlVHiqanZjRHeUvjsgL3T6CiXdGu/IsR",
+	"/onRL2CFSizKKqc0jm7/pV01M7a/U45HNXXFpZwYFxfZVb1q7IC21qQ+0ZlyxaPGXfYWi6LwMlmyNuWw",
+	"ocMcwABeMdZ2in1YMM9D4uVVoNugZVzpBO2vJ6ZGTBNnGVIHuw6W53OJaXRUzeorZH3lAvpUZWyqPGYn",
+	"2+3vhAl/UfVXVBhqM61TFxSfm6l2yfHfmvRcQ8TW0S8fVgpKooBleJbI04f1cw5Y2DrKQ4r4nEfSUiDM",
+	"3y3tqZJa8wFBVudaabv4ywfglO6137x9WZRkA++tlUVUviyTf+lrl0tW+sZB9OXDl/8dAAD//w==",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

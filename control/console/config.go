@@ -1,6 +1,7 @@
 package console
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"time"
@@ -33,15 +34,9 @@ type Config struct {
 }
 
 func (c Config) withDefaults() Config {
-	if c.SessionIdle == 0 {
-		c.SessionIdle = SessionIdleDefault
-	}
-	if c.SessionMax == 0 {
-		c.SessionMax = SessionMaxDefault
-	}
-	if c.LiveInterval == 0 {
-		c.LiveInterval = LiveIntervalDefault
-	}
+	c.SessionIdle = cmp.Or(c.SessionIdle, SessionIdleDefault)
+	c.SessionMax = cmp.Or(c.SessionMax, SessionMaxDefault)
+	c.LiveInterval = cmp.Or(c.LiveInterval, LiveIntervalDefault)
 	return c
 }
 

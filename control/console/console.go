@@ -171,7 +171,7 @@ func (c *Console) authed(next http.Handler) http.Handler {
 		var sess store.ConsoleSession
 		err := store.ErrConsoleSessionInvalid
 		if ck, cerr := r.Cookie(sessionCookie); cerr == nil {
-			sess, err = c.store.ConsoleSessionBySecret(r.Context(), ck.Value, c.limits())
+			sess, err = c.store.ConsoleSessionBySecret(store.WithCaller(r.Context(), c.cfg.TrustedProxies.ClientIP(r)), ck.Value, c.limits())
 		}
 		if err != nil {
 			if !errors.Is(err, store.ErrUnauthenticated) {
@@ -244,7 +244,7 @@ func (c *Console) login(w http.ResponseWriter, r *http.Request) {
 	admin, err := c.store.AuthenticateToken(r.Context(), store.TokenAdmin, tok)
 	if err == nil {
 		var sess store.ConsoleSession
-		if sess, err = c.store.OpenConsoleSession(r.Context(), admin, c.cfg.TrustedProxies.ClientIP(r), c.limits()); err == nil {
+		if sess, err = c.store.OpenConsoleSession(r.Context(), admin, tok, c.cfg.TrustedProxies.ClientIP(r), c.limits()); err == nil {
 			c.clearCookie(w, r, loginCookie)
 			c.setCookie(w, r, sessionCookie, sess.Secret, int(c.cfg.SessionMax.Seconds()))
 			c.log.Info("console login", "actor", admin.Actor(), "remote", c.cfg.TrustedProxies.ClientIP(r))

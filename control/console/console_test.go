@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -403,4 +404,58 @@ func TestNodePageShowsCheckProgress(t *testing.T) {
 	_, err = env.DB.ExecContext(env.Ctx, `UPDATE judge_job SET phase = 'JUDGING', cases_done = 1, cases_total = 3 WHERE id = ?`, chk.JobID)
 	require.NoError(t, err)
 	require.Contains(t, b.do("GET", page, nil).body, "JUDGING, 1 of 3 steps")
+}
+
+// A session lasts only while the API accepts the admin secret that opened
+// it: after `token rotate --overlap 0s`, and after a rotation's overlap
+// ends, the session's next request — a CSRF-protected write included — is
+// refused, writes nothing, and the session is ended and audited.
+func TestSessionEndsWithItsSecret(t *testing.T) {
+	t.Parallel()
+	b := setup(t, console.Config{})
+	secret, err := b.env.Store.CreateToken(b.env.Ctx, store.TokenAdmin, "ops-rotating")
+	require.NoError(t, err)
+	rotate := func(overlap time.Duration) string {
+		s, err := b.env.Store.RotateToken(b.env.Ctx, store.RotateSpec{Kind: store.TokenAdmin, Name: "ops-rotating", Overlap: overlap})
+		require.NoError(t, err)
+		return s
+	}
+	createGroup := func(hc *http.Client, csrf, name string) page {
+		return do(t, hc, b.env.URL, "POST", "/console/host-groups", url.Values{"csrf": {csrf}, "name": {name}, "slotCapacity": {"4"}})
+	}
+	refused := func(hc *http.Client, csrf, name string, ended int) {
+		t.Helper()
+		p := createGroup(hc, csrf, name)
+		require.Equal(t, http.StatusUnauthorized, p.status, p.body)
+		require.Contains(t, p.body, "UNAUTHENTICATED")
+		var n int
+		require.NoError(t, b.env.DB.QueryRow(`SELECT COUNT(*) FROM judge_host_group WHERE name = ?`, name).Scan(&n))
+		require.Zero(t, n, "the refused write wrote nothing")
+		require.NoError(t, b.env.DB.QueryRow(`SELECT COUNT(*) FROM judge_audit WHERE action = 'console.session_ended'
+			AND reason LIKE '%rotated out%'`).Scan(&n))
+		require.Equal(t, ended, n, "each ended session is audited once")
+		p = do(t, hc, b.env.URL, "GET", "/console/", nil)
+		require.Equal(t, http.StatusSeeOther, p.status, "the cookie is gone: back to the login")
+		require.Equal(t, "/console/login", p.header.Get("Location"))
+	}
+
+	// Path 1: rotation with no overlap ends the session at once.
+	csrf := b.login(secret)
+	require.Equal(t, http.StatusSeeOther, createGroup(b.hc, csrf, "before-rotation").status)
+	fresh := rotate(0)
+	refused(b.hc, csrf, "after-rotation", 1)
+
+	// Path 2: with an overlap the session keeps working until the overlap
+	// ends, then it is refused; a session of the new secret goes on.
+	old := newClient(t)
+	ob := &testBundle{t: t, env: b.env, hc: old}
+	oldCSRF := ob.login(fresh)
+	newer := rotate(time.Hour)
+	require.Equal(t, http.StatusSeeOther, createGroup(old, oldCSRF, "inside-overlap").status, "inside the overlap the old secret is accepted")
+	nb := &testBundle{t: t, env: b.env, hc: newClient(t)}
+	newCSRF := nb.login(newer)
+	_, err = b.env.DB.Exec(`UPDATE judge_api_token SET prev_valid_until = NOW(6) - INTERVAL 1 SECOND WHERE name = 'ops-rotating'`)
+	require.NoError(t, err)
+	refused(old, oldCSRF, "after-overlap", 2)
+	require.Equal(t, http.StatusSeeOther, createGroup(nb.hc, newCSRF, "new-secret").status, "the new secret's session is unaffected")
 }

@@ -148,7 +148,13 @@ type Case struct {
 // PublishCode publishes a CODE manifest with the given cases.
 func (e *Env) PublishCode(limits manifest.Limits, checker manifest.Checker, cases ...Case) int64 {
 	e.T.Helper()
-	m := manifest.Manifest{Kind: manifest.KindCode, Limits: limits, Checker: checker}
+	return e.PublishCodeManifest(manifest.Manifest{Kind: manifest.KindCode, Limits: limits, Checker: checker}, cases...)
+}
+
+// PublishCodeManifest uploads the cases' data and publishes m with them
+// (m carries everything else: limits, checker, file I/O).
+func (e *Env) PublishCodeManifest(m manifest.Manifest, cases ...Case) int64 {
+	e.T.Helper()
 	for i, c := range cases {
 		in, out := e.PutArtifact([]byte(c.In)), e.PutArtifact([]byte(c.Out))
 		m.Cases = append(m.Cases, manifest.Case{CaseID: fmt.Sprintf("c%d", i+1), InputSha256: in, InputSize: int64(len(c.In)),

@@ -51,7 +51,9 @@ func fieldErr(code, field string, cause error) *Error {
 
 // UploadArtifact streams the body into the artifact store, which hashes and
 // counts it while writing and publishes it only if digest and size match,
-// then registers it. Uploading a stored digest again answers 200.
+// then registers it for the caller's tenant. The body is always read and
+// verified; the answer is 200 only when the same tenant uploaded the digest
+// before, so it never tells whether another tenant holds the content.
 func (b businessAPI) UploadArtifact(ctx context.Context, req businessapi.UploadArtifactRequestObject) (businessapi.UploadArtifactResponseObject, error) {
 	size := artifact.SizeUnknown
 	if n, ok := ctx.Value(declaredSizeKey).(int64); ok && n >= 0 {
@@ -65,7 +67,8 @@ func (b businessAPI) UploadArtifact(ctx context.Context, req businessapi.UploadA
 	if err != nil {
 		return nil, fmt.Errorf("artifact %s: stat after upload: %w", req.Sha256, err)
 	}
-	if err := b.s.store.RegisterArtifact(ctx, req.Sha256, n); err != nil {
+	owned, err := b.s.store.RegisterArtifactAs(ctx, tokenFrom(ctx).Tenant(), req.Sha256, n)
+	if err != nil {
 		if errors.Is(err, store.ErrConflict) {
 			return nil, fieldErr(codeArtifactSizeMismatch, "sha256", err)
 		}
@@ -73,6 +76,8 @@ func (b businessAPI) UploadArtifact(ctx context.Context, req businessapi.UploadA
 	}
 	if created {
 		b.s.log.InfoContext(ctx, "artifact stored", "sha256", req.Sha256, "size", n)
+	}
+	if owned {
 		return businessapi.UploadArtifact201JSONResponse{Sha256: req.Sha256, Size: n}, nil
 	}
 	return businessapi.UploadArtifact200JSONResponse{Sha256: req.Sha256, Size: n}, nil
@@ -97,8 +102,9 @@ func uploadError(err error) error {
 }
 
 // PublishManifest validates a manifest (shape, limits, checker, and every
-// referenced artifact uploaded with the stated size) and stores it
-// content-addressed: the same content answers 200 with the same id.
+// referenced artifact uploaded by the caller's tenant with the stated size)
+// and stores it for that tenant, content-addressed: the same content from
+// the same tenant answers 200 with the same id.
 func (b businessAPI) PublishManifest(ctx context.Context, req businessapi.PublishManifestRequestObject) (businessapi.PublishManifestResponseObject, error) {
 	// The control plane's manifest type has the contract's JSON shape.
 	raw, err := json.Marshal(req.Body)
@@ -116,7 +122,7 @@ func (b businessAPI) PublishManifest(ctx context.Context, req businessapi.Publis
 	if err := b.checkArtifacts(ctx, m); err != nil {
 		return nil, err
 	}
-	p, err := b.s.store.PublishManifest(ctx, m)
+	p, err := b.s.store.PublishManifestAs(ctx, tokenFrom(ctx).Tenant(), m)
 	if err != nil {
 		var ve *store.ValidationError
 		if errors.As(err, &ve) {
@@ -133,8 +139,9 @@ func (b businessAPI) PublishManifest(ctx context.Context, req businessapi.Publis
 	return businessapi.PublishManifest200JSONResponse{ManifestId: idString(p.ID), Digest: p.Digest}, nil
 }
 
-// checkArtifacts names the first field whose digest is not uploaded or whose
-// size differs from the uploaded file.
+// checkArtifacts names the first field whose digest is not uploaded (by an
+// owner the caller may use: another tenant's upload reads as missing) or
+// whose size differs from the uploaded file.
 func (b businessAPI) checkArtifacts(ctx context.Context, m manifest.Manifest) error {
 	type ref struct {
 		field, digest string
@@ -159,7 +166,7 @@ func (b businessAPI) checkArtifacts(ctx context.Context, m manifest.Manifest) er
 	for _, r := range refs {
 		digests = append(digests, r.digest)
 	}
-	have, err := b.s.store.ArtifactSizes(ctx, digests)
+	have, err := b.s.store.ArtifactSizes(ctx, tokenFrom(ctx).Tenant(), digests)
 	if err != nil {
 		return err
 	}
@@ -176,13 +183,14 @@ func (b businessAPI) checkArtifacts(ctx context.Context, m manifest.Manifest) er
 	return nil
 }
 
-// GetManifest returns a published manifest.
+// GetManifest returns a published manifest the caller may use; another
+// tenant's answers 404 MANIFEST_NOT_FOUND, as a missing one.
 func (b businessAPI) GetManifest(ctx context.Context, req businessapi.GetManifestRequestObject) (businessapi.GetManifestResponseObject, error) {
 	id, err := parseID("manifestId", req.ManifestId)
 	if err != nil {
 		return nil, err
 	}
-	rec, err := b.s.store.ManifestRecord(ctx, id)
+	rec, err := b.s.store.ManifestRecord(ctx, tokenFrom(ctx).Tenant(), id)
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, apiErr(http.StatusNotFound, codeManifestNotFound, err)
 	}
@@ -217,7 +225,7 @@ func (b businessAPI) EnqueueSubmission(ctx context.Context, req businessapi.Enqu
 		return nil, err
 	}
 	sreq := store.EnqueueRequest{SubmissionType: body.SubmissionType, SubmissionID: body.SubmissionId,
-		Language: body.Language, Source: body.Source, ManifestID: manID}
+		Language: body.Language, Source: body.Source, ManifestID: manID, Tenant: tokenFrom(ctx).Tenant()}
 	if body.Priority != nil {
 		sreq.Priority = int(*body.Priority)
 	}
@@ -312,7 +320,7 @@ func (b businessAPI) EnqueueSubmissions(ctx context.Context, req businessapi.Enq
 			continue
 		}
 		reqs[i] = store.EnqueueRequest{SubmissionType: it.SubmissionType, SubmissionID: it.SubmissionId,
-			Language: it.Language, Source: it.Source, ManifestID: manID}
+			Language: it.Language, Source: it.Source, ManifestID: manID, Tenant: tok.Tenant()}
 		if it.Priority != nil {
 			reqs[i].Priority = int(*it.Priority)
 		}

@@ -151,6 +151,12 @@ func TestPublishManifestValidation(t *testing.T) {
 			422, "MANIFEST_INVALID", "cases"},
 		{"duplicate case ids", func(m *businessapi.Manifest) { m.Cases = append(m.Cases, m.Cases[0]) },
 			422, "MANIFEST_INVALID", "cases[1].caseId"},
+		{"file I/O naming no file", func(m *businessapi.Manifest) { yes := true; m.Io = &businessapi.FileIO{Stdio: &yes} },
+			422, "MANIFEST_INVALID", "io"},
+		{"file I/O output named like the binary", func(m *businessapi.Manifest) { n := "main"; m.Io = &businessapi.FileIO{OutputFile: &n} },
+			422, "MANIFEST_INVALID", "io.outputFile"},
+		{"file I/O name with a path", func(m *businessapi.Manifest) { n := "../x"; m.Io = &businessapi.FileIO{InputFile: &n} },
+			400, "REQUEST_INVALID", ""},
 	}
 	for _, tc := range cases {
 		m := good
@@ -174,6 +180,16 @@ func TestPublishManifestValidation(t *testing.T) {
 		Special: &businessapi.SpecialChecker{Language: "cpp17", SourceSha256: special, SourceSize: 21}}
 	publish(t, c, m)
 	require.Equal(t, 1, b.count(`SELECT COUNT(*) FROM judge_manifest`))
+
+	// So does a file I/O one, and it reads back with its files.
+	in, out := "sum.in", "sum.out"
+	m = good
+	m.Io = &businessapi.FileIO{InputFile: &in, OutputFile: &out}
+	id := publish(t, c, m)
+	got, err := c.GetManifestWithResponse(ctx, id)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, got.StatusCode(), string(got.Body))
+	require.Equal(t, m.Io, got.JSON200.Manifest.Io)
 }
 
 func TestEnqueueIdempotencyKeyConcurrent(t *testing.T) {

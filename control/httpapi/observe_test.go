@@ -115,7 +115,7 @@ func TestControlMetricsMove(t *testing.T) {
 	moved(t, s0, s1, 1, "kece_control_jobs_enqueued_total", "pool", "cpp", "kind", "submission")
 	require.Equal(t, 1.0, s1.Value("kece_control_queue_depth", "pool", "cpp"))
 	moved(t, s0, s1, 1, "kece_control_http_request_duration_seconds_count",
-		"surface", "business", "route", "/api/v1/submissions", "method", "POST", "code", "202")
+		"surface", "business", "route", "/api/v1/submissions", "method", "post", "status_code", "202")
 	require.Eventually(t, func() bool { return e.scrape(t).Value("kece_control_queue_oldest_wait_seconds", "pool", "cpp") > 0 },
 		5*time.Second, 20*time.Millisecond, "oldest wait grows while the job waits")
 
@@ -130,7 +130,7 @@ func TestControlMetricsMove(t *testing.T) {
 	s2 := e.scrape(t)
 	require.Equal(t, 1.0, s2.Value("kece_control_ready_nodes", "pool", "cpp"))
 	require.Equal(t, 3.0, s2.Value("kece_control_ready_slots", "pool", "cpp"))
-	require.Equal(t, 1.0, s2.Value("kece_control_nodes", "pool", "cpp", "state", "ENABLED", "online", "true"))
+	require.Equal(t, 1.0, s2.Value("kece_control_nodes", "pool", "cpp", "state", "enabled", "online", "true"))
 
 	claim := func(free int) []machineapi.ClaimedJob {
 		r, err := nc.c.ClaimJobsWithResponse(e.Ctx, machineapi.ClaimRequest{FreeSlots: int32(free), WaitMs: 2000})
@@ -142,9 +142,9 @@ func TestControlMetricsMove(t *testing.T) {
 	require.Len(t, jobs, 1)
 	s3 := e.scrape(t)
 	moved(t, s2, s3, 1, "kece_control_jobs_claimed_total", "pool", "cpp")
-	moved(t, s2, s3, 1, "kece_control_job_pickup_seconds_count", "pool", "cpp", "kind", "SUBMISSION")
-	require.Positive(t, s3.Value("kece_control_job_pickup_seconds_sum", "pool", "cpp", "kind", "SUBMISSION"), "it waited ready")
-	require.Equal(t, 0.0, s3.Value("kece_control_nodes", "pool", "java", "state", "ENABLED", "online", "false"),
+	moved(t, s2, s3, 1, "kece_control_job_pickup_seconds_count", "pool", "cpp", "kind", "submission")
+	require.Positive(t, s3.Value("kece_control_job_pickup_seconds_sum", "pool", "cpp", "kind", "submission"), "it waited ready")
+	require.Equal(t, 0.0, s3.Value("kece_control_nodes", "pool", "java", "state", "enabled", "online", "false"),
 		"empty combinations are exported at 0")
 	require.GreaterOrEqual(t, s3.Value("kece_control_claim_transaction_seconds_count")-s2.Value("kece_control_claim_transaction_seconds_count"), 1.0)
 	moved(t, s2, s3, 1, "kece_control_claim_wait_seconds_count", "pool", "cpp", "result", "jobs")
@@ -168,13 +168,13 @@ func TestControlMetricsMove(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, http.StatusConflict, r.StatusCode())
 	s5 := e.scrape(t)
-	moved(t, s4, s5, 1, "kece_control_jobs_completed_total", "pool", "cpp", "outcome", "AC")
-	moved(t, s4, s5, 1, "kece_control_jobs_completed_total", "pool", "cpp", "outcome", "ALREADY_COMMITTED")
+	moved(t, s4, s5, 1, "kece_control_jobs_completed_total", "pool", "cpp", "outcome", "ac")
+	moved(t, s4, s5, 1, "kece_control_jobs_completed_total", "pool", "cpp", "outcome", "already_committed")
 	moved(t, s4, s5, 1, "kece_control_results_refused_total", "reason", "result_conflict")
 	require.Equal(t, 1.0, s5.Value("kece_control_settlement_events", "state", "pending"))
 	// The route label is the pattern, never the raw path with its id.
 	moved(t, s4, s5, 2, "kece_control_http_request_duration_seconds_count", "surface", "machine",
-		"route", "/api/v1/internal/judgers/jobs/{jobId}/result", "method", "POST", "code", "200")
+		"route", "/api/v1/internal/judgers/jobs/{jobId}/result", "method", "post", "status_code", "200")
 	for k := range s5 {
 		require.NotContains(t, k, "/jobs/"+jobs[0].JobId+"/", "no raw path in a label: %s", k)
 	}
@@ -197,12 +197,12 @@ func TestControlMetricsMove(t *testing.T) {
 	s6 := e.scrape(t)
 	infra()
 	s7 := e.scrape(t)
-	moved(t, s6, s7, 1, "kece_control_infra_retries_total", "pool", "cpp", "code", "DAEMON_UNREACHABLE")
-	moved(t, s6, s7, 1, "kece_control_jobs_completed_total", "pool", "cpp", "outcome", "RETRY")
+	moved(t, s6, s7, 1, "kece_control_infra_retries_total", "pool", "cpp", "error_code", "daemon_unreachable")
+	moved(t, s6, s7, 1, "kece_control_jobs_completed_total", "pool", "cpp", "outcome", "retry")
 	infra()
 	s8 := e.scrape(t)
-	moved(t, s7, s8, 1, "kece_control_jobs_system_error_total", "pool", "cpp", "code", "DAEMON_UNREACHABLE")
-	moved(t, s7, s8, 1, "kece_control_jobs_completed_total", "pool", "cpp", "outcome", "SYSTEM_ERROR")
+	moved(t, s7, s8, 1, "kece_control_jobs_system_error_total", "pool", "cpp", "error_code", "daemon_unreachable")
+	moved(t, s7, s8, 1, "kece_control_jobs_completed_total", "pool", "cpp", "outcome", "system_error")
 
 	// A lease nobody renews expires and the reaper takes it back.
 	enqueue("m-3")
@@ -277,7 +277,7 @@ func TestDBMetricsMove(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { _, err := st.CancelJob(context.Background(), jobID, "test", "metrics"); done <- err }()
 	require.Eventually(t, func() bool {
-		return e.scrape(t).Value("kece_control_db_tx_retries_total", "code", "lock_wait_timeout") > s0.Value("kece_control_db_tx_retries_total", "code", "lock_wait_timeout")
+		return e.scrape(t).Value("kece_control_db_tx_retries_total", "reason", "lock_wait_timeout") > s0.Value("kece_control_db_tx_retries_total", "reason", "lock_wait_timeout")
 	}, 15*time.Second, 50*time.Millisecond)
 	require.NoError(t, holder.Rollback())
 	require.NoError(t, <-done, "the retried transaction succeeds once the lock is free")

@@ -82,56 +82,58 @@ type Config struct {
 	TrustedProxies forwarded.Proxies
 }
 
+// WithDefaults returns c with every zero field set to its default, as New
+// uses it: what a caller validates before connecting anything.
+func (c Config) WithDefaults() Config {
+	c.setDefaults()
+	return c
+}
+
 func (c *Config) setDefaults() {
-	if c.ClaimWaitMax == 0 {
-		c.ClaimWaitMax = ClaimWaitMaxDefault
-	}
-	if c.HeartbeatInterval == 0 {
-		c.HeartbeatInterval = HeartbeatIntervalDefault
-	}
-	if c.RenewInterval == 0 {
-		c.RenewInterval = RenewIntervalDefault
-	}
-	if c.ReapInterval == 0 {
-		c.ReapInterval = ReapIntervalDefault
-	}
-	if c.SignalPollInterval == 0 {
-		c.SignalPollInterval = longpoll.SignalPollIntervalDefault
-	}
+	c.ClaimWaitMax = cmp.Or(c.ClaimWaitMax, ClaimWaitMaxDefault)
+	c.HeartbeatInterval = cmp.Or(c.HeartbeatInterval, HeartbeatIntervalDefault)
+	c.RenewInterval = cmp.Or(c.RenewInterval, RenewIntervalDefault)
+	c.ReapInterval = cmp.Or(c.ReapInterval, ReapIntervalDefault)
+	c.SignalPollInterval = cmp.Or(c.SignalPollInterval, longpoll.SignalPollIntervalDefault)
 	c.SettlePollInterval = cmp.Or(c.SettlePollInterval, longpoll.SettlePollIntervalDefault)
-	if c.MaxBodyBytes == 0 {
-		c.MaxBodyBytes = MaxBodyBytesDefault
-	}
+	c.MaxBodyBytes = cmp.Or(c.MaxBodyBytes, MaxBodyBytesDefault)
 	c.BodyReadTimeout = cmp.Or(c.BodyReadTimeout, BodyReadTimeoutDefault)
 	c.WriteTimeout = cmp.Or(c.WriteTimeout, WriteTimeoutDefault)
 	c.BodyMinRate = cmp.Or(c.BodyMinRate, BodyMinRateDefault)
 }
 
-// Validate refuses nonsensical settings.
+// Validate refuses nonsensical settings, every one of them at once.
 func (c Config) Validate() error {
-	switch {
-	case c.ClaimWaitMax < 0 || c.ClaimWaitMax > contracts.ClaimWaitMax:
-		return fmt.Errorf("http config: claim wait max %s must be 0..%s", c.ClaimWaitMax, contracts.ClaimWaitMax)
-	case c.HeartbeatInterval < 100*time.Millisecond:
-		return fmt.Errorf("http config: heartbeat interval %s is below 100ms", c.HeartbeatInterval)
-	case c.RenewInterval < 100*time.Millisecond:
-		return fmt.Errorf("http config: renew interval %s is below 100ms", c.RenewInterval)
-	case c.ReapInterval < 10*time.Millisecond:
-		return fmt.Errorf("http config: reap interval %s is below 10ms", c.ReapInterval)
-	case c.MaxBodyBytes < 64<<10:
-		return fmt.Errorf("http config: max body %d is below 64 KiB", c.MaxBodyBytes)
-	case c.BodyReadTimeout < 10*time.Millisecond || c.WriteTimeout < 10*time.Millisecond:
-		return fmt.Errorf("http config: body read timeout %s and write timeout %s must be at least 10ms", c.BodyReadTimeout, c.WriteTimeout)
-	case c.BodyMinRate < 1<<10:
-		return fmt.Errorf("http config: body min rate %d B/s is below 1 KiB/s", c.BodyMinRate)
+	var errs []error
+	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf("http config: "+format, args...)) }
+	if c.ClaimWaitMax < 0 || c.ClaimWaitMax > contracts.ClaimWaitMax {
+		bad("claim wait max %s must be 0..%s", c.ClaimWaitMax, contracts.ClaimWaitMax)
+	}
+	if c.HeartbeatInterval < 100*time.Millisecond {
+		bad("heartbeat interval %s is below 100ms", c.HeartbeatInterval)
+	}
+	if c.RenewInterval < 100*time.Millisecond {
+		bad("renew interval %s is below 100ms", c.RenewInterval)
+	}
+	if c.ReapInterval < 10*time.Millisecond {
+		bad("reap interval %s is below 10ms", c.ReapInterval)
+	}
+	if c.MaxBodyBytes < 64<<10 {
+		bad("max body %d is below 64 KiB", c.MaxBodyBytes)
+	}
+	if c.BodyReadTimeout < 10*time.Millisecond || c.WriteTimeout < 10*time.Millisecond {
+		bad("body read timeout %s and write timeout %s must be at least 10ms", c.BodyReadTimeout, c.WriteTimeout)
+	}
+	if c.BodyMinRate < 1<<10 {
+		bad("body min rate %d B/s is below 1 KiB/s", c.BodyMinRate)
 	}
 	if err := c.Probe.Validate(); err != nil {
-		return fmt.Errorf("http config: %w", err)
+		bad("%w", err)
 	}
 	if err := c.TrustedProxies.Validate(); err != nil {
-		return fmt.Errorf("http config: %w", err)
+		bad("%w", err)
 	}
-	return nil
+	return errors.Join(errs...)
 }
 
 // Server serves all three API surfaces of one control replica.

@@ -1,8 +1,11 @@
 package httpapi_test
 
 import (
+	"bytes"
 	"encoding/json"
+	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -11,6 +14,7 @@ import (
 	"github.com/kece-oj/kece/contracts/adminapi"
 	"github.com/kece-oj/kece/contracts/businessapi"
 	"github.com/kece-oj/kece/control/controltest"
+	"github.com/kece-oj/kece/control/manifest"
 )
 
 // createBizToken issues a business token through the admin API.
@@ -42,7 +46,9 @@ func TestTokenScopeOverHTTP(t *testing.T) {
 	all := bizClient(t, a.env.URL, a.env.Business) // created before scopes: every type
 	algo := bizClient(t, a.env.URL, algoTok)
 
-	manID := publish(t, all, codeManifest(t, all, "1 2\n", "3\n"))
+	// Test data shared by every token (as all published before it had owners).
+	manID := idString(a.env.PublishCode(manifest.Limits{TimeMs: 1000, MemoryMb: 256, OutputKb: 64}, manifest.Checker{Type: "tolerant"},
+		controltest.Case{In: "1 2\n", Out: "3\n", Weight: 100}))
 	enqueue := func(c *businessapi.ClientWithResponses, typ, id string) *businessapi.EnqueueSubmissionResponse {
 		r, err := c.EnqueueSubmissionWithResponse(ctx, nil, businessapi.SubmissionCreate{SubmissionType: typ, SubmissionId: id,
 			Language: "cpp17", Source: "int main(){}", ManifestId: manID})
@@ -249,4 +255,107 @@ func rawJSON(t *testing.T, url, token, body string) (int, string) {
 	var out json.RawMessage
 	_ = json.NewDecoder(resp.Body).Decode(&out)
 	return resp.StatusCode, string(out)
+}
+
+// idString renders a BIGINT id as the API spells it.
+func idString(id int64) string { return strconv.FormatInt(id, 10) }
+
+// The abuse probes on test data: a token scoped to DATABASE against a
+// manifest and artifacts ALGO published. Each refusal is the answer for
+// something that does not exist; tokens that may use the data keep working,
+// and shared (pre-ownership) data stays usable by every token.
+func TestTestDataTenancyOverHTTP(t *testing.T) {
+	t.Parallel()
+	a := startAdmin(t, controltest.Options{})
+	ctx := a.ctx
+	all := bizClient(t, a.env.URL, a.env.Business)
+	algo := bizClient(t, a.env.URL, a.createBizToken("algo-backend", "algo", "ALGO"))
+	db := bizClient(t, a.env.URL, a.createBizToken("db-backend", "db", "DATABASE"))
+
+	secretIn, secretOut := []byte("7 5\n"), []byte("12\n")
+	algoMan := publish(t, algo, codeManifest(t, algo, string(secretIn), string(secretOut)))
+	missing := "987654321"
+
+	// Probe 1: read ALGO's manifest by its id (was 200 with the whole body).
+	for _, id := range []string{algoMan, missing} {
+		g, err := db.GetManifestWithResponse(ctx, id)
+		require.NoError(t, err)
+		conforms(t, g.HTTPResponse, g.Body)
+		require.Equal(t, http.StatusNotFound, g.StatusCode(), string(g.Body))
+		require.Equal(t, fmt.Sprintf(`{"code":"MANIFEST_NOT_FOUND","message":"manifest %s: not found"}`, id), strings.TrimSpace(string(g.Body)))
+	}
+	for _, c := range []*businessapi.ClientWithResponses{algo, all} {
+		g, err := c.GetManifestWithResponse(ctx, algoMan)
+		require.NoError(t, err)
+		require.Equal(t, http.StatusOK, g.StatusCode(), "the publisher and a token of every type read it")
+	}
+
+	// Probe 2: enqueue against it, single and bulk (was 202).
+	for _, id := range []string{algoMan, missing} {
+		r, err := db.EnqueueSubmissionWithResponse(ctx, nil, businessapi.SubmissionCreate{SubmissionType: "DATABASE", SubmissionId: "d-" + id,
+			Language: "cpp17", Source: "int main(){}", ManifestId: id})
+		require.NoError(t, err)
+		conforms(t, r.HTTPResponse, r.Body)
+		require.Equal(t, http.StatusUnprocessableEntity, r.StatusCode(), string(r.Body))
+		code, field := apiError(t, r.Body)
+		require.Equal(t, "MANIFEST_NOT_FOUND", code)
+		require.Equal(t, "manifestId", field)
+		require.Contains(t, string(r.Body), "manifest "+id+" does not exist")
+		br, err := db.EnqueueSubmissionsWithResponse(ctx, nil, businessapi.SubmissionsCreate{Submissions: []businessapi.SubmissionCreate{
+			{SubmissionType: "DATABASE", SubmissionId: "bulk-" + id, Language: "cpp17", Source: "int main(){}", ManifestId: id}}})
+		require.NoError(t, err)
+		require.Equal(t, http.StatusUnprocessableEntity, br.StatusCode(), string(br.Body))
+		require.Contains(t, string(br.Body), `"code":"MANIFEST_NOT_FOUND"`)
+	}
+	require.Zero(t, a.count(`SELECT COUNT(*) FROM judge_job WHERE submission_type = 'DATABASE'`), "nothing was written")
+	r, err := algo.EnqueueSubmissionWithResponse(ctx, nil, businessapi.SubmissionCreate{SubmissionType: "ALGO", SubmissionId: "a1",
+		Language: "cpp17", Source: "int main(){}", ManifestId: algoMan})
+	require.NoError(t, err)
+	require.Equal(t, http.StatusAccepted, r.StatusCode(), string(r.Body))
+
+	// Probe 3: upload content ALGO stored, guessing an expected output (was
+	// 200 "already stored": the content exists). Now 201, as for new
+	// content; only the same tenant's second upload answers 200.
+	up := func(c *businessapi.ClientWithResponses, body []byte) int {
+		r, err := c.UploadArtifactWithBodyWithResponse(ctx, digestOf(body), "application/octet-stream", bytes.NewReader(body))
+		require.NoError(t, err)
+		conforms(t, r.HTTPResponse, r.Body)
+		return r.StatusCode()
+	}
+	require.Equal(t, http.StatusCreated, up(db, []byte("a guess nobody stored\n")))
+	require.Equal(t, http.StatusOK, up(algo, secretOut), "the owner again: already stored")
+
+	// Probe 4: publish a manifest over ALGO's digests without uploading
+	// them (was 201: publishing told that both digests exist).
+	m := businessapi.Manifest{Kind: businessapi.ManifestKindCode, Limits: businessapi.Limits{TimeMs: 1000, MemoryMb: 256, OutputKb: 64},
+		Checker: businessapi.Checker{Type: businessapi.CheckerTypeTolerant},
+		Cases: []businessapi.ManifestCase{{CaseId: "c1", InputSha256: digestOf(secretIn), InputSize: int64(len(secretIn)),
+			OutputSha256: digestOf(secretOut), OutputSize: int64(len(secretOut)), Weight: 100}}}
+	pr, err := db.PublishManifestWithResponse(ctx, m)
+	require.NoError(t, err)
+	conforms(t, pr.HTTPResponse, pr.Body)
+	require.Equal(t, http.StatusUnprocessableEntity, pr.StatusCode(), string(pr.Body))
+	code, field := apiError(t, pr.Body)
+	require.Equal(t, "ARTIFACT_MISSING", code)
+	require.Equal(t, "cases[0].inputSha256", field)
+	require.Equal(t, http.StatusCreated, up(db, secretIn), "ALGO's content, uploaded by DATABASE: as new")
+	require.Equal(t, http.StatusCreated, up(db, secretOut))
+	pr, err = db.PublishManifestWithResponse(ctx, m)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusCreated, pr.StatusCode(), "its own manifest of the same content: new, never \"already published\"")
+	require.NotEqual(t, algoMan, pr.JSON201.ManifestId)
+
+	// Shared data (published before owners existed) stays usable by every token.
+	shared := idString(a.env.PublishCode(manifest.Limits{TimeMs: 1000, MemoryMb: 256, OutputKb: 64}, manifest.Checker{Type: "exact"},
+		controltest.Case{In: "1\n", Out: "1\n", Weight: 1}))
+	for i, c := range []*businessapi.ClientWithResponses{algo, db, all} {
+		g, err := c.GetManifestWithResponse(ctx, shared)
+		require.NoError(t, err)
+		require.Equal(t, http.StatusOK, g.StatusCode(), string(g.Body))
+		typ := []string{"ALGO", "DATABASE", "OTHER"}[i]
+		r, err := c.EnqueueSubmissionWithResponse(ctx, nil, businessapi.SubmissionCreate{SubmissionType: typ, SubmissionId: "shared",
+			Language: "cpp17", Source: "int main(){}", ManifestId: shared})
+		require.NoError(t, err)
+		require.Equal(t, http.StatusAccepted, r.StatusCode(), string(r.Body))
+	}
 }

@@ -65,6 +65,18 @@ type Manifest struct {
 	Checker Checker `json:"checker"`
 	Cases   []Case  `json:"cases"`
 	SQL     *SQL    `json:"sql,omitempty"`
+	// IO is file input and output; absent (every manifest published before
+	// it existed) means stdin and stdout, and keeps the canonical JSON.
+	IO *FileIO `json:"io,omitempty"`
+}
+
+// FileIO names the files a program reads its input from and writes its
+// output to (docs/engine.md, "File input and output").
+type FileIO struct {
+	InputFile  string `json:"inputFile,omitempty"`
+	OutputFile string `json:"outputFile,omitempty"`
+	// Stdio: the input is also stdin, and without an output file stdout is judged.
+	Stdio bool `json:"stdio,omitempty"`
 }
 
 // Limits per case.
@@ -194,6 +206,9 @@ func (m *Manifest) Validate() error {
 			return err
 		}
 	case KindSQL:
+		if m.IO != nil {
+			return invalid("io", "only CODE manifests have file input and output")
+		}
 		if err := m.validateSQL(); err != nil {
 			return err
 		}
@@ -243,6 +258,9 @@ func (m *Manifest) validateCode() error {
 	default:
 		return invalid("checker.type", "must be exact, tolerant, float or special, got %q", c.Type)
 	}
+	if err := m.IO.validate(); err != nil {
+		return err
+	}
 	if len(m.Cases) == 0 || len(m.Cases) > MaxCases {
 		return invalid("cases", "must have 1..%d cases", MaxCases)
 	}
@@ -264,6 +282,35 @@ func (m *Manifest) validateCode() error {
 		}
 		if c.Weight < 0 || c.Weight > 1_000_000 {
 			return invalid(f+".weight", "must be 0..1000000")
+		}
+	}
+	return nil
+}
+
+// validate checks the file names: plain, distinct, none the build uses
+// (the runtimes write main, main.*, *.java, *.class next to the program).
+// io absent is stdin/stdout; an io that names no file is refused, so each
+// meaning has one canonical form.
+func (f *FileIO) validate() error {
+	if f == nil {
+		return nil
+	}
+	if f.InputFile == "" && f.OutputFile == "" {
+		return invalid("io", "name an inputFile, an outputFile or both (omit io for stdin and stdout)")
+	}
+	if f.InputFile == f.OutputFile {
+		return invalid("io.outputFile", "must differ from inputFile")
+	}
+	for _, n := range []struct{ field, name string }{{"io.inputFile", f.InputFile}, {"io.outputFile", f.OutputFile}} {
+		if n.name == "" {
+			continue
+		}
+		if !checkerFileRE.MatchString(n.name) || strings.Contains(n.name, "+") {
+			return invalid(n.field, "must be a plain file name matching ^[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}$")
+		}
+		if n.name == "main" || strings.HasPrefix(n.name, "main.") || strings.HasSuffix(n.name, ".java") ||
+			strings.HasSuffix(n.name, ".class") || n.name == "kece-env.d.ts" || n.name == "__pycache__" {
+			return invalid(n.field, "%q is a name the program's build uses in its working directory", n.name)
 		}
 	}
 	return nil

@@ -182,3 +182,53 @@ func TestOldSpecialManifestsKeepTheirDigest(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, digest, digest2)
 }
+
+// File I/O is optional: a manifest without io keeps its exact canonical
+// bytes and digest (pinned here), io names at least one plain file the
+// build does not use, and a SQL manifest has none.
+func TestFileIO(t *testing.T) {
+	t.Parallel()
+	old := `{"kind":"CODE","limits":{"timeMs":1000,"memoryMb":256,"outputKb":64},"checker":{"type":"tolerant"},` +
+		`"cases":[{"caseId":"1","inputSha256":"` + d1 + `","inputSize":4,"outputSha256":"` + d1 + `","outputSize":4,"weight":100}]}`
+	m, err := manifest.Parse([]byte(old))
+	require.NoError(t, err)
+	b, digest, err := m.Canonical()
+	require.NoError(t, err)
+	require.Equal(t, old, string(b), "an old manifest's canonical JSON is unchanged")
+	// sha256 of exactly those bytes (sha256sum agrees), as before io existed.
+	require.Equal(t, "ef37c920a3b575de6c8ef44d49d573af1b92180c5e6bf8ab96b1fabe96201acf", digest)
+
+	withIO := strings.TrimSuffix(old, "}") + `,"io":{"inputFile":"sum.in","outputFile":"sum.out"}}`
+	m, err = manifest.Parse([]byte(withIO))
+	require.NoError(t, err)
+	require.Equal(t, &manifest.FileIO{InputFile: "sum.in", OutputFile: "sum.out"}, m.IO)
+	b, digestIO, err := m.Canonical()
+	require.NoError(t, err)
+	require.JSONEq(t, withIO, string(b))
+	require.NotEqual(t, digest, digestIO)
+
+	for name, io := range map[string]struct {
+		io    manifest.FileIO
+		field string
+	}{
+		"no file":        {manifest.FileIO{Stdio: true}, "io"},
+		"same names":     {manifest.FileIO{InputFile: "a.txt", OutputFile: "a.txt"}, "io.outputFile"},
+		"path":           {manifest.FileIO{InputFile: "../in"}, "io.inputFile"},
+		"dir":            {manifest.FileIO{OutputFile: "a/b"}, "io.outputFile"},
+		"hidden":         {manifest.FileIO{OutputFile: ".out"}, "io.outputFile"},
+		"the binary":     {manifest.FileIO{OutputFile: "main"}, "io.outputFile"},
+		"the source":     {manifest.FileIO{InputFile: "main.py"}, "io.inputFile"},
+		"a class file":   {manifest.FileIO{OutputFile: "Main.class"}, "io.outputFile"},
+		"plus in a name": {manifest.FileIO{InputFile: "a+b.in"}, "io.inputFile"},
+	} {
+		m := codeManifest()
+		m.IO = &io.io
+		err := m.Validate()
+		var ve *manifest.Error
+		require.ErrorAs(t, err, &ve, name)
+		require.Equal(t, io.field, ve.Field, name)
+	}
+	s := sqlManifest()
+	s.IO = &manifest.FileIO{InputFile: "a.in"}
+	require.Error(t, s.Validate())
+}

@@ -97,7 +97,7 @@ func (c *fleetCollector) Collect(ch chan<- prometheus.Metric) {
 		return "false"
 	}
 	// Every pool × state × online combination is exported (0 when empty), so
-	// alerts such as "an ENABLED node is offline" always have a series.
+	// alerts such as "an enabled node is offline" always have a series.
 	type key struct {
 		pool   string
 		state  store.NodeState
@@ -119,8 +119,8 @@ func (c *fleetCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 	}
 	for k, v := range nodes {
-		ch <- prometheus.MustNewConstMetric(c.nodes, prometheus.GaugeValue, float64(v), k.pool, string(k.state), online(k.online))
-		ch <- prometheus.MustNewConstMetric(c.slots, prometheus.GaugeValue, float64(slots[k]), k.pool, string(k.state), online(k.online))
+		ch <- prometheus.MustNewConstMetric(c.nodes, prometheus.GaugeValue, float64(v), k.pool, label(string(k.state)), online(k.online))
+		ch <- prometheus.MustNewConstMetric(c.slots, prometheus.GaugeValue, float64(slots[k]), k.pool, label(string(k.state)), online(k.online))
 	}
 	for p, n := range readyNodes {
 		ch <- prometheus.MustNewConstMetric(c.readyNodes, prometheus.GaugeValue, float64(n), p)

@@ -6,15 +6,23 @@
 // It owns metric names and labels and nothing else: the store reports what
 // happened through store.Observer, the HTTP layer through ObserveRequest.
 // Labels are bounded (pools, states, verdicts, route patterns, error codes
-// from closed sets); ids never become labels.
+// from closed sets); ids never become labels. Each label name means one
+// thing across KECE's metrics (status_code: an HTTP status; error_code: an
+// API or protocol error code; reason: why something was refused or
+// retried; outcome: what became of a job; result: how one operation ended;
+// kind: submission or rejudge; state: a configured or delivery state), and
+// every label value is lower case (label, below).
 package metrics
 
 import (
+	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -43,22 +51,19 @@ type Config struct {
 // Validate refuses settings that would make every scrape wait or hammer
 // the database.
 func (c Config) Validate() error {
-	switch {
-	case c.FleetCacheTTL < 0 || c.FleetCacheTTL > 10*time.Minute:
-		return fmt.Errorf("metrics: fleet cache TTL %s must be 0..10m", c.FleetCacheTTL)
-	case c.FleetTimeout < 0 || c.FleetTimeout > time.Minute:
-		return fmt.Errorf("metrics: fleet timeout %s must be 0..1m", c.FleetTimeout)
+	var errs []error
+	if c.FleetCacheTTL < 0 || c.FleetCacheTTL > 10*time.Minute {
+		errs = append(errs, fmt.Errorf("metrics: fleet cache TTL %s must be 0..10m", c.FleetCacheTTL))
 	}
-	return nil
+	if c.FleetTimeout < 0 || c.FleetTimeout > time.Minute {
+		errs = append(errs, fmt.Errorf("metrics: fleet timeout %s must be 0..1m", c.FleetTimeout))
+	}
+	return errors.Join(errs...)
 }
 
 func (c *Config) withDefaults() {
-	if c.FleetCacheTTL == 0 {
-		c.FleetCacheTTL = FleetCacheTTLDefault
-	}
-	if c.FleetTimeout == 0 {
-		c.FleetTimeout = FleetTimeoutDefault
-	}
+	c.FleetCacheTTL = cmp.Or(c.FleetCacheTTL, FleetCacheTTLDefault)
+	c.FleetTimeout = cmp.Or(c.FleetTimeout, FleetTimeoutDefault)
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
@@ -106,12 +111,12 @@ func New(reg *prometheus.Registry, src FleetSource, cfg Config) *Metrics {
 	m.claimed = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "kece_control_jobs_claimed_total",
 		Help: "Leases granted by this replica, by pool."}, []string{"pool"})
 	m.completed = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "kece_control_jobs_completed_total",
-		Help: "Results accepted by this replica, by pool and outcome (verdict, SYSTEM_ERROR, RETRY, ALREADY_COMMITTED)."},
+		Help: "Results accepted by this replica, by pool and outcome (the verdict, system_error, retry, already_committed; lower case)."},
 		[]string{"pool", "outcome"})
 	m.infraRetries = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "kece_control_infra_retries_total",
-		Help: "Jobs requeued after an infrastructure error reported by a node, by pool and error code."}, []string{"pool", "code"})
+		Help: "Jobs requeued after an infrastructure error reported by a node, by pool and error code (lower case)."}, []string{"pool", "error_code"})
 	m.systemErrors = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "kece_control_jobs_system_error_total",
-		Help: "Jobs failed to SYSTEM_ERROR (attempts exhausted), by pool and last error code."}, []string{"pool", "code"})
+		Help: "Jobs failed to SYSTEM_ERROR (attempts exhausted), by pool and last error code (lower case)."}, []string{"pool", "error_code"})
 	m.refused = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "kece_control_results_refused_total",
 		Help: "Results refused (stale, fenced or invalid), by reason."}, []string{"reason"})
 	m.claimTx = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "kece_control_claim_transaction_seconds",
@@ -136,11 +141,11 @@ func New(reg *prometheus.Registry, src FleetSource, cfg Config) *Metrics {
 	m.dbErrors = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "kece_control_db_errors_total",
 		Help: "Database failures (server errors, lost connections), by operation."}, []string{"op"})
 	m.txRetries = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "kece_control_db_tx_retries_total",
-		Help: "Transactions retried after a deadlock (1213) or lock-wait timeout (1205)."}, []string{"code"})
+		Help: "Transactions retried after a deadlock (1213) or lock-wait timeout (1205), by reason (deadlock, lock_wait_timeout)."}, []string{"reason"})
 	m.httpDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "kece_control_http_request_duration_seconds",
-		Help:    "HTTP requests by surface (machine, admin, business, ops), route pattern, method and status code.",
+		Help:    "HTTP requests by surface (machine, admin, business, ops), route pattern, method and HTTP status code.",
 		Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 20}},
-		[]string{"surface", "route", "method", "code"})
+		[]string{"surface", "route", "method", "status_code"})
 	m.fleetFailures = prometheus.NewCounter(prometheus.CounterOpts{Name: "kece_control_fleet_scrape_errors_total",
 		Help: "Scrapes whose database read of the fleet gauges failed (the gauges are then missing)."})
 	// Series an alert or a panel sums over exist from the start (at 0), so
@@ -198,7 +203,7 @@ const RouteClaim = "/api/v1/internal/judgers/jobs/claim"
 // the claim wait histogram with the pool and result the store reported for
 // ctx.
 func (m *Metrics) ObserveRequest(ctx context.Context, surface, route, method string, code int, d time.Duration) {
-	m.httpDuration.WithLabelValues(surface, route, method, strconv.Itoa(code)).Observe(d.Seconds())
+	m.httpDuration.WithLabelValues(surface, route, label(method), strconv.Itoa(code)).Observe(d.Seconds())
 	if route != RouteClaim || code != http.StatusOK {
 		return
 	}
@@ -218,7 +223,7 @@ func (m *Metrics) ObserveRequest(ctx context.Context, surface, route, method str
 
 // WebhookDelivery counts one webhook delivery attempt (delivered, failed,
 // dead); control/webhook reports it.
-func (m *Metrics) WebhookDelivery(result string) { m.webhook.WithLabelValues(result).Inc() }
+func (m *Metrics) WebhookDelivery(result string) { m.webhook.WithLabelValues(label(result)).Inc() }
 
 // RequestInfo is what the store tells about one HTTP request (through its
 // context) that the request's metrics need: the claim's pool and count.
@@ -244,7 +249,7 @@ var _ store.Observer = (*Metrics)(nil)
 
 // JobsEnqueued implements store.Observer.
 func (m *Metrics) JobsEnqueued(_ context.Context, pool, kind string, n int) {
-	m.enqueued.WithLabelValues(pool, kind).Add(float64(n))
+	m.enqueued.WithLabelValues(pool, label(kind)).Add(float64(n))
 }
 
 // ClaimTransaction implements store.Observer.
@@ -279,23 +284,23 @@ func SetRequestPool(ctx context.Context, pool string) {
 
 // JobPickedUp implements store.Observer.
 func (m *Metrics) JobPickedUp(_ context.Context, pool, kind string, wait time.Duration) {
-	m.pickup.WithLabelValues(pool, kind).Observe(max(wait, 0).Seconds())
+	m.pickup.WithLabelValues(pool, label(kind)).Observe(max(wait, 0).Seconds())
 }
 
 // ResultRecorded implements store.Observer.
 func (m *Metrics) ResultRecorded(_ context.Context, pool, outcome, code string) {
-	m.completed.WithLabelValues(pool, outcome).Inc()
+	m.completed.WithLabelValues(pool, label(outcome)).Inc()
 	switch outcome {
 	case "RETRY":
-		m.infraRetries.WithLabelValues(pool, code).Inc()
+		m.infraRetries.WithLabelValues(pool, label(code)).Inc()
 	case "SYSTEM_ERROR":
-		m.systemErrors.WithLabelValues(pool, code).Inc()
+		m.systemErrors.WithLabelValues(pool, label(code)).Inc()
 	}
 }
 
 // ResultRefused implements store.Observer.
 func (m *Metrics) ResultRefused(_ context.Context, reason string) {
-	m.refused.WithLabelValues(reason).Inc()
+	m.refused.WithLabelValues(label(reason)).Inc()
 }
 
 // LeasesExpired implements store.Observer.
@@ -304,7 +309,7 @@ func (m *Metrics) LeasesExpired(_ context.Context, requeued, failed int, err err
 	m.expired.WithLabelValues("failed").Add(float64(failed))
 	if failed > 0 {
 		// Lease expiries with no attempts left end as SYSTEM_ERROR too.
-		m.systemErrors.WithLabelValues("", "LEASE_EXPIRED").Add(float64(failed))
+		m.systemErrors.WithLabelValues("", "lease_expired").Add(float64(failed))
 	}
 	result := "ok"
 	if err != nil {
@@ -324,7 +329,14 @@ func (m *Metrics) EventDeliveryFailed(_ context.Context, dead bool) {
 }
 
 // TxRetried implements store.Observer.
-func (m *Metrics) TxRetried(_ context.Context, code string) { m.txRetries.WithLabelValues(code).Inc() }
+func (m *Metrics) TxRetried(_ context.Context, reason string) {
+	m.txRetries.WithLabelValues(label(reason)).Inc()
+}
+
+// label is a label value as every KECE metric writes it: lower case
+// (verdicts, outcomes, error codes and states arrive upper case from the
+// store and the API).
+func label(v string) string { return strings.ToLower(v) }
 
 // DBError implements store.Observer.
 func (m *Metrics) DBError(_ context.Context, op string) { m.dbErrors.WithLabelValues(op).Inc() }

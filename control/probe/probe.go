@@ -65,31 +65,33 @@ type Config struct {
 	Resolver Resolver
 }
 
-// Validate refuses nonsensical settings.
+// Validate refuses nonsensical settings, naming every one.
 func (c Config) Validate() error {
+	var errs []error
+	bad := func(format string, a ...any) { errs = append(errs, fmt.Errorf("probe config: "+format, a...)) }
 	for _, h := range c.AllowedHosts {
 		name := strings.TrimPrefix(h, "*.")
 		if name == "" || strings.ContainsAny(name, "*/:@ ") || name != strings.ToLower(name) {
-			return fmt.Errorf("probe config: allowed host %q must be a lower-case name or *.suffix", h)
+			bad("allowed host %q must be a lower-case name or *.suffix", h)
 		}
 	}
 	for _, p := range c.AllowedCIDRs {
 		if !p.IsValid() {
-			return fmt.Errorf("probe config: invalid CIDR %v", p)
+			bad("invalid CIDR %v", p)
 		}
 	}
 	for _, p := range c.AllowedPorts {
 		if p < 1 || p > 65535 {
-			return fmt.Errorf("probe config: port %d must be 1..65535", p)
+			bad("port %d must be 1..65535", p)
 		}
 	}
 	if c.Timeout < 0 || c.Timeout > time.Minute {
-		return fmt.Errorf("probe config: timeout %s must be 0..1m", c.Timeout)
+		bad("timeout %s must be 0..1m", c.Timeout)
 	}
 	if c.MaxBodyBytes < 0 || c.MaxBodyBytes > 16<<20 {
-		return fmt.Errorf("probe config: max body %d must be 0..16 MiB", c.MaxBodyBytes)
+		bad("max body %d must be 0..16 MiB", c.MaxBodyBytes)
 	}
-	return nil
+	return errors.Join(errs...)
 }
 
 // Enabled reports whether any target could be allowed at all.

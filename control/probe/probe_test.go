@@ -314,3 +314,14 @@ func TestProbeDialsTheCheckedAnswerDespiteRebinding(t *testing.T) {
 	require.Equal(t, "127.0.0.1", r.DialedIP)
 	require.EqualValues(t, 1, s.n.Load())
 }
+
+// A bad setting is refused, and every bad setting is named at once.
+func TestConfigValidateNamesEveryProblem(t *testing.T) {
+	t.Parallel()
+	require.NoError(t, probe.Config{AllowedHosts: []string{"*.judge.example"}, AllowedPorts: []int{443}}.Validate())
+	err := probe.Config{AllowedHosts: []string{"Judge.Example"}, AllowedCIDRs: []netip.Prefix{{}}, AllowedPorts: []int{0, 70000},
+		Timeout: 2 * time.Minute, MaxBodyBytes: -1}.Validate()
+	for _, want := range []string{`allowed host "Judge.Example"`, "invalid CIDR", "port 0", "port 70000", "timeout 2m0s", "max body -1"} {
+		require.ErrorContains(t, err, want)
+	}
+}

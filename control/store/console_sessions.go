@@ -20,8 +20,9 @@ const consoleSessionPrefix = "kcs_"
 const consoleSeenResolution = 10 * time.Second
 
 // ErrConsoleSessionInvalid: the console session is unknown, ended, past its
-// idle or absolute expiry, or its admin token was revoked or expired. It
-// matches ErrUnauthenticated too.
+// idle or absolute expiry, or the admin secret that opened it is no longer
+// accepted (rotated out, its token revoked or expired). It matches
+// ErrUnauthenticated too.
 var ErrConsoleSessionInvalid = fmt.Errorf("console session invalid: %w", ErrUnauthenticated)
 
 // ConsoleSessionLimits are the two expiries of a console session.
@@ -54,10 +55,12 @@ type ConsoleSession struct {
 }
 
 // OpenConsoleSession starts a console session for an admin token that was
-// just authenticated (AuthenticateToken with TokenAdmin). remote is the
-// browser's IP address, kept with the session and in the login's audit row.
-func (s *Store) OpenConsoleSession(ctx context.Context, admin TokenIdentity, remote string, lim ConsoleSessionLimits) (ConsoleSession, error) {
-	if admin.Kind != TokenAdmin || admin.ID <= 0 {
+// just authenticated (AuthenticateToken with TokenAdmin) with adminSecret.
+// The session is bound to that secret (its hash): it lasts only while the
+// API accepts the secret. remote is the browser's IP address, kept with the
+// session and in the login's audit row.
+func (s *Store) OpenConsoleSession(ctx context.Context, admin TokenIdentity, adminSecret, remote string, lim ConsoleSessionLimits) (ConsoleSession, error) {
+	if admin.Kind != TokenAdmin || admin.ID <= 0 || adminSecret == "" {
 		return ConsoleSession{}, fmt.Errorf("console session: %w", ErrUnauthenticated)
 	}
 	if err := lim.validate(); err != nil {
@@ -80,11 +83,20 @@ func (s *Store) OpenConsoleSession(ctx context.Context, admin TokenIdentity, rem
 	}
 	// The login is audited with the session it opened, in one transaction.
 	err := s.inTx(ctx, func(tx *sql.Tx) error {
-		if _, err := tx.ExecContext(ctx, `INSERT INTO judge_console_session
-			(session_hash, token_id, csrf_token, remote_addr, expires_at)
-			VALUES (?, ?, ?, ?, NOW(6) + INTERVAL ? MICROSECOND)`,
-			hash, admin.ID, csrf, remote, micros(lim.Absolute)); err != nil {
+		// Only for a secret the token accepts now: its current one, or the
+		// previous one inside its overlap.
+		sh := hashSecret(adminSecret)
+		r, err := tx.ExecContext(ctx, `INSERT INTO judge_console_session
+			(session_hash, token_id, token_secret_hash, csrf_token, remote_addr, expires_at)
+			SELECT ?, id, ?, ?, ?, NOW(6) + INTERVAL ? MICROSECOND FROM judge_api_token
+			WHERE id = ? AND kind = ? AND revoked_at IS NULL
+			  AND (token_hash = ? OR (prev_token_hash = ? AND prev_valid_until > NOW(6)))`,
+			hash, sh, csrf, remote, micros(lim.Absolute), admin.ID, TokenAdmin, sh, sh)
+		if err != nil {
 			return fmt.Errorf("store: open console session: %w", err)
+		}
+		if n, _ := r.RowsAffected(); n != 1 {
+			return fmt.Errorf("console session: the secret is not one the admin token accepts: %w", ErrUnauthenticated)
 		}
 		return audit(WithCaller(ctx, remote), tx, admin.Actor(), "console.login", 0, 0, "console login", nil)
 	})
@@ -100,8 +112,11 @@ func (s *Store) OpenConsoleSession(ctx context.Context, admin TokenIdentity, rem
 }
 
 // ConsoleSessionBySecret resolves a session cookie. It refuses a session
-// that ended, passed either expiry, or whose admin token is no longer valid
-// (revoked, expired): a session never outlives the authority it was opened
+// that ended or passed either expiry, and ends (audited as
+// console.session_ended, with the caller's address from WithCaller) one
+// whose admin secret the API no longer accepts: rotated out with no
+// overlap, past its overlap, retired by a later rotation, or its token
+// revoked or expired. A session never outlives the secret it was opened
 // with. A successful lookup restarts the idle clock.
 func (s *Store) ConsoleSessionBySecret(ctx context.Context, secret string, lim ConsoleSessionLimits) (ConsoleSession, error) {
 	if err := lim.validate(); err != nil {
@@ -111,28 +126,42 @@ func (s *Store) ConsoleSessionBySecret(ctx context.Context, secret string, lim C
 		return ConsoleSession{}, ErrConsoleSessionInvalid
 	}
 	var (
-		sess  ConsoleSession
-		rowID int64
-		stale bool
+		sess    ConsoleSession
+		rowID   int64
+		stale   bool
+		refusal string
 	)
+	// The secret is accepted exactly as AuthenticateToken accepts it: the
+	// token's current secret, or its previous one inside the overlap, of a
+	// token neither revoked nor expired.
 	err := s.db.QueryRowContext(ctx, `
 		SELECT cs.id, cs.csrf_token, cs.expires_at, t.id, t.kind, t.name,
-		       cs.last_seen_at < NOW(6) - INTERVAL ? MICROSECOND
+		       cs.last_seen_at < NOW(6) - INTERVAL ? MICROSECOND,
+		       CASE WHEN t.revoked_at IS NOT NULL THEN 'its admin token was revoked'
+		            WHEN t.expires_at IS NOT NULL AND t.expires_at <= NOW(6) THEN 'its admin token expired'
+		            WHEN cs.token_secret_hash = t.token_hash THEN ''
+		            WHEN cs.token_secret_hash = t.prev_token_hash AND t.prev_valid_until > NOW(6) THEN ''
+		            ELSE 'the admin secret that opened it was rotated out' END
 		FROM judge_console_session cs
 		JOIN judge_api_token t ON t.id = cs.token_id
 		WHERE cs.session_hash = ?
 		  AND cs.ended_at IS NULL
 		  AND cs.expires_at > NOW(6)
 		  AND cs.last_seen_at > NOW(6) - INTERVAL ? MICROSECOND
-		  AND t.kind = ? AND t.revoked_at IS NULL
-		  AND (t.expires_at IS NULL OR t.expires_at > NOW(6))`,
+		  AND t.kind = ?`,
 		micros(consoleSeenResolution), hashSecret(secret), micros(lim.Idle), TokenAdmin).
-		Scan(&rowID, &sess.CSRF, &sess.ExpiresAt, &sess.Admin.ID, &sess.Admin.Kind, &sess.Admin.Name, &stale)
+		Scan(&rowID, &sess.CSRF, &sess.ExpiresAt, &sess.Admin.ID, &sess.Admin.Kind, &sess.Admin.Name, &stale, &refusal)
 	if errors.Is(err, sql.ErrNoRows) {
 		return ConsoleSession{}, ErrConsoleSessionInvalid
 	}
 	if err != nil {
 		return ConsoleSession{}, fmt.Errorf("store: console session: %w", err)
+	}
+	if refusal != "" {
+		if err := s.endRefusedSession(ctx, rowID, sess.Admin, refusal); err != nil {
+			return ConsoleSession{}, err
+		}
+		return ConsoleSession{}, fmt.Errorf("console session ended: %s: %w", refusal, ErrConsoleSessionInvalid)
 	}
 	if stale {
 		if _, err := s.db.ExecContext(ctx, `UPDATE judge_console_session SET last_seen_at = NOW(6) WHERE id = ?`, rowID); err != nil {
@@ -140,6 +169,23 @@ func (s *Store) ConsoleSessionBySecret(ctx context.Context, secret string, lim C
 		}
 	}
 	return sess, nil
+}
+
+// endRefusedSession ends a session whose admin secret is no longer
+// accepted, audited once (concurrent requests of the session race to end
+// it; one writes the row).
+func (s *Store) endRefusedSession(ctx context.Context, id int64, admin TokenIdentity, why string) error {
+	return s.inTx(ctx, func(tx *sql.Tx) error {
+		r, err := tx.ExecContext(ctx, `UPDATE judge_console_session SET ended_at = NOW(6) WHERE id = ? AND ended_at IS NULL`, id)
+		if err != nil {
+			return fmt.Errorf("store: end console session: %w", err)
+		}
+		if n, _ := r.RowsAffected(); n != 1 {
+			return nil
+		}
+		return audit(ctx, tx, auditActorControl, "console.session_ended", 0, 0, "console session ended: "+why,
+			map[string]any{"admin": admin.Actor(), "sessionId": id})
+	})
 }
 
 // EndConsoleSession logs a session out (audited as console.logout with the

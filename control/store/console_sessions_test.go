@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -20,7 +21,7 @@ func TestConsoleSessionLifecycle(t *testing.T) {
 	admin, err := b.store.AuthenticateToken(b.ctx, store.TokenAdmin, tok)
 	require.NoError(t, err)
 
-	sess, err := b.store.OpenConsoleSession(b.ctx, admin, "192.0.2.7", consoleLimits)
+	sess, err := b.store.OpenConsoleSession(b.ctx, admin, tok, "192.0.2.7", consoleLimits)
 	require.NoError(t, err)
 	require.Regexp(t, `^kcs_`, sess.Secret)
 	require.Len(t, sess.CSRF, 64)
@@ -72,7 +73,7 @@ func TestConsoleSessionRefusals(t *testing.T) {
 	admin, err := b.store.AuthenticateToken(b.ctx, store.TokenAdmin, tok)
 	require.NoError(t, err)
 	open := func() store.ConsoleSession {
-		s, err := b.store.OpenConsoleSession(b.ctx, admin, "127.0.0.1", consoleLimits)
+		s, err := b.store.OpenConsoleSession(b.ctx, admin, tok, "127.0.0.1", consoleLimits)
 		require.NoError(t, err)
 		return s
 	}
@@ -82,7 +83,7 @@ func TestConsoleSessionRefusals(t *testing.T) {
 		require.NoError(t, err)
 		bid, err := b.store.AuthenticateToken(b.ctx, store.TokenBusiness, btok)
 		require.NoError(t, err)
-		_, err = b.store.OpenConsoleSession(b.ctx, bid, "127.0.0.1", consoleLimits)
+		_, err = b.store.OpenConsoleSession(b.ctx, bid, btok, "127.0.0.1", consoleLimits)
 		require.ErrorIs(t, err, store.ErrUnauthenticated)
 	})
 	t.Run("garbage and other secrets", func(t *testing.T) {
@@ -120,7 +121,7 @@ func TestConsoleSessionRefusals(t *testing.T) {
 		require.NoError(t, err)
 		id2, err := b.store.AuthenticateToken(b.ctx, store.TokenAdmin, tok2)
 		require.NoError(t, err)
-		s, err := b.store.OpenConsoleSession(b.ctx, id2, "127.0.0.1", consoleLimits)
+		s, err := b.store.OpenConsoleSession(b.ctx, id2, tok2, "127.0.0.1", consoleLimits)
 		require.NoError(t, err)
 		_, err = b.store.RevokeToken(b.ctx, store.TokenAdmin, "temp")
 		require.NoError(t, err)
@@ -128,7 +129,100 @@ func TestConsoleSessionRefusals(t *testing.T) {
 		require.True(t, errors.Is(err, store.ErrConsoleSessionInvalid))
 	})
 	t.Run("limits are validated", func(t *testing.T) {
-		_, err := b.store.OpenConsoleSession(b.ctx, admin, "127.0.0.1", store.ConsoleSessionLimits{Idle: time.Second, Absolute: time.Hour})
+		_, err := b.store.OpenConsoleSession(b.ctx, admin, tok, "127.0.0.1", store.ConsoleSessionLimits{Idle: time.Second, Absolute: time.Hour})
 		require.ErrorIs(t, err, store.ErrValidation)
+	})
+}
+
+// A console session lasts only while the API accepts the admin secret that
+// opened it. Each way a secret stops being accepted ends the session at its
+// next request, audited once; a session opened with the new secret of a
+// rotation is unaffected.
+func TestConsoleSessionEndsWithItsSecret(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	newAdmin := func(t *testing.T) (string, string, store.TokenIdentity) {
+		name := fmt.Sprintf("ops-%d", b.seq.Add(1))
+		tok, err := b.store.CreateToken(b.ctx, store.TokenAdmin, name)
+		require.NoError(t, err)
+		id, err := b.store.AuthenticateToken(b.ctx, store.TokenAdmin, tok)
+		require.NoError(t, err)
+		return name, tok, id
+	}
+	open := func(t *testing.T, id store.TokenIdentity, secret string) store.ConsoleSession {
+		s, err := b.store.OpenConsoleSession(b.ctx, id, secret, "192.0.2.9", consoleLimits)
+		require.NoError(t, err)
+		return s
+	}
+	rotate := func(t *testing.T, name string, overlap time.Duration) string {
+		s, err := b.store.RotateToken(b.ctx, store.RotateSpec{Kind: store.TokenAdmin, Name: name, Overlap: overlap})
+		require.NoError(t, err)
+		return s
+	}
+	// ended checks the next request is refused, the row ended, and one
+	// audit row says why (a second request neither ends nor audits again).
+	ended := func(t *testing.T, s store.ConsoleSession, why string) {
+		t.Helper()
+		for range 2 {
+			_, err := b.store.ConsoleSessionBySecret(store.WithCaller(b.ctx, "198.51.100.4"), s.Secret, consoleLimits)
+			require.ErrorIs(t, err, store.ErrConsoleSessionInvalid)
+		}
+		require.Equal(t, 1, b.count(t, `SELECT COUNT(*) FROM judge_console_session WHERE csrf_token = ? AND ended_at IS NOT NULL`, s.CSRF))
+		require.Equal(t, 1, b.count(t, `SELECT COUNT(*) FROM judge_audit WHERE action = 'console.session_ended'
+			AND reason = ? AND remote_addr = '198.51.100.4' AND JSON_VALUE(detail, '$.admin') = ?`,
+			"console session ended: "+why, s.Admin.Actor()))
+	}
+	const rotatedOut = "the admin secret that opened it was rotated out"
+
+	t.Run("rotation with no overlap", func(t *testing.T) {
+		name, tok, id := newAdmin(t)
+		s := open(t, id, tok)
+		fresh := rotate(t, name, 0)
+		ended(t, s, rotatedOut)
+		_, err := b.store.OpenConsoleSession(b.ctx, id, tok, "192.0.2.9", consoleLimits)
+		require.ErrorIs(t, err, store.ErrUnauthenticated, "the old secret opens nothing either")
+		s2 := open(t, id, fresh)
+		_, err = b.store.ConsoleSessionBySecret(b.ctx, s2.Secret, consoleLimits)
+		require.NoError(t, err, "a session of the new secret works")
+	})
+	t.Run("rotation whose overlap ends", func(t *testing.T) {
+		name, tok, id := newAdmin(t)
+		s := open(t, id, tok)
+		fresh := rotate(t, name, time.Hour)
+		_, err := b.store.ConsoleSessionBySecret(b.ctx, s.Secret, consoleLimits)
+		require.NoError(t, err, "inside the overlap the old secret is accepted, so is its session")
+		s2 := open(t, id, fresh)
+		_, err = b.db.ExecContext(b.ctx, `UPDATE judge_api_token SET prev_valid_until = NOW(6) - INTERVAL 1 SECOND WHERE name = ?`, name)
+		require.NoError(t, err)
+		ended(t, s, rotatedOut)
+		_, err = b.store.ConsoleSessionBySecret(b.ctx, s2.Secret, consoleLimits)
+		require.NoError(t, err, "the new secret's session outlives the old one's")
+	})
+	t.Run("second rotation during the overlap", func(t *testing.T) {
+		name, tok, id := newAdmin(t)
+		s := open(t, id, tok)
+		rotate(t, name, time.Hour)
+		rotate(t, name, time.Hour)
+		ended(t, s, rotatedOut)
+	})
+	t.Run("revoke", func(t *testing.T) {
+		name, tok, id := newAdmin(t)
+		s := open(t, id, tok)
+		_, err := b.store.RevokeTokenAs(b.ctx, store.TokenAdmin, name, "test", "leaked")
+		require.NoError(t, err)
+		ended(t, s, "its admin token was revoked")
+	})
+	t.Run("token expiry", func(t *testing.T) {
+		name, tok, id := newAdmin(t)
+		s := open(t, id, tok)
+		_, err := b.db.ExecContext(b.ctx, `UPDATE judge_api_token SET expires_at = NOW(6) - INTERVAL 1 SECOND WHERE name = ?`, name)
+		require.NoError(t, err)
+		ended(t, s, "its admin token expired")
+	})
+	t.Run("a secret the token does not accept opens nothing", func(t *testing.T) {
+		_, _, id := newAdmin(t)
+		_, otherTok, _ := newAdmin(t)
+		_, err := b.store.OpenConsoleSession(b.ctx, id, otherTok, "192.0.2.9", consoleLimits)
+		require.ErrorIs(t, err, store.ErrUnauthenticated)
 	})
 }

@@ -35,11 +35,12 @@
 //	languages.go     nodes' per-language reports and the language catalog
 //	checks.go        self-checks (judge_node_check and their CHECK jobs)
 //	console_sessions.go admin console browser sessions (hash-only ids, CSRF token,
-//	                 idle and absolute expiry, ended with their admin token)
+//	                 idle and absolute expiry, ended with the admin secret that opened them)
 //	audit.go         judge_audit: the audit insert every change shares (with the caller's
 //	                 address from WithCaller), a node's or job's trail, the filtered global list
-//	tokens.go        business/admin API tokens
-//	tenancy.go       token scopes (submission types), consumer groups, EventScope
+//	tokens.go        business/admin API tokens, rotation and retired secrets
+//	tenancy.go       token scopes (submission types), consumer groups, EventScope,
+//	                 owners of test data (Tenant: who may use a manifest or artifact)
 //	jobs.go          enqueue (batched), EnqueueMany, rejudge, cancel (pointer → job writes)
 //	idempotency.go   idempotency keys for enqueue and their purge
 //	status.go        job, attempt and submission-status reads; settled-job lookups for waiting reads
@@ -56,7 +57,7 @@
 //	results.go       result shape and its validation against the manifest
 //	verdict_check.go verdict checks against the manifest (cases, scores)
 //	events.go        settlement events: the settle insert, claim/ack/fail, admin listing, redelivery
-//	manifests.go     artifacts and manifests
+//	manifests.go     artifacts and manifests, each with its owner
 //	summary.go       pool and node counts for dashboards and metrics
 //	reconcile.go     invariant checks over the whole database
 //	metrics.go       Observer and the public operations that report to it

@@ -61,6 +61,10 @@ type EnqueueRequest struct {
 	ManifestID     int64
 	// Priority: lower runs first; 0 is normal. Range -100..100.
 	Priority int
+	// Tenant is whose test data the submission may use: a manifest it may
+	// not use is refused as missing. The zero value is every type (a token
+	// of every type, or a caller sharing the database).
+	Tenant Tenant
 }
 
 // Snapshot is the frozen request a job judges; it is what nodes receive.
@@ -437,7 +441,7 @@ func (s *Store) validateEnqueue(ctx context.Context, req EnqueueRequest) (pool s
 	if err != nil {
 		return "", nil, "", err
 	}
-	m, err := s.Manifest(ctx, req.ManifestID)
+	m, err := s.manifestFor(ctx, req.Tenant, req.ManifestID)
 	if errors.Is(err, ErrNotFound) {
 		return "", nil, "", invalidOf(ErrManifestMissing, "manifestId", "manifest %d does not exist", req.ManifestID)
 	}

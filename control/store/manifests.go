@@ -14,47 +14,85 @@ import (
 )
 
 // RegisterArtifact records a stored file's digest and size (the bytes live in
-// the artifact store). Registering the same digest twice is a no-op; a
-// different size for the same digest is a conflict.
+// the artifact store) as shared test data: the control plane's own (self-checks).
+// Registering the same digest twice is a no-op; a different size for the same
+// digest is a conflict.
 func (s *Store) RegisterArtifact(ctx context.Context, sha256 string, size int64) error {
+	_, err := s.registerArtifact(ctx, sharedOwner, sha256, size)
+	return err
+}
+
+// RegisterArtifactAs records a stored file for tenant t. created is true
+// when t had not registered this digest before, whoever else has: the
+// answer is the same whether or not another tenant holds the content. The
+// bytes are stored once; each owner costs one judge_artifact_owner row.
+func (s *Store) RegisterArtifactAs(ctx context.Context, t Tenant, sha256 string, size int64) (created bool, err error) {
+	return s.registerArtifact(ctx, t.owner(), sha256, size)
+}
+
+func (s *Store) registerArtifact(ctx context.Context, owner, sha256 string, size int64) (bool, error) {
 	if !manifest.ValidDigest(sha256) || size < 0 {
-		return invalid("sha256", "must be 64 lowercase hex with a non-negative size")
+		return false, invalid("sha256", "must be 64 lowercase hex with a non-negative size")
 	}
 	if _, err := s.db.ExecContext(ctx,
 		`INSERT INTO judge_artifact (sha256, size) VALUES (?, ?) ON DUPLICATE KEY UPDATE sha256 = sha256`, sha256, size); err != nil {
-		return fmt.Errorf("store: register artifact: %w", err)
+		return false, fmt.Errorf("store: register artifact: %w", err)
 	}
 	var got int64
 	if err := s.db.QueryRowContext(ctx, `SELECT size FROM judge_artifact WHERE sha256 = ?`, sha256).Scan(&got); err != nil {
-		return fmt.Errorf("store: register artifact: %w", err)
+		return false, fmt.Errorf("store: register artifact: %w", err)
 	}
 	if got != size {
-		return conflict("artifact %s is registered with size %d, not %d", sha256, got, size)
+		return false, conflict("artifact %s is registered with size %d, not %d", sha256, got, size)
 	}
-	return nil
+	r, err := s.db.ExecContext(ctx, `INSERT IGNORE INTO judge_artifact_owner (sha256, owner) VALUES (?, ?)`, sha256, owner)
+	if err != nil {
+		return false, fmt.Errorf("store: register artifact: %w", err)
+	}
+	n, err := r.RowsAffected()
+	if err != nil {
+		return false, fmt.Errorf("store: register artifact: %w", err)
+	}
+	return n == 1, nil
 }
 
 // ArtifactSizes returns the registered size of each of the given digests
-// that is registered; missing digests are absent from the map.
-func (s *Store) ArtifactSizes(ctx context.Context, digests []string) (map[string]int64, error) {
+// that t may reference (registered by an owner t may use); the others are
+// absent from the map, as if never uploaded.
+func (s *Store) ArtifactSizes(ctx context.Context, t Tenant, digests []string) (map[string]int64, error) {
 	out := make(map[string]int64, len(digests))
 	for start := 0; start < len(digests); start += 500 {
-		q, args, err := sqlx.In(`SELECT sha256, size FROM judge_artifact WHERE sha256 IN (?)`, digests[start:min(start+500, len(digests))])
+		rows, err := s.artifactOwners(ctx, s.db, digests[start:min(start+500, len(digests))])
 		if err != nil {
-			return nil, fmt.Errorf("store: artifact sizes: %w", err)
-		}
-		var rows []struct {
-			Digest string `db:"sha256"`
-			Size   int64  `db:"size"`
-		}
-		if err := s.db.SelectContext(ctx, &rows, q, args...); err != nil {
-			return nil, fmt.Errorf("store: artifact sizes: %w", err)
+			return nil, err
 		}
 		for _, r := range rows {
-			out[r.Digest] = r.Size
+			if t.mayUse(r.Owner) {
+				out[r.Digest] = r.Size
+			}
 		}
 	}
 	return out, nil
+}
+
+// artifactOwner is one (digest, owner) registration with the digest's size.
+type artifactOwner struct {
+	Digest string `db:"sha256"`
+	Size   int64  `db:"size"`
+	Owner  string `db:"owner"`
+}
+
+func (s *Store) artifactOwners(ctx context.Context, q sqlx.QueryerContext, digests []string) ([]artifactOwner, error) {
+	query, args, err := sqlx.In(`SELECT a.sha256, a.size, o.owner FROM judge_artifact a
+		JOIN judge_artifact_owner o ON o.sha256 = a.sha256 WHERE a.sha256 IN (?)`, digests)
+	if err != nil {
+		return nil, fmt.Errorf("store: artifact owners: %w", err)
+	}
+	var rows []artifactOwner
+	if err := sqlx.SelectContext(ctx, q, &rows, query, args...); err != nil {
+		return nil, fmt.Errorf("store: artifact owners: %w", err)
+	}
+	return rows, nil
 }
 
 // PublishedManifest identifies a manifest.
@@ -64,10 +102,25 @@ type PublishedManifest struct {
 	Created bool
 }
 
-// PublishManifest validates and stores an immutable manifest. Every referenced
-// digest must be a registered artifact of the stated size. The same content
-// publishes to the same manifest.
+// PublishManifest validates and stores an immutable manifest as shared test
+// data: the control plane's own (self-checks), which every caller may use.
+// Every referenced digest must be a registered artifact of the stated size.
+// The same content publishes to the same manifest.
 func (s *Store) PublishManifest(ctx context.Context, m manifest.Manifest) (PublishedManifest, error) {
+	return s.publishManifest(ctx, sharedOwner, Tenant{}, m)
+}
+
+// PublishManifestAs publishes a manifest that belongs to tenant t: every
+// referenced digest must be an artifact t may reference, and only callers
+// that may use t's test data can read it or enqueue against it. The same
+// content published again by the same owner answers with the same manifest;
+// by another owner it is a manifest of its own, so the answer never tells
+// whether another tenant published it.
+func (s *Store) PublishManifestAs(ctx context.Context, t Tenant, m manifest.Manifest) (PublishedManifest, error) {
+	return s.publishManifest(ctx, t.owner(), t, m)
+}
+
+func (s *Store) publishManifest(ctx context.Context, owner string, t Tenant, m manifest.Manifest) (PublishedManifest, error) {
 	if err := m.Validate(); err != nil {
 		return PublishedManifest{}, &ValidationError{Field: "manifest", Problem: err.Error()}
 	}
@@ -83,8 +136,9 @@ func (s *Store) PublishManifest(ctx context.Context, m manifest.Manifest) (Publi
 	sort.Strings(digests)
 	var out PublishedManifest
 	err = s.inTx(ctx, func(tx *sql.Tx) error {
+		const byContent = `SELECT id FROM judge_manifest WHERE digest = ? AND owner = ?`
 		var id int64
-		err := tx.QueryRowContext(ctx, `SELECT id FROM judge_manifest WHERE digest = ?`, digest).Scan(&id)
+		err := tx.QueryRowContext(ctx, byContent, digest, owner).Scan(&id)
 		if err == nil {
 			out = PublishedManifest{ID: id, Digest: digest}
 			return nil
@@ -92,25 +146,15 @@ func (s *Store) PublishManifest(ctx context.Context, m manifest.Manifest) (Publi
 		if !errors.Is(err, sql.ErrNoRows) {
 			return fmt.Errorf("store: publish manifest: %w", err)
 		}
-		for _, d := range digests {
-			var size int64
-			err := tx.QueryRowContext(ctx, `SELECT size FROM judge_artifact WHERE sha256 = ?`, d).Scan(&size)
-			if errors.Is(err, sql.ErrNoRows) {
-				return invalid("manifest", "artifact %s is not uploaded", d)
-			}
-			if err != nil {
-				return fmt.Errorf("store: publish manifest: %w", err)
-			}
-			if size != want[d] {
-				return invalid("manifest", "artifact %s has size %d, the manifest says %d", d, size, want[d])
-			}
+		if err := s.checkReferences(ctx, tx, t, digests, want); err != nil {
+			return err
 		}
 		r, err := tx.ExecContext(ctx,
-			`INSERT INTO judge_manifest (digest, kind, case_count, body) VALUES (?, ?, ?, ?)`,
-			digest, m.Kind, len(m.Cases), body)
+			`INSERT INTO judge_manifest (digest, owner, kind, case_count, body) VALUES (?, ?, ?, ?, ?)`,
+			digest, owner, m.Kind, len(m.Cases), body)
 		if isDuplicate(err) {
 			// A concurrent publish of the same content won; read its id.
-			return tx.QueryRowContext(ctx, `SELECT id FROM judge_manifest WHERE digest = ?`, digest).Scan(&out.ID)
+			return tx.QueryRowContext(ctx, byContent, digest, owner).Scan(&out.ID)
 		}
 		if err != nil {
 			return fmt.Errorf("store: publish manifest: %w", err)
@@ -128,9 +172,53 @@ func (s *Store) PublishManifest(ctx context.Context, m manifest.Manifest) (Publi
 	return out, err
 }
 
-// Manifest reads a published manifest.
+// checkReferences refuses a manifest that references a digest t may not
+// reference (never uploaded, or uploaded only by owners t may not use; the
+// same words for both) or with another size than registered.
+func (s *Store) checkReferences(ctx context.Context, tx *sql.Tx, t Tenant, digests []string, want map[string]int64) error {
+	if len(digests) == 0 {
+		return nil
+	}
+	rows, err := s.artifactOwners(ctx, s.txx(tx), digests)
+	if err != nil {
+		return err
+	}
+	have := make(map[string]int64, len(rows))
+	for _, r := range rows {
+		if t.mayUse(r.Owner) {
+			have[r.Digest] = r.Size
+		}
+	}
+	for _, d := range digests {
+		size, ok := have[d]
+		if !ok {
+			return invalid("manifest", "artifact %s is not uploaded", d)
+		}
+		if size != want[d] {
+			return invalid("manifest", "artifact %s has size %d, the manifest says %d", d, size, want[d])
+		}
+	}
+	return nil
+}
+
+// Manifest reads a published manifest, whoever owns it (the lease path and
+// the machine protocol: a job's manifest was checked when it was enqueued).
 func (s *Store) Manifest(ctx context.Context, id int64) (manifest.Manifest, error) {
-	return s.readManifest(ctx, s.db, id)
+	om, err := s.readManifest(ctx, s.db, id)
+	return om.m, err
+}
+
+// manifestFor reads a manifest t may use; one it may not use is ErrNotFound,
+// exactly as one that does not exist.
+func (s *Store) manifestFor(ctx context.Context, t Tenant, id int64) (manifest.Manifest, error) {
+	om, err := s.readManifest(ctx, s.db, id)
+	if err != nil {
+		return manifest.Manifest{}, err
+	}
+	if !t.mayUse(om.owner) {
+		return manifest.Manifest{}, fmt.Errorf("manifest %d: %w", id, ErrNotFound)
+	}
+	return om.m, nil
 }
 
 // StoredManifest is a published manifest with its identity.
@@ -141,16 +229,18 @@ type StoredManifest struct {
 	Manifest  manifest.Manifest
 }
 
-// ManifestRecord reads a published manifest with its digest and creation
-// time; ErrNotFound if there is none with that id.
-func (s *Store) ManifestRecord(ctx context.Context, id int64) (StoredManifest, error) {
+// ManifestRecord reads a published manifest t may use, with its digest and
+// creation time; ErrNotFound if there is none with that id or t may not
+// use it (the same error, so its existence is not told).
+func (s *Store) ManifestRecord(ctx context.Context, t Tenant, id int64) (StoredManifest, error) {
 	var r struct {
 		Digest    string    `db:"digest"`
+		Owner     string    `db:"owner"`
 		CreatedAt time.Time `db:"created_at"`
 		Body      []byte    `db:"body"`
 	}
-	err := s.db.GetContext(ctx, &r, `SELECT digest, created_at, body FROM judge_manifest WHERE id = ?`, id)
-	if errors.Is(err, sql.ErrNoRows) {
+	err := s.db.GetContext(ctx, &r, `SELECT digest, owner, created_at, body FROM judge_manifest WHERE id = ?`, id)
+	if errors.Is(err, sql.ErrNoRows) || err == nil && !t.mayUse(r.Owner) {
 		return StoredManifest{}, fmt.Errorf("manifest %d: %w", id, ErrNotFound)
 	}
 	if err != nil {
@@ -167,24 +257,32 @@ type queryer interface {
 	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
 }
 
-func (s *Store) readManifest(ctx context.Context, q queryer, id int64) (manifest.Manifest, error) {
-	if m, ok := s.manifests.get(id); ok {
-		return m, nil
+// ownedManifest is a parsed manifest with its owner, as cached.
+type ownedManifest struct {
+	m     manifest.Manifest
+	owner string
+}
+
+func (s *Store) readManifest(ctx context.Context, q queryer, id int64) (ownedManifest, error) {
+	if om, ok := s.manifests.get(id); ok {
+		return om, nil
 	}
 	var body []byte
-	err := q.QueryRowContext(ctx, `SELECT body FROM judge_manifest WHERE id = ?`, id).Scan(&body)
+	var owner string
+	err := q.QueryRowContext(ctx, `SELECT body, owner FROM judge_manifest WHERE id = ?`, id).Scan(&body, &owner)
 	if errors.Is(err, sql.ErrNoRows) {
-		return manifest.Manifest{}, fmt.Errorf("manifest %d: %w", id, ErrNotFound)
+		return ownedManifest{}, fmt.Errorf("manifest %d: %w", id, ErrNotFound)
 	}
 	if err != nil {
-		return manifest.Manifest{}, fmt.Errorf("store: manifest: %w", err)
+		return ownedManifest{}, fmt.Errorf("store: manifest: %w", err)
 	}
 	m, err := manifest.Parse(body)
 	if err != nil {
-		return manifest.Manifest{}, fmt.Errorf("store: stored manifest %d does not parse: %w", id, err)
+		return ownedManifest{}, fmt.Errorf("store: stored manifest %d does not parse: %w", id, err)
 	}
-	s.manifests.put(id, m)
-	return m, nil
+	om := ownedManifest{m: m, owner: owner}
+	s.manifests.put(id, om)
+	return om, nil
 }
 
 // ArtifactAccess is the answer to "may this lease download this digest".

@@ -12,16 +12,16 @@ import (
 func TestBusinessQueries(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	rec, err := b.store.ManifestRecord(b.ctx, b.manifest)
+	rec, err := b.store.ManifestRecord(b.ctx, store.Tenant{}, b.manifest)
 	require.NoError(t, err)
 	require.Len(t, rec.Manifest.Cases, 2)
 	require.Len(t, rec.Digest, 64)
 	require.False(t, rec.CreatedAt.IsZero())
-	_, err = b.store.ManifestRecord(b.ctx, 999999)
+	_, err = b.store.ManifestRecord(b.ctx, store.Tenant{}, 999999)
 	require.ErrorIs(t, err, store.ErrNotFound)
 
 	in := b.artifact(t, "1 2\n")
-	sizes, err := b.store.ArtifactSizes(b.ctx, []string{in, in, "0000000000000000000000000000000000000000000000000000000000000000"})
+	sizes, err := b.store.ArtifactSizes(b.ctx, store.Tenant{}, []string{in, in, "0000000000000000000000000000000000000000000000000000000000000000"})
 	require.NoError(t, err)
 	require.Equal(t, map[string]int64{in: 4}, sizes)
 

@@ -1,8 +1,10 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -11,7 +13,6 @@ import (
 	"github.com/jmoiron/sqlx"
 
 	"github.com/kece-oj/kece/contracts"
-	"github.com/kece-oj/kece/control/manifest"
 )
 
 // Config tunes the store. Zero fields take their defaults in New.
@@ -93,95 +94,83 @@ const (
 	BatchLingerDefault = 2 * time.Millisecond
 )
 
-func (c *Config) setDefaults() {
-	if c.LeaseTTL == 0 {
-		c.LeaseTTL = LeaseTTLDefault
-	}
-	if c.MaxAttempts == 0 {
-		c.MaxAttempts = MaxAttemptsDefault
-	}
-	if c.MaxUnstartedAttempts == 0 {
-		c.MaxUnstartedAttempts = MaxUnstartedAttemptsDefault
-	}
-	if c.HeartbeatTTL == 0 {
-		c.HeartbeatTTL = HeartbeatTTLDefault
-	}
-	if c.BackoffBase == 0 {
-		c.BackoffBase = BackoffBaseDefault
-	}
-	if c.BackoffMax == 0 {
-		c.BackoffMax = BackoffMaxDefault
-	}
-	if c.ClaimBatchMax == 0 {
-		c.ClaimBatchMax = ClaimBatchMaxDefault
-	}
-	if c.MaxSnapshotBytes == 0 {
-		c.MaxSnapshotBytes = MaxSnapshotBytesDefault
-	}
-	if c.MaxResultBytes == 0 {
-		c.MaxResultBytes = MaxResultBytesDefault
-	}
-	if c.TxRetries == 0 {
-		c.TxRetries = TxRetriesDefault
-	}
-	if c.JoinCodeTTL == 0 {
-		c.JoinCodeTTL = JoinCodeTTLDefault
-	}
-	if c.OfflineAfter == 0 {
-		c.OfflineAfter = OfflineAfterDefault
-	}
-	if c.ReapBatch == 0 {
-		c.ReapBatch = ReapBatchDefault
-	}
-	if c.CompleteBatchMax == 0 {
-		c.CompleteBatchMax = CompleteBatchMaxDefault
-	}
-	if c.BatchParallel == 0 {
-		c.BatchParallel = BatchParallelDefault
-	}
-	if c.BatchLinger == 0 {
-		c.BatchLinger = BatchLingerDefault
-	}
-	if c.EnqueueParallel == 0 {
-		c.EnqueueParallel = EnqueueParallelDefault
-	}
+// WithDefaults returns c with every zero field set to its default, as New
+// uses it: what a caller validates before connecting anything.
+func (c Config) WithDefaults() Config {
+	c.setDefaults()
+	return c
 }
 
-// Validate refuses nonsensical settings.
+func (c *Config) setDefaults() {
+	c.LeaseTTL = cmp.Or(c.LeaseTTL, LeaseTTLDefault)
+	c.MaxAttempts = cmp.Or(c.MaxAttempts, MaxAttemptsDefault)
+	c.MaxUnstartedAttempts = cmp.Or(c.MaxUnstartedAttempts, MaxUnstartedAttemptsDefault)
+	c.HeartbeatTTL = cmp.Or(c.HeartbeatTTL, HeartbeatTTLDefault)
+	c.BackoffBase = cmp.Or(c.BackoffBase, BackoffBaseDefault)
+	c.BackoffMax = cmp.Or(c.BackoffMax, BackoffMaxDefault)
+	c.ClaimBatchMax = cmp.Or(c.ClaimBatchMax, ClaimBatchMaxDefault)
+	c.MaxSnapshotBytes = cmp.Or(c.MaxSnapshotBytes, MaxSnapshotBytesDefault)
+	c.MaxResultBytes = cmp.Or(c.MaxResultBytes, MaxResultBytesDefault)
+	c.TxRetries = cmp.Or(c.TxRetries, TxRetriesDefault)
+	c.JoinCodeTTL = cmp.Or(c.JoinCodeTTL, JoinCodeTTLDefault)
+	c.OfflineAfter = cmp.Or(c.OfflineAfter, OfflineAfterDefault)
+	c.ReapBatch = cmp.Or(c.ReapBatch, ReapBatchDefault)
+	c.CompleteBatchMax = cmp.Or(c.CompleteBatchMax, CompleteBatchMaxDefault)
+	c.BatchParallel = cmp.Or(c.BatchParallel, BatchParallelDefault)
+	c.BatchLinger = cmp.Or(c.BatchLinger, BatchLingerDefault)
+	c.EnqueueParallel = cmp.Or(c.EnqueueParallel, EnqueueParallelDefault)
+}
+
+// Validate refuses nonsensical settings, every one of them at once.
 func (c Config) Validate() error {
-	switch {
-	case c.LeaseTTL < contracts.LeaseTTLMin:
-		return fmt.Errorf("store config: lease TTL %s is below %s", c.LeaseTTL, contracts.LeaseTTLMin)
-	case c.MaxAttempts < 1 || c.MaxAttempts > 100:
-		return fmt.Errorf("store config: max attempts %d must be 1..100", c.MaxAttempts)
-	case c.MaxUnstartedAttempts < 1 || c.MaxUnstartedAttempts > 100:
-		return fmt.Errorf("store config: max unstarted attempts %d must be 1..100", c.MaxUnstartedAttempts)
-	case c.HeartbeatTTL < time.Second:
-		return fmt.Errorf("store config: heartbeat TTL %s is below 1s", c.HeartbeatTTL)
-	case c.BackoffBase <= 0 || c.BackoffMax < c.BackoffBase:
-		return fmt.Errorf("store config: backoff base %s / max %s must be positive and base ≤ max", c.BackoffBase, c.BackoffMax)
-	case c.ClaimBatchMax < 1 || c.ClaimBatchMax > contracts.BatchMax:
-		return fmt.Errorf("store config: claim batch max %d must be 1..%d", c.ClaimBatchMax, contracts.BatchMax)
-	case c.MaxSnapshotBytes < 1024:
-		return fmt.Errorf("store config: max snapshot bytes %d is below 1 KiB", c.MaxSnapshotBytes)
-	case c.TxRetries < 1:
-		return fmt.Errorf("store config: tx retries %d must be positive", c.TxRetries)
-	case c.JoinCodeTTL < time.Second || c.JoinCodeTTL > JoinCodeTTLMax:
-		return fmt.Errorf("store config: join code TTL %s must be 1s..%s", c.JoinCodeTTL, JoinCodeTTLMax)
-	case c.OfflineAfter < time.Second:
-		return fmt.Errorf("store config: offline-after %s is below 1s", c.OfflineAfter)
-	case c.ReapBatch < 1:
-		return fmt.Errorf("store config: reap batch %d must be positive", c.ReapBatch)
-	case c.CompleteBatchMax < 1 || c.CompleteBatchMax > 256:
-		return fmt.Errorf("store config: complete batch max %d must be 1..256", c.CompleteBatchMax)
-	case c.BatchParallel < 1 || c.BatchParallel > 64:
-		return fmt.Errorf("store config: batch parallel %d must be 1..64", c.BatchParallel)
-	case c.EnqueueParallel < 1 || c.EnqueueParallel > 64:
-		return fmt.Errorf("store config: enqueue parallel %d must be 1..64", c.EnqueueParallel)
-	case c.BatchLinger > 50*time.Millisecond:
-		return fmt.Errorf("store config: batch linger %s is above 50ms", c.BatchLinger)
+	var errs []error
+	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf("store config: "+format, args...)) }
+	if c.LeaseTTL < contracts.LeaseTTLMin {
+		bad("lease TTL %s is below %s", c.LeaseTTL, contracts.LeaseTTLMin)
 	}
-	return nil
+	if c.MaxAttempts < 1 || c.MaxAttempts > 100 {
+		bad("max attempts %d must be 1..100", c.MaxAttempts)
+	}
+	if c.MaxUnstartedAttempts < 1 || c.MaxUnstartedAttempts > 100 {
+		bad("max unstarted attempts %d must be 1..100", c.MaxUnstartedAttempts)
+	}
+	if c.HeartbeatTTL < time.Second {
+		bad("heartbeat TTL %s is below 1s", c.HeartbeatTTL)
+	}
+	if c.BackoffBase <= 0 || c.BackoffMax < c.BackoffBase {
+		bad("backoff base %s / max %s must be positive and base ≤ max", c.BackoffBase, c.BackoffMax)
+	}
+	if c.ClaimBatchMax < 1 || c.ClaimBatchMax > contracts.BatchMax {
+		bad("claim batch max %d must be 1..%d", c.ClaimBatchMax, contracts.BatchMax)
+	}
+	if c.MaxSnapshotBytes < 1024 {
+		bad("max snapshot bytes %d is below 1 KiB", c.MaxSnapshotBytes)
+	}
+	if c.TxRetries < 1 {
+		bad("tx retries %d must be positive", c.TxRetries)
+	}
+	if c.JoinCodeTTL < time.Second || c.JoinCodeTTL > JoinCodeTTLMax {
+		bad("join code TTL %s must be 1s..%s", c.JoinCodeTTL, JoinCodeTTLMax)
+	}
+	if c.OfflineAfter < time.Second {
+		bad("offline-after %s is below 1s", c.OfflineAfter)
+	}
+	if c.ReapBatch < 1 {
+		bad("reap batch %d must be positive", c.ReapBatch)
+	}
+	if c.CompleteBatchMax < 1 || c.CompleteBatchMax > 256 {
+		bad("complete batch max %d must be 1..256", c.CompleteBatchMax)
+	}
+	if c.BatchParallel < 1 || c.BatchParallel > 64 {
+		bad("batch parallel %d must be 1..64", c.BatchParallel)
+	}
+	if c.EnqueueParallel < 1 || c.EnqueueParallel > 64 {
+		bad("enqueue parallel %d must be 1..64", c.EnqueueParallel)
+	}
+	if c.BatchLinger > 50*time.Millisecond {
+		bad("batch linger %s is above 50ms", c.BatchLinger)
+	}
+	return errors.Join(errs...)
 }
 
 // Store is the scheduling core over one MySQL primary. It is safe for
@@ -210,7 +199,7 @@ type Store struct {
 	// driver reports every statement's row count of such a request.
 	multi, multiCounts bool
 	// manifests caches parsed manifests; they are immutable.
-	manifests *cache[int64, manifest.Manifest]
+	manifests *cache[int64, ownedManifest]
 	// groups caches each node's pool and host group, which never change.
 	groups *cache[int64, nodePlace]
 	// facts caches the immutable fields of recently claimed jobs.
@@ -230,7 +219,7 @@ func New(db *sql.DB, cfg Config) (*Store, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	s := &Store{db: sqlx.NewDb(db, "mysql"), cfg: cfg, stats: &counters{}, manifests: newCache[int64, manifest.Manifest](1024),
+	s := &Store{db: sqlx.NewDb(db, "mysql"), cfg: cfg, stats: &counters{}, manifests: newCache[int64, ownedManifest](1024),
 		groups: newCache[int64, nodePlace](4096), facts: newCache[int64, jobFacts](16384),
 		txOpts: &sql.TxOptions{Isolation: sql.LevelReadCommitted}}
 	// MariaDB before 11.1 names it tx_isolation; MySQL 8 transaction_isolation.

@@ -189,3 +189,62 @@ func refreshConsumerGroup(ctx context.Context, tx *sql.Tx, group string) error {
 	}
 	return nil
 }
+
+// Test data belongs to tenants too: a manifest and an uploaded artifact
+// carry the owner that published them (judge_manifest.owner,
+// judge_artifact_owner; migration 00011), and a caller reads, references or
+// enqueues against only what its Tenant may use. What a caller may not use
+// answers exactly as what does not exist.
+const (
+	// sharedOwner owns test data every caller may use: everything published
+	// before test data had owners, and the control plane's own (self-checks).
+	sharedOwner = ""
+	// everyTypeOwner owns what a token of every type published: only such
+	// tokens may use it.
+	everyTypeOwner = "*"
+	// noTypeOwner owns what a token scoped to no type at all published
+	// (not issued by the API; kept apart so it can never read as shared).
+	noTypeOwner = "-"
+)
+
+// Tenant is a caller's reach over test data: the submission types of its
+// business token. The zero value (Types nil) is every type, which may use
+// every manifest and artifact: a token of every type, or a caller sharing
+// the database (EnqueueTx) that holds no token.
+type Tenant struct {
+	// Types are sorted and distinct, as on the token; nil is every type.
+	Types []string
+}
+
+// Tenant returns the token's reach over test data.
+func (t TokenIdentity) Tenant() Tenant { return Tenant{Types: t.SubmissionTypes} }
+
+// owner is the owner of test data t publishes.
+func (t Tenant) owner() string {
+	switch {
+	case t.Types == nil:
+		return everyTypeOwner
+	case len(t.Types) == 0:
+		return noTypeOwner
+	}
+	return strings.Join(t.Types, ",")
+}
+
+// mayUse says whether t may read, reference or enqueue against test data of
+// owner: shared data, anything for every type, and otherwise data whose
+// every type t holds — so nothing flows to a token narrower than the one
+// that published it.
+func (t Tenant) mayUse(owner string) bool {
+	switch {
+	case owner == sharedOwner, t.Types == nil:
+		return true
+	case owner == everyTypeOwner, owner == noTypeOwner:
+		return false
+	}
+	for typ := range strings.SplitSeq(owner, ",") {
+		if !slices.Contains(t.Types, typ) {
+			return false
+		}
+	}
+	return true
+}

@@ -1,6 +1,8 @@
 package store_test
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"sync"
 	"testing"
@@ -9,6 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/kece-oj/kece/control/manifest"
 	"github.com/kece-oj/kece/control/store"
 )
 
@@ -285,4 +288,123 @@ func TestBatchedCompletionFansOutPerGroup(t *testing.T) {
 		}
 	}
 	require.Equal(t, 4+2+1, b.count(t, `SELECT COUNT(*) FROM judge_settlement_event`))
+}
+
+// tenantArtifact uploads content as tenant tn and returns its digest and
+// whether the upload answered "created".
+func (b *testBundle) tenantArtifact(t *testing.T, tn store.Tenant, content string) (string, bool) {
+	t.Helper()
+	sum := sha256.Sum256([]byte(content))
+	d := hex.EncodeToString(sum[:])
+	created, err := b.store.RegisterArtifactAs(b.ctx, tn, d, int64(len(content)))
+	require.NoError(t, err)
+	return d, created
+}
+
+// oneCase is a code manifest of one case.
+func oneCase(in, out string, inSize, outSize int64) manifest.Manifest {
+	return manifest.Manifest{Kind: manifest.KindCode,
+		Limits: manifest.Limits{TimeMs: 1000, MemoryMb: 256, OutputKb: 1024}, Checker: manifest.Checker{Type: "exact"},
+		Cases: []manifest.Case{{CaseID: "c1", InputSha256: in, InputSize: inSize, OutputSha256: out, OutputSize: outSize, Weight: 100}}}
+}
+
+// Test data belongs to the tenant that published it: another tenant's
+// manifest reads, and is refused at enqueue, exactly like a missing one; its
+// artifacts cannot be referenced; an upload of content another tenant holds
+// answers as for new content. Shared (pre-tenancy) data stays usable by all.
+func TestTestDataBelongsToItsPublisher(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	algo := b.businessIdentity(t, store.TokenSpec{Name: "algo", SubmissionTypes: []string{"ALGO"}}).Tenant()
+	dbt := b.businessIdentity(t, store.TokenSpec{Name: "db", SubmissionTypes: []string{"DATABASE"}}).Tenant()
+	both := b.businessIdentity(t, store.TokenSpec{Name: "both", SubmissionTypes: []string{"DATABASE", "ALGO"}}).Tenant()
+	every := b.businessIdentity(t, store.TokenSpec{Name: "every"}).Tenant()
+
+	// Uploads: "created" says only whether this tenant had the digest.
+	in, created := b.tenantArtifact(t, algo, "secret input\n")
+	require.True(t, created)
+	out, created := b.tenantArtifact(t, algo, "secret answer\n")
+	require.True(t, created)
+	_, created = b.tenantArtifact(t, algo, "secret answer\n")
+	require.False(t, created, "the same tenant again: already stored")
+	_, created = b.tenantArtifact(t, dbt, "secret answer\n")
+	require.True(t, created, "another tenant guessing the answer learns nothing: the same answer as new content")
+	require.Equal(t, 1, b.count(t, `SELECT COUNT(*) FROM judge_artifact WHERE sha256 = ?`, out), "the bytes are registered once")
+	require.Equal(t, 2, b.count(t, `SELECT COUNT(*) FROM judge_artifact_owner WHERE sha256 = ?`, out), "one row per owner")
+
+	sizes, err := b.store.ArtifactSizes(b.ctx, dbt, []string{in, out})
+	require.NoError(t, err)
+	require.Equal(t, map[string]int64{out: 14}, sizes, "DATABASE sees only what it uploaded itself")
+
+	// A manifest of ALGO: readable by ALGO, by a token holding ALGO and
+	// more, and by a token of every type; DATABASE gets ErrNotFound with
+	// the same words as for an id that does not exist.
+	m := oneCase(in, out, 13, 14)
+	pa, err := b.store.PublishManifestAs(b.ctx, algo, m)
+	require.NoError(t, err)
+	require.True(t, pa.Created)
+	for _, tn := range []store.Tenant{algo, both, every} {
+		rec, err := b.store.ManifestRecord(b.ctx, tn, pa.ID)
+		require.NoError(t, err, "%v", tn.Types)
+		require.Equal(t, pa.Digest, rec.Digest)
+	}
+	_, err = b.store.ManifestRecord(b.ctx, dbt, pa.ID)
+	require.ErrorIs(t, err, store.ErrNotFound)
+	require.Equal(t, fmt.Sprintf("manifest %d: not found", pa.ID), err.Error())
+	_, missing := b.store.ManifestRecord(b.ctx, dbt, pa.ID+1000)
+	require.Equal(t, fmt.Sprintf("manifest %d: not found", pa.ID+1000), missing.Error(), "the same words as a missing id")
+
+	// Enqueue against it: refused for DATABASE as a missing manifest (the
+	// same error as for an id that does not exist), accepted for the others.
+	req := func(tn store.Tenant, typ, id string, man int64) store.EnqueueRequest {
+		return store.EnqueueRequest{SubmissionType: typ, SubmissionID: id, Language: "cpp17", Source: "int main(){}", ManifestID: man, Tenant: tn}
+	}
+	_, err = b.store.Enqueue(b.ctx, req(dbt, "DATABASE", "d1", pa.ID))
+	require.ErrorIs(t, err, store.ErrManifestMissing)
+	require.Contains(t, err.Error(), fmt.Sprintf("manifest %d does not exist", pa.ID))
+	_, err = b.store.EnqueueMany(b.ctx, []store.EnqueueRequest{req(dbt, "DATABASE", "d2", pa.ID)})
+	require.ErrorIs(t, err, store.ErrManifestMissing)
+	require.Zero(t, b.count(t, `SELECT COUNT(*) FROM judge_job WHERE submission_type = 'DATABASE'`))
+	for i, tn := range []store.Tenant{algo, both, every} {
+		_, err := b.store.Enqueue(b.ctx, req(tn, "ALGO", fmt.Sprintf("a%d", i), pa.ID))
+		require.NoError(t, err, "%v", tn.Types)
+	}
+
+	// DATABASE cannot publish a manifest over ALGO's artifacts (the same
+	// refusal as for digests never uploaded), but its own upload of the same
+	// content makes a manifest of its own: a new id, never "already published".
+	_, err = b.store.PublishManifestAs(b.ctx, dbt, m)
+	require.ErrorIs(t, err, store.ErrValidation)
+	require.Contains(t, err.Error(), "artifact "+in+" is not uploaded")
+	_, _ = b.tenantArtifact(t, dbt, "secret input\n")
+	pd, err := b.store.PublishManifestAs(b.ctx, dbt, m)
+	require.NoError(t, err)
+	require.True(t, pd.Created, "the same content from another tenant is a new manifest")
+	require.NotEqual(t, pa.ID, pd.ID)
+	again, err := b.store.PublishManifestAs(b.ctx, algo, m)
+	require.NoError(t, err)
+	require.Equal(t, pa.ID, again.ID, "the same tenant again: the same manifest")
+	require.False(t, again.Created)
+
+	// A token of every type publishes for tokens of every type only.
+	pe, err := b.store.PublishManifestAs(b.ctx, every, m)
+	require.NoError(t, err)
+	_, err = b.store.ManifestRecord(b.ctx, both, pe.ID)
+	require.ErrorIs(t, err, store.ErrNotFound, "narrower tokens never see what a token of every type published")
+	// A token with more types publishes for tokens holding all of them.
+	pb, err := b.store.PublishManifestAs(b.ctx, both, oneCase(in, in, 13, 13))
+	require.NoError(t, err)
+	_, err = b.store.ManifestRecord(b.ctx, algo, pb.ID)
+	require.ErrorIs(t, err, store.ErrNotFound, "ALGO alone may not read what ALGO+DATABASE published")
+
+	// Shared data (the bundle's manifest, published without a tenant, like
+	// everything before migration 00011) stays usable by every token.
+	for i, tn := range []store.Tenant{algo, dbt, both, every} {
+		_, err := b.store.ManifestRecord(b.ctx, tn, b.manifest)
+		require.NoError(t, err)
+		// (The store leaves the type scope to the API; the manifest is what
+		// this checks.)
+		_, err = b.store.Enqueue(b.ctx, req(tn, "SHARED", fmt.Sprintf("s%d", i), b.manifest))
+		require.NoError(t, err)
+	}
 }

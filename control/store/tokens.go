@@ -179,7 +179,7 @@ func (s *Store) AuthenticateToken(ctx context.Context, kind TokenKind, token str
 		LIMIT 1`,
 		h, tokenLastUsedResolution.Microseconds(), h, h, kind).Scan(&t.ID, &t.Kind, &t.Name, &types, &t.ConsumerGroup, &current, &expired, &prevLive, &stale)
 	if errors.Is(err, sql.ErrNoRows) {
-		return TokenIdentity{}, fmt.Errorf("token: %w", ErrUnauthenticated)
+		return TokenIdentity{}, s.unknownSecret(ctx, kind, h)
 	}
 	if err != nil {
 		return TokenIdentity{}, fmt.Errorf("store: authenticate token: %w", err)
@@ -201,6 +201,24 @@ func (s *Store) AuthenticateToken(ctx context.Context, kind TokenKind, token str
 			t.ID, tokenLastUsedResolution.Microseconds())
 	}
 	return t, nil
+}
+
+// unknownSecret answers a secret that is neither a live token's current
+// nor its previous one: TOKEN_EXPIRED when a rotation retired it from a
+// token that is not revoked (however many rotations ago), UNAUTHENTICATED
+// when no token ever had it or its token is revoked.
+func (s *Store) unknownSecret(ctx context.Context, kind TokenKind, h []byte) error {
+	var name string
+	err := s.db.QueryRowContext(ctx, `SELECT t.name FROM judge_api_token_retired r
+		JOIN judge_api_token t ON t.id = r.token_id
+		WHERE r.token_hash = ? AND t.kind = ? AND t.revoked_at IS NULL`, h, kind).Scan(&name)
+	if errors.Is(err, sql.ErrNoRows) {
+		return fmt.Errorf("token: %w", ErrUnauthenticated)
+	}
+	if err != nil {
+		return fmt.Errorf("store: authenticate token: %w", err)
+	}
+	return fmt.Errorf("%s token %q: this secret was replaced by a rotation and its overlap ended: %w", kind, name, ErrTokenExpired)
 }
 
 // RotateSpec names a token to rotate and how.
@@ -230,17 +248,32 @@ func (s *Store) RotateToken(ctx context.Context, spec RotateSpec) (string, error
 	}
 	tok, hash := newSecret(tokenPrefix(spec.Kind))
 	err := s.inTx(ctx, func(tx *sql.Tx) error {
-		r, err := tx.ExecContext(ctx, `UPDATE judge_api_token
-			SET prev_token_hash = token_hash, prev_valid_until = NOW(6) + INTERVAL ? MICROSECOND,
-			    token_hash = ?, rotated_at = NOW(6),
-			    expires_at = IF(? > 0, NOW(6) + INTERVAL ? MICROSECOND, expires_at)
-			WHERE kind = ? AND name = ? AND revoked_at IS NULL`,
-			spec.Overlap.Microseconds(), hash, spec.ExpiresIn.Microseconds(), spec.ExpiresIn.Microseconds(), spec.Kind, spec.Name)
+		var id int64
+		var prev []byte
+		err := tx.QueryRowContext(ctx, `SELECT id, prev_token_hash FROM judge_api_token
+			WHERE kind = ? AND name = ? AND revoked_at IS NULL FOR UPDATE`, spec.Kind, spec.Name).Scan(&id, &prev)
+		if errors.Is(err, sql.ErrNoRows) {
+			return fmt.Errorf("no live %s token named %q: %w", spec.Kind, spec.Name, ErrNotFound)
+		}
 		if err != nil {
 			return fmt.Errorf("store: rotate token: %w", err)
 		}
-		if n, _ := r.RowsAffected(); n != 1 {
-			return fmt.Errorf("no live %s token named %q: %w", spec.Kind, spec.Name, ErrNotFound)
+		// The previous secret, if any, leaves the row now (even inside its
+		// overlap: at most two secrets are valid); it is kept as retired
+		// so it answers TOKEN_EXPIRED, not "never issued".
+		if prev != nil {
+			if _, err := tx.ExecContext(ctx, `INSERT IGNORE INTO judge_api_token_retired (token_hash, token_id) VALUES (?, ?)`,
+				prev, id); err != nil {
+				return fmt.Errorf("store: rotate token: %w", err)
+			}
+		}
+		if _, err := tx.ExecContext(ctx, `UPDATE judge_api_token
+			SET prev_token_hash = token_hash, prev_valid_until = NOW(6) + INTERVAL ? MICROSECOND,
+			    token_hash = ?, rotated_at = NOW(6),
+			    expires_at = IF(? > 0, NOW(6) + INTERVAL ? MICROSECOND, expires_at)
+			WHERE id = ?`,
+			spec.Overlap.Microseconds(), hash, spec.ExpiresIn.Microseconds(), spec.ExpiresIn.Microseconds(), id); err != nil {
+			return fmt.Errorf("store: rotate token: %w", err)
 		}
 		return audit(ctx, tx, auditActorCLI, "token.rotate", 0, 0, "", map[string]any{"kind": spec.Kind, "name": spec.Name,
 			"overlapSeconds": int64(spec.Overlap / time.Second), "expiresInSeconds": int64(spec.ExpiresIn / time.Second)})

@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"testing"
 	"time"
 
@@ -74,7 +75,7 @@ func TestTokenRotationKeepsIdentityAndOverlaps(t *testing.T) {
 	fourth, err := b.store.RotateToken(b.ctx, store.RotateSpec{Kind: store.TokenBusiness, Name: "oj", Overlap: time.Hour})
 	require.NoError(t, err)
 	_, err = b.store.AuthenticateToken(b.ctx, store.TokenBusiness, fresh)
-	require.ErrorIs(t, err, store.ErrUnauthenticated)
+	require.ErrorIs(t, err, store.ErrTokenExpired, "retired by the second rotation: expired, not unknown")
 	for _, s := range []string{third, fourth} {
 		_, err = b.store.AuthenticateToken(b.ctx, store.TokenBusiness, s)
 		require.NoError(t, err)
@@ -196,4 +197,70 @@ func mustAudit(t *testing.T, b *testBundle, f store.AuditFilter) []store.AuditEn
 	out, err := b.store.ListAudit(b.ctx, f)
 	require.NoError(t, err)
 	return out
+}
+
+// Every secret a token stopped accepting answers TOKEN_EXPIRED and a secret
+// it never had UNAUTHENTICATED, whatever the order of rotations: no
+// overlap, an overlap that ends, a second rotation during the first one's
+// overlap (which used to push the oldest secret out of the row, answered
+// as never issued), chains of both, and the token's own expiry.
+func TestRetiredSecretsAnswerTokenExpiredInEveryOrder(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	type step struct {
+		overlap  time.Duration
+		endsOver bool // the overlap is moved into the past after this rotation
+	}
+	for name, steps := range map[string][]step{
+		"no overlap":                         {{overlap: 0}},
+		"overlap ends":                       {{overlap: time.Hour, endsOver: true}},
+		"second rotation during the overlap": {{overlap: time.Hour}, {overlap: time.Hour}},
+		"overlap, then none":                 {{overlap: time.Hour}, {overlap: 0}},
+		"none, then overlap":                 {{overlap: 0}, {overlap: time.Hour}},
+		"three in one overlap":               {{overlap: time.Hour}, {overlap: time.Hour}, {overlap: time.Hour}},
+		"ended overlap, then two more":       {{overlap: time.Hour, endsOver: true}, {overlap: time.Hour}, {overlap: 0}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			tokName := fmt.Sprintf("tok-%d", b.seq.Add(1))
+			first, err := b.store.CreateToken(b.ctx, store.TokenBusiness, tokName)
+			require.NoError(t, err)
+			secrets := []string{first}
+			live := map[string]bool{first: true}
+			for _, st := range steps {
+				s, err := b.store.RotateToken(b.ctx, store.RotateSpec{Kind: store.TokenBusiness, Name: tokName, Overlap: st.overlap})
+				require.NoError(t, err)
+				prev := secrets[len(secrets)-1]
+				live = map[string]bool{s: true}
+				if st.overlap > 0 && !st.endsOver {
+					live[prev] = true
+				}
+				if st.endsOver {
+					_, err = b.db.Exec(`UPDATE judge_api_token SET prev_valid_until = NOW(6) - INTERVAL 1 SECOND WHERE name = ?`, tokName)
+					require.NoError(t, err)
+				}
+				secrets = append(secrets, s)
+			}
+			for i, s := range secrets {
+				_, err := b.store.AuthenticateToken(b.ctx, store.TokenBusiness, s)
+				if live[s] {
+					require.NoError(t, err, "secret %d", i)
+					continue
+				}
+				require.ErrorIs(t, err, store.ErrTokenExpired, "secret %d of %d", i, len(secrets))
+			}
+			never, _ := b.store.CreateToken(b.ctx, store.TokenAdmin, tokName+"-admin")
+			for _, s := range []string{"kbt_never-issued-secret", never} {
+				_, err := b.store.AuthenticateToken(b.ctx, store.TokenBusiness, s)
+				require.ErrorIs(t, err, store.ErrUnauthenticated)
+				require.NotErrorIs(t, err, store.ErrTokenExpired, "a secret the token never had")
+			}
+			// The token's own expiry: every secret it had is expired.
+			_, err = b.db.Exec(`UPDATE judge_api_token SET expires_at = NOW(6) - INTERVAL 1 SECOND WHERE name = ?`, tokName)
+			require.NoError(t, err)
+			for i, s := range secrets {
+				_, err := b.store.AuthenticateToken(b.ctx, store.TokenBusiness, s)
+				require.ErrorIs(t, err, store.ErrTokenExpired, "secret %d after the token expired", i)
+			}
+		})
+	}
 }

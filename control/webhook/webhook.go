@@ -2,6 +2,7 @@ package webhook
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -88,68 +89,64 @@ func (s *Sender) observe(result string) {
 }
 
 func (c *Config) setDefaults() {
-	if c.Consumer == "" {
-		c.Consumer = ConsumerDefault
-	}
-	if c.Group == "" {
-		c.Group = store.DefaultConsumerGroup
-	}
-	if c.Batch == 0 {
-		c.Batch = BatchDefault
-	}
-	if c.Timeout == 0 {
-		c.Timeout = TimeoutDefault
-	}
-	if c.MaxAttempts == 0 {
-		c.MaxAttempts = MaxAttemptsDefault
-	}
-	if c.BackoffBase == 0 {
-		c.BackoffBase = BackoffBaseDefault
-	}
-	if c.BackoffMax == 0 {
-		c.BackoffMax = BackoffMaxDefault
-	}
-	if c.PollInterval == 0 {
-		c.PollInterval = PollIntervalDefault
-	}
+	c.Consumer = cmp.Or(c.Consumer, ConsumerDefault)
+	c.Group = cmp.Or(c.Group, store.DefaultConsumerGroup)
+	c.Batch = cmp.Or(c.Batch, BatchDefault)
+	c.Timeout = cmp.Or(c.Timeout, TimeoutDefault)
+	c.MaxAttempts = cmp.Or(c.MaxAttempts, MaxAttemptsDefault)
+	c.BackoffBase = cmp.Or(c.BackoffBase, BackoffBaseDefault)
+	c.BackoffMax = cmp.Or(c.BackoffMax, BackoffMaxDefault)
+	c.PollInterval = cmp.Or(c.PollInterval, PollIntervalDefault)
 }
 
 // Validate refuses a missing or non-HTTP URL, a short secret and
-// nonsensical timings. It applies defaults to a copy first.
+// nonsensical timings, naming every problem at once. It applies defaults
+// to a copy first.
 func (c Config) Validate() error {
 	c.setDefaults()
+	var errs []error
+	bad := func(format string, a ...any) { errs = append(errs, fmt.Errorf("webhook config: "+format, a...)) }
 	u, err := url.Parse(c.URL)
 	switch {
 	case c.URL == "":
-		return errors.New("webhook config: URL is required")
+		bad("URL is required")
 	case err != nil:
-		return fmt.Errorf("webhook config: URL: %w", err)
+		bad("URL: %w", err)
 	case (u.Scheme != "http" && u.Scheme != "https") || u.Host == "":
-		return fmt.Errorf("webhook config: URL must be an absolute http(s) URL")
+		bad("URL must be an absolute http(s) URL")
 	case u.User != nil:
-		return errors.New("webhook config: URL must not carry credentials; deliveries are signed instead")
-	case len(c.Secrets) == 0:
-		return errors.New("webhook config: a secret is required")
-	case len(c.Secrets) > MaxSecrets:
-		return fmt.Errorf("webhook config: at most %d secrets at once", MaxSecrets)
-	case slices.ContainsFunc(c.Secrets, func(s Secret) bool { return len(s.key) < MinSecretBytes }):
-		return fmt.Errorf("webhook config: every secret must be at least %d bytes (use ParseSecret)", MinSecretBytes)
-	case len(c.Consumer) > 128:
-		return errors.New("webhook config: consumer name is longer than 128")
-	case !store.ValidConsumerGroup(c.Group):
-		return fmt.Errorf("webhook config: consumer group %q must be lowercase letters, digits, . _ - (at most 64)", c.Group)
-	case c.Batch < 1 || c.Batch > 100:
-		return fmt.Errorf("webhook config: batch %d must be 1..100", c.Batch)
-	case c.Timeout < 10*time.Millisecond || c.Timeout > 5*time.Minute:
-		return fmt.Errorf("webhook config: timeout %s must be 10ms..5m", c.Timeout)
-	case c.MaxAttempts < 1 || c.MaxAttempts > 100:
-		return fmt.Errorf("webhook config: max attempts %d must be 1..100", c.MaxAttempts)
-	case c.BackoffBase <= 0 || c.BackoffMax < c.BackoffBase:
-		return fmt.Errorf("webhook config: backoff base %s / max %s must be positive and base ≤ max", c.BackoffBase, c.BackoffMax)
-	case c.PollInterval < time.Millisecond:
-		return fmt.Errorf("webhook config: poll interval %s is below 1ms", c.PollInterval)
+		bad("URL must not carry credentials; deliveries are signed instead")
 	}
-	return nil
+	switch {
+	case len(c.Secrets) == 0:
+		bad("a secret is required")
+	case len(c.Secrets) > MaxSecrets:
+		bad("at most %d secrets at once", MaxSecrets)
+	case slices.ContainsFunc(c.Secrets, func(s Secret) bool { return len(s.key) < MinSecretBytes }):
+		bad("every secret must be at least %d bytes (use ParseSecret)", MinSecretBytes)
+	}
+	if len(c.Consumer) > 128 {
+		bad("consumer name is longer than 128")
+	}
+	if !store.ValidConsumerGroup(c.Group) {
+		bad("consumer group %q must be lowercase letters, digits, . _ - (at most 64)", c.Group)
+	}
+	if c.Batch < 1 || c.Batch > 100 {
+		bad("batch %d must be 1..100", c.Batch)
+	}
+	if c.Timeout < 10*time.Millisecond || c.Timeout > 5*time.Minute {
+		bad("timeout %s must be 10ms..5m", c.Timeout)
+	}
+	if c.MaxAttempts < 1 || c.MaxAttempts > 100 {
+		bad("max attempts %d must be 1..100", c.MaxAttempts)
+	}
+	if c.BackoffBase <= 0 || c.BackoffMax < c.BackoffBase {
+		bad("backoff base %s / max %s must be positive and base ≤ max", c.BackoffBase, c.BackoffMax)
+	}
+	if c.PollInterval < time.Millisecond {
+		bad("poll interval %s is below 1ms", c.PollInterval)
+	}
+	return errors.Join(errs...)
 }
 
 // Sender delivers settlement events to the configured URL.

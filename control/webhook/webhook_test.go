@@ -306,6 +306,11 @@ func TestConfigValidate(t *testing.T) {
 		_, err := webhook.New(c, nil, nil)
 		require.Error(t, err, name)
 	}
+	// Every problem is named at once, not only the first.
+	err := webhook.Config{URL: "ftp://x/y", Batch: 101, MaxAttempts: -1, Group: "Not A Group"}.Validate()
+	for _, want := range []string{"absolute http(s) URL", "a secret is required", "batch 101", "max attempts -1", `consumer group "Not A Group"`} {
+		require.ErrorContains(t, err, want)
+	}
 }
 
 // A receiver that answers 503 with Retry-After is left alone for that long:

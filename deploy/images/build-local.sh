@@ -11,6 +11,8 @@
 #   deploy/images/build-local.sh              build every missing pool image
 #   deploy/images/build-local.sh cpp python   build only these pools
 #   deploy/images/build-local.sh --print-tag cpp
+#   deploy/images/build-local.sh --base-tar   make the shared base (if missing), print its path
+#                                             (scripts/images.sh builds kece-node on it)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 ROOT=$PWD
@@ -32,10 +34,47 @@ if [[ ${1:-} == --print-tag ]]; then
 	exit 0
 fi
 
+export DEBIAN_FRONTEND=noninteractive
+base_hash=$(sha256sum <"$RECIPES/base" | cut -c1-12)
+base_tar=$BUILD/base-$base_hash.tar
+ensure_base() { # makes $base_tar (the debootstrap root filesystem) if missing
+	mkdir -p "$BUILD"
+	if [[ -f $base_tar ]]; then
+		log "reusing base root filesystem $base_tar"
+		return
+	fi
+	if ! command -v debootstrap >/dev/null; then
+		log "installing debootstrap"
+		apt-get install -y -q debootstrap >/dev/null || { apt-get update -q >/dev/null && apt-get install -y -q debootstrap >/dev/null; }
+	fi
+	# The Debian mirror this host already uses (deb822 .sources or one-line lists).
+	local srcs mirror suite variant
+	shopt -s nullglob
+	srcs=(/etc/apt/sources.list /etc/apt/sources.list.d/*.list /etc/apt/sources.list.d/*.sources)
+	shopt -u nullglob
+	mirror=$( (cat "${srcs[@]}" 2>/dev/null || true) |
+		grep -o -E '(https?|file)://[^ ]+/debian/?( |$)' | grep -v security | head -n1 | tr -d ' ' || true)
+	mirror=${mirror:-http://deb.debian.org/debian}
+	suite=$(base_field suite)
+	variant=$(base_field variant)
+	log "debootstrap --variant=$variant $suite from $mirror (shared base for all pools)"
+	rm -rf "$BUILD/base-rootfs"
+	debootstrap --variant="$variant" "$suite" "$BUILD/base-rootfs" "$mirror" >"$BUILD/debootstrap.log" 2>&1 ||
+		{ tail -n 30 "$BUILD/debootstrap.log" >&2; exit 1; }
+	tar -C "$BUILD/base-rootfs" -cf "$base_tar.tmp" . && mv "$base_tar.tmp" "$base_tar"
+	rm -rf "$BUILD/base-rootfs"
+	log "base root filesystem ready ($(du -sh "$base_tar" | cut -f1))"
+}
+
+if [[ ${1:-} == --base-tar ]]; then
+	ensure_base >&2
+	echo "$base_tar"
+	exit 0
+fi
+
 pools=("$@")
 [[ ${#pools[@]} -gt 0 ]] || pools=("${ALL_POOLS[@]}")
 
-export DEBIAN_FRONTEND=noninteractive
 need=()
 for p in "${pools[@]}"; do
 	[[ -f $RECIPES/$p && $p != base ]] || { echo "unknown pool $p" >&2; exit 2; }
@@ -49,36 +88,7 @@ done
 [[ ${#need[@]} -gt 0 ]] || { log "all images present"; exit 0; }
 
 start=$(date +%s)
-if ! command -v debootstrap >/dev/null; then
-	log "installing debootstrap"
-	apt-get install -y -q debootstrap >/dev/null || { apt-get update -q >/dev/null && apt-get install -y -q debootstrap >/dev/null; }
-fi
-
-# The Debian mirror this host already uses (deb822 .sources or one-line lists).
-shopt -s nullglob
-srcs=(/etc/apt/sources.list /etc/apt/sources.list.d/*.list /etc/apt/sources.list.d/*.sources)
-shopt -u nullglob
-mirror=$( (cat "${srcs[@]}" 2>/dev/null || true) |
-	grep -o -E '(https?|file)://[^ ]+/debian/?( |$)' | grep -v security | head -n1 | tr -d ' ' || true)
-mirror=${mirror:-http://deb.debian.org/debian}
-suite=$(base_field suite)
-variant=$(base_field variant)
-
-mkdir -p "$BUILD"
-base_hash=$(sha256sum <"$RECIPES/base" | cut -c1-12)
-base_tar=$BUILD/base-$base_hash.tar
-if [[ ! -f $base_tar ]]; then
-	log "debootstrap --variant=$variant $suite from $mirror (shared base for all pools)"
-	rm -rf "$BUILD/base-rootfs"
-	debootstrap --variant="$variant" "$suite" "$BUILD/base-rootfs" "$mirror" >"$BUILD/debootstrap.log" 2>&1 ||
-		{ tail -n 30 "$BUILD/debootstrap.log" >&2; exit 1; }
-	tar -C "$BUILD/base-rootfs" -cf "$base_tar.tmp" . && mv "$base_tar.tmp" "$base_tar"
-	rm -rf "$BUILD/base-rootfs"
-	log "base root filesystem ready ($(du -sh "$base_tar" | cut -f1))"
-else
-	log "reusing base root filesystem $base_tar"
-fi
-
+ensure_base
 build_pool() { # pool: runs in a subshell, logs to $BUILD/<pool>.log
 	p=$1
 	t=$(tag_of "$p")

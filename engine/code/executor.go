@@ -77,6 +77,7 @@ type job struct {
 	compileUID     int
 	runUID         int
 	memLimit       int64 // what the verdict compares peak RSS with
+	workBytes      int64 // extra /tmp for file I/O (see fileio.go)
 	progress       engine.ProgressSink
 	userSession    *session
 	checkerSession *session
@@ -119,6 +120,7 @@ func (x *Executor) Execute(ctx context.Context, task engine.Task, progress engin
 	}
 	j := &job{x: x, task: task, progress: progress}
 	j.memLimit = task.Limits.MemoryBytes + task.Runtime.ExtraMemoryBytes
+	j.workBytes = ioWorkBytes(task)
 	var r [4]byte
 	if _, err := rand.Read(r[:]); err != nil {
 		return engine.Verdict{}, engine.Infra(engine.InfraInternal, err)
@@ -161,6 +163,9 @@ func validateTask(t engine.Task) error {
 				return engine.Infraf(engine.InfraCorruptInput, "case %s: %s is missing or not a regular file", c.ID, p)
 			}
 		}
+	}
+	if err := validateIO(t.IO); err != nil {
+		return err
 	}
 	switch t.Checker.Kind {
 	case "", engine.CheckerExact, engine.CheckerTolerant:
@@ -352,6 +357,7 @@ func (j *job) judge(ctx context.Context) (engine.Verdict, error) {
 	var err error
 	j.userSession, err = j.x.startSession(ctx, sessionSpec{
 		image: t.Runtime.Image, role: "user", task: &j.task, memoryBytes: j.startMemory(), mounts: j.mounts("box"),
+		workBytes: j.workBytes,
 	})
 	if err != nil {
 		return v, err
@@ -524,7 +530,7 @@ func (j *job) runCase(ctx context.Context, i int, c engine.Case) (engine.CaseRes
 		as = j.memLimit + t.Runtime.AddressSpaceExtraBytes
 	}
 	outName := caseFile(i) + ".out"
-	res, err := j.userSession.run(ctx, sandboxinit.Request{
+	req := sandboxinit.Request{
 		Argv:         expand(t.Runtime.RunCmd, l.MemoryBytes),
 		Dir:          boxDir,
 		Env:          j.runEnv(),
@@ -541,7 +547,9 @@ func (j *job) runCase(ctx context.Context, i int, c engine.Case) (engine.CaseRes
 		Stack:        stack,
 		OpenFiles:    j.x.cfg.OpenFiles,
 		CleanDir:     tmpDir,
-	})
+	}
+	j.ioRequest(&req, i)
+	res, err := j.userSession.run(ctx, req)
 	if err != nil {
 		return cr, err
 	}
@@ -555,7 +563,15 @@ func (j *job) runCase(ctx context.Context, i int, c engine.Case) (engine.CaseRes
 	cr.Signal = res.Signal
 	outPath := filepath.Join(j.dir, "out", outName)
 	defer os.Remove(outPath)
-	out, size, err := readOutput(outPath, l.OutputBytes)
+	stdout, stdoutSize, err := readOutput(outPath, l.OutputBytes)
+	if err != nil {
+		return cr, err
+	}
+	// With file output, the checker judges the output file's copy.
+	if t.IO.OutputFile != "" {
+		defer os.Remove(filepath.Join(j.dir, "out", fileOutName(i)))
+	}
+	out, size, judgedName, refused, err := j.judgedOutput(i, res, stdout, stdoutSize, outName)
 	if err != nil {
 		return cr, err
 	}
@@ -564,12 +580,12 @@ func (j *job) runCase(ctx context.Context, i int, c engine.Case) (engine.CaseRes
 	// that prints "MemoryError" and exits 0 is judged on its output.
 	var oomReport string
 	if failed {
-		oomReport = j.memoryFailure(res.Log, out, outPath)
+		oomReport = j.memoryFailure(res.Log, stdout, outPath)
 	}
 	// Output past the limit decides first: runtimes that ignore SIGXFSZ (the
 	// JVM, CPython) keep running or fail later, but they did exceed it.
 	switch {
-	case size > l.OutputBytes:
+	case stdoutSize > l.OutputBytes || size > l.OutputBytes:
 		cr.Status, cr.Message = engine.StatusOutputLimitExceeded, "output limit exceeded"
 		return cr, nil
 	case res.OOMKilled || res.MaxRSSKB*1024 > j.memLimit:
@@ -607,7 +623,12 @@ func (j *job) runCase(ctx context.Context, i int, c engine.Case) (engine.CaseRes
 		}
 		return cr, nil
 	}
-	fraction, msg, err := j.check(ctx, i, c, out, outName)
+	if refused != "" {
+		// A missing or refused output file is a wrong answer, not a crash.
+		cr.Status, cr.Message = engine.StatusWrongAnswer, refused
+		return cr, nil
+	}
+	fraction, msg, err := j.check(ctx, i, c, out, judgedName)
 	if err != nil {
 		return cr, err
 	}

@@ -43,7 +43,7 @@ func (j *job) holdToRunLimit(ctx context.Context, s *session) error {
 	if j.startMemory() == j.memLimit {
 		return nil
 	}
-	limit := j.x.containerMemory(j.memLimit)
+	limit := j.x.containerMemory(j.memLimit) + j.workBytes
 	dctx, cancel := context.WithTimeout(ctx, j.x.cfg.DaemonTimeout)
 	defer cancel()
 	_, err := j.x.cli.ContainerUpdate(dctx, s.id, client.ContainerUpdateOptions{

@@ -48,6 +48,9 @@ type sessionSpec struct {
 	task        *engine.Task
 	memoryBytes int64
 	mounts      []mount.Mount
+	// workBytes enlarges /tmp (and the memory its pages are charged to) for
+	// a file I/O job's input and output files; 0 otherwise.
+	workBytes int64
 }
 
 // session is one running sandbox container and its supervisor channel.
@@ -66,7 +69,7 @@ type session struct {
 // startSession creates, attaches and starts a container and waits for the
 // supervisor's hello. On error nothing is left behind.
 func (x *Executor) startSession(ctx context.Context, s sessionSpec) (_ *session, err error) {
-	memory := x.containerMemory(s.memoryBytes)
+	memory := x.containerMemory(s.memoryBytes) + s.workBytes
 	pids := x.cfg.PidsLimit
 	labels := map[string]string{
 		LabelNode: x.cfg.NodeID, LabelJob: s.task.JobID,
@@ -104,7 +107,7 @@ func (x *Executor) startSession(ctx context.Context, s sessionSpec) (_ *session,
 			ReadonlyRootfs: true,
 			SecurityOpt:    []string{"no-new-privileges", "seccomp=" + x.seccomp},
 			Mounts:         mounts,
-			Tmpfs:          map[string]string{tmpDir: fmt.Sprintf("rw,nosuid,nodev,noexec,size=%d,mode=1777", x.cfg.TmpfsBytes)},
+			Tmpfs:          map[string]string{tmpDir: fmt.Sprintf("rw,nosuid,nodev,noexec,size=%d,mode=1777", x.cfg.TmpfsBytes+s.workBytes)},
 			LogConfig:      container.LogConfig{Type: "none"},
 			Resources: container.Resources{
 				Memory:     memory,

@@ -21,25 +21,28 @@
 //     accessible to others (0600 or 0640, as systemd's LoadCredential= and a
 //     root:service 0640 file both are); 0644 is refused with exit 2.
 //
-// Usage with the standard library's flag package:
+// Usage with cobra (the flags are pflag flags):
 //
 //	fs := settings.NewFlagSet("serve", os.Getenv)
 //	listen := fs.String("listen", "KECE_LISTEN", "127.0.0.1:8080", "address to listen on")
-//	ttl := fs.Duration("lease-ttl", "KECE_LEASE_TTL", time.Minute, "lease duration")
+//	ttl := fs.Duration("lease-ttl", "KECE_LEASE_TTL", time.Minute, "lease duration (90s, 15m, 7d)")
 //	dsn := fs.Secret("mysql-dsn", "KECE_MYSQL_DSN", "KECE_MYSQL_DSN_FILE", "control database DSN")
-//	if err := fs.Parse(args); err != nil {
-//		// errors.Join of *settings.Error, one per bad setting
-//		return err
+//	fs.Deprecated("ttl", "lease-ttl") // an old name, hidden, for one release
+//	cmd.Flags().AddFlagSet(fs.Flags())
+//	cmd.RunE = func(*cobra.Command, []string) error {
+//		if err := fs.Apply(); err != nil {
+//			// errors.Join of *settings.Error, one per bad setting,
+//			// the command line's bad values included
+//			return err
+//		}
+//		// *dsn now holds the value, from the flag, the variable or the file.
 //	}
-//	// *dsn now holds the value, from the flag, the variable or the file.
 //
-// Usage with cobra/pflag (no dependency here: adapt each flag to a Flag):
+// FlagSet.Parse does cobra's part and Apply in one call. A command whose
+// flags are not built here (kecectl's global flags) passes them to
+// ApplyEnv:
 //
-//	var fl []settings.Flag
-//	cmd.Flags().VisitAll(func(f *pflag.Flag) {
-//		fl = append(fl, settings.Flag{Name: f.Name, Env: envOf[f.Name], Changed: f.Changed, Set: f.Value.Set})
-//	})
-//	err := settings.ApplyEnv(fl, os.Getenv)
+//	err := settings.ApplyEnv([]settings.Flag{{Name: "url", Env: "KECE_ADMIN_URL", Changed: f.Changed, Set: f.Value.Set}}, os.Getenv)
 //
 // and settings.ReadSecretFile for a *_FILE value. In main:
 //

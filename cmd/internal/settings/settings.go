@@ -8,8 +8,13 @@ import (
 	"io/fs"
 	"os"
 	"regexp"
+	"strconv"
 	"strings"
 	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/kece-oj/kece/internal/duration"
 )
 
 // ExitConfig is the exit status of a process refused for a bad setting. The
@@ -116,16 +121,23 @@ func ReadSecretFile(setting, path string) (string, error) {
 	return s, nil
 }
 
-// FlagSet is a flag.FlagSet whose every flag has a variable. Register flags
-// with its typed methods (not the embedded FlagSet's), then Parse.
+// FlagSet is a pflag.FlagSet (the flags of a cobra command) whose every
+// flag has a variable. Register flags with its typed methods, hand Flags()
+// to the command (cmd.Flags().AddFlagSet), and call Apply once cobra has
+// parsed the command line; or call Parse to do both without cobra.
+//
+// A value on the command line that does not parse does not stop the
+// parse: it is kept and reported by Apply together with every other bad
+// setting, so one run names them all.
 type FlagSet struct {
-	*flag.FlagSet
+	flags   *pflag.FlagSet
 	getenv  func(string) string
-	env     map[string]string
+	env     map[string]string // flag → variable
+	aliases map[string]string // alias → flag
 	secrets []*secret
 	fromEnv map[string]bool
-	aliases map[string]string // alias → flag
-	out     io.Writer
+	bad     []error   // command-line values that did not parse
+	warn    io.Writer // where Apply says an old name was used
 }
 
 type secret struct {
@@ -135,72 +147,95 @@ type secret struct {
 }
 
 // NewFlagSet returns an empty set that reads variables through getenv
-// (os.Getenv in main; a map in tests). Parse errors are returned, not
-// printed twice; -h prints the flags with their variables.
+// (os.Getenv in main; a map in tests).
 func NewFlagSet(name string, getenv func(string) string) *FlagSet {
-	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs := pflag.NewFlagSet(name, pflag.ContinueOnError)
 	fs.SetOutput(io.Discard)
-	return &FlagSet{FlagSet: fs, getenv: getenv, env: map[string]string{}, aliases: map[string]string{}, out: os.Stderr}
+	fs.SortFlags = false
+	return &FlagSet{flags: fs, getenv: getenv, env: map[string]string{}, aliases: map[string]string{}, warn: io.Discard}
 }
 
-func (f *FlagSet) bind(name, env string) {
+// WarnTo sets where Apply warns that an old flag name was used (default:
+// nowhere).
+func (f *FlagSet) WarnTo(w io.Writer) { f.warn = w }
+
+// Flags is the pflag set to add to a cobra command.
+func (f *FlagSet) Flags() *pflag.FlagSet { return f.flags }
+
+// Lookup returns the flag called name, or nil.
+func (f *FlagSet) Lookup(name string) *pflag.Flag { return f.flags.Lookup(name) }
+
+// Args are the positional arguments left after Parse.
+func (f *FlagSet) Args() []string { return f.flags.Args() }
+
+// lenient stores what parses and keeps what does not for Apply.
+type lenient struct {
+	pflag.Value
+	setting string
+	fs      *FlagSet
+}
+
+func (l lenient) Set(s string) error {
+	if err := l.Value.Set(s); err != nil {
+		l.fs.bad = append(l.fs.bad, &Error{Setting: l.setting, Err: fmt.Errorf("%q: %w", s, err)})
+	}
+	return nil
+}
+
+func (f *FlagSet) define(name, short, env string, v pflag.Value, usage string) *pflag.Flag {
+	fl := f.flags.VarPF(lenient{Value: v, setting: "--" + name, fs: f}, name, short, usage+" (env "+env+")")
 	f.env[name] = env
-	fl := f.Lookup(name)
-	fl.Usage += " (env " + env + ")"
+	return fl
 }
 
 // String defines a string flag read from env when not given.
 func (f *FlagSet) String(name, env, value, usage string) *string {
-	p := f.FlagSet.String(name, value, usage)
-	f.bind(name, env)
+	return f.StringP(name, "", env, value, usage)
+}
+
+// StringP is String with a one-letter shorthand ("o" for output).
+func (f *FlagSet) StringP(name, short, env, value, usage string) *string {
+	p := &value
+	f.define(name, short, env, (*stringValue)(p), usage)
 	return p
 }
 
 // Bool defines a bool flag; the variable takes 1/0/true/false.
 func (f *FlagSet) Bool(name, env string, value bool, usage string) *bool {
-	p := f.FlagSet.Bool(name, value, usage)
-	f.bind(name, env)
+	p := &value
+	f.define(name, "", env, (*boolValue)(p), usage).NoOptDefVal = "true"
 	return p
 }
 
 // Int defines an int flag.
 func (f *FlagSet) Int(name, env string, value int, usage string) *int {
-	p := f.FlagSet.Int(name, value, usage)
-	f.bind(name, env)
+	p := &value
+	f.define(name, "", env, (*intValue)(p), usage)
 	return p
 }
 
-// Duration defines a duration flag (Go syntax: 60s, 1m30s); a negative
-// value is refused.
+// Duration defines a duration flag: Go syntax plus days (60s, 15m, 24h,
+// 7d; package internal/duration); a negative value is refused.
 func (f *FlagSet) Duration(name, env string, value time.Duration, usage string) *time.Duration {
-	p := new(time.Duration)
-	*p = value
-	// The backquoted word names the value in -h, as flag.Duration's does.
-	f.FlagSet.Func(name, usage+fmt.Sprintf(" (a Go `duration`, default %s)", value), func(s string) error {
-		d, err := time.ParseDuration(s)
-		if err != nil {
-			return errors.New("not a duration such as 60s or 5m")
-		}
-		if d < 0 {
-			return errors.New("must not be negative")
-		}
-		*p = d
-		return nil
-	})
-	f.bind(name, env)
+	p := &value
+	f.define(name, "", env, duration.Value{D: p}, usage)
 	return p
 }
 
-// Alias gives a defined flag a second (usually one-letter) name, such as
-// "o" for "output". It shares the flag's value and variable.
-func (f *FlagSet) Alias(alias, name string) {
-	fl := f.Lookup(name)
-	f.FlagSet.Var(fl.Value, alias, "short for --"+name)
-	f.aliases[alias] = name
+// Deprecated gives flag name a hidden old name that still works for one
+// release; using it prints a warning that names the new one.
+func (f *FlagSet) Deprecated(old, name string) {
+	fl := f.flags.Lookup(name)
+	v := fl.Value.(lenient)
+	v.setting = "--" + old
+	alias := f.flags.VarPF(v, old, "", fl.Usage)
+	alias.NoOptDefVal = fl.NoOptDefVal
+	alias.Hidden = true
+	f.aliases[old] = name
 }
 
 // Secret defines a secret: --name / env, or --name-file / fileEnv (by
-// convention env+"_FILE") naming a file that holds it. After Parse the
+// convention env+"_FILE") naming a file that holds it. After Apply the
 // returned string holds the value from whichever was given ("" when none).
 func (f *FlagSet) Secret(name, env, fileEnv, usage string) *string {
 	s := &secret{name: name, env: env}
@@ -210,27 +245,39 @@ func (f *FlagSet) Secret(name, env, fileEnv, usage string) *string {
 	return s.value
 }
 
-// Parse parses args, then applies the variables of flags not given, then
-// reads secret files. Every problem is reported, joined.
+// Parse parses args (without cobra), then Apply. pflag.ErrHelp is
+// returned as is for -h.
 func (f *FlagSet) Parse(args []string) error {
-	if err := f.FlagSet.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			fmt.Fprintf(f.out, "usage of %s (a flag wins over its variable):\n", f.Name())
-			f.PrintDefaults(f.out)
+	if err := f.flags.Parse(args); err != nil {
+		if errors.Is(err, pflag.ErrHelp) {
 			return err
 		}
-		return &Error{Setting: "command line", Err: err}
+		return errors.Join(append(f.bad, &Error{Setting: "command line", Err: err})...)
 	}
+	return f.Apply()
+}
+
+// Apply runs once the command line is parsed: it reports the command
+// line's bad values, applies the variables of flags not given, then reads
+// secret files. Every problem is reported, joined.
+func (f *FlagSet) Apply() error {
+	errs := append([]error(nil), f.bad...)
 	changed := map[string]bool{}
-	f.Visit(func(fl *flag.Flag) {
+	// Changed, not Visit: under cobra the flags are parsed by the
+	// command's own set, which shares the *Flag but not the record of
+	// what it set.
+	f.flags.VisitAll(func(fl *pflag.Flag) {
+		if !fl.Changed {
+			return
+		}
 		changed[fl.Name] = true
 		if name, ok := f.aliases[fl.Name]; ok {
 			changed[name] = true
+			fmt.Fprintf(f.warn, "warning: --%s is the old name of --%s and goes in the next release\n", fl.Name, name)
 		}
 	})
 	var flags []Flag
-	var errs []error
-	f.VisitAll(func(fl *flag.Flag) {
+	f.flags.VisitAll(func(fl *pflag.Flag) {
 		if _, ok := f.aliases[fl.Name]; ok {
 			return
 		}
@@ -239,7 +286,7 @@ func (f *FlagSet) Parse(args []string) error {
 			errs = append(errs, fmt.Errorf("settings: flag --%s was registered without an environment variable", fl.Name))
 			return
 		}
-		flags = append(flags, Flag{Name: fl.Name, Env: env, Changed: changed[fl.Name], Set: fl.Value.Set})
+		flags = append(flags, Flag{Name: fl.Name, Env: env, Changed: changed[fl.Name], Set: fl.Value.(lenient).Value.Set})
 	})
 	fromEnv, err := ApplyEnv(flags, f.getenv)
 	f.fromEnv = fromEnv
@@ -263,23 +310,57 @@ func (f *FlagSet) Parse(args []string) error {
 }
 
 // Source names where a flag's value came from, for error messages: its
-// variable when the environment set it, else "--name".
+// variable when the environment set it, the flag (or the old name) when
+// the command line did, else both ways to set it ("KECE_X (--x)").
 func (f *FlagSet) Source(name string) string {
 	if f.fromEnv[name] {
 		return f.env[name]
 	}
+	for old, n := range f.aliases {
+		if n == name && f.flags.Lookup(old).Changed {
+			return "--" + old
+		}
+	}
+	if fl := f.flags.Lookup(name); fl != nil && !fl.Changed && f.env[name] != "" {
+		return f.env[name] + " (--" + name + ")"
+	}
 	return "--" + name
 }
 
-// SetOutput sets where -h prints the flags (default os.Stderr).
-func (f *FlagSet) SetOutput(w io.Writer) { f.out = w }
+// Usage is the flags with their variables, as cobra prints them.
+func (f *FlagSet) Usage() string { return f.flags.FlagUsages() }
 
-// PrintDefaults writes the flags, each with its variable, to w.
-func (f *FlagSet) PrintDefaults(w io.Writer) {
-	f.FlagSet.SetOutput(w)
-	f.FlagSet.PrintDefaults()
-	f.FlagSet.SetOutput(io.Discard)
+type stringValue string
+
+func (s *stringValue) Set(v string) error { *s = stringValue(v); return nil }
+func (s *stringValue) String() string     { return string(*s) }
+func (*stringValue) Type() string         { return "string" }
+
+type boolValue bool
+
+func (b *boolValue) Set(v string) error {
+	x, err := strconv.ParseBool(v)
+	if err != nil {
+		return errors.New("want true or false (1 or 0)")
+	}
+	*b = boolValue(x)
+	return nil
 }
+func (b *boolValue) String() string { return strconv.FormatBool(bool(*b)) }
+func (*boolValue) Type() string     { return "bool" }
+
+type intValue int
+
+func (i *intValue) Set(v string) error {
+	x, err := strconv.Atoi(strings.TrimSpace(v))
+	if err != nil {
+		return errors.New("not a whole number")
+	}
+	*i = intValue(x)
+	return nil
+}
+func (i *intValue) String() string { return strconv.Itoa(int(*i)) }
+func (*intValue) Type() string     { return "int" }
 
 // EnvName is the variable of flag name under prefix: KECE_BENCH_BURST_ +
 // "wall-limit" is KECE_BENCH_BURST_WALL_LIMIT.
@@ -294,7 +375,10 @@ func EnvName(prefix, name string) string {
 // an *Error naming it.
 func ParseWithEnv(fs *flag.FlagSet, prefix string, args []string, getenv func(string) string) error {
 	if err := fs.Parse(args); err != nil {
-		return err
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return &Error{Setting: "command line", Err: err}
 	}
 	given := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })

@@ -1,7 +1,6 @@
 package settings
 
 import (
-	"bytes"
 	"errors"
 	"flag"
 	"io"
@@ -10,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/spf13/pflag"
 	"github.com/stretchr/testify/require"
 )
 
@@ -122,7 +122,7 @@ func TestSecretFileRefusals(t *testing.T) {
 func TestEveryFlagNeedsAVariable(t *testing.T) {
 	t.Parallel()
 	b := setup(nil)
-	b.fs.FlagSet.String("sneaky", "", "registered around the loader")
+	b.fs.Flags().String("sneaky", "", "registered around the loader")
 	err := b.fs.Parse(nil)
 	require.ErrorContains(t, err, "--sneaky was registered without an environment variable")
 
@@ -133,13 +133,11 @@ func TestEveryFlagNeedsAVariable(t *testing.T) {
 func TestHelpListsVariables(t *testing.T) {
 	t.Parallel()
 	b := setup(nil)
-	var out bytes.Buffer
-	b.fs.SetOutput(&out)
 	err := b.fs.Parse([]string{"-h"})
-	require.ErrorIs(t, err, flag.ErrHelp)
+	require.ErrorIs(t, err, pflag.ErrHelp)
 	require.False(t, IsConfigError(err))
-	for _, want := range []string{"(env KECE_LISTEN)", "(env KECE_LEASE_TTL)", "(env KECE_MYSQL_DSN_FILE)", "default 1m0s"} {
-		require.Contains(t, out.String(), want)
+	for _, want := range []string{"(env KECE_LISTEN)", "(env KECE_LEASE_TTL)", "(env KECE_MYSQL_DSN_FILE)", "(default 1m)", "--lease-ttl duration"} {
+		require.Contains(t, b.fs.Usage(), want)
 	}
 }
 
@@ -171,16 +169,53 @@ func TestApplyEnvGeneric(t *testing.T) {
 func TestAliasCountsAsTheFlag(t *testing.T) {
 	t.Parallel()
 	fs := NewFlagSet("list", envMap(map[string]string{"KECE_OUTPUT": "json"}))
-	out := fs.String("output", "KECE_OUTPUT", "table", "table, json or yaml")
-	fs.Alias("o", "output")
+	out := fs.StringP("output", "o", "KECE_OUTPUT", "table", "table, json or yaml")
 	require.NoError(t, fs.Parse([]string{"-o", "yaml"}))
 	require.Equal(t, "yaml", *out, "-o given: the variable does not override it")
 
 	fs = NewFlagSet("list", envMap(map[string]string{"KECE_OUTPUT": "json"}))
-	out = fs.String("output", "KECE_OUTPUT", "table", "table, json or yaml")
-	fs.Alias("o", "output")
+	out = fs.StringP("output", "o", "KECE_OUTPUT", "table", "table, json or yaml")
 	require.NoError(t, fs.Parse(nil))
 	require.Equal(t, "json", *out)
+}
+
+// An old name still sets the flag, counts as given (its variable does not
+// override it) and is named in errors; it is hidden from help.
+func TestDeprecatedNameIsAHiddenAlias(t *testing.T) {
+	t.Parallel()
+	newFS := func(env map[string]string) (*FlagSet, *time.Duration) {
+		fs := NewFlagSet("run", envMap(env))
+		d := fs.Duration("heartbeat-interval", "KECE_HEARTBEAT_INTERVAL", 5*time.Second, "heartbeat")
+		fs.Deprecated("heartbeat", "heartbeat-interval")
+		return fs, d
+	}
+	fs, d := newFS(map[string]string{"KECE_HEARTBEAT_INTERVAL": "9s"})
+	require.NoError(t, fs.Parse([]string{"--heartbeat", "2s"}))
+	require.Equal(t, 2*time.Second, *d)
+	require.Equal(t, "--heartbeat", fs.Source("heartbeat-interval"))
+	require.NotContains(t, fs.Usage(), "--heartbeat ")
+
+	fs, _ = newFS(nil)
+	err := fs.Parse([]string{"--heartbeat=-1s"})
+	require.True(t, IsConfigError(err))
+	require.ErrorContains(t, err, `--heartbeat: "-1s": must not be negative`)
+}
+
+// Bad values on the command line do not stop the parse: all are named at
+// once, with the variables' and the secrets' problems.
+func TestEveryBadCommandLineValueIsReported(t *testing.T) {
+	t.Parallel()
+	b := setup(map[string]string{"KECE_MYSQL_DSN_FILE": "/nonexistent/dsn"})
+	err := b.fs.Parse([]string{"--lease-ttl=-1s", "--db-conns", "many", "--log-json=maybe", "--listen", "x:1"})
+	require.True(t, IsConfigError(err))
+	for _, want := range []string{`--lease-ttl: "-1s": must not be negative`, `--db-conns: "many": not a whole number`,
+		`--log-json: "maybe"`, "KECE_MYSQL_DSN_FILE: /nonexistent/dsn does not exist"} {
+		require.ErrorContains(t, err, want)
+	}
+	require.Equal(t, "x:1", *b.listen, "good values are kept")
+	b = setup(nil)
+	require.NoError(t, b.fs.Parse([]string{"--lease-ttl", "2d"}))
+	require.Equal(t, 48*time.Hour, *b.ttl, "durations take days")
 }
 
 // ParseWithEnv: each flag reads PREFIX_<FLAG>; the command line wins; a bad

@@ -58,7 +58,36 @@ type Request struct {
 
 	// CleanDir is emptied (as the run uid) after the run, e.g. /tmp.
 	CleanDir string `json:"clean_dir,omitempty"`
+
+	// Files is the file input and output of a run (file I/O problems);
+	// nil for a program on stdin and stdout.
+	Files *RunFiles `json:"files,omitempty"`
 }
+
+// RunFiles places a run's input file and collects its output file. Dir must
+// be a sticky directory owned by root (the /tmp tmpfs): what the supervisor
+// puts there stays root's, and the program can neither remove nor replace it.
+type RunFiles struct {
+	// Link: every entry of this directory (the build) is symlinked into Dir
+	// before the run, so the run command's relative paths still resolve.
+	Link string `json:"link,omitempty"`
+	// InputFrom (a trusted input) is copied to Input, a path in Dir, before
+	// the run: root-owned and read-only.
+	InputFrom string `json:"input_from,omitempty"`
+	Input     string `json:"input,omitempty"`
+	// Output, a path in Dir the program writes, is copied after the run —
+	// every process of the run is dead by then — to OutputTo, at most
+	// OutputBytes+1 bytes, and only when it is a regular file.
+	Output      string `json:"output,omitempty"`
+	OutputTo    string `json:"output_to,omitempty"`
+	OutputBytes int64  `json:"output_bytes,omitempty"`
+}
+
+// Output file outcomes (Result.OutputFile); "" means copied, or none asked.
+const (
+	OutputFileMissing    = "missing"
+	OutputFileNotRegular = "not a regular file"
+)
 
 // Result is the outcome of one Request, measured by the supervisor.
 type Result struct {
@@ -76,6 +105,9 @@ type Result struct {
 	OOMKilled    bool   `json:"oom_killed,omitempty"`
 	Log          string `json:"log,omitempty"`
 	LogTruncated bool   `json:"log_truncated,omitempty"`
+	// OutputFile says why Files.Output was not copied: OutputFileMissing,
+	// or OutputFileNotRegular, ": " and what it was (a symbolic link…).
+	OutputFile string `json:"output_file,omitempty"`
 	// SetupError is set when the program never started (bad request, exec
 	// failure of the launcher or of the program): an infrastructure fault.
 	SetupError string `json:"setup_error,omitempty"`

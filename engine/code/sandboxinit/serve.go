@@ -113,6 +113,17 @@ func run(self string, req Request, cg cgroupCounter, cgOK bool) Result {
 		defer f.Close()
 		stdout = f
 	}
+	var placed []string
+	if req.Files != nil {
+		placed, err = placeFiles(req.Files, req.Dir)
+		// The run uid's clean below cannot remove these: they are root's.
+		defer removeFiles(placed)
+		if err != nil {
+			logW.Close()
+			res.SetupError = err.Error()
+			return res
+		}
+	}
 	oomBefore := oomKills()
 	// Baselines before the fork: the program's exec counts as its time.
 	m := startMeter(cg, cgOK)
@@ -203,6 +214,11 @@ func run(self string, req Request, cg cgroupCounter, cgOK bool) Result {
 		res.ExitCode = ws.ExitStatus()
 	}
 	res.OOMKilled = oomKills() > oomBefore
+	if req.Files != nil && req.Files.Output != "" {
+		if res.OutputFile, err = collectOutput(req.Files, req.UID, req.GID); err != nil {
+			res.SetupError = err.Error()
+		}
+	}
 	if req.CleanDir != "" {
 		cleanDir(self, req.CleanDir, req.UID, req.GID)
 	}
