@@ -54,6 +54,9 @@ type client struct {
 	hedged, hedgeWon atomic.Int64
 	// moves counts moves to the next replica.
 	moves atomic.Int64
+	// leftHung is, per replica, when the client last moved off it because
+	// it did not answer in time (UnixNano; 0: never).
+	leftHung []atomic.Int64
 }
 
 // newClient builds a client over one or more base URLs (ControlURLs).
@@ -85,6 +88,7 @@ func newClient(bases []string, timeout time.Duration) (*client, error) {
 		cl.cs, cl.raws = append(cl.cs, c), append(cl.raws, raw)
 		cl.off = append(cl.off, make(chan struct{}))
 	}
+	cl.leftHung = make([]atomic.Int64, len(bases))
 	return cl, nil
 }
 
@@ -159,13 +163,33 @@ func (cl *client) attemptTimeout(o callOpts) time.Duration {
 	return cl.timeout
 }
 
+// hungCooldown: a replica that answers too slowly within this long after
+// the client left the next one because it hung is taken as slow, not gone
+// (its database may be waiting out the hung replica's locks, about 2 s):
+// the client stays rather than go back to the hung one.
+const hungCooldown = 5 * time.Second
+
+// timedOut: the replica did not answer in time (rather than refusing the
+// connection or answering 502/503/504).
+func timedOut(err error) bool { return errors.Is(err, errAttemptTimeout) || errors.Is(err, errStalled) }
+
 // moveOff makes the replica after idx the one in use, unless another call
-// moved already, abandons the calls still waiting on idx, and reports the
+// moved already or the next one hung moments ago and idx is only slow
+// (hungCooldown), abandons the calls still waiting on idx, and reports the
 // move (with why) to moved.
 func (cl *client) moveOff(idx int, why error) {
 	next := (idx + 1) % len(cl.cs)
-	if next == idx || !cl.cur.CompareAndSwap(int32(idx), int32(next)) {
+	if next == idx {
 		return
+	}
+	if left := cl.leftHung[next].Load(); timedOut(why) && left != 0 && time.Since(time.Unix(0, left)) < hungCooldown {
+		return
+	}
+	if !cl.cur.CompareAndSwap(int32(idx), int32(next)) {
+		return
+	}
+	if timedOut(why) {
+		cl.leftHung[idx].Store(time.Now().UnixNano())
 	}
 	cl.moves.Add(1)
 	cl.offMu.Lock()
@@ -239,6 +263,9 @@ func do[T any](cl *client, ctx context.Context, o callOpts, call func(context.Co
 			return a
 		}
 		cl.moveOff(idx, a.err)
+		if cl.cur.Load() == int32(idx) {
+			return a // staying (hungCooldown): the caller retries here
+		}
 		var ae *APIError
 		unsent := notSent(a.err) || (errors.As(a.err, &ae) && ae.Status == http.StatusServiceUnavailable)
 		if o.rp == repeatIfUnsent && !unsent {
