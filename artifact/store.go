@@ -149,10 +149,11 @@ func (s *Store) path(digest string) string { return filepath.Join(s.root, relPat
 // A malformed digest or size matches ErrInvalid.
 //
 // Put is idempotent: if the artifact is already stored, the body is still
-// read (at most the declared size, or MaxArtifactBytes, plus one byte) and
-// verified, and created is false. A stored copy of the declared size is
-// trusted without re-reading it (Verify does that); one of the wrong size is
-// replaced by the verified upload.
+// read, written to a temporary file and verified exactly like a new one (so
+// its timing does not tell that the content existed), then dropped, and
+// created is false. A stored copy of the uploaded size is trusted without
+// re-reading it (Verify does that); one of the wrong size is replaced by the
+// verified upload.
 func (s *Store) Put(ctx context.Context, digest string, size int64, r io.Reader) (created bool, err error) {
 	if err := ValidateDigest(digest); err != nil {
 		return false, err
@@ -170,20 +171,11 @@ func (s *Store) Put(ctx context.Context, digest string, size int64, r io.Reader)
 	}
 	final := s.path(digest)
 
-	if st, err := os.Stat(final); err == nil && st.Mode().IsRegular() && size != SizeUnknown && st.Size() == size {
-		// Already stored: check the body anyway so a client with wrong bytes
-		// learns it, but write nothing. (With an unknown size the body goes
-		// through a temporary file, so a damaged stored copy can be replaced.)
-		res, err := copyHashed(ctx, io.Discard, r, limit)
-		if err != nil {
-			return false, fmt.Errorf("artifact %s: read body: %w", short(digest), err)
-		}
-		if err := s.checkUpload(res, digest, size); err != nil {
-			return false, err
-		}
-		return false, nil
-	}
-
+	// Content already stored takes the same path as new content (temporary
+	// file, fsync, then publish finds the stored copy and drops it): an
+	// upload that skipped the write would answer a fsync sooner, telling a
+	// tenant that another one holds the content (docs/business.md
+	// "Tenancy"). The cost is one write of the body per repeated upload.
 	tmp, err := os.CreateTemp(s.tmp, "put-*")
 	if err != nil {
 		return false, fmt.Errorf("artifact %s: create temporary file: %w", short(digest), err)

@@ -337,3 +337,26 @@ func flipByte(t *testing.T, path string, off int64) {
 	_, err = f.WriteAt(b, off)
 	require.NoError(t, err)
 }
+
+// A repeated upload takes the path of a new one (a temporary file, then
+// publish), so its answer time does not tell whether the content was stored
+// already: with no temporary directory to write to, it fails as a new
+// upload does, where a shortcut for stored content would succeed.
+func TestStorePutOfStoredContentWritesLikeNew(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := newStore(t, StoreConfig{})
+	body := []byte("42\n")
+	d := digestOf(body)
+	_, err := s.Put(ctx, d, int64(len(body)), bytes.NewReader(body))
+	require.NoError(t, err)
+
+	tmp := filepath.Join(s.Root(), tmpDirName)
+	require.NoError(t, os.RemoveAll(tmp))
+	require.NoError(t, os.WriteFile(tmp, nil, 0o600)) // a file where the directory was
+	fresh := []byte("43\n")
+	for _, b := range [][]byte{fresh, body} {
+		_, err := s.Put(ctx, digestOf(b), int64(len(b)), bytes.NewReader(b))
+		require.ErrorContains(t, err, "create temporary file", "%q", b)
+	}
+}

@@ -114,7 +114,9 @@ func TestImagesBuildHere(t *testing.T) {
 	cmd := exec.Command(repo("scripts/images.sh"), version)
 	cmd.Env = append(os.Environ(), "DIST="+dist, "TAG_LATEST=0")
 	out, err := cmd.CombinedOutput()
-	t.Cleanup(func() { _ = exec.Command("docker", "rmi", "kece/kece-control:"+version, "kece/kece-node:"+version).Run() })
+	t.Cleanup(func() {
+		_ = exec.Command("docker", "rmi", "kece/kece-control:"+version, "kece/kece-node:"+version).Run()
+	})
 	require.NoError(t, err, "%s", out)
 	t.Logf("make images: %s", time.Since(started).Round(time.Second))
 	sums, err := os.ReadFile(filepath.Join(dist, "SHA256SUMS"))

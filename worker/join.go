@@ -39,7 +39,14 @@ type JoinConfig struct {
 	CredentialFile string
 	// RequestTimeout bounds the join call; 0 takes RequestTimeoutDefault.
 	RequestTimeout time.Duration
+	// Owner, when set, receives the credential's directory (0700) and file
+	// (0600): a join run as root hands them to the account the node runs
+	// as. Nil leaves them owned by whoever runs the join.
+	Owner *FileOwner
 }
+
+// FileOwner is a numeric owner for chown.
+type FileOwner struct{ UID, GID int }
 
 // Validate refuses a join that cannot work, naming the flag to fix.
 func (c JoinConfig) Validate() error {
@@ -51,7 +58,7 @@ func (c JoinConfig) Validate() error {
 		errs = append(errs, err)
 	}
 	if strings.TrimSpace(c.Code) == "" {
-		errs = append(errs, errors.New("--code (or --code-file) is required: the one-time join code from 'kecectl node create'"))
+		errs = append(errs, errors.New("--join-code-file (or --join-code) is required: the one-time join code from 'kecectl node create'"))
 	}
 	if c.CredentialFile == "" || !filepath.IsAbs(c.CredentialFile) {
 		errs = append(errs, fmt.Errorf("--credential-file %q must be an absolute file path", c.CredentialFile))
@@ -76,8 +83,15 @@ func Join(ctx context.Context, cfg JoinConfig) (Credential, error) {
 	} else if !errors.Is(err, fs.ErrNotExist) {
 		return Credential{}, fmt.Errorf("credential file %s: %w", cfg.CredentialFile, err)
 	}
-	if err := probeWritable(filepath.Dir(cfg.CredentialFile)); err != nil {
+	dir := filepath.Dir(cfg.CredentialFile)
+	if err := probeWritable(dir); err != nil {
 		return Credential{}, err
+	}
+	// Before the code is spent: a chown that cannot work fails here.
+	if o := cfg.Owner; o != nil {
+		if err := os.Chown(dir, o.UID, o.GID); err != nil {
+			return Credential{}, fmt.Errorf("credential directory %s: give it to %d:%d: %w", dir, o.UID, o.GID, err)
+		}
 	}
 	cl, err := newClient(ControlURLs(cfg.ControlURL), cmp.Or(cfg.RequestTimeout, RequestTimeoutDefault))
 	if err != nil {
@@ -93,19 +107,38 @@ func Join(ctx context.Context, cfg JoinConfig) (Credential, error) {
 		// The code is spent and the credential is lost: say what to do.
 		return Credential{}, fmt.Errorf("%w (the join code is spent; ask an admin for 'kecectl node rotate %s')", err, cred.NodeID)
 	}
+	if o := cfg.Owner; o != nil {
+		if err := os.Chown(cfg.CredentialFile, o.UID, o.GID); err != nil {
+			return Credential{}, fmt.Errorf("credential stored in %s but not given to %d:%d (chown it by hand): %w",
+				cfg.CredentialFile, o.UID, o.GID, err)
+		}
+	}
 	return cred, nil
 }
 
-// probeWritable creates and removes a file in dir (creating dir 0700 if it
-// is missing).
+// probeWritable creates and removes a file in dir. A missing dir is
+// created 0700, and missing parents 0755 as systemd's StateDirectory=
+// makes them: a 0700 /var/lib/kece made by a root join would lock the
+// node's own user out of its state directory.
 func probeWritable(dir string) error {
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return fmt.Errorf("credential directory %s: %w", dir, err)
+	if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
+		return fmt.Errorf("credential directory %s: %w%s", dir, err, asRootHint(err))
+	}
+	if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
+		return fmt.Errorf("credential directory %s: %w%s", dir, err, asRootHint(err))
 	}
 	f, err := os.CreateTemp(dir, ".kece-credential-probe-*")
 	if err != nil {
-		return fmt.Errorf("credential directory %s is not writable: %w", dir, err)
+		return fmt.Errorf("credential directory %s is not writable: %w%s", dir, err, asRootHint(err))
 	}
 	f.Close()
 	return os.Remove(f.Name())
+}
+
+// asRootHint says how to get past a permission error on a fresh host.
+func asRootHint(err error) string {
+	if errors.Is(err, fs.ErrPermission) {
+		return " (run 'kece-node join' as root: it gives the credential to the node's user, --owner, default kece-node)"
+	}
+	return ""
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"os/signal"
 	"syscall"
 
@@ -15,48 +16,69 @@ import (
 	"github.com/kece-oj/kece/worker"
 )
 
-// joinCommand is `kece-node join`.
+// joinCommand is `kece-node join`: the flags bind a JoinOptions.
 func joinCommand(getenv func(string) string) *cobra.Command {
 	st := settings.NewFlagSet("kece-node join", getenv)
 	cmd := &cobra.Command{
-		Use:   "join --control-url URL --pool POOL --join-code-file FILE",
+		Use:   "join --control-url URL --pool POOL --join-code-file FILE [--credential-file PATH | --env-file /etc/kece/node-NAME.env]",
 		Short: "Exchange a one-time join code for the node credential, then exit",
 		Long: `Exchange the one-time join code from 'kecectl node create' for the node
 credential, store it (mode 0600, atomically) and exit, so the code never has to
-be written into the node's configuration.`,
+be written into the node's configuration.
+
+Where the credential goes: --credential-file, else KECE_CREDENTIAL_FILE from
+the environment or from --env-file (the unit's EnvironmentFile), else
+$STATE_DIRECTORY/credential. --control-url and --pool may come from the env
+file too. Run as root, join gives the credential's directory (0700) and file
+(0600) to --owner (default kece-node, the units' user, when that account
+exists).`,
 		Args: cobra.NoArgs,
 	}
 	controlURL := st.String("control-url", "KECE_CONTROL_URL", "", "control plane base URL")
 	pool := st.String("pool", "KECE_POOL", "", "pool this node serves: cpp, java, python, arkts or mysql; a code of another pool's node is refused and stays usable")
-	credFile := st.String("credential-file", "KECE_CREDENTIAL_FILE", "", "where to store the credential (absolute path; must not exist)")
 	code := st.Secret("join-code", "KECE_JOIN_CODE", "KECE_JOIN_CODE_FILE", "one-time join code from 'kecectl node create'")
+	credFile := st.String("credential-file", "KECE_CREDENTIAL_FILE", "", "where to store the credential (absolute path; must not exist); default from --env-file or $STATE_DIRECTORY")
+	envFile := st.String("env-file", "KECE_JOIN_ENV_FILE", "", "the node's env file (systemd EnvironmentFile format) to read KECE_CREDENTIAL_FILE, KECE_CONTROL_URL and KECE_POOL from")
+	owner := st.String("owner", "KECE_JOIN_OWNER", "", "when run as root: USER, USER:GROUP or UID:GID to own the credential (default kece-node if that account exists)")
 	timeout := st.Duration("timeout", "KECE_REQUEST_TIMEOUT", worker.RequestTimeoutDefault, "bound of the join call")
 	// The names before one name per setting across binaries (CHANGELOG.md).
 	st.Deprecated("code", "join-code")
 	st.Deprecated("code-file", "join-code-file")
 	return clikit.Bind(cmd, st, func(cmd *cobra.Command, _ []string) error {
-		cfg := worker.JoinConfig{ControlURL: *controlURL, Pool: *pool, Code: *code, CredentialFile: *credFile, RequestTimeout: *timeout}
-		if code := runJoin(cfg, cmd.OutOrStdout(), cmd.ErrOrStderr()); code != exitOK {
+		o := JoinOptions{ControlURL: *controlURL, Pool: *pool, Code: *code, CredentialFile: *credFile, EnvFile: *envFile,
+			Owner: *owner, Timeout: *timeout, Getenv: getenv}
+		if code := runJoin(cmd.Context(), o, cmd.OutOrStdout(), cmd.ErrOrStderr()); code != exitOK {
 			return &clikit.Exit{Code: code}
 		}
 		return nil
 	})
 }
 
-// runJoin is `kece-node join`: exchange the one-time join code for the node
-// credential, store it (0600, atomically) and exit, so the code never has to
-// be written into the node's configuration.
-func runJoin(cfg worker.JoinConfig, stdout, stderr io.Writer) int {
-	if err := cfg.Validate(); err != nil {
+// runJoin is `kece-node join`: resolve the options, exchange the one-time
+// join code for the node credential, store it (0600, atomically) and exit,
+// so the code never has to be written into the node's configuration.
+func runJoin(ctx context.Context, o JoinOptions, stdout, stderr io.Writer) int {
+	cfg, notes, err := o.resolve(os.Geteuid())
+	if err == nil {
+		err = cfg.Validate()
+	}
+	if err != nil {
 		fmt.Fprintf(stderr, "kece-node join: %v\n", err)
 		return exitConfig
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	for _, n := range notes {
+		fmt.Fprintf(stderr, "kece-node join: %s\n", n)
+	}
+	ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	cred, err := worker.Join(ctx, cfg)
 	switch {
 	case err == nil:
-		fmt.Fprintf(stdout, "joined: %s; credential stored in %s (mode 0600)\n", cred, cfg.CredentialFile)
+		owned := ""
+		if cfg.Owner != nil {
+			owned = fmt.Sprintf(", owner %d:%d", cfg.Owner.UID, cfg.Owner.GID)
+		}
+		fmt.Fprintf(stdout, "joined: %s; credential stored in %s (mode 0600%s)\n", cred, cfg.CredentialFile, owned)
 		fmt.Fprintln(stdout, "next: start the node (systemctl start / docker compose up); it needs no join code any more")
 		return exitOK
 	case errors.Is(err, worker.ErrAlreadyJoined):

@@ -42,7 +42,7 @@ func TestKecectlEndToEnd(t *testing.T) {
 	// A node from registration to enabled, by name, with a chosen code lifetime.
 	out = c.ok("node", "create", "--name", "judge-1", "--pool", "cpp", "--group", "rack-1", "--slots", "2", "--code-ttl", "48h")
 	require.Contains(t, out, "PENDING_VERIFICATION")
-	require.Contains(t, out, "kece-node join --control-url "+env.URL+" --pool cpp --join-code kjc_")
+	require.Regexp(t, `on the host: kece-node join --control-url `+regexp.QuoteMeta(env.URL)+` --pool cpp --join-code kjc_\S+ --credential-file /var/lib/kece/node-judge-1/credential\n`, out)
 	code := joinCodeRE.FindString(out)
 	require.NotEmpty(t, code, out)
 	nid := strings.Fields(out)[1]
@@ -102,6 +102,64 @@ func TestKecectlEndToEnd(t *testing.T) {
 	newID := regexp.MustCompile(`job (\d+)`).FindStringSubmatch(out)[1]
 	require.Contains(t, c.ok("job", "cancel", newID, "--reason", "not needed"), "CANCELLED")
 	c.fails(exitFailed, "JOB_NOT_FOUND", "job", "show", "999999")
+
+	// Following a job: the node judges it while `job show --follow` watches
+	// (JSON lines in a pipe), and `rejudge --wait` follows the new
+	// generation to its verdict.
+	judge := func(id string) chan struct{} {
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			for {
+				for _, j := range node.claimWaiting(1, 2000) {
+					node.pass(j)
+					if j.JobId == id {
+						return
+					}
+				}
+			}
+		}()
+		return done
+	}
+	followID := strconv.FormatInt(env.Enqueue("ALGO", "k-2", "cpp17", "int main(){}", manID), 10)
+	judged := judge(followID)
+	out = c.ok("job", "show", followID, "--follow")
+	<-judged
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	last := decode[adminapi.JudgeJob](t, lines[len(lines)-1])
+	require.Equal(t, adminapi.JobStateCompleted, last.State, out)
+	require.Equal(t, adminapi.VerdictStatusAC, *last.Verdict)
+	for _, l := range lines {
+		require.Equal(t, followID, decode[adminapi.JudgeJob](t, l).JobId, "one JSON object per line")
+	}
+	// The node judges whatever it is given while rejudge --wait follows
+	// the new generation (its id is known only once rejudge answers).
+	stop, stopped := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(stopped)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			for _, j := range node.claimWaiting(1, 500) {
+				node.pass(j)
+			}
+		}
+	}()
+	rj := c.run("job", "rejudge", followID, "--reason", "follow it", "--wait", "-o", "json")
+	close(stop)
+	<-stopped
+	require.Equal(t, exitOK, rj.code, rj.stderr)
+	final := decode[adminapi.JudgeJobDetail](t, rj.stdout)
+	require.Equal(t, adminapi.JobStateCompleted, final.Job.State)
+	require.EqualValues(t, 2, final.Job.Generation)
+	require.Contains(t, rj.stderr, "COMPLETED, 1/1 cases, verdict AC", "the progress goes to stderr with -o json")
+	// A followed job that ends CANCELLED is exit 1; so is a timeout.
+	c.fails(exitFailed, "the job did not complete: job "+newID, "job", "show", newID, "--follow")
+	quiet := strconv.FormatInt(env.Enqueue("ALGO", "k-3", "cpp17", "int main(){}", manID), 10)
+	c.fails(exitFailed, "gave up waiting after 200ms (--timeout): job "+quiet, "job", "show", quiet, "--follow", "--timeout", "200ms")
 
 	// Search, the job page's generations and audit, the audit log, the verdict mix.
 	out = c.ok("job", "list", "--submission", "ALGO/k-1")

@@ -31,7 +31,7 @@ func golden(t *testing.T, name, got string) {
 func TestHelpNeedsNoServer(t *testing.T) {
 	t.Parallel()
 	none := ctl{t: t, env: map[string]string{}}
-	for _, path := range []string{"", "host-group", "host-group create", "host-group resize", "node", "node list", "node create",
+	for _, path := range []string{"", "host-group", "host-group create", "host-group resize", "node", "node list", "node create", "job show", "job rejudge",
 		"node verify", "node enable", "node drain", "node disable", "node join-code", "node resize", "job", "job list",
 		"pool", "pool verdicts", "audit", "audit list", "events", "token", "token create", "reconcile", "version", "man"} {
 		args := append(strings.Fields(path), "--help")

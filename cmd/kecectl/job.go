@@ -159,76 +159,94 @@ func jobRows(w *tabwriter.Writer, js []adminapi.JudgeJob) {
 }
 
 func (c *cli) jobShow() *cobra.Command {
-	return &cobra.Command{
-		Use:   "show JOB_ID",
-		Short: "One job with its verdict and attempts",
-		Args:  exactArgs("JOB_ID"),
+	var follow bool
+	var timeout time.Duration
+	cmd := &cobra.Command{
+		Use:   "show JOB_ID [--follow]",
+		Short: "One job with its verdict and attempts; --follow watches it until it ends",
+		Long: `One job with its verdict, case results, attempts, generations and audit.
+
+--follow watches the job until it ends: on a terminal a progress line
+(state, phase, cases done), then the job as without --follow; in a pipe or
+with -o json one JSON object per line each time the job changes, the last
+when it ended. The exit status is 1 when the job ends FAILED or CANCELLED,
+or --timeout passes.`,
+		Args: exactArgs("JOB_ID"),
 		RunE: c.action(func(_ *cobra.Command, args []string) error {
 			if err := jobArg(args[0]); err != nil {
 				return err
 			}
-			api, err := c.api()
+			if follow {
+				return c.showFollow(args[0], timeout)
+			}
+			d, err := c.getJob(args[0])
 			if err != nil {
 				return err
 			}
-			r, err := api.GetJudgeJobWithResponse(c.ctx, args[0])
-			if err := c.result(r, err, http.StatusOK); err != nil {
-				return err
-			}
-			d := r.JSON200
-			return c.emit(d, func() error {
-				w := c.table()
-				jobRows(w, []adminapi.JudgeJob{d.Job})
-				_ = w.Flush()
-				if d.Job.Current != nil && !*d.Job.Current {
-					fmt.Fprintln(c.out, "superseded: a newer generation of this submission exists")
-				}
-				if v := d.Verdict; v != nil {
-					fmt.Fprintf(c.out, "verdict: %s, score %g/%d\n", v.Status, v.Score, v.MaxScore)
-					w = c.table()
-					row(w, "  CASE", "STATUS", "SCORE", "TIME", "MEMORY")
-					for _, cs := range v.Cases {
-						row(w, "  "+cs.CaseId, cs.Status, strconv.FormatFloat(cs.Score, 'f', -1, 64), strconv.FormatInt(cs.TimeMs, 10)+"ms",
-							strconv.FormatInt(cs.MemoryKb, 10)+"KiB")
-					}
-					_ = w.Flush()
-				}
-				fmt.Fprintln(c.out, "attempts:")
-				w = c.table()
-				row(w, "  LEASE", "NODE", "SESSION", "OUTCOME", "ERROR", "STARTED", "ENDED")
-				for _, a := range d.Attempts {
-					ended := "-"
-					if a.EndedAt != nil {
-						ended = stamp(*a.EndedAt)
-					}
-					row(w, "  "+strconv.FormatInt(a.LeaseEpoch, 10), a.NodeId, a.SessionEpoch, a.Outcome, deref(a.ErrorCode, ""),
-						stamp(a.StartedAt), ended)
-				}
-				_ = w.Flush()
-				if len(d.Generations) > 1 {
-					fmt.Fprintln(c.out, "generations:")
-					w = c.table()
-					row(w, "  JOB", "GEN", "STATE", "VERDICT", "CURRENT", "CREATED")
-					for _, g := range d.Generations {
-						row(w, "  "+g.JobId, g.Generation, g.State, deref(g.Verdict, "-"), yesNo(g.Current), stamp(g.CreatedAt))
-					}
-					_ = w.Flush()
-				}
-				if len(d.Audit) > 0 {
-					fmt.Fprintln(c.out, "audit:")
-					w = c.table()
-					auditRows(w, d.Audit, "  ")
-				}
-				return w.Flush()
-			})
+			return c.printJob(d)
 		}),
 	}
+	cmd.Flags().BoolVarP(&follow, "follow", "f", false, "watch the job until it ends (a progress line on a terminal, JSON lines otherwise)")
+	timeout = WaitTimeoutDefault
+	cmd.Flags().Var(duration.Value{D: &timeout}, "timeout", "give up following after this long (with --follow)")
+	return cmd
+}
+
+// printJob prints one job as `job show` does (or as -o json|yaml).
+func (c *cli) printJob(d *adminapi.JudgeJobDetail) error {
+	return c.emit(d, func() error {
+		w := c.table()
+		jobRows(w, []adminapi.JudgeJob{d.Job})
+		_ = w.Flush()
+		if d.Job.Current != nil && !*d.Job.Current {
+			fmt.Fprintln(c.out, "superseded: a newer generation of this submission exists")
+		}
+		if v := d.Verdict; v != nil {
+			fmt.Fprintf(c.out, "verdict: %s, score %g/%d\n", v.Status, v.Score, v.MaxScore)
+			w = c.table()
+			row(w, "  CASE", "STATUS", "SCORE", "TIME", "MEMORY")
+			for _, cs := range v.Cases {
+				row(w, "  "+cs.CaseId, cs.Status, strconv.FormatFloat(cs.Score, 'f', -1, 64), strconv.FormatInt(cs.TimeMs, 10)+"ms",
+					strconv.FormatInt(cs.MemoryKb, 10)+"KiB")
+			}
+			_ = w.Flush()
+		}
+		fmt.Fprintln(c.out, "attempts:")
+		w = c.table()
+		row(w, "  LEASE", "NODE", "SESSION", "OUTCOME", "ERROR", "STARTED", "ENDED")
+		for _, a := range d.Attempts {
+			ended := "-"
+			if a.EndedAt != nil {
+				ended = stamp(*a.EndedAt)
+			}
+			row(w, "  "+strconv.FormatInt(a.LeaseEpoch, 10), a.NodeId, a.SessionEpoch, a.Outcome, deref(a.ErrorCode, ""),
+				stamp(a.StartedAt), ended)
+		}
+		_ = w.Flush()
+		if len(d.Generations) > 1 {
+			fmt.Fprintln(c.out, "generations:")
+			w = c.table()
+			row(w, "  JOB", "GEN", "STATE", "VERDICT", "CURRENT", "CREATED")
+			for _, g := range d.Generations {
+				row(w, "  "+g.JobId, g.Generation, g.State, deref(g.Verdict, "-"), yesNo(g.Current), stamp(g.CreatedAt))
+			}
+			_ = w.Flush()
+		}
+		if len(d.Audit) > 0 {
+			fmt.Fprintln(c.out, "audit:")
+			w = c.table()
+			auditRows(w, d.Audit, "  ")
+		}
+		return w.Flush()
+	})
 }
 
 func (c *cli) jobRejudge() *cobra.Command {
 	var reason string
+	var wait bool
+	var timeout time.Duration
 	cmd := &cobra.Command{
-		Use:   "rejudge JOB_ID --reason TEXT",
+		Use:   "rejudge JOB_ID --reason TEXT [--wait]",
 		Short: "Judge the submission again as a new generation",
 		Args:  exactArgs("JOB_ID"),
 		RunE: c.action(func(_ *cobra.Command, args []string) error {
@@ -240,6 +258,12 @@ func (c *cli) jobRejudge() *cobra.Command {
 			if err := c.result(r, err, http.StatusAccepted); err != nil {
 				return err
 			}
+			if wait {
+				if c.output == outputTable {
+					fmt.Fprintf(c.out, "rejudge queued: job %s, generation %d\n", r.JSON202.JobId, r.JSON202.Generation)
+				}
+				return c.waitRejudged(r.JSON202.JobId, timeout)
+			}
 			return c.emit(r.JSON202, func() error {
 				_, err := fmt.Fprintf(c.out, "rejudge queued: job %s, generation %d (%s)\n", r.JSON202.JobId, r.JSON202.Generation, r.JSON202.State)
 				return err
@@ -247,6 +271,7 @@ func (c *cli) jobRejudge() *cobra.Command {
 		}),
 	}
 	reasonFlag(cmd, &reason)
+	waitFlags(cmd, &wait, &timeout, "the new generation ended (exit 1 unless it COMPLETED)")
 	return cmd
 }
 

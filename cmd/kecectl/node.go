@@ -216,8 +216,9 @@ func (c *cli) nodeCreate() *cobra.Command {
 		Short: "Register a node and print its one-time join code",
 		Long: `Register a node in PENDING_VERIFICATION and print its one-time join code.
 Hand the code to the host operator, who runs
-  kece-node join --control-url URL --pool POOL --join-code CODE
-on the host. The code is valid once, for --code-ttl (default 1h, at most 7 days).`,
+  kece-node join --control-url URL --pool POOL --join-code CODE \
+      --credential-file /var/lib/kece/node-NAME/credential
+on the host (as root; the path is the systemd units' state directory). The code is valid once, for --code-ttl (default 1h, at most 7 days).`,
 		Example: "  kecectl node create --name cpp-07 --pool cpp --group rack1-host07 --slots 4 --code-ttl 24h",
 		Args:    exactArgs(),
 		RunE: c.action(func(*cobra.Command, []string) error {
@@ -246,7 +247,7 @@ on the host. The code is valid once, for --code-ttl (default 1h, at most 7 days)
 			return c.emit(j, func() error {
 				fmt.Fprintf(c.out, "node %s (%s, pool %s) registered, PENDING_VERIFICATION\n", j.Node.NodeId, j.Node.Name, j.Node.Pool)
 				fmt.Fprintf(c.out, "join code (shown once, valid until %s):\n%s\n", stamp(j.JoinCodeExpiresAt), j.JoinCode)
-				_, err := fmt.Fprintf(c.out, "on the host: kece-node join --control-url %s --pool %s --join-code %s\n", c.url, j.Node.Pool, j.JoinCode)
+				_, err := fmt.Fprintf(c.out, "on the host: %s\n", contracts.JoinCommand(c.url, string(j.Node.Pool), j.Node.Name, j.JoinCode))
 				return err
 			})
 		}),

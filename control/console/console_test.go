@@ -278,7 +278,20 @@ func TestActionsGoThroughTheAdminAPI(t *testing.T) {
 	require.Equal(t, http.StatusOK, p.status, p.body)
 	code := regexp.MustCompile(`kjc_[A-Za-z0-9_-]+`).FindString(p.body)
 	require.NotEmpty(t, code)
-	require.Contains(t, p.body, "kece-node join --control-url "+b.env.URL+" --pool mysql --code "+code)
+	require.Contains(t, p.body, "kece-node join --control-url "+b.env.URL+" --pool mysql --join-code "+code+
+		" --credential-file /var/lib/kece/node-mysql-1/credential")
+	// Durations as the CLI takes them: a join code for 2 days, not 172800
+	// seconds; a bad one is refused with what to write.
+	p = b.do("POST", "/console/nodes", url.Values{"csrf": {csrf}, "name": {"mysql-2"}, "pool": {"mysql"}, "hostGroupId": {gid}, "slots": {"1"}, "ttl": {"2d"}})
+	require.Equal(t, http.StatusOK, p.status, p.body)
+	until := regexp.MustCompile(`until <time>([^<]+)</time>`).FindStringSubmatch(p.body)
+	require.NotNil(t, until, p.body)
+	exp, err := time.Parse("2006-01-02 15:04:05Z", until[1])
+	require.NoError(t, err)
+	require.WithinDuration(t, time.Now().Add(48*time.Hour), exp, 5*time.Minute, "2d is two days")
+	p = b.do("POST", "/console/nodes", url.Values{"csrf": {csrf}, "name": {"mysql-3"}, "pool": {"mysql"}, "hostGroupId": {gid}, "slots": {"1"}, "ttl": {"3600"}})
+	require.Equal(t, http.StatusBadRequest, p.status)
+	require.Contains(t, p.body, "ttl must be a duration in whole seconds such as 90s, 15m, 24h or 7d")
 	nodeID := regexp.MustCompile(`/console/nodes/(\d+)`).FindStringSubmatch(p.body)[1]
 	for _, path := range []string{"/console/nodes", "/console/nodes/" + nodeID, "/console/"} {
 		p := b.do("GET", path, nil)

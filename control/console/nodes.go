@@ -76,7 +76,7 @@ func (c *Console) controlURL(r *http.Request) string {
 }
 
 func (c *Console) showJoin(w http.ResponseWriter, r *http.Request, n adminapi.Judger, code string, expires time.Time, rotated bool) {
-	cmd := "kece-node join --control-url " + c.controlURL(r) + " --pool " + string(n.Pool) + " --code " + code
+	cmd := contracts.JoinCommand(c.controlURL(r), string(n.Pool), n.Name, code)
 	c.render(w, r, http.StatusOK, "joincode", view{Title: "Join code for " + n.Name, Nav: "nodes",
 		Data: joinData{Node: n, Code: code, ExpiresAt: expires, Command: cmd, Rotated: rotated}})
 }
@@ -92,8 +92,8 @@ func (c *Console) createNode(w http.ResponseWriter, r *http.Request) {
 	if a := strings.TrimSpace(r.PostFormValue("address")); a != "" {
 		body.Address = &a
 	}
-	if v := strings.TrimSpace(r.PostFormValue("ttlSeconds")); v != "" {
-		ttl, fe := formInt(r, "ttlSeconds")
+	if v := strings.TrimSpace(r.PostFormValue("ttl")); v != "" {
+		ttl, fe := formDuration(r, "ttl")
 		if fe != nil {
 			c.showNodes(w, r, fe.Status, fe)
 			return
@@ -174,7 +174,7 @@ func (c *Console) nodeAction(w http.ResponseWriter, r *http.Request) {
 		}
 		d := confirmData{Action: Prefix + "nodes/" + url.PathEscape(id) + "/" + action, Back: Prefix + "nodes/" + url.PathEscape(id),
 			Button: strings.ToUpper(action[:1]) + action[1:] + " node", Question: q, Fields: fields, Node: &dr.JSON200.Node}
-		for _, f := range []string{"deadlineSeconds", "slots", "revision", "force"} {
+		for _, f := range []string{"deadline", "slots", "revision", "force"} {
 			if v := r.PostFormValue(f); v != "" {
 				fields[f] = v
 			}
@@ -200,8 +200,8 @@ func (c *Console) nodeAction(w http.ResponseWriter, r *http.Request) {
 		e = check(er, er.Body, err, http.StatusOK)
 	case "drain":
 		body := adminapi.DrainRequest{Reason: reason}
-		if strings.TrimSpace(r.PostFormValue("deadlineSeconds")) != "" {
-			s, fe := formInt(r, "deadlineSeconds")
+		if strings.TrimSpace(r.PostFormValue("deadline")) != "" {
+			s, fe := formDuration(r, "deadline")
 			if fe != nil {
 				c.showNode(w, r, id, fe.Status, fe)
 				return

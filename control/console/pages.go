@@ -1,6 +1,7 @@
 package console
 
 import (
+	durations "github.com/kece-oj/kece/internal/duration"
 	"net/http"
 	"net/url"
 	"slices"
@@ -238,6 +239,19 @@ func formInt(r *http.Request, name string) (int64, *apiError) {
 		return 0, &apiError{Status: http.StatusBadRequest, Code: "REQUEST_INVALID", Message: name + " must be a whole number, not " + strconv.Quote(v)}
 	}
 	return n, nil
+}
+
+// formDuration reads a duration field the way the CLI takes one (15m,
+// 24h, 7d; internal/duration) and returns it in whole seconds, as the
+// admin API wants it.
+func formDuration(r *http.Request, name string) (int64, *apiError) {
+	v := strings.TrimSpace(r.PostFormValue(name))
+	d, err := durations.Parse(v)
+	if err != nil || d <= 0 || d%time.Second != 0 {
+		return 0, &apiError{Status: http.StatusBadRequest, Code: "REQUEST_INVALID",
+			Message: name + " must be a duration in whole seconds such as 90s, 15m, 24h or 7d, not " + strconv.Quote(v)}
+	}
+	return int64(d / time.Second), nil
 }
 
 // confirmData is the confirmation step of a destructive action: the same

@@ -88,7 +88,40 @@ var funcs = template.FuncMap{
 		return *v
 	},
 	"lower": strings.ToLower,
-	"int64": func(v int32) int64 { return int64(v) },
+	// verdictClass is a verdict's badge: the API's fields are pointers,
+	// and a template that compares a pointer with "AC" compares its
+	// address.
+	"verdictClass": verdictClass,
+	// isTrue reads an optional flag: nil and false are false (a
+	// template's if is true for any non-nil pointer).
+	"isTrue": func(b *bool) bool { return b != nil && *b },
+	// isFalse: the flag is there and false (an absent one says nothing).
+	"isFalse": func(b *bool) bool { return b != nil && !*b },
+	"int64":   func(v int32) int64 { return int64(v) },
+}
+
+// verdictClass maps a verdict (a VerdictStatus or a pointer to one) to
+// its badge class: ok for AC, partial for PARTIAL, bad for the rest.
+func verdictClass(v any) string {
+	var st adminapi.VerdictStatus
+	switch x := v.(type) {
+	case adminapi.VerdictStatus:
+		st = x
+	case *adminapi.VerdictStatus:
+		if x == nil {
+			return ""
+		}
+		st = *x
+	default:
+		return ""
+	}
+	switch st {
+	case adminapi.VerdictStatusAC:
+		return "ok"
+	case adminapi.VerdictStatusPARTIAL:
+		return "partial"
+	}
+	return "bad"
 }
 
 // duration renders an age or wait the way operators read it.

@@ -91,9 +91,17 @@ func (a adminAPI) ListJudgeJobs(ctx context.Context, req adminapi.ListJudgeJobsR
 	if err != nil {
 		return nil, filterErr(err)
 	}
+	cur, err := a.s.store.CurrentJobs(ctx, jobs)
+	if err != nil {
+		return nil, err
+	}
 	out := adminapi.JudgeJobList{Jobs: make([]adminapi.JudgeJob, 0, len(jobs))}
 	for _, j := range jobs {
-		out.Jobs = append(out.Jobs, jobOut(j, nil))
+		o := jobOut(j, nil)
+		// Each listed job says whether it is its submission's current
+		// generation, as the job view does.
+		o.Current = ptr(cur[j.ID])
+		out.Jobs = append(out.Jobs, o)
 	}
 	if len(jobs) == f.Limit {
 		next := idString(jobs[len(jobs)-1].ID)

@@ -70,6 +70,34 @@ func TestExpiredAndRotatedTokensOverHTTP(t *testing.T) {
 	require.Equal(t, "TOKEN_EXPIRED", code)
 	status, _ = callWith(t, http.MethodGet, bizURL, fresh)
 	require.Equal(t, http.StatusNotFound, status)
+
+	// A second rotation during the first one's overlap retires the secret
+	// in the middle at once: it is expired (it was UNAUTHENTICATED, as if
+	// never issued), on the business and the admin surface alike.
+	for _, k := range []struct {
+		kind   store.TokenKind
+		name   string
+		secret string
+		url    string
+	}{{store.TokenBusiness, tokenName(t, env, fresh), fresh, bizURL}, {store.TokenAdmin, "", env.Admin, admURL}} {
+		name := k.name
+		if name == "" {
+			id, err := env.Store.AuthenticateToken(env.Ctx, store.TokenAdmin, k.secret)
+			require.NoError(t, err)
+			name = id.Name
+		}
+		second, err := env.Store.RotateToken(env.Ctx, store.RotateSpec{Kind: k.kind, Name: name, Overlap: time.Hour})
+		require.NoError(t, err)
+		third, err := env.Store.RotateToken(env.Ctx, store.RotateSpec{Kind: k.kind, Name: name, Overlap: time.Hour})
+		require.NoError(t, err)
+		status, code = callWith(t, http.MethodGet, k.url, k.secret)
+		require.Equal(t, http.StatusUnauthorized, status, k.kind)
+		require.Equal(t, "TOKEN_EXPIRED", code, k.kind)
+		for _, tok := range []string{second, third} {
+			status, _ = callWith(t, http.MethodGet, k.url, tok)
+			require.NotEqual(t, http.StatusUnauthorized, status, "both secrets of the running overlap work")
+		}
+	}
 }
 
 func tokenName(t *testing.T, env *controltest.Env, tok string) string {

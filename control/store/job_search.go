@@ -138,6 +138,53 @@ func (s *Store) ListJobs(ctx context.Context, f JobFilter) ([]Job, error) {
 // last job created before CreatedAfter-createdSlack and the first created
 // at or after CreatedBefore+createdSlack bound the range; each is one
 // lookup on ix_job_created.
+// CurrentJobs says which of jobs are their submission's current (highest)
+// generation, in one query for a listed page: a list shows an old
+// generation as such, and the current one as current.
+func (s *Store) CurrentJobs(ctx context.Context, jobs []Job) (map[int64]bool, error) {
+	cur := make(map[int64]bool, len(jobs))
+	if len(jobs) == 0 {
+		return cur, nil
+	}
+	type sub struct{ typ, id string }
+	seen := map[sub]bool{}
+	q := `SELECT submission_type, submission_id, MAX(generation) FROM judge_job WHERE `
+	var args []any
+	for _, j := range jobs {
+		k := sub{j.SubmissionType, j.SubmissionID}
+		if seen[k] {
+			continue
+		}
+		if len(seen) > 0 {
+			q += " OR "
+		}
+		seen[k] = true
+		q += "(submission_type = ? AND submission_id = ?)"
+		args = append(args, k.typ, k.id)
+	}
+	rows, err := s.db.QueryContext(ctx, q+" GROUP BY submission_type, submission_id", args...)
+	if err != nil {
+		return nil, fmt.Errorf("store: current generations: %w", err)
+	}
+	defer rows.Close()
+	newest := map[sub]int{}
+	for rows.Next() {
+		var k sub
+		var g int
+		if err := rows.Scan(&k.typ, &k.id, &g); err != nil {
+			return nil, fmt.Errorf("store: current generations: %w", err)
+		}
+		newest[k] = g
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("store: current generations: %w", err)
+	}
+	for _, j := range jobs {
+		cur[j.ID] = j.Generation == newest[sub{j.SubmissionType, j.SubmissionID}]
+	}
+	return cur, nil
+}
+
 func (s *Store) createdIDRange(ctx context.Context, f JobFilter) (after, before int64, err error) {
 	look := func(q string, t time.Time) (int64, error) {
 		var id int64

@@ -80,14 +80,15 @@ func TestConsoleInBrowser(t *testing.T) {
 	b.fill("#n-name", "mysql-01", "#n-pool", "mysql", "#n-slots", "2")
 	require.EqualValues(t, http.StatusOK, b.submit("form[action='/console/nodes'] button"))
 	cmdLine := eval[string](b, `document.getElementById("join-cmd").value`)
-	m := regexp.MustCompile(`^kece-node join --control-url (\S+) --pool mysql --code (kjc_\S+)$`).FindStringSubmatch(cmdLine)
+	m := regexp.MustCompile(`^kece-node join --control-url (\S+) --pool mysql --join-code (kjc_\S+) --credential-file /var/lib/kece/node-mysql-01/credential$`).FindStringSubmatch(cmdLine)
 	require.NotNil(t, m, "join command %q", cmdLine)
 	require.Equal(t, base, m[1])
 	b.checkPage("join-code")
 	nodeURL := eval[string](b, `document.querySelector("main a[href^='/console/nodes/']").getAttribute("href")`)
 
-	// The host operator runs exactly that command (plus where to keep the
-	// credential), then starts the node.
+	// The host operator runs exactly that command (with the credential in
+	// the test's directory instead of /var/lib/kece: the last flag wins),
+	// then starts the node.
 	dir := t.TempDir()
 	cred := filepath.Join(dir, "credential")
 	args := append(strings.Fields(cmdLine)[1:], "--credential-file", cred)
@@ -140,7 +141,7 @@ func TestConsoleInBrowser(t *testing.T) {
 
 	// Drain with a deadline: asked to confirm, with the leases in flight.
 	b.open(nodeURL)
-	b.fill("#drain-reason", "host maintenance", "#drain-deadline", "120")
+	b.fill("#drain-reason", "host maintenance", "#drain-deadline", "2m")
 	require.EqualValues(t, http.StatusOK, b.submit("form[action$='/drain'] button"))
 	require.Contains(t, b.text("main"), "leases in flight")
 	b.checkPage("confirm")
@@ -156,6 +157,20 @@ func TestConsoleInBrowser(t *testing.T) {
 	require.EqualValues(t, http.StatusOK, b.submit("main form button[type=submit]"))
 	require.Contains(t, b.text(".notice"), "Rejudge queued")
 	require.Contains(t, b.text("#job-live"), "2 (current)")
+	// The jobs list tells the generations apart: generation 2 is marked
+	// current, generation 1 old, and the old one's AC keeps its green badge.
+	b.open("/console/jobs?submissionType=DATABASE&submissionId=browser-1")
+	gens := eval[[]map[string]string](b, `[...document.querySelectorAll("#jobs-live tbody tr")].map(r => ({
+		gen: r.querySelector("td.gen").innerText,
+		marker: (r.querySelector("td.gen span") || {className: ""}).className,
+		badge: (r.querySelector("span.verdict") || {className: ""}).className}))`)
+	require.Len(t, gens, 2, "%v", gens)
+	require.Equal(t, "2 current", gens[0]["gen"])
+	require.Equal(t, "badge ok gen-current", gens[0]["marker"])
+	require.Equal(t, "1 old", gens[1]["gen"])
+	require.Equal(t, "muted gen-old", gens[1]["marker"])
+	require.Equal(t, "badge verdict ok", gens[1]["badge"], "AC is the ok badge, not the bad one")
+	b.checkPage("jobs-rejudged")
 
 	// The audit trail names the admin token behind the session.
 	b.open(nodeURL)
