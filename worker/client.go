@@ -135,7 +135,7 @@ func (cl *client) join(ctx context.Context, code, pool string) (*machineapi.Join
 
 func (cl *client) openSession(ctx context.Context, credential, bootID string) (*machineapi.SessionResponse, error) {
 	// The same boot id returns the same session: safe on any replica.
-	a := do(cl, ctx, callOpts{}, func(ctx context.Context, i int) (*machineapi.SessionResponse, error) {
+	a := do(cl, ctx, callOpts{rp: repeatAlways}, func(ctx context.Context, i int) (*machineapi.SessionResponse, error) {
 		r, err := cl.cs[i].OpenSessionWithResponse(ctx, machineapi.SessionRequest{BootId: bootID, ProtocolVersion: contracts.ProtocolVersion},
 			bearer(credential))
 		if err != nil {
@@ -182,7 +182,7 @@ func (cl *client) heartbeat(ctx context.Context, req machineapi.HeartbeatRequest
 // (the safety margin covers that), so their local deadlines count from it
 // and never from when an earlier try went to another replica.
 func (cl *client) claim(ctx context.Context, free int, wait time.Duration, requestID string) (jobs []machineapi.ClaimedJob, got time.Time, err error) {
-	a := do(cl, ctx, callOpts{fixed: wait + cl.claimSlack}, func(ctx context.Context, i int) ([]machineapi.ClaimedJob, error) {
+	a := do(cl, ctx, callOpts{rp: repeatAlways, fixed: wait + cl.claimSlack}, func(ctx context.Context, i int) ([]machineapi.ClaimedJob, error) {
 		r, err := cl.cs[i].ClaimJobsWithResponse(ctx, machineapi.ClaimRequest{FreeSlots: int32(free), WaitMs: wait.Milliseconds(),
 			RequestId: &requestID})
 		if err != nil {
