@@ -65,13 +65,16 @@ const (
 	StatusOutputLimitExceeded Status = "OLE"
 	StatusRuntimeError        Status = "RE"
 	StatusCompileError        Status = "CE"
+	// StatusSkipped is a case (or subtask) not run: its subtask already
+	// failed (min, mul) or a prerequisite subtask is not AC. Never a job's.
+	StatusSkipped Status = "SKIPPED"
 )
 
 // Valid reports whether s is one of the user outcomes.
 func (s Status) Valid() bool {
 	switch s {
 	case StatusAccepted, StatusPartial, StatusWrongAnswer, StatusTimeLimitExceeded, StatusMemoryLimitExceeded,
-		StatusOutputLimitExceeded, StatusRuntimeError, StatusCompileError:
+		StatusOutputLimitExceeded, StatusRuntimeError, StatusCompileError, StatusSkipped:
 		return true
 	}
 	return false
@@ -97,6 +100,9 @@ type Task struct {
 	// IO names the files a program reads its input from and writes its
 	// output to (file I/O problems); the zero value is stdin and stdout.
 	IO FileIO
+	// Subtasks group Cases (docs/engine.md, "Subtasks"); nil judges every
+	// case on its own, in order.
+	Subtasks []Subtask
 
 	// SQL is set for tasks of the mysql pool.
 	SQL *SQLProblem
@@ -109,6 +115,33 @@ type Limits struct {
 	MemoryBytes int64         // address space / RSS budget for the user program
 	OutputBytes int64         // stdout cap per case
 	StackBytes  int64         // 0: executor default
+}
+
+// Scoring is how a subtask's cases score together.
+type Scoring string
+
+// Subtask scoring rules.
+const (
+	ScoringSum Scoring = "sum" // the sum of the case scores
+	ScoringMin Scoring = "min" // all or nothing (IOI GroupMin): weights × the smallest fraction
+	ScoringMul Scoring = "mul" // weights × the product of the fractions
+)
+
+// Subtask is a test group: indexes into Task.Cases, its scoring rule, and
+// the ids of earlier subtasks that must be AC for it to run.
+type Subtask struct {
+	ID        string
+	Scoring   Scoring
+	Cases     []int
+	DependsOn []string
+}
+
+// SubtaskResult is the outcome of one subtask.
+type SubtaskResult struct {
+	ID       string
+	Status   Status
+	Score    float64
+	MaxScore int64
 }
 
 // FileIO is a problem's file input and output (IOI/NOI style): the program
@@ -199,6 +232,8 @@ type Verdict struct {
 	CompileLog string
 	Message    string
 	Cases      []CaseResult
+	// Subtasks is set when the task has subtasks; Score is then their sum.
+	Subtasks []SubtaskResult
 }
 
 // CaseResult is the outcome of one case.
@@ -212,6 +247,10 @@ type CaseResult struct {
 	ExitCode int
 	Signal   int
 	Message  string // bounded: checker diff, signal name, SQL error
+	// Fraction is what the case earned of its weight (1 AC, 0 for every
+	// failure and SKIPPED, the checker's value for PARTIAL); subtasks score
+	// from it. It is not reported.
+	Fraction float64
 }
 
 // ScoreScale is the resolution of every score: a case score is a whole
@@ -252,15 +291,16 @@ func CaseStatus(fraction float64) Status {
 }
 
 // JobStatus decides a job's status from its cases, in order: the first case
-// that is neither AC nor PARTIAL decides (a TLE on case 3 is the job's TLE
-// even when case 5 scored partially); else PARTIAL if any case is; else AC.
-// No cases is AC (the caller handles CE before any case runs).
+// that is neither AC, PARTIAL nor SKIPPED decides (a TLE on case 3 is the
+// job's TLE even when case 5 scored partially); else PARTIAL if any case is
+// PARTIAL or SKIPPED; else AC. No cases is AC (the caller handles CE before
+// any case runs). A subtask's status is the same rule over its cases.
 func JobStatus(cases []CaseResult) Status {
 	partial := false
 	for _, c := range cases {
 		switch c.Status {
 		case StatusAccepted:
-		case StatusPartial:
+		case StatusPartial, StatusSkipped:
 			partial = true
 		default:
 			return c.Status

@@ -23,6 +23,7 @@ import (
 	"github.com/kece-oj/kece/control/controltest"
 	"github.com/kece-oj/kece/control/store"
 	"github.com/kece-oj/kece/control/webhook"
+	"github.com/kece-oj/kece/engine"
 )
 
 const client = "python/kece_client.py"
@@ -88,20 +89,13 @@ func testNode(t *testing.T, env *controltest.Env, py string, done <-chan struct{
 				continue
 			}
 			for _, job := range r.JSON200.Jobs {
-				v := machineapi.Verdict{Status: machineapi.VerdictStatusAC, Cases: []machineapi.CaseResult{}}
-				for _, cs := range job.Manifest.Cases {
+				v := judgeNatively(t, job, func(cs machineapi.ManifestCase) bool {
 					in, want := download(job, cs.InputSha256), download(job, cs.OutputSha256)
 					cmd := exec.Command(py, "-c", job.Submission.Source)
 					cmd.Stdin = bytes.NewReader(in)
 					got, _ := cmd.Output()
-					st, score := machineapi.VerdictStatusAC, float64(cs.Weight)
-					if strings.TrimSpace(string(got)) != strings.TrimSpace(string(want)) {
-						st, score, v.Status = machineapi.VerdictStatusWA, 0, machineapi.VerdictStatusWA
-					}
-					v.MaxScore += cs.Weight
-					v.Score += score
-					v.Cases = append(v.Cases, machineapi.CaseResult{CaseId: cs.CaseId, Status: st, Score: score, TimeMs: 1, WallMs: 1})
-				}
+					return strings.TrimSpace(string(got)) == strings.TrimSpace(string(want))
+				})
 				res, err := c.SubmitResultWithResponse(env.Ctx, job.JobId, machineapi.ResultRequest{LeaseEpoch: job.LeaseEpoch,
 					Outcome: machineapi.OutcomeVerdict, Verdict: &v})
 				if err != nil || res.StatusCode() != http.StatusOK {
@@ -110,6 +104,64 @@ func testNode(t *testing.T, env *controltest.Env, py string, done <-chan struct{
 			}
 		}
 	}()
+}
+
+// judgeNatively judges a claimed job with pass (AC or WA per case) by the
+// engine's own rules: subtasks in order (a min subtask stops at its first
+// WA, a dependent of a subtask that is not AC is skipped), scores and the
+// job status, so the control plane's result check sees what a node sends.
+func judgeNatively(t *testing.T, job machineapi.ClaimedJob, pass func(machineapi.ManifestCase) bool) machineapi.Verdict {
+	m := job.Manifest
+	task := engine.Task{}
+	index := map[string]int{}
+	for i, cs := range m.Cases {
+		task.Cases = append(task.Cases, engine.Case{ID: cs.CaseId, Weight: cs.Weight})
+		index[cs.CaseId] = i
+	}
+	run := func(i int) (engine.CaseResult, error) {
+		if pass(m.Cases[i]) {
+			return engine.CaseResult{ID: m.Cases[i].CaseId, Status: engine.StatusAccepted, Fraction: 1, Score: float64(m.Cases[i].Weight)}, nil
+		}
+		return engine.CaseResult{ID: m.Cases[i].CaseId, Status: engine.StatusWrongAnswer}, nil
+	}
+	var cases []engine.CaseResult
+	var subs []engine.SubtaskResult
+	if m.Subtasks != nil {
+		for _, st := range *m.Subtasks {
+			s := engine.Subtask{ID: st.SubtaskId, Scoring: engine.Scoring(st.Scoring)}
+			for _, id := range st.Cases {
+				s.Cases = append(s.Cases, index[id])
+			}
+			if st.DependsOn != nil {
+				s.DependsOn = *st.DependsOn
+			}
+			task.Subtasks = append(task.Subtasks, s)
+		}
+		var err error
+		cases, subs, err = engine.JudgeSubtasks(task, run, func() {})
+		require.NoError(t, err)
+	} else {
+		for i := range m.Cases {
+			cr, _ := run(i)
+			cases = append(cases, cr)
+		}
+	}
+	v := machineapi.Verdict{Status: machineapi.VerdictStatus(engine.JobStatus(cases)), Cases: []machineapi.CaseResult{}, Score: engine.SumScores(cases)}
+	for _, c := range task.Cases {
+		v.MaxScore += c.Weight
+	}
+	for _, c := range cases {
+		v.Cases = append(v.Cases, machineapi.CaseResult{CaseId: c.ID, Status: machineapi.VerdictStatus(c.Status), Score: c.Score, TimeMs: 1, WallMs: 1, Message: c.Message})
+	}
+	if subs != nil {
+		v.Score = engine.SumSubtasks(subs)
+		wire := []machineapi.SubtaskResult{}
+		for _, st := range subs {
+			wire = append(wire, machineapi.SubtaskResult{SubtaskId: st.ID, Status: machineapi.VerdictStatus(st.Status), Score: st.Score, MaxScore: st.MaxScore})
+		}
+		v.Subtasks = &wire
+	}
+	return v
 }
 
 // TestPythonQuickstart runs examples/python/kece_client.py quickstart — the
@@ -144,6 +196,7 @@ func TestPythonQuickstart(t *testing.T) {
 	}
 	require.Equal(t, "AC", steps["status"]["status"], string(out))
 	require.EqualValues(t, 100, steps["status"]["score"])
+	require.Equal(t, map[string]any{"small": "AC 40/40", "large": "AC 60/60"}, steps["status"]["subtasks"], string(out))
 	require.Equal(t, "AC", steps["event"]["status"])
 
 	// What the client did is what the control plane holds.

@@ -134,6 +134,7 @@ var wireStatus = map[engine.Status]machineapi.VerdictStatus{
 	engine.StatusOutputLimitExceeded: machineapi.VerdictStatusOLE,
 	engine.StatusRuntimeError:        machineapi.VerdictStatusRE,
 	engine.StatusCompileError:        machineapi.VerdictStatusCE,
+	engine.StatusSkipped:             machineapi.VerdictStatusSKIPPED,
 }
 
 // verdictOf maps an engine verdict to the wire, bounding logs and messages.
@@ -154,6 +155,45 @@ func verdictOf(v engine.Verdict) (machineapi.Verdict, error) {
 		out.Cases = append(out.Cases, machineapi.CaseResult{CaseId: c.ID, Status: cs, Score: max(c.Score, 0),
 			TimeMs: c.CPUTime.Milliseconds(), WallMs: c.WallTime.Milliseconds(), MemoryKb: max(c.MemoryKB, 0),
 			ExitCode: int32(c.ExitCode), Signal: int32(max(c.Signal, 0)), Message: clip(c.Message, maxMessage)})
+	}
+	if v.Subtasks != nil {
+		subs := make([]machineapi.SubtaskResult, 0, len(v.Subtasks))
+		for _, st := range v.Subtasks {
+			ss, ok := wireStatus[st.Status]
+			if !ok {
+				return machineapi.Verdict{}, fmt.Errorf("executor returned status %q for subtask %s", st.Status, st.ID)
+			}
+			subs = append(subs, machineapi.SubtaskResult{SubtaskId: st.ID, Status: ss, Score: max(st.Score, 0), MaxScore: max(st.MaxScore, 0)})
+		}
+		out.Subtasks = &subs
+	}
+	return out, nil
+}
+
+// subtasksOf converts a manifest's subtasks to the task's, case ids to
+// indexes into the task's cases; nil when the manifest has none.
+func subtasksOf(m *[]machineapi.Subtask, cases []engine.Case) ([]engine.Subtask, error) {
+	if m == nil || len(*m) == 0 {
+		return nil, nil
+	}
+	index := make(map[string]int, len(cases))
+	for i, c := range cases {
+		index[c.ID] = i
+	}
+	out := make([]engine.Subtask, 0, len(*m))
+	for _, st := range *m {
+		s := engine.Subtask{ID: st.SubtaskId, Scoring: engine.Scoring(st.Scoring)}
+		for _, id := range st.Cases {
+			i, ok := index[id]
+			if !ok {
+				return nil, fmt.Errorf("subtask %s names case %q, which the manifest does not have", st.SubtaskId, id)
+			}
+			s.Cases = append(s.Cases, i)
+		}
+		if st.DependsOn != nil {
+			s.DependsOn = append(s.DependsOn, *st.DependsOn...)
+		}
+		out = append(out, s)
 	}
 	return out, nil
 }

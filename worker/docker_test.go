@@ -137,13 +137,36 @@ func TestCppPoolEndToEnd(t *testing.T) {
 	srcStdout := "#include <stdio.h>\nint main(void){long a,b;FILE*i=fopen(\"add.in\",\"r\");" +
 		"if(!i||fscanf(i,\"%ld %ld\",&a,&b)!=2)return 1;printf(\"%ld\\n\",a+b);return 0;}\n"
 	waIO := e.Enqueue("ALGO", "c17-stdout-only", "c17", srcStdout, manIO)
+	// Subtasks: the manifest's groups reach the node, its min subtask stops
+	// at the WA, the dependent is skipped, and the control plane's result
+	// check accepts the subtask scores.
+	manSub := e.PublishCodeManifest(manifest.Manifest{Kind: manifest.KindCode, Limits: manifest.Limits{TimeMs: 2000, MemoryMb: 256, OutputKb: 64},
+		Checker: manifest.Checker{Type: "tolerant"}, Subtasks: []manifest.Subtask{
+			{SubtaskID: "small", Scoring: "min", Cases: []string{"c1", "c2", "c3"}},
+			{SubtaskID: "large", Scoring: "sum", Cases: []string{"c4"}, DependsOn: []string{"small"}},
+			{SubtaskID: "other", Scoring: "sum", Cases: []string{"c5"}}}},
+		controltest.Case{In: "1 2\n", Out: "3\n", Weight: 10}, controltest.Case{In: "2 2\n", Out: "5\n", Weight: 10},
+		controltest.Case{In: "3 3\n", Out: "6\n", Weight: 10}, controltest.Case{In: "4 4\n", Out: "8\n", Weight: 30},
+		controltest.Case{In: "5 5\n", Out: "10\n", Weight: 40})
+	sub := e.Enqueue("ALGO", "cpp-subtasks", "cpp17", src, manSub)
 	for _, w := range []struct {
 		id      int64
 		verdict string
-	}{{ac, "AC"}, {ce, "CE"}, {ac20, "AC"}, {ce17, "CE"}, {acC, "AC"}, {acIO, "AC"}, {waIO, "WA"}} {
+	}{{ac, "AC"}, {ce, "CE"}, {ac20, "AC"}, {ce17, "CE"}, {acC, "AC"}, {acIO, "AC"}, {waIO, "WA"}, {sub, "WA"}} {
 		j := waitJob(t, e, w.id, 3*time.Minute, "completed", completed)
 		require.Equal(t, w.verdict, j.Verdict, string(j.Result))
 	}
+	j := waitJob(t, e, sub, time.Minute, "completed", completed)
+	var res store.Result
+	require.NoError(t, json.Unmarshal(j.Result, &res))
+	require.Equal(t, 40.0, res.Verdict.Score)
+	var caseStatus []string
+	for _, c := range res.Verdict.Cases {
+		caseStatus = append(caseStatus, c.Status)
+	}
+	require.Equal(t, []string{"AC", "WA", "SKIPPED", "SKIPPED", "AC"}, caseStatus)
+	require.Equal(t, []store.SubtaskResult{{SubtaskID: "small", Status: "WA", Score: 0, MaxScore: 30},
+		{SubtaskID: "large", Status: "SKIPPED", Score: 0, MaxScore: 30}, {SubtaskID: "other", Status: "AC", Score: 40, MaxScore: 40}}, res.Verdict.Subtasks)
 }
 
 func mustTag(t *testing.T, pool string) string {

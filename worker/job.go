@@ -366,6 +366,9 @@ func (n *Node) prepare(ctx context.Context, j *job) (engine.Task, func(), error)
 		}
 		task.Cases = append(task.Cases, engine.Case{ID: mc.CaseId, InputPath: in, ExpectedPath: out, Weight: mc.Weight})
 	}
+	if task.Subtasks, err = subtasksOf(m.Subtasks, task.Cases); err != nil {
+		return task, release, engine.Infra(engine.InfraCorruptInput, err)
+	}
 	if sp := m.Checker.Special; sp != nil {
 		path, err := get(sp.SourceSha256, sp.SourceSize)
 		if err != nil {

@@ -303,6 +303,27 @@ func (e SubmissionStatusCode) Valid() bool {
 	}
 }
 
+// Defines values for SubtaskScoring.
+const (
+	SubtaskScoringMin SubtaskScoring = "min"
+	SubtaskScoringMul SubtaskScoring = "mul"
+	SubtaskScoringSum SubtaskScoring = "sum"
+)
+
+// Valid indicates whether the value is a known member of the SubtaskScoring enum.
+func (e SubtaskScoring) Valid() bool {
+	switch e {
+	case SubtaskScoringMin:
+		return true
+	case SubtaskScoringMul:
+		return true
+	case SubtaskScoringSum:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for VerdictStatus.
 const (
 	VerdictStatusAC      VerdictStatus = "AC"
@@ -311,6 +332,7 @@ const (
 	VerdictStatusOLE     VerdictStatus = "OLE"
 	VerdictStatusPARTIAL VerdictStatus = "PARTIAL"
 	VerdictStatusRE      VerdictStatus = "RE"
+	VerdictStatusSKIPPED VerdictStatus = "SKIPPED"
 	VerdictStatusTLE     VerdictStatus = "TLE"
 	VerdictStatusWA      VerdictStatus = "WA"
 )
@@ -329,6 +351,8 @@ func (e VerdictStatus) Valid() bool {
 	case VerdictStatusPARTIAL:
 		return true
 	case VerdictStatusRE:
+		return true
+	case VerdictStatusSKIPPED:
 		return true
 	case VerdictStatusTLE:
 		return true
@@ -387,9 +411,12 @@ type CaseResult struct {
 	// Status A user outcome. Infrastructure faults are never a verdict. PARTIAL:
 	// for a case, a special checker awarded a fraction strictly between 0
 	// and 1 of its weight; for a job, every case is AC or PARTIAL and at
-	// least one is PARTIAL. A job's status is the status of its first case
-	// that is neither AC nor PARTIAL, else PARTIAL if any case is, else AC
-	// (CE before any case runs).
+	// least one is PARTIAL. SKIPPED is only ever a case's or a subtask's
+	// status: a case not run because its subtask already failed (`min`,
+	// `mul`) or a prerequisite subtask is not AC; it earns 0. A
+	// job's status is the status of its first case that is neither AC,
+	// PARTIAL nor SKIPPED, else PARTIAL if any case is PARTIAL or SKIPPED,
+	// else AC (CE before any case runs).
 	Status VerdictStatus `json:"status"`
 
 	// TimeMs CPU time.
@@ -629,6 +656,10 @@ type Manifest struct {
 	// the same fresh database (exactly one of the two); DML problems run each
 	// `verification` query after the student's statements.
 	Sql *SqlProblem `json:"sql,omitempty"`
+
+	// Subtasks Subtasks (test groups): every case in exactly one, judged in this
+	// order. See Subtask.
+	Subtasks *[]Subtask `json:"subtasks,omitempty"`
 }
 
 // ManifestCase defines model for ManifestCase.
@@ -928,6 +959,45 @@ type SubmissionsCreate struct {
 	Submissions []SubmissionCreate `json:"submissions"`
 }
 
+// Subtask A subtask (test group) of cases. `scoring`: `sum` adds its case
+// scores; `min` (all or nothing, IOI GroupMin) is the sum of its
+// weights times the smallest case fraction; `mul` that sum times the
+// product of the case fractions. Under `min` and `mul` judging stops
+// at the first case that scores 0 and the rest are SKIPPED.
+// `dependsOn` names earlier subtasks: when one of them is not AC,
+// this subtask is not run (its cases SKIPPED, score 0). Rules
+// in docs/engine.md, "Subtasks".
+type Subtask struct {
+	Cases     []CaseId       `json:"cases"`
+	DependsOn *[]CaseId      `json:"dependsOn,omitempty"`
+	Scoring   SubtaskScoring `json:"scoring"`
+	SubtaskId CaseId         `json:"subtaskId"`
+}
+
+// SubtaskScoring defines model for Subtask.Scoring.
+type SubtaskScoring string
+
+// SubtaskResult One subtask (test group) of a manifest with subtasks: its status (as
+// a job's, over its own cases; SKIPPED when a prerequisite is not
+// AC), its score by its scoring rule and its maximum (the sum
+// of its cases' weights).
+type SubtaskResult struct {
+	MaxScore int64   `json:"maxScore"`
+	Score    float64 `json:"score"`
+
+	// Status A user outcome. Infrastructure faults are never a verdict. PARTIAL:
+	// for a case, a special checker awarded a fraction strictly between 0
+	// and 1 of its weight; for a job, every case is AC or PARTIAL and at
+	// least one is PARTIAL. SKIPPED is only ever a case's or a subtask's
+	// status: a case not run because its subtask already failed (`min`,
+	// `mul`) or a prerequisite subtask is not AC; it earns 0. A
+	// job's status is the status of its first case that is neither AC,
+	// PARTIAL nor SKIPPED, else PARTIAL if any case is PARTIAL or SKIPPED,
+	// else AC (CE before any case runs).
+	Status    VerdictStatus `json:"status"`
+	SubtaskId CaseId        `json:"subtaskId"`
+}
+
 // Verdict defines model for Verdict.
 type Verdict struct {
 	// Cases The cases that ran, each manifest case at most once; empty for CE.
@@ -940,25 +1010,36 @@ type Verdict struct {
 	MaxScore int64  `json:"maxScore"`
 	Message  string `json:"message"`
 
-	// Score Sum of the case scores, a multiple of 0.0001 in [0, maxScore]
+	// Score Sum of the case scores (of the subtask scores when the manifest has subtasks), a multiple of 0.0001 in [0, maxScore]
 	// (case scores are whole units of 1/10000, so the sum is exact).
 	Score float64 `json:"score"`
 
 	// Status A user outcome. Infrastructure faults are never a verdict. PARTIAL:
 	// for a case, a special checker awarded a fraction strictly between 0
 	// and 1 of its weight; for a job, every case is AC or PARTIAL and at
-	// least one is PARTIAL. A job's status is the status of its first case
-	// that is neither AC nor PARTIAL, else PARTIAL if any case is, else AC
-	// (CE before any case runs).
+	// least one is PARTIAL. SKIPPED is only ever a case's or a subtask's
+	// status: a case not run because its subtask already failed (`min`,
+	// `mul`) or a prerequisite subtask is not AC; it earns 0. A
+	// job's status is the status of its first case that is neither AC,
+	// PARTIAL nor SKIPPED, else PARTIAL if any case is PARTIAL or SKIPPED,
+	// else AC (CE before any case runs).
 	Status VerdictStatus `json:"status"`
+
+	// Subtasks Present when the manifest has subtasks: one result per subtask,
+	// in the manifest's order; the verdict's score is then the sum of
+	// the subtask scores.
+	Subtasks *[]SubtaskResult `json:"subtasks,omitempty"`
 }
 
 // VerdictStatus A user outcome. Infrastructure faults are never a verdict. PARTIAL:
 // for a case, a special checker awarded a fraction strictly between 0
 // and 1 of its weight; for a job, every case is AC or PARTIAL and at
-// least one is PARTIAL. A job's status is the status of its first case
-// that is neither AC nor PARTIAL, else PARTIAL if any case is, else AC
-// (CE before any case runs).
+// least one is PARTIAL. SKIPPED is only ever a case's or a subtask's
+// status: a case not run because its subtask already failed (`min`,
+// `mul`) or a prerequisite subtask is not AC; it earns 0. A
+// job's status is the status of its first case that is neither AC,
+// PARTIAL nor SKIPPED, else PARTIAL if any case is PARTIAL or SKIPPED,
+// else AC (CE before any case runs).
 type VerdictStatus string
 
 // WaitReason Why a PENDING submission waits; null otherwise.
@@ -7647,201 +7728,212 @@ func (sh *strictHandler) GetJudgersSummary(w http.ResponseWriter, r *http.Reques
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7L3rchu3sjD6KijuXWUqa0RTsuO1ItX5Qcu0w2XdlkTHJzv08YAzoAhrCNADjCgm5ar9EKfqvMF5ke9N",
-	"9pN81d3A3DikSCV21v72yg+HImeARqPR92781or0bK6VUNa0jn5rTQWPRYofr4RNl72JFSn8FQsTpXJu",
-	"pVato9a1iLSKDbOaLbi0bCwmOhUshVekuum0glYqPmcyFXHryKaZCFommooZh6EmOp1x2zpqSWWfHbaC",
-	"1kwqOctmraNu0LLLuaCfxI1IW1++fAlac57ymbAOrutsPJPGSK0G8SW3U/hOAlBz+CNoKT6DEUzpsY3g",
-	"/HsqJq2j1r89LTDxlH41T8tztQCU4ovhci62mh4e/AMAwGEQHakwc62MQGy85PGV+JwJY+GvSCsrFH7k",
-	"83kiIw4b9vSTgV37bcs5+2mqHearuz6cwhbjZCzWwjClLZtxG02ZnQoGk6c8sqwdXvX/8a5/Pfw4OP+p",
-	"dzp4Fe51Wl+C1olWk0RG3wBSP5NhC2mnbDHllvEkFTxeMnEvjTXHLNYIP9Is44ZJg0C+1ulYxrFQ3waf",
-	"Vt8KxWZ8icDEmtmpNKwdXr97eTa4vh5cnH8c/nzZ//j64url4NWr/rnD5bm2r3Wm4m8DJY/jVBgjYpYK",
-	"o7M0EgUBID4Rpku+TDSPh1qf8vRGfBvQxhr3NBIiNkxaw8aAFtYOL3s/n170Xn0cXlx8PO1dvek7zA21",
-	"PuNq6U6N+fpQXnErWCJn0gqA66o37H88HZwNhv1X4d6xJ0BgtAx57j4yXWaIxwIvrXPl/ZwtNwHknn5a",
-	"YuAI1TvFMzvVqfxVfAOyOQO2pW6YTlmmbpVeKDbOjFTCGEf07fDdee/d8Mf++XBw0kNs4Aa9U+J+LiL7",
-	"LaC8FumdSPeNjAWb8CyxrP39/T0LB+fD/tV57zQMGED5U29w2nt52s/3ywE6T3UkjOHjRPSVlXb59SF+",
-	"L5JkH0SoiNk4A/41yeBgjpeMszRLxBrO9sWLHCSjXmrlhEf22uqU8MzjWMIUPLlM9VykVoKAmfDEiKA1",
-	"L331W8tM+eH3Lx4UXfQUzCt/FXXB/+L5Q4K/LDJ/8XO6wT7kz+vxJxFZlC7ciAEuZc6tFSkg6//5pbf/",
-	"H3z/1+7+Dx+Kjx87+x9+6wYvnn3591Y+kLGpVDd+oCthssTuiJcoh2ATXhycX4KWuJf2RMeiUSmq4yNo",
-	"zcRMp8u3451RCa8aw4kj1wTlVES3ImWxnEwCZuSN4gkDFQbO7fU/TpkAOgwYt2ymjWXP2Vv5EljSjN+f",
-	"CnUD+s/z7g8vGtBoIp02zDgBFUFqxf7X/8cWQt5MLUuBY4uYTXkyYXzBl2yS6hn7VaQaNMznLBaRnPGE",
-	"zRMeCTNSbc5mWWLlPBFMT1i30+12D5hU7Jdu4Ab9sHeMSkk+nTTsgE10ynonAeuOFHzkaskmXCZZKgLG",
-	"VewUBWbmIpI8YZHDDl/wFADUdirShTSiM1KtoNiEWGfjRDTvgspmY9oEwu4qRoYinUnFLXBLvwP4UsC6",
-	"TE6Y0kp0ytNtozcHLWO5zcxD1PiTSGMJfAAf/hK0rJyJM9NAKZfvGPxWh2QL6lvwJKEhfw8HcKcrX5in",
-	"sBzkfKLSUSkdsnwDiuPQyEZozx88+lXs9JRZiJQBgnkqjVasHevIPBXqRirRmcUBG/mhzagVsCk3SJ/i",
-	"HjRm4NtmrzNSIf4dArWOl1Yw8TnjibTLDgutTkTKlQ3dLMKwBMSpUx1SMdN3Ut2MlJnDKQmY5WODVH1y",
-	"BecXHmYCrDb4Lk71fA4UZ1MuE/ggZnO7pCEBkEmieXkulNmGGQHWmCWB07s+GQzYYiqtwEmD/KQSAZuR",
-	"Av1bKhbysRnqJAS2EqYiwc/tVCTcyjvQgh0ySO6zO55kAvHhjmLI0kyZ4mjuf8riG8Hmqb5J+QyOPrxv",
-	"uIrH+v6YGSFG6poe9SwODjzoh/NUWx3pxNAhrrJwArNCqtsdblrTI150C3pQmlYWgwcVR3pA1tDjznas",
-	"nid8f8MJeC0TsaMAJNt3jQD+WJHAf9kogv84DYPfE+qfH/zw/Fn3+U4cB5cTbKN6EMYuHWWtMs8f9YII",
-	"tCZYpGERTxIR45kE+7TDemMjlGUzwZVhYSJueLQMR6ot7kS6ZDOu5AQM8Hk2TqSZwkEk5wsajhMpkpjd",
-	"CjE3DI4InnA8GTM6T268I8bTmzsWSjXPbHHudGbnmQ2PwaizrIuy8gDO7CF734PXrTA2kePa+/Qa48gE",
-	"Q9Z2Tz0xTKexSPfK443UAXvfC9ghm6cCVoraMekZrI3HOsYHHJNmhi8NM3ovYM/Y697gdKTaUk1Sbmya",
-	"RTZLhXv35Mf+ydv+1Ud4pv9qL2B/ZXMtlTVHzNhYpCkzlqfOJTBSIf3IRlm3+yxChoMfRQgqc7GCz5m0",
-	"c7ZIgccxaZEngdzxKCgezleJPgdk5MmSaSVqXJFpNVLGxjqzAW4OQdJhPbUEZnnDRGIEa6O2QWNGOgaO",
-	"fsPTMb8RgXtjpHRm0XQBvWfG7y/x6w8B4yxKuZnCznGU2vs6s3tAblUsBSOlgK5od0FaKjgav7SITOBo",
-	"0tpyafuhflqD1v0+vLV/x1M4MAZeP/WvD/PXr+n14rQMHf/yUyLCYEYn50DPABnUKnjkdpP33UDDYqDX",
-	"bqBrP9CXoEUW1m5ivo9nkOhtrONlZ0WARE6ff9C2Q50ErTvLZWLWA0LuwiocF3N6juWHIEb3m7i3rA2C",
-	"TtzzGWjHQF56MhEqBrpC7rDXaTWwsLUWwo/ZjKt9YE1g5TKY4pgR0cCMXKJSEKXCmm3sgrpSR5rZJoWs",
-	"wNYKbGc8mkolCuhoZ2DQDju5OH99OjgZAtUDGm6EEqmM2PPuD2wxFYopzWbAOJG6JjLC9xia7ALX4imz",
-	"5s1sBa2a4wKI7eJt//xj//++HFzh3+cXw4+vL96dw+ez3vngNQxQ/rLk4FvzddXv1wparwZvYJSzwfVZ",
-	"b3jyY3nkArTe1XDwuneCj10Pzt+Uv7oe/Ee//Ppp7/zNu96b/sd359fvLi8vrmgt+aj57+Up+2cXVz+T",
-	"A4t8axfvq3B7xLeC1uBV/+zyYtg/P/n549v+zx+v+u+u+/Vl9q/OBue901bQKr254r1rBa2y5wwGdz4a",
-	"2g/vokEQhz9evEK09k5PL97j034Th4Oz/sW74Za8xHkJB+qOJxKMD3KiCWVlBFowsplbofr3cyTpkmM2",
-	"aJ05WV36qvDnN34JPLFwQAetV/JGGHsmDXrZS0MWAHlPjvO3lb65lr+K0qunXN1k/Ea8Uyabz3VK0PsB",
-	"/a/ludCIOpUzaYdan+pFBdTcmR+0BrGYzbUVKlq+FcsrkRlRWxZZuGB6lV6ru4sD9JSekqMUhlWgROJb",
-	"7xS/4zLhpE+fCTvV8bm2vSTRC3zW7dNQzoTOLPH3O6FsL7othUd28eVoZbIZ2YEP+5OOUJs9OPxrszor",
-	"AJRBjANLK2YPWuXkH5rx+wE9fdDtoubq/8zn4GnKlw1c1QFfmrqRteYooojSjjji0S35Dh+/puoygpbS",
-	"9keR/KGD1nBDQBczrcXLScLl7PcTT83fbFFOkYdt4sNmJpuBeE4FeotRqfi9JJcIbhr9OGCKJNqZBUgd",
-	"BhTjJcM3YjLFwS5xa2j293iz6tmLLvxXMqsOut1mFyS/bw7++qEOqsM87A8qiBzGLpb80I4+itYJU1vT",
-	"5bWwNhEzoSzOvCuRutmaVgJm+eBiR70VXmJkq4Gh6ey19snFq35uURqmVbI8Zpzsz/8LrCap4Hlvrex1",
-	"2HBaOF3QI4O2DpIxN/kU1hmGMG3IpGISjJWFTm+BzGOZisjqdImwSJiY4JEGTWDy/ob0JQ0BlpA4Hik8",
-	"N9wirVowrTqsx2Y+0kSjTHCthr3vEXDcW5IBrQVWyThLxU2W8DR/HGduc2aWs0Sq24C9Hry+AAOqANcv",
-	"BN3Q9A7GXgL2vrcXFKhwgGDIr8Pew9chIFPjQkaKsCQN44khx5dD6RNDSCdnNM8xbafcehNUaTT7yit1",
-	"RrNG8BjtVYedgw7DeCrYPOFS0dOo2IwUDD/LjMU40VgAJklJHmcyiVlmhGHtcMalCgOG/+98B5++63zi",
-	"dzwMRir8rhMl3Jhwr8OusgRsY8VWXZ6NhDdqNbnecorZ0oO00YFUEM8fMRpuXoPjfurX5vcSd+8YKUHj",
-	"kstEGbitKbasZImNtU4EV8gJVs98KsxUCWN29ceJhTD2R8FTOxbc9m4aJcKZTBLpos3MSBWR2Ugvs6l/",
-	"G+QVV0umdCxyLoE0f37x8cd+72r4st8bXj8iPmAstw8azTkOrvHplfggfvthE/Ku/TTV5Z8Ofuqz9spq",
-	"nePaGdDoPLdTGEon8V7Aroe90z5r6yQW6V6wigJvO8LooAvD42gWlp7b1pki70DrvbYctd9znW+oQUWX",
-	"Qo61eAR7OXgzOB8yGTNuGM9dUDQRQkgugtZR6/lhTeM4AF0DFA7QMP7WfCb+DhScmutsNuPpclfN0VxM",
-	"mrLK0juRsnbMLR9zI/bQdeX1JKP43Ey1rRBYzK3Yh6eaQJyUj81WtAVvzbVOthf0l1onHgdVIf9iVbvF",
-	"BKRLP3518fi1k1glAccoaQkO3SNigFZbnuQT7pZ4V1ObYcfKKK2spjKTR2HTYfRmZsMxdL+wW7EMmOjc",
-	"dFg0nx/8NWAR/ANyB/4/X9qpVs8CxtNba+h7GiZgs6X5nBwzaZHaYyfSAJi6Ss33f/3wC7H+v3Q+Iu9/",
-	"dtBM5x6ugZroHalcPpgLkKPjC24GWdwvl1Y0selcT1tMtRGMYpykZWC8UCQYZZAk9H1eyESn9GXiEcwt",
-	"E+pzJjLB2s8PD1nY5NIJ9x7ByGfyXjQwo2GaCXK5FcQMytNcp5ZccHYKolIJdsdTyZVtEoxEVtucx/yo",
-	"ncNEq/BclaBoCwUWWRyA9isV8BxQthxwFcQ9LgavYp7GzbqD/xW0zHx37kRqpCbBI2NS2DpNhOlQtT2r",
-	"8sT2E71YxBDXGCHoXkKclxayQqcVVHsSKEG3iQucyp1N642S4/eJC78Fu2MUecND6HQctJhlE2b8Hu3q",
-	"d5jNZSJO9GzGVQPRndDvLKIHMNh/7AL/wCd8psmqA0vZdInRpQ2xTcoLzc0MVPjxRQpXIVeKgHWp5jnu",
-	"bco3c0DieDcpV5bsHavnfr+9GfvEOMNrd/alHmYXxBcwRufie8giSmxrPYc4aJozzVRpu1YPOXGDtVuZ",
-	"Au9IM4WU71kHxySHsYhreRFMzhwb2xyU8ZMGdYKqgFuhiobt8/hsJHPYoV2tGRJ4Z+O1hDEXiIvjQoGi",
-	"jK+qm2OzQ+tvBz8cPkQnZNO9HTe69xxHJ7Mv4nOEKuJG/C6wDl8cHjx//qC690Du1h8Dy4uax++BnK9a",
-	"+ipPkhVYyhkP1dQ+WpFjG2y8dGlCIsqsfsg1ueKZfFDJzRPJclIrbXYTHXudbEd33GA2y6wLpxrLwN5B",
-	"6xqPbSJmndp+sCm/q/q9EHPkx1GaheZzEnYwX7P2Dv4S5Pkm4W8jXMSodcRGFHEftb6E5BhTGkc1mDgp",
-	"U2KjpEwqbRlqk220s2dC+VDLmcHMgyu9MDTKjN/j+Wc3+k6kag/FwIwv2ViwbpPfB+fcWuR6jJ9wI1a8",
-	"qg0BhahI59siUQreIE/PRnORXLBfgtatVPG2EL+FZ0HNyHnfRtWCngId8vPDyWGfgeaAclZIGiHMJy3w",
-	"ETi8b6JqxPHXTYFG99n1jtle9NJjksr9cd51RveWm7J6mLvo/WOJuJFWzrgVydKpVLW0qsdkzmIu8+bM",
-	"toNu92GGvC6Xtoz/MmJriKpgIAdrE+28dSfD+8GAobWC1vU/Trf0ermc3evPlK3jx730aW87EmaMkXR8",
-	"KUnAhPhlu73/sFIx8mNv//D7F17tVLAvifxVxDnr7RBfcoH6eJsQZm17Si8HHvImZF/qpmTDHnPJsVon",
-	"xygsQBFjrlaFGbCVTDk/reyvjObzVtD6xO84MGp0trSCFjpbgOiWwI223EAc6e800qUfqedGOqOR3CIe",
-	"50XUSSyMfc+lbdI0eje5LUgPMvR5xKwozTxmXZ8KpB6T2L6LQ4ImL3IiGiD+x7v+u/4rVuTGsE96bFgb",
-	"c/bos7iPkiwW8WO8M5tcIv3z3svT/isK0qAjxBk8iEFpci/a7/EhOl9CxV+wipaguq9NdH8luGkyit5P",
-	"l8csFZHGag1n/PAslpYl+qaWnnbQPSSFOv+iwSilmR6XBZDmUG6iD7eWOq7cy82rN1lir8WuWmePTVL9",
-	"K3rhYABmhD2mTHtDWaz3NmAqSxK0CECZPH93etphIUBgwoCOisvapQoGjSUF1tlekU6ymWrKiYTvqzpe",
-	"aSMOv28qHyoUu/LvhStdL6oD5h9gBZgo5DIndx25qlE26ZSIj3WrefF81ylX8hoIW26NTRRQzy7YUUdL",
-	"Bbci7lX1io2usVgk8k6ky561oNqsnrwDphWbyBSsGffsI5whLllpu6QffHi4RRFEDVtUDBG0MB+UW+dd",
-	"Wc9LGyH9pMfbwjmnNLftoXR5caj7l/sP7NSrIKh3INi10UBDQgqqIwXaPRaC1WYHteYLJVQX+FilqqBE",
-	"mluQvV9WTT/rD4cgyVzWL3IoeJoM7E96TA5+gRWH7TsqfwvY9c/Xw/7Zx/7V1cUV0yk76Z2f9E9P+6/2",
-	"ytqRG3xLDYjgjVHLWd3eHfOPylnQtXwGTGTAjIaNOQzblAMWZEAVgT5L3eFpy2rCxuh8toaX5aZYLR6o",
-	"FyLdx6yiqbhnXu0mbbgez+vu/8D3Jx9+e/G8efG16qld5WZz0ZnB2mkMryvGXdJtwJzPtO58pVI4/Mb7",
-	"a/WEhT4cEAZMiXvLrMYknnAiE2HCJn8J/tKgwd3blKP33bCEyzgfruSbd5VCWFCCQBoXacW0JOd8emJY",
-	"pOdLhM5Vf3SmIWvDOIQAM5VzgzrzXinNCPOiKnlGAcuU/Jy52lqlbXn1T8xKxIBWu5UbqFyj9mDYPSkF",
-	"nbeOxvpqmiYtE4uE81oorGmkmiDvaHtiXIkOes9ieSdjqpi0eqRusOKxXJvsM0GB2F1NdNu9j1laiRRM",
-	"qpGqlvns1WrFDjrsXFvGKSmaUgl8vZer7gHrwcg7ceaFG6lIDSWLNe/COgdDUcc4LxW/bbFzea0csCak",
-	"g119Mu6tByv/tnGd19hVTjA12CqTNjKzwhG3G48ZIjmgdg6K95ynTmDlTgV23T/tnwy9i9j4ylw63zaL",
-	"hbJPzEgVyr2jAO+FCgMg1IIJ0XNwylMxEalQkbj+TIW2WKHmywYZ5nwwn5TD2uXKNke5dqH3jtmrs9MC",
-	"PBhG8Gg6UuGdSOXEtcEIwQrP+51UYGe5b7m5NBfo+ixLrLzOnyvFzEp5Ag4zJ6hIn5M0bnqu3GZks4nm",
-	"DS5iDHl4ckOM5K8H3b/97cXzh/RI5zrf1cPXOBbWWoq4ea1uX95u4bAuiNi7rMsEUjd3vv/+WXP3Bxhs",
-	"9Xl/GldfECJefTwv223UZ6qBiAd2ZBsUlil1lfFX6Hs1JIOEfbxyTr1vabu88c/JT2UYKrKtZFo2m47l",
-	"TS5vQYHdgkoaj0kNA41YLoi2dBiC5uO5mUfWfcSEuVYAiN5axU4EFhO9mpE3sY7AHbXsx3CEjecOiWKr",
-	"M1PbS3qxxKSKiRqxisro1vHI3+8RyP3p20nrWQmybaJlX8WHXjYwSyA14jM3hHpRJOZ254DDt3Iv/B67",
-	"roYyb85XzPVNpltRDIho3RFDj1PLdyEJmFHq1PXlarAvqYaF/FYu4Zu7uAmG9Si60+zJaq5b2j9oLn8i",
-	"xbE5D9AblM7rSo5Y33EJjN638iVrvxu+3v8bdoUxezVX9nqh+s/iP3rIQ7Sicbcqe72Z+gZr8it9v7kn",
-	"hsk4zwvMX9ulzm6dV6V+rh4RLjevtBI7p2e7+P1QW5484mWxvqh+0NRcA2t9PAoT0HgmHJ0cnHx3rF12",
-	"oKGlcdk/fzU4f0MWx1V/ePXzx5e9k7cXr1/vNWB+Kx/Wfwee6t/+aV3m3kCBEDLCJftTWxd6h0VTrnzY",
-	"Uhr2SY+PCztPM3mjsGGB5QkVBpjHVNv8aTwhaGXzeFdFo+R53C5yn/sgV0L3lxS6ojiWwzjmbrg5WLt3",
-	"wv7rP/9/dtKnTpQLLu3VVlG898WTu7K+TVK3TkwVkIIS+6iwgzKeN3POEuGu0OlLxz33JzzC1nT47FF+",
-	"rttGCFaAsxewk4uzy8Hp4PxNwP7+7tUb+DBSJexe9q6Gg97pkaN5dHf1TpBX0C9B1aBy3x6PFExV6VS3",
-	"V/PYtx0fMkzcT3lmXIOyaqOgkcIWn2av4uCvNr5xq8NmFG41raDlltMKWr0TbE6BgLWC1vteK2gNqesE",
-	"/nuB/17BPyeY8FKCEr7zs25p31xS5xZsnDCbY6O2FtVeuV4Pu4KzNFbMqPVN0DrhKhJJHqJYOdwbReqt",
-	"VChUC3J2zuTe6RssnH3VG/Ze9q77xwwDptR+CSgJ+d7b/kn/o6tUwZSUGCgqmeyjC9WwzAh6BrMfHhQZ",
-	"68p3SpkFj1TkzaaUjYtKANw3xwZTP2BS5V+g5ba9E2DV9niouKAM5OYjbx6lq9eQsOMy3JQN6Zrb97R4",
-	"aIU/leTEjgpYM6njT64aiANt82hatF9D5uV1dK2iSh3FSX/rvS41m90mm5XCNqf6ZlNFAKbqFRbEC2za",
-	"WoYPtIF0ngrgki4cU2/etM6vN+P3182NXa+zGbqsk6QcyDD1+ozHlJUVvake3XbWQZeHWfAxE7BNnWT9",
-	"Wj+MVLv0EjKtxVQngmVK0goPnqKTNmCuoN9kM1At0FW+97husY9p39ocdi06pea7VyGlAsObsoKrUzVk",
-	"HWaGiC/SM9FhNTOCJC8lk2PzsFwv6Hg5f+Sa8uIGBRva8PIicgb7jsGIsbALIRTrUlL8AWwK7A1R4TGj",
-	"kT/pcVDWPqSpKiDUd8GOVKGESON/7LAeDOACFaQ7UgAD/3ITkjOB0vOReUjDlJDYy693wlRZ28E+f35q",
-	"SeX1Di73Y+9kpNonfR+5zR9IM2X2qprLbqrAdurHjmN+CVrvKyrzSnoe47n+WDB01CLNMeWeFT2WS2t7",
-	"3xsMB+dvPr6+uPr4/uLqbf8Kpy3ZlLCgzZlfjQsEcKW6ea3T9zqlvHhsm/+SR7d6Mml9wL7pIspSaZfX",
-	"cOhIXHg9CJt/NR2GvNd9lEiwOXzL+1sRiX28KUMn7kvySbL9fdSo/ItUgIvnHF3KgqcInlvU1No5tYeX",
-	"rjB5VYL1LgeuqYeDZcyjW6FiiuW7NE8M6T8xTC8UK7Wr38MmIEcjlc0TzWMsVNnHQhWf6WAC34OUybye",
-	"JS8/CXyNcTBSUsFJtgFLBSUQwCmLUPcsUYGhNAHX1oeZPGHGdSnqjFQPZUuSwIlCPrAGy4Q1FlZ2KdzD",
-	"ayLmlkKbCHsEjHrG0yUL3/SH7Cmfy6d3B08NaslPP1GLg6fumbAzUiP1b//GTrQCiADmkfqu6LRgWDtE",
-	"a46apnjvFfzl8qfCPUoIqDRjMCPF6BoVUI7D1fYLMPF3bCh9P5er1yfs2bNnP/j3qWEOLCoP0kaJjm5Z",
-	"+93wZO+YxRnZlS5NgzEnW7Fny6zc/YPaDygWnpmQmWwykfc4d7nvpcR8lx+Hw0vP+eZJZrC0KNKxGLUC",
-	"NvIChf5wLS5HrS/hMUyP3UxxJe8uL/tXH6/Pe2/7jApS0XKTFDpmoKkh5E8MK5F3h+CBofInsMQIe7BQ",
-	"F1r2vNtlK/fQBOx594Ct3DsBI7V1Sj9WOjmGRxTfBgJ6AvJ8LkHX5wbb/qBMSbUFW3tfZxbGoV6YcKDu",
-	"RJrwOWWa7QXw2/PDH1j1/g/WJvdYcasHFUxVL6F4WrmDgobq/q1Ynutp6JJ08EaUWFLGDU9TeScwF0nO",
-	"xFFuYMMYpBg+NaVgPEmvgy4zYD7HAsX2Hp3M77vPqpdhMJD0SL31RXRYT+XXfsy5nQLVPO8+Z2He6zIE",
-	"CV96gLryMsYV9b2dYZM/9rz7PQtXGzoSIQGWMLVI2IVOb4lAibIMn6DLjC7BcM2TsYUSgCJ9x0JUzr7D",
-	"tlaOhbjWplOtQf2fa50EVD+hfUXcUd5Wgk10kugFHUAAiLyj5Mqm3r6uiC4/obka7HjJUCiuouVI9erX",
-	"o7iaORPpObVlKwlMMqibpMlI5eKkeH6fngfDHJgRvBXZqvih7BDMl49nUo1U73KwBxpPPj8863g6tQpD",
-	"dcdB4ncN/jxiz7vPRmrTFUbH6L2U6sbLBHdTDAkFbEfPR6q0YOw9VEzhDrmjqaZWqmGQV7hwQ4qlxhY+",
-	"3NauLkKdnXtkcAU/JIKnim6DcJPCNlnjYLJWxIAbesd3e3KoIFIr4zZv0Y24NCOF84p4D/c4M8KppDCA",
-	"p4vruvgbKWLC5QxWU0pgJZnl7+twiHSifJ7qOIuKop+RAlzUJWyRsDgTzKZcGVKykd3muWyUsyuqanIE",
-	"nCVvGciihMuZAfmMl4NlKkaFHxv0Bb7DLsw1w0OiRopHwAoSEd+4H459b0JkYsWvpXbnggZ0dxqAZCsB",
-	"d8Olcsw1rOUZs7+wgxBpO+KpmGRJAbgDDWwInzWMhE6qfVi4aEOKDlosLUqpf4lPN5b5XWMjNdVJbFwP",
-	"Fm4rvjJsfocOfRSouYoA70+5cbDESBCv3AooRQrmvhVziz6n777Lob9JdTb/7jvvX63yk5Eai0SDtmA1",
-	"gtkOHXsPWaYSeA60YthXIluJPl1s4kDStkQv0pQIQWPHME0iG2FwHWrclRGeyGV+fgomFnjiKCMA7XRu",
-	"aSxSTTvsxNGUiivUgnkmDLm/a5oCCiK2vXcymyCCddABhR2FMz9SdqG9Skzt6+QE85zczMbJAstvhdNH",
-	"gBeAGoCkGbDFVCZipFzfTjQBAbNezTZTl58n03wtjqq5cXSMLRVHqtgLAjcVkZBYpkfbnqM+YO7iECPV",
-	"TSKopg2kPRmDVlps6fW2D0ajJ4De5aBV6iXROsC0lblQfC5bR61nnW7nGflXp2jdeD04V/Wf/kaXIHzB",
-	"7PPMrnEOg+IhwTxOBZKSRcYKojYFHRsTfRFnQOCg7WKzJkfNrjOjO2s+3xsvQHGNnEBNcPnfKLFxvBJV",
-	"YxYzcerC11MiBncni0dLZxazUcsL4NbeESNbx0kfmokCcW5Q+r3gQRg8Unpfz51AglcPu91jNNSRWnID",
-	"ykusw+4BVlKhWMGeK7YQbTQNMQ3PikfKXSjmtDssrkcVh/LP4fi5zpx+A7CXJVA8ZXOJGGywkt+jw3ql",
-	"7IIz+RI5CaDTtavkIxWe0Kz75G8LWa5aYkoypr8VPVC4Bc1mSdAdgyyYZuoWJvYwjd0lT66Hg0ufwNOI",
-	"LA5jEuaoWW8/btbbj0fq+cEz1nDV3zHDzla1junYuLK5G3pZd6bakDxZ3rAqKvZg2hVN/hi0UTqEuVEy",
-	"iFtHrXe4/74pd6t6nekvzZeH+nTjR14a6rKuvnygEYSxL3W86W46HVlh9+ncVu+oy72WY6k4JqTV09a+",
-	"1MGsX1F62O3+Ydfi1e6ta7gfr+eu+SzO6rJ8hjGue9g9+IYQ0S9M6UXRjM2d9Hbt5IOohNNf6GEORopH",
-	"PydMNoGTY/xp6UZYfOXg4VcqN0PCSwfPHn6p3r4d3js83Gay1VsT8d0fHn63fncn4hoF5zbz5qmU6NTz",
-	"Jee0P2Qd5E4uFC2kmpSlUVF9ZPkNOhBzEUmuQi85K73EbkSDwCRtnrsAX9H/TcaukzDeVYXmpy33ipPW",
-	"F9eguDMzniQgp6rtAC1YAGA+OouNykFKl9xRCQDqqHmht5/Rd7+jG7OOfLFQ+rTWaCqvdSKfe5qpSmcx",
-	"E1QqfJ5SoHSfmoGlWeI6hGHdEkE/Uq63V4ede6BgXxCocl++QlNzoBi0HmlyUN9T4X1JvLizjIW+K11I",
-	"+mDJWgcRNePprYhZiD3swg7Y5PnPpNEiIKCcK13qZUg6j0wSN6fbQKVHyk945BSdfL9xIzi6BtCLhA0+",
-	"q3KwSeCxHQTPqSyudaA+fV+JKVfa+a25pjc/EJ3Hc6U/jUMMK4QS4z10hR2DlzfzmchV80qXywytklmZ",
-	"Z1RC2WWukXvPUc3WZo2enQeh8wxV7D8CJAV6NRAgfK5qxixXjMn/vYtmfFzyC+AoI+Vc/+X7xbyscsb3",
-	"jbCFElvxhztf32G3G9RVX3ypqHryXEkvFGsfdg/2nOuX5RUpca6oo1rqL/kei1wBCOhqXDeBs0zztlvI",
-	"RPEOttQbqqVO7mhux8zIX8Ferl+tExbBqmCkuD/KDh4yHj0UAHmMsaaizRfV7VVwyZkSi3z5x9T041aI",
-	"ecV5CH8s2UKkBX+n8tKvp0nXbxoKWRuTfbBRmfOAASINsP3rf5zmXjHXgWw1musfwJ71KCf2Kuq5R3LA",
-	"1qnsO3FD1zgory/YVjXejRUW5QvfVi9ebY+0hg+XDnF+WIqrBOtH+Q/XlreCM/8RdOZ/Kb5fTaw5PDOu",
-	"GiK4rO02fD+//H+vLMQKWdUswp7+VnD8L2u14Au6jKPM2GqSyXsPVyTUSFVFVFWSPDHVGMHqHWxhMFJF",
-	"iGBddOB3cdQ1E+/Et94IW+JZD/sOKnVPj/MfYDXVh6/IrWrFamtYVaWf2jfjAN3nD7+U3932px7fK/Ty",
-	"lbh3OcXugWNaOJT3ySP9lEe367XOXu5wh4NZCaBiqJdiJcUNUv4s+tDESLXHIuJwjiuXSz0xLoaT0lUp",
-	"eEVpkQQQuku6wmMmLWg4SYK31aRog42FUKUwBN4RxKzWHXatXZYClf04aNCRWoqUwDhYY1+LSRQRf1Lt",
-	"qffp4xnBLqe9F93WutyYr6Sp1K/H+8YKy8rVcw1MABttLLipxP++LTf40w53ceL8laRxflubJv3fN+at",
-	"RT3Lp9/fI7b56GO4dv3hvxI2S5Vhc3eLrAOjKcLypDjaRdxtJeiH+QIxM1k09YORWSZ4mkiR+rgu3am5",
-	"R2MkwuVjixlwmNDPE6LVFbrL38IOuwa7ixdBXQpA4hpHivtk7TzAK02Jb2Fn5TwYbN3lyR12gdyMooIU",
-	"1HVhPTBMfbccDBGWgqSYS+r2iE8muMvELd1N+8aOFLVuAQblOKvDciXoTqakuZXzOQYmiJPqCXq8gDNi",
-	"fcFR3noN4y1uzQHd8bV07DDKUqPTb8PMMGT7LdlZ5crGP4OhVW8YbGBp+EB+lAPfmRTTrgI218bIcbJ0",
-	"PSP+RzA6xAjL5nD8Zvwene6en63kgFZTSR7kdNWilWbull9ea30CQYlbyVigncbCdrWMLygztUG8Fx55",
-	"T8wGj1gRAj7MXUwuGQjewmrPwrPt30WnkmL5YzlMmFL3QzXRyt+gHLI2sAifcGu1a92FgLhosXaXiI9U",
-	"WLrBd/+tWIZsKniMHrFbYfCyRJuCBPL1TJhdByhnPEq1MSPloJLCpcfh8m/F0t/BWKzLB4QJ9uYbokN3",
-	"02Q9x67UL+04708P0qFw6DVn2vlcrQ3ZdCAl/L1ImIlgyVUIP1aujgQUGlu2WqVdb6ZWUwxGasVMLXtz",
-	"q6625mQ2xkeqZC//wRbrM7Yhb49i5IRJl/+UI3SkwuoRCY9Z6DJ/O3jxPOZM1R/CYHr3B9ZIxAFbRx8P",
-	"+iubrjbH8H8jdsP1V557RydeRuaoeaTKVy3sBWuu0CJ0lS6mqV3ZRSlZi0oc6olhYfWGpTBgRohqgnoe",
-	"TQFE4CSUb02hQSJ/Ki7a20li94n+i8q9NS4HYg+F06HGP1plT0O5anM0uj882B+N7v8qPvx2EBwcNl4u",
-	"uH3ewo5uh5WCxG1UhMOvMH9R19mQwOBDhG2lF2Cjku7mdWNitBFPPDP+xqkB3S08pMUV9vjGFqpFfi38",
-	"/zgnrDtyVTcEyHyfFt0uJ6tvE0Us/fB0nCUb3DqvMWhOwlPO5joFldTpDPt4UY/WlIyt4iJTcpJkLlg1",
-	"ItiPnPp20O12ywU9TCp3hSVpDdRcvqhSGalqljHYT9KKWS7yqV1oQokA4eXF9XCkGlYZsv/6z//Xhc7K",
-	"2pGPjQVk+7hzU9K4ABivlOU5F1GWop7ySY9pXBUzV79HGXQIInDvPJhPaXzegluk0lqhSIVx1Shg7NXb",
-	"pWOVOGbmVcvEUX6XZ2J3PJFxOZGcq2V9OndndJIwqfD5kcICZFdiD5tLyb2UrY1Csq4YuMBsLrZxgDCg",
-	"To9YCEqA0wQOvBr4RyMVShWLeyf+4CFsh2qwJjsgBa0LQjPSsXBP9X0/GjgHmNk6Urky5tKBcbqFzpKY",
-	"3QgbkP+AmzWynum0WdrDzE4fabvbfZ1jA7+l+pvQCdSwM1J52CynLbuQkahTtzQeMWjkFw9jsv49EsCK",
-	"Mlx6eYMu79PY3a4QdhWfeVsDMEOTWjEbqUWuuLL1+pq7IJQOGVUzO2Aert/YDiCg47KdwdaaGQud3mJO",
-	"NAXQXWqz2/+jUitSMCiQF4EN4Y5W/iPGysuJ/+SiwRj+SCm9KOcxrDVNXFUX/I43XmHyQI0kA7dfa9XT",
-	"h3Vw1p7xZKLTmYjdtEozOrA6LS5FHSlgqnvrvTGbFfZjtl63Xm98HbM1ujUdGE+zAPZIkTKb13ToVXra",
-	"O97IbeYi3Zd56Yr5ffqq+T9UYTV/tsZqNqmsJWnFd9Vem/qk/Euf/e+vz2I5QIMyWFL5WBvUFXfv7O66",
-	"7W9VV8KX8hebcg6wwiFc4PVCmJm0oCYAmLdH3isnWrC+FTNINV2rStliTkEsqsGco9Kwdt7VYtONEgHq",
-	"JtiFDJkll1TNhwVF0RSd/dJ1kjiuxSdBmcDqMF9hRlMX9SVOwyPtE4emchKlS9XhWikR2bwMjVeKuyio",
-	"4G7YLUVyscjU1TqxBXoGZd42kzCTamP2y4/sZ3PqNnPHk4pCLGEJC76stNDgrjZ/pqnKDPUiI5Q9oqwx",
-	"FtKDIQWQyvV4exTnmOoFS7S6KXIcwYa5/d1ZHI0lprvmcWxyqzSdtuKRWiu9S26nrS/BDm8N4vyd+n2s",
-	"0jrzjS4716AIu1LgBkq32hE7a3cpM92xjKBOgXigUfj6VsZO9tLJq4jc9d1Vt7hs9uumqtQbfK7Lq8Nf",
-	"/5Wqsq7EwrfIqQZYnpgGGvujBcFTKoZe7wY5KVWdqzwrMvLN8cr8twjhdL8aT6lp7MP+1dngvHcasnZR",
-	"WQwyoNxbUacVebOb15fW/0/Anb6SGl29xO8bx4W3ZiCl0nBQnYv+lP/cPGVnbfjPizRTx6G1HOiTHlP1",
-	"savwsWwiFWbW/eEcyflYN7AkNPeMu7GM3C0lKfwXdkAlTDN951w4lSVhjZVIRwqvk0IdEuuTXC2Yxsbn",
-	"Cl2g2L8Al25KLM91aMIaJlAJSBlGS9/dHNNZbVGB5Vo4XgEqxlVHiqanZjRHeUvjsgL3T6CiXdGu/IsR",
-	"/onRL2CFSizKKqc0jm7/pV01M7a/U45HNXXFpZwYFxfZVb1q7IC21qQ+0ZlyxaPGXfYWi6LwMlmyNuWw",
-	"ocMcwABeMdZ2in1YMM9D4uVVoNugZVzpBO2vJ6ZGTBNnGVIHuw6W53OJaXRUzeorZH3lAvpUZWyqPGYn",
-	"2+3vhAl/UfVXVBhqM61TFxSfm6l2yfHfmvRcQ8TW0S8fVgpKooBleJbI04f1cw5Y2DrKQ4r4nEfSUiDM",
-	"3y3tqZJa8wFBVudaabv4ywfglO6137x9WZRkA++tlUVUviyTf+lrl0tW+sZB9OXDl/8dAAD//w==",
+	"7L3rchs5siD8KgjOiTDZU6Ip2e3pluL7Qcu0m2PdRqTaX5+m1wWyQBFWEaALKEnsDkech9iIfYN9kX2T",
+	"8yQbmQnUjUWKlNvuOXtmfvTIxQKQlUjkPRO/NyZ6vtBKKGsah783ZoJHIsE/L4VNlt2pFQn8KxJmksiF",
+	"lVo1DhsDMdEqMsxqdselZWMx1YlgCQyR6rrdCBqJ+JTKRESNQ5ukImiYyUzMOUw11cmc28ZhQyr77KAR",
+	"NOZSyXk6bxx2goZdLgT9JK5F0vj8+XPQWPCEz4V1cA3S8VwaI7XqRxfczuCZBKAW8I+gofgcZjCF1zaC",
+	"82+JmDYOG395mmPiKf1qnhbXagAo+YPhciG2Wh5e/AMAwGkQHYkwC62MQGy85NGl+JQKY+FfE62sUPgn",
+	"XyxiOeGwYU8/Gti137dcs5ck2mG+vOvDGWwxLsYiLQxT2rI5t5MZszPBYPGETyxrhpe9f1z1BsMP/bOf",
+	"uyf9V2Gr3fgcNI61msZy8g0g9SsZdiftjN3NuGU8TgSPlkzcS2PNEYs0wo80y7hh0iCQr3UyllEk1LfB",
+	"p9U3QrE5XyIwkWZ2Jg1rhoOrl6f9waB/fvZh+MtF78Pr88uX/VevemcOl2favtapir4NlDyKEmGMiFgi",
+	"jE6TicgJAPGJMF3wZax5NNT6hCfX4tuANta4pxMhIsOkNWwMaGHN8KL7y8l599WH4fn5h5Pu5Zuew9xQ",
+	"61Oulu7UmK8P5SW3gsVyLq0AuC67w96Hk/5pf9h7FbaOPAECo2XIc/eQ6TJDPBZ4aZUr72VsuQ4g9/bT",
+	"AgNHqK4UT+1MJ/I38Q3I5hTYlrpmOmGpulH6TrFxaqQSxjiib4ZXZ92r4U+9s2H/uIvYwA26UuJ+ISb2",
+	"W0A5EMmtSPaMjASb8jS2rPn9/T0L+2fD3uVZ9yQMGED5c7d/0n150sv2ywG6SPREGMPHsegpK+3y60P8",
+	"TsTxHohQEbFxCvxrmsLBHC8ZZ0kaizWc7bMXOUhG3cTKKZ/YgdUJ4ZlHkYQleHyR6IVIrAQBM+WxEUFj",
+	"UXj0e8PM+MH3Lx4UXfQWrCt/E1XB/+L5Q4K/KDJ/9Wu6yd5n7+vxRzGxKF24EX38lAW3ViSArP/xa3fv",
+	"3/neb529H9/nf35o773/vRO8ePb53xrZRMYmUl37iS6FSWO7I14mGQSb8OLg/Bw0xL20xzoStUpRFR9B",
+	"Yy7mOlm+He+MShhqDCeOXBGUMzG5EQmL5HQaMCOvFY8ZqDBwbgf/OGEC6DBg3LK5NpY9Z2/lS2BJc35/",
+	"ItQ16D/POz++qEGjmeikZsUpqAhSK/Z//he7E/J6ZlkCHFtEbMbjKeN3fMmmiZ6z30SiQcN8ziIxkXMe",
+	"s0XMJ8KMVJOzeRpbuYgF01PWaXc6nX0mFfu1E7hJ37eOUCnJlpOG7bOpTlj3OGCdkYI/uVqyKZdxmoiA",
+	"cRU5RYGZhZhIHrOJww6/4wkAqO1MJHfSiPZINYJ8EyKdjmNRvwsqnY9pEwi7qxgZimQuFbfALf0O4KCA",
+	"dZicMqWVaBeX20ZvDhrGcpuah6jxZ5FEEvgAvvw5aFg5F6emhlIurhj8VoVkC+q743FMU34JB3CnK/sw",
+	"T2EZyNlChaNSOGTZBuTHoZaN0J4/ePTL2OkqcycSBgjmiTRasWakJ+apUNdSifY8CtjIT21GjYDNuEH6",
+	"FPegMQPfNq32SIX47xCodby0golPKY+lXbZZaHUsEq5s6FYRhsUgTp3qkIi5vpXqeqTMAk5JwCwfG6Tq",
+	"40s4v/AyE2C1wbMo0YsFUJxNuIzhDzFf2CVNCYBMY82La6HMNswIsMYsCZzu4LjfZ3czaQUuGmQnlQjY",
+	"jBTo31KxkI/NUMchsJUwETH+3UxEzK28BS3YIYPkPrvlcSoQH+4ohixJlcmP5t7HNLoWbJHo64TP4ejD",
+	"eMNVNNb3R8wIMVIDetWzODjwoB8uEm31RMeGDnGZhROYJVLd7nDTNz1ioPugB6Vp6WPwoOJMD8gaet3Z",
+	"juXzhOM3nIDXMhY7CkCyfdcI4A8lCfzXjSL4j9Mw+D2h/vn+j8+fdZ7vxHHwc4JtVA/C2IWjrFXm+ZO+",
+	"IwKtCBZp2ITHsYjwTIJ92mbdsRHKsrngyrAwFtd8sgxHqiluRbJkc67kFAzwRTqOpZnBQSTnCxqOUyni",
+	"iN0IsTAMjgiecDwZczpPbr5DxpPrWxZKtUhtfu50ahepDY/AqLOsg7JyH87sAXvXheFWGBvLcWU8DWMc",
+	"mWDImu6tJ4bpJBJJqzjfSO2zd92AHbBFIuBLUTsmPYM18VhH+IJj0szwpWFGtwL2jL3u9k9GqinVNOHG",
+	"JunEpolwY49/6h2/7V1+gHd6r1oB+xtbaKmsOWTGRiJJmLE8cS6BkQrpRzZKO51nE2Q4+KcIQWXOv+BT",
+	"Ku2C3SXA45i0yJNA7ngU5C9nX4k+B2Tk8ZJpJSpckWk1UsZGOrUBbg5B0mZdtQRmec1EbARrorZBc050",
+	"BBz9midjfi0CN2KkdGrRdAG9Z87vL/Dx+4BxNkm4mcHOcZTaezq1LSC3MpaCkVJAV7S7IC0VHI1fG0Qm",
+	"cDTp2zJp+756WoPG/R6M2rvlCRwYA8NP/PBhNnxAw/PTMnT8yy+JCIMVnZwDPQNkUCPnkdst3nMTDfOJ",
+	"XruJBn6iz0GDLKzdxHwPzyDR21hHy/aKAJk4ff5B2w51ErTuLJexWQ8IuQvLcJwv6D2WHYII3W/i3rIm",
+	"CDpxz+egHQN56elUqAjoCrlDq92oYWFrLYSf0jlXe8CawMplsMQRI6KBFblEpWCSCGu2sQuqSh1pZpsU",
+	"shxbK7Cd8slMKpFDRzsDk7bZ8fnZ65P+8RCoHtBwLZRI5IQ97/zI7mZCMaXZHBgnUtdUTnAcQ5Nd4Ld4",
+	"yqx4MxtBo+K4AGI7f9s7+9D7/y/6l/jvs/Phh9fnV2fw92n3rP8aJig+LDj41jwu+/0aQeNV/w3Mctof",
+	"nHaHxz8VZ85B614O+6+7x/jaoH/2pvho0P/3XnH4SffszVX3Te/D1dng6uLi/JK+JZs1+724ZO/0/PIX",
+	"cmCRb+38XRluj/hG0Oi/6p1enA97Z8e/fHjb++XDZe9q0Kt+Zu/ytH/WPWkEjcLIFe9dI2gUPWcwufPR",
+	"0H54Fw2COPzp/BWitXtycv4O3/abOOyf9s6vhlvyEucl7KtbHkswPsiJJpSVE9CCkc3cCNW7XyBJFxyz",
+	"QePUyerCo9yfX/sQeGLugA4ar+S1MPZUGvSyF6bMAfKeHOdvKzwZyN9EYegJV9cpvxZXyqSLhU4Iej+h",
+	"/7W4FhpRJ3Iu7VDrE31XAjVz5geNfiTmC22FmizfiuWlSI2ofBZZuGB6FYZV3cUBekpPyFEK0ypQInHU",
+	"leK3XMac9OlTYWc6OtO2G8f6Dt91+zSUc6FTS/z9VijbndwUwiO7+HK0Mumc7MCH/UmHqM3uH/ytXp0V",
+	"AEo/womlFfMHrXLyD835fZ/e3u90UHP1/8zW4EnClzVc1QFfWLqWtWYooojSjjjikxvyHT7+m8qfETSU",
+	"tj+J+A+dtIIbAjpfaS1ejmMu519OPBV/s0U5RR62qQ+bmXQO4jkR6C1GpeJLSS4W3NT6ccAUibUzC5A6",
+	"DCjGS4YjIjLFwS5x31Dv7/Fm1bMXHfhfwaza73TqXZD8vj7466faL0/zsD8oJ3KYO//kh3b0UbROmNqa",
+	"LgfC2ljMhbK48q5E6lar+xIwy/vnO+qtMIiRrQaGprPXmsfnr3qZRWmYVvHyiHGyP/8/sJqkgve9tdJq",
+	"s+Esd7qgRwZtHSRjbrIlrDMMYdmQScUkGCt3OrkBMo9kIiZWJ0uERcLCBI80aAKT9zekhzQFWELiaKTw",
+	"3HCLtGrBtGqzLpv7SBPNMsVvNexdl4Dj3pIM6FvgKxlnibhOY55kr+PKTc7Mch5LdROw1/3X52BA5eD6",
+	"D0E3NI3B2EvA3nVbQY4KBwiG/NrsHTwOAZkaP2SkCEvSMB4bcnw5lD4xhHRyRvMM03bGrTdBlUazr/il",
+	"zmjWCB6jvWqzM9BhGE8EW8RcKnobFZuRgunnqbEYJxoLwCQpyeNUxhFLjTCsGc65VGHA8P/b38Ff37U/",
+	"8lseBiMVfteexNyYsNVml2kMtrFiqy7PWsIbNepcbxnFbOlB2uhAyonnj5gNN6/GcT/z3+b3EnfvCClB",
+	"4ycXiTJwW5NvWcESG2sdC66QE6ye+USYmRLG7OqPE3fC2J8ET+xYcNu9rpUIpzKOpYs2MyPVhMxGGsxm",
+	"fjTIK66WTOlIZFwCaf7s/MNPve7l8GWvOxw8Ij5gLLcPGs0ZDgb49kp8EJ++34S8gV+m/Pkn/Z97rLny",
+	"tc5x7QxodJ7bGUyl46gVsMGwe9JjTR1HImkFqyjwtiPMDrowvI5mYeG9bZ0p8ha03oHlqP2e6WxDDSq6",
+	"FHKsxCPYy/6b/tmQyYhxw3jmgqKFEEJyETQOG88PKhrHPugaoHCAhvFD/Zn4O1BwYgbpfM6T5a6aozmf",
+	"1mWVJbciYc2IWz7mRrTQdeX1JKP4wsy0LRFYxK3Yg7fqQJwWj81WtAWjFlrH2wv6C61jj4OykH+xqt1i",
+	"AtKFn7/88fjYSayCgGOUtASH7hExQKstj7MFd0u8q6jNsGNFlJa+prSSR2HdYfRmZs0xdL+wG7EMmGhf",
+	"t9lksdj/W8Am8B+QO/D/i6WdafUsYDy5sYae0zQBmy/Np/iISYvUHjmRBsBUVWq+99v7X4n1/7X9AXn/",
+	"s/16Ovdw9dVU70jl8sFcgAwdn3EzyOJ+ubSijk1netrdTBvBKMZJWgbGC0WMUQZJQt/nhUx1Qg9jj2Bu",
+	"mVCfUpEK1nx+cMDCOpdO2HoEI5/Le1HDjIZJKsjllhMzKE8LnVhywdkZiEol2C1PJFe2TjASWW1zHrOj",
+	"dgYLrcJzWYCiKRRYZFEA2q9UwHNA2XLAlRD3uBi8ingS1esO/lfQMrPduRWJkZoEj4xIYWvXEaZD1fas",
+	"yhPbzzQwjyGuMULQvYQ4L3zICp2WUO1JoADdJi5wInc2rTdKji8TF34Ldsco8oaH0Ok4aL7KJsz4PdrV",
+	"7zBfyFgc6/mcqxqiO6bf2YRewGD/kQv8A5/wmSarDixlkyVGlzbENikvNDMzUOHHgRSuQq40Adal6te4",
+	"twnfzAGJ410nXFmyd6xe+P32ZuwT4wyv3dmXephdEF/AGJ2L7yGLKLCt9Rxiv27NJFWF7Vo95MQN1m5l",
+	"ArwjSRVSvmcdHJMcxiKq5EUwOXdsbHNQxi8aVAmqBG6JKmq2z+Ozlsxhh3a1ZkjgnY7XEsZCIC6OcgWK",
+	"Mr7Kbo7NDq0f9n88eIhOyKZ7O6517zmOTmbfhC8Qqgk34ovAOnhxsP/8+YPq3gO5W38MLC8qHr8Hcr4q",
+	"6as8jldgKWY8lFP76Isc22DjpUsTEpPU6odckyueyQeV3CyRLCO1wmbX0bHXyXZ0x/Xn89S6cKqxDOwd",
+	"tK7x2MZi3q7sB5vx27LfCzFHfhylWWg+xWEb8zUrY/CXIMs3CX8f4UeMGodsRBH3UeNzSI4xpXFWg4mT",
+	"MiE2Ssqk0pahNtlEO3sulA+1nBrMPLjUd4ZmmfN7PP/sWt+KRLVQDMz5ko0F69T5fXDNrUWux/gxN2LF",
+	"q1oTUJjk6XxbJErBCPL0bDQXyQX7OWjcSBVtC/FbeBfUjIz3bVQt6C3QIT89nBz2CWgOKAcHpGPLzU3N",
+	"4Ru4XyhDh10nOl2Y1iGj1CLnwS1mrgTet4iCRJqRwoSeNhsIwdxstKfbecVpxMP7VjmXiOYMc/mmBo54",
+	"Nh1NJJSvm8eNPsDBjilrNOgxmfGeJ+26ohvllixTRgddmCwW19LKObciXjq9sJIb9pj0X0zI3pyet9/p",
+	"PCxV1iUEF/FfRGwFUSUMZGBtop237nh7Zx5w5UbQGPzjZEvXnUs8HnyilCM/74XP3duRMCNMB8BBcQx2",
+	"0K/b7f37lbKXn7p7B9+/8Lqzgn2J5W8iyuRHmw6pyzaItonDVranMDjwkNch+0LXZUx2mcvw1To+QokH",
+	"2iRzBTfMgMFniqyq6HSdLBaNoPGR33KQNugxagQN9BgB0S2BpW65gTjT32mmCz9T1810SjO5j3icK1TH",
+	"kTD2HZe2Tl3qXmcGLb3I0HETsby+9Ih1fD6Tekx2/i5eFVo8T+yogfgfV72r3iuWJ/iwj3psWBMTD+lv",
+	"cT+J00hEj3ExbfLr9M66L096ryjShN4cZ7UhBqXJXIFf4gh1DpGS02MVLUF5X+vo/lJwU2fZvZstj1gi",
+	"JhpLTpwFx9NIWhbr60qO3X7ngKyC7EGNZU0rPS6VIcmg3EQf7luquHKD67/epLEdiF1V5y6bJvo3dCXC",
+	"BMwIe0TlAoZSce9twFQax2jWgEZ8dnVy0mYhQGDCgI6KSz2mMgyNdRHWGZATHadzVZfYCc/LimphIw6+",
+	"r6uByrWc4u95PEDflSfM/oAvwGwnl/6568xl9apOMUZ8rPuaF893XXIlOYOw5b6xjgKqKRI76miJ4FZE",
+	"3bJesdG/F4lYgqLbtRZUm9WTt8+0YlOZgEnm3n2ER8dlXG2XuYQvD7eo5Khgiyo6ggYmtXLrXETreWkt",
+	"pB/1eFs4F5Srtz2ULrnP2SN5E4WdGi4E1TYKu3ZLqMmqQXUkR7vHQrDasaHSQaKA6hwfq1QVFEhzC7L3",
+	"n1XRz3rDIUgyl7qMHAreJi/BRz2mKIXAssnmLdXwBWzwy2DYO/3Qu7w8v2Q6Ycfds+PeyUnvVauoHbnJ",
+	"t9SACN4ItZzV7d0xiaqYyl1JysBsDEzL2JiIsU1NY04GVNboU+0dnrYsiaxNMUjX8LLMFKsENfWdSPbQ",
+	"sJ6Je+bVbtKGq0HJzt6PfG/6/vcXz+s/vlICtqvcrK+cM1gAjjkCinGXORww5/itepCpng+feKeznrLQ",
+	"xzTCgClxb5nVmIkUTmUsTFjn9MFfajS4e5twDCEYFnMZZdMVAgyu3AmrYhBI48LFmFvlPGhPDJvoxRKh",
+	"cyUs7VnImjAPIcDM5MKgztwq5EphclcpWSpgqZKfUlcgrLQtfv0TsxL22MEdUiy0ezB3IC5EzrcOKfuS",
+	"oDotEyuds4IuLMykwibvLXxiXJ0RugAjeSsjKvu0eqSusWyzWGDt01mB2F1hd9ONx1SzWAom1UiVa5Va",
+	"lYK3/TY705ZxyuymfAhftOZKlMB6MPJWnHrhRipSTd1lxbuwzsGQF2MuChV8W+xcVvAHrAnpYFefjBv1",
+	"YPniNv7/CrvKCKYCW2nRWmaWexN34zFDJAfUzkHxXvDECazMqcAGvZPe8dD7uY0vL6bzbdNIKPvEjFSu",
+	"3DsK8F6oMABCzZkQvQenPBFTkQg1EYNPVC2MZXa+9pFh4grzmUWsWSzPc5Rr73TriL06PcnBg2kEn8xG",
+	"KrwViZy6Xh4hWOFZ05YS7CxzkNfXFwNdn6axlYPsvULgr5Ds4DBzjIr0GUnjuveKvVI2m2je4CLGkMVY",
+	"NwR6/rbf+eGHF88f0iOd/39XD1/tXOhfFlH9t7p9ebuF1z0nYu93LxJI1dz5/vtn9S0sYLLV9/1pXB0g",
+	"RLT6elZ7XKvPlKMpD+zINigsUuoq4y/R92pcCQn7aOWcet/Sdm7+T/HPRRhKsq1gWtabjsVNLm5Bjt2c",
+	"SmqPSQUDtVjOibZwGIL647mZR1Z9xIS5RgCI3lrFjgVWRL2akzexisAdtezHcISN5w6JYqszU9lLGlhg",
+	"UvlCtVhFZXTroOqXewQyf/p20npegGybkN9X8aEXDcwCSLX4zAyh7mQiFnbngMO3ci98iV1XQZk350vm",
+	"+ibTLa9oRLTuiKHHqeW7kASsKHXimovV2JdUiEN+K5e1zl3cBMN6FN2p92TVF1/t7dfXcJHiWJ/M6A1K",
+	"53UlR6xvGwVG71v5kjWvhq/3fsDWNqZVcWWvF6r/LP6jhzxEKxp3o7TXm6mvvyZJ1DfNe2KYjLLkxmzY",
+	"LsWC67wq1XP1iHC5eaWV2DnH3MXvh9ry+BGDxfrOAP26DiFYsORRGIPGM+Xo5ODku2PNogMNLY2L3tmr",
+	"/tkbsjgue8PLXz687B6/PX/9ulWD+a18WP8VeKof/fO69MO+AiFkhKtYoAQSGsMmM6582FIa9lGPj3I7",
+	"TzN5rbDrguUxVTeYx5QM/Wk8IWiki2hXRaPgedwucp/5IFdC9xcUuqI4lsM45m64NVize8z+8z/+Nzvu",
+	"UTvNOy7t5VZRvHf5m7uyvk1St0pMJZCCAvsosYMinjdzzgLhrtDpS8c996Z8gv318N3D7Fw3jRAsB6cV",
+	"sOPz04v+Sf/sTcD+fvXqDfwxUgXsXnQvh/3uSSlpqnuMvIJ+CcoGlXt6NFKwVKndXqvisW86PmSYuJ/x",
+	"1Lgua+VuRyOFfUpNq+TgL3fvcV+HHTXc1zSChvucRtDoHmOHDQSsETTedRtBY0itM/C/5/jfS/jPMSa8",
+	"FKCEZ37VLe2bC2o/g90f5gvsNtegAjLXsGJXcJbGijn17wkax1xNRJyFKFYO90aReiMVCtWcnJ0zuXvy",
+	"Bqt/X3WH3ZfdQe+IYcCUekgBJSHfe9s77n1w5TaYkhIBRcXTPXShGpYaQe9g9sODImNdDVIhs+CRirzZ",
+	"lLJxXgqA+w7fYOoHTKrsAaX+7ZDrV7U9HqqQKAK5+cibR+nqFSTs+BluyZrcxe0bc2zxhZgguXNsh8YV",
+	"8zpbQNbIT9vk2JfqOjxkoUnnIeORa5ZNacTo9zdHLJxLFbImj2OG1SDYjSxg/fM+ewNznkrV8jFJk85h",
+	"BarsR3e/wWxt9+ucxzHAgvzRxwhghTQOKXgJE2QDMHATpRNbCiP4cabNrlQkEgcgV5GbyLe4M1YvzEhx",
+	"Cs6QKYQz0Er4eayDA53bmMpRBm/7FxfIPcNILISKzLkKKe7DBE9iKRKPW3NIIjd3GM/JuLLU1Q51Hb8P",
+	"7ockVazp0Wz8agEBxDq+dH6kamvnfbZufbn8bmnTebLqDsQLdOaQ8qULrU7tSLLoOjPpnBQ/+G+6bYre",
+	"AEed4qjTlBxobh+2T+JdPadufA7opmRjt1Vbdo1e5b7rzm8eOiF5k9MidXpA7a/JgfRBz35iAqZvBfU5",
+	"1XfK5/M7wiMC5myRCPxYI61wpDpS3eNWQLMicYLe4f6BrWnSWGTtOpzXgKKpJp2PFDECWu6Ji/5hP9sV",
+	"sp3z+4FvDL2rzr8ybssOq49rhPyH0lC1ZXGGhjpq+rlgLexohtcrPMR+qLCVg4bDJ7OcspBRek+NVpNS",
+	"SeBxb2uJX+ibvk1hBgXvT/T1puI2TNjO/UgvsP94ET6gj2SRCNCVXVC+2odwXXSnSIrVOgmUbSAHC+Fs",
+	"Uy01fEyFdN5m8dEd1B10mZR04q2Z+4aQl7jHeOaLUGPOo2ckrYBt6qXuUfR+pJrFtUB23s10LFiqJCFm",
+	"/ylG+ALmWtqAeJcuQ7v1uH7pX3Ru61osFE3ntSg5dG0XMLK8yBWAAMV0pdQUdWLqNO8sxCeeg5KepArK",
+	"kgtHl/Zn9+qZbY9YffZSDQsqncWcRDfJuzLSa5L3U0Ond6Lnos0q3jgyYKmwDBuJZuZ125vLh65BP1J4",
+	"sKElP88TUODgYEx/LOydEIp1qEBu3+mp7hgfMZr5ox4HpconU7bjqQeTHanclpfG/9jOZKqkvlnMfQhM",
+	"hXQBMNOGPTEj5f0O9EKmHI7FhIONiKLW0YW/p8j5Jpuo8wYjhRpvi2YuSfCK0tk9xhYYgifKsE6bdUcK",
+	"VYOCs4gyFvBfDjVVlRnmEhIbEKN263GidJKrsdim2P8iqTuQR6V/XHh/pHBA95g1j3s+jSsbk6TKawxe",
+	"H9zZL0ALbak3Pnr2z0HjXcmntpK/z3jmYMotPnQzmSNKTs9vkih877tuf9g/e/Ph9fnlh3fnl297lwhA",
+	"wekMn7Y5Nbz2UwFcqa5f6+SdTqhwDi8HesknN3o6bbzH22HEJE2kXQ6A3ZAm4R0l2OK07phnN/pMYgmc",
+	"1V/scyMmYg/vA9Oxe0hBS7a3hy4XP5DajCCHw5iz4AmC5z5qZu2CLsGRrv3KqnLTvei71mUOljGf3AgV",
+	"kXrq6kAw5+8JKcWFS3la2OrscKTSRax5hOW4e1iO61MhTeA7rTOZVe1mRbaB76SCwgF4lA1YIijDEPjH",
+	"BJ1TBSowlEfomhcyk2XUul6M7ZHqotoRx3AEkcOtwTJhjYWlXQpbeBnWwpKwQdgnIH/mPFmy8E1vyJ7y",
+	"hXx6u//UoBvt6Udq5PTUvRO2R2qk/vIXdqwVQAQwj9R3eT8pw5ohunupNZwPb8G/XIJ12KKMwVLLKTNS",
+	"jC6LA3siXG0yBQt/x4bSd627fH3Mnj179qMfT20B4aOyLK5JrCc3rHk1PG4dsSglx7PL42TMqV3YmW5e",
+	"7HFGTZYUC09NyEw6ncp7XLvY3VtiQuxPw+GF55SLODVYQD3RkRg1wEJ3opL+4Rp5jxqfwyNYHnu245dc",
+	"XVz0Lj8Mzrpve4zabqBrV1JuGQMlHiF/YliBvNsED0yVvYGF1Nhpjnrts+edDlu5bS9gzzv7bOV2LZip",
+	"qRP6sdSvOjykBDggoCegsy1ksmQLbrC5IUqcRFtuRbSnUwvzUMdvOFC3Ion5glLRWwH89vzgR1a+5Yw1",
+	"KX6W311GZeHlq7aelm7aoqk6P+Sf5zo3uyxevPctkpSSy5NE3mLxMhgAh5kHHuYgm+GpKWTrkbTb7zAD",
+	"dm4kUCFp0cn8vvOsfOUXAx0Gqbf6EW3WVdnlZgtuZ0A1zzvPWZh19A5Bdym8QHcPMMYVdfefYytj9rzz",
+	"PQtX21YTIQGWMPdY2Dud3BCBEmUZPsWYGl315a6IwEaRAIr0fZlRAf8Om3c6FuIauM+0BstwoXUcUIGl",
+	"9nX/h1nzLDbVcazv6AACQBQ+pVg33WDgWgVkJzSzkBwvGQrF1WQ5Ut3qJXCuM4CZ6AU1ny0ITPK410mT",
+	"kcrESf7+Hr3fPXlzDswIRk1sWfxQ+igW1EVzqUaqe9FvtVk3Xx/edTzdKXbwYQ4Sv2vwz0P2vPNspDZd",
+	"1HiE4U10oZJMcPfhkVDAS3f4SBU+GDss5ku4Q+5oqq5hfBhkJbDckMqslVPhyhc0ol3GPTK4gh9i0BHp",
+	"ziu3KGyTNQ4ma0UEuKExvqelQwWRWhG32UUkiEszUriuiFq4x6DlujHLhfB0MaiKv5EiJlwscTGFCheS",
+	"Wf5WModIJ8rJg5xXBY8U4KIqYfOKhrlgNuHKkPmA7DZLdqeiHlE2ACYCFXjXd5hNYi7nBuQzXoGaooea",
+	"Ux/lwN8jgI5iPCRqpPgEWEEsomv3w5HvwIxMLP+1cKmLoAndzU0g2QrAXXOpHHMNK4VI7K9sP0TanvBE",
+	"TNM4B9yBBtaRLytCQidTIMxjuKG3KbDNJXVp8/VIMrtRdaRmOo6M6zSHnv08mIY+Q4z4o0DNVAQYD1Y3",
+	"wRIhQbxyX0A51LD2jViQDf7ddxn06B397jsfgC3zk5Eai1iDtmA1gtkMHXsPWapieA+0YthXIluJQV9s",
+	"VUXStkAv0hQIQWNfVE0iG2FwffjcxVieyGV2fnImFnjiKCIA3TXceXtJNW2zY0dTKipRCyaiMuT+rjUc",
+	"KIh4uY+T2QQRBjjwgMKOwpkfKXunvUpMTXrlFBOhff8PJwssvxFOHwFeAGoAkmbA7mYyFiPlupOjyQiY",
+	"9Wq2mbkEfplk3+KomhtHx9g4GoMsbi8I3ERMhMQ6ftr2DPUBc9ejGamuY0FF7yDtyUC00mLj0rc9MCQ9",
+	"AXQv+o1Cx6zGPua1LoTiC9k4bDxrd9rPKAA7Q+vG68GZqv/0d7rq6TOWp6V2TfQYFA8J5nQikJQsMlYQ",
+	"tQno2FgJhDgDAgdtF+1xR82u/7Q7a74gDK95c+0qQU1wBWIosXG+AlVjtIw4de4GLBCDu3nOo6U9j9io",
+	"4QVwo3XIyNZx0odWokwdNyn9nvMgzC5Rek8vnECCoQedzhEa70gtmQHlJdZBZx9LrVGsUCwxF220DDEN",
+	"z4pHyl2b6rQ7bCGEKg4VqMHxc/3H/QZgx26geEr3FhE66HKPTpt1C+mHp/IlchJAp2vKzUcqPKZV98gV",
+	"G7JMtcSaJcyPzzu9cQuazZKgOwJZMEvVDSzsYRq7qyxdpyofKYE9RxaHSQvmsF5vP6rX249G6vn+M1Zz",
+	"ofERw/6dlXth0FlUf+dLUXem4tGsms6wMipasOyKJn8E2igdwswo6UeNw8YV7r+/eqRRvrT91/or0n09",
+	"0iOvRndp2Z/f0wzC2Jc62nQDr55YYffo3JZv4s0802OpOGasV/PaP1fBrF7EftDp/GGX/1Zu5625Bbjr",
+	"nIT5WV0WzzAmfh109r8hRPQLU/oubznrTnqzcvJBVMLpz/UwByMlrD0nTNaBk2H8aeHeexyy//CQ0v3X",
+	"MGj/2cODqpfUwLiDg20WW70bGsf++PDY6g3liGsUnNusm9VaoFPP96Sh/SHrIHNyoWgh1aQojfLyZMuv",
+	"0YGYiUhyFXrJWeqYei1qBCZp89xlAOVdbmXk7kvAGznR/LTFjrjS+upbFHdZOkm56bEFCwDMR2exUb1o",
+	"4SpfSvZAHTXrBONX9D1+6V7QQ19NnDyttNPMiqEpmpCkqtQ/1QSlEuCnlEm1Ry1Ps7A5dsd00I+U62Da",
+	"ZmceKNgXBKrYfTjX1BwoGFdwi4P6ngjvS+L5zaws9L13wyzhJcc7KKrJjYhYiJ16wzbY5NnPpNEiIKCc",
+	"K13o2Ew6j4xjt6bbQKVHyi946BSdbL9xIzi6BtCLhG3My3KwTuCxHQTPicwvr6JuxF+JKZeaFtcwwGEB",
+	"z6b9eK70p3GIYYlQIkMRLG/HANOGI5mp5qVe3ilaJfMizyjluhW5RuY9RzVbmzV6dhaczUpYsEEZkBTo",
+	"1UCA8HdZM2aZYkz+710046OCXwBnGSnn+i/eoupllTO+r4XNldiSP9z5+g46naCq+uKgQm6P40r6TrHm",
+	"QWe/5Vy/LCtZjTJFHdVSHyIci0wBCEAD4H4BZ5lmzUWRieJNs4k3VAv31aC5HTEjfwN7uXqBYJgHq4KR",
+	"4v4oO3jIePRQAOQRxpryZqZU2F/CJWdK3GWff0RdwW6EWJSj8nYmluxOJDl/p/4TX0+Trt6nGLImZgNj",
+	"O1bnAQNEGmD7g3+cZF4x12d1NU7tX8AIL8qJVkk990gO2DqVfSdu6DoLZgWI26rGu7HCvL7x2+rFq/0T",
+	"1/DhwiHODkt+YXL1KP/h2vJWcGY/gs78L8X3q4k1h2fGVU0ElzXdhu/xKEqEMa4roRdiuayqF2FPf885",
+	"/ue1WvA5XTlWZGwVyeS9hysSaqTKIqosSZ6Ycoxg9abZMBipPESwLjrwRRx1zcI78a03whZ41sO+g1Jh",
+	"9OP8B5iy+f4rcqtKNfsaVlVquPrNOEDn+cODshtq/9Tje4levgL3LmZfPnBMc4fyHnmkn/LJzXqts5s5",
+	"3OFglgKoGOqlWEl+T6Y/iz40MVJNn9BVukLziXExnIQuhMMaijwJIHRXkYZHTFrQcOIY7+RL0AYbC6EK",
+	"YQi8CZFZrdtsoF2WAtUFO2jQkVqIlMA8mEleiUnkEX9S7anD++MZwS6nvTu5qbTBM19JU6leAvyNFZaV",
+	"C3ZrmAB24rrjphT/+7bc4E873PmJ8xevR9mdtJr0f3/9QCXqWTz9/rbUzUcfw7XrD/+lsGmiDFu4u/Id",
+	"GHURlif50c7jbitBP8wXiJhJJzM/GZllvrDIxXXp5vAWzRELl6ov5sBhQr9OiFZX6K64DdtsAHYXz4O6",
+	"FIDEb8Q6KMrjzwK80hT4Ft4fkQWDLZiNci7a7By5GUUFKajrwnpYSuLa6WGIsBAkxSxZt0d8OsVdJm6J",
+	"OfrA5kaKeru5gjIAxmG5FHQnU9LcyMUCAxPESfUUPV7AGTHZ+jDrzYrxFvfNAd1kunTscJImRiffhplh",
+	"yPZbsrPSxdR/BkMr36Ncw9LwhewoB751OaZdBWyhjZHjeOmaSv23YHSIEZYu4PjN+T063T0/W8kBLaeS",
+	"PMjpylWt9dwtu6Lf+gSCAreSkUA7jYXNcp1/UGRq/agVHnpPzAaPWB4CPshcTC4ZCEZhO4jcs+3HolNJ",
+	"sey1DCZMqfuxnGh1fH72+qR/PAxZE1iET7i12vX2REBctFgvqH5qpMIMCZPl3luxDNlM8Ag9YjfC4JXQ",
+	"NgEJ5AueMbsOUM74JNHGjJSDSgqXHoeffyOW/qbp/Lt8QJhg77/qnV6cD3tnx798eNv75cNl72rQexW6",
+	"+7SrOXaFhqpH2S08IB1yh159pp3P1dqQTQdSwt/+iJkIllyF8GPpgmxAobFFq1Xa9WZqOcVgpFbM1KI3",
+	"t+xqq09mY3ykCvbyH2yxPmMb8vYoRk6YdPlPGUJHKiwfkfCIhS7ztz2VoMXDmOpLGEzv/MhqiThg6+jj",
+	"QX/lSffszVX3Te/D1dng6uLi/BK+MBipeuzmT7NxhcSA/MpVR80jVbxQqhWsuSiU0FWoiapcTEopWXel",
+	"ONQTg6XcheviwoAZIcoJ6lk0BRCBi1C+tSvQxidUQNbaSWL3iP7z0v41LgdiD7nTocI/GkVPQ7Gtw2h0",
+	"f7C/Nxrd/028/30/2D+ovUJ5+7yFHd0OKx0LtlERDr7C+nnjh5oEBh8ibCp9BzYq6W5eNyZGO+GxZ8bf",
+	"ODWgs4WH9LVOxjKKhKIRW6gWx1pNY0kldP+9nLDuyJXdECDzfVp0s5isvk0UsfDD03Eab3DrvMagOQlP",
+	"OV/oBFRSpzPs4XWEWlMytoryTMlpnLpg1YhgP3Tq236n0ykW9DCpXMUoaQ10+0xepTJS5SxjsJ+kFfNM",
+	"5FM/8ZgSAcKL88FwpGq+MmT/+R//04XOitqRj40FZPu4c1PQuAAYr5RlOReTNEE95aMe07wqYq7gjzLo",
+	"EETg3lkwP28JAsveJdJaoUiFcdUoYOxV71PBNjKYmVfuI4Pyu7gSu+WxjIqJ5Fwtq8tRzBc2TSp8f6Sw",
+	"dtb14IHNpeReytZGIVlVDFxgNhPbOEEYUGcPLHElwGkBB14F/MORCqWKxL0Tf/AS9ks3WK4fkILWAaE5",
+	"0ZFwb/V8wzo4B5jZOlKZMubSgXG5O53GEbsWNiD/ATdrZD3TSb20h5WdPkJ1cNOpc2zg05ZrokICNWyP",
+	"VBY2y2jL3smJqFK3NB4xaOTnL2Oy/j0SwIoyXBi8QZf3aexuVwi7is+9rQGYoUWtmI/UXaa4svX6mrsG",
+	"nQ4ZVaw7YB6u39gOIKDjop3B1poZdzq5wZxoCqC71Ga3/4eFXuVgUCAvAhvCHa3sR4yVFxP/yUWDMfyR",
+	"UvqumMew1jRxVV3wO97rickDFZIM3H6tVU8f1sFZc87jqU7mInLLKs3owOokv/p9pICpttZ7YzYr7Eds",
+	"vW693vg6Ymt0azownmYB7JEiZTar6dCr9NQ62shtFiLZk1npivkyfdX8P6qwmj9bYzWbVNaCtOK7aq91",
+	"jdT+pc/+19dnsRygRhksqHyFfmpK7K7b/l52JXwuPtiUc4AVDuEd3j+ImUl31AQA8/bIe+VEC9a3Ygap",
+	"psvjKVvMKYh5NZhzVBrWzPp1bLpyKkDdJOu1AstjERsWFE1m6OyXrvPEUSU+CcoEVof5CjNaOq8vcRoe",
+	"aZ84NZWTKF2oDtdKiYnNytB4qbiLggqo16piJBeLTF2tE7tDz6DM+moTZhJtzF7xlb10QY2IbnlcUogl",
+	"fMIdX5ZabnBXmz/XVGWGepERyh5S1hgL6cWQAkjFerwWxTlm+o7FWl3nOY5gw9x8cRZHbYnprnkcm9wq",
+	"dactf6XSa/eC21njc7DDqH6UjaneOi+tM98wMg/Ic2UKgtVQutWO2FmzQ5npjmUEVQrEA43C19914GQv",
+	"nbySyF3ffn2LK/W/bqpKtQP4urw6/PVfqSrrSix8S51ygOWJqaGxP1oQPKVi6PVukONC1bnKsiInvntu",
+	"kf/mIZzOV+MpFY192Ls87Z91T0LWzCuLQQYUmy/rpCRvdvP60vf/E3Cnr6RGl2/5/cZx4a0ZSKE0HFTn",
+	"vIH1PzdP2Vkb/vMizdRxaC0H+qjHVH3sKnwsm0qFmXV/OEdyPtYNLAnNPeOuNCV3S0EK/5XtUwnTXN/6",
+	"vsLFT8IaK5GMFN43iTok1ie5WjCNN6ModIFi/wL8dFNgea5DE9YwgUpAyjBa+q4BYHu1RQWWa+F8OagY",
+	"Vx0pWp6a0Rxmdx4UFbh/AhXtknblX4zwT4x+AStU4q6ockrj6PZf2lU9Y/s75XiUU1dcyolxcZFd1ava",
+	"DmhrTepjnSpXPGrcbbCRyAsv4yVrUg4bOswBDOAVY21n2IcF8zwk3m4Jug01Yy5eFdE767486b1yjZim",
+	"zjKkDnZtLM/nEtPoqJrVV8j6ygX0qcrIlHnMTrbb3wkTA4eIr6gwVFZapy4ovjAz7ZLjvzXpuYaIjcNf",
+	"368UlEwCluJZIk8f1s85YGHrKA9pwhd8Ii0FwmD7i1RJrfmAIMtrrbRd/PU9cEo37HdvX+Yl2cB7K2UR",
+	"pYdF8i88drlkhScOos/vP//fAAAA//8=",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

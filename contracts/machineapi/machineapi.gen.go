@@ -448,6 +448,27 @@ func (e SqlProblemKind) Valid() bool {
 	}
 }
 
+// Defines values for SubtaskScoring.
+const (
+	SubtaskScoringMin SubtaskScoring = "min"
+	SubtaskScoringMul SubtaskScoring = "mul"
+	SubtaskScoringSum SubtaskScoring = "sum"
+)
+
+// Valid indicates whether the value is a known member of the SubtaskScoring enum.
+func (e SubtaskScoring) Valid() bool {
+	switch e {
+	case SubtaskScoringMin:
+		return true
+	case SubtaskScoringMul:
+		return true
+	case SubtaskScoringSum:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for VerdictStatus.
 const (
 	VerdictStatusAC      VerdictStatus = "AC"
@@ -456,6 +477,7 @@ const (
 	VerdictStatusOLE     VerdictStatus = "OLE"
 	VerdictStatusPARTIAL VerdictStatus = "PARTIAL"
 	VerdictStatusRE      VerdictStatus = "RE"
+	VerdictStatusSKIPPED VerdictStatus = "SKIPPED"
 	VerdictStatusTLE     VerdictStatus = "TLE"
 	VerdictStatusWA      VerdictStatus = "WA"
 )
@@ -474,6 +496,8 @@ func (e VerdictStatus) Valid() bool {
 	case VerdictStatusPARTIAL:
 		return true
 	case VerdictStatusRE:
+		return true
+	case VerdictStatusSKIPPED:
 		return true
 	case VerdictStatusTLE:
 		return true
@@ -507,9 +531,12 @@ type CaseResult struct {
 	// Status A user outcome. Infrastructure faults are never a verdict. PARTIAL:
 	// for a case, a special checker awarded a fraction strictly between 0
 	// and 1 of its weight; for a job, every case is AC or PARTIAL and at
-	// least one is PARTIAL. A job's status is the status of its first case
-	// that is neither AC nor PARTIAL, else PARTIAL if any case is, else AC
-	// (CE before any case runs).
+	// least one is PARTIAL. SKIPPED is only ever a case's or a subtask's
+	// status: a case not run because its subtask already failed (`min`,
+	// `mul`) or a prerequisite subtask is not AC; it earns 0. A
+	// job's status is the status of its first case that is neither AC,
+	// PARTIAL nor SKIPPED, else PARTIAL if any case is PARTIAL or SKIPPED,
+	// else AC (CE before any case runs).
 	Status VerdictStatus `json:"status"`
 
 	// TimeMs CPU time.
@@ -915,6 +942,10 @@ type Manifest struct {
 	// the same fresh database (exactly one of the two); DML problems run each
 	// `verification` query after the student's statements.
 	Sql *SqlProblem `json:"sql,omitempty"`
+
+	// Subtasks Subtasks (test groups): every case in exactly one, judged in this
+	// order. See Subtask.
+	Subtasks *[]Subtask `json:"subtasks,omitempty"`
 }
 
 // ManifestCase defines model for ManifestCase.
@@ -1175,6 +1206,45 @@ type SubmissionId = string
 // SubmissionType The business's kind of submission, e.g. ALGO or DATABASE; types starting with KECE_ are reserved (self-checks use KECE_CHECK).
 type SubmissionType = string
 
+// Subtask A subtask (test group) of cases. `scoring`: `sum` adds its case
+// scores; `min` (all or nothing, IOI GroupMin) is the sum of its
+// weights times the smallest case fraction; `mul` that sum times the
+// product of the case fractions. Under `min` and `mul` judging stops
+// at the first case that scores 0 and the rest are SKIPPED.
+// `dependsOn` names earlier subtasks: when one of them is not AC,
+// this subtask is not run (its cases SKIPPED, score 0). Rules
+// in docs/engine.md, "Subtasks".
+type Subtask struct {
+	Cases     []CaseId       `json:"cases"`
+	DependsOn *[]CaseId      `json:"dependsOn,omitempty"`
+	Scoring   SubtaskScoring `json:"scoring"`
+	SubtaskId CaseId         `json:"subtaskId"`
+}
+
+// SubtaskScoring defines model for Subtask.Scoring.
+type SubtaskScoring string
+
+// SubtaskResult One subtask (test group) of a manifest with subtasks: its status (as
+// a job's, over its own cases; SKIPPED when a prerequisite is not
+// AC), its score by its scoring rule and its maximum (the sum
+// of its cases' weights).
+type SubtaskResult struct {
+	MaxScore int64   `json:"maxScore"`
+	Score    float64 `json:"score"`
+
+	// Status A user outcome. Infrastructure faults are never a verdict. PARTIAL:
+	// for a case, a special checker awarded a fraction strictly between 0
+	// and 1 of its weight; for a job, every case is AC or PARTIAL and at
+	// least one is PARTIAL. SKIPPED is only ever a case's or a subtask's
+	// status: a case not run because its subtask already failed (`min`,
+	// `mul`) or a prerequisite subtask is not AC; it earns 0. A
+	// job's status is the status of its first case that is neither AC,
+	// PARTIAL nor SKIPPED, else PARTIAL if any case is PARTIAL or SKIPPED,
+	// else AC (CE before any case runs).
+	Status    VerdictStatus `json:"status"`
+	SubtaskId CaseId        `json:"subtaskId"`
+}
+
 // Verdict defines model for Verdict.
 type Verdict struct {
 	// Cases The cases that ran, each manifest case at most once; empty for CE.
@@ -1187,25 +1257,36 @@ type Verdict struct {
 	MaxScore int64  `json:"maxScore"`
 	Message  string `json:"message"`
 
-	// Score Sum of the case scores, a multiple of 0.0001 in [0, maxScore]
+	// Score Sum of the case scores (of the subtask scores when the manifest has subtasks), a multiple of 0.0001 in [0, maxScore]
 	// (case scores are whole units of 1/10000, so the sum is exact).
 	Score float64 `json:"score"`
 
 	// Status A user outcome. Infrastructure faults are never a verdict. PARTIAL:
 	// for a case, a special checker awarded a fraction strictly between 0
 	// and 1 of its weight; for a job, every case is AC or PARTIAL and at
-	// least one is PARTIAL. A job's status is the status of its first case
-	// that is neither AC nor PARTIAL, else PARTIAL if any case is, else AC
-	// (CE before any case runs).
+	// least one is PARTIAL. SKIPPED is only ever a case's or a subtask's
+	// status: a case not run because its subtask already failed (`min`,
+	// `mul`) or a prerequisite subtask is not AC; it earns 0. A
+	// job's status is the status of its first case that is neither AC,
+	// PARTIAL nor SKIPPED, else PARTIAL if any case is PARTIAL or SKIPPED,
+	// else AC (CE before any case runs).
 	Status VerdictStatus `json:"status"`
+
+	// Subtasks Present when the manifest has subtasks: one result per subtask,
+	// in the manifest's order; the verdict's score is then the sum of
+	// the subtask scores.
+	Subtasks *[]SubtaskResult `json:"subtasks,omitempty"`
 }
 
 // VerdictStatus A user outcome. Infrastructure faults are never a verdict. PARTIAL:
 // for a case, a special checker awarded a fraction strictly between 0
 // and 1 of its weight; for a job, every case is AC or PARTIAL and at
-// least one is PARTIAL. A job's status is the status of its first case
-// that is neither AC nor PARTIAL, else PARTIAL if any case is, else AC
-// (CE before any case runs).
+// least one is PARTIAL. SKIPPED is only ever a case's or a subtask's
+// status: a case not run because its subtask already failed (`min`,
+// `mul`) or a prerequisite subtask is not AC; it earns 0. A
+// job's status is the status of its first case that is neither AC,
+// PARTIAL nor SKIPPED, else PARTIAL if any case is PARTIAL or SKIPPED,
+// else AC (CE before any case runs).
 type VerdictStatus string
 
 // JobIdPath A BIGINT id as a decimal string.
@@ -6375,229 +6456,239 @@ func (sh *strictHandler) OpenSession(w http.ResponseWriter, r *http.Request) {
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7L3dchu3ljD6KijOVJncu0VLtpOdSDUXNEU7tCVRm6SS2Sf0UYPdIAm7CdANtCUmUdW5Pfen6jzB9yTf",
-	"m8yTfLXWAvqHbEqUknj2VO0bWyS7gQVg/f/h10aklyuthLKmcfxrYyF4LFL8cyhsuu7MrEjhUyxMlMqV",
-	"lVo1jhsjEWkVG2Y1u+HSsqmY6VSwFF6Rat5uBI1UfM5kKuLGsU0zETRMtBBLDkPNdLrktnHckMq+fNEI",
-	"Gkup5DJbNo4Pg4ZdrwT9JOYibdzd3QWNFU/5UlgH1zs97ceX3C62wRovBPuop0zGAIGEr1bwYNBQfAnD",
-	"foR37wXu31Mxaxw3/u15sS/P6VfzvB8TPKkwK62MQHBe83goPmfCWPgUaWWFwj/5apXIiANozz8agO/X",
-	"Pefppal2S99eX0qTsVgLw5S2bMlttGB2IRhMnvLIsmY47P39qjcaX/cvfuyc9U/DgIWXw8F40B2cXV9d",
-	"jK4uLwfDce80bLUbd0Gjq9UskdFXWkEiuBFMAvQs0WouUmYX0rCIJ4lIn5kTxqdcxVoxaRG8NzqdyjgW",
-	"6s+Hr5PZhVAWRhUxm2YWt5gnib4R8Ql7dfiShReD0971sPfj4H3vNGTG6pXB7Vc6FgjvW63E19nKj1oq",
-	"FulYsBtuGE9SweM1y4yImU7ZghsmbleA6AjXhbZvdKbirwXbFICYyUQUyCpupaFDveTrRPN4rPUZT+df",
-	"ab+mOl4zcRsJERsmrWFT2I8TpsQXkRL7YtIybpg0COVY63Ou1o7CzZ8P5ZBbwRK5lIB/zXDYGfeuz/rn",
-	"fSTWEzbl0SemZzM20ylDDn2ALJoZ4sjA9zZ5+EHOxOsgck8/L7F7BOtK8cwudCp/EV8BYc6lMVLNAWFS",
-	"MUMEjlIRAynyBL41whip1QnSG4sSLpcoaBBScbsSkf0acI5E+kWkB0bGgs14lljW/Ob2loX9i3FveNE5",
-	"A0Z7ddH5sdM/67w+68GREVYBgzB8KdiK8J7dSLvA49SzmVvGKtWRMIZPE9FTVtr1n7+en0SSHIBAdtxO",
-	"qkgrIw1MSSBaIuVnhi25kjNh7E5yufOCFHGvy43o45GsuLUihen+7587B/8XP/jl8OD7D8Wf1+2DD78e",
-	"Bt++vPv3Rq4BGJtKNUfpxI0YCpMltAlxLAF4nlymeiVSK0EOz3hiRNBYlb76tRHlENy3Nw7Ou6AhbqXt",
-	"6ljUKimbiknQWIqlTtfvp5uPf/vqAZ0GXjWGE9Ornkd3IaJPImWxnM0CZuRc8YSB8gI0MPr7GRNwkgHj",
-	"li21sewVey9fA9Ev+e2ZUHPQil4dfv9tzTaaSKc1M85AY5Basf/9/7MbIecLy1JgiiJmC57MGL/hazZL",
-	"9ZL9IlINGt8rFotILnnCVgmPhJmoJmfLLLFylQimZ+ywfXh4eMSkYj8fBm7QD60TRKV8OmnYEXKxTjdg",
-	"hxMFf3K1ZjMukywVAeMqZjcLbhlnZiUi4AOR2x1+w1MAUNuFSG+kEe2JagTFIcQ6myai/hRUtpzSIdDu",
-	"1miRIl1KxS3wI38C+FLADpmcMaWVaJen20ePDRrGcpuZh7DxR5HGMrIjevguaFi5FOemBlMurxj8tgnJ",
-	"Hth3w5OEhnzUi3dlvflnT135wjyG5SDnE5VIpURk+QEU5PAhn1RPP4rIIvXTmT9I+ht6nDI3ImWwwTyV",
-	"RivWjHVkngs1l0q0l3HAJn5oM2kEqCsBfopbUKDTLBGm1Z6oED+HgK3TtRVMfM54Iu26zUKrE5FyZUM3",
-	"izAskUoYxlEgp2Kpv0g1nyizAioJmOVTg1jdHQL9wsNMgBUF38WpXq0A42zKZQJ/iOXKrmlIAGSWaF6e",
-	"y+pPQhlmBFhHqKyuWWfU7ffZzUJagZMGOaUSApuJAp4uFQv51Ix1EgJbCVOR4N/NVCTcyi8CqJw2g+Qq",
-	"+8KTTOB+OFIMWZopU5Dmwccsngu2SvU85UsgfRJ4Kp7q2xNmhJioET3qWRwQPKhgq1RbHenEEBFXWTiB",
-	"WUHV/Yib1vSEF92CHqLT6mKQUHGkB2QNPT6GRzfpCd+/hwLeyEQ8UgCS1btDAF9XJPBf7xXBZsFffPPt",
-	"g3tCTyFr/UXU8xd+S1v/6uj7Vy8PXz2K4+BycmDcLPfs2KXDrG3m+YO+IQTdECzeCo2RJsGaarPO1IAy",
-	"tBRcGRYmYs6jdThRTdCB1rlSxFbZNJFmAYRIzhC0aWdSJDH7JMTKMCARpHCnCiI9ufGOGU/nX1go1Sqz",
-	"Bd3pzK4yG56A3WTZIcrKI6DZF+ynDrxuhbGJnG68T68xjkwwZE331DPDdBqLtFUeb6KO2E+dgL1gq1TA",
-	"SlG/JD2DNZGsY3zAMWlm+Nowo1sBe8nedPpnE9WUapZyY9Msslkq3LvdH3rd973hNTzTO20F7G9spaWy",
-	"5pgZG4s0Zcby1BpUMycqpB/ZJDs8fBkhw8E/RQj6ZbGCz5m0K3aTAo9j0iJPArnjt6B4OF8l6rHIyJM1",
-	"00pscEWm1UQZG+vMBng4BEmbddQamOWcicQI1kRtg8YEk9sEbM7TKZ+LwL0xUTqzaBqA3rPkt5f49YeA",
-	"cRal3Czg5DhK7QOd2RagW3WXgoki3RpPF6SlAtL4uUFoAqRJa8ul7YdNag0atwfw1sEXngLBGHj9zL8+",
-	"zl8f0esFtYwd//JT4obBjE7OgZ4BMqhR8Mj9Ju+5gcbFQG/cQCM/EIABNl3JlfYIPjdLhRgl2taoSfg1",
-	"gweYVrmbhqWo6Cp9c5Kr0kivS1BBP2oQ1OTPzFIl4nptz7Oyb8tc7KhO4XI+O7JFNu19FeslkzEozuQG",
-	"g30IWLTQRiiQ6jnQwJOQF/E5lyqYqExFC67mIg7YzUKowsjEMQC9wEaTwM5QJwFxS0yB3XAzUYkGa84u",
-	"nOfW/WaKcdBVZ9psKJYCSEXEKLaBhvCniRqPz5zcfsjIO/jw6992CpgbLm2dlguMOtGeaaLxzZZ8zRY6",
-	"iR3g5A6FAYBUAbwbnX6qV4v9kR19c3h4+CjZU6BYDmyt5CEkJv/wI7EY0A7+l1YsH7QTcCIRv9NTtCf5",
-	"bZ/eAmR0UPE05eutheAsO0GnER8HNxz8cmXr3fGRzhRIMvcQobj3AB87ExANQ5kaGzCpolQshSKNdqJI",
-	"yhJ6egr5qKcOobkbSivQeqNFLmMXPCbxIuL2RJ0hGjML1qRA09bJaP+4e5Q1gSIc9ThiCCYqFUQHwMeR",
-	"EHGgWJKXNRX+bVxCCzmH0tYvfcM23TIWazkGBSr2iEcEjU9SPfjkOz19D4/dBQ1cSm+lo5r4yRuhItRQ",
-	"wLYArV3FTDo/kD8IJW4CFusbhV4sUpNMltjy6dxvk9YuGMEaiiWXSqr5E6xTIAJSxR7ajHP/XOmdfTd7",
-	"pfWDpsElPANUlykQ9XuczdA9CZpzNl1KdHXu8d6oeLiGzNE4Lx13zSY77HHrCnJSrmxMBajSNhcrrGMn",
-	"p2IFpKai9SNN9x8ET+wC0AnFjI54wuJ8MNY81eQh42KpVcAcDEwuURMjOzTmlk+5AQNYmk+t9pZdGQvL",
-	"ZY1hMFroFPXvhCtUhAMm2vM2WcOo1lpxa0+Y0syIKBXWbDjfjg5fvKqRbwtcFG6F+22qdSK4gh/rzDR+",
-	"8MuHn71xdnyPcVZvI/n56k/GwNMjy63YxbTVTM6zlEwBAw8yrhiPl1IxI2zOtJEbNoHZgWqhpyihY0az",
-	"47Z7bfKyd3Hav3h7/WNv2H/T73bG/cFFI2j0Ljqvz3qnjaBxOuz0L/oXb+HP/oi+3U+/vBQqlmr+o0jl",
-	"zLnHYWTFp4kA7D1NCd/hT2noW1A4T6VZaSOto7UNB1K327sc905ZM9LLpbTOw5IHKlvA+jtnw17n9B/X",
-	"3cH5eX+MT3PFZEwRxIQJniZSpPgCi2Vc2RE/QyNobI2z58o7USRWFhfZodhf1wOLKyS3/+PIr4d8nnB9",
-	"quP1Nu1EzkX+YMAB3XwYcgBiM7sBoSB8FY7Bip5juV0ZY4Bb3FrWBPwTt3y5SgTioZ7NCAnI4MZ93sL7",
-	"nU73H7IlVwewf4AcnsLRDoMZuUQ/Wx2117raN/2k5Oy8z8dZ7NYWbOc8WkglCujoZCKMNRfItBHvbwSN",
-	"unB/I2i8G/QvrruD017p0eK73n9e9ocbz12N8IvLweDs+rw/Ou+Muz80gkZ32DvtXYz7nbPSSKPeaNQf",
-	"XNR8M7q67A1HvVMcqxxBx4/j6zeDqwua9/V1+XNnOO6/6XTH+GX/4vq8c9F/0xuNyz+d90cj4hxnvc6o",
-	"d302wN+HvdHV2fi6O7h4c9bvjt3g3c5Ft3dGPKcC1GXnH2eDzun1eDC4PusM3/aKIYrllOOxjaDhw36N",
-	"oFGK+jWCxnlv/MPgFIHunJ0NfsKn/SGN++e9wdV4TyJ3JnFffeGJBFL3bq0rZbLVSqfEAN5pqQCFiuf8",
-	"Nz1KASh9c2XwIygq59JgAgmcaB5wLcYYUdh164tRthKpETGOc6FjMRRf9Cf3yWUZwHzT0qdOauWMR/ZC",
-	"2746L7QI/72LAcMxgp5ypvFXivzlGSo4aJerSCTE3SuQbCYV+NcL+IfcijMKr8P5KRC4GIO4UvwLlwkn",
-	"F/G5sAsdX2jbodQPHAnPYSyXQmcW+esbmYj+4JEMFl5i5KcD7dn56ppAa7k30TCtkvUJ4+R7/A9mbCwV",
-	"PO89Va02A0ntHe7ojc/jtRGaVzSFdU5BmDZkUoGknigwkYFdxjIVkdVo+8ckxAke9B3wmCJ/IX1JQ9iF",
-	"SMXJRGFUklu0wCzoam3WYUsfx6dRMPlDGvZTh4Dj3osY0FpglYyzVMyzhKf54zhzkzOzXiZSfQrYm/6b",
-	"AQjcAly/EAxB0juYNhCwnzqtoNgKBwhmVLTZT/B1CJupcSETRbskDeOJoaCH29JnhjadApE832m0/Zz7",
-	"UWl0+ZVX6hymmLyEI+jMttkFEDMahquES0VPI4VPFAy/zAxlGk3BlhXkgZlmMolZBpZrMwSdPQwY/t/+",
-	"C/z1l/ZH/oWHwUSFf2lHCTcmbLXZMEuEgd3ZDnfVIt6kURd2yTFmz+jBvcGDAnn+iNHw8OrV1upZ4umd",
-	"ICZoXHIZKQN3NMWRlVSGXDW/q5HVPwie2qng9mmuytyS8Tu9j7OnZEtVnD0vX2w6e4JG7LXd2i1ChV1a",
-	"I5IZLN0/zJpo5WjFRv23497wvFW3HUEj4Wqe8bkw9aP7n5mMDanKOB9usAkwT8SaqsVGnMsuxHKimqtU",
-	"T4GEyXtCNoiIHavD7EaNSQdKuJCKxUmtMHaiUgGykK1EWvaWpl8cNWUKbBlNiSs8XuNDhnE7UeHb3pg9",
-	"5yv5/MvR83yJYZt5HfS44vgxGLRV2kMxURTGFF+kzoARARxEVXud7pmbcYgvPnzCaBLf6+72ptkz4+zn",
-	"qkGH6YyGNaWl3V9K1cTnAm/iwSit1v1u7xfffPuQR8ad9I8iNbVGFigOjs2hI8khxhd63jjbe9L4JCJx",
-	"gAdw1D5sH56weRSxoxftF+3DSWNDJf/m6EUd14AVvc7MehuId3qKOIl0kMcFfufaN2yAjY0IqmygcqRl",
-	"WEvU/OF+VvQkhzNhxVB8kfXH0/e+WEPhhdwFQFEHU3IBIMwBuQpaT0hJiTd8Evdzw9KzIF9ms0QqgbmL",
-	"tTEEv00M+A05jslbnMMvDTMLfaOYG+sJDkzjCfKPw5rKpgSbx+Wn3NqAOlSpCz112Ov+2/7FmMkYWDPP",
-	"w6JENmheko3dOG68erER4zk6+P7Dz4cH34OsPvquXlb31Szl+zkhHu9iKAb3foaSgf/H2+gb09UQSyUG",
-	"TsmhqJaxphGCOVUMH+vC1xVn0Gmndz64uL66GPY63R+cEdk/77ztlazb7uBi3Olf9IbX3WGvM3YG6uBq",
-	"2AXL/YfO1Yis0u5gOLy6BLP18grM3rLJC9ZwHwerBJ7Brro6fdu7Pn29AUT+9bD/9ofxqGz07me/nqKj",
-	"9kqlgkcLZ171QfQX9l6XvCwi7aaCcH0ojM7SSPRuFzwzZKx1dZpmK9sHLQ8+lozALpJGo8iV4ZJ+eAeq",
-	"x+m0Orv7cgi83pStQLDpfKhkW7RevcajGFwAu8iMcIFGCuGj2un444ELSgpQQJLZAWaXUKr5RFmNfm1g",
-	"OydkI+TOdUxCKz6O1yvBwve9bu8apwidJQIC0x5INVHeXAyc9VYyQCgwQ94BlshPApMrKYXho55WswuK",
-	"pXnE2PNsR+XAAO6938NhEfx4hG2MBS5OC3CJx2QbpZliWp2UAvho7gHXWmmdwNrzGgNU+rbdll6x21cd",
-	"e1y4Z4Oh5JO5Meo4yjs9zeWdP4m/X/WuyFd0dXHhqf788qxHlJ0Ta0HS+x3U3zORkReDFB2kGWDtRFo5",
-	"vRRE5c5xVIlHPYKFP2W7iebrbQtvf7s8aCtubZEG/eKbb2sSoV98++LoVV00pqCxh+N+o/KzlXfHeyT8",
-	"japPb6LJxmAbkAVlNHJ7U49IUu1rjVY3NgTkxOxWynvSCZltrhLB2U9t9hOofy4/DFkLlZvFYqKmItFq",
-	"jqWAzkjSM8YVcRoYMXCULFXJTcOarw6/n6iw4lUOW5WxQZtcA6cFtt1mYWEFwGAh48kNX5uJIntM2jpH",
-	"xkfn8azHKa3EAfKaiAxGp95KYzKX6VIYsU30ILIjttBZyjKVwP4AqF4l1kYUCekFav6NxXxNwr4cJnzx",
-	"HaqC/vN3NVj6ZOaTL3o3sjzNXsgdxPc4F4qHAq9Tq0i02XshViiiFOPk/8pDGugFLCU6bZKxU5v955d1",
-	"Bt5CG/s21dlq30g+TPTHR/03o7E0SR5fL0MZlPez7qTOShy0utn+F/ZJrJ2RHK1WR38LWAT/fORfOPy/",
-	"WtuFVi8DxtNPYJ3B9zRMwJZr8zk5QbkpIhmLggO0NxT9UiT6r+1r9M29PKrX9zc8GY/V+ZcrmYiuXi55",
-	"nf7Vpd9ZRA9Q/nzzVyotuF5O78jjI5cy4SmVpix0EovUsETMXJVS68Tl1QNx+0KOh8P3Qtl0jdmc9+QS",
-	"I4MuXLsIDr5I6aHo/qWsvtyxkT/sM/TwELJpIiNnO6Aje8ml2tPRIW5tys9xT16vbZ2jjn5k85RjkpVW",
-	"zOoVZe+glJ0mYvnMkMfc+QXf/XiOnrOF4PFTrHtZZ3262HXZaVjG5XvQ8Pqv9yHhUqp71w+cyix5kghj",
-	"GWGPWywye69+RlxRWhjLVCzSE5boG5HSkz47lEQZJpV9BgXrCVvzyISindQxzFSFMvbDa2O5inka79gl",
-	"9yvoXPkpOeccYouMKYiR43N/NGDdv/716G+Et28vrpi4tUKhO481D4yN/2OuMniitYXQyOe3QPyyy3no",
-	"+EGKOXhVzyHQOvmSNypRfJaQA3f+17+y5qmYSq6cO/Hg6FVrl2exDr4Nfi9LvD7f22INwSaTq5xphc3U",
-	"UPIWatcKDcGNoOqnx6ef7isPqzmEf0CmX/VkL52iiU5Hyj6Shg3eP4G8zD4ORdwz507cJ42OBt25+5dg",
-	"qQhjnlCtak5d64DdTsSjBzOXAxpqrC1Pfv9YXwstVgtuHjypS3zoDrcO93gkPu/wW2PGbylz1b/hnNd5",
-	"uioC3WaHVOAzUUUGsfMmuCxi5jhian1RKNg5RTMLkAqYADxRmCTLE5o9LIEasv/6f/8XO8rDSWS5aCWA",
-	"YRlNjEtaMKrmUqFNlWYq94Q0XdYyMRGp5q2AGY12i8uuxpRjM1FW3wDfLmq33QOUV4AaOah+qeBJsvZL",
-	"PPHLmSifKW18ojSoAok2NmAuGToOcMW4jK1M6NZEoakXaSzThZ3EbCqfKA1CKk8MX/HUBixb+aJDF+fD",
-	"0L4SzwyL+CrYctvDfsy4TNwZhxe9H3vD69G4g21NtnOuH1vdWkv4ZazzGBuUCLdCeTv5wxDw+5+QNT+8",
-	"AzuXtCOXdPCeNZEYRNwK2NlgNKZk0bXOUoMOyaVORStguTuLNSPvgcKuD3lyT8VbPnjfCBouy+uxnrDB",
-	"J3iXcouq3i5MC3os1yYF8ny6U89eCVRPTopUGap5qOb73F+u8t3R9y8e4tOU3PC+BpBRrsZR/kPEVwgV",
-	"4OrvAsv71+4H7KEC9j8Glm8P95BlReH7RhcMniRbsJTLPqv9DWhFGxVa4lZEmdXp/WC+PNyA82E6zKvp",
-	"c1QrHXYdRZ6X6iAe4QvsL5eZdQmwxmIKPYk4ZxO2N86DLfiXagIY7hwlNCnNQvM5CdvorN14B38J8qLb",
-	"8NcJLmLSOGYTKjucNO5CyhBTGkc16PqXFfsLOAn5ElEhWwrlk/PODZZfDvWNoVGW/BZVZjYHM1aRn3HJ",
-	"12wq2GGd3xDn3Ds/x+9412knRf4GaVibGRxR0dNgj2pxtKD1Qw+7XMQ9C4I8xHlVUM777lWU6SnQqz8/",
-	"XCH/GXAOMGcLpV3RiZu02A8nP+/F6i5/vN/ykX1gMI9s9MiSd3ppZ937Hrz7sTO6t9yUVWI+xHgkS8Rc",
-	"WrnkViRr5/jaqC1/SvsQbOhyf3n/0eHh4WNLLPOGIuX9L2/sxkZVdiAH6z7c8YFdr0cAQ2sEjdHf941l",
-	"u8Ylo88UKx5kNtLLSgDvx97wlJLNe8PhYLjnuK7rS8OXbMDgl94gKqA9v+yfUVDw3dXpW/hrX7CdweCC",
-	"35hQdEcJ4HV5Ia6Zh9bJSR6s3ogJlevpy6pZtFo1gsZH/oUDT0UHdCNooAMa8GMNjGNPoHGkdzTSpR+p",
-	"40Y6p5HugsaQDJJ/ap/HXm4It5A/xBHhxhoKbup8Zz8tSmXlc+lzJKnMFbuSHbt0gtDXZYWsSZEuTElj",
-	"OqW0R32jWgELRz9cjcf9i7fXp4OfLsKgZHki+Row95LYpzgveQx6gs+331mNG2IGy+i63FGtKMibKEpu",
-	"5K5+gEU8Wgi0CtHewGYLpcpB5+L2CV+xvlET1QxPe5e9i9PeRfcfBPwxGrb3VRnCyEgiE+ULDTGSgnXD",
-	"6DXArhHwSuK2Eba0VU26KBW8VXYPM2w2l90IGhtw7pt9UxS/jRaZtVLNT/WNwqwXOJhq2UORaIwPfShj",
-	"0lOynQmh9tajcvN4q6R9KZXXqLbVqTTH8j3Iy5HEVsIGQZoPdi9RPSl6+si9qLK1x9X4u6nuWcMOg33Y",
-	"wwqqU9YEpqAQbQOm9A2g/HTNdlY33mfeV+vUaAJvv+9bAkU+J2+5E14qcfP1sDJ36j4GNR9zLLiar4FY",
-	"Z38OWmGVFjDAJ6R8uVx1JW6tb39i8gaUWDJALQaaHFPTWbSOEnHsvg0myi6E8i+CbEJTNElabTZQybro",
-	"jeKGAdXYRx+bhNwTRdjtcbrAcir2xeQyu1WFQN5fL1UmiryYYd4sJEQKoIYy//X//H9FNGopmE25Mq4Z",
-	"oms+R/BNlHss0sulVmj/tlnfOifqDZfWHKPX17VycRUuOIvzYmN1wg2nUqp1kOfVuJ2mDheJ1ivsrnKw",
-	"0kliAIrMZDxps85E+eim27OqbGuzMO9pE7Il/+R3B56aKBmL5UpjD1GvJnLDtGIhPhAeF4KYXOD5psjY",
-	"tYPKv3Hz4xmiy9qmMm+yxxk27KCNoFXOBRVATFS5g02Nif9g0yAKB9P08LChpAFxg3mfrIl7lazZUevr",
-	"NxH6Pd127ulsU8yxm8ifxnMjzxrul3kFF7kLGsJnju+XBv67tXRdmHP3zeitPgpOx65v+h5NPesZqlfm",
-	"/ez37fyT5ENc7XNwb2lF6VGK/e1VkZFnstI7u6rDyLpwarhDtWfGMwXWXJXjvtJiEx+tSIH4c5silbeo",
-	"tOzdRzESj3Wvdtgs1b8I5TmKEfaE+moa6ll3awOmsiRBLjP6+xm7uDo7a7MQIDCh6/Dltoj6lWpsIGpd",
-	"kCHSSbZUde0a4PuqfvBg1kWxd+XfC41b31QHzP+AFaAx4Zo6PHbkquu0znmK+7FrNd++euyUW5UgtFtu",
-	"jXUY4Ergn8YHp1o/0AfOhRUwRgvnmvtdMPbc5Ozqqn/KsLeko43f13rN91/dWaUHtLukNhR5s9ZKGhAJ",
-	"8pXgn9BNj7Z1lC2BlKXJnzxqP7YN1sbRuK3bhvjeQ3papiswkp+4tOf8ti5ghN0FXNe5c1NuTrfQCq0f",
-	"7RTS392H7vfVxi187RvWuHzhD/Z9rhWMj06uRVY/trXBNrQ/WIIEm2chTtd517WYmow9oQTvz0npBSRU",
-	"4uZ3bWBaKDZmZ8ulkl1hUaPmuWh0zRO8GVTSkwKn6+ZmUavNOpvZJbpkBUmD6f5pJk4Y30i2oPrmVSpi",
-	"Tt1VmcZoG/XnE4nrZbddF+5uZ9jRVq5cR1ok5IAiDSTNZHzCMFHXX/JQSa98SikmDTPWn0QNO3steCpS",
-	"6nGHspbAoYIF6UrBqGWTzxECMJ+SlG7qzQusOC4qC5Z8jWk+3CLTxzr5ovrduV3Q9/rHFiVXtmnjDIMH",
-	"Utc3SlN9JWodu6lwg21iCjaZbS03z0NjG7xE34j0ANudLMQtG/3QOXjxzbcslsCdN0Xj4cH3/GD24ddv",
-	"X9ULwo2W3o9V7+o7oRurU0qBgkN0nurApXBt5adSf3bSj53HWc9Y6JNvw4B8JFajVyScyUSYsNa4hV+2",
-	"96t3a1OqvjAs4TLOhyslsBcZXw5IU3a5FwnikV6hT933oG4vQtZEvz9ugFnIFXVJaJX6nyCjqTRACVim",
-	"5OfMXfigtC2v/pnZSqt/RGOFcuP0qmpZo3g+pV4tb/FcF2HBmyvyBt3YaJ8aVfvEh2fG9Y1GdhfLLzJ2",
-	"Teb0RM2xDX/5wgxnNyGyu4s6mu59LJFMpGBSTVS193Rro4H5UZtdFDdaueQ514TcxSduoyQz8os496yE",
-	"NPmaPvob0d5dukzRXH9V6si+x8nlDdzz2sDHxsjdWw+2o98nlWl3iWcFtsqktcysSIx4vKvUGZFgH67A",
-	"HsAMHZ9f02aj3lmvO/YpO8ZfF0H0bbNYKPvMTFRhgzoM8FkBIYbNCiaUt3YNUzETqVCRGH2m2x+wbXru",
-	"ppulwizyvpusWW637jDX3ujWCTs9PyvAg2EEjxYTFX4ptW8M2ecMZHJRE5PDzvJcn/r7IgCvz7PEylH+",
-	"XH3TTbczXbT3LijSUPdc+W6ph31XI+EbuOTVJ/fkrP3t6PC77x72/LlUpsdmXNT7uNJYpLSa7bW6c3m/",
-	"RwJRgcQ+haiMIJtW+TffvKy/kggG235+d+GuEPH24/ldEnX1LRuJYQ+cyD5bWMbUbcZfwe/tFDlE7JMt",
-	"OvWlaHvJtdHnpNLs9HG+rvIhl4+g2N0CS2rJZGMHane5QNoSMQT15Hk/j9zM2aGdawSw0ft2KRCJwOSa",
-	"0yWljGxu4OOcA0/iCPfSHSLFXjSzcZb0YolJFRPV7upG3XvNBYmZkUoY88zkVxKIUkuKvbxN97YrLgPh",
-	"C+jvBeOTVAhIAYRTRztnb7En4Gln3HndGfVOGHoGyU8m1ZykGLbPcPak607cLJpyYB8PVrTYqHOn4dKw",
-	"R909RYc/FoGAx5b87PAHFB3rUw5L5tGiuGwGlUAfcwKjsVzW2u3t7zAvrtbbJ22V7IEzPb+vGg9z8or6",
-	"92/xiroyfGhjr1JhRd7ya7Ov7i6BseS3o/pr7EbZEnWhJClryHm0IdeQHp/u+IiuQjsv2XPQ5fo7Pob3",
-	"Cey+N8+v9cNENUsvIS7fLHSCLe1ohUfPUfpjNRARLF7+gTpY62l34z3lsrpN/8LmvXD56VVQqdjh+9J/",
-	"q1PV5CxiQx4XQ2uzum5MLmscg+icudBdm112huN+5+zYXUGIBxTcc+kgL0wyOHfUcqfC3gih2CFlvx/B",
-	"ocDZEBaeMBr5o54GztsUuaqxThdYmAOB+vvYiSrUBWn8j23WcRl1tK++aYf75CbECjSXh4/MQxqmhETf",
-	"VqfLVDFZQLca+anlDBN2HFzux053oprdnncJ5A+kmTIb2WydLrZQxsEaQeOnTiNojKkVMv47OKN2VY2g",
-	"0e3t2978cWPi/aMiylJp1yPAUHcJmo5F93GdK/KYPUVhpmsWXg5GY+o70mZXeL8yFdK5X5zzLGx7lQol",
-	"PHoaC3GxsHbl/dQuPrGj8Jp+dD7KHJgcjnw2D8puH+YeAN1h9vpM7+y7QxEfj+PcOXioK0rRlaXSvaXk",
-	"zJ4o95D7Nmy1GTWZX3G7YAlmn2KNPQt9E06/hOc4VWqeU+8raSYqFkrSXsSCmqyJ20isbOWIJmqi/u3f",
-	"WB/P064nyrnE4VdDh+pc6nkLmOIqbQpBRAIB45QgA1DGE1VCkWbR3KTlGgsjwZUekZbplaBrEt2JlgJ6",
-	"E4Xe72b1SANGp8XCKt6GrZPKIUck6VJMhqEQQAVpmuVhHLLBzvstCajbD6x1AWJ6nupslbfUASZKrZ/x",
-	"OOtuYg4cJ8WneH4PE14Z4La/q9UXeE8rM1F/KboNGtYMMZ85DAg++qvkYaZOx/4GkpDu1HHtCSeKuQ6F",
-	"hu6+B10v3G5ICFjwF3bqmp4S83diHRskL2WSSHdttsMGxcJzEzKTzWbyts0uqENsKmBKWi2lRfKp0Ulm",
-	"ff5XLHiM93Tmhb0g3jIKoZj8ChN6CMbCPYOfllppqxV2+9DRJ1CaUFvRFDy17C9GKPuXcsJEwFZJZmCU",
-	"cLOSPgzYUqoM8Y3PhF2zJU/nUuFGlO91oF51P4zHl158wJhYiIVNnRoBm3ipTB/cFQ6Txl14AnNHfmvY",
-	"1eVlb3g9uui87zFqPoGN7yQ5doAA6ACeGVZiLm0YpIPyJEkwAoI9m11G26vD71i40S3fOZfxBvdYoqcY",
-	"xgAK+CLQjS6XohWwV4evWJjfIBCy5+zV4Tcs3G7IH7Km0sxk0QLGyeEkLvbN4cvqRd6EIeUb15uVYmVW",
-	"+L4ksLO832DLUwM1uxUL/kXqLEVO4Da/6T15+Yigt03Ub/6B31ydtRaG/QbfHxwcMPcvfHx1eAQLf8l+",
-	"q16PfgK/sHDjVoYQ9xs4E6CruMmZU+72Q49eHpurjFFcmQA0un0JBDFqgCUs3/IQEmCuxQzmMzR9kzCc",
-	"SN+oop8sOiGldQmMeLFAy6/0FYg71KXYb4xPuYoxC4Fb+ooe+n7zNySVYwICmy5SvAW4IHVeRy6CyZp0",
-	"L60b6eiQ/Vb0L4t8r9iVUPaEcfOpaBpGKh5sJ+ht7u2XAXv14gWcX+nG9M2r4L166NJZXdtG5EZYQxR6",
-	"tRYLItw98y0mlbGCx6C55bUbCJyVSYJi1UHxAnZjyqNPTM9mOFdYwuOQeR7Y/CjB8MXaCcyoJXBxECUs",
-	"Jj2668e/ub0NmNLlDFSfs8qTBEmduB377d777yO+Wok4YH5mJm7JxgBZ4y7HZzcL6a55ydcIq/MCyGit",
-	"0EvMFZDtM1Nd3onnycS6DbxDHbFRRbkanpk8qdTns4hbC6eQyIg7jfo3CnxLi81w3/e6va2UmFKfl+PG",
-	"Efp8VkLxlWwcN162D9svybWwQKV0p6KTR1Axy1ObmoZTI8yrRXYe1gRcw7p26dSLwWcZA365UKOr4SH5",
-	"k+/VDXazS8AKyWeAfacwPWz1RIXVtsPhdhNln4hQ6ZpeGnCmU4ogVGB9ZkqPjMdnrOkVvZeHzATsRiSJ",
-	"0xdznMB7KFss0cbLXMw1PHbr5ViEL7BHEzWbLy7pFRR815kNyHgrN0/ndJM3tvPIr84MzwajcZhfmEFk",
-	"6/QEn7RQWTr1qs8XBZyGviogZdzQPZeuAQjOSaDScbq5SxqfB9KF4ifK39MVb7R7T13H6KKLvU7icmEX",
-	"cAR/51Y4UTOppFmIKngwarW8SYkbFG2Ye2uO2avDw0Joe2mwQwIFE1UnUU5qBMcJMrCwfPEOqCDf3N6y",
-	"ghsGVWFNpmku0vsxUU2cdwIvUp1f63jteqFbQe3d+AopH958/tEVFpHH4yF/yNbdEHdVn4hNM0HZQJiU",
-	"hpzgxeHhnzG/S3tDADYyDV1bljawqFc0e92gOZTPX/M4XxC8cvTwK1eKZ3ahU/mLiOmllw+/9EanUxnH",
-	"An3ir158//AbY63PuVo76AxlyyGz2AfE3GuOnoNsueTpGjcI5a9PwMDb+YsqQrrb7gQIIyVx4QiQIpN4",
-	"bwafo/8CpJQSxpBrYifL/6in5nmeH1/P83/iQIyuvISyDkPW9D5WTCNsoWinuy2o+ADtWJulyrBfRKqx",
-	"zAVVHFI1l86r7CxhiuCSiG2GRWo6ENeWpQFabUc5py4YcyZEzb8UsgUo0f2k0yVPTnx+35xLp2mS0G9P",
-	"FHpg3FXcM4Idk64y5RIiSgU1QZn1YdqRs3nwNiCpDmYJpkaU+Ba8UNi41FCIRxLMI3wTfnc/bY/gSohQ",
-	"GaO7CkPfgNp5CMKie3aIwJ8wPlFUZapKXbeJPeevof8Ipg5dc29cNy6a8nuQub7zVSQLjpuhMwsbskql",
-	"TtGKR0XNtSDxbbPX7Eakwnejcr0J42OnNVevhOZYL5uloiSS6E4l1yQKswVAg/Pq2IIbtuLG4M22E9Uv",
-	"an0olaAoDDreuC+X0nvmgoxcJ9GasFlV7ZKuSMfr2Dmomq3NKiHvbCiQqZSJUAIgqPdIVe65dogCQtcn",
-	"o2I+FLf5NPgBDqGkWjexr2FMT3M2y5KE/Lai0Mz1zNsDhhp1lauVWKQNNtDKm3dR/hPlcuYKhGtyDuOU",
-	"S66KvEVHVnSYviZsoiRt+Fy4W68AccoDVGB5lst5pwr9TxLsmAYLdPInCfXKvfRfWaBXrxOvEeau4gWZ",
-	"BxqzRk6TtUsn+Jd8r5XvZ77iEamIZGouYIgN+8RfJ2d8W2Qv2OkO9YeFuuuVt1usl62EG+AtwCAxF9jb",
-	"uhavunfVo7ZyZxeIc+Nq+rGbAXlzq30LmbToTdndkGGiXEcG9nBDhvwu5GrnhYmqtF5AYP2l6SDJ0IIB",
-	"2TPXrr2EzzlF0eQznyeqqTSrSJvWCZOzyq3u5bU5e93pLEUZrve2uOsvfNu+Y2aEYGGlnrtdbs/YIsFE",
-	"/Bh7GJbucWc7myoCs/ZtEQsfxUyoCMwyd/kGE3QNJ4iDY2c41tmV1FfRX7Du+leVbMw8Lx5ZNOhv+Yw0",
-	"TnH7oL5Rx8C5qeQ+LBf1M6VvAirqB6t3R92z8wN4Lw/aqMbi1cfOCG5Swq40efzBy5K8/v8ktxip82bc",
-	"ajMq6Ifv3B6jK4AODL4ttBLnFQXkoWvrjsllV/KO+RJd8ibwf1rhxZr1rrBWnVRzLQ/OirYUf7xk22jt",
-	"8ZVl22Y3jRrpNsh1NXSX4/NY4e81M0x2+peg2yHo3oKiWurp4/lsWUFNBMkPdIp57e9Jok6Jm92C7jW3",
-	"0cJzPNfdwbkwNwpCwjbbydXylkPHLBy8D4uABarHNeEwz6UKKQEKdqLVXKSsdHMJCnsfBsG+/WD5HhdB",
-	"i0q8AKw75GjECfMOpL7+QU+RV+7oZIoFPcDscP9ojmocotVmXjyRmbjUX6j7AAggNC+rXYXRrMKrs5wf",
-	"nO7FdDkkRgi8ekXOFdaiTDNLlox3M7ZZR7FMfVKgQ2CSik7xTSfSwMJxsRq/R2B+wBahz5SMKdrr/0mW",
-	"AzZd+ZM5bKlJzVfnr+WWMv/irn80d+2hA6DsQ9Cz/B7RkgOObqX16uYTWOuvmCtx99xr2+b5rwZLTe4A",
-	"+rmoYbfos6IqOLxyiRLzqbjIhUqfGVa9Ps4VibpYG6j0SYIFzWB+cPJ6EA/VRUvynAOTaok8gdR9DNSj",
-	"XmhTgTeckHuoS7h9QImUFEYJ//PgvYjEAVXQhFiX0qTktlRGGA6h43hm8gH8+1iXeoIKNmWYuou4OaML",
-	"mw4PpmsrJgrgcTcJo8214BjjoAVTL/TYuKa0hhn5i/P84ia668phJRa7Abtb811dn6xmG1KSRTOs3MMY",
-	"tnzAkhtSuXNwvwbPDFjYGY77bzrdMSZB9C+uzzsX/Te90Rh4J2ZNvBu8vi4yJ8pvuDsoceTvWYgGxTXy",
-	"e3h3mxmzR/PiU2fwdBySY7A05UthRQrUUk+mxSPP3wGRXHK7aNwFe5aJOtsCjwAbjTaOMULbCBqKY8Kc",
-	"8SVdVbYd7MmCfR3aNkR5PxQimTx0nhNcQWM5aAvBY8zec8A5okEBduDLdncD+rhe8B8eJZl0ZIU9IEqv",
-	"Sqh81qlUHGsVNisa7mrL3Nwd7cQ62lRaHCMq/NqocIua+Hj1eJERNdHgcm22MO+QCBsT/n/n4d79cwvI",
-	"w1cPv3Gh7RudKTfFHhK1q9UskZSa/d8ngkeIH6iqWmHsAfYsRwGAZZFVKfd7RC+5GO7x4/l2ciUhGjYp",
-	"lcmrzKQvsyKw1gpdQAHUbhS5Je0hj1yg58Ns3BT7zLAoS1OwomDxzZlQERkOYy+68aU8NkNeE2fokfeB",
-	"4nKAWN6DQuEUuvbQ908Lm7gFG3DnOn/nbNjrnP7jujs4P++PxyhoBKZI+jigi4p499cJ4yyWM9RIbMl1",
-	"g70olktpbdmHRpdEDnujq7PxdXdw8eas3x2HbRa6jKhj5voth8wRsWGhy+wPmW9Ej/IYJFXxWu468i/R",
-	"M/krfow26/hKAYCHagHiicKtMrZSW8KoTEPGpkidLVQsDLWWS3aCiXIVHS59KuVqLoI87pnouWmVUu/J",
-	"hyYNu0lhlxRqDZ3tJLGIsmBKnszjMiL58B9qY87LOlHa5wLS1hMG55fGpGhUB8X1lqAw0e0rlJTpyrUm",
-	"ygiMiP5jNO6dXxNglAAJegMmjR5X1IeyaZ47SNNy4l+ZECYKLGGgslbAttCCNWtQC0biCUXFcwSjUo/i",
-	"+h8YDZSfsiWfW+/Y3rhQrmAWZ7tPFLnNYeNEyuZCOY3GE2erzfo+Nx83oNwtksWpXrncbbqR+WsYztt6",
-	"3gkdTvlUajZ3a4equwKDHL1k4WXnH2eDzun1eDC4PusM3/ZC1kQBrEHz/Y6dy9etE8yJ9DPkq3uCIrnp",
-	"UZ2ocnahLEUHan2sWIloXf3b79A3P/xZzoNyu8Wv7j2odBzcoaYVDVUL5t2stAve0VD1n92r8OcrTUd7",
-	"wHRJ2DzWGhuOkbL1Yp8NcEnWfJqIHtZ7/PcqapfayUovS7EMtMZoLu5Ui73t8yidTardSlpXK5MtnWjc",
-	"LPehNClbd4sxXTrms1snqmhtEQnWRI1P4tU2hp7Cjj+tNrvQDPCQ8N4VPVCyk3ewYaVb+eptggvk/OYN",
-	"3B2ffG4yL7/qr9suX7KNMh6Ze/We7byY6mIwZhFtS5xXj6aY/uQBoHtQQU3NUO6XQCEPixemgiVyJvKr",
-	"+8vXYlNDT2My1GBskdFLt2kHWPRYvi27cEjh5dH7isZ3g/7FdRckXl6N0PR+bYC55WVddTtOMM+/9Hbv",
-	"Py/7Q5JxxZdXo97pH+bueKeluqDLRP4M0VG+EX4vwXH0B0+9W2zA72AGIJlslJcFLsXBJfZjMjlq2l9Z",
-	"XHz/h+2Ga0xcLz0jqgh64P78E18JQ7kIRKy0IUd7bMhbrcR/C/N3lbiN458/lEXBOCWduabw0vORDQ5c",
-	"FgLSlS8+IAhMUV27w2AvGLPnk3Uz06WfaAdT99GwLCqciewNfPIxUfklerXLHfVCd1dnbn95G93wGTC4",
-	"DsUw/SyyaJlYHeYkty1VUffriuhiUeofp5M4h2xbJNRXdOW2lk7iidchqLsYRkJTjliJIcZEzzG/FX0G",
-	"8N4MxEabDVZCOT9DUZOKYj1v+IilftTiki6YyDsf0nKKrvoIhx+EpBC5R5uuO5VLBPKgKs1ccDfN6IyW",
-	"rePcxPL5M5QPy7ghweRzrfAVzDr1HfVvuESfCZWElepDYHPJcQvi0acbYbJn6lRhqt14UHIFLLwcDsaD",
-	"7uDs+upidHV5ORi6eCaeUk2F3Z8ZEoXT86Xpf45o2uie/JXNms22wDs4cwlvSw1A/xUIrefv2z0Wfv5w",
-	"V2H6gFasSVcEZ0vRch2Tq5vsidh3W63j+XUT560UaFb32ibHRzED9Gty9HZxlHz87TDNolQw5J7Oizq2",
-	"n3Y3kCAjCPLkSBM4M7kYA02Zuw93/ycAAP//",
+	"7L3dchs5liD8KgjORJjsTtGS7fqTYi5oinbRlkQ1SVVNf0V/SjATJGEnATqBtMSqcsTe7v1G7BPsk+yb",
+	"zJNsnHOA/CGTEqUqu3si+sYWyUzgADj/f/itEenlSiuhrGkc/9ZYCB6LFP8cCpuuOzMrUvgUCxOlcmWl",
+	"Vo3jxkhEWsWGWc1uuLRsKmY6FSyFV6SatxtBIxUfM5mKuHFs00wEDRMtxJLDUDOdLrltHDekss+fNYLG",
+	"Uiq5zJaN48OgYdcrQT+JuUgbnz9/DhornvKlsA6uN3rajy+5XWyDNV4I9l5PmYwBAglfreDBoKH4EoZ9",
+	"D+/eCdy/p2LWOG7829NiX57Sr+ZpPyZ4UmFWWhmB4Lzk8VB8zISx8CnSygqFf/LVKpERB9CevjcA3297",
+	"ztNLU+2Wvr2+lCZjsRaGKW3ZkttowexCMJg85ZFlzXDY+9tVbzS+7l/81Dnrn4YBCy+Hg/GgOzi7vroY",
+	"XV1eDobj3mnYajc+B42uVrNERl9pBYngRjAJ0LNEq7lImV1IwyKeJCJ9Yk4Yn3IVa8WkRfBe6XQq41io",
+	"Lw9fJ7MLoSyMKmI2zSxuMU8SfSPiE/bi8DkLLwanveth76fB295pyIzVK4Pbr3QsEN7XWomvs5XvtVQs",
+	"0rFgN9wwnqSCx2uWGREznbIFN0zcrgDREa4LbV/pTMVfC7YpADGTiSiQVdxKQ4d6ydeJ5vFY6zOezr/S",
+	"fk11vGbiNhIiNkxaw6awHydMiU8iJfbFpGXcMGkQyrHW51ytHYWbLw/lkFvBErmUgH/NcNgZ967P+ud9",
+	"JNYTNuXRB6ZnMzbTKUMOfYAsmhniyMD3Nnn4Qc7E6yByTz8tsXsE60rxzC50Kn8VXwFhzqUxUs0BYVIx",
+	"QwSOUhEDKfIEvjXCGKnVCdIbixIulyhoEFJxuxKR/RpwjkT6SaQHRsaCzXiWWNb85vaWhf2LcW940TkD",
+	"Rnt10fmp0z/rvDzrwZERVgGDMHwp2Irwnt1Iu8Dj1LOZW8Yq1ZEwhk8T0VNW2vWXX8/PIkkOQCA7bidV",
+	"pJWRBqYkEC2R8hPDllzJmTB2J7l89oIUca/Ljejjkay4tSKF6f7/XzoH/x8/+PXw4Id3xZ/X7YN3vx0G",
+	"3z7//O+NXAMwNpVqjtKJGzEUJktoE+JYAvA8uUz1SqRWghye8cSIoLEqffVbI8ohuGtvHJyfg4a4lbar",
+	"Y1GrpGwqJkFjKZY6Xb+dbj7+7Yt7dBp41RhOTK96Ht2FiD6IlMVyNguYkXPFEwbKC9DA6G9nTMBJBoxb",
+	"ttTGshfsrXwJRL/kt2dCzUErenH4w7c122gindbMOAONQWrF/u//ZjdCzheWpcAURcwWPJkxfsPXbJbq",
+	"JftVpBo0vhcsFpFc8oStEh4JM1FNzpZZYuUqEUzP2GH78PDwiEnFfjkM3KDvWieISvl00rAj5GKdbsAO",
+	"Jwr+5GrNZlwmWSoCxlXMbhbcMs7MSkTAByK3O/yGpwCgtguR3kgj2hPVCIpDiHU2TUT9KahsOaVDoN2t",
+	"0SJFupSKW+BH/gTwpYAdMjljSivRLk+3jx4bNIzlNjP3YeNPIo1lZEf08OegYeVSnJsaTLm8YvDbJiR7",
+	"YN8NTxIa8kEvfi7rzb946soX5jEsBzmfqEQqJSLLD6Agh3f5pHr6XkQWqZ/O/F7S39DjlLkRKYMN5qk0",
+	"WrFmrCPzVKi5VKK9jAM28UObSSNAXQnwU9yCAp1miTCt9kSF+DkEbJ2urWDiY8YTaddtFlqdiJQrG7pZ",
+	"hGGJVMIwjgI5FUv9Sar5RJkVUEnALJ8axOruEOgXHmYCrCj4Lk71agUYZ1MuE/hDLFd2TUMCILNE8/Jc",
+	"Vn8QyjAjwDpCZXXNOqNuv89uFtIKnDTIKZUQ2EwU8HSpWMinZqyTENhKmIoE/26mIuFWfhJA5bQZJFfZ",
+	"J55kAvfDkWLI0kyZgjQP3mfxXLBVqucpXwLpk8BT8VTfnjAjxESN6FHP4oDgQQVbpdrqSCeGiLjKwgnM",
+	"CqruR9y0pke86BZ0H51WF4OEiiPdI2vo8TE8uklP+P4dFPBKJuKBApCs3h0C+Loigf96pwg2C/7sm2/v",
+	"3RN6Clnrr6Kev/Bb2voXRz+8eH744kEcB5eTA+NmuWPHLh1mbTPPH/UNIeiGYPFWaIw0CdZUm3WmBpSh",
+	"peDKsDARcx6tw4lqgg60zpUitsqmiTQLIERyhqBNO5MiidkHIVaGAYkghTtVEOnJjXfMeDr/xEKpVpkt",
+	"6E5ndpXZ8ATsJssOUVYeAc0+Yz934HUrjE3kdON9eo1xZIIha7qnnhim01ikrfJ4E3XEfu4E7BlbpQJW",
+	"ivol6RmsiWQd4wOOSTPD14YZ3QrYc/aq0z+bqKZUs5Qbm2aRzVLh3u3+2Ou+7Q2v4ZneaStg37GVlsqa",
+	"Y2ZsLNKUGctTa1DNnKiQfmST7PDweYQMB/8UIeiXxQo+ZtKu2E0KPI5JizwJ5I7fguLhfJWoxyIjT9ZM",
+	"K7HBFZlWE2VsrDMb4OEQJG3WUWtglnMmEiNYE7UNGhNMbhOwOU+nfC4C98ZE6cyiaQB6z5LfXuLX7wLG",
+	"WZRys4CT4yi1D3RmW4Bu1V0KJop0azxdkJYKSOOXBqEJkCatLZe27zapNWjcHsBbB594CgRj4PUz//o4",
+	"f31ErxfUMnb8y0+JGwYzOjkHegbIoEbBI/ebvOcGGhcDvXIDjfxAAAbYdCVX2gP43CwVYpRoW6Mm4dcM",
+	"HmBa5W4alqKiq/TNSa5KI70uQQV9r0FQkz8zS5WI67U9z8q+LXOxozqFy/nsyBbZtPdVrJdMxqA4kxsM",
+	"9iFg0UIboUCq50ADT0JexOdcqmCiMhUtuJqLOGA3C6EKIxPHAPQCG00CO0OdBMQtMQV2w81EJRqsObtw",
+	"nlv3mynGQVedabOhWAogFRGj2AYawp8majw+c3L7PiPv4N1v3+0UMDdc2jotFxh1oj3TROObLfmaLXQS",
+	"O8DJHQoDAKkCeDc6/VCvFvsjO/rm8PDwQbKnQLEc2FrJQ0hM/uEHYjGgHfwvrVjeayfgRCJ+o6doT/Lb",
+	"Pr0FyOig4mnK11sLwVl2gk4jPgxuOPjlyta74yOdKZBk7iFCce8BPnYmIBqGMjU2YFJFqVgKRRrtRJGU",
+	"JfT0FPJeTx1CczeUVqD1Rotcxi54TOJFxO2JOkM0ZhasSYGmrZPR/nH3KGsCRTjqccQQTFQqiA6AjyMh",
+	"4kCxJC9rKvzbuIQWcg6lrV/6hm26ZSzWcgwKVOwRjwgaH6S698k3evoWHvscNHApvZWOauInr4SKUEMB",
+	"2wK0dhUz6fxA/iCUuAlYrG8UerFITTJZYsunc7dNWrtgBGsollwqqeaPsE6BCEgVu28zzv1zpXf23eyV",
+	"1veaBpfwDFBdpkDU73E2Q/ckaM7ZdCnR1bnHe6Pi4RoyR+O8dNw1m+ywx60ryEm5sjEVoErbXKywjp2c",
+	"ihWQmorWDzTdfxQ8sQtAJxQzOuIJi/PBWPNUk4eMi6VWAXMwMLlETYzs0JhbPuUGDGBpPrTaW3ZlLCyX",
+	"NYbBaKFT1L8TrlARDphoz9tkDaNaa8WtPWFKMyOiVFiz4Xw7Onz2oka+LXBRuBXut6nWieAKfqwz0/jB",
+	"r+9+8cbZ8R3GWb2N5OerPxkDT48st2IX01YzOc9SMgUMPMi4YjxeSsWMsDnTRm7YBGYHqoWeooSOGc2O",
+	"2+61ycvexWn/4vX1T71h/1W/2xn3BxeNoNG76Lw86502gsbpsNO/6F+8hj/7I/p2P/3yUqhYqvlPIpUz",
+	"5x6HkRWfJgKw9zQlfIc/paFvQeE8lWaljbSO1jYcSN1u73LcO2XNSC+X0joPSx6obAHr75wNe53Tv193",
+	"B+fn/TE+zRWTMUUQEyZ4mkiR4gsslnFlR/wMjaCxNc6eK+9EkVhZXGSHYn9dDyyukNz+DyO/HvJ5wvWp",
+	"jtfbtBM5F/m9AQd082HIAYjN7AaEgvBVOAYreo7ldmWMAW5xa1kT8E/c8uUqEYiHejYjJCCDG/d5C+93",
+	"Ot1/zJZcHcD+AXJ4Ckc7DGbkEv1sddRe62rf9JOSs/MuH2exW1uwnfNoIZUooKOTiTDWXCDTRry/ETTq",
+	"wv2NoPFm0L+47g5Oe6VHi+96/3nZH248dzXCLy4Hg7Pr8/7ovDPu/tgIGt1h77R3Me53zkojjXqjUX9w",
+	"UfPN6OqyNxz1TnGscgQdP46vXw2uLmjel9flz53huP+q0x3jl/2L6/PORf9VbzQu/3TeH42Ic5z1OqPe",
+	"9dkAfx/2Rldn4+vu4OLVWb87doN3Oxfd3hnxnApQl52/nw06p9fjweD6rDN83SuGKJZTjsc2goYP+zWC",
+	"Rinq1wga573xj4NTBLpzdjb4GZ/2hzTun/cGV+M9idyZxH31iScSSN27ta6UyVYrnRIDeKOlAhQqnvPf",
+	"9CgFoPTNlcGPoKicS4MJJHCiecC1GGNEYdetL0bZSqRGxDjOhY7FUHzSH9wnl2UA801LnzqplTMe2Qtt",
+	"++q80CL89y4GDMcIesqZxl8p8pdnqOCgXa4ikRB3r0CymVTgXy/gH3Irzii8DuenQOBiDOJK8U9cJpxc",
+	"xOfCLnR8oW2HUj9wJDyHsVwKnVnkr69kIvqDBzJYeImRnw60Z+erawKt5d5Ew7RK1ieMk+/xP5ixsVTw",
+	"vPdUtdoMJLV3uKM3Po/XRmhe0RTWOQVh2pBJBZJ6osBEBnYZy1REVqPtH5MQJ3jQd8BjivyF9CUNYRci",
+	"FScThVFJbtECs6CrtVmHLX0cn0bB5A9p2M8dAo57L2JAa4FVMs5SMc8SnuaP48xNzsx6mUj1IWCv+q8G",
+	"IHALcP1CMARJ72DaQMB+7rSCYiscIJhR0WY/w9chbKbGhUwU7ZI0jCeGgh5uS58Y2nQKRPJ8p9H2c+5H",
+	"pdHlV16pc5hi8hKOoDPbZhdAzGgYrhIuFT2NFD5RMPwyM5RpNAVbVpAHZprJJGYZWK7NEHT2MGD4f/sv",
+	"8Ndf2u/5Jx4GExX+pR0l3Jiw1WbDLBEGdmc73FWLeJNGXdglx5g9owd3Bg8K5PkzRsPDq1dbq2eJp3eC",
+	"mKBxyWWkDNzRFEdWUhly1fxzjaz+UfDUTgW3j3NV5paM3+l9nD0lW6ri7Hn+bNPZEzRir+3WbhEq7NIa",
+	"kcxg6f5h1kQrRys26r8e94bnrbrtCBoJV/OMz4WpH93/zGRsSFXG+XCDTYB5ItZULTbiXHYhlhPVXKV6",
+	"CiRM3hOyQUTsWB1mN2pMOlDChVQsTmqFsROVCpCFbCXSsrc0/eSoKVNgy2hKXOHxGh8yjNuJCl/3xuwp",
+	"X8mnn46e5ksM28zroMcVx4/BoK3SHoqJojCm+CR1BowI4CCq2ut0z9yMQ3zx/hNGk/hOd7c3zZ4YZz9X",
+	"DTpMZzSsKS3t/lKqJj4XeBMPRmm17nZ7P/vm2/s8Mu6kfxKpqTWyQHFwbA4dSQ4xPtHzxtnek8YHEYkD",
+	"PICj9mH78ITNo4gdPWs/ax9OGhsq+TdHz+q4BqzoZWbW20C80VPESaSDPC7wB9e+YQNsbERQZQOVIy3D",
+	"WqLmd3ezokc5nAkrhuKTrD+evvfFGgov5C4AijqYkgsAYQ7IVdB6REpKvOGTuJsblp4F+TKbJVIJzF2s",
+	"jSH4bWLAb8hxTN7iHH5pmFnoG8XcWI9wYBpPkH8e1lQ2Jdg8Lj/l1gbUoUpd6KnDXvZf9y/GTMbAmnke",
+	"FiWyQfOSbOzGcePFs40Yz9HBD+9+OTz4AWT10ff1srqvZinfzwnxcBdDMbj3M5QM/D/fRt+YroZYKjFw",
+	"Sg5FtYw1jRDMqWL4WBe+rjiDTju988HF9dXFsNfp/uiMyP5553WvZN12BxfjTv+iN7zuDnudsTNQB1fD",
+	"LljuP3auRmSVdgfD4dUlmK2XV2D2lk1esIb7OFgl8Ax21dXp69716csNIPKvh/3XP45HZaN3P/v1FB21",
+	"VyoVPFo486oPor+w97rkZRFpNxWE60NhdJZGone74JkhY62r0zRb2T5oefCxZAR2kTQaRa4Ml/TDG1A9",
+	"TqfV2d2XQ+D1pmwFgk3nQyXbovXqJR7F4ALYRWaECzRSCB/VTscfD1xQUoACkswOMLuEUs0nymr0awPb",
+	"OSEbIXeuYxJa8XG8XgkWvu11e9c4RegsERCY9kCqifLmYuCst5IBQoEZ8g6wRH4QmFxJKQzv9bSaXVAs",
+	"zSPGnmc7KgcGcO/9Hg6L4McDbGMscHFagEs8JtsozRTT6qQUwEdzD7jWSusE1p7XGKDSt+229IrdvurY",
+	"w8I9Gwwln8yNUcdR3uhpLu/8SfztqndFvqKriwtP9eeXZz2i7JxYC5Le76D+lomMvBik6CDNAGsn0srp",
+	"pSAqd46jSjzqASz8MdtNNF9vW3j72+VBW3FrizToZ998W5MI/ezbZ0cv6qIxBY3dH/cblZ+tvDveI+Fv",
+	"VH16E002BtuALCijkdubekSSal9rtLqxISAnZrdS3pNOyGxzlQjOfmqzn0H9c/lhyFqo3CwWEzUViVZz",
+	"LAV0RpKeMa6I08CIgaNkqUpuGtZ8cfjDRIUVr3LYqowN2uQaOC2w7TYLCysABgsZT2742kwU2WPS1jky",
+	"3juPZz1OaSUOkNdEZDA69VYak7lMl8KIbaIHkR2xhc5SlqkE9gdA9SqxNqJISC9Q8zsW8zUJ+3KY8Nn3",
+	"qAr6z9/XYOmjmU++6N3I8jh7IXcQ3+FcKB4KvE6tItFmb4VYoYhSjJP/Kw9poBewlOi0ScZObfafn9cZ",
+	"eAtt7OtUZ6t9I/kw0Z8f9d+MxtIkeXy9DGVQ3s+6kzorcdDqZvtf2AexdkZytFodfRewCP55zz9x+H+1",
+	"tgutngeMpx/AOoPvaZiALdfmY3KCclNEMhYFB2hvKPqlSPRf29fom3t+VK/vb3gyHqrzL1cyEV29XPI6",
+	"/atLv7OIHqD8+eZvVFpwvZx+Jo+PXMqEp1SastBJLFLDEjFzVUqtE5dXD8TtCznuD98LZdM1ZnPekUuM",
+	"DLpw7SI4+CKlh6L7l7L6csdG/rDP0MNDyKaJjJztgI7sJZdqT0eHuLUpP8c9ebm2dY46+pHNU45JVlox",
+	"q1eUvYNSdpqI5RNDHnPnF3zz0zl6zhaCx4+x7mWd9eli12WnYRmX70DD67/ehYRLqe5cP3Aqs+RJIoxl",
+	"hD1uscjsvfoZcUVpYSxTsUhPWKJvREpP+uxQEmWYVPYRFKxHbM0DE4p2UscwUxXK2A+vjeUq5mm8Y5fc",
+	"r6Bz5afknHOILTKmIEaOz/3RgHX/+tej7whvX19cMXFrhUJ3HmseGBv/x1xl8ERrC6GRz2+B+GmX89Dx",
+	"gxRz8KqeQ6B18iVvVKL4LCEH7vyvf2XNUzGVXDl34sHRi9Yuz2IdfBv8XpZ4fb63xRqCTSZXOdMKm6mh",
+	"5C3UrhUaghtB1U8PTz/dVx5Wcwj/hEy/6sleOkUTnY6UfSQNG7x9BHmZfRyKuGfOnbhPGh0NunP3L8FS",
+	"EcY8olrVnLrWAbudiEf3Zi4HNNRYW5788bG+FlqsFtzce1KX+NBn3Drc45H4uMNvjRm/pcxV/4ZzXufp",
+	"qgh0mx1Sgc9EFRnEzpvgsoiZ44ip9UWhYOcUzSxAKmAC8ERhkixPaPawBGrI/ut//h92lIeTyHLRSgDD",
+	"MpoYl7RgVM2lQpsqzVTuCWm6rGViIlLNWwEzGu0Wl12NKcdmoqy+Ab5d1G67ByivADVyUP1SwZNk7Zd4",
+	"4pczUT5T2vhEaVAFEm1swFwydBzginEZW5nQrYlCUy/SWKYLO4nZVD5RGoRUnhi+4qkNWLbyRYcuzoeh",
+	"fSWeGBbxVbDltof9mHGZuDMOL3o/9YbXo3EH25ps51w/tLq1lvDLWOcxNigRboXydvKHIeD3PyFrvn8H",
+	"di5pRy7p4C1rIjGIuBWws8FoTMmia52lBh2SS52KVsBydxZrRt4DhV0f8uSeird88LYRNFyW10M9YYMP",
+	"8C7lFlW9XZgW9FCuTQrk+XSnnr0SqJ6cFKkyVPNQzfe5u1zl+6Mfnt3Hpym54W0NIKNcjaP8h4ivECrA",
+	"1T8Elvev3Q3YfQXsfw4s3x7uIcuKwveNLhg8SbZgKZd9Vvsb0Io2KrTErYgyq9O7wXx+uAHn/XSYV9Pn",
+	"qFY67DqKPC/VQTzAF9hfLjPrEmCNxRR6EnHOJmxvnAdb8E/VBDDcOUpoUpqF5mMSttFZu/EO/hLkRbfh",
+	"bxNcxKRxzCZUdjhpfA4pQ0xpHNWg619W7C/gJORLRIVsKZRPzjs3WH451DeGRlnyW1SZ2RzMWEV+xiVf",
+	"s6lgh3V+Q5xz7/wcv+Ndp50U+RukYW1mcERFT4M9qsXRgtb3PexyEfcsCPIQ51VBOe+7U1Gmp0Cv/nh/",
+	"hfxHwDnAHOc2t9x8qEtZcb9QmTKbpzpbmdaxU9tcKmO5fDfwMS607aSZKKxqbrOREMyN9oD0G/fG/ee2",
+	"QZeucsbtXHGoTgm4kzS7/OHO1wc2s8FkuNED6/bppZ3F+3sIoIfO6N5yU1Yx4xCDqiwRc2nlkluRrJ33",
+	"bqNA/jE9ULArzd09Co4ODw8fWiead0Up7395Yzc2qrIDOVh34Y6PTntlCLhyI2iM/rZvQN51Xxl9pID3",
+	"ILORXlaikD/1hqeUMd8bDgfDPcd1rWsavu4EBr/0Vl0B7fll/4wim2+uTl/DX/uC7aweF8HHrKjPlMVe",
+	"l9ziOpJonZzkEfeNwFaZq5T1y2i1agSN9/wTB8GAXvRG0EAvOuDHGrjfnkDjSG9opEs/UseNdE4jfQ4a",
+	"Q7Kq/qkdN3v5UtxC/hRvihtrKLipcwD+vCjVxs+lT/SkWl1srXbsciJCX1wWsiaF6zCvjumUcjf1jWoF",
+	"LBz9eDUe9y9eX58Ofr4Ig5L5jORrwGZNYp+nveQxKDu+aGBnSXGIaTij63JbuKKqcKIoQ5O7IggW8Wgh",
+	"0LRFowk7RpTKH52f3metxfpGTVQzPO1d9i5OexfdvxPwx2id31UqCSMjiUyUr5bEcBAWP6PrA1tfwCuJ",
+	"20bY0lY1c6RUtVfZPUwT2lx2I2hswLlvClFRwTdaZNZKNT/VNwpTd+BgqrUbRbY0PvSujEmPSdkmhNpb",
+	"Gcxt/K26/KVUXr3Y1gnTHMv3IC9HEltZJwRpPtidRPWoEPAD96LK1h7WqMBNdccadngdhj0sAztlTWAK",
+	"CtE2YErfAMpP12xnieZdPopqsR1N4J0Q+9ZxkePMux8IL5W4+XpYmXumH4KaDzkWXM3XQKyzL4NWWGoG",
+	"DPAReWsu4V6JW+t7uJi8iybWPVCfhCbH/HoWraNEHLtvg4myC6H8iyCb0J5OklabDVSyLhq8uGFANfYh",
+	"1CYh90QRdnucLrCcKpYxQ85ulVKQC9tLlYkiV2yYdzwJkQKoK85//Y//VYTUloLZlCvjOjq6DnoE30S5",
+	"xyK9XGqFdlyb9a3zBN9wac0xuq5dPxpXpoOzOFc8lljccKoHWwd5cpDbaWrTkWi9whYxByudJAagyEzG",
+	"kzbrTJQP0bo9q8q2NgvzxjwhW/IPfnfgqYmSsViuNDZC9WoiN0wrFuID4XEhiMmPn2+KjF1Pq/wbNz+e",
+	"IfrdbSrzToGcYdcR2gha5VxQFcdEldvw1Pgp7u18RDFtmh4eNpT5IG4weZU1ca+SNTtqff1OSH+kZdAd",
+	"7XmKOXYT+eN4buRZw90yr+Ain4OG8Onv++Wy/2EtXRfm3F0zequPIuyxa/6+R2fSeobqlXk/+107/yj5",
+	"EFebNdxZH1J6lAKYe5WV5Om49M6uEjeyLpwa7lDtifFMgTVX5eC1tNiJSCtSIL5sZ6fyFpWWvfsoRuKh",
+	"PuIOm6X6V6E8RzHCnlBzUEON925twFSWJMhlRn87YxdXZ2dtFgIEJnRtytwWUdNVjV1QrYuURDrJlqqu",
+	"5wR8X9UP7k0dKfau/Huhceub6oD5H7ACNCZcZ4qHjlz1I9Z5gHE/dq3m2xcPnXKrnIV2y62xDgNcHf/j",
+	"+OBU63ua2bnYCAaa4VxzvwsG0JucXV31Txk2yHS08cf6x/kmsjtLDYF2l9RLI+84W8llIkG+EvwDxhrQ",
+	"to6yJZCyNPmTR+2H9vLaOBq3ddsQ33lIj0vXBUbyM5f2nN/WRb2wRYJrnXduyh32Flqh9aOdQvqHm+n9",
+	"sQK/hS/gw0KdT/ze5tW1gvHBGcLI6se2NmKI9gdLkGDzVMrpOm8dF1OntEfUEX6ZvGRAQiVu/tAGpoVi",
+	"Y3b2jSrZFRY1ap6LRtcBwptBJT0pcLpubha12qyzmSKjS1aQNFizkGbihPGNjBEq0l6lIubUIpZpDBlS",
+	"k0GRuIZ828Xt7oqJHb3xysWwRVYRKNJA0kzGJwyzjf1NFZUc0cfUk9IwY/1B1LCzl4KnIqVGfShrCRyq",
+	"upCuno36TvlEJwDzMZn1pt68wLLpojxiydeYq8QtMn0s9i9K+J3bBX2vf25ldWWbNs4wuCf/fqO+1pfT",
+	"1rGbCjfYJqZgk9nWcvM8NLbBS/SNSA8w0LkQt2z0Y+fg2TffslgCd94UjYcHP/CD2bvfvn1RLwg3+pI/",
+	"VL2rb+durE4pjwsO0XmqA5eHtpVkS03mST92Hmc9Y6HPIA4D8pFYjV6RcCYTYcJa4xZ+2d6v3q1NqYTE",
+	"sITLOB+ulIVfpK05IE3Z5V5kuUd6hT5130i7vQhZE/3+uAFmIVfU6qFVauKCjKbSxSVgmZIfM3drhdK2",
+	"vPonZqs24AHh6XL396pqWaN4PqboLu9TXRdhwes38i7jeFsAddv22RtPjGt+jewulp9k7Drl6Yma410C",
+	"5Vs/nN2EyO5uG2m697HOM5GCSTVR1QbarY0u7EdtdlFcy+UyAF0ndRefuI2SzMhP4tyzEtLkay4D2Ij2",
+	"7tJlihsCVqW28nucXN6FPi9wfGiM3L11b0/9ffKxdtepVmCrTFrLzIrsjoe7Sp0RCfbhCuwBTDPySUJt",
+	"Nuqd9bpjn3dk/J0XRN82i4WyT8xEFTaowwCfFRBi2KxgQnl/2jAVM5EKFYnRR7rCAnu/5266WSrMIm8e",
+	"yprlnvEOc+2Nbp2w0/OzAjwYRvBoMVHhp1IPypB9zEAmF4U9OewsT1iqv/QC8Po8S6wc5c/Vdw51O9NF",
+	"e++CIg11z5UvyLrfdzUSvgtNXkJzR+Ldd0eH339/v+fP5WM9NOOi3seVxiKl1Wyv1Z3L2z2yoAok9nlQ",
+	"ZQTZtMq/+eZ5/b1KMNj287urj4WItx/PL8SoK9LZyG6750T22cIypm4z/gp+b+f5IWKfbNGpr6fbL+3q",
+	"Y1Lp2PowX1f5kMtHUOxugSW1ZLKxA7W7XCBtiRiCevK8m0du5uzQzjUC2Oh9Wy2IRGByzemSUkY2N/Bh",
+	"zoFHcYQ76Q6RYi+a2ThLerHEpIqJand1o3i/5pbHzEgljHli8nsVRKmvxl7epjt7LpeB8F0A7gTjg1QI",
+	"SAGEU0c7Z6+xseFpZ9x52Rn1Thh6BslPJtWcpBj2AHH2pGux3Cw6i2AzElb0Calzp+HSsNHeHZWTPhPy",
+	"wUYDvVdO4GzBaiO6PAI1Rqnm4TELTbYMGY/d7ZuUL4wKpTlh4VKqkDXRZk19kC5g/UGfoc12LlXLtyow",
+	"2RJmoF6WqEcaTMt2v/ryTtQzvfIJM2RJ6Jq4ZcviBbQI4iyyFf3Uv2fa7EqBZU8AgoZPAxWpPnplJorb",
+	"4iIDGoFmwuWxwzx8mQJkcJijt/3Ly95pe6JCyvAxAxWSQZHHcH3e7DG5PgpNZEk36Fq6wwcNcX8O7gfQ",
+	"S5p+m42fLSCA2KFvFomR2u1ukT4tt75B5MPyo4us1M0M2ztTYvJN+aMTbQ/tULLMk022JKcM/Jsle3fA",
+	"gbfO8a3zjDizO4f9s3W3u4K49wtA78oqdke15x2ZGyU6Suyk30InJzZU4CL1NuU2M6zJAfUpTy6g/oou",
+	"pc4n7jvEcz3k2CoVuFgjrbsF2k5Up9uigjJCzuk6/4Bd+bJE5A1qnZ5DZrrJlhNFjICme+LMStOqQ9sl",
+	"vx35azAfWkm69d6e98k97trHPxWHNi9ozLehDpt+KsLBD61e3eEVLi5fSTkIPh4tCsxCRukzD7SKRLlD",
+	"Q7e3f9i0uCV2nwoM8gqd6fldheWYmV20cvkWb1stw4ee1lUqrMi7V262iN9lNpRRcbMgAmUbyMGSnySP",
+	"Oed28sOT3h/QIG/nfbEOulxKOvHWLNQs5CXu6zxrKT9v1+MMGUkrYHfdHOu36N1ENctzgey8WegEm7rS",
+	"xhw9RdMR62G9fiBdfnfrcbfD/iG6va+qfeeWHKOIdy6LVaEABHlClX/N3+ZHTdFcEscTz0FJT1IlZcn5",
+	"OSrn8/AymX1JbJMd7WRBFVosUPQueVfd9JrUf2zO51JR2qyuM6OrIMNcNO43r80uO8Nxv3N27K4jRgwP",
+	"7riAmBeeTSAcdBZNhb0RQrFDqoQ7cnqqI+MTRiO/19OgUuJkWKcLeq8DgXr92YkqrG5p/I/tXKZKV9Ht",
+	"FgJDIV4AzHRgT8xE0e4fuwdy5XAqIg6mg+tCiHjB6R4Rl4DOmqjzBhOFGm+LRq5I8A2ls9PFLHLBU2XY",
+	"ISbhUQq9Uxe8/k6f3NZsqswwlpAYy0Lt1u+J0mmhxuKljP4XOcNUXb+V/uvS8xOFL3S6rNnt+fhA/k6a",
+	"KbOR2t7p4qUQOFAjaPzcaQSNMV3ugP8OzqgBZyNodLEAhyba9+qWx46Ot6yLKEulXY+ANt1VrzoW3Yf1",
+	"58qT+ihNY7pm4eVgNKbuam12ZfAXdH+6X1x0LWx7nwu6ADAUWdiTC2tXPpDtEhh2tJehH10QMwcmhyOf",
+	"zYOyO8i5B0Cfsbxtpnd2F6SUEE+93EWAqPdb0Xuu0qOuFO2eKPeQ+zZstRldpbPidsESLE/JyIz0rcb9",
+	"Ep7iVKl5SsalNBMVCyVpL2JBrWTFbSRWtnJEEzVR//ZvrI/nadcT5WLm8KuhQ3Ux97zRHbbhi3x79FRE",
+	"AgHjlEELUMYTVUKRZtHCreWuT0AKLT0iLdMrQZdBuxMtZfxMFIbHm9UjBSMUTouFVbwNWyeVQ45ICUox",
+	"W5ZyBCpI0ywP45ANdt5vSUA9DWGtC+1tm7xxIIgHuuACj7NYks6j+IGTEfgUz2+bxIuR3PZ3tfoE72ll",
+	"JuovRU9lw5ohFjyFAcFHf5VC0HSfg79nLaSbA10T5olirg8zWDw2wmKccLvtMmDBX9ipa+1OYs1pfHgN",
+	"xFImiTQi0ip2iQtcsfDchMxks5m8bbML6oOfCpiSVkt1E3xqdJJZnyAeCx7jbeR5+xIQ3BnlWJj8ojZ6",
+	"CMbCPUOLTStttcKeZjr6wJyjZKkpu8qyv4Bi9JdyRmXAVklmYJRws19QGLClVBniG58Ju2ZLns6lwo0o",
+	"315FHXl/HI8vvbiBMbHcHFtXNgI28foGfXAXVU0an8MTmDvyW8OuLi97w+vRRedtj1GLLWzvKynyAwRA",
+	"B/DEsBJzacMgHZQxSYIpEngzhUt5f3H4PQs37gRy0WfALxbLmIxjxoACPmEdNFBxK2AvDl+wML8nKWRP",
+	"2YvDb1i4fe1QyJpKM5NFCxgnh5O42DeHz1lYrksjDBkKm64PsJ04gZMn2LAiOCaBneVdlVueGqilv1jw",
+	"T1JnKWmwzlHgQ335iKCbT9Tv/oHfXTcZLQz7Hb4/ODhg7l/4+OLwCBb+nP2OHjfKtZJqfgK/sHDj7qkQ",
+	"9xs4E6CruMmZUx4XxJBfnrxTGaO4GApodPuqK2LUAEtYvssqJMBcIz1MeGz6Vqg4kb5RRdd8jFJK6yoc",
+	"8Pqkll/pCxB3qCWy3xmfchVjmiK39BU99MPmb0gqxwQEKnWUkAFckO6XQS6C1Rx0+74b6eiQ/V50aY18",
+	"R/yVUPaEoVboW6OS8grbCRqpe/t5wF48ewbnJ+h6DZuuix1e0Z1MXvF19S6uOTVyIywyDr3CjhWT1GE8",
+	"bDGpjBU8BgUvL+5E4KxMEhSrDopnsBtTHn1gejbDucISHofM88Dme2mtSLG4Ei0kAhcHUcJiVQTyj4B9",
+	"c3sbMKXLJSq+qIUnCZI6cTv2+45FE7JFfLUSccD8zEzcknUFsgZABohvFtJdZpevEVbnBZDRWmEYmSsg",
+	"2yemurwTz5OJdRt4h+79QBXlanhm8qoTn/Aqbi2cQiIj7jTw3ykzTlps+f+21+1t5cyWutkdN44wKLQS",
+	"iq9k47jxvH3Yfk6xhwUqpTsVnTzFCstAtKlpqznCwhtk52FNRlZYdykMdZzyZUiAXy4XKfdIgvzJ9+oG",
+	"e/YmYF/lM6BFhXl8sNUTFVYvVwi3r4rwmYqVu2FKA850SqZ3BdYnpvTIeHzGml7Re37ITMBuRJI4fTHH",
+	"Cbxtu8USbbzMxWKEY7dejq2GBHaipCt1vJljF4Ky83RmAzJLy1fEcIsvYtOy/ILw8GwwGoe515XI1ukJ",
+	"PquxsnS6kSdfFHAa+qqAlHFDt3m7Nmc4J4FKx+nmLml8HkiXq0e2rHAdxMqX2qTuXozirh6dxOXKb+AI",
+	"/mbRcKJmUkmzEFXwYNRq/bMSNyjasDjHHLMXh4eF0PbSYIcEArO5RqKc1AiOE2RgYfl6QVBBvrm9ZQU3",
+	"DKrCmszVXKT3Y6KaOL/vpKiFeqnjtbvxxQpqYstXSPnw5tP3rvKYfD33eYK2bsD6XPX22DQTlC6MWevI",
+	"CZ4dHn6J+V1ePAKwUYrgms+1gUW9oNnrBs2hfPqSx/mC4JWj+1+5UjyzC53KX0VMLz2//6VXOp3KOBYY",
+	"NH/x7If73xhrfc7V2kFnKDSGzGIfEPOwOnoOsuWSp2vcIJS/PkMTUL/UZoBu8D0BwkhJXDgCpNQlvB2M",
+	"z9GTAVJKCWPINbGT5b/XU/M0L6Cr5/k/cyBGV39KZQkha3r3O9YZtFC0k4+KqhPRjrVZqgz7VaQa62BR",
+	"xXFxUhdwcJYwpXiRiG2GRe0aENeWpQFabUc5fz8YcyZEzb+U0wVQku8rXfLkxBcAzLl0miYJ/fZEoQcG",
+	"3csAGcKOWdmZchmTpYrboMz6MC/Z2TwY8JbqYJZg7mSJb8ELhY1LbRN5JME8wjfhd/fT9giuxhiVMbqR",
+	"OfTXbDgPQVjcERIi8CeMTxS1oVClu0WIPeevof8Ipg7dFSa4blw0JQAjc33jy0wXHDdDZxY2ZJVKnaIV",
+	"j4qaa7TmLwdZsxuRCt9z03Vgjo+d1kzKTpyX2M64TLJUlEQS3RzpWmFiOiFocF4dW3DDVtwYvL9/ovpF",
+	"MTDlGhaVw9XL4ZzRxuaCjFwn0ZqwWVXtkuNKNAaYQNVsbZYRe2dDgUylVMUSAEG9R8pNXWmKAkLXV6tg",
+	"wjS3+TT4AQ6hpFo3sXtzTE9zNsuShDzSotDM9czbA4bakZbLmVmkDbYJzVuUUoI0FXvkCoS7ygXGKddk",
+	"F4UNjqzoMH3R+ERJ2vC5cHd7AuKUB6jA8iSX804V+u8k2LFOBujkCwl1HP8fJNDd3LuFuSuJReaBxqyR",
+	"02Tt8g3/Jd9r5fuZb4mAVEQyNRcwxIZ9ZZCTM/7yBy/YsQh6D6HuOgLvFutlK+EGeIsPQOXtky1b6CR2",
+	"7SVs5WZSEOfGNf3Bdkfkza12Z2bSojdld8emiXItm9j9HZt8oQirtmaaqEpvJgTWrR2vn0ELBmTPXLv+",
+	"U74oBUWTL42aqKbSrCJtWidMzljReTqurM3Z605nKfp0eG+Lu+TLNyc+ZkYIFlYavrTLTahbJJiIH2On",
+	"ZrpvNXNiYUfraGDWvvlz4aOYCRWBWeauGGOCLhsHcXDsDMc6u5KSfeA4E81j16WzZGPmhXPIokF/y2ek",
+	"cYo7lvWNOgbOTT15wnLXH6b0TUBdf8Dq3dEYxfkBvJcHbVRjMdbpjOAmVfRIk8cfvCzJGwSd5BYj9ReP",
+	"W21GHX/gO7fH6AqgA4NvC63EeUUBeehy3mNy2ZW8Y76HB3kT+D+t8GLNeldYq06quZ5IZ0Xfqj9fsm30",
+	"/vrKsm2z3VaNdBvkuhq6y/F5bAHkNTNqb/ovQVcv6F6Dolpq+uf5bFlBTQTJD3SKee3vUaJOiZvdgu4l",
+	"t9HCczzX/sm5MDcqRsM228nV8p6ExywcvA2LgAWqxzXhMM+lCikBCnai1VykrHQ/GyUJuzAI3k4Elu9x",
+	"EbSoxAvAukOORpww77PuCyT1FHnljn7tWPELzA73j+aoxiFabebFE5mJS/2J2hOBAELzsnp3AppVeEGo",
+	"84PT7d8uO8YIgRfMybnCYtVpZsmS8W7GNusolqkPCnQITL/RKb7pRBpYOC5W4/cIzA/YIvSZkjFFe/3f",
+	"yXLArmxfmMOWuth9df5a7jn3L+76Z3PXHjoAyj4EPctvSy854Ojufa9uPoK1/oa5Ep+fem3bPP3NYC3q",
+	"Z4B+LmrYLfqsqEweL5akyj2qPnah0ieGVS/JdV0kXKwNVPokwY4nYH5w8noQD9XFxSs5BybVEnkCqfsY",
+	"qEe90KYC73Ej91CXcPuAcmxd0ch/HrwVkTigEtsQC1cpiR1TB1H/xeN4YvIB/PvYuOIEFWxKPoYFYHds",
+	"upby8GC6tmKiAJ4WgYY214JjjIMWTDe+xMa13jfMyF+d5xc3MSA1HFZi8c4DaTD1xBX+y2oeJSVZNMPK",
+	"bdNhywcssSygDO7X4JkBCzvDcf9VpzvGJIj+xfV556L/qjcaA+/ErIk3g5fXReZE+Q130zaO/AML0aC4",
+	"Rn4P724zY/ZgXnzqDJ6OQ3IMlqZ8KaxIgVrqybR45OkbIJJLbheNz8GefSScbYFHgJ3IG8cYoW0EDcUx",
+	"Yc74mu8q2w72ZMG+UH0borxhGpFMHjrPCa6gsRy0heAxZu854BzRoAA78H09dgP6sBtv3j1IMunICntA",
+	"lF6VUPmsU6k4FjNuljx+rq2Dl4kImGcdbeo9EiMq/NaocIua+Hj1eJERNdHgcn04Me+QCBsrAv/g4X7+",
+	"5xaQhy/uf+NC21c6U26KPSRqV6tZIinp/B8ngkeIH6iqWmHsAd7MggIAa7SqUu6PiN40LyDb4cfz/WZL",
+	"QjRsUiqTV5lJX2ZFYK0VuoACqN0ockvaQx65QM+H2bgP/4lhUZamYEXB4pszoSIyHMZedONLeWyGvCbO",
+	"0CPvA8XlALG8B4XCKXS5s2+wGjZxCzbgznX+ztmw1zn9+3V3cH7eH49R0AhMkfRxQBcV8e6vE8ZZLGeo",
+	"kdiS6wabVS2X0tqyD42uwh72Rldn4+vu4OLVWb87DtssdBlRx8xdyBAyR8SGha5mIWT+uh2UxyCpitdy",
+	"15F/iZ7JX/FjtFnH10AAPFTlEE8UbpWx1WoVKsWRsSlSZwsVC0Ot5WquwNf3+vSplKu5CPK4Z6LnplVK",
+	"xycfmjTsJoVdUqg1dLaTxCLKgil5Mo/LiOTDf6iNOS/rRGmfC0hbTxicX42XolEdFJd4g8JEd8xRUqar",
+	"554oIzAi+vfRuHd+TYBRAiToDZg0elxRH8qmee4gTcuJf2VCmCiwhIHKWgHbQgvWrEEtGMlXbuQIRkUs",
+	"xSWHMBooP2VLPrfe8f6DQrmCWZztPlHkNoeNEymbC+U0Gk+crTbr+9x83IByO2kWp3rlcrdBzH8dw3lb",
+	"zzuhwymfSs3mbu1QdVdgkKPnLLzs/P1s0Dm9Hg8G12ed4eteyJoogLH89Xt2Ll+2TjAn0s+Qr+4RiuSm",
+	"R3WiytmFshQdqPWxYqsC6+q2/oC++e5LOQ/K/Zi/uveg0pJ4h5pWdFwvmHezcp/Ajo7r/+xehS+vNB3t",
+	"AdMlYfNYa+xISsrWs302wCVZ82kieljv8Y9V1C61k5VelmKFcI3RXNwcG3vb50E6m1S7lbSuVibzjTA2",
+	"y30oTcpu14IF7mpVn906UUXvq0iwJmp8Ei/wM/QUtgRstdmFZoCHhPeu6IGSnbyDjRpaoEmidZLDBXK+",
+	"eh0TqCEu+dxkXn655BrYMuedxVFQxlNzf5TxyNwvB4MzsOLPO+Puj0Ux1cVgzCLaljivEE4x/ckDQLe9",
+	"g5pKBZElUMjD4oWpYImcCZ+D5LLisdux6/htTIYajC0yeo/YQmdpgOWcqBh9x2K+Nq3CIQWbvLdofDPo",
+	"X1x3QeLl1QhN79cGmFte1lW34wTz/Etv9/7zsj8kGVd8eTXqnf5p7o43WqoLum3sS4gOGP5BguPoT556",
+	"t9iA38EMQDLZKC8LXIqDS+zHZHLUtL+yuPjhT9sNd3NBvfSMqCIoj0LVE/SJr4ShXAQiVtqQoz025LVW",
+	"4h/C/F0lbuP4l3dlUTBOSWeuKbz0fGSDA5eFgHTli/cIAlNU1+4w2AvG7Plk3cx0tTnawdSePCyLCmci",
+	"ewOffExUfole7XLL3dDdSJ7bX95GN3wGDK5DMUw/iyx6KleHOcltS1XU/boiuliUGszqJM4h2xYJ9RVd",
+	"ua2lk3jidQhqP4qR0JQjVmKIMdFzzG9FnwG8NwOx0WaDlVDOz1DUpKJYzztCY6kf9cCmG6jy1si0nOLa",
+	"HYTDD0JSiNyjTd8uivsMHwRVaeaCu2lGZ7RsHecmls+foXxYxo1vvEMT4iuYdeqv3LnhEn0mVBJWqg+B",
+	"zSXHLYhHn26EyZ6pU4WpduNeyRWw8HI4GA+6g7Prq4vR1eXlYOjimXhKNRV2XzIkCqfnS9O/jGjauF7h",
+	"K5s1m/cG7ODMJbwtdQj/VyC0nr9v91j45d3nCtMHtGJNLE8A8dVyVypUN9kTsW/HXsfz6ybOWynQrO61",
+	"TY6PYgbo1+To7eIo+fjbYZpFqWDIPZ0XdWw/7a4oQ0YQ5MmRJnBmcjEGmjKf333+fwEAAP//",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

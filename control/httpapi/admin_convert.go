@@ -177,6 +177,14 @@ func verdictOut(result []byte) *adminapi.Verdict {
 			TimeMs: c.TimeMs, WallMs: c.WallMs, MemoryKb: c.MemoryKb, ExitCode: int32(c.ExitCode), Signal: int32(c.Signal),
 			Message: c.Message})
 	}
+	if v.Subtasks != nil {
+		subs := make([]adminapi.SubtaskResult, 0, len(v.Subtasks))
+		for _, st := range v.Subtasks {
+			subs = append(subs, adminapi.SubtaskResult{SubtaskId: st.SubtaskID, Status: adminapi.VerdictStatus(st.Status),
+				Score: st.Score, MaxScore: st.MaxScore})
+		}
+		out.Subtasks = &subs
+	}
 	return out
 }
 

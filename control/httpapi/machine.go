@@ -332,6 +332,12 @@ func (m machineAPI) SubmitResult(ctx context.Context, req machineapi.SubmitResul
 				Score: c.Score, TimeMs: c.TimeMs, WallMs: c.WallMs, MemoryKb: c.MemoryKb, ExitCode: int(c.ExitCode),
 				Signal: int(c.Signal), Message: c.Message})
 		}
+		if v.Subtasks != nil {
+			for _, st := range *v.Subtasks {
+				res.Verdict.Subtasks = append(res.Verdict.Subtasks, store.SubtaskResult{SubtaskID: st.SubtaskId,
+					Status: string(st.Status), Score: st.Score, MaxScore: st.MaxScore})
+			}
+		}
 	}
 	if e := req.Body.Error; e != nil {
 		res.Error = &store.ErrorResult{Code: string(e.Code), Message: e.Message}

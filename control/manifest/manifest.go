@@ -68,7 +68,26 @@ type Manifest struct {
 	// IO is file input and output; absent (every manifest published before
 	// it existed) means stdin and stdout, and keeps the canonical JSON.
 	IO *FileIO `json:"io,omitempty"`
+	// Subtasks group the cases (docs/engine.md, "Subtasks"); absent (every
+	// manifest published before them) judges each case on its own.
+	Subtasks []Subtask `json:"subtasks,omitempty"`
 }
+
+// Subtask is a test group: its cases, how they score together, and the
+// earlier subtasks it needs.
+type Subtask struct {
+	SubtaskID string   `json:"subtaskId"`
+	Scoring   string   `json:"scoring"`
+	Cases     []string `json:"cases"`
+	DependsOn []string `json:"dependsOn,omitempty"`
+}
+
+// Subtask scoring rules.
+const (
+	ScoringSum = "sum"
+	ScoringMin = "min"
+	ScoringMul = "mul"
+)
 
 // FileIO names the files a program reads its input from and writes its
 // output to (docs/engine.md, "File input and output").
@@ -209,6 +228,9 @@ func (m *Manifest) Validate() error {
 		if m.IO != nil {
 			return invalid("io", "only CODE manifests have file input and output")
 		}
+		if m.Subtasks != nil {
+			return invalid("subtasks", "only CODE manifests have subtasks")
+		}
 		if err := m.validateSQL(); err != nil {
 			return err
 		}
@@ -282,6 +304,64 @@ func (m *Manifest) validateCode() error {
 		}
 		if c.Weight < 0 || c.Weight > 1_000_000 {
 			return invalid(f+".weight", "must be 0..1000000")
+		}
+	}
+	return m.validateSubtasks()
+}
+
+// validateSubtasks: ids unique, a known scoring rule, every case in exactly
+// one subtask, and dependencies only on earlier subtasks (so there is no
+// cycle and the listed order is a judging order). An empty list is stored
+// as absent, one canonical form per meaning.
+func (m *Manifest) validateSubtasks() error {
+	if len(m.Subtasks) == 0 {
+		m.Subtasks = nil
+		return nil
+	}
+	if len(m.Subtasks) > MaxCases {
+		return invalid("subtasks", "at most %d subtasks", MaxCases)
+	}
+	caseOf := make(map[string]string, len(m.Cases))
+	for _, c := range m.Cases {
+		caseOf[c.CaseID] = ""
+	}
+	earlier := make(map[string]bool, len(m.Subtasks))
+	for i, st := range m.Subtasks {
+		f := fmt.Sprintf("subtasks[%d]", i)
+		if !caseIDRE.MatchString(st.SubtaskID) {
+			return invalid(f+".subtaskId", "must match %s", caseIDRE)
+		}
+		if earlier[st.SubtaskID] {
+			return invalid(f+".subtaskId", "duplicate subtask id %q", st.SubtaskID)
+		}
+		switch st.Scoring {
+		case ScoringSum, ScoringMin, ScoringMul:
+		default:
+			return invalid(f+".scoring", "must be sum, min or mul, got %q", st.Scoring)
+		}
+		if len(st.Cases) == 0 {
+			return invalid(f+".cases", "a subtask needs at least one case")
+		}
+		for j, id := range st.Cases {
+			owner, ok := caseOf[id]
+			switch {
+			case !ok:
+				return invalid(fmt.Sprintf("%s.cases[%d]", f, j), "%q is not a case of the manifest", id)
+			case owner != "":
+				return invalid(fmt.Sprintf("%s.cases[%d]", f, j), "case %q is already in subtask %q", id, owner)
+			}
+			caseOf[id] = st.SubtaskID
+		}
+		for j, d := range st.DependsOn {
+			if !earlier[d] {
+				return invalid(fmt.Sprintf("%s.dependsOn[%d]", f, j), "%q is not an earlier subtask", d)
+			}
+		}
+		earlier[st.SubtaskID] = true
+	}
+	for _, c := range m.Cases {
+		if caseOf[c.CaseID] == "" {
+			return invalid("subtasks", "case %q is in no subtask (with subtasks, every case is in one)", c.CaseID)
 		}
 	}
 	return nil

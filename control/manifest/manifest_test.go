@@ -232,3 +232,55 @@ func TestFileIO(t *testing.T) {
 	s.IO = &manifest.FileIO{InputFile: "a.in"}
 	require.Error(t, s.Validate())
 }
+
+// Subtasks: every case in exactly one, known scoring, dependencies on earlier
+// subtasks only; an empty list is stored as absent, so a manifest without
+// subtasks keeps its digest.
+func TestSubtasks(t *testing.T) {
+	t.Parallel()
+	m := codeManifest()
+	m.Cases = append(m.Cases, manifest.Case{CaseID: "2", InputSha256: d1, InputSize: 4, OutputSha256: d1, OutputSize: 4, Weight: 50})
+	_, plain, err := m.Canonical()
+	require.NoError(t, err)
+	m.Subtasks = []manifest.Subtask{}
+	require.NoError(t, m.Validate())
+	b, same, err := m.Canonical()
+	require.NoError(t, err)
+	require.Equal(t, plain, same, "an empty subtask list is no subtasks")
+	require.NotContains(t, string(b), "subtasks")
+
+	ok := []manifest.Subtask{{SubtaskID: "easy", Scoring: "min", Cases: []string{"1"}},
+		{SubtaskID: "full", Scoring: "sum", Cases: []string{"2"}, DependsOn: []string{"easy"}}}
+	m.Subtasks = ok
+	require.NoError(t, m.Validate())
+	b, _, err = m.Canonical()
+	require.NoError(t, err)
+	back, err := manifest.Parse(b)
+	require.NoError(t, err)
+	require.Equal(t, ok, back.Subtasks)
+
+	for name, tc := range map[string]struct {
+		subs  []manifest.Subtask
+		field string
+	}{
+		"unknown scoring":  {[]manifest.Subtask{{SubtaskID: "a", Scoring: "max", Cases: []string{"1", "2"}}}, "subtasks[0].scoring"},
+		"case in none":     {[]manifest.Subtask{{SubtaskID: "a", Scoring: "sum", Cases: []string{"1"}}}, "subtasks"},
+		"case in two":      {[]manifest.Subtask{{SubtaskID: "a", Scoring: "sum", Cases: []string{"1", "2"}}, {SubtaskID: "b", Scoring: "sum", Cases: []string{"2"}}}, "subtasks[1].cases[0]"},
+		"unknown case":     {[]manifest.Subtask{{SubtaskID: "a", Scoring: "sum", Cases: []string{"1", "2", "3"}}}, "subtasks[0].cases[2]"},
+		"no cases":         {[]manifest.Subtask{{SubtaskID: "a", Scoring: "sum"}, {SubtaskID: "b", Scoring: "sum", Cases: []string{"1", "2"}}}, "subtasks[0].cases"},
+		"duplicate id":     {[]manifest.Subtask{{SubtaskID: "a", Scoring: "sum", Cases: []string{"1"}}, {SubtaskID: "a", Scoring: "sum", Cases: []string{"2"}}}, "subtasks[1].subtaskId"},
+		"later dependency": {[]manifest.Subtask{{SubtaskID: "a", Scoring: "sum", Cases: []string{"1"}, DependsOn: []string{"b"}}, {SubtaskID: "b", Scoring: "sum", Cases: []string{"2"}}}, "subtasks[0].dependsOn[0]"},
+		"self dependency":  {[]manifest.Subtask{{SubtaskID: "a", Scoring: "sum", Cases: []string{"1", "2"}, DependsOn: []string{"a"}}}, "subtasks[0].dependsOn[0]"},
+		"bad id":           {[]manifest.Subtask{{SubtaskID: "a b", Scoring: "sum", Cases: []string{"1", "2"}}}, "subtasks[0].subtaskId"},
+	} {
+		m := codeManifest()
+		m.Cases = append(m.Cases, manifest.Case{CaseID: "2", InputSha256: d1, InputSize: 4, OutputSha256: d1, OutputSize: 4, Weight: 50})
+		m.Subtasks = tc.subs
+		var ve *manifest.Error
+		require.ErrorAs(t, m.Validate(), &ve, name)
+		require.Equal(t, tc.field, ve.Field, name)
+	}
+	s := sqlManifest()
+	s.Subtasks = ok
+	require.Error(t, s.Validate())
+}

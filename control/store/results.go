@@ -34,6 +34,16 @@ type VerdictResult struct {
 	CompileLog string       `json:"compileLog,omitempty"`
 	Message    string       `json:"message,omitempty"`
 	Cases      []CaseResult `json:"cases,omitempty"`
+	// Subtasks is set when the manifest has subtasks (Score is their sum).
+	Subtasks []SubtaskResult `json:"subtasks,omitempty"`
+}
+
+// SubtaskResult is one subtask of a verdict.
+type SubtaskResult struct {
+	SubtaskID string  `json:"subtaskId"`
+	Status    string  `json:"status"`
+	Score     float64 `json:"score"`
+	MaxScore  int64   `json:"maxScore"`
 }
 
 // CaseResult is one case of a verdict.

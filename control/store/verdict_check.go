@@ -13,6 +13,7 @@ const (
 	statusAC      = "AC"
 	statusPartial = "PARTIAL"
 	statusCE      = "CE"
+	statusSkipped = "SKIPPED" // a case or subtask only, never a job
 )
 
 // scoreUnits converts a posted score to whole 1/ScoreScale units, refusing
@@ -56,6 +57,14 @@ func checkAgainst(m manifest.Manifest, v VerdictResult) error {
 		}
 		return nil
 	}
+	if len(m.Subtasks) > 0 {
+		// Every case is listed, SKIPPED ones included, in judging order.
+		if len(v.Cases) != len(m.Cases) {
+			return invalid("verdict.cases", "has %d cases; with subtasks every one of the manifest's %d is listed", len(v.Cases), len(m.Cases))
+		}
+	} else if len(v.Subtasks) > 0 {
+		return invalid("verdict.subtasks", "the manifest has no subtasks")
+	}
 	// Judging may stop at the first failing case, so a failing verdict may
 	// list fewer cases; an accepted or partial one lists them all.
 	complete := v.Status == statusAC || v.Status == statusPartial
@@ -75,7 +84,8 @@ func checkAgainst(m manifest.Manifest, v VerdictResult) error {
 			return invalid(f+".caseId", "%q is not a case of the manifest (or repeats)", c.CaseID)
 		}
 		delete(weights, c.CaseID)
-		if !verdictStatuses[c.Status] || c.Status == statusCE {
+		skippedOK := c.Status == statusSkipped && len(m.Subtasks) > 0
+		if (!verdictStatuses[c.Status] && !skippedOK) || c.Status == statusCE {
 			return invalid(f+".status", "unknown case status %q", c.Status)
 		}
 		units, err := scoreUnits(f+".score", c.Score)
@@ -96,14 +106,19 @@ func checkAgainst(m manifest.Manifest, v VerdictResult) error {
 		}
 		sum += units
 		switch {
-		case c.Status == statusPartial:
+		case c.Status == statusPartial || c.Status == statusSkipped:
 			partial = true
 		case c.Status != statusAC && decided == "":
 			decided = c.Status
 		}
 	}
+	if len(m.Subtasks) > 0 {
+		if sum, err = checkSubtasks(m, v); err != nil {
+			return err
+		}
+	}
 	if sum != total {
-		return invalid("verdict.score", "is %v, the cases add up to %v", v.Score, float64(sum)/contracts.ScoreScale)
+		return invalid("verdict.score", "is %v, the cases (or subtasks) add up to %v", v.Score, float64(sum)/contracts.ScoreScale)
 	}
 	want := decided
 	if want == "" && partial {

@@ -58,5 +58,13 @@ func WireVerdict(result []byte) (*businessapi.Verdict, error) {
 			Score: c.Score, TimeMs: c.TimeMs, WallMs: c.WallMs, MemoryKb: c.MemoryKb, ExitCode: int32(c.ExitCode),
 			Signal: int32(c.Signal), Message: c.Message})
 	}
+	if v.Subtasks != nil {
+		subs := make([]businessapi.SubtaskResult, 0, len(v.Subtasks))
+		for _, st := range v.Subtasks {
+			subs = append(subs, businessapi.SubtaskResult{SubtaskId: st.SubtaskID, Status: businessapi.VerdictStatus(st.Status),
+				Score: st.Score, MaxScore: st.MaxScore})
+		}
+		out.Subtasks = &subs
+	}
 	return out, nil
 }

@@ -167,6 +167,9 @@ func validateTask(t engine.Task) error {
 	if err := validateIO(t.IO); err != nil {
 		return err
 	}
+	if err := engine.ValidateSubtasks(t); err != nil {
+		return engine.Infra(engine.InfraCorruptInput, err)
+	}
 	switch t.Checker.Kind {
 	case "", engine.CheckerExact, engine.CheckerTolerant:
 	case engine.CheckerFloat:
@@ -384,15 +387,28 @@ func (j *job) judge(ctx context.Context) (engine.Verdict, error) {
 		}
 	}
 	j.progress.Report(engine.Progress{Phase: engine.PhaseJudging, CasesTotal: len(t.Cases)})
-	for i, c := range t.Cases {
-		cr, err := j.runCase(ctx, i, c)
+	if len(t.Subtasks) > 0 {
+		done := 0
+		cases, subs, err := engine.JudgeSubtasks(t, func(i int) (engine.CaseResult, error) { return j.runCase(ctx, i, t.Cases[i]) },
+			func() {
+				done++
+				j.progress.Report(engine.Progress{Phase: engine.PhaseJudging, CasesDone: done, CasesTotal: len(t.Cases)})
+			})
 		if err != nil {
 			return v, err
 		}
-		v.Cases = append(v.Cases, cr)
-		j.progress.Report(engine.Progress{Phase: engine.PhaseJudging, CasesDone: i + 1, CasesTotal: len(t.Cases)})
+		v.Cases, v.Subtasks, v.Score = cases, subs, engine.SumSubtasks(subs)
+	} else {
+		for i, c := range t.Cases {
+			cr, err := j.runCase(ctx, i, c)
+			if err != nil {
+				return v, err
+			}
+			v.Cases = append(v.Cases, cr)
+			j.progress.Report(engine.Progress{Phase: engine.PhaseJudging, CasesDone: i + 1, CasesTotal: len(t.Cases)})
+		}
+		v.Score = engine.SumScores(v.Cases)
 	}
-	v.Score = engine.SumScores(v.Cases)
 	v.Status = engine.JobStatus(v.Cases)
 	for _, cr := range v.Cases {
 		if cr.Status == v.Status && v.Status != engine.StatusAccepted {
@@ -634,6 +650,7 @@ func (j *job) runCase(ctx context.Context, i int, c engine.Case) (engine.CaseRes
 	}
 	cr.Status = engine.CaseStatus(fraction)
 	cr.Score = engine.CaseScore(fraction, c.Weight)
+	cr.Fraction = min(max(fraction, 0), 1)
 	cr.Message = msg
 	return cr, nil
 }

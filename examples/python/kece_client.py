@@ -156,8 +156,12 @@ def quickstart(client, submission_type, submission_id, consumer, timeout):
         cases.append({"caseId": str(case_id), "inputSha256": in_sha, "inputSize": in_size,
                       "outputSha256": out_sha, "outputSize": out_size, "weight": weight})
     step("artifacts", count=len(cases) * 2)
+    # Two subtasks: "small" is all or nothing (min); "large" is judged only
+    # when "small" is AC. The verdict reports each subtask's score.
+    subtasks = [{"subtaskId": "small", "scoring": "min", "cases": ["1"]},
+                {"subtaskId": "large", "scoring": "sum", "cases": ["2"], "dependsOn": ["small"]}]
     manifest_id = client.publish_manifest({"kind": "CODE", "limits": {"timeMs": 1000, "memoryMb": 256, "outputKb": 64},
-                                           "checker": {"type": "tolerant"}, "cases": cases})
+                                           "checker": {"type": "tolerant"}, "cases": cases, "subtasks": subtasks})
     step("manifest", manifestId=manifest_id)
     source = "a, b = map(int, input().split())\nprint(a + b)\n"
     key = "quickstart-%s-%s" % (submission_type, submission_id)
@@ -169,7 +173,8 @@ def quickstart(client, submission_type, submission_id, consumer, timeout):
     step("enqueued", jobId=accepted["jobId"], status=accepted["status"])
     final = client.wait_for_verdict(submission_type, submission_id, timeout=timeout)
     verdict = final.get("verdict") or {}
-    step("status", status=final["status"], score=verdict.get("score"), maxScore=verdict.get("maxScore"))
+    step("status", status=final["status"], score=verdict.get("score"), maxScore=verdict.get("maxScore"),
+         subtasks={s["subtaskId"]: "%s %s/%s" % (s["status"], s["score"], s["maxScore"]) for s in verdict.get("subtasks") or []})
 
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
