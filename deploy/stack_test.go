@@ -32,7 +32,42 @@ var (
 	binOnce sync.Once
 	binDir  string
 	binErr  error
+
+	imgOnce sync.Once
+	imgErr  error
 )
+
+// TestMain removes what the shared builds left: the binaries' directory
+// and the test-tagged images.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if binDir != "" {
+		_ = os.RemoveAll(binDir)
+	}
+	if imgErr == nil && imgBuilt {
+		_ = exec.Command("docker", "rmi", "kece/kece-control:"+stampedVersion, "kece/kece-node:"+stampedVersion).Run()
+	}
+	os.Exit(code)
+}
+
+var imgBuilt bool
+
+// stampedImages builds kece/kece-control and kece/kece-node tagged
+// stampedVersion once per run with `make images` (without moving :latest
+// or saving) and returns the node image.
+func stampedImages(t *testing.T) (control, node string) {
+	t.Helper()
+	imgOnce.Do(func() {
+		cmd := exec.Command(filepath.Join(root, "scripts/images.sh"), stampedVersion)
+		cmd.Env = append(os.Environ(), "TAG_LATEST=0", "NO_SAVE=1")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			imgErr = fmt.Errorf("scripts/images.sh: %v\n%s", err, out)
+		}
+		imgBuilt = true
+	})
+	require.NoError(t, imgErr)
+	return "kece/kece-control:" + stampedVersion, "kece/kece-node:" + stampedVersion
+}
 
 // stampedBins builds every binary once per test run with `make build
 // VERSION=… BINDIR=…` (CGO off, as the release builds them) and returns the
@@ -115,6 +150,21 @@ func (p *plane) ctl(ctx context.Context, args ...string) string {
 	p.t.Helper()
 	return mustRun(p.t, ctx, []string{"KECE_ADMIN_URL=" + p.url, "KECE_ADMIN_TOKEN=" + p.admin},
 		filepath.Join(p.bin, "kecectl"), args...)
+}
+
+// waitOnline waits until `kecectl node list` shows node name online.
+func (p *plane) waitOnline(ctx context.Context, name string, within time.Duration) {
+	p.t.Helper()
+	re := regexp.MustCompile(`(?m)^\d+\s+` + regexp.QuoteMeta(name) + `\s+\S+\s+\S+\s+\S+\s+yes\s`)
+	require.Eventually(p.t, func() bool { return re.MatchString(p.ctl(ctx, "node", "list")) }, within, 250*time.Millisecond,
+		"node %s never listed online", name)
+}
+
+// verifyEnable runs the check of node name and enables it, as an admin does.
+func (p *plane) verifyEnable(ctx context.Context, name string) {
+	p.t.Helper()
+	require.Contains(p.t, p.ctl(ctx, "node", "verify", name, "--reason", "e2e", "--wait"), "PASSED")
+	require.Contains(p.t, p.ctl(ctx, "node", "enable", name, "--reason", "e2e", "--wait"), "ENABLED")
 }
 
 var joinLineRE = regexp.MustCompile(`(?m)^on the host: (kece-node join .*)$`)
