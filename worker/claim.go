@@ -41,7 +41,7 @@ func (n *Node) claimLoop(ctx context.Context) {
 		if retrying {
 			n.m.claimRetries.Add(1)
 		}
-		jobs, err := n.cl.claim(ctx, free, wait, requestID)
+		jobs, got, err := n.cl.claim(ctx, free, wait, requestID)
 		rtt := time.Since(sent).Seconds()
 		switch {
 		case err != nil && ctx.Err() == nil:
@@ -83,17 +83,17 @@ func (n *Node) claimLoop(ctx context.Context) {
 			n.sleep(ctx, jitter(wait/20+time.Millisecond))
 			continue
 		}
-		n.startOrGiveBack(jobs, sent, "claimed jobs", nil, nil)
+		n.startOrGiveBack(jobs, got, "claimed jobs", nil, nil)
 	}
 }
 
-// startOrGiveBack starts jobs just leased (sent: when the call that leased
-// them was sent) — or, when the node decided to stop while that call was
+// startOrGiveBack starts jobs just leased (since: when the replica that
+// leased them answered, or when the try it answered was sent) — or, when the node decided to stop while that call was
 // in flight, does not run what it did not plan to: it gives the leases back
 // so the jobs run elsewhere now, their attempts not counted. what names the
 // jobs in the log; count (if any) counts the jobs that start; from (if any)
 // is the finished job whose slot the first of them takes over.
-func (n *Node) startOrGiveBack(jobs []machineapi.ClaimedJob, sent time.Time, what string, count *atomic.Int64, from *job) {
+func (n *Node) startOrGiveBack(jobs []machineapi.ClaimedJob, since time.Time, what string, count *atomic.Int64, from *job) {
 	n.mu.Lock()
 	reason, stop := n.notRunningLocked()
 	n.mu.Unlock()
@@ -106,7 +106,7 @@ func (n *Node) startOrGiveBack(jobs []machineapi.ClaimedJob, sent time.Time, wha
 		count.Add(int64(len(jobs)))
 	}
 	for _, cj := range jobs {
-		n.start(n.cycle.jobs, n.cycle.hard, n.cycle.wg, cj, sent, from)
+		n.start(n.cycle.jobs, n.cycle.hard, n.cycle.wg, cj, since, from)
 	}
 }
 

@@ -6,10 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"strconv"
-	"sync/atomic"
 	"time"
 
 	"github.com/kece-oj/kece/contracts"
@@ -101,128 +99,6 @@ func apiError(op string, resp *http.Response, body []byte) error {
 	return e
 }
 
-// client speaks the machine protocol through the generated client, to one
-// of the control plane's replicas (KECE_CONTROL_URL may list several). The
-// session token is swapped atomically when a session is (re)opened; it is
-// valid on every replica (sessions live in the control database).
-//
-// Every call carries a deadline (the claim long-poll: its wait plus the
-// request timeout). When a replica fails a call in a way another replica
-// may not — no answer within the deadline, a network error, 502/503/504 —
-// the client moves to the next replica for this and later calls, keeping
-// the session; calls that are safe to repeat are repeated there at once,
-// each replica tried once, before the caller backs off.
-type client struct {
-	bases   []string
-	cur     atomic.Int32 // index of the replica in use
-	http    *http.Client
-	token   atomic.Pointer[string]
-	cs      []*machineapi.ClientWithResponses
-	raws    []*machineapi.Client
-	timeout time.Duration
-	// moved is told when the client moves to another replica (for a log
-	// line); may be nil.
-	moved func(from, to string, err error)
-}
-
-// newClient builds a client over one or more base URLs (ControlURLs).
-func newClient(bases []string, timeout time.Duration) (*client, error) {
-	if len(bases) == 0 {
-		return nil, errors.New("control client: no control URL")
-	}
-	cl := &client{bases: bases, timeout: timeout,
-		// No client-wide timeout: calls carry their own deadlines (the claim
-		// long-poll is longer than every other call).
-		http: &http.Client{Transport: http.DefaultTransport.(*http.Transport).Clone()}}
-	empty := ""
-	cl.token.Store(&empty)
-	auth := machineapi.WithRequestEditorFn(func(_ context.Context, req *http.Request) error {
-		if t := *cl.token.Load(); t != "" {
-			req.Header.Set("Authorization", "Bearer "+t)
-		}
-		return nil
-	})
-	for _, base := range bases {
-		c, err := machineapi.NewClientWithResponses(base, machineapi.WithHTTPClient(cl.http), auth)
-		if err != nil {
-			return nil, fmt.Errorf("control client: %w", err)
-		}
-		raw, err := machineapi.NewClient(base, machineapi.WithHTTPClient(cl.http), auth)
-		if err != nil {
-			return nil, fmt.Errorf("control client: %w", err)
-		}
-		cl.cs, cl.raws = append(cl.cs, c), append(cl.raws, raw)
-	}
-	return cl, nil
-}
-
-func (cl *client) close() { cl.http.CloseIdleConnections() }
-
-// replicaFailed reports whether err is a failure of the replica rather than
-// an answer about the request: another replica may succeed.
-func replicaFailed(err error) bool {
-	var ae *APIError
-	if errors.As(err, &ae) {
-		return ae.Status == http.StatusBadGateway || ae.Status == http.StatusServiceUnavailable || ae.Status == http.StatusGatewayTimeout
-	}
-	return err != nil && !errors.Is(err, context.Canceled)
-}
-
-// notSent reports whether the request certainly never reached a replica
-// (the connection was refused), so even a call that must not run twice may
-// be sent to another one.
-func notSent(err error) bool {
-	var oe *net.OpError
-	return errors.As(err, &oe) && oe.Op == "dial"
-}
-
-// repeat says when a call that failed on one replica is sent to the next
-// at once.
-type repeat int
-
-const (
-	// repeatAlways: the call is idempotent (same boot id, same lease epoch,
-	// same result payload).
-	repeatAlways repeat = iota
-	// repeatIfUnsent: the call is not idempotent (a join spends its code;
-	// claims carry a request id and repeat always): only when it certainly
-	// was not sent, or the replica answered 503 (it did nothing).
-	repeatIfUnsent
-)
-
-// moveOff makes the replica after idx the one in use, unless another call
-// moved already, and reports the move (with why) to moved.
-func (cl *client) moveOff(idx int, why error) {
-	next := (idx + 1) % len(cl.cs)
-	if next != idx && cl.cur.CompareAndSwap(int32(idx), int32(next)) && cl.moved != nil {
-		cl.moved(cl.bases[idx], cl.bases[next], why)
-	}
-}
-
-// do runs call with its deadline (the request timeout plus extra) on the
-// replica in use, moving on as the type comment says.
-func (cl *client) do(ctx context.Context, extra time.Duration, rp repeat, call func(context.Context, int) error) error {
-	n := len(cl.cs)
-	first := int(cl.cur.Load())
-	var err error
-	for i := 0; i < n; i++ {
-		idx := (first + i) % n
-		cctx, cancel := context.WithTimeout(ctx, cl.timeout+extra)
-		err = call(cctx, idx)
-		cancel()
-		if err == nil || ctx.Err() != nil || !replicaFailed(err) || n == 1 {
-			return err
-		}
-		cl.moveOff(idx, err)
-		var ae *APIError
-		unsent := notSent(err) || (errors.As(err, &ae) && ae.Status == http.StatusServiceUnavailable)
-		if rp == repeatIfUnsent && !unsent {
-			return err
-		}
-	}
-	return err
-}
-
 // bearer overrides the session token for one call (the credential on
 // session, nothing on join).
 func bearer(token string) machineapi.RequestEditorFn {
@@ -244,130 +120,144 @@ func (cl *client) join(ctx context.Context, code, pool string) (*machineapi.Join
 		p := machineapi.Pool(pool)
 		req.Pool = &p
 	}
-	var out *machineapi.JoinResponse
-	err := cl.do(ctx, 0, repeatIfUnsent, func(ctx context.Context, i int) error {
+	a := do(cl, ctx, callOpts{rp: repeatIfUnsent}, func(ctx context.Context, i int) (*machineapi.JoinResponse, error) {
 		r, err := cl.cs[i].JoinNodeWithResponse(ctx, req, bearer(""))
 		if err != nil {
-			return fmt.Errorf("join: %w", err)
+			return nil, fmt.Errorf("join: %w", err)
 		}
 		if r.JSON201 == nil {
-			return apiError("join", r.HTTPResponse, r.Body)
+			return nil, apiError("join", r.HTTPResponse, r.Body)
 		}
-		out = r.JSON201
-		return nil
+		return r.JSON201, nil
 	})
-	return out, err
+	return a.v, a.err
 }
 
 func (cl *client) openSession(ctx context.Context, credential, bootID string) (*machineapi.SessionResponse, error) {
-	var out *machineapi.SessionResponse
 	// The same boot id returns the same session: safe on any replica.
-	err := cl.do(ctx, 0, repeatAlways, func(ctx context.Context, i int) error {
+	a := do(cl, ctx, callOpts{rp: repeatAlways}, func(ctx context.Context, i int) (*machineapi.SessionResponse, error) {
 		r, err := cl.cs[i].OpenSessionWithResponse(ctx, machineapi.SessionRequest{BootId: bootID, ProtocolVersion: contracts.ProtocolVersion},
 			bearer(credential))
 		if err != nil {
-			return fmt.Errorf("open session: %w", err)
+			return nil, fmt.Errorf("open session: %w", err)
 		}
 		if r.JSON200 == nil {
-			return apiError("open session", r.HTTPResponse, r.Body)
+			return nil, apiError("open session", r.HTTPResponse, r.Body)
 		}
-		out = r.JSON200
-		return nil
+		return r.JSON200, nil
 	})
-	if err != nil {
-		return nil, err
+	if a.err != nil {
+		return nil, a.err
 	}
-	tok := out.SessionToken
+	tok := a.v.SessionToken
 	cl.token.Store(&tok)
-	return out, nil
+	return a.v, nil
 }
 
-func (cl *client) heartbeat(ctx context.Context, req machineapi.HeartbeatRequest) (*machineapi.HeartbeatResponse, error) {
-	var out *machineapi.HeartbeatResponse
-	err := cl.do(ctx, 0, repeatAlways, func(ctx context.Context, i int) error {
+// heartbeat reports; each attempt's deadline is at most every (the next
+// heartbeat is due then anyway), so a heartbeat is what notices a hung
+// replica first while nothing else is in flight.
+func (cl *client) heartbeat(ctx context.Context, req machineapi.HeartbeatRequest, every time.Duration) (*machineapi.HeartbeatResponse, error) {
+	a := do(cl, ctx, callOpts{fixed: min(cl.timeout, every)}, func(ctx context.Context, i int) (*machineapi.HeartbeatResponse, error) {
 		r, err := cl.cs[i].SendHeartbeatWithResponse(ctx, req)
 		if err != nil {
-			return fmt.Errorf("heartbeat: %w", err)
+			return nil, fmt.Errorf("heartbeat: %w", err)
 		}
 		if r.JSON200 == nil {
-			return apiError("heartbeat", r.HTTPResponse, r.Body)
+			return nil, apiError("heartbeat", r.HTTPResponse, r.Body)
 		}
-		out = r.JSON200
-		return nil
+		return r.JSON200, nil
 	})
-	return out, err
+	return a.v, a.err
 }
 
-// claim long-polls; its deadline is the wait plus the request timeout, so a
-// replica that hangs costs at most that before the next one is asked.
-// requestID makes it idempotent: the same id again (here on the next
+// claim long-polls; each attempt's deadline is the wait plus the claim
+// slack, so a replica that hangs costs at most that before the next one is
+// asked. requestID makes it idempotent: the same id again (here on the next
 // replica, or by the caller's retry) answers the leases the first try
 // granted, so it is repeated like any idempotent call.
-func (cl *client) claim(ctx context.Context, free int, wait time.Duration, requestID string) ([]machineapi.ClaimedJob, error) {
-	var out []machineapi.ClaimedJob
-	err := cl.do(ctx, wait, repeatAlways, func(ctx context.Context, i int) error {
+//
+// got is when the answer was received: the leases it carries were granted
+// by the replica that answered, at most the answer's transit before then
+// (the safety margin covers that), so their local deadlines count from it
+// and never from when an earlier try went to another replica.
+func (cl *client) claim(ctx context.Context, free int, wait time.Duration, requestID string) (jobs []machineapi.ClaimedJob, got time.Time, err error) {
+	a := do(cl, ctx, callOpts{rp: repeatAlways, fixed: wait + cl.claimSlack}, func(ctx context.Context, i int) ([]machineapi.ClaimedJob, error) {
 		r, err := cl.cs[i].ClaimJobsWithResponse(ctx, machineapi.ClaimRequest{FreeSlots: int32(free), WaitMs: wait.Milliseconds(),
 			RequestId: &requestID})
 		if err != nil {
-			return fmt.Errorf("claim: %w", err)
+			return nil, fmt.Errorf("claim: %w", err)
 		}
 		if r.JSON200 == nil {
-			return apiError("claim", r.HTTPResponse, r.Body)
+			return nil, apiError("claim", r.HTTPResponse, r.Body)
 		}
-		out = r.JSON200.Jobs
-		return nil
+		return r.JSON200.Jobs, nil
 	})
-	return out, err
+	return a.v, a.got, a.err
 }
 
-func (cl *client) renew(ctx context.Context, leases []machineapi.LeaseProgress) ([]machineapi.LeaseAnswer, error) {
-	var out []machineapi.LeaseAnswer
-	err := cl.do(ctx, 0, repeatAlways, func(ctx context.Context, i int) error {
+// renewHedgeMax bounds how long a renew waits for its replica before the
+// same renew also goes to the next one.
+const renewHedgeMax = 2 * time.Second
+
+// renew renews leases whose earliest local deadline is by: each attempt
+// gets half the time left before it, and a renew not answered within a
+// quarter of that (at most renewHedgeMax) is also sent to the next replica
+// (hedged). sent is when the answered try was sent: the leases' new local
+// deadlines count from it (that replica answered about them after it).
+func (cl *client) renew(ctx context.Context, leases []machineapi.LeaseProgress, by time.Time) ([]machineapi.LeaseAnswer, time.Time, error) {
+	o := callOpts{by: by}
+	o.hedge = min(renewHedgeMax, max(minAttempt, cl.attemptTimeout(o)/4))
+	a := do(cl, ctx, o, func(ctx context.Context, i int) ([]machineapi.LeaseAnswer, error) {
 		r, err := cl.cs[i].RenewLeasesWithResponse(ctx, machineapi.RenewRequest{Leases: leases})
 		if err != nil {
-			return fmt.Errorf("renew: %w", err)
+			return nil, fmt.Errorf("renew: %w", err)
 		}
 		if r.JSON200 == nil {
-			return apiError("renew", r.HTTPResponse, r.Body)
+			return nil, apiError("renew", r.HTTPResponse, r.Body)
 		}
-		out = r.JSON200.Leases
-		return nil
+		return r.JSON200.Leases, nil
 	})
-	return out, err
+	return a.v, a.sent, a.err
 }
 
-// release gives leases back; repeating it answers RELEASED again.
+// release gives leases back; repeating it answers RELEASED again. Its
+// attempts share what is left of ctx's deadline.
 func (cl *client) release(ctx context.Context, req machineapi.ReleaseRequest) ([]machineapi.ReleaseAnswer, error) {
-	var out []machineapi.ReleaseAnswer
-	err := cl.do(ctx, 0, repeatAlways, func(ctx context.Context, i int) error {
+	var o callOpts
+	if d, ok := ctx.Deadline(); ok {
+		o.by = d
+	}
+	a := do(cl, ctx, o, func(ctx context.Context, i int) ([]machineapi.ReleaseAnswer, error) {
 		r, err := cl.cs[i].ReleaseLeasesWithResponse(ctx, req)
 		if err != nil {
-			return fmt.Errorf("release: %w", err)
+			return nil, fmt.Errorf("release: %w", err)
 		}
 		if r.JSON200 == nil {
-			return apiError("release", r.HTTPResponse, r.Body)
+			return nil, apiError("release", r.HTTPResponse, r.Body)
 		}
-		out = r.JSON200.Leases
-		return nil
+		return r.JSON200.Leases, nil
 	})
-	return out, err
+	return a.v, a.err
 }
 
-func (cl *client) submit(ctx context.Context, jobID string, req machineapi.ResultRequest) (*machineapi.ResultResponse, error) {
-	var out *machineapi.ResultResponse
+// submit posts a result for a lease whose local deadline is by: each attempt
+// gets half the time left before it, so the next replica can still be
+// tried. sent is when the answered try was sent (leases a slot-cycle claim
+// brought count from it).
+func (cl *client) submit(ctx context.Context, jobID string, req machineapi.ResultRequest, by time.Time) (*machineapi.ResultResponse, time.Time, error) {
 	// The same result again is ALREADY_COMMITTED: safe on any replica.
-	err := cl.do(ctx, 0, repeatAlways, func(ctx context.Context, i int) error {
+	a := do(cl, ctx, callOpts{by: by}, func(ctx context.Context, i int) (*machineapi.ResultResponse, error) {
 		r, err := cl.cs[i].SubmitResultWithResponse(ctx, jobID, req)
 		if err != nil {
-			return fmt.Errorf("result: %w", err)
+			return nil, fmt.Errorf("result: %w", err)
 		}
 		if r.JSON200 == nil {
-			return apiError("result", r.HTTPResponse, r.Body)
+			return nil, apiError("result", r.HTTPResponse, r.Body)
 		}
-		out = r.JSON200
-		return nil
+		return r.JSON200, nil
 	})
-	return out, err
+	return a.v, a.sent, a.err
 }
 
 // download opens an artifact body; the caller (the cache) reads and closes it.
@@ -378,12 +268,21 @@ func (cl *client) submit(ctx context.Context, jobID string, req machineapi.Resul
 // bytes fails (stalledBody), so a replica that hangs mid-stream costs at most
 // that before the caller retries (on the next replica).
 func (cl *client) download(ctx context.Context, jobID, digest string, leaseEpoch int64) (io.ReadCloser, error) {
-	var out io.ReadCloser
-	err := cl.do(ctx, 0, repeatAlways, func(_ context.Context, i int) error {
+	a := do(cl, ctx, callOpts{}, func(_ context.Context, i int) (io.ReadCloser, error) {
 		// The call's deadline covers the answer's start only: the stream
 		// gets a context of its own, cancelled when it stalls or is closed.
 		sctx, cancel := context.WithCancelCause(ctx)
 		started := time.AfterFunc(cl.timeout, func() { cancel(errStalled) })
+		// A move off this replica (it hung on another call) ends the
+		// stream too; the retry goes to the replica now in use.
+		off := cl.offSignal(i)
+		go func() {
+			select {
+			case <-off:
+				cancel(errAbandoned)
+			case <-sctx.Done():
+			}
+		}()
 		resp, err := cl.raws[i].DownloadArtifact(sctx, jobID, digest, &machineapi.DownloadArtifactParams{XKeceLeaseEpoch: leaseEpoch})
 		started.Stop()
 		if err != nil {
@@ -391,23 +290,22 @@ func (cl *client) download(ctx context.Context, jobID, digest string, leaseEpoch
 				err = errStalled
 			}
 			cancel(nil)
-			return fmt.Errorf("download %s: %w", digest, err)
+			return nil, fmt.Errorf("download %s: %w", digest, err)
 		}
 		if resp.StatusCode != http.StatusOK {
 			body, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
 			resp.Body.Close()
 			cancel(nil)
-			return apiError("download "+digest[:12], resp, body)
+			return nil, apiError("download "+digest[:12], resp, body)
 		}
-		out = &stalledBody{ReadCloser: resp.Body, ctx: sctx, idle: cl.timeout, cancel: cancel,
+		return &stalledBody{ReadCloser: resp.Body, ctx: sctx, idle: cl.timeout, cancel: cancel,
 			timer: time.AfterFunc(cl.timeout, func() {
 				cancel(errStalled)
 				// The retry goes to the next replica.
 				cl.moveOff(i, errStalled)
-			})}
-		return nil
+			})}, nil
 	})
-	return out, err
+	return a.v, a.err
 }
 
 // errStalled: a replica stopped sending within the request timeout. It is a
@@ -427,8 +325,8 @@ func (b *stalledBody) Read(p []byte) (int, error) {
 	b.timer.Reset(b.idle)
 	n, err := b.ReadCloser.Read(p)
 	b.timer.Reset(b.idle)
-	if err != nil && !errors.Is(err, io.EOF) && errors.Is(context.Cause(b.ctx), errStalled) {
-		err = fmt.Errorf("%w (%v)", errStalled, err)
+	if cause := context.Cause(b.ctx); err != nil && !errors.Is(err, io.EOF) && (errors.Is(cause, errStalled) || errors.Is(cause, errAbandoned)) {
+		err = fmt.Errorf("%w (%v)", cause, err)
 	}
 	return n, err
 }

@@ -1,6 +1,7 @@
 package worker
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -24,9 +25,13 @@ const (
 	SafetyMarginDefault = 5 * time.Second
 	// DrainGraceDefault is how long running jobs may finish after SIGTERM.
 	DrainGraceDefault = 5 * time.Minute
-	// RequestTimeoutDefault bounds one control-plane call other than the
-	// claim long-poll (which gets its wait plus this).
+	// RequestTimeoutDefault bounds one attempt of a call that keeps no
+	// lease alive (session, join, release, the start of a download) and caps
+	// every other deadline; see docs/node.md's timing table.
 	RequestTimeoutDefault = 30 * time.Second
+	// ClaimSlackDefault is added to a claim's wait for its deadline: a
+	// replica that has not answered a long-poll by then is taken as hung.
+	ClaimSlackDefault = time.Second
 	// HealthIntervalDefault is how often the pool's dependencies are probed;
 	// heartbeats report the latest probe.
 	HealthIntervalDefault = time.Minute
@@ -110,11 +115,13 @@ type Config struct {
 	SafetyMargin      time.Duration
 	DrainGrace        time.Duration
 	RequestTimeout    time.Duration
-	HealthInterval    time.Duration
-	JanitorInterval   time.Duration
-	RetryBase         time.Duration
-	RetryMax          time.Duration
-	CleanupTimeout    time.Duration
+	// ClaimSlack: a claim attempt's deadline is its wait plus this.
+	ClaimSlack      time.Duration
+	HealthInterval  time.Duration
+	JanitorInterval time.Duration
+	RetryBase       time.Duration
+	RetryMax        time.Duration
+	CleanupTimeout  time.Duration
 
 	// NoResultClaims posts results without a claim for the slot each frees
 	// (the slot cycle), leaving all leasing to the claim loop.
@@ -138,6 +145,7 @@ func (c *Config) setDefaults() {
 	def(&c.SafetyMargin, SafetyMarginDefault)
 	def(&c.DrainGrace, DrainGraceDefault)
 	def(&c.RequestTimeout, RequestTimeoutDefault)
+	def(&c.ClaimSlack, min(ClaimSlackDefault, c.RequestTimeout))
 	def(&c.HealthInterval, HealthIntervalDefault)
 	def(&c.JanitorInterval, JanitorIntervalDefault)
 	def(&c.RetryBase, RetryBaseDefault)
@@ -189,6 +197,7 @@ func (c Config) Validate() error {
 		{"safety margin", c.SafetyMargin, 0},
 		{"drain grace", c.DrainGrace, 0},
 		{"request timeout", c.RequestTimeout, 100 * time.Millisecond},
+		{"claim slack", c.ClaimSlack, 50 * time.Millisecond},
 		{"health interval", c.HealthInterval, 50 * time.Millisecond},
 		{"janitor interval", c.JanitorInterval, 50 * time.Millisecond},
 		{"retry base", c.RetryBase, time.Millisecond},
@@ -205,5 +214,33 @@ func (c Config) Validate() error {
 	if c.RetryBase > 0 && c.RetryMax > 0 && c.RetryMax < c.RetryBase {
 		bad("retry max %s is below retry base %s", c.RetryMax, c.RetryBase)
 	}
+	errs = append(errs, c.timingRelations()...)
 	return errors.Join(errs...)
+}
+
+// timingRelations checks how the timings bound one another (docs/node.md,
+// "Timings"), with zero values taken as their defaults; the lease TTL comes
+// from the session and is checked against them when it opens.
+func (c Config) timingRelations() []error {
+	or := func(v, d time.Duration) time.Duration { return cmp.Or(v, d) }
+	req := or(c.RequestTimeout, RequestTimeoutDefault)
+	slack := or(c.ClaimSlack, min(ClaimSlackDefault, req))
+	renew := or(c.RenewInterval, RenewIntervalDefault)
+	hb := or(c.HeartbeatInterval, HeartbeatIntervalDefault)
+	base := or(c.RetryBase, RetryBaseDefault)
+	var errs []error
+	if slack > req {
+		errs = append(errs, fmt.Errorf("claim slack %s must not exceed the request timeout %s: a claim's deadline is its wait plus the slack, "+
+			"and a hung replica must not cost a long-poll more than any other call", slack, req))
+	}
+	if base > renew {
+		errs = append(errs, fmt.Errorf("retry base %s must not exceed the renew interval %s: a failed renew is retried before the next periodic one", base, renew))
+	}
+	if base > hb {
+		errs = append(errs, fmt.Errorf("retry base %s must not exceed the heartbeat interval %s", base, hb))
+	}
+	if c.SafetyMargin > 0 && c.SafetyMargin < minAttempt {
+		errs = append(errs, fmt.Errorf("safety margin %s must be 0 (the default) or at least %s: it covers a claim answer's transit and the last renew attempt", c.SafetyMargin, minAttempt))
+	}
+	return errs
 }

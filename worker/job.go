@@ -28,7 +28,7 @@ type job struct {
 	postCtx    context.Context
 	cancelPost context.CancelCauseFunc
 
-	// claimed is when the claim that granted the lease was sent; execStart
+	// claimed is when the lease was granted (start's since); execStart
 	// and judgeStart (under mu) time the compile and run phases.
 	claimed    time.Time
 	execStart  time.Time
@@ -119,17 +119,24 @@ func (j *job) progress() machineapi.LeaseProgress {
 // over its slot, in the same critical section, so busy never counts the
 // slot twice (a cycle's next result would then carry no claim) nor frees it
 // in between (the claim loop would claim it too).
-func (n *Node) start(jobsCtx, hardCtx context.Context, wg *sync.WaitGroup, c machineapi.ClaimedJob, sent time.Time, from *job) {
+//
+// since is when the lease's remaining time holds from: when the replica
+// that granted it answered (a claim), or when the try that replica answered
+// was sent (a result's slot-cycle claim) — never when an earlier try went
+// to another replica.
+func (n *Node) start(jobsCtx, hardCtx context.Context, wg *sync.WaitGroup, c machineapi.ClaimedJob, since time.Time, from *job) {
 	log := n.log.With("node_id", n.nodeID, "job_id", c.JobId, "lease_epoch", c.LeaseEpoch)
-	deadline := sent.Add(time.Duration(c.LeaseRemainingMs)*time.Millisecond - n.times().margin)
+	deadline := since.Add(time.Duration(c.LeaseRemainingMs)*time.Millisecond - n.times().margin)
 	if time.Until(deadline) <= 0 {
-		log.Warn("claimed job arrived with its lease already past the local deadline; left to expire")
+		n.m.leasesDroppedFresh.Add(1)
+		log.Warn("claimed job arrived with its lease already past the local deadline; left to expire",
+			"lease_remaining_ms", c.LeaseRemainingMs, "answered_ms_ago", time.Since(since).Milliseconds())
 		return
 	}
 	// A fresh lease shows as COMPILING on the control plane until a renew
 	// says otherwise, so that is the phase it already knows.
 	j := &job{c: c, key: jobKey(c.JobId, c.LeaseEpoch), deadline: deadline, phase: machineapi.PhaseCompiling,
-		reported: machineapi.PhaseCompiling, onPhase: n.phaseChanged, claimed: sent}
+		reported: machineapi.PhaseCompiling, onPhase: n.phaseChanged, claimed: since}
 	if c.Manifest.Kind == machineapi.ManifestKindSql {
 		j.phase = machineapi.PhaseJudging
 		n.phaseChanged()
@@ -308,7 +315,8 @@ func (n *Node) prepare(ctx context.Context, j *job) (engine.Task, func(), error)
 		}
 	}
 	c := j.c
-	task := engine.Task{NodeID: n.execID, JobID: c.JobId, LeaseEpoch: c.LeaseEpoch, Source: []byte(c.Submission.Source)}
+	task := engine.Task{NodeID: n.execID, JobID: c.JobId, LeaseEpoch: c.LeaseEpoch, Source: []byte(c.Submission.Source),
+		Files: sourceFilesOf(c.Submission.Files)}
 	if string(c.Pool) != n.cfg.Pool || string(c.Runtime.Pool) != n.cfg.Pool {
 		return task, release, engine.Infraf(engine.InfraConfig, "job of pool %s sent to a %s node", c.Pool, n.cfg.Pool)
 	}
@@ -469,8 +477,7 @@ func (n *Node) post(ctx context.Context, j *job, req machineapi.ResultRequest, l
 			n.m.resultRetries.Add(1)
 		}
 		tok := n.cl.token.Load()
-		sent := time.Now()
-		r, err := n.cl.submit(ctx, j.c.JobId, req)
+		r, sent, err := n.cl.submit(ctx, j.c.JobId, req, j.localDeadline())
 		if err == nil {
 			n.m.posted(r.Disposition)
 			next := 0

@@ -11,6 +11,13 @@ import (
 	"github.com/kece-oj/kece/contracts/machineapi"
 )
 
+// localDeadline is when the job's lease ends locally.
+func (j *job) localDeadline() time.Time {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.deadline
+}
+
 // extend moves the local deadline to sent + remaining − margin (never back).
 func (j *job) extend(sent time.Time, remaining, margin time.Duration) {
 	d := sent.Add(remaining - margin)
@@ -89,14 +96,17 @@ func (n *Node) renewBatch(ctx context.Context, batch []*job, backoff *time.Durat
 	leases := make([]machineapi.LeaseProgress, len(batch))
 	byKey := make(map[string]*job, len(batch))
 	sentProgress := make(map[string]machineapi.LeaseProgress, len(batch))
+	var by time.Time // the earliest local deadline: the renew must answer before it
 	for i, j := range batch {
+		if d := j.localDeadline(); by.IsZero() || d.Before(by) {
+			by = d
+		}
 		leases[i] = j.progress()
 		byKey[j.key] = j
 		sentProgress[j.key] = leases[i]
 	}
 	tok := n.cl.token.Load()
-	sent := time.Now()
-	answers, err := n.cl.renew(ctx, leases)
+	answers, sent, err := n.cl.renew(ctx, leases, by)
 	if err != nil {
 		if ctx.Err() != nil {
 			return 0, true

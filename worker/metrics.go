@@ -32,6 +32,7 @@ type metrics struct {
 	nodeDefects, authFailures       atomic.Int64
 	leasesReleased, claimRetries    atomic.Int64
 	cycleJobs, dependencyPauses     atomic.Int64
+	leasesDroppedFresh              atomic.Int64
 }
 
 func (m *metrics) posted(d machineapi.Disposition) {
@@ -63,6 +64,13 @@ type Metrics struct {
 	// DependencyPauses counts the times a job's failure on a dependency
 	// (Docker, image, judge database) stopped the node claiming.
 	DependencyPauses int64
+	// LeasesDroppedFresh counts leases that arrived already past their
+	// local deadline and were left to expire unstarted.
+	LeasesDroppedFresh int64
+	// ReplicaMoves counts moves to the next control replica; RenewHedges
+	// renews also sent to the next replica because the first was slow, and
+	// RenewHedgesWon those the next replica answered first.
+	ReplicaMoves, RenewHedges, RenewHedgesWon int64
 }
 
 // Metrics returns the node's counters.
@@ -80,6 +88,8 @@ func (n *Node) Metrics() Metrics {
 		NodeDefects: m.nodeDefects.Load(), AuthFailures: m.authFailures.Load(),
 		LeasesReleased: m.leasesReleased.Load(), ClaimRetries: m.claimRetries.Load(),
 		CycleJobs: m.cycleJobs.Load(), DependencyPauses: m.dependencyPauses.Load(),
+		LeasesDroppedFresh: m.leasesDroppedFresh.Load(),
+		ReplicaMoves:       n.cl.moves.Load(), RenewHedges: n.cl.hedged.Load(), RenewHedgesWon: n.cl.hedgeWon.Load(),
 	}
 }
 
@@ -154,12 +164,26 @@ func newPromMetrics(n *Node) *promMetrics {
 		{"kece_node_leases_released_total", "Leases given back unrun (draining, stopping, inputs unavailable, a dependency down).", &m.leasesReleased},
 		{"kece_node_claim_retries_total", "Claims resent with the same request id after a failed answer.", &m.claimRetries},
 		{"kece_node_cycle_jobs_total", "Jobs leased with a result, for the slot it freed (the slot cycle).", &m.cycleJobs},
+		{"kece_node_leases_dropped_fresh_total", "Leases that arrived already past their local deadline and were left to expire unstarted.", &m.leasesDroppedFresh},
+		{"kece_node_replica_moves_total", "Moves to the next control replica after one hung or failed (the session is kept).", &n.cl.moves},
+		{"kece_node_renew_hedges_total", "Renews also sent to the next control replica because the first had not answered in time.", &n.cl.hedged},
+		{"kece_node_renew_hedges_won_total", "Hedged renews the next control replica answered first.", &n.cl.hedgeWon},
 		{"kece_node_dependency_pauses_total", "Times a job failed on a dependency of the node (Docker, image, judge database) and the node stopped claiming until a probe passed.", &m.dependencyPauses},
 	}
 	for _, c := range counters {
 		v := c.v
 		r.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: c.name, Help: c.help},
 			func() float64 { return float64(v.Load()) }))
+	}
+	for i, base := range n.cl.bases {
+		r.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "kece_node_control_replica",
+			Help:        "1 for the control replica (KECE_CONTROL_URL entry) the node uses now, 0 for the others.",
+			ConstLabels: prometheus.Labels{"url": base}}, func() float64 {
+			if int(n.cl.cur.Load()) == i {
+				return 1
+			}
+			return 0
+		}))
 	}
 	status := func(f func(Status) float64) func() float64 { return func() float64 { return f(n.Status()) } }
 	r.MustRegister(

@@ -43,6 +43,27 @@ func TestConfigValidate(t *testing.T) {
 	}
 }
 
+// The timings are checked against one another at start, and every broken
+// relation is reported at once (cmd/kece-node then exits 2).
+func TestConfigTimingRelations(t *testing.T) {
+	t.Parallel()
+	c := worker.Config{Pool: "cpp", ControlURL: "http://127.0.0.1:1", CredentialFile: "/x/cred", LocalSlots: 2,
+		CacheDir: "/x/cache", NewBackend: func(context.Context, string) (worker.Backend, error) { return nil, nil },
+		RequestTimeout: time.Second, ClaimSlack: 2 * time.Second, RetryBase: time.Second, RenewInterval: 500 * time.Millisecond,
+		HeartbeatInterval: 800 * time.Millisecond, RetryMax: 2 * time.Second, SafetyMargin: 100 * time.Millisecond}
+	err := c.Validate()
+	require.Error(t, err)
+	for _, want := range []string{"claim slack 2s must not exceed the request timeout 1s", "retry base 1s must not exceed the renew interval 500ms",
+		"retry base 1s must not exceed the heartbeat interval 800ms", "safety margin 100ms must be 0 (the default) or at least 200ms"} {
+		require.Contains(t, err.Error(), want)
+	}
+	// The defaults hold together, and so do the test timings.
+	c.RequestTimeout, c.ClaimSlack, c.RetryBase, c.RenewInterval, c.HeartbeatInterval, c.RetryMax, c.SafetyMargin = 0, 0, 0, 0, 0, 0, 0
+	require.NoError(t, c.Validate())
+	c.RequestTimeout = 200 * time.Millisecond // the claim slack default follows it down
+	require.NoError(t, c.Validate())
+}
+
 // A node joins, judges a job with a legitimately empty expected output,
 // reports health and progress, and exposes /healthz and /metrics.
 func TestNodeJudgesAndReports(t *testing.T) {

@@ -43,10 +43,47 @@ func newFreezable(t *testing.T, upstream string) *freezable {
 			}
 			return
 		}
-		rp.ServeHTTP(w, r)
+		// A call already forwarded when the freeze begins gets no answer
+		// either: its answer is held like a stopped process would.
+		rp.ServeHTTP(&heldWriter{ResponseWriter: w, f: f, r: r}, r)
 	}))
 	t.Cleanup(func() { close(f.stop); f.srv.CloseClientConnections(); f.srv.Close() })
 	return f
+}
+
+// heldWriter holds an answer back while its freezable is frozen (on its
+// paths), until the client gives up or the test ends.
+type heldWriter struct {
+	http.ResponseWriter
+	f    *freezable
+	r    *http.Request
+	held bool
+}
+
+func (w *heldWriter) hold() bool {
+	if w.held || !w.f.frozen.Load() || !strings.Contains(w.r.URL.Path, w.f.only) {
+		return w.held
+	}
+	w.held = true
+	w.f.hung.Add(1)
+	select {
+	case <-w.r.Context().Done():
+	case <-w.f.stop:
+	}
+	return true
+}
+
+func (w *heldWriter) WriteHeader(code int) {
+	if !w.hold() {
+		w.ResponseWriter.WriteHeader(code)
+	}
+}
+
+func (w *heldWriter) Write(p []byte) (int, error) {
+	if w.hold() {
+		return 0, http.ErrHandlerTimeout
+	}
+	return w.ResponseWriter.Write(p)
 }
 
 // A node given two replicas keeps judging when the one it uses hangs: each
@@ -161,4 +198,99 @@ func TestDownloadMovesOffAHungReplica(t *testing.T) {
 	require.Equal(t, int64(1), j.LeaseEpoch, "completed on its first lease")
 	require.Equal(t, 1, j.AttemptCount)
 	require.Zero(t, j.UnstartedAttempts, "no lease ended before judging started")
+}
+
+// A lease lives from when the replica that granted it answered. The claim
+// goes first to a replica that hangs on claims for longer than the lease
+// minus the margin, then to the other one, which leases the job: the node
+// starts it (the old rule, counting from when the first try was sent, left
+// such a lease to expire unstarted) and judges it on that first lease.
+func TestClaimThatFailsOverKeepsItsLease(t *testing.T) {
+	t.Parallel()
+	a := env(t, 3*time.Second)
+	b := a.SecondReplica()
+	man := publishEcho(a)
+	nd := a.NewNode("cpp", 1, 4)
+	a.ForceEnable(nd.ID)
+	job := enqueue(a, "cpp17", man)
+	front := newFreezable(t, a.URL)
+	front.only = "/jobs/claim"
+	front.frozen.Store(true)
+	cfg := nodeConfig(t, front.srv.URL+","+b.URL, "cpp", nd.JoinCode, newFake(false))
+	// The first try hangs 0.5 + 2.5 = 3 s: past 3 s lease − 0.5 s margin.
+	cfg.ClaimWait, cfg.ClaimSlack = 500*time.Millisecond, 2500*time.Millisecond
+	n := runNode(t, cfg)
+	j := waitJob(t, a, job, 15*time.Second, "completed through the second replica", completed)
+	require.Positive(t, front.hung.Load(), "the first claim went to the hung replica")
+	require.Equal(t, int64(1), j.LeaseEpoch, "judged on the lease the second replica granted")
+	require.Equal(t, 1, j.AttemptCount)
+	require.Zero(t, j.UnstartedAttempts, "no lease ended unstarted")
+	m := n.Metrics()
+	require.Zero(t, m.LeasesDroppedFresh)
+	require.Positive(t, m.ReplicaMoves)
+}
+
+// When one call finds the replica in use hung (here a heartbeat, whose
+// deadline is its interval), the node moves at once and every call still
+// waiting there — the claim long-poll — is abandoned and repeated on the
+// next replica: work queued meanwhile is leased well before the long-poll's
+// own deadline (wait + slack = 3 s) would have passed.
+func TestHungReplicaAbandonsCallsInFlight(t *testing.T) {
+	t.Parallel()
+	a := env(t, 20*time.Second)
+	b := a.SecondReplica()
+	man := publishEcho(a)
+	nd := a.NewNode("cpp", 1, 4)
+	a.ForceEnable(nd.ID)
+	front := newFreezable(t, a.URL)
+	cfg := nodeConfig(t, front.srv.URL+","+b.URL, "cpp", nd.JoinCode, newFake(false))
+	cfg.ClaimWait, cfg.ClaimSlack = 2*time.Second, time.Second
+	n := runNode(t, cfg)
+	warm := enqueue(a, "cpp17", man)
+	waitJob(t, a, warm, 10*time.Second, "completed through the first replica", completed)
+
+	front.frozen.Store(true)
+	start := time.Now()
+	job := enqueue(b, "cpp17", man)
+	// Judged, not only leased: the first replica may have leased it before
+	// the held answer, which the node then gets replayed by the second.
+	waitJob(t, b, job, 10*time.Second, "judged through the second replica", completed)
+	took := time.Since(start)
+	t.Logf("judged %s after the freeze", took)
+	require.Less(t, took, 2500*time.Millisecond, "the long-poll was abandoned, not waited out")
+	require.Positive(t, n.Metrics().ReplicaMoves)
+}
+
+// A replica that hangs on renewals only: a renew not answered within its
+// hedge delay also goes to the other replica, which answers first; the node
+// moves there, and a job running for longer than its lease keeps it.
+func TestRenewHedgedToTheOtherReplica(t *testing.T) {
+	t.Parallel()
+	a := env(t, 3*time.Second)
+	b := a.SecondReplica()
+	man := publishEcho(a)
+	nd := a.NewNode("cpp", 1, 4)
+	a.ForceEnable(nd.ID)
+	front := newFreezable(t, a.URL)
+	front.only = "/renew"
+	fake := newFake(true)
+	cfg := nodeConfig(t, front.srv.URL+","+b.URL, "cpp", nd.JoinCode, fake)
+	n := runNode(t, cfg)
+	job := enqueue(a, "cpp17", man)
+	started := fake.waitStarted(t, 10*time.Second)
+	front.frozen.Store(true)
+	// Well past the 3 s lease: it lives only if renewals reach replica B.
+	require.Eventually(t, func() bool { return n.Metrics().RenewHedgesWon > 0 }, 5*time.Second, 20*time.Millisecond)
+	require.Never(t, func() bool {
+		j, err := a.Store.GetJob(a.Ctx, job)
+		return err != nil || j.LeaseEpoch != 1
+	}, 4*time.Second, 100*time.Millisecond, "the first lease lives on")
+	fake.release(started)
+	j := waitJob(t, a, job, 10*time.Second, "completed on its first lease", completed)
+	require.Equal(t, int64(1), j.LeaseEpoch)
+	require.Positive(t, front.hung.Load(), "a renew went to the hung replica")
+	m := n.Metrics()
+	require.Positive(t, m.RenewHedges)
+	require.Zero(t, m.LeasesLost)
+	require.Zero(t, m.DeadlineCancels)
 }

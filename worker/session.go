@@ -150,7 +150,7 @@ func (n *Node) sendHeartbeat(ctx context.Context) {
 	}
 	n.mu.Unlock()
 	tok := n.cl.token.Load()
-	r, err := n.cl.heartbeat(ctx, req)
+	r, err := n.cl.heartbeat(ctx, req, n.times().heartbeat)
 	if err != nil {
 		if ctx.Err() == nil {
 			n.m.heartbeatFailures.Add(1)

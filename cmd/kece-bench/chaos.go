@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -11,7 +10,6 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -28,7 +26,6 @@ import (
 	"github.com/kece-oj/kece/contracts/machineapi"
 	"github.com/kece-oj/kece/control/store"
 	"github.com/kece-oj/kece/internal/sockproxy"
-	"github.com/kece-oj/kece/telemetry"
 	"github.com/kece-oj/kece/worker/faultproxy"
 )
 
@@ -81,6 +78,8 @@ func runChaos(ctx context.Context, args []string) error {
 	fs.StringVar(&c.galera, "galera", "", "run on the Galera cluster of this script (scripts/galera.sh, started) instead of a private MariaDB")
 	fs.StringVar(&c.writers, "writers", "multi", "with -galera: multi (replica A writes to node 1, B to node 2) or single (both to node 1)")
 	fs.StringVar(&c.urlList, "node-url-list", "auto", "give each node both replicas in KECE_CONTROL_URL: on, off, or auto (the same as on)")
+	fs.DurationVar(&c.longFreeze, "long-freeze", 0, "length of the scheduled freezes of the replica most nodes use (default 12s for runs under 5m, else 40s)")
+	fs.IntVar(&c.longFreezes, "long-freezes", -1, "how many long freezes the fault phase schedules (default one per 150s, at least 1; 0: none)")
 	fs.BoolVar(&c.keep, "keep", false, "keep the work directory (logs, data) after the run")
 	if err := settings.ParseWithEnv(fs, "KECE_BENCH_CHAOS_", args, os.Getenv); err != nil {
 		return err
@@ -106,7 +105,8 @@ func runChaos(ctx context.Context, args []string) error {
 	}
 	if !ok {
 		r.cfg.keep = true // the deferred cleanup leaves the evidence
-		return errors.New("targets missed: lost, duplicated, stuck, wrong and reconcile_violations must all be 0 (logs kept in " + r.f.work + ")")
+		return errors.New("targets missed: lost, duplicated, stuck, wrong, reconcile_violations, attempts_spent_in_freezes and leases_dropped_fresh must all be 0 " +
+			"and fleet_claim_stall_max_s at most 3 (logs kept in " + r.f.work + ")")
 	}
 	return nil
 }
@@ -119,6 +119,8 @@ type chaosConfig struct {
 	writers, urlList                           string
 	nodesPerPool, slots, maxAttempts, inFlight int
 	lease, reap                                time.Duration
+	longFreeze                                 time.Duration
+	longFreezes                                int
 	keep                                       bool
 	poolList, faultList                        []string
 }
@@ -170,6 +172,21 @@ func (c *chaosConfig) validate() error {
 	}
 	if c.every < time.Second {
 		errs = append(errs, errors.New("-fault-every must be at least 1s"))
+	}
+	if c.longFreeze == 0 {
+		c.longFreeze = 40 * time.Second
+		if c.duration < 5*time.Minute {
+			c.longFreeze = 12 * time.Second
+		}
+	}
+	if c.longFreezes < 0 {
+		c.longFreezes = max(1, int(c.duration/(150*time.Second)))
+	}
+	if c.galera != "" {
+		c.longFreezes = 0
+	}
+	if c.longFreeze < time.Second {
+		errs = append(errs, fmt.Errorf("-long-freeze %s must be at least 1s", c.longFreeze))
 	}
 	if c.lease < 3*time.Second {
 		errs = append(errs, errors.New("-lease must be at least 3s (renews run every lease/4)"))
@@ -247,6 +264,8 @@ type chaosRun struct {
 	galeraRejoin   string
 	unplannedExits int
 	enqueueErrors  int
+	freeze         freezeStats
+	bursts         int
 }
 
 func (r *chaosRun) setup(ctx context.Context) error {
@@ -515,7 +534,8 @@ func (r *chaosRun) run(ctx context.Context) (bool, error) {
 	consumeCtx, stopConsume := context.WithCancel(ctx)
 	defer stopConsume()
 	var wg sync.WaitGroup
-	wg.Add(3)
+	wg.Add(4)
+	go func() { defer wg.Done(); r.sampleSessions(consumeCtx) }()
 	go func() { defer wg.Done(); r.enqueueLoop(loadCtx) }()
 	go func() { defer wg.Done(); r.consumeLoop(consumeCtx) }()
 	go func() { defer wg.Done(); r.scrapeLoop(consumeCtx) }()
@@ -564,501 +584,4 @@ func (r *chaosRun) run(ctx context.Context) (bool, error) {
 		r.galeraRejoin = fmt.Sprintf("galera_rejoin_s=%.1f galera_cluster_size=%d", time.Since(t).Seconds(), n)
 	}
 	return r.report(ctx, wall)
-}
-
-func (r *chaosRun) unsettled() int {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	n := 0
-	for _, s := range r.order {
-		if s.accepted && s.settledAt.IsZero() {
-			n++
-		}
-	}
-	return n
-}
-
-// Programs per pool: the accepted one, a wrong one (WA), and for mysql a
-// statement that sleeps so kills land mid-job.
-func chaosProgram(pool string, kind int) (source, want string) {
-	switch {
-	case pool == string(machineapi.PoolMysql) && kind == 1:
-		return "SELECT name FROM city ORDER BY name", "WA"
-	case pool == string(machineapi.PoolMysql) && kind == 2:
-		return "SELECT name FROM city, (SELECT SLEEP(0.8) AS z) AS s WHERE population > 1000000 ORDER BY name", "AC"
-	case kind == 1 && pool == string(machineapi.PoolPython):
-		return "a, b = map(int, input().split())\nprint(a - b - 1)\n", "WA"
-	}
-	return benchPrograms[pool].source, "AC"
-}
-
-// enqueueLoop is the business client's submitter: rate submissions per
-// second, each retried on both replicas (same Idempotency-Key) until accepted.
-func (r *chaosRun) enqueueLoop(ctx context.Context) {
-	tick := time.NewTicker(time.Duration(float64(time.Second) / r.cfg.rate))
-	defer tick.Stop()
-	var wg sync.WaitGroup
-	defer wg.Wait()
-	sem := make(chan struct{}, 32)
-	for n := 0; ; n++ {
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-		}
-		r.mu.Lock()
-		pool := r.cfg.poolList[r.rng.IntN(len(r.cfg.poolList))]
-		kind := r.rng.IntN(3)
-		full := r.inFlight(pool) >= r.cfg.inFlight
-		r.mu.Unlock()
-		if full {
-			// Closed loop: a pool's backlog stays bounded whatever this
-			// machine's judging speed, so stuck means stuck, not slow.
-			continue
-		}
-		src, want := chaosProgram(pool, kind)
-		select {
-		case sem <- struct{}{}:
-		case <-ctx.Done():
-			return
-		}
-		s := &chaosSub{id: fmt.Sprintf("chaos-%d-%d", r.cfg.seed, n), pool: pool, want: want, enqueuedAt: time.Now(), events: map[string]int{}}
-		r.mu.Lock()
-		r.subs[s.id] = s
-		r.order = append(r.order, s)
-		r.mu.Unlock()
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			defer func() { <-sem }()
-			// The submission goes on being retried after the load stops: a
-			// business backend does not give up on an accepted user's code.
-			r.enqueue(context.WithoutCancel(ctx), s, src)
-		}()
-	}
-}
-
-// inFlight is how many of pool's submissions are sent but not settled
-// (r.mu held).
-func (r *chaosRun) inFlight(pool string) int {
-	n := 0
-	for _, s := range r.order {
-		if s.pool == pool && s.settledAt.IsZero() {
-			n++
-		}
-	}
-	return n
-}
-
-func (r *chaosRun) enqueue(ctx context.Context, s *chaosSub, src string) {
-	key := s.id
-	body := businessapi.SubmissionCreate{SubmissionType: "CHAOS", SubmissionId: s.id, Language: benchPrograms[s.pool].lang,
-		Source: src, ManifestId: r.manifests[s.pool]}
-	deadline := time.Now().Add(3 * time.Minute)
-	for k := 0; time.Now().Before(deadline); k++ {
-		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		resp, err := r.biz[k%2].EnqueueSubmissionWithResponse(cctx, &businessapi.EnqueueSubmissionParams{IdempotencyKey: &key}, body)
-		cancel()
-		if err == nil && resp.StatusCode() >= 200 && resp.StatusCode() < 300 {
-			r.mu.Lock()
-			s.accepted = true
-			r.mu.Unlock()
-			return
-		}
-		if err == nil && resp.StatusCode() >= 400 && resp.StatusCode() < 500 && resp.StatusCode() != http.StatusTooManyRequests {
-			fmt.Fprintf(os.Stderr, "chaos: enqueue %s refused: %d %s\n", s.id, resp.StatusCode(), resp.Body)
-			break
-		}
-		r.mu.Lock()
-		r.enqueueErrors++
-		r.mu.Unlock()
-		sleepCtx(ctx, 200*time.Millisecond)
-	}
-}
-
-// consumeLoop claims and acknowledges settlement events as a business
-// backend would, alternating replicas.
-func (r *chaosRun) consumeLoop(ctx context.Context) {
-	for k := 0; ctx.Err() == nil; k++ {
-		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		resp, err := r.biz[k%2].ClaimSettlementEventsWithResponse(cctx, businessapi.EventClaimRequest{Consumer: "chaos-business", LeaseMs: 10_000, Max: 100})
-		cancel()
-		if err != nil || resp.JSON200 == nil {
-			sleepCtx(ctx, 300*time.Millisecond)
-			continue
-		}
-		evs := resp.JSON200.Events
-		if len(evs) == 0 {
-			sleepCtx(ctx, 200*time.Millisecond)
-			continue
-		}
-		now := time.Now()
-		ids := make([]string, 0, len(evs))
-		r.mu.Lock()
-		for _, e := range evs {
-			ids = append(ids, e.EventId)
-			r.deliveries++
-			s := r.subs[e.SubmissionId]
-			if s == nil {
-				continue
-			}
-			s.events[e.EventId]++
-			if s.settledAt.IsZero() {
-				s.settledAt = now
-				s.status = string(e.Payload.Status)
-			}
-		}
-		r.mu.Unlock()
-		cctx, cancel = context.WithTimeout(ctx, 5*time.Second)
-		_, _ = r.biz[(k+1)%2].AckSettlementEventsWithResponse(cctx, businessapi.EventAckRequest{Consumer: "chaos-business", EventIds: ids})
-		cancel()
-	}
-}
-
-// scrapeLoop follows each replica's transaction-retry counter, adding what
-// a killed process had counted to the replica's base.
-func (r *chaosRun) scrapeLoop(ctx context.Context) {
-	for ctx.Err() == nil {
-		for _, rep := range r.replicas {
-			r.scrapeRetries(ctx, rep)
-		}
-		sleepCtx(ctx, time.Second)
-	}
-}
-
-func (r *chaosRun) scrapeRetries(ctx context.Context, rep *chaosReplica) {
-	cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-	defer cancel()
-	s, err := telemetry.Scrape(cctx, "http://"+rep.addr+"/metrics")
-	if err != nil {
-		return
-	}
-	v := s.Sum("kece_control_db_tx_retries_total")
-	rep.mu.Lock()
-	if v < rep.retryLast { // a new process
-		rep.retryBase += rep.retryLast
-	}
-	rep.retryLast = v
-	rep.mu.Unlock()
-}
-
-func (r *chaosRun) noteFault(kind string, end time.Time) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.faultCount[kind]++
-	if end.After(r.lastFaultEnd) {
-		r.lastFaultEnd = end
-	}
-}
-
-// faultSchedule runs faults one after another from warmup to duration.
-func (r *chaosRun) faultSchedule(ctx context.Context, start time.Time) error {
-	sleepCtx(ctx, r.cfg.warmup)
-	if r.galera != nil {
-		// One fault: kill the node replica A writes to (node 1) in the
-		// middle of the run; the cluster goes on with two nodes.
-		sleepCtx(ctx, (r.cfg.duration-r.cfg.warmup)/2)
-		if err := r.galera.run(ctx, "kill", 1); err != nil {
-			return err
-		}
-		r.noteFault(faultGaleraKill, time.Now())
-		sleepCtx(ctx, time.Until(start.Add(r.cfg.duration)))
-		return ctx.Err()
-	}
-	for ctx.Err() == nil {
-		r.mu.Lock()
-		gap := time.Duration(float64(r.cfg.every) * (0.5 + r.faultRng.Float64()))
-		kind := r.cfg.faultList[r.faultRng.IntN(len(r.cfg.faultList))]
-		r.mu.Unlock()
-		if time.Since(start)+gap >= r.cfg.duration {
-			break
-		}
-		t0 := time.Now()
-		if err := r.fault(ctx, kind); err != nil {
-			return fmt.Errorf("fault %s: %w", kind, err)
-		}
-		r.noteFault(kind, time.Now())
-		sleepCtx(ctx, gap-time.Since(t0))
-	}
-	if r.lastFaultEnd.IsZero() {
-		r.lastFaultEnd = time.Now()
-	}
-	return ctx.Err()
-}
-
-func (r *chaosRun) pick(n int) int {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.faultRng.IntN(n)
-}
-
-func (r *chaosRun) pause(ctx context.Context, lo, hi time.Duration) {
-	sleepCtx(ctx, lo+time.Duration(r.pick(int((hi-lo)/time.Millisecond)+1))*time.Millisecond)
-}
-
-// fault runs one fault to its end (the process is back, the freeze over).
-func (r *chaosRun) fault(ctx context.Context, kind string) error {
-	switch kind {
-	case faultNodeKill, faultNodeRestart:
-		n := r.nodes[r.pick(len(r.nodes))]
-		r.stopping(n)
-		if kind == faultNodeKill {
-			_ = n.cmd.Process.Signal(syscall.SIGKILL)
-			<-n.exited
-		} else {
-			stopChild(n.child)
-		}
-		r.pause(ctx, 500*time.Millisecond, 3*time.Second)
-		return r.startNode(n)
-	case faultReplicaKill:
-		rep := r.replicas[r.pick(len(r.replicas))]
-		r.scrapeRetries(ctx, rep)
-		_ = rep.proc.cmd.Process.Signal(syscall.SIGKILL)
-		<-rep.proc.exited
-		r.pause(ctx, 500*time.Millisecond, 3*time.Second)
-		return r.startReplica(ctx, rep)
-	case faultDockerDown:
-		var code []*chaosNode
-		for _, n := range r.nodes {
-			if n.docker != nil {
-				code = append(code, n)
-			}
-		}
-		if len(code) == 0 {
-			return nil
-		}
-		n := code[r.pick(len(code))]
-		n.docker.Cut()
-		r.pause(ctx, 2*time.Second, 6*time.Second)
-		return n.docker.Up()
-	case faultReplicaFreeze:
-		rep := r.replicas[r.pick(len(r.replicas))]
-		_ = rep.proc.cmd.Process.Signal(syscall.SIGSTOP)
-		r.pause(ctx, 2*time.Second, 6*time.Second)
-		return rep.proc.cmd.Process.Signal(syscall.SIGCONT)
-	case faultDBRestart:
-		r.controlDB.crash()
-		r.pause(ctx, time.Second, 3*time.Second)
-		return r.controlDB.start(ctx)
-	case faultDropAnswers, faultDelayAnswers:
-		rep := r.replicas[r.pick(len(r.replicas))]
-		path := []string{"/jobs/claim", "/jobs/renew", "/result", "/heartbeat"}[r.pick(4)]
-		times := 1 + r.pick(4)
-		rule := faultproxy.Rule{Method: "POST", PathContains: path, Action: faultproxy.DropResponse, Times: times}
-		if kind == faultDelayAnswers {
-			rule.Action, rule.Delay = faultproxy.DelayResponse, time.Duration(1000+r.pick(3000))*time.Millisecond
-		}
-		h := rep.proxy.Add(rule)
-		// The fault lasts until its answers were spoiled (or 20 s without
-		// such a call).
-		select {
-		case <-h.Fired():
-		case <-time.After(20 * time.Second):
-		case <-ctx.Done():
-		}
-		for end := time.Now().Add(20 * time.Second); h.Hits() < times && time.Now().Before(end) && ctx.Err() == nil; {
-			sleepCtx(ctx, 100*time.Millisecond)
-		}
-		if kind == faultDelayAnswers {
-			sleepCtx(ctx, rule.Delay)
-		}
-		return nil
-	}
-	return fmt.Errorf("unknown fault %q", kind)
-}
-
-// report checks the invariants and prints the figures; ok says the targets held.
-func (r *chaosRun) report(ctx context.Context, wall time.Duration) (bool, error) {
-	type row struct {
-		state, verdict string
-		jobs           int
-	}
-	db := r.f.db
-	rows, err := db.QueryContext(ctx, `SELECT submission_id, COUNT(*), MAX(state), COALESCE(MAX(verdict), '')
-		FROM judge_job WHERE submission_type = 'CHAOS' GROUP BY submission_id`)
-	if err != nil {
-		return false, err
-	}
-	inDB := map[string]row{}
-	for rows.Next() {
-		var id string
-		var rw row
-		if err := rows.Scan(&id, &rw.jobs, &rw.state, &rw.verdict); err != nil {
-			rows.Close()
-			return false, err
-		}
-		inDB[id] = rw
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return false, err
-	}
-	var multiCommit int
-	if err := db.QueryRowContext(ctx, `SELECT COUNT(*) FROM (SELECT job_id FROM judge_job_attempt WHERE outcome = 'COMPLETED'
-		GROUP BY job_id HAVING COUNT(*) > 1) d`).Scan(&multiCommit); err != nil {
-		return false, err
-	}
-	var attempts, expired int
-	_ = db.QueryRowContext(ctx, `SELECT COUNT(*), COALESCE(SUM(outcome = 'EXPIRED'), 0) FROM judge_job_attempt`).Scan(&attempts, &expired)
-	violations, err := r.reconcile(ctx)
-	if err != nil {
-		return false, err
-	}
-	recovery, err := r.recovery(ctx)
-	if err != nil {
-		return false, err
-	}
-
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	var jobs, notAccepted, finished, lost, duplicated, stuck, wrong, systemErrors, redelivered int
-	for _, s := range r.order {
-		d, ok := inDB[s.id]
-		if !s.accepted && !ok {
-			notAccepted++
-			continue
-		}
-		jobs++
-		switch {
-		case !ok:
-			lost++ // accepted, yet the database has no job
-			fmt.Fprintf(os.Stderr, "chaos: lost %s (%s): accepted, no job in the database\n", s.id, s.pool)
-			continue
-		case d.jobs > 1 || len(s.events) > 1:
-			duplicated++
-		}
-		for _, n := range s.events {
-			redelivered += n - 1
-		}
-		terminal := d.state == string(store.StateCompleted) || d.state == string(store.StateFailed)
-		switch {
-		case !terminal:
-			stuck++
-			fmt.Fprintf(os.Stderr, "chaos: stuck %s (%s): job state %s\n", s.id, s.pool, d.state)
-		case s.settledAt.IsZero():
-			lost++ // settled in the database, never delivered to the business
-			fmt.Fprintf(os.Stderr, "chaos: lost %s (%s): job %s %s, no settlement event received\n", s.id, s.pool, d.state, d.verdict)
-		default:
-			finished++
-			if d.state == string(store.StateFailed) || s.status == "SYSTEM_ERROR" {
-				systemErrors++
-			} else if d.verdict != s.want || s.status != s.want {
-				wrong++
-				fmt.Fprintf(os.Stderr, "chaos: wrong verdict %s (%s): want %s, job %s %s, business saw %s\n", s.id, s.pool, s.want, d.state, d.verdict, s.status)
-			}
-		}
-	}
-	duplicated += multiCommit
-
-	mode := "private_mariadb"
-	if r.galera != nil {
-		mode = "galera_" + r.cfg.writers + "_writer"
-	}
-	fmt.Printf("mode=%s seed=%d pools=%s nodes=%d slots=%d replicas=2 lease_ms=%d reap_ms=%d node_url_list=%t\n", mode, r.cfg.seed,
-		strings.Join(r.cfg.poolList, ","), len(r.nodes), r.cfg.slots, r.cfg.lease.Milliseconds(), r.cfg.reap.Milliseconds(), r.urlList)
-	fmt.Printf("wall_s=%.0f max_rate_per_s=%g in_flight_per_pool=%d\n", wall.Seconds(), r.cfg.rate, r.cfg.inFlight)
-	total := 0
-	var kinds []string
-	for k := range r.faultCount {
-		kinds = append(kinds, k)
-	}
-	slices.Sort(kinds)
-	for _, k := range kinds {
-		fmt.Printf("faults_%s=%d\n", k, r.faultCount[k])
-		total += r.faultCount[k]
-	}
-	fmt.Printf("faults=%d\n", total)
-	var retries float64
-	for _, rep := range r.replicas {
-		rep.mu.Lock()
-		retries += rep.retryBase + rep.retryLast
-		rep.mu.Unlock()
-	}
-	if r.galera != nil {
-		for i, p := range r.dbProxies[:2] {
-			fmt.Printf("replica_%c_db_node=%s\n", 'a'+i, p.current())
-		}
-	}
-	fmt.Printf("jobs=%d\n", jobs)
-	fmt.Printf("not_accepted=%d\n", notAccepted)
-	fmt.Printf("enqueue_retries=%d\n", r.enqueueErrors)
-	fmt.Printf("finished=%d\n", finished)
-	fmt.Printf("system_errors=%d\n", systemErrors)
-	fmt.Printf("attempts=%d expired_attempts=%d\n", attempts, expired)
-	fmt.Printf("lost=%d\n", lost)
-	fmt.Printf("duplicated=%d\n", duplicated)
-	fmt.Printf("stuck=%d\n", stuck)
-	fmt.Printf("wrong=%d\n", wrong)
-	fmt.Printf("redelivered_events=%d\n", redelivered)
-	fmt.Printf("deadlock_retries=%.0f\n", retries)
-	fmt.Printf("reconcile_violations=%d\n", violations)
-	fmt.Printf("node_exits_unplanned=%d\n", r.unplannedExits)
-	if recovery >= 0 {
-		fmt.Printf("recovery_s=%.1f\n", recovery)
-	} else {
-		fmt.Printf("recovery_s=NaN\n")
-	}
-	if r.galeraRejoin != "" {
-		fmt.Println(r.galeraRejoin)
-	}
-	return lost == 0 && duplicated == 0 && stuck == 0 && wrong == 0 && violations == 0 && recovery >= 0, nil
-}
-
-// recovery is how long after the last fault ended judging worked again in
-// every pool: until the first attempt that started after that moment
-// committed its result (max over pools), from the database's attempt rows;
-// -1 if a pool has none. Queued work from before does not count, so a
-// backlog does not hide or inflate it.
-func (r *chaosRun) recovery(ctx context.Context) (float64, error) {
-	rows, err := r.f.db.QueryContext(ctx, `SELECT j.pool, MIN(a.ended_at) FROM judge_job_attempt a JOIN judge_job j ON j.id = a.job_id
-		WHERE a.outcome = 'COMPLETED' AND a.started_at >= ? GROUP BY j.pool`, r.lastFaultEnd.UTC())
-	if err != nil {
-		return 0, err
-	}
-	defer rows.Close()
-	first := map[string]time.Time{}
-	for rows.Next() {
-		var pool string
-		var t time.Time
-		if err := rows.Scan(&pool, &t); err != nil {
-			return 0, err
-		}
-		first[pool] = t
-	}
-	if err := rows.Err(); err != nil {
-		return 0, err
-	}
-	worst := 0.0
-	for _, p := range r.cfg.poolList {
-		t, ok := first[p]
-		if !ok {
-			return -1, nil
-		}
-		worst = max(worst, t.Sub(r.lastFaultEnd).Seconds())
-	}
-	return worst, nil
-}
-
-// reconcile runs `kece-control reconcile` on the run's database, as the
-// operator on call would, and counts its violations.
-func (r *chaosRun) reconcile(ctx context.Context) (int, error) {
-	cctx, cancel := context.WithTimeout(ctx, time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(cctx, filepath.Join(r.f.bin, "kece-control"), "reconcile", "--mysql-dsn", r.f.dsn,
-		"--reap-interval", r.cfg.reap.String(), "-o", "json")
-	out, err := cmd.Output()
-	var exit *exec.ExitError
-	if err != nil && !(errors.As(err, &exit) && exit.ExitCode() == 3) {
-		return 0, fmt.Errorf("kece-control reconcile: %w\n%s", err, out)
-	}
-	var rep struct {
-		Violations []json.RawMessage `json:"violations"`
-	}
-	if err := json.Unmarshal(out, &rep); err != nil {
-		return 0, fmt.Errorf("kece-control reconcile output: %w", err)
-	}
-	for _, v := range rep.Violations {
-		fmt.Fprintf(os.Stderr, "chaos: reconcile violation %s\n", v)
-	}
-	return len(rep.Violations), nil
 }

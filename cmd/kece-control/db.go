@@ -31,17 +31,35 @@ func dbFlags(fs *settings.FlagSet) *string {
 // up after lockWait (innodb_lock_wait_timeout, both) and is retried by the
 // store. Nothing in KECE keeps a transaction open while it waits for
 // anything but the database, so the bounds never cut healthy work.
+//
+// A serving replica (kece-control serve) gets tight bounds: its transactions
+// are the hot path, short by design, and a frozen replica must not stall the
+// fleet's claims behind its locks for longer than about two seconds; its
+// statements are also limited in time (MariaDB max_statement_time, MySQL 8
+// max_execution_time, which covers SELECTs only). The figures a healthy
+// replica under load needs, and how these were chosen, are in
+// docs/operations.md ("Database session bounds"). Offline commands
+// (migrate, reconcile, token) keep the looser ones: a migration may wait
+// behind a serving replica's locks, and a reconcile reads whole tables.
 const (
 	dbDialTimeoutDefault = 5 * time.Second
 	dbIOTimeoutDefault   = 30 * time.Second
 	dbIdleTxDefault      = 10 * time.Second
 	dbLockWaitDefault    = 10 * time.Second
+
+	dbServeIdleTxDefault    = 2 * time.Second
+	dbServeLockWaitDefault  = 2 * time.Second
+	dbServeStatementDefault = 5 * time.Second
 )
 
-// dbLimits are the server-side bounds (tests shorten them).
+// dbLimits are the server-side bounds (tests shorten them). stmt 0: no
+// statement time limit.
 type dbLimits struct {
-	idleTx, lockWait time.Duration
+	idleTx, lockWait, stmt time.Duration
 }
+
+// serveLimits are the bounds of a serving replica's sessions.
+var serveLimits = dbLimits{idleTx: dbServeIdleTxDefault, lockWait: dbServeLockWaitDefault, stmt: dbServeStatementDefault}
 
 // openDB opens the control database with the session settings the store
 // relies on (UTC clock, parsed times) and the bounds above, and checks it
@@ -97,6 +115,14 @@ func openDBWith(ctx context.Context, fs *settings.FlagSet, dsn string, maxConns 
 		setDefault("idle_transaction_timeout", lim.idleTx)
 	} else {
 		setDefault("wait_timeout", lim.idleTx)
+	}
+	if _, set := cfg.Params["max_statement_time"]; lim.stmt > 0 && mariadb && !set {
+		// Seconds, fractions allowed; every statement of the session.
+		cfg.Params["max_statement_time"] = strconv.FormatFloat(lim.stmt.Seconds(), 'f', -1, 64)
+	}
+	if _, set := cfg.Params["max_execution_time"]; lim.stmt > 0 && !mariadb && !set {
+		// Milliseconds; MySQL 8 applies it to read-only SELECTs.
+		cfg.Params["max_execution_time"] = strconv.FormatInt(lim.stmt.Milliseconds(), 10)
 	}
 	db, err := sql.Open("mysql", cfg.FormatDSN())
 	if err != nil {

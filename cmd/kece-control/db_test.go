@@ -70,3 +70,34 @@ func TestFrozenTransactionReleasesItsLocks(t *testing.T) {
 	require.Less(t, took, 5*time.Second, "the lock came free after the 1 s idle bound, not the 10 s lock wait")
 	require.Error(t, frozen.Commit(), "the frozen transaction was ended")
 }
+
+// A serving replica's sessions carry the tight bounds (two seconds for an
+// idle transaction and a lock wait) and a statement time limit, which ends
+// a statement that runs past it.
+func TestServeSessionsAreBoundedTighter(t *testing.T) {
+	t.Parallel()
+	db := openTestDB(t, serveLimits)
+	var version string
+	var lockWait, idle int
+	require.NoError(t, db.QueryRow(`SELECT VERSION(), @@session.innodb_lock_wait_timeout`).Scan(&version, &lockWait))
+	require.Equal(t, 2, lockWait)
+	mariadb := strings.Contains(strings.ToLower(version), "mariadb")
+	q, stmtQ := `SELECT @@session.wait_timeout`, `SELECT @@session.max_execution_time / 1000`
+	if mariadb {
+		q, stmtQ = `SELECT @@session.idle_transaction_timeout`, `SELECT @@session.max_statement_time`
+	}
+	require.NoError(t, db.QueryRow(q).Scan(&idle))
+	require.Equal(t, 2, idle)
+	var stmt float64
+	require.NoError(t, db.QueryRow(stmtQ).Scan(&stmt))
+	require.InDelta(t, 5, stmt, 0.001)
+
+	short := openTestDB(t, dbLimits{idleTx: 2 * time.Second, lockWait: 2 * time.Second, stmt: 300 * time.Millisecond})
+	start := time.Now()
+	var slept int
+	err := short.QueryRow(`SELECT SLEEP(3)`).Scan(&slept)
+	took := time.Since(start)
+	require.Less(t, took, 2*time.Second, "the statement was ended at its limit")
+	// MariaDB fails the statement; MySQL ends SLEEP early and returns 1.
+	require.True(t, err != nil || slept == 1, "err %v, SLEEP returned %d", err, slept)
+}

@@ -229,16 +229,24 @@ func serve(ctx context.Context, f *serveFlags, cfg serveConfig, cio cmdIO) error
 	metricsCfg, consoleCfg, httpCfg, hookCfg := cfg.metrics, cfg.console, cfg.http, cfg.hook
 	metricsCfg.Logger = log
 
-	db, err := openDB(ctx, f.fs, *f.dsn, *f.conns)
+	if *f.migrate {
+		// On connections of their own with the offline bounds: a migration
+		// may run longer than a serving statement may.
+		mdb, err := openDB(ctx, f.fs, *f.dsn, 2)
+		if err != nil {
+			return err
+		}
+		err = migrations.UpLocked(ctx, mdb)
+		mdb.Close()
+		if err != nil {
+			return err
+		}
+	}
+	db, err := openDBWith(ctx, f.fs, *f.dsn, *f.conns, serveLimits)
 	if err != nil {
 		return err
 	}
 	defer db.Close()
-	if *f.migrate {
-		if err := migrations.UpLocked(ctx, db); err != nil {
-			return err
-		}
-	}
 	st, err := store.New(db, cfg.store)
 	if err != nil {
 		return settings.Errorf("store settings", "%v", err)

@@ -1,7 +1,7 @@
 package console
 
 import (
-	durations "github.com/kece-oj/kece/internal/duration"
+	"fmt"
 	"net/http"
 	"net/url"
 	"slices"
@@ -12,6 +12,7 @@ import (
 	"github.com/kece-oj/kece/contracts"
 	"github.com/kece-oj/kece/contracts/adminapi"
 	"github.com/kece-oj/kece/contracts/businessapi"
+	durations "github.com/kece-oj/kece/internal/duration"
 )
 
 // notices are the one-line confirmations shown after a redirect (?done=).
@@ -45,6 +46,82 @@ type poolRow struct {
 	Finished int64
 	Outcomes []adminapi.OutcomeCount
 	Bars     []bar
+	// Chart is the larger per-pool chart below the table.
+	Chart poolChart
+}
+
+// poolChart draws, over the chosen window, a pool's completions per minute
+// (bars, left scale) and the queue-wait p95 of the submissions finished in
+// each bucket (a line, right scale), on the server as SVG: no script, no
+// CDN.
+type poolChart struct {
+	W, H, PlotH float64
+	Bars        []bar
+	// Lines are polyline point lists of consecutive buckets with a p95;
+	// Dots mark every bucket that has one.
+	Lines []string
+	Dots  []dot
+	// PeakRate and PeakWait label the scales' tops; Summary is the text
+	// alternative.
+	PeakRate, PeakWait, Summary string
+}
+
+// dot is one p95 point of the chart.
+type dot struct {
+	X, Y  float64
+	Wait  string
+	Start time.Time
+}
+
+const bigW, bigH, bigPad = 360.0, 96.0, 16.0
+
+// chart scales a pool's buckets into poolChart's box.
+func chart(pool string, buckets []adminapi.FinishBucket, bucketSeconds int32) poolChart {
+	c := poolChart{W: bigW, H: bigH, PlotH: bigH - bigPad}
+	if len(buckets) == 0 || bucketSeconds <= 0 {
+		c.Summary = pool + ": no data"
+		return c
+	}
+	perMin := func(n int64) float64 { return float64(n) * 60 / float64(bucketSeconds) }
+	var topRate float64 = 1
+	var topWait int64 = 1
+	for _, b := range buckets {
+		topRate = max(topRate, perMin(b.Finished))
+		if b.QueueWaitP95Ms != nil {
+			topWait = max(topWait, *b.QueueWaitP95Ms)
+		}
+	}
+	w := bigW / float64(len(buckets))
+	var line []string
+	flush := func() {
+		if len(line) > 1 {
+			c.Lines = append(c.Lines, strings.Join(line, " "))
+		}
+		line = nil
+	}
+	for i, b := range buckets {
+		h := perMin(b.Finished) / topRate * (c.PlotH - 2)
+		if b.Finished > 0 {
+			h = max(h, 1)
+		}
+		c.Bars = append(c.Bars, bar{X: float64(i) * w, Y: bigH - h, W: max(w-0.5, 0.5), H: h, Finished: b.Finished, Start: b.Start})
+		if b.QueueWaitP95Ms == nil {
+			flush()
+			continue
+		}
+		x, y := float64(i)*w+w/2, bigH-float64(*b.QueueWaitP95Ms)/float64(topWait)*(c.PlotH-2)
+		c.Dots = append(c.Dots, dot{X: x, Y: y, Wait: duration(time.Duration(*b.QueueWaitP95Ms) * time.Millisecond), Start: b.Start})
+		line = append(line, strconv.FormatFloat(x, 'f', 1, 64)+","+strconv.FormatFloat(y, 'f', 1, 64))
+	}
+	flush()
+	c.PeakRate = strconv.FormatFloat(topRate, 'f', 1, 64) + "/min"
+	c.PeakWait = duration(time.Duration(topWait) * time.Millisecond)
+	c.Summary = fmt.Sprintf("%s: up to %s completions, queue-wait p95 up to %s", pool, c.PeakRate, c.PeakWait)
+	if len(c.Dots) == 0 {
+		c.PeakWait = "—"
+		c.Summary = fmt.Sprintf("%s: up to %s completions, no queue wait measured", pool, c.PeakRate)
+	}
+	return c
 }
 
 // bar is one time bucket of the finished-jobs chart (SVG coordinates).
@@ -137,6 +214,7 @@ func (c *Console) overview(w http.ResponseWriter, r *http.Request) {
 	for _, p := range mr.JSON200.Pools {
 		if row := rows[string(p.Pool)]; row != nil {
 			row.Finished, row.Outcomes, row.Bars = p.Finished, p.Outcomes, bars(p.Buckets)
+			row.Chart = chart(string(p.Pool), p.Buckets, mr.JSON200.BucketSeconds)
 		}
 	}
 	d := overviewData{Summary: sr.JSON200, Mix: mr.JSON200, Windows: mixWindows}

@@ -296,7 +296,11 @@ func (a adminAPI) GetVerdictMix(ctx context.Context, req adminapi.GetVerdictMixR
 			w.Outcomes = append(w.Outcomes, adminapi.OutcomeCount{Outcome: adminapi.JobOutcome(o.Outcome), Count: o.Count})
 		}
 		for i, n := range p.Buckets {
-			w.Buckets = append(w.Buckets, adminapi.FinishBucket{Start: mix.BucketStart(i).UTC(), Finished: n})
+			b := adminapi.FinishBucket{Start: mix.BucketStart(i).UTC(), Finished: n}
+			if i < len(p.WaitP95) && p.WaitP95[i] >= 0 {
+				b.QueueWaitP95Ms = ptr(p.WaitP95[i].Milliseconds())
+			}
+			w.Buckets = append(w.Buckets, b)
 		}
 		out.Pools = append(out.Pools, w)
 	}

@@ -20,6 +20,7 @@ import (
 	"github.com/kece-oj/kece/control/httpapi"
 	"github.com/kece-oj/kece/control/manifest"
 	"github.com/kece-oj/kece/control/probe"
+	"github.com/kece-oj/kece/internal/reference"
 )
 
 func adminClient(t *testing.T, env *controltest.Env) *adminapi.ClientWithResponses {
@@ -251,7 +252,8 @@ func TestAdminVerifyThenEnable(t *testing.T) {
 	job := jobs[0]
 	require.Equal(t, v.JSON202.JobId, job.JobId)
 	require.Equal(t, machineapi.JobKindCheck, job.Kind)
-	require.Contains(t, job.Submission.Source, "std::cin", "the built-in cpp program")
+	cppCheck, _ := reference.APlusB("cpp")
+	require.Equal(t, cppCheck.Source, job.Submission.Source, "the built-in cpp program")
 	require.Len(t, job.Manifest.Cases, 3)
 	d := a.detail(id)
 	require.Equal(t, adminapi.CheckStateRunning, d.Checks[0].State)

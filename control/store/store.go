@@ -188,6 +188,9 @@ type Store struct {
 	notifier Notifier
 	// obs is told what happened, for metrics (nil: nothing is counted).
 	obs Observer
+	// txTimeout bounds one try of a transaction (0: txTryTimeout; tests
+	// shorten it).
+	txTimeout time.Duration
 	// txOpts is nil when the server already defaults to READ COMMITTED, which
 	// saves a round trip per transaction.
 	txOpts *sql.TxOptions

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"encoding/json"
@@ -42,31 +43,50 @@ func (s *Store) retried(ctx context.Context, try func() error) error {
 	return Classify(fmt.Errorf("store: transaction still conflicting after %d tries: %w", s.cfg.TxRetries, err))
 }
 
+// txTryTimeout bounds one try of a transaction on the replica's side: a
+// try still open after it (the replica was starved or paused, a statement
+// hung) is rolled back by database/sql and its connection discarded, so its
+// locks go even if the server's own bounds (idle_transaction_timeout or
+// wait_timeout, innodb_lock_wait_timeout, the statement time limit; see
+// kece-control's openDB) did not apply. A healthy try takes milliseconds.
+const txTryTimeout = 10 * time.Second
+
+// errTxTooLong is the cause of a try that txTryTimeout ended.
+var errTxTooLong = errors.New("store: transaction open longer than its bound; rolled back")
+
 func (s *Store) tryTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
+	tctx, cancel := context.WithTimeoutCause(ctx, cmp.Or(s.txTimeout, txTryTimeout), errTxTooLong)
+	defer cancel()
 	// READ COMMITTED on every transaction (set per transaction unless it is
 	// the server's default): counts taken after a lock must see the latest
 	// commits, not a snapshot taken before the lock was granted.
-	tx, err := s.db.BeginTx(ctx, s.txOpts)
+	tx, err := s.db.BeginTx(tctx, s.txOpts)
 	if err != nil {
 		return fmt.Errorf("store: begin: %w", err)
 	}
 	if err := fn(tx); err != nil {
 		_ = tx.Rollback()
-		return endedByContext(ctx, err)
+		return endedByContext(ctx, tctx, err)
 	}
 	if err := tx.Commit(); err != nil {
-		return endedByContext(ctx, fmt.Errorf("store: commit: %w", err))
+		return endedByContext(ctx, tctx, fmt.Errorf("store: commit: %w", err))
 	}
 	return nil
 }
 
 // endedByContext names the cause of an sql.ErrTxDone that database/sql
-// returns after it rolled a transaction back because ctx ended: nothing was
-// committed, and callers must see a cancellation (context.Canceled or
-// DeadlineExceeded), not a database fault.
-func endedByContext(ctx context.Context, err error) error {
-	if errors.Is(err, sql.ErrTxDone) && ctx.Err() != nil {
+// returns after it rolled a transaction back because its context ended:
+// nothing was committed, and callers must see a cancellation
+// (context.Canceled or DeadlineExceeded) when ctx ended, or errTxTooLong
+// when the try's own bound (tctx) did.
+func endedByContext(ctx, tctx context.Context, err error) error {
+	switch {
+	case !errors.Is(err, sql.ErrTxDone):
+		return err
+	case ctx.Err() != nil:
 		return fmt.Errorf("%w: %w", ctx.Err(), err)
+	case tctx.Err() != nil:
+		return fmt.Errorf("%w: %w", context.Cause(tctx), err)
 	}
 	return err
 }

@@ -45,3 +45,42 @@ func openStore(t *testing.T) (*Store, *sql.DB) {
 	require.NoError(t, err)
 	return s, db
 }
+
+// A try that stays open past its bound (the replica starved or stuck
+// between statements) is rolled back on the replica's side: its row lock
+// goes, another transaction takes it, and the caller sees errTxTooLong, not
+// a commit.
+func TestTransactionOpenTooLongIsRolledBack(t *testing.T) {
+	t.Parallel()
+	s, db := openStore(t)
+	s.txTimeout = 300 * time.Millisecond
+	ctx := t.Context()
+	_, err := db.ExecContext(ctx, `CREATE TABLE held (id INT PRIMARY KEY, v INT) ENGINE=InnoDB`)
+	require.NoError(t, err)
+	_, err = db.ExecContext(ctx, `INSERT INTO held VALUES (1, 0)`)
+	require.NoError(t, err)
+	locked, release := make(chan struct{}), make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		done <- s.tryTx(ctx, func(tx *sql.Tx) error {
+			if _, err := tx.ExecContext(ctx, `UPDATE held SET v = 1 WHERE id = 1`); err != nil {
+				return err
+			}
+			close(locked)
+			<-release // stuck until the other transaction has the lock
+			return nil
+		})
+	}()
+	<-locked
+	start := time.Now()
+	other, err := db.BeginTx(ctx, nil)
+	require.NoError(t, err)
+	var v int
+	require.NoError(t, other.QueryRowContext(ctx, `SELECT v FROM held WHERE id = 1 FOR UPDATE`).Scan(&v))
+	took := time.Since(start)
+	require.NoError(t, other.Rollback())
+	close(release)
+	require.Zero(t, v, "the stuck try's update was rolled back")
+	require.Less(t, took, 5*time.Second, "the lock went at the try's bound, not at a server timeout")
+	require.ErrorIs(t, <-done, errTxTooLong)
+}

@@ -40,6 +40,10 @@ type PoolVerdictMix struct {
 	// Buckets count the finished jobs per bucket, oldest first; every
 	// bucket of the window is present.
 	Buckets []int64
+	// WaitP95 is, per bucket, the 95th percentile of how long the
+	// submissions that finished in it waited in the queue before their
+	// first start (created to started); -1 where none finished.
+	WaitP95 []time.Duration
 }
 
 // VerdictMix is how the submissions that finished in the last Window ended,
@@ -88,6 +92,63 @@ const verdictMixSQL = `SELECT pool, state, COALESCE(verdict, ''),
  FROM judge_job
  WHERE finished_at > ? AND finished_at <= ? AND kind = 'SUBMISSION'
  GROUP BY pool, state, verdict, bucket`
+
+// verdictWaitSQL reads the queue wait of finished submissions by pool and
+// bucket (arguments as verdictMixSQL's), newest first, at most
+// verdictWaitRowsMax rows: a 24-hour window of a busy system is sampled
+// by its most recent submissions rather than read whole.
+const verdictWaitSQL = `SELECT pool, ? - TIMESTAMPDIFF(MICROSECOND, finished_at, ?) DIV ? AS bucket,
+        TIMESTAMPDIFF(MICROSECOND, created_at, started_at)
+ FROM judge_job
+ WHERE finished_at > ? AND finished_at <= ? AND kind = 'SUBMISSION' AND started_at IS NOT NULL
+ ORDER BY finished_at DESC LIMIT ?`
+
+// verdictWaitRowsMax bounds the rows verdictWaitSQL reads.
+const verdictWaitRowsMax = 50000
+
+// waitP95 fills each pool's WaitP95 from the queue waits of the window.
+func (s *Store) waitP95(ctx context.Context, mix *VerdictMix, nb int, start time.Time) error {
+	rows, err := s.db.QueryContext(ctx, verdictWaitSQL, nb-1, mix.AsOf, mix.Bucket.Microseconds(), start, mix.AsOf, verdictWaitRowsMax)
+	if err != nil {
+		return fmt.Errorf("store: queue wait: %w", err)
+	}
+	defer rows.Close()
+	waits := map[string][][]time.Duration{}
+	for _, p := range mix.Pools {
+		waits[p.Pool] = make([][]time.Duration, nb)
+	}
+	for rows.Next() {
+		var pool string
+		var bucket, us int64
+		if err := rows.Scan(&pool, &bucket, &us); err != nil {
+			return fmt.Errorf("store: queue wait: %w", err)
+		}
+		if w := waits[pool]; w != nil && bucket >= 0 && bucket < int64(nb) {
+			w[bucket] = append(w[bucket], time.Duration(max(us, 0))*time.Microsecond)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("store: queue wait: %w", err)
+	}
+	for i := range mix.Pools {
+		pm := &mix.Pools[i]
+		pm.WaitP95 = make([]time.Duration, nb)
+		for b, ws := range waits[pm.Pool] {
+			pm.WaitP95[b] = p95(ws)
+		}
+	}
+	return nil
+}
+
+// p95 is the nearest-rank 95th percentile of ws; -1 for none.
+func p95(ws []time.Duration) time.Duration {
+	if len(ws) == 0 {
+		return -1
+	}
+	slices.Sort(ws)
+	rank := (95*len(ws) + 99) / 100 // ceil(0.95 n), 1-based
+	return ws[rank-1]
+}
 
 // VerdictMix counts the SUBMISSION jobs that finished in the last minutes
 // (1..VerdictMixMinutesMax) by pool and outcome, and by pool and bucket. One
@@ -146,5 +207,5 @@ func (s *Store) VerdictMix(ctx context.Context, minutes int) (VerdictMix, error)
 			return cmp.Or(cmp.Compare(b.Count, a.Count), cmp.Compare(a.Outcome, b.Outcome))
 		})
 	}
-	return mix, nil
+	return mix, s.waitP95(ctx, &mix, nb, start)
 }

@@ -38,6 +38,15 @@ func TestVerdictMixCountsRecentSubmissionsByPool(t *testing.T) {
 	_, err = b.db.ExecContext(b.ctx, `UPDATE judge_job SET finished_at = NOW(6) - INTERVAL 2 HOUR WHERE id = ?`, old.JobID)
 	require.NoError(t, err)
 
+	// Queue waits (created to first start): 30 s for the AC of bucket 7;
+	// 1, 2 and 3 s for the started ones of the last minute (the cancelled
+	// one never started).
+	for id, wait := range map[int64]int{ac1.JobID: 30, ac2.JobID: 1, wa.JobID: 2, failed.JobID: 3} {
+		_, err = b.db.ExecContext(b.ctx, `UPDATE judge_job SET started_at = finished_at - INTERVAL 100 MICROSECOND,
+			created_at = finished_at - INTERVAL 100 MICROSECOND - INTERVAL ? SECOND WHERE id = ?`, wait, id)
+		require.NoError(t, err)
+	}
+
 	mix, err := b.store.VerdictMix(b.ctx, 15)
 	require.NoError(t, err)
 	require.Equal(t, 15*time.Minute, mix.Window)
@@ -64,6 +73,10 @@ func TestVerdictMixCountsRecentSubmissionsByPool(t *testing.T) {
 	require.Equal(t, int64(1), cpp.Buckets[7], "7.5 minutes ago is bucket 15-1-7")
 	require.Equal(t, int64(4), cpp.Buckets[14], "the rest finished in the last minute")
 	require.Equal(t, mix.AsOf.Add(-8*time.Minute), mix.BucketStart(7))
+	require.Len(t, cpp.WaitP95, 15)
+	require.Equal(t, 30*time.Second, cpp.WaitP95[7])
+	require.Equal(t, 3*time.Second, cpp.WaitP95[14], "nearest rank: the 3rd of 3")
+	require.Equal(t, time.Duration(-1), cpp.WaitP95[0], "nothing finished")
 
 	wide, err := b.store.VerdictMix(b.ctx, 180)
 	require.NoError(t, err)

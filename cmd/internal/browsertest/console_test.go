@@ -193,6 +193,12 @@ func TestConsoleInBrowser(t *testing.T) {
 	// The overview counts the finished submission in its verdict mix.
 	b.open("/console/")
 	require.Regexp(t, `mysql[^\n]*AC 1`, b.text("#overview-live"))
+	// Its per-pool chart: one bar of completions and one queue-wait p95
+	// point for mysql, drawn by the server (no script).
+	require.Equal(t, 1, eval[int](b, `[...document.querySelectorAll("#chart-mysql .rate rect")].filter(r => r.getAttribute("height") > 0).length`))
+	require.Equal(t, 1, eval[int](b, `document.querySelectorAll("#chart-mysql .wait circle").length`))
+	require.Equal(t, 0, eval[int](b, `document.querySelectorAll("#chart-cpp .wait circle").length`))
+	require.Contains(t, eval[string](b, `document.querySelector("#chart-mysql svg").getAttribute("aria-label")`), "queue-wait p95 up to")
 	b.checkPage("overview")
 
 	// The remaining pages.

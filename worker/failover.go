@@ -1,0 +1,327 @@
+package worker
+
+// The replica failover client: which replica a call goes to, each attempt's
+// deadline, moving off a replica that hangs or fails (and abandoning what
+// is still in flight there), and hedging a slow renew to the next replica.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/kece-oj/kece/contracts/machineapi"
+)
+
+// client speaks the machine protocol through the generated client, to one
+// of the control plane's replicas (KECE_CONTROL_URL may list several). The
+// session token is swapped atomically when a session is (re)opened; it is
+// valid on every replica (sessions live in the control database).
+//
+// Every attempt carries a deadline from what is at stake (callOpts): the
+// claim long-poll its wait plus a small slack, a renew or a result a share
+// of the time its lease has left, everything else the request timeout. When
+// a replica fails a call in a way another replica may not — no answer
+// within the deadline, a network error, 502/503/504 — the client moves to
+// the next replica for this and later calls, keeping the session, and every
+// other call still waiting on the replica it left is abandoned and sent to
+// the next one at once (all of them are safe to repeat). Calls that are
+// safe to repeat are repeated there at once, each replica tried once,
+// before the caller backs off.
+type client struct {
+	bases   []string
+	cur     atomic.Int32 // index of the replica in use
+	http    *http.Client
+	token   atomic.Pointer[string]
+	cs      []*machineapi.ClientWithResponses
+	raws    []*machineapi.Client
+	timeout time.Duration
+	// claimSlack is added to a claim's wait for its deadline.
+	claimSlack time.Duration
+	// offMu guards off: per replica, a channel closed when the client moves
+	// off that replica, which abandons the calls still waiting on it.
+	offMu sync.Mutex
+	off   []chan struct{}
+	// moved is told when the client moves to another replica (for a log
+	// line); may be nil.
+	moved func(from, to string, err error)
+	// hedged counts renews sent to a second replica because the first was
+	// slow, and hedgeWon those the second answered first.
+	hedged, hedgeWon atomic.Int64
+	// moves counts moves to the next replica.
+	moves atomic.Int64
+	// leftHung is, per replica, when the client last moved off it because
+	// it did not answer in time (UnixNano; 0: never).
+	leftHung []atomic.Int64
+}
+
+// newClient builds a client over one or more base URLs (ControlURLs).
+func newClient(bases []string, timeout time.Duration) (*client, error) {
+	if len(bases) == 0 {
+		return nil, errors.New("control client: no control URL")
+	}
+	cl := &client{bases: bases, timeout: timeout, claimSlack: min(ClaimSlackDefault, timeout),
+		// No client-wide timeout: calls carry their own deadlines (the claim
+		// long-poll is longer than every other call).
+		http: &http.Client{Transport: http.DefaultTransport.(*http.Transport).Clone()}}
+	empty := ""
+	cl.token.Store(&empty)
+	auth := machineapi.WithRequestEditorFn(func(_ context.Context, req *http.Request) error {
+		if t := *cl.token.Load(); t != "" {
+			req.Header.Set("Authorization", "Bearer "+t)
+		}
+		return nil
+	})
+	for _, base := range bases {
+		c, err := machineapi.NewClientWithResponses(base, machineapi.WithHTTPClient(cl.http), auth)
+		if err != nil {
+			return nil, fmt.Errorf("control client: %w", err)
+		}
+		raw, err := machineapi.NewClient(base, machineapi.WithHTTPClient(cl.http), auth)
+		if err != nil {
+			return nil, fmt.Errorf("control client: %w", err)
+		}
+		cl.cs, cl.raws = append(cl.cs, c), append(cl.raws, raw)
+		cl.off = append(cl.off, make(chan struct{}))
+	}
+	cl.leftHung = make([]atomic.Int64, len(bases))
+	return cl, nil
+}
+
+func (cl *client) close() { cl.http.CloseIdleConnections() }
+
+// Causes of an attempt that ended without an answer while its caller still
+// waits: both are failures of the replica, not cancellations.
+var (
+	errAttemptTimeout = errors.New("no answer from the control replica within the call's deadline")
+	errAbandoned      = errors.New("the node moved off this control replica while the call waited")
+	errSlowReplica    = errors.New("the next control replica answered a hedged renew first")
+)
+
+// replicaFailed reports whether err is a failure of the replica rather than
+// an answer about the request: another replica may succeed.
+func replicaFailed(err error) bool {
+	var ae *APIError
+	if errors.As(err, &ae) {
+		return ae.Status == http.StatusBadGateway || ae.Status == http.StatusServiceUnavailable || ae.Status == http.StatusGatewayTimeout
+	}
+	return err != nil && !errors.Is(err, context.Canceled)
+}
+
+// notSent reports whether the request certainly never reached a replica
+// (the connection was refused), so even a call that must not run twice may
+// be sent to another one.
+func notSent(err error) bool {
+	var oe *net.OpError
+	return errors.As(err, &oe) && oe.Op == "dial"
+}
+
+// repeat says when a call that failed on one replica is sent to the next
+// at once.
+type repeat int
+
+const (
+	// repeatAlways: the call is idempotent (same boot id, same lease epoch,
+	// same result payload, same claim request id).
+	repeatAlways repeat = iota
+	// repeatIfUnsent: the call is not idempotent (a join spends its code):
+	// only when it certainly was not sent, or the replica answered 503 (it
+	// did nothing).
+	repeatIfUnsent
+)
+
+// callOpts is what one call's attempts are allowed.
+type callOpts struct {
+	rp repeat
+	// fixed is each attempt's deadline (0: the request timeout), unless by
+	// is set.
+	fixed time.Duration
+	// by is when what the call keeps alive ends (a lease's local deadline):
+	// each attempt gets half the time left (at least minAttempt, at most the
+	// request timeout), so the next replica can still be tried before it.
+	by time.Time
+	// hedge, when positive, sends the call to the next replica too if the
+	// first has not answered within it; the first answer wins.
+	hedge time.Duration
+}
+
+// minAttempt is the shortest deadline an attempt gets, however little time
+// its lease has left.
+const minAttempt = 200 * time.Millisecond
+
+func (cl *client) attemptTimeout(o callOpts) time.Duration {
+	if !o.by.IsZero() {
+		return min(cl.timeout, max(minAttempt, time.Until(o.by)/2))
+	}
+	if o.fixed > 0 {
+		return o.fixed
+	}
+	return cl.timeout
+}
+
+// hungCooldown: a replica that answers too slowly within this long after
+// the client left the next one because it hung is taken as slow, not gone
+// (its database may be waiting out the hung replica's locks, about 2 s):
+// the client stays rather than go back to the hung one.
+const hungCooldown = 5 * time.Second
+
+// timedOut: the replica did not answer in time (rather than refusing the
+// connection or answering 502/503/504).
+func timedOut(err error) bool { return errors.Is(err, errAttemptTimeout) || errors.Is(err, errStalled) }
+
+// moveOff makes the replica after idx the one in use, unless another call
+// moved already or the next one hung moments ago and idx is only slow
+// (hungCooldown), abandons the calls still waiting on idx, and reports the
+// move (with why) to moved.
+func (cl *client) moveOff(idx int, why error) {
+	next := (idx + 1) % len(cl.cs)
+	if next == idx {
+		return
+	}
+	if left := cl.leftHung[next].Load(); timedOut(why) && left != 0 && time.Since(time.Unix(0, left)) < hungCooldown {
+		return
+	}
+	if !cl.cur.CompareAndSwap(int32(idx), int32(next)) {
+		return
+	}
+	if timedOut(why) {
+		cl.leftHung[idx].Store(time.Now().UnixNano())
+	}
+	cl.moves.Add(1)
+	cl.offMu.Lock()
+	close(cl.off[idx])
+	cl.off[idx] = make(chan struct{})
+	cl.offMu.Unlock()
+	if cl.moved != nil {
+		cl.moved(cl.bases[idx], cl.bases[next], why)
+	}
+}
+
+// offSignal is closed when the client next moves off replica idx.
+func (cl *client) offSignal(idx int) <-chan struct{} {
+	cl.offMu.Lock()
+	defer cl.offMu.Unlock()
+	return cl.off[idx]
+}
+
+// attempt is a timed result of one try on one replica.
+type attempt[T any] struct {
+	v    T
+	err  error
+	idx  int
+	sent time.Time // when this try was sent (monotonic)
+	got  time.Time // when its answer was received (monotonic)
+}
+
+// try runs call once on replica idx under the attempt's deadline; a
+// deadline that passes, or a move off idx meanwhile, ends it with a replica
+// failure (errAttemptTimeout, errAbandoned) while ctx still lives.
+func try[T any](cl *client, ctx context.Context, idx int, o callOpts, call func(context.Context, int) (T, error)) attempt[T] {
+	a := attempt[T]{idx: idx, sent: time.Now()}
+	tctx, cancelT := context.WithTimeoutCause(ctx, cl.attemptTimeout(o), errAttemptTimeout)
+	defer cancelT()
+	actx, cancel := context.WithCancelCause(tctx)
+	defer cancel(nil)
+	off := cl.offSignal(idx)
+	if cl.cur.Load() != int32(idx) {
+		off = nil // a hedge or a repeat on a replica not in use
+	}
+	go func() {
+		select {
+		case <-off:
+			cancel(errAbandoned)
+		case <-actx.Done():
+		}
+	}()
+	a.v, a.err = call(actx, idx)
+	a.got = time.Now()
+	if a.err != nil && ctx.Err() == nil {
+		if cause := context.Cause(actx); errors.Is(cause, errAttemptTimeout) || errors.Is(cause, errAbandoned) {
+			a.err = fmt.Errorf("%w (%v)", cause, a.err)
+		}
+	}
+	return a
+}
+
+// do runs call on the replica in use, moving on as the type comment says;
+// the attempt returned is the one whose answer (or last error) counts.
+func do[T any](cl *client, ctx context.Context, o callOpts, call func(context.Context, int) (T, error)) attempt[T] {
+	n := len(cl.cs)
+	if o.hedge > 0 && n > 1 {
+		return hedged(cl, ctx, o, call)
+	}
+	first := int(cl.cur.Load())
+	var a attempt[T]
+	for i := 0; i < n; i++ {
+		idx := (first + i) % n
+		a = try(cl, ctx, idx, o, call)
+		if a.err == nil || ctx.Err() != nil || !replicaFailed(a.err) || n == 1 {
+			return a
+		}
+		cl.moveOff(idx, a.err)
+		if cl.cur.Load() == int32(idx) {
+			return a // staying (hungCooldown): the caller retries here
+		}
+		var ae *APIError
+		unsent := notSent(a.err) || (errors.As(a.err, &ae) && ae.Status == http.StatusServiceUnavailable)
+		if o.rp == repeatIfUnsent && !unsent {
+			return a
+		}
+	}
+	return a
+}
+
+// hedged runs call on the replica in use and, if it has not answered within
+// o.hedge, on the next one too; the first success wins (and a win of the
+// second moves the client there). An answer about the request (not a
+// replica failure) ends the call at once.
+func hedged[T any](cl *client, ctx context.Context, o callOpts, call func(context.Context, int) (T, error)) attempt[T] {
+	first := int(cl.cur.Load())
+	second := (first + 1) % len(cl.cs)
+	hctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	results := make(chan attempt[T], 2)
+	launch := func(idx int) {
+		go func() { results <- try(cl, hctx, idx, o, call) }()
+	}
+	launch(first)
+	timer := time.NewTimer(o.hedge)
+	defer timer.Stop()
+	pending, launched := 1, false
+	var last attempt[T]
+	for pending > 0 {
+		select {
+		case <-timer.C:
+			if !launched {
+				launched, pending = true, pending+1
+				cl.hedged.Add(1)
+				launch(second)
+			}
+		case a := <-results:
+			pending--
+			if a.err == nil {
+				if a.idx != first {
+					cl.hedgeWon.Add(1)
+					cl.moveOff(first, errSlowReplica)
+				}
+				return a
+			}
+			last = a
+			if ctx.Err() != nil || !replicaFailed(a.err) {
+				return a
+			}
+			if a.idx == first {
+				cl.moveOff(first, a.err)
+				if !launched {
+					launched, pending = true, pending+1
+					launch(second)
+				}
+			}
+		}
+	}
+	return last
+}
