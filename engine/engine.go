@@ -93,6 +93,10 @@ type Task struct {
 	Runtime RuntimeSpec
 	// Source is the user's program (or SQL text for the mysql pool).
 	Source []byte
+	// Files are further named source files of a multi-file submission
+	// (headers, translation units, Java classes, Python modules); Source
+	// stays the entry (docs/engine.md, "Multi-file submissions").
+	Files []SourceFile
 
 	Limits  Limits
 	Cases   []Case
@@ -115,6 +119,12 @@ type Limits struct {
 	MemoryBytes int64         // address space / RSS budget for the user program
 	OutputBytes int64         // stdout cap per case
 	StackBytes  int64         // 0: executor default
+}
+
+// SourceFile is one further file of a multi-file submission.
+type SourceFile struct {
+	Name string
+	Data []byte
 }
 
 // Scoring is how a subtask's cases score together.

@@ -38,6 +38,19 @@ func limitsOf(l machineapi.Limits) engine.Limits {
 	return out
 }
 
+// sourceFilesOf converts a multi-file submission's further files; nil for
+// a one-file submission.
+func sourceFilesOf(in *[]machineapi.SourceFile) []engine.SourceFile {
+	if in == nil {
+		return nil
+	}
+	out := make([]engine.SourceFile, 0, len(*in))
+	for _, f := range *in {
+		out = append(out, engine.SourceFile{Name: f.Name, Data: []byte(f.Content)})
+	}
+	return out
+}
+
 // fileIOOf converts a manifest's file input and output; absent is stdin
 // and stdout, as for every manifest published before the field existed.
 func fileIOOf(f *machineapi.FileIO) engine.FileIO {

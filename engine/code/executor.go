@@ -98,6 +98,12 @@ func (x *Executor) Execute(ctx context.Context, task engine.Task, progress engin
 	// Java source with no runnable class is the user's CE, a checker's is
 	// the problem's fault.
 	rt, err := resolveEntry(task.Runtime, task.Source)
+	if len(task.Files) > 0 {
+		rt, err = multiFileSpec(task.Runtime, task.Source, task.Files)
+		if err != nil && !isEntryError(err) {
+			return engine.Verdict{}, err
+		}
+	}
 	if isEntryError(err) {
 		v := engine.Verdict{Status: engine.StatusCompileError, Message: err.Error(), CompileLog: err.Error()}
 		for _, c := range task.Cases {
@@ -165,6 +171,9 @@ func validateTask(t engine.Task) error {
 		}
 	}
 	if err := validateIO(t.IO); err != nil {
+		return err
+	}
+	if err := validateFiles(t.Files); err != nil {
 		return err
 	}
 	if err := engine.ValidateSubtasks(t); err != nil {
@@ -261,6 +270,11 @@ func (j *job) prepare() error {
 	if name := j.task.Runtime.SourceFile; name != "" {
 		if err := writeOwned(filepath.Join(j.dir, "box", name), j.task.Source, j.compileUID); err != nil {
 			return hostErr("source", err)
+		}
+		for _, f := range j.task.Files {
+			if err := writeOwned(filepath.Join(j.dir, "box", f.Name), f.Data, j.compileUID); err != nil {
+				return hostErr("source file "+f.Name, err)
+			}
 		}
 	}
 	for i, c := range j.task.Cases {
