@@ -4,7 +4,7 @@ SHELL := /bin/bash
 GO ?= go
 export CGO_ENABLED ?= 1
 
-.PHONY: all build release test test-go deps deps-mysql deps-docker deps-browser images demo generate check-generate lint bench clean stop diagrams screenshots
+.PHONY: all build release quickstart test test-go deps deps-mysql deps-docker deps-browser images demo generate check-generate lint bench clean stop diagrams screenshots
 
 all: build
 
@@ -30,6 +30,13 @@ release:
 # debootstrap base), saved to dist/*-image-*.tar.gz (docker load -i).
 images:
 	DIST=$(DIST) scripts/images.sh $(VERSION)
+
+# Try KECE with Compose on this machine (deploy/compose/quickstart; not for
+# production): images, sandbox images of cpp and python, then up.sh, which
+# prints KECE=… TOKEN=… for the curl session of docs/business.md.
+quickstart: images
+	deploy/images/build-local.sh cpp python
+	deploy/compose/quickstart/up.sh
 
 # Private MariaDB instances (control plane + judge server stand-in).
 deps-mysql:
