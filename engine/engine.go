@@ -187,7 +187,17 @@ const (
 	CheckerTolerant CheckerKind = "tolerant"
 	CheckerFloat    CheckerKind = "float"
 	CheckerSpecial  CheckerKind = "special"
+	// CheckerInteractive: the Special* program is an interactor that talks
+	// to the user's program over pipes while it runs and decides the case
+	// (testlib's interactor convention; docs/engine.md "Interactive problems").
+	CheckerInteractive CheckerKind = "interactive"
 )
+
+// HasProgram reports whether the checker is a program of the problem's
+// (a special judge or an interactor) compiled and run in its own sandbox.
+func (c Checker) HasProgram() bool {
+	return c.Kind == CheckerSpecial || c.Kind == CheckerInteractive
+}
 
 // CheckerProtocol is how a special checker is called and how its outcome is read.
 type CheckerProtocol string
@@ -225,6 +235,9 @@ type Checker struct {
 	// MaxPoints is what a testlib or score checker's points are divided by
 	// (fraction = points / MaxPoints); 0 means 1.
 	MaxPoints float64
+	// InteractorTime is an interactor's CPU limit per case; 0 means the
+	// executor's checker time.
+	InteractorTime time.Duration
 }
 
 // CheckerFile is an extra file laid next to the special checker's source

@@ -82,6 +82,8 @@ func checkerOf(c machineapi.Checker) (engine.Checker, error) {
 		out.Kind = engine.CheckerFloat
 	case machineapi.CheckerTypeSpecial:
 		out.Kind = engine.CheckerSpecial
+	case machineapi.CheckerTypeInteractive:
+		out.Kind = engine.CheckerInteractive
 	default:
 		return out, fmt.Errorf("unknown checker %q", c.Type)
 	}
@@ -101,6 +103,13 @@ func checkerOf(c machineapi.Checker) (engine.Checker, error) {
 		}
 		if sp.MaxPoints != nil {
 			out.MaxPoints = *sp.MaxPoints
+		}
+		if out.Kind == engine.CheckerInteractive {
+			// An interactor always follows testlib's convention.
+			out.SpecialProtocol = engine.ProtocolTestlib
+			if sp.TimeMs != nil {
+				out.InteractorTime = time.Duration(*sp.TimeMs) * time.Millisecond
+			}
 		}
 	}
 	return out, nil
