@@ -4,7 +4,7 @@ SHELL := /bin/bash
 GO ?= go
 export CGO_ENABLED ?= 1
 
-.PHONY: all build release test test-go deps deps-mysql deps-docker deps-browser images demo generate check-generate lint bench clean stop diagrams screenshots
+.PHONY: all build release quickstart test test-go deps deps-mysql deps-docker deps-browser images demo generate check-generate lint bench clean stop diagrams screenshots
 
 all: build
 
@@ -30,6 +30,13 @@ release:
 # debootstrap base), saved to dist/*-image-*.tar.gz (docker load -i).
 images:
 	DIST=$(DIST) scripts/images.sh $(VERSION)
+
+# Try KECE with Compose on this machine (deploy/compose/quickstart; not for
+# production): images, sandbox images of cpp and python, then up.sh, which
+# prints KECE=… TOKEN=… for the curl session of docs/business.md.
+quickstart: images
+	deploy/images/build-local.sh cpp python
+	deploy/compose/quickstart/up.sh
 
 # Private MariaDB instances (control plane + judge server stand-in).
 deps-mysql:
@@ -88,12 +95,14 @@ bench: deps build
 demo: deps build
 	bin/kece-demo
 
-# The console screenshots shown in the README (docs/console/*.png), taken by
-# the browser test against real kece-control and kece-node processes.
-screenshots: deps-mysql deps-browser
+# The console screenshots shown in the README (docs/console/*.png), taken
+# from a populated system: the demo's submissions judged in every pool by
+# real kece-node processes, then a rejudge, a draining node and a
+# dead-lettered settlement event (cmd/internal/browsertest/screens_test.go).
+screenshots: deps-mysql deps-docker deps-browser
 	rm -f docs/console/*.png
-	KECE_SCREENSHOT_DIR=$(CURDIR)/docs/console KECE_REQUIRE_BROWSER=1 KECE_REQUIRE_MYSQL=1 \
-	  $(GO) test -count=1 -run TestConsoleInBrowser ./cmd/internal/browsertest/
+	KECE_SCREENSHOT_DIR=$(CURDIR)/docs/console KECE_REQUIRE_BROWSER=1 KECE_REQUIRE_MYSQL=1 KECE_REQUIRE_DOCKER=1 \
+	  $(GO) test -count=1 -timeout 20m -run TestConsoleScreenshotsPopulated ./cmd/internal/browsertest/
 
 # Architecture and state-machine figures: docs/diagrams/*.dot → .svg/.png
 # (Graphviz from Debian, installed by the script when missing).

@@ -138,8 +138,12 @@ func TestComposeConfig(t *testing.T) {
 			out, err := exec.Command(cli[0], args...).CombinedOutput()
 			require.NoError(t, err, "%s %s: %s", cli[0], strings.Join(args, " "), out)
 		}
-		args := append(cli[1:], "-f", repo(composeControl), "config", "-q")
-		out, err := exec.Command(cli[0], args...).CombinedOutput()
-		require.NoError(t, err, "%s %s: %s", cli[0], strings.Join(args, " "), out)
+		for _, f := range []string{composeControl, "deploy/compose/quickstart/compose.yaml"} {
+			args := append(cli[1:], "-f", repo(f), "config", "-q")
+			cmd := exec.Command(cli[0], args...)
+			cmd.Env = append(os.Environ(), "KECE_MARIADB_IMAGE=kece/mariadb:check")
+			out, err := cmd.CombinedOutput()
+			require.NoError(t, err, "%s %s: %s", cli[0], strings.Join(args, " "), out)
+		}
 	}
 }

@@ -15,7 +15,7 @@ import (
 func TestDockerfiles(t *testing.T) {
 	t.Parallel()
 	buildRE := regexp.MustCompile(`go build [^\n]*?-o (\S+) \./cmd/([a-z0-9-]+)`)
-	for p, want := range map[string][]string{controlDocker: {"kece-control"}, nodeDocker: {"kece-node", "kece-sandbox-init"}} {
+	for p, want := range map[string][]string{controlDocker: {"kece-control", "kecectl"}, nodeDocker: {"kece-node", "kece-sandbox-init"}} {
 		data, err := os.ReadFile(repo(p))
 		require.NoError(t, err)
 		src := strings.ReplaceAll(string(data), "\\\n", " ")

@@ -38,7 +38,7 @@ func TestDocsReferToRealFiles(t *testing.T) {
 	require.NoError(t, err)
 	require.Contains(t, string(readme), "never both")
 	// The README indexes every file this package owns.
-	for _, dir := range []string{"deploy/systemd", "deploy/compose/node", "deploy/compose/control-dev", "deploy/control", "deploy/nginx", "deploy/docker"} {
+	for _, dir := range []string{"deploy/systemd", "deploy/compose/node", "deploy/compose/control-dev", "deploy/compose/quickstart", "deploy/control", "deploy/nginx", "deploy/docker"} {
 		entries, err := os.ReadDir(repo(dir))
 		require.NoError(t, err)
 		for _, e := range entries {

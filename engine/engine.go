@@ -93,6 +93,10 @@ type Task struct {
 	Runtime RuntimeSpec
 	// Source is the user's program (or SQL text for the mysql pool).
 	Source []byte
+	// Files are further named source files of a multi-file submission
+	// (headers, translation units, Java classes, Python modules); Source
+	// stays the entry (docs/engine.md, "Multi-file submissions").
+	Files []SourceFile
 
 	Limits  Limits
 	Cases   []Case
@@ -115,6 +119,12 @@ type Limits struct {
 	MemoryBytes int64         // address space / RSS budget for the user program
 	OutputBytes int64         // stdout cap per case
 	StackBytes  int64         // 0: executor default
+}
+
+// SourceFile is one further file of a multi-file submission.
+type SourceFile struct {
+	Name string
+	Data []byte
 }
 
 // Scoring is how a subtask's cases score together.
@@ -177,7 +187,17 @@ const (
 	CheckerTolerant CheckerKind = "tolerant"
 	CheckerFloat    CheckerKind = "float"
 	CheckerSpecial  CheckerKind = "special"
+	// CheckerInteractive: the Special* program is an interactor that talks
+	// to the user's program over pipes while it runs and decides the case
+	// (testlib's interactor convention; docs/engine.md "Interactive problems").
+	CheckerInteractive CheckerKind = "interactive"
 )
+
+// HasProgram reports whether the checker is a program of the problem's
+// (a special judge or an interactor) compiled and run in its own sandbox.
+func (c Checker) HasProgram() bool {
+	return c.Kind == CheckerSpecial || c.Kind == CheckerInteractive
+}
 
 // CheckerProtocol is how a special checker is called and how its outcome is read.
 type CheckerProtocol string
@@ -215,6 +235,9 @@ type Checker struct {
 	// MaxPoints is what a testlib or score checker's points are divided by
 	// (fraction = points / MaxPoints); 0 means 1.
 	MaxPoints float64
+	// InteractorTime is an interactor's CPU limit per case; 0 means the
+	// executor's checker time.
+	InteractorTime time.Duration
 }
 
 // CheckerFile is an extra file laid next to the special checker's source

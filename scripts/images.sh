@@ -32,7 +32,7 @@ trap 'rm -rf "$ctx"' EXIT
 log "static binaries for linux/$arch, version $VERSION"
 CGO_ENABLED=0 GOOS=linux $GO build -trimpath \
 	-ldflags "-s -w -X github.com/kece-oj/kece/internal/buildinfo.version=$VERSION" \
-	-o "$ctx/" ./cmd/kece-control ./cmd/kece-node ./cmd/kece-sandbox-init
+	-o "$ctx/" ./cmd/kece-control ./cmd/kecectl ./cmd/kece-node ./cmd/kece-sandbox-init
 cp /etc/ssl/certs/ca-certificates.crt "$ctx/"
 # The same accounts deploy/docker/control.Dockerfile writes.
 printf 'root:x:0:0:root:/root:/sbin/nologin\nkece:x:65532:65532:kece:/var/lib/kece:/sbin/nologin\n' >"$ctx/passwd"

@@ -38,6 +38,19 @@ func limitsOf(l machineapi.Limits) engine.Limits {
 	return out
 }
 
+// sourceFilesOf converts a multi-file submission's further files; nil for
+// a one-file submission.
+func sourceFilesOf(in *[]machineapi.SourceFile) []engine.SourceFile {
+	if in == nil {
+		return nil
+	}
+	out := make([]engine.SourceFile, 0, len(*in))
+	for _, f := range *in {
+		out = append(out, engine.SourceFile{Name: f.Name, Data: []byte(f.Content)})
+	}
+	return out
+}
+
 // fileIOOf converts a manifest's file input and output; absent is stdin
 // and stdout, as for every manifest published before the field existed.
 func fileIOOf(f *machineapi.FileIO) engine.FileIO {
@@ -69,6 +82,8 @@ func checkerOf(c machineapi.Checker) (engine.Checker, error) {
 		out.Kind = engine.CheckerFloat
 	case machineapi.CheckerTypeSpecial:
 		out.Kind = engine.CheckerSpecial
+	case machineapi.CheckerTypeInteractive:
+		out.Kind = engine.CheckerInteractive
 	default:
 		return out, fmt.Errorf("unknown checker %q", c.Type)
 	}
@@ -88,6 +103,13 @@ func checkerOf(c machineapi.Checker) (engine.Checker, error) {
 		}
 		if sp.MaxPoints != nil {
 			out.MaxPoints = *sp.MaxPoints
+		}
+		if out.Kind == engine.CheckerInteractive {
+			// An interactor always follows testlib's convention.
+			out.SpecialProtocol = engine.ProtocolTestlib
+			if sp.TimeMs != nil {
+				out.InteractorTime = time.Duration(*sp.TimeMs) * time.Millisecond
+			}
 		}
 	}
 	return out, nil

@@ -149,10 +149,16 @@ func TestCppPoolEndToEnd(t *testing.T) {
 		controltest.Case{In: "3 3\n", Out: "6\n", Weight: 10}, controltest.Case{In: "4 4\n", Out: "8\n", Weight: 30},
 		controltest.Case{In: "5 5\n", Out: "10\n", Weight: 40})
 	sub := e.Enqueue("ALGO", "cpp-subtasks", "cpp17", src, manSub)
+	// A multi-file submission: its header and second unit reach the node.
+	multi, err := e.Store.Enqueue(e.Ctx, store.EnqueueRequest{SubmissionType: "ALGO", SubmissionID: "cpp-multi-file", Language: "cpp17",
+		Source:     "#include <cstdio>\n#include \"add.h\"\nint main(){long a,b;if(scanf(\"%ld %ld\",&a,&b)!=2)return 1;if(add(a,b))printf(\"%ld\\n\",add(a,b));}\n",
+		Files:      []store.SourceFile{{Name: "add.h", Content: "long add(long a, long b);\n"}, {Name: "add.cpp", Content: "long add(long a, long b) { return a + b; }\n"}},
+		ManifestID: man})
+	require.NoError(t, err)
 	for _, w := range []struct {
 		id      int64
 		verdict string
-	}{{ac, "AC"}, {ce, "CE"}, {ac20, "AC"}, {ce17, "CE"}, {acC, "AC"}, {acIO, "AC"}, {waIO, "WA"}, {sub, "WA"}} {
+	}{{ac, "AC"}, {ce, "CE"}, {ac20, "AC"}, {ce17, "CE"}, {acC, "AC"}, {acIO, "AC"}, {waIO, "WA"}, {sub, "WA"}, {multi.JobID, "AC"}} {
 		j := waitJob(t, e, w.id, 3*time.Minute, "completed", completed)
 		require.Equal(t, w.verdict, j.Verdict, string(j.Result))
 	}

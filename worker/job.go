@@ -315,7 +315,8 @@ func (n *Node) prepare(ctx context.Context, j *job) (engine.Task, func(), error)
 		}
 	}
 	c := j.c
-	task := engine.Task{NodeID: n.execID, JobID: c.JobId, LeaseEpoch: c.LeaseEpoch, Source: []byte(c.Submission.Source)}
+	task := engine.Task{NodeID: n.execID, JobID: c.JobId, LeaseEpoch: c.LeaseEpoch, Source: []byte(c.Submission.Source),
+		Files: sourceFilesOf(c.Submission.Files)}
 	if string(c.Pool) != n.cfg.Pool || string(c.Runtime.Pool) != n.cfg.Pool {
 		return task, release, engine.Infraf(engine.InfraConfig, "job of pool %s sent to a %s node", c.Pool, n.cfg.Pool)
 	}

@@ -225,7 +225,7 @@ func (b businessAPI) EnqueueSubmission(ctx context.Context, req businessapi.Enqu
 		return nil, err
 	}
 	sreq := store.EnqueueRequest{SubmissionType: body.SubmissionType, SubmissionID: body.SubmissionId,
-		Language: body.Language, Source: body.Source, ManifestID: manID, Tenant: tokenFrom(ctx).Tenant()}
+		Language: body.Language, Source: body.Source, Files: sourceFiles(body.Files), ManifestID: manID, Tenant: tokenFrom(ctx).Tenant()}
 	if body.Priority != nil {
 		sreq.Priority = int(*body.Priority)
 	}
@@ -320,7 +320,7 @@ func (b businessAPI) EnqueueSubmissions(ctx context.Context, req businessapi.Enq
 			continue
 		}
 		reqs[i] = store.EnqueueRequest{SubmissionType: it.SubmissionType, SubmissionID: it.SubmissionId,
-			Language: it.Language, Source: it.Source, ManifestID: manID, Tenant: tok.Tenant()}
+			Language: it.Language, Source: it.Source, Files: sourceFiles(it.Files), ManifestID: manID, Tenant: tok.Tenant()}
 		if it.Priority != nil {
 			reqs[i].Priority = int(*it.Priority)
 		}

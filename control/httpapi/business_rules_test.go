@@ -539,3 +539,45 @@ func TestStatusAfterInfrastructureFailures(t *testing.T) {
 	require.Equal(t, "DAEMON_UNREACHABLE", *st.JSON200.ErrorCode)
 	require.Nil(t, st.JSON200.Verdict)
 }
+
+// A multi-file submission through the business API: accepted with its
+// files, idempotent on all of them, refused (422, field named) for a
+// language that takes one file or with a bad name, and 400 for a name
+// outside the contract's pattern.
+func TestEnqueueMultiFile(t *testing.T) {
+	t.Parallel()
+	b := startBiz(t)
+	ctx, c := b.env.Ctx, b.c
+	manID := publish(t, c, codeManifest(t, c, "1 2\n", "3\n"))
+	files := []businessapi.SourceFile{{Name: "util.py", Content: "def add(a, b):\n    return a + b\n"}}
+	body := businessapi.SubmissionCreate{SubmissionType: "ALGO", SubmissionId: "mf-1", Language: "python3",
+		Source: "from util import add\nprint(add(*map(int, input().split())))\n", Files: &files, ManifestId: manID}
+	r, err := c.EnqueueSubmissionWithResponse(ctx, nil, body)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusAccepted, r.StatusCode(), string(r.Body))
+	again, err := c.EnqueueSubmissionWithResponse(ctx, nil, body)
+	require.NoError(t, err)
+	require.Equal(t, r.JSON202.JobId, again.JSON202.JobId)
+
+	other := []businessapi.SourceFile{{Name: "util.py", Content: "def add(a, b):\n    return a - b\n"}}
+	changed := body
+	changed.Files = &other
+	cr, err := c.EnqueueSubmissionWithResponse(ctx, nil, changed)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusConflict, cr.StatusCode(), "the digest covers every file: %s", cr.Body)
+
+	js := body
+	js.SubmissionId, js.Language = "mf-js", "javascript"
+	jr, err := c.EnqueueSubmissionWithResponse(ctx, nil, js)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusUnprocessableEntity, jr.StatusCode(), string(jr.Body))
+	_, field := apiError(t, jr.Body)
+	require.Equal(t, "files", field)
+
+	bad := []businessapi.SourceFile{{Name: "../util.py", Content: "x"}}
+	pathy := body
+	pathy.SubmissionId, pathy.Files = "mf-path", &bad
+	pr, err := c.EnqueueSubmissionWithResponse(ctx, nil, pathy)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusBadRequest, pr.StatusCode(), string(pr.Body))
+}

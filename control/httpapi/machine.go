@@ -214,7 +214,7 @@ func (m machineAPI) wireJobs(ctx context.Context, jobs []store.ClaimedJob) ([]ma
 			Kind: machineapi.JobKind(j.Kind), Pool: machineapi.Pool(j.Pool), Attempt: int32(j.Attempt),
 			Manifest: man, ManifestId: idString(j.ManifestID),
 			Submission: machineapi.JobSubmission{SubmissionType: j.SubmissionType, SubmissionId: j.SubmissionID,
-				Language: snap.Language, Source: snap.Source},
+				Language: snap.Language, Source: snap.Source, Files: wireSourceFiles(snap.Files)},
 			Runtime: machineapi.JobRuntime{Language: j.Language, Pool: machineapi.Pool(j.Pool)},
 		})
 	}

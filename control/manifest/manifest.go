@@ -129,6 +129,9 @@ type SpecialChecker struct {
 	MaxPoints float64 `json:"maxPoints,omitempty"`
 	// Files are laid next to the source before it compiles (e.g. testlib.h).
 	Files []CheckerFile `json:"files,omitempty"`
+	// TimeMs is an interactor's CPU limit per case; absent means the node's
+	// checker time. Only for checker type interactive.
+	TimeMs int64 `json:"timeMs,omitempty"`
 }
 
 // CheckerFile is an extra file of a special checker, stored as an artifact.
@@ -263,10 +266,13 @@ func (m *Manifest) validateCode() error {
 		if c.AbsTol < 0 || c.RelTol < 0 || (c.AbsTol == 0 && c.RelTol == 0) {
 			return invalid("checker", "float needs a non-negative absTol or relTol, at least one positive")
 		}
-	case "special":
+	case "special", CheckerInteractive:
 		s := c.Special
 		if s == nil {
-			return invalid("checker.special", "required for a special checker")
+			return invalid("checker.special", "required for a %s checker", c.Type)
+		}
+		if err := m.validateInteractive(); err != nil {
+			return err
 		}
 		if _, err := PoolForLanguage(s.Language); err != nil || s.Language == "mysql" {
 			return invalid("checker.special.language", "unknown checker language %q", s.Language)
@@ -278,7 +284,7 @@ func (m *Manifest) validateCode() error {
 			return err
 		}
 	default:
-		return invalid("checker.type", "must be exact, tolerant, float or special, got %q", c.Type)
+		return invalid("checker.type", "must be exact, tolerant, float, special or interactive, got %q", c.Type)
 	}
 	if err := m.IO.validate(); err != nil {
 		return err

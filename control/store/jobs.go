@@ -58,7 +58,9 @@ type EnqueueRequest struct {
 	SubmissionID   string
 	Language       string
 	Source         string
-	ManifestID     int64
+	// Files are further source files beside Source (multi-file submissions).
+	Files      []SourceFile
+	ManifestID int64
 	// Priority: lower runs first; 0 is normal. Range -100..100.
 	Priority int
 	// Tenant is whose test data the submission may use: a manifest it may
@@ -71,6 +73,15 @@ type EnqueueRequest struct {
 type Snapshot struct {
 	Language string `json:"language"`
 	Source   string `json:"source"`
+	// Files is omitted for a one-file submission, so its snapshot — and the
+	// request digest idempotency compares — is what it always was.
+	Files []SourceFile `json:"files,omitempty"`
+}
+
+// SourceFile is one further named source file of a submission.
+type SourceFile struct {
+	Name    string `json:"name"`
+	Content string `json:"content"`
 }
 
 // EnqueueResult identifies the job that now represents the submission.
@@ -102,7 +113,10 @@ func (r EnqueueRequest) validate(maxSnapshot int) (pool string, snapshot []byte,
 	if strings.TrimSpace(r.Source) == "" {
 		return "", nil, "", invalid("source", "must not be empty")
 	}
-	snapshot, err = json.Marshal(Snapshot{Language: r.Language, Source: r.Source})
+	if err := checkSourceFiles(r.Language, r.Files); err != nil {
+		return "", nil, "", err
+	}
+	snapshot, err = json.Marshal(Snapshot{Language: r.Language, Source: r.Source, Files: r.Files})
 	if err != nil {
 		return "", nil, "", fmt.Errorf("store: snapshot: %w", err)
 	}

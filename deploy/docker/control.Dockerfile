@@ -20,12 +20,16 @@ ARG VERSION=dev
 RUN --mount=type=cache,target=/go/pkg/mod --mount=type=cache,target=/root/.cache/go-build \
     CGO_ENABLED=0 go build -trimpath -ldflags="-s -w -X github.com/kece-oj/kece/internal/buildinfo.version=${VERSION}" \
       -o /out/kece-control ./cmd/kece-control \
+ && CGO_ENABLED=0 go build -trimpath -ldflags="-s -w -X github.com/kece-oj/kece/internal/buildinfo.version=${VERSION}" \
+      -o /out/kecectl ./cmd/kecectl \
  && printf 'root:x:0:0:root:/root:/sbin/nologin\nkece:x:65532:65532:kece:/var/lib/kece:/sbin/nologin\n' > /out/passwd \
  && printf 'root:x:0:\nkece:x:65532:\n' > /out/group \
  && mkdir -p /out/artifacts
 
 FROM scratch
 COPY --from=build /out/kece-control /usr/local/bin/kece-control
+# The admin CLI, for `docker exec … kecectl` next to the server.
+COPY --from=build /out/kecectl /usr/local/bin/kecectl
 COPY --from=build /etc/ssl/certs/ca-certificates.crt /etc/ssl/certs/ca-certificates.crt
 COPY --from=build /out/passwd /etc/passwd
 COPY --from=build /out/group /etc/group

@@ -98,6 +98,12 @@ func (x *Executor) Execute(ctx context.Context, task engine.Task, progress engin
 	// Java source with no runnable class is the user's CE, a checker's is
 	// the problem's fault.
 	rt, err := resolveEntry(task.Runtime, task.Source)
+	if len(task.Files) > 0 {
+		rt, err = multiFileSpec(task.Runtime, task.Source, task.Files)
+		if err != nil && !isEntryError(err) {
+			return engine.Verdict{}, err
+		}
+	}
 	if isEntryError(err) {
 		v := engine.Verdict{Status: engine.StatusCompileError, Message: err.Error(), CompileLog: err.Error()}
 		for _, c := range task.Cases {
@@ -108,7 +114,7 @@ func (x *Executor) Execute(ctx context.Context, task engine.Task, progress engin
 		return engine.Verdict{}, engine.Infra(engine.InfraConfig, err)
 	}
 	task.Runtime = rt
-	if task.Checker.Kind == engine.CheckerSpecial {
+	if task.Checker.HasProgram() {
 		if task.Checker.SpecialRuntime, err = resolveEntry(task.Checker.SpecialRuntime, task.Checker.SpecialSource); err != nil {
 			return engine.Verdict{}, engine.Infraf(engine.InfraCheckerFailed, "special judge: %w", err)
 		}
@@ -167,6 +173,9 @@ func validateTask(t engine.Task) error {
 	if err := validateIO(t.IO); err != nil {
 		return err
 	}
+	if err := validateFiles(t.Files); err != nil {
+		return err
+	}
 	if err := engine.ValidateSubtasks(t); err != nil {
 		return engine.Infra(engine.InfraCorruptInput, err)
 	}
@@ -176,7 +185,10 @@ func validateTask(t engine.Task) error {
 		if t.Checker.AbsTol < 0 || t.Checker.RelTol < 0 {
 			return engine.Infraf(engine.InfraConfig, "float checker tolerances must not be negative")
 		}
-	case engine.CheckerSpecial:
+	case engine.CheckerSpecial, engine.CheckerInteractive:
+		if err := validateInteractive(t); err != nil {
+			return err
+		}
 		if len(t.Checker.SpecialSource) == 0 {
 			return engine.Infraf(engine.InfraConfig, "special judge has no source")
 		}
@@ -223,7 +235,14 @@ func (j *job) prepare() error {
 		mode os.FileMode
 		uid  int
 	}{{"box", 0o755, j.compileUID}, {"in", 0o700, 0}, {"out", 0o755, 0}}
-	if j.task.Checker.Kind == engine.CheckerSpecial {
+	if j.task.Checker.Kind == engine.CheckerInteractive {
+		dirs = append(dirs, struct {
+			sub  string
+			mode os.FileMode
+			uid  int
+		}{pipeSub, 0o700, 0})
+	}
+	if j.task.Checker.HasProgram() {
 		dirs = append(dirs, struct {
 			sub  string
 			mode os.FileMode
@@ -252,12 +271,17 @@ func (j *job) prepare() error {
 		if err := writeOwned(filepath.Join(j.dir, "box", name), j.task.Source, j.compileUID); err != nil {
 			return hostErr("source", err)
 		}
+		for _, f := range j.task.Files {
+			if err := writeOwned(filepath.Join(j.dir, "box", f.Name), f.Data, j.compileUID); err != nil {
+				return hostErr("source file "+f.Name, err)
+			}
+		}
 	}
 	for i, c := range j.task.Cases {
 		if err := linkOrCopy(c.InputPath, filepath.Join(j.dir, "in", caseFile(i))); err != nil {
 			return engine.Infraf(engine.InfraCorruptInput, "case %s input: %w", c.ID, err)
 		}
-		if j.task.Checker.Kind == engine.CheckerSpecial {
+		if j.task.Checker.HasProgram() {
 			// Copies, not links: the checker runs unprivileged and needs them
 			// readable without changing the mode of the cached originals.
 			if err := copyReadable(c.InputPath, filepath.Join(j.dir, "cin", caseFile(i))); err != nil {
@@ -268,7 +292,7 @@ func (j *job) prepare() error {
 			}
 		}
 	}
-	if j.task.Checker.Kind == engine.CheckerSpecial {
+	if j.task.Checker.HasProgram() {
 		src := filepath.Join(j.dir, "cbox", j.task.Checker.SpecialRuntime.SourceFile)
 		if err := writeOwned(src, j.task.Checker.SpecialSource, j.compileUID); err != nil {
 			return hostErr("special judge source", err)
@@ -359,7 +383,7 @@ func (j *job) judge(ctx context.Context) (engine.Verdict, error) {
 	}
 	var err error
 	j.userSession, err = j.x.startSession(ctx, sessionSpec{
-		image: t.Runtime.Image, role: "user", task: &j.task, memoryBytes: j.startMemory(), mounts: j.mounts("box"),
+		image: t.Runtime.Image, role: "user", task: &j.task, memoryBytes: j.startMemory(), mounts: j.mounts("box", j.pipeMounts()...),
 		workBytes: j.workBytes,
 	})
 	if err != nil {
@@ -381,7 +405,7 @@ func (j *job) judge(ctx context.Context) (engine.Verdict, error) {
 			return v, err
 		}
 	}
-	if t.Checker.Kind == engine.CheckerSpecial {
+	if t.Checker.HasProgram() {
 		if err := j.startChecker(ctx); err != nil {
 			return v, err
 		}
@@ -535,6 +559,9 @@ func (j *job) wallLimit() time.Duration {
 
 func (j *job) runCase(ctx context.Context, i int, c engine.Case) (engine.CaseResult, error) {
 	t := j.task
+	if t.Checker.Kind == engine.CheckerInteractive {
+		return j.runInteractive(ctx, i, c)
+	}
 	l := t.Limits
 	cr := engine.CaseResult{ID: c.ID}
 	stack := l.StackBytes

@@ -97,10 +97,27 @@ type javaType struct {
 // The file is named after the top-level public type (javac requires it), or
 // after the class to run when no type is public.
 func findJavaEntry(src []byte) (javaEntry, error) {
+	sc, err := scanJava(src)
+	e := javaEntry{Package: sc.pkg}
+	if err != nil {
+		return e, err
+	}
+	return decideJavaEntry(e, sc.types, sc.nestedMain)
+}
+
+// javaScan is what scanJava finds in one source: its package and its
+// top-level types, and whether a nested class declares main.
+type javaScan struct {
+	pkg        string
+	types      []javaType
+	nestedMain bool
+}
+
+// scanJava reads the package and the top-level type declarations of a
+// source (see findJavaEntry for what is skipped).
+func scanJava(src []byte) (javaScan, error) {
 	toks := javaTokens(string(src))
-	var e javaEntry
-	var types []javaType
-	nestedMain := false
+	var sc javaScan
 	start := 0 // first token of the current top-level declaration
 	for i := 0; i < len(toks); i++ {
 		t := toks[i]
@@ -115,10 +132,10 @@ func findJavaEntry(src []byte) (javaEntry, error) {
 					parts = append(parts, toks[j])
 				}
 			}
-			e.Package = strings.Join(parts, ".")
+			sc.pkg = strings.Join(parts, ".")
 			for _, p := range parts {
 				if err := checkJavaName("package name", p); err != nil {
-					return e, err
+					return sc, err
 				}
 			}
 			i, start = j, j+1
@@ -148,11 +165,17 @@ func findJavaEntry(src []byte) (javaEntry, error) {
 			end := matchBrace(toks, open)
 			var nested bool
 			jt.hasMain, nested = declaresMain(toks[open:end+1], kind == "interface" || kind == "@interface")
-			nestedMain = nestedMain || nested
-			types = append(types, jt)
+			sc.nestedMain = sc.nestedMain || nested
+			sc.types = append(sc.types, jt)
 			i, start = end, end+1
 		}
 	}
+	return sc, nil
+}
+
+// decideJavaEntry applies the entry rule of findJavaEntry to one source's
+// top-level types.
+func decideJavaEntry(e javaEntry, types []javaType, nestedMain bool) (javaEntry, error) {
 	var publics, mains []javaType
 	for _, t := range types {
 		if t.public {

@@ -6,6 +6,8 @@
 # image). No shell: nothing in this image needs one.
 FROM scratch
 COPY kece-control /usr/local/bin/kece-control
+# The admin CLI, for `docker exec … kecectl` next to the server.
+COPY kecectl /usr/local/bin/kecectl
 COPY ca-certificates.crt /etc/ssl/certs/ca-certificates.crt
 COPY passwd /etc/passwd
 COPY group /etc/group

@@ -32,7 +32,7 @@ int main() {
                 _exit(0);
             }
         }
-        sleep(3);
+        wait(nullptr);  // the first child to end: only a kill ends one
     }
     std::puts("survived");
 }

@@ -17,7 +17,7 @@ else:
             m = mmap.mmap(-1, 60 << 20)
             for off in range(0, 60 << 20, 4096):
                 m[off] = 1
-            time.sleep(30)
+            time.sleep(3600)  # hold it until the supervisor ends the run
             os._exit(0)
-    time.sleep(3)
+    os.wait()  # the first child to end: only a kill ends one
 print("survived")

@@ -1,0 +1,51 @@
+package store
+
+import (
+	"fmt"
+	"regexp"
+	"strings"
+
+	"github.com/kece-oj/kece/contracts"
+)
+
+// MaxSourceFiles bounds a multi-file submission's further files; their
+// total with the source is bounded by the request snapshot limit.
+const MaxSourceFiles = 16
+
+var sourceFileNameRE = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}$`)
+
+// multiFileLanguages are the pools whose runtimes build several files
+// (docs/engine.md, "Multi-file submissions").
+var multiFileLanguages = map[string]bool{"cpp": true, "java": true, "python": true}
+
+// checkSourceFiles validates the further files of a submission: only for
+// C, C++, Java and Python; plain distinct names that are not the entry's own
+// file or a name the build writes; Java files named <Name>.java.
+func checkSourceFiles(language string, files []SourceFile) error {
+	if files == nil {
+		return nil
+	}
+	l, _ := contracts.LookupLanguage(language)
+	if !multiFileLanguages[l.Pool] {
+		return invalid("files", "multi-file submissions are for C, C++, Java and Python, not %s", language)
+	}
+	if len(files) == 0 || len(files) > MaxSourceFiles {
+		return invalid("files", "1..%d files (omit files for a one-file submission)", MaxSourceFiles)
+	}
+	seen := make(map[string]bool, len(files))
+	for i, f := range files {
+		field := fmt.Sprintf("files[%d].name", i)
+		switch {
+		case !sourceFileNameRE.MatchString(f.Name):
+			return invalid(field, "must be a plain file name matching %s", sourceFileNameRE)
+		case seen[f.Name]:
+			return invalid(field, "duplicate file name %q", f.Name)
+		case f.Name == "main" || f.Name == "main.cpp" || f.Name == "main.c" || f.Name == "main.py" || strings.HasSuffix(f.Name, ".class"):
+			return invalid(field, "%q is the entry's file or one the build writes; the entry is source", f.Name)
+		case l.Pool == "java" && !strings.HasSuffix(f.Name, ".java"):
+			return invalid(field, "Java files are named <Class>.java")
+		}
+		seen[f.Name] = true
+	}
+	return nil
+}
