@@ -12,8 +12,8 @@ const (
 )
 
 // validateInteractive checks what differs for an interactor or a manager: testlib's
-// convention only (an explicit "testlib" is stored as absent, one canonical
-// form per meaning), its own CPU limit, and no file input or output (the
+// convention only (validated as testlib; an explicit "testlib" is stored as
+// absent, one canonical form per meaning), its own CPU limit, and no file input or output (the
 // interaction is the program's stdin and stdout). A special checker takes
 // no timeMs. Manifests published before interactive problems carry no
 // timeMs and keep their canonical JSON.
@@ -33,7 +33,9 @@ func (m *Manifest) validateInteractive() error {
 	}
 	switch s.Protocol {
 	case "", ProtocolTestlib:
-		s.Protocol = ""
+		// Validated as testlib (maxPoints included), stored as absent
+		// by the caller.
+		s.Protocol = ProtocolTestlib
 	default:
 		return invalid("checker.special.protocol", "an interactor follows testlib's convention: absent or testlib, got %q", s.Protocol)
 	}

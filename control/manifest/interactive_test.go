@@ -47,6 +47,7 @@ func TestInteractiveManifest(t *testing.T) {
 			m.IO = &manifest.FileIO{OutputFile: "a.out"}
 			return m
 		}(), "io"},
+		"negative points":    {interactiveManifest(manifest.SpecialChecker{MaxPoints: -1}), "checker.special.maxPoints"},
 		"legacy manager":     {communicationManifest(manifest.SpecialChecker{Processes: 2, Protocol: "legacy"}), "checker.special.protocol"},
 		"interactor missing": {func() manifest.Manifest { m := codeManifest(); m.Checker.Type = "interactive"; return m }(), "checker.special"},
 		"unknown type":       {func() manifest.Manifest { m := codeManifest(); m.Checker.Type = "relay"; return m }(), "checker.type"},
@@ -58,14 +59,15 @@ func TestInteractiveManifest(t *testing.T) {
 		require.Equal(t, tc.field, ve.Field, name)
 	}
 
-	m := interactiveManifest(manifest.SpecialChecker{Protocol: "testlib", TimeMs: 2000})
+	m := interactiveManifest(manifest.SpecialChecker{Protocol: "testlib", TimeMs: 2000, MaxPoints: 100})
 	require.NoError(t, m.Validate())
 	b, digest, err := m.Canonical()
 	require.NoError(t, err)
 	require.NotContains(t, string(b), "protocol")
 	require.Contains(t, string(b), `"type":"interactive"`)
 	require.Contains(t, string(b), `"timeMs":2000`)
-	m2 := interactiveManifest(manifest.SpecialChecker{TimeMs: 2000})
+	require.Contains(t, string(b), `"maxPoints":100`)
+	m2 := interactiveManifest(manifest.SpecialChecker{TimeMs: 2000, MaxPoints: 100})
 	_, digest2, err := m2.Canonical()
 	require.NoError(t, err)
 	require.Equal(t, digest, digest2, "explicit testlib and absent are one manifest")

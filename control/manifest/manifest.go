@@ -287,6 +287,9 @@ func (m *Manifest) validateCode() error {
 		if err := s.validate(); err != nil {
 			return err
 		}
+		if c.Type != "special" {
+			s.Protocol = "" // an interactor's or manager's only convention is stored as absent
+		}
 	default:
 		return invalid("checker.type", "must be exact, tolerant, float, special, interactive or communication, got %q", c.Type)
 	}
