@@ -91,8 +91,9 @@ func (b *obsBackend) Execute(_ context.Context, task engine.Task, p engine.Progr
 	}
 	return v, nil
 }
-func (*obsBackend) Runtime(pool string) (engine.RuntimeSpec, error) {
-	return engine.RuntimeSpec{Pool: pool, Image: "obs", SourceFile: "main", RunCmd: []string{"./main"}}, nil
+// Runtime is asked for a language id; every one this node is sent is cpp's.
+func (*obsBackend) Runtime(string) (engine.RuntimeSpec, error) {
+	return engine.RuntimeSpec{Pool: "cpp", Image: "obs", SourceFile: "main", RunCmd: []string{"./main"}}, nil
 }
 func (*obsBackend) Janitor(context.Context, func(string, int64) bool) error { return nil }
 func (*obsBackend) Health(context.Context) worker.Health {
@@ -125,13 +126,17 @@ func observedFleet(t *testing.T) (controlURL, nodeURL string) {
 	case <-time.After(20 * time.Second):
 		t.Fatal("node not ready")
 	}
+	// AC, AC after one infrastructure error, FAILED after two.
 	for i, src := range []string{"int main(){}", "infra-once", "infra-always"} {
 		job := env.Enqueue("ALGO", fmt.Sprintf("obs-%d", i), "cpp17", src, man)
+		var j store.Job
 		require.Eventually(t, func() bool {
-			j, err := env.Store.GetJob(env.Ctx, job)
+			var err error
+			j, err = env.Store.GetJob(env.Ctx, job)
 			require.NoError(t, err)
 			return j.State.Terminal()
 		}, 15*time.Second, 20*time.Millisecond)
+		require.Equal(t, []store.JobState{store.StateCompleted, store.StateCompleted, store.StateFailed}[i], j.State, src)
 	}
 	return env.URL + "/metrics", "http://" + n.Addr() + "/metrics"
 }

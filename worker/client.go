@@ -154,11 +154,17 @@ func (cl *client) openSession(ctx context.Context, credential, bootID string) (*
 	return a.v, nil
 }
 
-// heartbeat reports; each attempt's deadline is at most every (the next
-// heartbeat is due then anyway), so a heartbeat is what notices a hung
-// replica first while nothing else is in flight.
+// heartbeatDeadlineMin is the shortest deadline a heartbeat attempt gets,
+// however short its interval: a loaded but healthy replica must not look
+// hung.
+const heartbeatDeadlineMin = time.Second
+
+// heartbeat reports; each attempt's deadline is its interval (the next
+// heartbeat is due then anyway; at least heartbeatDeadlineMin, at most the
+// request timeout), so a heartbeat is what notices a hung replica first
+// while nothing else is in flight.
 func (cl *client) heartbeat(ctx context.Context, req machineapi.HeartbeatRequest, every time.Duration) (*machineapi.HeartbeatResponse, error) {
-	a := do(cl, ctx, callOpts{fixed: min(cl.timeout, every)}, func(ctx context.Context, i int) (*machineapi.HeartbeatResponse, error) {
+	a := do(cl, ctx, callOpts{fixed: min(cl.timeout, max(every, heartbeatDeadlineMin))}, func(ctx context.Context, i int) (*machineapi.HeartbeatResponse, error) {
 		r, err := cl.cs[i].SendHeartbeatWithResponse(ctx, req)
 		if err != nil {
 			return nil, fmt.Errorf("heartbeat: %w", err)

@@ -82,6 +82,10 @@ func checkerOf(c machineapi.Checker) (engine.Checker, error) {
 		out.Kind = engine.CheckerFloat
 	case machineapi.CheckerTypeSpecial:
 		out.Kind = engine.CheckerSpecial
+	case machineapi.CheckerTypeInteractive:
+		out.Kind = engine.CheckerInteractive
+	case machineapi.CheckerTypeCommunication:
+		out.Kind = engine.CheckerCommunication
 	default:
 		return out, fmt.Errorf("unknown checker %q", c.Type)
 	}
@@ -101,6 +105,16 @@ func checkerOf(c machineapi.Checker) (engine.Checker, error) {
 		}
 		if sp.MaxPoints != nil {
 			out.MaxPoints = *sp.MaxPoints
+		}
+		if out.Interacts() {
+			// An interactor or manager always follows testlib's convention.
+			out.SpecialProtocol = engine.ProtocolTestlib
+			if sp.TimeMs != nil {
+				out.InteractorTime = time.Duration(*sp.TimeMs) * time.Millisecond
+			}
+			if sp.Processes != nil {
+				out.Processes = *sp.Processes
+			}
 		}
 	}
 	return out, nil

@@ -123,3 +123,28 @@ func TestFileIOOf(t *testing.T) {
 		fileIOOf(&machineapi.FileIO{InputFile: &in, OutputFile: &out, Stdio: &yes}))
 	require.Equal(t, engine.FileIO{OutputFile: "sum.out"}, fileIOOf(&machineapi.FileIO{OutputFile: &out}))
 }
+
+// An interactive checker becomes the engine's interactor: testlib's
+// convention whatever the manifest says, and its own CPU limit.
+func TestCheckerOfInteractive(t *testing.T) {
+	t.Parallel()
+	ms := int64(2500)
+	c, err := checkerOf(machineapi.Checker{Type: machineapi.CheckerTypeInteractive,
+		Special: &machineapi.SpecialChecker{Language: "cpp17", SourceSha256: "x", SourceSize: 1, TimeMs: &ms}})
+	require.NoError(t, err)
+	require.Equal(t, engine.CheckerInteractive, c.Kind)
+	require.Equal(t, engine.ProtocolTestlib, c.SpecialProtocol)
+	require.Equal(t, 2500*time.Millisecond, c.InteractorTime)
+}
+
+// A communication checker carries its process count to the engine.
+func TestCheckerOfCommunication(t *testing.T) {
+	t.Parallel()
+	n := 3
+	c, err := checkerOf(machineapi.Checker{Type: machineapi.CheckerTypeCommunication,
+		Special: &machineapi.SpecialChecker{Language: "cpp17", SourceSha256: "x", SourceSize: 1, Processes: &n}})
+	require.NoError(t, err)
+	require.Equal(t, engine.CheckerCommunication, c.Kind)
+	require.Equal(t, engine.ProtocolTestlib, c.SpecialProtocol)
+	require.Equal(t, 3, c.Processes)
+}

@@ -81,6 +81,7 @@ type job struct {
 	progress       engine.ProgressSink
 	userSession    *session
 	checkerSession *session
+	procSessions   []*session // communication tasks: processes 2..N (communication.go)
 }
 
 // Execute implements engine.Executor: compile once, run every case in one
@@ -114,7 +115,7 @@ func (x *Executor) Execute(ctx context.Context, task engine.Task, progress engin
 		return engine.Verdict{}, engine.Infra(engine.InfraConfig, err)
 	}
 	task.Runtime = rt
-	if task.Checker.Kind == engine.CheckerSpecial {
+	if task.Checker.HasProgram() {
 		if task.Checker.SpecialRuntime, err = resolveEntry(task.Checker.SpecialRuntime, task.Checker.SpecialSource); err != nil {
 			return engine.Verdict{}, engine.Infraf(engine.InfraCheckerFailed, "special judge: %w", err)
 		}
@@ -185,7 +186,10 @@ func validateTask(t engine.Task) error {
 		if t.Checker.AbsTol < 0 || t.Checker.RelTol < 0 {
 			return engine.Infraf(engine.InfraConfig, "float checker tolerances must not be negative")
 		}
-	case engine.CheckerSpecial:
+	case engine.CheckerSpecial, engine.CheckerInteractive, engine.CheckerCommunication:
+		if err := validateInteractive(t); err != nil {
+			return err
+		}
 		if len(t.Checker.SpecialSource) == 0 {
 			return engine.Infraf(engine.InfraConfig, "special judge has no source")
 		}
@@ -232,7 +236,14 @@ func (j *job) prepare() error {
 		mode os.FileMode
 		uid  int
 	}{{"box", 0o755, j.compileUID}, {"in", 0o700, 0}, {"out", 0o755, 0}}
-	if j.task.Checker.Kind == engine.CheckerSpecial {
+	if j.task.Checker.Interacts() {
+		dirs = append(dirs, struct {
+			sub  string
+			mode os.FileMode
+			uid  int
+		}{pipeSub, 0o700, 0})
+	}
+	if j.task.Checker.HasProgram() {
 		dirs = append(dirs, struct {
 			sub  string
 			mode os.FileMode
@@ -271,7 +282,7 @@ func (j *job) prepare() error {
 		if err := linkOrCopy(c.InputPath, filepath.Join(j.dir, "in", caseFile(i))); err != nil {
 			return engine.Infraf(engine.InfraCorruptInput, "case %s input: %w", c.ID, err)
 		}
-		if j.task.Checker.Kind == engine.CheckerSpecial {
+		if j.task.Checker.HasProgram() {
 			// Copies, not links: the checker runs unprivileged and needs them
 			// readable without changing the mode of the cached originals.
 			if err := copyReadable(c.InputPath, filepath.Join(j.dir, "cin", caseFile(i))); err != nil {
@@ -282,7 +293,7 @@ func (j *job) prepare() error {
 			}
 		}
 	}
-	if j.task.Checker.Kind == engine.CheckerSpecial {
+	if j.task.Checker.HasProgram() {
 		src := filepath.Join(j.dir, "cbox", j.task.Checker.SpecialRuntime.SourceFile)
 		if err := writeOwned(src, j.task.Checker.SpecialSource, j.compileUID); err != nil {
 			return hostErr("special judge source", err)
@@ -343,7 +354,7 @@ func copyFile(src, dst string, mode os.FileMode) error {
 }
 
 func (j *job) cleanup(ctx context.Context) {
-	for _, s := range []*session{j.userSession, j.checkerSession} {
+	for _, s := range append([]*session{j.userSession, j.checkerSession}, j.procSessions...) {
 		if s != nil {
 			s.close(ctx)
 		}
@@ -373,7 +384,7 @@ func (j *job) judge(ctx context.Context) (engine.Verdict, error) {
 	}
 	var err error
 	j.userSession, err = j.x.startSession(ctx, sessionSpec{
-		image: t.Runtime.Image, role: "user", task: &j.task, memoryBytes: j.startMemory(), mounts: j.mounts("box"),
+		image: t.Runtime.Image, role: "user", task: &j.task, memoryBytes: j.startMemory(), mounts: j.mounts("box", j.pipeMounts()...),
 		workBytes: j.workBytes,
 	})
 	if err != nil {
@@ -395,7 +406,7 @@ func (j *job) judge(ctx context.Context) (engine.Verdict, error) {
 			return v, err
 		}
 	}
-	if t.Checker.Kind == engine.CheckerSpecial {
+	if t.Checker.HasProgram() {
 		if err := j.startChecker(ctx); err != nil {
 			return v, err
 		}
@@ -549,6 +560,12 @@ func (j *job) wallLimit() time.Duration {
 
 func (j *job) runCase(ctx context.Context, i int, c engine.Case) (engine.CaseResult, error) {
 	t := j.task
+	switch t.Checker.Kind {
+	case engine.CheckerInteractive:
+		return j.runInteractive(ctx, i, c)
+	case engine.CheckerCommunication:
+		return j.runCommunication(ctx, i, c)
+	}
 	l := t.Limits
 	cr := engine.CaseResult{ID: c.ID}
 	stack := l.StackBytes

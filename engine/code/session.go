@@ -210,7 +210,11 @@ func (s *session) run(ctx context.Context, req sandboxinit.Request) (sandboxinit
 	}
 	// The supervisor enforces the wall limit itself; the margin covers reaping
 	// and cleaning, and catches a wedged supervisor.
-	line, err := s.readLine(ctx, time.Duration(req.WallMillis)*time.Millisecond+s.x.cfg.DaemonTimeout)
+	wait := time.Duration(req.WallMillis)*time.Millisecond + s.x.cfg.DaemonTimeout
+	if req.Pipes != nil {
+		wait += time.Duration(req.Pipes.OpenMillis) * time.Millisecond
+	}
+	line, err := s.readLine(ctx, wait)
 	if err != nil {
 		return sandboxinit.Result{}, err
 	}

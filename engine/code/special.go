@@ -38,8 +38,8 @@ func (j *job) startChecker(ctx context.Context) error {
 	j.checkerSession, err = j.x.startSession(ctx, sessionSpec{
 		image: rt.Image, role: "checker", task: &j.task,
 		memoryBytes: max(rt.CompileMemoryBytes, checkerMemory+rt.ExtraMemoryBytes),
-		mounts: []mount.Mount{b("cbox", boxDir, false), b("cin", inDir, true), b("exp", expDir, true),
-			b("out", userDir, true), b("cout", outDir, false)},
+		mounts: append([]mount.Mount{b("cbox", boxDir, false), b("cin", inDir, true), b("exp", expDir, true),
+			b("out", userDir, true), b("cout", outDir, false)}, j.pipeMounts()...),
 	})
 	if err != nil {
 		return err

@@ -79,10 +79,11 @@ func Format(d time.Duration) string {
 // that takes the day unit and refuses a negative value.
 type Value struct{ D *time.Duration }
 
-// String returns the current value in Format's form.
+// String returns the current value in Format's form; zero is "0", which
+// help (pflag) takes for "no default" rather than printing "(default 0s)".
 func (v Value) String() string {
-	if v.D == nil {
-		return "0s"
+	if v.D == nil || *v.D == 0 {
+		return "0"
 	}
 	return Format(*v.D)
 }

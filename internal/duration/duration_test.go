@@ -46,4 +46,6 @@ func TestValue(t *testing.T) {
 	require.EqualError(t, v.Set("-1s"), "must not be negative")
 	require.Error(t, v.Set("often"))
 	require.Equal(t, "duration", v.Type())
+	var zero time.Duration
+	require.Equal(t, "0", Value{D: &zero}.String(), "help prints no (default 0s)")
 }

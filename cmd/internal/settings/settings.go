@@ -374,6 +374,15 @@ func EnvName(prefix, name string) string {
 // command line wins, then the variable, then the default; a bad variable is
 // an *Error naming it.
 func ParseWithEnv(fs *flag.FlagSet, prefix string, args []string, getenv func(string) string) error {
+	// Durations take days here too (internal/duration), as on every KECE
+	// command line.
+	fs.VisitAll(func(f *flag.Flag) {
+		if g, ok := f.Value.(flag.Getter); ok {
+			if _, isDuration := g.Get().(time.Duration); isDuration {
+				f.Value = &dayDuration{inner: f.Value}
+			}
+		}
+	})
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return err
@@ -388,4 +397,26 @@ func ParseWithEnv(fs *flag.FlagSet, prefix string, args []string, getenv func(st
 	})
 	_, err := ApplyEnv(flags, getenv)
 	return err
+}
+
+// dayDuration lets a standard-library duration flag take the day unit: the
+// value is parsed by internal/duration and stored through the flag's own
+// Set, so the variable the flag was defined with still receives it. Its
+// zero value answers String (flag.PrintDefaults makes one to find
+// defaults).
+type dayDuration struct{ inner flag.Value }
+
+func (d *dayDuration) String() string {
+	if d == nil || d.inner == nil {
+		return ""
+	}
+	return d.inner.String()
+}
+
+func (d *dayDuration) Set(s string) error {
+	v, err := duration.Parse(s)
+	if err != nil {
+		return err
+	}
+	return d.inner.Set(v.String())
 }

@@ -241,4 +241,14 @@ func TestParseWithEnvNamingRule(t *testing.T) {
 	require.True(t, IsConfigError(err), "%v", err)
 	require.ErrorContains(t, err, "KECE_BENCH_BURST_N")
 	require.Equal(t, "KECE_DEMO_JUDGE_MYSQL", EnvName("KECE_DEMO_", "judge-mysql"))
+
+	// Durations take days, from the command line and from the variable.
+	fs, _, wall, _ = newFS()
+	require.NoError(t, ParseWithEnv(fs, "KECE_BENCH_BURST_", []string{"-wall-limit", "1d2h"}, func(string) string { return "" }))
+	require.Equal(t, 26*time.Hour, *wall)
+	fs, _, wall, _ = newFS()
+	require.NoError(t, ParseWithEnv(fs, "KECE_BENCH_BURST_", nil, func(k string) string {
+		return map[string]string{"KECE_BENCH_BURST_WALL_LIMIT": "2d"}[k]
+	}))
+	require.Equal(t, 48*time.Hour, *wall)
 }

@@ -22,7 +22,10 @@
 package sandboxinit
 
 // Version is reported in the hello line; the host refuses a mismatch.
-const Version = "kece-sandbox-init/1"
+//
+// 2: Request.Pipes and Result.PeerClosed (interactive problems); an older
+// supervisor would ignore Pipes and give the program /dev/null instead.
+const Version = "kece-sandbox-init/2"
 
 // Hello is the first line the supervisor writes once it is ready.
 type Hello struct {
@@ -62,6 +65,26 @@ type Request struct {
 	// Files is the file input and output of a run (file I/O problems);
 	// nil for a program on stdin and stdout.
 	Files *RunFiles `json:"files,omitempty"`
+
+	// Pipes connects the run to a program in another sandbox (interactive
+	// problems, see pipes.go); nil for every other run.
+	Pipes *RunPipes `json:"pipes,omitempty"`
+}
+
+// RunPipes names two FIFOs the engine created in a root-only directory
+// mounted into both sandboxes. The supervisor opens them itself (the program
+// only gets the descriptors) in path order, so the two supervisors of one
+// interaction meet without deadlock; it refuses anything that is not a FIFO.
+type RunPipes struct {
+	// Stdin and Stdout: "" means /dev/null and the log, allowed only
+	// with Fds (a communication task's manager talks over Fds alone).
+	Stdin  string `json:"stdin,omitempty"`
+	Stdout string `json:"stdout,omitempty"`
+	// Fds are more FIFO ends the program gets as descriptors 3, 4, … in
+	// this order (a communication task's manager: one pair per process).
+	Fds []PipeFD `json:"fds,omitempty"`
+	// OpenMillis bounds the wait for the other side to open its ends.
+	OpenMillis int64 `json:"open_ms"`
 }
 
 // RunFiles places a run's input file and collects its output file. Dir must
@@ -81,6 +104,12 @@ type RunFiles struct {
 	Output      string `json:"output,omitempty"`
 	OutputTo    string `json:"output_to,omitempty"`
 	OutputBytes int64  `json:"output_bytes,omitempty"`
+}
+
+// PipeFD is one more FIFO end of a run: opened for writing when Write.
+type PipeFD struct {
+	Path  string `json:"path"`
+	Write bool   `json:"write,omitempty"`
 }
 
 // Output file outcomes (Result.OutputFile); "" means copied, or none asked.
@@ -108,6 +137,12 @@ type Result struct {
 	// OutputFile says why Files.Output was not copied: OutputFileMissing,
 	// or OutputFileNotRegular, ": " and what it was (a symbolic link…).
 	OutputFile string `json:"output_file,omitempty"`
+	// PeerClosed (runs with Pipes): when the program ended, the other side
+	// had already closed the program's stdin, so it ended first. The
+	// supervisor holds its own copies of the program's two pipe ends until it
+	// has reaped the program and looked, so the other side cannot see the
+	// program's end before that look (see pipes.go).
+	PeerClosed bool `json:"peer_closed,omitempty"`
 	// SetupError is set when the program never started (bad request, exec
 	// failure of the launcher or of the program): an infrastructure fault.
 	SetupError string `json:"setup_error,omitempty"`

@@ -90,28 +90,61 @@ func run(self string, req Request, cg cgroupCounter, cgOK bool) Result {
 		res.SetupError = "request needs argv, cpu_ms, wall_ms and a non-root uid and gid"
 		return res
 	}
-	stdin, err := openStdin(req.Stdin)
-	if err != nil {
-		res.SetupError = err.Error()
+	if req.Pipes != nil && (req.Stdin != "" || req.Stdout != "" || req.Files != nil) {
+		res.SetupError = "pipes exclude stdin, stdout and files"
 		return res
 	}
-	defer stdin.Close()
 	logR, logW, err := os.Pipe()
 	if err != nil {
 		res.SetupError = fmt.Sprintf("log pipe: %v", err)
 		return res
 	}
 	defer logR.Close()
-	stdout := logW
-	if req.Stdout != "" {
-		f, err := os.OpenFile(req.Stdout, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, 0o644)
+	var stdio [2]uintptr
+	var pipeFDs []int // every FIFO descriptor, the program's stdin first
+	if req.Pipes != nil {
+		in, out, extra, err := openPipes(req.Pipes)
 		if err != nil {
 			logW.Close()
-			res.SetupError = fmt.Sprintf("stdout: %v", err)
+			res.SetupError = err.Error()
 			return res
 		}
-		defer f.Close()
-		stdout = f
+		pipeFDs = append([]int{in, out}, extra...)
+		devNull, err := openStdin("")
+		if err != nil {
+			closeFDs(pipeFDs...)
+			logW.Close()
+			res.SetupError = err.Error()
+			return res
+		}
+		defer devNull.Close()
+		stdio = [2]uintptr{devNull.Fd(), logW.Fd()}
+		if in >= 0 {
+			stdio[0] = uintptr(in)
+		}
+		if out >= 0 {
+			stdio[1] = uintptr(out)
+		}
+	} else {
+		stdin, err := openStdin(req.Stdin)
+		if err != nil {
+			logW.Close()
+			res.SetupError = err.Error()
+			return res
+		}
+		defer stdin.Close()
+		stdout := logW
+		if req.Stdout != "" {
+			f, err := os.OpenFile(req.Stdout, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, 0o644)
+			if err != nil {
+				logW.Close()
+				res.SetupError = fmt.Sprintf("stdout: %v", err)
+				return res
+			}
+			defer f.Close()
+			stdout = f
+		}
+		stdio = [2]uintptr{stdin.Fd(), stdout.Fd()}
 	}
 	var placed []string
 	if req.Files != nil {
@@ -128,8 +161,19 @@ func run(self string, req Request, cg cgroupCounter, cgOK bool) Result {
 	// Baselines before the fork: the program's exec counts as its time.
 	m := startMeter(cg, cgOK)
 	start := time.Now()
-	pid, err := startTraced(req, []uintptr{stdin.Fd(), stdout.Fd(), logW.Fd()})
+	files := []uintptr{stdio[0], stdio[1], logW.Fd()}
+	for _, fd := range pipeFDs[min(2, len(pipeFDs)):] {
+		files = append(files, uintptr(fd))
+	}
+	pid, err := startTraced(req, files)
 	logW.Close()
+	var held []int
+	if req.Pipes != nil {
+		// Ours are closed now that the program holds them; the copies in
+		// held stay open until the program is reaped (see holdPipes).
+		held = holdPipes(pipeFDs...)
+		defer func() { closeFDs(held...) }()
+	}
 	if err != nil {
 		res.SetupError = err.Error()
 		// The log pipe's write end is closed; drain what the child wrote.
@@ -198,6 +242,11 @@ func run(self string, req Request, cg cgroupCounter, cgOK bool) Result {
 	}()
 	<-done
 	res.WallMicros = time.Since(start).Microseconds()
+	if len(held) > 0 {
+		res.PeerClosed = peerClosed(held[0])
+		closeFDs(held...)
+		held = nil
+	}
 
 	// Whatever the program left behind (daemons, children holding the log
 	// pipe) dies now: we are PID 1, so kill(-1) reaches every other process.
