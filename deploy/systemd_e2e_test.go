@@ -208,7 +208,9 @@ sed -i -e "s|^KECE_LISTEN=.*|KECE_LISTEN=` + freeAddr(t) + `|" "/etc/kece/node-$
 	p.ctl(ctx, "node", "revoke", cppNode, "--reason", "e2e: stolen host")
 	require.Eventually(t, func() bool { return h.show(ctx, unit, "ActiveState") != "active" }, time.Minute, 200*time.Millisecond)
 	require.Equal(t, "3", h.show(ctx, unit, "ExecMainStatus"))
-	require.Never(t, func() bool { return h.show(ctx, unit, "NRestarts") != "1" || h.show(ctx, unit, "ActiveState") == "active" },
+	require.Never(t, func() bool {
+		return h.show(ctx, unit, "NRestarts") != "1" || h.show(ctx, unit, "ActiveState") == "active"
+	},
 		12*time.Second, time.Second, "a revoked node is not restarted (RestartSec=10s would have)")
 
 	// journalctl -u shows the node's JSON lines.
