@@ -39,8 +39,11 @@ func requiredCaps(language string, m manifest.Manifest, multiFile bool) uint64 {
 	if multiFile {
 		need = append(need, contracts.FeatureMultiFile)
 	}
-	if m.Checker.Type == manifest.CheckerInteractive {
+	switch m.Checker.Type {
+	case manifest.CheckerInteractive:
 		need = append(need, contracts.FeatureInteractive)
+	case manifest.CheckerCommunication:
+		need = append(need, contracts.FeatureCommunication)
 	}
 	return caps | mustFeatureCaps(need...)
 }
