@@ -66,6 +66,12 @@ func TestInteractiveManifestsOverHTTP(t *testing.T) {
 	n := b.env.NewNode("cpp", 2, 4)
 	nc := joinAndOpen(t, b.env, n.JoinCode, "boot-interactive-1")
 	b.env.ForceEnable(n.ID)
+	// A node is handed these jobs only once it reports both problem types.
+	hb, err := nc.c.SendHeartbeatWithResponse(ctx, machineapi.HeartbeatRequest{RuntimeVersion: "rt", LocalSlots: 2,
+		Dependencies: []machineapi.Dependency{},
+		Features:     &[]machineapi.Feature{machineapi.FeatureInteractive, machineapi.FeatureCommunication}})
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, hb.StatusCode(), string(hb.Body))
 	cl, err := nc.c.ClaimJobsWithResponse(ctx, machineapi.ClaimRequest{FreeSlots: 2, WaitMs: 1000})
 	require.NoError(t, err)
 	require.Len(t, cl.JSON200.Jobs, 2)
