@@ -206,12 +206,22 @@ const (
 	// to the user's program over pipes while it runs and decides the case
 	// (testlib's interactor convention; docs/engine.md "Interactive problems").
 	CheckerInteractive CheckerKind = "interactive"
+	// CheckerCommunication: the Special* program is the manager of a
+	// communication task, talking to Processes copies of the user's program,
+	// each in its own sandbox (docs/engine.md "Communication tasks").
+	CheckerCommunication CheckerKind = "communication"
 )
 
 // HasProgram reports whether the checker is a program of the problem's
 // (a special judge or an interactor) compiled and run in its own sandbox.
 func (c Checker) HasProgram() bool {
-	return c.Kind == CheckerSpecial || c.Kind == CheckerInteractive
+	return c.Kind == CheckerSpecial || c.Kind == CheckerInteractive || c.Kind == CheckerCommunication
+}
+
+// Interacts reports whether the checker's program talks to the user's
+// program while it runs (an interactor or a communication manager).
+func (c Checker) Interacts() bool {
+	return c.Kind == CheckerInteractive || c.Kind == CheckerCommunication
 }
 
 // CheckerProtocol is how a special checker is called and how its outcome is read.
@@ -235,6 +245,9 @@ func (p CheckerProtocol) Valid() bool {
 	return p == ProtocolLegacy || p == ProtocolTestlib || p == ProtocolScore
 }
 
+// MaxProcesses bounds a communication task's processes per case.
+const MaxProcesses = 8
+
 // Checker configures answer comparison.
 type Checker struct {
 	Kind   CheckerKind
@@ -250,9 +263,12 @@ type Checker struct {
 	// MaxPoints is what a testlib or score checker's points are divided by
 	// (fraction = points / MaxPoints); 0 means 1.
 	MaxPoints float64
-	// InteractorTime is an interactor's CPU limit per case; 0 means the
-	// executor's checker time.
+	// InteractorTime is an interactor's (or manager's) CPU limit per case;
+	// 0 means the executor's checker time.
 	InteractorTime time.Duration
+	// Processes is how many copies of the user's program a communication
+	// task's manager talks to (1..MaxProcesses); 0 for every other checker.
+	Processes int
 }
 
 // CheckerFile is an extra file laid next to the special checker's source

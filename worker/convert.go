@@ -84,6 +84,8 @@ func checkerOf(c machineapi.Checker) (engine.Checker, error) {
 		out.Kind = engine.CheckerSpecial
 	case machineapi.CheckerTypeInteractive:
 		out.Kind = engine.CheckerInteractive
+	case machineapi.CheckerTypeCommunication:
+		out.Kind = engine.CheckerCommunication
 	default:
 		return out, fmt.Errorf("unknown checker %q", c.Type)
 	}
@@ -104,11 +106,14 @@ func checkerOf(c machineapi.Checker) (engine.Checker, error) {
 		if sp.MaxPoints != nil {
 			out.MaxPoints = *sp.MaxPoints
 		}
-		if out.Kind == engine.CheckerInteractive {
-			// An interactor always follows testlib's convention.
+		if out.Interacts() {
+			// An interactor or manager always follows testlib's convention.
 			out.SpecialProtocol = engine.ProtocolTestlib
 			if sp.TimeMs != nil {
 				out.InteractorTime = time.Duration(*sp.TimeMs) * time.Millisecond
+			}
+			if sp.Processes != nil {
+				out.Processes = *sp.Processes
 			}
 		}
 	}

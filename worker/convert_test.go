@@ -136,3 +136,15 @@ func TestCheckerOfInteractive(t *testing.T) {
 	require.Equal(t, engine.ProtocolTestlib, c.SpecialProtocol)
 	require.Equal(t, 2500*time.Millisecond, c.InteractorTime)
 }
+
+// A communication checker carries its process count to the engine.
+func TestCheckerOfCommunication(t *testing.T) {
+	t.Parallel()
+	n := 3
+	c, err := checkerOf(machineapi.Checker{Type: machineapi.CheckerTypeCommunication,
+		Special: &machineapi.SpecialChecker{Language: "cpp17", SourceSha256: "x", SourceSize: 1, Processes: &n}})
+	require.NoError(t, err)
+	require.Equal(t, engine.CheckerCommunication, c.Kind)
+	require.Equal(t, engine.ProtocolTestlib, c.SpecialProtocol)
+	require.Equal(t, 3, c.Processes)
+}

@@ -18,8 +18,9 @@
 // status), session.go (credential, session, heartbeat), claim.go (the claim
 // loop, giving leases back), lease.go (local deadlines and batched renewal),
 // job.go (one job: inputs, execution, result), retry.go (per-status handling
-// of failed calls, backoff), client.go (the replica failover client),
-// probe.go (dependency probes, language reports, janitor), config.go.
+// of failed calls, backoff), client.go (the machine protocol's calls),
+// failover.go (per-attempt deadlines, moving off a hung replica, hedged
+// renews), probe.go (dependency probes, language reports, janitor), config.go.
 //
 // Sub-package faultproxy is a loopback reverse proxy for fault-injection
 // tests (lost claim or result answers, blocked renewals, corrupt artifacts).

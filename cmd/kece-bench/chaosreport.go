@@ -24,28 +24,9 @@ func (r *chaosRun) report(ctx context.Context, wall time.Duration) (bool, error)
 	if err != nil {
 		return false, err
 	}
-	type row struct {
-		state, verdict string
-		jobs           int
-	}
 	db := r.f.db
-	rows, err := db.QueryContext(ctx, `SELECT submission_id, COUNT(*), MAX(state), COALESCE(MAX(verdict), '')
-		FROM judge_job WHERE submission_type = 'CHAOS' GROUP BY submission_id`)
+	inDB, err := r.jobsInDB(ctx)
 	if err != nil {
-		return false, err
-	}
-	inDB := map[string]row{}
-	for rows.Next() {
-		var id string
-		var rw row
-		if err := rows.Scan(&id, &rw.jobs, &rw.state, &rw.verdict); err != nil {
-			rows.Close()
-			return false, err
-		}
-		inDB[id] = rw
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
 		return false, err
 	}
 	var multiCommit int
@@ -66,43 +47,9 @@ func (r *chaosRun) report(ctx context.Context, wall time.Duration) (bool, error)
 
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	var jobs, notAccepted, finished, lost, duplicated, stuck, wrong, systemErrors, redelivered int
-	for _, s := range r.order {
-		d, ok := inDB[s.id]
-		if !s.accepted && !ok {
-			notAccepted++
-			continue
-		}
-		jobs++
-		switch {
-		case !ok:
-			lost++ // accepted, yet the database has no job
-			fmt.Fprintf(os.Stderr, "chaos: lost %s (%s): accepted, no job in the database\n", s.id, s.pool)
-			continue
-		case d.jobs > 1 || len(s.events) > 1:
-			duplicated++
-		}
-		for _, n := range s.events {
-			redelivered += n - 1
-		}
-		terminal := d.state == string(store.StateCompleted) || d.state == string(store.StateFailed)
-		switch {
-		case !terminal:
-			stuck++
-			fmt.Fprintf(os.Stderr, "chaos: stuck %s (%s): job state %s\n", s.id, s.pool, d.state)
-		case s.settledAt.IsZero():
-			lost++ // settled in the database, never delivered to the business
-			fmt.Fprintf(os.Stderr, "chaos: lost %s (%s): job %s %s, no settlement event received\n", s.id, s.pool, d.state, d.verdict)
-		default:
-			finished++
-			if d.state == string(store.StateFailed) || s.status == "SYSTEM_ERROR" {
-				systemErrors++
-			} else if d.verdict != s.want || s.status != s.want {
-				wrong++
-				fmt.Fprintf(os.Stderr, "chaos: wrong verdict %s (%s): want %s, job %s %s, business saw %s\n", s.id, s.pool, s.want, d.state, d.verdict, s.status)
-			}
-		}
-	}
+	t := r.tally(inDB)
+	jobs, notAccepted, finished, lost, duplicated := t.jobs, t.notAccepted, t.finished, t.lost, t.duplicated
+	stuck, wrong, systemErrors, redelivered := t.stuck, t.wrong, t.systemErrors, t.redelivered
 	duplicated += multiCommit
 
 	mode := "private_mariadb"
@@ -217,4 +164,81 @@ func (r *chaosRun) reconcile(ctx context.Context) (int, error) {
 		fmt.Fprintf(os.Stderr, "chaos: reconcile violation %s\n", v)
 	}
 	return len(rep.Violations), nil
+}
+
+// chaosRow is a submission's jobs as the database has them.
+type chaosRow struct {
+	state, verdict string
+	jobs           int
+}
+
+// jobsInDB reads every chaos submission's jobs: how many, the latest state
+// and verdict.
+func (r *chaosRun) jobsInDB(ctx context.Context) (map[string]chaosRow, error) {
+	rows, err := r.f.db.QueryContext(ctx, `SELECT submission_id, COUNT(*), MAX(state), COALESCE(MAX(verdict), '')
+		FROM judge_job WHERE submission_type = 'CHAOS' GROUP BY submission_id`)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	inDB := map[string]chaosRow{}
+	for rows.Next() {
+		var id string
+		var rw chaosRow
+		if err := rows.Scan(&id, &rw.jobs, &rw.state, &rw.verdict); err != nil {
+			return nil, err
+		}
+		inDB[id] = rw
+	}
+	return inDB, rows.Err()
+}
+
+// chaosTally is the client's view of the submissions against the
+// database's.
+type chaosTally struct {
+	jobs, notAccepted, finished, lost, duplicated, stuck, wrong, systemErrors, redelivered int
+}
+
+// tally compares each submission the client made with its jobs in the
+// database, naming every loss, stuck job and wrong verdict on stderr (r.mu
+// held).
+func (r *chaosRun) tally(inDB map[string]chaosRow) chaosTally {
+	var t chaosTally
+	for _, s := range r.order {
+		d, ok := inDB[s.id]
+		if !s.accepted && !ok {
+			t.notAccepted++
+			continue
+		}
+		t.jobs++
+		switch {
+		case !ok:
+			t.lost++ // accepted, yet the database has no job
+			fmt.Fprintf(os.Stderr, "chaos: lost %s (%s): accepted, no job in the database\n", s.id, s.pool)
+			continue
+		case d.jobs > 1 || len(s.events) > 1:
+			t.duplicated++
+		}
+		for _, n := range s.events {
+			t.redelivered += n - 1
+		}
+		terminal := d.state == string(store.StateCompleted) || d.state == string(store.StateFailed)
+		switch {
+		case !terminal:
+			t.stuck++
+			fmt.Fprintf(os.Stderr, "chaos: stuck %s (%s): job state %s\n", s.id, s.pool, d.state)
+		case s.settledAt.IsZero():
+			t.lost++ // settled in the database, never delivered to the business
+			fmt.Fprintf(os.Stderr, "chaos: lost %s (%s): job %s %s, no settlement event received\n", s.id, s.pool, d.state, d.verdict)
+		default:
+			t.finished++
+			if d.state == string(store.StateFailed) || s.status == "SYSTEM_ERROR" {
+				t.systemErrors++
+			} else if d.verdict != s.want || s.status != s.want {
+				t.wrong++
+				fmt.Fprintf(os.Stderr, "chaos: wrong verdict %s (%s): want %s, job %s %s, business saw %s\n", s.id, s.pool, s.want, d.state, d.verdict, s.status)
+			}
+		}
+	}
+	return t
 }

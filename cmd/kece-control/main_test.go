@@ -54,6 +54,8 @@ func badSettings(t *testing.T) []badSetting {
 		{nil, []string{"serve", "--artifact-dir", t.TempDir(), "--listen", "nonsense", "--mysql-dsn", "x"}, "--listen: \"nonsense\" is not host:port"},
 		{map[string]string{"KECE_LISTEN": "nonsense"}, []string{"serve", "--artifact-dir", t.TempDir(), "--mysql-dsn", "x"}, "KECE_LISTEN: \"nonsense\" is not host:port"},
 		{nil, []string{"serve", "--artifact-dir", t.TempDir(), "--mysql-dsn", "root@tcp(127.0.0.1:1)/"}, "--mysql-dsn: the DSN names no database"},
+		// Found before the (unreachable) database is tried.
+		{nil, []string{"serve", "--artifact-dir", writeSecret(t, "not a directory", 0o600), "--mysql-dsn", "root@tcp(127.0.0.1:1)/kece"}, "--artifact-dir: "},
 		{nil, []string{"token", "create", "--kind", "root", "--name", "x", "--mysql-dsn", "a@tcp(b)/c"}, "--kind must be admin or business"},
 		{nil, []string{"token", "create", "--kind", "admin", "--mysql-dsn", "a@tcp(b)/c"}, "--name is required"},
 		{nil, []string{"token", "fly"}, `unknown command "fly" for "kece-control token"`},

@@ -229,6 +229,13 @@ func serve(ctx context.Context, f *serveFlags, cfg serveConfig, cio cmdIO) error
 	metricsCfg, consoleCfg, httpCfg, hookCfg := cfg.metrics, cfg.console, cfg.http, cfg.hook
 	metricsCfg.Logger = log
 
+	// The artifact directory is a setting: checked before the database, so
+	// a bad one is exit 2 even while the database is down (which is exit 1,
+	// retried by systemd).
+	arts, err := artifact.OpenStore(ctx, artifact.StoreConfig{Root: *f.artDir})
+	if err != nil {
+		return settings.Errorf(f.fs.Source("artifact-dir"), "%v", err)
+	}
 	if *f.migrate {
 		// On connections of their own with the offline bounds: a migration
 		// may run longer than a serving statement may.
@@ -250,10 +257,6 @@ func serve(ctx context.Context, f *serveFlags, cfg serveConfig, cio cmdIO) error
 	st, err := store.New(db, cfg.store)
 	if err != nil {
 		return settings.Errorf("store settings", "%v", err)
-	}
-	arts, err := artifact.OpenStore(ctx, artifact.StoreConfig{Root: *f.artDir})
-	if err != nil {
-		return settings.Errorf(f.fs.Source("artifact-dir"), "%v", err)
 	}
 	mets := metrics.New(telemetry.NewRegistry("control"), st, metricsCfg)
 	httpCfg.Metrics, httpCfg.MetricsElsewhere = mets, *f.metricsListen != ""

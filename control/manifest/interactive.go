@@ -1,26 +1,41 @@
 package manifest
 
-// CheckerInteractive is the checker type of an interactive problem: its
-// special program is the interactor (docs/engine.md, "Interactive problems").
-const CheckerInteractive = "interactive"
+// Checker types whose special program talks to the contestant's while it
+// runs: the interactor of an interactive problem, the manager of a
+// communication task (docs/engine.md, "Interactive problems" and
+// "Communication tasks").
+const (
+	CheckerInteractive   = "interactive"
+	CheckerCommunication = "communication"
+	// MaxProcesses bounds a communication task's processes.
+	MaxProcesses = 8
+)
 
-// validateInteractive checks what differs for an interactor: testlib's
-// convention only (an explicit "testlib" is stored as absent, one canonical
-// form per meaning), its own CPU limit, and no file input or output (the
+// validateInteractive checks what differs for an interactor or a manager: testlib's
+// convention only (validated as testlib; an explicit "testlib" is stored as
+// absent, one canonical form per meaning), its own CPU limit, and no file input or output (the
 // interaction is the program's stdin and stdout). A special checker takes
 // no timeMs. Manifests published before interactive problems carry no
 // timeMs and keep their canonical JSON.
 func (m *Manifest) validateInteractive() error {
 	s := m.Checker.Special
-	if m.Checker.Type != CheckerInteractive {
+	if m.Checker.Type == CheckerCommunication && (s.Processes < 1 || s.Processes > MaxProcesses) {
+		return invalid("checker.special.processes", "a communication task needs 1..%d processes", MaxProcesses)
+	}
+	if m.Checker.Type != CheckerCommunication && s.Processes != 0 {
+		return invalid("checker.special.processes", "only a communication task's manager takes processes")
+	}
+	if m.Checker.Type != CheckerInteractive && m.Checker.Type != CheckerCommunication {
 		if s.TimeMs != 0 {
-			return invalid("checker.special.timeMs", "only an interactor (checker type interactive) takes a time limit")
+			return invalid("checker.special.timeMs", "only an interactor or a manager (checker type interactive or communication) takes a time limit")
 		}
 		return nil
 	}
 	switch s.Protocol {
 	case "", ProtocolTestlib:
-		s.Protocol = ""
+		// Validated as testlib (maxPoints included), stored as absent
+		// by the caller.
+		s.Protocol = ProtocolTestlib
 	default:
 		return invalid("checker.special.protocol", "an interactor follows testlib's convention: absent or testlib, got %q", s.Protocol)
 	}
@@ -28,7 +43,7 @@ func (m *Manifest) validateInteractive() error {
 		return invalid("checker.special.timeMs", "must be 1..%d (absent means the node's checker time)", MaxTimeMs)
 	}
 	if m.IO != nil && (m.IO.InputFile != "" || m.IO.OutputFile != "" || m.IO.Stdio) {
-		return invalid("io", "an interactive problem talks over stdin and stdout: no input or output file")
+		return invalid("io", "an %s problem talks over stdin and stdout: no input or output file", m.Checker.Type)
 	}
 	return nil
 }

@@ -132,9 +132,13 @@ type SpecialChecker struct {
 	MaxPoints float64 `json:"maxPoints,omitempty"`
 	// Files are laid next to the source before it compiles (e.g. testlib.h).
 	Files []CheckerFile `json:"files,omitempty"`
-	// TimeMs is an interactor's CPU limit per case; absent means the node's
-	// checker time. Only for checker type interactive.
+	// TimeMs is an interactor's (or manager's) CPU limit per case; absent
+	// means the node's checker time. Only for checker types interactive
+	// and communication.
 	TimeMs int64 `json:"timeMs,omitempty"`
+	// Processes is how many copies of the contestant's program a
+	// communication task's manager talks to; only for that checker type.
+	Processes int `json:"processes,omitempty"`
 }
 
 // CheckerFile is an extra file of a special checker, stored as an artifact.
@@ -272,7 +276,7 @@ func (m *Manifest) validateCode() error {
 		if c.AbsTol < 0 || c.RelTol < 0 || (c.AbsTol == 0 && c.RelTol == 0) {
 			return invalid("checker", "float needs a non-negative absTol or relTol, at least one positive")
 		}
-	case "special", CheckerInteractive:
+	case "special", CheckerInteractive, CheckerCommunication:
 		s := c.Special
 		if s == nil {
 			return invalid("checker.special", "required for a %s checker", c.Type)
@@ -289,8 +293,11 @@ func (m *Manifest) validateCode() error {
 		if err := s.validate(); err != nil {
 			return err
 		}
+		if c.Type != "special" {
+			s.Protocol = "" // an interactor's or manager's only convention is stored as absent
+		}
 	default:
-		return invalid("checker.type", "must be exact, tolerant, float, special or interactive, got %q", c.Type)
+		return invalid("checker.type", "must be exact, tolerant, float, special, interactive or communication, got %q", c.Type)
 	}
 	if err := m.IO.validate(); err != nil {
 		return err

@@ -81,6 +81,7 @@ type job struct {
 	progress       engine.ProgressSink
 	userSession    *session
 	checkerSession *session
+	procSessions   []*session // communication tasks: processes 2..N (communication.go)
 }
 
 // Execute implements engine.Executor: compile once, run every case in one
@@ -193,7 +194,7 @@ func validateTask(t engine.Task) error {
 		if t.Checker.AbsTol < 0 || t.Checker.RelTol < 0 {
 			return engine.Infraf(engine.InfraConfig, "float checker tolerances must not be negative")
 		}
-	case engine.CheckerSpecial, engine.CheckerInteractive:
+	case engine.CheckerSpecial, engine.CheckerInteractive, engine.CheckerCommunication:
 		if err := validateInteractive(t); err != nil {
 			return err
 		}
@@ -243,7 +244,7 @@ func (j *job) prepare() error {
 		mode os.FileMode
 		uid  int
 	}{{"box", 0o755, j.compileUID}, {"in", 0o700, 0}, {"out", 0o755, 0}}
-	if j.task.Checker.Kind == engine.CheckerInteractive {
+	if j.task.Checker.Interacts() {
 		dirs = append(dirs, struct {
 			sub  string
 			mode os.FileMode
@@ -361,7 +362,7 @@ func copyFile(src, dst string, mode os.FileMode) error {
 }
 
 func (j *job) cleanup(ctx context.Context) {
-	for _, s := range []*session{j.userSession, j.checkerSession} {
+	for _, s := range append([]*session{j.userSession, j.checkerSession}, j.procSessions...) {
 		if s != nil {
 			s.close(ctx)
 		}
@@ -567,8 +568,11 @@ func (j *job) wallLimit() time.Duration {
 
 func (j *job) runCase(ctx context.Context, i int, c engine.Case) (engine.CaseResult, error) {
 	t := j.task
-	if t.Checker.Kind == engine.CheckerInteractive {
+	switch t.Checker.Kind {
+	case engine.CheckerInteractive:
 		return j.runInteractive(ctx, i, c)
+	case engine.CheckerCommunication:
+		return j.runCommunication(ctx, i, c)
 	}
 	l := t.Limits
 	cr := engine.CaseResult{ID: c.ID}

@@ -39,7 +39,7 @@ const (
 
 // pipeMounts is the FIFO directory for an interactive task, nothing otherwise.
 func (j *job) pipeMounts() []mount.Mount {
-	if j.task.Checker.Kind != engine.CheckerInteractive {
+	if !j.task.Checker.Interacts() {
 		return nil
 	}
 	return []mount.Mount{{Type: mount.TypeBind, Source: filepath.Join(j.dir, pipeSub), Target: pipeDir}}
@@ -50,7 +50,13 @@ func (j *job) pipeMounts() []mount.Mount {
 // and the interactor speaks testlib's protocol.
 func validateInteractive(t engine.Task) error {
 	ck := t.Checker
-	if ck.Kind != engine.CheckerInteractive {
+	if ck.Kind == engine.CheckerCommunication && (ck.Processes < 1 || ck.Processes > engine.MaxProcesses) {
+		return engine.Infraf(engine.InfraConfig, "a communication task has 1..%d processes, not %d", engine.MaxProcesses, ck.Processes)
+	}
+	if ck.Kind != engine.CheckerCommunication && ck.Processes != 0 {
+		return engine.Infraf(engine.InfraConfig, "only a communication task has processes")
+	}
+	if !ck.Interacts() {
 		return nil
 	}
 	if t.IO.Files() || t.IO.Stdio {

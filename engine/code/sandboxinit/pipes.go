@@ -10,41 +10,65 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// openPipes opens the two FIFOs of an interaction: Stdin for reading and
-// Stdout for writing, each with a blocking open, in path order.
+// openPipes opens the FIFOs of an interaction: Stdin for reading, Stdout
+// for writing, then Fds, each with a blocking open, all in path order.
 //
 // A blocking open of a FIFO returns only once the other direction is open
 // too (a reader waits for a writer and the reverse), so when both calls have
 // returned the peer holds its ends and the program can neither read a false
 // end of file nor die of SIGPIPE before the peer started. Both supervisors of
-// an interaction open the same two paths in the same (sorted) order, so the
-// opens pair up instead of waiting on each other. A peer that never comes is
+// an interaction open their paths in one global (sorted) order, and each
+// FIFO is shared by exactly two of them, so the opens pair up instead of
+// waiting on each other (with N processes and a manager as well). A peer that never comes is
 // bounded by OpenMillis: the waiting open is released by opening the FIFO in
 // both directions ourselves, and the run is refused as a setup error.
 //
 // The descriptors are raw (not os.File): the Go runtime would switch a
 // pollable FIFO to non-blocking mode, which the program must not inherit.
-func openPipes(p *RunPipes) (stdin, stdout int, err error) {
-	if p.Stdin == "" || p.Stdout == "" || p.Stdin == p.Stdout || p.OpenMillis <= 0 {
-		return -1, -1, errors.New("pipes need two different FIFO paths and open_ms")
-	}
-	deadline := time.Now().Add(time.Duration(p.OpenMillis) * time.Millisecond)
-	ends := []struct {
+func openPipes(p *RunPipes) (stdin, stdout int, extra []int, err error) {
+	type end struct {
 		path string
 		mode int
 		fd   *int
-	}{{p.Stdin, syscall.O_RDONLY, &stdin}, {p.Stdout, syscall.O_WRONLY, &stdout}}
-	sort.Slice(ends, func(a, b int) bool { return ends[a].path < ends[b].path })
+	}
+	var ends []end
 	stdin, stdout = -1, -1
+	if p.Stdin != "" {
+		ends = append(ends, end{p.Stdin, syscall.O_RDONLY, &stdin})
+	}
+	if p.Stdout != "" {
+		ends = append(ends, end{p.Stdout, syscall.O_WRONLY, &stdout})
+	}
+	extra = make([]int, len(p.Fds))
+	for i, f := range p.Fds {
+		extra[i] = -1
+		mode := syscall.O_RDONLY
+		if f.Write {
+			mode = syscall.O_WRONLY
+		}
+		ends = append(ends, end{f.Path, mode, &extra[i]})
+	}
+	seen := map[string]bool{}
+	for _, e := range ends {
+		if e.path == "" || seen[e.path] {
+			return -1, -1, nil, errors.New("pipes need distinct, non-empty FIFO paths")
+		}
+		seen[e.path] = true
+	}
+	if len(ends) < 2 || (len(p.Fds) == 0 && len(ends) != 2) || p.OpenMillis <= 0 {
+		return -1, -1, nil, errors.New("pipes need stdin and stdout, or fds, and open_ms")
+	}
+	deadline := time.Now().Add(time.Duration(p.OpenMillis) * time.Millisecond)
+	sort.Slice(ends, func(a, b int) bool { return ends[a].path < ends[b].path })
 	for _, e := range ends {
 		fd, err := openFIFO(e.path, e.mode, time.Until(deadline))
 		if err != nil {
-			closeFDs(stdin, stdout)
-			return -1, -1, err
+			closeFDs(append([]int{stdin, stdout}, extra...)...)
+			return -1, -1, nil, err
 		}
 		*e.fd = fd
 	}
-	return stdin, stdout, nil
+	return stdin, stdout, extra, nil
 }
 
 // openFIFO opens path with a blocking open bounded by wait, and refuses
@@ -109,22 +133,26 @@ func closeFDs(fds ...int) {
 	}
 }
 
-// holdPipes replaces the supervisor's descriptors of the program's stdin
-// and stdout FIFOs by close-on-exec copies, which it keeps until it has
+// holdPipes replaces the supervisor's descriptors of the program's FIFOs
+// (its stdin first, -1 for none) by close-on-exec copies, which it keeps until it has
 // reaped the program: while they are open the other side sees neither end of
 // file nor EPIPE, so when the supervisor looks (peerClosed) whether the other
 // side closed the program's stdin, the other side cannot yet have reacted to
 // the program's end. Which side ended first is then exact, not a race of
 // timestamps. A copy that cannot be made is simply not held.
-func holdPipes(stdin, stdout int) []int {
+func holdPipes(fds ...int) []int {
 	var held []int
-	for _, fd := range []int{stdin, stdout} {
-		if c, err := unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, 0); err == nil {
-			held = append(held, c)
-		} else if fd == stdin {
-			held = append(held, -1)
+	for i, fd := range fds {
+		c := -1
+		if fd >= 0 {
+			if d, err := unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, 0); err == nil {
+				c = d
+			}
+			syscall.Close(fd)
 		}
-		syscall.Close(fd)
+		if c >= 0 || i == 0 {
+			held = append(held, c)
+		}
 	}
 	return held
 }

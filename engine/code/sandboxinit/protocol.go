@@ -76,8 +76,13 @@ type Request struct {
 // only gets the descriptors) in path order, so the two supervisors of one
 // interaction meet without deadlock; it refuses anything that is not a FIFO.
 type RunPipes struct {
-	Stdin  string `json:"stdin"`
-	Stdout string `json:"stdout"`
+	// Stdin and Stdout: "" means /dev/null and the log, allowed only
+	// with Fds (a communication task's manager talks over Fds alone).
+	Stdin  string `json:"stdin,omitempty"`
+	Stdout string `json:"stdout,omitempty"`
+	// Fds are more FIFO ends the program gets as descriptors 3, 4, … in
+	// this order (a communication task's manager: one pair per process).
+	Fds []PipeFD `json:"fds,omitempty"`
 	// OpenMillis bounds the wait for the other side to open its ends.
 	OpenMillis int64 `json:"open_ms"`
 }
@@ -99,6 +104,12 @@ type RunFiles struct {
 	Output      string `json:"output,omitempty"`
 	OutputTo    string `json:"output_to,omitempty"`
 	OutputBytes int64  `json:"output_bytes,omitempty"`
+}
+
+// PipeFD is one more FIFO end of a run: opened for writing when Write.
+type PipeFD struct {
+	Path  string `json:"path"`
+	Write bool   `json:"write,omitempty"`
 }
 
 // Output file outcomes (Result.OutputFile); "" means copied, or none asked.

@@ -101,14 +101,30 @@ func run(self string, req Request, cg cgroupCounter, cgOK bool) Result {
 	}
 	defer logR.Close()
 	var stdio [2]uintptr
+	var pipeFDs []int // every FIFO descriptor, the program's stdin first
 	if req.Pipes != nil {
-		in, out, err := openPipes(req.Pipes)
+		in, out, extra, err := openPipes(req.Pipes)
 		if err != nil {
 			logW.Close()
 			res.SetupError = err.Error()
 			return res
 		}
-		stdio = [2]uintptr{uintptr(in), uintptr(out)}
+		pipeFDs = append([]int{in, out}, extra...)
+		devNull, err := openStdin("")
+		if err != nil {
+			closeFDs(pipeFDs...)
+			logW.Close()
+			res.SetupError = err.Error()
+			return res
+		}
+		defer devNull.Close()
+		stdio = [2]uintptr{devNull.Fd(), logW.Fd()}
+		if in >= 0 {
+			stdio[0] = uintptr(in)
+		}
+		if out >= 0 {
+			stdio[1] = uintptr(out)
+		}
 	} else {
 		stdin, err := openStdin(req.Stdin)
 		if err != nil {
@@ -145,13 +161,17 @@ func run(self string, req Request, cg cgroupCounter, cgOK bool) Result {
 	// Baselines before the fork: the program's exec counts as its time.
 	m := startMeter(cg, cgOK)
 	start := time.Now()
-	pid, err := startTraced(req, []uintptr{stdio[0], stdio[1], logW.Fd()})
+	files := []uintptr{stdio[0], stdio[1], logW.Fd()}
+	for _, fd := range pipeFDs[min(2, len(pipeFDs)):] {
+		files = append(files, uintptr(fd))
+	}
+	pid, err := startTraced(req, files)
 	logW.Close()
 	var held []int
 	if req.Pipes != nil {
 		// Ours are closed now that the program holds them; the copies in
 		// held stay open until the program is reaped (see holdPipes).
-		held = holdPipes(int(stdio[0]), int(stdio[1]))
+		held = holdPipes(pipeFDs...)
 		defer func() { closeFDs(held...) }()
 	}
 	if err != nil {
