@@ -105,7 +105,11 @@ func (x *Executor) Execute(ctx context.Context, task engine.Task, progress engin
 	}
 	rt, err := resolveEntry(task.Runtime, task.Source)
 	if len(task.Files) > 0 {
-		rt, err = multiFileSpec(task.Runtime, task.Source, task.Files)
+		runFrom := -1 // a Java grader's class is the one to run
+		if g := task.Grader; g != nil && gerr == nil && g.SourceName == "" {
+			runFrom = len(task.Files) - len(g.Files)
+		}
+		rt, err = multiFileSpec(task.Runtime, task.Source, task.Files, runFrom)
 		if err != nil && !isEntryError(err) {
 			return engine.Verdict{}, err
 		}

@@ -20,7 +20,8 @@ const (
 
 // graderFixtures are the grader of each language and the contestant's
 // sources by outcome: ac, wa, ce, exit (returns control to nobody: exit(0)
-// before the grader prints) and print (writes to stdout itself).
+// before the grader prints), print (writes to stdout itself) and, for Java,
+// ownmain (the contestant's class declares a main of its own).
 var graderFixtures = []struct {
 	pool, lang string
 	grader     engine.Grader
@@ -46,6 +47,8 @@ var graderFixtures = []struct {
 		"ce":    "public class Solution { public static long add(long a, long b) { return a + c; } }\n",
 		"exit":  "public class Solution { public static long add(long a, long b) { System.exit(0); return 0; } }\n",
 		"print": "public class Solution { public static long add(long a, long b) { System.out.println(a + b); return a + b; } }\n",
+		// A main left in the contestant's class is not run: the grader's is.
+		"ownmain": "public class Solution { public static long add(long a, long b) { return a + b; }\n public static void main(String[] x) { System.out.println(\"wrong\"); } }\n",
 	}},
 	{"python", "python3", engine.Grader{Files: files("main.py", graderPython), SourceName: "solution.py"}, map[string]string{
 		"ac":    "def add(a, b):\n    return a + b\n",
@@ -64,10 +67,13 @@ var graderFixtures = []struct {
 func TestGraders(t *testing.T) {
 	t.Parallel()
 	want := map[string]engine.Status{"ac": engine.StatusAccepted, "wa": engine.StatusWrongAnswer,
-		"ce": engine.StatusCompileError, "exit": engine.StatusWrongAnswer, "print": engine.StatusWrongAnswer}
+		"ce": engine.StatusCompileError, "exit": engine.StatusWrongAnswer, "print": engine.StatusWrongAnswer, "ownmain": engine.StatusAccepted}
 	ceFile := map[string]string{"cpp17": "main.cpp", "c17": "main.c", "java17": "Solution.java", "python3": "solution.py"}
 	for _, fx := range graderFixtures {
-		for _, outcome := range []string{"ac", "wa", "ce", "exit", "print"} {
+		for _, outcome := range []string{"ac", "wa", "ce", "exit", "print", "ownmain"} {
+			if _, ok := fx.sources[outcome]; !ok {
+				continue
+			}
 			t.Run(fx.lang+"/"+outcome, func(t *testing.T) {
 				t.Parallel()
 				b := setup(t, fx.pool)
