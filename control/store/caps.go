@@ -39,6 +39,9 @@ func requiredCaps(language string, m manifest.Manifest, multiFile bool) uint64 {
 	if multiFile {
 		need = append(need, contracts.FeatureMultiFile)
 	}
+	if m.Grader != nil {
+		need = append(need, contracts.FeatureGrader)
+	}
 	switch m.Checker.Type {
 	case manifest.CheckerInteractive:
 		need = append(need, contracts.FeatureInteractive)

@@ -24,6 +24,8 @@ func TestRequiredCapsDerived(t *testing.T) {
 	interactive.Checker.Type = manifest.CheckerInteractive
 	communication := plain
 	communication.Checker.Type = manifest.CheckerCommunication
+	withGrader := plain
+	withGrader.Grader = &manifest.Grader{}
 	for name, c := range map[string]struct {
 		m         manifest.Manifest
 		multiFile bool
@@ -36,6 +38,7 @@ func TestRequiredCapsDerived(t *testing.T) {
 		"multi file":    {plain, true, []string{contracts.FeatureMultiFile}},
 		"interactive":   {interactive, false, []string{contracts.FeatureInteractive}},
 		"communication": {communication, true, []string{contracts.FeatureMultiFile, contracts.FeatureCommunication}},
+		"grader":        {withGrader, false, []string{contracts.FeatureGrader}},
 	} {
 		got := requiredCaps("cpp", c.m, c.multiFile)
 		require.Equal(t, append(c.want, "cpp17"), contracts.CapNames(got), name)

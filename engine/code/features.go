@@ -7,5 +7,5 @@ import "github.com/kece-oj/kece/engine"
 // control plane hands them such jobs from then on.
 func Features() []string {
 	return []string{engine.FeatureBatch, engine.FeatureFileIO, engine.FeatureSubtasks, engine.FeatureMultiFile,
-		engine.FeatureInteractive, engine.FeatureCommunication}
+		engine.FeatureInteractive, engine.FeatureCommunication, engine.FeatureGrader}
 }
