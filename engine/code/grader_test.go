@@ -2,6 +2,7 @@ package code
 
 import (
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -139,4 +140,34 @@ func names(fs []engine.SourceFile) []string {
 		out = append(out, f.Name)
 	}
 	return out
+}
+
+// A communication task whose processes are built with a grader (the IOI
+// stub): the stub talks to the manager and calls the contestant's function
+// in each process; a contestant that exits early leaves its process's
+// answer missing, which the manager judges.
+func TestGraderInCommunication(t *testing.T) {
+	t.Parallel()
+	b := setup(t, "cpp")
+	stub := "#include <cstdio>\nlong square(long x, const char *w);\nint main(int argc, char **argv) { if (argc < 2) return 9; long x; char w[32];\n" +
+		"if (scanf(\"%ld %31s\", &x, w) != 2) return 9; long r = square(x, w); printf(\"%ld\\n\", r); return 0; }\n"
+	contestant := "#include <cstdlib>\n#include <cstring>\nlong square(long x, const char *w) { if (!strcmp(w, \"exit\")) std::exit(0); return x * x + (strcmp(w, \"wrong\") == 0); }\n"
+	task := b.langTask(t, "cpp", "cpp17", contestant, tcase{in: "3 4 ok ok"}, tcase{in: "3 4 ok wrong"}, tcase{in: "3 4 exit ok"})
+	task.Limits.CPUTime, task.Limits.WallTime = time.Second, 4*time.Second
+	task.Grader = &engine.Grader{Files: files("stub.cpp", stub)}
+	cppRT, err := DefaultRuntime("cpp")
+	require.NoError(t, err)
+	task.Checker = engine.Checker{Kind: engine.CheckerCommunication, SpecialSource: []byte(readTestdata(t, "manager.cpp")),
+		SpecialRuntime: cppRT, SpecialProtocol: engine.ProtocolTestlib, InteractorTime: 3 * time.Second, Processes: 2}
+	v := b.run(t, task)
+	require.Len(t, v.Cases, 3, "%s %s", v.Message, v.CompileLog)
+	for i, w := range []struct {
+		status  engine.Status
+		message string
+	}{{engine.StatusAccepted, "ok sum of squares 25"}, {engine.StatusWrongAnswer, "process 2 answered 17 for 4"}, {engine.StatusWrongAnswer, "process 1 gave no answer"}} {
+		t.Logf("GRADER communication case %d want %s got %s: %s", i, w.status, v.Cases[i].Status, v.Cases[i].Message)
+		require.Equal(t, w.status, v.Cases[i].Status, v.Cases[i].Message)
+		require.Contains(t, v.Cases[i].Message, w.message)
+	}
+	require.NoError(t, b.leftovers(t))
 }
