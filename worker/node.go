@@ -101,6 +101,12 @@ func New(cfg Config) (*Node, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	// A programming error, not a setting: Validate reports only what an
+	// operator can fix, so a pool whose executor could not be built (its
+	// own error already named the setting) is not also called miswired.
+	if cfg.NewBackend == nil {
+		return nil, fmt.Errorf("worker: no executor for pool %q (internal wiring error)", cfg.Pool)
+	}
 	cfg.setDefaults()
 	cl, err := newClient(ControlURLs(cfg.ControlURL), cfg.RequestTimeout)
 	if err != nil {
