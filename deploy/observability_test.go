@@ -91,6 +91,7 @@ func (b *obsBackend) Execute(_ context.Context, task engine.Task, p engine.Progr
 	}
 	return v, nil
 }
+
 // Runtime is asked for a language id; every one this node is sent is cpp's.
 func (*obsBackend) Runtime(string) (engine.RuntimeSpec, error) {
 	return engine.RuntimeSpec{Pool: "cpp", Image: "obs", SourceFile: "main", RunCmd: []string{"./main"}}, nil

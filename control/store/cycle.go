@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"strings"
 	"time"
@@ -119,7 +120,10 @@ func (s *Store) completeClaim(ctx context.Context, sess NodeSession, results []C
 			return outs, jobs, nil
 		}
 		if ctx.Err() != nil {
-			return nil, nil, err
+			// The caller is gone (a node that moved to another replica
+			// abandons its calls here): say so, not what the transaction
+			// was cut off with, which would read as a server fault (500).
+			return nil, nil, fmt.Errorf("store: result and claim: %w", ctx.Err())
 		}
 		// Fenced out, a stale session, or a failed transaction whose commit
 		// may or may not have happened: each result on its own says which

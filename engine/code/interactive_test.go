@@ -34,7 +34,7 @@ func (b *testBundle) interactiveTask(t *testing.T, pool, src string, inputs ...s
 // must get its own verdict.
 func TestInteractive(t *testing.T) {
 	t.Parallel()
-	for _, l := range []struct{ pool, src string }{{"cpp", "guess.cpp"}, {"python", "guess.py"}} {
+	for _, l := range []struct{ pool, src string }{{"cpp", "guess.cpp"}, {"python", "guess.py"}, {"java", "Guess.java"}} {
 		t.Run(l.pool, func(t *testing.T) {
 			t.Parallel()
 			b := setup(t, l.pool, "cpp")
@@ -65,9 +65,13 @@ func TestInteractive(t *testing.T) {
 				inputs = append(inputs, w.in)
 			}
 			task := b.interactiveTask(t, l.pool, readTestdata(t, l.src), inputs...)
-			if l.pool == "python" {
+			switch l.pool {
+			case "python":
 				task.Limits.CPUTime = 2 * time.Second // the interpreter's start
 				task.Limits.WallTime = 4 * time.Second
+			case "java":
+				task.Limits.CPUTime = 3 * time.Second // the JVM's start
+				task.Limits.WallTime = 5 * time.Second
 			}
 			v := b.run(t, task)
 			require.Len(t, v.Cases, len(want))
@@ -78,7 +82,7 @@ func TestInteractive(t *testing.T) {
 				require.Contains(t, c.Message, w.message, "case %q", w.in)
 			}
 			require.InDelta(t, 0.5, v.Cases[1].Fraction, 1e-9)
-			require.Less(t, v.Cases[8].CPUTime, time.Second, "the interactor's CPU was counted against the program")
+			require.Less(t, v.Cases[8].CPUTime, task.Limits.CPUTime, "the interactor's CPU was counted against the program")
 			require.NoError(t, b.leftovers(t))
 		})
 	}
