@@ -97,6 +97,9 @@ type Task struct {
 	// (headers, translation units, Java classes, Python modules); Source
 	// stays the entry (docs/engine.md, "Multi-file submissions").
 	Files []SourceFile
+	// Grader is the problem's grader for the task's language (a
+	// function-signature task, docs/engine.md "Graders"); nil for none.
+	Grader *Grader
 
 	Limits  Limits
 	Cases   []Case
@@ -119,6 +122,18 @@ type Limits struct {
 	MemoryBytes int64         // address space / RSS budget for the user program
 	OutputBytes int64         // stdout cap per case
 	StackBytes  int64         // 0: executor default
+}
+
+// Grader is the part of a function-signature task the problem supplies:
+// sources and headers compiled or linked with the contestant's source.
+// With SourceName set, the contestant's source is saved under that name and
+// the grader's file with the runtime's entry name (main.cpp, main.c,
+// main.py) is the entry; otherwise the contestant's source stays the entry
+// and the grader's files lie beside it (a C/C++ grader's main is then in
+// one of its units, a Java grader's in its own class).
+type Grader struct {
+	Files      []SourceFile
+	SourceName string
 }
 
 // SourceFile is one further file of a multi-file submission.

@@ -370,6 +370,9 @@ func (n *Node) prepare(ctx context.Context, j *job) (engine.Task, func(), error)
 	if task.Subtasks, err = subtasksOf(m.Subtasks, task.Cases); err != nil {
 		return task, release, engine.Infra(engine.InfraCorruptInput, err)
 	}
+	if task.Grader, err = n.graderOf(m.Grader, c.Runtime.Language, get); err != nil {
+		return task, release, err
+	}
 	if sp := m.Checker.Special; sp != nil {
 		path, err := get(sp.SourceSha256, sp.SourceSize)
 		if err != nil {

@@ -159,6 +159,13 @@ func (b businessAPI) checkArtifacts(ctx context.Context, m manifest.Manifest) er
 			refs = append(refs, ref{fmt.Sprintf("checker.special.files[%d].sha256", i), f.Sha256, f.Size})
 		}
 	}
+	if m.Grader != nil {
+		for i, gl := range m.Grader.Languages {
+			for k, f := range gl.Files {
+				refs = append(refs, ref{fmt.Sprintf("grader.languages[%d].files[%d].sha256", i, k), f.Sha256, f.Size})
+			}
+		}
+	}
 	if len(refs) == 0 {
 		return nil
 	}

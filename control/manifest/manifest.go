@@ -71,6 +71,9 @@ type Manifest struct {
 	// Subtasks group the cases (docs/engine.md, "Subtasks"); absent (every
 	// manifest published before them) judges each case on its own.
 	Subtasks []Subtask `json:"subtasks,omitempty"`
+	// Grader makes a function-signature task (grader.go); absent (every
+	// manifest published before graders) runs the contestant's program alone.
+	Grader *Grader `json:"grader,omitempty"`
 }
 
 // Subtask is a test group: its cases, how they score together, and the
@@ -238,6 +241,9 @@ func (m *Manifest) Validate() error {
 		if m.Subtasks != nil {
 			return invalid("subtasks", "only CODE manifests have subtasks")
 		}
+		if m.Grader != nil {
+			return invalid("grader", "only CODE manifests have a grader")
+		}
 		if err := m.validateSQL(); err != nil {
 			return err
 		}
@@ -294,6 +300,9 @@ func (m *Manifest) validateCode() error {
 		return invalid("checker.type", "must be exact, tolerant, float, special, interactive or communication, got %q", c.Type)
 	}
 	if err := m.IO.validate(); err != nil {
+		return err
+	}
+	if err := m.Grader.validate(); err != nil {
 		return err
 	}
 	if len(m.Cases) == 0 || len(m.Cases) > MaxCases {
@@ -553,7 +562,7 @@ func (m *Manifest) Canonical() ([]byte, string, error) {
 }
 
 // Digests lists every artifact digest the manifest references (inputs,
-// outputs, special checker source), without duplicates, with sizes.
+// outputs, special checker source and files, grader files), without duplicates, with sizes.
 func (m *Manifest) Digests() map[string]int64 {
 	out := make(map[string]int64)
 	for _, c := range m.Cases {
@@ -564,6 +573,13 @@ func (m *Manifest) Digests() map[string]int64 {
 		out[sp.SourceSha256] = sp.SourceSize
 		for _, f := range sp.Files {
 			out[f.Sha256] = f.Size
+		}
+	}
+	if m.Grader != nil {
+		for _, gl := range m.Grader.Languages {
+			for _, f := range gl.Files {
+				out[f.Sha256] = f.Size
+			}
 		}
 	}
 	return out

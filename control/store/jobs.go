@@ -465,6 +465,9 @@ func (s *Store) validateEnqueue(ctx context.Context, req EnqueueRequest) (pool s
 	if err := manifest.CheckPoolKind(pool, m.Kind); err != nil {
 		return "", nil, "", invalidOf(ErrManifestMismatch, "language", "%v", err)
 	}
+	if err := manifest.CheckGraderLanguage(req.Language, m); err != nil {
+		return "", nil, "", invalidOf(ErrManifestMismatch, "language", "%v", err)
+	}
 	if err := manifest.CheckLanguageMemory(req.Language, m); err != nil {
 		return "", nil, "", invalidOf(ErrMemoryTooLow, "limits.memoryMb", "%v", err)
 	}

@@ -98,12 +98,24 @@ func (x *Executor) Execute(ctx context.Context, task engine.Task, progress engin
 	// The entry point is decided from the source before anything starts: a
 	// Java source with no runnable class is the user's CE, a checker's is
 	// the problem's fault.
+	// A grader's files join the submission's (grader.go).
+	task, gerr := withGrader(task)
+	if gerr != nil && !isEntryError(gerr) {
+		return engine.Verdict{}, gerr
+	}
 	rt, err := resolveEntry(task.Runtime, task.Source)
 	if len(task.Files) > 0 {
-		rt, err = multiFileSpec(task.Runtime, task.Source, task.Files)
+		runFrom := -1 // a Java grader's class is the one to run
+		if g := task.Grader; g != nil && gerr == nil && g.SourceName == "" {
+			runFrom = len(task.Files) - len(g.Files)
+		}
+		rt, err = multiFileSpec(task.Runtime, task.Source, task.Files, runFrom)
 		if err != nil && !isEntryError(err) {
 			return engine.Verdict{}, err
 		}
+	}
+	if gerr != nil {
+		err = gerr
 	}
 	if isEntryError(err) {
 		v := engine.Verdict{Status: engine.StatusCompileError, Message: err.Error(), CompileLog: err.Error()}

@@ -41,14 +41,16 @@ func compiledWith(entry string, files []engine.SourceFile) []string {
 
 // multiFileSpec fills a spec for a multi-file submission: the entry's file
 // name and class (Java: across every file) and the compile command with the
-// further compiled files after the entry's own argument.
-func multiFileSpec(rt engine.RuntimeSpec, src []byte, files []engine.SourceFile) (engine.RuntimeSpec, error) {
+// further compiled files after the entry's own argument. Java's class to
+// run is looked for in files[runFrom:] only (a grader's classes, grader.go);
+// runFrom -1 means the source and every file.
+func multiFileSpec(rt engine.RuntimeSpec, src []byte, files []engine.SourceFile, runFrom int) (engine.RuntimeSpec, error) {
 	if len(rt.CompileCmd) == 0 || (rt.Pool != "cpp" && rt.Pool != "java" && rt.Pool != "python") {
 		return rt, engine.Infraf(engine.InfraConfig, "multi-file submissions are for C, C++, Java and Python, not %s", rt.Language)
 	}
 	class := ""
 	if rt.Entry == engine.EntryJavaClass {
-		name, run, err := javaEntryAcross(src, files)
+		name, run, err := javaEntryAcross(src, files, runFrom)
 		if err != nil {
 			return rt, err
 		}
@@ -89,8 +91,8 @@ func multiFileSpec(rt engine.RuntimeSpec, src []byte, files []engine.SourceFile)
 // class declaring main, else the only top-level class declaring main, else
 // the one named Main. It returns the source's own file name (its public
 // type, else its class with main, else its first type) and the binary name
-// to run.
-func javaEntryAcross(src []byte, files []engine.SourceFile) (string, string, error) {
+// to run, looked for in files[runFrom:] only (-1: the source and every file).
+func javaEntryAcross(src []byte, files []engine.SourceFile, runFrom int) (string, string, error) {
 	type found struct {
 		pkg string
 		t   javaType
@@ -110,6 +112,12 @@ func javaEntryAcross(src []byte, files []engine.SourceFile) (string, string, err
 		if err != nil {
 			return "", "", err
 		}
+		if i == -1 {
+			srcName = sourceClassName(sc.types)
+		}
+		if i < runFrom {
+			continue
+		}
 		nested = nested || sc.nestedMain
 		for _, t := range sc.types {
 			if t.hasMain {
@@ -118,9 +126,6 @@ func javaEntryAcross(src []byte, files []engine.SourceFile) (string, string, err
 					publicMains = append(publicMains, found{sc.pkg, t})
 				}
 			}
-		}
-		if i == -1 {
-			srcName = sourceClassName(sc.types)
 		}
 	}
 	if srcName == "" {
