@@ -67,6 +67,13 @@ func testNode(t *testing.T, env *controltest.Env, py string, done <-chan struct{
 	require.NoError(t, err)
 	raw, err := machineapi.NewClient(env.URL, machineapi.WithRequestEditorFn(controltest.Bearer(s.JSON200.SessionToken)))
 	require.NoError(t, err)
+	// This stand-in node judges classic and subtask problems, and says so: a
+	// node is handed only jobs whose problem types it reported.
+	hb, err := c.SendHeartbeatWithResponse(env.Ctx, machineapi.HeartbeatRequest{RuntimeVersion: "native python",
+		LocalSlots: 1, Dependencies: []machineapi.Dependency{},
+		Features: &[]machineapi.Feature{machineapi.FeatureBatch, machineapi.FeatureSubtasks}})
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, hb.StatusCode(), string(hb.Body))
 
 	download := func(job machineapi.ClaimedJob, sha string) []byte {
 		resp, err := raw.DownloadArtifact(env.Ctx, job.JobId, sha, &machineapi.DownloadArtifactParams{XKeceLeaseEpoch: job.LeaseEpoch})

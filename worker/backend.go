@@ -42,6 +42,9 @@ type Health struct {
 	// Languages describes every language id the node serves, with the
 	// version probed in its image ("" when the probe failed).
 	Languages []LanguageReport
+	// Features are the problem types the executor judges (never probed:
+	// what this build of the engine supports).
+	Features []string
 }
 
 // Dependency is the health of one local dependency, as heartbeats report it.
@@ -153,7 +156,7 @@ func (b *codeBackend) Janitor(ctx context.Context, _ func(string, int64) bool) e
 func (b *codeBackend) Health(ctx context.Context) Health {
 	type probeKey struct{ image, probe string }
 	versions := map[probeKey]string{}
-	var h Health
+	h := Health{Features: code.Features()}
 	for _, rt := range b.order {
 		k := probeKey{rt.Image, strings.Join(rt.VersionProbe, "\x00")}
 		if _, done := versions[k]; done {
@@ -238,7 +241,7 @@ func (b *sqlBackend) Janitor(ctx context.Context, live func(string, int64) bool)
 }
 
 func (b *sqlBackend) Health(ctx context.Context) Health {
-	var h Health
+	h := Health{Features: sqljudge.Features()}
 	r, err := b.x.SelfCheck(ctx)
 	if err != nil {
 		h.Dependencies = []Dependency{{Name: "judge_mysql", Healthy: false, Detail: clip(err.Error(), 1024)}}

@@ -193,9 +193,6 @@ func (c Config) Validate() error {
 	if c.CacheMaxBytes < 0 {
 		bad("KECE_CACHE_MAX_BYTES %d must not be negative (0 takes the default)", c.CacheMaxBytes)
 	}
-	if c.NewBackend == nil && contracts.ValidPool(c.Pool) {
-		bad("no executor for pool %q (internal wiring error)", c.Pool)
-	}
 	for _, d := range []struct {
 		name string
 		v    time.Duration

@@ -112,6 +112,9 @@ func TestCppPoolEndToEnd(t *testing.T) {
 		require.Positive(t, l.MinMemoryBytes, l.ID)
 	}
 	require.Equal(t, []string{"cpp11", "cpp14", "cpp17", "cpp20", "cpp", "c11", "c17"}, ids)
+	// And the problem types its engine judges: the file I/O job below is
+	// handed to it only because it reports file_io.
+	require.Equal(t, code.Features(), st.Features)
 
 	src := "#include <cstdio>\nint main(){long a,b;if(scanf(\"%ld %ld\",&a,&b)!=2)return 1;if(a+b)printf(\"%ld\\n\",a+b);}\n"
 	ac := e.Enqueue("ALGO", "cpp-ac", "cpp17", src, man)

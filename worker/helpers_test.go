@@ -145,13 +145,18 @@ func (f *fakeBackend) Health(context.Context) worker.Health {
 	langs := []worker.LanguageReport{{ID: "cpp17", Pool: "cpp", Standard: "Fake C++17", CompileCmd: []string{"fakecc", "-o", "main", "it's main.cpp"},
 		RunCmd: []string{"./main"}, EntryRule: "saved as main.cpp", MinMemoryBytes: 1 << 20}}
 	if f.sick.Load() {
-		return worker.Health{Dependencies: []worker.Dependency{{Name: "fake", Healthy: false, Detail: "daemon unreachable"}}, Languages: langs}
+		return worker.Health{Dependencies: []worker.Dependency{{Name: "fake", Healthy: false, Detail: "daemon unreachable"}}, Languages: langs,
+			Features: fakeFeatures}
 	}
 	langs[0].Version = "fake-runtime 1.0"
-	return worker.Health{Runtime: "fake-runtime 1.0", Dependencies: []worker.Dependency{{Name: "fake", Healthy: true}}, Languages: langs}
+	return worker.Health{Runtime: "fake-runtime 1.0", Dependencies: []worker.Dependency{{Name: "fake", Healthy: true}}, Languages: langs,
+		Features: fakeFeatures}
 }
 
 func (f *fakeBackend) Close() error { return nil }
+
+// fakeFeatures are the problem types the fake executor says it judges.
+var fakeFeatures = []string{"batch", "file_io"}
 
 // waitStarted waits for the fake to start jobID (or any job when empty).
 func (f *fakeBackend) waitStarted(t *testing.T, within time.Duration) string {

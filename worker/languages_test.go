@@ -6,7 +6,10 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kece-oj/kece/contracts"
+	"github.com/kece-oj/kece/contracts/machineapi"
+	"github.com/kece-oj/kece/engine"
 	"github.com/kece-oj/kece/engine/code"
+	"github.com/kece-oj/kece/engine/sqljudge"
 )
 
 // The control plane (contracts.Languages) and the node (code.Languages) keep
@@ -62,4 +65,20 @@ func TestCommandLine(t *testing.T) {
 	require.Equal(t, "g++ -std=gnu++20 -o main main.cpp", commandLine([]string{"g++", "-std=gnu++20", "-o", "main", "main.cpp"}))
 	require.Equal(t, "java -Xmx{memory_mb}m -cp . {class}", commandLine([]string{"java", "-Xmx{memory_mb}m", "-cp", ".", "{class}"}))
 	require.Equal(t, `/bin/sh -c 'cp a b && echo '\''x'\''' ''`, commandLine([]string{"/bin/sh", "-c", "cp a b && echo 'x'", ""}))
+}
+
+// The control plane (contracts.Features), the machine contract's Feature
+// enum and the engine (engine.AllFeatures) list the same problem types in
+// the same order, and each executor reports only problem types of that list.
+func TestFeatureTablesAgree(t *testing.T) {
+	t.Parallel()
+	require.Equal(t, contracts.Features(), engine.AllFeatures())
+	for _, f := range contracts.Features() {
+		require.True(t, machineapi.Feature(f).Valid(), "the machine contract does not accept %s", f)
+	}
+	for name, fs := range map[string][]string{"code": code.Features(), "sqljudge": sqljudge.Features()} {
+		require.Contains(t, fs, engine.FeatureBatch, "%s: every executor judges classic batch", name)
+		_, err := contracts.FeatureCaps(fs)
+		require.NoError(t, err, name)
+	}
 }

@@ -71,6 +71,7 @@ type Node struct {
 	depsDown   bool
 	depsGen    int
 	languages  []LanguageReport // last probe, versions kept across failed probes
+	features   []string         // problem types the executor judges, from the last probe
 	listenAddr string
 
 	wake      chan struct{} // capacity 1: slots or state changed
@@ -99,6 +100,12 @@ type timing struct {
 func New(cfg Config) (*Node, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
+	}
+	// A programming error, not a setting: Validate reports only what an
+	// operator can fix, so a pool whose executor could not be built (its
+	// own error already named the setting) is not also called miswired.
+	if cfg.NewBackend == nil {
+		return nil, fmt.Errorf("worker: no executor for pool %q (internal wiring error)", cfg.Pool)
 	}
 	cfg.setDefaults()
 	cl, err := newClient(ControlURLs(cfg.ControlURL), cfg.RequestTimeout)
@@ -363,10 +370,13 @@ type Status struct {
 	Runtime         string       `json:"runtime"`
 	Dependencies    []Dependency `json:"dependencies"`
 	// Languages are the ids the node serves, as its last probe saw them.
-	Languages  []LanguageReport `json:"languages"`
-	SlotsBusy  int              `json:"slotsBusy"`
-	SlotsTotal int              `json:"slotsTotal"`
-	Draining   bool             `json:"draining"`
+	Languages []LanguageReport `json:"languages"`
+	// Features are the problem types the node's executor judges, as it
+	// reports them in heartbeats.
+	Features   []string `json:"features"`
+	SlotsBusy  int      `json:"slotsBusy"`
+	SlotsTotal int      `json:"slotsTotal"`
+	Draining   bool     `json:"draining"`
 	// DependencyPaused: a dependency is down (last probe, or a job failed
 	// on one since), so the node claims nothing until a probe passes.
 	DependencyPaused bool `json:"dependencyPaused"`
@@ -379,7 +389,7 @@ func (n *Node) Status() Status {
 	deps := append([]Dependency{}, n.deps...)
 	langs := append([]LanguageReport{}, n.languages...)
 	return Status{ProtocolVersion: contracts.ProtocolVersion, NodeID: n.nodeID, Pool: n.cfg.Pool, Runtime: n.runtime,
-		Dependencies: deps, Languages: langs, SlotsBusy: n.busy, SlotsTotal: n.slotsLocked(),
+		Dependencies: deps, Languages: langs, Features: slices.Clone(n.features), SlotsBusy: n.busy, SlotsTotal: n.slotsLocked(),
 		Draining:         n.draining || n.desired == machineapi.DesiredStateDraining || n.desired == machineapi.DesiredStateDisabled,
 		DependencyPaused: n.depsDown}
 }

@@ -120,7 +120,7 @@ func TestNodeJudgesAndReports(t *testing.T) {
 	st := healthz(t, n)
 	require.Equal(t, worker.Status{ProtocolVersion: 1, NodeID: idStr(nd.ID), Pool: "cpp", Runtime: "fake-runtime 1.0",
 		Dependencies: []worker.Dependency{{Name: "fake", Healthy: true}}, Languages: fake.Health(e.Ctx).Languages,
-		SlotsBusy: 0, SlotsTotal: 1}, st)
+		Features: fakeFeatures, SlotsBusy: 0, SlotsTotal: 1}, st)
 	resp, err := http.Get("http://" + n.Addr() + "/metrics")
 	require.NoError(t, err)
 	body, _ := io.ReadAll(resp.Body)

@@ -62,6 +62,7 @@ func (n *Node) probe(ctx context.Context) {
 	changed := !slices.Equal(n.deps, deps)
 	n.deps = deps
 	n.languages = mergeLanguages(n.languages, h.Languages)
+	n.features = h.Features
 	was := n.depsDown
 	// A job that failed on a dependency after this probe began keeps the
 	// node paused; its own probe is already queued.

@@ -148,6 +148,15 @@ func (n *Node) sendHeartbeat(ctx context.Context) {
 		langs := languageReports(n.languages)
 		req.Languages = &langs
 	}
+	if len(n.features) > 0 {
+		// Likewise none before the first probe: the control plane keeps the
+		// previous report.
+		feats := make([]machineapi.Feature, len(n.features))
+		for i, f := range n.features {
+			feats[i] = machineapi.Feature(f)
+		}
+		req.Features = &feats
+	}
 	n.mu.Unlock()
 	tok := n.cl.token.Load()
 	r, err := n.cl.heartbeat(ctx, req, n.times().heartbeat)

@@ -123,6 +123,9 @@ func TestBadSettingsExit2FromTheBuiltBinary(t *testing.T) {
 		code, stderr := startBinary(t, bin, c.env, nil, c.args...)
 		require.Equal(t, exitConfig, code, "%s: %s", c.name, stderr)
 		require.Contains(t, stderr, c.want, c.name)
+		// Only what an operator can fix: an executor that could not be
+		// built because of a setting is not also called a wiring error.
+		require.NotContains(t, stderr, "wiring", c.name)
 	}
 	// The owner: a credential file the node's user cannot read (it belongs
 	// to another user) is a setting too. Needs root to run as another user.

@@ -357,6 +357,19 @@ func TestOverviewAndJobSearch(t *testing.T) {
 	require.Equal(t, http.StatusOK, p.status, p.body)
 	require.Contains(t, p.body, "Finished (60 min)")
 	require.Contains(t, p.body, `<option value="60" selected>`)
+	require.Contains(t, p.body, "NO_READY_NODE", "python submissions wait with no python node")
+
+	// A ready python node that reported no language can run neither: the
+	// overview says why they wait and what is missing.
+	n := b.env.NewNode("python", 1, 1)
+	b.env.ForceEnable(n.ID)
+	_, err := b.env.DB.ExecContext(b.env.Ctx,
+		`UPDATE judge_node SET caps_languages = 0, last_heartbeat_at = NOW(6) WHERE id = ?`, n.ID)
+	require.NoError(t, err)
+	p = b.do("GET", "/console/", nil)
+	require.Equal(t, http.StatusOK, p.status, p.body)
+	require.Contains(t, p.body, "NO_CAPABLE_NODE")
+	require.Contains(t, p.body, "2 no ready node can run; missing: python3")
 	p = b.do("GET", "/console/?minutes=0", nil)
 	require.Equal(t, http.StatusBadRequest, p.status)
 	require.Contains(t, p.body, "REQUEST_INVALID")

@@ -41,6 +41,12 @@ type poolRow struct {
 	SlotsBusy, SlotsTotal int64
 	Queued                int64
 	OldestWaitMs          int64
+	// WaitReason says why queued submissions wait (NO_READY_NODE,
+	// NO_CAPABLE_NODE); Unrunnable of them need what Missing names, which
+	// no ready node reported.
+	WaitReason string
+	Unrunnable int64
+	Missing    string
 	// From the verdict mix: submissions finished in the window, by outcome,
 	// and per time bucket (drawn as bars).
 	Finished int64
@@ -209,6 +215,10 @@ func (c *Console) overview(w http.ResponseWriter, r *http.Request) {
 	for _, p := range sr.JSON200.Pools {
 		if row := rows[string(p.Pool)]; row != nil {
 			row.Ready, row.Queued, row.OldestWaitMs = int(p.ReadyNodes), p.QueuedSubmissions, p.OldestWaitMs
+			if p.WaitReason != nil {
+				row.WaitReason = string(*p.WaitReason)
+			}
+			row.Unrunnable, row.Missing = p.UnrunnableSubmissions, strings.Join(p.MissingCapabilities, ", ")
 		}
 	}
 	for _, p := range mr.JSON200.Pools {

@@ -593,8 +593,14 @@ func (b businessAPI) GetJudgersSummary(ctx context.Context, _ businessapi.GetJud
 		}
 	}
 	for _, p := range sum.Pools {
-		out.Pools = append(out.Pools, businessapi.PoolSummary{Pool: businessapi.Pool(p.Pool), ReadyNodes: int32(p.ReadyNodes),
-			QueuedSubmissions: int64(p.QueuedSubmissions), OldestWaitMs: p.OldestWait.Milliseconds()})
+		ps := businessapi.PoolSummary{Pool: businessapi.Pool(p.Pool), ReadyNodes: int32(p.ReadyNodes),
+			QueuedSubmissions: int64(p.QueuedSubmissions), OldestWaitMs: p.OldestWait.Milliseconds(),
+			UnrunnableSubmissions: int64(p.Unrunnable), MissingCapabilities: append([]string{}, p.Missing...)}
+		if p.WaitReason != "" {
+			w := businessapi.PoolWaitReason(p.WaitReason)
+			ps.WaitReason = &w
+		}
+		out.Pools = append(out.Pools, ps)
 	}
 	return out, nil
 }

@@ -392,10 +392,74 @@ func TestSummaryFreshnessAndQueue(t *testing.T) {
 		if p.Pool == businessapi.PoolPython {
 			require.Equal(t, int64(3), p.QueuedSubmissions)
 			require.GreaterOrEqual(t, p.OldestWaitMs, int64(0))
+			require.NotNil(t, p.WaitReason)
+			require.Equal(t, businessapi.PoolWaitReasonNoReadyNode, *p.WaitReason)
 		} else {
 			require.Zero(t, p.QueuedSubmissions)
+			require.Nil(t, p.WaitReason)
 		}
+		require.NotNil(t, p.MissingCapabilities, "an empty list, never null")
 	}
+}
+
+// A file I/O submission waits while the pool's only ready node reports no
+// problem types (an older node), and the summary says why; once the node's
+// heartbeat reports file_io, nothing waits for a capable node.
+func TestSummarySaysNoCapableNodeOverHTTP(t *testing.T) {
+	t.Parallel()
+	b := startBiz(t)
+	anon, err := businessapi.NewClientWithResponses(b.env.URL)
+	require.NoError(t, err)
+	m := codeManifest(t, b.c, "in", "out")
+	in, out := "sum.in", "sum.out"
+	m.Io = &businessapi.FileIO{InputFile: &in, OutputFile: &out}
+	manID := publish(t, b.c, m)
+	r, err := b.c.EnqueueSubmissionWithResponse(b.env.Ctx, nil, businessapi.SubmissionCreate{SubmissionType: "ALGO",
+		SubmissionId: "fio", Language: "python3", Source: "print(1)", ManifestId: manID})
+	require.NoError(t, err)
+	require.Equal(t, http.StatusAccepted, r.StatusCode(), string(r.Body))
+	n := b.env.NewNode("python", 1, 1)
+	nc := joinAndOpen(t, b.env, n.JoinCode, "boot-old")
+	b.env.ForceEnable(n.ID)
+	beat := func(features *[]machineapi.Feature) {
+		t.Helper()
+		hb, err := nc.c.SendHeartbeatWithResponse(b.env.Ctx, machineapi.HeartbeatRequest{RuntimeVersion: "py 3.11",
+			Dependencies: []machineapi.Dependency{}, LocalSlots: 1, Features: features})
+		require.NoError(t, err)
+		require.Equal(t, http.StatusOK, hb.StatusCode(), string(hb.Body))
+	}
+	python := func() businessapi.PoolSummary {
+		t.Helper()
+		sum, err := anon.GetJudgersSummaryWithResponse(b.env.Ctx)
+		require.NoError(t, err)
+		require.Equal(t, http.StatusOK, sum.StatusCode(), string(sum.Body))
+		for _, p := range sum.JSON200.Pools {
+			if p.Pool == businessapi.PoolPython {
+				return p
+			}
+		}
+		t.Fatal("no python pool")
+		return businessapi.PoolSummary{}
+	}
+	beat(nil)
+	p := python()
+	require.NotNil(t, p.WaitReason)
+	require.Equal(t, businessapi.PoolWaitReasonNoCapableNode, *p.WaitReason)
+	require.Equal(t, int64(1), p.UnrunnableSubmissions)
+	require.Equal(t, []string{"file_io"}, p.MissingCapabilities)
+
+	beat(&[]machineapi.Feature{machineapi.FeatureBatch, machineapi.FeatureFileIO})
+	p = python()
+	require.Nil(t, p.WaitReason)
+	require.Zero(t, p.UnrunnableSubmissions)
+	require.Empty(t, p.MissingCapabilities)
+
+	bad, err := nc.c.SendHeartbeatWithResponse(b.env.Ctx, machineapi.HeartbeatRequest{RuntimeVersion: "py 3.11",
+		Dependencies: []machineapi.Dependency{}, LocalSlots: 1, Features: &[]machineapi.Feature{"telepathy"}})
+	require.NoError(t, err)
+	require.Equal(t, http.StatusBadRequest, bad.StatusCode(), string(bad.Body))
+	require.Contains(t, string(bad.Body), "REQUEST_INVALID")
+	require.Contains(t, string(bad.Body), "/features/0")
 }
 
 // TestBusinessAuthMatrix (T17): only business tokens reach business routes;

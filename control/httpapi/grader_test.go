@@ -53,6 +53,7 @@ func TestGraderOverHTTP(t *testing.T) {
 	n := b.env.NewNode("cpp", 2, 4)
 	nc := joinAndOpen(t, b.env, n.JoinCode, "boot-grader-1")
 	b.env.ForceEnable(n.ID)
+	reportFeatures(t, nc, machineapi.FeatureGrader)
 	cl, err := nc.c.ClaimJobsWithResponse(ctx, machineapi.ClaimRequest{FreeSlots: 1, WaitMs: 1000})
 	require.NoError(t, err)
 	require.Len(t, cl.JSON200.Jobs, 1)

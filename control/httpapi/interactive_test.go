@@ -1,6 +1,7 @@
 package httpapi_test
 
 import (
+	"context"
 	"net/http"
 	"testing"
 
@@ -66,6 +67,8 @@ func TestInteractiveManifestsOverHTTP(t *testing.T) {
 	n := b.env.NewNode("cpp", 2, 4)
 	nc := joinAndOpen(t, b.env, n.JoinCode, "boot-interactive-1")
 	b.env.ForceEnable(n.ID)
+	// A node is handed these jobs only once it reports both problem types.
+	reportFeatures(t, nc, machineapi.FeatureInteractive, machineapi.FeatureCommunication)
 	cl, err := nc.c.ClaimJobsWithResponse(ctx, machineapi.ClaimRequest{FreeSlots: 2, WaitMs: 1000})
 	require.NoError(t, err)
 	require.Len(t, cl.JSON200.Jobs, 2)
@@ -76,4 +79,14 @@ func TestInteractiveManifestsOverHTTP(t *testing.T) {
 	require.Equal(t, timeMs, *types[machineapi.CheckerTypeInteractive].TimeMs)
 	require.Nil(t, types[machineapi.CheckerTypeInteractive].Processes)
 	require.Equal(t, procs, *types[machineapi.CheckerTypeCommunication].Processes)
+}
+
+// reportFeatures sends a heartbeat reporting problem types, as a node of
+// this version does: a node is handed only jobs whose types it reported.
+func reportFeatures(t *testing.T, nc *nodeClient, features ...machineapi.Feature) {
+	t.Helper()
+	hb, err := nc.c.SendHeartbeatWithResponse(context.Background(), machineapi.HeartbeatRequest{RuntimeVersion: "rt",
+		LocalSlots: 1, Dependencies: []machineapi.Dependency{}, Features: &features})
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, hb.StatusCode(), string(hb.Body))
 }

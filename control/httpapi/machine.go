@@ -104,6 +104,12 @@ func (m machineAPI) SendHeartbeat(ctx context.Context, req machineapi.SendHeartb
 				EntryPoint: l.EntryPoint, ExtraMemoryBytes: l.ExtraMemoryBytes, MinMemoryBytes: l.MinMemoryBytes})
 		}
 	}
+	if req.Body.Features != nil {
+		report.Features = make([]string, len(*req.Body.Features))
+		for i, f := range *req.Body.Features {
+			report.Features[i] = string(f)
+		}
+	}
 	n, err := m.s.store.Heartbeat(ctx, sess.NodeSession, report)
 	if err != nil {
 		return nil, err

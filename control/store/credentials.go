@@ -385,6 +385,10 @@ type HeartbeatReport struct {
 	Draining       bool
 	// Languages is the per-language report; nil keeps the previous one.
 	Languages []LanguageReport
+	// Features are the problem types the node judges (contracts.Features);
+	// nil keeps the previous report (a node that never sent one judges
+	// classic batch only).
+	Features []string
 }
 
 // Heartbeat records observed health with the server clock and returns the
@@ -400,11 +404,16 @@ func (s *Store) Heartbeat(ctx context.Context, sess NodeSession, r HeartbeatRepo
 	if err != nil {
 		return Node{}, err
 	}
+	langCaps, featCaps, err := reportedCaps(r.Languages, r.Features)
+	if err != nil {
+		return Node{}, err
+	}
 	res, err := s.db.ExecContext(ctx,
 		`UPDATE judge_node SET last_heartbeat_at = NOW(6), reported_runtime = ?, reported_health = ?,
-		   reported_slots_busy = ?, reported_draining = ?, reported_languages = COALESCE(?, reported_languages)
+		   reported_slots_busy = ?, reported_draining = ?, reported_languages = COALESCE(?, reported_languages),
+		   caps_languages = COALESCE(?, caps_languages), caps_features = COALESCE(?, caps_features)
 		 WHERE id = ? AND session_epoch = ? AND revoked_at IS NULL`,
-		r.RuntimeVersion, string(r.Health), r.SlotsBusy, r.Draining, langs, sess.NodeID, sess.SessionEpoch)
+		r.RuntimeVersion, string(r.Health), r.SlotsBusy, r.Draining, langs, langCaps, featCaps, sess.NodeID, sess.SessionEpoch)
 	if err != nil {
 		return Node{}, fmt.Errorf("store: heartbeat: %w", err)
 	}

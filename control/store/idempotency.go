@@ -65,7 +65,7 @@ func (s *Store) enqueueIdempotent(ctx context.Context, tokenID int64, key string
 	if err != nil {
 		return EnqueueResult{}, err
 	}
-	pool, snapshot, digest, err := s.validateEnqueue(ctx, req)
+	pool, snapshot, digest, caps, err := s.validateEnqueue(ctx, req)
 	if err != nil {
 		return EnqueueResult{}, err
 	}
@@ -100,7 +100,7 @@ func (s *Store) enqueueIdempotent(ctx context.Context, tokenID int64, key string
 		}
 		// This transaction inserted the key: enqueue and record the job. A
 		// refusal (conflict with the submission) rolls the key back too.
-		res, err = s.enqueueLocked(ctx, tx, req, pool, snapshot, digest)
+		res, err = s.enqueueLocked(ctx, tx, req, pool, snapshot, digest, caps)
 		if err != nil {
 			return err
 		}
@@ -115,7 +115,7 @@ func (s *Store) enqueueIdempotent(ctx context.Context, tokenID int64, key string
 		return EnqueueResult{}, err
 	}
 	if res.Created {
-		s.notifyJobs(pool, 1)
+		s.notifyJobs(pool, 1, caps)
 	}
 	return res, nil
 }

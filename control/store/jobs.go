@@ -135,7 +135,7 @@ func (r EnqueueRequest) validate(maxSnapshot int) (pool string, snapshot []byte,
 // returns the existing current job when the request is the same, and a
 // conflict when it differs (use Rejudge for a new generation).
 func (s *Store) enqueue(ctx context.Context, req EnqueueRequest) (EnqueueResult, error) {
-	pool, snapshot, digest, err := s.validateEnqueue(ctx, req)
+	pool, snapshot, digest, caps, err := s.validateEnqueue(ctx, req)
 	if err != nil {
 		return EnqueueResult{}, err
 	}
@@ -143,17 +143,17 @@ func (s *Store) enqueue(ctx context.Context, req EnqueueRequest) (EnqueueResult,
 	// callers' new submissions into one autocommit INSERT. A duplicate
 	// identity (1062 on uk_job_identity) takes the locking path, which
 	// returns the existing job or a conflict.
-	n := newJob{req: req, pool: pool, snapshot: snapshot, digest: digest}
+	n := newJob{req: req, pool: pool, snapshot: snapshot, digest: digest, caps: caps}
 	res, err := s.enqueuer.do(ctx, n)
 	if isDuplicate(err) {
 		err = s.inTx(ctx, func(tx *sql.Tx) error {
 			var err error
-			res, err = s.enqueueLocked(ctx, tx, req, pool, snapshot, digest)
+			res, err = s.enqueueLocked(ctx, tx, req, pool, snapshot, digest, caps)
 			return err
 		})
 	}
 	if err == nil && res.Created {
-		s.notifyJobs(pool, 1)
+		s.notifyJobs(pool, 1, caps)
 	}
 	return res, err
 }
@@ -238,7 +238,7 @@ func (s *Store) validateMany(ctx context.Context, reqs []EnqueueRequest) ([]newJ
 	seen := make(map[[2]string]int, len(reqs))
 	var bad BulkError
 	for i, req := range reqs {
-		pool, snapshot, digest, err := s.validateEnqueue(ctx, req)
+		pool, snapshot, digest, caps, err := s.validateEnqueue(ctx, req)
 		if err != nil {
 			var ve *ValidationError
 			if !errors.As(err, &ve) {
@@ -254,7 +254,7 @@ func (s *Store) validateMany(ctx context.Context, reqs []EnqueueRequest) ([]newJ
 			continue
 		}
 		seen[k] = i
-		jobs[i] = newJob{req: req, pool: pool, snapshot: snapshot, digest: digest}
+		jobs[i] = newJob{req: req, pool: pool, snapshot: snapshot, digest: digest, caps: caps}
 	}
 	if len(bad.Items) > 0 {
 		return nil, &bad
@@ -301,7 +301,7 @@ func (s *Store) enqueueManyLocked(ctx context.Context, tx *sql.Tx, reqs []Enqueu
 	})
 	out := make([]EnqueueResult, len(reqs))
 	for _, i := range order {
-		r, err := s.enqueueLocked(ctx, tx, reqs[i], jobs[i].pool, jobs[i].snapshot, jobs[i].digest)
+		r, err := s.enqueueLocked(ctx, tx, reqs[i], jobs[i].pool, jobs[i].snapshot, jobs[i].digest, jobs[i].caps)
 		if err != nil {
 			if errors.Is(err, ErrConflict) {
 				return nil, &ItemError{Index: i, Err: err}
@@ -316,13 +316,15 @@ func (s *Store) enqueueManyLocked(ctx context.Context, tx *sql.Tx, reqs []Enqueu
 // notifyCreated wakes, per pool, as many waiters as the call created jobs.
 func (s *Store) notifyCreated(jobs []newJob, out []EnqueueResult) {
 	pools := map[string]int{}
+	caps := map[string]uint64{}
 	for i, r := range out {
 		if r.Created {
 			pools[jobs[i].pool]++
+			caps[jobs[i].pool] |= jobs[i].caps
 		}
 	}
 	for p, n := range pools {
-		s.notifyJobs(p, n)
+		s.notifyJobs(p, n, caps[p])
 	}
 }
 
@@ -333,6 +335,7 @@ type newJob struct {
 	pool     string
 	snapshot []byte
 	digest   string
+	caps     uint64 // required capabilities (requiredCaps)
 }
 
 // enqueueBatch commits concurrent new submissions in one INSERT. If any of
@@ -386,6 +389,7 @@ func (s *Store) firstGenerations(jobs []newJob) []jobRow {
 			submissionType: n.req.SubmissionType, submissionID: n.req.SubmissionID, generation: 1,
 			kind: KindSubmission, pool: n.pool, language: n.req.Language, manifestID: n.req.ManifestID,
 			snapshot: n.snapshot, digest: n.digest, priority: n.req.Priority, maxAttempts: s.cfg.MaxAttempts,
+			requiredCaps: n.caps,
 		}
 	}
 	return rows
@@ -440,44 +444,44 @@ func (s *Store) enqueueTxPublic(ctx context.Context, tx *sql.Tx, req EnqueueRequ
 }
 
 func (s *Store) enqueueTx(ctx context.Context, tx *sql.Tx, req EnqueueRequest) (EnqueueResult, string, error) {
-	pool, snapshot, digest, err := s.validateEnqueue(ctx, req)
+	pool, snapshot, digest, caps, err := s.validateEnqueue(ctx, req)
 	if err != nil {
 		return EnqueueResult{}, "", err
 	}
-	res, err := s.enqueueLocked(ctx, tx, req, pool, snapshot, digest)
+	res, err := s.enqueueLocked(ctx, tx, req, pool, snapshot, digest, caps)
 	return res, pool, err
 }
 
 // validateEnqueue checks the request and its manifest (manifests are
 // immutable and never deleted, so this needs no transaction).
-func (s *Store) validateEnqueue(ctx context.Context, req EnqueueRequest) (pool string, snapshot []byte, digest string, err error) {
+func (s *Store) validateEnqueue(ctx context.Context, req EnqueueRequest) (pool string, snapshot []byte, digest string, caps uint64, err error) {
 	pool, snapshot, digest, err = req.validate(s.cfg.MaxSnapshotBytes)
 	if err != nil {
-		return "", nil, "", err
+		return "", nil, "", 0, err
 	}
 	m, err := s.manifestFor(ctx, req.Tenant, req.ManifestID)
 	if errors.Is(err, ErrNotFound) {
-		return "", nil, "", invalidOf(ErrManifestMissing, "manifestId", "manifest %d does not exist", req.ManifestID)
+		return "", nil, "", 0, invalidOf(ErrManifestMissing, "manifestId", "manifest %d does not exist", req.ManifestID)
 	}
 	if err != nil {
-		return "", nil, "", err
+		return "", nil, "", 0, err
 	}
 	if err := manifest.CheckPoolKind(pool, m.Kind); err != nil {
-		return "", nil, "", invalidOf(ErrManifestMismatch, "language", "%v", err)
+		return "", nil, "", 0, invalidOf(ErrManifestMismatch, "language", "%v", err)
 	}
 	if err := manifest.CheckGraderLanguage(req.Language, m); err != nil {
-		return "", nil, "", invalidOf(ErrManifestMismatch, "language", "%v", err)
+		return "", nil, "", 0, invalidOf(ErrManifestMismatch, "language", "%v", err)
 	}
 	if err := manifest.CheckLanguageMemory(req.Language, m); err != nil {
-		return "", nil, "", invalidOf(ErrMemoryTooLow, "limits.memoryMb", "%v", err)
+		return "", nil, "", 0, invalidOf(ErrMemoryTooLow, "limits.memoryMb", "%v", err)
 	}
-	return pool, snapshot, digest, nil
+	return pool, snapshot, digest, requiredCaps(req.Language, m, len(req.Files) > 0), nil
 }
 
 // enqueueLocked is the locking path: lock the submission (lock order
 // pointer → job), then return the existing current job or insert
 // generation 1.
-func (s *Store) enqueueLocked(ctx context.Context, tx *sql.Tx, req EnqueueRequest, pool string, snapshot []byte, digest string) (EnqueueResult, error) {
+func (s *Store) enqueueLocked(ctx context.Context, tx *sql.Tx, req EnqueueRequest, pool string, snapshot []byte, digest string, caps uint64) (EnqueueResult, error) {
 	cur, gen, err := lockSubmission(ctx, tx, req.SubmissionType, req.SubmissionID)
 	if err != nil {
 		return EnqueueResult{}, err
@@ -487,6 +491,7 @@ func (s *Store) enqueueLocked(ctx context.Context, tx *sql.Tx, req EnqueueReques
 			submissionType: req.SubmissionType, submissionID: req.SubmissionID, generation: 1,
 			kind: KindSubmission, pool: pool, language: req.Language, manifestID: req.ManifestID,
 			snapshot: snapshot, digest: digest, priority: req.Priority, maxAttempts: s.cfg.MaxAttempts,
+			requiredCaps: caps,
 		})
 		switch {
 		case err == nil:
@@ -584,6 +589,7 @@ type jobRow struct {
 	digest                       string
 	priority, maxAttempts        int
 	requiredNode                 int64
+	requiredCaps                 uint64
 }
 
 func (s *Store) insertJob(ctx context.Context, tx *sql.Tx, j jobRow) (int64, error) {
@@ -642,15 +648,15 @@ func jobInsertSQL(jobs []jobRow) (string, []any) {
 	var q strings.Builder
 	q.WriteString(`INSERT INTO judge_job (submission_type, submission_id, generation, kind, pool, runtime_spec,
 	   manifest_id, request_snapshot, request_digest, priority, required_node_id, state, max_attempts,
-	   available_at, created_at, updated_at) VALUES `)
-	args := make([]any, 0, 12*len(jobs))
+	   available_at, created_at, updated_at, required_caps) VALUES `)
+	args := make([]any, 0, 13*len(jobs))
 	for i, j := range jobs {
 		if i > 0 {
 			q.WriteString(", ")
 		}
-		q.WriteString("(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'QUEUED', ?, NOW(6), NOW(6), NOW(6))")
+		q.WriteString("(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'QUEUED', ?, NOW(6), NOW(6), NOW(6), ?)")
 		args = append(args, j.submissionType, j.submissionID, j.generation, j.kind, j.pool, j.language,
-			j.manifestID, j.snapshot, j.digest, j.priority, j.requiredNode, j.maxAttempts)
+			j.manifestID, j.snapshot, j.digest, j.priority, j.requiredNode, j.maxAttempts, j.requiredCaps)
 	}
 	return q.String(), args
 }
@@ -759,10 +765,10 @@ func (s *Store) rejudge(ctx context.Context, typ, id string, onlyJob int64, acto
 		var state JobState
 		err = tx.QueryRowContext(ctx,
 			`SELECT kind, pool, runtime_spec, manifest_id, request_snapshot, request_digest, priority,
-			        required_node_id, state
+			        required_node_id, required_caps, state
 			 FROM judge_job WHERE id = ? FOR UPDATE`, cur).Scan(
 			&j.kind, &j.pool, &j.language, &j.manifestID, &j.snapshot, &j.digest, &j.priority,
-			&j.requiredNode, &state)
+			&j.requiredNode, &j.requiredCaps, &state)
 		if err != nil {
 			return fmt.Errorf("store: rejudge: job %d: %w", cur, err)
 		}

@@ -194,7 +194,8 @@ func (s *Store) claimReady(ctx context.Context, batch []*batchCall[claimCall, []
 	}, `SELECT n.id, n.session_epoch, n.revoked_at IS NOT NULL,
 	        n.pending_checks > 0
 	        OR (n.desired_state = 'ENABLED' AND EXISTS (SELECT 1 FROM judge_job j FORCE INDEX (ix_job_claim)
-	              WHERE j.pool = ? AND j.state = 'QUEUED' AND j.required_node_id = 0 AND j.available_at <= NOW(6)))
+	              WHERE j.pool = ? AND j.state = 'QUEUED' AND j.required_node_id = 0 AND j.available_at <= NOW(6)
+	                AND j.required_caps & ~`+nodeCapsSQL+` = 0))
 	        OR `+replay+`
 	 FROM judge_node n WHERE n.id IN (`+in+`)`, append(append([]any{batch[0].req.pool}, replayArgs...), args...)...)
 	if err != nil {
@@ -337,7 +338,7 @@ func (s *Store) claimTx(ctx context.Context, c *scriptConn, calls []claimCall) (
 		}
 		if n.pendingChecks > 0 && !checked[call.sess.NodeID] {
 			checked[call.sess.NodeID] = true
-			checks, err := pickReady(ctx, c.conn, n.pool, call.sess.NodeID, room)
+			checks, err := pickReady(ctx, c.conn, n.pool, call.sess.NodeID, n.caps, room, nil)
 			if err != nil {
 				return nil, err
 			}
@@ -358,13 +359,8 @@ func (s *Store) claimTx(ctx context.Context, c *scriptConn, calls []claimCall) (
 		poolWant += capacity[i]
 	}
 	if poolWant > 0 {
-		more, err := pickReady(ctx, c.conn, calls[0].pool, 0, poolWant)
-		if err != nil {
+		if err := pickPool(ctx, c.conn, calls, live, capacity, lock.nodes, out); err != nil {
 			return nil, err
-		}
-		for _, i := range live {
-			take := min(capacity[i], len(more))
-			out[i].jobs, more = append(out[i].jobs, more[:take]...), more[take:]
 		}
 	}
 	return out, s.leaseClaimed(ctx, c, calls, out, results)
@@ -506,8 +502,10 @@ func (s *Store) leaseClaimed(ctx context.Context, conn *scriptConn, calls []clai
 func (s *Store) NextReady(ctx context.Context, pool string, nodeID int64) (d time.Duration, ok bool, err error) {
 	var us sql.NullInt64
 	err = s.db.QueryRowContext(ctx,
-		`SELECT GREATEST(TIMESTAMPDIFF(MICROSECOND, NOW(6), MIN(available_at)), 0) FROM judge_job
-		 WHERE pool = ? AND state = 'QUEUED' AND required_node_id IN (0, ?)`, pool, nodeID).Scan(&us)
+		`SELECT GREATEST(TIMESTAMPDIFF(MICROSECOND, NOW(6), MIN(j.available_at)), 0)
+		 FROM judge_node n JOIN judge_job j ON j.pool = ? AND j.state = 'QUEUED' AND j.required_node_id IN (0, n.id)
+		   AND j.required_caps & ~`+nodeCapsSQL+` = 0
+		 WHERE n.id = ?`, pool, nodeID).Scan(&us)
 	if err != nil {
 		return 0, false, fmt.Errorf("store: next ready: %w", err)
 	}
@@ -549,8 +547,17 @@ func (s *Store) nodePlace(ctx context.Context, nodeID int64) (nodePlace, error) 
 // enqueue and never changed, so a job retried after its node died keeps its
 // place in the queue once its backoff (available_at, a filter only) has
 // passed, instead of going behind everything enqueued meanwhile.
-func pickReady(ctx context.Context, q querier, pool string, requiredNode int64, limit int) ([]ClaimedJob, error) {
-	out, err := queryAll(ctx, q, scanClaimed, claimQuery, pool, requiredNode, limit)
+//
+// Only jobs whose required capabilities are all in caps (the node's) are
+// picked; skip lists jobs this transaction picked already.
+func pickReady(ctx context.Context, q querier, pool string, requiredNode int64, caps uint64, limit int, skip []int64) ([]ClaimedJob, error) {
+	query, args := claimQuery, []any{pool, requiredNode, ^caps, limit}
+	if len(skip) > 0 {
+		in, ids := inList(skip)
+		query = `SELECT ` + claimColumns + claimFrom + ` AND id NOT IN (` + in + `)` + claimOrder + ` FOR UPDATE SKIP LOCKED`
+		args = slices.Concat([]any{pool, requiredNode, ^caps}, ids, []any{limit})
+	}
+	out, err := queryAll(ctx, q, scanClaimed, query, args...)
 	if err != nil {
 		return nil, fmt.Errorf("store: claim: pick: %w", err)
 	}
@@ -570,9 +577,12 @@ func scanClaimed(r rowScanner) (ClaimedJob, error) {
 const claimColumns = `id, lease_epoch, kind, pool, submission_type, submission_id, generation, runtime_spec, manifest_id,
  request_snapshot, attempt_count, TIMESTAMPDIFF(MICROSECOND, available_at, NOW(6))`
 
-const claimWhere = ` FROM judge_job FORCE INDEX (ix_job_claim)
- WHERE pool = ? AND state = 'QUEUED' AND required_node_id = ? AND available_at <= NOW(6)
- ORDER BY priority, created_at, id LIMIT ?`
+const (
+	claimFrom = ` FROM judge_job FORCE INDEX (ix_job_claim)
+ WHERE pool = ? AND state = 'QUEUED' AND required_node_id = ? AND available_at <= NOW(6) AND required_caps & ? = 0`
+	claimOrder = ` ORDER BY priority, created_at, id LIMIT ?`
+	claimWhere = claimFrom + claimOrder
+)
 
 const claimQuery = `SELECT ` + claimColumns + claimWhere + ` FOR UPDATE SKIP LOCKED`
 
@@ -587,6 +597,7 @@ type lockedNode struct {
 	sessionEpoch  int64
 	revoked       bool
 	pendingChecks int
+	caps          uint64 // what it can run (nodeCaps)
 }
 
 // groupNodeLocks is what lockGroupsAndNodes reads: each locked group's
@@ -614,15 +625,19 @@ func lockGroupsAndNodes(sc *script, calls []claimCall) *groupNodeLocks {
 		nodes: make(map[int64]lockedNode, len(calls))}
 	slices.Sort(nodeIDs)
 	nin, nargs := inList(nodeIDs)
-	const nodeCols = `n.id, n.host_group_id, n.pool, n.desired_state, n.slots, n.session_epoch, n.revoked_at IS NOT NULL, n.pending_checks`
+	const nodeCols = `n.id, n.host_group_id, n.pool, n.desired_state, n.slots, n.session_epoch, n.revoked_at IS NOT NULL, n.pending_checks,
+		n.caps_languages, n.caps_features`
 	readNode := func(r rowScanner) error {
 		var groupCap int
 		var id int64
 		var n lockedNode
+		var langs *uint64
+		var feats uint64
 		if err := r.Scan(&groupCap, &id, &n.hostGroupID, &n.pool, &n.state, &n.slots, &n.sessionEpoch,
-			&n.revoked, &n.pendingChecks); err != nil {
+			&n.revoked, &n.pendingChecks, &langs, &feats); err != nil {
 			return err
 		}
+		n.caps = nodeCaps(langs, feats)
 		if len(l.groups) == 1 {
 			l.capacity[n.hostGroupID] = groupCap
 		}

@@ -23,7 +23,7 @@ func TestClaimUsesTheClaimIndexForWhereAndOrder(t *testing.T) {
 	for i := range 50 {
 		b.enqueue(t, "ALGO", "e"+string(rune('a'+i%26))+string(rune('a'+i/26)))
 	}
-	rows, err := b.db.QueryContext(b.ctx, "EXPLAIN "+store.ClaimQueryForExplain(), "cpp", 0, 8)
+	rows, err := b.db.QueryContext(b.ctx, "EXPLAIN "+store.ClaimQueryForExplain(), "cpp", 0, ^uint64(1<<16|1), 8)
 	require.NoError(t, err)
 	defer rows.Close()
 	cols, err := rows.Columns()
@@ -44,6 +44,7 @@ func TestClaimUsesTheClaimIndexForWhereAndOrder(t *testing.T) {
 	require.Equal(t, "ix_job_claim", plan["key"], "plan: %v", plan)
 	require.Equal(t, "ref", plan["type"], "equality on pool, state, required_node_id: %v", plan)
 	require.NotContains(t, plan["Extra"], "filesort", "ORDER BY must be served by the index: %v", plan)
+	require.Contains(t, plan["Extra"], "Using index", "the capability filter is checked in the index: %v", plan)
 	require.False(t, rows.Next(), "one table, one row of plan")
 	require.Contains(t, store.ClaimQueryForExplain(), "ORDER BY priority, created_at, id",
 		"ready jobs go in enqueue order; available_at (backoff) only filters")

@@ -46,12 +46,14 @@ func (s *Store) notify(pool string) {
 }
 
 // notifyJobs tells this replica's waiters that n pool jobs (not bound to a
-// node) became ready: n waiters are woken when the notifier can count.
-func (s *Store) notifyJobs(pool string, n int) {
+// node) became ready: n waiters are woken when the notifier can count. A job
+// that needs a problem type beyond classic batch (caps) wakes every waiter
+// instead: the longest waiting may be nodes that cannot run it.
+func (s *Store) notifyJobs(pool string, n int, caps uint64) {
 	if s.notifier == nil || pool == "" || n <= 0 {
 		return
 	}
-	if jn, ok := s.notifier.(JobNotifier); ok {
+	if jn, ok := s.notifier.(JobNotifier); ok && !needsFeature(caps) {
 		jn.NotifyN(pool, n)
 		return
 	}
