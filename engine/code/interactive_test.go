@@ -34,8 +34,11 @@ func (b *testBundle) interactiveTask(t *testing.T, pool, src string, inputs ...s
 // must get its own verdict.
 func TestInteractive(t *testing.T) {
 	t.Parallel()
-	for _, l := range []struct{ pool, src string }{{"cpp", "guess.cpp"}, {"python", "guess.py"}, {"java", "Guess.java"}} {
-		t.Run(l.pool, func(t *testing.T) {
+	for _, l := range []struct{ name, pool, lang, src string }{
+		{"cpp", "cpp", "", "guess.cpp"}, {"python", "python", "", "guess.py"}, {"java", "java", "", "Guess.java"},
+		{"c17", "cpp", "c17", "guess.c"}, {"javascript", "arkts", "javascript", "guess.js"},
+	} {
+		t.Run(l.name, func(t *testing.T) {
 			t.Parallel()
 			b := setup(t, l.pool, "cpp")
 			want := []struct {
@@ -65,8 +68,13 @@ func TestInteractive(t *testing.T) {
 				inputs = append(inputs, w.in)
 			}
 			task := b.interactiveTask(t, l.pool, readTestdata(t, l.src), inputs...)
+			if l.lang != "" {
+				rt, err := RuntimeForLanguage(l.lang)
+				require.NoError(t, err)
+				task.Runtime = rt
+			}
 			switch l.pool {
-			case "python":
+			case "python", "arkts":
 				task.Limits.CPUTime = 2 * time.Second // the interpreter's start
 				task.Limits.WallTime = 4 * time.Second
 			case "java":
@@ -77,7 +85,7 @@ func TestInteractive(t *testing.T) {
 			require.Len(t, v.Cases, len(want))
 			for i, w := range want {
 				c := v.Cases[i]
-				t.Logf("%s %-22q %-4s %s (cpu %s wall %s)", l.pool, w.in, c.Status, c.Message, c.CPUTime, c.WallTime)
+				t.Logf("%s %-22q %-4s %s (cpu %s wall %s)", l.name, w.in, c.Status, c.Message, c.CPUTime, c.WallTime)
 				require.Equal(t, w.status, c.Status, "case %q: %s", w.in, c.Message)
 				require.Contains(t, c.Message, w.message, "case %q", w.in)
 			}
