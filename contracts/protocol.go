@@ -37,6 +37,15 @@ const (
 	LeaseTTLMin = time.Second
 )
 
+// LivenessPath is where a control replica answers "ok" with no database,
+// no authentication and no log line: a node parked in a claim long-poll
+// asks it every few seconds at most to tell a stopped replica from a long
+// wait. It lies under the machine prefix so that a proxy forwarding the
+// machine protocol forwards it too, but it is no protocol call (not in
+// machine.yaml): any HTTP answer, even an older replica's 404, proves the
+// replica's process and HTTP server alive, which is all a node learns.
+const LivenessPath = "/api/v1/internal/judgers/livez"
+
 // pools are the judge pools, in the contract's order; one node process
 // serves exactly one. The names are machine.yaml's Pool enum.
 var pools = []string{poolCpp, poolJava, poolPython, poolArkts, poolMysql}

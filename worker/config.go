@@ -32,6 +32,12 @@ const (
 	// ClaimSlackDefault is added to a claim's wait for its deadline: a
 	// replica that has not answered a long-poll by then is taken as hung.
 	ClaimSlackDefault = time.Second
+	// LivenessIntervalDefault is how often the replica holding a claim
+	// long-poll is asked whether it lives (each check bounded by the same
+	// time) when there is another replica to move to: a stopped replica
+	// costs a waiting node about two intervals, not the long-poll's wait.
+	// It follows a shorter request timeout down, like the claim slack.
+	LivenessIntervalDefault = time.Second
 	// HealthIntervalDefault is how often the pool's dependencies are probed;
 	// heartbeats report the latest probe.
 	HealthIntervalDefault = time.Minute
@@ -116,12 +122,15 @@ type Config struct {
 	DrainGrace        time.Duration
 	RequestTimeout    time.Duration
 	// ClaimSlack: a claim attempt's deadline is its wait plus this.
-	ClaimSlack      time.Duration
-	HealthInterval  time.Duration
-	JanitorInterval time.Duration
-	RetryBase       time.Duration
-	RetryMax        time.Duration
-	CleanupTimeout  time.Duration
+	ClaimSlack time.Duration
+	// LivenessInterval: while a claim long-poll waits on a replica, that
+	// replica is asked this often whether it lives (LivenessIntervalDefault).
+	LivenessInterval time.Duration
+	HealthInterval   time.Duration
+	JanitorInterval  time.Duration
+	RetryBase        time.Duration
+	RetryMax         time.Duration
+	CleanupTimeout   time.Duration
 
 	// NoResultClaims posts results without a claim for the slot each frees
 	// (the slot cycle), leaving all leasing to the claim loop.
@@ -146,6 +155,7 @@ func (c *Config) setDefaults() {
 	def(&c.DrainGrace, DrainGraceDefault)
 	def(&c.RequestTimeout, RequestTimeoutDefault)
 	def(&c.ClaimSlack, min(ClaimSlackDefault, c.RequestTimeout))
+	def(&c.LivenessInterval, min(LivenessIntervalDefault, c.RequestTimeout))
 	def(&c.HealthInterval, HealthIntervalDefault)
 	def(&c.JanitorInterval, JanitorIntervalDefault)
 	def(&c.RetryBase, RetryBaseDefault)
@@ -195,6 +205,7 @@ func (c Config) Validate() error {
 		{"drain grace", c.DrainGrace, 0},
 		{"request timeout", c.RequestTimeout, 100 * time.Millisecond},
 		{"claim slack", c.ClaimSlack, 50 * time.Millisecond},
+		{"liveness interval", c.LivenessInterval, livenessMin},
 		{"health interval", c.HealthInterval, 50 * time.Millisecond},
 		{"janitor interval", c.JanitorInterval, 50 * time.Millisecond},
 		{"retry base", c.RetryBase, time.Millisecond},
@@ -215,6 +226,11 @@ func (c Config) Validate() error {
 	return errors.Join(errs...)
 }
 
+// livenessMin is the shortest liveness interval: each check is bounded by
+// it, and a healthy replica under load must answer a request that does
+// nothing within it.
+const livenessMin = 100 * time.Millisecond
+
 // timingRelations checks how the timings bound one another (docs/node.md,
 // "Timings"), with zero values taken as their defaults; the lease TTL comes
 // from the session and is checked against them when it opens.
@@ -225,7 +241,17 @@ func (c Config) timingRelations() []error {
 	renew := or(c.RenewInterval, RenewIntervalDefault)
 	hb := or(c.HeartbeatInterval, HeartbeatIntervalDefault)
 	base := or(c.RetryBase, RetryBaseDefault)
+	live := or(c.LivenessInterval, min(LivenessIntervalDefault, req))
+	deadline := or(c.ClaimWait, ClaimWaitDefault) + slack
 	var errs []error
+	if live >= deadline {
+		errs = append(errs, fmt.Errorf("liveness interval %s must be shorter than a claim's deadline %s (claim wait + claim slack): "+
+			"a long-poll's replica is checked while it waits, and a check that comes after the deadline finds nothing", live, deadline))
+	}
+	if live > req {
+		errs = append(errs, fmt.Errorf("liveness interval %s must not exceed the request timeout %s: a stopped replica must cost a waiting "+
+			"node less than any other call's deadline", live, req))
+	}
 	if slack > req {
 		errs = append(errs, fmt.Errorf("claim slack %s must not exceed the request timeout %s: a claim's deadline is its wait plus the slack, "+
 			"and a hung replica must not cost a long-poll more than any other call", slack, req))

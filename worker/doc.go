@@ -19,8 +19,8 @@
 // loop, giving leases back), lease.go (local deadlines and batched renewal),
 // job.go (one job: inputs, execution, result), retry.go (per-status handling
 // of failed calls, backoff), client.go (the machine protocol's calls),
-// failover.go (per-attempt deadlines, moving off a hung replica, hedged
-// renews), probe.go (dependency probes, language reports, janitor), config.go.
+// failover.go (per-attempt deadlines, moving off a hung replica, liveness
+// checks of the replica holding the long-poll, hedged renews), probe.go (dependency probes, language reports, janitor), config.go.
 //
 // Sub-package faultproxy is a loopback reverse proxy for fault-injection
 // tests (lost claim or result answers, blocked renewals, corrupt artifacts).

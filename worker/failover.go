@@ -8,12 +8,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/kece-oj/kece/contracts"
 	"github.com/kece-oj/kece/contracts/machineapi"
 )
 
@@ -42,6 +44,9 @@ type client struct {
 	timeout time.Duration
 	// claimSlack is added to a claim's wait for its deadline.
 	claimSlack time.Duration
+	// liveEvery is how often a replica holding a claim long-poll is asked
+	// whether it lives (watch); 0: never.
+	liveEvery time.Duration
 	// offMu guards off: per replica, a channel closed when the client moves
 	// off that replica, which abandons the calls still waiting on it.
 	offMu sync.Mutex
@@ -52,8 +57,9 @@ type client struct {
 	// hedged counts renews sent to a second replica because the first was
 	// slow, and hedgeWon those the second answered first.
 	hedged, hedgeWon atomic.Int64
-	// moves counts moves to the next replica.
-	moves atomic.Int64
+	// moves counts moves to the next replica; liveChecks the liveness
+	// checks answered.
+	moves, liveChecks atomic.Int64
 	// leftHung is, per replica, when the client last moved off it because
 	// it did not answer in time (UnixNano; 0: never).
 	leftHung []atomic.Int64
@@ -100,6 +106,7 @@ var (
 	errAttemptTimeout = errors.New("no answer from the control replica within the call's deadline")
 	errAbandoned      = errors.New("the node moved off this control replica while the call waited")
 	errSlowReplica    = errors.New("the next control replica answered a hedged renew first")
+	errNotAlive       = errors.New("the control replica holding the call did not answer a liveness check in time")
 )
 
 // replicaFailed reports whether err is a failure of the replica rather than
@@ -147,6 +154,10 @@ type callOpts struct {
 	// hedge, when positive, sends the call to the next replica too if the
 	// first has not answered within it; the first answer wins.
 	hedge time.Duration
+	// live, when positive and there is another replica to move to, asks
+	// the replica holding an attempt whether it lives every live (watch):
+	// a long-poll whose replica stopped ends then, not at its deadline.
+	live time.Duration
 }
 
 // minAttempt is the shortest deadline an attempt gets, however little time
@@ -171,7 +182,9 @@ const hungCooldown = 5 * time.Second
 
 // timedOut: the replica did not answer in time (rather than refusing the
 // connection or answering 502/503/504).
-func timedOut(err error) bool { return errors.Is(err, errAttemptTimeout) || errors.Is(err, errStalled) }
+func timedOut(err error) bool {
+	return errors.Is(err, errAttemptTimeout) || errors.Is(err, errStalled) || errors.Is(err, errNotAlive)
+}
 
 // moveOff makes the replica after idx the one in use, unless another call
 // moved already or the next one hung moments ago and idx is only slow
@@ -237,10 +250,13 @@ func try[T any](cl *client, ctx context.Context, idx int, o callOpts, call func(
 		case <-actx.Done():
 		}
 	}()
+	if o.live > 0 && len(cl.cs) > 1 {
+		go cl.watch(actx, idx, o.live, cancel)
+	}
 	a.v, a.err = call(actx, idx)
 	a.got = time.Now()
 	if a.err != nil && ctx.Err() == nil {
-		if cause := context.Cause(actx); errors.Is(cause, errAttemptTimeout) || errors.Is(cause, errAbandoned) {
+		if cause := context.Cause(actx); errors.Is(cause, errAttemptTimeout) || errors.Is(cause, errAbandoned) || errors.Is(cause, errNotAlive) {
 			a.err = fmt.Errorf("%w (%v)", cause, a.err)
 		}
 	}
@@ -324,4 +340,47 @@ func hedged[T any](cl *client, ctx context.Context, o callOpts, call func(contex
 		}
 	}
 	return last
+}
+
+// watch asks replica idx whether it lives every interval while ctx (one
+// attempt on it) lasts, each check bounded by the interval, and ends the
+// attempt with errNotAlive at the first check without an answer: a
+// replica that cannot answer a request that does nothing is stopped, not
+// busy (a long-poll's own answer may rightly take its whole wait). The
+// attempt then fails like one that timed out, so the client moves to the
+// next replica at once (moveOff), keeping the session.
+func (cl *client) watch(ctx context.Context, idx int, every time.Duration, end context.CancelCauseFunc) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if err := cl.alive(ctx, idx, every); err != nil && ctx.Err() == nil {
+			end(fmt.Errorf("%w: %v", errNotAlive, err))
+			return
+		}
+	}
+}
+
+// alive sends one liveness check (contracts.LivenessPath) to replica idx:
+// any HTTP answer within d proves it lives, whatever its status (an older
+// replica answers 404; a replica whose database is down still answers).
+func (cl *client) alive(ctx context.Context, idx int, d time.Duration) error {
+	cctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	req, err := http.NewRequestWithContext(cctx, http.MethodGet, cl.bases[idx]+contracts.LivenessPath, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := cl.http.Do(req)
+	if err != nil {
+		return err
+	}
+	cl.liveChecks.Add(1)
+	// Read (a few bytes at most) so the connection is kept for the next one.
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 4<<10))
+	return resp.Body.Close()
 }

@@ -71,6 +71,9 @@ type Metrics struct {
 	// renews also sent to the next replica because the first was slow, and
 	// RenewHedgesWon those the next replica answered first.
 	ReplicaMoves, RenewHedges, RenewHedgesWon int64
+	// LivenessChecks counts liveness checks answered by the replica holding
+	// a claim long-poll (Config.LivenessInterval).
+	LivenessChecks int64
 }
 
 // Metrics returns the node's counters.
@@ -90,6 +93,7 @@ func (n *Node) Metrics() Metrics {
 		CycleJobs: m.cycleJobs.Load(), DependencyPauses: m.dependencyPauses.Load(),
 		LeasesDroppedFresh: m.leasesDroppedFresh.Load(),
 		ReplicaMoves:       n.cl.moves.Load(), RenewHedges: n.cl.hedged.Load(), RenewHedgesWon: n.cl.hedgeWon.Load(),
+		LivenessChecks: n.cl.liveChecks.Load(),
 	}
 }
 
@@ -168,6 +172,7 @@ func newPromMetrics(n *Node) *promMetrics {
 		{"kece_node_replica_moves_total", "Moves to the next control replica after one hung or failed (the session is kept).", &n.cl.moves},
 		{"kece_node_renew_hedges_total", "Renews also sent to the next control replica because the first had not answered in time.", &n.cl.hedged},
 		{"kece_node_renew_hedges_won_total", "Hedged renews the next control replica answered first.", &n.cl.hedgeWon},
+		{"kece_node_liveness_checks_total", "Liveness checks answered by the control replica holding the claim long-poll.", &n.cl.liveChecks},
 		{"kece_node_dependency_pauses_total", "Times a job failed on a dependency of the node (Docker, image, judge database) and the node stopped claiming until a probe passed.", &m.dependencyPauses},
 	}
 	for _, c := range counters {

@@ -112,7 +112,7 @@ func New(cfg Config) (*Node, error) {
 	if err != nil {
 		return nil, err
 	}
-	cl.claimSlack = cfg.ClaimSlack
+	cl.claimSlack, cl.liveEvery = cfg.ClaimSlack, cfg.LivenessInterval
 	cl.moved = func(from, to string, err error) {
 		cfg.Logger.Warn("control replica failed; moving to the next one (the session is kept)", "from", from, "to", to, "err", err)
 	}

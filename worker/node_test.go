@@ -50,15 +50,20 @@ func TestConfigTimingRelations(t *testing.T) {
 	c := worker.Config{Pool: "cpp", ControlURL: "http://127.0.0.1:1", CredentialFile: "/x/cred", LocalSlots: 2,
 		CacheDir: "/x/cache", NewBackend: func(context.Context, string) (worker.Backend, error) { return nil, nil },
 		RequestTimeout: time.Second, ClaimSlack: 2 * time.Second, RetryBase: time.Second, RenewInterval: 500 * time.Millisecond,
-		HeartbeatInterval: 800 * time.Millisecond, RetryMax: 2 * time.Second, SafetyMargin: 100 * time.Millisecond}
+		HeartbeatInterval: 800 * time.Millisecond, RetryMax: 2 * time.Second, SafetyMargin: 100 * time.Millisecond,
+		ClaimWait: time.Second, LivenessInterval: 5 * time.Second}
 	err := c.Validate()
 	require.Error(t, err)
 	for _, want := range []string{"claim slack 2s must not exceed the request timeout 1s", "retry base 1s must not exceed the renew interval 500ms",
-		"retry base 1s must not exceed the heartbeat interval 800ms", "safety margin 100ms must be 0 (the default) or at least 200ms"} {
+		"retry base 1s must not exceed the heartbeat interval 800ms", "safety margin 100ms must be 0 (the default) or at least 200ms",
+		"liveness interval 5s must be shorter than a claim's deadline 3s", "liveness interval 5s must not exceed the request timeout 1s"} {
 		require.Contains(t, err.Error(), want)
 	}
+	c.LivenessInterval = 50 * time.Millisecond
+	require.ErrorContains(t, c.Validate(), "liveness interval 50ms must be at least 100ms")
 	// The defaults hold together, and so do the test timings.
 	c.RequestTimeout, c.ClaimSlack, c.RetryBase, c.RenewInterval, c.HeartbeatInterval, c.RetryMax, c.SafetyMargin = 0, 0, 0, 0, 0, 0, 0
+	c.ClaimWait, c.LivenessInterval = 0, 0
 	require.NoError(t, c.Validate())
 	c.RequestTimeout = 200 * time.Millisecond // the claim slack default follows it down
 	require.NoError(t, c.Validate())

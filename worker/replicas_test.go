@@ -12,6 +12,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/kece-oj/kece/control/controltest"
+	"github.com/kece-oj/kece/control/httpapi"
+	"github.com/kece-oj/kece/control/store"
 	"github.com/kece-oj/kece/worker"
 	"github.com/kece-oj/kece/worker/faultproxy"
 )
@@ -293,4 +296,47 @@ func TestRenewHedgedToTheOtherReplica(t *testing.T) {
 	require.Positive(t, m.RenewHedges)
 	require.Zero(t, m.LeasesLost)
 	require.Zero(t, m.DeadlineCancels)
+}
+
+// With the default timings (heartbeat 10 s, claim wait 15 s, lease 60 s)
+// a node parked in a claim long-poll on a replica that stops is not held
+// until the long-poll's deadline (15 + 1 s) nor its next heartbeat's (10 s):
+// the liveness check it sends the replica every second goes unanswered,
+// the node abandons the long-poll and asks the other replica at once,
+// which leases a job queued there (or replays the lease the stopped one
+// granted) and the node judges it within about two seconds of the freeze.
+func TestParkedClaimLeavesAFrozenReplicaAtDefaultTimings(t *testing.T) {
+	t.Parallel()
+	a := controltest.Start(t, controltest.Options{Store: store.Config{LeaseTTL: 60 * time.Second},
+		HTTP: httpapi.Config{ReapInterval: 50 * time.Millisecond}})
+	b := a.SecondReplica()
+	man := publishEcho(a)
+	nd := a.NewNode("cpp", 1, 4)
+	a.ForceEnable(nd.ID)
+	front := newFreezable(t, a.URL)
+	cfg := nodeConfig(t, front.srv.URL+","+b.URL, "cpp", nd.JoinCode, newFake(false))
+	cfg.HeartbeatInterval, cfg.RenewInterval, cfg.ClaimWait, cfg.SafetyMargin, cfg.RequestTimeout = 0, 0, 0, 0, 0
+	n := runNode(t, cfg)
+	warm := enqueue(a, "cpp17", man)
+	waitJob(t, a, warm, 20*time.Second, "completed through the first replica", completed)
+	// The node's next long-poll (15 s) now waits on the first replica.
+	require.Eventually(t, func() bool { return n.Metrics().LivenessChecks > 0 }, 5*time.Second, 10*time.Millisecond,
+		"the replica holding the long-poll is checked while it waits")
+	before, err := a.Store.GetNode(a.Ctx, nd.ID)
+	require.NoError(t, err)
+
+	front.frozen.Store(true)
+	start := time.Now()
+	job := enqueue(b, "cpp17", man)
+	// Judged, not only leased: the first replica may lease it for the
+	// held long-poll, whose answer the second then replays to the node.
+	waitJob(t, b, job, 20*time.Second, "judged through the second replica", completed)
+	took := time.Since(start)
+	t.Logf("judged %s after the freeze", took)
+	require.Less(t, took, 4*time.Second, "the parked long-poll was left within a liveness check or two, not at its 16 s deadline")
+	require.Positive(t, front.hung.Load(), "the node did call the frozen replica")
+	require.Positive(t, n.Metrics().ReplicaMoves)
+	after, err := a.Store.GetNode(a.Ctx, nd.ID)
+	require.NoError(t, err)
+	require.Equal(t, before.SessionEpoch, after.SessionEpoch, "the session was kept")
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -70,7 +71,9 @@ func runChaos(ctx context.Context, args []string) error {
 	fs.IntVar(&c.slots, "slots", 2, "slots per node")
 	fs.IntVar(&c.inFlight, "in-flight", 0, "most unsettled submissions per pool the client keeps (default 3 × the pool's slots)")
 	fs.StringVar(&c.faults, "faults", strings.Join(chaosFaultKinds, ","), "fault kinds to schedule (comma list)")
-	fs.DurationVar(&c.lease, "lease", 8*time.Second, "replicas' lease TTL")
+	fs.DurationVar(&c.lease, "lease", 0, "replicas' lease TTL (default 8s; 60s with -node-timings default)")
+	fs.StringVar(&c.timings, "node-timings", "short", "short (heartbeat 1s, renew lease/4, claim wait lease/4) or default "+
+		"(the shipped timings: heartbeat 10s, renew 15s, claim wait 15s, lease 60s)")
 	fs.DurationVar(&c.reap, "reap", time.Second, "replicas' reap interval")
 	fs.IntVar(&c.maxAttempts, "max-attempts", store.MaxAttemptsDefault, "replicas' max attempts")
 	fs.StringVar(&c.bin, "bin", "", "directory with kece-control, kece-node, kece-sandbox-init (default: next to kece-bench, or ./bin)")
@@ -116,7 +119,7 @@ type chaosConfig struct {
 	duration, warmup, tail, every, settle      time.Duration
 	rate                                       float64
 	pools, faults, bin, judgeDSN, galera       string
-	writers, urlList                           string
+	writers, urlList, timings                  string
 	nodesPerPool, slots, maxAttempts, inFlight int
 	lease, reap                                time.Duration
 	longFreeze                                 time.Duration
@@ -188,10 +191,36 @@ func (c *chaosConfig) validate() error {
 	if c.longFreeze < time.Second {
 		errs = append(errs, fmt.Errorf("-long-freeze %s must be at least 1s", c.longFreeze))
 	}
+	switch c.timings {
+	case "short":
+		c.lease = cmp.Or(c.lease, 8*time.Second)
+	case "default":
+		c.lease = cmp.Or(c.lease, store.LeaseTTLDefault)
+	default:
+		errs = append(errs, fmt.Errorf("-node-timings must be short or default, got %q", c.timings))
+	}
 	if c.lease < 3*time.Second {
 		errs = append(errs, errors.New("-lease must be at least 3s (renews run every lease/4)"))
 	}
 	return errors.Join(errs...)
+}
+
+// replicaTimings are the replicas' flags of -node-timings: short ones
+// (heartbeat 1 s, renew lease/4; the claim wait follows the lease down), or
+// none (the shipped defaults the nodes then get in their session).
+func (c *chaosConfig) replicaTimings() []string {
+	if c.timings == "default" {
+		return nil
+	}
+	return []string{"--renew-interval", (c.lease / 4).String(), "--heartbeat-interval", "1s", "--offline-after", "5s"}
+}
+
+// nodeTimings are the nodes' flags of -node-timings.
+func (c *chaosConfig) nodeTimings() []string {
+	if c.timings == "default" {
+		return nil
+	}
+	return []string{"--heartbeat-interval", "1s"}
 }
 
 // chaosSub is one submission as the business client sees it.
@@ -349,11 +378,10 @@ func (r *chaosRun) setup(ctx context.Context) error {
 		rc.DBName = benchCfg.DBName
 		dsn := rc.FormatDSN()
 		rep := &chaosReplica{name: "control-" + name, addr: addr,
-			args: []string{"serve", "--listen", addr, "--artifact-dir", filepath.Join(r.f.work, "artifacts"),
+			args: append([]string{"serve", "--listen", addr, "--artifact-dir", filepath.Join(r.f.work, "artifacts"),
 				"--mysql-dsn", dsn, "--log-level", "warn", "--lease-ttl", r.cfg.lease.String(),
-				"--renew-interval", (r.cfg.lease / 4).String(), "--reap-interval", r.cfg.reap.String(),
-				"--heartbeat-interval", "1s", "--offline-after", "5s", "--max-attempts", strconv.Itoa(r.cfg.maxAttempts),
-				"--db-conns", "16"}}
+				"--reap-interval", r.cfg.reap.String(), "--max-attempts", strconv.Itoa(r.cfg.maxAttempts),
+				"--db-conns", "16"}, r.cfg.replicaTimings()...)}
 		if err := r.startReplica(ctx, rep); err != nil {
 			return err
 		}
@@ -461,7 +489,7 @@ func (r *chaosRun) addNode(ctx context.Context, pool string) error {
 
 func (r *chaosRun) startNode(n *chaosNode) error {
 	n.starts++
-	c, err := r.f.spawn(fmt.Sprintf("%s.%d", n.base, n.starts), filepath.Join(r.f.bin, "kece-node"), []string{"--heartbeat-interval", "1s"}, n.env)
+	c, err := r.f.spawn(fmt.Sprintf("%s.%d", n.base, n.starts), filepath.Join(r.f.bin, "kece-node"), r.cfg.nodeTimings(), n.env)
 	if err != nil {
 		return err
 	}

@@ -67,13 +67,21 @@ func TestChaosConfigNamesWhatToFix(t *testing.T) {
 	t.Parallel()
 	base := func() chaosConfig {
 		return chaosConfig{pools: "mysql,python", faults: "node_kill,db_restart", duration: time.Minute, warmup: 10 * time.Second,
-			rate: 3, nodesPerPool: 2, slots: 2, every: 5 * time.Second, lease: 8 * time.Second, writers: "multi", urlList: "auto"}
+			rate: 3, nodesPerPool: 2, slots: 2, every: 5 * time.Second, lease: 8 * time.Second, writers: "multi", urlList: "auto",
+			timings: "short"}
 	}
 	ok := base()
 	require.NoError(t, ok.validate())
 	require.Equal(t, []string{"mysql", "python"}, ok.poolList)
 	require.Equal(t, []string{"node_kill", "db_restart"}, ok.faultList)
 	require.Equal(t, 12, ok.inFlight, "default in-flight is 3 × the pool's slots")
+	d := base()
+	d.timings, d.lease = "default", 0
+	require.NoError(t, d.validate())
+	require.Equal(t, 60*time.Second, d.lease, "the shipped lease with the shipped node timings")
+	require.Empty(t, d.nodeTimings(), "nodes keep their defaults")
+	require.Empty(t, d.replicaTimings(), "replicas keep their defaults")
+	require.Equal(t, []string{"--heartbeat-interval", "1s"}, ok.nodeTimings())
 
 	for name, tc := range map[string]struct {
 		edit func(*chaosConfig)
@@ -86,6 +94,7 @@ func TestChaosConfigNamesWhatToFix(t *testing.T) {
 		"bad writers":     {func(c *chaosConfig) { c.galera = "scripts/galera.sh"; c.writers = "all" }, "-writers must be multi or single"},
 		"bad url list":    {func(c *chaosConfig) { c.urlList = "maybe" }, "-node-url-list must be auto, on or off"},
 		"short lease":     {func(c *chaosConfig) { c.lease = time.Second }, "-lease must be at least 3s"},
+		"bad timings":     {func(c *chaosConfig) { c.timings = "fast" }, "-node-timings must be short or default"},
 	} {
 		c := base()
 		tc.edit(&c)

@@ -176,7 +176,7 @@ type nodeFlags struct {
 	cacheDir, cacheMax, listen, image, supervisor, seccomp *string
 	dockerHost, dsnFile, controlIdentity, logLvl, logFmt   *string
 	heartbeat, renew, claimWait, margin, grace             *time.Duration
-	health, janitor                                        *time.Duration
+	health, janitor, liveness                              *time.Duration
 	resultClaims                                           *bool
 }
 
@@ -205,6 +205,8 @@ func newNodeFlags(getenv func(string) string) *nodeFlags {
 	n.claimWait = st.Duration("claim-wait", "KECE_CLAIM_WAIT", worker.ClaimWaitDefault, "claim long-poll wait, at most 15s")
 	n.margin = st.Duration("safety-margin", "KECE_SAFETY_MARGIN", worker.SafetyMarginDefault, "subtracted from every lease for the local deadline")
 	n.grace = st.Duration("drain-grace", "KECE_DRAIN_GRACE", worker.DrainGraceDefault, "how long running jobs may finish after SIGTERM")
+	n.liveness = st.Duration("liveness-interval", "KECE_LIVENESS_INTERVAL", worker.LivenessIntervalDefault,
+		"how often the control replica holding the claim long-poll is checked (with several replicas)")
 	n.health = st.Duration("health-interval", "KECE_HEALTH_INTERVAL", worker.HealthIntervalDefault, "dependency probe interval")
 	n.janitor = st.Duration("janitor-interval", "KECE_JANITOR_INTERVAL", worker.JanitorIntervalDefault, "leftover cleanup interval")
 	n.resultClaims = st.Bool("result-claims", "KECE_RESULT_CLAIMS", true, "a result carries the claim for the slot it frees (the slot cycle; false: only the claim loop leases)")
@@ -252,8 +254,9 @@ func (n *nodeFlags) config(prior error, log *slog.Logger) (worker.Config, error)
 	cfg := worker.Config{Pool: *n.pool, ControlURL: *n.controlURL, CredentialFile: *n.credFile, JoinCode: *n.joinCode,
 		CacheDir: *n.cacheDir, Listen: *n.listen, HeartbeatInterval: *n.heartbeat, RenewInterval: *n.renew, ClaimWait: *n.claimWait,
 		SafetyMargin: *n.margin, DrainGrace: *n.grace, HealthInterval: *n.health, JanitorInterval: *n.janitor,
-		NoResultClaims: !*n.resultClaims,
-		Version:        "kece-node " + buildinfo.Version(), Logger: log}
+		LivenessInterval: *n.liveness,
+		NoResultClaims:   !*n.resultClaims,
+		Version:          "kece-node " + buildinfo.Version(), Logger: log}
 	errs := []error{prior}
 	if cfg.Listen == "off" {
 		cfg.Listen = ""

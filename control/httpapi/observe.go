@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/kece-oj/kece/contracts"
 	"github.com/kece-oj/kece/control/metrics"
 	"github.com/kece-oj/kece/telemetry"
 )
@@ -63,6 +64,8 @@ func (s *Server) route(r *http.Request) (string, string) {
 	var mux *http.ServeMux
 	surface := metrics.SurfaceOps
 	switch p := r.URL.Path; {
+	case p == contracts.LivenessPath:
+		return metrics.SurfaceMachine, p
 	case strings.HasPrefix(p, machinePrefix):
 		mux, surface = s.internal, metrics.SurfaceMachine
 	case strings.HasPrefix(p, adminPrefix):
@@ -118,7 +121,7 @@ func (s *Server) observed(next http.Handler) http.Handler {
 		next.ServeHTTP(rec, r)
 		d := time.Since(start)
 		s.metrics.ObserveRequest(ctx, surface, route, r.Method, rec.status, d)
-		if route == "/metrics" || route == "/healthz" {
+		if route == "/metrics" || route == "/healthz" || route == contracts.LivenessPath {
 			return // scrapes and probes every few seconds would drown the log
 		}
 		attrs := []slog.Attr{slog.String("surface", surface), slog.String("method", r.Method),

@@ -270,6 +270,14 @@ func (s *Server) Handler() http.Handler {
 	if s.apiDocs != nil {
 		mountAPIDocs(root, s.apiDocs)
 	}
+	// A node parked in a claim long-poll asks this every second or so to
+	// tell a stopped replica from a long wait (docs/node.md, "Timing"). It
+	// proves only that this process and its HTTP server answer: no
+	// database, no authentication, no log line, nothing it answers but "ok".
+	root.HandleFunc("GET "+contracts.LivenessPath, func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Cache-Control", "no-store")
+		_, _ = w.Write([]byte("ok\n"))
+	})
 	root.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		if err := s.store.DB().PingContext(r.Context()); err != nil {
 			writeError(w, r, s.log, &Error{Status: http.StatusServiceUnavailable, Code: codeUnavailable,
