@@ -134,6 +134,7 @@ func TestComposeNodeEndToEnd(t *testing.T) {
 	}
 	requireDockerImage(t, "cpp")
 	t.Parallel()
+	useHostStateRoot(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
 	start := time.Now()

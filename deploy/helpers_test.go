@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"sort"
+	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -34,6 +35,37 @@ var (
 	operationsGuide = "docs/operations.md"
 	deployReadme    = "deploy/README.md"
 )
+
+// hostStateRoot is where the end-to-end tests keep host state, at the paths
+// the units and Compose projects use.
+const hostStateRoot = "/var/lib/kece"
+
+var hostState struct {
+	sync.Mutex
+	checked, made bool
+	users         int
+}
+
+// useHostStateRoot registers t as a user of hostStateRoot, before it writes
+// there: when the last user ends, the directory is removed if this test
+// binary made it and it is empty.
+func useHostStateRoot(t *testing.T) {
+	t.Helper()
+	hostState.Lock()
+	defer hostState.Unlock()
+	if !hostState.checked {
+		_, err := os.Stat(hostStateRoot)
+		hostState.checked, hostState.made = true, os.IsNotExist(err)
+	}
+	hostState.users++
+	t.Cleanup(func() {
+		hostState.Lock()
+		defer hostState.Unlock()
+		if hostState.users--; hostState.users == 0 && hostState.made {
+			_ = os.Remove(hostStateRoot)
+		}
+	})
+}
 
 func sortedKeys[V any](m map[string]V) []string {
 	ks := make([]string, 0, len(m))

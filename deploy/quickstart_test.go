@@ -60,10 +60,7 @@ func TestComposeQuickstart(t *testing.T) {
 	env := append(os.Environ(), "KECE_CONTROL_IMAGE="+control, "KECE_NODE_IMAGE="+node, "KECE_MARIADB_IMAGE="+mariadb,
 		"KECE_QS_DIR="+qsDir, "COMPOSE_PROJECT_NAME=kece-qs-e2e-"+hex.EncodeToString(rnd[:]))
 	upSh := repo("deploy/compose/quickstart/up.sh")
-	if _, err := os.Stat(filepath.Dir(qsDir)); os.IsNotExist(err) {
-		// Made by this run: removed at the end if nothing else uses it by then.
-		t.Cleanup(func() { _ = os.Remove(filepath.Dir(qsDir)) })
-	}
+	useHostStateRoot(t)
 	t.Cleanup(func() {
 		down := exec.Command(upSh, "down")
 		down.Env = env

@@ -103,10 +103,7 @@ func TestSystemdEndToEnd(t *testing.T) {
 	sfx := hex.EncodeToString(rnd[:])
 	cppNode, sqlNode := "sd-cpp-"+sfx, "sd-sql-"+sfx
 	cppDir := "/var/lib/kece/node-" + cppNode
-	if _, err := os.Stat(filepath.Dir(cppDir)); os.IsNotExist(err) {
-		// Made here: removed at the end if nothing else uses it by then.
-		t.Cleanup(func() { _ = os.Remove(filepath.Dir(cppDir)) })
-	}
+	useHostStateRoot(t)
 	require.NoError(t, os.MkdirAll(cppDir, 0o700))
 	t.Cleanup(func() { _ = os.RemoveAll(cppDir) })
 	run := []string{"run", "-d", "--name", "kece-systemd-" + sfx, "--cap-add", "SYS_ADMIN", "--security-opt", "seccomp=unconfined",
