@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -17,6 +18,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/kece-oj/kece/control/dbtest"
 )
 
 // sdHost is a Debian container with systemd as PID 1, standing in for a
@@ -79,8 +82,10 @@ func TestSystemdEndToEnd(t *testing.T) {
 	defer cancel()
 	start := time.Now()
 	bin := stampedBins(t)
-	p := startPlane(t, ctx, bin)
-	biz := p.business(t)
+	// The control database, opened before the container starts so that it
+	// is dropped only after the container (and kece-control) is gone.
+	needTCP(t, "judge MariaDB", "127.0.0.1:33062", "KECE_REQUIRE_MYSQL")
+	_, dsn := dbtest.Open(t)
 
 	// The release tarball of this machine's architecture, unpacked.
 	dist := t.TempDir()
@@ -98,6 +103,10 @@ func TestSystemdEndToEnd(t *testing.T) {
 	sfx := hex.EncodeToString(rnd[:])
 	cppNode, sqlNode := "sd-cpp-"+sfx, "sd-sql-"+sfx
 	cppDir := "/var/lib/kece/node-" + cppNode
+	if _, err := os.Stat(filepath.Dir(cppDir)); os.IsNotExist(err) {
+		// Made here: removed at the end if nothing else uses it by then.
+		t.Cleanup(func() { _ = os.Remove(filepath.Dir(cppDir)) })
+	}
 	require.NoError(t, os.MkdirAll(cppDir, 0o700))
 	t.Cleanup(func() { _ = os.RemoveAll(cppDir) })
 	run := []string{"run", "-d", "--name", "kece-systemd-" + sfx, "--cap-add", "SYS_ADMIN", "--security-opt", "seccomp=unconfined",
@@ -114,6 +123,9 @@ func TestSystemdEndToEnd(t *testing.T) {
 		return strings.TrimSpace(s) == "running" || strings.TrimSpace(s) == "degraded"
 	}, time.Minute, 200*time.Millisecond, "systemd never came up")
 	t.Logf("systemd booted in %s; %s since the test started", time.Since(booted).Round(100*time.Millisecond), time.Since(start).Round(time.Second))
+	p := startControlUnit(t, ctx, h, bin, dsn)
+	t.Logf("kece-control.service: installed by the recipe, migrated and serving %s after boot", time.Since(booted).Round(100*time.Millisecond))
+	biz := p.business(t)
 	// The docker group inside must be the socket's.
 	st, err := os.Stat("/var/run/docker.sock")
 	require.NoError(t, err)
@@ -158,7 +170,7 @@ sed -i -e "s|^KECE_LISTEN=.*|KECE_LISTEN=` + freeAddr(t) + `|" "/etc/kece/node-$
 	cppMan := publishAPlusB(t, ctx, biz, 10000)
 	require.Equal(t, "AC", verdict(t, ctx, biz, enqueue(t, ctx, biz, cppMan, "cpp17", cppAPlusB)))
 	require.Equal(t, "AC", verdict(t, ctx, biz, enqueue(t, ctx, biz, publishSQL(t, ctx, biz), "mysql", sqlAnswer)))
-	t.Logf("systemd: both nodes installed by the recipe, joined, verified, enabled and judged %s after boot (%s since the test started)",
+	t.Logf("systemd: kece-control and both nodes installed by the recipes, joined, verified, enabled and judged %s after boot (%s since the test started)",
 		time.Since(booted).Round(time.Second), time.Since(start).Round(time.Second))
 
 	unit := "kece-node@" + cppNode
@@ -230,6 +242,70 @@ sed -i -e "s|^KECE_LISTEN=.*|KECE_LISTEN=` + freeAddr(t) + `|" "/etc/kece/node-$
 	cg, _ := h.exec(ctx, "grep", "memory", "/proc/"+pid+"/cgroup")
 	t.Logf("cgroup: %s MemoryMax=%s TasksMax=%s; memory cgroup of the process: %s", sqlUnit,
 		h.show(ctx, sqlUnit, "MemoryMax"), h.show(ctx, sqlUnit, "TasksMax"), strings.TrimSpace(cg))
+}
+
+// startControlUnit runs the operations guide's control-host recipe in the
+// container with a listen port free on this host and dsn's database, and
+// returns the plane that kece-control.service serves, with an admin and a
+// business token made by the service user from the DSN file. Every wait is
+// bounded; a failure prints the unit's journal.
+func startControlUnit(t *testing.T, ctx context.Context, h *sdHost, bin, dsn string) *plane {
+	t.Helper()
+	journal := func() string {
+		st, _ := h.exec(ctx, "systemctl", "status", "--no-pager", "-l", "kece-control")
+		j, _ := h.exec(ctx, "journalctl", "-u", "kece-control", "--no-pager", "-n", "60")
+		return st + "\n" + j
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("kece-control at the failure:\n%s", journal())
+		}
+	})
+	p := &plane{t: t, bin: bin, dsn: dsn, addr: freeAddr(t)}
+	p.url = "http://" + p.addr
+	r := recipe(t, "control-host")
+	vars := regexp.MustCompile(`(?m)^LISTEN=\S+ DSN='[^']*'$`)
+	require.Regexp(t, vars, r)
+	// The DSN as an operator writes it: no driver options (the binary sets them).
+	plain := strings.SplitN(dsn, "?", 2)[0]
+	r = vars.ReplaceAllLiteralString(r, fmt.Sprintf("LISTEN=%s DSN='%s'", p.addr, plain))
+	// The test's timings (as startPlane's), an operator's edit of the env file.
+	timings := `printf 'KECE_LEASE_TTL=10s\nKECE_REAP_INTERVAL=500ms\nKECE_HEARTBEAT_INTERVAL=1s\nKECE_RENEW_INTERVAL=3s\n' >> /etc/kece/control.env` + "\n"
+	require.Contains(t, r, "systemctl daemon-reload\n")
+	r = "set -eux\ncd /opt/kece\n" + strings.Replace(r, "systemctl daemon-reload\n", timings+"systemctl daemon-reload\n", 1)
+	if out, err := h.exec(ctx, "sh", "-c", r); err != nil {
+		t.Fatalf("control-host recipe: %v\n%s\n%s", err, out, journal())
+	}
+	require.Equal(t, "kece 640", strings.TrimSpace(h.must(ctx, "stat", "-c", "%G %a", "/etc/kece/control.dsn")))
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		if r, err := http.Get(p.url + "/healthz"); err == nil {
+			r.Body.Close()
+			if r.StatusCode == http.StatusOK {
+				break
+			}
+		}
+		if state := h.show(ctx, "kece-control", "ActiveState"); state == "failed" || time.Now().After(deadline) {
+			t.Fatalf("kece-control.service never answered /healthz (state %s):\n%s", state, journal())
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	require.Equal(t, "kece", h.show(ctx, "kece-control", "User"))
+	// The hardening took effect on the running process, not just in the file:
+	// no privileges to gain, no capabilities, a seccomp filter.
+	ps := h.must(ctx, "cat", "/proc/"+h.show(ctx, "kece-control", "MainPID")+"/status")
+	for _, want := range []string{`(?m)^NoNewPrivs:\s+1$`, `(?m)^Seccomp:\s+2$`, `(?m)^CapEff:\s+0+$`, `(?m)^CapBnd:\s+0+$`} {
+		require.Regexp(t, want, ps, "kece-control's /proc/PID/status")
+	}
+	// Tokens as the guide's First start makes them: the service user, the DSN file.
+	token := func(kind, name string) string {
+		out := h.must(ctx, "runuser", "-u", "kece", "--", "env", "KECE_MYSQL_DSN_FILE=/etc/kece/control.dsn",
+			"kece-control", "token", "create", "--kind", kind, "--name", name)
+		return strings.TrimSpace(out)
+	}
+	p.admin, p.biz = token("admin", "e2e-admin"), token("business", "e2e-oj")
+	p.ctl(ctx, "host-group", "create", "--name", "e2e-host", "--slots", "16")
+	return p
 }
 
 func statGID(fi os.FileInfo) uint32 { return fi.Sys().(*syscall.Stat_t).Gid }
