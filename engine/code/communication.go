@@ -168,11 +168,6 @@ func (j *job) decideCommunication(cr engine.CaseResult, c engine.Case, users []s
 	if err != nil {
 		return cr, engine.Infraf(engine.InfraCheckerFailed, "case %s: manager: %w", c.ID, err)
 	}
-	cr.Status, cr.Message = d.status, d.message
-	if d.status == "" {
-		cr.Status = engine.CaseStatus(d.fraction)
-		cr.Score = engine.CaseScore(d.fraction, c.Weight)
-		cr.Fraction = min(max(d.fraction, 0), 1)
-	}
+	d.apply(&cr, c.Weight)
 	return cr, nil
 }

@@ -152,12 +152,7 @@ func (j *job) runInteractive(ctx context.Context, i int, c engine.Case) (engine.
 	if err != nil {
 		return cr, engine.Infraf(engine.InfraCheckerFailed, "case %s: %w", c.ID, err)
 	}
-	cr.Status, cr.Message = d.status, d.message
-	if d.status == "" {
-		cr.Status = engine.CaseStatus(d.fraction)
-		cr.Score = engine.CaseScore(d.fraction, c.Weight)
-		cr.Fraction = min(max(d.fraction, 0), 1)
-	}
+	d.apply(&cr, c.Weight)
 	return cr, nil
 }
 
@@ -247,7 +242,19 @@ type decision struct {
 //     PE as WA, 3 FAIL as an error, 7 points); its result file and stderr are
 //     the message. A program that failed after an accepting interactor ended
 //     still gets its own verdict (it must end cleanly, too); after a
-//     rejecting one it usually died writing to it, and the rejection stands.
+//
+// apply sets a case's status and message from d, and its score when the
+// interactor's (or manager's) points decided it.
+func (d decision) apply(cr *engine.CaseResult, weight int64) {
+	cr.Status, cr.Message = d.status, d.message
+	if d.status == "" {
+		cr.Status = engine.CaseStatus(d.fraction)
+		cr.Score = engine.CaseScore(d.fraction, weight)
+		cr.Fraction = min(max(d.fraction, 0), 1)
+	}
+}
+
+// rejecting one it usually died writing to it, and the rejection stands.
 func decideInteraction(user sandboxinit.Result, userFail failure, inter sandboxinit.Result, tout string, maxPoints float64, interCPU time.Duration) (decision, error) {
 	msg := clip(strings.TrimSpace(inter.Log), 200)
 	switch {
