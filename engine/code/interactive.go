@@ -225,24 +225,6 @@ type decision struct {
 	fraction float64
 }
 
-// decideInteraction applies the rule of docs/engine.md "Interactive
-// problems", as ICPC-style judges do:
-//
-//  1. An interactor that did not start, overran its own limits or was killed
-//     (other than by SIGPIPE, see 3) is the problem's fault: an error, whatever
-//     the program did. A correct interactor always ends in time once the
-//     program has gone, because it reads the end of its input.
-//  2. A program that failed on its own (MLE, TLE, idleness, RE) while the
-//     interactor was still there (it had not closed the program's stdin:
-//     Result.PeerClosed, exact, see sandboxinit.holdPipes) gets that verdict:
-//     the interactor's verdict after it is about a broken conversation.
-//  3. An interactor killed by SIGPIPE wrote to a program that had already
-//     ended (exit 0, before answering everything): WA.
-//  4. Otherwise the interactor's testlib verdict decides (exit 0 OK, 1 WA, 2
-//     PE as WA, 3 FAIL as an error, 7 points); its result file and stderr are
-//     the message. A program that failed after an accepting interactor ended
-//     still gets its own verdict (it must end cleanly, too); after a
-//
 // apply sets a case's status and message from d, and its score when the
 // interactor's (or manager's) points decided it.
 func (d decision) apply(cr *engine.CaseResult, weight int64) {
@@ -254,6 +236,27 @@ func (d decision) apply(cr *engine.CaseResult, weight int64) {
 	}
 }
 
+// decideInteraction applies the rule of docs/engine.md "Interactive
+// problems", as ICPC-style judges do:
+//
+//  1. An interactor that did not start, overran its own limits or was killed
+//     (other than by SIGPIPE, see 3) is the problem's fault: an error, whatever
+//     the program did. A correct interactor always ends in time once the
+//     program has gone, because it reads the end of its input.
+//  2. A program that failed on its own (MLE, TLE, idleness, RE) while the
+//     interactor was still there (it had not closed the program's stdin:
+//     Result.PeerClosed, exact, see sandboxinit.holdPipes) gets that verdict:
+//     the interactor's verdict after it is about a broken conversation. A
+//     program killed by SIGPIPE did not fail on its own: it wrote to a pipe
+//     whose reader, the interactor, had already gone, so the interactor ended
+//     first and decides (whatever PeerClosed saw of the other direction).
+//  3. An interactor killed by SIGPIPE wrote to a program that had already
+//     ended (exit 0, before answering everything): WA.
+//  4. Otherwise the interactor's testlib verdict decides (exit 0 OK, 1 WA, 2
+//     PE as WA, 3 FAIL as an error, 7 points); its result file and stderr are
+//     the message. A program that failed after an accepting interactor ended
+//     still gets its own verdict (it must end cleanly, too); after a
+//
 // rejecting one it usually died writing to it, and the rejection stands.
 func decideInteraction(user sandboxinit.Result, userFail failure, inter sandboxinit.Result, tout string, maxPoints float64, interCPU time.Duration) (decision, error) {
 	msg := clip(strings.TrimSpace(inter.Log), 200)
@@ -265,7 +268,7 @@ func decideInteraction(user sandboxinit.Result, userFail failure, inter sandboxi
 	case inter.WallExceeded:
 		return decision{}, fmt.Errorf("interactor did not end within its wall limit (it must end once the program has gone): %s", msg)
 	}
-	if userFail.status != "" && !user.PeerClosed {
+	if userFail.status != "" && !user.PeerClosed && user.Signal != int(syscall.SIGPIPE) {
 		return decision{status: userFail.status, message: userFail.message}, nil
 	}
 	if inter.Signal == int(syscall.SIGPIPE) {

@@ -143,6 +143,9 @@ func TestDecideInteraction(t *testing.T) {
 		{"both fine", ok, failure{}, ok, "", 1, ""},
 		{"program failed while the interactor was there", ok, re, wa, engine.StatusRuntimeError, 0, ""},
 		{"program failed after the interactor rejected", sandboxinit.Result{PeerClosed: true}, re, wa, "", 0, ""},
+		// Killed writing to the interactor's closed stdin: the interactor
+		// ended first, whatever PeerClosed saw of the other direction.
+		{"program killed by SIGPIPE after the interactor rejected", sandboxinit.Result{Signal: 13}, failure{engine.StatusRuntimeError, "killed by signal 13 (broken pipe)"}, wa, "", 0, ""},
 		{"program failed after the interactor accepted", sandboxinit.Result{PeerClosed: true}, re, ok, engine.StatusRuntimeError, 0, ""},
 		{"interactor wrote to a program that had ended", ok, failure{}, sandboxinit.Result{Signal: 13}, engine.StatusWrongAnswer, 0, ""},
 		{"interactor points", ok, failure{}, sandboxinit.Result{ExitCode: 7, Log: "points 0.25"}, "", 0.25, ""},
