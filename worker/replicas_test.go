@@ -308,16 +308,8 @@ func TestRenewHedgedToTheOtherReplica(t *testing.T) {
 // granted) and the node judges it within about two seconds of the freeze.
 func TestParkedClaimLeavesAFrozenReplicaAtDefaultTimings(t *testing.T) {
 	t.Parallel()
-	a := controltest.Start(t, controltest.Options{Store: store.Config{LeaseTTL: 60 * time.Second},
-		HTTP: httpapi.Config{ReapInterval: 50 * time.Millisecond}})
-	b := a.SecondReplica()
-	man := publishEcho(a)
-	nd := a.NewNode("cpp", 1, 4)
-	a.ForceEnable(nd.ID)
-	front := newFreezable(t, a.URL)
-	cfg := nodeConfig(t, front.srv.URL+","+b.URL, "cpp", nd.JoinCode, newFake(false))
-	cfg.HeartbeatInterval, cfg.RenewInterval, cfg.ClaimWait, cfg.SafetyMargin, cfg.RequestTimeout = 0, 0, 0, 0, 0
-	n := runNode(t, cfg)
+	a, b, front, nd, man := frozenPairAtDefaults(t)
+	n := runNode(t, front.defaultsNode(t, b, nd, newFake(false)))
 	warm := enqueue(a, "cpp17", man)
 	waitJob(t, a, warm, 20*time.Second, "completed through the first replica", completed)
 	// The node's next long-poll (15 s) now waits on the first replica.
@@ -352,17 +344,9 @@ func TestParkedClaimLeavesAFrozenReplicaAtDefaultTimings(t *testing.T) {
 // result's half-minute deadline.
 func TestResultLeavesAFrozenReplicaAtDefaultTimings(t *testing.T) {
 	t.Parallel()
-	a := controltest.Start(t, controltest.Options{Store: store.Config{LeaseTTL: 60 * time.Second},
-		HTTP: httpapi.Config{ReapInterval: 50 * time.Millisecond}})
-	b := a.SecondReplica()
-	man := publishEcho(a)
-	nd := a.NewNode("cpp", 1, 4)
-	a.ForceEnable(nd.ID)
-	front := newFreezable(t, a.URL)
+	a, b, front, nd, man := frozenPairAtDefaults(t)
 	fake := newFake(true)
-	cfg := nodeConfig(t, front.srv.URL+","+b.URL, "cpp", nd.JoinCode, fake)
-	cfg.HeartbeatInterval, cfg.RenewInterval, cfg.ClaimWait, cfg.SafetyMargin, cfg.RequestTimeout = 0, 0, 0, 0, 0
-	n := runNode(t, cfg)
+	n := runNode(t, front.defaultsNode(t, b, nd, fake))
 	first := enqueue(a, "cpp17", man)
 	running := fake.waitStarted(t, 20*time.Second)
 	next := enqueue(a, "cpp17", man) // queued: the only slot is busy
@@ -385,4 +369,25 @@ func TestResultLeavesAFrozenReplicaAtDefaultTimings(t *testing.T) {
 	after, err := a.Store.GetNode(a.Ctx, nd.ID)
 	require.NoError(t, err)
 	require.Equal(t, before.SessionEpoch, after.SessionEpoch, "the session was kept")
+}
+
+// frozenPairAtDefaults is two replicas with the default 60 s lease, an
+// enabled cpp node registered on the first, the first replica behind a
+// freezable front, and an echo manifest.
+func frozenPairAtDefaults(t *testing.T) (a, b *controltest.Env, front *freezable, nd controltest.Node, man int64) {
+	a = controltest.Start(t, controltest.Options{Store: store.Config{LeaseTTL: 60 * time.Second},
+		HTTP: httpapi.Config{ReapInterval: 50 * time.Millisecond}})
+	b = a.SecondReplica()
+	man = publishEcho(a)
+	nd = a.NewNode("cpp", 1, 4)
+	a.ForceEnable(nd.ID)
+	return a, b, newFreezable(t, a.URL), nd, man
+}
+
+// defaultsNode is the config of a node with the default timings that lists
+// the front first and replica b second.
+func (f *freezable) defaultsNode(t *testing.T, b *controltest.Env, nd controltest.Node, be worker.Backend) worker.Config {
+	cfg := nodeConfig(t, f.srv.URL+","+b.URL, "cpp", nd.JoinCode, be)
+	cfg.HeartbeatInterval, cfg.RenewInterval, cfg.ClaimWait, cfg.SafetyMargin, cfg.RequestTimeout = 0, 0, 0, 0, 0
+	return cfg
 }
