@@ -243,18 +243,22 @@ func (r *chaosRun) frozen(ctx context.Context, rep *chaosReplica, w freezeWindow
 }
 
 // sampleStall samples every 100 ms, per pool, how long no job was leased
-// while jobs were queued and ready, and returns the longest, in seconds.
+// while jobs were queued and ready and a node of the pool had a slot free
+// to lease (freeSlots), and returns the longest, in seconds.
 func (r *chaosRun) sampleStall(ctx context.Context) float64 {
 	queuedSince := map[string]time.Time{}
 	worst := 0.0
 	for ctx.Err() == nil {
 		now := time.Now()
+		free := r.freeSlots(ctx)
 		for _, pool := range r.cfg.poolList {
 			queued, sinceGrant, err := poolClaimSample(ctx, r.f.db, pool)
 			if err != nil {
 				continue
 			}
-			if queued == 0 {
+			// A pool whose every slot is in its executor cannot lease:
+			// that is a full pool (its jobs' run time), not a stall.
+			if queued == 0 || free[pool] <= 0 {
 				delete(queuedSince, pool)
 				continue
 			}
@@ -270,6 +274,25 @@ func (r *chaosRun) sampleStall(ctx context.Context) float64 {
 		sleepCtx(ctx, 100*time.Millisecond)
 	}
 	return worst
+}
+
+// freeSlots is, per pool, the slots its nodes could lease into now, from
+// each node's own gauges: its slots less the jobs in its executor, none
+// while it is paused on a dependency or draining or does not answer. A
+// slot whose job is downloading inputs or posting its result counts as
+// free: a replica that hangs holding those calls is what a stall measures.
+func (r *chaosRun) freeSlots(ctx context.Context) map[string]float64 {
+	free := map[string]float64{}
+	for _, n := range r.nodes {
+		cctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
+		s, err := telemetry.Scrape(cctx, n.metrics)
+		cancel()
+		if err != nil || s.Sum("kece_node_dependency_paused") > 0 || s.Sum("kece_node_draining") > 0 {
+			continue
+		}
+		free[n.pool] += s.Sum("kece_node_slots") - s.Sum("kece_node_slots_executing")
+	}
+	return free
 }
 
 // sampleSessions records, while no fault runs, the longest idle gap inside
