@@ -133,7 +133,7 @@ func observedFleet(t *testing.T) (controlURL, nodeURL string) {
 		var j store.Job
 		require.Eventually(t, func() bool {
 			var err error
-			j, err = env.Store.GetJob(env.Ctx, job)
+			j, err = env.Store.Jobs().GetJob(env.Ctx, job)
 			require.NoError(t, err)
 			return j.State.Terminal()
 		}, 15*time.Second, 20*time.Millisecond)

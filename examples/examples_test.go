@@ -207,7 +207,7 @@ func TestPythonQuickstart(t *testing.T) {
 	require.Equal(t, "AC", steps["event"]["status"])
 
 	// What the client did is what the control plane holds.
-	st, err := env.Store.SubmissionStatus(env.Ctx, "ALGO", "py-1")
+	st, err := env.Store.Jobs().SubmissionStatus(env.Ctx, "ALGO", "py-1")
 	require.NoError(t, err)
 	require.Equal(t, steps["enqueued"]["jobId"], strconv.FormatInt(st.JobID, 10))
 	var acked string

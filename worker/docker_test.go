@@ -153,7 +153,7 @@ func TestCppPoolEndToEnd(t *testing.T) {
 		controltest.Case{In: "5 5\n", Out: "10\n", Weight: 40})
 	sub := e.Enqueue("ALGO", "cpp-subtasks", "cpp17", src, manSub)
 	// A multi-file submission: its header and second unit reach the node.
-	multi, err := e.Store.Enqueue(e.Ctx, store.EnqueueRequest{SubmissionType: "ALGO", SubmissionID: "cpp-multi-file", Language: "cpp17",
+	multi, err := e.Store.Jobs().Enqueue(e.Ctx, store.EnqueueRequest{SubmissionType: "ALGO", SubmissionID: "cpp-multi-file", Language: "cpp17",
 		Source:     "#include <cstdio>\n#include \"add.h\"\nint main(){long a,b;if(scanf(\"%ld %ld\",&a,&b)!=2)return 1;if(add(a,b))printf(\"%ld\\n\",add(a,b));}\n",
 		Files:      []store.SourceFile{{Name: "add.h", Content: "long add(long a, long b);\n"}, {Name: "add.cpp", Content: "long add(long a, long b) { return a + b; }\n"}},
 		ManifestID: man})
@@ -222,7 +222,7 @@ func TestSpecialCheckersEndToEnd(t *testing.T) {
 	legacy := e.PublishCode(limits, manifest.Checker{Type: "special", Special: &manifest.SpecialChecker{
 		Language: "cpp17", SourceSha256: legacySrc, SourceSize: legacySize}},
 		controltest.Case{In: "sqrt 16\n", Out: "any root\n", Weight: 1}, controltest.Case{In: "sqrt 25\n", Out: "any root\n", Weight: 1})
-	rec, err := e.Store.ManifestRecord(e.Ctx, store.Tenant{}, legacy)
+	rec, err := e.Store.Manifests().ManifestRecord(e.Ctx, store.Tenant{}, legacy)
 	require.NoError(t, err)
 	require.Empty(t, rec.Manifest.Checker.Special.Protocol, "an old-form manifest stays in the old form")
 
@@ -236,7 +236,7 @@ func TestSpecialCheckersEndToEnd(t *testing.T) {
 	require.Equal(t, []float64{6, 1}, []float64{res.Verdict.Cases[0].Score, res.Verdict.Cases[1].Score})
 	require.Equal(t, "PARTIAL", res.Verdict.Cases[1].Status)
 	require.Contains(t, res.Verdict.Cases[1].Message, "partial answer")
-	st, err := e.Store.SubmissionStatus(e.Ctx, "ALGO", "spj-partial")
+	st, err := e.Store.Jobs().SubmissionStatus(e.Ctx, "ALGO", "spj-partial")
 	require.NoError(t, err)
 	require.Equal(t, "PARTIAL", st.Status)
 
@@ -281,7 +281,7 @@ func TestDockerDownPausesNode(t *testing.T) {
 	src := "#include <cstdio>\nint main(){long a,b;if(scanf(\"%ld %ld\",&a,&b)!=2)return 1;printf(\"%ld\\n\",a+b);}\n"
 	first := e.Enqueue("ALGO", "docker-down-1", "cpp17", src, man)
 	time.Sleep(2 * time.Second) // absence over a bounded window: not leased, no attempt
-	j, err := e.Store.GetJob(e.Ctx, first)
+	j, err := e.Store.Jobs().GetJob(e.Ctx, first)
 	require.NoError(t, err)
 	require.Equal(t, store.StateQueued, j.State)
 	require.Zero(t, j.AttemptCount)

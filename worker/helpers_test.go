@@ -267,7 +267,7 @@ func waitJob(t *testing.T, e *controltest.Env, jobID int64, within time.Duration
 	t.Helper()
 	deadline := time.Now().Add(within)
 	for {
-		last, err := e.Store.GetJob(context.Background(), jobID)
+		last, err := e.Store.Jobs().GetJob(context.Background(), jobID)
 		require.NoError(t, err)
 		if pred(last) {
 			return last

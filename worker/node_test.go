@@ -97,14 +97,14 @@ func TestNodeJudgesAndReports(t *testing.T) {
 	require.Len(t, res.Verdict.Cases, 2, "the empty expected output is judged like any other case")
 	require.Equal(t, 1, eventsFor(t, e, jobID))
 
-	node, err := e.Store.GetNode(e.Ctx, nd.ID)
+	node, err := e.Store.Nodes().GetNode(e.Ctx, nd.ID)
 	require.NoError(t, err)
 	require.Contains(t, node.RuntimeVersion, "fake-runtime 1.0")
 	require.Contains(t, string(node.Health), `"fake"`)
 
 	// The heartbeat's language reports reach the control plane's catalog.
 	require.Eventually(t, func() bool {
-		cat, err := e.Store.Languages(e.Ctx)
+		cat, err := e.Store.Nodes().Languages(e.Ctx)
 		require.NoError(t, err)
 		for _, l := range cat.Languages {
 			if l.ID == "cpp17" && l.ReadyNodes == 1 {
@@ -162,7 +162,7 @@ func TestT06ClaimResponseLost(t *testing.T) {
 	require.Equal(t, b.ID, j.NodeID)
 	require.Equal(t, 0, fa.totalRuns(), "A never runs a job whose claim answer it did not get")
 	require.Equal(t, 1, fb.ran(idStr(jobID)))
-	att, err := e.Store.Attempts(e.Ctx, jobID)
+	att, err := e.Store.Jobs().Attempts(e.Ctx, jobID)
 	require.NoError(t, err)
 	require.Len(t, att, 2)
 	require.Equal(t, a.ID, att[0].NodeID)
@@ -192,7 +192,7 @@ func TestT07ResultAckLost(t *testing.T) {
 	require.Equal(t, int64(0), n.Metrics().ResultsAccepted, "the first (committed) answer never arrived")
 	require.Equal(t, 1, fake.ran(idStr(jobID)))
 	require.Equal(t, 1, eventsFor(t, e, jobID), "one settlement")
-	att, err := e.Store.Attempts(e.Ctx, jobID)
+	att, err := e.Store.Jobs().Attempts(e.Ctx, jobID)
 	require.NoError(t, err)
 	require.Len(t, att, 1)
 }
@@ -253,7 +253,7 @@ func TestT08RenewalsBlocked(t *testing.T) {
 		t.Fatal("A did not cancel its execution")
 	}
 	// Cancelled before the server-side lease ended: still A's, still running.
-	j, err := e.Store.GetJob(e.Ctx, jobID)
+	j, err := e.Store.Jobs().GetJob(e.Ctx, jobID)
 	require.NoError(t, err)
 	require.Equal(t, store.StateRunning, j.State)
 	require.Equal(t, a.ID, j.NodeID)
@@ -268,7 +268,7 @@ func TestT08RenewalsBlocked(t *testing.T) {
 	require.Equal(t, "AC", j.Verdict)
 	require.Equal(t, 0, px.Count("POST", "/result"), "A posted nothing")
 	require.Equal(t, int64(1), na.Metrics().DeadlineCancels)
-	att, err := e.Store.Attempts(e.Ctx, jobID)
+	att, err := e.Store.Jobs().Attempts(e.Ctx, jobID)
 	require.NoError(t, err)
 	require.Len(t, att, 2)
 	require.Equal(t, a.ID, att[0].NodeID)
@@ -294,7 +294,7 @@ func TestT10DrainResizeRestart(t *testing.T) {
 	fake.waitStarted(t, 10*time.Second)
 	require.Equal(t, 2, healthz(t, n).SlotsBusy)
 
-	_, err := e.Store.Drain(e.Ctx, nd.ID, "test", "maintenance")
+	_, err := e.Store.Nodes().Drain(e.Ctx, nd.ID, "test", "maintenance")
 	require.NoError(t, err)
 	require.Eventually(t, func() bool { return healthz(t, n).Draining }, 5*time.Second, 10*time.Millisecond)
 	j3 := enqueue(e, "cpp17", man)
@@ -304,20 +304,20 @@ func TestT10DrainResizeRestart(t *testing.T) {
 	waitJob(t, e, j2, 10*time.Second, "completed", completed)
 	// Drained: nothing busy, and the node says so in its heartbeats.
 	require.Eventually(t, func() bool {
-		node, err := e.Store.GetNode(e.Ctx, nd.ID)
+		node, err := e.Store.Nodes().GetNode(e.Ctx, nd.ID)
 		require.NoError(t, err)
 		return healthz(t, n).SlotsBusy == 0 && node.ReportedSlotsBusy == 0
 	}, 5*time.Second, 10*time.Millisecond)
 	hb := n.Metrics().Heartbeats
 	require.Eventually(t, func() bool { return n.Metrics().Heartbeats >= hb+3 }, 5*time.Second, 10*time.Millisecond)
-	j, err := e.Store.GetJob(e.Ctx, j3)
+	j, err := e.Store.Jobs().GetJob(e.Ctx, j3)
 	require.NoError(t, err)
 	require.Equal(t, store.StateQueued, j.State, "a draining node claims nothing new")
 
 	// Resize down (through the admin store call); the node learns it.
-	node, err := e.Store.GetNode(e.Ctx, nd.ID)
+	node, err := e.Store.Nodes().GetNode(e.Ctx, nd.ID)
 	require.NoError(t, err)
-	_, err = e.Store.ResizeNode(e.Ctx, nd.ID, 1, node.Revision, "test", "smaller host")
+	_, err = e.Store.Nodes().ResizeNode(e.Ctx, nd.ID, 1, node.Revision, "test", "smaller host")
 	require.NoError(t, err)
 	require.Eventually(t, func() bool { return healthz(t, n).SlotsTotal == 1 }, 5*time.Second, 10*time.Millisecond)
 
@@ -328,7 +328,7 @@ func TestT10DrainResizeRestart(t *testing.T) {
 	require.NotEqual(t, n.BootID(), n2.BootID())
 	err = n.wait(t, 10*time.Second)
 	require.ErrorIs(t, err, worker.ErrSuperseded, "the old process stops instead of fighting")
-	node, err = e.Store.GetNode(e.Ctx, nd.ID)
+	node, err = e.Store.Nodes().GetNode(e.Ctx, nd.ID)
 	require.NoError(t, err)
 	require.Equal(t, int64(2), node.SessionEpoch)
 	// The new process is draining too (the admin's state), so j3 stays queued
@@ -375,7 +375,7 @@ func TestT11CorruptArtifact(t *testing.T) {
 	j = waitJob(t, e, jobID, 15*time.Second, "completed by B", completed)
 	require.Equal(t, b.ID, j.NodeID)
 	require.Equal(t, "AC", j.Verdict, "B judges with verified files, the empty expected output included")
-	att, err := e.Store.Attempts(e.Ctx, jobID)
+	att, err := e.Store.Jobs().Attempts(e.Ctx, jobID)
 	require.NoError(t, err)
 	// One attempt on A, or two when A leased the job again before it
 	// stopped; then B's.
@@ -480,7 +480,7 @@ func TestCancelledJobStops(t *testing.T) {
 	fake.waitStarted(t, 10*time.Second)
 	// Progress travels with the renewals.
 	waitJob(t, e, jobID, 5*time.Second, "progress reported", func(j store.Job) bool { return j.Phase == "JUDGING" && j.CasesTotal == 2 })
-	_, err := e.Store.CancelJob(e.Ctx, jobID, "test", "withdrawn")
+	_, err := e.Store.Jobs().CancelJob(e.Ctx, jobID, "test", "withdrawn")
 	require.NoError(t, err)
 	select {
 	case id := <-fake.cancelled:
@@ -510,7 +510,7 @@ func TestGracefulDrain(t *testing.T) {
 	require.Eventually(t, func() bool { return healthz(t, n).Draining }, 5*time.Second, 10*time.Millisecond)
 	fake.release(idStr(j1))
 	require.NoError(t, n.wait(t, 10*time.Second))
-	j, err := e.Store.GetJob(e.Ctx, j1)
+	j, err := e.Store.Jobs().GetJob(e.Ctx, j1)
 	require.NoError(t, err)
 	require.Equal(t, store.StateCompleted, j.State)
 
@@ -558,7 +558,7 @@ func TestSessionInvalidReopens(t *testing.T) {
 
 	jobID := enqueue(e, "cpp17", man)
 	waitJob(t, e, jobID, 10*time.Second, "completed after the reopen", completed)
-	node, err := e.Store.GetNode(e.Ctx, nd.ID)
+	node, err := e.Store.Nodes().GetNode(e.Ctx, nd.ID)
 	require.NoError(t, err)
 	require.Equal(t, int64(1), node.SessionEpoch, "same boot, same session epoch")
 	select {
@@ -579,7 +579,7 @@ func TestRevokedNodeStops(t *testing.T) {
 	n := runNode(t, nodeConfig(t, e.URL, "cpp", nd.JoinCode, fake))
 	jobID := enqueue(e, "cpp17", man)
 	fake.waitStarted(t, 10*time.Second)
-	_, err := e.Store.Revoke(e.Ctx, nd.ID, "test", "stolen host")
+	_, err := e.Store.Nodes().Revoke(e.Ctx, nd.ID, "test", "stolen host")
 	require.NoError(t, err)
 	require.ErrorIs(t, n.wait(t, 10*time.Second), worker.ErrRevoked)
 	require.Equal(t, idStr(jobID), <-fake.cancelled)
@@ -622,17 +622,17 @@ func TestCheckJobsInAnyState(t *testing.T) {
 	fake := newFake(false)
 	n := runNode(t, nodeConfig(t, e.URL, "cpp", nd.JoinCode, fake))
 	pool := enqueue(e, "cpp17", man)
-	chk, err := e.Store.StartCheck(e.Ctx, store.CheckRequest{NodeID: nd.ID, ManifestID: man, Language: "cpp17", Source: "x"}, "test", "verify")
+	chk, err := e.Store.Nodes().StartCheck(e.Ctx, store.CheckRequest{NodeID: nd.ID, ManifestID: man, Language: "cpp17", Source: "x"}, "test", "verify")
 	require.NoError(t, err)
 	require.Equal(t, "AC", waitJob(t, e, chk.JobID, 10*time.Second, "check completed", completed).Verdict)
 
-	_, err = e.Store.Drain(e.Ctx, nd.ID, "test", "maintenance")
+	_, err = e.Store.Nodes().Drain(e.Ctx, nd.ID, "test", "maintenance")
 	require.NoError(t, err)
 	require.Eventually(t, func() bool { return healthz(t, n).Draining }, 5*time.Second, 10*time.Millisecond)
-	chk2, err := e.Store.StartCheck(e.Ctx, store.CheckRequest{NodeID: nd.ID, ManifestID: man, Language: "cpp17", Source: "x"}, "test", "verify")
+	chk2, err := e.Store.Nodes().StartCheck(e.Ctx, store.CheckRequest{NodeID: nd.ID, ManifestID: man, Language: "cpp17", Source: "x"}, "test", "verify")
 	require.NoError(t, err)
 	waitJob(t, e, chk2.JobID, 10*time.Second, "check completed while draining", completed)
-	j, err := e.Store.GetJob(e.Ctx, pool)
+	j, err := e.Store.Jobs().GetJob(e.Ctx, pool)
 	require.NoError(t, err)
 	require.Equal(t, store.StateQueued, j.State, "no pool work for a node that is not ENABLED")
 	require.Zero(t, fake.ran(idStr(pool)))
@@ -708,7 +708,7 @@ func TestUnhealthyDependencyReported(t *testing.T) {
 	require.Equal(t, http.StatusServiceUnavailable, resp.StatusCode)
 	require.Equal(t, []worker.Dependency{{Name: "fake", Healthy: false, Detail: "daemon unreachable"}}, st.Dependencies)
 	require.Eventually(t, func() bool {
-		node, err := e.Store.GetNode(e.Ctx, nd.ID)
+		node, err := e.Store.Nodes().GetNode(e.Ctx, nd.ID)
 		require.NoError(t, err)
 		return strings.Contains(string(node.Health), `"healthy":false`) && strings.Contains(string(node.Health), "daemon unreachable")
 	}, 5*time.Second, 10*time.Millisecond)
@@ -747,7 +747,7 @@ func TestDependencyDownStopsClaiming(t *testing.T) {
 	time.Sleep(2 * time.Second)
 	require.Equal(t, 1, fake.totalRuns(), "nothing leased while the daemon is down")
 	for _, id := range []int64{first, second} {
-		j, err := e.Store.GetJob(e.Ctx, id)
+		j, err := e.Store.Jobs().GetJob(e.Ctx, id)
 		require.NoError(t, err)
 		require.Equal(t, store.StateQueued, j.State, "job %d", id)
 	}
@@ -797,7 +797,7 @@ func TestLeasesGivenBackWhileDependencyDown(t *testing.T) {
 	var back store.Job
 	require.Eventually(t, func() bool {
 		for _, id := range []int64{b, next} {
-			j, err := e.Store.GetJob(e.Ctx, id)
+			j, err := e.Store.Jobs().GetJob(e.Ctx, id)
 			require.NoError(t, err)
 			if j.State == store.StateQueued && j.LastErrorCode == "DEPENDENCY_DOWN" {
 				back = j

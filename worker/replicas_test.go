@@ -109,7 +109,7 @@ func TestNodeMovesOffAHungReplica(t *testing.T) {
 
 	first := enqueue(a, "cpp17", man)
 	waitJob(t, a, first, 10*time.Second, "completed through the first replica", completed)
-	before, err := a.Store.GetNode(a.Ctx, nd.ID)
+	before, err := a.Store.Nodes().GetNode(a.Ctx, nd.ID)
 	require.NoError(t, err)
 
 	front.frozen.Store(true)
@@ -120,7 +120,7 @@ func TestNodeMovesOffAHungReplica(t *testing.T) {
 	waitJob(t, b, second, 8*time.Second, "completed through the second replica", completed)
 	t.Logf("judged %s after the freeze", time.Since(start))
 	require.Positive(t, front.hung.Load(), "the node did call the frozen replica")
-	after, err := a.Store.GetNode(a.Ctx, nd.ID)
+	after, err := a.Store.Nodes().GetNode(a.Ctx, nd.ID)
 	require.NoError(t, err)
 	require.Equal(t, before.SessionEpoch, after.SessionEpoch, "the session was kept")
 }
@@ -286,7 +286,7 @@ func TestRenewHedgedToTheOtherReplica(t *testing.T) {
 	// Well past the 3 s lease: it lives only if renewals reach replica B.
 	require.Eventually(t, func() bool { return n.Metrics().RenewHedgesWon > 0 }, 5*time.Second, 20*time.Millisecond)
 	require.Never(t, func() bool {
-		j, err := a.Store.GetJob(a.Ctx, job)
+		j, err := a.Store.Jobs().GetJob(a.Ctx, job)
 		return err != nil || j.LeaseEpoch != 1
 	}, 4*time.Second, 100*time.Millisecond, "the first lease lives on")
 	fake.release(started)
@@ -315,7 +315,7 @@ func TestParkedClaimLeavesAFrozenReplicaAtDefaultTimings(t *testing.T) {
 	// The node's next long-poll (15 s) now waits on the first replica.
 	require.Eventually(t, func() bool { return n.Metrics().LivenessChecks > 0 }, 5*time.Second, 10*time.Millisecond,
 		"the replica holding the long-poll is checked while it waits")
-	before, err := a.Store.GetNode(a.Ctx, nd.ID)
+	before, err := a.Store.Nodes().GetNode(a.Ctx, nd.ID)
 	require.NoError(t, err)
 
 	front.frozen.Store(true)
@@ -329,7 +329,7 @@ func TestParkedClaimLeavesAFrozenReplicaAtDefaultTimings(t *testing.T) {
 	require.Less(t, took, 4*time.Second, "the parked long-poll was left within a liveness check or two, not at its 16 s deadline")
 	require.Positive(t, front.hung.Load(), "the node did call the frozen replica")
 	require.Positive(t, n.Metrics().ReplicaMoves)
-	after, err := a.Store.GetNode(a.Ctx, nd.ID)
+	after, err := a.Store.Nodes().GetNode(a.Ctx, nd.ID)
 	require.NoError(t, err)
 	require.Equal(t, before.SessionEpoch, after.SessionEpoch, "the session was kept")
 }
@@ -350,7 +350,7 @@ func TestResultLeavesAFrozenReplicaAtDefaultTimings(t *testing.T) {
 	first := enqueue(a, "cpp17", man)
 	running := fake.waitStarted(t, 20*time.Second)
 	next := enqueue(a, "cpp17", man) // queued: the only slot is busy
-	before, err := a.Store.GetNode(a.Ctx, nd.ID)
+	before, err := a.Store.Nodes().GetNode(a.Ctx, nd.ID)
 	require.NoError(t, err)
 
 	front.frozen.Store(true)
@@ -366,7 +366,7 @@ func TestResultLeavesAFrozenReplicaAtDefaultTimings(t *testing.T) {
 	waitJob(t, b, next, 10*time.Second, "judged through the second replica", completed)
 	require.Positive(t, front.hung.Load(), "the node did call the frozen replica")
 	require.Positive(t, n.Metrics().ReplicaMoves)
-	after, err := a.Store.GetNode(a.Ctx, nd.ID)
+	after, err := a.Store.Nodes().GetNode(a.Ctx, nd.ID)
 	require.NoError(t, err)
 	require.Equal(t, before.SessionEpoch, after.SessionEpoch, "the session was kept")
 }

@@ -55,7 +55,7 @@ func judgeDSN(t *testing.T) string {
 // publishSQL publishes a SELECT problem whose reference is "SELECT a FROM t".
 func publishSQL(t *testing.T, e *controltest.Env, timeoutMs int64) int64 {
 	t.Helper()
-	p, err := e.Store.PublishManifest(e.Ctx, manifest.Manifest{Kind: manifest.KindSQL, Checker: manifest.Checker{Type: "exact"},
+	p, err := e.Store.Manifests().PublishManifest(e.Ctx, manifest.Manifest{Kind: manifest.KindSQL, Checker: manifest.Checker{Type: "exact"},
 		SQL: &manifest.SQL{ProblemKind: "SELECT", SchemaSQL: "CREATE TABLE t (a INT NOT NULL)", SeedSQL: "INSERT INTO t VALUES (1), (2)",
 			ReferenceSQL: "SELECT a FROM t", StatementTimeoutMs: timeoutMs, MaxRows: 100, MaxBytes: 1 << 20}})
 	require.NoError(t, err)
@@ -231,7 +231,7 @@ func TestT09NodeProcessKilled(t *testing.T) {
 	j := waitJob(t, e, jobID, 30*time.Second, "completed by B", completed)
 	require.Equal(t, b.ID, j.NodeID)
 	require.Equal(t, "AC", j.Verdict)
-	att, err := e.Store.Attempts(e.Ctx, jobID)
+	att, err := e.Store.Jobs().Attempts(e.Ctx, jobID)
 	require.NoError(t, err)
 	require.Len(t, att, 2)
 	require.Equal(t, a.ID, att[0].NodeID)
@@ -252,7 +252,7 @@ func TestT09NodeProcessKilled(t *testing.T) {
 	require.Positive(t, leftovers(), "the killed process could not clean up")
 	pa2 := startNodeProcess(t, bin, e.URL, "", dsn, dirA, docker...)
 	require.Eventually(t, func() bool { return leftovers() == 0 }, 20*time.Second, 50*time.Millisecond, "janitor at restart")
-	node, err := e.Store.GetNode(e.Ctx, a.ID)
+	node, err := e.Store.Nodes().GetNode(e.Ctx, a.ID)
 	require.NoError(t, err)
 	require.Equal(t, int64(2), node.SessionEpoch, "the restart is a new session")
 

@@ -357,7 +357,7 @@ func burstWarmup(ctx context.Context, f *fleet, pools []string, manifests map[st
 	deadline := time.Now().Add(5 * time.Minute)
 	for _, id := range ids {
 		for {
-			s, err := f.st.SubmissionStatus(ctx, "BENCH", id)
+			s, err := f.st.Jobs().SubmissionStatus(ctx, "BENCH", id)
 			if err != nil {
 				return err
 			}

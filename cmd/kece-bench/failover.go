@@ -200,7 +200,7 @@ func (fc failoverControl) start(ctx context.Context, name string) (*failoverPlan
 	go func() { _ = hs.Serve(ln) }()
 	stops = append(stops, func() { _ = hs.Close() })
 	st = srv.Store()
-	man, err := st.PublishManifest(ctx, manifest.Manifest{Kind: manifest.KindSQL, Checker: manifest.Checker{Type: "exact"},
+	man, err := st.Manifests().PublishManifest(ctx, manifest.Manifest{Kind: manifest.KindSQL, Checker: manifest.Checker{Type: "exact"},
 		SQL: &manifest.SQL{ProblemKind: "SELECT", SchemaSQL: "CREATE TABLE t (a INT NOT NULL)", SeedSQL: "INSERT INTO t VALUES (1), (2)",
 			ReferenceSQL: "SELECT a FROM t", StatementTimeoutMs: min(fc.statement.Milliseconds()+10_000, manifest.MaxStatementMs),
 			MaxRows: 100, MaxBytes: 1 << 20}})
@@ -220,7 +220,7 @@ type failoverNode struct {
 
 // newNode creates an enabled node and starts its process with the join code.
 func (p *failoverPlane) newNode(ctx context.Context, groupID int64, name string) (*failoverNode, error) {
-	n, code, err := p.st.CreateNode(ctx, store.NodeSpec{Name: name, Pool: string(machineapi.PoolMysql), HostGroupID: groupID, Slots: 1}, "bench")
+	n, code, err := p.st.Nodes().CreateNode(ctx, store.NodeSpec{Name: name, Pool: string(machineapi.PoolMysql), HostGroupID: groupID, Slots: 1}, "bench")
 	if err != nil {
 		return nil, err
 	}
@@ -267,7 +267,7 @@ func (bn *failoverNode) term() error {
 func (p *failoverPlane) enqueueRunning(ctx context.Context, on *failoverNode, limit time.Duration) (store.Job, error) {
 	var b [5]byte
 	_, _ = rand.Read(b[:])
-	res, err := p.st.Enqueue(ctx, store.EnqueueRequest{SubmissionType: "BENCH", SubmissionID: "failover-" + hex.EncodeToString(b[:]),
+	res, err := p.st.Jobs().Enqueue(ctx, store.EnqueueRequest{SubmissionType: "BENCH", SubmissionID: "failover-" + hex.EncodeToString(b[:]),
 		Language: "mysql", ManifestID: p.manID,
 		Source: fmt.Sprintf("SELECT a FROM t, (SELECT SLEEP(%.3f) AS z) AS s", p.statement.Seconds())})
 	if err != nil {
@@ -299,7 +299,7 @@ func (p *failoverPlane) finish(ctx context.Context, jobID int64, on *failoverNod
 // silentRound: a node runs the job and is SIGKILLed for good while another
 // node idles; the time until the other node holds the job.
 func (p *failoverPlane) silentRound(ctx context.Context, name string, limit time.Duration) (float64, error) {
-	g, err := p.st.CreateHostGroup(ctx, name, 2, "bench")
+	g, err := p.st.Nodes().CreateHostGroup(ctx, name, 2, "bench")
 	if err != nil {
 		return 0, err
 	}
@@ -339,7 +339,7 @@ func (p *failoverPlane) silentRound(ctx context.Context, name string, limit time
 // once; the time until the job is leased again (the restarted process is
 // the only node), and the process's own start (exec → new session).
 func (p *failoverPlane) restartRound(ctx context.Context, name string, limit time.Duration) (failoverMs, startMs float64, err error) {
-	g, err := p.st.CreateHostGroup(ctx, name, 1, "bench")
+	g, err := p.st.Nodes().CreateHostGroup(ctx, name, 1, "bench")
 	if err != nil {
 		return 0, 0, err
 	}
@@ -355,7 +355,7 @@ func (p *failoverPlane) restartRound(ctx context.Context, name string, limit tim
 	if err != nil {
 		return 0, 0, err
 	}
-	before, err := p.st.GetNode(ctx, a.id)
+	before, err := p.st.Nodes().GetNode(ctx, a.id)
 	if err != nil {
 		return 0, 0, err
 	}
@@ -368,7 +368,7 @@ func (p *failoverPlane) restartRound(ctx context.Context, name string, limit tim
 	var sessionAt time.Time
 	if _, err := waitFor(ctx, p.st, job.ID, limit, func(j store.Job) bool {
 		if sessionAt.IsZero() {
-			if n, err := p.st.GetNode(ctx, a.id); err == nil && n.SessionEpoch > before.SessionEpoch {
+			if n, err := p.st.Nodes().GetNode(ctx, a.id); err == nil && n.SessionEpoch > before.SessionEpoch {
 				sessionAt = time.Now()
 			}
 		}
@@ -391,7 +391,7 @@ func (p *failoverPlane) restartRound(ctx context.Context, name string, limit tim
 func waitFor(ctx context.Context, st *store.Store, jobID int64, limit time.Duration, pred func(store.Job) bool) (store.Job, error) {
 	deadline := time.Now().Add(limit)
 	for time.Now().Before(deadline) {
-		j, err := st.GetJob(ctx, jobID)
+		j, err := st.Jobs().GetJob(ctx, jobID)
 		if err != nil {
 			return j, err
 		}
@@ -410,7 +410,7 @@ func waitFor(ctx context.Context, st *store.Store, jobID int64, limit time.Durat
 func waitOnline(ctx context.Context, st *store.Store, nodeID int64, limit time.Duration) error {
 	deadline := time.Now().Add(limit)
 	for time.Now().Before(deadline) {
-		n, err := st.GetNode(ctx, nodeID)
+		n, err := st.Nodes().GetNode(ctx, nodeID)
 		if err != nil {
 			return err
 		}

@@ -109,7 +109,7 @@ func startFleet(ctx context.Context, cfg fleetConfig) (*fleet, error) {
 		f.stop()
 		return nil, err
 	}
-	if f.bizToken, err = f.st.CreateToken(ctx, store.TokenBusiness, "bench"); err != nil {
+	if f.bizToken, err = f.st.Tokens().CreateToken(ctx, store.TokenBusiness, "bench"); err != nil {
 		f.stop()
 		return nil, err
 	}
@@ -224,11 +224,11 @@ type registeredNode struct {
 // controlURL (one replica, or a comma list) with its one-time code, and a
 // mysql node judges on judgeDSN.
 func (f *fleet) registerNode(ctx context.Context, name, pool string, slots int, controlURL, judgeDSN, actor string) (registeredNode, error) {
-	g, err := f.st.CreateHostGroup(ctx, "host-"+name, slots, actor)
+	g, err := f.st.Nodes().CreateHostGroup(ctx, "host-"+name, slots, actor)
 	if err != nil {
 		return registeredNode{}, err
 	}
-	n, code, err := f.st.CreateNode(ctx, store.NodeSpec{Name: name, Pool: pool, HostGroupID: g.ID, Slots: slots}, actor)
+	n, code, err := f.st.Nodes().CreateNode(ctx, store.NodeSpec{Name: name, Pool: pool, HostGroupID: g.ID, Slots: slots}, actor)
 	if err != nil {
 		return registeredNode{}, err
 	}
@@ -262,7 +262,7 @@ func (f *fleet) waitReady(ctx context.Context, limit time.Duration) error {
 	deadline := time.Now().Add(limit)
 	for _, n := range f.nodes {
 		for {
-			node, err := f.st.GetNode(ctx, n.id)
+			node, err := f.st.Nodes().GetNode(ctx, n.id)
 			if err != nil {
 				return err
 			}

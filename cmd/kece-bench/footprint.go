@@ -191,7 +191,7 @@ func (fp *footprint) idleNodeRSS(ctx context.Context) (map[string]int64, error) 
 // business API and EnqueueTx use.
 func (fp *footprint) enqueue(ctx context.Context, pool string) error {
 	p := benchPrograms[pool]
-	_, err := fp.f.st.Enqueue(ctx, store.EnqueueRequest{SubmissionType: "BENCH", SubmissionID: fmt.Sprintf("fp-%d", fp.seq.Add(1)),
+	_, err := fp.f.st.Jobs().Enqueue(ctx, store.EnqueueRequest{SubmissionType: "BENCH", SubmissionID: fmt.Sprintf("fp-%d", fp.seq.Add(1)),
 		Language: p.lang, Source: p.source, ManifestID: fp.manifests[pool]})
 	return err
 }
@@ -353,11 +353,11 @@ func (p *probeNode) heartbeat(ctx context.Context) error {
 }
 
 func newProbeNode(ctx context.Context, f *fleet, pool string) (*probeNode, error) {
-	g, err := f.st.CreateHostGroup(ctx, "probe-host", 1, "bench")
+	g, err := f.st.Nodes().CreateHostGroup(ctx, "probe-host", 1, "bench")
 	if err != nil {
 		return nil, err
 	}
-	n, code, err := f.st.CreateNode(ctx, store.NodeSpec{Name: "probe", Pool: pool, HostGroupID: g.ID, Slots: 1}, "bench")
+	n, code, err := f.st.Nodes().CreateNode(ctx, store.NodeSpec{Name: "probe", Pool: pool, HostGroupID: g.ID, Slots: 1}, "bench")
 	if err != nil {
 		return nil, err
 	}

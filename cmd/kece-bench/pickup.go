@@ -149,7 +149,7 @@ func startPickup(ctx context.Context, dsn string, poll time.Duration) (*pickupEn
 	if err != nil {
 		return env, err
 	}
-	token, err := stA.CreateToken(ctx, store.TokenBusiness, "bench-pickup")
+	token, err := stA.Tokens().CreateToken(ctx, store.TokenBusiness, "bench-pickup")
 	if err != nil {
 		return env, err
 	}
@@ -263,7 +263,7 @@ func (p *pickup) enqueue(ctx context.Context, biz *businessapi.ClientWithRespons
 
 // release cancels the claimed job so the node's slot is free again.
 func (p *pickup) release(ctx context.Context, seq int) error {
-	_, err := p.store.Cancel(ctx, "BENCH", fmt.Sprintf("p-%d", seq), "bench", "pickup sample done")
+	_, err := p.store.Jobs().Cancel(ctx, "BENCH", fmt.Sprintf("p-%d", seq), "bench", "pickup sample done")
 	return err
 }
 

@@ -198,20 +198,20 @@ func setupFleet(ctx context.Context, db *sql.DB, st *store.Store, nodes, slots, 
 	var cases []manifest.Case
 	for _, c := range []string{in, out} {
 		sum := sha256.Sum256([]byte(c))
-		if err := st.RegisterArtifact(ctx, hex.EncodeToString(sum[:]), int64(len(c))); err != nil {
+		if err := st.Manifests().RegisterArtifact(ctx, hex.EncodeToString(sum[:]), int64(len(c))); err != nil {
 			return 0, nil, err
 		}
 	}
 	si, so := sha256.Sum256([]byte(in)), sha256.Sum256([]byte(out))
 	cases = append(cases, manifest.Case{CaseID: "1", InputSha256: hex.EncodeToString(si[:]), InputSize: int64(len(in)),
 		OutputSha256: hex.EncodeToString(so[:]), OutputSize: int64(len(out)), Weight: 100})
-	pm, err := st.PublishManifest(ctx, manifest.Manifest{Kind: manifest.KindCode, Limits: manifest.Limits{TimeMs: 1000, MemoryMb: 256, OutputKb: 1024}, Checker: manifest.Checker{Type: "tolerant"}, Cases: cases})
+	pm, err := st.Manifests().PublishManifest(ctx, manifest.Manifest{Kind: manifest.KindCode, Limits: manifest.Limits{TimeMs: 1000, MemoryMb: 256, OutputKb: 1024}, Checker: manifest.Checker{Type: "tolerant"}, Cases: cases})
 	if err != nil {
 		return 0, nil, err
 	}
 	var gs []store.HostGroup
 	for i := range groups {
-		g, err := st.CreateHostGroup(ctx, fmt.Sprintf("bench-host-%d", i), nodes*slots, "bench")
+		g, err := st.Nodes().CreateHostGroup(ctx, fmt.Sprintf("bench-host-%d", i), nodes*slots, "bench")
 		if err != nil {
 			return 0, nil, err
 		}
@@ -219,15 +219,15 @@ func setupFleet(ctx context.Context, db *sql.DB, st *store.Store, nodes, slots, 
 	}
 	var sessions []store.Session
 	for i := range nodes {
-		n, code, err := st.CreateNode(ctx, store.NodeSpec{Name: fmt.Sprintf("bench-%d", i), Pool: string(machineapi.PoolCpp), HostGroupID: gs[i%groups].ID, Slots: slots}, "bench")
+		n, code, err := st.Nodes().CreateNode(ctx, store.NodeSpec{Name: fmt.Sprintf("bench-%d", i), Pool: string(machineapi.PoolCpp), HostGroupID: gs[i%groups].ID, Slots: slots}, "bench")
 		if err != nil {
 			return 0, nil, err
 		}
-		j, err := st.Join(ctx, code.Code)
+		j, err := st.Credentials().Join(ctx, code.Code)
 		if err != nil {
 			return 0, nil, err
 		}
-		s, err := st.OpenSession(ctx, j.Credential, fmt.Sprintf("boot-%d", i))
+		s, err := st.Credentials().OpenSession(ctx, j.Credential, fmt.Sprintf("boot-%d", i))
 		if err != nil {
 			return 0, nil, err
 		}
@@ -343,9 +343,9 @@ func (r *lifecycleRun) enqueue(st *store.Store) {
 		t0 := time.Now()
 		var err error
 		if r.enqueueBatch == 1 {
-			_, err = st.Enqueue(r.ctx, reqs[0])
+			_, err = st.Jobs().Enqueue(r.ctx, reqs[0])
 		} else {
-			_, err = st.EnqueueMany(r.ctx, reqs)
+			_, err = st.Jobs().EnqueueMany(r.ctx, reqs)
 		}
 		r.enqNs.Add(int64(time.Since(t0)))
 		r.enqN.Add(1)
@@ -391,7 +391,7 @@ func (r *lifecycleRun) node(rep replica, sess store.NodeSession) {
 		// Watch before claiming, so a wake-up between the claim and
 		// the wait is not missed (as the claim long-poll does).
 		wake := rep.hub.Watch(string(machineapi.PoolCpp))
-		got, err := st.Claim(ctx, sess, n)
+		got, err := st.Leases().Claim(ctx, sess, n)
 		if err != nil {
 			rep.hub.Done(wake)
 			r.fail(err)
@@ -429,7 +429,7 @@ func (r *lifecycleRun) node(rep replica, sess store.NodeSession) {
 			for i, j := range got {
 				items[i] = store.RenewItem{JobID: j.JobID, LeaseEpoch: j.LeaseEpoch, ProgressSeq: 1, Phase: "JUDGING", CasesDone: 1, CasesTotal: 1}
 			}
-			if _, err := st.Renew(ctx, sess, items); err != nil {
+			if _, err := st.Leases().Renew(ctx, sess, items); err != nil {
 				r.fail(err)
 				return
 			}
@@ -472,10 +472,10 @@ func (r *lifecycleRun) runJob(st *store.Store, sess store.NodeSession, j store.C
 
 func (r *lifecycleRun) post(st *store.Store, sess store.NodeSession, j store.ClaimedJob) ([]store.ClaimedJob, error) {
 	if !r.cycle {
-		_, err := st.Complete(r.ctx, sess, j.JobID, j.LeaseEpoch, benchResult)
+		_, err := st.Leases().Complete(r.ctx, sess, j.JobID, j.LeaseEpoch, benchResult)
 		return nil, err
 	}
-	outs, next, err := st.CompleteClaim(r.ctx, sess, []store.CycleResult{{JobID: j.JobID, LeaseEpoch: j.LeaseEpoch, Result: benchResult}}, 1, "")
+	outs, next, err := st.Leases().CompleteClaim(r.ctx, sess, []store.CycleResult{{JobID: j.JobID, LeaseEpoch: j.LeaseEpoch, Result: benchResult}}, 1, "")
 	if err != nil {
 		return nil, err
 	}
@@ -486,7 +486,7 @@ func (r *lifecycleRun) post(st *store.Store, sess store.NodeSession, j store.Cla
 // consumer does; each acknowledged event is a finished lifecycle.
 func (r *lifecycleRun) consume(st *store.Store) {
 	for r.ctx.Err() == nil {
-		evs, err := st.ClaimEvents(r.ctx, store.EventScope{}, "bench", 100, time.Minute)
+		evs, err := st.Events().ClaimEvents(r.ctx, store.EventScope{}, "bench", 100, time.Minute)
 		if err != nil {
 			r.fail(err)
 			return
@@ -502,7 +502,7 @@ func (r *lifecycleRun) consume(st *store.Store) {
 		for i, e := range evs {
 			ids[i] = e.ID
 		}
-		n, err := st.AckEvents(r.ctx, store.EventScope{}, "bench", ids)
+		n, err := st.Events().AckEvents(r.ctx, store.EventScope{}, "bench", ids)
 		if err != nil {
 			r.fail(err)
 			return

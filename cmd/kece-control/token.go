@@ -110,7 +110,7 @@ func token(ctx context.Context, action string, tf *tokenFlags, cio cmdIO) error 
 	case "list":
 		return listTokens(ctx, st, k, *out, cio)
 	case "revoke":
-		live, err := st.RevokeToken(ctx, k, *name)
+		live, err := st.Tokens().RevokeToken(ctx, k, *name)
 		if err != nil {
 			return err
 		}
@@ -120,7 +120,7 @@ func token(ctx context.Context, action string, tf *tokenFlags, cio cmdIO) error 
 		fmt.Fprintf(cio.stdout, "revoked %s token %q\n", strings.ToLower(*kind), *name)
 		return nil
 	case "rotate":
-		tok, err := st.RotateToken(ctx, store.RotateSpec{Kind: k, Name: *name, Overlap: *overlap, ExpiresIn: *expiresIn})
+		tok, err := st.Tokens().RotateToken(ctx, store.RotateSpec{Kind: k, Name: *name, Overlap: *overlap, ExpiresIn: *expiresIn})
 		if errors.Is(err, store.ErrNotFound) {
 			return fmt.Errorf("no live %s token named %q (a revoked token cannot be rotated; create a new one)", strings.ToLower(*kind), *name)
 		}
@@ -137,7 +137,7 @@ func token(ctx context.Context, action string, tf *tokenFlags, cio cmdIO) error 
 	if k == store.TokenAdmin && (len(spec.SubmissionTypes) > 0 || spec.ConsumerGroup != "") {
 		return settings.Errorf(fs.Source("submission-types"), "--submission-types and --consumer-group are for business tokens only")
 	}
-	tok, err := st.IssueToken(ctx, spec)
+	tok, err := st.Tokens().IssueToken(ctx, spec)
 	var ve *store.ValidationError
 	if errors.As(err, &ve) && (ve.Field == "submissionTypes" || ve.Field == "consumerGroup") {
 		flag := map[string]string{"submissionTypes": "submission-types", "consumerGroup": "consumer-group"}[ve.Field]
@@ -163,7 +163,7 @@ func splitList(v string) []string {
 }
 
 func listTokens(ctx context.Context, st *store.Store, kind store.TokenKind, out string, cio cmdIO) error {
-	toks, err := st.ListTokens(ctx, kind)
+	toks, err := st.Tokens().ListTokens(ctx, kind)
 	if err != nil {
 		return err
 	}

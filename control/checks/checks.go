@@ -112,11 +112,11 @@ func Publish(ctx context.Context, st *store.Store, arts *artifact.Store, pool st
 		if _, err := arts.Put(ctx, d, int64(len(b)), bytes.NewReader(b)); err != nil {
 			return Published{}, fmt.Errorf("checks: store %s artifact: %w", pool, err)
 		}
-		if err := st.RegisterArtifact(ctx, d, int64(len(b))); err != nil {
+		if err := st.Manifests().RegisterArtifact(ctx, d, int64(len(b))); err != nil {
 			return Published{}, fmt.Errorf("checks: register %s artifact: %w", pool, err)
 		}
 	}
-	pm, err := st.PublishManifest(ctx, p.Manifest)
+	pm, err := st.Manifests().PublishManifest(ctx, p.Manifest)
 	if err != nil {
 		return Published{}, fmt.Errorf("checks: publish %s manifest: %w", pool, err)
 	}

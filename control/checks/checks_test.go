@@ -48,7 +48,7 @@ func TestPublishIsIdempotent(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, a.ManifestID, b.ManifestID, pool)
 		ids[a.ManifestID] = true
-		m, err := st.Manifest(ctx, a.ManifestID)
+		m, err := st.Manifests().Manifest(ctx, a.ManifestID)
 		require.NoError(t, err)
 		require.Equal(t, manifest.KindForPool(pool), m.Kind)
 		for d := range m.Digests() {

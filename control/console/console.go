@@ -171,7 +171,7 @@ func (c *Console) authed(next http.Handler) http.Handler {
 		var sess store.ConsoleSession
 		err := store.ErrConsoleSessionInvalid
 		if ck, cerr := r.Cookie(sessionCookie); cerr == nil {
-			sess, err = c.store.ConsoleSessionBySecret(store.WithCaller(r.Context(), c.cfg.TrustedProxies.ClientIP(r)), ck.Value, c.limits())
+			sess, err = c.store.Tokens().ConsoleSessionBySecret(store.WithCaller(r.Context(), c.cfg.TrustedProxies.ClientIP(r)), ck.Value, c.limits())
 		}
 		if err != nil {
 			if !errors.Is(err, store.ErrUnauthenticated) {
@@ -241,10 +241,10 @@ func (c *Console) login(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	tok := strings.TrimSpace(r.PostFormValue("token"))
-	admin, err := c.store.AuthenticateToken(r.Context(), store.TokenAdmin, tok)
+	admin, err := c.store.Tokens().AuthenticateToken(r.Context(), store.TokenAdmin, tok)
 	if err == nil {
 		var sess store.ConsoleSession
-		if sess, err = c.store.OpenConsoleSession(r.Context(), admin, tok, c.cfg.TrustedProxies.ClientIP(r), c.limits()); err == nil {
+		if sess, err = c.store.Tokens().OpenConsoleSession(r.Context(), admin, tok, c.cfg.TrustedProxies.ClientIP(r), c.limits()); err == nil {
 			c.clearCookie(w, r, loginCookie)
 			c.setCookie(w, r, sessionCookie, sess.Secret, int(c.cfg.SessionMax.Seconds()))
 			c.log.Info("console login", "actor", admin.Actor(), "remote", c.cfg.TrustedProxies.ClientIP(r))
@@ -268,7 +268,7 @@ func (c *Console) login(w http.ResponseWriter, r *http.Request) {
 
 func (c *Console) logout(w http.ResponseWriter, r *http.Request) {
 	if ck, err := r.Cookie(sessionCookie); err == nil {
-		if err := c.store.EndConsoleSession(r.Context(), ck.Value, c.cfg.TrustedProxies.ClientIP(r)); err != nil {
+		if err := c.store.Tokens().EndConsoleSession(r.Context(), ck.Value, c.cfg.TrustedProxies.ClientIP(r)); err != nil {
 			c.log.Error("console logout", "err", err)
 			c.fail(w, r, &apiError{Status: http.StatusServiceUnavailable, Code: "UNAVAILABLE", Message: "cannot log out now; try again"})
 			return

@@ -419,7 +419,7 @@ func TestNodePageShowsCheckProgress(t *testing.T) {
 	manID := env.PublishCode(manifest.Limits{TimeMs: 1000, MemoryMb: 64, OutputKb: 64}, manifest.Checker{Type: "exact"},
 		controltest.Case{In: "1\n", Out: "1\n", Weight: 1})
 	n := env.NewNode("cpp", 2, 2)
-	chk, err := env.Store.StartCheck(env.Ctx, store.CheckRequest{NodeID: n.ID, ManifestID: manID, Language: "cpp17", Source: "x"}, "test", "verify")
+	chk, err := env.Store.Nodes().StartCheck(env.Ctx, store.CheckRequest{NodeID: n.ID, ManifestID: manID, Language: "cpp17", Source: "x"}, "test", "verify")
 	require.NoError(t, err)
 	page := "/console/nodes/" + strconv.FormatInt(n.ID, 10)
 
@@ -439,10 +439,10 @@ func TestNodePageShowsCheckProgress(t *testing.T) {
 func TestSessionEndsWithItsSecret(t *testing.T) {
 	t.Parallel()
 	b := setup(t, console.Config{})
-	secret, err := b.env.Store.CreateToken(b.env.Ctx, store.TokenAdmin, "ops-rotating")
+	secret, err := b.env.Store.Tokens().CreateToken(b.env.Ctx, store.TokenAdmin, "ops-rotating")
 	require.NoError(t, err)
 	rotate := func(overlap time.Duration) string {
-		s, err := b.env.Store.RotateToken(b.env.Ctx, store.RotateSpec{Kind: store.TokenAdmin, Name: "ops-rotating", Overlap: overlap})
+		s, err := b.env.Store.Tokens().RotateToken(b.env.Ctx, store.RotateSpec{Kind: store.TokenAdmin, Name: "ops-rotating", Overlap: overlap})
 		require.NoError(t, err)
 		return s
 	}

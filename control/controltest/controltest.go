@@ -100,9 +100,9 @@ func start(t testing.TB, db *sql.DB, dsn string, opts Options, arts *artifact.St
 	hs.Start()
 	t.Cleanup(func() { hs.Close(); cancel(); <-done })
 	e := &Env{T: t, Ctx: ctx, DB: db, DSN: dsn, Store: srv.Store(), Artifacts: arts, Server: srv, HTTP: hs, URL: hs.URL, opts: opts, seq: seq}
-	e.Admin, err = st.CreateToken(ctx, store.TokenAdmin, fmt.Sprintf("admin-%d", seq.Add(1)))
+	e.Admin, err = st.Tokens().CreateToken(ctx, store.TokenAdmin, fmt.Sprintf("admin-%d", seq.Add(1)))
 	must(t, err)
-	e.Business, err = st.CreateToken(ctx, store.TokenBusiness, fmt.Sprintf("business-%d", seq.Add(1)))
+	e.Business, err = st.Tokens().CreateToken(ctx, store.TokenBusiness, fmt.Sprintf("business-%d", seq.Add(1)))
 	must(t, err)
 	return e
 }
@@ -135,7 +135,7 @@ func (e *Env) PutArtifact(content []byte) string {
 	d := hex.EncodeToString(sum[:])
 	_, err := e.Artifacts.Put(e.Ctx, d, int64(len(content)), bytes.NewReader(content))
 	must(e.T, err)
-	must(e.T, e.Store.RegisterArtifact(e.Ctx, d, int64(len(content))))
+	must(e.T, e.Store.Manifests().RegisterArtifact(e.Ctx, d, int64(len(content))))
 	return d
 }
 
@@ -160,7 +160,7 @@ func (e *Env) PublishCodeManifest(m manifest.Manifest, cases ...Case) int64 {
 		m.Cases = append(m.Cases, manifest.Case{CaseID: fmt.Sprintf("c%d", i+1), InputSha256: in, InputSize: int64(len(c.In)),
 			OutputSha256: out, OutputSize: int64(len(c.Out)), Weight: c.Weight})
 	}
-	p, err := e.Store.PublishManifest(e.Ctx, m)
+	p, err := e.Store.Manifests().PublishManifest(e.Ctx, m)
 	must(e.T, err)
 	return p.ID
 }
@@ -176,7 +176,7 @@ type Node struct {
 // returns its one-time join code.
 func (e *Env) NewNode(pool string, slots, groupSlots int) Node {
 	e.T.Helper()
-	g, err := e.Store.CreateHostGroup(e.Ctx, fmt.Sprintf("host-%d", e.seq.Add(1)), groupSlots, "test")
+	g, err := e.Store.Nodes().CreateHostGroup(e.Ctx, fmt.Sprintf("host-%d", e.seq.Add(1)), groupSlots, "test")
 	must(e.T, err)
 	return e.NewNodeIn(g.ID, pool, slots)
 }
@@ -184,7 +184,7 @@ func (e *Env) NewNode(pool string, slots, groupSlots int) Node {
 // NewNodeIn creates a node in an existing host group.
 func (e *Env) NewNodeIn(groupID int64, pool string, slots int) Node {
 	e.T.Helper()
-	n, code, err := e.Store.CreateNode(e.Ctx, store.NodeSpec{Name: fmt.Sprintf("node-%d", e.seq.Add(1)), Pool: pool,
+	n, code, err := e.Store.Nodes().CreateNode(e.Ctx, store.NodeSpec{Name: fmt.Sprintf("node-%d", e.seq.Add(1)), Pool: pool,
 		HostGroupID: groupID, Slots: slots}, "test")
 	must(e.T, err)
 	return Node{ID: n.ID, GroupID: groupID, JoinCode: code.Code}
@@ -202,7 +202,7 @@ func (e *Env) ForceEnable(nodeID int64) {
 // own tests).
 func (e *Env) Enqueue(typ, id, language, source string, manifestID int64) int64 {
 	e.T.Helper()
-	r, err := e.Store.Enqueue(e.Ctx, store.EnqueueRequest{SubmissionType: typ, SubmissionID: id, Language: language,
+	r, err := e.Store.Jobs().Enqueue(e.Ctx, store.EnqueueRequest{SubmissionType: typ, SubmissionID: id, Language: language,
 		Source: source, ManifestID: manifestID})
 	must(e.T, err)
 	return r.JobID

@@ -53,7 +53,7 @@ func (a adminAPI) liveNode(ctx context.Context, rawID string) (store.Node, error
 	if err != nil {
 		return store.Node{}, err
 	}
-	n, err := a.s.store.GetNode(ctx, id)
+	n, err := a.s.store.Nodes().GetNode(ctx, id)
 	if err != nil {
 		return store.Node{}, nodeErr(err)
 	}
@@ -64,7 +64,7 @@ func (a adminAPI) liveNode(ctx context.Context, rawID string) (store.Node, error
 }
 
 func (a adminAPI) judger(ctx context.Context, n store.Node) adminapi.Judger {
-	t, err := a.s.store.NodeTimestamps(ctx, n.ID)
+	t, err := a.s.store.Nodes().NodeTimestamps(ctx, n.ID)
 	if err != nil {
 		return judgerOut(n, nil)
 	}
@@ -72,7 +72,7 @@ func (a adminAPI) judger(ctx context.Context, n store.Node) adminapi.Judger {
 }
 
 func (a adminAPI) hostGroup(ctx context.Context, id int64) (adminapi.HostGroup, error) {
-	gs, err := a.s.store.HostGroupDetails(ctx, id)
+	gs, err := a.s.store.Nodes().HostGroupDetails(ctx, id)
 	if err != nil {
 		return adminapi.HostGroup{}, err
 	}
@@ -84,7 +84,7 @@ func (a adminAPI) hostGroup(ctx context.Context, id int64) (adminapi.HostGroup, 
 
 // ListHostGroups lists host groups with capacity and use.
 func (a adminAPI) ListHostGroups(ctx context.Context, _ adminapi.ListHostGroupsRequestObject) (adminapi.ListHostGroupsResponseObject, error) {
-	gs, err := a.s.store.HostGroupDetails(ctx, 0)
+	gs, err := a.s.store.Nodes().HostGroupDetails(ctx, 0)
 	if err != nil {
 		return nil, err
 	}
@@ -97,7 +97,7 @@ func (a adminAPI) ListHostGroups(ctx context.Context, _ adminapi.ListHostGroupsR
 
 // CreateHostGroup adds a host group.
 func (a adminAPI) CreateHostGroup(ctx context.Context, req adminapi.CreateHostGroupRequestObject) (adminapi.CreateHostGroupResponseObject, error) {
-	g, err := a.s.store.CreateHostGroup(ctx, req.Body.Name, int(req.Body.SlotCapacity), actor(ctx))
+	g, err := a.s.store.Nodes().CreateHostGroup(ctx, req.Body.Name, int(req.Body.SlotCapacity), actor(ctx))
 	if errors.Is(err, store.ErrConflict) {
 		return nil, apiErr(http.StatusConflict, codeNameTaken, err)
 	}
@@ -118,7 +118,7 @@ func (a adminAPI) UpdateHostGroup(ctx context.Context, req adminapi.UpdateHostGr
 	if err != nil {
 		return nil, err
 	}
-	_, err = a.s.store.ResizeHostGroup(ctx, id, int(req.Body.SlotCapacity), req.Body.Revision, actor(ctx), "")
+	_, err = a.s.store.Nodes().ResizeHostGroup(ctx, id, int(req.Body.SlotCapacity), req.Body.Revision, actor(ctx), "")
 	switch {
 	case errors.Is(err, store.ErrConflict):
 		return nil, apiErr(http.StatusConflict, codeRevisionStale, err)
@@ -143,7 +143,7 @@ func (a adminAPI) ListJudgers(ctx context.Context, req adminapi.ListJudgersReque
 	if req.Params.State != nil {
 		state = store.NodeState(*req.Params.State)
 	}
-	ns, err := a.s.store.ListNodes(ctx, pool, state)
+	ns, err := a.s.store.Nodes().ListNodes(ctx, pool, state)
 	if err != nil {
 		return nil, err
 	}
@@ -167,7 +167,7 @@ func (a adminAPI) CreateJudger(ctx context.Context, req adminapi.CreateJudgerReq
 			return nil, err
 		}
 	}
-	n, code, err := a.s.store.CreateNode(ctx, store.NodeSpec{Name: req.Body.Name, Pool: string(req.Body.Pool),
+	n, code, err := a.s.store.Nodes().CreateNode(ctx, store.NodeSpec{Name: req.Body.Name, Pool: string(req.Body.Pool),
 		HostGroupID: groupID, Slots: int(req.Body.Slots), Address: address, JoinCodeTTL: seconds(req.Body.JoinCodeTtlSeconds)}, actor(ctx))
 	var ve *store.ValidationError
 	switch {
@@ -209,19 +209,19 @@ func (a adminAPI) GetJudger(ctx context.Context, req adminapi.GetJudgerRequestOb
 	if err != nil {
 		return nil, err
 	}
-	n, err := a.s.store.GetNode(ctx, id)
+	n, err := a.s.store.Nodes().GetNode(ctx, id)
 	if err != nil {
 		return nil, nodeErr(err)
 	}
-	attempts, err := a.s.store.NodeAttempts(ctx, id, nodeDetailAttempts)
+	attempts, err := a.s.store.Jobs().NodeAttempts(ctx, id, nodeDetailAttempts)
 	if err != nil {
 		return nil, err
 	}
-	cs, err := a.s.store.NodeChecks(ctx, id, nodeDetailChecks)
+	cs, err := a.s.store.Nodes().NodeChecks(ctx, id, nodeDetailChecks)
 	if err != nil {
 		return nil, err
 	}
-	au, err := a.s.store.Audit(ctx, id, 0, nodeDetailAudit)
+	au, err := a.s.store.AuditLog().Audit(ctx, id, 0, nodeDetailAudit)
 	if err != nil {
 		return nil, err
 	}
@@ -245,7 +245,7 @@ func (a adminAPI) UpdateJudger(ctx context.Context, req adminapi.UpdateJudgerReq
 	if err != nil {
 		return nil, err
 	}
-	n, err = a.s.store.ResizeNode(ctx, n.ID, int(req.Body.Slots), req.Body.Revision, actor(ctx), req.Body.Reason)
+	n, err = a.s.store.Nodes().ResizeNode(ctx, n.ID, int(req.Body.Slots), req.Body.Revision, actor(ctx), req.Body.Reason)
 	switch {
 	case errors.Is(err, store.ErrConflict):
 		return nil, apiErr(http.StatusConflict, codeRevisionStale, err)
@@ -266,7 +266,7 @@ func (a adminAPI) ResetJoinCode(ctx context.Context, req adminapi.ResetJoinCodeR
 	if req.Body != nil {
 		ttl = seconds(req.Body.TtlSeconds)
 	}
-	code, err := a.s.store.IssueJoinCodeTTL(ctx, id, ttl, actor(ctx), "join code reset")
+	code, err := a.s.store.Credentials().IssueJoinCodeTTL(ctx, id, ttl, actor(ctx), "join code reset")
 	if errors.Is(err, store.ErrNodeAlreadyJoined) {
 		return nil, apiErr(http.StatusConflict, codeNodeAlreadyJoined, err)
 	}
@@ -286,7 +286,7 @@ func (a adminAPI) VerifyJudger(ctx context.Context, req adminapi.VerifyJudgerReq
 	if err != nil {
 		return nil, err
 	}
-	if jobID, busy, err := a.s.store.ActiveCheck(ctx, n.ID); err != nil {
+	if jobID, busy, err := a.s.store.Nodes().ActiveCheck(ctx, n.ID); err != nil {
 		return nil, err
 	} else if busy {
 		return nil, apiErr(http.StatusConflict, codeCheckInProgress, fmt.Errorf("self-check job %d of node %d is still queued or running", jobID, n.ID))
@@ -295,7 +295,7 @@ func (a adminAPI) VerifyJudger(ctx context.Context, req adminapi.VerifyJudgerReq
 	if err != nil {
 		return nil, err
 	}
-	started, err := a.s.store.StartCheck(ctx, store.CheckRequest{NodeID: n.ID, ManifestID: prog.ManifestID,
+	started, err := a.s.store.Nodes().StartCheck(ctx, store.CheckRequest{NodeID: n.ID, ManifestID: prog.ManifestID,
 		Language: prog.Language, Source: prog.Source}, actor(ctx), req.Body.Reason)
 	if err != nil {
 		return nil, nodeErr(err)
@@ -313,7 +313,7 @@ func (a adminAPI) EnableJudger(ctx context.Context, req adminapi.EnableJudgerReq
 	if n.DesiredState == store.NodeEnabled {
 		return adminapi.EnableJudger200JSONResponse(a.judger(ctx, n)), nil
 	}
-	enabled, err := a.s.store.Enable(ctx, n.ID, actor(ctx), req.Body.Reason)
+	enabled, err := a.s.store.Nodes().Enable(ctx, n.ID, actor(ctx), req.Body.Reason)
 	switch {
 	case errors.Is(err, store.ErrNodeRevoked):
 		return nil, apiErr(http.StatusConflict, codeNodeRevoked, err)
@@ -336,7 +336,7 @@ func (a adminAPI) DrainJudger(ctx context.Context, req adminapi.DrainJudgerReque
 		return nil, err
 	}
 	deadline := seconds(req.Body.DeadlineSeconds)
-	n, err = a.s.store.DrainUntil(ctx, n.ID, deadline, actor(ctx), req.Body.Reason)
+	n, err = a.s.store.Nodes().DrainUntil(ctx, n.ID, deadline, actor(ctx), req.Body.Reason)
 	if err != nil {
 		return nil, nodeErr(err)
 	}
@@ -350,7 +350,7 @@ func (a adminAPI) DisableJudger(ctx context.Context, req adminapi.DisableJudgerR
 	if err != nil {
 		return nil, err
 	}
-	n, err = a.s.store.Disable(ctx, n.ID, req.Body.Force, actor(ctx), req.Body.Reason)
+	n, err = a.s.store.Nodes().Disable(ctx, n.ID, req.Body.Force, actor(ctx), req.Body.Reason)
 	if errors.Is(err, store.ErrConflict) {
 		return nil, apiErr(http.StatusConflict, codeLeasesActive, err)
 	}
@@ -367,12 +367,12 @@ func (a adminAPI) RevokeJudger(ctx context.Context, req adminapi.RevokeJudgerReq
 	if err != nil {
 		return nil, err
 	}
-	n, err := a.s.store.GetNode(ctx, id)
+	n, err := a.s.store.Nodes().GetNode(ctx, id)
 	if err != nil {
 		return nil, nodeErr(err)
 	}
 	if !n.Revoked {
-		if n, err = a.s.store.Revoke(ctx, id, actor(ctx), req.Body.Reason); err != nil {
+		if n, err = a.s.store.Nodes().Revoke(ctx, id, actor(ctx), req.Body.Reason); err != nil {
 			return nil, nodeErr(err)
 		}
 		a.s.log.WarnContext(ctx, "node revoked", "node_id", id, "actor", actor(ctx))
@@ -386,7 +386,7 @@ func (a adminAPI) RotateJudgerCredential(ctx context.Context, req adminapi.Rotat
 	if err != nil {
 		return nil, err
 	}
-	code, err := a.s.store.RotateCredentialTTL(ctx, id, seconds(req.Body.JoinCodeTtlSeconds), actor(ctx), req.Body.Reason)
+	code, err := a.s.store.Credentials().RotateCredentialTTL(ctx, id, seconds(req.Body.JoinCodeTtlSeconds), actor(ctx), req.Body.Reason)
 	if err != nil {
 		return nil, nodeErr(err)
 	}
@@ -402,7 +402,7 @@ func (a adminAPI) ProbeJudger(ctx context.Context, req adminapi.ProbeJudgerReque
 	if err != nil {
 		return nil, err
 	}
-	n, err := a.s.store.GetNode(ctx, id)
+	n, err := a.s.store.Nodes().GetNode(ctx, id)
 	if err != nil {
 		return nil, nodeErr(err)
 	}
@@ -416,7 +416,7 @@ func (a adminAPI) ProbeJudger(ctx context.Context, req adminapi.ProbeJudgerReque
 	res, err := p.Probe(ctx, n.Address)
 	if errors.Is(err, probe.ErrNotAllowed) {
 		// Refused targets are audited too: they are what an SSRF attempt looks like.
-		if aerr := a.s.store.RecordNodeAction(ctx, id, actor(ctx), "node.probe", "", map[string]any{
+		if aerr := a.s.store.AuditLog().RecordNodeAction(ctx, id, actor(ctx), "node.probe", "", map[string]any{
 			"address": n.Address, "refused": err.Error()}); aerr != nil {
 			return nil, aerr
 		}
@@ -444,7 +444,7 @@ func (a adminAPI) ProbeJudger(ctx context.Context, req adminapi.ProbeJudgerReque
 	if res.Failure != nil {
 		detail["error"] = string(res.Failure.Code)
 	}
-	if err := a.s.store.RecordNodeAction(ctx, id, actor(ctx), "node.probe", "", detail); err != nil {
+	if err := a.s.store.AuditLog().RecordNodeAction(ctx, id, actor(ctx), "node.probe", "", detail); err != nil {
 		return nil, err
 	}
 	a.s.log.InfoContext(ctx, "node probed", "node_id", id, "reachable", out.Reachable, "dialed_ip", res.DialedIP, "actor", actor(ctx))

@@ -41,7 +41,7 @@ func (a adminAPI) ListAudit(ctx context.Context, req adminapi.ListAuditRequestOb
 	if p.Action != nil {
 		f.Action = *p.Action
 	}
-	entries, err := a.s.store.ListAudit(ctx, f)
+	entries, err := a.s.store.AuditLog().ListAudit(ctx, f)
 	if err != nil {
 		return nil, filterErr(err)
 	}

@@ -87,11 +87,11 @@ func (a adminAPI) ListJudgeJobs(ctx context.Context, req adminapi.ListJudgeJobsR
 	if p.Verdict != nil {
 		f.Verdict = string(*p.Verdict)
 	}
-	jobs, err := a.s.store.ListJobs(ctx, f)
+	jobs, err := a.s.store.Jobs().ListJobs(ctx, f)
 	if err != nil {
 		return nil, filterErr(err)
 	}
-	cur, err := a.s.store.CurrentJobs(ctx, jobs)
+	cur, err := a.s.store.Jobs().CurrentJobs(ctx, jobs)
 	if err != nil {
 		return nil, err
 	}
@@ -111,11 +111,11 @@ func (a adminAPI) ListJudgeJobs(ctx context.Context, req adminapi.ListJudgeJobsR
 }
 
 func (a adminAPI) job(ctx context.Context, id int64) (adminapi.JudgeJob, store.Job, *store.JobExtra, error) {
-	j, err := a.s.store.GetJob(ctx, id)
+	j, err := a.s.store.Jobs().GetJob(ctx, id)
 	if err != nil {
 		return adminapi.JudgeJob{}, j, nil, orNotFound(err, codeJobNotFound)
 	}
-	x, err := a.s.store.JobExtras(ctx, id)
+	x, err := a.s.store.Jobs().JobExtras(ctx, id)
 	if err != nil {
 		return adminapi.JudgeJob{}, j, nil, orNotFound(err, codeJobNotFound)
 	}
@@ -134,15 +134,15 @@ func (a adminAPI) GetJudgeJob(ctx context.Context, req adminapi.GetJudgeJobReque
 	if err != nil {
 		return nil, err
 	}
-	attempts, err := a.s.store.Attempts(ctx, id)
+	attempts, err := a.s.store.Jobs().Attempts(ctx, id)
 	if err != nil {
 		return nil, err
 	}
-	gens, err := a.s.store.Generations(ctx, id)
+	gens, err := a.s.store.Jobs().Generations(ctx, id)
 	if err != nil {
 		return nil, orNotFound(err, codeJobNotFound)
 	}
-	au, err := a.s.store.Audit(ctx, 0, id, jobDetailAudit)
+	au, err := a.s.store.AuditLog().Audit(ctx, 0, id, jobDetailAudit)
 	if err != nil {
 		return nil, err
 	}
@@ -172,7 +172,7 @@ func (a adminAPI) RejudgeJudgeJob(ctx context.Context, req adminapi.RejudgeJudge
 	if err != nil {
 		return nil, err
 	}
-	r, err := a.s.store.RejudgeJob(ctx, id, actor(ctx), req.Body.Reason)
+	r, err := a.s.store.Jobs().RejudgeJob(ctx, id, actor(ctx), req.Body.Reason)
 	switch {
 	case errors.Is(err, store.ErrJobNotCurrent):
 		return nil, apiErr(http.StatusConflict, codeJobNotCurrent, err)
@@ -193,7 +193,7 @@ func (a adminAPI) CancelJudgeJob(ctx context.Context, req adminapi.CancelJudgeJo
 	if err != nil {
 		return nil, err
 	}
-	st, err := a.s.store.CancelJob(ctx, id, actor(ctx), req.Body.Reason)
+	st, err := a.s.store.Jobs().CancelJob(ctx, id, actor(ctx), req.Body.Reason)
 	if err != nil {
 		return nil, orNotFound(err, codeJobNotFound)
 	}
@@ -221,7 +221,7 @@ func (a adminAPI) ListSettlementEvents(ctx context.Context, req adminapi.ListSet
 	if req.Params.ConsumerGroup != nil {
 		f.ConsumerGroup = *req.Params.ConsumerGroup
 	}
-	evs, err := a.s.store.ListEventsPage(ctx, f)
+	evs, err := a.s.store.Events().ListEventsPage(ctx, f)
 	if err != nil {
 		return nil, err
 	}
@@ -242,7 +242,7 @@ func (a adminAPI) RedeliverSettlementEvent(ctx context.Context, req adminapi.Red
 	if err != nil {
 		return nil, err
 	}
-	e, err := a.s.store.RedeliverEvent(ctx, id, actor(ctx), req.Body.Reason)
+	e, err := a.s.store.Events().RedeliverEvent(ctx, id, actor(ctx), req.Body.Reason)
 	switch {
 	case errors.Is(err, store.ErrEventNotDead):
 		return nil, apiErr(http.StatusConflict, codeEventNotDead, err)
@@ -283,7 +283,7 @@ func (a adminAPI) GetVerdictMix(ctx context.Context, req adminapi.GetVerdictMixR
 	if req.Params.Minutes != nil {
 		minutes = int(*req.Params.Minutes)
 	}
-	mix, err := a.s.store.VerdictMix(ctx, minutes)
+	mix, err := a.s.store.Jobs().VerdictMix(ctx, minutes)
 	if err != nil {
 		return nil, filterErr(err)
 	}

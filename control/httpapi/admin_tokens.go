@@ -16,7 +16,7 @@ import (
 
 // ListBusinessTokens lists business tokens, never a secret.
 func (a adminAPI) ListBusinessTokens(ctx context.Context, _ adminapi.ListBusinessTokensRequestObject) (adminapi.ListBusinessTokensResponseObject, error) {
-	toks, err := a.s.store.ListTokens(ctx, store.TokenBusiness)
+	toks, err := a.s.store.Tokens().ListTokens(ctx, store.TokenBusiness)
 	if err != nil {
 		return nil, err
 	}
@@ -40,7 +40,7 @@ func (a adminAPI) CreateBusinessToken(ctx context.Context, req adminapi.CreateBu
 	if body.ExpiresInMs != nil {
 		spec.ExpiresIn = time.Duration(*body.ExpiresInMs) * time.Millisecond
 	}
-	tok, err := a.s.store.IssueToken(ctx, spec)
+	tok, err := a.s.store.Tokens().IssueToken(ctx, spec)
 	if errors.Is(err, store.ErrConflict) {
 		return nil, apiErr(http.StatusConflict, codeNameTaken, err)
 	}
@@ -58,7 +58,7 @@ func (a adminAPI) CreateBusinessToken(ctx context.Context, req adminapi.CreateBu
 
 // RevokeBusinessToken refuses a business token from now on.
 func (a adminAPI) RevokeBusinessToken(ctx context.Context, req adminapi.RevokeBusinessTokenRequestObject) (adminapi.RevokeBusinessTokenResponseObject, error) {
-	live, err := a.s.store.RevokeTokenAs(ctx, store.TokenBusiness, req.Name, actor(ctx), req.Body.Reason)
+	live, err := a.s.store.Tokens().RevokeTokenAs(ctx, store.TokenBusiness, req.Name, actor(ctx), req.Body.Reason)
 	if err != nil {
 		return nil, err
 	}
@@ -76,7 +76,7 @@ func (a adminAPI) RevokeBusinessToken(ctx context.Context, req adminapi.RevokeBu
 // businessToken reads one business token by name (the token table holds
 // one row per client, so a list read is cheap and keeps one query).
 func (a adminAPI) businessToken(ctx context.Context, name string) (adminapi.BusinessToken, error) {
-	toks, err := a.s.store.ListTokens(ctx, store.TokenBusiness)
+	toks, err := a.s.store.Tokens().ListTokens(ctx, store.TokenBusiness)
 	if err != nil {
 		return adminapi.BusinessToken{}, err
 	}

@@ -35,7 +35,7 @@ func (s *Server) nodeAuth(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), credentialKey, tok)))
 			return
 		}
-		info, err := s.store.AuthenticateSession(r.Context(), bearer(r))
+		info, err := s.store.Credentials().AuthenticateSession(r.Context(), bearer(r))
 		if err != nil {
 			writeError(w, r, s.log, err, surfaceMachine)
 			return
@@ -66,7 +66,7 @@ func (s *Server) tokenAuth(kind store.TokenKind, sf surface, public map[string]b
 			next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), tokenKey, id)))
 			return
 		}
-		id, err := s.store.AuthenticateToken(r.Context(), kind, bearer(r))
+		id, err := s.store.Tokens().AuthenticateToken(r.Context(), kind, bearer(r))
 		if err != nil {
 			writeError(w, r, s.log, err, sf)
 			return

@@ -68,7 +68,7 @@ func TestBulkEnqueue(t *testing.T) {
 	for i, s := range r.JSON202.Submissions {
 		require.Equal(t, businessapi.SubmissionStatusCodePending, s.Status)
 		require.Equal(t, int64(1), s.Generation)
-		st, err := e.Store.SubmissionStatus(e.Ctx, "CONTEST", fmt.Sprintf("b-%d", i+1))
+		st, err := e.Store.Jobs().SubmissionStatus(e.Ctx, "CONTEST", fmt.Sprintf("b-%d", i+1))
 		require.NoError(t, err)
 		require.Equal(t, idStr(st.JobID), s.JobId, "answers are in request order")
 		ids[s.JobId] = true
@@ -138,7 +138,7 @@ func TestBulkEnqueue(t *testing.T) {
 	key := "bulk-key-1"
 	k1 := post(&key, item("k-1", "int main(){}"), item("k-2", "int main(){}"))
 	require.Equal(t, http.StatusAccepted, k1.StatusCode(), string(k1.Body))
-	_, err := e.Store.Rejudge(e.Ctx, "CONTEST", "k-1", "test", "move on")
+	_, err := e.Store.Jobs().Rejudge(e.Ctx, "CONTEST", "k-1", "test", "move on")
 	require.NoError(t, err)
 	s2 := e.scrape(t)
 	k2 := post(&key, item("k-1", "int main(){}"), item("k-2", "int main(){}"))

@@ -67,7 +67,7 @@ func (b businessAPI) UploadArtifact(ctx context.Context, req businessapi.UploadA
 	if err != nil {
 		return nil, fmt.Errorf("artifact %s: stat after upload: %w", req.Sha256, err)
 	}
-	owned, err := b.s.store.RegisterArtifactAs(ctx, tokenFrom(ctx).Tenant(), req.Sha256, n)
+	owned, err := b.s.store.Manifests().RegisterArtifactAs(ctx, tokenFrom(ctx).Tenant(), req.Sha256, n)
 	if err != nil {
 		if errors.Is(err, store.ErrConflict) {
 			return nil, fieldErr(codeArtifactSizeMismatch, "sha256", err)
@@ -122,7 +122,7 @@ func (b businessAPI) PublishManifest(ctx context.Context, req businessapi.Publis
 	if err := b.checkArtifacts(ctx, m); err != nil {
 		return nil, err
 	}
-	p, err := b.s.store.PublishManifestAs(ctx, tokenFrom(ctx).Tenant(), m)
+	p, err := b.s.store.Manifests().PublishManifestAs(ctx, tokenFrom(ctx).Tenant(), m)
 	if err != nil {
 		var ve *store.ValidationError
 		if errors.As(err, &ve) {
@@ -173,7 +173,7 @@ func (b businessAPI) checkArtifacts(ctx context.Context, m manifest.Manifest) er
 	for _, r := range refs {
 		digests = append(digests, r.digest)
 	}
-	have, err := b.s.store.ArtifactSizes(ctx, tokenFrom(ctx).Tenant(), digests)
+	have, err := b.s.store.Manifests().ArtifactSizes(ctx, tokenFrom(ctx).Tenant(), digests)
 	if err != nil {
 		return err
 	}
@@ -197,7 +197,7 @@ func (b businessAPI) GetManifest(ctx context.Context, req businessapi.GetManifes
 	if err != nil {
 		return nil, err
 	}
-	rec, err := b.s.store.ManifestRecord(ctx, tokenFrom(ctx).Tenant(), id)
+	rec, err := b.s.store.Manifests().ManifestRecord(ctx, tokenFrom(ctx).Tenant(), id)
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, apiErr(http.StatusNotFound, codeManifestNotFound, err)
 	}
@@ -240,7 +240,7 @@ func (b businessAPI) EnqueueSubmission(ctx context.Context, req businessapi.Enqu
 	if req.Params.IdempotencyKey != nil {
 		key = *req.Params.IdempotencyKey
 	}
-	res, err := b.s.store.EnqueueIdempotent(ctx, tokenFrom(ctx).ID, key, sreq)
+	res, err := b.s.store.Jobs().EnqueueIdempotent(ctx, tokenFrom(ctx).ID, key, sreq)
 	if err != nil {
 		return nil, enqueueErr(err)
 	}
@@ -275,7 +275,7 @@ func enqueueErr(err error) error {
 func (b businessAPI) accepted(ctx context.Context, res store.EnqueueResult, req store.EnqueueRequest) (businessapi.SubmissionAccepted, error) {
 	status := businessapi.SubmissionStatusCodePending
 	if !res.Created {
-		j, err := b.s.store.GetJob(ctx, res.JobID)
+		j, err := b.s.store.Jobs().GetJob(ctx, res.JobID)
 		if err != nil {
 			return businessapi.SubmissionAccepted{}, err
 		}
@@ -345,7 +345,7 @@ func (b businessAPI) EnqueueSubmissions(ctx context.Context, req businessapi.Enq
 		}
 		if len(rest) > 0 {
 			var be *store.BulkError
-			if err := b.s.store.ValidateEnqueueMany(ctx, rest); errors.As(err, &be) {
+			if err := b.s.store.Jobs().ValidateEnqueueMany(ctx, rest); errors.As(err, &be) {
 				for _, it := range be.Items {
 					bad = append(bad, bulkItem(idx[it.Index], it.Err))
 				}
@@ -360,7 +360,7 @@ func (b businessAPI) EnqueueSubmissions(ctx context.Context, req businessapi.Enq
 	if req.Params.IdempotencyKey != nil {
 		key = *req.Params.IdempotencyKey
 	}
-	res, err := b.s.store.EnqueueManyIdempotent(ctx, tokenFrom(ctx).ID, key, reqs)
+	res, err := b.s.store.Jobs().EnqueueManyIdempotent(ctx, tokenFrom(ctx).ID, key, reqs)
 	var be *store.BulkError
 	var ie *store.ItemError
 	switch {
@@ -444,7 +444,7 @@ func (b businessAPI) submissionStatus(ctx context.Context, typ, id string) (busi
 	if err := hiddenSubmission(ctx, typ); err != nil {
 		return businessapi.SubmissionStatus{}, err
 	}
-	st, err := b.s.store.SubmissionStatus(ctx, typ, id)
+	st, err := b.s.store.Jobs().SubmissionStatus(ctx, typ, id)
 	if errors.Is(err, store.ErrNotFound) {
 		return businessapi.SubmissionStatus{}, apiErr(http.StatusNotFound, codeSubmissionNotFound, err)
 	}
@@ -461,7 +461,7 @@ func (b businessAPI) submissionStatus(ctx context.Context, typ, id string) (busi
 	}
 	switch {
 	case out.Status == businessapi.SubmissionStatusCodeSystemError || out.WaitReason != nil && *out.WaitReason == businessapi.WaitReasonRetryBackoff:
-		j, err := b.s.store.GetJob(ctx, st.JobID)
+		j, err := b.s.store.Jobs().GetJob(ctx, st.JobID)
 		if err != nil {
 			return businessapi.SubmissionStatus{}, err
 		}
@@ -488,7 +488,7 @@ func (b businessAPI) RejudgeSubmission(ctx context.Context, req businessapi.Reju
 	if err := hiddenSubmission(ctx, req.SubmissionType); err != nil {
 		return nil, err
 	}
-	res, err := b.s.store.Rejudge(ctx, req.SubmissionType, req.SubmissionId, tokenFrom(ctx).Actor(), req.Body.Reason)
+	res, err := b.s.store.Jobs().Rejudge(ctx, req.SubmissionType, req.SubmissionId, tokenFrom(ctx).Actor(), req.Body.Reason)
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, apiErr(http.StatusNotFound, codeSubmissionNotFound, err)
 	}
@@ -507,7 +507,7 @@ func (b businessAPI) CancelSubmission(ctx context.Context, req businessapi.Cance
 	if err := hiddenSubmission(ctx, req.SubmissionType); err != nil {
 		return nil, err
 	}
-	state, err := b.s.store.Cancel(ctx, req.SubmissionType, req.SubmissionId, tokenFrom(ctx).Actor(), req.Body.Reason)
+	state, err := b.s.store.Jobs().Cancel(ctx, req.SubmissionType, req.SubmissionId, tokenFrom(ctx).Actor(), req.Body.Reason)
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, apiErr(http.StatusNotFound, codeSubmissionNotFound, err)
 	}
@@ -531,7 +531,7 @@ func (b businessAPI) CancelSubmission(ctx context.Context, req businessapi.Cance
 // ClaimSettlementEvents leases a batch of pending events to the consumer:
 // events of the calling token's consumer group, of the types it may see.
 func (b businessAPI) ClaimSettlementEvents(ctx context.Context, req businessapi.ClaimSettlementEventsRequestObject) (businessapi.ClaimSettlementEventsResponseObject, error) {
-	events, err := b.s.store.ClaimEvents(ctx, tokenFrom(ctx).EventScope(), req.Body.Consumer, int(req.Body.Max), time.Duration(req.Body.LeaseMs)*time.Millisecond)
+	events, err := b.s.store.Events().ClaimEvents(ctx, tokenFrom(ctx).EventScope(), req.Body.Consumer, int(req.Body.Max), time.Duration(req.Body.LeaseMs)*time.Millisecond)
 	if err != nil {
 		return nil, err
 	}
@@ -557,7 +557,7 @@ func (b businessAPI) AckSettlementEvents(ctx context.Context, req businessapi.Ac
 		}
 		ids = append(ids, id)
 	}
-	res, err := b.s.store.AckEventsFor(ctx, tokenFrom(ctx).EventScope(), req.Body.Consumer, ids)
+	res, err := b.s.store.Events().AckEventsFor(ctx, tokenFrom(ctx).EventScope(), req.Body.Consumer, ids)
 	if err != nil {
 		return nil, err
 	}

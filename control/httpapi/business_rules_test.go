@@ -264,7 +264,7 @@ func TestEnqueueIdempotencyKeyConcurrent(t *testing.T) {
 	require.Equal(t, 2, b.count(`SELECT COUNT(*) FROM judge_submission WHERE current_job_id <> 0`), "losers leave no pointer behind")
 
 	// Keys belong to one business token: another client may use the same key.
-	other, err := b.env.Store.CreateToken(ctx, store.TokenBusiness, "second-backend")
+	other, err := b.env.Store.Tokens().CreateToken(ctx, store.TokenBusiness, "second-backend")
 	require.NoError(t, err)
 	r, err := bizClient(t, b.env.URL, other).EnqueueSubmissionWithResponse(ctx, key("retry-1"), body("s-3", "class C{}"))
 	require.NoError(t, err)
@@ -482,7 +482,7 @@ func TestBusinessSamplesAccepted(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, http.StatusAccepted, r.StatusCode(), string(r.Body))
 	conforms(t, r.HTTPResponse, r.Body)
-	j, err := b.env.Store.GetJob(ctx, bizID(t, r.JSON202.JobId))
+	j, err := b.env.Store.Jobs().GetJob(ctx, bizID(t, r.JSON202.JobId))
 	require.NoError(t, err)
 	require.Equal(t, "mysql", j.Pool, "the pool follows the language")
 }
@@ -506,17 +506,17 @@ func TestStatusAfterInfrastructureFailures(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, http.StatusAccepted, en.StatusCode(), string(en.Body))
 	n := env.NewNode("cpp", 1, 1)
-	j, err := env.Store.Join(env.Ctx, n.JoinCode)
+	j, err := env.Store.Credentials().Join(env.Ctx, n.JoinCode)
 	require.NoError(t, err)
-	sess, err := env.Store.OpenSession(env.Ctx, j.Credential, "boot-infra")
+	sess, err := env.Store.Credentials().OpenSession(env.Ctx, j.Credential, "boot-infra")
 	require.NoError(t, err)
 	env.ForceEnable(n.ID)
 	fail := func() {
 		t.Helper()
-		jobs, err := env.Store.Claim(env.Ctx, sess.NodeSession, 1)
+		jobs, err := env.Store.Leases().Claim(env.Ctx, sess.NodeSession, 1)
 		require.NoError(t, err)
 		require.Len(t, jobs, 1)
-		_, err = env.Store.Complete(env.Ctx, sess.NodeSession, jobs[0].JobID, jobs[0].LeaseEpoch,
+		_, err = env.Store.Leases().Complete(env.Ctx, sess.NodeSession, jobs[0].JobID, jobs[0].LeaseEpoch,
 			store.Result{Outcome: store.OutcomeError, Error: &store.ErrorResult{Code: "DAEMON_UNREACHABLE"}})
 		require.NoError(t, err)
 	}

@@ -25,9 +25,9 @@ func TestInProcessAdmin(t *testing.T) {
 	require.NoError(t, err)
 	business, err := businessapi.NewClientWithResponses("http://in-process", businessapi.WithHTTPClient(hc))
 	require.NoError(t, err)
-	adminID, err := env.Store.AuthenticateToken(env.Ctx, store.TokenAdmin, env.Admin)
+	adminID, err := env.Store.Tokens().AuthenticateToken(env.Ctx, store.TokenAdmin, env.Admin)
 	require.NoError(t, err)
-	bizID, err := env.Store.AuthenticateToken(env.Ctx, store.TokenBusiness, env.Business)
+	bizID, err := env.Store.Tokens().AuthenticateToken(env.Ctx, store.TokenBusiness, env.Business)
 	require.NoError(t, err)
 
 	as := httpapi.AsAdmin(context.Background(), adminID, "198.51.100.9:4242")

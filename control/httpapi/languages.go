@@ -38,7 +38,7 @@ func (a adminAPI) ListLanguages(ctx context.Context, _ adminapi.ListLanguagesReq
 }
 
 func (s *Server) languages(ctx context.Context) (businessapi.LanguageList, error) {
-	cat, err := s.store.Languages(ctx)
+	cat, err := s.store.Nodes().Languages(ctx)
 	if err != nil {
 		return businessapi.LanguageList{}, err
 	}

@@ -34,7 +34,7 @@ func (m machineAPI) JoinNode(ctx context.Context, req machineapi.JoinNodeRequest
 	if req.Body.Pool != nil {
 		pool = string(*req.Body.Pool)
 	}
-	j, err := m.s.store.JoinPool(ctx, req.Body.JoinCode, pool)
+	j, err := m.s.store.Credentials().JoinPool(ctx, req.Body.JoinCode, pool)
 	if errors.Is(err, store.ErrUnauthenticated) {
 		return nil, apiErr(http.StatusUnauthorized, codeJoinCodeInvalid, errors.New("unknown join code"))
 	}
@@ -58,7 +58,7 @@ func (m machineAPI) OpenSession(ctx context.Context, req machineapi.OpenSessionR
 			fmt.Errorf("protocol version %d is not supported; this control plane speaks %d", req.Body.ProtocolVersion, contracts.ProtocolVersion))
 	}
 	cred, _ := ctx.Value(credentialKey).(string)
-	sess, err := m.s.store.OpenSession(ctx, cred, req.Body.BootId)
+	sess, err := m.s.store.Credentials().OpenSession(ctx, cred, req.Body.BootId)
 	if errors.Is(err, store.ErrUnauthenticated) {
 		return nil, apiErr(http.StatusUnauthorized, codeCredentialInvalid, errors.New("unknown node credential"))
 	}
@@ -110,7 +110,7 @@ func (m machineAPI) SendHeartbeat(ctx context.Context, req machineapi.SendHeartb
 			report.Features[i] = string(f)
 		}
 	}
-	n, err := m.s.store.Heartbeat(ctx, sess.NodeSession, report)
+	n, err := m.s.store.Credentials().Heartbeat(ctx, sess.NodeSession, report)
 	if err != nil {
 		return nil, err
 	}
@@ -158,7 +158,7 @@ func (m machineAPI) claimOrWait(ctx context.Context, sess store.SessionInfo, fre
 	deadline, retry <-chan time.Time) (jobs []store.ClaimedJob, again bool, err error) {
 	wake := m.s.hub.Watch(sess.Pool)
 	defer m.s.hub.Done(wake)
-	jobs, err = m.s.store.ClaimRequest(ctx, sess.NodeSession, free, requestID)
+	jobs, err = m.s.store.Leases().ClaimRequest(ctx, sess.NodeSession, free, requestID)
 	if err != nil || len(jobs) > 0 {
 		return jobs, false, err
 	}
@@ -167,7 +167,7 @@ func (m machineAPI) claimOrWait(ctx context.Context, sess store.SessionInfo, fre
 	// ready but was not claimable (capacity, or another node holds it) is
 	// left to the wake-up and retry paths: no spin.
 	var backoffEnds <-chan time.Time
-	if next, ok, err := m.s.store.NextReady(ctx, sess.Pool, sess.NodeID); err == nil && ok && next > 0 && next < wait {
+	if next, ok, err := m.s.store.Leases().NextReady(ctx, sess.Pool, sess.NodeID); err == nil && ok && next > 0 && next < wait {
 		t := time.NewTimer(next + 5*time.Millisecond)
 		defer t.Stop()
 		backoffEnds = t.C
@@ -242,7 +242,7 @@ func (m machineAPI) RenewLeases(ctx context.Context, req machineapi.RenewLeasesR
 		items = append(items, store.RenewItem{JobID: id, LeaseEpoch: l.LeaseEpoch, ProgressSeq: l.ProgressSeq,
 			Phase: string(l.Phase), CasesDone: int(l.CasesDone), CasesTotal: int(l.CasesTotal)})
 	}
-	res, err := m.s.store.Renew(ctx, sess.NodeSession, items)
+	res, err := m.s.store.Leases().Renew(ctx, sess.NodeSession, items)
 	if err != nil {
 		return nil, err
 	}
@@ -271,7 +271,7 @@ func (m machineAPI) ReleaseLeases(ctx context.Context, req machineapi.ReleaseLea
 		}
 		items = append(items, store.ReleaseItem{JobID: id, LeaseEpoch: l.LeaseEpoch})
 	}
-	res, err := m.s.store.Release(ctx, sess.NodeSession, items, string(req.Body.Reason))
+	res, err := m.s.store.Leases().Release(ctx, sess.NodeSession, items, string(req.Body.Reason))
 	if err != nil {
 		return nil, err
 	}
@@ -298,7 +298,7 @@ func (m machineAPI) DownloadArtifact(ctx context.Context, req machineapi.Downloa
 	if err != nil {
 		return nil, err
 	}
-	if _, err := m.s.store.CheckArtifactAccess(ctx, sess.NodeSession, jobID, req.Params.XKeceLeaseEpoch, req.Sha256); err != nil {
+	if _, err := m.s.store.Manifests().CheckArtifactAccess(ctx, sess.NodeSession, jobID, req.Params.XKeceLeaseEpoch, req.Sha256); err != nil {
 		if errors.Is(err, store.ErrNotFound) {
 			return nil, apiErr(http.StatusNotFound, codeJobNotFound, err)
 		}
@@ -354,13 +354,13 @@ func (m machineAPI) SubmitResult(ctx context.Context, req machineapi.SubmitResul
 		// The slot cycle: the result, then the node's next claim, in one
 		// transaction when the store can.
 		var outs []store.CycleOutcome
-		outs, claimed, err = m.s.store.CompleteClaim(ctx, sess.NodeSession,
+		outs, claimed, err = m.s.store.Leases().CompleteClaim(ctx, sess.NodeSession,
 			[]store.CycleResult{{JobID: jobID, LeaseEpoch: req.Body.LeaseEpoch, Result: res}}, int(c.FreeSlots), c.RequestId)
 		if err == nil {
 			r, err = outs[0].Response, outs[0].Err
 		}
 	} else {
-		r, err = m.s.store.Complete(ctx, sess.NodeSession, jobID, req.Body.LeaseEpoch, res)
+		r, err = m.s.store.Leases().Complete(ctx, sess.NodeSession, jobID, req.Body.LeaseEpoch, res)
 	}
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, apiErr(http.StatusNotFound, codeJobNotFound, err)
@@ -404,7 +404,7 @@ func (w *wireManifests) get(ctx context.Context, st *store.Store, id int64) (mac
 	if ok {
 		return man, nil
 	}
-	src, err := st.Manifest(ctx, id)
+	src, err := st.Manifests().Manifest(ctx, id)
 	if err != nil {
 		return machineapi.Manifest{}, err
 	}

@@ -47,7 +47,7 @@ func TestClaimRetryAndReleaseOverHTTP(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, http.StatusOK, rel.StatusCode(), string(rel.Body))
 	require.Equal(t, machineapi.ReleaseStateReleased, rel.JSON200.Leases[0].State)
-	j, err := env.Store.GetJob(env.Ctx, jobID)
+	j, err := env.Store.Jobs().GetJob(env.Ctx, jobID)
 	require.NoError(t, err)
 	require.Equal(t, store.StateQueued, j.State)
 	require.Zero(t, j.AvailableIn, "no backoff after a release")

@@ -106,7 +106,7 @@ func TestControlMetricsMove(t *testing.T) {
 			SubmissionId: id, Language: "cpp17", Source: "int main(){}", ManifestId: idStr(manID)})
 		require.NoError(t, err)
 		require.Equal(t, http.StatusAccepted, r.StatusCode(), string(r.Body))
-		j, err := e.Store.SubmissionStatus(e.Ctx, "ALGO", id)
+		j, err := e.Store.Jobs().SubmissionStatus(e.Ctx, "ALGO", id)
 		require.NoError(t, err)
 		return j.JobID
 	}
@@ -275,7 +275,7 @@ func TestDBMetricsMove(t *testing.T) {
 	require.NoError(t, err)
 	s0 := e.scrape(t)
 	done := make(chan error, 1)
-	go func() { _, err := st.CancelJob(context.Background(), jobID, "test", "metrics"); done <- err }()
+	go func() { _, err := st.Jobs().CancelJob(context.Background(), jobID, "test", "metrics"); done <- err }()
 	require.Eventually(t, func() bool {
 		return e.scrape(t).Value("kece_control_db_tx_retries_total", "reason", "lock_wait_timeout") > s0.Value("kece_control_db_tx_retries_total", "reason", "lock_wait_timeout")
 	}, 15*time.Second, 50*time.Millisecond)
@@ -286,7 +286,7 @@ func TestDBMetricsMove(t *testing.T) {
 	dead := openWithParams(t, "root@tcp(127.0.0.1:1)/nothing", "timeout=1s")
 	ds, err := store.New(dead, store.Config{})
 	require.NoError(t, err)
-	_, err = ds.WithObserver(m).Enqueue(e.Ctx, store.EnqueueRequest{SubmissionType: "ALGO", SubmissionID: "x",
+	_, err = ds.WithObserver(m).Jobs().Enqueue(e.Ctx, store.EnqueueRequest{SubmissionType: "ALGO", SubmissionID: "x",
 		Language: "cpp17", Source: "x", ManifestID: manID})
 	require.Error(t, err)
 	moved(t, s0, e.scrape(t), 1, "kece_control_db_errors_total", "op", "enqueue")

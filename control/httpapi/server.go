@@ -212,7 +212,7 @@ func New(cfg Config, st *store.Store, arts *artifact.Store, log *slog.Logger) (*
 	}
 	s := &Server{cfg: cfg, store: st.WithNotifier(hub).WithObserver(m), artifacts: arts, hub: hub,
 		settlements: longpoll.NewSettlements(), outage: outage.New(log), log: log, manifests: newWireManifests(), closing: make(chan struct{}), metrics: m}
-	mt, err := maintenance.New(s.store, maintenance.Config{ReapInterval: cfg.ReapInterval, Outage: s.outage}, log)
+	mt, err := maintenance.New(maintenance.StoreOf(s.store), maintenance.Config{ReapInterval: cfg.ReapInterval, Outage: s.outage}, log)
 	if err != nil {
 		return nil, fmt.Errorf("http config: %w", err)
 	}
@@ -352,7 +352,7 @@ func (s *Server) Run(ctx context.Context) {
 		return nil
 	})
 	g.Go(func() error {
-		s.settlements.Run(ctx, s.store, s.cfg.SettlePollInterval, s.backgroundError("status waits: reading settled jobs"))
+		s.settlements.Run(ctx, s.store.Jobs(), s.cfg.SettlePollInterval, s.backgroundError("status waits: reading settled jobs"))
 		return nil
 	})
 	g.Go(func() error { s.outage.Run(ctx, s.store.DB().PingContext, 0); return nil })

@@ -33,9 +33,9 @@ func TestExpiredAndRotatedTokensOverHTTP(t *testing.T) {
 	bizURL := env.URL + "/api/v1/submissions/ALGO/none"
 	admURL := env.URL + "/api/v1/admin/judge-host-groups"
 
-	biz, err := env.Store.IssueToken(env.Ctx, store.TokenSpec{Kind: store.TokenBusiness, Name: "expiring", ExpiresIn: time.Hour})
+	biz, err := env.Store.Tokens().IssueToken(env.Ctx, store.TokenSpec{Kind: store.TokenBusiness, Name: "expiring", ExpiresIn: time.Hour})
 	require.NoError(t, err)
-	adm, err := env.Store.IssueToken(env.Ctx, store.TokenSpec{Kind: store.TokenAdmin, Name: "expiring-admin", ExpiresIn: time.Hour})
+	adm, err := env.Store.Tokens().IssueToken(env.Ctx, store.TokenSpec{Kind: store.TokenAdmin, Name: "expiring-admin", ExpiresIn: time.Hour})
 	require.NoError(t, err)
 	status, code := callWith(t, http.MethodGet, bizURL, biz)
 	require.Equal(t, http.StatusNotFound, status, "authenticated: the submission simply does not exist")
@@ -57,7 +57,7 @@ func TestExpiredAndRotatedTokensOverHTTP(t *testing.T) {
 
 	// Rotation: the old and the new secret both work during the overlap.
 	old := env.Business
-	fresh, err := env.Store.RotateToken(env.Ctx, store.RotateSpec{Kind: store.TokenBusiness, Name: tokenName(t, env, old), Overlap: time.Hour})
+	fresh, err := env.Store.Tokens().RotateToken(env.Ctx, store.RotateSpec{Kind: store.TokenBusiness, Name: tokenName(t, env, old), Overlap: time.Hour})
 	require.NoError(t, err)
 	for _, tok := range []string{old, fresh} {
 		status, _ = callWith(t, http.MethodGet, bizURL, tok)
@@ -82,13 +82,13 @@ func TestExpiredAndRotatedTokensOverHTTP(t *testing.T) {
 	}{{store.TokenBusiness, tokenName(t, env, fresh), fresh, bizURL}, {store.TokenAdmin, "", env.Admin, admURL}} {
 		name := k.name
 		if name == "" {
-			id, err := env.Store.AuthenticateToken(env.Ctx, store.TokenAdmin, k.secret)
+			id, err := env.Store.Tokens().AuthenticateToken(env.Ctx, store.TokenAdmin, k.secret)
 			require.NoError(t, err)
 			name = id.Name
 		}
-		second, err := env.Store.RotateToken(env.Ctx, store.RotateSpec{Kind: k.kind, Name: name, Overlap: time.Hour})
+		second, err := env.Store.Tokens().RotateToken(env.Ctx, store.RotateSpec{Kind: k.kind, Name: name, Overlap: time.Hour})
 		require.NoError(t, err)
-		third, err := env.Store.RotateToken(env.Ctx, store.RotateSpec{Kind: k.kind, Name: name, Overlap: time.Hour})
+		third, err := env.Store.Tokens().RotateToken(env.Ctx, store.RotateSpec{Kind: k.kind, Name: name, Overlap: time.Hour})
 		require.NoError(t, err)
 		status, code = callWith(t, http.MethodGet, k.url, k.secret)
 		require.Equal(t, http.StatusUnauthorized, status, k.kind)
@@ -102,7 +102,7 @@ func TestExpiredAndRotatedTokensOverHTTP(t *testing.T) {
 
 func tokenName(t *testing.T, env *controltest.Env, tok string) string {
 	t.Helper()
-	id, err := env.Store.AuthenticateToken(env.Ctx, store.TokenBusiness, tok)
+	id, err := env.Store.Tokens().AuthenticateToken(env.Ctx, store.TokenBusiness, tok)
 	require.NoError(t, err)
 	return id.Name
 }

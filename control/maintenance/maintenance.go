@@ -74,6 +74,15 @@ type Store interface {
 	PurgeIdempotencyKeys(ctx context.Context, olderThan time.Duration) (int64, error)
 }
 
+// StoreOf is the Store of st: its lease engine (reap, drain deadlines) and
+// its jobs (the idempotency-key purge).
+func StoreOf(st *store.Store) Store {
+	return struct {
+		*store.Leases
+		*store.Jobs
+	}{st.Leases(), st.Jobs()}
+}
+
 // Maintainer runs the reaper and the purge until its context ends.
 type Maintainer struct {
 	cfg     Config

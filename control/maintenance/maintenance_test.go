@@ -41,7 +41,7 @@ func TestMaintainerReapsAndPurges(t *testing.T) {
 	_, err = db.ExecContext(ctx, `UPDATE judge_idempotency_key SET created_at = NOW(6) - INTERVAL 2 HOUR`)
 	require.NoError(t, err)
 
-	m, err := maintenance.New(st, maintenance.Config{ReapInterval: 20 * time.Millisecond,
+	m, err := maintenance.New(maintenance.StoreOf(st), maintenance.Config{ReapInterval: 20 * time.Millisecond,
 		PurgeInterval: 20 * time.Millisecond, IdempotencyKeyTTL: time.Hour}, nil)
 	require.NoError(t, err)
 	sig := m.EnableTestSignals()
@@ -69,7 +69,7 @@ func TestMaintainerReapsAndPurges(t *testing.T) {
 			t.Fatalf("no reap (%v) or purge (%v) within 10s", reaped, purged)
 		}
 	}
-	got, err := st.GetJob(ctx, job.JobID)
+	got, err := st.Jobs().GetJob(ctx, job.JobID)
 	require.NoError(t, err)
 	require.Equal(t, store.StateQueued, got.State, "the expired lease went back to the queue")
 }
@@ -91,28 +91,28 @@ func leased(t *testing.T, cfg store.Config) fixture {
 
 	in, out := "1 2\n", "3\n"
 	si, so := sha256.Sum256([]byte(in)), sha256.Sum256([]byte(out))
-	require.NoError(t, st.RegisterArtifact(ctx, hex.EncodeToString(si[:]), int64(len(in))))
-	require.NoError(t, st.RegisterArtifact(ctx, hex.EncodeToString(so[:]), int64(len(out))))
-	pm, err := st.PublishManifest(ctx, manifest.Manifest{Kind: manifest.KindCode,
+	require.NoError(t, st.Manifests().RegisterArtifact(ctx, hex.EncodeToString(si[:]), int64(len(in))))
+	require.NoError(t, st.Manifests().RegisterArtifact(ctx, hex.EncodeToString(so[:]), int64(len(out))))
+	pm, err := st.Manifests().PublishManifest(ctx, manifest.Manifest{Kind: manifest.KindCode,
 		Limits: manifest.Limits{TimeMs: 1000, MemoryMb: 256, OutputKb: 1024}, Checker: manifest.Checker{Type: "tolerant"},
 		Cases: []manifest.Case{{CaseID: "1", InputSha256: hex.EncodeToString(si[:]), InputSize: int64(len(in)),
 			OutputSha256: hex.EncodeToString(so[:]), OutputSize: int64(len(out)), Weight: 100}}})
 	require.NoError(t, err)
-	g, err := st.CreateHostGroup(ctx, "host", 4, "test")
+	g, err := st.Nodes().CreateHostGroup(ctx, "host", 4, "test")
 	require.NoError(t, err)
-	n, code, err := st.CreateNode(ctx, store.NodeSpec{Name: "n1", Pool: "cpp", HostGroupID: g.ID, Slots: 1}, "test")
+	n, code, err := st.Nodes().CreateNode(ctx, store.NodeSpec{Name: "n1", Pool: "cpp", HostGroupID: g.ID, Slots: 1}, "test")
 	require.NoError(t, err)
-	j, err := st.Join(ctx, code.Code)
+	j, err := st.Credentials().Join(ctx, code.Code)
 	require.NoError(t, err)
-	sess, err := st.OpenSession(ctx, j.Credential, "boot")
+	sess, err := st.Credentials().OpenSession(ctx, j.Credential, "boot")
 	require.NoError(t, err)
 	// The verify flow is the store's to test; here the node is simply enabled.
 	_, err = db.ExecContext(ctx, `UPDATE judge_node SET desired_state = 'ENABLED' WHERE id = ?`, n.ID)
 	require.NoError(t, err)
 	req := store.EnqueueRequest{SubmissionType: "ALGO", SubmissionID: "1", Language: "cpp17", Source: "int main(){}", ManifestID: pm.ID}
-	job, err := st.EnqueueIdempotent(ctx, 1, "key-1", req)
+	job, err := st.Jobs().EnqueueIdempotent(ctx, 1, "key-1", req)
 	require.NoError(t, err)
-	claimed, err := st.Claim(ctx, sess.NodeSession, 1)
+	claimed, err := st.Leases().Claim(ctx, sess.NodeSession, 1)
 	require.NoError(t, err)
 	require.Len(t, claimed, 1)
 	return fixture{st: st, db: db, job: job, n: n}
@@ -126,7 +126,7 @@ func TestMaintainerReapsSilentNodes(t *testing.T) {
 	_, err := f.db.ExecContext(t.Context(), `UPDATE judge_node SET last_heartbeat_at = NOW(6) - INTERVAL 2 SECOND,
 		session_started_at = NOW(6) - INTERVAL 2 SECOND WHERE id = ?`, f.n.ID)
 	require.NoError(t, err)
-	m, err := maintenance.New(f.st, maintenance.Config{ReapInterval: 20 * time.Millisecond}, nil)
+	m, err := maintenance.New(maintenance.StoreOf(f.st), maintenance.Config{ReapInterval: 20 * time.Millisecond}, nil)
 	require.NoError(t, err)
 	sig := m.EnableTestSignals()
 	runCtx, cancel := context.WithCancel(t.Context())
@@ -143,7 +143,7 @@ func TestMaintainerReapsSilentNodes(t *testing.T) {
 			t.Fatal("the silent node's lease was not reaped within 10s")
 		}
 	}
-	got, err := f.st.GetJob(t.Context(), f.job.JobID)
+	got, err := f.st.Jobs().GetJob(t.Context(), f.job.JobID)
 	require.NoError(t, err)
 	require.Equal(t, store.StateQueued, got.State)
 	require.Equal(t, store.NodeSilentErrorCode, got.LastErrorCode)

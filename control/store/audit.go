@@ -70,7 +70,7 @@ const auditColumns = `id, actor, action, COALESCE(node_id, 0) AS node_id, COALES
 
 // Audit lists recent audit rows of a node (nodeID > 0) or else a job: the
 // node's or job's page of ListAudit.
-func (s *Store) Audit(ctx context.Context, nodeID, jobID int64, limit int) ([]AuditEntry, error) {
+func (s *AuditLog) Audit(ctx context.Context, nodeID, jobID int64, limit int) ([]AuditEntry, error) {
 	f := AuditFilter{NodeID: nodeID, Limit: limit}
 	if nodeID <= 0 {
 		f = AuditFilter{JobID: jobID, Limit: limit}
@@ -118,7 +118,7 @@ func (f AuditFilter) Validate() error {
 // ListAudit lists every audit row newest first (by id: keyset pages with
 // BeforeID). Actor, action, node and job each have a key ending in id, so a
 // filtered page reads only its rows; the time bounds use ix_audit_created.
-func (s *Store) ListAudit(ctx context.Context, f AuditFilter) ([]AuditEntry, error) {
+func (s *AuditLog) ListAudit(ctx context.Context, f AuditFilter) ([]AuditEntry, error) {
 	if err := f.Validate(); err != nil {
 		return nil, err
 	}
@@ -164,7 +164,7 @@ func auditSearchSQL(f AuditFilter) (string, []any) {
 
 // RecordNodeAction writes an audit row for an admin action on a node that
 // changes no row itself (a probe of its address).
-func (s *Store) RecordNodeAction(ctx context.Context, nodeID int64, actor, action, reason string, detail map[string]any) error {
+func (s *AuditLog) RecordNodeAction(ctx context.Context, nodeID int64, actor, action, reason string, detail map[string]any) error {
 	return s.inTx(ctx, func(tx *sql.Tx) error {
 		return audit(ctx, tx, actor, action, nodeID, 0, reason, detail)
 	})

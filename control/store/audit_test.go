@@ -14,11 +14,11 @@ func TestListAuditFiltersAndRecordsTheCaller(t *testing.T) {
 	b := setup(t)
 	g := b.group(t, 4) // host_group.create by "test", no caller address
 	ctx := store.WithCaller(b.ctx, "192.0.2.7")
-	n, _, err := b.store.CreateNode(ctx, store.NodeSpec{Name: "audit-n", Pool: "cpp", HostGroupID: g.ID, Slots: 1}, "ADMIN:alice")
+	n, _, err := b.store.Nodes().CreateNode(ctx, store.NodeSpec{Name: "audit-n", Pool: "cpp", HostGroupID: g.ID, Slots: 1}, "ADMIN:alice")
 	require.NoError(t, err)
-	require.NoError(t, b.store.RecordNodeAction(ctx, n.ID, "ADMIN:alice", "node.probe", "maintenance", nil))
+	require.NoError(t, b.store.AuditLog().RecordNodeAction(ctx, n.ID, "ADMIN:alice", "node.probe", "maintenance", nil))
 	j := b.enqueue(t, "ALGO", "a-1")
-	_, err = b.store.CancelJob(store.WithCaller(b.ctx, "2001:db8::1"), j.JobID, "ADMIN:bob", "duplicate")
+	_, err = b.store.Jobs().CancelJob(store.WithCaller(b.ctx, "2001:db8::1"), j.JobID, "ADMIN:bob", "duplicate")
 	require.NoError(t, err)
 
 	// One entry per hour, so time bounds pick exact ones.
@@ -28,7 +28,7 @@ func TestListAuditFiltersAndRecordsTheCaller(t *testing.T) {
 
 	list := func(f store.AuditFilter) []store.AuditEntry {
 		t.Helper()
-		out, err := b.store.ListAudit(b.ctx, f)
+		out, err := b.store.AuditLog().ListAudit(b.ctx, f)
 		require.NoError(t, err)
 		return out
 	}
@@ -72,8 +72,8 @@ func TestListAuditFiltersAndRecordsTheCaller(t *testing.T) {
 	}
 	require.Equal(t, []int64{all[0].ID, all[1].ID, all[2].ID, all[3].ID}, seen)
 
-	_, err = b.store.ListAudit(b.ctx, store.AuditFilter{After: day, Before: day})
+	_, err = b.store.AuditLog().ListAudit(b.ctx, store.AuditFilter{After: day, Before: day})
 	require.ErrorIs(t, err, store.ErrValidation)
-	_, err = b.store.ListAudit(b.ctx, store.AuditFilter{Limit: store.PageLimitMax + 1})
+	_, err = b.store.AuditLog().ListAudit(b.ctx, store.AuditFilter{Limit: store.PageLimitMax + 1})
 	require.ErrorIs(t, err, store.ErrValidation)
 }

@@ -52,7 +52,7 @@ func setupWith(t *testing.T, cfg store.Config) *testBundle {
 	require.NoError(t, err)
 	b := &testBundle{ctx: context.Background(), db: db, dsn: dsn, store: st}
 	in, out1, out2 := b.artifact(t, "1 2\n"), b.artifact(t, "3\n"), b.artifact(t, "")
-	pm, err := st.PublishManifest(b.ctx, manifest.Manifest{
+	pm, err := st.Manifests().PublishManifest(b.ctx, manifest.Manifest{
 		Kind:   manifest.KindCode,
 		Limits: manifest.Limits{TimeMs: 1000, MemoryMb: 256, OutputKb: 1024}, Checker: manifest.Checker{Type: "tolerant"},
 		Cases: []manifest.Case{
@@ -62,7 +62,7 @@ func setupWith(t *testing.T, cfg store.Config) *testBundle {
 	})
 	require.NoError(t, err)
 	b.manifest = pm.ID
-	sm, err := st.PublishManifest(b.ctx, manifest.Manifest{
+	sm, err := st.Manifests().PublishManifest(b.ctx, manifest.Manifest{
 		Kind: manifest.KindSQL, Checker: manifest.Checker{Type: "exact"},
 		SQL: &manifest.SQL{ProblemKind: "SELECT", SchemaSQL: "CREATE TABLE t (a INT)", ReferenceSQL: "SELECT a FROM t",
 			StatementTimeoutMs: 1000, MaxRows: 100, MaxBytes: 1 << 20},
@@ -83,12 +83,12 @@ func (b *testBundle) secondReplica(t *testing.T) *store.Store {
 func (b *testBundle) artifact(t *testing.T, content string) string {
 	sum := sha256.Sum256([]byte(content))
 	d := hex.EncodeToString(sum[:])
-	require.NoError(t, b.store.RegisterArtifact(b.ctx, d, int64(len(content))))
+	require.NoError(t, b.store.Manifests().RegisterArtifact(b.ctx, d, int64(len(content))))
 	return d
 }
 
 func (b *testBundle) group(t *testing.T, capacity int) store.HostGroup {
-	g, err := b.store.CreateHostGroup(b.ctx, fmt.Sprintf("host-%d", b.seq.Add(1)), capacity, "test")
+	g, err := b.store.Nodes().CreateHostGroup(b.ctx, fmt.Sprintf("host-%d", b.seq.Add(1)), capacity, "test")
 	require.NoError(t, err)
 	return g
 }
@@ -105,15 +105,15 @@ func (b *testBundle) node(t *testing.T, pool string, groupID int64, slots int, e
 // open another session: a restart).
 func (b *testBundle) nodeWithCredential(t *testing.T, pool string, groupID int64, slots int, enabled bool) (store.Session, string) {
 	t.Helper()
-	n, code, err := b.store.CreateNode(b.ctx, store.NodeSpec{
+	n, code, err := b.store.Nodes().CreateNode(b.ctx, store.NodeSpec{
 		Name: fmt.Sprintf("node-%d", b.seq.Add(1)), Pool: pool, HostGroupID: groupID, Slots: slots}, "test")
 	require.NoError(t, err)
-	j, err := b.store.Join(b.ctx, code.Code)
+	j, err := b.store.Credentials().Join(b.ctx, code.Code)
 	require.NoError(t, err)
 	require.Equal(t, n.ID, j.Node.ID)
-	sess, err := b.store.OpenSession(b.ctx, j.Credential, "boot-"+strconv.FormatInt(b.seq.Add(1), 10))
+	sess, err := b.store.Credentials().OpenSession(b.ctx, j.Credential, "boot-"+strconv.FormatInt(b.seq.Add(1), 10))
 	require.NoError(t, err)
-	_, err = b.store.Heartbeat(b.ctx, sess.NodeSession, store.HeartbeatReport{RuntimeVersion: "rt-1"})
+	_, err = b.store.Credentials().Heartbeat(b.ctx, sess.NodeSession, store.HeartbeatReport{RuntimeVersion: "rt-1"})
 	require.NoError(t, err)
 	if enabled {
 		b.verifyAndEnable(t, sess, pool)
@@ -126,7 +126,7 @@ func (b *testBundle) nodeWithCredential(t *testing.T, pool string, groupID int64
 // run the job. Only then does the attempt count toward max_attempts.
 func (b *testBundle) startJudging(t *testing.T, st *store.Store, sess store.NodeSession, c store.ClaimedJob) {
 	t.Helper()
-	rr, err := st.Renew(b.ctx, sess, []store.RenewItem{{JobID: c.JobID, LeaseEpoch: c.LeaseEpoch, ProgressSeq: 1, Phase: "COMPILING"}})
+	rr, err := st.Leases().Renew(b.ctx, sess, []store.RenewItem{{JobID: c.JobID, LeaseEpoch: c.LeaseEpoch, ProgressSeq: 1, Phase: "COMPILING"}})
 	require.NoError(t, err)
 	require.Equal(t, store.RenewOK, rr[0].State)
 }
@@ -137,9 +137,9 @@ func (b *testBundle) verifyAndEnable(t *testing.T, sess store.Session, pool stri
 	if pool == "mysql" {
 		man = b.sqlMan
 	}
-	chk, err := b.store.StartCheck(b.ctx, store.CheckRequest{NodeID: sess.NodeID, ManifestID: man, Language: lang, Source: "check"}, "test", "verify")
+	chk, err := b.store.Nodes().StartCheck(b.ctx, store.CheckRequest{NodeID: sess.NodeID, ManifestID: man, Language: lang, Source: "check"}, "test", "verify")
 	require.NoError(t, err)
-	jobs, err := b.store.Claim(b.ctx, sess.NodeSession, 1)
+	jobs, err := b.store.Leases().Claim(b.ctx, sess.NodeSession, 1)
 	require.NoError(t, err)
 	require.Len(t, jobs, 1)
 	require.Equal(t, chk.JobID, jobs[0].JobID)
@@ -148,15 +148,15 @@ func (b *testBundle) verifyAndEnable(t *testing.T, sess store.Session, pool stri
 	if pool == "mysql" {
 		res = store.Result{Outcome: store.OutcomeVerdict, Verdict: &store.VerdictResult{Status: "AC", Score: 100, MaxScore: 100}}
 	}
-	_, err = b.store.Complete(b.ctx, sess.NodeSession, chk.JobID, jobs[0].LeaseEpoch, res)
+	_, err = b.store.Leases().Complete(b.ctx, sess.NodeSession, chk.JobID, jobs[0].LeaseEpoch, res)
 	require.NoError(t, err)
-	_, err = b.store.Enable(b.ctx, sess.NodeID, "test", "verified")
+	_, err = b.store.Nodes().Enable(b.ctx, sess.NodeID, "test", "verified")
 	require.NoError(t, err)
 }
 
 func (b *testBundle) enqueue(t *testing.T, typ, id string) store.EnqueueResult {
 	t.Helper()
-	r, err := b.store.Enqueue(b.ctx, store.EnqueueRequest{SubmissionType: typ, SubmissionID: id, Language: "cpp17",
+	r, err := b.store.Jobs().Enqueue(b.ctx, store.EnqueueRequest{SubmissionType: typ, SubmissionID: id, Language: "cpp17",
 		Source: "int main(){}", ManifestID: b.manifest})
 	require.NoError(t, err)
 	return r
@@ -193,7 +193,7 @@ func (b *testBundle) claimEventually(t *testing.T, st *store.Store, sess store.N
 	var got []store.ClaimedJob
 	require.Eventually(t, func() bool {
 		var err error
-		got, err = st.Claim(b.ctx, sess, 1)
+		got, err = st.Leases().Claim(b.ctx, sess, 1)
 		require.NoError(t, err)
 		return len(got) == 1
 	}, 5*time.Second, 5*time.Millisecond)

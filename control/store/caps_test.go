@@ -27,14 +27,14 @@ func setupCaps(t *testing.T) capsBundle {
 	m := tinyManifest(in)
 	m.Limits.MemoryMb = 64
 	m.IO = &manifest.FileIO{InputFile: "sum.in", OutputFile: "sum.out"}
-	pm, err := b.store.PublishManifest(b.ctx, m)
+	pm, err := b.store.Manifests().PublishManifest(b.ctx, m)
 	require.NoError(t, err)
 	return capsBundle{testBundle: b, fileIO: pm.ID}
 }
 
 func (b capsBundle) enqueueOn(t *testing.T, id, language string, manifestID int64) int64 {
 	t.Helper()
-	r, err := b.store.Enqueue(b.ctx, store.EnqueueRequest{SubmissionType: "ALGO", SubmissionID: id, Language: language,
+	r, err := b.store.Jobs().Enqueue(b.ctx, store.EnqueueRequest{SubmissionType: "ALGO", SubmissionID: id, Language: language,
 		Source: "int main(){}", ManifestID: manifestID})
 	require.NoError(t, err)
 	return r.JobID
@@ -48,7 +48,7 @@ func (b capsBundle) report(t *testing.T, sess store.Session, languages []string,
 	for i, id := range languages {
 		reps[i] = store.LanguageReport{ID: id, Pool: "cpp"}
 	}
-	_, err := b.store.Heartbeat(b.ctx, sess.NodeSession, store.HeartbeatReport{RuntimeVersion: "rt-2",
+	_, err := b.store.Credentials().Heartbeat(b.ctx, sess.NodeSession, store.HeartbeatReport{RuntimeVersion: "rt-2",
 		Languages: reps, Features: features})
 	require.NoError(t, err)
 }
@@ -82,20 +82,20 @@ func TestClaimHandsNodesOnlyWhatTheyCanRun(t *testing.T) {
 	require.Equal(t, int(fileBit|cppBit), b.count(t, `SELECT required_caps FROM judge_job WHERE id = ?`, fileJob),
 		"derived at enqueue from the language and the manifest's file I/O")
 
-	got, err := b.store.Claim(b.ctx, old.NodeSession, 4)
+	got, err := b.store.Leases().Claim(b.ctx, old.NodeSession, 4)
 	require.NoError(t, err)
 	require.ElementsMatch(t, []int64{classic, cJob}, jobIDsOf(got),
 		"the old node reported nothing: classic batch, every language of its pool, never the file-I/O job")
 
-	again, err := b.store.Claim(b.ctx, old.NodeSession, 2)
+	again, err := b.store.Leases().Claim(b.ctx, old.NodeSession, 2)
 	require.NoError(t, err)
 	require.Empty(t, again, "the file-I/O job waits rather than going to a node without file I/O")
 
 	cJob2 := b.enqueueOn(t, "l2", "c11", b.manifest)
-	got, err = b.store.Claim(b.ctx, fresh.NodeSession, 4)
+	got, err = b.store.Leases().Claim(b.ctx, fresh.NodeSession, 4)
 	require.NoError(t, err)
 	require.Equal(t, []int64{fileJob}, jobIDsOf(got), "file I/O reported; c11 not reported, so not its job")
-	got, err = b.store.Claim(b.ctx, old.NodeSession, 4)
+	got, err = b.store.Leases().Claim(b.ctx, old.NodeSession, 4)
 	require.NoError(t, err)
 	require.Equal(t, []int64{cJob2}, jobIDsOf(got))
 
@@ -103,7 +103,7 @@ func TestClaimHandsNodesOnlyWhatTheyCanRun(t *testing.T) {
 	// classic batch: every node of the pool takes it.
 	legacy := b.enqueueOn(t, "f2", "cpp17", b.fileIO)
 	b.exec(t, `UPDATE judge_job SET required_caps = 0 WHERE id = ?`, legacy)
-	got, err = b.store.Claim(b.ctx, old.NodeSession, 4)
+	got, err = b.store.Leases().Claim(b.ctx, old.NodeSession, 4)
 	require.NoError(t, err)
 	require.Equal(t, []int64{legacy}, jobIDsOf(got))
 }
@@ -127,7 +127,7 @@ func TestClaimBatchOfMixedCapabilities(t *testing.T) {
 	got := make([][]store.ClaimedJob, 2)
 	b.claimsTogether(t, "cpp", 2, func(i int) {
 		sess := []store.Session{fresh, old}[i]
-		jobs, err := b.store.Claim(b.ctx, sess.NodeSession, 4)
+		jobs, err := b.store.Leases().Claim(b.ctx, sess.NodeSession, 4)
 		require.NoError(t, err)
 		got[i] = jobs
 	})
@@ -201,7 +201,7 @@ func TestHeartbeatRefusesUnknownFeature(t *testing.T) {
 	t.Parallel()
 	b := setupCaps(t)
 	n := b.node(t, "cpp", b.group(t, 4).ID, 1, false)
-	_, err := b.store.Heartbeat(b.ctx, n.NodeSession, store.HeartbeatReport{Features: []string{"telepathy"}})
+	_, err := b.store.Credentials().Heartbeat(b.ctx, n.NodeSession, store.HeartbeatReport{Features: []string{"telepathy"}})
 	var ve *store.ValidationError
 	require.ErrorAs(t, err, &ve)
 	require.ErrorContains(t, err, `unknown problem type "telepathy"`)
@@ -234,7 +234,7 @@ func TestJobNeedingAFeatureWakesEveryWaiter(t *testing.T) {
 	w := &wakeRecorder{}
 	st := b.store.WithNotifier(w)
 	for _, m := range []int64{b.manifest, b.fileIO} {
-		_, err := st.Enqueue(b.ctx, store.EnqueueRequest{SubmissionType: "ALGO", SubmissionID: fmt.Sprint("w", m),
+		_, err := st.Jobs().Enqueue(b.ctx, store.EnqueueRequest{SubmissionType: "ALGO", SubmissionID: fmt.Sprint("w", m),
 			Language: "cpp17", Source: "int main(){}", ManifestID: m})
 		require.NoError(t, err)
 	}

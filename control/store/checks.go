@@ -32,7 +32,7 @@ type CheckStarted struct {
 
 // StartCheck creates a CHECK job bound to the node (it uses the node's
 // capacity and never produces a business settlement event) and its check row.
-func (s *Store) StartCheck(ctx context.Context, r CheckRequest, actor, reason string) (CheckStarted, error) {
+func (s *Nodes) StartCheck(ctx context.Context, r CheckRequest, actor, reason string) (CheckStarted, error) {
 	pool, err := manifest.PoolForLanguage(r.Language)
 	if err != nil {
 		return CheckStarted{}, invalid("language", "%v", err)
@@ -106,7 +106,7 @@ type NodeCheck struct {
 
 // ActiveCheck returns the job of a self-check of the node that is still
 // queued or running, if any.
-func (s *Store) ActiveCheck(ctx context.Context, nodeID int64) (jobID int64, ok bool, err error) {
+func (s *Nodes) ActiveCheck(ctx context.Context, nodeID int64) (jobID int64, ok bool, err error) {
 	err = s.db.QueryRowContext(ctx,
 		`SELECT j.id FROM judge_node_check c JOIN judge_job j ON j.id = c.job_id
 		 WHERE c.node_id = ? AND j.state IN ('QUEUED', 'RUNNING') ORDER BY c.id DESC LIMIT 1`, nodeID).Scan(&jobID)
@@ -140,7 +140,7 @@ type CheckView struct {
 }
 
 // NodeChecks lists a node's recent self-checks, newest first.
-func (s *Store) NodeChecks(ctx context.Context, nodeID int64, limit int) ([]CheckView, error) {
+func (s *Nodes) NodeChecks(ctx context.Context, nodeID int64, limit int) ([]CheckView, error) {
 	var rows []struct {
 		CheckView
 		JobState JobState `db:"job_state"`

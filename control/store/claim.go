@@ -50,7 +50,7 @@ type ClaimedJob struct {
 // like a renewal) instead of new ones, so a claim answer lost on the way to
 // the node costs nothing. The check runs under the node lock, so a retry
 // racing its own original cannot take a second set of jobs.
-func (s *Store) claim(ctx context.Context, sess NodeSession, freeSlots int, requestID string) ([]ClaimedJob, error) {
+func (s *core) claim(ctx context.Context, sess NodeSession, freeSlots int, requestID string) ([]ClaimedJob, error) {
 	if freeSlots <= 0 {
 		return nil, nil
 	}
@@ -120,7 +120,7 @@ func (c *claimBatchers) of(pool string) *batcher[claimCall, []ClaimedJob] {
 //
 // A batch whose transaction fails runs again call by call, so each caller
 // gets exactly the answer it would get alone.
-func (s *Store) claimBatch(ctx context.Context, calls []*batchCall[claimCall, []ClaimedJob]) {
+func (s *core) claimBatch(ctx context.Context, calls []*batchCall[claimCall, []ClaimedJob]) {
 	type key struct {
 		node int64
 		req  string
@@ -150,7 +150,7 @@ func (s *Store) claimBatch(ctx context.Context, calls []*batchCall[claimCall, []
 
 // claimReady is step 1 of claimBatch, then step 2 for the calls that could
 // take something.
-func (s *Store) claimReady(ctx context.Context, batch []*batchCall[claimCall, []ClaimedJob]) {
+func (s *core) claimReady(ctx context.Context, batch []*batchCall[claimCall, []ClaimedJob]) {
 	if !slices.ContainsFunc(batch, func(c *batchCall[claimCall, []ClaimedJob]) bool { return len(c.req.results) == 0 }) {
 		// Every call commits results: the transaction runs whatever the
 		// read would say, and checks the sessions under its locks.
@@ -217,7 +217,7 @@ func (s *Store) claimReady(ctx context.Context, batch []*batchCall[claimCall, []
 // claimLocked is step 2 of claimBatch for ready: one transaction
 // (claimTx), or, when it fails and there are several calls, each again on
 // its own, so each caller gets exactly the answer it would get alone.
-func (s *Store) claimLocked(ctx context.Context, ready []*batchCall[claimCall, []ClaimedJob]) {
+func (s *core) claimLocked(ctx context.Context, ready []*batchCall[claimCall, []ClaimedJob]) {
 	calls := make([]claimCall, len(ready))
 	for i, c := range ready {
 		calls[i] = c.req
@@ -268,7 +268,7 @@ func sessionError(sess NodeSession, found, revoked bool, epoch int64) error {
 // could take becomes ready (its retry backoff ends); ok is false when no job
 // waits. A long-poll that found nothing sleeps at most that long, so a retry
 // is picked up when its backoff ends rather than at the next poll.
-func (s *Store) NextReady(ctx context.Context, pool string, nodeID int64) (d time.Duration, ok bool, err error) {
+func (s *Leases) NextReady(ctx context.Context, pool string, nodeID int64) (d time.Duration, ok bool, err error) {
 	var us sql.NullInt64
 	err = s.db.QueryRowContext(ctx,
 		`SELECT GREATEST(TIMESTAMPDIFF(MICROSECOND, NOW(6), MIN(j.available_at)), 0)
@@ -291,7 +291,7 @@ type nodePlace struct {
 	pool  string
 }
 
-func (s *Store) nodePlace(ctx context.Context, nodeID int64) (nodePlace, error) {
+func (s *core) nodePlace(ctx context.Context, nodeID int64) (nodePlace, error) {
 	if p, ok := s.groups.get(nodeID); ok {
 		return p, nil
 	}
@@ -309,13 +309,13 @@ func (s *Store) nodePlace(ctx context.Context, nodeID int64) (nodePlace, error) 
 
 // Claim leases up to freeSlots ready jobs of the node's pool to the session;
 // see claim. It reports the transaction's latency to the observer.
-func (s *Store) Claim(ctx context.Context, sess NodeSession, freeSlots int) ([]ClaimedJob, error) {
+func (s *Leases) Claim(ctx context.Context, sess NodeSession, freeSlots int) ([]ClaimedJob, error) {
 	return s.ClaimRequest(ctx, sess, freeSlots, "")
 }
 
 // ClaimRequest is Claim made idempotent by the node's claim request id: the
 // same id again answers the leases it already granted (see claim).
-func (s *Store) ClaimRequest(ctx context.Context, sess NodeSession, freeSlots int, requestID string) ([]ClaimedJob, error) {
+func (s *Leases) ClaimRequest(ctx context.Context, sess NodeSession, freeSlots int, requestID string) ([]ClaimedJob, error) {
 	start := time.Now()
 	jobs, err := s.claim(ctx, sess, freeSlots, requestID)
 	if freeSlots > 0 {

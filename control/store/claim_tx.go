@@ -25,7 +25,7 @@ type claimAnswer struct {
 // count in-flight per group and node), the pick, (lease, attempts, the
 // results' events, commit). Replays and CHECK jobs, both rare, add their
 // own.
-func (s *Store) claimTx(ctx context.Context, c *scriptConn, calls []claimCall) ([]claimAnswer, error) {
+func (s *core) claimTx(ctx context.Context, c *scriptConn, calls []claimCall) ([]claimAnswer, error) {
 	out := make([]claimAnswer, len(calls))
 	sc := s.begin(&script{})
 	lock := lockGroupsAndNodes(sc, calls)
@@ -117,7 +117,7 @@ type grantReads struct {
 // claim request ids, without locks (attempts come after jobs in the lock order; the
 // jobs are locked and checked again when replayed). Nothing when no call
 // has a request id.
-func (s *Store) readGrants(sc *script, calls []claimCall) *grantReads {
+func (s *core) readGrants(sc *script, calls []claimCall) *grantReads {
 	g := &grantReads{byCall: make(map[int][]granted)}
 	type key struct {
 		node int64
@@ -183,7 +183,7 @@ func countBusy(sc *script, groups []int64) *busyCounts {
 // leaseClaimed leases every job picked for the calls: one UPDATE of the
 // jobs (each to its call's node, group and session) and one INSERT of their
 // attempts, and fills in the answers' lease fields.
-func (s *Store) leaseClaimed(ctx context.Context, conn *scriptConn, calls []claimCall, out []claimAnswer, results *resultWrite) error {
+func (s *core) leaseClaimed(ctx context.Context, conn *scriptConn, calls []claimCall, out []claimAnswer, results *resultWrite) error {
 	var ids []int64
 	var node, group, epoch, request strings.Builder
 	var na, ga, ea, ra []any
@@ -373,7 +373,7 @@ func checkClaimRequestID(id string) error {
 // whose claim request already granted leases (byCall, read after the
 // locks by readGrants) with replayGranted, and returns the live calls left
 // to take new work.
-func (s *Store) replayClaims(ctx context.Context, q execQuerier, calls []claimCall, live []int, byCall map[int][]granted, out []claimAnswer) ([]int, error) {
+func (s *core) replayClaims(ctx context.Context, q execQuerier, calls []claimCall, live []int, byCall map[int][]granted, out []claimAnswer) ([]int, error) {
 	if len(byCall) == 0 {
 		return live, nil
 	}
@@ -409,7 +409,7 @@ type granted struct{ jobID, epoch int64 }
 // and about to run them) and returned as they were granted. Called with the
 // node locked, so no claim of this node runs meanwhile; the jobs are locked
 // and re-checked here.
-func (s *Store) replayGranted(ctx context.Context, tx execQuerier, sess NodeSession, prior []granted) ([]ClaimedJob, error) {
+func (s *core) replayGranted(ctx context.Context, tx execQuerier, sess NodeSession, prior []granted) ([]ClaimedJob, error) {
 	ids := make([]int64, len(prior))
 	epochs := make(map[int64]int64, len(prior))
 	for i, g := range prior {

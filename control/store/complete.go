@@ -23,7 +23,7 @@ type leaseWrite struct {
 // and events (resultWrite) — a renewal costs no commit of its own. If any
 // item of it fails its fence, nothing is written and each kind goes its own
 // way below, so every call gets exactly the answer it would get alone.
-func (s *Store) writeBatch(ctx context.Context, calls []*batchCall[leaseWrite, bool]) {
+func (s *core) writeBatch(ctx context.Context, calls []*batchCall[leaseWrite, bool]) {
 	var renews, results []*batchCall[leaseWrite, bool]
 	seen := make(map[int64]bool)
 	dup := false
@@ -68,7 +68,7 @@ func (s *Store) writeBatch(ctx context.Context, calls []*batchCall[leaseWrite, b
 
 // Complete records the result of a lease; see complete. It reports the
 // outcome, or why the result was refused, to the observer.
-func (s *Store) Complete(ctx context.Context, sess NodeSession, jobID, leaseEpoch int64, res Result) (CompleteResponse, error) {
+func (s *Leases) Complete(ctx context.Context, sess NodeSession, jobID, leaseEpoch int64, res Result) (CompleteResponse, error) {
 	out, err := s.complete(ctx, sess, jobID, leaseEpoch, res)
 	s.observeResult(ctx, jobID, res, out, err)
 	return out, err
@@ -80,7 +80,7 @@ func (s *Store) Complete(ctx context.Context, sess NodeSession, jobID, leaseEpoc
 // anything about expiry. Otherwise the lease must still own a RUNNING job that
 // is its submission's current job. Result, job state, attempt receipt and
 // settlement event commit together.
-func (s *Store) complete(ctx context.Context, sess NodeSession, jobID, leaseEpoch int64, res Result) (CompleteResponse, error) {
+func (s *core) complete(ctx context.Context, sess NodeSession, jobID, leaseEpoch int64, res Result) (CompleteResponse, error) {
 	p, err := s.prepareResult(ctx, sess, jobID, leaseEpoch, res)
 	if err != nil {
 		return CompleteResponse{}, err
@@ -90,7 +90,7 @@ func (s *Store) complete(ctx context.Context, sess NodeSession, jobID, leaseEpoc
 
 // completePrepared is complete after prepareResult: the lease writer for a
 // fast result, completeSlow for the rest and for a fast one fenced out.
-func (s *Store) completePrepared(ctx context.Context, sess NodeSession, jobID, leaseEpoch int64, res Result, p preparedResult) (CompleteResponse, error) {
+func (s *core) completePrepared(ctx context.Context, sess NodeSession, jobID, leaseEpoch int64, res Result, p preparedResult) (CompleteResponse, error) {
 	if p.fast != nil {
 		done, err := s.writer.do(ctx, leaseWrite{result: p.fast})
 		if err != nil {
@@ -109,7 +109,7 @@ var errFenced = errors.New("fast completion fenced out")
 
 // completeFast commits one verdict alone; done is false when its fencing did
 // not hold (nothing written).
-func (s *Store) completeFast(ctx context.Context, r fastResult) (done bool, err error) {
+func (s *core) completeFast(ctx context.Context, r fastResult) (done bool, err error) {
 	err = s.commitResults(ctx, nil, []fastResult{r})
 	if errors.Is(err, errFenced) {
 		return false, nil
@@ -122,7 +122,7 @@ func (s *Store) completeFast(ctx context.Context, r fastResult) (done bool, err 
 // one commit. If any item's fencing fails the whole batch rolls back and each
 // item is retried alone, so every item gets exactly the answer it would get
 // by itself. A job that appears twice in a batch goes alone.
-func (s *Store) completeBatch(ctx context.Context, calls []*batchCall[leaseWrite, bool]) {
+func (s *core) completeBatch(ctx context.Context, calls []*batchCall[leaseWrite, bool]) {
 	seen := make(map[int64]bool, len(calls))
 	var batch, alone []*batchCall[leaseWrite, bool]
 	for _, c := range calls {
@@ -173,7 +173,7 @@ type resultWrite struct {
 	jobs, attempts int64
 }
 
-func (s *Store) resultWrite(renews []renewCall, items []fastResult) *resultWrite {
+func (s *core) resultWrite(renews []renewCall, items []fastResult) *resultWrite {
 	return &resultWrite{ttl: s.cfg.LeaseTTL, renews: renews, items: items}
 }
 
@@ -217,7 +217,7 @@ func (w *resultWrite) events(sc *script) error {
 // trips: (begin, the writes) with each statement's row count, then (the
 // events, commit). A fence that did not hold returns errFenced, and
 // inScripts rolls back.
-func (w *resultWrite) commit(ctx context.Context, s *Store, c *scriptConn) error {
+func (w *resultWrite) commit(ctx context.Context, s *core, c *scriptConn) error {
 	sc := s.begin(&script{})
 	w.writes(sc, false)
 	n, err := c.counts(ctx, sc)
@@ -251,7 +251,7 @@ func (w *resultWrite) inClaim(sc *script) []func(rowScanner) error {
 
 // commitResults commits renews and items through resultWrite in a
 // transaction of their own.
-func (s *Store) commitResults(ctx context.Context, renews []renewCall, items []fastResult) error {
+func (s *core) commitResults(ctx context.Context, renews []renewCall, items []fastResult) error {
 	return s.inScripts(ctx, func(c *scriptConn) error { return s.resultWrite(renews, items).commit(ctx, s, c) })
 }
 
@@ -313,7 +313,7 @@ func fenceResult(f fenceFacts) (committed bool, err error) {
 // one in the documented order (doc.go) and answers every case: already
 // committed, conflict, lost, cancelled, superseded, infrastructure errors,
 // CHECK jobs.
-func (s *Store) completeSlow(ctx context.Context, sess NodeSession, jobID, leaseEpoch int64, res Result, cases caseCounts, body []byte, digest string) (CompleteResponse, error) {
+func (s *core) completeSlow(ctx context.Context, sess NodeSession, jobID, leaseEpoch int64, res Result, cases caseCounts, body []byte, digest string) (CompleteResponse, error) {
 	var out CompleteResponse
 	var requeuedPool string
 	err := s.inTx(ctx, func(tx *sql.Tx) error {
@@ -419,7 +419,7 @@ func lockResult(ctx context.Context, tx *sql.Tx, sess NodeSession, jobID, leaseE
 // writeSlow commits an accepted result of the locked job j: a verdict
 // completes it; an infrastructure error requeues it with backoff while
 // attempts remain (requeuedPool names its pool), else fails it.
-func (s *Store) writeSlow(ctx context.Context, tx *sql.Tx, sess NodeSession, j slowJob, res Result, cases caseCounts, body []byte, digest string) (out CompleteResponse, requeuedPool string, err error) {
+func (s *core) writeSlow(ctx context.Context, tx *sql.Tx, sess NodeSession, j slowJob, res Result, cases caseCounts, body []byte, digest string) (out CompleteResponse, requeuedPool string, err error) {
 	ev := settlement{jobID: j.id, kind: j.kind, typ: j.typ, sid: j.sid, generation: j.generation, nodeID: sess.NodeID}
 	if res.Outcome == OutcomeVerdict {
 		// Job and attempt receipt in one statement.
@@ -466,7 +466,7 @@ func closeAttempt(ctx context.Context, tx *sql.Tx, jobID, leaseEpoch int64, outc
 }
 
 // requeueLocked returns a locked RUNNING job to QUEUED after a backoff.
-func (s *Store) requeueLocked(ctx context.Context, tx *sql.Tx, jobID int64, attempts int, errCode string) error {
+func (s *core) requeueLocked(ctx context.Context, tx *sql.Tx, jobID int64, attempts int, errCode string) error {
 	if _, err := tx.ExecContext(ctx,
 		`UPDATE judge_job SET state = 'QUEUED', available_at = NOW(6) + INTERVAL ? MICROSECOND,
 		   node_id = NULL, host_group_id = NULL, session_epoch = NULL, lease_until = NULL,

@@ -59,7 +59,7 @@ type ConsoleSession struct {
 // The session is bound to that secret (its hash): it lasts only while the
 // API accepts the secret. remote is the browser's IP address, kept with the
 // session and in the login's audit row.
-func (s *Store) OpenConsoleSession(ctx context.Context, admin TokenIdentity, adminSecret, remote string, lim ConsoleSessionLimits) (ConsoleSession, error) {
+func (s *Tokens) OpenConsoleSession(ctx context.Context, admin TokenIdentity, adminSecret, remote string, lim ConsoleSessionLimits) (ConsoleSession, error) {
 	if admin.Kind != TokenAdmin || admin.ID <= 0 || adminSecret == "" {
 		return ConsoleSession{}, fmt.Errorf("console session: %w", ErrUnauthenticated)
 	}
@@ -118,7 +118,7 @@ func (s *Store) OpenConsoleSession(ctx context.Context, admin TokenIdentity, adm
 // overlap, past its overlap, retired by a later rotation, or its token
 // revoked or expired. A session never outlives the secret it was opened
 // with. A successful lookup restarts the idle clock.
-func (s *Store) ConsoleSessionBySecret(ctx context.Context, secret string, lim ConsoleSessionLimits) (ConsoleSession, error) {
+func (s *Tokens) ConsoleSessionBySecret(ctx context.Context, secret string, lim ConsoleSessionLimits) (ConsoleSession, error) {
 	if err := lim.validate(); err != nil {
 		return ConsoleSession{}, err
 	}
@@ -174,7 +174,7 @@ func (s *Store) ConsoleSessionBySecret(ctx context.Context, secret string, lim C
 // endRefusedSession ends a session whose admin secret is no longer
 // accepted, audited once (concurrent requests of the session race to end
 // it; one writes the row).
-func (s *Store) endRefusedSession(ctx context.Context, id int64, admin TokenIdentity, why string) error {
+func (s *core) endRefusedSession(ctx context.Context, id int64, admin TokenIdentity, why string) error {
 	return s.inTx(ctx, func(tx *sql.Tx) error {
 		r, err := tx.ExecContext(ctx, `UPDATE judge_console_session SET ended_at = NOW(6) WHERE id = ? AND ended_at IS NULL`, id)
 		if err != nil {
@@ -191,7 +191,7 @@ func (s *Store) endRefusedSession(ctx context.Context, id int64, admin TokenIden
 // EndConsoleSession logs a session out (audited as console.logout with the
 // browser's IP address, remote); ending an unknown or ended session is not an error
 // (logout is idempotent).
-func (s *Store) EndConsoleSession(ctx context.Context, secret, remote string) error {
+func (s *Tokens) EndConsoleSession(ctx context.Context, secret, remote string) error {
 	if len(secret) < 8 || len(secret) > 128 {
 		return nil
 	}

@@ -80,7 +80,7 @@ type JoinCode struct {
 }
 
 // issueJoinCode issues a code valid for ttl (0: the configured default).
-func (s *Store) issueJoinCode(ctx context.Context, tx *sql.Tx, nodeID int64, ttl time.Duration) (JoinCode, error) {
+func (s *core) issueJoinCode(ctx context.Context, tx *sql.Tx, nodeID int64, ttl time.Duration) (JoinCode, error) {
 	ttl = cmp.Or(ttl, s.cfg.JoinCodeTTL)
 	if ttl < time.Second || ttl > JoinCodeTTLMax {
 		return JoinCode{}, invalid("joinCodeTtlSeconds", "join code lifetime %s must be 1s..%s", ttl, JoinCodeTTLMax)
@@ -109,13 +109,13 @@ var (
 // IssueJoinCode issues a fresh join code for a node that has not joined yet
 // (earlier unused codes stop working). A joined node is ErrNodeAlreadyJoined,
 // a revoked one ErrNodeRevoked.
-func (s *Store) IssueJoinCode(ctx context.Context, nodeID int64, actor, reason string) (JoinCode, error) {
+func (s *Credentials) IssueJoinCode(ctx context.Context, nodeID int64, actor, reason string) (JoinCode, error) {
 	return s.IssueJoinCodeTTL(ctx, nodeID, 0, actor, reason)
 }
 
 // IssueJoinCodeTTL is IssueJoinCode with the code's lifetime chosen by the
 // admin (0: the configured default; at most JoinCodeTTLMax).
-func (s *Store) IssueJoinCodeTTL(ctx context.Context, nodeID int64, ttl time.Duration, actor, reason string) (JoinCode, error) {
+func (s *Credentials) IssueJoinCodeTTL(ctx context.Context, nodeID int64, ttl time.Duration, actor, reason string) (JoinCode, error) {
 	var code JoinCode
 	err := s.inTx(ctx, func(tx *sql.Tx) error {
 		joined, revoked, err := lockNodeFlags(ctx, tx, nodeID)
@@ -139,13 +139,13 @@ func (s *Store) IssueJoinCodeTTL(ctx context.Context, nodeID int64, ttl time.Dur
 // RotateCredential kills the node's credential and every session at once and
 // issues a new join code; the node must join again. Live leases stay until
 // they expire (the old session can no longer renew them) and are reaped.
-func (s *Store) RotateCredential(ctx context.Context, nodeID int64, actor, reason string) (JoinCode, error) {
+func (s *Credentials) RotateCredential(ctx context.Context, nodeID int64, actor, reason string) (JoinCode, error) {
 	return s.RotateCredentialTTL(ctx, nodeID, 0, actor, reason)
 }
 
 // RotateCredentialTTL is RotateCredential with the new join code's lifetime
 // chosen by the admin (0: the configured default; at most JoinCodeTTLMax).
-func (s *Store) RotateCredentialTTL(ctx context.Context, nodeID int64, ttl time.Duration, actor, reason string) (JoinCode, error) {
+func (s *Credentials) RotateCredentialTTL(ctx context.Context, nodeID int64, ttl time.Duration, actor, reason string) (JoinCode, error) {
 	var code JoinCode
 	err := s.inTx(ctx, func(tx *sql.Tx) error {
 		_, revoked, err := lockNodeFlags(ctx, tx, nodeID)
@@ -192,14 +192,14 @@ var ErrJoinPoolMismatch = errors.New("join code belongs to a node of another poo
 
 // Join exchanges a one-time code for a node credential. Exactly one of
 // several concurrent joins with the same code succeeds.
-func (s *Store) Join(ctx context.Context, code string) (Joined, error) {
+func (s *Credentials) Join(ctx context.Context, code string) (Joined, error) {
 	return s.JoinPool(ctx, code, "")
 }
 
 // JoinPool is Join by a process that names its pool: a code of a node of
 // another pool is refused with ErrJoinPoolMismatch and stays usable, so the
 // right process can still join with it. An empty pool skips the check.
-func (s *Store) JoinPool(ctx context.Context, code, pool string) (Joined, error) {
+func (s *Credentials) JoinPool(ctx context.Context, code, pool string) (Joined, error) {
 	if !strings.HasPrefix(code, joinCodePrefix) || len(code) > 128 {
 		return Joined{}, fmt.Errorf("join code: %w", ErrUnauthenticated)
 	}
@@ -254,7 +254,7 @@ func (s *Store) JoinPool(ctx context.Context, code, pool string) (Joined, error)
 	if err != nil {
 		return Joined{}, err
 	}
-	n, err := s.GetNode(ctx, nodeID)
+	n, err := s.nodeByID(ctx, nodeID)
 	return Joined{Node: n, Credential: cred}, err
 }
 
@@ -278,7 +278,7 @@ type Session struct {
 // same transaction, every lease the earlier session still holds (that
 // process is gone or must stop), so its jobs run again at once rather than
 // when their leases run out; the old epoch can never commit them.
-func (s *Store) OpenSession(ctx context.Context, credential, bootID string) (Session, error) {
+func (s *Credentials) OpenSession(ctx context.Context, credential, bootID string) (Session, error) {
 	ids, ok := secretIDs(credential, credentialPrefix, 1)
 	if !ok {
 		return Session{}, fmt.Errorf("credential: %w", ErrUnauthenticated)
@@ -348,7 +348,7 @@ type SessionInfo struct {
 
 // AuthenticateSession resolves a session token. A token of an older epoch is
 // ErrSessionSuperseded; of a revoked node ErrNodeRevoked.
-func (s *Store) AuthenticateSession(ctx context.Context, token string) (SessionInfo, error) {
+func (s *Credentials) AuthenticateSession(ctx context.Context, token string) (SessionInfo, error) {
 	ids, ok := secretIDs(token, sessionTokenPrefix, 2)
 	if !ok {
 		return SessionInfo{}, fmt.Errorf("session: %w", ErrUnauthenticated)
@@ -393,7 +393,7 @@ type HeartbeatReport struct {
 
 // Heartbeat records observed health with the server clock and returns the
 // node's desired configuration.
-func (s *Store) Heartbeat(ctx context.Context, sess NodeSession, r HeartbeatReport) (Node, error) {
+func (s *Credentials) Heartbeat(ctx context.Context, sess NodeSession, r HeartbeatReport) (Node, error) {
 	if len(r.RuntimeVersion) > 255 {
 		return Node{}, invalid("runtimeVersion", "at most 255 characters")
 	}
@@ -434,5 +434,5 @@ func (s *Store) Heartbeat(ctx context.Context, sess NodeSession, r HeartbeatRepo
 		// still not this heartbeat's session any more.
 		return Node{}, fmt.Errorf("node %d session %d: %w", sess.NodeID, sess.SessionEpoch, ErrSessionSuperseded)
 	}
-	return s.GetNode(ctx, sess.NodeID)
+	return s.nodeByID(ctx, sess.NodeID)
 }

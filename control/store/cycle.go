@@ -45,7 +45,7 @@ const CycleMax = 64
 // whole (nothing written). A refused result claims nothing: the node learns
 // something is off and its claim loop decides. A claim that fails after the
 // results committed (the database) answers no jobs; the node claims again.
-func (s *Store) CompleteClaim(ctx context.Context, sess NodeSession, results []CycleResult, freeSlots int, requestID string) (outs []CycleOutcome, jobs []ClaimedJob, err error) {
+func (s *Leases) CompleteClaim(ctx context.Context, sess NodeSession, results []CycleResult, freeSlots int, requestID string) (outs []CycleOutcome, jobs []ClaimedJob, err error) {
 	start := time.Now()
 	outs, jobs, err = s.completeClaim(ctx, sess, results, freeSlots, requestID)
 	for i, r := range outs {
@@ -57,7 +57,7 @@ func (s *Store) CompleteClaim(ctx context.Context, sess NodeSession, results []C
 	return outs, jobs, err
 }
 
-func (s *Store) completeClaim(ctx context.Context, sess NodeSession, results []CycleResult, freeSlots int, requestID string) ([]CycleOutcome, []ClaimedJob, error) {
+func (s *core) completeClaim(ctx context.Context, sess NodeSession, results []CycleResult, freeSlots int, requestID string) ([]CycleOutcome, []ClaimedJob, error) {
 	if len(results) > CycleMax {
 		return nil, nil, invalid("results", "%d results in one call, above %d", len(results), CycleMax)
 	}

@@ -13,7 +13,7 @@ import (
 
 // cycle posts c's result (res) with a claim of free slots.
 func cycle(b *testBundle, st *store.Store, sess store.NodeSession, c store.ClaimedJob, res store.Result, free int, req string) (store.CycleOutcome, []store.ClaimedJob, error) {
-	outs, jobs, err := st.CompleteClaim(b.ctx, sess, []store.CycleResult{{JobID: c.JobID, LeaseEpoch: c.LeaseEpoch, Result: res}}, free, req)
+	outs, jobs, err := st.Leases().CompleteClaim(b.ctx, sess, []store.CycleResult{{JobID: c.JobID, LeaseEpoch: c.LeaseEpoch, Result: res}}, free, req)
 	if err != nil {
 		return store.CycleOutcome{}, nil, err
 	}
@@ -39,7 +39,7 @@ func TestCompleteClaimLeasesTheSlotTheResultFrees(t *testing.T) {
 	c := b.claimEventually(t, b.store, sess.NodeSession)
 	require.Equal(t, first.JobID, c.JobID)
 	// Without the result the node has no room.
-	none, err := b.store.Claim(b.ctx, sess.NodeSession, 1)
+	none, err := b.store.Leases().Claim(b.ctx, sess.NodeSession, 1)
 	require.NoError(t, err)
 	require.Empty(t, none)
 
@@ -51,7 +51,7 @@ func TestCompleteClaimLeasesTheSlotTheResultFrees(t *testing.T) {
 	require.Equal(t, second.JobID, jobs[0].JobID)
 	require.False(t, jobs[0].Replayed)
 
-	st, err := b.store.SubmissionStatus(b.ctx, "ALGO", "cycle-1")
+	st, err := b.store.Jobs().SubmissionStatus(b.ctx, "ALGO", "cycle-1")
 	require.NoError(t, err)
 	require.Equal(t, "AC", st.Status)
 	require.Equal(t, 1, b.count(t, `SELECT COUNT(*) FROM judge_job_attempt WHERE job_id = ? AND outcome = 'COMPLETED' AND receipt_digest IS NOT NULL`, c.JobID))
@@ -215,9 +215,9 @@ func TestCompleteClaimRefusesBadInput(t *testing.T) {
 	b.enqueue(t, "ALGO", "bad-0")
 	c := b.claimEventually(t, b.store, sess.NodeSession)
 	r := store.CycleResult{JobID: c.JobID, LeaseEpoch: c.LeaseEpoch, Result: acResult()}
-	_, _, err := b.store.CompleteClaim(b.ctx, sess.NodeSession, []store.CycleResult{r, r}, 1, "")
+	_, _, err := b.store.Leases().CompleteClaim(b.ctx, sess.NodeSession, []store.CycleResult{r, r}, 1, "")
 	require.ErrorIs(t, err, store.ErrValidation)
-	_, _, err = b.store.CompleteClaim(b.ctx, sess.NodeSession, []store.CycleResult{r}, 1, "bad id!")
+	_, _, err = b.store.Leases().CompleteClaim(b.ctx, sess.NodeSession, []store.CycleResult{r}, 1, "bad id!")
 	require.ErrorIs(t, err, store.ErrValidation)
 	require.Equal(t, 1, b.runningOn(t, sess.NodeID), "nothing was written")
 }

@@ -20,21 +20,21 @@ func TestDrainDeadlineRequeuesLeasesUncountedAndDisables(t *testing.T) {
 	sess := b.node(t, "cpp", g.ID, 4, true)
 	other := b.node(t, "cpp", g.ID, 4, false) // not enabled: claims nothing, keeps no lease
 	j1, j2 := b.enqueue(t, "ALGO", "dd-1"), b.enqueue(t, "ALGO", "dd-2")
-	claimed, err := b.store.Claim(b.ctx, sess.NodeSession, 2)
+	claimed, err := b.store.Leases().Claim(b.ctx, sess.NodeSession, 2)
 	require.NoError(t, err)
 	require.Len(t, claimed, 2)
 	attemptsBefore := b.count(t, `SELECT SUM(attempt_count) FROM judge_job WHERE id IN (?, ?)`, j1.JobID, j2.JobID)
 	require.Equal(t, 2, attemptsBefore)
 
-	_, err = b.store.DrainUntil(b.ctx, sess.NodeID, -time.Second, "admin", "x")
+	_, err = b.store.Nodes().DrainUntil(b.ctx, sess.NodeID, -time.Second, "admin", "x")
 	require.ErrorIs(t, err, store.ErrValidation)
-	n, err := b.store.DrainUntil(b.ctx, sess.NodeID, time.Hour, "admin", "kernel update")
+	n, err := b.store.Nodes().DrainUntil(b.ctx, sess.NodeID, time.Hour, "admin", "kernel update")
 	require.NoError(t, err)
 	require.Equal(t, store.NodeDraining, n.DesiredState)
 	require.NotNil(t, n.DrainDeadlineAt)
 
 	// Not due yet: nothing changes.
-	st, err := b.store.ExpireDrainDeadlines(b.ctx)
+	st, err := b.store.Leases().ExpireDrainDeadlines(b.ctx)
 	require.NoError(t, err)
 	require.Equal(t, store.DrainExpiry{}, st)
 	require.Equal(t, 2, b.count(t, `SELECT COUNT(*) FROM judge_job WHERE node_id = ? AND state = 'RUNNING'`, sess.NodeID))
@@ -42,11 +42,11 @@ func TestDrainDeadlineRequeuesLeasesUncountedAndDisables(t *testing.T) {
 	// The deadline passes (moved into the past on the database clock).
 	_, err = b.db.ExecContext(b.ctx, `UPDATE judge_node SET drain_deadline_at = NOW(6) - INTERVAL 1 SECOND WHERE id = ?`, sess.NodeID)
 	require.NoError(t, err)
-	st, err = b.store.ExpireDrainDeadlines(b.ctx)
+	st, err = b.store.Leases().ExpireDrainDeadlines(b.ctx)
 	require.NoError(t, err)
 	require.Equal(t, store.DrainExpiry{Nodes: 1, Requeued: 2}, st)
 
-	n, err = b.store.GetNode(b.ctx, sess.NodeID)
+	n, err = b.store.Nodes().GetNode(b.ctx, sess.NodeID)
 	require.NoError(t, err)
 	require.Equal(t, store.NodeDisabled, n.DesiredState)
 	require.Nil(t, n.DrainDeadlineAt)
@@ -61,15 +61,15 @@ func TestDrainDeadlineRequeuesLeasesUncountedAndDisables(t *testing.T) {
 	require.Equal(t, 2, b.count(t, `SELECT COUNT(*) FROM judge_audit WHERE node_id = ? AND action = 'job.lease_revoked'`, sess.NodeID))
 
 	// Fenced: the old lease can neither renew nor post a result.
-	rr, err := b.store.Renew(b.ctx, sess.NodeSession, []store.RenewItem{{JobID: claimed[0].JobID, LeaseEpoch: claimed[0].LeaseEpoch, ProgressSeq: 1}})
+	rr, err := b.store.Leases().Renew(b.ctx, sess.NodeSession, []store.RenewItem{{JobID: claimed[0].JobID, LeaseEpoch: claimed[0].LeaseEpoch, ProgressSeq: 1}})
 	require.NoError(t, err)
 	require.NotEqual(t, store.RenewOK, rr[0].State)
-	_, err = b.store.Complete(b.ctx, sess.NodeSession, claimed[0].JobID, claimed[0].LeaseEpoch, acResult())
+	_, err = b.store.Leases().Complete(b.ctx, sess.NodeSession, claimed[0].JobID, claimed[0].LeaseEpoch, acResult())
 	require.ErrorIs(t, err, store.ErrLeaseLost)
 
 	// Another node picks the jobs up with a new lease epoch, first attempt.
 	b.verifyAndEnable(t, other, "cpp")
-	again, err := b.store.Claim(b.ctx, other.NodeSession, 2)
+	again, err := b.store.Leases().Claim(b.ctx, other.NodeSession, 2)
 	require.NoError(t, err)
 	require.Len(t, again, 2)
 	oldEpoch := map[int64]int64{claimed[0].JobID: claimed[0].LeaseEpoch, claimed[1].JobID: claimed[1].LeaseEpoch}
@@ -82,7 +82,7 @@ func TestDrainDeadlineRequeuesLeasesUncountedAndDisables(t *testing.T) {
 	require.Empty(t, rep.Violations)
 
 	// A second pass finds nothing more to do.
-	st, err = b.store.ExpireDrainDeadlines(b.ctx)
+	st, err = b.store.Leases().ExpireDrainDeadlines(b.ctx)
 	require.NoError(t, err)
 	require.Equal(t, store.DrainExpiry{}, st)
 }
@@ -95,20 +95,20 @@ func TestDrainDeadlineReplacedOrCancelled(t *testing.T) {
 	g := b.group(t, 4)
 	sess := b.node(t, "cpp", g.ID, 2, true)
 	b.enqueue(t, "ALGO", "dr-1")
-	_, err := b.store.Claim(b.ctx, sess.NodeSession, 1)
+	_, err := b.store.Leases().Claim(b.ctx, sess.NodeSession, 1)
 	require.NoError(t, err)
-	_, err = b.store.DrainUntil(b.ctx, sess.NodeID, time.Minute, "admin", "first")
+	_, err = b.store.Nodes().DrainUntil(b.ctx, sess.NodeID, time.Minute, "admin", "first")
 	require.NoError(t, err)
-	n, err := b.store.DrainUntil(b.ctx, sess.NodeID, 0, "admin", "no deadline after all")
+	n, err := b.store.Nodes().DrainUntil(b.ctx, sess.NodeID, 0, "admin", "no deadline after all")
 	require.NoError(t, err)
 	require.Nil(t, n.DrainDeadlineAt)
 	require.Equal(t, 0, b.count(t, `SELECT COUNT(*) FROM judge_node WHERE id = ? AND drain_deadline_at IS NOT NULL`, sess.NodeID))
 
-	_, err = b.store.DrainUntil(b.ctx, sess.NodeID, time.Minute, "admin", "again")
+	_, err = b.store.Nodes().DrainUntil(b.ctx, sess.NodeID, time.Minute, "admin", "again")
 	require.NoError(t, err)
 	_, err = b.db.ExecContext(b.ctx, `UPDATE judge_node SET desired_state = 'ENABLED', drain_deadline_at = NOW(6) - INTERVAL 1 SECOND WHERE id = ?`, sess.NodeID)
 	require.NoError(t, err)
-	st, err := b.store.ExpireDrainDeadlines(b.ctx)
+	st, err := b.store.Leases().ExpireDrainDeadlines(b.ctx)
 	require.NoError(t, err)
 	require.Equal(t, store.DrainExpiry{}, st, "only DRAINING nodes are affected")
 	require.Equal(t, 1, b.count(t, `SELECT COUNT(*) FROM judge_job WHERE node_id = ? AND state = 'RUNNING'`, sess.NodeID))

@@ -83,7 +83,7 @@ func (r EnqueueRequest) validate(maxSnapshot int) (pool string, snapshot []byte,
 // highest generation, see lockSubmission). Enqueuing an identity that exists
 // returns the existing current job when the request is the same, and a
 // conflict when it differs (use Rejudge for a new generation).
-func (s *Store) enqueue(ctx context.Context, req EnqueueRequest) (EnqueueResult, error) {
+func (s *core) enqueue(ctx context.Context, req EnqueueRequest) (EnqueueResult, error) {
 	pool, snapshot, digest, caps, err := s.validateEnqueue(ctx, req)
 	if err != nil {
 		return EnqueueResult{}, err
@@ -152,7 +152,7 @@ func (e *BulkError) Unwrap() []error {
 // (*BulkError); a conflict (an existing identity with a different request)
 // fails the whole call with an *ItemError naming it. New submissions are
 // written with one multi-row INSERT each for jobs and pointers.
-func (s *Store) enqueueMany(ctx context.Context, reqs []EnqueueRequest) ([]EnqueueResult, error) {
+func (s *core) enqueueMany(ctx context.Context, reqs []EnqueueRequest) ([]EnqueueResult, error) {
 	jobs, err := s.validateMany(ctx, reqs)
 	if err != nil {
 		return nil, err
@@ -179,7 +179,7 @@ func (s *Store) enqueueMany(ctx context.Context, reqs []EnqueueRequest) ([]Enque
 
 // validateMany checks every item of a bulk enqueue and reports all invalid
 // ones; the same identity twice in one call is invalid.
-func (s *Store) validateMany(ctx context.Context, reqs []EnqueueRequest) ([]newJob, error) {
+func (s *core) validateMany(ctx context.Context, reqs []EnqueueRequest) ([]newJob, error) {
 	if len(reqs) == 0 || len(reqs) > EnqueueManyMax {
 		return nil, invalid("submissions", "must hold 1..%d submissions, got %d", EnqueueManyMax, len(reqs))
 	}
@@ -213,7 +213,7 @@ func (s *Store) validateMany(ctx context.Context, reqs []EnqueueRequest) ([]newJ
 
 // ValidateEnqueueMany checks a bulk enqueue as EnqueueMany would, writing
 // nothing: nil, or a *BulkError listing every invalid item.
-func (s *Store) ValidateEnqueueMany(ctx context.Context, reqs []EnqueueRequest) error {
+func (s *Jobs) ValidateEnqueueMany(ctx context.Context, reqs []EnqueueRequest) error {
 	_, err := s.validateMany(ctx, reqs)
 	return err
 }
@@ -224,7 +224,7 @@ func (s *Store) ValidateEnqueueMany(ctx context.Context, reqs []EnqueueRequest) 
 // takes enqueueManyLocked. New jobs need no pointer row (lockSubmission) and
 // no pool-signal write: other replicas see them through the pool's highest
 // job id (PoolSignals).
-func (s *Store) enqueueManyTx(ctx context.Context, tx *sql.Tx, jobs []newJob) ([]EnqueueResult, error) {
+func (s *core) enqueueManyTx(ctx context.Context, tx *sql.Tx, jobs []newJob) ([]EnqueueResult, error) {
 	ids, err := s.insertJobs(ctx, tx, s.firstGenerations(jobs))
 	if err != nil {
 		return nil, err
@@ -239,7 +239,7 @@ func (s *Store) enqueueManyTx(ctx context.Context, tx *sql.Tx, jobs []newJob) ([
 // enqueueManyLocked is the locking path of a bulk enqueue inside tx, for
 // calls where some submissions exist: item by item, pointers locked in
 // identity order so two overlapping calls cannot deadlock.
-func (s *Store) enqueueManyLocked(ctx context.Context, tx *sql.Tx, reqs []EnqueueRequest, jobs []newJob) ([]EnqueueResult, error) {
+func (s *core) enqueueManyLocked(ctx context.Context, tx *sql.Tx, reqs []EnqueueRequest, jobs []newJob) ([]EnqueueResult, error) {
 	order := make([]int, len(reqs))
 	for i := range order {
 		order[i] = i
@@ -263,7 +263,7 @@ func (s *Store) enqueueManyLocked(ctx context.Context, tx *sql.Tx, reqs []Enqueu
 }
 
 // notifyCreated wakes, per pool, as many waiters as the call created jobs.
-func (s *Store) notifyCreated(jobs []newJob, out []EnqueueResult) {
+func (s *core) notifyCreated(jobs []newJob, out []EnqueueResult) {
 	pools := map[string]int{}
 	caps := map[string]uint64{}
 	for i, r := range out {
@@ -291,7 +291,7 @@ type newJob struct {
 // them exists already the statement writes nothing and each goes alone (and
 // from there to the locking path), so each caller gets its own answer. The
 // same identity twice in one batch also goes alone.
-func (s *Store) enqueueBatch(ctx context.Context, calls []*batchCall[newJob, EnqueueResult]) {
+func (s *core) enqueueBatch(ctx context.Context, calls []*batchCall[newJob, EnqueueResult]) {
 	seen := make(map[[2]string]bool, len(calls))
 	var batch, alone []*batchCall[newJob, EnqueueResult]
 	for _, c := range calls {
@@ -331,7 +331,7 @@ func (s *Store) enqueueBatch(ctx context.Context, calls []*batchCall[newJob, Enq
 }
 
 // firstGenerations are the job rows of new submissions.
-func (s *Store) firstGenerations(jobs []newJob) []jobRow {
+func (s *core) firstGenerations(jobs []newJob) []jobRow {
 	rows := make([]jobRow, len(jobs))
 	for i, n := range jobs {
 		rows[i] = jobRow{
@@ -350,7 +350,7 @@ func (s *Store) firstGenerations(jobs []newJob) []jobRow {
 // (never assumed consecutive: they are not under innodb_autoinc_lock_mode=2,
 // MySQL 8's default, nor on Galera). A statement is atomic, so a submission
 // that exists (1062) leaves none of the batch's rows.
-func (s *Store) insertNewJobsAutocommit(ctx context.Context, jobs []newJob) ([]int64, error) {
+func (s *core) insertNewJobsAutocommit(ctx context.Context, jobs []newJob) ([]int64, error) {
 	rows := s.firstGenerations(jobs)
 	insert, insertArgs := jobInsertSQL(rows)
 	if len(rows) == 1 {
@@ -387,12 +387,12 @@ func (s *Store) insertNewJobsAutocommit(ctx context.Context, jobs []newJob) ([]i
 // that share the database: the job exists exactly when their own transaction
 // commits. The caller must retry its whole transaction on deadlock. Waiting
 // nodes notice the job at their next poll of the pool signal (~10 ms).
-func (s *Store) enqueueTxPublic(ctx context.Context, tx *sql.Tx, req EnqueueRequest) (EnqueueResult, error) {
+func (s *core) enqueueTxPublic(ctx context.Context, tx *sql.Tx, req EnqueueRequest) (EnqueueResult, error) {
 	res, _, err := s.enqueueTx(ctx, tx, req)
 	return res, err
 }
 
-func (s *Store) enqueueTx(ctx context.Context, tx *sql.Tx, req EnqueueRequest) (EnqueueResult, string, error) {
+func (s *core) enqueueTx(ctx context.Context, tx *sql.Tx, req EnqueueRequest) (EnqueueResult, string, error) {
 	pool, snapshot, digest, caps, err := s.validateEnqueue(ctx, req)
 	if err != nil {
 		return EnqueueResult{}, "", err
@@ -403,7 +403,7 @@ func (s *Store) enqueueTx(ctx context.Context, tx *sql.Tx, req EnqueueRequest) (
 
 // validateEnqueue checks the request and its manifest (manifests are
 // immutable and never deleted, so this needs no transaction).
-func (s *Store) validateEnqueue(ctx context.Context, req EnqueueRequest) (pool string, snapshot []byte, digest string, caps uint64, err error) {
+func (s *core) validateEnqueue(ctx context.Context, req EnqueueRequest) (pool string, snapshot []byte, digest string, caps uint64, err error) {
 	pool, snapshot, digest, err = req.validate(s.cfg.MaxSnapshotBytes)
 	if err != nil {
 		return "", nil, "", 0, err
@@ -430,7 +430,7 @@ func (s *Store) validateEnqueue(ctx context.Context, req EnqueueRequest) (pool s
 // enqueueLocked is the locking path: lock the submission (its pointer
 // comes before its jobs in the lock order, doc.go), then return the existing current job or insert
 // generation 1.
-func (s *Store) enqueueLocked(ctx context.Context, tx *sql.Tx, req EnqueueRequest, pool string, snapshot []byte, digest string, caps uint64) (EnqueueResult, error) {
+func (s *core) enqueueLocked(ctx context.Context, tx *sql.Tx, req EnqueueRequest, pool string, snapshot []byte, digest string, caps uint64) (EnqueueResult, error) {
 	cur, gen, err := lockSubmission(ctx, tx, req.SubmissionType, req.SubmissionID)
 	if err != nil {
 		return EnqueueResult{}, err
@@ -478,21 +478,21 @@ func (s *Store) enqueueLocked(ctx context.Context, tx *sql.Tx, req EnqueueReques
 }
 
 // Enqueue accepts a submission; see enqueue.
-func (s *Store) Enqueue(ctx context.Context, req EnqueueRequest) (EnqueueResult, error) {
+func (s *Jobs) Enqueue(ctx context.Context, req EnqueueRequest) (EnqueueResult, error) {
 	res, err := s.enqueue(ctx, req)
 	s.observeEnqueue(ctx, req, res, err, "submission")
 	return res, err
 }
 
 // EnqueueTx enqueues inside the caller's transaction; see enqueueTxPublic.
-func (s *Store) EnqueueTx(ctx context.Context, tx *sql.Tx, req EnqueueRequest) (EnqueueResult, error) {
+func (s *Jobs) EnqueueTx(ctx context.Context, tx *sql.Tx, req EnqueueRequest) (EnqueueResult, error) {
 	res, err := s.enqueueTxPublic(ctx, tx, req)
 	s.observeEnqueue(ctx, req, res, err, "submission")
 	return res, err
 }
 
 // EnqueueIdempotent enqueues with an Idempotency-Key; see enqueueIdempotent.
-func (s *Store) EnqueueIdempotent(ctx context.Context, tokenID int64, key string, req EnqueueRequest) (EnqueueResult, error) {
+func (s *Jobs) EnqueueIdempotent(ctx context.Context, tokenID int64, key string, req EnqueueRequest) (EnqueueResult, error) {
 	if key == "" {
 		return s.Enqueue(ctx, req) // counted there
 	}
@@ -503,7 +503,7 @@ func (s *Store) EnqueueIdempotent(ctx context.Context, tokenID int64, key string
 
 // EnqueueMany accepts many submissions in one transaction; see enqueueMany.
 // Created jobs are counted per pool.
-func (s *Store) EnqueueMany(ctx context.Context, reqs []EnqueueRequest) ([]EnqueueResult, error) {
+func (s *Jobs) EnqueueMany(ctx context.Context, reqs []EnqueueRequest) ([]EnqueueResult, error) {
 	out, err := s.enqueueMany(ctx, reqs)
 	s.observeEnqueueMany(ctx, reqs, out, err)
 	return out, err
@@ -511,7 +511,7 @@ func (s *Store) EnqueueMany(ctx context.Context, reqs []EnqueueRequest) ([]Enque
 
 // EnqueueManyIdempotent is EnqueueMany behind an Idempotency-Key; see
 // enqueueManyIdempotent.
-func (s *Store) EnqueueManyIdempotent(ctx context.Context, tokenID int64, key string, reqs []EnqueueRequest) ([]EnqueueResult, error) {
+func (s *Jobs) EnqueueManyIdempotent(ctx context.Context, tokenID int64, key string, reqs []EnqueueRequest) ([]EnqueueResult, error) {
 	if key == "" {
 		return s.EnqueueMany(ctx, reqs) // counted there
 	}

@@ -42,7 +42,7 @@ const (
 // event whose id committed late is still delivered; an event whose consumer
 // lease runs out without an ack is delivered again. Other groups' rows of the
 // same settlements are untouched.
-func (s *Store) ClaimEvents(ctx context.Context, scope EventScope, consumer string, max int, lease time.Duration) ([]Event, error) {
+func (s *Events) ClaimEvents(ctx context.Context, scope EventScope, consumer string, max int, lease time.Duration) ([]Event, error) {
 	if consumer == "" || len(consumer) > 128 {
 		return nil, invalid("consumer", "must be 1..128 characters")
 	}
@@ -113,7 +113,7 @@ func (s *Store) ClaimEvents(ctx context.Context, scope EventScope, consumer stri
 // lease of an event in scope may acknowledge it; the count of acknowledged
 // events is returned (an event re-leased to another consumer, or another
 // group's row, is not counted).
-func (s *Store) ackEvents(ctx context.Context, scope EventScope, consumer string, ids []int64) (int, error) {
+func (s *core) ackEvents(ctx context.Context, scope EventScope, consumer string, ids []int64) (int, error) {
 	if len(ids) == 0 {
 		return 0, nil
 	}
@@ -144,7 +144,7 @@ type AckOutcome struct {
 }
 
 // AckEventsFor acknowledges events like AckEvents and reports each id.
-func (s *Store) AckEventsFor(ctx context.Context, scope EventScope, consumer string, ids []int64) (AckOutcome, error) {
+func (s *Events) AckEventsFor(ctx context.Context, scope EventScope, consumer string, ids []int64) (AckOutcome, error) {
 	var out AckOutcome
 	if len(ids) == 0 {
 		return out, nil
@@ -190,7 +190,7 @@ func (s *Store) AckEventsFor(ctx context.Context, scope EventScope, consumer str
 // failEventDelivery records a failed push delivery of a row in scope: retry
 // after backoff, or DEAD once maxAttempts deliveries failed (visible to
 // admins). Other groups' rows of the settlement keep their own state.
-func (s *Store) failEventDelivery(ctx context.Context, scope EventScope, consumer string, id int64, reason string, retryIn time.Duration, maxAttempts int) error {
+func (s *core) failEventDelivery(ctx context.Context, scope EventScope, consumer string, id int64, reason string, retryIn time.Duration, maxAttempts int) error {
 	if len(reason) > 1024 {
 		reason = reason[:1024]
 	}
@@ -216,7 +216,7 @@ type EventRecord struct {
 }
 
 // ListEvents lists events in a state, newest first.
-func (s *Store) ListEvents(ctx context.Context, state string, limit int) ([]EventRecord, error) {
+func (s *Events) ListEvents(ctx context.Context, state string, limit int) ([]EventRecord, error) {
 	if limit <= 0 || limit > 500 {
 		limit = 100
 	}
@@ -266,7 +266,7 @@ func scanEventView(sc interface{ Scan(...any) error }) (EventView, error) {
 }
 
 // ListEventsPage lists settlement events newest first.
-func (s *Store) ListEventsPage(ctx context.Context, f EventFilter) ([]EventView, error) {
+func (s *Events) ListEventsPage(ctx context.Context, f EventFilter) ([]EventView, error) {
 	q := `SELECT ` + eventViewColumns + ` FROM judge_settlement_event WHERE 1=1`
 	var args []any
 	if f.State != "" {
@@ -302,7 +302,7 @@ func (s *Store) ListEventsPage(ctx context.Context, f EventFilter) ([]EventView,
 
 // RedeliverEvent puts a dead-lettered event back into delivery: PENDING, its
 // attempt counter cleared, due now. Anything but DEAD is ErrEventNotDead.
-func (s *Store) RedeliverEvent(ctx context.Context, eventID int64, actor, reason string) (EventView, error) {
+func (s *Events) RedeliverEvent(ctx context.Context, eventID int64, actor, reason string) (EventView, error) {
 	var out EventView
 	err := s.inTx(ctx, func(tx *sql.Tx) error {
 		var state string
@@ -457,7 +457,7 @@ func settlementSQL(rows []settlementRow) (string, []any, error) {
 }
 
 // AckEvents marks events delivered; see ackEvents.
-func (s *Store) AckEvents(ctx context.Context, scope EventScope, consumer string, ids []int64) (int, error) {
+func (s *Events) AckEvents(ctx context.Context, scope EventScope, consumer string, ids []int64) (int, error) {
 	n, err := s.ackEvents(ctx, scope, consumer, ids)
 	if n > 0 {
 		s.observer().EventsDelivered(ctx, n)
@@ -469,7 +469,7 @@ func (s *Store) AckEvents(ctx context.Context, scope EventScope, consumer string
 }
 
 // FailEventDelivery records a failed push delivery; see failEventDelivery.
-func (s *Store) FailEventDelivery(ctx context.Context, scope EventScope, consumer string, id int64, reason string, retryIn time.Duration, maxAttempts int) error {
+func (s *Events) FailEventDelivery(ctx context.Context, scope EventScope, consumer string, id int64, reason string, retryIn time.Duration, maxAttempts int) error {
 	err := s.failEventDelivery(ctx, scope, consumer, id, reason, retryIn, maxAttempts)
 	if err != nil {
 		if isDBError(err) {

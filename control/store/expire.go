@@ -23,7 +23,7 @@ type ReapStats struct {
 
 // Reap returns expired leases to QUEUED or FAILED; see reap. It reports the
 // pass to the observer.
-func (s *Store) Reap(ctx context.Context) (ReapStats, error) {
+func (s *Leases) Reap(ctx context.Context) (ReapStats, error) {
 	st, err := s.reap(ctx)
 	s.observer().LeasesExpired(ctx, st.Requeued, st.Failed, err)
 	if isDBError(err) {
@@ -40,7 +40,7 @@ func (s *Store) Reap(ctx context.Context) (ReapStats, error) {
 // transaction, skipping rows another replica holds; running it in every
 // replica at once is safe. A reaped lease is fenced as always: its node's
 // renew answers LOST and its result is refused.
-func (s *Store) reap(ctx context.Context) (ReapStats, error) {
+func (s *core) reap(ctx context.Context) (ReapStats, error) {
 	var st ReapStats
 	cands, err := s.reapCandidates(ctx)
 	if err != nil {
@@ -83,7 +83,7 @@ type reapCandidate struct {
 
 // reapCandidates reads, without locks, the expired leases and the live
 // leases of nodes silent for HeartbeatTTL.
-func (s *Store) reapCandidates(ctx context.Context) ([]reapCandidate, error) {
+func (s *core) reapCandidates(ctx context.Context) ([]reapCandidate, error) {
 	scan := func(r rowScanner) (reapCandidate, error) {
 		var c reapCandidate
 		return c, r.Scan(&c.jobID, &c.leaseEpoch, &c.silent)
@@ -108,7 +108,7 @@ func (s *Store) reapCandidates(ctx context.Context) ([]reapCandidate, error) {
 // reapOne ends one candidate lease if it still is what the candidate says,
 // skipping a row another replica or a result commit holds. It returns the
 // job's new state (empty: nothing done) and its pool.
-func (s *Store) reapOne(ctx context.Context, c reapCandidate) (JobState, string, error) {
+func (s *core) reapOne(ctx context.Context, c reapCandidate) (JobState, string, error) {
 	var state JobState
 	var pool string
 	err := s.inTx(ctx, func(tx *sql.Tx) error {
@@ -175,7 +175,7 @@ type DrainExpiry struct {
 // refused (fencing). Candidates are read without locks, then each node is
 // re-checked under its locks, taken in the lock order (doc.go); running it in
 // every replica at once is safe.
-func (s *Store) ExpireDrainDeadlines(ctx context.Context) (DrainExpiry, error) {
+func (s *Leases) ExpireDrainDeadlines(ctx context.Context) (DrainExpiry, error) {
 	var st DrainExpiry
 	ids, err := queryAll(ctx, s.db, scanID,
 		`SELECT id FROM judge_node WHERE desired_state = 'DRAINING' AND drain_deadline_at <= NOW(6)

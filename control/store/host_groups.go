@@ -21,7 +21,7 @@ type HostGroup struct {
 }
 
 // CreateHostGroup adds a host group.
-func (s *Store) CreateHostGroup(ctx context.Context, name string, capacity int, actor string) (HostGroup, error) {
+func (s *Nodes) CreateHostGroup(ctx context.Context, name string, capacity int, actor string) (HostGroup, error) {
 	if !nameRE.MatchString(name) {
 		return HostGroup{}, invalid("name", "must match %s", nameRE)
 	}
@@ -47,7 +47,7 @@ func (s *Store) CreateHostGroup(ctx context.Context, name string, capacity int, 
 // ResizeHostGroup changes a group's capacity if revision is current. Lowering
 // it never stops running jobs; it only stops new claims until in-flight
 // work drains below the new capacity.
-func (s *Store) ResizeHostGroup(ctx context.Context, id int64, capacity int, revision int64, actor, reason string) (HostGroup, error) {
+func (s *Nodes) ResizeHostGroup(ctx context.Context, id int64, capacity int, revision int64, actor, reason string) (HostGroup, error) {
 	if capacity < 0 || capacity > 4096 {
 		return HostGroup{}, invalid("slotCapacity", "must be 0..4096")
 	}
@@ -86,7 +86,7 @@ type HostGroupDetail struct {
 
 // HostGroupDetails lists host groups (one when id > 0) with busy slots,
 // node counts and timestamps.
-func (s *Store) HostGroupDetails(ctx context.Context, id int64) ([]HostGroupDetail, error) {
+func (s *Nodes) HostGroupDetails(ctx context.Context, id int64) ([]HostGroupDetail, error) {
 	q := `SELECT g.id, g.name, g.slot_capacity, g.revision,
 	        (SELECT COUNT(*) FROM judge_job j WHERE j.host_group_id = g.id AND j.state = 'RUNNING') AS slots_busy,
 	        (SELECT COUNT(*) FROM judge_node n WHERE n.host_group_id = g.id) AS node_count,

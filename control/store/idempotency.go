@@ -54,9 +54,9 @@ func idempotencyDigest(req EnqueueRequest) (string, error) {
 // loser always sees the winner's key and answers by the key (the same job,
 // or ErrIdempotencyKeyReused), never by the state the winner left on the
 // submission (which would be a timing-dependent ErrConflict).
-func (s *Store) enqueueIdempotent(ctx context.Context, tokenID int64, key string, req EnqueueRequest) (EnqueueResult, error) {
+func (s *core) enqueueIdempotent(ctx context.Context, tokenID int64, key string, req EnqueueRequest) (EnqueueResult, error) {
 	if key == "" {
-		return s.Enqueue(ctx, req)
+		return s.enqueue(ctx, req)
 	}
 	if !validIdempotencyKey(key) {
 		return EnqueueResult{}, invalid("Idempotency-Key", "must be 1..%d printable ASCII characters", MaxIdempotencyKeyLen)
@@ -130,7 +130,7 @@ const bulkDigestPrefix = "bulk\n"
 // same transaction; the same key and body later gets those jobs back, with
 // their state now; the same key with a different body (or a single
 // enqueue's key) is ErrIdempotencyKeyReused and writes nothing.
-func (s *Store) enqueueManyIdempotent(ctx context.Context, tokenID int64, key string, reqs []EnqueueRequest) ([]EnqueueResult, error) {
+func (s *core) enqueueManyIdempotent(ctx context.Context, tokenID int64, key string, reqs []EnqueueRequest) ([]EnqueueResult, error) {
 	if !validIdempotencyKey(key) {
 		return nil, invalid("Idempotency-Key", "must be 1..%d printable ASCII characters", MaxIdempotencyKeyLen)
 	}
@@ -245,7 +245,7 @@ func recordedJobs(ctx context.Context, tx *sql.Tx, idsJSON string) ([]EnqueueRes
 
 // PurgeIdempotencyKeys deletes keys recorded more than olderThan ago, in
 // batches, and returns how many were deleted. A purged key is free again.
-func (s *Store) PurgeIdempotencyKeys(ctx context.Context, olderThan time.Duration) (int64, error) {
+func (s *Jobs) PurgeIdempotencyKeys(ctx context.Context, olderThan time.Duration) (int64, error) {
 	if olderThan < time.Minute {
 		return 0, invalid("olderThan", "must be at least a minute")
 	}

@@ -112,7 +112,7 @@ const createdSlack = 2 * time.Minute
 // creation-time range becomes an id range first (two lookups on
 // ix_job_created), so it bounds every plan too. TestSearchQueryPlans
 // measures the rows each shape reads.
-func (s *Store) ListJobs(ctx context.Context, f JobFilter) ([]Job, error) {
+func (s *Jobs) ListJobs(ctx context.Context, f JobFilter) ([]Job, error) {
 	if err := f.Validate(); err != nil {
 		return nil, err
 	}
@@ -141,7 +141,7 @@ func (s *Store) ListJobs(ctx context.Context, f JobFilter) ([]Job, error) {
 // CurrentJobs says which of jobs are their submission's current (highest)
 // generation, in one query for a listed page: a list shows an old
 // generation as such, and the current one as current.
-func (s *Store) CurrentJobs(ctx context.Context, jobs []Job) (map[int64]bool, error) {
+func (s *Jobs) CurrentJobs(ctx context.Context, jobs []Job) (map[int64]bool, error) {
 	cur := make(map[int64]bool, len(jobs))
 	if len(jobs) == 0 {
 		return cur, nil
@@ -185,7 +185,7 @@ func (s *Store) CurrentJobs(ctx context.Context, jobs []Job) (map[int64]bool, er
 	return cur, nil
 }
 
-func (s *Store) createdIDRange(ctx context.Context, f JobFilter) (after, before int64, err error) {
+func (s *core) createdIDRange(ctx context.Context, f JobFilter) (after, before int64, err error) {
 	look := func(q string, t time.Time) (int64, error) {
 		var id int64
 		err := s.db.QueryRowContext(ctx, q, t.UTC()).Scan(&id)
@@ -291,7 +291,7 @@ const GenerationsLimit = 100
 
 // Generations lists the jobs of the submission jobID belongs to, newest
 // generation first (at most GenerationsLimit), jobID included.
-func (s *Store) Generations(ctx context.Context, jobID int64) ([]Generation, error) {
+func (s *Jobs) Generations(ctx context.Context, jobID int64) ([]Generation, error) {
 	out, err := queryAll(ctx, s.db, func(r rowScanner) (Generation, error) {
 		var g Generation
 		err := r.Scan(&g.JobID, &g.Generation, &g.Kind, &g.State, &g.Verdict, &g.Current, &g.CreatedAt, &g.FinishedAt)

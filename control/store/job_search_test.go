@@ -14,7 +14,7 @@ func (b *testBundle) finish(t *testing.T, sess store.Session, jobID int64, res s
 	t.Helper()
 	c := b.claimEventually(t, b.store, sess.NodeSession)
 	require.Equal(t, jobID, c.JobID)
-	_, err := b.store.Complete(b.ctx, sess.NodeSession, c.JobID, c.LeaseEpoch, res)
+	_, err := b.store.Leases().Complete(b.ctx, sess.NodeSession, c.JobID, c.LeaseEpoch, res)
 	require.NoError(t, err)
 }
 
@@ -34,7 +34,7 @@ func TestListJobsSearchesBySubmissionVerdictAndTime(t *testing.T) {
 	b.finish(t, sess, ac.JobID, acResult())
 	wa := b.enqueue(t, "ALGO", "s-wa")
 	b.finish(t, sess, wa.JobID, waResult())
-	rj, err := b.store.RejudgeJob(b.ctx, wa.JobID, "ADMIN:t", "tests changed")
+	rj, err := b.store.Jobs().RejudgeJob(b.ctx, wa.JobID, "ADMIN:t", "tests changed")
 	require.NoError(t, err)
 	other := b.enqueue(t, "CONTEST", "s-wa")
 	// Creation times an hour apart, after the node's check job (created
@@ -47,7 +47,7 @@ func TestListJobsSearchesBySubmissionVerdictAndTime(t *testing.T) {
 
 	list := func(f store.JobFilter) []int64 {
 		t.Helper()
-		jobs, err := b.store.ListJobs(b.ctx, f)
+		jobs, err := b.store.Jobs().ListJobs(b.ctx, f)
 		require.NoError(t, err)
 		for _, j := range jobs {
 			require.Nil(t, j.Result, "lists carry no case results")
@@ -115,11 +115,11 @@ func TestGenerationsListEveryJobOfTheSubmission(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	first := b.enqueue(t, "ALGO", "g-1")
-	second, err := b.store.RejudgeJob(b.ctx, first.JobID, "ADMIN:t", "again")
+	second, err := b.store.Jobs().RejudgeJob(b.ctx, first.JobID, "ADMIN:t", "again")
 	require.NoError(t, err)
 	b.enqueue(t, "ALGO", "g-2")
 	for _, id := range []int64{first.JobID, second.JobID} {
-		gens, err := b.store.Generations(b.ctx, id)
+		gens, err := b.store.Jobs().Generations(b.ctx, id)
 		require.NoError(t, err)
 		require.Len(t, gens, 2)
 		require.Equal(t, second.JobID, gens[0].JobID)
@@ -131,6 +131,6 @@ func TestGenerationsListEveryJobOfTheSubmission(t *testing.T) {
 		require.Equal(t, store.StateCancelled, gens[1].State, "a rejudge cancels the queued old generation")
 		require.NotNil(t, gens[1].FinishedAt)
 	}
-	_, err = b.store.Generations(b.ctx, 999999)
+	_, err = b.store.Jobs().Generations(b.ctx, 999999)
 	require.ErrorIs(t, err, store.ErrNotFound)
 }

@@ -123,7 +123,7 @@ type jobRow struct {
 	requiredCaps                 uint64
 }
 
-func (s *Store) insertJob(ctx context.Context, tx *sql.Tx, j jobRow) (int64, error) {
+func (s *core) insertJob(ctx context.Context, tx *sql.Tx, j jobRow) (int64, error) {
 	ids, err := s.insertJobs(ctx, tx, []jobRow{j})
 	if err != nil {
 		return 0, err
@@ -134,7 +134,7 @@ func (s *Store) insertJob(ctx context.Context, tx *sql.Tx, j jobRow) (int64, err
 // insertJobs writes QUEUED jobs in one statement and returns their ids in
 // order. One row's id is LAST_INSERT_ID(); for several, the ids are read back
 // by identity rather than assumed consecutive.
-func (s *Store) insertJobs(ctx context.Context, tx *sql.Tx, jobs []jobRow) ([]int64, error) {
+func (s *core) insertJobs(ctx context.Context, tx *sql.Tx, jobs []jobRow) ([]int64, error) {
 	q, args := jobInsertSQL(jobs)
 	r, err := tx.ExecContext(ctx, q, args...)
 	if err != nil {
@@ -251,7 +251,7 @@ var (
 // Rejudge makes a new job with generation+1 for the submission, moves the
 // pointer to it, and cancels the old job if it had not finished. The old
 // job's lease, if any, can no longer post a result.
-func (s *Store) Rejudge(ctx context.Context, typ, id, actor, reason string) (EnqueueResult, error) {
+func (s *Jobs) Rejudge(ctx context.Context, typ, id, actor, reason string) (EnqueueResult, error) {
 	return s.rejudge(ctx, typ, id, 0, actor, reason)
 }
 
@@ -259,7 +259,7 @@ func (s *Store) Rejudge(ctx context.Context, typ, id, actor, reason string) (Enq
 // that job is still the submission's current one (ErrJobNotCurrent
 // otherwise): two admins rejudging the same job make one new generation, not
 // two.
-func (s *Store) RejudgeJob(ctx context.Context, jobID int64, actor, reason string) (EnqueueResult, error) {
+func (s *Jobs) RejudgeJob(ctx context.Context, jobID int64, actor, reason string) (EnqueueResult, error) {
 	var typ, sid string
 	var kind JobKind
 	err := s.db.QueryRowContext(ctx, `SELECT submission_type, submission_id, kind FROM judge_job WHERE id = ?`, jobID).Scan(&typ, &sid, &kind)
@@ -278,7 +278,7 @@ func (s *Store) RejudgeJob(ctx context.Context, jobID int64, actor, reason strin
 // rejudge makes generation+1 of a submission. With onlyJob > 0 it does so
 // only while that job is still the submission's current one
 // (ErrJobNotCurrent otherwise), so racing admins make one generation.
-func (s *Store) rejudge(ctx context.Context, typ, id string, onlyJob int64, actor, reason string) (EnqueueResult, error) {
+func (s *core) rejudge(ctx context.Context, typ, id string, onlyJob int64, actor, reason string) (EnqueueResult, error) {
 	var res EnqueueResult
 	var pool string
 	err := s.inTx(ctx, func(tx *sql.Tx) error {
@@ -336,7 +336,7 @@ func (s *Store) rejudge(ctx context.Context, typ, id string, onlyJob int64, acto
 
 // Cancel cancels the submission's current job if it has not finished. A
 // running lease learns it at its next renew (CANCELLED) or result (409).
-func (s *Store) Cancel(ctx context.Context, typ, id, actor, reason string) (JobState, error) {
+func (s *Jobs) Cancel(ctx context.Context, typ, id, actor, reason string) (JobState, error) {
 	var out JobState
 	err := s.inTx(ctx, func(tx *sql.Tx) error {
 		cur, _, err := lockSubmission(ctx, tx, typ, id)
@@ -354,7 +354,7 @@ func (s *Store) Cancel(ctx context.Context, typ, id, actor, reason string) (JobS
 
 // CancelJob cancels a job by id (admin). Only the submission's current job or
 // a CHECK job can be live, so the pointer is locked first all the same.
-func (s *Store) CancelJob(ctx context.Context, jobID int64, actor, reason string) (JobState, error) {
+func (s *Jobs) CancelJob(ctx context.Context, jobID int64, actor, reason string) (JobState, error) {
 	var out JobState
 	err := s.inTx(ctx, func(tx *sql.Tx) error {
 		var typ, id string
@@ -374,7 +374,7 @@ func (s *Store) CancelJob(ctx context.Context, jobID int64, actor, reason string
 	return out, err
 }
 
-func (s *Store) cancelJobLocked(ctx context.Context, tx *sql.Tx, jobID int64, actor, reason string) (JobState, error) {
+func (s *core) cancelJobLocked(ctx context.Context, tx *sql.Tx, jobID int64, actor, reason string) (JobState, error) {
 	var state JobState
 	if err := tx.QueryRowContext(ctx, `SELECT state FROM judge_job WHERE id = ? FOR UPDATE`, jobID).Scan(&state); err != nil {
 		return "", fmt.Errorf("store: cancel: job %d: %w", jobID, err)

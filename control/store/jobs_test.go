@@ -25,7 +25,7 @@ func TestEnqueueIsIdempotentUnderConcurrentDuplicates(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			r, err := b.store.Enqueue(b.ctx, req)
+			r, err := b.store.Jobs().Enqueue(b.ctx, req)
 			require.NoError(t, err)
 			ids[i], created[i] = r.JobID, r.Created
 		}()
@@ -43,7 +43,7 @@ func TestEnqueueIsIdempotentUnderConcurrentDuplicates(t *testing.T) {
 
 	// Same identity, different request: a conflict, nothing written.
 	req.Source = "int main(){return 1;}"
-	_, err := b.store.Enqueue(b.ctx, req)
+	_, err := b.store.Jobs().Enqueue(b.ctx, req)
 	require.ErrorIs(t, err, store.ErrConflict)
 	require.Equal(t, 1, b.count(t, `SELECT COUNT(*) FROM judge_job`))
 }
@@ -57,7 +57,7 @@ func TestEnqueueFailureLeavesNothing(t *testing.T) {
 	b := setup(t)
 	boom := errors.New("injected failure after job insert")
 	failing := b.store.WithHooks(&store.Hooks{AfterJobInsert: func() error { return boom }})
-	_, err := failing.EnqueueMany(b.ctx, []store.EnqueueRequest{
+	_, err := failing.Jobs().EnqueueMany(b.ctx, []store.EnqueueRequest{
 		{SubmissionType: "ALGO", SubmissionID: "6", Language: "cpp17", Source: "x", ManifestID: b.manifest},
 		{SubmissionType: "ALGO", SubmissionID: "7", Language: "cpp17", Source: "x", ManifestID: b.manifest}})
 	require.ErrorIs(t, err, boom)
@@ -65,11 +65,11 @@ func TestEnqueueFailureLeavesNothing(t *testing.T) {
 	require.Equal(t, 0, b.count(t, `SELECT COUNT(*) FROM judge_submission`))
 
 	// The locking path: its pointer row and job go together.
-	_, err = failing.Cancel(b.ctx, "ALGO", "7", "admin", "none yet")
+	_, err = failing.Jobs().Cancel(b.ctx, "ALGO", "7", "admin", "none yet")
 	require.ErrorIs(t, err, store.ErrNotFound)
 	tx, err := b.db.BeginTx(b.ctx, nil)
 	require.NoError(t, err)
-	_, err = failing.EnqueueTx(b.ctx, tx, store.EnqueueRequest{SubmissionType: "ALGO", SubmissionID: "7", Language: "cpp17", Source: "x", ManifestID: b.manifest})
+	_, err = failing.Jobs().EnqueueTx(b.ctx, tx, store.EnqueueRequest{SubmissionType: "ALGO", SubmissionID: "7", Language: "cpp17", Source: "x", ManifestID: b.manifest})
 	require.ErrorIs(t, err, boom)
 	require.NoError(t, tx.Rollback())
 	require.Equal(t, 0, b.count(t, `SELECT COUNT(*) FROM judge_job`))
@@ -78,7 +78,7 @@ func TestEnqueueFailureLeavesNothing(t *testing.T) {
 	// EnqueueTx joins the caller's transaction: a rollback takes the job with it.
 	tx, err = b.db.BeginTx(b.ctx, nil)
 	require.NoError(t, err)
-	r, err := b.store.EnqueueTx(b.ctx, tx, store.EnqueueRequest{SubmissionType: "ALGO", SubmissionID: "8", Language: "cpp17", Source: "x", ManifestID: b.manifest})
+	r, err := b.store.Jobs().EnqueueTx(b.ctx, tx, store.EnqueueRequest{SubmissionType: "ALGO", SubmissionID: "8", Language: "cpp17", Source: "x", ManifestID: b.manifest})
 	require.NoError(t, err)
 	require.True(t, r.Created)
 	require.NoError(t, tx.Rollback())
@@ -87,12 +87,12 @@ func TestEnqueueFailureLeavesNothing(t *testing.T) {
 	// And a commit makes it claimable.
 	tx, err = b.db.BeginTx(b.ctx, nil)
 	require.NoError(t, err)
-	r, err = b.store.EnqueueTx(b.ctx, tx, store.EnqueueRequest{SubmissionType: "ALGO", SubmissionID: "8", Language: "cpp17", Source: "x", ManifestID: b.manifest})
+	r, err = b.store.Jobs().EnqueueTx(b.ctx, tx, store.EnqueueRequest{SubmissionType: "ALGO", SubmissionID: "8", Language: "cpp17", Source: "x", ManifestID: b.manifest})
 	require.NoError(t, err)
 	require.NoError(t, tx.Commit())
 	g := b.group(t, 4)
 	sess := b.node(t, "cpp", g.ID, 2, true)
-	jobs, err := b.store.Claim(b.ctx, sess.NodeSession, 2)
+	jobs, err := b.store.Leases().Claim(b.ctx, sess.NodeSession, 2)
 	require.NoError(t, err)
 	require.Len(t, jobs, 1)
 	require.Equal(t, r.JobID, jobs[0].JobID)
@@ -117,7 +117,7 @@ func TestEnqueueRejectsBadInputAndWritesNothing(t *testing.T) {
 	for name, mutate := range cases {
 		r := ok
 		mutate(&r)
-		_, err := b.store.Enqueue(b.ctx, r)
+		_, err := b.store.Jobs().Enqueue(b.ctx, r)
 		require.ErrorIs(t, err, store.ErrValidation, name)
 		var ve *store.ValidationError
 		require.ErrorAs(t, err, &ve, name)
@@ -133,23 +133,23 @@ func TestSameNumberDifferentTypesStaySeparate(t *testing.T) {
 	b := setup(t)
 	algo := b.enqueue(t, "ALGO", "42")
 	dbReq := store.EnqueueRequest{SubmissionType: "DATABASE", SubmissionID: "42", Language: "mysql", Source: "SELECT 1", ManifestID: b.sqlMan}
-	database, err := b.store.Enqueue(b.ctx, dbReq)
+	database, err := b.store.Jobs().Enqueue(b.ctx, dbReq)
 	require.NoError(t, err)
 	require.NotEqual(t, algo.JobID, database.JobID)
 
 	g := b.group(t, 4)
 	cpp := b.node(t, "cpp", g.ID, 2, true)
-	jobs, err := b.store.Claim(b.ctx, cpp.NodeSession, 2)
+	jobs, err := b.store.Leases().Claim(b.ctx, cpp.NodeSession, 2)
 	require.NoError(t, err)
 	require.Len(t, jobs, 1, "the cpp node only sees the ALGO job")
 	require.Equal(t, algo.JobID, jobs[0].JobID)
-	_, err = b.store.Complete(b.ctx, cpp.NodeSession, jobs[0].JobID, jobs[0].LeaseEpoch, waResult())
+	_, err = b.store.Leases().Complete(b.ctx, cpp.NodeSession, jobs[0].JobID, jobs[0].LeaseEpoch, waResult())
 	require.NoError(t, err)
 
-	st, err := b.store.SubmissionStatus(b.ctx, "ALGO", "42")
+	st, err := b.store.Jobs().SubmissionStatus(b.ctx, "ALGO", "42")
 	require.NoError(t, err)
 	require.Equal(t, "WA", st.Status)
-	st, err = b.store.SubmissionStatus(b.ctx, "DATABASE", "42")
+	st, err = b.store.Jobs().SubmissionStatus(b.ctx, "DATABASE", "42")
 	require.NoError(t, err)
 	require.Equal(t, "PENDING", st.Status)
 	require.Equal(t, "WAITING_FOR_WORKER", st.WaitReason)
@@ -160,29 +160,29 @@ func TestRejudgeAndCancel(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	first := b.enqueue(t, "ALGO", "5")
-	r, err := b.store.Rejudge(b.ctx, "ALGO", "5", "admin", "new tests")
+	r, err := b.store.Jobs().Rejudge(b.ctx, "ALGO", "5", "admin", "new tests")
 	require.NoError(t, err)
 	require.Equal(t, 2, r.Generation)
-	old, err := b.store.GetJob(b.ctx, first.JobID)
+	old, err := b.store.Jobs().GetJob(b.ctx, first.JobID)
 	require.NoError(t, err)
 	require.Equal(t, store.StateCancelled, old.State, "a queued old generation is cancelled")
 
-	st, err := b.store.Cancel(b.ctx, "ALGO", "5", "admin", "withdrawn")
+	st, err := b.store.Jobs().Cancel(b.ctx, "ALGO", "5", "admin", "withdrawn")
 	require.NoError(t, err)
 	require.Equal(t, store.StateCancelled, st)
-	s, err := b.store.SubmissionStatus(b.ctx, "ALGO", "5")
+	s, err := b.store.Jobs().SubmissionStatus(b.ctx, "ALGO", "5")
 	require.NoError(t, err)
 	require.Equal(t, "CANCELLED", s.Status)
 	// Every job that ends settles once: generation 1 (superseded) and 2 (cancelled).
 	require.Equal(t, 2, b.count(t, `SELECT COUNT(*) FROM judge_settlement_event WHERE submission_id = '5' AND payload LIKE '%"status":"CANCELLED"%'`))
-	_, err = b.store.Cancel(b.ctx, "ALGO", "5", "admin", "again")
+	_, err = b.store.Jobs().Cancel(b.ctx, "ALGO", "5", "admin", "again")
 	require.NoError(t, err)
 	require.Equal(t, 2, b.count(t, `SELECT COUNT(*) FROM judge_settlement_event WHERE submission_id = '5'`), "cancelling a cancelled job writes nothing")
 	require.Equal(t, r.JobID, s.JobID)
 
-	_, err = b.store.Cancel(b.ctx, "ALGO", "nope", "admin", "")
+	_, err = b.store.Jobs().Cancel(b.ctx, "ALGO", "nope", "admin", "")
 	require.ErrorIs(t, err, store.ErrNotFound)
-	_, err = b.store.Rejudge(context.Background(), "ALGO", "nope", "admin", "")
+	_, err = b.store.Jobs().Rejudge(context.Background(), "ALGO", "nope", "admin", "")
 	require.ErrorIs(t, err, store.ErrNotFound)
 }
 
@@ -196,7 +196,7 @@ func TestRejudgeJobMakesOneGenerationUnderRacingAdmins(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			_, errs[i] = b.store.RejudgeJob(b.ctx, first, "admin", "racing")
+			_, errs[i] = b.store.Jobs().RejudgeJob(b.ctx, first, "admin", "racing")
 		}()
 	}
 	wg.Wait()
@@ -212,7 +212,7 @@ func TestRejudgeJobMakesOneGenerationUnderRacingAdmins(t *testing.T) {
 	require.Equal(t, 2, b.count(t, `SELECT COUNT(*) FROM judge_job WHERE submission_id = 'race'`))
 	require.Equal(t, 2, b.count(t, `SELECT generation FROM judge_submission WHERE submission_id = 'race'`))
 
-	_, err := b.store.RejudgeJob(b.ctx, 999999, "admin", "x")
+	_, err := b.store.Jobs().RejudgeJob(b.ctx, 999999, "admin", "x")
 	require.ErrorIs(t, err, store.ErrNotFound)
 }
 
@@ -228,12 +228,12 @@ func TestBatchedEnqueuesAnswerEachSubmission(t *testing.T) {
 	results := make([]store.EnqueueResult, len(ids))
 	errs := make([]error, len(ids))
 	b.together(t, len(ids), func(i int) {
-		results[i], errs[i] = b.store.Enqueue(b.ctx, store.EnqueueRequest{SubmissionType: "ALGO", SubmissionID: ids[i],
+		results[i], errs[i] = b.store.Jobs().Enqueue(b.ctx, store.EnqueueRequest{SubmissionType: "ALGO", SubmissionID: ids[i],
 			Language: "cpp17", Source: "int main(){}", ManifestID: b.manifest})
 	})
 	for i, id := range ids {
 		require.NoError(t, errs[i], id)
-		j, err := b.store.GetJob(b.ctx, results[i].JobID)
+		j, err := b.store.Jobs().GetJob(b.ctx, results[i].JobID)
 		require.NoError(t, err)
 		require.Equal(t, id, j.SubmissionID, "each caller gets the job of its own submission")
 	}
@@ -263,30 +263,30 @@ func TestEnqueueManyIsAllOrNothing(t *testing.T) {
 	req := func(id, src string) store.EnqueueRequest {
 		return store.EnqueueRequest{SubmissionType: "ALGO", SubmissionID: id, Language: "cpp17", Source: src, ManifestID: b.manifest}
 	}
-	got, err := b.store.EnqueueMany(b.ctx, []store.EnqueueRequest{req("m1", "a"), req("m2", "a"), req("m3", "a")})
+	got, err := b.store.Jobs().EnqueueMany(b.ctx, []store.EnqueueRequest{req("m1", "a"), req("m2", "a"), req("m3", "a")})
 	require.NoError(t, err)
 	require.Len(t, got, 3)
 	for i, id := range []string{"m1", "m2", "m3"} {
 		require.True(t, got[i].Created)
-		j, err := b.store.GetJob(b.ctx, got[i].JobID)
+		j, err := b.store.Jobs().GetJob(b.ctx, got[i].JobID)
 		require.NoError(t, err)
 		require.Equal(t, id, j.SubmissionID)
 	}
 
-	again, err := b.store.EnqueueMany(b.ctx, []store.EnqueueRequest{req("m4", "a"), req("m1", "a")})
+	again, err := b.store.Jobs().EnqueueMany(b.ctx, []store.EnqueueRequest{req("m4", "a"), req("m1", "a")})
 	require.NoError(t, err)
 	require.True(t, again[0].Created)
 	require.False(t, again[1].Created)
 	require.Equal(t, got[0].JobID, again[1].JobID, "the existing identical submission is returned")
 
-	_, err = b.store.EnqueueMany(b.ctx, []store.EnqueueRequest{req("m5", "a"), req("m2", "different")})
+	_, err = b.store.Jobs().EnqueueMany(b.ctx, []store.EnqueueRequest{req("m5", "a"), req("m2", "different")})
 	require.ErrorIs(t, err, store.ErrConflict)
 	require.ErrorContains(t, err, "submissions[1]")
 	require.Equal(t, 0, b.count(t, `SELECT COUNT(*) FROM judge_job WHERE submission_id = 'm5'`), "nothing of a refused call is written")
 
-	_, err = b.store.EnqueueMany(b.ctx, []store.EnqueueRequest{req("m6", "a"), req("m6", "a")})
+	_, err = b.store.Jobs().EnqueueMany(b.ctx, []store.EnqueueRequest{req("m6", "a"), req("m6", "a")})
 	require.ErrorIs(t, err, store.ErrValidation)
-	_, err = b.store.EnqueueMany(b.ctx, []store.EnqueueRequest{req("m7", "a"), {SubmissionType: "ALGO", SubmissionID: "m8", Language: "cobol", Source: "x", ManifestID: b.manifest}})
+	_, err = b.store.Jobs().EnqueueMany(b.ctx, []store.EnqueueRequest{req("m7", "a"), {SubmissionType: "ALGO", SubmissionID: "m8", Language: "cobol", Source: "x", ManifestID: b.manifest}})
 	require.ErrorIs(t, err, store.ErrUnknownLanguage)
 	require.ErrorContains(t, err, "submissions[1]")
 	require.Equal(t, 4, b.count(t, `SELECT COUNT(*) FROM judge_job`), "m1..m4")
@@ -314,7 +314,7 @@ func TestLockingPathWaitsForGenerationOneInFlight(t *testing.T) {
 	var state store.JobState
 	go func() {
 		var err error
-		state, err = b.store.Cancel(b.ctx, "ALGO", "in-flight-g1", "admin", "while inserted")
+		state, err = b.store.Jobs().Cancel(b.ctx, "ALGO", "in-flight-g1", "admin", "while inserted")
 		done <- err
 	}()
 	// information_schema.innodb_trx is a cache InnoDB refreshes only after
@@ -330,28 +330,28 @@ func TestLockingPathWaitsForGenerationOneInFlight(t *testing.T) {
 	  WHERE submission_id = 'in-flight-g1' AND current_job_id = ? AND generation = 1`, jobID), "the pointer now names it")
 
 	// A submission nobody made: not found, and no pointer row left behind.
-	_, err = b.store.Cancel(b.ctx, "ALGO", "never-made", "admin", "x")
+	_, err = b.store.Jobs().Cancel(b.ctx, "ALGO", "never-made", "admin", "x")
 	require.ErrorIs(t, err, store.ErrNotFound)
-	_, err = b.store.Rejudge(b.ctx, "ALGO", "never-made", "admin", "x")
+	_, err = b.store.Jobs().Rejudge(b.ctx, "ALGO", "never-made", "admin", "x")
 	require.ErrorIs(t, err, store.ErrNotFound)
 	require.Zero(t, b.count(t, `SELECT COUNT(*) FROM judge_submission WHERE submission_id = 'never-made'`))
 
 	// Rejudging a pointerless generation 1 makes generation 2 the current job
 	// everywhere: the status read, the job's extras, the generations list.
 	g1 := b.enqueue(t, "ALGO", "g1-only")
-	g2, err := b.store.Rejudge(b.ctx, "ALGO", "g1-only", "admin", "again")
+	g2, err := b.store.Jobs().Rejudge(b.ctx, "ALGO", "g1-only", "admin", "again")
 	require.NoError(t, err)
 	require.Equal(t, 2, g2.Generation)
-	st, err := b.store.SubmissionStatus(b.ctx, "ALGO", "g1-only")
+	st, err := b.store.Jobs().SubmissionStatus(b.ctx, "ALGO", "g1-only")
 	require.NoError(t, err)
 	require.Equal(t, g2.JobID, st.JobID)
-	x1, err := b.store.JobExtras(b.ctx, g1.JobID)
+	x1, err := b.store.Jobs().JobExtras(b.ctx, g1.JobID)
 	require.NoError(t, err)
-	x2, err := b.store.JobExtras(b.ctx, g2.JobID)
+	x2, err := b.store.Jobs().JobExtras(b.ctx, g2.JobID)
 	require.NoError(t, err)
 	require.False(t, x1.Current)
 	require.True(t, x2.Current)
-	gens, err := b.store.Generations(b.ctx, g1.JobID)
+	gens, err := b.store.Jobs().Generations(b.ctx, g1.JobID)
 	require.NoError(t, err)
 	require.Len(t, gens, 2)
 	require.True(t, gens[0].Current)

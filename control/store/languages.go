@@ -57,7 +57,7 @@ type LanguageCatalog struct {
 
 // Languages lists every accepted language id with the reports of the ready
 // nodes (enabled, not revoked, heartbeat fresh — the public summary's rule).
-func (s *Store) Languages(ctx context.Context) (LanguageCatalog, error) {
+func (s *Nodes) Languages(ctx context.Context) (LanguageCatalog, error) {
 	var out LanguageCatalog
 	if err := s.db.QueryRowContext(ctx, `SELECT NOW(6)`).Scan(&out.AsOf); err != nil {
 		return out, fmt.Errorf("store: languages: %w", err)

@@ -91,7 +91,7 @@ type leaseEnding struct {
 // are refused (fencing). It returns the job's new state; a caller whose job
 // went back to QUEUED bumps its pool once, as the transaction's last
 // statement (bumpPools).
-func (s *Store) endLeaseLocked(ctx context.Context, tx *sql.Tx, l lockedLease, e leaseEnding) (JobState, error) {
+func (s *core) endLeaseLocked(ctx context.Context, tx *sql.Tx, l lockedLease, e leaseEnding) (JobState, error) {
 	// A RUNNING attempt has no receipt yet: closeAttempt's empty digest
 	// leaves it NULL.
 	if err := closeAttempt(ctx, tx, l.jobID, l.leaseEpoch, e.outcome, e.errCode, "", l.started); err != nil {

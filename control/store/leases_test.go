@@ -114,14 +114,14 @@ func TestConcurrentClaimsNeverExceedCapacity(t *testing.T) {
 				defer wg.Done()
 				st := replicas[(i+w)%2]
 				for done.Load() < jobs && ctx.Err() == nil {
-					got, err := st.Claim(ctx, n.sess.NodeSession, 2)
+					got, err := st.Leases().Claim(ctx, n.sess.NodeSession, 2)
 					if err != nil {
 						t.Errorf("claim: %v", err)
 						return
 					}
 					for _, j := range got {
 						time.Sleep(time.Duration(rand.IntN(3)) * time.Millisecond)
-						r, err := st.Complete(ctx, n.sess.NodeSession, j.JobID, j.LeaseEpoch, acResult())
+						r, err := st.Leases().Complete(ctx, n.sess.NodeSession, j.JobID, j.LeaseEpoch, acResult())
 						if err != nil || r.Disposition != store.Accepted {
 							t.Errorf("complete %d: %v %v", j.JobID, r, err)
 							return
@@ -161,36 +161,36 @@ func TestLostClaimResponseIsReapedAndReclaimed(t *testing.T) {
 	job := b.enqueue(t, "ALGO", "t06")
 	other := b.enqueue(t, "ALGO", "t06-other")
 
-	lost, err := b.store.Claim(b.ctx, n1.NodeSession, 1) // the response never reaches n1
+	lost, err := b.store.Leases().Claim(b.ctx, n1.NodeSession, 1) // the response never reaches n1
 	require.NoError(t, err)
 	require.Len(t, lost, 1)
 	require.Equal(t, job.JobID, lost[0].JobID)
 
 	// While the lease lives nobody else gets it, and n1's only slot stays taken.
-	got, err := b.store.Claim(b.ctx, n1.NodeSession, 1)
+	got, err := b.store.Leases().Claim(b.ctx, n1.NodeSession, 1)
 	require.NoError(t, err)
 	require.Empty(t, got, "n1's slot is still held by the lost lease")
-	got, err = b.store.Claim(b.ctx, n2.NodeSession, 1)
+	got, err = b.store.Leases().Claim(b.ctx, n2.NodeSession, 1)
 	require.NoError(t, err)
 	require.Len(t, got, 1)
 	require.Equal(t, other.JobID, got[0].JobID, "n2 gets the other job, never the leased one")
-	_, err = b.store.Complete(b.ctx, n2.NodeSession, other.JobID, got[0].LeaseEpoch, acResult())
+	_, err = b.store.Leases().Complete(b.ctx, n2.NodeSession, other.JobID, got[0].LeaseEpoch, acResult())
 	require.NoError(t, err)
-	st, err := b.store.Reap(b.ctx)
+	st, err := b.store.Leases().Reap(b.ctx)
 	require.NoError(t, err)
 	require.Zero(t, st.Requeued, "a live lease is never reaped")
 
 	b.expireLease(t, job.JobID)
-	st, err = b.store.Reap(b.ctx)
+	st, err = b.store.Leases().Reap(b.ctx)
 	require.NoError(t, err)
 	require.Equal(t, 1, st.Requeued)
 	again := b.claimEventually(t, b.store, n2.NodeSession)
 	require.Equal(t, job.JobID, again.JobID)
 	require.Greater(t, again.LeaseEpoch, lost[0].LeaseEpoch)
-	_, err = b.store.Complete(b.ctx, n2.NodeSession, job.JobID, again.LeaseEpoch, acResult())
+	_, err = b.store.Leases().Complete(b.ctx, n2.NodeSession, job.JobID, again.LeaseEpoch, acResult())
 	require.NoError(t, err)
 
-	atts, err := b.store.Attempts(b.ctx, job.JobID)
+	atts, err := b.store.Jobs().Attempts(b.ctx, job.JobID)
 	require.NoError(t, err)
 	require.Len(t, atts, 2)
 	require.Equal(t, n1.NodeID, atts[0].NodeID)
@@ -208,17 +208,17 @@ func TestDuplicateResultIsAlreadyCommitted(t *testing.T) {
 	n := b.node(t, "cpp", g.ID, 2, true)
 	job := b.enqueue(t, "ALGO", "t07")
 	c := b.claimEventually(t, b.store, n.NodeSession)
-	r1, err := b.store.Complete(b.ctx, n.NodeSession, job.JobID, c.LeaseEpoch, waResult())
+	r1, err := b.store.Leases().Complete(b.ctx, n.NodeSession, job.JobID, c.LeaseEpoch, waResult())
 	require.NoError(t, err)
 	require.Equal(t, store.Accepted, r1.Disposition)
-	r2, err := b.store.Complete(b.ctx, n.NodeSession, job.JobID, c.LeaseEpoch, waResult())
+	r2, err := b.store.Leases().Complete(b.ctx, n.NodeSession, job.JobID, c.LeaseEpoch, waResult())
 	require.NoError(t, err)
 	require.Equal(t, store.AlreadyCommitted, r2.Disposition)
 	require.Equal(t, store.StateCompleted, r2.JobState)
-	_, err = b.store.Complete(b.ctx, n.NodeSession, job.JobID, c.LeaseEpoch, acResult())
+	_, err = b.store.Leases().Complete(b.ctx, n.NodeSession, job.JobID, c.LeaseEpoch, acResult())
 	require.ErrorIs(t, err, store.ErrResultConflict)
 	require.Equal(t, 1, b.count(t, `SELECT COUNT(*) FROM judge_settlement_event WHERE job_id = ?`, job.JobID))
-	s, err := b.store.SubmissionStatus(b.ctx, "ALGO", "t07")
+	s, err := b.store.Jobs().SubmissionStatus(b.ctx, "ALGO", "t07")
 	require.NoError(t, err)
 	require.Equal(t, "WA", s.Status)
 }
@@ -235,23 +235,23 @@ func TestStaleLeaseResultIsRefused(t *testing.T) {
 	c1 := b.claimEventually(t, b.store, n1.NodeSession)
 	// n1's renewals stop reaching the server; its lease expires.
 	b.expireLease(t, job.JobID)
-	rr, err := b.store.Renew(b.ctx, n1.NodeSession, []store.RenewItem{{JobID: job.JobID, LeaseEpoch: c1.LeaseEpoch, ProgressSeq: 1}})
+	rr, err := b.store.Leases().Renew(b.ctx, n1.NodeSession, []store.RenewItem{{JobID: job.JobID, LeaseEpoch: c1.LeaseEpoch, ProgressSeq: 1}})
 	require.NoError(t, err)
 	require.Equal(t, store.RenewLost, rr[0].State, "an expired lease is lost even before it is reaped")
-	_, err = b.store.Reap(b.ctx)
+	_, err = b.store.Leases().Reap(b.ctx)
 	require.NoError(t, err)
 	c2 := b.claimEventually(t, b.store, n2.NodeSession)
 	require.Equal(t, job.JobID, c2.JobID)
 
-	_, err = b.store.Complete(b.ctx, n1.NodeSession, job.JobID, c1.LeaseEpoch, acResult())
+	_, err = b.store.Leases().Complete(b.ctx, n1.NodeSession, job.JobID, c1.LeaseEpoch, acResult())
 	require.ErrorIs(t, err, store.ErrLeaseLost)
-	r, err := b.store.Complete(b.ctx, n2.NodeSession, job.JobID, c2.LeaseEpoch, waResult())
+	r, err := b.store.Leases().Complete(b.ctx, n2.NodeSession, job.JobID, c2.LeaseEpoch, waResult())
 	require.NoError(t, err)
 	require.Equal(t, store.Accepted, r.Disposition)
 	// n1 trying n2's epoch is refused too: the lease is (node, session, epoch).
-	_, err = b.store.Complete(b.ctx, n1.NodeSession, job.JobID, c2.LeaseEpoch, waResult())
+	_, err = b.store.Leases().Complete(b.ctx, n1.NodeSession, job.JobID, c2.LeaseEpoch, waResult())
 	require.ErrorIs(t, err, store.ErrLeaseLost)
-	s, err := b.store.SubmissionStatus(b.ctx, "ALGO", "t08")
+	s, err := b.store.Jobs().SubmissionStatus(b.ctx, "ALGO", "t08")
 	require.NoError(t, err)
 	require.Equal(t, "WA", s.Status)
 }
@@ -274,21 +274,21 @@ func TestRepeatedExpiryFailsAfterMaxAttempts(t *testing.T) {
 		require.EqualValues(t, i, c.Attempt)
 		b.startJudging(t, b.store, n.NodeSession, c)
 		b.expireLease(t, job.JobID)
-		st, err := b.store.Reap(b.ctx)
+		st, err := b.store.Leases().Reap(b.ctx)
 		require.NoError(t, err)
 		if i < 3 {
 			require.Equal(t, 1, st.Requeued)
-			s, err := b.store.SubmissionStatus(b.ctx, "ALGO", "t09")
+			s, err := b.store.Jobs().SubmissionStatus(b.ctx, "ALGO", "t09")
 			require.NoError(t, err)
 			require.Equal(t, "PENDING", s.Status)
 		} else {
 			require.Equal(t, 1, st.Failed)
 		}
 	}
-	s, err := b.store.SubmissionStatus(b.ctx, "ALGO", "t09")
+	s, err := b.store.Jobs().SubmissionStatus(b.ctx, "ALGO", "t09")
 	require.NoError(t, err)
 	require.Equal(t, "SYSTEM_ERROR", s.Status)
-	atts, err := b.store.Attempts(b.ctx, job.JobID)
+	atts, err := b.store.Jobs().Attempts(b.ctx, job.JobID)
 	require.NoError(t, err)
 	require.Len(t, atts, 3)
 	for _, a := range atts {
@@ -297,7 +297,7 @@ func TestRepeatedExpiryFailsAfterMaxAttempts(t *testing.T) {
 		require.True(t, *a.JudgingStarted, "recorded as started")
 	}
 	require.Equal(t, 1, b.count(t, `SELECT COUNT(*) FROM judge_settlement_event WHERE job_id = ?`, job.JobID))
-	got, err := b.store.Claim(b.ctx, n.NodeSession, 1)
+	got, err := b.store.Leases().Claim(b.ctx, n.NodeSession, 1)
 	require.NoError(t, err)
 	require.Empty(t, got, "terminal jobs are never claimed again")
 }
@@ -311,7 +311,7 @@ func TestInfrastructureErrorRetriesWithBackoffThenFails(t *testing.T) {
 	job := b.enqueue(t, "ALGO", "infra")
 	for i := 1; i <= 3; i++ {
 		c := b.claimEventually(t, b.store, n.NodeSession)
-		r, err := b.store.Complete(b.ctx, n.NodeSession, job.JobID, c.LeaseEpoch, infraResult())
+		r, err := b.store.Leases().Complete(b.ctx, n.NodeSession, job.JobID, c.LeaseEpoch, infraResult())
 		require.NoError(t, err)
 		if i < 3 {
 			require.Equal(t, store.StateQueued, r.JobState)
@@ -319,10 +319,10 @@ func TestInfrastructureErrorRetriesWithBackoffThenFails(t *testing.T) {
 			require.Equal(t, store.StateFailed, r.JobState)
 		}
 	}
-	j, err := b.store.GetJob(b.ctx, job.JobID)
+	j, err := b.store.Jobs().GetJob(b.ctx, job.JobID)
 	require.NoError(t, err)
 	require.Equal(t, "DAEMON_UNREACHABLE", j.LastErrorCode)
-	atts, err := b.store.Attempts(b.ctx, job.JobID)
+	atts, err := b.store.Jobs().Attempts(b.ctx, job.JobID)
 	require.NoError(t, err)
 	require.Len(t, atts, 3)
 	require.Equal(t, "INFRA_ERROR", atts[0].Outcome)
@@ -339,63 +339,63 @@ func TestDrainAndResizeNeverKillRunningJobs(t *testing.T) {
 	for i := range 6 {
 		b.enqueue(t, "ALGO", fmt.Sprintf("t10-%d", i))
 	}
-	running, err := b.store.Claim(b.ctx, n.NodeSession, 8)
+	running, err := b.store.Leases().Claim(b.ctx, n.NodeSession, 8)
 	require.NoError(t, err)
 	require.Len(t, running, 3, "node slots bound the claim")
 
-	node, err := b.store.GetNode(b.ctx, n.NodeID)
+	node, err := b.store.Nodes().GetNode(b.ctx, n.NodeID)
 	require.NoError(t, err)
-	_, err = b.store.ResizeNode(b.ctx, n.NodeID, 1, node.Revision-1, "admin", "stale")
+	_, err = b.store.Nodes().ResizeNode(b.ctx, n.NodeID, 1, node.Revision-1, "admin", "stale")
 	require.ErrorIs(t, err, store.ErrConflict, "a stale revision is refused")
-	_, err = b.store.ResizeNode(b.ctx, n.NodeID, 9, node.Revision, "admin", "too big")
+	_, err = b.store.Nodes().ResizeNode(b.ctx, n.NodeID, 9, node.Revision, "admin", "too big")
 	require.ErrorIs(t, err, store.ErrValidation, "a node cannot exceed its host group")
-	_, err = b.store.ResizeNode(b.ctx, n.NodeID, 1, node.Revision, "admin", "shrink")
+	_, err = b.store.Nodes().ResizeNode(b.ctx, n.NodeID, 1, node.Revision, "admin", "shrink")
 	require.NoError(t, err)
 
 	complete := func(c store.ClaimedJob) {
 		t.Helper()
-		r, err := b.store.Complete(b.ctx, n.NodeSession, c.JobID, c.LeaseEpoch, acResult())
+		r, err := b.store.Leases().Complete(b.ctx, n.NodeSession, c.JobID, c.LeaseEpoch, acResult())
 		require.NoError(t, err)
 		require.Equal(t, store.StateCompleted, r.JobState)
 	}
-	got, err := b.store.Claim(b.ctx, n.NodeSession, 8)
+	got, err := b.store.Leases().Claim(b.ctx, n.NodeSession, 8)
 	require.NoError(t, err)
 	require.Empty(t, got)
 	complete(running[0])
 	complete(running[1])
-	got, err = b.store.Claim(b.ctx, n.NodeSession, 8)
+	got, err = b.store.Leases().Claim(b.ctx, n.NodeSession, 8)
 	require.NoError(t, err)
 	require.Empty(t, got, "one job still in flight fills the new limit of 1")
 	complete(running[2])
-	got, err = b.store.Claim(b.ctx, n.NodeSession, 8)
+	got, err = b.store.Leases().Claim(b.ctx, n.NodeSession, 8)
 	require.NoError(t, err)
 	require.Len(t, got, 1)
 
 	// Disable is refused while a lease lives; forcing needs a reason.
-	_, err = b.store.Disable(b.ctx, n.NodeID, false, "admin", "")
+	_, err = b.store.Nodes().Disable(b.ctx, n.NodeID, false, "admin", "")
 	require.ErrorIs(t, err, store.ErrConflict)
-	_, err = b.store.Disable(b.ctx, n.NodeID, true, "admin", "")
+	_, err = b.store.Nodes().Disable(b.ctx, n.NodeID, true, "admin", "")
 	require.ErrorIs(t, err, store.ErrValidation)
 
 	// Drain: the running job finishes and settles; nothing new is claimed.
-	_, err = b.store.Drain(b.ctx, n.NodeID, "admin", "maintenance")
+	_, err = b.store.Nodes().Drain(b.ctx, n.NodeID, "admin", "maintenance")
 	require.NoError(t, err)
 	complete(got[0])
-	more, err := b.store.Claim(b.ctx, n.NodeSession, 8)
+	more, err := b.store.Leases().Claim(b.ctx, n.NodeSession, 8)
 	require.NoError(t, err)
 	require.Empty(t, more, "a draining node gets no new pool work")
 	require.Equal(t, 4, b.count(t, `SELECT COUNT(*) FROM judge_settlement_event`))
-	_, err = b.store.Disable(b.ctx, n.NodeID, false, "admin", "drained")
+	_, err = b.store.Nodes().Disable(b.ctx, n.NodeID, false, "admin", "drained")
 	require.NoError(t, err)
 
 	// Host-group capacity bounds nodes together, and shrinking it stops claims.
 	g2 := b.group(t, 2)
 	a := b.node(t, "cpp", g2.ID, 2, true)
 	c := b.node(t, "cpp", g2.ID, 2, true)
-	ga, err := b.store.Claim(b.ctx, a.NodeSession, 2)
+	ga, err := b.store.Leases().Claim(b.ctx, a.NodeSession, 2)
 	require.NoError(t, err)
 	require.Len(t, ga, 2)
-	gc, err := b.store.Claim(b.ctx, c.NodeSession, 2)
+	gc, err := b.store.Leases().Claim(b.ctx, c.NodeSession, 2)
 	require.NoError(t, err)
 	require.Empty(t, gc, "group capacity is used up by the other node")
 }
@@ -410,27 +410,27 @@ func TestRejudgeWhileOldLeaseRuns(t *testing.T) {
 	n2 := b.node(t, "cpp", g.ID, 1, true)
 	old := b.enqueue(t, "ALGO", "t22")
 	c1 := b.claimEventually(t, b.store, n1.NodeSession)
-	nw, err := b.store.Rejudge(b.ctx, "ALGO", "t22", "admin", "tests fixed")
+	nw, err := b.store.Jobs().Rejudge(b.ctx, "ALGO", "t22", "admin", "tests fixed")
 	require.NoError(t, err)
 
-	rr, err := b.store.Renew(b.ctx, n1.NodeSession, []store.RenewItem{{JobID: old.JobID, LeaseEpoch: c1.LeaseEpoch, ProgressSeq: 1}})
+	rr, err := b.store.Leases().Renew(b.ctx, n1.NodeSession, []store.RenewItem{{JobID: old.JobID, LeaseEpoch: c1.LeaseEpoch, ProgressSeq: 1}})
 	require.NoError(t, err)
 	require.Equal(t, store.RenewCancelled, rr[0].State)
-	_, err = b.store.Complete(b.ctx, n1.NodeSession, old.JobID, c1.LeaseEpoch, acResult())
+	_, err = b.store.Leases().Complete(b.ctx, n1.NodeSession, old.JobID, c1.LeaseEpoch, acResult())
 	require.ErrorIs(t, err, store.ErrSuperseded)
 
 	c2 := b.claimEventually(t, b.store, n2.NodeSession)
 	require.Equal(t, nw.JobID, c2.JobID)
-	_, err = b.store.Complete(b.ctx, n2.NodeSession, nw.JobID, c2.LeaseEpoch, waResult())
+	_, err = b.store.Leases().Complete(b.ctx, n2.NodeSession, nw.JobID, c2.LeaseEpoch, waResult())
 	require.NoError(t, err)
-	s, err := b.store.SubmissionStatus(b.ctx, "ALGO", "t22")
+	s, err := b.store.Jobs().SubmissionStatus(b.ctx, "ALGO", "t22")
 	require.NoError(t, err)
 	require.Equal(t, "WA", s.Status)
 	require.Equal(t, 2, s.Generation)
 	require.Equal(t, 1, b.count(t, `SELECT COUNT(*) FROM judge_settlement_event WHERE job_id = ? AND payload LIKE '%"status":"CANCELLED"%' AND payload LIKE '%SUPERSEDED%'`, old.JobID),
 		"the superseded generation ends with one CANCELLED event")
 	require.Equal(t, 1, b.count(t, `SELECT COUNT(*) FROM judge_settlement_event WHERE job_id = ?`, nw.JobID))
-	atts, err := b.store.Attempts(b.ctx, old.JobID)
+	atts, err := b.store.Jobs().Attempts(b.ctx, old.JobID)
 	require.NoError(t, err)
 	require.Equal(t, "SUPERSEDED", atts[0].Outcome)
 }
@@ -445,10 +445,10 @@ func TestTwoReapersRacingReapEachLeaseOnce(t *testing.T) {
 	for i := range 40 {
 		b.enqueue(t, "ALGO", fmt.Sprintf("t23-%d", i))
 	}
-	got, err := b.store.Claim(b.ctx, n.NodeSession, 40)
+	got, err := b.store.Leases().Claim(b.ctx, n.NodeSession, 40)
 	require.NoError(t, err)
 	require.Len(t, got, store.ClaimBatchMaxDefault)
-	more, err := b.store.Claim(b.ctx, n.NodeSession, 40)
+	more, err := b.store.Leases().Claim(b.ctx, n.NodeSession, 40)
 	require.NoError(t, err)
 	got = append(got, more...)
 	_, err = b.db.ExecContext(b.ctx, `UPDATE judge_job SET lease_until = NOW(6) - INTERVAL 1 SECOND WHERE state = 'RUNNING'`)
@@ -462,7 +462,7 @@ func TestTwoReapersRacingReapEachLeaseOnce(t *testing.T) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				r, err := st.Reap(b.ctx)
+				r, err := st.Leases().Reap(b.ctx)
 				require.NoError(t, err)
 				requeued.Add(int64(r.Requeued))
 			}()
@@ -470,7 +470,7 @@ func TestTwoReapersRacingReapEachLeaseOnce(t *testing.T) {
 	}
 	wg.Wait()
 	// Whatever a racing pass skipped (locked by the other), a later pass reaps.
-	r, err := b.store.Reap(b.ctx)
+	r, err := b.store.Leases().Reap(b.ctx)
 	require.NoError(t, err)
 	requeued.Add(int64(r.Requeued))
 	require.EqualValues(t, len(got), requeued.Load())
@@ -489,7 +489,7 @@ func TestRenewProgressOnlyForward(t *testing.T) {
 	n := b.node(t, "cpp", g.ID, 2, true)
 	job := b.enqueue(t, "ALGO", "renew")
 	c := b.claimEventually(t, b.store, n.NodeSession)
-	rr, err := b.store.Renew(b.ctx, n.NodeSession, []store.RenewItem{
+	rr, err := b.store.Leases().Renew(b.ctx, n.NodeSession, []store.RenewItem{
 		{JobID: job.JobID, LeaseEpoch: c.LeaseEpoch, ProgressSeq: 5, Phase: "JUDGING", CasesDone: 1, CasesTotal: 2},
 		{JobID: 999999, LeaseEpoch: 1, ProgressSeq: 1},
 	})
@@ -497,15 +497,15 @@ func TestRenewProgressOnlyForward(t *testing.T) {
 	require.Equal(t, store.RenewOK, rr[0].State)
 	require.Positive(t, rr[0].Remaining)
 	require.Equal(t, store.RenewLost, rr[1].State)
-	_, err = b.store.Renew(b.ctx, n.NodeSession, []store.RenewItem{
+	_, err = b.store.Leases().Renew(b.ctx, n.NodeSession, []store.RenewItem{
 		{JobID: job.JobID, LeaseEpoch: c.LeaseEpoch, ProgressSeq: 3, Phase: "COMPILING", CasesDone: 0, CasesTotal: 2},
 	})
 	require.NoError(t, err)
-	j, err := b.store.GetJob(b.ctx, job.JobID)
+	j, err := b.store.Jobs().GetJob(b.ctx, job.JobID)
 	require.NoError(t, err)
 	require.Equal(t, "JUDGING", j.Phase, "an older progress report does not move the phase back")
 	require.Equal(t, 1, j.CasesDone)
-	s, err := b.store.SubmissionStatus(b.ctx, "ALGO", "renew")
+	s, err := b.store.Jobs().SubmissionStatus(b.ctx, "ALGO", "renew")
 	require.NoError(t, err)
 	require.Equal(t, "JUDGING", s.Status)
 }
@@ -522,7 +522,7 @@ func TestBatchedCompletionsAnswerEachResult(t *testing.T) {
 	for i := range 6 {
 		b.enqueue(t, "ALGO", fmt.Sprintf("batch-%d", i))
 	}
-	jobs, err := b.store.Claim(b.ctx, sess.NodeSession, 6)
+	jobs, err := b.store.Leases().Claim(b.ctx, sess.NodeSession, 6)
 	require.NoError(t, err)
 	require.Len(t, jobs, 6)
 	type answer struct {
@@ -534,7 +534,7 @@ func TestBatchedCompletionsAnswerEachResult(t *testing.T) {
 	completeTogether := func(targets []store.ClaimedJob) []answer {
 		answers := make([]answer, len(targets))
 		b.together(t, len(targets), func(i int) {
-			r, err := b.store.Complete(b.ctx, sess.NodeSession, targets[i].JobID, targets[i].LeaseEpoch, acResult())
+			r, err := b.store.Leases().Complete(b.ctx, sess.NodeSession, targets[i].JobID, targets[i].LeaseEpoch, acResult())
 			answers[i] = answer{r, err}
 		})
 		return answers
@@ -565,7 +565,7 @@ func TestBatchedCompletionsAnswerEachResult(t *testing.T) {
 	require.Equal(t, 5, b.count(t, `SELECT COUNT(*) FROM judge_settlement_event`))
 	require.Equal(t, 5, b.count(t, `SELECT COUNT(*) FROM judge_job_attempt a JOIN judge_job j ON j.id = a.job_id
 		WHERE j.kind = 'SUBMISSION' AND a.outcome = 'COMPLETED' AND a.receipt_digest IS NOT NULL`))
-	again, err := b.store.Complete(b.ctx, sess.NodeSession, jobs[1].JobID, jobs[1].LeaseEpoch, acResult())
+	again, err := b.store.Leases().Complete(b.ctx, sess.NodeSession, jobs[1].JobID, jobs[1].LeaseEpoch, acResult())
 	require.NoError(t, err)
 	require.Equal(t, store.AlreadyCommitted, again.Disposition)
 }
@@ -583,13 +583,13 @@ func TestConcurrentClaimsShareOneTransaction(t *testing.T) {
 	nodeB := b.node(t, "cpp", g1.ID, 3, true)
 	nodeC := b.node(t, "cpp", g2.ID, 2, true)
 	stale, cred := b.nodeWithCredential(t, "cpp", g2.ID, 2, true)
-	_, err := b.store.OpenSession(b.ctx, cred, "boot-restarted")
+	_, err := b.store.Credentials().OpenSession(b.ctx, cred, "boot-restarted")
 	require.NoError(t, err)
 	for i := range 10 {
 		b.enqueue(t, "ALGO", fmt.Sprintf("batch-%d", i))
 	}
 	// Node A's first claim is answered, but say the answer was lost.
-	first, err := b.store.ClaimRequest(b.ctx, nodeA.NodeSession, 2, "claim-batch-a1")
+	first, err := b.store.Leases().ClaimRequest(b.ctx, nodeA.NodeSession, 2, "claim-batch-a1")
 	require.NoError(t, err)
 	require.Len(t, first, 2)
 
@@ -616,7 +616,7 @@ func TestConcurrentClaimsShareOneTransaction(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			jobs, err := b.store.ClaimRequest(b.ctx, c.sess, c.free, c.request)
+			jobs, err := b.store.Leases().ClaimRequest(b.ctx, c.sess, c.free, c.request)
 			answers[i] = answer{jobs, err}
 		}()
 	}
@@ -663,7 +663,7 @@ func TestConcurrentClaimsShareOneTransaction(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			jobs, err := b.store.Claim(b.ctx, n.NodeSession, 2)
+			jobs, err := b.store.Leases().Claim(b.ctx, n.NodeSession, 2)
 			assert.NoError(t, err)
 			got[i] = jobs
 		}()
@@ -695,7 +695,7 @@ func TestBatchedRenewalsAnswerEachCall(t *testing.T) {
 		out := make(map[store.NodeSession][]store.RenewResult)
 		var mu sync.Mutex
 		b.together(t, len(sessions), func(i int) {
-			rr, err := b.store.Renew(b.ctx, sessions[i], items[sessions[i]])
+			rr, err := b.store.Leases().Renew(b.ctx, sessions[i], items[sessions[i]])
 			assert.NoError(t, err)
 			mu.Lock()
 			out[sessions[i]] = rr
@@ -750,10 +750,10 @@ func TestRenewalsAndResultsShareOneTransaction(t *testing.T) {
 	for i := range 6 {
 		b.enqueue(t, "ALGO", fmt.Sprintf("write-%d", i))
 	}
-	a, err := b.store.Claim(b.ctx, nodeA.NodeSession, 3)
+	a, err := b.store.Leases().Claim(b.ctx, nodeA.NodeSession, 3)
 	require.NoError(t, err)
 	require.Len(t, a, 3)
-	bj, err := b.store.Claim(b.ctx, nodeB.NodeSession, 3)
+	bj, err := b.store.Leases().Claim(b.ctx, nodeB.NodeSession, 3)
 	require.NoError(t, err)
 	require.Len(t, bj, 3)
 
@@ -772,10 +772,10 @@ func TestRenewalsAndResultsShareOneTransaction(t *testing.T) {
 		b.together(t, len(calls), func(i int) {
 			c := calls[i]
 			if c.renew != nil {
-				out[i].renew, out[i].err = b.store.Renew(b.ctx, c.sess, c.renew)
+				out[i].renew, out[i].err = b.store.Leases().Renew(b.ctx, c.sess, c.renew)
 				return
 			}
-			out[i].result, out[i].err = b.store.Complete(b.ctx, c.sess, c.result.JobID, c.result.LeaseEpoch, acResult())
+			out[i].result, out[i].err = b.store.Leases().Complete(b.ctx, c.sess, c.result.JobID, c.result.LeaseEpoch, acResult())
 		})
 		return out
 	}
@@ -810,7 +810,7 @@ func TestRenewalsAndResultsShareOneTransaction(t *testing.T) {
 			AND receipt_digest IS NOT NULL`, c.JobID))
 	}
 	require.Equal(t, 2, b.count(t, `SELECT COUNT(*) FROM judge_settlement_event`))
-	s, err := b.store.SubmissionStatus(b.ctx, "ALGO", "write-0")
+	s, err := b.store.Jobs().SubmissionStatus(b.ctx, "ALGO", "write-0")
 	require.NoError(t, err)
 	require.Equal(t, "JUDGING", s.Status, "the renewal's phase change reaches the business")
 

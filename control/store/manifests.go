@@ -17,7 +17,7 @@ import (
 // the artifact store) as shared test data: the control plane's own (self-checks).
 // Registering the same digest twice is a no-op; a different size for the same
 // digest is a conflict.
-func (s *Store) RegisterArtifact(ctx context.Context, sha256 string, size int64) error {
+func (s *Manifests) RegisterArtifact(ctx context.Context, sha256 string, size int64) error {
 	_, err := s.registerArtifact(ctx, sharedOwner, sha256, size)
 	return err
 }
@@ -26,11 +26,11 @@ func (s *Store) RegisterArtifact(ctx context.Context, sha256 string, size int64)
 // when t had not registered this digest before, whoever else has: the
 // answer is the same whether or not another tenant holds the content. The
 // bytes are stored once; each owner costs one judge_artifact_owner row.
-func (s *Store) RegisterArtifactAs(ctx context.Context, t Tenant, sha256 string, size int64) (created bool, err error) {
+func (s *Manifests) RegisterArtifactAs(ctx context.Context, t Tenant, sha256 string, size int64) (created bool, err error) {
 	return s.registerArtifact(ctx, t.owner(), sha256, size)
 }
 
-func (s *Store) registerArtifact(ctx context.Context, owner, sha256 string, size int64) (bool, error) {
+func (s *core) registerArtifact(ctx context.Context, owner, sha256 string, size int64) (bool, error) {
 	if !manifest.ValidDigest(sha256) || size < 0 {
 		return false, invalid("sha256", "must be 64 lowercase hex with a non-negative size")
 	}
@@ -59,7 +59,7 @@ func (s *Store) registerArtifact(ctx context.Context, owner, sha256 string, size
 // ArtifactSizes returns the registered size of each of the given digests
 // that t may reference (registered by an owner t may use); the others are
 // absent from the map, as if never uploaded.
-func (s *Store) ArtifactSizes(ctx context.Context, t Tenant, digests []string) (map[string]int64, error) {
+func (s *Manifests) ArtifactSizes(ctx context.Context, t Tenant, digests []string) (map[string]int64, error) {
 	out := make(map[string]int64, len(digests))
 	for start := 0; start < len(digests); start += 500 {
 		rows, err := s.artifactOwners(ctx, s.db, digests[start:min(start+500, len(digests))])
@@ -82,7 +82,7 @@ type artifactOwner struct {
 	Owner  string `db:"owner"`
 }
 
-func (s *Store) artifactOwners(ctx context.Context, q sqlx.QueryerContext, digests []string) ([]artifactOwner, error) {
+func (s *core) artifactOwners(ctx context.Context, q sqlx.QueryerContext, digests []string) ([]artifactOwner, error) {
 	query, args, err := sqlx.In(`SELECT a.sha256, a.size, o.owner FROM judge_artifact a
 		JOIN judge_artifact_owner o ON o.sha256 = a.sha256 WHERE a.sha256 IN (?)`, digests)
 	if err != nil {
@@ -106,7 +106,7 @@ type PublishedManifest struct {
 // data: the control plane's own (self-checks), which every caller may use.
 // Every referenced digest must be a registered artifact of the stated size.
 // The same content publishes to the same manifest.
-func (s *Store) PublishManifest(ctx context.Context, m manifest.Manifest) (PublishedManifest, error) {
+func (s *Manifests) PublishManifest(ctx context.Context, m manifest.Manifest) (PublishedManifest, error) {
 	return s.publishManifest(ctx, sharedOwner, Tenant{}, m)
 }
 
@@ -116,11 +116,11 @@ func (s *Store) PublishManifest(ctx context.Context, m manifest.Manifest) (Publi
 // content published again by the same owner answers with the same manifest;
 // by another owner it is a manifest of its own, so the answer never tells
 // whether another tenant published it.
-func (s *Store) PublishManifestAs(ctx context.Context, t Tenant, m manifest.Manifest) (PublishedManifest, error) {
+func (s *Manifests) PublishManifestAs(ctx context.Context, t Tenant, m manifest.Manifest) (PublishedManifest, error) {
 	return s.publishManifest(ctx, t.owner(), t, m)
 }
 
-func (s *Store) publishManifest(ctx context.Context, owner string, t Tenant, m manifest.Manifest) (PublishedManifest, error) {
+func (s *core) publishManifest(ctx context.Context, owner string, t Tenant, m manifest.Manifest) (PublishedManifest, error) {
 	if err := m.Validate(); err != nil {
 		return PublishedManifest{}, &ValidationError{Field: "manifest", Problem: err.Error()}
 	}
@@ -175,7 +175,7 @@ func (s *Store) publishManifest(ctx context.Context, owner string, t Tenant, m m
 // checkReferences refuses a manifest that references a digest t may not
 // reference (never uploaded, or uploaded only by owners t may not use; the
 // same words for both) or with another size than registered.
-func (s *Store) checkReferences(ctx context.Context, tx *sql.Tx, t Tenant, digests []string, want map[string]int64) error {
+func (s *core) checkReferences(ctx context.Context, tx *sql.Tx, t Tenant, digests []string, want map[string]int64) error {
 	if len(digests) == 0 {
 		return nil
 	}
@@ -203,14 +203,14 @@ func (s *Store) checkReferences(ctx context.Context, tx *sql.Tx, t Tenant, diges
 
 // Manifest reads a published manifest, whoever owns it (the lease path and
 // the machine protocol: a job's manifest was checked when it was enqueued).
-func (s *Store) Manifest(ctx context.Context, id int64) (manifest.Manifest, error) {
+func (s *Manifests) Manifest(ctx context.Context, id int64) (manifest.Manifest, error) {
 	om, err := s.readManifest(ctx, s.db, id)
 	return om.m, err
 }
 
 // manifestFor reads a manifest t may use; one it may not use is ErrNotFound,
 // exactly as one that does not exist.
-func (s *Store) manifestFor(ctx context.Context, t Tenant, id int64) (manifest.Manifest, error) {
+func (s *core) manifestFor(ctx context.Context, t Tenant, id int64) (manifest.Manifest, error) {
 	om, err := s.readManifest(ctx, s.db, id)
 	if err != nil {
 		return manifest.Manifest{}, err
@@ -232,7 +232,7 @@ type StoredManifest struct {
 // ManifestRecord reads a published manifest t may use, with its digest and
 // creation time; ErrNotFound if there is none with that id or t may not
 // use it (the same error, so its existence is not told).
-func (s *Store) ManifestRecord(ctx context.Context, t Tenant, id int64) (StoredManifest, error) {
+func (s *Manifests) ManifestRecord(ctx context.Context, t Tenant, id int64) (StoredManifest, error) {
 	var r struct {
 		Digest    string    `db:"digest"`
 		Owner     string    `db:"owner"`
@@ -263,7 +263,7 @@ type ownedManifest struct {
 	owner string
 }
 
-func (s *Store) readManifest(ctx context.Context, q queryer, id int64) (ownedManifest, error) {
+func (s *core) readManifest(ctx context.Context, q queryer, id int64) (ownedManifest, error) {
 	if om, ok := s.manifests.get(id); ok {
 		return om, nil
 	}
@@ -293,7 +293,7 @@ var (
 
 // CheckArtifactAccess allows a download only for a digest in the job's
 // manifest and only while the session holds the given live lease.
-func (s *Store) CheckArtifactAccess(ctx context.Context, sess NodeSession, jobID, leaseEpoch int64, sha256 string) (size int64, err error) {
+func (s *Manifests) CheckArtifactAccess(ctx context.Context, sess NodeSession, jobID, leaseEpoch int64, sha256 string) (size int64, err error) {
 	var live bool
 	var inManifest sql.NullInt64
 	err = s.db.QueryRowContext(ctx,

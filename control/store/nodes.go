@@ -85,7 +85,7 @@ type nodeRow struct {
 
 // node turns a row into the admin view: heartbeat age and online-ness are
 // judged against this store's OfflineAfter.
-func (s *Store) node(r nodeRow) Node {
+func (s *core) node(r nodeRow) Node {
 	n := Node{ID: r.ID, Name: r.Name, Pool: r.Pool, HostGroupID: r.HostGroupID, DesiredState: r.DesiredState,
 		Slots: r.Slots, Revision: r.Revision, Address: r.Address, Revoked: r.Revoked, HasCredential: r.HasCredential,
 		SessionEpoch: r.SessionEpoch, RuntimeVersion: r.RuntimeVersion, SlotsBusy: r.SlotsBusy,
@@ -104,7 +104,7 @@ func (s *Store) node(r nodeRow) Node {
 
 // getNode reads one node through q (the pool, or a transaction with a lock
 // suffix such as FOR UPDATE).
-func (s *Store) getNode(ctx context.Context, q sqlx.QueryerContext, id int64, suffix string) (Node, error) {
+func (s *core) getNode(ctx context.Context, q sqlx.QueryerContext, id int64, suffix string) (Node, error) {
 	var r nodeRow
 	if err := sqlx.GetContext(ctx, q, &r, `SELECT `+nodeColumns+` FROM judge_node n WHERE n.id = ?`+suffix, id); err != nil {
 		if errors.Is(err, sql.ErrNoRows) {
@@ -116,7 +116,12 @@ func (s *Store) getNode(ctx context.Context, q sqlx.QueryerContext, id int64, su
 }
 
 // GetNode reads one node.
-func (s *Store) GetNode(ctx context.Context, id int64) (Node, error) {
+func (s *Nodes) GetNode(ctx context.Context, id int64) (Node, error) {
+	return s.nodeByID(ctx, id)
+}
+
+// nodeByID is GetNode for every aggregate.
+func (s *core) nodeByID(ctx context.Context, id int64) (Node, error) {
 	n, err := s.getNode(ctx, s.db, id, "")
 	if err != nil && !errors.Is(err, ErrNotFound) {
 		return Node{}, fmt.Errorf("store: get node: %w", err)
@@ -125,7 +130,7 @@ func (s *Store) GetNode(ctx context.Context, id int64) (Node, error) {
 }
 
 // ListNodes lists nodes, optionally of one pool and/or desired state.
-func (s *Store) ListNodes(ctx context.Context, pool string, state NodeState) ([]Node, error) {
+func (s *Nodes) ListNodes(ctx context.Context, pool string, state NodeState) ([]Node, error) {
 	q := `SELECT ` + nodeColumns + ` FROM judge_node n WHERE 1=1`
 	var args []any
 	if pool != "" {
@@ -155,7 +160,7 @@ type NodeTimes struct {
 
 // NodeTimestamps reads when a node's configuration last changed and when its
 // last heartbeat arrived (database clock).
-func (s *Store) NodeTimestamps(ctx context.Context, nodeID int64) (NodeTimes, error) {
+func (s *Nodes) NodeTimestamps(ctx context.Context, nodeID int64) (NodeTimes, error) {
 	var t NodeTimes
 	err := s.db.GetContext(ctx, &t, `SELECT updated_at, last_heartbeat_at FROM judge_node WHERE id = ?`, nodeID)
 	if errors.Is(err, sql.ErrNoRows) {
@@ -180,7 +185,7 @@ type NodeSpec struct {
 }
 
 // CreateNode registers a node (PENDING_VERIFICATION) and issues its join code.
-func (s *Store) CreateNode(ctx context.Context, spec NodeSpec, actor string) (Node, JoinCode, error) {
+func (s *Nodes) CreateNode(ctx context.Context, spec NodeSpec, actor string) (Node, JoinCode, error) {
 	if !nameRE.MatchString(spec.Name) {
 		return Node{}, JoinCode{}, invalid("name", "must match %s", nameRE)
 	}
@@ -231,7 +236,7 @@ func (s *Store) CreateNode(ctx context.Context, spec NodeSpec, actor string) (No
 
 // changeNode runs fn with the node locked (after its host group when
 // withGroup), then audits.
-func (s *Store) changeNode(ctx context.Context, nodeID int64, actor, action, reason string, fn func(tx *sql.Tx, n *Node) error) (Node, error) {
+func (s *core) changeNode(ctx context.Context, nodeID int64, actor, action, reason string, fn func(tx *sql.Tx, n *Node) error) (Node, error) {
 	err := s.inTx(ctx, func(tx *sql.Tx) error {
 		n, err := s.getNode(ctx, s.txx(tx), nodeID, ` FOR UPDATE`)
 		if errors.Is(err, ErrNotFound) {
@@ -248,7 +253,7 @@ func (s *Store) changeNode(ctx context.Context, nodeID int64, actor, action, rea
 	if err != nil {
 		return Node{}, err
 	}
-	return s.GetNode(ctx, nodeID)
+	return s.nodeByID(ctx, nodeID)
 }
 
 func setState(ctx context.Context, tx *sql.Tx, nodeID int64, st NodeState) error {
@@ -261,7 +266,7 @@ func setState(ctx context.Context, tx *sql.Tx, nodeID int64, st NodeState) error
 
 // Enable allows pool work, only after a fresh passing check and a fresh
 // heartbeat that reports the runtime version the check ran with.
-func (s *Store) Enable(ctx context.Context, nodeID int64, actor, reason string) (Node, error) {
+func (s *Nodes) Enable(ctx context.Context, nodeID int64, actor, reason string) (Node, error) {
 	return s.changeNode(ctx, nodeID, actor, "node.enable", reason, func(tx *sql.Tx, n *Node) error {
 		if n.Revoked {
 			return conflictOf(ErrNodeRevoked, "node %d is revoked; rotate its credential first", nodeID)
@@ -288,7 +293,7 @@ func (s *Store) Enable(ctx context.Context, nodeID int64, actor, reason string) 
 }
 
 // Drain stops new pool work; running jobs finish.
-func (s *Store) Drain(ctx context.Context, nodeID int64, actor, reason string) (Node, error) {
+func (s *Nodes) Drain(ctx context.Context, nodeID int64, actor, reason string) (Node, error) {
 	return s.DrainUntil(ctx, nodeID, 0, actor, reason)
 }
 
@@ -299,7 +304,7 @@ const DrainDeadlineMax = 7 * 24 * time.Hour
 // clock: once deadline has passed, ExpireDrainDeadlines takes the node's
 // remaining leases back and disables it. 0 means no deadline; draining again
 // replaces (or removes) the deadline.
-func (s *Store) DrainUntil(ctx context.Context, nodeID int64, deadline time.Duration, actor, reason string) (Node, error) {
+func (s *Nodes) DrainUntil(ctx context.Context, nodeID int64, deadline time.Duration, actor, reason string) (Node, error) {
 	if deadline < 0 || deadline > DrainDeadlineMax {
 		return Node{}, invalid("deadlineSeconds", "drain deadline %s must be 0..%s", deadline, DrainDeadlineMax)
 	}
@@ -330,13 +335,13 @@ func (s *Store) DrainUntil(ctx context.Context, nodeID int64, deadline time.Dura
 	if err != nil {
 		return Node{}, err
 	}
-	return s.GetNode(ctx, nodeID)
+	return s.nodeByID(ctx, nodeID)
 }
 
 // Disable stops the node. It is refused while the node holds live leases
 // unless force is set with a reason; forcing never kills running jobs — their
 // leases run out and are reaped.
-func (s *Store) Disable(ctx context.Context, nodeID int64, force bool, actor, reason string) (Node, error) {
+func (s *Nodes) Disable(ctx context.Context, nodeID int64, force bool, actor, reason string) (Node, error) {
 	if force && strings.TrimSpace(reason) == "" {
 		return Node{}, invalid("reason", "a forced disable needs a reason")
 	}
@@ -355,7 +360,7 @@ func (s *Store) Disable(ctx context.Context, nodeID int64, force bool, actor, re
 
 // Revoke kills the credential and every session at once. Leases the node
 // holds run out and are reaped.
-func (s *Store) Revoke(ctx context.Context, nodeID int64, actor, reason string) (Node, error) {
+func (s *Nodes) Revoke(ctx context.Context, nodeID int64, actor, reason string) (Node, error) {
 	return s.changeNode(ctx, nodeID, actor, "node.revoke", reason, func(tx *sql.Tx, n *Node) error {
 		if _, err := tx.ExecContext(ctx,
 			`UPDATE judge_node SET revoked_at = NOW(6), credential_hash = NULL, session_token_hash = NULL,
@@ -370,7 +375,7 @@ func (s *Store) Revoke(ctx context.Context, nodeID int64, actor, reason string) 
 
 // ResizeNode changes a node's slots if revision is current and the host group
 // can hold it. Lowering slots never stops running jobs.
-func (s *Store) ResizeNode(ctx context.Context, nodeID int64, slots int, revision int64, actor, reason string) (Node, error) {
+func (s *Nodes) ResizeNode(ctx context.Context, nodeID int64, slots int, revision int64, actor, reason string) (Node, error) {
 	if slots < 1 || slots > contracts.SlotsMax {
 		return Node{}, invalid("slots", "must be 1..%d", contracts.SlotsMax)
 	}
@@ -406,5 +411,5 @@ func (s *Store) ResizeNode(ctx context.Context, nodeID int64, slots int, revisio
 	if err != nil {
 		return out, err
 	}
-	return s.GetNode(ctx, nodeID)
+	return s.nodeByID(ctx, nodeID)
 }

@@ -53,9 +53,7 @@ type Observer interface {
 
 // WithObserver returns a copy of s that reports to o.
 func (s *Store) WithObserver(o Observer) *Store {
-	c := *s
-	c.obs = o
-	return c.withBatchers()
+	return s.with(func(c *core) { c.obs = o })
 }
 
 // nopObserver is the default: nothing is counted.
@@ -73,7 +71,7 @@ func (nopObserver) TxRetried(context.Context, string)                           
 func (nopObserver) DBError(context.Context, string)                                     {}
 
 // observer returns the store's observer (never nil).
-func (s *Store) observer() Observer {
+func (s *core) observer() Observer {
 	if s.obs == nil {
 		return nopObserver{}
 	}
@@ -145,7 +143,7 @@ func RefusalReason(err error) string {
 
 // observeClaim reports a claim that started at start — the pickups it
 // granted and its transaction — to the observer.
-func (s *Store) observeClaim(ctx context.Context, jobs []ClaimedJob, start time.Time, err error) {
+func (s *core) observeClaim(ctx context.Context, jobs []ClaimedJob, start time.Time, err error) {
 	o := s.observer()
 	pool, granted := "", 0
 	for _, j := range jobs {
@@ -163,7 +161,7 @@ func (s *Store) observeClaim(ctx context.Context, jobs []ClaimedJob, start time.
 
 // observeResult reports a result's outcome, or why it was refused, to the
 // observer.
-func (s *Store) observeResult(ctx context.Context, jobID int64, res Result, out CompleteResponse, err error) {
+func (s *core) observeResult(ctx context.Context, jobID int64, res Result, out CompleteResponse, err error) {
 	o := s.observer()
 	if err != nil {
 		if isDBError(err) {
@@ -194,7 +192,7 @@ func (s *Store) observeResult(ctx context.Context, jobID int64, res Result, out 
 	o.ResultRecorded(ctx, pool, outcome, code)
 }
 
-func (s *Store) observeEnqueueMany(ctx context.Context, reqs []EnqueueRequest, out []EnqueueResult, err error) {
+func (s *core) observeEnqueueMany(ctx context.Context, reqs []EnqueueRequest, out []EnqueueResult, err error) {
 	if isDBError(err) {
 		s.observer().DBError(ctx, "enqueue")
 	}
@@ -213,7 +211,7 @@ func (s *Store) observeEnqueueMany(ctx context.Context, reqs []EnqueueRequest, o
 	}
 }
 
-func (s *Store) observeEnqueue(ctx context.Context, req EnqueueRequest, res EnqueueResult, err error, kind string) {
+func (s *core) observeEnqueue(ctx context.Context, req EnqueueRequest, res EnqueueResult, err error, kind string) {
 	if isDBError(err) {
 		s.observer().DBError(ctx, "enqueue")
 	}

@@ -329,7 +329,7 @@ func textDetail(k string) bool {
 	return k == "submissionId" || k == "submissionType" || k == "resultDigest"
 }
 
-func (s *Store) runRule(ctx context.Context, r rule) ([]Violation, error) {
+func (s *core) runRule(ctx context.Context, r rule) ([]Violation, error) {
 	rows, err := s.db.QueryContext(ctx, r.query, r.args...)
 	if err != nil {
 		return nil, fmt.Errorf("store: reconcile %s: %w", r.name, err)

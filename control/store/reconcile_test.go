@@ -30,24 +30,24 @@ func (b *testBundle) busyDatabase(t *testing.T) busyDatabase {
 	d.completed = b.enqueue(t, "ALGO", "done").JobID
 	c := b.claimEventually(t, b.store, sess.NodeSession)
 	require.Equal(t, d.completed, c.JobID)
-	_, err := b.store.Complete(b.ctx, sess.NodeSession, c.JobID, c.LeaseEpoch, acResult())
+	_, err := b.store.Leases().Complete(b.ctx, sess.NodeSession, c.JobID, c.LeaseEpoch, acResult())
 	require.NoError(t, err)
 
 	retried := b.enqueue(t, "ALGO", "retried").JobID
 	c = b.claimEventually(t, b.store, sess.NodeSession)
 	require.Equal(t, retried, c.JobID)
-	_, err = b.store.Complete(b.ctx, sess.NodeSession, c.JobID, c.LeaseEpoch, infraResult())
+	_, err = b.store.Leases().Complete(b.ctx, sess.NodeSession, c.JobID, c.LeaseEpoch, infraResult())
 	require.NoError(t, err)
 	c = b.claimEventually(t, b.store, sess.NodeSession)
 	require.Equal(t, retried, c.JobID)
-	_, err = b.store.Complete(b.ctx, sess.NodeSession, c.JobID, c.LeaseEpoch, waResult())
+	_, err = b.store.Leases().Complete(b.ctx, sess.NodeSession, c.JobID, c.LeaseEpoch, waResult())
 	require.NoError(t, err)
 
 	d.oldGen = b.enqueue(t, "ALGO", "rejudged").JobID
-	r, err := b.store.Rejudge(b.ctx, "ALGO", "rejudged", "test", "new tests")
+	r, err := b.store.Jobs().Rejudge(b.ctx, "ALGO", "rejudged", "test", "new tests")
 	require.NoError(t, err)
 	d.newGen = r.JobID
-	_, err = b.store.Cancel(b.ctx, "ALGO", "rejudged", "test", "not needed")
+	_, err = b.store.Jobs().Cancel(b.ctx, "ALGO", "rejudged", "test", "not needed")
 	require.NoError(t, err)
 
 	d.running = b.enqueue(t, "ALGO", "running").JobID

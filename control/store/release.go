@@ -47,7 +47,7 @@ type ReleaseResult struct {
 // is not counted toward max_attempts. Released again (a retry after a lost
 // answer) it answers RELEASED without changing anything; a lease that is
 // not the session's answers LOST.
-func (s *Store) Release(ctx context.Context, sess NodeSession, items []ReleaseItem, reason string) ([]ReleaseResult, error) {
+func (s *Leases) Release(ctx context.Context, sess NodeSession, items []ReleaseItem, reason string) ([]ReleaseResult, error) {
 	switch reason {
 	case ReleaseDraining, ReleaseShuttingDown, ReleaseInputsUnavailable, ReleaseDependencyDown:
 	default:
@@ -135,7 +135,7 @@ func (s *Store) Release(ctx context.Context, sess NodeSession, items []ReleaseIt
 // (or must stop: its session is refused from now on), so its jobs need not
 // wait for their leases to run out. Called in OpenSession's transaction
 // with the node locked (the lock order: doc.go). It returns the pools that got work.
-func (s *Store) requeueOldSessionLocked(ctx context.Context, tx *sql.Tx, nodeID, newEpoch int64) (map[string]bool, int, error) {
+func (s *core) requeueOldSessionLocked(ctx context.Context, tx *sql.Tx, nodeID, newEpoch int64) (map[string]bool, int, error) {
 	leases, err := queryAll(ctx, tx, scanLockedLease,
 		`SELECT `+lockedLeaseColumns+` FROM judge_job WHERE node_id = ? AND state = 'RUNNING' AND session_epoch < ?
 		 ORDER BY id FOR UPDATE`, nodeID, newEpoch)

@@ -39,7 +39,7 @@ type RenewResult struct {
 
 // Renew extends the session's live leases in one transaction. An expired
 // lease is LOST even if not yet reaped; progress only moves forward.
-func (s *Store) Renew(ctx context.Context, sess NodeSession, items []RenewItem) ([]RenewResult, error) {
+func (s *Leases) Renew(ctx context.Context, sess NodeSession, items []RenewItem) ([]RenewResult, error) {
 	if len(items) == 0 {
 		return nil, nil
 	}
@@ -134,7 +134,7 @@ type renewCall struct {
 // batch did not renew, each call runs again alone, so each gets the answer
 // it would get by itself (renewing again is harmless: the lease is extended
 // again, progress only moves forward).
-func (s *Store) renewBatch(ctx context.Context, calls []*batchCall[leaseWrite, bool]) {
+func (s *core) renewBatch(ctx context.Context, calls []*batchCall[leaseWrite, bool]) {
 	seen := make(map[int64]bool)
 	dup := false
 	for _, c := range calls {
@@ -165,7 +165,7 @@ func (s *Store) renewBatch(ctx context.Context, calls []*batchCall[leaseWrite, b
 // common case, where all of them are live. It reports false when some item
 // did not renew (lost, cancelled, a stale session); what did renew stays
 // renewed, and Renew answers item by item.
-func (s *Store) renewAll(ctx context.Context, calls []renewCall) (bool, error) {
+func (s *core) renewAll(ctx context.Context, calls []renewCall) (bool, error) {
 	q, args, n := leaseUpdate(s.cfg.LeaseTTL, calls, nil)
 	r, err := s.db.ExecContext(ctx, q, args...)
 	if err != nil {

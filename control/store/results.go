@@ -136,7 +136,7 @@ type preparedResult struct {
 	fast   *fastResult
 }
 
-func (s *Store) prepareResult(ctx context.Context, sess NodeSession, jobID, leaseEpoch int64, res Result) (preparedResult, error) {
+func (s *core) prepareResult(ctx context.Context, sess NodeSession, jobID, leaseEpoch int64, res Result) (preparedResult, error) {
 	var p preparedResult
 	if err := res.validateShape(); err != nil {
 		return p, err
@@ -156,7 +156,8 @@ func (s *Store) prepareResult(ctx context.Context, sess NodeSession, jobID, leas
 		return p, nil
 	}
 	// Validate before anything is written (manifests are immutable).
-	m, err := s.Manifest(ctx, facts.manifestID)
+	om, err := s.readManifest(ctx, s.db, facts.manifestID)
+	m := om.m
 	if err != nil {
 		return p, err
 	}
@@ -195,7 +196,7 @@ type jobFacts struct {
 	generation int
 }
 
-func (s *Store) jobFacts(ctx context.Context, jobID int64) (jobFacts, error) {
+func (s *core) jobFacts(ctx context.Context, jobID int64) (jobFacts, error) {
 	if f, ok := s.facts.get(jobID); ok {
 		return f, nil
 	}

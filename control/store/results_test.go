@@ -29,13 +29,13 @@ func TestResultValidatedAgainstManifest(t *testing.T) {
 		{Outcome: store.OutcomeError},
 	}
 	for i, r := range bad {
-		_, err := b.store.Complete(b.ctx, n.NodeSession, job.JobID, c.LeaseEpoch, r)
+		_, err := b.store.Leases().Complete(b.ctx, n.NodeSession, job.JobID, c.LeaseEpoch, r)
 		require.ErrorIs(t, err, store.ErrValidation, "case %d", i)
 	}
-	j, err := b.store.GetJob(b.ctx, job.JobID)
+	j, err := b.store.Jobs().GetJob(b.ctx, job.JobID)
 	require.NoError(t, err)
 	require.Equal(t, store.StateRunning, j.State)
 	ce := store.Result{Outcome: store.OutcomeVerdict, Verdict: &store.VerdictResult{Status: "CE", MaxScore: 100, CompileLog: "error: x"}}
-	_, err = b.store.Complete(b.ctx, n.NodeSession, job.JobID, c.LeaseEpoch, ce)
+	_, err = b.store.Leases().Complete(b.ctx, n.NodeSession, job.JobID, c.LeaseEpoch, ce)
 	require.NoError(t, err, "a compile error has no cases")
 }

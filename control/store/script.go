@@ -68,7 +68,7 @@ type scriptConn struct {
 
 // begin starts sc with the transaction's opening (READ COMMITTED when the
 // server's default is not).
-func (s *Store) begin(sc *script) *script {
+func (s *core) begin(sc *script) *script {
 	if s.txOpts != nil {
 		sc.exec(`SET TRANSACTION ISOLATION LEVEL READ COMMITTED`)
 	}
@@ -262,11 +262,11 @@ func (c *scriptConn) countsMulti(ctx context.Context, sc *script) ([]int64, erro
 // transaction fn leaves open (an error mid-script) is rolled back; a
 // connection whose rollback fails is closed, never handed to the next
 // caller in the middle of a transaction.
-func (s *Store) inScripts(ctx context.Context, fn func(c *scriptConn) error) error {
+func (s *core) inScripts(ctx context.Context, fn func(c *scriptConn) error) error {
 	return s.retried(ctx, func() error { return s.tryScripts(ctx, fn) })
 }
 
-func (s *Store) tryScripts(ctx context.Context, fn func(c *scriptConn) error) error {
+func (s *core) tryScripts(ctx context.Context, fn func(c *scriptConn) error) error {
 	conn, err := s.db.Conn(ctx)
 	if err != nil {
 		return fmt.Errorf("store: connection: %w", err)

@@ -39,7 +39,7 @@ func bumpPools(ctx context.Context, tx *sql.Tx, pools map[string]bool) error {
 }
 
 // notify tells this replica's waiters at once (no database round trip).
-func (s *Store) notify(pool string) {
+func (s *core) notify(pool string) {
 	if s.notifier != nil && pool != "" {
 		s.notifier.Notify(pool)
 	}
@@ -49,7 +49,7 @@ func (s *Store) notify(pool string) {
 // node) became ready: n waiters are woken when the notifier can count. A job
 // that needs a problem type beyond classic batch (caps) wakes every waiter
 // instead: the longest waiting may be nodes that cannot run it.
-func (s *Store) notifyJobs(pool string, n int, caps uint64) {
+func (s *core) notifyJobs(pool string, n int, caps uint64) {
 	if s.notifier == nil || pool == "" || n <= 0 {
 		return
 	}

@@ -29,7 +29,7 @@ func TestPoolSignalCommitsWithTheWork(t *testing.T) {
 	st := b.store.WithNotifier(rec)
 	before, err := st.PoolSignals(b.ctx)
 	require.NoError(t, err)
-	_, err = st.Enqueue(b.ctx, store.EnqueueRequest{SubmissionType: "ALGO", SubmissionID: "sig", Language: "python3", Source: "print(1)", ManifestID: b.manifest})
+	_, err = st.Jobs().Enqueue(b.ctx, store.EnqueueRequest{SubmissionType: "ALGO", SubmissionID: "sig", Language: "python3", Source: "print(1)", ManifestID: b.manifest})
 	require.NoError(t, err)
 	after, err := st.PoolSignals(b.ctx)
 	require.NoError(t, err)
@@ -40,7 +40,7 @@ func TestPoolSignalCommitsWithTheWork(t *testing.T) {
 
 	tx, err := b.db.BeginTx(b.ctx, nil)
 	require.NoError(t, err)
-	_, err = st.EnqueueTx(b.ctx, tx, store.EnqueueRequest{SubmissionType: "ALGO", SubmissionID: "sig2", Language: "python3", Source: "print(1)", ManifestID: b.manifest})
+	_, err = st.Jobs().EnqueueTx(b.ctx, tx, store.EnqueueRequest{SubmissionType: "ALGO", SubmissionID: "sig2", Language: "python3", Source: "print(1)", ManifestID: b.manifest})
 	require.NoError(t, err)
 	require.NoError(t, tx.Rollback())
 	again, err := st.PoolSignals(b.ctx)

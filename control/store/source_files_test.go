@@ -20,16 +20,16 @@ func TestMultiFileSubmissions(t *testing.T) {
 	b := setup(t)
 	files := []store.SourceFile{{Name: "add.h", Content: "long add(long, long);"}, {Name: "add.cpp", Content: "long add(long a, long b) { return a + b; }"}}
 	req := store.EnqueueRequest{SubmissionType: "ALGO", SubmissionID: "multi-1", Language: "cpp17", Source: "int main(){}", Files: files, ManifestID: b.manifest}
-	first, err := b.store.Enqueue(b.ctx, req)
+	first, err := b.store.Jobs().Enqueue(b.ctx, req)
 	require.NoError(t, err)
-	again, err := b.store.Enqueue(b.ctx, req)
+	again, err := b.store.Jobs().Enqueue(b.ctx, req)
 	require.NoError(t, err)
 	require.Equal(t, first.JobID, again.JobID)
 	require.False(t, again.Created)
 
 	changed := req
 	changed.Files = []store.SourceFile{files[0], {Name: "add.cpp", Content: "long add(long a, long b) { return a - b; }"}}
-	_, err = b.store.Enqueue(b.ctx, changed)
+	_, err = b.store.Jobs().Enqueue(b.ctx, changed)
 	require.ErrorIs(t, err, store.ErrConflict, "a change in a further file is a different request")
 
 	var snap string
@@ -39,7 +39,7 @@ func TestMultiFileSubmissions(t *testing.T) {
 	require.Equal(t, files, s.Files)
 
 	one := store.EnqueueRequest{SubmissionType: "ALGO", SubmissionID: "single-1", Language: "cpp17", Source: "int main(){}", ManifestID: b.manifest}
-	r, err := b.store.Enqueue(b.ctx, one)
+	r, err := b.store.Jobs().Enqueue(b.ctx, one)
 	require.NoError(t, err)
 	require.NoError(t, b.db.QueryRow(`SELECT request_snapshot FROM judge_job WHERE id = ?`, r.JobID).Scan(&snap))
 	require.JSONEq(t, `{"language":"cpp17","source":"int main(){}"}`, snap, "a one-file snapshot is unchanged")
@@ -59,7 +59,7 @@ func TestMultiFileSubmissions(t *testing.T) {
 	} {
 		bad := req
 		bad.SubmissionID, bad.Language, bad.Files = "bad-"+strings.ReplaceAll(name, " ", "-"), tc.lang, tc.files
-		_, err := b.store.Enqueue(b.ctx, bad)
+		_, err := b.store.Jobs().Enqueue(b.ctx, bad)
 		var ve *store.ValidationError
 		require.ErrorAs(t, err, &ve, name)
 		require.Equal(t, tc.field, ve.Field, name)

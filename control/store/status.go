@@ -78,7 +78,7 @@ func (r jobView) job() Job {
 }
 
 // GetJob reads one job.
-func (s *Store) GetJob(ctx context.Context, id int64) (Job, error) {
+func (s *Jobs) GetJob(ctx context.Context, id int64) (Job, error) {
 	var r jobView
 	err := s.db.GetContext(ctx, &r, `SELECT `+jobColumns+` FROM judge_job WHERE id = ?`, id)
 	if errors.Is(err, sql.ErrNoRows) {
@@ -101,7 +101,7 @@ type JobExtra struct {
 }
 
 // JobExtras reads the admin-only facts of a job.
-func (s *Store) JobExtras(ctx context.Context, jobID int64) (JobExtra, error) {
+func (s *Jobs) JobExtras(ctx context.Context, jobID int64) (JobExtra, error) {
 	var x JobExtra
 	err := s.db.GetContext(ctx, &x,
 		`SELECT NOT EXISTS (SELECT 1 FROM judge_job n
@@ -141,16 +141,16 @@ type Attempt struct {
 }
 
 // Attempts lists a job's attempts by lease epoch.
-func (s *Store) Attempts(ctx context.Context, jobID int64) ([]Attempt, error) {
+func (s *Jobs) Attempts(ctx context.Context, jobID int64) ([]Attempt, error) {
 	return s.queryAttempts(ctx, `WHERE job_id = ? ORDER BY lease_epoch`, jobID)
 }
 
 // NodeAttempts lists a node's most recent attempts.
-func (s *Store) NodeAttempts(ctx context.Context, nodeID int64, limit int) ([]Attempt, error) {
+func (s *Jobs) NodeAttempts(ctx context.Context, nodeID int64, limit int) ([]Attempt, error) {
 	return s.queryAttempts(ctx, `WHERE node_id = ? ORDER BY id DESC LIMIT ?`, nodeID, limit)
 }
 
-func (s *Store) queryAttempts(ctx context.Context, where string, args ...any) ([]Attempt, error) {
+func (s *core) queryAttempts(ctx context.Context, where string, args ...any) ([]Attempt, error) {
 	var out []Attempt
 	if err := s.db.SelectContext(ctx, &out,
 		`SELECT job_id, lease_epoch, node_id, host_group_id, session_epoch, started_at, ended_at, outcome,
@@ -178,7 +178,7 @@ type BusinessStatus struct {
 }
 
 // SubmissionStatus reads a submission's current job: its highest generation.
-func (s *Store) SubmissionStatus(ctx context.Context, typ, id string) (BusinessStatus, error) {
+func (s *Jobs) SubmissionStatus(ctx context.Context, typ, id string) (BusinessStatus, error) {
 	var r struct {
 		BusinessStatus
 		State     JobState       `db:"state"`
@@ -237,7 +237,7 @@ const settledChunk = 500
 // SettledJobs returns which of ids are in a terminal state (COMPLETED,
 // FAILED, CANCELLED). It serves waiting status reads on other replicas: one
 // primary-key lookup per id, no lock.
-func (s *Store) SettledJobs(ctx context.Context, ids []int64) ([]int64, error) {
+func (s *Jobs) SettledJobs(ctx context.Context, ids []int64) ([]int64, error) {
 	var out []int64
 	for start := 0; start < len(ids); start += settledChunk {
 		q, args, err := sqlx.In(`SELECT id FROM judge_job WHERE id IN (?) AND state IN ('COMPLETED', 'FAILED', 'CANCELLED')`,

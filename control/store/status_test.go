@@ -28,38 +28,38 @@ func TestStatusPhaseAndCaseCounts(t *testing.T) {
 			Cases: []store.CaseResult{{CaseID: "c1", Status: "WA", Score: 0}}}}, 1},
 	} {
 		r := b.enqueue(t, "ALGO", "phase-"+tc.name)
-		st, err := b.store.SubmissionStatus(b.ctx, "ALGO", "phase-"+tc.name)
+		st, err := b.store.Jobs().SubmissionStatus(b.ctx, "ALGO", "phase-"+tc.name)
 		require.NoError(t, err)
 		require.Equal(t, "PENDING", st.Status)
 		v0 := st.StatusVersion
 
 		c := b.claimEventually(t, b.store, sess.NodeSession)
 		require.Equal(t, r.JobID, c.JobID)
-		st, err = b.store.SubmissionStatus(b.ctx, "ALGO", "phase-"+tc.name)
+		st, err = b.store.Jobs().SubmissionStatus(b.ctx, "ALGO", "phase-"+tc.name)
 		require.NoError(t, err)
 		require.Equal(t, "COMPILING", st.Status)
 		require.Greater(t, st.StatusVersion, v0)
 		v1 := st.StatusVersion
 
-		_, err = b.store.Renew(b.ctx, sess.NodeSession, []store.RenewItem{{JobID: c.JobID, LeaseEpoch: c.LeaseEpoch,
+		_, err = b.store.Leases().Renew(b.ctx, sess.NodeSession, []store.RenewItem{{JobID: c.JobID, LeaseEpoch: c.LeaseEpoch,
 			ProgressSeq: 1, Phase: "JUDGING", CasesDone: 0, CasesTotal: 2}})
 		require.NoError(t, err)
-		st, err = b.store.SubmissionStatus(b.ctx, "ALGO", "phase-"+tc.name)
+		st, err = b.store.Jobs().SubmissionStatus(b.ctx, "ALGO", "phase-"+tc.name)
 		require.NoError(t, err)
 		require.Equal(t, "JUDGING", st.Status)
 		require.Equal(t, v1+1, st.StatusVersion, "COMPILING → JUDGING is a status change")
 
 		// The same phase again (a periodic renew) changes nothing visible.
-		_, err = b.store.Renew(b.ctx, sess.NodeSession, []store.RenewItem{{JobID: c.JobID, LeaseEpoch: c.LeaseEpoch,
+		_, err = b.store.Leases().Renew(b.ctx, sess.NodeSession, []store.RenewItem{{JobID: c.JobID, LeaseEpoch: c.LeaseEpoch,
 			ProgressSeq: 2, Phase: "JUDGING", CasesDone: 1, CasesTotal: 2}})
 		require.NoError(t, err)
-		st, err = b.store.SubmissionStatus(b.ctx, "ALGO", "phase-"+tc.name)
+		st, err = b.store.Jobs().SubmissionStatus(b.ctx, "ALGO", "phase-"+tc.name)
 		require.NoError(t, err)
 		require.Equal(t, v1+1, st.StatusVersion)
 
-		_, err = b.store.Complete(b.ctx, sess.NodeSession, c.JobID, c.LeaseEpoch, tc.result)
+		_, err = b.store.Leases().Complete(b.ctx, sess.NodeSession, c.JobID, c.LeaseEpoch, tc.result)
 		require.NoError(t, err)
-		st, err = b.store.SubmissionStatus(b.ctx, "ALGO", "phase-"+tc.name)
+		st, err = b.store.Jobs().SubmissionStatus(b.ctx, "ALGO", "phase-"+tc.name)
 		require.NoError(t, err)
 		require.Equal(t, tc.result.Verdict.Status, st.Status)
 		require.Equal(t, tc.done, st.CasesDone, tc.name)
@@ -77,7 +77,7 @@ func TestStatusPhaseAndCaseCounts(t *testing.T) {
 	// Waiting reads ask which jobs settled: the finished ones, not a queued
 	// one, not an unknown id.
 	queued := b.enqueue(t, "ALGO", "still-queued").JobID
-	settled, err := b.store.SettledJobs(b.ctx, append([]int64{queued, 999999}, finished...))
+	settled, err := b.store.Jobs().SettledJobs(b.ctx, append([]int64{queued, 999999}, finished...))
 	require.NoError(t, err)
 	require.ElementsMatch(t, finished, settled)
 }

@@ -173,9 +173,17 @@ func (c Config) Validate() error {
 	return errors.Join(errs...)
 }
 
-// Store is the scheduling core over one MySQL primary. It is safe for
-// concurrent use, and several Stores (control replicas) may share a database.
+// Store is the scheduling core over one MySQL primary: the shared database
+// handle (pool, configuration, caches, batchers) that the aggregates a
+// caller holds are built over (aggregates.go). It is safe for concurrent
+// use, and several Stores (control replicas) may share a database.
 type Store struct {
+	*core
+	aggregates
+}
+
+// core is what every aggregate of one Store shares.
+type core struct {
 	// db is the pool; sqlx adds struct scanning (Get/Select) on top of the
 	// same *sql.DB, so hand-written scans stay possible where they are faster.
 	db  *sqlx.DB
@@ -219,7 +227,7 @@ func New(db *sql.DB, cfg Config) (*Store, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	s := &Store{db: sqlx.NewDb(db, "mysql"), cfg: cfg, stats: &counters{}, manifests: newCache[int64, ownedManifest](1024),
+	s := &core{db: sqlx.NewDb(db, "mysql"), cfg: cfg, stats: &counters{}, manifests: newCache[int64, ownedManifest](1024),
 		groups: newCache[int64, nodePlace](4096), facts: newCache[int64, jobFacts](16384),
 		txOpts: &sql.TxOptions{Isolation: sql.LevelReadCommitted}}
 	// MariaDB before 11.1 names it tx_isolation; MySQL 8 transaction_isolation.
@@ -232,27 +240,34 @@ func New(db *sql.DB, cfg Config) (*Store, error) {
 	}
 	s.multi = multiStatements(context.Background(), db)
 	s.multiCounts = s.multi && multiRowCounts(context.Background(), db)
-	return s.withBatchers(), nil
+	return s.store(), nil
 }
 
-// withBatchers gives s batchers of its own. A batch runs with the store
-// that owns its batcher — its observer, notifier and hooks — so each copy
-// made by a With… method gets new ones (copies are made once, when a
-// process wires its store); sharing the original's would report a copy's
-// retried transactions to the original's observer.
-func (s *Store) withBatchers() *Store {
+// store gives s batchers of its own and returns the Store over it, with
+// its aggregates. A batch runs with the core that owns its batcher — its
+// observer, notifier and hooks — so each copy made by a With… method gets
+// new ones (copies are made once, when a process wires its store); sharing
+// the original's would report a copy's retried transactions to the
+// original's observer.
+func (s *core) store() *Store {
 	s.writer = newBatcher(s.cfg.CompleteBatchMax, s.cfg.BatchParallel, max(s.cfg.BatchLinger, 0), s.writeBatch)
 	// A new submission's caller waits for its commit: enqueues never linger.
 	s.enqueuer = newBatcher(s.cfg.CompleteBatchMax, s.cfg.EnqueueParallel, 0, s.enqueueBatch)
 	s.claimers = &claimBatchers{run: s.claimBatch, linger: max(s.cfg.BatchLinger, 0), m: make(map[string]*batcher[claimCall, []ClaimedJob])}
-	return s
+	return &Store{core: s, aggregates: newAggregates(s)}
+}
+
+// with returns a copy of s's core changed by change, with batchers and
+// aggregates of its own.
+func (s *Store) with(change func(c *core)) *Store {
+	c := *s.core
+	change(&c)
+	return c.store()
 }
 
 // WithHooks returns a copy of s that runs the given test hooks.
 func (s *Store) WithHooks(h *Hooks) *Store {
-	c := *s
-	c.hooks = h
-	return c.withBatchers()
+	return s.with(func(c *core) { c.hooks = h })
 }
 
 // Hooks are fault-injection points for tests.
@@ -282,9 +297,7 @@ type JobNotifier interface {
 // WithNotifier returns a copy of s that notifies n after commits that make
 // work ready.
 func (s *Store) WithNotifier(n Notifier) *Store {
-	c := *s
-	c.notifier = n
-	return c.withBatchers()
+	return s.with(func(c *core) { c.notifier = n })
 }
 
 // DB returns the underlying pool (for health checks).
@@ -333,7 +346,7 @@ func (c *cache[K, V]) put(k K, v V) {
 }
 
 // backoff is the capped exponential delay before retry number n (1-based).
-func (s *Store) backoff(n int) time.Duration {
+func (s *core) backoff(n int) time.Duration {
 	d := s.cfg.BackoffBase
 	for i := 1; i < n && d < s.cfg.BackoffMax; i++ {
 		d *= 2

@@ -31,10 +31,10 @@ func (b *testBundle) settleTyped(t *testing.T, perType map[string]int) map[strin
 		}
 	}
 	for done := 0; done < total; {
-		got, err := b.store.Claim(b.ctx, sess.NodeSession, 16)
+		got, err := b.store.Leases().Claim(b.ctx, sess.NodeSession, 16)
 		require.NoError(t, err)
 		for _, c := range got {
-			_, err := b.store.Complete(b.ctx, sess.NodeSession, c.JobID, c.LeaseEpoch, acResult())
+			_, err := b.store.Leases().Complete(b.ctx, sess.NodeSession, c.JobID, c.LeaseEpoch, acResult())
 			require.NoError(t, err)
 			done++
 		}
@@ -47,9 +47,9 @@ func (b *testBundle) settleTyped(t *testing.T, perType map[string]int) map[strin
 func (b *testBundle) businessIdentity(t *testing.T, spec store.TokenSpec) store.TokenIdentity {
 	t.Helper()
 	spec.Kind = store.TokenBusiness
-	tok, err := b.store.IssueToken(b.ctx, spec)
+	tok, err := b.store.Tokens().IssueToken(b.ctx, spec)
 	require.NoError(t, err)
-	id, err := b.store.AuthenticateToken(b.ctx, store.TokenBusiness, tok)
+	id, err := b.store.Tokens().AuthenticateToken(b.ctx, store.TokenBusiness, tok)
 	require.NoError(t, err)
 	return id
 }
@@ -66,7 +66,7 @@ func (b *testBundle) drainGroup(t *testing.T, scope store.EventScope, replicas [
 		consumer := fmt.Sprintf("backend-%d", i)
 		wg.Go(func() {
 			for {
-				evs, err := st.ClaimEvents(b.ctx, scope, consumer, 5, time.Minute)
+				evs, err := st.Events().ClaimEvents(b.ctx, scope, consumer, 5, time.Minute)
 				if !assert.NoError(t, err) || len(evs) == 0 {
 					return
 				}
@@ -74,7 +74,7 @@ func (b *testBundle) drainGroup(t *testing.T, scope store.EventScope, replicas [
 				for i, e := range evs {
 					ids[i] = e.ID
 				}
-				k, err := st.AckEvents(b.ctx, scope, consumer, ids)
+				k, err := st.Events().AckEvents(b.ctx, scope, consumer, ids)
 				if !assert.NoError(t, err) {
 					return
 				}
@@ -131,10 +131,10 @@ func TestTokenScopeIsValidatedAndAuthenticated(t *testing.T) {
 		"admin scoped":   {Kind: store.TokenAdmin, Name: "d", SubmissionTypes: []string{"ALGO"}},
 		"admin grouped":  {Kind: store.TokenAdmin, Name: "e", ConsumerGroup: "x"},
 	} {
-		_, err := b.store.IssueToken(b.ctx, spec)
+		_, err := b.store.Tokens().IssueToken(b.ctx, spec)
 		require.ErrorIs(t, err, store.ErrValidation, name)
 	}
-	list, err := b.store.ListTokens(b.ctx, store.TokenBusiness)
+	list, err := b.store.Tokens().ListTokens(b.ctx, store.TokenBusiness)
 	require.NoError(t, err)
 	require.Len(t, list, 2, "refused tokens are not stored")
 	require.Equal(t, []string{"ALGO", "DATABASE"}, list[0].SubmissionTypes)
@@ -183,7 +183,7 @@ func TestGroupDeliveryStateIsIndependent(t *testing.T) {
 	dbOnly := b.businessIdentity(t, store.TokenSpec{Name: "b-db", SubmissionTypes: []string{"DATABASE"}, ConsumerGroup: "gb"})
 	b.settleTyped(t, map[string]int{"ALGO": 1, "DATABASE": 1})
 
-	inA, err := b.store.ClaimEvents(b.ctx, a.EventScope(), "x", 10, time.Second)
+	inA, err := b.store.Events().ClaimEvents(b.ctx, a.EventScope(), "x", 10, time.Second)
 	require.NoError(t, err)
 	require.Len(t, inA, 2)
 	require.Equal(t, "ga", inA[0].ConsumerGroup)
@@ -191,32 +191,32 @@ func TestGroupDeliveryStateIsIndependent(t *testing.T) {
 	// Group gb is shared by two differently scoped tokens: each claims only
 	// its own type, and cannot acknowledge the other's rows even under the
 	// same consumer name.
-	algoEvs, err := b.store.ClaimEvents(b.ctx, algoOnly.EventScope(), "x", 10, time.Minute)
+	algoEvs, err := b.store.Events().ClaimEvents(b.ctx, algoOnly.EventScope(), "x", 10, time.Minute)
 	require.NoError(t, err)
 	require.Len(t, algoEvs, 1)
 	require.Equal(t, "ALGO", algoEvs[0].SubmissionType)
-	dbEvs, err := b.store.ClaimEvents(b.ctx, dbOnly.EventScope(), "x", 10, time.Minute)
+	dbEvs, err := b.store.Events().ClaimEvents(b.ctx, dbOnly.EventScope(), "x", 10, time.Minute)
 	require.NoError(t, err)
 	require.Len(t, dbEvs, 1)
 	require.Equal(t, "DATABASE", dbEvs[0].SubmissionType)
-	out, err := b.store.AckEventsFor(b.ctx, algoOnly.EventScope(), "x", []int64{algoEvs[0].ID, dbEvs[0].ID, inA[0].ID})
+	out, err := b.store.Events().AckEventsFor(b.ctx, algoOnly.EventScope(), "x", []int64{algoEvs[0].ID, dbEvs[0].ID, inA[0].ID})
 	require.NoError(t, err)
 	require.Equal(t, []int64{algoEvs[0].ID}, out.Acked)
 	require.ElementsMatch(t, []int64{dbEvs[0].ID, inA[0].ID}, out.NotHeld, "another type's row and another group's row are not held")
 
 	// ga's lease runs out: ga gets its events again, gb's state is untouched.
 	b.exec(t, `UPDATE judge_settlement_event SET next_attempt_at = NOW(6) - INTERVAL 1 SECOND WHERE consumer_group = 'ga'`)
-	again, err := b.store.ClaimEvents(b.ctx, a.EventScope(), "y", 10, time.Minute)
+	again, err := b.store.Events().ClaimEvents(b.ctx, a.EventScope(), "y", 10, time.Minute)
 	require.NoError(t, err)
 	require.Len(t, again, 2)
 	require.Equal(t, 2, again[0].DeliveryAttempt)
-	none, err := b.store.ClaimEvents(b.ctx, dbOnly.EventScope(), "z", 10, time.Minute)
+	none, err := b.store.Events().ClaimEvents(b.ctx, dbOnly.EventScope(), "z", 10, time.Minute)
 	require.NoError(t, err)
 	require.Empty(t, none, "gb's DATABASE row is still leased to x")
 
 	// A failed push dead-letters the row in its group only.
-	require.NoError(t, b.store.FailEventDelivery(b.ctx, a.EventScope(), "y", again[0].ID, "HTTP 500", time.Second, 2))
-	dead, err := b.store.ListEventsPage(b.ctx, store.EventFilter{State: store.EventDead})
+	require.NoError(t, b.store.Events().FailEventDelivery(b.ctx, a.EventScope(), "y", again[0].ID, "HTTP 500", time.Second, 2))
+	dead, err := b.store.Events().ListEventsPage(b.ctx, store.EventFilter{State: store.EventDead})
 	require.NoError(t, err)
 	require.Len(t, dead, 1)
 	require.Equal(t, "ga", dead[0].ConsumerGroup)
@@ -224,7 +224,7 @@ func TestGroupDeliveryStateIsIndependent(t *testing.T) {
 		WHERE consumer_group = 'gb' AND submission_type = 'ALGO' AND state = 'DELIVERED'`), "gb's rows keep their own state")
 	require.Equal(t, 1, b.count(t, `SELECT COUNT(*) FROM judge_settlement_event
 		WHERE consumer_group = 'gb' AND submission_type = 'DATABASE' AND state = 'PENDING' AND consumer = 'x'`))
-	onlyGa, err := b.store.ListEventsPage(b.ctx, store.EventFilter{ConsumerGroup: "ga"})
+	onlyGa, err := b.store.Events().ListEventsPage(b.ctx, store.EventFilter{ConsumerGroup: "ga"})
 	require.NoError(t, err)
 	require.Len(t, onlyGa, 2)
 }
@@ -246,7 +246,7 @@ func TestGroupTypesFollowItsTokens(t *testing.T) {
 	require.Equal(t, 2, b.count(t, rows, "ALGO"))
 	require.Equal(t, 1, b.count(t, rows, "DATABASE"))
 
-	live, err := b.store.RevokeToken(b.ctx, store.TokenBusiness, "one")
+	live, err := b.store.Tokens().RevokeToken(b.ctx, store.TokenBusiness, "one")
 	require.NoError(t, err)
 	require.True(t, live)
 	b.settleTyped(t, map[string]int{"ALGO": 1, "DATABASE": 1})
@@ -269,12 +269,12 @@ func TestBatchedCompletionFansOutPerGroup(t *testing.T) {
 	for i, typ := range []string{"ALGO", "DATABASE", "ALGO", "OTHER"} {
 		want[b.enqueue(t, typ, fmt.Sprintf("fan-%d", i)).JobID] = typ
 	}
-	jobs, err := b.store.Claim(b.ctx, sess.NodeSession, 4)
+	jobs, err := b.store.Leases().Claim(b.ctx, sess.NodeSession, 4)
 	require.NoError(t, err)
 	require.Len(t, jobs, 4)
 	before := store.CommittedBatches(b.store)
 	b.together(t, len(jobs), func(i int) {
-		_, err := b.store.Complete(b.ctx, sess.NodeSession, jobs[i].JobID, jobs[i].LeaseEpoch, acResult())
+		_, err := b.store.Leases().Complete(b.ctx, sess.NodeSession, jobs[i].JobID, jobs[i].LeaseEpoch, acResult())
 		assert.NoError(t, err)
 	})
 	require.Equal(t, before+1, store.CommittedBatches(b.store), "the four results shared one commit")
@@ -296,7 +296,7 @@ func (b *testBundle) tenantArtifact(t *testing.T, tn store.Tenant, content strin
 	t.Helper()
 	sum := sha256.Sum256([]byte(content))
 	d := hex.EncodeToString(sum[:])
-	created, err := b.store.RegisterArtifactAs(b.ctx, tn, d, int64(len(content)))
+	created, err := b.store.Manifests().RegisterArtifactAs(b.ctx, tn, d, int64(len(content)))
 	require.NoError(t, err)
 	return d, created
 }
@@ -332,7 +332,7 @@ func TestTestDataBelongsToItsPublisher(t *testing.T) {
 	require.Equal(t, 1, b.count(t, `SELECT COUNT(*) FROM judge_artifact WHERE sha256 = ?`, out), "the bytes are registered once")
 	require.Equal(t, 2, b.count(t, `SELECT COUNT(*) FROM judge_artifact_owner WHERE sha256 = ?`, out), "one row per owner")
 
-	sizes, err := b.store.ArtifactSizes(b.ctx, dbt, []string{in, out})
+	sizes, err := b.store.Manifests().ArtifactSizes(b.ctx, dbt, []string{in, out})
 	require.NoError(t, err)
 	require.Equal(t, map[string]int64{out: 14}, sizes, "DATABASE sees only what it uploaded itself")
 
@@ -340,18 +340,18 @@ func TestTestDataBelongsToItsPublisher(t *testing.T) {
 	// more, and by a token of every type; DATABASE gets ErrNotFound with
 	// the same words as for an id that does not exist.
 	m := oneCase(in, out, 13, 14)
-	pa, err := b.store.PublishManifestAs(b.ctx, algo, m)
+	pa, err := b.store.Manifests().PublishManifestAs(b.ctx, algo, m)
 	require.NoError(t, err)
 	require.True(t, pa.Created)
 	for _, tn := range []store.Tenant{algo, both, every} {
-		rec, err := b.store.ManifestRecord(b.ctx, tn, pa.ID)
+		rec, err := b.store.Manifests().ManifestRecord(b.ctx, tn, pa.ID)
 		require.NoError(t, err, "%v", tn.Types)
 		require.Equal(t, pa.Digest, rec.Digest)
 	}
-	_, err = b.store.ManifestRecord(b.ctx, dbt, pa.ID)
+	_, err = b.store.Manifests().ManifestRecord(b.ctx, dbt, pa.ID)
 	require.ErrorIs(t, err, store.ErrNotFound)
 	require.Equal(t, fmt.Sprintf("manifest %d: not found", pa.ID), err.Error())
-	_, missing := b.store.ManifestRecord(b.ctx, dbt, pa.ID+1000)
+	_, missing := b.store.Manifests().ManifestRecord(b.ctx, dbt, pa.ID+1000)
 	require.Equal(t, fmt.Sprintf("manifest %d: not found", pa.ID+1000), missing.Error(), "the same words as a missing id")
 
 	// Enqueue against it: refused for DATABASE as a missing manifest (the
@@ -359,52 +359,52 @@ func TestTestDataBelongsToItsPublisher(t *testing.T) {
 	req := func(tn store.Tenant, typ, id string, man int64) store.EnqueueRequest {
 		return store.EnqueueRequest{SubmissionType: typ, SubmissionID: id, Language: "cpp17", Source: "int main(){}", ManifestID: man, Tenant: tn}
 	}
-	_, err = b.store.Enqueue(b.ctx, req(dbt, "DATABASE", "d1", pa.ID))
+	_, err = b.store.Jobs().Enqueue(b.ctx, req(dbt, "DATABASE", "d1", pa.ID))
 	require.ErrorIs(t, err, store.ErrManifestMissing)
 	require.Contains(t, err.Error(), fmt.Sprintf("manifest %d does not exist", pa.ID))
-	_, err = b.store.EnqueueMany(b.ctx, []store.EnqueueRequest{req(dbt, "DATABASE", "d2", pa.ID)})
+	_, err = b.store.Jobs().EnqueueMany(b.ctx, []store.EnqueueRequest{req(dbt, "DATABASE", "d2", pa.ID)})
 	require.ErrorIs(t, err, store.ErrManifestMissing)
 	require.Zero(t, b.count(t, `SELECT COUNT(*) FROM judge_job WHERE submission_type = 'DATABASE'`))
 	for i, tn := range []store.Tenant{algo, both, every} {
-		_, err := b.store.Enqueue(b.ctx, req(tn, "ALGO", fmt.Sprintf("a%d", i), pa.ID))
+		_, err := b.store.Jobs().Enqueue(b.ctx, req(tn, "ALGO", fmt.Sprintf("a%d", i), pa.ID))
 		require.NoError(t, err, "%v", tn.Types)
 	}
 
 	// DATABASE cannot publish a manifest over ALGO's artifacts (the same
 	// refusal as for digests never uploaded), but its own upload of the same
 	// content makes a manifest of its own: a new id, never "already published".
-	_, err = b.store.PublishManifestAs(b.ctx, dbt, m)
+	_, err = b.store.Manifests().PublishManifestAs(b.ctx, dbt, m)
 	require.ErrorIs(t, err, store.ErrValidation)
 	require.Contains(t, err.Error(), "artifact "+in+" is not uploaded")
 	_, _ = b.tenantArtifact(t, dbt, "secret input\n")
-	pd, err := b.store.PublishManifestAs(b.ctx, dbt, m)
+	pd, err := b.store.Manifests().PublishManifestAs(b.ctx, dbt, m)
 	require.NoError(t, err)
 	require.True(t, pd.Created, "the same content from another tenant is a new manifest")
 	require.NotEqual(t, pa.ID, pd.ID)
-	again, err := b.store.PublishManifestAs(b.ctx, algo, m)
+	again, err := b.store.Manifests().PublishManifestAs(b.ctx, algo, m)
 	require.NoError(t, err)
 	require.Equal(t, pa.ID, again.ID, "the same tenant again: the same manifest")
 	require.False(t, again.Created)
 
 	// A token of every type publishes for tokens of every type only.
-	pe, err := b.store.PublishManifestAs(b.ctx, every, m)
+	pe, err := b.store.Manifests().PublishManifestAs(b.ctx, every, m)
 	require.NoError(t, err)
-	_, err = b.store.ManifestRecord(b.ctx, both, pe.ID)
+	_, err = b.store.Manifests().ManifestRecord(b.ctx, both, pe.ID)
 	require.ErrorIs(t, err, store.ErrNotFound, "narrower tokens never see what a token of every type published")
 	// A token with more types publishes for tokens holding all of them.
-	pb, err := b.store.PublishManifestAs(b.ctx, both, oneCase(in, in, 13, 13))
+	pb, err := b.store.Manifests().PublishManifestAs(b.ctx, both, oneCase(in, in, 13, 13))
 	require.NoError(t, err)
-	_, err = b.store.ManifestRecord(b.ctx, algo, pb.ID)
+	_, err = b.store.Manifests().ManifestRecord(b.ctx, algo, pb.ID)
 	require.ErrorIs(t, err, store.ErrNotFound, "ALGO alone may not read what ALGO+DATABASE published")
 
 	// Shared data (the bundle's manifest, published without a tenant, like
 	// everything before migration 00011) stays usable by every token.
 	for i, tn := range []store.Tenant{algo, dbt, both, every} {
-		_, err := b.store.ManifestRecord(b.ctx, tn, b.manifest)
+		_, err := b.store.Manifests().ManifestRecord(b.ctx, tn, b.manifest)
 		require.NoError(t, err)
 		// (The store leaves the type scope to the API; the manifest is what
 		// this checks.)
-		_, err = b.store.Enqueue(b.ctx, req(tn, "SHARED", fmt.Sprintf("s%d", i), b.manifest))
+		_, err = b.store.Jobs().Enqueue(b.ctx, req(tn, "SHARED", fmt.Sprintf("s%d", i), b.manifest))
 		require.NoError(t, err)
 	}
 }

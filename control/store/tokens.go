@@ -71,7 +71,7 @@ type TokenSpec struct {
 }
 
 // CreateToken makes an API token of a kind with no expiry; see IssueToken.
-func (s *Store) CreateToken(ctx context.Context, kind TokenKind, name string) (string, error) {
+func (s *Tokens) CreateToken(ctx context.Context, kind TokenKind, name string) (string, error) {
 	return s.IssueToken(ctx, TokenSpec{Kind: kind, Name: name})
 }
 
@@ -80,7 +80,7 @@ func (s *Store) CreateToken(ctx context.Context, kind TokenKind, name string) (s
 // transaction, so the group takes its submission types from the next
 // settlement on. Creating, rotating and revoking a token are audited
 // (token.create, token.rotate, token.revoke; never the secret).
-func (s *Store) IssueToken(ctx context.Context, spec TokenSpec) (string, error) {
+func (s *Tokens) IssueToken(ctx context.Context, spec TokenSpec) (string, error) {
 	if err := validKind(spec.Kind); err != nil {
 		return "", err
 	}
@@ -157,7 +157,7 @@ func (t TokenIdentity) Actor() string {
 // a rotated-out secret past its overlap, is ErrTokenExpired. Both the
 // current and, during a rotation's overlap, the previous secret resolve to
 // the same identity.
-func (s *Store) AuthenticateToken(ctx context.Context, kind TokenKind, token string) (TokenIdentity, error) {
+func (s *Tokens) AuthenticateToken(ctx context.Context, kind TokenKind, token string) (TokenIdentity, error) {
 	if len(token) < 8 || len(token) > 128 || token[:4] != tokenPrefix(kind) {
 		return TokenIdentity{}, fmt.Errorf("token: %w", ErrUnauthenticated)
 	}
@@ -207,7 +207,7 @@ func (s *Store) AuthenticateToken(ctx context.Context, kind TokenKind, token str
 // nor its previous one: TOKEN_EXPIRED when a rotation retired it from a
 // token that is not revoked (however many rotations ago), UNAUTHENTICATED
 // when no token ever had it or its token is revoked.
-func (s *Store) unknownSecret(ctx context.Context, kind TokenKind, h []byte) error {
+func (s *core) unknownSecret(ctx context.Context, kind TokenKind, h []byte) error {
 	var name string
 	err := s.db.QueryRowContext(ctx, `SELECT t.name FROM judge_api_token_retired r
 		JOIN judge_api_token t ON t.id = r.token_id
@@ -236,7 +236,7 @@ type RotateSpec struct {
 
 // RotateToken gives a live token a new secret, returned once. The token
 // keeps its id, so idempotency keys and audit rows stay attached to it.
-func (s *Store) RotateToken(ctx context.Context, spec RotateSpec) (string, error) {
+func (s *Tokens) RotateToken(ctx context.Context, spec RotateSpec) (string, error) {
 	if err := validKind(spec.Kind); err != nil {
 		return "", err
 	}
@@ -287,13 +287,13 @@ func (s *Store) RotateToken(ctx context.Context, spec RotateSpec) (string, error
 // RevokeToken refuses a token (every secret of it) from now on; it reports
 // whether one was live. A business token leaves its consumer group in the
 // same transaction: the group stops taking the types only it could see.
-func (s *Store) RevokeToken(ctx context.Context, kind TokenKind, name string) (bool, error) {
+func (s *Tokens) RevokeToken(ctx context.Context, kind TokenKind, name string) (bool, error) {
 	return s.RevokeTokenAs(ctx, kind, name, "", "")
 }
 
 // RevokeTokenAs revokes like RevokeToken, recording actor (the CLI when
 // empty) and reason in the audit log (token.revoke).
-func (s *Store) RevokeTokenAs(ctx context.Context, kind TokenKind, name, actor, reason string) (bool, error) {
+func (s *Tokens) RevokeTokenAs(ctx context.Context, kind TokenKind, name, actor, reason string) (bool, error) {
 	var live bool
 	err := s.inTx(ctx, func(tx *sql.Tx) error {
 		live = false
@@ -362,7 +362,7 @@ type TokenInfo struct {
 
 // ListTokens lists tokens (of one kind, or all when kind is ""), by kind
 // and name; states are judged on the database clock.
-func (s *Store) ListTokens(ctx context.Context, kind TokenKind) ([]TokenInfo, error) {
+func (s *Tokens) ListTokens(ctx context.Context, kind TokenKind) ([]TokenInfo, error) {
 	if kind != "" {
 		if err := validKind(kind); err != nil {
 			return nil, err

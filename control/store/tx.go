@@ -17,7 +17,7 @@ import (
 
 // inTx runs fn in a transaction, retrying the whole transaction on deadlock
 // (1213) and lock-wait timeout (1205) with jittered backoff.
-func (s *Store) inTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
+func (s *core) inTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
 	return s.retried(ctx, func() error { return s.tryTx(ctx, fn) })
 }
 
@@ -25,7 +25,7 @@ func (s *Store) inTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
 // reason other than a deadlock (1213) or a lock-wait timeout (1205), or
 // TxRetries tries have conflicted, with jittered exponential backoff between
 // tries; the error is classified (Classify).
-func (s *Store) retried(ctx context.Context, try func() error) error {
+func (s *core) retried(ctx context.Context, try func() error) error {
 	var err error
 	for attempt := 0; attempt < s.cfg.TxRetries; attempt++ {
 		err = try()
@@ -55,7 +55,7 @@ const txTryTimeout = 10 * time.Second
 // errTxTooLong is the cause of a try that txTryTimeout ended.
 var errTxTooLong = errors.New("store: transaction open longer than its bound; rolled back")
 
-func (s *Store) tryTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
+func (s *core) tryTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
 	tctx, cancel := context.WithTimeoutCause(ctx, cmp.Or(s.txTimeout, txTryTimeout), errTxTooLong)
 	defer cancel()
 	// READ COMMITTED on every transaction (set per transaction unless it is
@@ -144,7 +144,7 @@ func scanID(r rowScanner) (int64, error) {
 // txx lends sqlx's struct scanning (Get, Select, named statements) to a
 // transaction begun by inTx. inTx keeps handing out *sql.Tx so the hot paths
 // that scan by hand are untouched.
-func (s *Store) txx(tx *sql.Tx) *sqlx.Tx { return &sqlx.Tx{Tx: tx, Mapper: s.db.Mapper} }
+func (s *core) txx(tx *sql.Tx) *sqlx.Tx { return &sqlx.Tx{Tx: tx, Mapper: s.db.Mapper} }
 
 // nilIfEmpty turns a JSON column read as COALESCE(col, ”) back into "no
 // value": a nil RawMessage is omitted or null when marshalled, an empty one

@@ -49,20 +49,20 @@ func TestPartialScoresAreValidatedAndStored(t *testing.T) {
 	for name, tc := range bad {
 		r := partialResult()
 		tc.mut(r.Verdict)
-		_, err := b.store.Complete(b.ctx, sess.NodeSession, job.JobID, job.LeaseEpoch, r)
+		_, err := b.store.Leases().Complete(b.ctx, sess.NodeSession, job.JobID, job.LeaseEpoch, r)
 		require.ErrorIs(t, err, store.ErrValidation, name)
 		var ve *store.ValidationError
 		require.ErrorAs(t, err, &ve, name)
 		require.Equal(t, tc.field, ve.Field, "%s: %v", name, err)
 	}
-	j, err := b.store.GetJob(b.ctx, job.JobID)
+	j, err := b.store.Jobs().GetJob(b.ctx, job.JobID)
 	require.NoError(t, err)
 	require.Equal(t, store.StateRunning, j.State, "a refused result writes nothing")
 
-	out, err := b.store.Complete(b.ctx, sess.NodeSession, job.JobID, job.LeaseEpoch, partialResult())
+	out, err := b.store.Leases().Complete(b.ctx, sess.NodeSession, job.JobID, job.LeaseEpoch, partialResult())
 	require.NoError(t, err)
 	require.Equal(t, store.Accepted, out.Disposition)
-	st, err := b.store.SubmissionStatus(b.ctx, "ALGO", "partial")
+	st, err := b.store.Jobs().SubmissionStatus(b.ctx, "ALGO", "partial")
 	require.NoError(t, err)
 	require.Equal(t, "PARTIAL", st.Status)
 	var stored store.Result

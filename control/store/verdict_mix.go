@@ -107,7 +107,7 @@ const verdictWaitSQL = `SELECT pool, ? - TIMESTAMPDIFF(MICROSECOND, finished_at,
 const verdictWaitRowsMax = 50000
 
 // waitP95 fills each pool's WaitP95 from the queue waits of the window.
-func (s *Store) waitP95(ctx context.Context, mix *VerdictMix, nb int, start time.Time) error {
+func (s *core) waitP95(ctx context.Context, mix *VerdictMix, nb int, start time.Time) error {
 	rows, err := s.db.QueryContext(ctx, verdictWaitSQL, nb-1, mix.AsOf, mix.Bucket.Microseconds(), start, mix.AsOf, verdictWaitRowsMax)
 	if err != nil {
 		return fmt.Errorf("store: queue wait: %w", err)
@@ -154,7 +154,7 @@ func p95(ws []time.Duration) time.Duration {
 // (1..VerdictMixMinutesMax) by pool and outcome, and by pool and bucket. One
 // range scan of ix_job_finished (finished_at, pool, kind, state, verdict)
 // covers it: only the window's rows are read, and no table row.
-func (s *Store) VerdictMix(ctx context.Context, minutes int) (VerdictMix, error) {
+func (s *Jobs) VerdictMix(ctx context.Context, minutes int) (VerdictMix, error) {
 	if minutes < 1 || minutes > VerdictMixMinutesMax {
 		return VerdictMix{}, invalid("minutes", "must be 1..%d", VerdictMixMinutesMax)
 	}

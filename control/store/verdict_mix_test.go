@@ -23,11 +23,11 @@ func TestVerdictMixCountsRecentSubmissionsByPool(t *testing.T) {
 	for range 3 { // MaxAttempts: the third infrastructure error fails the job
 		c := b.claimEventually(t, b.store, sess.NodeSession)
 		require.Equal(t, failed.JobID, c.JobID)
-		_, err := b.store.Complete(b.ctx, sess.NodeSession, c.JobID, c.LeaseEpoch, infraResult())
+		_, err := b.store.Leases().Complete(b.ctx, sess.NodeSession, c.JobID, c.LeaseEpoch, infraResult())
 		require.NoError(t, err)
 	}
 	cancelled := b.enqueue(t, "ALGO", "m-cancel")
-	_, err := b.store.CancelJob(b.ctx, cancelled.JobID, "ADMIN:t", "spam")
+	_, err := b.store.Jobs().CancelJob(b.ctx, cancelled.JobID, "ADMIN:t", "spam")
 	require.NoError(t, err)
 	old := b.enqueue(t, "ALGO", "m-old")
 	b.finish(t, sess, old.JobID, waResult())
@@ -47,7 +47,7 @@ func TestVerdictMixCountsRecentSubmissionsByPool(t *testing.T) {
 		require.NoError(t, err)
 	}
 
-	mix, err := b.store.VerdictMix(b.ctx, 15)
+	mix, err := b.store.Jobs().VerdictMix(b.ctx, 15)
 	require.NoError(t, err)
 	require.Equal(t, 15*time.Minute, mix.Window)
 	require.Equal(t, time.Minute, mix.Bucket)
@@ -78,7 +78,7 @@ func TestVerdictMixCountsRecentSubmissionsByPool(t *testing.T) {
 	require.Equal(t, 3*time.Second, cpp.WaitP95[14], "nearest rank: the 3rd of 3")
 	require.Equal(t, time.Duration(-1), cpp.WaitP95[0], "nothing finished")
 
-	wide, err := b.store.VerdictMix(b.ctx, 180)
+	wide, err := b.store.Jobs().VerdictMix(b.ctx, 180)
 	require.NoError(t, err)
 	require.Equal(t, 2*time.Minute, wide.Bucket, "at most 120 buckets")
 	for _, p := range wide.Pools {
@@ -87,13 +87,13 @@ func TestVerdictMixCountsRecentSubmissionsByPool(t *testing.T) {
 			require.Equal(t, int64(6), p.Finished, "the two-hour-old job is inside three hours")
 		}
 	}
-	day, err := b.store.VerdictMix(b.ctx, store.VerdictMixMinutesMax)
+	day, err := b.store.Jobs().VerdictMix(b.ctx, store.VerdictMixMinutesMax)
 	require.NoError(t, err)
 	require.Equal(t, 12*time.Minute, day.Bucket)
 	require.Len(t, day.Pools[0].Buckets, store.VerdictMixBucketsMax)
 
 	for _, bad := range []int{0, -1, store.VerdictMixMinutesMax + 1} {
-		_, err := b.store.VerdictMix(b.ctx, bad)
+		_, err := b.store.Jobs().VerdictMix(b.ctx, bad)
 		require.ErrorIs(t, err, store.ErrValidation, "minutes %d", bad)
 	}
 }

@@ -29,14 +29,14 @@ func TestDeliversRealSettlements(t *testing.T) {
 	manID := env.PublishCode(manifest.Limits{TimeMs: 1000, MemoryMb: 64, OutputKb: 64}, manifest.Checker{Type: "exact"},
 		controltest.Case{In: "1\n", Out: "2\n", Weight: 10})
 	n := env.NewNode("cpp", 2, 2)
-	j, err := env.Store.Join(env.Ctx, n.JoinCode)
+	j, err := env.Store.Credentials().Join(env.Ctx, n.JoinCode)
 	require.NoError(t, err)
-	sess, err := env.Store.OpenSession(env.Ctx, j.Credential, "boot-e2e")
+	sess, err := env.Store.Credentials().OpenSession(env.Ctx, j.Credential, "boot-e2e")
 	require.NoError(t, err)
 	env.ForceEnable(n.ID)
 	wa := env.Enqueue("ALGO", "wa-1", "cpp17", "int main(){}", manID)
 	sys := env.Enqueue("ALGO", "sys-1", "cpp17", "int main(){}", manID)
-	jobs, err := env.Store.Claim(env.Ctx, sess.NodeSession, 2)
+	jobs, err := env.Store.Leases().Claim(env.Ctx, sess.NodeSession, 2)
 	require.NoError(t, err)
 	require.Len(t, jobs, 2)
 	for _, cj := range jobs {
@@ -45,7 +45,7 @@ func TestDeliversRealSettlements(t *testing.T) {
 		if cj.JobID == sys {
 			res = store.Result{Outcome: store.OutcomeError, Error: &store.ErrorResult{Code: "IMAGE_MISSING", Message: "no image"}}
 		}
-		_, err := env.Store.Complete(env.Ctx, sess.NodeSession, cj.JobID, cj.LeaseEpoch, res)
+		_, err := env.Store.Leases().Complete(env.Ctx, sess.NodeSession, cj.JobID, cj.LeaseEpoch, res)
 		require.NoError(t, err)
 	}
 
@@ -98,7 +98,7 @@ func TestDeliversRealSettlements(t *testing.T) {
 func TestSendersPerConsumerGroup(t *testing.T) {
 	t.Parallel()
 	env := controltest.Start(t, controltest.Options{})
-	_, err := env.Store.IssueToken(env.Ctx, store.TokenSpec{Kind: store.TokenBusiness, Name: "algo-backend",
+	_, err := env.Store.Tokens().IssueToken(env.Ctx, store.TokenSpec{Kind: store.TokenBusiness, Name: "algo-backend",
 		SubmissionTypes: []string{"ALGO"}, ConsumerGroup: "algo"})
 	require.NoError(t, err)
 	manID := env.PublishCode(manifest.Limits{TimeMs: 1000, MemoryMb: 64, OutputKb: 64}, manifest.Checker{Type: "exact"},
@@ -106,7 +106,7 @@ func TestSendersPerConsumerGroup(t *testing.T) {
 	subs := []struct{ typ, id string }{{"ALGO", "a-1"}, {"ALGO", "a-2"}, {"DATABASE", "d-1"}}
 	for _, s := range subs {
 		env.Enqueue(s.typ, s.id, "cpp17", "int main(){}", manID)
-		state, err := env.Store.Cancel(env.Ctx, s.typ, s.id, "test", "settle it")
+		state, err := env.Store.Jobs().Cancel(env.Ctx, s.typ, s.id, "test", "settle it")
 		require.NoError(t, err)
 		require.Equal(t, store.StateCancelled, state)
 	}

@@ -254,7 +254,7 @@ func (s *Sender) RunOnce(ctx context.Context) (int, error) {
 	// takes these events while this one still works on them.
 	lease := time.Duration(s.cfg.Batch)*s.cfg.Timeout + 5*time.Second
 	lease = min(max(lease, time.Second), time.Hour)
-	events, err := s.store.ClaimEvents(ctx, s.scope(), s.cfg.Consumer, s.cfg.Batch, lease)
+	events, err := s.store.Events().ClaimEvents(ctx, s.scope(), s.cfg.Consumer, s.cfg.Batch, lease)
 	if err != nil {
 		return 0, err
 	}
@@ -296,7 +296,7 @@ func (s *Sender) deliverOne(ctx context.Context, e store.Event) error {
 		s.downs = 0
 	}
 	if derr == nil {
-		if _, err := s.store.AckEvents(ctx, s.scope(), s.cfg.Consumer, []int64{e.ID}); err != nil {
+		if _, err := s.store.Events().AckEvents(ctx, s.scope(), s.cfg.Consumer, []int64{e.ID}); err != nil {
 			return fmt.Errorf("webhook: ack event %d: %w", e.ID, err)
 		}
 		s.log.Debug("webhook delivered", "event_id", e.ID, "attempt", e.DeliveryAttempt)
@@ -310,7 +310,7 @@ func (s *Sender) deliverOne(ctx context.Context, e store.Event) error {
 	if down != nil {
 		retry = max(retry, time.Until(s.holdUntil))
 	}
-	if err := s.store.FailEventDelivery(ctx, s.scope(), s.cfg.Consumer, e.ID, derr.Error(), retry, s.cfg.MaxAttempts); err != nil {
+	if err := s.store.Events().FailEventDelivery(ctx, s.scope(), s.cfg.Consumer, e.ID, derr.Error(), retry, s.cfg.MaxAttempts); err != nil {
 		return fmt.Errorf("webhook: record failed delivery of event %d: %w", e.ID, err)
 	}
 	if e.DeliveryAttempt >= s.cfg.MaxAttempts {

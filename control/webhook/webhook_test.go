@@ -175,7 +175,7 @@ func TestAlwaysFailingReceiverMakesEventDead(t *testing.T) {
 	_, attempts, lastErr := b.state(t, id)
 	require.Equal(t, 3, attempts)
 	require.Contains(t, lastErr, "500")
-	dead, err := b.store.ListEvents(b.ctx, store.EventDead, 10)
+	dead, err := b.store.Events().ListEvents(b.ctx, store.EventDead, 10)
 	require.NoError(t, err)
 	require.Len(t, dead, 1)
 	require.Equal(t, id, dead[0].ID)

@@ -39,9 +39,9 @@ func TestConsoleInBrowser(t *testing.T) {
 	db, dsn := dbtest.Open(t)
 	st, err := store.New(db, store.Config{})
 	require.NoError(t, err)
-	adminTok, err := st.CreateToken(ctx, store.TokenAdmin, "browser-admin")
+	adminTok, err := st.Tokens().CreateToken(ctx, store.TokenAdmin, "browser-admin")
 	require.NoError(t, err)
-	bizTok, err := st.CreateToken(ctx, store.TokenBusiness, "browser-oj")
+	bizTok, err := st.Tokens().CreateToken(ctx, store.TokenBusiness, "browser-oj")
 	require.NoError(t, err)
 
 	addr := freeAddr(t)
