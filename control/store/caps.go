@@ -1,7 +1,6 @@
 package store
 
 import (
-	"context"
 	"fmt"
 
 	"github.com/kece-oj/kece/contracts"
@@ -91,44 +90,4 @@ func reportedCaps(langs []LanguageReport, features []string) (languages, feats *
 		feats = &m
 	}
 	return languages, feats, nil
-}
-
-// pickPool picks the pool work of the live calls, capacity[i] jobs at most
-// for call i, each only jobs its node can run. Nodes that support the same
-// capabilities (a pool's nodes, as a rule) share one pick; each further set
-// of capabilities in the batch costs one more, which skips the jobs already
-// picked (this transaction holds their locks, which SKIP LOCKED does not
-// skip).
-func pickPool(ctx context.Context, q querier, calls []claimCall, live, capacity []int,
-	nodes map[int64]lockedNode, out []claimAnswer) error {
-	var order []uint64
-	want := map[uint64]int{}
-	for _, i := range live {
-		if capacity[i] <= 0 {
-			continue
-		}
-		caps := nodes[calls[i].sess.NodeID].caps
-		if _, ok := want[caps]; !ok {
-			order = append(order, caps)
-		}
-		want[caps] += capacity[i]
-	}
-	var picked []int64
-	for _, caps := range order {
-		more, err := pickReady(ctx, q, calls[0].pool, 0, caps, want[caps], picked)
-		if err != nil {
-			return err
-		}
-		for _, j := range more {
-			picked = append(picked, j.JobID)
-		}
-		for _, i := range live {
-			if nodes[calls[i].sess.NodeID].caps != caps {
-				continue
-			}
-			take := min(capacity[i], len(more))
-			out[i].jobs, more = append(out[i].jobs, more[:take]...), more[take:]
-		}
-	}
-	return nil
 }

@@ -21,7 +21,11 @@
 //
 //	File             Aggregate / responsibility
 //	doc.go           this overview
-//	store.go         Config and its defaults, Store, New, hooks, notifier, caches
+//	store.go         Config and its defaults, Store (the shared handle), New, hooks,
+//	                 notifier, caches
+//	aggregates.go    the types a caller holds over a Store: Jobs, Leases, Nodes,
+//	                 Credentials, Events, Manifests, AuditLog, Tokens (≤ 25 methods each)
+//	caps.go          what a job requires and a node can run (capability bits)
 //	tx.go            transactions with deadlock retry; txx (sqlx on a transaction);
 //	                 the hand-written scan helpers the hot path keeps
 //	batch.go         the batcher that lets concurrent calls share one commit
@@ -58,18 +62,19 @@
 //	reconcile.go     invariant checks over the whole database
 //	observe.go       Observer: what the public operations report after the fact
 //
-// The lease engine, one file per operation, each public entry point beside
-// its logic:
+// The lease engine (the Leases type), one file per operation, each public
+// entry point beside its logic:
 //
 //	claim.go         Claim, ClaimRequest, NextReady: the claim batcher and its ready read
-//	claim_tx.go      the claim transaction: group and node locks, replays, the pick, the lease
+//	claim_tx.go      the claim transaction: group and node locks, replays, the pick
+//	                 (pickReady, pickPool), the lease
 //	renew.go         Renew: batched in the lease writer, item by item when a lease is lost
 //	complete.go      Complete: the lease writer's batches and resultWrite, the one result
-//	                 commit (batched, or inside a slot cycle's claim), and its fallback
+//	                 commit (batched, or inside a slot cycle's claim) with its job UPDATE
+//	                 (leaseUpdate, renewals' too) and attempt receipts, and its fallback
 //	                 completeSlow; fenceResult
 //	cycle.go         a result with the node's next claim (CompleteClaim, the slot cycle):
 //	                 the claim batch's transaction stages resultWrite
-//	lease_update.go  the one job UPDATE of renewals and results (leaseUpdate), attempt receipts
 //	expire.go        Reap (expired leases, silent nodes), ExpireDrainDeadlines
 //	release.go       Release, and a new session taking back its node's old leases
 //	lease_end.go     how a lease ends without a result (endLeaseLocked)
