@@ -36,9 +36,9 @@ const (
 type Limit struct {
 	// Rate is how many requests per second refill the bucket; 0 means
 	// unlimited (and then Burst must be 0).
-	Rate float64
+	Rate float64 `json:"rate"`
 	// Burst is the bucket's size: how many requests may come at once.
-	Burst int
+	Burst int `json:"burst"`
 }
 
 // Unlimited reports whether the limit lets every request through.
