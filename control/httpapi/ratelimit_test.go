@@ -11,6 +11,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/kece-oj/kece/contracts/adminapi"
 	"github.com/kece-oj/kece/contracts/machineapi"
 	"github.com/kece-oj/kece/control/controltest"
 	"github.com/kece-oj/kece/control/httpapi"
@@ -164,4 +165,62 @@ func TestTokenOwnRateLimitIsHonoured(t *testing.T) {
 
 func httpapiConfigWith(lim *ratelimit.Buckets) httpapi.Config {
 	return httpapi.Config{RateLimiter: lim}
+}
+
+// The admin API sets a token's budget at creation and later, returns it to
+// the default, lists it, and refuses a nonsensical one with 400
+// REQUEST_INVALID naming the field.
+func TestAdminAPISetsTokenRateLimits(t *testing.T) {
+	t.Parallel()
+	env := rateEnv(t)
+	adm := adminClient(t, env)
+
+	cr, err := adm.CreateBusinessTokenWithResponse(env.Ctx, adminapi.BusinessTokenCreate{Name: "slow",
+		RateLimit: &adminapi.RateLimit{Rate: 0.01, Burst: 1}})
+	require.NoError(t, err)
+	require.Equal(t, http.StatusCreated, cr.StatusCode(), string(cr.Body))
+	require.Equal(t, &adminapi.RateLimit{Rate: 0.01, Burst: 1}, cr.JSON201.BusinessToken.RateLimit)
+	slow := cr.JSON201.Token
+	require.Equal(t, http.StatusNotFound, bizGet(t, env, slow).status)
+	require.Equal(t, http.StatusTooManyRequests, bizGet(t, env, slow).status)
+
+	// Raised through the API: the next request sees it.
+	sr, err := adm.SetBusinessTokenRateLimitWithResponse(env.Ctx, "slow", adminapi.RateLimitUpdate{RateLimit: &adminapi.RateLimit{Rate: 1000, Burst: 50}})
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, sr.StatusCode(), string(sr.Body))
+	require.Equal(t, &adminapi.RateLimit{Rate: 1000, Burst: 50}, sr.JSON200.RateLimit)
+	require.Equal(t, http.StatusNotFound, bizGet(t, env, slow).status)
+
+	// Back to the default: no rateLimit of its own in the list.
+	sr, err = adm.SetBusinessTokenRateLimitWithResponse(env.Ctx, "slow", adminapi.RateLimitUpdate{})
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, sr.StatusCode(), string(sr.Body))
+	require.Nil(t, sr.JSON200.RateLimit)
+	lr, err := adm.ListBusinessTokensWithResponse(env.Ctx)
+	require.NoError(t, err)
+	for _, tok := range lr.JSON200.Tokens {
+		require.Nil(t, tok.RateLimit, "%s has the default", tok.Name)
+	}
+
+	for _, tc := range []struct {
+		body  string
+		field string
+	}{
+		{`{"rateLimit":{"rate":5,"burst":0}}`, "rateLimit.burst"},
+		{`{"rateLimit":{"rate":0,"burst":5}}`, "rateLimit.burst"},
+		{`{"rateLimit":{"rate":-1,"burst":5}}`, ""},
+		{`{"rateLimit":{"rate":5}}`, ""},
+	} {
+		r := do(t, http.MethodPost, env.URL+"/api/v1/admin/business-tokens/slow/rate-limit", env.Admin, tc.body)
+		require.Equal(t, http.StatusBadRequest, r.status, tc.body)
+		code, field := apiError(t, r.body)
+		require.Equal(t, "REQUEST_INVALID", code, tc.body)
+		require.Equal(t, tc.field, field, tc.body)
+		r = do(t, http.MethodPost, env.URL+"/api/v1/admin/business-tokens", env.Admin, `{"name":"bad",`+tc.body[1:])
+		require.Equal(t, http.StatusBadRequest, r.status, "create refuses it too: %s", tc.body)
+	}
+	r := do(t, http.MethodPost, env.URL+"/api/v1/admin/business-tokens/nobody/rate-limit", env.Admin, `{}`)
+	require.Equal(t, http.StatusNotFound, r.status)
+	code, _ := apiError(t, r.body)
+	require.Equal(t, "TOKEN_NOT_FOUND", code)
 }

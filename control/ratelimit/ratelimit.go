@@ -122,7 +122,8 @@ func (b *Buckets) Default() Limit { return b.def }
 
 // Allow takes one request from the token's bucket. own is the token's own
 // limit (nil: the default); a changed limit applies from this request on,
-// keeping what the bucket holds. When the bucket is empty the request is
+// with a full bucket (an operator who raises a token's limit lets it
+// through at once). When the bucket is empty the request is
 // not counted and retryAfter says when one will be there.
 func (b *Buckets) Allow(token int64, own *Limit) (ok bool, retryAfter time.Duration) {
 	set := b.def
@@ -138,14 +139,9 @@ func (b *Buckets) Allow(token int64, own *Limit) (ok bool, retryAfter time.Durat
 		return true, 0
 	}
 	bk := b.buckets[token]
-	switch {
-	case bk == nil:
+	if bk == nil || bk.set != set {
 		bk = &bucket{lim: rate.NewLimiter(rate.Limit(set.Rate), set.Burst), set: set}
 		b.buckets[token] = bk
-	case bk.set != set:
-		bk.lim.SetLimitAt(now, rate.Limit(set.Rate))
-		bk.lim.SetBurstAt(now, set.Burst)
-		bk.set = set
 	}
 	bk.used = now
 	if have := bk.lim.TokensAt(now); have < 1 {

@@ -96,9 +96,13 @@ func TestOwnLimitWinsOverDefaultAndChangesApplyAtOnce(t *testing.T) {
 	require.Equal(t, 20, admitted)
 	require.Equal(t, 100*time.Millisecond, wait)
 
-	// The token's limit is lowered: the bucket keeps no more than the new
-	// burst, and refills at the new rate.
-	tb.clock.add(time.Hour)
+	// The token's limit is raised while its bucket is empty: the new
+	// budget applies at once, with a full bucket.
+	higher := &ratelimit.Limit{Rate: 10, Burst: 25}
+	admitted, _ = tb.take(1, higher, 30)
+	require.Equal(t, 25, admitted)
+
+	// Lowered: no more than the new burst, refilled at the new rate.
 	lower := &ratelimit.Limit{Rate: 1, Burst: 4}
 	admitted, wait = tb.take(1, lower, 10)
 	require.Equal(t, 4, admitted)
