@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/kece-oj/kece/contracts/adminapi"
@@ -93,12 +94,20 @@ func rateLimitIn(in *adminapi.RateLimit) (*ratelimit.Limit, error) {
 	lim := &ratelimit.Limit{Rate: in.Rate, Burst: in.Burst}
 	err := lim.Validate()
 	var fe *ratelimit.FieldError
-	if errors.As(err, &fe) {
-		e := apiErr(http.StatusBadRequest, codeRequestInvalid, fmt.Errorf("rateLimit: %w", err))
-		e.Details = map[string]any{"field": "rateLimit." + fe.Field}
-		return nil, e
+	if !errors.As(err, &fe) {
+		return lim, nil
 	}
-	return lim, nil
+	// Every problem, each under the field's name in the request.
+	var msgs []string
+	for _, p := range err.(interface{ Unwrap() []error }).Unwrap() {
+		if errors.As(p, &fe) {
+			msgs = append(msgs, "rateLimit."+fe.Field+": "+fe.Msg)
+		}
+	}
+	e := apiErr(http.StatusBadRequest, codeRequestInvalid, errors.New(strings.Join(msgs, "; ")))
+	errors.As(err, &fe)
+	e.Details = map[string]any{"field": "rateLimit." + fe.Field}
+	return nil, e
 }
 
 func rateLimitText(lim *ratelimit.Limit) string {
