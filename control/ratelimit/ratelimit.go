@@ -117,9 +117,6 @@ func New(cfg Config) (*Buckets, error) {
 	return &Buckets{def: cfg.Default, now: now, buckets: make(map[int64]*bucket), lastSweep: now()}, nil
 }
 
-// Default is the limit of a token that names none.
-func (b *Buckets) Default() Limit { return b.def }
-
 // Allow takes one request from the token's bucket. own is the token's own
 // limit (nil: the default); a changed limit applies from this request on,
 // with a full bucket (an operator who raises a token's limit lets it
