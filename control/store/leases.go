@@ -1430,10 +1430,6 @@ func failLocked(ctx context.Context, tx *sql.Tx, jobID int64, errCode string) er
 	return nil
 }
 
-// ReapIntervalDefault is the reap interval Reconcile assumes when none is
-// given (DESIGN §6: reap scan every 5 s).
-const ReapIntervalDefault = 5 * time.Second
-
 // ReapStats counts what one Reap pass did.
 type ReapStats struct {
 	Requeued int
