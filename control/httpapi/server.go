@@ -54,11 +54,10 @@ type Config struct {
 	HeartbeatInterval time.Duration
 	RenewInterval     time.Duration
 	// ReapInterval is not the HTTP layer's, which ignores it: the reaper
-	// runs on replica.Config.Maintenance.ReapInterval (default and bounds
-	// in control/store).
-	//
-	// Deprecated: read only by controltest for tests written before the
-	// replica existed (worker/); it goes when they set Options.Replica.
+	// runs on replica.Config.Maintenance.ReapInterval (default and bound in
+	// control/store). Transitional: only controltest reads it, for the
+	// worker tests written before the replica existed; it goes when they
+	// set controltest.Options.Replica instead.
 	ReapInterval time.Duration
 	MaxBodyBytes int64
 	// BodyReadTimeout, WriteTimeout and BodyMinRate bound slow clients per
