@@ -3,7 +3,6 @@ package httpapi
 import (
 	"context"
 	"errors"
-	"math"
 	"net/http"
 
 	"github.com/kece-oj/kece/control/store"
@@ -73,28 +72,6 @@ func (s *Server) tokenAuth(kind store.TokenKind, sf surface, public map[string]b
 			return
 		}
 		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), tokenKey, id)))
-	})
-}
-
-// limited asks the replica's Limiter (Deps.Limiter; issue 27) whether the
-// authenticated business caller may go on; without a Limiter, or for a
-// public path (no caller), it is next itself.
-func (s *Server) limited(next http.Handler) http.Handler {
-	if s.limiter == nil {
-		return next
-	}
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		caller := tokenFrom(r.Context())
-		if caller.ID == 0 {
-			next.ServeHTTP(w, r)
-			return
-		}
-		if ok, after := s.limiter.Allow(r.Context(), caller); !ok {
-			writeError(w, r, s.log, &Error{Status: http.StatusTooManyRequests, Code: codeRateLimited,
-				Message: "too many requests for this token", RetryAfter: max(1, int(math.Ceil(after.Seconds())))}, surfaceBusiness)
-			return
-		}
-		next.ServeHTTP(w, r)
 	})
 }
 

@@ -146,11 +146,9 @@ type Deps struct {
 	// Reconciler checks the scheduling invariants with the replica's reap
 	// interval (admin Reconcile).
 	Reconciler Reconciler
-	// Limiter, when set, is consulted before every authenticated business
-	// request (never the machine or admin surfaces): issue 27's
-	// per-business-token rate limit (control/ratelimit) plugs in here,
-	// built by the replica from its config. Nil: no limit.
-	Limiter Limiter
+	// Seam (issue 27): the per-business-token rate limiter joins these, built
+	// by the replica from its config (control/replica/doc.go) and consulted
+	// by the business surface after authentication; nil, no limit.
 }
 
 // ClaimWaiter parks claim long-polls of a pool (longpoll.Hub).
@@ -173,12 +171,6 @@ type Reconciler interface {
 	Reconcile(ctx context.Context) (store.Report, error)
 }
 
-// Limiter decides whether an authenticated business caller may make one
-// more request now; when it may not, retryAfter says when it may.
-type Limiter interface {
-	Allow(ctx context.Context, caller store.TokenIdentity) (ok bool, retryAfter time.Duration)
-}
-
 // Server serves all three API surfaces of one control replica.
 type Server struct {
 	cfg       Config
@@ -190,7 +182,6 @@ type Server struct {
 	// outage knows whether the database is down (logged once by the replica).
 	outage     *outage.Tracker
 	reconciler Reconciler
-	limiter    Limiter
 	log        *slog.Logger
 	manifests  *wireManifests
 
@@ -231,8 +222,8 @@ func (s *Server) Mount(pattern string, h http.Handler) {
 // http.Server.Shutdown so a restart does not wait out 15 s polls.
 func (s *Server) StopLongPolls() { s.closeOnce.Do(func() { close(s.closing) }) }
 
-// New builds a server over what the replica built (d); every field of d
-// but Limiter is required.
+// New builds a server over what the replica built (d); every field of d is
+// required.
 func New(cfg Config, d Deps, log *slog.Logger) (*Server, error) {
 	cfg.setDefaults()
 	if err := errors.Join(cfg.Validate(), d.validate()); err != nil {
@@ -246,7 +237,7 @@ func New(cfg Config, d Deps, log *slog.Logger) (*Server, error) {
 		return nil, fmt.Errorf("http config: heartbeat interval %s is more than half the store's heartbeat TTL %s", cfg.HeartbeatInterval, ttl)
 	}
 	s := &Server{cfg: cfg, store: d.Store, artifacts: d.Artifacts, claims: d.Claims, settlements: d.Settlements, outage: d.Outage,
-		reconciler: d.Reconciler, limiter: d.Limiter, log: log, manifests: newWireManifests(), closing: make(chan struct{}), metrics: d.Metrics}
+		reconciler: d.Reconciler, log: log, manifests: newWireManifests(), closing: make(chan struct{}), metrics: d.Metrics}
 	if err := s.mountMachine(); err != nil {
 		return nil, err
 	}

@@ -31,11 +31,12 @@
 //
 // # Seams for the operator tools (issue 27)
 //
-// Rate limits: Config.Limiter is handed to httpapi (Deps.Limiter), which
-// consults it for every authenticated business request and answers 429
-// RATE_LIMITED with Retry-After when it says no; machine and admin routes
-// are never limited. control/ratelimit replaces the field with its own
-// Config here, and New builds the limiter from it.
+// Rate limits: control/ratelimit's config becomes a field of Config; New
+// builds the one limiter of the replica from it, and HTTPDeps hands it to
+// httpapi as a field of Deps, which the business surface consults after
+// authentication (429 RATE_LIMITED with Retry-After); machine and admin
+// routes are never limited. The limiter is in memory, so it needs no
+// service in Run; a shared budget through the database would add one.
 //
 // Per-consumer-group webhooks: Config.Webhook configures today's single
 // sender (one consumer group). control/webhook's one-sender-per-replica

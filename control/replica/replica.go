@@ -42,10 +42,9 @@ type Config struct {
 	// consumer group); its Observer and Outage are the replica's (set by
 	// New). Issue 27's per-group sender replaces it (doc.go).
 	Webhook *webhook.Config
-	// Limiter, when set, limits business requests per token (httpapi
-	// Deps.Limiter). Issue 27's control/ratelimit config replaces it, and
-	// New builds the limiter (doc.go).
-	Limiter httpapi.Limiter
+	// Seam (issue 27): the per-business-token rate limit's config joins
+	// these; New builds the limiter from it and HTTPDeps hands it to
+	// httpapi (doc.go).
 }
 
 // WithDefaults returns c with every zero field set to its default, as New
@@ -143,7 +142,7 @@ var _ store.JobNotifier = wakeups{}
 // HTTPDeps is what the HTTP layer serves over.
 func (r *Replica) HTTPDeps() httpapi.Deps {
 	return httpapi.Deps{Store: r.store, Artifacts: r.artifacts, Claims: r.hub, Settlements: r.settlements, Outage: r.outage,
-		Metrics: r.metrics, Reconciler: r, Limiter: r.cfg.Limiter}
+		Metrics: r.metrics, Reconciler: r}
 }
 
 // Store is the replica's store, decorated (metrics, wake-ups): for the
