@@ -21,6 +21,7 @@ import (
 	"github.com/kece-oj/kece/control/maintenance"
 	"github.com/kece-oj/kece/control/metrics"
 	"github.com/kece-oj/kece/control/probe"
+	"github.com/kece-oj/kece/control/ratelimit"
 	"github.com/kece-oj/kece/control/replica"
 	"github.com/kece-oj/kece/control/store"
 	"github.com/kece-oj/kece/control/webhook"
@@ -37,7 +38,8 @@ type serveFlags struct {
 	dsn, listen, artDir, logFormat, logLevel, metricsListen, probeHosts, probeCIDRs, probePorts   *string
 	trustedProxies, hookURL, hookSecret, hookGroup                                                *string
 	migrate, apiDocs, probeHTTP, consoleOn                                                        *bool
-	maxAttempts, maxUnstarted, conns, hookAttempts                                                *int
+	maxAttempts, maxUnstarted, conns, hookAttempts, bizBurst                                      *int
+	bizRate                                                                                       *float64
 	leaseTTL, reap, hb, renew, offline, hbTTL, metricsCache, consoleIdle, consoleMax, hookTimeout *time.Duration
 }
 
@@ -77,6 +79,10 @@ func newServeFlags(getenv func(string) string) *serveFlags {
 	f.hookTimeout = fs.Duration("webhook-timeout", "KECE_WEBHOOK_TIMEOUT", webhook.TimeoutDefault, "bound on one webhook delivery")
 	f.hookAttempts = fs.Int("webhook-max-attempts", "KECE_WEBHOOK_MAX_ATTEMPTS", webhook.MaxAttemptsDefault, "failed deliveries before an event is dead")
 	f.hookGroup = fs.String("webhook-group", "KECE_WEBHOOK_GROUP", store.DefaultConsumerGroup, "the consumer group whose settlement events the webhook delivers")
+	f.bizRate = fs.Float("business-rate", "KECE_BUSINESS_RATE", ratelimit.RateDefault,
+		"requests per second of a business token without a limit of its own, per replica (0: unlimited)")
+	f.bizBurst = fs.Int("business-burst", "KECE_BUSINESS_BURST", ratelimit.BurstDefault,
+		"requests a business token without a limit of its own may make at once (0 with --business-rate 0)")
 	return f
 }
 
@@ -87,6 +93,7 @@ type serveConfig struct {
 	console console.Config
 	replica replica.Config
 	http    httpapi.Config
+	limit   ratelimit.Limit
 }
 
 func serveCommand(cio cmdIO) *cobra.Command {
@@ -155,6 +162,8 @@ func (f *serveFlags) check(prior error) (serveConfig, error) {
 	probeCfg := probe.Config{AllowedHosts: hosts, AllowedCIDRs: cidrs, AllowedPorts: ports, AllowHTTP: *f.probeHTTP}
 	hookCfg, err := f.hookConfig()
 	errs = append(errs, err)
+	limit := ratelimit.Limit{Rate: *f.bizRate, Burst: *f.bizBurst}
+	errs = append(errs, f.checkLimit(limit))
 	// The store and HTTP layer validate the rest when they are built; these
 	// are checked here so they are named by their flag.
 	if *f.maxAttempts < 1 || *f.maxAttempts > 100 {
@@ -195,8 +204,31 @@ func (f *serveFlags) check(prior error) (serveConfig, error) {
 		}
 	}
 	cfg := serveConfig{log: telemetry.LogConfig{Format: *f.logFormat, Level: *f.logLevel}, console: consoleCfg,
-		replica: replicaCfg, http: httpCfg}
+		replica: replicaCfg, http: httpCfg, limit: limit}
 	return cfg, errors.Join(errs...)
+}
+
+// checkLimit names the flag of each problem of the default rate limit.
+func (f *serveFlags) checkLimit(l ratelimit.Limit) error {
+	var errs []error
+	for _, e := range unjoin(l.Validate()) {
+		var fe *ratelimit.FieldError
+		if errors.As(e, &fe) {
+			errs = append(errs, settings.Errorf(f.fs.Source("business-"+fe.Field), "%s", fe.Msg))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// unjoin lists the errors of an errors.Join (nil: none).
+func unjoin(err error) []error {
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		return j.Unwrap()
+	}
+	if err != nil {
+		return []error{err}
+	}
+	return nil
 }
 
 // hookConfig is the webhook sender's configuration; nil when no URL is set.
@@ -263,6 +295,9 @@ func serve(ctx context.Context, f *serveFlags, cfg serveConfig, cio cmdIO) error
 		return settings.Errorf("replica settings", "%v", err)
 	}
 	httpCfg.MetricsElsewhere = *f.metricsListen != ""
+	if httpCfg.RateLimiter, err = ratelimit.New(ratelimit.Config{Default: cfg.limit}); err != nil {
+		return settings.Errorf(f.fs.Source("business-rate"), "%v", err)
+	}
 	srv, err := httpapi.New(httpCfg, rep.HTTPDeps(), log)
 	if err != nil {
 		return settings.Errorf("http settings", "%v", err)
@@ -321,7 +356,8 @@ func serve(ctx context.Context, f *serveFlags, cfg serveConfig, cio cmdIO) error
 		stopRun()
 		return err
 	})
-	log.Info("kece-control serving", "listen", ln.Addr().String(), "lease_ttl", *f.leaseTTL, "reap_interval", *f.reap)
+	log.Info("kece-control serving", "listen", ln.Addr().String(), "lease_ttl", *f.leaseTTL, "reap_interval", *f.reap,
+		"business_rate_limit", cfg.limit.String())
 	return g.Wait()
 }
 

@@ -565,7 +565,14 @@ type BusinessToken struct {
 	LastUsedAt    *time.Time    `json:"lastUsedAt,omitempty"`
 
 	// Name Human name, unique within its kind (lower case).
-	Name      Name               `json:"name"`
+	Name Name `json:"name"`
+
+	// RateLimit A business token's request budget on each replica: a token bucket
+	// that holds at most `burst` requests and refills at `rate` requests
+	// per second. `rate` 0 with `burst` 0 means unlimited; a positive
+	// `rate` needs a `burst` of at least 1. N replicas allow N times the
+	// budget (docs/operations.md, "Rate limits").
+	RateLimit *RateLimit         `json:"rateLimit,omitempty"`
 	RevokedAt *time.Time         `json:"revokedAt,omitempty"`
 	State     BusinessTokenState `json:"state"`
 
@@ -588,6 +595,13 @@ type BusinessTokenCreate struct {
 
 	// Name Human name, unique within its kind (lower case).
 	Name Name `json:"name"`
+
+	// RateLimit A business token's request budget on each replica: a token bucket
+	// that holds at most `burst` requests and refills at `rate` requests
+	// per second. `rate` 0 with `burst` 0 means unlimited; a positive
+	// `rate` needs a `burst` of at least 1. N replicas allow N times the
+	// budget (docs/operations.md, "Rate limits").
+	RateLimit *RateLimit `json:"rateLimit,omitempty"`
 
 	// SubmissionTypes The submission types the token may use; absent or empty means every type.
 	SubmissionTypes *[]SubmissionType `json:"submissionTypes,omitempty"`
@@ -1174,6 +1188,26 @@ type ProbeResult struct {
 	StatusCode *int32 `json:"statusCode,omitempty"`
 }
 
+// RateLimit A business token's request budget on each replica: a token bucket
+// that holds at most `burst` requests and refills at `rate` requests
+// per second. `rate` 0 with `burst` 0 means unlimited; a positive
+// `rate` needs a `burst` of at least 1. N replicas allow N times the
+// budget (docs/operations.md, "Rate limits").
+type RateLimit struct {
+	Burst int     `json:"burst"`
+	Rate  float64 `json:"rate"`
+}
+
+// RateLimitUpdate defines model for RateLimitUpdate.
+type RateLimitUpdate struct {
+	// RateLimit A business token's request budget on each replica: a token bucket
+	// that holds at most `burst` requests and refills at `rate` requests
+	// per second. `rate` 0 with `burst` 0 means unlimited; a positive
+	// `rate` needs a `burst` of at least 1. N replicas allow N times the
+	// budget (docs/operations.md, "Rate limits").
+	RateLimit *RateLimit `json:"rateLimit,omitempty"`
+}
+
 // Reason Why; recorded in the audit log.
 type Reason = string
 
@@ -1497,6 +1531,9 @@ type GetVerdictMixParams struct {
 // CreateBusinessTokenJSONRequestBody defines body for CreateBusinessToken for application/json ContentType.
 type CreateBusinessTokenJSONRequestBody = BusinessTokenCreate
 
+// SetBusinessTokenRateLimitJSONRequestBody defines body for SetBusinessTokenRateLimit for application/json ContentType.
+type SetBusinessTokenRateLimitJSONRequestBody = RateLimitUpdate
+
 // RevokeBusinessTokenJSONRequestBody defines body for RevokeBusinessToken for application/json ContentType.
 type RevokeBusinessTokenJSONRequestBody = ReasonRequest
 
@@ -1649,10 +1686,14 @@ type ClientInterface interface {
 	// otherwise) and claims only their settlement events; no types means
 	// every type. The token joins `consumerGroup` (default `default`):
 	// every group keeps its own delivery state of each settlement of the
-	// types its tokens may use (docs/business.md, "Tenancy").
+	// types its tokens may use (docs/business.md, "Tenancy"). `rateLimit`
+	// gives it a request budget of its own; absent, it has the server's
+	// default (docs/business.md, "Rate limits"); a listed token shows
+	// `rateLimit` only when it has its own.
 	//
 	// Errors: 400 `REQUEST_INVALID` (the body does not match the schema, e.g.
-	// a lowercase type or a bad group name); 401 `UNAUTHENTICATED`;
+	// a lowercase type or a bad group name, or a nonsensical `rateLimit`:
+	// `details.field` names it); 401 `UNAUTHENTICATED`;
 	// 409 `NAME_TAKEN`; 422 `REQUEST_INVALID` (a reserved `KECE_` type;
 	// `details.field` names the field); 429 `RATE_LIMITED`; 5xx.
 	//
@@ -1670,10 +1711,14 @@ type ClientInterface interface {
 	// otherwise) and claims only their settlement events; no types means
 	// every type. The token joins `consumerGroup` (default `default`):
 	// every group keeps its own delivery state of each settlement of the
-	// types its tokens may use (docs/business.md, "Tenancy").
+	// types its tokens may use (docs/business.md, "Tenancy"). `rateLimit`
+	// gives it a request budget of its own; absent, it has the server's
+	// default (docs/business.md, "Rate limits"); a listed token shows
+	// `rateLimit` only when it has its own.
 	//
 	// Errors: 400 `REQUEST_INVALID` (the body does not match the schema, e.g.
-	// a lowercase type or a bad group name); 401 `UNAUTHENTICATED`;
+	// a lowercase type or a bad group name, or a nonsensical `rateLimit`:
+	// `details.field` names it); 401 `UNAUTHENTICATED`;
 	// 409 `NAME_TAKEN`; 422 `REQUEST_INVALID` (a reserved `KECE_` type;
 	// `details.field` names the field); 429 `RATE_LIMITED`; 5xx.
 	//
@@ -1681,6 +1726,46 @@ type ClientInterface interface {
 	//
 	// Corresponds with POST /api/v1/admin/business-tokens (the `CreateBusinessToken` operationId).
 	CreateBusinessToken(ctx context.Context, body CreateBusinessTokenJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// SetBusinessTokenRateLimitWithBody Set a business token's own request budget, or return it to the server's default.
+	//
+	// With `rateLimit`, the token's requests are limited to that budget
+	// (on each replica; `rate` 0 with `burst` 0: unlimited); without it,
+	// to the server's default (`kece-control serve --business-rate`,
+	// `--business-burst`). Every replica applies it from the token's next
+	// request on (docs/business.md, "Rate limits"). Audited as
+	// `token.rate_limit`.
+	//
+	// Errors: 400 `REQUEST_INVALID` (the body does not match the schema,
+	// or the budget is nonsensical: a negative rate, `burst` 0 with a
+	// positive `rate`, a `burst` with `rate` 0; `details.field` names the
+	// field); 401 `UNAUTHENTICATED`; 404 `TOKEN_NOT_FOUND` (no live
+	// business token of that name); 429 `RATE_LIMITED`; 5xx.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /api/v1/admin/business-tokens/{name}/rate-limit (the `SetBusinessTokenRateLimit` operationId).
+	SetBusinessTokenRateLimitWithBody(ctx context.Context, name Name, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// SetBusinessTokenRateLimit Set a business token's own request budget, or return it to the server's default.
+	//
+	// With `rateLimit`, the token's requests are limited to that budget
+	// (on each replica; `rate` 0 with `burst` 0: unlimited); without it,
+	// to the server's default (`kece-control serve --business-rate`,
+	// `--business-burst`). Every replica applies it from the token's next
+	// request on (docs/business.md, "Rate limits"). Audited as
+	// `token.rate_limit`.
+	//
+	// Errors: 400 `REQUEST_INVALID` (the body does not match the schema,
+	// or the budget is nonsensical: a negative rate, `burst` 0 with a
+	// positive `rate`, a `burst` with `rate` 0; `details.field` names the
+	// field); 401 `UNAUTHENTICATED`; 404 `TOKEN_NOT_FOUND` (no live
+	// business token of that name); 429 `RATE_LIMITED`; 5xx.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /api/v1/admin/business-tokens/{name}/rate-limit (the `SetBusinessTokenRateLimit` operationId).
+	SetBusinessTokenRateLimit(ctx context.Context, name Name, body SetBusinessTokenRateLimitJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// RevokeBusinessTokenWithBody Refuse a business token from now on.
 	//
@@ -2313,10 +2398,14 @@ func (c *Client) ListBusinessTokens(ctx context.Context, reqEditors ...RequestEd
 // otherwise) and claims only their settlement events; no types means
 // every type. The token joins `consumerGroup` (default `default`):
 // every group keeps its own delivery state of each settlement of the
-// types its tokens may use (docs/business.md, "Tenancy").
+// types its tokens may use (docs/business.md, "Tenancy"). `rateLimit`
+// gives it a request budget of its own; absent, it has the server's
+// default (docs/business.md, "Rate limits"); a listed token shows
+// `rateLimit` only when it has its own.
 //
 // Errors: 400 `REQUEST_INVALID` (the body does not match the schema, e.g.
-// a lowercase type or a bad group name); 401 `UNAUTHENTICATED`;
+// a lowercase type or a bad group name, or a nonsensical `rateLimit`:
+// `details.field` names it); 401 `UNAUTHENTICATED`;
 // 409 `NAME_TAKEN`; 422 `REQUEST_INVALID` (a reserved `KECE_` type;
 // `details.field` names the field); 429 `RATE_LIMITED`; 5xx.
 //
@@ -2344,10 +2433,14 @@ func (c *Client) CreateBusinessTokenWithBody(ctx context.Context, contentType st
 // otherwise) and claims only their settlement events; no types means
 // every type. The token joins `consumerGroup` (default `default`):
 // every group keeps its own delivery state of each settlement of the
-// types its tokens may use (docs/business.md, "Tenancy").
+// types its tokens may use (docs/business.md, "Tenancy"). `rateLimit`
+// gives it a request budget of its own; absent, it has the server's
+// default (docs/business.md, "Rate limits"); a listed token shows
+// `rateLimit` only when it has its own.
 //
 // Errors: 400 `REQUEST_INVALID` (the body does not match the schema, e.g.
-// a lowercase type or a bad group name); 401 `UNAUTHENTICATED`;
+// a lowercase type or a bad group name, or a nonsensical `rateLimit`:
+// `details.field` names it); 401 `UNAUTHENTICATED`;
 // 409 `NAME_TAKEN`; 422 `REQUEST_INVALID` (a reserved `KECE_` type;
 // `details.field` names the field); 429 `RATE_LIMITED`; 5xx.
 //
@@ -2356,6 +2449,66 @@ func (c *Client) CreateBusinessTokenWithBody(ctx context.Context, contentType st
 // Corresponds with POST /api/v1/admin/business-tokens (the `CreateBusinessToken` operationId).
 func (c *Client) CreateBusinessToken(ctx context.Context, body CreateBusinessTokenJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewCreateBusinessTokenRequest(c.Server, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// SetBusinessTokenRateLimitWithBody Set a business token's own request budget, or return it to the server's default.
+//
+// With `rateLimit`, the token's requests are limited to that budget
+// (on each replica; `rate` 0 with `burst` 0: unlimited); without it,
+// to the server's default (`kece-control serve --business-rate`,
+// `--business-burst`). Every replica applies it from the token's next
+// request on (docs/business.md, "Rate limits"). Audited as
+// `token.rate_limit`.
+//
+// Errors: 400 `REQUEST_INVALID` (the body does not match the schema,
+// or the budget is nonsensical: a negative rate, `burst` 0 with a
+// positive `rate`, a `burst` with `rate` 0; `details.field` names the
+// field); 401 `UNAUTHENTICATED`; 404 `TOKEN_NOT_FOUND` (no live
+// business token of that name); 429 `RATE_LIMITED`; 5xx.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /api/v1/admin/business-tokens/{name}/rate-limit (the `SetBusinessTokenRateLimit` operationId).
+func (c *Client) SetBusinessTokenRateLimitWithBody(ctx context.Context, name Name, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSetBusinessTokenRateLimitRequestWithBody(c.Server, name, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// SetBusinessTokenRateLimit Set a business token's own request budget, or return it to the server's default.
+//
+// With `rateLimit`, the token's requests are limited to that budget
+// (on each replica; `rate` 0 with `burst` 0: unlimited); without it,
+// to the server's default (`kece-control serve --business-rate`,
+// `--business-burst`). Every replica applies it from the token's next
+// request on (docs/business.md, "Rate limits"). Audited as
+// `token.rate_limit`.
+//
+// Errors: 400 `REQUEST_INVALID` (the body does not match the schema,
+// or the budget is nonsensical: a negative rate, `burst` 0 with a
+// positive `rate`, a `burst` with `rate` 0; `details.field` names the
+// field); 401 `UNAUTHENTICATED`; 404 `TOKEN_NOT_FOUND` (no live
+// business token of that name); 429 `RATE_LIMITED`; 5xx.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /api/v1/admin/business-tokens/{name}/rate-limit (the `SetBusinessTokenRateLimit` operationId).
+func (c *Client) SetBusinessTokenRateLimit(ctx context.Context, name Name, body SetBusinessTokenRateLimitJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSetBusinessTokenRateLimitRequest(c.Server, name, body)
 	if err != nil {
 		return nil, err
 	}
@@ -3529,6 +3682,53 @@ func NewCreateBusinessTokenRequestWithBody(server string, contentType string, bo
 	}
 
 	operationPath := fmt.Sprintf("/api/v1/admin/business-tokens")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewSetBusinessTokenRateLimitRequest calls the generic SetBusinessTokenRateLimit builder with application/json body
+func NewSetBusinessTokenRateLimitRequest(server string, name Name, body SetBusinessTokenRateLimitJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewSetBusinessTokenRateLimitRequestWithBody(server, name, "application/json", bodyReader)
+}
+
+// NewSetBusinessTokenRateLimitRequestWithBody constructs an http.Request for the SetBusinessTokenRateLimit method, with any body, and a specified content type
+func NewSetBusinessTokenRateLimitRequestWithBody(server string, name Name, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "name", name, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/admin/business-tokens/%s/rate-limit", pathParam0)
 	if operationPath[0] == '/' {
 		operationPath = "." + operationPath
 	}
@@ -4875,10 +5075,14 @@ type ClientWithResponsesInterface interface {
 	// otherwise) and claims only their settlement events; no types means
 	// every type. The token joins `consumerGroup` (default `default`):
 	// every group keeps its own delivery state of each settlement of the
-	// types its tokens may use (docs/business.md, "Tenancy").
+	// types its tokens may use (docs/business.md, "Tenancy"). `rateLimit`
+	// gives it a request budget of its own; absent, it has the server's
+	// default (docs/business.md, "Rate limits"); a listed token shows
+	// `rateLimit` only when it has its own.
 	//
 	// Errors: 400 `REQUEST_INVALID` (the body does not match the schema, e.g.
-	// a lowercase type or a bad group name); 401 `UNAUTHENTICATED`;
+	// a lowercase type or a bad group name, or a nonsensical `rateLimit`:
+	// `details.field` names it); 401 `UNAUTHENTICATED`;
 	// 409 `NAME_TAKEN`; 422 `REQUEST_INVALID` (a reserved `KECE_` type;
 	// `details.field` names the field); 429 `RATE_LIMITED`; 5xx.
 	//
@@ -4896,10 +5100,14 @@ type ClientWithResponsesInterface interface {
 	// otherwise) and claims only their settlement events; no types means
 	// every type. The token joins `consumerGroup` (default `default`):
 	// every group keeps its own delivery state of each settlement of the
-	// types its tokens may use (docs/business.md, "Tenancy").
+	// types its tokens may use (docs/business.md, "Tenancy"). `rateLimit`
+	// gives it a request budget of its own; absent, it has the server's
+	// default (docs/business.md, "Rate limits"); a listed token shows
+	// `rateLimit` only when it has its own.
 	//
 	// Errors: 400 `REQUEST_INVALID` (the body does not match the schema, e.g.
-	// a lowercase type or a bad group name); 401 `UNAUTHENTICATED`;
+	// a lowercase type or a bad group name, or a nonsensical `rateLimit`:
+	// `details.field` names it); 401 `UNAUTHENTICATED`;
 	// 409 `NAME_TAKEN`; 422 `REQUEST_INVALID` (a reserved `KECE_` type;
 	// `details.field` names the field); 429 `RATE_LIMITED`; 5xx.
 	//
@@ -4907,6 +5115,46 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with POST /api/v1/admin/business-tokens (the `CreateBusinessToken` operationId).
 	CreateBusinessTokenWithResponse(ctx context.Context, body CreateBusinessTokenJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateBusinessTokenResponse, error)
+
+	// SetBusinessTokenRateLimitWithBodyWithResponse Set a business token's own request budget, or return it to the server's default.
+	//
+	// With `rateLimit`, the token's requests are limited to that budget
+	// (on each replica; `rate` 0 with `burst` 0: unlimited); without it,
+	// to the server's default (`kece-control serve --business-rate`,
+	// `--business-burst`). Every replica applies it from the token's next
+	// request on (docs/business.md, "Rate limits"). Audited as
+	// `token.rate_limit`.
+	//
+	// Errors: 400 `REQUEST_INVALID` (the body does not match the schema,
+	// or the budget is nonsensical: a negative rate, `burst` 0 with a
+	// positive `rate`, a `burst` with `rate` 0; `details.field` names the
+	// field); 401 `UNAUTHENTICATED`; 404 `TOKEN_NOT_FOUND` (no live
+	// business token of that name); 429 `RATE_LIMITED`; 5xx.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/admin/business-tokens/{name}/rate-limit (the `SetBusinessTokenRateLimit` operationId).
+	SetBusinessTokenRateLimitWithBodyWithResponse(ctx context.Context, name Name, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*SetBusinessTokenRateLimitResponse, error)
+
+	// SetBusinessTokenRateLimitWithResponse Set a business token's own request budget, or return it to the server's default.
+	//
+	// With `rateLimit`, the token's requests are limited to that budget
+	// (on each replica; `rate` 0 with `burst` 0: unlimited); without it,
+	// to the server's default (`kece-control serve --business-rate`,
+	// `--business-burst`). Every replica applies it from the token's next
+	// request on (docs/business.md, "Rate limits"). Audited as
+	// `token.rate_limit`.
+	//
+	// Errors: 400 `REQUEST_INVALID` (the body does not match the schema,
+	// or the budget is nonsensical: a negative rate, `burst` 0 with a
+	// positive `rate`, a `burst` with `rate` 0; `details.field` names the
+	// field); 401 `UNAUTHENTICATED`; 404 `TOKEN_NOT_FOUND` (no live
+	// business token of that name); 429 `RATE_LIMITED`; 5xx.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/admin/business-tokens/{name}/rate-limit (the `SetBusinessTokenRateLimit` operationId).
+	SetBusinessTokenRateLimitWithResponse(ctx context.Context, name Name, body SetBusinessTokenRateLimitJSONRequestBody, reqEditors ...RequestEditorFn) (*SetBusinessTokenRateLimitResponse, error)
 
 	// RevokeBusinessTokenWithBodyWithResponse Refuse a business token from now on.
 	//
@@ -5735,6 +5983,89 @@ func (r CreateBusinessTokenResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r CreateBusinessTokenResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// SetBusinessTokenRateLimitResponse429Headers the declared response headers of an HTTP 429 response for SetBusinessTokenRateLimit
+type SetBusinessTokenRateLimitResponse429Headers struct {
+	RetryAfter int32
+}
+
+type SetBusinessTokenRateLimitResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *BusinessToken
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *BadRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *TooManyRequests
+	// JSONDefault the response for an HTTP default `application/json` response
+	JSONDefault *Unexpected
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *SetBusinessTokenRateLimitResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r SetBusinessTokenRateLimitResponse) GetJSON200() *BusinessToken {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r SetBusinessTokenRateLimitResponse) GetJSON400() *BadRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r SetBusinessTokenRateLimitResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r SetBusinessTokenRateLimitResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r SetBusinessTokenRateLimitResponse) GetJSON429() *TooManyRequests {
+	return r.JSON429
+}
+
+// GetJSONDefault returns the response for an HTTP default `application/json` response
+func (r SetBusinessTokenRateLimitResponse) GetJSONDefault() *Unexpected {
+	return r.JSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r SetBusinessTokenRateLimitResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r SetBusinessTokenRateLimitResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r SetBusinessTokenRateLimitResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r SetBusinessTokenRateLimitResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -7900,10 +8231,14 @@ func (c *ClientWithResponses) ListBusinessTokensWithResponse(ctx context.Context
 // otherwise) and claims only their settlement events; no types means
 // every type. The token joins `consumerGroup` (default `default`):
 // every group keeps its own delivery state of each settlement of the
-// types its tokens may use (docs/business.md, "Tenancy").
+// types its tokens may use (docs/business.md, "Tenancy"). `rateLimit`
+// gives it a request budget of its own; absent, it has the server's
+// default (docs/business.md, "Rate limits"); a listed token shows
+// `rateLimit` only when it has its own.
 //
 // Errors: 400 `REQUEST_INVALID` (the body does not match the schema, e.g.
-// a lowercase type or a bad group name); 401 `UNAUTHENTICATED`;
+// a lowercase type or a bad group name, or a nonsensical `rateLimit`:
+// `details.field` names it); 401 `UNAUTHENTICATED`;
 // 409 `NAME_TAKEN`; 422 `REQUEST_INVALID` (a reserved `KECE_` type;
 // `details.field` names the field); 429 `RATE_LIMITED`; 5xx.
 //
@@ -7927,10 +8262,14 @@ func (c *ClientWithResponses) CreateBusinessTokenWithBodyWithResponse(ctx contex
 // otherwise) and claims only their settlement events; no types means
 // every type. The token joins `consumerGroup` (default `default`):
 // every group keeps its own delivery state of each settlement of the
-// types its tokens may use (docs/business.md, "Tenancy").
+// types its tokens may use (docs/business.md, "Tenancy"). `rateLimit`
+// gives it a request budget of its own; absent, it has the server's
+// default (docs/business.md, "Rate limits"); a listed token shows
+// `rateLimit` only when it has its own.
 //
 // Errors: 400 `REQUEST_INVALID` (the body does not match the schema, e.g.
-// a lowercase type or a bad group name); 401 `UNAUTHENTICATED`;
+// a lowercase type or a bad group name, or a nonsensical `rateLimit`:
+// `details.field` names it); 401 `UNAUTHENTICATED`;
 // 409 `NAME_TAKEN`; 422 `REQUEST_INVALID` (a reserved `KECE_` type;
 // `details.field` names the field); 429 `RATE_LIMITED`; 5xx.
 //
@@ -7943,6 +8282,58 @@ func (c *ClientWithResponses) CreateBusinessTokenWithResponse(ctx context.Contex
 		return nil, err
 	}
 	return ParseCreateBusinessTokenResponse(rsp)
+}
+
+// SetBusinessTokenRateLimitWithBodyWithResponse Set a business token's own request budget, or return it to the server's default.
+//
+// With `rateLimit`, the token's requests are limited to that budget
+// (on each replica; `rate` 0 with `burst` 0: unlimited); without it,
+// to the server's default (`kece-control serve --business-rate`,
+// `--business-burst`). Every replica applies it from the token's next
+// request on (docs/business.md, "Rate limits"). Audited as
+// `token.rate_limit`.
+//
+// Errors: 400 `REQUEST_INVALID` (the body does not match the schema,
+// or the budget is nonsensical: a negative rate, `burst` 0 with a
+// positive `rate`, a `burst` with `rate` 0; `details.field` names the
+// field); 401 `UNAUTHENTICATED`; 404 `TOKEN_NOT_FOUND` (no live
+// business token of that name); 429 `RATE_LIMITED`; 5xx.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/admin/business-tokens/{name}/rate-limit (the `SetBusinessTokenRateLimit` operationId).
+func (c *ClientWithResponses) SetBusinessTokenRateLimitWithBodyWithResponse(ctx context.Context, name Name, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*SetBusinessTokenRateLimitResponse, error) {
+	rsp, err := c.SetBusinessTokenRateLimitWithBody(ctx, name, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSetBusinessTokenRateLimitResponse(rsp)
+}
+
+// SetBusinessTokenRateLimitWithResponse Set a business token's own request budget, or return it to the server's default.
+//
+// With `rateLimit`, the token's requests are limited to that budget
+// (on each replica; `rate` 0 with `burst` 0: unlimited); without it,
+// to the server's default (`kece-control serve --business-rate`,
+// `--business-burst`). Every replica applies it from the token's next
+// request on (docs/business.md, "Rate limits"). Audited as
+// `token.rate_limit`.
+//
+// Errors: 400 `REQUEST_INVALID` (the body does not match the schema,
+// or the budget is nonsensical: a negative rate, `burst` 0 with a
+// positive `rate`, a `burst` with `rate` 0; `details.field` names the
+// field); 401 `UNAUTHENTICATED`; 404 `TOKEN_NOT_FOUND` (no live
+// business token of that name); 429 `RATE_LIMITED`; 5xx.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/admin/business-tokens/{name}/rate-limit (the `SetBusinessTokenRateLimit` operationId).
+func (c *ClientWithResponses) SetBusinessTokenRateLimitWithResponse(ctx context.Context, name Name, body SetBusinessTokenRateLimitJSONRequestBody, reqEditors ...RequestEditorFn) (*SetBusinessTokenRateLimitResponse, error) {
+	rsp, err := c.SetBusinessTokenRateLimit(ctx, name, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSetBusinessTokenRateLimitResponse(rsp)
 }
 
 // RevokeBusinessTokenWithBodyWithResponse Refuse a business token from now on.
@@ -8977,6 +9368,80 @@ func ParseCreateBusinessTokenResponse(rsp *http.Response) (*CreateBusinessTokenR
 	switch {
 	case rsp.StatusCode == 429:
 		var headers CreateBusinessTokenResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int32
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: "int32"}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseSetBusinessTokenRateLimitResponse parses an HTTP response from a SetBusinessTokenRateLimitWithResponse call
+func ParseSetBusinessTokenRateLimitResponse(rsp *http.Response) (*SetBusinessTokenRateLimitResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &SetBusinessTokenRateLimitResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest BusinessToken
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Unexpected
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers SetBusinessTokenRateLimitResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
 			var value int32
 			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: "int32"}); err != nil {
@@ -10886,6 +11351,9 @@ type ServerInterface interface {
 	// CreateBusinessToken Issue a business token, scoped to submission types, in a consumer group.
 	// (POST /api/v1/admin/business-tokens)
 	CreateBusinessToken(w http.ResponseWriter, r *http.Request)
+	// SetBusinessTokenRateLimit Set a business token's own request budget, or return it to the server's default.
+	// (POST /api/v1/admin/business-tokens/{name}/rate-limit)
+	SetBusinessTokenRateLimit(w http.ResponseWriter, r *http.Request, name Name)
 	// RevokeBusinessToken Refuse a business token from now on.
 	// (POST /api/v1/admin/business-tokens/{name}/revoke)
 	RevokeBusinessToken(w http.ResponseWriter, r *http.Request, name Name)
@@ -11115,6 +11583,32 @@ func (siw *ServerInterfaceWrapper) CreateBusinessToken(w http.ResponseWriter, r 
 
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		siw.Handler.CreateBusinessToken(w, r)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// SetBusinessTokenRateLimit operation middleware
+func (siw *ServerInterfaceWrapper) SetBusinessTokenRateLimit(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "name" -------------
+	var name Name
+
+	err = runtime.BindStyledParameterWithOptions("simple", "name", r.PathValue("name"), &name, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "name", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.SetBusinessTokenRateLimit(w, r, name)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -12059,6 +12553,7 @@ func HandlerWithOptions(si ServerInterface, options StdHTTPServerOptions) http.H
 	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/api/v1/admin/business-tokens", wrapper.ListBusinessTokens)
 	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/api/v1/admin/business-tokens", wrapper.CreateBusinessToken)
 	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/api/v1/admin/business-tokens/{name}/revoke", wrapper.RevokeBusinessToken)
+	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/api/v1/admin/business-tokens/{name}/rate-limit", wrapper.SetBusinessTokenRateLimit)
 
 	return m
 }
@@ -12334,6 +12829,103 @@ type CreateBusinessTokendefaultJSONResponse struct {
 }
 
 func (response CreateBusinessTokendefaultJSONResponse) VisitCreateBusinessTokenResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type SetBusinessTokenRateLimitRequestObject struct {
+	Name Name `json:"name"`
+	Body *SetBusinessTokenRateLimitJSONRequestBody
+}
+
+type SetBusinessTokenRateLimitResponseObject interface {
+	VisitSetBusinessTokenRateLimitResponse(w http.ResponseWriter) error
+}
+
+type SetBusinessTokenRateLimit200JSONResponse BusinessToken
+
+func (response SetBusinessTokenRateLimit200JSONResponse) VisitSetBusinessTokenRateLimitResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type SetBusinessTokenRateLimit400JSONResponse struct{ BadRequestJSONResponse }
+
+func (response SetBusinessTokenRateLimit400JSONResponse) VisitSetBusinessTokenRateLimitResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type SetBusinessTokenRateLimit401JSONResponse struct{ UnauthorizedJSONResponse }
+
+func (response SetBusinessTokenRateLimit401JSONResponse) VisitSetBusinessTokenRateLimitResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type SetBusinessTokenRateLimit404JSONResponse struct{ NotFoundJSONResponse }
+
+func (response SetBusinessTokenRateLimit404JSONResponse) VisitSetBusinessTokenRateLimitResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type SetBusinessTokenRateLimit429JSONResponse struct{ TooManyRequestsJSONResponse }
+
+func (response SetBusinessTokenRateLimit429JSONResponse) VisitSetBusinessTokenRateLimitResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type SetBusinessTokenRateLimitdefaultJSONResponse struct {
+	Body       Error
+	StatusCode int
+}
+
+func (response SetBusinessTokenRateLimitdefaultJSONResponse) VisitSetBusinessTokenRateLimitResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
 	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
@@ -14840,6 +15432,9 @@ type StrictServerInterface interface {
 	// CreateBusinessToken Issue a business token, scoped to submission types, in a consumer group.
 	// (POST /api/v1/admin/business-tokens)
 	CreateBusinessToken(ctx context.Context, request CreateBusinessTokenRequestObject) (CreateBusinessTokenResponseObject, error)
+	// SetBusinessTokenRateLimit Set a business token's own request budget, or return it to the server's default.
+	// (POST /api/v1/admin/business-tokens/{name}/rate-limit)
+	SetBusinessTokenRateLimit(ctx context.Context, request SetBusinessTokenRateLimitRequestObject) (SetBusinessTokenRateLimitResponseObject, error)
 	// RevokeBusinessToken Refuse a business token from now on.
 	// (POST /api/v1/admin/business-tokens/{name}/revoke)
 	RevokeBusinessToken(ctx context.Context, request RevokeBusinessTokenRequestObject) (RevokeBusinessTokenResponseObject, error)
@@ -15030,6 +15625,39 @@ func (sh *strictHandler) CreateBusinessToken(w http.ResponseWriter, r *http.Requ
 		sh.options.ResponseErrorHandlerFunc(w, r, err)
 	} else if validResponse, ok := response.(CreateBusinessTokenResponseObject); ok {
 		if err := validResponse.VisitCreateBusinessTokenResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// SetBusinessTokenRateLimit operation middleware
+func (sh *strictHandler) SetBusinessTokenRateLimit(w http.ResponseWriter, r *http.Request, name Name) {
+	var request SetBusinessTokenRateLimitRequestObject
+
+	request.Name = name
+
+	var body SetBusinessTokenRateLimitJSONRequestBody
+	if err := runtime.BindJSONBody(r, &body); err != nil {
+		sh.options.RequestErrorHandlerFunc(w, r, fmt.Errorf("can't decode JSON body: %w", err))
+		return
+	}
+	request.Body = &body
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.SetBusinessTokenRateLimit(ctx, request.(SetBusinessTokenRateLimitRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "SetBusinessTokenRateLimit")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(SetBusinessTokenRateLimitResponseObject); ok {
+		if err := validResponse.VisitSetBusinessTokenRateLimitResponse(w); err != nil {
 			sh.options.ResponseErrorHandlerFunc(w, r, err)
 		}
 	} else if response != nil {
@@ -15790,248 +16418,258 @@ func (sh *strictHandler) GetVerdictMix(w http.ResponseWriter, r *http.Request, p
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7L3vclq5tjj4KirOryp47raDE6fPabtuTREgCWkb+wBO354mY8TewijeSBxJ2KZTqbqf5vN8mKp5g/si",
-	"8ybnSaa0lrT/scFA7HT3OekPaQN7S0vS0vr/53MllNOZFEwYXTn+XJkwGjEFf3aZUYv62DBlP0VMh4rP",
-	"DJeiclzpsVCKSBMjyR3lhozYWCpGlH2Fi+uDSlBR7B9zrlhUOTZqzoKKDidsSu1QY6mm1FSOK1yYly8q",
-	"QWXKBZ/Op5XjWlAxixnDn9g1U5UvX74ElRlVdMqMg+s1zNWOlqE6F/GCcMOmmtxxMyGU6CmNY6YIj0jV",
-	"TBiZKXbL5VyTGb1mzzQR7N748fYs1NyO8485U4tKUBF0amEZ+Qmzi/hfio0rx5W/PE/37zn+qp+3o4oF",
-	"+53U5q2S81k7uqBmYt+C4Wf2QzL6JH1q7a5tMOF7OVo71Sf7+9dOcsqn3Czv/QW9ZkTz3xipRmxM57Eh",
-	"h7Xayj2NYZT1WEHvESte1WoZHDkswZGg0pERW7t2AQ983eK/2Lf1TArNEBNp1GX/mDMN+xFKYZiAP+ls",
-	"FvOQ2q15/knb/fm84TwtpaTD+vz+9if2esFkJJJMEyENmVITTohFbDu5oqEh1WG39ffLVq9/1e58qJ+2",
-	"m8O9g8qXoNKQYhzz8JtBquVchfaKaUMNI1IRe/U0lyIFn8axvCNmwjUJJ1RcM4C0I80bORfRt4GURpFi",
-	"WrMogTmFj91zbQCmvpRnVCzcaeunB61rNw0uCYvsmdb7ravT9lm732oO906Q0BJqiTMBOr0PhJpopMv2",
-	"1hUp+X5CyssAck8/zxB9gOpS0LmZSMV/Y9/gQM641lxcW2yZixsh7wSh0ZQLYuQNE6Q6vOzUL/vvWp1+",
-	"u1GHrYDTuRTsfsZC8y1A7DF1y9S+5hEjSOaqr+7vybDd6be6nfrpMCAWyg/19mn99WkrgXCmZMi0pqOY",
-	"tYThZvH0oP7M4njfklUWkdHcEMXGc4voowWhRM1jRqrs4PqAzJQcJRcBftAW6i+eNgIO1Y1h0xmCGkXc",
-	"TkHjCyVnTBluyeGYxpoFlVnmq88Vim8hs36IvgYVJiIW1U2OHUTUsH3Dp6ySEH5tFBfX8IJde0NGbJkh",
-	"tcVYUW3UPDRzxQg8ScKYak2qrW73vLsXWDw7bdV7ravWf120u62mvTczC7OyI/yfv9b3/4+P9p/a/o9X",
-	"Hz/Xgh9efvlfZWBkefhGC0VOvNGjMaOatWYynBS55A9HlfV8MfBcb6OJ5NyEclqyk93LTqfdeUvuJjxm",
-	"wG0AJhLzW6ZP7BeCNM7PLk5b/VYzILC5AXFbGpBGvdNonZ7aP3uXF61ur9VsNe3Wd1sfzn96eNNfrNh0",
-	"xULGZ6bJrx0DLlzUd/X9F69+IHIMIAu7cbElY5bQ23tLw5DNLHkdS4VMyGFrEaDa/o90f/zx8w9H5YBo",
-	"pi1f2/WMtKHKbIP2X7JCzK+JVJdBlCAVd3LAZSdLD/xjMoMcfWKhsUDV5xE3LWHUYtsbH+L+F4/j5wk1",
-	"ZEJnMyZYFBAgPBbIAyYsTQzIJzk6CKkIWXyAwt8pE9dWnPvhqGTPaWhkiV7SoVPmTzzDOeCmDyp6oQ2b",
-	"Dipw4nRu5JQaHhIEWRemPXzxt7J5tyBO1O7hprcvYobyWK/ebZRWlw7qKUnPNtRDMeq4VnYPay+OSm/u",
-	"VBpWj6KSE7QyWQhK2zNN2hcJW4Ijw4MihlppwEyUnF9PMmddv2gPBFxm/00ohZYxO4av+o0LMmNMeQQB",
-	"mVnGZBZTwQBFzIQNRBhzJgyhxKi5NkAvbpnSVnmU9wti9QlNqj+1Gq2rfvey1281ry665//VbvWCgfiv",
-	"/TdS3VEVscj+tXdC6Ejb4UpRLiCN03ayLCqigd1axZkmd4obw4TXrLkhd1QTxUJpxz4YiAcvSYFMeGwE",
-	"HPYXKPD3NTnAlcTglOttub9bC2hkVit/CJMyROcLrK6Nb4EC6KCiSlH4Oau6A1xxfD6uHP/6MLJ+LApK",
-	"dTwiKZC5UW3APnCwtId+QWWb9HquuWBa9y3B2XKjLJrOp0zBRX5olxq5h78ElVAxaraUm+5nXDG9zSt2",
-	"Wy71dtOg7r1+OZZkI1G4lTfbDQ+qJSKa5a6/VuqNfvtDqxJUuuf9er/deVsJKk4OsV+ivJE5PTdUULnf",
-	"t0Ps31IF1xvGCg2/tdN2paEGH2vBttk71EVoKx8tGPPRlAOX7S9meKDLNC19iNjJNaAaqjVTuiBzzRJS",
-	"MWVUaGKJzgKeBRvKJvenlwPE7lD+0hSwGU7H72JQQMIsWj2I7g149JsivcPgtjhbseG4t+4xlO9iKa6d",
-	"0gyLs4dRjaihIyvOhrEMb1KCLRWpuaMQEsdZ2JNYlu68nerl4auXP9Twv/VGze1uxmPjl1TEirmLx0S0",
-	"lFi/fLEJ2j2IUm2t56jPb4FSoyINXreIPMG2l8W/VbK7LFTMkOrwZmSu/vnf/zPcC4ieyDuBiCVFCJu3",
-	"ngPj+EEBygd3YgfGCzNtzneXd2Ld+bnBy+BuUO24cUGho/u/1fZ//Jj+eXWwv06htgN1QU3blqgkEKyl",
-	"JvgUkBFuvP1gyQK9fG2nbCrV4qfRejWvVv6q1vS6RL1uTFh4wxSJ+HgcEM2vBY1ByrQXtff3UzRdBIQa",
-	"MpXakCPyE39dUFaOaj/+UMYgQ6lKZhwrlPrI//f/kjvGryeGKDkXEYvIhMZjQu/ogoyVnJLfmJLESHJE",
-	"IhbyKQVhOWR6IKqUTOex4bMYFK7aQa1WOyRckF9rgRv04x4YB0gyHdfkEATheiMgtYEAmVgsyJjyeK5Y",
-	"YCVgcmcVRUr0jIWcxiR0u0NRqCbSTJi645qhCJwKCnI+iln5KYj5dOR0bdjdkjvO1JQLYPPJCcBLAakR",
-	"PiZCClYk/g+6rpC1zh+8fh+YinhoeviwvX58ysrYWuPiktjfytnQWkjuaBzjkFu9WLj67nYlC/MYloCc",
-	"TJS5KplLlhxAeh1KyYg9815RuLtodZoo0jmDVCWoXNR7PZDt3tTbpxuLdhdMRPhjdy4E/nVBtQbJ7g3l",
-	"sRPsGkUJpaA2EM2MidmUCbPPbi1r9TINubavHDveCh8I2KtumSaMhpOBSN/1+ugSC+dGIwvXnocDpwnQ",
-	"u8mNHoCJPGIxh3lAkjsgQ+eAG4Ki7Bl8Oh/enCyF9uQZ/39wtZY2N910yQEVHIF4TKQqpCELZggNb4S8",
-	"i1l0zaKAzKTWfBQv0IYYWeJCk23bC0izddr+0Oq2mqSafRF+qTdJ9ZreMjKfnRDNGFHMrR38jMuIkgwG",
-	"f9e3xw+3VkCMJqOIFk02YyJiInzYNpbfmneMxmZij1sKRmIZ0phEyWCk2pTICCibShEQNRf2WhE+pdcs",
-	"IJ/m0TUjXlwNSMT1Daw7zwHRkFRiD51IZawcG1MBoq8zwlnMQ+O4YffmxAq7KO0sGcTKjTkTWBRshftt",
-	"JGXMqMiKuQVk85h2dXC8BtXK1RU/XxnhaDJtn16BmX20+Yz59Vyh8I++Seq9TJoZZwxmYJtEHLa3UI40",
-	"U7eWP8LsZeh29aHVbb9pN+r99nnH6oqd+utTxLxuve3oVbPdw2+3QsQPTPGxcw7ZkcFiCiipKHf0q8k1",
-	"fgsYih8yzuktRKixVGGZFwA0XjD6493VhAttGI0sQoNvyXJPIE3gVOldoTqeEYwzmJHaC9exxi4+VUQF",
-	"93LgYC1FBbs1u21AxGgUc8FckMvq6BcQkYS8I1XADuVUSKdi3k24c85bXHqmiWJTPK6BcBtIFXPGzBEN",
-	"b0gVHPxzSyYt4oVyLgyLCE08E3oPRCQwUwKCcm3JABz8AUEz1rG9wX4JB6TupMYfakd/q9VI9a8kogu9",
-	"V5CelnRZfPwh18VjHGLZ4aFLc1tzQsQ2cpWCJPIVFveMIP+QBF4Un1AGWif6tFY7NM9oOOGC7StGI3vi",
-	"3qUpI3ZAGuedN6ftRt9ihEW5ayaY4iE5qv1I7iZMWKSYSsVQrh7zEN4j4HVmOkvOCuEjlaBScLpXgkr/",
-	"/KdW5yq1rHXO+1dvzi879u93573+1dvu+eXFVfbrznmzlfvi/fnr3OfWh1ann/sGZ8kNUj9rXfXrP7U6",
-	"aM5r99rnnatev37aqgSVXr/eb135nfBzequf+1g/7bbqzV+u3p+3O/Bt412r8dOVXbVbDH7R7lxddM/f",
-	"dlu9nl1Uq97tv27V+8lkORKXWU7jstttdfrum36re9bu1E9z6wNJxIJzVW823QTuL/i9fnp6/jOCkq7l",
-	"ov7L6Xm9edU/P786rXffgpUzExVSCSo+BAGPzEcgVILKWav/7rxZGNufc7991jq/7G/IkRxFbYtbGnPL",
-	"gjBAhAlj+RMwJbAipJbSJJwnExCX+a4jI5b5+F6OMp9aVqjOfIahsy/TKetTtKp0XXhRz1DQA0EISKKe",
-	"cCJvtcVP9dhepcV7yQV8B2pH199X97ktLpS8VkxbneYdo8qMGDV+klOg44mpGKFvzJViwuBnp1nGmdWA",
-	"IGlBqKNvyx4//tWRph7H8g6nT2G/oItY0qgv5SlV12CUpoadYniQPXlhpSuY5FLQW8pjisrwGTMTGeWG",
-	"dSfY51Mm5wbEhTdccD15PQ9v2NbCAryKhrotVVJgdT9Tbi5+fFWm7f74ykzIjKnQIldshTFGFdOGKCpu",
-	"9qzQMZF3aNPNa0+WAlJDPGiEOyvdCBYIAav+W0YACu9lMxPGFRlzpQ0BT3lgH5vyOOY+sspx2YSoZpW2",
-	"4qzckAmNiPO5W2lSsOQBcDjSOCZ3TDGCnu+YRS7KAuWAvQNSJ3dcRPLOrneKMFJBXtVqtVo6V3btXBNN",
-	"p7MYA32s8Ar832qf4ONCar/lWcESSgQh+7VXX932pgZ1q7zsndhdSDbfS0721A5IP3lLEyYiQg2h+nwc",
-	"EC1xf/MvJXF5Eb/lEUaiuM0BMxMcm91igFZnXKdWaAJpShOJMcKazCzoXGge5e0pmwde4KYE6R0oY+gJ",
-	"zdtWnNneqbd1KMA2TggrbjbsFm4dwQ2uPSDNuwTHxNI06IyGLmKuIBJZzP4kRyjz3E1kzIjdBTCXqLmw",
-	"GIUWExoqqdGiYleiy415XvpFYe5hyHRbvIn59aTkaiBnIBMWwz0EmcyezTMHgNUbAueewvC8uVCMzlgE",
-	"d5RwEcbziEU7WB3ns4h+TUBRPiLdewmzB1FcfeaI196BnfyEW7nKCujyNUe8wluanWHtYnfw2yQ7v7nv",
-	"JqUvOS/cYW05ZmLVMev167gEdNpyJdkrXxYe7kLBIQwHQr+BR4BFUIr1DGojOvGIB1/A/LWYXpaVUiev",
-	"22/bnT7hqMonrhS8fqB73QPHrhxXjl4UTLOH+z9+/LW2/+PHz7Xg8G/lFtn3cvTW6nvUh95tYZM8F8xS",
-	"UFK9TkYA2YpmhIplI+MO3Cl0UvED3utnmsykPQrlIq1AdPskR+VmJM97t4HkOrdXWyLaFuFzN1w8+OR7",
-	"OfrJPpaNZnngebRufgkqt+g32tK9tCJ6NLMpDvJMZEii0KyPCfGLWZYTL1+ftXtWWbfXfK6ZIndS3RwQ",
-	"0LXtd94Gu+9yXKxQy+LxPrj/yMjqewNhJIh3ln+eACvPCN8Tmv3YX8wYGUKMHkwxBBGQktGcx2afi4GY",
-	"UsHHTBt0OqKMChb2CL5QbCZBaI/5DQMnJTgeARHBdObNJenSvOlgQ006jaHwqiboYu/l6HxVIPY7eUdo",
-	"KvXbawsR82QfdsPhA0HnXEB6v/T6rbMriMcmVW9CJOx+QiGwcc9qIEl0dtYGVG+AxaHbb4M14ee61b3R",
-	"lAD/nsO/XftPAywvmZnsd37MTUOttp0O4njRSBhUGl518vu35Dn8+2XrEm0eieMwiVdPfYfbw/13UNJy",
-	"bsSGtITcZD2JyxBy0ZAR2ynC5ZN7uRhoWxqs7B9ubR/tt3nob1FM8oHnCaRlcJRTD3xqN6O9MXHGXr+e",
-	"hOI8/fSNL1/WwNPPjVyQ8vmYgY/O6cB2pWhZBXcSvHVCfELkyx9qNVI9JBM5V3tpQEfRNL+dYf6HUh3g",
-	"vSVl7+Vot3ydXRW9xPRUHpb3zttrKMErCSRMGx7HYJXBKG/7f8xvG9HwRo7HJ6SG5oAwpnxqh9/BghFa",
-	"dawpBdthWfBuXxqMHNn25UcVlVAWsswqz/+eaeLeIikn/4OITE+ZorCljBVTcT13zpt1r5z651zgc84t",
-	"s0uG2KZZXKUoBC93vfew7GZdKOaskjxmxLG5EyLYNTX8FsNGcsYGH5yBJofS+1QSwuZkpk0PZ0rvXdqg",
-	"Xn9xvjp3bTah+sFDvYCH7NNSxg8+bJ+xzyouVanx6VTeMUXUXGg0PVoyxbVLNFtvXzrMUfD9w1rtURLD",
-	"dtAhUgry8Fb3ss8uxSVvHzO8tZ0qp/Jslu9RUH4+lqWA5+VmVH4T+RBVz1Vak1OUAKGWNqSwuwUdKyFF",
-	"uXuVUboShpVjQBmMDPLsOn/fCvmADyhuTlpoJrFD28sMK+LSE7XDHmnMIdEqjpg2zl5fxVxSZuEkUkUu",
-	"lmuzfCGXk1y0fC0nC0HyU4lpxn5NfMoVHcm5SewNpIo+mYAoBoph4NJe04CNvYAIdpesJZXoDmu1zRex",
-	"IumpdB0pBpVsdwvi/CzoPqCQTrOmlQTadBR/CBnA9wIf085yRuiNFpO3RD28nk8ooa4d0kuy7goyvVPK",
-	"L1bO0ILO9ERuneKLKcPpvNu8u52ZpozUpDddV/I44DF73aXewQ79SY42t0BnD+gPmLMHa1m5P2pLc2nd",
-	"hWFC9BXVaLTSEIzKzbKd1GWvLqPqa0tJLrunKa5CiBiGFxImIjCCBqAQzZQcOUNxRuV/dfiiTHXYXtuI",
-	"CkGT644iF2Bp31WUi6YLNqubsrRvK5D6CEhflsmHpx2jXreUjOsCl5M4t2zwnA8+hIg5KiIfAGc1oiQQ",
-	"D1zPxQyBtb5T2PiNUF1hGO+Omg3EmpT4CELFIiYMpzGYMkeMCcLBQoSVq1LLwh0FEyrWq1pW73B7so7J",
-	"LRXWbb3CG8voW0jdX+Exdnmk5fHIm5dqqK30+a53L7149cNT+2cTE5tzSTrpM++2RVAzO1m46OlGJVi5",
-	"VCyigErJLdlInFQ7OXtXEszzGY5AJsbMqnoPnIUlFPQ5wvhb4DKHIkKvKRfaEKz/JkcMS9xsRE53uuDL",
-	"RsNtzZHbXcJtLtbWGLyxY3wNFj6EI19jBF/yZsIdSsmlz9P0KZpPbTTfjIWU3umdjOYw3G56W7lO1Pm2",
-	"Gg3cUr0pGC82h6IjI4ZutRwQL8rE0i3ODesOCVNfqfWWQ/6q9nVq7auHwjkcBhWgSzb4QU3BizVbhg/k",
-	"E2MCotmMKmoYJkfk0m3KcpVc8tM2VUIy6VcPJJ4Dw8KA3fo12yH9EY2/SdRvmYDbSwVOz4lAGUlmTtLu",
-	"XRopWTBzsLFcCklivdVEey3wUlghu0zaTKAjVCluz89K5lwQOR6DKD82TJ3pVak76BtPso9KDT+gIWnK",
-	"vXM9ck8TbjSLx672nJ7MDWTdRvJOrJBoXR7cB6bKI4rqGrfcw3XiyhukQb3OzJGseiPeD7zr9Vwvtq9Z",
-	"m7+Z7hiWFhLk8b9kY1df1l2UenhxS71ebR1W5qdZDfuOAWXbpBp9dczpI8tIJdL4mvSn04yXquBzcL+Q",
-	"G7Zw+ZvhbHb414CE9p9P9Jba/88WZiLFy4BQdWM0fo/DBGS60P+IISo7YiGPXKUQK70dLGcF+0TN/3A5",
-	"wS8Py21cHq62GMstD5ZH2zjjplycQWL564UpK4Vy5kzpmtxNpGYEs9CxkiqEGLKk5CyFgtVYEjMpAeit",
-	"8pZvM4HJAdWjFy/I8Kx1dt79BdNtMAvn/Ofh3g6e6Cm/LzMB9NWcoTkEslJclDCShEzkv+Ugt1RxKkw5",
-	"tdxOzabRwgpKuizfM4WiikX6ooAgLdvDXAcHXG7jdquSICKqohWhge5XIlV6OrdIQgF1eYSRggelxlfc",
-	"qs2pnke2D/jig9VQeNb/4xeyhKe5rfYokIFuHRXYgdRTfT7eSFTJ2sM3LQOGUG2/o0AbHtpOgDw7y7qd",
-	"8We0baLodMZj1pDTKS0LVmzg7yTEB4hFeC9SWDrha4EsF1WzKs+F5GWRG+9ckoorMT22E0CNFzsDvIhh",
-	"r0CVQku6RPkc90bR9RQQKd61opA8bC+JnPnz9p7GZxpJ4g7kSzxMLpAuWKmO3dPQxAskERmytWUogJqL",
-	"zHGVeVjKJUN3lArKj7tqCp50UI3WoCQTTFMRjeQ9llt4uJrTbSLFFRAqB24OK0qOz+9nGZp3aGkQ6HxK",
-	"BeBOQOaC/8NyDZTdudHkhouIVGMITQipZnsHm5T6OHzx13K+nirR20eVZ+J31VygWx2rKmDZBazdgizP",
-	"go6xwGlQa71RUt0CxtvUGIfaZ3dlKoJdXTEXAcClwlsNTwiyPiIYizShZEa1tsIBPO0irkqKA20gZu5S",
-	"tnGnctepjwVWZ3d4DKGpu5a73iWC7KnKzi7phg/rdZs4ujIliL4i7GRFwEmC6c+SoO0TqAoEV5Y45zue",
-	"ljZstuzU9NcgyMbbjvLxI3nkf8hm74LOk8jPrRhqSbToBhcgU3D8gZgCHxG/pFm77wMHQ9nCLnxomI8G",
-	"b5yfXbRPMQz8/WXzrf1rs3hvZCf4s1VlQUW3UziRu9xVbIXDkyRxgbhGAATsZjrhkI6GeCDD2cyeKb2l",
-	"9o6COlcJKqDO2X21OtymQMNI73GkCz9S3Y10hiO5RTi0PeP3WxdehCzeVTEpLjXYCSGYs5uPAwqg1Jze",
-	"PuIkl7uet1WUmXqz+eoF6TiTQw2Acg1HV5ZM7tewg/jkULbMbizFPtTbc5nKowVxDwdoQh5DFItwO7bx",
-	"DuVudsGas7xBm6uPhbvodKBkgzNLDRL8KL2gVgp7qoov6eC+7MuTlm8pTJehOs1O7ypNNDnvdFqNfvpF",
-	"/zTzq6/IEVS6rWa7ax/stt5cYqG71/XmVa9f71/2oEJKWgzE/vD6vPnLhmShKXSanyKFYKFJPvfj9Ddf",
-	"JyKodFnEFQtNF20mdkoa9XwhwExtitc0ei2jBVIVuyE7VfLMeIIfZOkRpzGL2rNyC8KMC8Ei0r7Aq3xH",
-	"NbEvOAHooU4DzGPmZmiWDyZZV1io3GSecWGT973zDqlyiAsxiwDIUVIWLsiWjnNlyQLowLU/wmKeGR0m",
-	"xdCYGvvGTs6QLfsBhBOoQlIeiAF4s3Hl1VUREDSpoJLOl11j2R3tJpbkYqjS4iQpsO/pPDjNSCyvS4vh",
-	"TblIvihBHZxpt3ympyqt1WWhFCGPWReU9EcxLDWzFT92Ny3Jm3JcgXANrJIb5axOSyOkrC1zlRPWdstl",
-	"nMbObsQ7P/hXlt0gtc0sWfKmUlhBDpDyIwLBse7602x5RN8qu3nLVINN0o5xyNItkfan3W7SY4XkPNWN",
-	"7CWFWaFA1C59Nm7ZNibuwoRdIHl/1I4buLQN9s0tY7ceBGWmQ1fJF2QGyDxkERZLhUq/FuaN4om+eW8P",
-	"Xw54s9SrUkYPS9y4aZt9eKMMoPyB+TSgb0Wwkjy+TUR/xHa3hY+egZUvofxnS8Mqu6JAzFNMWO4mkpin",
-	"tsmR8rasJZTOXozsCjagE36TCtp/q98/bTV9+Uwp/D0Hs/UnOUI6gJbpqjPaFUosZKsp5CoEu8E3LQwB",
-	"8GKtgN4cluFh9gO+P39dCSr1fr91duELXeZKb1aCfGEKKD654fzvIeHEB6GhDyBbvLES5GtXwK56aHNY",
-	"vKzh+NYXzzTh0XLd8xKDdEnniOO15cl7S9dhLRjgMJHjXJoUxFXUT9+e2yNt1vv11/Ve68QVZYeszKTS",
-	"MZQYcaEELhKumjo+IFCfpGVI9h6yuK+Kr+jNR4bqmw0V6RJfDL5Pqgbyv+wxuio/3iOIy3HP6WNML8eE",
-	"yCrVA0HRXh0QecswR1/eCbBX6xPS+6l9ceF9OZTMFAMCoblhmBJrBqLe2Atw1FAq5msT2g92M6EdKVZi",
-	"0cSF2WDig55PB0KO4QeY7plrL+GLGOc5+pTe93zXi22j+5fe27CpxG5dHtxeb96tpBhTlLxf0o8h2YYy",
-	"ivgh487YrrWKXtWwTzNXdVNRe4FoOEkxC5waPg5WijDnTW+0NjZkZprCPBiUlnhlT+X1Or/w3MzmmSjd",
-	"H6C5ShY+KEU1UwwaAaLlpZg68MOrVy/LJIgsKhZtzVO4fXGMm+MQuuil3yW4aHPr5sr2MA464w4WL6wm",
-	"1ZRcAy1xXyfexeS8XSkmICR7AVnXKMZv0ceBqGbnsgQVyznOBceNOXyOWjfR0oExtbQF/Cd7uzWD+ap7",
-	"u7YKw7otOQbpwjWhnTHlfwgGgotilAZkRGMbHSd0PPMUFEUVkWyGHA/E8vngzmza1SvDZLaN+1xNgnJ3",
-	"MUVRl9a+jkJt74jaxECVqRvLRKQJ3cJGlatIu16z+mFF9J+YG/ZAeOnh0dGDtfdnUsab6/wF796GYVge",
-	"2OK6/exrjq6XXK6iVxTKvznf0AEpxC1AoSS8/4JZSYN6vD8grkLYsWscBcQpWNMqiqadp+wBgpt1xMwd",
-	"Y4LUBsJKG4fESRZIgU+wTasVdQLXNsd75OsNKww6ELCanME+DlhzmGv/40EiDnFXbtgtxA4FVxqLK9q7",
-	"9kwPBF6cY/cAVGZRc0FGLKRWenR1fuBKU6xY7sI3SHU45WIYDMRwOo+HezhyTvjyL6IQRuoNCPxlVAlN",
-	"agekPhAYheAkPaf9pIUwoCYTxM4DbMDh7ViMQzW8eiMYCL8nQiq/8oCwWLNkt/gYKuj5rfRfZ54fCHih",
-	"3iDVRssH7ifvqLnwwt7OFepwoqcqSOdHR/zn40UPa7dsK2JtE920seljZewIjlB6iRO797atU568pwZa",
-	"08vlUC5cjCEZKez7Daqcq4d09XO7/+78sn8FvRsC0v/5/Kr15k0LWjhcdVu9y9N+LyDYu+L8Q6t71ahf",
-	"1Bvt/i+7BkppVN83Nqnntf0HeHXy6JKteR47w0rySBaUdR5sSJEO54qbRc/O5F2xUy765d0x6yLbaJ1U",
-	"hzcsZPs+mx+/RFsN2d8HZRsex8h5WA14exhVTKVbODFmVvliweEuo6CYDcwUNVKR+kXby6pWzc6E3JC5",
-	"iJgiw+d0xp/fHj6HaZ8Pj7FAOKjAOhiItJyDJtUka1QHmfBFHRDfpF4xzX9jASYzBb70QDAQmEwdZNP4",
-	"FfQNliLwBRz2Aqx3x6gKJ1i6AK5LgIUOZkztA+C+HtGU3weZtm1QNYHEzKKhDvLeSewdnqK/cl4+jol3",
-	"pOV4WRz7QMbCseFJDMQwPevh3kliKPFt6CzQEMWUrjPHrJ3L6mAgBuIvfyENKW7tU1Logfjf0jrImlSH",
-	"6MMdBmSYSRm2H4Eq2T/Sskj2kzMzWnZHyNDVQ8GfHEWzf7ou58M9gCpfaVmTKTXhBBowETJcrq08PLBQ",
-	"9q2KB6933zTIy5cvf0zeh5xGu/H5psGketlv7J2QyCU6wtt2Dieu6WIXCVcHQ5DhmR4SPR+P+T3MjeeE",
-	"wZtYFfddv3/hGfIsnmsy/DyASJRBJSADf5Xxg6O+g8qX4YmdHjAZVnJ5cdHqXvU69Z9aBGPateuBAaq6",
-	"nDmb6zNNMhfN4Y0dKnkCSuvTWEtChb5jihzVamRYaBo0DMhR7ZAMC52DhnakqlT4Y66J0PA4bVj8TLt2",
-	"yxBs6ztl4H1i0b6cGzsONqmz8tQtUzGdoW12D9Dj6MWPZJjtjjMkVdjyLjNqsQ/ZjdhK69X9PRn6xjnD",
-	"58NM4xzEtKPa39LlucicIVqmRjJakIhHIFphHiWEDfApOybUQKESABWtCs+1awyWJiQe1gjEebkCoXtY",
-	"jPhV7SXJAUIgjMqOVFzEAakLMhc30AdyRs3EYs1R7YgMk7ZJQysiZx6wQ9ihqMCKxlNoEUOOaq/IcLlR",
-	"EF6Js7lxiI3eMKzY7sK5pUL7OL2xXw3R0zkMiqEUMGdCr2AhQMJCMKZmiNEzDdHtMDFEaN9ydqfJDWOz",
-	"Qvu+6jBb0sJef8izs5cfunvY6wrIm09SJtUh/nGA2UzDgEQMs2CTC57P4SX0mgE2JGWhl7IJgJqn2Zx7",
-	"x2RQcVlTUHDRJdYOKkiqCRn4Tobws8+Otb8ri1pmYi+BYtAtEzfjlGunGoFVgEW56mMAwoxeu1xeMoQE",
-	"Dyx8PRw5ty3eQIhhx3IY7JZLS1notVVNhlkX79CJ3IYbKE0P/BXPqX7RrmTSLiqHEL4xY4LOeOW48vKg",
-	"dvASRaYJCBB5HpwUHrhmZlXEKGIKotCxq7YkIuDd+9hOFZFQI091Jdo0bi4WbtOBc+EkXUK5fRySPuA1",
-	"7hjaUvmhZ66xKiqPllnR0Eg1JJbywnP78NygcuIuwTONFSe4HgjgbMeDea32MuQR/J8N9w5Iy1JaX9Oe",
-	"FaSmevOs3XEv2Wfwtb8UR7HwBqj/WmZuR1Jyfj3JjFi/aAfOdhfHTD3TxAVJDUR1qNhUGlaPImUhesNj",
-	"K0tY8jLiAvNISL3TPCFDoFRDWA+E5Gp+ywKPR0PC7t13B+QCUG60IDdsoZnBgumoO1suY2dNsI/88//6",
-	"v0uQbCDAL6uPy5kJqVIypfFYqqm9ogA0sATh7LT2Jg6Esviwd1LOeU5KeMKJpf6I4wl7s6J6xV40KGIB",
-	"OKzolBlInP51CVfvaWgIIIf3GsE50piH7C8vCbTnyyAMmLrti/+YM7XwFXyOKzCCl4dpWW3vtZFmX4KV",
-	"gKX+LIuVB05u/SRHB3hJ1kDkXLAJSCt7uK7r4Pq5dPQkfi8d/WEltnyoxK+81UhFD1m8SKtAGsAtx6k5",
-	"Fq4kVS8L7q3cMftGDpDNfOlrgUlKGGwOB76yEyBlO5fi/3PoN1fZ4MEkSOjLRyidOJPCuY5e1Gou7Ma4",
-	"AtfQgRJb2z7/5OKrNjtLuKEQLQWK4rLT0zI1cLNkq3weWFZ1hGCUjZ6A+/w1jXzAGbxy+PAr2AxRKv4b",
-	"A4X+6MWPD7/Ul/KMioWbS2MID8iDm0zI7mcsNAzNPHo+nVK18KVXE2lLjh1FRhYB1su5kVNqeJhQiaww",
-	"AaHD9BqMYa5ujB0/z8e9criPyuFqjp4Q98cgzK/drH2c9AkRLDfTKkTzCS5ZPTmw7BBk2D8h5tiFLun9",
-	"XlznarlLPTbXy/a9J1Vvu0clbS+LTg5ZPoILQ6/qBwTvQZl7F4eNyiZ6j5MefhOqQePRRirogIzwDoQO",
-	"5Qybyw/zAUd6CAqsK+0QQK2FpMIvLgX44kDoYj6Q1MytGOavgvoEaP1yIIZpuM1V/5eL1tWb8+7rdrPZ",
-	"6gyJFOl8oJtlnk3VtAHqY3dcM1RNIebQTea2PrUFYVwkdGtHmKaMCj0QeM3tV9heEeVLlHWHuZisIan6",
-	"vhRD98dw79iPgOdodS6dBHv4KCzXNt0SFSvSZqBCS9xAIEj2PYc/ds/nmpFqJEOdEI6DaRSQQaXPBBXh",
-	"YlDZSBZMNW/fDhKsOui4gJuLAs9AUAJ50Oi5WMwYmhFGNHKrszd0pbw4EEe1H8kw7TgMlOpFuXSaxP5g",
-	"y6EhTHcyEENnkTkYcxZHw4z0D1/sbUX8sFZejihVkpLIkHDzJITPlXH8krcyGzVnX5Zo7+HTgOA65ZRQ",
-	"3wTFAyRR4CxD2oFl/1wp65B9W75f24B6J/19gdy/2GQWlztKRzFrQU7Q78sq4Fygq1ae+6XUt8gsoJ8u",
-	"LbCLUu7wkLTx/LO9TF+eo+Ed9JNSboL82eGE8xQgUdRGzrTvEHpA2kYX2Rg8MRCG3vClJsNZVoDiObo6",
-	"5DyOLKk7ybb8HIi5cNSTRY52Wyq6IFWrI9tHp84wN3zb6pP8ylMCu4+v/u85Qv6f//zv/9lEjV5H6Y68",
-	"OTblR6QqJLEgF44XN5EaRz4HYgsShv23iySsoGKDUjOjUGfW64tYYjRPfjbV+bBMKqoij08r8zleG1HJ",
-	"J5JQH6CPQt4R1wv/G9PCo4dfSnq6/670DDNblwgaWoXt/rmWSg/SKpAm91Nj5bfSjd6lLV2fEOvyHW5L",
-	"sK4exzkvKwT7Rn9aZSizlKwiFLqesCCszzXLokb26FdrOjuRa7Ikl25FglGcywbzPwVVLHZ8/sbSY6Yp",
-	"8jJ2uprTf3SB8PdCedweQjNoT6pSMDKbLDQPaexiLOzPe6tx/mGa+PxzxvH/xVmYsSx//sCGvkTTkEzn",
-	"2hD2jzmNcx3VfSEm/+ABgeZcVmrzt3QgfOlHRsBLaCXRMRS2B097bHXF6JgobOWJXeWxmIWLeiCC3Q0E",
-	"aOX2DV9gbS4Mj0G5jZQVKNNpBLtLpv9q8SzN7cnIaI4YdFsf2mBN6PXrp63t2AYWY83Sg4I49oCt9116",
-	"hhdWZnsqOavYjvwbS1prKQqCFP3Bxao/EQny8QUpCXqm4damTLcqZ4ZPuTY8TEu4QSDQ9kTJtzta4492",
-	"XkeuifSNKJzreLHkPj0gGELvwoC8s36Evbl4tNQ1LHHcJ17UY+J99AOx3klPqM6496G23ihmrhGkpUB2",
-	"cQOB4Sl7B1l7qH0eo8EKRlKwaWVUXa4HwqpgAOBImokdxydgekcxyfqJ3Y8I5XAgEn8xrrbwMlD1ESOM",
-	"qphjyrUojnEwEEMXGDdEix/T+S59vuSvD5/jLloFg6cOBmDCJxAtT0Kq1MLSdIwvxuM6AWswRHNDjTyo",
-	"Ccymuzmog8JOD4RFDzk3S5sd5B3ZZL0feythz67Yt+fSKzTtgvvQp9xuRhaz9R3Kx/OlcTcazheWKh/K",
-	"d6XfFDJs+rpqtOVE5I3GLeZPr3Dggkko154XMLTqrOtJkvPeibuCeXBWOXcLydLbgrzG/V28Sqjn8GJX",
-	"+VWA+QqJm8JUyKpaARSA4ujAzo75LK15LP98DrAdnPQ52vZv4KvP9SJ8wF1v9/bfxEvfw1Bwu+KiUDBa",
-	"5FLSsfQXEOcguZIggfBpzvKA7Q7XSTrPP0PMzJcNbFLbqynvz1/n9ZPNmdVblvCqrbWQ93ZFGf3jidHY",
-	"9VtaYXDFjsHfLawlCH/uZCuMf49jcNglLYJ9/j/KY7th9XP03692CLkTIiMGUdVpyQ7fnLLoZfcxnmQi",
-	"4wgb2AzENTOaDJN3wcmvmJW37SJAK7dXofgArGsgGgBjDIHPGQAsWBjooMmLWu2rbQZLl9GD1W91z9qd",
-	"+qmVXF1KYcr/pSJYinJL5w4u6tGu8L+YqybtkruSaKCPJkGH7+aExzInAGISSiAGJ3LNALyVb0cy40KG",
-	"VtMZtKNqSzxQC3dh+Znm2/9BDodezSw268ZI9qm8dQEjmV+gUYQVgiXhBv3MMo4Qg/iYaMPjOF3rQLjF",
-	"BlYjRuoIycOW0gJdA1oGtKF3edHq9lrNVvMRHMorqY/9snHZ7bY6fVCdreCjMjrRQLB7ro3eC8iw17e0",
-	"p3HeeXPabtjHk9rpLu9MGh+9FW3tjIbX/rUI1otHnDxfhXIF3fLIzbVDue9k69G80ehoKdx+qNqURhDC",
-	"5lftKWSMChvTNKUfVwsguxin1IamqR1NSYVSIJgx5mIY0Va30tqylS0s3xv96fUQtUqZPnNZrpjVnPe+",
-	"/6tr1GDjzeR0B4m9Pl7YjYAEa0zWy+BB7r74/oVrA5Sxu6WhCh2Jw4tWp9nuvL360Oq239jb0D7vDDEE",
-	"N+3cznWmGTEWIIG2SDHHDnTD5VK1mSjdQzKRc5XWqvrrQER0offWxEO3jWX4ZMSgYTwGuj2lI7IYlfCC",
-	"DOvNZrfV6+VySknVpaQROTeaR0jj6GymJGRpSm05rVRG7+0S3OAaVz4NT871Nv/GYQ35ntmrQxtOyMTn",
-	"NabIZ7BsFrjUpCuf8C/Hq/+MUbRdds21gXSJlHChLQTiayH8fqmveTnJWsXln3/GlLunMfp1zputr7X6",
-	"qa3l7w6s6BsZ/dR6kx8kV363+a20+QFKJxH62KM8sfvlaq245LSIG2IU5fFK1rxtrJBL014OFUrYeYx1",
-	"scDpbgVqDDiQc4GVBAB0we5zvb31RHEB4eFp3E/MoBwmFwPhAoxiq2FDkDdGFH01E16+cSVxQIF7zkX9",
-	"buk7xqCWx7qbT8WIf59oIN8a+3so0NMzR81/S0qNbBj0swU/fO5KOK2247l2Ry6ixlMScAZozI9w970K",
-	"yfXov9sjcxFDzYXhWKqQQYCMxUpXh4YSLJOyd0DeSBWCsgYpkzc8jnUuCPEYq3oKp0AYGUek2e7VX5+2",
-	"mlYXWKZKQEIxuwWiFbm4PsFShZCU5wyEuADozDnHV7CKNZ2xiFQVM4qzCOr43U2YchFFA5E4axSbUi5c",
-	"yRrq65lyQ+w2arddFjiYGHZK49QDgR3OnogKQnW33lUdyrp9JRFsInb8camgA/D3dGqodUIR+jQ8vn4n",
-	"i49EFt2xe7oIcW54oX3SFty6nYmipWTrXajOAJIlMuXU6MTpoSOgPWqO2cAD4SQh8jN4RSJGo5gLlpg9",
-	"loryoFFDE0r8swNRHQKkTfdF3Qx9SxnEPZ12PN879p2GsaqYTgn6QLjFpGQRiWVQAoWhN8zJciMa3pB/",
-	"/vf/g2nQXA/EmInQUk9KYmo1OvQIS+Wpo0+dQ5Lo/S6uLv4nOSLXkumBgIGdvg5GdZ+lGCT1ihwZxiTo",
-	"znnfyalG3lEVDcRwSu99s4whwOhfhKV637e/lydYcMoyABC9WWT3Nq0Yc+W3fLiHBwYsIzkILIkH3O+O",
-	"QslY9GlBdVlNqCaxtOihMV7WbuEBabqKV4SSZrfe7rQ7b53me20HUmwW09Duhh0wmakqpxy4jJGWA8lb",
-	"N7n7fe+JeEqOhSy7pbZkKnblf2CWYsH7ozMUhzHfGcpjRaIZOcOEFag6cVKWB1O0pacEYFc+gwXyVjMa",
-	"iLXEiE/svG4hyvSVR88xhIsvq/hWzMxWC0Q5dayYnqTc6YC0LAxAhwQZtjpAD4eJuE0tc9iXM6Tbjxmc",
-	"U05owL19ZYeCqpgBGb5r1bv9161632v1A1GQaLcxt8Fq/8Dy7O8fo7MB9XFY8p34PJbTjhms88/HHMq9",
-	"QllOV2gY8u0yxXh2pTWfJBf7vmV0OblpC/DFYdiOWCT5KHMBFgAwu1t9PSd2+wA6FBzpQGRKQM81I0Os",
-	"W7uffj0kXGjDaIS2Ryhmk0ksOrHS4EAMTcYJqJ0BEWB4pknMxwxDzVd6Bwk4B59SHqqfdlv15i9X78/b",
-	"HaRVX6Fpd5lmxjfe/EPaGx1sGdr0pLTITbe+9g1wbFR1Esfyd7L0yOVtUGRIPanjAgWYUKxDZZ9gEVkw",
-	"syuNgtq0q+lTr9d9s389h+4mx+j1LzjNG+1mF10o4D4/cWX/mp2ek10GgmvXKCVKdELXDZ20L1yv9BPS",
-	"P+0lBPmEKNf6XROF1tCTgXBNxgnaZ10mAhQkS4u3aSbMAaln9iqkwm7ViA0EdOxmEAJBrUTl4iOTRt7H",
-	"BFpMYAVjK5xBWfThCaHEUHXNDKqY0FvZnsmIw1grow6ejBReudl8hbCyybcjhtBO/g/uFs129i+hTj/b",
-	"08Ya03LEiKZ334MN/gDBBm+Yr5XnlKXnWIX8t9TFCbRpnwkDWcsuUmdXivZQea4+mNPYeMxC461c2Aog",
-	"I0ZZAsBcHS8XHA2uCiBFA1E9qr0syB570CYuzSXR2TeSKu+WX54gFUm9IxMWR6vcIo5gcoVqsXOSYPMi",
-	"8JIcDESd4Jp9owxP8Ihi+64gvCWoScwHWAgFOyBQHAsUUd9OJPKhIE+pdW5bveu77vhVuqM72e/BIqv8",
-	"vXZ7vHjFp1MWcWpYvCDVlCAEng6gqIN3d2cP8JJ+tt7x4QNICvQphahIaLBwGKke1Q4HYtjotpr2WtZP",
-	"0/IBz8mw18J6sMl30reCDCdWF65ftPdOEro9EK57AZjKk14aXhsgVYwpLYsnDUiiMQ5EucpITjNebahS",
-	"iDVuwHgPnVmglGoKDNe+E1L0Lezv2xEtON0kctIf8R+RfAGkvxf52ljdTPSg7zrnU+iciQkq9dYVKA13",
-	"amnuMHYlfqDjLdaUT8XC1VZFQ9v0MG2Gn9Y+BTCndIHWOizyKhYDODcLeQh1EiDUHhpQzrXLavMWe1/V",
-	"B5qHUAEFFqAk60C4TqFW02VUJQXBYUosr/xMuxZgepgx57s+Z6i9D4T3HsCD38hLiMb8dufqonv+FjXE",
-	"rdRAbCX5LyVwPV5+Wr7P5gqChW6i77lpj+8upMpArnzii6tSkuRmEjAOYQiDIw+bimcxFddzes1WJ6b1",
-	"fbJsSA2F3odIS5KirfWLtiUJ2ULKyajDYzJjaiB8p0LCseRAUl9DRFShoufaL5Mpm0q1CDLWMm24CM3A",
-	"d1vUpOpaYQUklNMpNtgTDPpGGrXYh4RdouYxCwi7N4q6MfecBQv8B9iC0vXchTQlbDbmKpsjJ4C4uRMy",
-	"nPJ7Fg2TRuOLgbAC2LVijFSh2080VxhboSTWGeBTes3IfHataLQUJvEYqXynycE9oZjiJ1mV+taH1m0O",
-	"kD9jwVnX/cxjp1+LRVOLVnfeqpbFGcQTMEvzTU3PvkEoW3nNuoxG+5bFn6Tp6T5EX5N8m9dktOEBGcob",
-	"7BsG1ltEUcvRb31LYUuOsf/kI2NhN1nTE2JgMkkXdn0VEuKZ/BkxsAHU3HfTiOZIPVJaZ9VZ30I0PdSc",
-	"gTBFrhLMW6pm//tmIPcScFoIzRNUyWu6ximZUnmrSsblOxA800TJO02qEGGItXgnNO3IouQd5oOnm7q6",
-	"5Fi2Z8DGoDdyb/0JK48VzneTAmSIlv9OCdNLjYVcz8Bsx2koLWrYfzZb9WZOmHO3eJOr/vyz6+L85XnS",
-	"lHNd5kUS9oCNPI0kLs86zSXzgbAgGjFFwphRxaKAaAkBYIC9mlS99HbHRhMpb4hmImJqj2jGrEYKlrSv",
-	"VgtbH1qd/rJemH5tN29bpub2qYDIG/XNcLu9c+sMqBf5r2itL2xmF/rMruLlsItovXfo912PfCTqc5HE",
-	"ke8jmfHtcTC4ngsjk7Zjm9EcVxtxf8rvVwoWb6TCmH3U+ixZyBdUcZWDMeyVRaSaVEcLXG20gZAqLdW1",
-	"561S0DZ6OOVibqDVHP5hmUrSMd7wKQscuYoGYrQg3sIFrc3y5VYD0vul12+dXbW63fMuyc2ZaKQDAcI5",
-	"plhg/3Eymoc3zNJxGUdpi+jqEL9P4srueMSOiRRsIBBWMp9ZMnv4ouaBD+AhRUZsIUVENKQlKIbJAs5z",
-	"cPiiZlXKXsYaALaAvXyhJrdo11YeldxEGQhcA6TfmJLa5WpEMduk+nK64b6exOHBweHRUQ3KR3y1mPiW",
-	"GVeu9ozfP9QS+GcuInlHYmjWi33/EQfSSL1XK2U092x5QVguzMsXlaAypfd8Op9Wju0KoTOw+5jUieXC",
-	"MHRGPqVkldmTFYRzyu//TaSoC6YcMZn4HhOZ9pF5YpIlFR45rDASlVVtsrOwcK64WQCyAZHDdk/Hv360",
-	"5+ve+OxxKFvx3krhvk+yswVkv7JzZD47opr5Blu/Zr5INbvMl64P0pePX/7/AAAA//8=",
+	"7L3dclpJtj/4Khn0P8IwZwsjf1R3SXFiAgts45KQGrDr1BQekbATkdYmk87MLYlyOOJczfVcTMS8wXmR",
+	"eZN+kolcK3N/sUGAJVdVt+uiLGDv/Fy5cn381lqfKxM5X0jBhNGVo8+VGaMhU/Bnjxm1bE4NU/ZTyPRE",
+	"8YXhUlSOKn02kSLUxEhyS7khYzaVihFlX+Hiql4JKor9I+aKhZUjo2IWVPRkxubUNjWVak5N5ajChXn+",
+	"rBJU5lzweTyvHDWCilkuGP7ErpiqfPnyJagsqKJzZty4XkFfnXB1VOciWhJu2FyTW25mhBI9p1HEFOEh",
+	"qZoZIwvFbriMNVnQK/ZEE8HujG+vZkfNbTv/iJlaVoKKoHM7lrHvMDuJ/6XYtHJU+cvTdP2e4q/6aSes",
+	"2GG/ldq8UTJedMILamb2LWh+YT8krc/Spzau2hYdvpPjjV19sr9/bSenfM7N6tpf0CtGNP+NkWrIpjSO",
+	"DDlsNNauaQStbKYKeodU8bLRyNDIYQmNBJWuDNnGuQt44Osm/8W+rRdSaIaUSMMe+0fMNKzHRArDBPxJ",
+	"F4uIT6hdmqeftF2fz1v201ZKOqrPr+9gZo8XdEZCyTQR0pA5NZMZsYRtO1d0Ykh11Gv//X27P7jsdD80",
+	"TzutUa1e+RJUTqSYRnzyzUaqZawm9ohpQw0jUhF79DSXIh0+jSJ5S8yMazKZUXHFYKRdaV7LWITfZqQ0",
+	"DBXTmoXJmNPxsTuuDYxpIOUZFUu32/rxh9aziwaHhIV2T5uD9uVp56wzaLdGtWNktIRa5kyATx8AoyYa",
+	"+bI9dUVOfpCw8rIBuaefZpg+jOq9oLGZScV/Y99gQ8641lxcWWqJxbWQt4LQcM4FMfKaCVIdve823w/e",
+	"truDzkkTlgJ2571gdws2Md9iiH2mbpg60DxkBNlc9eXdHRl1uoN2r9s8HQXEjvJDs3PafHXaTka4UHLC",
+	"tKbjiLWF4Wb5+EP9mUXRgWWrLCTj2BDFprEl9PGSUKLiiJEqq1/VyULJcXIQ4AdtR/3F80agoaYxbL7A",
+	"oYYht13Q6ELJBVOGW3Y4pZFmQWWR+epzheJbeFnfx1+DChMhC5smdx2E1LADw+eskjB+bRQXV/CCnfuJ",
+	"DNnqhdQRU0W1UfHExIoReJJMIqo1qbZ7vfNeLbB0dtpu9tuX7f+66PTaLXtuFnbMyrbwf/7aPPg/Ptr/",
+	"NQ5+vPz4uRH88PzL/yobRvYO32qieBNv9WjEqGbthZzMirfkDy8qm+/FwN96W3UkYzOR85KV7L3vdjvd",
+	"N+R2xiMGtw2MiUT8hulj+4UgJ+dnF6ftQbsVEFjcgLglDchJs3vSPj21f/bfX7R7/Xar3bJL32t/OP/p",
+	"/kV/tmbRFZswvjAtfuUu4MJBfds8ePbyByKnMGRhFy6ybMwyentu6WTCFpa9TqXCS8hRa3FAjYMf6cH0",
+	"4+cfXpQPRDNt77V990gbqswuZP8lK8T8mkh1GUIJUnEnN7hsZ+mGf0x6kONPbGLsoJpxyE1bGLXc9cRP",
+	"cP2L2/HzjBoyo4sFEywMCDAeO8g6E5YnBuSTHNcnVExYVEfh75SJKyvO/fCiZM3pxMgSvaRL58zveObm",
+	"gJM+rOilNmw+rMCO09jIOTV8QnDIutDt4bO/lfW7A3Oidg23PX0hM5RHev1qo7S6slGPyXp24R6KUXdr",
+	"Zdew8exF6cmdS8OaYViyg1Ymm4DS9kSTzkVyLcGW4UYRQ600YGZKxlezzF43LzpDAYfZfzORQsuIHcFX",
+	"g5MLsmBMeQIBmVlGZBFRwYBEzIwNxSTiTBhCiVGxNsAvbpjSVnmUd0ti9QlNqj+1T9qXg977/qDdurzo",
+	"nf9Xp90PhuK/Dl5LdUtVyEL7V+2Y0LG2zZWSXEBOTjvJtKgIh3ZpFWea3CpuDBNes+aG3FJNFJtI23Z9",
+	"KO49JAU24akRaNgfoMCf12QD1zKDU653vf3dXEAjs1r5fZSUYTpfYHYdfAsUQDcqqhSFn7OqO4wris6n",
+	"laNf7yfWj0VBqYlbJAVeblQbsA/UV9bQT6hskV7Fmgum9cAynB0XypJpPGcKDvJ9q3SSe/hLUJkoRs2O",
+	"ctPdgiumd3nFLst7vVs3qHtvno5l2cAUqGGJbWHTC73kQdidG3m926BAIUXytHfyr5XmyaDzoV0JKr3z",
+	"QXPQ6b6pBBUnvdgvUUrJ7LlrKqjcHdgmDm6oAqYAbU0Mv7Hd9qShBh9rw2Lbk9fD0VY+2mHE4zmHu3mw",
+	"XCAZrHLC9CFiO9dAoKgMzemSxJolDGbOqNDEsqolPAuWl21OXT83ELtC+aNWOAOwp34VgwLpZonx3kNy",
+	"Ao9+06Pi6L4jztYsOK6tewylwkiKK6dqw+TsZlRDaujYCsGTSE6uUzYvFWm4rRAS21nanViVCb116/nh",
+	"y+c/NPC/zabQb3GeHpoqpSJWpF4+JHmmF8PzZ9sQ672E2NE6RtvBDoQ4LvL7TZPIXw72iPm3SlaXTRQz",
+	"pDq6HpvLf/73/4xqAdEzeSuQHKWYwOJtvu2x/aAwyntXYo9LHnra/o5fXYlN++caLxv3CdXu5i8oj/Tg",
+	"t8bBjx/TPy/rB5uUd9tQD1TCXVlRMoKNPAifAubDjbdVrFi7Vw/7nM2lWv403qxSNspf1ZpelajyJzM2",
+	"uWaKhHw6DYjmV4JGINHag9r/+ymaSQJCDZlLbcgL8hN/VVCMXjR+/KHsWp1IVdLjVKGESf6//5fcMn41",
+	"M0TJWIQsJDMaTQm9pUsyVXJOfmNKEiPJCxKyCZ9TEMwnTA9FlZJ5HBm+iEC5a9QbjcYh4YL82ghcox9r",
+	"YIggSXdck0MQupsnAWkMBcjfYkmmlEexYoGVtsmtVUop0Qs24TQiE7c6FAV4Is2MqVuuGYrbqXgh43HE",
+	"yndBxPOx0+thdUvOOFNzLkA4SHYAXgpIg/ApEVKw4pVxr5sML+T43uP3gamQT0wfH7bHj89Z2WV4cvGe",
+	"2N/KL6+NI7mlUYRN7vRi4ei705VMzFNYMuSko8xRyRyyZAPS41DKRuye94si4UW720JB0Bm/KkHlotnv",
+	"g0T4utk53VogvGAixB97sRD41wXVGuTB15RHThw8Kco1BRWFaGZMxOZMmAN2Y69WLwmRK/vKkbtb4QMB",
+	"29gN04TRyWwo0ne97rtyhXOj8QrX/g6HmyZATyo3egjm+JBFHPoB+a9ORs7ZNwKl3F/waX94crIc2rNn",
+	"/Ld+uZE3t1x3yQYVnI64TaQqpCFLZgidXAt5G7HwioUBWUit+Thaor0ytMyFJstWC0irfdr50O61W6Sa",
+	"fRF+abZI9YreMBIvjolmjCjm5g4+zVVCSRqDv5u704ebKxBGi1EkixZbMBEyMbnfDpdfmreMRmZmt1sK",
+	"RiI5oREJk8ZItSXxIqBsLkVAVCzssSJ8Tq9YQD7F4RUjXsgNSMj1Ncw7fwOi0arE9jqTyljpN6ICBGZn",
+	"8LOUh4Z4w+7MsRWRUdpZMb6VG45mMClYCvfbWMqIUZEVjgvE5intsn60gdTKlRzfXxnjaDFtn15DmQO0",
+	"L035VaxQZUA/KPUeLc2MMzwzsIMiDdtTKMeaqRt7P0LvZeR2+aHd67zunDQHnfOu1TC7zVenSHm9Zsfx",
+	"q1anj9/uRIgfmOJT54iyLYN1FkhSUe74V4tr/BYoFD9kHOE7iFBTqSZlHgfQk8HBgGdXEy60YTS0BA1+",
+	"LHt7AmsCB07/EpX4jGCcoYzUNrlRD8KniqTgXg7cWEtJwS7NfgsQMhpGXDAHqFmPtAERSchbUgXqUE7x",
+	"dIrp7Yw7IIClpSeaKDbH7RoKt4BUMWc4HdPJNakCmCC2bNIS3kTGwrCQ0MQLomsgIoFJFAiUa8sGYOPr",
+	"BE1mR/YE+ynUSdNJjT80Xvyt0SDVv5KQLnWtID2taMD4+H1ukofYxLLNQ/fprkaIkG3llgVJ5Cus+xlB",
+	"/j4JvCg+oQy0SfRpr3eentHJjAt2oBgN7Y5796kMWZ2cnHdfn3ZOBpYiLMldMcEUn5AXjR/J7YwJSxRz",
+	"qRjK1VM+gfcIeLiZzrKzAlSlElQKDv5KUBmc/9TuXqb2uO754PL1+fuu/fvteX9w+aZ3/v7iMvt197zV",
+	"zn3x7vxV7nP7Q7s7yH2DveQaaZ61LwfNn9pdNAJ2+p3z7mV/0DxtV4JKf9ActC/9Svg+va3QfWye9trN",
+	"1i+X7847Xfj25G375KdLO2s3Gfyi07286J2/6bX7fTupdrM3eNVuDpLOciwuM52T971euztw3wzavbNO",
+	"t3mamx9IInY4l81Wy3Xg/oLfm6en5z/jUNK5XDR/OT1vti4H5+eXp83eG7CNZhAolaDi4Q64ZR7tUAkq",
+	"Z+3B2/NWoW2/z4POWfv8/WDLG8lx1I64oRG3VxCCUZgw9n6CSwmsCKl9NYEOZcB3me+6MmSZj+/kOPOp",
+	"bYXqzGdoOvsynbMBRatKz0GZ+oaCHghCQIKwwo68rRc/NSN7lJbvJBfwHagdPX9e3eeOuFDySjFtdZq3",
+	"jCozZtT4Tk6BjycGZhz9SawUEwY/O80yyswGBEk7hCb60ez2419daZpRJG+x+3TsF3QZSRoOpDyl6gpM",
+	"2d5ACI92hJWuoJP3gt5QHlFUhs+Ymckw16zbwQGfMxkbEBdec8H17FU8uWY7CwvwKhrqdlRJ4ar7mXJz",
+	"8ePLMm33x5dmRhZMTSxxRVYYY1QxbYii4rpmhY6ZvEVLcF57shyQGuKHRriz0o1hggCO9d8yAqPwHj0z",
+	"Y1yRKVfaEPDKB/axOY8i7lFc7pZNmGpWaSv2yg2Z0ZA4/76VJgVLHgDnJo0icssUI+hlj1joEB0oB9Tq",
+	"pEluuQjlrZ3vHMdIBXnZaDQaaV/ZuXNNNJ0vIgQVWeEV7n+rfYI/Dbn9jnsFUygRhOzXXn11y5ua4a3y",
+	"Uju2q5Asvpec7K7VySB5SxMmQkINofp8GhAtcX3zLyUYwJDf8BBRL25xwMwE22aXGEarM25aKzSBNKWJ",
+	"RDyyJgs7dC40D/P2lO1BHrgoQXoGyi70hOftKs7s7kDcGXawi+vCipsndgl3RouDQxBY8z5AnEiaE7qg",
+	"E4fOK4hElrI/yTHKPLczGTFiVwHMJSoWlqLQYkInSmq0qNiZ6HJjnpd+UZi7f2S6I15H/GpWcjTwZiAz",
+	"FsE5BJnM7s0TNwCrNwTOqYVQwFgoRhcshDNKuJhEccjCPayO8SKkXwNeyqPfvW8xuxHF2We2eOMZ2Mu7",
+	"uAuVFsnla7Z4jY8128PGye7ht0lWfnvfTcpfcl64w8YqPmPdNuvN83gP5LTjTLJHvgyK7mDnAPkBmDnc",
+	"EWARlGLzBbUVn3jAjS9Q/kZKL4uAaZJXnTed7oBwVOUTVwoeP9C97uDGrhxVXjwrmGYPD378+Gvj4MeP",
+	"nxvB4d/KLbLv5PiN1feoh/ntYJM8F8xyUFK9SloA2YpmhIpVI+Met9PEScX3eK+faLKQdiuUQ3WB6PZJ",
+	"jsvNSP7u3WUkV7m12pHQdoDqXXNx75Pv5Pgn+1gWA3PP82jd/BJUbtBvtKN7aQ1SNbMobuQZPEmi0GxG",
+	"kvjJrMqJ71+ddfpWWbfHPNZMkVuprusEdG37nbfBHrh4GivUsmh6AO4/Mrb63lAYCeKdvT+P4SrPCN8z",
+	"mv04WC4YGQEeELoYgQhIyTjmkTngYijmVPAp0wadjiijgoU9hC8UW0gQ2iN+zcBJCY5HIEQwnXlzSTo1",
+	"bzrYUpNOMRRe1QRd7J0cn68Dfb+Vt4SmUr89toDOJwewGo4eCDrnAtL/pT9on10C9ptUvQmRsLsZBRBl",
+	"zWogCRI8awNqnoDFoTfogDXh56bVvdGUAP8/h//37P9OwPKS6cl+59vcFqC1a3eAGUYjYVA58aqTX78V",
+	"z+Hf37ffo80jcRwm2PjUd7j7uP8OSlrOjXgiLSM3WU/i6gi5OJEh2wvh8sm9XAT1lgKj/cPt3ZGF28OM",
+	"i2KSB7knIy0bRzn3wKf2M9obE2Xs9ZtZKPYzSN/48mXDeAa5lgtSPp8y8NE5HdjOFC2r4E6Ct46JD758",
+	"/kOjQaqHZCZjVUsBHUXT/G6G+R9KdYB3lpW9k+P9YoP2VfQS01M5mO+tt9dQgkcSWJg2PIrAKoOIcvsv",
+	"xtKN6eRaTqfHpIHmgElE+dw2v4cFY2LVsZYUbI9pwbsDaRA5suvLDyoqoSxkL6v8/fdEE/cWSW/yP4jI",
+	"9JjhEDvKWBEVV7Fz3mx65dQ/50DWObfMPtFo20aMlZIQvNzz3sOyk3WhmLNK8ogRd80dE8GuqOE3CBvJ",
+	"GRs8OANNDqXnqQTC5mSmbTdnTu9ciKLefHC+Ok5uMaP63k29gIfs01JG9z5sn7HPKi5VqfHpVN4yRVQs",
+	"NJoeLZvi2gW1bbYvHeY4+MFho/EgQWh76BApB7l/qfvZZ1dwybtjhne2U+VUnu1iSwrKz8eycPO83IzK",
+	"byIfouq5TmtyihIQ1MqCFFa3oGMlrCh3rjJKV3Jh5S6gDEUG+es6f94KsYf3KG5OWmgl2KHdZYY1uPRE",
+	"7bBbGnEI6opCpo2z11cxbpXZcRKpQofl2i42ycU/Fy1fq4FJEGhVYpqxXxMf3kXHMjaJvYFU0ScTEMVA",
+	"MQxciG0K2KgFRLDbZC6pRHfYaGw/iTUBVqXzSCmoZLnbgPOzQ/eAQjrPmlaS0aat+E3IDLwWeEw7yxmh",
+	"t5pM3hJ1/3w+oYS6sUkvybojyPRe4cWYpUMLutAzuXM4MYYnp/3u8u5uZpoyVpOedF3J04Cn7E2Heg87",
+	"9Cc53t4Cnd2gP2B8IMxl7fqoHc2lTQfDBPQV1Wi00gBG5WbVTuoiZVdJ9ZXlJO97pymtAkQM4YWEiRCM",
+	"oAEoRAslx85QnFH5Xx4+K1Mddtc2wgJoctNW5ACW9l1FuWg5sFnTlIWYW4HUIyB9CigPTztCvW4l8NcB",
+	"lxOcWxY858GHgJijIvQAOKsRJUA8cD0XIwQ2+k5h4bcidYUw3j01G8CalPgIJoqFTBhOIzBljhkThIOF",
+	"CLNkpZaFWwomVMyNtare4fJkHZM7Kqy7eoW3ltF3kLq/wmPsok/L8cjbp4VorPX5bnYvPXv5w2P7ZxMT",
+	"m3NJOukz77bFoWZWsnDQ04VKqHIlMUWBlJJTspU4qfZy9q5lmOcLbIHMjFlUdQ2chSUc9CmO8bfARQ6F",
+	"hF5RLrQhmGtOjhmm09mKne51wFeNhruaI3c7hLscrJ0peGvH+AYqvI9GvsYIvuLNhDOUsksfp+lDNB/b",
+	"aL7dFVJ6pvcymkNz++lt5TpR99tqNHBK9bbDeLb9KLoyZOhWyw3iWZlYusO+YY4jYZprtd7ykb9sfJ1a",
+	"+/I+OIejoMLokgW+V1PwYs2O8IF8YExANFtQRQ3D4IhcuE1ZrJILftolI0km/OqewHO4sBCw27xie4Q/",
+	"ovE3Qf2WCbj9VOD0NxEoI0nPSdi9CyMlS2bqW8ulECTWX8+0Nw5eCitkl0mbyegIVYrb/bOSORdETqcg",
+	"yk8NU2d6XegO+saT6KNSww9oSJpy71wP3dOEG82iqctzp2exgajbUN6KNRKti4P7wFQ5oqipccn9uI5d",
+	"eoMU1OvMHMmst7r74e56Fevl7vlx8yfTbcPKRII8/Zcs7PrDuo9SDy/uqNernWFlvpv1Y98TULZLqNFX",
+	"Y04fWEYqkcY3hD+dZrxUBZ+D+4Vcs6WL35wsFod/DcjE/u8TvaH238XSzKR4HhCqro3G77GZgMyX+h8R",
+	"oLJDNuGhyxRipbf6alSwD9T8DxcT/Pyw3Mblx9URU7njxvJwF2fcnIszCCx/tTRlqVDOnCldk9uZ1Ixg",
+	"FDpmbQWIIUvS21JIjo3pN5N0g94qb+9tJjA4oPri2TMyOmufnfd+wXAbjMI5/3lU28MTPed3ZSaAgYoZ",
+	"mkMgKsWhhJElZJD/9ga5oYpTYcq55W5qNg2XVlDSZfGe6SiqmBAwDAjyshrGOrjB5RZuvywJIqQqXAMN",
+	"dL8SqdLduUEWCqTLQ0QK1kuNr7hU23M9T2wf8MV7s6HwrP/HT2SFTnNL7UkgM7pNXGAPVk/1+XQrUSVr",
+	"D9825RiOavcVBd5w33LCyLO9bFoZv0e7BorOFzxiJ3I+p2VgxRP8nUzwAWIJ3osUlk/4XCCrCdysynMh",
+	"eRly460LUnHprKe2A8jxYnuAFxH2ClxpYlmXKO/jzii6mQMix7tSFIKH7SGRC7/f3tP4RCNL3IN9ifvZ",
+	"BfIFK9WxOzox0RJZRIZt7QgFULHIbFeZh6VcMnRbqSDVucum4FkH1WgNSiLBNBXhWN5huoX7szndJFJc",
+	"gaByw81RRcn2+fUsI/MuLQWBxnMqgHYCEgv+D3troOzOjSbXXISkGgE0YUI1q9W3SfVx+Oyv5fd6qkTv",
+	"jirP4HdVLNCtjlkVMO0C5m7BK88OHbHAKai1eVKS3QLa29YYh9pnb20ogp1dMRYBhkuFtxoeE7z6iGAs",
+	"1ISSBdXaCgfwtENclSQH2kLM3CdF5F6ptVMfC8zOrvAUoKn7ptbeB0H2WCluV3TD+/W6bRxdmRREXwE7",
+	"WQM4SSj9SQLaPoasQHBkiXO+425pwxarTk1/DIIs3nacx4/kif8+m70DnSfIz50u1BK06BYHIJPc/B5M",
+	"gUfEr2jW7vvAjaFsYhceGubR4CfnZxedU4SBv3vfemP/2g7vjdcJ/mxVWVDRbRdO5C53FVvh8DgJXCCu",
+	"6AABu5lObkjHQ/wgJ4uF3VN6Q+0ZBXWuElRAnbPranW4bQcNLb3Dli58S03X0hm25CbhyPaM3+2ceBGi",
+	"eNdhUlxosBNCMGY3jwMKINWc3h1xkotdz9sqyky92Xj1gnSciaGGgXINW1cWTO7nsIf45Ei2zG4sxQHk",
+	"23ORyuMlcQ8HaEKeAopFuBXbeoVyJ7tgzVldoO3Vx8JZdDpQssCZqQYJfZQeUCuFPVbGl7Rxn/blUdO3",
+	"FLrLcJ1Wt3+ZBpqcd7vtk0H6xeA086vPyBFUeu1Wp2cf7LVfv8dEd6+arcv+oDl434cMKWkyEPvDq/PW",
+	"L1uyhZbQaXyKFIJNTPJ5EKW/+TwRQaXHQq7YxPTQZmK7pGHfJwLM5KZ4RcNXMlwiV7ELslcmz4wn+N4r",
+	"PeQ0YmFnUW5BWHAhWEg6F3iUb6km9gUnAN1X1YB5ytyOzPJgkk2JhcpN5hkXNnnXP++SKgdciFkGwI6S",
+	"tHBBNnWcS0sWQLWvgzEm88zoMCmFRtTYN/ZyhuxYe2Aygywk5UAMoJutM6+uQ0DQJINK2l92jmVntJdN",
+	"wrwT9Msn7sWkjABKQljh2F70AEYDKU4xqBt0RKjLwIzsbyiA/mYyCnXiFxyNY6XNyDelXfThlEcRPDRS",
+	"1LD056FYJCWl6v7HBuKqfFM+2XUsXLGqY6u3SM0Nv2FD4V7yCo1/y+pnBsBVhhzWSdfPQruSYF0wHDlQ",
+	"lptwNZQT/dSuG+IR6/MwIMNMoSw9rDgYVlFeUGjUykLit8m2rZzsXpL3dZuWfCbYYioyFJlxVBtpZj/f",
+	"xR5pv8si0nqJD6QIslseJ2UovIQC7l4SyavSNI5zLpIvSpge9rRfJN5jJYXrWaKf8Ij1wLz0ICbRVjZX",
+	"zf5GUXldzuUAaIT5ncOcvXSlhVQoy1xCiVB2w2WUor63kvo++FdWHXiN7Wyw8rpSmEFuIOVbBCpP01Vx",
+	"2nGLvlVc/o5BMtsEzGOTpUsi7U/7naSHApM91onsJymFIbXZPtVobtguzplChz1geX/UujQ4tS3WzU1j",
+	"v5obZUZvl4MapA2ImWUhpvmFHNV2zFsh4b55BRyfyHq7oMFS+QCmuHVpQ/vwVrFr+Q3zAWzfimElEajb",
+	"KK1I7W4JHzx2MJ/8+88WQFh2RIGZp5SwWj0nMazuEt3nrbArJJ09GNkZbMEn/CIV7FbtweC03fKJX6Xw",
+	"5xwcLp/kGPkA+lSqztxcSA6SzQOSy23tGt82pQmMF7Nc9GOYhh+zb/Dd+atKUGkOBu2zC5+iNZc0thLk",
+	"U6pA2tQt+38HoVIePoneq2za0UqQz7oCq+pHm6PiVd3c635PNOHhasb+EldKSc2To42J9fsrx2HjMMDV",
+	"J6e5AD9ABDVP35zbLW01B81XzX772JUTgHjiJEc3JMdxIBiH4aymLjsIMSFpAp3afb6idcigfjw2VF9v",
+	"aQIq8SLi+6RqIHLRbqPLT+V92Tgd95w+wsQIGMpbpXooKHpaAiJvGGaXkLcCPC36mPR/6lxceC8kJQvF",
+	"gEFobhgGc5uhaJ7UAmx1IhXzWTXtB7uYULQXcwhp4pRQDNnR8Xwo5BR+gO6euMIoulQnntO7vq/Xsmtc",
+	"ysp7W5ZD2a8+iVvr7evsFNFwyfsllUSSZSjjiB8yjrjdigLpdWUtNXP5YhW1B4hOZillgTvOW2qkmORw",
+	"ICftrU3wmXJG98IpEzzBqbzahGiIzSLO4Mt/gLJA2fFBErWFYlAuE22GxaCXH16+fF4mQWRJseglmcPp",
+	"iyJcHEfQRXzJPrC47e3yawsbudEZt7F4YDWppuwaeIn7OvGLJ/vtkogBI6kFZFOJI79EH4eimu3LMlRM",
+	"RBoLjgtz+BS1bqKlG8bc8hbw/NX2K2P0Ved2Y/6QTUtyBNKFK9UMdkj8IRgKLor4IojlxwJQTuh44jko",
+	"iioiWQw5HYrV/cGV2bYeXeaS2RWxvJ4F5c5iSqIuIcMmDrW7C3UbA1Um4zETYETe3kaVy6W8WbP6YQ1u",
+	"VcSG3QOMPnzx4t6qEQspo+11/oJfeksAoR9scd6+9w1b108OV9H+D4kLnVezTgqIG0jxhedfMCtpUE/3",
+	"deJy2x25kmfAnIINRc5oWjPNbiAABMbM3DImSGMorLRxSJxkgRz4GIsZW1EncAWfPJakeWKFQTcEzINo",
+	"sAIJZsvm2v9YT8Qh7hJlu4nYpuBIY1pQe9ae6KHAg3PkHoCcQioWZMwm1EqPLkMVHGmKufYd8IhUR3Mu",
+	"RsFQjOZxNKphyznhy7+IQhhpngBknVElNGnUSXMoED/jJD2n/aQpXCCbGER9wNjghrdtMQ55HJsnwVD4",
+	"NRFS+ZkHhEWaJavFp5D70S+l/zrz/FDAC80TUj1p+5CT5B0VCy/s7Z1bETt6rFSKvnWkfz5d9jHr0K4i",
+	"1i64vK1NH2tRT9hC6SFO7N67Fv159GowaE0vl0O5cOhYMlZYHR9UOZfJ6/LnzuDt+fvBJVQdCcjg5/PL",
+	"9uvXbSg+ctlr99+fDvoBwaor5x/avcuT5kXzpDP4ZV+In0b1fWuTel7bv+euTh5dsTXHkTOsJI9kh7IJ",
+	"ewHB/ZNYcbPs2548iGDOxaC8rmvTl/1CH211dM0m7MDnocAv0VZDDg5A2YbHMeYDZgPeHkYVU+kSzoxZ",
+	"VL7Y4XAXC1OMY2eKGqlI86LjZVWrZmfAYiQWIVNk9JQu+NObw6fQ7dPREaa2BxVYB0ORJiLRpJrEO+sg",
+	"A7zVgYOvBlZq47+xAMPwAp80IxgKTAMQZBNQKKiTLUXgU4/UAszUyKiazDDpBhyXAL3BC6YOYOA+k9ac",
+	"3wWZgoOQ74NEzJKhDvLeSaywn5K/cl4+jiGjpO3usijyHuvCtuFODMUo3etR7bjgq0e3OuDv0nnmLmvn",
+	"sqoPxVD85S/kRIob+5QUeij+tzSDtybVEaIPRgEZZYLd7UfgSvaPNKGX/eTMjPa6I2TkMvngT46j2T9h",
+	"RTrhqAajyucI12ROzWQGpcMIGa1mBR/V7SgH4KC3r/den5Dnz5//mLwP0bh24fNFskn1/eCkdkxCF6IL",
+	"b9s+nLimi/VPXAYXQUZnekR0PJ3yO+gb9wlhx5jP+e1gcOEv5EUUazL6PAQM1bASkKE/yvjBcd9h5cvo",
+	"2HYPlAwzeX9x0e5d9rvNn9oEozG0q94CqnqCPXiiSeagObqxTSVPQFEIGmlJqNC3TJEXjQYZFcpdjQLy",
+	"onFIRoWaVyPbUlUq/DFX/mp0lJbafqJdeXGAifsaL3ieWHggY2PbwfKKVp66YSqiC7TN1oA8Xjz7kYyy",
+	"dZ1GpApL3mNGLQ8gLvcYZTPYUis1ybulXY+pksIc4YkkhXw6SekUZVUEjIaDYwgnCViR8ml4tIxYDY8l",
+	"IS/v7sjIF5YaPR1lCkshPb9o/C1dRIdcG6H9ayzDJQl5CB1jnDGAE/icHSVYE9sG2i6ealc4Lw3YPWwQ",
+	"wEG6BLo1TNb9svGc5AZCAGZoWyouVZ00BYnFNdRJXVAzs7T5ovGCjJKyYiMriGcesE3YpqjAjN9zKKFE",
+	"XjRektFqIS08eGexcccHfW5Y0cCFO0iFVnh6bb8aoT91FBQBG9BnwhVhIrBDEzDZZljeEw3RH9AxRDDc",
+	"cHaryTVji0J5y+oom/LFMhmIQ7UsBqrfWAqCI5IP4ifVEf5Rx2i/UUBChlHiCRvJx7gTesWAGpK06SvR",
+	"NnBnpNHOtSMyrLioQkhI6gLPhxVPeUNf6RN+9tHj9ndlScvM7FFTDKrJ4mKccu0UMLA9sDCXnQ+GsKBX",
+	"LtadjOAUYGL40dg5h/GcQ4wHpothN1xa/kWvrAI0yjqSR06wN9xA6Qa4xZMDVcmEJVUOASSyYIIueOWo",
+	"8rzeqD9HwWwGYkr+pk8Sc1wxsw5RjZSCJHTkspGJECSEAyw3jESo8eZ2KQw1Li4mNtSBcxQlVXS5fRyC",
+	"ouA17q7NlfRcT1zhYVRR7ZVIJ0aqEbH8HZ47gOeGlWN3CJ5ozMjC9VDA/Xk0jBuN5xMewr9sVKuTtuXn",
+	"vuYDK8hmzdZZp+tess/ga38ptmLHG6CWbUUG25KS8dUsz+wCZyGMIqaeaOJAhENRHSk2l4Y1w1DZEb3m",
+	"kZVYLHsZc4FxVqTZbR2TEXCqEcwHIOua37DA09GIsDv3XZ1cAMmNl+SaLTUzWFAANXR7l9leE+oj//y/",
+	"/u8SIhsK8P7qo/Iri1QpmdNoKtXcHlEYNFw8wlmD7UkcCmXpoXZcfr8dl9w8x5b7I40nl6hVCCr2oEGS",
+	"F6BhRefMQGKBX1do9Y5ODAHi8L4p2Eca8Qn7y3MC5SszBAMGdfviP2Kmlj7D1VEFWvBSNy3Lfb8Rz/Yl",
+	"WDuw1GtmqbLupONPclzHQ7JhRM7RmwxpbY3jTRWOP5e2nuBb09bvV5XLm0q81zu1VPTDRcs0S6oB2nI3",
+	"NcfErqTqJc7a2hWzb+QGsp3HfuNgkhQf248DX9lrIGUrl9L/U4fcvP/BBIr05SOkFl1I4RxUzxoNB+4x",
+	"LgE8VGjF0s9PPzkU13Z7CScUMFmgjq66Vu2lBs6cbBbcur2qXuAwylpPhvv0FQ09rA1eObz/FSwWKhX/",
+	"jYHZ4MWzH+9/aSDlGRVL15dGoBDIg9t0yO4WbGIYGpN0PJ9TtfSpiRNpS04dR8YrAmyksZFzavgk4RJZ",
+	"YQKg9fQKTG4ur5JtP3+PexX0AFXQ9Td6wtwfgjG/cr0OsNNHJLBcT+sIzQeAZbXxwF6HIMP+CSnHTnTF",
+	"uuDFda5yBUEBdoHFJx0mD2WzqvcQoCpYy5KTI5aP4CjR6+plwXtQBsKhvVGlRR91UuNyRjVoPNpIBRXC",
+	"cbxDoSdywUJiJBnlYU16BGqyS30SQC6SJAM2TgXuxaHQxXg5qZmbMfRfBfUJyPr5UIxSUM/l4JeL9uXr",
+	"896rTqvV7o4gbML3B7pZ5tlUTRuiPnbLNWqniGx0nbmlTy1OiL48JkK6MUFIxFDgMbdfYflRlC9R1h3l",
+	"kF8jUvV1W0buj1HtyLeA+2h1Lp1ASjzWi2B8u2UqVqTNjArtfUOBQ7LvOfqxax5r5gIqPHW5cIoBE1RM",
+	"lsNKzUV8wEUzGoorfoNpb+lKJMrUj8qnHwuwGq1zk0AmECvG+ymWdpyP47CyvLO+4KrpmbzVLp4Eh4Sb",
+	"4SL6oTc3im2E2NRk4I0VYPTCAQPLQUltKCiBBAfo2FkuGFpZxjR024LJEeBLYU+z0HxCo+zaHQ3FyNmc",
+	"6lPOonDkNA9u1krIQ/Gi8SMZpTXIgTc/K5fHE0wVFiEbwTiP1/WKFg8WhbWd2D1mz8yx4UqSJB1C8B6F",
+	"1bvErl/y1nujYvZl5bY5fJwhuNpZJfdNcqgDZMrghERuiYlAXXL7Cfu2kk5ji/sqqfgNF9yzbXpx0eR0",
+	"HLE2RAn+vpcj7AvU2cvf9+l9U7weocI2LVyQpffhffLV08/2MH15mpo4QSsrvUN/BgtQyg+CnA03jcVT",
+	"jv/h2MG4hxx2KKqFaL/jddF4R2kgXu0YfpOxIdwEUNAwy46TQmEFXxT8Tg4OkglDR8FQjDLfYXc17zFx",
+	"oyJw4PCWSIx3iRmR3Zmh8FeHFNvcAnUCegULCbW8H5qq2/Fcoj3tgTj9UDiDtLvQAAaQsPIjy9l9bSPb",
+	"eZAJfkQPxVD4iEe3L0Em1vE22f4RaRyTtUx5KBKuvEY2t+IKugNSSYVUhSQRxFrmzwHe/9RAB7ux+j7L",
+	"C/ZppOCKCQaU3gWFPN3enoApmvPMelubAKaZRlX14W+WYmTlVrfKI+kwG++T9DoR7NaR5Te+Ql7c/1JX",
+	"mtcyFr+zjtRnZuUSeIJCcl5QBSlNMRMrkBjX8MOvuw7Av73+KkB26UQE55B38q2RC+1LyNdJx+iiHgdP",
+	"DIWh11xcFSICsroQ2qcQUSDjKLSy/nG2JvxQxMKpDyx0yotVI5akakVu++jceaZGb9oDkp95qmEc4Kv/",
+	"e06T+c9//vf/bGNH3iT4bmJzZCOXG4od2FwPNqso0f65GVwulPoPy94CIuQt6bU/nP/Ubn3na+V8DVOf",
+	"rLA2lKzs+rmam/fyKjCnHKTeum9lHHyb1vx/RKpLellnFGxGUQ7MBDE14Z/WGpiZStYSOKELOuFmCdaq",
+	"WLMsaWS3fr2pby92TVbMFDuxYNTuszFzj8EVk/Z/H2NCOr0S6nRFSf7o9oHfi+RxeQjNkD2pSsHIYrZE",
+	"Qxsai+3PtfU0fz9PfPo5g6/74lysWLcpv2Ejn8NzROaxNoT9I6ZRVrxKMnX6B+sEqrdaqc2f0qHwucEZ",
+	"AZgMYKqg8hEA2qJI3rLwiCis9U4+ybF2aeEcuNAqBkMBZmn7hs/AGwvDI7DuhsoKlGk3VpHw3X+1eJaG",
+	"0GZkNMcMeu0PHTCn9wfN0/Zu1wbqZVl+UBDH7nF2vk338MLKbI8lZyX9/D6K5EaOgkMK/+Bi1Z+IBXmA",
+	"XcqCnmg4temlW5ULw+dcGz5Jc/wC3nZ3puTrYW4AZDnYDddE+kplDju1XMEP1QlGqjm0rUerjbF4Kw9X",
+	"ysomyLUERnREPEhtKDaj1AjVGXwbJF8eR8xVCrccyE5uKBCfWatnHYL2eQRdF7yE4OLIqLpcD4VVwWCA",
+	"Y2lmth2f58AjpUgWKOV+xFGOhiIBTOFsCy8DVx8zwqiKOGY2EcU26kMxcvjzEdoTmc6XcfY1ITxKnTu4",
+	"JmKU60PwYRMISiMTqtTS8nQM48HtOgZ3KARNQRJlNFHO90NoBYWVHgpvGi4udpBHcpHNQK6dhD07Y1+/",
+	"Va/RtAv4GZ/ZYju2mE2jVN6er52wVXM+82h5U64a99Yj+8k+v7a11XwfW7VbTFOyBsEEJqG0CwBIjjWp",
+	"OvdykkukduyOYH4469BNhZwkuw55A/6reJRQz+G6UD593cB8Cu1tx1QIXl4zKBiK4wN7I9OyvOahAGq5",
+	"ge2BUsvxtn8DsFquWPU9eDW7tv8mMLU+RlzZGReFgvEyl/kFc8MCcw6SIwkSCJ/nLA9YD3uTpPP0M4BG",
+	"v2xhk9pdTXl3/iqvn2x/Wb1hyV21sxbyzs4oo388Mhm7gpxrDK6f5Pi7hbWc4M+dbIVO3CgCh5svfp+k",
+	"2UF5bD+qfooAtvUOIbdDZMwgrCjNjOWrlxdhZj7IATL7YoXDobhiRpNR8i6g3BSz8radBGjl9igUH4B5",
+	"DcUJjDGCyJ/MAOywEOmnybNG46ttBiuH0Q9r0O6ddbrNUyu5usj99P6XimCu8h2dOzipBzvC/2KummRd",
+	"1jMN9NEk5PDdnPBQ5gQgTEIJgFBDVy3KW/n2ZDMOM7uez6AdVQOU5TZleqNU9if/QQ5HXs0kms5z/mUI",
+	"5ZrLG4cfzPwClcSsECwJN+hnllGIFMSnRBseRelch8JNNrAaMXJHyNEBWAfL14CXAW/ov79o9/rtVrv1",
+	"AA7ltdzHfnnyvtdrdwegOlvBR2V0oqFgd1wbXQvIqD+wvOfkvPv6tHNiH0+K67jwbmk8fDnc2RkNr/1r",
+	"MaxnD9h5PtnzGr7liZtrR3Lf2daDeaPR0VI4/ZAcMYXQw+JX7S5kjApb8zSlH1YLIPsYp9SWpqk9TUmF",
+	"jFsYMu1A/GirW2tt2ckW1soEY3u8yWMKE2qdMn3mkklg8pC89/1fXaMGG28mdUqQ2OujpV0IyGOC0eoZ",
+	"OsidF1/gemOEDpY/N1ShI3F00e62Ot03lx/avc5rexo6590RxqAkuVsgVAdA6lJMGOb5grqZEccSxaPV",
+	"jPCZMJVDMpOxSlNC/nUoQrrUtQ0BQR1jL3wyZgTKIAPQ7TEdkUVUwjMyarZavXa/n0uqQKouJpvI2Gge",
+	"Io+ji4WSkKZAanvTSmV0bR9wg6ts/jh3Mjb++8Aasn2HG6ANx2TmA/tT4nPgS3CpSZel6F/urv4zBlX0",
+	"2BXXBuIFU8aFthAIt4AYK4G24HQ/y1nWulv+6WeMOX8co1/3vNX+Wquf2ln+7sKMvpHRT202+UF2ge82",
+	"v7U2PyDpBGGv2IQJk9j9cinNXHR2yA0xivJo7dW8K1bI5SlZhQol13mE6SfB6W4FagQcyFi42BoMDrjL",
+	"JMY5JnqmuAB4eIr7iRhkneZiKBzAKLIaNoC8EVH01Zfw6okrwQEF7jmH+t3Rd4ygloc6m491Ef8+aCC3",
+	"Kt+hQN/gctT8tyTX1pagnx3uw6cuU+J6O56rh+kQNZ6TuDJ/EB/hznsVssug/65GYhFB0qHRVKoJA4CM",
+	"pUqX7o0SzBNWq5PXUk1AWYOcAddQGDALQjzC5NnCKRBGRiFpdfrNV6ftltUFVrkSsFCMbgG0IhdXx5gR",
+	"GAMF0UCIE4DS7TG+gsUi6IKFpKqYUZyFkC73dsaUQxQNReKsUWxOuXA526hPG84Nscuo3XLZwUHHsFIa",
+	"ux4KLIH7SFwQkqj2L5uQPfUrmWALqeOPywXdAH9Pp4baJBShT8PT63e2+EBs0W2754uZwqM+aAtO3d5M",
+	"0XKyzS5UZwDJMplybnTs9NAx8B4VYzqMoXCSEMFY7ZDRMOKCJWaPlax0aNTQhBL/7FBURzDSlvuiCSkq",
+	"Eh4duEhDwEjUjpLEFZC8U6cMfSjcZFK2iMwyKBmFodfMyXJjOrkm//zv/wfjxLkeiikTE8s9KYmo1ejQ",
+	"IwwxkMAdfegcskTvd3HlZz7JMbmSTA8FNOz0dTCq+yjFIEnY59gwhlh3zwdOTjXylqpwKEZzeudrUo1g",
+	"jP5FmKr3fftzeYwZF+0FQDH8265tmjLt0i/5qIYbBldGshGYeRZuv1sKmdnRpwVJ3DWhmkTSkodGvKxd",
+	"wjppuZSPhJJWr9npdrpvnOZ7ZRtSbBHRiV0N22DSU1XOuXGxpIrN5Y3r3P1ee6Q7JXeFrLqldrxU7Mz/",
+	"wFeKHd4f/UJxFPP9QnkoJJqRCwxYgbRLx2VxMEVbesoA9r1nMEPs+osGsJaI+KTAtu2IUmOB8xwDXHxV",
+	"xbdiZjZdLsqpU8X0LL2d6qRtxwB8SJBRuwv8cJSI29ReDgdygXz7IcE55YwG3NuXtilIPh2Q0dt2szd4",
+	"1W4OvFY/FAWJdhdzG8z2DyzP/v4YnS24j6OS78znoZx2kE/ihik+5ZBVHfJSu3z+EG+XyUa3L6/5JLk4",
+	"mMhwA7vpCPDFIWxHLJN4lFiABQDM7lZfz4ndHkDn6v4PRabSQqwZGWF6+IP06xHhQhtGQ7Q9QqqcTGDR",
+	"sZUGh2JkMk5A7QyIMIYnmkR8yhBqvtY7SMA5+JjyUPO01262frl8d97pIq/6Ck27xzQzvr71H9Le6MaW",
+	"4U2Pyotcd5tTocGNjapO4lj+zpYeONsZigypJ3Va4AAzilmu7BMsJEtm9uVRkJx9PX/q93uvD65iKCJ2",
+	"hF7/gtP8pNPqoQsF3OfHLu9tq9t3sstQcO3qkYWJThhyCpDAzgVZcCFYeEwGp/2EIR8TxUKu2ASsfmAN",
+	"PR6Ksd1RFhK0z7pIBMjImWYv1UyYOmlm1mpChV2qMRsKZdVmBhAIaiUqn7bLfm2FlCMClZwwhb8VzqD6",
+	"yOiYUGKoumIGVUwVRww0zjGHttaiDh6NFV663nzCyLLOd2OGF5YO/uBuURijL8m4yp1+truNRRbkmBFN",
+	"b7+DDf4AYIPXzGfic8rSUyzD8Vvq4gTedMCEgahlh9TZl6Pdl55rAOY0Np2yifFWLqy4kxGjLANgLo+X",
+	"A0eDqwJY0VBUXzSeF2SPGlRjTWNJdPaNJFOivS+PkYuk3pEZi8J1bhHHMLlCtdg5SbBGIHhJ6kPRJDhn",
+	"X4/KMzyi2IGriGIZaoL5AAuhYHUCybFAEfVVu0IPBXlMrXPX7F3fdcev0h3dzn4Hi6zz99rl8eIVn89Z",
+	"yKlh0ZJUU4YQeD6Aog6e3b09wCv62WbHhweQFPhTOqIio8HEYaT6onE4FKOTXrtlj2XzNE0f8JSM+m1M",
+	"iJ58J33F5cnM6sLNi07tOOHbQ+HK94CpPCkm5bUBUkVMaRmeNEiy0B4ORbnKSE4zXm3IUog5bsB4DwXQ",
+	"mK8nhoPh2hccDL+F/X03pgW7myAn/Rb/EdkXjPT3Yl9bq5uJHvRd53wMnTMxQaXeugKn4U4tzW3GvswP",
+	"dLzlhvSpWLnBqmhomx5htbsZyGo+0QUMc06XaK3DnN9iOYR9syOfQJ4EgNpDnedYu6g2b7H3WX2gehYV",
+	"kGABUrIOhSvIbTVdRlVSEQO6xMTOT7SrtKlHGXO+KyeK2vtQeO8BPPiNvIRozO90Ly96529QQ9xJDcSK",
+	"zf9SAtfDxafly1mvYVjoJvoem/bw7kKqDMTKJ764KiVJbCYB4xBCGBx72FY8i6i4iukVWx+YNvDBshNq",
+	"KJQY1i6VvEva2rzoWJaQTaSctDo6IgumhsIXBCYcUw4k+TVESBUqenMu+DyekzmbS7UMMtYybbiYmKEv",
+	"aqxJ1dWCDMhEzudYx1YwKM9s1PIAAnaJiiMWEHZnFHVt1pwFC/wHWOnZVXaBMCWstukKXeBNALi5YzKa",
+	"8zsWjhDRYsWyobAC2JVijFSh3F0YK8RWKIl5BvicXjESL64UDVdgEg8RyneabNwjiim+k3WhbwOoXeoG",
+	"8mdMOOvKf3rq9HOxZGrJ6tZb1bI0g3QCZmm+renZ1+Fma49Zj9HwwF7xx2l4uofoa5KvYJG0NqqTkbzG",
+	"wplgvUUStTf6ja/cb9kxFhp6YCrsJXN6RApMOunBqq8jQtyTPyMFngA397U6whi5R8rrrDrrK3Wnm5oz",
+	"EKbEVUJ5K9nsf98I5H4ynDaO5hGy5LVc5bBMqrx1KePyFQieaKLkrSZVQBhiLt5M2S37I8aDp4u6PuVY",
+	"tmbA1kM/yb31J8w8VtjfbRKQIVn+OwVMr1TWc0VzQ0ZDEjEDZZKrQPT/2Wo3Wzlhzp3ibY7608/wLzoG",
+	"XEGMTZEXCewBK1kbSVycdRpL5oGwIBoxRSYRo4qFAdESAGBAvZpUvfR2y8YzKa+JZiJkqkY0Y1Bi74py",
+	"8dVqYftDuztY1QvTr+3i7XqpuXUqEPJWdTPcau9dOgPyRf4rWusLi9mDQuvr7nJYRbTeO/L7rkc+EPe5",
+	"SHDkB8hmfHkcBNdzYWRSd3M7nuNyIx7M+d1aweK1VIjZR63PsoV8QhWXORhhrywk1SQ7WuByo0EBsyRV",
+	"V81bpSKqjdXORGyg1ir+YS+VkBo6hoqWfM4Cx67CoRgvibdwQeG0fLrVgPR/6Q/aZ5ftXu+8R3J9Jhrp",
+	"UIBwjiEWAlOQjuPJNbN8XEZhklWSVEf4fYIru+UhOyJSsKHAsZJ4Ydns4bOGH3wADykyZkspQqIhLEEx",
+	"DBZwnoPDZw2rUvYz1gCwBdTyiZrcpH0NO1ByE2UgcAWQfmNKaherEUZsm+zL6YL7fBKH9frhixcNSB/x",
+	"1WLiG2ZcutozfndfTfyfuQjlLYmgWr3dDk8DKVLv5VoZzT1bnhCWC/P8WSWozOkdn8fzypGdIZTGdx+T",
+	"PLFcGIbOyMeUrDJrsoZxzvndv4kUdcGUYyYzX2MiUz85z0yyrMIThxVGwrKsTbYXNokVN0sgNmByWO7p",
+	"6NePdn/dG589DWUz3lsp3H3tbQHZr2wfmc+OqWa+wdrnmS9SzS7zpauD9OXjl/8/AAD//w==",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

@@ -76,6 +76,9 @@ type Config struct {
 	// TrustedProxies are the reverse proxies whose X-Forwarded-For names the
 	// caller that audit rows record; default none (the TCP peer).
 	TrustedProxies forwarded.Proxies
+	// RateLimiter limits each business token's requests (ratelimit.go);
+	// nil: business clients are not limited by the control plane.
+	RateLimiter RateLimiter
 }
 
 // WithDefaults returns c with every zero field set to its default, as New
