@@ -74,9 +74,9 @@ type aggregates struct {
 	tokens      *Tokens
 }
 
-func newAggregates(c *core) aggregates {
-	return aggregates{jobs: &Jobs{c}, leases: &Leases{c}, nodes: &Nodes{c}, credentials: &Credentials{c},
-		events: &Events{c}, manifestAgg: &Manifests{c}, audit: &AuditLog{c}, tokens: &Tokens{c}}
+func newAggregates(s *Store) aggregates {
+	return aggregates{jobs: NewJobs(s), leases: NewLeases(s), nodes: NewNodes(s), credentials: NewCredentials(s),
+		events: NewEvents(s), manifestAgg: NewManifests(s), audit: NewAuditLog(s), tokens: NewTokens(s)}
 }
 
 // Jobs returns s's job aggregate.

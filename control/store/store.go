@@ -254,7 +254,9 @@ func (s *core) store() *Store {
 	// A new submission's caller waits for its commit: enqueues never linger.
 	s.enqueuer = newBatcher(s.cfg.CompleteBatchMax, s.cfg.EnqueueParallel, 0, s.enqueueBatch)
 	s.claimers = &claimBatchers{run: s.claimBatch, linger: max(s.cfg.BatchLinger, 0), m: make(map[string]*batcher[claimCall, []ClaimedJob])}
-	return &Store{core: s, aggregates: newAggregates(s)}
+	st := &Store{core: s}
+	st.aggregates = newAggregates(st)
+	return st
 }
 
 // with returns a copy of s's core changed by change, with batchers and
