@@ -18,6 +18,7 @@ import (
 	"github.com/kece-oj/kece/control/maintenance"
 	"github.com/kece-oj/kece/control/metrics"
 	"github.com/kece-oj/kece/control/outage"
+	"github.com/kece-oj/kece/control/ratelimit"
 	"github.com/kece-oj/kece/control/store"
 	"github.com/kece-oj/kece/control/webhook"
 	"github.com/kece-oj/kece/telemetry"
@@ -42,9 +43,11 @@ type Config struct {
 	// consumer group); its Observer and Outage are the replica's (set by
 	// New). Issue 27's per-group sender replaces it (doc.go).
 	Webhook *webhook.Config
-	// Seam (issue 27): the per-business-token rate limit's config joins
-	// these; New builds the limiter from it and HTTPDeps hands it to
-	// httpapi (doc.go).
+	// RateLimit, when set, limits each business token's requests: New
+	// builds the replica's one limiter from it and HTTPDeps hands it to
+	// httpapi. Nil: business clients are not limited by this replica
+	// (kece-control serve always sets it).
+	RateLimit *ratelimit.Config
 }
 
 // WithDefaults returns c with every zero field set to its default, as New
@@ -69,6 +72,11 @@ func (c Config) Validate() error {
 	if c.Webhook != nil {
 		errs = append(errs, c.Webhook.Validate())
 	}
+	if c.RateLimit != nil {
+		if err := c.RateLimit.Default.Validate(); err != nil {
+			errs = append(errs, fmt.Errorf("replica config: rate limit default: %w", err))
+		}
+	}
 	return errors.Join(errs...)
 }
 
@@ -85,6 +93,7 @@ type Replica struct {
 	maintainer  *maintenance.Maintainer
 	metrics     *metrics.Metrics
 	sender      *webhook.Sender
+	limiter     *ratelimit.Buckets
 	running     atomic.Bool
 }
 
@@ -117,6 +126,11 @@ func New(cfg Config, db *sql.DB, arts *artifact.Store, log *slog.Logger) (*Repli
 	if r.maintainer, err = maintenance.New(r.store, mcfg, log); err != nil {
 		return nil, err
 	}
+	if cfg.RateLimit != nil {
+		if r.limiter, err = ratelimit.New(*cfg.RateLimit); err != nil {
+			return nil, err
+		}
+	}
 	if cfg.Webhook != nil {
 		hc := *cfg.Webhook
 		hc.Observer, hc.Outage = r.metrics, r.outage
@@ -141,8 +155,12 @@ var _ store.JobNotifier = wakeups{}
 
 // HTTPDeps is what the HTTP layer serves over.
 func (r *Replica) HTTPDeps() httpapi.Deps {
-	return httpapi.Deps{Store: r.store, Artifacts: r.artifacts, Claims: r.hub, Settlements: r.settlements, Outage: r.outage,
+	d := httpapi.Deps{Store: r.store, Artifacts: r.artifacts, Claims: r.hub, Settlements: r.settlements, Outage: r.outage,
 		Metrics: r.metrics, Reconciler: r}
+	if r.limiter != nil { // a nil *Buckets in the interface would not be nil
+		d.RateLimiter = r.limiter
+	}
+	return d
 }
 
 // Store is the replica's store, decorated (metrics, wake-ups): for the
