@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"net"
@@ -264,27 +265,7 @@ func serve(ctx context.Context, f *serveFlags, cfg serveConfig, cio cmdIO) error
 	replicaCfg, consoleCfg, httpCfg := cfg.replica, cfg.console, cfg.http
 	replicaCfg.Metrics.Logger = log
 
-	// The artifact directory is a setting: checked before the database, so
-	// a bad one is exit 2 even while the database is down (which is exit 1,
-	// retried by systemd).
-	arts, err := artifact.OpenStore(ctx, artifact.StoreConfig{Root: *f.artDir})
-	if err != nil {
-		return settings.Errorf(f.fs.Source("artifact-dir"), "%v", err)
-	}
-	if *f.migrate {
-		// On connections of their own with the offline bounds: a migration
-		// may run longer than a serving statement may.
-		mdb, err := openDB(ctx, f.fs, *f.dsn, 2)
-		if err != nil {
-			return err
-		}
-		err = migrations.UpLocked(ctx, mdb)
-		mdb.Close()
-		if err != nil {
-			return err
-		}
-	}
-	db, err := openDBWith(ctx, f.fs, *f.dsn, *f.conns, serveLimits)
+	arts, db, err := f.openStores(ctx)
 	if err != nil {
 		return err
 	}
@@ -357,6 +338,36 @@ func serve(ctx context.Context, f *serveFlags, cfg serveConfig, cio cmdIO) error
 	log.Info("kece-control serving", "listen", ln.Addr().String(), "lease_ttl", *f.leaseTTL, "reap_interval", *f.reap,
 		"business_rate_limit", cfg.limit.String())
 	return g.Wait()
+}
+
+// openStores opens the artifact store and the serving database handle,
+// applying migrations first when asked.
+func (f *serveFlags) openStores(ctx context.Context) (*artifact.Store, *sql.DB, error) {
+	// The artifact directory is a setting: checked before the database, so
+	// a bad one is exit 2 even while the database is down (which is exit 1,
+	// retried by systemd).
+	arts, err := artifact.OpenStore(ctx, artifact.StoreConfig{Root: *f.artDir})
+	if err != nil {
+		return nil, nil, settings.Errorf(f.fs.Source("artifact-dir"), "%v", err)
+	}
+	if *f.migrate {
+		// On connections of their own with the offline bounds: a migration
+		// may run longer than a serving statement may.
+		mdb, err := openDB(ctx, f.fs, *f.dsn, 2)
+		if err != nil {
+			return nil, nil, err
+		}
+		err = migrations.UpLocked(ctx, mdb)
+		mdb.Close()
+		if err != nil {
+			return nil, nil, err
+		}
+	}
+	db, err := openDBWith(ctx, f.fs, *f.dsn, *f.conns, serveLimits)
+	if err != nil {
+		return nil, nil, err
+	}
+	return arts, db, nil
 }
 
 // serveHTTP serves until the server is shut down (no error) or fails.
