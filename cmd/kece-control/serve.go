@@ -188,7 +188,8 @@ func (f *serveFlags) check(prior error) (serveConfig, error) {
 	}
 	storeCfg := store.Config{LeaseTTL: *f.leaseTTL, MaxAttempts: *f.maxAttempts, OfflineAfter: *f.offline, HeartbeatTTL: *f.hbTTL,
 		MaxUnstartedAttempts: *f.maxUnstarted}
-	replicaCfg := replica.Config{Store: storeCfg, Maintenance: maintenance.Config{ReapInterval: *f.reap}, Metrics: metricsCfg, Webhook: hookCfg}
+	replicaCfg := replica.Config{Store: storeCfg, Maintenance: maintenance.Config{ReapInterval: *f.reap}, Metrics: metricsCfg, Webhook: hookCfg,
+		RateLimit: ratelimit.Config{Default: limit}}
 	httpCfg := httpapi.Config{HeartbeatInterval: *f.hb, RenewInterval: *f.renew, Probe: probeCfg, DisableAPIDocs: !*f.apiDocs,
 		TrustedProxies: proxies}
 	// The rest of the replica's (store, maintenance) and the HTTP layer's
@@ -295,9 +296,6 @@ func serve(ctx context.Context, f *serveFlags, cfg serveConfig, cio cmdIO) error
 		return settings.Errorf("replica settings", "%v", err)
 	}
 	httpCfg.MetricsElsewhere = *f.metricsListen != ""
-	if httpCfg.RateLimiter, err = ratelimit.New(ratelimit.Config{Default: cfg.limit}); err != nil {
-		return settings.Errorf(f.fs.Source("business-rate"), "%v", err)
-	}
 	srv, err := httpapi.New(httpCfg, rep.HTTPDeps(), log)
 	if err != nil {
 		return settings.Errorf("http settings", "%v", err)

@@ -76,9 +76,6 @@ type Config struct {
 	// TrustedProxies are the reverse proxies whose X-Forwarded-For names the
 	// caller that audit rows record; default none (the TCP peer).
 	TrustedProxies forwarded.Proxies
-	// RateLimiter limits each business token's requests (ratelimit.go);
-	// nil: business clients are not limited by the control plane.
-	RateLimiter RateLimiter
 }
 
 // WithDefaults returns c with every zero field set to its default, as New
@@ -149,9 +146,10 @@ type Deps struct {
 	// Reconciler checks the scheduling invariants with the replica's reap
 	// interval (admin Reconcile).
 	Reconciler Reconciler
-	// Seam (issue 27): the per-business-token rate limiter joins these, built
-	// by the replica from its config (control/replica/doc.go) and consulted
-	// by the business surface after authentication; nil, no limit.
+	// RateLimiter limits each business token's requests, consulted by the
+	// business surface after authentication (ratelimit.go); the replica
+	// builds it from its config. Nil: the control plane limits no one.
+	RateLimiter RateLimiter
 }
 
 // ClaimWaiter parks claim long-polls of a pool (longpoll.Hub).
@@ -185,8 +183,10 @@ type Server struct {
 	// outage knows whether the database is down (logged once by the replica).
 	outage     *outage.Tracker
 	reconciler Reconciler
-	log        *slog.Logger
-	manifests  *wireManifests
+	// limiter limits business tokens' requests (ratelimit.go); nil: none.
+	limiter   RateLimiter
+	log       *slog.Logger
+	manifests *wireManifests
 
 	// internal is the machine protocol's mux; tests add routes to prove the
 	// default-deny middleware covers handlers it does not know.
@@ -240,7 +240,7 @@ func New(cfg Config, d Deps, log *slog.Logger) (*Server, error) {
 		return nil, fmt.Errorf("http config: heartbeat interval %s is more than half the store's heartbeat TTL %s", cfg.HeartbeatInterval, ttl)
 	}
 	s := &Server{cfg: cfg, store: d.Store, artifacts: d.Artifacts, claims: d.Claims, settlements: d.Settlements, outage: d.Outage,
-		reconciler: d.Reconciler, log: log, manifests: newWireManifests(), closing: make(chan struct{}), metrics: d.Metrics}
+		reconciler: d.Reconciler, limiter: d.RateLimiter, log: log, manifests: newWireManifests(), closing: make(chan struct{}), metrics: d.Metrics}
 	if err := s.mountMachine(); err != nil {
 		return nil, err
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/kece-oj/kece/control/maintenance"
 	"github.com/kece-oj/kece/control/metrics"
 	"github.com/kece-oj/kece/control/outage"
+	"github.com/kece-oj/kece/control/ratelimit"
 	"github.com/kece-oj/kece/control/store"
 	"github.com/kece-oj/kece/control/webhook"
 	"github.com/kece-oj/kece/telemetry"
@@ -42,9 +43,10 @@ type Config struct {
 	// consumer group); its Observer and Outage are the replica's (set by
 	// New). Issue 27's per-group sender replaces it (doc.go).
 	Webhook *webhook.Config
-	// Seam (issue 27): the per-business-token rate limit's config joins
-	// these; New builds the limiter from it and HTTPDeps hands it to
-	// httpapi (doc.go).
+	// RateLimit sets up the replica's per-business-token rate limiter
+	// (control/ratelimit); New builds it, HTTPDeps hands it to httpapi. The
+	// zero Default is unlimited, though a token's own limit still applies.
+	RateLimit ratelimit.Config
 }
 
 // WithDefaults returns c with every zero field set to its default, as New
@@ -59,7 +61,7 @@ func (c Config) WithDefaults() Config {
 
 // Validate reports every bad setting at once (apply WithDefaults first).
 func (c Config) Validate() error {
-	errs := []error{c.Store.Validate(), c.Maintenance.Validate(), c.Metrics.Validate()}
+	errs := []error{c.Store.Validate(), c.Maintenance.Validate(), c.Metrics.Validate(), c.RateLimit.Validate()}
 	if c.SignalPollInterval < time.Millisecond {
 		errs = append(errs, fmt.Errorf("replica config: signal poll interval %s is below 1ms", c.SignalPollInterval))
 	}
@@ -85,6 +87,7 @@ type Replica struct {
 	maintainer  *maintenance.Maintainer
 	metrics     *metrics.Metrics
 	sender      *webhook.Sender
+	limiter     *ratelimit.Buckets
 	running     atomic.Bool
 }
 
@@ -117,6 +120,11 @@ func New(cfg Config, db *sql.DB, arts *artifact.Store, log *slog.Logger) (*Repli
 	if r.maintainer, err = maintenance.New(r.store, mcfg, log); err != nil {
 		return nil, err
 	}
+	// In memory: it needs no service in Run (docs/operations.md, "Rate
+	// limits", says why the replicas do not share one budget).
+	if r.limiter, err = ratelimit.New(cfg.RateLimit); err != nil {
+		return nil, err
+	}
 	if cfg.Webhook != nil {
 		hc := *cfg.Webhook
 		hc.Observer, hc.Outage = r.metrics, r.outage
@@ -142,7 +150,7 @@ var _ store.JobNotifier = wakeups{}
 // HTTPDeps is what the HTTP layer serves over.
 func (r *Replica) HTTPDeps() httpapi.Deps {
 	return httpapi.Deps{Store: r.store, Artifacts: r.artifacts, Claims: r.hub, Settlements: r.settlements, Outage: r.outage,
-		Metrics: r.metrics, Reconciler: r}
+		Metrics: r.metrics, Reconciler: r, RateLimiter: r.limiter}
 }
 
 // Store is the replica's store, decorated (metrics, wake-ups): for the
