@@ -184,7 +184,7 @@ func TestPythonQuickstart(t *testing.T) {
 	// does not renew. The token's budget (2 requests, 2/s) is below what the
 	// flow sends at once: the client must wait out some 429s.
 	env := controltest.Start(t, controltest.Options{Store: store.Config{LeaseTTL: time.Minute},
-		Replica: replica.Config{RateLimit: ratelimit.Config{Default: ratelimit.Limit{Rate: 2, Burst: 2}}}})
+		Replica: replica.Config{RateLimit: &ratelimit.Config{Default: ratelimit.Limit{Rate: 2, Burst: 2}}}})
 	done := make(chan struct{})
 	defer close(done)
 	testNode(t, env, py, done)

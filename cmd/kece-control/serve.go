@@ -188,8 +188,7 @@ func (f *serveFlags) check(prior error) (serveConfig, error) {
 	}
 	storeCfg := store.Config{LeaseTTL: *f.leaseTTL, MaxAttempts: *f.maxAttempts, OfflineAfter: *f.offline, HeartbeatTTL: *f.hbTTL,
 		MaxUnstartedAttempts: *f.maxUnstarted}
-	replicaCfg := replica.Config{Store: storeCfg, Maintenance: maintenance.Config{ReapInterval: *f.reap}, Metrics: metricsCfg, Webhook: hookCfg,
-		RateLimit: ratelimit.Config{Default: limit}}
+	replicaCfg := replica.Config{Store: storeCfg, Maintenance: maintenance.Config{ReapInterval: *f.reap}, Metrics: metricsCfg, Webhook: hookCfg}
 	httpCfg := httpapi.Config{HeartbeatInterval: *f.hb, RenewInterval: *f.renew, Probe: probeCfg, DisableAPIDocs: !*f.apiDocs,
 		TrustedProxies: proxies}
 	// The rest of the replica's (store, maintenance) and the HTTP layer's
@@ -206,6 +205,7 @@ func (f *serveFlags) check(prior error) (serveConfig, error) {
 	}
 	cfg := serveConfig{log: telemetry.LogConfig{Format: *f.logFormat, Level: *f.logLevel}, console: consoleCfg,
 		replica: replicaCfg, http: httpCfg, limit: limit}
+	cfg.replica.RateLimit = &ratelimit.Config{Default: limit}
 	return cfg, errors.Join(errs...)
 }
 

@@ -22,7 +22,7 @@ import (
 // rateEnv is a control plane whose business tokens get burst 5 at 1/s.
 func rateEnv(t *testing.T) *controltest.Env {
 	t.Helper()
-	return controltest.Start(t, controltest.Options{Replica: replica.Config{RateLimit: ratelimit.Config{Default: ratelimit.Limit{Rate: 1, Burst: 5}}}})
+	return controltest.Start(t, controltest.Options{Replica: replica.Config{RateLimit: &ratelimit.Config{Default: ratelimit.Limit{Rate: 1, Burst: 5}}}})
 }
 
 // limitedGet is one business request and what a client of the contract

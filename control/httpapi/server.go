@@ -146,9 +146,9 @@ type Deps struct {
 	// Reconciler checks the scheduling invariants with the replica's reap
 	// interval (admin Reconcile).
 	Reconciler Reconciler
-	// RateLimiter limits each business token's requests, consulted by the
-	// business surface after authentication (ratelimit.go); the replica
-	// builds it from its config. Nil: the control plane limits no one.
+	// RateLimiter limits each business token's requests (ratelimit.go),
+	// the replica's one, built from its config; nil: business clients are
+	// not limited by the control plane.
 	RateLimiter RateLimiter
 }
 
@@ -183,10 +183,9 @@ type Server struct {
 	// outage knows whether the database is down (logged once by the replica).
 	outage     *outage.Tracker
 	reconciler Reconciler
-	// limiter limits business tokens' requests (ratelimit.go); nil: none.
-	limiter   RateLimiter
-	log       *slog.Logger
-	manifests *wireManifests
+	limiter    RateLimiter
+	log        *slog.Logger
+	manifests  *wireManifests
 
 	// internal is the machine protocol's mux; tests add routes to prove the
 	// default-deny middleware covers handlers it does not know.
@@ -225,8 +224,8 @@ func (s *Server) Mount(pattern string, h http.Handler) {
 // http.Server.Shutdown so a restart does not wait out 15 s polls.
 func (s *Server) StopLongPolls() { s.closeOnce.Do(func() { close(s.closing) }) }
 
-// New builds a server over what the replica built (d); every field of d is
-// required.
+// New builds a server over what the replica built (d); every field of d
+// but RateLimiter is required.
 func New(cfg Config, d Deps, log *slog.Logger) (*Server, error) {
 	cfg.setDefaults()
 	if err := errors.Join(cfg.Validate(), d.validate()); err != nil {

@@ -31,13 +31,12 @@
 //
 // # Seams for the operator tools (issue 27)
 //
-// Rate limits: Config.RateLimit sets up control/ratelimit; New builds the
-// one limiter of the replica from it, and HTTPDeps hands it to httpapi as
-// Deps.RateLimiter, which the business surface consults after
+// Rate limits: Config.RateLimit configures control/ratelimit; New builds
+// the one limiter of the replica from it, and HTTPDeps hands it to httpapi
+// (Deps.RateLimiter), which the business surface consults after
 // authentication (429 RATE_LIMITED with Retry-After); machine and admin
 // routes are never limited. The limiter is in memory, so it needs no
-// service in Run; a shared budget through the database would add one
-// (measured and declined: docs/operations.md, "Rate limits").
+// service in Run; a shared budget through the database would add one.
 //
 // Per-consumer-group webhooks: Config.Webhook configures today's single
 // sender (one consumer group). control/webhook's one-sender-per-replica

@@ -43,10 +43,11 @@ type Config struct {
 	// consumer group); its Observer and Outage are the replica's (set by
 	// New). Issue 27's per-group sender replaces it (doc.go).
 	Webhook *webhook.Config
-	// RateLimit sets up the replica's per-business-token rate limiter
-	// (control/ratelimit); New builds it, HTTPDeps hands it to httpapi. The
-	// zero Default is unlimited, though a token's own limit still applies.
-	RateLimit ratelimit.Config
+	// RateLimit, when set, limits each business token's requests: New
+	// builds the replica's one limiter from it and HTTPDeps hands it to
+	// httpapi. Nil: business clients are not limited by this replica
+	// (kece-control serve always sets it).
+	RateLimit *ratelimit.Config
 }
 
 // WithDefaults returns c with every zero field set to its default, as New
@@ -61,7 +62,7 @@ func (c Config) WithDefaults() Config {
 
 // Validate reports every bad setting at once (apply WithDefaults first).
 func (c Config) Validate() error {
-	errs := []error{c.Store.Validate(), c.Maintenance.Validate(), c.Metrics.Validate(), c.RateLimit.Validate()}
+	errs := []error{c.Store.Validate(), c.Maintenance.Validate(), c.Metrics.Validate()}
 	if c.SignalPollInterval < time.Millisecond {
 		errs = append(errs, fmt.Errorf("replica config: signal poll interval %s is below 1ms", c.SignalPollInterval))
 	}
@@ -70,6 +71,11 @@ func (c Config) Validate() error {
 	}
 	if c.Webhook != nil {
 		errs = append(errs, c.Webhook.Validate())
+	}
+	if c.RateLimit != nil {
+		if err := c.RateLimit.Default.Validate(); err != nil {
+			errs = append(errs, fmt.Errorf("replica config: rate limit default: %w", err))
+		}
 	}
 	return errors.Join(errs...)
 }
@@ -120,10 +126,10 @@ func New(cfg Config, db *sql.DB, arts *artifact.Store, log *slog.Logger) (*Repli
 	if r.maintainer, err = maintenance.New(r.store, mcfg, log); err != nil {
 		return nil, err
 	}
-	// In memory: it needs no service in Run (docs/operations.md, "Rate
-	// limits", says why the replicas do not share one budget).
-	if r.limiter, err = ratelimit.New(cfg.RateLimit); err != nil {
-		return nil, err
+	if cfg.RateLimit != nil {
+		if r.limiter, err = ratelimit.New(*cfg.RateLimit); err != nil {
+			return nil, err
+		}
 	}
 	if cfg.Webhook != nil {
 		hc := *cfg.Webhook
@@ -149,8 +155,12 @@ var _ store.JobNotifier = wakeups{}
 
 // HTTPDeps is what the HTTP layer serves over.
 func (r *Replica) HTTPDeps() httpapi.Deps {
-	return httpapi.Deps{Store: r.store, Artifacts: r.artifacts, Claims: r.hub, Settlements: r.settlements, Outage: r.outage,
-		Metrics: r.metrics, Reconciler: r, RateLimiter: r.limiter}
+	d := httpapi.Deps{Store: r.store, Artifacts: r.artifacts, Claims: r.hub, Settlements: r.settlements, Outage: r.outage,
+		Metrics: r.metrics, Reconciler: r}
+	if r.limiter != nil { // a nil *Buckets in the interface would not be nil
+		d.RateLimiter = r.limiter
+	}
+	return d
 }
 
 // Store is the replica's store, decorated (metrics, wake-ups): for the
