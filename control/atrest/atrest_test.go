@@ -76,8 +76,8 @@ func TestRotationOldKeyStillOpens(t *testing.T) {
 func TestParseKeyNamesTheProblem(t *testing.T) {
 	t.Parallel()
 	for text, want := range map[string]string{
-		"nope":                           "must start with",
-		atrest.KeyPrefix + "!!!":         "not valid base64",
+		"nope":                            "must start with",
+		atrest.KeyPrefix + "!!!":          "not valid base64",
 		atrest.KeyPrefix + "AAAAAAAAAAA=": "want 32",
 	} {
 		_, err := atrest.ParseKey(text)
