@@ -15,6 +15,7 @@ import (
 
 	"github.com/kece-oj/kece/artifact"
 	"github.com/kece-oj/kece/cmd/internal/settings"
+	"github.com/kece-oj/kece/control/atrest"
 	"github.com/kece-oj/kece/control/console"
 	"github.com/kece-oj/kece/control/forwarded"
 	"github.com/kece-oj/kece/control/httpapi"
@@ -33,7 +34,7 @@ const DBConnsDefault = 32
 type serveFlags struct {
 	fs                                                                                            *settings.FlagSet
 	dsn, listen, artDir, logFormat, logLevel, metricsListen, probeHosts, probeCIDRs, probePorts   *string
-	trustedProxies, hookURL, hookSecret, hookGroup                                                *string
+	trustedProxies, hookURL, hookSecret, hookGroup, hookKey, hookOldKey                           *string
 	migrate, apiDocs, probeHTTP, consoleOn                                                        *bool
 	maxAttempts, maxUnstarted, conns, hookAttempts                                                *int
 	leaseTTL, reap, hb, renew, offline, hbTTL, metricsCache, consoleIdle, consoleMax, hookTimeout *time.Duration
@@ -74,7 +75,9 @@ func newServeFlags(getenv func(string) string) *serveFlags {
 	f.hookSecret = webhookSecretFlags(fs)
 	f.hookTimeout = fs.Duration("webhook-timeout", "KECE_WEBHOOK_TIMEOUT", webhook.TimeoutDefault, "bound on one webhook delivery")
 	f.hookAttempts = fs.Int("webhook-max-attempts", "KECE_WEBHOOK_MAX_ATTEMPTS", webhook.MaxAttemptsDefault, "failed deliveries before an event is dead")
-	f.hookGroup = fs.String("webhook-group", "KECE_WEBHOOK_GROUP", store.DefaultConsumerGroup, "the consumer group whose settlement events the webhook delivers")
+	f.hookGroup = fs.String("webhook-group", "KECE_WEBHOOK_GROUP", store.DefaultConsumerGroup,
+		"deprecated (webhooks per group: kecectl webhook set): the consumer group KECE_WEBHOOK_URL delivers")
+	f.hookKey, f.hookOldKey = webhookKeyFlags(fs)
 	return f
 }
 
@@ -87,6 +90,7 @@ type serveConfig struct {
 	store   store.Config
 	http    httpapi.Config
 	hook    *webhook.Config
+	keys    *atrest.Keyring
 }
 
 func serveCommand(cio cmdIO) *cobra.Command {
@@ -155,6 +159,8 @@ func (f *serveFlags) check(prior error) (serveConfig, error) {
 	probeCfg := probe.Config{AllowedHosts: hosts, AllowedCIDRs: cidrs, AllowedPorts: ports, AllowHTTP: *f.probeHTTP}
 	hookCfg, err := f.hookConfig()
 	errs = append(errs, err)
+	keys, err := webhookKeyring(f.fs, *f.hookKey, *f.hookOldKey)
+	errs = append(errs, err)
 	// The store and HTTP layer validate the rest when they are built; these
 	// are checked here so they are named by their flag.
 	if *f.maxAttempts < 1 || *f.maxAttempts > 100 {
@@ -193,7 +199,7 @@ func (f *serveFlags) check(prior error) (serveConfig, error) {
 		}
 	}
 	cfg := serveConfig{log: telemetry.LogConfig{Format: *f.logFormat, Level: *f.logLevel}, metrics: metricsCfg, console: consoleCfg,
-		store: storeCfg, http: httpCfg, hook: hookCfg}
+		store: storeCfg, http: httpCfg, hook: hookCfg, keys: keys}
 	return cfg, errors.Join(errs...)
 }
 
@@ -227,6 +233,7 @@ func serve(ctx context.Context, f *serveFlags, cfg serveConfig, cio cmdIO) error
 		return settings.Errorf(f.fs.Source("log-format"), "%v", err)
 	}
 	metricsCfg, consoleCfg, httpCfg, hookCfg := cfg.metrics, cfg.console, cfg.http, cfg.hook
+	httpCfg.WebhookKeys = cfg.keys
 	metricsCfg.Logger = log
 
 	// The artifact directory is a setting: checked before the database, so
@@ -264,12 +271,16 @@ func serve(ctx context.Context, f *serveFlags, cfg serveConfig, cio cmdIO) error
 	if err != nil {
 		return settings.Errorf("http settings", "%v", err)
 	}
-	var sender *webhook.Sender
+	// One webhook sender per replica, for every consumer group with a
+	// webhook (and the deprecated KECE_WEBHOOK_URL one).
+	sender, err := webhook.NewDispatcher(webhook.DispatcherConfig{Groups: srv.WebhookGroups(), Legacy: hookCfg,
+		Template: webhook.Config{Observer: mets, Outage: srv.Outage()}}, srv.Store(), log)
+	if err != nil {
+		return settings.Errorf(f.fs.Source("webhook-url"), "%v", err)
+	}
 	if hookCfg != nil {
-		hookCfg.Observer, hookCfg.Outage = mets, srv.Outage()
-		if sender, err = webhook.New(*hookCfg, srv.Store(), log); err != nil {
-			return settings.Errorf(f.fs.Source("webhook-url"), "%v", err)
-		}
+		log.Warn("KECE_WEBHOOK_URL is deprecated: give the consumer group a webhook of its own (kecectl webhook set); it becomes an implicit group until then",
+			"consumer_group", hookCfg.Group)
 	}
 	if *f.consoleOn {
 		// The console acts through this replica's API handler, in process.
@@ -308,9 +319,7 @@ func serve(ctx context.Context, f *serveFlags, cfg serveConfig, cio cmdIO) error
 		log.Info("metrics on a separate listener", "metrics_listen", mln.Addr().String())
 	}
 	g.Go(func() error { srv.Run(runCtx); return nil })
-	if sender != nil {
-		g.Go(func() error { sender.Run(runCtx); return nil })
-	}
+	g.Go(func() error { sender.Run(runCtx); return nil })
 	g.Go(func() error { return serveHTTP("http server", hs, ln) })
 	g.Go(func() error {
 		<-gctx.Done()

@@ -119,36 +119,41 @@ func (e DesiredState) Valid() bool {
 
 // Defines values for ErrorCode.
 const (
-	ErrorCodeAddressNotAllowed ErrorCode = "ADDRESS_NOT_ALLOWED"
-	ErrorCodeCheckInProgress   ErrorCode = "CHECK_IN_PROGRESS"
-	ErrorCodeCheckRequired     ErrorCode = "CHECK_REQUIRED"
-	ErrorCodeConflict          ErrorCode = "CONFLICT"
-	ErrorCodeEventNotDead      ErrorCode = "EVENT_NOT_DEAD"
-	ErrorCodeEventNotFound     ErrorCode = "EVENT_NOT_FOUND"
-	ErrorCodeHeartbeatStale    ErrorCode = "HEARTBEAT_STALE"
-	ErrorCodeHostGroupNotFound ErrorCode = "HOST_GROUP_NOT_FOUND"
-	ErrorCodeInternal          ErrorCode = "INTERNAL"
-	ErrorCodeJobNotCurrent     ErrorCode = "JOB_NOT_CURRENT"
-	ErrorCodeJobNotFound       ErrorCode = "JOB_NOT_FOUND"
-	ErrorCodeJobTerminal       ErrorCode = "JOB_TERMINAL"
-	ErrorCodeLeasesActive      ErrorCode = "LEASES_ACTIVE"
-	ErrorCodeMethodNotAllowed  ErrorCode = "METHOD_NOT_ALLOWED"
-	ErrorCodeNameTaken         ErrorCode = "NAME_TAKEN"
-	ErrorCodeNoAddress         ErrorCode = "NO_ADDRESS"
-	ErrorCodeNodeAlreadyJoined ErrorCode = "NODE_ALREADY_JOINED"
-	ErrorCodeNodeNotFound      ErrorCode = "NODE_NOT_FOUND"
-	ErrorCodeNodeRevoked       ErrorCode = "NODE_REVOKED"
-	ErrorCodeNotFound          ErrorCode = "NOT_FOUND"
-	ErrorCodePayloadTooLarge   ErrorCode = "PAYLOAD_TOO_LARGE"
-	ErrorCodeRateLimited       ErrorCode = "RATE_LIMITED"
-	ErrorCodeRequestInvalid    ErrorCode = "REQUEST_INVALID"
-	ErrorCodeRequestTimeout    ErrorCode = "REQUEST_TIMEOUT"
-	ErrorCodeRevisionStale     ErrorCode = "REVISION_STALE"
-	ErrorCodeStateConflict     ErrorCode = "STATE_CONFLICT"
-	ErrorCodeTokenExpired      ErrorCode = "TOKEN_EXPIRED"
-	ErrorCodeTokenNotFound     ErrorCode = "TOKEN_NOT_FOUND"
-	ErrorCodeUnauthenticated   ErrorCode = "UNAUTHENTICATED"
-	ErrorCodeUnavailable       ErrorCode = "UNAVAILABLE"
+	ErrorCodeAddressNotAllowed    ErrorCode = "ADDRESS_NOT_ALLOWED"
+	ErrorCodeCheckInProgress      ErrorCode = "CHECK_IN_PROGRESS"
+	ErrorCodeCheckRequired        ErrorCode = "CHECK_REQUIRED"
+	ErrorCodeConflict             ErrorCode = "CONFLICT"
+	ErrorCodeConsumerGroupUnknown ErrorCode = "CONSUMER_GROUP_UNKNOWN"
+	ErrorCodeEventNotDead         ErrorCode = "EVENT_NOT_DEAD"
+	ErrorCodeEventNotFound        ErrorCode = "EVENT_NOT_FOUND"
+	ErrorCodeHeartbeatStale       ErrorCode = "HEARTBEAT_STALE"
+	ErrorCodeHostGroupNotFound    ErrorCode = "HOST_GROUP_NOT_FOUND"
+	ErrorCodeInternal             ErrorCode = "INTERNAL"
+	ErrorCodeJobNotCurrent        ErrorCode = "JOB_NOT_CURRENT"
+	ErrorCodeJobNotFound          ErrorCode = "JOB_NOT_FOUND"
+	ErrorCodeJobTerminal          ErrorCode = "JOB_TERMINAL"
+	ErrorCodeLeasesActive         ErrorCode = "LEASES_ACTIVE"
+	ErrorCodeMethodNotAllowed     ErrorCode = "METHOD_NOT_ALLOWED"
+	ErrorCodeNameTaken            ErrorCode = "NAME_TAKEN"
+	ErrorCodeNoAddress            ErrorCode = "NO_ADDRESS"
+	ErrorCodeNodeAlreadyJoined    ErrorCode = "NODE_ALREADY_JOINED"
+	ErrorCodeNodeNotFound         ErrorCode = "NODE_NOT_FOUND"
+	ErrorCodeNodeRevoked          ErrorCode = "NODE_REVOKED"
+	ErrorCodeNotFound             ErrorCode = "NOT_FOUND"
+	ErrorCodePayloadTooLarge      ErrorCode = "PAYLOAD_TOO_LARGE"
+	ErrorCodeRateLimited          ErrorCode = "RATE_LIMITED"
+	ErrorCodeRequestInvalid       ErrorCode = "REQUEST_INVALID"
+	ErrorCodeRequestTimeout       ErrorCode = "REQUEST_TIMEOUT"
+	ErrorCodeRevisionStale        ErrorCode = "REVISION_STALE"
+	ErrorCodeStateConflict        ErrorCode = "STATE_CONFLICT"
+	ErrorCodeTokenExpired         ErrorCode = "TOKEN_EXPIRED"
+	ErrorCodeTokenNotFound        ErrorCode = "TOKEN_NOT_FOUND"
+	ErrorCodeUnauthenticated      ErrorCode = "UNAUTHENTICATED"
+	ErrorCodeUnavailable          ErrorCode = "UNAVAILABLE"
+	ErrorCodeWebhookGroupNotFound ErrorCode = "WEBHOOK_GROUP_NOT_FOUND"
+	ErrorCodeWebhookKeyMissing    ErrorCode = "WEBHOOK_KEY_MISSING"
+	ErrorCodeWebhookSecretInvalid ErrorCode = "WEBHOOK_SECRET_INVALID"
+	ErrorCodeWebhookUrlInvalid    ErrorCode = "WEBHOOK_URL_INVALID"
 )
 
 // Valid indicates whether the value is a known member of the ErrorCode enum.
@@ -161,6 +166,8 @@ func (e ErrorCode) Valid() bool {
 	case ErrorCodeCheckRequired:
 		return true
 	case ErrorCodeConflict:
+		return true
+	case ErrorCodeConsumerGroupUnknown:
 		return true
 	case ErrorCodeEventNotDead:
 		return true
@@ -213,6 +220,14 @@ func (e ErrorCode) Valid() bool {
 	case ErrorCodeUnauthenticated:
 		return true
 	case ErrorCodeUnavailable:
+		return true
+	case ErrorCodeWebhookGroupNotFound:
+		return true
+	case ErrorCodeWebhookKeyMissing:
+		return true
+	case ErrorCodeWebhookSecretInvalid:
+		return true
+	case ErrorCodeWebhookUrlInvalid:
 		return true
 	default:
 		return false
@@ -1373,6 +1388,95 @@ type Violation struct {
 	SubjectType SubjectType `json:"subjectType"`
 }
 
+// WebhookGroup defines model for WebhookGroup.
+type WebhookGroup struct {
+	Concurrency int `json:"concurrency"`
+
+	// ConsumerGroup A settlement-event consumer group: every group receives each
+	// settlement of the submission types its tokens may use once, with its
+	// own delivery state. `default` takes every settlement.
+	ConsumerGroup ConsumerGroup `json:"consumerGroup"`
+	CreatedAt     time.Time     `json:"createdAt"`
+	Enabled       bool          `json:"enabled"`
+	MaxAttempts   int           `json:"maxAttempts"`
+
+	// Revision Grows with every change of the webhook or its secrets.
+	Revision int64 `json:"revision"`
+
+	// Secrets The secrets that sign now, newest (current) first.
+	Secrets   []WebhookSecretInfo `json:"secrets"`
+	TimeoutMs int64               `json:"timeoutMs"`
+	UpdatedAt time.Time           `json:"updatedAt"`
+	Url       string              `json:"url"`
+}
+
+// WebhookGroupList defines model for WebhookGroupList.
+type WebhookGroupList struct {
+	Groups []WebhookGroup `json:"groups"`
+}
+
+// WebhookGroupPut defines model for WebhookGroupPut.
+type WebhookGroupPut struct {
+	// Concurrency Deliveries in flight at once for this group (default 4).
+	Concurrency *int `json:"concurrency,omitempty"`
+
+	// Enabled Deliver (default true); false keeps the settings and secrets but stops pushing.
+	Enabled *bool `json:"enabled,omitempty"`
+
+	// MaxAttempts Failed deliveries before an event is DEAD (default 8).
+	MaxAttempts *int `json:"maxAttempts,omitempty"`
+
+	// Reason Why; recorded in the audit log.
+	Reason *Reason `json:"reason,omitempty"`
+
+	// Secret The first signing secret of a new webhook (`whsec_…`); absent, one is generated.
+	Secret *string `json:"secret,omitempty"`
+
+	// TimeoutMs Bound on one delivery (default 10000).
+	TimeoutMs *int64 `json:"timeoutMs,omitempty"`
+
+	// Url Absolute http(s) URL that receives a signed POST per settlement event.
+	Url string `json:"url"`
+}
+
+// WebhookGroupWritten defines model for WebhookGroupWritten.
+type WebhookGroupWritten struct {
+	// Secret A secret the control plane generated (`whsec_…`), shown this once; give it to the receiver.
+	Secret       *string      `json:"secret,omitempty"`
+	WebhookGroup WebhookGroup `json:"webhookGroup"`
+}
+
+// WebhookSecretInfo defines model for WebhookSecretInfo.
+type WebhookSecretInfo struct {
+	CreatedAt time.Time `json:"createdAt"`
+
+	// ExpiresAt When it stops signing (a rotation's overlap); absent for the current secret.
+	ExpiresAt *time.Time `json:"expiresAt,omitempty"`
+
+	// Id A BIGINT id as a decimal string.
+	//
+	// Example: 42
+	Id Id `json:"id"`
+
+	// KeyId Id of the encryption key that sealed it (`kece-control webhook-key id` prints a key file's).
+	KeyId string `json:"keyId"`
+
+	// Readable Whether the answering replica can open it; false means its key is lost or not given to that replica.
+	Readable bool `json:"readable"`
+}
+
+// WebhookSecretRotate defines model for WebhookSecretRotate.
+type WebhookSecretRotate struct {
+	// OverlapMs How long the current secrets keep signing (default 86400000, one day; 0 drops them now).
+	OverlapMs *int64 `json:"overlapMs,omitempty"`
+
+	// Reason Why; recorded in the audit log.
+	Reason *Reason `json:"reason,omitempty"`
+
+	// Secret The new secret (`whsec_…`); absent, one is generated.
+	Secret *string `json:"secret,omitempty"`
+}
+
 // BeforeId A BIGINT id as a decimal string.
 //
 // Example: 42
@@ -1541,6 +1645,12 @@ type VerifyJudgerJSONRequestBody = ReasonRequest
 
 // RedeliverSettlementEventJSONRequestBody defines body for RedeliverSettlementEvent for application/json ContentType.
 type RedeliverSettlementEventJSONRequestBody = ReasonRequest
+
+// PutWebhookGroupJSONRequestBody defines body for PutWebhookGroup for application/json ContentType.
+type PutWebhookGroupJSONRequestBody = WebhookGroupPut
+
+// RotateWebhookSecretJSONRequestBody defines body for RotateWebhookSecret for application/json ContentType.
+type RotateWebhookSecretJSONRequestBody = WebhookSecretRotate
 
 // RequestEditorFn is the function signature for the RequestEditor callback function
 type RequestEditorFn func(ctx context.Context, req *http.Request) error
@@ -2258,6 +2368,123 @@ type ClientInterface interface {
 	//
 	// Corresponds with GET /api/v1/admin/verdict-mix (the `GetVerdictMix` operationId).
 	GetVerdictMix(ctx context.Context, params *GetVerdictMixParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ListWebhookGroups List the consumer groups that push their settlement events to a webhook (never a secret).
+	//
+	// One entry per group with a webhook: its endpoint, delivery settings
+	// and the secrets it signs with (id, key id, expiry, and whether this
+	// replica can open it; never the secret). Groups without an entry are
+	// pulled (docs/business.md, "Webhooks").
+	//
+	// Errors: 401 `UNAUTHENTICATED`; 429 `RATE_LIMITED`; 5xx.
+	//
+	// Corresponds with GET /api/v1/admin/webhook-groups (the `ListWebhookGroups` operationId).
+	ListWebhookGroups(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// DeleteWebhookGroup Stop pushing a group's events; its secrets are deleted and the group is pulled again.
+	//
+	// Errors: 400 `REQUEST_INVALID`; 401 `UNAUTHENTICATED`;
+	// 404 `WEBHOOK_GROUP_NOT_FOUND`; 429 `RATE_LIMITED`; 5xx.
+	//
+	// Corresponds with DELETE /api/v1/admin/webhook-groups/{group} (the `DeleteWebhookGroup` operationId).
+	DeleteWebhookGroup(ctx context.Context, group ConsumerGroup, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// GetWebhookGroup One consumer group's webhook.
+	//
+	// Errors: 400 `REQUEST_INVALID`; 401 `UNAUTHENTICATED`;
+	// 404 `WEBHOOK_GROUP_NOT_FOUND` (the group has no webhook);
+	// 429 `RATE_LIMITED`; 5xx.
+	//
+	// Corresponds with GET /api/v1/admin/webhook-groups/{group} (the `GetWebhookGroup` operationId).
+	GetWebhookGroup(ctx context.Context, group ConsumerGroup, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// PutWebhookGroupWithBody Give a consumer group a webhook, or change its endpoint and delivery settings.
+	//
+	// Creates the group's webhook (201) or updates it (200). Every replica's
+	// sender follows within a few seconds. A new webhook needs a signing
+	// secret: pass `secret` (`whsec_…`) or leave it out and the answer
+	// carries a fresh one, shown this once. An existing webhook keeps its
+	// secrets (change them with `rotate-secret`). The secrets are stored
+	// encrypted with the replica's key (`KECE_WEBHOOK_KEY_FILE`).
+	//
+	// Errors: 400 `REQUEST_INVALID` (the body does not match the schema),
+	// 400 `WEBHOOK_URL_INVALID` (not an absolute http(s) URL, or it carries
+	// user:password), 400 `WEBHOOK_SECRET_INVALID` (not `whsec_` + base64 of
+	// at least 16 bytes), 400 `CONSUMER_GROUP_UNKNOWN` (no business token
+	// joined the group; `default` always exists); 401 `UNAUTHENTICATED`;
+	// 409 `WEBHOOK_KEY_MISSING` (this replica has no encryption key);
+	// 422 `REQUEST_INVALID` (`details.field` names the field, e.g. a secret
+	// given for an existing webhook); 429 `RATE_LIMITED`; 5xx.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with PUT /api/v1/admin/webhook-groups/{group} (the `PutWebhookGroup` operationId).
+	PutWebhookGroupWithBody(ctx context.Context, group ConsumerGroup, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// PutWebhookGroup Give a consumer group a webhook, or change its endpoint and delivery settings.
+	//
+	// Creates the group's webhook (201) or updates it (200). Every replica's
+	// sender follows within a few seconds. A new webhook needs a signing
+	// secret: pass `secret` (`whsec_…`) or leave it out and the answer
+	// carries a fresh one, shown this once. An existing webhook keeps its
+	// secrets (change them with `rotate-secret`). The secrets are stored
+	// encrypted with the replica's key (`KECE_WEBHOOK_KEY_FILE`).
+	//
+	// Errors: 400 `REQUEST_INVALID` (the body does not match the schema),
+	// 400 `WEBHOOK_URL_INVALID` (not an absolute http(s) URL, or it carries
+	// user:password), 400 `WEBHOOK_SECRET_INVALID` (not `whsec_` + base64 of
+	// at least 16 bytes), 400 `CONSUMER_GROUP_UNKNOWN` (no business token
+	// joined the group; `default` always exists); 401 `UNAUTHENTICATED`;
+	// 409 `WEBHOOK_KEY_MISSING` (this replica has no encryption key);
+	// 422 `REQUEST_INVALID` (`details.field` names the field, e.g. a secret
+	// given for an existing webhook); 429 `RATE_LIMITED`; 5xx.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with PUT /api/v1/admin/webhook-groups/{group} (the `PutWebhookGroup` operationId).
+	PutWebhookGroup(ctx context.Context, group ConsumerGroup, body PutWebhookGroupJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// RotateWebhookSecretWithBody Sign with a new secret; the current ones keep signing for the overlap.
+	//
+	// As in Standard Webhooks, every delivery carries one `v1,…` signature
+	// per secret in `webhook-signature`: during `overlapMs` (default one
+	// day) the old and the new secret both sign, so the receiver can move
+	// to the new one without a gap; then the old one expires. Overlap 0
+	// drops the old secrets at once (a leaked secret, or secrets sealed
+	// with a lost key). Leave `secret` out for a fresh one, shown this once.
+	// At most 4 secrets sign at once.
+	//
+	// Errors: 400 `REQUEST_INVALID`, 400 `WEBHOOK_SECRET_INVALID`;
+	// 401 `UNAUTHENTICATED`; 404 `WEBHOOK_GROUP_NOT_FOUND`;
+	// 409 `WEBHOOK_KEY_MISSING`; 422 `REQUEST_INVALID` (too many secrets:
+	// wait for an overlap to end, or rotate with overlap 0); 429
+	// `RATE_LIMITED`; 5xx.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /api/v1/admin/webhook-groups/{group}/rotate-secret (the `RotateWebhookSecret` operationId).
+	RotateWebhookSecretWithBody(ctx context.Context, group ConsumerGroup, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// RotateWebhookSecret Sign with a new secret; the current ones keep signing for the overlap.
+	//
+	// As in Standard Webhooks, every delivery carries one `v1,…` signature
+	// per secret in `webhook-signature`: during `overlapMs` (default one
+	// day) the old and the new secret both sign, so the receiver can move
+	// to the new one without a gap; then the old one expires. Overlap 0
+	// drops the old secrets at once (a leaked secret, or secrets sealed
+	// with a lost key). Leave `secret` out for a fresh one, shown this once.
+	// At most 4 secrets sign at once.
+	//
+	// Errors: 400 `REQUEST_INVALID`, 400 `WEBHOOK_SECRET_INVALID`;
+	// 401 `UNAUTHENTICATED`; 404 `WEBHOOK_GROUP_NOT_FOUND`;
+	// 409 `WEBHOOK_KEY_MISSING`; 422 `REQUEST_INVALID` (too many secrets:
+	// wait for an overlap to end, or rotate with overlap 0); 429
+	// `RATE_LIMITED`; 5xx.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /api/v1/admin/webhook-groups/{group}/rotate-secret (the `RotateWebhookSecret` operationId).
+	RotateWebhookSecret(ctx context.Context, group ConsumerGroup, body RotateWebhookSecretJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 }
 
 // ListAudit The audit log of every admin and automatic action, newest first.
@@ -3333,6 +3560,193 @@ func (c *Client) RedeliverSettlementEvent(ctx context.Context, eventId Id, body 
 // Corresponds with GET /api/v1/admin/verdict-mix (the `GetVerdictMix` operationId).
 func (c *Client) GetVerdictMix(ctx context.Context, params *GetVerdictMixParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewGetVerdictMixRequest(c.Server, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ListWebhookGroups List the consumer groups that push their settlement events to a webhook (never a secret).
+//
+// One entry per group with a webhook: its endpoint, delivery settings
+// and the secrets it signs with (id, key id, expiry, and whether this
+// replica can open it; never the secret). Groups without an entry are
+// pulled (docs/business.md, "Webhooks").
+//
+// Errors: 401 `UNAUTHENTICATED`; 429 `RATE_LIMITED`; 5xx.
+//
+// Corresponds with GET /api/v1/admin/webhook-groups (the `ListWebhookGroups` operationId).
+func (c *Client) ListWebhookGroups(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListWebhookGroupsRequest(c.Server)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// DeleteWebhookGroup Stop pushing a group's events; its secrets are deleted and the group is pulled again.
+//
+// Errors: 400 `REQUEST_INVALID`; 401 `UNAUTHENTICATED`;
+// 404 `WEBHOOK_GROUP_NOT_FOUND`; 429 `RATE_LIMITED`; 5xx.
+//
+// Corresponds with DELETE /api/v1/admin/webhook-groups/{group} (the `DeleteWebhookGroup` operationId).
+func (c *Client) DeleteWebhookGroup(ctx context.Context, group ConsumerGroup, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewDeleteWebhookGroupRequest(c.Server, group)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetWebhookGroup One consumer group's webhook.
+//
+// Errors: 400 `REQUEST_INVALID`; 401 `UNAUTHENTICATED`;
+// 404 `WEBHOOK_GROUP_NOT_FOUND` (the group has no webhook);
+// 429 `RATE_LIMITED`; 5xx.
+//
+// Corresponds with GET /api/v1/admin/webhook-groups/{group} (the `GetWebhookGroup` operationId).
+func (c *Client) GetWebhookGroup(ctx context.Context, group ConsumerGroup, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetWebhookGroupRequest(c.Server, group)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// PutWebhookGroupWithBody Give a consumer group a webhook, or change its endpoint and delivery settings.
+//
+// Creates the group's webhook (201) or updates it (200). Every replica's
+// sender follows within a few seconds. A new webhook needs a signing
+// secret: pass `secret` (`whsec_…`) or leave it out and the answer
+// carries a fresh one, shown this once. An existing webhook keeps its
+// secrets (change them with `rotate-secret`). The secrets are stored
+// encrypted with the replica's key (`KECE_WEBHOOK_KEY_FILE`).
+//
+// Errors: 400 `REQUEST_INVALID` (the body does not match the schema),
+// 400 `WEBHOOK_URL_INVALID` (not an absolute http(s) URL, or it carries
+// user:password), 400 `WEBHOOK_SECRET_INVALID` (not `whsec_` + base64 of
+// at least 16 bytes), 400 `CONSUMER_GROUP_UNKNOWN` (no business token
+// joined the group; `default` always exists); 401 `UNAUTHENTICATED`;
+// 409 `WEBHOOK_KEY_MISSING` (this replica has no encryption key);
+// 422 `REQUEST_INVALID` (`details.field` names the field, e.g. a secret
+// given for an existing webhook); 429 `RATE_LIMITED`; 5xx.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with PUT /api/v1/admin/webhook-groups/{group} (the `PutWebhookGroup` operationId).
+func (c *Client) PutWebhookGroupWithBody(ctx context.Context, group ConsumerGroup, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPutWebhookGroupRequestWithBody(c.Server, group, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// PutWebhookGroup Give a consumer group a webhook, or change its endpoint and delivery settings.
+//
+// Creates the group's webhook (201) or updates it (200). Every replica's
+// sender follows within a few seconds. A new webhook needs a signing
+// secret: pass `secret` (`whsec_…`) or leave it out and the answer
+// carries a fresh one, shown this once. An existing webhook keeps its
+// secrets (change them with `rotate-secret`). The secrets are stored
+// encrypted with the replica's key (`KECE_WEBHOOK_KEY_FILE`).
+//
+// Errors: 400 `REQUEST_INVALID` (the body does not match the schema),
+// 400 `WEBHOOK_URL_INVALID` (not an absolute http(s) URL, or it carries
+// user:password), 400 `WEBHOOK_SECRET_INVALID` (not `whsec_` + base64 of
+// at least 16 bytes), 400 `CONSUMER_GROUP_UNKNOWN` (no business token
+// joined the group; `default` always exists); 401 `UNAUTHENTICATED`;
+// 409 `WEBHOOK_KEY_MISSING` (this replica has no encryption key);
+// 422 `REQUEST_INVALID` (`details.field` names the field, e.g. a secret
+// given for an existing webhook); 429 `RATE_LIMITED`; 5xx.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with PUT /api/v1/admin/webhook-groups/{group} (the `PutWebhookGroup` operationId).
+func (c *Client) PutWebhookGroup(ctx context.Context, group ConsumerGroup, body PutWebhookGroupJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPutWebhookGroupRequest(c.Server, group, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// RotateWebhookSecretWithBody Sign with a new secret; the current ones keep signing for the overlap.
+//
+// As in Standard Webhooks, every delivery carries one `v1,…` signature
+// per secret in `webhook-signature`: during `overlapMs` (default one
+// day) the old and the new secret both sign, so the receiver can move
+// to the new one without a gap; then the old one expires. Overlap 0
+// drops the old secrets at once (a leaked secret, or secrets sealed
+// with a lost key). Leave `secret` out for a fresh one, shown this once.
+// At most 4 secrets sign at once.
+//
+// Errors: 400 `REQUEST_INVALID`, 400 `WEBHOOK_SECRET_INVALID`;
+// 401 `UNAUTHENTICATED`; 404 `WEBHOOK_GROUP_NOT_FOUND`;
+// 409 `WEBHOOK_KEY_MISSING`; 422 `REQUEST_INVALID` (too many secrets:
+// wait for an overlap to end, or rotate with overlap 0); 429
+// `RATE_LIMITED`; 5xx.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /api/v1/admin/webhook-groups/{group}/rotate-secret (the `RotateWebhookSecret` operationId).
+func (c *Client) RotateWebhookSecretWithBody(ctx context.Context, group ConsumerGroup, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewRotateWebhookSecretRequestWithBody(c.Server, group, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// RotateWebhookSecret Sign with a new secret; the current ones keep signing for the overlap.
+//
+// As in Standard Webhooks, every delivery carries one `v1,…` signature
+// per secret in `webhook-signature`: during `overlapMs` (default one
+// day) the old and the new secret both sign, so the receiver can move
+// to the new one without a gap; then the old one expires. Overlap 0
+// drops the old secrets at once (a leaked secret, or secrets sealed
+// with a lost key). Leave `secret` out for a fresh one, shown this once.
+// At most 4 secrets sign at once.
+//
+// Errors: 400 `REQUEST_INVALID`, 400 `WEBHOOK_SECRET_INVALID`;
+// 401 `UNAUTHENTICATED`; 404 `WEBHOOK_GROUP_NOT_FOUND`;
+// 409 `WEBHOOK_KEY_MISSING`; 422 `REQUEST_INVALID` (too many secrets:
+// wait for an overlap to end, or rotate with overlap 0); 429
+// `RATE_LIMITED`; 5xx.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /api/v1/admin/webhook-groups/{group}/rotate-secret (the `RotateWebhookSecret` operationId).
+func (c *Client) RotateWebhookSecret(ctx context.Context, group ConsumerGroup, body RotateWebhookSecretJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewRotateWebhookSecretRequest(c.Server, group, body)
 	if err != nil {
 		return nil, err
 	}
@@ -4794,6 +5208,195 @@ func NewGetVerdictMixRequest(server string, params *GetVerdictMixParams) (*http.
 	return req, nil
 }
 
+// NewListWebhookGroupsRequest constructs an http.Request for the ListWebhookGroups method
+func NewListWebhookGroupsRequest(server string) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/admin/webhook-groups")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewDeleteWebhookGroupRequest constructs an http.Request for the DeleteWebhookGroup method
+func NewDeleteWebhookGroupRequest(server string, group ConsumerGroup) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "group", group, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/admin/webhook-groups/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodDelete, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewGetWebhookGroupRequest constructs an http.Request for the GetWebhookGroup method
+func NewGetWebhookGroupRequest(server string, group ConsumerGroup) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "group", group, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/admin/webhook-groups/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewPutWebhookGroupRequest calls the generic PutWebhookGroup builder with application/json body
+func NewPutWebhookGroupRequest(server string, group ConsumerGroup, body PutWebhookGroupJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewPutWebhookGroupRequestWithBody(server, group, "application/json", bodyReader)
+}
+
+// NewPutWebhookGroupRequestWithBody constructs an http.Request for the PutWebhookGroup method, with any body, and a specified content type
+func NewPutWebhookGroupRequestWithBody(server string, group ConsumerGroup, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "group", group, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/admin/webhook-groups/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPut, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewRotateWebhookSecretRequest calls the generic RotateWebhookSecret builder with application/json body
+func NewRotateWebhookSecretRequest(server string, group ConsumerGroup, body RotateWebhookSecretJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewRotateWebhookSecretRequestWithBody(server, group, "application/json", bodyReader)
+}
+
+// NewRotateWebhookSecretRequestWithBody constructs an http.Request for the RotateWebhookSecret method, with any body, and a specified content type
+func NewRotateWebhookSecretRequestWithBody(server string, group ConsumerGroup, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "group", group, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/admin/webhook-groups/%s/rotate-secret", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
 func (c *Client) applyEditors(ctx context.Context, req *http.Request, additionalEditors []RequestEditorFn) error {
 	for _, r := range c.RequestEditors {
 		if err := r(ctx, req); err != nil {
@@ -5504,6 +6107,129 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with GET /api/v1/admin/verdict-mix (the `GetVerdictMix` operationId).
 	GetVerdictMixWithResponse(ctx context.Context, params *GetVerdictMixParams, reqEditors ...RequestEditorFn) (*GetVerdictMixResponse, error)
+
+	// ListWebhookGroupsWithResponse List the consumer groups that push their settlement events to a webhook (never a secret).
+	//
+	// One entry per group with a webhook: its endpoint, delivery settings
+	// and the secrets it signs with (id, key id, expiry, and whether this
+	// replica can open it; never the secret). Groups without an entry are
+	// pulled (docs/business.md, "Webhooks").
+	//
+	// Errors: 401 `UNAUTHENTICATED`; 429 `RATE_LIMITED`; 5xx.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /api/v1/admin/webhook-groups (the `ListWebhookGroups` operationId).
+	ListWebhookGroupsWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ListWebhookGroupsResponse, error)
+
+	// DeleteWebhookGroupWithResponse Stop pushing a group's events; its secrets are deleted and the group is pulled again.
+	//
+	// Errors: 400 `REQUEST_INVALID`; 401 `UNAUTHENTICATED`;
+	// 404 `WEBHOOK_GROUP_NOT_FOUND`; 429 `RATE_LIMITED`; 5xx.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with DELETE /api/v1/admin/webhook-groups/{group} (the `DeleteWebhookGroup` operationId).
+	DeleteWebhookGroupWithResponse(ctx context.Context, group ConsumerGroup, reqEditors ...RequestEditorFn) (*DeleteWebhookGroupResponse, error)
+
+	// GetWebhookGroupWithResponse One consumer group's webhook.
+	//
+	// Errors: 400 `REQUEST_INVALID`; 401 `UNAUTHENTICATED`;
+	// 404 `WEBHOOK_GROUP_NOT_FOUND` (the group has no webhook);
+	// 429 `RATE_LIMITED`; 5xx.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /api/v1/admin/webhook-groups/{group} (the `GetWebhookGroup` operationId).
+	GetWebhookGroupWithResponse(ctx context.Context, group ConsumerGroup, reqEditors ...RequestEditorFn) (*GetWebhookGroupResponse, error)
+
+	// PutWebhookGroupWithBodyWithResponse Give a consumer group a webhook, or change its endpoint and delivery settings.
+	//
+	// Creates the group's webhook (201) or updates it (200). Every replica's
+	// sender follows within a few seconds. A new webhook needs a signing
+	// secret: pass `secret` (`whsec_…`) or leave it out and the answer
+	// carries a fresh one, shown this once. An existing webhook keeps its
+	// secrets (change them with `rotate-secret`). The secrets are stored
+	// encrypted with the replica's key (`KECE_WEBHOOK_KEY_FILE`).
+	//
+	// Errors: 400 `REQUEST_INVALID` (the body does not match the schema),
+	// 400 `WEBHOOK_URL_INVALID` (not an absolute http(s) URL, or it carries
+	// user:password), 400 `WEBHOOK_SECRET_INVALID` (not `whsec_` + base64 of
+	// at least 16 bytes), 400 `CONSUMER_GROUP_UNKNOWN` (no business token
+	// joined the group; `default` always exists); 401 `UNAUTHENTICATED`;
+	// 409 `WEBHOOK_KEY_MISSING` (this replica has no encryption key);
+	// 422 `REQUEST_INVALID` (`details.field` names the field, e.g. a secret
+	// given for an existing webhook); 429 `RATE_LIMITED`; 5xx.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PUT /api/v1/admin/webhook-groups/{group} (the `PutWebhookGroup` operationId).
+	PutWebhookGroupWithBodyWithResponse(ctx context.Context, group ConsumerGroup, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PutWebhookGroupResponse, error)
+
+	// PutWebhookGroupWithResponse Give a consumer group a webhook, or change its endpoint and delivery settings.
+	//
+	// Creates the group's webhook (201) or updates it (200). Every replica's
+	// sender follows within a few seconds. A new webhook needs a signing
+	// secret: pass `secret` (`whsec_…`) or leave it out and the answer
+	// carries a fresh one, shown this once. An existing webhook keeps its
+	// secrets (change them with `rotate-secret`). The secrets are stored
+	// encrypted with the replica's key (`KECE_WEBHOOK_KEY_FILE`).
+	//
+	// Errors: 400 `REQUEST_INVALID` (the body does not match the schema),
+	// 400 `WEBHOOK_URL_INVALID` (not an absolute http(s) URL, or it carries
+	// user:password), 400 `WEBHOOK_SECRET_INVALID` (not `whsec_` + base64 of
+	// at least 16 bytes), 400 `CONSUMER_GROUP_UNKNOWN` (no business token
+	// joined the group; `default` always exists); 401 `UNAUTHENTICATED`;
+	// 409 `WEBHOOK_KEY_MISSING` (this replica has no encryption key);
+	// 422 `REQUEST_INVALID` (`details.field` names the field, e.g. a secret
+	// given for an existing webhook); 429 `RATE_LIMITED`; 5xx.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PUT /api/v1/admin/webhook-groups/{group} (the `PutWebhookGroup` operationId).
+	PutWebhookGroupWithResponse(ctx context.Context, group ConsumerGroup, body PutWebhookGroupJSONRequestBody, reqEditors ...RequestEditorFn) (*PutWebhookGroupResponse, error)
+
+	// RotateWebhookSecretWithBodyWithResponse Sign with a new secret; the current ones keep signing for the overlap.
+	//
+	// As in Standard Webhooks, every delivery carries one `v1,…` signature
+	// per secret in `webhook-signature`: during `overlapMs` (default one
+	// day) the old and the new secret both sign, so the receiver can move
+	// to the new one without a gap; then the old one expires. Overlap 0
+	// drops the old secrets at once (a leaked secret, or secrets sealed
+	// with a lost key). Leave `secret` out for a fresh one, shown this once.
+	// At most 4 secrets sign at once.
+	//
+	// Errors: 400 `REQUEST_INVALID`, 400 `WEBHOOK_SECRET_INVALID`;
+	// 401 `UNAUTHENTICATED`; 404 `WEBHOOK_GROUP_NOT_FOUND`;
+	// 409 `WEBHOOK_KEY_MISSING`; 422 `REQUEST_INVALID` (too many secrets:
+	// wait for an overlap to end, or rotate with overlap 0); 429
+	// `RATE_LIMITED`; 5xx.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/admin/webhook-groups/{group}/rotate-secret (the `RotateWebhookSecret` operationId).
+	RotateWebhookSecretWithBodyWithResponse(ctx context.Context, group ConsumerGroup, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*RotateWebhookSecretResponse, error)
+
+	// RotateWebhookSecretWithResponse Sign with a new secret; the current ones keep signing for the overlap.
+	//
+	// As in Standard Webhooks, every delivery carries one `v1,…` signature
+	// per secret in `webhook-signature`: during `overlapMs` (default one
+	// day) the old and the new secret both sign, so the receiver can move
+	// to the new one without a gap; then the old one expires. Overlap 0
+	// drops the old secrets at once (a leaked secret, or secrets sealed
+	// with a lost key). Leave `secret` out for a fresh one, shown this once.
+	// At most 4 secrets sign at once.
+	//
+	// Errors: 400 `REQUEST_INVALID`, 400 `WEBHOOK_SECRET_INVALID`;
+	// 401 `UNAUTHENTICATED`; 404 `WEBHOOK_GROUP_NOT_FOUND`;
+	// 409 `WEBHOOK_KEY_MISSING`; 422 `REQUEST_INVALID` (too many secrets:
+	// wait for an overlap to end, or rotate with overlap 0); 429
+	// `RATE_LIMITED`; 5xx.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/admin/webhook-groups/{group}/rotate-secret (the `RotateWebhookSecret` operationId).
+	RotateWebhookSecretWithResponse(ctx context.Context, group ConsumerGroup, body RotateWebhookSecretJSONRequestBody, reqEditors ...RequestEditorFn) (*RotateWebhookSecretResponse, error)
 }
 
 // ListAuditResponse429Headers the declared response headers of an HTTP 429 response for ListAudit
@@ -7851,6 +8577,428 @@ func (r GetVerdictMixResponse) ContentType() string {
 	return ""
 }
 
+// ListWebhookGroupsResponse429Headers the declared response headers of an HTTP 429 response for ListWebhookGroups
+type ListWebhookGroupsResponse429Headers struct {
+	RetryAfter int32
+}
+
+type ListWebhookGroupsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *WebhookGroupList
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *TooManyRequests
+	// JSONDefault the response for an HTTP default `application/json` response
+	JSONDefault *Unexpected
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *ListWebhookGroupsResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListWebhookGroupsResponse) GetJSON200() *WebhookGroupList {
+	return r.JSON200
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r ListWebhookGroupsResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r ListWebhookGroupsResponse) GetJSON429() *TooManyRequests {
+	return r.JSON429
+}
+
+// GetJSONDefault returns the response for an HTTP default `application/json` response
+func (r ListWebhookGroupsResponse) GetJSONDefault() *Unexpected {
+	return r.JSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r ListWebhookGroupsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListWebhookGroupsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListWebhookGroupsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListWebhookGroupsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// DeleteWebhookGroupResponse429Headers the declared response headers of an HTTP 429 response for DeleteWebhookGroup
+type DeleteWebhookGroupResponse429Headers struct {
+	RetryAfter int32
+}
+
+type DeleteWebhookGroupResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *BadRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *TooManyRequests
+	// JSONDefault the response for an HTTP default `application/json` response
+	JSONDefault *Unexpected
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *DeleteWebhookGroupResponse429Headers
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r DeleteWebhookGroupResponse) GetJSON400() *BadRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r DeleteWebhookGroupResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r DeleteWebhookGroupResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r DeleteWebhookGroupResponse) GetJSON429() *TooManyRequests {
+	return r.JSON429
+}
+
+// GetJSONDefault returns the response for an HTTP default `application/json` response
+func (r DeleteWebhookGroupResponse) GetJSONDefault() *Unexpected {
+	return r.JSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r DeleteWebhookGroupResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r DeleteWebhookGroupResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r DeleteWebhookGroupResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r DeleteWebhookGroupResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// GetWebhookGroupResponse429Headers the declared response headers of an HTTP 429 response for GetWebhookGroup
+type GetWebhookGroupResponse429Headers struct {
+	RetryAfter int32
+}
+
+type GetWebhookGroupResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *WebhookGroup
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *BadRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *TooManyRequests
+	// JSONDefault the response for an HTTP default `application/json` response
+	JSONDefault *Unexpected
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *GetWebhookGroupResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetWebhookGroupResponse) GetJSON200() *WebhookGroup {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r GetWebhookGroupResponse) GetJSON400() *BadRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r GetWebhookGroupResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r GetWebhookGroupResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r GetWebhookGroupResponse) GetJSON429() *TooManyRequests {
+	return r.JSON429
+}
+
+// GetJSONDefault returns the response for an HTTP default `application/json` response
+func (r GetWebhookGroupResponse) GetJSONDefault() *Unexpected {
+	return r.JSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r GetWebhookGroupResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetWebhookGroupResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetWebhookGroupResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetWebhookGroupResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// PutWebhookGroupResponse429Headers the declared response headers of an HTTP 429 response for PutWebhookGroup
+type PutWebhookGroupResponse429Headers struct {
+	RetryAfter int32
+}
+
+type PutWebhookGroupResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *WebhookGroupWritten
+	// JSON201 the response for an HTTP 201 `application/json` response
+	JSON201 *WebhookGroupWritten
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *BadRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *Conflict
+	// JSON422 the response for an HTTP 422 `application/json` response
+	JSON422 *UnprocessableEntity
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *TooManyRequests
+	// JSONDefault the response for an HTTP default `application/json` response
+	JSONDefault *Unexpected
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *PutWebhookGroupResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r PutWebhookGroupResponse) GetJSON200() *WebhookGroupWritten {
+	return r.JSON200
+}
+
+// GetJSON201 returns the response for an HTTP 201 `application/json` response
+func (r PutWebhookGroupResponse) GetJSON201() *WebhookGroupWritten {
+	return r.JSON201
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r PutWebhookGroupResponse) GetJSON400() *BadRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r PutWebhookGroupResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r PutWebhookGroupResponse) GetJSON409() *Conflict {
+	return r.JSON409
+}
+
+// GetJSON422 returns the response for an HTTP 422 `application/json` response
+func (r PutWebhookGroupResponse) GetJSON422() *UnprocessableEntity {
+	return r.JSON422
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r PutWebhookGroupResponse) GetJSON429() *TooManyRequests {
+	return r.JSON429
+}
+
+// GetJSONDefault returns the response for an HTTP default `application/json` response
+func (r PutWebhookGroupResponse) GetJSONDefault() *Unexpected {
+	return r.JSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r PutWebhookGroupResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r PutWebhookGroupResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r PutWebhookGroupResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r PutWebhookGroupResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// RotateWebhookSecretResponse429Headers the declared response headers of an HTTP 429 response for RotateWebhookSecret
+type RotateWebhookSecretResponse429Headers struct {
+	RetryAfter int32
+}
+
+type RotateWebhookSecretResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *WebhookGroupWritten
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *BadRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *Conflict
+	// JSON422 the response for an HTTP 422 `application/json` response
+	JSON422 *UnprocessableEntity
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *TooManyRequests
+	// JSONDefault the response for an HTTP default `application/json` response
+	JSONDefault *Unexpected
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *RotateWebhookSecretResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r RotateWebhookSecretResponse) GetJSON200() *WebhookGroupWritten {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r RotateWebhookSecretResponse) GetJSON400() *BadRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r RotateWebhookSecretResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r RotateWebhookSecretResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r RotateWebhookSecretResponse) GetJSON409() *Conflict {
+	return r.JSON409
+}
+
+// GetJSON422 returns the response for an HTTP 422 `application/json` response
+func (r RotateWebhookSecretResponse) GetJSON422() *UnprocessableEntity {
+	return r.JSON422
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r RotateWebhookSecretResponse) GetJSON429() *TooManyRequests {
+	return r.JSON429
+}
+
+// GetJSONDefault returns the response for an HTTP default `application/json` response
+func (r RotateWebhookSecretResponse) GetJSONDefault() *Unexpected {
+	return r.JSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r RotateWebhookSecretResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r RotateWebhookSecretResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r RotateWebhookSecretResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r RotateWebhookSecretResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // ListAuditWithResponse The audit log of every admin and automatic action, newest first.
 //
 // Every audit record: node and host-group changes, job rejudges and
@@ -8780,6 +9928,171 @@ func (c *ClientWithResponses) GetVerdictMixWithResponse(ctx context.Context, par
 		return nil, err
 	}
 	return ParseGetVerdictMixResponse(rsp)
+}
+
+// ListWebhookGroupsWithResponse List the consumer groups that push their settlement events to a webhook (never a secret).
+//
+// One entry per group with a webhook: its endpoint, delivery settings
+// and the secrets it signs with (id, key id, expiry, and whether this
+// replica can open it; never the secret). Groups without an entry are
+// pulled (docs/business.md, "Webhooks").
+//
+// Errors: 401 `UNAUTHENTICATED`; 429 `RATE_LIMITED`; 5xx.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /api/v1/admin/webhook-groups (the `ListWebhookGroups` operationId).
+func (c *ClientWithResponses) ListWebhookGroupsWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ListWebhookGroupsResponse, error) {
+	rsp, err := c.ListWebhookGroups(ctx, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListWebhookGroupsResponse(rsp)
+}
+
+// DeleteWebhookGroupWithResponse Stop pushing a group's events; its secrets are deleted and the group is pulled again.
+//
+// Errors: 400 `REQUEST_INVALID`; 401 `UNAUTHENTICATED`;
+// 404 `WEBHOOK_GROUP_NOT_FOUND`; 429 `RATE_LIMITED`; 5xx.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with DELETE /api/v1/admin/webhook-groups/{group} (the `DeleteWebhookGroup` operationId).
+func (c *ClientWithResponses) DeleteWebhookGroupWithResponse(ctx context.Context, group ConsumerGroup, reqEditors ...RequestEditorFn) (*DeleteWebhookGroupResponse, error) {
+	rsp, err := c.DeleteWebhookGroup(ctx, group, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseDeleteWebhookGroupResponse(rsp)
+}
+
+// GetWebhookGroupWithResponse One consumer group's webhook.
+//
+// Errors: 400 `REQUEST_INVALID`; 401 `UNAUTHENTICATED`;
+// 404 `WEBHOOK_GROUP_NOT_FOUND` (the group has no webhook);
+// 429 `RATE_LIMITED`; 5xx.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /api/v1/admin/webhook-groups/{group} (the `GetWebhookGroup` operationId).
+func (c *ClientWithResponses) GetWebhookGroupWithResponse(ctx context.Context, group ConsumerGroup, reqEditors ...RequestEditorFn) (*GetWebhookGroupResponse, error) {
+	rsp, err := c.GetWebhookGroup(ctx, group, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetWebhookGroupResponse(rsp)
+}
+
+// PutWebhookGroupWithBodyWithResponse Give a consumer group a webhook, or change its endpoint and delivery settings.
+//
+// Creates the group's webhook (201) or updates it (200). Every replica's
+// sender follows within a few seconds. A new webhook needs a signing
+// secret: pass `secret` (`whsec_…`) or leave it out and the answer
+// carries a fresh one, shown this once. An existing webhook keeps its
+// secrets (change them with `rotate-secret`). The secrets are stored
+// encrypted with the replica's key (`KECE_WEBHOOK_KEY_FILE`).
+//
+// Errors: 400 `REQUEST_INVALID` (the body does not match the schema),
+// 400 `WEBHOOK_URL_INVALID` (not an absolute http(s) URL, or it carries
+// user:password), 400 `WEBHOOK_SECRET_INVALID` (not `whsec_` + base64 of
+// at least 16 bytes), 400 `CONSUMER_GROUP_UNKNOWN` (no business token
+// joined the group; `default` always exists); 401 `UNAUTHENTICATED`;
+// 409 `WEBHOOK_KEY_MISSING` (this replica has no encryption key);
+// 422 `REQUEST_INVALID` (`details.field` names the field, e.g. a secret
+// given for an existing webhook); 429 `RATE_LIMITED`; 5xx.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PUT /api/v1/admin/webhook-groups/{group} (the `PutWebhookGroup` operationId).
+func (c *ClientWithResponses) PutWebhookGroupWithBodyWithResponse(ctx context.Context, group ConsumerGroup, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PutWebhookGroupResponse, error) {
+	rsp, err := c.PutWebhookGroupWithBody(ctx, group, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePutWebhookGroupResponse(rsp)
+}
+
+// PutWebhookGroupWithResponse Give a consumer group a webhook, or change its endpoint and delivery settings.
+//
+// Creates the group's webhook (201) or updates it (200). Every replica's
+// sender follows within a few seconds. A new webhook needs a signing
+// secret: pass `secret` (`whsec_…`) or leave it out and the answer
+// carries a fresh one, shown this once. An existing webhook keeps its
+// secrets (change them with `rotate-secret`). The secrets are stored
+// encrypted with the replica's key (`KECE_WEBHOOK_KEY_FILE`).
+//
+// Errors: 400 `REQUEST_INVALID` (the body does not match the schema),
+// 400 `WEBHOOK_URL_INVALID` (not an absolute http(s) URL, or it carries
+// user:password), 400 `WEBHOOK_SECRET_INVALID` (not `whsec_` + base64 of
+// at least 16 bytes), 400 `CONSUMER_GROUP_UNKNOWN` (no business token
+// joined the group; `default` always exists); 401 `UNAUTHENTICATED`;
+// 409 `WEBHOOK_KEY_MISSING` (this replica has no encryption key);
+// 422 `REQUEST_INVALID` (`details.field` names the field, e.g. a secret
+// given for an existing webhook); 429 `RATE_LIMITED`; 5xx.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PUT /api/v1/admin/webhook-groups/{group} (the `PutWebhookGroup` operationId).
+func (c *ClientWithResponses) PutWebhookGroupWithResponse(ctx context.Context, group ConsumerGroup, body PutWebhookGroupJSONRequestBody, reqEditors ...RequestEditorFn) (*PutWebhookGroupResponse, error) {
+	rsp, err := c.PutWebhookGroup(ctx, group, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePutWebhookGroupResponse(rsp)
+}
+
+// RotateWebhookSecretWithBodyWithResponse Sign with a new secret; the current ones keep signing for the overlap.
+//
+// As in Standard Webhooks, every delivery carries one `v1,…` signature
+// per secret in `webhook-signature`: during `overlapMs` (default one
+// day) the old and the new secret both sign, so the receiver can move
+// to the new one without a gap; then the old one expires. Overlap 0
+// drops the old secrets at once (a leaked secret, or secrets sealed
+// with a lost key). Leave `secret` out for a fresh one, shown this once.
+// At most 4 secrets sign at once.
+//
+// Errors: 400 `REQUEST_INVALID`, 400 `WEBHOOK_SECRET_INVALID`;
+// 401 `UNAUTHENTICATED`; 404 `WEBHOOK_GROUP_NOT_FOUND`;
+// 409 `WEBHOOK_KEY_MISSING`; 422 `REQUEST_INVALID` (too many secrets:
+// wait for an overlap to end, or rotate with overlap 0); 429
+// `RATE_LIMITED`; 5xx.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/admin/webhook-groups/{group}/rotate-secret (the `RotateWebhookSecret` operationId).
+func (c *ClientWithResponses) RotateWebhookSecretWithBodyWithResponse(ctx context.Context, group ConsumerGroup, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*RotateWebhookSecretResponse, error) {
+	rsp, err := c.RotateWebhookSecretWithBody(ctx, group, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseRotateWebhookSecretResponse(rsp)
+}
+
+// RotateWebhookSecretWithResponse Sign with a new secret; the current ones keep signing for the overlap.
+//
+// As in Standard Webhooks, every delivery carries one `v1,…` signature
+// per secret in `webhook-signature`: during `overlapMs` (default one
+// day) the old and the new secret both sign, so the receiver can move
+// to the new one without a gap; then the old one expires. Overlap 0
+// drops the old secrets at once (a leaked secret, or secrets sealed
+// with a lost key). Leave `secret` out for a fresh one, shown this once.
+// At most 4 secrets sign at once.
+//
+// Errors: 400 `REQUEST_INVALID`, 400 `WEBHOOK_SECRET_INVALID`;
+// 401 `UNAUTHENTICATED`; 404 `WEBHOOK_GROUP_NOT_FOUND`;
+// 409 `WEBHOOK_KEY_MISSING`; 422 `REQUEST_INVALID` (too many secrets:
+// wait for an overlap to end, or rotate with overlap 0); 429
+// `RATE_LIMITED`; 5xx.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/admin/webhook-groups/{group}/rotate-secret (the `RotateWebhookSecret` operationId).
+func (c *ClientWithResponses) RotateWebhookSecretWithResponse(ctx context.Context, group ConsumerGroup, body RotateWebhookSecretJSONRequestBody, reqEditors ...RequestEditorFn) (*RotateWebhookSecretResponse, error) {
+	rsp, err := c.RotateWebhookSecret(ctx, group, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseRotateWebhookSecretResponse(rsp)
 }
 
 // ParseListAuditResponse parses an HTTP response from a ListAuditWithResponse call
@@ -10875,6 +12188,386 @@ func ParseGetVerdictMixResponse(rsp *http.Response) (*GetVerdictMixResponse, err
 	return response, nil
 }
 
+// ParseListWebhookGroupsResponse parses an HTTP response from a ListWebhookGroupsWithResponse call
+func ParseListWebhookGroupsResponse(rsp *http.Response) (*ListWebhookGroupsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListWebhookGroupsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest WebhookGroupList
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Unexpected
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers ListWebhookGroupsResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int32
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: "int32"}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseDeleteWebhookGroupResponse parses an HTTP response from a DeleteWebhookGroupWithResponse call
+func ParseDeleteWebhookGroupResponse(rsp *http.Response) (*DeleteWebhookGroupResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &DeleteWebhookGroupResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case rsp.StatusCode == 204:
+		break // No content-type
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Unexpected
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers DeleteWebhookGroupResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int32
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: "int32"}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseGetWebhookGroupResponse parses an HTTP response from a GetWebhookGroupWithResponse call
+func ParseGetWebhookGroupResponse(rsp *http.Response) (*GetWebhookGroupResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetWebhookGroupResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest WebhookGroup
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Unexpected
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers GetWebhookGroupResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int32
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: "int32"}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParsePutWebhookGroupResponse parses an HTTP response from a PutWebhookGroupWithResponse call
+func ParsePutWebhookGroupResponse(rsp *http.Response) (*PutWebhookGroupResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &PutWebhookGroupResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest WebhookGroupWritten
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 201:
+		var dest WebhookGroupWritten
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON201 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Conflict
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest UnprocessableEntity
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Unexpected
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers PutWebhookGroupResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int32
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: "int32"}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseRotateWebhookSecretResponse parses an HTTP response from a RotateWebhookSecretWithResponse call
+func ParseRotateWebhookSecretResponse(rsp *http.Response) (*RotateWebhookSecretResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &RotateWebhookSecretResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest WebhookGroupWritten
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Conflict
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest UnprocessableEntity
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Unexpected
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers RotateWebhookSecretResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int32
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: "int32"}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
 // ServerInterface represents all server handlers.
 type ServerInterface interface {
 	// ListAudit The audit log of every admin and automatic action, newest first.
@@ -10961,6 +12654,21 @@ type ServerInterface interface {
 	// GetVerdictMix Per pool, how the submissions that finished in the last minutes ended.
 	// (GET /api/v1/admin/verdict-mix)
 	GetVerdictMix(w http.ResponseWriter, r *http.Request, params GetVerdictMixParams)
+	// ListWebhookGroups List the consumer groups that push their settlement events to a webhook (never a secret).
+	// (GET /api/v1/admin/webhook-groups)
+	ListWebhookGroups(w http.ResponseWriter, r *http.Request)
+	// DeleteWebhookGroup Stop pushing a group's events; its secrets are deleted and the group is pulled again.
+	// (DELETE /api/v1/admin/webhook-groups/{group})
+	DeleteWebhookGroup(w http.ResponseWriter, r *http.Request, group ConsumerGroup)
+	// GetWebhookGroup One consumer group's webhook.
+	// (GET /api/v1/admin/webhook-groups/{group})
+	GetWebhookGroup(w http.ResponseWriter, r *http.Request, group ConsumerGroup)
+	// PutWebhookGroup Give a consumer group a webhook, or change its endpoint and delivery settings.
+	// (PUT /api/v1/admin/webhook-groups/{group})
+	PutWebhookGroup(w http.ResponseWriter, r *http.Request, group ConsumerGroup)
+	// RotateWebhookSecret Sign with a new secret; the current ones keep signing for the overlap.
+	// (POST /api/v1/admin/webhook-groups/{group}/rotate-secret)
+	RotateWebhookSecret(w http.ResponseWriter, r *http.Request, group ConsumerGroup)
 }
 
 // ServerInterfaceWrapper converts contexts to parameters.
@@ -11911,6 +13619,124 @@ func (siw *ServerInterfaceWrapper) GetVerdictMix(w http.ResponseWriter, r *http.
 	handler.ServeHTTP(w, r)
 }
 
+// ListWebhookGroups operation middleware
+func (siw *ServerInterfaceWrapper) ListWebhookGroups(w http.ResponseWriter, r *http.Request) {
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.ListWebhookGroups(w, r)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// DeleteWebhookGroup operation middleware
+func (siw *ServerInterfaceWrapper) DeleteWebhookGroup(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "group" -------------
+	var group ConsumerGroup
+
+	err = runtime.BindStyledParameterWithOptions("simple", "group", r.PathValue("group"), &group, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "group", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.DeleteWebhookGroup(w, r, group)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// GetWebhookGroup operation middleware
+func (siw *ServerInterfaceWrapper) GetWebhookGroup(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "group" -------------
+	var group ConsumerGroup
+
+	err = runtime.BindStyledParameterWithOptions("simple", "group", r.PathValue("group"), &group, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "group", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.GetWebhookGroup(w, r, group)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// PutWebhookGroup operation middleware
+func (siw *ServerInterfaceWrapper) PutWebhookGroup(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "group" -------------
+	var group ConsumerGroup
+
+	err = runtime.BindStyledParameterWithOptions("simple", "group", r.PathValue("group"), &group, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "group", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.PutWebhookGroup(w, r, group)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// RotateWebhookSecret operation middleware
+func (siw *ServerInterfaceWrapper) RotateWebhookSecret(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "group" -------------
+	var group ConsumerGroup
+
+	err = runtime.BindStyledParameterWithOptions("simple", "group", r.PathValue("group"), &group, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "group", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.RotateWebhookSecret(w, r, group)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
 type UnescapedCookieParamError struct {
 	ParamName string
 	Err       error
@@ -12059,6 +13885,11 @@ func HandlerWithOptions(si ServerInterface, options StdHTTPServerOptions) http.H
 	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/api/v1/admin/business-tokens", wrapper.ListBusinessTokens)
 	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/api/v1/admin/business-tokens", wrapper.CreateBusinessToken)
 	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/api/v1/admin/business-tokens/{name}/revoke", wrapper.RevokeBusinessToken)
+	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/api/v1/admin/webhook-groups", wrapper.ListWebhookGroups)
+	m.HandleFunc(http.MethodDelete+" "+options.BaseURL+"/api/v1/admin/webhook-groups/{group}", wrapper.DeleteWebhookGroup)
+	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/api/v1/admin/webhook-groups/{group}", wrapper.GetWebhookGroup)
+	m.HandleFunc(http.MethodPut+" "+options.BaseURL+"/api/v1/admin/webhook-groups/{group}", wrapper.PutWebhookGroup)
+	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/api/v1/admin/webhook-groups/{group}/rotate-secret", wrapper.RotateWebhookSecret)
 
 	return m
 }
@@ -14829,6 +16660,513 @@ func (response GetVerdictMixdefaultJSONResponse) VisitGetVerdictMixResponse(w ht
 	return err
 }
 
+type ListWebhookGroupsRequestObject struct {
+}
+
+type ListWebhookGroupsResponseObject interface {
+	VisitListWebhookGroupsResponse(w http.ResponseWriter) error
+}
+
+type ListWebhookGroups200JSONResponse WebhookGroupList
+
+func (response ListWebhookGroups200JSONResponse) VisitListWebhookGroupsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListWebhookGroups401JSONResponse struct{ UnauthorizedJSONResponse }
+
+func (response ListWebhookGroups401JSONResponse) VisitListWebhookGroupsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListWebhookGroups429JSONResponse struct{ TooManyRequestsJSONResponse }
+
+func (response ListWebhookGroups429JSONResponse) VisitListWebhookGroupsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListWebhookGroupsdefaultJSONResponse struct {
+	Body       Error
+	StatusCode int
+}
+
+func (response ListWebhookGroupsdefaultJSONResponse) VisitListWebhookGroupsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DeleteWebhookGroupRequestObject struct {
+	Group ConsumerGroup `json:"group"`
+}
+
+type DeleteWebhookGroupResponseObject interface {
+	VisitDeleteWebhookGroupResponse(w http.ResponseWriter) error
+}
+
+type DeleteWebhookGroup204Response struct {
+}
+
+func (response DeleteWebhookGroup204Response) VisitDeleteWebhookGroupResponse(w http.ResponseWriter) error {
+	w.WriteHeader(204)
+	return nil
+}
+
+type DeleteWebhookGroup400JSONResponse struct{ BadRequestJSONResponse }
+
+func (response DeleteWebhookGroup400JSONResponse) VisitDeleteWebhookGroupResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DeleteWebhookGroup401JSONResponse struct{ UnauthorizedJSONResponse }
+
+func (response DeleteWebhookGroup401JSONResponse) VisitDeleteWebhookGroupResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DeleteWebhookGroup404JSONResponse struct{ NotFoundJSONResponse }
+
+func (response DeleteWebhookGroup404JSONResponse) VisitDeleteWebhookGroupResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DeleteWebhookGroup429JSONResponse struct{ TooManyRequestsJSONResponse }
+
+func (response DeleteWebhookGroup429JSONResponse) VisitDeleteWebhookGroupResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DeleteWebhookGroupdefaultJSONResponse struct {
+	Body       Error
+	StatusCode int
+}
+
+func (response DeleteWebhookGroupdefaultJSONResponse) VisitDeleteWebhookGroupResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetWebhookGroupRequestObject struct {
+	Group ConsumerGroup `json:"group"`
+}
+
+type GetWebhookGroupResponseObject interface {
+	VisitGetWebhookGroupResponse(w http.ResponseWriter) error
+}
+
+type GetWebhookGroup200JSONResponse WebhookGroup
+
+func (response GetWebhookGroup200JSONResponse) VisitGetWebhookGroupResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetWebhookGroup400JSONResponse struct{ BadRequestJSONResponse }
+
+func (response GetWebhookGroup400JSONResponse) VisitGetWebhookGroupResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetWebhookGroup401JSONResponse struct{ UnauthorizedJSONResponse }
+
+func (response GetWebhookGroup401JSONResponse) VisitGetWebhookGroupResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetWebhookGroup404JSONResponse struct{ NotFoundJSONResponse }
+
+func (response GetWebhookGroup404JSONResponse) VisitGetWebhookGroupResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetWebhookGroup429JSONResponse struct{ TooManyRequestsJSONResponse }
+
+func (response GetWebhookGroup429JSONResponse) VisitGetWebhookGroupResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetWebhookGroupdefaultJSONResponse struct {
+	Body       Error
+	StatusCode int
+}
+
+func (response GetWebhookGroupdefaultJSONResponse) VisitGetWebhookGroupResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PutWebhookGroupRequestObject struct {
+	Group ConsumerGroup `json:"group"`
+	Body  *PutWebhookGroupJSONRequestBody
+}
+
+type PutWebhookGroupResponseObject interface {
+	VisitPutWebhookGroupResponse(w http.ResponseWriter) error
+}
+
+type PutWebhookGroup200JSONResponse WebhookGroupWritten
+
+func (response PutWebhookGroup200JSONResponse) VisitPutWebhookGroupResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PutWebhookGroup201JSONResponse WebhookGroupWritten
+
+func (response PutWebhookGroup201JSONResponse) VisitPutWebhookGroupResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(201)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PutWebhookGroup400JSONResponse struct{ BadRequestJSONResponse }
+
+func (response PutWebhookGroup400JSONResponse) VisitPutWebhookGroupResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PutWebhookGroup401JSONResponse struct{ UnauthorizedJSONResponse }
+
+func (response PutWebhookGroup401JSONResponse) VisitPutWebhookGroupResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PutWebhookGroup409JSONResponse struct{ ConflictJSONResponse }
+
+func (response PutWebhookGroup409JSONResponse) VisitPutWebhookGroupResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PutWebhookGroup422JSONResponse struct {
+	UnprocessableEntityJSONResponse
+}
+
+func (response PutWebhookGroup422JSONResponse) VisitPutWebhookGroupResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(422)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PutWebhookGroup429JSONResponse struct{ TooManyRequestsJSONResponse }
+
+func (response PutWebhookGroup429JSONResponse) VisitPutWebhookGroupResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PutWebhookGroupdefaultJSONResponse struct {
+	Body       Error
+	StatusCode int
+}
+
+func (response PutWebhookGroupdefaultJSONResponse) VisitPutWebhookGroupResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RotateWebhookSecretRequestObject struct {
+	Group ConsumerGroup `json:"group"`
+	Body  *RotateWebhookSecretJSONRequestBody
+}
+
+type RotateWebhookSecretResponseObject interface {
+	VisitRotateWebhookSecretResponse(w http.ResponseWriter) error
+}
+
+type RotateWebhookSecret200JSONResponse WebhookGroupWritten
+
+func (response RotateWebhookSecret200JSONResponse) VisitRotateWebhookSecretResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RotateWebhookSecret400JSONResponse struct{ BadRequestJSONResponse }
+
+func (response RotateWebhookSecret400JSONResponse) VisitRotateWebhookSecretResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RotateWebhookSecret401JSONResponse struct{ UnauthorizedJSONResponse }
+
+func (response RotateWebhookSecret401JSONResponse) VisitRotateWebhookSecretResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RotateWebhookSecret404JSONResponse struct{ NotFoundJSONResponse }
+
+func (response RotateWebhookSecret404JSONResponse) VisitRotateWebhookSecretResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RotateWebhookSecret409JSONResponse struct{ ConflictJSONResponse }
+
+func (response RotateWebhookSecret409JSONResponse) VisitRotateWebhookSecretResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RotateWebhookSecret422JSONResponse struct {
+	UnprocessableEntityJSONResponse
+}
+
+func (response RotateWebhookSecret422JSONResponse) VisitRotateWebhookSecretResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(422)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RotateWebhookSecret429JSONResponse struct{ TooManyRequestsJSONResponse }
+
+func (response RotateWebhookSecret429JSONResponse) VisitRotateWebhookSecretResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RotateWebhookSecretdefaultJSONResponse struct {
+	Body       Error
+	StatusCode int
+}
+
+func (response RotateWebhookSecretdefaultJSONResponse) VisitRotateWebhookSecretResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 // StrictServerInterface represents all server handlers.
 type StrictServerInterface interface {
 	// ListAudit The audit log of every admin and automatic action, newest first.
@@ -14915,6 +17253,21 @@ type StrictServerInterface interface {
 	// GetVerdictMix Per pool, how the submissions that finished in the last minutes ended.
 	// (GET /api/v1/admin/verdict-mix)
 	GetVerdictMix(ctx context.Context, request GetVerdictMixRequestObject) (GetVerdictMixResponseObject, error)
+	// ListWebhookGroups List the consumer groups that push their settlement events to a webhook (never a secret).
+	// (GET /api/v1/admin/webhook-groups)
+	ListWebhookGroups(ctx context.Context, request ListWebhookGroupsRequestObject) (ListWebhookGroupsResponseObject, error)
+	// DeleteWebhookGroup Stop pushing a group's events; its secrets are deleted and the group is pulled again.
+	// (DELETE /api/v1/admin/webhook-groups/{group})
+	DeleteWebhookGroup(ctx context.Context, request DeleteWebhookGroupRequestObject) (DeleteWebhookGroupResponseObject, error)
+	// GetWebhookGroup One consumer group's webhook.
+	// (GET /api/v1/admin/webhook-groups/{group})
+	GetWebhookGroup(ctx context.Context, request GetWebhookGroupRequestObject) (GetWebhookGroupResponseObject, error)
+	// PutWebhookGroup Give a consumer group a webhook, or change its endpoint and delivery settings.
+	// (PUT /api/v1/admin/webhook-groups/{group})
+	PutWebhookGroup(ctx context.Context, request PutWebhookGroupRequestObject) (PutWebhookGroupResponseObject, error)
+	// RotateWebhookSecret Sign with a new secret; the current ones keep signing for the overlap.
+	// (POST /api/v1/admin/webhook-groups/{group}/rotate-secret)
+	RotateWebhookSecret(ctx context.Context, request RotateWebhookSecretRequestObject) (RotateWebhookSecretResponseObject, error)
 }
 
 type StrictHandlerFunc func(ctx context.Context, w http.ResponseWriter, r *http.Request, request any) (any, error)
@@ -15785,253 +18138,426 @@ func (sh *strictHandler) GetVerdictMix(w http.ResponseWriter, r *http.Request, p
 	}
 }
 
+// ListWebhookGroups operation middleware
+func (sh *strictHandler) ListWebhookGroups(w http.ResponseWriter, r *http.Request) {
+	var request ListWebhookGroupsRequestObject
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.ListWebhookGroups(ctx, request.(ListWebhookGroupsRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "ListWebhookGroups")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(ListWebhookGroupsResponseObject); ok {
+		if err := validResponse.VisitListWebhookGroupsResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// DeleteWebhookGroup operation middleware
+func (sh *strictHandler) DeleteWebhookGroup(w http.ResponseWriter, r *http.Request, group ConsumerGroup) {
+	var request DeleteWebhookGroupRequestObject
+
+	request.Group = group
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.DeleteWebhookGroup(ctx, request.(DeleteWebhookGroupRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "DeleteWebhookGroup")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(DeleteWebhookGroupResponseObject); ok {
+		if err := validResponse.VisitDeleteWebhookGroupResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// GetWebhookGroup operation middleware
+func (sh *strictHandler) GetWebhookGroup(w http.ResponseWriter, r *http.Request, group ConsumerGroup) {
+	var request GetWebhookGroupRequestObject
+
+	request.Group = group
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.GetWebhookGroup(ctx, request.(GetWebhookGroupRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "GetWebhookGroup")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(GetWebhookGroupResponseObject); ok {
+		if err := validResponse.VisitGetWebhookGroupResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// PutWebhookGroup operation middleware
+func (sh *strictHandler) PutWebhookGroup(w http.ResponseWriter, r *http.Request, group ConsumerGroup) {
+	var request PutWebhookGroupRequestObject
+
+	request.Group = group
+
+	var body PutWebhookGroupJSONRequestBody
+	if err := runtime.BindJSONBody(r, &body); err != nil {
+		sh.options.RequestErrorHandlerFunc(w, r, fmt.Errorf("can't decode JSON body: %w", err))
+		return
+	}
+	request.Body = &body
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.PutWebhookGroup(ctx, request.(PutWebhookGroupRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "PutWebhookGroup")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(PutWebhookGroupResponseObject); ok {
+		if err := validResponse.VisitPutWebhookGroupResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// RotateWebhookSecret operation middleware
+func (sh *strictHandler) RotateWebhookSecret(w http.ResponseWriter, r *http.Request, group ConsumerGroup) {
+	var request RotateWebhookSecretRequestObject
+
+	request.Group = group
+
+	var body RotateWebhookSecretJSONRequestBody
+	if err := runtime.BindJSONBody(r, &body); err != nil {
+		sh.options.RequestErrorHandlerFunc(w, r, fmt.Errorf("can't decode JSON body: %w", err))
+		return
+	}
+	request.Body = &body
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.RotateWebhookSecret(ctx, request.(RotateWebhookSecretRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "RotateWebhookSecret")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(RotateWebhookSecretResponseObject); ok {
+		if err := validResponse.VisitRotateWebhookSecretResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
 // Base64 encoded, compressed with deflate, json marshaled OpenAPI spec.
 // Stored as a slice of fixed-width chunks rather than one concatenated
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7L3vclq5tjj4KirOryp47raDE6fPabtuTREgCWkb+wBO354mY8TewijeSBxJ2KZTqbqf5vN8mKp5g/si",
-	"8ybnSaa0lrT/scFA7HT3OekPaQN7S0vS0vr/53MllNOZFEwYXTn+XJkwGjEFf3aZUYv62DBlP0VMh4rP",
-	"DJeiclzpsVCKSBMjyR3lhozYWCpGlH2Fi+uDSlBR7B9zrlhUOTZqzoKKDidsSu1QY6mm1FSOK1yYly8q",
-	"QWXKBZ/Op5XjWlAxixnDn9g1U5UvX74ElRlVdMqMg+s1zNWOlqE6F/GCcMOmmtxxMyGU6CmNY6YIj0jV",
-	"TBiZKXbL5VyTGb1mzzQR7N748fYs1NyO8485U4tKUBF0amEZ+Qmzi/hfio0rx5W/PE/37zn+qp+3o4oF",
-	"+53U5q2S81k7uqBmYt+C4Wf2QzL6JH1q7a5tMOF7OVo71Sf7+9dOcsqn3Czv/QW9ZkTz3xipRmxM57Eh",
-	"h7Xayj2NYZT1WEHvESte1WoZHDkswZGg0pERW7t2AQ983eK/2Lf1TArNEBNp1GX/mDMN+xFKYZiAP+ls",
-	"FvOQ2q15/knb/fm84TwtpaTD+vz+9if2esFkJJJMEyENmVITTohFbDu5oqEh1WG39ffLVq9/1e58qJ+2",
-	"m8O9g8qXoNKQYhzz8JtBquVchfaKaUMNI1IRe/U0lyIFn8axvCNmwjUJJ1RcM4C0I80bORfRt4GURpFi",
-	"WrMogTmFj91zbQCmvpRnVCzcaeunB61rNw0uCYvsmdb7ravT9lm732oO906Q0BJqiTMBOr0PhJpopMv2",
-	"1hUp+X5CyssAck8/zxB9gOpS0LmZSMV/Y9/gQM641lxcW2yZixsh7wSh0ZQLYuQNE6Q6vOzUL/vvWp1+",
-	"u1GHrYDTuRTsfsZC8y1A7DF1y9S+5hEjSOaqr+7vybDd6be6nfrpMCAWyg/19mn99WkrgXCmZMi0pqOY",
-	"tYThZvH0oP7M4njfklUWkdHcEMXGc4voowWhRM1jRqrs4PqAzJQcJRcBftAW6i+eNgIO1Y1h0xmCGkXc",
-	"TkHjCyVnTBluyeGYxpoFlVnmq88Vim8hs36IvgYVJiIW1U2OHUTUsH3Dp6ySEH5tFBfX8IJde0NGbJkh",
-	"tcVYUW3UPDRzxQg8ScKYak2qrW73vLsXWDw7bdV7ravWf120u62mvTczC7OyI/yfv9b3/4+P9p/a/o9X",
-	"Hz/Xgh9efvlfZWBkefhGC0VOvNGjMaOatWYynBS55A9HlfV8MfBcb6OJ5NyEclqyk93LTqfdeUvuJjxm",
-	"wG0AJhLzW6ZP7BeCNM7PLk5b/VYzILC5AXFbGpBGvdNonZ7aP3uXF61ur9VsNe3Wd1sfzn96eNNfrNh0",
-	"xULGZ6bJrx0DLlzUd/X9F69+IHIMIAu7cbElY5bQ23tLw5DNLHkdS4VMyGFrEaDa/o90f/zx8w9H5YBo",
-	"pi1f2/WMtKHKbIP2X7JCzK+JVJdBlCAVd3LAZSdLD/xjMoMcfWKhsUDV5xE3LWHUYtsbH+L+F4/j5wk1",
-	"ZEJnMyZYFBAgPBbIAyYsTQzIJzk6CKkIWXyAwt8pE9dWnPvhqGTPaWhkiV7SoVPmTzzDOeCmDyp6oQ2b",
-	"Dipw4nRu5JQaHhIEWRemPXzxt7J5tyBO1O7hprcvYobyWK/ebZRWlw7qKUnPNtRDMeq4VnYPay+OSm/u",
-	"VBpWj6KSE7QyWQhK2zNN2hcJW4Ijw4MihlppwEyUnF9PMmddv2gPBFxm/00ohZYxO4av+o0LMmNMeQQB",
-	"mVnGZBZTwQBFzIQNRBhzJgyhxKi5NkAvbpnSVnmU9wti9QlNqj+1Gq2rfvey1281ry665//VbvWCgfiv",
-	"/TdS3VEVscj+tXdC6Ejb4UpRLiCN03ayLCqigd1axZkmd4obw4TXrLkhd1QTxUJpxz4YiAcvSYFMeGwE",
-	"HPYXKPD3NTnAlcTglOttub9bC2hkVit/CJMyROcLrK6Nb4EC6KCiSlH4Oau6A1xxfD6uHP/6MLJ+LApK",
-	"dTwiKZC5UW3APnCwtId+QWWb9HquuWBa9y3B2XKjLJrOp0zBRX5olxq5h78ElVAxaraUm+5nXDG9zSt2",
-	"Wy71dtOg7r1+OZZkI1G4lTfbDQ+qJSKa5a6/VuqNfvtDqxJUuuf9er/deVsJKk4OsV+ivJE5PTdUULnf",
-	"t0Ps31IF1xvGCg2/tdN2paEGH2vBttk71EVoKx8tGPPRlAOX7S9meKDLNC19iNjJNaAaqjVTuiBzzRJS",
-	"MWVUaGKJzgKeBRvKJvenlwPE7lD+0hSwGU7H72JQQMIsWj2I7g149JsivcPgtjhbseG4t+4xlO9iKa6d",
-	"0gyLs4dRjaihIyvOhrEMb1KCLRWpuaMQEsdZ2JNYlu68nerl4auXP9Twv/VGze1uxmPjl1TEirmLx0S0",
-	"lFi/fLEJ2j2IUm2t56jPb4FSoyINXreIPMG2l8W/VbK7LFTMkOrwZmSu/vnf/zPcC4ieyDuBiCVFCJu3",
-	"ngPj+EEBygd3YgfGCzNtzneXd2Ld+bnBy+BuUO24cUGho/u/1fZ//Jj+eXWwv06htgN1QU3blqgkEKyl",
-	"JvgUkBFuvP1gyQK9fG2nbCrV4qfRejWvVv6q1vS6RL1uTFh4wxSJ+HgcEM2vBY1ByrQXtff3UzRdBIQa",
-	"MpXakCPyE39dUFaOaj/+UMYgQ6lKZhwrlPrI//f/kjvGryeGKDkXEYvIhMZjQu/ogoyVnJLfmJLESHJE",
-	"IhbyKQVhOWR6IKqUTOex4bMYFK7aQa1WOyRckF9rgRv04x4YB0gyHdfkEATheiMgtYEAmVgsyJjyeK5Y",
-	"YCVgcmcVRUr0jIWcxiR0u0NRqCbSTJi645qhCJwKCnI+iln5KYj5dOR0bdjdkjvO1JQLYPPJCcBLAakR",
-	"PiZCClYk/g+6rpC1zh+8fh+YinhoeviwvX58ysrYWuPiktjfytnQWkjuaBzjkFu9WLj67nYlC/MYloCc",
-	"TJS5KplLlhxAeh1KyYg9815RuLtodZoo0jmDVCWoXNR7PZDt3tTbpxuLdhdMRPhjdy4E/nVBtQbJ7g3l",
-	"sRPsGkUJpaA2EM2MidmUCbPPbi1r9TINubavHDveCh8I2KtumSaMhpOBSN/1+ugSC+dGIwvXnocDpwnQ",
-	"u8mNHoCJPGIxh3lAkjsgQ+eAG4Ki7Bl8Oh/enCyF9uQZ/39wtZY2N910yQEVHIF4TKQqpCELZggNb4S8",
-	"i1l0zaKAzKTWfBQv0IYYWeJCk23bC0izddr+0Oq2mqSafRF+qTdJ9ZreMjKfnRDNGFHMrR38jMuIkgwG",
-	"f9e3xw+3VkCMJqOIFk02YyJiInzYNpbfmneMxmZij1sKRmIZ0phEyWCk2pTICCibShEQNRf2WhE+pdcs",
-	"IJ/m0TUjXlwNSMT1Daw7zwHRkFRiD51IZawcG1MBoq8zwlnMQ+O4YffmxAq7KO0sGcTKjTkTWBRshftt",
-	"JGXMqMiKuQVk85h2dXC8BtXK1RU/XxnhaDJtn16BmX20+Yz59Vyh8I++Seq9TJoZZwxmYJtEHLa3UI40",
-	"U7eWP8LsZeh29aHVbb9pN+r99nnH6oqd+utTxLxuve3oVbPdw2+3QsQPTPGxcw7ZkcFiCiipKHf0q8k1",
-	"fgsYih8yzuktRKixVGGZFwA0XjD6493VhAttGI0sQoNvyXJPIE3gVOldoTqeEYwzmJHaC9exxi4+VUQF",
-	"93LgYC1FBbs1u21AxGgUc8FckMvq6BcQkYS8I1XADuVUSKdi3k24c85bXHqmiWJTPK6BcBtIFXPGzBEN",
-	"b0gVHPxzSyYt4oVyLgyLCE08E3oPRCQwUwKCcm3JABz8AUEz1rG9wX4JB6TupMYfakd/q9VI9a8kogu9",
-	"V5CelnRZfPwh18VjHGLZ4aFLc1tzQsQ2cpWCJPIVFveMIP+QBF4Un1AGWif6tFY7NM9oOOGC7StGI3vi",
-	"3qUpI3ZAGuedN6ftRt9ihEW5ayaY4iE5qv1I7iZMWKSYSsVQrh7zEN4j4HVmOkvOCuEjlaBScLpXgkr/",
-	"/KdW5yq1rHXO+1dvzi879u93573+1dvu+eXFVfbrznmzlfvi/fnr3OfWh1ann/sGZ8kNUj9rXfXrP7U6",
-	"aM5r99rnnatev37aqgSVXr/eb135nfBzequf+1g/7bbqzV+u3p+3O/Bt412r8dOVXbVbDH7R7lxddM/f",
-	"dlu9nl1Uq97tv27V+8lkORKXWU7jstttdfrum36re9bu1E9z6wNJxIJzVW823QTuL/i9fnp6/jOCkq7l",
-	"ov7L6Xm9edU/P786rXffgpUzExVSCSo+BAGPzEcgVILKWav/7rxZGNufc7991jq/7G/IkRxFbYtbGnPL",
-	"gjBAhAlj+RMwJbAipJbSJJwnExCX+a4jI5b5+F6OMp9aVqjOfIahsy/TKetTtKp0XXhRz1DQA0EISKKe",
-	"cCJvtcVP9dhepcV7yQV8B2pH199X97ktLpS8VkxbneYdo8qMGDV+klOg44mpGKFvzJViwuBnp1nGmdWA",
-	"IGlBqKNvyx4//tWRph7H8g6nT2G/oItY0qgv5SlV12CUpoadYniQPXlhpSuY5FLQW8pjisrwGTMTGeWG",
-	"dSfY51Mm5wbEhTdccD15PQ9v2NbCAryKhrotVVJgdT9Tbi5+fFWm7f74ykzIjKnQIldshTFGFdOGKCpu",
-	"9qzQMZF3aNPNa0+WAlJDPGiEOyvdCBYIAav+W0YACu9lMxPGFRlzpQ0BT3lgH5vyOOY+sspx2YSoZpW2",
-	"4qzckAmNiPO5W2lSsOQBcDjSOCZ3TDGCnu+YRS7KAuWAvQNSJ3dcRPLOrneKMFJBXtVqtVo6V3btXBNN",
-	"p7MYA32s8Ar832qf4ONCar/lWcESSgQh+7VXX932pgZ1q7zsndhdSDbfS0721A5IP3lLEyYiQg2h+nwc",
-	"EC1xf/MvJXF5Eb/lEUaiuM0BMxMcm91igFZnXKdWaAJpShOJMcKazCzoXGge5e0pmwde4KYE6R0oY+gJ",
-	"zdtWnNneqbd1KMA2TggrbjbsFm4dwQ2uPSDNuwTHxNI06IyGLmKuIBJZzP4kRyjz3E1kzIjdBTCXqLmw",
-	"GIUWExoqqdGiYleiy415XvpFYe5hyHRbvIn59aTkaiBnIBMWwz0EmcyezTMHgNUbAueewvC8uVCMzlgE",
-	"d5RwEcbziEU7WB3ns4h+TUBRPiLdewmzB1FcfeaI196BnfyEW7nKCujyNUe8wluanWHtYnfw2yQ7v7nv",
-	"JqUvOS/cYW05ZmLVMev167gEdNpyJdkrXxYe7kLBIQwHQr+BR4BFUIr1DGojOvGIB1/A/LWYXpaVUiev",
-	"22/bnT7hqMonrhS8fqB73QPHrhxXjl4UTLOH+z9+/LW2/+PHz7Xg8G/lFtn3cvTW6nvUh95tYZM8F8xS",
-	"UFK9TkYA2YpmhIplI+MO3Cl0UvED3utnmsykPQrlIq1AdPskR+VmJM97t4HkOrdXWyLaFuFzN1w8+OR7",
-	"OfrJPpaNZnngebRufgkqt+g32tK9tCJ6NLMpDvJMZEii0KyPCfGLWZYTL1+ftXtWWbfXfK6ZIndS3RwQ",
-	"0LXtd94Gu+9yXKxQy+LxPrj/yMjqewNhJIh3ln+eACvPCN8Tmv3YX8wYGUKMHkwxBBGQktGcx2afi4GY",
-	"UsHHTBt0OqKMChb2CL5QbCZBaI/5DQMnJTgeARHBdObNJenSvOlgQ006jaHwqiboYu/l6HxVIPY7eUdo",
-	"KvXbawsR82QfdsPhA0HnXEB6v/T6rbMriMcmVW9CJOx+QiGwcc9qIEl0dtYGVG+AxaHbb4M14ee61b3R",
-	"lAD/nsO/XftPAywvmZnsd37MTUOttp0O4njRSBhUGl518vu35Dn8+2XrEm0eieMwiVdPfYfbw/13UNJy",
-	"bsSGtITcZD2JyxBy0ZAR2ynC5ZN7uRhoWxqs7B9ubR/tt3nob1FM8oHnCaRlcJRTD3xqN6O9MXHGXr+e",
-	"hOI8/fSNL1/WwNPPjVyQ8vmYgY/O6cB2pWhZBXcSvHVCfELkyx9qNVI9JBM5V3tpQEfRNL+dYf6HUh3g",
-	"vSVl7+Vot3ydXRW9xPRUHpb3zttrKMErCSRMGx7HYJXBKG/7f8xvG9HwRo7HJ6SG5oAwpnxqh9/BghFa",
-	"dawpBdthWfBuXxqMHNn25UcVlVAWsswqz/+eaeLeIikn/4OITE+ZorCljBVTcT13zpt1r5z651zgc84t",
-	"s0uG2KZZXKUoBC93vfew7GZdKOaskjxmxLG5EyLYNTX8FsNGcsYGH5yBJofS+1QSwuZkpk0PZ0rvXdqg",
-	"Xn9xvjp3bTah+sFDvYCH7NNSxg8+bJ+xzyouVanx6VTeMUXUXGg0PVoyxbVLNFtvXzrMUfD9w1rtURLD",
-	"dtAhUgry8Fb3ss8uxSVvHzO8tZ0qp/Jslu9RUH4+lqWA5+VmVH4T+RBVz1Vak1OUAKGWNqSwuwUdKyFF",
-	"uXuVUboShpVjQBmMDPLsOn/fCvmADyhuTlpoJrFD28sMK+LSE7XDHmnMIdEqjpg2zl5fxVxSZuEkUkUu",
-	"lmuzfCGXk1y0fC0nC0HyU4lpxn5NfMoVHcm5SewNpIo+mYAoBoph4NJe04CNvYAIdpesJZXoDmu1zRex",
-	"IumpdB0pBpVsdwvi/CzoPqCQTrOmlQTadBR/CBnA9wIf085yRuiNFpO3RD28nk8ooa4d0kuy7goyvVPK",
-	"L1bO0ILO9ERuneKLKcPpvNu8u52ZpozUpDddV/I44DF73aXewQ79SY42t0BnD+gPmLMHa1m5P2pLc2nd",
-	"hWFC9BXVaLTSEIzKzbKd1GWvLqPqa0tJLrunKa5CiBiGFxImIjCCBqAQzZQcOUNxRuV/dfiiTHXYXtuI",
-	"CkGT644iF2Bp31WUi6YLNqubsrRvK5D6CEhflsmHpx2jXreUjOsCl5M4t2zwnA8+hIg5KiIfAGc1oiQQ",
-	"D1zPxQyBtb5T2PiNUF1hGO+Omg3EmpT4CELFIiYMpzGYMkeMCcLBQoSVq1LLwh0FEyrWq1pW73B7so7J",
-	"LRXWbb3CG8voW0jdX+Exdnmk5fHIm5dqqK30+a53L7149cNT+2cTE5tzSTrpM++2RVAzO1m46OlGJVi5",
-	"VCyigErJLdlInFQ7OXtXEszzGY5AJsbMqnoPnIUlFPQ5wvhb4DKHIkKvKRfaEKz/JkcMS9xsRE53uuDL",
-	"RsNtzZHbXcJtLtbWGLyxY3wNFj6EI19jBF/yZsIdSsmlz9P0KZpPbTTfjIWU3umdjOYw3G56W7lO1Pm2",
-	"Gg3cUr0pGC82h6IjI4ZutRwQL8rE0i3ODesOCVNfqfWWQ/6q9nVq7auHwjkcBhWgSzb4QU3BizVbhg/k",
-	"E2MCotmMKmoYJkfk0m3KcpVc8tM2VUIy6VcPJJ4Dw8KA3fo12yH9EY2/SdRvmYDbSwVOz4lAGUlmTtLu",
-	"XRopWTBzsLFcCklivdVEey3wUlghu0zaTKAjVCluz89K5lwQOR6DKD82TJ3pVak76BtPso9KDT+gIWnK",
-	"vXM9ck8TbjSLx672nJ7MDWTdRvJOrJBoXR7cB6bKI4rqGrfcw3XiyhukQb3OzJGseiPeD7zr9Vwvtq9Z",
-	"m7+Z7hiWFhLk8b9kY1df1l2UenhxS71ebR1W5qdZDfuOAWXbpBp9dczpI8tIJdL4mvSn04yXquBzcL+Q",
-	"G7Zw+ZvhbHb414CE9p9P9Jba/88WZiLFy4BQdWM0fo/DBGS60P+IISo7YiGPXKUQK70dLGcF+0TN/3A5",
-	"wS8Py21cHq62GMstD5ZH2zjjplycQWL564UpK4Vy5kzpmtxNpGYEs9CxkiqEGLKk5CyFgtVYEjMpAeit",
-	"8pZvM4HJAdWjFy/I8Kx1dt79BdNtMAvn/Ofh3g6e6Cm/LzMB9NWcoTkEslJclDCShEzkv+Ugt1RxKkw5",
-	"tdxOzabRwgpKuizfM4WiikX6ooAgLdvDXAcHXG7jdquSICKqohWhge5XIlV6OrdIQgF1eYSRggelxlfc",
-	"qs2pnke2D/jig9VQeNb/4xeyhKe5rfYokIFuHRXYgdRTfT7eSFTJ2sM3LQOGUG2/o0AbHtpOgDw7y7qd",
-	"8We0baLodMZj1pDTKS0LVmzg7yTEB4hFeC9SWDrha4EsF1WzKs+F5GWRG+9ckoorMT22E0CNFzsDvIhh",
-	"r0CVQku6RPkc90bR9RQQKd61opA8bC+JnPnz9p7GZxpJ4g7kSzxMLpAuWKmO3dPQxAskERmytWUogJqL",
-	"zHGVeVjKJUN3lArKj7tqCp50UI3WoCQTTFMRjeQ9llt4uJrTbSLFFRAqB24OK0qOz+9nGZp3aGkQ6HxK",
-	"BeBOQOaC/8NyDZTdudHkhouIVGMITQipZnsHm5T6OHzx13K+nirR20eVZ+J31VygWx2rKmDZBazdgizP",
-	"go6xwGlQa71RUt0CxtvUGIfaZ3dlKoJdXTEXAcClwlsNTwiyPiIYizShZEa1tsIBPO0irkqKA20gZu5S",
-	"tnGnctepjwVWZ3d4DKGpu5a73iWC7KnKzi7phg/rdZs4ujIliL4i7GRFwEmC6c+SoO0TqAoEV5Y45zue",
-	"ljZstuzU9NcgyMbbjvLxI3nkf8hm74LOk8jPrRhqSbToBhcgU3D8gZgCHxG/pFm77wMHQ9nCLnxomI8G",
-	"b5yfXbRPMQz8/WXzrf1rs3hvZCf4s1VlQUW3UziRu9xVbIXDkyRxgbhGAATsZjrhkI6GeCDD2cyeKb2l",
-	"9o6COlcJKqDO2X21OtymQMNI73GkCz9S3Y10hiO5RTi0PeP3WxdehCzeVTEpLjXYCSGYs5uPAwqg1Jze",
-	"PuIkl7uet1WUmXqz+eoF6TiTQw2Acg1HV5ZM7tewg/jkULbMbizFPtTbc5nKowVxDwdoQh5DFItwO7bx",
-	"DuVudsGas7xBm6uPhbvodKBkgzNLDRL8KL2gVgp7qoov6eC+7MuTlm8pTJehOs1O7ypNNDnvdFqNfvpF",
-	"/zTzq6/IEVS6rWa7ax/stt5cYqG71/XmVa9f71/2oEJKWgzE/vD6vPnLhmShKXSanyKFYKFJPvfj9Ddf",
-	"JyKodFnEFQtNF20mdkoa9XwhwExtitc0ei2jBVIVuyE7VfLMeIIfZOkRpzGL2rNyC8KMC8Ei0r7Aq3xH",
-	"NbEvOAHooU4DzGPmZmiWDyZZV1io3GSecWGT973zDqlyiAsxiwDIUVIWLsiWjnNlyQLowLU/wmKeGR0m",
-	"xdCYGvvGTs6QLfsBhBOoQlIeiAF4s3Hl1VUREDSpoJLOl11j2R3tJpbkYqjS4iQpsO/pPDjNSCyvS4vh",
-	"TblIvihBHZxpt3ympyqt1WWhFCGPWReU9EcxLDWzFT92Ny3Jm3JcgXANrJIb5axOSyOkrC1zlRPWdstl",
-	"nMbObsQ7P/hXlt0gtc0sWfKmUlhBDpDyIwLBse7602x5RN8qu3nLVINN0o5xyNItkfan3W7SY4XkPNWN",
-	"7CWFWaFA1C59Nm7ZNibuwoRdIHl/1I4buLQN9s0tY7ceBGWmQ1fJF2QGyDxkERZLhUq/FuaN4om+eW8P",
-	"Xw54s9SrUkYPS9y4aZt9eKMMoPyB+TSgb0Wwkjy+TUR/xHa3hY+egZUvofxnS8Mqu6JAzFNMWO4mkpin",
-	"tsmR8rasJZTOXozsCjagE36TCtp/q98/bTV9+Uwp/D0Hs/UnOUI6gJbpqjPaFUosZKsp5CoEu8E3LQwB",
-	"8GKtgN4cluFh9gO+P39dCSr1fr91duELXeZKb1aCfGEKKD654fzvIeHEB6GhDyBbvLES5GtXwK56aHNY",
-	"vKzh+NYXzzTh0XLd8xKDdEnniOO15cl7S9dhLRjgMJHjXJoUxFXUT9+e2yNt1vv11/Ve68QVZYeszKTS",
-	"MZQYcaEELhKumjo+IFCfpGVI9h6yuK+Kr+jNR4bqmw0V6RJfDL5Pqgbyv+wxuio/3iOIy3HP6WNML8eE",
-	"yCrVA0HRXh0QecswR1/eCbBX6xPS+6l9ceF9OZTMFAMCoblhmBJrBqLe2Atw1FAq5msT2g92M6EdKVZi",
-	"0cSF2WDig55PB0KO4QeY7plrL+GLGOc5+pTe93zXi22j+5fe27CpxG5dHtxeb96tpBhTlLxf0o8h2YYy",
-	"ivgh487YrrWKXtWwTzNXdVNRe4FoOEkxC5waPg5WijDnTW+0NjZkZprCPBiUlnhlT+X1Or/w3MzmmSjd",
-	"H6C5ShY+KEU1UwwaAaLlpZg68MOrVy/LJIgsKhZtzVO4fXGMm+MQuuil3yW4aHPr5sr2MA464w4WL6wm",
-	"1ZRcAy1xXyfexeS8XSkmICR7AVnXKMZv0ceBqGbnsgQVyznOBceNOXyOWjfR0oExtbQF/Cd7uzWD+ap7",
-	"u7YKw7otOQbpwjWhnTHlfwgGgotilAZkRGMbHSd0PPMUFEUVkWyGHA/E8vngzmza1SvDZLaN+1xNgnJ3",
-	"MUVRl9a+jkJt74jaxECVqRvLRKQJ3cJGlatIu16z+mFF9J+YG/ZAeOnh0dGDtfdnUsab6/wF796GYVge",
-	"2OK6/exrjq6XXK6iVxTKvznf0AEpxC1AoSS8/4JZSYN6vD8grkLYsWscBcQpWNMqiqadp+wBgpt1xMwd",
-	"Y4LUBsJKG4fESRZIgU+wTasVdQLXNsd75OsNKww6ELCanME+DlhzmGv/40EiDnFXbtgtxA4FVxqLK9q7",
-	"9kwPBF6cY/cAVGZRc0FGLKRWenR1fuBKU6xY7sI3SHU45WIYDMRwOo+HezhyTvjyL6IQRuoNCPxlVAlN",
-	"agekPhAYheAkPaf9pIUwoCYTxM4DbMDh7ViMQzW8eiMYCL8nQiq/8oCwWLNkt/gYKuj5rfRfZ54fCHih",
-	"3iDVRssH7ifvqLnwwt7OFepwoqcqSOdHR/zn40UPa7dsK2JtE920seljZewIjlB6iRO797atU568pwZa",
-	"08vlUC5cjCEZKez7Daqcq4d09XO7/+78sn8FvRsC0v/5/Kr15k0LWjhcdVu9y9N+LyDYu+L8Q6t71ahf",
-	"1Bvt/i+7BkppVN83Nqnntf0HeHXy6JKteR47w0rySBaUdR5sSJEO54qbRc/O5F2xUy765d0x6yLbaJ1U",
-	"hzcsZPs+mx+/RFsN2d8HZRsex8h5WA14exhVTKVbODFmVvliweEuo6CYDcwUNVKR+kXby6pWzc6E3JC5",
-	"iJgiw+d0xp/fHj6HaZ8Pj7FAOKjAOhiItJyDJtUka1QHmfBFHRDfpF4xzX9jASYzBb70QDAQmEwdZNP4",
-	"FfQNliLwBRz2Aqx3x6gKJ1i6AK5LgIUOZkztA+C+HtGU3weZtm1QNYHEzKKhDvLeSewdnqK/cl4+jol3",
-	"pOV4WRz7QMbCseFJDMQwPevh3kliKPFt6CzQEMWUrjPHrJ3L6mAgBuIvfyENKW7tU1Logfjf0jrImlSH",
-	"6MMdBmSYSRm2H4Eq2T/Sskj2kzMzWnZHyNDVQ8GfHEWzf7ou58M9gCpfaVmTKTXhBBowETJcrq08PLBQ",
-	"9q2KB6933zTIy5cvf0zeh5xGu/H5psGketlv7J2QyCU6wtt2Dieu6WIXCVcHQ5DhmR4SPR+P+T3MjeeE",
-	"wZtYFfddv3/hGfIsnmsy/DyASJRBJSADf5Xxg6O+g8qX4YmdHjAZVnJ5cdHqXvU69Z9aBGPateuBAaq6",
-	"nDmb6zNNMhfN4Y0dKnkCSuvTWEtChb5jihzVamRYaBo0DMhR7ZAMC52DhnakqlT4Y66J0PA4bVj8TLt2",
-	"yxBs6ztl4H1i0b6cGzsONqmz8tQtUzGdoW12D9Dj6MWPZJjtjjMkVdjyLjNqsQ/ZjdhK69X9PRn6xjnD",
-	"58NM4xzEtKPa39LlucicIVqmRjJakIhHIFphHiWEDfApOybUQKESABWtCs+1awyWJiQe1gjEebkCoXtY",
-	"jPhV7SXJAUIgjMqOVFzEAakLMhc30AdyRs3EYs1R7YgMk7ZJQysiZx6wQ9ihqMCKxlNoEUOOaq/IcLlR",
-	"EF6Js7lxiI3eMKzY7sK5pUL7OL2xXw3R0zkMiqEUMGdCr2AhQMJCMKZmiNEzDdHtMDFEaN9ydqfJDWOz",
-	"Qvu+6jBb0sJef8izs5cfunvY6wrIm09SJtUh/nGA2UzDgEQMs2CTC57P4SX0mgE2JGWhl7IJgJqn2Zx7",
-	"x2RQcVlTUHDRJdYOKkiqCRn4Tobws8+Otb8ri1pmYi+BYtAtEzfjlGunGoFVgEW56mMAwoxeu1xeMoQE",
-	"Dyx8PRw5ty3eQIhhx3IY7JZLS1notVVNhlkX79CJ3IYbKE0P/BXPqX7RrmTSLiqHEL4xY4LOeOW48vKg",
-	"dvASRaYJCBB5HpwUHrhmZlXEKGIKotCxq7YkIuDd+9hOFZFQI091Jdo0bi4WbtOBc+EkXUK5fRySPuA1",
-	"7hjaUvmhZ66xKiqPllnR0Eg1JJbywnP78NygcuIuwTONFSe4HgjgbMeDea32MuQR/J8N9w5Iy1JaX9Oe",
-	"FaSmevOs3XEv2Wfwtb8UR7HwBqj/WmZuR1Jyfj3JjFi/aAfOdhfHTD3TxAVJDUR1qNhUGlaPImUhesNj",
-	"K0tY8jLiAvNISL3TPCFDoFRDWA+E5Gp+ywKPR0PC7t13B+QCUG60IDdsoZnBgumoO1suY2dNsI/88//6",
-	"v0uQbCDAL6uPy5kJqVIypfFYqqm9ogA0sATh7LT2Jg6Esviwd1LOeU5KeMKJpf6I4wl7s6J6xV40KGIB",
-	"OKzolBlInP51CVfvaWgIIIf3GsE50piH7C8vCbTnyyAMmLrti/+YM7XwFXyOKzCCl4dpWW3vtZFmX4KV",
-	"gKX+LIuVB05u/SRHB3hJ1kDkXLAJSCt7uK7r4Pq5dPQkfi8d/WEltnyoxK+81UhFD1m8SKtAGsAtx6k5",
-	"Fq4kVS8L7q3cMftGDpDNfOlrgUlKGGwOB76yEyBlO5fi/3PoN1fZ4MEkSOjLRyidOJPCuY5e1Gou7Ma4",
-	"AtfQgRJb2z7/5OKrNjtLuKEQLQWK4rLT0zI1cLNkq3weWFZ1hGCUjZ6A+/w1jXzAGbxy+PAr2AxRKv4b",
-	"A4X+6MWPD7/Ul/KMioWbS2MID8iDm0zI7mcsNAzNPHo+nVK18KVXE2lLjh1FRhYB1su5kVNqeJhQiaww",
-	"AaHD9BqMYa5ujB0/z8e9criPyuFqjp4Q98cgzK/drH2c9AkRLDfTKkTzCS5ZPTmw7BBk2D8h5tiFLun9",
-	"XlznarlLPTbXy/a9J1Vvu0clbS+LTg5ZPoILQ6/qBwTvQZl7F4eNyiZ6j5MefhOqQePRRirogIzwDoQO",
-	"5Qybyw/zAUd6CAqsK+0QQK2FpMIvLgX44kDoYj6Q1MytGOavgvoEaP1yIIZpuM1V/5eL1tWb8+7rdrPZ",
-	"6gyJFOl8oJtlnk3VtAHqY3dcM1RNIebQTea2PrUFYVwkdGtHmKaMCj0QeM3tV9heEeVLlHWHuZisIan6",
-	"vhRD98dw79iPgOdodS6dBHv4KCzXNt0SFSvSZqBCS9xAIEj2PYc/ds/nmpFqJEOdEI6DaRSQQaXPBBXh",
-	"YlDZSBZMNW/fDhKsOui4gJuLAs9AUAJ50Oi5WMwYmhFGNHKrszd0pbw4EEe1H8kw7TgMlOpFuXSaxP5g",
-	"y6EhTHcyEENnkTkYcxZHw4z0D1/sbUX8sFZejihVkpLIkHDzJITPlXH8krcyGzVnX5Zo7+HTgOA65ZRQ",
-	"3wTFAyRR4CxD2oFl/1wp65B9W75f24B6J/19gdy/2GQWlztKRzFrQU7Q78sq4Fygq1ae+6XUt8gsoJ8u",
-	"LbCLUu7wkLTx/LO9TF+eo+Ed9JNSboL82eGE8xQgUdRGzrTvEHpA2kYX2Rg8MRCG3vClJsNZVoDiObo6",
-	"5DyOLKk7ybb8HIi5cNSTRY52Wyq6IFWrI9tHp84wN3zb6pP8ylMCu4+v/u85Qv6f//zv/9lEjV5H6Y68",
-	"OTblR6QqJLEgF44XN5EaRz4HYgsShv23iySsoGKDUjOjUGfW64tYYjRPfjbV+bBMKqoij08r8zleG1HJ",
-	"J5JQH6CPQt4R1wv/G9PCo4dfSnq6/670DDNblwgaWoXt/rmWSg/SKpAm91Nj5bfSjd6lLV2fEOvyHW5L",
-	"sK4exzkvKwT7Rn9aZSizlKwiFLqesCCszzXLokb26FdrOjuRa7Ikl25FglGcywbzPwVVLHZ8/sbSY6Yp",
-	"8jJ2uprTf3SB8PdCedweQjNoT6pSMDKbLDQPaexiLOzPe6tx/mGa+PxzxvH/xVmYsSx//sCGvkTTkEzn",
-	"2hD2jzmNcx3VfSEm/+ABgeZcVmrzt3QgfOlHRsBLaCXRMRS2B097bHXF6JgobOWJXeWxmIWLeiCC3Q0E",
-	"aOX2DV9gbS4Mj0G5jZQVKNNpBLtLpv9q8SzN7cnIaI4YdFsf2mBN6PXrp63t2AYWY83Sg4I49oCt9116",
-	"hhdWZnsqOavYjvwbS1prKQqCFP3Bxao/EQny8QUpCXqm4damTLcqZ4ZPuTY8TEu4QSDQ9kTJtzta4492",
-	"XkeuifSNKJzreLHkPj0gGELvwoC8s36Evbl4tNQ1LHHcJ17UY+J99AOx3klPqM6496G23ihmrhGkpUB2",
-	"cQOB4Sl7B1l7qH0eo8EKRlKwaWVUXa4HwqpgAOBImokdxydgekcxyfqJ3Y8I5XAgEn8xrrbwMlD1ESOM",
-	"qphjyrUojnEwEEMXGDdEix/T+S59vuSvD5/jLloFg6cOBmDCJxAtT0Kq1MLSdIwvxuM6AWswRHNDjTyo",
-	"Ccymuzmog8JOD4RFDzk3S5sd5B3ZZL0feythz67Yt+fSKzTtgvvQp9xuRhaz9R3Kx/OlcTcazheWKh/K",
-	"d6XfFDJs+rpqtOVE5I3GLeZPr3Dggkko154XMLTqrOtJkvPeibuCeXBWOXcLydLbgrzG/V28Sqjn8GJX",
-	"+VWA+QqJm8JUyKpaARSA4ujAzo75LK15LP98DrAdnPQ52vZv4KvP9SJ8wF1v9/bfxEvfw1Bwu+KiUDBa",
-	"5FLSsfQXEOcguZIggfBpzvKA7Q7XSTrPP0PMzJcNbFLbqynvz1/n9ZPNmdVblvCqrbWQ93ZFGf3jidHY",
-	"9VtaYXDFjsHfLawlCH/uZCuMf49jcNglLYJ9/j/KY7th9XP03692CLkTIiMGUdVpyQ7fnLLoZfcxnmQi",
-	"4wgb2AzENTOaDJN3wcmvmJW37SJAK7dXofgArGsgGgBjDIHPGQAsWBjooMmLWu2rbQZLl9GD1W91z9qd",
-	"+qmVXF1KYcr/pSJYinJL5w4u6tGu8L+YqybtkruSaKCPJkGH7+aExzInAGISSiAGJ3LNALyVb0cy40KG",
-	"VtMZtKNqSzxQC3dh+Znm2/9BDodezSw268ZI9qm8dQEjmV+gUYQVgiXhBv3MMo4Qg/iYaMPjOF3rQLjF",
-	"BlYjRuoIycOW0gJdA1oGtKF3edHq9lrNVvMRHMorqY/9snHZ7bY6fVCdreCjMjrRQLB7ro3eC8iw17e0",
-	"p3HeeXPabtjHk9rpLu9MGh+9FW3tjIbX/rUI1otHnDxfhXIF3fLIzbVDue9k69G80ehoKdx+qNqURhDC",
-	"5lftKWSMChvTNKUfVwsguxin1IamqR1NSYVSIJgx5mIY0Va30tqylS0s3xv96fUQtUqZPnNZrpjVnPe+",
-	"/6tr1GDjzeR0B4m9Pl7YjYAEa0zWy+BB7r74/oVrA5Sxu6WhCh2Jw4tWp9nuvL360Oq239jb0D7vDDEE",
-	"N+3cznWmGTEWIIG2SDHHDnTD5VK1mSjdQzKRc5XWqvrrQER0offWxEO3jWX4ZMSgYTwGuj2lI7IYlfCC",
-	"DOvNZrfV6+VySknVpaQROTeaR0jj6GymJGRpSm05rVRG7+0S3OAaVz4NT871Nv/GYQ35ntmrQxtOyMTn",
-	"NabIZ7BsFrjUpCuf8C/Hq/+MUbRdds21gXSJlHChLQTiayH8fqmveTnJWsXln3/GlLunMfp1zputr7X6",
-	"qa3l7w6s6BsZ/dR6kx8kV363+a20+QFKJxH62KM8sfvlaq245LSIG2IU5fFK1rxtrJBL014OFUrYeYx1",
-	"scDpbgVqDDiQc4GVBAB0we5zvb31RHEB4eFp3E/MoBwmFwPhAoxiq2FDkDdGFH01E16+cSVxQIF7zkX9",
-	"buk7xqCWx7qbT8WIf59oIN8a+3so0NMzR81/S0qNbBj0swU/fO5KOK2247l2Ry6ixlMScAZozI9w970K",
-	"yfXov9sjcxFDzYXhWKqQQYCMxUpXh4YSLJOyd0DeSBWCsgYpkzc8jnUuCPEYq3oKp0AYGUek2e7VX5+2",
-	"mlYXWKZKQEIxuwWiFbm4PsFShZCU5wyEuADozDnHV7CKNZ2xiFQVM4qzCOr43U2YchFFA5E4axSbUi5c",
-	"yRrq65lyQ+w2arddFjiYGHZK49QDgR3OnogKQnW33lUdyrp9JRFsInb8camgA/D3dGqodUIR+jQ8vn4n",
-	"i49EFt2xe7oIcW54oX3SFty6nYmipWTrXajOAJIlMuXU6MTpoSOgPWqO2cAD4SQh8jN4RSJGo5gLlpg9",
-	"loryoFFDE0r8swNRHQKkTfdF3Qx9SxnEPZ12PN879p2GsaqYTgn6QLjFpGQRiWVQAoWhN8zJciMa3pB/",
-	"/vf/g2nQXA/EmInQUk9KYmo1OvQIS+Wpo0+dQ5Lo/S6uLv4nOSLXkumBgIGdvg5GdZ+lGCT1ihwZxiTo",
-	"znnfyalG3lEVDcRwSu99s4whwOhfhKV637e/lydYcMoyABC9WWT3Nq0Yc+W3fLiHBwYsIzkILIkH3O+O",
-	"QslY9GlBdVlNqCaxtOihMV7WbuEBabqKV4SSZrfe7rQ7b53me20HUmwW09Duhh0wmakqpxy4jJGWA8lb",
-	"N7n7fe+JeEqOhSy7pbZkKnblf2CWYsH7ozMUhzHfGcpjRaIZOcOEFag6cVKWB1O0pacEYFc+gwXyVjMa",
-	"iLXEiE/svG4hyvSVR88xhIsvq/hWzMxWC0Q5dayYnqTc6YC0LAxAhwQZtjpAD4eJuE0tc9iXM6Tbjxmc",
-	"U05owL19ZYeCqpgBGb5r1bv9161632v1A1GQaLcxt8Fq/8Dy7O8fo7MB9XFY8p34PJbTjhms88/HHMq9",
-	"QllOV2gY8u0yxXh2pTWfJBf7vmV0OblpC/DFYdiOWCT5KHMBFgAwu1t9PSd2+wA6FBzpQGRKQM81I0Os",
-	"W7uffj0kXGjDaIS2Ryhmk0ksOrHS4EAMTcYJqJ0BEWB4pknMxwxDzVd6Bwk4B59SHqqfdlv15i9X78/b",
-	"HaRVX6Fpd5lmxjfe/EPaGx1sGdr0pLTITbe+9g1wbFR1Esfyd7L0yOVtUGRIPanjAgWYUKxDZZ9gEVkw",
-	"syuNgtq0q+lTr9d9s389h+4mx+j1LzjNG+1mF10o4D4/cWX/mp2ek10GgmvXKCVKdELXDZ20L1yv9BPS",
-	"P+0lBPmEKNf6XROF1tCTgXBNxgnaZ10mAhQkS4u3aSbMAaln9iqkwm7ViA0EdOxmEAJBrUTl4iOTRt7H",
-	"BFpMYAVjK5xBWfThCaHEUHXNDKqY0FvZnsmIw1grow6ejBReudl8hbCyybcjhtBO/g/uFs129i+hTj/b",
-	"08Ya03LEiKZ334MN/gDBBm+Yr5XnlKXnWIX8t9TFCbRpnwkDWcsuUmdXivZQea4+mNPYeMxC461c2Aog",
-	"I0ZZAsBcHS8XHA2uCiBFA1E9qr0syB570CYuzSXR2TeSKu+WX54gFUm9IxMWR6vcIo5gcoVqsXOSYPMi",
-	"8JIcDESd4Jp9owxP8Ihi+64gvCWoScwHWAgFOyBQHAsUUd9OJPKhIE+pdW5bveu77vhVuqM72e/BIqv8",
-	"vXZ7vHjFp1MWcWpYvCDVlCAEng6gqIN3d2cP8JJ+tt7x4QNICvQphahIaLBwGKke1Q4HYtjotpr2WtZP",
-	"0/IBz8mw18J6sMl30reCDCdWF65ftPdOEro9EK57AZjKk14aXhsgVYwpLYsnDUiiMQ5EucpITjNebahS",
-	"iDVuwHgPnVmglGoKDNe+E1L0Lezv2xEtON0kctIf8R+RfAGkvxf52ljdTPSg7zrnU+iciQkq9dYVKA13",
-	"amnuMHYlfqDjLdaUT8XC1VZFQ9v0MG2Gn9Y+BTCndIHWOizyKhYDODcLeQh1EiDUHhpQzrXLavMWe1/V",
-	"B5qHUAEFFqAk60C4TqFW02VUJQXBYUosr/xMuxZgepgx57s+Z6i9D4T3HsCD38hLiMb8dufqonv+FjXE",
-	"rdRAbCX5LyVwPV5+Wr7P5gqChW6i77lpj+8upMpArnzii6tSkuRmEjAOYQiDIw+bimcxFddzes1WJ6b1",
-	"fbJsSA2F3odIS5KirfWLtiUJ2ULKyajDYzJjaiB8p0LCseRAUl9DRFShoufaL5Mpm0q1CDLWMm24CM3A",
-	"d1vUpOpaYQUklNMpNtgTDPpGGrXYh4RdouYxCwi7N4q6MfecBQv8B9iC0vXchTQlbDbmKpsjJ4C4uRMy",
-	"nPJ7Fg2TRuOLgbAC2LVijFSh2080VxhboSTWGeBTes3IfHataLQUJvEYqXynycE9oZjiJ1mV+taH1m0O",
-	"kD9jwVnX/cxjp1+LRVOLVnfeqpbFGcQTMEvzTU3PvkEoW3nNuoxG+5bFn6Tp6T5EX5N8m9dktOEBGcob",
-	"7BsG1ltEUcvRb31LYUuOsf/kI2NhN1nTE2JgMkkXdn0VEuKZ/BkxsAHU3HfTiOZIPVJaZ9VZ30I0PdSc",
-	"gTBFrhLMW6pm//tmIPcScFoIzRNUyWu6ximZUnmrSsblOxA800TJO02qEGGItXgnNO3IouQd5oOnm7q6",
-	"5Fi2Z8DGoDdyb/0JK48VzneTAmSIlv9OCdNLjYVcz8Bsx2koLWrYfzZb9WZOmHO3eJOr/vyz6+L85XnS",
-	"lHNd5kUS9oCNPI0kLs86zSXzgbAgGjFFwphRxaKAaAkBYIC9mlS99HbHRhMpb4hmImJqj2jGrEYKlrSv",
-	"VgtbH1qd/rJemH5tN29bpub2qYDIG/XNcLu9c+sMqBf5r2itL2xmF/rMruLlsItovXfo912PfCTqc5HE",
-	"ke8jmfHtcTC4ngsjk7Zjm9EcVxtxf8rvVwoWb6TCmH3U+ixZyBdUcZWDMeyVRaSaVEcLXG20gZAqLdW1",
-	"561S0DZ6OOVibqDVHP5hmUrSMd7wKQscuYoGYrQg3sIFrc3y5VYD0vul12+dXbW63fMuyc2ZaKQDAcI5",
-	"plhg/3Eymoc3zNJxGUdpi+jqEL9P4srueMSOiRRsIBBWMp9ZMnv4ouaBD+AhRUZsIUVENKQlKIbJAs5z",
-	"cPiiZlXKXsYaALaAvXyhJrdo11YeldxEGQhcA6TfmJLa5WpEMduk+nK64b6exOHBweHRUQ3KR3y1mPiW",
-	"GVeu9ozfP9QS+GcuInlHYmjWi33/EQfSSL1XK2U092x5QVguzMsXlaAypfd8Op9Wju0KoTOw+5jUieXC",
-	"MHRGPqVkldmTFYRzyu//TaSoC6YcMZn4HhOZ9pF5YpIlFR45rDASlVVtsrOwcK64WQCyAZHDdk/Hv360",
-	"5+ve+OxxKFvx3krhvk+yswVkv7JzZD47opr5Blu/Zr5INbvMl64P0pePX/7/AAAA//8=",
+	"7P3bchs5tjAIvwqC/UWY/HdKpmzZu0uKL/6gJdqmLVHaJGXvmqZHBJmgCCsJsAGkJFaFI76ruZ6LiZg3",
+	"mBeZN9lPMoG1gDwxebTkqurtvuiykpnAArCwzoffKyM5nUnBhNGVo98rE0ZDpuCfHWbUvDE2TNm/QqZH",
+	"is8Ml6JyVOmykRShJkaSe8oNGbKxVIwo+wkXN/uVoKLYP2OuWFg5MipmQUWPJmxK7VBjqabUVI4qXJiX",
+	"LypBZcoFn8bTylE9qJj5jOFP7Iapyrdv34LKjCo6ZcbB9QbmaoWLUF2IaE64YVNN7rmZEEr0lEYRU4SH",
+	"pGomjMwUu+My1mRGb9gzTQR7MH68moWa23H+GTM1rwQVQacWlqGfMLuI/6HYuHJU+dvzdP+e46/6eSus",
+	"WLDfS23eKRnPWuElNRP7FQw/s38ko0/St1bu2gYTfpDDlVN9tb9/7yRnfMrN4t5f0htGNP+NkWrIxjSO",
+	"DDmo15fuaQSjrMYK+oBY8apez+DIQQmOBJW2DNnKtQt44fsW/81+rWdSaIaYSMMO+2fMNOzHSArDBPyT",
+	"zmYRH1G7Nc+/ars/v284T1Mp6bA+v7+9ib1eMBkJJdNESEOm1IwmxCK2nVzRkSHVQaf5H1fNbu+61f7U",
+	"OGudDmr7lW9B5USKccRHPwxSLWM1sldMG2oYkYrYq6e5FCn4NIrkPTETrsloQsUNA0jb0ryVsQh/DKQ0",
+	"DBXTmoUJzCl87IFrAzD1pDynYu5OWz89aB27aXBJWGjPtNFrXp+1zlu95umgdoyEllBLnAnQ6T0g1EQj",
+	"Xba3rkjJ9xJSXgaQe/t5hugDVFeCxmYiFf+N/YADOedac3FjsSUWt0LeC0LDKRfEyFsmSHVw1W5c9d43",
+	"273WSQO2Ak7nSrCHGRuZHwFil6k7pvY0DxlBMld99fBABq12r9lpN84GAbFQfmq0zhpvzpoJhDMlR0xr",
+	"OoxYUxhu5k8P6mcWRXuWrLKQDGNDFBvHFtGHc0KJiiNGqmz/Zp/MlBwmFwF+0Bbqb542Ag41jGHTGYIa",
+	"htxOQaNLJWdMGW7J4ZhGmgWVWebR7xWKXyGzXkdfgwoTIQsbJscOQmrYnuFTVkkIvzaKixv4wK79RIZs",
+	"kSG1xFhRbVQ8MrFiBN4ko4hqTarNTueiUwssnp01G93mdfM/L1ud5qm9NzMLs7Ij/O//aOz9b1/s/9X3",
+	"frn+8ns9eP3y2/8oAyPLwzdaKHLijV6NGNWsOZOjSZFLvj6srOaLged6G00kYzOS05Kd7Fy12632O3I/",
+	"4REDbgMwkYjfMX1sHwhycnF+edbsNU8DApsbELelATlptE+aZ2f2n92ry2an2zxtntqt7zQ/XXxcv+kv",
+	"lmy6YiPGZ+aU3zgGXLio7xt7L169JnIMIAu7cZElY5bQ23tLRyM2s+R1LBUyIYetRYDqe7/QvfGX318f",
+	"lgOimbZ8bdcz0oYqsw3af8sKMf9IpLoMogSpuJMDLjtZeuBfkhnk8CsbGQtUIw65aQqj5tve+BHuf/E4",
+	"Pk+oIRM6mzHBwoAA4bFA7jNhaWJAvsrh/oiKEYv2Ufg7Y+LGinOvD0v2nI6MLNFL2nTK/IlnOAfc9H5F",
+	"z7Vh034FTpzGRk6p4SOCIOvCtAcv/l427xbEido93PT2hcxQHunlu43S6sJBPSXp2YZ6KEYd18ruYf3F",
+	"YenNnUrDGmFYcoJWJhuB0vZMk9ZlwpbgyPCgiKFWGjATJeObSeasG5etvoDL7J+MpNAyYkfwqHdySWaM",
+	"KY8gIDPLiMwiKhigiJmwvhhFnAlDKDEq1gboxR1T2iqP8mFOrD6hSfVj86R53etcdXvN0+vLzsV/tprd",
+	"oC/+c++tVPdUhSy0/6odEzrUdrhSlAvIyVkrWRYVYd9ureJMk3vFjWHCa9bckHuqiWIjacfe74u1l6RA",
+	"Jjw2Ag77CxT4+5oc4FJicMb1ttzfrQU0MquVr8OkDNH5Bqtr4VegADqoqFIUfs6q7gBXFF2MK0f/WI+s",
+	"X4qCUgOPSApkblQbsA/sL+yhX1DZJr2JNRdM654lOFtulEXTeMoUXOR1u3SSe/lbUBkpRs2WctPDjCum",
+	"t/nEbsuV3m4a1L1XL8eSbCQKd/J2u+FBtUREs9z1H5XGSa/1qVkJKp2LXqPXar+rBBUnh9iHKG9kTs8N",
+	"FVQe9uwQe3dUwfWGsUaG39lpO9JQg681YdvsHeogtJUvFox4OOXAZXvzGR7oIk1LXyJ2cg2ohmrNlM5J",
+	"rFlCKqaMCk0s0ZnDu2BD2eT+dHOA2B3KX5oCNsPp+F0MCkiYRau16H4Cr/5QpHcY3BLnSzYc99a9hvJd",
+	"JMWNU5phcfYwqiE1dGjF2VEkR7cpwZaK1N1RCInjzO1JLEp33k718uDVy9d1/N9qo+Z2N+Ox8UsqYsXc",
+	"+WMiWkqsX77YBO3WolRL6xj1+S1QalikwasWkSfY9rL4r0p2l40UM6Q6uB2a6//6X//PoBYQPZH3AhFL",
+	"ihFs3moOjOMHBSjX7sQOjBdm2pzvLu7EqvNzg5fBfUK148YFhY7u/Vbf++VL+s/r/b1VCrUdqANq2rZE",
+	"JYFgJTXBt4CMcOPtBwsW6MVrO2VTqeYfh6vVvHr5p1rTmxL1+mTCRrdMkZCPxwHR/EbQCKRMe1G7/3GG",
+	"pouAUEOmUhtySD7yNwVl5bD+y+syBjmSqmTGsUKpj/y//ze5Z/xmYoiSsQhZSCY0GhN6T+dkrOSU/MaU",
+	"JEaSQxKyEZ9SEJZHTPdFlZJpHBk+i0Dhqu/X6/UDwgX5Rz1wg36pgXGAJNNxTQ5AEG6cBKTeFyATizkZ",
+	"Ux7FigVWAib3VlGkRM/YiNOIjNzuUBSqiTQTpu65ZigCp4KCjIcRKz8FEU+HTteG3S2540xNuQA2n5wA",
+	"fBSQOuFjIqRgReK/1nWFrDVee/0+MRXykeniy/b68SkrY2snl1fE/lbOhlZCck+jCIfc6sPC1Xe3K1mY",
+	"x7AE5GSizFXJXLLkANLrUEpG7Jl3i8LdZbN9iiKdM0hVgsplo9sF2e5to3W2sWh3yUSIP3ZiIfBfl1Rr",
+	"kOzeUh45we6kKKEU1AaimTERmzJh9tidZa1epiE39pMjx1vhDwL2qjumCaOjSV+k33p9dIGFc6ORhWvP",
+	"w4HTBOjd5Eb3wUQesojDPCDJ7ZOBc8ANQFH2DD6dD29OlkJ78oz/3b9eSZtP3XTJARUcgXhMpCqkIXNm",
+	"CB3dCnkfsfCGhQGZSa35MJqjDTG0xIUm21YLyGnzrPWp2Wmekmr2Q/ilcUqqN/SOkXh2TDRjRDG3dvAz",
+	"LiJKMhj8u7E9fri1AmKcMopoccpmTIRMjNbbxvJb857RyEzscUvBSCRHNCJhMhipnkpkBJRNpQiIioW9",
+	"VoRP6Q0LyNc4vGHEi6sBCbm+hXXnOSAakkrsoROpjJVjIypA9HVGOIt5aBw37MEcW2EXpZ0Fg1i5MWcC",
+	"i4KtcL8NpYwYFVkxt4BsHtOu949WoFq5uuLnKyMcp0zbt5dgZg9tPmN+EysU/tE3Sb2XSTPjjMEMbJOI",
+	"w/YWyqFm6s7yR5i9DN2uPzU7rbetk0avddG2umK78eYMMa/TaDl6ddrq4tOtEPETU3zsnEN2ZLCYAkoq",
+	"yh39OuUanwKG4h8Z5/QWItRYqlGZFwA0XjD6493VhAttGA0tQoNvyXJPIE3gVOleozqeEYwzmJHaC1ex",
+	"xg6+VUQF93HgYC1FBbs1u21AyGgYccFckMvy6BcQkYS8J1XADuVUSKdi3k+4c85bXHqmiWJTPK6+cBtI",
+	"FXPGzCEd3ZIqOPhjSyYt4o1kLAwLCU08E7oGIhKYKQFBubZkAA5+n6AZ68jeYL+EfdJwUuPr+uHf63VS",
+	"/XcS0rmuFaSnBV0WX1/nuniMQyw7PHRpbmtOCNlGrlKQRL7D4p4R5NdJ4EXxCWWgVaJPc7lD85yOJlyw",
+	"PcVoaE/cuzRlyPbJyUX77VnrpGcxwqLcDRNM8RE5rP9C7idMWKSYSsVQrh7zEXxHwOvMdJacFcJHKkGl",
+	"4HSvBJXexcdm+zq1rLUvetdvL67a9t/vL7q963edi6vL6+zj9sVpM/fgw8Wb3N/NT812L/cEZ8kN0jhv",
+	"XvcaH5ttNOe1uq2L9nW31zhrVoJKt9foNa/9Tvg5vdXP/dk46zQbp79ef7hoteHpyfvmycdru2q3GHzQ",
+	"al9fdi7edZrdrl1Us9HpvWk2eslkORKXWc7JVafTbPfck16zc95qN85y6wNJxIJz3Tg9dRO4f8HvjbOz",
+	"i88ISrqWy8avZxeN0+vexcX1WaPzDqycmaiQSlDxIQh4ZD4CoRJUzpu99xenhbH9Ofda582LKzvF5+ab",
+	"9xcXH6+vOmeZ0/dPu82TTjOLFicX7e7VebPjDvuq/bF98bmd+WIRCfwvH5u/Xp+3ul3LFDfjhI6St8Qd",
+	"jbhlfRiYwoSxfBGYIVgvUgttEkaUCcTLPGvLkGX+/CCHmb+aVpjP/A1DZz+mU9ajaM3puLCmrqGgf4Lw",
+	"kURb4UTeWox/NSJ7hecfJBfwDNSdjqcT7u+WuFTyRjFtdan3jCozZNT4Sc6AfyQmaoT+JFaKCYN/O402",
+	"yqwGBFgLQgN9ahbt8F9taRpRJO9x+hT2SzqPJA17Up5RdQPGcGrYGYYlWYwTVqqDSa4EvaM8oqiEnzMz",
+	"kWFuWHeCPT5lMraDf2bDiZS3VypKT9U964IAmj7OKWJXGBmUvl08Wvf4I5u7eCKQid5ywfXkTTy6ZVtL",
+	"RPApWiO31LuBn3+m3Fz+8qpMpf/llZmQGVMji8mRlTgZVUwboqi4rVnJaiLv0XCdVxEtmaeGeNAId6bI",
+	"ISwQonL9U0YACu9KNBPGFRlzpQ2BcIDAvjblUcR9+JgTJRLOkdVMi7NyQyY0JC6wwIrMgiUvgFeVRhG5",
+	"Z4oRdO9HLHShJCjs1PZJg9xzEcp7u94pwkgFeVWv1+vpXNm1c000nc4ijGayEjoIOVbFBkcesrQtzwqW",
+	"UCLt2cdeR3fbm3oNrIZWO7a7kGy+Fw/tqe2TXvKVJkyEhBpC9cU4IFri/uY/SoIPQ37HQwy3cZsDtjQ4",
+	"NrvFAK3O+IetZAgioyYSA6E1mVnQudA8zBuNNo8uwU0J0jtQJrUkBHZbmW17z+XW8Q7beFqsTH1it3Dr",
+	"MHXwXwIf2CUCKJLmhM7oyIUFFuQ+i9lf5RAFu/uJjBixuwA2IRULi1FoFqIjJTWajexKdLnF0ov4KLGu",
+	"h0y3xNuI30xKrgayITJhEdxDEDzt2TxzAFjlKHA+OIxBjIVidMZCuKOEi1EUhyzcwbQaz0L6PVFT+bB7",
+	"7wrNHkRx9ZkjXnkHdnKGbuUPLKDL9xzxEpdwdoaVi93BOZXs/OYOqpS+5FyNB/XFwJBlx6xXr+MK0GnL",
+	"lWSvfFkMvIt3h1gjiG8HHgFmTylWM6iN6MQjHnwB81dielnqTYO8ab1rtXuEo70i8Rfh9QMF8wE4duWo",
+	"cviiYH8+2Pvlyz/qe798+b0eHPy93Oz8QQ7fWaWW+vjCLQyvF4JZCkqqN8kIIFvRjFCxaEndgTuNnAi+",
+	"xkX/TJOZtEehXDgZiG5f5bDcVuZ57zaQ3OT2aktE2yJG8JaLtW9+kMOP9rVsyM6a99GE+y2o3KFzbEsf",
+	"2pIQ2cymOMgz4S+J9rQ68MUvZlFOvHoDOu1F217zWDNF7qW63SdgULDPvKF5zyXyWKGWReM98HGSoVVf",
+	"+sJIEO8s/zwGVp4Rvic0+2dvPmNkAIGIMMUAREBKhjGPzB4XfTGlgo+ZNuhZRRkV3AghPFBsJkFoj/gt",
+	"A08seFcBEcE+6G1C6dK8fWRDtT0NFPF6LehiH+TwYlm0+Xt5T2gq9dtrC2kBZA92w+EDQQ9kQLq/dnvN",
+	"82sIOidVbycl7GFCIXqzZjWQJAQ9a+hqnIBZpdNrgcnkc8Mq+mgvgf+/gP/v2P87AfNSZib7zI+5aTzZ",
+	"ttNBsDJaQoPKiVed/P4tuEf/46p5hYadxDuaBOWnDtLt4f4PUNJyvtITaQm5ybpLFyHk4kSGbKcwnq/u",
+	"42I0cWlEtn+5uX1I4+bxzUUxyUfXJ5CWwVFOPfCt3TwTxkQZp8RqEorz9NIvvn1bAU8vN3JByudjBo5I",
+	"pwPblaL5GHxm8NUx8VmfL1/X66R6QCYyVrU0aqXof9jO+/C6VAf4YEnZBzncLSlpV0UvsXOVxx6+9/Ya",
+	"SvBKAgnThkcRWGUwlN3+F5P4hnR0K8fjY1JHc8Aoonxqh9/BgjGy6tipFGyHZcG3PWkwPGbbjx9VVEJZ",
+	"yDKrPP97pon7iqSc/E8iMj1lHsaWMlZExU3sPFSrPjnz77no7pzvaZc0uE1T1UpRCD7ueBdp2c26VMxZ",
+	"JXnEiGNzx0SwG2r4HcbG5IwNPgIFTQ6l96kkTs/JTJsezpQ+uNxIvfrifHeC3mxC9dpDvYSX7NtSRmtf",
+	"tu/YdxWXqtT4dCbvmSIqFhpNj5ZMce2y6Vbblw5yFHzvoF5/lOy3HXSIlIKs3+pu9t2F4OvtA6O3tlPl",
+	"VJ7NkloKys+Xsjz3vNyMym8iH6LquUxrcooSINTChhR2t6BjJaQod68ySlfCsHIMKIORQZ5d5+9bIelx",
+	"jeLmpIXTJEBqe5lhSfB9onbYI404ZJNFIdPG2eurmDDLLJxEqtAFrG2WFOUSr4uWr8WMKMjwKjHN2MfE",
+	"55XRoYxNYm8gVfTJBEQxUAwDl9ubRqXUAiLYfbKWVKI7qNc3X8SSzK7SdaQYVLLdTQhmtKD7qEk6zZpW",
+	"EmjTUfwhZACvBT5wn+WM0BstJm+JWr+eryihrhzSS7LuCjK9U14zlgfRgs70RG6dx4x50em823y7nZmm",
+	"jNSkN11X8jjgMXvVpd7BDv1VDje3QGcP6E+YmAhrWbo/aktzacPFmkKIGdVotNIQccvNop3Upeguouob",
+	"S0muOmcprkIcHMZQEiZCMIIGoBDNlBw6Q3FG5X918KJMddhe2wgLkaGrjiIXRWq/VZSLUxdR1zBlue1W",
+	"IPVhnr72lI/BO0K9biHj2EVnJ8F82QhBH2EJYYFUhD7Kz2pESbQhuJ6LaRArfaew8RuhusJY5R01Gwhs",
+	"KfERjBQLmTCcRmDKHDImCAcLEZbnSi0L9xRMqFiUa1G9w+3JOia3VFi39QpvLKNvIXV/h8fYJcuWB11v",
+	"Xo+ivtTnu9q99OLV66f2zyYmNueSdNJn3m2LoGZ2snDR041KsHKhIkYBlZJbspE4qXZy9i4lmBczHIFM",
+	"jJlVdQ2chSUU9DnC+Fvg0qNCQm8oF9oQLHInhwzr+GxETne64ItGw23Nkdtdwm0u1tYYvLFjfAUWrsOR",
+	"7zGCL3gz4Q6l5NIno/o81Kc2mm/GQkrv9E5GcxhuN72tXCdq/1iNBm6p3hSMF5tD0ZYhQ7daDogXZWLp",
+	"FueGxZWEaSzVesshf1X/PrX21bpwDodBBeiSDV6rKXixZsvwgXz2T0A0m1FFDcMMkFxOUVlClsvw2qYU",
+	"SibHbE12PTAsjA5u3LAdcjzR+JuEGJcJuN1U4PScCJSRZOaktoDLlSVzZvY3lkshE667nGivBF4KK2SX",
+	"SZsJdIQqxe35WcmcCyLHYxDlx4apc70sPwl940mKVanhBzQkTbl3rofubcKNZtHYFdjTk9hAanEo78US",
+	"idYl+31iqjyiqKFxyz1cx66GQxrU68wcyao34v3Au97Eer59Yd78zXTHsLCQII//JRu7/LLuotTDh1vq",
+	"9WrrsDI/zXLYdwwo2yaf6rtjTh9ZRiqRxlfkeJ1lvFQFn4P7hdyyuUtSHc1mB/8ekJH9v6/0jtr/zuZm",
+	"IsXLgFB1azQ+x2ECMp3rf0YQlR2yEQ9dORQrve0vpj77bNR/c4nPLw/KbVwerpYYyy0PlofbOOOmXJxD",
+	"9vybuSmr93LuTOma3E+kZgRT7bFcLIQYsqSuLoWq3Fj3M6lz6K3ylm8zgckB1cMXL8jgvHl+0fkVc4ow",
+	"1eji86C2gyd6yh/KTAA9FTM0h0AKjIsSRpKQify3HOSOKk6FKaeW26nZNJxbQUmXJbWmUFSxEmEYEKRl",
+	"Ncx1cMDlNm63UhAipCpcEhrofiVSpadzhyQUUJeHGCm4X2p8xa3anOp5ZPuEH64t+cKz/h+/kAU8zW21",
+	"R4EMdKuowA6knuqL8UaiStYevmmtM4Rq+x0F2rBuOwHy7Cyrdsaf0bbZsNMZj9iJnE5pWbDiCf5ORvgC",
+	"sQjvRQpLJ3zBk8XKcVbluZS8LHLjvUtScXW0x3YCKGRjZ4APMewVqNLIki5RPseDUXQ1BUSKd6MoZEjb",
+	"SyJn/ry9p/GZRpK4A/kS68kF0gUr1bEHOjLRHElEhmxtGQqgYpE5rjIPS7lk6I5SQY11VzLCkw6q0RqU",
+	"ZIJpKsKhfMCaEutLVt0lUlwBoXLg5rCi5Pj8fpaheZuWBoHGUyoAdwISC/5PyzVQdudGk1suQlKNIDRh",
+	"RDWr7W9Sz+Tgxb+X8/VUid4+qjwTv6tigW51LB2BtSWwQA2yPAs6xgKnQa2Nk5ISHjDepsY41D47S1MR",
+	"7OqKuQgALhXeanhMkPURwVioCSUzqrUVDuBtF3FVUgFpAzFzl9qUO9X0Tn0ssDq7w2MITd21pvcuEWRP",
+	"VVt3QTdcr9dt4ujK1Fn6jrCTJQEnCaY/S4K2j6H0EVxZ4pzveFrasNmiU9NfgyAbbzvMx4/kkX+dzd4F",
+	"nSeRn1sx1JJo0Q0uQKaq+pqYAh8Rv6BZu+eBg6FsYZc+NMxHg59cnF+2zjAM/MPV6bvNM+2RneDPVpX1",
+	"+dOXTuQudxVb4fA4SVwgrtsBAbuZTjikoyEeyNFsZs+U3lF7R0GdqwQVUOfsvlodblOgYaQPONKlH6nh",
+	"RjrHkdwiHNqe84etq0tCFu+ymBSXGuyEEMzZzccBBVBPT28fcZLLXc/bKspMvdl89YJ0nMmhBkC5hqMr",
+	"Syb3a9hBfHIoW2Y3lmIPigq6TOXhnLiXAzQhjyGKRbgd23iHcje7YM1Z3KDN1cfCXXQ6ULLBmaUGCX6U",
+	"XlArhT1VWZt0cF/b5klr1BSmy1Cd03b3Ok00uWi3mye99EHvLPNrWnak0zxtdeyLnebbK6zm96Zxet3t",
+	"NXpXXSgDk1Y8sT+8uTj9dUOycCp0mp8ihWAjk/zdi9Lf0qIUHRZyxUamgzYTOyUNu77aYaYQxhsavpHh",
+	"HKmK3ZCdypVmPMFrWXrIacTC1qzcgjDjQrCQtC7xKt9TTewHTgBa106BeczcDM3ywSSrqieVm8wzLmzy",
+	"oXvRJlUOcSFmHgA5SmrfBdn6eK72WgBtxvaGWLE0o8OkGBpRY7/YyRmyZdOD0QRKnpQHYgDebFxedlkE",
+	"BE3KtaTzZddYdkc7iSW5GKo0P066CHg6D04zEsmb0op/Uy6SByWogzPtls/0VPXDOmwkxYhHrANK+qMY",
+	"lk6zFT92Ny3J23JcgXANLAUc5qxOCyOkrC1zlRPWdsdllMbObsQ7P/lPFt0g9c0sWfK2UlhBDpDyIwLB",
+	"seGa8Gx5RD8qu3nLVINN0o5xyNItkfan3W7SY4XkPNWN7CbVZ6Ea1S7NRO7YNibuwoQdIHl/1rYiuLQN",
+	"9s0tY7dGC2WmQ1euGGQGyDxkIVaEhXLGFuaN4ol+eAMTX/N4s9SrUkYPS9y4M519eaMMoPyB+TSgH0Ww",
+	"kjy+TUR/xHa3hY+egZWvE/1XS8Mqu6JAzFNMWGyZkpintsmR8rasBZTOXozsCjagE36TCtp/s9c7a576",
+	"GqFS+HsOZuuvcoh0AC3TVWe0K5RYyFZTyJVBdoNvWhgC4MVaAd0YluFh9gN+uHhTCSqNXq95fumreebq",
+	"i1aCfGEKqLC54fwfIOHEB6GhDyBbKbIS5GtXwK56aHNYvKjh+P4ezzTh4WJx9xKDdEl7jKOVNdi7C9dh",
+	"JRjgMJHjXJoUxFU0zt5d2CM9bfQabxrd5rGrPA9ZmUk5Zygx4kIJXCRcNXV8QKA+ScuQ1NZZ3JfFV3Tj",
+	"oaH6dkNFusQXg9+TqoH8L3uMrsqP9wjictx7+gjTyzEhskp1X1C0VwdE3jHM0Zf3AuzV+ph0P7YuL70v",
+	"h5KZYkAgNDcMU2JNXzROagGOOpKK+dqE9g+7mdBzFSuxaOLCbDDxQcfTvpBj+AGme+Z6aPhKzXmOPqUP",
+	"Xd/aY9vo/oXvNuycsVsrC7fXm7dkKcYUJd+XNJ1ItqGMIn7KuDO26x+jl3Ul1MxV3VTUXiA6mqSYBU4N",
+	"HwcrxSjnTT9pbmzIzHS+WRuUlnhlz+TNKr9wbGZxJkr3NXSQycIHpahmikG3Q7S8FFMHXr969bJMgsii",
+	"YtHWPIXbF0W4OQ6hi176XYKLNrduLu2B46Az7mDxwmpSTck10BL3OPEuJuftSjEBIakFZFU3HL9FX/qi",
+	"mp3LElQs5xgLjhtz8By1bqKlA2NqaQv4T2q7dbz5rnu7sgrDqi05AunCddqdMeV/CPqCi2KUBmREY68g",
+	"J3Q88xQURRWRbIYc98Xi+eDObNq6LMNkto37XE6CcncxRVGX1r6KQm3viNrEQJWpG8tEqAndwkaVq0i7",
+	"WrN6vST6T8SGrQkvPTg8XNtgYCZltLnOX/DubRiG5YEtrtvPvuLousnlKnpFofyb8w3tk0LcAhRKwvsv",
+	"mJU0qMf7feIqhB257lhAnIIV/bBo2l7LHiC4WYfM3DMmSL0vrLRxQJxkgRT4GHvRWlEncL2BvEe+cWKF",
+	"QQcCVpMz2KwCaw5z7X/cT8Qh7soNu4XYoeBKY3FFe9ee6b7Ai3PkXoDKLCoWZMhG1EqPrs4PXGmK5dFd",
+	"+AapDqZcDIK+GEzjaFDDkXPCl/8QhTDSOIHAX0aV0KS+Txp9gVEITtJz2k9aCANqMkHsPMAGHN6OxThU",
+	"w2ucBH3h90RI5VceEBZpluwWH0MFPb+V/nHm/b6ADxonpHrS9IH7yTcqFl7Y27lCHU70VAXp/OiI/3w8",
+	"72Ltlm1FrG2imzY2fSyNHcERSi9xYvfetj/MkzcOQWt6uRzKhYsxJEOFzc1BlXP1kK4/t3rvL65619Cg",
+	"IiC9zxfXzbdvm9Cn4rrT7F6d9boBwd4MF5+aneuTxmXjpNX7dddAKY3q+8Ym9by2v4ZXJ68u2JrjyBlW",
+	"kleyoKz2YGcbB2xvTMWIuFG25VU24u2H93J27aBK3UqF6lSry5bnce2dkvcaNWbHJbCGsQ9wwT0krphd",
+	"pmfYBkW23Nurmq06VUvzG4FlxF1dl6oLSKxtGSFSaC1RFqaNbQxlbJY4jh8hyz2oxCoqcestRGHkDYv2",
+	"o/SkgxwWZqEulkdSZZFxWbDTo1h3T3Zw2dxsV+U7dyvXCW83y4t6Z8e5jM33XfCCjI02Wg6168kYSgb4",
+	"+vtpfg32e6z6ipiHtf1cm+gX66TezI0unT4d2nKa2jGBhZBbxmZOtmGQb6hBhPPXaRgboo2caTKL9cTV",
+	"WllLMfIAYMSM7zhptyERY5wpmWvXqNGD+Pf86g8eu6uYx+ByWuLanPAbyMp0bZwxSpvdJzSsOrifaDbC",
+	"zs4+lzXwIq+z1i9E0kB+3ML9zpGQQj0cGQtIVrADJ107k50C1X9NZdSXxe7iB+XVN1RZrOZQyyg2LKku",
+	"cdU58zlOrjUpha1iIbm86PZQb0/blMIBF/egfvj3NSEihYtrQVt3az8rbgzbVi5bhgcNf+6LJXiSo82j",
+	"wEJz72Nyw++gy4pBw4zbMVWav3JfEC82J3qFvcoNtGLTMkztyRuwsGzJiGJwEWQ5OCrjL12VEiUNCNpW",
+	"MbxjKqKztM++b7jp8wzwrDY3VvBNi6iyeZnDppV4aJgYqTk8Jrds7qQPRi2949D6nY3YnkcfdzJ79k0e",
+	"DshMcWFVevh0zCP2TNf2y4usYfe+0t0DfRMisoS+Z+gzYLOIj6zaLIicwf56eo/t+yEhxkKhSQS2ZwVa",
+	"sMVXgdiKSYx2lDKKX5bqh3uVlxkSwNfiIcaxbImJDi9WVlReRBMNTC9FtYTpvD5EQomkls6PSZ2ESiJ/",
+	"hKadawjti1e/vKgXiW39qdmVZUqOWD0eT1qs+41QxIqbedfC54NRp1xAq7sSGup75EI/6uJtwIeILWRv",
+	"D9yN8DrmDsMeANIxqphKkdAyoso3Cw53tKtYD8kuUirSuGz5a/qxedLMJB2QWIRMkcFzOuPP7w6ew7TP",
+	"B0fYIgmlxKAv0oJ2mlSTujk6yCRw6cClQQVEMc1/YwGWcwh88bWgL7CcVJAtZOZpW+BL2NUCrPjNqBpN",
+	"sHgbGAwCLPU2Y2oPAPcVWaf8Iciy2ZDRkETMKuI6yMdn2tH6IjUAKBfnyLH0CGk6a14U+VSuwrHhSfTF",
+	"ID1ri1zeVey7jVugIY8jXWfOXOmC9vb7oi/+9jdyIoUVDbgUui/+f2knGE2qA4xiHQRkkCmaZP8Eu4z9",
+	"R1oY1v7lAi0GQV8QMnAVIfEnZ9Ox/4QdaYWDGkCV7zWjyZSa0QT67BIyWOwuM9i3UPb41PlgOm9PyMuX",
+	"L39JvoeqLnbjky5v0NiXVK96J7VjErpSL/C1ncMRA13so+cqAQoyONcDouPxmD/A3HhOmL6GfUHe93qX",
+	"3iQ5i2JNBr/3IRa/XwlI3xsz8A9nf+pXvg2O7fSAybCSq8vLZue62258bBLM6tWuCyA4K+XMRZ080yRz",
+	"0Rze2KGSN6C5GI20dKyIHNbrZFDoDTsIyGH9gAwKDWIHdqSqVPhjrlfs4Aj2FdDsmcZi3XNIN/S9AvE+",
+	"sXBPxsaOg9QwFRwwOqUG6HH44hcyyDZBHZAqbHmHGTXfg/ou2DH51cMDGfj+qIPng0x/VMS0w/rf0+W5",
+	"3IQB+uaHMpyTkIfAVrGSDARO8yk7srofmMftGOhXfa5d/+e0JMtBnUCmi+NONWzH8qr+kuQAIZBIYkcq",
+	"LmKfNASJse8lmVEzsVhzWD8kg6S76iCwwkf6gh3CDkUF9nSZQkdOclh/RQaL/WDxSpzHxiE2xgOivccl",
+	"tEqFEUL01j4aINcbBMVgcpgzoVewECBhIwgnyRCjZxrye2FiyFG94+ze8fN8l/bqIFvUz15/qDRiLz/0",
+	"N7TXFZA3X6aJVAf4j32s5zAISMiwDlBywfNVjAi9YYANSWOchXxqoOZpPZvaEel7dR0UbFdaqF9BUk1I",
+	"3zesh599fSD7u7KoZSb2EiimNR9GuBlnXDvnEPhFWZirvwwgzOiNq2ZEBpDijq1/BkMXuIo3ELJ4sSAg",
+	"u+PSUhZ6w55pMsgGuQ6c08FwA825gL/iOTUuW5VM4nnlAALYZ0zQGa8cVV7u1/dfotF4AgJEngcnpddu",
+	"yqQdJIGIKYhCR67erAiBd++hFQWRUCNPdUWqNW4ulq7WgbM8WFblzRLIjPEz7hjagvb3TPfhvqD7zDIr",
+	"OjJSDYilvPDeHrzXrxy7S/BMY809rvsCONtRP67XX454CP9lg9o+aVpK67t6sYLU1Dg9b7XdR/Yd/Oxv",
+	"xVEsvAF6AC0ztyMpGd9MMiM2LluBi16IIqaeaeLSRPqiOlBsKg1rhKGyEL3lkZUlLHkZcoGZ9KTRPj0m",
+	"A6BUA1gPJCVqfscCj0cDwh7cs31yCSg3nFtdQzODLaPQLmy5jJ01wT7yX//H/1mCZH0Bkan6qJyZWEVx",
+	"SiMrktsrCkADSxAuUsXexL5QFh9qx+Wc57iEJxxb6o84nrA3qwlW7EWDMn6Aw4pOmYHSUf9YwNUHOjIE",
+	"kMPHzcE50oiP2N9eEujCnkEYsEnbD/8ZMzX3NUyPKjCCl4dpWXejNYaUpYClEX0WK/ed3PpVDvfxkqyA",
+	"yAWhJiAtKY50vb/cB2QBKxs9yWBKR1/vxisfKoms3WqkYoxgNE/r4IOm7Dk1x9L9pOplwdrSHbNf5ADZ",
+	"LJp4JTBJEbfN4cBPdgKkbOdS/H8O7b0rG7yYpEl8+wLF42dSuOC5F/W6M6Ub1+KHzsAAYRf//KtTlzc7",
+	"S7ih4HwARXEx7NMyNTDpZvsc7FtWdYhglI2egPv8DQ19yg18crD+E+w9LxX/jYFp6fDFL+s/6kl5TsXc",
+	"zaUxiQHkwU0mZA8zNjIMHd06nk6pmvvmE4m0JceOIiOLgPiN2MgpNXyUUImsMAH2IHoD4QCucqYdP8/H",
+	"vXK4h8rhco6eEPfHIMxv3Kw9nPQJESw30zJE8yn+WT05sOwQZNi/IObYhS7o/V5c5yrX8h1CwrG9uMsX",
+	"ch4uH72ESloti04OWb5AEJc2qzy90OhLZOyezuSedDGfUA0ajzZSsXCfNBDevtAjOWMhMZIM8ikXegAK",
+	"rCtuF0C1uaTHCS4F+GJf6GJFBKmZWzHMXwX1CdD6ZV8M0oSD696vl83rtxedN63T02Z7QKRI5wPdLPNu",
+	"qqb1UR+755qhagpZV24yt/UFl4s+JkI6mMDm2xd4ze0jbDCP8iXKuoOc83iQGkUH7h+D2pEfAc8RHYc+",
+	"3D1xTGEFI0tUrEibgQotcX2BINnvHP7YPY81I9VQjnRCOPanYUD6lR4TVIzm/cpGsmCqefuG+GDVQfcm",
+	"3FwUePqCEqgEhbFb8xlDM8KQhm519oYulRf74rD+Cxm0G+fN617jY7MNlOpFuXSaZD9g09UBTHfcFwNn",
+	"kdkfcxaFg4z0Dw9qWxE/rBaeI0qVpCkMlBx4EsLnCtl/y/sDjIrZtwXae/A0ILheoSXUN0HxAElUGnBS",
+	"dNT9WL5f34B6n0gxjji6SQ5fvNhkFlc9hw4j1oSqCH8sq4Bzgb7Cee6XUt8iswgsPacFdlHKHdZJG89/",
+	"t5fp23M0vIN+UspNkD+n/v3EyuickS5GY5+0jC6yMXijLwy95c7JtMD8HHXm2rs6ZByFltRh1DqM80z3",
+	"RSwc9WSho92Wis5J1erI6HpCw9zgXbNH8itPCewefvr/zxHy/wmOoPWkcxWlO/Tm2JQfkaqQxIJcOF7c",
+	"RGoc+eyLLUhYBw6rSMIKKjYoNTMKnTa8vohNFvLkZ1OdDxtFoCry+LQyX+ViIyr5RBLqGvoo5D3pND9d",
+	"fGye/mBaeLj+o7Y0b2Us/mDRF2v7LBA0tArb/XNNZdfSKpAm91Jj5Y/SjZIs1SfVi5JZlulEjSjKeVkh",
+	"3TH8yypDmaVkFaERndERN3MQ1mPNsqiRPfrlms5O5JosyKVbkWAU57LpzE9BFZPx/xjpMV1eCXa6rjt/",
+	"doHwj0J53B5CM2hPqlIwMpvMNR/RyMVY2J9ry3F+PU18/nvG8f/NWZixMVn+wAY+WHlAprE2hP0zplFW",
+	"vEpif/yL+wTaE1upzd/SvvDF7xkBL2EmTpdrQiOrK4ZHRMUCIoa+yqF2dQ9d1AMR7L4vQCuHQBtXYjoW",
+	"hkeg3GIYUTqNYPfJ9N8tnqXVDTIymiMGneanFlgTur3GWXM7toHtKLL0oCCOrbH1vk/P8NLKbE8lZyXz",
+	"uP4ZP1jSWklREKTwTy5W/YVIkI8vSEnQMw23NmW6VTkzfMq14aO0iDUEAm1PlHzD1xX+aOd15JpI34rP",
+	"uY7nC+7TfYJJxC4MyDvrh9idmIcLfZMTx33iRT0i3kffF6ud9ITqjHsfqosPI+Za4VsKZBfXFxieUtvP",
+	"2kPt+xgNVjCSgk0ro+py3RdWBQMAh9JM7Dg+BNQ7iknWT+x+RCgHfZH4i3G1hY+Bqg8ZYVRFHItOieIY",
+	"+30xcIFxA7T4MZ3vU+6bnvjwOe4ThSB4ar8PJnwCCSdkRJWaW5qOGZZ4XMdgDYZASqgSjvHH090c1EFh",
+	"p/vCooeMzcJmB3lHNlntx95K2LMr9g2K9RJNu+A+9EWHNiOL2Qp35eP55iAbDedL65YP5drNbwzZR/v+",
+	"0tEWSzFtNG6xgtQSBy6YhNIpID5kqEnVWdeTMk+1Y3cF8+Asc+4WykVtC/IK93fxKqGew5MS7f4aLQHM",
+	"14jfFKZCXYklQAEojg7s7JjP0prH8s/nANvBSZ+jbf8NfPW5buxr3PV2b/+beOm7GApuV1wUCobzXFEu",
+	"LH4MxDlIriRIIHyaszxgw/dVks7z3yFm5tsGNqnt1ZQPF2/y+snmzOodS3jV1lrIB7uijP7xxGjsOs4u",
+	"Mbh+lcOfFtZyhL9wshXGv0cROOxcLL9OKqChPLYbVj9H//1yh5A7ITJkEFWdFi307fmLXnYf40kmMgqx",
+	"hWdf3DCjySD5Fpz8ill52y4CtHJ7FYovwLr64gRgjCDwOQOABQsDHTR5Ua9/t81g4TJ6sHrNznmr3Tiz",
+	"kqsrqpLyf6kIFuPf0rmDi3q0K/wv5qpJ9mU50UAfTYIOP80Jj2VOAMQklEAMTujaoXkr345kxoUMLacz",
+	"aEfVLqE8IXqDVPYn/0YOBkmaq6bTnH8ZItmn8s4FjGR+gVZ5VgiWkPMJFVujEDGIj4k2PIrStfaFW2xg",
+	"NWKkjlA+yVJaoGtAy4A2dK8um51u87R5+ggO5aXUxz48uep0mu0eqM5W8FEZnagv2APXRtcCMuj2LO05",
+	"uWi/PWud2NeT7lEu70waH70Vbu2Mhs/+tQjWi0ecPF+Hfwnd8sjNtUO5n2Tr0bzR6Ggp3H6oUZFGEMLm",
+	"V+0pZIwKG9M0pR9XCyC7GKfUhqapHU1JxUopkDHmYhjRVrfU2rKVLew0k4vm402eUphQy5Tpc5flilnN",
+	"ee/7v7pGDTbeTE53kNjro7ndCEiwxmS9DB7k7ovv4L4yQBn7+xuq0JE4uGy2T1vtd9efmp3WW3sbWhft",
+	"AYbgJknlEKkMUYlSjBiWYITGsBHHHtyDxWYdmSjdAzKRsUqr9f57X4R0rmsr4qFbBspDDBmBPt8Q6PaU",
+	"jshiVMILMmicnnaa3W4up5RUXUoakbHRPEQaR2czJSFLU2rLaaUyurZLcINr3f80PBkH/2PCGrJzhytC",
+	"G47JxOc1psjn6tOAS0268gn/crz6rxhF22E3XBtIl0gJF9pCIL4Wwu8F2oLT8ywnWcu4/PPfMeXuaYx+",
+	"7YvT5vda/dTW8ncbVvSDjH5qtckPkit/2vyW2vwApZMIfcVGTJjE7perteKS00JuiFGUR0tZ87axQi5N",
+	"ezFUKGHnEVYGBqc71NuBgAMZC6wkAKAL9pCpC3BM9ERxAeHhadxPxKAhABd94QKMIqxayaYuoui7mfDi",
+	"jSuJAwrcey7qd0vfMQa1PNbdfCpG/MdEA7ld+RkK9AOYo+a/JaVGNgz62YIfPnclnJbb8VzDVxdR4ykJ",
+	"OAM05ke4+16F5Hr039VILCKouTAYSzViECBjsdLVoaEEy6TU9slbqUagrEHK5C2PIp0LQjzCvgbCKRBG",
+	"RiE5bXUbb86ap1YXWKRKWNwTslsgWpGLm2Ms1g5Jec5AiAtQsbBCOFJd6ONDZywkVcWM4iyESub3E6Zc",
+	"RFFfJM4axaaUC1eyhvqODtwQu43abZcFDiaGndI4dV9gj+cnooJQ37p73YDC1t9JBE8RO/68VNAB+Ec6",
+	"NdQqoQh9Gh5ff5LFRyKL7tg9XYQ4N7zQPmkLbt3ORNFSstUuVGcAyRKZcmp07PTQIdAeFWM2cF84SYh8",
+	"Bq9IyGgYccESs8diSVYwamhCiX+3L6oDgPTUPWiYgW+qibgHWbkKYiRqR9iYxhIoqjXTKUHvC7eYlCwi",
+	"sQxKoDD0ljlZbkhHt+S//tf/hWnQXPfFmImRpZ6URNRqdOgRlspTR586hyTR+11cZ7CvckhuJNN9AQM7",
+	"fR2M6j5LMUjqFTkyjEnQ7Yuek1ONvKcq7ItBpljzAGD0H8JSve/b38tjLDhlGQCI3iy0e5tWjLn2Wz6o",
+	"4YEBy0gOAkviAfe7p9A0A31a0F9DE6qxSifVGC9rt3CfnLqKV4SS006j1W613znN98YOpNgsoiO7G3bA",
+	"ZKaqnHLjyu0qNpV3bnL3e+2JeEqOhSy6pbZkKnblf2KWYsH7szMUhzE/GcpjRaIZOcOEFag6cVyWB1O0",
+	"pacEYFc+gwXyljMaiLXEiE8KZBtrtXtjgfMcQ7j4oopvxcxstUCUU8eK6UnKnfZJ08IAdEiQQbMN9HCQ",
+	"iNvUMoc9OUO6/ZjBOeWEBtzb13YoqIoZkMH7ZqPTe9Ns9LxW3xcFiXYbcxus9k8sz/7xMTobUB+HJT+J",
+	"z2M57ZjBTmd8zKHcK5TldIWGId8uU4xnV1rzVXKxN5LhCnLTEuCLw7AdMU/yUWIBFgAwu1t9PSd2+wA6",
+	"FBxpX2RKQMeakQHWrd1LHw8IF9owGqLtEYrZZBKLjq002BcDk3ECamdABBieaRLxMcNQ86XeQQLOwaeU",
+	"hxpnnWbj9NfrDxetNtKq79C0O0wz88H5P/+U9kYHW4Y2PSktctOtrn0DHBtVncSx/JMsPXJ5GxQZUk/q",
+	"uEABJhTrUNk3WEjmzOxKo6A27XL61O123u7dxNDf8Qi9/gWn+UnrtIMuFHCfH7uyf6ftrpNd+oJr1yoy",
+	"THTCkFMICWxdkhkXgoXHpHfWTQjyMVEs5IqNwOoH1tDjvhjaE2UhQfusy0SAgmRp8TbNhNknjcxejaiw",
+	"WzVkfaGs2swgBIJaicrFR8JjK6QcYTcLrGBshTMoiz44JpQYqm6wbUtfqDhioHEOOYy1NOrgyUjhtZvN",
+	"Vwgrm3w7Ynhp8eBP7hYFGH233EXq9NmeNtaYlkNGNL3/GWzwJwg2eMt8rTynLD3HKuS/pS5OoE17TBjI",
+	"WnaROrtStHXluXpgTmPjMRsl/dKwFUBGjLIEgLk6Xi44GlwVQIr6onpYf1mQPWrQKDvNJdHZL5Iq75Zf",
+	"HiMVSb0jExaFy9wijmByhWqxc5Jg+1bwkuz3RYPgmn2jDE/wiGJ7riC8JahJzAdYCAXbJ1AcCxRR304k",
+	"9KEgT6l1blu966fu+F26ozvZn8Eiy/y9dnu8eMWnUxZyalg0J9WUIASeDqCog3d3Zw/wgn622vHhA0gK",
+	"9CmFqEhosHAYqR7WD/picNJpntpr2ThLywc8J4NuE+vBJs+kb4Y/mlhduHHZqh0ndLsvXPcCMJUnvTS8",
+	"NkCqGFNaFk8akERj7ItylZGcZbzaUKUQa9yA8R67vBGXtILAcO07IYU/wv6+HdGC000iJ/0R/xnJF0D6",
+	"R5GvjdXNRA/6qXM+hc6ZmKBSb12B0nCnluYOY1fiBzrefEX5VCxcbVU0tE0PsNnPBGQ1X+gCwJzSOVrr",
+	"sMirmPfh3CzkI6iTAKH20II/1i6rzVvsfVUfaB5CBRRYgJKsfSFjM5JTCA9nVCUFwWFKLK/8TLsWYHqQ",
+	"Mee7PmeovfeF9x7Aiz/IS4jG/Fb7+rJz8Q41xK3UQGym/y8lcD1efhpuTtdQtSI7Dd1EP3PTHt9dSJWB",
+	"XPnEF1elJMnNJGAcwhAGRx42Fc8iKm5iesOWJ6b1fLLsiBoKvQ+RliRFWxuXLUsSsoWUk1EHR2TGVF/4",
+	"ToWEY8mBpL6GCKlCRc819yRTNpVqHmSsZdpwMTJ9321Rk6prhRWQkZxOscGeYNA30qj5HiTsEhVHLCDs",
+	"wSjqxqw5Cxb4D7AFpRwn4LhmY66yOXICiJs7JoMpf2DhACNarFjWF1YAu1GMkSp0+wljhbEVSmKdAT6l",
+	"N4zEsxtFw4UwicdI5TtLDu4JxRQ/ybLUtx60bnOA/BULzrruZx47/Vosmlq0uvdWtSzOIJ6AWZpvanr2",
+	"DULZ0mvWYTTcsyz+OE1P9yH6muTbvCajDfbJQN5i3zDsRQwoajn6HZcROuK5dv0nHxkLO8manhADk0k6",
+	"sOvLkBDP5K+IgSdAzX03jTBG6pHSOqvO+hai6aHmDIQpcpVg3kI1+z82A7mbgNNEaJ6gSt6pa5ySKZW3",
+	"rGRcvgPBM02UvNekChGGWIt3QtOOLEreYz54uqnLS45lewZsDPpJ7qu/YOWxwvluUoAM0fK/U8L0QmMh",
+	"1zMw23EaSosa9j9Pm43TnDDnbvEmV/35766L87fnSVPOVZkXSdgDNvI0krg86zSXzAfCgmjEFBlFjCoW",
+	"BkRLCAAD7NWk6qU315+faCZCpmpEM2Y1UrCkfbda2PzUbPcW9cL0sd28bZma26cCIm/UN8Pt9s6tM6Be",
+	"5L+itb6wmR3oM7uMl8MuovXeod9PPfKRqM9lEke+h2TGt8fB4HoujEzajm1Gc1xtxL0pf1gqWLyVCmP2",
+	"UeuzZCFfUMVVDsawVxaSalIdLXC10fpCqrRUV81bpaBt9GDKRWyg1Rz+wzKVpGO84VMWOHIV9sVwTryF",
+	"C1qb5cutBqT7a7fXPL9udjoXHZKbM9FI+wKEc0yxwP7jZBiPbpml4zIK0xbR1QE+T+LK7nnIjogUrC8Q",
+	"VhLPLJk9eFH3wAfwkiJDNpciJBrSEhTDZAHnOTh4UbcqZTdjDQBbQC1fqMkt2rWVRyU3UQYC1wDpN6ak",
+	"drkaYcQ2qb6cbrivJ3Gwv39weFiH8hHfLSa+Y8aVqz3nD+taAn/mIpT3JIJmvdj3H3EgjdR7tVRGc++W",
+	"F4Tlwrx8UQkqU/rAp/G0cmRXCJ2B3Z9JnVguDENn5FNKVpk9WUI4p/zhv4kUdcmUIyYT32Mi0z4yT0yy",
+	"pMIjhxVGwk2qNjnxZV1bISvOgu2JzJJuZi7x1I1wBNITEyEYp4JMc0dmDBc3GuvTmKQZJ6aO8hvfDbTK",
+	"w4DcsjkUtAevoLOR3U+YpRCgz/SFYoBfUIdGziAB69jluqZj1/bJu7S/DgZeOPihhP4sxpJ1Zd0jP+N6",
+	"9GL7yMdQD93oT99UKTvR6l6zXoKFU/3rt5p1KXYZrdddmFmsJ8san1oelaDyynaz7p0NLtPz3+G/3/A2",
+	"Rcywx62S8rn55v3Fxcey2klb5I4BYFlkWUTKw0W48bOfUSersp8svqHN3NtefJPdtKsoyjKIHWn8LNJX",
+	"romjU6hMliNh8Pjld5YhFgqUqdVISH9jtiyr9Y6Z1Rj3NGRwmVjhj8ct5idSL6+7s2BOTPZsCXKutync",
+	"ZNrGbW9RKNoTvwSVWbyieq5ZPG9SfVE/qFldKJ5hrg439lm95hULJ3M8032BZh4yllEk71G8gA60Y3Zv",
+	"r7TVgiBAnd0nw/vAASvrcHFjx7BX37XkGeBfVuu4n2g2uobuqxaaiNE7sCX5wNG0b3lfjKhSnCXxCFbl",
+	"ChZaFJOGIFD61pIhD07Sg9sDokl1hA2SkraxSZKRA66GmUVZmoUlAfuCiZGag28pCRtLtgvEuSr2sPZE",
+	"5WPz1+u3rbPm4JGac9cCS7XqKdW66mQi4ar2EyoIHWoZWXV0YsysqmvkqnMWEHBwEbeVfRFrpo7sodxL",
+	"FdYCkhu22zzpNHuFkd2RDci/EauLvz4kctwXLiHfkIPXZDg3TPuxTi7a3avzZsdR1qv2x/bF5zZ2xs23",
+	"CMWAPJZhB8dpV3VCo3s618RVNV7TcTy78WCSaL+DjeXaH5Qn5u4ouRT24Gq+4mKJfry6Dbkz9nrxqS9u",
+	"+B0TmOayiJDbNS2/jBdZx+PbErNTXMY/3JqYnf6z4sYsb8brNjFwtAslssesEbkLLCNfNjIhbi6Z0dcU",
+	"ZqFP6vnZT/0JOfY7fscWuqOneg4QQEf6s8q7q2db0N+/Twl6nmMoy300DTA5dn3cjFfGA5evkUDl+Z8U",
+	"jAzuDgLLNYHDUhODhs9UkjcmyMADlbwxOPIhLQN5x1REZ+fZ2rhgwQwpRtRANfyk3gkyejsw1DixIwbO",
+	"igmFCC18YJ2YyjvWF67sisvKSO0R5IbOjjFpxE9hf8dwaL1PLhAqUu8L7APq30qYMCa3QHEYRm+TKwWn",
+	"6l/SjEaWSztbTSS1Adq+T85AukguqIUJ8xBXyBN90XAG2sN0Bn4jkqb3azn6aqa6wrq6UuFdwelcCl2J",
+	"ZCElmVLhW/nro764p9x4LuWQghjLFkPYU8RgFHP8z3XkXn2xVfS4w+ou3oU/REh+Qq6Jy8KV/vk5Z+r5",
+	"zdxs8G78mdnXz2TEUrOLpUWO1KWnifFmPs1GCqZBB/L6WNIwxd3pZXzOzsRGsbKrtLcUuF3PCuuVo398",
+	"sXfKffW7v7TZXrHfguSxj6LLPpLD3N/OHZl5AmW0sg/SmKjMQ9Adct8lK/j25dv/FwAA//8=",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

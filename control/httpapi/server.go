@@ -25,6 +25,7 @@ import (
 	"github.com/kece-oj/kece/artifact"
 	"github.com/kece-oj/kece/contracts"
 	"github.com/kece-oj/kece/contracts/machineapi"
+	"github.com/kece-oj/kece/control/atrest"
 	"github.com/kece-oj/kece/control/forwarded"
 	"github.com/kece-oj/kece/control/longpoll"
 	"github.com/kece-oj/kece/control/maintenance"
@@ -80,6 +81,10 @@ type Config struct {
 	// TrustedProxies are the reverse proxies whose X-Forwarded-For names the
 	// caller that audit rows record; default none (the TCP peer).
 	TrustedProxies forwarded.Proxies
+	// WebhookKeys seal and open the webhook groups' secrets
+	// (KECE_WEBHOOK_KEY_FILE); nil: no key (lists work, storing a secret
+	// answers WEBHOOK_KEY_MISSING).
+	WebhookKeys *atrest.Keyring
 }
 
 // WithDefaults returns c with every zero field set to its default, as New
@@ -150,6 +155,7 @@ type Server struct {
 	outage    *outage.Tracker
 	log       *slog.Logger
 	manifests *wireManifests
+	webhooks  *store.WebhookGroups
 
 	// internal is the machine protocol's mux; tests add routes to prove the
 	// default-deny middleware covers handlers it does not know.
@@ -217,6 +223,7 @@ func New(cfg Config, st *store.Store, arts *artifact.Store, log *slog.Logger) (*
 		return nil, fmt.Errorf("http config: %w", err)
 	}
 	s.maintainer = mt
+	s.webhooks = store.NewWebhookGroups(st.DB(), cfg.WebhookKeys)
 	if err := s.mountMachine(); err != nil {
 		return nil, err
 	}
@@ -250,6 +257,10 @@ func (s *Server) ParkedClaimsForTest() int64 { return s.parkedClaims.Load() }
 
 // Store returns the server's store (with this replica's notifier).
 func (s *Server) Store() *store.Store { return s.store }
+
+// WebhookGroups is the replica's webhook group store (the dispatcher and
+// the console read it).
+func (s *Server) WebhookGroups() *store.WebhookGroups { return s.webhooks }
 
 // Outage is the replica's database outage tracker, for background work that
 // shares the replica's database (the webhook sender).
