@@ -19,6 +19,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kece-oj/kece/control/dbtest"
+
+	"github.com/kece-oj/kece/internal/loopback"
 )
 
 // The end-to-end tests of this package run the binaries as an operator
@@ -237,31 +239,6 @@ func startProc(t *testing.T, name, bin string, args, env []string) *proc {
 	return p
 }
 
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	defer l.Close()
-	return l.Addr().String()
-}
-
-func waitHTTP(t *testing.T, ctx context.Context, url string) {
-	t.Helper()
-	for {
-		if r, err := http.Get(url); err == nil {
-			r.Body.Close()
-			if r.StatusCode == http.StatusOK {
-				return
-			}
-		}
-		select {
-		case <-ctx.Done():
-			t.Fatalf("%s never answered 200", url)
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
-}
-
 // httpBody GETs url and returns the body of a 200 answer.
 func httpBody(t *testing.T, url string) string {
 	t.Helper()
@@ -287,4 +264,16 @@ func requireDocker(t *testing.T) {
 		t.Fatalf("KECE_REQUIRE_DOCKER=1 but docker does not answer: %v: %s", err, out)
 	}
 	t.Skipf("docker does not answer: %v (set KECE_REQUIRE_DOCKER=1 to fail instead)", err)
+}
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	addr, err := loopback.FreeAddr()
+	require.NoError(t, err)
+	return addr
+}
+
+func waitHTTP(t *testing.T, ctx context.Context, url string) {
+	t.Helper()
+	require.NoError(t, loopback.WaitHTTP(ctx, url))
 }

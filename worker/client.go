@@ -179,17 +179,18 @@ func (cl *client) heartbeat(ctx context.Context, req machineapi.HeartbeatRequest
 
 // claim long-polls; each attempt's deadline is the wait plus the claim
 // slack, and while it waits its replica is asked every liveness interval
-// whether it lives (watch), so a replica that hangs costs about one
-// interval or two, at most the deadline, before the next one is asked. requestID makes it idempotent: the same id again (here on the next
-// replica, or by the caller's retry) answers the leases the first try
-// granted, so it is repeated like any idempotent call.
+// whether it lives (watch, as for every long call), so a replica that
+// hangs costs about one interval or two, at most the deadline, before the
+// next one is asked. requestID makes it idempotent: the same id again
+// (here on the next replica, or by the caller's retry) answers the leases
+// the first try granted, so it is repeated like any idempotent call.
 //
 // got is when the answer was received: the leases it carries were granted
 // by the replica that answered, at most the answer's transit before then
 // (the safety margin covers that), so their local deadlines count from it
 // and never from when an earlier try went to another replica.
 func (cl *client) claim(ctx context.Context, free int, wait time.Duration, requestID string) (jobs []machineapi.ClaimedJob, got time.Time, err error) {
-	a := do(cl, ctx, callOpts{rp: repeatAlways, fixed: wait + cl.claimSlack, live: cl.liveEvery}, func(ctx context.Context, i int) ([]machineapi.ClaimedJob, error) {
+	a := do(cl, ctx, callOpts{rp: repeatAlways, fixed: wait + cl.claimSlack}, func(ctx context.Context, i int) ([]machineapi.ClaimedJob, error) {
 		r, err := cl.cs[i].ClaimJobsWithResponse(ctx, machineapi.ClaimRequest{FreeSlots: int32(free), WaitMs: wait.Milliseconds(),
 			RequestId: &requestID})
 		if err != nil {

@@ -154,10 +154,6 @@ type callOpts struct {
 	// hedge, when positive, sends the call to the next replica too if the
 	// first has not answered within it; the first answer wins.
 	hedge time.Duration
-	// live, when positive and there is another replica to move to, asks
-	// the replica holding an attempt whether it lives every live (watch):
-	// a long-poll whose replica stopped ends then, not at its deadline.
-	live time.Duration
 }
 
 // minAttempt is the shortest deadline an attempt gets, however little time
@@ -235,7 +231,8 @@ type attempt[T any] struct {
 // failure (errAttemptTimeout, errAbandoned) while ctx still lives.
 func try[T any](cl *client, ctx context.Context, idx int, o callOpts, call func(context.Context, int) (T, error)) attempt[T] {
 	a := attempt[T]{idx: idx, sent: time.Now()}
-	tctx, cancelT := context.WithTimeoutCause(ctx, cl.attemptTimeout(o), errAttemptTimeout)
+	deadline := cl.attemptTimeout(o)
+	tctx, cancelT := context.WithTimeoutCause(ctx, deadline, errAttemptTimeout)
 	defer cancelT()
 	actx, cancel := context.WithCancelCause(tctx)
 	defer cancel(nil)
@@ -250,8 +247,8 @@ func try[T any](cl *client, ctx context.Context, idx int, o callOpts, call func(
 		case <-actx.Done():
 		}
 	}()
-	if o.live > 0 && len(cl.cs) > 1 {
-		go cl.watch(actx, idx, o.live, cancel)
+	if cl.watched(deadline) {
+		go cl.watch(actx, idx, cl.liveEvery, cancel)
 	}
 	a.v, a.err = call(actx, idx)
 	a.got = time.Now()
@@ -342,13 +339,25 @@ func hedged[T any](cl *client, ctx context.Context, o callOpts, call func(contex
 	return last
 }
 
+// watched says whether an attempt with this deadline is watched: every
+// call, not only the claim long-poll, whose deadline is longer than two
+// liveness intervals, when there is another replica to move to. A node
+// whose slots are all busy asks for work only through the claim its next
+// result carries, whose deadline is half the lease left (half a minute at
+// the default lease): unwatched, a hung replica holding that result
+// stalled the node's leasing for as long.
+func (cl *client) watched(deadline time.Duration) bool {
+	return cl.liveEvery > 0 && len(cl.cs) > 1 && deadline > 2*cl.liveEvery
+}
+
 // watch asks replica idx whether it lives every interval while ctx (one
 // attempt on it) lasts, each check bounded by the interval, and ends the
 // attempt with errNotAlive at the first check without an answer: a
 // replica that cannot answer a request that does nothing is stopped, not
 // busy (a long-poll's own answer may rightly take its whole wait). The
-// attempt then fails like one that timed out, so the client moves to the
-// next replica at once (moveOff), keeping the session.
+// client then moves to the next replica at once (moveOff), keeping the
+// session, which also abandons every other call still waiting there (a
+// download's stream, a heartbeat), not only this attempt.
 func (cl *client) watch(ctx context.Context, idx int, every time.Duration, end context.CancelCauseFunc) {
 	t := time.NewTicker(every)
 	defer t.Stop()
@@ -359,7 +368,9 @@ func (cl *client) watch(ctx context.Context, idx int, every time.Duration, end c
 		case <-t.C:
 		}
 		if err := cl.alive(ctx, idx, every); err != nil && ctx.Err() == nil {
-			end(fmt.Errorf("%w: %v", errNotAlive, err))
+			err = fmt.Errorf("%w: %v", errNotAlive, err)
+			cl.moveOff(idx, err)
+			end(err)
 			return
 		}
 	}

@@ -212,7 +212,9 @@ func (n *Node) runJob(j *job, log *slog.Logger) {
 		j.mu.Lock()
 		j.execStart = time.Now()
 		j.mu.Unlock()
+		n.m.executing.Add(1)
 		verdict, err = n.backend.Execute(j.execCtx, task, j)
+		n.m.executing.Add(-1)
 	}
 	release()
 

@@ -33,6 +33,9 @@ type metrics struct {
 	leasesReleased, claimRetries    atomic.Int64
 	cycleJobs, dependencyPauses     atomic.Int64
 	leasesDroppedFresh              atomic.Int64
+	// executing is how many jobs are in the executor now (a gauge): the
+	// busy slots less those downloading inputs or posting a result.
+	executing atomic.Int64
 }
 
 func (m *metrics) posted(d machineapi.Disposition) {
@@ -196,6 +199,9 @@ func newPromMetrics(n *Node) *promMetrics {
 			Help: "Jobs the node may run at once (min of local and admin slots)."}, status(func(s Status) float64 { return float64(s.SlotsTotal) })),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "kece_node_slots_busy", Help: "Jobs running now."},
 			status(func(s Status) float64 { return float64(s.SlotsBusy) })),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "kece_node_slots_executing",
+			Help: "Jobs in the executor now: busy slots less those preparing (downloading inputs) or posting a result. A gap to kece_node_slots_busy that lasts is slots waiting on the control plane."},
+			func() float64 { return float64(n.m.executing.Load()) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "kece_node_draining", Help: "1 while the node claims nothing new."},
 			status(func(s Status) float64 {
 				if s.Draining {

@@ -119,8 +119,11 @@ func TestNodeMetricsMove(t *testing.T) {
 	b.hold.Store(&hold)
 	id = enqueue(e, "cpp17", manB)
 	require.Eventually(t, func() bool { return scrape().Value("kece_node_slots_busy", pool...) == 1 }, 10*time.Second, 10*time.Millisecond)
+	require.Eventually(t, func() bool { return scrape().Value("kece_node_slots_executing", pool...) == 1 }, 10*time.Second, 10*time.Millisecond,
+		"the held job is in the executor")
 	close(hold)
 	waitJob(t, e, id, 10*time.Second, "completed", completed)
 	require.Eventually(t, func() bool { return scrape().Value("kece_node_slots_busy", pool...) == 0 }, 5*time.Second, 10*time.Millisecond)
+	require.Equal(t, 0.0, scrape().Value("kece_node_slots_executing", pool...))
 	require.Positive(t, scrape().Value("kece_node_heartbeats_total", pool...))
 }

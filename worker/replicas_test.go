@@ -5,6 +5,7 @@ import (
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -307,16 +308,8 @@ func TestRenewHedgedToTheOtherReplica(t *testing.T) {
 // granted) and the node judges it within about two seconds of the freeze.
 func TestParkedClaimLeavesAFrozenReplicaAtDefaultTimings(t *testing.T) {
 	t.Parallel()
-	a := controltest.Start(t, controltest.Options{Store: store.Config{LeaseTTL: 60 * time.Second},
-		HTTP: httpapi.Config{ReapInterval: 50 * time.Millisecond}})
-	b := a.SecondReplica()
-	man := publishEcho(a)
-	nd := a.NewNode("cpp", 1, 4)
-	a.ForceEnable(nd.ID)
-	front := newFreezable(t, a.URL)
-	cfg := nodeConfig(t, front.srv.URL+","+b.URL, "cpp", nd.JoinCode, newFake(false))
-	cfg.HeartbeatInterval, cfg.RenewInterval, cfg.ClaimWait, cfg.SafetyMargin, cfg.RequestTimeout = 0, 0, 0, 0, 0
-	n := runNode(t, cfg)
+	a, b, front, nd, man := frozenPairAtDefaults(t)
+	n := runNode(t, front.defaultsNode(t, b, nd, newFake(false)))
 	warm := enqueue(a, "cpp17", man)
 	waitJob(t, a, warm, 20*time.Second, "completed through the first replica", completed)
 	// The node's next long-poll (15 s) now waits on the first replica.
@@ -339,4 +332,62 @@ func TestParkedClaimLeavesAFrozenReplicaAtDefaultTimings(t *testing.T) {
 	after, err := a.Store.GetNode(a.Ctx, nd.ID)
 	require.NoError(t, err)
 	require.Equal(t, before.SessionEpoch, after.SessionEpoch, "the session was kept")
+}
+
+// With the default timings a node whose slots are all busy asks for work
+// only through the claim its next result carries, and that result's
+// deadline is half the lease left (30 s at the 60 s lease). When the
+// replica it goes to hangs, the liveness check every long call gets
+// (not only a parked claim) fails within a second or two, the node moves
+// to the other replica with its session, and the result and its claim are
+// answered there: the queued job is judged within seconds, not after the
+// result's half-minute deadline.
+func TestResultLeavesAFrozenReplicaAtDefaultTimings(t *testing.T) {
+	t.Parallel()
+	a, b, front, nd, man := frozenPairAtDefaults(t)
+	fake := newFake(true)
+	n := runNode(t, front.defaultsNode(t, b, nd, fake))
+	first := enqueue(a, "cpp17", man)
+	running := fake.waitStarted(t, 20*time.Second)
+	next := enqueue(a, "cpp17", man) // queued: the only slot is busy
+	before, err := a.Store.GetNode(a.Ctx, nd.ID)
+	require.NoError(t, err)
+
+	front.frozen.Store(true)
+	start := time.Now()
+	fake.release(running)
+	done := fake.waitStarted(t, 20*time.Second)
+	require.Equal(t, strconv.FormatInt(next, 10), done, "the queued job is the next one judged")
+	took := time.Since(start)
+	fake.release(done)
+	t.Logf("next job started %s after the freeze", took)
+	require.Less(t, took, 4*time.Second, "the result left the frozen replica within a liveness check or two, not at its 30 s deadline")
+	waitJob(t, b, first, 10*time.Second, "the first result committed through the second replica", completed)
+	waitJob(t, b, next, 10*time.Second, "judged through the second replica", completed)
+	require.Positive(t, front.hung.Load(), "the node did call the frozen replica")
+	require.Positive(t, n.Metrics().ReplicaMoves)
+	after, err := a.Store.GetNode(a.Ctx, nd.ID)
+	require.NoError(t, err)
+	require.Equal(t, before.SessionEpoch, after.SessionEpoch, "the session was kept")
+}
+
+// frozenPairAtDefaults is two replicas with the default 60 s lease, an
+// enabled cpp node registered on the first, the first replica behind a
+// freezable front, and an echo manifest.
+func frozenPairAtDefaults(t *testing.T) (a, b *controltest.Env, front *freezable, nd controltest.Node, man int64) {
+	a = controltest.Start(t, controltest.Options{Store: store.Config{LeaseTTL: 60 * time.Second},
+		HTTP: httpapi.Config{ReapInterval: 50 * time.Millisecond}})
+	b = a.SecondReplica()
+	man = publishEcho(a)
+	nd = a.NewNode("cpp", 1, 4)
+	a.ForceEnable(nd.ID)
+	return a, b, newFreezable(t, a.URL), nd, man
+}
+
+// defaultsNode is the config of a node with the default timings that lists
+// the front first and replica b second.
+func (f *freezable) defaultsNode(t *testing.T, b *controltest.Env, nd controltest.Node, be worker.Backend) worker.Config {
+	cfg := nodeConfig(t, f.srv.URL+","+b.URL, "cpp", nd.JoinCode, be)
+	cfg.HeartbeatInterval, cfg.RenewInterval, cfg.ClaimWait, cfg.SafetyMargin, cfg.RequestTimeout = 0, 0, 0, 0, 0
+	return cfg
 }

@@ -26,6 +26,7 @@ import (
 	"github.com/kece-oj/kece/contracts/businessapi"
 	"github.com/kece-oj/kece/contracts/machineapi"
 	"github.com/kece-oj/kece/control/store"
+	"github.com/kece-oj/kece/internal/loopback"
 	"github.com/kece-oj/kece/internal/sockproxy"
 	"github.com/kece-oj/kece/worker/faultproxy"
 )
@@ -367,7 +368,7 @@ func (r *chaosRun) setup(ctx context.Context) error {
 		return err
 	}
 	for i, name := range []string{"A", "B"} {
-		addr, err := freeAddr()
+		addr, err := loopback.FreeAddr()
 		if err != nil {
 			return err
 		}
@@ -441,7 +442,7 @@ func (r *chaosRun) startReplica(ctx context.Context, rep *chaosReplica) error {
 		return err
 	}
 	rep.proc = c
-	if err := waitHTTP(ctx, "http://"+rep.addr+"/healthz", 60*time.Second); err != nil {
+	if err := loopback.WaitHTTPWithin(ctx, "http://"+rep.addr+"/healthz", 60*time.Second); err != nil {
 		return fmt.Errorf("%s did not come up (log %s): %w", rep.name, r.f.logPath(c.name), err)
 	}
 	return nil

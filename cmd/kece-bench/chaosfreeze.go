@@ -137,13 +137,6 @@ func dbClientPorts(pid, dbPort int) []int {
 	return ports
 }
 
-// readyBacklog counts jobs queued and ready now.
-func readyBacklog(ctx context.Context, db *sql.DB) int {
-	var n int
-	_ = db.QueryRowContext(ctx, `SELECT COUNT(*) FROM judge_job WHERE state = 'QUEUED' AND available_at <= UTC_TIMESTAMP(6)`).Scan(&n)
-	return n
-}
-
 // burst enqueues, past the closed loop's cap, four times a pool's slots of
 // submissions per pool (the SQL ones sleep): the backlog a long freeze
 // meets. It returns
@@ -220,9 +213,7 @@ func (r *chaosRun) standInLocks(ctx context.Context) (func(), error) {
 		return nil, err
 	}
 	release := func() { _ = conn.Raw(func(any) error { return driver.ErrBadConn }); conn.Close() }
-	for _, q := range []string{`SET SESSION idle_transaction_timeout = 2, innodb_lock_wait_timeout = 2`, `BEGIN`,
-		`SELECT COUNT(*) FROM (SELECT g.id FROM judge_host_group g JOIN judge_node n ON n.host_group_id = g.id
-		   ORDER BY g.id, n.id FOR UPDATE) l`} {
+	for _, q := range []string{`SET SESSION idle_transaction_timeout = 2, innodb_lock_wait_timeout = 2`, `BEGIN`, lockEveryGroupAndNode} {
 		if _, err := conn.ExecContext(ctx, q); err != nil {
 			release()
 			return nil, fmt.Errorf("stand-in locks: %w", err)
@@ -252,24 +243,22 @@ func (r *chaosRun) frozen(ctx context.Context, rep *chaosReplica, w freezeWindow
 }
 
 // sampleStall samples every 100 ms, per pool, how long no job was leased
-// while jobs were queued and ready, and returns the longest, in seconds.
+// while jobs were queued and ready and a node of the pool had a slot free
+// to lease (freeSlots), and returns the longest, in seconds.
 func (r *chaosRun) sampleStall(ctx context.Context) float64 {
 	queuedSince := map[string]time.Time{}
 	worst := 0.0
 	for ctx.Err() == nil {
 		now := time.Now()
+		free := r.freeSlots(ctx)
 		for _, pool := range r.cfg.poolList {
-			var queued int
-			var sinceGrant sql.NullFloat64
-			err := r.f.db.QueryRowContext(ctx, `SELECT
-				(SELECT COUNT(*) FROM judge_job WHERE pool = ? AND state = 'QUEUED' AND available_at <= UTC_TIMESTAMP(6)),
-				(SELECT TIMESTAMPDIFF(MICROSECOND, MAX(a.started_at), UTC_TIMESTAMP(6)) / 1e6 FROM judge_job_attempt a
-				   JOIN judge_job j ON j.id = a.job_id WHERE j.pool = ? AND a.started_at > UTC_TIMESTAMP(6) - INTERVAL 10 MINUTE)`,
-				pool, pool).Scan(&queued, &sinceGrant)
+			queued, sinceGrant, err := poolClaimSample(ctx, r.f.db, pool)
 			if err != nil {
 				continue
 			}
-			if queued == 0 {
+			// A pool whose every slot is in its executor cannot lease:
+			// that is a full pool (its jobs' run time), not a stall.
+			if queued == 0 || free[pool] <= 0 {
 				delete(queuedSince, pool)
 				continue
 			}
@@ -285,6 +274,25 @@ func (r *chaosRun) sampleStall(ctx context.Context) float64 {
 		sleepCtx(ctx, 100*time.Millisecond)
 	}
 	return worst
+}
+
+// freeSlots is, per pool, the slots its nodes could lease into now, from
+// each node's own gauges: its slots less the jobs in its executor, none
+// while it is paused on a dependency or draining or does not answer. A
+// slot whose job is downloading inputs or posting its result counts as
+// free: a replica that hangs holding those calls is what a stall measures.
+func (r *chaosRun) freeSlots(ctx context.Context) map[string]float64 {
+	free := map[string]float64{}
+	for _, n := range r.nodes {
+		cctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
+		s, err := telemetry.Scrape(cctx, n.metrics)
+		cancel()
+		if err != nil || s.Sum("kece_node_dependency_paused") > 0 || s.Sum("kece_node_draining") > 0 {
+			continue
+		}
+		free[n.pool] += s.Sum("kece_node_slots") - s.Sum("kece_node_slots_executing")
+	}
+	return free
 }
 
 // sampleSessions records, while no fault runs, the longest idle gap inside
@@ -348,9 +356,8 @@ func (r *chaosRun) freezeFigures(ctx context.Context) (string, bool, error) {
 		}
 		// A lease that the freeze ended ends at most a lease TTL (and a
 		// reap) after it; no other fault runs meanwhile (freezeQuiet).
-		var n int
-		if err := r.f.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM judge_job_attempt WHERE outcome = 'EXPIRED' AND judging_started = 1
-			AND ended_at BETWEEN ? AND ?`, w.start.UTC(), w.end.Add(r.freezeQuiet()).UTC()).Scan(&n); err != nil {
+		n, err := startedAttemptsExpiredBetween(ctx, r.f.db, w.start, w.end.Add(r.freezeQuiet()))
+		if err != nil {
 			return "", false, err
 		}
 		spent += n

@@ -15,6 +15,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/kece-oj/kece/internal/loopback"
 )
 
 // mariaInstance is a private MariaDB server the chaos run starts, crashes
@@ -32,7 +34,7 @@ func newMaria(ctx context.Context, work, name string) (*mariaInstance, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
-	addr, err := freeAddr()
+	addr, err := loopback.FreeAddr()
 	if err != nil {
 		return nil, err
 	}

@@ -25,17 +25,15 @@ func (r *chaosRun) report(ctx context.Context, wall time.Duration) (bool, error)
 		return false, err
 	}
 	db := r.f.db
-	inDB, err := r.jobsInDB(ctx)
+	inDB, err := chaosJobs(ctx, r.f.db)
 	if err != nil {
 		return false, err
 	}
-	var multiCommit int
-	if err := db.QueryRowContext(ctx, `SELECT COUNT(*) FROM (SELECT job_id FROM judge_job_attempt WHERE outcome = 'COMPLETED'
-		GROUP BY job_id HAVING COUNT(*) > 1) d`).Scan(&multiCommit); err != nil {
+	multiCommit, err := jobsCommittedTwice(ctx, db)
+	if err != nil {
 		return false, err
 	}
-	var attempts, expired int
-	_ = db.QueryRowContext(ctx, `SELECT COUNT(*), COALESCE(SUM(outcome = 'EXPIRED'), 0) FROM judge_job_attempt`).Scan(&attempts, &expired)
+	attempts, expired := attemptTotals(ctx, db)
 	violations, err := r.reconcile(ctx)
 	if err != nil {
 		return false, err
@@ -113,22 +111,8 @@ func (r *chaosRun) report(ctx context.Context, wall time.Duration) (bool, error)
 // -1 if a pool has none. Queued work from before does not count, so a
 // backlog does not hide or inflate it.
 func (r *chaosRun) recovery(ctx context.Context) (float64, error) {
-	rows, err := r.f.db.QueryContext(ctx, `SELECT j.pool, MIN(a.ended_at) FROM judge_job_attempt a JOIN judge_job j ON j.id = a.job_id
-		WHERE a.outcome = 'COMPLETED' AND a.started_at >= ? GROUP BY j.pool`, r.lastFaultEnd.UTC())
+	first, err := firstCompletionPerPool(ctx, r.f.db, r.lastFaultEnd)
 	if err != nil {
-		return 0, err
-	}
-	defer rows.Close()
-	first := map[string]time.Time{}
-	for rows.Next() {
-		var pool string
-		var t time.Time
-		if err := rows.Scan(&pool, &t); err != nil {
-			return 0, err
-		}
-		first[pool] = t
-	}
-	if err := rows.Err(); err != nil {
 		return 0, err
 	}
 	worst := 0.0
@@ -170,27 +154,6 @@ func (r *chaosRun) reconcile(ctx context.Context) (int, error) {
 type chaosRow struct {
 	state, verdict string
 	jobs           int
-}
-
-// jobsInDB reads every chaos submission's jobs: how many, the latest state
-// and verdict.
-func (r *chaosRun) jobsInDB(ctx context.Context) (map[string]chaosRow, error) {
-	rows, err := r.f.db.QueryContext(ctx, `SELECT submission_id, COUNT(*), MAX(state), COALESCE(MAX(verdict), '')
-		FROM judge_job WHERE submission_type = 'CHAOS' GROUP BY submission_id`)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	inDB := map[string]chaosRow{}
-	for rows.Next() {
-		var id string
-		var rw chaosRow
-		if err := rows.Scan(&id, &rw.jobs, &rw.state, &rw.verdict); err != nil {
-			return nil, err
-		}
-		inDB[id] = rw
-	}
-	return inDB, rows.Err()
 }
 
 // chaosTally is the client's view of the submissions against the

@@ -7,7 +7,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -23,6 +22,7 @@ import (
 	"github.com/kece-oj/kece/contracts/businessapi"
 	"github.com/kece-oj/kece/contracts/machineapi"
 	"github.com/kece-oj/kece/control/store"
+	"github.com/kece-oj/kece/internal/loopback"
 	"github.com/kece-oj/kece/internal/reference"
 	"github.com/kece-oj/kece/telemetry"
 )
@@ -113,7 +113,7 @@ func startFleet(ctx context.Context, cfg fleetConfig) (*fleet, error) {
 		f.stop()
 		return nil, err
 	}
-	addr, err := freeAddr()
+	addr, err := loopback.FreeAddr()
 	if err != nil {
 		f.stop()
 		return nil, err
@@ -125,7 +125,7 @@ func startFleet(ctx context.Context, cfg fleetConfig) (*fleet, error) {
 		f.stop()
 		return nil, err
 	}
-	if err := waitHTTP(ctx, f.url+"/healthz", 30*time.Second); err != nil {
+	if err := loopback.WaitHTTPWithin(ctx, f.url+"/healthz", 30*time.Second); err != nil {
 		f.stop()
 		return nil, fmt.Errorf("kece-control did not come up (log %s): %w", f.logPath("control"), err)
 	}
@@ -239,7 +239,7 @@ func (f *fleet) registerNode(ctx context.Context, name, pool string, slots int, 
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return registeredNode{}, err
 	}
-	listen, err := freeAddr()
+	listen, err := loopback.FreeAddr()
 	if err != nil {
 		return registeredNode{}, err
 	}
@@ -350,33 +350,6 @@ func rss(pid int) (cur, peak int64, err error) {
 		}
 	}
 	return cur, peak, nil
-}
-
-func freeAddr() (string, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	defer ln.Close()
-	return ln.Addr().String(), nil
-}
-
-func waitHTTP(ctx context.Context, url string, limit time.Duration) error {
-	deadline := time.Now().Add(limit)
-	for time.Now().Before(deadline) {
-		if resp, err := http.Get(url); err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return nil
-			}
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
-	return fmt.Errorf("%s not OK within %s", url, limit)
 }
 
 // isTerminal says whether f is a character device (a terminal), where a

@@ -1,30 +1,15 @@
 package main
 
 import (
-	"flag"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/kece-oj/kece/cmd/internal/golden"
 )
-
-var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
-
-// golden compares got with testdata/NAME, or rewrites it with -update.
-func golden(t *testing.T, name, got string) {
-	t.Helper()
-	path := filepath.Join("testdata", name)
-	if *update {
-		require.NoError(t, os.MkdirAll(filepath.Dir(path), 0o755))
-		require.NoError(t, os.WriteFile(path, []byte(got), 0o644))
-		return
-	}
-	want, err := os.ReadFile(path)
-	require.NoError(t, err, "missing golden file; run: go test ./cmd/kece-control -run %s -update", t.Name())
-	require.Equal(t, string(want), got, "help changed; if on purpose: go test ./cmd/kece-control -run %s -update", t.Name())
-}
 
 // Every command's help needs no database, exits 0 and matches its golden
 // file; a group lists its commands.
@@ -36,7 +21,7 @@ func TestHelpGolden(t *testing.T) {
 		code, out, errOut := runIn(t, nil, append(strings.Fields(path), "--help")...)
 		require.Equal(t, 0, code, "%s: %s", path, errOut)
 		name := strings.ReplaceAll(strings.TrimSpace("kece-control "+path), " ", "_")
-		golden(t, filepath.Join("help", name+".golden"), out)
+		golden.Check(t, "./cmd/kece-control", filepath.Join("help", name+".golden"), out)
 	}
 	_, out, _ := runIn(t, nil, "migrate", "--help")
 	for _, sub := range []string{"up", "down", "status"} {

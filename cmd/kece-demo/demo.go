@@ -6,7 +6,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -25,6 +24,7 @@ import (
 	"github.com/kece-oj/kece/contracts/adminapi"
 	"github.com/kece-oj/kece/contracts/businessapi"
 	"github.com/kece-oj/kece/contracts/machineapi"
+	"github.com/kece-oj/kece/internal/loopback"
 )
 
 type demoConfig struct {
@@ -119,7 +119,7 @@ func (d *demo) startControl(ctx context.Context) error {
 		return err
 	}
 
-	addr, err := freeAddr()
+	addr, err := loopback.FreeAddr()
 	if err != nil {
 		return err
 	}
@@ -129,7 +129,7 @@ func (d *demo) startControl(ctx context.Context) error {
 		"--mysql-dsn", dsn, "--lease-ttl", "20s", "--reap-interval", "1s", "--heartbeat-interval", "2s", "--renew-interval", "5s"}, nil); err != nil {
 		return err
 	}
-	if err := waitHTTP(ctx, d.url+"/healthz"); err != nil {
+	if err := loopback.WaitHTTPWithin(ctx, d.url+"/healthz", 30*time.Second); err != nil {
 		return err
 	}
 	fmt.Printf("    control metrics (Prometheus): %s/metrics\n", d.url)
@@ -244,7 +244,7 @@ func (d *demo) startNode(ctx context.Context, pool, joinCode string) error {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return err
 	}
-	listen, err := freeAddr()
+	listen, err := loopback.FreeAddr()
 	if err != nil {
 		return err
 	}
@@ -494,26 +494,6 @@ func output(ctx context.Context, bin string, args ...string) (string, error) {
 		return "", fmt.Errorf("%s %s: %v: %s", filepath.Base(bin), args[0], err, errb.String())
 	}
 	return strings.TrimSpace(out.String()), nil
-}
-
-func freeAddr() (string, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	defer ln.Close()
-	return ln.Addr().String(), nil
-}
-
-func waitHTTP(ctx context.Context, url string) error {
-	return poll(ctx, 30*time.Second, func() (bool, error) {
-		resp, err := http.Get(url)
-		if err != nil {
-			return false, nil
-		}
-		resp.Body.Close()
-		return resp.StatusCode == http.StatusOK, nil
-	})
 }
 
 func freshDatabase(ctx context.Context, serverDSN, name string) (string, error) {

@@ -2,35 +2,20 @@ package main
 
 import (
 	"bytes"
-	"flag"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
-)
 
-var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
+	"github.com/kece-oj/kece/cmd/internal/golden"
+)
 
 func runNodeCLI(env map[string]string, args ...string) (int, string, string) {
 	var out, errb bytes.Buffer
 	code := run(args, &out, &errb, func(k string) string { return env[k] })
 	return code, out.String(), errb.String()
-}
-
-// golden compares got with testdata/NAME, or rewrites it with -update.
-func golden(t *testing.T, name, got string) {
-	t.Helper()
-	path := filepath.Join("testdata", name)
-	if *update {
-		require.NoError(t, os.MkdirAll(filepath.Dir(path), 0o755))
-		require.NoError(t, os.WriteFile(path, []byte(got), 0o644))
-		return
-	}
-	want, err := os.ReadFile(path)
-	require.NoError(t, err, "missing golden file; run: go test ./cmd/kece-node -run %s -update", t.Name())
-	require.Equal(t, string(want), got, "help changed; if on purpose: go test ./cmd/kece-node -run %s -update", t.Name())
 }
 
 func TestHelpGolden(t *testing.T) {
@@ -39,7 +24,7 @@ func TestHelpGolden(t *testing.T) {
 		code, out, errOut := runNodeCLI(nil, append(strings.Fields(path), "--help")...)
 		require.Equal(t, 0, code, "%s: %s", path, errOut)
 		name := strings.ReplaceAll(strings.TrimSpace("kece-node "+path), " ", "_")
-		golden(t, filepath.Join("help", name+".golden"), out)
+		golden.Check(t, "./cmd/kece-node", filepath.Join("help", name+".golden"), out)
 	}
 	_, out, _ := runNodeCLI(nil, "--help")
 	for _, sub := range []string{"run", "join", "healthcheck", "version", "completion", "man"} {

@@ -1,30 +1,15 @@
 package main
 
 import (
-	"flag"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/kece-oj/kece/cmd/internal/golden"
 )
-
-var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
-
-// golden compares got with testdata/NAME, or rewrites it with -update.
-func golden(t *testing.T, name, got string) {
-	t.Helper()
-	path := filepath.Join("testdata", name)
-	if *update {
-		require.NoError(t, os.MkdirAll(filepath.Dir(path), 0o755))
-		require.NoError(t, os.WriteFile(path, []byte(got), 0o644))
-		return
-	}
-	want, err := os.ReadFile(path)
-	require.NoError(t, err, "missing golden file; run: go test ./cmd/kecectl -run %s -update", t.Name())
-	require.Equal(t, string(want), got, "help changed; if on purpose: go test ./cmd/kecectl -run %s -update", t.Name())
-}
 
 // Help works with no server, no URL and no token, for every command, exits
 // 0 and lists the command's flags.
@@ -37,7 +22,7 @@ func TestHelpNeedsNoServer(t *testing.T) {
 		args := append(strings.Fields(path), "--help")
 		out := none.ok(args...)
 		name := strings.ReplaceAll(strings.TrimSpace("kecectl "+path), " ", "_")
-		golden(t, filepath.Join("help", name+".golden"), out)
+		golden.Check(t, "./cmd/kecectl", filepath.Join("help", name+".golden"), out)
 	}
 	// The flags users asked for are listed where they belong.
 	out := none.ok("node", "drain", "--help")

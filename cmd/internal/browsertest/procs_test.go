@@ -4,13 +4,14 @@ import (
 	"bytes"
 	"context"
 	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/kece-oj/kece/internal/loopback"
 )
 
 // need fails (when required by env) or skips when addr does not answer.
@@ -95,34 +96,23 @@ func start(t *testing.T, name, bin string, args, env []string) {
 	})
 }
 
+func runOut(ctx context.Context, bin string, args ...string) (string, error) {
+	out, err := exec.CommandContext(ctx, bin, args...).CombinedOutput()
+	return string(out), err
+}
+
 func freeAddr(t *testing.T) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	addr, err := loopback.FreeAddr()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
-	return l.Addr().String()
+	return addr
 }
 
 func waitHTTP(t *testing.T, ctx context.Context, url string) {
 	t.Helper()
-	for {
-		if r, err := http.Get(url); err == nil {
-			r.Body.Close()
-			if r.StatusCode == http.StatusOK {
-				return
-			}
-		}
-		select {
-		case <-ctx.Done():
-			t.Fatalf("%s never answered 200", url)
-		case <-time.After(100 * time.Millisecond):
-		}
+	if err := loopback.WaitHTTP(ctx, url); err != nil {
+		t.Fatal(err)
 	}
-}
-
-func runOut(ctx context.Context, bin string, args ...string) (string, error) {
-	out, err := exec.CommandContext(ctx, bin, args...).CombinedOutput()
-	return string(out), err
 }
