@@ -22,7 +22,7 @@ func TestWebhookKeyRotation(t *testing.T) {
 	oldKey, err := atrest.ParseKey(oldText)
 	require.NoError(t, err)
 	_, _, err = store.NewWebhookGroups(db, atrest.NewKeyring(oldKey)).Put(context.Background(),
-		store.WebhookGroupSpec{Group: "default", URL: "https://oj.example/", Enabled: true, Secret: "whsec_MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY="})
+		store.WebhookGroupSpec{Group: "default", URL: "https://oj.example/", Secret: "whsec_MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY="})
 	require.NoError(t, err)
 
 	code, out, errOut := runIn(t, nil, "webhook-key", "new")

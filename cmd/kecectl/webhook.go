@@ -76,13 +76,14 @@ func (c *cli) webhookSet() *cobra.Command {
 	var url, secretFile, reason string
 	var concurrency, attempts int
 	var timeout time.Duration
-	var disable bool
+	var disable, enable bool
 	cmd := &cobra.Command{
 		Use:   "set GROUP --url URL [--concurrency N] [--timeout D] [--max-attempts N] [--disable] [--secret-file F]",
 		Short: "Give a consumer group a webhook, or change its endpoint and settings",
 		Long: `Creates the group's webhook or updates it. A new webhook gets the secret in
 --secret-file (whsec_…) or a fresh one, printed once on stdout: give it to the
-receiver. An existing webhook keeps its secrets: change them with rotate.`,
+receiver. An update changes only what is given; its secrets change with
+rotate.`,
 		Example: `  kecectl webhook set default --url https://oj.example/kece/events
   kecectl webhook set algo --url https://algo.example/hook --concurrency 8 --timeout 5s
   kecectl webhook set algo --url https://algo.example/hook --disable   # keep it, stop pushing`,
@@ -92,9 +93,11 @@ receiver. An existing webhook keeps its secrets: change them with rotate.`,
 				return usagef("--url is required: the absolute http(s) URL that receives the events")
 			}
 			body := adminapi.WebhookGroupPut{Url: url}
-			if disable {
-				f := false
-				body.Enabled = &f
+			if disable && enable {
+				return usagef("give --disable or --enable, not both")
+			}
+			if disable || enable {
+				body.Enabled = &enable
 			}
 			if cmd.Flags().Changed("concurrency") {
 				if concurrency < 1 || concurrency > 32 {
@@ -140,10 +143,11 @@ receiver. An existing webhook keeps its secrets: change them with rotate.`,
 		}),
 	}
 	cmd.Flags().StringVar(&url, "url", "", "absolute http(s) URL that receives a signed POST per settlement event")
-	cmd.Flags().IntVar(&concurrency, "concurrency", 4, "deliveries in flight at once for this group")
-	cmd.Flags().Var(duration.Value{D: &timeout}, "timeout", "bound on one delivery, e.g. 10s (default 10s)")
-	cmd.Flags().IntVar(&attempts, "max-attempts", 8, "failed deliveries before an event is DEAD")
+	cmd.Flags().IntVar(&concurrency, "concurrency", 0, "deliveries in flight at once for this group (new webhook: 4)")
+	cmd.Flags().Var(duration.Value{D: &timeout}, "timeout", "bound on one delivery, e.g. 10s (new webhook: 10s)")
+	cmd.Flags().IntVar(&attempts, "max-attempts", 0, "failed deliveries before an event is DEAD (new webhook: 8)")
 	cmd.Flags().BoolVar(&disable, "disable", false, "keep the webhook but stop pushing (events wait, or are pulled)")
+	cmd.Flags().BoolVar(&enable, "enable", false, "push again after --disable")
 	cmd.Flags().StringVar(&secretFile, "secret-file", "", "file holding the first secret of a new webhook (whsec_…; default: a fresh one, printed)")
 	cmd.Flags().StringVar(&reason, "reason", "", "why (audit log)")
 	return cmd

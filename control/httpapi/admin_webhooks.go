@@ -51,7 +51,7 @@ func (a adminAPI) PutWebhookGroup(ctx context.Context, req adminapi.PutWebhookGr
 		e.Details = map[string]any{"field": "url"}
 		return nil, e
 	}
-	spec := store.WebhookGroupSpec{Group: req.Group, URL: body.Url, Enabled: body.Enabled == nil || *body.Enabled, Actor: actor(ctx)}
+	spec := store.WebhookGroupSpec{Group: req.Group, URL: body.Url, Enabled: body.Enabled, Actor: actor(ctx)}
 	if body.Concurrency != nil {
 		spec.Concurrency = *body.Concurrency
 	}

@@ -102,12 +102,13 @@ func (g WebhookGroup) Readable() error {
 	return errors.Join(errs...)
 }
 
-// WebhookGroupSpec is what PutWebhookGroup sets. Zero Concurrency, Timeout
-// and MaxAttempts take their defaults.
+// WebhookGroupSpec is what Put sets. Zero Concurrency, Timeout and
+// MaxAttempts, and a nil Enabled, keep the current values of an existing
+// webhook and take the defaults (enabled) for a new one.
 type WebhookGroupSpec struct {
 	Group       string
 	URL         string
-	Enabled     bool
+	Enabled     *bool
 	Concurrency int
 	Timeout     time.Duration
 	MaxAttempts int
@@ -119,9 +120,6 @@ type WebhookGroupSpec struct {
 }
 
 func (sp *WebhookGroupSpec) validate() error {
-	sp.Concurrency = cmp.Or(sp.Concurrency, WebhookConcurrencyDefault)
-	sp.Timeout = cmp.Or(sp.Timeout, WebhookTimeoutDefault)
-	sp.MaxAttempts = cmp.Or(sp.MaxAttempts, WebhookMaxAttemptsDefault)
 	var errs []error
 	if !ValidConsumerGroup(sp.Group) {
 		errs = append(errs, invalid("group", "must be lowercase letters, digits, . _ - (at most 64)"))
@@ -129,13 +127,13 @@ func (sp *WebhookGroupSpec) validate() error {
 	if sp.URL == "" || len(sp.URL) > WebhookURLMax {
 		errs = append(errs, invalid("url", "must be 1..%d characters", WebhookURLMax))
 	}
-	if sp.Concurrency < 1 || sp.Concurrency > WebhookConcurrencyMax {
+	if sp.Concurrency < 0 || sp.Concurrency > WebhookConcurrencyMax {
 		errs = append(errs, invalid("concurrency", "must be 1..%d", WebhookConcurrencyMax))
 	}
-	if sp.Timeout < 10*time.Millisecond || sp.Timeout > WebhookTimeoutMax {
+	if sp.Timeout != 0 && (sp.Timeout < 10*time.Millisecond || sp.Timeout > WebhookTimeoutMax) {
 		errs = append(errs, invalid("timeoutMs", "must be 10..%d", WebhookTimeoutMax.Milliseconds()))
 	}
-	if sp.MaxAttempts < 1 || sp.MaxAttempts > 100 {
+	if sp.MaxAttempts < 0 || sp.MaxAttempts > 100 {
 		errs = append(errs, invalid("maxAttempts", "must be 1..100"))
 	}
 	if len(sp.Secret) > webhookSecretMax {
@@ -162,8 +160,23 @@ func (w *WebhookGroups) Put(ctx context.Context, spec WebhookGroupSpec) (g Webho
 		if err != nil {
 			return err
 		}
-		var rev int64
-		err = tx.QueryRowContext(ctx, `SELECT revision FROM judge_webhook_group WHERE consumer_group = ? FOR UPDATE`, spec.Group).Scan(&rev)
+		var cur struct {
+			enabled                       bool
+			concurrency, timeoutMs, tries int64
+		}
+		err = tx.QueryRowContext(ctx, `SELECT enabled, concurrency, timeout_ms, max_attempts FROM judge_webhook_group
+			WHERE consumer_group = ? FOR UPDATE`, spec.Group).Scan(&cur.enabled, &cur.concurrency, &cur.timeoutMs, &cur.tries)
+		if errors.Is(err, sql.ErrNoRows) {
+			cur.enabled, cur.concurrency = true, WebhookConcurrencyDefault
+			cur.timeoutMs, cur.tries = WebhookTimeoutDefault.Milliseconds(), WebhookMaxAttemptsDefault
+		}
+		enabled := cur.enabled
+		if spec.Enabled != nil {
+			enabled = *spec.Enabled
+		}
+		conc := cmp.Or(int64(spec.Concurrency), cur.concurrency)
+		timeoutMs := cmp.Or(spec.Timeout.Milliseconds(), cur.timeoutMs)
+		tries := cmp.Or(int64(spec.MaxAttempts), cur.tries)
 		switch {
 		case errors.Is(err, sql.ErrNoRows):
 			if spec.Secret == "" {
@@ -171,7 +184,7 @@ func (w *WebhookGroups) Put(ctx context.Context, spec WebhookGroupSpec) (g Webho
 			}
 			created = true
 			if _, err := tx.ExecContext(ctx, `INSERT INTO judge_webhook_group (consumer_group, url, enabled, concurrency, timeout_ms, max_attempts)
-				VALUES (?, ?, ?, ?, ?, ?)`, spec.Group, spec.URL, spec.Enabled, spec.Concurrency, spec.Timeout.Milliseconds(), spec.MaxAttempts); err != nil {
+				VALUES (?, ?, ?, ?, ?, ?)`, spec.Group, spec.URL, enabled, conc, timeoutMs, tries); err != nil {
 				return err
 			}
 			if err := w.insertSecret(ctx, tx, spec.Group, spec.Secret); err != nil {
@@ -185,13 +198,13 @@ func (w *WebhookGroups) Put(ctx context.Context, spec WebhookGroupSpec) (g Webho
 			}
 			if _, err := tx.ExecContext(ctx, `UPDATE judge_webhook_group SET url = ?, enabled = ?, concurrency = ?, timeout_ms = ?,
 				max_attempts = ?, revision = revision + 1, updated_at = NOW(6) WHERE consumer_group = ?`,
-				spec.URL, spec.Enabled, spec.Concurrency, spec.Timeout.Milliseconds(), spec.MaxAttempts, spec.Group); err != nil {
+				spec.URL, enabled, conc, timeoutMs, tries, spec.Group); err != nil {
 				return err
 			}
 		}
 		action := map[bool]string{true: "webhook.create", false: "webhook.update"}[created]
-		return audit(ctx, tx, spec.Actor, action, 0, 0, spec.Reason, map[string]any{"consumerGroup": spec.Group, "enabled": spec.Enabled,
-			"concurrency": spec.Concurrency, "timeoutMs": spec.Timeout.Milliseconds(), "maxAttempts": spec.MaxAttempts})
+		return audit(ctx, tx, spec.Actor, action, 0, 0, spec.Reason, map[string]any{"consumerGroup": spec.Group, "enabled": enabled,
+			"concurrency": conc, "timeoutMs": timeoutMs, "maxAttempts": tries})
 	})
 	if err != nil {
 		return WebhookGroup{}, false, err

@@ -23,11 +23,12 @@ func TestWebhookGroupSecretsEncryptedAtRest(t *testing.T) {
 	b := setup(t)
 	key := newKey(t)
 	wg := store.NewWebhookGroups(b.db, atrest.NewKeyring(key))
-	g, created, err := wg.Put(b.ctx, store.WebhookGroupSpec{Group: "default", URL: "https://oj.example/hook", Enabled: true,
+	g, created, err := wg.Put(b.ctx, store.WebhookGroupSpec{Group: "default", URL: "https://oj.example/hook",
 		Secret: "whsec_first-secret-value", Actor: "admin"})
 	require.NoError(t, err)
 	require.True(t, created)
 	require.Equal(t, store.WebhookConcurrencyDefault, g.Concurrency)
+	require.True(t, g.Enabled, "a new webhook is enabled unless told otherwise")
 	require.Len(t, g.Secrets, 1)
 	require.Equal(t, "whsec_first-secret-value", g.Secrets[0].Value)
 	require.Equal(t, key.ID(), g.Secrets[0].KeyID)
@@ -41,10 +42,17 @@ func TestWebhookGroupSecretsEncryptedAtRest(t *testing.T) {
 
 	// A second Put updates settings, keeps the secret, and refuses a new
 	// secret (that is a rotation).
-	g2, created, err := wg.Put(b.ctx, store.WebhookGroupSpec{Group: "default", URL: "https://oj.example/hook2", Concurrency: 2, Actor: "admin"})
+	off := false
+	g2, created, err := wg.Put(b.ctx, store.WebhookGroupSpec{Group: "default", URL: "https://oj.example/hook2", Concurrency: 2, Enabled: &off, Actor: "admin"})
 	require.NoError(t, err)
 	require.False(t, created)
 	require.False(t, g2.Enabled)
+	require.Equal(t, store.WebhookTimeoutDefault, g2.Timeout)
+	// What an update leaves out stays as it is.
+	g3, _, err := wg.Put(b.ctx, store.WebhookGroupSpec{Group: "default", URL: "https://oj.example/hook2", Actor: "admin"})
+	require.NoError(t, err)
+	require.False(t, g3.Enabled)
+	require.Equal(t, 2, g3.Concurrency)
 	require.Equal(t, "https://oj.example/hook2", g2.URL)
 	require.Greater(t, g2.Revision, g.Revision)
 	require.Equal(t, "whsec_first-secret-value", g2.Secrets[0].Value)
@@ -95,7 +103,7 @@ func TestWebhookSecretRotationOverlapsThenExpires(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	wg := store.NewWebhookGroups(b.db, atrest.NewKeyring(newKey(t)))
-	_, _, err := wg.Put(b.ctx, store.WebhookGroupSpec{Group: "default", URL: "https://x.example/", Enabled: true, Secret: "whsec_one"})
+	_, _, err := wg.Put(b.ctx, store.WebhookGroupSpec{Group: "default", URL: "https://x.example/", Secret: "whsec_one"})
 	require.NoError(t, err)
 	g, err := wg.Rotate(b.ctx, "default", "whsec_two", time.Hour, "admin", "yearly")
 	require.NoError(t, err)
@@ -136,7 +144,7 @@ func TestWebhookKeyRotationReencrypts(t *testing.T) {
 	b := setup(t)
 	oldKey, newK := newKey(t), newKey(t)
 	_, _, err := store.NewWebhookGroups(b.db, atrest.NewKeyring(oldKey)).Put(b.ctx,
-		store.WebhookGroupSpec{Group: "default", URL: "https://x.example/", Enabled: true, Secret: "whsec_kept"})
+		store.WebhookGroupSpec{Group: "default", URL: "https://x.example/", Secret: "whsec_kept"})
 	require.NoError(t, err)
 
 	// The new key seals, the old one still opens: nothing stops meanwhile.

@@ -105,10 +105,10 @@ func TestGroupsDeliverIndependentlyAndSigned(t *testing.T) {
 	}))
 	t.Cleanup(healthy.Close)
 
-	_, _, err := wg.Put(b.ctx, store.WebhookGroupSpec{Group: "other", URL: hang.URL, Enabled: true, Concurrency: 2,
+	_, _, err := wg.Put(b.ctx, store.WebhookGroupSpec{Group: "other", URL: hang.URL, Concurrency: 2,
 		Timeout: 30 * time.Second, Secret: otherSecret.String(), Actor: "test"})
 	require.NoError(t, err)
-	_, _, err = wg.Put(b.ctx, store.WebhookGroupSpec{Group: "default", URL: healthy.URL, Enabled: true, Secret: oldSecret.String(), Actor: "test"})
+	_, _, err = wg.Put(b.ctx, store.WebhookGroupSpec{Group: "default", URL: healthy.URL, Secret: oldSecret.String(), Actor: "test"})
 	require.NoError(t, err)
 	_, err = wg.Rotate(b.ctx, "default", newSecret.String(), time.Hour, "test", "rotation under way")
 	require.NoError(t, err)
@@ -171,7 +171,7 @@ func TestDispatcherFollowsChanges(t *testing.T) {
 	// The database now holds a webhook for the group: it wins, and a
 	// rotation's two secrets sign the next deliveries.
 	s1, s2 := webhook.NewSecret(), webhook.NewSecret()
-	_, _, err := wg.Put(b.ctx, store.WebhookGroupSpec{Group: "other", URL: srv.URL, Enabled: true, Secret: s1.String(), Actor: "test"})
+	_, _, err := wg.Put(b.ctx, store.WebhookGroupSpec{Group: "other", URL: srv.URL, Secret: s1.String(), Actor: "test"})
 	require.NoError(t, err)
 	_, err = wg.Rotate(b.ctx, "other", s2.String(), time.Hour, "test", "")
 	require.NoError(t, err)
@@ -182,7 +182,8 @@ func TestDispatcherFollowsChanges(t *testing.T) {
 			webhook.VerifyStandard(legacySecret, r.h, r.body, time.Minute) != nil
 	}, 10*time.Second, 10*time.Millisecond, "the stored group replaces the file one and signs with both secrets")
 
-	_, _, err = wg.Put(b.ctx, store.WebhookGroupSpec{Group: "other", URL: srv.URL, Enabled: false, Actor: "test"})
+	off := false
+	_, _, err = wg.Put(b.ctx, store.WebhookGroupSpec{Group: "other", URL: srv.URL, Enabled: &off, Actor: "test"})
 	require.NoError(t, err)
 	require.Eventually(t, func() bool { return len(d.Running()) == 0 }, 5*time.Second, 5*time.Millisecond,
 		"a disabled group stops, and the file setting does not bring it back")
@@ -248,7 +249,7 @@ func measureHealthyDelay(t *testing.T, hangOther bool) delayFigures {
 	}))
 	t.Cleanup(healthy.Close)
 	for group, url := range map[string]string{"default": healthy.URL, "other": otherURL} {
-		_, _, err := wg.Put(b.ctx, store.WebhookGroupSpec{Group: group, URL: url, Enabled: true, Concurrency: 4, Timeout: 2 * time.Second,
+		_, _, err := wg.Put(b.ctx, store.WebhookGroupSpec{Group: group, URL: url, Concurrency: 4, Timeout: 2 * time.Second,
 			Secret: webhook.NewSecret().String(), Actor: "bench"})
 		require.NoError(t, err)
 	}
