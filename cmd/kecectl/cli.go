@@ -333,7 +333,7 @@ func hint(code string) string {
 	case "CONSUMER_GROUP_UNKNOWN":
 		return "a group exists once a business token joins it: 'kecectl token create --name N --consumer-group GROUP' (or use default)"
 	case "WEBHOOK_GROUP_NOT_FOUND":
-		return "the group has no webhook yet: 'kecectl webhook set GROUP --url URL'; see 'kecectl webhook list'"
+		return "the group has no webhook yet: 'kecectl webhook set GROUP --endpoint URL'; see 'kecectl webhook list'"
 	case "WEBHOOK_KEY_MISSING":
 		return "the control plane has no encryption key: set KECE_WEBHOOK_KEY_FILE (kece-control webhook-key new) on every replica and restart"
 	case "WEBHOOK_URL_INVALID":

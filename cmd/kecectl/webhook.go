@@ -78,19 +78,19 @@ func (c *cli) webhookSet() *cobra.Command {
 	var timeout time.Duration
 	var disable, enable bool
 	cmd := &cobra.Command{
-		Use:   "set GROUP --url URL [--concurrency N] [--timeout D] [--max-attempts N] [--disable] [--secret-file F]",
+		Use:   "set GROUP --endpoint URL [--concurrency N] [--timeout D] [--max-attempts N] [--disable] [--secret-file F]",
 		Short: "Give a consumer group a webhook, or change its endpoint and settings",
 		Long: `Creates the group's webhook or updates it. A new webhook gets the secret in
 --secret-file (whsec_…) or a fresh one, printed once on stdout: give it to the
 receiver. An update changes only what is given; its secrets change with
 rotate.`,
-		Example: `  kecectl webhook set default --url https://oj.example/kece/events
-  kecectl webhook set algo --url https://algo.example/hook --concurrency 8 --timeout 5s
-  kecectl webhook set algo --url https://algo.example/hook --disable   # keep it, stop pushing`,
+		Example: `  kecectl webhook set default --endpoint https://oj.example/kece/events
+  kecectl webhook set algo --endpoint https://algo.example/hook --concurrency 8 --timeout 5s
+  kecectl webhook set algo --endpoint https://algo.example/hook --disable   # keep it, stop pushing`,
 		Args: exactArgs("GROUP"),
 		RunE: c.action(func(cmd *cobra.Command, args []string) error {
 			if url == "" {
-				return usagef("--url is required: the absolute http(s) URL that receives the events")
+				return usagef("--endpoint is required: the absolute http(s) URL that receives the events")
 			}
 			body := adminapi.WebhookGroupPut{Url: url}
 			if disable && enable {
@@ -121,7 +121,7 @@ rotate.`,
 			if secretFile != "" {
 				s, err := settings.ReadSecretFile("--secret-file", secretFile)
 				if err != nil {
-					return err
+					return usagef("%v", err)
 				}
 				body.Secret = &s
 			}
@@ -142,7 +142,7 @@ rotate.`,
 			return c.webhookWritten(r.JSON201, "created")
 		}),
 	}
-	cmd.Flags().StringVar(&url, "url", "", "absolute http(s) URL that receives a signed POST per settlement event")
+	cmd.Flags().StringVar(&url, "endpoint", "", "absolute http(s) URL that receives a signed POST per settlement event (--url is the control plane)")
 	cmd.Flags().IntVar(&concurrency, "concurrency", 0, "deliveries in flight at once for this group (new webhook: 4)")
 	cmd.Flags().Var(duration.Value{D: &timeout}, "timeout", "bound on one delivery, e.g. 10s (new webhook: 10s)")
 	cmd.Flags().IntVar(&attempts, "max-attempts", 0, "failed deliveries before an event is DEAD (new webhook: 8)")
@@ -177,7 +177,7 @@ secret (from --secret-file, or fresh) is printed once on stdout.`,
 		if secretFile != "" {
 			s, err := settings.ReadSecretFile("--secret-file", secretFile)
 			if err != nil {
-				return err
+				return usagef("%v", err)
 			}
 			body.Secret = &s
 		}
