@@ -12,31 +12,13 @@
 #   scripts/mariadb-image.sh         build if the tag is missing, print the image
 set -euo pipefail
 self=$(cd "$(dirname "$0")" && pwd)/$(basename "$0")
+. "$(dirname "$self")/chroot-image.sh"
 cd "$(dirname "$0")/.."
 log() { echo "[mariadb-image $(date +%H:%M:%S)] $*" >&2; }
-# The tag is this script's hash: a change here builds a new image.
-tag=kece/mariadb:$(sha256sum <"$self" | cut -c1-12)
-if docker image inspect "$tag" >/dev/null 2>&1; then
-	echo "$tag"
-	exit 0
-fi
-base_tar=$(deploy/images/build-local.sh --base-tar)
-dir=$(mktemp -d)
-cleanup() { umount "$dir/proc" 2>/dev/null || true; rm -rf "$dir"; }
-trap cleanup EXIT
-start=$(date +%s)
-log "mariadb-server from Debian into $dir"
-tar -C "$dir" -xf "$base_tar"
-cp /etc/resolv.conf "$dir/etc/resolv.conf" 2>/dev/null || true
-printf '#!/bin/sh\nexit 101\n' >"$dir/usr/sbin/policy-rc.d" && chmod +x "$dir/usr/sbin/policy-rc.d"
-mount -t proc proc "$dir/proc"
-export DEBIAN_FRONTEND=noninteractive
-chroot "$dir" apt-get update -q >/dev/null
-chroot "$dir" apt-get install -y -q --no-install-recommends mariadb-server >/dev/null
-chroot "$dir" apt-get clean
-umount "$dir/proc"
-rm -rf "$dir"/var/lib/apt/lists/* "$dir"/usr/share/doc/* "$dir"/usr/share/man/* "$dir/usr/sbin/policy-rc.d" "$dir"/var/lib/mysql/*
-: >"$dir/etc/resolv.conf"
+# The tag is this script's hash (and its library's): a change builds a new image.
+chroot_image_tag mariadb "$self"
+chroot_install mariadb-server mariadb-server
+rm -rf "$dir"/var/lib/mysql/*
 cat >"$dir/usr/local/bin/kece-mariadb" <<'SH'
 #!/bin/sh
 # kece-mariadb PORT: the quick start's MariaDB on 127.0.0.1:PORT.

@@ -4,20 +4,20 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"strings"
 	"time"
 )
 
 // A node's slot cycle is: claim a job, judge it, post its result, claim
 // the next. CompleteClaim makes the last two one call and, in the common
-// case, one transaction: the claim batch of the node's pool commits the
-// cycles' results after its host-group and node locks (the documented
-// order, group → node → job) and before it counts busy slots, so the slots
-// the results free are leased again at once. Each result is fenced exactly
-// as the lease writer fences it (leaseUpdate, attemptReceipts); if any
-// result of the batch fails its fence nothing is written and every call
-// goes its own way: each result through complete (which answers lost,
-// cancelled, conflicting and repeated results), then the claim alone.
+// case, one transaction: the claim batch of the node's pool stages the
+// cycles' results through the one result writer (resultWrite, complete.go)
+// after its host-group and node locks (the lock order, doc.go) and before
+// it counts busy slots, so the slots the results free are leased again at
+// once. The results are fenced exactly as the lease writer fences them; if
+// any result of the batch fails its fence nothing is written and every
+// call goes its own way: each result through complete (the writer, then
+// its fallback completeSlow, which answers lost, cancelled, conflicting
+// and repeated results), then the claim alone.
 
 // CycleResult is one result a node posts with its next claim.
 type CycleResult struct {
@@ -152,69 +152,4 @@ func cycleResults(calls []claimCall) []fastResult {
 	}
 	slices.SortFunc(out, byJobID)
 	return out
-}
-
-// claimFence is the fence of the results a claim transaction commits: the
-// row counts of their job and attempt UPDATEs, read in the same round trip.
-type claimFence struct {
-	want           int
-	jobs, attempts int64
-	reads          []func(rowScanner) error
-}
-
-// held reports whether every result's job and attempt changed.
-func (f *claimFence) held() bool {
-	return f.want == 0 || (f.jobs == int64(f.want) && f.attempts == int64(f.want))
-}
-
-// completeInClaim adds to sc the completion of results (nothing when there
-// are none): the lease writer's job UPDATE and attempt receipts, each
-// followed by its row count.
-func (s *Store) completeInClaim(sc *script, results []fastResult) *claimFence {
-	f := &claimFence{want: len(results)}
-	if len(results) == 0 {
-		return f
-	}
-	jq, jargs, _ := leaseUpdate(s.cfg.LeaseTTL, nil, results)
-	aq, aargs := attemptReceipts(results)
-	sc.exec(jq, jargs...).rows(`SELECT ROW_COUNT()`).exec(aq, aargs...).rows(`SELECT ROW_COUNT()`)
-	f.reads = []func(rowScanner) error{
-		func(r rowScanner) error { return r.Scan(&f.jobs) },
-		func(r rowScanner) error { return r.Scan(&f.attempts) },
-	}
-	return f
-}
-
-// attemptReceipts is the UPDATE that closes the attempts of results
-// (distinct jobs) with their receipts. The job left RUNNING for exactly
-// these lease epochs, so their attempts have no receipt yet; the IS NULL is
-// a belt to the fence.
-func attemptReceipts(items []fastResult) (string, []any) {
-	var digest, attempts strings.Builder
-	var da, aa []any
-	ids := make([]int64, len(items))
-	for i, r := range items {
-		digest.WriteString(" WHEN ? THEN ?")
-		da = append(da, r.jobID, r.digest)
-		if i > 0 {
-			attempts.WriteString(", ")
-		}
-		attempts.WriteString("(?, ?)")
-		aa = append(aa, r.jobID, r.leaseEpoch)
-		ids[i] = r.jobID
-	}
-	in, idArgs := inList(ids)
-	return `UPDATE judge_job_attempt SET outcome = 'COMPLETED', receipt_digest = CASE job_id` + digest.String() + ` END,
-		   ended_at = NOW(6), judging_started = TRUE
-		 WHERE job_id IN (` + in + `) AND (job_id, lease_epoch) IN (` + attempts.String() + `) AND receipt_digest IS NULL`,
-		append(append(da, idArgs...), aa...)
-}
-
-// settlementRows are the settlement events of results.
-func settlementRows(items []fastResult) []settlementRow {
-	evs := make([]settlementRow, len(items))
-	for i, r := range items {
-		evs[i] = settlementRow{jobID: r.jobID, typ: r.f.typ, sid: r.f.sid, generation: r.f.generation, payload: r.payload}
-	}
-	return evs
 }

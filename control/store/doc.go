@@ -41,32 +41,45 @@
 //	tokens.go        business/admin API tokens, rotation and retired secrets
 //	tenancy.go       token scopes (submission types), consumer groups, EventScope,
 //	                 owners of test data (Tenant: who may use a manifest or artifact)
-//	jobs.go          enqueue (batched), EnqueueMany, rejudge, cancel (pointer → job writes)
+//	jobs.go          job kinds and states, job rows, rejudge, cancel (pointer → job writes)
+//	enqueue.go       Enqueue (batched), EnqueueTx, EnqueueMany, their idempotent forms
 //	idempotency.go   idempotency keys for enqueue and their purge
 //	status.go        job, attempt and submission-status reads; settled-job lookups for waiting reads
 //	job_search.go    admin job search (JobFilter: submission, pool, state, verdict, time; keyset
 //	                 pages) and a submission's generations
 //	verdict_mix.go   per-pool outcomes and completions of the submissions finished in the last minutes
 //	signals.go       pool signal rows and the after-commit wake-up
-//	leases.go        claim (batched), renew and complete (the lease writer: one batcher,
-//	                 one job UPDATE builder; fenceResult), reap, drain deadlines
-//	cycle.go         a result with the node's next claim (CompleteClaim, the slot
-//	                 cycle): the results commit inside the claim batch's transaction
-//	lease_end.go     how a lease ends without a result (release, expiry, a new
-//	                 session: endLeaseLocked), reap candidates, claim request replays
-//	results.go       result shape and its validation against the manifest
+//	results.go       result shape, its validation against the manifest, a result
+//	                 prepared before anything is written (prepareResult)
 //	verdict_check.go verdict checks against the manifest (cases, scores)
 //	events.go        settlement events: the settle insert, claim/ack/fail, admin listing, redelivery
 //	manifests.go     artifacts and manifests, each with its owner
-//	summary.go       pool and node counts for dashboards and metrics
+//	summary.go       pool and node counts for dashboards; FleetStats, the metrics gauges
 //	reconcile.go     invariant checks over the whole database
-//	metrics.go       Observer and the public operations that report to it
+//	observe.go       Observer: what the public operations report after the fact
+//
+// The lease engine, one file per operation, each public entry point beside
+// its logic:
+//
+//	claim.go         Claim, ClaimRequest, NextReady: the claim batcher and its ready read
+//	claim_tx.go      the claim transaction: group and node locks, replays, the pick, the lease
+//	renew.go         Renew: batched in the lease writer, item by item when a lease is lost
+//	complete.go      Complete: the lease writer's batches and resultWrite, the one result
+//	                 commit (batched, or inside a slot cycle's claim), and its fallback
+//	                 completeSlow; fenceResult
+//	cycle.go         a result with the node's next claim (CompleteClaim, the slot cycle):
+//	                 the claim batch's transaction stages resultWrite
+//	lease_update.go  the one job UPDATE of renewals and results (leaseUpdate), attempt receipts
+//	expire.go        Reap (expired leases, silent nodes), ExpireDrainDeadlines
+//	release.go       Release, and a new session taking back its node's old leases
+//	lease_end.go     how a lease ends without a result (endLeaseLocked)
 //
 // Tests follow the same split: <file>_test.go tests <file>.go
 // (<file>_internal_test.go from inside the package), with these exceptions:
 // bundle_test.go holds the shared test bundle and export_test.go the test
-// hooks; fence_test.go (result fencing) and drain_deadline_test.go test
-// leases.go and lease_end.go; search_plan_test.go checks the query plans of
+// hooks; leases_test.go, fence_test.go (result fencing),
+// drain_deadline_test.go and lease_end_test.go test the lease engine's
+// files; search_plan_test.go checks the query plans of
 // job_search.go, audit.go and verdict_mix.go; tenancy_bench_test.go
 // benchmarks the settlement fan-out of events.go.
 package store

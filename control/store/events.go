@@ -455,3 +455,33 @@ func settlementSQL(rows []settlementRow) (string, []any, error) {
 	args = append(args, string(js))
 	return q.String(), args, nil
 }
+
+// AckEvents marks events delivered; see ackEvents.
+func (s *Store) AckEvents(ctx context.Context, scope EventScope, consumer string, ids []int64) (int, error) {
+	n, err := s.ackEvents(ctx, scope, consumer, ids)
+	if n > 0 {
+		s.observer().EventsDelivered(ctx, n)
+	}
+	if isDBError(err) {
+		s.observer().DBError(ctx, "ack_events")
+	}
+	return n, err
+}
+
+// FailEventDelivery records a failed push delivery; see failEventDelivery.
+func (s *Store) FailEventDelivery(ctx context.Context, scope EventScope, consumer string, id int64, reason string, retryIn time.Duration, maxAttempts int) error {
+	err := s.failEventDelivery(ctx, scope, consumer, id, reason, retryIn, maxAttempts)
+	if err != nil {
+		if isDBError(err) {
+			s.observer().DBError(ctx, "fail_event")
+		}
+		return err
+	}
+	// Failed deliveries are rare: one primary-key read says whether this was
+	// the last attempt.
+	var state string
+	if qerr := s.db.QueryRowContext(ctx, `SELECT state FROM judge_settlement_event WHERE id = ?`, id).Scan(&state); qerr == nil {
+		s.observer().EventDeliveryFailed(ctx, state == EventDead)
+	}
+	return nil
+}

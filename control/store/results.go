@@ -1,10 +1,15 @@
 package store
 
 import (
+	"cmp"
+	"context"
 	"crypto/sha256"
+	"database/sql"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"strconv"
 
 	"github.com/kece-oj/kece/control/manifest"
 )
@@ -119,3 +124,107 @@ func (r Result) validateShape() error {
 	}
 	return nil
 }
+
+// preparedResult is a result checked before anything is written: its
+// normalized body and digest, its case counts, and, for a verdict of a
+// business job (the common case), the fast completion that commits it
+// without completeSlow's locking reads when its fence holds.
+type preparedResult struct {
+	body   []byte
+	digest string
+	cases  caseCounts
+	fast   *fastResult
+}
+
+func (s *Store) prepareResult(ctx context.Context, sess NodeSession, jobID, leaseEpoch int64, res Result) (preparedResult, error) {
+	var p preparedResult
+	if err := res.validateShape(); err != nil {
+		return p, err
+	}
+	var err error
+	if p.body, p.digest, err = res.Normalize(); err != nil {
+		return p, err
+	}
+	if len(p.body) > s.cfg.MaxResultBytes {
+		return p, invalid("result", "is %d bytes, above %d", len(p.body), s.cfg.MaxResultBytes)
+	}
+	facts, err := s.jobFacts(ctx, jobID)
+	if err != nil {
+		return p, err
+	}
+	if res.Outcome != OutcomeVerdict {
+		return p, nil
+	}
+	// Validate before anything is written (manifests are immutable).
+	m, err := s.Manifest(ctx, facts.manifestID)
+	if err != nil {
+		return p, err
+	}
+	if err := checkAgainst(m, *res.Verdict); err != nil {
+		return p, err
+	}
+	p.cases = countCases(m, *res.Verdict)
+	if facts.kind != KindSubmission {
+		return p, nil
+	}
+	payload, err := json.Marshal(SettlementPayload{JobID: strconv.FormatInt(jobID, 10), SubmissionType: facts.typ,
+		SubmissionID: facts.sid, Generation: facts.generation, Status: res.Verdict.Status, Result: p.body})
+	if err != nil {
+		return p, fmt.Errorf("store: settle: %w", err)
+	}
+	p.fast = &fastResult{sess: sess, jobID: jobID, leaseEpoch: leaseEpoch, f: facts,
+		status: res.Verdict.Status, cases: p.cases, body: p.body, digest: p.digest, payload: payload}
+	return p, nil
+}
+
+// caseCounts are what a finished job reports as casesDone/casesTotal.
+type caseCounts struct{ done, total int }
+
+// countCases: done is the number of cases the verdict judged (a verdict may
+// stop at the first failing case), total the manifest's (at least done).
+func countCases(m manifest.Manifest, v VerdictResult) caseCounts {
+	return caseCounts{done: len(v.Cases), total: max(len(m.Cases), len(v.Cases))}
+}
+
+// jobFacts are the fields of a job that never change after enqueue.
+type jobFacts struct {
+	typ, sid   string
+	manifestID int64
+	kind       JobKind
+	pool       string
+	generation int
+}
+
+func (s *Store) jobFacts(ctx context.Context, jobID int64) (jobFacts, error) {
+	if f, ok := s.facts.get(jobID); ok {
+		return f, nil
+	}
+	var f jobFacts
+	err := s.db.QueryRowContext(ctx,
+		`SELECT submission_type, submission_id, manifest_id, kind, pool, generation FROM judge_job WHERE id = ?`, jobID).Scan(
+		&f.typ, &f.sid, &f.manifestID, &f.kind, &f.pool, &f.generation)
+	if errors.Is(err, sql.ErrNoRows) {
+		return f, fmt.Errorf("job %d: %w", jobID, ErrNotFound)
+	}
+	if err != nil {
+		return f, fmt.Errorf("store: complete: %w", err)
+	}
+	s.facts.put(jobID, f)
+	return f, nil
+}
+
+// fastResult is a verdict for a live lease of a business job: the common
+// case, committed without the locking reads of completeSlow.
+type fastResult struct {
+	sess              NodeSession
+	jobID, leaseEpoch int64
+	f                 jobFacts
+	status            string
+	cases             caseCounts
+	body              []byte
+	digest            string
+	payload           []byte
+}
+
+// byJobID orders fast results by job id: the lock order of leaseUpdate.
+func byJobID(a, b fastResult) int { return cmp.Compare(a.jobID, b.jobID) }

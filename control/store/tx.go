@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"time"
 
 	"github.com/go-sql-driver/mysql"
@@ -153,4 +154,13 @@ func nilIfEmpty(m json.RawMessage) json.RawMessage {
 		return nil
 	}
 	return m
+}
+
+// inList renders "?, ?, …" and its arguments.
+func inList(ids []int64) (string, []any) {
+	args := make([]any, len(ids))
+	for i, id := range ids {
+		args[i] = id
+	}
+	return strings.TrimSuffix(strings.Repeat("?, ", len(ids)), ", "), args
 }

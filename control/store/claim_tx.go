@@ -1,0 +1,447 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"maps"
+	"regexp"
+	"slices"
+	"strings"
+	"time"
+)
+
+// claimAnswer is one call's answer from claimTx.
+type claimAnswer struct {
+	jobs []ClaimedJob
+	err  error
+}
+
+// claimTx is step 2 of claimBatch, a transaction on c for calls of one
+// pool (a node may make several); it answers each call (a refused session
+// is that call's error, not the batch's). Three round trips whatever the
+// batch size: (begin, lock groups and nodes, complete the calls' results
+// with their row counts, read earlier grants of the calls' request ids,
+// count in-flight per group and node), the pick, (lease, attempts, the
+// results' events, commit). Replays and CHECK jobs, both rare, add their
+// own.
+func (s *Store) claimTx(ctx context.Context, c *scriptConn, calls []claimCall) ([]claimAnswer, error) {
+	out := make([]claimAnswer, len(calls))
+	sc := s.begin(&script{})
+	lock := lockGroupsAndNodes(sc, calls)
+	// The cycles' results commit after the locks (the lock order, doc.go) and
+	// before the count, which then no longer counts their jobs as busy.
+	results := s.resultWrite(nil, cycleResults(calls))
+	written := results.inClaim(sc)
+	grants := s.readGrants(sc, calls)
+	busy := countBusy(sc, lock.groups)
+	if err := c.send(ctx, sc, slices.Concat(lock.reads, written, grants.reads, busy.reads)...); err != nil {
+		return nil, fmt.Errorf("store: claim: lock: %w", err)
+	}
+	if !results.held() {
+		return nil, errFenced
+	}
+	live := make([]int, 0, len(calls)) // indexes of calls that may take work
+	for i, call := range calls {
+		n, ok := lock.nodes[call.sess.NodeID]
+		if out[i].err = sessionError(call.sess, ok, n.revoked, n.sessionEpoch); out[i].err == nil {
+			live = append(live, i)
+		}
+	}
+	live, err := s.replayClaims(ctx, c.conn, calls, live, grants.byCall, out)
+	if err != nil {
+		return nil, err
+	}
+	groupFree := make(map[int64]int, len(lock.capacity))
+	for g, n := range lock.capacity {
+		groupFree[g] = n - busy.group[g]
+	}
+	// Capacities in call order; each call's jobs come out of its node's and
+	// its group's room (a node's calls share its room). CHECK jobs bound to
+	// a node come first and are picked per node, by its first call (rare);
+	// pool work for all ENABLED nodes is picked at once.
+	capacity := make([]int, len(calls))
+	nodeFree := make(map[int64]int, len(calls))
+	checked := make(map[int64]bool)
+	poolWant := 0
+	for _, i := range live {
+		call := calls[i]
+		n := lock.nodes[call.sess.NodeID]
+		free, ok := nodeFree[call.sess.NodeID]
+		if !ok {
+			free = n.slots - busy.node[call.sess.NodeID]
+		}
+		room := min(call.free, free, groupFree[call.group], s.cfg.ClaimBatchMax)
+		if room <= 0 {
+			nodeFree[call.sess.NodeID] = free
+			continue
+		}
+		if n.pendingChecks > 0 && !checked[call.sess.NodeID] {
+			checked[call.sess.NodeID] = true
+			checks, err := pickReady(ctx, c.conn, n.pool, call.sess.NodeID, n.caps, room, nil)
+			if err != nil {
+				return nil, err
+			}
+			if _, err := c.conn.ExecContext(ctx,
+				`UPDATE judge_node SET pending_checks = IF(? < ?, 0, GREATEST(pending_checks - ?, 0)) WHERE id = ?`,
+				len(checks), room, len(checks), call.sess.NodeID); err != nil {
+				return nil, fmt.Errorf("store: claim: pending checks: %w", err)
+			}
+			out[i].jobs = checks
+		}
+		if n.state == NodeEnabled {
+			capacity[i] = room - len(out[i].jobs)
+		}
+		// Reserved for this call; what the pick does not fill was not
+		// there for later calls either (they pick from the same queue).
+		groupFree[call.group] -= len(out[i].jobs) + capacity[i]
+		nodeFree[call.sess.NodeID] = free - len(out[i].jobs) - capacity[i]
+		poolWant += capacity[i]
+	}
+	if poolWant > 0 {
+		if err := pickPool(ctx, c.conn, calls, live, capacity, lock.nodes, out); err != nil {
+			return nil, err
+		}
+	}
+	return out, s.leaseClaimed(ctx, c, calls, out, results)
+}
+
+// grantReads reads the attempts earlier tries of the calls' claim requests
+// were granted (replayClaims answers them).
+type grantReads struct {
+	byCall map[int][]granted
+	reads  []func(rowScanner) error
+}
+
+// readGrants adds to sc the read of the live leases granted to the calls'
+// claim request ids, without locks (attempts come after jobs in the lock order; the
+// jobs are locked and checked again when replayed). Nothing when no call
+// has a request id.
+func (s *Store) readGrants(sc *script, calls []claimCall) *grantReads {
+	g := &grantReads{byCall: make(map[int][]granted)}
+	type key struct {
+		node int64
+		req  string
+	}
+	callOf := make(map[key]int)
+	var nodes []int64
+	var reqs []any
+	for i, c := range calls {
+		if c.requestID != "" {
+			callOf[key{c.sess.NodeID, c.requestID}] = i
+			nodes = append(nodes, c.sess.NodeID)
+			reqs = append(reqs, c.requestID)
+		}
+	}
+	if len(nodes) == 0 {
+		return g
+	}
+	nin, nargs := inList(nodes)
+	sc.rows(`SELECT node_id, claim_request_id, job_id, lease_epoch FROM judge_job_attempt
+	    WHERE node_id IN (`+nin+`) AND claim_request_id IN (`+strings.TrimSuffix(strings.Repeat("?, ", len(reqs)), ", ")+`)
+	      AND outcome = 'RUNNING' AND started_at > NOW(6) - INTERVAL ? MICROSECOND
+	    ORDER BY job_id`, append(append(nargs, reqs...), micros(s.cfg.LeaseTTL))...)
+	g.reads = []func(rowScanner) error{func(r rowScanner) error {
+		var k key
+		var gr granted
+		if err := r.Scan(&k.node, &k.req, &gr.jobID, &gr.epoch); err != nil {
+			return err
+		}
+		if i, ok := callOf[k]; ok {
+			g.byCall[i] = append(g.byCall[i], gr)
+		}
+		return nil
+	}}
+	return g
+}
+
+// busyCounts are the RUNNING jobs (expired-but-unreaped leases included)
+// per host group and per node, counted after the locks.
+type busyCounts struct {
+	group, node map[int64]int
+	reads       []func(rowScanner) error
+}
+
+func countBusy(sc *script, groups []int64) *busyCounts {
+	b := &busyCounts{group: make(map[int64]int), node: make(map[int64]int)}
+	gin, gargs := inList(groups)
+	sc.rows(`SELECT host_group_id, node_id, COUNT(*) FROM judge_job
+	    WHERE host_group_id IN (`+gin+`) AND state = 'RUNNING' GROUP BY host_group_id, node_id`, gargs...)
+	b.reads = []func(rowScanner) error{func(r rowScanner) error {
+		var g, n int64
+		var k int
+		if err := r.Scan(&g, &n, &k); err != nil {
+			return err
+		}
+		b.group[g] += k
+		b.node[n] += k
+		return nil
+	}}
+	return b
+}
+
+// leaseClaimed leases every job picked for the calls: one UPDATE of the
+// jobs (each to its call's node, group and session) and one INSERT of their
+// attempts, and fills in the answers' lease fields.
+func (s *Store) leaseClaimed(ctx context.Context, conn *scriptConn, calls []claimCall, out []claimAnswer, results *resultWrite) error {
+	var ids []int64
+	var node, group, epoch, request strings.Builder
+	var na, ga, ea, ra []any
+	for i, c := range calls {
+		for k := range out[i].jobs {
+			j := &out[i].jobs[k]
+			if j.Replayed {
+				continue
+			}
+			ids = append(ids, j.JobID)
+			j.LeaseEpoch++
+			j.Attempt++
+			j.LeaseRemaining = s.cfg.LeaseTTL
+			node.WriteString(" WHEN ? THEN ?")
+			group.WriteString(" WHEN ? THEN ?")
+			epoch.WriteString(" WHEN ? THEN ?")
+			request.WriteString(" WHEN ? THEN ?")
+			na = append(na, j.JobID, c.sess.NodeID)
+			ga = append(ga, j.JobID, c.group)
+			ea = append(ea, j.JobID, c.sess.SessionEpoch)
+			ra = append(ra, j.JobID, c.requestID)
+		}
+	}
+	sc := &script{}
+	if len(ids) > 0 {
+		in, args := inList(ids)
+		upd := append(append(append(append([]any{}, na...), ga...), ea...), micros(s.cfg.LeaseTTL))
+		sc.exec(`UPDATE judge_job SET state = 'RUNNING', node_id = CASE id`+node.String()+` END,
+		   host_group_id = CASE id`+group.String()+` END, session_epoch = CASE id`+epoch.String()+` END,
+		   lease_epoch = lease_epoch + 1, lease_until = NOW(6) + INTERVAL ? MICROSECOND,
+		   attempt_count = attempt_count + 1, started_at = COALESCE(started_at, NOW(6)),
+		   status_version = status_version + 1, phase = NULL, progress_seq = 0, cases_done = 0,
+		   updated_at = NOW(6)
+		 WHERE id IN (`+in+`)`, append(upd, args...)...).
+			exec(`INSERT INTO judge_job_attempt (job_id, lease_epoch, node_id, host_group_id, session_epoch, started_at, claim_request_id)
+		 SELECT id, lease_epoch, node_id, host_group_id, session_epoch, NOW(6), NULLIF(CASE id`+request.String()+` END, '')
+		 FROM judge_job WHERE id IN (`+in+`)`, append(ra, args...)...)
+	}
+	if err := results.events(sc); err != nil {
+		return err
+	}
+	if err := conn.send(ctx, sc.exec(`COMMIT`)); err != nil {
+		return fmt.Errorf("store: claim: lease: %w", err)
+	}
+	return nil
+}
+
+// pickReady locks up to limit ready jobs of a pool (requiredNode 0 = pool
+// work, else that node's CHECK jobs), skipping rows other claimers hold, and
+// returns them as they are before leasing. The query is served by
+// ix_job_claim for both WHERE and ORDER BY.
+//
+// Ready jobs go in (priority, enqueue time, id) order: created_at is set at
+// enqueue and never changed, so a job retried after its node died keeps its
+// place in the queue once its backoff (available_at, a filter only) has
+// passed, instead of going behind everything enqueued meanwhile.
+//
+// Only jobs whose required capabilities are all in caps (the node's) are
+// picked; skip lists jobs this transaction picked already.
+func pickReady(ctx context.Context, q querier, pool string, requiredNode int64, caps uint64, limit int, skip []int64) ([]ClaimedJob, error) {
+	query, args := claimQuery, []any{pool, requiredNode, ^caps, limit}
+	if len(skip) > 0 {
+		in, ids := inList(skip)
+		query = `SELECT ` + claimColumns + claimFrom + ` AND id NOT IN (` + in + `)` + claimOrder + ` FOR UPDATE SKIP LOCKED`
+		args = slices.Concat([]any{pool, requiredNode, ^caps}, ids, []any{limit})
+	}
+	out, err := queryAll(ctx, q, scanClaimed, query, args...)
+	if err != nil {
+		return nil, fmt.Errorf("store: claim: pick: %w", err)
+	}
+	return out, nil
+}
+
+// scanClaimed scans claimColumns.
+func scanClaimed(r rowScanner) (ClaimedJob, error) {
+	var c ClaimedJob
+	var waitedUs int64
+	err := r.Scan(&c.JobID, &c.LeaseEpoch, &c.Kind, &c.Pool, &c.SubmissionType, &c.SubmissionID,
+		&c.Generation, &c.Language, &c.ManifestID, &c.Snapshot, &c.Attempt, &waitedUs)
+	c.ReadyWait = time.Duration(waitedUs) * time.Microsecond
+	return c, err
+}
+
+const claimColumns = `id, lease_epoch, kind, pool, submission_type, submission_id, generation, runtime_spec, manifest_id,
+ request_snapshot, attempt_count, TIMESTAMPDIFF(MICROSECOND, available_at, NOW(6))`
+
+const (
+	claimFrom = ` FROM judge_job FORCE INDEX (ix_job_claim)
+ WHERE pool = ? AND state = 'QUEUED' AND required_node_id = ? AND available_at <= NOW(6) AND required_caps & ? = 0`
+	claimOrder = ` ORDER BY priority, created_at, id LIMIT ?`
+	claimWhere = claimFrom + claimOrder
+)
+
+const claimQuery = `SELECT ` + claimColumns + claimWhere + ` FOR UPDATE SKIP LOCKED`
+
+// ClaimQueryForExplain is the claim's pick statement, for EXPLAIN in tests and docs.
+func ClaimQueryForExplain() string { return `SELECT id` + claimWhere }
+
+type lockedNode struct {
+	hostGroupID   int64
+	pool          string
+	state         NodeState
+	slots         int
+	sessionEpoch  int64
+	revoked       bool
+	pendingChecks int
+	caps          uint64 // what it can run (nodeCaps)
+}
+
+// groupNodeLocks is what lockGroupsAndNodes reads: each locked group's
+// slot capacity and each locked node.
+type groupNodeLocks struct {
+	groups   []int64
+	capacity map[int64]int
+	nodes    map[int64]lockedNode
+	reads    []func(rowScanner) error
+}
+
+// lockGroupsAndNodes adds to sc the locks of the calls' host groups and
+// then their nodes, each in ascending id order (the lock order, doc.go, so claims of one or many nodes never wait on each other in a
+// cycle). A node missing from the answer is gone. Calls of a single group
+// lock it with its nodes in one statement (STRAIGHT_JOIN fixes the order).
+func lockGroupsAndNodes(sc *script, calls []claimCall) *groupNodeLocks {
+	groupSet := make(map[int64]bool, len(calls))
+	nodeIDs := make([]int64, len(calls))
+	for i, c := range calls {
+		groupSet[c.group] = true
+		nodeIDs[i] = c.sess.NodeID
+	}
+	l := &groupNodeLocks{groups: slices.Sorted(maps.Keys(groupSet)), capacity: make(map[int64]int),
+		nodes: make(map[int64]lockedNode, len(calls))}
+	slices.Sort(nodeIDs)
+	nin, nargs := inList(nodeIDs)
+	const nodeCols = `n.id, n.host_group_id, n.pool, n.desired_state, n.slots, n.session_epoch, n.revoked_at IS NOT NULL, n.pending_checks,
+		n.caps_languages, n.caps_features`
+	readNode := func(r rowScanner) error {
+		var groupCap int
+		var id int64
+		var n lockedNode
+		var langs *uint64
+		var feats uint64
+		if err := r.Scan(&groupCap, &id, &n.hostGroupID, &n.pool, &n.state, &n.slots, &n.sessionEpoch,
+			&n.revoked, &n.pendingChecks, &langs, &feats); err != nil {
+			return err
+		}
+		n.caps = nodeCaps(langs, feats)
+		if len(l.groups) == 1 {
+			l.capacity[n.hostGroupID] = groupCap
+		}
+		l.nodes[id] = n
+		return nil
+	}
+	if len(l.groups) == 1 {
+		sc.rows(`SELECT g.slot_capacity, `+nodeCols+`
+			 FROM judge_host_group g STRAIGHT_JOIN judge_node n ON n.host_group_id = g.id AND n.id IN (`+nin+`)
+			 WHERE g.id = ? ORDER BY n.id FOR UPDATE`, append(nargs, l.groups[0])...)
+		l.reads = []func(rowScanner) error{readNode}
+		return l
+	}
+	gin, gargs := inList(l.groups)
+	sc.rows(`SELECT id, slot_capacity FROM judge_host_group WHERE id IN (`+gin+`) ORDER BY id FOR UPDATE`, gargs...)
+	sc.rows(`SELECT 0, `+nodeCols+` FROM judge_node n WHERE n.id IN (`+nin+`) ORDER BY n.id FOR UPDATE`, nargs...)
+	l.reads = []func(rowScanner) error{func(r rowScanner) error {
+		var id int64
+		var capacity int
+		if err := r.Scan(&id, &capacity); err != nil {
+			return err
+		}
+		l.capacity[id] = capacity
+		return nil
+	}, readNode}
+	return l
+}
+
+// claimRequestRE is the shape of a claim request id (the machine contract's
+// pattern).
+var claimRequestRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]{7,63}$`)
+
+func checkClaimRequestID(id string) error {
+	if id != "" && !claimRequestRE.MatchString(id) {
+		return invalid("requestId", "must match %s", claimRequestRE)
+	}
+	return nil
+}
+
+// replayClaims answers the calls (indexes live, nodes locked by the claim)
+// whose claim request already granted leases (byCall, read after the
+// locks by readGrants) with replayGranted, and returns the live calls left
+// to take new work.
+func (s *Store) replayClaims(ctx context.Context, q execQuerier, calls []claimCall, live []int, byCall map[int][]granted, out []claimAnswer) ([]int, error) {
+	if len(byCall) == 0 {
+		return live, nil
+	}
+	rest := live[:0:0]
+	for _, i := range live {
+		if g := byCall[i]; len(g) > 0 {
+			jobs, err := s.replayGranted(ctx, q, calls[i].sess, g)
+			if err != nil {
+				return nil, err
+			}
+			if len(jobs) > 0 {
+				out[i].jobs = jobs
+				continue
+			}
+		}
+		rest = append(rest, i)
+	}
+	return rest, nil
+}
+
+// execQuerier runs statements inside a transaction: a *sql.Tx, or the
+// *sql.Conn of a transaction made of scripts.
+type execQuerier interface {
+	querier
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+}
+
+// granted is a lease an earlier try of a claim request was given.
+type granted struct{ jobID, epoch int64 }
+
+// replayGranted answers a claim request that already granted leases: the
+// ones still live and held by this session are extended (the node is alive
+// and about to run them) and returned as they were granted. Called with the
+// node locked, so no claim of this node runs meanwhile; the jobs are locked
+// and re-checked here.
+func (s *Store) replayGranted(ctx context.Context, tx execQuerier, sess NodeSession, prior []granted) ([]ClaimedJob, error) {
+	ids := make([]int64, len(prior))
+	epochs := make(map[int64]int64, len(prior))
+	for i, g := range prior {
+		ids[i], epochs[g.jobID] = g.jobID, g.epoch
+	}
+	in, args := inList(ids)
+	rows, err := queryAll(ctx, tx, scanClaimed,
+		`SELECT `+claimColumns+` FROM judge_job
+		 WHERE id IN (`+in+`) AND state = 'RUNNING' AND node_id = ? AND session_epoch = ? AND lease_until > NOW(6)
+		 ORDER BY id FOR UPDATE`, append(args, sess.NodeID, sess.SessionEpoch)...)
+	if err != nil {
+		return nil, fmt.Errorf("store: claim: replay: %w", err)
+	}
+	out := rows[:0]
+	for _, c := range rows {
+		if epochs[c.JobID] == c.LeaseEpoch {
+			c.Replayed, c.ReadyWait, c.LeaseRemaining = true, 0, s.cfg.LeaseTTL
+			out = append(out, c)
+		}
+	}
+	if len(out) == 0 {
+		return nil, nil
+	}
+	live := make([]int64, len(out))
+	for i, c := range out {
+		live[i] = c.JobID
+	}
+	in, args = inList(live)
+	if _, err := tx.ExecContext(ctx,
+		`UPDATE judge_job SET lease_until = NOW(6) + INTERVAL ? MICROSECOND, updated_at = NOW(6) WHERE id IN (`+in+`)`,
+		append([]any{micros(s.cfg.LeaseTTL)}, args...)...); err != nil {
+		return nil, fmt.Errorf("store: claim: replay: %w", err)
+	}
+	return out, nil
+}
