@@ -193,3 +193,15 @@ func networks(g *ngxDirective) []string {
 	}
 	return out
 }
+
+// ngxNamed returns the named location (location @name).
+func ngxNamed(t *testing.T, srv *ngxDirective, name string) *ngxDirective {
+	t.Helper()
+	for _, l := range srv.find("location") {
+		if len(l.args) == 1 && l.args[0] == name {
+			return l
+		}
+	}
+	t.Fatalf("no location %s", name)
+	return nil
+}

@@ -67,6 +67,7 @@ func TestNginx(t *testing.T) {
 		stream   bool // proxy_buffering off
 		longPoll bool
 		notFound bool
+		limited  string // limit_req zone; "" = never limited at the edge
 	}{
 		{uri: "/api/v1/internal/judgers/join", gate: "$kece_judge_net", maxBody: def},
 		{uri: "/api/v1/internal/judgers/session", gate: "$kece_judge_net", maxBody: def},
@@ -79,17 +80,17 @@ func TestNginx(t *testing.T) {
 		{uri: "/api/v1/admin/judgers", gate: "$kece_admin_net", maxBody: def},
 		{uri: "/api/v1/admin/judgers/5/verify", gate: "$kece_admin_net", maxBody: def},
 		{uri: "/api/v1/admin/reconcile", gate: "$kece_admin_net", maxBody: def},
-		{uri: "/api/v1/artifacts/" + sha, gate: "$kece_business_net", maxBody: artifact.StoreMaxArtifactBytesDefault},
-		{uri: "/api/v1/manifests", gate: "$kece_business_net", maxBody: def},
-		{uri: "/api/v1/submissions", gate: "$kece_business_net", maxBody: def},
-		{uri: "/api/v1/settlement-events/claim", gate: "$kece_business_net", maxBody: def},
-		{uri: "/api/v1/system/judgers/summary", gate: "", maxBody: def},
+		{uri: "/api/v1/artifacts/" + sha, gate: "$kece_business_net", maxBody: artifact.StoreMaxArtifactBytesDefault, limited: "kece_business"},
+		{uri: "/api/v1/manifests", gate: "$kece_business_net", maxBody: def, limited: "kece_business"},
+		{uri: "/api/v1/submissions", gate: "$kece_business_net", maxBody: def, limited: "kece_business"},
+		{uri: "/api/v1/settlement-events/claim", gate: "$kece_business_net", maxBody: def, limited: "kece_business"},
+		{uri: "/api/v1/system/judgers/summary", gate: "", maxBody: def, limited: "kece_public"},
 		{uri: "/openapi/business.yaml", gate: "", maxBody: def},
 		{uri: "/docs/admin", gate: "", maxBody: def},
 		{uri: "/console/", gate: "$kece_admin_net", maxBody: def},
 		{uri: "/console/nodes/5/drain", gate: "$kece_admin_net", maxBody: def},
 		{uri: "/console/static/app.js", gate: "$kece_admin_net", maxBody: def},
-		{uri: "/status", gate: "", maxBody: def},
+		{uri: "/status", gate: "", maxBody: def, limited: "kece_public"},
 		{uri: "/status/x", notFound: true},
 		{uri: "/metrics", notFound: true},
 		{uri: "/healthz", notFound: true},
@@ -104,6 +105,8 @@ func TestNginx(t *testing.T) {
 		}
 		require.Equal(t, "http://kece_control", l.value("proxy_pass"), where)
 		require.Equal(t, c.gate, gate(l), where)
+		zone, _, _ := strings.Cut(strings.TrimPrefix(l.value("limit_req"), "zone="), " ")
+		require.Equal(t, c.limited, zone, "%s: limit_req (nodes and admins are never limited)", where)
 		body := def
 		if v := l.value("client_max_body_size"); v != "" {
 			body, err = ngxSize(v)
@@ -129,6 +132,17 @@ func TestNginx(t *testing.T) {
 			require.Equal(t, "=", l.args[0], "the claim long-poll has its own exact location")
 		}
 	}
+	// Over a limit, nginx answers as the contract says a replica does.
+	require.Equal(t, "429", srv.value("limit_req_status"))
+	require.Equal(t, "429 = @kece_rate_limited", srv.value("error_page"))
+	rl := ngxNamed(t, srv, "@kece_rate_limited")
+	require.Equal(t, "Retry-After 1 always", rl.value("add_header"))
+	require.Contains(t, rl.value("return"), `"code":"RATE_LIMITED"`)
+	zones := map[string]bool{}
+	for _, z := range http.find("limit_req_zone") {
+		zones[strings.TrimSuffix(strings.TrimPrefix(z.args[1], "zone="), ":10m")] = true
+	}
+	require.Equal(t, map[string]bool{"kece_business": true, "kece_public": true}, zones)
 	// Judge hosts must not reach admin: the example lists share no network.
 	for _, n := range networks(geos["$kece_judge_net"]) {
 		require.NotContains(t, networks(geos["$kece_admin_net"]), n, "a judge network may not reach admin")
@@ -314,4 +328,40 @@ func TestNginxLive(t *testing.T) {
 		t.Fatalf("a refused request reached the upstream: %+v", s)
 	default:
 	}
+
+	// A burst over the edge budget gets the contract's 429 (JSON
+	// RATE_LIMITED, Retry-After) from nginx; a node's burst is never
+	// limited. The upstream's record is drained meanwhile.
+	stop, drained := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(drained)
+		for {
+			select {
+			case <-got:
+			case <-stop:
+				return
+			}
+		}
+	}()
+	limited := 0
+	for range 40 {
+		resp, err := client.Get(base + "/status")
+		require.NoError(t, err)
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode == http.StatusTooManyRequests {
+			limited++
+			require.Equal(t, "1", resp.Header.Get("Retry-After"))
+			require.Equal(t, "application/json", resp.Header.Get("Content-Type"))
+			require.Contains(t, string(body), `"code":"RATE_LIMITED"`)
+			continue
+		}
+		require.Equal(t, http.StatusOK, resp.StatusCode, string(body))
+	}
+	require.Positive(t, limited, "40 requests at once are over a burst of 20")
+	for range 40 {
+		require.Equal(t, http.StatusOK, do("POST", "/api/v1/internal/judgers/heartbeat", 16), "nodes are never limited")
+	}
+	close(stop)
+	<-drained
 }

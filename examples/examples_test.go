@@ -21,6 +21,8 @@ import (
 
 	"github.com/kece-oj/kece/contracts/machineapi"
 	"github.com/kece-oj/kece/control/controltest"
+	"github.com/kece-oj/kece/control/httpapi"
+	"github.com/kece-oj/kece/control/ratelimit"
 	"github.com/kece-oj/kece/control/store"
 	"github.com/kece-oj/kece/control/webhook"
 	"github.com/kece-oj/kece/engine"
@@ -179,8 +181,11 @@ func TestPythonQuickstart(t *testing.T) {
 	t.Parallel()
 	py := python3(t)
 	// A lease long enough for python3 runs on a loaded machine; this node
-	// does not renew.
-	env := controltest.Start(t, controltest.Options{Store: store.Config{LeaseTTL: time.Minute}})
+	// does not renew. The token's budget (2 requests, 2/s) is below what the
+	// flow sends at once: the client must wait out some 429s.
+	lim, err := ratelimit.New(ratelimit.Config{Default: ratelimit.Limit{Rate: 2, Burst: 2}})
+	require.NoError(t, err)
+	env := controltest.Start(t, controltest.Options{Store: store.Config{LeaseTTL: time.Minute}, HTTP: httpapi.Config{RateLimiter: lim}})
 	done := make(chan struct{})
 	defer close(done)
 	testNode(t, env, py, done)
@@ -194,6 +199,7 @@ func TestPythonQuickstart(t *testing.T) {
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
 	require.NoError(t, err, "stdout:\n%s\nstderr:\n%s", out, stderr.String())
+	require.Contains(t, stderr.String(), `"code": "RATE_LIMITED"`, "the client was limited, waited and went on")
 
 	steps := map[string]map[string]any{}
 	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {

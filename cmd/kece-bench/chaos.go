@@ -360,7 +360,7 @@ func (r *chaosRun) setup(ctx context.Context) error {
 	if r.f.st, err = store.New(r.f.db, store.Config{}); err != nil {
 		return err
 	}
-	if r.f.bizToken, err = r.f.st.CreateToken(ctx, store.TokenBusiness, "chaos"); err != nil {
+	if r.f.bizToken, err = r.f.st.IssueToken(ctx, benchToken("chaos")); err != nil {
 		return err
 	}
 	benchCfg, err := mysql.ParseDSN(r.f.dsn)

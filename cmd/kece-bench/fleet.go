@@ -21,6 +21,7 @@ import (
 	"github.com/kece-oj/kece/contracts"
 	"github.com/kece-oj/kece/contracts/businessapi"
 	"github.com/kece-oj/kece/contracts/machineapi"
+	"github.com/kece-oj/kece/control/ratelimit"
 	"github.com/kece-oj/kece/control/store"
 	"github.com/kece-oj/kece/internal/loopback"
 	"github.com/kece-oj/kece/internal/reference"
@@ -109,7 +110,7 @@ func startFleet(ctx context.Context, cfg fleetConfig) (*fleet, error) {
 		f.stop()
 		return nil, err
 	}
-	if f.bizToken, err = f.st.CreateToken(ctx, store.TokenBusiness, "bench"); err != nil {
+	if f.bizToken, err = f.st.IssueToken(ctx, benchToken("bench")); err != nil {
 		f.stop()
 		return nil, err
 	}
@@ -357,4 +358,11 @@ func rss(pid int) (cur, peak int64, err error) {
 func isTerminal(f *os.File) bool {
 	st, err := f.Stat()
 	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}
+
+// benchToken is the business token of a benchmark: unlimited, because the
+// benchmarks measure the scheduler, and the control plane's per-token rate
+// limit (control/ratelimit) would cap the offered load instead.
+func benchToken(name string) store.TokenSpec {
+	return store.TokenSpec{Kind: store.TokenBusiness, Name: name, RateLimit: &ratelimit.Limit{}}
 }

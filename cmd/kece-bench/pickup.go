@@ -149,7 +149,7 @@ func startPickup(ctx context.Context, dsn string, poll time.Duration) (*pickupEn
 	if err != nil {
 		return env, err
 	}
-	token, err := stA.CreateToken(ctx, store.TokenBusiness, "bench-pickup")
+	token, err := stA.IssueToken(ctx, benchToken("bench-pickup"))
 	if err != nil {
 		return env, err
 	}

@@ -94,6 +94,10 @@ func badSettings(t *testing.T) []badSetting {
 		{map[string]string{"KECE_WEBHOOK_OLD_KEY_FILE": writeSecret(t, atrest.NewKeyText(), 0o600)}, []string{"serve", "--artifact-dir", t.TempDir(), "--mysql-dsn", "a@tcp(b)/c"}, "KECE_WEBHOOK_OLD_KEY_FILE: an old key needs the new one"},
 		{nil, []string{"webhook-key", "reencrypt", "--mysql-dsn", "a@tcp(b)/c"}, "KECE_WEBHOOK_KEY_FILE: no key configured"},
 		{map[string]string{"KECE_METRICS_CACHE_TTL": "20m"}, []string{"serve", "--artifact-dir", t.TempDir(), "--mysql-dsn", "a@tcp(b)/c"}, "KECE_METRICS_CACHE_TTL: metrics: fleet cache TTL 20m0s must be 0..10m"},
+		{map[string]string{"KECE_BUSINESS_RATE": "-1"}, []string{"serve", "--artifact-dir", t.TempDir(), "--mysql-dsn", "a@tcp(b)/c"}, "KECE_BUSINESS_RATE: -1 must be 0 (unlimited) or requests per second"},
+		{nil, []string{"serve", "--artifact-dir", t.TempDir(), "--mysql-dsn", "a@tcp(b)/c", "--business-burst", "0"}, "--business-burst: 0 with rate 50 would refuse every request"},
+		{nil, []string{"serve", "--artifact-dir", t.TempDir(), "--mysql-dsn", "a@tcp(b)/c", "--business-rate", "0"}, "KECE_BUSINESS_BURST (--business-burst): 100 with rate 0 (unlimited) means nothing: set burst 0, or a rate"},
+		{map[string]string{"KECE_BUSINESS_RATE": "lots"}, []string{"serve", "--artifact-dir", t.TempDir(), "--mysql-dsn", "a@tcp(b)/c"}, `KECE_BUSINESS_RATE: "lots": not a number`},
 	}
 }
 
@@ -163,9 +167,9 @@ func TestServeReportsEveryBadSettingAtOnce(t *testing.T) {
 	require.Equal(t, 2, code, errOut)
 	require.Contains(t, errOut, "unknown flag: --expires-in", "an unknown flag stops the parse")
 	code, _, errOut = runIn(t, map[string]string{"KECE_DB_CONNS": "2"}, "serve", "--lease-ttl=-1s", "--heartbeat-interval", "often",
-		"--listen", "nonsense", "--log-format", "yaml", "--reap-interval", "1d")
+		"--listen", "nonsense", "--log-format", "yaml", "--reap-interval", "1d", "--business-rate", "-2", "--business-burst", "-1")
 	require.Equal(t, 2, code, errOut)
-	for _, want := range []string{`--lease-ttl: "-1s": must not be negative`, `--heartbeat-interval: "often": not a duration`,
+	for _, want := range []string{`--lease-ttl: "-1s": must not be negative`, "--business-rate: -2 must be", "--business-burst: -1 must be 0..", `--heartbeat-interval: "often": not a duration`,
 		`--listen: "nonsense" is not host:port`, `log format "yaml"`, "KECE_DB_CONNS: 2 is too few", "KECE_ARTIFACT_DIR"} {
 		require.Contains(t, errOut, want)
 	}

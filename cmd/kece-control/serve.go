@@ -21,6 +21,7 @@ import (
 	"github.com/kece-oj/kece/control/httpapi"
 	"github.com/kece-oj/kece/control/metrics"
 	"github.com/kece-oj/kece/control/probe"
+	"github.com/kece-oj/kece/control/ratelimit"
 	"github.com/kece-oj/kece/control/store"
 	"github.com/kece-oj/kece/control/webhook"
 	"github.com/kece-oj/kece/migrations"
@@ -36,7 +37,8 @@ type serveFlags struct {
 	dsn, listen, artDir, logFormat, logLevel, metricsListen, probeHosts, probeCIDRs, probePorts   *string
 	trustedProxies, hookURL, hookSecret, hookGroup, hookKey, hookOldKey                           *string
 	migrate, apiDocs, probeHTTP, consoleOn                                                        *bool
-	maxAttempts, maxUnstarted, conns, hookAttempts                                                *int
+	maxAttempts, maxUnstarted, conns, hookAttempts, bizBurst                                      *int
+	bizRate                                                                                       *float64
 	leaseTTL, reap, hb, renew, offline, hbTTL, metricsCache, consoleIdle, consoleMax, hookTimeout *time.Duration
 }
 
@@ -78,6 +80,10 @@ func newServeFlags(getenv func(string) string) *serveFlags {
 	f.hookGroup = fs.String("webhook-group", "KECE_WEBHOOK_GROUP", store.DefaultConsumerGroup,
 		"deprecated (webhooks per group: kecectl webhook set): the consumer group KECE_WEBHOOK_URL delivers")
 	f.hookKey, f.hookOldKey = webhookKeyFlags(fs)
+	f.bizRate = fs.Float("business-rate", "KECE_BUSINESS_RATE", ratelimit.RateDefault,
+		"requests per second of a business token without a limit of its own, per replica (0: unlimited)")
+	f.bizBurst = fs.Int("business-burst", "KECE_BUSINESS_BURST", ratelimit.BurstDefault,
+		"requests a business token without a limit of its own may make at once (0 with --business-rate 0)")
 	return f
 }
 
@@ -91,6 +97,7 @@ type serveConfig struct {
 	http    httpapi.Config
 	hook    *webhook.Config
 	keys    *atrest.Keyring
+	limit   ratelimit.Limit
 }
 
 func serveCommand(cio cmdIO) *cobra.Command {
@@ -161,6 +168,8 @@ func (f *serveFlags) check(prior error) (serveConfig, error) {
 	errs = append(errs, err)
 	keys, err := webhookKeyring(f.fs, *f.hookKey, *f.hookOldKey)
 	errs = append(errs, err)
+	limit := ratelimit.Limit{Rate: *f.bizRate, Burst: *f.bizBurst}
+	errs = append(errs, f.checkLimit(limit))
 	// The store and HTTP layer validate the rest when they are built; these
 	// are checked here so they are named by their flag.
 	if *f.maxAttempts < 1 || *f.maxAttempts > 100 {
@@ -199,8 +208,31 @@ func (f *serveFlags) check(prior error) (serveConfig, error) {
 		}
 	}
 	cfg := serveConfig{log: telemetry.LogConfig{Format: *f.logFormat, Level: *f.logLevel}, metrics: metricsCfg, console: consoleCfg,
-		store: storeCfg, http: httpCfg, hook: hookCfg, keys: keys}
+		store: storeCfg, http: httpCfg, hook: hookCfg, keys: keys, limit: limit}
 	return cfg, errors.Join(errs...)
+}
+
+// checkLimit names the flag of each problem of the default rate limit.
+func (f *serveFlags) checkLimit(l ratelimit.Limit) error {
+	var errs []error
+	for _, e := range unjoin(l.Validate()) {
+		var fe *ratelimit.FieldError
+		if errors.As(e, &fe) {
+			errs = append(errs, settings.Errorf(f.fs.Source("business-"+fe.Field), "%s", fe.Msg))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// unjoin lists the errors of an errors.Join (nil: none).
+func unjoin(err error) []error {
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		return j.Unwrap()
+	}
+	if err != nil {
+		return []error{err}
+	}
+	return nil
 }
 
 // hookConfig is the webhook sender's configuration; nil when no URL is set.
@@ -267,6 +299,10 @@ func serve(ctx context.Context, f *serveFlags, cfg serveConfig, cio cmdIO) error
 	}
 	mets := metrics.New(telemetry.NewRegistry("control"), st, metricsCfg)
 	httpCfg.Metrics, httpCfg.MetricsElsewhere = mets, *f.metricsListen != ""
+	// Until control/replica wires one replica, the limiter is built here.
+	if httpCfg.RateLimiter, err = ratelimit.New(ratelimit.Config{Default: cfg.limit}); err != nil {
+		return settings.Errorf(f.fs.Source("business-rate"), "%v", err)
+	}
 	srv, err := httpapi.New(httpCfg, st, arts, log)
 	if err != nil {
 		return settings.Errorf("http settings", "%v", err)
@@ -337,7 +373,8 @@ func serve(ctx context.Context, f *serveFlags, cfg serveConfig, cio cmdIO) error
 		stopRun()
 		return err
 	})
-	log.Info("kece-control serving", "listen", ln.Addr().String(), "lease_ttl", *f.leaseTTL, "reap_interval", *f.reap)
+	log.Info("kece-control serving", "listen", ln.Addr().String(), "lease_ttl", *f.leaseTTL, "reap_interval", *f.reap,
+		"business_rate_limit", cfg.limit.String())
 	return g.Wait()
 }
 

@@ -184,14 +184,18 @@ func listTokens(ctx context.Context, st *store.Store, kind store.TokenKind, out 
 	}
 	rows := make([][]string, 0, len(toks))
 	for _, t := range toks {
-		types, group := "-", "-"
+		types, group, limit := "-", "-", "-"
 		if t.Kind == store.TokenBusiness {
-			types, group = "*", t.ConsumerGroup
+			types, group, limit = "*", t.ConsumerGroup, "default"
 			if t.SubmissionTypes != nil {
 				types = strings.Join(t.SubmissionTypes, ",")
 			}
+			if t.RateLimit != nil {
+				limit = t.RateLimit.String()
+			}
 		}
-		rows = append(rows, []string{strings.ToLower(string(t.Kind)), t.Name, t.State, ts(&t.CreatedAt), ts(t.LastUsedAt), ts(t.ExpiresAt), ts(t.PreviousValidUntil), types, group})
+		rows = append(rows, []string{strings.ToLower(string(t.Kind)), t.Name, t.State, ts(&t.CreatedAt), ts(t.LastUsedAt), ts(t.ExpiresAt), ts(t.PreviousValidUntil),
+			types, group, limit})
 	}
-	return writeTable(cio.stdout, []string{"KIND", "NAME", "STATE", "CREATED", "LAST USED", "EXPIRES", "OLD SECRET UNTIL", "TYPES", "GROUP"}, rows)
+	return writeTable(cio.stdout, []string{"KIND", "NAME", "STATE", "CREATED", "LAST USED", "EXPIRES", "OLD SECRET UNTIL", "TYPES", "GROUP", "RATE LIMIT"}, rows)
 }

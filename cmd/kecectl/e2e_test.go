@@ -195,6 +195,17 @@ func TestKecectlEndToEnd(t *testing.T) {
 	require.Regexp(t, `(?m)^business-\d+\s+ACTIVE\s+\*\s+default\s+`, c.ok("token", "list"))
 	c.fails(exitFailed, "NAME_TAKEN", "token", "create", "--name", "algo-backend")
 	c.fails(exitFailed, "REQUEST_INVALID", "token", "create", "--name", "x", "--submission-types", "KECE_CHECK")
+	// Its request budget: its own, changed, unlimited, back to the default.
+	c.run("token", "create", "--name", "importer", "--rate", "5", "--burst", "20")
+	require.Regexp(t, `(?m)^importer\s+ACTIVE\s+\*\s+default\s+5/s burst 20\s+`, c.ok("token", "list"))
+	require.Contains(t, c.ok("token", "update", "importer", "--rate", "0.5", "--burst", "2"), "rate limit 0.5/s burst 2")
+	require.Contains(t, c.ok("token", "update", "importer", "--rate", "0", "--burst", "0"), "rate limit unlimited")
+	require.Contains(t, c.ok("token", "update", "importer", "--default-rate-limit"), "rate limit default")
+	require.Regexp(t, `(?m)^importer\s+ACTIVE\s+\*\s+default\s+default\s+`, c.ok("token", "list"))
+	c.fails(exitFailed, "rateLimit.burst", "token", "update", "importer", "--rate", "5", "--burst", "0")
+	c.fails(exitUsage, "--rate and --burst go together", "token", "update", "importer", "--rate", "5")
+	c.fails(exitUsage, "--rate R --burst B, or --default-rate-limit", "token", "update", "importer")
+	c.fails(exitFailed, "TOKEN_NOT_FOUND", "token", "update", "nobody", "--default-rate-limit")
 	require.Contains(t, c.ok("token", "revoke", "algo-backend", "--reason", "retired"), "is REVOKED")
 	c.fails(exitFailed, "TOKEN_NOT_FOUND", "token", "revoke", "algo-backend", "--reason", "again")
 

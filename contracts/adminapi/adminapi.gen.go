@@ -580,7 +580,14 @@ type BusinessToken struct {
 	LastUsedAt    *time.Time    `json:"lastUsedAt,omitempty"`
 
 	// Name Human name, unique within its kind (lower case).
-	Name      Name               `json:"name"`
+	Name Name `json:"name"`
+
+	// RateLimit A business token's request budget on each replica: a token bucket
+	// that holds at most `burst` requests and refills at `rate` requests
+	// per second. `rate` 0 with `burst` 0 means unlimited; a positive
+	// `rate` needs a `burst` of at least 1. N replicas allow N times the
+	// budget (docs/operations.md, "Rate limits").
+	RateLimit *RateLimit         `json:"rateLimit,omitempty"`
 	RevokedAt *time.Time         `json:"revokedAt,omitempty"`
 	State     BusinessTokenState `json:"state"`
 
@@ -603,6 +610,13 @@ type BusinessTokenCreate struct {
 
 	// Name Human name, unique within its kind (lower case).
 	Name Name `json:"name"`
+
+	// RateLimit A business token's request budget on each replica: a token bucket
+	// that holds at most `burst` requests and refills at `rate` requests
+	// per second. `rate` 0 with `burst` 0 means unlimited; a positive
+	// `rate` needs a `burst` of at least 1. N replicas allow N times the
+	// budget (docs/operations.md, "Rate limits").
+	RateLimit *RateLimit `json:"rateLimit,omitempty"`
 
 	// SubmissionTypes The submission types the token may use; absent or empty means every type.
 	SubmissionTypes *[]SubmissionType `json:"submissionTypes,omitempty"`
@@ -1189,6 +1203,26 @@ type ProbeResult struct {
 	StatusCode *int32 `json:"statusCode,omitempty"`
 }
 
+// RateLimit A business token's request budget on each replica: a token bucket
+// that holds at most `burst` requests and refills at `rate` requests
+// per second. `rate` 0 with `burst` 0 means unlimited; a positive
+// `rate` needs a `burst` of at least 1. N replicas allow N times the
+// budget (docs/operations.md, "Rate limits").
+type RateLimit struct {
+	Burst int     `json:"burst"`
+	Rate  float64 `json:"rate"`
+}
+
+// RateLimitUpdate defines model for RateLimitUpdate.
+type RateLimitUpdate struct {
+	// RateLimit A business token's request budget on each replica: a token bucket
+	// that holds at most `burst` requests and refills at `rate` requests
+	// per second. `rate` 0 with `burst` 0 means unlimited; a positive
+	// `rate` needs a `burst` of at least 1. N replicas allow N times the
+	// budget (docs/operations.md, "Rate limits").
+	RateLimit *RateLimit `json:"rateLimit,omitempty"`
+}
+
 // Reason Why; recorded in the audit log.
 type Reason = string
 
@@ -1601,6 +1635,9 @@ type GetVerdictMixParams struct {
 // CreateBusinessTokenJSONRequestBody defines body for CreateBusinessToken for application/json ContentType.
 type CreateBusinessTokenJSONRequestBody = BusinessTokenCreate
 
+// SetBusinessTokenRateLimitJSONRequestBody defines body for SetBusinessTokenRateLimit for application/json ContentType.
+type SetBusinessTokenRateLimitJSONRequestBody = RateLimitUpdate
+
 // RevokeBusinessTokenJSONRequestBody defines body for RevokeBusinessToken for application/json ContentType.
 type RevokeBusinessTokenJSONRequestBody = ReasonRequest
 
@@ -1759,10 +1796,14 @@ type ClientInterface interface {
 	// otherwise) and claims only their settlement events; no types means
 	// every type. The token joins `consumerGroup` (default `default`):
 	// every group keeps its own delivery state of each settlement of the
-	// types its tokens may use (docs/business.md, "Tenancy").
+	// types its tokens may use (docs/business.md, "Tenancy"). `rateLimit`
+	// gives it a request budget of its own; absent, it has the server's
+	// default (docs/business.md, "Rate limits"); a listed token shows
+	// `rateLimit` only when it has its own.
 	//
 	// Errors: 400 `REQUEST_INVALID` (the body does not match the schema, e.g.
-	// a lowercase type or a bad group name); 401 `UNAUTHENTICATED`;
+	// a lowercase type or a bad group name, or a nonsensical `rateLimit`:
+	// `details.field` names it); 401 `UNAUTHENTICATED`;
 	// 409 `NAME_TAKEN`; 422 `REQUEST_INVALID` (a reserved `KECE_` type;
 	// `details.field` names the field); 429 `RATE_LIMITED`; 5xx.
 	//
@@ -1780,10 +1821,14 @@ type ClientInterface interface {
 	// otherwise) and claims only their settlement events; no types means
 	// every type. The token joins `consumerGroup` (default `default`):
 	// every group keeps its own delivery state of each settlement of the
-	// types its tokens may use (docs/business.md, "Tenancy").
+	// types its tokens may use (docs/business.md, "Tenancy"). `rateLimit`
+	// gives it a request budget of its own; absent, it has the server's
+	// default (docs/business.md, "Rate limits"); a listed token shows
+	// `rateLimit` only when it has its own.
 	//
 	// Errors: 400 `REQUEST_INVALID` (the body does not match the schema, e.g.
-	// a lowercase type or a bad group name); 401 `UNAUTHENTICATED`;
+	// a lowercase type or a bad group name, or a nonsensical `rateLimit`:
+	// `details.field` names it); 401 `UNAUTHENTICATED`;
 	// 409 `NAME_TAKEN`; 422 `REQUEST_INVALID` (a reserved `KECE_` type;
 	// `details.field` names the field); 429 `RATE_LIMITED`; 5xx.
 	//
@@ -1791,6 +1836,46 @@ type ClientInterface interface {
 	//
 	// Corresponds with POST /api/v1/admin/business-tokens (the `CreateBusinessToken` operationId).
 	CreateBusinessToken(ctx context.Context, body CreateBusinessTokenJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// SetBusinessTokenRateLimitWithBody Set a business token's own request budget, or return it to the server's default.
+	//
+	// With `rateLimit`, the token's requests are limited to that budget
+	// (on each replica; `rate` 0 with `burst` 0: unlimited); without it,
+	// to the server's default (`kece-control serve --business-rate`,
+	// `--business-burst`). Every replica applies it from the token's next
+	// request on (docs/business.md, "Rate limits"). Audited as
+	// `token.rate_limit`.
+	//
+	// Errors: 400 `REQUEST_INVALID` (the body does not match the schema,
+	// or the budget is nonsensical: a negative rate, `burst` 0 with a
+	// positive `rate`, a `burst` with `rate` 0; `details.field` names the
+	// field); 401 `UNAUTHENTICATED`; 404 `TOKEN_NOT_FOUND` (no live
+	// business token of that name); 429 `RATE_LIMITED`; 5xx.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /api/v1/admin/business-tokens/{name}/rate-limit (the `SetBusinessTokenRateLimit` operationId).
+	SetBusinessTokenRateLimitWithBody(ctx context.Context, name Name, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// SetBusinessTokenRateLimit Set a business token's own request budget, or return it to the server's default.
+	//
+	// With `rateLimit`, the token's requests are limited to that budget
+	// (on each replica; `rate` 0 with `burst` 0: unlimited); without it,
+	// to the server's default (`kece-control serve --business-rate`,
+	// `--business-burst`). Every replica applies it from the token's next
+	// request on (docs/business.md, "Rate limits"). Audited as
+	// `token.rate_limit`.
+	//
+	// Errors: 400 `REQUEST_INVALID` (the body does not match the schema,
+	// or the budget is nonsensical: a negative rate, `burst` 0 with a
+	// positive `rate`, a `burst` with `rate` 0; `details.field` names the
+	// field); 401 `UNAUTHENTICATED`; 404 `TOKEN_NOT_FOUND` (no live
+	// business token of that name); 429 `RATE_LIMITED`; 5xx.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /api/v1/admin/business-tokens/{name}/rate-limit (the `SetBusinessTokenRateLimit` operationId).
+	SetBusinessTokenRateLimit(ctx context.Context, name Name, body SetBusinessTokenRateLimitJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// RevokeBusinessTokenWithBody Refuse a business token from now on.
 	//
@@ -2540,10 +2625,14 @@ func (c *Client) ListBusinessTokens(ctx context.Context, reqEditors ...RequestEd
 // otherwise) and claims only their settlement events; no types means
 // every type. The token joins `consumerGroup` (default `default`):
 // every group keeps its own delivery state of each settlement of the
-// types its tokens may use (docs/business.md, "Tenancy").
+// types its tokens may use (docs/business.md, "Tenancy"). `rateLimit`
+// gives it a request budget of its own; absent, it has the server's
+// default (docs/business.md, "Rate limits"); a listed token shows
+// `rateLimit` only when it has its own.
 //
 // Errors: 400 `REQUEST_INVALID` (the body does not match the schema, e.g.
-// a lowercase type or a bad group name); 401 `UNAUTHENTICATED`;
+// a lowercase type or a bad group name, or a nonsensical `rateLimit`:
+// `details.field` names it); 401 `UNAUTHENTICATED`;
 // 409 `NAME_TAKEN`; 422 `REQUEST_INVALID` (a reserved `KECE_` type;
 // `details.field` names the field); 429 `RATE_LIMITED`; 5xx.
 //
@@ -2571,10 +2660,14 @@ func (c *Client) CreateBusinessTokenWithBody(ctx context.Context, contentType st
 // otherwise) and claims only their settlement events; no types means
 // every type. The token joins `consumerGroup` (default `default`):
 // every group keeps its own delivery state of each settlement of the
-// types its tokens may use (docs/business.md, "Tenancy").
+// types its tokens may use (docs/business.md, "Tenancy"). `rateLimit`
+// gives it a request budget of its own; absent, it has the server's
+// default (docs/business.md, "Rate limits"); a listed token shows
+// `rateLimit` only when it has its own.
 //
 // Errors: 400 `REQUEST_INVALID` (the body does not match the schema, e.g.
-// a lowercase type or a bad group name); 401 `UNAUTHENTICATED`;
+// a lowercase type or a bad group name, or a nonsensical `rateLimit`:
+// `details.field` names it); 401 `UNAUTHENTICATED`;
 // 409 `NAME_TAKEN`; 422 `REQUEST_INVALID` (a reserved `KECE_` type;
 // `details.field` names the field); 429 `RATE_LIMITED`; 5xx.
 //
@@ -2583,6 +2676,66 @@ func (c *Client) CreateBusinessTokenWithBody(ctx context.Context, contentType st
 // Corresponds with POST /api/v1/admin/business-tokens (the `CreateBusinessToken` operationId).
 func (c *Client) CreateBusinessToken(ctx context.Context, body CreateBusinessTokenJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewCreateBusinessTokenRequest(c.Server, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// SetBusinessTokenRateLimitWithBody Set a business token's own request budget, or return it to the server's default.
+//
+// With `rateLimit`, the token's requests are limited to that budget
+// (on each replica; `rate` 0 with `burst` 0: unlimited); without it,
+// to the server's default (`kece-control serve --business-rate`,
+// `--business-burst`). Every replica applies it from the token's next
+// request on (docs/business.md, "Rate limits"). Audited as
+// `token.rate_limit`.
+//
+// Errors: 400 `REQUEST_INVALID` (the body does not match the schema,
+// or the budget is nonsensical: a negative rate, `burst` 0 with a
+// positive `rate`, a `burst` with `rate` 0; `details.field` names the
+// field); 401 `UNAUTHENTICATED`; 404 `TOKEN_NOT_FOUND` (no live
+// business token of that name); 429 `RATE_LIMITED`; 5xx.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /api/v1/admin/business-tokens/{name}/rate-limit (the `SetBusinessTokenRateLimit` operationId).
+func (c *Client) SetBusinessTokenRateLimitWithBody(ctx context.Context, name Name, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSetBusinessTokenRateLimitRequestWithBody(c.Server, name, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// SetBusinessTokenRateLimit Set a business token's own request budget, or return it to the server's default.
+//
+// With `rateLimit`, the token's requests are limited to that budget
+// (on each replica; `rate` 0 with `burst` 0: unlimited); without it,
+// to the server's default (`kece-control serve --business-rate`,
+// `--business-burst`). Every replica applies it from the token's next
+// request on (docs/business.md, "Rate limits"). Audited as
+// `token.rate_limit`.
+//
+// Errors: 400 `REQUEST_INVALID` (the body does not match the schema,
+// or the budget is nonsensical: a negative rate, `burst` 0 with a
+// positive `rate`, a `burst` with `rate` 0; `details.field` names the
+// field); 401 `UNAUTHENTICATED`; 404 `TOKEN_NOT_FOUND` (no live
+// business token of that name); 429 `RATE_LIMITED`; 5xx.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /api/v1/admin/business-tokens/{name}/rate-limit (the `SetBusinessTokenRateLimit` operationId).
+func (c *Client) SetBusinessTokenRateLimit(ctx context.Context, name Name, body SetBusinessTokenRateLimitJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSetBusinessTokenRateLimitRequest(c.Server, name, body)
 	if err != nil {
 		return nil, err
 	}
@@ -3943,6 +4096,53 @@ func NewCreateBusinessTokenRequestWithBody(server string, contentType string, bo
 	}
 
 	operationPath := fmt.Sprintf("/api/v1/admin/business-tokens")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewSetBusinessTokenRateLimitRequest calls the generic SetBusinessTokenRateLimit builder with application/json body
+func NewSetBusinessTokenRateLimitRequest(server string, name Name, body SetBusinessTokenRateLimitJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewSetBusinessTokenRateLimitRequestWithBody(server, name, "application/json", bodyReader)
+}
+
+// NewSetBusinessTokenRateLimitRequestWithBody constructs an http.Request for the SetBusinessTokenRateLimit method, with any body, and a specified content type
+func NewSetBusinessTokenRateLimitRequestWithBody(server string, name Name, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "name", name, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/admin/business-tokens/%s/rate-limit", pathParam0)
 	if operationPath[0] == '/' {
 		operationPath = "." + operationPath
 	}
@@ -5478,10 +5678,14 @@ type ClientWithResponsesInterface interface {
 	// otherwise) and claims only their settlement events; no types means
 	// every type. The token joins `consumerGroup` (default `default`):
 	// every group keeps its own delivery state of each settlement of the
-	// types its tokens may use (docs/business.md, "Tenancy").
+	// types its tokens may use (docs/business.md, "Tenancy"). `rateLimit`
+	// gives it a request budget of its own; absent, it has the server's
+	// default (docs/business.md, "Rate limits"); a listed token shows
+	// `rateLimit` only when it has its own.
 	//
 	// Errors: 400 `REQUEST_INVALID` (the body does not match the schema, e.g.
-	// a lowercase type or a bad group name); 401 `UNAUTHENTICATED`;
+	// a lowercase type or a bad group name, or a nonsensical `rateLimit`:
+	// `details.field` names it); 401 `UNAUTHENTICATED`;
 	// 409 `NAME_TAKEN`; 422 `REQUEST_INVALID` (a reserved `KECE_` type;
 	// `details.field` names the field); 429 `RATE_LIMITED`; 5xx.
 	//
@@ -5499,10 +5703,14 @@ type ClientWithResponsesInterface interface {
 	// otherwise) and claims only their settlement events; no types means
 	// every type. The token joins `consumerGroup` (default `default`):
 	// every group keeps its own delivery state of each settlement of the
-	// types its tokens may use (docs/business.md, "Tenancy").
+	// types its tokens may use (docs/business.md, "Tenancy"). `rateLimit`
+	// gives it a request budget of its own; absent, it has the server's
+	// default (docs/business.md, "Rate limits"); a listed token shows
+	// `rateLimit` only when it has its own.
 	//
 	// Errors: 400 `REQUEST_INVALID` (the body does not match the schema, e.g.
-	// a lowercase type or a bad group name); 401 `UNAUTHENTICATED`;
+	// a lowercase type or a bad group name, or a nonsensical `rateLimit`:
+	// `details.field` names it); 401 `UNAUTHENTICATED`;
 	// 409 `NAME_TAKEN`; 422 `REQUEST_INVALID` (a reserved `KECE_` type;
 	// `details.field` names the field); 429 `RATE_LIMITED`; 5xx.
 	//
@@ -5510,6 +5718,46 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with POST /api/v1/admin/business-tokens (the `CreateBusinessToken` operationId).
 	CreateBusinessTokenWithResponse(ctx context.Context, body CreateBusinessTokenJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateBusinessTokenResponse, error)
+
+	// SetBusinessTokenRateLimitWithBodyWithResponse Set a business token's own request budget, or return it to the server's default.
+	//
+	// With `rateLimit`, the token's requests are limited to that budget
+	// (on each replica; `rate` 0 with `burst` 0: unlimited); without it,
+	// to the server's default (`kece-control serve --business-rate`,
+	// `--business-burst`). Every replica applies it from the token's next
+	// request on (docs/business.md, "Rate limits"). Audited as
+	// `token.rate_limit`.
+	//
+	// Errors: 400 `REQUEST_INVALID` (the body does not match the schema,
+	// or the budget is nonsensical: a negative rate, `burst` 0 with a
+	// positive `rate`, a `burst` with `rate` 0; `details.field` names the
+	// field); 401 `UNAUTHENTICATED`; 404 `TOKEN_NOT_FOUND` (no live
+	// business token of that name); 429 `RATE_LIMITED`; 5xx.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/admin/business-tokens/{name}/rate-limit (the `SetBusinessTokenRateLimit` operationId).
+	SetBusinessTokenRateLimitWithBodyWithResponse(ctx context.Context, name Name, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*SetBusinessTokenRateLimitResponse, error)
+
+	// SetBusinessTokenRateLimitWithResponse Set a business token's own request budget, or return it to the server's default.
+	//
+	// With `rateLimit`, the token's requests are limited to that budget
+	// (on each replica; `rate` 0 with `burst` 0: unlimited); without it,
+	// to the server's default (`kece-control serve --business-rate`,
+	// `--business-burst`). Every replica applies it from the token's next
+	// request on (docs/business.md, "Rate limits"). Audited as
+	// `token.rate_limit`.
+	//
+	// Errors: 400 `REQUEST_INVALID` (the body does not match the schema,
+	// or the budget is nonsensical: a negative rate, `burst` 0 with a
+	// positive `rate`, a `burst` with `rate` 0; `details.field` names the
+	// field); 401 `UNAUTHENTICATED`; 404 `TOKEN_NOT_FOUND` (no live
+	// business token of that name); 429 `RATE_LIMITED`; 5xx.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/admin/business-tokens/{name}/rate-limit (the `SetBusinessTokenRateLimit` operationId).
+	SetBusinessTokenRateLimitWithResponse(ctx context.Context, name Name, body SetBusinessTokenRateLimitJSONRequestBody, reqEditors ...RequestEditorFn) (*SetBusinessTokenRateLimitResponse, error)
 
 	// RevokeBusinessTokenWithBodyWithResponse Refuse a business token from now on.
 	//
@@ -6461,6 +6709,89 @@ func (r CreateBusinessTokenResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r CreateBusinessTokenResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// SetBusinessTokenRateLimitResponse429Headers the declared response headers of an HTTP 429 response for SetBusinessTokenRateLimit
+type SetBusinessTokenRateLimitResponse429Headers struct {
+	RetryAfter int32
+}
+
+type SetBusinessTokenRateLimitResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *BusinessToken
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *BadRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *TooManyRequests
+	// JSONDefault the response for an HTTP default `application/json` response
+	JSONDefault *Unexpected
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *SetBusinessTokenRateLimitResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r SetBusinessTokenRateLimitResponse) GetJSON200() *BusinessToken {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r SetBusinessTokenRateLimitResponse) GetJSON400() *BadRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r SetBusinessTokenRateLimitResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r SetBusinessTokenRateLimitResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r SetBusinessTokenRateLimitResponse) GetJSON429() *TooManyRequests {
+	return r.JSON429
+}
+
+// GetJSONDefault returns the response for an HTTP default `application/json` response
+func (r SetBusinessTokenRateLimitResponse) GetJSONDefault() *Unexpected {
+	return r.JSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r SetBusinessTokenRateLimitResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r SetBusinessTokenRateLimitResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r SetBusinessTokenRateLimitResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r SetBusinessTokenRateLimitResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -9048,10 +9379,14 @@ func (c *ClientWithResponses) ListBusinessTokensWithResponse(ctx context.Context
 // otherwise) and claims only their settlement events; no types means
 // every type. The token joins `consumerGroup` (default `default`):
 // every group keeps its own delivery state of each settlement of the
-// types its tokens may use (docs/business.md, "Tenancy").
+// types its tokens may use (docs/business.md, "Tenancy"). `rateLimit`
+// gives it a request budget of its own; absent, it has the server's
+// default (docs/business.md, "Rate limits"); a listed token shows
+// `rateLimit` only when it has its own.
 //
 // Errors: 400 `REQUEST_INVALID` (the body does not match the schema, e.g.
-// a lowercase type or a bad group name); 401 `UNAUTHENTICATED`;
+// a lowercase type or a bad group name, or a nonsensical `rateLimit`:
+// `details.field` names it); 401 `UNAUTHENTICATED`;
 // 409 `NAME_TAKEN`; 422 `REQUEST_INVALID` (a reserved `KECE_` type;
 // `details.field` names the field); 429 `RATE_LIMITED`; 5xx.
 //
@@ -9075,10 +9410,14 @@ func (c *ClientWithResponses) CreateBusinessTokenWithBodyWithResponse(ctx contex
 // otherwise) and claims only their settlement events; no types means
 // every type. The token joins `consumerGroup` (default `default`):
 // every group keeps its own delivery state of each settlement of the
-// types its tokens may use (docs/business.md, "Tenancy").
+// types its tokens may use (docs/business.md, "Tenancy"). `rateLimit`
+// gives it a request budget of its own; absent, it has the server's
+// default (docs/business.md, "Rate limits"); a listed token shows
+// `rateLimit` only when it has its own.
 //
 // Errors: 400 `REQUEST_INVALID` (the body does not match the schema, e.g.
-// a lowercase type or a bad group name); 401 `UNAUTHENTICATED`;
+// a lowercase type or a bad group name, or a nonsensical `rateLimit`:
+// `details.field` names it); 401 `UNAUTHENTICATED`;
 // 409 `NAME_TAKEN`; 422 `REQUEST_INVALID` (a reserved `KECE_` type;
 // `details.field` names the field); 429 `RATE_LIMITED`; 5xx.
 //
@@ -9091,6 +9430,58 @@ func (c *ClientWithResponses) CreateBusinessTokenWithResponse(ctx context.Contex
 		return nil, err
 	}
 	return ParseCreateBusinessTokenResponse(rsp)
+}
+
+// SetBusinessTokenRateLimitWithBodyWithResponse Set a business token's own request budget, or return it to the server's default.
+//
+// With `rateLimit`, the token's requests are limited to that budget
+// (on each replica; `rate` 0 with `burst` 0: unlimited); without it,
+// to the server's default (`kece-control serve --business-rate`,
+// `--business-burst`). Every replica applies it from the token's next
+// request on (docs/business.md, "Rate limits"). Audited as
+// `token.rate_limit`.
+//
+// Errors: 400 `REQUEST_INVALID` (the body does not match the schema,
+// or the budget is nonsensical: a negative rate, `burst` 0 with a
+// positive `rate`, a `burst` with `rate` 0; `details.field` names the
+// field); 401 `UNAUTHENTICATED`; 404 `TOKEN_NOT_FOUND` (no live
+// business token of that name); 429 `RATE_LIMITED`; 5xx.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/admin/business-tokens/{name}/rate-limit (the `SetBusinessTokenRateLimit` operationId).
+func (c *ClientWithResponses) SetBusinessTokenRateLimitWithBodyWithResponse(ctx context.Context, name Name, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*SetBusinessTokenRateLimitResponse, error) {
+	rsp, err := c.SetBusinessTokenRateLimitWithBody(ctx, name, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSetBusinessTokenRateLimitResponse(rsp)
+}
+
+// SetBusinessTokenRateLimitWithResponse Set a business token's own request budget, or return it to the server's default.
+//
+// With `rateLimit`, the token's requests are limited to that budget
+// (on each replica; `rate` 0 with `burst` 0: unlimited); without it,
+// to the server's default (`kece-control serve --business-rate`,
+// `--business-burst`). Every replica applies it from the token's next
+// request on (docs/business.md, "Rate limits"). Audited as
+// `token.rate_limit`.
+//
+// Errors: 400 `REQUEST_INVALID` (the body does not match the schema,
+// or the budget is nonsensical: a negative rate, `burst` 0 with a
+// positive `rate`, a `burst` with `rate` 0; `details.field` names the
+// field); 401 `UNAUTHENTICATED`; 404 `TOKEN_NOT_FOUND` (no live
+// business token of that name); 429 `RATE_LIMITED`; 5xx.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/admin/business-tokens/{name}/rate-limit (the `SetBusinessTokenRateLimit` operationId).
+func (c *ClientWithResponses) SetBusinessTokenRateLimitWithResponse(ctx context.Context, name Name, body SetBusinessTokenRateLimitJSONRequestBody, reqEditors ...RequestEditorFn) (*SetBusinessTokenRateLimitResponse, error) {
+	rsp, err := c.SetBusinessTokenRateLimit(ctx, name, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSetBusinessTokenRateLimitResponse(rsp)
 }
 
 // RevokeBusinessTokenWithBodyWithResponse Refuse a business token from now on.
@@ -10290,6 +10681,80 @@ func ParseCreateBusinessTokenResponse(rsp *http.Response) (*CreateBusinessTokenR
 	switch {
 	case rsp.StatusCode == 429:
 		var headers CreateBusinessTokenResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int32
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: "int32"}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseSetBusinessTokenRateLimitResponse parses an HTTP response from a SetBusinessTokenRateLimitWithResponse call
+func ParseSetBusinessTokenRateLimitResponse(rsp *http.Response) (*SetBusinessTokenRateLimitResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &SetBusinessTokenRateLimitResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest BusinessToken
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Unexpected
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers SetBusinessTokenRateLimitResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
 			var value int32
 			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: "int32"}); err != nil {
@@ -12579,6 +13044,9 @@ type ServerInterface interface {
 	// CreateBusinessToken Issue a business token, scoped to submission types, in a consumer group.
 	// (POST /api/v1/admin/business-tokens)
 	CreateBusinessToken(w http.ResponseWriter, r *http.Request)
+	// SetBusinessTokenRateLimit Set a business token's own request budget, or return it to the server's default.
+	// (POST /api/v1/admin/business-tokens/{name}/rate-limit)
+	SetBusinessTokenRateLimit(w http.ResponseWriter, r *http.Request, name Name)
 	// RevokeBusinessToken Refuse a business token from now on.
 	// (POST /api/v1/admin/business-tokens/{name}/revoke)
 	RevokeBusinessToken(w http.ResponseWriter, r *http.Request, name Name)
@@ -12823,6 +13291,32 @@ func (siw *ServerInterfaceWrapper) CreateBusinessToken(w http.ResponseWriter, r 
 
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		siw.Handler.CreateBusinessToken(w, r)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// SetBusinessTokenRateLimit operation middleware
+func (siw *ServerInterfaceWrapper) SetBusinessTokenRateLimit(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "name" -------------
+	var name Name
+
+	err = runtime.BindStyledParameterWithOptions("simple", "name", r.PathValue("name"), &name, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "name", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.SetBusinessTokenRateLimit(w, r, name)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -13885,6 +14379,7 @@ func HandlerWithOptions(si ServerInterface, options StdHTTPServerOptions) http.H
 	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/api/v1/admin/business-tokens", wrapper.ListBusinessTokens)
 	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/api/v1/admin/business-tokens", wrapper.CreateBusinessToken)
 	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/api/v1/admin/business-tokens/{name}/revoke", wrapper.RevokeBusinessToken)
+	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/api/v1/admin/business-tokens/{name}/rate-limit", wrapper.SetBusinessTokenRateLimit)
 	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/api/v1/admin/webhook-groups", wrapper.ListWebhookGroups)
 	m.HandleFunc(http.MethodDelete+" "+options.BaseURL+"/api/v1/admin/webhook-groups/{group}", wrapper.DeleteWebhookGroup)
 	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/api/v1/admin/webhook-groups/{group}", wrapper.GetWebhookGroup)
@@ -14165,6 +14660,103 @@ type CreateBusinessTokendefaultJSONResponse struct {
 }
 
 func (response CreateBusinessTokendefaultJSONResponse) VisitCreateBusinessTokenResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type SetBusinessTokenRateLimitRequestObject struct {
+	Name Name `json:"name"`
+	Body *SetBusinessTokenRateLimitJSONRequestBody
+}
+
+type SetBusinessTokenRateLimitResponseObject interface {
+	VisitSetBusinessTokenRateLimitResponse(w http.ResponseWriter) error
+}
+
+type SetBusinessTokenRateLimit200JSONResponse BusinessToken
+
+func (response SetBusinessTokenRateLimit200JSONResponse) VisitSetBusinessTokenRateLimitResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type SetBusinessTokenRateLimit400JSONResponse struct{ BadRequestJSONResponse }
+
+func (response SetBusinessTokenRateLimit400JSONResponse) VisitSetBusinessTokenRateLimitResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type SetBusinessTokenRateLimit401JSONResponse struct{ UnauthorizedJSONResponse }
+
+func (response SetBusinessTokenRateLimit401JSONResponse) VisitSetBusinessTokenRateLimitResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type SetBusinessTokenRateLimit404JSONResponse struct{ NotFoundJSONResponse }
+
+func (response SetBusinessTokenRateLimit404JSONResponse) VisitSetBusinessTokenRateLimitResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type SetBusinessTokenRateLimit429JSONResponse struct{ TooManyRequestsJSONResponse }
+
+func (response SetBusinessTokenRateLimit429JSONResponse) VisitSetBusinessTokenRateLimitResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type SetBusinessTokenRateLimitdefaultJSONResponse struct {
+	Body       Error
+	StatusCode int
+}
+
+func (response SetBusinessTokenRateLimitdefaultJSONResponse) VisitSetBusinessTokenRateLimitResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
 	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
@@ -17178,6 +17770,9 @@ type StrictServerInterface interface {
 	// CreateBusinessToken Issue a business token, scoped to submission types, in a consumer group.
 	// (POST /api/v1/admin/business-tokens)
 	CreateBusinessToken(ctx context.Context, request CreateBusinessTokenRequestObject) (CreateBusinessTokenResponseObject, error)
+	// SetBusinessTokenRateLimit Set a business token's own request budget, or return it to the server's default.
+	// (POST /api/v1/admin/business-tokens/{name}/rate-limit)
+	SetBusinessTokenRateLimit(ctx context.Context, request SetBusinessTokenRateLimitRequestObject) (SetBusinessTokenRateLimitResponseObject, error)
 	// RevokeBusinessToken Refuse a business token from now on.
 	// (POST /api/v1/admin/business-tokens/{name}/revoke)
 	RevokeBusinessToken(ctx context.Context, request RevokeBusinessTokenRequestObject) (RevokeBusinessTokenResponseObject, error)
@@ -17383,6 +17978,39 @@ func (sh *strictHandler) CreateBusinessToken(w http.ResponseWriter, r *http.Requ
 		sh.options.ResponseErrorHandlerFunc(w, r, err)
 	} else if validResponse, ok := response.(CreateBusinessTokenResponseObject); ok {
 		if err := validResponse.VisitCreateBusinessTokenResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// SetBusinessTokenRateLimit operation middleware
+func (sh *strictHandler) SetBusinessTokenRateLimit(w http.ResponseWriter, r *http.Request, name Name) {
+	var request SetBusinessTokenRateLimitRequestObject
+
+	request.Name = name
+
+	var body SetBusinessTokenRateLimitJSONRequestBody
+	if err := runtime.BindJSONBody(r, &body); err != nil {
+		sh.options.RequestErrorHandlerFunc(w, r, fmt.Errorf("can't decode JSON body: %w", err))
+		return
+	}
+	request.Body = &body
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.SetBusinessTokenRateLimit(ctx, request.(SetBusinessTokenRateLimitRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "SetBusinessTokenRateLimit")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(SetBusinessTokenRateLimitResponseObject); ok {
+		if err := validResponse.VisitSetBusinessTokenRateLimitResponse(w); err != nil {
 			sh.options.ResponseErrorHandlerFunc(w, r, err)
 		}
 	} else if response != nil {
@@ -18285,280 +18913,290 @@ func (sh *strictHandler) RotateWebhookSecret(w http.ResponseWriter, r *http.Requ
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7P3bchs5tjAIvwqC/UWY/HdKpmzZu0uKL/6gJdqmLVHaJGXvmqZHBJkQCSsJsAGkJFaFI76ruZ6LiZg3",
-	"mBeZN9lPMoG1gDwxebTkqurtvuiykpnAArCwzoffKyM5nUnBhNGVo98rE0ZDpuCfHWbUvHFjmLJ/hUyP",
-	"FJ8ZLkXlqNJlIylCTYwk95QbMmQ3UjGi7CdcjPcrQUWxf8ZcsbByZFTMgooeTdiU2qFupJpSUzmqcGFe",
-	"vqgElSkXfBpPK0f1oGLmM4Y/sTFTlW/fvgWVGVV0yoyD6w3M1QoXoboQ0Zxww6aa3HMzIZToKY0ipggP",
-	"SdVMGJkpdsdlrMmMjtkzTQR7MH68moWa23H+GTM1rwQVQacWlqGfMLuI/6HYTeWo8rfn6f49x1/181ZY",
-	"sWC/l9q8UzKetcJLaib2Kxh+Zv9IRp+kb63ctQ0m/CCHK6f6an//3knO+JSbxb2/pGNGNP+NkWrIbmgc",
-	"GXJQry/d0whGWY0V9AGx4lW9nsGRgxIcCSptGbKVaxfwwvct/pv9Ws+k0AwxkYYd9s+YadiPkRSGCfgn",
-	"nc0iPqJ2a55/1XZ/ft9wnqZS0mF9fn97E3u9YDISSqaJkIZMqRlNiEVsO7miI0Oqg07zP66a3d51q/2p",
-	"cdY6HdT2K9+CyokUNxEf/TBItYzVyF4xbahhRCpir57mUqTg0yiS98RMuCajCRVjBpC2pXkrYxH+GEhp",
-	"GCqmNQsTmFP42APXBmDqSXlOxdydtn560Dp20+CSsNCeaaPXvD5rnbd6zdNB7RgJLaGWOBOg03tAqIlG",
-	"umxvXZGS7yWkvAwg9/bzDNEHqK4Ejc1EKv4b+wEHcs615mJssSUWt0LeC0LDKRfEyFsmSHVw1W5c9d43",
-	"273WSQO2Ak7nSrCHGRuZHwFil6k7pvY0DxlBMld99fBABq12r9lpN84GAbFQfmq0zhpvzpoJhDMlR0xr",
-	"OoxYUxhu5k8P6mcWRXuWrLKQDGNDFLuJLaIP54QSFUeMVNn+eJ/MlBwmFwF+0Bbqb542Ag41jGHTGYIa",
-	"htxOQaNLJWdMGW7J4Q2NNAsqs8yj3ysUv0JmvY6+BhUmQhY2TI4dhNSwPcOnrJIQfm0UF2P4wK79RIZs",
-	"kSG1xI2i2qh4ZGLFCLxJRhHVmlSbnc5FpxZYPDtrNrrN6+Z/XrY6zVN7b2YWZmVH+N//0dj7377Y/6vv",
-	"/XL95fd68Prlt/9RBkaWh2+0UOTEG70aMapZcyZHkyKXfH1YWc0XA8/1NppIxmYkpyU72blqt1vtd+R+",
-	"wiMG3AZgIhG/Y/rYPhDk5OL88qzZa54GBDY3IG5LA3LSaJ80z87sP7tXl81Ot3naPLVb32l+uvi4ftNf",
-	"LNl0xUaMz8wpHzsGXLio7xt7L169JvIGQBZ24yJLxiyht/eWjkZsZsnrjVTIhBy2FgGq7/1C926+/P76",
-	"sBwQzbTla7uekTZUmW3Q/ltWiPlHItVlECVIxZ0ccNnJ0gP/kswgh1/ZyFigGnHITVMYNd/2xo9w/4vH",
-	"8XlCDZnQ2YwJFgYECI8Fcp8JSxMD8lUO90dUjFi0j8LfGRNjK869PizZczoyskQvadMp8yee4Rxw0/sV",
-	"PdeGTfsVOHEaGzmlho8IgqwL0x68+HvZvFsQJ2r3cNPbFzJDeaSX7zZKqwsH9ZSkZxvqoRh1XCu7h/UX",
-	"h6U3dyoNa4RhyQlamWwEStszTVqXCVuCI8ODIoZaacBMlIzHk8xZNy5bfQGX2T8ZSaFlxI7gUe/kkswY",
-	"Ux5BQGaWEZlFVDBAETNhfTGKOBOGUGJUrA3QizumtFUe5cOcWH1Ck+rH5knzute56vaap9eXnYv/bDW7",
-	"QV/8595bqe6pCllo/1U7JnSo7XClKBeQk7NWsiwqwr7dWsWZJveKG8OE16y5IfdUE8VG0o693xdrL0mB",
-	"THhsBBz2Fyjw9zU5wKXE4Izrbbm/WwtoZFYrX4dJGaLzDVbXwq9AAXRQUaUo/JxV3QGuKLq4qRz9Yz2y",
-	"fikKSg08IimQuVFtwD6wv7CHfkFlm/Qm1lwwrXuW4Gy5URZN4ylTcJHX7dJJ7uVvQWWkGDVbyk0PM66Y",
-	"3uYTuy1XertpUPdevRxLspEo3Mnb7YYH1RIRzXLXf1QaJ73Wp2YlqHQueo1eq/2uElScHGIforyROT03",
-	"VFB52LND7N1RBdcbxhoZfmen7UhDDb7WhG2zd6iD0Fa+WDDi4ZQDl+3NZ3igizQtfYnYyTWgGqo1Uzon",
-	"sWYJqZgyKjSxRGcO74INZZP7080BYncof2kK2Ayn43cxKCBhFq3WovsJvPpDkd5hcEucL9lw3Fv3Gsp3",
-	"kRRjpzTD4uxhVENq6NCKs6NIjm5Tgi0VqbujEBLHmduTWJTuvJ3q5cGrl6/r+L/VRs3tbsZj45dUxIq5",
-	"88dEtJRYv3yxCdqtRamW1jHq81ug1LBIg1ctIk+w7WXxX5XsLhspZkh1cDs01//1v/6fQS0geiLvBSKW",
-	"FCPYvNUcGMcPClCu3YkdGC/MtDnfXdyJVefnBi+D+4Rqx40LCh3d+62+98uX9J/X+3urFGo7UAfUtG2J",
-	"SgLBSmqCbwEZ4cbbDxYs0IvXdsqmUs0/DlerefXyT7Wm4xL1+mTCRrdMkZDf3ARE87GgEUiZ9qJ2/+MM",
-	"TRcBoYZMpTbkkHzkbwrKymH9l9dlDHIkVcmMNwqlPvL//t/knvHxxBAlYxGykExodEPoPZ2TGyWn5Dem",
-	"JDGSHJKQjfiUgrA8YrovqpRM48jwWQQKV32/Xq8fEC7IP+qBG/RLDYwDJJmOa3IAgnDjJCD1vgCZWMzJ",
-	"DeVRrFhgJWBybxVFSvSMjTiNyMjtDkWhmkgzYeqea4YicCooyHgYsfJTEPF06HRt2N2SO87UlAtg88kJ",
-	"wEcBqRN+Q4QUrEj817qukLXGa6/fJ6ZCPjJdfNlePz5lZWzt5PKK2N/K2dBKSO5pFOGQW31YuPrudiUL",
-	"8xiWgJxMlLkqmUuWHEB6HUrJiD3zblG4u2y2T1GkcwapSlC5bHS7INu9bbTONhbtLpkI8cdOLAT+65Jq",
-	"DZLdW8ojJ9idFCWUgtpANDMmYlMmzB67s6zVyzRkbD85crwV/iBgr7pjmjA6mvRF+q3XRxdYODcaWbj2",
-	"PBw4TYDeTW50H0zkIYs4zAOS3D4ZOAfcABRlz+DT+fDmZCm0J8/43/3rlbT51E2XHFDBEYjHRKpCGjJn",
-	"htDRrZD3EQvHLAzITGrNh9EcbYihJS402bZaQE6bZ61PzU7zlFSzH8IvjVNSHdM7RuLZMdGMEcXc2sHP",
-	"uIgoyWDw78b2+OHWCohxyiiixSmbMREyMVpvG8tvzXtGIzOxxy0FI5Ec0YiEyWCkeiqREVA2lSIgKhb2",
-	"WhE+pWMWkK9xOGbEi6sBCbm+hXXnOSAakkrsoROpjJVjIypA9HVGOIt5aBw37MEcW2EXpZ0Fg1i5MWcC",
-	"i4KtcL8NpYwYFVkxt4BsHtOu949WoFq5uuLnKyMcp0zbt5dgZg9tPjd8HCsU/tE3Sb2XSTPjjMEMbJOI",
-	"w/YWyqFm6s7yR5i9DN2uPzU7rbetk0avddG2umK78eYMMa/TaDl6ddrq4tOtEPETU/zGOYfsyGAxBZRU",
-	"lDv6dco1PgUMxT8yzuktRKgbqUZlXgDQeMHoj3dXEy60YTS0CA2+Jcs9gTSBU6V7jep4RjDOYEZqL1zF",
-	"Gjv4VhEV3MeBg7UUFezW7LYBIaNhxAVzQS7Lo19ARBLynlQBO5RTIZ2KeT/hzjlvcemZJopN8bj6wm0g",
-	"VcwZM4d0dEuq4OCPLZm0iDeSsTAsJDTxTOgaiEhgpgQE5dqSATj4fYJmrCN7g/0S9knDSY2v64d/r9dJ",
-	"9d9JSOe6VpCeFnRZfH2d6+IxDrHs8NClua05IWQbuUpBEvkOi3tGkF8ngRfFJ5SBVok+zeUOzXM6mnDB",
-	"9hSjoT1x79KUIdsnJxftt2etk57FCItyYyaY4iNyWP+F3E+YsEgxlYqhXH3DR/AdAa8z01lyVggfqQSV",
-	"gtO9ElR6Fx+b7evUsta+6F2/vbhq23+/v+j2rt91Lq4ur7OP2xenzdyDDxdvcn83PzXbvdwTnCU3SOO8",
-	"ed1rfGy20ZzX6rYu2tfdXuOsWQkq3V6j17z2O+Hn9FY/92fjrNNsnP56/eGi1YanJ++bJx+v7ardYvBB",
-	"q3192bl412l2u3ZRzUan96bZ6CWT5UhcZjknV51Os91zT3rNznmr3TjLrQ8kEQvOdeP01E3g/gW/N87O",
-	"Lj4jKOlaLhu/nl00Tq97FxfXZ43OO7ByZqJCKkHFhyDgkfkIhEpQOW/23l+cFsb259xrnTcvruwUn5tv",
-	"3l9cfLy+6pxlTt8/7TZPOs0sWpxctLtX582OO+yr9sf2xed25otFJPC/fGz+en3e6nYtU9yMEzpK3hJ3",
-	"NOKW9WFgChPG8kVghmC9SC20SRhRJhAv86wtQ5b584McZv5qWmE+8zcMnf2YTlmPojWn48KauoaC/gnC",
-	"RxJthRN5azH+1YjsFZ5/kFzAM1B3Op5OuL9b4lLJsWLa6lLvGVVmyKjxk5wB/0hM1Aj9SawUEwb/dhpt",
-	"lFkNCLAWhAb61Cza4b/a0jSiSN7j9Cnsl3QeSRr2pDyjagzGcGrYGYYlWYwTVqqDSa4EvaM8oqiEnzMz",
-	"kWFuWHeCPT5lMraDf2bDiZS3VypKT9U964IAmj7OKWJXGBmUvl08Wvf4I5u7eCKQid5ywfXkTTy6ZVtL",
-	"RPApWiO31LuBn3+m3Fz+8qpMpf/llZmQGVMji8mRlTgZVUwboqi4rVnJaiLv0XCdVxEtmaeGeNAId6bI",
-	"ISwQonL9U0YACu9KNBPGFbnhShsC4QCBfW3Ko4j78DEnSiScI6uZFmflhkxoSFxggRWZBUteAK8qjSJy",
-	"zxQj6N6PWOhCSVDYqe2TBrnnIpT3dr1ThJEK8qper9fTubJr55poOp1FGM1kJXQQcqyKDY48ZGlbnhUs",
-	"oUTas4+9ju62N/UaWA2tdmx3Idl8Lx7aU9snveQrTZgICTWE6oubgGiJ+5v/KAk+DPkdDzHcxm0O2NLg",
-	"2OwWA7Q64x+2kiGIjJpIDITWZGZB50LzMG802jy6BDclSO9AmdSSENhtZbbtPZdbxzts42mxMvWJ3cKt",
-	"w9TBfwl8YJcIoEiaEzqjIxcWWJD7LGZ/lUMU7O4nMmLE7gLYhFQsLEahWYiOlNRoNrIr0eUWSy/io8S6",
-	"HjLdEm8jPp6UXA1kQ2TCIriHIHjas3nmALDKUeB8cBiDGAvF6IyFcEcJF6MoDlm4g2k1noX0e6Km8mH3",
-	"3hWaPYji6jNHvPIO7OQM3cofWECX7zniJS7h7AwrF7uDcyrZ+c0dVCl9ybkaD+qLgSHLjlmvXscVoNOW",
-	"K8le+bIYeBfvDrFGEN8OPALMnlKsZlAb0YlHPPgC5q/E9LLUmwZ503rXavcIR3tF4i/C6wcK5gNw7MpR",
-	"5fBFwf58sPfLl3/U93758ns9OPh7udn5gxy+s0ot9fGFWxheLwSzFJRUx8kIIFvRjFCxaEndgTuNnAi+",
-	"xkX/TJOZtEehXDgZiG5f5bDcVuZ57zaQjHN7tSWibREjeMvF2jc/yOFH+1o2ZGfN+2jC/RZU7tA5tqUP",
-	"bUmIbGZTHOSZ8JdEe1od+OIXsygnXr0Bnfaiba95rJki91Ld7hMwKNhn3tC85xJ5rFDLops98HGSoVVf",
-	"+sJIEO8s/zwGVp4Rvic0+2dvPmNkAIGIMMUAREBKhjGPzB4XfTGlgt8wbdCzijIquBFCeKDYTILQHvFb",
-	"Bp5Y8K4CIoJ90NuE0qV5+8iGansaKOL1WtDFPsjhxbJo8/fyntBU6rfXFtICyB7shsMHgh7IgHR/7faa",
-	"59cQdE6q3k5K2MOEQvRmzWogSQh61tDVOAGzSqfXApPJ54ZV9NFeAv9/Af/fsf93AualzEz2mR9z03iy",
-	"baeDYGW0hAaVE686+f1bcI/+x1XzCg07iXc0CcpPHaTbw/0foKTlfKUn0hJyk3WXLkLIxYkM2U5hPF/d",
-	"x8Vo4tKIbP9yc/uQxs3jm4tiko+uTyAtg6OceuBbu3kmjIkyTonVJBTn6aVffPu2Ap5ebuSClM9vGDgi",
-	"nQ5sV4rmY/CZwVfHxGd9vnxdr5PqAZnIWNXSqJWi/2E778PrUh3ggyVlH+Rwt6SkXRW9xM5VHnv43ttr",
-	"KMErCSRMGx5FYJXBUHb7X0ziG9LRrby5OSZ1NAeMIsqndvgdLBgjq46dSsF2WBZ825MGw2O2/fhRRSWU",
-	"hSyzyvO/Z5q4r0jKyf8kItNT5mFsKWNFVIxj56Fa9cmZf89Fd+d8T7ukwW2aqlaKQvBxx7tIy27WpWLO",
-	"KskjRhybOyaCjanhdxgbkzM2+AgUNDmU3qeSOD0nM216OFP64HIj9eqL890JerMJ1WsP9RJesm9LGa19",
-	"2b5j31VcqlLj05m8Z4qoWGg0PVoyxbXLplttXzrIUfC9g3r9UbLfdtAhUgqyfqu72XcXgq+3D4ze2k6V",
-	"U3k2S2opKD9fyvLc83IzKr+JfIiq5zKtySlKgFALG1LY3YKOlZCi3L3KKF0Jw8oxoAxGBnl2nb9vhaTH",
-	"NYqbkxZOkwCp7WWGJcH3idphjzTikE0WhUwbZ6+vYsIss3ASqUIXsLZZUpRLvC5avhYzoiDDq8Q0Yx8T",
-	"n1dGhzI2ib2BVNEnExDFQDEMXG5vGpVSC4hg98laUonuoF7ffBFLMrtK15FiUMl2NyGY0YLuoybpNGta",
-	"SaBNR/GHkAG8FvjAfZYzQm+0mLwlav16vqKEunJIL8m6K8j0TnnNWB5ECzrTE7l1HjPmRafzbvPtdmaa",
-	"MlKT3nRdyeOAx+xVl3oHO/RXOdzcAp09oD9hYiKsZen+qC3NpQ0XawohZlSj0UpDxC03i3ZSl6K7iKpv",
-	"LCW56pyluApxcBhDSZgIwQgagEI0U3LoDMUZlf/VwYsy1WF7bSMsRIauOopcFKn9VlEuTl1EXcOU5bZb",
-	"gdSHefraUz4G7wj1uoWMYxednQTzZSMEfYQlhAVSEfooP6sRJdGG4HoupkGs9J3Cxm+E6gpjlXfUbCCw",
-	"pcRHMFIsZMJwGoEpc8iYIBwsRFieK7Us3FMwoWJRrkX1Drcn65jcUmHd1iu8sYy+hdT9HR5jlyxbHnS9",
-	"eT2K+lKf72r30otXr5/aP5uY2JxL0kmfebctgprZycJFTzcqwcqFihgFVEpuyUbipNrJ2buUYF7McAQy",
-	"MWZW1TVwFpZQ0OcI42+BS48KCR1TLrQhWORODhnW8dmInO50wReNhtuaI7e7hNtcrK0xeGPH+AosXIcj",
-	"32MEX/Bmwh1KyaVPRvV5qE9tNN+MhZTe6Z2M5jDcbnpbuU7U/rEaDdxSvSkYLzaHoi1Dhm61HBAvysTS",
-	"Lc4NiysJ01iq9ZZD/qr+fWrtq3XhHA6DCtAlG7xWU/BizZbhA/nsn4BoNqOKGoYZILmcorKELJfhtU0p",
-	"lEyO2ZrsemBYGB3cGLMdcjzR+JuEGJcJuN1U4PScCJSRZOaktoDLlSVzZvY3lkshE667nGivBF4KK2SX",
-	"SZsJdIQqxe35WcmcCyJvbkCUvzFMnetl+UnoG09SrEoNP6Ahacq9cz10bxNuNItuXIE9PYkNpBaH8l4s",
-	"kWhdst8npsojihoat9zDdexqOKRBvc7Mkax6I94PvOtNrOfbF+bN30x3DAsLCfL4X7Kxyy/rLko9fLil",
-	"Xq+2Divz0yyHfceAsm3yqb475vSRZaQSaXxFjtdZxktV8Dm4X8gtm7sk1dFsdvDvARnZ//tK76j972xu",
-	"JlK8DAhVt0bjcxwmINO5/mcEUdkhG/HQlUOx0tv+Yuqzz0b9N5f4/PKg3Mbl4WqJG7nlwfJwG2fclItz",
-	"yJ5/Mzdl9V7OnSldk/uJ1Ixgqj2Wi4UQQ5bU1aVQlRvrfiZ1Dr1V3vJtJjA5oHr44gUZnDfPLzq/Yk4R",
-	"phpdfB7UdvBET/lDmQmgp2KG5hBIgXFRwkgSMpH/loPcUcWpMOXUcjs1m4ZzKyjpsqTWFIoqViIMA4K0",
-	"rIa5Dg643MbtVgpChFSFS0ID3a9EqvR07pCEAuryECMF90uNr7hVm1M9j2yf8MO1JV941v/jF7KAp7mt",
-	"9iiQgW4VFdiB1FN9cbORqJK1h29a6wyh2n5HgTas206APDvLqp3xZ7RtNux0xiN2IqdTWhaseIK/kxG+",
-	"QCzCe5HC0glf8GSxcpxVeS4lL4vceO+SVFwd7Rs7ARSysTPAhxj2ClRpZEmXKJ/jwSi6mgIixRsrChnS",
-	"9pLImT9v72l8ppEk7kC+xHpygXTBSnXsgY5MNEcSkSFbW4YCqFhkjqvMw1IuGbqjVFBj3ZWM8KSDarQG",
-	"JZlgmopwKB+wpsT6klV3iRRXQKgcuDmsKDk+v59laN6mpUGg8ZQKwJ2AxIL/03INlN250eSWi5BUIwhN",
-	"GFHNavub1DM5ePHv5Xw9VaK3jyrPxO+qWKBbHUtHYG0JLFCDLM+CjrHAaVBr46SkhAeMt6kxDrXPztJU",
-	"BLu6Yi4CgEuFtxoeE2R9RDAWakLJjGpthQN420VclVRA2kDM3KU25U41vVMfC6zO7vANhKbuWtN7lwiy",
-	"p6qtu6AbrtfrNnF0ZeosfUfYyZKAkwTTnyVB28dQ+giuLHHOdzwtbdhs0anpr0GQjbcd5uNH8si/zmbv",
-	"gs6TyM+tGGpJtOgGFyBTVX1NTIGPiF/QrN3zwMFQtrBLHxrmo8FPLs4vW2cYBv7h6vTd5pn2yE7wZ6vK",
-	"+vzpSydyl7uKrXB4nCQuENftgIDdTCcc0tEQD+RoNrNnSu+ovaOgzlWCCqhzdl+tDrcp0DDSBxzp0o/U",
-	"cCOd40huEQ5tz/nD1tUlIYt3WUyKSw12Qgjm7ObjgAKop6e3jzjJ5a7nbRVlpt5svnpBOs7kUAOgXMPR",
-	"lSWT+zXsID45lC2zG0uxB0UFXabycE7cywGakG8gikW4Hdt4h3I3u2DNWdygzdXHwl10OlCywZmlBgl+",
-	"lF5QK4U9VVmbdHBf2+ZJa9QUpstQndN29zpNNLlot5snvfRB7yzza1p2pNM8bXXsi53m2yus5vemcXrd",
-	"7TV6V10oA5NWPLE/vLk4/XVDsnAqdJqfIoVgI5P83YvS39KiFB0WcsVGpoM2EzslDbu+2mGmEMYbGr6R",
-	"4Rypit2QncqVZjzBa1l6yGnEwtas3IIw40KwkLQu8SrfU03sB04AWtdOgXnM3AzN8sEkq6onlZvMMy5s",
-	"8qF70SZVDnEhZh4AOUpq3wXZ+niu9loAbcb2hlixNKPDpBgaUWO/2MkZsmXTg9EESp6UB2IA3mxcXnZZ",
-	"BARNyrWk82XXWHZHO4kluRiqND9Ough4Og9OMxLJcWnFvykXyYMS1MGZdstneqr6YR02kmLEI9YBJf1R",
-	"DEun2Yofu5uW5G05rkC4BpYCDnNWp4URUtaWucoJa7vjMkpjZzfinZ/8J4tukPpmlix5WymsIAdI+RGB",
-	"4NhwTXi2PKIfld28ZarBJmnHOGTplkj702436bFCcp7qRnaT6rNQjWqXZiJ3bBsTd2HCDpC8P2tbEVza",
-	"BvvmlrFbo4Uy06ErVwwyA2QeshArwkI5YwvzRvFEP7yBia95vFnqVSmjhyVu3JnOvrxRBlD+wHwa0I8i",
-	"WEke3yaiP2K728JHz8DK14n+q6VhlV1RIOYpJiy2TEnMU9vkSHlb1gJKZy9GdgUb0Am/SQXtv9nrnTVP",
-	"fY1QKfw9B7P1VzlEOoCW6aoz2hVKLGSrKeTKILvBNy0MAfBirYBuDMvwMPsBP1y8qQSVRq/XPL/01Txz",
-	"9UUrQb4wBVTY3HD+D5Bw4oPQ0AeQrRRZCfK1K2BXPbQ5LF7UcHx/j2ea8HCxuHuJQbqkPcbRyhrs3YXr",
-	"sBIMcJjIm1yaFMRVNM7eXdgjPW30Gm8a3eaxqzwPWZlJOWcoMeJCCVwkXDV1fECgPknLkNTWWdyXxVd0",
-	"46Gh+nZDRbrEF4Pfk6qB/C97jK7Kj/cI4nLce/oI08sxIbJKdV9QtFcHRN4xzNGX9wLs1fqYdD+2Li+9",
-	"L4eSmWJAIDQ3DFNiTV80TmoBjjqSivnahPYPu5nQcxUrsWjiwmww8UHH076QN/ADTPfM9dDwlZrzHH1K",
-	"H7q+tce20f0L323YOWO3VhZurzdvyVKMKUq+L2k6kWxDGUX8lHFnbNc/Ri/rSqiZq7qpqL1AdDRJMQuc",
-	"Gj4OVopRzpt+0tzYkJnpfLM2KC3xyp7J8Sq/cGxmcSZK9zV0kMnCB6WoZopBt0O0vBRTB16/evWyTILI",
-	"omLR1jyF2xdFuDkOoYte+l2Ciza3bi7tgeOgM+5g8cJqUk3JNdAS9zjxLibn7UoxASGpBWRVNxy/RV/6",
-	"opqdyxJULOcYC44bc/ActW6ipQNjamkL+E9qu3W8+a57u7IKw6otOQLpwnXanTHlfwj6gotilAZkRGOv",
-	"ICd0PPMUFEUVkWyGvOmLxfPBndm0dVmGyWwb97mcBOXuYoqiLq19FYXa3hG1iYEqUzeWiVATuoWNKleR",
-	"drVm9XpJ9J+IDVsTXnpweLi2wcBMymhznb/g3dswDMsDW1y3n33F0XWTy1X0ikL5N+cb2ieFuAUolIT3",
-	"XzAraVCP9/vEVQg7ct2xgDgFK/ph0bS9lj1AcLMOmblnTJB6X1hp44A4yQIp8DH2orWiTuB6A3mPfOPE",
-	"CoMOBKwmZ7BZBdYc5tr/uJ+IQ9yVG3YLsUPBlcbiivauPdN9gRfnyL0AlVlULMiQjaiVHl2dH7jSFMuj",
-	"u/ANUh1MuRgEfTGYxtGghiPnhC//IQphpHECgb+MKqFJfZ80+gKjEJyk57SftBAG1GSC2HmADTi8HYtx",
-	"qIbXOAn6wu+JkMqvPCAs0izZLX4DFfT8VvrHmff7Aj5onJDqSdMH7iffqFh4YW/nCnU40VMVpPOjI/7z",
-	"m3kXa7dsK2JtE920seljaewIjlB6iRO797b9YZ68cQha08vlUC5cjCEZKmxuDqqcq4d0/bnVe39x1buG",
-	"BhUB6X2+uG6+fduEPhXXnWb36qzXDQj2Zrj41OxcnzQuGyet3q+7BkppVN83Nqnntf01vDp5dcHWHEfO",
-	"sJK8kgVltQc72zhge2MqRsSNsi2vshFvP7yXs2sHVepWKlSnWl22PI9r75S816gxOy6BNYx9gAvuIXHF",
-	"7DI9wzYosuXeXtVs1alamo8FlhF3dV2qLiCxtmWESKG1RFmYNrYxlLFZ4jh+hCz3oBKrqMSttxCFkTcs",
-	"2o/Skw5yWJiFulgeSZVFxmXBTo9i3T3ZwWUz3q7Kd+5WrhPexsuLemfHuYzN913wgoyNNloOtevJDZQM",
-	"8PX30/wa7PdYpRZlk3uyRw7TDsyCUEHwFMgeiQVeLax2kfaTfrFOPM5c/VI4F2GwrKl2TGDl5JaxmROG",
-	"GCQoapD5/P0bxoZoI2eazGI94WKc9AVZBn95sk6BBuUhxRgc38PSbmwiGDnjNNeu9WNxLX/fcj8PHruh",
-	"mb885WTMdVjhY0gIdR2kMUA8s4zq4H6i2QibSvsFBV7ado6ChSAeSM1bIC056lUoxSNjAXkSduCkYejC",
-	"loL1YbNtXdEHvdgB/aC8QogqiycdahnFhiUVMK46Zz4Py7VPpbCnLCSXF90e2hbSVqqAMsXNqh/+fU0Y",
-	"S4G4WNDWUZbPihvDtpUdlyFMwyPIYpmgBAfyuLLQgPyYjPkddIIxaDxyO6ZKc2zuCyLQ5oS5sFe5gVZs",
-	"WobxPnmTGJYta1EMgIJMDEfY/O2sUqKkAWXAKq93TEV0llzHpCmoz4XAs9rcoMI3LfTK5mVOpVbiRWJi",
-	"pObwmNyyuZOQGLUUlEN7ejZiex593Mns2Td5OCAzxYWx98c+uOERe6Zr++WF4LDDYOnugU4MUWNC3zP0",
-	"a7BZxEdWtRdEzmB/PYuZMiqwjC9AoUkE9nEFmrrFV4HYiomWdpQyHlKWjoh7lZdrEsDX4iHG2myJiQ4v",
-	"VlZ9XkQTDXw2RTVfKPvvrw+RUCJNpvNjUiehksiSobHoGkL74tUvL+pFYlt/ar5mOYYjVo/HvBZrkyMU",
-	"seJm3rXw+YDZKRfQjq+Ehvo+vtAzu3gb8CFiC9nbA5covI75zbAHgHSMKqZSJLSMqPLNgsMd7SrWbLKL",
-	"lIo0Llv+mn5snjQziREkFiFTZPCczvjzu4PnMO3zwRG2cUJJNuiLtOieJtWkto8OMklmOnCpWgFRTPPf",
-	"WIAlJwJfIC7oCyx5FWSLrXnaFvgye7UAq5IzqkYTLDAHRo0Ay9HNmNoDwH3V2Cl/CLJsNmQ0JBEzhikd",
-	"5GNI7Wh9kRoplIvF5FgehTSdxTGKfLpZ4djwJPpikJ61RS7vzvYd0S3QkGuSrjNnUnWBhft90Rd/+xs5",
-	"kcKKBlwK3Rf/v7RbjSbVAUbaDgIyyBR2sn+C7cj+Iy1ea/9ywSCDoC8IGbiqlfiTszvZf8KOtMJBDaDK",
-	"98PRZErNaAK9gAkZLHbAGexbKHt86vxEnbcn5OXLl78k30PlGbvxSSc6aD5Mqle9k9oxCV05GvjazuGI",
-	"gS72+nPVCgUZnOsB0fHNDX+AufGcMMUOe5e87/Uuvdl0FsWaDH7vQ75AvxKQvje44B/ORtavfBsc2+kB",
-	"k2ElV5eXzc51t9342CSYeaxdp0JwqMqZi4x5pknmojm8sUMlb0ADNBpp6VgROazXyaDQv3YQkMP6ARkU",
-	"mtgO7EhVqfDHXD/bwRHsK6DZM40FxeeQEun7GeJ9YuGejI0dB6lhKjhgBE0N0OPwxS9kkG3UOiBV2PIO",
-	"M2q+BzVosKvzq4cHMvA9XAfPB5kerohph/W/p8tz+RMDjB8YynBOQh4CW8VqNxDczafsyOqnYMK3Y6Dv",
-	"97l2ParTsjEHdQLZOI471bBlzKv6S5IDhECyix2puIh90hAkxt6cZEbNxGLNYf2QDJIOsIPACh/pC3YI",
-	"OxQV2HdmCl1DyWH9FRks9qzFK3EeG4fYGLOINimXdCsVRjHRW/togFxvEBQD3mHOhF7BQoCEjSDkJUOM",
-	"nmnIQYaJIY/2jrN7x8/zneSrg2zhQXv9oRqKvfzQg9FeV0DefCkpUh3gP/ax5sQgICHDWkXJBc9XWiJ0",
-	"zAAbkuY9CznfQM3Tmju1I9L3lgLQ6V35o34FSTUhfd9UH372NYzs78qilpnYS6CY1nwY4Wacce0cWOC7",
-	"ZWGuRjSAMKNjV3GJDCANH9sTDYYuuBZvIGQaY9FCdselpSx0zJ5pMsgG4g6cY8RwAw3EgL/iOTUuW5VM",
-	"cnzlAILsZ0zQGa8cVV7u1/dfomF7AgJEngcn5eHGZdIOkkDEFEShI1cTV4TAu/fQ0oNIqJGnukLaGjcX",
-	"y2vrwNkyLKvyhg5kxvgZdwxtQft7pvtwX9DFZ5kVHRmpBsRSXnhvD97rV47dJXimsS4g130BnO2oH9fr",
-	"L0c8hP+yQW2fNC2l9Z3HWEFqapyet9ruI/sOfva34igW3gC9lJaZ25GUjMeTzIiNy1bgIiyiiKlnmrhU",
-	"lr6oDhSbSsMaYagsRG95ZGUJS16GXGC2P2m0T4/JACjVANYDiZOa37HA49GAsAf3bJ9cAsoN51bX0Mxg",
-	"Wyu0XVsuY2dNsI/81//xf5YgWV9A9Kw+KmcmVlGc0siK5PaKAtDAEoSLprE3sS+UxYfacTnnOS7hCceW",
-	"+iOOJ+zNaoIVe9Gg1CDgsKJTZqC81T8WcPWBjgwB5PCxfXCONOIj9reXBDrFZxAG7Ob2w3/GTM19ndWj",
-	"Cozg5WFa1oFpjSFlKWBp1KHFyn0nt36Vw328JCsgcoGyCUhLCjhd7y/3U1nAykZPsqzS0de7GsuHSqJ/",
-	"txqpGMcYzdNa/aApe07Nsb0AqXpZsLZ0x+wXOUA2i3heCUxSaG5zOPCTnQAp27kU/59DC/LKBi8mqRzf",
-	"vkCB+5kULsDvRb3uzP3GtSGiMzBA2MU//+rU5c3OEm4oOEhAUVwMTbVMDWy/2V4M+5ZVHSIYZaMn4D5/",
-	"Q0OfFgSfHKz/BPvjS8V/Y2BaOnzxy/qPelKeUzF3c2lMtAB5cJMJ2cOMjQxDZ7yOp1Oq5r5BRiJtyRtH",
-	"kZFFQIxJbOSUGj5KqERWmAB7EB1DyIKr7mnHz/NxrxzuoXK4nKMnxP0xCPMbN2sPJ31CBMvNtAzRfBmC",
-	"rJ4cWHYIMuxfEHPsQhf0fi+uc5VrSw9h69gC3eU0OS+cj7BCJa2WRSeHLF8g0EybVd5oaEYmMnZPZ3JP",
-	"Oq1PqAaNRxupWLhPGghvX+iRnLGQGEkG+bQQPQAF1hXgC6AiXtKHBZcCfLEvdLFqg9TMrRjmr4L6BGj9",
-	"si8GaVLEde/Xy+b124vOm9bpabM9IFKk84Fulnk3VdP6qI/dc81QNYXMMDeZ2/qCy0UfEyEdTGDz7Qu8",
-	"5vYRNsFH+RJl3UHOwT1IjaID949B7ciPgOeIvkofkp94sLDKkiUqVqTNQIWWuL5AkOx3Dn/snseakWoo",
-	"RzohHPvTMCD9So8JKkbzfmUjWTDVvH3TfrDqoEcVbi4KPH1BCVSrwviy+YyhGWFIQ7c6e0OXyot9cVj/",
-	"hQzajfPmda/xsdkGSvWiXDpNMjSwMewApjvui4GzyOzfcBaFg4z0Dw9qWxE/rGieI0qVpHENlEV4EsLn",
-	"iu1/y/sDjIrZtwXae/A0ILh+piXUN0HxAElUGhRTdNT9WL5f34B6n0hxE3F0kxy+eLHJLK7CDx1GrAmV",
-	"G/5YVgHnAr2P89wvpb5FZhFYek4L7KKUO6yTNp7/bi/Tt+doeAf9pJSbIH9OAwESK6NzRro4kn3SMrrI",
-	"xuCNvjD0ljsn0wLzc9SZa+/qkHEUWlKHkfUwzjPdF7Fw1JOFjnZbKjonVasjo+sJDXODd80eya88JbB7",
-	"+On/P0fI/yc4gtaTzlWU7tCbY1N+RKpCEgty4XhxE6lx5LMvtiBhHTisIgkrqNig1MwodAPx+iI2gsiT",
-	"n011PmxmgarI49PKfCWOjajkE0moa+ijkPek0/x08bF5+oNp4eH6j9rSvJWx+INFX6w/tEDQ0Cps9881",
-	"vl1Lq0Ca3EuNlT9KN0oyaZ9UL0pmWaYTNaIo52WFlMzwL6sMZZaSVYRGdEZH3MxBWI81y6JG9uiXazo7",
-	"kWuyIJduRYJRnMumXD8FVUzG/2Okx3R5JdjpOgP92QXCPwrlcXsIzaA9qUrByGwy13xEIxdjYX+uLcf5",
-	"9TTx+e8Zx/83Z2HG5mn5Axv4gOoBmcbaEPbPmEZZ8SqJ/fEv7hNooWylNn9L+8IX6GcEvISZWGKuCY2s",
-	"rhgeERULiBj6Kofa1WZ0UQ9EsPu+AK0cAm1cGexYGB6BcothROk0gt0n03+3eJZWYMjIaI4YdJqfWmBN",
-	"6PYaZ83t2Aa2zMjSg4I4tsbW+z49w0srsz2VnJXM43p8/GBJayVFQZDCP7lY9RciQT6+ICVBzzTc2pTp",
-	"VuXM8CnXho/SQtsQCLQ9UfJNaVf4o53XkWsifbtA5zqeL7hP9wkmOrswIO+sH2IHZR4u9HZOHPeJF/WI",
-	"eB99X6x20hOqM+59qIA+jJhr128pkF1cX2B4Sm0/aw+172M0WMFICjatjKrLdV9YFQwAHEozseP4EFDv",
-	"KCZZP7H7EaEc9EXiL8bVFj4Gqj5khFEVcSyMJYpj7PfFwAXGDdDix3S+l7pvzOLD57hPZoLgqf0+mPAJ",
-	"JMWQEVVqbmk6ZoHicR2DNRgCKaGSOcYfT3dzUAeFne4Lix4yNgubHeQd2WS1H3srYc+u2DdR1ks07YL7",
-	"0BdG2owsZqvwlY/nG5hsNJwv/1s+lGuJvzFkH+37S0dbLBe10bjFKldLHLhgEkqngPiQoSZVZ11PSlHV",
-	"jt0VzIOzzLlbKGm1Lcgr3N/Fq4R6Dk/KyPtrtAQwX8d+U5gKtS+WAAWgODqws2M+S2seyz+fA2wHJ32O",
-	"tv038NXnOsavcdfbvf1v4qXvYii4XXFRKBjOc4XDsEAzEOcguZIggfBpzvKATelXSTrPf4eYmW8b2KS2",
-	"V1M+XLzJ6yebM6t3LOFVW2shH+yKMvrHE6Ox64q7xOD6VQ5/WljLEf7CyVYY/x5F4LBzsfw6qdKG8thu",
-	"WP0c/ffLHULuhMiQQVR1WljRAbXgZfcxnmQioxDbjPbFmBlNBsm34ORXzMrbdhGgldurUHwB1tUXJwBj",
-	"BIHPGQAsWBjooMmLev27bQYLl9GD1Wt2zlvtxpmVXF3hl5T/S0WwYcCWzh1c1KNd4X8xV02yL8uJBvpo",
-	"EnT4aU54LHMCICahBGJwQteyzVv5diQzLmRoOZ1BO6p2mecJ0Ruksj/5N3IwSNJcNZ3m/MsQyT6Vdy5g",
-	"JPMLtPOzQrCEnE+oKhuFiEH8hmjDoyhda1+4xQZWI0bqCCWeLKUFuga0DGhD9+qy2ek2T5unj+BQXkp9",
-	"7MOTq06n2e4NXDY8UxmdqC/YA9dG1wIy6PYs7Tm5aL89a53Y15MOVy7vTBofvRVu7YyGz/61CNaLR5w8",
-	"3ytgCd3yyM21Q7mfZOvRvNHoaCncfihmkUYQwuZX7SlkjAob0zSlH1cLILsYp9SGpqkdTUnFIi2QMeZi",
-	"GNFWt9TaspUt7DSTi+bjTZ5SmFDLlOlzl+WKWc157/u/ukYNNt5MTneQ2Oujud0ISLDGZL0MHuTui+8y",
-	"vzJAGRgnFOwGR+Lgstk+bbXfXX9qdlpv7W1oXbQHGIKbJJVDpDJEJUoxYlgmEprXRhz7hA8WG4pkonQP",
-	"yETGKq0o/O99EdK5rq2Ih24ZKA8xZAR6kUOg21M6IotRCS/IoHF62ml2u7mcUlJ1KWlExkbzEGkcnc2U",
-	"hCxNqS2nlcro2i7BDXg7niiyAQf/Y8IasnOHK0IbjsnE5zWmyOfq04BLTbryCf9yvPqvGEXbYWOuDaRL",
-	"pIQLbSEQXwvh9wJtwel5lpOsZVz++e+Ycvc0Rr/2xWnze61+amv5uw0r+kFGP7Xa5AfJlT9tfkttfoDS",
-	"SYS+YiMmTGL3y9VacclpITfEKMqjpax521ghl6a9GCqUsPMIqxeD0x3q7UDAgYwFVhIA0AV7yNQFOCZ6",
-	"oriA8PA07idi0LSAi75wAUYRVtZkUxdR9N1MePHGlcQBBe49F/W7pe8Yg1oe624+FSP+Y6KB3K78DAX6",
-	"AcxR89+SUiMbBv1swQ+fuxJOy+14rimti6jxlAScARrzI9x9r0JyPfrvaiQWEdRcGNxINWIQIGOx0tWh",
-	"oQTLpNT2yVupRqCsQcrkLY8inQtCPMLeC8IpEEZGITltdRtvzpqnVhdYpEpYTxSyWyBakYvxMRaUh6Q8",
-	"ZyDEBahYWCEcqS70GqIzFpKqYkZxFkK19fsJUy6iqC8SZ41iU8qFK1lDfdcJbojdRu22ywIHE8NOaZy6",
-	"L7AP9RNRQajB3b1uQPHt7ySCp4gdf14q6AD8I50aapVQhD4Nj68/yeIjkUV37J4uQpwbXmiftAW3bmei",
-	"aCnZaheqM4BkiUw5NTp2eugQaI+KMRu4L5wkRD6DVyRkNIy4YInZY7EkKxg1NKHEv9sX1QFAeuoeNMzA",
-	"N/5E3IOsXAUxErUjbJ5jCRTVmumUoPeFW0xKFpFYBiVQGHrLnCw3pKNb8l//6//CNGiu++KGiZGlnpRE",
-	"1Gp06BGWylNHnzqHJNH7XVz3sq9ySMaS6b6AgZ2+DkZ1n6UYJPWKHBnGJOj2Rc/JqUbeUxX2xSBT/nkA",
-	"MPoPYane9+3v5TEWnLIMAERvFtq9TSvGXPstH9TwwIBlJAeBJfGA+91TaOyBPi3oAaIJ1Vilk2qMl7Vb",
-	"uE9OXcUrQslpp9Fqt9rvnOY7tgMpNovoyO6GHTCZqSqn3Lhyu4pN5Z2b3P1eeyKekmMhi26pLZmKXfmf",
-	"mKVY8P7sDMVhzE+G8liRaEbOMGEFqk4cl+XBFG3pKQHYlc9ggbzljAZiLTHikwLZxqLu3ljgPMcQLr6o",
-	"4lsxM1stEOXUG8X0JOVO+6RpYQA6JMig2QZ6OEjEbWqZw56cId1+zOCcckID7u1rOxRUxQzI4H2z0em9",
-	"aTZ6Xqvvi4JEu425DVb7J5Zn//gYnQ2oj8OSn8TnsZx2zGA3Nn7DodwrlOV0hYYh3y5TjGdXWvNVcrE3",
-	"kuEKctMS4IvDsB0xT/JRYgEWADC7W309J3b7ADoUHGlfZEpAx5qRAdat3UsfDwgX2jAaou0RitlkEouO",
-	"rTTYFwOTcQJqZ0AEGJ5pEvEbhqHmS72DBJyDTykPNc46zcbpr9cfLlptpFXfoWl3mGbmg/N//intjQ62",
-	"DG16Ulrkpltd+wY4Nqo6iWP5J1l65PI2KDKkntSbAgWYUKxDZd9gIZkzsyuNgtq0y+lTt9t5uzeOoQfl",
-	"EXr9C07zk9ZpB10o4D4/dmX/TttdJ7v0BdeunWWY6IQhpxAS2LokMy4EC49J76ybEORjoljIFRuB1Q+s",
-	"ocd9MbQnykKC9lmXiQAFydLibZoJs08amb0aUWG3asj6Qlm1mUEIBLUSlYuPhMdWSDnCbhZYwdgKZ1AW",
-	"fXBMKDFUjbFtS1+oOGKgcQ45jLU06uDJSOG1m81XCCubfDtieGnx4E/uFgUYfUffRer02Z421piWQ0Y0",
-	"vf8ZbPAnCDZ4y3ytPKcsPccq5L+lLk6gTXtMGMhadpE6u1K0deW5emBOYzc3bJT0dMNWABkxyhIA5up4",
-	"ueBocFUAKeqL6mH9ZUH2qEEz7zSXRGe/SKq8W355jFQk9Y5MWBQuc4s4gskVqsXOSYItZsFLst8XDYJr",
-	"9o0yPMEjiu25gvCWoCYxH2AhFGyfQHEsUER9O5HQh4I8pda5bfWun7rjd+mO7mR/Boss8/fa7fHiFZ9O",
-	"WcipYdGcVFOCEHg6gKIO3t2dPcAL+tlqx4cPICnQpxSiIqHBwmGkelg/6IvBSad5aq9l4ywtH/CcDLpN",
-	"rAebPJO+Yf9oYnXhxmWrdpzQ7b5w3QvAVJ700vDaAKliTGlZPGlAEo2xL8pVRnKW8WpDlUKscQPGe+zy",
-	"RlzSCgLDte+EFP4I+/t2RAtON4mc9Ef8ZyRfAOkfRb42VjcTPeinzvkUOmdigkq9dQVKw51amjuMXYkf",
-	"6HjzFeVTsXC1VdHQNj3AZj8TkNV8oQsAc0rnaK3DIq9i3odzs5CPoE4ChNofWxkr1i6rzVvsfVUfaB5C",
-	"BRRYgJKsfSFjM5JTCA9nVCUFwWFKLK/8TLsWYHqQMee7PmeovfeF9x7Aiz/IS4jG/Fb7+rJz8Q41xK3U",
-	"QGz4/y8lcD1efhpuTtdQtSI7Dd1EP3PTHt9dSJWBXPnEF1elJMnNJGAcwhAGRx42Fc8iKsYxHbPliWk9",
-	"nyw7ooZC70OkJUnR1sZly5KEbCHlZNTBEZkx1Re+UyHhWHIgqa8hQqpQ0XPNPcmUTaWaBxlrmTZcjEzf",
-	"d1vUpOpaYQVkJKdTbLAnGPSNNGq+Bwm7RMURCwh7MIq6MWvOggX+A2xBKW8ScFyzMVfZHDkBxM0dk8GU",
-	"P7BwgBEtVizrCyuAjRVjpArdfsJYYWyFklhngE/pmJF4NlY0XAiTeIxUvrPk4J5QTPGTLEt960HrNgfI",
-	"X7HgrOt+5rHTr8WiqUWre29Vy+IM4gmYpfmmpmffIJQtvWYdRsM9y+KP0/R0H6KvSb7NazLaYJ8M5C32",
-	"DcNexICilqPfcRmhI55r13/ykbGwk6zpCTEwmaQDu74MCfFM/ooYeALU3HfTCGOkHimts+qsbyGaHmrO",
-	"QJgiVwnmLVSz/2MzkLsJOE2E5gmq5J26ximZUnnLSsblOxA800TJe02qEGGItXgnNO3IouQ95oOnm7q8",
-	"5Fi2Z8DGoJ/kvvoLVh4rnO8mBcgQLf87JUwvNBZyPQOzHaehtKhh//O02TjNCXPuFm9y1Z//7ro4f3ue",
-	"NOVclXmRhD1gI08jicuzTnPJfCAsiEZMkVHEqGJhQLSEADDAXk2qXnpz/fmJZiJkqkY0Y1YjBUvad6uF",
-	"zU/Ndm9RL0wf283blqm5fSog8kZ9M9xu79w6A+pF/ita6wub2YE+s8t4OewiWu8d+v3UIx+J+lwmceR7",
-	"SGZ8exwMrufCyKTt2GY0x9VG3Jvyh6WCxVupMGYftT5LFvIFVVzlYAx7ZSGpJtXRAlcbrS+kSkt11bxV",
-	"CtpGD6ZcxAZazeE/LFNJOsYbPmWBI1dhXwznxFu4oLVZvtxqQLq/dnvN8+tmp3PRIbk5E420L0A4xxQL",
-	"7D9OhvHollk6LqMwbRFdHeDzJK7snofsiEjB+gJhJfHMktmDF3UPfAAvKTJkcylCoiEtQTFMFnCeg4MX",
-	"datSdjPWALAF1PKFmtyiXVt5VHITZSBwDZB+Y0pql6sRRmyT6svphvt6Egf7+weHh3UoH/HdYuI7Zly5",
-	"2nP+sK4l8GcuQnlPImjWi33/EQfSSL1XS2U09255QVguzMsXlaAypQ98Gk8rR3aF0BnY/ZnUieXCMHRG",
-	"PqVkldmTJYRzyh/+m0hRl0w5YjLxPSYy7SPzxCRLKjxyWGEk3KRqkxNf1rUVsuIs2J7ILOlm5hJP3QhH",
-	"ID0xEYJxKsg0d2TGcDHWWJ/GJM04MXWUj3030CoPA3LL5lDQHryCzkZ2P2GWQoA+0xeKAX5BHRo5gwSs",
-	"Y5frmo5d2yfv0v46GHjh4IcS+rMYS9aVdY/8jOvRi+0jH0M9dKM/fVOl7ESre816CRZO9a/fatal2GW0",
-	"XndhZrGeLGt8anlUgsor2826dza4TM9/h/9+w9sUMcMet0rK5+ab9xcXH8tqJ22ROwaAZZFlESkPF+HG",
-	"z35GnazKfrL4hjZzb3vxTXbTrqIoyyB2pPGzSF+5Jo5OoTJZjoTB45ffWYZYKFCmViMh/Y3ZsqzWO2ZW",
-	"Y9zTkMFlYoU/HreYn0i9vO7Ogjkx2bMlyLnepjDOtI3b3qJQtCd+CSqzeEX1XLN43qT6on5Qs7pQPMNc",
-	"HW7ss3rNKxZO5nim+wLNPORGRpG8R/ECOtDesHt7pa0WBAHq7D4Z3gcOWFmHi7Edw15915JngH9ZreN+",
-	"otnoGrqvWmgiRu/AluQDR9O+5X0xokpxlsQjWJUrWGhRTBqCQOlbS4Y8OEkPbg+IJtURNkhK2sYmSUYO",
-	"uBpmFmVpFpYE7AsmRmoOvqUkbCzZLhDnqtjD2hOVj81fr9+2zpqDR2rOXQss1aqnVOuqk4mEq9pPqCB0",
-	"qGVk1dGJMbOqrpGrzllAwMFF3Fb2RayZOrKHci9VWAtIbthu86TT7BVGdkc2IP9GrC7++pDIm75wCfmG",
-	"HLwmw7lh2o91ctHuXp03O46yXrU/ti8+t7Ezbr5FKAbksQw7OE67qhMa3dO5Jq6q8ZqO49mNB5NE+x1s",
-	"LNf+oDwxd0fJpbAHV/MVF0v049VtyJ2x14tPfTHmd0xgmssiQm7XtPwyXmQdj29LzE5xGf9wa2J2+s+K",
-	"G7O8Ga/bxMDRLpTIHrNG5C6wjHzZyIS4uWRGX1OYhT6p52c/9Sfk2O/4HVvojp7qOUAAHenPKu+unm1B",
-	"f/8+Jeh5jqEs99E0wOTY9XEzXhkPXL5GApXnf1IwMrg7CCzXBA5LTQwaPlNJ3pggAw9U8sbgyIe0DOQd",
-	"UxGdnWdr44IFM6QYUQPV8JN6J8jo7cBQ48SOGDgrJhQitPCBdWIq71hfuLIrLisjtUeQMZ0dY9KIn8L+",
-	"juHQep9cIFSk3hfYB9S/lTBhTG6B4jCM3iZXCk7Vv6QZjSyXdraaSGoDtH2fnIF0kVxQCxPmIa6QJ/qi",
-	"4Qy0h+kMfCySpvdrOfpqprrCurpS4V3B6VwKXYlkISWZUuFb+eujvrin3Hgu5ZCCGMsWQ9hTxGAUc/zP",
-	"deRefbFV9LjD6i7ehT9ESH5CronLwpX++Tln6vnN3GzwbvyZ2dfPZMRSs4ulRY7UpaeJ8WY+zUYKpkEH",
-	"8vpY0jDF3ellfM7OxEaxsqu0txS4Xc8K65Wjf3yxd8p99bu/tNlesd+C5LGPoss+ksPc384dmXkCZbSy",
-	"D9KYqMxD0B1y3yUr+Pbl2/8XAAD//w==",
+	"7P3tchs5sjeI3wqC80SY/J8STdlyn2kpnvgHLdE2bYnSISn79A69IsiCSFhFgAOgJLE7HPF82s/7YSP2",
+	"DvZG9k7OlWwgE6g3FimSltzuOZ4P01axCq+JRL78MvOPyljO5lIwYXTl8I/KlNGQKfhnlxm1aF4bpuxf",
+	"IdNjxeeGS1E5rPTYWIpQEyPJHeWGjNi1VIwo+wkXk3olqCj2z5grFlYOjYpZUNHjKZtR29S1VDNqKocV",
+	"LszLF5WgMuOCz+JZ5bARVMxizvAnNmGq8vXr16Ayp4rOmHHjeg19tcPlUZ2LaEG4YTNN7riZEkr0jEYR",
+	"U4SHpGqmjMwVu+Uy1mROJ+yZJoLdG99ezY6a23b+GTO1qAQVQWd2LCPfYXYS/0Ox68ph5W/P0/V7jr/q",
+	"5+2wYof9TmrzVsl43g4vqJnar6D5uf0jaX2avrV21Tbo8L0cre3qi/39Wzs55TNultf+gk4Y0fx3Rqoh",
+	"u6ZxZMh+o7FyTSNoZT1V0HukileNRoZG9ktoJKh0ZMjWzl3AC982+a/2az2XQjOkRBp22T9jpmE9xlIY",
+	"JuCfdD6P+JjapXn+Rdv1+WPDflpKSUf1+fXtT+3xgs5IKJkmQhoyo2Y8JZawbeeKjg2pDrut/7hs9fpX",
+	"7c7H5mn7ZFirV74GlWMpriM+/m4j1TJWY3vEtKGGEamIPXqaS5EOn0aRvCNmyjUZT6mYMBhpR5o3Mhbh",
+	"9xkpDUPFtGZhMuZ0fOyeawNj6kt5RsXC7bZ++qF17aLBIWGh3dNmv3V12j5r91snw9oRMlpCLXMmwKf3",
+	"gFETjXzZnroiJ99LWHnZgNzbzzNMH0Z1KWhsplLx39l32JAzrjUXE0stsbgR8k4QGs64IEbeMEGqw8tO",
+	"87L/rtXpt4+bsBSwO5eC3c/Z2HyPIfaYumVqT/OQEWRz1Vf392TY7vRb3U7zdBgQO8qPzfZp8/VpKxnh",
+	"XMkx05qOItYShpvF0w/1E4uiPctWWUhGsSGKXceW0EcLQomKI0aqrD6pk7mSo+QgwA/ajvqr541AQ01j",
+	"2GyOQw1Dbrug0YWSc6YMt+zwmkaaBZV55tEfFYpf4WX9EH8NKkyELGya3HUQUsP2DJ+xSsL4tVFcTOAD",
+	"O/djGbLlC6ktrhXVRsVjEytG4E0yjqjWpNrqds+7tcDS2Wmr2Wtdtf7zot1tndhzM7djVraF//0fzb3/",
+	"7bP9v8ber1ef/2gEv7z8+j/KhpG9wzeaKN7EG70aMapZay7H0+It+ctBZf29GPhbb6OOZGzGclaykt3L",
+	"TqfdeUvupjxicNvAmEjEb5k+sg8EOT4/uzht9VsnAYHFDYhb0oAcNzvHrdNT+8/e5UWr22udtE7s0ndb",
+	"H88/PLzoL1YsumJjxufmhE/cBVw4qO+aey9e/ULkNQxZ2IWLLBuzjN6eWzoes7llr9dS4SXkqLU4oMbe",
+	"r3Tv+vMfvxyUD0Qzbe+1XfdIG6rMNmT/NSvE/COR6jKEEqTiTm5w2c7SDf+c9CBHX9jY2EE145CbljBq",
+	"se2JH+P6F7fj05QaMqXzORMsDAgwHjvIOhOWJwbkixzVx1SMWVRH4e+UiYkV5345KFlzOjayRC/p0Bnz",
+	"O565OeCkDyp6oQ2bDSqw4zQ2ckYNHxMcsi50u//i72X9bsGcqF3DTU9fyAzlkV692iitLm3UU7KebbiH",
+	"YtTdWtk1bLw4KD25M2lYMwxLdtDKZGNQ2p5p0r5IriXYMtwoYqiVBsxUyXgyzex186I9EHCY/ZOxFFpG",
+	"7BAe9Y8vyJwx5QkEZGYZkXlEBQMSMVM2EOOIM2EIJUbF2gC/uGVKW+VR3i+I1Sc0qX5oHbeu+t3LXr91",
+	"cnXRPf/PdqsXDMR/7r2R6o6qkIX2X7UjQkfaNldKcgE5Pm0n06IiHNilVZxpcqe4MUx4zZobckc1UWws",
+	"bdv1gXjwkBTYhKdGoGF/gAJ/XpMNXMkMTrne9vZ3cwGNzGrlD1FShul8hdm18StQAN2oqFIUfs6q7jCu",
+	"KDq/rhz+42Fi/VwUlJq4RVLg5Ua1AftAfWkN/YTKFul1rLlgWvctw9lyoSyZxjOm4CA/tErHuZe/BpWx",
+	"YtRsKTfdz7lieptP7LJc6u26Qd17/XQsywamQA1LbAvrPugmL8Lu3Mqb7QYFCimSp72T/1FpHvfbH1uV",
+	"oNI97zf77c7bSlBx0ot9iFJKZs9dU0Hlfs82sXdLFTAFaGts+K3ttisNNfhaCxbbnrwujrby2Q4jHs04",
+	"3M39xRzJYJkTpi8R27kGAkVlaEYXJNYsYTAzRoUmllUt4F2wvGxy6nq5gdgVyh+1whmAPfWrGBRIN0uM",
+	"Dx6SY3j1ux4VR/dtcbZiwXFt3WsoFUZSTJyqDZOzm1ENqaEjKwSPIzm+Sdm8VKThtkJIbGdhd2JZJvTW",
+	"rZf7r17+0sD/rTeFfo/z9NhUKRWxIvXiMckzvRhevtiEWB8kxLbWMdoOtiDEUZHfr5tE/nKwR8x/VbK6",
+	"bKyYIdXhzchc/df/+n+GtYDoqbwTSI5SjGHx1t/22H5QGOWDK7HDJQ89bX7HL6/Euv1zjZeN+5hqd/MX",
+	"lEe693tj79fP6T+v6nvrlHfbUBdUwm1ZUTKCtTwI3wLmw423VSxZu5cP+4zNpFp8GK1XKRvln2pNJyWq",
+	"/PGUjW+YIiG/vg6I5hNBI5Bo7UHt/ccpmkkCQg2ZSW3IAfnAXxcUo4PGr7+UXatjqUp6vFYoYZL/9/8m",
+	"d4xPpoYoGYuQhWRKo2tC7+iCXCs5I78zJYmR5ICEbMxnFATzMdMDUaVkFkeGzyNQ7hr1RqOxT7gg/2gE",
+	"rtHPNTBEkKQ7rsk+CN3N44A0BgLkb7Eg15RHsWKBlbbJnVVKKdFzNuY0ImO3OhQFeCLNlKk7rhmK26l4",
+	"IeNRxMp3QcSzkdPrYXVLzjhTMy5AOEh2AD4KSIPwayKkYMUr40E3GV7I8YPH7yNTIR+bHr5sjx+fsbLL",
+	"8Pjiktjfyi+vtSO5o1GETW71YeHou9OVTMxTWDLkpKPMUckcsmQD0uNQykbsnveKIuFFq3OCgqAzflWC",
+	"ykWz1wOJ8E2zfbqxQHjBRIg/dmMh8F8XVGuQB99QHjlx8Lgo1xRUFKKZMRGbMWH22K29Wr0kRCb2k0N3",
+	"t8IfBGxjt0wTRsfTgUi/9brv0hXOjcYrXPs7HG6aAD2p3OgBmONDFnHoB+S/Ohk6Z98QlHJ/waf94cnJ",
+	"cmjPnvG/9au1vPnEdZdsUMHpiNtEqkIasmCG0PGNkHcRCycsDMhcas1H0QLtlaFlLjRZtlpATlqn7Y+t",
+	"buuEVLMfwi/NE1Kd0FtG4vkR0YwRxdzcwae5TChJY/Dv5vb04eYKhHHCKJLFCZszETIxftgOl1+ad4xG",
+	"Zmq3WwpGIjmmEQmTxkj1ROJFQNlMioCoWNhjRfiMTlhAvsThhBEv5AYk5PoG5p2/AdFoVWJ7nUplrPQb",
+	"UQECszP4WcpDQ7xh9+bIisgo7SwZ38oNR1OYFCyF+20kZcSoyArHBWLzlHZVP1xDauVKju+vjHGcMG3f",
+	"XkGZfbQvXfNJrFBlQD8o9R4tzYwzPDOwgyIN21MoR5qpW3s/Qu9l5Hb1sdVtv2kfN/vt847VMDvN16dI",
+	"ed1m2/Grk3YPn25FiB+Z4tfOEWVbBusskKSi3PGvE67xKVAo/pFxhG8hQl1LNS7zOICeDA4GPLuacKEN",
+	"o6ElaPBj2dsTWBM4cHpXqMRnBOMMZaS2ybV6EL5VJAX3ceDGWkoKdml2W4CQ0TDigjlAzWqkDYhIQt6R",
+	"KlCHcoqnU0zvptwBASwtPdNEsRlu10C4BaSKOcPpiI5vSBXABLFlk5bwxjIWhoWEJl4QXQMRCUyiQKBc",
+	"WzYAG18naDI7tCfYT6FOmk5q/KVx8PdGg1T/nYR0oWsF6WlJA8bXH3KTPMYmlm0euk+3NUKEbCO3LEgi",
+	"32DdzwjyD0ngRfEJZaB1ok9rtfP0jI6nXLA9xWhod9y7T2XI6uT4vPPmtH3ctxRhSW7CBFN8TA4av5K7",
+	"KROWKGZSMZSrr/kYviPg4WY6y84KUJVKUCk4+CtBpX/+odW5Su1xnfP+1Zvzy47997vzXv/qbff88uIq",
+	"+7hzftLKPXh//jr3d+tjq9PPPcFeco00z1pX/eaHVgeNgO1e+7xz1es3T1uVoNLrN/utK78Svk9vK3R/",
+	"Nk+7rebJb1fvz9sdeHr8rnX84crO2k0GH7Q7Vxfd87fdVq9nJ9VqdvuvW81+0lmOxWWmc3zZ7bY6ffek",
+	"3+qetTvN09z8QBKxw7lqnpy4Dty/4Pfm6en5JxxKOpeL5m+n582Tq/75+dVps/sWbKMZBEolqHi4A26Z",
+	"RztUgspZq//u/KTQtt/nfvusdX5pu/jUev3u/PzD1WX3NLP7/mmvddxtZcni+LzTuzxrdd1mX3Y+dM4/",
+	"dTJfLBOB/+VD67ers3avZy/FzW5Cx8nb4pZG3F59CIJhwth7ES5DsF6kdt0EspQB/WWedWTIMn++l6PM",
+	"Xy0rzGf+hqazH9MZ61O05nQdhKpnKOifIHwkyC7syNuY8a9mZI/w4r3kAp6ButP1fML93RYXSk4U01aX",
+	"eseoMiNGje/kFO6PxLCNoz+OlWLC4N9Oo40yswEB1g6hif47S3b4r440zSiSd9h9OvYLuogkDftSnlI1",
+	"ARO6N0zCq21hpTro5FLQW8ojikr4GTNTGeaadTvY5zMmY9v4JzaaSnlzqaJ0V92zHgig6eOcInaJKKT0",
+	"7eLWuscf2MJhl0AmesMF19PX8fiGbS0RwadojdxS74b7/BPl5uLXV2Uq/a+vzJTMmRpbSo6sxMmoYtoQ",
+	"RcVNzUpWU3mH5u68imjZPDXED41wZ4ocwQQBAeyfMgKj8G5LM2VckWuutCEAPQjsazMeRdxD1Zwokdwc",
+	"Wc202Cs3ZEpD4kAMVmQWLHkBPLg0isgdU4wglCBioYOtoLBTq5MmueMilHd2vjMcIxXkVaPRaKR9ZefO",
+	"NdF0No8QOWUldBByrIoNTkO80rbcK5hCibRnH3sd3S1v6muwGlrtyK5CsvhePLS7Vif95CtNmAgJNYTq",
+	"8+uAaInrm/8oATqG/JaHCO1xiwO2NNg2u8QwWp3xRVvJEERGTSSCrjWZ26FzoXmYNxptjmTBRQnSM1Am",
+	"tSQMdluZbXsv6dbYim38M1amPrZLuDUkHryecA/sgjaKpDmmczp2EMSC3Gcp+4scoWB3N5URI3YVwCak",
+	"YmEpCs1CdKykRrORnYkut1h6ER8l1odHptviTcQn05KjgdcQmbIIziEInnZvnrkBWOUocJ47xDvGQjE6",
+	"ZyGcUcLFOIpDFu5gWo3nIf0WhFYe4u8dqNmNKM4+s8Vrz8BOLtRtqLRILt+yxSscydke1k52B+dUsvKb",
+	"O6hS/pJzNe43lkEoq7ZZr5/HJZDTljPJHvkyvL3D1gOuCbD0cEeA2VOK9RfURnziETe+QPlrKb0szKdJ",
+	"Xrfftjt9wtFekfiL8PiBgnkPN3blsHLwomB/3t/79fM/Gnu/fv6jEez/vdzs/F6O3lqllnos4xaG13PB",
+	"LAcl1UnSAshWNCNULFtSd7idxk4Ef8BF/0yTubRboRx0DUS3L3JUbivzd+82I5nk1mpLQtsCj3jDxYNv",
+	"vpejD/a1LNDngffRhPs1qNyic2xLH9oKOG5mUdzIM6CZRHtaD5fxk1mWEy9fg0573rHHPNZMkTupbuoE",
+	"DAr2mTc077mgISvUsuh6D3ycZGTVl4EwEsQ7e38ewVWeEb6nNPtnfzFnZAigR+hiCCIgJaOYR2aPi4GY",
+	"UcGvmTboWUUZFdwIITxQbC5BaI/4DQNPLHhXgRDBPuhtQunUvH1kQ7U9BYp4vRZ0sfdydL4K2f5O3hGa",
+	"Sv322EIIAtmD1XD0QNADGZDeb71+6+wKAO6k6u2khN1PKSBFa1YDSeDuWUNX8xjMKt1+G0wmn5pW0Ud7",
+	"Cfz/Ofx/1/7fMZiXMj3ZZ77NTVFo23YHwGi0hAaVY686+fVbco/+x2XrEg07iXc0CQBIHaTbj/s/QEnL",
+	"+UqPpWXkJusuXR4hF8cyZDvBeL64j4vI5VL0t3+5tT18cnMsdVFM8kj+ZKRl4yjnHvjWbp4JY6KMU2I9",
+	"C8V++ukXX7+uGU8/13JByufXDByRTge2M0XzMfjM4Ksj4iNMX/7SaJDqPpnKWNVS1ErR/7Cd9+GXUh3g",
+	"vWVl7+VotwCoXRW9xM5Vjlh85+01lOCRBBamDY8isMogbN7+FwMGR3R8I6+vj0gDzQHjiPKZbX4HC8bY",
+	"qmMnUrAdpgXf9qVBeMy2Hz+qqISykL2s8vffM03cVyS9yX8QkekpYz62lLEiKiax81Ct++TUv+eQ5Dnf",
+	"0y4hd5uGxZWSEHzc9S7SspN1oZizSvKIEXfNHRHBJtTwW8TG5IwNHoGCJofS81SC03My06abM6P3Lg5T",
+	"rz843xwMOJ9S/eCmXsBL9m0powdftu/YdxWXqtT4dCrvmCIqFhpNj5ZNce0i99bbl/ZzHHxvv9F4lEi7",
+	"HXSIlIM8vNS97LtL4OvtgdFb26lyKs9mATQF5edzWUx9Xm5G5TeRD1H1XKU1OUUJCGppQQqrW9CxElaU",
+	"O1cZpSu5sHIXUIYig/x1nT9vhQDLBxQ3Jy2cJACp7WWGFeD7RO2wWxpxiFyLQqaNs9dXMTiX2XESqUIH",
+	"WNssAMsFeRctX8vRVxBNVmKasY+Jj2GjIxmbxN5AquiTCYhioBgGLo44RaXUAiLYXTKXVKLbbzQ2n8SK",
+	"KLLSeaQUVLLcLQAz2qF71CSdZU0ryWjTVvwmZAZeCzxwn+WM0BtNJm+Jeng+X1BCXdukl2TdEWR6pxhq",
+	"TEWiBZ3rqdw6ZhpjsNN+t/l2OzNNGatJT7qu5GnAU/a6Q72DHfqLHG1ugc5u0A8YBAlzWbk+aktzadNh",
+	"TQFiRjUarTQgbrlZtpO6cOBlUn1tOcll9zSlVcDBIYaSMBGCETQAhWiu5MgZijMq/6v9F2Wqw/baRlhA",
+	"hq7bihyK1H6rKBcnDlHXNGVx9FYg9TBPn+fKY/AOUa9bim526OwEzJdFCHqEJcACqQg9ys9qRAnaEFzP",
+	"xTCItb5TWPiNSF0hVnlHzQaALSU+grFiIROG0whMmSPGBOFgIcJUYKll4Y6CCRUTgC2rd7g8Wcfklgrr",
+	"tl7hjWX0LaTub/AYuxDbctD15rkvGit9vuvdSy9e/fLU/tnExOZckk76zLttcaiZlSwc9HShEqpcyr5R",
+	"IKXklGwkTqqdnL0rGeb5HFsgU2PmVV0DZ2EJB32OY/w9cOFRIaETyoU2BBPqyRHDnEEbsdOdDviy0XBb",
+	"c+R2h3Cbg7U1BW/sGF9DhQ/RyLcYwZe8mXCGUnbpg1F9HOpTG803u0JKz/RORnNobje9rVwn6nxfjQZO",
+	"qd50GC82H0VHhgzdarlBvCgTS7fYN0zkJExzpdZbPvJXjW9Ta189BOdwFFQYXbLAD2oKXqzZEj6Qj/4J",
+	"iGZzqqhhGAGSiykqC8hyEV7bpF3JxJg9EF0PFxaig5sTtkOMJxp/E4hxmYDbSwVOfxOBMpL0nOQWcLGy",
+	"ZMFMfWO5FCLhequZ9trBS2GF7DJpMxkdoUpxu39WMueCyOtrEOWvDVNnelV8EvrGkxCrUsMPaEiacu9c",
+	"D93bhBvNomuXzE9PYwOhxaG8EyskWhfs95GpckRRU+OS+3EduRwOKajXmTmSWW9098Pd9TrWi+2TAOdP",
+	"ptuGpYkEefovWdjVh3UXpR4+3FKvV1vDynw3q8e+I6Bsm3iqb8acPrKMVCKNr4nxOs14qQo+B/cLuWEL",
+	"F6Q6ns/3/z0gY/t/X+gttf+dL8xUipcBoerGaHyOzQRkttD/jACVHbIxD106FCu91ZdDn3006r+5wOeX",
+	"++U2Lj+utriWW24sD7dxxs24OIPo+dcLU5bv5cyZ0jW5m0rNCIbaY2pagBiyJIcvhQzgmGM0yanorfL2",
+	"3mYCgwOqBy9ekOFZ6+y8+xvGFGGo0fmnYW0HT/SM35eZAPoqZmgOgRAYhxJGlpBB/tsb5JYqToUp55bb",
+	"qdk0XFhBSZcFtaajqGLWwzAgyMtqGOvgBpdbuN1SQYiQqnAFNND9SqRKd+cWWSiQLg8RKVgvNb7iUm3O",
+	"9TyxfcQPH0z5wrP+Hz+RJTrNLbUngczo1nGBHVg91efXG4kqWXv4pnnVcFTbryjwhoeWE0ae7WXdyvg9",
+	"2jYadjbnETuWsxktAyse4+9kjC8QS/BepLB8wic8Wc5SZ1WeC8nLkBvvXJCKy9l9bTuARDa2B/gQYa/A",
+	"lcaWdYnyPu6Nous5IHK8iaIQIW0PiZz7/faexmcaWeIO7Es8zC6QL1ipjt3TsYkWyCIybGtLKICKRWa7",
+	"yjws5ZKh20oF+dxdygjPOqhGa1ASCaapCEfyHnNKPJyy6jaR4goElRtujipKts+vZxmZd2gpCDSeUQG0",
+	"E5BY8H/aWwNld240ueEiJNUIoAljqlmtvkk+k/0X/15+r6dK9Pao8gx+V8UC3eqYOgJzS2CCGrzy7NAR",
+	"C5yCWpvHJSk8oL1NjXGofXZXhiLY2RVjEWC4VHir4RHBq48IxkJNKJlTra1wAG87xFVJBqQNxMxd8mDu",
+	"lD889bHA7OwKXwM0ddf84bsgyJ4qj++SbviwXreJoyuTZ+kbYCcrACcJpT9LQNtHkPoIjixxznfcLW3Y",
+	"fNmp6Y9BkMXbjvL4kTzxP2Szd6DzBPm51YVaghbd4ABkMrg/gCnwiPglzdo9D9wYyiZ24aFhHg1+fH52",
+	"0T5FGPj7y5O3m0fa43WCP1tV1sdPXziRu9xVbIXDoyRwgbjKCgTsZjq5IR0P8YMcz+d2T+kttWcU1LlK",
+	"UAF1zq6r1eE2HTS09B5buvAtNV1LZ9iSm4Qj2zN+v3V2SYjiXYVJcaHBTgjBmN08DiiAfHp6e8RJLnY9",
+	"b6soM/Vm49UL0nEmhhoGyjVsXVkwuZ/DDuKTI9kyu7EUe5BU0EUqjxbEvRygCfkaUCzCrdjGK5Q72QVr",
+	"zvICba4+Fs6i04GSBc5MNUjoo/SAWinsqdLapI373DZPmqOm0F2G65x0eldpoMl5p9M67qcP+qeZX9O0",
+	"I93WSbtrX+y23lxiNr/XzZOrXr/Zv+xBGpg044n94fX5yW8bsoUTodP4FCkEG5vk736U/pYmpeiykCs2",
+	"Nl20mdguadjz2Q4ziTBe0/C1DBfIVeyC7JSuNOMJfvBKDzmNWNiel1sQ5lwIFpL2BR7lO6qJ/cAJQA+V",
+	"bmCeMjcjszyYZF32pHKTecaFTd73zjukygEXYhYBsKMk912QzY/ncq8FUNJsb4QZSzM6TEqhETX2i52c",
+	"IVsWWBhPIeVJORAD6Gbj9LKrEBA0SdeS9pedY9kZ7WYzTW8F/fLZiTHzJICSEFY4shc9gNFAilMMiiMd",
+	"EurSTCP7Gwigv6mMQp34BYejWGkz9E1pF314zaMIXhoqalj680DMk7pZdf9jA3FVvimf0TsWriLXkdVb",
+	"pOaG37KBcB95hcZ/ZfUzA+AqQ/brpONnoV3dsw4Yjhwoy024Gsqxfm7XDfGI9VkYkEGmGpgeVBwMqygv",
+	"KDRqZSHxm6QUV052L0luu0lLPt1tMd8aisw4qrU0s5vvYofc5mURad3EB1IE2S2OklobXkIBdy+J5KQ0",
+	"V+WMi+RBCdPDnnaLxHuqzHddS/RjHrEumJcexSR6ks1Vs7tRVN6UczkAGmES6zBnL11qIRXKMpdQIpTd",
+	"chmlqO+NpL6P/pNlB15jMxusvKkUZpAbSPkWgcrTdKWqttyi7xWXv2WQzCYB89hk6ZJI+9NuJ+mxwGRP",
+	"dSJ7Sd5kyKO2S8mdW7aNc6bQYRdY3o9afAentsG6uWnsVlikzOjtEm2DtAExsyzEXMaQiNuOeSMk3Hcv",
+	"8+OzdW8WNFgqH8AUN67faF/eKHYtv2E+gO17MawkAnUTpRWp3S3ho8cO5jOc/9UCCMuOKDDzlBKWSwQl",
+	"htVtovu8FXaJpLMHIzuDDfiEX6SC3arV75+2Tnx2Wyn8OQeHyxc5Qj6APpWqMzcXkoNk84DkEni7xjdN",
+	"aQLjxSwXvRim4cfsG3x//roSVJr9fuvswuehzWXGrQT5lCqQG3bD/t9DqJSHT6L3KpvjtBLks67AqvrR",
+	"5qh4WTf3ut8zTXi4XJagxJVSUtjlcG31gN7ScVg7DHD1yetcgB8ggpqnb8/tlp40+83XzV7ryNVMgHji",
+	"JBE5JMdxIBiH4aymLjsIMSFpAp3aQ76iVcigXjwyVN9saAIq8SLi96RqIHLRbqPLT+V92Tgd954+xMQI",
+	"GMpbpXogKHpaAiJvGWaXkHcCPC36iPQ+tC8uvBeSkrliwCA0NwyDuc1ANI9rAbY6lor5rJr2D7uYUJkY",
+	"cwhp4pRQDNnR8Wwg5DX8AN09c9VfdKlOPKP3PV+UZtu4lKXvNqz5slsRFrfWmxcTKqLhku9LyqUky1DG",
+	"ET9mHHHbVT7Sq2p3aubyxSpqDxAdT1PKAnect9RIMc7hQI5bG5vgMzWbHoRTJniCUzlZh2iIzTzO4Mt/",
+	"gdpH2fFBErW5YlATFG2GxaCXX169elkmQWRJseglmcHpiyJcHEfQRXzJLrC4ze3yK6s3udEZt7F4YDWp",
+	"puwaeIl7nPjFk/12ScSAkdQCsq6Ok1+izwNRzfZlGSomIo0Fx4XZf45aN9HSDWNmeQt4/mq71Wr6pnO7",
+	"Nn/IuiU5BOnC1aMGOyT+EAwEF0V8EcTyY5UrJ3Q88xwURRWRLIa8Hojl/cGV2bToXuaS2RaxvJoF5c5i",
+	"SqIuIcM6DrW9C3UTA1Um4zETYETe3EaVy6W8XrP6ZQVuVcSGPQCM3j84eLA0xlzKaHOdv+CX3hBA6Adb",
+	"nLfvfc3W9ZLDVbT/Q+JC59WskwLiBlJ84fkXzEoa1NN9nbjcdoeurhswp2BNJTeaFoazGwgAgREzd4wJ",
+	"0hgIK23sEydZIAc+worNVtQJXFUrjyVpHlth0A0B8yAaLLOC2bK59j/WE3GIu0TZbiK2KTjSmBbUnrVn",
+	"eiDw4By6FyCnkIoFGbExtdKjy1AFR5piYn8HPCLV4YyLYTAQw1kcDWvYck748h+iEEaaxwBZZ1QJTRp1",
+	"0hwIxM84Sc9pP2kKF8gmBlEfMDa44W1bjEMex+ZxMBB+TYRUfuYBYZFmyWrxa8j96JfSP868PxDwQfOY",
+	"VI9bPuQk+UbFwgt7O+dWxI6eKpWibx3pn18veph1aFsRaxtc3samj5WoJ2yh9BAndu9tKxs9eckbtKaX",
+	"y6FcOHQsGSl5w7wq5zJ5XX1q99+dX/avoLRKQPqfzq9ab960oMLKVbfVuzzt9wKCVUXOP7a6V8fNi+Zx",
+	"u//brhA/jer7xib1vLb/wF2dvLpka44jZ1hJXskOZT32IlvyYntjKmI5x9libVms5neveO4KmZW6lQp5",
+	"1dYn3M/T2lsl7zRqzO6WwOzbHpqFa0hcGsZMtbsN0sO5t9eVCXaqluYTgQnwXUaiqoPS1rbENhWKopQF",
+	"GGABThmbFZCHR8jPEFRiFZW49ZbwQ3nDov0o3ekgR4XZURcTe6kyTGd22OlWPHROdnDZTLbLT587lQ8J",
+	"b5PV6eiz7VzE5tsOeEHGRhsth6oL5BqSXfjKEWlkGFYqrVJLssk52SMHae1wQagguAtkj8QCjxbmaUnr",
+	"p794SDzOHP3ScS6PwV5NtSMCMyc3jM2dMMQgtBYhJf78jWJDtJFzTeaxnnIxSSrarBp/eZhZgQflR4ro",
+	"MV991S5sIhg54zTXrmhpcS5/33I99x+7FJ8/POVszNUG4hMIZXa1zzG0ITON6vBuqtkYy6H7CQVe2naO",
+	"giX4GQSVLrGWHPcqJJGSsYAIH9twUup2aUnB+rDZsq6p+18E1eyX57ZRZUjokZZRbFiSu+Wye+ojCF3h",
+	"XwprykJycd7ro20hLQIMJFNcrMbB3x+AsRSYix3aQ5zlk+LGsG1lx1UE0/QEspzgKqGBPK0slc4/IhN+",
+	"CzWMDBqP3Iqp0uiwu4IItDljLqxVrqE1i5a5eJ+8vBHLJmQpAqAghsgxNn86q5QoaUAZsMrrLVMRnSfH",
+	"MSln66N4cK82N6jwTVMUs0WZU6mdeJGYGKsFPCY3bOEkJEYtB+WGVIc3bMz2PPm4ndmzb/JwSOaKC2PP",
+	"j31wzSP2TNfq5SkMsTZm6eqBTgyoMaHvGPo1EP5HxlQQOYf19VcMwgsh3MyOQpMI7OMKNHVLrwKpFUOE",
+	"bStld0hZIC2uVV6uSQb+IB0i1mZLSnR0sTZf+TKZaLhnU1LzKd7//ssBMkrkyXRxRBokVBKvZCiJ+wCj",
+	"ffHq1xcbYiEf8V6zN4ZjVo93eS1jGHEUseJm0bPj81DvGRdQSLKEh/oK1IikLZwGfIjUQvb2wCUKr2Nk",
+	"PqwBEB2jiqmUCO1FVPlqh8Md7ypmG7OTlIo0L9r+mH5oHbcyIT0kFiFTZPiczvnz2/3n0O3z4SEWIENJ",
+	"NhiINF2kJtUkK5UOMuGROnBBhgFRTPPfWYDJUgKf2jAYCEzWFmTTBHreFvgEkbUA8+kzqsZTTI0IRo0A",
+	"MbtzpvZg4D7f8YzfB9lrNmQ0JBEzhikd5DGktrWBSI0UymExOSb2IS1ncYwijysubBvuxEAM0722xJVH",
+	"VKOkClFS6TxzJlUHLKwPxED87W/kWAorGnAp9ED8/9I6S5pUh4gRHwZkmElJZv8E25H9R5p22f7lwCDD",
+	"YCAIGbp8q/iTszvZf8KKtMNhDUaVr+SkyYya8RSqWBMyXK7dNKzbUfYBRm0/7745Ji9fvvw1+R5yJtmF",
+	"T2ooQtlsUr3sH9eOSOgSKcHXtg/HDHSxSqXLsynI8EwPiY6vr/k99I37hMGhWHXnXb9/4c2m8yjWZPjH",
+	"ACJdBpWADLzBBf9wNrJB5evwyHYPlAwzuby4aHWvep3mhxbBmHntamyCQzVBiD/TJHPQHN3YppI3oHQf",
+	"jbR0VxE5aDTIsFB5eRiQg8Y+GRbKLw9tS1Wp8MdcJebhIayrB+6DLLGAYF5fiRPPEwv3ZGxsO8gNU8EB",
+	"ETQ1II+DF7+SYbbE8JBUYcm7zKjFHmRPOkILOmwptUf0fgHqpZLCHOKJJAWhMClwaRnsHuYsgWMIJwlY",
+	"kfKypJYRq+GxJOTV/T0Z+hrHw+fDTI1jpOeDxt/TRXTxRUNEKYxkuCAhD6FjzAYFEHI+Y4dJRIBtAz3M",
+	"z7Wr4Z6mVdpvEIhWc3dgDUsqvWq8JLmBEAgGsy0Vl6pOmoLEWLuWzKmZWto8aByQYVIheRhYESd9wTZh",
+	"m6IC6zLNoKouOWi8IsPlms548M5i444PIiPR8uWC0qVCrBS9sY+GeLcOgyKsHvpMuCJMBHZoDMCaDMt7",
+	"piFGHzqGOPNbzu6c1JDLikaqw2xiTstkIFuQZTFQo9RSEByRfKo1Uh3iP+qYk2UYkJBhLq+EjeQzkRE6",
+	"YUANSXGrpZwIcGekOalqh2Tg7RFgOXDpwQYVT3kDF+y0gJ99ji/7u7KkZab2qCmmNR9FuBinXDs3GXiI",
+	"WZjLoQ5DmNOJy0hGhnAKsHzXcOQgvHjOIRIfk3qyWy4t/6IT9kyTYRbuO3TuF8MNFNiDWzw5UJVM8ojK",
+	"PkD550zQOa8cVl7WG/WXaD6fgpiSv+mT9ImTMpkKGS1SCpLQocsZLUKQEPbQnoREqPHmdonmNS4upp/X",
+	"gbOY2AvRm1PwysfPuLs2l3TMZ3oA5wUdifZKpGMj1ZBY/g7v7cF7g8qROwTPNObN5Hog4P48HMSNxssx",
+	"D+G/bFirk5bl574yHyvIZs2Ts3bHfWTfwc/+VmzFjjdAX6gVGWxLSsaTaZ7ZBQ7HEUVMPdPEhXoNRHWo",
+	"2Ewa1gxDZUf0hkdWYrHsZcQFZsMgzc7JERkCpxrCfCCwWPNbFng6GhJ2757VyQWQ3GhhNRrNDJZ9Qwu5",
+	"vctsrwn1kf/6P/7PEiIbCMDo6sPyK8uqozMaWcHfHlEYNFw8wmF27EkcCGXpoXZUfr8dldw8R5b7I40n",
+	"l6jVNyv2oEEqTqBhRWfMQPq3fyzR6j0dGwLE4RGEsI804mP2t5d2kDmCAeu8/fCfMVMLn4f4sAIteKmb",
+	"llUoe8Bcs3JgKbbRUmXdScdf5KiOh2TNiBwcNxnSigRnV/XV3jA7sLLWkyjEtPWHHZrlTSUY461aKqIl",
+	"o0VaywL0cX9Tcyy/Qape4qytXDH7RW4gm+Gq1w4mScS4+Tjwk50GUrZyKf0/d/F1D7+YBIx8/QwFIOZS",
+	"OBjhi0bDORWMK9NF52DmsJN//sUp5ZvtJZxQcMOAOroMgLWXGliYs7VK6vaqOsBhlLWeDPf5axr64CP4",
+	"ZP/hTy4Fjc1UKv47AwPWwYtfH/6oL+UZFQvXl8ZwDpAHN+mQ3c/Z2DB0+et4NqNq4QvIJNKWvHYcGa8I",
+	"QLLERs6o4eOES2SFCbA60QkAI1z2W9t+/h73KugeqqCrb/SEuT8GY37teu1jp09IYLmeVhGaT9OR1cYD",
+	"ex2CDPsXpBw70SXrghfXucpWjkVwvKUm76D1vj6P40JVsJYlJ0csnwHOps06nzcU6xMZ66oz7IN6yI0m",
+	"U6pB49FGKhbWSRPHOxB6LOcsJEaSYT74RA9BTXYJKgPIGJnUKcKpwL04ELqY1URq5mYM/VdBfQKyfjkQ",
+	"wzT04qr/20Xr6s1593X75KTVGUJwu+8PdLPMu6maNkB97I5r1E4x/sx15pa+4NjRR0RINyawLA8EHnP7",
+	"qE76Xm13su4w50YfpqbXofvHsHboW8B9RI+oB/4nfjLMQmaZihVpM6NCe99A4JDsd45+7JrHmrmwd09d",
+	"Lui9zwQV48WgUnNx+XDRDAdiAg4ubghdyhdw7UeVmlk5Qm7Rf6tureg7EH6KpR3no+2tLO+sL7hqeirv",
+	"tIv6xyHhZri8a9CbG8UmQmxqMvDGCjB64YCB5aCkNhCUQBo6hN8t5gytLCMaum3BFHbwUNjTLDQf0yi7",
+	"docDMXQ2p/o1Z1E4dJoHNysl5IE4aPxKhp3mWeuq3/zQ6gBvflEujyeRL1gqegjjPFrVK1o8WBTWtmL3",
+	"WOMgx4YrSSkrSJTyJKzeld/4mvezGBWzr0u3zf7TDMFVOC65b5JDHSBTTsFGRQfo95V0GhvcV8dSXEcc",
+	"3U8HL15s0ovL+UVHEWtBLpc/93KEfYFq6Pn7Pr1vitdjYG8wWrggS+/Dh+Sr53/Yw/T1eWriBK2s9A79",
+	"BBaglB8EORtumjFFOf6HYwfjHnLYgagWcrIcrcqZcpimS6kdwW8yNoSbAMrOZ9lxUs654IuC38neXjJh",
+	"6CgYiGHmGXZX8x4T72SFA4e3RGK8S8yI7N4MhL86pNjkFqgT0CtYSKjl/dBU3Y7nCu1pj8TpB8IZpN2F",
+	"BmDthJUfAirGVaC1nQeZFDXooRgIn5fG7UuQyUhzl2z/kDSOyEqmPBAJV14hm1txBd0BqaRCqkKSCDLi",
+	"5M8B3v/UQAfbsfoeywv2aT6XJRMMKL1zCtWUvD0BC+nkmfWmNgEsBoSq6uPfLMX8NxvdKk+kw6y9T9Lr",
+	"RLA7R5bf+Qo5ePijjjRvZCz+ZB2px8zSJfAMheS8oApSmmImViKDRCryw2+7DsC/vfoqQHaZ4u0SBukw",
+	"Pw6uWSdto4t6HLwxEIbecIflWNL+nHrCPQsYyzgKrayPAWzQjhXEY+HUBxY65cWqEQtStSI3IjzQMzV8",
+	"2+qT/MxTDWMPP/3/5zSZ/wl4i4cZ8zrBdx2bI2u53EBswea6sFlFifavzeByCa9+WPYWECHvSLf18fxD",
+	"6+QnXyvna5igcom1oWRl1w/TNTzMq8Ccspd6676XcTBJWPGkhsGkl1VGwWYU5cBMkPkg/MtaAzNTyVoC",
+	"x3ROx9wswFoVa5YljezWrzb17cSuyZKZYisWjNp9NrPJU3DFpP0/x5iQTq+EOl3pyB/dPvBnkTwuD6EZ",
+	"sidVKRiZTxdoaENjsf25tprmH+aJz//I4Ou+OhcrVtfNb9jQxy0NySzWhrB/xjTKilcJxNa/WCen0qGR",
+	"/SkdCF/BiRGAyWRCdrhLVcrCQ6JiAcDcL3KkXfJuBy60isFAgFka8KyuTkosDI/Auoto3bQbq0j47r9Z",
+	"PEsTHWVkNMcMuq2PbTCn9/rN09Z21wbqZVl+UBDHHnB2vkv38MLKbE8lZyX9/DmK5FqOgkMKf3Cx6i/E",
+	"gjzALmVBzzSc2vTSrcq54TOuDR+nlVgAb7s9U4JK/+sBWQ52wzWRvp60w04tlvBDdYL5RBza1qPVRgvA",
+	"avEw72sOMsi1BEZ0SDxIbSDWo9QI1Rl8G5TIGUWM3EH5fMuB7OQGAvGZtXrWIWjfR9B1wUsILo6Mqsv1",
+	"QFgVDAY4kmZq2/GRFh4pRbJAKfcjjnI4EAlgCmdb+Bi4+ogRRlXEMf+kKLZRH4ihw58P0Z7INDk+P7s4",
+	"bfVbJ8iusXKfR6lzHzMMGOX6AHzYBGJPyZgqtbA8HZMt4HYdgTsU4hWg1A2aKGe7IbSCwkoPhDcNFxc7",
+	"yCO5yHog11bCnp0xlM58bym8XNMu4Gd8/sHN2GI22W15e77C3UbN+foQ5U3dcBFuM7IP9v2VrS1nZdyo",
+	"3WIyyRUIJjAJpV0AQHKkSdW5l5OMj7UjdwTzw1mFbipkjtx2yGvwX8WjhHoOT+oM+WO0YmC+0NGmYyqk",
+	"mFoxKBiK4wM7I9OyvOaxAGq5ge2AUsvxtv8GYDXPhDbBq9m1/W8CU+thxJWdcVEoGC1y+Tmxggcw5yA5",
+	"kiCB8FnO8gCyzFpJ5/kfABr9uoFNans15f3567x+svll9ZYld9XWWsh7O6OM/vHEZHwCDsVVBtcvcvTT",
+	"wlpO8OdOtkInbhSBw82FzOkkGSrKY7tR9XMEsK12CLkdIiMGYUVp/mI3qCWYmQ9ygPorWId+ICbMaDJM",
+	"vgWUm2JW3raTAK3cHoXiCzCvgTiGMUYQ+ZMZgB0WIv00edFofLPNYOkw+mH1W92zdqd5aiVXl18tvf+l",
+	"IlhRakvnDk7q0Y7wv5irJlmX1UwDfTQJOfw0JzyWOQEIk1ACINTQ1fT1Vr4d2YzDzK7mM2hH1S7BS8L0",
+	"hqnsT/6N7A+TbBKaznL+ZQjlmslbhx/M/AL1nq0QLCG1AiRvj0KkIH5NtOFRlM51INxkA6sRI3eETIqA",
+	"dbB8DXgZ8Ibe5UWr22udtE4ewaG8kvvYh8eX3W6r0x+6pDNMZXSigWD3XBtdC8iw17e85/i88+a0fWxf",
+	"T0qguvBuaTx8OdzaGQ2f/WsxrBeP2Hm+JM8KvuWJm2tHcj/Z1qN5o9HRUjj9kDMqhdDD4lftLmSMChvz",
+	"NKUfVwsguxin1IamqR1NScVcaBAy7UD8aKtbaW3ZyhZ2kgnG9niTpxQm1Cpl+swlk8DkIXnv+7+6Rg02",
+	"3kzqlCCx10cLuxCQxwSj1TN0kDsvjiTXR+jAxQl1McCROLxodU7anbdXH1vd9ht7GtrnnSHGoCS5WyBU",
+	"B0DqUowZZmPmmtzSiIcgBgyX63ZlwlT2yVTGKk3c/+8DEdKFrq0JCGobyMI0YiTWVhgQY/akjsgiKuEF",
+	"GTZPTrqtXi+XVIFUXUw2kbHRPEQeR+dzJSFNgdT2ppXK6Nou4AY8HU+EbMDG/xxYQ7bvcA204YhMfWB/",
+	"SnwOfAkuNemyFP3L3dV/xaCKLptwbSBeMGVcaAuBcAuIsRJoC073s5xlrbrln/+BMedPY/TrnJ+0vtXq",
+	"p7aWvzswo+9k9FPrTX6QXeCnzW+lzQ9IOkHYKzZmwiR2v1xKMxedHXJDjKI8Wnk1b4sVcnlKlqFCyXUe",
+	"YZEAcLpDWjsAHMhYuNgaDA64zyTGOSJ6qrgAeHiK+4kY1AbiYiAcwCjCBNZs5hBF33wJL5+4EhxQ4N5z",
+	"qN8tfccIanmss/lUF/GfgwZyq/ITCvQdLkfNf09ybW0I+tniPnzuMiWutuMhKDx0iBrPSVwxdoiPcOe9",
+	"Ctll0H9XI7GIIOnQ8FqqMQOAjKVKl+6NEswTVquTN1KNQVmDnAE3UL49C0I8xBJHwikQRkYhOWn3mq9P",
+	"WydWF1jmSpi2G6JbAK3IxeQI67ZgoCAaCHECKhZWCEeuCyX96JyFpKqYUZyFUNTkbsqUQxQNROKsUWxG",
+	"uXA526gv7sQNscuo3XLZwUHHsFIaux4IYKr6ibgglLroXTWhxsU3MsETpI4flwu6Af6ZTg21TihCn4an",
+	"159s8ZHYott2zxcB54YH2gdtwanbmSlaTrbeheoMIFkmU86NjpweOgLeo2JMhzEQThIiGKsdMhpGXLDE",
+	"7LGc+RyMGppQ4t8diOoQRnriHjQhRUXCowMXaQgYidphkrgCknfqlKEPhJtMyhaRWQYlozD0hjlZbkTH",
+	"N+S//tf/hXHiXA/ENRNjyz0piajV6NAjDDGQwB196ByyRO93cUVCv8gRmUimBwIadvo6GNV9lGKQJOxz",
+	"bBhDrDvnfSenGnlHVTgQw0yVhSGM0X8IU/W+b38ujzDjor0AKIZ/27VNU6Zd+SUf1nDD4MpINgIzz8Lt",
+	"d0ehfhb6tKDUliZUYzJszE6ygCWskxOX8pFQctJttjvtzlun+U5sQ4rNIzq2q2EbTHqqyhk3LpZUsZm8",
+	"dZ2732tPdKfkrpBlt9SWl4qd+Q98pdjh/egXiqOYnxfKYyHRjJxjwAqkXToqi4Mp2tJTBrDrPYMZYldf",
+	"NIC1RMQnBbaNtVO8scB5jgEuvqziWzEzmy4X5dRrxfQ0vZ3qpGXHAHxIkGGrA/xwmIjb1F4Oe3KOfPsx",
+	"wTnljAbc21e2KUg+HZDhu1az23/dava9Vj8QBYl2G3MbzPYHlmf/fIzOBtzHUclP5vNYTjvIJ3HLFL/m",
+	"kFUd8lK7fP4Qb5fJRrcrr/kiudgby3ANu2kL8MUhbEcskniUWIAFAMzuVl/Pid0eQIeCIx2ITKWFWDMy",
+	"xPTwe+njIeFCG0ZDtD1CqpxMYNGRlQYHYmgyTkDtDIgwhmeaRPyaIdR8pXeQgHPwKeWh5mm31Tz57er9",
+	"ebuDvOobNO0u08y8d/7PH9Le6MaW4U1Pyotcd+tTocGNjapO4lj+yZYeOdsZigypJ/W6wAGmFLNc2TdY",
+	"SBbM7MqjIDn7av7U63Xf7E1iKPV8iF7/gtP8uH3SRRcKuM+PXN7bk07PyS4DwbWrGh0mOmHIKUAC2xdk",
+	"zoVg4RHpn/YShnxEFAu5YmOw+oE19GggRnZHWUjQPusiESAjZ5q9VDNh6qSZWasxFXapRmwglFWbGUAg",
+	"qJWofNou+9gKKYdYNApT+FvhDKqPDI8IJYaqCVZHGwgVRww0zhGHtlaiDp6MFV653nzCyLLOt2OGF5YO",
+	"fnC3KIzRF85f5k6f7G5jkQU5YkTTu59ggx8AbPCG+Ux8Tll6jmU4fk9dnMCb9pgwELXskDq7crSH0nP1",
+	"wZzGrq/ZOCmdihV3MmKUZQDM5fFy4GhwVQArGojqQeNlQfaoBUTLTCyJzn6RZEq09+URcpHUOzJlUbjK",
+	"LeIYJleoFjsnCVZyBy9JfSCaBOfs61F5hkcU23MVUSxDTTAfYCEUrE4gORYoor5qV+ihIE+pdW6bveun",
+	"7vhNuqPb2Z9gkVX+Xrs8XrzisxkLOTUsWpBqyhACzwdQ1MGzu7MHeEk/W+/48ACSAn9KR1RkNJg4jFQP",
+	"GvsDMTzutk7ssWyepukDnpNhr4UJ0ZNnzo8xo+Op1YWbF+3aUcK3B8KV7wFTeVJMymsDpIqY0jI8aZBk",
+	"od0fiHKVkZxmvNqQpRBz3IDxHoup+npiOBiufcHB8HvY37djWrC7CXLSb/GPyL5gpH8W+9pY3Uz0oJ86",
+	"51PonIkJKvXWFTgNd2ppbjN2ZX6g4y3WpE/Fyg1WRUPb9BCr3U1BVvOJLmCYM7pAax3m/BaLAeybHfkY",
+	"8iQA1P7IylixdlFt3mLvs/pA9SwqIMECpGQdCBmbsZwBPJxRlVTEgC4xsfMz7Spt6mHGnO/KiaL2PhDe",
+	"ewAvficvIRrz252ri+75W9QQt1IDP8Lm/EsJXI8Xn4aL0zNUrYlOQzfRz9i0x3cXUmUgVj7xxVUpSWIz",
+	"CRiHEMLg2MOm4llExSSmE7Y6MK3vg2XH1FAoMaxdKnmXtLV50bYsIZtIOWl1eEjmTA2ELwhMOKYcSPJr",
+	"iJAqVPRcDW0yYzOpFkHGWqYNF2Mz8EWNNam6WpABGcvZDOvYCgblmY1a7EHALlFxxALC7o2irs2as2CB",
+	"/wArPbvKLhCmhNU2XaELvAkAN3dEhjN+z8IhIlqsWDYQVgCbKMZIFcrdhbFCbIWSmGeAz+iEkXg+UTRc",
+	"gkk8RijfabJxTyim+E5Whb71oXapG8hfMeGsK//pqdPPxZKpJas7b1XL0gzSCZil+aamZ1+Hm608Zl1G",
+	"wz17xR+l4ekeoq9JvoJF0tqwTobyBgtnYsl/IFF7o99yGaEjnmtXaOiRqbCbzOkJKTDppAurvooIcU/+",
+	"ihR4DNzc1+oIY+QeKa+z6qyv1J1uas5AmBJXCeUtZbP/cyOQe8lwWjiaJ8iSd+Iqh2VS5a1KGZevQPBM",
+	"EyXvNKkCwhBz8WbKbtkfMR48XdTVKceyNQM2Hvpx7qu/YOaxwv5ukoAMyfK/U8D0UmU9VzQ3ZDQkETNQ",
+	"JrkKRP8/T1rNk5ww507xJkf9+R/wX3QMuIIY6yIvEtgDVrI2krg46zSWzANhQTRiiowjRhULA6IlAMCA",
+	"ejWpeuntjo2mUt4QzUTIVI1oxqDE3oRy8c1qYetjq9Nf1gvTx3bxtr3U3DoVCHmjuhlutXcunQH5Iv8V",
+	"rfWFxexCofVVdzmsIlrvHfn91CMfiftcJDjyPWQzvjwOguu5MDKpu7kZz3G5Efdm/H6lYPFGKsTso9Zn",
+	"2UI+oYrLHIywVxaSapIdLXC50aCAWZKqq+atUhHVxmpnIjZQaxX/YS+VkBo6goqWfMYCx67CgRgtiLdw",
+	"QeG0fLrVgPR+6/VbZ1etbve8S3J9JhrpQIBwjiEWAlOQjuLxDbN8XEZhklWSVIf4PMGV3fGQHRIp2EDg",
+	"WEk8t2x2/0XDDz6AlxQZsYUUIdEQlqAYBgs4z8H+i4ZVKXsZawDYAmr5RE1u0r6GHSi5iTIQuAJIvzMl",
+	"tYvVCCO2SfbldMF9Pon9en3/4KAB6SO+WUx8y4xLV3vG7x+qif+Ji1DekQiq1dvt8DSQIvVerZTR3Lvl",
+	"CWG5MC9fVILKjN7zWTyrHNoZQml892eSJ5YLw9AZ+ZSSVWZNVjDOGb//byJFXTDlmMnU15jI1E/OM5Ms",
+	"q/DEYYWRcJOsTU58eaiskBVnwfZE5kk1Mxd46lo4BOmJiRCMU0GmujEzhouJxvw0JqlGjaGjfOLLYVd5",
+	"GJAbtoCE9uAVdDayuymzHAL0mYHwhSrHVBA5hwCsIxfrmrZdq5O3aX0dBF648UMK/XmMKevK6ld+wvlA",
+	"8crHt2q51p++qFK2o/XF1r0EC7v616+17kLsMlqvOzDzWE9XVf62d1RCymvrrbt3NjhMz/+A/37F0xQx",
+	"wx43S8qn1ut35+cfynInbRE7BgPLEssyUR4sjxs/+4k6WRf9ZOkNbebe9uKrzKdFplGWQepI8bPIX7km",
+	"jk+hMllOhMHjp99ZRVgoUKZWIyH9idkyrdZbZtZT3NOwwVVihd8eN5mfRL06786SOTFZsxXE+bBNYZIp",
+	"G7e9RaFoT/wcVObxmuy5Znm/SfVFY79mdaF4jrE63NhnjWJx7Gd6INDMQ65lFMk7FC+gIPk1u7NH2mpB",
+	"AFBnd0nzHjhgZR0uJrYNe/RdSZ4h/mW1jrupZuMrqL5qRxMxegu2JA8chThth7ofU6U4S/AIVuUKlirW",
+	"k6YgkPrWsiE/nBvG5hpDgjwPqo6xQFJSNjYJMnKDq2FkUZZnYUrAgWBirBbgW0pgY8lygThXHX5oHbeu",
+	"PFP50Prt6k37tLVJQuBNSn/XAsu1GinXuuxmkHBV+wkVhI60jKw6OjVmXtU1ctk9hWLC3BC3lAMRa6YO",
+	"7abcSRXWApJrttc67rb6hZbdlg3JvxGri/9yQOT1QLiAfEP2fyGjhWHat3V83uldnrW6jrNedj50zj91",
+	"sDJuvkQoAvJY5jqAsuNwhIeERnd0oYnLaryOm/+aTsAuPJgkOm9hYblOir47Zu62kkthN67mMy6W6Mer",
+	"CqATeOCMvV58GogJv2UCw1yWCXK7wuYX8fLV8fi2xGwXF/F3tyZmu/+kuDGri/G6RQwc70KJ7DFzRO4y",
+	"lrFPG5kwNxfM6HMKs9AH9aTM6gcvn/lXDM54y28ZocUq5DTdKKmIY/1Z5d3lsy3o79+mBD3PXSirfTRN",
+	"MDn2PG7GK+OBi9dIRuXvPykYGd7uB/bWhBuWmhg0fKaSuDFBhn5QyRvDQw9pGcpbpiI6P8vmxgULZkgR",
+	"UQPZ8JN8J3jR24Yhx4ltMXBWTEhEaMcH1omZvGUD4dKuuKiM1B5BJnR+hEEjvgv7O8KhdZ2c46hIYyCw",
+	"Dqh/K7mEMbgFksMwepMcKdhV/5JmNLK3tLPVRFIb4O11cgrSRXJA7ZgwDnGNPDEQTWegPUh74BORFL1/",
+	"8EZff6musa6uVXjX3HQuhK5EspCSzKjwpfz14UDcUW78LeWIghh7LYawpkjBKOb4nxt4ew3EVuhxR9U9",
+	"PAt/ipD8hLcmTgtn+uPfnKnnN3OywbvxI19fP4MRS80ulhc5VpfuJuLNfJiNFEyDDuT1saRgijvTq+45",
+	"2xMbx8rO0p5SuO36VlivHP7jsz1T7qs//KHN1or9GiSPPYou+0iOcn87d2TmCaTRyj5IMVGZh6A75L5L",
+	"ZvD189f/LwAA//8=",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

@@ -8,9 +8,11 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/kece-oj/kece/contracts/adminapi"
+	"github.com/kece-oj/kece/control/ratelimit"
 	"github.com/kece-oj/kece/control/store"
 )
 
@@ -40,6 +42,11 @@ func (a adminAPI) CreateBusinessToken(ctx context.Context, req adminapi.CreateBu
 	if body.ExpiresInMs != nil {
 		spec.ExpiresIn = time.Duration(*body.ExpiresInMs) * time.Millisecond
 	}
+	lim, err := rateLimitIn(body.RateLimit)
+	if err != nil {
+		return nil, err
+	}
+	spec.RateLimit = lim
 	tok, err := a.s.store.IssueToken(ctx, spec)
 	if errors.Is(err, store.ErrConflict) {
 		return nil, apiErr(http.StatusConflict, codeNameTaken, err)
@@ -54,6 +61,60 @@ func (a adminAPI) CreateBusinessToken(ctx context.Context, req adminapi.CreateBu
 	a.s.log.InfoContext(ctx, "business token created", "token_name", body.Name, "submission_types", info.SubmissionTypes,
 		"consumer_group", info.ConsumerGroup, "actor", actor(ctx))
 	return adminapi.CreateBusinessToken201JSONResponse{Token: tok, BusinessToken: info}, nil
+}
+
+// SetBusinessTokenRateLimit sets a business token's own request budget,
+// or (no rateLimit) returns it to the server's default.
+func (a adminAPI) SetBusinessTokenRateLimit(ctx context.Context, req adminapi.SetBusinessTokenRateLimitRequestObject) (adminapi.SetBusinessTokenRateLimitResponseObject, error) {
+	lim, err := rateLimitIn(req.Body.RateLimit)
+	if err != nil {
+		return nil, err
+	}
+	err = a.s.store.SetTokenRateLimit(ctx, req.Name, lim, actor(ctx))
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, apiErr(http.StatusNotFound, codeTokenNotFound, err)
+	}
+	if err != nil {
+		return nil, err
+	}
+	info, err := a.businessToken(ctx, req.Name)
+	if err != nil {
+		return nil, err
+	}
+	a.s.log.InfoContext(ctx, "business token rate limit set", "token_name", req.Name, "rate_limit", rateLimitText(lim), "actor", actor(ctx))
+	return adminapi.SetBusinessTokenRateLimit200JSONResponse(info), nil
+}
+
+// rateLimitIn checks a requested budget: a nonsensical one (which the
+// schema's bounds let through) is 400 REQUEST_INVALID naming the field.
+func rateLimitIn(in *adminapi.RateLimit) (*ratelimit.Limit, error) {
+	if in == nil {
+		return nil, nil
+	}
+	lim := &ratelimit.Limit{Rate: in.Rate, Burst: in.Burst}
+	err := lim.Validate()
+	var fe *ratelimit.FieldError
+	if !errors.As(err, &fe) {
+		return lim, nil
+	}
+	// Every problem, each under the field's name in the request.
+	var msgs []string
+	for _, p := range err.(interface{ Unwrap() []error }).Unwrap() {
+		if errors.As(p, &fe) {
+			msgs = append(msgs, "rateLimit."+fe.Field+": "+fe.Msg)
+		}
+	}
+	e := apiErr(http.StatusBadRequest, codeRequestInvalid, errors.New(strings.Join(msgs, "; ")))
+	errors.As(err, &fe)
+	e.Details = map[string]any{"field": "rateLimit." + fe.Field}
+	return nil, e
+}
+
+func rateLimitText(lim *ratelimit.Limit) string {
+	if lim == nil {
+		return "default"
+	}
+	return lim.String()
 }
 
 // RevokeBusinessToken refuses a business token from now on.
@@ -95,6 +156,9 @@ func businessTokenOut(t store.TokenInfo) adminapi.BusinessToken {
 	if t.SubmissionTypes != nil {
 		types := append([]string(nil), t.SubmissionTypes...)
 		out.SubmissionTypes = &types
+	}
+	if t.RateLimit != nil {
+		out.RateLimit = &adminapi.RateLimit{Rate: t.RateLimit.Rate, Burst: t.RateLimit.Burst}
 	}
 	return out
 }

@@ -89,10 +89,12 @@ func (s surfaceSet) has(sf surface) bool { return s&(1<<sf) != 0 }
 
 // errorCodes maps every code to the surfaces whose contract lists it. A code
 // with no surface never reaches a client (codeCancelled: the client has
-// gone; the code is logged and counted only). RATE_LIMITED and CONFLICT are
-// listed by the contracts for proxies in front of the control plane and for
-// clients to expect; the control plane itself answers with more specific
-// codes.
+// gone; the code is logged and counted only). The control plane answers
+// RATE_LIMITED on the business surface itself, when a token is over its
+// budget (ratelimit.go); on the machine and admin surfaces only a proxy in
+// front of it does, and clients expect it there for that reason. CONFLICT
+// is listed by the contracts for clients to expect; the control plane
+// itself answers with more specific codes.
 var errorCodes = map[string]surfaceSet{
 	codeRequestInvalid:           onMachine | onAdmin | onBusiness,
 	codeProtocolUnsupported:      onMachine,

@@ -60,6 +60,6 @@ func (s *Server) mountBusiness() error {
 		businessapi.StrictHTTPServerOptions{RequestErrorHandlerFunc: reqErr, ResponseErrorHandlerFunc: respErr}), mux)
 	s.businessMux = mux
 	s.business = s.tokenAuth(store.TokenBusiness, surfaceBusiness, map[string]bool{"/api/v1/system/judgers/summary": true},
-		s.validated(mux, func() (*openapi3.T, error) { return businessapi.GetSpec() }, surfaceBusiness))
+		s.rateLimited(s.validated(mux, func() (*openapi3.T, error) { return businessapi.GetSpec() }, surfaceBusiness)))
 	return nil
 }

@@ -85,6 +85,9 @@ type Config struct {
 	// (KECE_WEBHOOK_KEY_FILE); nil: no key (lists work, storing a secret
 	// answers WEBHOOK_KEY_MISSING).
 	WebhookKeys *atrest.Keyring
+	// RateLimiter limits each business token's requests (ratelimit.go);
+	// nil: business clients are not limited by the control plane.
+	RateLimiter RateLimiter
 }
 
 // WithDefaults returns c with every zero field set to its default, as New

@@ -7,7 +7,10 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
+
+	"github.com/kece-oj/kece/control/ratelimit"
 )
 
 // TokenKind separates admin and business API tokens; they are never
@@ -65,6 +68,9 @@ type TokenSpec struct {
 	// ConsumerGroup is the settlement-event consumer group of a business
 	// token; empty means DefaultConsumerGroup. Admin tokens take none.
 	ConsumerGroup string
+	// RateLimit is a business token's own request budget; nil means the
+	// server's default. Admin tokens take none.
+	RateLimit *ratelimit.Limit
 	// Actor, when set, is recorded in the audit log (token.create) with
 	// the token's scope; the admin API sets it, the local CLI does not.
 	Actor string
@@ -94,6 +100,10 @@ func (s *Store) IssueToken(ctx context.Context, spec TokenSpec) (string, error) 
 	if err != nil {
 		return "", err
 	}
+	if err := checkRateLimit(spec.Kind, spec.RateLimit); err != nil {
+		return "", err
+	}
+	rateCol, burstCol := rateLimitColumns(spec.RateLimit)
 	tok, hash := newSecret(tokenPrefix(spec.Kind))
 	err = s.inTx(ctx, func(tx *sql.Tx) error {
 		if spec.Kind == TokenBusiness {
@@ -101,9 +111,11 @@ func (s *Store) IssueToken(ctx context.Context, spec TokenSpec) (string, error) 
 				return err
 			}
 		}
-		r, err := tx.ExecContext(ctx, `INSERT INTO judge_api_token (kind, name, token_hash, expires_at, submission_types, consumer_group)
-			VALUES (?, ?, ?, IF(? > 0, NOW(6) + INTERVAL ? MICROSECOND, NULL), ?, ?)`,
-			spec.Kind, spec.Name, hash, spec.ExpiresIn.Microseconds(), spec.ExpiresIn.Microseconds(), scope.column(), scope.group)
+		r, err := tx.ExecContext(ctx, `INSERT INTO judge_api_token (kind, name, token_hash, expires_at, submission_types, consumer_group,
+				rate_limit_rate, rate_limit_burst)
+			VALUES (?, ?, ?, IF(? > 0, NOW(6) + INTERVAL ? MICROSECOND, NULL), ?, ?, ?, ?)`,
+			spec.Kind, spec.Name, hash, spec.ExpiresIn.Microseconds(), spec.ExpiresIn.Microseconds(), scope.column(), scope.group,
+			rateCol, burstCol)
 		if isDuplicate(err) {
 			return conflict("a %s token named %q exists", spec.Kind, spec.Name)
 		}
@@ -115,6 +127,9 @@ func (s *Store) IssueToken(ctx context.Context, spec TokenSpec) (string, error) 
 			"expiresInSeconds": int64(spec.ExpiresIn / time.Second)}
 		if spec.Kind == TokenBusiness {
 			detail["submissionTypes"], detail["consumerGroup"] = scope.types, scope.group
+			if spec.RateLimit != nil {
+				detail["rateLimit"] = rateLimitDetail(spec.RateLimit)
+			}
 		}
 		if err := audit(ctx, tx, cmp.Or(spec.Actor, auditActorCLI), "token.create", 0, 0, "", detail); err != nil {
 			return err
@@ -145,6 +160,9 @@ type TokenIdentity struct {
 	SubmissionTypes []string
 	// ConsumerGroup is a business token's settlement-event consumer group.
 	ConsumerGroup string
+	// RateLimit is a business token's own request budget; nil: the
+	// server's default.
+	RateLimit *ratelimit.Limit
 }
 
 // Actor names the caller in audit rows.
@@ -165,10 +183,12 @@ func (s *Store) AuthenticateToken(ctx context.Context, kind TokenKind, token str
 	var t TokenIdentity
 	var current, expired, prevLive, stale bool
 	var types sql.NullString
+	var limRate sql.NullFloat64
+	var limBurst sql.NullInt64
 	// Two unique keys (current and previous hash); a UNION keeps each an
 	// index lookup.
 	err := s.db.QueryRowContext(ctx, `
-		SELECT id, kind, name, submission_types, consumer_group, token_hash = ?,
+		SELECT id, kind, name, submission_types, consumer_group, rate_limit_rate, rate_limit_burst, token_hash = ?,
 		       expires_at IS NOT NULL AND expires_at <= NOW(6),
 		       prev_valid_until IS NOT NULL AND prev_valid_until > NOW(6),
 		       last_used_at IS NULL OR last_used_at < NOW(6) - INTERVAL ? MICROSECOND
@@ -177,7 +197,7 @@ func (s *Store) AuthenticateToken(ctx context.Context, kind TokenKind, token str
 		      SELECT * FROM judge_api_token WHERE prev_token_hash = ?) t
 		WHERE kind = ? AND revoked_at IS NULL
 		LIMIT 1`,
-		h, tokenLastUsedResolution.Microseconds(), h, h, kind).Scan(&t.ID, &t.Kind, &t.Name, &types, &t.ConsumerGroup, &current, &expired, &prevLive, &stale)
+		h, tokenLastUsedResolution.Microseconds(), h, h, kind).Scan(&t.ID, &t.Kind, &t.Name, &types, &t.ConsumerGroup, &limRate, &limBurst, &current, &expired, &prevLive, &stale)
 	if errors.Is(err, sql.ErrNoRows) {
 		return TokenIdentity{}, s.unknownSecret(ctx, kind, h)
 	}
@@ -193,6 +213,8 @@ func (s *Store) AuthenticateToken(ctx context.Context, kind TokenKind, token str
 	t.SubmissionTypes = parseTypeSet(types)
 	if t.Kind != TokenBusiness {
 		t.ConsumerGroup = ""
+	} else {
+		t.RateLimit = rateLimitOf(limRate, limBurst)
 	}
 	if stale {
 		// Best effort: a failed bookkeeping write must not refuse the caller.
@@ -358,6 +380,9 @@ type TokenInfo struct {
 	SubmissionTypes []string `json:"submissionTypes,omitempty"`
 	// ConsumerGroup is a business token's consumer group.
 	ConsumerGroup string `json:"consumerGroup,omitempty"`
+	// RateLimit is a business token's own request budget (absent: the
+	// server's default).
+	RateLimit *ratelimit.Limit `json:"rateLimit,omitempty"`
 }
 
 // ListTokens lists tokens (of one kind, or all when kind is ""), by kind
@@ -373,12 +398,16 @@ func (s *Store) ListTokens(ctx context.Context, kind TokenKind) ([]TokenInfo, er
 		var lastUsed, expires, rotated, prevUntil, revoked sql.NullTime
 		var state string
 		var types sql.NullString
+		var limRate sql.NullFloat64
+		var limBurst sql.NullInt64
 		err := rows.Scan(&t.ID, &t.Kind, &t.Name, &t.CreatedAt, &lastUsed, &expires, &rotated, &prevUntil, &revoked, &state,
-			&types, &t.ConsumerGroup)
+			&types, &t.ConsumerGroup, &limRate, &limBurst)
 		t.State = state
 		t.SubmissionTypes = parseTypeSet(types)
 		if t.Kind != TokenBusiness {
 			t.ConsumerGroup = ""
+		} else {
+			t.RateLimit = rateLimitOf(limRate, limBurst)
 		}
 		for _, p := range []struct {
 			src sql.NullTime
@@ -397,10 +426,85 @@ func (s *Store) ListTokens(ctx context.Context, kind TokenKind) ([]TokenInfo, er
 	                WHEN expires_at IS NOT NULL AND expires_at <= NOW(6) THEN 'EXPIRED'
 	                WHEN prev_valid_until > NOW(6) THEN 'ROTATING'
 	                ELSE 'ACTIVE' END,
-	           submission_types, consumer_group
+	           submission_types, consumer_group, rate_limit_rate, rate_limit_burst
 	    FROM judge_api_token WHERE ? = '' OR kind = ? ORDER BY kind, name`, kind, kind)
 	if err != nil {
 		return nil, fmt.Errorf("store: list tokens: %w", err)
 	}
 	return out, nil
+}
+
+// SetTokenRateLimit sets a live business token's own request budget; nil
+// returns it to the server's default. It takes effect on every replica at
+// the token's next request, and is audited (token.rate_limit).
+func (s *Store) SetTokenRateLimit(ctx context.Context, name string, lim *ratelimit.Limit, actor string) error {
+	if err := checkRateLimit(TokenBusiness, lim); err != nil {
+		return err
+	}
+	rateCol, burstCol := rateLimitColumns(lim)
+	return s.inTx(ctx, func(tx *sql.Tx) error {
+		r, err := tx.ExecContext(ctx, `UPDATE judge_api_token SET rate_limit_rate = ?, rate_limit_burst = ?
+			WHERE kind = ? AND name = ? AND revoked_at IS NULL`, rateCol, burstCol, TokenBusiness, name)
+		if err != nil {
+			return fmt.Errorf("store: set token rate limit: %w", err)
+		}
+		if n, _ := r.RowsAffected(); n == 0 {
+			// RowsAffected counts changed rows: tell "unchanged" from "absent".
+			var one int
+			err := tx.QueryRowContext(ctx, `SELECT 1 FROM judge_api_token WHERE kind = ? AND name = ? AND revoked_at IS NULL`,
+				TokenBusiness, name).Scan(&one)
+			if errors.Is(err, sql.ErrNoRows) {
+				return fmt.Errorf("no live business token named %q: %w", name, ErrNotFound)
+			}
+			if err != nil {
+				return fmt.Errorf("store: set token rate limit: %w", err)
+			}
+		}
+		return audit(ctx, tx, cmp.Or(actor, auditActorCLI), "token.rate_limit", 0, 0, "",
+			map[string]any{"kind": TokenBusiness, "name": name, "rateLimit": rateLimitDetail(lim)})
+	})
+}
+
+// checkRateLimit refuses a limit on an admin token and a bad limit,
+// naming the field (rateLimit.rate, rateLimit.burst).
+func checkRateLimit(kind TokenKind, lim *ratelimit.Limit) error {
+	if lim == nil {
+		return nil
+	}
+	if kind != TokenBusiness {
+		return invalid("rateLimit", "only business tokens are rate limited")
+	}
+	err := lim.Validate()
+	var fe *ratelimit.FieldError
+	if !errors.As(err, &fe) {
+		return nil
+	}
+	// The first field is named; the message says every problem.
+	problem := fe.Msg
+	if errs := err.(interface{ Unwrap() []error }).Unwrap(); len(errs) > 1 {
+		problem = strings.ReplaceAll(err.Error(), "\n", "; ")
+	}
+	return invalid("rateLimit."+fe.Field, "%s", problem)
+}
+
+func rateLimitColumns(lim *ratelimit.Limit) (rate, burst any) {
+	if lim == nil {
+		return nil, nil
+	}
+	return lim.Rate, lim.Burst
+}
+
+func rateLimitOf(rate sql.NullFloat64, burst sql.NullInt64) *ratelimit.Limit {
+	if !rate.Valid || !burst.Valid {
+		return nil
+	}
+	return &ratelimit.Limit{Rate: rate.Float64, Burst: int(burst.Int64)}
+}
+
+// rateLimitDetail is a limit as the audit log records it ("default": nil).
+func rateLimitDetail(lim *ratelimit.Limit) any {
+	if lim == nil {
+		return "default"
+	}
+	return map[string]any{"rate": lim.Rate, "burst": lim.Burst}
 }

@@ -1,6 +1,6 @@
 package store
 
-// Webhooks per consumer group (migration 00014): an endpoint, delivery
+// Webhooks per consumer group (migration 00015): an endpoint, delivery
 // settings and signing secrets per settlement-event consumer group. The
 // secrets are encrypted at rest with the replica's keyring (control/atrest);
 // this file is the only place that seals or opens them.

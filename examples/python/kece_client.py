@@ -30,6 +30,7 @@ import base64
 import hashlib
 import hmac
 import json
+import random
 import sys
 import time
 import urllib.error
@@ -40,20 +41,37 @@ import uuid
 class KeceError(Exception):
     """An API refusal: HTTP status plus the machine-readable code."""
 
-    def __init__(self, status, code, message):
+    def __init__(self, status, code, message, retry_after=0):
         super().__init__(f"{status} {code}: {message}")
         self.status, self.code, self.message = status, code, message
+        self.retry_after = retry_after
 
 
 class KeceClient:
     """Business API client. token is a business token (kbt_...)."""
 
-    def __init__(self, base_url, token, timeout=30):
+    def __init__(self, base_url, token, timeout=30, max_rate_limit_waits=10):
         self.base = base_url.rstrip("/")
         self.token = token
         self.timeout = timeout
+        self.max_rate_limit_waits = max_rate_limit_waits
 
     def _call(self, method, path, body=None, raw=None, headers=None):
+        """One API call. Over the token's request budget the control plane
+        answers 429 RATE_LIMITED with Retry-After before doing anything, so
+        the same call is sent again after that long (with jitter)."""
+        for waits in range(self.max_rate_limit_waits + 1):
+            try:
+                return self._call_once(method, path, body, raw, headers)
+            except KeceError as e:
+                if e.status != 429 or waits == self.max_rate_limit_waits:
+                    raise
+                wait = max(e.retry_after, 1) + random.uniform(0, 0.5)
+                print(json.dumps({"step": "rate_limited", "code": e.code, "path": path, "waitSeconds": round(wait, 2)}),
+                      file=sys.stderr)
+                time.sleep(wait)
+
+    def _call_once(self, method, path, body, raw, headers):
         data, hdrs = None, {"Authorization": "Bearer " + self.token}
         if raw is not None:
             data = raw
@@ -72,7 +90,11 @@ class KeceClient:
                 err = json.loads(e.read())
             except ValueError:
                 err = {}
-            raise KeceError(e.code, err.get("code", "HTTP_%d" % e.code), err.get("message", e.reason)) from None
+            try:
+                retry_after = int(e.headers.get("Retry-After", "0"))
+            except ValueError:
+                retry_after = 0
+            raise KeceError(e.code, err.get("code", "HTTP_%d" % e.code), err.get("message", e.reason), retry_after) from None
 
     def upload_artifact(self, content):
         """Stores bytes by SHA-256 (idempotent); returns (sha256, size)."""

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"math"
 	"os"
 	"regexp"
 	"strconv"
@@ -214,6 +215,13 @@ func (f *FlagSet) Int(name, env string, value int, usage string) *int {
 	return p
 }
 
+// Float defines a decimal-number flag (a rate per second, say).
+func (f *FlagSet) Float(name, env string, value float64, usage string) *float64 {
+	p := &value
+	f.define(name, "", env, (*floatValue)(p), usage)
+	return p
+}
+
 // Duration defines a duration flag: Go syntax plus days (60s, 15m, 24h,
 // 7d; package internal/duration); a negative value is refused.
 func (f *FlagSet) Duration(name, env string, value time.Duration, usage string) *time.Duration {
@@ -361,6 +369,19 @@ func (i *intValue) Set(v string) error {
 }
 func (i *intValue) String() string { return strconv.Itoa(int(*i)) }
 func (*intValue) Type() string     { return "int" }
+
+type floatValue float64
+
+func (v *floatValue) Set(s string) error {
+	x, err := strconv.ParseFloat(strings.TrimSpace(s), 64)
+	if err != nil || math.IsNaN(x) || math.IsInf(x, 0) {
+		return errors.New("not a number (e.g. 20 or 0.5)")
+	}
+	*v = floatValue(x)
+	return nil
+}
+func (v *floatValue) String() string { return strconv.FormatFloat(float64(*v), 'g', -1, 64) }
+func (*floatValue) Type() string     { return "float" }
 
 // EnvName is the variable of flag name under prefix: KECE_BENCH_BURST_ +
 // "wall-limit" is KECE_BENCH_BURST_WALL_LIMIT.

@@ -252,3 +252,20 @@ func TestParseWithEnvNamingRule(t *testing.T) {
 	}))
 	require.Equal(t, 48*time.Hour, *wall)
 }
+
+func TestFloatFlag(t *testing.T) {
+	t.Parallel()
+	fs := NewFlagSet("t", envMap(map[string]string{"KECE_RATE": "0.5"}))
+	r := fs.Float("rate", "KECE_RATE", 20, "rate")
+	q := fs.Float("other", "KECE_OTHER", 20, "other")
+	require.NoError(t, fs.Parse(nil))
+	require.Equal(t, 0.5, *r, "the variable wins over the default")
+	require.Equal(t, 20.0, *q)
+
+	fs = NewFlagSet("t", envMap(map[string]string{"KECE_RATE": "fast"}))
+	fs.Float("rate", "KECE_RATE", 20, "rate")
+	fs.Float("other", "KECE_OTHER", 20, "other")
+	err := fs.Parse([]string{"--other", "NaN"})
+	require.ErrorContains(t, err, `KECE_RATE: "fast": not a number`)
+	require.ErrorContains(t, err, `--other: "NaN": not a number`, "both bad values are reported")
+}
