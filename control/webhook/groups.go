@@ -51,13 +51,17 @@ type Dispatcher struct {
 	// mu guards running (Sync writes it, Running reads it).
 	mu      sync.Mutex
 	running map[string]*groupRun
+	// retiring are senders replaced by new settings, finishing their
+	// deliveries in flight.
+	retiring sync.WaitGroup
 	// complained: the last problem logged per group, so a group that stays
 	// broken is logged once per change, not once per refresh.
 	complained map[string]string
 }
 
 type groupRun struct {
-	shape  string // settings whose change restarts the sender
+	shape  string        // settings whose change restarts the sender
+	grace  time.Duration // how long a replaced sender may finish its deliveries
 	sender *Sender
 	cancel context.CancelFunc
 	done   chan struct{}
@@ -117,7 +121,7 @@ func (d *Dispatcher) Sync(ctx context.Context) {
 			continue
 		}
 		if r != nil {
-			d.stop(group, r)
+			d.retire(group, r)
 		}
 		s, err := New(cfg, d.store, d.log)
 		if err != nil {
@@ -125,11 +129,22 @@ func (d *Dispatcher) Sync(ctx context.Context) {
 			continue
 		}
 		sctx, cancel := context.WithCancel(ctx)
-		r = &groupRun{shape: shape, sender: s, cancel: cancel, done: make(chan struct{})}
+		r = &groupRun{shape: shape, grace: cfg.Timeout + 5*time.Second, sender: s, cancel: cancel, done: make(chan struct{})}
 		go func() { defer close(r.done); s.Run(sctx) }()
 		d.running[group] = r
 		d.log.Info("webhook: delivering group", "consumer_group", group, "concurrency", cfg.Concurrency, "timeout", cfg.Timeout.String())
 	}
+}
+
+// Concurrency is the delivery slots of the group's running sender; 0 when
+// none runs.
+func (d *Dispatcher) Concurrency(group string) int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if r := d.running[group]; r != nil {
+		return r.sender.cfg.Concurrency
+	}
+	return 0
 }
 
 // Running lists the groups whose sender runs, sorted.
@@ -240,10 +255,30 @@ func (d *Dispatcher) stop(group string, r *groupRun) {
 	d.log.Info("webhook: stopped delivering group", "consumer_group", group)
 }
 
+// retire replaces a group's sender: the old one claims nothing more and
+// finishes its deliveries in flight (within its grace) while the new one
+// starts, so a settings change leaves no event to wait out its lease.
+func (d *Dispatcher) retire(group string, r *groupRun) {
+	delete(d.running, group)
+	r.sender.Drain()
+	d.log.Info("webhook: group settings changed; the previous sender finishes its deliveries in flight", "consumer_group", group)
+	d.retiring.Go(func() {
+		t := time.NewTimer(r.grace)
+		defer t.Stop()
+		select {
+		case <-r.done:
+		case <-t.C:
+		}
+		r.cancel()
+		<-r.done
+	})
+}
+
 func (d *Dispatcher) stopAll() {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	for g, r := range d.running {
 		d.stop(g, r)
 	}
+	d.retiring.Wait()
 }

@@ -198,6 +198,33 @@ func TestDispatcherFollowsChanges(t *testing.T) {
 		"a disabled group stops, and the file setting does not bring it back")
 }
 
+// TestSettingsChangeFinishesDeliveriesInFlight: new concurrency replaces the
+// group's sender; a delivery the old one had in flight still completes and
+// is acknowledged, instead of waiting out its lease.
+func TestSettingsChangeFinishesDeliveriesInFlight(t *testing.T) {
+	t.Parallel()
+	b, wg := groupsFixture(t)
+	gate, arrived := make(chan struct{}), make(chan struct{}, 8)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		arrived <- struct{}{}
+		<-gate
+	}))
+	t.Cleanup(srv.Close)
+	_, _, err := wg.Put(b.ctx, store.WebhookGroupSpec{Group: "other", URL: srv.URL, Concurrency: 2, Timeout: time.Minute,
+		Secret: webhook.NewSecret().String(), Actor: "test"})
+	require.NoError(t, err)
+	d := runDispatcher(t, b, wg, nil)
+	id := b.groupEvent(t, "other", 1)
+	<-arrived
+	_, _, err = wg.Put(b.ctx, store.WebhookGroupSpec{Group: "other", URL: srv.URL, Concurrency: 3, Actor: "test"})
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return d.Concurrency("other") == 3 }, 5*time.Second, 5*time.Millisecond)
+	close(gate)
+	// The lease is a minute and 5 s: DELIVERED well before means the old
+	// sender finished and acked.
+	require.Eventually(t, func() bool { state, _, _ := b.state(t, id); return state == "DELIVERED" }, 10*time.Second, 10*time.Millisecond)
+}
+
 // TestHangingEndpointDelayFigures measures what one hanging endpoint costs
 // another group: the healthy group's delivery delay (insert to receipt)
 // while the other group's endpoint answers, then while it hangs. The

@@ -169,6 +169,10 @@ type Sender struct {
 	// without stopping the loops (a secret rotation, a new URL).
 	target atomic.Pointer[target]
 
+	// drained ends when Drain is called: Run stops claiming.
+	drained context.Context
+	Drain   context.CancelFunc
+
 	// holdUntil: no delivery before it; downs: consecutive
 	// receiver-unavailable answers. Shared by the delivery loops.
 	mu        sync.Mutex
@@ -232,6 +236,7 @@ func New(cfg Config, st *store.Store, log *slog.Logger) (*Sender, error) {
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 	}
 	s := &Sender{cfg: cfg, store: st, client: client, log: log.With("consumer", cfg.Consumer, "consumer_group", cfg.Group)}
+	s.drained, s.Drain = context.WithCancel(context.Background())
 	s.SetTarget(cfg.URL, cfg.Secrets)
 	return s, nil
 }
@@ -243,12 +248,20 @@ func (s *Sender) scope() store.EventScope { return store.EventScope{Group: s.cfg
 // Run delivers events until ctx ends, with Concurrency delivery loops.
 // Several replicas may run a sender at once: each event is leased to one of
 // them at a time.
+//
+// Drain (a field: call s.Drain()) makes Run claim nothing more: with
+// Concurrency > 1 the deliveries in flight finish first (a group's new
+// settings take over without leaving events to their lease), with 1 the
+// batch in hand is left to its lease as when ctx ends.
 func (s *Sender) Run(ctx context.Context) {
+	claimCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	defer context.AfterFunc(s.drained, stop)()
 	if s.cfg.Concurrency > 1 {
-		s.runConcurrent(ctx)
+		s.runConcurrent(ctx, claimCtx)
 		return
 	}
-	s.loop(ctx)
+	s.loop(claimCtx)
 }
 
 // runConcurrent keeps up to Concurrency deliveries in flight: it claims as
@@ -256,31 +269,31 @@ func (s *Sender) Run(ctx context.Context) {
 // for one delivery, and delivers each in a goroutine of its own. A slow
 // receiver thus fills its own group's slots and then waits; it never takes
 // a slot of another group (each group has its own Sender).
-func (s *Sender) runConcurrent(ctx context.Context) {
+func (s *Sender) runConcurrent(ctx, claimCtx context.Context) {
 	slots := make(chan struct{}, s.cfg.Concurrency)
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	lease := min(max(s.cfg.Timeout+5*time.Second, time.Second), time.Hour)
 	storeFails := 0
-	for ctx.Err() == nil {
-		if !sleepCtx(ctx, time.Until(s.hold())) {
+	for claimCtx.Err() == nil {
+		if !sleepCtx(claimCtx, time.Until(s.hold())) {
 			return
 		}
-		free := s.takeSlots(ctx, slots)
+		free := s.takeSlots(claimCtx, slots)
 		if free == 0 {
 			return
 		}
-		events, err := s.store.ClaimEvents(ctx, s.scope(), s.cfg.Consumer, free, lease)
+		events, err := s.store.ClaimEvents(claimCtx, s.scope(), s.cfg.Consumer, free, lease)
 		for range free - len(events) {
 			<-slots
 		}
 		if err != nil {
-			if ctx.Err() != nil {
+			if claimCtx.Err() != nil {
 				return
 			}
 			s.storeFailed("webhook: delivery pass failed", err)
 			storeFails++
-			sleepCtx(ctx, capped(s.cfg.PollInterval, storeFails, s.cfg.BackoffMax))
+			sleepCtx(claimCtx, capped(s.cfg.PollInterval, storeFails, s.cfg.BackoffMax))
 			continue
 		}
 		storeFails = 0
@@ -299,7 +312,7 @@ func (s *Sender) runConcurrent(ctx context.Context) {
 			})
 		}
 		if len(events) < free {
-			sleepCtx(ctx, s.cfg.PollInterval)
+			sleepCtx(claimCtx, s.cfg.PollInterval)
 		}
 	}
 }
