@@ -41,8 +41,8 @@ type DispatcherConfig struct {
 // backoff, so a receiver that is slow or dead delays only its own group.
 // It rereads the groups every Refresh: a new group starts, a deleted or
 // disabled one stops, a new URL or secret applies to the next delivery,
-// and other changes restart the group's sender (events it had in flight
-// come back when their lease ends).
+// and other changes replace the group's sender (the old one finishes its
+// deliveries in flight first; retire).
 type Dispatcher struct {
 	cfg   DispatcherConfig
 	store *store.Store
