@@ -54,7 +54,7 @@ func TestTimingsTable(t *testing.T) {
 	t.Parallel()
 	want := map[string]time.Duration{
 		"KECE_LEASE_TTL":          store.LeaseTTLDefault,
-		"KECE_REAP_INTERVAL":      httpapi.ReapIntervalDefault,
+		"KECE_REAP_INTERVAL":      store.ReapIntervalDefault,
 		"KECE_HEARTBEAT_INTERVAL": httpapi.HeartbeatIntervalDefault,
 		"KECE_RENEW_INTERVAL":     httpapi.RenewIntervalDefault,
 		"KECE_OFFLINE_AFTER":      store.OfflineAfterDefault,

@@ -24,6 +24,7 @@ import (
 	"github.com/kece-oj/kece/control/httpapi"
 	"github.com/kece-oj/kece/control/manifest"
 	"github.com/kece-oj/kece/control/metrics"
+	"github.com/kece-oj/kece/control/replica"
 	"github.com/kece-oj/kece/control/store"
 	"github.com/kece-oj/kece/engine"
 	"github.com/kece-oj/kece/worker"
@@ -107,7 +108,7 @@ func (*obsBackend) Close() error { return nil }
 func observedFleet(t *testing.T) (controlURL, nodeURL string) {
 	t.Helper()
 	env := controltest.Start(t, controltest.Options{Store: store.Config{LeaseTTL: 10 * time.Second, MaxAttempts: 2},
-		HTTP: httpapi.Config{HeartbeatInterval: 200 * time.Millisecond, MetricsConfig: metrics.Config{FleetCacheTTL: time.Nanosecond}}})
+		HTTP: httpapi.Config{HeartbeatInterval: 200 * time.Millisecond}, Replica: replica.Config{Metrics: metrics.Config{FleetCacheTTL: time.Nanosecond}}})
 	man := env.PublishCode(manifest.Limits{TimeMs: 1000, MemoryMb: 64, OutputKb: 64}, manifest.Checker{Type: "tolerant"},
 		controltest.Case{In: "1\n", Out: "1\n", Weight: 100})
 	nd := env.NewNode("cpp", 2, 2)

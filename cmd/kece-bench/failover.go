@@ -21,7 +21,9 @@ import (
 	"github.com/kece-oj/kece/artifact"
 	"github.com/kece-oj/kece/contracts/machineapi"
 	"github.com/kece-oj/kece/control/httpapi"
+	"github.com/kece-oj/kece/control/maintenance"
 	"github.com/kece-oj/kece/control/manifest"
+	controlreplica "github.com/kece-oj/kece/control/replica"
 	"github.com/kece-oj/kece/control/store"
 )
 
@@ -171,26 +173,27 @@ func (fc failoverControl) start(ctx context.Context, name string) (*failoverPlan
 		}
 	}
 	stops = append(stops, drop)
-	st, err := store.New(db, store.Config{LeaseTTL: fc.lease, HeartbeatTTL: fc.heartbeatTTL, BackoffBase: fc.backoff,
-		BackoffMax: max(fc.backoff, time.Second)})
-	if err != nil {
-		stop()
-		return nil, err
-	}
 	arts, err := artifact.OpenStore(ctx, artifact.StoreConfig{Root: filepath.Join(fc.work, name, "artifacts")})
 	if err != nil {
 		stop()
 		return nil, err
 	}
-	srv, err := httpapi.New(httpapi.Config{ReapInterval: fc.reap, RenewInterval: max(fc.lease/4, 100*time.Millisecond),
-		HeartbeatInterval: fc.heartbeat}, st, arts, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	rep, err := controlreplica.New(controlreplica.Config{Store: store.Config{LeaseTTL: fc.lease, HeartbeatTTL: fc.heartbeatTTL, BackoffBase: fc.backoff,
+		BackoffMax: max(fc.backoff, time.Second)}, Maintenance: maintenance.Config{ReapInterval: fc.reap}}, db, arts, log)
+	if err != nil {
+		stop()
+		return nil, err
+	}
+	srv, err := httpapi.New(httpapi.Config{RenewInterval: max(fc.lease/4, 100*time.Millisecond), HeartbeatInterval: fc.heartbeat},
+		rep.HTTPDeps(), log)
 	if err != nil {
 		stop()
 		return nil, err
 	}
 	cctx, cancel := context.WithCancel(ctx)
 	stops = append(stops, cancel)
-	go srv.Run(cctx)
+	go func() { _ = rep.Run(cctx) }()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		stop()
@@ -199,7 +202,7 @@ func (fc failoverControl) start(ctx context.Context, name string) (*failoverPlan
 	hs := httpapi.NewHTTPServer(srv.Handler())
 	go func() { _ = hs.Serve(ln) }()
 	stops = append(stops, func() { _ = hs.Close() })
-	st = srv.Store()
+	st := rep.Store()
 	man, err := st.PublishManifest(ctx, manifest.Manifest{Kind: manifest.KindSQL, Checker: manifest.Checker{Type: "exact"},
 		SQL: &manifest.SQL{ProblemKind: "SELECT", SchemaSQL: "CREATE TABLE t (a INT NOT NULL)", SeedSQL: "INSERT INTO t VALUES (1), (2)",
 			ReferenceSQL: "SELECT a FROM t", StatementTimeoutMs: min(fc.statement.Milliseconds()+10_000, manifest.MaxStatementMs),

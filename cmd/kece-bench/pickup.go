@@ -24,6 +24,7 @@ import (
 	"github.com/kece-oj/kece/contracts/machineapi"
 	"github.com/kece-oj/kece/control/httpapi"
 	"github.com/kece-oj/kece/control/longpoll"
+	controlreplica "github.com/kece-oj/kece/control/replica"
 	"github.com/kece-oj/kece/control/store"
 )
 
@@ -129,17 +130,13 @@ func startPickup(ctx context.Context, dsn string, poll time.Duration) (*pickupEn
 	if err != nil {
 		return env, err
 	}
-	stB, err := store.New(dbB, store.Config{HeartbeatTTL: time.Hour})
-	if err != nil {
-		return env, err
-	}
-	cfg := httpapi.Config{SignalPollInterval: poll}
-	urlA, stopA, err := serveReplica(ctx, cfg, stA, arts)
+	cfg := controlreplica.Config{Store: store.Config{HeartbeatTTL: time.Hour}, SignalPollInterval: poll}
+	urlA, stopA, err := serveReplica(ctx, cfg, db, arts)
 	if err != nil {
 		return env, err
 	}
 	env.closers = append(env.closers, stopA)
-	urlB, stopB, err := serveReplica(ctx, cfg, stB, arts)
+	urlB, stopB, err := serveReplica(ctx, cfg, dbB, arts)
 	if err != nil {
 		return env, err
 	}
@@ -210,8 +207,13 @@ func printPickup(db *sql.DB, samples int, park, poll time.Duration, sig, floor [
 }
 
 // serveReplica runs one control replica on a loopback port.
-func serveReplica(ctx context.Context, cfg httpapi.Config, st *store.Store, arts *artifact.Store) (string, func(), error) {
-	srv, err := httpapi.New(cfg, st, arts, slog.New(slog.NewTextHandler(io.Discard, nil)))
+func serveReplica(ctx context.Context, cfg controlreplica.Config, db *sql.DB, arts *artifact.Store) (string, func(), error) {
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	rep, err := controlreplica.New(cfg, db, arts, log)
+	if err != nil {
+		return "", nil, err
+	}
+	srv, err := httpapi.New(httpapi.Config{}, rep.HTTPDeps(), log)
 	if err != nil {
 		return "", nil, err
 	}
@@ -222,7 +224,7 @@ func serveReplica(ctx context.Context, cfg httpapi.Config, st *store.Store, arts
 	ctx, cancel := context.WithCancel(ctx)
 	hs := httpapi.NewHTTPServer(srv.Handler())
 	runDone, serveDone := make(chan struct{}), make(chan struct{})
-	go func() { defer close(runDone); srv.Run(ctx) }()
+	go func() { defer close(runDone); _ = rep.Run(ctx) }()
 	go func() { defer close(serveDone); _ = hs.Serve(ln) }()
 	stop := func() {
 		cancel()

@@ -19,6 +19,7 @@ import (
 
 	"github.com/kece-oj/kece/control/atrest"
 	"github.com/kece-oj/kece/control/dbtest"
+	"github.com/kece-oj/kece/control/ratelimit"
 	"github.com/kece-oj/kece/control/store"
 )
 
@@ -230,6 +231,20 @@ func TestMigrateTokenAndServe(t *testing.T) {
 	code, _, errOut = runIn(t, env, "token", "create", "--kind", "admin", "--name", "bad", "--consumer-group", "x")
 	require.Equal(t, 2, code)
 	require.Contains(t, errOut, "business tokens only")
+	// A request budget of its own (rate limits); the same flags as kecectl.
+	code, _, errOut = runIn(t, map[string]string{"KECE_MYSQL_DSN_FILE": env["KECE_MYSQL_DSN_FILE"], "KECE_TOKEN_BURST": "20"},
+		"token", "create", "--kind", "business", "--name", "importer", "--rate", "5")
+	require.Equal(t, 0, code, errOut)
+	code, out, errOut = runIn(t, env, "token", "list", "--kind", "business")
+	require.Equal(t, 0, code, errOut)
+	require.Regexp(t, `(?m)^business\s+importer\s.*\s5/s burst 20$`, out)
+	require.Regexp(t, `(?m)^business\s+algo\s.*\sdefault$`, out)
+	code, _, errOut = runIn(t, env, "token", "create", "--kind", "business", "--name", "bad", "--rate", "5", "--burst", "0")
+	require.Equal(t, 2, code)
+	require.Contains(t, errOut, "--burst: 0 with rate 5 would refuse every request")
+	code, _, errOut = runIn(t, env, "token", "create", "--kind", "business", "--name", "bad", "--rate", "5")
+	require.Equal(t, 2, code)
+	require.Contains(t, errOut, "--rate and --burst go together")
 	code, _, errOut = runIn(t, env, "token", "revoke", "--kind", "business", "--name", "old-oj")
 	require.Equal(t, 0, code, errOut)
 	code, _, errOut = runIn(t, env, "token", "revoke", "--kind", "business", "--name", "old-oj")
@@ -267,12 +282,15 @@ func TestMigrateTokenAndServe(t *testing.T) {
 	require.Equal(t, 0, code, errOut)
 	var listed []store.TokenInfo
 	require.NoError(t, json.Unmarshal([]byte(out), &listed))
-	require.Len(t, listed, 3)
+	require.Len(t, listed, 4)
 	require.Equal(t, "algo", listed[0].Name)
 	require.Equal(t, []string{"ALGO", "DATABASE"}, listed[0].SubmissionTypes)
-	require.Equal(t, "oj", listed[1].Name)
-	require.NotNil(t, listed[1].ExpiresAt)
-	require.NotNil(t, listed[1].LastUsedAt, "authenticated above")
+	require.Nil(t, listed[0].RateLimit, "the server's default")
+	require.Equal(t, "importer", listed[1].Name)
+	require.Equal(t, &ratelimit.Limit{Rate: 5, Burst: 20}, listed[1].RateLimit)
+	require.Equal(t, "oj", listed[2].Name)
+	require.NotNil(t, listed[2].ExpiresAt)
+	require.NotNil(t, listed[2].LastUsedAt, "authenticated above")
 	code, out, _ = runIn(t, env, "token", "list", "-o", "yaml")
 	require.Equal(t, 0, code)
 	require.Contains(t, out, "name: ops")

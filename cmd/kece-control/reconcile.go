@@ -10,7 +10,6 @@ import (
 
 	"github.com/kece-oj/kece/cmd/internal/clikit"
 	"github.com/kece-oj/kece/cmd/internal/settings"
-	"github.com/kece-oj/kece/control/httpapi"
 	"github.com/kece-oj/kece/control/store"
 )
 
@@ -26,7 +25,7 @@ func reconcileCommand(cio cmdIO) *cobra.Command {
 	// --format is the pre-`-o` spelling, kept so existing cron lines work.
 	format := fs.String("format", "KECE_RECONCILE_FORMAT", "", "deprecated: use -o")
 	_ = fs.Flags().MarkHidden("format")
-	reap := fs.Duration("reap-interval", "KECE_REAP_INTERVAL", httpapi.ReapIntervalDefault,
+	reap := fs.Duration("reap-interval", "KECE_REAP_INTERVAL", store.ReapIntervalDefault,
 		"the replicas' reap interval: a lease expired for longer than twice this is reported as a stuck reaper")
 	cmd := &cobra.Command{Use: "reconcile", Short: "Check the scheduling invariants (-o json|yaml|table|csv); exit 3 on violation", Args: cobra.NoArgs}
 	return clikit.Bind(cmd, fs, func(cmd *cobra.Command, _ []string) error {

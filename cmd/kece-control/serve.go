@@ -15,13 +15,14 @@ import (
 
 	"github.com/kece-oj/kece/artifact"
 	"github.com/kece-oj/kece/cmd/internal/settings"
-	"github.com/kece-oj/kece/control/atrest"
 	"github.com/kece-oj/kece/control/console"
 	"github.com/kece-oj/kece/control/forwarded"
 	"github.com/kece-oj/kece/control/httpapi"
+	"github.com/kece-oj/kece/control/maintenance"
 	"github.com/kece-oj/kece/control/metrics"
 	"github.com/kece-oj/kece/control/probe"
 	"github.com/kece-oj/kece/control/ratelimit"
+	"github.com/kece-oj/kece/control/replica"
 	"github.com/kece-oj/kece/control/store"
 	"github.com/kece-oj/kece/control/webhook"
 	"github.com/kece-oj/kece/migrations"
@@ -51,7 +52,7 @@ func newServeFlags(getenv func(string) string) *serveFlags {
 	f.migrate = fs.Bool("migrate", "KECE_MIGRATE", false, "apply pending migrations before serving")
 	f.leaseTTL = fs.Duration("lease-ttl", "KECE_LEASE_TTL", store.LeaseTTLDefault, "lease duration")
 	f.maxAttempts = fs.Int("max-attempts", "KECE_MAX_ATTEMPTS", store.MaxAttemptsDefault, "attempts before a job fails (SYSTEM_ERROR)")
-	f.reap = fs.Duration("reap-interval", "KECE_REAP_INTERVAL", httpapi.ReapIntervalDefault, "reaper scan interval")
+	f.reap = fs.Duration("reap-interval", "KECE_REAP_INTERVAL", store.ReapIntervalDefault, "reaper scan interval")
 	f.hb = fs.Duration("heartbeat-interval", "KECE_HEARTBEAT_INTERVAL", httpapi.HeartbeatIntervalDefault, "node heartbeat interval")
 	f.renew = fs.Duration("renew-interval", "KECE_RENEW_INTERVAL", httpapi.RenewIntervalDefault, "node renew interval")
 	f.offline = fs.Duration("offline-after", "KECE_OFFLINE_AFTER", store.OfflineAfterDefault, "a node without heartbeat this long is offline")
@@ -91,12 +92,9 @@ func newServeFlags(getenv func(string) string) *serveFlags {
 // connects.
 type serveConfig struct {
 	log     telemetry.LogConfig
-	metrics metrics.Config
 	console console.Config
-	store   store.Config
+	replica replica.Config
 	http    httpapi.Config
-	hook    *webhook.Config
-	keys    *atrest.Keyring
 	limit   ratelimit.Limit
 }
 
@@ -194,21 +192,24 @@ func (f *serveFlags) check(prior error) (serveConfig, error) {
 	}
 	storeCfg := store.Config{LeaseTTL: *f.leaseTTL, MaxAttempts: *f.maxAttempts, OfflineAfter: *f.offline, HeartbeatTTL: *f.hbTTL,
 		MaxUnstartedAttempts: *f.maxUnstarted}
-	httpCfg := httpapi.Config{ReapInterval: *f.reap, HeartbeatInterval: *f.hb, RenewInterval: *f.renew, Probe: probeCfg, DisableAPIDocs: !*f.apiDocs,
+	replicaCfg := replica.Config{Store: storeCfg, Maintenance: maintenance.Config{ReapInterval: *f.reap}, Metrics: metricsCfg, Webhook: hookCfg,
+		WebhookKeys: keys}
+	httpCfg := httpapi.Config{HeartbeatInterval: *f.hb, RenewInterval: *f.renew, Probe: probeCfg, DisableAPIDocs: !*f.apiDocs,
 		TrustedProxies: proxies}
-	// The rest of the store's and the HTTP layer's settings are checked
-	// now too (with their defaults), not after the database connects; when
-	// a flag above is already refused, they would only repeat it.
+	// The rest of the replica's (store, maintenance) and the HTTP layer's
+	// settings are checked now too (with their defaults), not after the
+	// database connects; when a flag above is already refused, they would
+	// only repeat it.
 	if errors.Join(errs[1:]...) == nil {
-		if err := storeCfg.WithDefaults().Validate(); err != nil {
-			errs = append(errs, settings.Errorf("store settings", "%v", err))
+		if err := replicaCfg.WithDefaults().Validate(); err != nil {
+			errs = append(errs, settings.Errorf("replica settings", "%v", err))
 		}
 		if err := httpCfg.WithDefaults().Validate(); err != nil {
 			errs = append(errs, settings.Errorf("http settings", "%v", err))
 		}
 	}
-	cfg := serveConfig{log: telemetry.LogConfig{Format: *f.logFormat, Level: *f.logLevel}, metrics: metricsCfg, console: consoleCfg,
-		store: storeCfg, http: httpCfg, hook: hookCfg, keys: keys, limit: limit}
+	cfg := serveConfig{log: telemetry.LogConfig{Format: *f.logFormat, Level: *f.logLevel}, console: consoleCfg,
+		replica: replicaCfg, http: httpCfg, limit: limit}
 	return cfg, errors.Join(errs...)
 }
 
@@ -264,9 +265,8 @@ func serve(ctx context.Context, f *serveFlags, cfg serveConfig, cio cmdIO) error
 	if err != nil {
 		return settings.Errorf(f.fs.Source("log-format"), "%v", err)
 	}
-	metricsCfg, consoleCfg, httpCfg, hookCfg := cfg.metrics, cfg.console, cfg.http, cfg.hook
-	httpCfg.WebhookKeys = cfg.keys
-	metricsCfg.Logger = log
+	replicaCfg, consoleCfg, httpCfg := cfg.replica, cfg.console, cfg.http
+	replicaCfg.Metrics.Logger = log
 
 	// The artifact directory is a setting: checked before the database, so
 	// a bad one is exit 2 even while the database is down (which is exit 1,
@@ -293,34 +293,27 @@ func serve(ctx context.Context, f *serveFlags, cfg serveConfig, cio cmdIO) error
 		return err
 	}
 	defer db.Close()
-	st, err := store.New(db, cfg.store)
+	// The replica is the application (store, long-poll, maintenance,
+	// outage tracker, metrics, webhook sender); the HTTP server serves it.
+	rep, err := replica.New(replicaCfg, db, arts, log)
 	if err != nil {
-		return settings.Errorf("store settings", "%v", err)
+		return settings.Errorf("replica settings", "%v", err)
 	}
-	mets := metrics.New(telemetry.NewRegistry("control"), st, metricsCfg)
-	httpCfg.Metrics, httpCfg.MetricsElsewhere = mets, *f.metricsListen != ""
-	// Until control/replica wires one replica, the limiter is built here.
+	httpCfg.MetricsElsewhere = *f.metricsListen != ""
 	if httpCfg.RateLimiter, err = ratelimit.New(ratelimit.Config{Default: cfg.limit}); err != nil {
 		return settings.Errorf(f.fs.Source("business-rate"), "%v", err)
 	}
-	srv, err := httpapi.New(httpCfg, st, arts, log)
+	srv, err := httpapi.New(httpCfg, rep.HTTPDeps(), log)
 	if err != nil {
 		return settings.Errorf("http settings", "%v", err)
 	}
-	// One webhook sender per replica, for every consumer group with a
-	// webhook (and the deprecated KECE_WEBHOOK_URL one).
-	sender, err := webhook.NewDispatcher(webhook.DispatcherConfig{Groups: srv.WebhookGroups(), Legacy: hookCfg,
-		Template: webhook.Config{Observer: mets, Outage: srv.Outage()}}, srv.Store(), log)
-	if err != nil {
-		return settings.Errorf(f.fs.Source("webhook-url"), "%v", err)
-	}
-	if hookCfg != nil {
+	if replicaCfg.Webhook != nil {
 		log.Warn("KECE_WEBHOOK_URL is deprecated: give the consumer group a webhook of its own (kecectl webhook set); it becomes an implicit group until then",
-			"consumer_group", hookCfg.Group)
+			"consumer_group", replicaCfg.Webhook.Group)
 	}
 	if *f.consoleOn {
 		// The console acts through this replica's API handler, in process.
-		con, err := console.New(consoleCfg, srv.Store(), srv.Handler(), log)
+		con, err := console.New(consoleCfg, rep.Store(), srv.Handler(), log)
 		if err != nil {
 			return settings.Errorf("console settings", "%v", err)
 		}
@@ -349,13 +342,12 @@ func serve(ctx context.Context, f *serveFlags, cfg serveConfig, cio cmdIO) error
 			return fmt.Errorf("metrics listen: %w", err)
 		}
 		mux := http.NewServeMux()
-		mux.Handle("GET /metrics", mets.Handler())
+		mux.Handle("GET /metrics", rep.Metrics().Handler())
 		ms = httpapi.NewHTTPServer(mux)
 		g.Go(func() error { return serveHTTP("metrics server", ms, mln) })
 		log.Info("metrics on a separate listener", "metrics_listen", mln.Addr().String())
 	}
-	g.Go(func() error { srv.Run(runCtx); return nil })
-	g.Go(func() error { sender.Run(runCtx); return nil })
+	g.Go(func() error { return rep.Run(runCtx) })
 	g.Go(func() error { return serveHTTP("http server", hs, ln) })
 	g.Go(func() error {
 		<-gctx.Done()

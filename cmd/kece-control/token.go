@@ -11,6 +11,7 @@ import (
 
 	"github.com/kece-oj/kece/cmd/internal/clikit"
 	"github.com/kece-oj/kece/cmd/internal/settings"
+	"github.com/kece-oj/kece/control/ratelimit"
 	"github.com/kece-oj/kece/control/store"
 )
 
@@ -23,6 +24,8 @@ type tokenFlags struct {
 	dsn, kind               *string
 	name, out, types, group *string
 	expiresIn, overlap      *time.Duration
+	rate                    *float64
+	burst                   *int
 }
 
 func tokenCommand(cio cmdIO) *cobra.Command {
@@ -58,6 +61,8 @@ func newTokenFlags(action string, getenv func(string) string) *tokenFlags {
 	if action == "create" {
 		tf.types = fs.String("submission-types", "KECE_TOKEN_SUBMISSION_TYPES", "", "business: comma-separated submission types the token may use (empty: every type)")
 		tf.group = fs.String("consumer-group", "KECE_TOKEN_CONSUMER_GROUP", "", "business: the settlement-event consumer group (empty: "+store.DefaultConsumerGroup+")")
+		tf.rate = fs.Float("rate", "KECE_TOKEN_RATE", 0, "business: requests per second on each replica, with --burst (not given: serve's --business-rate; 0 with --burst 0: unlimited)")
+		tf.burst = fs.Int("burst", "KECE_TOKEN_BURST", 0, "business: requests at once, with --rate (at least 1 with a positive rate)")
 	}
 	if action == "rotate" {
 		tf.overlap = fs.Duration("overlap", "KECE_TOKEN_OVERLAP", store.TokenOverlapDefault, "how long the old secret stays valid next to the new one (0: stops now)")
@@ -134,14 +139,22 @@ func token(ctx context.Context, action string, tf *tokenFlags, cio cmdIO) error 
 		return nil
 	}
 	spec := store.TokenSpec{Kind: k, Name: *name, ExpiresIn: *expiresIn, SubmissionTypes: splitList(*tf.types), ConsumerGroup: *tf.group}
-	if k == store.TokenAdmin && (len(spec.SubmissionTypes) > 0 || spec.ConsumerGroup != "") {
-		return settings.Errorf(fs.Source("submission-types"), "--submission-types and --consumer-group are for business tokens only")
+	if k == store.TokenAdmin && (len(spec.SubmissionTypes) > 0 || spec.ConsumerGroup != "" || fs.Given("rate") || fs.Given("burst")) {
+		return settings.Errorf(fs.Source("submission-types"), "--submission-types, --consumer-group, --rate and --burst are for business tokens only")
+	}
+	switch {
+	case fs.Given("rate") != fs.Given("burst"):
+		return settings.Errorf(fs.Source("rate")+"/"+fs.Source("burst"), "--rate and --burst go together, e.g. --rate 5 --burst 20 (--rate 0 --burst 0: unlimited)")
+	case fs.Given("rate"):
+		spec.RateLimit = &ratelimit.Limit{Rate: *tf.rate, Burst: *tf.burst}
 	}
 	tok, err := st.IssueToken(ctx, spec)
 	var ve *store.ValidationError
-	if errors.As(err, &ve) && (ve.Field == "submissionTypes" || ve.Field == "consumerGroup") {
-		flag := map[string]string{"submissionTypes": "submission-types", "consumerGroup": "consumer-group"}[ve.Field]
-		return settings.Errorf(fs.Source(flag), "%s", ve.Problem)
+	if errors.As(err, &ve) {
+		if flag, ok := map[string]string{"submissionTypes": "submission-types", "consumerGroup": "consumer-group",
+			"rateLimit.rate": "rate", "rateLimit.burst": "burst"}[ve.Field]; ok {
+			return settings.Errorf(fs.Source(flag), "%s", ve.Problem)
+		}
 	}
 	if err != nil {
 		return err

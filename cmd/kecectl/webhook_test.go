@@ -11,7 +11,7 @@ import (
 	"github.com/kece-oj/kece/contracts/adminapi"
 	"github.com/kece-oj/kece/control/atrest"
 	"github.com/kece-oj/kece/control/controltest"
-	"github.com/kece-oj/kece/control/httpapi"
+	"github.com/kece-oj/kece/control/replica"
 	"github.com/kece-oj/kece/control/webhook"
 )
 
@@ -22,7 +22,7 @@ func TestWebhookCommands(t *testing.T) {
 	t.Parallel()
 	key, err := atrest.ParseKey(atrest.NewKeyText())
 	require.NoError(t, err)
-	env := controltest.Start(t, controltest.Options{HTTP: httpapi.Config{WebhookKeys: atrest.NewKeyring(key)}})
+	env := controltest.Start(t, controltest.Options{Replica: replica.Config{WebhookKeys: atrest.NewKeyring(key)}})
 	c := ctl{t: t, env: map[string]string{"KECE_ADMIN_URL": env.URL, "KECE_ADMIN_TOKEN": env.Admin}}
 
 	o := c.run("webhook", "set", "default", "--endpoint", "https://oj.example/hook", "--concurrency", "6")

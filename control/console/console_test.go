@@ -18,6 +18,7 @@ import (
 	"github.com/kece-oj/kece/control/controltest"
 	"github.com/kece-oj/kece/control/httpapi"
 	"github.com/kece-oj/kece/control/manifest"
+	"github.com/kece-oj/kece/control/replica"
 	"github.com/kece-oj/kece/control/store"
 )
 
@@ -30,9 +31,9 @@ type testBundle struct {
 	hc  *http.Client
 }
 
-func mountConsole(t *testing.T, cfg console.Config) func(*httpapi.Server) {
-	return func(srv *httpapi.Server) {
-		con, err := console.New(cfg, srv.Store(), srv.Handler(), nil)
+func mountConsole(t *testing.T, cfg console.Config) func(*httpapi.Server, *replica.Replica) {
+	return func(srv *httpapi.Server, rep *replica.Replica) {
+		con, err := console.New(cfg, rep.Store(), srv.Handler(), nil)
 		require.NoError(t, err)
 		srv.Mount(console.Prefix, con.Handler())
 		srv.Mount(console.StatusPath, con.Handler())

@@ -12,7 +12,7 @@ import (
 	"github.com/kece-oj/kece/control/atrest"
 	"github.com/kece-oj/kece/control/console"
 	"github.com/kece-oj/kece/control/controltest"
-	"github.com/kece-oj/kece/control/httpapi"
+	"github.com/kece-oj/kece/control/replica"
 	"github.com/kece-oj/kece/control/webhook"
 )
 
@@ -33,7 +33,7 @@ func TestWebhooksPage(t *testing.T) {
 	t.Parallel()
 	key, err := atrest.ParseKey(atrest.NewKeyText())
 	require.NoError(t, err)
-	env := controltest.Start(t, controltest.Options{HTTP: httpapi.Config{WebhookKeys: atrest.NewKeyring(key)},
+	env := controltest.Start(t, controltest.Options{Replica: replica.Config{WebhookKeys: atrest.NewKeyring(key)},
 		Mount: mountConsole(t, console.Config{})})
 	b := &testBundle{t: t, env: env, hc: newClient(t)}
 	csrf := b.login(env.Admin)

@@ -1,10 +1,13 @@
 // Package controltest starts a real control plane for tests: a fresh
-// migrated database on the test MariaDB, an artifact store in a temp dir and
-// the HTTP server on a loopback port. Helpers seed what scenarios need.
+// migrated database on the test MariaDB, an artifact store in a temp dir, a
+// replica (control/replica) wired and run as kece-control serve wires it,
+// and the HTTP server over it on a loopback port. Helpers seed what
+// scenarios need.
 package controltest
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"database/sql"
@@ -22,6 +25,7 @@ import (
 	"github.com/kece-oj/kece/control/dbtest"
 	"github.com/kece-oj/kece/control/httpapi"
 	"github.com/kece-oj/kece/control/manifest"
+	"github.com/kece-oj/kece/control/replica"
 	"github.com/kece-oj/kece/control/store"
 )
 
@@ -29,12 +33,16 @@ import (
 type Options struct {
 	Store store.Config
 	HTTP  httpapi.Config
+	// Replica tunes the replica (maintenance, poll intervals, metrics,
+	// webhook); its Store is Options.Store, and its reap interval defaults
+	// to HTTP.ReapInterval (older tests), then 100ms.
+	Replica replica.Config
 	// Logger, when set, receives the replica's logs (tests of the log
 	// format read them); otherwise they are discarded unless -v.
 	Logger *slog.Logger
 	// Mount, when set, mounts extra handlers (Server.Mount) before the
-	// server starts.
-	Mount func(*httpapi.Server)
+	// server starts; the replica is the one serving (for its store).
+	Mount func(*httpapi.Server, *replica.Replica)
 }
 
 // Env is one running control plane.
@@ -45,6 +53,7 @@ type Env struct {
 	DSN       string
 	Store     *store.Store
 	Artifacts *artifact.Store
+	Replica   *replica.Replica
 	Server    *httpapi.Server
 	HTTP      *httptest.Server
 	URL       string
@@ -68,13 +77,12 @@ func start(t testing.TB, db *sql.DB, dsn string, opts Options, arts *artifact.St
 	if opts.Store.BackoffBase == 0 {
 		opts.Store.BackoffBase, opts.Store.BackoffMax = 10*time.Millisecond, 50*time.Millisecond
 	}
-	if opts.HTTP.ReapInterval == 0 {
-		opts.HTTP.ReapInterval = 100 * time.Millisecond
-	}
-	st, err := store.New(db, opts.Store)
-	must(t, err)
+	rc := opts.Replica
+	rc.Store = opts.Store
+	rc.Maintenance.ReapInterval = cmp.Or(rc.Maintenance.ReapInterval, opts.HTTP.ReapInterval, 100*time.Millisecond)
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
+	var err error
 	if arts == nil {
 		arts, err = artifact.OpenStore(ctx, artifact.StoreConfig{Root: t.TempDir()})
 		must(t, err)
@@ -86,12 +94,14 @@ func start(t testing.TB, db *sql.DB, dsn string, opts Options, arts *artifact.St
 	if opts.Logger != nil {
 		log = opts.Logger
 	}
-	srv, err := httpapi.New(opts.HTTP, st, arts, log)
+	rep, err := replica.New(rc, db, arts, log)
+	must(t, err)
+	srv, err := httpapi.New(opts.HTTP, rep.HTTPDeps(), log)
 	must(t, err)
 	done := make(chan struct{})
-	go func() { defer close(done); srv.Run(ctx) }()
+	go func() { defer close(done); _ = rep.Run(ctx) }()
 	if opts.Mount != nil {
-		opts.Mount(srv)
+		opts.Mount(srv, rep)
 	}
 	// The listener kece-control uses (header bounds included).
 	h := srv.Handler()
@@ -99,7 +109,8 @@ func start(t testing.TB, db *sql.DB, dsn string, opts Options, arts *artifact.St
 	hs.Config = httpapi.NewHTTPServer(h)
 	hs.Start()
 	t.Cleanup(func() { hs.Close(); cancel(); <-done })
-	e := &Env{T: t, Ctx: ctx, DB: db, DSN: dsn, Store: srv.Store(), Artifacts: arts, Server: srv, HTTP: hs, URL: hs.URL, opts: opts, seq: seq}
+	st := rep.Store()
+	e := &Env{T: t, Ctx: ctx, DB: db, DSN: dsn, Store: st, Artifacts: arts, Replica: rep, Server: srv, HTTP: hs, URL: hs.URL, opts: opts, seq: seq}
 	e.Admin, err = st.CreateToken(ctx, store.TokenAdmin, fmt.Sprintf("admin-%d", seq.Add(1)))
 	must(t, err)
 	e.Business, err = st.CreateToken(ctx, store.TokenBusiness, fmt.Sprintf("business-%d", seq.Add(1)))

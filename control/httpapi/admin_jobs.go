@@ -255,7 +255,7 @@ func (a adminAPI) RedeliverSettlementEvent(ctx context.Context, req adminapi.Red
 
 // Reconcile checks the scheduling invariants now (read-only).
 func (a adminAPI) Reconcile(ctx context.Context, _ adminapi.ReconcileRequestObject) (adminapi.ReconcileResponseObject, error) {
-	rep, err := a.s.store.ReconcileWith(ctx, store.ReconcileOptions{ReapInterval: a.s.cfg.ReapInterval})
+	rep, err := a.s.reconciler.Reconcile(ctx)
 	if err != nil {
 		return nil, err
 	}

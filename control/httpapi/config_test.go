@@ -14,9 +14,9 @@ import (
 func TestConfigValidateReportsEveryProblem(t *testing.T) {
 	t.Parallel()
 	require.NoError(t, httpapi.Config{}.WithDefaults().Validate())
-	err := httpapi.Config{HeartbeatInterval: time.Millisecond, RenewInterval: time.Millisecond, ReapInterval: time.Millisecond,
+	err := httpapi.Config{HeartbeatInterval: time.Millisecond, RenewInterval: time.Millisecond,
 		MaxBodyBytes: 1}.WithDefaults().Validate()
-	for _, want := range []string{"heartbeat interval 1ms is below 100ms", "renew interval 1ms is below 100ms", "reap interval 1ms is below 10ms",
+	for _, want := range []string{"heartbeat interval 1ms is below 100ms", "renew interval 1ms is below 100ms",
 		"max body 1 is below 64 KiB"} {
 		require.ErrorContains(t, err, want)
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/kece-oj/kece/contracts/machineapi"
 	"github.com/kece-oj/kece/control/controltest"
 	"github.com/kece-oj/kece/control/httpapi"
+	"github.com/kece-oj/kece/control/replica"
 )
 
 // slowBody sends the headers of a POST with a 4 KiB body, then trickles one
@@ -130,7 +131,7 @@ func TestHeaderSizeIsBounded(t *testing.T) {
 // served and take part in both answers.
 func TestUnroutedAnswersJSON(t *testing.T) {
 	t.Parallel()
-	env := controltest.Start(t, controltest.Options{Mount: func(s *httpapi.Server) {
+	env := controltest.Start(t, controltest.Options{Mount: func(s *httpapi.Server, _ *replica.Replica) {
 		s.Mount("/console/", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("console")) }))
 		s.Mount("GET /status", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("status")) }))
 	}})

@@ -156,8 +156,8 @@ func (m machineAPI) ClaimJobs(ctx context.Context, req machineapi.ClaimJobsReque
 // and the wait is not missed.
 func (m machineAPI) claimOrWait(ctx context.Context, sess store.SessionInfo, free int, requestID string, wait time.Duration,
 	deadline, retry <-chan time.Time) (jobs []store.ClaimedJob, again bool, err error) {
-	wake := m.s.hub.Watch(sess.Pool)
-	defer m.s.hub.Done(wake)
+	wake := m.s.claims.Watch(sess.Pool)
+	defer m.s.claims.Done(wake)
 	jobs, err = m.s.store.ClaimRequest(ctx, sess.NodeSession, free, requestID)
 	if err != nil || len(jobs) > 0 {
 		return jobs, false, err
@@ -283,8 +283,8 @@ func (m machineAPI) ReleaseLeases(ctx context.Context, req machineapi.ReleaseLea
 				"reason", req.Body.Reason, "job_state", r.JobState)
 		}
 	}
-	// Released leases free capacity: let this replica's waiters retry now.
-	m.s.hub.Notify(sess.Pool)
+	// Released leases free capacity: the store has woken this replica's
+	// waiters (control/store/wakeups.go).
 	return machineapi.ReleaseLeases200JSONResponse{Leases: out}, nil
 }
 
@@ -370,14 +370,8 @@ func (m machineAPI) SubmitResult(ctx context.Context, req machineapi.SubmitResul
 	}
 	m.s.log.InfoContext(ctx, "result recorded", "job_id", jobID, "lease_epoch", req.Body.LeaseEpoch, "node_id", sess.NodeID,
 		"disposition", r.Disposition, "job_state", r.JobState)
-	// A finished job frees capacity: let this replica's waiters retry now —
-	// unless the result's claim (the slot cycle) took the slot again.
-	if len(claimed) == 0 {
-		m.s.hub.Notify(sess.Pool)
-	}
-	if r.JobState == store.StateCompleted || r.JobState == store.StateFailed {
-		m.s.settlements.Settled(jobID) // waiting status reads answer now
-	}
+	// The store has woken this replica's claim waiters (a slot came free)
+	// and the job's status waiters (control/store/wakeups.go).
 	out := machineapi.SubmitResult200JSONResponse{Disposition: machineapi.Disposition(r.Disposition), JobState: machineapi.JobState(r.JobState)}
 	if req.Body.Claim != nil {
 		jobs, err := m.wireJobs(ctx, claimed)

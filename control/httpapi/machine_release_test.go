@@ -11,6 +11,7 @@ import (
 	"github.com/kece-oj/kece/control/controltest"
 	"github.com/kece-oj/kece/control/httpapi"
 	"github.com/kece-oj/kece/control/manifest"
+	"github.com/kece-oj/kece/control/replica"
 	"github.com/kece-oj/kece/control/store"
 )
 
@@ -75,8 +76,8 @@ func TestClaimRetryAndReleaseOverHTTP(t *testing.T) {
 func TestHeartbeatIntervalMustFitTheHeartbeatTTL(t *testing.T) {
 	t.Parallel()
 	env := controltest.Start(t, controltest.Options{})
-	st, err := store.New(env.DB, store.Config{HeartbeatTTL: 15 * time.Second})
+	rep, err := replica.New(replica.Config{Store: store.Config{HeartbeatTTL: 15 * time.Second}}, env.DB, env.Artifacts, nil)
 	require.NoError(t, err)
-	_, err = httpapi.New(httpapi.Config{HeartbeatInterval: 10 * time.Second}, st, env.Artifacts, nil)
+	_, err = httpapi.New(httpapi.Config{HeartbeatInterval: 10 * time.Second}, rep.HTTPDeps(), nil)
 	require.ErrorContains(t, err, "heartbeat TTL")
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/kece-oj/kece/control/httpapi"
 	"github.com/kece-oj/kece/control/manifest"
 	"github.com/kece-oj/kece/control/metrics"
+	"github.com/kece-oj/kece/control/replica"
 	"github.com/kece-oj/kece/control/store"
 	"github.com/kece-oj/kece/control/webhook"
 	"github.com/kece-oj/kece/telemetry"
@@ -65,7 +66,7 @@ func startObserved(t *testing.T, st store.Config) *obsEnv {
 	require.NoError(t, err)
 	env := controltest.Start(t, controltest.Options{Store: st, Logger: log,
 		// No cache: each scrape reads the fleet gauges afresh.
-		HTTP: httpapi.Config{MetricsConfig: metrics.Config{FleetCacheTTL: time.Nanosecond}}})
+		Replica: replica.Config{Metrics: metrics.Config{FleetCacheTTL: time.Nanosecond}}})
 	return &obsEnv{Env: env, logs: logs}
 }
 
@@ -235,7 +236,7 @@ func TestControlMetricsMove(t *testing.T) {
 	secrets, err := webhook.ParseSecrets(strings.Repeat("k", 32))
 	require.NoError(t, err)
 	sender, err := webhook.New(webhook.Config{URL: hook.URL, Secrets: secrets, MaxAttempts: 1,
-		Observer: e.Server.Metrics()}, e.Server.Store(), nil)
+		Observer: e.Replica.Metrics()}, e.Replica.Store(), nil)
 	require.NoError(t, err)
 	n1, err := sender.RunOnce(e.Ctx)
 	require.NoError(t, err)
@@ -261,7 +262,7 @@ func TestDBMetricsMove(t *testing.T) {
 	manID := e.PublishCode(manifest.Limits{TimeMs: 1000, MemoryMb: 64, OutputKb: 64}, manifest.Checker{Type: "tolerant"},
 		controltest.Case{In: "1\n", Out: "1\n", Weight: 100})
 	jobID := e.Enqueue("ALGO", "db-1", "cpp17", "int main(){}", manID)
-	m := e.Server.Metrics()
+	m := e.Replica.Metrics()
 
 	// A store whose sessions give up lock waits after 1 s, reporting to the
 	// same metrics; another connection holds the job's row lock.

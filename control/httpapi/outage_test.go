@@ -15,7 +15,7 @@ import (
 
 	"github.com/kece-oj/kece/control/controltest"
 	"github.com/kece-oj/kece/control/httpapi"
-	"github.com/kece-oj/kece/control/store"
+	"github.com/kece-oj/kece/control/replica"
 	"github.com/kece-oj/kece/internal/sockproxy"
 	"github.com/kece-oj/kece/telemetry"
 )
@@ -38,16 +38,16 @@ func TestDatabaseOutageIsOne503WarningThenRecovery(t *testing.T) {
 	db, err := sql.Open("mysql", cfg.FormatDSN())
 	require.NoError(t, err)
 	t.Cleanup(func() { db.Close() })
-	st, err := store.New(db, store.Config{})
-	require.NoError(t, err)
 	logs := &syncBuffer{}
 	log, err := telemetry.NewLogger(logs, telemetry.LogConfig{Format: "json", Level: "debug"})
 	require.NoError(t, err)
-	srv, err := httpapi.New(httpapi.Config{}, st, env.Artifacts, log)
+	rep, err := replica.New(replica.Config{}, db, env.Artifacts, log)
+	require.NoError(t, err)
+	srv, err := httpapi.New(httpapi.Config{}, rep.HTTPDeps(), log)
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
-	go func() { defer close(done); srv.Run(ctx) }()
+	go func() { defer close(done); _ = rep.Run(ctx) }()
 	hs := httptest.NewServer(srv.Handler())
 	t.Cleanup(func() { hs.Close(); cancel(); <-done })
 

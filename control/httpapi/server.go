@@ -3,6 +3,12 @@
 // its OpenAPI spec in contracts/ and validated against it before a handler
 // runs. Handlers translate between the wire types and control/store; they
 // never build SQL. Errors are mapped to status + machine code in errors.go.
+//
+// It only serves HTTP over what it is handed (Deps): the process's replica
+// (control/replica) builds the store, the long-poll hub, the settlement
+// waiters, the outage tracker and the metrics, and runs their background
+// work. This package runs nothing in the background and wakes no waiter:
+// the store does, after the commit (control/store/wakeups.go).
 package httpapi
 
 import (
@@ -20,20 +26,15 @@ import (
 	"github.com/getkin/kin-openapi/openapi3"
 	"github.com/getkin/kin-openapi/openapi3filter"
 	nethttpmiddleware "github.com/oapi-codegen/nethttp-middleware"
-	"golang.org/x/sync/errgroup"
 
 	"github.com/kece-oj/kece/artifact"
 	"github.com/kece-oj/kece/contracts"
 	"github.com/kece-oj/kece/contracts/machineapi"
-	"github.com/kece-oj/kece/control/atrest"
 	"github.com/kece-oj/kece/control/forwarded"
-	"github.com/kece-oj/kece/control/longpoll"
-	"github.com/kece-oj/kece/control/maintenance"
 	"github.com/kece-oj/kece/control/metrics"
 	"github.com/kece-oj/kece/control/outage"
 	"github.com/kece-oj/kece/control/probe"
 	"github.com/kece-oj/kece/control/store"
-	"github.com/kece-oj/kece/telemetry"
 )
 
 // Defaults for Config (DESIGN §6).
@@ -41,7 +42,6 @@ const (
 	ClaimWaitMaxDefault      = contracts.ClaimWaitMax
 	HeartbeatIntervalDefault = contracts.HeartbeatIntervalDefault
 	RenewIntervalDefault     = contracts.RenewIntervalDefault
-	ReapIntervalDefault      = maintenance.ReapIntervalDefault
 	MaxBodyBytesDefault      = 8 << 20
 	machinePrefix            = "/api/v1/internal/judgers/"
 	adminPrefix              = "/api/v1/admin/"
@@ -53,13 +53,13 @@ type Config struct {
 	ClaimWaitMax      time.Duration
 	HeartbeatInterval time.Duration
 	RenewInterval     time.Duration
-	ReapInterval      time.Duration
-	// SignalPollInterval is how often waiting claims read the cross-replica
-	// pool signal; SettlePollInterval how often waiting status reads ask
-	// which of their jobs settled on another replica.
-	SignalPollInterval time.Duration
-	SettlePollInterval time.Duration
-	MaxBodyBytes       int64
+	// ReapInterval is not the HTTP layer's, which ignores it: the reaper
+	// runs on replica.Config.Maintenance.ReapInterval (default and bound in
+	// control/store). Transitional: only controltest reads it, for the
+	// worker tests written before the replica existed; it goes when they
+	// set controltest.Options.Replica instead.
+	ReapInterval time.Duration
+	MaxBodyBytes int64
 	// BodyReadTimeout, WriteTimeout and BodyMinRate bound slow clients per
 	// request (deadlines.go).
 	BodyReadTimeout time.Duration
@@ -68,11 +68,6 @@ type Config struct {
 	// Probe is the SSRF allowlist for probing node addresses (admin API).
 	// The zero value allows nothing: every probe is ADDRESS_NOT_ALLOWED.
 	Probe probe.Config
-	// Metrics are the replica's collectors; nil makes a private set (on a
-	// registry of its own) so the code path is the same in tests.
-	Metrics *metrics.Metrics
-	// MetricsConfig tunes the private set made when Metrics is nil.
-	MetricsConfig metrics.Config
 	// MetricsElsewhere: /metrics is served on a separate listener
 	// (kece-control --metrics-listen), not by Handler.
 	MetricsElsewhere bool
@@ -81,10 +76,6 @@ type Config struct {
 	// TrustedProxies are the reverse proxies whose X-Forwarded-For names the
 	// caller that audit rows record; default none (the TCP peer).
 	TrustedProxies forwarded.Proxies
-	// WebhookKeys seal and open the webhook groups' secrets
-	// (KECE_WEBHOOK_KEY_FILE); nil: no key (lists work, storing a secret
-	// answers WEBHOOK_KEY_MISSING).
-	WebhookKeys *atrest.Keyring
 	// RateLimiter limits each business token's requests (ratelimit.go);
 	// nil: business clients are not limited by the control plane.
 	RateLimiter RateLimiter
@@ -101,9 +92,6 @@ func (c *Config) setDefaults() {
 	c.ClaimWaitMax = cmp.Or(c.ClaimWaitMax, ClaimWaitMaxDefault)
 	c.HeartbeatInterval = cmp.Or(c.HeartbeatInterval, HeartbeatIntervalDefault)
 	c.RenewInterval = cmp.Or(c.RenewInterval, RenewIntervalDefault)
-	c.ReapInterval = cmp.Or(c.ReapInterval, ReapIntervalDefault)
-	c.SignalPollInterval = cmp.Or(c.SignalPollInterval, longpoll.SignalPollIntervalDefault)
-	c.SettlePollInterval = cmp.Or(c.SettlePollInterval, longpoll.SettlePollIntervalDefault)
 	c.MaxBodyBytes = cmp.Or(c.MaxBodyBytes, MaxBodyBytesDefault)
 	c.BodyReadTimeout = cmp.Or(c.BodyReadTimeout, BodyReadTimeoutDefault)
 	c.WriteTimeout = cmp.Or(c.WriteTimeout, WriteTimeoutDefault)
@@ -123,9 +111,6 @@ func (c Config) Validate() error {
 	if c.RenewInterval < 100*time.Millisecond {
 		bad("renew interval %s is below 100ms", c.RenewInterval)
 	}
-	if c.ReapInterval < 10*time.Millisecond {
-		bad("reap interval %s is below 10ms", c.ReapInterval)
-	}
 	if c.MaxBodyBytes < 64<<10 {
 		bad("max body %d is below 64 KiB", c.MaxBodyBytes)
 	}
@@ -144,21 +129,69 @@ func (c Config) Validate() error {
 	return errors.Join(errs...)
 }
 
+// Deps are what the HTTP layer serves over, every one built (and, where it
+// has background work, run) by the process's replica (control/replica).
+type Deps struct {
+	// Store is the replica's store as the replica decorated it: it reports
+	// to the metrics and wakes waiters after its commits.
+	Store     *store.Store
+	Artifacts *artifact.Store
+	// Claims parks claim long-polls until the store's commits (or another
+	// replica's pool signal) wake them: the replica's long-poll hub.
+	Claims ClaimWaiter
+	// Settlements parks waiting status reads until their job settles.
+	Settlements SettlementWaiter
+	// Outage says whether the database is known to be down (error answers
+	// and the access log lean on it); the replica runs it.
+	Outage *outage.Tracker
+	// Metrics are the replica's collectors.
+	Metrics *metrics.Metrics
+	// Reconciler checks the scheduling invariants with the replica's reap
+	// interval (admin Reconcile).
+	Reconciler Reconciler
+	// WebhookGroups stores the webhooks per consumer group, sealing their
+	// secrets with the replica's key; nil: a store over Store's database
+	// with no key (lists work, storing a secret answers WEBHOOK_KEY_MISSING).
+	WebhookGroups *store.WebhookGroups
+	// Seam (issue 27): the per-business-token rate limiter joins these, built
+	// by the replica from its config (control/replica/doc.go) and consulted
+	// by the business surface after authentication; nil, no limit.
+}
+
+// ClaimWaiter parks claim long-polls of a pool (longpoll.Hub).
+type ClaimWaiter interface {
+	// Watch returns a channel closed when the pool may have work; take it
+	// before the claim so a wake-up in between is not missed.
+	Watch(pool string) <-chan struct{}
+	// Done ends a Watch.
+	Done(ch <-chan struct{})
+}
+
+// SettlementWaiter parks waiting status reads (longpoll.Settlements).
+type SettlementWaiter interface {
+	Watch(job int64) (<-chan struct{}, func())
+	Waiting() int
+}
+
+// Reconciler checks the scheduling invariants now.
+type Reconciler interface {
+	Reconcile(ctx context.Context) (store.Report, error)
+}
+
 // Server serves all three API surfaces of one control replica.
 type Server struct {
 	cfg       Config
 	store     *store.Store
 	artifacts *artifact.Store
-	hub       *longpoll.Hub
+	claims    ClaimWaiter
 	// settlements wakes waiting status reads (status_wait.go).
-	settlements *longpoll.Settlements
-	// maintainer reaps expired leases and purges old idempotency keys.
-	maintainer *maintenance.Maintainer
-	// outage logs a database outage once and its end once.
-	outage    *outage.Tracker
-	log       *slog.Logger
-	manifests *wireManifests
-	webhooks  *store.WebhookGroups
+	settlements SettlementWaiter
+	// outage knows whether the database is down (logged once by the replica).
+	outage     *outage.Tracker
+	reconciler Reconciler
+	log        *slog.Logger
+	manifests  *wireManifests
+	webhooks   *store.WebhookGroups
 
 	// internal is the machine protocol's mux; tests add routes to prove the
 	// default-deny middleware covers handlers it does not know.
@@ -197,36 +230,26 @@ func (s *Server) Mount(pattern string, h http.Handler) {
 // http.Server.Shutdown so a restart does not wait out 15 s polls.
 func (s *Server) StopLongPolls() { s.closeOnce.Do(func() { close(s.closing) }) }
 
-// New builds a server over a store and an artifact store.
-func New(cfg Config, st *store.Store, arts *artifact.Store, log *slog.Logger) (*Server, error) {
+// New builds a server over what the replica built (d); every field of d is
+// required.
+func New(cfg Config, d Deps, log *slog.Logger) (*Server, error) {
 	cfg.setDefaults()
-	if err := cfg.Validate(); err != nil {
+	if err := errors.Join(cfg.Validate(), d.validate()); err != nil {
 		return nil, err
 	}
 	if log == nil {
 		log = slog.Default()
 	}
-	if ttl := st.Config().HeartbeatTTL; 2*cfg.HeartbeatInterval > ttl {
+	if ttl := d.Store.Config().HeartbeatTTL; 2*cfg.HeartbeatInterval > ttl {
 		// One late heartbeat must not cost a healthy node its leases.
 		return nil, fmt.Errorf("http config: heartbeat interval %s is more than half the store's heartbeat TTL %s", cfg.HeartbeatInterval, ttl)
 	}
-	hub := longpoll.New()
-	m := cfg.Metrics
-	if m == nil {
-		mc := cfg.MetricsConfig
-		if mc.Logger == nil {
-			mc.Logger = log
-		}
-		m = metrics.New(telemetry.NewRegistry("control"), st, mc)
+	s := &Server{cfg: cfg, store: d.Store, artifacts: d.Artifacts, claims: d.Claims, settlements: d.Settlements, outage: d.Outage,
+		reconciler: d.Reconciler, log: log, manifests: newWireManifests(), closing: make(chan struct{}), metrics: d.Metrics}
+	s.webhooks = d.WebhookGroups
+	if s.webhooks == nil {
+		s.webhooks = store.NewWebhookGroups(d.Store.DB(), nil)
 	}
-	s := &Server{cfg: cfg, store: st.WithNotifier(hub).WithObserver(m), artifacts: arts, hub: hub,
-		settlements: longpoll.NewSettlements(), outage: outage.New(log), log: log, manifests: newWireManifests(), closing: make(chan struct{}), metrics: m}
-	mt, err := maintenance.New(s.store, maintenance.Config{ReapInterval: cfg.ReapInterval, Outage: s.outage}, log)
-	if err != nil {
-		return nil, fmt.Errorf("http config: %w", err)
-	}
-	s.maintainer = mt
-	s.webhooks = store.NewWebhookGroups(st.DB(), cfg.WebhookKeys)
 	if err := s.mountMachine(); err != nil {
 		return nil, err
 	}
@@ -246,6 +269,21 @@ func New(cfg Config, st *store.Store, arts *artifact.Store, log *slog.Logger) (*
 	return s, nil
 }
 
+// validate names every missing dependency (a wiring error).
+func (d Deps) validate() error {
+	var errs []error
+	for _, dep := range []struct {
+		name    string
+		missing bool
+	}{{"Store", d.Store == nil}, {"Artifacts", d.Artifacts == nil}, {"Claims", d.Claims == nil}, {"Settlements", d.Settlements == nil},
+		{"Outage", d.Outage == nil}, {"Metrics", d.Metrics == nil}, {"Reconciler", d.Reconciler == nil}} {
+		if dep.missing {
+			errs = append(errs, fmt.Errorf("http deps: no %s (internal wiring error)", dep.name))
+		}
+	}
+	return errors.Join(errs...)
+}
+
 // InternalMuxForTest exposes the machine mux so tests can add a route and
 // prove the default-deny middleware covers it.
 func (s *Server) InternalMuxForTest() *http.ServeMux { return s.internal }
@@ -257,20 +295,6 @@ func (s *Server) StatusWaitsForTest() int { return s.settlements.Waiting() }
 // ParkedClaimsForTest is how many claims found nothing and now wait to be
 // woken, so tests can tell a long-poll has parked without sleeping.
 func (s *Server) ParkedClaimsForTest() int64 { return s.parkedClaims.Load() }
-
-// Store returns the server's store (with this replica's notifier).
-func (s *Server) Store() *store.Store { return s.store }
-
-// WebhookGroups is the replica's webhook group store (the dispatcher and
-// the console read it).
-func (s *Server) WebhookGroups() *store.WebhookGroups { return s.webhooks }
-
-// Outage is the replica's database outage tracker, for background work that
-// shares the replica's database (the webhook sender).
-func (s *Server) Outage() *outage.Tracker { return s.outage }
-
-// Metrics returns the replica's collectors.
-func (s *Server) Metrics() *metrics.Metrics { return s.metrics }
 
 // Handler is the root handler: one prefix per surface, each authenticated,
 // size-bounded and validated before its handlers run; around all of them the
@@ -352,36 +376,6 @@ func (s *Server) routed(root *http.ServeMux, r *http.Request) bool {
 	}
 	_, pattern = s.extra.Handler(r)
 	return pattern != "" && pattern != "/"
-}
-
-// Run runs the replica's background work until ctx ends, each part owned by
-// the package named for it: the cross-replica long-poll signal poller and the
-// settlement waiter (control/longpoll), and the lease reaper and
-// idempotency-key purge (control/maintenance). All are safe in every replica
-// at once.
-func (s *Server) Run(ctx context.Context) {
-	var g errgroup.Group
-	g.Go(func() error {
-		s.hub.Run(ctx, s.store, s.cfg.SignalPollInterval, s.backgroundError("long-poll: reading pool signals"))
-		return nil
-	})
-	g.Go(func() error {
-		s.settlements.Run(ctx, s.store, s.cfg.SettlePollInterval, s.backgroundError("status waits: reading settled jobs"))
-		return nil
-	})
-	g.Go(func() error { s.outage.Run(ctx, s.store.DB().PingContext, 0); return nil })
-	g.Go(func() error { s.maintainer.Run(ctx); return nil })
-	_ = g.Wait()
-}
-
-// backgroundError reports a failed background pass: an outage to the
-// tracker (logged once), anything else at WARN.
-func (s *Server) backgroundError(op string) func(error) {
-	return func(err error) {
-		if !s.outage.Failed(op, err) {
-			s.log.Warn(op+" failed", "err", err)
-		}
-	}
 }
 
 // bounded caps request bodies before anything reads them (413 on overflow).

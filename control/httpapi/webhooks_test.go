@@ -10,7 +10,7 @@ import (
 	"github.com/kece-oj/kece/contracts/adminapi"
 	"github.com/kece-oj/kece/control/atrest"
 	"github.com/kece-oj/kece/control/controltest"
-	"github.com/kece-oj/kece/control/httpapi"
+	"github.com/kece-oj/kece/control/replica"
 	"github.com/kece-oj/kece/control/webhook"
 )
 
@@ -28,7 +28,7 @@ func ptr[T any](v T) *T { return &v }
 // secret in a read.
 func TestAdminWebhookGroups(t *testing.T) {
 	t.Parallel()
-	a := startAdmin(t, controltest.Options{HTTP: httpapi.Config{WebhookKeys: webhookKeys(t)}})
+	a := startAdmin(t, controltest.Options{Replica: replica.Config{WebhookKeys: webhookKeys(t)}})
 	r, err := a.c.PutWebhookGroupWithResponse(a.ctx, "default", adminapi.WebhookGroupPut{Url: "https://oj.example/hook", Concurrency: ptr(2)})
 	require.NoError(t, err)
 	require.Equal(t, http.StatusCreated, r.StatusCode(), string(r.Body))
@@ -74,7 +74,7 @@ func TestAdminWebhookGroups(t *testing.T) {
 // TestAdminWebhookGroupsBadInput: each mistake gets its status and code.
 func TestAdminWebhookGroupsBadInput(t *testing.T) {
 	t.Parallel()
-	a := startAdmin(t, controltest.Options{HTTP: httpapi.Config{WebhookKeys: webhookKeys(t)}})
+	a := startAdmin(t, controltest.Options{Replica: replica.Config{WebhookKeys: webhookKeys(t)}})
 	for _, c := range []struct {
 		group, url string
 		secret     *string

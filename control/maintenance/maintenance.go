@@ -25,8 +25,6 @@ import (
 
 // Defaults for Config.
 const (
-	// ReapIntervalDefault is the reap scan period (DESIGN §6: every 5 s).
-	ReapIntervalDefault = store.ReapIntervalDefault
 	// PurgeIntervalDefault is how often old idempotency keys are deleted.
 	PurgeIntervalDefault = time.Hour
 	// IdempotencyKeyTTLDefault is how long an Idempotency-Key is remembered:
@@ -36,6 +34,8 @@ const (
 
 // Config tunes the background work. Zero fields take their defaults.
 type Config struct {
+	// ReapInterval: default and bounds are store.ReapIntervalDefault and
+	// store.CheckReapInterval, the one home of that fact.
 	ReapInterval      time.Duration
 	PurgeInterval     time.Duration
 	IdempotencyKeyTTL time.Duration
@@ -44,8 +44,10 @@ type Config struct {
 	Outage *outage.Tracker
 }
 
-func (c Config) withDefaults() Config {
-	c.ReapInterval = cmp.Or(c.ReapInterval, ReapIntervalDefault)
+// WithDefaults returns c with every zero field set to its default, as New
+// uses it.
+func (c Config) WithDefaults() Config {
+	c.ReapInterval = cmp.Or(c.ReapInterval, store.ReapIntervalDefault)
 	c.PurgeInterval = cmp.Or(c.PurgeInterval, PurgeIntervalDefault)
 	c.IdempotencyKeyTTL = cmp.Or(c.IdempotencyKeyTTL, IdempotencyKeyTTLDefault)
 	return c
@@ -55,8 +57,8 @@ func (c Config) withDefaults() Config {
 // while clients may still retry; every problem is reported.
 func (c Config) Validate() error {
 	var errs []error
-	if c.ReapInterval < 10*time.Millisecond {
-		errs = append(errs, fmt.Errorf("maintenance config: reap interval %s is below 10ms", c.ReapInterval))
+	if err := store.CheckReapInterval(c.ReapInterval); err != nil {
+		errs = append(errs, fmt.Errorf("maintenance config: %w", err))
 	}
 	if c.PurgeInterval < 10*time.Millisecond {
 		errs = append(errs, fmt.Errorf("maintenance config: purge interval %s is below 10ms", c.PurgeInterval))
@@ -84,7 +86,7 @@ type Maintainer struct {
 
 // New returns a maintainer over st.
 func New(st Store, cfg Config, log *slog.Logger) (*Maintainer, error) {
-	cfg = cfg.withDefaults()
+	cfg = cfg.WithDefaults()
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}

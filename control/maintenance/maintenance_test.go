@@ -24,7 +24,7 @@ func TestConfigValidateNamesEveryProblem(t *testing.T) {
 	require.ErrorContains(t, err, "idempotency key TTL")
 	m, err := maintenance.New(nil, maintenance.Config{}, nil)
 	require.NoError(t, err)
-	require.Equal(t, maintenance.ReapIntervalDefault, m.Config().ReapInterval)
+	require.Equal(t, store.ReapIntervalDefault, m.Config().ReapInterval)
 	require.Equal(t, maintenance.PurgeIntervalDefault, m.Config().PurgeInterval)
 	require.Equal(t, maintenance.IdempotencyKeyTTLDefault, m.Config().IdempotencyKeyTTL)
 }

@@ -67,10 +67,14 @@ func (s *Store) writeBatch(ctx context.Context, calls []*batchCall[leaseWrite, b
 }
 
 // Complete records the result of a lease; see complete. It reports the
-// outcome, or why the result was refused, to the observer.
+// outcome, or why the result was refused, to the observer, and wakes the
+// waiters it concerns (wakeups.go).
 func (s *Store) Complete(ctx context.Context, sess NodeSession, jobID, leaseEpoch int64, res Result) (CompleteResponse, error) {
 	out, err := s.complete(ctx, sess, jobID, leaseEpoch, res)
 	s.observeResult(ctx, jobID, res, out, err)
+	if err == nil {
+		s.notifyResult(ctx, sess, jobID, out, false)
+	}
 	return out, err
 }
 

@@ -48,8 +48,17 @@ const CycleMax = 64
 func (s *Store) CompleteClaim(ctx context.Context, sess NodeSession, results []CycleResult, freeSlots int, requestID string) (outs []CycleOutcome, jobs []ClaimedJob, err error) {
 	start := time.Now()
 	outs, jobs, err = s.completeClaim(ctx, sess, results, freeSlots, requestID)
+	freed := false
 	for i, r := range outs {
 		s.observeResult(ctx, results[i].JobID, results[i].Result, r.Response, r.Err)
+		if r.Err == nil {
+			s.notifyResult(ctx, sess, results[i].JobID, r.Response, true)
+			freed = true
+		}
+	}
+	if freed && len(jobs) == 0 {
+		// A slot came free and the result's own claim did not take it again.
+		s.notifyFreed(ctx, sess.NodeID)
 	}
 	if freeSlots > 0 {
 		s.observeClaim(ctx, jobs, start, err)

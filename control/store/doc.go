@@ -48,7 +48,10 @@
 //	job_search.go    admin job search (JobFilter: submission, pool, state, verdict, time; keyset
 //	                 pages) and a submission's generations
 //	verdict_mix.go   per-pool outcomes and completions of the submissions finished in the last minutes
-//	signals.go       pool signal rows and the after-commit wake-up
+//	signals.go       pool signal rows (the cross-replica wake-up)
+//	wakeups.go       the after-commit wake-ups of this replica's waiters (claims,
+//	                 status reads): their one owner
+//	reapinterval.go  the reap interval's default and bound (one fact for all)
 //	results.go       result shape, its validation against the manifest, a result
 //	                 prepared before anything is written (prepareResult)
 //	verdict_check.go verdict checks against the manifest (cases, scores)

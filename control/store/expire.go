@@ -5,12 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"time"
 )
-
-// ReapIntervalDefault is the reap interval Reconcile assumes when none is
-// given (DESIGN §6: reap scan every 5 s).
-const ReapIntervalDefault = 5 * time.Second
 
 // ReapStats counts what one Reap pass did.
 type ReapStats struct {

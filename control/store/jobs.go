@@ -338,8 +338,10 @@ func (s *Store) rejudge(ctx context.Context, typ, id string, onlyJob int64, acto
 // running lease learns it at its next renew (CANCELLED) or result (409).
 func (s *Store) Cancel(ctx context.Context, typ, id, actor, reason string) (JobState, error) {
 	var out JobState
+	var cur int64
 	err := s.inTx(ctx, func(tx *sql.Tx) error {
-		cur, _, err := lockSubmission(ctx, tx, typ, id)
+		var err error
+		cur, _, err = lockSubmission(ctx, tx, typ, id)
 		if err != nil {
 			return err
 		}
@@ -349,6 +351,9 @@ func (s *Store) Cancel(ctx context.Context, typ, id, actor, reason string) (JobS
 		out, err = s.cancelJobLocked(ctx, tx, cur, actor, reason)
 		return err
 	})
+	if err == nil && out == StateCancelled {
+		s.notifySettled(cur) // waiting status reads answer now
+	}
 	return out, err
 }
 
@@ -371,6 +376,9 @@ func (s *Store) CancelJob(ctx context.Context, jobID int64, actor, reason string
 		out, err = s.cancelJobLocked(ctx, tx, jobID, actor, reason)
 		return err
 	})
+	if err == nil && out == StateCancelled {
+		s.notifySettled(jobID)
+	}
 	return out, err
 }
 

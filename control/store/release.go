@@ -123,6 +123,8 @@ func (s *Store) Release(ctx context.Context, sess NodeSession, items []ReleaseIt
 	for p := range pools {
 		s.notify(p)
 	}
+	// Released leases free capacity whether or not the job was requeued.
+	s.notifyFreed(ctx, sess.NodeID)
 	out := make([]ReleaseResult, len(items))
 	for i, it := range items {
 		out[i] = answers[it]

@@ -38,28 +38,6 @@ func bumpPools(ctx context.Context, tx *sql.Tx, pools map[string]bool) error {
 	return nil
 }
 
-// notify tells this replica's waiters at once (no database round trip).
-func (s *Store) notify(pool string) {
-	if s.notifier != nil && pool != "" {
-		s.notifier.Notify(pool)
-	}
-}
-
-// notifyJobs tells this replica's waiters that n pool jobs (not bound to a
-// node) became ready: n waiters are woken when the notifier can count. A job
-// that needs a problem type beyond classic batch (caps) wakes every waiter
-// instead: the longest waiting may be nodes that cannot run it.
-func (s *Store) notifyJobs(pool string, n int, caps uint64) {
-	if s.notifier == nil || pool == "" || n <= 0 {
-		return
-	}
-	if jn, ok := s.notifier.(JobNotifier); ok && !needsFeature(caps) {
-		jn.NotifyN(pool, n)
-		return
-	}
-	s.notifier.Notify(pool)
-}
-
 // PoolSignals returns each pool's wake-up counters (one cheap query): the
 // sum of the pool's signal rows (moved by work made ready again: requeue,
 // rejudge, enqueue on the locking path) and its highest job id (moved by a

@@ -264,8 +264,9 @@ type Hooks struct {
 	AfterJobInsert func() error
 }
 
-// Notifier is told, after commit, that a pool has new ready work. It must not
-// block. The HTTP layer's long-poll registry implements it.
+// Notifier is told, after commit, that a pool has new ready work or a slot
+// came free (see wakeups.go). It must not block. The replica's fan-out to
+// its long-poll hub and settlement waiters implements it.
 type Notifier interface {
 	Notify(pool string)
 }
@@ -277,6 +278,13 @@ type Notifier interface {
 type JobNotifier interface {
 	Notifier
 	NotifyN(pool string, n int)
+}
+
+// SettleNotifier is a Notifier that also wakes waiting status reads when a
+// job settles (COMPLETED, FAILED, CANCELLED) by a commit of this store.
+type SettleNotifier interface {
+	Notifier
+	Settled(jobID int64)
 }
 
 // WithNotifier returns a copy of s that notifies n after commits that make

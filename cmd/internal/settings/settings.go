@@ -335,6 +335,21 @@ func (f *FlagSet) Source(name string) string {
 	return "--" + name
 }
 
+// Given reports whether the command line or the environment set flag
+// name (after Apply), as opposed to its default.
+func (f *FlagSet) Given(name string) bool {
+	if f.fromEnv[name] {
+		return true
+	}
+	for old, n := range f.aliases {
+		if n == name && f.flags.Lookup(old).Changed {
+			return true
+		}
+	}
+	fl := f.flags.Lookup(name)
+	return fl != nil && fl.Changed
+}
+
 // Usage is the flags with their variables, as cobra prints them.
 func (f *FlagSet) Usage() string { return f.flags.FlagUsages() }
 

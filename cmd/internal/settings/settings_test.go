@@ -261,6 +261,8 @@ func TestFloatFlag(t *testing.T) {
 	require.NoError(t, fs.Parse(nil))
 	require.Equal(t, 0.5, *r, "the variable wins over the default")
 	require.Equal(t, 20.0, *q)
+	require.True(t, fs.Given("rate"), "set by its variable")
+	require.False(t, fs.Given("other"), "left at its default")
 
 	fs = NewFlagSet("t", envMap(map[string]string{"KECE_RATE": "fast"}))
 	fs.Float("rate", "KECE_RATE", 20, "rate")
