@@ -210,6 +210,7 @@ func (f *serveFlags) check(prior error) (serveConfig, error) {
 	}
 	cfg := serveConfig{log: telemetry.LogConfig{Format: *f.logFormat, Level: *f.logLevel}, console: consoleCfg,
 		replica: replicaCfg, http: httpCfg, limit: limit}
+	cfg.replica.RateLimit = &ratelimit.Config{Default: limit}
 	return cfg, errors.Join(errs...)
 }
 
@@ -300,9 +301,6 @@ func serve(ctx context.Context, f *serveFlags, cfg serveConfig, cio cmdIO) error
 		return settings.Errorf("replica settings", "%v", err)
 	}
 	httpCfg.MetricsElsewhere = *f.metricsListen != ""
-	if httpCfg.RateLimiter, err = ratelimit.New(ratelimit.Config{Default: cfg.limit}); err != nil {
-		return settings.Errorf(f.fs.Source("business-rate"), "%v", err)
-	}
 	srv, err := httpapi.New(httpCfg, rep.HTTPDeps(), log)
 	if err != nil {
 		return settings.Errorf("http settings", "%v", err)

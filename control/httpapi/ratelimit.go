@@ -23,7 +23,7 @@ type RateLimiter interface {
 // after tokenAuth and before the body is read or validated, so a refused
 // request costs one token lookup.
 func (s *Server) rateLimited(next http.Handler) http.Handler {
-	if s.cfg.RateLimiter == nil {
+	if s.limiter == nil {
 		return next
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -33,7 +33,7 @@ func (s *Server) rateLimited(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
-		ok, wait := s.cfg.RateLimiter.Allow(tok.ID, tok.RateLimit)
+		ok, wait := s.limiter.Allow(tok.ID, tok.RateLimit)
 		if ok {
 			next.ServeHTTP(w, r)
 			return

@@ -31,9 +31,9 @@
 //
 // # Seams for the operator tools (issue 27)
 //
-// Rate limits: control/ratelimit's config becomes a field of Config; New
-// builds the one limiter of the replica from it, and HTTPDeps hands it to
-// httpapi as a field of Deps, which the business surface consults after
+// Rate limits: Config.RateLimit configures control/ratelimit; New builds
+// the one limiter of the replica from it, and HTTPDeps hands it to httpapi
+// (Deps.RateLimiter), which the business surface consults after
 // authentication (429 RATE_LIMITED with Retry-After); machine and admin
 // routes are never limited. The limiter is in memory, so it needs no
 // service in Run; a shared budget through the database would add one.

@@ -19,6 +19,7 @@ import (
 	"github.com/kece-oj/kece/control/maintenance"
 	"github.com/kece-oj/kece/control/metrics"
 	"github.com/kece-oj/kece/control/outage"
+	"github.com/kece-oj/kece/control/ratelimit"
 	"github.com/kece-oj/kece/control/store"
 	"github.com/kece-oj/kece/control/webhook"
 	"github.com/kece-oj/kece/telemetry"
@@ -47,9 +48,11 @@ type Config struct {
 	// (KECE_WEBHOOK_KEY_FILE); nil: groups cannot be given secrets, and
 	// stored ones do not open (each such group logs an error naming it).
 	WebhookKeys *atrest.Keyring
-	// Seam (issue 27): the per-business-token rate limit's config joins
-	// these; New builds the limiter from it and HTTPDeps hands it to
-	// httpapi (doc.go).
+	// RateLimit, when set, limits each business token's requests: New
+	// builds the replica's one limiter from it and HTTPDeps hands it to
+	// httpapi. Nil: business clients are not limited by this replica
+	// (kece-control serve always sets it).
+	RateLimit *ratelimit.Config
 }
 
 // WithDefaults returns c with every zero field set to its default, as New
@@ -74,6 +77,11 @@ func (c Config) Validate() error {
 	if c.Webhook != nil {
 		errs = append(errs, c.Webhook.Validate())
 	}
+	if c.RateLimit != nil {
+		if err := c.RateLimit.Default.Validate(); err != nil {
+			errs = append(errs, fmt.Errorf("replica config: rate limit default: %w", err))
+		}
+	}
 	return errors.Join(errs...)
 }
 
@@ -91,6 +99,7 @@ type Replica struct {
 	metrics     *metrics.Metrics
 	webhooks    *store.WebhookGroups
 	sender      *webhook.Dispatcher
+	limiter     *ratelimit.Buckets
 	running     atomic.Bool
 }
 
@@ -123,6 +132,11 @@ func New(cfg Config, db *sql.DB, arts *artifact.Store, log *slog.Logger) (*Repli
 	if r.maintainer, err = maintenance.New(r.store, mcfg, log); err != nil {
 		return nil, err
 	}
+	if cfg.RateLimit != nil {
+		if r.limiter, err = ratelimit.New(*cfg.RateLimit); err != nil {
+			return nil, err
+		}
+	}
 	// One webhook sender for every consumer group with a webhook: each group
 	// gets its own delivery slots and backoff (control/webhook).
 	r.webhooks = store.NewWebhookGroups(db, cfg.WebhookKeys)
@@ -147,8 +161,12 @@ var _ store.JobNotifier = wakeups{}
 
 // HTTPDeps is what the HTTP layer serves over.
 func (r *Replica) HTTPDeps() httpapi.Deps {
-	return httpapi.Deps{Store: r.store, Artifacts: r.artifacts, Claims: r.hub, Settlements: r.settlements, Outage: r.outage,
+	d := httpapi.Deps{Store: r.store, Artifacts: r.artifacts, Claims: r.hub, Settlements: r.settlements, Outage: r.outage,
 		Metrics: r.metrics, Reconciler: r, WebhookGroups: r.webhooks}
+	if r.limiter != nil { // a nil *Buckets in the interface would not be nil
+		d.RateLimiter = r.limiter
+	}
+	return d
 }
 
 // Store is the replica's store, decorated (metrics, wake-ups): for the

@@ -12,6 +12,7 @@ import (
 	"github.com/kece-oj/kece/control/dbtest"
 	"github.com/kece-oj/kece/control/maintenance"
 	"github.com/kece-oj/kece/control/manifest"
+	"github.com/kece-oj/kece/control/ratelimit"
 	"github.com/kece-oj/kece/control/replica"
 	"github.com/kece-oj/kece/control/store"
 )
@@ -25,8 +26,9 @@ func TestConfigValidateReportsEveryProblem(t *testing.T) {
 	require.NoError(t, cfg.Validate())
 	require.Equal(t, store.ReapIntervalDefault, cfg.Maintenance.ReapInterval)
 	err := replica.Config{Store: store.Config{MaxAttempts: 1000}, Maintenance: maintenance.Config{ReapInterval: time.Millisecond},
-		SignalPollInterval: -time.Second}.WithDefaults().Validate()
-	for _, want := range []string{"max attempts 1000 must be 1..100", "reap interval 1ms is below 10ms", "signal poll interval -1s is below 1ms"} {
+		SignalPollInterval: -time.Second, RateLimit: &ratelimit.Config{Default: ratelimit.Limit{Rate: -1}}}.WithDefaults().Validate()
+	for _, want := range []string{"max attempts 1000 must be 1..100", "reap interval 1ms is below 10ms", "signal poll interval -1s is below 1ms",
+		"rate limit default"} {
 		require.ErrorContains(t, err, want)
 	}
 }
@@ -41,6 +43,7 @@ func TestRunStartsServicesAndStopsThemOnCancel(t *testing.T) {
 	const reap = 20 * time.Millisecond
 	rep, err := replica.New(replica.Config{Maintenance: maintenance.Config{ReapInterval: reap}}, db, arts, nil)
 	require.NoError(t, err)
+	require.Nil(t, rep.HTTPDeps().RateLimiter, "no RateLimit: business clients are not limited")
 	sig := rep.Maintenance().EnableTestSignals()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
