@@ -327,7 +327,8 @@ func TestMigrateTokenAndServe(t *testing.T) {
 	var serveOut, serveErr bytes.Buffer
 	// Every serve setting from the environment, as the systemd unit gives them.
 	serveEnv := map[string]string{"KECE_MYSQL_DSN_FILE": env["KECE_MYSQL_DSN_FILE"], "KECE_LISTEN": addr,
-		"KECE_ARTIFACT_DIR": t.TempDir(), "KECE_OFFLINE_AFTER": "20s", "KECE_MAX_ATTEMPTS": "4", "KECE_DB_CONNS": "8"}
+		"KECE_ARTIFACT_DIR": t.TempDir(), "KECE_OFFLINE_AFTER": "20s", "KECE_MAX_ATTEMPTS": "4", "KECE_DB_CONNS": "8",
+		"KECE_BUSINESS_RATE": "0.01", "KECE_BUSINESS_BURST": "2"}
 	go func() {
 		done <- run(ctx, []string{"serve"}, &serveOut, &serveErr, envOf(serveEnv))
 	}()
@@ -356,6 +357,30 @@ func TestMigrateTokenAndServe(t *testing.T) {
 	require.NoError(t, err)
 	resp.Body.Close()
 	require.Equal(t, http.StatusOK, resp.StatusCode, "the specs are served")
+	// The replica limits business tokens with the default from its settings
+	// (burst 2, then one every 100 s), or with the token's own budget.
+	bizGet := func(token string) (int, string) {
+		req, _ := http.NewRequest(http.MethodGet, fmt.Sprintf("http://%s/api/v1/submissions/ALGO/none", addr), nil)
+		req.Header.Set("Authorization", "Bearer "+token)
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		resp.Body.Close()
+		return resp.StatusCode, resp.Header.Get("Retry-After")
+	}
+	for i, want := range []int{http.StatusNotFound, http.StatusNotFound, http.StatusTooManyRequests} {
+		status, retry := bizGet(scoped)
+		require.Equal(t, want, status, "request %d of a token on the default budget", i)
+		if want == http.StatusTooManyRequests {
+			require.Equal(t, "100", retry)
+		}
+	}
+	code, out, errOut = runIn(t, env, "token", "create", "--kind", "business", "--name", "fast", "--rate", "100", "--burst", "10")
+	require.Equal(t, 0, code, errOut)
+	fast := strings.TrimSpace(out)
+	for range 5 {
+		status, _ := bizGet(fast)
+		require.Equal(t, http.StatusNotFound, status, "a token's own budget wins over the default")
+	}
 	cancel()
 	select {
 	case code := <-done:

@@ -107,3 +107,28 @@ func waitClosed(t *testing.T, ch <-chan struct{}, what string) {
 		t.Fatalf("%s was not woken", what)
 	}
 }
+
+// The replica builds one rate limiter from its config and hands it to the
+// HTTP layer: its default applies to every business token without a
+// budget of its own. Without a config there is none (not a nil pointer in
+// the interface).
+func TestReplicaHandsItsRateLimiterToHTTP(t *testing.T) {
+	t.Parallel()
+	db, _ := dbtest.Open(t)
+	arts, err := artifact.OpenStore(context.Background(), artifact.StoreConfig{Root: t.TempDir()})
+	require.NoError(t, err)
+	rep, err := replica.New(replica.Config{RateLimit: &ratelimit.Config{Default: ratelimit.Limit{Rate: 1, Burst: 3}}}, db, arts, nil)
+	require.NoError(t, err)
+	lim := rep.HTTPDeps().RateLimiter
+	require.NotNil(t, lim)
+	admitted := 0
+	for range 10 {
+		if ok, _ := lim.Allow(42, nil); ok {
+			admitted++
+		}
+	}
+	require.Equal(t, 3, admitted, "the configured burst, not unlimited")
+	plain, err := replica.New(replica.Config{}, db, arts, nil)
+	require.NoError(t, err)
+	require.Nil(t, plain.HTTPDeps().RateLimiter)
+}
