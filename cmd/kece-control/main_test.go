@@ -17,6 +17,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/kece-oj/kece/control/atrest"
 	"github.com/kece-oj/kece/control/dbtest"
 	"github.com/kece-oj/kece/control/ratelimit"
 	"github.com/kece-oj/kece/control/store"
@@ -49,6 +50,8 @@ type badSetting struct {
 func badSettings(t *testing.T) []badSetting {
 	worldReadable := writeSecret(t, "a@tcp(b)/c\n", 0o644)
 	rawHook := writeSecret(t, "0123456789abcdef0123456789abcdef\n", 0o644)
+	openKey := writeSecret(t, atrest.NewKeyText(), 0o644)
+	notAKey := writeSecret(t, "whsec_MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY=", 0o600)
 	return []badSetting{
 		{nil, []string{"serve", "--mysql-dsn", "a@tcp(b)/c"}, "KECE_ARTIFACT_DIR"},
 		{nil, []string{"serve", "--artifact-dir", t.TempDir()}, "KECE_MYSQL_DSN"},
@@ -87,6 +90,10 @@ func badSettings(t *testing.T) []badSetting {
 		{nil, []string{"serve", "--artifact-dir", t.TempDir(), "--mysql-dsn", "a@tcp(b)/c", "--log-format", "yaml"}, `log format "yaml": want json or text`},
 		{nil, []string{"serve", "--artifact-dir", t.TempDir(), "--mysql-dsn", "a@tcp(b)/c", "--log-level", "loud"}, `log level "loud"`},
 		{nil, []string{"serve", "--artifact-dir", t.TempDir(), "--mysql-dsn", "a@tcp(b)/c", "--metrics-listen", "9465"}, `--metrics-listen: "9465" is not host:port`},
+		{map[string]string{"KECE_WEBHOOK_KEY_FILE": openKey}, []string{"serve", "--artifact-dir", t.TempDir(), "--mysql-dsn", "a@tcp(b)/c"}, "KECE_WEBHOOK_KEY_FILE: " + openKey + " has mode 0644"},
+		{map[string]string{"KECE_WEBHOOK_KEY_FILE": notAKey}, []string{"serve", "--artifact-dir", t.TempDir(), "--mysql-dsn", "a@tcp(b)/c"}, `KECE_WEBHOOK_KEY_FILE: encryption key: must start with "kecekey_"`},
+		{map[string]string{"KECE_WEBHOOK_OLD_KEY_FILE": writeSecret(t, atrest.NewKeyText(), 0o600)}, []string{"serve", "--artifact-dir", t.TempDir(), "--mysql-dsn", "a@tcp(b)/c"}, "KECE_WEBHOOK_OLD_KEY_FILE: an old key needs the new one"},
+		{nil, []string{"webhook-key", "reencrypt", "--mysql-dsn", "a@tcp(b)/c"}, "KECE_WEBHOOK_KEY_FILE: no key configured"},
 		{map[string]string{"KECE_METRICS_CACHE_TTL": "20m"}, []string{"serve", "--artifact-dir", t.TempDir(), "--mysql-dsn", "a@tcp(b)/c"}, "KECE_METRICS_CACHE_TTL: metrics: fleet cache TTL 20m0s must be 0..10m"},
 		{map[string]string{"KECE_BUSINESS_RATE": "-1"}, []string{"serve", "--artifact-dir", t.TempDir(), "--mysql-dsn", "a@tcp(b)/c"}, "KECE_BUSINESS_RATE: -1 must be 0 (unlimited) or requests per second"},
 		{nil, []string{"serve", "--artifact-dir", t.TempDir(), "--mysql-dsn", "a@tcp(b)/c", "--business-burst", "0"}, "--business-burst: 0 with rate 50 would refuse every request"},
