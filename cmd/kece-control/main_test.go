@@ -328,7 +328,7 @@ func TestMigrateTokenAndServe(t *testing.T) {
 	// Every serve setting from the environment, as the systemd unit gives them.
 	serveEnv := map[string]string{"KECE_MYSQL_DSN_FILE": env["KECE_MYSQL_DSN_FILE"], "KECE_LISTEN": addr,
 		"KECE_ARTIFACT_DIR": t.TempDir(), "KECE_OFFLINE_AFTER": "20s", "KECE_MAX_ATTEMPTS": "4", "KECE_DB_CONNS": "8",
-		"KECE_BUSINESS_RATE": "0.01", "KECE_BUSINESS_BURST": "2"}
+		"KECE_BUSINESS_RATE": "0.01", "KECE_BUSINESS_BURST": "2", "KECE_WEBHOOK_KEY_FILE": writeSecret(t, atrest.NewKeyText(), 0o640)}
 	go func() {
 		done <- run(ctx, []string{"serve"}, &serveOut, &serveErr, envOf(serveEnv))
 	}()
@@ -357,6 +357,16 @@ func TestMigrateTokenAndServe(t *testing.T) {
 	require.NoError(t, err)
 	resp.Body.Close()
 	require.Equal(t, http.StatusOK, resp.StatusCode, "the specs are served")
+	// The key file reaches the admin API through the replica: a webhook
+	// group can be given a (generated) secret.
+	req, _ = http.NewRequest(http.MethodPut, fmt.Sprintf("http://%s/api/v1/admin/webhook-groups/default", addr),
+		strings.NewReader(`{"url":"https://oj.example/hook"}`))
+	req.Header.Set("Authorization", "Bearer "+tok)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err = http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, http.StatusCreated, resp.StatusCode, "KECE_WEBHOOK_KEY_FILE seals the new group's secret")
 	// The replica limits business tokens with the default from its settings
 	// (burst 2, then one every 100 s), or with the token's own budget.
 	bizGet := func(token string) (int, string) {
