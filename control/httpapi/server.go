@@ -146,6 +146,10 @@ type Deps struct {
 	// Reconciler checks the scheduling invariants with the replica's reap
 	// interval (admin Reconcile).
 	Reconciler Reconciler
+	// WebhookGroups stores the webhooks per consumer group, sealing their
+	// secrets with the replica's key; nil: a store over Store's database
+	// with no key (lists work, storing a secret answers WEBHOOK_KEY_MISSING).
+	WebhookGroups *store.WebhookGroups
 	// RateLimiter limits each business token's requests (ratelimit.go),
 	// the replica's one, built from its config; nil: business clients are
 	// not limited by the control plane.
@@ -186,6 +190,7 @@ type Server struct {
 	limiter    RateLimiter
 	log        *slog.Logger
 	manifests  *wireManifests
+	webhooks   *store.WebhookGroups
 
 	// internal is the machine protocol's mux; tests add routes to prove the
 	// default-deny middleware covers handlers it does not know.
@@ -240,6 +245,10 @@ func New(cfg Config, d Deps, log *slog.Logger) (*Server, error) {
 	}
 	s := &Server{cfg: cfg, store: d.Store, artifacts: d.Artifacts, claims: d.Claims, settlements: d.Settlements, outage: d.Outage,
 		reconciler: d.Reconciler, limiter: d.RateLimiter, log: log, manifests: newWireManifests(), closing: make(chan struct{}), metrics: d.Metrics}
+	s.webhooks = d.WebhookGroups
+	if s.webhooks == nil {
+		s.webhooks = store.NewWebhookGroups(d.Store.DB(), nil)
+	}
 	if err := s.mountMachine(); err != nil {
 		return nil, err
 	}
