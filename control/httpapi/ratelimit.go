@@ -10,9 +10,9 @@ import (
 
 // RateLimiter is what the business surface consults once per
 // authenticated request (Deps.RateLimiter: the replica's
-// control/ratelimit.Buckets):
-// whether the token may make one more request now, given the token's own
-// limit (nil: the limiter's default), and if not, how long until it may.
+// control/ratelimit.Buckets): whether the token may make one more request
+// now, given the token's own limit (nil: the limiter's default), and if
+// not, how long until it may.
 // Nodes' routes (claims, renewals, results), the admin API, the console
 // and unauthenticated business paths never consult it.
 type RateLimiter interface {
