@@ -21,8 +21,8 @@ import (
 
 	"github.com/kece-oj/kece/contracts/machineapi"
 	"github.com/kece-oj/kece/control/controltest"
-	"github.com/kece-oj/kece/control/httpapi"
 	"github.com/kece-oj/kece/control/ratelimit"
+	"github.com/kece-oj/kece/control/replica"
 	"github.com/kece-oj/kece/control/store"
 	"github.com/kece-oj/kece/control/webhook"
 	"github.com/kece-oj/kece/engine"
@@ -183,9 +183,8 @@ func TestPythonQuickstart(t *testing.T) {
 	// A lease long enough for python3 runs on a loaded machine; this node
 	// does not renew. The token's budget (2 requests, 2/s) is below what the
 	// flow sends at once: the client must wait out some 429s.
-	lim, err := ratelimit.New(ratelimit.Config{Default: ratelimit.Limit{Rate: 2, Burst: 2}})
-	require.NoError(t, err)
-	env := controltest.Start(t, controltest.Options{Store: store.Config{LeaseTTL: time.Minute}, HTTP: httpapi.Config{RateLimiter: lim}})
+	env := controltest.Start(t, controltest.Options{Store: store.Config{LeaseTTL: time.Minute},
+		Replica: replica.Config{RateLimit: &ratelimit.Config{Default: ratelimit.Limit{Rate: 2, Burst: 2}}}})
 	done := make(chan struct{})
 	defer close(done)
 	testNode(t, env, py, done)

@@ -17,6 +17,7 @@ func TestHelpGolden(t *testing.T) {
 	t.Parallel()
 	for _, path := range []string{"", "serve", "migrate", "migrate up", "migrate down", "migrate status", "token", "token create",
 		"token list", "token rotate", "token revoke", "reconcile", "webhook-secret", "webhook-secret new", "webhook-secret show",
+		"webhook-key", "webhook-key new", "webhook-key id", "webhook-key reencrypt",
 		"version", "man", "completion"} {
 		code, out, errOut := runIn(t, nil, append(strings.Fields(path), "--help")...)
 		require.Equal(t, 0, code, "%s: %s", path, errOut)

@@ -5,6 +5,7 @@
 //	kece-control token          create | list | rotate | revoke admin and business API tokens
 //	kece-control reconcile      check invariants; -o json|yaml|table|csv; exit 3 when violated
 //	kece-control webhook-secret new | show: the whsec_ form of the webhook secret
+//	kece-control webhook-key    new | id | reencrypt: the key that encrypts webhook secrets in the database
 //	kece-control healthcheck    exit 0 if the replica's /healthz answers 200, else 1
 //	kece-control version        print the build version (also --version)
 //	kece-control completion     shell completion; man --dir DIR writes man pages
@@ -61,7 +62,7 @@ file holding the DSN, mode 0600 or 0640). Durations take s, m, h and d
 Exit status: 0 ok; 1 a runtime failure (database unreachable, listen
 failed); 2 a bad setting or command line, named (systemd does not restart
 it); 3 reconcile found violations (as kecectl).`)
-	root.AddCommand(serveCommand(cio), migrateCommand(cio), tokenCommand(cio), reconcileCommand(cio), webhookSecretCommand(cio),
+	root.AddCommand(serveCommand(cio), migrateCommand(cio), tokenCommand(cio), reconcileCommand(cio), webhookSecretCommand(cio), webhookKeyCommand(cio),
 		healthcheckCommand(cio))
 	// Without a command: a usage error that lists them, as before.
 	root.Args = cobra.NoArgs

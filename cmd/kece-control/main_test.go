@@ -17,6 +17,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/kece-oj/kece/control/atrest"
 	"github.com/kece-oj/kece/control/dbtest"
 	"github.com/kece-oj/kece/control/ratelimit"
 	"github.com/kece-oj/kece/control/store"
@@ -49,6 +50,8 @@ type badSetting struct {
 func badSettings(t *testing.T) []badSetting {
 	worldReadable := writeSecret(t, "a@tcp(b)/c\n", 0o644)
 	rawHook := writeSecret(t, "0123456789abcdef0123456789abcdef\n", 0o644)
+	openKey := writeSecret(t, atrest.NewKeyText(), 0o644)
+	notAKey := writeSecret(t, "whsec_MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY=", 0o600)
 	return []badSetting{
 		{nil, []string{"serve", "--mysql-dsn", "a@tcp(b)/c"}, "KECE_ARTIFACT_DIR"},
 		{nil, []string{"serve", "--artifact-dir", t.TempDir()}, "KECE_MYSQL_DSN"},
@@ -87,6 +90,10 @@ func badSettings(t *testing.T) []badSetting {
 		{nil, []string{"serve", "--artifact-dir", t.TempDir(), "--mysql-dsn", "a@tcp(b)/c", "--log-format", "yaml"}, `log format "yaml": want json or text`},
 		{nil, []string{"serve", "--artifact-dir", t.TempDir(), "--mysql-dsn", "a@tcp(b)/c", "--log-level", "loud"}, `log level "loud"`},
 		{nil, []string{"serve", "--artifact-dir", t.TempDir(), "--mysql-dsn", "a@tcp(b)/c", "--metrics-listen", "9465"}, `--metrics-listen: "9465" is not host:port`},
+		{map[string]string{"KECE_WEBHOOK_KEY_FILE": openKey}, []string{"serve", "--artifact-dir", t.TempDir(), "--mysql-dsn", "a@tcp(b)/c"}, "KECE_WEBHOOK_KEY_FILE: " + openKey + " has mode 0644"},
+		{map[string]string{"KECE_WEBHOOK_KEY_FILE": notAKey}, []string{"serve", "--artifact-dir", t.TempDir(), "--mysql-dsn", "a@tcp(b)/c"}, `KECE_WEBHOOK_KEY_FILE: encryption key: must start with "kecekey_"`},
+		{map[string]string{"KECE_WEBHOOK_OLD_KEY_FILE": writeSecret(t, atrest.NewKeyText(), 0o600)}, []string{"serve", "--artifact-dir", t.TempDir(), "--mysql-dsn", "a@tcp(b)/c"}, "KECE_WEBHOOK_OLD_KEY_FILE: an old key needs the new one"},
+		{nil, []string{"webhook-key", "reencrypt", "--mysql-dsn", "a@tcp(b)/c"}, "KECE_WEBHOOK_KEY_FILE: no key configured"},
 		{map[string]string{"KECE_METRICS_CACHE_TTL": "20m"}, []string{"serve", "--artifact-dir", t.TempDir(), "--mysql-dsn", "a@tcp(b)/c"}, "KECE_METRICS_CACHE_TTL: metrics: fleet cache TTL 20m0s must be 0..10m"},
 		{map[string]string{"KECE_BUSINESS_RATE": "-1"}, []string{"serve", "--artifact-dir", t.TempDir(), "--mysql-dsn", "a@tcp(b)/c"}, "KECE_BUSINESS_RATE: -1 must be 0 (unlimited) or requests per second"},
 		{nil, []string{"serve", "--artifact-dir", t.TempDir(), "--mysql-dsn", "a@tcp(b)/c", "--business-burst", "0"}, "--business-burst: 0 with rate 50 would refuse every request"},
@@ -320,7 +327,8 @@ func TestMigrateTokenAndServe(t *testing.T) {
 	var serveOut, serveErr bytes.Buffer
 	// Every serve setting from the environment, as the systemd unit gives them.
 	serveEnv := map[string]string{"KECE_MYSQL_DSN_FILE": env["KECE_MYSQL_DSN_FILE"], "KECE_LISTEN": addr,
-		"KECE_ARTIFACT_DIR": t.TempDir(), "KECE_OFFLINE_AFTER": "20s", "KECE_MAX_ATTEMPTS": "4", "KECE_DB_CONNS": "8"}
+		"KECE_ARTIFACT_DIR": t.TempDir(), "KECE_OFFLINE_AFTER": "20s", "KECE_MAX_ATTEMPTS": "4", "KECE_DB_CONNS": "8",
+		"KECE_BUSINESS_RATE": "0.01", "KECE_BUSINESS_BURST": "2", "KECE_WEBHOOK_KEY_FILE": writeSecret(t, atrest.NewKeyText(), 0o640)}
 	go func() {
 		done <- run(ctx, []string{"serve"}, &serveOut, &serveErr, envOf(serveEnv))
 	}()
@@ -349,6 +357,40 @@ func TestMigrateTokenAndServe(t *testing.T) {
 	require.NoError(t, err)
 	resp.Body.Close()
 	require.Equal(t, http.StatusOK, resp.StatusCode, "the specs are served")
+	// The key file reaches the admin API through the replica: a webhook
+	// group can be given a (generated) secret.
+	req, _ = http.NewRequest(http.MethodPut, fmt.Sprintf("http://%s/api/v1/admin/webhook-groups/default", addr),
+		strings.NewReader(`{"url":"https://oj.example/hook"}`))
+	req.Header.Set("Authorization", "Bearer "+tok)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err = http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, http.StatusCreated, resp.StatusCode, "KECE_WEBHOOK_KEY_FILE seals the new group's secret")
+	// The replica limits business tokens with the default from its settings
+	// (burst 2, then one every 100 s), or with the token's own budget.
+	bizGet := func(token string) (int, string) {
+		req, _ := http.NewRequest(http.MethodGet, fmt.Sprintf("http://%s/api/v1/submissions/ALGO/none", addr), nil)
+		req.Header.Set("Authorization", "Bearer "+token)
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		resp.Body.Close()
+		return resp.StatusCode, resp.Header.Get("Retry-After")
+	}
+	for i, want := range []int{http.StatusNotFound, http.StatusNotFound, http.StatusTooManyRequests} {
+		status, retry := bizGet(scoped)
+		require.Equal(t, want, status, "request %d of a token on the default budget", i)
+		if want == http.StatusTooManyRequests {
+			require.Equal(t, "100", retry)
+		}
+	}
+	code, out, errOut = runIn(t, env, "token", "create", "--kind", "business", "--name", "fast", "--rate", "100", "--burst", "10")
+	require.Equal(t, 0, code, errOut)
+	fast := strings.TrimSpace(out)
+	for range 5 {
+		status, _ := bizGet(fast)
+		require.Equal(t, http.StatusNotFound, status, "a token's own budget wins over the default")
+	}
 	cancel()
 	select {
 	case code := <-done:

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"net"
@@ -36,7 +37,7 @@ const DBConnsDefault = 32
 type serveFlags struct {
 	fs                                                                                            *settings.FlagSet
 	dsn, listen, artDir, logFormat, logLevel, metricsListen, probeHosts, probeCIDRs, probePorts   *string
-	trustedProxies, hookURL, hookSecret, hookGroup                                                *string
+	trustedProxies, hookURL, hookSecret, hookGroup, hookKey, hookOldKey                           *string
 	migrate, apiDocs, probeHTTP, consoleOn                                                        *bool
 	maxAttempts, maxUnstarted, conns, hookAttempts, bizBurst                                      *int
 	bizRate                                                                                       *float64
@@ -78,7 +79,9 @@ func newServeFlags(getenv func(string) string) *serveFlags {
 	f.hookSecret = webhookSecretFlags(fs)
 	f.hookTimeout = fs.Duration("webhook-timeout", "KECE_WEBHOOK_TIMEOUT", webhook.TimeoutDefault, "bound on one webhook delivery")
 	f.hookAttempts = fs.Int("webhook-max-attempts", "KECE_WEBHOOK_MAX_ATTEMPTS", webhook.MaxAttemptsDefault, "failed deliveries before an event is dead")
-	f.hookGroup = fs.String("webhook-group", "KECE_WEBHOOK_GROUP", store.DefaultConsumerGroup, "the consumer group whose settlement events the webhook delivers")
+	f.hookGroup = fs.String("webhook-group", "KECE_WEBHOOK_GROUP", store.DefaultConsumerGroup,
+		"deprecated (webhooks per group: kecectl webhook set): the consumer group KECE_WEBHOOK_URL delivers")
+	f.hookKey, f.hookOldKey = webhookKeyFlags(fs)
 	f.bizRate = fs.Float("business-rate", "KECE_BUSINESS_RATE", ratelimit.RateDefault,
 		"requests per second of a business token without a limit of its own, per replica (0: unlimited)")
 	f.bizBurst = fs.Int("business-burst", "KECE_BUSINESS_BURST", ratelimit.BurstDefault,
@@ -162,6 +165,8 @@ func (f *serveFlags) check(prior error) (serveConfig, error) {
 	probeCfg := probe.Config{AllowedHosts: hosts, AllowedCIDRs: cidrs, AllowedPorts: ports, AllowHTTP: *f.probeHTTP}
 	hookCfg, err := f.hookConfig()
 	errs = append(errs, err)
+	keys, err := webhookKeyring(f.fs, *f.hookKey, *f.hookOldKey)
+	errs = append(errs, err)
 	limit := ratelimit.Limit{Rate: *f.bizRate, Burst: *f.bizBurst}
 	errs = append(errs, f.checkLimit(limit))
 	// The store and HTTP layer validate the rest when they are built; these
@@ -188,7 +193,8 @@ func (f *serveFlags) check(prior error) (serveConfig, error) {
 	}
 	storeCfg := store.Config{LeaseTTL: *f.leaseTTL, MaxAttempts: *f.maxAttempts, OfflineAfter: *f.offline, HeartbeatTTL: *f.hbTTL,
 		MaxUnstartedAttempts: *f.maxUnstarted}
-	replicaCfg := replica.Config{Store: storeCfg, Maintenance: maintenance.Config{ReapInterval: *f.reap}, Metrics: metricsCfg, Webhook: hookCfg}
+	replicaCfg := replica.Config{Store: storeCfg, Maintenance: maintenance.Config{ReapInterval: *f.reap}, Metrics: metricsCfg, Webhook: hookCfg,
+		WebhookKeys: keys}
 	httpCfg := httpapi.Config{HeartbeatInterval: *f.hb, RenewInterval: *f.renew, Probe: probeCfg, DisableAPIDocs: !*f.apiDocs,
 		TrustedProxies: proxies}
 	// The rest of the replica's (store, maintenance) and the HTTP layer's
@@ -205,6 +211,7 @@ func (f *serveFlags) check(prior error) (serveConfig, error) {
 	}
 	cfg := serveConfig{log: telemetry.LogConfig{Format: *f.logFormat, Level: *f.logLevel}, console: consoleCfg,
 		replica: replicaCfg, http: httpCfg, limit: limit}
+	cfg.replica.RateLimit = &ratelimit.Config{Default: limit}
 	return cfg, errors.Join(errs...)
 }
 
@@ -263,27 +270,7 @@ func serve(ctx context.Context, f *serveFlags, cfg serveConfig, cio cmdIO) error
 	replicaCfg, consoleCfg, httpCfg := cfg.replica, cfg.console, cfg.http
 	replicaCfg.Metrics.Logger = log
 
-	// The artifact directory is a setting: checked before the database, so
-	// a bad one is exit 2 even while the database is down (which is exit 1,
-	// retried by systemd).
-	arts, err := artifact.OpenStore(ctx, artifact.StoreConfig{Root: *f.artDir})
-	if err != nil {
-		return settings.Errorf(f.fs.Source("artifact-dir"), "%v", err)
-	}
-	if *f.migrate {
-		// On connections of their own with the offline bounds: a migration
-		// may run longer than a serving statement may.
-		mdb, err := openDB(ctx, f.fs, *f.dsn, 2)
-		if err != nil {
-			return err
-		}
-		err = migrations.UpLocked(ctx, mdb)
-		mdb.Close()
-		if err != nil {
-			return err
-		}
-	}
-	db, err := openDBWith(ctx, f.fs, *f.dsn, *f.conns, serveLimits)
+	arts, db, err := f.openStores(ctx)
 	if err != nil {
 		return err
 	}
@@ -295,12 +282,13 @@ func serve(ctx context.Context, f *serveFlags, cfg serveConfig, cio cmdIO) error
 		return settings.Errorf("replica settings", "%v", err)
 	}
 	httpCfg.MetricsElsewhere = *f.metricsListen != ""
-	if httpCfg.RateLimiter, err = ratelimit.New(ratelimit.Config{Default: cfg.limit}); err != nil {
-		return settings.Errorf(f.fs.Source("business-rate"), "%v", err)
-	}
 	srv, err := httpapi.New(httpCfg, rep.HTTPDeps(), log)
 	if err != nil {
 		return settings.Errorf("http settings", "%v", err)
+	}
+	if replicaCfg.Webhook != nil {
+		log.Warn("KECE_WEBHOOK_URL is deprecated: give the consumer group a webhook of its own (kecectl webhook set); it becomes an implicit group until then",
+			"consumer_group", replicaCfg.Webhook.Group)
 	}
 	if *f.consoleOn {
 		// The console acts through this replica's API handler, in process.
@@ -359,6 +347,36 @@ func serve(ctx context.Context, f *serveFlags, cfg serveConfig, cio cmdIO) error
 	log.Info("kece-control serving", "listen", ln.Addr().String(), "lease_ttl", *f.leaseTTL, "reap_interval", *f.reap,
 		"business_rate_limit", cfg.limit.String())
 	return g.Wait()
+}
+
+// openStores opens the artifact store and the serving database handle,
+// applying migrations first when asked.
+func (f *serveFlags) openStores(ctx context.Context) (*artifact.Store, *sql.DB, error) {
+	// The artifact directory is a setting: checked before the database, so
+	// a bad one is exit 2 even while the database is down (which is exit 1,
+	// retried by systemd).
+	arts, err := artifact.OpenStore(ctx, artifact.StoreConfig{Root: *f.artDir})
+	if err != nil {
+		return nil, nil, settings.Errorf(f.fs.Source("artifact-dir"), "%v", err)
+	}
+	if *f.migrate {
+		// On connections of their own with the offline bounds: a migration
+		// may run longer than a serving statement may.
+		mdb, err := openDB(ctx, f.fs, *f.dsn, 2)
+		if err != nil {
+			return nil, nil, err
+		}
+		err = migrations.UpLocked(ctx, mdb)
+		mdb.Close()
+		if err != nil {
+			return nil, nil, err
+		}
+	}
+	db, err := openDBWith(ctx, f.fs, *f.dsn, *f.conns, serveLimits)
+	if err != nil {
+		return nil, nil, err
+	}
+	return arts, db, nil
 }
 
 // serveHTTP serves until the server is shut down (no error) or fails.

@@ -147,7 +147,7 @@ Exit codes: 0 ok; 1 the API, the network or a waited-for outcome failed;
 	})
 	root.AddGroup(&cobra.Group{ID: "resources", Title: "Resources:"}, &cobra.Group{ID: "tools", Title: "Other commands:"})
 	for _, cmd := range []*cobra.Command{c.hostGroupCommand(), c.nodeCommand(), c.jobCommand(), c.poolCommand(), c.eventsCommand(),
-		c.tokenCommand(), c.auditCommand(), c.languageCommand(), c.reconcileCommand()} {
+		c.tokenCommand(), c.webhookCommand(), c.auditCommand(), c.languageCommand(), c.reconcileCommand()} {
 		cmd.GroupID = "resources"
 		root.AddCommand(cmd)
 	}
@@ -330,6 +330,16 @@ func hint(code string) string {
 		return "a newer generation exists; rejudge that one ('kecectl job list --type TYPE')"
 	case "EVENT_NOT_DEAD":
 		return "only events in state DEAD are redelivered; see 'kecectl events dead'"
+	case "CONSUMER_GROUP_UNKNOWN":
+		return "a group exists once a business token joins it: 'kecectl token create --name N --consumer-group GROUP' (or use default)"
+	case "WEBHOOK_GROUP_NOT_FOUND":
+		return "the group has no webhook yet: 'kecectl webhook set GROUP --endpoint URL'; see 'kecectl webhook list'"
+	case "WEBHOOK_KEY_MISSING":
+		return "the control plane has no encryption key: set KECE_WEBHOOK_KEY_FILE (kece-control webhook-key new) on every replica and restart"
+	case "WEBHOOK_URL_INVALID":
+		return "give an absolute http:// or https:// URL without user:password"
+	case "WEBHOOK_SECRET_INVALID":
+		return "the secret file must hold whsec_ + base64 of at least 16 bytes (kece-control webhook-secret new prints one)"
 	}
 	return ""
 }

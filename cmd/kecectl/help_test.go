@@ -18,7 +18,7 @@ func TestHelpNeedsNoServer(t *testing.T) {
 	none := ctl{t: t, env: map[string]string{}}
 	for _, path := range []string{"", "host-group", "host-group create", "host-group resize", "node", "node list", "node create", "job show", "job rejudge",
 		"node verify", "node enable", "node drain", "node disable", "node join-code", "node resize", "job", "job list",
-		"pool", "pool verdicts", "audit", "audit list", "events", "token", "token create", "token update", "reconcile", "version", "man"} {
+		"pool", "pool verdicts", "audit", "audit list", "events", "token", "token create", "token update", "webhook", "webhook list", "webhook set", "webhook rotate", "webhook delete", "reconcile", "version", "man"} {
 		args := append(strings.Fields(path), "--help")
 		out := none.ok(args...)
 		name := strings.ReplaceAll(strings.TrimSpace("kecectl "+path), " ", "_")

@@ -119,36 +119,41 @@ func (e DesiredState) Valid() bool {
 
 // Defines values for ErrorCode.
 const (
-	ErrorCodeAddressNotAllowed ErrorCode = "ADDRESS_NOT_ALLOWED"
-	ErrorCodeCheckInProgress   ErrorCode = "CHECK_IN_PROGRESS"
-	ErrorCodeCheckRequired     ErrorCode = "CHECK_REQUIRED"
-	ErrorCodeConflict          ErrorCode = "CONFLICT"
-	ErrorCodeEventNotDead      ErrorCode = "EVENT_NOT_DEAD"
-	ErrorCodeEventNotFound     ErrorCode = "EVENT_NOT_FOUND"
-	ErrorCodeHeartbeatStale    ErrorCode = "HEARTBEAT_STALE"
-	ErrorCodeHostGroupNotFound ErrorCode = "HOST_GROUP_NOT_FOUND"
-	ErrorCodeInternal          ErrorCode = "INTERNAL"
-	ErrorCodeJobNotCurrent     ErrorCode = "JOB_NOT_CURRENT"
-	ErrorCodeJobNotFound       ErrorCode = "JOB_NOT_FOUND"
-	ErrorCodeJobTerminal       ErrorCode = "JOB_TERMINAL"
-	ErrorCodeLeasesActive      ErrorCode = "LEASES_ACTIVE"
-	ErrorCodeMethodNotAllowed  ErrorCode = "METHOD_NOT_ALLOWED"
-	ErrorCodeNameTaken         ErrorCode = "NAME_TAKEN"
-	ErrorCodeNoAddress         ErrorCode = "NO_ADDRESS"
-	ErrorCodeNodeAlreadyJoined ErrorCode = "NODE_ALREADY_JOINED"
-	ErrorCodeNodeNotFound      ErrorCode = "NODE_NOT_FOUND"
-	ErrorCodeNodeRevoked       ErrorCode = "NODE_REVOKED"
-	ErrorCodeNotFound          ErrorCode = "NOT_FOUND"
-	ErrorCodePayloadTooLarge   ErrorCode = "PAYLOAD_TOO_LARGE"
-	ErrorCodeRateLimited       ErrorCode = "RATE_LIMITED"
-	ErrorCodeRequestInvalid    ErrorCode = "REQUEST_INVALID"
-	ErrorCodeRequestTimeout    ErrorCode = "REQUEST_TIMEOUT"
-	ErrorCodeRevisionStale     ErrorCode = "REVISION_STALE"
-	ErrorCodeStateConflict     ErrorCode = "STATE_CONFLICT"
-	ErrorCodeTokenExpired      ErrorCode = "TOKEN_EXPIRED"
-	ErrorCodeTokenNotFound     ErrorCode = "TOKEN_NOT_FOUND"
-	ErrorCodeUnauthenticated   ErrorCode = "UNAUTHENTICATED"
-	ErrorCodeUnavailable       ErrorCode = "UNAVAILABLE"
+	ErrorCodeAddressNotAllowed    ErrorCode = "ADDRESS_NOT_ALLOWED"
+	ErrorCodeCheckInProgress      ErrorCode = "CHECK_IN_PROGRESS"
+	ErrorCodeCheckRequired        ErrorCode = "CHECK_REQUIRED"
+	ErrorCodeConflict             ErrorCode = "CONFLICT"
+	ErrorCodeConsumerGroupUnknown ErrorCode = "CONSUMER_GROUP_UNKNOWN"
+	ErrorCodeEventNotDead         ErrorCode = "EVENT_NOT_DEAD"
+	ErrorCodeEventNotFound        ErrorCode = "EVENT_NOT_FOUND"
+	ErrorCodeHeartbeatStale       ErrorCode = "HEARTBEAT_STALE"
+	ErrorCodeHostGroupNotFound    ErrorCode = "HOST_GROUP_NOT_FOUND"
+	ErrorCodeInternal             ErrorCode = "INTERNAL"
+	ErrorCodeJobNotCurrent        ErrorCode = "JOB_NOT_CURRENT"
+	ErrorCodeJobNotFound          ErrorCode = "JOB_NOT_FOUND"
+	ErrorCodeJobTerminal          ErrorCode = "JOB_TERMINAL"
+	ErrorCodeLeasesActive         ErrorCode = "LEASES_ACTIVE"
+	ErrorCodeMethodNotAllowed     ErrorCode = "METHOD_NOT_ALLOWED"
+	ErrorCodeNameTaken            ErrorCode = "NAME_TAKEN"
+	ErrorCodeNoAddress            ErrorCode = "NO_ADDRESS"
+	ErrorCodeNodeAlreadyJoined    ErrorCode = "NODE_ALREADY_JOINED"
+	ErrorCodeNodeNotFound         ErrorCode = "NODE_NOT_FOUND"
+	ErrorCodeNodeRevoked          ErrorCode = "NODE_REVOKED"
+	ErrorCodeNotFound             ErrorCode = "NOT_FOUND"
+	ErrorCodePayloadTooLarge      ErrorCode = "PAYLOAD_TOO_LARGE"
+	ErrorCodeRateLimited          ErrorCode = "RATE_LIMITED"
+	ErrorCodeRequestInvalid       ErrorCode = "REQUEST_INVALID"
+	ErrorCodeRequestTimeout       ErrorCode = "REQUEST_TIMEOUT"
+	ErrorCodeRevisionStale        ErrorCode = "REVISION_STALE"
+	ErrorCodeStateConflict        ErrorCode = "STATE_CONFLICT"
+	ErrorCodeTokenExpired         ErrorCode = "TOKEN_EXPIRED"
+	ErrorCodeTokenNotFound        ErrorCode = "TOKEN_NOT_FOUND"
+	ErrorCodeUnauthenticated      ErrorCode = "UNAUTHENTICATED"
+	ErrorCodeUnavailable          ErrorCode = "UNAVAILABLE"
+	ErrorCodeWebhookGroupNotFound ErrorCode = "WEBHOOK_GROUP_NOT_FOUND"
+	ErrorCodeWebhookKeyMissing    ErrorCode = "WEBHOOK_KEY_MISSING"
+	ErrorCodeWebhookSecretInvalid ErrorCode = "WEBHOOK_SECRET_INVALID"
+	ErrorCodeWebhookUrlInvalid    ErrorCode = "WEBHOOK_URL_INVALID"
 )
 
 // Valid indicates whether the value is a known member of the ErrorCode enum.
@@ -161,6 +166,8 @@ func (e ErrorCode) Valid() bool {
 	case ErrorCodeCheckRequired:
 		return true
 	case ErrorCodeConflict:
+		return true
+	case ErrorCodeConsumerGroupUnknown:
 		return true
 	case ErrorCodeEventNotDead:
 		return true
@@ -213,6 +220,14 @@ func (e ErrorCode) Valid() bool {
 	case ErrorCodeUnauthenticated:
 		return true
 	case ErrorCodeUnavailable:
+		return true
+	case ErrorCodeWebhookGroupNotFound:
+		return true
+	case ErrorCodeWebhookKeyMissing:
+		return true
+	case ErrorCodeWebhookSecretInvalid:
+		return true
+	case ErrorCodeWebhookUrlInvalid:
 		return true
 	default:
 		return false
@@ -1407,6 +1422,95 @@ type Violation struct {
 	SubjectType SubjectType `json:"subjectType"`
 }
 
+// WebhookGroup defines model for WebhookGroup.
+type WebhookGroup struct {
+	Concurrency int `json:"concurrency"`
+
+	// ConsumerGroup A settlement-event consumer group: every group receives each
+	// settlement of the submission types its tokens may use once, with its
+	// own delivery state. `default` takes every settlement.
+	ConsumerGroup ConsumerGroup `json:"consumerGroup"`
+	CreatedAt     time.Time     `json:"createdAt"`
+	Enabled       bool          `json:"enabled"`
+	MaxAttempts   int           `json:"maxAttempts"`
+
+	// Revision Grows with every change of the webhook or its secrets.
+	Revision int64 `json:"revision"`
+
+	// Secrets The secrets that sign now, newest (current) first.
+	Secrets   []WebhookSecretInfo `json:"secrets"`
+	TimeoutMs int64               `json:"timeoutMs"`
+	UpdatedAt time.Time           `json:"updatedAt"`
+	Url       string              `json:"url"`
+}
+
+// WebhookGroupList defines model for WebhookGroupList.
+type WebhookGroupList struct {
+	Groups []WebhookGroup `json:"groups"`
+}
+
+// WebhookGroupPut defines model for WebhookGroupPut.
+type WebhookGroupPut struct {
+	// Concurrency Deliveries in flight at once for this group (a new webhook - 4; absent on an update - unchanged).
+	Concurrency *int `json:"concurrency,omitempty"`
+
+	// Enabled Deliver (a new webhook - true); false keeps the settings and secrets but stops pushing. Absent on an update - unchanged.
+	Enabled *bool `json:"enabled,omitempty"`
+
+	// MaxAttempts Failed deliveries before an event is DEAD (a new webhook - 8; absent on an update - unchanged).
+	MaxAttempts *int `json:"maxAttempts,omitempty"`
+
+	// Reason Why; recorded in the audit log.
+	Reason *Reason `json:"reason,omitempty"`
+
+	// Secret The first signing secret of a new webhook (`whsec_…`); absent, one is generated.
+	Secret *string `json:"secret,omitempty"`
+
+	// TimeoutMs Bound on one delivery (a new webhook - 10000; absent on an update - unchanged).
+	TimeoutMs *int64 `json:"timeoutMs,omitempty"`
+
+	// Url Absolute http(s) URL that receives a signed POST per settlement event.
+	Url string `json:"url"`
+}
+
+// WebhookGroupWritten defines model for WebhookGroupWritten.
+type WebhookGroupWritten struct {
+	// Secret A secret the control plane generated (`whsec_…`), shown this once; give it to the receiver.
+	Secret       *string      `json:"secret,omitempty"`
+	WebhookGroup WebhookGroup `json:"webhookGroup"`
+}
+
+// WebhookSecretInfo defines model for WebhookSecretInfo.
+type WebhookSecretInfo struct {
+	CreatedAt time.Time `json:"createdAt"`
+
+	// ExpiresAt When it stops signing (a rotation's overlap); absent for the current secret.
+	ExpiresAt *time.Time `json:"expiresAt,omitempty"`
+
+	// Id A BIGINT id as a decimal string.
+	//
+	// Example: 42
+	Id Id `json:"id"`
+
+	// KeyId Id of the encryption key that sealed it (`kece-control webhook-key id` prints a key file's).
+	KeyId string `json:"keyId"`
+
+	// Readable Whether the answering replica can open it; false means its key is lost or not given to that replica.
+	Readable bool `json:"readable"`
+}
+
+// WebhookSecretRotate defines model for WebhookSecretRotate.
+type WebhookSecretRotate struct {
+	// OverlapMs How long the current secrets keep signing (default 86400000, one day; 0 drops them now).
+	OverlapMs *int64 `json:"overlapMs,omitempty"`
+
+	// Reason Why; recorded in the audit log.
+	Reason *Reason `json:"reason,omitempty"`
+
+	// Secret The new secret (`whsec_…`); absent, one is generated.
+	Secret *string `json:"secret,omitempty"`
+}
+
 // BeforeId A BIGINT id as a decimal string.
 //
 // Example: 42
@@ -1578,6 +1682,12 @@ type VerifyJudgerJSONRequestBody = ReasonRequest
 
 // RedeliverSettlementEventJSONRequestBody defines body for RedeliverSettlementEvent for application/json ContentType.
 type RedeliverSettlementEventJSONRequestBody = ReasonRequest
+
+// PutWebhookGroupJSONRequestBody defines body for PutWebhookGroup for application/json ContentType.
+type PutWebhookGroupJSONRequestBody = WebhookGroupPut
+
+// RotateWebhookSecretJSONRequestBody defines body for RotateWebhookSecret for application/json ContentType.
+type RotateWebhookSecretJSONRequestBody = WebhookSecretRotate
 
 // RequestEditorFn is the function signature for the RequestEditor callback function
 type RequestEditorFn func(ctx context.Context, req *http.Request) error
@@ -2343,6 +2453,123 @@ type ClientInterface interface {
 	//
 	// Corresponds with GET /api/v1/admin/verdict-mix (the `GetVerdictMix` operationId).
 	GetVerdictMix(ctx context.Context, params *GetVerdictMixParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ListWebhookGroups List the consumer groups that push their settlement events to a webhook (never a secret).
+	//
+	// One entry per group with a webhook: its endpoint, delivery settings
+	// and the secrets it signs with (id, key id, expiry, and whether this
+	// replica can open it; never the secret). Groups without an entry are
+	// pulled (docs/business.md, "Webhooks").
+	//
+	// Errors: 401 `UNAUTHENTICATED`; 429 `RATE_LIMITED`; 5xx.
+	//
+	// Corresponds with GET /api/v1/admin/webhook-groups (the `ListWebhookGroups` operationId).
+	ListWebhookGroups(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// DeleteWebhookGroup Stop pushing a group's events; its secrets are deleted and the group is pulled again.
+	//
+	// Errors: 400 `REQUEST_INVALID`; 401 `UNAUTHENTICATED`;
+	// 404 `WEBHOOK_GROUP_NOT_FOUND`; 429 `RATE_LIMITED`; 5xx.
+	//
+	// Corresponds with DELETE /api/v1/admin/webhook-groups/{group} (the `DeleteWebhookGroup` operationId).
+	DeleteWebhookGroup(ctx context.Context, group ConsumerGroup, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// GetWebhookGroup One consumer group's webhook.
+	//
+	// Errors: 400 `REQUEST_INVALID`; 401 `UNAUTHENTICATED`;
+	// 404 `WEBHOOK_GROUP_NOT_FOUND` (the group has no webhook);
+	// 429 `RATE_LIMITED`; 5xx.
+	//
+	// Corresponds with GET /api/v1/admin/webhook-groups/{group} (the `GetWebhookGroup` operationId).
+	GetWebhookGroup(ctx context.Context, group ConsumerGroup, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// PutWebhookGroupWithBody Give a consumer group a webhook, or change its endpoint and delivery settings.
+	//
+	// Creates the group's webhook (201) or updates it (200). Every replica's
+	// sender follows within a few seconds. A new webhook needs a signing
+	// secret: pass `secret` (`whsec_…`) or leave it out and the answer
+	// carries a fresh one, shown this once. An existing webhook keeps its
+	// secrets (change them with `rotate-secret`). The secrets are stored
+	// encrypted with the replica's key (`KECE_WEBHOOK_KEY_FILE`).
+	//
+	// Errors: 400 `REQUEST_INVALID` (the body does not match the schema),
+	// 400 `WEBHOOK_URL_INVALID` (not an absolute http(s) URL, or it carries
+	// user:password), 400 `WEBHOOK_SECRET_INVALID` (not `whsec_` + base64 of
+	// at least 16 bytes), 400 `CONSUMER_GROUP_UNKNOWN` (no business token
+	// joined the group; `default` always exists); 401 `UNAUTHENTICATED`;
+	// 409 `WEBHOOK_KEY_MISSING` (this replica has no encryption key);
+	// 422 `REQUEST_INVALID` (`details.field` names the field, e.g. a secret
+	// given for an existing webhook); 429 `RATE_LIMITED`; 5xx.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with PUT /api/v1/admin/webhook-groups/{group} (the `PutWebhookGroup` operationId).
+	PutWebhookGroupWithBody(ctx context.Context, group ConsumerGroup, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// PutWebhookGroup Give a consumer group a webhook, or change its endpoint and delivery settings.
+	//
+	// Creates the group's webhook (201) or updates it (200). Every replica's
+	// sender follows within a few seconds. A new webhook needs a signing
+	// secret: pass `secret` (`whsec_…`) or leave it out and the answer
+	// carries a fresh one, shown this once. An existing webhook keeps its
+	// secrets (change them with `rotate-secret`). The secrets are stored
+	// encrypted with the replica's key (`KECE_WEBHOOK_KEY_FILE`).
+	//
+	// Errors: 400 `REQUEST_INVALID` (the body does not match the schema),
+	// 400 `WEBHOOK_URL_INVALID` (not an absolute http(s) URL, or it carries
+	// user:password), 400 `WEBHOOK_SECRET_INVALID` (not `whsec_` + base64 of
+	// at least 16 bytes), 400 `CONSUMER_GROUP_UNKNOWN` (no business token
+	// joined the group; `default` always exists); 401 `UNAUTHENTICATED`;
+	// 409 `WEBHOOK_KEY_MISSING` (this replica has no encryption key);
+	// 422 `REQUEST_INVALID` (`details.field` names the field, e.g. a secret
+	// given for an existing webhook); 429 `RATE_LIMITED`; 5xx.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with PUT /api/v1/admin/webhook-groups/{group} (the `PutWebhookGroup` operationId).
+	PutWebhookGroup(ctx context.Context, group ConsumerGroup, body PutWebhookGroupJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// RotateWebhookSecretWithBody Sign with a new secret; the current ones keep signing for the overlap.
+	//
+	// As in Standard Webhooks, every delivery carries one `v1,…` signature
+	// per secret in `webhook-signature`: during `overlapMs` (default one
+	// day) the old and the new secret both sign, so the receiver can move
+	// to the new one without a gap; then the old one expires. Overlap 0
+	// drops the old secrets at once (a leaked secret, or secrets sealed
+	// with a lost key). Leave `secret` out for a fresh one, shown this once.
+	// At most 4 secrets sign at once.
+	//
+	// Errors: 400 `REQUEST_INVALID`, 400 `WEBHOOK_SECRET_INVALID`;
+	// 401 `UNAUTHENTICATED`; 404 `WEBHOOK_GROUP_NOT_FOUND`;
+	// 409 `WEBHOOK_KEY_MISSING`; 422 `REQUEST_INVALID` (too many secrets:
+	// wait for an overlap to end, or rotate with overlap 0); 429
+	// `RATE_LIMITED`; 5xx.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /api/v1/admin/webhook-groups/{group}/rotate-secret (the `RotateWebhookSecret` operationId).
+	RotateWebhookSecretWithBody(ctx context.Context, group ConsumerGroup, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// RotateWebhookSecret Sign with a new secret; the current ones keep signing for the overlap.
+	//
+	// As in Standard Webhooks, every delivery carries one `v1,…` signature
+	// per secret in `webhook-signature`: during `overlapMs` (default one
+	// day) the old and the new secret both sign, so the receiver can move
+	// to the new one without a gap; then the old one expires. Overlap 0
+	// drops the old secrets at once (a leaked secret, or secrets sealed
+	// with a lost key). Leave `secret` out for a fresh one, shown this once.
+	// At most 4 secrets sign at once.
+	//
+	// Errors: 400 `REQUEST_INVALID`, 400 `WEBHOOK_SECRET_INVALID`;
+	// 401 `UNAUTHENTICATED`; 404 `WEBHOOK_GROUP_NOT_FOUND`;
+	// 409 `WEBHOOK_KEY_MISSING`; 422 `REQUEST_INVALID` (too many secrets:
+	// wait for an overlap to end, or rotate with overlap 0); 429
+	// `RATE_LIMITED`; 5xx.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /api/v1/admin/webhook-groups/{group}/rotate-secret (the `RotateWebhookSecret` operationId).
+	RotateWebhookSecret(ctx context.Context, group ConsumerGroup, body RotateWebhookSecretJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 }
 
 // ListAudit The audit log of every admin and automatic action, newest first.
@@ -3486,6 +3713,193 @@ func (c *Client) RedeliverSettlementEvent(ctx context.Context, eventId Id, body 
 // Corresponds with GET /api/v1/admin/verdict-mix (the `GetVerdictMix` operationId).
 func (c *Client) GetVerdictMix(ctx context.Context, params *GetVerdictMixParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewGetVerdictMixRequest(c.Server, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ListWebhookGroups List the consumer groups that push their settlement events to a webhook (never a secret).
+//
+// One entry per group with a webhook: its endpoint, delivery settings
+// and the secrets it signs with (id, key id, expiry, and whether this
+// replica can open it; never the secret). Groups without an entry are
+// pulled (docs/business.md, "Webhooks").
+//
+// Errors: 401 `UNAUTHENTICATED`; 429 `RATE_LIMITED`; 5xx.
+//
+// Corresponds with GET /api/v1/admin/webhook-groups (the `ListWebhookGroups` operationId).
+func (c *Client) ListWebhookGroups(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListWebhookGroupsRequest(c.Server)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// DeleteWebhookGroup Stop pushing a group's events; its secrets are deleted and the group is pulled again.
+//
+// Errors: 400 `REQUEST_INVALID`; 401 `UNAUTHENTICATED`;
+// 404 `WEBHOOK_GROUP_NOT_FOUND`; 429 `RATE_LIMITED`; 5xx.
+//
+// Corresponds with DELETE /api/v1/admin/webhook-groups/{group} (the `DeleteWebhookGroup` operationId).
+func (c *Client) DeleteWebhookGroup(ctx context.Context, group ConsumerGroup, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewDeleteWebhookGroupRequest(c.Server, group)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetWebhookGroup One consumer group's webhook.
+//
+// Errors: 400 `REQUEST_INVALID`; 401 `UNAUTHENTICATED`;
+// 404 `WEBHOOK_GROUP_NOT_FOUND` (the group has no webhook);
+// 429 `RATE_LIMITED`; 5xx.
+//
+// Corresponds with GET /api/v1/admin/webhook-groups/{group} (the `GetWebhookGroup` operationId).
+func (c *Client) GetWebhookGroup(ctx context.Context, group ConsumerGroup, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetWebhookGroupRequest(c.Server, group)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// PutWebhookGroupWithBody Give a consumer group a webhook, or change its endpoint and delivery settings.
+//
+// Creates the group's webhook (201) or updates it (200). Every replica's
+// sender follows within a few seconds. A new webhook needs a signing
+// secret: pass `secret` (`whsec_…`) or leave it out and the answer
+// carries a fresh one, shown this once. An existing webhook keeps its
+// secrets (change them with `rotate-secret`). The secrets are stored
+// encrypted with the replica's key (`KECE_WEBHOOK_KEY_FILE`).
+//
+// Errors: 400 `REQUEST_INVALID` (the body does not match the schema),
+// 400 `WEBHOOK_URL_INVALID` (not an absolute http(s) URL, or it carries
+// user:password), 400 `WEBHOOK_SECRET_INVALID` (not `whsec_` + base64 of
+// at least 16 bytes), 400 `CONSUMER_GROUP_UNKNOWN` (no business token
+// joined the group; `default` always exists); 401 `UNAUTHENTICATED`;
+// 409 `WEBHOOK_KEY_MISSING` (this replica has no encryption key);
+// 422 `REQUEST_INVALID` (`details.field` names the field, e.g. a secret
+// given for an existing webhook); 429 `RATE_LIMITED`; 5xx.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with PUT /api/v1/admin/webhook-groups/{group} (the `PutWebhookGroup` operationId).
+func (c *Client) PutWebhookGroupWithBody(ctx context.Context, group ConsumerGroup, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPutWebhookGroupRequestWithBody(c.Server, group, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// PutWebhookGroup Give a consumer group a webhook, or change its endpoint and delivery settings.
+//
+// Creates the group's webhook (201) or updates it (200). Every replica's
+// sender follows within a few seconds. A new webhook needs a signing
+// secret: pass `secret` (`whsec_…`) or leave it out and the answer
+// carries a fresh one, shown this once. An existing webhook keeps its
+// secrets (change them with `rotate-secret`). The secrets are stored
+// encrypted with the replica's key (`KECE_WEBHOOK_KEY_FILE`).
+//
+// Errors: 400 `REQUEST_INVALID` (the body does not match the schema),
+// 400 `WEBHOOK_URL_INVALID` (not an absolute http(s) URL, or it carries
+// user:password), 400 `WEBHOOK_SECRET_INVALID` (not `whsec_` + base64 of
+// at least 16 bytes), 400 `CONSUMER_GROUP_UNKNOWN` (no business token
+// joined the group; `default` always exists); 401 `UNAUTHENTICATED`;
+// 409 `WEBHOOK_KEY_MISSING` (this replica has no encryption key);
+// 422 `REQUEST_INVALID` (`details.field` names the field, e.g. a secret
+// given for an existing webhook); 429 `RATE_LIMITED`; 5xx.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with PUT /api/v1/admin/webhook-groups/{group} (the `PutWebhookGroup` operationId).
+func (c *Client) PutWebhookGroup(ctx context.Context, group ConsumerGroup, body PutWebhookGroupJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPutWebhookGroupRequest(c.Server, group, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// RotateWebhookSecretWithBody Sign with a new secret; the current ones keep signing for the overlap.
+//
+// As in Standard Webhooks, every delivery carries one `v1,…` signature
+// per secret in `webhook-signature`: during `overlapMs` (default one
+// day) the old and the new secret both sign, so the receiver can move
+// to the new one without a gap; then the old one expires. Overlap 0
+// drops the old secrets at once (a leaked secret, or secrets sealed
+// with a lost key). Leave `secret` out for a fresh one, shown this once.
+// At most 4 secrets sign at once.
+//
+// Errors: 400 `REQUEST_INVALID`, 400 `WEBHOOK_SECRET_INVALID`;
+// 401 `UNAUTHENTICATED`; 404 `WEBHOOK_GROUP_NOT_FOUND`;
+// 409 `WEBHOOK_KEY_MISSING`; 422 `REQUEST_INVALID` (too many secrets:
+// wait for an overlap to end, or rotate with overlap 0); 429
+// `RATE_LIMITED`; 5xx.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /api/v1/admin/webhook-groups/{group}/rotate-secret (the `RotateWebhookSecret` operationId).
+func (c *Client) RotateWebhookSecretWithBody(ctx context.Context, group ConsumerGroup, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewRotateWebhookSecretRequestWithBody(c.Server, group, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// RotateWebhookSecret Sign with a new secret; the current ones keep signing for the overlap.
+//
+// As in Standard Webhooks, every delivery carries one `v1,…` signature
+// per secret in `webhook-signature`: during `overlapMs` (default one
+// day) the old and the new secret both sign, so the receiver can move
+// to the new one without a gap; then the old one expires. Overlap 0
+// drops the old secrets at once (a leaked secret, or secrets sealed
+// with a lost key). Leave `secret` out for a fresh one, shown this once.
+// At most 4 secrets sign at once.
+//
+// Errors: 400 `REQUEST_INVALID`, 400 `WEBHOOK_SECRET_INVALID`;
+// 401 `UNAUTHENTICATED`; 404 `WEBHOOK_GROUP_NOT_FOUND`;
+// 409 `WEBHOOK_KEY_MISSING`; 422 `REQUEST_INVALID` (too many secrets:
+// wait for an overlap to end, or rotate with overlap 0); 429
+// `RATE_LIMITED`; 5xx.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /api/v1/admin/webhook-groups/{group}/rotate-secret (the `RotateWebhookSecret` operationId).
+func (c *Client) RotateWebhookSecret(ctx context.Context, group ConsumerGroup, body RotateWebhookSecretJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewRotateWebhookSecretRequest(c.Server, group, body)
 	if err != nil {
 		return nil, err
 	}
@@ -4994,6 +5408,195 @@ func NewGetVerdictMixRequest(server string, params *GetVerdictMixParams) (*http.
 	return req, nil
 }
 
+// NewListWebhookGroupsRequest constructs an http.Request for the ListWebhookGroups method
+func NewListWebhookGroupsRequest(server string) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/admin/webhook-groups")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewDeleteWebhookGroupRequest constructs an http.Request for the DeleteWebhookGroup method
+func NewDeleteWebhookGroupRequest(server string, group ConsumerGroup) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "group", group, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/admin/webhook-groups/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodDelete, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewGetWebhookGroupRequest constructs an http.Request for the GetWebhookGroup method
+func NewGetWebhookGroupRequest(server string, group ConsumerGroup) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "group", group, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/admin/webhook-groups/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewPutWebhookGroupRequest calls the generic PutWebhookGroup builder with application/json body
+func NewPutWebhookGroupRequest(server string, group ConsumerGroup, body PutWebhookGroupJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewPutWebhookGroupRequestWithBody(server, group, "application/json", bodyReader)
+}
+
+// NewPutWebhookGroupRequestWithBody constructs an http.Request for the PutWebhookGroup method, with any body, and a specified content type
+func NewPutWebhookGroupRequestWithBody(server string, group ConsumerGroup, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "group", group, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/admin/webhook-groups/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPut, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewRotateWebhookSecretRequest calls the generic RotateWebhookSecret builder with application/json body
+func NewRotateWebhookSecretRequest(server string, group ConsumerGroup, body RotateWebhookSecretJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewRotateWebhookSecretRequestWithBody(server, group, "application/json", bodyReader)
+}
+
+// NewRotateWebhookSecretRequestWithBody constructs an http.Request for the RotateWebhookSecret method, with any body, and a specified content type
+func NewRotateWebhookSecretRequestWithBody(server string, group ConsumerGroup, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "group", group, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/admin/webhook-groups/%s/rotate-secret", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
 func (c *Client) applyEditors(ctx context.Context, req *http.Request, additionalEditors []RequestEditorFn) error {
 	for _, r := range c.RequestEditors {
 		if err := r(ctx, req); err != nil {
@@ -5752,6 +6355,129 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with GET /api/v1/admin/verdict-mix (the `GetVerdictMix` operationId).
 	GetVerdictMixWithResponse(ctx context.Context, params *GetVerdictMixParams, reqEditors ...RequestEditorFn) (*GetVerdictMixResponse, error)
+
+	// ListWebhookGroupsWithResponse List the consumer groups that push their settlement events to a webhook (never a secret).
+	//
+	// One entry per group with a webhook: its endpoint, delivery settings
+	// and the secrets it signs with (id, key id, expiry, and whether this
+	// replica can open it; never the secret). Groups without an entry are
+	// pulled (docs/business.md, "Webhooks").
+	//
+	// Errors: 401 `UNAUTHENTICATED`; 429 `RATE_LIMITED`; 5xx.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /api/v1/admin/webhook-groups (the `ListWebhookGroups` operationId).
+	ListWebhookGroupsWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ListWebhookGroupsResponse, error)
+
+	// DeleteWebhookGroupWithResponse Stop pushing a group's events; its secrets are deleted and the group is pulled again.
+	//
+	// Errors: 400 `REQUEST_INVALID`; 401 `UNAUTHENTICATED`;
+	// 404 `WEBHOOK_GROUP_NOT_FOUND`; 429 `RATE_LIMITED`; 5xx.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with DELETE /api/v1/admin/webhook-groups/{group} (the `DeleteWebhookGroup` operationId).
+	DeleteWebhookGroupWithResponse(ctx context.Context, group ConsumerGroup, reqEditors ...RequestEditorFn) (*DeleteWebhookGroupResponse, error)
+
+	// GetWebhookGroupWithResponse One consumer group's webhook.
+	//
+	// Errors: 400 `REQUEST_INVALID`; 401 `UNAUTHENTICATED`;
+	// 404 `WEBHOOK_GROUP_NOT_FOUND` (the group has no webhook);
+	// 429 `RATE_LIMITED`; 5xx.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /api/v1/admin/webhook-groups/{group} (the `GetWebhookGroup` operationId).
+	GetWebhookGroupWithResponse(ctx context.Context, group ConsumerGroup, reqEditors ...RequestEditorFn) (*GetWebhookGroupResponse, error)
+
+	// PutWebhookGroupWithBodyWithResponse Give a consumer group a webhook, or change its endpoint and delivery settings.
+	//
+	// Creates the group's webhook (201) or updates it (200). Every replica's
+	// sender follows within a few seconds. A new webhook needs a signing
+	// secret: pass `secret` (`whsec_…`) or leave it out and the answer
+	// carries a fresh one, shown this once. An existing webhook keeps its
+	// secrets (change them with `rotate-secret`). The secrets are stored
+	// encrypted with the replica's key (`KECE_WEBHOOK_KEY_FILE`).
+	//
+	// Errors: 400 `REQUEST_INVALID` (the body does not match the schema),
+	// 400 `WEBHOOK_URL_INVALID` (not an absolute http(s) URL, or it carries
+	// user:password), 400 `WEBHOOK_SECRET_INVALID` (not `whsec_` + base64 of
+	// at least 16 bytes), 400 `CONSUMER_GROUP_UNKNOWN` (no business token
+	// joined the group; `default` always exists); 401 `UNAUTHENTICATED`;
+	// 409 `WEBHOOK_KEY_MISSING` (this replica has no encryption key);
+	// 422 `REQUEST_INVALID` (`details.field` names the field, e.g. a secret
+	// given for an existing webhook); 429 `RATE_LIMITED`; 5xx.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PUT /api/v1/admin/webhook-groups/{group} (the `PutWebhookGroup` operationId).
+	PutWebhookGroupWithBodyWithResponse(ctx context.Context, group ConsumerGroup, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PutWebhookGroupResponse, error)
+
+	// PutWebhookGroupWithResponse Give a consumer group a webhook, or change its endpoint and delivery settings.
+	//
+	// Creates the group's webhook (201) or updates it (200). Every replica's
+	// sender follows within a few seconds. A new webhook needs a signing
+	// secret: pass `secret` (`whsec_…`) or leave it out and the answer
+	// carries a fresh one, shown this once. An existing webhook keeps its
+	// secrets (change them with `rotate-secret`). The secrets are stored
+	// encrypted with the replica's key (`KECE_WEBHOOK_KEY_FILE`).
+	//
+	// Errors: 400 `REQUEST_INVALID` (the body does not match the schema),
+	// 400 `WEBHOOK_URL_INVALID` (not an absolute http(s) URL, or it carries
+	// user:password), 400 `WEBHOOK_SECRET_INVALID` (not `whsec_` + base64 of
+	// at least 16 bytes), 400 `CONSUMER_GROUP_UNKNOWN` (no business token
+	// joined the group; `default` always exists); 401 `UNAUTHENTICATED`;
+	// 409 `WEBHOOK_KEY_MISSING` (this replica has no encryption key);
+	// 422 `REQUEST_INVALID` (`details.field` names the field, e.g. a secret
+	// given for an existing webhook); 429 `RATE_LIMITED`; 5xx.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PUT /api/v1/admin/webhook-groups/{group} (the `PutWebhookGroup` operationId).
+	PutWebhookGroupWithResponse(ctx context.Context, group ConsumerGroup, body PutWebhookGroupJSONRequestBody, reqEditors ...RequestEditorFn) (*PutWebhookGroupResponse, error)
+
+	// RotateWebhookSecretWithBodyWithResponse Sign with a new secret; the current ones keep signing for the overlap.
+	//
+	// As in Standard Webhooks, every delivery carries one `v1,…` signature
+	// per secret in `webhook-signature`: during `overlapMs` (default one
+	// day) the old and the new secret both sign, so the receiver can move
+	// to the new one without a gap; then the old one expires. Overlap 0
+	// drops the old secrets at once (a leaked secret, or secrets sealed
+	// with a lost key). Leave `secret` out for a fresh one, shown this once.
+	// At most 4 secrets sign at once.
+	//
+	// Errors: 400 `REQUEST_INVALID`, 400 `WEBHOOK_SECRET_INVALID`;
+	// 401 `UNAUTHENTICATED`; 404 `WEBHOOK_GROUP_NOT_FOUND`;
+	// 409 `WEBHOOK_KEY_MISSING`; 422 `REQUEST_INVALID` (too many secrets:
+	// wait for an overlap to end, or rotate with overlap 0); 429
+	// `RATE_LIMITED`; 5xx.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/admin/webhook-groups/{group}/rotate-secret (the `RotateWebhookSecret` operationId).
+	RotateWebhookSecretWithBodyWithResponse(ctx context.Context, group ConsumerGroup, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*RotateWebhookSecretResponse, error)
+
+	// RotateWebhookSecretWithResponse Sign with a new secret; the current ones keep signing for the overlap.
+	//
+	// As in Standard Webhooks, every delivery carries one `v1,…` signature
+	// per secret in `webhook-signature`: during `overlapMs` (default one
+	// day) the old and the new secret both sign, so the receiver can move
+	// to the new one without a gap; then the old one expires. Overlap 0
+	// drops the old secrets at once (a leaked secret, or secrets sealed
+	// with a lost key). Leave `secret` out for a fresh one, shown this once.
+	// At most 4 secrets sign at once.
+	//
+	// Errors: 400 `REQUEST_INVALID`, 400 `WEBHOOK_SECRET_INVALID`;
+	// 401 `UNAUTHENTICATED`; 404 `WEBHOOK_GROUP_NOT_FOUND`;
+	// 409 `WEBHOOK_KEY_MISSING`; 422 `REQUEST_INVALID` (too many secrets:
+	// wait for an overlap to end, or rotate with overlap 0); 429
+	// `RATE_LIMITED`; 5xx.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/admin/webhook-groups/{group}/rotate-secret (the `RotateWebhookSecret` operationId).
+	RotateWebhookSecretWithResponse(ctx context.Context, group ConsumerGroup, body RotateWebhookSecretJSONRequestBody, reqEditors ...RequestEditorFn) (*RotateWebhookSecretResponse, error)
 }
 
 // ListAuditResponse429Headers the declared response headers of an HTTP 429 response for ListAudit
@@ -8182,6 +8908,428 @@ func (r GetVerdictMixResponse) ContentType() string {
 	return ""
 }
 
+// ListWebhookGroupsResponse429Headers the declared response headers of an HTTP 429 response for ListWebhookGroups
+type ListWebhookGroupsResponse429Headers struct {
+	RetryAfter int32
+}
+
+type ListWebhookGroupsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *WebhookGroupList
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *TooManyRequests
+	// JSONDefault the response for an HTTP default `application/json` response
+	JSONDefault *Unexpected
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *ListWebhookGroupsResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListWebhookGroupsResponse) GetJSON200() *WebhookGroupList {
+	return r.JSON200
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r ListWebhookGroupsResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r ListWebhookGroupsResponse) GetJSON429() *TooManyRequests {
+	return r.JSON429
+}
+
+// GetJSONDefault returns the response for an HTTP default `application/json` response
+func (r ListWebhookGroupsResponse) GetJSONDefault() *Unexpected {
+	return r.JSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r ListWebhookGroupsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListWebhookGroupsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListWebhookGroupsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListWebhookGroupsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// DeleteWebhookGroupResponse429Headers the declared response headers of an HTTP 429 response for DeleteWebhookGroup
+type DeleteWebhookGroupResponse429Headers struct {
+	RetryAfter int32
+}
+
+type DeleteWebhookGroupResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *BadRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *TooManyRequests
+	// JSONDefault the response for an HTTP default `application/json` response
+	JSONDefault *Unexpected
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *DeleteWebhookGroupResponse429Headers
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r DeleteWebhookGroupResponse) GetJSON400() *BadRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r DeleteWebhookGroupResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r DeleteWebhookGroupResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r DeleteWebhookGroupResponse) GetJSON429() *TooManyRequests {
+	return r.JSON429
+}
+
+// GetJSONDefault returns the response for an HTTP default `application/json` response
+func (r DeleteWebhookGroupResponse) GetJSONDefault() *Unexpected {
+	return r.JSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r DeleteWebhookGroupResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r DeleteWebhookGroupResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r DeleteWebhookGroupResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r DeleteWebhookGroupResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// GetWebhookGroupResponse429Headers the declared response headers of an HTTP 429 response for GetWebhookGroup
+type GetWebhookGroupResponse429Headers struct {
+	RetryAfter int32
+}
+
+type GetWebhookGroupResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *WebhookGroup
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *BadRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *TooManyRequests
+	// JSONDefault the response for an HTTP default `application/json` response
+	JSONDefault *Unexpected
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *GetWebhookGroupResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetWebhookGroupResponse) GetJSON200() *WebhookGroup {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r GetWebhookGroupResponse) GetJSON400() *BadRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r GetWebhookGroupResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r GetWebhookGroupResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r GetWebhookGroupResponse) GetJSON429() *TooManyRequests {
+	return r.JSON429
+}
+
+// GetJSONDefault returns the response for an HTTP default `application/json` response
+func (r GetWebhookGroupResponse) GetJSONDefault() *Unexpected {
+	return r.JSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r GetWebhookGroupResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetWebhookGroupResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetWebhookGroupResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetWebhookGroupResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// PutWebhookGroupResponse429Headers the declared response headers of an HTTP 429 response for PutWebhookGroup
+type PutWebhookGroupResponse429Headers struct {
+	RetryAfter int32
+}
+
+type PutWebhookGroupResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *WebhookGroupWritten
+	// JSON201 the response for an HTTP 201 `application/json` response
+	JSON201 *WebhookGroupWritten
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *BadRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *Conflict
+	// JSON422 the response for an HTTP 422 `application/json` response
+	JSON422 *UnprocessableEntity
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *TooManyRequests
+	// JSONDefault the response for an HTTP default `application/json` response
+	JSONDefault *Unexpected
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *PutWebhookGroupResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r PutWebhookGroupResponse) GetJSON200() *WebhookGroupWritten {
+	return r.JSON200
+}
+
+// GetJSON201 returns the response for an HTTP 201 `application/json` response
+func (r PutWebhookGroupResponse) GetJSON201() *WebhookGroupWritten {
+	return r.JSON201
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r PutWebhookGroupResponse) GetJSON400() *BadRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r PutWebhookGroupResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r PutWebhookGroupResponse) GetJSON409() *Conflict {
+	return r.JSON409
+}
+
+// GetJSON422 returns the response for an HTTP 422 `application/json` response
+func (r PutWebhookGroupResponse) GetJSON422() *UnprocessableEntity {
+	return r.JSON422
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r PutWebhookGroupResponse) GetJSON429() *TooManyRequests {
+	return r.JSON429
+}
+
+// GetJSONDefault returns the response for an HTTP default `application/json` response
+func (r PutWebhookGroupResponse) GetJSONDefault() *Unexpected {
+	return r.JSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r PutWebhookGroupResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r PutWebhookGroupResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r PutWebhookGroupResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r PutWebhookGroupResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// RotateWebhookSecretResponse429Headers the declared response headers of an HTTP 429 response for RotateWebhookSecret
+type RotateWebhookSecretResponse429Headers struct {
+	RetryAfter int32
+}
+
+type RotateWebhookSecretResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *WebhookGroupWritten
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *BadRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *Conflict
+	// JSON422 the response for an HTTP 422 `application/json` response
+	JSON422 *UnprocessableEntity
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *TooManyRequests
+	// JSONDefault the response for an HTTP default `application/json` response
+	JSONDefault *Unexpected
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *RotateWebhookSecretResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r RotateWebhookSecretResponse) GetJSON200() *WebhookGroupWritten {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r RotateWebhookSecretResponse) GetJSON400() *BadRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r RotateWebhookSecretResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r RotateWebhookSecretResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r RotateWebhookSecretResponse) GetJSON409() *Conflict {
+	return r.JSON409
+}
+
+// GetJSON422 returns the response for an HTTP 422 `application/json` response
+func (r RotateWebhookSecretResponse) GetJSON422() *UnprocessableEntity {
+	return r.JSON422
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r RotateWebhookSecretResponse) GetJSON429() *TooManyRequests {
+	return r.JSON429
+}
+
+// GetJSONDefault returns the response for an HTTP default `application/json` response
+func (r RotateWebhookSecretResponse) GetJSONDefault() *Unexpected {
+	return r.JSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r RotateWebhookSecretResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r RotateWebhookSecretResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r RotateWebhookSecretResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r RotateWebhookSecretResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // ListAuditWithResponse The audit log of every admin and automatic action, newest first.
 //
 // Every audit record: node and host-group changes, job rejudges and
@@ -9171,6 +10319,171 @@ func (c *ClientWithResponses) GetVerdictMixWithResponse(ctx context.Context, par
 		return nil, err
 	}
 	return ParseGetVerdictMixResponse(rsp)
+}
+
+// ListWebhookGroupsWithResponse List the consumer groups that push their settlement events to a webhook (never a secret).
+//
+// One entry per group with a webhook: its endpoint, delivery settings
+// and the secrets it signs with (id, key id, expiry, and whether this
+// replica can open it; never the secret). Groups without an entry are
+// pulled (docs/business.md, "Webhooks").
+//
+// Errors: 401 `UNAUTHENTICATED`; 429 `RATE_LIMITED`; 5xx.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /api/v1/admin/webhook-groups (the `ListWebhookGroups` operationId).
+func (c *ClientWithResponses) ListWebhookGroupsWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ListWebhookGroupsResponse, error) {
+	rsp, err := c.ListWebhookGroups(ctx, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListWebhookGroupsResponse(rsp)
+}
+
+// DeleteWebhookGroupWithResponse Stop pushing a group's events; its secrets are deleted and the group is pulled again.
+//
+// Errors: 400 `REQUEST_INVALID`; 401 `UNAUTHENTICATED`;
+// 404 `WEBHOOK_GROUP_NOT_FOUND`; 429 `RATE_LIMITED`; 5xx.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with DELETE /api/v1/admin/webhook-groups/{group} (the `DeleteWebhookGroup` operationId).
+func (c *ClientWithResponses) DeleteWebhookGroupWithResponse(ctx context.Context, group ConsumerGroup, reqEditors ...RequestEditorFn) (*DeleteWebhookGroupResponse, error) {
+	rsp, err := c.DeleteWebhookGroup(ctx, group, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseDeleteWebhookGroupResponse(rsp)
+}
+
+// GetWebhookGroupWithResponse One consumer group's webhook.
+//
+// Errors: 400 `REQUEST_INVALID`; 401 `UNAUTHENTICATED`;
+// 404 `WEBHOOK_GROUP_NOT_FOUND` (the group has no webhook);
+// 429 `RATE_LIMITED`; 5xx.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /api/v1/admin/webhook-groups/{group} (the `GetWebhookGroup` operationId).
+func (c *ClientWithResponses) GetWebhookGroupWithResponse(ctx context.Context, group ConsumerGroup, reqEditors ...RequestEditorFn) (*GetWebhookGroupResponse, error) {
+	rsp, err := c.GetWebhookGroup(ctx, group, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetWebhookGroupResponse(rsp)
+}
+
+// PutWebhookGroupWithBodyWithResponse Give a consumer group a webhook, or change its endpoint and delivery settings.
+//
+// Creates the group's webhook (201) or updates it (200). Every replica's
+// sender follows within a few seconds. A new webhook needs a signing
+// secret: pass `secret` (`whsec_…`) or leave it out and the answer
+// carries a fresh one, shown this once. An existing webhook keeps its
+// secrets (change them with `rotate-secret`). The secrets are stored
+// encrypted with the replica's key (`KECE_WEBHOOK_KEY_FILE`).
+//
+// Errors: 400 `REQUEST_INVALID` (the body does not match the schema),
+// 400 `WEBHOOK_URL_INVALID` (not an absolute http(s) URL, or it carries
+// user:password), 400 `WEBHOOK_SECRET_INVALID` (not `whsec_` + base64 of
+// at least 16 bytes), 400 `CONSUMER_GROUP_UNKNOWN` (no business token
+// joined the group; `default` always exists); 401 `UNAUTHENTICATED`;
+// 409 `WEBHOOK_KEY_MISSING` (this replica has no encryption key);
+// 422 `REQUEST_INVALID` (`details.field` names the field, e.g. a secret
+// given for an existing webhook); 429 `RATE_LIMITED`; 5xx.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PUT /api/v1/admin/webhook-groups/{group} (the `PutWebhookGroup` operationId).
+func (c *ClientWithResponses) PutWebhookGroupWithBodyWithResponse(ctx context.Context, group ConsumerGroup, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PutWebhookGroupResponse, error) {
+	rsp, err := c.PutWebhookGroupWithBody(ctx, group, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePutWebhookGroupResponse(rsp)
+}
+
+// PutWebhookGroupWithResponse Give a consumer group a webhook, or change its endpoint and delivery settings.
+//
+// Creates the group's webhook (201) or updates it (200). Every replica's
+// sender follows within a few seconds. A new webhook needs a signing
+// secret: pass `secret` (`whsec_…`) or leave it out and the answer
+// carries a fresh one, shown this once. An existing webhook keeps its
+// secrets (change them with `rotate-secret`). The secrets are stored
+// encrypted with the replica's key (`KECE_WEBHOOK_KEY_FILE`).
+//
+// Errors: 400 `REQUEST_INVALID` (the body does not match the schema),
+// 400 `WEBHOOK_URL_INVALID` (not an absolute http(s) URL, or it carries
+// user:password), 400 `WEBHOOK_SECRET_INVALID` (not `whsec_` + base64 of
+// at least 16 bytes), 400 `CONSUMER_GROUP_UNKNOWN` (no business token
+// joined the group; `default` always exists); 401 `UNAUTHENTICATED`;
+// 409 `WEBHOOK_KEY_MISSING` (this replica has no encryption key);
+// 422 `REQUEST_INVALID` (`details.field` names the field, e.g. a secret
+// given for an existing webhook); 429 `RATE_LIMITED`; 5xx.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PUT /api/v1/admin/webhook-groups/{group} (the `PutWebhookGroup` operationId).
+func (c *ClientWithResponses) PutWebhookGroupWithResponse(ctx context.Context, group ConsumerGroup, body PutWebhookGroupJSONRequestBody, reqEditors ...RequestEditorFn) (*PutWebhookGroupResponse, error) {
+	rsp, err := c.PutWebhookGroup(ctx, group, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePutWebhookGroupResponse(rsp)
+}
+
+// RotateWebhookSecretWithBodyWithResponse Sign with a new secret; the current ones keep signing for the overlap.
+//
+// As in Standard Webhooks, every delivery carries one `v1,…` signature
+// per secret in `webhook-signature`: during `overlapMs` (default one
+// day) the old and the new secret both sign, so the receiver can move
+// to the new one without a gap; then the old one expires. Overlap 0
+// drops the old secrets at once (a leaked secret, or secrets sealed
+// with a lost key). Leave `secret` out for a fresh one, shown this once.
+// At most 4 secrets sign at once.
+//
+// Errors: 400 `REQUEST_INVALID`, 400 `WEBHOOK_SECRET_INVALID`;
+// 401 `UNAUTHENTICATED`; 404 `WEBHOOK_GROUP_NOT_FOUND`;
+// 409 `WEBHOOK_KEY_MISSING`; 422 `REQUEST_INVALID` (too many secrets:
+// wait for an overlap to end, or rotate with overlap 0); 429
+// `RATE_LIMITED`; 5xx.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/admin/webhook-groups/{group}/rotate-secret (the `RotateWebhookSecret` operationId).
+func (c *ClientWithResponses) RotateWebhookSecretWithBodyWithResponse(ctx context.Context, group ConsumerGroup, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*RotateWebhookSecretResponse, error) {
+	rsp, err := c.RotateWebhookSecretWithBody(ctx, group, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseRotateWebhookSecretResponse(rsp)
+}
+
+// RotateWebhookSecretWithResponse Sign with a new secret; the current ones keep signing for the overlap.
+//
+// As in Standard Webhooks, every delivery carries one `v1,…` signature
+// per secret in `webhook-signature`: during `overlapMs` (default one
+// day) the old and the new secret both sign, so the receiver can move
+// to the new one without a gap; then the old one expires. Overlap 0
+// drops the old secrets at once (a leaked secret, or secrets sealed
+// with a lost key). Leave `secret` out for a fresh one, shown this once.
+// At most 4 secrets sign at once.
+//
+// Errors: 400 `REQUEST_INVALID`, 400 `WEBHOOK_SECRET_INVALID`;
+// 401 `UNAUTHENTICATED`; 404 `WEBHOOK_GROUP_NOT_FOUND`;
+// 409 `WEBHOOK_KEY_MISSING`; 422 `REQUEST_INVALID` (too many secrets:
+// wait for an overlap to end, or rotate with overlap 0); 429
+// `RATE_LIMITED`; 5xx.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/admin/webhook-groups/{group}/rotate-secret (the `RotateWebhookSecret` operationId).
+func (c *ClientWithResponses) RotateWebhookSecretWithResponse(ctx context.Context, group ConsumerGroup, body RotateWebhookSecretJSONRequestBody, reqEditors ...RequestEditorFn) (*RotateWebhookSecretResponse, error) {
+	rsp, err := c.RotateWebhookSecret(ctx, group, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseRotateWebhookSecretResponse(rsp)
 }
 
 // ParseListAuditResponse parses an HTTP response from a ListAuditWithResponse call
@@ -11340,6 +12653,386 @@ func ParseGetVerdictMixResponse(rsp *http.Response) (*GetVerdictMixResponse, err
 	return response, nil
 }
 
+// ParseListWebhookGroupsResponse parses an HTTP response from a ListWebhookGroupsWithResponse call
+func ParseListWebhookGroupsResponse(rsp *http.Response) (*ListWebhookGroupsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListWebhookGroupsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest WebhookGroupList
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Unexpected
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers ListWebhookGroupsResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int32
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: "int32"}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseDeleteWebhookGroupResponse parses an HTTP response from a DeleteWebhookGroupWithResponse call
+func ParseDeleteWebhookGroupResponse(rsp *http.Response) (*DeleteWebhookGroupResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &DeleteWebhookGroupResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case rsp.StatusCode == 204:
+		break // No content-type
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Unexpected
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers DeleteWebhookGroupResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int32
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: "int32"}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseGetWebhookGroupResponse parses an HTTP response from a GetWebhookGroupWithResponse call
+func ParseGetWebhookGroupResponse(rsp *http.Response) (*GetWebhookGroupResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetWebhookGroupResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest WebhookGroup
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Unexpected
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers GetWebhookGroupResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int32
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: "int32"}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParsePutWebhookGroupResponse parses an HTTP response from a PutWebhookGroupWithResponse call
+func ParsePutWebhookGroupResponse(rsp *http.Response) (*PutWebhookGroupResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &PutWebhookGroupResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest WebhookGroupWritten
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 201:
+		var dest WebhookGroupWritten
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON201 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Conflict
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest UnprocessableEntity
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Unexpected
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers PutWebhookGroupResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int32
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: "int32"}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseRotateWebhookSecretResponse parses an HTTP response from a RotateWebhookSecretWithResponse call
+func ParseRotateWebhookSecretResponse(rsp *http.Response) (*RotateWebhookSecretResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &RotateWebhookSecretResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest WebhookGroupWritten
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Conflict
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest UnprocessableEntity
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Unexpected
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers RotateWebhookSecretResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int32
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: "int32"}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
 // ServerInterface represents all server handlers.
 type ServerInterface interface {
 	// ListAudit The audit log of every admin and automatic action, newest first.
@@ -11429,6 +13122,21 @@ type ServerInterface interface {
 	// GetVerdictMix Per pool, how the submissions that finished in the last minutes ended.
 	// (GET /api/v1/admin/verdict-mix)
 	GetVerdictMix(w http.ResponseWriter, r *http.Request, params GetVerdictMixParams)
+	// ListWebhookGroups List the consumer groups that push their settlement events to a webhook (never a secret).
+	// (GET /api/v1/admin/webhook-groups)
+	ListWebhookGroups(w http.ResponseWriter, r *http.Request)
+	// DeleteWebhookGroup Stop pushing a group's events; its secrets are deleted and the group is pulled again.
+	// (DELETE /api/v1/admin/webhook-groups/{group})
+	DeleteWebhookGroup(w http.ResponseWriter, r *http.Request, group ConsumerGroup)
+	// GetWebhookGroup One consumer group's webhook.
+	// (GET /api/v1/admin/webhook-groups/{group})
+	GetWebhookGroup(w http.ResponseWriter, r *http.Request, group ConsumerGroup)
+	// PutWebhookGroup Give a consumer group a webhook, or change its endpoint and delivery settings.
+	// (PUT /api/v1/admin/webhook-groups/{group})
+	PutWebhookGroup(w http.ResponseWriter, r *http.Request, group ConsumerGroup)
+	// RotateWebhookSecret Sign with a new secret; the current ones keep signing for the overlap.
+	// (POST /api/v1/admin/webhook-groups/{group}/rotate-secret)
+	RotateWebhookSecret(w http.ResponseWriter, r *http.Request, group ConsumerGroup)
 }
 
 // ServerInterfaceWrapper converts contexts to parameters.
@@ -12405,6 +14113,124 @@ func (siw *ServerInterfaceWrapper) GetVerdictMix(w http.ResponseWriter, r *http.
 	handler.ServeHTTP(w, r)
 }
 
+// ListWebhookGroups operation middleware
+func (siw *ServerInterfaceWrapper) ListWebhookGroups(w http.ResponseWriter, r *http.Request) {
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.ListWebhookGroups(w, r)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// DeleteWebhookGroup operation middleware
+func (siw *ServerInterfaceWrapper) DeleteWebhookGroup(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "group" -------------
+	var group ConsumerGroup
+
+	err = runtime.BindStyledParameterWithOptions("simple", "group", r.PathValue("group"), &group, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "group", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.DeleteWebhookGroup(w, r, group)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// GetWebhookGroup operation middleware
+func (siw *ServerInterfaceWrapper) GetWebhookGroup(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "group" -------------
+	var group ConsumerGroup
+
+	err = runtime.BindStyledParameterWithOptions("simple", "group", r.PathValue("group"), &group, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "group", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.GetWebhookGroup(w, r, group)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// PutWebhookGroup operation middleware
+func (siw *ServerInterfaceWrapper) PutWebhookGroup(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "group" -------------
+	var group ConsumerGroup
+
+	err = runtime.BindStyledParameterWithOptions("simple", "group", r.PathValue("group"), &group, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "group", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.PutWebhookGroup(w, r, group)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// RotateWebhookSecret operation middleware
+func (siw *ServerInterfaceWrapper) RotateWebhookSecret(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "group" -------------
+	var group ConsumerGroup
+
+	err = runtime.BindStyledParameterWithOptions("simple", "group", r.PathValue("group"), &group, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "group", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.RotateWebhookSecret(w, r, group)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
 type UnescapedCookieParamError struct {
 	ParamName string
 	Err       error
@@ -12554,6 +14380,11 @@ func HandlerWithOptions(si ServerInterface, options StdHTTPServerOptions) http.H
 	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/api/v1/admin/business-tokens", wrapper.CreateBusinessToken)
 	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/api/v1/admin/business-tokens/{name}/revoke", wrapper.RevokeBusinessToken)
 	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/api/v1/admin/business-tokens/{name}/rate-limit", wrapper.SetBusinessTokenRateLimit)
+	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/api/v1/admin/webhook-groups", wrapper.ListWebhookGroups)
+	m.HandleFunc(http.MethodDelete+" "+options.BaseURL+"/api/v1/admin/webhook-groups/{group}", wrapper.DeleteWebhookGroup)
+	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/api/v1/admin/webhook-groups/{group}", wrapper.GetWebhookGroup)
+	m.HandleFunc(http.MethodPut+" "+options.BaseURL+"/api/v1/admin/webhook-groups/{group}", wrapper.PutWebhookGroup)
+	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/api/v1/admin/webhook-groups/{group}/rotate-secret", wrapper.RotateWebhookSecret)
 
 	return m
 }
@@ -15421,6 +17252,513 @@ func (response GetVerdictMixdefaultJSONResponse) VisitGetVerdictMixResponse(w ht
 	return err
 }
 
+type ListWebhookGroupsRequestObject struct {
+}
+
+type ListWebhookGroupsResponseObject interface {
+	VisitListWebhookGroupsResponse(w http.ResponseWriter) error
+}
+
+type ListWebhookGroups200JSONResponse WebhookGroupList
+
+func (response ListWebhookGroups200JSONResponse) VisitListWebhookGroupsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListWebhookGroups401JSONResponse struct{ UnauthorizedJSONResponse }
+
+func (response ListWebhookGroups401JSONResponse) VisitListWebhookGroupsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListWebhookGroups429JSONResponse struct{ TooManyRequestsJSONResponse }
+
+func (response ListWebhookGroups429JSONResponse) VisitListWebhookGroupsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListWebhookGroupsdefaultJSONResponse struct {
+	Body       Error
+	StatusCode int
+}
+
+func (response ListWebhookGroupsdefaultJSONResponse) VisitListWebhookGroupsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DeleteWebhookGroupRequestObject struct {
+	Group ConsumerGroup `json:"group"`
+}
+
+type DeleteWebhookGroupResponseObject interface {
+	VisitDeleteWebhookGroupResponse(w http.ResponseWriter) error
+}
+
+type DeleteWebhookGroup204Response struct {
+}
+
+func (response DeleteWebhookGroup204Response) VisitDeleteWebhookGroupResponse(w http.ResponseWriter) error {
+	w.WriteHeader(204)
+	return nil
+}
+
+type DeleteWebhookGroup400JSONResponse struct{ BadRequestJSONResponse }
+
+func (response DeleteWebhookGroup400JSONResponse) VisitDeleteWebhookGroupResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DeleteWebhookGroup401JSONResponse struct{ UnauthorizedJSONResponse }
+
+func (response DeleteWebhookGroup401JSONResponse) VisitDeleteWebhookGroupResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DeleteWebhookGroup404JSONResponse struct{ NotFoundJSONResponse }
+
+func (response DeleteWebhookGroup404JSONResponse) VisitDeleteWebhookGroupResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DeleteWebhookGroup429JSONResponse struct{ TooManyRequestsJSONResponse }
+
+func (response DeleteWebhookGroup429JSONResponse) VisitDeleteWebhookGroupResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DeleteWebhookGroupdefaultJSONResponse struct {
+	Body       Error
+	StatusCode int
+}
+
+func (response DeleteWebhookGroupdefaultJSONResponse) VisitDeleteWebhookGroupResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetWebhookGroupRequestObject struct {
+	Group ConsumerGroup `json:"group"`
+}
+
+type GetWebhookGroupResponseObject interface {
+	VisitGetWebhookGroupResponse(w http.ResponseWriter) error
+}
+
+type GetWebhookGroup200JSONResponse WebhookGroup
+
+func (response GetWebhookGroup200JSONResponse) VisitGetWebhookGroupResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetWebhookGroup400JSONResponse struct{ BadRequestJSONResponse }
+
+func (response GetWebhookGroup400JSONResponse) VisitGetWebhookGroupResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetWebhookGroup401JSONResponse struct{ UnauthorizedJSONResponse }
+
+func (response GetWebhookGroup401JSONResponse) VisitGetWebhookGroupResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetWebhookGroup404JSONResponse struct{ NotFoundJSONResponse }
+
+func (response GetWebhookGroup404JSONResponse) VisitGetWebhookGroupResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetWebhookGroup429JSONResponse struct{ TooManyRequestsJSONResponse }
+
+func (response GetWebhookGroup429JSONResponse) VisitGetWebhookGroupResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetWebhookGroupdefaultJSONResponse struct {
+	Body       Error
+	StatusCode int
+}
+
+func (response GetWebhookGroupdefaultJSONResponse) VisitGetWebhookGroupResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PutWebhookGroupRequestObject struct {
+	Group ConsumerGroup `json:"group"`
+	Body  *PutWebhookGroupJSONRequestBody
+}
+
+type PutWebhookGroupResponseObject interface {
+	VisitPutWebhookGroupResponse(w http.ResponseWriter) error
+}
+
+type PutWebhookGroup200JSONResponse WebhookGroupWritten
+
+func (response PutWebhookGroup200JSONResponse) VisitPutWebhookGroupResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PutWebhookGroup201JSONResponse WebhookGroupWritten
+
+func (response PutWebhookGroup201JSONResponse) VisitPutWebhookGroupResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(201)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PutWebhookGroup400JSONResponse struct{ BadRequestJSONResponse }
+
+func (response PutWebhookGroup400JSONResponse) VisitPutWebhookGroupResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PutWebhookGroup401JSONResponse struct{ UnauthorizedJSONResponse }
+
+func (response PutWebhookGroup401JSONResponse) VisitPutWebhookGroupResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PutWebhookGroup409JSONResponse struct{ ConflictJSONResponse }
+
+func (response PutWebhookGroup409JSONResponse) VisitPutWebhookGroupResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PutWebhookGroup422JSONResponse struct {
+	UnprocessableEntityJSONResponse
+}
+
+func (response PutWebhookGroup422JSONResponse) VisitPutWebhookGroupResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(422)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PutWebhookGroup429JSONResponse struct{ TooManyRequestsJSONResponse }
+
+func (response PutWebhookGroup429JSONResponse) VisitPutWebhookGroupResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PutWebhookGroupdefaultJSONResponse struct {
+	Body       Error
+	StatusCode int
+}
+
+func (response PutWebhookGroupdefaultJSONResponse) VisitPutWebhookGroupResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RotateWebhookSecretRequestObject struct {
+	Group ConsumerGroup `json:"group"`
+	Body  *RotateWebhookSecretJSONRequestBody
+}
+
+type RotateWebhookSecretResponseObject interface {
+	VisitRotateWebhookSecretResponse(w http.ResponseWriter) error
+}
+
+type RotateWebhookSecret200JSONResponse WebhookGroupWritten
+
+func (response RotateWebhookSecret200JSONResponse) VisitRotateWebhookSecretResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RotateWebhookSecret400JSONResponse struct{ BadRequestJSONResponse }
+
+func (response RotateWebhookSecret400JSONResponse) VisitRotateWebhookSecretResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RotateWebhookSecret401JSONResponse struct{ UnauthorizedJSONResponse }
+
+func (response RotateWebhookSecret401JSONResponse) VisitRotateWebhookSecretResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RotateWebhookSecret404JSONResponse struct{ NotFoundJSONResponse }
+
+func (response RotateWebhookSecret404JSONResponse) VisitRotateWebhookSecretResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RotateWebhookSecret409JSONResponse struct{ ConflictJSONResponse }
+
+func (response RotateWebhookSecret409JSONResponse) VisitRotateWebhookSecretResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RotateWebhookSecret422JSONResponse struct {
+	UnprocessableEntityJSONResponse
+}
+
+func (response RotateWebhookSecret422JSONResponse) VisitRotateWebhookSecretResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(422)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RotateWebhookSecret429JSONResponse struct{ TooManyRequestsJSONResponse }
+
+func (response RotateWebhookSecret429JSONResponse) VisitRotateWebhookSecretResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RotateWebhookSecretdefaultJSONResponse struct {
+	Body       Error
+	StatusCode int
+}
+
+func (response RotateWebhookSecretdefaultJSONResponse) VisitRotateWebhookSecretResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 // StrictServerInterface represents all server handlers.
 type StrictServerInterface interface {
 	// ListAudit The audit log of every admin and automatic action, newest first.
@@ -15510,6 +17848,21 @@ type StrictServerInterface interface {
 	// GetVerdictMix Per pool, how the submissions that finished in the last minutes ended.
 	// (GET /api/v1/admin/verdict-mix)
 	GetVerdictMix(ctx context.Context, request GetVerdictMixRequestObject) (GetVerdictMixResponseObject, error)
+	// ListWebhookGroups List the consumer groups that push their settlement events to a webhook (never a secret).
+	// (GET /api/v1/admin/webhook-groups)
+	ListWebhookGroups(ctx context.Context, request ListWebhookGroupsRequestObject) (ListWebhookGroupsResponseObject, error)
+	// DeleteWebhookGroup Stop pushing a group's events; its secrets are deleted and the group is pulled again.
+	// (DELETE /api/v1/admin/webhook-groups/{group})
+	DeleteWebhookGroup(ctx context.Context, request DeleteWebhookGroupRequestObject) (DeleteWebhookGroupResponseObject, error)
+	// GetWebhookGroup One consumer group's webhook.
+	// (GET /api/v1/admin/webhook-groups/{group})
+	GetWebhookGroup(ctx context.Context, request GetWebhookGroupRequestObject) (GetWebhookGroupResponseObject, error)
+	// PutWebhookGroup Give a consumer group a webhook, or change its endpoint and delivery settings.
+	// (PUT /api/v1/admin/webhook-groups/{group})
+	PutWebhookGroup(ctx context.Context, request PutWebhookGroupRequestObject) (PutWebhookGroupResponseObject, error)
+	// RotateWebhookSecret Sign with a new secret; the current ones keep signing for the overlap.
+	// (POST /api/v1/admin/webhook-groups/{group}/rotate-secret)
+	RotateWebhookSecret(ctx context.Context, request RotateWebhookSecretRequestObject) (RotateWebhookSecretResponseObject, error)
 }
 
 type StrictHandlerFunc func(ctx context.Context, w http.ResponseWriter, r *http.Request, request any) (any, error)
@@ -16413,263 +18766,437 @@ func (sh *strictHandler) GetVerdictMix(w http.ResponseWriter, r *http.Request, p
 	}
 }
 
+// ListWebhookGroups operation middleware
+func (sh *strictHandler) ListWebhookGroups(w http.ResponseWriter, r *http.Request) {
+	var request ListWebhookGroupsRequestObject
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.ListWebhookGroups(ctx, request.(ListWebhookGroupsRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "ListWebhookGroups")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(ListWebhookGroupsResponseObject); ok {
+		if err := validResponse.VisitListWebhookGroupsResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// DeleteWebhookGroup operation middleware
+func (sh *strictHandler) DeleteWebhookGroup(w http.ResponseWriter, r *http.Request, group ConsumerGroup) {
+	var request DeleteWebhookGroupRequestObject
+
+	request.Group = group
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.DeleteWebhookGroup(ctx, request.(DeleteWebhookGroupRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "DeleteWebhookGroup")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(DeleteWebhookGroupResponseObject); ok {
+		if err := validResponse.VisitDeleteWebhookGroupResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// GetWebhookGroup operation middleware
+func (sh *strictHandler) GetWebhookGroup(w http.ResponseWriter, r *http.Request, group ConsumerGroup) {
+	var request GetWebhookGroupRequestObject
+
+	request.Group = group
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.GetWebhookGroup(ctx, request.(GetWebhookGroupRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "GetWebhookGroup")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(GetWebhookGroupResponseObject); ok {
+		if err := validResponse.VisitGetWebhookGroupResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// PutWebhookGroup operation middleware
+func (sh *strictHandler) PutWebhookGroup(w http.ResponseWriter, r *http.Request, group ConsumerGroup) {
+	var request PutWebhookGroupRequestObject
+
+	request.Group = group
+
+	var body PutWebhookGroupJSONRequestBody
+	if err := runtime.BindJSONBody(r, &body); err != nil {
+		sh.options.RequestErrorHandlerFunc(w, r, fmt.Errorf("can't decode JSON body: %w", err))
+		return
+	}
+	request.Body = &body
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.PutWebhookGroup(ctx, request.(PutWebhookGroupRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "PutWebhookGroup")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(PutWebhookGroupResponseObject); ok {
+		if err := validResponse.VisitPutWebhookGroupResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// RotateWebhookSecret operation middleware
+func (sh *strictHandler) RotateWebhookSecret(w http.ResponseWriter, r *http.Request, group ConsumerGroup) {
+	var request RotateWebhookSecretRequestObject
+
+	request.Group = group
+
+	var body RotateWebhookSecretJSONRequestBody
+	if err := runtime.BindJSONBody(r, &body); err != nil {
+		sh.options.RequestErrorHandlerFunc(w, r, fmt.Errorf("can't decode JSON body: %w", err))
+		return
+	}
+	request.Body = &body
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.RotateWebhookSecret(ctx, request.(RotateWebhookSecretRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "RotateWebhookSecret")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(RotateWebhookSecretResponseObject); ok {
+		if err := validResponse.VisitRotateWebhookSecretResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
 // Base64 encoded, compressed with deflate, json marshaled OpenAPI spec.
 // Stored as a slice of fixed-width chunks rather than one concatenated
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7L3dclpJtj/4Khn0P8IwZwsjf1R3SXFiAgts45KQGrDr1BQekbATkdYmk87MLYlyOOJczfVcTMS8wXmR",
-	"eZN+kolcK3N/sUGAJVdVt+uiLGDv/Fy5cn381lqfKxM5X0jBhNGVo8+VGaMhU/Bnjxm1bE4NU/ZTyPRE",
-	"8YXhUlSOKn02kSLUxEhyS7khYzaVihFlX+Hiql4JKor9I+aKhZUjo2IWVPRkxubUNjWVak5N5ajChXn+",
-	"rBJU5lzweTyvHDWCilkuGP7ErpiqfPnyJagsqKJzZty4XkFfnXB1VOciWhJu2FyTW25mhBI9p1HEFOEh",
-	"qZoZIwvFbriMNVnQK/ZEE8HujG+vZkfNbTv/iJlaVoKKoHM7lrHvMDuJ/6XYtHJU+cvTdP2e4q/6aSes",
-	"2GG/ldq8UTJedMILamb2LWh+YT8krc/Spzau2hYdvpPjjV19sr9/bSenfM7N6tpf0CtGNP+NkWrIpjSO",
-	"DDlsNNauaQStbKYKeodU8bLRyNDIYQmNBJWuDNnGuQt44Osm/8W+rRdSaIaUSMMe+0fMNKzHRArDBPxJ",
-	"F4uIT6hdmqeftF2fz1v201ZKOqrPr+9gZo8XdEZCyTQR0pA5NZMZsYRtO1d0Ykh11Gv//X27P7jsdD80",
-	"TzutUa1e+RJUTqSYRnzyzUaqZawm9ohpQw0jUhF79DSXIh0+jSJ5S8yMazKZUXHFYKRdaV7LWITfZqQ0",
-	"DBXTmoXJmNPxsTuuDYxpIOUZFUu32/rxh9aziwaHhIV2T5uD9uVp56wzaLdGtWNktIRa5kyATx8AoyYa",
-	"+bI9dUVOfpCw8rIBuaefZpg+jOq9oLGZScV/Y99gQ8641lxcWWqJxbWQt4LQcM4FMfKaCVIdve823w/e",
-	"truDzkkTlgJ2571gdws2Md9iiH2mbpg60DxkBNlc9eXdHRl1uoN2r9s8HQXEjvJDs3PafHXaTka4UHLC",
-	"tKbjiLWF4Wb5+EP9mUXRgWWrLCTj2BDFprEl9PGSUKLiiJEqq1/VyULJcXIQ4AdtR/3F80agoaYxbL7A",
-	"oYYht13Q6ELJBVOGW3Y4pZFmQWWR+epzheJbeFnfx1+DChMhC5smdx2E1LADw+eskjB+bRQXV/CCnfuJ",
-	"DNnqhdQRU0W1UfHExIoReJJMIqo1qbZ7vfNeLbB0dtpu9tuX7f+66PTaLXtuFnbMyrbwf/7aPPg/Ptr/",
-	"NQ5+vPz4uRH88PzL/yobRvYO32qieBNv9WjEqGbthZzMirfkDy8qm+/FwN96W3UkYzOR85KV7L3vdjvd",
-	"N+R2xiMGtw2MiUT8hulj+4UgJ+dnF6ftQbsVEFjcgLglDchJs3vSPj21f/bfX7R7/Xar3bJL32t/OP/p",
-	"/kV/tmbRFZswvjAtfuUu4MJBfds8ePbyByKnMGRhFy6ybMwyentu6WTCFpa9TqXCS8hRa3FAjYMf6cH0",
-	"4+cfXpQPRDNt77V990gbqswuZP8lK8T8mkh1GUIJUnEnN7hsZ+mGf0x6kONPbGLsoJpxyE1bGLXc9cRP",
-	"cP2L2/HzjBoyo4sFEywMCDAeO8g6E5YnBuSTHNcnVExYVEfh75SJKyvO/fCiZM3pxMgSvaRL58zveObm",
-	"gJM+rOilNmw+rMCO09jIOTV8QnDIutDt4bO/lfW7A3Oidg23PX0hM5RHev1qo7S6slGPyXp24R6KUXdr",
-	"Zdew8exF6cmdS8OaYViyg1Ymm4DS9kSTzkVyLcGW4UYRQ600YGZKxlezzF43LzpDAYfZfzORQsuIHcFX",
-	"g5MLsmBMeQIBmVlGZBFRwYBEzIwNxSTiTBhCiVGxNsAvbpjSVnmUd0ti9QlNqj+1T9qXg977/qDdurzo",
-	"nf9Xp90PhuK/Dl5LdUtVyEL7V+2Y0LG2zZWSXEBOTjvJtKgIh3ZpFWea3CpuDBNes+aG3FJNFJtI23Z9",
-	"KO49JAU24akRaNgfoMCf12QD1zKDU653vf3dXEAjs1r5fZSUYTpfYHYdfAsUQDcqqhSFn7OqO4wris6n",
-	"laNf7yfWj0VBqYlbJAVeblQbsA/UV9bQT6hskV7Fmgum9cAynB0XypJpPGcKDvJ9q3SSe/hLUJkoRs2O",
-	"ctPdgiumd3nFLst7vVs3qHtvno5l2cAUqGGJbWHTC73kQdidG3m926BAIUXytHfyr5XmyaDzoV0JKr3z",
-	"QXPQ6b6pBBUnvdgvUUrJ7LlrKqjcHdgmDm6oAqYAbU0Mv7Hd9qShBh9rw2Lbk9fD0VY+2mHE4zmHu3mw",
-	"XCAZrHLC9CFiO9dAoKgMzemSxJolDGbOqNDEsqolPAuWl21OXT83ELtC+aNWOAOwp34VgwLpZonx3kNy",
-	"Ao9+06Pi6L4jztYsOK6tewylwkiKK6dqw+TsZlRDaujYCsGTSE6uUzYvFWm4rRAS21nanViVCb116/nh",
-	"y+c/NPC/zabQb3GeHpoqpSJWpF4+JHmmF8PzZ9sQ672E2NE6RtvBDoQ4LvL7TZPIXw72iPm3SlaXTRQz",
-	"pDq6HpvLf/73/4xqAdEzeSuQHKWYwOJtvu2x/aAwyntXYo9LHnra/o5fXYlN++caLxv3CdXu5i8oj/Tg",
-	"t8bBjx/TPy/rB5uUd9tQD1TCXVlRMoKNPAifAubDjbdVrFi7Vw/7nM2lWv403qxSNspf1ZpelajyJzM2",
-	"uWaKhHw6DYjmV4JGINHag9r/+ymaSQJCDZlLbcgL8hN/VVCMXjR+/KHsWp1IVdLjVKGESf6//5fcMn41",
-	"M0TJWIQsJDMaTQm9pUsyVXJOfmNKEiPJCxKyCZ9TEMwnTA9FlZJ5HBm+iEC5a9QbjcYh4YL82ghcox9r",
-	"YIggSXdck0MQupsnAWkMBcjfYkmmlEexYoGVtsmtVUop0Qs24TQiE7c6FAV4Is2MqVuuGYrbqXgh43HE",
-	"yndBxPOx0+thdUvOOFNzLkA4SHYAXgpIg/ApEVKw4pVxr5sML+T43uP3gamQT0wfH7bHj89Z2WV4cvGe",
-	"2N/KL6+NI7mlUYRN7vRi4ei705VMzFNYMuSko8xRyRyyZAPS41DKRuye94si4UW720JB0Bm/KkHlotnv",
-	"g0T4utk53VogvGAixB97sRD41wXVGuTB15RHThw8Kco1BRWFaGZMxOZMmAN2Y69WLwmRK/vKkbtb4QMB",
-	"29gN04TRyWwo0ne97rtyhXOj8QrX/g6HmyZATyo3egjm+JBFHPoB+a9ORs7ZNwKl3F/waX94crIc2rNn",
-	"/Ld+uZE3t1x3yQYVnI64TaQqpCFLZgidXAt5G7HwioUBWUit+Thaor0ytMyFJstWC0irfdr50O61W6Sa",
-	"fRF+abZI9YreMBIvjolmjCjm5g4+zVVCSRqDv5u704ebKxBGi1EkixZbMBEyMbnfDpdfmreMRmZmt1sK",
-	"RiI5oREJk8ZItSXxIqBsLkVAVCzssSJ8Tq9YQD7F4RUjXsgNSMj1Ncw7fwOi0arE9jqTyljpN6ICBGZn",
-	"8LOUh4Z4w+7MsRWRUdpZMb6VG45mMClYCvfbWMqIUZEVjgvE5intsn60gdTKlRzfXxnjaDFtn15DmQO0",
-	"L035VaxQZUA/KPUeLc2MMzwzsIMiDdtTKMeaqRt7P0LvZeR2+aHd67zunDQHnfOu1TC7zVenSHm9Zsfx",
-	"q1anj9/uRIgfmOJT54iyLYN1FkhSUe74V4tr/BYoFD9kHOE7iFBTqSZlHgfQk8HBgGdXEy60YTS0BA1+",
-	"LHt7AmsCB07/EpX4jGCcoYzUNrlRD8KniqTgXg7cWEtJwS7NfgsQMhpGXDAHqFmPtAERSchbUgXqUE7x",
-	"dIrp7Yw7IIClpSeaKDbH7RoKt4BUMWc4HdPJNakCmCC2bNIS3kTGwrCQ0MQLomsgIoFJFAiUa8sGYOPr",
-	"BE1mR/YE+ynUSdNJjT80Xvyt0SDVv5KQLnWtID2taMD4+H1ukofYxLLNQ/fprkaIkG3llgVJ5Cus+xlB",
-	"/j4JvCg+oQy0SfRpr3eentHJjAt2oBgN7Y5796kMWZ2cnHdfn3ZOBpYiLMldMcEUn5AXjR/J7YwJSxRz",
-	"qRjK1VM+gfcIeLiZzrKzAlSlElQKDv5KUBmc/9TuXqb2uO754PL1+fuu/fvteX9w+aZ3/v7iMvt197zV",
-	"zn3x7vxV7nP7Q7s7yH2DveQaaZ61LwfNn9pdNAJ2+p3z7mV/0DxtV4JKf9ActC/9Svg+va3QfWye9trN",
-	"1i+X7847Xfj25G375KdLO2s3Gfyi07286J2/6bX7fTupdrM3eNVuDpLOciwuM52T971euztw3wzavbNO",
-	"t3mamx9IInY4l81Wy3Xg/oLfm6en5z/jUNK5XDR/OT1vti4H5+eXp83eG7CNZhAolaDi4Q64ZR7tUAkq",
-	"Z+3B2/NWoW2/z4POWfv8/WDLG8lx1I64oRG3VxCCUZgw9n6CSwmsCKl9NYEOZcB3me+6MmSZj+/kOPOp",
-	"bYXqzGdoOvsynbMBRatKz0GZ+oaCHghCQIKwwo68rRc/NSN7lJbvJBfwHagdPX9e3eeOuFDySjFtdZq3",
-	"jCozZtT4Tk6BjycGZhz9SawUEwY/O80yyswGBEk7hCb60ez2419daZpRJG+x+3TsF3QZSRoOpDyl6gpM",
-	"2d5ACI92hJWuoJP3gt5QHlFUhs+Ymckw16zbwQGfMxkbEBdec8H17FU8uWY7CwvwKhrqdlRJ4ar7mXJz",
-	"8ePLMm33x5dmRhZMTSxxRVYYY1QxbYii4rpmhY6ZvEVLcF57shyQGuKHRriz0o1hggCO9d8yAqPwHj0z",
-	"Y1yRKVfaEPDKB/axOY8i7lFc7pZNmGpWaSv2yg2Z0ZA4/76VJgVLHgDnJo0icssUI+hlj1joEB0oB9Tq",
-	"pEluuQjlrZ3vHMdIBXnZaDQaaV/ZuXNNNJ0vIgQVWeEV7n+rfYI/Dbn9jnsFUygRhOzXXn11y5ua4a3y",
-	"Uju2q5Asvpec7K7VySB5SxMmQkINofp8GhAtcX3zLyUYwJDf8BBRL25xwMwE22aXGEarM25aKzSBNKWJ",
-	"RDyyJgs7dC40D/P2lO1BHrgoQXoGyi70hOftKs7s7kDcGXawi+vCipsndgl3RouDQxBY8z5AnEiaE7qg",
-	"E4fOK4hElrI/yTHKPLczGTFiVwHMJSoWlqLQYkInSmq0qNiZ6HJjnpd+UZi7f2S6I15H/GpWcjTwZiAz",
-	"FsE5BJnM7s0TNwCrNwTOqYVQwFgoRhcshDNKuJhEccjCPayO8SKkXwNeyqPfvW8xuxHF2We2eOMZ2Mu7",
-	"uAuVFsnla7Z4jY8128PGye7ht0lWfnvfTcpfcl64w8YqPmPdNuvN83gP5LTjTLJHvgyK7mDnAPkBmDnc",
-	"EWARlGLzBbUVn3jAjS9Q/kZKL4uAaZJXnTed7oBwVOUTVwoeP9C97uDGrhxVXjwrmGYPD378+Gvj4MeP",
-	"nxvB4d/KLbLv5PiN1feoh/ntYJM8F8xyUFK9SloA2YpmhIpVI+Met9PEScX3eK+faLKQdiuUQ3WB6PZJ",
-	"jsvNSP7u3WUkV7m12pHQdoDqXXNx75Pv5Pgn+1gWA3PP82jd/BJUbtBvtKN7aQ1SNbMobuQZPEmi0GxG",
-	"kvjJrMqJ71+ddfpWWbfHPNZMkVuprusEdG37nbfBHrh4GivUsmh6AO4/Mrb63lAYCeKdvT+P4SrPCN8z",
-	"mv04WC4YGQEeELoYgQhIyTjmkTngYijmVPAp0wadjiijgoU9hC8UW0gQ2iN+zcBJCY5HIEQwnXlzSTo1",
-	"bzrYUpNOMRRe1QRd7J0cn68Dfb+Vt4SmUr89toDOJwewGo4eCDrnAtL/pT9on10C9ptUvQmRsLsZBRBl",
-	"zWogCRI8awNqnoDFoTfogDXh56bVvdGUAP8/h//37P9OwPKS6cl+59vcFqC1a3eAGUYjYVA58aqTX78V",
-	"z+Hf37ffo80jcRwm2PjUd7j7uP8OSlrOjXgiLSM3WU/i6gi5OJEh2wvh8sm9XAT1lgKj/cPt3ZGF28OM",
-	"i2KSB7knIy0bRzn3wKf2M9obE2Xs9ZtZKPYzSN/48mXDeAa5lgtSPp8y8NE5HdjOFC2r4E6Ct46JD758",
-	"/kOjQaqHZCZjVUsBHUXT/G6G+R9KdYB3lpW9k+P9YoP2VfQS01M5mO+tt9dQgkcSWJg2PIrAKoOIcvsv",
-	"xtKN6eRaTqfHpIHmgElE+dw2v4cFY2LVsZYUbI9pwbsDaRA5suvLDyoqoSxkL6v8/fdEE/cWSW/yP4jI",
-	"9JjhEDvKWBEVV7Fz3mx65dQ/50DWObfMPtFo20aMlZIQvNzz3sOyk3WhmLNK8ogRd80dE8GuqOE3CBvJ",
-	"GRs8OANNDqXnqQTC5mSmbTdnTu9ciKLefHC+Ok5uMaP63k29gIfs01JG9z5sn7HPKi5VqfHpVN4yRVQs",
-	"NJoeLZvi2gW1bbYvHeY4+MFho/EgQWh76BApB7l/qfvZZ1dwybtjhne2U+VUnu1iSwrKz8eycPO83IzK",
-	"byIfouq5TmtyihIQ1MqCFFa3oGMlrCh3rjJKV3Jh5S6gDEUG+es6f94KsYf3KG5OWmgl2KHdZYY1uPRE",
-	"7bBbGnEI6opCpo2z11cxbpXZcRKpQofl2i42ycU/Fy1fq4FJEGhVYpqxXxMf3kXHMjaJvYFU0ScTEMVA",
-	"MQxciG0K2KgFRLDbZC6pRHfYaGw/iTUBVqXzSCmoZLnbgPOzQ/eAQjrPmlaS0aat+E3IDLwWeEw7yxmh",
-	"t5pM3hJ1/3w+oYS6sUkvybojyPRe4cWYpUMLutAzuXM4MYYnp/3u8u5uZpoyVpOedF3J04Cn7E2Heg87",
-	"9Cc53t4Cnd2gP2B8IMxl7fqoHc2lTQfDBPQV1Wi00gBG5WbVTuoiZVdJ9ZXlJO97pymtAkQM4YWEiRCM",
-	"oAEoRAslx85QnFH5Xx4+K1Mddtc2wgJoctNW5ACW9l1FuWg5sFnTlIWYW4HUIyB9CigPTztCvW4l8NcB",
-	"lxOcWxY858GHgJijIvQAOKsRJUA8cD0XIwQ2+k5h4bcidYUw3j01G8CalPgIJoqFTBhOIzBljhkThIOF",
-	"CLNkpZaFWwomVMyNtare4fJkHZM7Kqy7eoW3ltF3kLq/wmPsok/L8cjbp4VorPX5bnYvPXv5w2P7ZxMT",
-	"m3NJOukz77bFoWZWsnDQ04VKqHIlMUWBlJJTspU4qfZy9q5lmOcLbIHMjFlUdQ2chSUc9CmO8bfARQ6F",
-	"hF5RLrQhmGtOjhmm09mKne51wFeNhruaI3c7hLscrJ0peGvH+AYqvI9GvsYIvuLNhDOUsksfp+lDNB/b",
-	"aL7dFVJ6pvcymkNz++lt5TpR99tqNHBK9bbDeLb9KLoyZOhWyw3iWZlYusO+YY4jYZprtd7ykb9sfJ1a",
-	"+/I+OIejoMLokgW+V1PwYs2O8IF8YExANFtQRQ3D4IhcuE1ZrJILftolI0km/OqewHO4sBCw27xie4Q/",
-	"ovE3Qf2WCbj9VOD0NxEoI0nPSdi9CyMlS2bqW8ulECTWX8+0Nw5eCitkl0mbyegIVYrb/bOSORdETqcg",
-	"yk8NU2d6XegO+saT6KNSww9oSJpy71wP3dOEG82iqctzp2exgajbUN6KNRKti4P7wFQ5oqipccn9uI5d",
-	"eoMU1OvMHMmst7r74e56Fevl7vlx8yfTbcPKRII8/Zcs7PrDuo9SDy/uqNernWFlvpv1Y98TULZLqNFX",
-	"Y04fWEYqkcY3hD+dZrxUBZ+D+4Vcs6WL35wsFod/DcjE/u8TvaH238XSzKR4HhCqro3G77GZgMyX+h8R",
-	"oLJDNuGhyxRipbf6alSwD9T8DxcT/Pyw3Mblx9URU7njxvJwF2fcnIszCCx/tTRlqVDOnCldk9uZ1Ixg",
-	"FDpmbQWIIUvS21JIjo3pN5N0g94qb+9tJjA4oPri2TMyOmufnfd+wXAbjMI5/3lU28MTPed3ZSaAgYoZ",
-	"mkMgKsWhhJElZJD/9ga5oYpTYcq55W5qNg2XVlDSZfGe6SiqmBAwDAjyshrGOrjB5RZuvywJIqQqXAMN",
-	"dL8SqdLduUEWCqTLQ0QK1kuNr7hU23M9T2wf8MV7s6HwrP/HT2SFTnNL7UkgM7pNXGAPVk/1+XQrUSVr",
-	"D9825RiOavcVBd5w33LCyLO9bFoZv0e7BorOFzxiJ3I+p2VgxRP8nUzwAWIJ3osUlk/4XCCrCdysynMh",
-	"eRly460LUnHprKe2A8jxYnuAFxH2ClxpYlmXKO/jzii6mQMix7tSFIKH7SGRC7/f3tP4RCNL3IN9ifvZ",
-	"BfIFK9WxOzox0RJZRIZt7QgFULHIbFeZh6VcMnRbqSDVucum4FkH1WgNSiLBNBXhWN5huoX7szndJFJc",
-	"gaByw81RRcn2+fUsI/MuLQWBxnMqgHYCEgv+D3troOzOjSbXXISkGgE0YUI1q9W3SfVx+Oyv5fd6qkTv",
-	"jirP4HdVLNCtjlkVMO0C5m7BK88OHbHAKai1eVKS3QLa29YYh9pnb20ogp1dMRYBhkuFtxoeE7z6iGAs",
-	"1ISSBdXaCgfwtENclSQH2kLM3CdF5F6ptVMfC8zOrvAUoKn7ptbeB0H2WCluV3TD+/W6bRxdmRREXwE7",
-	"WQM4SSj9SQLaPoasQHBkiXO+425pwxarTk1/DIIs3nacx4/kif8+m70DnSfIz50u1BK06BYHIJPc/B5M",
-	"gUfEr2jW7vvAjaFsYhceGubR4CfnZxedU4SBv3vfemP/2g7vjdcJ/mxVWVDRbRdO5C53FVvh8DgJXCCu",
-	"6AABu5lObkjHQ/wgJ4uF3VN6Q+0ZBXWuElRAnbPranW4bQcNLb3Dli58S03X0hm25CbhyPaM3+2ceBGi",
-	"eNdhUlxosBNCMGY3jwMKINWc3h1xkotdz9sqyky92Xj1gnSciaGGgXINW1cWTO7nsIf45Ei2zG4sxQHk",
-	"23ORyuMlcQ8HaEKeAopFuBXbeoVyJ7tgzVldoO3Vx8JZdDpQssCZqQYJfZQeUCuFPVbGl7Rxn/blUdO3",
-	"FLrLcJ1Wt3+ZBpqcd7vtk0H6xeA086vPyBFUeu1Wp2cf7LVfv8dEd6+arcv+oDl434cMKWkyEPvDq/PW",
-	"L1uyhZbQaXyKFIJNTPJ5EKW/+TwRQaXHQq7YxPTQZmK7pGHfJwLM5KZ4RcNXMlwiV7ELslcmz4wn+N4r",
-	"PeQ0YmFnUW5BWHAhWEg6F3iUb6km9gUnAN1X1YB5ytyOzPJgkk2JhcpN5hkXNnnXP++SKgdciFkGwI6S",
-	"tHBBNnWcS0sWQLWvgzEm88zoMCmFRtTYN/ZyhuxYe2Aygywk5UAMoJutM6+uQ0DQJINK2l92jmVntJdN",
-	"wrwT9Msn7sWkjABKQljh2F70AEYDKU4xqBt0RKjLwIzsbyiA/mYyCnXiFxyNY6XNyDelXfThlEcRPDRS",
-	"1LD056FYJCWl6v7HBuKqfFM+2XUsXLGqY6u3SM0Nv2FD4V7yCo1/y+pnBsBVhhzWSdfPQruSYF0wHDlQ",
-	"lptwNZQT/dSuG+IR6/MwIMNMoSw9rDgYVlFeUGjUykLit8m2rZzsXpL3dZuWfCbYYioyFJlxVBtpZj/f",
-	"xR5pv8si0nqJD6QIslseJ2UovIQC7l4SyavSNI5zLpIvSpge9rRfJN5jJYXrWaKf8Ij1wLz0ICbRVjZX",
-	"zf5GUXldzuUAaIT5ncOcvXSlhVQoy1xCiVB2w2WUor63kvo++FdWHXiN7Wyw8rpSmEFuIOVbBCpP01Vx",
-	"2nGLvlVc/o5BMtsEzGOTpUsi7U/7naSHApM91onsJymFIbXZPtVobtguzplChz1geX/UujQ4tS3WzU1j",
-	"v5obZUZvl4MapA2ImWUhpvmFHNV2zFsh4b55BRyfyHq7oMFS+QCmuHVpQ/vwVrFr+Q3zAWzfimElEajb",
-	"KK1I7W4JHzx2MJ/8+88WQFh2RIGZp5SwWj0nMazuEt3nrbArJJ09GNkZbMEn/CIV7FbtweC03fKJX6Xw",
-	"5xwcLp/kGPkA+lSqztxcSA6SzQOSy23tGt82pQmMF7Nc9GOYhh+zb/Dd+atKUGkOBu2zC5+iNZc0thLk",
-	"U6pA2tQt+38HoVIePoneq2za0UqQz7oCq+pHm6PiVd3c635PNOHhasb+EldKSc2To42J9fsrx2HjMMDV",
-	"J6e5AD9ABDVP35zbLW01B81XzX772JUTgHjiJEc3JMdxIBiH4aymLjsIMSFpAp3afb6idcigfjw2VF9v",
-	"aQIq8SLi+6RqIHLRbqPLT+V92Tgd95w+wsQIGMpbpXooKHpaAiJvGGaXkLcCPC36mPR/6lxceC8kJQvF",
-	"gEFobhgGc5uhaJ7UAmx1IhXzWTXtB7uYULQXcwhp4pRQDNnR8Xwo5BR+gO6euMIoulQnntO7vq/Xsmtc",
-	"ysp7W5ZD2a8+iVvr7evsFNFwyfsllUSSZSjjiB8yjrjdigLpdWUtNXP5YhW1B4hOZillgTvOW2qkmORw",
-	"ICftrU3wmXJG98IpEzzBqbzahGiIzSLO4Mt/gLJA2fFBErWFYlAuE22GxaCXH16+fF4mQWRJseglmcPp",
-	"iyJcHEfQRXzJPrC47e3yawsbudEZt7F4YDWppuwaeIn7OvGLJ/vtkogBI6kFZFOJI79EH4eimu3LMlRM",
-	"RBoLjgtz+BS1bqKlG8bc8hbw/NX2K2P0Ved2Y/6QTUtyBNKFK9UMdkj8IRgKLor4IojlxwJQTuh44jko",
-	"iioiWQw5HYrV/cGV2bYeXeaS2RWxvJ4F5c5iSqIuIcMmDrW7C3UbA1Um4zETYETe3kaVy6W8WbP6YQ1u",
-	"VcSG3QOMPnzx4t6qEQspo+11/oJfeksAoR9scd6+9w1b108OV9H+D4kLnVezTgqIG0jxhedfMCtpUE/3",
-	"deJy2x25kmfAnIINRc5oWjPNbiAABMbM3DImSGMorLRxSJxkgRz4GIsZW1EncAWfPJakeWKFQTcEzINo",
-	"sAIJZsvm2v9YT8Qh7hJlu4nYpuBIY1pQe9ae6KHAg3PkHoCcQioWZMwm1EqPLkMVHGmKufYd8IhUR3Mu",
-	"RsFQjOZxNKphyznhy7+IQhhpngBknVElNGnUSXMoED/jJD2n/aQpXCCbGER9wNjghrdtMQ55HJsnwVD4",
-	"NRFS+ZkHhEWaJavFp5D70S+l/zrz/FDAC80TUj1p+5CT5B0VCy/s7Z1bETt6rFSKvnWkfz5d9jHr0K4i",
-	"1i64vK1NH2tRT9hC6SFO7N67Fv159GowaE0vl0O5cOhYMlZYHR9UOZfJ6/LnzuDt+fvBJVQdCcjg5/PL",
-	"9uvXbSg+ctlr99+fDvoBwaor5x/avcuT5kXzpDP4ZV+In0b1fWuTel7bv+euTh5dsTXHkTOsJI9kh7IJ",
-	"ewHB/ZNYcbPs2548iGDOxaC8rmvTl/1CH211dM0m7MDnocAv0VZDDg5A2YbHMeYDZgPeHkYVU+kSzoxZ",
-	"VL7Y4XAXC1OMY2eKGqlI86LjZVWrZmfAYiQWIVNk9JQu+NObw6fQ7dPREaa2BxVYB0ORJiLRpJrEO+sg",
-	"A7zVgYOvBlZq47+xAMPwAp80IxgKTAMQZBNQKKiTLUXgU4/UAszUyKiazDDpBhyXAL3BC6YOYOA+k9ac",
-	"3wWZgoOQ74NEzJKhDvLeSaywn5K/cl4+jiGjpO3usijyHuvCtuFODMUo3etR7bjgq0e3OuDv0nnmLmvn",
-	"sqoPxVD85S/kRIob+5QUeij+tzSDtybVEaIPRgEZZYLd7UfgSvaPNKGX/eTMjPa6I2TkMvngT46j2T9h",
-	"RTrhqAajyucI12ROzWQGpcMIGa1mBR/V7SgH4KC3r/den5Dnz5//mLwP0bh24fNFskn1/eCkdkxCF6IL",
-	"b9s+nLimi/VPXAYXQUZnekR0PJ3yO+gb9wlhx5jP+e1gcOEv5EUUazL6PAQM1bASkKE/yvjBcd9h5cvo",
-	"2HYPlAwzeX9x0e5d9rvNn9oEozG0q94CqnqCPXiiSeagObqxTSVPQFEIGmlJqNC3TJEXjQYZFcpdjQLy",
-	"onFIRoWaVyPbUlUq/DFX/mp0lJbafqJdeXGAifsaL3ieWHggY2PbwfKKVp66YSqiC7TN1oA8Xjz7kYyy",
-	"dZ1GpApL3mNGLQ8gLvcYZTPYUis1ybulXY+pksIc4YkkhXw6SekUZVUEjIaDYwgnCViR8ml4tIxYDY8l",
-	"IS/v7sjIF5YaPR1lCkshPb9o/C1dRIdcG6H9ayzDJQl5CB1jnDGAE/icHSVYE9sG2i6ealc4Lw3YPWwQ",
-	"wEG6BLo1TNb9svGc5AZCAGZoWyouVZ00BYnFNdRJXVAzs7T5ovGCjJKyYiMriGcesE3YpqjAjN9zKKFE",
-	"XjRektFqIS08eGexcccHfW5Y0cCFO0iFVnh6bb8aoT91FBQBG9BnwhVhIrBDEzDZZljeEw3RH9AxRDDc",
-	"cHaryTVji0J5y+oom/LFMhmIQ7UsBqrfWAqCI5IP4ifVEf5Rx2i/UUBChlHiCRvJx7gTesWAGpK06SvR",
-	"NnBnpNHOtSMyrLioQkhI6gLPhxVPeUNf6RN+9tHj9ndlScvM7FFTDKrJ4mKccu0UMLA9sDCXnQ+GsKBX",
-	"LtadjOAUYGL40dg5h/GcQ4wHpothN1xa/kWvrAI0yjqSR06wN9xA6Qa4xZMDVcmEJVUOASSyYIIueOWo",
-	"8rzeqD9HwWwGYkr+pk8Sc1wxsw5RjZSCJHTkspGJECSEAyw3jESo8eZ2KQw1Li4mNtSBcxQlVXS5fRyC",
-	"ouA17q7NlfRcT1zhYVRR7ZVIJ0aqEbH8HZ47gOeGlWN3CJ5ozMjC9VDA/Xk0jBuN5xMewr9sVKuTtuXn",
-	"vuYDK8hmzdZZp+tess/ga38ptmLHG6CWbUUG25KS8dUsz+wCZyGMIqaeaOJAhENRHSk2l4Y1w1DZEb3m",
-	"kZVYLHsZc4FxVqTZbR2TEXCqEcwHIOua37DA09GIsDv3XZ1cAMmNl+SaLTUzWFAANXR7l9leE+oj//y/",
-	"/u8SIhsK8P7qo/Iri1QpmdNoKtXcHlEYNFw8wlmD7UkcCmXpoXZcfr8dl9w8x5b7I40nl6hVCCr2oEGS",
-	"F6BhRefMQGKBX1do9Y5ODAHi8L4p2Eca8Qn7y3MC5SszBAMGdfviP2Kmlj7D1VEFWvBSNy3Lfb8Rz/Yl",
-	"WDuw1GtmqbLupONPclzHQ7JhRM7RmwxpbY3jTRWOP5e2nuBb09bvV5XLm0q81zu1VPTDRcs0S6oB2nI3",
-	"NcfErqTqJc7a2hWzb+QGsp3HfuNgkhQf248DX9lrIGUrl9L/U4fcvP/BBIr05SOkFl1I4RxUzxoNB+4x",
-	"LgE8VGjF0s9PPzkU13Z7CScUMFmgjq66Vu2lBs6cbBbcur2qXuAwylpPhvv0FQ09rA1eObz/FSwWKhX/",
-	"jYHZ4MWzH+9/aSDlGRVL15dGoBDIg9t0yO4WbGIYGpN0PJ9TtfSpiRNpS04dR8YrAmyksZFzavgk4RJZ",
-	"YQKg9fQKTG4ur5JtP3+PexX0AFXQ9Td6wtwfgjG/cr0OsNNHJLBcT+sIzQeAZbXxwF6HIMP+CSnHTnTF",
-	"uuDFda5yBUEBdoHFJx0mD2WzqvcQoCpYy5KTI5aP4CjR6+plwXtQBsKhvVGlRR91UuNyRjVoPNpIBRXC",
-	"cbxDoSdywUJiJBnlYU16BGqyS30SQC6SJAM2TgXuxaHQxXg5qZmbMfRfBfUJyPr5UIxSUM/l4JeL9uXr",
-	"896rTqvV7o4gbML3B7pZ5tlUTRuiPnbLNWqniGx0nbmlTy1OiL48JkK6MUFIxFDgMbdfYflRlC9R1h3l",
-	"kF8jUvV1W0buj1HtyLeA+2h1Lp1ASjzWi2B8u2UqVqTNjArtfUOBQ7LvOfqxax5r5gIqPHW5cIoBE1RM",
-	"lsNKzUV8wEUzGoorfoNpb+lKJMrUj8qnHwuwGq1zk0AmECvG+ymWdpyP47CyvLO+4KrpmbzVLp4Eh4Sb",
-	"4SL6oTc3im2E2NRk4I0VYPTCAQPLQUltKCiBBAfo2FkuGFpZxjR024LJEeBLYU+z0HxCo+zaHQ3FyNmc",
-	"6lPOonDkNA9u1krIQ/Gi8SMZpTXIgTc/K5fHE0wVFiEbwTiP1/WKFg8WhbWd2D1mz8yx4UqSJB1C8B6F",
-	"1bvErl/y1nujYvZl5bY5fJwhuNpZJfdNcqgDZMrghERuiYlAXXL7Cfu2kk5ji/sqqfgNF9yzbXpx0eR0",
-	"HLE2RAn+vpcj7AvU2cvf9+l9U7weocI2LVyQpffhffLV08/2MH15mpo4QSsrvUN/BgtQyg+CnA03jcVT",
-	"jv/h2MG4hxx2KKqFaL/jddF4R2kgXu0YfpOxIdwEUNAwy46TQmEFXxT8Tg4OkglDR8FQjDLfYXc17zFx",
-	"oyJw4PCWSIx3iRmR3Zmh8FeHFNvcAnUCegULCbW8H5qq2/Fcoj3tgTj9UDiDtLvQAAaQsPIjy9l9bSPb",
-	"eZAJfkQPxVD4iEe3L0Em1vE22f4RaRyTtUx5KBKuvEY2t+IKugNSSYVUhSQRxFrmzwHe/9RAB7ux+j7L",
-	"C/ZppOCKCQaU3gWFPN3enoApmvPMelubAKaZRlX14W+WYmTlVrfKI+kwG++T9DoR7NaR5Te+Ql7c/1JX",
-	"mtcyFr+zjtRnZuUSeIJCcl5QBSlNMRMrkBjX8MOvuw7Av73+KkB26UQE55B38q2RC+1LyNdJx+iiHgdP",
-	"DIWh11xcFSICsroQ2qcQUSDjKLSy/nG2JvxQxMKpDyx0yotVI5akakVu++jceaZGb9oDkp95qmEc4Kv/",
-	"e06T+c9//vf/bGNH3iT4bmJzZCOXG4od2FwPNqso0f65GVwulPoPy94CIuQt6bU/nP/Ubn3na+V8DVOf",
-	"rLA2lKzs+rmam/fyKjCnHKTeum9lHHyb1vx/RKpLellnFGxGUQ7MBDE14Z/WGpiZStYSOKELOuFmCdaq",
-	"WLMsaWS3fr2pby92TVbMFDuxYNTuszFzj8EVk/Z/H2NCOr0S6nRFSf7o9oHfi+RxeQjNkD2pSsHIYrZE",
-	"Qxsai+3PtfU0fz9PfPo5g6/74lysWLcpv2Ejn8NzROaxNoT9I6ZRVrxKMnX6B+sEqrdaqc2f0qHwucEZ",
-	"AZgMYKqg8hEA2qJI3rLwiCis9U4+ybF2aeEcuNAqBkMBZmn7hs/AGwvDI7DuhsoKlGk3VpHw3X+1eJaG",
-	"0GZkNMcMeu0PHTCn9wfN0/Zu1wbqZVl+UBDH7nF2vk338MLKbI8lZyX9/D6K5EaOgkMK/+Bi1Z+IBXmA",
-	"XcqCnmg4temlW5ULw+dcGz5Jc/wC3nZ3puTrYW4AZDnYDddE+kplDju1XMEP1QlGqjm0rUerjbF4Kw9X",
-	"ysomyLUERnREPEhtKDaj1AjVGXwbJF8eR8xVCrccyE5uKBCfWatnHYL2eQRdF7yE4OLIqLpcD4VVwWCA",
-	"Y2lmth2f58AjpUgWKOV+xFGOhiIBTOFsCy8DVx8zwqiKOGY2EcU26kMxcvjzEdoTmc6XcfY1ITxKnTu4",
-	"JmKU60PwYRMISiMTqtTS8nQM48HtOgZ3KARNQRJlNFHO90NoBYWVHgpvGi4udpBHcpHNQK6dhD07Y1+/",
-	"Va/RtAv4GZ/ZYju2mE2jVN6er52wVXM+82h5U64a99Yj+8k+v7a11XwfW7VbTFOyBsEEJqG0CwBIjjWp",
-	"OvdykkukduyOYH4469BNhZwkuw55A/6reJRQz+G6UD593cB8Cu1tx1QIXl4zKBiK4wN7I9OyvOahAGq5",
-	"ge2BUsvxtn8DsFquWPU9eDW7tv8mMLU+RlzZGReFgvEyl/kFc8MCcw6SIwkSCJ/nLA9YD3uTpPP0M4BG",
-	"v2xhk9pdTXl3/iqvn2x/Wb1hyV21sxbyzs4oo388Mhm7gpxrDK6f5Pi7hbWc4M+dbIVO3CgCh5svfp+k",
-	"2UF5bD+qfooAtvUOIbdDZMwgrCjNjOWrlxdhZj7IATL7YoXDobhiRpNR8i6g3BSz8radBGjl9igUH4B5",
-	"DcUJjDGCyJ/MAOywEOmnybNG46ttBiuH0Q9r0O6ddbrNUyu5usj99P6XimCu8h2dOzipBzvC/2KummRd",
-	"1jMN9NEk5PDdnPBQ5gQgTEIJgFBDVy3KW/n2ZDMOM7uez6AdVQOU5TZleqNU9if/QQ5HXs0kms5z/mUI",
-	"5ZrLG4cfzPwClcSsECwJN+hnllGIFMSnRBseRelch8JNNrAaMXJHyNEBWAfL14CXAW/ov79o9/rtVrv1",
-	"AA7ltdzHfnnyvtdrdwegOlvBR2V0oqFgd1wbXQvIqD+wvOfkvPv6tHNiH0+K67jwbmk8fDnc2RkNr/1r",
-	"MaxnD9h5PtnzGr7liZtrR3Lf2daDeaPR0VI4/ZAcMYXQw+JX7S5kjApb8zSlH1YLIPsYp9SWpqk9TUmF",
-	"jFsYMu1A/GirW2tt2ckW1soEY3u8yWMKE2qdMn3mkklg8pC89/1fXaMGG28mdUqQ2OujpV0IyGOC0eoZ",
-	"OsidF1/gemOEDpY/N1ShI3F00e62Ot03lx/avc5rexo6590RxqAkuVsgVAdA6lJMGOb5grqZEccSxaPV",
-	"jPCZMJVDMpOxSlNC/nUoQrrUtQ0BQR1jL3wyZgTKIAPQ7TEdkUVUwjMyarZavXa/n0uqQKouJpvI2Gge",
-	"Io+ji4WSkKZAanvTSmV0bR9wg6ts/jh3Mjb++8Aasn2HG6ANx2TmA/tT4nPgS3CpSZel6F/urv4zBlX0",
-	"2BXXBuIFU8aFthAIt4AYK4G24HQ/y1nWulv+6WeMOX8co1/3vNX+Wquf2ln+7sKMvpHRT202+UF2ge82",
-	"v7U2PyDpBGGv2IQJk9j9cinNXHR2yA0xivJo7dW8K1bI5SlZhQol13mE6SfB6W4FagQcyFi42BoMDrjL",
-	"JMY5JnqmuAB4eIr7iRhkneZiKBzAKLIaNoC8EVH01Zfw6okrwQEF7jmH+t3Rd4ygloc6m491Ef8+aCC3",
-	"Kt+hQN/gctT8tyTX1pagnx3uw6cuU+J6O56rh+kQNZ6TuDJ/EB/hznsVssug/65GYhFB0qHRVKoJA4CM",
-	"pUqX7o0SzBNWq5PXUk1AWYOcAddQGDALQjzC5NnCKRBGRiFpdfrNV6ftltUFVrkSsFCMbgG0IhdXx5gR",
-	"GAMF0UCIE4DS7TG+gsUi6IKFpKqYUZyFkC73dsaUQxQNReKsUWxOuXA526hPG84Nscuo3XLZwUHHsFIa",
-	"ux4KLIH7SFwQkqj2L5uQPfUrmWALqeOPywXdAH9Pp4baJBShT8PT63e2+EBs0W2754uZwqM+aAtO3d5M",
-	"0XKyzS5UZwDJMplybnTs9NAx8B4VYzqMoXCSEMFY7ZDRMOKCJWaPlax0aNTQhBL/7FBURzDSlvuiCSkq",
-	"Eh4duEhDwEjUjpLEFZC8U6cMfSjcZFK2iMwyKBmFodfMyXJjOrkm//zv/wfjxLkeiikTE8s9KYmo1ejQ",
-	"IwwxkMAdfegcskTvd3HlZz7JMbmSTA8FNOz0dTCq+yjFIEnY59gwhlh3zwdOTjXylqpwKEZzeudrUo1g",
-	"jP5FmKr3fftzeYwZF+0FQDH8265tmjLt0i/5qIYbBldGshGYeRZuv1sKmdnRpwVJ3DWhmkTSkodGvKxd",
-	"wjppuZSPhJJWr9npdrpvnOZ7ZRtSbBHRiV0N22DSU1XOuXGxpIrN5Y3r3P1ee6Q7JXeFrLqldrxU7Mz/",
-	"wFeKHd4f/UJxFPP9QnkoJJqRCwxYgbRLx2VxMEVbesoA9r1nMEPs+osGsJaI+KTAtu2IUmOB8xwDXHxV",
-	"xbdiZjZdLsqpU8X0LL2d6qRtxwB8SJBRuwv8cJSI29ReDgdygXz7IcE55YwG3NuXtilIPh2Q0dt2szd4",
-	"1W4OvFY/FAWJdhdzG8z2DyzP/v4YnS24j6OS78znoZx2kE/ihik+5ZBVHfJSu3z+EG+XyUa3L6/5JLk4",
-	"mMhwA7vpCPDFIWxHLJN4lFiABQDM7lZfz4ndHkDn6v4PRabSQqwZGWF6+IP06xHhQhtGQ7Q9QqqcTGDR",
-	"sZUGh2JkMk5A7QyIMIYnmkR8yhBqvtY7SMA5+JjyUPO01262frl8d97pIq/6Ck27xzQzvr71H9Le6MaW",
-	"4U2Pyotcd5tTocGNjapO4lj+zpYeONsZigypJ3Va4AAzilmu7BMsJEtm9uVRkJx9PX/q93uvD65iKCJ2",
-	"hF7/gtP8pNPqoQsF3OfHLu9tq9t3sstQcO3qkYWJThhyCpDAzgVZcCFYeEwGp/2EIR8TxUKu2ASsfmAN",
-	"PR6Ksd1RFhK0z7pIBMjImWYv1UyYOmlm1mpChV2qMRsKZdVmBhAIaiUqn7bLfm2FlCMClZwwhb8VzqD6",
-	"yOiYUGKoumIGVUwVRww0zjGHttaiDh6NFV663nzCyLLOd2OGF5YO/uBuURijL8m4yp1+truNRRbkmBFN",
-	"b7+DDf4AYIPXzGfic8rSUyzD8Vvq4gTedMCEgahlh9TZl6Pdl55rAOY0Np2yifFWLqy4kxGjLANgLo+X",
-	"A0eDqwJY0VBUXzSeF2SPGlRjTWNJdPaNJFOivS+PkYuk3pEZi8J1bhHHMLlCtdg5SbBGIHhJ6kPRJDhn",
-	"X4/KMzyi2IGriGIZaoL5AAuhYHUCybFAEfVVu0IPBXlMrXPX7F3fdcev0h3dzn4Hi6zz99rl8eIVn89Z",
-	"yKlh0ZJUU4YQeD6Aog6e3b09wCv62WbHhweQFPhTOqIio8HEYaT6onE4FKOTXrtlj2XzNE0f8JSM+m1M",
-	"iJ58J33F5cnM6sLNi07tOOHbQ+HK94CpPCkm5bUBUkVMaRmeNEiy0B4ORbnKSE4zXm3IUog5bsB4DwXQ",
-	"mK8nhoPh2hccDL+F/X03pgW7myAn/Rb/EdkXjPT3Yl9bq5uJHvRd53wMnTMxQaXeugKn4U4tzW3GvswP",
-	"dLzlhvSpWLnBqmhomx5htbsZyGo+0QUMc06XaK3DnN9iOYR9syOfQJ4EgNpDnedYu6g2b7H3WX2gehYV",
-	"kGABUrIOhSvIbTVdRlVSEQO6xMTOT7SrtKlHGXO+KyeK2vtQeO8BPPiNvIRozO90Ly96529QQ9xJDcSK",
-	"zf9SAtfDxafly1mvYVjoJvoem/bw7kKqDMTKJ764KiVJbCYB4xBCGBx72FY8i6i4iukVWx+YNvDBshNq",
-	"KJQY1i6VvEva2rzoWJaQTaSctDo6IgumhsIXBCYcUw4k+TVESBUqenMu+DyekzmbS7UMMtYybbiYmKEv",
-	"aqxJ1dWCDMhEzudYx1YwKM9s1PIAAnaJiiMWEHZnFHVt1pwFC/wHWOnZVXaBMCWstukKXeBNALi5YzKa",
-	"8zsWjhDRYsWyobAC2JVijFSh3F0YK8RWKIl5BvicXjESL64UDVdgEg8RyneabNwjiim+k3WhbwOoXeoG",
-	"8mdMOOvKf3rq9HOxZGrJ6tZb1bI0g3QCZmm+renZ1+Fma49Zj9HwwF7xx2l4uofoa5KvYJG0NqqTkbzG",
-	"wplgvUUStTf6ja/cb9kxFhp6YCrsJXN6RApMOunBqq8jQtyTPyMFngA397U6whi5R8rrrDrrK3Wnm5oz",
-	"EKbEVUJ5K9nsf98I5H4ynDaO5hGy5LVc5bBMqrx1KePyFQieaKLkrSZVQBhiLt5M2S37I8aDp4u6PuVY",
-	"tmbA1kM/yb31J8w8VtjfbRKQIVn+OwVMr1TWc0VzQ0ZDEjEDZZKrQPT/2Wo3Wzlhzp3ibY7608/wLzoG",
-	"XEGMTZEXCewBK1kbSVycdRpL5oGwIBoxRSYRo4qFAdESAGBAvZpUvfR2y8YzKa+JZiJkqkY0Y1Bi74py",
-	"8dVqYftDuztY1QvTr+3i7XqpuXUqEPJWdTPcau9dOgPyRf4rWusLi9mDQuvr7nJYRbTeO/L7rkc+EPe5",
-	"SHDkB8hmfHkcBNdzYWRSd3M7nuNyIx7M+d1aweK1VIjZR63PsoV8QhWXORhhrywk1SQ7WuByo0EBsyRV",
-	"V81bpSKqjdXORGyg1ir+YS+VkBo6hoqWfM4Cx67CoRgvibdwQeG0fLrVgPR/6Q/aZ5ftXu+8R3J9Jhrp",
-	"UIBwjiEWAlOQjuPJNbN8XEZhklWSVEf4fYIru+UhOyJSsKHAsZJ4Ydns4bOGH3wADykyZkspQqIhLEEx",
-	"DBZwnoPDZw2rUvYz1gCwBdTyiZrcpH0NO1ByE2UgcAWQfmNKaherEUZsm+zL6YL7fBKH9frhixcNSB/x",
-	"1WLiG2ZcutozfndfTfyfuQjlLYmgWr3dDk8DKVLv5VoZzT1bnhCWC/P8WSWozOkdn8fzypGdIZTGdx+T",
-	"PLFcGIbOyMeUrDJrsoZxzvndv4kUdcGUYyYzX2MiUz85z0yyrMIThxVGwrKsTbYXNokVN0sgNmByWO7p",
-	"6NePdn/dG589DWUz3lsp3H3tbQHZr2wfmc+OqWa+wdrnmS9SzS7zpauD9OXjl/8/AAD//w==",
+	"7P3tchs5sjeI3wqC80SY/J8STdlyn2kpnvgHLdE2bYnSISn79A69IsiCSFhFgAOgJLE7HPF82s/7YSP2",
+	"DvZG9k7OlWwgE6g3FimSltzuOZ4P01axCq+JRL78MvOPyljO5lIwYXTl8I/KlNGQKfhnlxm1aF4bpuxf",
+	"IdNjxeeGS1E5rPTYWIpQEyPJHeWGjNi1VIwo+wkXk3olqCj2z5grFlYOjYpZUNHjKZtR29S1VDNqKocV",
+	"LszLF5WgMuOCz+JZ5bARVMxizvAnNmGq8vXr16Ayp4rOmHHjeg19tcPlUZ2LaEG4YTNN7riZEkr0jEYR",
+	"U4SHpGqmjMwVu+Uy1mROJ+yZJoLdG99ezY6a23b+GTO1qAQVQWd2LCPfYXYS/0Ox68ph5W/P0/V7jr/q",
+	"5+2wYof9TmrzVsl43g4vqJnar6D5uf0jaX2avrV21Tbo8L0cre3qi/39Wzs55TNultf+gk4Y0fx3Rqoh",
+	"u6ZxZMh+o7FyTSNoZT1V0HukileNRoZG9ktoJKh0ZMjWzl3AC982+a/2az2XQjOkRBp22T9jpmE9xlIY",
+	"JuCfdD6P+JjapXn+Rdv1+WPDflpKSUf1+fXtT+3xgs5IKJkmQhoyo2Y8JZawbeeKjg2pDrut/7hs9fpX",
+	"7c7H5mn7ZFirV74GlWMpriM+/m4j1TJWY3vEtKGGEamIPXqaS5EOn0aRvCNmyjUZT6mYMBhpR5o3Mhbh",
+	"9xkpDUPFtGZhMuZ0fOyeawNj6kt5RsXC7bZ++qF17aLBIWGh3dNmv3V12j5r91snw9oRMlpCLXMmwKf3",
+	"gFETjXzZnroiJ99LWHnZgNzbzzNMH0Z1KWhsplLx39l32JAzrjUXE0stsbgR8k4QGs64IEbeMEGqw8tO",
+	"87L/rtXpt4+bsBSwO5eC3c/Z2HyPIfaYumVqT/OQEWRz1Vf392TY7vRb3U7zdBgQO8qPzfZp8/VpKxnh",
+	"XMkx05qOItYShpvF0w/1E4uiPctWWUhGsSGKXceW0EcLQomKI0aqrD6pk7mSo+QgwA/ajvqr541AQ01j",
+	"2GyOQw1Dbrug0YWSc6YMt+zwmkaaBZV55tEfFYpf4WX9EH8NKkyELGya3HUQUsP2DJ+xSsL4tVFcTOAD",
+	"O/djGbLlC6ktrhXVRsVjEytG4E0yjqjWpNrqds+7tcDS2Wmr2Wtdtf7zot1tndhzM7djVraF//0fzb3/",
+	"7bP9v8ber1ef/2gEv7z8+j/KhpG9wzeaKN7EG70aMapZay7H0+It+ctBZf29GPhbb6OOZGzGclaykt3L",
+	"TqfdeUvupjxicNvAmEjEb5k+sg8EOT4/uzht9VsnAYHFDYhb0oAcNzvHrdNT+8/e5UWr22udtE7s0ndb",
+	"H88/PLzoL1YsumJjxufmhE/cBVw4qO+aey9e/ULkNQxZ2IWLLBuzjN6eWzoes7llr9dS4SXkqLU4oMbe",
+	"r3Tv+vMfvxyUD0Qzbe+1XfdIG6rMNmT/NSvE/COR6jKEEqTiTm5w2c7SDf+c9CBHX9jY2EE145CbljBq",
+	"se2JH+P6F7fj05QaMqXzORMsDAgwHjvIOhOWJwbkixzVx1SMWVRH4e+UiYkV5345KFlzOjayRC/p0Bnz",
+	"O565OeCkDyp6oQ2bDSqw4zQ2ckYNHxMcsi50u//i72X9bsGcqF3DTU9fyAzlkV692iitLm3UU7KebbiH",
+	"YtTdWtk1bLw4KD25M2lYMwxLdtDKZGNQ2p5p0r5IriXYMtwoYqiVBsxUyXgyzex186I9EHCY/ZOxFFpG",
+	"7BAe9Y8vyJwx5QkEZGYZkXlEBQMSMVM2EOOIM2EIJUbF2gC/uGVKW+VR3i+I1Sc0qX5oHbeu+t3LXr91",
+	"cnXRPf/PdqsXDMR/7r2R6o6qkIX2X7UjQkfaNldKcgE5Pm0n06IiHNilVZxpcqe4MUx4zZobckc1UWws",
+	"bdv1gXjwkBTYhKdGoGF/gAJ/XpMNXMkMTrne9vZ3cwGNzGrlD1FShul8hdm18StQAN2oqFIUfs6q7jCu",
+	"KDq/rhz+42Fi/VwUlJq4RVLg5Ua1AftAfWkN/YTKFul1rLlgWvctw9lyoSyZxjOm4CA/tErHuZe/BpWx",
+	"YtRsKTfdz7lieptP7LJc6u26Qd17/XQsywamQA1LbAvrPugmL8Lu3Mqb7QYFCimSp72T/1FpHvfbH1uV",
+	"oNI97zf77c7bSlBx0ot9iFJKZs9dU0Hlfs82sXdLFTAFaGts+K3ttisNNfhaCxbbnrwujrby2Q4jHs04",
+	"3M39xRzJYJkTpi8R27kGAkVlaEYXJNYsYTAzRoUmllUt4F2wvGxy6nq5gdgVyh+1whmAPfWrGBRIN0uM",
+	"Dx6SY3j1ux4VR/dtcbZiwXFt3WsoFUZSTJyqDZOzm1ENqaEjKwSPIzm+Sdm8VKThtkJIbGdhd2JZJvTW",
+	"rZf7r17+0sD/rTeFfo/z9NhUKRWxIvXiMckzvRhevtiEWB8kxLbWMdoOtiDEUZHfr5tE/nKwR8x/VbK6",
+	"bKyYIdXhzchc/df/+n+GtYDoqbwTSI5SjGHx1t/22H5QGOWDK7HDJQ89bX7HL6/Euv1zjZeN+5hqd/MX",
+	"lEe693tj79fP6T+v6nvrlHfbUBdUwm1ZUTKCtTwI3wLmw423VSxZu5cP+4zNpFp8GK1XKRvln2pNJyWq",
+	"/PGUjW+YIiG/vg6I5hNBI5Bo7UHt/ccpmkkCQg2ZSW3IAfnAXxcUo4PGr7+UXatjqUp6vFYoYZL/9/8m",
+	"d4xPpoYoGYuQhWRKo2tC7+iCXCs5I78zJYmR5ICEbMxnFATzMdMDUaVkFkeGzyNQ7hr1RqOxT7gg/2gE",
+	"rtHPNTBEkKQ7rsk+CN3N44A0BgLkb7Eg15RHsWKBlbbJnVVKKdFzNuY0ImO3OhQFeCLNlKk7rhmK26l4",
+	"IeNRxMp3QcSzkdPrYXVLzjhTMy5AOEh2AD4KSIPwayKkYMUr40E3GV7I8YPH7yNTIR+bHr5sjx+fsbLL",
+	"8Pjiktjfyi+vtSO5o1GETW71YeHou9OVTMxTWDLkpKPMUckcsmQD0uNQykbsnveKIuFFq3OCgqAzflWC",
+	"ykWz1wOJ8E2zfbqxQHjBRIg/dmMh8F8XVGuQB99QHjlx8Lgo1xRUFKKZMRGbMWH22K29Wr0kRCb2k0N3",
+	"t8IfBGxjt0wTRsfTgUi/9brv0hXOjcYrXPs7HG6aAD2p3OgBmONDFnHoB+S/Ohk6Z98QlHJ/waf94cnJ",
+	"cmjPnvG/9au1vPnEdZdsUMHpiNtEqkIasmCG0PGNkHcRCycsDMhcas1H0QLtlaFlLjRZtlpATlqn7Y+t",
+	"buuEVLMfwi/NE1Kd0FtG4vkR0YwRxdzcwae5TChJY/Dv5vb04eYKhHHCKJLFCZszETIxftgOl1+ad4xG",
+	"Zmq3WwpGIjmmEQmTxkj1ROJFQNlMioCoWNhjRfiMTlhAvsThhBEv5AYk5PoG5p2/AdFoVWJ7nUplrPQb",
+	"UQECszP4WcpDQ7xh9+bIisgo7SwZ38oNR1OYFCyF+20kZcSoyArHBWLzlHZVP1xDauVKju+vjHGcMG3f",
+	"XkGZfbQvXfNJrFBlQD8o9R4tzYwzPDOwgyIN21MoR5qpW3s/Qu9l5Hb1sdVtv2kfN/vt847VMDvN16dI",
+	"ed1m2/Grk3YPn25FiB+Z4tfOEWVbBusskKSi3PGvE67xKVAo/pFxhG8hQl1LNS7zOICeDA4GPLuacKEN",
+	"o6ElaPBj2dsTWBM4cHpXqMRnBOMMZaS2ybV6EL5VJAX3ceDGWkoKdml2W4CQ0TDigjlAzWqkDYhIQt6R",
+	"KlCHcoqnU0zvptwBASwtPdNEsRlu10C4BaSKOcPpiI5vSBXABLFlk5bwxjIWhoWEJl4QXQMRCUyiQKBc",
+	"WzYAG18naDI7tCfYT6FOmk5q/KVx8PdGg1T/nYR0oWsF6WlJA8bXH3KTPMYmlm0euk+3NUKEbCO3LEgi",
+	"32DdzwjyD0ngRfEJZaB1ok9rtfP0jI6nXLA9xWhod9y7T2XI6uT4vPPmtH3ctxRhSW7CBFN8TA4av5K7",
+	"KROWKGZSMZSrr/kYviPg4WY6y84KUJVKUCk4+CtBpX/+odW5Su1xnfP+1Zvzy47997vzXv/qbff88uIq",
+	"+7hzftLKPXh//jr3d+tjq9PPPcFeco00z1pX/eaHVgeNgO1e+7xz1es3T1uVoNLrN/utK78Svk9vK3R/",
+	"Nk+7rebJb1fvz9sdeHr8rnX84crO2k0GH7Q7Vxfd87fdVq9nJ9VqdvuvW81+0lmOxWWmc3zZ7bY6ffek",
+	"3+qetTvN09z8QBKxw7lqnpy4Dty/4Pfm6en5JxxKOpeL5m+n582Tq/75+dVps/sWbKMZBEolqHi4A26Z",
+	"RztUgspZq//u/KTQtt/nfvusdX5pu/jUev3u/PzD1WX3NLP7/mmvddxtZcni+LzTuzxrdd1mX3Y+dM4/",
+	"dTJfLBOB/+VD67ers3avZy/FzW5Cx8nb4pZG3F59CIJhwth7ES5DsF6kdt0EspQB/WWedWTIMn++l6PM",
+	"Xy0rzGf+hqazH9MZ61O05nQdhKpnKOifIHwkyC7syNuY8a9mZI/w4r3kAp6ButP1fML93RYXSk4U01aX",
+	"eseoMiNGje/kFO6PxLCNoz+OlWLC4N9Oo40yswEB1g6hif47S3b4r440zSiSd9h9OvYLuogkDftSnlI1",
+	"ARO6N0zCq21hpTro5FLQW8ojikr4GTNTGeaadTvY5zMmY9v4JzaaSnlzqaJ0V92zHgig6eOcInaJKKT0",
+	"7eLWuscf2MJhl0AmesMF19PX8fiGbS0RwadojdxS74b7/BPl5uLXV2Uq/a+vzJTMmRpbSo6sxMmoYtoQ",
+	"RcVNzUpWU3mH5u68imjZPDXED41wZ4ocwQQBAeyfMgKj8G5LM2VckWuutCEAPQjsazMeRdxD1Zwokdwc",
+	"Wc202Cs3ZEpD4kAMVmQWLHkBPLg0isgdU4wglCBioYOtoLBTq5MmueMilHd2vjMcIxXkVaPRaKR9ZefO",
+	"NdF0No8QOWUldBByrIoNTkO80rbcK5hCibRnH3sd3S1v6muwGlrtyK5CsvhePLS7Vif95CtNmAgJNYTq",
+	"8+uAaInrm/8oATqG/JaHCO1xiwO2NNg2u8QwWp3xRVvJEERGTSSCrjWZ26FzoXmYNxptjmTBRQnSM1Am",
+	"tSQMdluZbXsv6dbYim38M1amPrZLuDUkHryecA/sgjaKpDmmczp2EMSC3Gcp+4scoWB3N5URI3YVwCak",
+	"YmEpCs1CdKykRrORnYkut1h6ER8l1odHptviTcQn05KjgdcQmbIIziEInnZvnrkBWOUocJ47xDvGQjE6",
+	"ZyGcUcLFOIpDFu5gWo3nIf0WhFYe4u8dqNmNKM4+s8Vrz8BOLtRtqLRILt+yxSscydke1k52B+dUsvKb",
+	"O6hS/pJzNe43lkEoq7ZZr5/HJZDTljPJHvkyvL3D1gOuCbD0cEeA2VOK9RfURnziETe+QPlrKb0szKdJ",
+	"Xrfftjt9wtFekfiL8PiBgnkPN3blsHLwomB/3t/79fM/Gnu/fv6jEez/vdzs/F6O3lqllnos4xaG13PB",
+	"LAcl1UnSAshWNCNULFtSd7idxk4Ef8BF/0yTubRboRx0DUS3L3JUbivzd+82I5nk1mpLQtsCj3jDxYNv",
+	"vpejD/a1LNDngffRhPs1qNyic2xLH9oKOG5mUdzIM6CZRHtaD5fxk1mWEy9fg0573rHHPNZMkTupbuoE",
+	"DAr2mTc077mgISvUsuh6D3ycZGTVl4EwEsQ7e38ewVWeEb6nNPtnfzFnZAigR+hiCCIgJaOYR2aPi4GY",
+	"UcGvmTboWUUZFdwIITxQbC5BaI/4DQNPLHhXgRDBPuhtQunUvH1kQ7U9BYp4vRZ0sfdydL4K2f5O3hGa",
+	"Sv322EIIAtmD1XD0QNADGZDeb71+6+wKAO6k6u2khN1PKSBFa1YDSeDuWUNX8xjMKt1+G0wmn5pW0Ud7",
+	"Cfz/Ofx/1/7fMZiXMj3ZZ77NTVFo23YHwGi0hAaVY686+fVbco/+x2XrEg07iXc0CQBIHaTbj/s/QEnL",
+	"+UqPpWXkJusuXR4hF8cyZDvBeL64j4vI5VL0t3+5tT18cnMsdVFM8kj+ZKRl4yjnHvjWbp4JY6KMU2I9",
+	"C8V++ukXX7+uGU8/13JByufXDByRTge2M0XzMfjM4Ksj4iNMX/7SaJDqPpnKWNVS1ErR/7Cd9+GXUh3g",
+	"vWVl7+VotwCoXRW9xM5Vjlh85+01lOCRBBamDY8isMogbN7+FwMGR3R8I6+vj0gDzQHjiPKZbX4HC8bY",
+	"qmMnUrAdpgXf9qVBeMy2Hz+qqISykL2s8vffM03cVyS9yX8QkekpYz62lLEiKiax81Ct++TUv+eQ5Dnf",
+	"0y4hd5uGxZWSEHzc9S7SspN1oZizSvKIEXfNHRHBJtTwW8TG5IwNHoGCJofS81SC03My06abM6P3Lg5T",
+	"rz843xwMOJ9S/eCmXsBL9m0powdftu/YdxWXqtT4dCrvmCIqFhpNj5ZNce0i99bbl/ZzHHxvv9F4lEi7",
+	"HXSIlIM8vNS97LtL4OvtgdFb26lyKs9mATQF5edzWUx9Xm5G5TeRD1H1XKU1OUUJCGppQQqrW9CxElaU",
+	"O1cZpSu5sHIXUIYig/x1nT9vhQDLBxQ3Jy2cJACp7WWGFeD7RO2wWxpxiFyLQqaNs9dXMTiX2XESqUIH",
+	"WNssAMsFeRctX8vRVxBNVmKasY+Jj2GjIxmbxN5AquiTCYhioBgGLo44RaXUAiLYXTKXVKLbbzQ2n8SK",
+	"KLLSeaQUVLLcLQAz2qF71CSdZU0ryWjTVvwmZAZeCzxwn+WM0BtNJm+Jeng+X1BCXdukl2TdEWR6pxhq",
+	"TEWiBZ3rqdw6ZhpjsNN+t/l2OzNNGatJT7qu5GnAU/a6Q72DHfqLHG1ugc5u0A8YBAlzWbk+aktzadNh",
+	"TQFiRjUarTQgbrlZtpO6cOBlUn1tOcll9zSlVcDBIYaSMBGCETQAhWiu5MgZijMq/6v9F2Wqw/baRlhA",
+	"hq7bihyK1H6rKBcnDlHXNGVx9FYg9TBPn+fKY/AOUa9bim526OwEzJdFCHqEJcACqQg9ys9qRAnaEFzP",
+	"xTCItb5TWPiNSF0hVnlHzQaALSU+grFiIROG0whMmSPGBOFgIcJUYKll4Y6CCRUTgC2rd7g8Wcfklgrr",
+	"tl7hjWX0LaTub/AYuxDbctD15rkvGit9vuvdSy9e/fLU/tnExOZckk76zLttcaiZlSwc9HShEqpcyr5R",
+	"IKXklGwkTqqdnL0rGeb5HFsgU2PmVV0DZ2EJB32OY/w9cOFRIaETyoU2BBPqyRHDnEEbsdOdDviy0XBb",
+	"c+R2h3Cbg7U1BW/sGF9DhQ/RyLcYwZe8mXCGUnbpg1F9HOpTG803u0JKz/RORnNobje9rVwn6nxfjQZO",
+	"qd50GC82H0VHhgzdarlBvCgTS7fYN0zkJExzpdZbPvJXjW9Ta189BOdwFFQYXbLAD2oKXqzZEj6Qj/4J",
+	"iGZzqqhhGAGSiykqC8hyEV7bpF3JxJg9EF0PFxaig5sTtkOMJxp/E4hxmYDbSwVOfxOBMpL0nOQWcLGy",
+	"ZMFMfWO5FCLhequZ9trBS2GF7DJpMxkdoUpxu39WMueCyOtrEOWvDVNnelV8EvrGkxCrUsMPaEiacu9c",
+	"D93bhBvNomuXzE9PYwOhxaG8EyskWhfs95GpckRRU+OS+3EduRwOKajXmTmSWW9098Pd9TrWi+2TAOdP",
+	"ptuGpYkEefovWdjVh3UXpR4+3FKvV1vDynw3q8e+I6Bsm3iqb8acPrKMVCKNr4nxOs14qQo+B/cLuWEL",
+	"F6Q6ns/3/z0gY/t/X+gttf+dL8xUipcBoerGaHyOzQRkttD/jACVHbIxD106FCu91ZdDn3006r+5wOeX",
+	"++U2Lj+utriWW24sD7dxxs24OIPo+dcLU5bv5cyZ0jW5m0rNCIbaY2pagBiyJIcvhQzgmGM0yanorfL2",
+	"3mYCgwOqBy9ekOFZ6+y8+xvGFGGo0fmnYW0HT/SM35eZAPoqZmgOgRAYhxJGlpBB/tsb5JYqToUp55bb",
+	"qdk0XFhBSZcFtaajqGLWwzAgyMtqGOvgBpdbuN1SQYiQqnAFNND9SqRKd+cWWSiQLg8RKVgvNb7iUm3O",
+	"9TyxfcQPH0z5wrP+Hz+RJTrNLbUngczo1nGBHVg91efXG4kqWXv4pnnVcFTbryjwhoeWE0ae7WXdyvg9",
+	"2jYadjbnETuWsxktAyse4+9kjC8QS/BepLB8wic8Wc5SZ1WeC8nLkBvvXJCKy9l9bTuARDa2B/gQYa/A",
+	"lcaWdYnyPu6Nous5IHK8iaIQIW0PiZz7/faexmcaWeIO7Es8zC6QL1ipjt3TsYkWyCIybGtLKICKRWa7",
+	"yjws5ZKh20oF+dxdygjPOqhGa1ASCaapCEfyHnNKPJyy6jaR4goElRtujipKts+vZxmZd2gpCDSeUQG0",
+	"E5BY8H/aWwNld240ueEiJNUIoAljqlmtvkk+k/0X/15+r6dK9Pao8gx+V8UC3eqYOgJzS2CCGrzy7NAR",
+	"C5yCWpvHJSk8oL1NjXGofXZXhiLY2RVjEWC4VHir4RHBq48IxkJNKJlTra1wAG87xFVJBqQNxMxd8mDu",
+	"lD889bHA7OwKXwM0ddf84bsgyJ4qj++SbviwXreJoyuTZ+kbYCcrACcJpT9LQNtHkPoIjixxznfcLW3Y",
+	"fNmp6Y9BkMXbjvL4kTzxP2Szd6DzBPm51YVaghbd4ABkMrg/gCnwiPglzdo9D9wYyiZ24aFhHg1+fH52",
+	"0T5FGPj7y5O3m0fa43WCP1tV1sdPXziRu9xVbIXDoyRwgbjKCgTsZjq5IR0P8YMcz+d2T+kttWcU1LlK",
+	"UAF1zq6r1eE2HTS09B5buvAtNV1LZ9iSm4Qj2zN+v3V2SYjiXYVJcaHBTgjBmN08DiiAfHp6e8RJLnY9",
+	"b6soM/Vm49UL0nEmhhoGyjVsXVkwuZ/DDuKTI9kyu7EUe5BU0EUqjxbEvRygCfkaUCzCrdjGK5Q72QVr",
+	"zvICba4+Fs6i04GSBc5MNUjoo/SAWinsqdLapI373DZPmqOm0F2G65x0eldpoMl5p9M67qcP+qeZX9O0",
+	"I93WSbtrX+y23lxiNr/XzZOrXr/Zv+xBGpg044n94fX5yW8bsoUTodP4FCkEG5vk736U/pYmpeiykCs2",
+	"Nl20mdguadjz2Q4ziTBe0/C1DBfIVeyC7JSuNOMJfvBKDzmNWNiel1sQ5lwIFpL2BR7lO6qJ/cAJQA+V",
+	"bmCeMjcjszyYZF32pHKTecaFTd73zjukygEXYhYBsKMk912QzY/ncq8FUNJsb4QZSzM6TEqhETX2i52c",
+	"IVsWWBhPIeVJORAD6Gbj9LKrEBA0SdeS9pedY9kZ7WYzTW8F/fLZiTHzJICSEFY4shc9gNFAilMMiiMd",
+	"EurSTCP7Gwigv6mMQp34BYejWGkz9E1pF314zaMIXhoqalj680DMk7pZdf9jA3FVvimf0TsWriLXkdVb",
+	"pOaG37KBcB95hcZ/ZfUzA+AqQ/brpONnoV3dsw4Yjhwoy024Gsqxfm7XDfGI9VkYkEGmGpgeVBwMqygv",
+	"KDRqZSHxm6QUV052L0luu0lLPt1tMd8aisw4qrU0s5vvYofc5mURad3EB1IE2S2OklobXkIBdy+J5KQ0",
+	"V+WMi+RBCdPDnnaLxHuqzHddS/RjHrEumJcexSR6ks1Vs7tRVN6UczkAGmES6zBnL11qIRXKMpdQIpTd",
+	"chmlqO+NpL6P/pNlB15jMxusvKkUZpAbSPkWgcrTdKWqttyi7xWXv2WQzCYB89hk6ZJI+9NuJ+mxwGRP",
+	"dSJ7Sd5kyKO2S8mdW7aNc6bQYRdY3o9afAentsG6uWnsVlikzOjtEm2DtAExsyzEXMaQiNuOeSMk3Hcv",
+	"8+OzdW8WNFgqH8AUN67faF/eKHYtv2E+gO17MawkAnUTpRWp3S3ho8cO5jOc/9UCCMuOKDDzlBKWSwQl",
+	"htVtovu8FXaJpLMHIzuDDfiEX6SC3arV75+2Tnx2Wyn8OQeHyxc5Qj6APpWqMzcXkoNk84DkEni7xjdN",
+	"aQLjxSwXvRim4cfsG3x//roSVJr9fuvswuehzWXGrQT5lCqQG3bD/t9DqJSHT6L3KpvjtBLks67AqvrR",
+	"5qh4WTf3ut8zTXi4XJagxJVSUtjlcG31gN7ScVg7DHD1yetcgB8ggpqnb8/tlp40+83XzV7ryNVMgHji",
+	"JBE5JMdxIBiH4aymLjsIMSFpAp3aQ76iVcigXjwyVN9saAIq8SLi96RqIHLRbqPLT+V92Tgd954+xMQI",
+	"GMpbpXogKHpaAiJvGWaXkHcCPC36iPQ+tC8uvBeSkrliwCA0NwyDuc1ANI9rAbY6lor5rJr2D7uYUJkY",
+	"cwhp4pRQDNnR8Wwg5DX8AN09c9VfdKlOPKP3PV+UZtu4lKXvNqz5slsRFrfWmxcTKqLhku9LyqUky1DG",
+	"ET9mHHHbVT7Sq2p3aubyxSpqDxAdT1PKAnect9RIMc7hQI5bG5vgMzWbHoRTJniCUzlZh2iIzTzO4Mt/",
+	"gdpH2fFBErW5YlATFG2GxaCXX169elkmQWRJseglmcHpiyJcHEfQRXzJLrC4ze3yK6s3udEZt7F4YDWp",
+	"puwaeIl7nPjFk/12ScSAkdQCsq6Ok1+izwNRzfZlGSomIo0Fx4XZf45aN9HSDWNmeQt4/mq71Wr6pnO7",
+	"Nn/IuiU5BOnC1aMGOyT+EAwEF0V8EcTyY5UrJ3Q88xwURRWRLIa8Hojl/cGV2bToXuaS2RaxvJoF5c5i",
+	"SqIuIcM6DrW9C3UTA1Um4zETYETe3EaVy6W8XrP6ZQVuVcSGPQCM3j84eLA0xlzKaHOdv+CX3hBA6Adb",
+	"nLfvfc3W9ZLDVbT/Q+JC59WskwLiBlJ84fkXzEoa1NN9nbjcdoeurhswp2BNJTeaFoazGwgAgREzd4wJ",
+	"0hgIK23sEydZIAc+worNVtQJXFUrjyVpHlth0A0B8yAaLLOC2bK59j/WE3GIu0TZbiK2KTjSmBbUnrVn",
+	"eiDw4By6FyCnkIoFGbExtdKjy1AFR5piYn8HPCLV4YyLYTAQw1kcDWvYck748h+iEEaaxwBZZ1QJTRp1",
+	"0hwIxM84Sc9pP2kKF8gmBlEfMDa44W1bjEMex+ZxMBB+TYRUfuYBYZFmyWrxa8j96JfSP868PxDwQfOY",
+	"VI9bPuQk+UbFwgt7O+dWxI6eKpWibx3pn18veph1aFsRaxtc3samj5WoJ2yh9BAndu9tKxs9eckbtKaX",
+	"y6FcOHQsGSl5w7wq5zJ5XX1q99+dX/avoLRKQPqfzq9ab960oMLKVbfVuzzt9wKCVUXOP7a6V8fNi+Zx",
+	"u//brhA/jer7xib1vLb/wF2dvLpka44jZ1hJXskOZT32IlvyYntjKmI5x9libVms5neveO4KmZW6lQp5",
+	"1dYn3M/T2lsl7zRqzO6WwOzbHpqFa0hcGsZMtbsN0sO5t9eVCXaqluYTgQnwXUaiqoPS1rbENhWKopQF",
+	"GGABThmbFZCHR8jPEFRiFZW49ZbwQ3nDov0o3ekgR4XZURcTe6kyTGd22OlWPHROdnDZTLbLT587lQ8J",
+	"b5PV6eiz7VzE5tsOeEHGRhsth6oL5BqSXfjKEWlkGFYqrVJLssk52SMHae1wQagguAtkj8QCjxbmaUnr",
+	"p794SDzOHP3ScS6PwV5NtSMCMyc3jM2dMMQgtBYhJf78jWJDtJFzTeaxnnIxSSrarBp/eZhZgQflR4ro",
+	"MV991S5sIhg54zTXrmhpcS5/33I99x+7FJ8/POVszNUG4hMIZXa1zzG0ITON6vBuqtkYy6H7CQVe2naO",
+	"giX4GQSVLrGWHPcqJJGSsYAIH9twUup2aUnB+rDZsq6p+18E1eyX57ZRZUjokZZRbFiSu+Wye+ojCF3h",
+	"XwprykJycd7ro20hLQIMJFNcrMbB3x+AsRSYix3aQ5zlk+LGsG1lx1UE0/QEspzgKqGBPK0slc4/IhN+",
+	"CzWMDBqP3Iqp0uiwu4IItDljLqxVrqE1i5a5eJ+8vBHLJmQpAqAghsgxNn86q5QoaUAZsMrrLVMRnSfH",
+	"MSln66N4cK82N6jwTVMUs0WZU6mdeJGYGKsFPCY3bOEkJEYtB+WGVIc3bMz2PPm4ndmzb/JwSOaKC2PP",
+	"j31wzSP2TNfq5SkMsTZm6eqBTgyoMaHvGPo1EP5HxlQQOYf19VcMwgsh3MyOQpMI7OMKNHVLrwKpFUOE",
+	"bStld0hZIC2uVV6uSQb+IB0i1mZLSnR0sTZf+TKZaLhnU1LzKd7//ssBMkrkyXRxRBokVBKvZCiJ+wCj",
+	"ffHq1xcbYiEf8V6zN4ZjVo93eS1jGHEUseJm0bPj81DvGRdQSLKEh/oK1IikLZwGfIjUQvb2wCUKr2Nk",
+	"PqwBEB2jiqmUCO1FVPlqh8Md7ypmG7OTlIo0L9r+mH5oHbcyIT0kFiFTZPiczvnz2/3n0O3z4SEWIENJ",
+	"NhiINF2kJtUkK5UOMuGROnBBhgFRTPPfWYDJUgKf2jAYCEzWFmTTBHreFvgEkbUA8+kzqsZTTI0IRo0A",
+	"MbtzpvZg4D7f8YzfB9lrNmQ0JBEzhikd5DGktrWBSI0UymExOSb2IS1ncYwijysubBvuxEAM0722xJVH",
+	"VKOkClFS6TxzJlUHLKwPxED87W/kWAorGnAp9ED8/9I6S5pUh4gRHwZkmElJZv8E25H9R5p22f7lwCDD",
+	"YCAIGbp8q/iTszvZf8KKtMNhDUaVr+SkyYya8RSqWBMyXK7dNKzbUfYBRm0/7745Ji9fvvw1+R5yJtmF",
+	"T2ooQtlsUr3sH9eOSOgSKcHXtg/HDHSxSqXLsynI8EwPiY6vr/k99I37hMGhWHXnXb9/4c2m8yjWZPjH",
+	"ACJdBpWADLzBBf9wNrJB5evwyHYPlAwzuby4aHWvep3mhxbBmHntamyCQzVBiD/TJHPQHN3YppI3oHQf",
+	"jbR0VxE5aDTIsFB5eRiQg8Y+GRbKLw9tS1Wp8MdcJebhIayrB+6DLLGAYF5fiRPPEwv3ZGxsO8gNU8EB",
+	"ETQ1II+DF7+SYbbE8JBUYcm7zKjFHmRPOkILOmwptUf0fgHqpZLCHOKJJAWhMClwaRnsHuYsgWMIJwlY",
+	"kfKypJYRq+GxJOTV/T0Z+hrHw+fDTI1jpOeDxt/TRXTxRUNEKYxkuCAhD6FjzAYFEHI+Y4dJRIBtAz3M",
+	"z7Wr4Z6mVdpvEIhWc3dgDUsqvWq8JLmBEAgGsy0Vl6pOmoLEWLuWzKmZWto8aByQYVIheRhYESd9wTZh",
+	"m6IC6zLNoKouOWi8IsPlms548M5i444PIiPR8uWC0qVCrBS9sY+GeLcOgyKsHvpMuCJMBHZoDMCaDMt7",
+	"piFGHzqGOPNbzu6c1JDLikaqw2xiTstkIFuQZTFQo9RSEByRfKo1Uh3iP+qYk2UYkJBhLq+EjeQzkRE6",
+	"YUANSXGrpZwIcGekOalqh2Tg7RFgOXDpwQYVT3kDF+y0gJ99ji/7u7KkZab2qCmmNR9FuBinXDs3GXiI",
+	"WZjLoQ5DmNOJy0hGhnAKsHzXcOQgvHjOIRIfk3qyWy4t/6IT9kyTYRbuO3TuF8MNFNiDWzw5UJVM8ojK",
+	"PkD550zQOa8cVl7WG/WXaD6fgpiSv+mT9ImTMpkKGS1SCpLQocsZLUKQEPbQnoREqPHmdonmNS4upp/X",
+	"gbOY2AvRm1PwysfPuLs2l3TMZ3oA5wUdifZKpGMj1ZBY/g7v7cF7g8qROwTPNObN5Hog4P48HMSNxssx",
+	"D+G/bFirk5bl574yHyvIZs2Ts3bHfWTfwc/+VmzFjjdAX6gVGWxLSsaTaZ7ZBQ7HEUVMPdPEhXoNRHWo",
+	"2Ewa1gxDZUf0hkdWYrHsZcQFZsMgzc7JERkCpxrCfCCwWPNbFng6GhJ2757VyQWQ3GhhNRrNDJZ9Qwu5",
+	"vctsrwn1kf/6P/7PEiIbCMDo6sPyK8uqozMaWcHfHlEYNFw8wmF27EkcCGXpoXZUfr8dldw8R5b7I40n",
+	"l6jVNyv2oEEqTqBhRWfMQPq3fyzR6j0dGwLE4RGEsI804mP2t5d2kDmCAeu8/fCfMVMLn4f4sAIteKmb",
+	"llUoe8Bcs3JgKbbRUmXdScdf5KiOh2TNiBwcNxnSigRnV/XV3jA7sLLWkyjEtPWHHZrlTSUY461aKqIl",
+	"o0VaywL0cX9Tcyy/Qape4qytXDH7RW4gm+Gq1w4mScS4+Tjwk50GUrZyKf0/d/F1D7+YBIx8/QwFIOZS",
+	"OBjhi0bDORWMK9NF52DmsJN//sUp5ZvtJZxQcMOAOroMgLWXGliYs7VK6vaqOsBhlLWeDPf5axr64CP4",
+	"ZP/hTy4Fjc1UKv47AwPWwYtfH/6oL+UZFQvXl8ZwDpAHN+mQ3c/Z2DB0+et4NqNq4QvIJNKWvHYcGa8I",
+	"QLLERs6o4eOES2SFCbA60QkAI1z2W9t+/h73KugeqqCrb/SEuT8GY37teu1jp09IYLmeVhGaT9OR1cYD",
+	"ex2CDPsXpBw70SXrghfXucpWjkVwvKUm76D1vj6P40JVsJYlJ0csnwHOps06nzcU6xMZ66oz7IN6yI0m",
+	"U6pB49FGKhbWSRPHOxB6LOcsJEaSYT74RA9BTXYJKgPIGJnUKcKpwL04ELqY1URq5mYM/VdBfQKyfjkQ",
+	"wzT04qr/20Xr6s1593X75KTVGUJwu+8PdLPMu6maNkB97I5r1E4x/sx15pa+4NjRR0RINyawLA8EHnP7",
+	"qE76Xm13su4w50YfpqbXofvHsHboW8B9RI+oB/4nfjLMQmaZihVpM6NCe99A4JDsd45+7JrHmrmwd09d",
+	"Lui9zwQV48WgUnNx+XDRDAdiAg4ubghdyhdw7UeVmlk5Qm7Rf6tureg7EH6KpR3no+2tLO+sL7hqeirv",
+	"tIv6xyHhZri8a9CbG8UmQmxqMvDGCjB64YCB5aCkNhCUQBo6hN8t5gytLCMaum3BFHbwUNjTLDQf0yi7",
+	"docDMXQ2p/o1Z1E4dJoHNysl5IE4aPxKhp3mWeuq3/zQ6gBvflEujyeRL1gqegjjPFrVK1o8WBTWtmL3",
+	"WOMgx4YrSSkrSJTyJKzeld/4mvezGBWzr0u3zf7TDMFVOC65b5JDHSBTTsFGRQfo95V0GhvcV8dSXEcc",
+	"3U8HL15s0ovL+UVHEWtBLpc/93KEfYFq6Pn7Pr1vitdjYG8wWrggS+/Dh+Sr53/Yw/T1eWriBK2s9A79",
+	"BBaglB8EORtumjFFOf6HYwfjHnLYgagWcrIcrcqZcpimS6kdwW8yNoSbAMrOZ9lxUs654IuC38neXjJh",
+	"6CgYiGHmGXZX8x4T72SFA4e3RGK8S8yI7N4MhL86pNjkFqgT0CtYSKjl/dBU3Y7nCu1pj8TpB8IZpN2F",
+	"BmDthJUfAirGVaC1nQeZFDXooRgIn5fG7UuQyUhzl2z/kDSOyEqmPBAJV14hm1txBd0BqaRCqkKSCDLi",
+	"5M8B3v/UQAfbsfoeywv2aT6XJRMMKL1zCtWUvD0BC+nkmfWmNgEsBoSq6uPfLMX8NxvdKk+kw6y9T9Lr",
+	"RLA7R5bf+Qo5ePijjjRvZCz+ZB2px8zSJfAMheS8oApSmmImViKDRCryw2+7DsC/vfoqQHaZ4u0SBukw",
+	"Pw6uWSdto4t6HLwxEIbecIflWNL+nHrCPQsYyzgKrayPAWzQjhXEY+HUBxY65cWqEQtStSI3IjzQMzV8",
+	"2+qT/MxTDWMPP/3/5zSZ/wl4i4cZ8zrBdx2bI2u53EBswea6sFlFifavzeByCa9+WPYWECHvSLf18fxD",
+	"6+QnXyvna5igcom1oWRl1w/TNTzMq8Ccspd6676XcTBJWPGkhsGkl1VGwWYU5cBMkPkg/MtaAzNTyVoC",
+	"x3ROx9wswFoVa5YljezWrzb17cSuyZKZYisWjNp9NrPJU3DFpP0/x5iQTq+EOl3pyB/dPvBnkTwuD6EZ",
+	"sidVKRiZTxdoaENjsf25tprmH+aJz//I4Ou+OhcrVtfNb9jQxy0NySzWhrB/xjTKilcJxNa/WCen0qGR",
+	"/SkdCF/BiRGAyWRCdrhLVcrCQ6JiAcDcL3KkXfJuBy60isFAgFka8KyuTkosDI/Auoto3bQbq0j47r9Z",
+	"PEsTHWVkNMcMuq2PbTCn9/rN09Z21wbqZVl+UBDHHnB2vkv38MLKbE8lZyX9/DmK5FqOgkMKf3Cx6i/E",
+	"gjzALmVBzzSc2vTSrcq54TOuDR+nlVgAb7s9U4JK/+sBWQ52wzWRvp60w04tlvBDdYL5RBza1qPVRgvA",
+	"avEw72sOMsi1BEZ0SDxIbSDWo9QI1Rl8G5TIGUWM3EH5fMuB7OQGAvGZtXrWIWjfR9B1wUsILo6Mqsv1",
+	"QFgVDAY4kmZq2/GRFh4pRbJAKfcjjnI4EAlgCmdb+Bi4+ogRRlXEMf+kKLZRH4ihw58P0Z7INDk+P7s4",
+	"bfVbJ8iusXKfR6lzHzMMGOX6AHzYBGJPyZgqtbA8HZMt4HYdgTsU4hWg1A2aKGe7IbSCwkoPhDcNFxc7",
+	"yCO5yHog11bCnp0xlM58bym8XNMu4Gd8/sHN2GI22W15e77C3UbN+foQ5U3dcBFuM7IP9v2VrS1nZdyo",
+	"3WIyyRUIJjAJpV0AQHKkSdW5l5OMj7UjdwTzw1mFbipkjtx2yGvwX8WjhHoOT+oM+WO0YmC+0NGmYyqk",
+	"mFoxKBiK4wM7I9OyvOaxAGq5ge2AUsvxtv8GYDXPhDbBq9m1/W8CU+thxJWdcVEoGC1y+Tmxggcw5yA5",
+	"kiCB8FnO8gCyzFpJ5/kfABr9uoFNans15f3567x+svll9ZYld9XWWsh7O6OM/vHEZHwCDsVVBtcvcvTT",
+	"wlpO8OdOtkInbhSBw82FzOkkGSrKY7tR9XMEsK12CLkdIiMGYUVp/mI3qCWYmQ9ygPorWId+ICbMaDJM",
+	"vgWUm2JW3raTAK3cHoXiCzCvgTiGMUYQ+ZMZgB0WIv00edFofLPNYOkw+mH1W92zdqd5aiVXl18tvf+l",
+	"IlhRakvnDk7q0Y7wv5irJlmX1UwDfTQJOfw0JzyWOQEIk1ACINTQ1fT1Vr4d2YzDzK7mM2hH1S7BS8L0",
+	"hqnsT/6N7A+TbBKaznL+ZQjlmslbhx/M/AL1nq0QLCG1AiRvj0KkIH5NtOFRlM51INxkA6sRI3eETIqA",
+	"dbB8DXgZ8Ibe5UWr22udtE4ewaG8kvvYh8eX3W6r0x+6pDNMZXSigWD3XBtdC8iw17e85/i88+a0fWxf",
+	"T0qguvBuaTx8OdzaGQ2f/WsxrBeP2Hm+JM8KvuWJm2tHcj/Z1qN5o9HRUjj9kDMqhdDD4lftLmSMChvz",
+	"NKUfVwsguxin1IamqR1NScVcaBAy7UD8aKtbaW3ZyhZ2kgnG9niTpxQm1Cpl+swlk8DkIXnv+7+6Rg02",
+	"3kzqlCCx10cLuxCQxwSj1TN0kDsvjiTXR+jAxQl1McCROLxodU7anbdXH1vd9ht7GtrnnSHGoCS5WyBU",
+	"B0DqUowZZmPmmtzSiIcgBgyX63ZlwlT2yVTGKk3c/+8DEdKFrq0JCGobyMI0YiTWVhgQY/akjsgiKuEF",
+	"GTZPTrqtXi+XVIFUXUw2kbHRPEQeR+dzJSFNgdT2ppXK6Nou4AY8HU+EbMDG/xxYQ7bvcA204YhMfWB/",
+	"SnwOfAkuNemyFP3L3dV/xaCKLptwbSBeMGVcaAuBcAuIsRJoC073s5xlrbrln/+BMedPY/TrnJ+0vtXq",
+	"p7aWvzswo+9k9FPrTX6QXeCnzW+lzQ9IOkHYKzZmwiR2v1xKMxedHXJDjKI8Wnk1b4sVcnlKlqFCyXUe",
+	"YZEAcLpDWjsAHMhYuNgaDA64zyTGOSJ6qrgAeHiK+4kY1AbiYiAcwCjCBNZs5hBF33wJL5+4EhxQ4N5z",
+	"qN8tfccIanmss/lUF/GfgwZyq/ITCvQdLkfNf09ybW0I+tniPnzuMiWutuMhKDx0iBrPSVwxdoiPcOe9",
+	"Ctll0H9XI7GIIOnQ8FqqMQOAjKVKl+6NEswTVquTN1KNQVmDnAE3UL49C0I8xBJHwikQRkYhOWn3mq9P",
+	"WydWF1jmSpi2G6JbAK3IxeQI67ZgoCAaCHECKhZWCEeuCyX96JyFpKqYUZyFUNTkbsqUQxQNROKsUWxG",
+	"uXA526gv7sQNscuo3XLZwUHHsFIaux4IYKr6ibgglLroXTWhxsU3MsETpI4flwu6Af6ZTg21TihCn4an",
+	"159s8ZHYott2zxcB54YH2gdtwanbmSlaTrbeheoMIFkmU86NjpweOgLeo2JMhzEQThIiGKsdMhpGXLDE",
+	"7LGc+RyMGppQ4t8diOoQRnriHjQhRUXCowMXaQgYidphkrgCknfqlKEPhJtMyhaRWQYlozD0hjlZbkTH",
+	"N+S//tf/hXHiXA/ENRNjyz0piajV6NAjDDGQwB196ByyRO93cUVCv8gRmUimBwIadvo6GNV9lGKQJOxz",
+	"bBhDrDvnfSenGnlHVTgQw0yVhSGM0X8IU/W+b38ujzDjor0AKIZ/27VNU6Zd+SUf1nDD4MpINgIzz8Lt",
+	"d0ehfhb6tKDUliZUYzJszE6ygCWskxOX8pFQctJttjvtzlun+U5sQ4rNIzq2q2EbTHqqyhk3LpZUsZm8",
+	"dZ2732tPdKfkrpBlt9SWl4qd+Q98pdjh/egXiqOYnxfKYyHRjJxjwAqkXToqi4Mp2tJTBrDrPYMZYldf",
+	"NIC1RMQnBbaNtVO8scB5jgEuvqziWzEzmy4X5dRrxfQ0vZ3qpGXHAHxIkGGrA/xwmIjb1F4Oe3KOfPsx",
+	"wTnljAbc21e2KUg+HZDhu1az23/dava9Vj8QBYl2G3MbzPYHlmf/fIzOBtzHUclP5vNYTjvIJ3HLFL/m",
+	"kFUd8lK7fP4Qb5fJRrcrr/kiudgby3ANu2kL8MUhbEcskniUWIAFAMzuVl/Pid0eQIeCIx2ITKWFWDMy",
+	"xPTwe+njIeFCG0ZDtD1CqpxMYNGRlQYHYmgyTkDtDIgwhmeaRPyaIdR8pXeQgHPwKeWh5mm31Tz57er9",
+	"ebuDvOobNO0u08y8d/7PH9Le6MaW4U1Pyotcd+tTocGNjapO4lj+yZYeOdsZigypJ/W6wAGmFLNc2TdY",
+	"SBbM7MqjIDn7av7U63Xf7E1iKPV8iF7/gtP8uH3SRRcKuM+PXN7bk07PyS4DwbWrGh0mOmHIKUAC2xdk",
+	"zoVg4RHpn/YShnxEFAu5YmOw+oE19GggRnZHWUjQPusiESAjZ5q9VDNh6qSZWasxFXapRmwglFWbGUAg",
+	"qJWofNou+9gKKYdYNApT+FvhDKqPDI8IJYaqCVZHGwgVRww0zhGHtlaiDp6MFV653nzCyLLOt2OGF5YO",
+	"fnC3KIzRF85f5k6f7G5jkQU5YkTTu59ggx8AbPCG+Ux8Tll6jmU4fk9dnMCb9pgwELXskDq7crSH0nP1",
+	"wZzGrq/ZOCmdihV3MmKUZQDM5fFy4GhwVQArGojqQeNlQfaoBUTLTCyJzn6RZEq09+URcpHUOzJlUbjK",
+	"LeIYJleoFjsnCVZyBy9JfSCaBOfs61F5hkcU23MVUSxDTTAfYCEUrE4gORYoor5qV+ihIE+pdW6bveun",
+	"7vhNuqPb2Z9gkVX+Xrs8XrzisxkLOTUsWpBqyhACzwdQ1MGzu7MHeEk/W+/48ACSAn9KR1RkNJg4jFQP",
+	"GvsDMTzutk7ssWyepukDnpNhr4UJ0ZNnzo8xo+Op1YWbF+3aUcK3B8KV7wFTeVJMymsDpIqY0jI8aZBk",
+	"od0fiHKVkZxmvNqQpRBz3IDxHoup+npiOBiufcHB8HvY37djWrC7CXLSb/GPyL5gpH8W+9pY3Uz0oJ86",
+	"51PonIkJKvXWFTgNd2ppbjN2ZX6g4y3WpE/Fyg1WRUPb9BCr3U1BVvOJLmCYM7pAax3m/BaLAeybHfkY",
+	"8iQA1P7IylixdlFt3mLvs/pA9SwqIMECpGQdCBmbsZwBPJxRlVTEgC4xsfMz7Spt6mHGnO/KiaL2PhDe",
+	"ewAvficvIRrz252ri+75W9QQt1IDP8Lm/EsJXI8Xn4aL0zNUrYlOQzfRz9i0x3cXUmUgVj7xxVUpSWIz",
+	"CRiHEMLg2MOm4llExSSmE7Y6MK3vg2XH1FAoMaxdKnmXtLV50bYsIZtIOWl1eEjmTA2ELwhMOKYcSPJr",
+	"iJAqVPRcDW0yYzOpFkHGWqYNF2Mz8EWNNam6WpABGcvZDOvYCgblmY1a7EHALlFxxALC7o2irs2as2CB",
+	"/wArPbvKLhCmhNU2XaELvAkAN3dEhjN+z8IhIlqsWDYQVgCbKMZIFcrdhbFCbIWSmGeAz+iEkXg+UTRc",
+	"gkk8RijfabJxTyim+E5Whb71oXapG8hfMeGsK//pqdPPxZKpJas7b1XL0gzSCZil+aamZ1+Hm608Zl1G",
+	"wz17xR+l4ekeoq9JvoJF0tqwTobyBgtnYsl/IFF7o99yGaEjnmtXaOiRqbCbzOkJKTDppAurvooIcU/+",
+	"ihR4DNzc1+oIY+QeKa+z6qyv1J1uas5AmBJXCeUtZbP/cyOQe8lwWjiaJ8iSd+Iqh2VS5a1KGZevQPBM",
+	"EyXvNKkCwhBz8WbKbtkfMR48XdTVKceyNQM2Hvpx7qu/YOaxwv5ukoAMyfK/U8D0UmU9VzQ3ZDQkETNQ",
+	"JrkKRP8/T1rNk5ww507xJkf9+R/wX3QMuIIY6yIvEtgDVrI2krg46zSWzANhQTRiiowjRhULA6IlAMCA",
+	"ejWpeuntjo2mUt4QzUTIVI1oxqDE3oRy8c1qYetjq9Nf1gvTx3bxtr3U3DoVCHmjuhlutXcunQH5Iv8V",
+	"rfWFxexCofVVdzmsIlrvHfn91CMfiftcJDjyPWQzvjwOguu5MDKpu7kZz3G5Efdm/H6lYPFGKsTso9Zn",
+	"2UI+oYrLHIywVxaSapIdLXC50aCAWZKqq+atUhHVxmpnIjZQaxX/YS+VkBo6goqWfMYCx67CgRgtiLdw",
+	"QeG0fLrVgPR+6/VbZ1etbve8S3J9JhrpQIBwjiEWAlOQjuLxDbN8XEZhklWSVIf4PMGV3fGQHRIp2EDg",
+	"WEk8t2x2/0XDDz6AlxQZsYUUIdEQlqAYBgs4z8H+i4ZVKXsZawDYAmr5RE1u0r6GHSi5iTIQuAJIvzMl",
+	"tYvVCCO2SfbldMF9Pon9en3/4KAB6SO+WUx8y4xLV3vG7x+qif+Ji1DekQiq1dvt8DSQIvVerZTR3Lvl",
+	"CWG5MC9fVILKjN7zWTyrHNoZQml892eSJ5YLw9AZ+ZSSVWZNVjDOGb//byJFXTDlmMnU15jI1E/OM5Ms",
+	"q/DEYYWRcJOsTU58eaiskBVnwfZE5kk1Mxd46lo4BOmJiRCMU0GmujEzhouJxvw0JqlGjaGjfOLLYVd5",
+	"GJAbtoCE9uAVdDayuymzHAL0mYHwhSrHVBA5hwCsIxfrmrZdq5O3aX0dBF648UMK/XmMKevK6ld+wvlA",
+	"8crHt2q51p++qFK2o/XF1r0EC7v616+17kLsMlqvOzDzWE9XVf62d1RCymvrrbt3NjhMz/+A/37F0xQx",
+	"wx43S8qn1ut35+cfynInbRE7BgPLEssyUR4sjxs/+4k6WRf9ZOkNbebe9uKrzKdFplGWQepI8bPIX7km",
+	"jk+hMllOhMHjp99ZRVgoUKZWIyH9idkyrdZbZtZT3NOwwVVihd8eN5mfRL06786SOTFZsxXE+bBNYZIp",
+	"G7e9RaFoT/wcVObxmuy5Znm/SfVFY79mdaF4jrE63NhnjWJx7Gd6INDMQ65lFMk7FC+gIPk1u7NH2mpB",
+	"AFBnd0nzHjhgZR0uJrYNe/RdSZ4h/mW1jrupZuMrqL5qRxMxegu2JA8chThth7ofU6U4S/AIVuUKlirW",
+	"k6YgkPrWsiE/nBvG5hpDgjwPqo6xQFJSNjYJMnKDq2FkUZZnYUrAgWBirBbgW0pgY8lygThXHX5oHbeu",
+	"PFP50Prt6k37tLVJQuBNSn/XAsu1GinXuuxmkHBV+wkVhI60jKw6OjVmXtU1ctk9hWLC3BC3lAMRa6YO",
+	"7abcSRXWApJrttc67rb6hZbdlg3JvxGri/9yQOT1QLiAfEP2fyGjhWHat3V83uldnrW6jrNedj50zj91",
+	"sDJuvkQoAvJY5jqAsuNwhIeERnd0oYnLaryOm/+aTsAuPJgkOm9hYblOir47Zu62kkthN67mMy6W6Mer",
+	"CqATeOCMvV58GogJv2UCw1yWCXK7wuYX8fLV8fi2xGwXF/F3tyZmu/+kuDGri/G6RQwc70KJ7DFzRO4y",
+	"lrFPG5kwNxfM6HMKs9AH9aTM6gcvn/lXDM54y28ZocUq5DTdKKmIY/1Z5d3lsy3o79+mBD3PXSirfTRN",
+	"MDn2PG7GK+OBi9dIRuXvPykYGd7uB/bWhBuWmhg0fKaSuDFBhn5QyRvDQw9pGcpbpiI6P8vmxgULZkgR",
+	"UQPZ8JN8J3jR24Yhx4ltMXBWTEhEaMcH1omZvGUD4dKuuKiM1B5BJnR+hEEjvgv7O8KhdZ2c46hIYyCw",
+	"Dqh/K7mEMbgFksMwepMcKdhV/5JmNLK3tLPVRFIb4O11cgrSRXJA7ZgwDnGNPDEQTWegPUh74BORFL1/",
+	"8EZff6musa6uVXjX3HQuhK5EspCSzKjwpfz14UDcUW78LeWIghh7LYawpkjBKOb4nxt4ew3EVuhxR9U9",
+	"PAt/ipD8hLcmTgtn+uPfnKnnN3OywbvxI19fP4MRS80ulhc5VpfuJuLNfJiNFEyDDuT1saRgijvTq+45",
+	"2xMbx8rO0p5SuO36VlivHP7jsz1T7qs//KHN1or9GiSPPYou+0iOcn87d2TmCaTRyj5IMVGZh6A75L5L",
+	"ZvD189f/LwAA//8=",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

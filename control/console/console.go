@@ -109,6 +109,10 @@ func (c *Console) routes() http.Handler {
 	in.HandleFunc("POST "+Prefix+"jobs/{id}/{action}", c.jobAction)
 	in.HandleFunc("GET "+Prefix+"events", c.events)
 	in.HandleFunc("POST "+Prefix+"events/{id}/redeliver", c.redeliver)
+	in.HandleFunc("GET "+Prefix+"webhooks", c.webhooks)
+	in.HandleFunc("POST "+Prefix+"webhooks", c.setWebhook)
+	in.HandleFunc("POST "+Prefix+"webhooks/{group}/rotate", c.rotateWebhook)
+	in.HandleFunc("POST "+Prefix+"webhooks/{group}/delete", c.deleteWebhook)
 	in.HandleFunc("GET "+Prefix+"reconcile", c.reconcile)
 	in.HandleFunc("GET "+Prefix+"audit", c.audit)
 	in.HandleFunc(Prefix, func(w http.ResponseWriter, r *http.Request) {

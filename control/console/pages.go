@@ -17,17 +17,18 @@ import (
 
 // notices are the one-line confirmations shown after a redirect (?done=).
 var notices = map[string]string{
-	"verify":       "Self-check queued; its progress shows below.",
-	"enable":       "Node enabled: it claims submissions from its next heartbeat.",
-	"drain":        "Node draining: it claims nothing new; its leases finish (or are taken back at the deadline).",
-	"disable":      "Node disabled.",
-	"revoke":       "Node revoked: its credential and sessions no longer work.",
-	"resize":       "Node resized; the node learns its slots at its next heartbeat.",
-	"group-create": "Host group created.",
-	"group-resize": "Host group resized.",
-	"rejudge":      "Rejudge queued as a new generation.",
-	"cancel":       "Job cancelled.",
-	"redeliver":    "Event put back into delivery.",
+	"verify":         "Self-check queued; its progress shows below.",
+	"enable":         "Node enabled: it claims submissions from its next heartbeat.",
+	"drain":          "Node draining: it claims nothing new; its leases finish (or are taken back at the deadline).",
+	"disable":        "Node disabled.",
+	"revoke":         "Node revoked: its credential and sessions no longer work.",
+	"resize":         "Node resized; the node learns its slots at its next heartbeat.",
+	"group-create":   "Host group created.",
+	"group-resize":   "Host group resized.",
+	"rejudge":        "Rejudge queued as a new generation.",
+	"cancel":         "Job cancelled.",
+	"redeliver":      "Event put back into delivery.",
+	"webhook-delete": "Webhook deleted: the group's events wait to be pulled.",
 }
 
 func noticeOf(r *http.Request) string { return notices[r.URL.Query().Get("done")] }

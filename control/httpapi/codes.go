@@ -69,6 +69,11 @@ const (
 	codeCancelled                = "CANCELLED"
 	codeTokenNotFound            = "TOKEN_NOT_FOUND"
 	codeSubmissionTypeForbidden  = "SUBMISSION_TYPE_FORBIDDEN"
+	codeWebhookURLInvalid        = "WEBHOOK_URL_INVALID"
+	codeWebhookSecretInvalid     = "WEBHOOK_SECRET_INVALID"
+	codeConsumerGroupUnknown     = "CONSUMER_GROUP_UNKNOWN"
+	codeWebhookGroupNotFound     = "WEBHOOK_GROUP_NOT_FOUND"
+	codeWebhookKeyMissing        = "WEBHOOK_KEY_MISSING"
 )
 
 // surfaceSet is a set of surfaces (bit i: surface i).
@@ -149,4 +154,9 @@ var errorCodes = map[string]surfaceSet{
 	codeCancelled:                0,
 	codeTokenNotFound:            onAdmin,
 	codeSubmissionTypeForbidden:  onBusiness,
+	codeWebhookURLInvalid:        onAdmin,
+	codeWebhookSecretInvalid:     onAdmin,
+	codeConsumerGroupUnknown:     onAdmin,
+	codeWebhookGroupNotFound:     onAdmin,
+	codeWebhookKeyMissing:        onAdmin,
 }

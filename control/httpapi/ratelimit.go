@@ -9,9 +9,10 @@ import (
 )
 
 // RateLimiter is what the business surface consults once per
-// authenticated request (control/ratelimit.Buckets is the replica's one):
-// whether the token may make one more request now, given the token's own
-// limit (nil: the limiter's default), and if not, how long until it may.
+// authenticated request (Deps.RateLimiter: the replica's
+// control/ratelimit.Buckets): whether the token may make one more request
+// now, given the token's own limit (nil: the limiter's default), and if
+// not, how long until it may.
 // Nodes' routes (claims, renewals, results), the admin API, the console
 // and unauthenticated business paths never consult it.
 type RateLimiter interface {
@@ -23,7 +24,7 @@ type RateLimiter interface {
 // after tokenAuth and before the body is read or validated, so a refused
 // request costs one token lookup.
 func (s *Server) rateLimited(next http.Handler) http.Handler {
-	if s.cfg.RateLimiter == nil {
+	if s.limiter == nil {
 		return next
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -33,7 +34,7 @@ func (s *Server) rateLimited(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
-		ok, wait := s.cfg.RateLimiter.Allow(tok.ID, tok.RateLimit)
+		ok, wait := s.limiter.Allow(tok.ID, tok.RateLimit)
 		if ok {
 			next.ServeHTTP(w, r)
 			return

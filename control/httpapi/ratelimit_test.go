@@ -14,17 +14,15 @@ import (
 	"github.com/kece-oj/kece/contracts/adminapi"
 	"github.com/kece-oj/kece/contracts/machineapi"
 	"github.com/kece-oj/kece/control/controltest"
-	"github.com/kece-oj/kece/control/httpapi"
 	"github.com/kece-oj/kece/control/ratelimit"
+	"github.com/kece-oj/kece/control/replica"
 	"github.com/kece-oj/kece/control/store"
 )
 
 // rateEnv is a control plane whose business tokens get burst 5 at 1/s.
 func rateEnv(t *testing.T) *controltest.Env {
 	t.Helper()
-	lim, err := ratelimit.New(ratelimit.Config{Default: ratelimit.Limit{Rate: 1, Burst: 5}})
-	require.NoError(t, err)
-	return controltest.Start(t, controltest.Options{HTTP: httpapiConfigWith(lim)})
+	return controltest.Start(t, controltest.Options{Replica: replica.Config{RateLimit: &ratelimit.Config{Default: ratelimit.Limit{Rate: 1, Burst: 5}}}})
 }
 
 // limitedGet is one business request and what a client of the contract
@@ -161,10 +159,6 @@ func TestTokenOwnRateLimitIsHonoured(t *testing.T) {
 	}
 	require.GreaterOrEqual(t, admitted, 5)
 	require.Less(t, admitted, 10)
-}
-
-func httpapiConfigWith(lim *ratelimit.Buckets) httpapi.Config {
-	return httpapi.Config{RateLimiter: lim}
 }
 
 // The admin API sets a token's budget at creation and later, returns it to

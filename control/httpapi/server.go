@@ -76,9 +76,6 @@ type Config struct {
 	// TrustedProxies are the reverse proxies whose X-Forwarded-For names the
 	// caller that audit rows record; default none (the TCP peer).
 	TrustedProxies forwarded.Proxies
-	// RateLimiter limits each business token's requests (ratelimit.go);
-	// nil: business clients are not limited by the control plane.
-	RateLimiter RateLimiter
 }
 
 // WithDefaults returns c with every zero field set to its default, as New
@@ -149,9 +146,14 @@ type Deps struct {
 	// Reconciler checks the scheduling invariants with the replica's reap
 	// interval (admin Reconcile).
 	Reconciler Reconciler
-	// Seam (issue 27): the per-business-token rate limiter joins these, built
-	// by the replica from its config (control/replica/doc.go) and consulted
-	// by the business surface after authentication; nil, no limit.
+	// WebhookGroups stores the webhooks per consumer group, sealing their
+	// secrets with the replica's key; nil: a store over Store's database
+	// with no key (lists work, storing a secret answers WEBHOOK_KEY_MISSING).
+	WebhookGroups *store.WebhookGroups
+	// RateLimiter limits each business token's requests (ratelimit.go),
+	// the replica's one, built from its config; nil: business clients are
+	// not limited by the control plane.
+	RateLimiter RateLimiter
 }
 
 // ClaimWaiter parks claim long-polls of a pool (longpoll.Hub).
@@ -185,8 +187,10 @@ type Server struct {
 	// outage knows whether the database is down (logged once by the replica).
 	outage     *outage.Tracker
 	reconciler Reconciler
+	limiter    RateLimiter
 	log        *slog.Logger
 	manifests  *wireManifests
+	webhooks   *store.WebhookGroups
 
 	// internal is the machine protocol's mux; tests add routes to prove the
 	// default-deny middleware covers handlers it does not know.
@@ -225,8 +229,8 @@ func (s *Server) Mount(pattern string, h http.Handler) {
 // http.Server.Shutdown so a restart does not wait out 15 s polls.
 func (s *Server) StopLongPolls() { s.closeOnce.Do(func() { close(s.closing) }) }
 
-// New builds a server over what the replica built (d); every field of d is
-// required.
+// New builds a server over what the replica built (d); every field of d
+// but RateLimiter is required.
 func New(cfg Config, d Deps, log *slog.Logger) (*Server, error) {
 	cfg.setDefaults()
 	if err := errors.Join(cfg.Validate(), d.validate()); err != nil {
@@ -240,7 +244,11 @@ func New(cfg Config, d Deps, log *slog.Logger) (*Server, error) {
 		return nil, fmt.Errorf("http config: heartbeat interval %s is more than half the store's heartbeat TTL %s", cfg.HeartbeatInterval, ttl)
 	}
 	s := &Server{cfg: cfg, store: d.Store, artifacts: d.Artifacts, claims: d.Claims, settlements: d.Settlements, outage: d.Outage,
-		reconciler: d.Reconciler, log: log, manifests: newWireManifests(), closing: make(chan struct{}), metrics: d.Metrics}
+		reconciler: d.Reconciler, limiter: d.RateLimiter, log: log, manifests: newWireManifests(), closing: make(chan struct{}), metrics: d.Metrics}
+	s.webhooks = d.WebhookGroups
+	if s.webhooks == nil {
+		s.webhooks = store.NewWebhookGroups(d.Store.DB(), nil)
+	}
 	if err := s.mountMachine(); err != nil {
 		return nil, err
 	}

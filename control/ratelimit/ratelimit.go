@@ -82,10 +82,19 @@ func (l Limit) Validate() error {
 
 // Config sets up Buckets.
 type Config struct {
-	// Default is the limit of a token that names none.
+	// Default is the limit of a token that names none; the zero Limit is
+	// unlimited (kece-control serve sets RateDefault and BurstDefault).
 	Default Limit
 	// Now is the clock; nil is time.Now (tests pass a fake one).
 	Now func() time.Time
+}
+
+// Validate refuses a nonsensical default, every problem at once.
+func (c Config) Validate() error {
+	if err := c.Default.Validate(); err != nil {
+		return fmt.Errorf("rate limit default: %w", err)
+	}
+	return nil
 }
 
 // Buckets holds one replica's token buckets, keyed by business token id.
@@ -107,8 +116,8 @@ type bucket struct {
 
 // New builds the buckets of one replica.
 func New(cfg Config) (*Buckets, error) {
-	if err := cfg.Default.Validate(); err != nil {
-		return nil, fmt.Errorf("rate limit default: %w", err)
+	if err := cfg.Validate(); err != nil {
+		return nil, err
 	}
 	now := cfg.Now
 	if now == nil {

@@ -10,7 +10,7 @@
 //	outage tracker                    database ping while it is down
 //	maintenance                       reaper, drain deadlines, key purge
 //	metrics                           — (scraped through its Handler)
-//	webhook sender (when configured)  delivery loop
+//	webhook dispatcher                one sender per consumer group with a webhook
 //
 // The store is decorated once, here: it reports to the metrics and wakes
 // waiters through the notifier the replica hands it (wakeups). The HTTP
@@ -31,16 +31,18 @@
 //
 // # Seams for the operator tools (issue 27)
 //
-// Rate limits: control/ratelimit's config becomes a field of Config; New
-// builds the one limiter of the replica from it, and HTTPDeps hands it to
-// httpapi as a field of Deps, which the business surface consults after
+// Rate limits: Config.RateLimit configures control/ratelimit; New builds
+// the one limiter of the replica from it, and HTTPDeps hands it to httpapi
+// (Deps.RateLimiter), which the business surface consults after
 // authentication (429 RATE_LIMITED with Retry-After); machine and admin
 // routes are never limited. The limiter is in memory, so it needs no
 // service in Run; a shared budget through the database would add one.
 //
-// Per-consumer-group webhooks: Config.Webhook configures today's single
-// sender (one consumer group). control/webhook's one-sender-per-replica
-// serving every group replaces it: built in New over the replica's store,
-// metrics and outage tracker, and started by Run beside the other services
-// (the "webhook" entry of services).
+// Per-consumer-group webhooks: New builds the replica's one webhook
+// dispatcher (control/webhook) over its store, metrics and outage tracker,
+// and the webhook group store (store.WebhookGroups, keyed with
+// Config.WebhookKeys) that it and the admin API (Deps.WebhookGroups) share;
+// Run starts it beside the other services (the "webhook" entry of
+// services). Config.Webhook is the deprecated single webhook, run as an
+// implicit group.
 package replica

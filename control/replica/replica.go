@@ -13,11 +13,13 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/kece-oj/kece/artifact"
+	"github.com/kece-oj/kece/control/atrest"
 	"github.com/kece-oj/kece/control/httpapi"
 	"github.com/kece-oj/kece/control/longpoll"
 	"github.com/kece-oj/kece/control/maintenance"
 	"github.com/kece-oj/kece/control/metrics"
 	"github.com/kece-oj/kece/control/outage"
+	"github.com/kece-oj/kece/control/ratelimit"
 	"github.com/kece-oj/kece/control/store"
 	"github.com/kece-oj/kece/control/webhook"
 	"github.com/kece-oj/kece/telemetry"
@@ -38,13 +40,19 @@ type Config struct {
 	// Metrics tunes the replica's collectors (its Logger defaults to the
 	// replica's).
 	Metrics metrics.Config
-	// Webhook, when set, runs a push sender of settlement events (one
-	// consumer group); its Observer and Outage are the replica's (set by
-	// New). Issue 27's per-group sender replaces it (doc.go).
+	// Webhook is the deprecated single webhook of KECE_WEBHOOK_URL (one
+	// consumer group), run by the replica's webhook dispatcher as an implicit
+	// group until the database holds a webhook for that group; nil: none.
 	Webhook *webhook.Config
-	// Seam (issue 27): the per-business-token rate limit's config joins
-	// these; New builds the limiter from it and HTTPDeps hands it to
-	// httpapi (doc.go).
+	// WebhookKeys seal and open the webhook groups' secrets in the database
+	// (KECE_WEBHOOK_KEY_FILE); nil: groups cannot be given secrets, and
+	// stored ones do not open (each such group logs an error naming it).
+	WebhookKeys *atrest.Keyring
+	// RateLimit, when set, limits each business token's requests: New
+	// builds the replica's one limiter from it and HTTPDeps hands it to
+	// httpapi. Nil: business clients are not limited by this replica
+	// (kece-control serve always sets it).
+	RateLimit *ratelimit.Config
 }
 
 // WithDefaults returns c with every zero field set to its default, as New
@@ -69,6 +77,11 @@ func (c Config) Validate() error {
 	if c.Webhook != nil {
 		errs = append(errs, c.Webhook.Validate())
 	}
+	if c.RateLimit != nil {
+		if err := c.RateLimit.Default.Validate(); err != nil {
+			errs = append(errs, fmt.Errorf("replica config: rate limit default: %w", err))
+		}
+	}
 	return errors.Join(errs...)
 }
 
@@ -84,7 +97,9 @@ type Replica struct {
 	outage      *outage.Tracker
 	maintainer  *maintenance.Maintainer
 	metrics     *metrics.Metrics
-	sender      *webhook.Sender
+	webhooks    *store.WebhookGroups
+	sender      *webhook.Dispatcher
+	limiter     *ratelimit.Buckets
 	running     atomic.Bool
 }
 
@@ -117,12 +132,17 @@ func New(cfg Config, db *sql.DB, arts *artifact.Store, log *slog.Logger) (*Repli
 	if r.maintainer, err = maintenance.New(maintenance.StoreOf(r.store), mcfg, log); err != nil {
 		return nil, err
 	}
-	if cfg.Webhook != nil {
-		hc := *cfg.Webhook
-		hc.Observer, hc.Outage = r.metrics, r.outage
-		if r.sender, err = webhook.New(hc, r.store, log); err != nil {
+	if cfg.RateLimit != nil {
+		if r.limiter, err = ratelimit.New(*cfg.RateLimit); err != nil {
 			return nil, err
 		}
+	}
+	// One webhook sender for every consumer group with a webhook: each group
+	// gets its own delivery slots and backoff (control/webhook).
+	r.webhooks = store.NewWebhookGroups(db, cfg.WebhookKeys)
+	if r.sender, err = webhook.NewDispatcher(webhook.DispatcherConfig{Groups: r.webhooks, Legacy: cfg.Webhook,
+		Template: webhook.Config{Observer: r.metrics, Outage: r.outage}}, r.store, log); err != nil {
+		return nil, err
 	}
 	return r, nil
 }
@@ -141,13 +161,21 @@ var _ store.JobNotifier = wakeups{}
 
 // HTTPDeps is what the HTTP layer serves over.
 func (r *Replica) HTTPDeps() httpapi.Deps {
-	return httpapi.Deps{Store: r.store, Artifacts: r.artifacts, Claims: r.hub, Settlements: r.settlements, Outage: r.outage,
-		Metrics: r.metrics, Reconciler: r}
+	d := httpapi.Deps{Store: r.store, Artifacts: r.artifacts, Claims: r.hub, Settlements: r.settlements, Outage: r.outage,
+		Metrics: r.metrics, Reconciler: r, WebhookGroups: r.webhooks}
+	if r.limiter != nil { // a nil *Buckets in the interface would not be nil
+		d.RateLimiter = r.limiter
+	}
+	return d
 }
 
 // Store is the replica's store, decorated (metrics, wake-ups): for the
 // console and in-process callers such as tests.
 func (r *Replica) Store() *store.Store { return r.store }
+
+// WebhookGroups is the replica's webhook group store (keyed with its
+// WebhookKeys).
+func (r *Replica) WebhookGroups() *store.WebhookGroups { return r.webhooks }
 
 // Metrics are the replica's collectors (serve /metrics with Handler).
 func (r *Replica) Metrics() *metrics.Metrics { return r.metrics }
@@ -201,9 +229,7 @@ func (r *Replica) services() []service {
 		}},
 		{"outage", func(ctx context.Context) { r.outage.Run(ctx, r.store.DB().PingContext, 0) }},
 		{"maintenance", r.maintainer.Run},
-	}
-	if r.sender != nil {
-		out = append(out, service{"webhook", r.sender.Run})
+		{"webhook", r.sender.Run},
 	}
 	return out
 }

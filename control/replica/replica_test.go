@@ -12,6 +12,7 @@ import (
 	"github.com/kece-oj/kece/control/dbtest"
 	"github.com/kece-oj/kece/control/maintenance"
 	"github.com/kece-oj/kece/control/manifest"
+	"github.com/kece-oj/kece/control/ratelimit"
 	"github.com/kece-oj/kece/control/replica"
 	"github.com/kece-oj/kece/control/store"
 )
@@ -25,8 +26,9 @@ func TestConfigValidateReportsEveryProblem(t *testing.T) {
 	require.NoError(t, cfg.Validate())
 	require.Equal(t, store.ReapIntervalDefault, cfg.Maintenance.ReapInterval)
 	err := replica.Config{Store: store.Config{MaxAttempts: 1000}, Maintenance: maintenance.Config{ReapInterval: time.Millisecond},
-		SignalPollInterval: -time.Second}.WithDefaults().Validate()
-	for _, want := range []string{"max attempts 1000 must be 1..100", "reap interval 1ms is below 10ms", "signal poll interval -1s is below 1ms"} {
+		SignalPollInterval: -time.Second, RateLimit: &ratelimit.Config{Default: ratelimit.Limit{Rate: -1}}}.WithDefaults().Validate()
+	for _, want := range []string{"max attempts 1000 must be 1..100", "reap interval 1ms is below 10ms", "signal poll interval -1s is below 1ms",
+		"rate limit default"} {
 		require.ErrorContains(t, err, want)
 	}
 }
@@ -41,6 +43,7 @@ func TestRunStartsServicesAndStopsThemOnCancel(t *testing.T) {
 	const reap = 20 * time.Millisecond
 	rep, err := replica.New(replica.Config{Maintenance: maintenance.Config{ReapInterval: reap}}, db, arts, nil)
 	require.NoError(t, err)
+	require.Nil(t, rep.HTTPDeps().RateLimiter, "no RateLimit: business clients are not limited")
 	sig := rep.Maintenance().EnableTestSignals()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -103,4 +106,29 @@ func waitClosed(t *testing.T, ch <-chan struct{}, what string) {
 	case <-time.After(5 * time.Second):
 		t.Fatalf("%s was not woken", what)
 	}
+}
+
+// The replica builds one rate limiter from its config and hands it to the
+// HTTP layer: its default applies to every business token without a
+// budget of its own. Without a config there is none (not a nil pointer in
+// the interface).
+func TestReplicaHandsItsRateLimiterToHTTP(t *testing.T) {
+	t.Parallel()
+	db, _ := dbtest.Open(t)
+	arts, err := artifact.OpenStore(context.Background(), artifact.StoreConfig{Root: t.TempDir()})
+	require.NoError(t, err)
+	rep, err := replica.New(replica.Config{RateLimit: &ratelimit.Config{Default: ratelimit.Limit{Rate: 1, Burst: 3}}}, db, arts, nil)
+	require.NoError(t, err)
+	lim := rep.HTTPDeps().RateLimiter
+	require.NotNil(t, lim)
+	admitted := 0
+	for range 10 {
+		if ok, _ := lim.Allow(42, nil); ok {
+			admitted++
+		}
+	}
+	require.Equal(t, 3, admitted, "the configured burst, not unlimited")
+	plain, err := replica.New(replica.Config{}, db, arts, nil)
+	require.NoError(t, err)
+	require.Nil(t, plain.HTTPDeps().RateLimiter)
 }

@@ -1,5 +1,8 @@
-// Package webhook pushes settlement events to one business URL: an optional
-// alternative to the pull API. A Sender claims events under the consumer name
+// Package webhook pushes settlement events to business URLs: an optional
+// alternative to the pull API. A Dispatcher (one per replica) runs a Sender
+// for every consumer group that has a webhook (store.WebhookGroups), each
+// with its own delivery slots, hold and backoff, so one slow receiver never
+// delays another group. A Sender claims its group's events under the consumer name
 // "webhook" (store.ClaimEvents), POSTs each as JSON signed per the Standard
 // Webhooks specification (headers webhook-id = the eventId,
 // webhook-timestamp, webhook-signature "v1,<base64 HMAC-SHA256 of

@@ -14,6 +14,8 @@ import (
 	"net/url"
 	"slices"
 	"strconv"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/kece-oj/kece/control/outage"
@@ -59,6 +61,10 @@ type Config struct {
 	Group string
 	// Batch is how many events one claim takes (1..100).
 	Batch int
+	// Concurrency is how many deliveries to URL may be in flight at once
+	// (1..32, default 1: one batch at a time, delivered in order). The
+	// deliveries share one hold when the receiver is down.
+	Concurrency int
 	// Timeout bounds one delivery: connect, send, and read the response.
 	Timeout time.Duration
 	// MaxAttempts is how many failed deliveries make an event DEAD.
@@ -92,6 +98,7 @@ func (c *Config) setDefaults() {
 	c.Consumer = cmp.Or(c.Consumer, ConsumerDefault)
 	c.Group = cmp.Or(c.Group, store.DefaultConsumerGroup)
 	c.Batch = cmp.Or(c.Batch, BatchDefault)
+	c.Concurrency = cmp.Or(c.Concurrency, 1)
 	c.Timeout = cmp.Or(c.Timeout, TimeoutDefault)
 	c.MaxAttempts = cmp.Or(c.MaxAttempts, MaxAttemptsDefault)
 	c.BackoffBase = cmp.Or(c.BackoffBase, BackoffBaseDefault)
@@ -106,16 +113,8 @@ func (c Config) Validate() error {
 	c.setDefaults()
 	var errs []error
 	bad := func(format string, a ...any) { errs = append(errs, fmt.Errorf("webhook config: "+format, a...)) }
-	u, err := url.Parse(c.URL)
-	switch {
-	case c.URL == "":
-		bad("URL is required")
-	case err != nil:
-		bad("URL: %w", err)
-	case (u.Scheme != "http" && u.Scheme != "https") || u.Host == "":
-		bad("URL must be an absolute http(s) URL")
-	case u.User != nil:
-		bad("URL must not carry credentials; deliveries are signed instead")
+	if err := ValidateURL(c.URL); err != nil {
+		bad("%w", err)
 	}
 	switch {
 	case len(c.Secrets) == 0:
@@ -133,6 +132,9 @@ func (c Config) Validate() error {
 	}
 	if c.Batch < 1 || c.Batch > 100 {
 		bad("batch %d must be 1..100", c.Batch)
+	}
+	if c.Concurrency < 1 || c.Concurrency > 32 {
+		bad("concurrency %d must be 1..32", c.Concurrency)
 	}
 	if c.Timeout < 10*time.Millisecond || c.Timeout > 5*time.Minute {
 		bad("timeout %s must be 10ms..5m", c.Timeout)
@@ -163,11 +165,54 @@ type Sender struct {
 	store  *store.Store
 	client *http.Client
 	log    *slog.Logger
+	// target is where and with what deliveries go; SetTarget swaps it
+	// without stopping the loops (a secret rotation, a new URL).
+	target atomic.Pointer[target]
+
+	// drained ends when Drain is called: Run stops claiming.
+	drained context.Context
+	Drain   context.CancelFunc
 
 	// holdUntil: no delivery before it; downs: consecutive
-	// receiver-unavailable answers. Only Run's goroutine touches them.
+	// receiver-unavailable answers. Shared by the delivery loops.
+	mu        sync.Mutex
 	holdUntil time.Time
 	downs     int
+}
+
+type target struct {
+	url     string
+	secrets []Secret
+}
+
+// ValidateURL refuses what a webhook URL must not be: empty, relative,
+// another scheme than http(s), or carrying credentials.
+func ValidateURL(raw string) error {
+	u, err := url.Parse(raw)
+	switch {
+	case raw == "":
+		return errors.New("URL is required")
+	case err != nil:
+		return fmt.Errorf("URL: %w", err)
+	case (u.Scheme != "http" && u.Scheme != "https") || u.Host == "":
+		return errors.New("URL must be an absolute http(s) URL")
+	case u.User != nil:
+		return errors.New("URL must not carry credentials; deliveries are signed instead")
+	}
+	return nil
+}
+
+// SetTarget changes the URL and secrets of the following deliveries (both
+// must be valid: ValidateURL, 1..MaxSecrets secrets).
+func (s *Sender) SetTarget(url string, secrets []Secret) {
+	s.target.Store(&target{url: url, secrets: slices.Clone(secrets)})
+}
+
+// hold is when deliveries may go again.
+func (s *Sender) hold() time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.holdUntil
 }
 
 // New returns a sender; it does nothing until Run.
@@ -179,34 +224,140 @@ func New(cfg Config, st *store.Store, log *slog.Logger) (*Sender, error) {
 	if log == nil {
 		log = slog.Default()
 	}
+	// A transport of its own: a receiver that hangs holds this sender's
+	// connections only, never another group's.
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.MaxIdleConnsPerHost = max(tr.MaxIdleConnsPerHost, cfg.Concurrency)
 	client := &http.Client{
-		Timeout: cfg.Timeout,
+		Transport: tr,
+		Timeout:   cfg.Timeout,
 		// A redirect is a failed delivery: the signed body goes only to the
 		// configured URL.
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 	}
-	return &Sender{cfg: cfg, store: st, client: client, log: log.With("consumer", cfg.Consumer, "consumer_group", cfg.Group)}, nil
+	s := &Sender{cfg: cfg, store: st, client: client, log: log.With("consumer", cfg.Consumer, "consumer_group", cfg.Group)}
+	s.drained, s.Drain = context.WithCancel(context.Background())
+	s.SetTarget(cfg.URL, cfg.Secrets)
+	return s, nil
 }
 
 // scope is the outbox part the sender delivers: its group's rows, every
 // type (the group only holds rows of the types its tokens may see).
 func (s *Sender) scope() store.EventScope { return store.EventScope{Group: s.cfg.Group} }
 
-// Run delivers events until ctx ends. Several replicas may run a sender at
-// once: each event is leased to one of them at a time.
+// Run delivers events until ctx ends, with Concurrency delivery loops.
+// Several replicas may run a sender at once: each event is leased to one of
+// them at a time.
+//
+// Drain (a field: call s.Drain()) makes Run claim nothing more: with
+// Concurrency > 1 the deliveries in flight finish first (a group's new
+// settings take over without leaving events to their lease), with 1 the
+// batch in hand is left to its lease as when ctx ends.
 func (s *Sender) Run(ctx context.Context) {
+	claimCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	defer context.AfterFunc(s.drained, stop)()
+	if s.cfg.Concurrency > 1 {
+		s.runConcurrent(ctx, claimCtx)
+		return
+	}
+	s.loop(claimCtx)
+}
+
+// runConcurrent keeps up to Concurrency deliveries in flight: it claims as
+// many events as there are free delivery slots (at most Batch), each leased
+// for one delivery, and delivers each in a goroutine of its own. A slow
+// receiver thus fills its own group's slots and then waits; it never takes
+// a slot of another group (each group has its own Sender).
+func (s *Sender) runConcurrent(ctx, claimCtx context.Context) {
+	slots := make(chan struct{}, s.cfg.Concurrency)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	lease := min(max(s.cfg.Timeout+5*time.Second, time.Second), time.Hour)
+	storeFails := 0
+	for claimCtx.Err() == nil {
+		if !sleepCtx(claimCtx, time.Until(s.hold())) {
+			return
+		}
+		free := s.takeSlots(claimCtx, slots)
+		if free == 0 {
+			return
+		}
+		events, err := s.store.ClaimEvents(claimCtx, s.scope(), s.cfg.Consumer, free, lease)
+		for range free - len(events) {
+			<-slots
+		}
+		if err != nil {
+			if claimCtx.Err() != nil {
+				return
+			}
+			s.storeFailed("webhook: delivery pass failed", err)
+			storeFails++
+			sleepCtx(claimCtx, capped(s.cfg.PollInterval, storeFails, s.cfg.BackoffMax))
+			continue
+		}
+		storeFails = 0
+		leaseEnd := time.Now().Add(lease - s.cfg.Timeout)
+		for _, e := range events {
+			wg.Go(func() {
+				defer func() { <-slots }()
+				// Held past what the lease leaves: the event comes back when
+				// the lease ends.
+				if s.hold().After(leaseEnd) || !sleepCtx(ctx, time.Until(s.hold())) {
+					return
+				}
+				if err := s.deliverOne(ctx, e); err != nil && ctx.Err() == nil {
+					s.storeFailed("webhook: recording a delivery failed", err)
+				}
+			})
+		}
+		if len(events) < free {
+			sleepCtx(claimCtx, s.cfg.PollInterval)
+		}
+	}
+}
+
+// takeSlots waits for one free delivery slot and takes every other free
+// one, up to Batch; 0 when ctx ended first.
+func (s *Sender) takeSlots(ctx context.Context, slots chan struct{}) int {
+	select {
+	case slots <- struct{}{}:
+	case <-ctx.Done():
+		return 0
+	}
+	n := 1
+	for n < s.cfg.Batch {
+		select {
+		case slots <- struct{}{}:
+			n++
+		default:
+			return n
+		}
+	}
+	return n
+}
+
+// storeFailed logs a failure of the database: once per outage when the
+// replica's tracker knows it is down.
+func (s *Sender) storeFailed(msg string, err error) {
+	if s.cfg.Outage == nil || !s.cfg.Outage.Failed(msg, err) {
+		s.log.Warn(msg, "err", err)
+	}
+}
+
+// loop delivers one batch at a time: claim a batch, deliver it in order,
+// again.
+func (s *Sender) loop(ctx context.Context) {
 	storeFails := 0
 	for ctx.Err() == nil {
-		if !sleepCtx(ctx, time.Until(s.holdUntil)) {
+		if !sleepCtx(ctx, time.Until(s.hold())) {
 			return
 		}
 		n, err := s.RunOnce(ctx)
 		wait := s.cfg.PollInterval
 		switch {
 		case err != nil && ctx.Err() == nil:
-			if s.cfg.Outage == nil || !s.cfg.Outage.Failed("webhook: delivery pass", err) {
-				s.log.Warn("webhook: delivery pass failed", "err", err)
-			}
+			s.storeFailed("webhook: delivery pass failed", err)
 			storeFails++
 			wait = capped(s.cfg.PollInterval, storeFails, s.cfg.BackoffMax)
 		case n > 0:
@@ -263,10 +414,10 @@ func (s *Sender) RunOnce(ctx context.Context) (int, error) {
 		// The receiver said it is down: wait out the hold, if the lease
 		// leaves time to; otherwise the rest of the batch comes back when
 		// the lease ends.
-		if time.Until(s.holdUntil) > 0 && s.holdUntil.After(leaseEnd) {
+		if hold := s.hold(); time.Until(hold) > 0 && hold.After(leaseEnd) {
 			return len(events), nil
 		}
-		if !sleepCtx(ctx, time.Until(s.holdUntil)) {
+		if !sleepCtx(ctx, time.Until(s.hold())) {
 			// Unfinished events come back when the lease ends.
 			return len(events), ctx.Err()
 		}
@@ -282,19 +433,8 @@ func (s *Sender) RunOnce(ctx context.Context) (int, error) {
 func (s *Sender) deliverOne(ctx context.Context, e store.Event) error {
 	derr := s.deliver(ctx, e)
 	var down *receiverDown
-	if errors.As(derr, &down) {
-		s.downs++
-		hold := max(down.retryAfter, capped(s.cfg.BackoffBase, s.downs, s.cfg.BackoffMax))
-		s.holdUntil = time.Now().Add(hold)
-		if s.downs == 1 {
-			s.log.Warn("webhook: receiver unavailable; holding deliveries", "hold", hold.String(), "err", derr)
-		}
-	} else if derr == nil || ctx.Err() == nil {
-		if s.downs > 0 {
-			s.log.Info("webhook: receiver answering again", "unavailable_answers", s.downs)
-		}
-		s.downs = 0
-	}
+	errors.As(derr, &down)
+	s.noteAnswer(ctx, derr, down)
 	if derr == nil {
 		if _, err := s.store.Events().AckEvents(ctx, s.scope(), s.cfg.Consumer, []int64{e.ID}); err != nil {
 			return fmt.Errorf("webhook: ack event %d: %w", e.ID, err)
@@ -308,7 +448,7 @@ func (s *Sender) deliverOne(ctx context.Context, e store.Event) error {
 	}
 	retry := s.backoff(e.DeliveryAttempt)
 	if down != nil {
-		retry = max(retry, time.Until(s.holdUntil))
+		retry = max(retry, time.Until(s.hold()))
 	}
 	if err := s.store.Events().FailEventDelivery(ctx, s.scope(), s.cfg.Consumer, e.ID, derr.Error(), retry, s.cfg.MaxAttempts); err != nil {
 		return fmt.Errorf("webhook: record failed delivery of event %d: %w", e.ID, err)
@@ -323,6 +463,28 @@ func (s *Sender) deliverOne(ctx context.Context, e store.Event) error {
 			"retry_in", retry, "err", derr)
 	}
 	return nil
+}
+
+// noteAnswer updates the shared hold after a delivery: a receiver that is
+// down holds every loop, longer each time; one that answers ends the hold.
+func (s *Sender) noteAnswer(ctx context.Context, derr error, down *receiverDown) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if down != nil {
+		s.downs++
+		hold := max(down.retryAfter, capped(s.cfg.BackoffBase, s.downs, s.cfg.BackoffMax))
+		if until := time.Now().Add(hold); until.After(s.holdUntil) {
+			s.holdUntil = until
+		}
+		if s.downs == 1 {
+			s.log.Warn("webhook: receiver unavailable; holding deliveries", "hold", hold.String(), "err", derr)
+		}
+	} else if derr == nil || ctx.Err() == nil {
+		if s.downs > 0 {
+			s.log.Info("webhook: receiver answering again", "unavailable_answers", s.downs)
+		}
+		s.downs = 0
+	}
 }
 
 // backoff is the delay after the n-th failed attempt of one event:
@@ -366,7 +528,8 @@ func (s *Sender) deliver(ctx context.Context, e store.Event) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.cfg.URL, bytes.NewReader(body))
+	to := s.target.Load()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, to.url, bytes.NewReader(body))
 	if err != nil {
 		return fmt.Errorf("build request: %w", err)
 	}
@@ -375,9 +538,9 @@ func (s *Sender) deliver(ctx context.Context, e store.Event) error {
 	now := time.Now()
 	req.Header.Set(IDHeader, wire.EventId)
 	req.Header.Set(TimestampHeader, strconv.FormatInt(now.Unix(), 10))
-	req.Header.Set(StandardSignatureHeader, SignStandard(s.cfg.Secrets, wire.EventId, now, body))
+	req.Header.Set(StandardSignatureHeader, SignStandard(to.secrets, wire.EventId, now, body))
 	// The pre-standard header, kept for one release (docs/business.md).
-	req.Header.Set(SignatureHeader, Sign(s.cfg.Secrets[0].key, now, body))
+	req.Header.Set(SignatureHeader, Sign(to.secrets[0].key, now, body))
 	req.Header.Set(EventIDHeader, wire.EventId)
 	req.Header.Set(AttemptHeader, strconv.Itoa(int(wire.DeliveryAttempt)))
 	resp, err := s.client.Do(req)
