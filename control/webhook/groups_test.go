@@ -40,7 +40,7 @@ func (b *testBundle) groupEvent(t testing.TB, group string, jobID int64) int64 {
 func groupsFixture(t *testing.T) (*testBundle, *store.WebhookGroups) {
 	t.Helper()
 	b := setup(t)
-	_, err := b.store.IssueToken(b.ctx, store.TokenSpec{Kind: store.TokenBusiness, Name: "other-oj", ConsumerGroup: "other"})
+	_, err := b.store.Tokens().IssueToken(b.ctx, store.TokenSpec{Kind: store.TokenBusiness, Name: "other-oj", ConsumerGroup: "other"})
 	require.NoError(t, err)
 	key, err := atrest.ParseKey(atrest.NewKeyText())
 	require.NoError(t, err)

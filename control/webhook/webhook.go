@@ -283,7 +283,7 @@ func (s *Sender) runConcurrent(ctx, claimCtx context.Context) {
 		if free == 0 {
 			return
 		}
-		events, err := s.store.ClaimEvents(claimCtx, s.scope(), s.cfg.Consumer, free, lease)
+		events, err := s.store.Events().ClaimEvents(claimCtx, s.scope(), s.cfg.Consumer, free, lease)
 		for range free - len(events) {
 			<-slots
 		}
