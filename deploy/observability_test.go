@@ -218,6 +218,19 @@ scrape_configs:
 		}
 		return r.Status, len(r.Data.Result), r.Error
 	}
+	// hasSeries asks until expr returns a series: on a loaded machine one
+	// scrape may miss its 1 s timeout (or the fleet read its own), and then
+	// every series of that target is stale until the next scrape.
+	hasSeries := func(expr string) (status string, n int, errMsg string) {
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			status, n, errMsg = query(expr)
+			if status != "success" || n > 0 || time.Now().After(deadline) {
+				return status, n, errMsg
+			}
+			time.Sleep(500 * time.Millisecond)
+		}
+	}
 	// Both targets up, with enough samples for rate() over any window.
 	require.Eventually(t, func() bool {
 		st, n, _ := query(`up == 1`)
@@ -251,7 +264,7 @@ scrape_configs:
 			inner := strings.TrimSuffix(strings.TrimPrefix(v.Definition, "label_values("), ")")
 			metric, label, ok := strings.Cut(inner, ", ")
 			require.True(t, ok, "variable %s: %s", v.Name, v.Definition)
-			st, n, msg := query("count by (" + label + ") (" + metric + ")")
+			st, n, msg := hasSeries("count by (" + label + ") (" + metric + ")")
 			require.Equal(t, "success", st, "variable %s: %s", v.Name, msg)
 			require.Positive(t, n, "variable %s has no values", v.Name)
 		}
@@ -266,7 +279,7 @@ scrape_configs:
 		for _, tg := range p.Targets {
 			require.Contains(t, tg.Expr, `instance=~"$instance"`, "panel %q", p.Title)
 			expr := strings.NewReplacer("$pool", vars["pool"], "$instance", vars["instance"]).Replace(tg.Expr)
-			st, n, msg := query(expr)
+			st, n, msg := hasSeries(expr)
 			require.Equal(t, "success", st, "panel %q: %s: %s", p.Title, expr, msg)
 			require.Positive(t, n, "panel %q returns no series: %s", p.Title, expr)
 			exprs++
@@ -288,7 +301,7 @@ scrape_configs:
 	for _, g := range rf.Groups {
 		for _, r := range g.Rules {
 			expr := cmp.ReplaceAllString(r.Expr, "$1 bool $2")
-			st, n, msg := query(expr)
+			st, n, msg := hasSeries(expr)
 			require.Equal(t, "success", st, "alert %s: %s: %s", r.Alert, expr, msg)
 			require.Positive(t, n, "alert %s returns no series: %s", r.Alert, expr)
 			alerts++

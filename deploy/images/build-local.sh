@@ -39,8 +39,14 @@ base_hash=$(sha256sum <"$RECIPES/base" | cut -c1-12)
 base_tar=$BUILD/base-$base_hash.tar
 ensure_base() { # makes $base_tar (the debootstrap root filesystem) if missing
 	mkdir -p "$BUILD"
+	# Several builds may want the base at once (the image, MariaDB and systemd
+	# builds of the deploy tests run in parallel): one makes it, the others
+	# wait on the lock and then reuse it.
+	exec {base_lock}>"$BUILD/base.lock"
+	flock "$base_lock"
 	if [[ -f $base_tar ]]; then
 		log "reusing base root filesystem $base_tar"
+		flock -u "$base_lock"
 		return
 	fi
 	if ! command -v debootstrap >/dev/null; then
@@ -63,6 +69,7 @@ ensure_base() { # makes $base_tar (the debootstrap root filesystem) if missing
 		{ tail -n 30 "$BUILD/debootstrap.log" >&2; exit 1; }
 	tar -C "$BUILD/base-rootfs" -cf "$base_tar.tmp" . && mv "$base_tar.tmp" "$base_tar"
 	rm -rf "$BUILD/base-rootfs"
+	flock -u "$base_lock"
 	log "base root filesystem ready ($(du -sh "$base_tar" | cut -f1))"
 }
 
