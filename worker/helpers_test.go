@@ -21,7 +21,9 @@ import (
 	"github.com/kece-oj/kece/contracts"
 	"github.com/kece-oj/kece/control/controltest"
 	"github.com/kece-oj/kece/control/httpapi"
+	"github.com/kece-oj/kece/control/maintenance"
 	"github.com/kece-oj/kece/control/manifest"
+	"github.com/kece-oj/kece/control/replica"
 	"github.com/kece-oj/kece/control/store"
 	"github.com/kece-oj/kece/engine"
 	"github.com/kece-oj/kece/worker"
@@ -170,6 +172,10 @@ func (f *fakeBackend) waitStarted(t *testing.T, within time.Duration) string {
 	}
 }
 
+// fastReap is a replica that reaps expired leases every 50 ms, so a fault
+// test sees a dead node's job move on at once.
+var fastReap = replica.Config{Maintenance: maintenance.Config{ReapInterval: 50 * time.Millisecond}}
+
 // env starts a control plane with short leases for fault tests.
 func env(t *testing.T, leaseTTL time.Duration) *controltest.Env {
 	t.Helper()
@@ -180,7 +186,7 @@ func env(t *testing.T, leaseTTL time.Duration) *controltest.Env {
 func envWith(t *testing.T, cfg store.Config) *controltest.Env {
 	t.Helper()
 	return controltest.Start(t, controltest.Options{Store: cfg,
-		HTTP: httpapi.Config{ReapInterval: 50 * time.Millisecond, RenewInterval: 200 * time.Millisecond,
+		Replica: fastReap, HTTP: httpapi.Config{RenewInterval: 200 * time.Millisecond,
 			HeartbeatInterval: 200 * time.Millisecond, ClaimWaitMax: 2 * time.Second}})
 }
 

@@ -15,7 +15,7 @@ import (
 // round in a test: what a node renews, it renews early.
 func slowRenewEnv(t *testing.T) *controltest.Env {
 	return controltest.Start(t, controltest.Options{Store: store.Config{LeaseTTL: 2 * time.Minute},
-		HTTP: httpapi.Config{ReapInterval: 50 * time.Millisecond, RenewInterval: 30 * time.Second,
+		Replica: fastReap, HTTP: httpapi.Config{RenewInterval: 30 * time.Second,
 			HeartbeatInterval: 200 * time.Millisecond, ClaimWaitMax: 2 * time.Second}})
 }
 

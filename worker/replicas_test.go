@@ -14,7 +14,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kece-oj/kece/control/controltest"
-	"github.com/kece-oj/kece/control/httpapi"
 	"github.com/kece-oj/kece/control/store"
 	"github.com/kece-oj/kece/worker"
 	"github.com/kece-oj/kece/worker/faultproxy"
@@ -376,7 +375,7 @@ func TestResultLeavesAFrozenReplicaAtDefaultTimings(t *testing.T) {
 // freezable front, and an echo manifest.
 func frozenPairAtDefaults(t *testing.T) (a, b *controltest.Env, front *freezable, nd controltest.Node, man int64) {
 	a = controltest.Start(t, controltest.Options{Store: store.Config{LeaseTTL: 60 * time.Second},
-		HTTP: httpapi.Config{ReapInterval: 50 * time.Millisecond}})
+		Replica: fastReap})
 	b = a.SecondReplica()
 	man = publishEcho(a)
 	nd = a.NewNode("cpp", 1, 4)

@@ -35,7 +35,7 @@ type Options struct {
 	HTTP  httpapi.Config
 	// Replica tunes the replica (maintenance, poll intervals, metrics,
 	// webhook); its Store is Options.Store, and its reap interval defaults
-	// to HTTP.ReapInterval (older tests), then 100ms.
+	// to 100ms.
 	Replica replica.Config
 	// Logger, when set, receives the replica's logs (tests of the log
 	// format read them); otherwise they are discarded unless -v.
@@ -79,7 +79,7 @@ func start(t testing.TB, db *sql.DB, dsn string, opts Options, arts *artifact.St
 	}
 	rc := opts.Replica
 	rc.Store = opts.Store
-	rc.Maintenance.ReapInterval = cmp.Or(rc.Maintenance.ReapInterval, opts.HTTP.ReapInterval, 100*time.Millisecond)
+	rc.Maintenance.ReapInterval = cmp.Or(rc.Maintenance.ReapInterval, 100*time.Millisecond)
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	var err error

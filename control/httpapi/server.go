@@ -53,13 +53,7 @@ type Config struct {
 	ClaimWaitMax      time.Duration
 	HeartbeatInterval time.Duration
 	RenewInterval     time.Duration
-	// ReapInterval is not the HTTP layer's, which ignores it: the reaper
-	// runs on replica.Config.Maintenance.ReapInterval (default and bound in
-	// control/store). Transitional: only controltest reads it, for the
-	// worker tests written before the replica existed; it goes when they
-	// set controltest.Options.Replica instead.
-	ReapInterval time.Duration
-	MaxBodyBytes int64
+	MaxBodyBytes      int64
 	// BodyReadTimeout, WriteTimeout and BodyMinRate bound slow clients per
 	// request (deadlines.go).
 	BodyReadTimeout time.Duration
