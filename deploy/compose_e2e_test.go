@@ -142,7 +142,7 @@ func TestComposeNodeEndToEnd(t *testing.T) {
 	_, image := stampedImages(t)
 	p := startPlane(t, ctx, bin)
 	biz := p.business(t)
-	t.Logf("binaries, images and control plane ready in %s; Compose: %s", time.Since(start).Round(time.Second), strings.Join(clis[0], " "))
+	figure(t, "binaries, images and control plane ready in %s; Compose: %s", time.Since(start).Round(time.Second), strings.Join(clis[0], " "))
 	var rnd [3]byte
 	_, _ = rand.Read(rnd[:])
 	suffix := hex.EncodeToString(rnd[:])
@@ -167,7 +167,7 @@ func TestComposeNodeEndToEnd(t *testing.T) {
 				manifest, lang, src = publishSQL(t, ctx, biz), "mysql", sqlAnswer
 			}
 			require.Equal(t, "AC", verdict(t, ctx, biz, enqueue(t, ctx, biz, manifest, lang, src)))
-			t.Logf("%s node: first verdict %s after join (join, up, verify, enable, judge); %s since the test started",
+			figure(t, "%s node: first verdict %s after join (join, up, verify, enable, judge); %s since the test started",
 				pool, time.Since(up).Round(time.Second), time.Since(start).Round(time.Second))
 
 			if pool == "cpp" {
@@ -179,7 +179,7 @@ func TestComposeNodeEndToEnd(t *testing.T) {
 				s := status(t, ctx, biz, id, 0)
 				require.Equal(t, "AC", string(s.Status), "the running job settled before the node stopped")
 				require.Equal(t, "0", inspect(t, ctx, c.container(ctx), "{{.State.ExitCode}}"), "a drained node exits 0")
-				t.Logf("docker-compose stop drained in %s; the running job settled AC", time.Since(stopAt).Round(100*time.Millisecond))
+				figure(t, "docker-compose stop drained in %s; the running job settled AC", time.Since(stopAt).Round(100*time.Millisecond))
 
 				// up resumes with the same credential.
 				c.must(ctx, "up", "-d")

@@ -1,6 +1,7 @@
 package deploy
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -90,4 +91,31 @@ func goVersion(t *testing.T) string {
 	m := regexp.MustCompile(`(?m)^go (\d+\.\d+)`).FindSubmatch(data)
 	require.NotNil(t, m)
 	return string(m[1])
+}
+
+// figuresMu serialises appends to KECE_FIGURES_FILE across parallel tests.
+var figuresMu sync.Mutex
+
+// figure logs one measured figure (time to first verdict, sizes, …) and,
+// when KECE_FIGURES_FILE names a file, appends it there as "Test: line", so
+// a run without -v (.ci/run) still prints the deployment figures at its end.
+func figure(t *testing.T, format string, args ...any) {
+	t.Helper()
+	line := fmt.Sprintf(format, args...)
+	t.Log(line)
+	path := os.Getenv("KECE_FIGURES_FILE")
+	if path == "" {
+		return
+	}
+	figuresMu.Lock()
+	defer figuresMu.Unlock()
+	f, err := os.OpenFile(path, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+	if err != nil {
+		t.Errorf("KECE_FIGURES_FILE: %v", err)
+		return
+	}
+	defer f.Close()
+	if _, err := fmt.Fprintf(f, "%s: %s\n", t.Name(), line); err != nil {
+		t.Errorf("KECE_FIGURES_FILE: %v", err)
+	}
 }

@@ -118,7 +118,7 @@ func TestImagesBuildHere(t *testing.T) {
 		_ = exec.Command("docker", "rmi", "kece/kece-control:"+version, "kece/kece-node:"+version).Run()
 	})
 	require.NoError(t, err, "%s", out)
-	t.Logf("make images: %s", time.Since(started).Round(time.Second))
+	figure(t, "make images: %s", time.Since(started).Round(time.Second))
 	sums, err := os.ReadFile(filepath.Join(dist, "SHA256SUMS"))
 	require.NoError(t, err)
 
@@ -174,7 +174,7 @@ func TestImagesBuildHere(t *testing.T) {
 		require.NoError(t, err)
 		require.Contains(t, string(sums), "  "+filepath.Base(saved)+"\n")
 		require.Contains(t, savedTags(t, saved), ref)
-		t.Logf("%s: image %.1f MB, docker save %.1f MB gzipped", ref, float64(cfgs[0].Size)/1e6, float64(fi.Size())/1e6)
+		figure(t, "%s: image %.1f MB, docker save %.1f MB gzipped", ref, float64(cfgs[0].Size)/1e6, float64(fi.Size())/1e6)
 	}
 }
 

@@ -52,7 +52,7 @@ func TestComposeQuickstart(t *testing.T) {
 	out, err := mcmd.Output()
 	require.NoError(t, err, "scripts/mariadb-image.sh: %s", mstderr.String())
 	mariadb := strings.TrimSpace(string(out))
-	t.Logf("images ready in %s (%s)", time.Since(start).Round(time.Second), mariadb)
+	figure(t, "images ready in %s (%s)", time.Since(start).Round(time.Second), mariadb)
 
 	var rnd [3]byte
 	_, _ = rand.Read(rnd[:])
@@ -89,7 +89,7 @@ func TestComposeQuickstart(t *testing.T) {
 	code, err := exec.CommandContext(wctx, "docker", "wait", enable).Output()
 	require.NoError(t, err, "the enable one-shot never ended:\n%s", dc("logs", "--no-color", "setup", "enable"))
 	require.Equal(t, "0", strings.TrimSpace(string(code)), "the enable one-shot failed:\n%s", dc("logs", "--no-color", "setup", "enable"))
-	t.Logf("docker-compose up -d plus the enable one-shot (three nodes joined, verified, enabled): %s", time.Since(up).Round(time.Second))
+	figure(t, "docker-compose up -d plus the enable one-shot (three nodes joined, verified, enabled): %s", time.Since(up).Round(time.Second))
 	tok, err := os.ReadFile(filepath.Join(qsDir, "business.token"))
 	require.NoError(t, err, "the business token where the README says")
 	kece, token := "http://127.0.0.1:8090", strings.TrimSpace(string(tok))
@@ -110,7 +110,7 @@ func TestComposeQuickstart(t *testing.T) {
 	status, err := os.ReadFile(filepath.Join(dir, "status.json"))
 	require.NoError(t, err)
 	require.Contains(t, string(status), `"status":"AC"`, "the a+b submission of the curl session")
-	t.Logf("quick start: first verdict (python a+b, AC) %s after docker-compose up -d; %s since the test started (images included)",
+	figure(t, "quick start: first verdict (python a+b, AC) %s after docker-compose up -d; %s since the test started (images included)",
 		time.Since(up).Round(time.Second), time.Since(start).Round(time.Second))
 
 	// up.sh on the running project: the one-shots run again, skip what
@@ -124,5 +124,5 @@ func TestComposeQuickstart(t *testing.T) {
 	require.NoError(t, err, "up.sh: %s", stderr.String())
 	require.Contains(t, string(out), "KECE="+kece+"\n")
 	require.Contains(t, string(out), "TOKEN="+token+"\n")
-	t.Logf("up.sh again on the running project: %s", time.Since(again).Round(time.Second))
+	figure(t, "up.sh again on the running project: %s", time.Since(again).Round(time.Second))
 }

@@ -43,7 +43,7 @@ func TestReleaseTarballs(t *testing.T) {
 	started := time.Now()
 	out, err := exec.Command("make", "-C", root, "release", "VERSION="+version, "DIST="+dist).CombinedOutput()
 	require.NoError(t, err, "%s", out)
-	t.Logf("make release: %s", time.Since(started).Round(time.Second))
+	figure(t, "make release: %s", time.Since(started).Round(time.Second))
 
 	cmds, err := os.ReadDir(repo("cmd"))
 	require.NoError(t, err)
@@ -67,7 +67,7 @@ func TestReleaseTarballs(t *testing.T) {
 		require.Contains(t, string(sums), hex.EncodeToString(sum[:])+"  "+name+".tar.gz\n")
 		fi, err := os.Stat(tarball)
 		require.NoError(t, err)
-		t.Logf("%s.tar.gz: %.1f MB", name, float64(fi.Size())/1e6)
+		figure(t, "%s.tar.gz: %.1f MB", name, float64(fi.Size())/1e6)
 
 		dir := t.TempDir()
 		entries := untar(t, tarball, dir)

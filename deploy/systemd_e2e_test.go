@@ -119,9 +119,9 @@ func TestSystemdEndToEnd(t *testing.T) {
 		s, _ := h.exec(ctx, "systemctl", "is-system-running")
 		return strings.TrimSpace(s) == "running" || strings.TrimSpace(s) == "degraded"
 	}, time.Minute, 200*time.Millisecond, "systemd never came up")
-	t.Logf("systemd booted in %s; %s since the test started", time.Since(booted).Round(100*time.Millisecond), time.Since(start).Round(time.Second))
+	figure(t, "systemd booted in %s; %s since the test started", time.Since(booted).Round(100*time.Millisecond), time.Since(start).Round(time.Second))
 	p := startControlUnit(t, ctx, h, bin, dsn)
-	t.Logf("kece-control.service: installed by the recipe, migrated and serving %s after boot", time.Since(booted).Round(100*time.Millisecond))
+	figure(t, "kece-control.service: installed by the recipe, migrated and serving %s after boot", time.Since(booted).Round(100*time.Millisecond))
 	biz := p.business(t)
 	// The docker group inside must be the socket's.
 	st, err := os.Stat("/var/run/docker.sock")
@@ -167,7 +167,7 @@ sed -i -e "s|^KECE_LISTEN=.*|KECE_LISTEN=` + freeAddr(t) + `|" "/etc/kece/node-$
 	cppMan := publishAPlusB(t, ctx, biz, 10000)
 	require.Equal(t, "AC", verdict(t, ctx, biz, enqueue(t, ctx, biz, cppMan, "cpp17", cppAPlusB)))
 	require.Equal(t, "AC", verdict(t, ctx, biz, enqueue(t, ctx, biz, publishSQL(t, ctx, biz), "mysql", sqlAnswer)))
-	t.Logf("systemd: kece-control and both nodes installed by the recipes, joined, verified, enabled and judged %s after boot (%s since the test started)",
+	figure(t, "systemd: kece-control and both nodes installed by the recipes, joined, verified, enabled and judged %s after boot (%s since the test started)",
 		time.Since(booted).Round(time.Second), time.Since(start).Round(time.Second))
 
 	unit := "kece-node@" + cppNode
@@ -182,7 +182,7 @@ sed -i -e "s|^KECE_LISTEN=.*|KECE_LISTEN=` + freeAddr(t) + `|" "/etc/kece/node-$
 	h.must(ctx, "systemctl", "stop", unit)
 	require.Equal(t, "AC", string(status(t, ctx, biz, id, 0).Status), "the running job settled before the unit stopped")
 	require.Equal(t, "0", h.show(ctx, unit, "ExecMainStatus"))
-	t.Logf("systemctl stop drained in %s; the running job settled AC", time.Since(t0).Round(100*time.Millisecond))
+	figure(t, "systemctl stop drained in %s; the running job settled AC", time.Since(t0).Round(100*time.Millisecond))
 
 	// restart opens a new session.
 	session := func(epoch int) {
@@ -198,7 +198,7 @@ sed -i -e "s|^KECE_LISTEN=.*|KECE_LISTEN=` + freeAddr(t) + `|" "/etc/kece/node-$
 	t0 = time.Now()
 	h.must(ctx, "systemctl", "restart", unit)
 	session(3)
-	t.Logf("systemctl restart: new session (epoch 3) %s after the restart began", time.Since(t0).Round(100*time.Millisecond))
+	figure(t, "systemctl restart: new session (epoch 3) %s after the restart began", time.Since(t0).Round(100*time.Millisecond))
 
 	// A killed node: systemd restarts it (RestartSec=10s), the new session
 	// takes the old one's lease back and the job is judged again.
@@ -210,7 +210,7 @@ sed -i -e "s|^KECE_LISTEN=.*|KECE_LISTEN=` + freeAddr(t) + `|" "/etc/kece/node-$
 	// The new process leased the job again: its second attempt, the next lease epoch.
 	require.Regexp(t, `"msg":"job leased".*"lease_epoch":2,"kind":"SUBMISSION","attempt":2`,
 		h.must(ctx, "journalctl", "-u", unit, "-o", "cat", "--no-pager"))
-	t.Logf("SIGKILL with a job running: restarted by systemd, lease taken over, verdict %s after the kill (RestartSec=10s)",
+	figure(t, "SIGKILL with a job running: restarted by systemd, lease taken over, verdict %s after the kill (RestartSec=10s)",
 		time.Since(t0).Round(100*time.Millisecond))
 
 	// Revoked: exit 3, not restarted (RestartPreventExitStatus=2 3).
@@ -237,7 +237,7 @@ sed -i -e "s|^KECE_LISTEN=.*|KECE_LISTEN=` + freeAddr(t) + `|" "/etc/kece/node-$
 	sqlUnit := "kece-node-sql@" + sqlNode
 	pid := h.show(ctx, sqlUnit, "MainPID")
 	cg, _ := h.exec(ctx, "grep", "memory", "/proc/"+pid+"/cgroup")
-	t.Logf("cgroup: %s MemoryMax=%s TasksMax=%s; memory cgroup of the process: %s", sqlUnit,
+	figure(t, "cgroup: %s MemoryMax=%s TasksMax=%s; memory cgroup of the process: %s", sqlUnit,
 		h.show(ctx, sqlUnit, "MemoryMax"), h.show(ctx, sqlUnit, "TasksMax"), strings.TrimSpace(cg))
 }
 
