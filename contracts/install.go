@@ -9,7 +9,7 @@ func NodeCredentialFile(node string) string { return "/var/lib/kece/node-" + nod
 
 // JoinCommand is the command a host operator runs once to join node name
 // (pool, join code) to the control plane at controlURL, as kecectl and the
-// console print it (docs/operations.md, "Joining a judge host").
+// console print it (docs/operations.md, "Judge host").
 func JoinCommand(controlURL, pool, name, code string) string {
 	return "kece-node join --control-url " + controlURL + " --pool " + pool + " --join-code " + code +
 		" --credential-file " + NodeCredentialFile(name)
