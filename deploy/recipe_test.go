@@ -55,11 +55,20 @@ func TestJudgeHostRecipe(t *testing.T) {
 	require.Contains(t, r, `deploy/systemd/$EXAMPLE.env.example`)
 	require.FileExists(t, repo("deploy/systemd/node-"+node+".env.example"))
 
-	// The other documents link here instead of giving a second variant.
-	for _, doc := range []string{"README.md", "docs/node.md", nodeCppEnv, nodeMySQLEnv, "deploy/node/node.env.example"} {
+	// The other documents link here instead of giving a second variant: no
+	// systemd-run or sudo recipe, and a join with flags anywhere else is the
+	// line kecectl prints (it names the credential file the unit reads).
+	joinCall := regexp.MustCompile("join --(join-)?code [^`/]|kece-node join --")
+	for _, doc := range []string{"README.md", "docs/node.md", "docs/admin.md", "docs/console.md", nodeCppEnv, nodeMySQLEnv,
+		"deploy/node/node.env.example", composeNode, composeNodeEnv} {
 		data, err := os.ReadFile(repo(doc))
 		require.NoError(t, err)
 		require.NotContains(t, string(data), "systemd-run", doc)
 		require.NotRegexp(t, `sudo -u kece-node\s+kece-node join`, string(data), doc)
+		for i, line := range strings.Split(string(data), "\n") {
+			if joinCall.MatchString(line) {
+				require.Contains(t, line, "--credential-file", "%s:%d: a join other than the printed line; link to %s instead", doc, i+1, operationsGuide)
+			}
+		}
 	}
 }
