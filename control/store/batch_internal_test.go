@@ -49,8 +49,8 @@ func TestBatchLingerOnlyWhenBusy(t *testing.T) {
 			assert.NoError(t, err)
 			answers[i] = v
 		}()
-		if i == 0 {
-			time.Sleep(quiet / 10)
+		if i == 0 { // the second call comes once the first waits for its burst
+			require.Eventually(t, func() bool { return b.queued() == 1 }, quiet/2, time.Millisecond)
 		}
 	}
 	wg.Wait()
