@@ -194,27 +194,7 @@ func (n *Node) Run(ctx context.Context) (err error) {
 	}
 	defer n.cache.Close()
 	n.cachePtr.Store(n.cache)
-	// A drain (SIGTERM) while the control plane is still unreachable ends
-	// the session retries: there is nothing to finish yet.
-	loginCtx, cancelLogin := context.WithCancel(ctx)
-	go func() {
-		select {
-		case <-n.drainCh:
-			cancelLogin()
-		case <-loginCtx.Done():
-		}
-	}()
-	err = n.login(loginCtx)
-	cancelLogin() // also ends the watcher
-	if err != nil {
-		select {
-		case <-n.drainCh:
-			if ctx.Err() == nil {
-				n.log.Info("drained before the session opened")
-				return nil
-			}
-		default:
-		}
+	if drained, err := n.sessionOrDrain(ctx); drained || err != nil {
 		return err
 	}
 	n.prom.info.WithLabelValues(n.nodeID).Set(1)
@@ -227,21 +207,11 @@ func (n *Node) Run(ctx context.Context) (err error) {
 		n.log.Warn("janitor at start failed; retrying on its schedule", "node_id", n.nodeID, "err", err)
 	}
 	n.probe(ctx)
-	if n.cfg.Listen != "" {
-		ln, err := net.Listen("tcp", n.cfg.Listen)
-		if err != nil {
-			return fmt.Errorf("KECE_LISTEN %s: %w", n.cfg.Listen, err)
-		}
-		n.mu.Lock()
-		n.listenAddr = ln.Addr().String()
-		n.mu.Unlock()
-		// Bounded like every control listener: headers in time and size, and
-		// idle connections; the handlers read no bodies.
-		srv := &http.Server{Handler: n.Handler(), ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 10 * time.Second,
-			WriteTimeout: 30 * time.Second, IdleTimeout: time.Minute, MaxHeaderBytes: 16 << 10}
-		go func() { _ = srv.Serve(ln) }()
-		defer srv.Close()
+	stopServing, err := n.serveHealth()
+	if err != nil {
+		return err
 	}
+	defer stopServing()
 	// A first heartbeat before claiming: the desired state and slots decide
 	// whether to claim at all.
 	n.sendHeartbeat(ctx)
@@ -306,6 +276,55 @@ func (n *Node) Run(ctx context.Context) (err error) {
 	}
 	n.log.Info("node stopped", "node_id", n.nodeID)
 	return nil
+}
+
+// sessionOrDrain opens the node's session. A drain (SIGTERM) while the
+// control plane is still unreachable ends the retries: there is nothing to
+// finish yet, so drained is true and Run returns nil.
+func (n *Node) sessionOrDrain(ctx context.Context) (drained bool, err error) {
+	loginCtx, cancelLogin := context.WithCancel(ctx)
+	go func() {
+		select {
+		case <-n.drainCh:
+			cancelLogin()
+		case <-loginCtx.Done():
+		}
+	}()
+	err = n.login(loginCtx)
+	cancelLogin() // also ends the watcher
+	if err != nil {
+		select {
+		case <-n.drainCh:
+			if ctx.Err() == nil {
+				n.log.Info("drained before the session opened")
+				return true, nil
+			}
+		default:
+		}
+		return false, err
+	}
+	return false, nil
+}
+
+// serveHealth serves /healthz and /metrics on KECE_LISTEN (nothing when it
+// is empty) and returns what stops it.
+func (n *Node) serveHealth() (stop func(), err error) {
+	if n.cfg.Listen == "" {
+		return func() {}, nil
+	}
+	ln, err := net.Listen("tcp", n.cfg.Listen)
+	if err != nil {
+		return nil, fmt.Errorf("KECE_LISTEN %s: %w", n.cfg.Listen, err)
+	}
+	n.mu.Lock()
+	n.listenAddr = ln.Addr().String()
+	n.mu.Unlock()
+	// Bounded like every control listener: headers in time and size, and
+	// idle connections; the handlers read no bodies.
+	srv := &http.Server{Handler: n.Handler(), ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 10 * time.Second,
+		WriteTimeout: 30 * time.Second, IdleTimeout: time.Minute, MaxHeaderBytes: 16 << 10}
+	go func() { _ = srv.Serve(ln) }()
+	return func() { _ = srv.Close() }, nil
 }
 
 // ExecutorNodeID is the name a node gives its executor, which labels
