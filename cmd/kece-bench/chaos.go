@@ -317,42 +317,9 @@ func (r *chaosRun) setup(ctx context.Context) error {
 		r.cfg.judgeDSN = r.judgeDB.serverDSN()
 	}
 	r.f.judgeDSN = r.cfg.judgeDSN
-	// The control database: a private server, or the Galera cluster
-	// through one failover connection per writer.
-	var serverDSN string
-	replicaDSNServer := make([]string, 2)
-	if r.cfg.galera != "" {
-		if r.galera, err = openGalera(ctx, r.cfg.galera); err != nil {
-			return err
-		}
-		a := r.galera.addrs
-		orders := [][]string{{a[0], a[1], a[2]}, {a[1], a[2], a[0]}}
-		if r.cfg.writers == "single" {
-			orders[1] = orders[0]
-		}
-		// The bench's own connection (setup and the final checks) prefers
-		// node 3, which is never killed.
-		orders = append(orders, []string{a[2], a[1], a[0]})
-		for _, o := range orders {
-			p, err := newTCPFailover(o)
-			if err != nil {
-				return err
-			}
-			r.dbProxies = append(r.dbProxies, p)
-		}
-		for i := range 2 {
-			replicaDSNServer[i] = "root@tcp(" + r.dbProxies[i].addr() + ")/"
-		}
-		serverDSN = "root@tcp(" + r.dbProxies[2].addr() + ")/"
-	} else {
-		if r.controlDB, err = newMaria(ctx, r.f.work, "control"); err != nil {
-			return err
-		}
-		if err := r.controlDB.start(ctx); err != nil {
-			return err
-		}
-		serverDSN = r.controlDB.serverDSN()
-		replicaDSNServer[0], replicaDSNServer[1] = serverDSN, serverDSN
+	serverDSN, replicaDSNServer, err := r.controlDatabase(ctx)
+	if err != nil {
+		return err
 	}
 	if r.f.db, r.f.dsn, r.f.drop, err = freshDatabase(ctx, serverDSN, 8); err != nil {
 		return err
@@ -420,6 +387,47 @@ func (r *chaosRun) setup(ctx context.Context) error {
 		}
 	}
 	return r.f.waitReady(ctx, 90*time.Second)
+}
+
+// controlDatabase starts the control database — a private server, or the
+// Galera cluster through one failover connection per writer — and returns
+// the bench's server DSN and each replica's.
+func (r *chaosRun) controlDatabase(ctx context.Context) (serverDSN string, replicaDSNServer []string, err error) {
+	replicaDSNServer = make([]string, 2)
+	if r.cfg.galera != "" {
+		if r.galera, err = openGalera(ctx, r.cfg.galera); err != nil {
+			return "", nil, err
+		}
+		a := r.galera.addrs
+		orders := [][]string{{a[0], a[1], a[2]}, {a[1], a[2], a[0]}}
+		if r.cfg.writers == "single" {
+			orders[1] = orders[0]
+		}
+		// The bench's own connection (setup and the final checks) prefers
+		// node 3, which is never killed.
+		orders = append(orders, []string{a[2], a[1], a[0]})
+		for _, o := range orders {
+			p, err := newTCPFailover(o)
+			if err != nil {
+				return "", nil, err
+			}
+			r.dbProxies = append(r.dbProxies, p)
+		}
+		for i := range 2 {
+			replicaDSNServer[i] = "root@tcp(" + r.dbProxies[i].addr() + ")/"
+		}
+		serverDSN = "root@tcp(" + r.dbProxies[2].addr() + ")/"
+	} else {
+		if r.controlDB, err = newMaria(ctx, r.f.work, "control"); err != nil {
+			return "", nil, err
+		}
+		if err := r.controlDB.start(ctx); err != nil {
+			return "", nil, err
+		}
+		serverDSN = r.controlDB.serverDSN()
+		replicaDSNServer[0], replicaDSNServer[1] = serverDSN, serverDSN
+	}
+	return serverDSN, replicaDSNServer, nil
 }
 
 // publishAPlusB publishes the a+b problem with a 5 s CPU limit: the wall
