@@ -169,6 +169,12 @@ func TestComposeNodeEndToEnd(t *testing.T) {
 			require.Equal(t, "AC", verdict(t, ctx, biz, enqueue(t, ctx, biz, manifest, lang, src)))
 			figure(t, "%s node: first verdict %s after join (join, up, verify, enable, judge); %s since the test started",
 				pool, time.Since(up).Round(time.Second), time.Since(start).Round(time.Second))
+			// Docker runs the image's own HEALTHCHECK (kece-node healthcheck) on
+			// the compose interval (30 s): the node must turn healthy.
+			ctr := c.container(ctx)
+			require.Eventually(t, func() bool { return inspect(t, ctx, ctr, "{{.State.Health.Status}}") == "healthy" },
+				2*time.Minute, time.Second, "%s node's container never reported healthy", pool)
+			figure(t, "%s node: docker reports the container healthy %s after up", pool, time.Since(up).Round(time.Second))
 
 			if pool == "cpp" {
 				// stop drains: a job running now finishes and settles first.
