@@ -37,6 +37,7 @@ func TestInteractive(t *testing.T) {
 	for _, l := range []struct{ name, pool, lang, src string }{
 		{"cpp", "cpp", "", "guess.cpp"}, {"python", "python", "", "guess.py"}, {"java", "java", "", "Guess.java"},
 		{"c17", "cpp", "c17", "guess.c"}, {"javascript", "arkts", "javascript", "guess.js"},
+		{"arkts", "arkts", "", "guess.ets"},
 	} {
 		t.Run(l.name, func(t *testing.T) {
 			t.Parallel()
@@ -63,11 +64,21 @@ func TestInteractive(t *testing.T) {
 				// The interactor's 1.5 s of CPU is not the program's (1 s limit).
 				{"100 64 burn ok", engine.StatusAccepted, "ok found 64"},
 			}
+			// The other direction of peek: the interactor looks for the
+			// program's source, build and working directory (probe.h).
+			probe := newFileProbe(b.x)
+			want = append(want, struct {
+				in      string
+				status  engine.Status
+				message string
+			}{"100 50 probe ok " + probe.input(), engine.StatusAccepted, "none of them the contestant's"})
 			var inputs []string
 			for _, w := range want {
 				inputs = append(inputs, w.in)
 			}
-			task := b.interactiveTask(t, l.pool, readTestdata(t, l.src), inputs...)
+			task := b.interactiveTask(t, l.pool, probe.mark(t, l.src, readTestdata(t, l.src)), inputs...)
+			probe.expect(t, task, len(want)-1, false)
+			task.Checker = probe.checker(t, task.Checker)
 			if l.lang != "" {
 				rt, err := RuntimeForLanguage(l.lang)
 				require.NoError(t, err)
@@ -85,7 +96,7 @@ func TestInteractive(t *testing.T) {
 			require.Len(t, v.Cases, len(want))
 			for i, w := range want {
 				c := v.Cases[i]
-				t.Logf("%s %-22q %-4s %s (cpu %s wall %s)", l.name, w.in, c.Status, c.Message, c.CPUTime, c.WallTime)
+				t.Logf("%s %-22q %-4s %s (cpu %s wall %s)", l.name, clip(w.in, 22), c.Status, c.Message, c.CPUTime, c.WallTime)
 				require.Equal(t, w.status, c.Status, "case %q: %s", w.in, c.Message)
 				require.Contains(t, c.Message, w.message, "case %q", w.in)
 			}
@@ -122,6 +133,23 @@ func TestInteractorFaultsAreInfrastructure(t *testing.T) {
 	task.IO = engine.FileIO{InputFile: "a.in"}
 	_, err = b.x.Execute(context.Background(), task, nil)
 	requireClass(t, err, engine.InfraConfig)
+	require.NoError(t, b.leftovers(t))
+}
+
+// TestFileProbeCanary: the probe of TestInteractive and TestCommunication
+// finds the contestant's marker wherever the problem's side can read it:
+// here the case's expected output carries it, and the probe reports it.
+func TestFileProbeCanary(t *testing.T) {
+	t.Parallel()
+	b := setup(t, "cpp")
+	probe := newFileProbe(b.x)
+	task := b.interactiveTask(t, "cpp", readTestdata(t, "guess.cpp"), "100 50 probe ok "+probe.input())
+	probe.expect(t, task, 0, true)
+	task.Checker = probe.checker(t, task.Checker)
+	v := b.run(t, task)
+	t.Logf("%s %s", v.Cases[0].Status, v.Cases[0].Message)
+	require.Equal(t, engine.StatusWrongAnswer, v.Cases[0].Status, v.Cases[0].Message)
+	require.Contains(t, v.Cases[0].Message, "probe read the contestant's file /exp/0")
 	require.NoError(t, b.leftovers(t))
 }
 

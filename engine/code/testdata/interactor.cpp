@@ -4,11 +4,18 @@
 // "<" (the secret is smaller), ">" (larger) or "=". Exit 0 OK, 1 WA, 2 PE,
 // 3 FAIL, 7 points (stderr "points <value>"). Modes test the engine:
 // normal, silent (never answers: waits forever), fail (exit 3), burn (uses
-// up to 1.5 s of CPU (a busy 1.5 s of wall time) before it starts, which must not count against the program).
+// up to 1.5 s of CPU (a busy 1.5 s of wall time) before it starts, which must not count against the program),
+// probe (the input goes on with "<reversed marker> <reversed control>
+// <host workspace>": before playing, it looks for the contestant's files,
+// see probe.h, which is uploaded beside it for this mode).
 #include <cstdio>
 #include <chrono>
 #include <cstring>
+#include <string>
 #include <unistd.h>
+#if __has_include("probe.h")
+#include "probe.h"
+#endif
 
 static FILE *tout;
 
@@ -28,6 +35,17 @@ int main(int argc, char **argv) {
     char mode[32], word[32];
     if (fscanf(in, "%ld %ld %31s %31s", &n, &secret, mode, word) != 4) return verdict(3, "bad input file");
     if (strcmp(mode, "fail") == 0) return verdict(3, "interactor FAIL on purpose");
+    std::string probed;
+    if (strcmp(mode, "probe") == 0) {
+#if __has_include("probe.h")
+        static char revMarker[256], revControl[256], host[1024];
+        if (fscanf(in, "%255s %255s %1023s", revMarker, revControl, host) != 3) return verdict(3, "bad probe input");
+        int code = probeFiles(revMarker, revControl, host, probed);
+        if (code != 0) return verdict(code, probed.c_str());
+#else
+        return verdict(3, "probe mode needs probe.h");
+#endif
+    }
     if (strcmp(mode, "burn") == 0) {
         volatile unsigned long x = 0;
         auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(1500);
@@ -53,6 +71,7 @@ int main(int argc, char **argv) {
                 return 7;
             }
             snprintf(msg, sizeof msg, "ok found %ld in %d guesses", secret, k);
+            if (!probed.empty()) return verdict(0, (std::string(msg) + " (" + probed + ")").c_str());
             return verdict(0, msg);
         }
         printf("%s\n", g > secret ? "<" : ">");
