@@ -1,7 +1,8 @@
 // Communication-task process (see manager.cpp): argv[1] is its index; it
 // reads "x word" and answers x squared. Words: ok, wrong (x*x+1), tle (busy
 // loop), burn (0.6 s of CPU, then answers), fork (a child busy-loops and the
-// process waits for it), idle (reads again: deadlock), re (exit 3).
+// process waits for it), idle (reads again: deadlock), re (exit 3), flood
+// (writes "1" lines without ever reading again).
 #include <ctime>
 #include <cstdio>
 #include <cstring>
@@ -27,6 +28,8 @@ int main(int argc, char **argv) {
     }
     if (!strcmp(w, "idle")) return scanf("%ld", &x);
     if (!strcmp(w, "re")) return 3;
+    if (!strcmp(w, "flood"))
+        for (;;) printf("1\n");
     printf("%ld\n", x * x + (strcmp(w, "wrong") == 0));
     return 0;
 }

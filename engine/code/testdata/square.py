@@ -23,4 +23,7 @@ if w == "idle":
     sys.exit(0)
 if w == "re":
     sys.exit(3)
+if w == "flood":
+    while True:
+        sys.stdout.write("1\n")
 print(x * x + (1 if w == "wrong" else 0), flush=True)
