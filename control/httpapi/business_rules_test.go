@@ -580,4 +580,17 @@ func TestEnqueueMultiFile(t *testing.T) {
 	pr, err := c.EnqueueSubmissionWithResponse(ctx, nil, pathy)
 	require.NoError(t, err)
 	require.Equal(t, http.StatusBadRequest, pr.StatusCode(), string(pr.Body))
+
+	// Each file within its own bound, but the source and files together
+	// over 256 KiB (store.MaxSourceBytes): 422 naming files.
+	big := []businessapi.SourceFile{{Name: "a.py", Content: strings.Repeat("#", 130<<10)}, {Name: "b.py", Content: strings.Repeat("#", 130<<10)}}
+	large := body
+	large.SubmissionId, large.Files = "mf-large", &big
+	lr, err := c.EnqueueSubmissionWithResponse(ctx, nil, large)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusUnprocessableEntity, lr.StatusCode(), string(lr.Body))
+	code, field := apiError(t, lr.Body)
+	require.Equal(t, "REQUEST_INVALID", code)
+	require.Equal(t, "files", field)
+	require.Contains(t, string(lr.Body), "above the limit of 262144")
 }

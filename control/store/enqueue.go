@@ -62,7 +62,7 @@ func (r EnqueueRequest) validate(maxSnapshot int) (pool string, snapshot []byte,
 	if strings.TrimSpace(r.Source) == "" {
 		return "", nil, "", invalid("source", "must not be empty")
 	}
-	if err := checkSourceFiles(r.Language, r.Files); err != nil {
+	if err := checkSourceFiles(r.Language, r.Source, r.Files); err != nil {
 		return "", nil, "", err
 	}
 	snapshot, err = json.Marshal(Snapshot{Language: r.Language, Source: r.Source, Files: r.Files})

@@ -8,9 +8,14 @@ import (
 	"github.com/kece-oj/kece/contracts"
 )
 
-// MaxSourceFiles bounds a multi-file submission's further files; their
-// total with the source is bounded by the request snapshot limit.
+// MaxSourceFiles bounds a multi-file submission's further files.
 const MaxSourceFiles = 16
+
+// MaxSourceBytes bounds a multi-file submission's source and further files
+// together (UTF-8 bytes of their contents), the 256 KiB the contract gives a
+// source; each file is bounded by it too. Beyond it the request is refused
+// with field "files" (422 REQUEST_INVALID), before the snapshot limit.
+const MaxSourceBytes = 256 << 10
 
 var sourceFileNameRE = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}$`)
 
@@ -19,9 +24,11 @@ var sourceFileNameRE = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}$`)
 var multiFileLanguages = map[string]bool{"cpp": true, "java": true, "python": true}
 
 // checkSourceFiles validates the further files of a submission: only for
-// C, C++, Java and Python; plain distinct names that are not the entry's own
-// file or a name the build writes; Java files named <Name>.java.
-func checkSourceFiles(language string, files []SourceFile) error {
+// C, C++, Java and Python; at most MaxSourceFiles of them, at most
+// MaxSourceBytes together with the source; plain distinct names that are
+// not the entry's own file or a name the build writes; Java files named
+// <Name>.java.
+func checkSourceFiles(language, source string, files []SourceFile) error {
 	if files == nil {
 		return nil
 	}
@@ -31,6 +38,13 @@ func checkSourceFiles(language string, files []SourceFile) error {
 	}
 	if len(files) == 0 || len(files) > MaxSourceFiles {
 		return invalid("files", "1..%d files (omit files for a one-file submission)", MaxSourceFiles)
+	}
+	total := len(source)
+	for _, f := range files {
+		total += len(f.Content)
+	}
+	if total > MaxSourceBytes {
+		return invalid("files", "source and files together are %d bytes, above the limit of %d", total, MaxSourceBytes)
 	}
 	seen := make(map[string]bool, len(files))
 	for i, f := range files {

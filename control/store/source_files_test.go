@@ -56,6 +56,8 @@ func TestMultiFileSubmissions(t *testing.T) {
 		"entry name":     {"python3", []store.SourceFile{{Name: "main.py"}}, "files[0].name"},
 		"java not .java": {"java17", []store.SourceFile{{Name: "Helper.txt"}}, "files[0].name"},
 		"too many":       {"cpp17", make([]store.SourceFile, 17), "files"},
+		// 256 KiB with the source, each file well under it.
+		"too large": {"cpp17", []store.SourceFile{{Name: "a.h", Content: strings.Repeat("x", 130<<10)}, {Name: "b.h", Content: strings.Repeat("y", 130<<10)}}, "files"},
 	} {
 		bad := req
 		bad.SubmissionID, bad.Language, bad.Files = "bad-"+strings.ReplaceAll(name, " ", "-"), tc.lang, tc.files
@@ -64,4 +66,11 @@ func TestMultiFileSubmissions(t *testing.T) {
 		require.ErrorAs(t, err, &ve, name)
 		require.Equal(t, tc.field, ve.Field, name)
 	}
+
+	// At the limit exactly (source included) it is accepted.
+	fit := req
+	fit.SubmissionID = "multi-fit"
+	fit.Files = []store.SourceFile{{Name: "a.h", Content: strings.Repeat("x", store.MaxSourceBytes-len(req.Source))}}
+	_, err = b.store.Jobs().Enqueue(b.ctx, fit)
+	require.NoError(t, err)
 }
