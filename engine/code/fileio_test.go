@@ -21,8 +21,9 @@ var sumIO = []struct{ name, pool, lang, src string }{
 }
 
 // Every language reads its input from sum.in and writes sum.out in its
-// working directory; stdout is not the answer, and a program that writes
-// only to stdout has not answered.
+// working directory: the first case is AC, the second's expected output is
+// wrong (1 2 -> 4), so it is WA: the file is really compared. (A program that
+// writes only to stdout has not answered: TestFileOutputRules, "stdout".)
 func TestFileIO(t *testing.T) {
 	t.Parallel()
 	for _, l := range sumIO {

@@ -24,10 +24,10 @@ import (
 // program's stdout is the interactor's stdin. The engine makes the FIFOs in a
 // root-only host directory bind-mounted at /pipe into both sandboxes; each
 // supervisor opens its two ends itself and hands the program only the
-// descriptors, so no program ever opens a FIFO (DESIGN §9's refusal of
-// non-regular files made by the contestant stays) and neither sandbox sees the
-// other's files. Each supervisor measures its own container, so the
-// interactor's CPU time never counts against the program.
+// descriptors, so no program ever opens a FIFO (the refusal of non-regular
+// files made by the contestant, docs/engine.md "Sandbox rules", stays) and
+// neither sandbox sees the other's files. Each supervisor measures its own
+// container, so the interactor's CPU time never counts against the program.
 
 const (
 	pipeSub = "pipe"  // host work dir subdirectory holding the FIFOs
