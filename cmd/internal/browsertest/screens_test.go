@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -24,10 +25,14 @@ import (
 // TestConsoleScreenshotsPopulated takes the console's screenshots
 // (docs/console/*.png, `make screenshots`) from a populated system: the
 // demo (kece-demo -keep: one node per pool, every demo submission judged
-// in real sandboxes), then a rejudge, a draining node and a dead-lettered
-// settlement event (a webhook to an endpoint that refuses, one attempt).
-// It runs only when KECE_SCREENSHOT_DIR says where the pictures go: it
-// needs Docker with the runtime images and takes minutes.
+// in real sandboxes), then a second python node on a second host group
+// (joined, verified and enabled like any new node), a rejudge, the demo's
+// python node draining (every pool keeps a ready node), and consumer group
+// "shots" with a webhook (admin API, its secret sealed with the control
+// plane's webhook key) whose endpoint refuses, so that the group's one
+// settlement event goes DEAD after its only attempt. It runs only when
+// KECE_SCREENSHOT_DIR says where the pictures go: it needs Docker with the
+// runtime images and takes minutes.
 func TestConsoleScreenshotsPopulated(t *testing.T) {
 	if os.Getenv("KECE_SCREENSHOT_DIR") == "" {
 		t.Skip("screenshots only: set KECE_SCREENSHOT_DIR (make screenshots)")
@@ -39,15 +44,14 @@ func TestConsoleScreenshotsPopulated(t *testing.T) {
 	defer cancel()
 	bin := build(t, "../../kece-demo", "../../kece-control", "../../kece-node", "../../kecectl", "../../kece-sandbox-init")
 
-	// The demo's control plane delivers group "shots" by webhook to a port
-	// nobody listens on, giving up after one attempt; the demo's own
-	// events (group default) are pulled as always.
-	secret, err := runOut(ctx, filepath.Join(bin, "kece-control"), "webhook-secret", "new")
-	require.NoError(t, err, secret)
+	// The demo's control plane gets a webhook encryption key, as every
+	// replica needs one to store a group's secrets (docs/operations.md,
+	// "Webhook encryption key"); the demo's own events (group default) are
+	// pulled as always.
+	keyFile := webhookKeyFile(t, ctx, filepath.Join(bin, "kece-control"))
 	const database = "kece_screenshots"
 	logPath := startDemo(t, filepath.Join(bin, "kece-demo"), []string{"-bin", bin, "-work", filepath.Join(t.TempDir(), "demo"),
-		"-database", database, "-keep", "-timeout", "14m"}, []string{"KECE_WEBHOOK_URL=http://" + freeAddr(t) + "/hook",
-		"KECE_WEBHOOK_SECRET=" + strings.TrimSpace(secret), "KECE_WEBHOOK_GROUP=shots", "KECE_WEBHOOK_MAX_ATTEMPTS=1"})
+		"-database", database, "-keep", "-timeout", "14m"}, []string{"KECE_WEBHOOK_KEY_FILE=" + keyFile})
 	var base, adminTok string
 	consoleLine := regexp.MustCompile(`admin console: (\S+)/console/\s+\(log in with the admin token (\S+)\)`)
 	require.Eventually(t, func() bool {
@@ -63,9 +67,10 @@ func TestConsoleScreenshotsPopulated(t *testing.T) {
 
 	admin, err := adminapi.NewClientWithResponses(base, adminapi.WithRequestEditorFn(controltest.Bearer(adminTok)))
 	require.NoError(t, err)
-	deadLetter(t, ctx, bin, base, database, admin)
+	hookURL := deadLetter(t, ctx, bin, base, database, admin)
+	addNode(t, ctx, bin, base, adminTok, admin, "python", "python-02")
 	rejudged := rejudgeOne(t, ctx, admin)
-	draining := drainOne(t, ctx, admin, "python")
+	draining := drainOne(t, ctx, admin, "demo-python")
 
 	b := newBrowser(t, exe, base)
 	b.open("/status")
@@ -74,27 +79,48 @@ func TestConsoleScreenshotsPopulated(t *testing.T) {
 	b.checkPage("login")
 	b.fill("#token", adminTok)
 	require.EqualValues(t, http.StatusOK, b.submit("form[action='/console/login'] button"))
-	b.waitFor("every pool ready but the draining one", `document.querySelector("#overview-live").innerText.includes("4 of 5")`, time.Minute)
+	b.waitFor("every pool ready, python on its second node", `document.querySelector("#overview-live").innerText.includes("5 of 5")`, time.Minute)
 	b.checkPage("overview")
 	for _, p := range []struct{ name, path string }{
 		{"host-groups", "/console/host-groups"}, {"nodes", "/console/nodes"}, {"node", "/console/nodes/" + draining},
 		{"jobs", "/console/jobs"}, {"job", "/console/jobs/" + rejudged}, {"events", "/console/events?state=DEAD"},
-		{"audit", "/console/audit"}, {"reconcile", "/console/reconcile?run=1"},
+		{"webhooks", "/console/webhooks"}, {"audit", "/console/audit"}, {"reconcile", "/console/reconcile?run=1"},
 	} {
 		b.open(p.path)
+		switch p.name {
+		case "events":
+			require.Contains(t, b.text("#events-live"), "shots-webhook", "the dead-lettered event is listed")
+		case "webhooks":
+			require.Contains(t, b.text("main table"), hookURL, "the webhook of group shots is listed")
+		}
 		b.checkPage(p.name)
 	}
 	require.Contains(t, b.text("main"), "OK", "reconcile finds nothing on the populated system")
 }
 
-// deadLetter makes one settlement event of group "shots" go DEAD: a
-// business token of that group publishes and enqueues one mysql
-// submission; the webhook's only attempt is refused.
-func deadLetter(t *testing.T, ctx context.Context, bin, base, database string, admin *adminapi.ClientWithResponses) {
+// deadLetter makes one settlement event of group "shots" go DEAD, the way
+// an operator sets a webhook up today (docs/operations.md, "Settlement
+// webhook"): a business token joins group shots (DATABASE submissions
+// only, so the rejudge's settlement is not the group's), the admin API
+// gives the group a webhook (one attempt, to a port nobody listens on; the
+// control plane generates the signing secret and seals it with the webhook
+// key), and that token publishes and enqueues one mysql submission. It
+// returns the webhook's URL.
+func deadLetter(t *testing.T, ctx context.Context, bin, base, database string, admin *adminapi.ClientWithResponses) string {
 	t.Helper()
 	tok, err := runOut(ctx, filepath.Join(bin, "kece-control"), "token", "create", "--kind", "business", "--name", "shots-oj",
-		"--consumer-group", "shots", "--mysql-dsn", "root@tcp(127.0.0.1:33061)/"+database)
+		"--consumer-group", "shots", "--submission-types", "DATABASE", "--mysql-dsn", "root@tcp(127.0.0.1:33061)/"+database)
 	require.NoError(t, err, tok)
+	hookURL := "http://" + freeAddr(t) + "/kece/events"
+	one, conc, timeout := 1, 2, int64(5000)
+	reason := adminapi.Reason("screenshots: the OJ's receiver for group shots")
+	wr, err := admin.PutWebhookGroupWithResponse(ctx, "shots", adminapi.WebhookGroupPut{Url: hookURL, MaxAttempts: &one,
+		Concurrency: &conc, TimeoutMs: &timeout, Reason: &reason})
+	require.NoError(t, err)
+	require.Equal(t, http.StatusCreated, wr.StatusCode(), string(wr.Body))
+	require.NotNil(t, wr.JSON201.Secret, "the control plane generates the group's first secret")
+	require.Len(t, wr.JSON201.WebhookGroup.Secrets, 1)
+	require.True(t, wr.JSON201.WebhookGroup.Secrets[0].Readable, "the secret opens with the control plane's key")
 	biz, err := businessapi.NewClientWithResponses(base, businessapi.WithRequestEditorFn(controltest.Bearer(strings.TrimSpace(tok))))
 	require.NoError(t, err)
 	pm, err := biz.PublishManifestWithResponse(ctx, problems.BigCities())
@@ -113,8 +139,33 @@ func deadLetter(t *testing.T, ctx context.Context, bin, base, database string, a
 	dead := adminapi.DeliveryStateDead
 	require.Eventually(t, func() bool {
 		r, err := admin.ListSettlementEventsWithResponse(ctx, &adminapi.ListSettlementEventsParams{State: &dead})
-		return err == nil && r.JSON200 != nil && len(r.JSON200.Events) > 0
+		if err != nil || r.JSON200 == nil {
+			return false
+		}
+		for _, e := range r.JSON200.Events {
+			if e.SubmissionId == "shots-webhook" {
+				return true
+			}
+		}
+		return false
 	}, 3*time.Minute, time.Second, "the webhook event never went DEAD")
+	return hookURL
+}
+
+// webhookKeyFile writes a new webhook encryption key (kece-control
+// webhook-key new) to a file only its owner reads, as the control plane
+// requires of a secret file.
+func webhookKeyFile(t *testing.T, ctx context.Context, kececontrol string) string {
+	t.Helper()
+	cmd := exec.CommandContext(ctx, kececontrol, "webhook-key", "new")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	key, err := cmd.Output()
+	require.NoError(t, err, stderr.String())
+	require.True(t, bytes.HasPrefix(key, []byte("kecekey_")), "%s", key)
+	f := filepath.Join(t.TempDir(), "webhook.key")
+	require.NoError(t, os.WriteFile(f, key, 0o600))
+	return f
 }
 
 // rejudgeOne rejudges the newest accepted cpp submission and returns the new
@@ -136,14 +187,14 @@ func rejudgeOne(t *testing.T, ctx context.Context, admin *adminapi.ClientWithRes
 	return r.JSON202.JobId
 }
 
-// drainOne drains the node of pool with an hour's deadline and returns
-// its id.
-func drainOne(t *testing.T, ctx context.Context, admin *adminapi.ClientWithResponses, pool string) string {
+// drainOne drains the named node with an hour's deadline and returns its
+// id.
+func drainOne(t *testing.T, ctx context.Context, admin *adminapi.ClientWithResponses, name string) string {
 	t.Helper()
 	l, err := admin.ListJudgersWithResponse(ctx, &adminapi.ListJudgersParams{})
 	require.NoError(t, err)
 	for _, n := range l.JSON200.Judgers {
-		if string(n.Pool) != pool {
+		if n.Name != name {
 			continue
 		}
 		hour := int64(3600)
@@ -152,8 +203,42 @@ func drainOne(t *testing.T, ctx context.Context, admin *adminapi.ClientWithRespo
 		require.Equal(t, http.StatusOK, d.StatusCode(), string(d.Body))
 		return n.NodeId
 	}
-	t.Fatalf("no %s node", pool)
+	t.Fatalf("no node %s", name)
 	return ""
+}
+
+// addNode brings up one more node of pool the way an operator does: a host
+// group, the node with its join code (admin API), kece-node join, then
+// kece-node itself, and kecectl node verify and enable, each waiting.
+func addNode(t *testing.T, ctx context.Context, bin, base, adminTok string, admin *adminapi.ClientWithResponses, pool, name string) {
+	t.Helper()
+	hg, err := admin.CreateHostGroupWithResponse(ctx, adminapi.HostGroupCreate{Name: "rack2-host01", SlotCapacity: 4})
+	require.NoError(t, err)
+	require.Equal(t, http.StatusCreated, hg.StatusCode(), string(hg.Body))
+	cr, err := admin.CreateJudgerWithResponse(ctx, adminapi.JudgerCreate{Name: name, Pool: adminapi.Pool(pool),
+		HostGroupId: hg.JSON201.HostGroupId, Slots: 2})
+	require.NoError(t, err)
+	require.Equal(t, http.StatusCreated, cr.StatusCode(), string(cr.Body))
+	dir := t.TempDir()
+	cred := filepath.Join(dir, "credential")
+	out, err := runOut(ctx, filepath.Join(bin, "kece-node"), "join", "--control-url", base, "--pool", pool,
+		"--credential-file", cred, "--join-code", cr.JSON201.JoinCode)
+	require.NoError(t, err, out)
+	start(t, "node-"+name, filepath.Join(bin, "kece-node"), nil, []string{"KECE_POOL=" + pool, "KECE_CONTROL_URL=" + base,
+		"KECE_CREDENTIAL_FILE=" + cred, "KECE_LOCAL_SLOTS=2", "KECE_WORKSPACE=" + filepath.Join(dir, "work"),
+		"KECE_CACHE_DIR=" + filepath.Join(dir, "cache"), "KECE_CACHE_MAX_BYTES=" + strconv.Itoa(256<<20), "KECE_LISTEN=" + freeAddr(t)})
+	require.Eventually(t, func() bool {
+		r, err := admin.GetJudgerWithResponse(ctx, cr.JSON201.Node.NodeId)
+		return err == nil && r.JSON200 != nil && r.JSON200.Node.Joined && r.JSON200.Node.Health.Online
+	}, 2*time.Minute, time.Second, "node %s never came online", name)
+	kecectl := func(args ...string) {
+		cmd := exec.CommandContext(ctx, filepath.Join(bin, "kecectl"), args...)
+		cmd.Env = append(os.Environ(), "KECE_ADMIN_URL="+base, "KECE_ADMIN_TOKEN="+adminTok)
+		out, err := cmd.CombinedOutput()
+		require.NoError(t, err, "kecectl %s\n%s", strings.Join(args, " "), out)
+	}
+	kecectl("node", "verify", name, "--reason", "new host rack2-host01", "--wait", "--timeout", "5m")
+	kecectl("node", "enable", name, "--reason", "check passed", "--wait", "--timeout", "2m")
 }
 
 // startDemo runs kece-demo until the test ends and returns its log. The
