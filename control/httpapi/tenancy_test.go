@@ -237,7 +237,7 @@ func TestBusinessTokensAdminAPI(t *testing.T) {
 	wantErr(t, again, again.Body, http.StatusNotFound, "TOKEN_NOT_FOUND")
 	st, code := callWith(t, http.MethodGet, a.env.URL+"/api/v1/submissions/ALGO/x", secret)
 	require.Equal(t, http.StatusUnauthorized, st)
-	require.Equal(t, "UNAUTHENTICATED", code)
+	require.Equal(t, "TOKEN_EXPIRED", code, "a revoked token's secret is one it no longer accepts")
 	require.Equal(t, 1, a.count(`SELECT COUNT(*) FROM judge_audit WHERE action = 'token.create' AND detail LIKE '%grader%'`))
 	require.Equal(t, 1, a.count(`SELECT COUNT(*) FROM judge_audit WHERE action = 'token.revoke' AND reason = 'backend retired'`))
 }

@@ -170,9 +170,10 @@ func (t TokenIdentity) Actor() string {
 	return string(t.Kind) + ":" + t.Name + "#" + strconv.FormatInt(t.ID, 10)
 }
 
-// AuthenticateToken resolves a token of the wanted kind. Any other kind,
-// an unknown or revoked token is ErrUnauthenticated; an expired token, or
-// a rotated-out secret past its overlap, is ErrTokenExpired. Both the
+// AuthenticateToken resolves a token of the wanted kind. Any other kind or
+// a secret no token of the kind ever had is ErrUnauthenticated; every
+// secret the token no longer accepts — its expiry passed, it was revoked,
+// or a rotation retired the secret (past its overlap) — is ErrTokenExpired. Both the
 // current and, during a rotation's overlap, the previous secret resolve to
 // the same identity.
 func (s *Tokens) AuthenticateToken(ctx context.Context, kind TokenKind, token string) (TokenIdentity, error) {
@@ -226,19 +227,31 @@ func (s *Tokens) AuthenticateToken(ctx context.Context, kind TokenKind, token st
 }
 
 // unknownSecret answers a secret that is neither a live token's current
-// nor its previous one: TOKEN_EXPIRED when a rotation retired it from a
-// token that is not revoked (however many rotations ago), UNAUTHENTICATED
-// when no token ever had it or its token is revoked.
+// nor its previous one: TOKEN_EXPIRED when its token had it — a revoked
+// token's current or previous secret, or one a rotation retired (however
+// many rotations ago, revoked or not) — and UNAUTHENTICATED when no token
+// of the kind ever had it. Each branch is one lookup of a unique key.
 func (s *core) unknownSecret(ctx context.Context, kind TokenKind, h []byte) error {
 	var name string
-	err := s.db.QueryRowContext(ctx, `SELECT t.name FROM judge_api_token_retired r
-		JOIN judge_api_token t ON t.id = r.token_id
-		WHERE r.token_hash = ? AND t.kind = ? AND t.revoked_at IS NULL`, h, kind).Scan(&name)
+	var revoked bool
+	err := s.db.QueryRowContext(ctx, `
+		SELECT name, revoked FROM (
+		  SELECT t.name, t.revoked_at IS NOT NULL AS revoked, t.kind FROM judge_api_token_retired r
+		    JOIN judge_api_token t ON t.id = r.token_id WHERE r.token_hash = ?
+		  UNION ALL
+		  SELECT name, TRUE, kind FROM judge_api_token WHERE token_hash = ? AND revoked_at IS NOT NULL
+		  UNION ALL
+		  SELECT name, TRUE, kind FROM judge_api_token WHERE prev_token_hash = ? AND revoked_at IS NOT NULL) x
+		WHERE kind = ?
+		LIMIT 1`, h, h, h, kind).Scan(&name, &revoked)
 	if errors.Is(err, sql.ErrNoRows) {
 		return fmt.Errorf("token: %w", ErrUnauthenticated)
 	}
 	if err != nil {
 		return fmt.Errorf("store: authenticate token: %w", err)
+	}
+	if revoked {
+		return fmt.Errorf("%s token %q was revoked: %w", kind, name, ErrTokenExpired)
 	}
 	return fmt.Errorf("%s token %q: this secret was replaced by a rotation and its overlap ended: %w", kind, name, ErrTokenExpired)
 }

@@ -90,8 +90,8 @@ func TestTokenRotationKeepsIdentityAndOverlaps(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, live)
 	_, err = b.store.Tokens().AuthenticateToken(b.ctx, store.TokenBusiness, fifth)
-	require.ErrorIs(t, err, store.ErrUnauthenticated)
-	require.NotErrorIs(t, err, store.ErrTokenExpired, "revoked is not expired")
+	require.ErrorIs(t, err, store.ErrTokenExpired, "a revoked token's secret is one it no longer accepts")
+	require.ErrorContains(t, err, "revoked")
 
 	_, err = b.store.Tokens().RotateToken(b.ctx, store.RotateSpec{Kind: store.TokenBusiness, Name: "oj"})
 	require.ErrorIs(t, err, store.ErrNotFound, "a revoked token cannot be rotated back to life")
@@ -260,6 +260,17 @@ func TestRetiredSecretsAnswerTokenExpiredInEveryOrder(t *testing.T) {
 			for i, s := range secrets {
 				_, err := b.store.Tokens().AuthenticateToken(b.ctx, store.TokenBusiness, s)
 				require.ErrorIs(t, err, store.ErrTokenExpired, "secret %d after the token expired", i)
+			}
+			// Revoked: still every secret it had, and still only those.
+			_, err = b.store.Tokens().RevokeToken(b.ctx, store.TokenBusiness, tokName)
+			require.NoError(t, err)
+			for i, s := range secrets {
+				_, err := b.store.Tokens().AuthenticateToken(b.ctx, store.TokenBusiness, s)
+				require.ErrorIs(t, err, store.ErrTokenExpired, "secret %d after the token was revoked", i)
+			}
+			for _, s := range []string{"kbt_never-issued-secret", never} {
+				_, err := b.store.Tokens().AuthenticateToken(b.ctx, store.TokenBusiness, s)
+				require.NotErrorIs(t, err, store.ErrTokenExpired, "a secret the token never had, after the revoke")
 			}
 		})
 	}
