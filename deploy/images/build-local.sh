@@ -64,9 +64,15 @@ ensure_base() { # makes $base_tar (the debootstrap root filesystem) if missing
 	suite=$(base_field suite)
 	variant=$(base_field variant)
 	log "debootstrap --variant=$variant $suite from $mirror (shared base for all pools)"
+	# debootstrap mounts proc in the new root; an interrupted run leaves it
+	# mounted, and a removal must never walk into it.
+	unmount_base() { while read -r _ m _; do case $m in "$BUILD/base-rootfs"/*) umount -l "$m" || true ;; esac; done < <(tac /proc/mounts); }
+	trap unmount_base EXIT
+	unmount_base
 	rm -rf "$BUILD/base-rootfs"
 	debootstrap --variant="$variant" "$suite" "$BUILD/base-rootfs" "$mirror" >"$BUILD/debootstrap.log" 2>&1 ||
 		{ tail -n 30 "$BUILD/debootstrap.log" >&2; exit 1; }
+	unmount_base
 	tar -C "$BUILD/base-rootfs" -cf "$base_tar.tmp" . && mv "$base_tar.tmp" "$base_tar"
 	rm -rf "$BUILD/base-rootfs"
 	flock -u "$base_lock"
