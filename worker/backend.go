@@ -136,12 +136,14 @@ func (b *codeBackend) Runtime(language string) (engine.RuntimeSpec, error) {
 
 // Janitor removes every container labelled with this node on its first call,
 // which the node makes at start before claiming: containers of an earlier
-// process are leftovers by definition. Later calls do nothing, because the
-// code executor labels containers by node only and removes its own on every
-// path; a periodic sweep would kill live jobs.
-func (b *codeBackend) Janitor(ctx context.Context, _ func(string, int64) bool) error {
+// process are leftovers by definition. Later calls sweep only containers
+// whose lease is not live: the executor removes its own on every path, but a
+// removal during a Docker outage fails, and the container would otherwise
+// run on until the node restarts.
+func (b *codeBackend) Janitor(ctx context.Context, live func(string, int64) bool) error {
 	if b.swept.Load() {
-		return nil
+		_, err := b.x.Sweep(ctx, b.nodeID, live)
+		return err
 	}
 	if _, err := b.x.Janitor(ctx, b.nodeID); err != nil {
 		return err

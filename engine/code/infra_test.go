@@ -2,6 +2,7 @@ package code
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -230,6 +231,59 @@ func TestJanitorOnlyTouchesItsNode(t *testing.T) {
 
 	_, err = b.x.Janitor(ctx, "")
 	requireClass(t, err, engine.InfraConfig)
+}
+
+// Sweep, the periodic janitor of a running node, removes only containers of
+// leases the node no longer holds: what a removal during a Docker outage
+// left running. A live lease's container, one without job labels and
+// another node's are kept.
+func TestSweepRemovesOnlyDeadLeases(t *testing.T) {
+	t.Parallel()
+	b := setup(t, "cpp")
+	image, err := ImageTag("cpp")
+	require.NoError(t, err)
+	ctx := context.Background()
+	mk := func(labels map[string]string) string {
+		c, err := b.x.cli.ContainerCreate(ctx, client.ContainerCreateOptions{
+			Config:     &container.Config{Image: image, Cmd: []string{"sleep", "600"}, Labels: labels},
+			HostConfig: &container.HostConfig{NetworkMode: "none"},
+		})
+		require.NoError(t, err)
+		_, err = b.x.cli.ContainerStart(ctx, c.ID, client.ContainerStartOptions{})
+		require.NoError(t, err)
+		return c.ID
+	}
+	dead := mk(map[string]string{LabelNode: b.nodeID, LabelJob: "7", LabelLeaseEpoch: "1"})
+	oldEpoch := mk(map[string]string{LabelNode: b.nodeID, LabelJob: "8", LabelLeaseEpoch: "1"})
+	live := mk(map[string]string{LabelNode: b.nodeID, LabelJob: "8", LabelLeaseEpoch: "2"})
+	unlabelled := mk(map[string]string{LabelNode: b.nodeID})
+	other := mk(map[string]string{LabelNode: b.nodeID + "-other", LabelJob: "7", LabelLeaseEpoch: "1"})
+	defer b.x.cli.ContainerRemove(ctx, other, client.ContainerRemoveOptions{Force: true})
+
+	var asked []string
+	removed, err := b.x.Sweep(ctx, b.nodeID, func(job string, epoch int64) bool {
+		asked = append(asked, fmt.Sprintf("%s/%d", job, epoch))
+		return job == "8" && epoch == 2
+	})
+	require.NoError(t, err)
+	require.Equal(t, 2, removed)
+	require.ElementsMatch(t, []string{"7/1", "8/1", "8/2"}, asked, "asked about each labelled lease of this node")
+	exists := func(id string) bool {
+		_, err := b.x.cli.ContainerInspect(ctx, id, client.ContainerInspectOptions{})
+		return err == nil
+	}
+	require.False(t, exists(dead), "a lease the node no longer holds")
+	require.False(t, exists(oldEpoch), "an earlier epoch of a job the node holds again")
+	require.True(t, exists(live), "the live lease's container")
+	require.True(t, exists(unlabelled), "a container without a lease")
+	require.True(t, exists(other), "another node's container")
+
+	_, err = b.x.Sweep(ctx, "", func(string, int64) bool { return false })
+	requireClass(t, err, engine.InfraConfig)
+	removed, err = b.x.Janitor(ctx, b.nodeID) // what is left of this node
+	require.NoError(t, err)
+	require.Equal(t, 2, removed)
+	require.NoError(t, b.leftovers(t))
 }
 
 func TestProbe(t *testing.T) {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 
 	cerrdefs "github.com/containerd/errdefs"
@@ -25,6 +26,28 @@ func (x *Executor) Janitor(ctx context.Context, nodeID string) (int, error) {
 	if err := x.removeWorkDirs(nodeID); err != nil {
 		return 0, err
 	}
+	return x.removeContainers(ctx, nodeID, nil)
+}
+
+// Sweep force-removes the containers labelled with nodeID whose lease is
+// not live: what a removal missed, e.g. during a daemon outage, while the
+// node runs on. live answers from the node's own view of its leases, which
+// holds a lease from before its first container is created until after its
+// last is removed, so a live job is never touched. Work directories are left
+// to the next Janitor: one of a live job may not have its container yet.
+func (x *Executor) Sweep(ctx context.Context, nodeID string, live func(jobID string, leaseEpoch int64) bool) (int, error) {
+	if nodeID == "" {
+		return 0, engine.Infraf(engine.InfraConfig, "sweep: empty node id")
+	}
+	return x.removeContainers(ctx, nodeID, func(labels map[string]string) bool {
+		epoch, err := strconv.ParseInt(labels[LabelLeaseEpoch], 10, 64)
+		return err != nil || labels[LabelJob] == "" || live(labels[LabelJob], epoch)
+	})
+}
+
+// removeContainers force-removes nodeID's containers, except those keep
+// (when given) says to keep.
+func (x *Executor) removeContainers(ctx context.Context, nodeID string, keep func(labels map[string]string) bool) (int, error) {
 	list, err := x.cli.ContainerList(ctx, client.ContainerListOptions{
 		All: true, Filters: make(client.Filters).Add("label", LabelNode+"="+nodeID),
 	})
@@ -34,6 +57,9 @@ func (x *Executor) Janitor(ctx context.Context, nodeID string) (int, error) {
 	removed := 0
 	for _, c := range list.Items {
 		if c.Labels[LabelNode] != nodeID { // the filter is the daemon's; trust but verify
+			continue
+		}
+		if keep != nil && keep(c.Labels) {
 			continue
 		}
 		_, err := x.cli.ContainerRemove(ctx, c.ID, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true})
