@@ -118,15 +118,9 @@ rotate.`,
 				}
 				body.MaxAttempts = &attempts
 			}
-			if secretFile != "" {
-				s, err := settings.ReadSecretFile("--secret-file", secretFile)
-				if err != nil {
-					return usagef("%v", err)
-				}
-				body.Secret = &s
-			}
-			if reason != "" {
-				body.Reason = &reason
+			var err error
+			if body.Secret, body.Reason, err = secretAndReason(secretFile, reason); err != nil {
+				return err
 			}
 			api, err := c.api()
 			if err != nil {
@@ -174,15 +168,9 @@ secret (from --secret-file, or fresh) is printed once on stdout.`,
 		}
 		ms := overlap.Milliseconds()
 		body := adminapi.WebhookSecretRotate{OverlapMs: &ms}
-		if secretFile != "" {
-			s, err := settings.ReadSecretFile("--secret-file", secretFile)
-			if err != nil {
-				return usagef("%v", err)
-			}
-			body.Secret = &s
-		}
-		if reason != "" {
-			body.Reason = &reason
+		var err error
+		if body.Secret, body.Reason, err = secretAndReason(secretFile, reason); err != nil {
+			return err
 		}
 		api, err := c.api()
 		if err != nil {
@@ -236,4 +224,20 @@ func (c *cli) webhookWritten(w *adminapi.WebhookGroupWritten, what string) error
 		}
 		return nil
 	})
+}
+
+// secretAndReason reads a webhook write's --secret-file (when given) and
+// takes its --reason (when given), as the admin API's optional fields.
+func secretAndReason(secretFile, reason string) (secret, why *string, err error) {
+	if secretFile != "" {
+		s, err := settings.ReadSecretFile("--secret-file", secretFile)
+		if err != nil {
+			return nil, nil, usagef("%v", err)
+		}
+		secret = &s
+	}
+	if reason != "" {
+		why = &reason
+	}
+	return secret, why, nil
 }
