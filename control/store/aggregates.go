@@ -1,5 +1,7 @@
 package store
 
+import "github.com/kece-oj/kece/control/lease"
+
 // The aggregates a caller holds: each is a view over one Store (the shared
 // database handle) with the operations of one part of the schema. A Store
 // hands out its own (Store.Jobs, Store.Leases, …); NewJobs and the other
@@ -12,9 +14,10 @@ package store
 // and cancel, and the reads of jobs, attempts and submission status.
 type Jobs struct{ *core }
 
-// Leases is the lease engine: claims (and the slot cycle), renewals,
-// results, releases, expiry and drain deadlines.
-type Leases struct{ *core }
+// Leases is the lease engine (control/lease): claims (and the slot cycle),
+// renewals, results, releases, expiry and drain deadlines. A Store builds
+// one over its handle.
+type Leases = lease.Engine
 
 // Nodes is the fleet's configuration: host groups, nodes, their languages
 // and self-checks.
@@ -41,9 +44,6 @@ type Tokens struct{ *core }
 // NewJobs returns the job aggregate over s.
 func NewJobs(s *Store) *Jobs { return &Jobs{s.core} }
 
-// NewLeases returns the lease engine over s.
-func NewLeases(s *Store) *Leases { return &Leases{s.core} }
-
 // NewNodes returns the node aggregate over s.
 func NewNodes(s *Store) *Nodes { return &Nodes{s.core} }
 
@@ -65,7 +65,6 @@ func NewTokens(s *Store) *Tokens { return &Tokens{s.core} }
 // aggregates are a Store's own aggregates, made once.
 type aggregates struct {
 	jobs        *Jobs
-	leases      *Leases
 	nodes       *Nodes
 	credentials *Credentials
 	events      *Events
@@ -75,7 +74,7 @@ type aggregates struct {
 }
 
 func newAggregates(s *Store) aggregates {
-	return aggregates{jobs: NewJobs(s), leases: NewLeases(s), nodes: NewNodes(s), credentials: NewCredentials(s),
+	return aggregates{jobs: NewJobs(s), nodes: NewNodes(s), credentials: NewCredentials(s),
 		events: NewEvents(s), manifestAgg: NewManifests(s), audit: NewAuditLog(s), tokens: NewTokens(s)}
 }
 
@@ -83,7 +82,7 @@ func newAggregates(s *Store) aggregates {
 func (s *Store) Jobs() *Jobs { return s.jobs }
 
 // Leases returns s's lease engine.
-func (s *Store) Leases() *Leases { return s.leases }
+func (s *Store) Leases() *Leases { return s.core.leases }
 
 // Nodes returns s's node aggregate.
 func (s *Store) Nodes() *Nodes { return s.nodes }

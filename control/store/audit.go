@@ -6,48 +6,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"time"
+
+	"github.com/kece-oj/kece/control/internal/jobdb"
 )
-
-// callerKey carries the caller's address into the store for the audit rows
-// of one request (WithCaller).
-type callerKey struct{}
-
-// callerAddrMax is judge_audit.remote_addr's width.
-const callerAddrMax = 64
-
-// WithCaller returns a context whose audit rows record addr as the caller's
-// address (the API layer sets it once per request, so no operation's
-// signature has to carry it). An empty addr records none.
-func WithCaller(ctx context.Context, addr string) context.Context {
-	if len(addr) > callerAddrMax {
-		addr = addr[:callerAddrMax]
-	}
-	return context.WithValue(ctx, callerKey{}, addr)
-}
-
-func callerFrom(ctx context.Context) string {
-	addr, _ := ctx.Value(callerKey{}).(string)
-	return addr
-}
-
-// audit writes one audit row inside the caller's transaction, with the
-// caller's address when the context carries one (WithCaller).
-func audit(ctx context.Context, tx *sql.Tx, actor, action string, nodeID, jobID int64, reason string, detail map[string]any) error {
-	var d []byte
-	if detail != nil {
-		d, _ = json.Marshal(detail)
-	}
-	if len(reason) > 1024 {
-		reason = reason[:1024]
-	}
-	if _, err := tx.ExecContext(ctx,
-		`INSERT INTO judge_audit (actor, action, node_id, job_id, reason, detail, remote_addr)
-		 VALUES (?, ?, NULLIF(?, 0), NULLIF(?, 0), ?, ?, NULLIF(?, ''))`,
-		actor, action, nodeID, jobID, reason, d, callerFrom(ctx)); err != nil {
-		return fmt.Errorf("store: audit: %w", err)
-	}
-	return nil
-}
 
 // AuditEntry is one audit row.
 type AuditEntry struct {
@@ -96,17 +57,17 @@ type AuditFilter struct {
 // Validate refuses filters that cannot match as asked.
 func (f AuditFilter) Validate() error {
 	if len(f.Actor) > 128 {
-		return invalid("actor", "is longer than 128 bytes")
+		return jobdb.Invalid("actor", "is longer than 128 bytes")
 	}
 	if len(f.Action) > 64 {
-		return invalid("action", "is longer than 64 bytes")
+		return jobdb.Invalid("action", "is longer than 64 bytes")
 	}
 	for _, id := range []struct {
 		field string
 		v     int64
 	}{{"nodeId", f.NodeID}, {"jobId", f.JobID}, {"beforeId", f.BeforeID}} {
 		if id.v < 0 {
-			return invalid(id.field, "ids are positive")
+			return jobdb.Invalid(id.field, "ids are positive")
 		}
 	}
 	if err := validRange("after", "before", f.After, f.Before); err != nil {
@@ -128,7 +89,7 @@ func (s *AuditLog) ListAudit(ctx context.Context, f AuditFilter) ([]AuditEntry, 
 		return nil, fmt.Errorf("store: list audit: %w", err)
 	}
 	for i := range out {
-		out[i].Detail = nilIfEmpty(out[i].Detail)
+		out[i].Detail = jobdb.NilIfEmpty(out[i].Detail)
 	}
 	return out, nil
 }
@@ -165,7 +126,7 @@ func auditSearchSQL(f AuditFilter) (string, []any) {
 // RecordNodeAction writes an audit row for an admin action on a node that
 // changes no row itself (a probe of its address).
 func (s *AuditLog) RecordNodeAction(ctx context.Context, nodeID int64, actor, action, reason string, detail map[string]any) error {
-	return s.inTx(ctx, func(tx *sql.Tx) error {
-		return audit(ctx, tx, actor, action, nodeID, 0, reason, detail)
+	return s.db.InTx(ctx, func(tx *sql.Tx) error {
+		return jobdb.Audit(ctx, tx, actor, action, nodeID, 0, reason, detail)
 	})
 }

@@ -1,72 +1,9 @@
 package store
 
 import (
-	"fmt"
-
 	"github.com/kece-oj/kece/contracts"
-	"github.com/kece-oj/kece/control/manifest"
+	"github.com/kece-oj/kece/control/internal/jobdb"
 )
-
-// Capabilities (docs/scheduling.md, "Capabilities"): a job requires its
-// language's bit and the bit of each problem type it uses; a node supports
-// the bits of the languages and problem types it reported. A claim leases a
-// job only when required_caps & ~(the node's bits) = 0.
-
-// batchCap is classic batch judging: every node supports it and no job
-// requires it (jobs queued before capabilities require nothing at all).
-var batchCap = mustFeatureCaps(contracts.FeatureBatch)
-
-func mustFeatureCaps(names ...string) uint64 {
-	m, err := contracts.FeatureCaps(names)
-	if err != nil {
-		panic(err)
-	}
-	return m
-}
-
-// requiredCaps derives what a submission requires from its language, its
-// manifest and whether it has more than one source file.
-func requiredCaps(language string, m manifest.Manifest, multiFile bool) uint64 {
-	caps, _ := contracts.LanguageCap(language)
-	var need []string
-	if m.IO != nil && (m.IO.InputFile != "" || m.IO.OutputFile != "") {
-		need = append(need, contracts.FeatureFileIO)
-	}
-	if len(m.Subtasks) > 0 {
-		need = append(need, contracts.FeatureSubtasks)
-	}
-	if multiFile {
-		need = append(need, contracts.FeatureMultiFile)
-	}
-	if m.Grader != nil {
-		need = append(need, contracts.FeatureGrader)
-	}
-	switch m.Checker.Type {
-	case manifest.CheckerInteractive:
-		need = append(need, contracts.FeatureInteractive)
-	case manifest.CheckerCommunication:
-		need = append(need, contracts.FeatureCommunication)
-	}
-	return caps | mustFeatureCaps(need...)
-}
-
-// needsFeature reports whether caps require a problem type beyond classic
-// batch (language bits aside).
-func needsFeature(caps uint64) bool { return caps&(1<<contracts.LanguageBitBase-1) != 0 }
-
-// nodeCapsSQL is a node's supported bits in SQL (n = judge_node): the
-// languages it reported, every language when it never reported any, and the
-// problem types it reported plus classic batch.
-var nodeCapsSQL = fmt.Sprintf(`(COALESCE(n.caps_languages, %d) | n.caps_features | %d)`, contracts.AllLanguageCaps(), batchCap)
-
-// nodeCaps is nodeCapsSQL in Go, from the two columns.
-func nodeCaps(languages *uint64, features uint64) uint64 {
-	langs := contracts.AllLanguageCaps()
-	if languages != nil {
-		langs = *languages
-	}
-	return langs | features | batchCap
-}
 
 // reportedCaps turns a heartbeat's reports into the columns to store (nil:
 // not reported, keep the stored value).
@@ -81,11 +18,11 @@ func reportedCaps(langs []LanguageReport, features []string) (languages, feats *
 	}
 	if features != nil {
 		if len(features) > 32 {
-			return nil, nil, invalid("features", "at most 32 problem types")
+			return nil, nil, jobdb.Invalid("features", "at most 32 problem types")
 		}
 		m, err := contracts.FeatureCaps(features)
 		if err != nil {
-			return nil, nil, invalid("features", "%v", err)
+			return nil, nil, jobdb.Invalid("features", "%v", err)
 		}
 		feats = &m
 	}

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/kece-oj/kece/control/internal/jobdb"
 	"github.com/kece-oj/kece/control/manifest"
 )
 
@@ -35,11 +36,11 @@ type CheckStarted struct {
 func (s *Nodes) StartCheck(ctx context.Context, r CheckRequest, actor, reason string) (CheckStarted, error) {
 	pool, err := manifest.PoolForLanguage(r.Language)
 	if err != nil {
-		return CheckStarted{}, invalid("language", "%v", err)
+		return CheckStarted{}, jobdb.Invalid("language", "%v", err)
 	}
 	snapshot, _ := json.Marshal(Snapshot{Language: r.Language, Source: r.Source})
 	var out CheckStarted
-	err = s.inTx(ctx, func(tx *sql.Tx) error {
+	err = s.db.InTx(ctx, func(tx *sql.Tx) error {
 		var nodePool string
 		var rev int64
 		err := tx.QueryRowContext(ctx, `SELECT pool, revision FROM judge_node WHERE id = ? FOR UPDATE`, r.NodeID).Scan(&nodePool, &rev)
@@ -50,7 +51,7 @@ func (s *Nodes) StartCheck(ctx context.Context, r CheckRequest, actor, reason st
 			return fmt.Errorf("store: start check: %w", err)
 		}
 		if nodePool != pool {
-			return invalid("language", "a %s check cannot run on a %s node", pool, nodePool)
+			return jobdb.Invalid("language", "a %s check cannot run on a %s node", pool, nodePool)
 		}
 		var runtime string
 		_ = tx.QueryRowContext(ctx, `SELECT COALESCE(reported_runtime, '') FROM judge_node WHERE id = ?`, r.NodeID).Scan(&runtime)
@@ -81,13 +82,13 @@ func (s *Nodes) StartCheck(ctx context.Context, r CheckRequest, actor, reason st
 		if _, err := tx.ExecContext(ctx, `UPDATE judge_node SET pending_checks = pending_checks + 1 WHERE id = ?`, r.NodeID); err != nil {
 			return fmt.Errorf("store: start check: %w", err)
 		}
-		if err := audit(ctx, tx, actor, "node.verify", r.NodeID, out.JobID, reason, map[string]any{"checkId": out.CheckID}); err != nil {
+		if err := jobdb.Audit(ctx, tx, actor, "node.verify", r.NodeID, out.JobID, reason, map[string]any{"checkId": out.CheckID}); err != nil {
 			return err
 		}
-		return bumpPool(ctx, tx, pool)
+		return jobdb.BumpPool(ctx, tx, pool)
 	})
 	if err == nil {
-		s.notify(pool)
+		s.db.Notify(pool)
 	}
 	return out, err
 }
@@ -157,7 +158,7 @@ func (s *Nodes) NodeChecks(ctx context.Context, nodeID int64, limit int) ([]Chec
 	out := make([]CheckView, 0, len(rows))
 	for _, r := range rows {
 		c, state := r.CheckView, r.JobState
-		c.Steps, c.Result = nilIfEmpty(c.Steps), nilIfEmpty(c.Result)
+		c.Steps, c.Result = jobdb.NilIfEmpty(c.Steps), jobdb.NilIfEmpty(c.Result)
 		switch {
 		case c.Outcome == CheckPassed:
 			c.State = CheckPassed

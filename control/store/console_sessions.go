@@ -8,6 +8,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/kece-oj/kece/control/internal/jobdb"
 )
 
 // consoleSessionPrefix marks console session ids, so one is never mistaken
@@ -35,7 +37,7 @@ type ConsoleSessionLimits struct {
 
 func (l ConsoleSessionLimits) validate() error {
 	if l.Idle < time.Minute || l.Absolute < l.Idle {
-		return invalid("sessionLimits", "idle %s must be at least 1m and absolute %s at least idle", l.Idle, l.Absolute)
+		return jobdb.Invalid("sessionLimits", "idle %s must be at least 1m and absolute %s at least idle", l.Idle, l.Absolute)
 	}
 	return nil
 }
@@ -72,8 +74,8 @@ func (s *Tokens) OpenConsoleSession(ctx context.Context, admin TokenIdentity, ad
 		return ConsoleSession{}, fmt.Errorf("console session: %w", err)
 	}
 	csrf := hex.EncodeToString(b[:])
-	if len(remote) > callerAddrMax { // judge_console_session.remote_addr is as wide
-		remote = remote[:callerAddrMax]
+	if len(remote) > jobdb.CallerAddrMax { // judge_console_session.remote_addr is as wide
+		remote = remote[:jobdb.CallerAddrMax]
 	}
 	// Ended and expired sessions are swept here, a few at a time, so the
 	// table does not need a maintenance pass of its own.
@@ -82,7 +84,7 @@ func (s *Tokens) OpenConsoleSession(ctx context.Context, admin TokenIdentity, ad
 		return ConsoleSession{}, fmt.Errorf("store: sweep console sessions: %w", err)
 	}
 	// The login is audited with the session it opened, in one transaction.
-	err := s.inTx(ctx, func(tx *sql.Tx) error {
+	err := s.db.InTx(ctx, func(tx *sql.Tx) error {
 		// Only for a secret the token accepts now: its current one, or the
 		// previous one inside its overlap.
 		sh := hashSecret(adminSecret)
@@ -91,14 +93,14 @@ func (s *Tokens) OpenConsoleSession(ctx context.Context, admin TokenIdentity, ad
 			SELECT ?, id, ?, ?, ?, NOW(6) + INTERVAL ? MICROSECOND FROM judge_api_token
 			WHERE id = ? AND kind = ? AND revoked_at IS NULL
 			  AND (token_hash = ? OR (prev_token_hash = ? AND prev_valid_until > NOW(6)))`,
-			hash, sh, csrf, remote, micros(lim.Absolute), admin.ID, TokenAdmin, sh, sh)
+			hash, sh, csrf, remote, jobdb.Micros(lim.Absolute), admin.ID, TokenAdmin, sh, sh)
 		if err != nil {
 			return fmt.Errorf("store: open console session: %w", err)
 		}
 		if n, _ := r.RowsAffected(); n != 1 {
 			return fmt.Errorf("console session: the secret is not one the admin token accepts: %w", ErrUnauthenticated)
 		}
-		return audit(WithCaller(ctx, remote), tx, admin.Actor(), "console.login", 0, 0, "console login", nil)
+		return jobdb.Audit(WithCaller(ctx, remote), tx, admin.Actor(), "console.login", 0, 0, "console login", nil)
 	})
 	if err != nil {
 		return ConsoleSession{}, err
@@ -149,7 +151,7 @@ func (s *Tokens) ConsoleSessionBySecret(ctx context.Context, secret string, lim 
 		  AND cs.expires_at > NOW(6)
 		  AND cs.last_seen_at > NOW(6) - INTERVAL ? MICROSECOND
 		  AND t.kind = ?`,
-		micros(consoleSeenResolution), hashSecret(secret), micros(lim.Idle), TokenAdmin).
+		jobdb.Micros(consoleSeenResolution), hashSecret(secret), jobdb.Micros(lim.Idle), TokenAdmin).
 		Scan(&rowID, &sess.CSRF, &sess.ExpiresAt, &sess.Admin.ID, &sess.Admin.Kind, &sess.Admin.Name, &stale, &refusal)
 	if errors.Is(err, sql.ErrNoRows) {
 		return ConsoleSession{}, ErrConsoleSessionInvalid
@@ -175,7 +177,7 @@ func (s *Tokens) ConsoleSessionBySecret(ctx context.Context, secret string, lim 
 // accepted, audited once (concurrent requests of the session race to end
 // it; one writes the row).
 func (s *core) endRefusedSession(ctx context.Context, id int64, admin TokenIdentity, why string) error {
-	return s.inTx(ctx, func(tx *sql.Tx) error {
+	return s.db.InTx(ctx, func(tx *sql.Tx) error {
 		r, err := tx.ExecContext(ctx, `UPDATE judge_console_session SET ended_at = NOW(6) WHERE id = ? AND ended_at IS NULL`, id)
 		if err != nil {
 			return fmt.Errorf("store: end console session: %w", err)
@@ -183,7 +185,7 @@ func (s *core) endRefusedSession(ctx context.Context, id int64, admin TokenIdent
 		if n, _ := r.RowsAffected(); n != 1 {
 			return nil
 		}
-		return audit(ctx, tx, auditActorControl, "console.session_ended", 0, 0, "console session ended: "+why,
+		return jobdb.Audit(ctx, tx, jobdb.ActorControl, "console.session_ended", 0, 0, "console session ended: "+why,
 			map[string]any{"admin": admin.Actor(), "sessionId": id})
 	})
 }
@@ -195,7 +197,7 @@ func (s *Tokens) EndConsoleSession(ctx context.Context, secret, remote string) e
 	if len(secret) < 8 || len(secret) > 128 {
 		return nil
 	}
-	return s.inTx(ctx, func(tx *sql.Tx) error {
+	return s.db.InTx(ctx, func(tx *sql.Tx) error {
 		var who TokenIdentity
 		var id int64
 		err := tx.QueryRowContext(ctx, `SELECT cs.id, t.id, t.kind, t.name
@@ -210,6 +212,6 @@ func (s *Tokens) EndConsoleSession(ctx context.Context, secret, remote string) e
 		if _, err := tx.ExecContext(ctx, `UPDATE judge_console_session SET ended_at = NOW(6) WHERE id = ?`, id); err != nil {
 			return fmt.Errorf("store: end console session: %w", err)
 		}
-		return audit(WithCaller(ctx, remote), tx, who.Actor(), "console.logout", 0, 0, "console logout", nil)
+		return jobdb.Audit(WithCaller(ctx, remote), tx, who.Actor(), "console.logout", 0, 0, "console logout", nil)
 	})
 }

@@ -13,6 +13,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/kece-oj/kece/control/internal/jobdb"
 )
 
 // Secret prefixes make leaked strings recognisable and carry the ids needed to
@@ -66,13 +68,6 @@ func secretIDs(s, prefix string, n int) ([]int64, bool) {
 	return ids, true
 }
 
-// NodeSession identifies an authenticated node process: the node and the
-// session epoch of its current boot.
-type NodeSession struct {
-	NodeID       int64
-	SessionEpoch int64
-}
-
 // JoinCode is a one-time code, shown once.
 type JoinCode struct {
 	Code      string
@@ -81,9 +76,9 @@ type JoinCode struct {
 
 // issueJoinCode issues a code valid for ttl (0: the configured default).
 func (s *core) issueJoinCode(ctx context.Context, tx *sql.Tx, nodeID int64, ttl time.Duration) (JoinCode, error) {
-	ttl = cmp.Or(ttl, s.cfg.JoinCodeTTL)
+	ttl = cmp.Or(ttl, s.db.Cfg.JoinCodeTTL)
 	if ttl < time.Second || ttl > JoinCodeTTLMax {
-		return JoinCode{}, invalid("joinCodeTtlSeconds", "join code lifetime %s must be 1s..%s", ttl, JoinCodeTTLMax)
+		return JoinCode{}, jobdb.Invalid("joinCodeTtlSeconds", "join code lifetime %s must be 1s..%s", ttl, JoinCodeTTLMax)
 	}
 	// Earlier unused codes of this node stop working.
 	if _, err := tx.ExecContext(ctx,
@@ -93,7 +88,7 @@ func (s *core) issueJoinCode(ctx context.Context, tx *sql.Tx, nodeID int64, ttl 
 	code, hash := newSecret(joinCodePrefix)
 	if _, err := tx.ExecContext(ctx,
 		`INSERT INTO judge_join_code (node_id, code_hash, expires_at) VALUES (?, ?, NOW(6) + INTERVAL ? MICROSECOND)`,
-		nodeID, hash, micros(ttl)); err != nil {
+		nodeID, hash, jobdb.Micros(ttl)); err != nil {
 		return JoinCode{}, fmt.Errorf("store: join code: %w", err)
 	}
 	return JoinCode{Code: code, ExpiresIn: ttl}, nil
@@ -117,7 +112,7 @@ func (s *Credentials) IssueJoinCode(ctx context.Context, nodeID int64, actor, re
 // admin (0: the configured default; at most JoinCodeTTLMax).
 func (s *Credentials) IssueJoinCodeTTL(ctx context.Context, nodeID int64, ttl time.Duration, actor, reason string) (JoinCode, error) {
 	var code JoinCode
-	err := s.inTx(ctx, func(tx *sql.Tx) error {
+	err := s.db.InTx(ctx, func(tx *sql.Tx) error {
 		joined, revoked, err := lockNodeFlags(ctx, tx, nodeID)
 		if err != nil {
 			return err
@@ -131,7 +126,7 @@ func (s *Credentials) IssueJoinCodeTTL(ctx context.Context, nodeID int64, ttl ti
 		if code, err = s.issueJoinCode(ctx, tx, nodeID, ttl); err != nil {
 			return err
 		}
-		return audit(ctx, tx, actor, "node.join_code", nodeID, 0, reason, map[string]any{"ttlSeconds": int64(code.ExpiresIn / time.Second)})
+		return jobdb.Audit(ctx, tx, actor, "node.join_code", nodeID, 0, reason, map[string]any{"ttlSeconds": int64(code.ExpiresIn / time.Second)})
 	})
 	return code, err
 }
@@ -147,7 +142,7 @@ func (s *Credentials) RotateCredential(ctx context.Context, nodeID int64, actor,
 // chosen by the admin (0: the configured default; at most JoinCodeTTLMax).
 func (s *Credentials) RotateCredentialTTL(ctx context.Context, nodeID int64, ttl time.Duration, actor, reason string) (JoinCode, error) {
 	var code JoinCode
-	err := s.inTx(ctx, func(tx *sql.Tx) error {
+	err := s.db.InTx(ctx, func(tx *sql.Tx) error {
 		_, revoked, err := lockNodeFlags(ctx, tx, nodeID)
 		if err != nil {
 			return err
@@ -163,7 +158,7 @@ func (s *Credentials) RotateCredentialTTL(ctx context.Context, nodeID int64, ttl
 		if code, err = s.issueJoinCode(ctx, tx, nodeID, ttl); err != nil {
 			return err
 		}
-		return audit(ctx, tx, actor, "node.rotate_credential", nodeID, 0, reason, nil)
+		return jobdb.Audit(ctx, tx, actor, "node.rotate_credential", nodeID, 0, reason, nil)
 	})
 	return code, err
 }
@@ -206,7 +201,7 @@ func (s *Credentials) JoinPool(ctx context.Context, code, pool string) (Joined, 
 	hash := hashSecret(code)
 	var nodeID int64
 	var cred string
-	err := s.inTx(ctx, func(tx *sql.Tx) error {
+	err := s.db.InTx(ctx, func(tx *sql.Tx) error {
 		var expired, used bool
 		err := tx.QueryRowContext(ctx,
 			`SELECT node_id, expires_at <= NOW(6), consumed_at IS NOT NULL FROM judge_join_code WHERE code_hash = ?`, hash).Scan(
@@ -249,7 +244,7 @@ func (s *Credentials) JoinPool(ctx context.Context, code, pool string) (Joined, 
 			 WHERE id = ?`, h, nodeID); err != nil {
 			return fmt.Errorf("store: join: %w", err)
 		}
-		return audit(ctx, tx, "node:"+strconv.FormatInt(nodeID, 10), "node.join", nodeID, 0, "", nil)
+		return jobdb.Audit(ctx, tx, "node:"+strconv.FormatInt(nodeID, 10), "node.join", nodeID, 0, "", nil)
 	})
 	if err != nil {
 		return Joined{}, err
@@ -284,11 +279,11 @@ func (s *Credentials) OpenSession(ctx context.Context, credential, bootID string
 		return Session{}, fmt.Errorf("credential: %w", ErrUnauthenticated)
 	}
 	if bootID == "" || len(bootID) > 64 {
-		return Session{}, invalid("bootId", "must be 1..64 characters")
+		return Session{}, jobdb.Invalid("bootId", "must be 1..64 characters")
 	}
 	var out Session
 	var pools map[string]bool
-	err := s.inTx(ctx, func(tx *sql.Tx) error {
+	err := s.db.InTx(ctx, func(tx *sql.Tx) error {
 		out, pools = Session{}, nil
 		var hash []byte
 		var revoked bool
@@ -325,14 +320,14 @@ func (s *Credentials) OpenSession(ctx context.Context, credential, bootID string
 		if !newBoot {
 			return nil
 		}
-		pools, out.RequeuedLeases, err = s.requeueOldSessionLocked(ctx, tx, out.NodeID, out.SessionEpoch)
+		pools, out.RequeuedLeases, err = s.leases.RequeueOldSession(ctx, tx, out.NodeID, out.SessionEpoch)
 		return err
 	})
 	if err != nil {
 		return Session{}, err
 	}
 	for p := range pools {
-		s.notify(p)
+		s.db.Notify(p)
 	}
 	return out, nil
 }
@@ -395,10 +390,10 @@ type HeartbeatReport struct {
 // node's desired configuration.
 func (s *Credentials) Heartbeat(ctx context.Context, sess NodeSession, r HeartbeatReport) (Node, error) {
 	if len(r.RuntimeVersion) > 255 {
-		return Node{}, invalid("runtimeVersion", "at most 255 characters")
+		return Node{}, jobdb.Invalid("runtimeVersion", "at most 255 characters")
 	}
 	if len(r.Health) > 16<<10 {
-		return Node{}, invalid("dependencies", "at most 16 KiB")
+		return Node{}, jobdb.Invalid("dependencies", "at most 16 KiB")
 	}
 	langs, err := checkLanguageReports(r.Languages)
 	if err != nil {
@@ -427,7 +422,7 @@ func (s *Credentials) Heartbeat(ctx context.Context, sess NodeSession, r Heartbe
 		if err != nil && !errors.Is(err, sql.ErrNoRows) {
 			return Node{}, fmt.Errorf("store: heartbeat: %w", err)
 		}
-		if err := sessionError(sess, err == nil, revoked, epoch); err != nil {
+		if err := jobdb.SessionError(sess, err == nil, revoked, epoch); err != nil {
 			return Node{}, err
 		}
 		// Revoked or replaced and then restored between the two reads:

@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/kece-oj/kece/control/internal/jobdb"
 	"github.com/kece-oj/kece/control/manifest"
 )
 
@@ -44,23 +45,23 @@ type EnqueueResult struct {
 
 func (r EnqueueRequest) validate(maxSnapshot int) (pool string, snapshot []byte, digest string, err error) {
 	if !submissionTypeRE.MatchString(r.SubmissionType) || IsReservedType(r.SubmissionType) {
-		return "", nil, "", invalid("submissionType", "must match %s and not start with %s", submissionTypeRE, reservedTypePrefix)
+		return "", nil, "", jobdb.Invalid("submissionType", "must match %s and not start with %s", submissionTypeRE, reservedTypePrefix)
 	}
 	if !submissionIDRE.MatchString(r.SubmissionID) {
-		return "", nil, "", invalid("submissionId", "must match %s", submissionIDRE)
+		return "", nil, "", jobdb.Invalid("submissionId", "must match %s", submissionIDRE)
 	}
 	pool, err = manifest.PoolForLanguage(r.Language)
 	if err != nil {
-		return "", nil, "", invalidOf(ErrUnknownLanguage, "language", "%v", err)
+		return "", nil, "", jobdb.InvalidOf(ErrUnknownLanguage, "language", "%v", err)
 	}
 	if r.ManifestID <= 0 {
-		return "", nil, "", invalidOf(ErrManifestMissing, "manifestId", "required")
+		return "", nil, "", jobdb.InvalidOf(ErrManifestMissing, "manifestId", "required")
 	}
 	if r.Priority < -100 || r.Priority > 100 {
-		return "", nil, "", invalid("priority", "must be -100..100")
+		return "", nil, "", jobdb.Invalid("priority", "must be -100..100")
 	}
 	if strings.TrimSpace(r.Source) == "" {
-		return "", nil, "", invalid("source", "must not be empty")
+		return "", nil, "", jobdb.Invalid("source", "must not be empty")
 	}
 	if err := checkSourceFiles(r.Language, r.Source, r.Files); err != nil {
 		return "", nil, "", err
@@ -70,7 +71,7 @@ func (r EnqueueRequest) validate(maxSnapshot int) (pool string, snapshot []byte,
 		return "", nil, "", fmt.Errorf("store: snapshot: %w", err)
 	}
 	if len(snapshot) > maxSnapshot {
-		return "", nil, "", invalid("source", "request snapshot is %d bytes, above the limit of %d", len(snapshot), maxSnapshot)
+		return "", nil, "", jobdb.Invalid("source", "request snapshot is %d bytes, above the limit of %d", len(snapshot), maxSnapshot)
 	}
 	h := sha256.New()
 	fmt.Fprintf(h, "%d\n%d\n", r.ManifestID, r.Priority)
@@ -93,16 +94,16 @@ func (s *core) enqueue(ctx context.Context, req EnqueueRequest) (EnqueueResult, 
 	// identity (1062 on uk_job_identity) takes the locking path, which
 	// returns the existing job or a conflict.
 	n := newJob{req: req, pool: pool, snapshot: snapshot, digest: digest, caps: caps}
-	res, err := s.enqueuer.do(ctx, n)
-	if isDuplicate(err) {
-		err = s.inTx(ctx, func(tx *sql.Tx) error {
+	res, err := s.enqueuer.Do(ctx, n)
+	if jobdb.IsDuplicate(err) {
+		err = s.db.InTx(ctx, func(tx *sql.Tx) error {
 			var err error
 			res, err = s.enqueueLocked(ctx, tx, req, pool, snapshot, digest, caps)
 			return err
 		})
 	}
 	if err == nil && res.Created {
-		s.notifyJobs(pool, 1, caps)
+		s.db.NotifyJobs(pool, 1, caps)
 	}
 	return res, err
 }
@@ -158,13 +159,13 @@ func (s *core) enqueueMany(ctx context.Context, reqs []EnqueueRequest) ([]Enqueu
 		return nil, err
 	}
 	var out []EnqueueResult
-	err = s.inTx(ctx, func(tx *sql.Tx) error {
+	err = s.db.InTx(ctx, func(tx *sql.Tx) error {
 		var err error
 		out, err = s.enqueueManyTx(ctx, tx, jobs)
 		return err
 	})
-	if isDuplicate(err) {
-		err = s.inTx(ctx, func(tx *sql.Tx) error {
+	if jobdb.IsDuplicate(err) {
+		err = s.db.InTx(ctx, func(tx *sql.Tx) error {
 			var err error
 			out, err = s.enqueueManyLocked(ctx, tx, reqs, jobs)
 			return err
@@ -181,7 +182,7 @@ func (s *core) enqueueMany(ctx context.Context, reqs []EnqueueRequest) ([]Enqueu
 // ones; the same identity twice in one call is invalid.
 func (s *core) validateMany(ctx context.Context, reqs []EnqueueRequest) ([]newJob, error) {
 	if len(reqs) == 0 || len(reqs) > EnqueueManyMax {
-		return nil, invalid("submissions", "must hold 1..%d submissions, got %d", EnqueueManyMax, len(reqs))
+		return nil, jobdb.Invalid("submissions", "must hold 1..%d submissions, got %d", EnqueueManyMax, len(reqs))
 	}
 	jobs := make([]newJob, len(reqs))
 	seen := make(map[[2]string]int, len(reqs))
@@ -199,7 +200,7 @@ func (s *core) validateMany(ctx context.Context, reqs []EnqueueRequest) ([]newJo
 		k := [2]string{req.SubmissionType, req.SubmissionID}
 		if j, dup := seen[k]; dup {
 			bad.Items = append(bad.Items, &ItemError{Index: i,
-				Err: invalid("submissionId", "repeats submissions[%d] (%s/%s)", j, req.SubmissionType, req.SubmissionID)})
+				Err: jobdb.Invalid("submissionId", "repeats submissions[%d] (%s/%s)", j, req.SubmissionType, req.SubmissionID)})
 			continue
 		}
 		seen[k] = i
@@ -273,7 +274,7 @@ func (s *core) notifyCreated(jobs []newJob, out []EnqueueResult) {
 		}
 	}
 	for p, n := range pools {
-		s.notifyJobs(p, n, caps[p])
+		s.db.NotifyJobs(p, n, caps[p])
 	}
 }
 
@@ -291,11 +292,11 @@ type newJob struct {
 // them exists already the statement writes nothing and each goes alone (and
 // from there to the locking path), so each caller gets its own answer. The
 // same identity twice in one batch also goes alone.
-func (s *core) enqueueBatch(ctx context.Context, calls []*batchCall[newJob, EnqueueResult]) {
+func (s *core) enqueueBatch(ctx context.Context, calls []*jobdb.BatchCall[newJob, EnqueueResult]) {
 	seen := make(map[[2]string]bool, len(calls))
-	var batch, alone []*batchCall[newJob, EnqueueResult]
+	var batch, alone []*jobdb.BatchCall[newJob, EnqueueResult]
 	for _, c := range calls {
-		k := [2]string{c.req.req.SubmissionType, c.req.req.SubmissionID}
+		k := [2]string{c.Req.req.SubmissionType, c.Req.req.SubmissionID}
 		if seen[k] {
 			alone = append(alone, c)
 			continue
@@ -306,26 +307,26 @@ func (s *core) enqueueBatch(ctx context.Context, calls []*batchCall[newJob, Enqu
 	if len(batch) > 0 {
 		jobs := make([]newJob, len(batch))
 		for i, c := range batch {
-			jobs[i] = c.req
+			jobs[i] = c.Req
 		}
 		ids, err := s.insertNewJobsAutocommit(ctx, jobs)
 		if err == nil {
 			if len(batch) > 1 {
-				s.stats.batches.Add(1)
+				s.db.Stats.Batches.Add(1)
 			}
 			for i, c := range batch {
-				c.resp = EnqueueResult{JobID: ids[i], Generation: 1, State: StateQueued, Created: true}
+				c.Resp = EnqueueResult{JobID: ids[i], Generation: 1, State: StateQueued, Created: true}
 			}
 			batch = nil
 		} else if len(batch) == 1 {
-			batch[0].err = err
+			batch[0].Err = err
 			batch = nil
 		}
 	}
 	for _, c := range append(batch, alone...) {
-		ids, err := s.insertNewJobsAutocommit(ctx, []newJob{c.req})
-		if c.err = err; err == nil {
-			c.resp = EnqueueResult{JobID: ids[0], Generation: 1, State: StateQueued, Created: true}
+		ids, err := s.insertNewJobsAutocommit(ctx, []newJob{c.Req})
+		if c.Err = err; err == nil {
+			c.Resp = EnqueueResult{JobID: ids[0], Generation: 1, State: StateQueued, Created: true}
 		}
 	}
 }
@@ -337,7 +338,7 @@ func (s *core) firstGenerations(jobs []newJob) []jobRow {
 		rows[i] = jobRow{
 			submissionType: n.req.SubmissionType, submissionID: n.req.SubmissionID, generation: 1,
 			kind: KindSubmission, pool: n.pool, language: n.req.Language, manifestID: n.req.ManifestID,
-			snapshot: n.snapshot, digest: n.digest, priority: n.req.Priority, maxAttempts: s.cfg.MaxAttempts,
+			snapshot: n.snapshot, digest: n.digest, priority: n.req.Priority, maxAttempts: s.db.Cfg.MaxAttempts,
 			requiredCaps: n.caps,
 		}
 	}
@@ -355,7 +356,7 @@ func (s *core) insertNewJobsAutocommit(ctx context.Context, jobs []newJob) ([]in
 	insert, insertArgs := jobInsertSQL(rows)
 	if len(rows) == 1 {
 		var id int64
-		err := s.retried(ctx, func() error {
+		err := s.db.Retried(ctx, func() error {
 			r, err := s.db.ExecContext(ctx, insert, insertArgs...)
 			if err != nil {
 				return err
@@ -369,11 +370,11 @@ func (s *core) insertNewJobsAutocommit(ctx context.Context, jobs []newJob) ([]in
 		return []int64{id}, nil
 	}
 	from, identArgs := identitiesFrom(rows)
-	sc := (&script{}).exec(insert, insertArgs...).rows(identityColumns+from, identArgs...)
+	sc := (&jobdb.Script{}).Exec(insert, insertArgs...).Rows(identityColumns+from, identArgs...)
 	var ids []int64
-	err := s.inScripts(ctx, func(c *scriptConn) error {
+	err := s.db.InScripts(ctx, func(c *jobdb.ScriptConn) error {
 		byIdentity := make(jobIDs, len(rows))
-		if err := c.send(ctx, sc, byIdentity.scan); err != nil {
+		if err := c.Send(ctx, sc, byIdentity.scan); err != nil {
 			return fmt.Errorf("store: enqueue: %w", err)
 		}
 		var err error
@@ -404,27 +405,27 @@ func (s *core) enqueueTx(ctx context.Context, tx *sql.Tx, req EnqueueRequest) (E
 // validateEnqueue checks the request and its manifest (manifests are
 // immutable and never deleted, so this needs no transaction).
 func (s *core) validateEnqueue(ctx context.Context, req EnqueueRequest) (pool string, snapshot []byte, digest string, caps uint64, err error) {
-	pool, snapshot, digest, err = req.validate(s.cfg.MaxSnapshotBytes)
+	pool, snapshot, digest, err = req.validate(s.db.Cfg.MaxSnapshotBytes)
 	if err != nil {
 		return "", nil, "", 0, err
 	}
 	m, err := s.manifestFor(ctx, req.Tenant, req.ManifestID)
 	if errors.Is(err, ErrNotFound) {
-		return "", nil, "", 0, invalidOf(ErrManifestMissing, "manifestId", "manifest %d does not exist", req.ManifestID)
+		return "", nil, "", 0, jobdb.InvalidOf(ErrManifestMissing, "manifestId", "manifest %d does not exist", req.ManifestID)
 	}
 	if err != nil {
 		return "", nil, "", 0, err
 	}
 	if err := manifest.CheckPoolKind(pool, m.Kind); err != nil {
-		return "", nil, "", 0, invalidOf(ErrManifestMismatch, "language", "%v", err)
+		return "", nil, "", 0, jobdb.InvalidOf(ErrManifestMismatch, "language", "%v", err)
 	}
 	if err := manifest.CheckGraderLanguage(req.Language, m); err != nil {
-		return "", nil, "", 0, invalidOf(ErrManifestMismatch, "language", "%v", err)
+		return "", nil, "", 0, jobdb.InvalidOf(ErrManifestMismatch, "language", "%v", err)
 	}
 	if err := manifest.CheckLanguageMemory(req.Language, m); err != nil {
-		return "", nil, "", 0, invalidOf(ErrMemoryTooLow, "limits.memoryMb", "%v", err)
+		return "", nil, "", 0, jobdb.InvalidOf(ErrMemoryTooLow, "limits.memoryMb", "%v", err)
 	}
-	return pool, snapshot, digest, requiredCaps(req.Language, m, len(req.Files) > 0), nil
+	return pool, snapshot, digest, jobdb.RequiredCaps(req.Language, m, len(req.Files) > 0), nil
 }
 
 // enqueueLocked is the locking path: lock the submission (its pointer
@@ -439,7 +440,7 @@ func (s *core) enqueueLocked(ctx context.Context, tx *sql.Tx, req EnqueueRequest
 		id, err := s.insertJob(ctx, tx, jobRow{
 			submissionType: req.SubmissionType, submissionID: req.SubmissionID, generation: 1,
 			kind: KindSubmission, pool: pool, language: req.Language, manifestID: req.ManifestID,
-			snapshot: snapshot, digest: digest, priority: req.Priority, maxAttempts: s.cfg.MaxAttempts,
+			snapshot: snapshot, digest: digest, priority: req.Priority, maxAttempts: s.db.Cfg.MaxAttempts,
 			requiredCaps: caps,
 		})
 		switch {
@@ -447,11 +448,11 @@ func (s *core) enqueueLocked(ctx context.Context, tx *sql.Tx, req EnqueueRequest
 			if err := setPointer(ctx, tx, req.SubmissionType, req.SubmissionID, id, 1); err != nil {
 				return EnqueueResult{}, err
 			}
-			if err := bumpPool(ctx, tx, pool); err != nil {
+			if err := jobdb.BumpPool(ctx, tx, pool); err != nil {
 				return EnqueueResult{}, err
 			}
 			return EnqueueResult{JobID: id, Generation: 1, State: StateQueued, Created: true}, nil
-		case !isDuplicate(err):
+		case !jobdb.IsDuplicate(err):
 			return EnqueueResult{}, err
 		}
 		// A fast-path enqueue of the same identity (it takes no pointer
@@ -471,7 +472,7 @@ func (s *core) enqueueLocked(ctx context.Context, tx *sql.Tx, req EnqueueRequest
 		return EnqueueResult{}, fmt.Errorf("store: enqueue: current job: %w", err)
 	}
 	if existingDigest != digest {
-		return EnqueueResult{}, conflict("submission %s/%s already exists with a different request; rejudge to judge it again",
+		return EnqueueResult{}, jobdb.Conflict("submission %s/%s already exists with a different request; rejudge to judge it again",
 			req.SubmissionType, req.SubmissionID)
 	}
 	return EnqueueResult{JobID: cur, Generation: gen, State: state}, nil

@@ -4,13 +4,12 @@ import (
 	"cmp"
 	"context"
 	"database/sql"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
-	"strconv"
-	"strings"
 	"time"
+
+	"github.com/kece-oj/kece/control/internal/jobdb"
 )
 
 // Event is one settlement event leased to a consumer: one consumer group's
@@ -44,13 +43,13 @@ const (
 // same settlements are untouched.
 func (s *Events) ClaimEvents(ctx context.Context, scope EventScope, consumer string, max int, lease time.Duration) ([]Event, error) {
 	if consumer == "" || len(consumer) > 128 {
-		return nil, invalid("consumer", "must be 1..128 characters")
+		return nil, jobdb.Invalid("consumer", "must be 1..128 characters")
 	}
 	if max < 1 || max > 100 {
-		return nil, invalid("max", "must be 1..100")
+		return nil, jobdb.Invalid("max", "must be 1..100")
 	}
 	if lease < time.Second || lease > time.Hour {
-		return nil, invalid("leaseMs", "must be 1000..3600000")
+		return nil, jobdb.Invalid("leaseMs", "must be 1000..3600000")
 	}
 	where, wargs := scope.where()
 	// A consumer that polls an empty outbox costs one plain read, not a
@@ -69,14 +68,14 @@ func (s *Events) ClaimEvents(ctx context.Context, scope EventScope, consumer str
 	// whole), then (their lease, commit). A row is locked from the read to
 	// the commit, so the attempt it is given is its stored count plus one.
 	var out []Event
-	err = s.inScripts(ctx, func(c *scriptConn) error {
+	err = s.db.InScripts(ctx, func(c *jobdb.ScriptConn) error {
 		out = nil
-		sc := s.begin(&script{}).rows(
+		sc := s.db.Begin(&jobdb.Script{}).Rows(
 			`SELECT id, job_id, event_type, consumer_group, submission_type, submission_id, generation, payload, attempts, created_at
 			 FROM judge_settlement_event
 			 WHERE state = 'PENDING' AND`+where+` AND next_attempt_at <= NOW(6)
 			 ORDER BY next_attempt_at, id LIMIT ? FOR UPDATE SKIP LOCKED`, append(wargs, max)...)
-		err := c.send(ctx, sc, func(r rowScanner) error {
+		err := c.Send(ctx, sc, func(r jobdb.RowScanner) error {
 			var e Event
 			if err := r.Scan(&e.ID, &e.JobID, &e.EventType, &e.ConsumerGroup, &e.SubmissionType, &e.SubmissionID, &e.Generation,
 				&e.Payload, &e.DeliveryAttempt, &e.CreatedAt); err != nil {
@@ -93,14 +92,14 @@ func (s *Events) ClaimEvents(ctx context.Context, scope EventScope, consumer str
 		for i, e := range out {
 			ids[i] = e.ID
 		}
-		rest := &script{}
+		rest := &jobdb.Script{}
 		if len(ids) > 0 {
-			in, args := inList(ids)
-			rest.exec(`UPDATE judge_settlement_event SET consumer = ?, attempts = attempts + 1,
+			in, args := jobdb.InList(ids)
+			rest.Exec(`UPDATE judge_settlement_event SET consumer = ?, attempts = attempts + 1,
 			   next_attempt_at = NOW(6) + INTERVAL ? MICROSECOND
-			 WHERE id IN (`+in+`)`, append([]any{consumer, micros(lease)}, args...)...)
+			 WHERE id IN (`+in+`)`, append([]any{consumer, jobdb.Micros(lease)}, args...)...)
 		}
-		if err := c.send(ctx, rest.exec(`COMMIT`)); err != nil {
+		if err := c.Send(ctx, rest.Exec(`COMMIT`)); err != nil {
 			return fmt.Errorf("store: claim events: %w", err)
 		}
 		slices.SortFunc(out, func(a, b Event) int { return cmp.Compare(a.ID, b.ID) })
@@ -118,9 +117,9 @@ func (s *core) ackEvents(ctx context.Context, scope EventScope, consumer string,
 		return 0, nil
 	}
 	if len(ids) > 100 {
-		return 0, invalid("eventIds", "at most 100 per call")
+		return 0, jobdb.Invalid("eventIds", "at most 100 per call")
 	}
-	in, args := inList(ids)
+	in, args := jobdb.InList(ids)
 	where, wargs := scope.where()
 	r, err := s.db.ExecContext(ctx,
 		`UPDATE judge_settlement_event SET state = 'DELIVERED', delivered_at = NOW(6)
@@ -152,7 +151,7 @@ func (s *Events) AckEventsFor(ctx context.Context, scope EventScope, consumer st
 	if _, err := s.AckEvents(ctx, scope, consumer, ids); err != nil {
 		return out, err
 	}
-	in, args := inList(ids)
+	in, args := jobdb.InList(ids)
 	where, wargs := scope.where()
 	rows, err := s.db.QueryContext(ctx,
 		`SELECT id FROM judge_settlement_event WHERE id IN (`+in+`) AND state = 'DELIVERED' AND consumer = ? AND`+where,
@@ -200,7 +199,7 @@ func (s *core) failEventDelivery(ctx context.Context, scope EventScope, consumer
 		 SET state = IF(attempts >= ?, 'DEAD', 'PENDING'), last_error = ?,
 		     next_attempt_at = NOW(6) + INTERVAL ? MICROSECOND
 		 WHERE id = ? AND state = 'PENDING' AND consumer = ? AND`+where,
-		append([]any{maxAttempts, reason, micros(retryIn), id, consumer}, wargs...)...)
+		append([]any{maxAttempts, reason, jobdb.Micros(retryIn), id, consumer}, wargs...)...)
 	if err != nil {
 		return fmt.Errorf("store: fail event delivery: %w", err)
 	}
@@ -220,7 +219,7 @@ func (s *Events) ListEvents(ctx context.Context, state string, limit int) ([]Eve
 	if limit <= 0 || limit > 500 {
 		limit = 100
 	}
-	out, err := queryAll(ctx, s.db, func(r rowScanner) (EventRecord, error) {
+	out, err := jobdb.QueryAll(ctx, s.db, func(r jobdb.RowScanner) (EventRecord, error) {
 		var e EventRecord
 		err := r.Scan(&e.ID, &e.JobID, &e.EventType, &e.ConsumerGroup, &e.SubmissionType, &e.SubmissionID, &e.Generation,
 			&e.Payload, &e.DeliveryAttempt, &e.CreatedAt, &e.State, &e.Consumer, &e.LastError)
@@ -304,7 +303,7 @@ func (s *Events) ListEventsPage(ctx context.Context, f EventFilter) ([]EventView
 // attempt counter cleared, due now. Anything but DEAD is ErrEventNotDead.
 func (s *Events) RedeliverEvent(ctx context.Context, eventID int64, actor, reason string) (EventView, error) {
 	var out EventView
-	err := s.inTx(ctx, func(tx *sql.Tx) error {
+	err := s.db.InTx(ctx, func(tx *sql.Tx) error {
 		var state string
 		var jobID int64
 		err := tx.QueryRowContext(ctx, `SELECT state, job_id FROM judge_settlement_event WHERE id = ? FOR UPDATE`, eventID).Scan(&state, &jobID)
@@ -322,7 +321,7 @@ func (s *Events) RedeliverEvent(ctx context.Context, eventID int64, actor, reaso
 			 WHERE id = ?`, eventID); err != nil {
 			return fmt.Errorf("store: redeliver: %w", err)
 		}
-		if err := audit(ctx, tx, actor, "event.redeliver", 0, jobID, reason, map[string]any{"eventId": eventID}); err != nil {
+		if err := jobdb.Audit(ctx, tx, actor, "event.redeliver", 0, jobID, reason, map[string]any{"eventId": eventID}); err != nil {
 			return err
 		}
 		out, err = scanEventView(tx.QueryRowContext(ctx, `SELECT `+eventViewColumns+` FROM judge_settlement_event WHERE id = ?`, eventID))
@@ -334,136 +333,14 @@ func (s *Events) RedeliverEvent(ctx context.Context, eventID int64, actor, reaso
 	return out, err
 }
 
-type settlement struct {
-	jobID      int64
-	kind       JobKind
-	typ, sid   string
-	generation int
-	status     string
-	errorCode  string
-	result     []byte
-	nodeID     int64
-}
-
-// SettledEventType is the event type of a submission's final outcome.
-const SettledEventType = "SETTLED"
-
-// SettlementPayload is the JSON body of a SETTLED event.
-type SettlementPayload struct {
-	JobID          string          `json:"jobId"`
-	SubmissionType string          `json:"submissionType"`
-	SubmissionID   string          `json:"submissionId"`
-	Generation     int             `json:"generation"`
-	Status         string          `json:"status"`
-	ErrorCode      string          `json:"errorCode,omitempty"`
-	Result         json.RawMessage `json:"result,omitempty"`
-}
-
-// settle writes the outbox event of a SUBMISSION job, or finishes the node
-// check of a CHECK job (checks never reach the business).
-func settle(ctx context.Context, tx *sql.Tx, st settlement) error {
-	if st.kind == KindCheck {
-		outcome := "FAILED"
-		if st.status == "AC" {
-			outcome = "PASSED"
-		}
-		if _, err := tx.ExecContext(ctx,
-			`UPDATE judge_node_check SET outcome = ?, steps = ?, finished_at = NOW(6) WHERE job_id = ?`,
-			outcome, string(st.result), st.jobID); err != nil {
-			return fmt.Errorf("store: settle check: %w", err)
-		}
-		return nil
-	}
-	payload, err := json.Marshal(SettlementPayload{
-		JobID: strconv.FormatInt(st.jobID, 10), SubmissionType: st.typ, SubmissionID: st.sid, Generation: st.generation,
-		Status: st.status, ErrorCode: st.errorCode, Result: st.result,
-	})
-	if err != nil {
-		return fmt.Errorf("store: settle: %w", err)
-	}
-	return insertSettlements(ctx, tx, []settlementRow{{jobID: st.jobID, typ: st.typ, sid: st.sid, generation: st.generation, payload: payload}})
-}
-
-// settlementRow is one SETTLED outbox row with its payload rendered.
-type settlementRow struct {
-	jobID      int64
-	typ, sid   string
-	generation int
-	payload    []byte
-}
-
-// insertSettlements writes SETTLED events with settlementSQL, the one
-// statement that does: every settlement (fast completion, in its script;
-// slow completion, failure, reap, here) goes through it. Each
-// settlement fans out to every consumer group that takes its submission type
-// (the default group takes all), one row per group, in one INSERT … SELECT
-// for the whole batch: the group set is read by the statement itself, in the
-// settling transaction, so a group created on another replica is seen at
-// once and the settlement path gains no round trip. Under READ COMMITTED the
-// group rows are read without locks (token changes never wait on
-// settlements). The payload travels once per settlement, not per group.
-func insertSettlements(ctx context.Context, tx *sql.Tx, rows []settlementRow) error {
-	q, args, err := settlementSQL(rows)
-	if err != nil {
-		return err
-	}
-	if _, err := tx.ExecContext(ctx, q, args...); err != nil {
-		return fmt.Errorf("store: settle: %w", err)
-	}
-	return nil
-}
-
-// settlementSQL is the INSERT of insertSettlements.
-func settlementSQL(rows []settlementRow) (string, []any, error) {
-	const head = `INSERT INTO judge_settlement_event
-		(job_id, event_type, consumer_group, submission_type, submission_id, generation, payload) `
-	const takes = `g.submission_types IS NULL OR FIND_IN_SET(v.typ, g.submission_types) > 0`
-	if len(rows) == 1 {
-		r := rows[0]
-		return head + `SELECT ?, ?, g.name, ?, ?, ?, ? FROM judge_consumer_group g
-			WHERE g.submission_types IS NULL OR FIND_IN_SET(?, g.submission_types) > 0`,
-			[]any{r.jobID, SettledEventType, r.typ, r.sid, r.generation, r.payload, r.typ}, nil
-	}
-	// The batch's small columns travel as one JSON array read by JSON_TABLE
-	// (MySQL 8.0+, MariaDB 10.6+) and joined with the groups; each payload
-	// is picked by its row number with ELT, so the (large) payloads are sent
-	// once and never copied into an intermediate table.
-	type small struct {
-		N          int    `json:"n"`
-		JobID      int64  `json:"j"`
-		Typ        string `json:"t"`
-		SID        string `json:"s"`
-		Generation int    `json:"g"`
-	}
-	list := make([]small, len(rows))
-	var q strings.Builder
-	q.WriteString(head + `SELECT v.job_id, ?, g.name, v.typ, v.sid, v.generation, ELT(v.n`)
-	args := make([]any, 0, len(rows)+2)
-	args = append(args, SettledEventType)
-	for i, r := range rows {
-		q.WriteString(", ?")
-		args = append(args, r.payload)
-		list[i] = small{N: i + 1, JobID: r.jobID, Typ: r.typ, SID: r.sid, Generation: r.generation}
-	}
-	js, err := json.Marshal(list)
-	if err != nil {
-		return "", nil, fmt.Errorf("store: settle: %w", err)
-	}
-	q.WriteString(`) FROM JSON_TABLE(?, '$[*]' COLUMNS (n INT PATH '$.n', job_id BIGINT PATH '$.j',
-		typ VARCHAR(32) PATH '$.t', sid VARCHAR(64) PATH '$.s', generation INT PATH '$.g')) v
-		JOIN judge_consumer_group g ON ` + takes)
-	args = append(args, string(js))
-	return q.String(), args, nil
-}
-
 // AckEvents marks events delivered; see ackEvents.
 func (s *Events) AckEvents(ctx context.Context, scope EventScope, consumer string, ids []int64) (int, error) {
 	n, err := s.ackEvents(ctx, scope, consumer, ids)
 	if n > 0 {
-		s.observer().EventsDelivered(ctx, n)
+		s.db.Observer().EventsDelivered(ctx, n)
 	}
-	if isDBError(err) {
-		s.observer().DBError(ctx, "ack_events")
+	if jobdb.IsDBError(err) {
+		s.db.Observer().DBError(ctx, "ack_events")
 	}
 	return n, err
 }
@@ -472,8 +349,8 @@ func (s *Events) AckEvents(ctx context.Context, scope EventScope, consumer strin
 func (s *Events) FailEventDelivery(ctx context.Context, scope EventScope, consumer string, id int64, reason string, retryIn time.Duration, maxAttempts int) error {
 	err := s.failEventDelivery(ctx, scope, consumer, id, reason, retryIn, maxAttempts)
 	if err != nil {
-		if isDBError(err) {
-			s.observer().DBError(ctx, "fail_event")
+		if jobdb.IsDBError(err) {
+			s.db.Observer().DBError(ctx, "fail_event")
 		}
 		return err
 	}
@@ -481,7 +358,7 @@ func (s *Events) FailEventDelivery(ctx context.Context, scope EventScope, consum
 	// the last attempt.
 	var state string
 	if qerr := s.db.QueryRowContext(ctx, `SELECT state FROM judge_settlement_event WHERE id = ?`, id).Scan(&state); qerr == nil {
-		s.observer().EventDeliveryFailed(ctx, state == EventDead)
+		s.db.Observer().EventDeliveryFailed(ctx, state == EventDead)
 	}
 	return nil
 }

@@ -2,55 +2,26 @@ package store
 
 import (
 	"context"
-	"time"
+
+	"github.com/kece-oj/kece/control/lease"
 )
 
 // HoldBatches makes s queue every batched call (completions, new
 // submissions and renewals) until release, which runs what queued as batches; queued
 // reports how many calls wait. Tests use it to build a batch for certain.
 func HoldBatches(s *Store) (queued func() int, release func()) {
-	s.writer.hold()
-	s.enqueuer.hold()
-	queued = func() int { return s.writer.queued() + s.enqueuer.queued() }
+	leaseQueued, leaseRelease := lease.HoldWrites(s.leases)
+	s.enqueuer.Hold()
+	queued = func() int { return leaseQueued() + s.enqueuer.Queued() }
 	release = func() {
-		s.writer.release()
-		s.enqueuer.release()
+		leaseRelease()
+		s.enqueuer.Release()
 	}
 	return queued, release
 }
 
-// release runs what queued while held as one batch.
-func (b *batcher[Req, Resp]) release() {
-	b.mu.Lock()
-	b.running = 1
-	b.mu.Unlock()
-	go b.lead()
-}
-
-// hold waits until no batch runs — a batch released just before may still
-// be finishing after its callers were answered, and its end would undo the
-// hold — then makes every call queue.
-func (b *batcher[Req, Resp]) hold() {
-	for {
-		b.mu.Lock()
-		if b.running == 0 {
-			b.running = b.parallel
-			b.mu.Unlock()
-			return
-		}
-		b.mu.Unlock()
-		time.Sleep(100 * time.Microsecond)
-	}
-}
-
-func (b *batcher[Req, Resp]) queued() int {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return len(b.pending)
-}
-
 // CommittedBatches is how many multi-item batches committed as one.
-func CommittedBatches(s *Store) int64 { return s.stats.batches.Load() }
+func CommittedBatches(s *Store) int64 { return s.db.Stats.Batches.Load() }
 
 // JobSearchSQL, AuditSearchSQL and VerdictMixSQL are the statements the
 // admin searches run, for the query-plan test; JobSearchSQL first turns the
@@ -73,7 +44,5 @@ const VerdictMixSQL = verdictMixSQL
 // HoldClaims makes s queue every claim of pool until release, which runs
 // what queued as one batch; queued reports how many claims wait.
 func HoldClaims(s *Store, pool string) (queued func() int, release func()) {
-	b := s.claimers.of(pool)
-	b.hold()
-	return b.queued, b.release
+	return lease.HoldClaims(s.leases, pool)
 }

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"regexp"
 	"time"
+
+	"github.com/kece-oj/kece/control/internal/jobdb"
 )
 
 var nameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,127}$`)
@@ -23,23 +25,23 @@ type HostGroup struct {
 // CreateHostGroup adds a host group.
 func (s *Nodes) CreateHostGroup(ctx context.Context, name string, capacity int, actor string) (HostGroup, error) {
 	if !nameRE.MatchString(name) {
-		return HostGroup{}, invalid("name", "must match %s", nameRE)
+		return HostGroup{}, jobdb.Invalid("name", "must match %s", nameRE)
 	}
 	if capacity < 1 || capacity > 4096 {
-		return HostGroup{}, invalid("slotCapacity", "must be 1..4096")
+		return HostGroup{}, jobdb.Invalid("slotCapacity", "must be 1..4096")
 	}
 	var g HostGroup
-	err := s.inTx(ctx, func(tx *sql.Tx) error {
+	err := s.db.InTx(ctx, func(tx *sql.Tx) error {
 		r, err := tx.ExecContext(ctx, `INSERT INTO judge_host_group (name, slot_capacity) VALUES (?, ?)`, name, capacity)
-		if isDuplicate(err) {
-			return conflict("host group %q exists", name)
+		if jobdb.IsDuplicate(err) {
+			return jobdb.Conflict("host group %q exists", name)
 		}
 		if err != nil {
 			return fmt.Errorf("store: create host group: %w", err)
 		}
 		id, _ := r.LastInsertId()
 		g = HostGroup{ID: id, Name: name, SlotCapacity: capacity, Revision: 1}
-		return audit(ctx, tx, actor, "host_group.create", 0, 0, "", map[string]any{"hostGroupId": id, "slotCapacity": capacity})
+		return jobdb.Audit(ctx, tx, actor, "host_group.create", 0, 0, "", map[string]any{"hostGroupId": id, "slotCapacity": capacity})
 	})
 	return g, err
 }
@@ -49,11 +51,11 @@ func (s *Nodes) CreateHostGroup(ctx context.Context, name string, capacity int, 
 // work drains below the new capacity.
 func (s *Nodes) ResizeHostGroup(ctx context.Context, id int64, capacity int, revision int64, actor, reason string) (HostGroup, error) {
 	if capacity < 0 || capacity > 4096 {
-		return HostGroup{}, invalid("slotCapacity", "must be 0..4096")
+		return HostGroup{}, jobdb.Invalid("slotCapacity", "must be 0..4096")
 	}
 	var g HostGroup
-	err := s.inTx(ctx, func(tx *sql.Tx) error {
-		err := s.txx(tx).GetContext(ctx, &g,
+	err := s.db.InTx(ctx, func(tx *sql.Tx) error {
+		err := s.db.Txx(tx).GetContext(ctx, &g,
 			`SELECT id, name, slot_capacity, revision FROM judge_host_group WHERE id = ? FOR UPDATE`, id)
 		if errors.Is(err, sql.ErrNoRows) {
 			return fmt.Errorf("host group %d: %w", id, ErrNotFound)
@@ -62,7 +64,7 @@ func (s *Nodes) ResizeHostGroup(ctx context.Context, id int64, capacity int, rev
 			return fmt.Errorf("store: resize host group: %w", err)
 		}
 		if g.Revision != revision {
-			return conflict("host group %d is at revision %d, not %d", id, g.Revision, revision)
+			return jobdb.Conflict("host group %d is at revision %d, not %d", id, g.Revision, revision)
 		}
 		if _, err := tx.ExecContext(ctx,
 			`UPDATE judge_host_group SET slot_capacity = ?, revision = revision + 1, updated_at = NOW(6) WHERE id = ?`,
@@ -71,7 +73,7 @@ func (s *Nodes) ResizeHostGroup(ctx context.Context, id int64, capacity int, rev
 		}
 		old := g.SlotCapacity
 		g.SlotCapacity, g.Revision = capacity, g.Revision+1
-		return audit(ctx, tx, actor, "host_group.resize", 0, 0, reason, map[string]any{"hostGroupId": id, "from": old, "to": capacity})
+		return jobdb.Audit(ctx, tx, actor, "host_group.resize", 0, 0, reason, map[string]any{"hostGroupId": id, "from": old, "to": capacity})
 	})
 	return g, err
 }

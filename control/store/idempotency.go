@@ -8,6 +8,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"time"
+
+	"github.com/kece-oj/kece/control/internal/jobdb"
 )
 
 // ErrIdempotencyKeyReused: an Idempotency-Key was used before, by the same
@@ -59,7 +61,7 @@ func (s *core) enqueueIdempotent(ctx context.Context, tokenID int64, key string,
 		return s.enqueue(ctx, req)
 	}
 	if !validIdempotencyKey(key) {
-		return EnqueueResult{}, invalid("Idempotency-Key", "must be 1..%d printable ASCII characters", MaxIdempotencyKeyLen)
+		return EnqueueResult{}, jobdb.Invalid("Idempotency-Key", "must be 1..%d printable ASCII characters", MaxIdempotencyKeyLen)
 	}
 	reqDigest, err := idempotencyDigest(req)
 	if err != nil {
@@ -70,7 +72,7 @@ func (s *core) enqueueIdempotent(ctx context.Context, tokenID int64, key string,
 		return EnqueueResult{}, err
 	}
 	var res EnqueueResult
-	err = s.inTx(ctx, func(tx *sql.Tx) error {
+	err = s.db.InTx(ctx, func(tx *sql.Tx) error {
 		res = EnqueueResult{}
 		// Claim the key: inserted with job 0 (a committed key never has
 		// job 0) or, when it exists, locked. A request racing on this key
@@ -115,7 +117,7 @@ func (s *core) enqueueIdempotent(ctx context.Context, tokenID int64, key string,
 		return EnqueueResult{}, err
 	}
 	if res.Created {
-		s.notifyJobs(pool, 1, caps)
+		s.db.NotifyJobs(pool, 1, caps)
 	}
 	return res, nil
 }
@@ -132,7 +134,7 @@ const bulkDigestPrefix = "bulk\n"
 // enqueue's key) is ErrIdempotencyKeyReused and writes nothing.
 func (s *core) enqueueManyIdempotent(ctx context.Context, tokenID int64, key string, reqs []EnqueueRequest) ([]EnqueueResult, error) {
 	if !validIdempotencyKey(key) {
-		return nil, invalid("Idempotency-Key", "must be 1..%d printable ASCII characters", MaxIdempotencyKeyLen)
+		return nil, jobdb.Invalid("Idempotency-Key", "must be 1..%d printable ASCII characters", MaxIdempotencyKeyLen)
 	}
 	jobs, err := s.validateMany(ctx, reqs)
 	if err != nil {
@@ -145,7 +147,7 @@ func (s *core) enqueueManyIdempotent(ctx context.Context, tokenID int64, key str
 	sum := sha256.Sum256(append([]byte(bulkDigestPrefix), body...))
 	reqDigest := hex.EncodeToString(sum[:])
 	var out []EnqueueResult
-	err = s.inTx(ctx, func(tx *sql.Tx) error {
+	err = s.db.InTx(ctx, func(tx *sql.Tx) error {
 		out = nil
 		// The key first, as in enqueueIdempotent (key → pointer → job):
 		// inserted with job 0 or, when it exists, locked.
@@ -177,7 +179,7 @@ func (s *core) enqueueManyIdempotent(ctx context.Context, tokenID int64, key str
 		}
 		var err error
 		out, err = s.enqueueManyTx(ctx, tx, jobs)
-		if isDuplicate(err) {
+		if jobdb.IsDuplicate(err) {
 			if _, err := tx.ExecContext(ctx, `ROLLBACK TO SAVEPOINT bulk_new`); err != nil {
 				return fmt.Errorf("store: idempotent enqueue: %w", err)
 			}
@@ -215,7 +217,7 @@ func recordedJobs(ctx context.Context, tx *sql.Tx, idsJSON string) ([]EnqueueRes
 	if err := json.Unmarshal([]byte(idsJSON), &ids); err != nil || len(ids) == 0 {
 		return nil, fmt.Errorf("store: idempotent enqueue: recorded jobs %q: %v", idsJSON, err)
 	}
-	in, args := inList(ids)
+	in, args := jobdb.InList(ids)
 	byID := make(map[int64]EnqueueResult, len(ids))
 	rows, err := tx.QueryContext(ctx, `SELECT id, generation, state FROM judge_job WHERE id IN (`+in+`)`, args...)
 	if err != nil {
@@ -247,13 +249,13 @@ func recordedJobs(ctx context.Context, tx *sql.Tx, idsJSON string) ([]EnqueueRes
 // batches, and returns how many were deleted. A purged key is free again.
 func (s *Jobs) PurgeIdempotencyKeys(ctx context.Context, olderThan time.Duration) (int64, error) {
 	if olderThan < time.Minute {
-		return 0, invalid("olderThan", "must be at least a minute")
+		return 0, jobdb.Invalid("olderThan", "must be at least a minute")
 	}
 	var total int64
 	for {
 		r, err := s.db.ExecContext(ctx,
 			`DELETE FROM judge_idempotency_key WHERE created_at < NOW(6) - INTERVAL ? MICROSECOND LIMIT 1000`,
-			micros(olderThan))
+			jobdb.Micros(olderThan))
 		if err != nil {
 			return total, fmt.Errorf("store: purge idempotency keys: %w", err)
 		}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/kece-oj/kece/contracts"
+	"github.com/kece-oj/kece/control/internal/jobdb"
 )
 
 // Page sizes of the admin lists (the contracts' Limit parameter).
@@ -44,32 +45,32 @@ func (f JobFilter) Validate() error {
 	switch f.State {
 	case "", StateQueued, StateRunning, StateCompleted, StateFailed, StateCancelled:
 	default:
-		return invalid("state", "unknown job state %q", f.State)
+		return jobdb.Invalid("state", "unknown job state %q", f.State)
 	}
 	switch f.Kind {
 	case "", KindSubmission, KindCheck:
 	default:
-		return invalid("kind", "unknown job kind %q", f.Kind)
+		return jobdb.Invalid("kind", "unknown job kind %q", f.Kind)
 	}
 	if f.Pool != "" && !contracts.ValidPool(f.Pool) {
-		return invalid("pool", "unknown pool %q", f.Pool)
+		return jobdb.Invalid("pool", "unknown pool %q", f.Pool)
 	}
 	if f.SubmissionType != "" && !submissionTypeRE.MatchString(f.SubmissionType) {
-		return invalid("submissionType", "%q is not a submission type", f.SubmissionType)
+		return jobdb.Invalid("submissionType", "%q is not a submission type", f.SubmissionType)
 	}
 	if f.SubmissionID != "" {
 		if f.SubmissionType == "" {
-			return invalid("submissionId", "needs submissionType: a submission is named by its type and id")
+			return jobdb.Invalid("submissionId", "needs submissionType: a submission is named by its type and id")
 		}
 		if !submissionIDRE.MatchString(f.SubmissionID) {
-			return invalid("submissionId", "%q is not a submission id", f.SubmissionID)
+			return jobdb.Invalid("submissionId", "%q is not a submission id", f.SubmissionID)
 		}
 	}
-	if f.Verdict != "" && !verdictStatuses[f.Verdict] {
-		return invalid("verdict", "unknown verdict status %q", f.Verdict)
+	if f.Verdict != "" && !jobdb.VerdictStatuses[f.Verdict] {
+		return jobdb.Invalid("verdict", "unknown verdict status %q", f.Verdict)
 	}
 	if f.BeforeID < 0 {
-		return invalid("beforeId", "ids are positive")
+		return jobdb.Invalid("beforeId", "ids are positive")
 	}
 	if err := validRange("createdAfter", "createdBefore", f.CreatedAfter, f.CreatedBefore); err != nil {
 		return err
@@ -80,14 +81,14 @@ func (f JobFilter) Validate() error {
 // validRange refuses a time range that can hold nothing.
 func validRange(afterField, beforeField string, after, before time.Time) error {
 	if !after.IsZero() && !before.IsZero() && !after.Before(before) {
-		return invalid(afterField, "%s must be earlier than %s (%s)", afterField, beforeField, before.UTC().Format(time.RFC3339Nano))
+		return jobdb.Invalid(afterField, "%s must be earlier than %s (%s)", afterField, beforeField, before.UTC().Format(time.RFC3339Nano))
 	}
 	return nil
 }
 
 func validLimit(limit int) error {
 	if limit < 0 || limit > PageLimitMax {
-		return invalid("limit", "must be 1..%d", PageLimitMax)
+		return jobdb.Invalid("limit", "must be 1..%d", PageLimitMax)
 	}
 	return nil
 }
@@ -292,7 +293,7 @@ const GenerationsLimit = 100
 // Generations lists the jobs of the submission jobID belongs to, newest
 // generation first (at most GenerationsLimit), jobID included.
 func (s *Jobs) Generations(ctx context.Context, jobID int64) ([]Generation, error) {
-	out, err := queryAll(ctx, s.db, func(r rowScanner) (Generation, error) {
+	out, err := jobdb.QueryAll(ctx, s.db, func(r jobdb.RowScanner) (Generation, error) {
 		var g Generation
 		err := r.Scan(&g.JobID, &g.Generation, &g.Kind, &g.State, &g.Verdict, &g.Current, &g.CreatedAt, &g.FinishedAt)
 		return g, err

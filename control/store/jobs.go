@@ -7,33 +7,9 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+
+	"github.com/kece-oj/kece/control/internal/jobdb"
 )
-
-// JobKind distinguishes business submissions from node self-checks.
-type JobKind string
-
-// Job kinds.
-const (
-	KindSubmission JobKind = "SUBMISSION"
-	KindCheck      JobKind = "CHECK"
-)
-
-// JobState is the scheduling state of a job.
-type JobState string
-
-// Job states (DESIGN §4).
-const (
-	StateQueued    JobState = "QUEUED"
-	StateRunning   JobState = "RUNNING"
-	StateCompleted JobState = "COMPLETED"
-	StateFailed    JobState = "FAILED"
-	StateCancelled JobState = "CANCELLED"
-)
-
-// Terminal reports whether no further transition is possible.
-func (s JobState) Terminal() bool {
-	return s == StateCompleted || s == StateFailed || s == StateCancelled
-}
 
 // CheckSubmissionType is the reserved submission type of CHECK jobs; business
 // types may not start with "KECE_".
@@ -166,8 +142,8 @@ func (s *core) insertJobs(ctx context.Context, tx *sql.Tx, jobs []jobRow) ([]int
 			return nil, err
 		}
 	}
-	if s.hooks != nil && s.hooks.AfterJobInsert != nil {
-		if err := s.hooks.AfterJobInsert(); err != nil {
+	if s.db.Hooks != nil && s.db.Hooks.AfterJobInsert != nil {
+		if err := s.db.Hooks.AfterJobInsert(); err != nil {
 			return nil, err
 		}
 	}
@@ -219,7 +195,7 @@ type identity struct {
 // jobIDs maps the identities read by identityColumns to their job ids.
 type jobIDs map[identity]int64
 
-func (m jobIDs) scan(r rowScanner) error {
+func (m jobIDs) scan(r jobdb.RowScanner) error {
 	var id int64
 	var k identity
 	if err := r.Scan(&id, &k.typ, &k.sid, &k.gen); err != nil {
@@ -281,7 +257,7 @@ func (s *Jobs) RejudgeJob(ctx context.Context, jobID int64, actor, reason string
 func (s *core) rejudge(ctx context.Context, typ, id string, onlyJob int64, actor, reason string) (EnqueueResult, error) {
 	var res EnqueueResult
 	var pool string
-	err := s.inTx(ctx, func(tx *sql.Tx) error {
+	err := s.db.InTx(ctx, func(tx *sql.Tx) error {
 		cur, gen, err := lockSubmission(ctx, tx, typ, id)
 		if err != nil {
 			return err
@@ -304,7 +280,7 @@ func (s *core) rejudge(ctx context.Context, typ, id string, onlyJob int64, actor
 			return fmt.Errorf("store: rejudge: job %d: %w", cur, err)
 		}
 		if j.kind != KindSubmission {
-			return invalid("submission", "only business submissions can be rejudged")
+			return jobdb.Invalid("submission", "only business submissions can be rejudged")
 		}
 		if !state.Terminal() {
 			if err := cancelLocked(ctx, tx, cur, "SUPERSEDED"); err != nil {
@@ -312,7 +288,7 @@ func (s *core) rejudge(ctx context.Context, typ, id string, onlyJob int64, actor
 			}
 		}
 		j.submissionType, j.submissionID, j.generation = typ, id, gen+1
-		j.maxAttempts = s.cfg.MaxAttempts
+		j.maxAttempts = s.db.Cfg.MaxAttempts
 		newID, err := s.insertJob(ctx, tx, j)
 		if err != nil {
 			return err
@@ -320,16 +296,16 @@ func (s *core) rejudge(ctx context.Context, typ, id string, onlyJob int64, actor
 		if err := setPointer(ctx, tx, typ, id, newID, gen+1); err != nil {
 			return fmt.Errorf("store: rejudge: %w", err)
 		}
-		if err := audit(ctx, tx, actor, "job.rejudge", 0, newID, reason, map[string]any{"previousJobId": cur}); err != nil {
+		if err := jobdb.Audit(ctx, tx, actor, "job.rejudge", 0, newID, reason, map[string]any{"previousJobId": cur}); err != nil {
 			return err
 		}
 		res = EnqueueResult{JobID: newID, Generation: gen + 1, State: StateQueued, Created: true}
 		pool = j.pool
-		return bumpPool(ctx, tx, pool)
+		return jobdb.BumpPool(ctx, tx, pool)
 	})
 	if err == nil {
-		s.notify(pool)
-		s.observer().JobsEnqueued(ctx, pool, "rejudge", 1)
+		s.db.Notify(pool)
+		s.db.Observer().JobsEnqueued(ctx, pool, "rejudge", 1)
 	}
 	return res, err
 }
@@ -339,7 +315,7 @@ func (s *core) rejudge(ctx context.Context, typ, id string, onlyJob int64, actor
 func (s *Jobs) Cancel(ctx context.Context, typ, id, actor, reason string) (JobState, error) {
 	var out JobState
 	var cur int64
-	err := s.inTx(ctx, func(tx *sql.Tx) error {
+	err := s.db.InTx(ctx, func(tx *sql.Tx) error {
 		var err error
 		cur, _, err = lockSubmission(ctx, tx, typ, id)
 		if err != nil {
@@ -352,7 +328,7 @@ func (s *Jobs) Cancel(ctx context.Context, typ, id, actor, reason string) (JobSt
 		return err
 	})
 	if err == nil && out == StateCancelled {
-		s.notifySettled(cur) // waiting status reads answer now
+		s.db.NotifySettled(cur) // waiting status reads answer now
 	}
 	return out, err
 }
@@ -361,7 +337,7 @@ func (s *Jobs) Cancel(ctx context.Context, typ, id, actor, reason string) (JobSt
 // a CHECK job can be live, so the pointer is locked first all the same.
 func (s *Jobs) CancelJob(ctx context.Context, jobID int64, actor, reason string) (JobState, error) {
 	var out JobState
-	err := s.inTx(ctx, func(tx *sql.Tx) error {
+	err := s.db.InTx(ctx, func(tx *sql.Tx) error {
 		var typ, id string
 		err := tx.QueryRowContext(ctx, `SELECT submission_type, submission_id FROM judge_job WHERE id = ?`, jobID).Scan(&typ, &id)
 		if errors.Is(err, sql.ErrNoRows) {
@@ -377,7 +353,7 @@ func (s *Jobs) CancelJob(ctx context.Context, jobID int64, actor, reason string)
 		return err
 	})
 	if err == nil && out == StateCancelled {
-		s.notifySettled(jobID)
+		s.db.NotifySettled(jobID)
 	}
 	return out, err
 }
@@ -393,7 +369,7 @@ func (s *core) cancelJobLocked(ctx context.Context, tx *sql.Tx, jobID int64, act
 	if err := cancelLocked(ctx, tx, jobID, "CANCELLED"); err != nil {
 		return "", err
 	}
-	if err := audit(ctx, tx, actor, "job.cancel", 0, jobID, reason, nil); err != nil {
+	if err := jobdb.Audit(ctx, tx, actor, "job.cancel", 0, jobID, reason, nil); err != nil {
 		return "", err
 	}
 	return StateCancelled, nil
@@ -415,11 +391,11 @@ func cancelLocked(ctx context.Context, tx *sql.Tx, jobID int64, attemptOutcome s
 		 WHERE id = ?`, attemptOutcome, jobID); err != nil {
 		return fmt.Errorf("store: cancel: job: %w", err)
 	}
-	st := settlement{jobID: jobID, status: "CANCELLED", errorCode: attemptOutcome}
+	st := jobdb.Settlement{JobID: jobID, Status: "CANCELLED", ErrorCode: attemptOutcome}
 	if err := tx.QueryRowContext(ctx,
 		`SELECT kind, submission_type, submission_id, generation FROM judge_job WHERE id = ?`, jobID).Scan(
-		&st.kind, &st.typ, &st.sid, &st.generation); err != nil {
+		&st.Kind, &st.Typ, &st.Sid, &st.Generation); err != nil {
 		return fmt.Errorf("store: cancel: %w", err)
 	}
-	return settle(ctx, tx, st)
+	return jobdb.Settle(ctx, tx, st)
 }

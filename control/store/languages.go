@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/kece-oj/kece/contracts"
+	"github.com/kece-oj/kece/control/internal/jobdb"
 )
 
 // LanguageReport is one language as a node's heartbeat reports it (the
@@ -66,7 +67,7 @@ func (s *Nodes) Languages(ctx context.Context) (LanguageCatalog, error) {
 	if err := s.db.SelectContext(ctx, &raws,
 		`SELECT reported_languages FROM judge_node
 		 WHERE desired_state = 'ENABLED' AND revoked_at IS NULL AND reported_languages IS NOT NULL
-		   AND last_heartbeat_at > NOW(6) - INTERVAL ? MICROSECOND`, micros(s.cfg.OfflineAfter)); err != nil {
+		   AND last_heartbeat_at > NOW(6) - INTERVAL ? MICROSECOND`, jobdb.Micros(s.db.Cfg.OfflineAfter)); err != nil {
 		return out, fmt.Errorf("store: languages: %w", err)
 	}
 	var perNode [][]LanguageReport
@@ -129,15 +130,15 @@ func checkLanguageReports(reps []LanguageReport) ([]byte, error) {
 		return nil, nil
 	}
 	if len(reps) > 32 {
-		return nil, invalid("languages", "at most 32 reports")
+		return nil, jobdb.Invalid("languages", "at most 32 reports")
 	}
 	for _, r := range reps {
 		l, ok := contracts.LookupLanguage(r.ID)
 		if !ok {
-			return nil, invalid("languages", "unknown language id %q (known: %s)", r.ID, contracts.CanonicalLanguages)
+			return nil, jobdb.Invalid("languages", "unknown language id %q (known: %s)", r.ID, contracts.CanonicalLanguages)
 		}
 		if r.Pool != l.Pool {
-			return nil, invalid("languages", "language %s is judged by pool %s, not %s", r.ID, l.Pool, r.Pool)
+			return nil, jobdb.Invalid("languages", "language %s is judged by pool %s, not %s", r.ID, l.Pool, r.Pool)
 		}
 	}
 	b, err := json.Marshal(reps)
@@ -145,7 +146,7 @@ func checkLanguageReports(reps []LanguageReport) ([]byte, error) {
 		return nil, fmt.Errorf("store: language reports: %w", err)
 	}
 	if len(b) > 64<<10 {
-		return nil, invalid("languages", "at most 64 KiB in all")
+		return nil, jobdb.Invalid("languages", "at most 64 KiB in all")
 	}
 	return b, nil
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/jmoiron/sqlx"
 
+	"github.com/kece-oj/kece/control/internal/jobdb"
 	"github.com/kece-oj/kece/control/manifest"
 )
 
@@ -32,7 +33,7 @@ func (s *Manifests) RegisterArtifactAs(ctx context.Context, t Tenant, sha256 str
 
 func (s *core) registerArtifact(ctx context.Context, owner, sha256 string, size int64) (bool, error) {
 	if !manifest.ValidDigest(sha256) || size < 0 {
-		return false, invalid("sha256", "must be 64 lowercase hex with a non-negative size")
+		return false, jobdb.Invalid("sha256", "must be 64 lowercase hex with a non-negative size")
 	}
 	if _, err := s.db.ExecContext(ctx,
 		`INSERT INTO judge_artifact (sha256, size) VALUES (?, ?) ON DUPLICATE KEY UPDATE sha256 = sha256`, sha256, size); err != nil {
@@ -43,7 +44,7 @@ func (s *core) registerArtifact(ctx context.Context, owner, sha256 string, size 
 		return false, fmt.Errorf("store: register artifact: %w", err)
 	}
 	if got != size {
-		return false, conflict("artifact %s is registered with size %d, not %d", sha256, got, size)
+		return false, jobdb.Conflict("artifact %s is registered with size %d, not %d", sha256, got, size)
 	}
 	r, err := s.db.ExecContext(ctx, `INSERT IGNORE INTO judge_artifact_owner (sha256, owner) VALUES (?, ?)`, sha256, owner)
 	if err != nil {
@@ -135,7 +136,7 @@ func (s *core) publishManifest(ctx context.Context, owner string, t Tenant, m ma
 	}
 	sort.Strings(digests)
 	var out PublishedManifest
-	err = s.inTx(ctx, func(tx *sql.Tx) error {
+	err = s.db.InTx(ctx, func(tx *sql.Tx) error {
 		const byContent = `SELECT id FROM judge_manifest WHERE digest = ? AND owner = ?`
 		var id int64
 		err := tx.QueryRowContext(ctx, byContent, digest, owner).Scan(&id)
@@ -152,7 +153,7 @@ func (s *core) publishManifest(ctx context.Context, owner string, t Tenant, m ma
 		r, err := tx.ExecContext(ctx,
 			`INSERT INTO judge_manifest (digest, owner, kind, case_count, body) VALUES (?, ?, ?, ?, ?)`,
 			digest, owner, m.Kind, len(m.Cases), body)
-		if isDuplicate(err) {
+		if jobdb.IsDuplicate(err) {
 			// A concurrent publish of the same content won; read its id.
 			return tx.QueryRowContext(ctx, byContent, digest, owner).Scan(&out.ID)
 		}
@@ -179,7 +180,7 @@ func (s *core) checkReferences(ctx context.Context, tx *sql.Tx, t Tenant, digest
 	if len(digests) == 0 {
 		return nil
 	}
-	rows, err := s.artifactOwners(ctx, s.txx(tx), digests)
+	rows, err := s.artifactOwners(ctx, s.db.Txx(tx), digests)
 	if err != nil {
 		return err
 	}
@@ -192,10 +193,10 @@ func (s *core) checkReferences(ctx context.Context, tx *sql.Tx, t Tenant, digest
 	for _, d := range digests {
 		size, ok := have[d]
 		if !ok {
-			return invalid("manifest", "artifact %s is not uploaded", d)
+			return jobdb.Invalid("manifest", "artifact %s is not uploaded", d)
 		}
 		if size != want[d] {
-			return invalid("manifest", "artifact %s has size %d, the manifest says %d", d, size, want[d])
+			return jobdb.Invalid("manifest", "artifact %s has size %d, the manifest says %d", d, size, want[d])
 		}
 	}
 	return nil
@@ -204,21 +205,21 @@ func (s *core) checkReferences(ctx context.Context, tx *sql.Tx, t Tenant, digest
 // Manifest reads a published manifest, whoever owns it (the lease path and
 // the machine protocol: a job's manifest was checked when it was enqueued).
 func (s *Manifests) Manifest(ctx context.Context, id int64) (manifest.Manifest, error) {
-	om, err := s.readManifest(ctx, s.db, id)
-	return om.m, err
+	om, err := s.db.ReadManifest(ctx, s.db, id)
+	return om.Manifest, err
 }
 
 // manifestFor reads a manifest t may use; one it may not use is ErrNotFound,
 // exactly as one that does not exist.
 func (s *core) manifestFor(ctx context.Context, t Tenant, id int64) (manifest.Manifest, error) {
-	om, err := s.readManifest(ctx, s.db, id)
+	om, err := s.db.ReadManifest(ctx, s.db, id)
 	if err != nil {
 		return manifest.Manifest{}, err
 	}
-	if !t.mayUse(om.owner) {
+	if !t.mayUse(om.Owner) {
 		return manifest.Manifest{}, fmt.Errorf("manifest %d: %w", id, ErrNotFound)
 	}
-	return om.m, nil
+	return om.Manifest, nil
 }
 
 // StoredManifest is a published manifest with its identity.
@@ -251,38 +252,6 @@ func (s *Manifests) ManifestRecord(ctx context.Context, t Tenant, id int64) (Sto
 		return StoredManifest{}, fmt.Errorf("store: stored manifest %d does not parse: %w", id, err)
 	}
 	return out, nil
-}
-
-type queryer interface {
-	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
-}
-
-// ownedManifest is a parsed manifest with its owner, as cached.
-type ownedManifest struct {
-	m     manifest.Manifest
-	owner string
-}
-
-func (s *core) readManifest(ctx context.Context, q queryer, id int64) (ownedManifest, error) {
-	if om, ok := s.manifests.get(id); ok {
-		return om, nil
-	}
-	var body []byte
-	var owner string
-	err := q.QueryRowContext(ctx, `SELECT body, owner FROM judge_manifest WHERE id = ?`, id).Scan(&body, &owner)
-	if errors.Is(err, sql.ErrNoRows) {
-		return ownedManifest{}, fmt.Errorf("manifest %d: %w", id, ErrNotFound)
-	}
-	if err != nil {
-		return ownedManifest{}, fmt.Errorf("store: manifest: %w", err)
-	}
-	m, err := manifest.Parse(body)
-	if err != nil {
-		return ownedManifest{}, fmt.Errorf("store: stored manifest %d does not parse: %w", id, err)
-	}
-	om := ownedManifest{m: m, owner: owner}
-	s.manifests.put(id, om)
-	return om, nil
 }
 
 // ArtifactAccess is the answer to "may this lease download this digest".

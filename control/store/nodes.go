@@ -12,17 +12,7 @@ import (
 	"github.com/jmoiron/sqlx"
 
 	"github.com/kece-oj/kece/contracts"
-)
-
-// NodeState is a node's configured (desired) state.
-type NodeState string
-
-// Desired states (DESIGN §3). Observed health is kept apart.
-const (
-	NodePendingVerification NodeState = "PENDING_VERIFICATION"
-	NodeEnabled             NodeState = "ENABLED"
-	NodeDraining            NodeState = "DRAINING"
-	NodeDisabled            NodeState = "DISABLED"
+	"github.com/kece-oj/kece/control/internal/jobdb"
 )
 
 // Node is the admin view of a node: configuration and observed health apart.
@@ -94,7 +84,7 @@ func (s *core) node(r nodeRow) Node {
 	if r.HeartbeatAgeUS.Valid {
 		d := time.Duration(r.HeartbeatAgeUS.Int64) * time.Microsecond
 		n.LastHeartbeatAge = &d
-		n.Online = d < s.cfg.OfflineAfter && !n.Revoked
+		n.Online = d < s.db.Cfg.OfflineAfter && !n.Revoked
 	}
 	if r.Health != "" {
 		n.Health = json.RawMessage(r.Health)
@@ -187,36 +177,36 @@ type NodeSpec struct {
 // CreateNode registers a node (PENDING_VERIFICATION) and issues its join code.
 func (s *Nodes) CreateNode(ctx context.Context, spec NodeSpec, actor string) (Node, JoinCode, error) {
 	if !nameRE.MatchString(spec.Name) {
-		return Node{}, JoinCode{}, invalid("name", "must match %s", nameRE)
+		return Node{}, JoinCode{}, jobdb.Invalid("name", "must match %s", nameRE)
 	}
 	if !contracts.ValidPool(spec.Pool) {
-		return Node{}, JoinCode{}, invalid("pool", "unknown pool %q (want one of %s)", spec.Pool, strings.Join(contracts.Pools(), ", "))
+		return Node{}, JoinCode{}, jobdb.Invalid("pool", "unknown pool %q (want one of %s)", spec.Pool, strings.Join(contracts.Pools(), ", "))
 	}
 	if spec.Slots < 1 || spec.Slots > contracts.SlotsMax {
-		return Node{}, JoinCode{}, invalid("slots", "must be 1..%d", contracts.SlotsMax)
+		return Node{}, JoinCode{}, jobdb.Invalid("slots", "must be 1..%d", contracts.SlotsMax)
 	}
 	if len(spec.Address) > 255 {
-		return Node{}, JoinCode{}, invalid("address", "at most 255 characters")
+		return Node{}, JoinCode{}, jobdb.Invalid("address", "at most 255 characters")
 	}
 	var id int64
 	var code JoinCode
-	err := s.inTx(ctx, func(tx *sql.Tx) error {
+	err := s.db.InTx(ctx, func(tx *sql.Tx) error {
 		var capacity int
 		err := tx.QueryRowContext(ctx, `SELECT slot_capacity FROM judge_host_group WHERE id = ? FOR UPDATE`, spec.HostGroupID).Scan(&capacity)
 		if errors.Is(err, sql.ErrNoRows) {
-			return invalid("hostGroupId", "host group %d does not exist", spec.HostGroupID)
+			return jobdb.Invalid("hostGroupId", "host group %d does not exist", spec.HostGroupID)
 		}
 		if err != nil {
 			return fmt.Errorf("store: create node: %w", err)
 		}
 		if spec.Slots > capacity {
-			return invalid("slots", "%d exceeds the host group's capacity of %d", spec.Slots, capacity)
+			return jobdb.Invalid("slots", "%d exceeds the host group's capacity of %d", spec.Slots, capacity)
 		}
 		r, err := tx.ExecContext(ctx,
 			`INSERT INTO judge_node (name, pool, host_group_id, slots, address) VALUES (?, ?, ?, ?, NULLIF(?, ''))`,
 			spec.Name, spec.Pool, spec.HostGroupID, spec.Slots, spec.Address)
-		if isDuplicate(err) {
-			return conflict("node %q exists", spec.Name)
+		if jobdb.IsDuplicate(err) {
+			return jobdb.Conflict("node %q exists", spec.Name)
 		}
 		if err != nil {
 			return fmt.Errorf("store: create node: %w", err)
@@ -225,7 +215,7 @@ func (s *Nodes) CreateNode(ctx context.Context, spec NodeSpec, actor string) (No
 		if code, err = s.issueJoinCode(ctx, tx, id, spec.JoinCodeTTL); err != nil {
 			return err
 		}
-		return audit(ctx, tx, actor, "node.create", id, 0, "", map[string]any{"pool": spec.Pool, "slots": spec.Slots})
+		return jobdb.Audit(ctx, tx, actor, "node.create", id, 0, "", map[string]any{"pool": spec.Pool, "slots": spec.Slots})
 	})
 	if err != nil {
 		return Node{}, JoinCode{}, err
@@ -237,8 +227,8 @@ func (s *Nodes) CreateNode(ctx context.Context, spec NodeSpec, actor string) (No
 // changeNode runs fn with the node locked (after its host group when
 // withGroup), then audits.
 func (s *core) changeNode(ctx context.Context, nodeID int64, actor, action, reason string, fn func(tx *sql.Tx, n *Node) error) (Node, error) {
-	err := s.inTx(ctx, func(tx *sql.Tx) error {
-		n, err := s.getNode(ctx, s.txx(tx), nodeID, ` FOR UPDATE`)
+	err := s.db.InTx(ctx, func(tx *sql.Tx) error {
+		n, err := s.getNode(ctx, s.db.Txx(tx), nodeID, ` FOR UPDATE`)
 		if errors.Is(err, ErrNotFound) {
 			return err
 		}
@@ -248,7 +238,7 @@ func (s *core) changeNode(ctx context.Context, nodeID int64, actor, action, reas
 		if err := fn(tx, &n); err != nil {
 			return err
 		}
-		return audit(ctx, tx, actor, action, nodeID, 0, reason, nil)
+		return jobdb.Audit(ctx, tx, actor, action, nodeID, 0, reason, nil)
 	})
 	if err != nil {
 		return Node{}, err
@@ -269,24 +259,24 @@ func setState(ctx context.Context, tx *sql.Tx, nodeID int64, st NodeState) error
 func (s *Nodes) Enable(ctx context.Context, nodeID int64, actor, reason string) (Node, error) {
 	return s.changeNode(ctx, nodeID, actor, "node.enable", reason, func(tx *sql.Tx, n *Node) error {
 		if n.Revoked {
-			return conflictOf(ErrNodeRevoked, "node %d is revoked; rotate its credential first", nodeID)
+			return jobdb.ConflictOf(ErrNodeRevoked, "node %d is revoked; rotate its credential first", nodeID)
 		}
 		if !n.Online {
-			return conflictOf(ErrHeartbeatStale, "node %d has no fresh heartbeat", nodeID)
+			return jobdb.ConflictOf(ErrHeartbeatStale, "node %d has no fresh heartbeat", nodeID)
 		}
 		var checkRuntime string
 		err := tx.QueryRowContext(ctx,
 			`SELECT COALESCE(runtime_version, '') FROM judge_node_check
 			 WHERE node_id = ? AND outcome = 'PASSED' AND finished_at > NOW(6) - INTERVAL ? MICROSECOND
-			 ORDER BY id DESC LIMIT 1`, nodeID, micros(CheckFreshness)).Scan(&checkRuntime)
+			 ORDER BY id DESC LIMIT 1`, nodeID, jobdb.Micros(CheckFreshness)).Scan(&checkRuntime)
 		if errors.Is(err, sql.ErrNoRows) {
-			return conflictOf(ErrCheckRequired, "node %d has no passing self-check in the last %s; verify it first", nodeID, CheckFreshness)
+			return jobdb.ConflictOf(ErrCheckRequired, "node %d has no passing self-check in the last %s; verify it first", nodeID, CheckFreshness)
 		}
 		if err != nil {
 			return fmt.Errorf("store: enable: %w", err)
 		}
 		if checkRuntime != n.RuntimeVersion {
-			return conflictOf(ErrCheckRequired, "node %d now reports runtime %q but was verified with %q; verify again", nodeID, n.RuntimeVersion, checkRuntime)
+			return jobdb.ConflictOf(ErrCheckRequired, "node %d now reports runtime %q but was verified with %q; verify again", nodeID, n.RuntimeVersion, checkRuntime)
 		}
 		return setState(ctx, tx, nodeID, NodeEnabled)
 	})
@@ -306,13 +296,13 @@ const DrainDeadlineMax = 7 * 24 * time.Hour
 // replaces (or removes) the deadline.
 func (s *Nodes) DrainUntil(ctx context.Context, nodeID int64, deadline time.Duration, actor, reason string) (Node, error) {
 	if deadline < 0 || deadline > DrainDeadlineMax {
-		return Node{}, invalid("deadlineSeconds", "drain deadline %s must be 0..%s", deadline, DrainDeadlineMax)
+		return Node{}, jobdb.Invalid("deadlineSeconds", "drain deadline %s must be 0..%s", deadline, DrainDeadlineMax)
 	}
 	var detail map[string]any
 	if deadline > 0 {
 		detail = map[string]any{"deadlineSeconds": int64(deadline / time.Second)}
 	}
-	err := s.inTx(ctx, func(tx *sql.Tx) error {
+	err := s.db.InTx(ctx, func(tx *sql.Tx) error {
 		var state NodeState
 		err := tx.QueryRowContext(ctx, `SELECT desired_state FROM judge_node WHERE id = ? FOR UPDATE`, nodeID).Scan(&state)
 		if errors.Is(err, sql.ErrNoRows) {
@@ -322,15 +312,15 @@ func (s *Nodes) DrainUntil(ctx context.Context, nodeID int64, deadline time.Dura
 			return fmt.Errorf("store: drain: %w", err)
 		}
 		if state == NodeDisabled {
-			return conflict("node %d is disabled", nodeID)
+			return jobdb.Conflict("node %d is disabled", nodeID)
 		}
 		if _, err := tx.ExecContext(ctx,
 			`UPDATE judge_node SET desired_state = 'DRAINING', revision = revision + 1, updated_at = NOW(6),
 			   drain_deadline_at = IF(? > 0, NOW(6) + INTERVAL ? MICROSECOND, NULL)
-			 WHERE id = ?`, micros(deadline), micros(deadline), nodeID); err != nil {
+			 WHERE id = ?`, jobdb.Micros(deadline), jobdb.Micros(deadline), nodeID); err != nil {
 			return fmt.Errorf("store: drain: %w", err)
 		}
-		return audit(ctx, tx, actor, "node.drain", nodeID, 0, reason, detail)
+		return jobdb.Audit(ctx, tx, actor, "node.drain", nodeID, 0, reason, detail)
 	})
 	if err != nil {
 		return Node{}, err
@@ -343,7 +333,7 @@ func (s *Nodes) DrainUntil(ctx context.Context, nodeID int64, deadline time.Dura
 // leases run out and are reaped.
 func (s *Nodes) Disable(ctx context.Context, nodeID int64, force bool, actor, reason string) (Node, error) {
 	if force && strings.TrimSpace(reason) == "" {
-		return Node{}, invalid("reason", "a forced disable needs a reason")
+		return Node{}, jobdb.Invalid("reason", "a forced disable needs a reason")
 	}
 	return s.changeNode(ctx, nodeID, actor, "node.disable", reason, func(tx *sql.Tx, n *Node) error {
 		var live int
@@ -352,7 +342,7 @@ func (s *Nodes) Disable(ctx context.Context, nodeID int64, force bool, actor, re
 			return fmt.Errorf("store: disable: %w", err)
 		}
 		if live > 0 && !force {
-			return conflict("node %d holds %d live leases; drain it first or force with a reason", nodeID, live)
+			return jobdb.Conflict("node %d holds %d live leases; drain it first or force with a reason", nodeID, live)
 		}
 		return setState(ctx, tx, nodeID, NodeDisabled)
 	})
@@ -377,7 +367,7 @@ func (s *Nodes) Revoke(ctx context.Context, nodeID int64, actor, reason string) 
 // can hold it. Lowering slots never stops running jobs.
 func (s *Nodes) ResizeNode(ctx context.Context, nodeID int64, slots int, revision int64, actor, reason string) (Node, error) {
 	if slots < 1 || slots > contracts.SlotsMax {
-		return Node{}, invalid("slots", "must be 1..%d", contracts.SlotsMax)
+		return Node{}, jobdb.Invalid("slots", "must be 1..%d", contracts.SlotsMax)
 	}
 	var groupID int64
 	if err := s.db.QueryRowContext(ctx, `SELECT host_group_id FROM judge_node WHERE id = ?`, nodeID).Scan(&groupID); err != nil {
@@ -387,7 +377,7 @@ func (s *Nodes) ResizeNode(ctx context.Context, nodeID int64, slots int, revisio
 		return Node{}, fmt.Errorf("store: resize node: %w", err)
 	}
 	var out Node
-	err := s.inTx(ctx, func(tx *sql.Tx) error {
+	err := s.db.InTx(ctx, func(tx *sql.Tx) error {
 		var capacity int
 		if err := tx.QueryRowContext(ctx, `SELECT slot_capacity FROM judge_host_group WHERE id = ? FOR UPDATE`, groupID).Scan(&capacity); err != nil {
 			return fmt.Errorf("store: resize node: %w", err)
@@ -397,16 +387,16 @@ func (s *Nodes) ResizeNode(ctx context.Context, nodeID int64, slots int, revisio
 			return fmt.Errorf("store: resize node: %w", err)
 		}
 		if rev != revision {
-			return conflict("node %d is at revision %d, not %d", nodeID, rev, revision)
+			return jobdb.Conflict("node %d is at revision %d, not %d", nodeID, rev, revision)
 		}
 		if slots > capacity {
-			return invalid("slots", "%d exceeds the host group's capacity of %d", slots, capacity)
+			return jobdb.Invalid("slots", "%d exceeds the host group's capacity of %d", slots, capacity)
 		}
 		if _, err := tx.ExecContext(ctx,
 			`UPDATE judge_node SET slots = ?, revision = revision + 1, updated_at = NOW(6) WHERE id = ?`, slots, nodeID); err != nil {
 			return fmt.Errorf("store: resize node: %w", err)
 		}
-		return audit(ctx, tx, actor, "node.resize", nodeID, 0, reason, map[string]any{"slots": slots})
+		return jobdb.Audit(ctx, tx, actor, "node.resize", nodeID, 0, reason, map[string]any{"slots": slots})
 	})
 	if err != nil {
 		return out, err

@@ -9,6 +9,8 @@ import (
 	"io"
 	"strconv"
 	"time"
+
+	"github.com/kece-oj/kece/control/internal/jobdb"
 )
 
 // maxViolationsPerRule bounds each rule's query so a badly broken database
@@ -277,7 +279,7 @@ func (s *Store) ReconcileWith(ctx context.Context, o ReconcileOptions) (Report, 
 		{RuleReaperStuck, SubjectJob,
 			`SELECT id, TIMESTAMPDIFF(MICROSECOND, lease_until, NOW(6)) DIV 1000, COALESCE(node_id, 0) FROM judge_job
 			 WHERE state = 'RUNNING' AND lease_until < NOW(6) - INTERVAL ? MICROSECOND
-			 ORDER BY id LIMIT ?`, []any{micros(2 * o.ReapInterval), lim},
+			 ORDER BY id LIMIT ?`, []any{jobdb.Micros(2 * o.ReapInterval), lim},
 			func(x []string) (string, map[string]any) {
 				return fmt.Sprintf("lease expired %s ms ago and was not reaped (reap interval %s)", x[0], o.ReapInterval),
 					map[string]any{"expiredMs": x[0], "nodeId": x[1]}

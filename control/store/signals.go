@@ -2,41 +2,10 @@ package store
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
-	"maps"
-	"math/rand/v2"
-	"slices"
 
 	"github.com/kece-oj/kece/control/longpoll"
 )
-
-// PoolSignalSlots is how many rows each pool's wake-up counter is spread over.
-const PoolSignalSlots = 16
-
-// bumpPool marks the pool as having work ready again (a requeue, a rejudge,
-// an enqueue on the locking path), inside the transaction that made it ready
-// and as its last statement: the signal commits exactly when the work does
-// (EnqueueTx included). Waiters in every replica see it at their next poll of
-// PoolSignals. A fresh enqueue needs no bump: the pool's highest job id moves.
-func bumpPool(ctx context.Context, tx *sql.Tx, pool string) error {
-	if _, err := tx.ExecContext(ctx,
-		`UPDATE judge_pool_signal SET seq = seq + 1 WHERE pool = ? AND slot = ?`, pool, rand.IntN(PoolSignalSlots)); err != nil {
-		return fmt.Errorf("store: pool signal: %w", err)
-	}
-	return nil
-}
-
-// bumpPools bumps each pool once, in name order: the last statements of a
-// transaction that made work of these pools ready again.
-func bumpPools(ctx context.Context, tx *sql.Tx, pools map[string]bool) error {
-	for _, p := range slices.Sorted(maps.Keys(pools)) {
-		if err := bumpPool(ctx, tx, p); err != nil {
-			return err
-		}
-	}
-	return nil
-}
 
 // PoolSignals returns each pool's wake-up counters (one cheap query): the
 // sum of the pool's signal rows (moved by work made ready again: requeue,

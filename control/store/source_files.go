@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/kece-oj/kece/contracts"
+	"github.com/kece-oj/kece/control/internal/jobdb"
 )
 
 // MaxSourceFiles bounds a multi-file submission's further files.
@@ -34,30 +35,30 @@ func checkSourceFiles(language, source string, files []SourceFile) error {
 	}
 	l, _ := contracts.LookupLanguage(language)
 	if !multiFileLanguages[l.Pool] {
-		return invalid("files", "multi-file submissions are for C, C++, Java and Python, not %s", language)
+		return jobdb.Invalid("files", "multi-file submissions are for C, C++, Java and Python, not %s", language)
 	}
 	if len(files) == 0 || len(files) > MaxSourceFiles {
-		return invalid("files", "1..%d files (omit files for a one-file submission)", MaxSourceFiles)
+		return jobdb.Invalid("files", "1..%d files (omit files for a one-file submission)", MaxSourceFiles)
 	}
 	total := len(source)
 	for _, f := range files {
 		total += len(f.Content)
 	}
 	if total > MaxSourceBytes {
-		return invalid("files", "source and files together are %d bytes, above the limit of %d", total, MaxSourceBytes)
+		return jobdb.Invalid("files", "source and files together are %d bytes, above the limit of %d", total, MaxSourceBytes)
 	}
 	seen := make(map[string]bool, len(files))
 	for i, f := range files {
 		field := fmt.Sprintf("files[%d].name", i)
 		switch {
 		case !sourceFileNameRE.MatchString(f.Name):
-			return invalid(field, "must be a plain file name matching %s", sourceFileNameRE)
+			return jobdb.Invalid(field, "must be a plain file name matching %s", sourceFileNameRE)
 		case seen[f.Name]:
-			return invalid(field, "duplicate file name %q", f.Name)
+			return jobdb.Invalid(field, "duplicate file name %q", f.Name)
 		case f.Name == "main" || f.Name == "main.cpp" || f.Name == "main.c" || f.Name == "main.py" || strings.HasSuffix(f.Name, ".class"):
-			return invalid(field, "%q is the entry's file or one the build writes; the entry is source", f.Name)
+			return jobdb.Invalid(field, "%q is the entry's file or one the build writes; the entry is source", f.Name)
 		case l.Pool == "java" && !strings.HasSuffix(f.Name, ".java"):
-			return invalid(field, "Java files are named <Class>.java")
+			return jobdb.Invalid(field, "Java files are named <Class>.java")
 		}
 		seen[f.Name] = true
 	}

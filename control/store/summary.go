@@ -10,6 +10,7 @@ import (
 
 	"github.com/kece-oj/kece/contracts"
 	"github.com/kece-oj/kece/contracts/machineapi"
+	"github.com/kece-oj/kece/control/internal/jobdb"
 )
 
 // PoolSummary is the public view of one pool.
@@ -63,9 +64,9 @@ func (s *Store) Summary(ctx context.Context) (Summary, error) {
 		Caps uint64 `db:"caps"`
 	}
 	if err := s.db.SelectContext(ctx, &ready,
-		`SELECT n.pool, `+nodeCapsSQL+` AS caps FROM judge_node n
+		`SELECT n.pool, `+jobdb.NodeCapsSQL+` AS caps FROM judge_node n
 		 WHERE n.desired_state = 'ENABLED' AND n.revoked_at IS NULL AND n.last_heartbeat_at > NOW(6) - INTERVAL ? MICROSECOND`,
-		micros(s.cfg.OfflineAfter)); err != nil {
+		jobdb.Micros(s.db.Cfg.OfflineAfter)); err != nil {
 		return sum, fmt.Errorf("store: summary: %w", err)
 	}
 	nodeCaps := map[string][]uint64{}
@@ -186,7 +187,7 @@ func (s *Store) FleetStats(ctx context.Context) (FleetStats, error) {
 		var wait sql.NullInt64
 		if err := s.db.QueryRowContext(ctx,
 			fleetQueueQuery, p).Scan(&q.Queued, &wait); err != nil {
-			s.observer().DBError(ctx, "fleet_stats")
+			s.db.Observer().DBError(ctx, "fleet_stats")
 			return fs, fmt.Errorf("store: fleet stats: queue: %w", err)
 		}
 		if wait.Valid && wait.Int64 > 0 {
@@ -194,13 +195,13 @@ func (s *Store) FleetStats(ctx context.Context) (FleetStats, error) {
 		}
 		fs.Queues = append(fs.Queues, q)
 	}
-	running, err := queryAll(ctx, s.db, func(r rowScanner) (QueueStat, error) {
+	running, err := jobdb.QueryAll(ctx, s.db, func(r jobdb.RowScanner) (QueueStat, error) {
 		var q QueueStat
 		err := r.Scan(&q.Pool, &q.Running)
 		return q, err
 	}, fleetRunningQuery)
 	if err != nil {
-		s.observer().DBError(ctx, "fleet_stats")
+		s.db.Observer().DBError(ctx, "fleet_stats")
 		return fs, fmt.Errorf("store: fleet stats: running: %w", err)
 	}
 	for _, r := range running {
@@ -210,18 +211,18 @@ func (s *Store) FleetStats(ctx context.Context) (FleetStats, error) {
 			}
 		}
 	}
-	fs.Nodes, err = queryAll(ctx, s.db, func(r rowScanner) (NodeStat, error) {
+	fs.Nodes, err = jobdb.QueryAll(ctx, s.db, func(r jobdb.RowScanner) (NodeStat, error) {
 		var n NodeStat
 		err := r.Scan(&n.Pool, &n.State, &n.Online, &n.Nodes, &n.Slots)
 		return n, err
-	}, fleetNodesQuery, micros(s.cfg.OfflineAfter))
+	}, fleetNodesQuery, jobdb.Micros(s.db.Cfg.OfflineAfter))
 	if err != nil {
-		s.observer().DBError(ctx, "fleet_stats")
+		s.db.Observer().DBError(ctx, "fleet_stats")
 		return fs, fmt.Errorf("store: fleet stats: nodes: %w", err)
 	}
 	if err := s.db.QueryRowContext(ctx,
 		fleetEventsQuery).Scan(&fs.EventsPending, &fs.EventsDead); err != nil {
-		s.observer().DBError(ctx, "fleet_stats")
+		s.db.Observer().DBError(ctx, "fleet_stats")
 		return fs, fmt.Errorf("store: fleet stats: events: %w", err)
 	}
 	return fs, nil

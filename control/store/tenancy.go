@@ -7,6 +7,8 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+
+	"github.com/kece-oj/kece/control/internal/jobdb"
 )
 
 // Business tenancy (docs/business.md "Tenancy"): a business token may be
@@ -55,7 +57,7 @@ func (sc tokenScope) column() any {
 func tokenScopeOf(spec TokenSpec) (tokenScope, error) {
 	if spec.Kind != TokenBusiness {
 		if len(spec.SubmissionTypes) > 0 || spec.ConsumerGroup != "" {
-			return tokenScope{}, invalid("submissionTypes", "only business tokens have submission types and a consumer group")
+			return tokenScope{}, jobdb.Invalid("submissionTypes", "only business tokens have submission types and a consumer group")
 		}
 		return tokenScope{group: DefaultConsumerGroup}, nil
 	}
@@ -64,17 +66,17 @@ func tokenScopeOf(spec TokenSpec) (tokenScope, error) {
 		sc.group = DefaultConsumerGroup
 	}
 	if !consumerGroupRE.MatchString(sc.group) {
-		return tokenScope{}, invalid("consumerGroup", "must match %s", consumerGroupRE)
+		return tokenScope{}, jobdb.Invalid("consumerGroup", "must match %s", consumerGroupRE)
 	}
 	if len(spec.SubmissionTypes) > MaxTokenSubmissionTypes {
-		return tokenScope{}, invalid("submissionTypes", "at most %d types", MaxTokenSubmissionTypes)
+		return tokenScope{}, jobdb.Invalid("submissionTypes", "at most %d types", MaxTokenSubmissionTypes)
 	}
 	for _, t := range spec.SubmissionTypes {
 		switch {
 		case !submissionTypeRE.MatchString(t):
-			return tokenScope{}, invalid("submissionTypes", "%q must match %s", t, submissionTypeRE)
+			return tokenScope{}, jobdb.Invalid("submissionTypes", "%q must match %s", t, submissionTypeRE)
 		case strings.HasPrefix(t, reservedTypePrefix):
-			return tokenScope{}, invalid("submissionTypes", "%q: types starting with %s are reserved", t, reservedTypePrefix)
+			return tokenScope{}, jobdb.Invalid("submissionTypes", "%q: types starting with %s are reserved", t, reservedTypePrefix)
 		}
 	}
 	if len(spec.SubmissionTypes) > 0 {
@@ -163,7 +165,7 @@ func refreshConsumerGroup(ctx context.Context, tx *sql.Tx, group string) error {
 	if group == DefaultConsumerGroup {
 		return nil
 	}
-	sets, err := queryAll(ctx, tx, func(r rowScanner) (sql.NullString, error) {
+	sets, err := jobdb.QueryAll(ctx, tx, func(r jobdb.RowScanner) (sql.NullString, error) {
 		var v sql.NullString
 		return v, r.Scan(&v)
 	}, `SELECT submission_types FROM judge_api_token

@@ -10,10 +10,11 @@ import (
 	"time"
 
 	"github.com/kece-oj/kece/control/dbtest"
+	"github.com/kece-oj/kece/control/internal/jobdb"
 )
 
 // BenchmarkSettlementFanOut measures what consumer groups add to the
-// settlement path: the per-group fan-out INSERT … SELECT (insertSettlements)
+// settlement path: the per-group fan-out INSERT … SELECT (jobdb.InsertSettlements)
 // against the baseline, the single-outbox INSERT … VALUES it replaced (one
 // row per settlement), both timed inside a transaction on the same table,
 // interleaved, for one completion and a batch of 16, with only the default
@@ -29,11 +30,11 @@ func BenchmarkSettlementFanOut(b *testing.B) {
 	payload := []byte(`{"status":"AC","result":"` + strings.Repeat("x", 3000) + `"}`)
 	const rounds = 200
 	job := int64(0)
-	rows := func(n int) []settlementRow {
-		out := make([]settlementRow, n)
+	rows := func(n int) []jobdb.SettlementRow {
+		out := make([]jobdb.SettlementRow, n)
 		for i := range out {
 			job++
-			out[i] = settlementRow{jobID: job, typ: "ALGO", sid: fmt.Sprint(job), generation: 1, payload: payload}
+			out[i] = jobdb.SettlementRow{JobID: job, Typ: "ALGO", Sid: fmt.Sprint(job), Generation: 1, Payload: payload}
 		}
 		return out
 	}
@@ -69,7 +70,7 @@ func BenchmarkSettlementFanOut(b *testing.B) {
 				baseTx, fanTx := make([]time.Duration, rounds), make([]time.Duration, rounds)
 				for i := range rounds {
 					base[i], baseTx[i] = once(func(tx *sql.Tx) error { return baselineInsertSettlements(ctx, tx, rows(batch)) })
-					fan[i], fanTx[i] = once(func(tx *sql.Tx) error { return insertSettlements(ctx, tx, rows(batch)) })
+					fan[i], fanTx[i] = once(func(tx *sql.Tx) error { return jobdb.InsertSettlements(ctx, tx, rows(batch)) })
 				}
 				median := func(d []time.Duration) time.Duration { slices.Sort(d); return d[len(d)/2] }
 				bm, fm := median(base), median(fan)
@@ -89,7 +90,7 @@ func BenchmarkSettlementFanOut(b *testing.B) {
 // baselineInsertSettlements is the outbox write before consumer groups
 // existed (one row per settlement, default group), kept here only as the
 // benchmark's baseline.
-func baselineInsertSettlements(ctx context.Context, tx *sql.Tx, rows []settlementRow) error {
+func baselineInsertSettlements(ctx context.Context, tx *sql.Tx, rows []jobdb.SettlementRow) error {
 	var q strings.Builder
 	q.WriteString(`INSERT INTO judge_settlement_event (job_id, event_type, submission_type, submission_id, generation, payload) VALUES `)
 	args := make([]any, 0, 6*len(rows))
@@ -98,7 +99,7 @@ func baselineInsertSettlements(ctx context.Context, tx *sql.Tx, rows []settlemen
 			q.WriteString(", ")
 		}
 		q.WriteString("(?, ?, ?, ?, ?, ?)")
-		args = append(args, r.jobID, SettledEventType, r.typ, r.sid, r.generation, r.payload)
+		args = append(args, r.JobID, SettledEventType, r.Typ, r.Sid, r.Generation, r.Payload)
 	}
 	_, err := tx.ExecContext(ctx, q.String(), args...)
 	return err

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/kece-oj/kece/control/internal/jobdb"
 	"github.com/kece-oj/kece/control/ratelimit"
 )
 
@@ -50,7 +51,7 @@ func tokenPrefix(k TokenKind) string {
 
 func validKind(kind TokenKind) error {
 	if kind != TokenAdmin && kind != TokenBusiness {
-		return invalid("kind", "must be admin or business")
+		return jobdb.Invalid("kind", "must be admin or business")
 	}
 	return nil
 }
@@ -91,10 +92,10 @@ func (s *Tokens) IssueToken(ctx context.Context, spec TokenSpec) (string, error)
 		return "", err
 	}
 	if !nameRE.MatchString(spec.Name) {
-		return "", invalid("name", "must match %s", nameRE)
+		return "", jobdb.Invalid("name", "must match %s", nameRE)
 	}
 	if spec.ExpiresIn < 0 || spec.ExpiresIn > TokenMaxLifetime {
-		return "", invalid("expiresIn", "must be 0 (no expiry) up to %s", TokenMaxLifetime)
+		return "", jobdb.Invalid("expiresIn", "must be 0 (no expiry) up to %s", TokenMaxLifetime)
 	}
 	scope, err := tokenScopeOf(spec)
 	if err != nil {
@@ -105,7 +106,7 @@ func (s *Tokens) IssueToken(ctx context.Context, spec TokenSpec) (string, error)
 	}
 	rateCol, burstCol := rateLimitColumns(spec.RateLimit)
 	tok, hash := newSecret(tokenPrefix(spec.Kind))
-	err = s.inTx(ctx, func(tx *sql.Tx) error {
+	err = s.db.InTx(ctx, func(tx *sql.Tx) error {
 		if spec.Kind == TokenBusiness {
 			if err := lockConsumerGroup(ctx, tx, scope.group); err != nil {
 				return err
@@ -116,8 +117,8 @@ func (s *Tokens) IssueToken(ctx context.Context, spec TokenSpec) (string, error)
 			VALUES (?, ?, ?, IF(? > 0, NOW(6) + INTERVAL ? MICROSECOND, NULL), ?, ?, ?, ?)`,
 			spec.Kind, spec.Name, hash, spec.ExpiresIn.Microseconds(), spec.ExpiresIn.Microseconds(), scope.column(), scope.group,
 			rateCol, burstCol)
-		if isDuplicate(err) {
-			return conflict("a %s token named %q exists", spec.Kind, spec.Name)
+		if jobdb.IsDuplicate(err) {
+			return jobdb.Conflict("a %s token named %q exists", spec.Kind, spec.Name)
 		}
 		if err != nil {
 			return fmt.Errorf("store: create token: %w", err)
@@ -131,7 +132,7 @@ func (s *Tokens) IssueToken(ctx context.Context, spec TokenSpec) (string, error)
 				detail["rateLimit"] = rateLimitDetail(spec.RateLimit)
 			}
 		}
-		if err := audit(ctx, tx, cmp.Or(spec.Actor, auditActorCLI), "token.create", 0, 0, "", detail); err != nil {
+		if err := jobdb.Audit(ctx, tx, cmp.Or(spec.Actor, auditActorCLI), "token.create", 0, 0, "", detail); err != nil {
 			return err
 		}
 		if spec.Kind == TokenBusiness {
@@ -276,13 +277,13 @@ func (s *Tokens) RotateToken(ctx context.Context, spec RotateSpec) (string, erro
 		return "", err
 	}
 	if spec.Overlap < 0 || spec.Overlap > TokenMaxOverlap {
-		return "", invalid("overlap", "must be 0..%s", TokenMaxOverlap)
+		return "", jobdb.Invalid("overlap", "must be 0..%s", TokenMaxOverlap)
 	}
 	if spec.ExpiresIn < 0 || spec.ExpiresIn > TokenMaxLifetime {
-		return "", invalid("expiresIn", "must be 0 (keep) up to %s", TokenMaxLifetime)
+		return "", jobdb.Invalid("expiresIn", "must be 0 (keep) up to %s", TokenMaxLifetime)
 	}
 	tok, hash := newSecret(tokenPrefix(spec.Kind))
-	err := s.inTx(ctx, func(tx *sql.Tx) error {
+	err := s.db.InTx(ctx, func(tx *sql.Tx) error {
 		var id int64
 		var prev []byte
 		err := tx.QueryRowContext(ctx, `SELECT id, prev_token_hash FROM judge_api_token
@@ -310,7 +311,7 @@ func (s *Tokens) RotateToken(ctx context.Context, spec RotateSpec) (string, erro
 			spec.Overlap.Microseconds(), hash, spec.ExpiresIn.Microseconds(), spec.ExpiresIn.Microseconds(), id); err != nil {
 			return fmt.Errorf("store: rotate token: %w", err)
 		}
-		return audit(ctx, tx, auditActorCLI, "token.rotate", 0, 0, "", map[string]any{"kind": spec.Kind, "name": spec.Name,
+		return jobdb.Audit(ctx, tx, auditActorCLI, "token.rotate", 0, 0, "", map[string]any{"kind": spec.Kind, "name": spec.Name,
 			"overlapSeconds": int64(spec.Overlap / time.Second), "expiresInSeconds": int64(spec.ExpiresIn / time.Second)})
 	})
 	if err != nil {
@@ -330,7 +331,7 @@ func (s *Tokens) RevokeToken(ctx context.Context, kind TokenKind, name string) (
 // empty) and reason in the audit log (token.revoke).
 func (s *Tokens) RevokeTokenAs(ctx context.Context, kind TokenKind, name, actor, reason string) (bool, error) {
 	var live bool
-	err := s.inTx(ctx, func(tx *sql.Tx) error {
+	err := s.db.InTx(ctx, func(tx *sql.Tx) error {
 		live = false
 		var group string
 		err := tx.QueryRowContext(ctx, `SELECT consumer_group FROM judge_api_token
@@ -356,7 +357,7 @@ func (s *Tokens) RevokeTokenAs(ctx context.Context, kind TokenKind, name, actor,
 		if live = n == 1; !live {
 			return nil
 		}
-		if err := audit(ctx, tx, cmp.Or(actor, auditActorCLI), "token.revoke", 0, 0, reason, map[string]any{"kind": kind, "name": name}); err != nil {
+		if err := jobdb.Audit(ctx, tx, cmp.Or(actor, auditActorCLI), "token.revoke", 0, 0, reason, map[string]any{"kind": kind, "name": name}); err != nil {
 			return err
 		}
 		if kind == TokenBusiness {
@@ -406,7 +407,7 @@ func (s *Tokens) ListTokens(ctx context.Context, kind TokenKind) ([]TokenInfo, e
 			return nil, err
 		}
 	}
-	out, err := queryAll(ctx, s.db, func(rows rowScanner) (TokenInfo, error) {
+	out, err := jobdb.QueryAll(ctx, s.db, func(rows jobdb.RowScanner) (TokenInfo, error) {
 		var t TokenInfo
 		var lastUsed, expires, rotated, prevUntil, revoked sql.NullTime
 		var state string
@@ -455,7 +456,7 @@ func (s *Tokens) SetTokenRateLimit(ctx context.Context, name string, lim *rateli
 		return err
 	}
 	rateCol, burstCol := rateLimitColumns(lim)
-	return s.inTx(ctx, func(tx *sql.Tx) error {
+	return s.db.InTx(ctx, func(tx *sql.Tx) error {
 		r, err := tx.ExecContext(ctx, `UPDATE judge_api_token SET rate_limit_rate = ?, rate_limit_burst = ?
 			WHERE kind = ? AND name = ? AND revoked_at IS NULL`, rateCol, burstCol, TokenBusiness, name)
 		if err != nil {
@@ -473,7 +474,7 @@ func (s *Tokens) SetTokenRateLimit(ctx context.Context, name string, lim *rateli
 				return fmt.Errorf("store: set token rate limit: %w", err)
 			}
 		}
-		return audit(ctx, tx, cmp.Or(actor, auditActorCLI), "token.rate_limit", 0, 0, "",
+		return jobdb.Audit(ctx, tx, cmp.Or(actor, auditActorCLI), "token.rate_limit", 0, 0, "",
 			map[string]any{"kind": TokenBusiness, "name": name, "rateLimit": rateLimitDetail(lim)})
 	})
 }
@@ -485,7 +486,7 @@ func checkRateLimit(kind TokenKind, lim *ratelimit.Limit) error {
 		return nil
 	}
 	if kind != TokenBusiness {
-		return invalid("rateLimit", "only business tokens are rate limited")
+		return jobdb.Invalid("rateLimit", "only business tokens are rate limited")
 	}
 	err := lim.Validate()
 	var fe *ratelimit.FieldError
@@ -497,7 +498,7 @@ func checkRateLimit(kind TokenKind, lim *ratelimit.Limit) error {
 	if errs := err.(interface{ Unwrap() []error }).Unwrap(); len(errs) > 1 {
 		problem = strings.ReplaceAll(err.Error(), "\n", "; ")
 	}
-	return invalid("rateLimit."+fe.Field, "%s", problem)
+	return jobdb.Invalid("rateLimit."+fe.Field, "%s", problem)
 }
 
 func rateLimitColumns(lim *ratelimit.Limit) (rate, burst any) {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/kece-oj/kece/contracts"
+	"github.com/kece-oj/kece/control/internal/jobdb"
 )
 
 // Bounds of the verdict-mix window (the admin contract's `minutes`).
@@ -156,7 +157,7 @@ func p95(ws []time.Duration) time.Duration {
 // covers it: only the window's rows are read, and no table row.
 func (s *Jobs) VerdictMix(ctx context.Context, minutes int) (VerdictMix, error) {
 	if minutes < 1 || minutes > VerdictMixMinutesMax {
-		return VerdictMix{}, invalid("minutes", "must be 1..%d", VerdictMixMinutesMax)
+		return VerdictMix{}, jobdb.Invalid("minutes", "must be 1..%d", VerdictMixMinutesMax)
 	}
 	mix := VerdictMix{Window: time.Duration(minutes) * time.Minute, Bucket: MixBucket(minutes)}
 	if err := s.db.QueryRowContext(ctx, `SELECT NOW(6)`).Scan(&mix.AsOf); err != nil {

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/kece-oj/kece/control/atrest"
+	"github.com/kece-oj/kece/control/internal/jobdb"
 )
 
 // Limits of a webhook group's settings.
@@ -122,22 +123,22 @@ type WebhookGroupSpec struct {
 func (sp *WebhookGroupSpec) validate() error {
 	var errs []error
 	if !ValidConsumerGroup(sp.Group) {
-		errs = append(errs, invalid("group", "must be lowercase letters, digits, . _ - (at most 64)"))
+		errs = append(errs, jobdb.Invalid("group", "must be lowercase letters, digits, . _ - (at most 64)"))
 	}
 	if sp.URL == "" || len(sp.URL) > WebhookURLMax {
-		errs = append(errs, invalid("url", "must be 1..%d characters", WebhookURLMax))
+		errs = append(errs, jobdb.Invalid("url", "must be 1..%d characters", WebhookURLMax))
 	}
 	if sp.Concurrency < 0 || sp.Concurrency > WebhookConcurrencyMax {
-		errs = append(errs, invalid("concurrency", "must be 1..%d", WebhookConcurrencyMax))
+		errs = append(errs, jobdb.Invalid("concurrency", "must be 1..%d", WebhookConcurrencyMax))
 	}
 	if sp.Timeout != 0 && (sp.Timeout < 10*time.Millisecond || sp.Timeout > WebhookTimeoutMax) {
-		errs = append(errs, invalid("timeoutMs", "must be 10..%d", WebhookTimeoutMax.Milliseconds()))
+		errs = append(errs, jobdb.Invalid("timeoutMs", "must be 10..%d", WebhookTimeoutMax.Milliseconds()))
 	}
 	if sp.MaxAttempts < 0 || sp.MaxAttempts > 100 {
-		errs = append(errs, invalid("maxAttempts", "must be 1..100"))
+		errs = append(errs, jobdb.Invalid("maxAttempts", "must be 1..100"))
 	}
 	if len(sp.Secret) > webhookSecretMax {
-		errs = append(errs, invalid("secret", "longer than %d characters", webhookSecretMax))
+		errs = append(errs, jobdb.Invalid("secret", "longer than %d characters", webhookSecretMax))
 	}
 	return errors.Join(errs...)
 }
@@ -180,7 +181,7 @@ func (w *WebhookGroups) Put(ctx context.Context, spec WebhookGroupSpec) (g Webho
 		switch {
 		case errors.Is(err, sql.ErrNoRows):
 			if spec.Secret == "" {
-				return invalid("secret", "a new webhook group needs a secret")
+				return jobdb.Invalid("secret", "a new webhook group needs a secret")
 			}
 			created = true
 			if _, err := tx.ExecContext(ctx, `INSERT INTO judge_webhook_group (consumer_group, url, enabled, concurrency, timeout_ms, max_attempts)
@@ -194,7 +195,7 @@ func (w *WebhookGroups) Put(ctx context.Context, spec WebhookGroupSpec) (g Webho
 			return err
 		default:
 			if spec.Secret != "" {
-				return invalid("secret", "the group already has a secret: rotate it (rotate-secret) instead")
+				return jobdb.Invalid("secret", "the group already has a secret: rotate it (rotate-secret) instead")
 			}
 			if _, err := tx.ExecContext(ctx, `UPDATE judge_webhook_group SET url = ?, enabled = ?, concurrency = ?, timeout_ms = ?,
 				max_attempts = ?, revision = revision + 1, updated_at = NOW(6) WHERE consumer_group = ?`,
@@ -203,7 +204,7 @@ func (w *WebhookGroups) Put(ctx context.Context, spec WebhookGroupSpec) (g Webho
 			}
 		}
 		action := map[bool]string{true: "webhook.create", false: "webhook.update"}[created]
-		return audit(ctx, tx, spec.Actor, action, 0, 0, spec.Reason, map[string]any{"consumerGroup": spec.Group, "enabled": enabled,
+		return jobdb.Audit(ctx, tx, spec.Actor, action, 0, 0, spec.Reason, map[string]any{"consumerGroup": spec.Group, "enabled": enabled,
 			"concurrency": conc, "timeoutMs": timeoutMs, "maxAttempts": tries})
 	})
 	if err != nil {
@@ -236,10 +237,10 @@ func secretAAD(group string) []byte { return []byte("webhook-secret\x00" + group
 // leaked, or secrets sealed with a lost key). Expired secrets are deleted.
 func (w *WebhookGroups) Rotate(ctx context.Context, group, secret string, overlap time.Duration, actor, reason string) (WebhookGroup, error) {
 	if secret == "" || len(secret) > webhookSecretMax {
-		return WebhookGroup{}, invalid("secret", "must be 1..%d characters", webhookSecretMax)
+		return WebhookGroup{}, jobdb.Invalid("secret", "must be 1..%d characters", webhookSecretMax)
 	}
 	if overlap < 0 || overlap > 30*24*time.Hour {
-		return WebhookGroup{}, invalid("overlapMs", "must be 0..30 days")
+		return WebhookGroup{}, jobdb.Invalid("overlapMs", "must be 0..30 days")
 	}
 	err := w.inTx(ctx, func(tx *sql.Tx) error {
 		if err := lockWebhookGroup(ctx, tx, group); err != nil {
@@ -258,7 +259,7 @@ func (w *WebhookGroups) Rotate(ctx context.Context, group, secret string, overla
 			return err
 		}
 		if n+1 > WebhookSecretsMax {
-			return invalid("overlapMs", "the group already signs with %d secrets; wait until a rotation's overlap ends, or rotate with overlap 0", n)
+			return jobdb.Invalid("overlapMs", "the group already signs with %d secrets; wait until a rotation's overlap ends, or rotate with overlap 0", n)
 		}
 		if err := w.insertSecret(ctx, tx, group, secret); err != nil {
 			return err
@@ -266,7 +267,7 @@ func (w *WebhookGroups) Rotate(ctx context.Context, group, secret string, overla
 		if _, err := tx.ExecContext(ctx, `UPDATE judge_webhook_group SET revision = revision + 1, updated_at = NOW(6) WHERE consumer_group = ?`, group); err != nil {
 			return err
 		}
-		return audit(ctx, tx, actor, "webhook.rotate_secret", 0, 0, reason, map[string]any{"consumerGroup": group, "overlapMs": overlap.Milliseconds()})
+		return jobdb.Audit(ctx, tx, actor, "webhook.rotate_secret", 0, 0, reason, map[string]any{"consumerGroup": group, "overlapMs": overlap.Milliseconds()})
 	})
 	if err != nil {
 		return WebhookGroup{}, err
@@ -293,7 +294,7 @@ func (w *WebhookGroups) Delete(ctx context.Context, group, actor, reason string)
 		if _, err := tx.ExecContext(ctx, `DELETE FROM judge_webhook_group WHERE consumer_group = ?`, group); err != nil {
 			return err
 		}
-		return audit(ctx, tx, actor, "webhook.delete", 0, 0, reason, map[string]any{"consumerGroup": group})
+		return jobdb.Audit(ctx, tx, actor, "webhook.delete", 0, 0, reason, map[string]any{"consumerGroup": group})
 	})
 }
 
@@ -314,7 +315,7 @@ func (w *WebhookGroups) Get(ctx context.Context, group string) (WebhookGroup, er
 func (w *WebhookGroups) List(ctx context.Context) ([]WebhookGroup, error) { return w.list(ctx, "") }
 
 func (w *WebhookGroups) list(ctx context.Context, only string) ([]WebhookGroup, error) {
-	groups, err := queryAll(ctx, w.db, func(r rowScanner) (WebhookGroup, error) {
+	groups, err := jobdb.QueryAll(ctx, w.db, func(r jobdb.RowScanner) (WebhookGroup, error) {
 		var g WebhookGroup
 		var timeoutMs int64
 		err := r.Scan(&g.Group, &g.URL, &g.Enabled, &g.Concurrency, &timeoutMs, &g.MaxAttempts, &g.Revision, &g.CreatedAt, &g.UpdatedAt)
@@ -330,7 +331,7 @@ func (w *WebhookGroups) list(ctx context.Context, only string) ([]WebhookGroup, 
 		s     WebhookSecret
 		box   []byte
 	}
-	rows, err := queryAll(ctx, w.db, func(r rowScanner) (sealedRow, error) {
+	rows, err := jobdb.QueryAll(ctx, w.db, func(r jobdb.RowScanner) (sealedRow, error) {
 		var x sealedRow
 		var exp sql.NullTime
 		err := r.Scan(&x.group, &x.s.ID, &x.s.KeyID, &x.box, &x.s.CreatedAt, &exp)
@@ -374,7 +375,7 @@ func (w *WebhookGroups) Reencrypt(ctx context.Context) (rewritten int, unreadabl
 		group, keyID string
 		box          []byte
 	}
-	rows, err := queryAll(ctx, w.db, func(r rowScanner) (row, error) {
+	rows, err := jobdb.QueryAll(ctx, w.db, func(r jobdb.RowScanner) (row, error) {
 		var x row
 		return x, r.Scan(&x.id, &x.group, &x.keyID, &x.box)
 	}, `SELECT id, consumer_group, key_id, sealed FROM judge_webhook_secret WHERE key_id <> ? ORDER BY id`, w.keys.CurrentID())
@@ -414,7 +415,7 @@ func (w *WebhookGroups) inTx(ctx context.Context, fn func(tx *sql.Tx) error) err
 	var err error
 	for attempt := range 5 {
 		err = w.tryTx(ctx, fn)
-		if err == nil || !retryable(err) {
+		if err == nil || !jobdb.Retryable(err) {
 			break
 		}
 		select {

@@ -1,4 +1,4 @@
-package store
+package jobdb
 
 import (
 	"database/sql"
@@ -56,12 +56,12 @@ func (e *ValidationError) Is(target error) bool {
 	return target == ErrValidation || (e.Kind != nil && target == e.Kind)
 }
 
-func invalid(field, format string, args ...any) error {
+func Invalid(field, format string, args ...any) error {
 	return &ValidationError{Field: field, Problem: fmt.Sprintf(format, args...)}
 }
 
-// invalidOf is a validation error of a specific kind.
-func invalidOf(kind error, field, format string, args ...any) error {
+// InvalidOf is a validation error of a specific kind.
+func InvalidOf(kind error, field, format string, args ...any) error {
 	return &ValidationError{Field: field, Problem: fmt.Sprintf(format, args...), Kind: kind}
 }
 
@@ -93,12 +93,12 @@ func (e *ConflictError) Is(target error) bool {
 	return target == ErrConflict || (e.Kind != nil && target == e.Kind)
 }
 
-func conflict(format string, args ...any) error {
+func Conflict(format string, args ...any) error {
 	return &ConflictError{Reason: fmt.Sprintf(format, args...)}
 }
 
-// conflictOf is a conflict of a specific kind.
-func conflictOf(kind error, format string, args ...any) error {
+// ConflictOf is a conflict of a specific kind.
+func ConflictOf(kind error, format string, args ...any) error {
 	return &ConflictError{Reason: fmt.Sprintf(format, args...), Kind: kind}
 }
 
@@ -155,4 +155,18 @@ func Classify(err error) error {
 		return &dbError{class: ErrUnavailable, err: err}
 	}
 	return err
+}
+
+// SessionError is why a claim by sess is refused (nil: it is not): the node
+// is gone (found false), revoked, or has a newer session.
+func SessionError(sess NodeSession, found, revoked bool, epoch int64) error {
+	switch {
+	case !found:
+		return fmt.Errorf("node %d: %w", sess.NodeID, ErrUnauthenticated)
+	case revoked:
+		return fmt.Errorf("node %d: %w", sess.NodeID, ErrNodeRevoked)
+	case epoch != sess.SessionEpoch:
+		return fmt.Errorf("node %d session %d (current %d): %w", sess.NodeID, sess.SessionEpoch, epoch, ErrSessionSuperseded)
+	}
+	return nil
 }

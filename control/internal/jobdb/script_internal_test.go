@@ -1,4 +1,4 @@
-package store
+package jobdb
 
 import (
 	"context"
@@ -27,32 +27,32 @@ func TestScriptsAreTheSameOneByOne(t *testing.T) {
 	_, err = db.ExecContext(t.Context(), `CREATE TABLE script_t (k VARCHAR(8) PRIMARY KEY, v INT NOT NULL)`)
 	require.NoError(t, err)
 
-	multi, err := New(db, Config{})
+	multi, err := NewCore(db, Config{})
 	require.NoError(t, err)
-	each, err := New(single, Config{})
+	each, err := NewCore(single, Config{})
 	require.NoError(t, err)
-	require.True(t, multi.multi, "dbtest opens the pool as kece-control does: multiStatements=true")
-	require.False(t, each.multi)
-	require.True(t, multi.multiCounts, "go-sql-driver/mysql reports each statement's row count")
-	require.False(t, each.multiCounts)
+	require.True(t, multi.Multi, "dbtest opens the pool as kece-control does: multiStatements=true")
+	require.False(t, each.Multi)
+	require.True(t, multi.MultiCounts, "go-sql-driver/mysql reports each statement's row count")
+	require.False(t, each.MultiCounts)
 
-	for _, s := range []*Store{multi, each} {
+	for _, s := range []*Core{multi, each} {
 		p := "m"
-		if !s.multi {
+		if !s.Multi {
 			p = "e"
 		}
 		var n int
 		var keys []string
-		sc := s.begin(&script{}).
-			exec(`INSERT INTO script_t (k, v) VALUES (?, 1), (?, 2)`, p+"1", p+"2").
-			rows(`SELECT ROW_COUNT()`).
-			exec(`UPDATE script_t SET v = v + 10 WHERE k = ?`, p+"1").
-			rows(`SELECT k FROM script_t WHERE k LIKE ? ORDER BY k`, p+"%").
-			exec(`COMMIT`)
-		err := s.inScripts(t.Context(), func(c *scriptConn) error {
-			return c.send(t.Context(), sc,
-				func(r rowScanner) error { return r.Scan(&n) },
-				func(r rowScanner) error {
+		sc := s.Begin(&Script{}).
+			Exec(`INSERT INTO script_t (k, v) VALUES (?, 1), (?, 2)`, p+"1", p+"2").
+			Rows(`SELECT ROW_COUNT()`).
+			Exec(`UPDATE script_t SET v = v + 10 WHERE k = ?`, p+"1").
+			Rows(`SELECT k FROM script_t WHERE k LIKE ? ORDER BY k`, p+"%").
+			Exec(`COMMIT`)
+		err := s.InScripts(t.Context(), func(c *ScriptConn) error {
+			return c.Send(t.Context(), sc,
+				func(r RowScanner) error { return r.Scan(&n) },
+				func(r RowScanner) error {
 					var k string
 					keys = append(keys, k)
 					return r.Scan(&keys[len(keys)-1])
@@ -65,48 +65,48 @@ func TestScriptsAreTheSameOneByOne(t *testing.T) {
 		// counts gives each statement's changed rows, BEGIN's included; an
 		// error inside it leaves the transaction to inScripts' rollback.
 		var got []int64
-		err = s.inScripts(t.Context(), func(c *scriptConn) error {
+		err = s.InScripts(t.Context(), func(c *ScriptConn) error {
 			var err error
-			got, err = c.counts(t.Context(), s.begin(&script{}).
-				exec(`UPDATE script_t SET v = v + 1 WHERE k LIKE ?`, p+"%").
-				exec(`UPDATE script_t SET v = v + 1 WHERE k = ?`, p+"2").
-				exec(`UPDATE script_t SET v = v WHERE k = ?`, p+"1"))
+			got, err = c.Counts(t.Context(), s.Begin(&Script{}).
+				Exec(`UPDATE script_t SET v = v + 1 WHERE k LIKE ?`, p+"%").
+				Exec(`UPDATE script_t SET v = v + 1 WHERE k = ?`, p+"2").
+				Exec(`UPDATE script_t SET v = v WHERE k = ?`, p+"1"))
 			if err != nil {
 				return err
 			}
-			_, err = c.counts(t.Context(), (&script{}).exec(`ROLLBACK`))
+			_, err = c.Counts(t.Context(), (&Script{}).Exec(`ROLLBACK`))
 			return err
 		})
 		require.NoError(t, err, p)
 		begins := len(got) - 3
 		require.Equal(t, []int64{2, 1, 0}, got[begins:], "%s: rows changed per statement (an unchanged row is not counted)", p)
-		require.NoError(t, s.db.QueryRowContext(t.Context(), `SELECT v FROM script_t WHERE k = ?`, p+"2").Scan(&n))
+		require.NoError(t, s.DB.QueryRowContext(t.Context(), `SELECT v FROM script_t WHERE k = ?`, p+"2").Scan(&n))
 		require.Equal(t, 2, n, "%s: rolled back", p)
-		err = s.inScripts(t.Context(), func(c *scriptConn) error {
-			_, err := c.counts(t.Context(), s.begin(&script{}).
-				exec(`UPDATE script_t SET v = 7 WHERE k = ?`, p+"2").
-				exec(`INSERT INTO script_t (k, v) VALUES (?, 5)`, p+"1"))
+		err = s.InScripts(t.Context(), func(c *ScriptConn) error {
+			_, err := c.Counts(t.Context(), s.Begin(&Script{}).
+				Exec(`UPDATE script_t SET v = 7 WHERE k = ?`, p+"2").
+				Exec(`INSERT INTO script_t (k, v) VALUES (?, 5)`, p+"1"))
 			return err
 		})
 		require.ErrorAs(t, err, new(*mysql.MySQLError), p)
-		require.NoError(t, s.db.QueryRowContext(t.Context(), `SELECT v FROM script_t WHERE k = ?`, p+"2").Scan(&n))
+		require.NoError(t, s.DB.QueryRowContext(t.Context(), `SELECT v FROM script_t WHERE k = ?`, p+"2").Scan(&n))
 		require.Equal(t, 2, n, "%s: a failed counts script is rolled back", p)
 
 		// The second INSERT fails (duplicate key): nothing of the script
 		// stays, and the next user of the pool is not inside a transaction.
-		sc = s.begin(&script{}).
-			exec(`INSERT INTO script_t (k, v) VALUES (?, 3)`, p+"3").
-			exec(`INSERT INTO script_t (k, v) VALUES (?, 4)`, p+"1").
-			exec(`COMMIT`)
-		err = s.inScripts(t.Context(), func(c *scriptConn) error { return c.send(t.Context(), sc) })
+		sc = s.Begin(&Script{}).
+			Exec(`INSERT INTO script_t (k, v) VALUES (?, 3)`, p+"3").
+			Exec(`INSERT INTO script_t (k, v) VALUES (?, 4)`, p+"1").
+			Exec(`COMMIT`)
+		err = s.InScripts(t.Context(), func(c *ScriptConn) error { return c.Send(t.Context(), sc) })
 		var me *mysql.MySQLError
 		require.ErrorAs(t, err, &me, p)
 		require.EqualValues(t, 1062, me.Number, p)
 		var rows int
-		require.NoError(t, s.db.QueryRowContext(t.Context(), `SELECT COUNT(*) FROM script_t WHERE k = ?`, p+"3").Scan(&rows))
+		require.NoError(t, s.DB.QueryRowContext(t.Context(), `SELECT COUNT(*) FROM script_t WHERE k = ?`, p+"3").Scan(&rows))
 		require.Zero(t, rows, "%s: the failed script's first insert was rolled back", p)
 		for range 4 { // every pooled connection is clean
-			require.NoError(t, outsideTransaction(t, s.db.DB), p)
+			require.NoError(t, outsideTransaction(t, s.DB.DB), p)
 		}
 	}
 }
@@ -117,10 +117,10 @@ func TestScriptsAreTheSameOneByOne(t *testing.T) {
 // the statement answered).
 func TestScriptsReportTheCallersCancellation(t *testing.T) {
 	t.Parallel()
-	s, db := openStore(t)
+	s, db := openCore(t)
 	ctx, cancel := context.WithCancel(t.Context())
-	err := s.tryScripts(ctx, func(c *scriptConn) error {
-		if err := c.send(ctx, s.begin(&script{})); err != nil {
+	err := s.TryScripts(ctx, func(c *ScriptConn) error {
+		if err := c.Send(ctx, s.Begin(&Script{})); err != nil {
 			return err
 		}
 		cancel()

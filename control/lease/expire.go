@@ -1,10 +1,12 @@
-package store
+package lease
 
 import (
 	"context"
 	"database/sql"
 	"errors"
 	"fmt"
+
+	"github.com/kece-oj/kece/control/internal/jobdb"
 )
 
 // ReapStats counts what one Reap pass did.
@@ -18,11 +20,11 @@ type ReapStats struct {
 
 // Reap returns expired leases to QUEUED or FAILED; see reap. It reports the
 // pass to the observer.
-func (s *Leases) Reap(ctx context.Context) (ReapStats, error) {
+func (s *Engine) Reap(ctx context.Context) (ReapStats, error) {
 	st, err := s.reap(ctx)
-	s.observer().LeasesExpired(ctx, st.Requeued, st.Failed, err)
-	if isDBError(err) {
-		s.observer().DBError(ctx, "reap")
+	s.db.Observer().LeasesExpired(ctx, st.Requeued, st.Failed, err)
+	if jobdb.IsDBError(err) {
+		s.db.Observer().DBError(ctx, "reap")
 	}
 	return st, err
 }
@@ -35,7 +37,7 @@ func (s *Leases) Reap(ctx context.Context) (ReapStats, error) {
 // transaction, skipping rows another replica holds; running it in every
 // replica at once is safe. A reaped lease is fenced as always: its node's
 // renew answers LOST and its result is refused.
-func (s *core) reap(ctx context.Context) (ReapStats, error) {
+func (s *Engine) reap(ctx context.Context) (ReapStats, error) {
 	var st ReapStats
 	cands, err := s.reapCandidates(ctx)
 	if err != nil {
@@ -51,15 +53,15 @@ func (s *core) reap(ctx context.Context) (ReapStats, error) {
 			st.Silent++
 		}
 		switch outcome {
-		case StateQueued:
+		case jobdb.StateQueued:
 			st.Requeued++
 			pools[pool] = true
-		case StateFailed:
+		case jobdb.StateFailed:
 			st.Failed++
 		}
 	}
 	for p := range pools {
-		s.notify(p)
+		s.db.Notify(p)
 	}
 	return st, nil
 }
@@ -78,22 +80,22 @@ type reapCandidate struct {
 
 // reapCandidates reads, without locks, the expired leases and the live
 // leases of nodes silent for HeartbeatTTL.
-func (s *core) reapCandidates(ctx context.Context) ([]reapCandidate, error) {
-	scan := func(r rowScanner) (reapCandidate, error) {
+func (s *Engine) reapCandidates(ctx context.Context) ([]reapCandidate, error) {
+	scan := func(r jobdb.RowScanner) (reapCandidate, error) {
 		var c reapCandidate
 		return c, r.Scan(&c.jobID, &c.leaseEpoch, &c.silent)
 	}
-	expired, err := queryAll(ctx, s.db, scan,
+	expired, err := jobdb.QueryAll(ctx, s.db, scan,
 		`SELECT id, lease_epoch, FALSE FROM judge_job WHERE state = 'RUNNING' AND lease_until < NOW(6)
-		 ORDER BY lease_until, id LIMIT ?`, s.cfg.ReapBatch)
+		 ORDER BY lease_until, id LIMIT ?`, s.db.Cfg.ReapBatch)
 	if err != nil {
 		return nil, fmt.Errorf("store: reap: candidates: %w", err)
 	}
 	// Nodes are few; their running jobs come from ix_job_node.
-	silent, err := queryAll(ctx, s.db, scan,
+	silent, err := jobdb.QueryAll(ctx, s.db, scan,
 		`SELECT j.id, j.lease_epoch, TRUE FROM judge_node n
 		 JOIN judge_job j ON j.node_id = n.id AND j.state = 'RUNNING' AND j.lease_until >= NOW(6)
-		 WHERE `+silentNodeSQL+` ORDER BY j.id LIMIT ?`, micros(s.cfg.HeartbeatTTL), s.cfg.ReapBatch)
+		 WHERE `+silentNodeSQL+` ORDER BY j.id LIMIT ?`, jobdb.Micros(s.db.Cfg.HeartbeatTTL), s.db.Cfg.ReapBatch)
 	if err != nil {
 		return nil, fmt.Errorf("store: reap: silent nodes: %w", err)
 	}
@@ -103,10 +105,10 @@ func (s *core) reapCandidates(ctx context.Context) ([]reapCandidate, error) {
 // reapOne ends one candidate lease if it still is what the candidate says,
 // skipping a row another replica or a result commit holds. It returns the
 // job's new state (empty: nothing done) and its pool.
-func (s *core) reapOne(ctx context.Context, c reapCandidate) (JobState, string, error) {
-	var state JobState
+func (s *Engine) reapOne(ctx context.Context, c reapCandidate) (jobdb.JobState, string, error) {
+	var state jobdb.JobState
 	var pool string
-	err := s.inTx(ctx, func(tx *sql.Tx) error {
+	err := s.db.InTx(ctx, func(tx *sql.Tx) error {
 		state, pool = "", ""
 		if c.silent {
 			// Re-read the node (no lock: a heartbeat that lands after this
@@ -114,7 +116,7 @@ func (s *core) reapOne(ctx context.Context, c reapCandidate) (JobState, string, 
 			var silent bool
 			err := tx.QueryRowContext(ctx,
 				`SELECT COALESCE(`+silentNodeSQL+`, FALSE) FROM judge_job j JOIN judge_node n ON n.id = j.node_id WHERE j.id = ?`,
-				micros(s.cfg.HeartbeatTTL), c.jobID).Scan(&silent)
+				jobdb.Micros(s.db.Cfg.HeartbeatTTL), c.jobID).Scan(&silent)
 			if errors.Is(err, sql.ErrNoRows) || (err == nil && !silent) {
 				return nil
 			}
@@ -137,17 +139,13 @@ func (s *core) reapOne(ctx context.Context, c reapCandidate) (JobState, string, 
 		if !l.expired {
 			end = leaseEnding{outcome: AttemptNodeSilent, errCode: NodeSilentErrorCode}
 		}
-		if state, err = s.endLeaseLocked(ctx, tx, l, end); err != nil || state != StateQueued {
+		if state, err = s.endLeaseLocked(ctx, tx, l, end); err != nil || state != jobdb.StateQueued {
 			return err
 		}
-		return bumpPool(ctx, tx, l.pool)
+		return jobdb.BumpPool(ctx, tx, l.pool)
 	})
 	return state, pool, err
 }
-
-// auditActorControl is the audit actor of what the control plane does by
-// itself (a deadline passing), not on an admin's request.
-const auditActorControl = "control-plane"
 
 // DrainDeadlineErrorCode is the error code a job taken back at a drain
 // deadline carries (last_error_code) and its attempt's error class.
@@ -170,11 +168,11 @@ type DrainExpiry struct {
 // refused (fencing). Candidates are read without locks, then each node is
 // re-checked under its locks, taken in the lock order (doc.go); running it in
 // every replica at once is safe.
-func (s *Leases) ExpireDrainDeadlines(ctx context.Context) (DrainExpiry, error) {
+func (s *Engine) ExpireDrainDeadlines(ctx context.Context) (DrainExpiry, error) {
 	var st DrainExpiry
-	ids, err := queryAll(ctx, s.db, scanID,
+	ids, err := jobdb.QueryAll(ctx, s.db, jobdb.ScanID,
 		`SELECT id FROM judge_node WHERE desired_state = 'DRAINING' AND drain_deadline_at <= NOW(6)
-		 ORDER BY drain_deadline_at, id LIMIT ?`, s.cfg.ReapBatch)
+		 ORDER BY drain_deadline_at, id LIMIT ?`, s.db.Cfg.ReapBatch)
 	if err != nil {
 		return st, fmt.Errorf("store: drain deadlines: candidates: %w", err)
 	}
@@ -183,7 +181,7 @@ func (s *Leases) ExpireDrainDeadlines(ctx context.Context) (DrainExpiry, error) 
 		var requeued []int64
 		var pool string
 		var disabled bool
-		err := s.inTx(ctx, func(tx *sql.Tx) error {
+		err := s.db.InTx(ctx, func(tx *sql.Tx) error {
 			requeued, disabled = nil, false
 			var groupID int64
 			if err := tx.QueryRowContext(ctx, `SELECT host_group_id FROM judge_node WHERE id = ?`, nodeID).Scan(&groupID); err != nil {
@@ -206,7 +204,7 @@ func (s *Leases) ExpireDrainDeadlines(ctx context.Context) (DrainExpiry, error) 
 				pool         string
 				started      bool
 			}
-			leases, err := queryAll(ctx, tx, func(sc rowScanner) (lease, error) {
+			leases, err := jobdb.QueryAll(ctx, tx, func(sc jobdb.RowScanner) (lease, error) {
 				var l lease
 				return l, sc.Scan(&l.jobID, &l.epoch, &l.pool, &l.started)
 			}, `SELECT id, lease_epoch, pool, phase IS NOT NULL FROM judge_job WHERE node_id = ? AND state = 'RUNNING' ORDER BY id FOR UPDATE`, nodeID)
@@ -226,7 +224,7 @@ func (s *Leases) ExpireDrainDeadlines(ctx context.Context) (DrainExpiry, error) 
 					 WHERE id = ?`, DrainDeadlineErrorCode, l.jobID); err != nil {
 					return fmt.Errorf("store: drain deadline: requeue job %d: %w", l.jobID, err)
 				}
-				if err := audit(ctx, tx, auditActorControl, "job.lease_revoked", nodeID, l.jobID, "drain deadline passed",
+				if err := jobdb.Audit(ctx, tx, jobdb.ActorControl, "job.lease_revoked", nodeID, l.jobID, "drain deadline passed",
 					map[string]any{"leaseEpoch": l.epoch, "counted": false}); err != nil {
 					return err
 				}
@@ -239,11 +237,11 @@ func (s *Leases) ExpireDrainDeadlines(ctx context.Context) (DrainExpiry, error) 
 				return fmt.Errorf("store: drain deadline: disable: %w", err)
 			}
 			disabled = true
-			if err := audit(ctx, tx, auditActorControl, "node.drain_deadline", nodeID, 0,
+			if err := jobdb.Audit(ctx, tx, jobdb.ActorControl, "node.drain_deadline", nodeID, 0,
 				"drain deadline passed: remaining leases requeued, node disabled", map[string]any{"requeuedJobs": len(requeued)}); err != nil {
 				return err
 			}
-			return bumpPools(ctx, tx, nodePools)
+			return jobdb.BumpPools(ctx, tx, nodePools)
 		})
 		if err != nil {
 			return st, err
@@ -254,7 +252,7 @@ func (s *Leases) ExpireDrainDeadlines(ctx context.Context) (DrainExpiry, error) 
 		}
 	}
 	for p := range pools {
-		s.notify(p)
+		s.db.Notify(p)
 	}
 	return st, nil
 }

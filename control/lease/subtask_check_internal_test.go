@@ -1,10 +1,11 @@
-package store
+package lease
 
 import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/kece-oj/kece/control/internal/jobdb"
 	"github.com/kece-oj/kece/control/manifest"
 )
 
@@ -76,7 +77,7 @@ func TestCheckSubtasks(t *testing.T) {
 		v.Subtasks = append([]SubtaskResult(nil), v.Subtasks...)
 		tc.mut(&v)
 		err := checkAgainst(m, v)
-		var ve *ValidationError
+		var ve *jobdb.ValidationError
 		require.ErrorAs(t, err, &ve, name)
 		require.Equal(t, tc.field, ve.Field, "%s: %v", name, err)
 	}
@@ -100,7 +101,7 @@ func TestCheckSubtasks(t *testing.T) {
 		v.Cases = append(v.Cases, CaseResult{CaseID: c.CaseID, Status: "AC", Score: 10})
 	}
 	v.Cases[6].Status, v.Cases[6].Score = "SKIPPED", 0
-	var ve *ValidationError
+	var ve *jobdb.ValidationError
 	require.ErrorAs(t, checkAgainst(flat, v), &ve)
 	require.Equal(t, "verdict.cases[6].status", ve.Field)
 	v.Cases[6].Status, v.Cases[6].Score, v.Score, v.Status = "AC", 10, 70, "AC"

@@ -1,4 +1,4 @@
-package store
+package lease
 
 import (
 	"cmp"
@@ -10,6 +10,8 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+
+	"github.com/kece-oj/kece/control/internal/jobdb"
 
 	"github.com/kece-oj/kece/control/manifest"
 )
@@ -82,10 +84,8 @@ const (
 // CompleteResponse tells the node what happened and the job's state now.
 type CompleteResponse struct {
 	Disposition Disposition
-	JobState    JobState
+	JobState    jobdb.JobState
 }
-
-var verdictStatuses = map[string]bool{"AC": true, "PARTIAL": true, "WA": true, "TLE": true, "MLE": true, "OLE": true, "RE": true, "CE": true}
 
 // Normalize returns the canonical JSON and its SHA-256.
 func (r Result) Normalize() ([]byte, string, error) {
@@ -101,26 +101,26 @@ func (r Result) validateShape() error {
 	switch r.Outcome {
 	case OutcomeVerdict:
 		if r.Verdict == nil || r.Error != nil {
-			return invalid("result", "a VERDICT result has a verdict and no error")
+			return jobdb.Invalid("result", "a VERDICT result has a verdict and no error")
 		}
-		if !verdictStatuses[r.Verdict.Status] {
-			return invalid("verdict.status", "unknown verdict %q", r.Verdict.Status)
+		if !jobdb.VerdictStatuses[r.Verdict.Status] {
+			return jobdb.Invalid("verdict.status", "unknown verdict %q", r.Verdict.Status)
 		}
 		if len(r.Verdict.CompileLog) > manifest.MaxLogBytes {
-			return invalid("verdict.compileLog", "is %d bytes, above %d", len(r.Verdict.CompileLog), manifest.MaxLogBytes)
+			return jobdb.Invalid("verdict.compileLog", "is %d bytes, above %d", len(r.Verdict.CompileLog), manifest.MaxLogBytes)
 		}
 		if len(r.Verdict.Message) > manifest.MaxMessageBytes {
-			return invalid("verdict.message", "is above %d bytes", manifest.MaxMessageBytes)
+			return jobdb.Invalid("verdict.message", "is above %d bytes", manifest.MaxMessageBytes)
 		}
 	case OutcomeError:
 		if r.Error == nil || r.Verdict != nil || r.Error.Code == "" {
-			return invalid("result", "an ERROR result has an error code and no verdict")
+			return jobdb.Invalid("result", "an ERROR result has an error code and no verdict")
 		}
 		if len(r.Error.Message) > manifest.MaxMessageBytes {
-			return invalid("error.message", "is above %d bytes", manifest.MaxMessageBytes)
+			return jobdb.Invalid("error.message", "is above %d bytes", manifest.MaxMessageBytes)
 		}
 	default:
-		return invalid("outcome", "must be VERDICT or ERROR")
+		return jobdb.Invalid("outcome", "must be VERDICT or ERROR")
 	}
 	return nil
 }
@@ -136,7 +136,7 @@ type preparedResult struct {
 	fast   *fastResult
 }
 
-func (s *core) prepareResult(ctx context.Context, sess NodeSession, jobID, leaseEpoch int64, res Result) (preparedResult, error) {
+func (s *Engine) prepareResult(ctx context.Context, sess jobdb.NodeSession, jobID, leaseEpoch int64, res Result) (preparedResult, error) {
 	var p preparedResult
 	if err := res.validateShape(); err != nil {
 		return p, err
@@ -145,8 +145,8 @@ func (s *core) prepareResult(ctx context.Context, sess NodeSession, jobID, lease
 	if p.body, p.digest, err = res.Normalize(); err != nil {
 		return p, err
 	}
-	if len(p.body) > s.cfg.MaxResultBytes {
-		return p, invalid("result", "is %d bytes, above %d", len(p.body), s.cfg.MaxResultBytes)
+	if len(p.body) > s.db.Cfg.MaxResultBytes {
+		return p, jobdb.Invalid("result", "is %d bytes, above %d", len(p.body), s.db.Cfg.MaxResultBytes)
 	}
 	facts, err := s.jobFacts(ctx, jobID)
 	if err != nil {
@@ -156,8 +156,8 @@ func (s *core) prepareResult(ctx context.Context, sess NodeSession, jobID, lease
 		return p, nil
 	}
 	// Validate before anything is written (manifests are immutable).
-	om, err := s.readManifest(ctx, s.db, facts.manifestID)
-	m := om.m
+	om, err := s.db.ReadManifest(ctx, s.db, facts.manifestID)
+	m := om.Manifest
 	if err != nil {
 		return p, err
 	}
@@ -165,10 +165,10 @@ func (s *core) prepareResult(ctx context.Context, sess NodeSession, jobID, lease
 		return p, err
 	}
 	p.cases = countCases(m, *res.Verdict)
-	if facts.kind != KindSubmission {
+	if facts.kind != jobdb.KindSubmission {
 		return p, nil
 	}
-	payload, err := json.Marshal(SettlementPayload{JobID: strconv.FormatInt(jobID, 10), SubmissionType: facts.typ,
+	payload, err := json.Marshal(jobdb.SettlementPayload{JobID: strconv.FormatInt(jobID, 10), SubmissionType: facts.typ,
 		SubmissionID: facts.sid, Generation: facts.generation, Status: res.Verdict.Status, Result: p.body})
 	if err != nil {
 		return p, fmt.Errorf("store: settle: %w", err)
@@ -191,13 +191,13 @@ func countCases(m manifest.Manifest, v VerdictResult) caseCounts {
 type jobFacts struct {
 	typ, sid   string
 	manifestID int64
-	kind       JobKind
+	kind       jobdb.JobKind
 	pool       string
 	generation int
 }
 
-func (s *core) jobFacts(ctx context.Context, jobID int64) (jobFacts, error) {
-	if f, ok := s.facts.get(jobID); ok {
+func (s *Engine) jobFacts(ctx context.Context, jobID int64) (jobFacts, error) {
+	if f, ok := s.facts.Get(jobID); ok {
 		return f, nil
 	}
 	var f jobFacts
@@ -205,19 +205,19 @@ func (s *core) jobFacts(ctx context.Context, jobID int64) (jobFacts, error) {
 		`SELECT submission_type, submission_id, manifest_id, kind, pool, generation FROM judge_job WHERE id = ?`, jobID).Scan(
 		&f.typ, &f.sid, &f.manifestID, &f.kind, &f.pool, &f.generation)
 	if errors.Is(err, sql.ErrNoRows) {
-		return f, fmt.Errorf("job %d: %w", jobID, ErrNotFound)
+		return f, fmt.Errorf("job %d: %w", jobID, jobdb.ErrNotFound)
 	}
 	if err != nil {
 		return f, fmt.Errorf("store: complete: %w", err)
 	}
-	s.facts.put(jobID, f)
+	s.facts.Put(jobID, f)
 	return f, nil
 }
 
 // fastResult is a verdict for a live lease of a business job: the common
 // case, committed without the locking reads of completeSlow.
 type fastResult struct {
-	sess              NodeSession
+	sess              jobdb.NodeSession
 	jobID, leaseEpoch int64
 	f                 jobFacts
 	status            string

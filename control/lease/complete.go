@@ -1,4 +1,4 @@
-package store
+package lease
 
 import (
 	"cmp"
@@ -9,6 +9,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/kece-oj/kece/control/internal/jobdb"
 )
 
 // leaseWrite is one call the lease writer queues: a node's renewal or a
@@ -24,37 +26,37 @@ type leaseWrite struct {
 // and events (resultWrite) — a renewal costs no commit of its own. If any
 // item of it fails its fence, nothing is written and each kind goes its own
 // way below, so every call gets exactly the answer it would get alone.
-func (s *core) writeBatch(ctx context.Context, calls []*batchCall[leaseWrite, bool]) {
-	var renews, results []*batchCall[leaseWrite, bool]
+func (s *Engine) writeBatch(ctx context.Context, calls []*jobdb.BatchCall[leaseWrite, bool]) {
+	var renews, results []*jobdb.BatchCall[leaseWrite, bool]
 	seen := make(map[int64]bool)
 	dup := false
 	for _, c := range calls {
-		if c.req.renew != nil {
+		if c.Req.renew != nil {
 			renews = append(renews, c)
-			for _, it := range c.req.renew.items {
+			for _, it := range c.Req.renew.items {
 				dup = dup || seen[it.JobID]
 				seen[it.JobID] = true
 			}
 			continue
 		}
 		results = append(results, c)
-		dup = dup || seen[c.req.result.jobID]
-		seen[c.req.result.jobID] = true
+		dup = dup || seen[c.Req.result.jobID]
+		seen[c.Req.result.jobID] = true
 	}
 	if len(renews) > 0 && len(results) > 0 && !dup {
 		rs := make([]renewCall, len(renews))
 		for i, c := range renews {
-			rs[i] = *c.req.renew
+			rs[i] = *c.Req.renew
 		}
 		items := make([]fastResult, len(results))
 		for i, c := range results {
-			items[i] = *c.req.result
+			items[i] = *c.Req.result
 		}
 		slices.SortFunc(items, byJobID)
 		if err := s.commitResults(ctx, rs, items); err == nil {
-			s.stats.batches.Add(1)
+			s.db.Stats.Batches.Add(1)
 			for _, c := range calls {
-				c.resp = true
+				c.Resp = true
 			}
 			return
 		}
@@ -70,7 +72,7 @@ func (s *core) writeBatch(ctx context.Context, calls []*batchCall[leaseWrite, bo
 // Complete records the result of a lease; see complete. It reports the
 // outcome, or why the result was refused, to the observer, and wakes the
 // waiters it concerns (wakeups.go).
-func (s *Leases) Complete(ctx context.Context, sess NodeSession, jobID, leaseEpoch int64, res Result) (CompleteResponse, error) {
+func (s *Engine) Complete(ctx context.Context, sess jobdb.NodeSession, jobID, leaseEpoch int64, res Result) (CompleteResponse, error) {
 	out, err := s.complete(ctx, sess, jobID, leaseEpoch, res)
 	s.observeResult(ctx, jobID, res, out, err)
 	if err == nil {
@@ -85,7 +87,7 @@ func (s *Leases) Complete(ctx context.Context, sess NodeSession, jobID, leaseEpo
 // anything about expiry. Otherwise the lease must still own a RUNNING job that
 // is its submission's current job. Result, job state, attempt receipt and
 // settlement event commit together.
-func (s *core) complete(ctx context.Context, sess NodeSession, jobID, leaseEpoch int64, res Result) (CompleteResponse, error) {
+func (s *Engine) complete(ctx context.Context, sess jobdb.NodeSession, jobID, leaseEpoch int64, res Result) (CompleteResponse, error) {
 	p, err := s.prepareResult(ctx, sess, jobID, leaseEpoch, res)
 	if err != nil {
 		return CompleteResponse{}, err
@@ -95,14 +97,14 @@ func (s *core) complete(ctx context.Context, sess NodeSession, jobID, leaseEpoch
 
 // completePrepared is complete after prepareResult: the lease writer for a
 // fast result, completeSlow for the rest and for a fast one fenced out.
-func (s *core) completePrepared(ctx context.Context, sess NodeSession, jobID, leaseEpoch int64, res Result, p preparedResult) (CompleteResponse, error) {
+func (s *Engine) completePrepared(ctx context.Context, sess jobdb.NodeSession, jobID, leaseEpoch int64, res Result, p preparedResult) (CompleteResponse, error) {
 	if p.fast != nil {
-		done, err := s.writer.do(ctx, leaseWrite{result: p.fast})
+		done, err := s.writer.Do(ctx, leaseWrite{result: p.fast})
 		if err != nil {
 			return CompleteResponse{}, err
 		}
 		if done {
-			return CompleteResponse{Disposition: Accepted, JobState: StateCompleted}, nil
+			return CompleteResponse{Disposition: Accepted, JobState: jobdb.StateCompleted}, nil
 		}
 	}
 	return s.completeSlow(ctx, sess, jobID, leaseEpoch, res, p.cases, p.body, p.digest)
@@ -114,7 +116,7 @@ var errFenced = errors.New("fast completion fenced out")
 
 // completeFast commits one verdict alone; done is false when its fencing did
 // not hold (nothing written).
-func (s *core) completeFast(ctx context.Context, r fastResult) (done bool, err error) {
+func (s *Engine) completeFast(ctx context.Context, r fastResult) (done bool, err error) {
 	err = s.commitResults(ctx, nil, []fastResult{r})
 	if errors.Is(err, errFenced) {
 		return false, nil
@@ -127,36 +129,36 @@ func (s *core) completeFast(ctx context.Context, r fastResult) (done bool, err e
 // one commit. If any item's fencing fails the whole batch rolls back and each
 // item is retried alone, so every item gets exactly the answer it would get
 // by itself. A job that appears twice in a batch goes alone.
-func (s *core) completeBatch(ctx context.Context, calls []*batchCall[leaseWrite, bool]) {
+func (s *Engine) completeBatch(ctx context.Context, calls []*jobdb.BatchCall[leaseWrite, bool]) {
 	seen := make(map[int64]bool, len(calls))
-	var batch, alone []*batchCall[leaseWrite, bool]
+	var batch, alone []*jobdb.BatchCall[leaseWrite, bool]
 	for _, c := range calls {
-		if seen[c.req.result.jobID] {
+		if seen[c.Req.result.jobID] {
 			alone = append(alone, c)
 			continue
 		}
-		seen[c.req.result.jobID] = true
+		seen[c.Req.result.jobID] = true
 		batch = append(batch, c)
 	}
 	if len(batch) > 1 {
 		// Job-id order: batches lock their rows in one order.
-		slices.SortFunc(batch, func(a, b *batchCall[leaseWrite, bool]) int {
-			return cmp.Compare(a.req.result.jobID, b.req.result.jobID)
+		slices.SortFunc(batch, func(a, b *jobdb.BatchCall[leaseWrite, bool]) int {
+			return cmp.Compare(a.Req.result.jobID, b.Req.result.jobID)
 		})
 		items := make([]fastResult, len(batch))
 		for i, c := range batch {
-			items[i] = *c.req.result
+			items[i] = *c.Req.result
 		}
 		if err := s.commitResults(ctx, nil, items); err == nil {
-			s.stats.batches.Add(1)
+			s.db.Stats.Batches.Add(1)
 			for _, c := range batch {
-				c.resp = true
+				c.Resp = true
 			}
 			batch = nil
 		}
 	}
 	for _, c := range append(batch, alone...) {
-		c.resp, c.err = s.completeFast(ctx, *c.req.result)
+		c.Resp, c.Err = s.completeFast(ctx, *c.Req.result)
 	}
 }
 
@@ -178,24 +180,24 @@ type resultWrite struct {
 	jobs, attempts int64
 }
 
-func (s *core) resultWrite(renews []renewCall, items []fastResult) *resultWrite {
-	return &resultWrite{ttl: s.cfg.LeaseTTL, renews: renews, items: items}
+func (s *Engine) resultWrite(renews []renewCall, items []fastResult) *resultWrite {
+	return &resultWrite{ttl: s.db.Cfg.LeaseTTL, renews: renews, items: items}
 }
 
 // writes adds the job and attempt UPDATEs to sc; counted adds a row-count
 // read after each (for a script that also reads rows).
-func (w *resultWrite) writes(sc *script, counted bool) []func(rowScanner) error {
+func (w *resultWrite) writes(sc *jobdb.Script, counted bool) []func(jobdb.RowScanner) error {
 	jq, jargs, want := leaseUpdate(w.ttl, w.renews, w.items)
 	w.want = want
 	aq, aargs := attemptReceipts(w.items)
 	if !counted {
-		sc.exec(jq, jargs...).exec(aq, aargs...)
+		sc.Exec(jq, jargs...).Exec(aq, aargs...)
 		return nil
 	}
-	sc.exec(jq, jargs...).rows(`SELECT ROW_COUNT()`).exec(aq, aargs...).rows(`SELECT ROW_COUNT()`)
-	return []func(rowScanner) error{
-		func(r rowScanner) error { return r.Scan(&w.jobs) },
-		func(r rowScanner) error { return r.Scan(&w.attempts) },
+	sc.Exec(jq, jargs...).Rows(`SELECT ROW_COUNT()`).Exec(aq, aargs...).Rows(`SELECT ROW_COUNT()`)
+	return []func(jobdb.RowScanner) error{
+		func(r jobdb.RowScanner) error { return r.Scan(&w.jobs) },
+		func(r jobdb.RowScanner) error { return r.Scan(&w.attempts) },
 	}
 }
 
@@ -206,15 +208,15 @@ func (w *resultWrite) held() bool {
 
 // events adds the results' settlement events to sc (nothing when there are
 // no results).
-func (w *resultWrite) events(sc *script) error {
+func (w *resultWrite) events(sc *jobdb.Script) error {
 	if len(w.items) == 0 {
 		return nil
 	}
-	q, qargs, err := settlementSQL(settlementRows(w.items))
+	q, qargs, err := jobdb.SettlementSQL(settlementRows(w.items))
 	if err != nil {
 		return err
 	}
-	sc.exec(q, qargs...)
+	sc.Exec(q, qargs...)
 	return nil
 }
 
@@ -222,10 +224,10 @@ func (w *resultWrite) events(sc *script) error {
 // trips: (begin, the writes) with each statement's row count, then (the
 // events, commit). A fence that did not hold returns errFenced, and
 // inScripts rolls back.
-func (w *resultWrite) commit(ctx context.Context, s *core, c *scriptConn) error {
-	sc := s.begin(&script{})
+func (w *resultWrite) commit(ctx context.Context, s *Engine, c *jobdb.ScriptConn) error {
+	sc := s.db.Begin(&jobdb.Script{})
 	w.writes(sc, false)
-	n, err := c.counts(ctx, sc)
+	n, err := c.Counts(ctx, sc)
 	if err != nil {
 		return fmt.Errorf("store: complete: %w", err)
 	}
@@ -235,11 +237,11 @@ func (w *resultWrite) commit(ctx context.Context, s *core, c *scriptConn) error 
 	if w.jobs, w.attempts = n[len(n)-2], n[len(n)-1]; !w.held() {
 		return errFenced
 	}
-	sc = &script{}
+	sc = &jobdb.Script{}
 	if err := w.events(sc); err != nil {
 		return err
 	}
-	if err := c.send(ctx, sc.exec(`COMMIT`)); err != nil {
+	if err := c.Send(ctx, sc.Exec(`COMMIT`)); err != nil {
 		return fmt.Errorf("store: complete: settle: %w", err)
 	}
 	return nil
@@ -247,7 +249,7 @@ func (w *resultWrite) commit(ctx context.Context, s *core, c *scriptConn) error 
 
 // inClaim stages w in a claim transaction's first round trip, after its
 // host-group and node locks; the reads it returns fill in the row counts.
-func (w *resultWrite) inClaim(sc *script) []func(rowScanner) error {
+func (w *resultWrite) inClaim(sc *jobdb.Script) []func(jobdb.RowScanner) error {
 	if len(w.items) == 0 {
 		return nil
 	}
@@ -256,14 +258,14 @@ func (w *resultWrite) inClaim(sc *script) []func(rowScanner) error {
 
 // commitResults commits renews and items through resultWrite in a
 // transaction of their own.
-func (s *core) commitResults(ctx context.Context, renews []renewCall, items []fastResult) error {
-	return s.inScripts(ctx, func(c *scriptConn) error { return s.resultWrite(renews, items).commit(ctx, s, c) })
+func (s *Engine) commitResults(ctx context.Context, renews []renewCall, items []fastResult) error {
+	return s.db.InScripts(ctx, func(c *jobdb.ScriptConn) error { return s.resultWrite(renews, items).commit(ctx, s, c) })
 }
 
 // fenceFacts is what completeSlow read under its locks about one result.
 type fenceFacts struct {
 	jobID, leaseEpoch int64
-	sess              NodeSession
+	sess              jobdb.NodeSession
 	digest            string
 	// The attempt row of (job, lease epoch), if the lease was ever granted.
 	attemptGranted bool
@@ -276,7 +278,7 @@ type fenceFacts struct {
 	// The submission's current job.
 	current int64
 	// The job now.
-	state         JobState
+	state         jobdb.JobState
 	jobLeaseEpoch int64
 	jobNode       sql.NullInt64
 	jobSession    sql.NullInt64
@@ -292,24 +294,24 @@ type fenceFacts struct {
 func fenceResult(f fenceFacts) (committed bool, err error) {
 	switch {
 	case !f.attemptGranted:
-		return false, fmt.Errorf("job %d lease %d was never granted: %w", f.jobID, f.leaseEpoch, ErrLeaseLost)
+		return false, fmt.Errorf("job %d lease %d was never granted: %w", f.jobID, f.leaseEpoch, jobdb.ErrLeaseLost)
 	case f.attemptNode != f.sess.NodeID:
-		return false, fmt.Errorf("job %d lease %d belongs to another node: %w", f.jobID, f.leaseEpoch, ErrLeaseLost)
+		return false, fmt.Errorf("job %d lease %d belongs to another node: %w", f.jobID, f.leaseEpoch, jobdb.ErrLeaseLost)
 	case f.hasReceipt && f.receipt == f.digest:
 		return true, nil
 	case f.hasReceipt:
-		return false, fmt.Errorf("job %d lease %d: %w", f.jobID, f.leaseEpoch, ErrResultConflict)
+		return false, fmt.Errorf("job %d lease %d: %w", f.jobID, f.leaseEpoch, jobdb.ErrResultConflict)
 	case f.nodeRevoked:
-		return false, fmt.Errorf("node %d: %w", f.sess.NodeID, ErrNodeRevoked)
+		return false, fmt.Errorf("node %d: %w", f.sess.NodeID, jobdb.ErrNodeRevoked)
 	case f.nodeEpoch != f.sess.SessionEpoch:
-		return false, fmt.Errorf("node %d: %w", f.sess.NodeID, ErrSessionSuperseded)
-	case f.state == StateCancelled && f.jobLeaseEpoch == f.leaseEpoch && f.current == f.jobID:
-		return false, fmt.Errorf("job %d: %w", f.jobID, ErrJobCancelled)
+		return false, fmt.Errorf("node %d: %w", f.sess.NodeID, jobdb.ErrSessionSuperseded)
+	case f.state == jobdb.StateCancelled && f.jobLeaseEpoch == f.leaseEpoch && f.current == f.jobID:
+		return false, fmt.Errorf("job %d: %w", f.jobID, jobdb.ErrJobCancelled)
 	case f.current != f.jobID:
-		return false, fmt.Errorf("job %d: %w", f.jobID, ErrSuperseded)
-	case f.state != StateRunning || f.jobLeaseEpoch != f.leaseEpoch || !f.jobNode.Valid || f.jobNode.Int64 != f.sess.NodeID ||
+		return false, fmt.Errorf("job %d: %w", f.jobID, jobdb.ErrSuperseded)
+	case f.state != jobdb.StateRunning || f.jobLeaseEpoch != f.leaseEpoch || !f.jobNode.Valid || f.jobNode.Int64 != f.sess.NodeID ||
 		f.jobSession.Int64 != f.sess.SessionEpoch || !f.live:
-		return false, fmt.Errorf("job %d lease %d: %w", f.jobID, f.leaseEpoch, ErrLeaseLost)
+		return false, fmt.Errorf("job %d lease %d: %w", f.jobID, f.leaseEpoch, jobdb.ErrLeaseLost)
 	}
 	return false, nil
 }
@@ -318,10 +320,10 @@ func fenceResult(f fenceFacts) (committed bool, err error) {
 // one in the documented order (doc.go) and answers every case: already
 // committed, conflict, lost, cancelled, superseded, infrastructure errors,
 // CHECK jobs.
-func (s *core) completeSlow(ctx context.Context, sess NodeSession, jobID, leaseEpoch int64, res Result, cases caseCounts, body []byte, digest string) (CompleteResponse, error) {
+func (s *Engine) completeSlow(ctx context.Context, sess jobdb.NodeSession, jobID, leaseEpoch int64, res Result, cases caseCounts, body []byte, digest string) (CompleteResponse, error) {
 	var out CompleteResponse
 	var requeuedPool string
-	err := s.inTx(ctx, func(tx *sql.Tx) error {
+	err := s.db.InTx(ctx, func(tx *sql.Tx) error {
 		requeuedPool = ""
 		j, err := lockResult(ctx, tx, sess, jobID, leaseEpoch)
 		if err != nil {
@@ -339,7 +341,7 @@ func (s *core) completeSlow(ctx context.Context, sess NodeSession, jobID, leaseE
 		return err
 	})
 	if err == nil {
-		s.notify(requeuedPool)
+		s.db.Notify(requeuedPool)
 	}
 	return out, err
 }
@@ -350,12 +352,12 @@ type slowJob struct {
 	typ, sid       string
 	nodeEpoch      int64
 	revoked        bool
-	state          JobState
+	state          jobdb.JobState
 	nodeID         sql.NullInt64
 	sessionEpoch   sql.NullInt64
 	jobLeaseEpoch  int64
 	live           bool
-	kind           JobKind
+	kind           jobdb.JobKind
 	pool           string
 	generation     int
 	attempts       int
@@ -367,7 +369,7 @@ type slowJob struct {
 }
 
 // fence is what fenceResult decides on.
-func (j slowJob) fence(sess NodeSession, jobID, leaseEpoch int64, digest string) fenceFacts {
+func (j slowJob) fence(sess jobdb.NodeSession, jobID, leaseEpoch int64, digest string) fenceFacts {
 	return fenceFacts{
 		jobID: jobID, leaseEpoch: leaseEpoch, sess: sess, digest: digest,
 		attemptGranted: j.attemptNode.Valid, attemptNode: j.attemptNode.Int64,
@@ -383,12 +385,12 @@ func (j slowJob) fence(sess NodeSession, jobID, leaseEpoch int64, digest string)
 // one node don't exclude each other), then the job with its attempt for
 // the lease epoch in one locking read. The submission pointer is not
 // needed: the current job is read after the job's lock.
-func lockResult(ctx context.Context, tx *sql.Tx, sess NodeSession, jobID, leaseEpoch int64) (slowJob, error) {
+func lockResult(ctx context.Context, tx *sql.Tx, sess jobdb.NodeSession, jobID, leaseEpoch int64) (slowJob, error) {
 	j := slowJob{id: jobID, leaseEpoch: leaseEpoch}
 	err := tx.QueryRowContext(ctx,
 		`SELECT submission_type, submission_id FROM judge_job WHERE id = ?`, jobID).Scan(&j.typ, &j.sid)
 	if errors.Is(err, sql.ErrNoRows) {
-		return j, fmt.Errorf("job %d: %w", jobID, ErrNotFound)
+		return j, fmt.Errorf("job %d: %w", jobID, jobdb.ErrNotFound)
 	}
 	if err != nil {
 		return j, fmt.Errorf("store: complete: %w", err)
@@ -396,7 +398,7 @@ func lockResult(ctx context.Context, tx *sql.Tx, sess NodeSession, jobID, leaseE
 	err = tx.QueryRowContext(ctx,
 		`SELECT session_epoch, revoked_at IS NOT NULL FROM judge_node WHERE id = ? LOCK IN SHARE MODE`, sess.NodeID).Scan(&j.nodeEpoch, &j.revoked)
 	if errors.Is(err, sql.ErrNoRows) {
-		return j, fmt.Errorf("node %d: %w", sess.NodeID, ErrUnauthenticated)
+		return j, fmt.Errorf("node %d: %w", sess.NodeID, jobdb.ErrUnauthenticated)
 	}
 	if err != nil {
 		return j, fmt.Errorf("store: complete: node: %w", err)
@@ -424,8 +426,8 @@ func lockResult(ctx context.Context, tx *sql.Tx, sess NodeSession, jobID, leaseE
 // writeSlow commits an accepted result of the locked job j: a verdict
 // completes it; an infrastructure error requeues it with backoff while
 // attempts remain (requeuedPool names its pool), else fails it.
-func (s *core) writeSlow(ctx context.Context, tx *sql.Tx, sess NodeSession, j slowJob, res Result, cases caseCounts, body []byte, digest string) (out CompleteResponse, requeuedPool string, err error) {
-	ev := settlement{jobID: j.id, kind: j.kind, typ: j.typ, sid: j.sid, generation: j.generation, nodeID: sess.NodeID}
+func (s *Engine) writeSlow(ctx context.Context, tx *sql.Tx, sess jobdb.NodeSession, j slowJob, res Result, cases caseCounts, body []byte, digest string) (out CompleteResponse, requeuedPool string, err error) {
+	ev := jobdb.Settlement{JobID: j.id, Kind: j.kind, Typ: j.typ, Sid: j.sid, Generation: j.generation, NodeID: sess.NodeID}
 	if res.Outcome == OutcomeVerdict {
 		// Job and attempt receipt in one statement.
 		if _, err := tx.ExecContext(ctx,
@@ -437,8 +439,8 @@ func (s *core) writeSlow(ctx context.Context, tx *sql.Tx, sess NodeSession, j sl
 			 WHERE j.id = ?`, j.leaseEpoch, res.Verdict.Status, body, digest, cases.done, cases.total, digest, j.id); err != nil {
 			return out, "", fmt.Errorf("store: complete: job: %w", err)
 		}
-		ev.status, ev.result = res.Verdict.Status, body
-		return CompleteResponse{Disposition: Accepted, JobState: StateCompleted}, "", settle(ctx, tx, ev)
+		ev.Status, ev.Result = res.Verdict.Status, body
+		return CompleteResponse{Disposition: Accepted, JobState: jobdb.StateCompleted}, "", jobdb.Settle(ctx, tx, ev)
 	}
 	// Infrastructure error: retry with backoff while attempts remain. A
 	// result counts as an attempt whether or not judging started (the
@@ -451,13 +453,13 @@ func (s *core) writeSlow(ctx context.Context, tx *sql.Tx, sess NodeSession, j sl
 		if err := s.requeueLocked(ctx, tx, j.id, j.attempts, res.Error.Code); err != nil {
 			return out, "", err
 		}
-		return CompleteResponse{Disposition: Accepted, JobState: StateQueued}, j.pool, bumpPool(ctx, tx, j.pool)
+		return CompleteResponse{Disposition: Accepted, JobState: jobdb.StateQueued}, j.pool, jobdb.BumpPool(ctx, tx, j.pool)
 	}
 	if err := failLocked(ctx, tx, j.id, res.Error.Code); err != nil {
 		return out, "", err
 	}
-	ev.status, ev.errorCode = "SYSTEM_ERROR", res.Error.Code
-	return CompleteResponse{Disposition: Accepted, JobState: StateFailed}, "", settle(ctx, tx, ev)
+	ev.Status, ev.ErrorCode = "SYSTEM_ERROR", res.Error.Code
+	return CompleteResponse{Disposition: Accepted, JobState: jobdb.StateFailed}, "", jobdb.Settle(ctx, tx, ev)
 }
 
 func closeAttempt(ctx context.Context, tx *sql.Tx, jobID, leaseEpoch int64, outcome, errClass, digest string, started bool) error {
@@ -471,12 +473,12 @@ func closeAttempt(ctx context.Context, tx *sql.Tx, jobID, leaseEpoch int64, outc
 }
 
 // requeueLocked returns a locked RUNNING job to QUEUED after a backoff.
-func (s *core) requeueLocked(ctx context.Context, tx *sql.Tx, jobID int64, attempts int, errCode string) error {
+func (s *Engine) requeueLocked(ctx context.Context, tx *sql.Tx, jobID int64, attempts int, errCode string) error {
 	if _, err := tx.ExecContext(ctx,
 		`UPDATE judge_job SET state = 'QUEUED', available_at = NOW(6) + INTERVAL ? MICROSECOND,
 		   node_id = NULL, host_group_id = NULL, session_epoch = NULL, lease_until = NULL,
 		   last_error_code = ?, status_version = status_version + 1, updated_at = NOW(6)
-		 WHERE id = ?`, micros(s.backoff(attempts)), errCode, jobID); err != nil {
+		 WHERE id = ?`, jobdb.Micros(s.db.Backoff(attempts)), errCode, jobID); err != nil {
 		return fmt.Errorf("store: requeue: %w", err)
 	}
 	return nil
@@ -537,7 +539,7 @@ func leaseUpdate(ttl time.Duration, renews []renewCall, results []fastResult) (q
 	var fence strings.Builder
 	var fa []any
 	var ids []int64
-	guard := func(id, epoch int64, sess NodeSession) {
+	guard := func(id, epoch int64, sess jobdb.NodeSession) {
 		if len(ids) > 0 {
 			fence.WriteString(", ")
 		}
@@ -584,14 +586,14 @@ func leaseUpdate(ttl time.Duration, renews []renewCall, results []fastResult) (q
 		sets = append(sets, "lease_until = NULL")
 	case len(results) == 0:
 		sets = append(sets, "lease_until = NOW(6) + INTERVAL ? MICROSECOND")
-		args = append(args, micros(ttl))
+		args = append(args, jobdb.Micros(ttl))
 	default:
 		sets = append(sets, "lease_until = CASE id"+lease.text.String()+" ELSE NOW(6) + INTERVAL ? MICROSECOND END")
-		args = append(append(args, lease.args...), micros(ttl))
+		args = append(append(args, lease.args...), jobdb.Micros(ttl))
 	}
 	sets = append(sets, "updated_at = NOW(6)")
 	slices.Sort(ids)
-	idList, idArgs := inList(ids)
+	idList, idArgs := jobdb.InList(ids)
 	q = `UPDATE judge_job SET ` + strings.Join(sets, ",\n   ") + `
 	 WHERE id IN (` + idList + `) AND (id, lease_epoch, node_id, session_epoch) IN (` + fence.String() + `)
 	   AND state = 'RUNNING' AND lease_until > NOW(6)
@@ -618,7 +620,7 @@ func attemptReceipts(items []fastResult) (string, []any) {
 		aa = append(aa, r.jobID, r.leaseEpoch)
 		ids[i] = r.jobID
 	}
-	in, idArgs := inList(ids)
+	in, idArgs := jobdb.InList(ids)
 	return `UPDATE judge_job_attempt SET outcome = 'COMPLETED', receipt_digest = CASE job_id` + digest.String() + ` END,
 		   ended_at = NOW(6), judging_started = TRUE
 		 WHERE job_id IN (` + in + `) AND (job_id, lease_epoch) IN (` + attempts.String() + `) AND receipt_digest IS NULL`,
@@ -626,10 +628,10 @@ func attemptReceipts(items []fastResult) (string, []any) {
 }
 
 // settlementRows are the settlement events of results.
-func settlementRows(items []fastResult) []settlementRow {
-	evs := make([]settlementRow, len(items))
+func settlementRows(items []fastResult) []jobdb.SettlementRow {
+	evs := make([]jobdb.SettlementRow, len(items))
 	for i, r := range items {
-		evs[i] = settlementRow{jobID: r.jobID, typ: r.f.typ, sid: r.f.sid, generation: r.f.generation, payload: r.payload}
+		evs[i] = jobdb.SettlementRow{JobID: r.jobID, Typ: r.f.typ, Sid: r.f.sid, Generation: r.f.generation, Payload: r.payload}
 	}
 	return evs
 }

@@ -1,4 +1,4 @@
-package store
+package jobdb
 
 import (
 	"context"
@@ -6,7 +6,7 @@ import (
 	"time"
 )
 
-// batcher combines concurrent calls into batches that share one transaction
+// Batcher combines concurrent calls into batches that share one transaction
 // (and so one commit and one fsync). A call that finds no batch running runs
 // one with whatever is queued; calls that arrive while a batch runs queue up
 // and form the next one, so the batch size grows as fast as commits are the
@@ -24,7 +24,7 @@ import (
 //
 // The goroutine that runs a batch is owned by the batcher and ends when the
 // queue is empty.
-type batcher[Req, Resp any] struct {
+type Batcher[Req, Resp any] struct {
 	max int
 	// parallel is how many batches may run at once.
 	parallel int
@@ -33,10 +33,10 @@ type batcher[Req, Resp any] struct {
 	// sooner, once no call has joined for that long.
 	linger, quiet time.Duration
 	// run answers every call of the batch (sets resp/err).
-	run func(ctx context.Context, calls []*batchCall[Req, Resp])
+	run func(ctx context.Context, calls []*BatchCall[Req, Resp])
 
 	mu      sync.Mutex
-	pending []*batchCall[Req, Resp]
+	pending []*BatchCall[Req, Resp]
 	running int
 	// ended is when the last batch ended.
 	ended time.Time
@@ -53,24 +53,24 @@ const (
 	lingerQuiet = 300 * time.Microsecond
 )
 
-// batchCall is one caller's request and, once done is closed, its answer.
-type batchCall[Req, Resp any] struct {
-	ctx  context.Context
-	req  Req
-	resp Resp
-	err  error
+// BatchCall is one caller's request and, once done is closed, its answer.
+type BatchCall[Req, Resp any] struct {
+	Ctx  context.Context
+	Req  Req
+	Resp Resp
+	Err  error
 	done chan struct{}
 }
 
-func newBatcher[Req, Resp any](max, parallel int, linger time.Duration, run func(context.Context, []*batchCall[Req, Resp])) *batcher[Req, Resp] {
-	return &batcher[Req, Resp]{max: max, parallel: parallel, linger: linger, quiet: lingerQuiet, run: run}
+func NewBatcher[Req, Resp any](max, parallel int, linger time.Duration, run func(context.Context, []*BatchCall[Req, Resp])) *Batcher[Req, Resp] {
+	return &Batcher[Req, Resp]{max: max, parallel: parallel, linger: linger, quiet: lingerQuiet, run: run}
 }
 
-// do queues req and waits for its answer or ctx. When ctx ends first the
+// Do queues req and waits for its answer or ctx. When ctx ends first the
 // request may still commit, exactly as when a reply is lost on the network;
 // every batched operation is safe to repeat.
-func (b *batcher[Req, Resp]) do(ctx context.Context, req Req) (Resp, error) {
-	c := &batchCall[Req, Resp]{ctx: ctx, req: req, done: make(chan struct{})}
+func (b *Batcher[Req, Resp]) Do(ctx context.Context, req Req) (Resp, error) {
+	c := &BatchCall[Req, Resp]{Ctx: ctx, Req: req, done: make(chan struct{})}
 	b.mu.Lock()
 	b.pending = append(b.pending, c)
 	lead := b.running < b.parallel
@@ -87,16 +87,16 @@ func (b *batcher[Req, Resp]) do(ctx context.Context, req Req) (Resp, error) {
 	}
 	select {
 	case <-c.done:
-		return c.resp, c.err
+		return c.Resp, c.Err
 	case <-ctx.Done():
 		var zero Resp
 		return zero, ctx.Err()
 	}
 }
 
-// settle waits until no call has joined the queue for b.quiet, or b.linger
+// Settle waits until no call has joined the queue for b.quiet, or b.linger
 // has passed.
-func (b *batcher[Req, Resp]) settle() {
+func (b *Batcher[Req, Resp]) settle() {
 	deadline := time.Now().Add(b.linger)
 	b.mu.Lock()
 	n := len(b.pending)
@@ -115,7 +115,7 @@ func (b *batcher[Req, Resp]) settle() {
 
 // lead runs the queued calls as one batch, then hands the rest (if any) to a
 // new leader so this caller can return.
-func (b *batcher[Req, Resp]) lead() {
+func (b *Batcher[Req, Resp]) lead() {
 	b.mu.Lock()
 	n := min(len(b.pending), b.max)
 	if n == 0 {
@@ -124,11 +124,11 @@ func (b *batcher[Req, Resp]) lead() {
 		return
 	}
 	batch := b.pending[:n:n]
-	b.pending = append([]*batchCall[Req, Resp](nil), b.pending[n:]...)
+	b.pending = append([]*BatchCall[Req, Resp](nil), b.pending[n:]...)
 	b.mu.Unlock()
 
 	// One caller's cancellation must not fail the others' work.
-	b.run(context.WithoutCancel(batch[0].ctx), batch)
+	b.run(context.WithoutCancel(batch[0].Ctx), batch)
 	for _, c := range batch {
 		close(c.done)
 	}

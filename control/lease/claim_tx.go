@@ -1,4 +1,4 @@
-package store
+package lease
 
 import (
 	"context"
@@ -9,6 +9,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/kece-oj/kece/control/internal/jobdb"
 )
 
 // claimAnswer is one call's answer from claimTx.
@@ -25,9 +27,9 @@ type claimAnswer struct {
 // count in-flight per group and node), the pick, (lease, attempts, the
 // results' events, commit). Replays and CHECK jobs, both rare, add their
 // own.
-func (s *core) claimTx(ctx context.Context, c *scriptConn, calls []claimCall) ([]claimAnswer, error) {
+func (s *Engine) claimTx(ctx context.Context, c *jobdb.ScriptConn, calls []claimCall) ([]claimAnswer, error) {
 	out := make([]claimAnswer, len(calls))
-	sc := s.begin(&script{})
+	sc := s.db.Begin(&jobdb.Script{})
 	lock := lockGroupsAndNodes(sc, calls)
 	// The cycles' results commit after the locks (the lock order, doc.go) and
 	// before the count, which then no longer counts their jobs as busy.
@@ -35,7 +37,7 @@ func (s *core) claimTx(ctx context.Context, c *scriptConn, calls []claimCall) ([
 	written := results.inClaim(sc)
 	grants := s.readGrants(sc, calls)
 	busy := countBusy(sc, lock.groups)
-	if err := c.send(ctx, sc, slices.Concat(lock.reads, written, grants.reads, busy.reads)...); err != nil {
+	if err := c.Send(ctx, sc, slices.Concat(lock.reads, written, grants.reads, busy.reads)...); err != nil {
 		return nil, fmt.Errorf("store: claim: lock: %w", err)
 	}
 	if !results.held() {
@@ -44,11 +46,11 @@ func (s *core) claimTx(ctx context.Context, c *scriptConn, calls []claimCall) ([
 	live := make([]int, 0, len(calls)) // indexes of calls that may take work
 	for i, call := range calls {
 		n, ok := lock.nodes[call.sess.NodeID]
-		if out[i].err = sessionError(call.sess, ok, n.revoked, n.sessionEpoch); out[i].err == nil {
+		if out[i].err = jobdb.SessionError(call.sess, ok, n.revoked, n.sessionEpoch); out[i].err == nil {
 			live = append(live, i)
 		}
 	}
-	live, err := s.replayClaims(ctx, c.conn, calls, live, grants.byCall, out)
+	live, err := s.replayClaims(ctx, c.Conn, calls, live, grants.byCall, out)
 	if err != nil {
 		return nil, err
 	}
@@ -71,25 +73,25 @@ func (s *core) claimTx(ctx context.Context, c *scriptConn, calls []claimCall) ([
 		if !ok {
 			free = n.slots - busy.node[call.sess.NodeID]
 		}
-		room := min(call.free, free, groupFree[call.group], s.cfg.ClaimBatchMax)
+		room := min(call.free, free, groupFree[call.group], s.db.Cfg.ClaimBatchMax)
 		if room <= 0 {
 			nodeFree[call.sess.NodeID] = free
 			continue
 		}
 		if n.pendingChecks > 0 && !checked[call.sess.NodeID] {
 			checked[call.sess.NodeID] = true
-			checks, err := pickReady(ctx, c.conn, n.pool, call.sess.NodeID, n.caps, room, nil)
+			checks, err := pickReady(ctx, c.Conn, n.pool, call.sess.NodeID, n.caps, room, nil)
 			if err != nil {
 				return nil, err
 			}
-			if _, err := c.conn.ExecContext(ctx,
+			if _, err := c.Conn.ExecContext(ctx,
 				`UPDATE judge_node SET pending_checks = IF(? < ?, 0, GREATEST(pending_checks - ?, 0)) WHERE id = ?`,
 				len(checks), room, len(checks), call.sess.NodeID); err != nil {
 				return nil, fmt.Errorf("store: claim: pending checks: %w", err)
 			}
 			out[i].jobs = checks
 		}
-		if n.state == NodeEnabled {
+		if n.state == jobdb.NodeEnabled {
 			capacity[i] = room - len(out[i].jobs)
 		}
 		// Reserved for this call; what the pick does not fill was not
@@ -99,7 +101,7 @@ func (s *core) claimTx(ctx context.Context, c *scriptConn, calls []claimCall) ([
 		poolWant += capacity[i]
 	}
 	if poolWant > 0 {
-		if err := pickPool(ctx, c.conn, calls, live, capacity, lock.nodes, out); err != nil {
+		if err := pickPool(ctx, c.Conn, calls, live, capacity, lock.nodes, out); err != nil {
 			return nil, err
 		}
 	}
@@ -110,14 +112,14 @@ func (s *core) claimTx(ctx context.Context, c *scriptConn, calls []claimCall) ([
 // were granted (replayClaims answers them).
 type grantReads struct {
 	byCall map[int][]granted
-	reads  []func(rowScanner) error
+	reads  []func(jobdb.RowScanner) error
 }
 
 // readGrants adds to sc the read of the live leases granted to the calls'
 // claim request ids, without locks (attempts come after jobs in the lock order; the
 // jobs are locked and checked again when replayed). Nothing when no call
 // has a request id.
-func (s *core) readGrants(sc *script, calls []claimCall) *grantReads {
+func (s *Engine) readGrants(sc *jobdb.Script, calls []claimCall) *grantReads {
 	g := &grantReads{byCall: make(map[int][]granted)}
 	type key struct {
 		node int64
@@ -136,12 +138,12 @@ func (s *core) readGrants(sc *script, calls []claimCall) *grantReads {
 	if len(nodes) == 0 {
 		return g
 	}
-	nin, nargs := inList(nodes)
-	sc.rows(`SELECT node_id, claim_request_id, job_id, lease_epoch FROM judge_job_attempt
+	nin, nargs := jobdb.InList(nodes)
+	sc.Rows(`SELECT node_id, claim_request_id, job_id, lease_epoch FROM judge_job_attempt
 	    WHERE node_id IN (`+nin+`) AND claim_request_id IN (`+strings.TrimSuffix(strings.Repeat("?, ", len(reqs)), ", ")+`)
 	      AND outcome = 'RUNNING' AND started_at > NOW(6) - INTERVAL ? MICROSECOND
-	    ORDER BY job_id`, append(append(nargs, reqs...), micros(s.cfg.LeaseTTL))...)
-	g.reads = []func(rowScanner) error{func(r rowScanner) error {
+	    ORDER BY job_id`, append(append(nargs, reqs...), jobdb.Micros(s.db.Cfg.LeaseTTL))...)
+	g.reads = []func(jobdb.RowScanner) error{func(r jobdb.RowScanner) error {
 		var k key
 		var gr granted
 		if err := r.Scan(&k.node, &k.req, &gr.jobID, &gr.epoch); err != nil {
@@ -159,15 +161,15 @@ func (s *core) readGrants(sc *script, calls []claimCall) *grantReads {
 // per host group and per node, counted after the locks.
 type busyCounts struct {
 	group, node map[int64]int
-	reads       []func(rowScanner) error
+	reads       []func(jobdb.RowScanner) error
 }
 
-func countBusy(sc *script, groups []int64) *busyCounts {
+func countBusy(sc *jobdb.Script, groups []int64) *busyCounts {
 	b := &busyCounts{group: make(map[int64]int), node: make(map[int64]int)}
-	gin, gargs := inList(groups)
-	sc.rows(`SELECT host_group_id, node_id, COUNT(*) FROM judge_job
+	gin, gargs := jobdb.InList(groups)
+	sc.Rows(`SELECT host_group_id, node_id, COUNT(*) FROM judge_job
 	    WHERE host_group_id IN (`+gin+`) AND state = 'RUNNING' GROUP BY host_group_id, node_id`, gargs...)
-	b.reads = []func(rowScanner) error{func(r rowScanner) error {
+	b.reads = []func(jobdb.RowScanner) error{func(r jobdb.RowScanner) error {
 		var g, n int64
 		var k int
 		if err := r.Scan(&g, &n, &k); err != nil {
@@ -183,7 +185,7 @@ func countBusy(sc *script, groups []int64) *busyCounts {
 // leaseClaimed leases every job picked for the calls: one UPDATE of the
 // jobs (each to its call's node, group and session) and one INSERT of their
 // attempts, and fills in the answers' lease fields.
-func (s *core) leaseClaimed(ctx context.Context, conn *scriptConn, calls []claimCall, out []claimAnswer, results *resultWrite) error {
+func (s *Engine) leaseClaimed(ctx context.Context, conn *jobdb.ScriptConn, calls []claimCall, out []claimAnswer, results *resultWrite) error {
 	var ids []int64
 	var node, group, epoch, request strings.Builder
 	var na, ga, ea, ra []any
@@ -196,7 +198,7 @@ func (s *core) leaseClaimed(ctx context.Context, conn *scriptConn, calls []claim
 			ids = append(ids, j.JobID)
 			j.LeaseEpoch++
 			j.Attempt++
-			j.LeaseRemaining = s.cfg.LeaseTTL
+			j.LeaseRemaining = s.db.Cfg.LeaseTTL
 			node.WriteString(" WHEN ? THEN ?")
 			group.WriteString(" WHEN ? THEN ?")
 			epoch.WriteString(" WHEN ? THEN ?")
@@ -207,25 +209,25 @@ func (s *core) leaseClaimed(ctx context.Context, conn *scriptConn, calls []claim
 			ra = append(ra, j.JobID, c.requestID)
 		}
 	}
-	sc := &script{}
+	sc := &jobdb.Script{}
 	if len(ids) > 0 {
-		in, args := inList(ids)
-		upd := append(append(append(append([]any{}, na...), ga...), ea...), micros(s.cfg.LeaseTTL))
-		sc.exec(`UPDATE judge_job SET state = 'RUNNING', node_id = CASE id`+node.String()+` END,
+		in, args := jobdb.InList(ids)
+		upd := append(append(append(append([]any{}, na...), ga...), ea...), jobdb.Micros(s.db.Cfg.LeaseTTL))
+		sc.Exec(`UPDATE judge_job SET state = 'RUNNING', node_id = CASE id`+node.String()+` END,
 		   host_group_id = CASE id`+group.String()+` END, session_epoch = CASE id`+epoch.String()+` END,
 		   lease_epoch = lease_epoch + 1, lease_until = NOW(6) + INTERVAL ? MICROSECOND,
 		   attempt_count = attempt_count + 1, started_at = COALESCE(started_at, NOW(6)),
 		   status_version = status_version + 1, phase = NULL, progress_seq = 0, cases_done = 0,
 		   updated_at = NOW(6)
 		 WHERE id IN (`+in+`)`, append(upd, args...)...).
-			exec(`INSERT INTO judge_job_attempt (job_id, lease_epoch, node_id, host_group_id, session_epoch, started_at, claim_request_id)
+			Exec(`INSERT INTO judge_job_attempt (job_id, lease_epoch, node_id, host_group_id, session_epoch, started_at, claim_request_id)
 		 SELECT id, lease_epoch, node_id, host_group_id, session_epoch, NOW(6), NULLIF(CASE id`+request.String()+` END, '')
 		 FROM judge_job WHERE id IN (`+in+`)`, append(ra, args...)...)
 	}
 	if err := results.events(sc); err != nil {
 		return err
 	}
-	if err := conn.send(ctx, sc.exec(`COMMIT`)); err != nil {
+	if err := conn.Send(ctx, sc.Exec(`COMMIT`)); err != nil {
 		return fmt.Errorf("store: claim: lease: %w", err)
 	}
 	return nil
@@ -243,14 +245,14 @@ func (s *core) leaseClaimed(ctx context.Context, conn *scriptConn, calls []claim
 //
 // Only jobs whose required capabilities are all in caps (the node's) are
 // picked; skip lists jobs this transaction picked already.
-func pickReady(ctx context.Context, q querier, pool string, requiredNode int64, caps uint64, limit int, skip []int64) ([]ClaimedJob, error) {
+func pickReady(ctx context.Context, q jobdb.Querier, pool string, requiredNode int64, caps uint64, limit int, skip []int64) ([]ClaimedJob, error) {
 	query, args := claimQuery, []any{pool, requiredNode, ^caps, limit}
 	if len(skip) > 0 {
-		in, ids := inList(skip)
+		in, ids := jobdb.InList(skip)
 		query = `SELECT ` + claimColumns + claimFrom + ` AND id NOT IN (` + in + `)` + claimOrder + ` FOR UPDATE SKIP LOCKED`
 		args = slices.Concat([]any{pool, requiredNode, ^caps}, ids, []any{limit})
 	}
-	out, err := queryAll(ctx, q, scanClaimed, query, args...)
+	out, err := jobdb.QueryAll(ctx, q, scanClaimed, query, args...)
 	if err != nil {
 		return nil, fmt.Errorf("store: claim: pick: %w", err)
 	}
@@ -258,7 +260,7 @@ func pickReady(ctx context.Context, q querier, pool string, requiredNode int64, 
 }
 
 // scanClaimed scans claimColumns.
-func scanClaimed(r rowScanner) (ClaimedJob, error) {
+func scanClaimed(r jobdb.RowScanner) (ClaimedJob, error) {
 	var c ClaimedJob
 	var waitedUs int64
 	err := r.Scan(&c.JobID, &c.LeaseEpoch, &c.Kind, &c.Pool, &c.SubmissionType, &c.SubmissionID,
@@ -285,7 +287,7 @@ func ClaimQueryForExplain() string { return `SELECT id` + claimWhere }
 type lockedNode struct {
 	hostGroupID   int64
 	pool          string
-	state         NodeState
+	state         jobdb.NodeState
 	slots         int
 	sessionEpoch  int64
 	revoked       bool
@@ -299,14 +301,14 @@ type groupNodeLocks struct {
 	groups   []int64
 	capacity map[int64]int
 	nodes    map[int64]lockedNode
-	reads    []func(rowScanner) error
+	reads    []func(jobdb.RowScanner) error
 }
 
 // lockGroupsAndNodes adds to sc the locks of the calls' host groups and
 // then their nodes, each in ascending id order (the lock order, doc.go, so claims of one or many nodes never wait on each other in a
 // cycle). A node missing from the answer is gone. Calls of a single group
 // lock it with its nodes in one statement (STRAIGHT_JOIN fixes the order).
-func lockGroupsAndNodes(sc *script, calls []claimCall) *groupNodeLocks {
+func lockGroupsAndNodes(sc *jobdb.Script, calls []claimCall) *groupNodeLocks {
 	groupSet := make(map[int64]bool, len(calls))
 	nodeIDs := make([]int64, len(calls))
 	for i, c := range calls {
@@ -316,10 +318,10 @@ func lockGroupsAndNodes(sc *script, calls []claimCall) *groupNodeLocks {
 	l := &groupNodeLocks{groups: slices.Sorted(maps.Keys(groupSet)), capacity: make(map[int64]int),
 		nodes: make(map[int64]lockedNode, len(calls))}
 	slices.Sort(nodeIDs)
-	nin, nargs := inList(nodeIDs)
+	nin, nargs := jobdb.InList(nodeIDs)
 	const nodeCols = `n.id, n.host_group_id, n.pool, n.desired_state, n.slots, n.session_epoch, n.revoked_at IS NOT NULL, n.pending_checks,
 		n.caps_languages, n.caps_features`
-	readNode := func(r rowScanner) error {
+	readNode := func(r jobdb.RowScanner) error {
 		var groupCap int
 		var id int64
 		var n lockedNode
@@ -329,7 +331,7 @@ func lockGroupsAndNodes(sc *script, calls []claimCall) *groupNodeLocks {
 			&n.revoked, &n.pendingChecks, &langs, &feats); err != nil {
 			return err
 		}
-		n.caps = nodeCaps(langs, feats)
+		n.caps = jobdb.NodeCaps(langs, feats)
 		if len(l.groups) == 1 {
 			l.capacity[n.hostGroupID] = groupCap
 		}
@@ -337,16 +339,16 @@ func lockGroupsAndNodes(sc *script, calls []claimCall) *groupNodeLocks {
 		return nil
 	}
 	if len(l.groups) == 1 {
-		sc.rows(`SELECT g.slot_capacity, `+nodeCols+`
+		sc.Rows(`SELECT g.slot_capacity, `+nodeCols+`
 			 FROM judge_host_group g STRAIGHT_JOIN judge_node n ON n.host_group_id = g.id AND n.id IN (`+nin+`)
 			 WHERE g.id = ? ORDER BY n.id FOR UPDATE`, append(nargs, l.groups[0])...)
-		l.reads = []func(rowScanner) error{readNode}
+		l.reads = []func(jobdb.RowScanner) error{readNode}
 		return l
 	}
-	gin, gargs := inList(l.groups)
-	sc.rows(`SELECT id, slot_capacity FROM judge_host_group WHERE id IN (`+gin+`) ORDER BY id FOR UPDATE`, gargs...)
-	sc.rows(`SELECT 0, `+nodeCols+` FROM judge_node n WHERE n.id IN (`+nin+`) ORDER BY n.id FOR UPDATE`, nargs...)
-	l.reads = []func(rowScanner) error{func(r rowScanner) error {
+	gin, gargs := jobdb.InList(l.groups)
+	sc.Rows(`SELECT id, slot_capacity FROM judge_host_group WHERE id IN (`+gin+`) ORDER BY id FOR UPDATE`, gargs...)
+	sc.Rows(`SELECT 0, `+nodeCols+` FROM judge_node n WHERE n.id IN (`+nin+`) ORDER BY n.id FOR UPDATE`, nargs...)
+	l.reads = []func(jobdb.RowScanner) error{func(r jobdb.RowScanner) error {
 		var id int64
 		var capacity int
 		if err := r.Scan(&id, &capacity); err != nil {
@@ -364,7 +366,7 @@ var claimRequestRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]{7,63}$`)
 
 func checkClaimRequestID(id string) error {
 	if id != "" && !claimRequestRE.MatchString(id) {
-		return invalid("requestId", "must match %s", claimRequestRE)
+		return jobdb.Invalid("requestId", "must match %s", claimRequestRE)
 	}
 	return nil
 }
@@ -373,7 +375,7 @@ func checkClaimRequestID(id string) error {
 // whose claim request already granted leases (byCall, read after the
 // locks by readGrants) with replayGranted, and returns the live calls left
 // to take new work.
-func (s *core) replayClaims(ctx context.Context, q execQuerier, calls []claimCall, live []int, byCall map[int][]granted, out []claimAnswer) ([]int, error) {
+func (s *Engine) replayClaims(ctx context.Context, q execQuerier, calls []claimCall, live []int, byCall map[int][]granted, out []claimAnswer) ([]int, error) {
 	if len(byCall) == 0 {
 		return live, nil
 	}
@@ -397,7 +399,7 @@ func (s *core) replayClaims(ctx context.Context, q execQuerier, calls []claimCal
 // execQuerier runs statements inside a transaction: a *sql.Tx, or the
 // *sql.Conn of a transaction made of scripts.
 type execQuerier interface {
-	querier
+	jobdb.Querier
 	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
 }
 
@@ -409,14 +411,14 @@ type granted struct{ jobID, epoch int64 }
 // and about to run them) and returned as they were granted. Called with the
 // node locked, so no claim of this node runs meanwhile; the jobs are locked
 // and re-checked here.
-func (s *core) replayGranted(ctx context.Context, tx execQuerier, sess NodeSession, prior []granted) ([]ClaimedJob, error) {
+func (s *Engine) replayGranted(ctx context.Context, tx execQuerier, sess jobdb.NodeSession, prior []granted) ([]ClaimedJob, error) {
 	ids := make([]int64, len(prior))
 	epochs := make(map[int64]int64, len(prior))
 	for i, g := range prior {
 		ids[i], epochs[g.jobID] = g.jobID, g.epoch
 	}
-	in, args := inList(ids)
-	rows, err := queryAll(ctx, tx, scanClaimed,
+	in, args := jobdb.InList(ids)
+	rows, err := jobdb.QueryAll(ctx, tx, scanClaimed,
 		`SELECT `+claimColumns+` FROM judge_job
 		 WHERE id IN (`+in+`) AND state = 'RUNNING' AND node_id = ? AND session_epoch = ? AND lease_until > NOW(6)
 		 ORDER BY id FOR UPDATE`, append(args, sess.NodeID, sess.SessionEpoch)...)
@@ -426,7 +428,7 @@ func (s *core) replayGranted(ctx context.Context, tx execQuerier, sess NodeSessi
 	out := rows[:0]
 	for _, c := range rows {
 		if epochs[c.JobID] == c.LeaseEpoch {
-			c.Replayed, c.ReadyWait, c.LeaseRemaining = true, 0, s.cfg.LeaseTTL
+			c.Replayed, c.ReadyWait, c.LeaseRemaining = true, 0, s.db.Cfg.LeaseTTL
 			out = append(out, c)
 		}
 	}
@@ -437,10 +439,10 @@ func (s *core) replayGranted(ctx context.Context, tx execQuerier, sess NodeSessi
 	for i, c := range out {
 		live[i] = c.JobID
 	}
-	in, args = inList(live)
+	in, args = jobdb.InList(live)
 	if _, err := tx.ExecContext(ctx,
 		`UPDATE judge_job SET lease_until = NOW(6) + INTERVAL ? MICROSECOND, updated_at = NOW(6) WHERE id IN (`+in+`)`,
-		append([]any{micros(s.cfg.LeaseTTL)}, args...)...); err != nil {
+		append([]any{jobdb.Micros(s.db.Cfg.LeaseTTL)}, args...)...); err != nil {
 		return nil, fmt.Errorf("store: claim: replay: %w", err)
 	}
 	return out, nil
@@ -452,7 +454,7 @@ func (s *core) replayGranted(ctx context.Context, tx execQuerier, sess NodeSessi
 // of capabilities in the batch costs one more, which skips the jobs already
 // picked (this transaction holds their locks, which SKIP LOCKED does not
 // skip).
-func pickPool(ctx context.Context, q querier, calls []claimCall, live, capacity []int,
+func pickPool(ctx context.Context, q jobdb.Querier, calls []claimCall, live, capacity []int,
 	nodes map[int64]lockedNode, out []claimAnswer) error {
 	var order []uint64
 	want := map[uint64]int{}

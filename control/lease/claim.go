@@ -1,4 +1,4 @@
-package store
+package lease
 
 import (
 	"context"
@@ -9,6 +9,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/kece-oj/kece/control/internal/jobdb"
 )
 
 // ClaimedJob is one job handed to a node with a fresh lease.
@@ -16,7 +18,7 @@ type ClaimedJob struct {
 	JobID          int64
 	LeaseEpoch     int64
 	LeaseRemaining time.Duration
-	Kind           JobKind
+	Kind           jobdb.JobKind
 	Pool           string
 	SubmissionType string
 	SubmissionID   string
@@ -50,7 +52,7 @@ type ClaimedJob struct {
 // like a renewal) instead of new ones, so a claim answer lost on the way to
 // the node costs nothing. The check runs under the node lock, so a retry
 // racing its own original cannot take a second set of jobs.
-func (s *core) claim(ctx context.Context, sess NodeSession, freeSlots int, requestID string) ([]ClaimedJob, error) {
+func (s *Engine) claim(ctx context.Context, sess jobdb.NodeSession, freeSlots int, requestID string) ([]ClaimedJob, error) {
 	if freeSlots <= 0 {
 		return nil, nil
 	}
@@ -61,13 +63,13 @@ func (s *core) claim(ctx context.Context, sess NodeSession, freeSlots int, reque
 	if err != nil {
 		return nil, err
 	}
-	return s.claimers.of(place.pool).do(ctx, claimCall{sess: sess, free: freeSlots, requestID: requestID, group: place.group, pool: place.pool})
+	return s.claimers.of(place.pool).Do(ctx, claimCall{sess: sess, free: freeSlots, requestID: requestID, group: place.group, pool: place.pool})
 }
 
 // claimCall is one node's claim as the claim batcher queues it; group and
 // pool are the node's (cached, fixed at creation).
 type claimCall struct {
-	sess      NodeSession
+	sess      jobdb.NodeSession
 	free      int
 	requestID string
 	group     int64
@@ -86,17 +88,17 @@ const claimBatchCalls = 64
 // locks, and the calls that arrive meanwhile make the next batch bigger.
 type claimBatchers struct {
 	mu     sync.Mutex
-	run    func(context.Context, []*batchCall[claimCall, []ClaimedJob])
+	run    func(context.Context, []*jobdb.BatchCall[claimCall, []ClaimedJob])
 	linger time.Duration
-	m      map[string]*batcher[claimCall, []ClaimedJob]
+	m      map[string]*jobdb.Batcher[claimCall, []ClaimedJob]
 }
 
-func (c *claimBatchers) of(pool string) *batcher[claimCall, []ClaimedJob] {
+func (c *claimBatchers) of(pool string) *jobdb.Batcher[claimCall, []ClaimedJob] {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	b, ok := c.m[pool]
 	if !ok {
-		b = newBatcher(claimBatchCalls, 1, c.linger, c.run)
+		b = jobdb.NewBatcher(claimBatchCalls, 1, c.linger, c.run)
 		c.m[pool] = b
 	}
 	return b
@@ -120,19 +122,19 @@ func (c *claimBatchers) of(pool string) *batcher[claimCall, []ClaimedJob] {
 //
 // A batch whose transaction fails runs again call by call, so each caller
 // gets exactly the answer it would get alone.
-func (s *core) claimBatch(ctx context.Context, calls []*batchCall[claimCall, []ClaimedJob]) {
+func (s *Engine) claimBatch(ctx context.Context, calls []*jobdb.BatchCall[claimCall, []ClaimedJob]) {
 	type key struct {
 		node int64
 		req  string
 	}
 	seen := make(map[key]bool, len(calls))
-	var batch, again []*batchCall[claimCall, []ClaimedJob]
+	var batch, again []*jobdb.BatchCall[claimCall, []ClaimedJob]
 	for _, c := range calls {
-		k := key{c.req.sess.NodeID, c.req.requestID}
+		k := key{c.Req.sess.NodeID, c.Req.requestID}
 		switch {
-		case c.ctx.Err() != nil:
+		case c.Ctx.Err() != nil:
 			// Its caller gave up: leasing it jobs now would only strand them.
-			c.err = c.ctx.Err()
+			c.Err = c.Ctx.Err()
 		case k.req != "" && seen[k]:
 			again = append(again, c)
 		default:
@@ -144,14 +146,14 @@ func (s *core) claimBatch(ctx context.Context, calls []*batchCall[claimCall, []C
 		s.claimReady(ctx, batch)
 	}
 	for _, c := range again {
-		s.claimBatch(ctx, []*batchCall[claimCall, []ClaimedJob]{c})
+		s.claimBatch(ctx, []*jobdb.BatchCall[claimCall, []ClaimedJob]{c})
 	}
 }
 
 // claimReady is step 1 of claimBatch, then step 2 for the calls that could
 // take something.
-func (s *core) claimReady(ctx context.Context, batch []*batchCall[claimCall, []ClaimedJob]) {
-	if !slices.ContainsFunc(batch, func(c *batchCall[claimCall, []ClaimedJob]) bool { return len(c.req.results) == 0 }) {
+func (s *Engine) claimReady(ctx context.Context, batch []*jobdb.BatchCall[claimCall, []ClaimedJob]) {
+	if !slices.ContainsFunc(batch, func(c *jobdb.BatchCall[claimCall, []ClaimedJob]) bool { return len(c.Req.results) == 0 }) {
 		// Every call commits results: the transaction runs whatever the
 		// read would say, and checks the sessions under its locks.
 		s.claimLocked(ctx, batch)
@@ -160,12 +162,12 @@ func (s *core) claimReady(ctx context.Context, batch []*batchCall[claimCall, []C
 	ids := make([]int64, len(batch))
 	var reqIDs []any
 	for i, c := range batch {
-		ids[i] = c.req.sess.NodeID
-		if c.req.requestID != "" {
-			reqIDs = append(reqIDs, c.req.requestID)
+		ids[i] = c.Req.sess.NodeID
+		if c.Req.requestID != "" {
+			reqIDs = append(reqIDs, c.Req.requestID)
 		}
 	}
-	in, args := inList(ids)
+	in, args := jobdb.InList(ids)
 	replay := `FALSE`
 	var replayArgs []any
 	if len(reqIDs) > 0 {
@@ -174,27 +176,27 @@ func (s *core) claimReady(ctx context.Context, batch []*batchCall[claimCall, []C
 		replay = `EXISTS (SELECT 1 FROM judge_job_attempt a
 		            WHERE a.node_id = n.id AND a.claim_request_id IN (` + strings.TrimSuffix(strings.Repeat("?, ", len(reqIDs)), ", ") + `)
 		              AND a.outcome = 'RUNNING' AND a.started_at > NOW(6) - INTERVAL ? MICROSECOND)`
-		replayArgs = append(reqIDs, micros(s.cfg.LeaseTTL))
+		replayArgs = append(reqIDs, jobdb.Micros(s.db.Cfg.LeaseTTL))
 	}
 	type readiness struct {
 		id             int64
 		epoch          int64
 		revoked, ready bool
 	}
-	rows, err := queryAll(ctx, s.db, func(r rowScanner) (readiness, error) {
+	rows, err := jobdb.QueryAll(ctx, s.db, func(r jobdb.RowScanner) (readiness, error) {
 		var v readiness
 		return v, r.Scan(&v.id, &v.epoch, &v.revoked, &v.ready)
 	}, `SELECT n.id, n.session_epoch, n.revoked_at IS NOT NULL,
 	        n.pending_checks > 0
 	        OR (n.desired_state = 'ENABLED' AND EXISTS (SELECT 1 FROM judge_job j FORCE INDEX (ix_job_claim)
 	              WHERE j.pool = ? AND j.state = 'QUEUED' AND j.required_node_id = 0 AND j.available_at <= NOW(6)
-	                AND j.required_caps & ~`+nodeCapsSQL+` = 0))
+	                AND j.required_caps & ~`+jobdb.NodeCapsSQL+` = 0))
 	        OR `+replay+`
-	 FROM judge_node n WHERE n.id IN (`+in+`)`, append(append([]any{batch[0].req.pool}, replayArgs...), args...)...)
+	 FROM judge_node n WHERE n.id IN (`+in+`)`, append(append([]any{batch[0].Req.pool}, replayArgs...), args...)...)
 	if err != nil {
-		err = fmt.Errorf("store: claim: ready: %w", Classify(err))
+		err = fmt.Errorf("store: claim: ready: %w", jobdb.Classify(err))
 		for _, c := range batch {
-			c.err = err
+			c.Err = err
 		}
 		return
 	}
@@ -202,10 +204,10 @@ func (s *core) claimReady(ctx context.Context, batch []*batchCall[claimCall, []C
 	for _, r := range rows {
 		byNode[r.id] = r
 	}
-	var ready []*batchCall[claimCall, []ClaimedJob]
+	var ready []*jobdb.BatchCall[claimCall, []ClaimedJob]
 	for _, c := range batch {
-		r, ok := byNode[c.req.sess.NodeID]
-		if c.err = sessionError(c.req.sess, ok, r.revoked, r.epoch); c.err == nil && (r.ready || len(c.req.results) > 0) {
+		r, ok := byNode[c.Req.sess.NodeID]
+		if c.Err = jobdb.SessionError(c.Req.sess, ok, r.revoked, r.epoch); c.Err == nil && (r.ready || len(c.Req.results) > 0) {
 			ready = append(ready, c)
 		}
 	}
@@ -217,63 +219,49 @@ func (s *core) claimReady(ctx context.Context, batch []*batchCall[claimCall, []C
 // claimLocked is step 2 of claimBatch for ready: one transaction
 // (claimTx), or, when it fails and there are several calls, each again on
 // its own, so each caller gets exactly the answer it would get alone.
-func (s *core) claimLocked(ctx context.Context, ready []*batchCall[claimCall, []ClaimedJob]) {
+func (s *Engine) claimLocked(ctx context.Context, ready []*jobdb.BatchCall[claimCall, []ClaimedJob]) {
 	calls := make([]claimCall, len(ready))
 	for i, c := range ready {
-		calls[i] = c.req
+		calls[i] = c.Req
 	}
 	var out []claimAnswer
-	err := s.inScripts(ctx, func(c *scriptConn) error {
+	err := s.db.InScripts(ctx, func(c *jobdb.ScriptConn) error {
 		var err error
 		out, err = s.claimTx(ctx, c, calls)
 		return err
 	})
 	if err == nil && len(ready) > 1 {
-		s.stats.batches.Add(1)
+		s.db.Stats.Batches.Add(1)
 	}
 	if err != nil && len(ready) > 1 {
 		for _, c := range ready {
-			s.claimLocked(ctx, []*batchCall[claimCall, []ClaimedJob]{c})
+			s.claimLocked(ctx, []*jobdb.BatchCall[claimCall, []ClaimedJob]{c})
 		}
 		return
 	}
 	for i, c := range ready {
 		if err != nil {
-			c.err = err
+			c.Err = err
 			continue
 		}
-		c.resp, c.err = out[i].jobs, out[i].err
-		for _, j := range c.resp {
-			s.facts.put(j.JobID, jobFacts{typ: j.SubmissionType, sid: j.SubmissionID, manifestID: j.ManifestID,
+		c.Resp, c.Err = out[i].jobs, out[i].err
+		for _, j := range c.Resp {
+			s.facts.Put(j.JobID, jobFacts{typ: j.SubmissionType, sid: j.SubmissionID, manifestID: j.ManifestID,
 				kind: j.Kind, pool: j.Pool, generation: j.Generation})
 		}
 	}
-}
-
-// sessionError is why a claim by sess is refused (nil: it is not): the node
-// is gone (found false), revoked, or has a newer session.
-func sessionError(sess NodeSession, found, revoked bool, epoch int64) error {
-	switch {
-	case !found:
-		return fmt.Errorf("node %d: %w", sess.NodeID, ErrUnauthenticated)
-	case revoked:
-		return fmt.Errorf("node %d: %w", sess.NodeID, ErrNodeRevoked)
-	case epoch != sess.SessionEpoch:
-		return fmt.Errorf("node %d session %d (current %d): %w", sess.NodeID, sess.SessionEpoch, epoch, ErrSessionSuperseded)
-	}
-	return nil
 }
 
 // NextReady says how long until the soonest job of the pool that a claim
 // could take becomes ready (its retry backoff ends); ok is false when no job
 // waits. A long-poll that found nothing sleeps at most that long, so a retry
 // is picked up when its backoff ends rather than at the next poll.
-func (s *Leases) NextReady(ctx context.Context, pool string, nodeID int64) (d time.Duration, ok bool, err error) {
+func (s *Engine) NextReady(ctx context.Context, pool string, nodeID int64) (d time.Duration, ok bool, err error) {
 	var us sql.NullInt64
 	err = s.db.QueryRowContext(ctx,
 		`SELECT GREATEST(TIMESTAMPDIFF(MICROSECOND, NOW(6), MIN(j.available_at)), 0)
 		 FROM judge_node n JOIN judge_job j ON j.pool = ? AND j.state = 'QUEUED' AND j.required_node_id IN (0, n.id)
-		   AND j.required_caps & ~`+nodeCapsSQL+` = 0
+		   AND j.required_caps & ~`+jobdb.NodeCapsSQL+` = 0
 		 WHERE n.id = ?`, pool, nodeID).Scan(&us)
 	if err != nil {
 		return 0, false, fmt.Errorf("store: next ready: %w", err)
@@ -291,31 +279,31 @@ type nodePlace struct {
 	pool  string
 }
 
-func (s *core) nodePlace(ctx context.Context, nodeID int64) (nodePlace, error) {
-	if p, ok := s.groups.get(nodeID); ok {
+func (s *Engine) nodePlace(ctx context.Context, nodeID int64) (nodePlace, error) {
+	if p, ok := s.groups.Get(nodeID); ok {
 		return p, nil
 	}
 	var p nodePlace
 	err := s.db.QueryRowContext(ctx, `SELECT host_group_id, pool FROM judge_node WHERE id = ?`, nodeID).Scan(&p.group, &p.pool)
 	if errors.Is(err, sql.ErrNoRows) {
-		return p, fmt.Errorf("node %d: %w", nodeID, ErrUnauthenticated)
+		return p, fmt.Errorf("node %d: %w", nodeID, jobdb.ErrUnauthenticated)
 	}
 	if err != nil {
 		return p, fmt.Errorf("store: node place: %w", err)
 	}
-	s.groups.put(nodeID, p)
+	s.groups.Put(nodeID, p)
 	return p, nil
 }
 
 // Claim leases up to freeSlots ready jobs of the node's pool to the session;
 // see claim. It reports the transaction's latency to the observer.
-func (s *Leases) Claim(ctx context.Context, sess NodeSession, freeSlots int) ([]ClaimedJob, error) {
+func (s *Engine) Claim(ctx context.Context, sess jobdb.NodeSession, freeSlots int) ([]ClaimedJob, error) {
 	return s.ClaimRequest(ctx, sess, freeSlots, "")
 }
 
 // ClaimRequest is Claim made idempotent by the node's claim request id: the
 // same id again answers the leases it already granted (see claim).
-func (s *Leases) ClaimRequest(ctx context.Context, sess NodeSession, freeSlots int, requestID string) ([]ClaimedJob, error) {
+func (s *Engine) ClaimRequest(ctx context.Context, sess jobdb.NodeSession, freeSlots int, requestID string) ([]ClaimedJob, error) {
 	start := time.Now()
 	jobs, err := s.claim(ctx, sess, freeSlots, requestID)
 	if freeSlots > 0 {

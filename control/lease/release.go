@@ -1,4 +1,4 @@
-package store
+package lease
 
 import (
 	"cmp"
@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+
+	"github.com/kece-oj/kece/control/internal/jobdb"
 )
 
 // ReleaseItem is one lease a node gives back.
@@ -35,7 +37,7 @@ type ReleaseResult struct {
 	State      ReleaseState
 	// JobState is the job's state after a release by this call (QUEUED, or
 	// FAILED when its attempts are used up); empty otherwise.
-	JobState JobState
+	JobState jobdb.JobState
 }
 
 // Release gives leases back at once: a node that will not run them
@@ -47,21 +49,21 @@ type ReleaseResult struct {
 // is not counted toward max_attempts. Released again (a retry after a lost
 // answer) it answers RELEASED without changing anything; a lease that is
 // not the session's answers LOST.
-func (s *Leases) Release(ctx context.Context, sess NodeSession, items []ReleaseItem, reason string) ([]ReleaseResult, error) {
+func (s *Engine) Release(ctx context.Context, sess jobdb.NodeSession, items []ReleaseItem, reason string) ([]ReleaseResult, error) {
 	switch reason {
 	case ReleaseDraining, ReleaseShuttingDown, ReleaseInputsUnavailable, ReleaseDependencyDown:
 	default:
-		return nil, invalid("reason", "must be %s, %s, %s or %s, got %q",
+		return nil, jobdb.Invalid("reason", "must be %s, %s, %s or %s, got %q",
 			ReleaseDraining, ReleaseShuttingDown, ReleaseInputsUnavailable, ReleaseDependencyDown, reason)
 	}
 	if len(items) == 0 || len(items) > 64 {
-		return nil, invalid("leases", "must hold 1..64 leases, got %d", len(items))
+		return nil, jobdb.Invalid("leases", "must hold 1..64 leases, got %d", len(items))
 	}
 	sorted := slices.Clone(items)
 	slices.SortFunc(sorted, func(a, b ReleaseItem) int { return cmp.Compare(a.JobID, b.JobID) })
 	answers := make(map[ReleaseItem]ReleaseResult, len(items))
 	pools := map[string]bool{}
-	err := s.inTx(ctx, func(tx *sql.Tx) error {
+	err := s.db.InTx(ctx, func(tx *sql.Tx) error {
 		clear(answers)
 		clear(pools)
 		// The lock order (doc.go); the node shared: it only has to hold
@@ -72,13 +74,13 @@ func (s *Leases) Release(ctx context.Context, sess NodeSession, items []ReleaseI
 			`SELECT session_epoch, revoked_at IS NOT NULL FROM judge_node WHERE id = ? LOCK IN SHARE MODE`, sess.NodeID).Scan(&epoch, &revoked)
 		switch {
 		case errors.Is(err, sql.ErrNoRows):
-			return fmt.Errorf("node %d: %w", sess.NodeID, ErrUnauthenticated)
+			return fmt.Errorf("node %d: %w", sess.NodeID, jobdb.ErrUnauthenticated)
 		case err != nil:
 			return fmt.Errorf("store: release: node: %w", err)
 		case revoked:
-			return fmt.Errorf("node %d: %w", sess.NodeID, ErrNodeRevoked)
+			return fmt.Errorf("node %d: %w", sess.NodeID, jobdb.ErrNodeRevoked)
 		case epoch != sess.SessionEpoch:
-			return fmt.Errorf("node %d session %d (current %d): %w", sess.NodeID, sess.SessionEpoch, epoch, ErrSessionSuperseded)
+			return fmt.Errorf("node %d session %d (current %d): %w", sess.NodeID, sess.SessionEpoch, epoch, jobdb.ErrSessionSuperseded)
 		}
 		for _, it := range sorted {
 			if _, done := answers[it]; done {
@@ -110,18 +112,18 @@ func (s *Leases) Release(ctx context.Context, sess NodeSession, items []ReleaseI
 			if err != nil {
 				return err
 			}
-			if js == StateQueued {
+			if js == jobdb.StateQueued {
 				pools[l.pool] = true
 			}
 			answers[it] = ReleaseResult{JobID: it.JobID, LeaseEpoch: it.LeaseEpoch, State: ReleaseReleased, JobState: js}
 		}
-		return bumpPools(ctx, tx, pools)
+		return jobdb.BumpPools(ctx, tx, pools)
 	})
 	if err != nil {
 		return nil, err
 	}
 	for p := range pools {
-		s.notify(p)
+		s.db.Notify(p)
 	}
 	// Released leases free capacity whether or not the job was requeued.
 	s.notifyFreed(ctx, sess.NodeID)
@@ -132,13 +134,13 @@ func (s *Leases) Release(ctx context.Context, sess NodeSession, items []ReleaseI
 	return out, nil
 }
 
-// requeueOldSessionLocked takes back, when a node opens a session for a new
+// RequeueOldSession takes back, when a node opens a session for a new
 // boot, every lease its earlier sessions still hold: that process is gone
 // (or must stop: its session is refused from now on), so its jobs need not
 // wait for their leases to run out. Called in OpenSession's transaction
 // with the node locked (the lock order: doc.go). It returns the pools that got work.
-func (s *core) requeueOldSessionLocked(ctx context.Context, tx *sql.Tx, nodeID, newEpoch int64) (map[string]bool, int, error) {
-	leases, err := queryAll(ctx, tx, scanLockedLease,
+func (s *Engine) RequeueOldSession(ctx context.Context, tx *sql.Tx, nodeID, newEpoch int64) (map[string]bool, int, error) {
+	leases, err := jobdb.QueryAll(ctx, tx, scanLockedLease,
 		`SELECT `+lockedLeaseColumns+` FROM judge_job WHERE node_id = ? AND state = 'RUNNING' AND session_epoch < ?
 		 ORDER BY id FOR UPDATE`, nodeID, newEpoch)
 	if err != nil {
@@ -150,9 +152,9 @@ func (s *core) requeueOldSessionLocked(ctx context.Context, tx *sql.Tx, nodeID, 
 		if err != nil {
 			return nil, 0, err
 		}
-		if js == StateQueued {
+		if js == jobdb.StateQueued {
 			pools[l.pool] = true
 		}
 	}
-	return pools, len(leases), bumpPools(ctx, tx, pools)
+	return pools, len(leases), jobdb.BumpPools(ctx, tx, pools)
 }

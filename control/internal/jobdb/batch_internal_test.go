@@ -1,4 +1,4 @@
-package store
+package jobdb
 
 import (
 	"context"
@@ -20,19 +20,19 @@ func TestBatchLingerOnlyWhenBusy(t *testing.T) {
 	const linger, quiet = 10 * time.Second, 500 * time.Millisecond
 	var mu sync.Mutex
 	var sizes []int
-	b := newBatcher(64, 1, linger, func(_ context.Context, calls []*batchCall[int, int]) {
+	b := NewBatcher(64, 1, linger, func(_ context.Context, calls []*BatchCall[int, int]) {
 		mu.Lock()
 		sizes = append(sizes, len(calls))
 		mu.Unlock()
 		for _, c := range calls {
-			c.resp = c.req * 2
+			c.Resp = c.Req * 2
 		}
 	})
 	b.quiet = quiet
 	ctx := context.Background()
 
 	t0 := time.Now()
-	got, err := b.do(ctx, 1)
+	got, err := b.Do(ctx, 1)
 	require.NoError(t, err)
 	require.Equal(t, 2, got)
 	require.Less(t, time.Since(t0), quiet, "an idle batcher does not linger")
@@ -45,12 +45,12 @@ func TestBatchLingerOnlyWhenBusy(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			v, err := b.do(ctx, 10+i)
+			v, err := b.Do(ctx, 10+i)
 			assert.NoError(t, err)
 			answers[i] = v
 		}()
 		if i == 0 { // the second call comes once the first waits for its burst
-			require.Eventually(t, func() bool { return b.queued() == 1 }, quiet/2, time.Millisecond)
+			require.Eventually(t, func() bool { return b.Queued() == 1 }, quiet/2, time.Millisecond)
 		}
 	}
 	wg.Wait()
@@ -65,7 +65,7 @@ func TestBatchLingerOnlyWhenBusy(t *testing.T) {
 	// Idle again once lingerBusy has passed since the last batch.
 	time.Sleep(lingerBusy + 10*time.Millisecond)
 	t0 = time.Now()
-	_, err = b.do(ctx, 3)
+	_, err = b.Do(ctx, 3)
 	require.NoError(t, err)
 	require.Less(t, time.Since(t0), quiet)
 }

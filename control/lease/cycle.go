@@ -1,10 +1,12 @@
-package store
+package lease
 
 import (
 	"context"
 	"fmt"
 	"slices"
 	"time"
+
+	"github.com/kece-oj/kece/control/internal/jobdb"
 )
 
 // A node's slot cycle is: claim a job, judge it, post its result, claim
@@ -45,7 +47,7 @@ const CycleMax = 64
 // whole (nothing written). A refused result claims nothing: the node learns
 // something is off and its claim loop decides. A claim that fails after the
 // results committed (the database) answers no jobs; the node claims again.
-func (s *Leases) CompleteClaim(ctx context.Context, sess NodeSession, results []CycleResult, freeSlots int, requestID string) (outs []CycleOutcome, jobs []ClaimedJob, err error) {
+func (s *Engine) CompleteClaim(ctx context.Context, sess jobdb.NodeSession, results []CycleResult, freeSlots int, requestID string) (outs []CycleOutcome, jobs []ClaimedJob, err error) {
 	start := time.Now()
 	outs, jobs, err = s.completeClaim(ctx, sess, results, freeSlots, requestID)
 	freed := false
@@ -66,9 +68,9 @@ func (s *Leases) CompleteClaim(ctx context.Context, sess NodeSession, results []
 	return outs, jobs, err
 }
 
-func (s *core) completeClaim(ctx context.Context, sess NodeSession, results []CycleResult, freeSlots int, requestID string) ([]CycleOutcome, []ClaimedJob, error) {
+func (s *Engine) completeClaim(ctx context.Context, sess jobdb.NodeSession, results []CycleResult, freeSlots int, requestID string) ([]CycleOutcome, []ClaimedJob, error) {
 	if len(results) > CycleMax {
-		return nil, nil, invalid("results", "%d results in one call, above %d", len(results), CycleMax)
+		return nil, nil, jobdb.Invalid("results", "%d results in one call, above %d", len(results), CycleMax)
 	}
 	if err := checkClaimRequestID(requestID); err != nil {
 		return nil, nil, err
@@ -76,7 +78,7 @@ func (s *core) completeClaim(ctx context.Context, sess NodeSession, results []Cy
 	seen := make(map[int64]bool, len(results))
 	for _, r := range results {
 		if seen[r.JobID] {
-			return nil, nil, invalid("results", "job %d appears twice", r.JobID)
+			return nil, nil, jobdb.Invalid("results", "job %d appears twice", r.JobID)
 		}
 		seen[r.JobID] = true
 	}
@@ -120,11 +122,11 @@ func (s *core) completeClaim(ctx context.Context, sess NodeSession, results []Cy
 		if err != nil {
 			return nil, nil, err
 		}
-		jobs, err := s.claimers.of(place.pool).do(ctx, claimCall{sess: sess, free: freeSlots, requestID: requestID,
+		jobs, err := s.claimers.of(place.pool).Do(ctx, claimCall{sess: sess, free: freeSlots, requestID: requestID,
 			group: place.group, pool: place.pool, results: fast})
 		if err == nil {
 			for _, i := range fastAt {
-				outs[i].Response = CompleteResponse{Disposition: Accepted, JobState: StateCompleted}
+				outs[i].Response = CompleteResponse{Disposition: Accepted, JobState: jobdb.StateCompleted}
 			}
 			return outs, jobs, nil
 		}
@@ -144,8 +146,8 @@ func (s *core) completeClaim(ctx context.Context, sess NodeSession, results []Cy
 	jobs, err := s.claim(ctx, sess, freeSlots, requestID)
 	if err != nil {
 		// The results are committed; the node's claim loop claims again.
-		if isDBError(err) {
-			s.observer().DBError(ctx, "claim")
+		if jobdb.IsDBError(err) {
+			s.db.Observer().DBError(ctx, "claim")
 		}
 		return outs, nil, nil
 	}

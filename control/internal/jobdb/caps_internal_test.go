@@ -1,4 +1,4 @@
-package store
+package jobdb
 
 import (
 	"testing"
@@ -40,22 +40,22 @@ func TestRequiredCapsDerived(t *testing.T) {
 		"communication": {communication, true, []string{contracts.FeatureMultiFile, contracts.FeatureCommunication}},
 		"grader":        {withGrader, false, []string{contracts.FeatureGrader}},
 	} {
-		got := requiredCaps("cpp", c.m, c.multiFile)
+		got := RequiredCaps("cpp", c.m, c.multiFile)
 		require.Equal(t, append(c.want, "cpp17"), contracts.CapNames(got), name)
-		require.Equal(t, len(c.want) > 0, needsFeature(got), name)
+		require.Equal(t, len(c.want) > 0, NeedsFeature(got), name)
 	}
-	require.Equal(t, []string{"c11"}, contracts.CapNames(requiredCaps("c11", plain, false)))
+	require.Equal(t, []string{"c11"}, contracts.CapNames(RequiredCaps("c11", plain, false)))
 }
 
 // A node that never reported languages runs every language; one that never
 // reported problem types runs classic batch only.
 func TestNodeCapsDefaults(t *testing.T) {
 	t.Parallel()
-	all := nodeCaps(nil, 0)
-	require.Equal(t, contracts.AllLanguageCaps()|batchCap, all)
+	all := NodeCaps(nil, 0)
+	require.Equal(t, contracts.AllLanguageCaps()|BatchCap, all)
 	cpp17, _ := contracts.LanguageCap("cpp17")
-	only := nodeCaps(&cpp17, 0)
-	require.Zero(t, requiredCaps("cpp17", manifest.Manifest{}, false)&^only)
-	require.NotZero(t, requiredCaps("cpp20", manifest.Manifest{}, false)&^only)
-	require.NotZero(t, requiredCaps("cpp17", manifest.Manifest{}, true)&^only, "multi_file not reported")
+	only := NodeCaps(&cpp17, 0)
+	require.Zero(t, RequiredCaps("cpp17", manifest.Manifest{}, false)&^only)
+	require.NotZero(t, RequiredCaps("cpp20", manifest.Manifest{}, false)&^only)
+	require.NotZero(t, RequiredCaps("cpp17", manifest.Manifest{}, true)&^only, "multi_file not reported")
 }

@@ -1,9 +1,10 @@
-package store
+package lease
 
 import (
 	"fmt"
 
 	"github.com/kece-oj/kece/contracts"
+	"github.com/kece-oj/kece/control/internal/jobdb"
 	"github.com/kece-oj/kece/control/manifest"
 )
 
@@ -21,7 +22,7 @@ import (
 // rounded, so this bound is what can be checked exactly).
 func checkSubtasks(m manifest.Manifest, v VerdictResult) (int64, error) {
 	if len(v.Subtasks) != len(m.Subtasks) {
-		return 0, invalid("verdict.subtasks", "has %d subtasks, the manifest has %d", len(v.Subtasks), len(m.Subtasks))
+		return 0, jobdb.Invalid("verdict.subtasks", "has %d subtasks, the manifest has %d", len(v.Subtasks), len(m.Subtasks))
 	}
 	weights := make(map[string]int64, len(m.Cases))
 	for _, c := range m.Cases {
@@ -34,7 +35,7 @@ func checkSubtasks(m manifest.Manifest, v VerdictResult) (int64, error) {
 		f := fmt.Sprintf("verdict.subtasks[%d]", i)
 		vs := v.Subtasks[i]
 		if vs.SubtaskID != ms.SubtaskID {
-			return 0, invalid(f+".subtaskId", "is %q, the manifest's subtask %d is %q", vs.SubtaskID, i, ms.SubtaskID)
+			return 0, jobdb.Invalid(f+".subtaskId", "is %q, the manifest's subtask %d is %q", vs.SubtaskID, i, ms.SubtaskID)
 		}
 		blocked := false
 		for _, d := range ms.DependsOn {
@@ -47,7 +48,7 @@ func checkSubtasks(m manifest.Manifest, v VerdictResult) (int64, error) {
 			c := v.Cases[k]
 			k++
 			if c.CaseID != id {
-				return 0, invalid(cf+".caseId", "is %q; judging order puts case %q of subtask %q here", c.CaseID, id, ms.SubtaskID)
+				return 0, jobdb.Invalid(cf+".caseId", "is %q; judging order puts case %q of subtask %q here", c.CaseID, id, ms.SubtaskID)
 			}
 			w := weights[id]
 			max += w
@@ -55,7 +56,7 @@ func checkSubtasks(m manifest.Manifest, v VerdictResult) (int64, error) {
 			sum += units
 			mustSkip := blocked || failed
 			if (c.Status == statusSkipped) != mustSkip {
-				return 0, invalid(cf+".status", "is %s; the subtask rules make it %s", c.Status, map[bool]string{true: "SKIPPED", false: "judged"}[mustSkip])
+				return 0, jobdb.Invalid(cf+".status", "is %s; the subtask rules make it %s", c.Status, map[bool]string{true: "SKIPPED", false: "judged"}[mustSkip])
 			}
 			switch c.Status {
 			case statusAC:
@@ -86,17 +87,17 @@ func checkSubtasks(m manifest.Manifest, v VerdictResult) (int64, error) {
 			want = statusAC
 		}
 		if vs.Status != want {
-			return 0, invalid(f+".status", "is %s, its cases make it %s", vs.Status, want)
+			return 0, jobdb.Invalid(f+".status", "is %s, its cases make it %s", vs.Status, want)
 		}
 		if vs.MaxScore != max {
-			return 0, invalid(f+".maxScore", "is %d, its cases' weights sum to %d", vs.MaxScore, max)
+			return 0, jobdb.Invalid(f+".maxScore", "is %d, its cases' weights sum to %d", vs.MaxScore, max)
 		}
 		score, err := scoreUnits(f+".score", vs.Score)
 		if err != nil {
 			return 0, err
 		}
 		if err := subtaskScoreOK(ms.Scoring, score, sum, max, minFrac, blocked || failed, want == statusAC); err != nil {
-			return 0, invalid(f+".score", "%v %s", vs.Score, err)
+			return 0, jobdb.Invalid(f+".score", "%v %s", vs.Score, err)
 		}
 		status[ms.SubtaskID] = vs.Status
 		total += score

@@ -1,4 +1,4 @@
-package store
+package lease
 
 import (
 	"context"
@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"sort"
 	"time"
+
+	"github.com/kece-oj/kece/control/internal/jobdb"
 )
 
 // RenewItem is one lease a node wants extended, with its progress.
@@ -39,24 +41,24 @@ type RenewResult struct {
 
 // Renew extends the session's live leases in one transaction. An expired
 // lease is LOST even if not yet reaped; progress only moves forward.
-func (s *Leases) Renew(ctx context.Context, sess NodeSession, items []RenewItem) ([]RenewResult, error) {
+func (s *Engine) Renew(ctx context.Context, sess jobdb.NodeSession, items []RenewItem) ([]RenewResult, error) {
 	if len(items) == 0 {
 		return nil, nil
 	}
 	for _, it := range items {
 		if it.Phase != "" && it.Phase != "COMPILING" && it.Phase != "JUDGING" {
-			return nil, invalid("phase", "must be COMPILING or JUDGING, got %q", it.Phase)
+			return nil, jobdb.Invalid("phase", "must be COMPILING or JUDGING, got %q", it.Phase)
 		}
 	}
 	sorted := append([]RenewItem(nil), items...)
 	sort.Slice(sorted, func(i, j int) bool { return sorted[i].JobID < sorted[j].JobID })
-	if ok, err := s.writer.do(ctx, leaseWrite{renew: &renewCall{sess: sess, items: sorted}}); err != nil || ok {
+	if ok, err := s.writer.Do(ctx, leaseWrite{renew: &renewCall{sess: sess, items: sorted}}); err != nil || ok {
 		if err != nil {
 			return nil, err
 		}
 		out := make([]RenewResult, len(items))
 		for i, it := range items {
-			out[i] = RenewResult{JobID: it.JobID, LeaseEpoch: it.LeaseEpoch, State: RenewOK, Remaining: s.cfg.LeaseTTL}
+			out[i] = RenewResult{JobID: it.JobID, LeaseEpoch: it.LeaseEpoch, State: RenewOK, Remaining: s.db.Cfg.LeaseTTL}
 		}
 		return out, nil
 	}
@@ -64,7 +66,7 @@ func (s *Leases) Renew(ctx context.Context, sess NodeSession, items []RenewItem)
 	// a renewal that did commit above is harmless (the lease is extended
 	// again; progress only moves forward).
 	results := make(map[[2]int64]RenewResult, len(items))
-	err := s.inTx(ctx, func(tx *sql.Tx) error {
+	err := s.db.InTx(ctx, func(tx *sql.Tx) error {
 		clear(results)
 		for _, it := range sorted {
 			// Assignments run left to right: progress_seq is updated last so
@@ -81,7 +83,7 @@ func (s *Leases) Renew(ctx context.Context, sess NodeSession, items []RenewItem)
 				 WHERE id = ? AND state = 'RUNNING' AND node_id = ? AND session_epoch = ? AND lease_epoch = ?
 				   AND lease_until > NOW(6)
 				   AND EXISTS (SELECT 1 FROM judge_node n WHERE n.id = ? AND n.session_epoch = ? AND n.revoked_at IS NULL)`,
-				micros(s.cfg.LeaseTTL),
+				jobdb.Micros(s.db.Cfg.LeaseTTL),
 				it.ProgressSeq, it.Phase, it.Phase,
 				it.ProgressSeq, it.Phase, it.Phase,
 				it.ProgressSeq, it.CasesDone,
@@ -93,10 +95,10 @@ func (s *Leases) Renew(ctx context.Context, sess NodeSession, items []RenewItem)
 			}
 			key := [2]int64{it.JobID, it.LeaseEpoch}
 			if n, _ := r.RowsAffected(); n == 1 {
-				results[key] = RenewResult{JobID: it.JobID, LeaseEpoch: it.LeaseEpoch, State: RenewOK, Remaining: s.cfg.LeaseTTL}
+				results[key] = RenewResult{JobID: it.JobID, LeaseEpoch: it.LeaseEpoch, State: RenewOK, Remaining: s.db.Cfg.LeaseTTL}
 				continue
 			}
-			var state JobState
+			var state jobdb.JobState
 			var epoch int64
 			err = tx.QueryRowContext(ctx, `SELECT state, lease_epoch FROM judge_job WHERE id = ?`, it.JobID).Scan(&state, &epoch)
 			switch {
@@ -104,7 +106,7 @@ func (s *Leases) Renew(ctx context.Context, sess NodeSession, items []RenewItem)
 				results[key] = RenewResult{JobID: it.JobID, LeaseEpoch: it.LeaseEpoch, State: RenewLost}
 			case err != nil:
 				return fmt.Errorf("store: renew: %w", err)
-			case state == StateCancelled && epoch == it.LeaseEpoch:
+			case state == jobdb.StateCancelled && epoch == it.LeaseEpoch:
 				results[key] = RenewResult{JobID: it.JobID, LeaseEpoch: it.LeaseEpoch, State: RenewCancelled}
 			default:
 				results[key] = RenewResult{JobID: it.JobID, LeaseEpoch: it.LeaseEpoch, State: RenewLost}
@@ -125,7 +127,7 @@ func (s *Leases) Renew(ctx context.Context, sess NodeSession, items []RenewItem)
 // renewCall is one node's renewal as the renew batcher queues it (items in
 // ascending job id).
 type renewCall struct {
-	sess  NodeSession
+	sess  jobdb.NodeSession
 	items []RenewItem
 }
 
@@ -134,11 +136,11 @@ type renewCall struct {
 // batch did not renew, each call runs again alone, so each gets the answer
 // it would get by itself (renewing again is harmless: the lease is extended
 // again, progress only moves forward).
-func (s *core) renewBatch(ctx context.Context, calls []*batchCall[leaseWrite, bool]) {
+func (s *Engine) renewBatch(ctx context.Context, calls []*jobdb.BatchCall[leaseWrite, bool]) {
 	seen := make(map[int64]bool)
 	dup := false
 	for _, c := range calls {
-		for _, it := range c.req.renew.items {
+		for _, it := range c.Req.renew.items {
 			dup = dup || seen[it.JobID]
 			seen[it.JobID] = true
 		}
@@ -146,18 +148,18 @@ func (s *core) renewBatch(ctx context.Context, calls []*batchCall[leaseWrite, bo
 	if len(calls) > 1 && !dup {
 		reqs := make([]renewCall, len(calls))
 		for i, c := range calls {
-			reqs[i] = *c.req.renew
+			reqs[i] = *c.Req.renew
 		}
 		if ok, err := s.renewAll(ctx, reqs); err == nil && ok {
-			s.stats.batches.Add(1)
+			s.db.Stats.Batches.Add(1)
 			for _, c := range calls {
-				c.resp = true
+				c.Resp = true
 			}
 			return
 		}
 	}
 	for _, c := range calls {
-		c.resp, c.err = s.renewAll(ctx, []renewCall{*c.req.renew})
+		c.Resp, c.Err = s.renewAll(ctx, []renewCall{*c.Req.renew})
 	}
 }
 
@@ -165,11 +167,11 @@ func (s *core) renewBatch(ctx context.Context, calls []*batchCall[leaseWrite, bo
 // common case, where all of them are live. It reports false when some item
 // did not renew (lost, cancelled, a stale session); what did renew stays
 // renewed, and Renew answers item by item.
-func (s *core) renewAll(ctx context.Context, calls []renewCall) (bool, error) {
-	q, args, n := leaseUpdate(s.cfg.LeaseTTL, calls, nil)
+func (s *Engine) renewAll(ctx context.Context, calls []renewCall) (bool, error) {
+	q, args, n := leaseUpdate(s.db.Cfg.LeaseTTL, calls, nil)
 	r, err := s.db.ExecContext(ctx, q, args...)
 	if err != nil {
-		if retryable(err) {
+		if jobdb.Retryable(err) {
 			return false, nil
 		}
 		return false, fmt.Errorf("store: renew: %w", err)

@@ -1,4 +1,4 @@
-package store
+package jobdb
 
 import (
 	"cmp"
@@ -15,25 +15,25 @@ import (
 	"github.com/jmoiron/sqlx"
 )
 
-// inTx runs fn in a transaction, retrying the whole transaction on deadlock
+// InTx runs fn in a transaction, retrying the whole transaction on deadlock
 // (1213) and lock-wait timeout (1205) with jittered backoff.
-func (s *core) inTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
-	return s.retried(ctx, func() error { return s.tryTx(ctx, fn) })
+func (s *Core) InTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
+	return s.Retried(ctx, func() error { return s.TryTx(ctx, fn) })
 }
 
-// retried runs one try of a transaction until it commits, fails for a
+// Retried runs one try of a transaction until it commits, fails for a
 // reason other than a deadlock (1213) or a lock-wait timeout (1205), or
 // TxRetries tries have conflicted, with jittered exponential backoff between
 // tries; the error is classified (Classify).
-func (s *core) retried(ctx context.Context, try func() error) error {
+func (s *Core) Retried(ctx context.Context, try func() error) error {
 	var err error
-	for attempt := 0; attempt < s.cfg.TxRetries; attempt++ {
+	for attempt := 0; attempt < s.Cfg.TxRetries; attempt++ {
 		err = try()
-		if err == nil || !retryable(err) {
+		if err == nil || !Retryable(err) {
 			return Classify(err)
 		}
-		s.stats.retries.Add(1)
-		s.observer().TxRetried(ctx, txRetryCode(err))
+		s.Stats.Retries.Add(1)
+		s.Observer().TxRetried(ctx, txRetryCode(err))
 		d := time.Duration(1+rand.IntN(5<<attempt)) * time.Millisecond
 		select {
 		case <-ctx.Done():
@@ -41,7 +41,7 @@ func (s *core) retried(ctx context.Context, try func() error) error {
 		case <-time.After(d):
 		}
 	}
-	return Classify(fmt.Errorf("store: transaction still conflicting after %d tries: %w", s.cfg.TxRetries, err))
+	return Classify(fmt.Errorf("store: transaction still conflicting after %d tries: %w", s.Cfg.TxRetries, err))
 }
 
 // txTryTimeout bounds one try of a transaction on the replica's side: a
@@ -55,13 +55,13 @@ const txTryTimeout = 10 * time.Second
 // errTxTooLong is the cause of a try that txTryTimeout ended.
 var errTxTooLong = errors.New("store: transaction open longer than its bound; rolled back")
 
-func (s *core) tryTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
-	tctx, cancel := context.WithTimeoutCause(ctx, cmp.Or(s.txTimeout, txTryTimeout), errTxTooLong)
+func (s *Core) TryTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
+	tctx, cancel := context.WithTimeoutCause(ctx, cmp.Or(s.TxTimeout, txTryTimeout), errTxTooLong)
 	defer cancel()
 	// READ COMMITTED on every transaction (set per transaction unless it is
 	// the server's default): counts taken after a lock must see the latest
 	// commits, not a snapshot taken before the lock was granted.
-	tx, err := s.db.BeginTx(tctx, s.txOpts)
+	tx, err := s.DB.BeginTx(tctx, s.TxOpts)
 	if err != nil {
 		return fmt.Errorf("store: begin: %w", err)
 	}
@@ -92,7 +92,7 @@ func endedByContext(ctx, tctx context.Context, err error) error {
 	return err
 }
 
-func retryable(err error) bool {
+func Retryable(err error) bool {
 	var me *mysql.MySQLError
 	if errors.As(err, &me) {
 		return me.Number == 1213 || me.Number == 1205
@@ -100,24 +100,24 @@ func retryable(err error) bool {
 	return false
 }
 
-func isDuplicate(err error) bool {
+func IsDuplicate(err error) bool {
 	var me *mysql.MySQLError
 	return errors.As(err, &me) && me.Number == 1062
 }
 
-// micros renders a duration for INTERVAL … MICROSECOND.
-func micros(d time.Duration) int64 { return d.Microseconds() }
+// Micros renders a duration for INTERVAL … MICROSECOND.
+func Micros(d time.Duration) int64 { return d.Microseconds() }
 
-// rowScanner is what a row scan needs (*sql.Row and *sql.Rows both fit).
-type rowScanner interface{ Scan(dest ...any) error }
+// RowScanner is what a row scan needs (*sql.Row and *sql.Rows both fit).
+type RowScanner interface{ Scan(dest ...any) error }
 
-// querier runs a query on the pool or inside a transaction.
-type querier interface {
+// Querier runs a query on the pool or inside a transaction.
+type Querier interface {
 	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
 }
 
-// queryAll runs query and scans every row with scan.
-func queryAll[T any](ctx context.Context, q querier, scan func(rowScanner) (T, error), query string, args ...any) ([]T, error) {
+// QueryAll runs query and scans every row with scan.
+func QueryAll[T any](ctx context.Context, q Querier, scan func(RowScanner) (T, error), query string, args ...any) ([]T, error) {
 	rows, err := q.QueryContext(ctx, query, args...)
 	if err != nil {
 		return nil, err
@@ -134,30 +134,30 @@ func queryAll[T any](ctx context.Context, q querier, scan func(rowScanner) (T, e
 	return out, rows.Err()
 }
 
-// scanID scans a single BIGINT column.
-func scanID(r rowScanner) (int64, error) {
+// ScanID scans a single BIGINT column.
+func ScanID(r RowScanner) (int64, error) {
 	var id int64
 	err := r.Scan(&id)
 	return id, err
 }
 
-// txx lends sqlx's struct scanning (Get, Select, named statements) to a
+// Txx lends sqlx's struct scanning (Get, Select, named statements) to a
 // transaction begun by inTx. inTx keeps handing out *sql.Tx so the hot paths
 // that scan by hand are untouched.
-func (s *core) txx(tx *sql.Tx) *sqlx.Tx { return &sqlx.Tx{Tx: tx, Mapper: s.db.Mapper} }
+func (s *Core) Txx(tx *sql.Tx) *sqlx.Tx { return &sqlx.Tx{Tx: tx, Mapper: s.DB.Mapper} }
 
-// nilIfEmpty turns a JSON column read as COALESCE(col, ”) back into "no
+// NilIfEmpty turns a JSON column read as COALESCE(col, ”) back into "no
 // value": a nil RawMessage is omitted or null when marshalled, an empty one
 // is invalid JSON. (database/sql cannot scan NULL into a RawMessage.)
-func nilIfEmpty(m json.RawMessage) json.RawMessage {
+func NilIfEmpty(m json.RawMessage) json.RawMessage {
 	if len(m) == 0 {
 		return nil
 	}
 	return m
 }
 
-// inList renders "?, ?, …" and its arguments.
-func inList(ids []int64) (string, []any) {
+// InList renders "?, ?, …" and its arguments.
+func InList(ids []int64) (string, []any) {
 	args := make([]any, len(ids))
 	for i, id := range ids {
 		args[i] = id

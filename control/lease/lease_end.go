@@ -1,9 +1,11 @@
-package store
+package lease
 
 import (
 	"context"
 	"database/sql"
 	"fmt"
+
+	"github.com/kece-oj/kece/control/internal/jobdb"
 )
 
 // How a lease can end without a result, and what each one records on the
@@ -48,7 +50,7 @@ const (
 // what deciding its end needs.
 type lockedLease struct {
 	jobID, leaseEpoch int64
-	kind              JobKind
+	kind              jobdb.JobKind
 	pool, typ, sid    string
 	generation        int
 	attempts          int
@@ -63,7 +65,7 @@ type lockedLease struct {
 const lockedLeaseColumns = `id, lease_epoch, kind, pool, submission_type, submission_id, generation,
   attempt_count, max_attempts, unstarted_attempts, phase IS NOT NULL, COALESCE(lease_until < NOW(6), TRUE)`
 
-func scanLockedLease(r rowScanner) (lockedLease, error) {
+func scanLockedLease(r jobdb.RowScanner) (lockedLease, error) {
 	var l lockedLease
 	err := r.Scan(&l.jobID, &l.leaseEpoch, &l.kind, &l.pool, &l.typ, &l.sid, &l.generation,
 		&l.attempts, &l.maxAttempts, &l.unstarted, &l.started, &l.expired)
@@ -91,22 +93,22 @@ type leaseEnding struct {
 // are refused (fencing). It returns the job's new state; a caller whose job
 // went back to QUEUED bumps its pool once, as the transaction's last
 // statement (bumpPools).
-func (s *core) endLeaseLocked(ctx context.Context, tx *sql.Tx, l lockedLease, e leaseEnding) (JobState, error) {
+func (s *Engine) endLeaseLocked(ctx context.Context, tx *sql.Tx, l lockedLease, e leaseEnding) (jobdb.JobState, error) {
 	// A RUNNING attempt has no receipt yet: closeAttempt's empty digest
 	// leaves it NULL.
 	if err := closeAttempt(ctx, tx, l.jobID, l.leaseEpoch, e.outcome, e.errCode, "", l.started); err != nil {
 		return "", err
 	}
 	retries, uncount := l.attempts < l.maxAttempts, 0
-	errCode, delay := e.errCode, s.backoff(l.attempts)
+	errCode, delay := e.errCode, s.db.Backoff(l.attempts)
 	// A CHECK job is never requeued unstarted: it is one try (max_attempts
 	// 1) that an admin repeats with verify, and the claim only looks for
 	// CHECK jobs its node's pending_checks counter announces, which the
 	// requeue could not raise without taking the node lock after the job's.
-	if !l.started && l.kind != KindCheck {
+	if !l.started && l.kind != jobdb.KindCheck {
 		uncount = 1
-		retries = l.unstarted+1 < s.cfg.MaxUnstartedAttempts
-		delay = s.backoff(l.unstarted + 1)
+		retries = l.unstarted+1 < s.db.Cfg.MaxUnstartedAttempts
+		delay = s.db.Backoff(l.unstarted + 1)
 		if !retries {
 			errCode = NeverStartedErrorCode
 		}
@@ -120,10 +122,10 @@ func (s *core) endLeaseLocked(ctx context.Context, tx *sql.Tx, l lockedLease, e 
 			   node_id = NULL, host_group_id = NULL, session_epoch = NULL, lease_until = NULL,
 			   attempt_count = GREATEST(attempt_count - ?, 0), unstarted_attempts = unstarted_attempts + ?,
 			   last_error_code = ?, status_version = status_version + 1, updated_at = NOW(6)
-			 WHERE id = ?`, micros(delay), uncount, uncount, errCode, l.jobID); err != nil {
+			 WHERE id = ?`, jobdb.Micros(delay), uncount, uncount, errCode, l.jobID); err != nil {
 			return "", fmt.Errorf("store: requeue: %w", err)
 		}
-		return StateQueued, nil
+		return jobdb.StateQueued, nil
 	}
 	if _, err := tx.ExecContext(ctx,
 		`UPDATE judge_job SET state = 'FAILED', last_error_code = ?, lease_until = NULL,
@@ -132,6 +134,6 @@ func (s *core) endLeaseLocked(ctx context.Context, tx *sql.Tx, l lockedLease, e 
 		 WHERE id = ?`, errCode, uncount, uncount, l.jobID); err != nil {
 		return "", fmt.Errorf("store: fail: %w", err)
 	}
-	return StateFailed, settle(ctx, tx, settlement{jobID: l.jobID, kind: l.kind, typ: l.typ, sid: l.sid,
-		generation: l.generation, status: "SYSTEM_ERROR", errorCode: errCode})
+	return jobdb.StateFailed, jobdb.Settle(ctx, tx, jobdb.Settlement{JobID: l.jobID, Kind: l.kind, Typ: l.typ, Sid: l.sid,
+		Generation: l.generation, Status: "SYSTEM_ERROR", ErrorCode: errCode})
 }

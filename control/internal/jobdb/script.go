@@ -1,4 +1,4 @@
-package store
+package jobdb
 
 import (
 	"context"
@@ -22,19 +22,19 @@ import (
 //
 // Arguments are interpolated by the driver (interpolateParams=true), so no
 // statement is prepared; statements must not contain a ';' of their own.
-type script struct {
+type Script struct {
 	text  strings.Builder
 	args  []any
 	query []bool // per statement: whether it returns rows
 }
 
-// exec adds a statement that returns no rows.
-func (sc *script) exec(q string, args ...any) *script { return sc.add(false, q, args) }
+// Exec adds a statement that returns no rows.
+func (sc *Script) Exec(q string, args ...any) *Script { return sc.add(false, q, args) }
 
-// rows adds a statement whose rows go to the next read func of send.
-func (sc *script) rows(q string, args ...any) *script { return sc.add(true, q, args) }
+// Rows adds a statement whose rows go to the next read func of send.
+func (sc *Script) Rows(q string, args ...any) *Script { return sc.add(true, q, args) }
 
-func (sc *script) add(query bool, q string, args []any) *script {
+func (sc *Script) add(query bool, q string, args []any) *Script {
 	if len(sc.query) > 0 {
 		sc.text.WriteString(";\n")
 	}
@@ -46,7 +46,7 @@ func (sc *script) add(query bool, q string, args []any) *script {
 
 // statements returns each statement with its own arguments, for the
 // one-by-one path.
-func (sc *script) statements() (qs []string, args [][]any) {
+func (sc *Script) statements() (qs []string, args [][]any) {
 	qs = strings.Split(sc.text.String(), ";\n")
 	rest := sc.args
 	for _, q := range qs {
@@ -57,28 +57,28 @@ func (sc *script) statements() (qs []string, args [][]any) {
 	return qs, args
 }
 
-// scriptConn is one pooled connection running a transaction made of
+// ScriptConn is one pooled connection running a transaction made of
 // scripts (the first starts it with begin, the last ends with COMMIT).
-type scriptConn struct {
-	conn               *sql.Conn
+type ScriptConn struct {
+	Conn               *sql.Conn
 	multi, multiCounts bool
 	// open: a script began a transaction that no script has committed.
 	open bool
 }
 
-// begin starts sc with the transaction's opening (READ COMMITTED when the
+// Begin starts sc with the transaction's opening (READ COMMITTED when the
 // server's default is not).
-func (s *core) begin(sc *script) *script {
-	if s.txOpts != nil {
-		sc.exec(`SET TRANSACTION ISOLATION LEVEL READ COMMITTED`)
+func (s *Core) Begin(sc *Script) *Script {
+	if s.TxOpts != nil {
+		sc.Exec(`SET TRANSACTION ISOLATION LEVEL READ COMMITTED`)
 	}
-	return sc.exec(`START TRANSACTION`)
+	return sc.Exec(`START TRANSACTION`)
 }
 
-// send runs sc and gives the rows of its row statements, in order, to
+// Send runs sc and gives the rows of its row statements, in order, to
 // reads (one func per row statement, called once per row). An error stops
 // the script where it happened, as the server does.
-func (c *scriptConn) send(ctx context.Context, sc *script, reads ...func(rowScanner) error) error {
+func (c *ScriptConn) Send(ctx context.Context, sc *Script, reads ...func(RowScanner) error) error {
 	qs := 0
 	for _, q := range sc.query {
 		if q {
@@ -98,7 +98,7 @@ func (c *scriptConn) send(ctx context.Context, sc *script, reads ...func(rowScan
 
 // tracked runs sc by run, keeping c.open: a script that begins a
 // transaction opens it, one that ends with COMMIT and succeeds closes it.
-func (c *scriptConn) tracked(sc *script, run func() error) error {
+func (c *ScriptConn) tracked(sc *Script, run func() error) error {
 	if strings.Contains(sc.text.String(), "START TRANSACTION") {
 		c.open = true
 	}
@@ -109,12 +109,12 @@ func (c *scriptConn) tracked(sc *script, run func() error) error {
 	return err
 }
 
-func (c *scriptConn) sendMulti(ctx context.Context, sc *script, reads []func(rowScanner) error) error {
+func (c *ScriptConn) sendMulti(ctx context.Context, sc *Script, reads []func(RowScanner) error) error {
 	if len(reads) == 0 {
-		_, err := c.conn.ExecContext(ctx, sc.text.String(), sc.args...)
+		_, err := c.Conn.ExecContext(ctx, sc.text.String(), sc.args...)
 		return err
 	}
-	rows, err := c.conn.QueryContext(ctx, sc.text.String(), sc.args...)
+	rows, err := c.Conn.QueryContext(ctx, sc.text.String(), sc.args...)
 	if err != nil {
 		return err
 	}
@@ -154,18 +154,18 @@ func (c *scriptConn) sendMulti(ctx context.Context, sc *script, reads []func(row
 	return rows.Close()
 }
 
-func (c *scriptConn) sendEach(ctx context.Context, sc *script, reads []func(rowScanner) error) error {
+func (c *ScriptConn) sendEach(ctx context.Context, sc *Script, reads []func(RowScanner) error) error {
 	qs, args := sc.statements()
 	for i, q := range qs {
 		if !sc.query[i] {
-			if _, err := c.conn.ExecContext(ctx, q, args[i]...); err != nil {
+			if _, err := c.Conn.ExecContext(ctx, q, args[i]...); err != nil {
 				return err
 			}
 			continue
 		}
 		read := reads[0]
 		reads = reads[1:]
-		rows, err := c.conn.QueryContext(ctx, q, args[i]...)
+		rows, err := c.Conn.QueryContext(ctx, q, args[i]...)
 		if err != nil {
 			return err
 		}
@@ -182,11 +182,11 @@ func (c *scriptConn) sendEach(ctx context.Context, sc *script, reads []func(rowS
 	return nil
 }
 
-// counts runs sc, a script of statements that return no rows, and returns
+// Counts runs sc, a script of statements that return no rows, and returns
 // how many rows each statement changed (one entry per statement, BEGIN and
 // COMMIT included): the fences of a transaction step read in the same round
 // trip as its writes.
-func (c *scriptConn) counts(ctx context.Context, sc *script) ([]int64, error) {
+func (c *ScriptConn) Counts(ctx context.Context, sc *Script) ([]int64, error) {
 	for _, q := range sc.query {
 		if q {
 			return nil, errors.New("store: counts: the script has a row statement")
@@ -201,7 +201,7 @@ func (c *scriptConn) counts(ctx context.Context, sc *script) ([]int64, error) {
 		}
 		qs, args := sc.statements()
 		for i, q := range qs {
-			r, err := c.conn.ExecContext(ctx, q, args[i]...)
+			r, err := c.Conn.ExecContext(ctx, q, args[i]...)
 			if err != nil {
 				return err
 			}
@@ -218,9 +218,9 @@ func (c *scriptConn) counts(ctx context.Context, sc *script) ([]int64, error) {
 
 // countsMulti sends sc in one request through the driver itself, whose
 // result keeps every statement's row count (database/sql's keeps the last).
-func (c *scriptConn) countsMulti(ctx context.Context, sc *script) ([]int64, error) {
+func (c *ScriptConn) countsMulti(ctx context.Context, sc *Script) ([]int64, error) {
 	var out []int64
-	err := c.conn.Raw(func(dc any) error {
+	err := c.Conn.Raw(func(dc any) error {
 		ex, ok := dc.(driver.ExecerContext)
 		if !ok {
 			return errors.New("store: counts: the driver connection cannot exec")
@@ -257,21 +257,21 @@ func (c *scriptConn) countsMulti(ctx context.Context, sc *script) ([]int64, erro
 	return out, err
 }
 
-// inScripts runs fn on one connection of the pool: a transaction of
+// InScripts runs fn on one connection of the pool: a transaction of
 // scripts, retried on deadlock and lock-wait timeout like inTx. A
 // transaction fn leaves open (an error mid-script) is rolled back; a
 // connection whose rollback fails is closed, never handed to the next
 // caller in the middle of a transaction.
-func (s *core) inScripts(ctx context.Context, fn func(c *scriptConn) error) error {
-	return s.retried(ctx, func() error { return s.tryScripts(ctx, fn) })
+func (s *Core) InScripts(ctx context.Context, fn func(c *ScriptConn) error) error {
+	return s.Retried(ctx, func() error { return s.TryScripts(ctx, fn) })
 }
 
-func (s *core) tryScripts(ctx context.Context, fn func(c *scriptConn) error) error {
-	conn, err := s.db.Conn(ctx)
+func (s *Core) TryScripts(ctx context.Context, fn func(c *ScriptConn) error) error {
+	conn, err := s.DB.Conn(ctx)
 	if err != nil {
 		return fmt.Errorf("store: connection: %w", err)
 	}
-	c := &scriptConn{conn: conn, multi: s.multi, multiCounts: s.multiCounts}
+	c := &ScriptConn{Conn: conn, multi: s.Multi, multiCounts: s.MultiCounts}
 	err = fn(c)
 	if err != nil && ctx.Err() != nil && !errors.Is(err, ctx.Err()) {
 		// The caller gave up mid-transaction. The driver closes a
@@ -298,8 +298,8 @@ func multiRowCounts(ctx context.Context, db *sql.DB) bool {
 		return false
 	}
 	defer conn.Close()
-	c := &scriptConn{conn: conn, multi: true, multiCounts: true}
-	n, err := c.countsMulti(ctx, (&script{}).exec(`DO ?`, 1).exec(`DO ?`, 2))
+	c := &ScriptConn{Conn: conn, multi: true, multiCounts: true}
+	n, err := c.countsMulti(ctx, (&Script{}).Exec(`DO ?`, 1).Exec(`DO ?`, 2))
 	return err == nil && len(n) == 2
 }
 

@@ -1,4 +1,4 @@
-package store
+package jobdb
 
 import (
 	"context"
@@ -18,9 +18,9 @@ import (
 // database fault.
 func TestTransactionEndedByItsContextIsACancellation(t *testing.T) {
 	t.Parallel()
-	s, _ := openStore(t)
+	s, _ := openCore(t)
 	ctx, cancel := context.WithCancel(t.Context())
-	err := s.inTx(ctx, func(tx *sql.Tx) error {
+	err := s.InTx(ctx, func(tx *sql.Tx) error {
 		if _, err := tx.ExecContext(ctx, `SELECT 1`); err != nil {
 			return err
 		}
@@ -36,12 +36,12 @@ func TestTransactionEndedByItsContextIsACancellation(t *testing.T) {
 	require.NotErrorIs(t, Classify(err), ErrDatabase)
 }
 
-// openStore is a store with the default config on a fresh test database,
+// openCore is a handle with the default config on a fresh test database,
 // and that database.
-func openStore(t *testing.T) (*Store, *sql.DB) {
+func openCore(t *testing.T) (*Core, *sql.DB) {
 	t.Helper()
 	db, _ := dbtest.Open(t)
-	s, err := New(db, Config{})
+	s, err := NewCore(db, Config{})
 	require.NoError(t, err)
 	return s, db
 }
@@ -52,8 +52,8 @@ func openStore(t *testing.T) (*Store, *sql.DB) {
 // a commit.
 func TestTransactionOpenTooLongIsRolledBack(t *testing.T) {
 	t.Parallel()
-	s, db := openStore(t)
-	s.txTimeout = 300 * time.Millisecond
+	s, db := openCore(t)
+	s.TxTimeout = 300 * time.Millisecond
 	ctx := t.Context()
 	_, err := db.ExecContext(ctx, `CREATE TABLE held (id INT PRIMARY KEY, v INT) ENGINE=InnoDB`)
 	require.NoError(t, err)
@@ -62,7 +62,7 @@ func TestTransactionOpenTooLongIsRolledBack(t *testing.T) {
 	locked, release := make(chan struct{}), make(chan struct{})
 	done := make(chan error, 1)
 	go func() {
-		done <- s.tryTx(ctx, func(tx *sql.Tx) error {
+		done <- s.TryTx(ctx, func(tx *sql.Tx) error {
 			if _, err := tx.ExecContext(ctx, `UPDATE held SET v = 1 WHERE id = 1`); err != nil {
 				return err
 			}

@@ -1,0 +1,37 @@
+package jobdb
+
+import "time"
+
+// Hold, Release and Queued let tests build a batch for certain: Hold makes
+// every call queue, Queued counts them, Release runs them as one batch.
+// Production code never calls them.
+
+// Release runs what queued while held as one batch.
+func (b *Batcher[Req, Resp]) Release() {
+	b.mu.Lock()
+	b.running = 1
+	b.mu.Unlock()
+	go b.lead()
+}
+
+// Hold waits until no batch runs — a batch released just before may still
+// be finishing after its callers were answered, and its end would undo the
+// hold — then makes every call queue.
+func (b *Batcher[Req, Resp]) Hold() {
+	for {
+		b.mu.Lock()
+		if b.running == 0 {
+			b.running = b.parallel
+			b.mu.Unlock()
+			return
+		}
+		b.mu.Unlock()
+		time.Sleep(100 * time.Microsecond)
+	}
+}
+
+func (b *Batcher[Req, Resp]) Queued() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return len(b.pending)
+}
