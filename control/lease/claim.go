@@ -296,7 +296,7 @@ func (s *Engine) nodePlace(ctx context.Context, nodeID int64) (nodePlace, error)
 }
 
 // Claim leases up to freeSlots ready jobs of the node's pool to the session;
-// see claim. It reports the transaction's latency to the observer.
+// see claim.
 func (s *Engine) Claim(ctx context.Context, sess jobdb.NodeSession, freeSlots int) ([]ClaimedJob, error) {
 	return s.ClaimRequest(ctx, sess, freeSlots, "")
 }
@@ -304,10 +304,5 @@ func (s *Engine) Claim(ctx context.Context, sess jobdb.NodeSession, freeSlots in
 // ClaimRequest is Claim made idempotent by the node's claim request id: the
 // same id again answers the leases it already granted (see claim).
 func (s *Engine) ClaimRequest(ctx context.Context, sess jobdb.NodeSession, freeSlots int, requestID string) ([]ClaimedJob, error) {
-	start := time.Now()
-	jobs, err := s.claim(ctx, sess, freeSlots, requestID)
-	if freeSlots > 0 {
-		s.observeClaim(ctx, jobs, start, err)
-	}
-	return jobs, err
+	return s.claim(ctx, sess, freeSlots, requestID)
 }

@@ -69,16 +69,9 @@ func (s *Engine) writeBatch(ctx context.Context, calls []*jobdb.BatchCall[leaseW
 	}
 }
 
-// Complete records the result of a lease; see complete. It reports the
-// outcome, or why the result was refused, to the observer, and wakes the
-// waiters it concerns (wakeups.go).
+// Complete records the result of a lease; see complete.
 func (s *Engine) Complete(ctx context.Context, sess jobdb.NodeSession, jobID, leaseEpoch int64, res Result) (CompleteResponse, error) {
-	out, err := s.complete(ctx, sess, jobID, leaseEpoch, res)
-	s.observeResult(ctx, jobID, res, out, err)
-	if err == nil {
-		s.notifyResult(ctx, sess, jobID, out, false)
-	}
-	return out, err
+	return s.complete(ctx, sess, jobID, leaseEpoch, res)
 }
 
 // complete records the result of a lease. Fencing (DESIGN §5): if this
@@ -322,9 +315,7 @@ func fenceResult(f fenceFacts) (committed bool, err error) {
 // CHECK jobs.
 func (s *Engine) completeSlow(ctx context.Context, sess jobdb.NodeSession, jobID, leaseEpoch int64, res Result, cases caseCounts, body []byte, digest string) (CompleteResponse, error) {
 	var out CompleteResponse
-	var requeuedPool string
 	err := s.db.InTx(ctx, func(tx *sql.Tx) error {
-		requeuedPool = ""
 		j, err := lockResult(ctx, tx, sess, jobID, leaseEpoch)
 		if err != nil {
 			return err
@@ -337,12 +328,9 @@ func (s *Engine) completeSlow(ctx context.Context, sess jobdb.NodeSession, jobID
 			out = CompleteResponse{Disposition: AlreadyCommitted, JobState: j.state}
 			return nil
 		}
-		out, requeuedPool, err = s.writeSlow(ctx, tx, sess, j, res, cases, body, digest)
+		out, err = s.writeSlow(ctx, tx, sess, j, res, cases, body, digest)
 		return err
 	})
-	if err == nil {
-		s.db.Notify(requeuedPool)
-	}
 	return out, err
 }
 
@@ -426,7 +414,7 @@ func lockResult(ctx context.Context, tx *sql.Tx, sess jobdb.NodeSession, jobID, 
 // writeSlow commits an accepted result of the locked job j: a verdict
 // completes it; an infrastructure error requeues it with backoff while
 // attempts remain (requeuedPool names its pool), else fails it.
-func (s *Engine) writeSlow(ctx context.Context, tx *sql.Tx, sess jobdb.NodeSession, j slowJob, res Result, cases caseCounts, body []byte, digest string) (out CompleteResponse, requeuedPool string, err error) {
+func (s *Engine) writeSlow(ctx context.Context, tx *sql.Tx, sess jobdb.NodeSession, j slowJob, res Result, cases caseCounts, body []byte, digest string) (out CompleteResponse, err error) {
 	ev := jobdb.Settlement{JobID: j.id, Kind: j.kind, Typ: j.typ, Sid: j.sid, Generation: j.generation, NodeID: sess.NodeID}
 	if res.Outcome == OutcomeVerdict {
 		// Job and attempt receipt in one statement.
@@ -437,29 +425,29 @@ func (s *Engine) writeSlow(ctx context.Context, tx *sql.Tx, sess jobdb.NodeSessi
 			     j.lease_until = NULL,
 			     a.outcome = 'COMPLETED', a.receipt_digest = ?, a.ended_at = NOW(6), a.judging_started = TRUE
 			 WHERE j.id = ?`, j.leaseEpoch, res.Verdict.Status, body, digest, cases.done, cases.total, digest, j.id); err != nil {
-			return out, "", fmt.Errorf("store: complete: job: %w", err)
+			return out, fmt.Errorf("store: complete: job: %w", err)
 		}
 		ev.Status, ev.Result = res.Verdict.Status, body
-		return CompleteResponse{Disposition: Accepted, JobState: jobdb.StateCompleted}, "", jobdb.Settle(ctx, tx, ev)
+		return CompleteResponse{Disposition: Accepted, JobState: jobdb.StateCompleted}, jobdb.Settle(ctx, tx, ev)
 	}
 	// Infrastructure error: retry with backoff while attempts remain. A
 	// result counts as an attempt whether or not judging started (the
 	// node judged the job's inputs unusable, say); a node that only
 	// cannot run it releases the lease instead.
 	if err := closeAttempt(ctx, tx, j.id, j.leaseEpoch, "INFRA_ERROR", res.Error.Code, digest, j.started); err != nil {
-		return out, "", err
+		return out, err
 	}
 	if j.attempts < j.maxAttempts {
 		if err := s.requeueLocked(ctx, tx, j.id, j.attempts, res.Error.Code); err != nil {
-			return out, "", err
+			return out, err
 		}
-		return CompleteResponse{Disposition: Accepted, JobState: jobdb.StateQueued}, j.pool, jobdb.BumpPool(ctx, tx, j.pool)
+		return CompleteResponse{Disposition: Accepted, JobState: jobdb.StateQueued}, jobdb.BumpPool(ctx, tx, j.pool)
 	}
 	if err := failLocked(ctx, tx, j.id, res.Error.Code); err != nil {
-		return out, "", err
+		return out, err
 	}
 	ev.Status, ev.ErrorCode = "SYSTEM_ERROR", res.Error.Code
-	return CompleteResponse{Disposition: Accepted, JobState: jobdb.StateFailed}, "", jobdb.Settle(ctx, tx, ev)
+	return CompleteResponse{Disposition: Accepted, JobState: jobdb.StateFailed}, jobdb.Settle(ctx, tx, ev)
 }
 
 func closeAttempt(ctx context.Context, tx *sql.Tx, jobID, leaseEpoch int64, outcome, errClass, digest string, started bool) error {

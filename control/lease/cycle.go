@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"time"
 
 	"github.com/kece-oj/kece/control/internal/jobdb"
 )
@@ -48,24 +47,7 @@ const CycleMax = 64
 // something is off and its claim loop decides. A claim that fails after the
 // results committed (the database) answers no jobs; the node claims again.
 func (s *Engine) CompleteClaim(ctx context.Context, sess jobdb.NodeSession, results []CycleResult, freeSlots int, requestID string) (outs []CycleOutcome, jobs []ClaimedJob, err error) {
-	start := time.Now()
-	outs, jobs, err = s.completeClaim(ctx, sess, results, freeSlots, requestID)
-	freed := false
-	for i, r := range outs {
-		s.observeResult(ctx, results[i].JobID, results[i].Result, r.Response, r.Err)
-		if r.Err == nil {
-			s.notifyResult(ctx, sess, results[i].JobID, r.Response, true)
-			freed = true
-		}
-	}
-	if freed && len(jobs) == 0 {
-		// A slot came free and the result's own claim did not take it again.
-		s.notifyFreed(ctx, sess.NodeID)
-	}
-	if freeSlots > 0 {
-		s.observeClaim(ctx, jobs, start, err)
-	}
-	return outs, jobs, err
+	return s.completeClaim(ctx, sess, results, freeSlots, requestID)
 }
 
 func (s *Engine) completeClaim(ctx context.Context, sess jobdb.NodeSession, results []CycleResult, freeSlots int, requestID string) ([]CycleOutcome, []ClaimedJob, error) {

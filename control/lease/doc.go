@@ -26,8 +26,8 @@
 //	                 node's old leases, in the store's session transaction)
 //	expire.go        Reap (expired leases, silent nodes), ExpireDrainDeadlines
 //	lease_end.go     how a lease ends without a result (endLeaseLocked), for all of them
-//	observe.go       what claims and results report to the Observer, RefusalReason
-//	wakeups.go       the after-commit wake-ups of this replica's claim waiters
+//	observed.go      Observed, the decorator: what each call reports to the Observer
+//	                 (metrics) and whom it wakes (the Notifier); RefusalReason
 //	hold.go          test hooks that queue the batchers
 //
 // Transactions take locks in the order written once, in control/store's

@@ -5,6 +5,8 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 
 	"github.com/kece-oj/kece/control/internal/jobdb"
 )
@@ -13,20 +15,16 @@ import (
 type ReapStats struct {
 	Requeued int
 	Failed   int
+	// Pools are the pools that got work back, in name order.
+	Pools []string
 	// Silent counts the leases (among Requeued and Failed) taken from nodes
 	// that missed their heartbeats before the leases ran out.
 	Silent int
 }
 
-// Reap returns expired leases to QUEUED or FAILED; see reap. It reports the
-// pass to the observer.
+// Reap returns expired leases to QUEUED or FAILED; see reap.
 func (s *Engine) Reap(ctx context.Context) (ReapStats, error) {
-	st, err := s.reap(ctx)
-	s.db.Observer().LeasesExpired(ctx, st.Requeued, st.Failed, err)
-	if jobdb.IsDBError(err) {
-		s.db.Observer().DBError(ctx, "reap")
-	}
-	return st, err
+	return s.reap(ctx)
 }
 
 // reap ends expired leases, and the leases of nodes silent for
@@ -60,9 +58,7 @@ func (s *Engine) reap(ctx context.Context) (ReapStats, error) {
 			st.Failed++
 		}
 	}
-	for p := range pools {
-		s.db.Notify(p)
-	}
+	st.Pools = slices.Sorted(maps.Keys(pools))
 	return st, nil
 }
 
@@ -157,6 +153,8 @@ type DrainExpiry struct {
 	Nodes int
 	// Requeued leases taken back from them.
 	Requeued int
+	// Pools are the pools that got work back, in name order.
+	Pools []string
 }
 
 // ExpireDrainDeadlines enforces drain deadlines (admin API `deadlineSeconds`,
@@ -251,8 +249,6 @@ func (s *Engine) ExpireDrainDeadlines(ctx context.Context) (DrainExpiry, error) 
 			st.Requeued += len(requeued)
 		}
 	}
-	for p := range pools {
-		s.db.Notify(p)
-	}
+	st.Pools = slices.Sorted(maps.Keys(pools))
 	return st, nil
 }

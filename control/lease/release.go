@@ -122,11 +122,6 @@ func (s *Engine) Release(ctx context.Context, sess jobdb.NodeSession, items []Re
 	if err != nil {
 		return nil, err
 	}
-	for p := range pools {
-		s.db.Notify(p)
-	}
-	// Released leases free capacity whether or not the job was requeued.
-	s.notifyFreed(ctx, sess.NodeID)
 	out := make([]ReleaseResult, len(items))
 	for i, it := range items {
 		out[i] = answers[it]

@@ -15,9 +15,10 @@ import "github.com/kece-oj/kece/control/lease"
 type Jobs struct{ *core }
 
 // Leases is the lease engine (control/lease): claims (and the slot cycle),
-// renewals, results, releases, expiry and drain deadlines. A Store builds
-// one over its handle.
-type Leases = lease.Engine
+// renewals, results, releases, expiry and drain deadlines, decorated with
+// its metrics and wake-ups (lease.Observed). A Store builds one over its
+// handle.
+type Leases = lease.Observed
 
 // Nodes is the fleet's configuration: host groups, nodes, their languages
 // and self-checks.

@@ -44,7 +44,7 @@ func TestDrainDeadlineRequeuesLeasesUncountedAndDisables(t *testing.T) {
 	require.NoError(t, err)
 	st, err = b.store.Leases().ExpireDrainDeadlines(b.ctx)
 	require.NoError(t, err)
-	require.Equal(t, store.DrainExpiry{Nodes: 1, Requeued: 2}, st)
+	require.Equal(t, store.DrainExpiry{Nodes: 1, Requeued: 2, Pools: []string{"cpp"}}, st)
 
 	n, err = b.store.Nodes().GetNode(b.ctx, sess.NodeID)
 	require.NoError(t, err)

@@ -10,7 +10,7 @@ import (
 // submissions and renewals) until release, which runs what queued as batches; queued
 // reports how many calls wait. Tests use it to build a batch for certain.
 func HoldBatches(s *Store) (queued func() int, release func()) {
-	leaseQueued, leaseRelease := lease.HoldWrites(s.leases)
+	leaseQueued, leaseRelease := lease.HoldWrites(s.leases.Engine)
 	s.enqueuer.Hold()
 	queued = func() int { return leaseQueued() + s.enqueuer.Queued() }
 	release = func() {
@@ -44,5 +44,5 @@ const VerdictMixSQL = verdictMixSQL
 // HoldClaims makes s queue every claim of pool until release, which runs
 // what queued as one batch; queued reports how many claims wait.
 func HoldClaims(s *Store, pool string) (queued func() int, release func()) {
-	return lease.HoldClaims(s.leases, pool)
+	return lease.HoldClaims(s.leases.Engine, pool)
 }

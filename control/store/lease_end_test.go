@@ -319,7 +319,7 @@ func TestSilentNodeLosesItsLeasesAndAliveNodeKeepsThem(t *testing.T) {
 
 	st, err := reaper.Leases().Reap(b.ctx)
 	require.NoError(t, err)
-	require.Equal(t, store.ReapStats{Requeued: 1, Silent: 1}, st)
+	require.Equal(t, store.ReapStats{Requeued: 1, Pools: []string{"cpp"}, Silent: 1}, st)
 	j, err := b.store.Jobs().GetJob(b.ctx, js.JobID)
 	require.NoError(t, err)
 	require.Equal(t, store.StateQueued, j.State)

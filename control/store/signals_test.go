@@ -47,3 +47,62 @@ func TestPoolSignalCommitsWithTheWork(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, after["python"], again["python"], "a rolled-back enqueue signals nothing")
 }
+
+// The lease engine wakes no one: the waiters a reap, a release or a
+// requeued result concern are woken by its decorator (lease.Observed),
+// which Store.Leases hands out, after the engine's call returned.
+func TestLeaseWakeUpsComeFromTheDecorator(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	rec := &recordingNotifier{}
+	st := b.store.WithNotifier(rec)
+	g := b.group(t, 8)
+	sess := b.node(t, "cpp", g.ID, 1, true).NodeSession
+	heard := func() []string {
+		rec.mu.Lock()
+		defer rec.mu.Unlock()
+		out := rec.pools
+		rec.pools = nil
+		return out
+	}
+	expired := func() store.ClaimedJob {
+		c := b.claimEventually(t, st, sess)
+		b.expireLease(t, c.JobID)
+		heard()
+		return c
+	}
+
+	b.enqueue(t, "ALGO", "wake")
+	expired()
+	got, err := st.Leases().Engine.Reap(b.ctx)
+	require.NoError(t, err)
+	require.Equal(t, []string{"cpp"}, got.Pools, "the engine says which pools got work back")
+	require.Empty(t, heard(), "the bare engine wakes no one")
+
+	expired()
+	got, err = st.Leases().Reap(b.ctx)
+	require.NoError(t, err)
+	require.Equal(t, 1, got.Requeued)
+	require.Equal(t, []string{"cpp"}, heard(), "the decorator wakes the pool that got work back")
+
+	c := b.claimEventually(t, st, sess)
+	heard()
+	out, err := st.Leases().Complete(b.ctx, sess, c.JobID, c.LeaseEpoch, infraResult())
+	require.NoError(t, err)
+	require.Equal(t, store.StateQueued, out.JobState)
+	require.Equal(t, []string{"cpp"}, heard(), "a requeued result wakes its pool")
+
+	c = b.claimEventually(t, st, sess)
+	heard()
+	rel, err := st.Leases().Engine.Release(b.ctx, sess, []store.ReleaseItem{{JobID: c.JobID, LeaseEpoch: c.LeaseEpoch}}, store.ReleaseDraining)
+	require.NoError(t, err)
+	require.Equal(t, store.ReleaseReleased, rel[0].State)
+	require.Empty(t, heard(), "the bare engine's release wakes no one")
+
+	c = b.claimEventually(t, st, sess)
+	heard()
+	rel, err = st.Leases().Release(b.ctx, sess, []store.ReleaseItem{{JobID: c.JobID, LeaseEpoch: c.LeaseEpoch}}, store.ReleaseDraining)
+	require.NoError(t, err)
+	require.Equal(t, store.ReleaseReleased, rel[0].State)
+	require.Equal(t, []string{"cpp"}, heard(), "a release frees the node's slot: its pool is woken")
+}

@@ -21,8 +21,9 @@ type Store struct {
 // of new submissions.
 type core struct {
 	db *jobdb.Core
-	// leases is the lease engine (control/lease) over the same handle.
-	leases *lease.Engine
+	// leases is the lease engine (control/lease) over the same handle, as
+	// the replica runs it: observed (metrics, wake-ups).
+	leases *lease.Observed
 	// enqueuer batches concurrent new submissions into one transaction.
 	enqueuer *jobdb.Batcher[newJob, EnqueueResult]
 }
@@ -43,7 +44,7 @@ func New(db *sql.DB, cfg Config) (*Store, error) {
 // wires its store); sharing the original's would report a copy's retried
 // transactions to the original's observer.
 func (s *core) store() *Store {
-	s.leases = lease.New(s.db)
+	s.leases = lease.Observe(lease.New(s.db))
 	// A new submission's caller waits for its commit: enqueues never linger.
 	s.enqueuer = jobdb.NewBatcher(s.db.Cfg.CompleteBatchMax, s.db.Cfg.EnqueueParallel, 0, s.enqueueBatch)
 	st := &Store{core: s}
