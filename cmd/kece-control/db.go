@@ -90,7 +90,7 @@ func openDBWith(ctx context.Context, fs *settings.FlagSet, dsn string, maxConns 
 	// round trip per statement; the schema is utf8mb4 throughout.
 	cfg.InterpolateParams = true
 	// Several statements per request: the store sends each step of a hot
-	// transaction as one script, one round trip (control/store/script.go).
+	// transaction as one script, one round trip (control/internal/jobdb/script.go).
 	// Every value is still an argument the driver escapes, never SQL text.
 	cfg.MultiStatements = true
 	if cfg.Params == nil {

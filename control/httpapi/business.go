@@ -518,7 +518,7 @@ func (b businessAPI) CancelSubmission(ctx context.Context, req businessapi.Cance
 		return nil, apiErr(http.StatusConflict, codeSubmissionTerminal,
 			fmt.Errorf("submission %s/%s already ended (%s)", req.SubmissionType, req.SubmissionId, state))
 	}
-	// The store woke the job's waiting status reads (control/store/wakeups.go).
+	// The store woke the job's waiting status reads (control/internal/jobdb/wakeups.go).
 	st, err := b.submissionStatus(ctx, req.SubmissionType, req.SubmissionId)
 	if err != nil {
 		return nil, err

@@ -283,8 +283,8 @@ func (m machineAPI) ReleaseLeases(ctx context.Context, req machineapi.ReleaseLea
 				"reason", req.Body.Reason, "job_state", r.JobState)
 		}
 	}
-	// Released leases free capacity: the store has woken this replica's
-	// waiters (control/store/wakeups.go).
+	// Released leases free capacity: the lease engine's decorator has woken
+	// this replica's waiters (control/lease/observed.go).
 	return machineapi.ReleaseLeases200JSONResponse{Leases: out}, nil
 }
 
@@ -370,8 +370,8 @@ func (m machineAPI) SubmitResult(ctx context.Context, req machineapi.SubmitResul
 	}
 	m.s.log.InfoContext(ctx, "result recorded", "job_id", jobID, "lease_epoch", req.Body.LeaseEpoch, "node_id", sess.NodeID,
 		"disposition", r.Disposition, "job_state", r.JobState)
-	// The store has woken this replica's claim waiters (a slot came free)
-	// and the job's status waiters (control/store/wakeups.go).
+	// The lease engine's decorator has woken this replica's claim waiters (a
+	// slot came free) and the job's status waiters (control/lease/observed.go).
 	out := machineapi.SubmitResult200JSONResponse{Disposition: machineapi.Disposition(r.Disposition), JobState: machineapi.JobState(r.JobState)}
 	if req.Body.Claim != nil {
 		jobs, err := m.wireJobs(ctx, claimed)

@@ -8,7 +8,8 @@
 // (control/replica) builds the store, the long-poll hub, the settlement
 // waiters, the outage tracker and the metrics, and runs their background
 // work. This package runs nothing in the background and wakes no waiter:
-// the store does, after the commit (control/store/wakeups.go).
+// the store and the lease engine's decorator do, after the commit
+// (control/internal/jobdb/wakeups.go, control/lease/observed.go).
 package httpapi
 
 import (

@@ -183,7 +183,7 @@ func (s *Engine) claimReady(ctx context.Context, batch []*jobdb.BatchCall[claimC
 		epoch          int64
 		revoked, ready bool
 	}
-	rows, err := jobdb.QueryAll(ctx, s.db, func(r jobdb.RowScanner) (readiness, error) {
+	rows, err := jobdb.QueryAll(ctx, s.db.Pool, func(r jobdb.RowScanner) (readiness, error) {
 		var v readiness
 		return v, r.Scan(&v.id, &v.epoch, &v.revoked, &v.ready)
 	}, `SELECT n.id, n.session_epoch, n.revoked_at IS NOT NULL,
@@ -258,7 +258,7 @@ func (s *Engine) claimLocked(ctx context.Context, ready []*jobdb.BatchCall[claim
 // is picked up when its backoff ends rather than at the next poll.
 func (s *Engine) NextReady(ctx context.Context, pool string, nodeID int64) (d time.Duration, ok bool, err error) {
 	var us sql.NullInt64
-	err = s.db.QueryRowContext(ctx,
+	err = s.db.Pool.QueryRowContext(ctx,
 		`SELECT GREATEST(TIMESTAMPDIFF(MICROSECOND, NOW(6), MIN(j.available_at)), 0)
 		 FROM judge_node n JOIN judge_job j ON j.pool = ? AND j.state = 'QUEUED' AND j.required_node_id IN (0, n.id)
 		   AND j.required_caps & ~`+jobdb.NodeCapsSQL+` = 0
@@ -284,7 +284,7 @@ func (s *Engine) nodePlace(ctx context.Context, nodeID int64) (nodePlace, error)
 		return p, nil
 	}
 	var p nodePlace
-	err := s.db.QueryRowContext(ctx, `SELECT host_group_id, pool FROM judge_node WHERE id = ?`, nodeID).Scan(&p.group, &p.pool)
+	err := s.db.Pool.QueryRowContext(ctx, `SELECT host_group_id, pool FROM judge_node WHERE id = ?`, nodeID).Scan(&p.group, &p.pool)
 	if errors.Is(err, sql.ErrNoRows) {
 		return p, fmt.Errorf("node %d: %w", nodeID, jobdb.ErrUnauthenticated)
 	}

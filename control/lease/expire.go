@@ -81,14 +81,14 @@ func (s *Engine) reapCandidates(ctx context.Context) ([]reapCandidate, error) {
 		var c reapCandidate
 		return c, r.Scan(&c.jobID, &c.leaseEpoch, &c.silent)
 	}
-	expired, err := jobdb.QueryAll(ctx, s.db, scan,
+	expired, err := jobdb.QueryAll(ctx, s.db.Pool, scan,
 		`SELECT id, lease_epoch, FALSE FROM judge_job WHERE state = 'RUNNING' AND lease_until < NOW(6)
 		 ORDER BY lease_until, id LIMIT ?`, s.db.Cfg.ReapBatch)
 	if err != nil {
 		return nil, fmt.Errorf("store: reap: candidates: %w", err)
 	}
 	// Nodes are few; their running jobs come from ix_job_node.
-	silent, err := jobdb.QueryAll(ctx, s.db, scan,
+	silent, err := jobdb.QueryAll(ctx, s.db.Pool, scan,
 		`SELECT j.id, j.lease_epoch, TRUE FROM judge_node n
 		 JOIN judge_job j ON j.node_id = n.id AND j.state = 'RUNNING' AND j.lease_until >= NOW(6)
 		 WHERE `+silentNodeSQL+` ORDER BY j.id LIMIT ?`, jobdb.Micros(s.db.Cfg.HeartbeatTTL), s.db.Cfg.ReapBatch)
@@ -168,7 +168,7 @@ type DrainExpiry struct {
 // every replica at once is safe.
 func (s *Engine) ExpireDrainDeadlines(ctx context.Context) (DrainExpiry, error) {
 	var st DrainExpiry
-	ids, err := jobdb.QueryAll(ctx, s.db, jobdb.ScanID,
+	ids, err := jobdb.QueryAll(ctx, s.db.Pool, jobdb.ScanID,
 		`SELECT id FROM judge_node WHERE desired_state = 'DRAINING' AND drain_deadline_at <= NOW(6)
 		 ORDER BY drain_deadline_at, id LIMIT ?`, s.db.Cfg.ReapBatch)
 	if err != nil {

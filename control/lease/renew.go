@@ -169,7 +169,7 @@ func (s *Engine) renewBatch(ctx context.Context, calls []*jobdb.BatchCall[leaseW
 // renewed, and Renew answers item by item.
 func (s *Engine) renewAll(ctx context.Context, calls []renewCall) (bool, error) {
 	q, args, n := leaseUpdate(s.db.Cfg.LeaseTTL, calls, nil)
-	r, err := s.db.ExecContext(ctx, q, args...)
+	r, err := s.db.Pool.ExecContext(ctx, q, args...)
 	if err != nil {
 		if jobdb.Retryable(err) {
 			return false, nil

@@ -156,7 +156,7 @@ func (s *Engine) prepareResult(ctx context.Context, sess jobdb.NodeSession, jobI
 		return p, nil
 	}
 	// Validate before anything is written (manifests are immutable).
-	om, err := s.db.ReadManifest(ctx, s.db, facts.manifestID)
+	om, err := s.db.ReadManifest(ctx, s.db.Pool, facts.manifestID)
 	m := om.Manifest
 	if err != nil {
 		return p, err
@@ -201,7 +201,7 @@ func (s *Engine) jobFacts(ctx context.Context, jobID int64) (jobFacts, error) {
 		return f, nil
 	}
 	var f jobFacts
-	err := s.db.QueryRowContext(ctx,
+	err := s.db.Pool.QueryRowContext(ctx,
 		`SELECT submission_type, submission_id, manifest_id, kind, pool, generation FROM judge_job WHERE id = ?`, jobID).Scan(
 		&f.typ, &f.sid, &f.manifestID, &f.kind, &f.pool, &f.generation)
 	if errors.Is(err, sql.ErrNoRows) {

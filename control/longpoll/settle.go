@@ -17,7 +17,7 @@ type SettledSource interface {
 // Settlements wakes waiting status reads (GET …/submissions/… ?waitMs=) when
 // the job they wait on settles. Waiters hold no database connection. A
 // settlement committed by this replica wakes them at once (Settled, called by
-// the store after the commit, control/store/wakeups.go); one committed by another replica — or by
+// the store or the lease engine's decorator after the commit, control/internal/jobdb/wakeups.go); one committed by another replica — or by
 // a reaper that failed the job — is seen by Run, which asks the database about
 // exactly the waited-on jobs once per interval, and only while anyone waits.
 // Nothing is added to the claim or result paths.

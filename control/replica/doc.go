@@ -19,14 +19,14 @@
 //
 // # Who wakes waiters
 //
-// The store, after the commit that warrants the wake-up (see
-// control/store/wakeups.go). Only the store knows, per commit, which pool
-// got how many ready jobs (enqueue, rejudge, requeue by the reaper, a drain,
-// a release), which node's slot came free (a result, a release) and which
-// job settled (a result, a cancel); a decorator above it would have to
-// re-derive that or split the job with the store again. The replica's part
-// is the fan-out: wakeups passes pool wake-ups to the long-poll hub and
-// settlements to the status waiters. Other replicas learn the same facts
+// The job database's notifier, after the commit that warrants the wake-up
+// (control/internal/jobdb/wakeups.go): the lease engine's decorator
+// (lease.Observed) for what the engine did — a node's slot came free (a
+// result, a release), a pool got work back (a requeue, a reap, a drain
+// deadline), a job settled — and the store's aggregates for their own
+// commits (an enqueue wakes as many waiters as it created jobs; a rejudge, a
+// cancel). The replica's part is the fan-out: wakeups passes pool wake-ups
+// to the long-poll hub and settlements to the status waiters. Other replicas learn the same facts
 // from the database (the pool signal and the settled-jobs poll).
 //
 // # Seams for the operator tools (issue 27)

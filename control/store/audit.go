@@ -85,7 +85,7 @@ func (s *AuditLog) ListAudit(ctx context.Context, f AuditFilter) ([]AuditEntry, 
 	}
 	q, args := auditSearchSQL(f)
 	var out []AuditEntry
-	if err := s.db.SelectContext(ctx, &out, q, args...); err != nil {
+	if err := s.db.Pool.SelectContext(ctx, &out, q, args...); err != nil {
 		return nil, fmt.Errorf("store: list audit: %w", err)
 	}
 	for i := range out {

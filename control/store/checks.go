@@ -108,7 +108,7 @@ type NodeCheck struct {
 // ActiveCheck returns the job of a self-check of the node that is still
 // queued or running, if any.
 func (s *Nodes) ActiveCheck(ctx context.Context, nodeID int64) (jobID int64, ok bool, err error) {
-	err = s.db.QueryRowContext(ctx,
+	err = s.db.Pool.QueryRowContext(ctx,
 		`SELECT j.id FROM judge_node_check c JOIN judge_job j ON j.id = c.job_id
 		 WHERE c.node_id = ? AND j.state IN ('QUEUED', 'RUNNING') ORDER BY c.id DESC LIMIT 1`, nodeID).Scan(&jobID)
 	if errors.Is(err, sql.ErrNoRows) {
@@ -146,7 +146,7 @@ func (s *Nodes) NodeChecks(ctx context.Context, nodeID int64, limit int) ([]Chec
 		CheckView
 		JobState JobState `db:"job_state"`
 	}
-	if err := s.db.SelectContext(ctx, &rows,
+	if err := s.db.Pool.SelectContext(ctx, &rows,
 		`SELECT c.id, COALESCE(c.job_id, 0) AS job_id, c.config_revision,
 		        COALESCE(c.runtime_version, '') AS runtime_version, c.outcome, COALESCE(c.steps, '') AS steps,
 		        c.created_at, c.finished_at, COALESCE(j.state, '') AS job_state,

@@ -79,7 +79,7 @@ func (s *Tokens) OpenConsoleSession(ctx context.Context, admin TokenIdentity, ad
 	}
 	// Ended and expired sessions are swept here, a few at a time, so the
 	// table does not need a maintenance pass of its own.
-	if _, err := s.db.ExecContext(ctx, `DELETE FROM judge_console_session
+	if _, err := s.db.Pool.ExecContext(ctx, `DELETE FROM judge_console_session
 		WHERE expires_at < NOW(6) - INTERVAL 1 DAY ORDER BY expires_at LIMIT 100`); err != nil {
 		return ConsoleSession{}, fmt.Errorf("store: sweep console sessions: %w", err)
 	}
@@ -136,7 +136,7 @@ func (s *Tokens) ConsoleSessionBySecret(ctx context.Context, secret string, lim 
 	// The secret is accepted exactly as AuthenticateToken accepts it: the
 	// token's current secret, or its previous one inside the overlap, of a
 	// token neither revoked nor expired.
-	err := s.db.QueryRowContext(ctx, `
+	err := s.db.Pool.QueryRowContext(ctx, `
 		SELECT cs.id, cs.csrf_token, cs.expires_at, t.id, t.kind, t.name,
 		       cs.last_seen_at < NOW(6) - INTERVAL ? MICROSECOND,
 		       CASE WHEN t.revoked_at IS NOT NULL THEN 'its admin token was revoked'
@@ -166,7 +166,7 @@ func (s *Tokens) ConsoleSessionBySecret(ctx context.Context, secret string, lim 
 		return ConsoleSession{}, fmt.Errorf("console session ended: %s: %w", refusal, ErrConsoleSessionInvalid)
 	}
 	if stale {
-		if _, err := s.db.ExecContext(ctx, `UPDATE judge_console_session SET last_seen_at = NOW(6) WHERE id = ?`, rowID); err != nil {
+		if _, err := s.db.Pool.ExecContext(ctx, `UPDATE judge_console_session SET last_seen_at = NOW(6) WHERE id = ?`, rowID); err != nil {
 			return ConsoleSession{}, fmt.Errorf("store: touch console session: %w", err)
 		}
 	}

@@ -351,7 +351,7 @@ func (s *Credentials) AuthenticateSession(ctx context.Context, token string) (Se
 	var si SessionInfo
 	var hash []byte
 	var revoked bool
-	err := s.db.QueryRowContext(ctx,
+	err := s.db.Pool.QueryRowContext(ctx,
 		`SELECT id, session_epoch, session_token_hash, revoked_at IS NOT NULL, pool, host_group_id, desired_state, slots
 		 FROM judge_node WHERE id = ?`, ids[0]).Scan(
 		&si.NodeID, &si.SessionEpoch, &hash, &revoked, &si.Pool, &si.HostGroupID, &si.State, &si.Slots)
@@ -403,7 +403,7 @@ func (s *Credentials) Heartbeat(ctx context.Context, sess NodeSession, r Heartbe
 	if err != nil {
 		return Node{}, err
 	}
-	res, err := s.db.ExecContext(ctx,
+	res, err := s.db.Pool.ExecContext(ctx,
 		`UPDATE judge_node SET last_heartbeat_at = NOW(6), reported_runtime = ?, reported_health = ?,
 		   reported_slots_busy = ?, reported_draining = ?, reported_languages = COALESCE(?, reported_languages),
 		   caps_languages = COALESCE(?, caps_languages), caps_features = COALESCE(?, caps_features)
@@ -418,7 +418,7 @@ func (s *Credentials) Heartbeat(ctx context.Context, sess NodeSession, r Heartbe
 		// stops for good), not as a newer boot.
 		var revoked bool
 		var epoch int64
-		err := s.db.QueryRowContext(ctx, `SELECT revoked_at IS NOT NULL, session_epoch FROM judge_node WHERE id = ?`, sess.NodeID).Scan(&revoked, &epoch)
+		err := s.db.Pool.QueryRowContext(ctx, `SELECT revoked_at IS NOT NULL, session_epoch FROM judge_node WHERE id = ?`, sess.NodeID).Scan(&revoked, &epoch)
 		if err != nil && !errors.Is(err, sql.ErrNoRows) {
 			return Node{}, fmt.Errorf("store: heartbeat: %w", err)
 		}

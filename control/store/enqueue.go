@@ -357,7 +357,7 @@ func (s *core) insertNewJobsAutocommit(ctx context.Context, jobs []newJob) ([]in
 	if len(rows) == 1 {
 		var id int64
 		err := s.db.Retried(ctx, func() error {
-			r, err := s.db.ExecContext(ctx, insert, insertArgs...)
+			r, err := s.db.Pool.ExecContext(ctx, insert, insertArgs...)
 			if err != nil {
 				return err
 			}

@@ -55,7 +55,7 @@ func (s *Events) ClaimEvents(ctx context.Context, scope EventScope, consumer str
 	// A consumer that polls an empty outbox costs one plain read, not a
 	// transaction.
 	var ready int
-	err := s.db.QueryRowContext(ctx,
+	err := s.db.Pool.QueryRowContext(ctx,
 		`SELECT COUNT(*) FROM (SELECT 1 FROM judge_settlement_event
 		   WHERE state = 'PENDING' AND`+where+` AND next_attempt_at <= NOW(6) LIMIT 1) x`, wargs...).Scan(&ready)
 	if err != nil {
@@ -121,7 +121,7 @@ func (s *core) ackEvents(ctx context.Context, scope EventScope, consumer string,
 	}
 	in, args := jobdb.InList(ids)
 	where, wargs := scope.where()
-	r, err := s.db.ExecContext(ctx,
+	r, err := s.db.Pool.ExecContext(ctx,
 		`UPDATE judge_settlement_event SET state = 'DELIVERED', delivered_at = NOW(6)
 		 WHERE id IN (`+in+`) AND state = 'PENDING' AND consumer = ? AND`+where,
 		append(append(args, consumer), wargs...)...)
@@ -153,7 +153,7 @@ func (s *Events) AckEventsFor(ctx context.Context, scope EventScope, consumer st
 	}
 	in, args := jobdb.InList(ids)
 	where, wargs := scope.where()
-	rows, err := s.db.QueryContext(ctx,
+	rows, err := s.db.Pool.QueryContext(ctx,
 		`SELECT id FROM judge_settlement_event WHERE id IN (`+in+`) AND state = 'DELIVERED' AND consumer = ? AND`+where,
 		append(append(args, consumer), wargs...)...)
 	if err != nil {
@@ -194,7 +194,7 @@ func (s *core) failEventDelivery(ctx context.Context, scope EventScope, consumer
 		reason = reason[:1024]
 	}
 	where, wargs := scope.where()
-	_, err := s.db.ExecContext(ctx,
+	_, err := s.db.Pool.ExecContext(ctx,
 		`UPDATE judge_settlement_event
 		 SET state = IF(attempts >= ?, 'DEAD', 'PENDING'), last_error = ?,
 		     next_attempt_at = NOW(6) + INTERVAL ? MICROSECOND
@@ -219,7 +219,7 @@ func (s *Events) ListEvents(ctx context.Context, state string, limit int) ([]Eve
 	if limit <= 0 || limit > 500 {
 		limit = 100
 	}
-	out, err := jobdb.QueryAll(ctx, s.db, func(r jobdb.RowScanner) (EventRecord, error) {
+	out, err := jobdb.QueryAll(ctx, s.db.Pool, func(r jobdb.RowScanner) (EventRecord, error) {
 		var e EventRecord
 		err := r.Scan(&e.ID, &e.JobID, &e.EventType, &e.ConsumerGroup, &e.SubmissionType, &e.SubmissionID, &e.Generation,
 			&e.Payload, &e.DeliveryAttempt, &e.CreatedAt, &e.State, &e.Consumer, &e.LastError)
@@ -283,7 +283,7 @@ func (s *Events) ListEventsPage(ctx context.Context, f EventFilter) ([]EventView
 	if f.Limit <= 0 || f.Limit > 500 {
 		f.Limit = 100
 	}
-	rows, err := s.db.QueryContext(ctx, q+` ORDER BY id DESC LIMIT ?`, append(args, f.Limit)...)
+	rows, err := s.db.Pool.QueryContext(ctx, q+` ORDER BY id DESC LIMIT ?`, append(args, f.Limit)...)
 	if err != nil {
 		return nil, fmt.Errorf("store: list events: %w", err)
 	}
@@ -357,7 +357,7 @@ func (s *Events) FailEventDelivery(ctx context.Context, scope EventScope, consum
 	// Failed deliveries are rare: one primary-key read says whether this was
 	// the last attempt.
 	var state string
-	if qerr := s.db.QueryRowContext(ctx, `SELECT state FROM judge_settlement_event WHERE id = ?`, id).Scan(&state); qerr == nil {
+	if qerr := s.db.Pool.QueryRowContext(ctx, `SELECT state FROM judge_settlement_event WHERE id = ?`, id).Scan(&state); qerr == nil {
 		s.db.Observer().EventDeliveryFailed(ctx, state == EventDead)
 	}
 	return nil

@@ -100,7 +100,7 @@ func (s *Nodes) HostGroupDetails(ctx context.Context, id int64) ([]HostGroupDeta
 		args = append(args, id)
 	}
 	var out []HostGroupDetail
-	if err := s.db.SelectContext(ctx, &out, q+` ORDER BY g.id`, args...); err != nil {
+	if err := s.db.Pool.SelectContext(ctx, &out, q+` ORDER BY g.id`, args...); err != nil {
 		return nil, fmt.Errorf("store: host groups: %w", err)
 	}
 	return out, nil

@@ -253,7 +253,7 @@ func (s *Jobs) PurgeIdempotencyKeys(ctx context.Context, olderThan time.Duration
 	}
 	var total int64
 	for {
-		r, err := s.db.ExecContext(ctx,
+		r, err := s.db.Pool.ExecContext(ctx,
 			`DELETE FROM judge_idempotency_key WHERE created_at < NOW(6) - INTERVAL ? MICROSECOND LIMIT 1000`,
 			jobdb.Micros(olderThan))
 		if err != nil {

@@ -123,7 +123,7 @@ func (s *Jobs) ListJobs(ctx context.Context, f JobFilter) ([]Job, error) {
 	}
 	q, args := jobSearchSQL(f, lo, hi)
 	var rows []jobView
-	if err := s.db.SelectContext(ctx, &rows, q, args...); err != nil {
+	if err := s.db.Pool.SelectContext(ctx, &rows, q, args...); err != nil {
 		return nil, fmt.Errorf("store: list jobs: %w", err)
 	}
 	out := make([]Job, len(rows))
@@ -163,7 +163,7 @@ func (s *Jobs) CurrentJobs(ctx context.Context, jobs []Job) (map[int64]bool, err
 		q += "(submission_type = ? AND submission_id = ?)"
 		args = append(args, k.typ, k.id)
 	}
-	rows, err := s.db.QueryContext(ctx, q+" GROUP BY submission_type, submission_id", args...)
+	rows, err := s.db.Pool.QueryContext(ctx, q+" GROUP BY submission_type, submission_id", args...)
 	if err != nil {
 		return nil, fmt.Errorf("store: current generations: %w", err)
 	}
@@ -189,7 +189,7 @@ func (s *Jobs) CurrentJobs(ctx context.Context, jobs []Job) (map[int64]bool, err
 func (s *core) createdIDRange(ctx context.Context, f JobFilter) (after, before int64, err error) {
 	look := func(q string, t time.Time) (int64, error) {
 		var id int64
-		err := s.db.QueryRowContext(ctx, q, t.UTC()).Scan(&id)
+		err := s.db.Pool.QueryRowContext(ctx, q, t.UTC()).Scan(&id)
 		if errors.Is(err, sql.ErrNoRows) {
 			return 0, nil
 		}
@@ -293,7 +293,7 @@ const GenerationsLimit = 100
 // Generations lists the jobs of the submission jobID belongs to, newest
 // generation first (at most GenerationsLimit), jobID included.
 func (s *Jobs) Generations(ctx context.Context, jobID int64) ([]Generation, error) {
-	out, err := jobdb.QueryAll(ctx, s.db, func(r jobdb.RowScanner) (Generation, error) {
+	out, err := jobdb.QueryAll(ctx, s.db.Pool, func(r jobdb.RowScanner) (Generation, error) {
 		var g Generation
 		err := r.Scan(&g.JobID, &g.Generation, &g.Kind, &g.State, &g.Verdict, &g.Current, &g.CreatedAt, &g.FinishedAt)
 		return g, err

@@ -238,7 +238,7 @@ func (s *Jobs) Rejudge(ctx context.Context, typ, id, actor, reason string) (Enqu
 func (s *Jobs) RejudgeJob(ctx context.Context, jobID int64, actor, reason string) (EnqueueResult, error) {
 	var typ, sid string
 	var kind JobKind
-	err := s.db.QueryRowContext(ctx, `SELECT submission_type, submission_id, kind FROM judge_job WHERE id = ?`, jobID).Scan(&typ, &sid, &kind)
+	err := s.db.Pool.QueryRowContext(ctx, `SELECT submission_type, submission_id, kind FROM judge_job WHERE id = ?`, jobID).Scan(&typ, &sid, &kind)
 	if errors.Is(err, sql.ErrNoRows) {
 		return EnqueueResult{}, fmt.Errorf("job %d: %w", jobID, ErrNotFound)
 	}

@@ -60,11 +60,11 @@ type LanguageCatalog struct {
 // nodes (enabled, not revoked, heartbeat fresh — the public summary's rule).
 func (s *Nodes) Languages(ctx context.Context) (LanguageCatalog, error) {
 	var out LanguageCatalog
-	if err := s.db.QueryRowContext(ctx, `SELECT NOW(6)`).Scan(&out.AsOf); err != nil {
+	if err := s.db.Pool.QueryRowContext(ctx, `SELECT NOW(6)`).Scan(&out.AsOf); err != nil {
 		return out, fmt.Errorf("store: languages: %w", err)
 	}
 	var raws [][]byte
-	if err := s.db.SelectContext(ctx, &raws,
+	if err := s.db.Pool.SelectContext(ctx, &raws,
 		`SELECT reported_languages FROM judge_node
 		 WHERE desired_state = 'ENABLED' AND revoked_at IS NULL AND reported_languages IS NOT NULL
 		   AND last_heartbeat_at > NOW(6) - INTERVAL ? MICROSECOND`, jobdb.Micros(s.db.Cfg.OfflineAfter)); err != nil {

@@ -35,18 +35,18 @@ func (s *core) registerArtifact(ctx context.Context, owner, sha256 string, size 
 	if !manifest.ValidDigest(sha256) || size < 0 {
 		return false, jobdb.Invalid("sha256", "must be 64 lowercase hex with a non-negative size")
 	}
-	if _, err := s.db.ExecContext(ctx,
+	if _, err := s.db.Pool.ExecContext(ctx,
 		`INSERT INTO judge_artifact (sha256, size) VALUES (?, ?) ON DUPLICATE KEY UPDATE sha256 = sha256`, sha256, size); err != nil {
 		return false, fmt.Errorf("store: register artifact: %w", err)
 	}
 	var got int64
-	if err := s.db.QueryRowContext(ctx, `SELECT size FROM judge_artifact WHERE sha256 = ?`, sha256).Scan(&got); err != nil {
+	if err := s.db.Pool.QueryRowContext(ctx, `SELECT size FROM judge_artifact WHERE sha256 = ?`, sha256).Scan(&got); err != nil {
 		return false, fmt.Errorf("store: register artifact: %w", err)
 	}
 	if got != size {
 		return false, jobdb.Conflict("artifact %s is registered with size %d, not %d", sha256, got, size)
 	}
-	r, err := s.db.ExecContext(ctx, `INSERT IGNORE INTO judge_artifact_owner (sha256, owner) VALUES (?, ?)`, sha256, owner)
+	r, err := s.db.Pool.ExecContext(ctx, `INSERT IGNORE INTO judge_artifact_owner (sha256, owner) VALUES (?, ?)`, sha256, owner)
 	if err != nil {
 		return false, fmt.Errorf("store: register artifact: %w", err)
 	}
@@ -63,7 +63,7 @@ func (s *core) registerArtifact(ctx context.Context, owner, sha256 string, size 
 func (s *Manifests) ArtifactSizes(ctx context.Context, t Tenant, digests []string) (map[string]int64, error) {
 	out := make(map[string]int64, len(digests))
 	for start := 0; start < len(digests); start += 500 {
-		rows, err := s.artifactOwners(ctx, s.db, digests[start:min(start+500, len(digests))])
+		rows, err := s.artifactOwners(ctx, s.db.Pool, digests[start:min(start+500, len(digests))])
 		if err != nil {
 			return nil, err
 		}
@@ -205,14 +205,14 @@ func (s *core) checkReferences(ctx context.Context, tx *sql.Tx, t Tenant, digest
 // Manifest reads a published manifest, whoever owns it (the lease path and
 // the machine protocol: a job's manifest was checked when it was enqueued).
 func (s *Manifests) Manifest(ctx context.Context, id int64) (manifest.Manifest, error) {
-	om, err := s.db.ReadManifest(ctx, s.db, id)
+	om, err := s.db.ReadManifest(ctx, s.db.Pool, id)
 	return om.Manifest, err
 }
 
 // manifestFor reads a manifest t may use; one it may not use is ErrNotFound,
 // exactly as one that does not exist.
 func (s *core) manifestFor(ctx context.Context, t Tenant, id int64) (manifest.Manifest, error) {
-	om, err := s.db.ReadManifest(ctx, s.db, id)
+	om, err := s.db.ReadManifest(ctx, s.db.Pool, id)
 	if err != nil {
 		return manifest.Manifest{}, err
 	}
@@ -240,7 +240,7 @@ func (s *Manifests) ManifestRecord(ctx context.Context, t Tenant, id int64) (Sto
 		CreatedAt time.Time `db:"created_at"`
 		Body      []byte    `db:"body"`
 	}
-	err := s.db.GetContext(ctx, &r, `SELECT digest, owner, created_at, body FROM judge_manifest WHERE id = ?`, id)
+	err := s.db.Pool.GetContext(ctx, &r, `SELECT digest, owner, created_at, body FROM judge_manifest WHERE id = ?`, id)
 	if errors.Is(err, sql.ErrNoRows) || err == nil && !t.mayUse(r.Owner) {
 		return StoredManifest{}, fmt.Errorf("manifest %d: %w", id, ErrNotFound)
 	}
@@ -265,7 +265,7 @@ var (
 func (s *Manifests) CheckArtifactAccess(ctx context.Context, sess NodeSession, jobID, leaseEpoch int64, sha256 string) (size int64, err error) {
 	var live bool
 	var inManifest sql.NullInt64
-	err = s.db.QueryRowContext(ctx,
+	err = s.db.Pool.QueryRowContext(ctx,
 		`SELECT COALESCE(j.state = 'RUNNING' AND j.node_id = ? AND j.session_epoch = ? AND j.lease_epoch = ?
 		          AND j.lease_until > NOW(6), FALSE),
 		        (SELECT ar.size FROM judge_manifest_artifact a JOIN judge_artifact ar ON ar.sha256 = a.sha256

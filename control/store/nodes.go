@@ -112,7 +112,7 @@ func (s *Nodes) GetNode(ctx context.Context, id int64) (Node, error) {
 
 // nodeByID is GetNode for every aggregate.
 func (s *core) nodeByID(ctx context.Context, id int64) (Node, error) {
-	n, err := s.getNode(ctx, s.db, id, "")
+	n, err := s.getNode(ctx, s.db.Pool, id, "")
 	if err != nil && !errors.Is(err, ErrNotFound) {
 		return Node{}, fmt.Errorf("store: get node: %w", err)
 	}
@@ -132,7 +132,7 @@ func (s *Nodes) ListNodes(ctx context.Context, pool string, state NodeState) ([]
 		args = append(args, state)
 	}
 	var rows []nodeRow
-	if err := s.db.SelectContext(ctx, &rows, q+` ORDER BY n.id`, args...); err != nil {
+	if err := s.db.Pool.SelectContext(ctx, &rows, q+` ORDER BY n.id`, args...); err != nil {
 		return nil, fmt.Errorf("store: list nodes: %w", err)
 	}
 	out := make([]Node, len(rows))
@@ -152,7 +152,7 @@ type NodeTimes struct {
 // last heartbeat arrived (database clock).
 func (s *Nodes) NodeTimestamps(ctx context.Context, nodeID int64) (NodeTimes, error) {
 	var t NodeTimes
-	err := s.db.GetContext(ctx, &t, `SELECT updated_at, last_heartbeat_at FROM judge_node WHERE id = ?`, nodeID)
+	err := s.db.Pool.GetContext(ctx, &t, `SELECT updated_at, last_heartbeat_at FROM judge_node WHERE id = ?`, nodeID)
 	if errors.Is(err, sql.ErrNoRows) {
 		return t, fmt.Errorf("node %d: %w", nodeID, ErrNotFound)
 	}
@@ -370,7 +370,7 @@ func (s *Nodes) ResizeNode(ctx context.Context, nodeID int64, slots int, revisio
 		return Node{}, jobdb.Invalid("slots", "must be 1..%d", contracts.SlotsMax)
 	}
 	var groupID int64
-	if err := s.db.QueryRowContext(ctx, `SELECT host_group_id FROM judge_node WHERE id = ?`, nodeID).Scan(&groupID); err != nil {
+	if err := s.db.Pool.QueryRowContext(ctx, `SELECT host_group_id FROM judge_node WHERE id = ?`, nodeID).Scan(&groupID); err != nil {
 		if errors.Is(err, sql.ErrNoRows) {
 			return Node{}, fmt.Errorf("node %d: %w", nodeID, ErrNotFound)
 		}

@@ -159,7 +159,7 @@ func (s *Store) ReconcileWith(ctx context.Context, o ReconcileOptions) (Report, 
 		o.ReapInterval = ReapIntervalDefault
 	}
 	var rep Report
-	if err := s.db.QueryRowContext(ctx, `SELECT NOW(6)`).Scan(&rep.AsOf); err != nil {
+	if err := s.db.Pool.QueryRowContext(ctx, `SELECT NOW(6)`).Scan(&rep.AsOf); err != nil {
 		return rep, fmt.Errorf("store: reconcile: %w", err)
 	}
 	lim := maxViolationsPerRule
@@ -332,7 +332,7 @@ func textDetail(k string) bool {
 }
 
 func (s *core) runRule(ctx context.Context, r rule) ([]Violation, error) {
-	rows, err := s.db.QueryContext(ctx, r.query, r.args...)
+	rows, err := s.db.Pool.QueryContext(ctx, r.query, r.args...)
 	if err != nil {
 		return nil, fmt.Errorf("store: reconcile %s: %w", r.name, err)
 	}

@@ -12,7 +12,7 @@ import (
 // rejudge, enqueue on the locking path) and its highest job id (moved by a
 // new job; enqueue writes no signal row). Both only grow.
 func (s *Store) PoolSignals(ctx context.Context) (map[string]longpoll.Signal, error) {
-	rows, err := s.db.QueryContext(ctx,
+	rows, err := s.db.Pool.QueryContext(ctx,
 		`SELECT pool, SUM(bumps), SUM(newest) FROM (
 		   SELECT pool, SUM(seq) AS bumps, 0 AS newest FROM judge_pool_signal GROUP BY pool
 		   UNION ALL SELECT pool, 0, MAX(id) FROM judge_job GROUP BY pool) x

@@ -80,7 +80,7 @@ func (r jobView) job() Job {
 // GetJob reads one job.
 func (s *Jobs) GetJob(ctx context.Context, id int64) (Job, error) {
 	var r jobView
-	err := s.db.GetContext(ctx, &r, `SELECT `+jobColumns+` FROM judge_job WHERE id = ?`, id)
+	err := s.db.Pool.GetContext(ctx, &r, `SELECT `+jobColumns+` FROM judge_job WHERE id = ?`, id)
 	if errors.Is(err, sql.ErrNoRows) {
 		return Job{}, fmt.Errorf("job %d: %w", id, ErrNotFound)
 	}
@@ -103,7 +103,7 @@ type JobExtra struct {
 // JobExtras reads the admin-only facts of a job.
 func (s *Jobs) JobExtras(ctx context.Context, jobID int64) (JobExtra, error) {
 	var x JobExtra
-	err := s.db.GetContext(ctx, &x,
+	err := s.db.Pool.GetContext(ctx, &x,
 		`SELECT NOT EXISTS (SELECT 1 FROM judge_job n
 		          WHERE n.submission_type = j.submission_type AND n.submission_id = j.submission_id
 		            AND n.generation > j.generation) AS current,
@@ -152,7 +152,7 @@ func (s *Jobs) NodeAttempts(ctx context.Context, nodeID int64, limit int) ([]Att
 
 func (s *core) queryAttempts(ctx context.Context, where string, args ...any) ([]Attempt, error) {
 	var out []Attempt
-	if err := s.db.SelectContext(ctx, &out,
+	if err := s.db.Pool.SelectContext(ctx, &out,
 		`SELECT job_id, lease_epoch, node_id, host_group_id, session_epoch, started_at, ended_at, outcome,
 		        COALESCE(error_class, '') AS error_class, COALESCE(receipt_digest, '') AS receipt_digest,
 		        judging_started, COALESCE(claim_request_id, '') AS claim_request_id
@@ -186,7 +186,7 @@ func (s *Jobs) SubmissionStatus(ctx context.Context, typ, id string) (BusinessSt
 		Verdict   sql.NullString `db:"verdict"`
 		BackoffUS int64          `db:"backoff_us"`
 	}
-	err := s.db.GetContext(ctx, &r,
+	err := s.db.Pool.GetContext(ctx, &r,
 		`SELECT j.id, j.generation, j.state, j.phase, j.verdict, j.cases_done, j.cases_total, j.result,
 		        j.status_version, j.updated_at,
 		        GREATEST(TIMESTAMPDIFF(MICROSECOND, NOW(6), j.available_at), 0) AS backoff_us
@@ -246,7 +246,7 @@ func (s *Jobs) SettledJobs(ctx context.Context, ids []int64) ([]int64, error) {
 			return nil, fmt.Errorf("store: settled jobs: %w", err)
 		}
 		var got []int64
-		if err := s.db.SelectContext(ctx, &got, q, args...); err != nil {
+		if err := s.db.Pool.SelectContext(ctx, &got, q, args...); err != nil {
 			return nil, fmt.Errorf("store: settled jobs: %w", err)
 		}
 		out = append(out, got...)

@@ -72,7 +72,7 @@ func (s *Store) WithNotifier(n Notifier) *Store {
 }
 
 // DB returns the underlying pool (for health checks).
-func (s *Store) DB() *sql.DB { return s.db.DB.DB }
+func (s *Store) DB() *sql.DB { return s.db.Pool.DB }
 
 // Config returns the effective configuration.
 func (s *Store) Config() Config { return s.db.Cfg }

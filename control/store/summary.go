@@ -46,7 +46,7 @@ func (s *Store) Summary(ctx context.Context) (Summary, error) {
 		AsOf    time.Time `db:"as_of"`
 		FreshUS *int64    `db:"fresh_us"`
 	}
-	if err := s.db.GetContext(ctx, &head,
+	if err := s.db.Pool.GetContext(ctx, &head,
 		`SELECT NOW(6) AS as_of, TIMESTAMPDIFF(MICROSECOND, MAX(last_heartbeat_at), NOW(6)) AS fresh_us FROM judge_node`); err != nil {
 		return sum, fmt.Errorf("store: summary: %w", err)
 	}
@@ -63,7 +63,7 @@ func (s *Store) Summary(ctx context.Context) (Summary, error) {
 		Pool string `db:"pool"`
 		Caps uint64 `db:"caps"`
 	}
-	if err := s.db.SelectContext(ctx, &ready,
+	if err := s.db.Pool.SelectContext(ctx, &ready,
 		`SELECT n.pool, `+jobdb.NodeCapsSQL+` AS caps FROM judge_node n
 		 WHERE n.desired_state = 'ENABLED' AND n.revoked_at IS NULL AND n.last_heartbeat_at > NOW(6) - INTERVAL ? MICROSECOND`,
 		jobdb.Micros(s.db.Cfg.OfflineAfter)); err != nil {
@@ -82,7 +82,7 @@ func (s *Store) Summary(ctx context.Context) (Summary, error) {
 		// Grouped by required capabilities: still the same index range
 		// (required_caps is in ix_job_claim), a few groups at most.
 		var groups []queuedCaps
-		if err := s.db.SelectContext(ctx, &groups,
+		if err := s.db.Pool.SelectContext(ctx, &groups,
 			`SELECT required_caps AS caps, COUNT(*) AS queued,
 			        TIMESTAMPDIFF(MICROSECOND, MIN(created_at), NOW(6)) AS oldest_us FROM judge_job
 			 WHERE pool = ? AND state = 'QUEUED' AND required_node_id = 0 GROUP BY required_caps`, p); err != nil {
@@ -185,7 +185,7 @@ func (s *Store) FleetStats(ctx context.Context) (FleetStats, error) {
 	for _, p := range contracts.Pools() {
 		q := QueueStat{Pool: p}
 		var wait sql.NullInt64
-		if err := s.db.QueryRowContext(ctx,
+		if err := s.db.Pool.QueryRowContext(ctx,
 			fleetQueueQuery, p).Scan(&q.Queued, &wait); err != nil {
 			s.db.Observer().DBError(ctx, "fleet_stats")
 			return fs, fmt.Errorf("store: fleet stats: queue: %w", err)
@@ -195,7 +195,7 @@ func (s *Store) FleetStats(ctx context.Context) (FleetStats, error) {
 		}
 		fs.Queues = append(fs.Queues, q)
 	}
-	running, err := jobdb.QueryAll(ctx, s.db, func(r jobdb.RowScanner) (QueueStat, error) {
+	running, err := jobdb.QueryAll(ctx, s.db.Pool, func(r jobdb.RowScanner) (QueueStat, error) {
 		var q QueueStat
 		err := r.Scan(&q.Pool, &q.Running)
 		return q, err
@@ -211,7 +211,7 @@ func (s *Store) FleetStats(ctx context.Context) (FleetStats, error) {
 			}
 		}
 	}
-	fs.Nodes, err = jobdb.QueryAll(ctx, s.db, func(r jobdb.RowScanner) (NodeStat, error) {
+	fs.Nodes, err = jobdb.QueryAll(ctx, s.db.Pool, func(r jobdb.RowScanner) (NodeStat, error) {
 		var n NodeStat
 		err := r.Scan(&n.Pool, &n.State, &n.Online, &n.Nodes, &n.Slots)
 		return n, err
@@ -220,7 +220,7 @@ func (s *Store) FleetStats(ctx context.Context) (FleetStats, error) {
 		s.db.Observer().DBError(ctx, "fleet_stats")
 		return fs, fmt.Errorf("store: fleet stats: nodes: %w", err)
 	}
-	if err := s.db.QueryRowContext(ctx,
+	if err := s.db.Pool.QueryRowContext(ctx,
 		fleetEventsQuery).Scan(&fs.EventsPending, &fs.EventsDead); err != nil {
 		s.db.Observer().DBError(ctx, "fleet_stats")
 		return fs, fmt.Errorf("store: fleet stats: events: %w", err)

@@ -189,7 +189,7 @@ func (s *Tokens) AuthenticateToken(ctx context.Context, kind TokenKind, token st
 	var limBurst sql.NullInt64
 	// Two unique keys (current and previous hash); a UNION keeps each an
 	// index lookup.
-	err := s.db.QueryRowContext(ctx, `
+	err := s.db.Pool.QueryRowContext(ctx, `
 		SELECT id, kind, name, submission_types, consumer_group, rate_limit_rate, rate_limit_burst, token_hash = ?,
 		       expires_at IS NOT NULL AND expires_at <= NOW(6),
 		       prev_valid_until IS NOT NULL AND prev_valid_until > NOW(6),
@@ -220,7 +220,7 @@ func (s *Tokens) AuthenticateToken(ctx context.Context, kind TokenKind, token st
 	}
 	if stale {
 		// Best effort: a failed bookkeeping write must not refuse the caller.
-		_, _ = s.db.ExecContext(ctx, `UPDATE judge_api_token SET last_used_at = NOW(6)
+		_, _ = s.db.Pool.ExecContext(ctx, `UPDATE judge_api_token SET last_used_at = NOW(6)
 			WHERE id = ? AND (last_used_at IS NULL OR last_used_at < NOW(6) - INTERVAL ? MICROSECOND)`,
 			t.ID, tokenLastUsedResolution.Microseconds())
 	}
@@ -235,7 +235,7 @@ func (s *Tokens) AuthenticateToken(ctx context.Context, kind TokenKind, token st
 func (s *core) unknownSecret(ctx context.Context, kind TokenKind, h []byte) error {
 	var name string
 	var revoked bool
-	err := s.db.QueryRowContext(ctx, `
+	err := s.db.Pool.QueryRowContext(ctx, `
 		SELECT name, revoked FROM (
 		  SELECT t.name, t.revoked_at IS NOT NULL AS revoked, t.kind FROM judge_api_token_retired r
 		    JOIN judge_api_token t ON t.id = r.token_id WHERE r.token_hash = ?
@@ -407,7 +407,7 @@ func (s *Tokens) ListTokens(ctx context.Context, kind TokenKind) ([]TokenInfo, e
 			return nil, err
 		}
 	}
-	out, err := jobdb.QueryAll(ctx, s.db, func(rows jobdb.RowScanner) (TokenInfo, error) {
+	out, err := jobdb.QueryAll(ctx, s.db.Pool, func(rows jobdb.RowScanner) (TokenInfo, error) {
 		var t TokenInfo
 		var lastUsed, expires, rotated, prevUntil, revoked sql.NullTime
 		var state string

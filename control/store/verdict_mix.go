@@ -109,7 +109,7 @@ const verdictWaitRowsMax = 50000
 
 // waitP95 fills each pool's WaitP95 from the queue waits of the window.
 func (s *core) waitP95(ctx context.Context, mix *VerdictMix, nb int, start time.Time) error {
-	rows, err := s.db.QueryContext(ctx, verdictWaitSQL, nb-1, mix.AsOf, mix.Bucket.Microseconds(), start, mix.AsOf, verdictWaitRowsMax)
+	rows, err := s.db.Pool.QueryContext(ctx, verdictWaitSQL, nb-1, mix.AsOf, mix.Bucket.Microseconds(), start, mix.AsOf, verdictWaitRowsMax)
 	if err != nil {
 		return fmt.Errorf("store: queue wait: %w", err)
 	}
@@ -160,7 +160,7 @@ func (s *Jobs) VerdictMix(ctx context.Context, minutes int) (VerdictMix, error) 
 		return VerdictMix{}, jobdb.Invalid("minutes", "must be 1..%d", VerdictMixMinutesMax)
 	}
 	mix := VerdictMix{Window: time.Duration(minutes) * time.Minute, Bucket: MixBucket(minutes)}
-	if err := s.db.QueryRowContext(ctx, `SELECT NOW(6)`).Scan(&mix.AsOf); err != nil {
+	if err := s.db.Pool.QueryRowContext(ctx, `SELECT NOW(6)`).Scan(&mix.AsOf); err != nil {
 		return mix, fmt.Errorf("store: verdict mix: %w", err)
 	}
 	start := mix.AsOf.Add(-mix.Window)
@@ -176,7 +176,7 @@ func (s *Jobs) VerdictMix(ctx context.Context, minutes int) (VerdictMix, error) 
 	}
 	// The bucket index is computed in SQL so the grouping stays small
 	// (pools × outcomes × buckets rows at most) however busy the window.
-	rows, err := s.db.QueryContext(ctx, verdictMixSQL, nb-1, mix.AsOf, mix.Bucket.Microseconds(), start, mix.AsOf)
+	rows, err := s.db.Pool.QueryContext(ctx, verdictMixSQL, nb-1, mix.AsOf, mix.Bucket.Microseconds(), start, mix.AsOf)
 	if err != nil {
 		return mix, fmt.Errorf("store: verdict mix: %w", err)
 	}

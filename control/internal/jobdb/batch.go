@@ -62,6 +62,8 @@ type BatchCall[Req, Resp any] struct {
 	done chan struct{}
 }
 
+// NewBatcher returns a batcher of at most max calls per batch, parallel
+// batches at once, each run by run (see Batcher for linger).
 func NewBatcher[Req, Resp any](max, parallel int, linger time.Duration, run func(context.Context, []*BatchCall[Req, Resp])) *Batcher[Req, Resp] {
 	return &Batcher[Req, Resp]{max: max, parallel: parallel, linger: linger, quiet: lingerQuiet, run: run}
 }

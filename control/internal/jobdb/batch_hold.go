@@ -30,6 +30,7 @@ func (b *Batcher[Req, Resp]) Hold() {
 	}
 }
 
+// Queued is how many calls wait.
 func (b *Batcher[Req, Resp]) Queued() int {
 	b.mu.Lock()
 	defer b.mu.Unlock()

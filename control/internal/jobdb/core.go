@@ -204,6 +204,7 @@ type SettleNotifier interface {
 	Settled(jobID int64)
 }
 
+// Counters count, over a handle's life, what benchmarks and tests read.
 type Counters struct {
 	Retries atomic.Int64
 	// Batches counts multi-item batches (completions, enqueues, claims) that
@@ -219,10 +220,12 @@ type Cache[K comparable, V any] struct {
 	m   map[K]V
 }
 
+// NewCache returns an empty cache of at most max entries.
 func NewCache[K comparable, V any](max int) *Cache[K, V] {
 	return &Cache[K, V]{max: max, m: make(map[K]V)}
 }
 
+// Get returns k's value, if cached.
 func (c *Cache[K, V]) Get(k K) (V, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -230,6 +233,7 @@ func (c *Cache[K, V]) Get(k K) (V, bool) {
 	return v, ok
 }
 
+// Put caches v for k.
 func (c *Cache[K, V]) Put(k K, v V) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -252,11 +256,11 @@ func (s *Core) Backoff(n int) time.Duration {
 // its configuration and what New learned of the server, the observer and
 // notifier it reports to, test hooks, counters and the manifest cache.
 type Core struct {
-	// DB is the pool (embedded: a Core runs statements itself); sqlx adds
-	// struct scanning (Get/Select) on top of the same *sql.DB, so
-	// hand-written scans stay possible where they are faster.
-	*sqlx.DB
-	Cfg Config
+	// Pool is the connection pool; sqlx adds struct scanning (Get/Select) on
+	// top of the same *sql.DB, so hand-written scans stay possible where they
+	// are faster.
+	Pool *sqlx.DB
+	Cfg  Config
 	// Stats counts retried deadlocks/lock waits for benchmarks and metrics.
 	Stats *Counters
 	// Hooks are test-only fault injection points; nil in production.
@@ -287,7 +291,7 @@ func NewCore(db *sql.DB, cfg Config) (*Core, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	s := &Core{DB: sqlx.NewDb(db, "mysql"), Cfg: cfg, Stats: &Counters{}, Manifests: NewCache[int64, OwnedManifest](1024),
+	s := &Core{Pool: sqlx.NewDb(db, "mysql"), Cfg: cfg, Stats: &Counters{}, Manifests: NewCache[int64, OwnedManifest](1024),
 		TxOpts: &sql.TxOptions{Isolation: sql.LevelReadCommitted}}
 	// MariaDB before 11.1 names it tx_isolation; MySQL 8 transaction_isolation.
 	var iso string

@@ -49,6 +49,7 @@ type ValidationError struct {
 	Kind error
 }
 
+// Error names the field and its problem.
 func (e *ValidationError) Error() string { return e.Field + ": " + e.Problem }
 
 // Is makes errors.Is(err, ErrValidation) true, and errors.Is(err, Kind).
@@ -56,6 +57,7 @@ func (e *ValidationError) Is(target error) bool {
 	return target == ErrValidation || (e.Kind != nil && target == e.Kind)
 }
 
+// Invalid is a validation error of field.
 func Invalid(field, format string, args ...any) error {
 	return &ValidationError{Field: field, Problem: fmt.Sprintf(format, args...)}
 }
@@ -86,6 +88,7 @@ type ConflictError struct {
 	Kind error
 }
 
+// Error says what conflicts.
 func (e *ConflictError) Error() string { return "conflict: " + e.Reason }
 
 // Is makes errors.Is(err, ErrConflict) true, and errors.Is(err, Kind).
@@ -93,6 +96,7 @@ func (e *ConflictError) Is(target error) bool {
 	return target == ErrConflict || (e.Kind != nil && target == e.Kind)
 }
 
+// Conflict is a conflict with accepted state.
 func Conflict(format string, args ...any) error {
 	return &ConflictError{Reason: fmt.Sprintf(format, args...)}
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/kece-oj/kece/control/manifest"
 )
 
+// Queryer reads one row, on the pool or inside a transaction.
 type Queryer interface {
 	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
 }
@@ -19,6 +20,8 @@ type OwnedManifest struct {
 	Owner    string
 }
 
+// ReadManifest returns manifest id, parsed, with its owner: from the
+// cache, or read with q and cached (manifests never change).
 func (s *Core) ReadManifest(ctx context.Context, q Queryer, id int64) (OwnedManifest, error) {
 	if om, ok := s.Manifests.Get(id); ok {
 		return om, nil

@@ -52,25 +52,16 @@ type Observer interface {
 // nopObserver is the default: nothing is counted.
 type nopObserver struct{}
 
-func (nopObserver) JobsEnqueued(context.Context, string, string, int) {}
-
+func (nopObserver) JobsEnqueued(context.Context, string, string, int)                   {}
 func (nopObserver) ClaimTransaction(context.Context, string, int, time.Duration, error) {}
-
-func (nopObserver) JobPickedUp(context.Context, string, string, time.Duration) {}
-
-func (nopObserver) ResultRecorded(context.Context, string, string, string) {}
-
-func (nopObserver) ResultRefused(context.Context, string) {}
-
-func (nopObserver) LeasesExpired(context.Context, int, int, error) {}
-
-func (nopObserver) EventsDelivered(context.Context, int) {}
-
-func (nopObserver) EventDeliveryFailed(context.Context, bool) {}
-
-func (nopObserver) TxRetried(context.Context, string) {}
-
-func (nopObserver) DBError(context.Context, string) {}
+func (nopObserver) JobPickedUp(context.Context, string, string, time.Duration)          {}
+func (nopObserver) ResultRecorded(context.Context, string, string, string)              {}
+func (nopObserver) ResultRefused(context.Context, string)                               {}
+func (nopObserver) LeasesExpired(context.Context, int, int, error)                      {}
+func (nopObserver) EventsDelivered(context.Context, int)                                {}
+func (nopObserver) EventDeliveryFailed(context.Context, bool)                           {}
+func (nopObserver) TxRetried(context.Context, string)                                   {}
+func (nopObserver) DBError(context.Context, string)                                     {}
 
 // Observer returns the store's observer (never nil).
 func (s *Core) Observer() Observer {

@@ -266,8 +266,9 @@ func (s *Core) InScripts(ctx context.Context, fn func(c *ScriptConn) error) erro
 	return s.Retried(ctx, func() error { return s.TryScripts(ctx, fn) })
 }
 
+// TryScripts is one try of InScripts.
 func (s *Core) TryScripts(ctx context.Context, fn func(c *ScriptConn) error) error {
-	conn, err := s.DB.Conn(ctx)
+	conn, err := s.Pool.Conn(ctx)
 	if err != nil {
 		return fmt.Errorf("store: connection: %w", err)
 	}

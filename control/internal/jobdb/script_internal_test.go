@@ -80,7 +80,7 @@ func TestScriptsAreTheSameOneByOne(t *testing.T) {
 		require.NoError(t, err, p)
 		begins := len(got) - 3
 		require.Equal(t, []int64{2, 1, 0}, got[begins:], "%s: rows changed per statement (an unchanged row is not counted)", p)
-		require.NoError(t, s.DB.QueryRowContext(t.Context(), `SELECT v FROM script_t WHERE k = ?`, p+"2").Scan(&n))
+		require.NoError(t, s.Pool.QueryRowContext(t.Context(), `SELECT v FROM script_t WHERE k = ?`, p+"2").Scan(&n))
 		require.Equal(t, 2, n, "%s: rolled back", p)
 		err = s.InScripts(t.Context(), func(c *ScriptConn) error {
 			_, err := c.Counts(t.Context(), s.Begin(&Script{}).
@@ -89,7 +89,7 @@ func TestScriptsAreTheSameOneByOne(t *testing.T) {
 			return err
 		})
 		require.ErrorAs(t, err, new(*mysql.MySQLError), p)
-		require.NoError(t, s.DB.QueryRowContext(t.Context(), `SELECT v FROM script_t WHERE k = ?`, p+"2").Scan(&n))
+		require.NoError(t, s.Pool.QueryRowContext(t.Context(), `SELECT v FROM script_t WHERE k = ?`, p+"2").Scan(&n))
 		require.Equal(t, 2, n, "%s: a failed counts script is rolled back", p)
 
 		// The second INSERT fails (duplicate key): nothing of the script
@@ -103,10 +103,10 @@ func TestScriptsAreTheSameOneByOne(t *testing.T) {
 		require.ErrorAs(t, err, &me, p)
 		require.EqualValues(t, 1062, me.Number, p)
 		var rows int
-		require.NoError(t, s.DB.QueryRowContext(t.Context(), `SELECT COUNT(*) FROM script_t WHERE k = ?`, p+"3").Scan(&rows))
+		require.NoError(t, s.Pool.QueryRowContext(t.Context(), `SELECT COUNT(*) FROM script_t WHERE k = ?`, p+"3").Scan(&rows))
 		require.Zero(t, rows, "%s: the failed script's first insert was rolled back", p)
 		for range 4 { // every pooled connection is clean
-			require.NoError(t, outsideTransaction(t, s.DB.DB), p)
+			require.NoError(t, outsideTransaction(t, s.Pool.DB), p)
 		}
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"strings"
 )
 
+// Settlement is a job's final outcome, for its SETTLED event (Settle).
 type Settlement struct {
 	JobID      int64
 	Kind       JobKind

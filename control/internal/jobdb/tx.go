@@ -55,13 +55,14 @@ const txTryTimeout = 10 * time.Second
 // errTxTooLong is the cause of a try that txTryTimeout ended.
 var errTxTooLong = errors.New("store: transaction open longer than its bound; rolled back")
 
+// TryTx is one try of InTx, bounded by TxTimeout (txTryTimeout unless set).
 func (s *Core) TryTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
 	tctx, cancel := context.WithTimeoutCause(ctx, cmp.Or(s.TxTimeout, txTryTimeout), errTxTooLong)
 	defer cancel()
 	// READ COMMITTED on every transaction (set per transaction unless it is
 	// the server's default): counts taken after a lock must see the latest
 	// commits, not a snapshot taken before the lock was granted.
-	tx, err := s.DB.BeginTx(tctx, s.TxOpts)
+	tx, err := s.Pool.BeginTx(tctx, s.TxOpts)
 	if err != nil {
 		return fmt.Errorf("store: begin: %w", err)
 	}
@@ -92,6 +93,8 @@ func endedByContext(ctx, tctx context.Context, err error) error {
 	return err
 }
 
+// Retryable says whether err is a deadlock (1213) or a lock-wait timeout
+// (1205): the transaction may be tried again.
 func Retryable(err error) bool {
 	var me *mysql.MySQLError
 	if errors.As(err, &me) {
@@ -100,6 +103,7 @@ func Retryable(err error) bool {
 	return false
 }
 
+// IsDuplicate says whether err is a duplicate key (1062).
 func IsDuplicate(err error) bool {
 	var me *mysql.MySQLError
 	return errors.As(err, &me) && me.Number == 1062
@@ -144,7 +148,7 @@ func ScanID(r RowScanner) (int64, error) {
 // Txx lends sqlx's struct scanning (Get, Select, named statements) to a
 // transaction begun by inTx. inTx keeps handing out *sql.Tx so the hot paths
 // that scan by hand are untouched.
-func (s *Core) Txx(tx *sql.Tx) *sqlx.Tx { return &sqlx.Tx{Tx: tx, Mapper: s.DB.Mapper} }
+func (s *Core) Txx(tx *sql.Tx) *sqlx.Tx { return &sqlx.Tx{Tx: tx, Mapper: s.Pool.Mapper} }
 
 // NilIfEmpty turns a JSON column read as COALESCE(col, ”) back into "no
 // value": a nil RawMessage is omitted or null when marshalled, an empty one

@@ -44,4 +44,5 @@ type NodeSession struct {
 	SessionEpoch int64
 }
 
+// VerdictStatuses are the verdict statuses a result may carry.
 var VerdictStatuses = map[string]bool{"AC": true, "PARTIAL": true, "WA": true, "TLE": true, "MLE": true, "OLE": true, "RE": true, "CE": true}
