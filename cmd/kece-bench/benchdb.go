@@ -81,3 +81,24 @@ func countedPool(dsn string, conns int) (*sql.DB, error) {
 	db.SetMaxIdleConns(conns)
 	return db, nil
 }
+
+// storePool is the pool the bench's stores run on: db itself, or with
+// multi false another pool on the same database whose connections take one
+// statement per request, so the store sends a script's statements one by
+// one (the bench's switch for what scripts buy). closePool closes that
+// other pool; db stays open, it is the bench's own.
+func storePool(db *sql.DB, dsn string, conns int, multi bool) (pool *sql.DB, poolDSN string, closePool func(), err error) {
+	if multi {
+		return db, dsn, func() {}, nil
+	}
+	cfg, err := mysql.ParseDSN(dsn)
+	if err != nil {
+		return nil, "", nil, err
+	}
+	cfg.MultiStatements = false
+	poolDSN = cfg.FormatDSN()
+	if pool, err = countedPool(poolDSN, conns); err != nil {
+		return nil, "", nil, err
+	}
+	return pool, poolDSN, func() { pool.Close() }, nil
+}

@@ -35,6 +35,9 @@ func runScheduler(ctx context.Context, args []string) error {
 	batchParallel := fs.Int("batch-parallel", store.BatchParallelDefault, "store: batches of results and renewals (the lease writer) that may commit at once")
 	batchLinger := fs.Duration("batch-linger", store.BatchLingerDefault, "store: how long a claim, renewal or result that would start a batch on a busy batcher waits for the rest of its burst (negative: never)")
 	enqueueParallel := fs.Int("enqueue-parallel", store.EnqueueParallelDefault, "store: batches of new submissions that may commit at once")
+	completeBatchMax := fs.Int("complete-batch-max", store.CompleteBatchMaxDefault, "store: results and renewals (and, apart, new submissions) that may share one commit (1: each alone)")
+	claimBatchCalls := fs.Int("claim-batch-calls", store.ClaimBatchCallsDefault, "store: nodes' claims of a pool that may share one transaction (1: each alone)")
+	multiStatements := fs.Bool("multi-statements", true, "open the store's pools with multiStatements, so a script is one round trip (false: its statements go one by one)")
 	dsn := fs.String("dsn", "", "MySQL server DSN without database (default $KECE_BENCH_MYSQL_DSN or the private MariaDB)")
 	cpuProfile := fs.String("cpuprofile", "", "write a Go CPU profile of the measured window to this file")
 	replicas := fs.Int("replicas", 1, "control replicas: stores with their own connection pool, batchers, caches and long-poll hub (polling the pool signal as kece-control does) on one database; nodes and enqueuers are spread over them")
@@ -72,8 +75,14 @@ func runScheduler(ctx context.Context, args []string) error {
 	}
 	runCtx, stopReplicas := context.WithCancel(ctx)
 	defer stopReplicas()
-	cfg := store.Config{LeaseTTL: time.Minute, BatchParallel: *batchParallel, EnqueueParallel: *enqueueParallel, BatchLinger: *batchLinger}
-	reps, closeReps, err := startReplicas(runCtx, db, dbDSN, conns, *replicas, cfg)
+	cfg := store.Config{LeaseTTL: time.Minute, BatchParallel: *batchParallel, EnqueueParallel: *enqueueParallel, BatchLinger: *batchLinger,
+		CompleteBatchMax: *completeBatchMax, ClaimBatchCalls: *claimBatchCalls}
+	repDB, repDSN, closeRepDB, err := storePool(db, dbDSN, conns, *multiStatements)
+	if err != nil {
+		return err
+	}
+	defer closeRepDB()
+	reps, closeReps, err := startReplicas(runCtx, repDB, repDSN, conns, *replicas, cfg)
 	defer closeReps()
 	if err != nil {
 		return err
@@ -94,6 +103,7 @@ func runScheduler(ctx context.Context, args []string) error {
 	fmt.Printf("replicas=%d\n", *replicas)
 	fmt.Printf("protocol=%s start_report=%s\n", *protocol, *startReport)
 	fmt.Printf("connections=%d nodes=%d host_groups=%d slots=%d enqueuers=%d enqueue_batch=%d duration_s=%.0f batch_parallel=%d enqueue_parallel=%d batch_linger_ms=%g\n", conns, *nodes, *groups, *slots, *enqueuers, *enqueueBatch, dur.Seconds(), *batchParallel, *enqueueParallel, float64(batchLinger.Microseconds())/1000)
+	fmt.Printf("complete_batch_max=%d claim_batch_calls=%d multi_statements=%t\n", *completeBatchMax, *claimBatchCalls, *multiStatements)
 	res.print(rate, retried, *serverPID > 0)
 	return nil
 }

@@ -79,9 +79,6 @@ type claimCall struct {
 	results []fastResult
 }
 
-// claimBatchCalls caps how many nodes' claims share one transaction.
-const claimBatchCalls = 64
-
 // claimBatchers holds one claim batcher per pool: claims of different pools
 // never share a transaction (they share no rows). Each runs one batch at a
 // time: a second batch of the same pool would queue on the same host-group
@@ -89,6 +86,7 @@ const claimBatchCalls = 64
 type claimBatchers struct {
 	mu     sync.Mutex
 	run    func(context.Context, []*jobdb.BatchCall[claimCall, []ClaimedJob])
+	calls  int // Config.ClaimBatchCalls
 	linger time.Duration
 	m      map[string]*jobdb.Batcher[claimCall, []ClaimedJob]
 }
@@ -98,7 +96,7 @@ func (c *claimBatchers) of(pool string) *jobdb.Batcher[claimCall, []ClaimedJob] 
 	defer c.mu.Unlock()
 	b, ok := c.m[pool]
 	if !ok {
-		b = jobdb.NewBatcher(claimBatchCalls, 1, c.linger, c.run)
+		b = jobdb.NewBatcher(c.calls, 1, c.linger, c.run)
 		c.m[pool] = b
 	}
 	return b

@@ -30,6 +30,6 @@ type Engine struct {
 func New(c *jobdb.Core) *Engine {
 	e := &Engine{db: c, groups: jobdb.NewCache[int64, nodePlace](4096), facts: jobdb.NewCache[int64, jobFacts](16384)}
 	e.writer = jobdb.NewBatcher(c.Cfg.CompleteBatchMax, c.Cfg.BatchParallel, max(c.Cfg.BatchLinger, 0), e.writeBatch)
-	e.claimers = &claimBatchers{run: e.claimBatch, linger: max(c.Cfg.BatchLinger, 0), m: make(map[string]*jobdb.Batcher[claimCall, []ClaimedJob])}
+	e.claimers = &claimBatchers{run: e.claimBatch, calls: c.Cfg.ClaimBatchCalls, linger: max(c.Cfg.BatchLinger, 0), m: make(map[string]*jobdb.Batcher[claimCall, []ClaimedJob])}
 	return e
 }

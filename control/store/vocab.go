@@ -48,6 +48,7 @@ const (
 	ReapBatchDefault            = jobdb.ReapBatchDefault
 	MaxResultBytesDefault       = jobdb.MaxResultBytesDefault
 	CompleteBatchMaxDefault     = jobdb.CompleteBatchMaxDefault
+	ClaimBatchCallsDefault      = jobdb.ClaimBatchCallsDefault
 	BatchParallelDefault        = jobdb.BatchParallelDefault
 	EnqueueParallelDefault      = jobdb.EnqueueParallelDefault
 	BatchLingerDefault          = jobdb.BatchLingerDefault

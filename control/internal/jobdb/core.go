@@ -38,10 +38,14 @@ type Config struct {
 	OfflineAfter     time.Duration
 	ReapBatch        int
 	CompleteBatchMax int
-	BatchParallel    int
+	// ClaimBatchCalls caps how many nodes' claims of a pool share one
+	// transaction (1: every claim alone; the bench's switch for what
+	// batching claims buys).
+	ClaimBatchCalls int
+	BatchParallel   int
 	// EnqueueParallel is how many batches of new submissions may commit at
 	// once. New submissions lock nothing another enqueue waits for, so more
-	// Batches in flight only shorten each caller's wait (a business backend
+	// batches in flight only shorten each caller's wait (a business backend
 	// enqueuing one submission per request waits for its commit, so its
 	// rate is its concurrency over that wait).
 	EnqueueParallel int
@@ -78,12 +82,14 @@ const (
 	// CompleteBatchMaxDefault caps how many concurrent results (and, apart,
 	// how many concurrent new submissions) share one commit.
 	CompleteBatchMaxDefault = 64
+	// ClaimBatchCallsDefault: see Config.ClaimBatchCalls.
+	ClaimBatchCallsDefault = 64
 	// BatchParallelDefault is how many batches of the lease writer
 	// (results and renewals) may commit at once. One: the calls that
 	// arrive while a batch commits make the next one bigger (its measured
 	// gain over 2: docs/scheduling.md, the table of what moved throughput).
 	// Claims of one pool commit one batch at a time per replica too: their
-	// Batches would queue on the same host-group locks anyway.
+	// batches would queue on the same host-group locks anyway.
 	BatchParallelDefault = 1
 	// EnqueueParallelDefault: a new submission is one autocommit INSERT, so
 	// batching it saves less than the wait for a batch costs; four batches
@@ -115,6 +121,7 @@ func (c *Config) setDefaults() {
 	c.OfflineAfter = cmp.Or(c.OfflineAfter, OfflineAfterDefault)
 	c.ReapBatch = cmp.Or(c.ReapBatch, ReapBatchDefault)
 	c.CompleteBatchMax = cmp.Or(c.CompleteBatchMax, CompleteBatchMaxDefault)
+	c.ClaimBatchCalls = cmp.Or(c.ClaimBatchCalls, ClaimBatchCallsDefault)
 	c.BatchParallel = cmp.Or(c.BatchParallel, BatchParallelDefault)
 	c.BatchLinger = cmp.Or(c.BatchLinger, BatchLingerDefault)
 	c.EnqueueParallel = cmp.Or(c.EnqueueParallel, EnqueueParallelDefault)
@@ -159,6 +166,9 @@ func (c Config) Validate() error {
 	}
 	if c.CompleteBatchMax < 1 || c.CompleteBatchMax > 256 {
 		bad("complete batch max %d must be 1..256", c.CompleteBatchMax)
+	}
+	if c.ClaimBatchCalls < 1 || c.ClaimBatchCalls > 256 {
+		bad("claim batch calls %d must be 1..256", c.ClaimBatchCalls)
 	}
 	if c.BatchParallel < 1 || c.BatchParallel > 64 {
 		bad("batch parallel %d must be 1..64", c.BatchParallel)
