@@ -13,6 +13,7 @@ import (
 	"context"
 	"database/sql"
 	"database/sql/driver"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -22,6 +23,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/go-sql-driver/mysql"
 	"github.com/kece-oj/kece/telemetry"
 )
 
@@ -206,8 +208,27 @@ func (r *chaosRun) longFreeze(ctx context.Context) error {
 // standInLocks opens a transaction with a serving replica's session bounds
 // (kece-control serve: idle_transaction_timeout=2, innodb_lock_wait_timeout=2)
 // that locks every host group and node row, and leaves it idle: the server
-// ends it after its idle bound. release closes its connection.
+// ends it after its idle bound. release closes its connection. Its lock
+// wait is a serving replica's too, so a busy fleet can make it time out
+// (1205): it tries again, as the store retries its own transactions.
 func (r *chaosRun) standInLocks(ctx context.Context) (func(), error) {
+	var err error
+	for range 5 {
+		var release func()
+		if release, err = r.tryStandInLocks(ctx); err == nil || !lockWaitTimeout(err) {
+			return release, err
+		}
+	}
+	return nil, err
+}
+
+// lockWaitTimeout says whether err is MySQL's lock wait timeout (1205).
+func lockWaitTimeout(err error) bool {
+	var me *mysql.MySQLError
+	return errors.As(err, &me) && me.Number == 1205
+}
+
+func (r *chaosRun) tryStandInLocks(ctx context.Context) (func(), error) {
 	conn, err := r.f.db.Conn(ctx)
 	if err != nil {
 		return nil, err
