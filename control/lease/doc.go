@@ -2,8 +2,9 @@
 // answered and taken back. It holds no state of its own beyond caches and
 // batchers; every fact is a row of the job database, reached through the
 // handle it shares with the store's aggregates (control/internal/jobdb).
-// A Store builds one engine over its handle (Store.Leases); New builds one
-// over any handle.
+// A Store builds one engine over its handle and hands it out decorated
+// with its metrics and wake-ups (Store.Leases, an Observed); New and
+// Observe build one over any handle of the control plane.
 //
 // One file per operation, each public entry point beside its logic:
 //
@@ -36,7 +37,10 @@
 // is and moves the job out of RUNNING, so an old (node, session epoch, lease
 // epoch) can never renew or commit again; the next claim bumps the epoch.
 //
-// Most of the engine's tests run through a Store, in control/store
-// (leases_test.go, cycle_test.go, lease_end_test.go, drain_deadline_test.go,
-// results_test.go); the ones that need its internals are here.
+// Tests run the engine through a Store over a real database, with the test
+// bundle the store's tests share (control/internal/storetest): leases_test.go
+// (claims, renewals, results, batching), cycle_test.go, lease_end_test.go
+// (expiry, silent nodes, new boots, releases), drain_deadline_test.go,
+// results_test.go and verdict_check_test.go, observed_test.go (who wakes);
+// fence_test.go and subtask_check_internal_test.go test internals.
 package lease

@@ -1,4 +1,4 @@
-package store_test
+package lease_test
 
 import (
 	"context"
@@ -14,16 +14,18 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/kece-oj/kece/control/internal/storetest"
+	"github.com/kece-oj/kece/control/lease"
 	"github.com/kece-oj/kece/control/store"
 )
 
 func TestClaimUsesTheClaimIndexForWhereAndOrder(t *testing.T) {
 	t.Parallel()
-	b := setup(t)
+	b := storetest.Setup(t)
 	for i := range 50 {
-		b.enqueue(t, "ALGO", "e"+string(rune('a'+i%26))+string(rune('a'+i/26)))
+		b.Enqueue(t, "ALGO", "e"+string(rune('a'+i%26))+string(rune('a'+i/26)))
 	}
-	rows, err := b.db.QueryContext(b.ctx, "EXPLAIN "+store.ClaimQueryForExplain(), "cpp", 0, ^uint64(1<<16|1), 8)
+	rows, err := b.DB.QueryContext(b.Ctx, "EXPLAIN "+lease.ClaimQueryForExplain(), "cpp", 0, ^uint64(1<<16|1), 8)
 	require.NoError(t, err)
 	defer rows.Close()
 	cols, err := rows.Columns()
@@ -46,7 +48,7 @@ func TestClaimUsesTheClaimIndexForWhereAndOrder(t *testing.T) {
 	require.NotContains(t, plan["Extra"], "filesort", "ORDER BY must be served by the index: %v", plan)
 	require.Contains(t, plan["Extra"], "Using index", "the capability filter is checked in the index: %v", plan)
 	require.False(t, rows.Next(), "one table, one row of plan")
-	require.Contains(t, store.ClaimQueryForExplain(), "ORDER BY priority, created_at, id",
+	require.Contains(t, lease.ClaimQueryForExplain(), "ORDER BY priority, created_at, id",
 		"ready jobs go in enqueue order; available_at (backoff) only filters")
 }
 
@@ -55,28 +57,28 @@ func TestClaimUsesTheClaimIndexForWhereAndOrder(t *testing.T) {
 // sampled instant while the race runs.
 func TestConcurrentClaimsNeverExceedCapacity(t *testing.T) {
 	t.Parallel()
-	b := setup(t)
-	replicas := []*store.Store{b.store, b.secondReplica(t)}
+	b := storetest.Setup(t)
+	replicas := []*store.Store{b.Store, b.SecondReplica(t)}
 	type nodeInfo struct {
 		sess  store.Session
 		group store.HostGroup
 		slots int
 	}
-	gA, gB := b.group(t, 5), b.group(t, 4)
+	gA, gB := b.Group(t, 5), b.Group(t, 4)
 	var nodes []nodeInfo
 	for i := range 3 {
-		nodes = append(nodes, nodeInfo{b.node(t, "cpp", gA.ID, 3, true), gA, 3})
+		nodes = append(nodes, nodeInfo{b.Node(t, "cpp", gA.ID, 3, true), gA, 3})
 		_ = i
 	}
 	for range 2 {
-		nodes = append(nodes, nodeInfo{b.node(t, "cpp", gB.ID, 4, true), gB, 4})
+		nodes = append(nodes, nodeInfo{b.Node(t, "cpp", gB.ID, 4, true), gB, 4})
 	}
 	const jobs = 80
 	for i := range jobs {
-		b.enqueue(t, "ALGO", fmt.Sprintf("t04-%d", i))
+		b.Enqueue(t, "ALGO", fmt.Sprintf("t04-%d", i))
 	}
 
-	ctx, cancel := context.WithCancel(b.ctx)
+	ctx, cancel := context.WithCancel(b.Ctx)
 	defer cancel()
 	var violations atomic.Int64
 	var samples atomic.Int64
@@ -85,7 +87,7 @@ func TestConcurrentClaimsNeverExceedCapacity(t *testing.T) {
 	go func() {
 		defer samplerDone.Done()
 		for ctx.Err() == nil {
-			rows, err := b.db.QueryContext(ctx,
+			rows, err := b.DB.QueryContext(ctx,
 				`SELECT n.id, n.slots, g.slot_capacity, n.host_group_id,
 				        (SELECT COUNT(*) FROM judge_job j WHERE j.node_id = n.id AND j.state = 'RUNNING'),
 				        (SELECT COUNT(*) FROM judge_job j WHERE j.host_group_id = n.host_group_id AND j.state = 'RUNNING')
@@ -121,8 +123,8 @@ func TestConcurrentClaimsNeverExceedCapacity(t *testing.T) {
 					}
 					for _, j := range got {
 						time.Sleep(time.Duration(rand.IntN(3)) * time.Millisecond)
-						r, err := st.Leases().Complete(ctx, n.sess.NodeSession, j.JobID, j.LeaseEpoch, acResult())
-						if err != nil || r.Disposition != store.Accepted {
+						r, err := st.Leases().Complete(ctx, n.sess.NodeSession, j.JobID, j.LeaseEpoch, storetest.ACResult())
+						if err != nil || r.Disposition != lease.Accepted {
 							t.Errorf("complete %d: %v %v", j.JobID, r, err)
 							return
 						}
@@ -141,12 +143,12 @@ func TestConcurrentClaimsNeverExceedCapacity(t *testing.T) {
 	require.EqualValues(t, jobs, done.Load())
 	require.Zero(t, violations.Load(), "capacity exceeded at a sampled instant")
 	require.Positive(t, samples.Load())
-	require.Equal(t, jobs, b.count(t, `SELECT COUNT(*) FROM judge_job WHERE kind = 'SUBMISSION' AND state = 'COMPLETED'`))
-	require.Equal(t, 0, b.count(t,
+	require.Equal(t, jobs, b.Count(t, `SELECT COUNT(*) FROM judge_job WHERE kind = 'SUBMISSION' AND state = 'COMPLETED'`))
+	require.Equal(t, 0, b.Count(t,
 		`SELECT COUNT(*) FROM (SELECT job_id FROM judge_job_attempt a JOIN judge_job j ON j.id = a.job_id
 		  WHERE j.kind = 'SUBMISSION' GROUP BY job_id HAVING COUNT(*) <> 1) x`), "each job leased exactly once")
-	require.Equal(t, jobs, b.count(t, `SELECT COUNT(*) FROM judge_settlement_event`))
-	t.Logf("capacity samples=%d retried_tx=%d", samples.Load(), b.store.RetriedTransactions())
+	require.Equal(t, jobs, b.Count(t, `SELECT COUNT(*) FROM judge_settlement_event`))
+	t.Logf("capacity samples=%d retried_tx=%d", samples.Load(), b.Store.RetriedTransactions())
 }
 
 // T06: a claim whose response is lost. The lease keeps the job and the slot
@@ -154,43 +156,43 @@ func TestConcurrentClaimsNeverExceedCapacity(t *testing.T) {
 // with a higher lease epoch; the attempt history shows both.
 func TestLostClaimResponseIsReapedAndReclaimed(t *testing.T) {
 	t.Parallel()
-	b := setup(t)
-	g := b.group(t, 4)
-	n1 := b.node(t, "cpp", g.ID, 1, true)
-	n2 := b.node(t, "cpp", g.ID, 1, true)
-	job := b.enqueue(t, "ALGO", "t06")
-	other := b.enqueue(t, "ALGO", "t06-other")
+	b := storetest.Setup(t)
+	g := b.Group(t, 4)
+	n1 := b.Node(t, "cpp", g.ID, 1, true)
+	n2 := b.Node(t, "cpp", g.ID, 1, true)
+	job := b.Enqueue(t, "ALGO", "t06")
+	other := b.Enqueue(t, "ALGO", "t06-other")
 
-	lost, err := b.store.Leases().Claim(b.ctx, n1.NodeSession, 1) // the response never reaches n1
+	lost, err := b.Store.Leases().Claim(b.Ctx, n1.NodeSession, 1) // the response never reaches n1
 	require.NoError(t, err)
 	require.Len(t, lost, 1)
 	require.Equal(t, job.JobID, lost[0].JobID)
 
 	// While the lease lives nobody else gets it, and n1's only slot stays taken.
-	got, err := b.store.Leases().Claim(b.ctx, n1.NodeSession, 1)
+	got, err := b.Store.Leases().Claim(b.Ctx, n1.NodeSession, 1)
 	require.NoError(t, err)
 	require.Empty(t, got, "n1's slot is still held by the lost lease")
-	got, err = b.store.Leases().Claim(b.ctx, n2.NodeSession, 1)
+	got, err = b.Store.Leases().Claim(b.Ctx, n2.NodeSession, 1)
 	require.NoError(t, err)
 	require.Len(t, got, 1)
 	require.Equal(t, other.JobID, got[0].JobID, "n2 gets the other job, never the leased one")
-	_, err = b.store.Leases().Complete(b.ctx, n2.NodeSession, other.JobID, got[0].LeaseEpoch, acResult())
+	_, err = b.Store.Leases().Complete(b.Ctx, n2.NodeSession, other.JobID, got[0].LeaseEpoch, storetest.ACResult())
 	require.NoError(t, err)
-	st, err := b.store.Leases().Reap(b.ctx)
+	st, err := b.Store.Leases().Reap(b.Ctx)
 	require.NoError(t, err)
 	require.Zero(t, st.Requeued, "a live lease is never reaped")
 
-	b.expireLease(t, job.JobID)
-	st, err = b.store.Leases().Reap(b.ctx)
+	b.ExpireLease(t, job.JobID)
+	st, err = b.Store.Leases().Reap(b.Ctx)
 	require.NoError(t, err)
 	require.Equal(t, 1, st.Requeued)
-	again := b.claimEventually(t, b.store, n2.NodeSession)
+	again := b.ClaimEventually(t, b.Store, n2.NodeSession)
 	require.Equal(t, job.JobID, again.JobID)
 	require.Greater(t, again.LeaseEpoch, lost[0].LeaseEpoch)
-	_, err = b.store.Leases().Complete(b.ctx, n2.NodeSession, job.JobID, again.LeaseEpoch, acResult())
+	_, err = b.Store.Leases().Complete(b.Ctx, n2.NodeSession, job.JobID, again.LeaseEpoch, storetest.ACResult())
 	require.NoError(t, err)
 
-	atts, err := b.store.Jobs().Attempts(b.ctx, job.JobID)
+	atts, err := b.Store.Jobs().Attempts(b.Ctx, job.JobID)
 	require.NoError(t, err)
 	require.Len(t, atts, 2)
 	require.Equal(t, n1.NodeID, atts[0].NodeID)
@@ -203,22 +205,22 @@ func TestLostClaimResponseIsReapedAndReclaimed(t *testing.T) {
 // settlement event; a different payload for the same lease is a conflict.
 func TestDuplicateResultIsAlreadyCommitted(t *testing.T) {
 	t.Parallel()
-	b := setup(t)
-	g := b.group(t, 4)
-	n := b.node(t, "cpp", g.ID, 2, true)
-	job := b.enqueue(t, "ALGO", "t07")
-	c := b.claimEventually(t, b.store, n.NodeSession)
-	r1, err := b.store.Leases().Complete(b.ctx, n.NodeSession, job.JobID, c.LeaseEpoch, waResult())
+	b := storetest.Setup(t)
+	g := b.Group(t, 4)
+	n := b.Node(t, "cpp", g.ID, 2, true)
+	job := b.Enqueue(t, "ALGO", "t07")
+	c := b.ClaimEventually(t, b.Store, n.NodeSession)
+	r1, err := b.Store.Leases().Complete(b.Ctx, n.NodeSession, job.JobID, c.LeaseEpoch, storetest.WAResult())
 	require.NoError(t, err)
-	require.Equal(t, store.Accepted, r1.Disposition)
-	r2, err := b.store.Leases().Complete(b.ctx, n.NodeSession, job.JobID, c.LeaseEpoch, waResult())
+	require.Equal(t, lease.Accepted, r1.Disposition)
+	r2, err := b.Store.Leases().Complete(b.Ctx, n.NodeSession, job.JobID, c.LeaseEpoch, storetest.WAResult())
 	require.NoError(t, err)
-	require.Equal(t, store.AlreadyCommitted, r2.Disposition)
+	require.Equal(t, lease.AlreadyCommitted, r2.Disposition)
 	require.Equal(t, store.StateCompleted, r2.JobState)
-	_, err = b.store.Leases().Complete(b.ctx, n.NodeSession, job.JobID, c.LeaseEpoch, acResult())
+	_, err = b.Store.Leases().Complete(b.Ctx, n.NodeSession, job.JobID, c.LeaseEpoch, storetest.ACResult())
 	require.ErrorIs(t, err, store.ErrResultConflict)
-	require.Equal(t, 1, b.count(t, `SELECT COUNT(*) FROM judge_settlement_event WHERE job_id = ?`, job.JobID))
-	s, err := b.store.Jobs().SubmissionStatus(b.ctx, "ALGO", "t07")
+	require.Equal(t, 1, b.Count(t, `SELECT COUNT(*) FROM judge_settlement_event WHERE job_id = ?`, job.JobID))
+	s, err := b.Store.Jobs().SubmissionStatus(b.Ctx, "ALGO", "t07")
 	require.NoError(t, err)
 	require.Equal(t, "WA", s.Status)
 }
@@ -227,31 +229,31 @@ func TestDuplicateResultIsAlreadyCommitted(t *testing.T) {
 // refused; the new lease's result stands.
 func TestStaleLeaseResultIsRefused(t *testing.T) {
 	t.Parallel()
-	b := setup(t)
-	g := b.group(t, 4)
-	n1 := b.node(t, "cpp", g.ID, 1, true)
-	n2 := b.node(t, "cpp", g.ID, 1, true)
-	job := b.enqueue(t, "ALGO", "t08")
-	c1 := b.claimEventually(t, b.store, n1.NodeSession)
+	b := storetest.Setup(t)
+	g := b.Group(t, 4)
+	n1 := b.Node(t, "cpp", g.ID, 1, true)
+	n2 := b.Node(t, "cpp", g.ID, 1, true)
+	job := b.Enqueue(t, "ALGO", "t08")
+	c1 := b.ClaimEventually(t, b.Store, n1.NodeSession)
 	// n1's renewals stop reaching the server; its lease expires.
-	b.expireLease(t, job.JobID)
-	rr, err := b.store.Leases().Renew(b.ctx, n1.NodeSession, []store.RenewItem{{JobID: job.JobID, LeaseEpoch: c1.LeaseEpoch, ProgressSeq: 1}})
+	b.ExpireLease(t, job.JobID)
+	rr, err := b.Store.Leases().Renew(b.Ctx, n1.NodeSession, []lease.RenewItem{{JobID: job.JobID, LeaseEpoch: c1.LeaseEpoch, ProgressSeq: 1}})
 	require.NoError(t, err)
-	require.Equal(t, store.RenewLost, rr[0].State, "an expired lease is lost even before it is reaped")
-	_, err = b.store.Leases().Reap(b.ctx)
+	require.Equal(t, lease.RenewLost, rr[0].State, "an expired lease is lost even before it is reaped")
+	_, err = b.Store.Leases().Reap(b.Ctx)
 	require.NoError(t, err)
-	c2 := b.claimEventually(t, b.store, n2.NodeSession)
+	c2 := b.ClaimEventually(t, b.Store, n2.NodeSession)
 	require.Equal(t, job.JobID, c2.JobID)
 
-	_, err = b.store.Leases().Complete(b.ctx, n1.NodeSession, job.JobID, c1.LeaseEpoch, acResult())
+	_, err = b.Store.Leases().Complete(b.Ctx, n1.NodeSession, job.JobID, c1.LeaseEpoch, storetest.ACResult())
 	require.ErrorIs(t, err, store.ErrLeaseLost)
-	r, err := b.store.Leases().Complete(b.ctx, n2.NodeSession, job.JobID, c2.LeaseEpoch, waResult())
+	r, err := b.Store.Leases().Complete(b.Ctx, n2.NodeSession, job.JobID, c2.LeaseEpoch, storetest.WAResult())
 	require.NoError(t, err)
-	require.Equal(t, store.Accepted, r.Disposition)
+	require.Equal(t, lease.Accepted, r.Disposition)
 	// n1 trying n2's epoch is refused too: the lease is (node, session, epoch).
-	_, err = b.store.Leases().Complete(b.ctx, n1.NodeSession, job.JobID, c2.LeaseEpoch, waResult())
+	_, err = b.Store.Leases().Complete(b.Ctx, n1.NodeSession, job.JobID, c2.LeaseEpoch, storetest.WAResult())
 	require.ErrorIs(t, err, store.ErrLeaseLost)
-	s, err := b.store.Jobs().SubmissionStatus(b.ctx, "ALGO", "t08")
+	s, err := b.Store.Jobs().SubmissionStatus(b.Ctx, "ALGO", "t08")
 	require.NoError(t, err)
 	require.Equal(t, "WA", s.Status)
 }
@@ -265,30 +267,30 @@ func TestStaleLeaseResultIsRefused(t *testing.T) {
 // (TestNeverStartedLeasesEndAtTheirOwnCap).
 func TestRepeatedExpiryFailsAfterMaxAttempts(t *testing.T) {
 	t.Parallel()
-	b := setup(t)
-	g := b.group(t, 4)
-	n := b.node(t, "cpp", g.ID, 1, true)
-	job := b.enqueue(t, "ALGO", "t09")
+	b := storetest.Setup(t)
+	g := b.Group(t, 4)
+	n := b.Node(t, "cpp", g.ID, 1, true)
+	job := b.Enqueue(t, "ALGO", "t09")
 	for i := 1; i <= 3; i++ {
-		c := b.claimEventually(t, b.store, n.NodeSession)
+		c := b.ClaimEventually(t, b.Store, n.NodeSession)
 		require.EqualValues(t, i, c.Attempt)
-		b.startJudging(t, b.store, n.NodeSession, c)
-		b.expireLease(t, job.JobID)
-		st, err := b.store.Leases().Reap(b.ctx)
+		b.StartJudging(t, b.Store, n.NodeSession, c)
+		b.ExpireLease(t, job.JobID)
+		st, err := b.Store.Leases().Reap(b.Ctx)
 		require.NoError(t, err)
 		if i < 3 {
 			require.Equal(t, 1, st.Requeued)
-			s, err := b.store.Jobs().SubmissionStatus(b.ctx, "ALGO", "t09")
+			s, err := b.Store.Jobs().SubmissionStatus(b.Ctx, "ALGO", "t09")
 			require.NoError(t, err)
 			require.Equal(t, "PENDING", s.Status)
 		} else {
 			require.Equal(t, 1, st.Failed)
 		}
 	}
-	s, err := b.store.Jobs().SubmissionStatus(b.ctx, "ALGO", "t09")
+	s, err := b.Store.Jobs().SubmissionStatus(b.Ctx, "ALGO", "t09")
 	require.NoError(t, err)
 	require.Equal(t, "SYSTEM_ERROR", s.Status)
-	atts, err := b.store.Jobs().Attempts(b.ctx, job.JobID)
+	atts, err := b.Store.Jobs().Attempts(b.Ctx, job.JobID)
 	require.NoError(t, err)
 	require.Len(t, atts, 3)
 	for _, a := range atts {
@@ -296,8 +298,8 @@ func TestRepeatedExpiryFailsAfterMaxAttempts(t *testing.T) {
 		require.NotNil(t, a.JudgingStarted)
 		require.True(t, *a.JudgingStarted, "recorded as started")
 	}
-	require.Equal(t, 1, b.count(t, `SELECT COUNT(*) FROM judge_settlement_event WHERE job_id = ?`, job.JobID))
-	got, err := b.store.Leases().Claim(b.ctx, n.NodeSession, 1)
+	require.Equal(t, 1, b.Count(t, `SELECT COUNT(*) FROM judge_settlement_event WHERE job_id = ?`, job.JobID))
+	got, err := b.Store.Leases().Claim(b.Ctx, n.NodeSession, 1)
 	require.NoError(t, err)
 	require.Empty(t, got, "terminal jobs are never claimed again")
 }
@@ -305,13 +307,13 @@ func TestRepeatedExpiryFailsAfterMaxAttempts(t *testing.T) {
 // Infrastructure errors retry with backoff, then fail; user verdicts never retry.
 func TestInfrastructureErrorRetriesWithBackoffThenFails(t *testing.T) {
 	t.Parallel()
-	b := setup(t)
-	g := b.group(t, 4)
-	n := b.node(t, "cpp", g.ID, 1, true)
-	job := b.enqueue(t, "ALGO", "infra")
+	b := storetest.Setup(t)
+	g := b.Group(t, 4)
+	n := b.Node(t, "cpp", g.ID, 1, true)
+	job := b.Enqueue(t, "ALGO", "infra")
 	for i := 1; i <= 3; i++ {
-		c := b.claimEventually(t, b.store, n.NodeSession)
-		r, err := b.store.Leases().Complete(b.ctx, n.NodeSession, job.JobID, c.LeaseEpoch, infraResult())
+		c := b.ClaimEventually(t, b.Store, n.NodeSession)
+		r, err := b.Store.Leases().Complete(b.Ctx, n.NodeSession, job.JobID, c.LeaseEpoch, storetest.InfraResult())
 		require.NoError(t, err)
 		if i < 3 {
 			require.Equal(t, store.StateQueued, r.JobState)
@@ -319,10 +321,10 @@ func TestInfrastructureErrorRetriesWithBackoffThenFails(t *testing.T) {
 			require.Equal(t, store.StateFailed, r.JobState)
 		}
 	}
-	j, err := b.store.Jobs().GetJob(b.ctx, job.JobID)
+	j, err := b.Store.Jobs().GetJob(b.Ctx, job.JobID)
 	require.NoError(t, err)
 	require.Equal(t, "DAEMON_UNREACHABLE", j.LastErrorCode)
-	atts, err := b.store.Jobs().Attempts(b.ctx, job.JobID)
+	atts, err := b.Store.Jobs().Attempts(b.Ctx, job.JobID)
 	require.NoError(t, err)
 	require.Len(t, atts, 3)
 	require.Equal(t, "INFRA_ERROR", atts[0].Outcome)
@@ -333,69 +335,69 @@ func TestInfrastructureErrorRetriesWithBackoffThenFails(t *testing.T) {
 // running jobs finish and settle.
 func TestDrainAndResizeNeverKillRunningJobs(t *testing.T) {
 	t.Parallel()
-	b := setup(t)
-	g := b.group(t, 8)
-	n := b.node(t, "cpp", g.ID, 3, true)
+	b := storetest.Setup(t)
+	g := b.Group(t, 8)
+	n := b.Node(t, "cpp", g.ID, 3, true)
 	for i := range 6 {
-		b.enqueue(t, "ALGO", fmt.Sprintf("t10-%d", i))
+		b.Enqueue(t, "ALGO", fmt.Sprintf("t10-%d", i))
 	}
-	running, err := b.store.Leases().Claim(b.ctx, n.NodeSession, 8)
+	running, err := b.Store.Leases().Claim(b.Ctx, n.NodeSession, 8)
 	require.NoError(t, err)
 	require.Len(t, running, 3, "node slots bound the claim")
 
-	node, err := b.store.Nodes().GetNode(b.ctx, n.NodeID)
+	node, err := b.Store.Nodes().GetNode(b.Ctx, n.NodeID)
 	require.NoError(t, err)
-	_, err = b.store.Nodes().ResizeNode(b.ctx, n.NodeID, 1, node.Revision-1, "admin", "stale")
+	_, err = b.Store.Nodes().ResizeNode(b.Ctx, n.NodeID, 1, node.Revision-1, "admin", "stale")
 	require.ErrorIs(t, err, store.ErrConflict, "a stale revision is refused")
-	_, err = b.store.Nodes().ResizeNode(b.ctx, n.NodeID, 9, node.Revision, "admin", "too big")
+	_, err = b.Store.Nodes().ResizeNode(b.Ctx, n.NodeID, 9, node.Revision, "admin", "too big")
 	require.ErrorIs(t, err, store.ErrValidation, "a node cannot exceed its host group")
-	_, err = b.store.Nodes().ResizeNode(b.ctx, n.NodeID, 1, node.Revision, "admin", "shrink")
+	_, err = b.Store.Nodes().ResizeNode(b.Ctx, n.NodeID, 1, node.Revision, "admin", "shrink")
 	require.NoError(t, err)
 
-	complete := func(c store.ClaimedJob) {
+	complete := func(c lease.ClaimedJob) {
 		t.Helper()
-		r, err := b.store.Leases().Complete(b.ctx, n.NodeSession, c.JobID, c.LeaseEpoch, acResult())
+		r, err := b.Store.Leases().Complete(b.Ctx, n.NodeSession, c.JobID, c.LeaseEpoch, storetest.ACResult())
 		require.NoError(t, err)
 		require.Equal(t, store.StateCompleted, r.JobState)
 	}
-	got, err := b.store.Leases().Claim(b.ctx, n.NodeSession, 8)
+	got, err := b.Store.Leases().Claim(b.Ctx, n.NodeSession, 8)
 	require.NoError(t, err)
 	require.Empty(t, got)
 	complete(running[0])
 	complete(running[1])
-	got, err = b.store.Leases().Claim(b.ctx, n.NodeSession, 8)
+	got, err = b.Store.Leases().Claim(b.Ctx, n.NodeSession, 8)
 	require.NoError(t, err)
 	require.Empty(t, got, "one job still in flight fills the new limit of 1")
 	complete(running[2])
-	got, err = b.store.Leases().Claim(b.ctx, n.NodeSession, 8)
+	got, err = b.Store.Leases().Claim(b.Ctx, n.NodeSession, 8)
 	require.NoError(t, err)
 	require.Len(t, got, 1)
 
 	// Disable is refused while a lease lives; forcing needs a reason.
-	_, err = b.store.Nodes().Disable(b.ctx, n.NodeID, false, "admin", "")
+	_, err = b.Store.Nodes().Disable(b.Ctx, n.NodeID, false, "admin", "")
 	require.ErrorIs(t, err, store.ErrConflict)
-	_, err = b.store.Nodes().Disable(b.ctx, n.NodeID, true, "admin", "")
+	_, err = b.Store.Nodes().Disable(b.Ctx, n.NodeID, true, "admin", "")
 	require.ErrorIs(t, err, store.ErrValidation)
 
 	// Drain: the running job finishes and settles; nothing new is claimed.
-	_, err = b.store.Nodes().Drain(b.ctx, n.NodeID, "admin", "maintenance")
+	_, err = b.Store.Nodes().Drain(b.Ctx, n.NodeID, "admin", "maintenance")
 	require.NoError(t, err)
 	complete(got[0])
-	more, err := b.store.Leases().Claim(b.ctx, n.NodeSession, 8)
+	more, err := b.Store.Leases().Claim(b.Ctx, n.NodeSession, 8)
 	require.NoError(t, err)
 	require.Empty(t, more, "a draining node gets no new pool work")
-	require.Equal(t, 4, b.count(t, `SELECT COUNT(*) FROM judge_settlement_event`))
-	_, err = b.store.Nodes().Disable(b.ctx, n.NodeID, false, "admin", "drained")
+	require.Equal(t, 4, b.Count(t, `SELECT COUNT(*) FROM judge_settlement_event`))
+	_, err = b.Store.Nodes().Disable(b.Ctx, n.NodeID, false, "admin", "drained")
 	require.NoError(t, err)
 
 	// Host-group capacity bounds nodes together, and shrinking it stops claims.
-	g2 := b.group(t, 2)
-	a := b.node(t, "cpp", g2.ID, 2, true)
-	c := b.node(t, "cpp", g2.ID, 2, true)
-	ga, err := b.store.Leases().Claim(b.ctx, a.NodeSession, 2)
+	g2 := b.Group(t, 2)
+	a := b.Node(t, "cpp", g2.ID, 2, true)
+	c := b.Node(t, "cpp", g2.ID, 2, true)
+	ga, err := b.Store.Leases().Claim(b.Ctx, a.NodeSession, 2)
 	require.NoError(t, err)
 	require.Len(t, ga, 2)
-	gc, err := b.store.Leases().Claim(b.ctx, c.NodeSession, 2)
+	gc, err := b.Store.Leases().Claim(b.Ctx, c.NodeSession, 2)
 	require.NoError(t, err)
 	require.Empty(t, gc, "group capacity is used up by the other node")
 }
@@ -404,33 +406,33 @@ func TestDrainAndResizeNeverKillRunningJobs(t *testing.T) {
 // and never touches the new generation.
 func TestRejudgeWhileOldLeaseRuns(t *testing.T) {
 	t.Parallel()
-	b := setup(t)
-	g := b.group(t, 4)
-	n1 := b.node(t, "cpp", g.ID, 1, true)
-	n2 := b.node(t, "cpp", g.ID, 1, true)
-	old := b.enqueue(t, "ALGO", "t22")
-	c1 := b.claimEventually(t, b.store, n1.NodeSession)
-	nw, err := b.store.Jobs().Rejudge(b.ctx, "ALGO", "t22", "admin", "tests fixed")
+	b := storetest.Setup(t)
+	g := b.Group(t, 4)
+	n1 := b.Node(t, "cpp", g.ID, 1, true)
+	n2 := b.Node(t, "cpp", g.ID, 1, true)
+	old := b.Enqueue(t, "ALGO", "t22")
+	c1 := b.ClaimEventually(t, b.Store, n1.NodeSession)
+	nw, err := b.Store.Jobs().Rejudge(b.Ctx, "ALGO", "t22", "admin", "tests fixed")
 	require.NoError(t, err)
 
-	rr, err := b.store.Leases().Renew(b.ctx, n1.NodeSession, []store.RenewItem{{JobID: old.JobID, LeaseEpoch: c1.LeaseEpoch, ProgressSeq: 1}})
+	rr, err := b.Store.Leases().Renew(b.Ctx, n1.NodeSession, []lease.RenewItem{{JobID: old.JobID, LeaseEpoch: c1.LeaseEpoch, ProgressSeq: 1}})
 	require.NoError(t, err)
-	require.Equal(t, store.RenewCancelled, rr[0].State)
-	_, err = b.store.Leases().Complete(b.ctx, n1.NodeSession, old.JobID, c1.LeaseEpoch, acResult())
+	require.Equal(t, lease.RenewCancelled, rr[0].State)
+	_, err = b.Store.Leases().Complete(b.Ctx, n1.NodeSession, old.JobID, c1.LeaseEpoch, storetest.ACResult())
 	require.ErrorIs(t, err, store.ErrSuperseded)
 
-	c2 := b.claimEventually(t, b.store, n2.NodeSession)
+	c2 := b.ClaimEventually(t, b.Store, n2.NodeSession)
 	require.Equal(t, nw.JobID, c2.JobID)
-	_, err = b.store.Leases().Complete(b.ctx, n2.NodeSession, nw.JobID, c2.LeaseEpoch, waResult())
+	_, err = b.Store.Leases().Complete(b.Ctx, n2.NodeSession, nw.JobID, c2.LeaseEpoch, storetest.WAResult())
 	require.NoError(t, err)
-	s, err := b.store.Jobs().SubmissionStatus(b.ctx, "ALGO", "t22")
+	s, err := b.Store.Jobs().SubmissionStatus(b.Ctx, "ALGO", "t22")
 	require.NoError(t, err)
 	require.Equal(t, "WA", s.Status)
 	require.Equal(t, 2, s.Generation)
-	require.Equal(t, 1, b.count(t, `SELECT COUNT(*) FROM judge_settlement_event WHERE job_id = ? AND payload LIKE '%"status":"CANCELLED"%' AND payload LIKE '%SUPERSEDED%'`, old.JobID),
+	require.Equal(t, 1, b.Count(t, `SELECT COUNT(*) FROM judge_settlement_event WHERE job_id = ? AND payload LIKE '%"status":"CANCELLED"%' AND payload LIKE '%SUPERSEDED%'`, old.JobID),
 		"the superseded generation ends with one CANCELLED event")
-	require.Equal(t, 1, b.count(t, `SELECT COUNT(*) FROM judge_settlement_event WHERE job_id = ?`, nw.JobID))
-	atts, err := b.store.Jobs().Attempts(b.ctx, old.JobID)
+	require.Equal(t, 1, b.Count(t, `SELECT COUNT(*) FROM judge_settlement_event WHERE job_id = ?`, nw.JobID))
+	atts, err := b.Store.Jobs().Attempts(b.Ctx, old.JobID)
 	require.NoError(t, err)
 	require.Equal(t, "SUPERSEDED", atts[0].Outcome)
 }
@@ -439,22 +441,22 @@ func TestRejudgeWhileOldLeaseRuns(t *testing.T) {
 // lease is reaped exactly once.
 func TestTwoReapersRacingReapEachLeaseOnce(t *testing.T) {
 	t.Parallel()
-	b := setup(t)
-	g := b.group(t, 64)
-	n := b.node(t, "cpp", g.ID, 40, true)
+	b := storetest.Setup(t)
+	g := b.Group(t, 64)
+	n := b.Node(t, "cpp", g.ID, 40, true)
 	for i := range 40 {
-		b.enqueue(t, "ALGO", fmt.Sprintf("t23-%d", i))
+		b.Enqueue(t, "ALGO", fmt.Sprintf("t23-%d", i))
 	}
-	got, err := b.store.Leases().Claim(b.ctx, n.NodeSession, 40)
+	got, err := b.Store.Leases().Claim(b.Ctx, n.NodeSession, 40)
 	require.NoError(t, err)
 	require.Len(t, got, store.ClaimBatchMaxDefault)
-	more, err := b.store.Leases().Claim(b.ctx, n.NodeSession, 40)
+	more, err := b.Store.Leases().Claim(b.Ctx, n.NodeSession, 40)
 	require.NoError(t, err)
 	got = append(got, more...)
-	_, err = b.db.ExecContext(b.ctx, `UPDATE judge_job SET lease_until = NOW(6) - INTERVAL 1 SECOND WHERE state = 'RUNNING'`)
+	_, err = b.DB.ExecContext(b.Ctx, `UPDATE judge_job SET lease_until = NOW(6) - INTERVAL 1 SECOND WHERE state = 'RUNNING'`)
 	require.NoError(t, err)
 
-	replicas := []*store.Store{b.store, b.secondReplica(t)}
+	replicas := []*store.Store{b.Store, b.SecondReplica(t)}
 	var requeued atomic.Int64
 	var wg sync.WaitGroup
 	for _, st := range replicas {
@@ -462,7 +464,7 @@ func TestTwoReapersRacingReapEachLeaseOnce(t *testing.T) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				r, err := st.Leases().Reap(b.ctx)
+				r, err := st.Leases().Reap(b.Ctx)
 				require.NoError(t, err)
 				requeued.Add(int64(r.Requeued))
 			}()
@@ -470,42 +472,42 @@ func TestTwoReapersRacingReapEachLeaseOnce(t *testing.T) {
 	}
 	wg.Wait()
 	// Whatever a racing pass skipped (locked by the other), a later pass reaps.
-	r, err := b.store.Leases().Reap(b.ctx)
+	r, err := b.Store.Leases().Reap(b.Ctx)
 	require.NoError(t, err)
 	requeued.Add(int64(r.Requeued))
 	require.EqualValues(t, len(got), requeued.Load())
-	require.Equal(t, len(got), b.count(t, `SELECT COUNT(*) FROM judge_job_attempt WHERE outcome = 'EXPIRED'`))
+	require.Equal(t, len(got), b.Count(t, `SELECT COUNT(*) FROM judge_job_attempt WHERE outcome = 'EXPIRED'`))
 	// None of these leases reported a start: since issue 14 they are not
 	// counted as attempts (attempt_count back to 0) but as unstarted ones.
-	require.Equal(t, len(got), b.count(t, `SELECT COUNT(*) FROM judge_job
+	require.Equal(t, len(got), b.Count(t, `SELECT COUNT(*) FROM judge_job
 		WHERE state = 'QUEUED' AND attempt_count = 0 AND unstarted_attempts = 1 AND kind = 'SUBMISSION'`))
 }
 
 // Renew moves progress only forward and answers per job.
 func TestRenewProgressOnlyForward(t *testing.T) {
 	t.Parallel()
-	b := setup(t)
-	g := b.group(t, 4)
-	n := b.node(t, "cpp", g.ID, 2, true)
-	job := b.enqueue(t, "ALGO", "renew")
-	c := b.claimEventually(t, b.store, n.NodeSession)
-	rr, err := b.store.Leases().Renew(b.ctx, n.NodeSession, []store.RenewItem{
+	b := storetest.Setup(t)
+	g := b.Group(t, 4)
+	n := b.Node(t, "cpp", g.ID, 2, true)
+	job := b.Enqueue(t, "ALGO", "renew")
+	c := b.ClaimEventually(t, b.Store, n.NodeSession)
+	rr, err := b.Store.Leases().Renew(b.Ctx, n.NodeSession, []lease.RenewItem{
 		{JobID: job.JobID, LeaseEpoch: c.LeaseEpoch, ProgressSeq: 5, Phase: "JUDGING", CasesDone: 1, CasesTotal: 2},
 		{JobID: 999999, LeaseEpoch: 1, ProgressSeq: 1},
 	})
 	require.NoError(t, err)
-	require.Equal(t, store.RenewOK, rr[0].State)
+	require.Equal(t, lease.RenewOK, rr[0].State)
 	require.Positive(t, rr[0].Remaining)
-	require.Equal(t, store.RenewLost, rr[1].State)
-	_, err = b.store.Leases().Renew(b.ctx, n.NodeSession, []store.RenewItem{
+	require.Equal(t, lease.RenewLost, rr[1].State)
+	_, err = b.Store.Leases().Renew(b.Ctx, n.NodeSession, []lease.RenewItem{
 		{JobID: job.JobID, LeaseEpoch: c.LeaseEpoch, ProgressSeq: 3, Phase: "COMPILING", CasesDone: 0, CasesTotal: 2},
 	})
 	require.NoError(t, err)
-	j, err := b.store.Jobs().GetJob(b.ctx, job.JobID)
+	j, err := b.Store.Jobs().GetJob(b.Ctx, job.JobID)
 	require.NoError(t, err)
 	require.Equal(t, "JUDGING", j.Phase, "an older progress report does not move the phase back")
 	require.Equal(t, 1, j.CasesDone)
-	s, err := b.store.Jobs().SubmissionStatus(b.ctx, "ALGO", "renew")
+	s, err := b.Store.Jobs().SubmissionStatus(b.Ctx, "ALGO", "renew")
 	require.NoError(t, err)
 	require.Equal(t, "JUDGING", s.Status)
 }
@@ -516,58 +518,58 @@ func TestRenewProgressOnlyForward(t *testing.T) {
 // exactly one settlement event.
 func TestBatchedCompletionsAnswerEachResult(t *testing.T) {
 	t.Parallel()
-	b := setup(t)
-	g := b.group(t, 8)
-	sess := b.node(t, "cpp", g.ID, 8, true)
+	b := storetest.Setup(t)
+	g := b.Group(t, 8)
+	sess := b.Node(t, "cpp", g.ID, 8, true)
 	for i := range 6 {
-		b.enqueue(t, "ALGO", fmt.Sprintf("batch-%d", i))
+		b.Enqueue(t, "ALGO", fmt.Sprintf("batch-%d", i))
 	}
-	jobs, err := b.store.Leases().Claim(b.ctx, sess.NodeSession, 6)
+	jobs, err := b.Store.Leases().Claim(b.Ctx, sess.NodeSession, 6)
 	require.NoError(t, err)
 	require.Len(t, jobs, 6)
 	type answer struct {
-		resp store.CompleteResponse
+		resp lease.CompleteResponse
 		err  error
 	}
 	// completeTogether posts one result per target while the batchers hold,
 	// then lets them run as one batch.
-	completeTogether := func(targets []store.ClaimedJob) []answer {
+	completeTogether := func(targets []lease.ClaimedJob) []answer {
 		answers := make([]answer, len(targets))
-		b.together(t, len(targets), func(i int) {
-			r, err := b.store.Leases().Complete(b.ctx, sess.NodeSession, targets[i].JobID, targets[i].LeaseEpoch, acResult())
+		b.Together(t, len(targets), func(i int) {
+			r, err := b.Store.Leases().Complete(b.Ctx, sess.NodeSession, targets[i].JobID, targets[i].LeaseEpoch, storetest.ACResult())
 			answers[i] = answer{r, err}
 		})
 		return answers
 	}
 
 	// A batch whose fences all hold commits as one.
-	before := store.CommittedBatches(b.store)
+	before := store.CommittedBatches(b.Store)
 	for _, a := range completeTogether(jobs[3:]) {
 		require.NoError(t, a.err)
-		require.Equal(t, store.Accepted, a.resp.Disposition)
+		require.Equal(t, lease.Accepted, a.resp.Disposition)
 		require.Equal(t, store.StateCompleted, a.resp.JobState)
 	}
-	require.Equal(t, 3, b.count(t, `SELECT COUNT(*) FROM judge_settlement_event`))
-	require.Equal(t, before+1, store.CommittedBatches(b.store), "the three results shared one commit")
+	require.Equal(t, 3, b.Count(t, `SELECT COUNT(*) FROM judge_settlement_event`))
+	require.Equal(t, before+1, store.CommittedBatches(b.Store), "the three results shared one commit")
 
 	// A batch with an expired lease and a result sent twice: it falls back
 	// item by item, and each caller gets its own answer.
-	b.expireLease(t, jobs[0].JobID)
-	answers := completeTogether([]store.ClaimedJob{jobs[0], jobs[1], jobs[2], jobs[1]})
+	b.ExpireLease(t, jobs[0].JobID)
+	answers := completeTogether([]lease.ClaimedJob{jobs[0], jobs[1], jobs[2], jobs[1]})
 	require.ErrorIs(t, answers[0].err, store.ErrLeaseLost, "the expired lease is refused")
 	require.NoError(t, answers[2].err)
-	require.Equal(t, store.Accepted, answers[2].resp.Disposition)
+	require.Equal(t, lease.Accepted, answers[2].resp.Disposition)
 	require.NoError(t, answers[1].err)
 	require.NoError(t, answers[3].err)
-	require.ElementsMatch(t, []store.Disposition{store.Accepted, store.AlreadyCommitted},
-		[]store.Disposition{answers[1].resp.Disposition, answers[3].resp.Disposition}, "one of the repeated results commits")
+	require.ElementsMatch(t, []lease.Disposition{lease.Accepted, lease.AlreadyCommitted},
+		[]lease.Disposition{answers[1].resp.Disposition, answers[3].resp.Disposition}, "one of the repeated results commits")
 
-	require.Equal(t, 5, b.count(t, `SELECT COUNT(*) FROM judge_settlement_event`))
-	require.Equal(t, 5, b.count(t, `SELECT COUNT(*) FROM judge_job_attempt a JOIN judge_job j ON j.id = a.job_id
+	require.Equal(t, 5, b.Count(t, `SELECT COUNT(*) FROM judge_settlement_event`))
+	require.Equal(t, 5, b.Count(t, `SELECT COUNT(*) FROM judge_job_attempt a JOIN judge_job j ON j.id = a.job_id
 		WHERE j.kind = 'SUBMISSION' AND a.outcome = 'COMPLETED' AND a.receipt_digest IS NOT NULL`))
-	again, err := b.store.Leases().Complete(b.ctx, sess.NodeSession, jobs[1].JobID, jobs[1].LeaseEpoch, acResult())
+	again, err := b.Store.Leases().Complete(b.Ctx, sess.NodeSession, jobs[1].JobID, jobs[1].LeaseEpoch, storetest.ACResult())
 	require.NoError(t, err)
-	require.Equal(t, store.AlreadyCommitted, again.Disposition)
+	require.Equal(t, lease.AlreadyCommitted, again.Disposition)
 }
 
 // Claims of several nodes that arrive together share one transaction, and
@@ -577,19 +579,19 @@ func TestBatchedCompletionsAnswerEachResult(t *testing.T) {
 // leases that request already granted.
 func TestConcurrentClaimsShareOneTransaction(t *testing.T) {
 	t.Parallel()
-	b := setup(t)
-	g1, g2 := b.group(t, 3), b.group(t, 10)
-	nodeA := b.node(t, "cpp", g1.ID, 3, true)
-	nodeB := b.node(t, "cpp", g1.ID, 3, true)
-	nodeC := b.node(t, "cpp", g2.ID, 2, true)
-	stale, cred := b.nodeWithCredential(t, "cpp", g2.ID, 2, true)
-	_, err := b.store.Credentials().OpenSession(b.ctx, cred, "boot-restarted")
+	b := storetest.Setup(t)
+	g1, g2 := b.Group(t, 3), b.Group(t, 10)
+	nodeA := b.Node(t, "cpp", g1.ID, 3, true)
+	nodeB := b.Node(t, "cpp", g1.ID, 3, true)
+	nodeC := b.Node(t, "cpp", g2.ID, 2, true)
+	stale, cred := b.NodeWithCredential(t, "cpp", g2.ID, 2, true)
+	_, err := b.Store.Credentials().OpenSession(b.Ctx, cred, "boot-restarted")
 	require.NoError(t, err)
 	for i := range 10 {
-		b.enqueue(t, "ALGO", fmt.Sprintf("batch-%d", i))
+		b.Enqueue(t, "ALGO", fmt.Sprintf("batch-%d", i))
 	}
 	// Node A's first claim is answered, but say the answer was lost.
-	first, err := b.store.Leases().ClaimRequest(b.ctx, nodeA.NodeSession, 2, "claim-batch-a1")
+	first, err := b.Store.Leases().ClaimRequest(b.Ctx, nodeA.NodeSession, 2, "claim-batch-a1")
 	require.NoError(t, err)
 	require.Len(t, first, 2)
 
@@ -599,7 +601,7 @@ func TestConcurrentClaimsShareOneTransaction(t *testing.T) {
 		request string
 	}
 	type answer struct {
-		jobs []store.ClaimedJob
+		jobs []lease.ClaimedJob
 		err  error
 	}
 	calls := []call{
@@ -608,22 +610,22 @@ func TestConcurrentClaimsShareOneTransaction(t *testing.T) {
 		{nodeC.NodeSession, 4, "claim-batch-c1"}, // two slots
 		{stale.NodeSession, 2, "claim-batch-s1"}, // its node opened a new session
 	}
-	queued, release := store.HoldClaims(b.store, "cpp")
-	before := store.CommittedBatches(b.store)
+	queued, release := store.HoldClaims(b.Store, "cpp")
+	before := store.CommittedBatches(b.Store)
 	answers := make([]answer, len(calls))
 	var wg sync.WaitGroup
 	for i, c := range calls {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			jobs, err := b.store.Leases().ClaimRequest(b.ctx, c.sess, c.free, c.request)
+			jobs, err := b.Store.Leases().ClaimRequest(b.Ctx, c.sess, c.free, c.request)
 			answers[i] = answer{jobs, err}
 		}()
 	}
 	require.Eventually(t, func() bool { return queued() == len(calls) }, 5*time.Second, time.Millisecond)
 	release()
 	wg.Wait()
-	require.Equal(t, before+1, store.CommittedBatches(b.store), "the claims shared one commit")
+	require.Equal(t, before+1, store.CommittedBatches(b.Store), "the claims shared one commit")
 
 	require.NoError(t, answers[0].err)
 	require.Len(t, answers[0].jobs, 2)
@@ -647,23 +649,23 @@ func TestConcurrentClaimsShareOneTransaction(t *testing.T) {
 			leased[j.JobID] = true
 		}
 	}
-	require.Equal(t, 3, b.count(t, `SELECT COUNT(*) FROM judge_job WHERE host_group_id = ? AND state = 'RUNNING'`, g1.ID))
-	require.Equal(t, 2, b.count(t, `SELECT COUNT(*) FROM judge_job WHERE node_id = ? AND state = 'RUNNING'`, nodeC.NodeSession.NodeID))
-	require.Equal(t, 5, b.count(t, `SELECT COUNT(*) FROM judge_job_attempt a JOIN judge_job j ON j.id = a.job_id WHERE j.kind = 'SUBMISSION'`),
+	require.Equal(t, 3, b.Count(t, `SELECT COUNT(*) FROM judge_job WHERE host_group_id = ? AND state = 'RUNNING'`, g1.ID))
+	require.Equal(t, 2, b.Count(t, `SELECT COUNT(*) FROM judge_job WHERE node_id = ? AND state = 'RUNNING'`, nodeC.NodeSession.NodeID))
+	require.Equal(t, 5, b.Count(t, `SELECT COUNT(*) FROM judge_job_attempt a JOIN judge_job j ON j.id = a.job_id WHERE j.kind = 'SUBMISSION'`),
 		"one attempt per leased job; the replay added none")
-	require.Equal(t, 1, b.count(t, `SELECT COUNT(*) FROM judge_job_attempt WHERE node_id = ? AND claim_request_id = 'claim-batch-b1'`, nodeB.NodeSession.NodeID))
+	require.Equal(t, 1, b.Count(t, `SELECT COUNT(*) FROM judge_job_attempt WHERE node_id = ? AND claim_request_id = 'claim-batch-b1'`, nodeB.NodeSession.NodeID))
 
 	// Two fresh nodes of one group in one batch share its room: 2 + 2 slots,
 	// capacity 3.
-	g3 := b.group(t, 3)
-	nodeD, nodeE := b.node(t, "cpp", g3.ID, 2, true), b.node(t, "cpp", g3.ID, 2, true)
-	queued, release = store.HoldClaims(b.store, "cpp")
-	got := make([][]store.ClaimedJob, 2)
+	g3 := b.Group(t, 3)
+	nodeD, nodeE := b.Node(t, "cpp", g3.ID, 2, true), b.Node(t, "cpp", g3.ID, 2, true)
+	queued, release = store.HoldClaims(b.Store, "cpp")
+	got := make([][]lease.ClaimedJob, 2)
 	for i, n := range []store.Session{nodeD, nodeE} {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			jobs, err := b.store.Leases().Claim(b.ctx, n.NodeSession, 2)
+			jobs, err := b.Store.Leases().Claim(b.Ctx, n.NodeSession, 2)
 			assert.NoError(t, err)
 			got[i] = jobs
 		}()
@@ -671,9 +673,9 @@ func TestConcurrentClaimsShareOneTransaction(t *testing.T) {
 	require.Eventually(t, func() bool { return queued() == 2 }, 5*time.Second, time.Millisecond)
 	release()
 	wg.Wait()
-	require.Equal(t, before+2, store.CommittedBatches(b.store))
+	require.Equal(t, before+2, store.CommittedBatches(b.Store))
 	require.Equal(t, 3, len(got[0])+len(got[1]), "group capacity 3 shared by the batch")
-	require.Equal(t, 3, b.count(t, `SELECT COUNT(*) FROM judge_job WHERE host_group_id = ? AND state = 'RUNNING'`, g3.ID))
+	require.Equal(t, 3, b.Count(t, `SELECT COUNT(*) FROM judge_job WHERE host_group_id = ? AND state = 'RUNNING'`, g3.ID))
 }
 
 // Concurrent renewals of several nodes share one UPDATE (one commit), and
@@ -682,20 +684,20 @@ func TestConcurrentClaimsShareOneTransaction(t *testing.T) {
 // renew and only the stale item is reported lost.
 func TestBatchedRenewalsAnswerEachCall(t *testing.T) {
 	t.Parallel()
-	b := setup(t)
-	g := b.group(t, 4)
-	nodeA, nodeB := b.node(t, "cpp", g.ID, 2, true), b.node(t, "cpp", g.ID, 2, true)
-	b.enqueue(t, "ALGO", "renew-a")
-	b.enqueue(t, "ALGO", "renew-b")
-	ca := b.claimEventually(t, b.store, nodeA.NodeSession)
-	cb := b.claimEventually(t, b.store, nodeB.NodeSession)
+	b := storetest.Setup(t)
+	g := b.Group(t, 4)
+	nodeA, nodeB := b.Node(t, "cpp", g.ID, 2, true), b.Node(t, "cpp", g.ID, 2, true)
+	b.Enqueue(t, "ALGO", "renew-a")
+	b.Enqueue(t, "ALGO", "renew-b")
+	ca := b.ClaimEventually(t, b.Store, nodeA.NodeSession)
+	cb := b.ClaimEventually(t, b.Store, nodeB.NodeSession)
 
-	renewTogether := func(items map[store.NodeSession][]store.RenewItem) map[store.NodeSession][]store.RenewResult {
+	renewTogether := func(items map[store.NodeSession][]lease.RenewItem) map[store.NodeSession][]lease.RenewResult {
 		sessions := slices.Collect(maps.Keys(items))
-		out := make(map[store.NodeSession][]store.RenewResult)
+		out := make(map[store.NodeSession][]lease.RenewResult)
 		var mu sync.Mutex
-		b.together(t, len(sessions), func(i int) {
-			rr, err := b.store.Leases().Renew(b.ctx, sessions[i], items[sessions[i]])
+		b.Together(t, len(sessions), func(i int) {
+			rr, err := b.Store.Leases().Renew(b.Ctx, sessions[i], items[sessions[i]])
 			assert.NoError(t, err)
 			mu.Lock()
 			out[sessions[i]] = rr
@@ -703,37 +705,37 @@ func TestBatchedRenewalsAnswerEachCall(t *testing.T) {
 		})
 		return out
 	}
-	progress := judging
+	progress := storetest.Judging
 
-	before := store.CommittedBatches(b.store)
-	got := renewTogether(map[store.NodeSession][]store.RenewItem{
+	before := store.CommittedBatches(b.Store)
+	got := renewTogether(map[store.NodeSession][]lease.RenewItem{
 		nodeA.NodeSession: {progress(ca, 1)},
 		nodeB.NodeSession: {progress(cb, 1)},
 	})
-	require.Equal(t, before+1, store.CommittedBatches(b.store), "two nodes' renewals shared one commit")
-	require.Equal(t, store.RenewOK, got[nodeA.NodeSession][0].State)
-	require.Equal(t, store.RenewOK, got[nodeB.NodeSession][0].State)
+	require.Equal(t, before+1, store.CommittedBatches(b.Store), "two nodes' renewals shared one commit")
+	require.Equal(t, lease.RenewOK, got[nodeA.NodeSession][0].State)
+	require.Equal(t, lease.RenewOK, got[nodeB.NodeSession][0].State)
 
 	// Node B also names a lease it does not hold (another node's job, and a
 	// job that is gone): the batch does not renew everything, so each call
 	// runs alone and gets its own answers.
-	for _, stale := range []store.RenewItem{{JobID: 999999, LeaseEpoch: 1, ProgressSeq: 9}, {JobID: ca.JobID, LeaseEpoch: ca.LeaseEpoch, ProgressSeq: 9}} {
-		got = renewTogether(map[store.NodeSession][]store.RenewItem{
+	for _, stale := range []lease.RenewItem{{JobID: 999999, LeaseEpoch: 1, ProgressSeq: 9}, {JobID: ca.JobID, LeaseEpoch: ca.LeaseEpoch, ProgressSeq: 9}} {
+		got = renewTogether(map[store.NodeSession][]lease.RenewItem{
 			nodeA.NodeSession: {progress(ca, 2)},
 			nodeB.NodeSession: {progress(cb, 2), stale},
 		})
-		require.Equal(t, before+1, store.CommittedBatches(b.store), "a batch that did not renew everything is not counted")
-		require.Equal(t, store.RenewOK, got[nodeA.NodeSession][0].State)
+		require.Equal(t, before+1, store.CommittedBatches(b.Store), "a batch that did not renew everything is not counted")
+		require.Equal(t, lease.RenewOK, got[nodeA.NodeSession][0].State)
 		require.Len(t, got[nodeB.NodeSession], 2)
 		for _, r := range got[nodeB.NodeSession] {
-			want := store.RenewOK
+			want := lease.RenewOK
 			if r.JobID == stale.JobID {
-				want = store.RenewLost
+				want = lease.RenewLost
 			}
 			require.Equal(t, want, r.State, "job %d", r.JobID)
 		}
 	}
-	require.Equal(t, 1, b.count(t, `SELECT COUNT(*) FROM judge_job WHERE id = ? AND node_id = ? AND progress_seq = 2`, ca.JobID, nodeA.NodeSession.NodeID),
+	require.Equal(t, 1, b.Count(t, `SELECT COUNT(*) FROM judge_job WHERE id = ? AND node_id = ? AND progress_seq = 2`, ca.JobID, nodeA.NodeSession.NodeID),
 		"node B's report for node A's job changed nothing")
 }
 
@@ -744,97 +746,97 @@ func TestBatchedRenewalsAnswerEachCall(t *testing.T) {
 // either kind fails its fence falls back so only that item is refused.
 func TestRenewalsAndResultsShareOneTransaction(t *testing.T) {
 	t.Parallel()
-	b := setup(t)
-	g := b.group(t, 8)
-	nodeA, nodeB := b.node(t, "cpp", g.ID, 4, true), b.node(t, "cpp", g.ID, 4, true)
+	b := storetest.Setup(t)
+	g := b.Group(t, 8)
+	nodeA, nodeB := b.Node(t, "cpp", g.ID, 4, true), b.Node(t, "cpp", g.ID, 4, true)
 	for i := range 6 {
-		b.enqueue(t, "ALGO", fmt.Sprintf("write-%d", i))
+		b.Enqueue(t, "ALGO", fmt.Sprintf("write-%d", i))
 	}
-	a, err := b.store.Leases().Claim(b.ctx, nodeA.NodeSession, 3)
+	a, err := b.Store.Leases().Claim(b.Ctx, nodeA.NodeSession, 3)
 	require.NoError(t, err)
 	require.Len(t, a, 3)
-	bj, err := b.store.Leases().Claim(b.ctx, nodeB.NodeSession, 3)
+	bj, err := b.Store.Leases().Claim(b.Ctx, nodeB.NodeSession, 3)
 	require.NoError(t, err)
 	require.Len(t, bj, 3)
 
 	type call struct {
 		sess   store.NodeSession
-		renew  []store.RenewItem
-		result store.ClaimedJob
+		renew  []lease.RenewItem
+		result lease.ClaimedJob
 	}
 	type answer struct {
-		renew  []store.RenewResult
-		result store.CompleteResponse
+		renew  []lease.RenewResult
+		result lease.CompleteResponse
 		err    error
 	}
 	together := func(calls []call) []answer {
 		out := make([]answer, len(calls))
-		b.together(t, len(calls), func(i int) {
+		b.Together(t, len(calls), func(i int) {
 			c := calls[i]
 			if c.renew != nil {
-				out[i].renew, out[i].err = b.store.Leases().Renew(b.ctx, c.sess, c.renew)
+				out[i].renew, out[i].err = b.Store.Leases().Renew(b.Ctx, c.sess, c.renew)
 				return
 			}
-			out[i].result, out[i].err = b.store.Leases().Complete(b.ctx, c.sess, c.result.JobID, c.result.LeaseEpoch, acResult())
+			out[i].result, out[i].err = b.Store.Leases().Complete(b.Ctx, c.sess, c.result.JobID, c.result.LeaseEpoch, storetest.ACResult())
 		})
 		return out
 	}
-	progress := judging
+	progress := storetest.Judging
 
 	// All fences hold: one commit for two renewals and two results.
-	before := store.CommittedBatches(b.store)
+	before := store.CommittedBatches(b.Store)
 	got := together([]call{
-		{sess: nodeA.NodeSession, renew: []store.RenewItem{progress(a[0], 1), progress(a[1], 1)}},
+		{sess: nodeA.NodeSession, renew: []lease.RenewItem{progress(a[0], 1), progress(a[1], 1)}},
 		{sess: nodeB.NodeSession, result: bj[0]},
 		{sess: nodeA.NodeSession, result: a[2]},
-		{sess: nodeB.NodeSession, renew: []store.RenewItem{progress(bj[1], 1)}},
+		{sess: nodeB.NodeSession, renew: []lease.RenewItem{progress(bj[1], 1)}},
 	})
-	require.Equal(t, before+1, store.CommittedBatches(b.store), "renewals and results shared one commit")
+	require.Equal(t, before+1, store.CommittedBatches(b.Store), "renewals and results shared one commit")
 	for i, g := range got {
 		require.NoError(t, g.err, "call %d", i)
 	}
 	for _, r := range append(got[0].renew, got[3].renew...) {
-		require.Equal(t, store.RenewOK, r.State)
+		require.Equal(t, lease.RenewOK, r.State)
 	}
-	require.Equal(t, store.Accepted, got[1].result.Disposition)
-	require.Equal(t, store.Accepted, got[2].result.Disposition)
-	for _, c := range []store.ClaimedJob{a[0], a[1], bj[1]} {
-		require.Equal(t, 1, b.count(t, `SELECT COUNT(*) FROM judge_job WHERE id = ? AND state = 'RUNNING' AND phase = 'JUDGING'
+	require.Equal(t, lease.Accepted, got[1].result.Disposition)
+	require.Equal(t, lease.Accepted, got[2].result.Disposition)
+	for _, c := range []lease.ClaimedJob{a[0], a[1], bj[1]} {
+		require.Equal(t, 1, b.Count(t, `SELECT COUNT(*) FROM judge_job WHERE id = ? AND state = 'RUNNING' AND phase = 'JUDGING'
 			AND progress_seq = 1 AND cases_done = 1 AND cases_total = 2 AND verdict IS NULL AND finished_at IS NULL
 			AND lease_until > NOW(6) + INTERVAL 4 SECOND`, c.JobID), "job %d renewed with its progress", c.JobID)
 	}
-	for _, c := range []store.ClaimedJob{bj[0], a[2]} {
-		require.Equal(t, 1, b.count(t, `SELECT COUNT(*) FROM judge_job WHERE id = ? AND state = 'COMPLETED' AND verdict = 'AC'
+	for _, c := range []lease.ClaimedJob{bj[0], a[2]} {
+		require.Equal(t, 1, b.Count(t, `SELECT COUNT(*) FROM judge_job WHERE id = ? AND state = 'COMPLETED' AND verdict = 'AC'
 			AND lease_until IS NULL AND finished_at IS NOT NULL AND result_digest IS NOT NULL`, c.JobID), "job %d completed", c.JobID)
-		require.Equal(t, 1, b.count(t, `SELECT COUNT(*) FROM judge_job_attempt WHERE job_id = ? AND outcome = 'COMPLETED'
+		require.Equal(t, 1, b.Count(t, `SELECT COUNT(*) FROM judge_job_attempt WHERE job_id = ? AND outcome = 'COMPLETED'
 			AND receipt_digest IS NOT NULL`, c.JobID))
 	}
-	require.Equal(t, 2, b.count(t, `SELECT COUNT(*) FROM judge_settlement_event`))
-	s, err := b.store.Jobs().SubmissionStatus(b.ctx, "ALGO", "write-0")
+	require.Equal(t, 2, b.Count(t, `SELECT COUNT(*) FROM judge_settlement_event`))
+	s, err := b.Store.Jobs().SubmissionStatus(b.Ctx, "ALGO", "write-0")
 	require.NoError(t, err)
 	require.Equal(t, "JUDGING", s.Status, "the renewal's phase change reaches the business")
 
 	// A lease that ran out fails its fence, whichever kind names it: the
 	// batch writes nothing and each call goes alone.
-	b.expireLease(t, a[0].JobID)
+	b.ExpireLease(t, a[0].JobID)
 	got = together([]call{
-		{sess: nodeA.NodeSession, renew: []store.RenewItem{progress(a[0], 2), progress(a[1], 2)}},
+		{sess: nodeA.NodeSession, renew: []lease.RenewItem{progress(a[0], 2), progress(a[1], 2)}},
 		{sess: nodeB.NodeSession, result: bj[1]},
 	})
 	require.NoError(t, got[0].err)
-	require.Equal(t, []store.RenewState{store.RenewLost, store.RenewOK}, []store.RenewState{got[0].renew[0].State, got[0].renew[1].State})
+	require.Equal(t, []lease.RenewState{lease.RenewLost, lease.RenewOK}, []lease.RenewState{got[0].renew[0].State, got[0].renew[1].State})
 	require.NoError(t, got[1].err)
-	require.Equal(t, store.Accepted, got[1].result.Disposition)
-	b.expireLease(t, bj[2].JobID)
+	require.Equal(t, lease.Accepted, got[1].result.Disposition)
+	b.ExpireLease(t, bj[2].JobID)
 	got = together([]call{
-		{sess: nodeA.NodeSession, renew: []store.RenewItem{progress(a[1], 3)}},
+		{sess: nodeA.NodeSession, renew: []lease.RenewItem{progress(a[1], 3)}},
 		{sess: nodeB.NodeSession, result: bj[2]},
 	})
 	require.NoError(t, got[0].err)
-	require.Equal(t, store.RenewOK, got[0].renew[0].State)
+	require.Equal(t, lease.RenewOK, got[0].renew[0].State)
 	require.ErrorIs(t, got[1].err, store.ErrLeaseLost)
-	require.Equal(t, before+1, store.CommittedBatches(b.store), "batches that fell back are not counted")
-	require.Equal(t, 1, b.count(t, `SELECT COUNT(*) FROM judge_job WHERE id = ? AND state = 'RUNNING' AND progress_seq = 3`, a[1].JobID))
-	require.Equal(t, 3, b.count(t, `SELECT COUNT(*) FROM judge_settlement_event`))
-	require.Equal(t, 3, b.count(t, `SELECT COUNT(*) FROM judge_job WHERE kind = 'SUBMISSION' AND state = 'COMPLETED'`))
+	require.Equal(t, before+1, store.CommittedBatches(b.Store), "batches that fell back are not counted")
+	require.Equal(t, 1, b.Count(t, `SELECT COUNT(*) FROM judge_job WHERE id = ? AND state = 'RUNNING' AND progress_seq = 3`, a[1].JobID))
+	require.Equal(t, 3, b.Count(t, `SELECT COUNT(*) FROM judge_settlement_event`))
+	require.Equal(t, 3, b.Count(t, `SELECT COUNT(*) FROM judge_job WHERE kind = 'SUBMISSION' AND state = 'COMPLETED'`))
 }

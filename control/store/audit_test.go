@@ -12,23 +12,23 @@ import (
 func TestListAuditFiltersAndRecordsTheCaller(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	g := b.group(t, 4) // host_group.create by "test", no caller address
-	ctx := store.WithCaller(b.ctx, "192.0.2.7")
-	n, _, err := b.store.Nodes().CreateNode(ctx, store.NodeSpec{Name: "audit-n", Pool: "cpp", HostGroupID: g.ID, Slots: 1}, "ADMIN:alice")
+	g := b.Group(t, 4) // host_group.create by "test", no caller address
+	ctx := store.WithCaller(b.Ctx, "192.0.2.7")
+	n, _, err := b.Store.Nodes().CreateNode(ctx, store.NodeSpec{Name: "audit-n", Pool: "cpp", HostGroupID: g.ID, Slots: 1}, "ADMIN:alice")
 	require.NoError(t, err)
-	require.NoError(t, b.store.AuditLog().RecordNodeAction(ctx, n.ID, "ADMIN:alice", "node.probe", "maintenance", nil))
-	j := b.enqueue(t, "ALGO", "a-1")
-	_, err = b.store.Jobs().CancelJob(store.WithCaller(b.ctx, "2001:db8::1"), j.JobID, "ADMIN:bob", "duplicate")
+	require.NoError(t, b.Store.AuditLog().RecordNodeAction(ctx, n.ID, "ADMIN:alice", "node.probe", "maintenance", nil))
+	j := b.Enqueue(t, "ALGO", "a-1")
+	_, err = b.Store.Jobs().CancelJob(store.WithCaller(b.Ctx, "2001:db8::1"), j.JobID, "ADMIN:bob", "duplicate")
 	require.NoError(t, err)
 
 	// One entry per hour, so time bounds pick exact ones.
 	day := time.Date(2026, 11, 30, 0, 0, 0, 0, time.UTC)
-	_, err = b.db.ExecContext(b.ctx, `UPDATE judge_audit SET created_at = ? + INTERVAL id HOUR`, day)
+	_, err = b.DB.ExecContext(b.Ctx, `UPDATE judge_audit SET created_at = ? + INTERVAL id HOUR`, day)
 	require.NoError(t, err)
 
 	list := func(f store.AuditFilter) []store.AuditEntry {
 		t.Helper()
-		out, err := b.store.AuditLog().ListAudit(b.ctx, f)
+		out, err := b.Store.AuditLog().ListAudit(b.Ctx, f)
 		require.NoError(t, err)
 		return out
 	}
@@ -72,8 +72,8 @@ func TestListAuditFiltersAndRecordsTheCaller(t *testing.T) {
 	}
 	require.Equal(t, []int64{all[0].ID, all[1].ID, all[2].ID, all[3].ID}, seen)
 
-	_, err = b.store.AuditLog().ListAudit(b.ctx, store.AuditFilter{After: day, Before: day})
+	_, err = b.Store.AuditLog().ListAudit(b.Ctx, store.AuditFilter{After: day, Before: day})
 	require.ErrorIs(t, err, store.ErrValidation)
-	_, err = b.store.AuditLog().ListAudit(b.ctx, store.AuditFilter{Limit: store.PageLimitMax + 1})
+	_, err = b.Store.AuditLog().ListAudit(b.Ctx, store.AuditFilter{Limit: store.PageLimitMax + 1})
 	require.ErrorIs(t, err, store.ErrValidation)
 }

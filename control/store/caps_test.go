@@ -23,18 +23,18 @@ type capsBundle struct {
 func setupCaps(t *testing.T) capsBundle {
 	t.Helper()
 	b := setup(t)
-	in := b.artifact(t, "1")
+	in := b.Artifact(t, "1")
 	m := tinyManifest(in)
 	m.Limits.MemoryMb = 64
 	m.IO = &manifest.FileIO{InputFile: "sum.in", OutputFile: "sum.out"}
-	pm, err := b.store.Manifests().PublishManifest(b.ctx, m)
+	pm, err := b.Store.Manifests().PublishManifest(b.Ctx, m)
 	require.NoError(t, err)
 	return capsBundle{testBundle: b, fileIO: pm.ID}
 }
 
 func (b capsBundle) enqueueOn(t *testing.T, id, language string, manifestID int64) int64 {
 	t.Helper()
-	r, err := b.store.Jobs().Enqueue(b.ctx, store.EnqueueRequest{SubmissionType: "ALGO", SubmissionID: id, Language: language,
+	r, err := b.Store.Jobs().Enqueue(b.Ctx, store.EnqueueRequest{SubmissionType: "ALGO", SubmissionID: id, Language: language,
 		Source: "int main(){}", ManifestID: manifestID})
 	require.NoError(t, err)
 	return r.JobID
@@ -48,7 +48,7 @@ func (b capsBundle) report(t *testing.T, sess store.Session, languages []string,
 	for i, id := range languages {
 		reps[i] = store.LanguageReport{ID: id, Pool: "cpp"}
 	}
-	_, err := b.store.Credentials().Heartbeat(b.ctx, sess.NodeSession, store.HeartbeatReport{RuntimeVersion: "rt-2",
+	_, err := b.Store.Credentials().Heartbeat(b.Ctx, sess.NodeSession, store.HeartbeatReport{RuntimeVersion: "rt-2",
 		Languages: reps, Features: features})
 	require.NoError(t, err)
 }
@@ -68,34 +68,34 @@ func jobIDsOf(jobs []store.ClaimedJob) []int64 {
 func TestClaimHandsNodesOnlyWhatTheyCanRun(t *testing.T) {
 	t.Parallel()
 	b := setupCaps(t)
-	g := b.group(t, 16)
-	old := b.node(t, "cpp", g.ID, 4, true)
-	fresh := b.node(t, "cpp", g.ID, 4, true)
+	g := b.Group(t, 16)
+	old := b.Node(t, "cpp", g.ID, 4, true)
+	fresh := b.Node(t, "cpp", g.ID, 4, true)
 	b.report(t, fresh, []string{"cpp17", "cpp20"}, []string{contracts.FeatureBatch, contracts.FeatureFileIO})
 
 	fileJob := b.enqueueOn(t, "f1", "cpp17", b.fileIO)
-	classic := b.enqueueOn(t, "c1", "cpp17", b.manifest)
-	cJob := b.enqueueOn(t, "l1", "c11", b.manifest)
+	classic := b.enqueueOn(t, "c1", "cpp17", b.Manifest)
+	cJob := b.enqueueOn(t, "l1", "c11", b.Manifest)
 	fileBit, err := contracts.FeatureCaps([]string{contracts.FeatureFileIO})
 	require.NoError(t, err)
 	cppBit, _ := contracts.LanguageCap("cpp17")
-	require.Equal(t, int(fileBit|cppBit), b.count(t, `SELECT required_caps FROM judge_job WHERE id = ?`, fileJob),
+	require.Equal(t, int(fileBit|cppBit), b.Count(t, `SELECT required_caps FROM judge_job WHERE id = ?`, fileJob),
 		"derived at enqueue from the language and the manifest's file I/O")
 
-	got, err := b.store.Leases().Claim(b.ctx, old.NodeSession, 4)
+	got, err := b.Store.Leases().Claim(b.Ctx, old.NodeSession, 4)
 	require.NoError(t, err)
 	require.ElementsMatch(t, []int64{classic, cJob}, jobIDsOf(got),
 		"the old node reported nothing: classic batch, every language of its pool, never the file-I/O job")
 
-	again, err := b.store.Leases().Claim(b.ctx, old.NodeSession, 2)
+	again, err := b.Store.Leases().Claim(b.Ctx, old.NodeSession, 2)
 	require.NoError(t, err)
 	require.Empty(t, again, "the file-I/O job waits rather than going to a node without file I/O")
 
-	cJob2 := b.enqueueOn(t, "l2", "c11", b.manifest)
-	got, err = b.store.Leases().Claim(b.ctx, fresh.NodeSession, 4)
+	cJob2 := b.enqueueOn(t, "l2", "c11", b.Manifest)
+	got, err = b.Store.Leases().Claim(b.Ctx, fresh.NodeSession, 4)
 	require.NoError(t, err)
 	require.Equal(t, []int64{fileJob}, jobIDsOf(got), "file I/O reported; c11 not reported, so not its job")
-	got, err = b.store.Leases().Claim(b.ctx, old.NodeSession, 4)
+	got, err = b.Store.Leases().Claim(b.Ctx, old.NodeSession, 4)
 	require.NoError(t, err)
 	require.Equal(t, []int64{cJob2}, jobIDsOf(got))
 
@@ -103,7 +103,7 @@ func TestClaimHandsNodesOnlyWhatTheyCanRun(t *testing.T) {
 	// classic batch: every node of the pool takes it.
 	legacy := b.enqueueOn(t, "f2", "cpp17", b.fileIO)
 	b.exec(t, `UPDATE judge_job SET required_caps = 0 WHERE id = ?`, legacy)
-	got, err = b.store.Leases().Claim(b.ctx, old.NodeSession, 4)
+	got, err = b.Store.Leases().Claim(b.Ctx, old.NodeSession, 4)
 	require.NoError(t, err)
 	require.Equal(t, []int64{legacy}, jobIDsOf(got))
 }
@@ -114,24 +114,24 @@ func TestClaimHandsNodesOnlyWhatTheyCanRun(t *testing.T) {
 func TestClaimBatchOfMixedCapabilities(t *testing.T) {
 	t.Parallel()
 	b := setupCaps(t)
-	g := b.group(t, 16)
-	old := b.node(t, "cpp", g.ID, 4, true)
-	fresh := b.node(t, "cpp", g.ID, 4, true)
+	g := b.Group(t, 16)
+	old := b.Node(t, "cpp", g.ID, 4, true)
+	fresh := b.Node(t, "cpp", g.ID, 4, true)
 	b.report(t, fresh, []string{"cpp17"}, []string{contracts.FeatureFileIO})
 	var files, classic []int64
 	for i := range 3 {
 		files = append(files, b.enqueueOn(t, "f"+string(rune('a'+i)), "cpp17", b.fileIO))
-		classic = append(classic, b.enqueueOn(t, "c"+string(rune('a'+i)), "cpp17", b.manifest))
+		classic = append(classic, b.enqueueOn(t, "c"+string(rune('a'+i)), "cpp17", b.Manifest))
 	}
-	before := store.CommittedBatches(b.store)
+	before := store.CommittedBatches(b.Store)
 	got := make([][]store.ClaimedJob, 2)
-	b.claimsTogether(t, "cpp", 2, func(i int) {
+	b.ClaimsTogether(t, "cpp", 2, func(i int) {
 		sess := []store.Session{fresh, old}[i]
-		jobs, err := b.store.Leases().Claim(b.ctx, sess.NodeSession, 4)
+		jobs, err := b.Store.Leases().Claim(b.Ctx, sess.NodeSession, 4)
 		require.NoError(t, err)
 		got[i] = jobs
 	})
-	require.Equal(t, before+1, store.CommittedBatches(b.store), "one transaction for both")
+	require.Equal(t, before+1, store.CommittedBatches(b.Store), "one transaction for both")
 	freshIDs, oldIDs := jobIDsOf(got[0]), jobIDsOf(got[1])
 	require.NotEmpty(t, oldIDs)
 	require.Subset(t, classic, oldIDs, "the old node only gets classic jobs")
@@ -153,19 +153,19 @@ func TestClaimBatchOfMixedCapabilities(t *testing.T) {
 	for _, id := range files {
 		require.NotContains(t, oldIDs, id, "a file-I/O job went to the old node")
 	}
-	require.Equal(t, 6, b.count(t, `SELECT COUNT(*) FROM judge_job WHERE state = 'RUNNING' AND kind = 'SUBMISSION'`)+
-		b.count(t, `SELECT COUNT(*) FROM judge_job WHERE state = 'QUEUED'`))
+	require.Equal(t, 6, b.Count(t, `SELECT COUNT(*) FROM judge_job WHERE state = 'RUNNING' AND kind = 'SUBMISSION'`)+
+		b.Count(t, `SELECT COUNT(*) FROM judge_job WHERE state = 'QUEUED'`))
 }
 
 // A job no ready node can run waits, and the public summary says why.
 func TestSummarySaysNoCapableNode(t *testing.T) {
 	t.Parallel()
 	b := setupCaps(t)
-	g := b.group(t, 16)
-	old := b.node(t, "cpp", g.ID, 4, true)
+	g := b.Group(t, 16)
+	old := b.Node(t, "cpp", g.ID, 4, true)
 	b.enqueueOn(t, "f1", "cpp17", b.fileIO)
-	b.enqueueOn(t, "c1", "cpp17", b.manifest)
-	b.enqueueOn(t, "j1", "java17", b.manifest)
+	b.enqueueOn(t, "c1", "cpp17", b.Manifest)
+	b.enqueueOn(t, "j1", "java17", b.Manifest)
 
 	poolOf := func(sum store.Summary, pool string) store.PoolSummary {
 		for _, p := range sum.Pools {
@@ -176,7 +176,7 @@ func TestSummarySaysNoCapableNode(t *testing.T) {
 		t.Fatalf("no pool %s", pool)
 		return store.PoolSummary{}
 	}
-	sum, err := b.store.Summary(b.ctx)
+	sum, err := b.Store.Summary(b.Ctx)
 	require.NoError(t, err)
 	cpp := poolOf(sum, "cpp")
 	require.Equal(t, 2, cpp.QueuedSubmissions)
@@ -188,7 +188,7 @@ func TestSummarySaysNoCapableNode(t *testing.T) {
 	require.Zero(t, java.Unrunnable)
 
 	b.report(t, old, []string{"cpp17"}, []string{contracts.FeatureFileIO})
-	sum, err = b.store.Summary(b.ctx)
+	sum, err = b.Store.Summary(b.Ctx)
 	require.NoError(t, err)
 	cpp = poolOf(sum, "cpp")
 	require.Empty(t, cpp.WaitReason, "the node now reports file I/O")
@@ -200,8 +200,8 @@ func TestSummarySaysNoCapableNode(t *testing.T) {
 func TestHeartbeatRefusesUnknownFeature(t *testing.T) {
 	t.Parallel()
 	b := setupCaps(t)
-	n := b.node(t, "cpp", b.group(t, 4).ID, 1, false)
-	_, err := b.store.Credentials().Heartbeat(b.ctx, n.NodeSession, store.HeartbeatReport{Features: []string{"telepathy"}})
+	n := b.Node(t, "cpp", b.Group(t, 4).ID, 1, false)
+	_, err := b.Store.Credentials().Heartbeat(b.Ctx, n.NodeSession, store.HeartbeatReport{Features: []string{"telepathy"}})
 	var ve *store.ValidationError
 	require.ErrorAs(t, err, &ve)
 	require.ErrorContains(t, err, `unknown problem type "telepathy"`)
@@ -232,9 +232,9 @@ func TestJobNeedingAFeatureWakesEveryWaiter(t *testing.T) {
 	t.Parallel()
 	b := setupCaps(t)
 	w := &wakeRecorder{}
-	st := b.store.WithNotifier(w)
-	for _, m := range []int64{b.manifest, b.fileIO} {
-		_, err := st.Jobs().Enqueue(b.ctx, store.EnqueueRequest{SubmissionType: "ALGO", SubmissionID: fmt.Sprint("w", m),
+	st := b.Store.WithNotifier(w)
+	for _, m := range []int64{b.Manifest, b.fileIO} {
+		_, err := st.Jobs().Enqueue(b.Ctx, store.EnqueueRequest{SubmissionType: "ALGO", SubmissionID: fmt.Sprint("w", m),
 			Language: "cpp17", Source: "int main(){}", ManifestID: m})
 		require.NoError(t, err)
 	}

@@ -16,12 +16,12 @@ var consoleLimits = store.ConsoleSessionLimits{Idle: time.Minute, Absolute: time
 func TestConsoleSessionLifecycle(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	tok, err := b.store.Tokens().CreateToken(b.ctx, store.TokenAdmin, "ops")
+	tok, err := b.Store.Tokens().CreateToken(b.Ctx, store.TokenAdmin, "ops")
 	require.NoError(t, err)
-	admin, err := b.store.Tokens().AuthenticateToken(b.ctx, store.TokenAdmin, tok)
+	admin, err := b.Store.Tokens().AuthenticateToken(b.Ctx, store.TokenAdmin, tok)
 	require.NoError(t, err)
 
-	sess, err := b.store.Tokens().OpenConsoleSession(b.ctx, admin, tok, "192.0.2.7", consoleLimits)
+	sess, err := b.Store.Tokens().OpenConsoleSession(b.Ctx, admin, tok, "192.0.2.7", consoleLimits)
 	require.NoError(t, err)
 	require.Regexp(t, `^kcs_`, sess.Secret)
 	require.Len(t, sess.CSRF, 64)
@@ -30,28 +30,28 @@ func TestConsoleSessionLifecycle(t *testing.T) {
 	// Only the hash is stored: the row is found by the secret's SHA-256,
 	// and the secret itself is in no column.
 	var n int
-	require.NoError(t, b.db.QueryRowContext(b.ctx, `SELECT COUNT(*) FROM judge_console_session WHERE session_hash = UNHEX(SHA2(?, 256))`,
+	require.NoError(t, b.DB.QueryRowContext(b.Ctx, `SELECT COUNT(*) FROM judge_console_session WHERE session_hash = UNHEX(SHA2(?, 256))`,
 		sess.Secret).Scan(&n))
 	require.Equal(t, 1, n)
-	require.NoError(t, b.db.QueryRowContext(b.ctx, `SELECT COUNT(*) FROM judge_console_session
+	require.NoError(t, b.DB.QueryRowContext(b.Ctx, `SELECT COUNT(*) FROM judge_console_session
 		WHERE csrf_token = ? OR remote_addr = ? OR HEX(session_hash) = HEX(?)`, sess.Secret, sess.Secret, sess.Secret).Scan(&n))
 	require.Zero(t, n)
 
 	// Another store over the same database (another replica) resolves it.
-	other, err := store.New(b.db, store.Config{})
+	other, err := store.New(b.DB, store.Config{})
 	require.NoError(t, err)
-	got, err := other.Tokens().ConsoleSessionBySecret(b.ctx, sess.Secret, consoleLimits)
+	got, err := other.Tokens().ConsoleSessionBySecret(b.Ctx, sess.Secret, consoleLimits)
 	require.NoError(t, err)
 	require.Equal(t, sess.CSRF, got.CSRF)
 	require.Equal(t, admin, got.Admin)
 
 	// Login and logout are audited with the token and the address.
-	require.NoError(t, b.store.Tokens().EndConsoleSession(b.ctx, sess.Secret, "192.0.2.8"))
-	_, err = b.store.Tokens().ConsoleSessionBySecret(b.ctx, sess.Secret, consoleLimits)
+	require.NoError(t, b.Store.Tokens().EndConsoleSession(b.Ctx, sess.Secret, "192.0.2.8"))
+	_, err = b.Store.Tokens().ConsoleSessionBySecret(b.Ctx, sess.Secret, consoleLimits)
 	require.ErrorIs(t, err, store.ErrConsoleSessionInvalid)
 	require.ErrorIs(t, err, store.ErrUnauthenticated)
-	require.NoError(t, b.store.Tokens().EndConsoleSession(b.ctx, sess.Secret, "192.0.2.8"), "logout is idempotent")
-	rows, err := b.db.QueryContext(b.ctx, `SELECT action, actor, remote_addr FROM judge_audit WHERE action LIKE 'console.%' ORDER BY id`)
+	require.NoError(t, b.Store.Tokens().EndConsoleSession(b.Ctx, sess.Secret, "192.0.2.8"), "logout is idempotent")
+	rows, err := b.DB.QueryContext(b.Ctx, `SELECT action, actor, remote_addr FROM judge_audit WHERE action LIKE 'console.%' ORDER BY id`)
 	require.NoError(t, err)
 	defer rows.Close()
 	var seen []string
@@ -68,68 +68,68 @@ func TestConsoleSessionLifecycle(t *testing.T) {
 func TestConsoleSessionRefusals(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	tok, err := b.store.Tokens().CreateToken(b.ctx, store.TokenAdmin, "ops")
+	tok, err := b.Store.Tokens().CreateToken(b.Ctx, store.TokenAdmin, "ops")
 	require.NoError(t, err)
-	admin, err := b.store.Tokens().AuthenticateToken(b.ctx, store.TokenAdmin, tok)
+	admin, err := b.Store.Tokens().AuthenticateToken(b.Ctx, store.TokenAdmin, tok)
 	require.NoError(t, err)
 	open := func() store.ConsoleSession {
-		s, err := b.store.Tokens().OpenConsoleSession(b.ctx, admin, tok, "127.0.0.1", consoleLimits)
+		s, err := b.Store.Tokens().OpenConsoleSession(b.Ctx, admin, tok, "127.0.0.1", consoleLimits)
 		require.NoError(t, err)
 		return s
 	}
 
 	t.Run("business token cannot open one", func(t *testing.T) {
-		btok, err := b.store.Tokens().CreateToken(b.ctx, store.TokenBusiness, "oj")
+		btok, err := b.Store.Tokens().CreateToken(b.Ctx, store.TokenBusiness, "oj")
 		require.NoError(t, err)
-		bid, err := b.store.Tokens().AuthenticateToken(b.ctx, store.TokenBusiness, btok)
+		bid, err := b.Store.Tokens().AuthenticateToken(b.Ctx, store.TokenBusiness, btok)
 		require.NoError(t, err)
-		_, err = b.store.Tokens().OpenConsoleSession(b.ctx, bid, btok, "127.0.0.1", consoleLimits)
+		_, err = b.Store.Tokens().OpenConsoleSession(b.Ctx, bid, btok, "127.0.0.1", consoleLimits)
 		require.ErrorIs(t, err, store.ErrUnauthenticated)
 	})
 	t.Run("garbage and other secrets", func(t *testing.T) {
 		for _, s := range []string{"", "kcs_", tok, "kcs_nope-nope-nope"} {
-			_, err := b.store.Tokens().ConsoleSessionBySecret(b.ctx, s, consoleLimits)
+			_, err := b.Store.Tokens().ConsoleSessionBySecret(b.Ctx, s, consoleLimits)
 			require.ErrorIs(t, err, store.ErrConsoleSessionInvalid, s)
 		}
 	})
 	t.Run("idle expiry", func(t *testing.T) {
 		s := open()
-		_, err := b.db.ExecContext(b.ctx, `UPDATE judge_console_session SET last_seen_at = NOW(6) - INTERVAL 61 SECOND WHERE csrf_token = ?`, s.CSRF)
+		_, err := b.DB.ExecContext(b.Ctx, `UPDATE judge_console_session SET last_seen_at = NOW(6) - INTERVAL 61 SECOND WHERE csrf_token = ?`, s.CSRF)
 		require.NoError(t, err)
-		_, err = b.store.Tokens().ConsoleSessionBySecret(b.ctx, s.Secret, consoleLimits)
+		_, err = b.Store.Tokens().ConsoleSessionBySecret(b.Ctx, s.Secret, consoleLimits)
 		require.ErrorIs(t, err, store.ErrConsoleSessionInvalid)
 	})
 	t.Run("a request restarts the idle clock", func(t *testing.T) {
 		s := open()
-		_, err := b.db.ExecContext(b.ctx, `UPDATE judge_console_session SET last_seen_at = NOW(6) - INTERVAL 50 SECOND WHERE csrf_token = ?`, s.CSRF)
+		_, err := b.DB.ExecContext(b.Ctx, `UPDATE judge_console_session SET last_seen_at = NOW(6) - INTERVAL 50 SECOND WHERE csrf_token = ?`, s.CSRF)
 		require.NoError(t, err)
-		_, err = b.store.Tokens().ConsoleSessionBySecret(b.ctx, s.Secret, consoleLimits)
+		_, err = b.Store.Tokens().ConsoleSessionBySecret(b.Ctx, s.Secret, consoleLimits)
 		require.NoError(t, err)
 		var age float64
-		require.NoError(t, b.db.QueryRowContext(b.ctx, `SELECT TIMESTAMPDIFF(MICROSECOND, last_seen_at, NOW(6)) / 1e6 FROM judge_console_session WHERE csrf_token = ?`, s.CSRF).Scan(&age))
+		require.NoError(t, b.DB.QueryRowContext(b.Ctx, `SELECT TIMESTAMPDIFF(MICROSECOND, last_seen_at, NOW(6)) / 1e6 FROM judge_console_session WHERE csrf_token = ?`, s.CSRF).Scan(&age))
 		require.Less(t, age, 10.0)
 	})
 	t.Run("absolute expiry", func(t *testing.T) {
 		s := open()
-		_, err := b.db.ExecContext(b.ctx, `UPDATE judge_console_session SET expires_at = NOW(6) - INTERVAL 1 SECOND WHERE csrf_token = ?`, s.CSRF)
+		_, err := b.DB.ExecContext(b.Ctx, `UPDATE judge_console_session SET expires_at = NOW(6) - INTERVAL 1 SECOND WHERE csrf_token = ?`, s.CSRF)
 		require.NoError(t, err)
-		_, err = b.store.Tokens().ConsoleSessionBySecret(b.ctx, s.Secret, consoleLimits)
+		_, err = b.Store.Tokens().ConsoleSessionBySecret(b.Ctx, s.Secret, consoleLimits)
 		require.ErrorIs(t, err, store.ErrConsoleSessionInvalid)
 	})
 	t.Run("revoking the admin token ends its sessions", func(t *testing.T) {
-		tok2, err := b.store.Tokens().CreateToken(b.ctx, store.TokenAdmin, "temp")
+		tok2, err := b.Store.Tokens().CreateToken(b.Ctx, store.TokenAdmin, "temp")
 		require.NoError(t, err)
-		id2, err := b.store.Tokens().AuthenticateToken(b.ctx, store.TokenAdmin, tok2)
+		id2, err := b.Store.Tokens().AuthenticateToken(b.Ctx, store.TokenAdmin, tok2)
 		require.NoError(t, err)
-		s, err := b.store.Tokens().OpenConsoleSession(b.ctx, id2, tok2, "127.0.0.1", consoleLimits)
+		s, err := b.Store.Tokens().OpenConsoleSession(b.Ctx, id2, tok2, "127.0.0.1", consoleLimits)
 		require.NoError(t, err)
-		_, err = b.store.Tokens().RevokeToken(b.ctx, store.TokenAdmin, "temp")
+		_, err = b.Store.Tokens().RevokeToken(b.Ctx, store.TokenAdmin, "temp")
 		require.NoError(t, err)
-		_, err = b.store.Tokens().ConsoleSessionBySecret(b.ctx, s.Secret, consoleLimits)
+		_, err = b.Store.Tokens().ConsoleSessionBySecret(b.Ctx, s.Secret, consoleLimits)
 		require.True(t, errors.Is(err, store.ErrConsoleSessionInvalid))
 	})
 	t.Run("limits are validated", func(t *testing.T) {
-		_, err := b.store.Tokens().OpenConsoleSession(b.ctx, admin, tok, "127.0.0.1", store.ConsoleSessionLimits{Idle: time.Second, Absolute: time.Hour})
+		_, err := b.Store.Tokens().OpenConsoleSession(b.Ctx, admin, tok, "127.0.0.1", store.ConsoleSessionLimits{Idle: time.Second, Absolute: time.Hour})
 		require.ErrorIs(t, err, store.ErrValidation)
 	})
 }
@@ -142,20 +142,20 @@ func TestConsoleSessionEndsWithItsSecret(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	newAdmin := func(t *testing.T) (string, string, store.TokenIdentity) {
-		name := fmt.Sprintf("ops-%d", b.seq.Add(1))
-		tok, err := b.store.Tokens().CreateToken(b.ctx, store.TokenAdmin, name)
+		name := fmt.Sprintf("ops-%d", b.Seq.Add(1))
+		tok, err := b.Store.Tokens().CreateToken(b.Ctx, store.TokenAdmin, name)
 		require.NoError(t, err)
-		id, err := b.store.Tokens().AuthenticateToken(b.ctx, store.TokenAdmin, tok)
+		id, err := b.Store.Tokens().AuthenticateToken(b.Ctx, store.TokenAdmin, tok)
 		require.NoError(t, err)
 		return name, tok, id
 	}
 	open := func(t *testing.T, id store.TokenIdentity, secret string) store.ConsoleSession {
-		s, err := b.store.Tokens().OpenConsoleSession(b.ctx, id, secret, "192.0.2.9", consoleLimits)
+		s, err := b.Store.Tokens().OpenConsoleSession(b.Ctx, id, secret, "192.0.2.9", consoleLimits)
 		require.NoError(t, err)
 		return s
 	}
 	rotate := func(t *testing.T, name string, overlap time.Duration) string {
-		s, err := b.store.Tokens().RotateToken(b.ctx, store.RotateSpec{Kind: store.TokenAdmin, Name: name, Overlap: overlap})
+		s, err := b.Store.Tokens().RotateToken(b.Ctx, store.RotateSpec{Kind: store.TokenAdmin, Name: name, Overlap: overlap})
 		require.NoError(t, err)
 		return s
 	}
@@ -164,11 +164,11 @@ func TestConsoleSessionEndsWithItsSecret(t *testing.T) {
 	ended := func(t *testing.T, s store.ConsoleSession, why string) {
 		t.Helper()
 		for range 2 {
-			_, err := b.store.Tokens().ConsoleSessionBySecret(store.WithCaller(b.ctx, "198.51.100.4"), s.Secret, consoleLimits)
+			_, err := b.Store.Tokens().ConsoleSessionBySecret(store.WithCaller(b.Ctx, "198.51.100.4"), s.Secret, consoleLimits)
 			require.ErrorIs(t, err, store.ErrConsoleSessionInvalid)
 		}
-		require.Equal(t, 1, b.count(t, `SELECT COUNT(*) FROM judge_console_session WHERE csrf_token = ? AND ended_at IS NOT NULL`, s.CSRF))
-		require.Equal(t, 1, b.count(t, `SELECT COUNT(*) FROM judge_audit WHERE action = 'console.session_ended'
+		require.Equal(t, 1, b.Count(t, `SELECT COUNT(*) FROM judge_console_session WHERE csrf_token = ? AND ended_at IS NOT NULL`, s.CSRF))
+		require.Equal(t, 1, b.Count(t, `SELECT COUNT(*) FROM judge_audit WHERE action = 'console.session_ended'
 			AND reason = ? AND remote_addr = '198.51.100.4' AND JSON_VALUE(detail, '$.admin') = ?`,
 			"console session ended: "+why, s.Admin.Actor()))
 	}
@@ -179,23 +179,23 @@ func TestConsoleSessionEndsWithItsSecret(t *testing.T) {
 		s := open(t, id, tok)
 		fresh := rotate(t, name, 0)
 		ended(t, s, rotatedOut)
-		_, err := b.store.Tokens().OpenConsoleSession(b.ctx, id, tok, "192.0.2.9", consoleLimits)
+		_, err := b.Store.Tokens().OpenConsoleSession(b.Ctx, id, tok, "192.0.2.9", consoleLimits)
 		require.ErrorIs(t, err, store.ErrUnauthenticated, "the old secret opens nothing either")
 		s2 := open(t, id, fresh)
-		_, err = b.store.Tokens().ConsoleSessionBySecret(b.ctx, s2.Secret, consoleLimits)
+		_, err = b.Store.Tokens().ConsoleSessionBySecret(b.Ctx, s2.Secret, consoleLimits)
 		require.NoError(t, err, "a session of the new secret works")
 	})
 	t.Run("rotation whose overlap ends", func(t *testing.T) {
 		name, tok, id := newAdmin(t)
 		s := open(t, id, tok)
 		fresh := rotate(t, name, time.Hour)
-		_, err := b.store.Tokens().ConsoleSessionBySecret(b.ctx, s.Secret, consoleLimits)
+		_, err := b.Store.Tokens().ConsoleSessionBySecret(b.Ctx, s.Secret, consoleLimits)
 		require.NoError(t, err, "inside the overlap the old secret is accepted, so is its session")
 		s2 := open(t, id, fresh)
-		_, err = b.db.ExecContext(b.ctx, `UPDATE judge_api_token SET prev_valid_until = NOW(6) - INTERVAL 1 SECOND WHERE name = ?`, name)
+		_, err = b.DB.ExecContext(b.Ctx, `UPDATE judge_api_token SET prev_valid_until = NOW(6) - INTERVAL 1 SECOND WHERE name = ?`, name)
 		require.NoError(t, err)
 		ended(t, s, rotatedOut)
-		_, err = b.store.Tokens().ConsoleSessionBySecret(b.ctx, s2.Secret, consoleLimits)
+		_, err = b.Store.Tokens().ConsoleSessionBySecret(b.Ctx, s2.Secret, consoleLimits)
 		require.NoError(t, err, "the new secret's session outlives the old one's")
 	})
 	t.Run("second rotation during the overlap", func(t *testing.T) {
@@ -208,21 +208,21 @@ func TestConsoleSessionEndsWithItsSecret(t *testing.T) {
 	t.Run("revoke", func(t *testing.T) {
 		name, tok, id := newAdmin(t)
 		s := open(t, id, tok)
-		_, err := b.store.Tokens().RevokeTokenAs(b.ctx, store.TokenAdmin, name, "test", "leaked")
+		_, err := b.Store.Tokens().RevokeTokenAs(b.Ctx, store.TokenAdmin, name, "test", "leaked")
 		require.NoError(t, err)
 		ended(t, s, "its admin token was revoked")
 	})
 	t.Run("token expiry", func(t *testing.T) {
 		name, tok, id := newAdmin(t)
 		s := open(t, id, tok)
-		_, err := b.db.ExecContext(b.ctx, `UPDATE judge_api_token SET expires_at = NOW(6) - INTERVAL 1 SECOND WHERE name = ?`, name)
+		_, err := b.DB.ExecContext(b.Ctx, `UPDATE judge_api_token SET expires_at = NOW(6) - INTERVAL 1 SECOND WHERE name = ?`, name)
 		require.NoError(t, err)
 		ended(t, s, "its admin token expired")
 	})
 	t.Run("a secret the token does not accept opens nothing", func(t *testing.T) {
 		_, _, id := newAdmin(t)
 		_, otherTok, _ := newAdmin(t)
-		_, err := b.store.Tokens().OpenConsoleSession(b.ctx, id, otherTok, "192.0.2.9", consoleLimits)
+		_, err := b.Store.Tokens().OpenConsoleSession(b.Ctx, id, otherTok, "192.0.2.9", consoleLimits)
 		require.ErrorIs(t, err, store.ErrUnauthenticated)
 	})
 }

@@ -65,10 +65,9 @@
 //
 // Tests follow the same split: <file>_test.go tests <file>.go
 // (<file>_internal_test.go from inside the package), with these exceptions:
-// bundle_test.go holds the shared test bundle and export_test.go the test
-// hooks; leases_test.go, cycle_test.go, drain_deadline_test.go,
-// lease_end_test.go and results_test.go test the lease engine through a
-// Store (control/lease keeps the tests that need its internals);
+// the test bundle is control/internal/storetest (bundle_test.go adds what
+// only these tests need), hold.go holds the batch hooks it uses and
+// export_test.go the rest; the lease engine's tests are in control/lease;
 // search_plan_test.go checks the query plans of
 // job_search.go, audit.go and verdict_mix.go; tenancy_bench_test.go
 // benchmarks the settlement fan-out of events.go.

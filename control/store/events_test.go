@@ -8,21 +8,22 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/kece-oj/kece/control/internal/storetest"
 	"github.com/kece-oj/kece/control/store"
 )
 
 func (b *testBundle) settleJobs(t *testing.T, n int) {
 	t.Helper()
-	g := b.group(t, 64)
-	sess := b.node(t, "cpp", g.ID, 16, true)
+	g := b.Group(t, 64)
+	sess := b.Node(t, "cpp", g.ID, 16, true)
 	for i := range n {
-		b.enqueue(t, "ALGO", fmt.Sprintf("ev-%d", i))
+		b.Enqueue(t, "ALGO", fmt.Sprintf("ev-%d", i))
 	}
 	for done := 0; done < n; {
-		got, err := b.store.Leases().Claim(b.ctx, sess.NodeSession, 16)
+		got, err := b.Store.Leases().Claim(b.Ctx, sess.NodeSession, 16)
 		require.NoError(t, err)
 		for _, c := range got {
-			_, err := b.store.Leases().Complete(b.ctx, sess.NodeSession, c.JobID, c.LeaseEpoch, acResult())
+			_, err := b.Store.Leases().Complete(b.Ctx, sess.NodeSession, c.JobID, c.LeaseEpoch, storetest.ACResult())
 			require.NoError(t, err)
 			done++
 		}
@@ -36,7 +37,7 @@ func TestTwoConsumersRacingSkipNothingAndAckOnce(t *testing.T) {
 	b := setup(t)
 	const n = 60
 	b.settleJobs(t, n)
-	replicas := []*store.Store{b.store, b.secondReplica(t)}
+	replicas := []*store.Store{b.Store, b.SecondReplica(t)}
 	var mu sync.Mutex
 	acked := map[int64]string{}
 	var wg sync.WaitGroup
@@ -46,7 +47,7 @@ func TestTwoConsumersRacingSkipNothingAndAckOnce(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for {
-				evs, err := st.Events().ClaimEvents(b.ctx, store.EventScope{}, consumer, 7, time.Minute)
+				evs, err := st.Events().ClaimEvents(b.Ctx, store.EventScope{}, consumer, 7, time.Minute)
 				require.NoError(t, err)
 				if len(evs) == 0 {
 					return
@@ -56,7 +57,7 @@ func TestTwoConsumersRacingSkipNothingAndAckOnce(t *testing.T) {
 					ids[i] = e.ID
 					require.Equal(t, store.SettledEventType, e.EventType)
 				}
-				k, err := st.Events().AckEvents(b.ctx, store.EventScope{}, consumer, ids)
+				k, err := st.Events().AckEvents(b.Ctx, store.EventScope{}, consumer, ids)
 				require.NoError(t, err)
 				require.Equal(t, len(ids), k)
 				mu.Lock()
@@ -72,7 +73,7 @@ func TestTwoConsumersRacingSkipNothingAndAckOnce(t *testing.T) {
 	}
 	wg.Wait()
 	require.Len(t, acked, n)
-	require.Equal(t, n, b.count(t, `SELECT COUNT(*) FROM judge_settlement_event WHERE state = 'DELIVERED'`))
+	require.Equal(t, n, b.Count(t, `SELECT COUNT(*) FROM judge_settlement_event WHERE state = 'DELIVERED'`))
 }
 
 // An event whose consumer lease runs out is delivered again, and the late
@@ -81,23 +82,23 @@ func TestUnackedEventIsRedelivered(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	b.settleJobs(t, 1)
-	evs, err := b.store.Events().ClaimEvents(b.ctx, store.EventScope{}, "a", 10, time.Second)
+	evs, err := b.Store.Events().ClaimEvents(b.Ctx, store.EventScope{}, "a", 10, time.Second)
 	require.NoError(t, err)
 	require.Len(t, evs, 1)
-	none, err := b.store.Events().ClaimEvents(b.ctx, store.EventScope{}, "b", 10, time.Second)
+	none, err := b.Store.Events().ClaimEvents(b.Ctx, store.EventScope{}, "b", 10, time.Second)
 	require.NoError(t, err)
 	require.Empty(t, none, "leased to a")
-	_, err = b.db.ExecContext(b.ctx, `UPDATE judge_settlement_event SET next_attempt_at = NOW(6) - INTERVAL 1 SECOND`)
+	_, err = b.DB.ExecContext(b.Ctx, `UPDATE judge_settlement_event SET next_attempt_at = NOW(6) - INTERVAL 1 SECOND`)
 	require.NoError(t, err)
-	again, err := b.store.Events().ClaimEvents(b.ctx, store.EventScope{}, "b", 10, time.Second)
+	again, err := b.Store.Events().ClaimEvents(b.Ctx, store.EventScope{}, "b", 10, time.Second)
 	require.NoError(t, err)
 	require.Len(t, again, 1)
 	require.Equal(t, evs[0].ID, again[0].ID)
 	require.Equal(t, 2, again[0].DeliveryAttempt)
-	k, err := b.store.Events().AckEvents(b.ctx, store.EventScope{}, "a", []int64{evs[0].ID})
+	k, err := b.Store.Events().AckEvents(b.Ctx, store.EventScope{}, "a", []int64{evs[0].ID})
 	require.NoError(t, err)
 	require.Zero(t, k, "a's lease is gone")
-	k, err = b.store.Events().AckEvents(b.ctx, store.EventScope{}, "b", []int64{evs[0].ID})
+	k, err = b.Store.Events().AckEvents(b.Ctx, store.EventScope{}, "b", []int64{evs[0].ID})
 	require.NoError(t, err)
 	require.Equal(t, 1, k)
 }
@@ -107,20 +108,20 @@ func TestUnackedEventIsRedelivered(t *testing.T) {
 func TestLateCommittingEventIsNotSkipped(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	tx, err := b.db.BeginTx(b.ctx, nil)
+	tx, err := b.DB.BeginTx(b.Ctx, nil)
 	require.NoError(t, err)
-	_, err = tx.ExecContext(b.ctx,
+	_, err = tx.ExecContext(b.Ctx,
 		`INSERT INTO judge_settlement_event (job_id, event_type, submission_type, submission_id, generation, payload)
 		 VALUES (1000001, 'SETTLED', 'ALGO', 'late', 1, '{}')`)
 	require.NoError(t, err) // holds the lower id, not yet committed
 	b.settleJobs(t, 1)      // a higher id commits first
-	evs, err := b.store.Events().ClaimEvents(b.ctx, store.EventScope{}, "c", 10, time.Minute)
+	evs, err := b.Store.Events().ClaimEvents(b.Ctx, store.EventScope{}, "c", 10, time.Minute)
 	require.NoError(t, err)
 	require.Len(t, evs, 1)
-	_, err = b.store.Events().AckEvents(b.ctx, store.EventScope{}, "c", []int64{evs[0].ID})
+	_, err = b.Store.Events().AckEvents(b.Ctx, store.EventScope{}, "c", []int64{evs[0].ID})
 	require.NoError(t, err)
 	require.NoError(t, tx.Commit())
-	late, err := b.store.Events().ClaimEvents(b.ctx, store.EventScope{}, "c", 10, time.Minute)
+	late, err := b.Store.Events().ClaimEvents(b.Ctx, store.EventScope{}, "c", 10, time.Minute)
 	require.NoError(t, err)
 	require.Len(t, late, 1)
 	require.Less(t, late[0].ID, evs[0].ID, "the late row has the lower id and is still delivered")
@@ -130,33 +131,33 @@ func TestRedeliverOnlyDeadEvents(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	b.settleJobs(t, 2)
-	evs, err := b.store.Events().ListEventsPage(b.ctx, store.EventFilter{})
+	evs, err := b.Store.Events().ListEventsPage(b.Ctx, store.EventFilter{})
 	require.NoError(t, err)
 	require.Len(t, evs, 2)
 	require.Greater(t, evs[0].ID, evs[1].ID, "newest first")
 	dead := evs[1].ID
 	b.exec(t, `UPDATE judge_settlement_event SET state = 'DEAD', attempts = 5, last_error = 'HTTP 500' WHERE id = ?`, dead)
 
-	page, err := b.store.Events().ListEventsPage(b.ctx, store.EventFilter{State: store.EventDead})
+	page, err := b.Store.Events().ListEventsPage(b.Ctx, store.EventFilter{State: store.EventDead})
 	require.NoError(t, err)
 	require.Len(t, page, 1)
 	require.Equal(t, "HTTP 500", page[0].LastError)
-	page, err = b.store.Events().ListEventsPage(b.ctx, store.EventFilter{BeforeID: evs[0].ID})
+	page, err = b.Store.Events().ListEventsPage(b.Ctx, store.EventFilter{BeforeID: evs[0].ID})
 	require.NoError(t, err)
 	require.Len(t, page, 1)
 	require.Equal(t, dead, page[0].ID)
 
-	ev, err := b.store.Events().RedeliverEvent(b.ctx, dead, "admin", "receiver fixed")
+	ev, err := b.Store.Events().RedeliverEvent(b.Ctx, dead, "admin", "receiver fixed")
 	require.NoError(t, err)
 	require.Equal(t, store.EventPending, ev.State)
 	require.Zero(t, ev.DeliveryAttempt)
-	claimed, err := b.store.Events().ClaimEvents(b.ctx, store.EventScope{}, "consumer-a", 10, 30*time.Second)
+	claimed, err := b.Store.Events().ClaimEvents(b.Ctx, store.EventScope{}, "consumer-a", 10, 30*time.Second)
 	require.NoError(t, err)
 	require.Len(t, claimed, 2, "the redelivered event is claimable again")
 
-	_, err = b.store.Events().RedeliverEvent(b.ctx, dead, "admin", "again")
+	_, err = b.Store.Events().RedeliverEvent(b.Ctx, dead, "admin", "again")
 	require.ErrorIs(t, err, store.ErrEventNotDead)
-	_, err = b.store.Events().RedeliverEvent(b.ctx, 999999, "admin", "x")
+	_, err = b.Store.Events().RedeliverEvent(b.Ctx, 999999, "admin", "x")
 	require.ErrorIs(t, err, store.ErrNotFound)
-	require.Equal(t, 1, b.count(t, `SELECT COUNT(*) FROM judge_audit WHERE action = 'event.redeliver' AND reason = 'receiver fixed'`))
+	require.Equal(t, 1, b.Count(t, `SELECT COUNT(*) FROM judge_audit WHERE action = 'event.redeliver' AND reason = 'receiver fixed'`))
 }

@@ -6,15 +6,16 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/kece-oj/kece/control/internal/storetest"
 	"github.com/kece-oj/kece/control/store"
 )
 
 // finish claims the one queued job of sess's pool and completes it with res.
 func (b *testBundle) finish(t *testing.T, sess store.Session, jobID int64, res store.Result) {
 	t.Helper()
-	c := b.claimEventually(t, b.store, sess.NodeSession)
+	c := b.ClaimEventually(t, b.Store, sess.NodeSession)
 	require.Equal(t, jobID, c.JobID)
-	_, err := b.store.Leases().Complete(b.ctx, sess.NodeSession, c.JobID, c.LeaseEpoch, res)
+	_, err := b.Store.Leases().Complete(b.Ctx, sess.NodeSession, c.JobID, c.LeaseEpoch, res)
 	require.NoError(t, err)
 }
 
@@ -29,25 +30,25 @@ func jobIDs(jobs []store.Job) []int64 {
 func TestListJobsSearchesBySubmissionVerdictAndTime(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	sess := b.node(t, "cpp", b.group(t, 8).ID, 1, true)
-	ac := b.enqueue(t, "ALGO", "s-ac")
-	b.finish(t, sess, ac.JobID, acResult())
-	wa := b.enqueue(t, "ALGO", "s-wa")
-	b.finish(t, sess, wa.JobID, waResult())
-	rj, err := b.store.Jobs().RejudgeJob(b.ctx, wa.JobID, "ADMIN:t", "tests changed")
+	sess := b.Node(t, "cpp", b.Group(t, 8).ID, 1, true)
+	ac := b.Enqueue(t, "ALGO", "s-ac")
+	b.finish(t, sess, ac.JobID, storetest.ACResult())
+	wa := b.Enqueue(t, "ALGO", "s-wa")
+	b.finish(t, sess, wa.JobID, storetest.WAResult())
+	rj, err := b.Store.Jobs().RejudgeJob(b.Ctx, wa.JobID, "ADMIN:t", "tests changed")
 	require.NoError(t, err)
-	other := b.enqueue(t, "CONTEST", "s-wa")
+	other := b.Enqueue(t, "CONTEST", "s-wa")
 	// Creation times an hour apart, after the node's check job (created
 	// now), so a range can pick exact ones.
 	day := time.Now().UTC().Add(24 * time.Hour).Truncate(time.Hour)
 	for i, id := range []int64{ac.JobID, wa.JobID, rj.JobID, other.JobID} {
-		_, err := b.db.ExecContext(b.ctx, `UPDATE judge_job SET created_at = ? WHERE id = ?`, day.Add(time.Duration(i)*time.Hour), id)
+		_, err := b.DB.ExecContext(b.Ctx, `UPDATE judge_job SET created_at = ? WHERE id = ?`, day.Add(time.Duration(i)*time.Hour), id)
 		require.NoError(t, err)
 	}
 
 	list := func(f store.JobFilter) []int64 {
 		t.Helper()
-		jobs, err := b.store.Jobs().ListJobs(b.ctx, f)
+		jobs, err := b.Store.Jobs().ListJobs(b.Ctx, f)
 		require.NoError(t, err)
 		for _, j := range jobs {
 			require.Nil(t, j.Result, "lists carry no case results")
@@ -72,7 +73,7 @@ func TestListJobsSearchesBySubmissionVerdictAndTime(t *testing.T) {
 	for {
 		page := list(f)
 		if len(seen) == 1 {
-			b.enqueue(t, "ALGO", "late")
+			b.Enqueue(t, "ALGO", "late")
 		}
 		if len(page) == 0 {
 			break
@@ -114,12 +115,12 @@ func TestJobFilterValidate(t *testing.T) {
 func TestGenerationsListEveryJobOfTheSubmission(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	first := b.enqueue(t, "ALGO", "g-1")
-	second, err := b.store.Jobs().RejudgeJob(b.ctx, first.JobID, "ADMIN:t", "again")
+	first := b.Enqueue(t, "ALGO", "g-1")
+	second, err := b.Store.Jobs().RejudgeJob(b.Ctx, first.JobID, "ADMIN:t", "again")
 	require.NoError(t, err)
-	b.enqueue(t, "ALGO", "g-2")
+	b.Enqueue(t, "ALGO", "g-2")
 	for _, id := range []int64{first.JobID, second.JobID} {
-		gens, err := b.store.Jobs().Generations(b.ctx, id)
+		gens, err := b.Store.Jobs().Generations(b.Ctx, id)
 		require.NoError(t, err)
 		require.Len(t, gens, 2)
 		require.Equal(t, second.JobID, gens[0].JobID)
@@ -131,6 +132,6 @@ func TestGenerationsListEveryJobOfTheSubmission(t *testing.T) {
 		require.Equal(t, store.StateCancelled, gens[1].State, "a rejudge cancels the queued old generation")
 		require.NotNil(t, gens[1].FinishedAt)
 	}
-	_, err = b.store.Jobs().Generations(b.ctx, 999999)
+	_, err = b.Store.Jobs().Generations(b.Ctx, 999999)
 	require.ErrorIs(t, err, store.ErrNotFound)
 }

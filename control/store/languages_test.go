@@ -14,20 +14,20 @@ import (
 func TestHeartbeatLanguagesFeedTheCatalog(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	g := b.group(t, 8)
-	ready := b.node(t, "cpp", g.ID, 2, true)
-	pending := b.node(t, "cpp", g.ID, 2, false)
+	g := b.Group(t, 8)
+	ready := b.Node(t, "cpp", g.ID, 2, true)
+	pending := b.Node(t, "cpp", g.ID, 2, false)
 	rep := []store.LanguageReport{{ID: "cpp20", Pool: "cpp", Standard: "C++20", Version: "g++ 12.2.0",
 		CompileCommand: "g++ -std=gnu++20 main.cpp", RunCommand: "./main", EntryPoint: "main.cpp"}}
 	for _, s := range []store.Session{ready, pending} {
-		_, err := b.store.Credentials().Heartbeat(b.ctx, s.NodeSession, store.HeartbeatReport{RuntimeVersion: "rt", Languages: rep})
+		_, err := b.Store.Credentials().Heartbeat(b.Ctx, s.NodeSession, store.HeartbeatReport{RuntimeVersion: "rt", Languages: rep})
 		require.NoError(t, err)
 	}
 	// A later heartbeat without a report keeps it.
-	_, err := b.store.Credentials().Heartbeat(b.ctx, ready.NodeSession, store.HeartbeatReport{RuntimeVersion: "rt"})
+	_, err := b.Store.Credentials().Heartbeat(b.Ctx, ready.NodeSession, store.HeartbeatReport{RuntimeVersion: "rt"})
 	require.NoError(t, err)
 
-	cat, err := b.store.Nodes().Languages(b.ctx)
+	cat, err := b.Store.Nodes().Languages(b.Ctx)
 	require.NoError(t, err)
 	require.False(t, cat.AsOf.IsZero())
 	var cpp20 store.LanguageInfo
@@ -42,7 +42,7 @@ func TestHeartbeatLanguagesFeedTheCatalog(t *testing.T) {
 	require.Equal(t, "g++ 12.2.0", cpp20.Variants[0].Version)
 	require.Equal(t, "g++ -std=gnu++20 main.cpp", cpp20.Variants[0].CompileCommand)
 
-	_, err = b.store.Credentials().Heartbeat(b.ctx, ready.NodeSession, store.HeartbeatReport{RuntimeVersion: "rt",
+	_, err = b.Store.Credentials().Heartbeat(b.Ctx, ready.NodeSession, store.HeartbeatReport{RuntimeVersion: "rt",
 		Languages: []store.LanguageReport{{ID: "cobol", Pool: "cpp"}}})
 	require.ErrorIs(t, err, store.ErrValidation)
 }
@@ -54,15 +54,15 @@ func TestHeartbeatLanguagesFeedTheCatalog(t *testing.T) {
 func TestEnqueueRefusesMemoryBelowTheLanguageMinimum(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	in := b.artifact(t, "x")
-	m, err := b.store.Manifests().PublishManifest(b.ctx, tinyManifest(in))
+	in := b.Artifact(t, "x")
+	m, err := b.Store.Manifests().PublishManifest(b.Ctx, tinyManifest(in))
 	require.NoError(t, err)
-	_, err = b.store.Jobs().Enqueue(b.ctx, store.EnqueueRequest{SubmissionType: "ALGO", SubmissionID: "c1", Language: "cpp17",
+	_, err = b.Store.Jobs().Enqueue(b.Ctx, store.EnqueueRequest{SubmissionType: "ALGO", SubmissionID: "c1", Language: "cpp17",
 		Source: "int main(){}", ManifestID: m.ID})
 	require.ErrorIs(t, err, store.ErrMemoryTooLow)
 	require.ErrorContains(t, err, "cpp17 needs a memory limit of at least 16 MiB")
-	require.Zero(t, b.count(t, `SELECT COUNT(*) FROM judge_job WHERE submission_id = 'c1'`), "nothing written")
-	_, err = b.store.Jobs().Enqueue(b.ctx, store.EnqueueRequest{SubmissionType: "ALGO", SubmissionID: "j1", Language: "java17",
+	require.Zero(t, b.Count(t, `SELECT COUNT(*) FROM judge_job WHERE submission_id = 'c1'`), "nothing written")
+	_, err = b.Store.Jobs().Enqueue(b.Ctx, store.EnqueueRequest{SubmissionType: "ALGO", SubmissionID: "j1", Language: "java17",
 		Source: "public class Main {}", ManifestID: m.ID})
 	require.NoError(t, err)
 }

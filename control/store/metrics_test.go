@@ -14,10 +14,10 @@ func TestFleetStatsWalkIndexRanges(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	for i := range 30 {
-		b.enqueue(t, "ALGO", "fleet-"+string(rune('a'+i%26))+string(rune('a'+i/26)))
+		b.Enqueue(t, "ALGO", "fleet-"+string(rune('a'+i%26))+string(rune('a'+i/26)))
 	}
 	for _, q := range store.FleetQueriesForExplain() {
-		rows, err := b.db.QueryContext(b.ctx, "EXPLAIN "+q.Query, q.Args...)
+		rows, err := b.DB.QueryContext(b.Ctx, "EXPLAIN "+q.Query, q.Args...)
 		require.NoError(t, err)
 		cols, err := rows.Columns()
 		require.NoError(t, err)
@@ -43,7 +43,7 @@ func TestFleetStatsWalkIndexRanges(t *testing.T) {
 		rows.Close()
 		require.Equal(t, 1, n, "%s: one table", q.Name)
 	}
-	fs, err := b.store.FleetStats(b.ctx)
+	fs, err := b.Store.FleetStats(b.Ctx)
 	require.NoError(t, err)
 	queued := map[string]int{}
 	for _, q := range fs.Queues {

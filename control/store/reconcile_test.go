@@ -8,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/kece-oj/kece/control/internal/storetest"
 	"github.com/kece-oj/kece/control/store"
 )
 
@@ -23,35 +24,35 @@ type busyDatabase struct {
 
 func (b *testBundle) busyDatabase(t *testing.T) busyDatabase {
 	t.Helper()
-	g := b.group(t, 8)
-	sess := b.node(t, "cpp", g.ID, 4, true)
+	g := b.Group(t, 8)
+	sess := b.Node(t, "cpp", g.ID, 4, true)
 	var d busyDatabase
 	d.sess = sess
-	d.completed = b.enqueue(t, "ALGO", "done").JobID
-	c := b.claimEventually(t, b.store, sess.NodeSession)
+	d.completed = b.Enqueue(t, "ALGO", "done").JobID
+	c := b.ClaimEventually(t, b.Store, sess.NodeSession)
 	require.Equal(t, d.completed, c.JobID)
-	_, err := b.store.Leases().Complete(b.ctx, sess.NodeSession, c.JobID, c.LeaseEpoch, acResult())
+	_, err := b.Store.Leases().Complete(b.Ctx, sess.NodeSession, c.JobID, c.LeaseEpoch, storetest.ACResult())
 	require.NoError(t, err)
 
-	retried := b.enqueue(t, "ALGO", "retried").JobID
-	c = b.claimEventually(t, b.store, sess.NodeSession)
+	retried := b.Enqueue(t, "ALGO", "retried").JobID
+	c = b.ClaimEventually(t, b.Store, sess.NodeSession)
 	require.Equal(t, retried, c.JobID)
-	_, err = b.store.Leases().Complete(b.ctx, sess.NodeSession, c.JobID, c.LeaseEpoch, infraResult())
+	_, err = b.Store.Leases().Complete(b.Ctx, sess.NodeSession, c.JobID, c.LeaseEpoch, storetest.InfraResult())
 	require.NoError(t, err)
-	c = b.claimEventually(t, b.store, sess.NodeSession)
+	c = b.ClaimEventually(t, b.Store, sess.NodeSession)
 	require.Equal(t, retried, c.JobID)
-	_, err = b.store.Leases().Complete(b.ctx, sess.NodeSession, c.JobID, c.LeaseEpoch, waResult())
+	_, err = b.Store.Leases().Complete(b.Ctx, sess.NodeSession, c.JobID, c.LeaseEpoch, storetest.WAResult())
 	require.NoError(t, err)
 
-	d.oldGen = b.enqueue(t, "ALGO", "rejudged").JobID
-	r, err := b.store.Jobs().Rejudge(b.ctx, "ALGO", "rejudged", "test", "new tests")
+	d.oldGen = b.Enqueue(t, "ALGO", "rejudged").JobID
+	r, err := b.Store.Jobs().Rejudge(b.Ctx, "ALGO", "rejudged", "test", "new tests")
 	require.NoError(t, err)
 	d.newGen = r.JobID
-	_, err = b.store.Jobs().Cancel(b.ctx, "ALGO", "rejudged", "test", "not needed")
+	_, err = b.Store.Jobs().Cancel(b.Ctx, "ALGO", "rejudged", "test", "not needed")
 	require.NoError(t, err)
 
-	d.running = b.enqueue(t, "ALGO", "running").JobID
-	c = b.claimEventually(t, b.store, sess.NodeSession)
+	d.running = b.Enqueue(t, "ALGO", "running").JobID
+	c = b.ClaimEventually(t, b.Store, sess.NodeSession)
 	require.Equal(t, d.running, c.JobID)
 	return d
 }
@@ -60,7 +61,7 @@ func TestReconcileHealthyDatabaseIsOK(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	b.busyDatabase(t)
-	rep, err := b.store.Reconcile(b.ctx)
+	rep, err := b.Store.Reconcile(b.Ctx)
 	require.NoError(t, err)
 	require.Empty(t, rep.Violations)
 	require.True(t, rep.OK())
@@ -84,7 +85,7 @@ func TestReconcileFindsPlantedViolations(t *testing.T) {
 				b.exec(t, `UPDATE judge_job_attempt SET outcome = 'EXPIRED', ended_at = NOW(6) WHERE job_id = ?`, d.running)
 			}},
 		{store.RulePointerNotHighest, func(t *testing.T, _ busyDatabase, b *testBundle) int64 {
-			return int64(b.count(t, `SELECT id FROM judge_submission WHERE submission_id = 'rejudged'`))
+			return int64(b.Count(t, `SELECT id FROM judge_submission WHERE submission_id = 'rejudged'`))
 		}, func(t *testing.T, d busyDatabase, b *testBundle) {
 			b.exec(t, `UPDATE judge_submission SET current_job_id = ?, generation = 1 WHERE submission_id = 'rejudged'`, d.oldGen)
 		}},
@@ -115,11 +116,11 @@ func TestReconcileFindsPlantedViolations(t *testing.T) {
 			t.Parallel()
 			b := setup(t)
 			d := b.busyDatabase(t)
-			rep, err := b.store.Reconcile(b.ctx)
+			rep, err := b.Store.Reconcile(b.Ctx)
 			require.NoError(t, err)
 			require.True(t, rep.OK(), "healthy before the corruption: %+v", rep.Violations)
 			tc.plant(t, d, b)
-			rep, err = b.store.Reconcile(b.ctx)
+			rep, err = b.Store.Reconcile(b.Ctx)
 			require.NoError(t, err)
 			require.False(t, rep.OK())
 			var found *store.Violation
@@ -145,6 +146,6 @@ func TestReconcileFindsPlantedViolations(t *testing.T) {
 
 func (b *testBundle) exec(t *testing.T, q string, args ...any) {
 	t.Helper()
-	_, err := b.db.ExecContext(b.ctx, q, args...)
+	_, err := b.DB.ExecContext(b.Ctx, q, args...)
 	require.NoError(t, err)
 }

@@ -40,7 +40,7 @@ func TestSearchQueryPlans(t *testing.T) {
 	// Jobs one every 100 ms, ending now; 60% cpp; verdicts mostly AC/WA,
 	// CE 1%, OLE 0.01%, PARTIAL never; the newest 1% QUEUED; 1% FAILED,
 	// 1% CANCELLED; one CHECK job in a thousand.
-	_, err := b.db.ExecContext(b.ctx, fmt.Sprintf(`INSERT INTO judge_job
+	_, err := b.DB.ExecContext(b.Ctx, fmt.Sprintf(`INSERT INTO judge_job
 	  (id, submission_type, submission_id, generation, kind, pool, runtime_spec, manifest_id, request_snapshot, request_digest,
 	   state, verdict, max_attempts, created_at, finished_at)
 	  SELECT seq, IF(seq %% 1000 = 0, 'KECE_CHECK', 'ALGO'), CONCAT('s-', seq), 1,
@@ -51,19 +51,19 @@ func TestSearchQueryPlans(t *testing.T) {
 	              WHEN seq DIV 10 %% 10 < 6 THEN 'AC' WHEN seq DIV 10 %% 10 < 9 THEN 'WA' ELSE 'TLE' END,
 	         3, NOW(6) - INTERVAL (%d - seq) * 100000 MICROSECOND,
 	         IF(seq > %d, NULL, NOW(6) - INTERVAL (%d - seq) * 100000 MICROSECOND + INTERVAL 2 SECOND)
-	  FROM seq_1_to_%d`, b.manifest, n*99/100, n*99/100, n, n*99/100, n, n))
+	  FROM seq_1_to_%d`, b.Manifest, n*99/100, n*99/100, n, n*99/100, n, n))
 	require.NoError(t, err)
 	audits := n / 10
-	_, err = b.db.ExecContext(b.ctx, fmt.Sprintf(`INSERT INTO judge_audit (actor, action, node_id, job_id, reason, created_at)
+	_, err = b.DB.ExecContext(b.Ctx, fmt.Sprintf(`INSERT INTO judge_audit (actor, action, node_id, job_id, reason, created_at)
 	  SELECT IF(seq %% 50 = 0, 'ADMIN:alice', 'control'), IF(seq %% 50 = 0, 'node.drain', 'job.lease_revoked'),
 	         1 + seq %% 40, IF(seq %% 50 = 0, NULL, seq), 'r', NOW(6) - INTERVAL (%d - seq) SECOND
 	  FROM seq_1_to_%d`, audits, audits))
 	require.NoError(t, err)
-	_, err = b.db.ExecContext(b.ctx, `ANALYZE TABLE judge_job, judge_audit`)
+	_, err = b.DB.ExecContext(b.Ctx, `ANALYZE TABLE judge_job, judge_audit`)
 	require.NoError(t, err)
 
 	var now time.Time
-	require.NoError(t, b.db.QueryRowContext(b.ctx, `SELECT NOW(6)`).Scan(&now))
+	require.NoError(t, b.DB.QueryRowContext(b.Ctx, `SELECT NOW(6)`).Scan(&now))
 	hourAgo, threeHoursAgo := now.Add(-time.Hour), now.Add(-3*time.Hour)
 	type plan struct {
 		name    string
@@ -73,7 +73,7 @@ func TestSearchQueryPlans(t *testing.T) {
 	}
 	job := func(name string, f store.JobFilter, maxRead int64) plan {
 		require.NoError(t, f.Validate())
-		q, args, err := store.JobSearchSQL(b.ctx, b.store, f)
+		q, args, err := store.JobSearchSQL(b.Ctx, b.Store, f)
 		require.NoError(t, err)
 		return plan{name, q, args, maxRead}
 	}
@@ -117,7 +117,7 @@ func TestSearchQueryPlans(t *testing.T) {
 	}
 	for _, p := range plans {
 		start := time.Now()
-		read, keys := analyze(t, b.db, p.q, p.args)
+		read, keys := analyze(t, b.DB, p.q, p.args)
 		took := time.Since(start)
 		fmt.Printf("plan=%s table_rows=%d rows_read=%d max_rows_read=%d keys=%s ms=%.1f\n", p.name, n, read, p.maxRead,
 			strings.Join(keys, ","), float64(took.Microseconds())/1000)

@@ -19,29 +19,29 @@ func TestMultiFileSubmissions(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	files := []store.SourceFile{{Name: "add.h", Content: "long add(long, long);"}, {Name: "add.cpp", Content: "long add(long a, long b) { return a + b; }"}}
-	req := store.EnqueueRequest{SubmissionType: "ALGO", SubmissionID: "multi-1", Language: "cpp17", Source: "int main(){}", Files: files, ManifestID: b.manifest}
-	first, err := b.store.Jobs().Enqueue(b.ctx, req)
+	req := store.EnqueueRequest{SubmissionType: "ALGO", SubmissionID: "multi-1", Language: "cpp17", Source: "int main(){}", Files: files, ManifestID: b.Manifest}
+	first, err := b.Store.Jobs().Enqueue(b.Ctx, req)
 	require.NoError(t, err)
-	again, err := b.store.Jobs().Enqueue(b.ctx, req)
+	again, err := b.Store.Jobs().Enqueue(b.Ctx, req)
 	require.NoError(t, err)
 	require.Equal(t, first.JobID, again.JobID)
 	require.False(t, again.Created)
 
 	changed := req
 	changed.Files = []store.SourceFile{files[0], {Name: "add.cpp", Content: "long add(long a, long b) { return a - b; }"}}
-	_, err = b.store.Jobs().Enqueue(b.ctx, changed)
+	_, err = b.Store.Jobs().Enqueue(b.Ctx, changed)
 	require.ErrorIs(t, err, store.ErrConflict, "a change in a further file is a different request")
 
 	var snap string
-	require.NoError(t, b.db.QueryRow(`SELECT request_snapshot FROM judge_job WHERE id = ?`, first.JobID).Scan(&snap))
+	require.NoError(t, b.DB.QueryRow(`SELECT request_snapshot FROM judge_job WHERE id = ?`, first.JobID).Scan(&snap))
 	var s store.Snapshot
 	require.NoError(t, json.Unmarshal([]byte(snap), &s))
 	require.Equal(t, files, s.Files)
 
-	one := store.EnqueueRequest{SubmissionType: "ALGO", SubmissionID: "single-1", Language: "cpp17", Source: "int main(){}", ManifestID: b.manifest}
-	r, err := b.store.Jobs().Enqueue(b.ctx, one)
+	one := store.EnqueueRequest{SubmissionType: "ALGO", SubmissionID: "single-1", Language: "cpp17", Source: "int main(){}", ManifestID: b.Manifest}
+	r, err := b.Store.Jobs().Enqueue(b.Ctx, one)
 	require.NoError(t, err)
-	require.NoError(t, b.db.QueryRow(`SELECT request_snapshot FROM judge_job WHERE id = ?`, r.JobID).Scan(&snap))
+	require.NoError(t, b.DB.QueryRow(`SELECT request_snapshot FROM judge_job WHERE id = ?`, r.JobID).Scan(&snap))
 	require.JSONEq(t, `{"language":"cpp17","source":"int main(){}"}`, snap, "a one-file snapshot is unchanged")
 
 	for name, tc := range map[string]struct {
@@ -61,7 +61,7 @@ func TestMultiFileSubmissions(t *testing.T) {
 	} {
 		bad := req
 		bad.SubmissionID, bad.Language, bad.Files = "bad-"+strings.ReplaceAll(name, " ", "-"), tc.lang, tc.files
-		_, err := b.store.Jobs().Enqueue(b.ctx, bad)
+		_, err := b.Store.Jobs().Enqueue(b.Ctx, bad)
 		var ve *store.ValidationError
 		require.ErrorAs(t, err, &ve, name)
 		require.Equal(t, tc.field, ve.Field, name)
@@ -71,6 +71,6 @@ func TestMultiFileSubmissions(t *testing.T) {
 	fit := req
 	fit.SubmissionID = "multi-fit"
 	fit.Files = []store.SourceFile{{Name: "a.h", Content: strings.Repeat("x", store.MaxSourceBytes-len(req.Source))}}
-	_, err = b.store.Jobs().Enqueue(b.ctx, fit)
+	_, err = b.Store.Jobs().Enqueue(b.Ctx, fit)
 	require.NoError(t, err)
 }

@@ -5,6 +5,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/kece-oj/kece/control/internal/storetest"
 	"github.com/kece-oj/kece/control/store"
 )
 
@@ -15,51 +16,51 @@ import (
 func TestStatusPhaseAndCaseCounts(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	sess := b.node(t, "cpp", b.group(t, 4).ID, 2, true)
+	sess := b.Node(t, "cpp", b.Group(t, 4).ID, 2, true)
 	var finished []int64
 	for _, tc := range []struct {
 		name   string
 		result store.Result
 		done   int
 	}{
-		{"all-cases", acResult(), 2},
+		{"all-cases", storetest.ACResult(), 2},
 		{"stopped-at-first-failure", store.Result{Outcome: store.OutcomeVerdict, Verdict: &store.VerdictResult{
 			Status: "WA", Score: 0, MaxScore: 100,
 			Cases: []store.CaseResult{{CaseID: "c1", Status: "WA", Score: 0}}}}, 1},
 	} {
-		r := b.enqueue(t, "ALGO", "phase-"+tc.name)
-		st, err := b.store.Jobs().SubmissionStatus(b.ctx, "ALGO", "phase-"+tc.name)
+		r := b.Enqueue(t, "ALGO", "phase-"+tc.name)
+		st, err := b.Store.Jobs().SubmissionStatus(b.Ctx, "ALGO", "phase-"+tc.name)
 		require.NoError(t, err)
 		require.Equal(t, "PENDING", st.Status)
 		v0 := st.StatusVersion
 
-		c := b.claimEventually(t, b.store, sess.NodeSession)
+		c := b.ClaimEventually(t, b.Store, sess.NodeSession)
 		require.Equal(t, r.JobID, c.JobID)
-		st, err = b.store.Jobs().SubmissionStatus(b.ctx, "ALGO", "phase-"+tc.name)
+		st, err = b.Store.Jobs().SubmissionStatus(b.Ctx, "ALGO", "phase-"+tc.name)
 		require.NoError(t, err)
 		require.Equal(t, "COMPILING", st.Status)
 		require.Greater(t, st.StatusVersion, v0)
 		v1 := st.StatusVersion
 
-		_, err = b.store.Leases().Renew(b.ctx, sess.NodeSession, []store.RenewItem{{JobID: c.JobID, LeaseEpoch: c.LeaseEpoch,
+		_, err = b.Store.Leases().Renew(b.Ctx, sess.NodeSession, []store.RenewItem{{JobID: c.JobID, LeaseEpoch: c.LeaseEpoch,
 			ProgressSeq: 1, Phase: "JUDGING", CasesDone: 0, CasesTotal: 2}})
 		require.NoError(t, err)
-		st, err = b.store.Jobs().SubmissionStatus(b.ctx, "ALGO", "phase-"+tc.name)
+		st, err = b.Store.Jobs().SubmissionStatus(b.Ctx, "ALGO", "phase-"+tc.name)
 		require.NoError(t, err)
 		require.Equal(t, "JUDGING", st.Status)
 		require.Equal(t, v1+1, st.StatusVersion, "COMPILING → JUDGING is a status change")
 
 		// The same phase again (a periodic renew) changes nothing visible.
-		_, err = b.store.Leases().Renew(b.ctx, sess.NodeSession, []store.RenewItem{{JobID: c.JobID, LeaseEpoch: c.LeaseEpoch,
+		_, err = b.Store.Leases().Renew(b.Ctx, sess.NodeSession, []store.RenewItem{{JobID: c.JobID, LeaseEpoch: c.LeaseEpoch,
 			ProgressSeq: 2, Phase: "JUDGING", CasesDone: 1, CasesTotal: 2}})
 		require.NoError(t, err)
-		st, err = b.store.Jobs().SubmissionStatus(b.ctx, "ALGO", "phase-"+tc.name)
+		st, err = b.Store.Jobs().SubmissionStatus(b.Ctx, "ALGO", "phase-"+tc.name)
 		require.NoError(t, err)
 		require.Equal(t, v1+1, st.StatusVersion)
 
-		_, err = b.store.Leases().Complete(b.ctx, sess.NodeSession, c.JobID, c.LeaseEpoch, tc.result)
+		_, err = b.Store.Leases().Complete(b.Ctx, sess.NodeSession, c.JobID, c.LeaseEpoch, tc.result)
 		require.NoError(t, err)
-		st, err = b.store.Jobs().SubmissionStatus(b.ctx, "ALGO", "phase-"+tc.name)
+		st, err = b.Store.Jobs().SubmissionStatus(b.Ctx, "ALGO", "phase-"+tc.name)
 		require.NoError(t, err)
 		require.Equal(t, tc.result.Verdict.Status, st.Status)
 		require.Equal(t, tc.done, st.CasesDone, tc.name)
@@ -69,15 +70,15 @@ func TestStatusPhaseAndCaseCounts(t *testing.T) {
 
 	// The locking path (CHECK jobs take it) counts too.
 	var done, total int
-	require.NoError(t, b.db.QueryRowContext(b.ctx,
+	require.NoError(t, b.DB.QueryRowContext(b.Ctx,
 		`SELECT cases_done, cases_total FROM judge_job WHERE kind = 'CHECK' AND node_id = ?`, sess.NodeID).Scan(&done, &total))
 	require.Equal(t, 2, done)
 	require.Equal(t, 2, total)
 
 	// Waiting reads ask which jobs settled: the finished ones, not a queued
 	// one, not an unknown id.
-	queued := b.enqueue(t, "ALGO", "still-queued").JobID
-	settled, err := b.store.Jobs().SettledJobs(b.ctx, append([]int64{queued, 999999}, finished...))
+	queued := b.Enqueue(t, "ALGO", "still-queued").JobID
+	settled, err := b.Store.Jobs().SettledJobs(b.Ctx, append([]int64{queued, 999999}, finished...))
 	require.NoError(t, err)
 	require.ElementsMatch(t, finished, settled)
 }

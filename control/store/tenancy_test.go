@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/kece-oj/kece/control/internal/storetest"
 	"github.com/kece-oj/kece/control/manifest"
 	"github.com/kece-oj/kece/control/store"
 )
@@ -19,22 +20,22 @@ import (
 // returns the job ids by type.
 func (b *testBundle) settleTyped(t *testing.T, perType map[string]int) map[string][]int64 {
 	t.Helper()
-	g := b.group(t, 64)
-	sess := b.node(t, "cpp", g.ID, 16, true)
+	g := b.Group(t, 64)
+	sess := b.Node(t, "cpp", g.ID, 16, true)
 	jobs := map[string][]int64{}
 	total := 0
 	for typ, n := range perType {
 		for i := range n {
-			r := b.enqueue(t, typ, fmt.Sprintf("%s-%d-%d", typ, b.seq.Add(1), i))
+			r := b.Enqueue(t, typ, fmt.Sprintf("%s-%d-%d", typ, b.Seq.Add(1), i))
 			jobs[typ] = append(jobs[typ], r.JobID)
 			total++
 		}
 	}
 	for done := 0; done < total; {
-		got, err := b.store.Leases().Claim(b.ctx, sess.NodeSession, 16)
+		got, err := b.Store.Leases().Claim(b.Ctx, sess.NodeSession, 16)
 		require.NoError(t, err)
 		for _, c := range got {
-			_, err := b.store.Leases().Complete(b.ctx, sess.NodeSession, c.JobID, c.LeaseEpoch, acResult())
+			_, err := b.Store.Leases().Complete(b.Ctx, sess.NodeSession, c.JobID, c.LeaseEpoch, storetest.ACResult())
 			require.NoError(t, err)
 			done++
 		}
@@ -47,9 +48,9 @@ func (b *testBundle) settleTyped(t *testing.T, perType map[string]int) map[strin
 func (b *testBundle) businessIdentity(t *testing.T, spec store.TokenSpec) store.TokenIdentity {
 	t.Helper()
 	spec.Kind = store.TokenBusiness
-	tok, err := b.store.Tokens().IssueToken(b.ctx, spec)
+	tok, err := b.Store.Tokens().IssueToken(b.Ctx, spec)
 	require.NoError(t, err)
-	id, err := b.store.Tokens().AuthenticateToken(b.ctx, store.TokenBusiness, tok)
+	id, err := b.Store.Tokens().AuthenticateToken(b.Ctx, store.TokenBusiness, tok)
 	require.NoError(t, err)
 	return id
 }
@@ -66,7 +67,7 @@ func (b *testBundle) drainGroup(t *testing.T, scope store.EventScope, replicas [
 		consumer := fmt.Sprintf("backend-%d", i)
 		wg.Go(func() {
 			for {
-				evs, err := st.Events().ClaimEvents(b.ctx, scope, consumer, 5, time.Minute)
+				evs, err := st.Events().ClaimEvents(b.Ctx, scope, consumer, 5, time.Minute)
 				if !assert.NoError(t, err) || len(evs) == 0 {
 					return
 				}
@@ -74,7 +75,7 @@ func (b *testBundle) drainGroup(t *testing.T, scope store.EventScope, replicas [
 				for i, e := range evs {
 					ids[i] = e.ID
 				}
-				k, err := st.Events().AckEvents(b.ctx, scope, consumer, ids)
+				k, err := st.Events().AckEvents(b.Ctx, scope, consumer, ids)
 				if !assert.NoError(t, err) {
 					return
 				}
@@ -131,10 +132,10 @@ func TestTokenScopeIsValidatedAndAuthenticated(t *testing.T) {
 		"admin scoped":   {Kind: store.TokenAdmin, Name: "d", SubmissionTypes: []string{"ALGO"}},
 		"admin grouped":  {Kind: store.TokenAdmin, Name: "e", ConsumerGroup: "x"},
 	} {
-		_, err := b.store.Tokens().IssueToken(b.ctx, spec)
+		_, err := b.Store.Tokens().IssueToken(b.Ctx, spec)
 		require.ErrorIs(t, err, store.ErrValidation, name)
 	}
-	list, err := b.store.Tokens().ListTokens(b.ctx, store.TokenBusiness)
+	list, err := b.Store.Tokens().ListTokens(b.Ctx, store.TokenBusiness)
 	require.NoError(t, err)
 	require.Len(t, list, 2, "refused tokens are not stored")
 	require.Equal(t, []string{"ALGO", "DATABASE"}, list[0].SubmissionTypes)
@@ -151,7 +152,7 @@ func TestConsumerGroupsEachReceiveTheirSettlementsOnce(t *testing.T) {
 	algo := b.businessIdentity(t, store.TokenSpec{Name: "algo-backend", SubmissionTypes: []string{"ALGO"}, ConsumerGroup: "algo"})
 	grader := b.businessIdentity(t, store.TokenSpec{Name: "grader", ConsumerGroup: "grader"})
 	jobs := b.settleTyped(t, map[string]int{"ALGO": 12, "DATABASE": 7})
-	replicas := []*store.Store{b.store, b.secondReplica(t)}
+	replicas := []*store.Store{b.Store, b.SecondReplica(t)}
 
 	// The all-types group first: acknowledging there must not take anything
 	// from the ALGO group.
@@ -162,14 +163,14 @@ func TestConsumerGroupsEachReceiveTheirSettlementsOnce(t *testing.T) {
 	got = jobsByType(t, b.drainGroup(t, algo.EventScope(), replicas))
 	require.ElementsMatch(t, jobs["ALGO"], got["ALGO"])
 	require.Empty(t, got["DATABASE"], "the ALGO group never sees DATABASE settlements")
-	require.Zero(t, b.count(t, `SELECT COUNT(*) FROM judge_settlement_event WHERE consumer_group = 'algo' AND submission_type <> 'ALGO'`),
+	require.Zero(t, b.Count(t, `SELECT COUNT(*) FROM judge_settlement_event WHERE consumer_group = 'algo' AND submission_type <> 'ALGO'`),
 		"no row is written for a type the group does not take")
 
 	got = jobsByType(t, b.drainGroup(t, store.EventScope{}, replicas))
 	require.Len(t, got["ALGO"], 12, "the default group still receives every settlement")
 	require.Len(t, got["DATABASE"], 7)
-	require.Equal(t, 0, b.count(t, `SELECT COUNT(*) FROM judge_settlement_event WHERE state <> 'DELIVERED'`))
-	require.Equal(t, 12+19+19, b.count(t, `SELECT COUNT(*) FROM judge_settlement_event`), "one row per settlement per group")
+	require.Equal(t, 0, b.Count(t, `SELECT COUNT(*) FROM judge_settlement_event WHERE state <> 'DELIVERED'`))
+	require.Equal(t, 12+19+19, b.Count(t, `SELECT COUNT(*) FROM judge_settlement_event`), "one row per settlement per group")
 }
 
 // Delivery state is per group: a lease running out in one group redelivers
@@ -183,7 +184,7 @@ func TestGroupDeliveryStateIsIndependent(t *testing.T) {
 	dbOnly := b.businessIdentity(t, store.TokenSpec{Name: "b-db", SubmissionTypes: []string{"DATABASE"}, ConsumerGroup: "gb"})
 	b.settleTyped(t, map[string]int{"ALGO": 1, "DATABASE": 1})
 
-	inA, err := b.store.Events().ClaimEvents(b.ctx, a.EventScope(), "x", 10, time.Second)
+	inA, err := b.Store.Events().ClaimEvents(b.Ctx, a.EventScope(), "x", 10, time.Second)
 	require.NoError(t, err)
 	require.Len(t, inA, 2)
 	require.Equal(t, "ga", inA[0].ConsumerGroup)
@@ -191,40 +192,40 @@ func TestGroupDeliveryStateIsIndependent(t *testing.T) {
 	// Group gb is shared by two differently scoped tokens: each claims only
 	// its own type, and cannot acknowledge the other's rows even under the
 	// same consumer name.
-	algoEvs, err := b.store.Events().ClaimEvents(b.ctx, algoOnly.EventScope(), "x", 10, time.Minute)
+	algoEvs, err := b.Store.Events().ClaimEvents(b.Ctx, algoOnly.EventScope(), "x", 10, time.Minute)
 	require.NoError(t, err)
 	require.Len(t, algoEvs, 1)
 	require.Equal(t, "ALGO", algoEvs[0].SubmissionType)
-	dbEvs, err := b.store.Events().ClaimEvents(b.ctx, dbOnly.EventScope(), "x", 10, time.Minute)
+	dbEvs, err := b.Store.Events().ClaimEvents(b.Ctx, dbOnly.EventScope(), "x", 10, time.Minute)
 	require.NoError(t, err)
 	require.Len(t, dbEvs, 1)
 	require.Equal(t, "DATABASE", dbEvs[0].SubmissionType)
-	out, err := b.store.Events().AckEventsFor(b.ctx, algoOnly.EventScope(), "x", []int64{algoEvs[0].ID, dbEvs[0].ID, inA[0].ID})
+	out, err := b.Store.Events().AckEventsFor(b.Ctx, algoOnly.EventScope(), "x", []int64{algoEvs[0].ID, dbEvs[0].ID, inA[0].ID})
 	require.NoError(t, err)
 	require.Equal(t, []int64{algoEvs[0].ID}, out.Acked)
 	require.ElementsMatch(t, []int64{dbEvs[0].ID, inA[0].ID}, out.NotHeld, "another type's row and another group's row are not held")
 
 	// ga's lease runs out: ga gets its events again, gb's state is untouched.
 	b.exec(t, `UPDATE judge_settlement_event SET next_attempt_at = NOW(6) - INTERVAL 1 SECOND WHERE consumer_group = 'ga'`)
-	again, err := b.store.Events().ClaimEvents(b.ctx, a.EventScope(), "y", 10, time.Minute)
+	again, err := b.Store.Events().ClaimEvents(b.Ctx, a.EventScope(), "y", 10, time.Minute)
 	require.NoError(t, err)
 	require.Len(t, again, 2)
 	require.Equal(t, 2, again[0].DeliveryAttempt)
-	none, err := b.store.Events().ClaimEvents(b.ctx, dbOnly.EventScope(), "z", 10, time.Minute)
+	none, err := b.Store.Events().ClaimEvents(b.Ctx, dbOnly.EventScope(), "z", 10, time.Minute)
 	require.NoError(t, err)
 	require.Empty(t, none, "gb's DATABASE row is still leased to x")
 
 	// A failed push dead-letters the row in its group only.
-	require.NoError(t, b.store.Events().FailEventDelivery(b.ctx, a.EventScope(), "y", again[0].ID, "HTTP 500", time.Second, 2))
-	dead, err := b.store.Events().ListEventsPage(b.ctx, store.EventFilter{State: store.EventDead})
+	require.NoError(t, b.Store.Events().FailEventDelivery(b.Ctx, a.EventScope(), "y", again[0].ID, "HTTP 500", time.Second, 2))
+	dead, err := b.Store.Events().ListEventsPage(b.Ctx, store.EventFilter{State: store.EventDead})
 	require.NoError(t, err)
 	require.Len(t, dead, 1)
 	require.Equal(t, "ga", dead[0].ConsumerGroup)
-	require.Equal(t, 1, b.count(t, `SELECT COUNT(*) FROM judge_settlement_event
+	require.Equal(t, 1, b.Count(t, `SELECT COUNT(*) FROM judge_settlement_event
 		WHERE consumer_group = 'gb' AND submission_type = 'ALGO' AND state = 'DELIVERED'`), "gb's rows keep their own state")
-	require.Equal(t, 1, b.count(t, `SELECT COUNT(*) FROM judge_settlement_event
+	require.Equal(t, 1, b.Count(t, `SELECT COUNT(*) FROM judge_settlement_event
 		WHERE consumer_group = 'gb' AND submission_type = 'DATABASE' AND state = 'PENDING' AND consumer = 'x'`))
-	onlyGa, err := b.store.Events().ListEventsPage(b.ctx, store.EventFilter{ConsumerGroup: "ga"})
+	onlyGa, err := b.Store.Events().ListEventsPage(b.Ctx, store.EventFilter{ConsumerGroup: "ga"})
 	require.NoError(t, err)
 	require.Len(t, onlyGa, 2)
 }
@@ -238,21 +239,21 @@ func TestGroupTypesFollowItsTokens(t *testing.T) {
 	b.businessIdentity(t, store.TokenSpec{Name: "one", SubmissionTypes: []string{"ALGO"}, ConsumerGroup: "g"})
 	b.settleTyped(t, map[string]int{"ALGO": 1, "DATABASE": 1})
 	rows := `SELECT COUNT(*) FROM judge_settlement_event WHERE consumer_group = 'g' AND submission_type = ?`
-	require.Equal(t, 1, b.count(t, rows, "ALGO"))
-	require.Equal(t, 0, b.count(t, rows, "DATABASE"))
+	require.Equal(t, 1, b.Count(t, rows, "ALGO"))
+	require.Equal(t, 0, b.Count(t, rows, "DATABASE"))
 
 	b.businessIdentity(t, store.TokenSpec{Name: "two", SubmissionTypes: []string{"DATABASE"}, ConsumerGroup: "g"})
 	b.settleTyped(t, map[string]int{"ALGO": 1, "DATABASE": 1})
-	require.Equal(t, 2, b.count(t, rows, "ALGO"))
-	require.Equal(t, 1, b.count(t, rows, "DATABASE"))
+	require.Equal(t, 2, b.Count(t, rows, "ALGO"))
+	require.Equal(t, 1, b.Count(t, rows, "DATABASE"))
 
-	live, err := b.store.Tokens().RevokeToken(b.ctx, store.TokenBusiness, "one")
+	live, err := b.Store.Tokens().RevokeToken(b.Ctx, store.TokenBusiness, "one")
 	require.NoError(t, err)
 	require.True(t, live)
 	b.settleTyped(t, map[string]int{"ALGO": 1, "DATABASE": 1})
-	require.Equal(t, 2, b.count(t, rows, "ALGO"), "no ALGO token left in g")
-	require.Equal(t, 2, b.count(t, rows, "DATABASE"))
-	require.Equal(t, 6, b.count(t, `SELECT COUNT(*) FROM judge_settlement_event WHERE consumer_group = 'default'`),
+	require.Equal(t, 2, b.Count(t, rows, "ALGO"), "no ALGO token left in g")
+	require.Equal(t, 2, b.Count(t, rows, "DATABASE"))
+	require.Equal(t, 6, b.Count(t, `SELECT COUNT(*) FROM judge_settlement_event WHERE consumer_group = 'default'`),
 		"the default group takes every settlement whatever the tokens")
 }
 
@@ -263,31 +264,31 @@ func TestBatchedCompletionFansOutPerGroup(t *testing.T) {
 	b := setup(t)
 	b.businessIdentity(t, store.TokenSpec{Name: "algo", SubmissionTypes: []string{"ALGO"}, ConsumerGroup: "algo"})
 	b.businessIdentity(t, store.TokenSpec{Name: "sql", SubmissionTypes: []string{"DATABASE"}, ConsumerGroup: "sql"})
-	g := b.group(t, 8)
-	sess := b.node(t, "cpp", g.ID, 8, true)
+	g := b.Group(t, 8)
+	sess := b.Node(t, "cpp", g.ID, 8, true)
 	want := map[int64]string{}
 	for i, typ := range []string{"ALGO", "DATABASE", "ALGO", "OTHER"} {
-		want[b.enqueue(t, typ, fmt.Sprintf("fan-%d", i)).JobID] = typ
+		want[b.Enqueue(t, typ, fmt.Sprintf("fan-%d", i)).JobID] = typ
 	}
-	jobs, err := b.store.Leases().Claim(b.ctx, sess.NodeSession, 4)
+	jobs, err := b.Store.Leases().Claim(b.Ctx, sess.NodeSession, 4)
 	require.NoError(t, err)
 	require.Len(t, jobs, 4)
-	before := store.CommittedBatches(b.store)
-	b.together(t, len(jobs), func(i int) {
-		_, err := b.store.Leases().Complete(b.ctx, sess.NodeSession, jobs[i].JobID, jobs[i].LeaseEpoch, acResult())
+	before := store.CommittedBatches(b.Store)
+	b.Together(t, len(jobs), func(i int) {
+		_, err := b.Store.Leases().Complete(b.Ctx, sess.NodeSession, jobs[i].JobID, jobs[i].LeaseEpoch, storetest.ACResult())
 		assert.NoError(t, err)
 	})
-	require.Equal(t, before+1, store.CommittedBatches(b.store), "the four results shared one commit")
+	require.Equal(t, before+1, store.CommittedBatches(b.Store), "the four results shared one commit")
 	for id, typ := range want {
 		groups := map[string]bool{"default": true, "algo": typ == "ALGO", "sql": typ == "DATABASE"}
 		for group, has := range groups {
-			n := b.count(t, `SELECT COUNT(*) FROM judge_settlement_event
+			n := b.Count(t, `SELECT COUNT(*) FROM judge_settlement_event
 				WHERE job_id = ? AND consumer_group = ? AND submission_type = ? AND payload LIKE CONCAT('%"jobId":"', ?, '"%')`,
 				id, group, typ, id)
 			require.Equal(t, map[bool]int{true: 1, false: 0}[has], n, "job %d (%s) in group %s", id, typ, group)
 		}
 	}
-	require.Equal(t, 4+2+1, b.count(t, `SELECT COUNT(*) FROM judge_settlement_event`))
+	require.Equal(t, 4+2+1, b.Count(t, `SELECT COUNT(*) FROM judge_settlement_event`))
 }
 
 // tenantArtifact uploads content as tenant tn and returns its digest and
@@ -296,7 +297,7 @@ func (b *testBundle) tenantArtifact(t *testing.T, tn store.Tenant, content strin
 	t.Helper()
 	sum := sha256.Sum256([]byte(content))
 	d := hex.EncodeToString(sum[:])
-	created, err := b.store.Manifests().RegisterArtifactAs(b.ctx, tn, d, int64(len(content)))
+	created, err := b.Store.Manifests().RegisterArtifactAs(b.Ctx, tn, d, int64(len(content)))
 	require.NoError(t, err)
 	return d, created
 }
@@ -329,10 +330,10 @@ func TestTestDataBelongsToItsPublisher(t *testing.T) {
 	require.False(t, created, "the same tenant again: already stored")
 	_, created = b.tenantArtifact(t, dbt, "secret answer\n")
 	require.True(t, created, "another tenant guessing the answer learns nothing: the same answer as new content")
-	require.Equal(t, 1, b.count(t, `SELECT COUNT(*) FROM judge_artifact WHERE sha256 = ?`, out), "the bytes are registered once")
-	require.Equal(t, 2, b.count(t, `SELECT COUNT(*) FROM judge_artifact_owner WHERE sha256 = ?`, out), "one row per owner")
+	require.Equal(t, 1, b.Count(t, `SELECT COUNT(*) FROM judge_artifact WHERE sha256 = ?`, out), "the bytes are registered once")
+	require.Equal(t, 2, b.Count(t, `SELECT COUNT(*) FROM judge_artifact_owner WHERE sha256 = ?`, out), "one row per owner")
 
-	sizes, err := b.store.Manifests().ArtifactSizes(b.ctx, dbt, []string{in, out})
+	sizes, err := b.Store.Manifests().ArtifactSizes(b.Ctx, dbt, []string{in, out})
 	require.NoError(t, err)
 	require.Equal(t, map[string]int64{out: 14}, sizes, "DATABASE sees only what it uploaded itself")
 
@@ -340,18 +341,18 @@ func TestTestDataBelongsToItsPublisher(t *testing.T) {
 	// more, and by a token of every type; DATABASE gets ErrNotFound with
 	// the same words as for an id that does not exist.
 	m := oneCase(in, out, 13, 14)
-	pa, err := b.store.Manifests().PublishManifestAs(b.ctx, algo, m)
+	pa, err := b.Store.Manifests().PublishManifestAs(b.Ctx, algo, m)
 	require.NoError(t, err)
 	require.True(t, pa.Created)
 	for _, tn := range []store.Tenant{algo, both, every} {
-		rec, err := b.store.Manifests().ManifestRecord(b.ctx, tn, pa.ID)
+		rec, err := b.Store.Manifests().ManifestRecord(b.Ctx, tn, pa.ID)
 		require.NoError(t, err, "%v", tn.Types)
 		require.Equal(t, pa.Digest, rec.Digest)
 	}
-	_, err = b.store.Manifests().ManifestRecord(b.ctx, dbt, pa.ID)
+	_, err = b.Store.Manifests().ManifestRecord(b.Ctx, dbt, pa.ID)
 	require.ErrorIs(t, err, store.ErrNotFound)
 	require.Equal(t, fmt.Sprintf("manifest %d: not found", pa.ID), err.Error())
-	_, missing := b.store.Manifests().ManifestRecord(b.ctx, dbt, pa.ID+1000)
+	_, missing := b.Store.Manifests().ManifestRecord(b.Ctx, dbt, pa.ID+1000)
 	require.Equal(t, fmt.Sprintf("manifest %d: not found", pa.ID+1000), missing.Error(), "the same words as a missing id")
 
 	// Enqueue against it: refused for DATABASE as a missing manifest (the
@@ -359,52 +360,52 @@ func TestTestDataBelongsToItsPublisher(t *testing.T) {
 	req := func(tn store.Tenant, typ, id string, man int64) store.EnqueueRequest {
 		return store.EnqueueRequest{SubmissionType: typ, SubmissionID: id, Language: "cpp17", Source: "int main(){}", ManifestID: man, Tenant: tn}
 	}
-	_, err = b.store.Jobs().Enqueue(b.ctx, req(dbt, "DATABASE", "d1", pa.ID))
+	_, err = b.Store.Jobs().Enqueue(b.Ctx, req(dbt, "DATABASE", "d1", pa.ID))
 	require.ErrorIs(t, err, store.ErrManifestMissing)
 	require.Contains(t, err.Error(), fmt.Sprintf("manifest %d does not exist", pa.ID))
-	_, err = b.store.Jobs().EnqueueMany(b.ctx, []store.EnqueueRequest{req(dbt, "DATABASE", "d2", pa.ID)})
+	_, err = b.Store.Jobs().EnqueueMany(b.Ctx, []store.EnqueueRequest{req(dbt, "DATABASE", "d2", pa.ID)})
 	require.ErrorIs(t, err, store.ErrManifestMissing)
-	require.Zero(t, b.count(t, `SELECT COUNT(*) FROM judge_job WHERE submission_type = 'DATABASE'`))
+	require.Zero(t, b.Count(t, `SELECT COUNT(*) FROM judge_job WHERE submission_type = 'DATABASE'`))
 	for i, tn := range []store.Tenant{algo, both, every} {
-		_, err := b.store.Jobs().Enqueue(b.ctx, req(tn, "ALGO", fmt.Sprintf("a%d", i), pa.ID))
+		_, err := b.Store.Jobs().Enqueue(b.Ctx, req(tn, "ALGO", fmt.Sprintf("a%d", i), pa.ID))
 		require.NoError(t, err, "%v", tn.Types)
 	}
 
 	// DATABASE cannot publish a manifest over ALGO's artifacts (the same
 	// refusal as for digests never uploaded), but its own upload of the same
 	// content makes a manifest of its own: a new id, never "already published".
-	_, err = b.store.Manifests().PublishManifestAs(b.ctx, dbt, m)
+	_, err = b.Store.Manifests().PublishManifestAs(b.Ctx, dbt, m)
 	require.ErrorIs(t, err, store.ErrValidation)
 	require.Contains(t, err.Error(), "artifact "+in+" is not uploaded")
 	_, _ = b.tenantArtifact(t, dbt, "secret input\n")
-	pd, err := b.store.Manifests().PublishManifestAs(b.ctx, dbt, m)
+	pd, err := b.Store.Manifests().PublishManifestAs(b.Ctx, dbt, m)
 	require.NoError(t, err)
 	require.True(t, pd.Created, "the same content from another tenant is a new manifest")
 	require.NotEqual(t, pa.ID, pd.ID)
-	again, err := b.store.Manifests().PublishManifestAs(b.ctx, algo, m)
+	again, err := b.Store.Manifests().PublishManifestAs(b.Ctx, algo, m)
 	require.NoError(t, err)
 	require.Equal(t, pa.ID, again.ID, "the same tenant again: the same manifest")
 	require.False(t, again.Created)
 
 	// A token of every type publishes for tokens of every type only.
-	pe, err := b.store.Manifests().PublishManifestAs(b.ctx, every, m)
+	pe, err := b.Store.Manifests().PublishManifestAs(b.Ctx, every, m)
 	require.NoError(t, err)
-	_, err = b.store.Manifests().ManifestRecord(b.ctx, both, pe.ID)
+	_, err = b.Store.Manifests().ManifestRecord(b.Ctx, both, pe.ID)
 	require.ErrorIs(t, err, store.ErrNotFound, "narrower tokens never see what a token of every type published")
 	// A token with more types publishes for tokens holding all of them.
-	pb, err := b.store.Manifests().PublishManifestAs(b.ctx, both, oneCase(in, in, 13, 13))
+	pb, err := b.Store.Manifests().PublishManifestAs(b.Ctx, both, oneCase(in, in, 13, 13))
 	require.NoError(t, err)
-	_, err = b.store.Manifests().ManifestRecord(b.ctx, algo, pb.ID)
+	_, err = b.Store.Manifests().ManifestRecord(b.Ctx, algo, pb.ID)
 	require.ErrorIs(t, err, store.ErrNotFound, "ALGO alone may not read what ALGO+DATABASE published")
 
 	// Shared data (the bundle's manifest, published without a tenant, like
 	// everything before migration 00011) stays usable by every token.
 	for i, tn := range []store.Tenant{algo, dbt, both, every} {
-		_, err := b.store.Manifests().ManifestRecord(b.ctx, tn, b.manifest)
+		_, err := b.Store.Manifests().ManifestRecord(b.Ctx, tn, b.Manifest)
 		require.NoError(t, err)
 		// (The store leaves the type scope to the API; the manifest is what
 		// this checks.)
-		_, err = b.store.Jobs().Enqueue(b.ctx, req(tn, "SHARED", fmt.Sprintf("s%d", i), b.manifest))
+		_, err = b.Store.Jobs().Enqueue(b.Ctx, req(tn, "SHARED", fmt.Sprintf("s%d", i), b.Manifest))
 		require.NoError(t, err)
 	}
 }

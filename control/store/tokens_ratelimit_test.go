@@ -16,30 +16,30 @@ func TestTokenRateLimitIsStoredReadAndAudited(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	own := &ratelimit.Limit{Rate: 2.5, Burst: 7}
-	tok, err := b.store.Tokens().IssueToken(b.ctx, store.TokenSpec{Kind: store.TokenBusiness, Name: "limited", RateLimit: own})
+	tok, err := b.Store.Tokens().IssueToken(b.Ctx, store.TokenSpec{Kind: store.TokenBusiness, Name: "limited", RateLimit: own})
 	require.NoError(t, err)
-	plain, err := b.store.Tokens().CreateToken(b.ctx, store.TokenBusiness, "plain")
+	plain, err := b.Store.Tokens().CreateToken(b.Ctx, store.TokenBusiness, "plain")
 	require.NoError(t, err)
 
-	id, err := b.store.Tokens().AuthenticateToken(b.ctx, store.TokenBusiness, tok)
+	id, err := b.Store.Tokens().AuthenticateToken(b.Ctx, store.TokenBusiness, tok)
 	require.NoError(t, err)
 	require.Equal(t, own, id.RateLimit)
-	id, err = b.store.Tokens().AuthenticateToken(b.ctx, store.TokenBusiness, plain)
+	id, err = b.Store.Tokens().AuthenticateToken(b.Ctx, store.TokenBusiness, plain)
 	require.NoError(t, err)
 	require.Nil(t, id.RateLimit, "no limit of its own: the server's default")
 
 	// Set, then back to the default.
-	require.NoError(t, b.store.Tokens().SetTokenRateLimit(b.ctx, "plain", &ratelimit.Limit{}, "admin:ops#1"))
-	id, err = b.store.Tokens().AuthenticateToken(b.ctx, store.TokenBusiness, plain)
+	require.NoError(t, b.Store.Tokens().SetTokenRateLimit(b.Ctx, "plain", &ratelimit.Limit{}, "admin:ops#1"))
+	id, err = b.Store.Tokens().AuthenticateToken(b.Ctx, store.TokenBusiness, plain)
 	require.NoError(t, err)
 	require.Equal(t, &ratelimit.Limit{}, id.RateLimit, "rate 0: unlimited, kept apart from the default")
-	require.NoError(t, b.store.Tokens().SetTokenRateLimit(b.ctx, "plain", &ratelimit.Limit{}, "admin:ops#1"), "setting the same limit again is no error")
-	require.NoError(t, b.store.Tokens().SetTokenRateLimit(b.ctx, "limited", nil, "admin:ops#1"))
-	id, err = b.store.Tokens().AuthenticateToken(b.ctx, store.TokenBusiness, tok)
+	require.NoError(t, b.Store.Tokens().SetTokenRateLimit(b.Ctx, "plain", &ratelimit.Limit{}, "admin:ops#1"), "setting the same limit again is no error")
+	require.NoError(t, b.Store.Tokens().SetTokenRateLimit(b.Ctx, "limited", nil, "admin:ops#1"))
+	id, err = b.Store.Tokens().AuthenticateToken(b.Ctx, store.TokenBusiness, tok)
 	require.NoError(t, err)
 	require.Nil(t, id.RateLimit)
 
-	toks, err := b.store.Tokens().ListTokens(b.ctx, store.TokenBusiness)
+	toks, err := b.Store.Tokens().ListTokens(b.Ctx, store.TokenBusiness)
 	require.NoError(t, err)
 	require.Len(t, toks, 2)
 	require.Nil(t, toks[0].RateLimit, "limited is back on the default")
@@ -55,7 +55,7 @@ func TestTokenRateLimitIsStoredReadAndAudited(t *testing.T) {
 func TestTokenRateLimitRefusals(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	_, err := b.store.Tokens().CreateToken(b.ctx, store.TokenBusiness, "oj")
+	_, err := b.Store.Tokens().CreateToken(b.Ctx, store.TokenBusiness, "oj")
 	require.NoError(t, err)
 	for _, tc := range []struct {
 		lim   ratelimit.Limit
@@ -65,20 +65,20 @@ func TestTokenRateLimitRefusals(t *testing.T) {
 		{ratelimit.Limit{Rate: 5, Burst: 0}, "rateLimit.burst"},
 		{ratelimit.Limit{Rate: 0, Burst: 3}, "rateLimit.burst"},
 	} {
-		err := b.store.Tokens().SetTokenRateLimit(b.ctx, "oj", &tc.lim, "")
+		err := b.Store.Tokens().SetTokenRateLimit(b.Ctx, "oj", &tc.lim, "")
 		var ve *store.ValidationError
 		require.ErrorAs(t, err, &ve, "%+v", tc.lim)
 		require.Equal(t, tc.field, ve.Field)
-		_, err = b.store.Tokens().IssueToken(b.ctx, store.TokenSpec{Kind: store.TokenBusiness, Name: "new", RateLimit: &tc.lim})
+		_, err = b.Store.Tokens().IssueToken(b.Ctx, store.TokenSpec{Kind: store.TokenBusiness, Name: "new", RateLimit: &tc.lim})
 		require.ErrorAs(t, err, &ve)
 		require.Equal(t, tc.field, ve.Field)
 	}
-	_, err = b.store.Tokens().IssueToken(b.ctx, store.TokenSpec{Kind: store.TokenAdmin, Name: "ops", RateLimit: &ratelimit.Limit{Rate: 1, Burst: 1}})
+	_, err = b.Store.Tokens().IssueToken(b.Ctx, store.TokenSpec{Kind: store.TokenAdmin, Name: "ops", RateLimit: &ratelimit.Limit{Rate: 1, Burst: 1}})
 	require.ErrorIs(t, err, store.ErrValidation, "admin tokens are not rate limited")
-	err = b.store.Tokens().SetTokenRateLimit(b.ctx, "nobody", nil, "")
+	err = b.Store.Tokens().SetTokenRateLimit(b.Ctx, "nobody", nil, "")
 	require.ErrorIs(t, err, store.ErrNotFound)
-	_, err = b.store.Tokens().RevokeToken(b.ctx, store.TokenBusiness, "oj")
+	_, err = b.Store.Tokens().RevokeToken(b.Ctx, store.TokenBusiness, "oj")
 	require.NoError(t, err)
-	err = b.store.Tokens().SetTokenRateLimit(b.ctx, "oj", nil, "")
+	err = b.Store.Tokens().SetTokenRateLimit(b.Ctx, "oj", nil, "")
 	require.ErrorIs(t, err, store.ErrNotFound, "a revoked token takes no limit")
 }

@@ -14,110 +14,110 @@ import (
 func TestTokenExpiry(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	tok, err := b.store.Tokens().IssueToken(b.ctx, store.TokenSpec{Kind: store.TokenBusiness, Name: "short", ExpiresIn: time.Hour})
+	tok, err := b.Store.Tokens().IssueToken(b.Ctx, store.TokenSpec{Kind: store.TokenBusiness, Name: "short", ExpiresIn: time.Hour})
 	require.NoError(t, err)
-	_, err = b.store.Tokens().AuthenticateToken(b.ctx, store.TokenBusiness, tok)
+	_, err = b.Store.Tokens().AuthenticateToken(b.Ctx, store.TokenBusiness, tok)
 	require.NoError(t, err, "valid before its expiry")
 
 	// Move the expiry into the past on the database clock.
-	_, err = b.db.Exec(`UPDATE judge_api_token SET expires_at = NOW(6) - INTERVAL 1 SECOND WHERE name = 'short'`)
+	_, err = b.DB.Exec(`UPDATE judge_api_token SET expires_at = NOW(6) - INTERVAL 1 SECOND WHERE name = 'short'`)
 	require.NoError(t, err)
-	_, err = b.store.Tokens().AuthenticateToken(b.ctx, store.TokenBusiness, tok)
+	_, err = b.Store.Tokens().AuthenticateToken(b.Ctx, store.TokenBusiness, tok)
 	require.ErrorIs(t, err, store.ErrTokenExpired)
 	require.ErrorIs(t, err, store.ErrUnauthenticated, "an expired token is still unauthenticated for callers that only know that class")
 
-	_, err = b.store.Tokens().IssueToken(b.ctx, store.TokenSpec{Kind: store.TokenBusiness, Name: "neg", ExpiresIn: -time.Second})
+	_, err = b.Store.Tokens().IssueToken(b.Ctx, store.TokenSpec{Kind: store.TokenBusiness, Name: "neg", ExpiresIn: -time.Second})
 	require.ErrorIs(t, err, store.ErrValidation)
-	_, err = b.store.Tokens().IssueToken(b.ctx, store.TokenSpec{Kind: "ROOT", Name: "x"})
+	_, err = b.Store.Tokens().IssueToken(b.Ctx, store.TokenSpec{Kind: "ROOT", Name: "x"})
 	require.ErrorIs(t, err, store.ErrValidation)
 }
 
 func TestTokenRotationKeepsIdentityAndOverlaps(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	old, err := b.store.Tokens().CreateToken(b.ctx, store.TokenBusiness, "oj")
+	old, err := b.Store.Tokens().CreateToken(b.Ctx, store.TokenBusiness, "oj")
 	require.NoError(t, err)
-	before, err := b.store.Tokens().AuthenticateToken(b.ctx, store.TokenBusiness, old)
+	before, err := b.Store.Tokens().AuthenticateToken(b.Ctx, store.TokenBusiness, old)
 	require.NoError(t, err)
 
 	// An idempotency key recorded under the old secret.
-	req := store.EnqueueRequest{SubmissionType: "ALGO", SubmissionID: "r1", Language: "cpp", Source: "int main(){}", ManifestID: b.manifest}
-	first, err := b.store.Jobs().EnqueueIdempotent(b.ctx, before.ID, "key-1", req)
+	req := store.EnqueueRequest{SubmissionType: "ALGO", SubmissionID: "r1", Language: "cpp", Source: "int main(){}", ManifestID: b.Manifest}
+	first, err := b.Store.Jobs().EnqueueIdempotent(b.Ctx, before.ID, "key-1", req)
 	require.NoError(t, err)
 
-	fresh, err := b.store.Tokens().RotateToken(b.ctx, store.RotateSpec{Kind: store.TokenBusiness, Name: "oj", Overlap: time.Hour})
+	fresh, err := b.Store.Tokens().RotateToken(b.Ctx, store.RotateSpec{Kind: store.TokenBusiness, Name: "oj", Overlap: time.Hour})
 	require.NoError(t, err)
 	require.NotEqual(t, old, fresh)
 	for _, secret := range []string{old, fresh} {
-		id, err := b.store.Tokens().AuthenticateToken(b.ctx, store.TokenBusiness, secret)
+		id, err := b.Store.Tokens().AuthenticateToken(b.Ctx, store.TokenBusiness, secret)
 		require.NoError(t, err, "both secrets are valid during the overlap")
 		require.Equal(t, before, id, "one token, one identity")
 	}
 	// The key survives the rotation: the retry under the new secret gets the same job.
-	after, err := b.store.Tokens().AuthenticateToken(b.ctx, store.TokenBusiness, fresh)
+	after, err := b.Store.Tokens().AuthenticateToken(b.Ctx, store.TokenBusiness, fresh)
 	require.NoError(t, err)
-	again, err := b.store.Jobs().EnqueueIdempotent(b.ctx, after.ID, "key-1", req)
+	again, err := b.Store.Jobs().EnqueueIdempotent(b.Ctx, after.ID, "key-1", req)
 	require.NoError(t, err)
 	require.Equal(t, first.JobID, again.JobID)
 
 	// The overlap ends: the old secret is refused as expired, the new one works.
-	_, err = b.db.Exec(`UPDATE judge_api_token SET prev_valid_until = NOW(6) - INTERVAL 1 SECOND WHERE name = 'oj'`)
+	_, err = b.DB.Exec(`UPDATE judge_api_token SET prev_valid_until = NOW(6) - INTERVAL 1 SECOND WHERE name = 'oj'`)
 	require.NoError(t, err)
-	_, err = b.store.Tokens().AuthenticateToken(b.ctx, store.TokenBusiness, old)
+	_, err = b.Store.Tokens().AuthenticateToken(b.Ctx, store.TokenBusiness, old)
 	require.ErrorIs(t, err, store.ErrTokenExpired)
-	_, err = b.store.Tokens().AuthenticateToken(b.ctx, store.TokenBusiness, fresh)
+	_, err = b.Store.Tokens().AuthenticateToken(b.Ctx, store.TokenBusiness, fresh)
 	require.NoError(t, err)
 
 	// Rotating again while an overlap runs ends the oldest secret at once:
 	// never more than two secrets.
-	third, err := b.store.Tokens().RotateToken(b.ctx, store.RotateSpec{Kind: store.TokenBusiness, Name: "oj", Overlap: time.Hour})
+	third, err := b.Store.Tokens().RotateToken(b.Ctx, store.RotateSpec{Kind: store.TokenBusiness, Name: "oj", Overlap: time.Hour})
 	require.NoError(t, err)
-	fourth, err := b.store.Tokens().RotateToken(b.ctx, store.RotateSpec{Kind: store.TokenBusiness, Name: "oj", Overlap: time.Hour})
+	fourth, err := b.Store.Tokens().RotateToken(b.Ctx, store.RotateSpec{Kind: store.TokenBusiness, Name: "oj", Overlap: time.Hour})
 	require.NoError(t, err)
-	_, err = b.store.Tokens().AuthenticateToken(b.ctx, store.TokenBusiness, fresh)
+	_, err = b.Store.Tokens().AuthenticateToken(b.Ctx, store.TokenBusiness, fresh)
 	require.ErrorIs(t, err, store.ErrTokenExpired, "retired by the second rotation: expired, not unknown")
 	for _, s := range []string{third, fourth} {
-		_, err = b.store.Tokens().AuthenticateToken(b.ctx, store.TokenBusiness, s)
+		_, err = b.Store.Tokens().AuthenticateToken(b.Ctx, store.TokenBusiness, s)
 		require.NoError(t, err)
 	}
 
 	// Overlap 0: the old secret stops now. Revoke stops every secret.
-	fifth, err := b.store.Tokens().RotateToken(b.ctx, store.RotateSpec{Kind: store.TokenBusiness, Name: "oj"})
+	fifth, err := b.Store.Tokens().RotateToken(b.Ctx, store.RotateSpec{Kind: store.TokenBusiness, Name: "oj"})
 	require.NoError(t, err)
-	_, err = b.store.Tokens().AuthenticateToken(b.ctx, store.TokenBusiness, fourth)
+	_, err = b.Store.Tokens().AuthenticateToken(b.Ctx, store.TokenBusiness, fourth)
 	require.ErrorIs(t, err, store.ErrTokenExpired)
-	live, err := b.store.Tokens().RevokeToken(b.ctx, store.TokenBusiness, "oj")
+	live, err := b.Store.Tokens().RevokeToken(b.Ctx, store.TokenBusiness, "oj")
 	require.NoError(t, err)
 	require.True(t, live)
-	_, err = b.store.Tokens().AuthenticateToken(b.ctx, store.TokenBusiness, fifth)
+	_, err = b.Store.Tokens().AuthenticateToken(b.Ctx, store.TokenBusiness, fifth)
 	require.ErrorIs(t, err, store.ErrTokenExpired, "a revoked token's secret is one it no longer accepts")
 	require.ErrorContains(t, err, "revoked")
 
-	_, err = b.store.Tokens().RotateToken(b.ctx, store.RotateSpec{Kind: store.TokenBusiness, Name: "oj"})
+	_, err = b.Store.Tokens().RotateToken(b.Ctx, store.RotateSpec{Kind: store.TokenBusiness, Name: "oj"})
 	require.ErrorIs(t, err, store.ErrNotFound, "a revoked token cannot be rotated back to life")
-	_, err = b.store.Tokens().RotateToken(b.ctx, store.RotateSpec{Kind: store.TokenBusiness, Name: "x", Overlap: store.TokenMaxOverlap + time.Second})
+	_, err = b.Store.Tokens().RotateToken(b.Ctx, store.RotateSpec{Kind: store.TokenBusiness, Name: "x", Overlap: store.TokenMaxOverlap + time.Second})
 	require.ErrorIs(t, err, store.ErrValidation)
 }
 
 func TestListTokensShowsStatesNeverSecrets(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	adm, err := b.store.Tokens().CreateToken(b.ctx, store.TokenAdmin, "ops")
+	adm, err := b.Store.Tokens().CreateToken(b.Ctx, store.TokenAdmin, "ops")
 	require.NoError(t, err)
-	_, err = b.store.Tokens().IssueToken(b.ctx, store.TokenSpec{Kind: store.TokenBusiness, Name: "expiring", ExpiresIn: 48 * time.Hour})
+	_, err = b.Store.Tokens().IssueToken(b.Ctx, store.TokenSpec{Kind: store.TokenBusiness, Name: "expiring", ExpiresIn: 48 * time.Hour})
 	require.NoError(t, err)
-	_, err = b.store.Tokens().CreateToken(b.ctx, store.TokenBusiness, "gone")
+	_, err = b.Store.Tokens().CreateToken(b.Ctx, store.TokenBusiness, "gone")
 	require.NoError(t, err)
-	_, err = b.store.Tokens().RevokeToken(b.ctx, store.TokenBusiness, "gone")
+	_, err = b.Store.Tokens().RevokeToken(b.Ctx, store.TokenBusiness, "gone")
 	require.NoError(t, err)
-	_, err = b.store.Tokens().CreateToken(b.ctx, store.TokenBusiness, "rolling")
+	_, err = b.Store.Tokens().CreateToken(b.Ctx, store.TokenBusiness, "rolling")
 	require.NoError(t, err)
-	_, err = b.store.Tokens().RotateToken(b.ctx, store.RotateSpec{Kind: store.TokenBusiness, Name: "rolling", Overlap: time.Hour})
+	_, err = b.Store.Tokens().RotateToken(b.Ctx, store.RotateSpec{Kind: store.TokenBusiness, Name: "rolling", Overlap: time.Hour})
 	require.NoError(t, err)
-	_, err = b.store.Tokens().AuthenticateToken(b.ctx, store.TokenAdmin, adm)
+	_, err = b.Store.Tokens().AuthenticateToken(b.Ctx, store.TokenAdmin, adm)
 	require.NoError(t, err)
 
-	all, err := b.store.Tokens().ListTokens(b.ctx, "")
+	all, err := b.Store.Tokens().ListTokens(b.Ctx, "")
 	require.NoError(t, err)
 	byName := map[string]store.TokenInfo{}
 	for _, ti := range all {
@@ -133,9 +133,9 @@ func TestListTokensShowsStatesNeverSecrets(t *testing.T) {
 	require.Equal(t, store.TokenRotating, byName["rolling"].State)
 	require.NotNil(t, byName["rolling"].PreviousValidUntil)
 
-	_, err = b.db.Exec(`UPDATE judge_api_token SET expires_at = NOW(6) - INTERVAL 1 SECOND WHERE name = 'expiring'`)
+	_, err = b.DB.Exec(`UPDATE judge_api_token SET expires_at = NOW(6) - INTERVAL 1 SECOND WHERE name = 'expiring'`)
 	require.NoError(t, err)
-	biz, err := b.store.Tokens().ListTokens(b.ctx, store.TokenBusiness)
+	biz, err := b.Store.Tokens().ListTokens(b.Ctx, store.TokenBusiness)
 	require.NoError(t, err)
 	require.Len(t, biz, 3)
 	for _, ti := range biz {
@@ -152,17 +152,17 @@ func TestListTokensShowsStatesNeverSecrets(t *testing.T) {
 func TestTokensAreKindBound(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	adm, err := b.store.Tokens().CreateToken(b.ctx, store.TokenAdmin, "ops")
+	adm, err := b.Store.Tokens().CreateToken(b.Ctx, store.TokenAdmin, "ops")
 	require.NoError(t, err)
-	biz, err := b.store.Tokens().CreateToken(b.ctx, store.TokenBusiness, "oj")
+	biz, err := b.Store.Tokens().CreateToken(b.Ctx, store.TokenBusiness, "oj")
 	require.NoError(t, err)
-	_, err = b.store.Tokens().AuthenticateToken(b.ctx, store.TokenAdmin, adm)
+	_, err = b.Store.Tokens().AuthenticateToken(b.Ctx, store.TokenAdmin, adm)
 	require.NoError(t, err)
-	_, err = b.store.Tokens().AuthenticateToken(b.ctx, store.TokenAdmin, biz)
+	_, err = b.Store.Tokens().AuthenticateToken(b.Ctx, store.TokenAdmin, biz)
 	require.ErrorIs(t, err, store.ErrUnauthenticated)
-	_, err = b.store.Tokens().AuthenticateToken(b.ctx, store.TokenBusiness, adm)
+	_, err = b.Store.Tokens().AuthenticateToken(b.Ctx, store.TokenBusiness, adm)
 	require.ErrorIs(t, err, store.ErrUnauthenticated)
-	id, err := b.store.Tokens().AuthenticateToken(b.ctx, store.TokenBusiness, biz)
+	id, err := b.Store.Tokens().AuthenticateToken(b.Ctx, store.TokenBusiness, biz)
 	require.NoError(t, err)
 	require.Equal(t, "oj", id.Name)
 }
@@ -170,17 +170,17 @@ func TestTokensAreKindBound(t *testing.T) {
 func TestTokenChangesAreAudited(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	tok, err := b.store.Tokens().IssueToken(b.ctx, store.TokenSpec{Kind: store.TokenAdmin, Name: "ops", ExpiresIn: time.Hour})
+	tok, err := b.Store.Tokens().IssueToken(b.Ctx, store.TokenSpec{Kind: store.TokenAdmin, Name: "ops", ExpiresIn: time.Hour})
 	require.NoError(t, err)
-	_, err = b.store.Tokens().RotateToken(b.ctx, store.RotateSpec{Kind: store.TokenAdmin, Name: "ops", Overlap: time.Minute})
+	_, err = b.Store.Tokens().RotateToken(b.Ctx, store.RotateSpec{Kind: store.TokenAdmin, Name: "ops", Overlap: time.Minute})
 	require.NoError(t, err)
-	live, err := b.store.Tokens().RevokeToken(b.ctx, store.TokenAdmin, "ops")
+	live, err := b.Store.Tokens().RevokeToken(b.Ctx, store.TokenAdmin, "ops")
 	require.NoError(t, err)
 	require.True(t, live)
-	live, err = b.store.Tokens().RevokeToken(b.ctx, store.TokenAdmin, "ops")
+	live, err = b.Store.Tokens().RevokeToken(b.Ctx, store.TokenAdmin, "ops")
 	require.NoError(t, err)
 	require.False(t, live, "revoking again changes nothing, and audits nothing")
-	_, err = b.store.Tokens().CreateToken(b.ctx, store.TokenAdmin, "ops")
+	_, err = b.Store.Tokens().CreateToken(b.Ctx, store.TokenAdmin, "ops")
 	require.ErrorIs(t, err, store.ErrConflict, "a refused create audits nothing")
 
 	var actions []string
@@ -194,7 +194,7 @@ func TestTokenChangesAreAudited(t *testing.T) {
 
 func mustAudit(t *testing.T, b *testBundle, f store.AuditFilter) []store.AuditEntry {
 	t.Helper()
-	out, err := b.store.AuditLog().ListAudit(b.ctx, f)
+	out, err := b.Store.AuditLog().ListAudit(b.Ctx, f)
 	require.NoError(t, err)
 	return out
 }
@@ -221,13 +221,13 @@ func TestRetiredSecretsAnswerTokenExpiredInEveryOrder(t *testing.T) {
 		"ended overlap, then two more":       {{overlap: time.Hour, endsOver: true}, {overlap: time.Hour}, {overlap: 0}},
 	} {
 		t.Run(name, func(t *testing.T) {
-			tokName := fmt.Sprintf("tok-%d", b.seq.Add(1))
-			first, err := b.store.Tokens().CreateToken(b.ctx, store.TokenBusiness, tokName)
+			tokName := fmt.Sprintf("tok-%d", b.Seq.Add(1))
+			first, err := b.Store.Tokens().CreateToken(b.Ctx, store.TokenBusiness, tokName)
 			require.NoError(t, err)
 			secrets := []string{first}
 			live := map[string]bool{first: true}
 			for _, st := range steps {
-				s, err := b.store.Tokens().RotateToken(b.ctx, store.RotateSpec{Kind: store.TokenBusiness, Name: tokName, Overlap: st.overlap})
+				s, err := b.Store.Tokens().RotateToken(b.Ctx, store.RotateSpec{Kind: store.TokenBusiness, Name: tokName, Overlap: st.overlap})
 				require.NoError(t, err)
 				prev := secrets[len(secrets)-1]
 				live = map[string]bool{s: true}
@@ -235,41 +235,41 @@ func TestRetiredSecretsAnswerTokenExpiredInEveryOrder(t *testing.T) {
 					live[prev] = true
 				}
 				if st.endsOver {
-					_, err = b.db.Exec(`UPDATE judge_api_token SET prev_valid_until = NOW(6) - INTERVAL 1 SECOND WHERE name = ?`, tokName)
+					_, err = b.DB.Exec(`UPDATE judge_api_token SET prev_valid_until = NOW(6) - INTERVAL 1 SECOND WHERE name = ?`, tokName)
 					require.NoError(t, err)
 				}
 				secrets = append(secrets, s)
 			}
 			for i, s := range secrets {
-				_, err := b.store.Tokens().AuthenticateToken(b.ctx, store.TokenBusiness, s)
+				_, err := b.Store.Tokens().AuthenticateToken(b.Ctx, store.TokenBusiness, s)
 				if live[s] {
 					require.NoError(t, err, "secret %d", i)
 					continue
 				}
 				require.ErrorIs(t, err, store.ErrTokenExpired, "secret %d of %d", i, len(secrets))
 			}
-			never, _ := b.store.Tokens().CreateToken(b.ctx, store.TokenAdmin, tokName+"-admin")
+			never, _ := b.Store.Tokens().CreateToken(b.Ctx, store.TokenAdmin, tokName+"-admin")
 			for _, s := range []string{"kbt_never-issued-secret", never} {
-				_, err := b.store.Tokens().AuthenticateToken(b.ctx, store.TokenBusiness, s)
+				_, err := b.Store.Tokens().AuthenticateToken(b.Ctx, store.TokenBusiness, s)
 				require.ErrorIs(t, err, store.ErrUnauthenticated)
 				require.NotErrorIs(t, err, store.ErrTokenExpired, "a secret the token never had")
 			}
 			// The token's own expiry: every secret it had is expired.
-			_, err = b.db.Exec(`UPDATE judge_api_token SET expires_at = NOW(6) - INTERVAL 1 SECOND WHERE name = ?`, tokName)
+			_, err = b.DB.Exec(`UPDATE judge_api_token SET expires_at = NOW(6) - INTERVAL 1 SECOND WHERE name = ?`, tokName)
 			require.NoError(t, err)
 			for i, s := range secrets {
-				_, err := b.store.Tokens().AuthenticateToken(b.ctx, store.TokenBusiness, s)
+				_, err := b.Store.Tokens().AuthenticateToken(b.Ctx, store.TokenBusiness, s)
 				require.ErrorIs(t, err, store.ErrTokenExpired, "secret %d after the token expired", i)
 			}
 			// Revoked: still every secret it had, and still only those.
-			_, err = b.store.Tokens().RevokeToken(b.ctx, store.TokenBusiness, tokName)
+			_, err = b.Store.Tokens().RevokeToken(b.Ctx, store.TokenBusiness, tokName)
 			require.NoError(t, err)
 			for i, s := range secrets {
-				_, err := b.store.Tokens().AuthenticateToken(b.ctx, store.TokenBusiness, s)
+				_, err := b.Store.Tokens().AuthenticateToken(b.Ctx, store.TokenBusiness, s)
 				require.ErrorIs(t, err, store.ErrTokenExpired, "secret %d after the token was revoked", i)
 			}
 			for _, s := range []string{"kbt_never-issued-secret", never} {
-				_, err := b.store.Tokens().AuthenticateToken(b.ctx, store.TokenBusiness, s)
+				_, err := b.Store.Tokens().AuthenticateToken(b.Ctx, store.TokenBusiness, s)
 				require.NotErrorIs(t, err, store.ErrTokenExpired, "a secret the token never had, after the revoke")
 			}
 		})

@@ -6,48 +6,49 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/kece-oj/kece/control/internal/storetest"
 	"github.com/kece-oj/kece/control/store"
 )
 
 func TestVerdictMixCountsRecentSubmissionsByPool(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	sess := b.node(t, "cpp", b.group(t, 8).ID, 1, true) // its CHECK job is not counted
-	ac1 := b.enqueue(t, "ALGO", "m-ac1")
-	b.finish(t, sess, ac1.JobID, acResult())
-	ac2 := b.enqueue(t, "ALGO", "m-ac2")
-	b.finish(t, sess, ac2.JobID, acResult())
-	wa := b.enqueue(t, "ALGO", "m-wa")
-	b.finish(t, sess, wa.JobID, waResult())
-	failed := b.enqueue(t, "ALGO", "m-failed")
+	sess := b.Node(t, "cpp", b.Group(t, 8).ID, 1, true) // its CHECK job is not counted
+	ac1 := b.Enqueue(t, "ALGO", "m-ac1")
+	b.finish(t, sess, ac1.JobID, storetest.ACResult())
+	ac2 := b.Enqueue(t, "ALGO", "m-ac2")
+	b.finish(t, sess, ac2.JobID, storetest.ACResult())
+	wa := b.Enqueue(t, "ALGO", "m-wa")
+	b.finish(t, sess, wa.JobID, storetest.WAResult())
+	failed := b.Enqueue(t, "ALGO", "m-failed")
 	for range 3 { // MaxAttempts: the third infrastructure error fails the job
-		c := b.claimEventually(t, b.store, sess.NodeSession)
+		c := b.ClaimEventually(t, b.Store, sess.NodeSession)
 		require.Equal(t, failed.JobID, c.JobID)
-		_, err := b.store.Leases().Complete(b.ctx, sess.NodeSession, c.JobID, c.LeaseEpoch, infraResult())
+		_, err := b.Store.Leases().Complete(b.Ctx, sess.NodeSession, c.JobID, c.LeaseEpoch, storetest.InfraResult())
 		require.NoError(t, err)
 	}
-	cancelled := b.enqueue(t, "ALGO", "m-cancel")
-	_, err := b.store.Jobs().CancelJob(b.ctx, cancelled.JobID, "ADMIN:t", "spam")
+	cancelled := b.Enqueue(t, "ALGO", "m-cancel")
+	_, err := b.Store.Jobs().CancelJob(b.Ctx, cancelled.JobID, "ADMIN:t", "spam")
 	require.NoError(t, err)
-	old := b.enqueue(t, "ALGO", "m-old")
-	b.finish(t, sess, old.JobID, waResult())
-	b.enqueue(t, "ALGO", "m-queued") // not finished: not counted
+	old := b.Enqueue(t, "ALGO", "m-old")
+	b.finish(t, sess, old.JobID, storetest.WAResult())
+	b.Enqueue(t, "ALGO", "m-queued") // not finished: not counted
 	// One AC finished 7.5 minutes ago, the old WA two hours ago.
-	_, err = b.db.ExecContext(b.ctx, `UPDATE judge_job SET finished_at = NOW(6) - INTERVAL 450 SECOND WHERE id = ?`, ac1.JobID)
+	_, err = b.DB.ExecContext(b.Ctx, `UPDATE judge_job SET finished_at = NOW(6) - INTERVAL 450 SECOND WHERE id = ?`, ac1.JobID)
 	require.NoError(t, err)
-	_, err = b.db.ExecContext(b.ctx, `UPDATE judge_job SET finished_at = NOW(6) - INTERVAL 2 HOUR WHERE id = ?`, old.JobID)
+	_, err = b.DB.ExecContext(b.Ctx, `UPDATE judge_job SET finished_at = NOW(6) - INTERVAL 2 HOUR WHERE id = ?`, old.JobID)
 	require.NoError(t, err)
 
 	// Queue waits (created to first start): 30 s for the AC of bucket 7;
 	// 1, 2 and 3 s for the started ones of the last minute (the cancelled
 	// one never started).
 	for id, wait := range map[int64]int{ac1.JobID: 30, ac2.JobID: 1, wa.JobID: 2, failed.JobID: 3} {
-		_, err = b.db.ExecContext(b.ctx, `UPDATE judge_job SET started_at = finished_at - INTERVAL 100 MICROSECOND,
+		_, err = b.DB.ExecContext(b.Ctx, `UPDATE judge_job SET started_at = finished_at - INTERVAL 100 MICROSECOND,
 			created_at = finished_at - INTERVAL 100 MICROSECOND - INTERVAL ? SECOND WHERE id = ?`, wait, id)
 		require.NoError(t, err)
 	}
 
-	mix, err := b.store.Jobs().VerdictMix(b.ctx, 15)
+	mix, err := b.Store.Jobs().VerdictMix(b.Ctx, 15)
 	require.NoError(t, err)
 	require.Equal(t, 15*time.Minute, mix.Window)
 	require.Equal(t, time.Minute, mix.Bucket)
@@ -78,7 +79,7 @@ func TestVerdictMixCountsRecentSubmissionsByPool(t *testing.T) {
 	require.Equal(t, 3*time.Second, cpp.WaitP95[14], "nearest rank: the 3rd of 3")
 	require.Equal(t, time.Duration(-1), cpp.WaitP95[0], "nothing finished")
 
-	wide, err := b.store.Jobs().VerdictMix(b.ctx, 180)
+	wide, err := b.Store.Jobs().VerdictMix(b.Ctx, 180)
 	require.NoError(t, err)
 	require.Equal(t, 2*time.Minute, wide.Bucket, "at most 120 buckets")
 	for _, p := range wide.Pools {
@@ -87,13 +88,13 @@ func TestVerdictMixCountsRecentSubmissionsByPool(t *testing.T) {
 			require.Equal(t, int64(6), p.Finished, "the two-hour-old job is inside three hours")
 		}
 	}
-	day, err := b.store.Jobs().VerdictMix(b.ctx, store.VerdictMixMinutesMax)
+	day, err := b.Store.Jobs().VerdictMix(b.Ctx, store.VerdictMixMinutesMax)
 	require.NoError(t, err)
 	require.Equal(t, 12*time.Minute, day.Bucket)
 	require.Len(t, day.Pools[0].Buckets, store.VerdictMixBucketsMax)
 
 	for _, bad := range []int{0, -1, store.VerdictMixMinutesMax + 1} {
-		_, err := b.store.Jobs().VerdictMix(b.ctx, bad)
+		_, err := b.Store.Jobs().VerdictMix(b.Ctx, bad)
 		require.ErrorIs(t, err, store.ErrValidation, "minutes %d", bad)
 	}
 }

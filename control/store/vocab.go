@@ -156,6 +156,3 @@ const (
 	Accepted                 = lease.Accepted
 	AlreadyCommitted         = lease.AlreadyCommitted
 )
-
-// ClaimQueryForExplain is the claim's pick statement (lease.ClaimQueryForExplain).
-func ClaimQueryForExplain() string { return lease.ClaimQueryForExplain() }

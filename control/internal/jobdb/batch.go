@@ -32,7 +32,7 @@ type Batcher[Req, Resp any] struct {
 	// waits for the rest of its burst (0: never); quiet ends the wait
 	// sooner, once no call has joined for that long.
 	linger, quiet time.Duration
-	// run answers every call of the batch (sets resp/err).
+	// run answers every call of the batch (sets Resp/Err).
 	run func(ctx context.Context, calls []*BatchCall[Req, Resp])
 
 	mu      sync.Mutex
@@ -40,6 +40,8 @@ type Batcher[Req, Resp any] struct {
 	running int
 	// ended is when the last batch ended.
 	ended time.Time
+	// idle is signalled when running drops (Hold waits on it).
+	idle *sync.Cond
 }
 
 const (
@@ -65,7 +67,9 @@ type BatchCall[Req, Resp any] struct {
 // NewBatcher returns a batcher of at most max calls per batch, parallel
 // batches at once, each run by run (see Batcher for linger).
 func NewBatcher[Req, Resp any](max, parallel int, linger time.Duration, run func(context.Context, []*BatchCall[Req, Resp])) *Batcher[Req, Resp] {
-	return &Batcher[Req, Resp]{max: max, parallel: parallel, linger: linger, quiet: lingerQuiet, run: run}
+	b := &Batcher[Req, Resp]{max: max, parallel: parallel, linger: linger, quiet: lingerQuiet, run: run}
+	b.idle = sync.NewCond(&b.mu)
+	return b
 }
 
 // Do queues req and waits for its answer or ctx. When ctx ends first the
@@ -96,7 +100,7 @@ func (b *Batcher[Req, Resp]) Do(ctx context.Context, req Req) (Resp, error) {
 	}
 }
 
-// Settle waits until no call has joined the queue for b.quiet, or b.linger
+// settle waits until no call has joined the queue for b.quiet, or b.linger
 // has passed.
 func (b *Batcher[Req, Resp]) settle() {
 	deadline := time.Now().Add(b.linger)
@@ -122,6 +126,7 @@ func (b *Batcher[Req, Resp]) lead() {
 	n := min(len(b.pending), b.max)
 	if n == 0 {
 		b.running--
+		b.idle.Broadcast()
 		b.mu.Unlock()
 		return
 	}
@@ -140,6 +145,7 @@ func (b *Batcher[Req, Resp]) lead() {
 	more := len(b.pending) > 0
 	if !more {
 		b.running--
+		b.idle.Broadcast()
 	}
 	b.mu.Unlock()
 	if more {

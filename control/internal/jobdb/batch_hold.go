@@ -1,7 +1,5 @@
 package jobdb
 
-import "time"
-
 // Hold, Release and Queued let tests build a batch for certain: Hold makes
 // every call queue, Queued counts them, Release runs them as one batch.
 // Production code never calls them.
@@ -18,16 +16,12 @@ func (b *Batcher[Req, Resp]) Release() {
 // be finishing after its callers were answered, and its end would undo the
 // hold — then makes every call queue.
 func (b *Batcher[Req, Resp]) Hold() {
-	for {
-		b.mu.Lock()
-		if b.running == 0 {
-			b.running = b.parallel
-			b.mu.Unlock()
-			return
-		}
-		b.mu.Unlock()
-		time.Sleep(100 * time.Microsecond)
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for b.running != 0 {
+		b.idle.Wait()
 	}
+	b.running = b.parallel
 }
 
 // Queued is how many calls wait.
