@@ -310,9 +310,9 @@ func fenceResult(f fenceFacts) (committed bool, err error) {
 }
 
 // completeSlow is the fallback of resultWrite: it takes the locks one by
-// one in the documented order (doc.go) and answers every case: already
-// committed, conflict, lost, cancelled, superseded, infrastructure errors,
-// CHECK jobs.
+// one in the documented order (control/store/doc.go) and answers every
+// case: already committed, conflict, lost, cancelled, superseded,
+// infrastructure errors, CHECK jobs.
 func (s *Engine) completeSlow(ctx context.Context, sess jobdb.NodeSession, jobID, leaseEpoch int64, res Result, cases caseCounts, body []byte, digest string) (CompleteResponse, error) {
 	var out CompleteResponse
 	err := s.db.InTx(ctx, func(tx *sql.Tx) error {

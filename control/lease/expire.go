@@ -164,8 +164,8 @@ type DrainExpiry struct {
 // max_attempts — and becomes DISABLED; each step is audited. The lease epoch
 // stays, so the next claim bumps it and the old lease's renew and result are
 // refused (fencing). Candidates are read without locks, then each node is
-// re-checked under its locks, taken in the lock order (doc.go); running it in
-// every replica at once is safe.
+// re-checked under its locks, taken in the lock order (control/store/doc.go);
+// running it in every replica at once is safe.
 func (s *Engine) ExpireDrainDeadlines(ctx context.Context) (DrainExpiry, error) {
 	var st DrainExpiry
 	ids, err := jobdb.QueryAll(ctx, s.db.Pool, jobdb.ScanID,

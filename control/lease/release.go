@@ -66,8 +66,8 @@ func (s *Engine) Release(ctx context.Context, sess jobdb.NodeSession, items []Re
 	err := s.db.InTx(ctx, func(tx *sql.Tx) error {
 		clear(answers)
 		clear(pools)
-		// The lock order (doc.go); the node shared: it only has to hold
-		// still against a new session or a revoke.
+		// The lock order (control/store/doc.go); the node shared: it only
+		// has to hold still against a new session or a revoke.
 		var epoch int64
 		var revoked bool
 		err := tx.QueryRowContext(ctx,

@@ -51,7 +51,7 @@ type Config struct {
 	EnqueueParallel int
 	// BatchLinger is the longest a claim, renewal or result that would
 	// start a batch on a busy batcher waits for the rest of its burst
-	// (batch.go: the wait ends once no call has joined for 300 µs);
+	// (jobdb/batch.go: the wait ends once no call has joined for 300 µs);
 	// negative: never.
 	BatchLinger time.Duration
 }
