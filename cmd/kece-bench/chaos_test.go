@@ -2,17 +2,27 @@ package main
 
 import (
 	"bufio"
+	"cmp"
+	"fmt"
 	"net"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
 )
 
 // server answers every connection with its name and closes it.
 func server(t *testing.T, name string) net.Listener {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	return serveOn(t, name, "127.0.0.1:0", net.ListenConfig{})
+}
+
+// serveOn is server on addr, listening with lc.
+func serveOn(t *testing.T, name, addr string, lc net.ListenConfig) net.Listener {
+	t.Helper()
+	ln, err := lc.Listen(t.Context(), "tcp", addr)
 	require.NoError(t, err)
 	go func() {
 		for {
@@ -38,9 +48,32 @@ func ask(t *testing.T, addr string) string {
 	return line
 }
 
+// reusePort lets several sockets of this process bind one port.
+var reusePort = net.ListenConfig{Control: func(_, _ string, c syscall.RawConn) error {
+	var serr error
+	err := c.Control(func(fd uintptr) { serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, unix.SO_REUSEPORT, 1) })
+	return cmp.Or(err, serr)
+}}
+
+// reservePort binds a loopback port without listening on it: a dial to it is
+// refused, as to a dead node, and no socket that does not share the port
+// (SO_REUSEPORT, this process) can take it while the test runs — so a node
+// that "dies" is not replaced by another test's listener on its address.
+func reservePort(t *testing.T) string {
+	t.Helper()
+	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM, 0)
+	require.NoError(t, err)
+	t.Cleanup(func() { syscall.Close(fd) })
+	require.NoError(t, syscall.SetsockoptInt(fd, syscall.SOL_SOCKET, unix.SO_REUSEPORT, 1))
+	require.NoError(t, syscall.Bind(fd, &syscall.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}))
+	sa, err := syscall.Getsockname(fd)
+	require.NoError(t, err)
+	return fmt.Sprintf("127.0.0.1:%d", sa.(*syscall.SockaddrInet4).Port)
+}
+
 func TestTCPFailoverMovesToNextLiveBackendAndStays(t *testing.T) {
 	t.Parallel()
-	a, b := server(t, "a"), server(t, "b")
+	a, b := serveOn(t, "a", reservePort(t), reusePort), server(t, "b")
 	t.Cleanup(func() { b.Close() })
 	p, err := newTCPFailover([]string{a.Addr().String(), b.Addr().String()})
 	require.NoError(t, err)
@@ -52,13 +85,16 @@ func TestTCPFailoverMovesToNextLiveBackendAndStays(t *testing.T) {
 	// The preferred node dies: new connections go to the next one.
 	aAddr := a.Addr().String()
 	a.Close()
+	if ln, err := net.Listen("tcp", aAddr); err == nil {
+		ln.Close()
+		t.Fatal("a dead node's address must not be taken by another listener during the test")
+	}
 	require.Equal(t, "b\n", ask(t, p.addr()))
 	require.Equal(t, b.Addr().String(), p.current())
 
 	// It comes back on the same address: the writers stay where they are
 	// (sticky), so they are not split across nodes again.
-	back, err := net.Listen("tcp", aAddr)
-	require.NoError(t, err)
+	back := serveOn(t, "a", aAddr, reusePort)
 	t.Cleanup(func() { back.Close() })
 	require.Equal(t, "b\n", ask(t, p.addr()))
 }
