@@ -280,3 +280,32 @@ func (w *Wakes) Take() []string {
 	w.pools = nil
 	return out
 }
+
+// Explain returns the rows of EXPLAIN q, each as column → value (columns
+// that are NULL are left out).
+func (b *Bundle) Explain(t *testing.T, q string, args ...any) []map[string]string {
+	t.Helper()
+	rows, err := b.DB.QueryContext(b.Ctx, "EXPLAIN "+q, args...)
+	require.NoError(t, err)
+	defer rows.Close()
+	cols, err := rows.Columns()
+	require.NoError(t, err)
+	var plans []map[string]string
+	for rows.Next() {
+		vals := make([]any, len(cols))
+		ptrs := make([]any, len(cols))
+		for i := range vals {
+			ptrs[i] = &vals[i]
+		}
+		require.NoError(t, rows.Scan(ptrs...))
+		plan := map[string]string{}
+		for i, c := range cols {
+			if v, ok := vals[i].([]byte); ok {
+				plan[c] = string(v)
+			}
+		}
+		plans = append(plans, plan)
+	}
+	require.NoError(t, rows.Err())
+	return plans
+}
