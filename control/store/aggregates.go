@@ -5,7 +5,8 @@ import "github.com/kece-oj/kece/control/lease"
 // The aggregates a caller holds: each is a view over one Store (the shared
 // database handle) with the operations of one part of the schema. A Store
 // hands out its own (Store.Jobs, Store.Leases, …); NewJobs and the other
-// constructors build one over a given Store. Every aggregate of one Store
+// constructors build one over a given Store (the lease engine has none: its
+// batchers make concurrent calls share a commit, so a Store has exactly one). Every aggregate of one Store
 // shares its pool, configuration, caches and batchers, so holding several
 // costs nothing.
 
