@@ -11,7 +11,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"time"
 
 	"github.com/kece-oj/kece/control/atrest"
@@ -51,7 +50,9 @@ var (
 // own type over the shared database handle (not a Store method set), so
 // it can move with its aggregate.
 type WebhookGroups struct {
-	db   *sql.DB
+	db *sql.DB
+	// tx runs the group's transactions as the rest of the store does.
+	tx   *jobdb.Core
 	keys *atrest.Keyring
 }
 
@@ -59,7 +60,7 @@ type WebhookGroups struct {
 // secrets and opens stored ones; nil (no key configured) still lists
 // groups, but reports every secret unreadable and refuses to store one.
 func NewWebhookGroups(db *sql.DB, keys *atrest.Keyring) *WebhookGroups {
-	return &WebhookGroups{db: db, keys: keys}
+	return &WebhookGroups{db: db, tx: jobdb.TxHandle(db), keys: keys}
 }
 
 // WebhookGroup is one group's webhook.
@@ -151,7 +152,7 @@ func (w *WebhookGroups) Put(ctx context.Context, spec WebhookGroupSpec) (g Webho
 	if err := spec.validate(); err != nil {
 		return WebhookGroup{}, false, err
 	}
-	err = w.inTx(ctx, func(tx *sql.Tx) error {
+	err = w.tx.InTx(ctx, func(tx *sql.Tx) error {
 		created = false
 		var name string
 		err := tx.QueryRowContext(ctx, `SELECT name FROM judge_consumer_group WHERE name = ? FOR UPDATE`, spec.Group).Scan(&name)
@@ -242,7 +243,7 @@ func (w *WebhookGroups) Rotate(ctx context.Context, group, secret string, overla
 	if overlap < 0 || overlap > 30*24*time.Hour {
 		return WebhookGroup{}, jobdb.Invalid("overlapMs", "must be 0..30 days")
 	}
-	err := w.inTx(ctx, func(tx *sql.Tx) error {
+	err := w.tx.InTx(ctx, func(tx *sql.Tx) error {
 		if err := lockWebhookGroup(ctx, tx, group); err != nil {
 			return err
 		}
@@ -287,7 +288,7 @@ func lockWebhookGroup(ctx context.Context, tx *sql.Tx, group string) error {
 // Delete removes the group's webhook and its secrets: the group's events
 // are then only pulled.
 func (w *WebhookGroups) Delete(ctx context.Context, group, actor, reason string) error {
-	return w.inTx(ctx, func(tx *sql.Tx) error {
+	return w.tx.InTx(ctx, func(tx *sql.Tx) error {
 		if err := lockWebhookGroup(ctx, tx, group); err != nil {
 			return err
 		}
@@ -408,36 +409,4 @@ func (w *WebhookGroups) Reencrypt(ctx context.Context) (rewritten int, unreadabl
 		}
 	}
 	return rewritten, unreadable, nil
-}
-
-// inTx runs fn in a transaction, again on a deadlock or lock-wait timeout.
-func (w *WebhookGroups) inTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
-	var err error
-	for attempt := range 5 {
-		err = w.tryTx(ctx, fn)
-		if err == nil || !jobdb.Retryable(err) {
-			break
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(time.Duration(1+rand.IntN(5<<attempt)) * time.Millisecond):
-		}
-	}
-	return Classify(err)
-}
-
-func (w *WebhookGroups) tryTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
-	tx, err := w.db.BeginTx(ctx, nil)
-	if err != nil {
-		return fmt.Errorf("store: begin: %w", err)
-	}
-	if err := fn(tx); err != nil {
-		_ = tx.Rollback()
-		return err
-	}
-	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("store: commit: %w", err)
-	}
-	return nil
 }

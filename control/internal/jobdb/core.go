@@ -293,6 +293,14 @@ type Core struct {
 	Manifests *Cache[int64, OwnedManifest]
 }
 
+// TxHandle returns a handle over db for an aggregate that only needs
+// InTx (its transactions, retried on deadlock and lock-wait timeout, each
+// try bounded): default configuration, nothing observed, and the server's
+// own isolation level, without asking the server anything (NewCore does).
+func TxHandle(db *sql.DB) *Core {
+	return &Core{Pool: sqlx.NewDb(db, "mysql"), Cfg: Config{}.WithDefaults(), Stats: &Counters{}}
+}
+
 // NewCore returns the handle over db with cfg's defaults set and checked,
 // after asking the server its isolation level and whether a request may
 // hold several statements.

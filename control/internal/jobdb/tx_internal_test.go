@@ -84,3 +84,41 @@ func TestTransactionOpenTooLongIsRolledBack(t *testing.T) {
 	require.Less(t, took, 5*time.Second, "the lock went at the try's bound, not at a server timeout")
 	require.ErrorIs(t, <-done, errTxTooLong)
 }
+
+// An aggregate on TxHandle (webhook groups) retries a transaction that
+// met a lock-wait timeout, as the store's own transactions do: the first
+// try waits on a row another session holds and fails with 1205; once that
+// session commits, the second try goes through.
+func TestTxHandleRetriesALockWaitTimeout(t *testing.T) {
+	t.Parallel()
+	_, db := openCore(t)
+	ctx := t.Context()
+	_, err := db.ExecContext(ctx, `CREATE TABLE tx_handle_probe (id INT PRIMARY KEY, v INT NOT NULL)`)
+	require.NoError(t, err)
+	_, err = db.ExecContext(ctx, `INSERT INTO tx_handle_probe VALUES (1, 0)`)
+	require.NoError(t, err)
+	holder, err := db.BeginTx(ctx, nil)
+	require.NoError(t, err)
+	_, err = holder.ExecContext(ctx, `UPDATE tx_handle_probe SET v = 1 WHERE id = 1`)
+	require.NoError(t, err)
+
+	h := TxHandle(db)
+	tries := 0
+	err = h.InTx(ctx, func(tx *sql.Tx) error {
+		tries++
+		if tries == 2 {
+			require.NoError(t, holder.Commit())
+		}
+		if _, err := tx.ExecContext(ctx, `SET SESSION innodb_lock_wait_timeout = 1`); err != nil {
+			return err
+		}
+		_, err := tx.ExecContext(ctx, `UPDATE tx_handle_probe SET v = v + 10 WHERE id = 1`)
+		return err
+	})
+	require.NoError(t, err)
+	require.Equal(t, 2, tries, "one try timed out on the held row, the next committed")
+	require.EqualValues(t, 1, h.Stats.Retries.Load())
+	var v int
+	require.NoError(t, db.QueryRowContext(ctx, `SELECT v FROM tx_handle_probe WHERE id = 1`).Scan(&v))
+	require.Equal(t, 11, v)
+}
