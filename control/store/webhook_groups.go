@@ -50,9 +50,9 @@ var (
 // own type over the shared database handle (not a Store method set), so
 // it can move with its aggregate.
 type WebhookGroups struct {
-	db *sql.DB
-	// tx runs the group's transactions as the rest of the store does.
-	tx   *jobdb.Core
+	// db is the pool (db.Pool) and runs transactions as the rest of the
+	// store does (db.InTx).
+	db   *jobdb.Core
 	keys *atrest.Keyring
 }
 
@@ -60,7 +60,7 @@ type WebhookGroups struct {
 // secrets and opens stored ones; nil (no key configured) still lists
 // groups, but reports every secret unreadable and refuses to store one.
 func NewWebhookGroups(db *sql.DB, keys *atrest.Keyring) *WebhookGroups {
-	return &WebhookGroups{db: db, tx: jobdb.TxHandle(db), keys: keys}
+	return &WebhookGroups{db: jobdb.TxHandle(db), keys: keys}
 }
 
 // WebhookGroup is one group's webhook.
@@ -152,7 +152,7 @@ func (w *WebhookGroups) Put(ctx context.Context, spec WebhookGroupSpec) (g Webho
 	if err := spec.validate(); err != nil {
 		return WebhookGroup{}, false, err
 	}
-	err = w.tx.InTx(ctx, func(tx *sql.Tx) error {
+	err = w.db.InTx(ctx, func(tx *sql.Tx) error {
 		created = false
 		var name string
 		err := tx.QueryRowContext(ctx, `SELECT name FROM judge_consumer_group WHERE name = ? FOR UPDATE`, spec.Group).Scan(&name)
@@ -243,7 +243,7 @@ func (w *WebhookGroups) Rotate(ctx context.Context, group, secret string, overla
 	if overlap < 0 || overlap > 30*24*time.Hour {
 		return WebhookGroup{}, jobdb.Invalid("overlapMs", "must be 0..30 days")
 	}
-	err := w.tx.InTx(ctx, func(tx *sql.Tx) error {
+	err := w.db.InTx(ctx, func(tx *sql.Tx) error {
 		if err := lockWebhookGroup(ctx, tx, group); err != nil {
 			return err
 		}
@@ -288,7 +288,7 @@ func lockWebhookGroup(ctx context.Context, tx *sql.Tx, group string) error {
 // Delete removes the group's webhook and its secrets: the group's events
 // are then only pulled.
 func (w *WebhookGroups) Delete(ctx context.Context, group, actor, reason string) error {
-	return w.tx.InTx(ctx, func(tx *sql.Tx) error {
+	return w.db.InTx(ctx, func(tx *sql.Tx) error {
 		if err := lockWebhookGroup(ctx, tx, group); err != nil {
 			return err
 		}
@@ -316,7 +316,7 @@ func (w *WebhookGroups) Get(ctx context.Context, group string) (WebhookGroup, er
 func (w *WebhookGroups) List(ctx context.Context) ([]WebhookGroup, error) { return w.list(ctx, "") }
 
 func (w *WebhookGroups) list(ctx context.Context, only string) ([]WebhookGroup, error) {
-	groups, err := jobdb.QueryAll(ctx, w.db, func(r jobdb.RowScanner) (WebhookGroup, error) {
+	groups, err := jobdb.QueryAll(ctx, w.db.Pool, func(r jobdb.RowScanner) (WebhookGroup, error) {
 		var g WebhookGroup
 		var timeoutMs int64
 		err := r.Scan(&g.Group, &g.URL, &g.Enabled, &g.Concurrency, &timeoutMs, &g.MaxAttempts, &g.Revision, &g.CreatedAt, &g.UpdatedAt)
@@ -332,7 +332,7 @@ func (w *WebhookGroups) list(ctx context.Context, only string) ([]WebhookGroup, 
 		s     WebhookSecret
 		box   []byte
 	}
-	rows, err := jobdb.QueryAll(ctx, w.db, func(r jobdb.RowScanner) (sealedRow, error) {
+	rows, err := jobdb.QueryAll(ctx, w.db.Pool, func(r jobdb.RowScanner) (sealedRow, error) {
 		var x sealedRow
 		var exp sql.NullTime
 		err := r.Scan(&x.group, &x.s.ID, &x.s.KeyID, &x.box, &x.s.CreatedAt, &exp)
@@ -376,7 +376,7 @@ func (w *WebhookGroups) Reencrypt(ctx context.Context) (rewritten int, unreadabl
 		group, keyID string
 		box          []byte
 	}
-	rows, err := jobdb.QueryAll(ctx, w.db, func(r jobdb.RowScanner) (row, error) {
+	rows, err := jobdb.QueryAll(ctx, w.db.Pool, func(r jobdb.RowScanner) (row, error) {
 		var x row
 		return x, r.Scan(&x.id, &x.group, &x.keyID, &x.box)
 	}, `SELECT id, consumer_group, key_id, sealed FROM judge_webhook_secret WHERE key_id <> ? ORDER BY id`, w.keys.CurrentID())
@@ -399,7 +399,7 @@ func (w *WebhookGroups) Reencrypt(ctx context.Context) (rewritten int, unreadabl
 		}
 		// Only if nobody rewrote it meanwhile; the revision is unchanged:
 		// the secret is the same.
-		r, err := w.db.ExecContext(ctx, `UPDATE judge_webhook_secret SET key_id = ?, sealed = ? WHERE id = ? AND key_id = ?`,
+		r, err := w.db.Pool.ExecContext(ctx, `UPDATE judge_webhook_secret SET key_id = ?, sealed = ? WHERE id = ? AND key_id = ?`,
 			keyID, sealed, x.id, x.keyID)
 		if err != nil {
 			return rewritten, unreadable, Classify(fmt.Errorf("store: webhook secret %d: %w", x.id, err))

@@ -293,10 +293,11 @@ type Core struct {
 	Manifests *Cache[int64, OwnedManifest]
 }
 
-// TxHandle returns a handle over db for an aggregate that only needs
-// InTx (its transactions, retried on deadlock and lock-wait timeout, each
-// try bounded): default configuration, nothing observed, and the server's
-// own isolation level, without asking the server anything (NewCore does).
+// TxHandle returns a handle over db for an aggregate built over a bare
+// *sql.DB (webhook groups): its pool, and InTx with the store's retries on
+// deadlock and lock-wait timeout and its bound per try. Default
+// configuration, nothing observed, the server's own isolation level; it
+// asks the server nothing (NewCore does).
 func TxHandle(db *sql.DB) *Core {
 	return &Core{Pool: sqlx.NewDb(db, "mysql"), Cfg: Config{}.WithDefaults(), Stats: &Counters{}}
 }
