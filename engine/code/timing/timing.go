@@ -48,9 +48,9 @@ type Burner struct {
 // With two burning threads (cpp "threads") the process clock a thread reads
 // leaves out what the other, running on another CPU, used since its last
 // scheduler tick, which the final reading after the join includes: up to a
-// tick more (10 ms at HZ=100). Loaded CI runs printed 11.7 and 13 ms over
-// the target in that mode, so the slack is 20 ms: still under 4 % of the
-// shortest target (90 % of 600 ms).
+// tick more (4–10 ms, by the kernel's HZ). A loaded CI run printed 11.65 ms
+// over the target in that mode, so the slack is 20 ms: still under 4 % of
+// the shortest target (90 % of 600 ms).
 const slack = 20 * time.Millisecond
 
 var burners = []struct {
