@@ -6,9 +6,9 @@ import "github.com/kece-oj/kece/control/lease"
 // database handle) with the operations of one part of the schema. A Store
 // hands out its own (Store.Jobs, Store.Leases, …); NewJobs and the other
 // constructors build one over a given Store (the lease engine has none: its
-// batchers make concurrent calls share a commit, so a Store has exactly one). Every aggregate of one Store
-// shares its pool, configuration, caches and batchers, so holding several
-// costs nothing.
+// batchers make concurrent calls share a commit, so a Store has exactly
+// one). Every aggregate of one Store shares its pool, configuration, caches
+// and batchers, so holding several costs nothing.
 
 // Jobs is the job aggregate: submissions in (enqueue, its idempotent and
 // bulk forms, EnqueueTx inside a business backend's transaction), rejudge
