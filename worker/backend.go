@@ -134,18 +134,20 @@ func (b *codeBackend) Runtime(language string) (engine.RuntimeSpec, error) {
 	return code.RuntimeForLanguage(language)
 }
 
-// Janitor removes every container labelled with this node on its first call,
-// which the node makes at start before claiming: containers of an earlier
-// process are leftovers by definition. Later calls sweep only containers
-// whose lease is not live: the executor removes its own on every path, but a
-// removal during a Docker outage fails, and the container would otherwise
-// run on until the node restarts.
+// Janitor removes every container and work directory of this node but
+// those of live leases on its first successful call, which the node makes
+// at start before claiming: those of an earlier process are leftovers by
+// definition. (When the daemon was down at start, the first success comes
+// from the periodic call while jobs may run, which live keeps.) Later
+// calls sweep only containers whose lease is not live: the executor
+// removes its own on every path, but a removal during a Docker outage
+// fails, and the container would otherwise run on until the node restarts.
 func (b *codeBackend) Janitor(ctx context.Context, live func(string, int64) bool) error {
 	if b.swept.Load() {
 		_, err := b.x.Sweep(ctx, b.nodeID, live)
 		return err
 	}
-	if _, err := b.x.Janitor(ctx, b.nodeID); err != nil {
+	if _, err := b.x.Janitor(ctx, b.nodeID, live); err != nil {
 		return err
 	}
 	b.swept.Store(true)

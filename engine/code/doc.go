@@ -12,7 +12,7 @@
 // # API for the node
 //
 //	x, err := code.New(code.Config{NodeID: id, Workspace: dir, SupervisorPath: bin})
-//	removed, err := x.Janitor(ctx, id)        // at node start: containers and work dirs of this node
+//	removed, err := x.Janitor(ctx, id, isLive) // at node start: containers and work dirs of this node but live leases
 //	spec, err := code.RuntimeForLanguage("cpp20") // spec of a language id, locally built image
 //	specs, err := code.LanguagesOfPool("cpp")   // every id a cpp node serves
 //	spec, err := code.DefaultRuntime("cpp")     // the pool's default id (cpp17)

@@ -189,7 +189,7 @@ func TestDaemonStoppedMidRun(t *testing.T) {
 	requireClass(t, err, engine.InfraDaemonUnreachable)
 	require.Error(t, b.leftovers(t), "the executor could not reach the daemon to remove its container")
 
-	removed, err := b.x.Janitor(context.Background(), b.nodeID)
+	removed, err := b.x.Janitor(context.Background(), b.nodeID, nil)
 	require.NoError(t, err)
 	require.Equal(t, 1, removed)
 	require.NoError(t, b.leftovers(t))
@@ -198,19 +198,8 @@ func TestDaemonStoppedMidRun(t *testing.T) {
 func TestJanitorOnlyTouchesItsNode(t *testing.T) {
 	t.Parallel()
 	b := setup(t, "cpp")
-	image, err := ImageTag("cpp")
-	require.NoError(t, err)
 	ctx := context.Background()
-	mk := func(node string) string {
-		c, err := b.x.cli.ContainerCreate(ctx, client.ContainerCreateOptions{
-			Config:     &container.Config{Image: image, Cmd: []string{"sleep", "600"}, Labels: map[string]string{LabelNode: node}},
-			HostConfig: &container.HostConfig{NetworkMode: "none"},
-		})
-		require.NoError(t, err)
-		_, err = b.x.cli.ContainerStart(ctx, c.ID, client.ContainerStartOptions{})
-		require.NoError(t, err)
-		return c.ID
-	}
+	mk := func(node string) string { return b.sleeper(t, map[string]string{LabelNode: node}) }
 	mk(b.nodeID)
 	mk(b.nodeID)
 	other := mk(b.nodeID + "-other")
@@ -220,7 +209,7 @@ func TestJanitorOnlyTouchesItsNode(t *testing.T) {
 	require.NoError(t, os.MkdirAll(filepath.Join(ws, b.nodeID+"-job7-3-abcdef", "box"), 0o755))
 	require.NoError(t, os.MkdirAll(filepath.Join(ws, b.nodeID+"x-job7-3-abcdef"), 0o755))
 
-	removed, err := b.x.Janitor(ctx, b.nodeID)
+	removed, err := b.x.Janitor(ctx, b.nodeID, nil)
 	require.NoError(t, err)
 	require.Equal(t, 2, removed)
 	require.NoError(t, b.leftovers(t))
@@ -229,7 +218,7 @@ func TestJanitorOnlyTouchesItsNode(t *testing.T) {
 	_, err = b.x.cli.ContainerInspect(ctx, other, client.ContainerInspectOptions{})
 	require.NoError(t, err, "another node's container is untouched")
 
-	_, err = b.x.Janitor(ctx, "")
+	_, err = b.x.Janitor(ctx, "", nil)
 	requireClass(t, err, engine.InfraConfig)
 }
 
@@ -240,19 +229,8 @@ func TestJanitorOnlyTouchesItsNode(t *testing.T) {
 func TestSweepRemovesOnlyDeadLeases(t *testing.T) {
 	t.Parallel()
 	b := setup(t, "cpp")
-	image, err := ImageTag("cpp")
-	require.NoError(t, err)
 	ctx := context.Background()
-	mk := func(labels map[string]string) string {
-		c, err := b.x.cli.ContainerCreate(ctx, client.ContainerCreateOptions{
-			Config:     &container.Config{Image: image, Cmd: []string{"sleep", "600"}, Labels: labels},
-			HostConfig: &container.HostConfig{NetworkMode: "none"},
-		})
-		require.NoError(t, err)
-		_, err = b.x.cli.ContainerStart(ctx, c.ID, client.ContainerStartOptions{})
-		require.NoError(t, err)
-		return c.ID
-	}
+	mk := func(labels map[string]string) string { return b.sleeper(t, labels) }
 	dead := mk(map[string]string{LabelNode: b.nodeID, LabelJob: "7", LabelLeaseEpoch: "1"})
 	oldEpoch := mk(map[string]string{LabelNode: b.nodeID, LabelJob: "8", LabelLeaseEpoch: "1"})
 	live := mk(map[string]string{LabelNode: b.nodeID, LabelJob: "8", LabelLeaseEpoch: "2"})
@@ -280,10 +258,52 @@ func TestSweepRemovesOnlyDeadLeases(t *testing.T) {
 
 	_, err = b.x.Sweep(ctx, "", func(string, int64) bool { return false })
 	requireClass(t, err, engine.InfraConfig)
-	removed, err = b.x.Janitor(ctx, b.nodeID) // what is left of this node
+	removed, err = b.x.Janitor(ctx, b.nodeID, nil) // what is left of this node
 	require.NoError(t, err)
 	require.Equal(t, 2, removed)
 	require.NoError(t, b.leftovers(t))
+}
+
+// A janitor whose start call failed (the daemon was down) succeeds first
+// from the periodic call, while the node may already judge: it removes the
+// leftovers but keeps the containers and work directories of live leases.
+func TestJanitorKeepsLiveLeases(t *testing.T) {
+	t.Parallel()
+	b := setup(t, "cpp")
+	ctx := context.Background()
+	live := b.sleeper(t, map[string]string{LabelNode: b.nodeID, LabelJob: "7", LabelLeaseEpoch: "3"})
+	defer b.x.cli.ContainerRemove(ctx, live, client.ContainerRemoveOptions{Force: true})
+	dead := b.sleeper(t, map[string]string{LabelNode: b.nodeID, LabelJob: "7", LabelLeaseEpoch: "2"})
+	ws := b.x.cfg.Workspace
+	liveDir, deadDir := filepath.Join(ws, b.nodeID+"-7-3-abcdef"), filepath.Join(ws, b.nodeID+"-7-2-abcdef")
+	require.NoError(t, os.MkdirAll(liveDir, 0o755))
+	require.NoError(t, os.MkdirAll(deadDir, 0o755))
+
+	removed, err := b.x.Janitor(ctx, b.nodeID, func(job string, epoch int64) bool { return job == "7" && epoch == 3 })
+	require.NoError(t, err)
+	require.Equal(t, 1, removed)
+	_, err = b.x.cli.ContainerInspect(ctx, dead, client.ContainerInspectOptions{})
+	require.Error(t, err, "the ended lease's container is removed")
+	_, err = b.x.cli.ContainerInspect(ctx, live, client.ContainerInspectOptions{})
+	require.NoError(t, err, "the live lease's container is kept")
+	require.DirExists(t, liveDir, "the live lease's work dir is kept")
+	require.NoDirExists(t, deadDir, "the ended lease's work dir is removed")
+}
+
+// sleeper starts a container of the cpp image that sleeps, with labels.
+func (b *testBundle) sleeper(t *testing.T, labels map[string]string) string {
+	t.Helper()
+	image, err := ImageTag("cpp")
+	require.NoError(t, err)
+	ctx := context.Background()
+	c, err := b.x.cli.ContainerCreate(ctx, client.ContainerCreateOptions{
+		Config:     &container.Config{Image: image, Cmd: []string{"sleep", "600"}, Labels: labels},
+		HostConfig: &container.HostConfig{NetworkMode: "none"},
+	})
+	require.NoError(t, err)
+	_, err = b.x.cli.ContainerStart(ctx, c.ID, client.ContainerStartOptions{})
+	require.NoError(t, err)
+	return c.ID
 }
 
 func TestProbe(t *testing.T) {

@@ -15,18 +15,27 @@ import (
 	"github.com/kece-oj/kece/engine/code/sandboxinit"
 )
 
-// Janitor force-removes every container labelled with nodeID (running or
-// not) and that node's work directories left in the workspace. Call it at
-// node start, before the first Execute: resources of a previous process of
-// this node are leftovers by definition. It returns the containers removed.
-func (x *Executor) Janitor(ctx context.Context, nodeID string) (int, error) {
+// Janitor force-removes the containers labelled with nodeID (running or
+// not) and that node's work directories in the workspace, except those of
+// a lease live says the node holds (nil: none). Call it at node start,
+// before the first Execute: resources of a previous process of this node
+// are leftovers by definition. A node whose start call failed (the daemon
+// was down) makes its first successful one while it may hold leases, so
+// those are kept. It returns the containers removed.
+func (x *Executor) Janitor(ctx context.Context, nodeID string, live func(jobID string, leaseEpoch int64) bool) (int, error) {
 	if nodeID == "" {
 		return 0, engine.Infraf(engine.InfraConfig, "janitor: empty node id")
 	}
-	if err := x.removeWorkDirs(nodeID); err != nil {
+	if live == nil {
+		live = func(string, int64) bool { return false }
+	}
+	if err := x.removeWorkDirs(nodeID, live); err != nil {
 		return 0, err
 	}
-	return x.removeContainers(ctx, nodeID, nil)
+	return x.removeContainers(ctx, nodeID, func(labels map[string]string) bool {
+		epoch, err := strconv.ParseInt(labels[LabelLeaseEpoch], 10, 64)
+		return err == nil && labels[LabelJob] != "" && live(labels[LabelJob], epoch)
+	})
 }
 
 // Sweep force-removes the containers labelled with nodeID whose lease is
@@ -118,8 +127,9 @@ func (x *Executor) Probe(ctx context.Context, spec engine.RuntimeSpec) (string, 
 	return fmt.Sprintf("%s (%s)", strings.TrimSpace(first), spec.Image), nil
 }
 
-// removeWorkDirs removes workspace directories named after nodeID (see prepare).
-func (x *Executor) removeWorkDirs(nodeID string) error {
+// removeWorkDirs removes workspace directories named after nodeID (see
+// prepare), except those of a lease live says is held.
+func (x *Executor) removeWorkDirs(nodeID string, live func(jobID string, leaseEpoch int64) bool) error {
 	entries, err := os.ReadDir(x.cfg.Workspace)
 	if err != nil {
 		return engine.Infraf(engine.InfraInternal, "janitor: workspace: %w", err)
@@ -128,6 +138,13 @@ func (x *Executor) removeWorkDirs(nodeID string) error {
 	for _, e := range entries {
 		if !e.IsDir() || !strings.HasPrefix(e.Name(), prefix) {
 			continue
+		}
+		// The rest of the name is job-epoch-random (prepare in executor.go).
+		if f := strings.Split(strings.TrimPrefix(e.Name(), prefix), "-"); len(f) >= 3 {
+			epoch, err := strconv.ParseInt(f[len(f)-2], 10, 64)
+			if err == nil && live(strings.Join(f[:len(f)-2], "-"), epoch) {
+				continue
+			}
 		}
 		if err := os.RemoveAll(filepath.Join(x.cfg.Workspace, e.Name())); err != nil {
 			return hostErr("janitor: work dir", err)
