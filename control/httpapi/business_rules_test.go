@@ -387,7 +387,7 @@ func TestEventLeaseExpiryRedelivers(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, r.JSON200.Events, 1)
 	id := r.JSON200.Events[0].EventId
-	_, err = b.env.DB.ExecContext(ctx, `UPDATE judge_settlement_event SET next_attempt_at = NOW(6) - INTERVAL 1 SECOND`)
+	_, err = b.env.DB.ExecContext(ctx, `UPDATE judge_settlement_event SET lease_until = NOW(6) - INTERVAL 1 SECOND`)
 	require.NoError(t, err)
 	r, err = c.ClaimSettlementEventsWithResponse(ctx, businessapi.EventClaimRequest{Consumer: "fast", Max: 1, LeaseMs: 60000})
 	require.NoError(t, err)

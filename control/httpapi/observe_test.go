@@ -231,7 +231,7 @@ func TestControlMetricsMove(t *testing.T) {
 	// pull consumer above must run out first: release it through the store.
 	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusBadGateway) }))
 	defer hook.Close()
-	_, err = e.DB.ExecContext(e.Ctx, `UPDATE judge_settlement_event SET next_attempt_at = NOW(6) WHERE state = 'PENDING'`)
+	_, err = e.DB.ExecContext(e.Ctx, `UPDATE judge_settlement_event SET lease_until = NOW(6) WHERE state = 'PENDING'`)
 	require.NoError(t, err)
 	secrets, err := webhook.ParseSecrets(strings.Repeat("k", 32))
 	require.NoError(t, err)

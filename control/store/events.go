@@ -35,6 +35,13 @@ const (
 	EventDead      = "DEAD"
 )
 
+// eventDue is the condition of a pending event that may be delivered now:
+// its next attempt has come and it holds no unexpired consumer lease. The
+// lease is kept in lease_until, outside ix_event_ready, so leasing an event
+// rewrites no index entry (migration 00016); the index range still ends at
+// next_attempt_at, and leased rows inside it are passed over.
+const eventDue = ` AND next_attempt_at <= NOW(6) AND (lease_until IS NULL OR lease_until <= NOW(6))`
+
 // ClaimEvents leases up to max pending events of scope (one consumer
 // group, the types its caller may see) to consumer for lease. Rows are taken
 // with SKIP LOCKED in (next attempt, id) order, not after an id cursor, so an
@@ -57,7 +64,7 @@ func (s *Events) ClaimEvents(ctx context.Context, scope EventScope, consumer str
 	var ready int
 	err := s.db.Pool.QueryRowContext(ctx,
 		`SELECT COUNT(*) FROM (SELECT 1 FROM judge_settlement_event
-		   WHERE state = 'PENDING' AND`+where+` AND next_attempt_at <= NOW(6) LIMIT 1) x`, wargs...).Scan(&ready)
+		   WHERE state = 'PENDING' AND`+where+eventDue+` LIMIT 1) x`, wargs...).Scan(&ready)
 	if err != nil {
 		return nil, fmt.Errorf("store: claim events: %w", err)
 	}
@@ -73,7 +80,7 @@ func (s *Events) ClaimEvents(ctx context.Context, scope EventScope, consumer str
 		sc := s.db.Begin(&jobdb.Script{}).Rows(
 			`SELECT id, job_id, event_type, consumer_group, submission_type, submission_id, generation, payload, attempts, created_at
 			 FROM judge_settlement_event
-			 WHERE state = 'PENDING' AND`+where+` AND next_attempt_at <= NOW(6)
+			 WHERE state = 'PENDING' AND`+where+eventDue+`
 			 ORDER BY next_attempt_at, id LIMIT ? FOR UPDATE SKIP LOCKED`, append(wargs, max)...)
 		err := c.Send(ctx, sc, func(r jobdb.RowScanner) error {
 			var e Event
@@ -96,7 +103,7 @@ func (s *Events) ClaimEvents(ctx context.Context, scope EventScope, consumer str
 		if len(ids) > 0 {
 			in, args := jobdb.InList(ids)
 			rest.Exec(`UPDATE judge_settlement_event SET consumer = ?, attempts = attempts + 1,
-			   next_attempt_at = NOW(6) + INTERVAL ? MICROSECOND
+			   lease_until = NOW(6) + INTERVAL ? MICROSECOND
 			 WHERE id IN (`+in+`)`, append([]any{consumer, jobdb.Micros(lease)}, args...)...)
 		}
 		if err := c.Send(ctx, rest.Exec(`COMMIT`)); err != nil {
@@ -197,7 +204,7 @@ func (s *core) failEventDelivery(ctx context.Context, scope EventScope, consumer
 	_, err := s.db.Pool.ExecContext(ctx,
 		`UPDATE judge_settlement_event
 		 SET state = IF(attempts >= ?, 'DEAD', 'PENDING'), last_error = ?,
-		     next_attempt_at = NOW(6) + INTERVAL ? MICROSECOND
+		     next_attempt_at = NOW(6) + INTERVAL ? MICROSECOND, lease_until = NULL
 		 WHERE id = ? AND state = 'PENDING' AND consumer = ? AND`+where,
 		append([]any{maxAttempts, reason, jobdb.Micros(retryIn), id, consumer}, wargs...)...)
 	if err != nil {
@@ -250,12 +257,14 @@ type EventFilter struct {
 // EventView is the admin view of an event with its delivery timestamps.
 type EventView struct {
 	EventRecord
+	// NextAttemptAt is when the event is next due: a leased event's lease
+	// end, else its next attempt (after a failed push, its backoff).
 	NextAttemptAt time.Time
 	DeliveredAt   *time.Time
 }
 
 const eventViewColumns = `id, job_id, event_type, consumer_group, submission_type, submission_id, generation, payload, attempts, created_at,
-  state, COALESCE(consumer, ''), COALESCE(last_error, ''), next_attempt_at, delivered_at`
+  state, COALESCE(consumer, ''), COALESCE(last_error, ''), IF(lease_until > next_attempt_at, lease_until, next_attempt_at), delivered_at`
 
 func scanEventView(sc interface{ Scan(...any) error }) (EventView, error) {
 	var e EventView
@@ -317,7 +326,8 @@ func (s *Events) RedeliverEvent(ctx context.Context, eventID int64, actor, reaso
 			return fmt.Errorf("event %d is %s: %w", eventID, state, ErrEventNotDead)
 		}
 		if _, err := tx.ExecContext(ctx,
-			`UPDATE judge_settlement_event SET state = 'PENDING', attempts = 0, consumer = NULL, next_attempt_at = NOW(6)
+			`UPDATE judge_settlement_event SET state = 'PENDING', attempts = 0, consumer = NULL, next_attempt_at = NOW(6),
+			   lease_until = NULL
 			 WHERE id = ?`, eventID); err != nil {
 			return fmt.Errorf("store: redeliver: %w", err)
 		}

@@ -1,6 +1,7 @@
 package store_test
 
 import (
+	"database/sql"
 	"fmt"
 	"sync"
 	"testing"
@@ -88,7 +89,7 @@ func TestUnackedEventIsRedelivered(t *testing.T) {
 	none, err := b.Store.Events().ClaimEvents(b.Ctx, store.EventScope{}, "b", 10, time.Second)
 	require.NoError(t, err)
 	require.Empty(t, none, "leased to a")
-	_, err = b.DB.ExecContext(b.Ctx, `UPDATE judge_settlement_event SET next_attempt_at = NOW(6) - INTERVAL 1 SECOND`)
+	_, err = b.DB.ExecContext(b.Ctx, `UPDATE judge_settlement_event SET lease_until = NOW(6) - INTERVAL 1 SECOND`)
 	require.NoError(t, err)
 	again, err := b.Store.Events().ClaimEvents(b.Ctx, store.EventScope{}, "b", 10, time.Second)
 	require.NoError(t, err)
@@ -101,6 +102,49 @@ func TestUnackedEventIsRedelivered(t *testing.T) {
 	k, err = b.Store.Events().AckEvents(b.Ctx, store.EventScope{}, "b", []int64{evs[0].ID})
 	require.NoError(t, err)
 	require.Equal(t, 1, k)
+}
+
+// A consumer's lease is written outside the ready index: leasing an event
+// leaves its next_attempt_at (the ready index's key) as it was and sets
+// lease_until, which keeps the event from other consumers until it runs
+// out; the admin view shows the lease's end as when the event is next due.
+// A failed push clears the lease, so the event is due after its backoff
+// alone.
+func TestEventLeaseRewritesNoReadyIndexEntry(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.settleJobs(t, 1)
+	var ready0 time.Time
+	require.NoError(t, b.DB.QueryRowContext(b.Ctx, `SELECT next_attempt_at FROM judge_settlement_event`).Scan(&ready0))
+	evs, err := b.Store.Events().ClaimEvents(b.Ctx, store.EventScope{}, "a", 10, time.Minute)
+	require.NoError(t, err)
+	require.Len(t, evs, 1)
+	var ready1, leaseUntil time.Time
+	var dbNow time.Time
+	require.NoError(t, b.DB.QueryRowContext(b.Ctx, `SELECT next_attempt_at, lease_until, NOW(6) FROM judge_settlement_event`).
+		Scan(&ready1, &leaseUntil, &dbNow))
+	require.Equal(t, ready0, ready1, "the lease does not move the ready index's key")
+	require.WithinDuration(t, dbNow.Add(time.Minute), leaseUntil, 5*time.Second)
+
+	none, err := b.Store.Events().ClaimEvents(b.Ctx, store.EventScope{}, "b", 10, time.Minute)
+	require.NoError(t, err)
+	require.Empty(t, none, "due by next_attempt_at, but leased to a")
+	page, err := b.Store.Events().ListEventsPage(b.Ctx, store.EventFilter{State: store.EventPending})
+	require.NoError(t, err)
+	require.Len(t, page, 1)
+	require.True(t, page[0].NextAttemptAt.Equal(leaseUntil), "next due: %s, lease until %s", page[0].NextAttemptAt, leaseUntil)
+
+	require.NoError(t, b.Store.Events().FailEventDelivery(b.Ctx, store.EventScope{}, "a", evs[0].ID, "502", time.Hour, 5))
+	var lease sql.NullTime
+	require.NoError(t, b.DB.QueryRowContext(b.Ctx, `SELECT next_attempt_at, lease_until FROM judge_settlement_event`).Scan(&ready1, &lease))
+	require.False(t, lease.Valid, "a failed push ends the lease")
+	require.WithinDuration(t, dbNow.Add(time.Hour), ready1, 5*time.Second, "and the backoff is the next attempt")
+	page, err = b.Store.Events().ListEventsPage(b.Ctx, store.EventFilter{State: store.EventPending})
+	require.NoError(t, err)
+	require.True(t, page[0].NextAttemptAt.Equal(ready1))
+	none, err = b.Store.Events().ClaimEvents(b.Ctx, store.EventScope{}, "b", 10, time.Minute)
+	require.NoError(t, err)
+	require.Empty(t, none, "not due before its backoff")
 }
 
 // An event whose id commits after a higher id was consumed is still delivered:

@@ -206,7 +206,7 @@ func TestGroupDeliveryStateIsIndependent(t *testing.T) {
 	require.ElementsMatch(t, []int64{dbEvs[0].ID, inA[0].ID}, out.NotHeld, "another type's row and another group's row are not held")
 
 	// ga's lease runs out: ga gets its events again, gb's state is untouched.
-	b.exec(t, `UPDATE judge_settlement_event SET next_attempt_at = NOW(6) - INTERVAL 1 SECOND WHERE consumer_group = 'ga'`)
+	b.exec(t, `UPDATE judge_settlement_event SET lease_until = NOW(6) - INTERVAL 1 SECOND WHERE consumer_group = 'ga'`)
 	again, err := b.Store.Events().ClaimEvents(b.Ctx, a.EventScope(), "y", 10, time.Minute)
 	require.NoError(t, err)
 	require.Len(t, again, 2)
