@@ -4,8 +4,8 @@
 -- leasing an event then rewrites no index entry, only the row. Before this,
 -- a lease moved next_attempt_at to the lease's end, which deleted and
 -- re-inserted the event's ready-index entry on every delivery (measured:
--- about 8 % of the database server's CPU per job lifecycle on a server
--- whose commits are cheap, docs/scheduling.md). An event is due when
+-- 2-12 % of the database server's CPU per job lifecycle,
+-- docs/scheduling.md). An event is due when
 -- next_attempt_at has passed and it holds no unexpired lease. Rows leased
 -- before the upgrade keep their lease in next_attempt_at and lease_until
 -- NULL, which means the same. Adding a NULL column at the end is an
