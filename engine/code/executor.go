@@ -228,8 +228,7 @@ func validateTask(t engine.Task) error {
 func (j *job) prepare() error {
 	var r [6]byte
 	_, _ = rand.Read(r[:])
-	name := idRE.ReplaceAllString(fmt.Sprintf("%s-%s-%d-%s", j.x.cfg.NodeID, j.task.JobID, j.task.LeaseEpoch, hex.EncodeToString(r[:])), "_")
-	j.dir = filepath.Join(j.x.cfg.Workspace, name)
+	j.dir = filepath.Join(j.x.cfg.Workspace, workDirName(j.x.cfg.NodeID, j.task.JobID, j.task.LeaseEpoch, hex.EncodeToString(r[:])))
 	mk := func(sub string, mode os.FileMode, uid int) error {
 		p := filepath.Join(j.dir, sub)
 		if err := os.MkdirAll(p, mode); err != nil {

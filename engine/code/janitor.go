@@ -33,8 +33,8 @@ func (x *Executor) Janitor(ctx context.Context, nodeID string, live func(jobID s
 		return 0, err
 	}
 	return x.removeContainers(ctx, nodeID, func(labels map[string]string) bool {
-		epoch, err := strconv.ParseInt(labels[LabelLeaseEpoch], 10, 64)
-		return err == nil && labels[LabelJob] != "" && live(labels[LabelJob], epoch)
+		job, epoch, ok := labelLease(labels)
+		return ok && live(job, epoch)
 	})
 }
 
@@ -49,9 +49,19 @@ func (x *Executor) Sweep(ctx context.Context, nodeID string, live func(jobID str
 		return 0, engine.Infraf(engine.InfraConfig, "sweep: empty node id")
 	}
 	return x.removeContainers(ctx, nodeID, func(labels map[string]string) bool {
-		epoch, err := strconv.ParseInt(labels[LabelLeaseEpoch], 10, 64)
-		return err != nil || labels[LabelJob] == "" || live(labels[LabelJob], epoch)
+		job, epoch, ok := labelLease(labels)
+		return !ok || live(job, epoch)
 	})
+}
+
+// labelLease reads the lease a sandbox container was made for from its
+// labels (session.go sets them); ok is false when they do not name one.
+func labelLease(labels map[string]string) (jobID string, leaseEpoch int64, ok bool) {
+	epoch, err := strconv.ParseInt(labels[LabelLeaseEpoch], 10, 64)
+	if err != nil || labels[LabelJob] == "" {
+		return "", 0, false
+	}
+	return labels[LabelJob], epoch, true
 }
 
 // removeContainers force-removes nodeID's containers, except those keep
@@ -134,17 +144,13 @@ func (x *Executor) removeWorkDirs(nodeID string, live func(jobID string, leaseEp
 	if err != nil {
 		return engine.Infraf(engine.InfraInternal, "janitor: workspace: %w", err)
 	}
-	prefix := idRE.ReplaceAllString(nodeID, "_") + "-"
+	prefix := workDirPrefix(nodeID)
 	for _, e := range entries {
 		if !e.IsDir() || !strings.HasPrefix(e.Name(), prefix) {
 			continue
 		}
-		// The rest of the name is job-epoch-random (prepare in executor.go).
-		if f := strings.Split(strings.TrimPrefix(e.Name(), prefix), "-"); len(f) >= 3 {
-			epoch, err := strconv.ParseInt(f[len(f)-2], 10, 64)
-			if err == nil && live(strings.Join(f[:len(f)-2], "-"), epoch) {
-				continue
-			}
+		if job, epoch, ok := workDirLease(prefix, e.Name()); ok && live(job, epoch) {
+			continue
 		}
 		if err := os.RemoveAll(filepath.Join(x.cfg.Workspace, e.Name())); err != nil {
 			return hostErr("janitor: work dir", err)
@@ -152,4 +158,28 @@ func (x *Executor) removeWorkDirs(nodeID string, live func(jobID string, leaseEp
 		x.cfg.Logger.Info("janitor removed work dir", "node_id", nodeID, "dir", e.Name())
 	}
 	return nil
+}
+
+// A job's work dir is named node-job-epoch-random (each part with the
+// characters idRE rejects replaced), so the janitor can tell a node's dirs
+// and the lease each belongs to from the name alone.
+func workDirName(nodeID, jobID string, leaseEpoch int64, random string) string {
+	return idRE.ReplaceAllString(fmt.Sprintf("%s-%s-%d-%s", nodeID, jobID, leaseEpoch, random), "_")
+}
+
+// workDirPrefix is how every work dir of nodeID begins.
+func workDirPrefix(nodeID string) string { return idRE.ReplaceAllString(nodeID, "_") + "-" }
+
+// workDirLease reads the lease from the name of a work dir that begins
+// with prefix; ok is false when the name does not carry one.
+func workDirLease(prefix, name string) (jobID string, leaseEpoch int64, ok bool) {
+	f := strings.Split(strings.TrimPrefix(name, prefix), "-")
+	if len(f) < 3 {
+		return "", 0, false
+	}
+	epoch, err := strconv.ParseInt(f[len(f)-2], 10, 64)
+	if err != nil {
+		return "", 0, false
+	}
+	return strings.Join(f[:len(f)-2], "-"), epoch, true
 }
