@@ -119,8 +119,7 @@ func TestEventLeaseRewritesNoReadyIndexEntry(t *testing.T) {
 	evs, err := b.Store.Events().ClaimEvents(b.Ctx, store.EventScope{}, "a", 10, time.Minute)
 	require.NoError(t, err)
 	require.Len(t, evs, 1)
-	var ready1, leaseUntil time.Time
-	var dbNow time.Time
+	var ready1, leaseUntil, dbNow time.Time
 	require.NoError(t, b.DB.QueryRowContext(b.Ctx, `SELECT next_attempt_at, lease_until, NOW(6) FROM judge_settlement_event`).
 		Scan(&ready1, &leaseUntil, &dbNow))
 	require.Equal(t, ready0, ready1, "the lease does not move the ready index's key")
