@@ -36,6 +36,37 @@ func TestClaimUsesTheClaimIndexForWhereAndOrder(t *testing.T) {
 		"ready jobs go in enqueue order; available_at (backoff) only filters")
 }
 
+// A claim reads its candidates without locks and then locks them by
+// primary key: a candidate another transaction holds is passed over, the
+// claim still fills its room from the queue behind it, and the held job is
+// claimed once it is free.
+func TestClaimPassesOverAHeldCandidate(t *testing.T) {
+	t.Parallel()
+	b := storetest.Setup(t)
+	g := b.Group(t, 8)
+	sess := b.Node(t, "cpp", g.ID, 4, true)
+	head := b.Enqueue(t, "ALGO", "held-1")
+	b.Enqueue(t, "ALGO", "held-2")
+	b.Enqueue(t, "ALGO", "held-3")
+	tx, err := b.DB.BeginTx(b.Ctx, nil)
+	require.NoError(t, err)
+	defer func() { _ = tx.Rollback() }()
+	var held int64
+	require.NoError(t, tx.QueryRowContext(b.Ctx, `SELECT id FROM judge_job WHERE id = ? FOR UPDATE`, head.JobID).Scan(&held))
+
+	got, err := b.Store.Leases().Claim(b.Ctx, sess.NodeSession, 2)
+	require.NoError(t, err)
+	require.Len(t, got, 2, "the room is filled from behind the held candidate")
+	for _, j := range got {
+		require.NotEqual(t, head.JobID, j.JobID)
+	}
+	require.NoError(t, tx.Rollback())
+	rest, err := b.Store.Leases().Claim(b.Ctx, sess.NodeSession, 2)
+	require.NoError(t, err)
+	require.Len(t, rest, 1)
+	require.Equal(t, head.JobID, rest[0].JobID)
+}
+
 // T04: many nodes on two replicas race for the same jobs. Every job is leased
 // exactly once, and node and host-group capacity are never exceeded at any
 // sampled instant while the race runs.

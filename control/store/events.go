@@ -59,30 +59,34 @@ func (s *Events) ClaimEvents(ctx context.Context, scope EventScope, consumer str
 		return nil, jobdb.Invalid("leaseMs", "must be 1000..3600000")
 	}
 	where, wargs := scope.where()
-	// A consumer that polls an empty outbox costs one plain read, not a
-	// transaction.
-	var ready int
-	err := s.db.Pool.QueryRowContext(ctx,
-		`SELECT COUNT(*) FROM (SELECT 1 FROM judge_settlement_event
-		   WHERE state = 'PENDING' AND`+where+eventDue+` LIMIT 1) x`, wargs...).Scan(&ready)
+	// The candidates are read without locks, in (next attempt, id) order: a
+	// consumer that polls an empty outbox costs this one plain read, not a
+	// transaction. They are then locked by primary key with SKIP LOCKED and
+	// checked again on their latest versions. A locking read of the ready
+	// index's range would visit, lock and release each entry purge has not
+	// removed yet (events acknowledged moments ago), which the plain read
+	// passes cheaply (docs/scheduling.md, "Candidates read, then locked").
+	cand, err := jobdb.QueryAll(ctx, s.db.Pool, jobdb.ScanID,
+		`SELECT id FROM judge_settlement_event
+		  WHERE state = 'PENDING' AND`+where+eventDue+` ORDER BY next_attempt_at, id LIMIT ?`, append(wargs, max)...)
 	if err != nil {
 		return nil, fmt.Errorf("store: claim events: %w", err)
 	}
-	if ready == 0 {
+	if len(cand) == 0 {
 		return nil, nil
 	}
-	// Two round trips: (begin, the events locked with SKIP LOCKED, read
+	const columns = `SELECT id, job_id, event_type, consumer_group, submission_type, submission_id, generation, payload, attempts, created_at
+		 FROM judge_settlement_event`
+	// Two round trips: (begin, the candidates locked with SKIP LOCKED, read
 	// whole), then (their lease, commit). A row is locked from the read to
 	// the commit, so the attempt it is given is its stored count plus one.
+	// Candidates another consumer took or holds meanwhile are passed over,
+	// and the rest is then taken by the locking scan (a third round trip,
+	// only then).
 	var out []Event
 	err = s.db.InScripts(ctx, func(c *jobdb.ScriptConn) error {
 		out = nil
-		sc := s.db.Begin(&jobdb.Script{}).Rows(
-			`SELECT id, job_id, event_type, consumer_group, submission_type, submission_id, generation, payload, attempts, created_at
-			 FROM judge_settlement_event
-			 WHERE state = 'PENDING' AND`+where+eventDue+`
-			 ORDER BY next_attempt_at, id LIMIT ? FOR UPDATE SKIP LOCKED`, append(wargs, max)...)
-		err := c.Send(ctx, sc, func(r jobdb.RowScanner) error {
+		read := func(r jobdb.RowScanner) error {
 			var e Event
 			if err := r.Scan(&e.ID, &e.JobID, &e.EventType, &e.ConsumerGroup, &e.SubmissionType, &e.SubmissionID, &e.Generation,
 				&e.Payload, &e.DeliveryAttempt, &e.CreatedAt); err != nil {
@@ -91,14 +95,27 @@ func (s *Events) ClaimEvents(ctx context.Context, scope EventScope, consumer str
 			e.DeliveryAttempt++
 			out = append(out, e)
 			return nil
-		})
-		if err != nil {
+		}
+		in, args := jobdb.InList(cand)
+		sc := s.db.Begin(&jobdb.Script{}).Rows(columns+` FORCE INDEX (PRIMARY)
+			 WHERE id IN (`+in+`) AND state = 'PENDING' AND`+where+eventDue+` FOR UPDATE SKIP LOCKED`, append(args, wargs...)...)
+		if err := c.Send(ctx, sc, read); err != nil {
 			return fmt.Errorf("store: claim events: %w", err)
 		}
-		ids := make([]int64, len(out))
-		for i, e := range out {
-			ids[i] = e.ID
+		if len(out) < len(cand) {
+			notIn, nargs := ``, []any(nil)
+			if len(out) > 0 {
+				in, args := jobdb.InList(eventIDs(out))
+				notIn, nargs = ` AND id NOT IN (`+in+`)`, args
+			}
+			scan := (&jobdb.Script{}).Rows(columns+`
+				 WHERE state = 'PENDING' AND`+where+eventDue+notIn+`
+				 ORDER BY next_attempt_at, id LIMIT ? FOR UPDATE SKIP LOCKED`, slices.Concat(wargs, nargs, []any{max - len(out)})...)
+			if err := c.Send(ctx, scan, read); err != nil {
+				return fmt.Errorf("store: claim events: %w", err)
+			}
 		}
+		ids := eventIDs(out)
 		rest := &jobdb.Script{}
 		if len(ids) > 0 {
 			in, args := jobdb.InList(ids)
@@ -113,6 +130,15 @@ func (s *Events) ClaimEvents(ctx context.Context, scope EventScope, consumer str
 		return nil
 	})
 	return out, err
+}
+
+// eventIDs lists the events' ids.
+func eventIDs(evs []Event) []int64 {
+	ids := make([]int64, len(evs))
+	for i, e := range evs {
+		ids[i] = e.ID
+	}
+	return ids
 }
 
 // ackEvents marks events delivered. Only the consumer that holds the current

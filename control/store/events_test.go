@@ -79,6 +79,35 @@ func TestTwoConsumersRacingSkipNothingAndAckOnce(t *testing.T) {
 
 // An event whose consumer lease runs out is delivered again, and the late
 // ack of the first consumer no longer counts.
+// A claim reads its candidates without locks and then locks them: a
+// candidate another transaction holds is passed over, and the claim still
+// fills its room from the events behind it; the held one is delivered once
+// it is free.
+func TestEventClaimPassesOverAHeldCandidate(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.settleJobs(t, 3)
+	var first int64
+	require.NoError(t, b.DB.QueryRowContext(b.Ctx, `SELECT MIN(id) FROM judge_settlement_event`).Scan(&first))
+	tx, err := b.DB.BeginTx(b.Ctx, nil)
+	require.NoError(t, err)
+	defer func() { _ = tx.Rollback() }()
+	var held int64
+	require.NoError(t, tx.QueryRowContext(b.Ctx, `SELECT id FROM judge_settlement_event WHERE id = ? FOR UPDATE`, first).Scan(&held))
+
+	evs, err := b.Store.Events().ClaimEvents(b.Ctx, store.EventScope{}, "a", 2, time.Minute)
+	require.NoError(t, err)
+	require.Len(t, evs, 2, "the room is filled from behind the held candidate")
+	for _, e := range evs {
+		require.NotEqual(t, first, e.ID)
+	}
+	require.NoError(t, tx.Rollback())
+	rest, err := b.Store.Events().ClaimEvents(b.Ctx, store.EventScope{}, "b", 2, time.Minute)
+	require.NoError(t, err)
+	require.Len(t, rest, 1)
+	require.Equal(t, first, rest[0].ID)
+}
+
 func TestUnackedEventIsRedelivered(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
