@@ -21,12 +21,12 @@ type claimAnswer struct {
 
 // claimTx is step 2 of claimBatch, a transaction on c for calls of one
 // pool (a node may make several); it answers each call (a refused session
-// is that call's error, not the batch's). Three round trips whatever the
+// is that call's error, not the batch's). Four round trips whatever the
 // batch size: (begin, lock groups and nodes, complete the calls' results
 // with their row counts, read earlier grants of the calls' request ids,
-// count in-flight per group and node), the pick, (lease, attempts, the
-// results' events, commit). Replays and CHECK jobs, both rare, add their
-// own.
+// count in-flight per group and node), the pick's candidates, their locks
+// (pickReady), (lease, attempts, the results' events, commit). Replays,
+// CHECK jobs and candidates another claimer took, all rare, add their own.
 func (s *Engine) claimTx(ctx context.Context, c *jobdb.ScriptConn, calls []claimCall) ([]claimAnswer, error) {
 	out := make([]claimAnswer, len(calls))
 	sc := s.db.Begin(&jobdb.Script{})
