@@ -297,11 +297,7 @@ func readyFrom(pool string, requiredNode int64, caps uint64, skip []int64) (stri
 
 // jobIDs lists the jobs' ids.
 func jobIDs(jobs []ClaimedJob) []int64 {
-	ids := make([]int64, len(jobs))
-	for i, j := range jobs {
-		ids[i] = j.JobID
-	}
-	return ids
+	return jobdb.IDs(jobs, func(j ClaimedJob) int64 { return j.JobID })
 }
 
 // scanClaimed scans claimColumns.

@@ -134,11 +134,7 @@ func (s *Events) ClaimEvents(ctx context.Context, scope EventScope, consumer str
 
 // eventIDs lists the events' ids.
 func eventIDs(evs []Event) []int64 {
-	ids := make([]int64, len(evs))
-	for i, e := range evs {
-		ids[i] = e.ID
-	}
-	return ids
+	return jobdb.IDs(evs, func(e Event) int64 { return e.ID })
 }
 
 // ackEvents marks events delivered. Only the consumer that holds the current

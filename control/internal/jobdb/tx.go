@@ -145,6 +145,15 @@ func ScanID(r RowScanner) (int64, error) {
 	return id, err
 }
 
+// IDs lists the ids of xs, id telling each one's.
+func IDs[T any](xs []T, id func(T) int64) []int64 {
+	ids := make([]int64, len(xs))
+	for i, x := range xs {
+		ids[i] = id(x)
+	}
+	return ids
+}
+
 // Txx lends sqlx's struct scanning (Get, Select, named statements) to a
 // transaction begun by inTx. inTx keeps handing out *sql.Tx so the hot paths
 // that scan by hand are untouched.
