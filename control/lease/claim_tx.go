@@ -286,13 +286,8 @@ func pickReady(ctx context.Context, q jobdb.Querier, pool string, requiredNode i
 // readyFrom is the FROM and WHERE of a pool's ready jobs through
 // ix_job_claim, leaving out skip, with its arguments.
 func readyFrom(pool string, requiredNode int64, caps uint64, skip []int64) (string, []any) {
-	from, args := claimFrom, []any{pool, requiredNode, ^caps}
-	if len(skip) > 0 {
-		in, ids := jobdb.InList(skip)
-		from += ` AND id NOT IN (` + in + `)`
-		args = append(args, ids...)
-	}
-	return from, args
+	notIn, ids := jobdb.NotIn(skip)
+	return claimFrom + notIn, append([]any{pool, requiredNode, ^caps}, ids...)
 }
 
 // jobIDs lists the jobs' ids.

@@ -103,11 +103,7 @@ func (s *Events) ClaimEvents(ctx context.Context, scope EventScope, consumer str
 			return fmt.Errorf("store: claim events: %w", err)
 		}
 		if len(out) < len(cand) {
-			notIn, nargs := ``, []any(nil)
-			if len(out) > 0 {
-				in, args := jobdb.InList(eventIDs(out))
-				notIn, nargs = ` AND id NOT IN (`+in+`)`, args
-			}
+			notIn, nargs := jobdb.NotIn(eventIDs(out))
 			scan := (&jobdb.Script{}).Rows(columns+`
 				 WHERE state = 'PENDING' AND`+where+eventDue+notIn+`
 				 ORDER BY next_attempt_at, id LIMIT ? FOR UPDATE SKIP LOCKED`, slices.Concat(wargs, nargs, []any{max - len(out)})...)

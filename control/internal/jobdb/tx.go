@@ -169,6 +169,16 @@ func NilIfEmpty(m json.RawMessage) json.RawMessage {
 	return m
 }
 
+// NotIn renders " AND id NOT IN (?, …)" and its arguments, or nothing when
+// ids is empty (an empty list is not SQL).
+func NotIn(ids []int64) (string, []any) {
+	if len(ids) == 0 {
+		return "", nil
+	}
+	in, args := InList(ids)
+	return ` AND id NOT IN (` + in + `)`, args
+}
+
 // InList renders "?, ?, …" and its arguments.
 func InList(ids []int64) (string, []any) {
 	args := make([]any, len(ids))
