@@ -77,8 +77,6 @@ func TestTwoConsumersRacingSkipNothingAndAckOnce(t *testing.T) {
 	require.Equal(t, n, b.Count(t, `SELECT COUNT(*) FROM judge_settlement_event WHERE state = 'DELIVERED'`))
 }
 
-// An event whose consumer lease runs out is delivered again, and the late
-// ack of the first consumer no longer counts.
 // A claim reads its candidates without locks and then locks them: a
 // candidate another transaction holds is passed over, and the claim still
 // fills its room from the events behind it; the held one is delivered once
@@ -108,6 +106,8 @@ func TestEventClaimPassesOverAHeldCandidate(t *testing.T) {
 	require.Equal(t, first, rest[0].ID)
 }
 
+// An event whose consumer lease runs out is delivered again, and the late
+// ack of the first consumer no longer counts.
 func TestUnackedEventIsRedelivered(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
