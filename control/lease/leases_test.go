@@ -36,6 +36,27 @@ func TestClaimUsesTheClaimIndexForWhereAndOrder(t *testing.T) {
 		"ready jobs go in enqueue order; available_at (backoff) only filters")
 }
 
+// The in-flight count reads the RUNNING range of ix_job_lease: there is no
+// key on the job's host group (migration 00017).
+func TestBusyCountReadsTheLeaseIndex(t *testing.T) {
+	t.Parallel()
+	b := storetest.Setup(t)
+	g1, g2 := b.Group(t, 8), b.Group(t, 8)
+	for i, g := range []int64{g1.ID, g2.ID} {
+		sess := b.Node(t, "cpp", g, 4, true)
+		for k := range 3 {
+			b.Enqueue(t, "ALGO", fmt.Sprintf("busy-%d-%d", i, k))
+		}
+		got, err := b.Store.Leases().Claim(b.Ctx, sess.NodeSession, 2)
+		require.NoError(t, err)
+		require.Len(t, got, 2)
+	}
+	plans := b.Explain(t, lease.BusyCountForExplain(), g1.ID, g2.ID)
+	require.Len(t, plans, 1, "one table, one row of plan")
+	require.Equal(t, "ix_job_lease", plans[0]["key"], "plan: %v", plans[0])
+	require.Equal(t, "ref", plans[0]["type"], "equality on state: %v", plans[0])
+}
+
 // A claim reads its candidates without locks and then locks them by
 // primary key: a candidate another transaction holds is passed over, the
 // claim still fills its room from the queue behind it, and the held job is

@@ -1,6 +1,7 @@
 package store_test
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -52,4 +53,42 @@ func TestEnableNeedsFreshPassingCheck(t *testing.T) {
 	audit, err := b.Store.AuditLog().Audit(b.Ctx, sess.NodeID, 0, 50)
 	require.NoError(t, err)
 	require.NotEmpty(t, audit)
+}
+
+// The host groups' view counts each group's RUNNING jobs (no queued or
+// finished ones) in one grouped read; a group without work shows 0.
+func TestHostGroupDetailsCountRunningJobsPerGroup(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	g1, g2, idle := b.Group(t, 8), b.Group(t, 8), b.Group(t, 4)
+	n1 := b.Node(t, "cpp", g1.ID, 4, true)
+	n2 := b.Node(t, "cpp", g2.ID, 4, true)
+	for i := range 6 {
+		b.Enqueue(t, "ALGO", fmt.Sprintf("hg-%d", i))
+	}
+	got, err := b.Store.Leases().Claim(b.Ctx, n1.NodeSession, 4)
+	require.NoError(t, err)
+	require.Len(t, got, 4)
+	// A finished job keeps its host group and is not busy.
+	_, err = b.Store.Leases().Complete(b.Ctx, n1.NodeSession, got[0].JobID, got[0].LeaseEpoch, storetest.ACResult())
+	require.NoError(t, err)
+	got, err = b.Store.Leases().Claim(b.Ctx, n2.NodeSession, 1)
+	require.NoError(t, err)
+	require.Len(t, got, 1)
+
+	all, err := b.Store.Nodes().HostGroupDetails(b.Ctx, 0)
+	require.NoError(t, err)
+	busy := map[int64]int{}
+	nodes := map[int64]int{}
+	for _, g := range all {
+		busy[g.ID], nodes[g.ID] = g.SlotsBusy, g.NodeCount
+	}
+	require.Equal(t, map[int64]int{g1.ID: 3, g2.ID: 1, idle.ID: 0}, busy, "finished and queued jobs are not busy")
+	require.Equal(t, map[int64]int{g1.ID: 1, g2.ID: 1, idle.ID: 0}, nodes)
+
+	one, err := b.Store.Nodes().HostGroupDetails(b.Ctx, g2.ID)
+	require.NoError(t, err)
+	require.Len(t, one, 1)
+	require.Equal(t, g2.ID, one[0].ID)
+	require.Equal(t, 1, one[0].SlotsBusy)
 }
