@@ -43,14 +43,9 @@ func TestBusyCountReadsTheLeaseIndex(t *testing.T) {
 	b := storetest.Setup(t)
 	g1, g2 := b.Group(t, 8), b.Group(t, 8)
 	for i, g := range []int64{g1.ID, g2.ID} {
-		sess := b.Node(t, "cpp", g, 4, true)
-		for k := range 3 {
-			b.Enqueue(t, "ALGO", fmt.Sprintf("busy-%d-%d", i, k))
-		}
-		got, err := b.Store.Leases().Claim(b.Ctx, sess.NodeSession, 2)
-		require.NoError(t, err)
-		require.Len(t, got, 2)
+		b.EnqueueAndClaim(t, b.Node(t, "cpp", g, 4, true).NodeSession, fmt.Sprintf("busy-%d", i), 2)
 	}
+	b.Enqueue(t, "ALGO", "busy-queued")
 	plans := b.Explain(t, lease.BusyCountForExplain(), g1.ID, g2.ID)
 	require.Len(t, plans, 1, "one table, one row of plan")
 	require.Equal(t, "ix_job_lease", plans[0]["key"], "plan: %v", plans[0])

@@ -1,7 +1,6 @@
 package store_test
 
 import (
-	"fmt"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -63,18 +62,12 @@ func TestHostGroupDetailsCountRunningJobsPerGroup(t *testing.T) {
 	g1, g2, idle := b.Group(t, 8), b.Group(t, 8), b.Group(t, 4)
 	n1 := b.Node(t, "cpp", g1.ID, 4, true)
 	n2 := b.Node(t, "cpp", g2.ID, 4, true)
-	for i := range 6 {
-		b.Enqueue(t, "ALGO", fmt.Sprintf("hg-%d", i))
-	}
-	got, err := b.Store.Leases().Claim(b.Ctx, n1.NodeSession, 4)
-	require.NoError(t, err)
-	require.Len(t, got, 4)
+	got := b.EnqueueAndClaim(t, n1.NodeSession, "hg1", 4)
 	// A finished job keeps its host group and is not busy.
-	_, err = b.Store.Leases().Complete(b.Ctx, n1.NodeSession, got[0].JobID, got[0].LeaseEpoch, storetest.ACResult())
+	_, err := b.Store.Leases().Complete(b.Ctx, n1.NodeSession, got[0].JobID, got[0].LeaseEpoch, storetest.ACResult())
 	require.NoError(t, err)
-	got, err = b.Store.Leases().Claim(b.Ctx, n2.NodeSession, 1)
-	require.NoError(t, err)
-	require.Len(t, got, 1)
+	b.EnqueueAndClaim(t, n2.NodeSession, "hg2", 1)
+	b.Enqueue(t, "ALGO", "hg-queued")
 
 	all, err := b.Store.Nodes().HostGroupDetails(b.Ctx, 0)
 	require.NoError(t, err)

@@ -174,6 +174,19 @@ func (b *Bundle) Enqueue(t *testing.T, typ, id string) store.EnqueueResult {
 	return r
 }
 
+// EnqueueAndClaim enqueues n ALGO jobs (submission ids prefix-0, prefix-1, …)
+// and claims all n for sess, failing the test unless it gets them.
+func (b *Bundle) EnqueueAndClaim(t *testing.T, sess store.NodeSession, prefix string, n int) []store.ClaimedJob {
+	t.Helper()
+	for i := range n {
+		b.Enqueue(t, "ALGO", fmt.Sprintf("%s-%d", prefix, i))
+	}
+	got, err := b.Store.Leases().Claim(b.Ctx, sess, n)
+	require.NoError(t, err)
+	require.Len(t, got, n)
+	return got
+}
+
 // ExpireLease moves a job's lease into the past: the fault a lost node causes.
 func (b *Bundle) ExpireLease(t *testing.T, jobID int64) {
 	t.Helper()
