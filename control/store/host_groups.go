@@ -89,15 +89,14 @@ type HostGroupDetail struct {
 // HostGroupDetails lists host groups (one when id > 0) with busy slots,
 // node counts and timestamps.
 func (s *Nodes) HostGroupDetails(ctx context.Context, id int64) ([]HostGroupDetail, error) {
-	// Running jobs are counted in one grouped read (ix_job_lease finds
-	// them), not per group: there is no key on judge_job.host_group_id.
+	// Running jobs are counted in one grouped read (groupsRunningQuery),
+	// not per group: there is no key on judge_job.host_group_id.
 	q := `SELECT g.id, g.name, g.slot_capacity, g.revision,
 	        COALESCE(b.busy, 0) AS slots_busy,
 	        (SELECT COUNT(*) FROM judge_node n WHERE n.host_group_id = g.id) AS node_count,
 	        g.created_at, g.updated_at
 	      FROM judge_host_group g
-	      LEFT JOIN (SELECT host_group_id, COUNT(*) AS busy FROM judge_job
-	                 WHERE state = 'RUNNING' GROUP BY host_group_id) b ON b.host_group_id = g.id`
+	      LEFT JOIN (` + groupsRunningQuery + `) b ON b.host_group_id = g.id`
 	var args []any
 	if id > 0 {
 		q += ` WHERE g.id = ?`

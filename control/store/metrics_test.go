@@ -8,8 +8,9 @@ import (
 	"github.com/kece-oj/kece/control/store"
 )
 
-// The fleet gauges read on every metrics scrape walk index ranges of live
-// rows (queued, running, undelivered), never the whole job or event table.
+// The fleet gauges read on every metrics scrape, and the host groups' view,
+// walk index ranges of live rows (queued, running, undelivered), never the
+// whole job or event table.
 func TestFleetStatsWalkIndexRanges(t *testing.T) {
 	t.Parallel()
 	b := setup(t)

@@ -228,14 +228,16 @@ func (s *Store) FleetStats(ctx context.Context) (FleetStats, error) {
 	return fs, nil
 }
 
-// The fleet gauges' statements. Each names the index whose range it walks,
-// so a small table in a test and a large one in production get the same
-// plan (TestFleetStatsWalkIndexRanges checks it with EXPLAIN).
+// The fleet gauges' statements, and the host groups' view's count of
+// running jobs. Each names the index whose range it walks, so a small table
+// in a test and a large one in production get the same plan
+// (TestFleetStatsWalkIndexRanges checks it with EXPLAIN).
 const (
 	fleetQueueQuery = `SELECT COUNT(*), TIMESTAMPDIFF(MICROSECOND, MIN(IF(available_at <= NOW(6), available_at, NULL)), NOW(6))
 	 FROM judge_job FORCE INDEX (ix_job_claim) WHERE pool = ? AND state = 'QUEUED' AND required_node_id = 0`
-	fleetRunningQuery = `SELECT pool, COUNT(*) FROM judge_job FORCE INDEX (ix_job_lease) WHERE state = 'RUNNING' GROUP BY pool`
-	fleetNodesQuery   = `SELECT pool, desired_state, COALESCE(last_heartbeat_at > NOW(6) - INTERVAL ? MICROSECOND, FALSE) AS online,
+	fleetRunningQuery  = `SELECT pool, COUNT(*) FROM judge_job FORCE INDEX (ix_job_lease) WHERE state = 'RUNNING' GROUP BY pool`
+	groupsRunningQuery = `SELECT host_group_id, COUNT(*) AS busy FROM judge_job FORCE INDEX (ix_job_lease) WHERE state = 'RUNNING' GROUP BY host_group_id`
+	fleetNodesQuery    = `SELECT pool, desired_state, COALESCE(last_heartbeat_at > NOW(6) - INTERVAL ? MICROSECOND, FALSE) AS online,
 	   COUNT(*), COALESCE(SUM(slots), 0)
 	 FROM judge_node WHERE revoked_at IS NULL GROUP BY pool, desired_state, online`
 	fleetEventsQuery = `SELECT COALESCE(SUM(state = 'PENDING'), 0), COALESCE(SUM(state = 'DEAD'), 0)
@@ -249,12 +251,14 @@ type FleetQueryForExplain struct {
 	Args               []any
 }
 
-// FleetQueriesForExplain lists the statements FleetStats runs over the large
-// tables (the node table has one row per node process).
+// FleetQueriesForExplain lists the statements FleetStats and the host
+// groups' view run over the large tables (the node and host group tables
+// have one row per node process and per group).
 func FleetQueriesForExplain() []FleetQueryForExplain {
 	return []FleetQueryForExplain{
 		{Name: "queue", Query: fleetQueueQuery, Index: "ix_job_claim", Args: []any{string(machineapi.PoolCpp)}},
 		{Name: "running", Query: fleetRunningQuery, Index: "ix_job_lease"},
+		{Name: "running per host group", Query: groupsRunningQuery, Index: "ix_job_lease"},
 		{Name: "events", Query: fleetEventsQuery, Index: "ix_event_ready"},
 	}
 }
