@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"strconv"
+	"time"
 )
 
 // All SQL of the resource registry lives in this file. The registry is a
@@ -162,11 +163,45 @@ func (e *Executor) killSessionsOf(ctx context.Context, user string) error {
 		return classifyAdmin(ctx, err, "list sessions")
 	}
 	for _, id := range ids {
-		if err := e.kill(ctx, "CONNECTION", id); err != nil {
+		err := e.kill(ctx, "CONNECTION", id)
+		if no, ok := mysqlErrNo(err); ok && no == erKillDenied && e.sessionEnds(ctx, id) {
+			// An admin without the right to kill (a refused self-check)
+			// still sees the lease's own session, closed by the client a
+			// moment ago, until the server has torn it down.
+			continue
+		}
+		if err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// sessionEndWait bounds how long sessionEnds waits for a closed client's
+// session to leave the process list.
+const sessionEndWait = 2 * time.Second
+
+// sessionEnds reports whether the session with the thread id leaves the
+// process list within sessionEndWait (or ctx).
+func (e *Executor) sessionEnds(ctx context.Context, threadID int64) bool {
+	ctx, cancel := context.WithTimeout(ctx, sessionEndWait)
+	defer cancel()
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		var n int
+		if err := e.db.QueryRowContext(ctx, "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE id = ?", threadID).Scan(&n); err != nil {
+			return false
+		}
+		if n == 0 {
+			return true
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-tick.C:
+		}
+	}
 }
 
 // kill sends KILL QUERY or KILL CONNECTION; a thread already gone is fine.

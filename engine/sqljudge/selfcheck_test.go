@@ -2,6 +2,7 @@ package sqljudge
 
 import (
 	"context"
+	"database/sql"
 	"testing"
 	"time"
 
@@ -152,4 +153,50 @@ func TestSelfCheckMinimalDocumentedGrants(t *testing.T) {
 	b.requireVerdict(t, p, "DELETE FROM person WHERE id = 1", engine.StatusAccepted)
 	p.StatementTimeout = 200 * time.Millisecond
 	b.requireVerdict(t, p, "SET SESSION max_statement_time = 0; DELETE FROM person WHERE SLEEP(1) = 0", engine.StatusTimeLimitExceeded)
+}
+
+// A session whose client has closed can stay in the process list for a
+// moment. An admin that may not kill it (a refused self-check's) waits for
+// it to go rather than failing the cleanup and leaving the account's row
+// behind; a session that stays is still an error.
+func TestKillSessionsWithoutKillRightWaitsForClosedSession(t *testing.T) {
+	t.Parallel()
+	root := rootDB(t)
+	var host string
+	require.NoError(t, root.QueryRow("SELECT SUBSTRING_INDEX(USER(), '@', -1)").Scan(&host))
+	weak := "kece_weak_" + randHex(t, 4)
+	_, err := root.Exec("CREATE USER " + account(weak, host) + " IDENTIFIED BY 'weakpw'")
+	require.NoError(t, err)
+	t.Cleanup(func() { _, _ = root.Exec("DROP USER IF EXISTS " + account(weak, host)) })
+	_, err = root.Exec("GRANT SELECT, PROCESS ON *.* TO " + account(weak, host))
+	require.NoError(t, err)
+	b := setup(t, func(c *Config) { c.AdminDSN = weak + ":weakpw@tcp(" + adminAddr(t) + ")/" })
+
+	other := "kece_other_" + randHex(t, 4)
+	_, err = root.Exec("CREATE USER " + account(other, host) + " IDENTIFIED BY 'otherpw'")
+	require.NoError(t, err)
+	t.Cleanup(func() { _, _ = root.Exec("DROP USER IF EXISTS " + account(other, host)) })
+	session := func() *sql.DB {
+		db, err := sql.Open("mysql", other+":otherpw@tcp("+adminAddr(t)+")/")
+		require.NoError(t, err)
+		require.NoError(t, db.Ping())
+		return db
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+
+	// Closed while the cleanup waits: no error.
+	db := session()
+	closed := time.AfterFunc(300*time.Millisecond, func() { db.Close() })
+	defer closed.Stop()
+	start := time.Now()
+	require.NoError(t, b.exec.killSessionsOf(ctx, other))
+	require.GreaterOrEqual(t, time.Since(start), 300*time.Millisecond)
+
+	// Still open: the missing right is reported.
+	db = session()
+	defer db.Close()
+	err = b.exec.killSessionsOf(ctx, other)
+	require.ErrorIs(t, err, ErrAdminRights)
+	require.Contains(t, err.Error(), "kill CONNECTION")
 }

@@ -162,8 +162,10 @@ func (e *Executor) probeRights(ctx context.Context, srv *serverInfo) (err error)
 	defer e.release(names.DB)
 	l := &lease{e: e, srv: srv, names: names, jobID: selfCheckJobID, epoch: epoch, kind: engine.SQLKindDML}
 	defer func() {
-		if cerr := l.cleanup(ctx); cerr != nil && err == nil {
-			err = cerr
+		// A refused check still reports a failed cleanup: its probe database
+		// or account is then left on the server, recorded for the janitor.
+		if cerr := l.cleanup(ctx); cerr != nil {
+			err = errors.Join(err, fmt.Errorf("self-check cleanup: %w", cerr))
 		}
 	}()
 	if err := l.create(ctx); err != nil {
