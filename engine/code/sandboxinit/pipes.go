@@ -157,6 +157,20 @@ func holdPipes(fds ...int) []int {
 	return held
 }
 
+// releasePipes closes the descriptors holdPipes kept in reverse: first the
+// copy of the program's stdout (the other side's stdin), then the copy of
+// its stdin (the other side's stdout). The other side can get EPIPE only
+// after the last close, so when it dies of writing to a program that had
+// ended, its own stdin already shows the hang-up (its peerClosed is true)
+// and the ended program's verdict decides. The opposite order would leave a
+// window in which it fails of EPIPE while its stdin still looks open: its
+// own failure instead of the verdict of the side that ended first.
+func releasePipes(held []int) {
+	for i := len(held) - 1; i >= 0; i-- {
+		closeFDs(held[i])
+	}
+}
+
 // peerClosed reports whether every writer of the FIFO read end fd has gone
 // (POLLHUP), that is, the other side closed the program's stdin.
 func peerClosed(fd int) bool {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
 )
 
 // The supervisor kills every process it can see after each run, so it must
@@ -203,4 +204,36 @@ func TestCleanEmptiesDirectory(t *testing.T) {
 	entries, err := os.ReadDir(dir)
 	require.NoError(t, err)
 	require.Empty(t, entries)
+}
+
+// When the other side of an interaction can first get EPIPE writing to the
+// program's stdin, the program's stdout (the other side's stdin) must
+// already show the hang-up: the side that failed of the broken pipe then
+// knows the program had ended first. Each round watches for the EPIPE
+// condition while the supervisor's copies are released.
+func TestReleasePipesHangsUpBeforeEPIPE(t *testing.T) {
+	t.Parallel()
+	for range 200 {
+		var stdin, stdout [2]int // [read, write]
+		require.NoError(t, syscall.Pipe2(stdin[:], syscall.O_CLOEXEC))
+		require.NoError(t, syscall.Pipe2(stdout[:], syscall.O_CLOEXEC))
+		// The supervisor's copies: the program's stdin read end, stdout write end.
+		held := holdPipes(stdin[0], stdout[1])
+		require.Len(t, held, 2)
+		otherOut, otherIn := stdin[1], stdout[0]
+		seen := make(chan bool)
+		go func() {
+			p := []unix.PollFd{{Fd: int32(otherOut), Events: unix.POLLOUT}}
+			for {
+				if _, err := unix.Poll(p, -1); err == nil && p[0].Revents&unix.POLLERR != 0 {
+					break
+				}
+				p[0].Events = 0 // writable until the reader goes: wait for POLLERR alone
+			}
+			seen <- peerClosed(otherIn)
+		}()
+		releasePipes(held)
+		require.True(t, <-seen, "EPIPE before the hang-up of the other side's stdin")
+		closeFDs(otherOut, otherIn)
+	}
 }

@@ -172,7 +172,7 @@ func run(self string, req Request, cg cgroupCounter, cgOK bool) Result {
 		// Ours are closed now that the program holds them; the copies in
 		// held stay open until the program is reaped (see holdPipes).
 		held = holdPipes(pipeFDs...)
-		defer func() { closeFDs(held...) }()
+		defer func() { releasePipes(held) }()
 	}
 	if err != nil {
 		res.SetupError = err.Error()
@@ -244,7 +244,7 @@ func run(self string, req Request, cg cgroupCounter, cgOK bool) Result {
 	res.WallMicros = time.Since(start).Microseconds()
 	if len(held) > 0 {
 		res.PeerClosed = peerClosed(held[0])
-		closeFDs(held...)
+		releasePipes(held)
 		held = nil
 	}
 
