@@ -157,18 +157,28 @@ func holdPipes(fds ...int) []int {
 	return held
 }
 
-// releasePipes closes the descriptors holdPipes kept in reverse: first the
-// copy of the program's stdout (the other side's stdin), then the copy of
-// its stdin (the other side's stdout). The other side can get EPIPE only
-// after the last close, so when it dies of writing to a program that had
-// ended, its own stdin already shows the hang-up (its peerClosed is true)
-// and the ended program's verdict decides. The opposite order would leave a
-// window in which it fails of EPIPE while its stdin still looks open: its
-// own failure instead of the verdict of the side that ended first.
+// releasePipes closes the descriptors holdPipes kept, every write end
+// before any read end. A peer can get EPIPE from the program only when the
+// read end it writes to closes, so once it does, every pipe the program wrote
+// into the peer already shows the hang-up (the peer's peerClosed is true) and
+// the verdict of the side that ended first decides. Read ends first would
+// leave a window (long under load: the woken writer may run before we do
+// again) in which a peer dies of EPIPE with its stdin still open: its own
+// failure instead of that verdict. Which end a descriptor is comes from its
+// open mode, so a manager's many FIFOs follow the same rule.
 func releasePipes(held []int) {
-	for i := len(held) - 1; i >= 0; i-- {
-		closeFDs(held[i])
+	var readers []int
+	for _, fd := range held {
+		if fd < 0 {
+			continue
+		}
+		if fl, err := unix.FcntlInt(uintptr(fd), unix.F_GETFL, 0); err == nil && fl&syscall.O_ACCMODE == syscall.O_RDONLY {
+			readers = append(readers, fd)
+			continue
+		}
+		closeFDs(fd)
 	}
+	closeFDs(readers...)
 }
 
 // peerClosed reports whether every writer of the FIFO read end fd has gone

@@ -206,34 +206,67 @@ func TestCleanEmptiesDirectory(t *testing.T) {
 	require.Empty(t, entries)
 }
 
-// When the other side of an interaction can first get EPIPE writing to the
-// program's stdin, the program's stdout (the other side's stdin) must
-// already show the hang-up: the side that failed of the broken pipe then
-// knows the program had ended first. Each round watches for the EPIPE
-// condition while the supervisor's copies are released.
+// When a program can first get EPIPE writing to the other side of an
+// interaction, its stdin (written by that side) must already show the
+// hang-up: the program that failed of the broken pipe is then known to have
+// outlived the other side. The other side's supervisor holds an
+// interactor's two FIFOs (its stdin first) or a manager's pair per process
+// (stdin and stdout unused, then to and from each process); each round
+// releases them while every program end watches for the EPIPE condition.
 func TestReleasePipesHangsUpBeforeEPIPE(t *testing.T) {
 	t.Parallel()
-	for range 200 {
-		var stdin, stdout [2]int // [read, write]
-		require.NoError(t, syscall.Pipe2(stdin[:], syscall.O_CLOEXEC))
-		require.NoError(t, syscall.Pipe2(stdout[:], syscall.O_CLOEXEC))
-		// The supervisor's copies: the program's stdin read end, stdout write end.
-		held := holdPipes(stdin[0], stdout[1])
-		require.Len(t, held, 2)
-		otherOut, otherIn := stdin[1], stdout[0]
-		seen := make(chan bool)
-		go func() {
-			p := []unix.PollFd{{Fd: int32(otherOut), Events: unix.POLLOUT}}
-			for {
-				if _, err := unix.Poll(p, -1); err == nil && p[0].Revents&unix.POLLERR != 0 {
-					break
-				}
-				p[0].Events = 0 // writable until the reader goes: wait for POLLERR alone
+	type pair struct {
+		toProg, fromProg [2]int // [read, write]
+	}
+	newPair := func() pair {
+		var p pair
+		require.NoError(t, syscall.Pipe2(p.toProg[:], syscall.O_CLOEXEC))
+		require.NoError(t, syscall.Pipe2(p.fromProg[:], syscall.O_CLOEXEC))
+		return p
+	}
+	shapes := map[string]struct {
+		programs int
+		held     func(ps []pair) []int
+	}{
+		"interactor": {1, func(ps []pair) []int { return []int{ps[0].fromProg[0], ps[0].toProg[1]} }},
+		"manager": {2, func(ps []pair) []int {
+			fds := []int{-1, -1}
+			for _, p := range ps {
+				fds = append(fds, p.toProg[1], p.fromProg[0])
 			}
-			seen <- peerClosed(otherIn)
-		}()
-		releasePipes(held)
-		require.True(t, <-seen, "EPIPE before the hang-up of the other side's stdin")
-		closeFDs(otherOut, otherIn)
+			return fds
+		}},
+	}
+	for name, shape := range shapes {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			for range 200 {
+				var ps []pair
+				for range shape.programs {
+					ps = append(ps, newPair())
+				}
+				held := holdPipes(shape.held(ps)...)
+				seen := make(chan bool, len(ps))
+				for _, p := range ps {
+					go func() {
+						fds := []unix.PollFd{{Fd: int32(p.fromProg[1]), Events: unix.POLLOUT}}
+						for {
+							if _, err := unix.Poll(fds, -1); err == nil && fds[0].Revents&unix.POLLERR != 0 {
+								break
+							}
+							fds[0].Events = 0 // writable until the reader goes: wait for POLLERR alone
+						}
+						seen <- peerClosed(p.toProg[0])
+					}()
+				}
+				releasePipes(held)
+				for range ps {
+					require.True(t, <-seen, "EPIPE before the hang-up of the program's stdin")
+				}
+				for _, p := range ps {
+					closeFDs(p.toProg[0], p.fromProg[1])
+				}
+			}
+		})
 	}
 }
