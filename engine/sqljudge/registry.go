@@ -181,6 +181,14 @@ func (e *Executor) killSessionsOf(ctx context.Context, user string) error {
 // session to leave the process list.
 const sessionEndWait = 2 * time.Second
 
+// sessionVisible reports whether the session with the thread id is in the
+// process list (for another account's session, that needs PROCESS).
+func (e *Executor) sessionVisible(ctx context.Context, threadID int64) (bool, error) {
+	var n int
+	err := e.db.QueryRowContext(ctx, "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE id = ?", threadID).Scan(&n)
+	return n > 0, err
+}
+
 // sessionEnds reports whether the session with the thread id leaves the
 // process list within sessionEndWait (or ctx).
 func (e *Executor) sessionEnds(ctx context.Context, threadID int64) bool {
@@ -189,12 +197,8 @@ func (e *Executor) sessionEnds(ctx context.Context, threadID int64) bool {
 	tick := time.NewTicker(20 * time.Millisecond)
 	defer tick.Stop()
 	for {
-		var n int
-		if err := e.db.QueryRowContext(ctx, "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE id = ?", threadID).Scan(&n); err != nil {
-			return false
-		}
-		if n == 0 {
-			return true
+		if seen, err := e.sessionVisible(ctx, threadID); err != nil || !seen {
+			return err == nil
 		}
 		select {
 		case <-ctx.Done():

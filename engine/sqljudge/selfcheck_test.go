@@ -186,16 +186,16 @@ func TestKillSessionsWithoutKillRightWaitsForClosedSession(t *testing.T) {
 	defer cancel()
 
 	// Closed while the cleanup waits: no error.
-	db := session()
-	closed := time.AfterFunc(300*time.Millisecond, func() { db.Close() })
+	closing := session()
+	closed := time.AfterFunc(300*time.Millisecond, func() { closing.Close() })
 	defer closed.Stop()
 	start := time.Now()
 	require.NoError(t, b.exec.killSessionsOf(ctx, other))
 	require.GreaterOrEqual(t, time.Since(start), 300*time.Millisecond)
 
 	// Still open: the missing right is reported.
-	db = session()
-	defer db.Close()
+	open := session()
+	defer open.Close()
 	err = b.exec.killSessionsOf(ctx, other)
 	require.ErrorIs(t, err, ErrAdminRights)
 	require.Contains(t, err.Error(), "kill CONNECTION")

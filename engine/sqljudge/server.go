@@ -175,12 +175,11 @@ func (e *Executor) probeRights(ctx context.Context, srv *serverInfo) (err error)
 	if err != nil {
 		return err
 	}
-	var seen int64
-	if err := e.db.QueryRowContext(ctx, "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE id = ?",
-		sess.threadID).Scan(&seen); err != nil {
+	seen, err := e.sessionVisible(ctx, sess.threadID)
+	if err != nil {
 		return classifyAdmin(ctx, err, "self-check: list sessions")
 	}
-	if seen != 1 {
+	if !seen {
 		return engine.Infra(engine.InfraJudgeDBRights,
 			fmt.Errorf("%w: cannot see other accounts' sessions (PROCESS)", ErrAdminRights))
 	}
