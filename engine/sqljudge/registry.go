@@ -197,8 +197,12 @@ func (e *Executor) sessionEnds(ctx context.Context, threadID int64) bool {
 	tick := time.NewTicker(20 * time.Millisecond)
 	defer tick.Stop()
 	for {
-		if seen, err := e.sessionVisible(ctx, threadID); err != nil || !seen {
-			return err == nil
+		seen, err := e.sessionVisible(ctx, threadID)
+		if err != nil {
+			return false
+		}
+		if !seen {
+			return true
 		}
 		select {
 		case <-ctx.Done():
