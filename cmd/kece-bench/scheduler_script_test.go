@@ -61,3 +61,66 @@ func TestBenchSchedulerScript(t *testing.T) {
 	_, err = net.DialTimeout("tcp", "127.0.0.1:"+port, time.Second)
 	require.Error(t, err, "the private server is stopped when the script ends")
 }
+
+// scripts/bench-river-pairs.sh's own logic, with both benchmarks replaced
+// by stubs (RIVER_RUN, KECE_RUN) that print fixed figures and log the order
+// they ran in and the TMPDIR they saw: the pairs alternate River first, the
+// tmpfs regime puts both data directories on /dev/shm, the totals are the
+// sums' ratio, and bad input is refused with a message that says what to
+// fix. This is no measurement: the real pairs are run by hand
+// (docs/scheduling.md).
+func TestBenchRiverPairsScript(t *testing.T) {
+	dir := t.TempDir()
+	log := filepath.Join(dir, "order.log")
+	stub := func(name, body string) string {
+		p := filepath.Join(dir, name)
+		require.NoError(t, os.WriteFile(p, []byte("#!/bin/sh\n"+body), 0o755))
+		return p
+	}
+	n := filepath.Join(dir, "n")
+	river := stub("river.sh", `echo "river $1 $2 $TMPDIR" >>`+log+`
+echo river_commit_rate_per_s=20000
+echo river_jobs_per_s=4000
+`)
+	// KECE's stub alternates 3000 and 5000 lifecycles/s: together 8000 of 8000.
+	kece := stub("kece.sh", `echo "kece $1 $2 $TMPDIR" >>`+log+`
+c=$(cat `+n+` 2>/dev/null || echo 0); echo $((c+1)) >`+n+`
+echo commit_rate_per_s=30000
+if [ $((c % 2)) = 0 ]; then echo lifecycles_per_s=3000; else echo lifecycles_per_s=5000; fi
+echo server_cpu_ms_per_lifecycle=0.40
+`)
+	script, err := filepath.Abs("../../scripts/bench-river-pairs.sh")
+	require.NoError(t, err)
+	run := func(env []string, args ...string) (string, error) {
+		cmd := exec.Command(script, args...)
+		cmd.Env = append(os.Environ(), env...)
+		out, err := cmd.CombinedOutput()
+		return string(out), err
+	}
+
+	out, err := run([]string{"RIVER_RUN=" + river, "KECE_RUN=" + kece}, "-regime", "tmpfs", "-pairs", "2", "-duration", "3s")
+	require.NoError(t, err, out)
+	require.Contains(t, out, "pair=1 regime=tmpfs river_jobs_per_s=4000 river_commit_rate_per_s=20000 lifecycles_per_s=3000 commit_rate_per_s=30000 server_cpu_ms_per_lifecycle=0.40 ratio=0.75\n")
+	require.Contains(t, out, "pair=2 regime=tmpfs river_jobs_per_s=4000 river_commit_rate_per_s=20000 lifecycles_per_s=5000 commit_rate_per_s=30000 server_cpu_ms_per_lifecycle=0.40 ratio=1.25\n")
+	require.Contains(t, out, "pairs=2 regime=tmpfs river_jobs_per_s_mean=4000 kece_lifecycles_per_s_mean=4000 ratio_together=1.00\n")
+	order, err := os.ReadFile(log)
+	require.NoError(t, err)
+	require.Equal(t, "river -duration 3s /dev/shm\nkece -duration 3s /dev/shm\nriver -duration 3s /dev/shm\nkece -duration 3s /dev/shm\n", string(order))
+
+	for _, c := range []struct {
+		env  []string
+		args []string
+		want string
+	}{
+		{[]string{"RIVER_RUN="}, nil, "set RIVER_RUN to River's benchmark script"},
+		{[]string{"RIVER_RUN=" + filepath.Join(dir, "absent.sh")}, nil, "is not an executable file"},
+		{[]string{"RIVER_RUN=" + river, "KECE_RUN=" + kece}, []string{"-regime", "ssd"}, "-regime must be disk or tmpfs, not ssd"},
+		{[]string{"RIVER_RUN=" + river, "KECE_RUN=" + kece}, []string{"-pairs", "0"}, "-pairs must be a whole number of at least 1, not 0"},
+		{[]string{"RIVER_RUN=" + river, "KECE_RUN=" + kece}, []string{"-window", "2s"}, "unknown argument -window"},
+		{[]string{"RIVER_RUN=" + stub("silent.sh", "echo started\n"), "KECE_RUN=" + kece}, []string{"-pairs", "1"}, "no river_jobs_per_s= in the output of that run"},
+	} {
+		out, err := run(c.env, c.args...)
+		require.Error(t, err, "%v %v:\n%s", c.env, c.args, out)
+		require.Contains(t, out, c.want, "%v %v", c.env, c.args)
+	}
+}
