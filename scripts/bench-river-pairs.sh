@@ -20,6 +20,12 @@
 # where ratio_together is KECE's lifecycles over River's jobs summed over
 # the pairs (the machine's speed moves within an hour; one pair proves little).
 set -euo pipefail
+# Paths given relative to where the script was started from stay valid
+# after the cd below.
+abs() { case "$1" in /*) echo "$1" ;; *) echo "$PWD/$1" ;; esac; }
+[ -z "${RIVER_RUN:-}" ] || RIVER_RUN=$(abs "$RIVER_RUN")
+[ -z "${KECE_RUN:-}" ] || KECE_RUN=$(abs "$KECE_RUN")
+[ -z "${KECE_BENCH_BIN:-}" ] || export KECE_BENCH_BIN=$(abs "$KECE_BENCH_BIN")
 cd "$(dirname "$0")/.."
 regime=disk pairs=4 duration=20s
 while [ $# -gt 0 ]; do

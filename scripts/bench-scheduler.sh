@@ -19,6 +19,8 @@
 #
 #   scripts/bench-scheduler.sh [-nodes 8] [-slots 4] [-enqueuers 4] [-duration 8s]
 set -euo pipefail
+# A relative KECE_BENCH_BIN is relative to where the script was started.
+case "${KECE_BENCH_BIN:-}" in '' | /*) ;; *) KECE_BENCH_BIN=$PWD/$KECE_BENCH_BIN ;; esac
 cd "$(dirname "$0")/.."
 port=${KECE_BENCH_PORT:-33071}
 tmp=$(mktemp -d)

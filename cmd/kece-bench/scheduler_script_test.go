@@ -64,7 +64,8 @@ func TestBenchSchedulerScript(t *testing.T) {
 
 // scripts/bench-river-pairs.sh's own logic, with both benchmarks replaced
 // by stubs (RIVER_RUN, KECE_RUN) that print fixed figures and log the order
-// they ran in and the TMPDIR they saw: the pairs alternate River first, the
+// they ran in and the TMPDIR they saw (started from another directory,
+// with the stubs named relative to it): the pairs alternate River first, the
 // tmpfs regime puts both data directories on /dev/shm, the totals are the
 // sums' ratio, and bad input is refused with a message that says what to
 // fix. This is no measurement: the real pairs are run by hand
@@ -94,11 +95,13 @@ echo server_cpu_ms_per_lifecycle=0.40
 	run := func(env []string, args ...string) (string, error) {
 		cmd := exec.Command(script, args...)
 		cmd.Env = append(os.Environ(), env...)
+		cmd.Dir = dir
 		out, err := cmd.CombinedOutput()
 		return string(out), err
 	}
 
-	out, err := run([]string{"RIVER_RUN=" + river, "KECE_RUN=" + kece}, "-regime", "tmpfs", "-pairs", "2", "-duration", "3s")
+	// Started elsewhere, with the benchmarks named relative to there.
+	out, err := run([]string{"RIVER_RUN=river.sh", "KECE_RUN=./kece.sh"}, "-regime", "tmpfs", "-pairs", "2", "-duration", "3s")
 	require.NoError(t, err, out)
 	require.Contains(t, out, "pair=1 regime=tmpfs river_jobs_per_s=4000 river_commit_rate_per_s=20000 lifecycles_per_s=3000 commit_rate_per_s=30000 server_cpu_ms_per_lifecycle=0.40 ratio=0.75\n")
 	require.Contains(t, out, "pair=2 regime=tmpfs river_jobs_per_s=4000 river_commit_rate_per_s=20000 lifecycles_per_s=5000 commit_rate_per_s=30000 server_cpu_ms_per_lifecycle=0.40 ratio=1.25\n")
