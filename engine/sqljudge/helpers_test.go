@@ -80,6 +80,18 @@ func randHex(t *testing.T, n int) string {
 	return hex.EncodeToString(b)
 }
 
+// testAccountPrefix begins every account a test creates on the judge
+// server beside the executor's own (kju…), so a test that counts the
+// server's other accounts can leave out those of tests running beside it.
+const testAccountPrefix = "kece_test_"
+
+// testAccount is a new account name for a test: the prefix, what the
+// account is for, and random hex.
+func testAccount(t *testing.T, kind string) string {
+	t.Helper()
+	return testAccountPrefix + kind + "_" + randHex(t, 4)
+}
+
 // testNodeID is unique per test, so parallel tests never share registry rows.
 func testNodeID(t *testing.T) string {
 	name := nodeSanitizeRE.ReplaceAllString(t.Name(), "-")

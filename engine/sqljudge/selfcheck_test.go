@@ -100,7 +100,7 @@ func TestSelfCheckRefusesMissingRights(t *testing.T) {
 			t.Parallel()
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
-			user := "kece_weak_" + randHex(t, 4)
+			user := testAccount(t, "weak")
 			acct := account(user, host)
 			_, err := root.Exec("CREATE USER " + acct + " IDENTIFIED BY 'weakpw'")
 			require.NoError(t, err)
@@ -137,7 +137,7 @@ func TestSelfCheckMinimalDocumentedGrants(t *testing.T) {
 	if !containsMariaDB(version) {
 		kill = "CONNECTION_ADMIN"
 	}
-	user := "kece_weak_" + randHex(t, 4)
+	user := testAccount(t, "weak")
 	acct := account(user, host)
 	_, err := root.Exec("CREATE USER " + acct + " IDENTIFIED BY 'minpw'")
 	require.NoError(t, err)
@@ -164,7 +164,7 @@ func TestKillSessionsWithoutKillRightWaitsForClosedSession(t *testing.T) {
 	root := rootDB(t)
 	var host string
 	require.NoError(t, root.QueryRow("SELECT SUBSTRING_INDEX(USER(), '@', -1)").Scan(&host))
-	weak := "kece_weak_" + randHex(t, 4)
+	weak := testAccount(t, "weak")
 	_, err := root.Exec("CREATE USER " + account(weak, host) + " IDENTIFIED BY 'weakpw'")
 	require.NoError(t, err)
 	t.Cleanup(func() { _, _ = root.Exec("DROP USER IF EXISTS " + account(weak, host)) })
@@ -172,7 +172,7 @@ func TestKillSessionsWithoutKillRightWaitsForClosedSession(t *testing.T) {
 	require.NoError(t, err)
 	b := setup(t, func(c *Config) { c.AdminDSN = weak + ":weakpw@tcp(" + adminAddr(t) + ")/" })
 
-	other := "kece_other_" + randHex(t, 4)
+	other := testAccount(t, "other")
 	_, err = root.Exec("CREATE USER " + account(other, host) + " IDENTIFIED BY 'otherpw'")
 	require.NoError(t, err)
 	t.Cleanup(func() { _, _ = root.Exec("DROP USER IF EXISTS " + account(other, host)) })
