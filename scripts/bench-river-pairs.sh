@@ -59,10 +59,15 @@ if [ -z "${KECE_BENCH_BIN:-}" ] && [ -z "${KECE_RUN:-}" ]; then
   export KECE_BENCH_BIN=$work/kece-bench
 fi
 
-# figure KEY FILE: the value of the last KEY=value field in FILE.
+# lookup KEY FILE: the value of the last KEY=value field in FILE, or nothing.
+lookup() {
+  grep -oE "(^|[[:space:]])$1=[0-9.]+" "$2" | tail -1 | cut -d= -f2 || true
+}
+
+# figure KEY FILE: as lookup, but a run that printed no KEY is an error.
 figure() {
   local v
-  v=$(grep -oE "(^|[[:space:]])$1=[0-9.]+" "$2" | tail -1 | cut -d= -f2) || true
+  v=$(lookup "$1" "$2")
   if [ -z "$v" ]; then
     echo "bench-river-pairs: no $1= in the output of that run:" >&2
     cat "$2" >&2
@@ -79,10 +84,10 @@ for i in $(seq 1 "$pairs"); do
   rc=$(figure river_commit_rate_per_s "$work/river.out")
   k=$(figure lifecycles_per_s "$work/kece.out")
   kc=$(figure commit_rate_per_s "$work/kece.out")
-  ks=$(grep -oE "server_cpu_ms_per_lifecycle=[0-9.]+" "$work/kece.out" | tail -1 | cut -d= -f2) || true
+  ks=$(lookup server_cpu_ms_per_lifecycle "$work/kece.out")
   river_sum=$(awk -v a="$river_sum" -v b="$r" 'BEGIN { print a + b }')
   kece_sum=$(awk -v a="$kece_sum" -v b="$k" 'BEGIN { print a + b }')
-  awk -v i="$i" -v r="$r" -v rc="$rc" -v k="$k" -v kc="$kc" -v ks="${ks:-}" -v g="$regime" 'BEGIN {
+  awk -v i="$i" -v r="$r" -v rc="$rc" -v k="$k" -v kc="$kc" -v ks="$ks" -v g="$regime" 'BEGIN {
     printf "pair=%d regime=%s river_jobs_per_s=%s river_commit_rate_per_s=%s lifecycles_per_s=%s commit_rate_per_s=%s", i, g, r, rc, k, kc
     if (ks != "") printf " server_cpu_ms_per_lifecycle=%s", ks
     printf " ratio=%.2f\n", (r > 0 ? k / r : 0)

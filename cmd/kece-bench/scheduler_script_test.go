@@ -21,16 +21,8 @@ import (
 // MariaDB server binaries (not a running server); KECE_REQUIRE_MYSQL=1
 // makes their absence a failure.
 func TestBenchSchedulerScript(t *testing.T) {
-	if _, err := exec.LookPath("mariadb-install-db"); err != nil {
-		if os.Getenv("KECE_REQUIRE_MYSQL") == "1" {
-			t.Fatalf("mariadb-install-db not found (KECE_REQUIRE_MYSQL=1): %v", err)
-		}
-		t.Skip("mariadb-install-db not found: install mariadb-server")
-	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	port := strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
-	require.NoError(t, l.Close())
+	requireMariaDBBinaries(t)
+	port := freePort(t)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
@@ -60,6 +52,29 @@ func TestBenchSchedulerScript(t *testing.T) {
 	}
 	_, err = net.DialTimeout("tcp", "127.0.0.1:"+port, time.Second)
 	require.Error(t, err, "the private server is stopped when the script ends")
+}
+
+// requireMariaDBBinaries skips a test that runs the bench scripts (which
+// start a private server) where the MariaDB server binaries are absent,
+// and fails it when KECE_REQUIRE_MYSQL=1.
+func requireMariaDBBinaries(t *testing.T) {
+	t.Helper()
+	if _, err := exec.LookPath("mariadb-install-db"); err != nil {
+		if os.Getenv("KECE_REQUIRE_MYSQL") == "1" {
+			t.Fatalf("mariadb-install-db not found (KECE_REQUIRE_MYSQL=1): %v", err)
+		}
+		t.Skip("mariadb-install-db not found: install mariadb-server")
+	}
+}
+
+// freePort is a loopback port free a moment ago, for a private server.
+func freePort(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	port := strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
+	require.NoError(t, l.Close())
+	return port
 }
 
 // scripts/bench-river-pairs.sh's own logic, with both benchmarks replaced
@@ -126,4 +141,39 @@ echo server_cpu_ms_per_lifecycle=0.40
 		require.Error(t, err, "%v %v:\n%s", c.env, c.args, out)
 		require.Contains(t, out, c.want, "%v %v", c.env, c.args)
 	}
+}
+
+// The command docs/scheduling.md gives for the commit-bound regime, with
+// only River replaced by a stub (the repository does not carry it) and a
+// short window: the KECE side is this tree's kece-bench, built once by the
+// script, on scripts/bench-scheduler.sh's private server, and its
+// figures reach the pair's line.
+func TestBenchRiverPairsScriptRunsKECE(t *testing.T) {
+	requireMariaDBBinaries(t)
+	dir := t.TempDir()
+	river := filepath.Join(dir, "river.sh")
+	require.NoError(t, os.WriteFile(river, []byte("#!/bin/sh\necho river_commit_rate_per_s=1000\necho river_jobs_per_s=100\n"), 0o755))
+	script, err := filepath.Abs("../../scripts/bench-river-pairs.sh")
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, script, "-regime", "disk", "-pairs", "1", "-duration", "1s")
+	cmd.Env = append(os.Environ(), "RIVER_RUN="+river, "KECE_BENCH_PORT="+freePort(t), "TMPDIR="+dir)
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	var pair string
+	for line := range strings.Lines(string(out)) {
+		if strings.HasPrefix(line, "pair=1 ") {
+			pair = line
+		}
+	}
+	require.NotEmpty(t, pair, "no pair line in:\n%s", out)
+	for _, k := range []string{"lifecycles_per_s", "commit_rate_per_s", "server_cpu_ms_per_lifecycle", "ratio"} {
+		_, v, ok := strings.Cut(pair, " "+k+"=")
+		require.True(t, ok, "%s in %q", k, pair)
+		f, err := strconv.ParseFloat(strings.Fields(v)[0], 64)
+		require.NoError(t, err, "%s in %q", k, pair)
+		require.Positive(t, f, "%s in %q", k, pair)
+	}
+	require.Contains(t, string(out), "pairs=1 regime=disk river_jobs_per_s_mean=100 ")
 }
