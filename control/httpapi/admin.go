@@ -48,7 +48,7 @@ func nodeErr(err error) error {
 }
 
 // liveNode reads a node and refuses a revoked one with 409 NODE_REVOKED.
-func (a adminAPI) liveNode(ctx context.Context, rawID string) (store.Node, error) {
+func (a fleetAdmin) liveNode(ctx context.Context, rawID string) (store.Node, error) {
 	id, err := parseID("nodeId", rawID)
 	if err != nil {
 		return store.Node{}, err
@@ -63,7 +63,7 @@ func (a adminAPI) liveNode(ctx context.Context, rawID string) (store.Node, error
 	return n, nil
 }
 
-func (a adminAPI) judger(ctx context.Context, n store.Node) adminapi.Judger {
+func (a fleetAdmin) judger(ctx context.Context, n store.Node) adminapi.Judger {
 	t, err := a.s.store.Nodes().NodeTimestamps(ctx, n.ID)
 	if err != nil {
 		return judgerOut(n, nil)
@@ -71,7 +71,7 @@ func (a adminAPI) judger(ctx context.Context, n store.Node) adminapi.Judger {
 	return judgerOut(n, &t)
 }
 
-func (a adminAPI) hostGroup(ctx context.Context, id int64) (adminapi.HostGroup, error) {
+func (a fleetAdmin) hostGroup(ctx context.Context, id int64) (adminapi.HostGroup, error) {
 	gs, err := a.s.store.Nodes().HostGroupDetails(ctx, id)
 	if err != nil {
 		return adminapi.HostGroup{}, err
@@ -83,7 +83,7 @@ func (a adminAPI) hostGroup(ctx context.Context, id int64) (adminapi.HostGroup, 
 }
 
 // ListHostGroups lists host groups with capacity and use.
-func (a adminAPI) ListHostGroups(ctx context.Context, _ adminapi.ListHostGroupsRequestObject) (adminapi.ListHostGroupsResponseObject, error) {
+func (a fleetAdmin) ListHostGroups(ctx context.Context, _ adminapi.ListHostGroupsRequestObject) (adminapi.ListHostGroupsResponseObject, error) {
 	gs, err := a.s.store.Nodes().HostGroupDetails(ctx, 0)
 	if err != nil {
 		return nil, err
@@ -96,7 +96,7 @@ func (a adminAPI) ListHostGroups(ctx context.Context, _ adminapi.ListHostGroupsR
 }
 
 // CreateHostGroup adds a host group.
-func (a adminAPI) CreateHostGroup(ctx context.Context, req adminapi.CreateHostGroupRequestObject) (adminapi.CreateHostGroupResponseObject, error) {
+func (a fleetAdmin) CreateHostGroup(ctx context.Context, req adminapi.CreateHostGroupRequestObject) (adminapi.CreateHostGroupResponseObject, error) {
 	g, err := a.s.store.Nodes().CreateHostGroup(ctx, req.Body.Name, int(req.Body.SlotCapacity), actor(ctx))
 	if errors.Is(err, store.ErrConflict) {
 		return nil, apiErr(http.StatusConflict, codeNameTaken, err)
@@ -113,7 +113,7 @@ func (a adminAPI) CreateHostGroup(ctx context.Context, req adminapi.CreateHostGr
 }
 
 // UpdateHostGroup resizes a host group with an optimistic revision check.
-func (a adminAPI) UpdateHostGroup(ctx context.Context, req adminapi.UpdateHostGroupRequestObject) (adminapi.UpdateHostGroupResponseObject, error) {
+func (a fleetAdmin) UpdateHostGroup(ctx context.Context, req adminapi.UpdateHostGroupRequestObject) (adminapi.UpdateHostGroupResponseObject, error) {
 	id, err := parseID("hostGroupId", req.HostGroupId)
 	if err != nil {
 		return nil, err
@@ -134,7 +134,7 @@ func (a adminAPI) UpdateHostGroup(ctx context.Context, req adminapi.UpdateHostGr
 }
 
 // ListJudgers lists nodes, optionally by pool and desired state.
-func (a adminAPI) ListJudgers(ctx context.Context, req adminapi.ListJudgersRequestObject) (adminapi.ListJudgersResponseObject, error) {
+func (a fleetAdmin) ListJudgers(ctx context.Context, req adminapi.ListJudgersRequestObject) (adminapi.ListJudgersResponseObject, error) {
 	var pool string
 	var state store.NodeState
 	if req.Params.Pool != nil {
@@ -155,7 +155,7 @@ func (a adminAPI) ListJudgers(ctx context.Context, req adminapi.ListJudgersReque
 }
 
 // CreateJudger registers a node and returns its join code once.
-func (a adminAPI) CreateJudger(ctx context.Context, req adminapi.CreateJudgerRequestObject) (adminapi.CreateJudgerResponseObject, error) {
+func (a fleetAdmin) CreateJudger(ctx context.Context, req adminapi.CreateJudgerRequestObject) (adminapi.CreateJudgerResponseObject, error) {
 	groupID, err := parseID("hostGroupId", req.Body.HostGroupId)
 	if err != nil {
 		return nil, err
@@ -183,7 +183,7 @@ func (a adminAPI) CreateJudger(ctx context.Context, req adminapi.CreateJudgerReq
 		JoinCodeExpiresAt: time.Now().Add(code.ExpiresIn).UTC()}, nil
 }
 
-func (a adminAPI) prober() (*probe.Prober, error) {
+func (a fleetAdmin) prober() (*probe.Prober, error) {
 	p, err := probe.New(a.s.cfg.Probe)
 	if err != nil {
 		return nil, fmt.Errorf("probe config: %w", err)
@@ -192,7 +192,7 @@ func (a adminAPI) prober() (*probe.Prober, error) {
 }
 
 // checkAddress applies the static probe rules to an admin-entered address.
-func (a adminAPI) checkAddress(address string) error {
+func (a fleetAdmin) checkAddress(address string) error {
 	p, err := a.prober()
 	if err != nil {
 		return err
@@ -204,7 +204,7 @@ func (a adminAPI) checkAddress(address string) error {
 }
 
 // GetJudger returns a node with its recent attempts, checks and audit trail.
-func (a adminAPI) GetJudger(ctx context.Context, req adminapi.GetJudgerRequestObject) (adminapi.GetJudgerResponseObject, error) {
+func (a fleetAdmin) GetJudger(ctx context.Context, req adminapi.GetJudgerRequestObject) (adminapi.GetJudgerResponseObject, error) {
 	id, err := parseID("nodeId", req.NodeId)
 	if err != nil {
 		return nil, err
@@ -240,7 +240,7 @@ func (a adminAPI) GetJudger(ctx context.Context, req adminapi.GetJudgerRequestOb
 }
 
 // UpdateJudger resizes a node with an optimistic revision check.
-func (a adminAPI) UpdateJudger(ctx context.Context, req adminapi.UpdateJudgerRequestObject) (adminapi.UpdateJudgerResponseObject, error) {
+func (a fleetAdmin) UpdateJudger(ctx context.Context, req adminapi.UpdateJudgerRequestObject) (adminapi.UpdateJudgerResponseObject, error) {
 	n, err := a.liveNode(ctx, req.NodeId)
 	if err != nil {
 		return nil, err
@@ -257,7 +257,7 @@ func (a adminAPI) UpdateJudger(ctx context.Context, req adminapi.UpdateJudgerReq
 }
 
 // ResetJoinCode issues a fresh join code for a node that has not joined.
-func (a adminAPI) ResetJoinCode(ctx context.Context, req adminapi.ResetJoinCodeRequestObject) (adminapi.ResetJoinCodeResponseObject, error) {
+func (a fleetAdmin) ResetJoinCode(ctx context.Context, req adminapi.ResetJoinCodeRequestObject) (adminapi.ResetJoinCodeResponseObject, error) {
 	id, err := parseID("nodeId", req.NodeId)
 	if err != nil {
 		return nil, err
@@ -281,7 +281,7 @@ func (a adminAPI) ResetJoinCode(ctx context.Context, req adminapi.ResetJoinCodeR
 // VerifyJudger starts a self-check: the pool's built-in known-answer program
 // as a CHECK job only this node may claim. The check's manifest and files
 // are published on first use (idempotent).
-func (a adminAPI) VerifyJudger(ctx context.Context, req adminapi.VerifyJudgerRequestObject) (adminapi.VerifyJudgerResponseObject, error) {
+func (a fleetAdmin) VerifyJudger(ctx context.Context, req adminapi.VerifyJudgerRequestObject) (adminapi.VerifyJudgerResponseObject, error) {
 	n, err := a.liveNode(ctx, req.NodeId)
 	if err != nil {
 		return nil, err
@@ -305,7 +305,7 @@ func (a adminAPI) VerifyJudger(ctx context.Context, req adminapi.VerifyJudgerReq
 }
 
 // EnableJudger lets a verified, online node claim pool work.
-func (a adminAPI) EnableJudger(ctx context.Context, req adminapi.EnableJudgerRequestObject) (adminapi.EnableJudgerResponseObject, error) {
+func (a fleetAdmin) EnableJudger(ctx context.Context, req adminapi.EnableJudgerRequestObject) (adminapi.EnableJudgerResponseObject, error) {
 	n, err := a.liveNode(ctx, req.NodeId)
 	if err != nil {
 		return nil, err
@@ -330,7 +330,7 @@ func (a adminAPI) EnableJudger(ctx context.Context, req adminapi.EnableJudgerReq
 
 // DrainJudger stops new claims; running jobs finish, by the deadline if one
 // is given (the control plane enforces it, see store.ExpireDrainDeadlines).
-func (a adminAPI) DrainJudger(ctx context.Context, req adminapi.DrainJudgerRequestObject) (adminapi.DrainJudgerResponseObject, error) {
+func (a fleetAdmin) DrainJudger(ctx context.Context, req adminapi.DrainJudgerRequestObject) (adminapi.DrainJudgerResponseObject, error) {
 	n, err := a.liveNode(ctx, req.NodeId)
 	if err != nil {
 		return nil, err
@@ -345,7 +345,7 @@ func (a adminAPI) DrainJudger(ctx context.Context, req adminapi.DrainJudgerReque
 }
 
 // DisableJudger disables a node with no live lease, or any node with force.
-func (a adminAPI) DisableJudger(ctx context.Context, req adminapi.DisableJudgerRequestObject) (adminapi.DisableJudgerResponseObject, error) {
+func (a fleetAdmin) DisableJudger(ctx context.Context, req adminapi.DisableJudgerRequestObject) (adminapi.DisableJudgerResponseObject, error) {
 	n, err := a.liveNode(ctx, req.NodeId)
 	if err != nil {
 		return nil, err
@@ -362,7 +362,7 @@ func (a adminAPI) DisableJudger(ctx context.Context, req adminapi.DisableJudgerR
 }
 
 // RevokeJudger revokes a node at once; revoking a revoked node is a no-op.
-func (a adminAPI) RevokeJudger(ctx context.Context, req adminapi.RevokeJudgerRequestObject) (adminapi.RevokeJudgerResponseObject, error) {
+func (a fleetAdmin) RevokeJudger(ctx context.Context, req adminapi.RevokeJudgerRequestObject) (adminapi.RevokeJudgerResponseObject, error) {
 	id, err := parseID("nodeId", req.NodeId)
 	if err != nil {
 		return nil, err
@@ -381,7 +381,7 @@ func (a adminAPI) RevokeJudger(ctx context.Context, req adminapi.RevokeJudgerReq
 }
 
 // RotateJudgerCredential kills the node credential and issues a join code.
-func (a adminAPI) RotateJudgerCredential(ctx context.Context, req adminapi.RotateJudgerCredentialRequestObject) (adminapi.RotateJudgerCredentialResponseObject, error) {
+func (a fleetAdmin) RotateJudgerCredential(ctx context.Context, req adminapi.RotateJudgerCredentialRequestObject) (adminapi.RotateJudgerCredentialResponseObject, error) {
 	id, err := parseID("nodeId", req.NodeId)
 	if err != nil {
 		return nil, err
@@ -397,7 +397,7 @@ func (a adminAPI) RotateJudgerCredential(ctx context.Context, req adminapi.Rotat
 
 // ProbeJudger fetches the node's /healthz from its admin-entered address
 // under the SSRF rules of control/probe.
-func (a adminAPI) ProbeJudger(ctx context.Context, req adminapi.ProbeJudgerRequestObject) (adminapi.ProbeJudgerResponseObject, error) {
+func (a fleetAdmin) ProbeJudger(ctx context.Context, req adminapi.ProbeJudgerRequestObject) (adminapi.ProbeJudgerResponseObject, error) {
 	id, err := parseID("nodeId", req.NodeId)
 	if err != nil {
 		return nil, err

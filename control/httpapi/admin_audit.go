@@ -22,7 +22,7 @@ func (s *Server) withCaller(next http.Handler) http.Handler {
 
 // ListAudit lists every audit entry newest first, by actor, action, node,
 // job and time, in keyset pages.
-func (a adminAPI) ListAudit(ctx context.Context, req adminapi.ListAuditRequestObject) (adminapi.ListAuditResponseObject, error) {
+func (a jobsAdmin) ListAudit(ctx context.Context, req adminapi.ListAuditRequestObject) (adminapi.ListAuditResponseObject, error) {
 	p := req.Params
 	f := store.AuditFilter{Limit: pageLimit(p.Limit), After: optTime(p.After), Before: optTime(p.Before)}
 	var err error

@@ -62,7 +62,7 @@ func filterErr(err error) error {
 
 // ListJudgeJobs searches jobs newest first: by submission (type and id),
 // pool, state, kind, verdict and creation time, in keyset pages.
-func (a adminAPI) ListJudgeJobs(ctx context.Context, req adminapi.ListJudgeJobsRequestObject) (adminapi.ListJudgeJobsResponseObject, error) {
+func (a jobsAdmin) ListJudgeJobs(ctx context.Context, req adminapi.ListJudgeJobsRequestObject) (adminapi.ListJudgeJobsResponseObject, error) {
 	p := req.Params
 	f := store.JobFilter{Limit: pageLimit(p.Limit), CreatedAfter: optTime(p.CreatedAfter), CreatedBefore: optTime(p.CreatedBefore)}
 	var err error
@@ -110,7 +110,7 @@ func (a adminAPI) ListJudgeJobs(ctx context.Context, req adminapi.ListJudgeJobsR
 	return adminapi.ListJudgeJobs200JSONResponse(out), nil
 }
 
-func (a adminAPI) job(ctx context.Context, id int64) (adminapi.JudgeJob, store.Job, *store.JobExtra, error) {
+func (a jobsAdmin) job(ctx context.Context, id int64) (adminapi.JudgeJob, store.Job, *store.JobExtra, error) {
 	j, err := a.s.store.Jobs().GetJob(ctx, id)
 	if err != nil {
 		return adminapi.JudgeJob{}, j, nil, orNotFound(err, codeJobNotFound)
@@ -125,7 +125,7 @@ func (a adminAPI) job(ctx context.Context, id int64) (adminapi.JudgeJob, store.J
 // GetJudgeJob returns a job with its attempts timeline, result (case
 // results and compile log), the other generations of its submission and its
 // audit trail: everything a job page shows.
-func (a adminAPI) GetJudgeJob(ctx context.Context, req adminapi.GetJudgeJobRequestObject) (adminapi.GetJudgeJobResponseObject, error) {
+func (a jobsAdmin) GetJudgeJob(ctx context.Context, req adminapi.GetJudgeJobRequestObject) (adminapi.GetJudgeJobResponseObject, error) {
 	id, err := parseID("jobId", req.JobId)
 	if err != nil {
 		return nil, err
@@ -167,7 +167,7 @@ func (a adminAPI) GetJudgeJob(ctx context.Context, req adminapi.GetJudgeJobReque
 }
 
 // RejudgeJudgeJob rejudges the submission of a job that is still current.
-func (a adminAPI) RejudgeJudgeJob(ctx context.Context, req adminapi.RejudgeJudgeJobRequestObject) (adminapi.RejudgeJudgeJobResponseObject, error) {
+func (a jobsAdmin) RejudgeJudgeJob(ctx context.Context, req adminapi.RejudgeJudgeJobRequestObject) (adminapi.RejudgeJudgeJobResponseObject, error) {
 	id, err := parseID("jobId", req.JobId)
 	if err != nil {
 		return nil, err
@@ -188,7 +188,7 @@ func (a adminAPI) RejudgeJudgeJob(ctx context.Context, req adminapi.RejudgeJudge
 
 // CancelJudgeJob cancels a queued or running job; a CANCELLED job answers
 // 200, a COMPLETED or FAILED one 409 JOB_TERMINAL.
-func (a adminAPI) CancelJudgeJob(ctx context.Context, req adminapi.CancelJudgeJobRequestObject) (adminapi.CancelJudgeJobResponseObject, error) {
+func (a jobsAdmin) CancelJudgeJob(ctx context.Context, req adminapi.CancelJudgeJobRequestObject) (adminapi.CancelJudgeJobResponseObject, error) {
 	id, err := parseID("jobId", req.JobId)
 	if err != nil {
 		return nil, err
@@ -209,7 +209,7 @@ func (a adminAPI) CancelJudgeJob(ctx context.Context, req adminapi.CancelJudgeJo
 }
 
 // ListSettlementEvents lists settlement events, e.g. dead letters.
-func (a adminAPI) ListSettlementEvents(ctx context.Context, req adminapi.ListSettlementEventsRequestObject) (adminapi.ListSettlementEventsResponseObject, error) {
+func (a jobsAdmin) ListSettlementEvents(ctx context.Context, req adminapi.ListSettlementEventsRequestObject) (adminapi.ListSettlementEventsResponseObject, error) {
 	f := store.EventFilter{Limit: pageLimit(req.Params.Limit)}
 	var err error
 	if f.BeforeID, err = beforeID(req.Params.BeforeId); err != nil {
@@ -237,7 +237,7 @@ func (a adminAPI) ListSettlementEvents(ctx context.Context, req adminapi.ListSet
 }
 
 // RedeliverSettlementEvent puts a dead-lettered event back into delivery.
-func (a adminAPI) RedeliverSettlementEvent(ctx context.Context, req adminapi.RedeliverSettlementEventRequestObject) (adminapi.RedeliverSettlementEventResponseObject, error) {
+func (a jobsAdmin) RedeliverSettlementEvent(ctx context.Context, req adminapi.RedeliverSettlementEventRequestObject) (adminapi.RedeliverSettlementEventResponseObject, error) {
 	id, err := parseID("eventId", req.EventId)
 	if err != nil {
 		return nil, err
@@ -254,7 +254,7 @@ func (a adminAPI) RedeliverSettlementEvent(ctx context.Context, req adminapi.Red
 }
 
 // Reconcile checks the scheduling invariants now (read-only).
-func (a adminAPI) Reconcile(ctx context.Context, _ adminapi.ReconcileRequestObject) (adminapi.ReconcileResponseObject, error) {
+func (a jobsAdmin) Reconcile(ctx context.Context, _ adminapi.ReconcileRequestObject) (adminapi.ReconcileResponseObject, error) {
 	rep, err := a.s.reconciler.Reconcile(ctx)
 	if err != nil {
 		return nil, err
@@ -278,7 +278,7 @@ func (a adminAPI) Reconcile(ctx context.Context, _ adminapi.ReconcileRequestObje
 
 // GetVerdictMix counts, per pool, the submissions that finished in the last
 // minutes by outcome and by time bucket.
-func (a adminAPI) GetVerdictMix(ctx context.Context, req adminapi.GetVerdictMixRequestObject) (adminapi.GetVerdictMixResponseObject, error) {
+func (a jobsAdmin) GetVerdictMix(ctx context.Context, req adminapi.GetVerdictMixRequestObject) (adminapi.GetVerdictMixResponseObject, error) {
 	minutes := store.VerdictMixMinutesDefault
 	if req.Params.Minutes != nil {
 		minutes = int(*req.Params.Minutes)

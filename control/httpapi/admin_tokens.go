@@ -17,7 +17,7 @@ import (
 )
 
 // ListBusinessTokens lists business tokens, never a secret.
-func (a adminAPI) ListBusinessTokens(ctx context.Context, _ adminapi.ListBusinessTokensRequestObject) (adminapi.ListBusinessTokensResponseObject, error) {
+func (a tenantsAdmin) ListBusinessTokens(ctx context.Context, _ adminapi.ListBusinessTokensRequestObject) (adminapi.ListBusinessTokensResponseObject, error) {
 	toks, err := a.s.store.Tokens().ListTokens(ctx, store.TokenBusiness)
 	if err != nil {
 		return nil, err
@@ -30,7 +30,7 @@ func (a adminAPI) ListBusinessTokens(ctx context.Context, _ adminapi.ListBusines
 }
 
 // CreateBusinessToken issues a business token; the secret is answered once.
-func (a adminAPI) CreateBusinessToken(ctx context.Context, req adminapi.CreateBusinessTokenRequestObject) (adminapi.CreateBusinessTokenResponseObject, error) {
+func (a tenantsAdmin) CreateBusinessToken(ctx context.Context, req adminapi.CreateBusinessTokenRequestObject) (adminapi.CreateBusinessTokenResponseObject, error) {
 	body := req.Body
 	spec := store.TokenSpec{Kind: store.TokenBusiness, Name: body.Name, Actor: actor(ctx)}
 	if body.SubmissionTypes != nil {
@@ -65,7 +65,7 @@ func (a adminAPI) CreateBusinessToken(ctx context.Context, req adminapi.CreateBu
 
 // SetBusinessTokenRateLimit sets a business token's own request budget,
 // or (no rateLimit) returns it to the server's default.
-func (a adminAPI) SetBusinessTokenRateLimit(ctx context.Context, req adminapi.SetBusinessTokenRateLimitRequestObject) (adminapi.SetBusinessTokenRateLimitResponseObject, error) {
+func (a tenantsAdmin) SetBusinessTokenRateLimit(ctx context.Context, req adminapi.SetBusinessTokenRateLimitRequestObject) (adminapi.SetBusinessTokenRateLimitResponseObject, error) {
 	lim, err := rateLimitIn(req.Body.RateLimit)
 	if err != nil {
 		return nil, err
@@ -118,7 +118,7 @@ func rateLimitText(lim *ratelimit.Limit) string {
 }
 
 // RevokeBusinessToken refuses a business token from now on.
-func (a adminAPI) RevokeBusinessToken(ctx context.Context, req adminapi.RevokeBusinessTokenRequestObject) (adminapi.RevokeBusinessTokenResponseObject, error) {
+func (a tenantsAdmin) RevokeBusinessToken(ctx context.Context, req adminapi.RevokeBusinessTokenRequestObject) (adminapi.RevokeBusinessTokenResponseObject, error) {
 	live, err := a.s.store.Tokens().RevokeTokenAs(ctx, store.TokenBusiness, req.Name, actor(ctx), req.Body.Reason)
 	if err != nil {
 		return nil, err
@@ -136,7 +136,7 @@ func (a adminAPI) RevokeBusinessToken(ctx context.Context, req adminapi.RevokeBu
 
 // businessToken reads one business token by name (the token table holds
 // one row per client, so a list read is cheap and keeps one query).
-func (a adminAPI) businessToken(ctx context.Context, name string) (adminapi.BusinessToken, error) {
+func (a tenantsAdmin) businessToken(ctx context.Context, name string) (adminapi.BusinessToken, error) {
 	toks, err := a.s.store.Tokens().ListTokens(ctx, store.TokenBusiness)
 	if err != nil {
 		return adminapi.BusinessToken{}, err

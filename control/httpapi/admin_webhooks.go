@@ -22,7 +22,7 @@ import (
 const webhookOverlapDefault = 24 * time.Hour
 
 // ListWebhookGroups lists every group's webhook, never a secret.
-func (a adminAPI) ListWebhookGroups(ctx context.Context, _ adminapi.ListWebhookGroupsRequestObject) (adminapi.ListWebhookGroupsResponseObject, error) {
+func (a tenantsAdmin) ListWebhookGroups(ctx context.Context, _ adminapi.ListWebhookGroupsRequestObject) (adminapi.ListWebhookGroupsResponseObject, error) {
 	gs, err := a.s.webhooks.List(ctx)
 	if err != nil {
 		return nil, err
@@ -35,7 +35,7 @@ func (a adminAPI) ListWebhookGroups(ctx context.Context, _ adminapi.ListWebhookG
 }
 
 // GetWebhookGroup reads one group's webhook.
-func (a adminAPI) GetWebhookGroup(ctx context.Context, req adminapi.GetWebhookGroupRequestObject) (adminapi.GetWebhookGroupResponseObject, error) {
+func (a tenantsAdmin) GetWebhookGroup(ctx context.Context, req adminapi.GetWebhookGroupRequestObject) (adminapi.GetWebhookGroupResponseObject, error) {
 	g, err := a.s.webhooks.Get(ctx, req.Group)
 	if err != nil {
 		return nil, webhookErr(err)
@@ -44,7 +44,7 @@ func (a adminAPI) GetWebhookGroup(ctx context.Context, req adminapi.GetWebhookGr
 }
 
 // PutWebhookGroup creates or updates a group's webhook.
-func (a adminAPI) PutWebhookGroup(ctx context.Context, req adminapi.PutWebhookGroupRequestObject) (adminapi.PutWebhookGroupResponseObject, error) {
+func (a tenantsAdmin) PutWebhookGroup(ctx context.Context, req adminapi.PutWebhookGroupRequestObject) (adminapi.PutWebhookGroupResponseObject, error) {
 	body := req.Body
 	if err := webhook.ValidateURL(body.Url); err != nil {
 		e := apiErr(http.StatusBadRequest, codeWebhookURLInvalid, err)
@@ -95,7 +95,7 @@ func (a adminAPI) PutWebhookGroup(ctx context.Context, req adminapi.PutWebhookGr
 }
 
 // DeleteWebhookGroup stops pushing a group's events.
-func (a adminAPI) DeleteWebhookGroup(ctx context.Context, req adminapi.DeleteWebhookGroupRequestObject) (adminapi.DeleteWebhookGroupResponseObject, error) {
+func (a tenantsAdmin) DeleteWebhookGroup(ctx context.Context, req adminapi.DeleteWebhookGroupRequestObject) (adminapi.DeleteWebhookGroupResponseObject, error) {
 	if err := a.s.webhooks.Delete(ctx, req.Group, actor(ctx), ""); err != nil {
 		return nil, webhookErr(err)
 	}
@@ -105,7 +105,7 @@ func (a adminAPI) DeleteWebhookGroup(ctx context.Context, req adminapi.DeleteWeb
 
 // RotateWebhookSecret makes a new secret current; the old ones sign on
 // for the overlap.
-func (a adminAPI) RotateWebhookSecret(ctx context.Context, req adminapi.RotateWebhookSecretRequestObject) (adminapi.RotateWebhookSecretResponseObject, error) {
+func (a tenantsAdmin) RotateWebhookSecret(ctx context.Context, req adminapi.RotateWebhookSecretRequestObject) (adminapi.RotateWebhookSecretResponseObject, error) {
 	body := req.Body
 	var sec string
 	var generated *string

@@ -21,7 +21,7 @@ func (b businessAPI) ListLanguages(ctx context.Context, _ businessapi.ListLangua
 
 // ListLanguages serves the admin surface the same catalog; the two contracts
 // declare the same JSON shape.
-func (a adminAPI) ListLanguages(ctx context.Context, _ adminapi.ListLanguagesRequestObject) (adminapi.ListLanguagesResponseObject, error) {
+func (a fleetAdmin) ListLanguages(ctx context.Context, _ adminapi.ListLanguagesRequestObject) (adminapi.ListLanguagesResponseObject, error) {
 	out, err := a.s.languages(ctx)
 	if err != nil {
 		return nil, err

@@ -11,8 +11,23 @@ import (
 	"github.com/kece-oj/kece/control/store"
 )
 
-// adminAPI implements adminapi.StrictServerInterface.
-type adminAPI struct{ s *Server }
+// adminAPI implements adminapi.StrictServerInterface: one embedded type
+// per aggregate, so no type carries the whole admin surface.
+type adminAPI struct {
+	fleetAdmin   // host groups, judgers, languages: admin.go, languages.go
+	jobsAdmin    // jobs, settlement events, reconcile, verdicts, audit: admin_jobs.go, admin_audit.go
+	tenantsAdmin // business tokens, webhook groups: admin_tokens.go, admin_webhooks.go
+}
+
+type (
+	fleetAdmin   struct{ s *Server }
+	jobsAdmin    struct{ s *Server }
+	tenantsAdmin struct{ s *Server }
+)
+
+func newAdminAPI(s *Server) adminAPI {
+	return adminAPI{fleetAdmin{s}, jobsAdmin{s}, tenantsAdmin{s}}
+}
 
 // businessAPI implements businessapi.StrictServerInterface.
 type businessAPI struct{ s *Server }
@@ -45,7 +60,7 @@ func (s *Server) mountMachine() error {
 func (s *Server) mountAdmin() error {
 	mux := http.NewServeMux()
 	reqErr, respErr := s.errorHandlers(surfaceAdmin)
-	adminapi.HandlerFromMux(adminapi.NewStrictHandlerWithOptions(adminAPI{s}, nil,
+	adminapi.HandlerFromMux(adminapi.NewStrictHandlerWithOptions(newAdminAPI(s), nil,
 		adminapi.StrictHTTPServerOptions{RequestErrorHandlerFunc: reqErr, ResponseErrorHandlerFunc: respErr}), mux)
 	s.adminMux = mux
 	s.admin = s.withCaller(s.tokenAuth(store.TokenAdmin, surfaceAdmin, nil,
