@@ -228,7 +228,7 @@ scrape_configs:
 			if status != "success" || n > 0 || time.Now().After(deadline) {
 				return status, n, errMsg
 			}
-			time.Sleep(500 * time.Millisecond)
+			time.Sleep(500 * time.Millisecond) // the poll interval of an HTTP query to another process
 		}
 	}
 	// Both targets up, with enough samples for rate() over any window.

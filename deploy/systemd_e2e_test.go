@@ -285,7 +285,7 @@ func startControlUnit(t *testing.T, ctx context.Context, h *sdHost, bin, dsn str
 		if state := h.show(ctx, "kece-control", "ActiveState"); state == "failed" || time.Now().After(deadline) {
 			t.Fatalf("kece-control.service never answered /healthz (state %s):\n%s", state, journal())
 		}
-		time.Sleep(200 * time.Millisecond)
+		time.Sleep(200 * time.Millisecond) // the poll interval of another process's /healthz
 	}
 	require.Equal(t, "kece", h.show(ctx, "kece-control", "User"))
 	// The hardening took effect on the running process, not just in the file:

@@ -282,7 +282,7 @@ func waitJob(t *testing.T, e *controltest.Env, jobID int64, within time.Duration
 			t.Fatalf("job %d: %s not within %s (last state %s, attempts %d, last error %q, epoch %d, node %d)",
 				jobID, what, within, last.State, last.AttemptCount, last.LastErrorCode, last.LeaseEpoch, last.NodeID)
 		}
-		time.Sleep(20 * time.Millisecond)
+		time.Sleep(20 * time.Millisecond) // the poll interval of a database read, as require.Eventually's
 	}
 }
 

@@ -744,7 +744,7 @@ func TestDependencyDownStopsClaiming(t *testing.T) {
 
 	// Paused: both jobs wait (the first is due again after its backoff) and
 	// no attempt is spent. Absence is shown over a bounded window.
-	time.Sleep(2 * time.Second)
+	time.Sleep(2 * time.Second) // absence over a bounded window
 	require.Equal(t, 1, fake.totalRuns(), "nothing leased while the daemon is down")
 	for _, id := range []int64{first, second} {
 		j, err := e.Store.Jobs().GetJob(e.Ctx, id)

@@ -153,7 +153,7 @@ func TestConcurrentClaimsNeverExceedCapacity(t *testing.T) {
 						return
 					}
 					for _, j := range got {
-						time.Sleep(time.Duration(rand.IntN(3)) * time.Millisecond)
+						time.Sleep(time.Duration(rand.IntN(3)) * time.Millisecond) // jitter: a judge's run time, so results interleave
 						r, err := st.Leases().Complete(ctx, n.sess.NodeSession, j.JobID, j.LeaseEpoch, storetest.ACResult())
 						if err != nil || r.Disposition != lease.Accepted {
 							t.Errorf("complete %d: %v %v", j.JobID, r, err)
@@ -162,7 +162,7 @@ func TestConcurrentClaimsNeverExceedCapacity(t *testing.T) {
 						done.Add(1)
 					}
 					if len(got) == 0 {
-						time.Sleep(time.Millisecond)
+						time.Sleep(time.Millisecond) // a node's pace between empty claims, not a wait for another goroutine
 					}
 				}
 			}()

@@ -83,7 +83,15 @@ func handWritten(t *testing.T, root string, dirs []string) []goFile {
 			t.Fatalf("reading %s: %v", dir, err)
 		}
 	}
-	if len(files) < 10 {
+	return files
+}
+
+// repo reads dirs of this repository with walk, and fails when that finds
+// too few files to be the real tree.
+func repo(t *testing.T, walk func(*testing.T, string, []string) []goFile, dirs []string) []goFile {
+	t.Helper()
+	files := walk(t, moduleRoot(t), dirs)
+	if len(files) < 50 {
 		t.Fatalf("%d Go files under %v: the walk is wrong", len(files), dirs)
 	}
 	return files
@@ -125,7 +133,7 @@ func typeExpr(e ast.Expr) string {
 }
 
 func TestFilesAndFunctionsStayShort(t *testing.T) {
-	report(t, sizeProblems(handWritten(t, moduleRoot(t), ruled), ruleTables))
+	report(t, sizeProblems(repo(t, handWritten, ruled), ruleTables))
 }
 
 // sizeProblems lists files over maxFileLines and functions over
@@ -165,7 +173,7 @@ func sizeProblems(files []goFile, tables map[string]string) []string {
 }
 
 func TestTypesKeepFewExportedMethods(t *testing.T) {
-	report(t, methodProblems(handWritten(t, moduleRoot(t), ruled), manyMethods))
+	report(t, methodProblems(repo(t, handWritten, ruled), manyMethods))
 }
 
 // methodProblems lists types with more than maxExportedMeths exported
@@ -199,7 +207,7 @@ func methodProblems(files []goFile, allowed map[string]string) []string {
 // engine/, has a Validate method, which reports every problem at once
 // (each package's own test checks that).
 func TestEveryConfigValidates(t *testing.T) {
-	report(t, configProblems(handWritten(t, moduleRoot(t), append([]string{"engine"}, ruled...))))
+	report(t, configProblems(repo(t, handWritten, append([]string{"engine"}, ruled...))))
 }
 
 // configProblems lists Config structs whose package declares no
@@ -300,4 +308,89 @@ func TestRulesCatchWhatTheyName(t *testing.T) {
 	want(methodProblems(files, nil), 1, "ruled/a.Wide has 26 exported methods")
 	want(methodProblems(files, map[string]string{"ruled/a.Wide": "x", "ruled/b.Config": "x"}), 1, "manyMethods lists ruled/b.Config")
 	want(configProblems(files), 1, "ruled/a.Config has no Validate method")
+
+	write("ruled/c/sleep_test.go", `package c
+
+import "time"
+
+func waits() {
+	time.Sleep(time.Millisecond)
+	// a measured window
+	time.Sleep(time.Second)
+	time.Sleep(time.Second) // a pace
+}
+`)
+	want(sleepProblems(testFiles(t, root, []string{"ruled"})), 1, "ruled/c/sleep_test.go:6:2: time.Sleep with no comment")
+}
+
+// TestTestSleepsSayWhy: tests wait on signals, not on time.Sleep
+// (CONTRIBUTING.md). A sleep that stays is a measured window, a pace, a
+// poll interval or the time under test passing, and says which in a
+// comment on its line or the line above, so a sleep that waits for another
+// goroutine cannot slip in unremarked.
+func TestTestSleepsSayWhy(t *testing.T) {
+	report(t, sleepProblems(repo(t, testFiles, append([]string{"engine", "internal", "deploy", "contracts"}, ruled...))))
+}
+
+// testFiles parses every _test.go file under dirs.
+func testFiles(t *testing.T, root string, dirs []string) []goFile {
+	t.Helper()
+	var files []goFile
+	for _, dir := range dirs {
+		err := filepath.WalkDir(filepath.Join(root, dir), func(path string, d fs.DirEntry, err error) error {
+			if err != nil || d.IsDir() || !strings.HasSuffix(path, "_test.go") {
+				return err
+			}
+			rel, err := filepath.Rel(root, path)
+			if err != nil {
+				return err
+			}
+			src, err := os.ReadFile(path)
+			if err != nil {
+				return err
+			}
+			fset := token.NewFileSet()
+			f, err := parser.ParseFile(fset, rel, src, parser.ParseComments|parser.SkipObjectResolution)
+			if err != nil {
+				return err
+			}
+			files = append(files, goFile{path: rel, pkg: filepath.Dir(rel), ast: f, fset: fset})
+			return nil
+		})
+		if err != nil {
+			t.Fatalf("reading %s: %v", dir, err)
+		}
+	}
+	return files
+}
+
+// sleepProblems lists time.Sleep calls with no comment on their line or
+// the line before.
+func sleepProblems(files []goFile) []string {
+	var problems []string
+	for _, f := range files {
+		commented := map[int]bool{}
+		for _, g := range f.ast.Comments {
+			commented[f.fset.Position(g.End()).Line] = true
+		}
+		ast.Inspect(f.ast, func(n ast.Node) bool {
+			call, ok := n.(*ast.CallExpr)
+			if !ok {
+				return true
+			}
+			sel, ok := call.Fun.(*ast.SelectorExpr)
+			if !ok || sel.Sel.Name != "Sleep" {
+				return true
+			}
+			if x, ok := sel.X.(*ast.Ident); !ok || x.Name != "time" {
+				return true
+			}
+			pos := f.fset.Position(call.Pos())
+			if !commented[pos.Line] && !commented[pos.Line-1] {
+				problems = append(problems, fmt.Sprintf("%s: time.Sleep with no comment saying why (a window, a pace, a poll interval): wait on a signal instead, or say which", pos))
+			}
+			return true
+		})
+	}
+	return problems
 }

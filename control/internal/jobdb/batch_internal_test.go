@@ -63,7 +63,7 @@ func TestBatchLingerOnlyWhenBusy(t *testing.T) {
 	mu.Unlock()
 
 	// Idle again once lingerBusy has passed since the last batch.
-	time.Sleep(lingerBusy + 10*time.Millisecond)
+	time.Sleep(lingerBusy + 10*time.Millisecond) // the time under test passing, not a wait for a goroutine
 	t0 = time.Now()
 	_, err = b.Do(ctx, 3)
 	require.NoError(t, err)
