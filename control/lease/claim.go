@@ -83,10 +83,10 @@ type claimCall struct {
 // never share a transaction (they share no rows). Each runs one batch at a
 // time: a second batch of the same pool would queue on the same host-group
 // locks, and the calls that arrive meanwhile make the next batch bigger.
-// Two batches at once, or a batcher per host-group partition, measured 5–37 %
-// slower (docs/scheduling.md, "CPU per job and the machine's idle share"),
-// and two at once with the slot cycle's results written before the group
-// locks 3–11 % slower ("Three more levers on tmpfs").
+// Two batches at once, a batcher per host-group partition, and two at once
+// with the slot cycle's results written before the group locks all
+// measured slower: docs/scheduling.md, "CPU per job and the machine's idle
+// share" and "Three more levers on tmpfs", has the figures.
 type claimBatchers struct {
 	mu     sync.Mutex
 	run    func(context.Context, []*jobdb.BatchCall[claimCall, []ClaimedJob])
