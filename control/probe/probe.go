@@ -9,6 +9,7 @@
 package probe
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -147,12 +148,8 @@ func New(cfg Config) (*Prober, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	if cfg.Timeout == 0 {
-		cfg.Timeout = TimeoutDefault
-	}
-	if cfg.MaxBodyBytes == 0 {
-		cfg.MaxBodyBytes = MaxBodyBytesDefault
-	}
+	cfg.Timeout = cmp.Or(cfg.Timeout, TimeoutDefault)
+	cfg.MaxBodyBytes = cmp.Or(cfg.MaxBodyBytes, MaxBodyBytesDefault)
 	if cfg.Resolver == nil {
 		cfg.Resolver = net.DefaultResolver
 	}

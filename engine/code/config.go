@@ -1,6 +1,7 @@
 package code
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -73,39 +74,17 @@ type Config struct {
 }
 
 func (c *Config) setDefaults() {
-	if c.ContainerCPUs == 0 {
-		c.ContainerCPUs = ContainerCPUsDefault
-	}
-	if c.PidsLimit == 0 {
-		c.PidsLimit = PidsLimitDefault
-	}
-	if c.ProcessesPerRun == 0 {
-		c.ProcessesPerRun = ProcessesPerRunDefault
-	}
-	if c.OpenFiles == 0 {
-		c.OpenFiles = OpenFilesDefault
-	}
-	if c.TmpfsBytes == 0 {
-		c.TmpfsBytes = TmpfsBytesDefault
-	}
-	if c.CompileLogBytes == 0 {
-		c.CompileLogBytes = CompileLogBytesDefault
-	}
-	if c.RunLogBytes == 0 {
-		c.RunLogBytes = RunLogBytesDefault
-	}
-	if c.CleanupTimeout == 0 {
-		c.CleanupTimeout = CleanupTimeoutDefault
-	}
-	if c.DaemonTimeout == 0 {
-		c.DaemonTimeout = DaemonTimeoutDefault
-	}
-	if c.CheckerTime == 0 {
-		c.CheckerTime = CheckerTimeDefault
-	}
-	if c.Logger == nil {
-		c.Logger = slog.Default()
-	}
+	c.ContainerCPUs = cmp.Or(c.ContainerCPUs, ContainerCPUsDefault)
+	c.PidsLimit = cmp.Or(c.PidsLimit, PidsLimitDefault)
+	c.ProcessesPerRun = cmp.Or(c.ProcessesPerRun, ProcessesPerRunDefault)
+	c.OpenFiles = cmp.Or(c.OpenFiles, OpenFilesDefault)
+	c.TmpfsBytes = cmp.Or(c.TmpfsBytes, TmpfsBytesDefault)
+	c.CompileLogBytes = cmp.Or(c.CompileLogBytes, CompileLogBytesDefault)
+	c.RunLogBytes = cmp.Or(c.RunLogBytes, RunLogBytesDefault)
+	c.CleanupTimeout = cmp.Or(c.CleanupTimeout, CleanupTimeoutDefault)
+	c.DaemonTimeout = cmp.Or(c.DaemonTimeout, DaemonTimeoutDefault)
+	c.CheckerTime = cmp.Or(c.CheckerTime, CheckerTimeDefault)
+	c.Logger = cmp.Or(c.Logger, slog.Default())
 }
 
 // Validate refuses incomplete or unsafe configuration. It does not touch the

@@ -1,6 +1,7 @@
 package sqljudge
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -95,39 +96,17 @@ type Config struct {
 }
 
 func (c Config) withDefaults() Config {
-	if c.RegistrySchema == "" {
-		c.RegistrySchema = RegistrySchemaDefault
-	}
-	if c.StudentConnections == 0 {
-		c.StudentConnections = StudentConnectionsDefault
-	}
-	if c.AdminMaxOpenConns == 0 {
-		c.AdminMaxOpenConns = AdminMaxOpenConnsDefault
-	}
-	if c.CleanupTimeout == 0 {
-		c.CleanupTimeout = CleanupTimeoutDefault
-	}
-	if c.KillGrace == 0 {
-		c.KillGrace = KillGraceDefault
-	}
-	if c.MaxStatementTimeout == 0 {
-		c.MaxStatementTimeout = MaxStatementTimeoutDefault
-	}
-	if c.AdminStatementTimeout == 0 {
-		c.AdminStatementTimeout = AdminStatementTimeoutDefault
-	}
-	if c.MaxSourceBytes == 0 {
-		c.MaxSourceBytes = MaxSourceBytesDefault
-	}
-	if c.MaxStatements == 0 {
-		c.MaxStatements = MaxStatementsDefault
-	}
-	if c.MaxMessageBytes == 0 {
-		c.MaxMessageBytes = MaxMessageBytesDefault
-	}
-	if c.Logger == nil {
-		c.Logger = slog.Default()
-	}
+	c.RegistrySchema = cmp.Or(c.RegistrySchema, RegistrySchemaDefault)
+	c.StudentConnections = cmp.Or(c.StudentConnections, StudentConnectionsDefault)
+	c.AdminMaxOpenConns = cmp.Or(c.AdminMaxOpenConns, AdminMaxOpenConnsDefault)
+	c.CleanupTimeout = cmp.Or(c.CleanupTimeout, CleanupTimeoutDefault)
+	c.KillGrace = cmp.Or(c.KillGrace, KillGraceDefault)
+	c.MaxStatementTimeout = cmp.Or(c.MaxStatementTimeout, MaxStatementTimeoutDefault)
+	c.AdminStatementTimeout = cmp.Or(c.AdminStatementTimeout, AdminStatementTimeoutDefault)
+	c.MaxSourceBytes = cmp.Or(c.MaxSourceBytes, MaxSourceBytesDefault)
+	c.MaxStatements = cmp.Or(c.MaxStatements, MaxStatementsDefault)
+	c.MaxMessageBytes = cmp.Or(c.MaxMessageBytes, MaxMessageBytesDefault)
+	c.Logger = cmp.Or(c.Logger, slog.Default())
 	return c
 }
 
@@ -136,35 +115,39 @@ func (c Config) withDefaults() Config {
 // validation; Validate on a raw Config treats zero as "use the default".
 func (c Config) Validate() error {
 	c = c.withDefaults()
+	var errs []error
+	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf("sqljudge config: "+format, args...)) }
 	if c.AdminDSN == "" {
-		return errors.New("sqljudge config: admin DSN is empty")
-	}
-	if _, err := parseAdminDSN(c.AdminDSN); err != nil {
-		return err
+		bad("admin DSN is empty")
+	} else if _, err := parseAdminDSN(c.AdminDSN); err != nil {
+		errs = append(errs, err)
 	}
 	if !nodeIDRE.MatchString(c.NodeID) {
-		return fmt.Errorf("sqljudge config: node id %q must be 1-128 characters of [A-Za-z0-9_.:@-]", c.NodeID)
+		bad("node id %q must be 1-128 characters of [A-Za-z0-9_.:@-]", c.NodeID)
 	}
 	if !identRE.MatchString(c.RegistrySchema) {
-		return fmt.Errorf("sqljudge config: registry schema %q must be 1-64 characters of [A-Za-z0-9_]", c.RegistrySchema)
+		bad("registry schema %q must be 1-64 characters of [A-Za-z0-9_]", c.RegistrySchema)
 	}
 	if len(c.StudentHost) > 255 || containsAny(c.StudentHost, "'\\`\x00\n") {
-		return fmt.Errorf("sqljudge config: student host %q is not a plain host pattern", c.StudentHost)
+		bad("student host %q is not a plain host pattern", c.StudentHost)
 	}
-	switch {
-	case c.StudentConnections < 1:
-		return errors.New("sqljudge config: student connections must be at least 1")
-	case c.AdminMaxOpenConns < 2:
+	if c.StudentConnections < 1 {
+		bad("student connections must be at least 1")
+	}
+	if c.AdminMaxOpenConns < 2 {
 		// One connection runs a job's setup while another kills its query.
-		return errors.New("sqljudge config: admin max open conns must be at least 2")
-	case c.CleanupTimeout < 0, c.KillGrace < 0, c.MaxStatementTimeout < 0, c.AdminStatementTimeout < 0:
-		return errors.New("sqljudge config: durations must not be negative")
-	case c.MaxSourceBytes < 1, c.MaxStatements < 1:
-		return errors.New("sqljudge config: source and statement caps must be positive")
-	case c.MaxMessageBytes < 64:
-		return errors.New("sqljudge config: max message bytes must be at least 64")
+		bad("admin max open conns must be at least 2")
 	}
-	return nil
+	if c.CleanupTimeout < 0 || c.KillGrace < 0 || c.MaxStatementTimeout < 0 || c.AdminStatementTimeout < 0 {
+		bad("durations must not be negative")
+	}
+	if c.MaxSourceBytes < 1 || c.MaxStatements < 1 {
+		bad("source and statement caps must be positive")
+	}
+	if c.MaxMessageBytes < 64 {
+		bad("max message bytes must be at least 64")
+	}
+	return errors.Join(errs...)
 }
 
 // parseAdminDSN parses the admin DSN. Its errors never quote the DSN, which

@@ -28,10 +28,20 @@ func TestConfigValidate(t *testing.T) {
 		"negative grace":   func(c *Config) { c.KillGrace = -time.Second },
 		"message bytes":    func(c *Config) { c.MaxMessageBytes = 10 },
 	}
+	all := ok
 	for name, mod := range bad {
 		c := ok
 		mod(&c)
 		require.Error(t, c.Validate(), name)
+		if name != "DSN without user" { // the empty DSN stands for both DSN problems
+			mod(&all)
+		}
+	}
+	// Every problem at once, not the first one found.
+	msg := all.Validate().Error()
+	for _, part := range []string{"admin DSN is empty", "node id", "registry schema", "student host",
+		"student connections", "admin max open conns", "durations", "max message bytes"} {
+		require.Contains(t, msg, part)
 	}
 }
 

@@ -1,6 +1,7 @@
 package sqljudge
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"database/sql/driver"
@@ -70,9 +71,7 @@ func New(cfg Config) (*Executor, error) {
 	mc.AllowAllFiles = false
 	mc.InterpolateParams = false
 	mc.ParseTime = false
-	if mc.Timeout == 0 {
-		mc.Timeout = DialTimeoutDefault
-	}
+	mc.Timeout = cmp.Or(mc.Timeout, DialTimeoutDefault)
 	if mc.Params == nil {
 		mc.Params = map[string]string{}
 	}
