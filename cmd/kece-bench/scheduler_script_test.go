@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/kece-oj/kece/internal/loopback"
 )
 
 // scripts/bench-scheduler.sh as docs/scheduling.md tells a user to run it,
@@ -70,10 +72,10 @@ func requireMariaDBBinaries(t *testing.T) {
 // freePort is a loopback port free a moment ago, for a private server.
 func freePort(t *testing.T) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	addr, err := loopback.FreeAddr()
 	require.NoError(t, err)
-	port := strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
-	require.NoError(t, l.Close())
+	_, port, err := net.SplitHostPort(addr)
+	require.NoError(t, err)
 	return port
 }
 

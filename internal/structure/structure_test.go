@@ -32,9 +32,6 @@ var ruleTables = map[string]string{
 	"worker.newPromMetrics":                "the node's metric families, one definition per metric",
 }
 
-// manyMethods are the types allowed past maxExportedMeths.
-var manyMethods = map[string]string{}
-
 var generated = regexp.MustCompile(`(?m)^// Code generated .* DO NOT EDIT\.$`)
 
 type goFile struct {
@@ -48,6 +45,21 @@ type goFile struct {
 // handWritten parses every non-test, non-generated Go file under dirs.
 func handWritten(t *testing.T, root string, dirs []string) []goFile {
 	t.Helper()
+	return parseTree(t, root, dirs, func(path string, src []byte) bool {
+		return !strings.HasSuffix(path, "_test.go") && !generated.Match(src)
+	})
+}
+
+// testFiles parses every _test.go file under dirs, with comments.
+func testFiles(t *testing.T, root string, dirs []string) []goFile {
+	t.Helper()
+	return parseTree(t, root, dirs, func(path string, _ []byte) bool { return strings.HasSuffix(path, "_test.go") })
+}
+
+// parseTree parses the Go files under dirs that keep accepts (testdata and
+// node_modules left out), named relative to root.
+func parseTree(t *testing.T, root string, dirs []string, keep func(path string, src []byte) bool) []goFile {
+	t.Helper()
 	var files []goFile
 	for _, dir := range dirs {
 		err := filepath.WalkDir(filepath.Join(root, dir), func(path string, d fs.DirEntry, err error) error {
@@ -57,22 +69,19 @@ func handWritten(t *testing.T, root string, dirs []string) []goFile {
 			if d.IsDir() && (d.Name() == "testdata" || d.Name() == "node_modules") {
 				return filepath.SkipDir
 			}
-			if d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+			if d.IsDir() || !strings.HasSuffix(path, ".go") {
 				return nil
 			}
 			src, err := os.ReadFile(path)
-			if err != nil {
+			if err != nil || !keep(path, src) {
 				return err
-			}
-			if generated.Match(src) {
-				return nil
 			}
 			rel, err := filepath.Rel(root, path)
 			if err != nil {
 				return err
 			}
 			fset := token.NewFileSet()
-			f, err := parser.ParseFile(fset, rel, src, parser.SkipObjectResolution)
+			f, err := parser.ParseFile(fset, rel, src, parser.ParseComments|parser.SkipObjectResolution)
 			if err != nil {
 				return err
 			}
@@ -173,12 +182,12 @@ func sizeProblems(files []goFile, tables map[string]string) []string {
 }
 
 func TestTypesKeepFewExportedMethods(t *testing.T) {
-	report(t, methodProblems(repo(t, handWritten, ruled), manyMethods))
+	report(t, methodProblems(repo(t, handWritten, ruled)))
 }
 
 // methodProblems lists types with more than maxExportedMeths exported
-// methods that allowed does not name, and entries of allowed that are not.
-func methodProblems(files []goFile, allowed map[string]string) []string {
+// methods. No type is allowed more: split it by aggregate.
+func methodProblems(files []goFile) []string {
 	methods := map[string]int{}
 	for _, f := range files {
 		for _, d := range f.ast.Decls {
@@ -191,13 +200,8 @@ func methodProblems(files []goFile, allowed map[string]string) []string {
 	}
 	var problems []string
 	for typ, n := range methods {
-		if _, ok := allowed[typ]; !ok && n > maxExportedMeths {
+		if n > maxExportedMeths {
 			problems = append(problems, fmt.Sprintf("%s has %d exported methods (at most %d: split it by aggregate)", typ, n, maxExportedMeths))
-		}
-	}
-	for typ := range allowed {
-		if methods[typ] <= maxExportedMeths {
-			problems = append(problems, fmt.Sprintf("manyMethods lists %s, which has %d exported methods: remove the entry", typ, methods[typ]))
 		}
 	}
 	return problems
@@ -305,8 +309,7 @@ func TestRulesCatchWhatTheyName(t *testing.T) {
 	}
 	want(sizeProblems(files, map[string]string{"ruled/a.Table": "x", "ruled/a.Gone": "x"}), 3,
 		"ruled/a/big.go: 701 lines", "ruled/a/long.go:3:1: ruled/a.Long is 102 lines", "ruleTables lists ruled/a.Gone")
-	want(methodProblems(files, nil), 1, "ruled/a.Wide has 26 exported methods")
-	want(methodProblems(files, map[string]string{"ruled/a.Wide": "x", "ruled/b.Config": "x"}), 1, "manyMethods lists ruled/b.Config")
+	want(methodProblems(files), 1, "ruled/a.Wide has 26 exported methods")
 	want(configProblems(files), 1, "ruled/a.Config has no Validate method")
 
 	write("ruled/c/sleep_test.go", `package c
@@ -330,38 +333,6 @@ func waits() {
 // goroutine cannot slip in unremarked.
 func TestTestSleepsSayWhy(t *testing.T) {
 	report(t, sleepProblems(repo(t, testFiles, append([]string{"engine", "internal", "deploy", "contracts"}, ruled...))))
-}
-
-// testFiles parses every _test.go file under dirs.
-func testFiles(t *testing.T, root string, dirs []string) []goFile {
-	t.Helper()
-	var files []goFile
-	for _, dir := range dirs {
-		err := filepath.WalkDir(filepath.Join(root, dir), func(path string, d fs.DirEntry, err error) error {
-			if err != nil || d.IsDir() || !strings.HasSuffix(path, "_test.go") {
-				return err
-			}
-			rel, err := filepath.Rel(root, path)
-			if err != nil {
-				return err
-			}
-			src, err := os.ReadFile(path)
-			if err != nil {
-				return err
-			}
-			fset := token.NewFileSet()
-			f, err := parser.ParseFile(fset, rel, src, parser.ParseComments|parser.SkipObjectResolution)
-			if err != nil {
-				return err
-			}
-			files = append(files, goFile{path: rel, pkg: filepath.Dir(rel), ast: f, fset: fset})
-			return nil
-		})
-		if err != nil {
-			t.Fatalf("reading %s: %v", dir, err)
-		}
-	}
-	return files
 }
 
 // sleepProblems lists time.Sleep calls with no comment on their line or
