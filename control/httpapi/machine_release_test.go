@@ -72,6 +72,60 @@ func TestClaimRetryAndReleaseOverHTTP(t *testing.T) {
 	require.Equal(t, machineapi.ErrorCodeRequestInvalid, bc.JSON400.Code)
 }
 
+// Over the wire: a stale copy of a claim (its request id already answered,
+// its job run and its result posted) answers an empty list and takes no new
+// lease, even with a queued job and a free slot; waiting on the long-poll
+// does not change that.
+func TestStaleClaimOverHTTPTakesNoNewLease(t *testing.T) {
+	t.Parallel()
+	env := controltest.Start(t, controltest.Options{})
+	manID := env.PublishCode(manifest.Limits{TimeMs: 1000, MemoryMb: 64, OutputKb: 64}, manifest.Checker{Type: "tolerant"},
+		controltest.Case{In: "1 2\n", Out: "3\n", Weight: 100})
+	n := env.NewNode("cpp", 1, 4)
+	nc := joinAndOpen(t, env, n.JoinCode, "boot-stale-1")
+	env.ForceEnable(n.ID)
+	first := env.Enqueue("ALGO", "stale-http-1", "cpp17", "int main(){}", manID)
+	second := env.Enqueue("ALGO", "stale-http-2", "cpp17", "int main(){}", manID)
+
+	reqID := "claim-stale-http-0001"
+	claim := func(waitMs int64) []machineapi.ClaimedJob {
+		t.Helper()
+		r, err := nc.c.ClaimJobsWithResponse(env.Ctx, machineapi.ClaimRequest{FreeSlots: 1, WaitMs: waitMs, RequestId: &reqID})
+		require.NoError(t, err)
+		require.Equal(t, http.StatusOK, r.StatusCode(), string(r.Body))
+		return r.JSON200.Jobs
+	}
+	got := claim(0)
+	require.Len(t, got, 1)
+	require.Equal(t, idStr(first), got[0].JobId)
+	again := claim(0)
+	require.Len(t, again, 1, "a lost answer: the same lease again")
+	require.Equal(t, got[0].JobId, again[0].JobId)
+	require.Equal(t, got[0].LeaseEpoch, again[0].LeaseEpoch)
+
+	res, err := nc.c.SubmitResultWithResponse(env.Ctx, got[0].JobId, machineapi.ResultRequest{LeaseEpoch: got[0].LeaseEpoch,
+		Outcome: machineapi.OutcomeVerdict, Verdict: &machineapi.Verdict{Status: machineapi.VerdictStatusAC, Score: 100, MaxScore: 100,
+			Cases: []machineapi.CaseResult{{CaseId: "c1", Status: machineapi.VerdictStatusAC, Score: 100, TimeMs: 2}}}})
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, res.StatusCode(), string(res.Body))
+
+	require.Empty(t, claim(0), "the stale copy: its lease ended")
+	require.Empty(t, claim(300), "nor after a wait")
+	var attempts int
+	require.NoError(t, env.DB.QueryRowContext(env.Ctx,
+		`SELECT COUNT(*) FROM judge_job_attempt WHERE claim_request_id = ?`, reqID).Scan(&attempts))
+	require.Equal(t, 1, attempts, "no new attempt")
+	j, err := env.Store.Jobs().GetJob(env.Ctx, second)
+	require.NoError(t, err)
+	require.Equal(t, store.StateQueued, j.State)
+
+	// A new request id takes it.
+	reqID = "claim-stale-http-0002"
+	next := claim(0)
+	require.Len(t, next, 1)
+	require.Equal(t, idStr(second), next[0].JobId)
+}
+
 // The heartbeat TTL must leave room for a late heartbeat.
 func TestHeartbeatIntervalMustFitTheHeartbeatTTL(t *testing.T) {
 	t.Parallel()

@@ -47,11 +47,14 @@ type ClaimedJob struct {
 // at once as a batch of one.
 //
 // requestID (optional) makes the claim idempotent: the attempts it grants
-// remember it, and the same request again from the same session within a
-// lease TTL answers the leases it granted that are still live (extended
-// like a renewal) instead of new ones, so a claim answer lost on the way to
-// the node costs nothing. The check runs under the node lock, so a retry
-// racing its own original cannot take a second set of jobs.
+// remember it, and the same request again from the same session answers
+// the leases it granted that are still live (extended like a renewal)
+// instead of new ones, so a claim answer lost on the way to the node costs
+// nothing. A request id that was granted anything never takes new leases:
+// once its leases have ended (the node ran them, or they were released or
+// expired) it answers nothing, so a stale copy of the claim arriving late
+// leases no job that no one waits for. The check runs under the node lock,
+// so a retry racing its own original cannot take a second set of jobs.
 func (s *Engine) claim(ctx context.Context, sess jobdb.NodeSession, freeSlots int, requestID string) ([]ClaimedJob, error) {
 	if freeSlots <= 0 {
 		return nil, nil

@@ -115,10 +115,15 @@ type grantReads struct {
 	reads  []func(jobdb.RowScanner) error
 }
 
-// readGrants adds to sc the read of the live leases granted to the calls'
-// claim request ids, without locks (attempts come after jobs in the lock order; the
-// jobs are locked and checked again when replayed). Nothing when no call
-// has a request id.
+// readGrants adds to sc the read of every attempt granted to the calls'
+// claim request ids, finished ones too, without locks (attempts come after
+// jobs in the lock order; the live ones' jobs are locked and checked again
+// when replayed). A request id that has attempts never grants new leases
+// (replayClaims), so a stale copy of a claim — one a proxy kept open after
+// its node gave up on it and moved on — cannot lease jobs no one waits for.
+// The read is a probe of ix_attempt_claim (node_id, claim_request_id): a
+// fresh request id, the common case, finds nothing there. Nothing when no
+// call has a request id.
 func (s *Engine) readGrants(sc *jobdb.Script, calls []claimCall) *grantReads {
 	g := &grantReads{byCall: make(map[int][]granted)}
 	type key struct {
@@ -139,14 +144,11 @@ func (s *Engine) readGrants(sc *jobdb.Script, calls []claimCall) *grantReads {
 		return g
 	}
 	nin, nargs := jobdb.InList(nodes)
-	sc.Rows(`SELECT node_id, claim_request_id, job_id, lease_epoch FROM judge_job_attempt
-	    WHERE node_id IN (`+nin+`) AND claim_request_id IN (`+strings.TrimSuffix(strings.Repeat("?, ", len(reqs)), ", ")+`)
-	      AND outcome = 'RUNNING' AND started_at > NOW(6) - INTERVAL ? MICROSECOND
-	    ORDER BY job_id`, append(append(nargs, reqs...), jobdb.Micros(s.db.Cfg.LeaseTTL))...)
+	sc.Rows(grantsRead(nin, len(reqs)), append(nargs, reqs...)...)
 	g.reads = []func(jobdb.RowScanner) error{func(r jobdb.RowScanner) error {
 		var k key
 		var gr granted
-		if err := r.Scan(&k.node, &k.req, &gr.jobID, &gr.epoch); err != nil {
+		if err := r.Scan(&k.node, &k.req, &gr.jobID, &gr.epoch, &gr.live); err != nil {
 			return err
 		}
 		if i, ok := callOf[k]; ok {
@@ -156,6 +158,19 @@ func (s *Engine) readGrants(sc *jobdb.Script, calls []claimCall) *grantReads {
 	}}
 	return g
 }
+
+// grantsRead is readGrants' statement for the nodes in nodesIn (a
+// placeholder list) and reqs request ids, through ix_attempt_claim.
+func grantsRead(nodesIn string, reqs int) string {
+	return `SELECT node_id, claim_request_id, job_id, lease_epoch, outcome = 'RUNNING'
+	 FROM judge_job_attempt FORCE INDEX (ix_attempt_claim)
+	 WHERE node_id IN (` + nodesIn + `) AND claim_request_id IN (` + strings.TrimSuffix(strings.Repeat("?, ", reqs), ", ") + `)
+	 ORDER BY job_id`
+}
+
+// GrantsReadForExplain is the claim's read of earlier grants of one
+// node's request id, for EXPLAIN in tests.
+func GrantsReadForExplain() string { return grantsRead("?", 1) }
 
 // busyCounts are the RUNNING jobs (expired-but-unreaped leases included)
 // per host group and per node, counted after the locks.
@@ -422,26 +437,30 @@ func checkClaimRequestID(id string) error {
 }
 
 // replayClaims answers the calls (indexes live, nodes locked by the claim)
-// whose claim request already granted leases (byCall, read after the
-// locks by readGrants) with replayGranted, and returns the live calls left
-// to take new work.
+// whose claim request already granted leases (byCall, read after the locks
+// by readGrants): with the ones still live (replayGranted), and with
+// nothing once they have all ended. It returns the live calls left to take
+// new work: only those whose request id was never granted anything.
 func (s *Engine) replayClaims(ctx context.Context, q execQuerier, calls []claimCall, live []int, byCall map[int][]granted, out []claimAnswer) ([]int, error) {
 	if len(byCall) == 0 {
 		return live, nil
 	}
 	rest := live[:0:0]
 	for _, i := range live {
-		if g := byCall[i]; len(g) > 0 {
-			jobs, err := s.replayGranted(ctx, q, calls[i].sess, g)
-			if err != nil {
-				return nil, err
-			}
-			if len(jobs) > 0 {
-				out[i].jobs = jobs
-				continue
-			}
+		g := byCall[i]
+		if len(g) == 0 {
+			rest = append(rest, i)
+			continue
 		}
-		rest = append(rest, i)
+		g = slices.DeleteFunc(g, func(x granted) bool { return !x.live })
+		if len(g) == 0 {
+			continue // every lease it granted has ended: an empty answer
+		}
+		jobs, err := s.replayGranted(ctx, q, calls[i].sess, g)
+		if err != nil {
+			return nil, err
+		}
+		out[i].jobs = jobs
 	}
 	return rest, nil
 }
@@ -453,8 +472,12 @@ type execQuerier interface {
 	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
 }
 
-// granted is a lease an earlier try of a claim request was given.
-type granted struct{ jobID, epoch int64 }
+// granted is a lease an earlier try of a claim request was given; live
+// while its attempt is open.
+type granted struct {
+	jobID, epoch int64
+	live         bool
+}
 
 // replayGranted answers a claim request that already granted leases: the
 // ones still live and held by this session are extended (the node is alive

@@ -40,7 +40,8 @@
 // Tests run the engine through a Store over a real database, with the test
 // bundle the store's tests share (control/internal/storetest): leases_test.go
 // (claims, renewals, results, batching), cycle_test.go, lease_end_test.go
-// (expiry, silent nodes, new boots, releases), drain_deadline_test.go,
+// (expiry, silent nodes, new boots, releases), stale_claim_test.go (a
+// request id whose leases ended takes no new ones), drain_deadline_test.go,
 // results_test.go and verdict_check_test.go, observed_test.go (who wakes);
 // fence_test.go and subtask_check_internal_test.go test internals.
 package lease
