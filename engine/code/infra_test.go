@@ -79,7 +79,7 @@ func TestSeccompProfileErrors(t *testing.T) {
 	require.NoError(t, b.leftovers(t))
 
 	// A custom profile that loads is used (it denies socket for AF_UNIX too).
-	strict := strings.Replace(builtinSeccomp, `"value": 2,`, `"value": 1,`, 1)
+	strict := strings.Replace(builtinSeccomp, `"value": 1, "op": "SCMP_CMP_NE"`, `"value": 99, "op": "SCMP_CMP_NE"`, 1)
 	require.NoError(t, os.WriteFile(bad, []byte(strict), 0o644))
 	x2, err := New(c)
 	require.NoError(t, err)
