@@ -112,6 +112,9 @@ func (b businessAPI) PublishManifest(ctx context.Context, req businessapi.Publis
 		return nil, fmt.Errorf("manifest: encode: %w", err)
 	}
 	m, err := manifest.Parse(raw)
+	if err == nil {
+		err = m.ValidateNew()
+	}
 	if err != nil {
 		var me *manifest.Error
 		if errors.As(err, &me) {

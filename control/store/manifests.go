@@ -122,7 +122,7 @@ func (s *Manifests) PublishManifestAs(ctx context.Context, t Tenant, m manifest.
 }
 
 func (s *core) publishManifest(ctx context.Context, owner string, t Tenant, m manifest.Manifest) (PublishedManifest, error) {
-	if err := m.Validate(); err != nil {
+	if err := m.ValidateNew(); err != nil {
 		return PublishedManifest{}, &ValidationError{Field: "manifest", Problem: err.Error()}
 	}
 	body, digest, err := m.Canonical()
