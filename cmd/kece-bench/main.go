@@ -8,6 +8,7 @@
 //	kece-bench footprint [flags]   memory with 100k queued jobs and claim latency with that backlog
 //	kece-bench timing [flags]      CPU-time verdicts vs burners' own clocks (contradictions, error)
 //	kece-bench chaos [flags]       seeded faults on a fleet (kills, freezes, DB restarts, dropped answers); -galera: Galera node kill
+//	kece-bench verdict [flags]     time to verdict per language and problem kind vs the same commands run natively
 //	kece-bench all                 every benchmark with default flags
 package main
 
@@ -32,7 +33,7 @@ type command struct {
 }
 
 // byHand are not part of `all`: minutes long, they run the whole fleet.
-var byHand = map[string]bool{"burst": true, "footprint": true, "chaos": true}
+var byHand = map[string]bool{"burst": true, "footprint": true, "chaos": true, "verdict": true}
 
 func commands() []command {
 	return []command{
@@ -44,6 +45,7 @@ func commands() []command {
 		{"footprint", "control RSS idle and with 100k queued, claim latency with that backlog vs empty, node RSS idle per pool", runFootprint},
 		{"chaos", "faults on a running fleet (or -galera: a killed cluster node): lost, duplicated, stuck, wrong, reconcile violations, recovery", runChaos},
 		{"timing", "CPU-time verdicts at 90-110 % of the limit vs the burners' own clocks, quiet and loaded", runTiming},
+		{"verdict", "time from enqueue to verdict per language and problem kind (latency, throughput, rejudge) vs the same commands run natively", runVerdict},
 	}
 }
 
@@ -103,6 +105,6 @@ func usageTo(w io.Writer) {
 	for _, c := range commands() {
 		fmt.Fprintf(w, "  %-10s %s\n", c.name, c.help)
 	}
-	fmt.Fprintln(w, "  all        run every benchmark except burst and footprint (run those by hand)")
+	fmt.Fprintln(w, "  all        run every benchmark except burst, footprint, chaos and verdict (run those by hand)")
 	fmt.Fprintln(w, "  version    print the build version (also --version)")
 }
