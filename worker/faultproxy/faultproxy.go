@@ -1,18 +1,23 @@
 // Package faultproxy is a small loopback reverse proxy for fault-injection
 // tests: it sits between a judge node and the control plane and, per rule
-// (method and path, a number of times), forwards a request and then drops its
-// answer (the server handled it, the client sees a cut connection), delays
-// the answer, refuses to forward at all (a blocked path), rewrites the
-// answer's body (a corrupt artifact), or answers by itself (429, 503). It is for tests only and binds
-// 127.0.0.1.
+// (method and path, a number of times, every n-th request), forwards a
+// request and then drops its answer (the server handled it, the client sees
+// a cut connection), delays the answer, holds the request back and forwards
+// it late (after its client gave up), refuses to forward at all (a blocked
+// path), rewrites the answer's body (a corrupt artifact), or answers by
+// itself (429, 503). Like a load balancer, it can also keep a forwarded
+// request open after its client left (KeepAbandoned). It is for tests only
+// and binds 127.0.0.1.
 package faultproxy
 
 import (
 	"bytes"
+	"context"
 	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -39,17 +44,27 @@ const (
 	// Respond never forwards: the proxy answers Status with Header and
 	// Body(nil) itself (a 429 or a 503 the server did not send).
 	Respond
+	// HoldRequest keeps the request Delay before forwarding it, and
+	// forwards it even when its client has left meanwhile (a load balancer
+	// whose queue delivers a request late): the server handles a copy no
+	// one waits for.
+	HoldRequest
 )
+
+// abandonedMax bounds how long a request whose client left is kept open.
+const abandonedMax = 2 * time.Minute
 
 // Rule matches requests whose method equals Method (empty: any) and whose
 // path contains PathContains. Times is how many requests it applies to
-// (0: all). Rules are tried in the order added; the first with uses left
-// wins.
+// (0: all). With Every > 1 it applies to every Every-th matching request
+// only, and the others go on to the next rules. Rules are tried in the
+// order added; the first with uses left wins.
 type Rule struct {
 	Method       string
 	PathContains string
 	Action       Action
 	Times        int
+	Every        int
 	Delay        time.Duration
 	Body         func([]byte) []byte
 	Status       int         // Respond
@@ -58,10 +73,11 @@ type Rule struct {
 
 // Handle observes one rule.
 type Handle struct {
-	fired chan struct{}
-	once  sync.Once
-	mu    sync.Mutex
-	hits  int
+	fired   chan struct{}
+	once    sync.Once
+	mu      sync.Mutex
+	hits    int
+	matched int // requests that matched (Every counts them)
 }
 
 // Fired is closed the first time the rule applies.
@@ -88,12 +104,20 @@ type Proxy struct {
 	mu    sync.Mutex
 	rules []*rule
 	seen  map[string]int // requests per "METHOD path-key"
+	// keep: forwarded requests outlive their client (KeepAbandoned);
+	// late counts answers that came back after their client had left.
+	keep bool
+	late int
+	// life ends at Close: it ends kept and held requests.
+	life    context.Context
+	endLife context.CancelFunc
 }
 
 // New starts a proxy on 127.0.0.1 in front of upstream (a base URL).
 func New(upstream string) *Proxy {
 	p := &Proxy{upstream: strings.TrimRight(upstream, "/"), seen: map[string]int{},
 		client: &http.Client{Transport: &http.Transport{Proxy: nil, MaxIdleConnsPerHost: 16}}}
+	p.life, p.endLife = context.WithCancel(context.Background())
 	p.srv = httptest.NewServer(http.HandlerFunc(p.serve))
 	return p
 }
@@ -101,8 +125,12 @@ func New(upstream string) *Proxy {
 // URL is the proxy's base URL, to give to the node.
 func (p *Proxy) URL() string { return p.srv.URL }
 
-// Close stops the proxy.
-func (p *Proxy) Close() { p.srv.CloseClientConnections(); p.srv.Close() }
+// Close stops the proxy, ending the requests it keeps or holds.
+func (p *Proxy) Close() {
+	p.endLife()
+	p.srv.CloseClientConnections()
+	p.srv.Close()
+}
 
 // Add installs a rule and returns its handle.
 func (p *Proxy) Add(r Rule) *Handle {
@@ -111,6 +139,31 @@ func (p *Proxy) Add(r Rule) *Handle {
 	p.rules = append(p.rules, &rule{Rule: r, h: h})
 	p.mu.Unlock()
 	return h
+}
+
+// Remove uninstalls the rule of h: later requests no longer meet it.
+func (p *Proxy) Remove(h *Handle) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.rules = slices.DeleteFunc(p.rules, func(r *rule) bool { return r.h == h })
+}
+
+// KeepAbandoned makes forwarded requests outlive their client, as a load
+// balancer's do: a client that gives up (its deadline, a move to another
+// server) no longer cancels the request upstream, which runs to its end
+// (at most abandonedMax) and whose answer is thrown away.
+func (p *Proxy) KeepAbandoned(on bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.keep = on
+}
+
+// Late is how many upstream answers came back after their client had left
+// (a kept or held request handled for no one).
+func (p *Proxy) Late() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.late
 }
 
 // Count is how many requests with this method and a path containing
@@ -138,6 +191,10 @@ func (p *Proxy) match(r *http.Request) *rule {
 		}
 		ru.h.mu.Lock()
 		left := ru.Times == 0 || ru.h.hits < ru.Times
+		if left && ru.Every > 1 {
+			ru.h.matched++
+			left = ru.h.matched%ru.Every == 0
+		}
 		if left {
 			ru.h.hits++
 		}
@@ -173,7 +230,12 @@ func (p *Proxy) serve(w http.ResponseWriter, r *http.Request) {
 		_, _ = w.Write(body)
 		return
 	}
-	out, err := http.NewRequestWithContext(r.Context(), r.Method, p.upstream+r.URL.RequestURI(), r.Body)
+	ctx, cancel, body, ok := p.upstreamContext(w, r, ru, action)
+	if !ok {
+		return
+	}
+	defer cancel()
+	out, err := http.NewRequestWithContext(ctx, r.Method, p.upstream+r.URL.RequestURI(), body)
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusBadGateway)
 		return
@@ -188,11 +250,55 @@ func (p *Proxy) serve(w http.ResponseWriter, r *http.Request) {
 	defer resp.Body.Close()
 	// The whole answer is read first: the server has handled the request
 	// before anything is dropped, delayed or rewritten.
-	body, err := io.ReadAll(resp.Body)
+	answer, err := io.ReadAll(resp.Body)
 	if err != nil {
 		cut(w)
 		return
 	}
+	if r.Context().Err() != nil {
+		p.mu.Lock()
+		p.late++
+		p.mu.Unlock()
+		return
+	}
+	p.answer(w, r, ru, action, resp, answer)
+}
+
+// upstreamContext is what a forwarded request runs under: the client's
+// request, or — when the proxy keeps abandoned requests or the rule holds
+// the request — one that outlives the client (bounded by abandonedMax and
+// the proxy's life), with the body read first so that it can still be
+// sent. A held request waits out its delay here. ok is false when the
+// request cannot be sent.
+func (p *Proxy) upstreamContext(w http.ResponseWriter, r *http.Request, ru *rule, action Action) (context.Context, context.CancelFunc, io.Reader, bool) {
+	p.mu.Lock()
+	keep := p.keep
+	p.mu.Unlock()
+	if !keep && action != HoldRequest {
+		ctx, cancel := context.WithCancel(r.Context())
+		return ctx, cancel, r.Body, true
+	}
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		cut(w)
+		return nil, nil, nil, false
+	}
+	ctx, cancel := context.WithTimeout(p.life, abandonedMax)
+	if action == HoldRequest {
+		t := time.NewTimer(ru.Delay)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			cancel()
+			return nil, nil, nil, false
+		}
+	}
+	return ctx, cancel, bytes.NewReader(body), true
+}
+
+// answer sends the upstream answer to the client, spoiled as action says.
+func (p *Proxy) answer(w http.ResponseWriter, r *http.Request, ru *rule, action Action, resp *http.Response, body []byte) {
 	switch action {
 	case DropResponse:
 		cut(w)

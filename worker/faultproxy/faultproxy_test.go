@@ -62,6 +62,21 @@ func TestRules(t *testing.T) {
 	require.GreaterOrEqual(t, time.Since(start), 200*time.Millisecond)
 	require.Equal(t, 2, p.Count("POST", "/drop"))
 
+	every := p.Add(faultproxy.Rule{PathContains: "/every", Action: faultproxy.DropResponse, Every: 3})
+	cutN := 0
+	for range 9 {
+		if _, err := get("/every"); err != nil {
+			cutN++
+		}
+	}
+	require.Equal(t, 3, cutN, "every third answer is cut")
+	require.Equal(t, 3, every.Hits())
+	p.Remove(every)
+	for range 3 {
+		_, err := get("/every")
+		require.NoError(t, err, "removed")
+	}
+
 	p.Add(faultproxy.Rule{PathContains: "/busy", Action: faultproxy.Respond, Status: http.StatusTooManyRequests,
 		Header: http.Header{"Retry-After": {"1"}}, Body: func([]byte) []byte { return []byte(`{"code":"RATE_LIMITED"}`) }})
 	before = handled.Load()
@@ -73,4 +88,70 @@ func TestRules(t *testing.T) {
 	require.Equal(t, "1", resp.Header.Get("Retry-After"))
 	require.JSONEq(t, `{"code":"RATE_LIMITED"}`, string(b))
 	require.Equal(t, before, handled.Load(), "answered by the proxy")
+}
+
+// A client that gives up cancels its request upstream, unless the proxy
+// keeps abandoned requests (a load balancer's way): then the server
+// handles it to its end for no one. A held request reaches the server
+// only after its client left, body and all.
+func TestKeepAbandonedAndHoldRequest(t *testing.T) {
+	t.Parallel()
+	release := make(chan struct{})
+	ended := make(chan string, 10)
+	stop := make(chan struct{})
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// The whole body first: the server notices a client that leaves
+		// only once it has read it.
+		b, _ := io.ReadAll(r.Body)
+		if r.URL.Path == "/wait" {
+			select {
+			case <-release:
+				ended <- "done"
+			case <-r.Context().Done():
+				ended <- "cancelled"
+			case <-stop:
+			}
+			return
+		}
+		ended <- "handled " + r.URL.Path + " " + string(b)
+	}))
+	t.Cleanup(up.Close)
+	t.Cleanup(func() { close(stop) }) // runs first: a failed test ends the waiting handler
+	p := faultproxy.New(up.URL)
+	t.Cleanup(p.Close)
+	impatient := &http.Client{Timeout: 100 * time.Millisecond}
+	post := func(path string) error {
+		resp, err := impatient.Post(p.URL()+path, "text/plain", strings.NewReader("claim-1"))
+		if err == nil {
+			resp.Body.Close()
+		}
+		return err
+	}
+	next := func() string {
+		select {
+		case s := <-ended:
+			return s
+		case <-time.After(10 * time.Second):
+			t.Fatal("the upstream handler did not end")
+			return ""
+		}
+	}
+
+	require.Error(t, post("/wait"))
+	require.Equal(t, "cancelled", next(), "by default the client's leaving cancels the request upstream")
+
+	p.KeepAbandoned(true)
+	require.Error(t, post("/wait"))
+	close(release)
+	require.Equal(t, "done", next(), "kept open after the client left")
+	require.Eventually(t, func() bool { return p.Late() == 1 }, 5*time.Second, 10*time.Millisecond)
+
+	p.KeepAbandoned(false)
+	held := p.Add(faultproxy.Rule{PathContains: "/late", Action: faultproxy.HoldRequest, Delay: 300 * time.Millisecond, Times: 1})
+	start := time.Now()
+	require.Error(t, post("/late"), "the client gives up before the request is sent on")
+	require.Equal(t, "handled /late claim-1", next())
+	require.GreaterOrEqual(t, time.Since(start), 300*time.Millisecond)
+	require.Equal(t, 1, held.Hits())
+	require.Eventually(t, func() bool { return p.Late() == 2 }, 5*time.Second, 10*time.Millisecond)
 }
