@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -100,14 +101,84 @@ func OpenStore(ctx context.Context, cfg StoreConfig) (*Store, error) {
 	if err := os.MkdirAll(s.tmp, storeDirMode); err != nil {
 		return nil, fmt.Errorf("artifact store: create %s: %w", s.tmp, err)
 	}
+	if err := makeShards(s.root); err != nil {
+		return nil, fmt.Errorf("artifact store: %w", err)
+	}
+	spares, err := removeStaleSpares(ctx, s.root, time.Now().Add(-cfg.StaleTempAfter))
+	if err != nil {
+		return nil, fmt.Errorf("artifact store: %w", err)
+	}
 	removed, err := removeStaleTemp(ctx, s.tmp, time.Now().Add(-cfg.StaleTempAfter))
 	if err != nil {
 		return nil, fmt.Errorf("artifact store: %w", err)
 	}
-	if removed > 0 {
-		s.log.InfoContext(ctx, "artifact store removed stale temporary files", "root", root, "removed", removed)
+	if removed+spares > 0 {
+		s.log.InfoContext(ctx, "artifact store removed stale temporary files", "root", root, "removed", removed+spares)
 	}
 	return s, nil
+}
+
+// makeShards creates every shard directory (00 … ff) that is missing and
+// fsyncs root once if it made any. An upload then never creates one: the
+// first upload into a shard would otherwise pay a mkdir and an fsync of
+// the root that content already stored (in a shard that exists) never
+// does, and its time would tell that the content was new.
+func makeShards(root string) error {
+	made := false
+	for i := range 256 {
+		dir := filepath.Join(root, fmt.Sprintf("%02x", i))
+		err := os.Mkdir(dir, storeDirMode)
+		switch {
+		case err == nil:
+			made = true
+		case !errors.Is(err, os.ErrExist):
+			return fmt.Errorf("create shard %s: %w", dir, err)
+		}
+	}
+	if made {
+		return syncDir(root)
+	}
+	return nil
+}
+
+// removeStaleSpares removes the spare links (publish) a crash left in the
+// shards, those modified before cutoff: one directory read per shard.
+func removeStaleSpares(ctx context.Context, root string, cutoff time.Time) (int, error) {
+	removed := 0
+	for i := range 256 {
+		dir := filepath.Join(root, fmt.Sprintf("%02x", i))
+		entries, err := os.ReadDir(dir)
+		if err != nil {
+			return removed, fmt.Errorf("scan %s: %w", dir, err)
+		}
+		for _, de := range entries {
+			if !strings.HasPrefix(de.Name(), spareDot) {
+				continue
+			}
+			n, err := removeIfStale(ctx, dir, de, cutoff)
+			if err != nil {
+				return removed, err
+			}
+			removed += n
+		}
+	}
+	return removed, nil
+}
+
+// removeIfStale removes dir/de if it is a regular file modified before
+// cutoff, and says how many it removed.
+func removeIfStale(ctx context.Context, dir string, de os.DirEntry, cutoff time.Time) (int, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
+	info, err := de.Info()
+	if err != nil || !info.Mode().IsRegular() || !info.ModTime().Before(cutoff) {
+		return 0, nil
+	}
+	if err := os.Remove(filepath.Join(dir, de.Name())); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return 0, fmt.Errorf("remove stale %s: %w", de.Name(), err)
+	}
+	return 1, nil
 }
 
 // removeStaleTemp removes regular files in dir modified before cutoff.
@@ -118,17 +189,11 @@ func removeStaleTemp(ctx context.Context, dir string, cutoff time.Time) (int, er
 	}
 	removed := 0
 	for _, de := range entries {
-		if err := ctx.Err(); err != nil {
+		n, err := removeIfStale(ctx, dir, de, cutoff)
+		if err != nil {
 			return removed, err
 		}
-		info, err := de.Info()
-		if err != nil || !info.Mode().IsRegular() || !info.ModTime().Before(cutoff) {
-			continue
-		}
-		if err := os.Remove(filepath.Join(dir, de.Name())); err != nil && !errors.Is(err, os.ErrNotExist) {
-			return removed, fmt.Errorf("remove stale %s: %w", de.Name(), err)
-		}
-		removed++
+		removed += n
 	}
 	return removed, nil
 }
@@ -149,11 +214,13 @@ func (s *Store) path(digest string) string { return filepath.Join(s.root, relPat
 // A malformed digest or size matches ErrInvalid.
 //
 // Put is idempotent: if the artifact is already stored, the body is still
-// read, written to a temporary file and verified exactly like a new one (so
-// its timing does not tell that the content existed), then dropped, and
-// created is false. A stored copy of the uploaded size is trusted without
-// re-reading it (Verify does that); one of the wrong size is replaced by the
-// verified upload.
+// read, written to a temporary file, verified and fsynced exactly like a
+// new one, and published with the same changes to its shard directory
+// (publish), so the time does not tell that the content existed
+// (docs/business.md, "No existence oracle on test data"); then the upload
+// is dropped and created is false. A stored copy of the uploaded size is
+// trusted without re-reading it (Verify does that); one of the wrong size
+// is replaced by the verified upload.
 func (s *Store) Put(ctx context.Context, digest string, size int64, r io.Reader) (created bool, err error) {
 	if err := ValidateDigest(digest); err != nil {
 		return false, err
@@ -172,10 +239,10 @@ func (s *Store) Put(ctx context.Context, digest string, size int64, r io.Reader)
 	final := s.path(digest)
 
 	// Content already stored takes the same path as new content (temporary
-	// file, fsync, then publish finds the stored copy and drops it): an
-	// upload that skipped the write would answer a fsync sooner, telling a
-	// tenant that another one holds the content (docs/business.md
-	// "Tenancy"). The cost is one write of the body per repeated upload.
+	// file, fsync, publish, fsync of the shard): an upload that skipped the
+	// write would answer a fsync sooner, telling a tenant that another one
+	// holds the content (docs/business.md "Tenancy"). The cost is one write
+	// of the body per repeated upload.
 	tmp, err := os.CreateTemp(s.tmp, "put-*")
 	if err != nil {
 		return false, fmt.Errorf("artifact %s: create temporary file: %w", short(digest), err)
@@ -208,13 +275,17 @@ func (s *Store) Put(ctx context.Context, digest string, size int64, r io.Reader)
 	if err != nil {
 		return false, fmt.Errorf("artifact %s: %w", short(digest), err)
 	}
-	created, err = s.publish(ctx, tmpName, final, digest, res.n)
+	created, spare, err := s.publish(ctx, tmpName, final, digest, res.n)
 	if err != nil {
 		return false, err
 	}
 	published = true
-	if err := syncDir(shard); err != nil {
-		return false, fmt.Errorf("artifact %s: %w", short(digest), err)
+	serr := syncDir(shard)
+	if spare != "" {
+		dropLater(spare)
+	}
+	if serr != nil {
+		return false, fmt.Errorf("artifact %s: %w", short(digest), serr)
 	}
 	return created, nil
 }
@@ -230,27 +301,69 @@ func (s *Store) checkUpload(res copyResult, digest string, size int64) error {
 
 // publish moves a verified temporary file to its final name. A hard link
 // never replaces an existing file, so concurrent uploads of one digest agree
-// on who created it; a stored copy of the wrong size is replaced by rename.
+// on who created it; a stored copy of the wrong size is replaced by rename
+// (logged as damaged), as it is where the filesystem has no hard links.
+//
+// Otherwise new content and content already stored make the same changes
+// to the shard directory before Put fsyncs it: the upload is linked a second
+// time, under a spare name in the shard no reader asks for (spareName), and
+// its temporary name is removed. Without the spare link an upload of stored
+// content would change nothing in the shard, its fsync would return at once
+// and its answer would come sooner than new content's: the time would tell
+// that the content existed. The spare link is removed after the fsync: for
+// new content that drops a link count, for stored content it frees the
+// duplicate's blocks, work done later and apart from any answer (dropLater).
 // On success the temporary name is gone.
-func (s *Store) publish(ctx context.Context, tmpName, final, digest string, n int64) (created bool, err error) {
+func (s *Store) publish(ctx context.Context, tmpName, final, digest string, n int64) (created bool, spare string, err error) {
 	lerr := os.Link(tmpName, final)
-	if lerr == nil {
-		_ = os.Remove(tmpName)
-		return true, nil
-	}
+	created = lerr == nil
 	if errors.Is(lerr, os.ErrExist) {
-		if st, err := os.Stat(final); err == nil && st.Mode().IsRegular() && st.Size() == n {
-			_ = os.Remove(tmpName)
-			return false, nil
+		if st, err := os.Stat(final); err != nil || !st.Mode().IsRegular() || st.Size() != n {
+			s.log.WarnContext(ctx, "artifact store replaces a damaged stored copy", "digest", digest, "path", final)
+			lerr = errDamaged
+		} else {
+			lerr = nil
 		}
-		s.log.WarnContext(ctx, "artifact store replaces a damaged stored copy", "digest", digest, "path", final)
 	}
-	// The filesystem may not support hard links, or the stored copy is damaged.
-	if err := os.Rename(tmpName, final); err != nil {
-		return false, fmt.Errorf("artifact %s: publish: %w", short(digest), err)
+	if lerr != nil {
+		// The filesystem may not support hard links, or the stored copy is damaged.
+		if err := os.Rename(tmpName, final); err != nil {
+			return false, "", fmt.Errorf("artifact %s: publish: %w", short(digest), err)
+		}
+		return true, "", nil
 	}
-	return true, nil
+	spare = filepath.Join(filepath.Dir(final), spareName(tmpName))
+	if err := os.Link(tmpName, spare); err != nil {
+		spare = "" // only the time is less alike; what is stored is right
+	}
+	_ = os.Remove(tmpName)
+	return created, spare, nil
 }
+
+// dropLater removes a spare link spareLinger from now, on a timer, not on
+// the upload's path: for content that was stored already, the removal
+// frees the duplicate's blocks, measurably slower than new content's
+// removal (a link count dropped), and done before answering it would tell
+// the content apart again; done by the next upload it would tell that
+// upload's caller. A process that ends first leaves the link to OpenStore
+// (removeStaleSpares).
+func dropLater(spare string) {
+	time.AfterFunc(spareLinger, func() { _ = os.Remove(spare) })
+}
+
+// spareLinger is how long a spare link outlives its upload.
+const spareLinger = 2 * time.Second
+
+// errDamaged marks a stored copy publish replaces.
+var errDamaged = errors.New("stored copy damaged")
+
+// spareName is the spare link of an upload whose temporary file is tmpName:
+// a dot name, so it never collides with a digest, removed after the upload
+// (dropLater), or by OpenStore when a crash left it (removeStaleSpares).
+func spareName(tmpName string) string { return spareDot + filepath.Base(tmpName) }
+
+// spareDot starts every spare link's name.
+const spareDot = ".spare-"
 
 // Open returns the stored file for reading (an *os.File, so it seeks and
 // serves ranges) and its size. The caller closes it. A missing artifact is

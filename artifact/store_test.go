@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -359,4 +360,56 @@ func TestStorePutOfStoredContentWritesLikeNew(t *testing.T) {
 		_, err := s.Put(ctx, digestOf(b), int64(len(b)), bytes.NewReader(b))
 		require.ErrorContains(t, err, "create temporary file", "%q", b)
 	}
+}
+
+// An upload of content already stored changes its shard directory as new
+// content does (a spare link), so the shard's fsync has the same work to
+// do and the answer's time does not tell the content existed; the spare
+// link is gone a moment later and the stored copy is intact.
+func TestStorePutOfStoredContentChangesTheShardLikeNew(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := newStore(t, StoreConfig{})
+	body := []byte("stored already\n")
+	d := digestOf(body)
+	_, err := s.Put(ctx, d, int64(len(body)), bytes.NewReader(body))
+	require.NoError(t, err)
+	shard := filepath.Join(s.Root(), d[:2])
+	old := time.Now().Add(-time.Hour)
+	require.NoError(t, os.Chtimes(shard, old, old))
+
+	created, err := s.Put(ctx, d, int64(len(body)), bytes.NewReader(body))
+	require.NoError(t, err)
+	require.False(t, created)
+	st, err := os.Stat(shard)
+	require.NoError(t, err)
+	require.True(t, st.ModTime().After(old.Add(time.Minute)), "the shard directory changed: %v", st.ModTime())
+	requireFileContent(t, layoutPath(s.Root(), d), body)
+	require.Eventually(t, func() bool { return slices.Equal(dirNames(t, shard), []string{d}) },
+		10*time.Second, 10*time.Millisecond, "the spare link is removed")
+	requireFileContent(t, layoutPath(s.Root(), d), body)
+}
+
+// OpenStore makes every shard, so no upload makes one (which stored content
+// never needs), and removes the spare links a crash left, stale ones only.
+func TestOpenStoreMakesShardsAndRemovesStaleSpares(t *testing.T) {
+	t.Parallel()
+	root := t.TempDir()
+	require.NoError(t, os.MkdirAll(filepath.Join(root, "ab"), 0o750))
+	stale := filepath.Join(root, "ab", spareDot+"put-1")
+	fresh := filepath.Join(root, "ab", spareDot+"put-2")
+	for _, p := range []string{stale, fresh} {
+		require.NoError(t, os.WriteFile(p, []byte("x"), 0o600))
+	}
+	old := time.Now().Add(-2 * time.Hour)
+	require.NoError(t, os.Chtimes(stale, old, old))
+
+	newStore(t, StoreConfig{Root: root, StaleTempAfter: time.Hour})
+	requireNoFile(t, stale)
+	_, err := os.Stat(fresh)
+	require.NoError(t, err, "another replica's upload in progress")
+	names := dirNames(t, root)
+	require.Len(t, names, 257, "256 shards and the temporary directory")
+	require.Contains(t, names, "00")
+	require.Contains(t, names, "ff")
 }
