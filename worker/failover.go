@@ -34,6 +34,13 @@ import (
 // the next one at once (all of them are safe to repeat). Calls that are
 // safe to repeat are repeated there at once, each replica tried once,
 // before the caller backs off.
+//
+// A replica left because it did not answer in time is remembered as hung
+// until a liveness check of it, sent in the background every liveness
+// interval, is answered: until then no failure of the replica in use sends
+// the client back to it (a network error there, a slow answer while its
+// database waits out the hung replica's locks). A call whose answer was
+// cut on the network is first tried once more on the same replica.
 type client struct {
 	bases   []string
 	cur     atomic.Int32 // index of the replica in use
@@ -60,9 +67,13 @@ type client struct {
 	// moves counts moves to the next replica; liveChecks the liveness
 	// checks answered.
 	moves, liveChecks atomic.Int64
-	// leftHung is, per replica, when the client last moved off it because
-	// it did not answer in time (UnixNano; 0: never).
-	leftHung []atomic.Int64
+	// hungSince is, per replica, when the client left it because it did
+	// not answer in time (UnixNano), until a liveness check of it is
+	// answered (0: not hung). recheck clears it.
+	hungSince []atomic.Int64
+	// life ends with close: it bounds the background liveness checks.
+	life    context.Context
+	endLife context.CancelFunc
 }
 
 // newClient builds a client over one or more base URLs (ControlURLs).
@@ -94,11 +105,15 @@ func newClient(bases []string, timeout time.Duration) (*client, error) {
 		cl.cs, cl.raws = append(cl.cs, c), append(cl.raws, raw)
 		cl.off = append(cl.off, make(chan struct{}))
 	}
-	cl.leftHung = make([]atomic.Int64, len(bases))
+	cl.hungSince = make([]atomic.Int64, len(bases))
+	cl.life, cl.endLife = context.WithCancel(context.Background())
 	return cl, nil
 }
 
-func (cl *client) close() { cl.http.CloseIdleConnections() }
+func (cl *client) close() {
+	cl.endLife()
+	cl.http.CloseIdleConnections()
+}
 
 // Causes of an attempt that ended without an answer while its caller still
 // waits: both are failures of the replica, not cancellations.
@@ -170,35 +185,39 @@ func (cl *client) attemptTimeout(o callOpts) time.Duration {
 	return cl.timeout
 }
 
-// hungCooldown: a replica that answers too slowly within this long after
-// the client left the next one because it hung is taken as slow, not gone
-// (its database may be waiting out the hung replica's locks, about 2 s):
-// the client stays rather than go back to the hung one.
-const hungCooldown = 5 * time.Second
-
 // timedOut: the replica did not answer in time (rather than refusing the
 // connection or answering 502/503/504).
 func timedOut(err error) bool {
 	return errors.Is(err, errAttemptTimeout) || errors.Is(err, errStalled) || errors.Is(err, errNotAlive)
 }
 
-// moveOff makes the replica after idx the one in use, unless another call
-// moved already or the next one hung moments ago and idx is only slow
-// (hungCooldown), abandons the calls still waiting on idx, and reports the
-// move (with why) to moved.
-func (cl *client) moveOff(idx int, why error) {
-	next := (idx + 1) % len(cl.cs)
-	if next == idx {
-		return
+// cutAnswer: the call reached the replica (the connection was made) and
+// its answer was lost on the network — reset, or closed before a whole
+// answer — rather than late (timedOut), refused (notSent) or a 5xx. The
+// replica answered moments ago; a lost packet or a proxy's cut is far more
+// likely than its end, so the call is tried there once more before the
+// client moves.
+func cutAnswer(err error) bool {
+	if err == nil || timedOut(err) || errors.Is(err, errAbandoned) || notSent(err) {
+		return false
 	}
-	if left := cl.leftHung[next].Load(); timedOut(why) && left != 0 && time.Since(time.Unix(0, left)) < hungCooldown {
-		return
-	}
-	if !cl.cur.CompareAndSwap(int32(idx), int32(next)) {
-		return
+	var oe *net.OpError
+	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.As(err, &oe)
+}
+
+// moveOff makes the next replica after idx that is not hung the one in
+// use, unless another call moved already or every other replica is hung
+// (left without an answer and not answering a liveness check since: the
+// client stays, and the caller retries here). It abandons the calls still
+// waiting on idx, marks idx hung when it did not answer in time, and
+// reports the move (with why) to moved. It says whether it moved.
+func (cl *client) moveOff(idx int, why error) bool {
+	next := cl.nextLive(idx)
+	if next < 0 || !cl.cur.CompareAndSwap(int32(idx), int32(next)) {
+		return false
 	}
 	if timedOut(why) {
-		cl.leftHung[idx].Store(time.Now().UnixNano())
+		cl.markHung(idx)
 	}
 	cl.moves.Add(1)
 	cl.offMu.Lock()
@@ -207,6 +226,58 @@ func (cl *client) moveOff(idx int, why error) {
 	cl.offMu.Unlock()
 	if cl.moved != nil {
 		cl.moved(cl.bases[idx], cl.bases[next], why)
+	}
+	return true
+}
+
+// nextLive is the first replica after idx (in KECE_CONTROL_URL's order)
+// that is not hung; -1 when there is none.
+func (cl *client) nextLive(idx int) int {
+	for k := 1; k < len(cl.cs); k++ {
+		if c := (idx + k) % len(cl.cs); cl.hungSince[c].Load() == 0 {
+			return c
+		}
+	}
+	return -1
+}
+
+// markHung remembers replica idx as hung and, unless one runs already,
+// starts the background liveness checks that end it.
+func (cl *client) markHung(idx int) {
+	if cl.hungSince[idx].Swap(time.Now().UnixNano()) == 0 {
+		go cl.recheck(idx)
+	}
+}
+
+// recheckEvery is the pace and the bound of the liveness checks of a hung
+// replica: the liveness interval, or (a client without one, as a join's)
+// a second at most.
+func (cl *client) recheckEvery() time.Duration {
+	if cl.liveEvery > 0 {
+		return cl.liveEvery
+	}
+	return min(LivenessIntervalDefault, cl.timeout)
+}
+
+// recheck sends a liveness check to the hung replica idx every
+// recheckEvery, each bounded by it, and clears its mark at the first
+// answer, unless it was marked again while the check was on its way (that
+// mark needs an answer of its own). It never blocks a call: calls go to
+// the replica in use meanwhile. It ends with the client.
+func (cl *client) recheck(idx int) {
+	every := cl.recheckEvery()
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-cl.life.Done():
+			return
+		case <-t.C:
+		}
+		mark := cl.hungSince[idx].Load()
+		if cl.alive(cl.life, idx, every) == nil && cl.hungSince[idx].CompareAndSwap(mark, 0) {
+			return
+		}
 	}
 }
 
@@ -264,37 +335,47 @@ func try[T any](cl *client, ctx context.Context, idx int, o callOpts, call func(
 // the attempt returned is the one whose answer (or last error) counts.
 func do[T any](cl *client, ctx context.Context, o callOpts, call func(context.Context, int) (T, error)) attempt[T] {
 	n := len(cl.cs)
-	if o.hedge > 0 && n > 1 {
+	idx := int(cl.cur.Load())
+	if o.hedge > 0 && n > 1 && cl.nextLive(idx) >= 0 {
 		return hedged(cl, ctx, o, call)
 	}
-	first := int(cl.cur.Load())
 	var a attempt[T]
-	for i := 0; i < n; i++ {
-		idx := (first + i) % n
+	for tried := 1; ; tried++ {
 		a = try(cl, ctx, idx, o, call)
+		if n > 1 && o.rp == repeatAlways && ctx.Err() == nil && cutAnswer(a.err) {
+			// Before a move: with one replica the caller retries anyway.
+			a = try(cl, ctx, idx, o, call)
+		}
 		if a.err == nil || ctx.Err() != nil || !replicaFailed(a.err) || n == 1 {
 			return a
 		}
 		cl.moveOff(idx, a.err)
-		if cl.cur.Load() == int32(idx) {
-			return a // staying (hungCooldown): the caller retries here
+		next := int(cl.cur.Load())
+		if next == idx || tried >= n {
+			return a // staying (the others are hung), or each tried once: the caller retries
 		}
 		var ae *APIError
 		unsent := notSent(a.err) || (errors.As(a.err, &ae) && ae.Status == http.StatusServiceUnavailable)
 		if o.rp == repeatIfUnsent && !unsent {
 			return a
 		}
+		idx = next
 	}
-	return a
 }
 
 // hedged runs call on the replica in use and, if it has not answered within
 // o.hedge, on the next one too; the first success wins (and a win of the
 // second moves the client there). An answer about the request (not a
 // replica failure) ends the call at once.
+//
+// The second is the next replica that is not hung (do hedges only when
+// there is one).
 func hedged[T any](cl *client, ctx context.Context, o callOpts, call func(context.Context, int) (T, error)) attempt[T] {
 	first := int(cl.cur.Load())
-	second := (first + 1) % len(cl.cs)
+	second := cl.nextLive(first)
+	if second < 0 {
+		second = (first + 1) % len(cl.cs) // marked hung since do looked
+	}
 	hctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	results := make(chan attempt[T], 2)
@@ -355,8 +436,8 @@ func (cl *client) watched(deadline time.Duration) bool {
 // attempt with errNotAlive at the first check without an answer: a
 // replica that cannot answer a request that does nothing is stopped, not
 // busy (a long-poll's own answer may rightly take its whole wait). The
-// client then moves to the next replica at once (moveOff), keeping the
-// session, which also abandons every other call still waiting there (a
+// client then moves to the next replica that is not hung at once
+// (moveOff), keeping the session, which also abandons every other call still waiting there (a
 // download's stream, a heartbeat), not only this attempt.
 func (cl *client) watch(ctx context.Context, idx int, every time.Duration, end context.CancelCauseFunc) {
 	t := time.NewTicker(every)
@@ -369,9 +450,12 @@ func (cl *client) watch(ctx context.Context, idx int, every time.Duration, end c
 		}
 		if err := cl.alive(ctx, idx, every); err != nil && ctx.Err() == nil {
 			err = fmt.Errorf("%w: %v", errNotAlive, err)
-			cl.moveOff(idx, err)
-			end(err)
-			return
+			// With nowhere to go (every other replica is hung) the call
+			// goes on waiting here: ending it would only repeat it here.
+			if cl.moveOff(idx, err) || cl.cur.Load() != int32(idx) {
+				end(err)
+				return
+			}
 		}
 	}
 }

@@ -13,8 +13,10 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/kece-oj/kece/contracts"
 	"github.com/kece-oj/kece/control/controltest"
 	"github.com/kece-oj/kece/control/store"
+	"github.com/kece-oj/kece/telemetry"
 	"github.com/kece-oj/kece/worker"
 	"github.com/kece-oj/kece/worker/faultproxy"
 )
@@ -29,7 +31,10 @@ type freezable struct {
 	// only, when set, limits the freeze to paths containing it.
 	only string
 	hung atomic.Int64
-	stop chan struct{}
+	// calls counts the requests held while frozen that are not liveness
+	// checks: the node's own calls.
+	calls atomic.Int64
+	stop  chan struct{}
 }
 
 func newFreezable(t *testing.T, upstream string) *freezable {
@@ -40,6 +45,9 @@ func newFreezable(t *testing.T, upstream string) *freezable {
 	f.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if f.frozen.Load() && strings.Contains(r.URL.Path, f.only) {
 			f.hung.Add(1)
+			if r.URL.Path != contracts.LivenessPath {
+				f.calls.Add(1)
+			}
 			select { // hang until the client gives up or the test ends
 			case <-r.Context().Done():
 			case <-f.stop:
@@ -389,4 +397,77 @@ func (f *freezable) defaultsNode(t *testing.T, b *controltest.Env, nd controltes
 	cfg := nodeConfig(t, f.srv.URL+","+b.URL, "cpp", nd.JoinCode, be)
 	cfg.HeartbeatInterval, cfg.RenewInterval, cfg.ClaimWait, cfg.SafetyMargin, cfg.RequestTimeout = 0, 0, 0, 0, 0
 	return cfg
+}
+
+// A node that left a frozen replica does not go back to it while it stays
+// frozen, however often the healthy replica cuts an answer: a cut answer is
+// tried again there, and the frozen replica is not taken back before it
+// answers a liveness check. (Issue 47: the hang was remembered for 5 s
+// only, after which every cut answer sent the node back, and each return
+// cost about 2 s of liveness checking — in a 40 s freeze each node used the
+// frozen replica 24–27 s.) Once the frozen replica answers again and the
+// other one fails, the node does go back to it.
+func TestNoReturnToAFrozenReplicaWhileTheOtherCutsAnswers(t *testing.T) {
+	t.Parallel()
+	a := env(t, 5*time.Second)
+	b := a.SecondReplica()
+	man := publishEcho(a)
+	nd := a.NewNode("cpp", 1, 4)
+	a.ForceEnable(nd.ID)
+	front := newFreezable(t, a.URL)
+	px := faultproxy.New(b.URL)
+	t.Cleanup(px.Close)
+	cfg := nodeConfig(t, front.srv.URL+","+px.URL(), "cpp", nd.JoinCode, newFake(false))
+	cfg.ClaimWait = 500 * time.Millisecond
+	n := runNode(t, cfg)
+	waitJob(t, a, enqueue(a, "cpp17", man), 10*time.Second, "completed through the first replica", completed)
+	require.Equal(t, 1.0, replicaInUse(t, n, front.srv.URL))
+
+	front.frozen.Store(true)
+	// Every fifth answer of the healthy replica is cut: heartbeats alone
+	// (every 200 ms) make that about one a second.
+	cuts := px.Add(faultproxy.Rule{Method: http.MethodPost, Action: faultproxy.DropResponse, Every: 5})
+	require.Eventually(t, func() bool { return n.Metrics().ReplicaMoves == 1 }, 10*time.Second, 10*time.Millisecond,
+		"the node left the frozen replica")
+	// The window for calls that chose the frozen replica just before the
+	// move to arrive there; none may come after it.
+	time.Sleep(time.Second)
+	callsWhenLeft := front.calls.Load()
+
+	// 12 s of work through the healthy replica (more than twice the old
+	// 5 s memory), sampling which replica the node uses.
+	var jobs []int64
+	onFrozen, samples := 0.0, 0
+	for end := time.Now().Add(12 * time.Second); time.Now().Before(end); samples++ {
+		jobs = append(jobs, enqueue(b, "cpp17", man))
+		onFrozen += replicaInUse(t, n, front.srv.URL)
+		time.Sleep(100 * time.Millisecond) // the pace of submissions and samples
+	}
+	t.Logf("answers cut: %d; samples on the frozen replica: %.0f of %d; node calls held by it after the move: %d",
+		cuts.Hits(), onFrozen, samples, front.calls.Load()-callsWhenLeft)
+	require.GreaterOrEqual(t, cuts.Hits(), 5, "the healthy replica did cut answers")
+	require.Equal(t, int64(1), n.Metrics().ReplicaMoves, "moved only once: never back to the frozen replica")
+	require.Zero(t, onFrozen, "the frozen replica was never the one in use again")
+	require.Equal(t, callsWhenLeft, front.calls.Load(), "no call of the node went to the frozen replica after it left")
+	for _, j := range jobs {
+		waitJob(t, b, j, 20*time.Second, "completed through the healthy replica", completed)
+	}
+
+	// The frozen replica answers again, and the other cuts every request:
+	// the node goes back.
+	front.frozen.Store(false)
+	px.Remove(cuts)
+	px.Add(faultproxy.Rule{Action: faultproxy.Block})
+	waitJob(t, a, enqueue(a, "cpp17", man), 15*time.Second, "completed through the first replica again", completed)
+	require.Equal(t, int64(2), n.Metrics().ReplicaMoves)
+	require.Equal(t, 1.0, replicaInUse(t, n, front.srv.URL))
+}
+
+// replicaInUse is the node's kece_node_control_replica gauge for url: 1
+// while it is the replica in use.
+func replicaInUse(t *testing.T, n *testNode, url string) float64 {
+	t.Helper()
+	s, err := telemetry.Scrape(t.Context(), "http://"+n.Addr()+"/metrics")
+	require.NoError(t, err)
+	return s.Sum("kece_node_control_replica", "url", url)
 }
