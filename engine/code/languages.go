@@ -59,6 +59,12 @@ const (
 	arktsMinMemory  = 8 << 20
 )
 
+// nodeMemoryMarkers are Node's own reports of running out of memory: V8's
+// heap limit, a failed ArrayBuffer or Buffer allocation, and a worker_thread
+// stopped at its heap limit (the main thread then dies of the unhandled
+// ERR_WORKER_OUT_OF_MEMORY, exit 1, which was judged RE).
+var nodeMemoryMarkers = []string{"JavaScript heap out of memory", "RangeError: Array buffer allocation failed", "ERR_WORKER_OUT_OF_MEMORY"}
+
 // rawLanguage builds the spec of one canonical id (image not set).
 func rawLanguage(id string) (engine.RuntimeSpec, bool) {
 	switch id {
@@ -163,7 +169,7 @@ func rawLanguage(id string) (engine.RuntimeSpec, bool) {
 			CompileMemoryBytes: 768 << 20,
 			ExtraMemoryBytes:   128 << 20,
 			MinMemoryBytes:     arktsMinMemory,
-			MemoryErrorMarkers: []string{"JavaScript heap out of memory", "RangeError: Array buffer allocation failed"},
+			MemoryErrorMarkers: nodeMemoryMarkers,
 			VersionProbe:       []string{"node", "--version"},
 		}, true
 	case "javascript":
@@ -182,7 +188,7 @@ func rawLanguage(id string) (engine.RuntimeSpec, bool) {
 			CompileMemoryBytes: 256 << 20,
 			ExtraMemoryBytes:   128 << 20,
 			MinMemoryBytes:     arktsMinMemory,
-			MemoryErrorMarkers: []string{"JavaScript heap out of memory", "RangeError: Array buffer allocation failed"},
+			MemoryErrorMarkers: nodeMemoryMarkers,
 			VersionProbe:       []string{"node", "--version"},
 		}, true
 	}

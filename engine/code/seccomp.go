@@ -41,6 +41,15 @@ import (
 // (the profile lists the i386 architecture); libseccomp turns an argument
 // rule on socket() into a refusal of socketcall(SYS_SOCKET…) as a whole,
 // whose arguments it cannot read. TestSeccompSocketFamilies tries each.
+//
+// IPC objects that outlive their process: shmget, msgget, semget, the i386
+// ipc() multiplexer and mq_open fail with ENOSYS (what a kernel without
+// System V IPC or POSIX message queues answers). Their objects stay in the
+// container's IPC namespace after the program is killed, with their memory
+// charged to the container: one case that filled System V segments left
+// every later case of the job at the run ceiling (a 16 MiB case was MLE).
+// No runtime uses them (IpcMode none already leaves no /dev/shm for POSIX
+// shared memory). TestSeccompIPCObjects tries each.
 const builtinSeccomp = `{
   "defaultAction": "SCMP_ACT_ALLOW",
   "architectures": ["SCMP_ARCH_X86_64", "SCMP_ARCH_X86", "SCMP_ARCH_X32", "SCMP_ARCH_AARCH64", "SCMP_ARCH_ARM"],
@@ -54,6 +63,7 @@ const builtinSeccomp = `{
       "uselib", "vhangup"],
      "action": "SCMP_ACT_ERRNO", "errnoRet": 1},
     {"names": ["clone3"], "action": "SCMP_ACT_ERRNO", "errnoRet": 38},
+    {"names": ["shmget", "msgget", "semget", "ipc", "mq_open"], "action": "SCMP_ACT_ERRNO", "errnoRet": 38},
     {"names": ["clone"], "action": "SCMP_ACT_ERRNO", "errnoRet": 1,
      "args": [{"index": 0, "value": 268435456, "valueTwo": 268435456, "op": "SCMP_CMP_MASKED_EQ"}]},
     {"names": ["socket", "socketpair"], "action": "SCMP_ACT_ERRNO", "errnoRet": 97,
