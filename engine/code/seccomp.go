@@ -17,12 +17,13 @@ import (
 // clone3, so libc falls back to clone where the namespace flag is checked):
 // kernel/module/mount/namespace administration, cross-process memory access
 // (process_vm_*), BPF and perf, io_uring, userfaultfd,
-// keyrings, clock setting, handle-based opens, user-namespace creation, and
-// socket() and socketpair() for every address family but AF_UNIX. ptrace
-// stays allowed: the
-// supervisor starts every program with PTRACE_TRACEME to apply its limits
-// before the first instruction; without capabilities a program can only trace
-// its own children (never PID 1, which runs as another uid).
+// keyrings, clock setting, handle-based opens and user-namespace creation;
+// socket() and socketpair() fail for every address family but AF_UNIX
+// (EAFNOSUPPORT), and IPC objects that outlive their process cannot be made
+// (ENOSYS), both explained below. ptrace stays allowed: the supervisor starts
+// every program with PTRACE_TRACEME to apply its limits before the first
+// instruction; without capabilities a program can only trace its own
+// children (never PID 1, which runs as another uid).
 //
 // Sockets: one rule refuses socket() and socketpair() whose family argument
 // is not exactly AF_UNIX (1), with EAFNOSUPPORT. An allow-list, because a
