@@ -77,7 +77,10 @@ func Join(ctx context.Context, cfg JoinConfig) (Credential, error) {
 	if err := cfg.Validate(); err != nil {
 		return Credential{}, err
 	}
-	if _, err := os.Lstat(cfg.CredentialFile); err == nil {
+	if st, err := os.Lstat(cfg.CredentialFile); err == nil && !st.Mode().IsRegular() && st.Mode()&fs.ModeSymlink == 0 {
+		return Credential{}, fmt.Errorf("%w: %s is %s, not a credential: give --credential-file a path where one can be stored",
+			ErrAlreadyJoined, cfg.CredentialFile, typeName(st.Mode()))
+	} else if err == nil {
 		return Credential{}, fmt.Errorf("%w: %s (the node has joined; to join again, remove it after 'kecectl node rotate')",
 			ErrAlreadyJoined, cfg.CredentialFile)
 	} else if !errors.Is(err, fs.ErrNotExist) {

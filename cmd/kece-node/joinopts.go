@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"errors"
 	"fmt"
-	"os"
 	"os/user"
 	"path/filepath"
 	"strconv"
@@ -125,11 +124,12 @@ func lookupOwner(s string) (*worker.FileOwner, error) {
 
 // readEnvFile reads KEY=VALUE lines as systemd's EnvironmentFile= does for
 // the files KECE ships: blank lines and lines starting with # or ; are
-// skipped, a value may be in single or double quotes.
+// skipped, a value may be in single or double quotes. Anything but a
+// regular file is refused before it is opened.
 func readEnvFile(path string) (map[string]string, error) {
-	f, err := os.Open(path)
+	f, _, err := worker.OpenSettingFile("--env-file", path)
 	if err != nil {
-		return nil, fmt.Errorf("--env-file: %w", err)
+		return nil, err
 	}
 	defer f.Close()
 	vars := map[string]string{}

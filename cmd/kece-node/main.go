@@ -293,12 +293,38 @@ func (n *nodeFlags) config(prior error, log *slog.Logger) (worker.Config, error)
 		// restart loop).
 		errs = append(errs, worker.CheckCredentialFile(*n.credFile, *n.pool))
 	}
+	errs = append(errs, n.checkPaths())
 	errs = append(errs, n.backend(&cfg, log))
 	if err := errors.Join(errs...); err != nil {
 		// The worker's own checks are reported with these, all at once.
 		return cfg, errors.Join(err, cfg.Validate())
 	}
 	return cfg, cfg.Validate()
+}
+
+// checkPaths checks the type of every other path setting the node reads
+// before anything opens one: a named pipe, a device or a socket where a file
+// or a directory belongs stops the start naming the setting (exit 2), where
+// opening it would block the node with no message. The credential file is
+// checked by worker.CheckCredentialFile, the secret files
+// (KECE_JOIN_CODE_FILE, KECE_JUDGE_MYSQL_DSN_FILE) by the settings loader.
+func (n *nodeFlags) checkPaths() error {
+	type path struct {
+		name, value string
+		dir         bool
+	}
+	paths := []path{{"cache-dir", *n.cacheDir, true}}
+	if contracts.ValidPool(*n.pool) && *n.pool != string(machineapi.PoolMysql) {
+		paths = append(paths, path{"workspace", *n.workspace, true}, path{"seccomp-profile", *n.seccomp, false},
+			path{"supervisor", *n.supervisor, false})
+	}
+	var errs []error
+	for _, p := range paths {
+		if p.value != "" {
+			errs = append(errs, worker.CheckPathType(n.fs.Source(p.name), p.value, p.dir))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // backend builds only the executor of the configured pool.
