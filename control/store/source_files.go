@@ -6,7 +6,9 @@ import (
 	"strings"
 
 	"github.com/kece-oj/kece/contracts"
+	"github.com/kece-oj/kece/contracts/machineapi"
 	"github.com/kece-oj/kece/control/internal/jobdb"
+	"github.com/kece-oj/kece/internal/sourcenames"
 )
 
 // MaxSourceFiles bounds a multi-file submission's further files.
@@ -28,7 +30,9 @@ var multiFileLanguages = map[string]bool{"cpp": true, "java": true, "python": tr
 // C, C++, Java and Python; at most MaxSourceFiles of them, at most
 // MaxSourceBytes together with the source; plain distinct names that are
 // not the entry's own file or a name the build writes; Java files named
-// <Name>.java.
+// <Name>.java; no name the runtime would load in place of its own (a
+// Python standard-library module, a C/C++ precompiled header:
+// internal/sourcenames, which the engine applies too).
 func checkSourceFiles(language, source string, files []SourceFile) error {
 	if files == nil {
 		return nil
@@ -60,7 +64,22 @@ func checkSourceFiles(language, source string, files []SourceFile) error {
 		case l.Pool == "java" && !strings.HasSuffix(f.Name, ".java"):
 			return jobdb.Invalid(field, "Java files are named <Class>.java")
 		}
+		if why := runtimeName(l.Pool, f.Name); why != "" {
+			return jobdb.Invalid(field, "%s", why)
+		}
 		seen[f.Name] = true
 	}
 	return nil
+}
+
+// runtimeName says why a further file of a submission judged in pool may
+// not have this name: one its runtime would load in place of its own.
+func runtimeName(pool, name string) string {
+	switch machineapi.Pool(pool) {
+	case machineapi.PoolPython:
+		return sourcenames.Python(name)
+	case machineapi.PoolCpp:
+		return sourcenames.C(name)
+	}
+	return ""
 }
