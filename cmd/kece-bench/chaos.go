@@ -41,11 +41,12 @@ const (
 	faultDropAnswers   = "drop_answers"   // the fault proxy cuts the answers of a few claim/renew/result calls
 	faultDelayAnswers  = "delay_answers"  // the fault proxy holds a few answers back for seconds
 	faultDockerDown    = "docker_down"    // a code node's Docker daemon goes away for seconds (its socket proxy is cut)
+	faultLateClaims    = "late_claims"    // the fault proxy holds a few claims back and sends them on after their node gave up
 	faultGaleraKill    = "galera_kill"    // SIGKILL the Galera node the writers use (the -galera run)
 )
 
 var chaosFaultKinds = []string{faultNodeKill, faultNodeRestart, faultReplicaKill, faultReplicaFreeze, faultDBRestart,
-	faultDropAnswers, faultDelayAnswers, faultDockerDown}
+	faultDropAnswers, faultDelayAnswers, faultDockerDown, faultLateClaims}
 
 // runChaos is the fault run an operator would do, as a command: its own
 // MariaDB (restartable), two kece-control replicas, a fault proxy in front
@@ -109,7 +110,7 @@ func runChaos(ctx context.Context, args []string) error {
 	}
 	if !ok {
 		r.cfg.keep = true // the deferred cleanup leaves the evidence
-		return errors.New("targets missed: lost, duplicated, stuck, wrong, reconcile_violations, attempts_spent_in_freezes and leases_dropped_fresh must all be 0 " +
+		return errors.New("targets missed: lost, duplicated, stuck, wrong, reconcile_violations, attempts_spent_in_freezes, leases_dropped_fresh and stale_claim_leases must all be 0 " +
 			"and fleet_claim_stall_max_s at most 3 (logs kept in " + r.f.work + ")")
 	}
 	return nil
@@ -354,6 +355,10 @@ func (r *chaosRun) setup(ctx context.Context) error {
 			return err
 		}
 		rep.proxy = faultproxy.New("http://" + addr)
+		// As a load balancer does: a request whose node gave up (a
+		// deadline, a move to the other replica) still runs to its end,
+		// so stale copies of claims reach the replica late.
+		rep.proxy.KeepAbandoned(true)
 		r.replicas = append(r.replicas, rep)
 		cl, err := businessapi.NewClientWithResponses("http://"+addr, businessapi.WithRequestEditorFn(func(_ context.Context, req *http.Request) error {
 			req.Header.Set("Authorization", "Bearer "+r.f.bizToken)

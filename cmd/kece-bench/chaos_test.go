@@ -5,6 +5,7 @@ import (
 	"cmp"
 	"fmt"
 	"net"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -12,6 +13,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
+
+	"github.com/kece-oj/kece/control/dbtest"
 )
 
 // server answers every connection with its name and closes it.
@@ -126,6 +129,10 @@ func TestChaosConfigNamesWhatToFix(t *testing.T) {
 	ok := base()
 	require.NoError(t, ok.validate())
 	require.Equal(t, []string{"mysql", "python"}, ok.poolList)
+	late := base()
+	late.faults = strings.Join(chaosFaultKinds, ",")
+	require.NoError(t, late.validate())
+	require.Contains(t, late.faultList, faultLateClaims, "the stale claim copies are in the default mix")
 	require.Equal(t, []string{"node_kill", "db_restart"}, ok.faultList)
 	require.Equal(t, 12, ok.inFlight, "default in-flight is 3 × the pool's slots")
 	d := base()
@@ -159,4 +166,56 @@ func TestChaosConfigNamesWhatToFix(t *testing.T) {
 	g.galera = "scripts/galera.sh"
 	require.NoError(t, g.validate())
 	require.Equal(t, []string{faultGaleraKill}, g.faultList, "the Galera run has one fault: the writers' node dies")
+}
+
+// The run's stale-claim count and freeze leasing figures, read from
+// attempt rows as a run leaves them: a lease granted to a request id after
+// its first grant is stale (the same grant's leases, and another node's
+// request id that happens to match, are not), and the leased rates are per
+// second over the freezes and the quiet before each, per pool and for the
+// fleet.
+func TestChaosStaleClaimsAndFreezeLeasing(t *testing.T) {
+	t.Parallel()
+	db, _ := dbtest.Open(t)
+	t0 := time.Now().UTC().Truncate(time.Second).Add(-time.Hour)
+	n := 0
+	attempt := func(pool string, node int64, req string, at time.Time) {
+		t.Helper()
+		n++
+		res, err := db.ExecContext(t.Context(), `INSERT INTO judge_job (submission_type, submission_id, generation, kind, pool,
+			runtime_spec, manifest_id, request_snapshot, request_digest, state, max_attempts)
+			VALUES ('CHAOS', ?, 1, 'SUBMISSION', ?, 'x', 1, '{}', REPEAT('0', 64), 'COMPLETED', 3)`, fmt.Sprintf("sub-%d", n), pool)
+		require.NoError(t, err)
+		job, err := res.LastInsertId()
+		require.NoError(t, err)
+		_, err = db.ExecContext(t.Context(), `INSERT INTO judge_job_attempt (job_id, lease_epoch, node_id, host_group_id, session_epoch,
+			started_at, claim_request_id) VALUES (?, 1, ?, 1, 1, ?, NULLIF(?, ''))`, job, node, at, req)
+		require.NoError(t, err)
+	}
+	// One grant of two leases to claim-a, then a stale copy of claim-a
+	// granted another; node 2's claim-a is its own; no request id (an old
+	// node) is never stale.
+	attempt("mysql", 1, "claim-a", t0.Add(-5*time.Second))
+	attempt("mysql", 1, "claim-a", t0.Add(-5*time.Second))
+	attempt("python", 1, "claim-a", t0.Add(time.Second))
+	attempt("mysql", 2, "claim-a", t0.Add(2*time.Second))
+	attempt("mysql", 1, "", t0.Add(3*time.Second))
+	attempt("mysql", 1, "", t0.Add(3*time.Second))
+	stale, err := staleClaimLeases(t.Context(), db)
+	require.NoError(t, err)
+	require.Equal(t, 1, stale)
+
+	// A 5 s freeze at t0 with a 10 s quiet before it (lease 8 s + reap 1 s
+	// + 1 s): mysql leased 2 before (0.2/s) and 3 during (0.6/s), python
+	// none before and 1 during.
+	r := &chaosRun{cfg: chaosConfig{poolList: []string{"mysql", "python"}, lease: 8 * time.Second, reap: time.Second},
+		f: &fleet{db: db}}
+	lines, err := r.freezeLeaseRates(t.Context(), []freezeWindow{{start: t0, end: t0.Add(5 * time.Second)}})
+	require.NoError(t, err)
+	require.Equal(t, "freeze_leased_per_s_before=0.20 freeze_leased_per_s_during=0.80 freeze_leased_ratio=4.00\n"+
+		"freeze_leased_per_s_before_mysql=0.20 freeze_leased_per_s_during_mysql=0.60 freeze_leased_ratio_mysql=3.00\n"+
+		"freeze_leased_per_s_before_python=0.00 freeze_leased_per_s_during_python=0.20 freeze_leased_ratio_python=NaN\n", lines)
+	none, err := r.freezeLeaseRates(t.Context(), nil)
+	require.NoError(t, err)
+	require.Empty(t, none, "no freeze, no lines")
 }

@@ -128,6 +128,8 @@ func (r *chaosRun) fault(ctx context.Context, kind string) error {
 		r.controlDB.crash()
 		r.pause(ctx, time.Second, 3*time.Second)
 		return r.controlDB.start(ctx)
+	case faultLateClaims:
+		return r.lateClaims(ctx)
 	case faultDropAnswers, faultDelayAnswers:
 		rep := r.replicas[r.pick(len(r.replicas))]
 		path := []string{"/jobs/claim", "/jobs/renew", "/result", "/heartbeat"}[r.pick(4)]

@@ -25,6 +25,7 @@ import (
 
 	"github.com/go-sql-driver/mysql"
 	"github.com/kece-oj/kece/telemetry"
+	"github.com/kece-oj/kece/worker/faultproxy"
 )
 
 // faultReplicaLongFreeze is scheduled (not drawn): -long-freezes times per run.
@@ -39,6 +40,7 @@ type freezeWindow struct {
 	standIn    bool // a stand-in session held a claim's locks instead (standInLocks)
 	backlog    int  // jobs ready and queued when it began
 	stall      float64
+	cut        int // answers the other (healthy) replica's proxy cut meanwhile
 }
 
 // freezeStats are the run's freeze figures (r.mu).
@@ -243,17 +245,27 @@ func (r *chaosRun) tryStandInLocks(ctx context.Context) (func(), error) {
 	return release, nil
 }
 
-// frozen keeps rep stopped for d (it is stopped already), sampling the
-// pools' claim stall from the freeze's start until a little after its end,
-// and records the window.
+// frozen keeps rep stopped for d (it is stopped already) while the other
+// replica's proxy cuts every tenth answer (freezeCutEvery) — a node must
+// not go back to the frozen replica for that (issue 47, item 2) —,
+// sampling the pools' claim stall from the freeze's start until a little
+// after its end, and records the window.
 func (r *chaosRun) frozen(ctx context.Context, rep *chaosReplica, w freezeWindow, d time.Duration) error {
 	w.start = time.Now()
+	var cuts []*faultproxy.Handle
+	for _, o := range r.others(rep) {
+		cuts = append(cuts, o.proxy.Add(faultproxy.Rule{Method: "POST", Action: faultproxy.DropResponse, Every: freezeCutEvery}))
+	}
 	sctx, stop := context.WithCancel(ctx)
 	stalls := make(chan float64, 1)
 	go func() { stalls <- r.sampleStall(sctx) }()
 	sleepCtx(ctx, d)
 	err := rep.proc.cmd.Process.Signal(syscall.SIGCONT)
 	w.end = time.Now()
+	for i, o := range r.others(rep) {
+		o.proxy.Remove(cuts[i])
+		w.cut += cuts[i].Hits()
+	}
 	sleepCtx(ctx, 3*time.Second) // the fleet's recovery counts too
 	stop()
 	w.stall = <-stalls
@@ -261,6 +273,21 @@ func (r *chaosRun) frozen(ctx context.Context, rep *chaosReplica, w freezeWindow
 	r.freeze.windows = append(r.freeze.windows, w)
 	r.mu.Unlock()
 	return err
+}
+
+// freezeCutEvery: during a freeze the healthy replica's proxy cuts every
+// freezeCutEvery-th answer to a node's call (10 %, the issue's repro).
+const freezeCutEvery = 10
+
+// others are the replicas but rep, in their order.
+func (r *chaosRun) others(rep *chaosReplica) []*chaosReplica {
+	var out []*chaosReplica
+	for _, o := range r.replicas {
+		if o != rep {
+			out = append(out, o)
+		}
+	}
+	return out
 }
 
 // sampleStall samples every 100 ms, per pool, how long no job was leased
@@ -359,8 +386,9 @@ func (r *chaosRun) freezeFigures(ctx context.Context) (string, bool, error) {
 	fs := r.freeze
 	r.mu.Unlock()
 	var freezeMax, stallMax float64
-	spent, long, locks, standIns, backlogMin := 0, 0, 0, 0, -1
+	spent, long, locks, standIns, backlogMin, cut := 0, 0, 0, 0, -1, 0
 	for _, w := range windows {
+		cut += w.cut
 		freezeMax = max(freezeMax, w.end.Sub(w.start).Seconds())
 		stallMax = max(stallMax, w.stall)
 		if w.long {
@@ -390,7 +418,12 @@ func (r *chaosRun) freezeFigures(ctx context.Context) (string, bool, error) {
 	var b strings.Builder
 	fmt.Fprintf(&b, "replica_freezes=%d replica_long_freezes=%d freezes_holding_locks=%d lock_stand_ins=%d long_freeze_backlog_min=%d\n",
 		len(windows), long, locks, standIns, backlogMin)
-	fmt.Fprintf(&b, "replica_freeze_max_s=%.1f\n", freezeMax)
+	fmt.Fprintf(&b, "replica_freeze_max_s=%.1f freeze_cut_answers=%d\n", freezeMax, cut)
+	rates, err := r.freezeLeaseRates(ctx, windows)
+	if err != nil {
+		return "", false, err
+	}
+	b.WriteString(rates)
 	fmt.Fprintf(&b, "fleet_claim_stall_max_s=%.1f\n", stallMax)
 	fmt.Fprintf(&b, "attempts_spent_in_freezes=%d\n", spent)
 	fmt.Fprintf(&b, "leases_dropped_fresh=%d\n", dropped)

@@ -42,6 +42,10 @@ func (r *chaosRun) report(ctx context.Context, wall time.Duration) (bool, error)
 	if err != nil {
 		return false, err
 	}
+	stale, err := staleClaimLeases(ctx, db)
+	if err != nil {
+		return false, err
+	}
 
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -102,7 +106,8 @@ func (r *chaosRun) report(ctx context.Context, wall time.Duration) (bool, error)
 		fmt.Println(r.galeraRejoin)
 	}
 	fmt.Print(freezeLines)
-	return lost == 0 && duplicated == 0 && stuck == 0 && wrong == 0 && violations == 0 && recovery >= 0 && freezeOK, nil
+	fmt.Printf("stale_claim_leases=%d late_answers=%d\n", stale, r.lateAnswers())
+	return lost == 0 && duplicated == 0 && stuck == 0 && wrong == 0 && violations == 0 && recovery >= 0 && freezeOK && stale == 0, nil
 }
 
 // recovery is how long after the last fault ended judging worked again in
