@@ -32,7 +32,8 @@ type verdictRow struct {
 	kece, native           []float64 // ms per submission
 	keceWall, nativeWall   time.Duration
 	keceWrong, nativeWrong int
-	ids, jobs              []string // KECE submission and job ids
+	notAC                  map[string]int // side:status → count, of the submissions not judged AC
+	ids, jobs              []string       // KECE submission and job ids
 	node                   nodeDelta
 	queueMs, execMs        []float64 // from the jobs' timestamps (admin API)
 }
@@ -43,10 +44,19 @@ func (r *verdictRow) add(k, n verdictSample, id string) {
 	r.ids, r.jobs = append(r.ids, id), append(r.jobs, k.jobID)
 	if !k.ok {
 		r.keceWrong++
+		r.countNotAC("kece:" + k.status)
 	}
 	if !n.ok {
 		r.nativeWrong++
+		r.countNotAC("native:" + n.status)
 	}
+}
+
+func (r *verdictRow) countNotAC(key string) {
+	if r.notAC == nil {
+		r.notAC = map[string]int{}
+	}
+	r.notAC[key]++
 }
 
 // publishVerdictProblem publishes the a+b problem of one kind: the

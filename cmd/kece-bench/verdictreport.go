@@ -128,7 +128,15 @@ func (b *verdictBench) printRow(r verdictRow) {
 		line += fmt.Sprintf(" kece_wall_ms=%.0f native_wall_ms=%.0f ratio_wall=%.2f kece_per_s=%.2f native_per_s=%.2f",
 			kw, nw, ratio(kw, nw), ratio(float64(len(r.kece))*1000, kw), ratio(float64(len(r.native))*1000, nw))
 	}
-	fmt.Fprintf(b.out, "%s kece_wrong=%d native_wrong=%d load1=%s\n", line, r.keceWrong, r.nativeWrong, strings.Split(loadAvg(), ",")[0])
+	line += fmt.Sprintf(" kece_wrong=%d native_wrong=%d", r.keceWrong, r.nativeWrong)
+	if len(r.notAC) > 0 {
+		var seen []string
+		for _, k := range slices.Sorted(maps.Keys(r.notAC)) {
+			seen = append(seen, fmt.Sprintf("%s:%d", k, r.notAC[k]))
+		}
+		line += " not_ac=" + strings.Join(seen, ",")
+	}
+	fmt.Fprintf(b.out, "%s load1=%s\n", line, strings.Split(loadAvg(), ",")[0])
 	printPhases(b.out, r)
 }
 

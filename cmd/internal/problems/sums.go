@@ -85,20 +85,24 @@ func Special(ctx context.Context, c *businessapi.ClientWithResponses, language, 
 }
 
 // SumProgram returns the accepted a+b program of a language: the pools'
-// reference programs (internal/reference) for cpp17, java17, python3 and
-// arkts, and the two languages that share a pool with them, c17 and
-// javascript. Every one answers after reading two numbers, without waiting
-// for the end of its input, except the Node programs (which read their input
-// whole): SumInteractor closes the line after asking, so each also serves as
-// the interactive problem's solution.
+// reference programs (internal/reference) for cpp17, java17 and python3, C
+// for c17, and for javascript and arkts programs that read one line, not
+// the whole input. Every one answers as soon as it has read its line, so
+// each also solves the interactive problem: an interactive program never
+// sees the end of its input while the interactor lives (the interactor's
+// supervisor holds the pipe, docs/engine.md "Interactive problems"), so the
+// reference programs of the Node pool, which read to the end, would wait
+// there until the idleness limit.
 func SumProgram(language string) (source string, ok bool) {
 	switch language {
 	case "c17":
 		return sumC, true
 	case "javascript":
 		return sumJS, true
+	case "arkts":
+		return sumArkTS, true
 	}
-	for _, pool := range []machineapi.Pool{machineapi.PoolCpp, machineapi.PoolJava, machineapi.PoolPython, machineapi.PoolArkts} {
+	for _, pool := range []machineapi.Pool{machineapi.PoolCpp, machineapi.PoolJava, machineapi.PoolPython} {
 		if p, ok := reference.APlusB(string(pool)); ok && p.Language == language {
 			return p.Source, true
 		}
@@ -115,8 +119,30 @@ int main(void) {
 }
 `
 
+// sumJS reads up to its first newline with blocking reads of fd 0.
 const sumJS = `const fs = require("fs");
-const w = fs.readFileSync(0, "utf8").split(/\s+/).filter((s) => s.length > 0);
+const buf = new Uint8Array(256);
+let text = "";
+while (text.indexOf("\n") < 0) {
+    const n = fs.readSync(0, buf, 0, buf.length, null);
+    if (n === 0) break;
+    text += String.fromCharCode(...buf.subarray(0, n));
+}
+const w = text.split(/\s+/).filter((s) => s.length > 0);
+fs.writeSync(1, String(BigInt(w[0]) + BigInt(w[1])) + "\n");
+`
+
+// sumArkTS is sumJS typed for tsc --strict (the stand-in runtime's
+// ambient declarations give require).
+const sumArkTS = `const fs = require("fs");
+const buf: Uint8Array = new Uint8Array(256);
+let text: string = "";
+while (text.indexOf("\n") < 0) {
+    const n: number = fs.readSync(0, buf, 0, buf.length, null);
+    if (n === 0) break;
+    text += String.fromCharCode(...buf.subarray(0, n));
+}
+const w: string[] = text.split(/\s+/).filter((s: string) => s.length > 0);
 fs.writeSync(1, String(BigInt(w[0]) + BigInt(w[1])) + "\n");
 `
 
@@ -182,8 +208,7 @@ inline void registerTestlibCmd(int argc, char *argv[]) {
 
 // SumInteractor is the interactive a+b problem's interactor in C++
 // (testlib's interactor convention, no testlib): argv input tout answer. It
-// tells the program the case's two numbers, closes the program's input (so
-// a program that reads its input whole sees its end), and reads the sum.
+// tells the program the case's two numbers on one line and reads the sum.
 const SumInteractor = `#include <cstdio>
 
 int main(int argc, char **argv) {
@@ -197,7 +222,6 @@ int main(int argc, char **argv) {
     }
     std::printf("%lld %lld\n", a, b);
     std::fflush(stdout);
-    std::fclose(stdout);
     if (std::scanf("%lld", &got) != 1) {
         std::fprintf(tout, "no number in the answer\n");
         return 2;
