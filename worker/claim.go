@@ -15,7 +15,8 @@ import (
 )
 
 // claimLoop keeps at most one long-poll claim in flight, asking for the free
-// slots, and starts the jobs it gets. Each claim carries a request id that a
+// slots (the node's slots less the slots its jobs hold: a job holds its
+// weight, slots.go), and starts the jobs it gets. Each claim carries a request id that a
 // retry after a failed answer sends again, so the control plane answers the
 // leases it granted to the lost answer instead of new ones; the id changes
 // after every answer received.

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/kece-oj/kece/artifact"
+	"github.com/kece-oj/kece/contracts"
 	"github.com/kece-oj/kece/contracts/machineapi"
 	"github.com/kece-oj/kece/engine"
 )
@@ -34,9 +35,11 @@ type job struct {
 	execStart  time.Time
 	judgeStart time.Time
 
-	// slotPassed (under the node's mu): the job its result leased runs in
-	// its slot, so its end frees none (the slot cycle).
-	slotPassed bool
+	// slots is how many of the node's slots the job holds while it runs
+	// (its slot weight, jobSlots); passed (under the node's mu) is how many
+	// of them the jobs its result leased took over (the slot cycle), which
+	// its end does not free again.
+	slots, passed int
 
 	mu       sync.Mutex
 	deadline time.Time
@@ -116,9 +119,10 @@ func (j *job) progress() machineapi.LeaseProgress {
 // start registers a claimed job and runs it in its own goroutine.
 //
 // from, when not nil, is the finished job whose result leased c: c takes
-// over its slot, in the same critical section, so busy never counts the
-// slot twice (a cycle's next result would then carry no claim) nor frees it
-// in between (the claim loop would claim it too).
+// over its slots (as many as it needs and from still holds), in the same
+// critical section, so busy never counts a slot twice (a cycle's next
+// result would then carry no claim) nor frees it in between (the claim
+// loop would claim it too). busy counts slots, each job its weight.
 //
 // since is when the lease's remaining time holds from: when the replica
 // that granted it answered (a claim), or when the try that replica answered
@@ -136,7 +140,7 @@ func (n *Node) start(jobsCtx, hardCtx context.Context, wg *sync.WaitGroup, c mac
 	// A fresh lease shows as COMPILING on the control plane until a renew
 	// says otherwise, so that is the phase it already knows.
 	j := &job{c: c, key: jobKey(c.JobId, c.LeaseEpoch), deadline: deadline, phase: machineapi.PhaseCompiling,
-		reported: machineapi.PhaseCompiling, onPhase: n.phaseChanged, claimed: since}
+		reported: machineapi.PhaseCompiling, onPhase: n.phaseChanged, claimed: since, slots: jobSlots(c)}
 	if c.Manifest.Kind == machineapi.ManifestKindSql {
 		j.phase = machineapi.PhaseJudging
 		n.phaseChanged()
@@ -149,11 +153,7 @@ func (n *Node) start(jobsCtx, hardCtx context.Context, wg *sync.WaitGroup, c mac
 	})
 	n.mu.Lock()
 	n.jobs[j.key] = j
-	if from != nil && !from.slotPassed {
-		from.slotPassed = true
-	} else {
-		n.busy++
-	}
+	n.busy += j.slots - from.passOn(j.slots)
 	n.mu.Unlock()
 	n.m.jobsStarted.Add(1)
 	log.Info("job leased", "kind", c.Kind, "attempt", c.Attempt, "lease_remaining_ms", c.LeaseRemainingMs)
@@ -164,9 +164,7 @@ func (n *Node) start(jobsCtx, hardCtx context.Context, wg *sync.WaitGroup, c mac
 			j.cancelPost(nil)
 			n.mu.Lock()
 			delete(n.jobs, j.key)
-			if !j.slotPassed {
-				n.busy--
-			}
+			n.busy -= j.slots - j.passed
 			n.mu.Unlock()
 			n.poke()
 		}()
@@ -212,9 +210,9 @@ func (n *Node) runJob(j *job, log *slog.Logger) {
 		j.mu.Lock()
 		j.execStart = time.Now()
 		j.mu.Unlock()
-		n.m.executing.Add(1)
+		n.m.executing.Add(int64(j.slots))
 		verdict, err = n.backend.Execute(j.execCtx, task, j)
-		n.m.executing.Add(-1)
+		n.m.executing.Add(-int64(j.slots))
 	}
 	release()
 
@@ -476,7 +474,7 @@ func (n *Node) post(ctx context.Context, j *job, req machineapi.ResultRequest, l
 	fellBack := false
 	// The claim for the slot this result frees goes with it, unchanged on
 	// every retry (its request id answers a lost answer's leases again).
-	req.Claim = n.cycleClaim()
+	req.Claim = n.cycleClaim(j)
 	for attempt := 1; ; attempt++ {
 		if attempt > 1 {
 			n.m.resultRetries.Add(1)
@@ -541,17 +539,22 @@ type cycleCtx struct {
 	wg                *sync.WaitGroup
 }
 
-// cycleClaim is the claim a result carries for the slot it frees (the slot
-// cycle: result and next claim in one call, one transaction on the control
-// plane), or nil: the control plane does not take one, the node claims
-// nothing new (draining, stopping, refused), or the slot is gone (an admin
-// lowered the slots while the job ran; its job still counts in busy).
-func (n *Node) cycleClaim() *machineapi.ResultClaim {
+// cycleClaim is the claim j's result carries for the slots it frees (the
+// slot cycle: result and next claim in one call, one transaction on the
+// control plane), or nil: the control plane does not take one, the node
+// claims nothing new (draining, stopping, refused), or no slot is free once
+// j ends (an admin lowered the slots while it ran; its job still counts in
+// busy). It asks for every slot free once j ends, j's own and any the node
+// had idle besides: a job heavier than one slot then fits as soon as the
+// node has room for it, rather than when the claim loop's long-poll, sent
+// when fewer were free, comes back (docs/scheduling.md, "Slot weights").
+func (n *Node) cycleClaim(j *job) *machineapi.ResultClaim {
 	n.mu.Lock()
 	defer n.mu.Unlock()
+	free := min(n.slotsLocked()-n.busy+j.slots-j.passed, contracts.BatchMax)
 	if !n.timing.resultClaims || !n.mayClaimLocked() || n.failed() || n.cycle.claim == nil || n.cycle.claim.Err() != nil ||
-		n.busy > n.slotsLocked() {
+		free <= 0 {
 		return nil
 	}
-	return &machineapi.ResultClaim{FreeSlots: 1, RequestId: newClaimRequestID()}
+	return &machineapi.ResultClaim{FreeSlots: int32(free), RequestId: newClaimRequestID()}
 }

@@ -40,3 +40,33 @@ func DefaultLocalSlots(pool string, cpus int, memBytes int64) int {
 	byMem := int((memBytes - HostReserveBytes) / per)
 	return max(1, min(cpus, byMem, MaxLocalSlots))
 }
+
+// A node's slots are counted in slots, not jobs: a job holds its slot
+// weight while it runs (ClaimedJob.slots: 1 for most problems, 2 for an
+// interactive one, processes + 1 for a communication task), the control
+// plane counts the same weights against the node's slots, and the node
+// claims with its slots less the weights of the jobs it runs
+// (docs/scheduling.md, "Slot weights"). A job heavier than the node's
+// slots is handed to the node only when it is idle; busy then exceeds the
+// slots and the node claims nothing until it ends.
+
+// jobSlots is how many slots a claimed job holds: its weight, 1 when the
+// control plane does not say (before slot weights).
+func jobSlots(c machineapi.ClaimedJob) int {
+	if c.Slots == nil || *c.Slots < 1 {
+		return 1
+	}
+	return int(*c.Slots)
+}
+
+// passOn hands up to want of the slots j holds to a job its result leased
+// (the slot cycle) and says how many it handed; none when j is nil. Called
+// with the node's mu held.
+func (j *job) passOn(want int) int {
+	if j == nil {
+		return 0
+	}
+	n := min(want, j.slots-j.passed)
+	j.passed += n
+	return n
+}

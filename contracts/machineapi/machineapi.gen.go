@@ -636,7 +636,7 @@ type CheckerType string
 
 // ClaimRequest defines model for ClaimRequest.
 type ClaimRequest struct {
-	// FreeSlots Slots free on the node right now; at most this many jobs are returned.
+	// FreeSlots Slots free on the node right now (a running job holds its `slots`); the jobs returned hold at most this many.
 	FreeSlots int32 `json:"freeSlots"`
 
 	// RequestId Random id of this claim, chosen by the node and sent again,
@@ -692,7 +692,18 @@ type ClaimedJob struct {
 	Pool Pool `json:"pool"`
 
 	// Runtime The runtime the job must run on; the node refuses a pool it does not serve.
-	Runtime    JobRuntime    `json:"runtime"`
+	Runtime JobRuntime `json:"runtime"`
+
+	// Slots How many of the node's slots the job holds while it runs, its
+	// slot weight: the sandboxed programs it runs at once — 1 for
+	// most problems, 2 for an interactive one (the program and the
+	// interactor), processes + 1 for a communication task (its
+	// processes and the manager). The control plane counts it against
+	// the node's slots and the host group's capacity; the node counts
+	// it against its free slots until the job ends. A job heavier
+	// than the node's slots is handed only to an idle node. Absent
+	// (a control plane before slot weights): 1.
+	Slots      *int32        `json:"slots,omitempty"`
 	Submission JobSubmission `json:"submission"`
 }
 
@@ -1146,7 +1157,7 @@ type RenewResponse struct {
 // the same result when it retries after a lost answer, and gets the
 // same leases.
 type ResultClaim struct {
-	// FreeSlots Slots this result frees for new work (usually 1); at most this many jobs are returned.
+	// FreeSlots Slots free for new work once this result is in — this job's `slots` and any the node had free besides; the jobs returned hold at most this many.
 	FreeSlots int32  `json:"freeSlots"`
 	RequestId string `json:"requestId"`
 }
@@ -1605,9 +1616,13 @@ type ClientInterface interface {
 	// Waits up to `waitMs` (at most 15000) for ready jobs and returns zero or
 	// more of them, each with a fresh lease (`leaseEpoch`, `leaseRemainingMs`).
 	// An empty `jobs` list after the wait is normal; claim again with jitter.
-	// The number of jobs is bounded by `freeSlots`, the node's slots minus its
-	// in-flight leases and the host group's capacity minus the group's
-	// in-flight leases. Only an `ENABLED` node receives `SUBMISSION` jobs; a
+	// The jobs' slots (`ClaimedJob.slots`, 1 for most) are bounded by
+	// `freeSlots`, the node's slots minus the slots of its in-flight
+	// leases and the host group's capacity minus the group's; a job
+	// heavier than the node's slots or the group's capacity is handed out
+	// only when nothing else runs there. Jobs are handed out in order: a
+	// job that does not fit is not overtaken by lighter ones behind it.
+	// Only an `ENABLED` node receives `SUBMISSION` jobs; a
 	// node in any other state receives only the `CHECK` jobs bound to it.
 	//
 	// Jobs are handed out by priority, then by the time they were first
@@ -1640,9 +1655,13 @@ type ClientInterface interface {
 	// Waits up to `waitMs` (at most 15000) for ready jobs and returns zero or
 	// more of them, each with a fresh lease (`leaseEpoch`, `leaseRemainingMs`).
 	// An empty `jobs` list after the wait is normal; claim again with jitter.
-	// The number of jobs is bounded by `freeSlots`, the node's slots minus its
-	// in-flight leases and the host group's capacity minus the group's
-	// in-flight leases. Only an `ENABLED` node receives `SUBMISSION` jobs; a
+	// The jobs' slots (`ClaimedJob.slots`, 1 for most) are bounded by
+	// `freeSlots`, the node's slots minus the slots of its in-flight
+	// leases and the host group's capacity minus the group's; a job
+	// heavier than the node's slots or the group's capacity is handed out
+	// only when nothing else runs there. Jobs are handed out in order: a
+	// job that does not fit is not overtaken by lighter ones behind it.
+	// Only an `ENABLED` node receives `SUBMISSION` jobs; a
 	// node in any other state receives only the `CHECK` jobs bound to it.
 	//
 	// Jobs are handed out by priority, then by the time they were first
@@ -2002,9 +2021,13 @@ func (c *Client) SendHeartbeat(ctx context.Context, body SendHeartbeatJSONReques
 // Waits up to `waitMs` (at most 15000) for ready jobs and returns zero or
 // more of them, each with a fresh lease (`leaseEpoch`, `leaseRemainingMs`).
 // An empty `jobs` list after the wait is normal; claim again with jitter.
-// The number of jobs is bounded by `freeSlots`, the node's slots minus its
-// in-flight leases and the host group's capacity minus the group's
-// in-flight leases. Only an `ENABLED` node receives `SUBMISSION` jobs; a
+// The jobs' slots (`ClaimedJob.slots`, 1 for most) are bounded by
+// `freeSlots`, the node's slots minus the slots of its in-flight
+// leases and the host group's capacity minus the group's; a job
+// heavier than the node's slots or the group's capacity is handed out
+// only when nothing else runs there. Jobs are handed out in order: a
+// job that does not fit is not overtaken by lighter ones behind it.
+// Only an `ENABLED` node receives `SUBMISSION` jobs; a
 // node in any other state receives only the `CHECK` jobs bound to it.
 //
 // Jobs are handed out by priority, then by the time they were first
@@ -2047,9 +2070,13 @@ func (c *Client) ClaimJobsWithBody(ctx context.Context, contentType string, body
 // Waits up to `waitMs` (at most 15000) for ready jobs and returns zero or
 // more of them, each with a fresh lease (`leaseEpoch`, `leaseRemainingMs`).
 // An empty `jobs` list after the wait is normal; claim again with jitter.
-// The number of jobs is bounded by `freeSlots`, the node's slots minus its
-// in-flight leases and the host group's capacity minus the group's
-// in-flight leases. Only an `ENABLED` node receives `SUBMISSION` jobs; a
+// The jobs' slots (`ClaimedJob.slots`, 1 for most) are bounded by
+// `freeSlots`, the node's slots minus the slots of its in-flight
+// leases and the host group's capacity minus the group's; a job
+// heavier than the node's slots or the group's capacity is handed out
+// only when nothing else runs there. Jobs are handed out in order: a
+// job that does not fit is not overtaken by lighter ones behind it.
+// Only an `ENABLED` node receives `SUBMISSION` jobs; a
 // node in any other state receives only the `CHECK` jobs bound to it.
 //
 // Jobs are handed out by priority, then by the time they were first
@@ -2893,9 +2920,13 @@ type ClientWithResponsesInterface interface {
 	// Waits up to `waitMs` (at most 15000) for ready jobs and returns zero or
 	// more of them, each with a fresh lease (`leaseEpoch`, `leaseRemainingMs`).
 	// An empty `jobs` list after the wait is normal; claim again with jitter.
-	// The number of jobs is bounded by `freeSlots`, the node's slots minus its
-	// in-flight leases and the host group's capacity minus the group's
-	// in-flight leases. Only an `ENABLED` node receives `SUBMISSION` jobs; a
+	// The jobs' slots (`ClaimedJob.slots`, 1 for most) are bounded by
+	// `freeSlots`, the node's slots minus the slots of its in-flight
+	// leases and the host group's capacity minus the group's; a job
+	// heavier than the node's slots or the group's capacity is handed out
+	// only when nothing else runs there. Jobs are handed out in order: a
+	// job that does not fit is not overtaken by lighter ones behind it.
+	// Only an `ENABLED` node receives `SUBMISSION` jobs; a
 	// node in any other state receives only the `CHECK` jobs bound to it.
 	//
 	// Jobs are handed out by priority, then by the time they were first
@@ -2928,9 +2959,13 @@ type ClientWithResponsesInterface interface {
 	// Waits up to `waitMs` (at most 15000) for ready jobs and returns zero or
 	// more of them, each with a fresh lease (`leaseEpoch`, `leaseRemainingMs`).
 	// An empty `jobs` list after the wait is normal; claim again with jitter.
-	// The number of jobs is bounded by `freeSlots`, the node's slots minus its
-	// in-flight leases and the host group's capacity minus the group's
-	// in-flight leases. Only an `ENABLED` node receives `SUBMISSION` jobs; a
+	// The jobs' slots (`ClaimedJob.slots`, 1 for most) are bounded by
+	// `freeSlots`, the node's slots minus the slots of its in-flight
+	// leases and the host group's capacity minus the group's; a job
+	// heavier than the node's slots or the group's capacity is handed out
+	// only when nothing else runs there. Jobs are handed out in order: a
+	// job that does not fit is not overtaken by lighter ones behind it.
+	// Only an `ENABLED` node receives `SUBMISSION` jobs; a
 	// node in any other state receives only the `CHECK` jobs bound to it.
 	//
 	// Jobs are handed out by priority, then by the time they were first
@@ -3997,9 +4032,13 @@ func (c *ClientWithResponses) SendHeartbeatWithResponse(ctx context.Context, bod
 // Waits up to `waitMs` (at most 15000) for ready jobs and returns zero or
 // more of them, each with a fresh lease (`leaseEpoch`, `leaseRemainingMs`).
 // An empty `jobs` list after the wait is normal; claim again with jitter.
-// The number of jobs is bounded by `freeSlots`, the node's slots minus its
-// in-flight leases and the host group's capacity minus the group's
-// in-flight leases. Only an `ENABLED` node receives `SUBMISSION` jobs; a
+// The jobs' slots (`ClaimedJob.slots`, 1 for most) are bounded by
+// `freeSlots`, the node's slots minus the slots of its in-flight
+// leases and the host group's capacity minus the group's; a job
+// heavier than the node's slots or the group's capacity is handed out
+// only when nothing else runs there. Jobs are handed out in order: a
+// job that does not fit is not overtaken by lighter ones behind it.
+// Only an `ENABLED` node receives `SUBMISSION` jobs; a
 // node in any other state receives only the `CHECK` jobs bound to it.
 //
 // Jobs are handed out by priority, then by the time they were first
@@ -4038,9 +4077,13 @@ func (c *ClientWithResponses) ClaimJobsWithBodyWithResponse(ctx context.Context,
 // Waits up to `waitMs` (at most 15000) for ready jobs and returns zero or
 // more of them, each with a fresh lease (`leaseEpoch`, `leaseRemainingMs`).
 // An empty `jobs` list after the wait is normal; claim again with jitter.
-// The number of jobs is bounded by `freeSlots`, the node's slots minus its
-// in-flight leases and the host group's capacity minus the group's
-// in-flight leases. Only an `ENABLED` node receives `SUBMISSION` jobs; a
+// The jobs' slots (`ClaimedJob.slots`, 1 for most) are bounded by
+// `freeSlots`, the node's slots minus the slots of its in-flight
+// leases and the host group's capacity minus the group's; a job
+// heavier than the node's slots or the group's capacity is handed out
+// only when nothing else runs there. Jobs are handed out in order: a
+// job that does not fit is not overtaken by lighter ones behind it.
+// Only an `ENABLED` node receives `SUBMISSION` jobs; a
 // node in any other state receives only the `CHECK` jobs bound to it.
 //
 // Jobs are handed out by priority, then by the time they were first
@@ -6619,263 +6662,268 @@ func (sh *strictHandler) OpenSession(w http.ResponseWriter, r *http.Request) {
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7L3dchpJtjD6KhnsHWGYLmHJdnu6pdgXGGE3tiQ0gLpnTuOjSqgE0i4ycWWWJLpbEef23J+I8wTfk3xv",
+	"7L3dchpJtjD6KhnsL8IwXcKS7fZ0S/FdYITd2JLQAOqeOY2PKqESSLvIxJVZkuhuRezbc78jzhOcJzlv",
 	"sp/ki7VWZv1AIYHt9syOmBtbQFX+rFy5/n9+r030YqmVUNbUjn+vzQWPRIJ/9oVNVq2pFQl8ioSZJHJp",
 	"pVa149pATLSKDLOa3XJp2VhMdSJYAq9INWvWgloiPqUyEVHt2CapCGpmMhcLDkNNdbLgtnZck8o+f1YL",
 	"agup5CJd1I4Pg5pdLQX9JGYiqd3f3we1JU/4Qli3rrd63I0uuZ1vLms4F+yDHjMZwQokfLWEB4Oa4gsY",
-	"9gO8++Di/jMR09px7T+e5nB5Sr+ap92I1pMIs9TKCFzOKx71xadUGAufJlpZofBPvlzGcsJhaU8/GFjf",
-	"7zvO00kS7ba+ub+EJmORFoYpbdmC28mc2blgMHnCJ5bVw37nb1edwfC6e/Fz66x7GgYsvOz3hr127+z6",
-	"6mJwdXnZ6w87p2GjWbsPam2tprGcfKMdxIIbwSSsnsVazUTC7FwaNuFxLJIn5oTxMVeRVkxaXN5rnYxl",
-	"FAn156+vldq5UBZGFREbpxZBzONY34rohL04fM7Ci95p57rf+bn3rnMaMmP10iD4lY4ErveNVuLbgPKD",
-	"lopNdCTYLTeMx4ng0YqlRkRMJ2zODRN3S0B0XNeFtq91qqJvtbYxLGIqY5Ejq7iThg71kq9izaOh1mc8",
-	"mX0jeI11tGLibiJEZJi0ho0BHidMiRuREPli0jJumDS4yqHW51yt3A03f/4q+9wKFsuFBPyrh/3WsHN9",
-	"1j3v4mU9YWM++cj0dMqmOmFIoQ+QRDNDFBno3joNP8iIeNWK3NNPC+Qel3WleGrnOpG/iW+AMOfSGKlm",
-	"gDCJmCICTxIRwVXkMXxrhDFSqxO8b2wSc7lARoMrFXdLMbHfYp0DkdyI5MDISLApT2PL6t/f3bGwezHs",
-	"9C9aZ0Bory5aP7e6Z61XZx04MsIqIBCGLwRbEt6zW2nneJx6OnXbWCZ6Iozh41h0lJV29efv5xcRxwfA",
-	"kB21k2qilZEGpqQlWrrKTwxbcCWnwtit1+XeM1LEvTY3ootHsuTWigSm+79/bR38X/zgt8ODH9/nf143",
-	"D97/fhi8fH7/n7VMAjA2kWqG3Ikb0RcmjQkIUSRh8Ty+TPRSJFYCH57y2Iigtix89Xttkq3gIdi4dd4H",
-	"NXEnbVtHolJIWRdMgtpCLHSyejdef/zli0dkGnjVGE5Er3we7bmYfBQJi+R0GjAjZ4rHDIQXuAODv50x",
-	"AScZMG7ZQhvLXrB38hVc+gW/OxNqBlLRi8MfX1aA0Ux0UjHjFCQGqRX73/8/uxVyNrcsAaIoIjbn8ZTx",
-	"W75i00Qv2G8i0SDxvWCRmMgFj9ky5hNhRqrO2SKNrVzGgukpO2weHh4eManYr4eBG/R94wRRKZtOGnaE",
-	"VKzVDtjhSMGfXK3YlMs4TUTAuIrY7ZxbxplZignQgYmDDr/lCSxQ27lIbqURzZGqBfkhRDodx6L6FFS6",
-	"GNMhEHQrpEiRLKTiFuiRPwF8KWCHTE6Z0ko0i9PtIscGNWO5Tc1j2PizSCI5sQN6+D6oWbkQ56YCUy6v",
-	"GPy2vpIdsO+WxzENudeL90W5+Vd/u7KNeQzLlpxNVLgqhUuWHUB+Hd5nk+rxBzGxePvpzB+9+mtynDK3",
-	"ImEAYJ5IoxWrR3pingo1k0o0F1HARn5oM6oFKCsBfoo7EKCTNBam0RypED+HgK3jlRVMfEp5LO2qyUKr",
-	"Y5FwZUM3izAslkoYxpEhJ2Khb6SajZRZwi0JmOVjg1jd7sP9hYeZAC0KvosSvVwCxtmEyxj+EIulXdGQ",
-	"sJBprHlxLqs/CmWYEaAdobC6Yq1Bu9tlt3NpBU4aZDeVENiMFNB0qVjIx2ao4xDISpiIGP+uJyLmVt4I",
-	"uOUEDOKr7IbHqUB4uKsYsiRVJr+aBx/SaCbYMtGzhC/g6hPDU9FY350wI8RIDehRT+LgwoMItky01RMd",
-	"4y4B2ZBC3IiQLfhHAKdihW/h8XEsFscsX4rEo8MpR8o/C1Tydi4nc1qpVDiZvlV+VfBrLHCdftnwZDBS",
-	"lscfUbeVlukbVE+yZ54YZmwkFR6asZFOLasv5VIQ+iAYRgpX3iAaBkcQuZ/hzsBBWWFsLIGp5ssF9e0G",
-	"BB6tRqoCW7ubQDCjWqPJLrRj1aHUIcrbCMqJXixS5eSFDJis9DWz3HzcCsoFV3wmMjhmYPGPN53AIgzg",
-	"5VIKA9S/AKxgpASfzCuBDwv2X6K8azau6EiNau2N5T606dq6CEBoXiJ1uzEHuhOf8aKDzWN0vnwZkNDj",
-	"SI/IKvT4EB5dp8f4/gMU9LWMxZ4CFFlNtghw1yUJ7rsHRTgz58++f/koTOgpZM2/iWr+xO8I9C+Ofnzx",
-	"/PDFXhwLt5Mtxs3yAMQuHWXaZL4/6VsicGuCibdiRHjzQRtvstbYgDC9EFwZFsZixiercKTqIEOvMqGa",
-	"LdNxLM0cCDkZ09AmMpUijthHIZYGaQtyCKdKID124x0znsxuWCjVMrU53dapXaY2PAG927JDlLWOgOY/",
-	"Y7+04HVHiNbep9cYRyYasnpOrnQSiaRRHG+kjtgvrYA9Y8tEwE7ppqKcyupIDyN8wDF5ZvjKMKMbAXvO",
-	"Xre6ZyNVl2qacGOTdGLTRLh32z912u86/Wt4pnPaCNhf2VJLZc0x0F2RJMxYnliDZGCkQvqRjdLDw+cT",
-	"ZFj4pwhBP8l38CmVdsluE+CRTFrkaSC3eBDkD2e7RDqDgkC8YlqJNa7KgGATKwiI+uFKmqylVsBsZ0zE",
-	"RrA6Sqs05kRHIBHMeDLmMxG4N0ZKpxZVS5CbF/zuEr9+HwDZTriZw8lxlPoOdGobgG5lKAUjRboZni5I",
-	"Wwquxq81QhO4mrS3TFp7v35bg9rdAbx1cMMTuDAGXj/zrw+z1wf0en5bho5++SkRYDCjk5NATgUZppbT",
-	"yKBW4Oy1oFbiTTsureOmGebTvHbTDLJpuqVp2uVpYAsxl4uCGXcPGjlNhBjE2laI6Pg1gweYVpmJkCWo",
-	"ZCl9e5KpcXjXF6D+fNAgJJItPU2UiKo1DU8GXxYp4FGVsO/sxaQHr9uaVKQXTEbEtoF4ARwCNplrIxQK",
-	"Kn7RKO4AHeMzLlUwUqmazLmaiQjEA6FyAweOAaiZCJtIIIUoDwODJ4LCbrkZqVgbSyoh2RHoN5OPg2Zi",
-	"k0tpIAvfkF44UkrTzdJq4n6c8xsUp0XE6iAyRsyC8njLDZsBXojIjeiviEWBSIlbuNIo7IP08Jip4uD9",
-	"73/dyuZuubRVuhqwi1h70o0mJLbgKzbXceRAQEZ9GAC2BbLxrU4+Vit3/vCPvj88PNyLA+bImi22kv/R",
-	"dSAvx573ARAY/pdWLB7VdnEiEb3VY7SK8LsuvQVo7VbFk4SvNjaCs2xdOo2437rh4BdLW+1UmugUMcg9",
-	"RJfF+zGOnSEDzRsyMTZgUk0SsRCK9LKRIl5PiO7v2gc9dleDu6G0cpK25/RzHhGTE1FzpM7oQiBaE6I7",
-	"ScE/7h5ldbhb7h66axWMVCII/4Gb4JXGgSJJvoJE+LdxCw2kQUpbv/U1C8uGyaOS9pC7bQevWlD7KNWj",
-	"T77V43fw2H1Qw610lnpS4QV8LdQE5STQkEH3VBFocsTF3UEocRuwSN8qtMWSsGbS2BZP52HLSuWGcVl9",
-	"seBSSTX7DBsLXAISCB8Dxrl/rvDOrsBeav2ognIJz8CtSxUIHDucTd89CfJ7Ol5INNjv8N4gf7jimqOJ",
-	"qXDcFUB22OP2FWRXuQSY0qIKYM53WEVOTsUSrpqarPY0QP0keGzngE4gMMZ6wmMWZYOx+qkmOy8XC60C",
-	"5tbA5ALlQbKmRNzyMTciYJE0HxvNDe02EpbLCvVkMNcJagExVyjkBEw0Z02y6aBwbcWdPWFKMyMmibBm",
-	"zYR8dPjsRQV/m+OmEBTut7HWseAKfqxSFvnBb+9/9Sri8QMqYrWm5uerPhkDTw8st2Ib0VZTOUsTUkgM",
-	"PMi4YjxaSMWMsBnRRmpYB2KHBokxcuiI0ewIdi/TXnYuTrsXb65/7vS7r7vt1rDbu6gFtc5F69VZ57QW",
-	"1E77re5F9+IN/Nkd0Le7ybGXQkVSzX4WiZx60TSodRQfxwKw9zQhfIc/paFvQXQ9lWapjbTurq2ZQdvt",
-	"zuWwc8rqIFpL6+yEmbu9AaS/ddbvtE7/cd3unZ93h/g0ClDkB4+Z4EksRYIvsEhGJYj4GWpBbWOcHXfe",
-	"mkzE0uImW+TBbvvF4g7JebXf9esgnSdcH+totXl3Js7R86jbDI3V6DiDy2a2L4RCScrr6C3pOZZptxGG",
-	"aYg7y+qAf+KOL5bODKmnU0ICUvsRzht4v9V19FO64OoA4AfI4W84irowI5doLa667ZUOo3VrP5nsH7LU",
-	"59DaWNs5n8ylEvnq6GQmGDGRI9Na1EotqFUFrdSC2tte9+K63TvtFB7Nv+v8/bLbX3vuaoBfXPZ6Z9fn",
-	"3cF5a9j+CVTBfue0czHsts4KIw06g0G3d1HxzeDqstMfdE5xrGIcCH4cXr/uXV3QvK+ui59b/WH3das9",
-	"xC+7F9fnrYvu685gWPzpvDsYEOU467QGneuzHv7e7wyuzobX7d7F67Nue+gGb7cu2p0zojmlRV22/nHW",
-	"a51eD3u967NW/00nHyLfTjGqALRj57yuBbWC77oW1M47w596p7jo1tlZ7xd82h/SsHve6V0Nd7zkTrnu",
-	"qhseS7jq3rh2pUy6XOqECMBbLRWgUP6c/6ZDgSyFb64MfgRB5VwaDIOCE83CBvIxBhQ8sPHFIF2KxIgI",
-	"x7nQkeiLG/3RfXKxMjDfuPCplVg55RN7oW1XnedShP/eRTLAMYKccqbxV/JfZ3FWOGibq4mIibqXVrIe",
-	"GuNfz9ff51acUZCIt26QJ+1K8RsuY06G6nNh5zq60LZFAUw4Ep7DUC6ETi3S19eCA2Gq4B7ez8DggIGH",
-	"UHyZabpXTIkVjN0JTGUsrqUmiQst9kA40tjKa/jpEatPUJslPBLJjnj1yk36Wsai20NIZnOew5yvacqH",
-	"LEBB7Y2b8j4baD92Ay8xsp2CLuHsp3WgPJmF1zCt4tUJ42QP/q/cj+Sth40mG655o/IYDHQduSmsM9TC",
-	"tKHzrozUrU4+AvOIZCImVqNNJSKRhtaDNhkekTc/pC9pCDsXiTgZKYw04Bb1UQuSa5O12MLH5tAoGNAl",
-	"DfulRYvj3rLrTDOwS8ZZImZpzJPscZy5zplZLWKpPgbsdfd1D8SPfLl+IxhWQO9gKFDAfmk1ghwUbiHo",
-	"NWqyX9ALBMDUoXcBut3y2Ogq5x055ngGabIUkUlYaTTDFnfqjNiavFh0Vk12ASiIavIy5lLR04iXIwXD",
-	"L1JD0YNjgRYmXMg4lXHEUtDj6yFoMGHA8P/mX+CvvzQ/8BseBiMV/qU5ibkxYaPJ+mks0IO56RSsRLxR",
-	"rcoVlmHMjh6dBx06OfJ8jdHw8KqF+PJZ4umdICZo3HIRKQPvj82OrCBAZYrKfYXk4q7/niEGbJoqjGU5",
-	"wEAGdF2QP3UpEhZzNUvxVsC5E01jRqfJBH3a0Ui5yDt06cuYzDBwNURUuPUgKxrLlQXcxbcDdjvXRmRY",
-	"io85/xNu21TFOtAWyXfaYrkqDLeF8Wy1OWj9koEyFO4iQ+PTp1SkYqTqXo65PmtdvLlqvelkslXjBHWt",
-	"WHLD6pPlMmCA2QFbruxcqwZFLcNVgeVLNNDANiMDWlnmNKOgIKaTSCqerDw/qkJvv4PdjY8EkjP3XtkA",
-	"efQS7TT+0yPWyHzu91uxK5tnPywb5sjjbAntgLW/+y5gb/kNB5S5RIjmJyijPDwMnl+KZKT8r03Wftr+",
-	"7rvjTeTyxA6J0WS5ZE/dnydEVGkRTwxLFfrqEUXhCTIVZkjsrf0Z83FoPlKxFGws0L8FdBvWX7EOpHrM",
-	"YHAuPVya3mG/eywSkxijYXCpHhR1DLKBfZJrwgjbOB6pkO4P0G0f6EChdVsuGjxj+I2IWKoiAGIdjShG",
-	"xykcTnO5yiIj8kOSC5BlTQO3n3/vAEwcNqLlLlcZjAvg9isTyiarJmu5kzx6SUEOTE9H6gU7l68C+O5c",
-	"vmJWzwQwcLjYGROKWCw/+q3h0TzxcoAZqTrMFTDOiMk48nl9vVxN+GQurq/RMEDxFd95CYOAJc1IeVrw",
-	"4tkzFmY0wOcaVN1OXPvuboFCxMI+1zLIbuJjMxRvfY4WXyHWYQtlcGJxNYH4SfDEjgW3n+eBzMyKcg8Q",
-	"FwybJQg/f7YJ1Mibnio5NFrPpDUingLu+ocZ3Rat2KD7ZtjpnzequHFQmzpVonrwogJiyG4F8z0xjLhb",
-	"mePB5qI0lmqWhQ/xJR/LWAKsRrXGMePOL+K8i5zSFEBktbrkGEkEKaUjJHcZdYVrTU6Ekm4kLXPHbprM",
-	"G32O3YDA5LhFR4TB6FEX0EHRb+JG6tS4+UgyhUfwFTTfjBQ5XtXK7xYvrZww1LiyYDDcBl2+nVDA632P",
-	"nn+JtVbk8+Scp3BEbq0BRodbU7Zwk25j52IxUnVYPwj55G0im62InDKEOqfGUOMMbhYnBXINpAjAhhJX",
-	"wU+d3Dh5O1VSKwrio9wYeMgwbkcqfNMZsqd8KZ/eHD3NthhuHh+rPD3Ci7Xj2wP6ngL18cUdDkFPePxg",
-	"oIE3ZT8xzt9QNoBjEpNhdUBVgP5Cqjo+F3iTOIzSaDwccPDs+5ePebDcSf8sElNplL4AmJIihI43hxg3",
-	"9LxxvopR7aOYiAM8gKPmYfPwhM0mE3b0rPmseTiqrZkwvz96VqVXwI5epWa1uYi3eow4iaQqi8j4wr2v",
-	"Ef81QARlSl060uJaCwT3EW7xWQ56woq+uJHVx9P1vmtD0lPmMqF4D1NwmeCaA3KtND4jED1a8+E8zLAK",
-	"z4IGOp3GUgnMWKqMufBgYki2USrNpTViWoaZub5VzI31GQ5f4y/k18OaElCC9ePyU24AoApVqoJ+WuxV",
-	"9033YghKFwcG6IPZ6NqgQY98ErXj2otnazExRwc/vv/18OBHEICOfqjW5rtqmvDdnDb7u2Tywb1fpuAQ",
-	"+fo+jbXpKi5LKXKRUsJIpq4bIZyU0sTH2vB1yWJ62uqc9y6ury76nVb7J2d07547Pdp5A9q9i2Gre9Hp",
-	"X7f7ndbQGfR7V/1257rz959aVwOy4rd7/f7VJYjhl1dD+FxwEbR7F6+7OFgpXLAW1N5enb7pXJ++WltE",
-	"9nW/++an4aDoJNjNLnuKju0rlQg+mTtzdBdYf24fb5NXSiTtRBCu9wXJ4p27OU8NGbfbOknSpe2qZWrh",
-	"Y8Fo3sarUcsjnLmkH96C6HE6Ls/uvuwDrTdFq/n7ezTHv3MRKGus9eoVHkXvAshFaoQLzKLASzRMOfp4",
-	"4IK4BAgg8fQAbTKUYDpSVqNQB2TnhKyImQUGU0/yj0MQJ8N3nXbnGqcIna0SGKY9kArD8tGgHDgVu2Ci",
-	"pEAWElxJAQSpkQJPP+hxOSY035pHjB3PdlAMpEDYexj282CRPW0cXgpw6YZkPU1SxbQ6KYROouIJVGup",
-	"dQx7zzKLUehrbjUL7aMQ7h4es13bwzGqKMpbPc74nT+Jv111rsi3dnVx4W/9+eVZh252dlnzK73bQf0t",
-	"FSl5fUjQIc/HMhZ0tbL7kl8qd46DUvzOPtGwXs9f84+kCeKgM6yQJcOZd5xZJmR19BEdoAkjvw+mkblM",
-	"pjrBWwRPNHeVswc4erUp4etZD7Zqr+hfcLmbVtzZ3Db37PuXFcmbz14+O3pRFXuTQ+TxKK9B8dnSu8Md",
-	"kkwG5afXkXxtsLWVBcVL4GBTfQ2k2tXcUQZsCFcrM+AhHUCl0yUjOe2vyX4B4dXlJGTWuAmq42MRazUz",
-	"BZVfTxlXRCdhxMDRIamKpu/6i8MfRyosxRCEjdLYIAuvgE8A02myMNdhYLCQ8fiWrwxq9JFLP6htRtCS",
-	"f7sap7QSB0gpJ6TuOuFcGpOKyIU0eRW8jv5idsTmOk1YqmKADyzVC/TaiDyJNkfNv7KIr0hUKQaFPfsB",
-	"BVn/+YcKLP1s0pltejuyfJ62k4UDPGC9yh8KvEagJqLJ3gmxRAarGCfTahbAgiajQoD8+jV2Qr///LxK",
-	"PZ1rY98kOl3uGrcJE339GM/12DuaJIumLK4yKMKz6qSKXo4ysP0v7KNYORV/slwe/TVgE/jnA7/h8D/5",
-	"h54HjCcfQbeE72mYgC1W5lN8gly/kFMJy2yuqSmFuMPvmtdorn1+VK2trNlh9tVY0LTe1osFr5Ie2/Q7",
-	"Jl0CmcCc3/rvlA59vRjfk71KLmTME0qnn+sYvYKxmLrKCo0TlwsMl9snnz8erIkOBMwgeiB/LefHZN1H",
-	"8ya8SClJ5NrBbJDMLFNwMZBWjYeQjmM5cZpP5hra0Uwj7mzCzxEmr1a2Sn6gH7NEDq2Y1ctCsuk4Fosn",
-	"hiICnOH57c/naPebCx59jm1CVunOLlKx7GzLcfkBNLz+7iEkXEj14P6BUpkFj2NhLCPscZtFYu+F5wlX",
-	"lARAHqsTFutbkfj0WsoqWvfifgZo9gwf33o7+qkq3Yzd8BrdxDyJtkDJ/YrOdH9KzrTInK8Z5eMMn7uD",
-	"Hmt/993RXwlv31xcMXFnhULhk9UPjI3+a6ZSeKKxgdBI5zeWeLPN9OnoQYIZF2W7J9x1soSvZc/7mHC3",
-	"3Nl337H6qRhLrpwx9ODoRWObXbRqfWv0XhZofQbbfA/BOpErnWmJzFTc5A3UrmQaghtBFRv2TzbalR+W",
-	"M0a+Ql5H+WQvnaBJDmeMNZeG9d59xvUyu5hDEWbOGLpL0gQNuhX6l6CpCGM+o8KOOXXlzrabQI8ezVML",
-	"aKihtjz+8rG+FVos59w8elKX+NA9gg5hPBCftljdKeExz1PybzjTe5achItuskNKKh+pPF/M2UJczhhz",
-	"FDGxvpAN6Dl5AT7gCpjuNVKYEsVj5/MvLDVk//3//i92lDnDSHMBNZwbZjQRLmlBqZpJhTpVkqrMjlN3",
-	"OWpERKSaNQJmNOotLpcOE8zMSFl9C3Q7rzflHiC/JmV6opuVx/HKb/HEb8f5WHFxbkoQBWJtbMBc6lsU",
-	"UBgDbGMj760xUqjqTTSWFgJIYuy8T4sDJpWlAS55YgOWLn2hFOelxNBFJZ4YNuHLYMPpAPCYchm7Mw4v",
-	"Oj93+teDYQtLMW5m2O1bkafy4hexzmNsULi4pZu3lT70Ab//BUnz4xDYuqUtmUO9d6yOl0FEjYCd9QZD",
-	"Sg1a6TQxaE5d6EQ0ApYZ41h94u1nWKkuC+Uu2fp772pBzcX072vH632EdymSvGyrwyDwfak2CZDn461y",
-	"9lKgeHKShwJThms5nvnh5OQfjn589hidpnikdxULGWRiHAU5TvgSVwW4+kXL8va1hxf2WNGtr7OWl4c7",
-	"8LK8WNda5T4exxtrKZYaKddkox2tZfaLOzFJrU4eXubzw7V1Pn4PswpgGaoVDrvqRp4Xsl73sAV2F4vU",
-	"unQnYzFhklicDxRdOw+qElAMcEfIUcC20iw0n+KwicbatXfwlyALtA1/H+EmRrVjNqJSF6PafeiLE+Co",
-	"Bh0XsqR/ASUhWyIKZAuhfCrGucGSH31968KDF/wORWY2AzVWkZ1xwVdsLNhhld0Q59w5AMxDvO2kk4Jl",
-	"HE973TY+yeuw7RC6B2/Msqjqx6NwUePWj0YsUW7GjunifodZznhGKx8UrOkpkMM/PV7F6RPgKGCaM7NT",
-	"6skmOXO/UCkdNkt0ujSNYyfmudSOYomZwHv0UBeUZqSw8k6TDYRgbrQ9go3cG4+f89o9dnnVDnI5Ejih",
-	"4cGr3Ob7G2v3LNiJyQGDPWtL0UtbC0ztwLD2ndG95aYsY8YhupBZLGbSygW3Il45a99aEafPqfOIlTcf",
-	"rqN1dHh4uG8VkazyYxH+RcCuAaoEgWxZD+GO98V74QmoeC2oDf62a/iBqzA5+ETu/V5qJ3pR8rn+3Omf",
-	"Uj5lp9/v9Xcc15XnrPmsZBj80muB+WrPL7tn5Md9e3X6Bv7addlOS3LxChgDdk85jlWhPK7qotbxSRZf",
-	"sOYIK1KVojw6WS5rQe0Dv+HASNDqXgtqaHUH/FgB9dtx0TjSWxrp0o/UciOd00j3Qa1PWti/tKFnJ9uL",
-	"28hXsb64sfqCmyqD4S/zQg2mmfRhrS56ecwnH49dBEjoSw+ErE7uPYwiZDqhSFV9qxoBCwc/XQ2H3Ys3",
-	"16e9Xy7CoKBu4/U1oOPGkc9bW/AIhCOfUrq14EyIQUeD62Lp67zmxEhRPCp3KbIMkwxQFUYlC6uaFYpj",
-	"OLu+j9GL9K0aqXp42rnsXJx2Ltr/oMUfozb/UCENGNlV5PS1NNB9hCHgaCrBIlLwSuzACCBtlONkCjUd",
-	"StDDoKj1bdeC2to6dw2Yyus7DOaptVLNTvWtwkAlOJhyZm8evo8PvS9i0ufkEBBC7Sw8ZjaBjapND2Zn",
-	"JBmW73C93JXYiLGhlWaDPXipPstlvCcsymRtvzJWbqoH9rDFStHvYJGAU1YHoqAQbQOm9C2g/HjFthbw",
-	"eMimUS7FQBN4o8WuWf5kaPPmCsJLJW6/HVZmlux9UHOfY8HdfAvEOvtz0AoLEQAB/IwoPZdeoMSd9bUC",
-	"TdYpALM8qIpWnWM2AZusJrE4dt8GmOyp/IvAm1D/juNGk/VUvMoLCbphQDT2Ltc6IfdIEXZ7nM6xnOrZ",
-	"YDyg3UgcIZO35yojRabbMKuHF+INoOqL//3//H+5C24hmE24Mq5qvasSTuvD3FmXYbfQCvW4Juu6tB0s",
-	"5meO0dTt6h663FqcxZnuMaHkllN+/CrIgokcpF2yktZLLCB4sNRxbGAVqUl53GStPBnPwazM25oszApA",
-	"+hrQuGJ4aqRkJBZLjc0evJjIDdOKhfhAeJwzYrL7Z0CRkau7mn3j5sczRDu9TWRWDZ0zrElHgKBdzgTl",
-	"rIxUodxjZe7gYxU2yQdO08PDhiIlxC2G6rI6wipesaPGt6+4+SUFJR8o3pjPsf2Sfx7NnXjS8DDPy6nI",
-	"fVATPth/t8j9L5bSda7OPTSj1/rIIx+5Blc7dF+oJqhemPezPwT5z+IPUbmU14PZMIVHyeG5UxJNFnxM",
-	"72xL6CPtwonhDtWeGE8UWH1ZdHZLi3UqtSIB4s+t+1kEUWHb249iIOz+dR0S/ZtQnqIYYU+oAYKh4tB3",
-	"NmAqjWOkMoO/nbGLq7OzJgsxRzV05XAdiKixhFbCR1VhNa44XaiqimTwfVk+eDTUJIdd8fdc4ta35QGz",
-	"P2AHqEy4umX7jly2I1ZZjBEe23bz8sW+U24k7xC03B6rMMBVefo8OjjW+pGiyc6Xgo5pONfM7oIO9zpn",
-	"V1fdU4ZF3N3d+LLqwr5RxtbESri7C6q0lnXVKMU+ESNfCv4RfROoW0/SBVxlabInj5r7VnpdOxoHus0V",
-	"P3hInxfeC4TkFy7tOb+r8pJhAS1XWPncFOsvz7VC7Uc7gfSLSy1/WTrj3KcrYlrSDX+0QU8lY9w7ohhJ",
-	"/dBWehhR/2AxXtgs9HK8ygoLR1RH9zOyJv+cOGZAQiVuvwiASS7YmK1VRQt6hXVdVTxrdBWxvBpUkJMC",
-	"J+tmahEW4lkLqdEFLUgazHFIUnGCbVuKESaUkr5MRMSpjQHT6GKkEtQiduWaN6stuDZ6WyonF1N/8ygk",
-	"EKThSjMZnTCMTvbd+EoxpZ+TPUvDDPVHUUHOXgmeiITKOCOvpeVQloZ02XtUldQHRsEyPycS31SrF5gk",
-	"nqdTLPgKY5u4RaKPpQ3yggXO7IK216+bR14C09oZBo/E669lE/vk4SpyU6IGm5cpWCe2ldQ8c42t0RJ9",
-	"K5IDdHTOxR0b/NQ6ePb9SxZJoM7rrPHw4Ed+MH3/+8sX1YywkNK1d+q776W4S8rVHu1v9i5t7JdSCcRy",
-	"b6B9xdfqllzG6oTi2gBJnSU+yOs2lYOOqVEYyf/Ooq6nLPQR1WFANiDskWVYiAl9Dxf+WavPe2cT7vIA",
-	"Yy6jbLhCVkIexucWaYouhTzqf6KX6DPwzWya85DVs2ZczMzlkgp3NApF+5CQlqr2BSxV8lPqOg8qqsFS",
-	"LB3oAZEaYY7JqeJWWvdVnAJXxCnwFZ7cH8Ia99cHcwK0bKSwfBdXK4Yl/3AJQXn3Us1KeRYwISZYNEbK",
-	"9U7bKO3EXGWnQl0nUyrsFIwUrgMWhMlpQt00o6Y1jRNm0gkwL1fmiRWqPI3UtjJPX17P6WskYWa9cqo8",
-	"aNhCMut0hB3vqOOPj+Z5YlwDHmRnkbyRkauTrUdqhv3wip0rnV6MxMx1zKy79zFrOZaCSTVS5SY+jbVO",
-	"UEfUw8y1lnYRoa6bk/M/3U3i1Mgbce5ZBWlqFQ3J1rz522TVvEtZ1rmtIgASZBAsvFfRK47awPKZSFjd",
-	"x0JhHNR6vznX/M5TPqoweszm+pasbqV+cSNVKr+WdRG0Wc85gkgeXPhoZHahddcOmJl1+soSeveN8XBv",
-	"Pdq37MviD/OzUcXOgY8e1kiVTouV+yzCjVg7PfKtti+vRoryjHyQ4RoWF03VfgKgkfWjQ2aw9UkksChG",
-	"ubbtk1LfP57QDfMhd08MC+mn8GSk3J9NCoTME3+zkWQUCwWKNxWE3RJGvS3o8nF1diOhOQtrKRx6JR/P",
-	"o8P2d7U4I9Tgb2dsyRNLYY0eQk026Jx12sO89pfrC0ocxKaRgJs0UrkNy1EYH1UUBlmFv4LDBbhoIqYi",
-	"EWoiBp+ozSf2N8vM/NNEmHnWmoLVi33RHGW0t7pxwk7Pz/LlwTCCT+YjFd4UOhyE7FMKMn2eSJitnWUB",
-	"ktWNHYFuYoHnQfZcdV8KB5k22osuyFNZ9Vyxifjjtu+B8DW7spS9B3Dur0eHP/zwuOfAxX/uG7FVbSNP",
-	"IpHQbjb36s7l3Q5RlDkS+zjKIoKsW/W+//55de9pGGzz+e3VDoSINh/Pmj5WJQWuRdM+ciK7gLCIqZu0",
-	"uITfm3HFiNgnG/fU5+/uFrb5KS71A9nPVl485OIR5NDNsaTymqxBoBLKOdIWLkNQfT0fppHrMX8EuVoA",
-	"gN61MI2IBQbnnS4o5GwdgPupi59FER68d4gUO92ZtbOkFwtEKp+oEqprxUI22cs4NRKYJvJPT7jzSh47",
-	"Wasf7OhTXISvOvLgMj5KhQvJF+HUvdbZGywUf9oatl61Bp0TVw0U7eygJCEXw4pJzh7lGvjU8zpMWLqJ",
-	"5VWVqszxuDXU7B/I1PaR1Hsr5fReMQC8AbvFOOomaSRSzcJjFpp0ETIeRZSfR/kJqLCYExYupApZHW1e",
-	"iXfyB6zb6zK0+ZxL1fASkkkXMAP1BkA9xaBw5n716eSox3jlBmZI49CVvEwX+QuocUfpxJb0H/+eabIr",
-	"FYnELRBEfxooDxXUSzNS3OZt8mgEmgm3xw6z8IcEVgaHOXjXvbzsnDZHKqQIQdNTISnsWQyIj7s/JtNp",
-	"LolgG0qlLfWpRUOePwf3A8gldQ9m42cLaEHs0Bffx0iPzaLqPqy/uuD+fvkYeVT7eoT+gyF1GVC+dKLN",
-	"oR1KFmmySRdk1KWOHjvXC4O3zvGt85QoszuH3aP9N6sQuffzhT6UleCOikj1nre3p8TW+5vL5ESGclyk",
-	"XhHcpobVOaA+xdkGVI3Wtz53iUIO8VzFTbZMBG7WSMojV9qOVKvdoARWQs7xKvuANUzTWGQ1152cQ2Yw",
-	"ky5GiggBTffEmS2ypqfl7EB+R71990+PMBvv7dgzHcG0Y3DGgB7+2jhEo/o9BDkYqrDp5zycZN9s+S1e",
-	"pby1Z8KB8fHJPMcsJJR5Tf+JKFaEaXd2D7ugoFi4AbtkfJFx8UzPHipkgXbHvHTUyxfsnXxVXB+aGpaJ",
-	"sCKr9bvegGyb2lBExfWEKuRtwAcLdrgsZiXTk/dPmtmjnGgB4StXl3FJx97quZiFtMR9nUU9ZuftKkIi",
-	"IWkEa5mch83Dw8MjJpXvEo4gej9S9eJcwDtv5zoWrl+DnrKjp6g6Yv69lw+kyw9prJlNvsW9fayKxlaQ",
-	"HCOLdyaLZS4ABFlAZsGShGIylZB0QWBPPAUlOUkVhCVn5yidz/5pdrtesXVytJUEle5ijqIP8bsy0CtS",
-	"h7CUqQtla7KqOrYuYxVjWbkHXpNdtvrDbuvseKSckRg7lHLvdsrsgPyWUyWF3HIOFweNRWNhb4VQ7JAy",
-	"b4+cnOqu8YkzP3/Q46CUImlYq40tT2gJVBnVjlSudUvjf2xmPFW6ChJuIzAU4gWsmQ7siRkpgv6xeyAT",
-	"DsdiwkF1cDVbES84dal0CSysjjJvMFIo8TZo5BIHXxM6W23MQhE8UYYdYhAvpeA4ccHL7/TJgWZdZIax",
-	"hERfOEq3HiZKJ7kYK2IjMmjJKfqbPCj914XnRwpfaLVZvd3x/rfsnSRVZi01ptXGloM4UC2o/dKqBbUh",
-	"tQ7Ef3tnVK64FtTamMBHE+3aGPRzR79HC9IkTaRdDeBuEttVOhLt/eoBZkHBFOY1XrHwsjcYUjXHJrsy",
-	"+AuaP90vzjsfNr3NBU0AGMqQ65Nza5c+EMYFQG0pZ0U/uiCIbDHZOrLZ/FK2B0nssKB7TI+d6q3VTCmk",
-	"zN9e7jysVGsyr3VZqolZiJYZKfeQ+zZsNBk1al1yO8f2/oYql7HQN2bwW3iKUyXmKSmX0oxUJJQkWDgf",
-	"AxN3E7G0pSMaqZH6j/9gXTxPuxopF3MDvxo6VBezkxXWxLKfE99MIhETgQvjFIEPq4xGqoAi9bxkZMO1",
-	"o8MbWnhEWqaXAosy+BMtRAyOFIbX1MtHCkoonBYLy3gbNk5KhzwhISjBaHuKMSohTb04jEM2gLwHSUA1",
-	"VGGvc+11m6xQKbAHahiIx5lvSWdRQIHjEfgU9/HC1HbXgb+t1Q28p5UZqb/kFegNq4eYMBkGtD76qxDC",
-	"Qv3xfBfvkJpNuZL1I8Vc1XpD/cRADwo3i9QDFvyFnbpGGMTWnMSHbfUWMo6lEROtIhf4xBULz03ITDqd",
-	"yrsmu6CuIYmAKWm3lHfFx9gOyieYRIJHsVTCZOWSgHGnFKNlsjbg9BCMhTBDjU0rbbXCGop68pE5Q8lC",
-	"U3SmZX8BwegvxYjsgC3j1MAo4Xp9sjBgC6lSxDc+FXbFFjyZSYWAKPZGpvrlPw2Hl57dwJhY3gJL5dYC",
-	"NvLyBn1wbZBHtfvwBOaeeNCwq8vLTv96cNF612FU0g+LoUvy/MAFoAN4YliBuDRhkBbymDjGECvs9OdS",
-	"Zl4c/sDCtY6zLroD8ItFMiLlmDG4ATdYRwFucSNgLw5fsDDrwhuyp+zF4fcs3GxqG7K60hj9AONk6yQq",
-	"9v3hcxYW81oJQ/rCJqsDbL5Ay8kC9FjuHJNAzrIa9A1/G6gBipjzG6nThCRYZyjwrr5sRJDNR+oP/8Af",
-	"rnqVFob9Ad8fHBww9y98fHF4BBt/zv5AixvFako1O4FfWLjW2ThEeANlAnQVtxlxyvyC6PLLgv9KY+Rt",
-	"h+GObjZSJkINawmLnZJDWphz4WLAdN2XXsaJ9G3Br4xeSmldhhQ25234nb4AdkcNnP5gfMxVhGHO3NJX",
-	"9NCP67/hVTmmRaBQRwFPQAWpXydSEcwGm9LcNNLRIfsjrwo98f1DlkLZE4ZSoS/FTMIrgBMkUvf28wC7",
-	"pf3hqEcC6JNDeEkdf73g6/LlXCl/pEZYpCD0AjtmXFM/hrDBpDJW8AgEvCw5HBdnZRwjW3WreAbQGPPJ",
-	"R6anU5wrLOBxyDwNrH+Q1ooEk7NRQ6Ll1l1r12Wi77Bb6zTRyndGkva4Iu/O7ZZbceCc/diAyZ2hEhYz",
-	"tJAWBez7u7uAKV1Ml/MJdjyOkWwQ5WR/bAEgIe6EL5ciCpjfBRN3pKkB34Ltw+5v59K1Xc/gBZDyzMxo",
-	"rdAlzRWQgCemDKoTT9+JDRh4hzou4eav+mcmy4DzwffiDruKxXLCnTT/B0XpSovNVt512p2N+P1CJc7j",
-	"2hE6mJZC8aWsHdeeNw+bz8mPMUcBd6vQlIV7YjijNhUlgQeYBIisIayIDg2r2nFRtTyfEgm46uIGM+sm",
-	"8LIMVtS5MQZdLZsBtTOMKQZQj1RYbmsTbjbp8VHTpa5chQExum4DE5+YwiPD4Rmre6Hx+SEzAbsVcexk",
-	"zwwnRmo4PGuwWBvPvzEx6tjtl2OZNIFVdKmZmVeZ7FxQpLBObUAqbrE5F7f4IhZcNB7bw7PeYBhmFlwi",
-	"AU7m8BHWpa1TL7RsU0C18rZyvr2dQaHVl2jEOWmpdJxu7oL06Bfp4oZJLxau+mGxnVjiOhLlXdJ0HBWr",
-	"UAB1Oe0OgGeehiM1lUqauSgvD0Yt12JQ4hbZJCYKmmP24vAwFwA8Z9nCzUAFr+BOJxVM6ASJYVhshA/i",
-	"zPd3dyynrEGZ8ZPqm4kH3YhuTZR1msrzMl/paLUWcMyXePPhzacfXBUEshs9ZlXaaA95X7Yc2SQVlLqA",
-	"GTRICZ4dHv4Z87scHVzAWlqUK5zZBBL1gmavGjRb5dNXPMo2BK8cPf7KleKpnetE/iYieun54y+91slY",
-	"RpFAB/yLZz8+/sZQ63OuVm51htxsSCx2WWLmokcrRLpY8GSFAEJe7oOIAfULJU/mgsd2fgIXIyF24S4g",
-	"hUFh60w+Q6sIcCkljCEzx1aS/0GPzdMsmbea5v/C4TK6XHhKkQpZ3ZvyMeepgWIC2bsoUxp1YpsmyrDf",
-	"RKIxJx/FJedzdc4Lp1VTuBix2HqY59HC5drQWkBCbinnOwDF0ISoRRTiw2CVZEdLFjw+8clIMy6d1EpM",
-	"vzlSaM1BUzWsDNeOGSJA5MmCkmf/B0XShzkSTn9C57lUB9MY43wLdAteyPVlKvnKJxJULXyTev/iT5sj",
-	"uHoHKNhdEIX0DY6ctSHMuzOFuPgTxkeKSuKoQlcnIs/Za9TJdC5Y6JpH4b5x0xSsj8T1rU95n3MEhk4t",
-	"AGSZSJ2gRQCFPlck0rdlWrFbkQhfL9hVj4+OnQROwk6UpftPuYzTpNTpFLv6uzK+GJoIEpwXx+bcsCU3",
-	"wOVghd28MAHFLeZVDMptOZ0CyGaCFGbH0eoArLJ0yXEnGp1VIGo21ksaeMNFjkyFsMfCAoJq65abulSg",
-	"CZiuz5zD5AZus2nwAxxCQUyvY+X5iJ7mbJrGMVm3RS7l66nXLQyVUi6WVmATbVDIzsorUzIDJZ6BAFGs",
-	"B4FLANXKr9Etm0Rgym3zcx2PFJ4dYgKFu8Uxo8VKm22e++sL99atz1iOPTCWK/RDF0wYoFKITKP4KJbW",
-	"aaPZfSchG6ZLlyBJS1CH/TI1op6i3mpYbsN1j6fXXKsw2EFx1yggOrcCUQ/C2axOhyS0mglL5jy4HsUB",
-	"COIg18HjTzJxxkl8/5PkF0xNBHLwJ8kuOP4/SW5xc2+XWVwVAqSRqP8bOY5XLkTz32JMpRhz5qvQoFxA",
-	"okPGR4nb+GRMx059fx4vv2DdiR1kF1e0fbv0UlSGboGEep9dVuHesrmOI1fRx5a6kwMNMK7OGlaYIwN4",
-	"uYA+kxYNUNuL5I2Uq5LHHi+S53PXWLka3kiVyuHhYt3esUMYKmpA52balfzzeXLIgX026kjVlWYlpto4",
-	"YXLK8uYAUWlvzizhRLO8NJI3ULkukr5+/DEzQrCwVGOrWewT0CD+S2wHi+lTQ+/Ucb8t1f2BWvv6/Lkp",
-	"ZirUBLRP18OSibslSsNaiWOnH1epzxQfBccZax65QsoFVTrLVUYSDWJqNiONQ3Bx5otjoNxUBi0sFlpj",
-	"St8GVGgNmMCWWlTO3OGNWaiKG4vuYafrYw02qu7rDK+el2Q12U4yxZhaQESNJqMia/CdgzEyNDow+DYX",
-	"vhyzBeShBv3HZOUsGBR92SQymvB/WebF6tUWv0YVV3Nl6M7yUoFfn7OtlVv8xrxtvcJhBXfrZSIpehjw",
-	"eay65mUvqij9b0ZXzejegDxeqLPq6WxRDo8F8Q+0/Xnp77NYnRK32xndK24nc0/xXMU9Z6ldS9IPm2wr",
-	"VcvKwB6zsPcuzH08KB9XeBA9lcq5BOgRsVYzkbBCC02Kq3aeI2wgBwr+ce7nKblYQIlFikaUMGuF4XO2",
-	"9Rhp5ZaWGlhkAYgdwo/mKLtuGk3m2RNpwwt9QxXhgAGhFl1ub4PaI3agduZ+3K8PKDJCYA9QOVOYPz9O",
-	"LSls3praZC3FUvVRgQyBEUuuS61jaaDIOfeWh5FOCESBVyGMg/X/JM0BC2H+yRS2UDj0m9PXYpnPf1PX",
-	"r01dO2jnKJpK9BQoKMrmBTsj2kz9df0c0vo7hpfcP/XStnn6u8H03XtY/UzYLUnWVJkEiyBQsiMVBHDe",
-	"ZcqsLnRhd4V7nEsRRPo4xiJToH5wMu4QDdV5b6yMApNoiTSBxH2MbUC50CYCS0CQFaxNuH1AYckuz+bv",
-	"B+/ERBxQVnKIub4U94/Rlij/4nE8MdkA/n2sFXSSG22wGgY2JKDOwYcH45UVIwXrcRncqHPNObpyaMPU",
-	"lCsyrjuKYUb+5gzcCMSAxHDYicW2NNJgtI6rRSLLoacUl1IP271+/+oSKN/l1TBseL8sZlIUl/staGbA",
-	"wlZ/2H3dag8xbqR7ce3LYQDtxECTt71X13mwSfENNONevMGRf2QhKhTXSO/h3U1izPamxadO4Wk5JEef",
-	"cMIXwooEbkv1Nc0fefoWLsklt/PafbBj6R6nW2S92OHRJYzg6+bUjE+TL5PtYEcS7GsrbK4oq1FJVyaL",
-	"EMguXH7HsqXNBbaZyRbnLg0ysANfSmn7QvdrSvZ+L86kJ1bYA7rpZQ6VzTqWimP+53qW6H1l6QAZi4B5",
-	"0tGkck8RosLvtRK1qAgDKB8vEqI6Klyu9DGGatLFxiTKLzzc+39tBnn44vE3LrR9rVPlptiBo7a1msaS",
-	"4vT/eSx4gPiBoqoVxh5g8yxkAJjWVuZyX8J6kyznbosdz5f4LjDRsE7RX15kJnmZ5f7DRuj8JiB2I8st",
-	"SA+ZgwYtH8YH77u04ieGTdIkAS0KNl+fCjUhxWHoWTe+lLmgyGriFD2yPpD7ERDLW1DIa0T9931N67CO",
-	"IFhbdybzt876ndbpP67bvfPz7nCIjEbcFN0fztXhzV8njLNITlEisQXTjav+Iq0t2tBeHP44UmG/M7g6",
-	"G163exevz7rtYdhkoQsiO2auB07oy/QYFro0j5D5jmjIj7EOS/ZaZjryL9Ez2St+jCZr+bQRWA8lhkQj",
-	"haAytpzgQ9lLMjJ5tHEuYqFHuZgAF/iUaB8llnA1E0Hm3o31zDQKGQxkQ5OG3SYAJYVSQ2szrm5CwT4F",
-	"S+ZxEZG8lxOlMWdlHSntwycJ9ITBWffSRFBJLtQBbyXZpakNKMWxuhT4kTICHb//GAw759e0MIoZBbkB",
-	"42yPS+JDUTXPDKRJMVayeBFGCjRhuGWNgG2gBatXoBaM5JNdMgSjvJ+8Dy2MBsJPUZPPtHdsOZMLVzCL",
-	"091HiszmADiRsJlQTqLxl7PRZF2fzoAAKFbwZ1Gily7cHdj8t1GcN+W8Ezqc4qlUAHcDQmWowCBHz1l4",
-	"2frHWa91ej3s9a7PWv03nZDVkQFjxvAP7Fy+apxgGKmfIdvdZwiS6xbVkSoGUcqCd6DSxorVHaxLdfsC",
-	"efP9n2U8KJbA/+bWg1IV+C1iWt7kIife9VILly1NLv7VrQp/vtB0tMOaLgmbh1pjEWgStp7tAgAXl87H",
-	"sehgisw/V1C71I5Xel6KSdUVSnPe3Dvyus9eMptU24W0tlYm9bVD1jOkKBrMbqbPBa77tQ/iHam8XNhE",
-	"uIByiT1WDT2FVUobTXahGeAh4b3LE6GYLm9goxogqJJoHWfrAj5f7oAHYoiL1zep518uhghA5qyzOEqh",
-	"7CXyeCTul73eGWjx561h+6c8/+yiN2QTAkuUJVUnGOXlFzDhyomplENaWApZWDwzFSyWU+FDrVwiARaY",
-	"d00WjElRgrF54PIRm+s0CTADFgWjv7KIr0wjN0gBkHdmjW973YvrNnC8LIGj7u3asOaG53VlcJxgakTh",
-	"7c7fL7t94nH5l1eDzulXM3e81VJdUIPHP4N1wPB7MY6jrzz1drYBv4MagNdkLSMvcCEOLn8BY+ZR0v7G",
-	"7OLHrwYN1yymmntOKIkq80JVX+gTnzxEsQh0WQkgRzsA5I1W4p9C/F3ycu341/dFVjBMSGauyFX1dGSN",
-	"AheZgHQZn48wApMnJG9R2HPC7Olk1cxoLiY9mDpChEVW4VRkr+CTjYkyVtGqXaxyHjZcJKHXv7yObvgU",
-	"CFyLfJh+FpmXsS8Pc5LplipPlXZ5h5Eo1LzWcZStbJMlVCfBZbqWjqORlyGoIjB6QhOOWIkuxljPMIwX",
-	"bQbw3hTYRpP1lkI5O0OexotsPSvCj9mRFJpJTf+yavS0nbzTGa7DD0JciMyjdV9hi/sIH1yq0sw5d5OU",
-	"zmjROM5ULB8/Q2G/jBtfq4gmxFcwuNZ3ObvlEm0mlEVXSIMB4JLhFtijDzfCONPEicKUovIo5wpYeNnv",
-	"DXvt3tn11cXg6vKy13f+TDyliqTEP9MlCqfns/n/HNa01tHmG6s1661atlDmAt4WmjL82xFaTd83y1L8",
-	"+v6+RPQBrVgdszCAfTVcF5sykP0l9h0wqmh+1cRZ9Qma1b22TvGRzcD9NRl6Oz9KNv6mm2ZeyItyT2e5",
-	"K5tPu66QSAiCLDjSBE5NzsdAVeb+/f3/CQAA//8=",
+	"9gO8++Di/lciprXj2n88zeHylH41T7sRrScRZqmVEbicVzzqi0+pMBY+TbSyQuGffLmM5YTD0p5+MLC+",
+	"33ecp5Mk2m19c38JTcYiLQxT2rIFt5M5s3PBYPKETyyrh/3O3646g+F19+Ln1ln3NAxYeNnvDXvt3tn1",
+	"1cXg6vKy1x92TsNGs3Yf1NpaTWM5+UY7iAU3gklYPYu1momE2bk0bMLjWCRPzAnjY64irZi0uLzXOhnL",
+	"KBLqz19fK7VzoSyMKiI2Ti2CmMexvhXRCXtx+JyFF73TznW/83PvXec0ZMbqpUHwKx0JXO8brcS3AeUH",
+	"LRWb6EiwW24YjxPBoxVLjYiYTticGybuloDouK4LbV/rVEXfam1jWMRUxiJHVnEnDR3qJV/FmkdDrc94",
+	"MvtG8BrraMXE3USIyDBpDRsDPE6YEjciIfLFpGXcMGlwlUOtz7lauRtu/vxV9rkVLJYLCfhXD/utYef6",
+	"rHvexct6wsZ88pHp6ZRNdcKQQh8giWaGKDLQvXUafpAR8aoVuaefFsg9LutK8dTOdSJ/E98AYc6lMVLN",
+	"AGESMUUEniQigqvIY/jWCGOkVid439gk5nKBjAZXKu6WYmK/xToHIrkRyYGRkWBTnsaW1b+/u2Nh92LY",
+	"6V+0zoDQXl20fm51z1qvzjpwZIRVQCAMXwi2JLxnt9LO8Tj1dOq2sUz0RBjDx7HoKCvt6s/fzy8ijg+A",
+	"ITtqJ9VEKyMNTElLtHSVnxi24EpOhbFbr8u9Z6SIe21uRBePZMmtFQlM93//2jr4v/jBb4cHP77P/7xu",
+	"Hrz//TB4+fz+f9UyCcDYRKoZciduRF+YNCYgRJGExfP4MtFLkVgJfHjKYyOC2rLw1e+1SbaCh2Dj1nkf",
+	"1MSdtG0diUohZV0wCWoLsdDJ6t14/fGXLx6RaeBVYzgRvfJ5tOdi8lEkLJLTacCMnCkeMxBe4A4M/nbG",
+	"BJxkwLhlC20se8HeyVdw6Rf87kyoGUhFLw5/fFkBRjPRScWMU5AYpFbs//9/2a2Qs7llCRBFEbE5j6eM",
+	"3/IVmyZ6wX4TiQaJ7wWLxEQueMyWMZ8IM1J1zhZpbOUyFkxP2WHz8PDwiEnFfj0M3KDvGyeIStl00rAj",
+	"pGKtdsAORwr+5GrFplzGaSICxlXEbufcMs7MUkyADkwcdPgtT2CB2s5FciuNaI5ULcgPIdLpOBbVp6DS",
+	"xZgOgaBbIUWKZCEVt0CP/AngSwE7ZHLKlFaiWZxuFzk2qBnLbWoew8afRRLJiR3Qw/dBzcqFODcVmHJ5",
+	"xeC39ZXsgH23PI5pyL1evC/Kzb/625VtzGNYtuRsosJVKVyy7ADy6/A+m1SPP4iJxdtPZ/7o1V+T45S5",
+	"FQkDAPNEGq1YPdIT81SomVSiuYgCNvJDm1EtQFkJ8FPcgQCdpLEwjeZIhfg5BGwdr6xg4lPKY2lXTRZa",
+	"HYuEKxu6WYRhsVTCMI4MORELfSPVbKTMEm5JwCwfG8Tqdh/uLzzMBGhR8F2U6OUSMM4mXMbwh1gs7YqG",
+	"hIVMY82Lc1n9USjDjADtCIXVFWsN2t0uu51LK3DSILuphMBmpICmS8VCPjZDHYdAVsJExPh3PRExt/JG",
+	"wC0nYBBfZTc8TgXCw13FkCWpMvnVPPiQRjPBlomeJXwBV58YnorG+u6EGSFGakCPehIHFx5EsGWirZ7o",
+	"GHcJyIYU4kaEbME/AjgVK3wLj49jsThm+VIkHh1OOVL+WaCSt3M5mdNKpcLJ9K3yq4JfY4Hr9MuGJ4OR",
+	"sjz+iLqttEzfoHqSPfPEMGMjqfDQjI10all9KZeC0AfBMFK48gbRMDiCyP0MdwYOygpjYwlMNV8uqG83",
+	"IPBoNVIV2NrdBIIZ1RpNdqEdqw6lDlHeRlBO9GKRKicvZMBkpa+Z5ebjVlAuuOIzkcExA4t/vOkEFmEA",
+	"L5dSGKD+BWAFIyX4ZF4JfFiw/xLlXbNxRUdqVGtvLPehTdfWRQBC8xKp24050J34jBcdbB6j8+XLgIQe",
+	"R3pEVqHHh/DoOj3G9x+goK9lLPYUoMhqskWAuy5JcN89KMKZOX/2/ctHYUJPIWv+TVTzJ35HoH9x9OOL",
+	"54cv9uJYuJ1sMW6WByB26SjTJvP9Sd8SgVsTTLwVI8KbD9p4k7XGBoTpheDKsDAWMz5ZhSNVBxl6lQnV",
+	"bJmOY2nmQMjJmIY2kakUccQ+CrE0SFuQQzhVAumxG++Y8WR2w0KplqnN6bZO7TK14Qno3ZYdoqx1BDT/",
+	"GfulBa87QrT2Pr3GODLRkNVzcqWTSCSN4ngjdcR+aQXsGVsmAnZKNxXlVFZHehjhA47JM8NXhhndCNhz",
+	"9rrVPRupulTThBubpBObJsK92/6p037X6V/DM53TRsD+ypZaKmuOge6KJGHG8sQaJAMjFdKPbJQeHj6f",
+	"IMPCP0UI+km+g0+ptEt2mwCPZNIiTwO5xYMgfzjbJdIZFATiFdNKrHFVBgSbWEFA1A9X0mQttQJmO2Mi",
+	"NoLVUVqlMSc6AolgxpMxn4nAvTFSOrWoWoLcvOB3l/j1+wDIdsLNHE6Oo9R3oFPbAHQrQykYKdLN8HRB",
+	"2lJwNX6tEZrA1aS9ZdLa+/XbGtTuDuCtgxuewIUx8PqZf32YvT6g1/PbMnT0y0+JAIMZnZwEcirIMLWc",
+	"Rga1AmevBbUSb9pxaR03zTCf5rWbZpBN0y1N0y5PA1uIuVwUzLh70MhpIsQg1rZCRMevGTzAtMpMhCxB",
+	"JUvpW1bnIHIoQJEPeszmOnZmqdDAq6HTmT7osQFtO00UaGU6jjL9D4nEgqtVtULiqeXLIqE8qtIJnFmZ",
+	"1OV1k5SK9ILJiLg70DgAV8Amc22EQnnG7w2lIiB3fMalCkYqVZM5VzMRgRQhVG4HwTEAgxNhEwkUE8Vm",
+	"2D3RHXbLzUjF2liCApkb6DeTj4PWZJMLcyAy35D6OFJK0wXUauJ+nPMblLpFxOogWUbMgo55yw2bAfqI",
+	"yI3ob5JFuUmJW7j5qBOAkPGYRePg/e9/3coNb7m0VSodcJVYewqPlia24Cs6cVuw/cMAsC0QoW918rFa",
+	"B/SHf/T94eHhXowyx+lssZVskm4NOUP2vDaA0/C/tGLxqFKME4norR6j8YTfdektQGu3Kp4kfLWxEZxl",
+	"69JpxP3WDQe/WNpq39NEp4hB7iG6LN7dcezsHWgFkYmxAZNqkoiFUKS+jRSJBITo/q4BYaCrwd1QWjmB",
+	"3AsEcx4RLxRRc6TO6EIgWhOiO4HCP+4eZXW4W+4eumsVjFQiCP+B6eCVxoEiSS6FRPi3cQsNxhOBhn23",
+	"9TVDzIZlpJL2kFduB+dbUPso1aNPvtXjd/DYfVDDrXSWelLhLHwt1ATFKVCkQUVVESh8xOzdQShxG7BI",
+	"3yo02ZJMZ9LYFk/nYQNM5YZxWX2x4BJo/2eYYuASkNz4GDDO/XOFd3YF9lLrR/WYS3gGbl2qQC7Z4Wz6",
+	"7kkQ86v5JtBB4GlemwQ0BL0b2aljiI5ZEtmXllR34B4jBc85q+Nx0QwhIq+XGv8G8FHkDf/9n/9F13Ok",
+	"kK96BRvkWrJMlowQIATWi5YDQI0180MjYJl+zL5zl79K/2Z1XHb+sBuMOf270WRD793VaHRVjtTgPpDT",
+	"GjtSG6Dy48xhR7NEp8snoJ8s+UTa1UnOtGmskcoHQzaMgguNBEcWZ6AXKgLplo5B8BspEpidq83TkobN",
+	"ORIhreIVsxohGcXOW+qUI7Qgl/fnaFbhLE3jmB1toy+7CzomHS8k+pJ2wNVB/nAFa0HrZ4HEVFxsR7Hc",
+	"XQoy9lG6jKVFFa52fquqWNipWAJ5V5PVnrbRnwSP7RwuF6BxrCc8ZlE2GKufanJBcLHQKmBuDUwuUFUh",
+	"Q1/ELR9zIwIWSfOx0dwwvETCclmhOQ/mOkEFNeYKr0DARHPWJHMj6n1W3NkTpjQzYpIIa9a8G0eHz15U",
+	"yFRz3BSCwv021joWXMGPVXYMfvDb+1+99eL4AetFtRHBz1d9MgaeHlhuxTZBQU3lLE2ICBh4EC4GjxZS",
+	"MSNsJijg/awDg0Vb2RilwojR7Ah2r25ddi5Ouxdvrn/u9Luvu+3WsNu7qAW1zkXr1VnntBbUTvut7kX3",
+	"4g382R3Qt7upWJdCRVLNfhaJnHqtKah1FB/HArD3NCF8hz+loW9BqzqVZqmNtO6urVno2+3O5bBzyupA",
+	"EaV1JuwsEqQB4kbrrN9pnf7jut07P+8O8WmkHxSiETPBk1iKBF9gkYxKEPEz1ILaxjg77rw1mYilxU22",
+	"KLii7ReLOyS/6n7Xr4OyBeH6WEerzbszcT7IRz266EdBny5cNrN9IRTlVF5Hb0nPsczwEiENFneW1QH/",
+	"xB1fLJ2FXE+nhARkkUI4b+D9Vq/mT+mCqwOAHyCHv+GoXsGMwHK23PZKX+a6I4q8SQ85kXJobaztnE/m",
+	"Uol8dXQyEwzmyZFpLaCqFtSq4qlqQe1tr3tx3e6ddgqP5t91/n7Z7a89dzXALy57vbPr8+7gvDVs/1QL",
+	"au1+57RzMey2zgojDTqDQbd3UfHN4Oqy0x90TnGsYogSfhxev+5dXdC8r66Ln1v9Yfd1qz3EL7sX1+et",
+	"i+7rzmBY/Om8OxgQ5TjrtAad67Me/t7vDK7Ohtft3sXrs2576AZvty7anTOiOaVFXbb+cdZrnV4Pe73r",
+	"s1b/TScfIt9OMeClFtR8XEUtqBXCKmpB7bwz/Kl3iotunZ31fsGn/SENu+ed3tVwx0vu7D5ddcNjCVfd",
+	"232vlEmXS50QAXirpQIUyp/z33QoxqrwzZXBjyAcn0uDEXpwollESz7GgOJaNr4YpEuRGBHhOBc6En1x",
+	"oz+6Ty6MC+YbFz61EiunfGIvtO2q81yK8N+7IBs4RpBTzjT+SqEVWQggDtrmaiJiou6llaxHbfnX8/X3",
+	"uRVnFL/kDW/k5L1S/IbLmJMP5VzYuY4utG1RbB2OhOcwlAuhU4v09bXgQJgquIeX0BkcMPAQCn00TfeK",
+	"KbGCsTuBqYzFtdQkcaEzCQhHGlt5DT89YpAMarOERyLZEa9euUlfy1h0ewjJbM5zmPM1TfmQcTKovXFT",
+	"3mcD7cduXqOCpMie7z0CrA6UJ3M+GJTOTxgnV8X/zl2c3rDtdJCiozQPD0KvppvCOh8CTBs6x99I3erk",
+	"IzCPSCYCdKMVrgVFGloP2gF5RIEmIX1JQ9i5SMTJSGEQDLdoAwGlDZQHtvBhYzQKxhpKw35p0eK4dzo4",
+	"cyDqIJwlYpbGPMkex5nrnJnVIpbqY8Bed1/3QPzIl+s3ghEv9A5GqQXsl1YjyEHhFoIOzSb7BR2UAEwd",
+	"evXQ7ZbHRlf5lclnzDNIk3WSvBVKo4eguFPnX9HkYKWzarILQEE0zSxjLhU9jXg5UjD8IjUU2DpGVZaU",
+	"6nEq44iloIDWQ9BgwoDh/82/wF9/aX7gNzwMRir8S3MSc2PCRpP101igc33TX12JeKNalZc2w5gdnY0P",
+	"+hpz5Pkao+HhVQvx5bPE0ztBTNC45SJSBj5UIDuyggCVKSr3FZKLu/57Rr+waaowzOoAY2zQq0au/qVI",
+	"WMzVLMVbAedONI0ZnSYTMj6MlAsKxWgTGZPpD66GiAq3HmRFY7mygLv4dsBu59qIDEvxMecaxW2bqjAc",
+	"2iK59VssV4XhtjCerTYHrV8yUIbCXWRo8PyUilSMVN3LMddnrYs3V603nUy2apygrhVLblh9slwGDDA7",
+	"YMuVnWvVoIB6uCqwfIlGQdhmZEAry/y5ziqkk0gqnqw8P6pCb7+D3Q3eBJIz917Z6H30Ek0c/tMjFvB8",
+	"7vdbsSubZz8sG+bI42wJ7YC1v/suYG/5DQeUuUSI5icoozxyEZ5fimSk/K9N1n7a/u67403k8sQOidFk",
+	"uWRP3Z8nRFRpEU8MSxWGkSCKwhNkns6Q2HuYMubj0HykYinYWKDrFeg2rL9iHUj1mMG4cXq4NL3DfvdY",
+	"JCYxBmrhUj0o6hj/Bfskd5gRtnE8UiHdH6DbPgaHoj63XDR4xvAbEbFURQDEOhpRjI5TOJzmcpUF7eSH",
+	"JBcgy5pGZhfM4AYAJg4b0XKXqwzGBXD7lQllk1WTtdxJHr2k+BumpyP1gp3LVwF8dy5fMatnAhg4XOyM",
+	"CUUslh/91vBonng5wIxUHeYKGGfEZBz5vL5eriZ8MhfX12gYoNCf77yEQcCSZqQ8LXjx7BkLMxrg02Cq",
+	"bieufXdXVCGYZp9rGWQ38bEZirc+R4uvEIazhTI4sbiaQPwkeGLHgtvPc45nZkW5B4gLhs0ShJ8/2wRq",
+	"5E1PlRwarWfSGhFPAXf9w4xui1Zs0H0z7PTPG1XcOKhNnSpRPXhRATFkt3Kmb+JuZY4Hm4vSWKpZFtnG",
+	"l3wsYwmwGtUax4w7X5zzaHPKoPFm84IzLhGklI6Q3GXUFa41Oa5KupG0zB27aTJv9Dl2A6Ld3qLzy2Bg",
+	"s4s1osBMcSN1atx8JJnCI/gKmm9Gipz9auV3i5dWThhqXJkbBbdBl28nFPB636PnX2KtFalmOecpHJFb",
+	"a4CJC9aULdyk29i5WIxUHdYPQj55OMlmK6JKhwzBzeKkQK6BFAHYUOIqxEYkN07eTpXUiuJLKW0LHjKM",
+	"25EK33SG7Clfyqc3R0+zLYabx8cqT4/wYu349oC+p0B9fHGHQ9ATHj8YA1PwC5G/oWwAx/w6w+reK7eQ",
+	"qo7PBd4kDqM0Gg8HuTz7/uVjXlN30j+LxFQapS8ApqQIobPXIcYNPW+cr2JU+ygm4gAP4Kh52Dw8YbPJ",
+	"hB09az5rHo5qaybM74+eVekVsKNXqVltLuIthvu4uKAsWOgL975G/NcAEZQpdelIi2stENxHuMVnBYUQ",
+	"VvTFjaw+nq6PlzAkPWUuE4oxMgWXCa45INdK4zNyJKI1H87DDKvwLGig02kslcBkuso4Hw8mhmQbpdJc",
+	"WiOmZZiZ61vF3FifEWSQOde/HtaUgBKsH5efcgMAVahSFWjWYq+6b7oXQ1C6ODBAH2dJ1wYNeuSTqB3X",
+	"Xjxbi8M6Ovjx/a+HBz+CAHT0Q7U231XThO/mtNnfJZMP7v0yBYfI1/dprE1XcVlKQbWUrUgydd0I4aSU",
+	"Jj7Whq9LFtPTVue8d3F9ddHvtNo/OaN799zp0c4b0O5dDFvdi07/ut3vtIbOoN+76rc7152//9S6GpAV",
+	"v93r968uQQy/vBrC54KLoN27eN3FwUqRrLWg9vbq9E3n+vTV2iKyr/vdNz8NB0UnwW522VN0bF+pRPDJ",
+	"3Jmju8D6c/t4m7xSImkngnC9L0gW79zNeWrIuN3WSZIubVctUwsfC0bzNl6NWh58zyX98BZEj9NxeXb3",
+	"ZR/DHIpW8/f3aI5/56Ke1ljr1Ss8it4FkIvUCBcMSDHBaJhy9PHABQ4KEEDi6QHaZCj3eaSsRqEOyM4J",
+	"WREzCwxmReUfhyBOhu867c41ThE6WyUwTHsgFWaMoEE5cCp2wURJwVMkuJICiBE+GBP9QY/L4cr51jxi",
+	"7Hi2g2IgBcLew7CfByjtaePwUoAPf0HraZIqplUhiIYUT6BaS61j2HuW9I5CX3OrWWgfhXD3kKzt2h6O",
+	"UUVR3upxxu/8SfztqnNFvrWriwt/688vzzp0s7PLml/p3Q7qb6lIyetDgg55PpaxoKuV3Zf8UrlzHJTi",
+	"d/YJ1PZ6/pp/JE0QB51hhSwZzrzjzDIhq6OP6ABNGPl9MI3MZTLVCd4ieKK5q5w9wNGrTQlfz3qwVXtF",
+	"/4JLK7bizua2uWffv6zIK3728tnRi6rYmxwij0cWDorPlt4d7pD/NCg/vY7ka4OtrSwoXgIHm+prINWu",
+	"5o4yYEO4WpkBD+kAKp0utM9pf032CwivLl0ms8ZNUB0fi1irmSmo/HrKuCI6CSMGjg5JVTR9118c/jhS",
+	"YSmGIGyUxgZZeAV8AphOk4W5DgODhYzHt3xlUKOPXGZMbTNqm/zb1TillThASjkhddcJ59KYVEQupMmr",
+	"4HX0F7MjNtdpwlIVA3xgqV6g10bk+d05av6VRXxFokoxKOzZDyjI+s8/VGDpZ5PObNPbkeXztJ0sHOAB",
+	"61X+UOA1AjURTfZOiCUyWMU4mVazABY0GRWSMtavsRP6/efnVerpXBv7JtHpctdYYZjo68cVr8fe0SRZ",
+	"NGVxlUERnlUnVfRylIHtf2Efxcqp+JPl8uivAZvAPx/4DYf/yT/0PGA8+Qi6JXxPwwRssTKf4hPk+oV0",
+	"X1hmc01NKcQdfte8RnPt86NqbWXNDrOvxoKm9bZeLHiV9Nim3zEeGcgEpqPXf6dM/evF+J7sVXIhY55Q",
+	"pYe5jtErGIupK/rROHFp6nC5fV2Ex4M10YGAyW0PpFbm/Jis+2jehBcpW45cO5iBlJllCi4G0qrxENJx",
+	"LCdO88lcQzuaacSdTfg5wuTVylbJD/RjljykFbN6WciDHsdi8cRQRIAzPL/9+RztfnPBo8+xTcgq3dlF",
+	"KpadbTkuP4CG1989hIQLqR7cP1Aqs+BxLIxlhD1us0jsvfA84YoST8hjdcJifSsSn/nNE1Hhxf0M0OyZ",
+	"srD1dvRTVboZu+E1uol5Em2BkvsVnen+lJxpkTlfM8rHGT53Bz3W/u67o78S3r65uGLizgqFwierHxgb",
+	"/e+ZSuGJxgZCI53fWOLNNtOnowcJZvmU7Z5w18kSvlbYwceEu+XOvvuO1U/FWHLljKEHRy8a2+yiVetb",
+	"o/eyQOsz2OZ7CNaJXOlMS2Sm4iZvoHYl0xDcCComsn+C2678sJyl9BVyicone+kETXI4Y6y5NKz37jOu",
+	"l9nFHIowc8bQXZImaNCt0L8ETUUY8xnFn8ypq8S33QR69GhuZEBDDbXl8ZeP9a3QYjnn5tGTusSH7hF0",
+	"COOB+LTF6k5JtnlunH/Dmd6zhDhcdJMdUr2DkcpzFJ0txOUpMkcRE+trLIGek9eGxAQkmZAfTYlbHjuf",
+	"f2GpIfvv/+f/Y0eZM4w0F1DDuWFGE+GSFpSqmVSoUyWpyuw4dZdjREREqlkjYAYTlHz+pk+MsvoW6HZe",
+	"Cs09QH5NyiBDNyuP45Xf4onfjvOx4uLclCAKxNrYgLl0yyigMAbYxkauZWOkUNWbaKx6BZDE2HmfiglM",
+	"Kks9XfLEBixd+ho+zkuJoYtKUAJYsOF0AHhMuYzdGYcXnZ87/evBsIVVQjezrvYtFlV58YtY5zE2KFzc",
+	"0s3bSh/6gN//gqT5cQhs3dKWzKHeO1bHyyCiRsDOeoMhpQatdJoYNKcudCIaAcuMcaw+8fYzLKKYhXKX",
+	"bP29d7Wg5mL697Xj9T7CuxRJXrbVYRD4vlSbBMjz8VY5eylQPDnJQ4EpsbIcz/xwQvwPRz8+e4xOUzzS",
+	"u4qFDDIxjoIcJ3yJqwJc/aJlefvawwt7rB7c11nLy8MdeFleR26tqCSP4421FKvglMsF0o7WqkmIOzFJ",
+	"rU4eXubzw7V1Pn4Ps+J0GaoVDrvqRp4XMq33sAV2F4vUunQnYzFhklicDxRdOw+qTFEMcEfIUcC20iw0",
+	"n+KwicbatXfwlyALtA1/H+EmRrVjNqIqLKPafegLYuCoBh0XsqR/ASUhWyIKZAuhfCrGucFqNH1968KD",
+	"F/wORWY2AzVWkZ1xwVdsLNhhld0Q59w5AMxDvO2kk4JlHE973TY+yUsE7hC6B2/Msqjqx6NwUePWj0Ys",
+	"UW7GjiUK/A6zOgUZrXxQsKanQA7/9HiBsU+Ao4BpzsxOqSeb5Mz9QlWeKE3cNI6dmOdSO4rVjwLv0UNd",
+	"UJqRwqJQTTYQgrnR9gg2cm88fs5r99jlVTvI5UjghIYHr3Kb72+s3bOWLCYHDPYse0Yvba19tgPD2ndG",
+	"95absowZh+hCZrGYSSsX3Ip45ax9a/XFPqcEKab0P1zi7ejw8HDfyjVZUdIi/IuAXQNUCQLZsh7CHe+L",
+	"98ITUPFaUBv8bdfwA1f8dPCJ3Pu91E70ouRz/bnTP6V8yk6/3+vvOK6rHFvzWckw+KXXAvPVnl92z8iP",
+	"+/bq9A38teuynZbk4hUwBuyechyrQnlcQVCt45MsvmDNEVakKkV5dLJc1oLaB37DgZGg1b0W1NDqDvix",
+	"Auq346JxpLc00qUfqeVGOqeR7oNan7Swf2lDz062F7eRr2J9cWP1BTdVBsNf5oW6XzPpw1pd9PKYTz4e",
+	"uwiQ0JceCFmd3HsYRch0QpGq+lY1AhYOfroaDrsXb65Pe79chEFB3cbra0DHjSOft7bgEQhHPqV0a5Gj",
+	"EIOOBtfFqux5zYmRonhU7lJkGSYZoCqMShaWbCkUxyhUpMGIcn2rRqoennYuOxennYv2P2jxx6jNP1RI",
+	"A0Z2xWJ9LQ10H2EIOJpKsHAZFV4hMAJIG+U4mUJNhxL0MChqfdu1oLa2zl0DpvL6DoN5aq1Us1N9qzBQ",
+	"CQ6mnNmbh+/jQ++LmPQ5OQSEUDsLj5lNYKNS2IPZGUmG5TtcL3clNmJsaKXZYA9eqs9yGe8JizJZ2690",
+	"mpvqgT1ssVL0O1gk4JTVgSgoRNsAyx3qBLS7rQU8HrJplEsx0ATeaLFrlj8Z2ry5gvBSidtvh5WZJXsf",
+	"1NznWHA33wKxzv4ctMJCBEAAPyNKz6UXKHFnfX1KkzWxwCwPqtxW51RUarKaxOLYfRtgsqfyLwJvQv07",
+	"jhtN1lPxKi9e6YYB0di7XOuE3CNF2O1xOsdyqmeD8YB2I3GETN6eq4wUmW7DrAZjiDeAioD+93/+V+6C",
+	"WwhmE66Ma6jgCtjT+jB31mXYLbRCPa7Jui5tBwtImmM0dbtamy63FmdxpntMKLnllB+/CrJgIgdpl6yk",
+	"9RKLVh4sdRwbWEVqUh43WStPxnMwK/O2JguzoqO+PDmuGJ4aKRmJxVJjHxIvJnLDtGIhPhAe54yY7P4Z",
+	"UGTkSgJn37j58QzRTm8TmRXq5wzrIBIgaJczQTkrI1UoMVqZO7hT8VcMjhC3GJ3rS5FKU8AkqfBkfUXB",
+	"J1kBWAqwVQVBa45FEoRPVzX/pAqxX1IA9YFio/kc2wnE59HriScrD/PLnALdBzXhEwV2i/r/Yglf56rg",
+	"QzN6jZG8+ZHr27ZDU5FqYuwVAT/7Q5D/LN4SlcuAPZhJU3iUnKU7JeBkgcv0zrZkQNJMnAjvUA3uGhEU",
+	"Vl8WHeXS4l3TioSPP7dObRFEhW1vP4qBsPvXhEj0b0J5smOEPaG+HoZqnt/ZgKk0jpFcDf52xi6uzs6a",
+	"LMT81tCVb3Ygon4pWgkfkYWVvOJ0oaqqmcH3Zdni0TCVHHbF33NpXd+WB8z+gB2gIuJqnu07ctkGWWVt",
+	"Rnhs283LF/tOuZH4Q9Bye6zCAFch6vPo4FjrR4p8Oz8M8ik418xmg876OmdXV91Thr0J3N34smrYvv/L",
+	"1qTMIZZCxSptWbOYUtwUCQFLwT8iO0S9fJIu4CpLkz151Ny3MvHa0TjQba74wUP6vNBgICS/cGnP+V2V",
+	"hw2Lb7lC4OemWC98rhVqTtoJs19cGvzLUiHnPtURU5pu+KN9pyoZ497RyEjqh7bSO4m6C4vxwmZhm+NV",
+	"Vgg7orrPn5Fx+efEQAMSKnH7RQBMcsHGbK1IWtBJrGsW5Fmjq6blVaiCnBQ4OTlTqbCIz1o4ji5oUBKL",
+	"AgNxPmF8LTqF0tmXiYg4dedgGt2TVDJdxK68+GalBtcdckul72LacB7BBBI5XGkmoxOGkc2+yWQpHvVz",
+	"Mm9pmKH+KCrI2SvBE5FQ2XHktbQcyvCQLvOPKpr6oCpY5udE8W+pr40J5nkqxoKvMC7K1cLGsgh5sQNn",
+	"skG77dfNQS+Bae0Mg0di/dcykX3icRW5KVGDzcsUrBPbSmqeudXWaIm+FckBOknn4o4NfmodPPv+JYsk",
+	"UOd11nh48CM/mL7//eWLakZYSAfbO23etwjdJV1rj65Oe5dF9kupBGK55dW+4mt1pzljdUIxcYCkzoof",
+	"5DWfygHL1P+O5H9njddTFvpo7DAg+xG2fjMsxGTAh4sGrdX2vbMJdzmEMZdRNlwhoyEPAXSLNEV3RJ4x",
+	"MNFL9Df4Hk3NeUg15wkAZi6XVPSjUSj4h4S0VPEvYKmSn1LXUFNR/ZZi2UEPiNQIc0wOGbfSuq8AFbgC",
+	"UIGvDuX+ENa4vz6YE6qej6W/uFoxLBeISwjKu5dqVsrRgAkxOaMxUq4l4EZZKOaqQhVqQplSUahgpHAd",
+	"sCBMbBPqphk1rWmcMJNOgHm5ElGsUCFqpLaViPryWlBfI4EzawFV5X3DzqhZAy9s5EiNrHwk0BPj+koh",
+	"O4vkjYxcjW09UjNs81hsyOr0YiRmrhFs3b2PGc+xFEyqkSr3pmqsNTg7otZ8rmO6iyZ1Tcqc7+puEqdG",
+	"3ohzzypIU6vos7cWCbBNVs2b72U9FCqCJ0EG2daCgbob85lIWN3HUWEM1XobRdfT0VM+qk56zOa+Y0Wp",
+	"DeJIlUq3Zc0xbdZKkSCSByY+GtVd6Ei3A2ZmDeyyZOB940PcW4+24/uy2MX8bFSxIeajhzVSpdNi5fah",
+	"cCPWTo/8su3Lq5GiHCUfoLiGxUUzt58AaGT96JAZbNUTCSyoUa6L+6TUzpInwrfxwMiRJ4aF9FN4MlLu",
+	"zyYFUeZJw9lIMoqFAsWbisluCcHeFrD5uDq7kQydhcQUDr2Sj+eRZfu7aZwRavC3M7bkiaWQSA+hJht0",
+	"zjrtYV43zLW7JQ5i00jATRqp3IblKIyPSAqDrDpgwVkDXDQRU5EINRGDT9S9Ftv2ZS6CaSLMPGtrwerF",
+	"dn+OMtpb3Thhp+dn+fJgGMEn85EKbwrdEUL2KQWZPk9CzNbOsuDK6n6lQDexOPQge666p4WDTBvtRRfk",
+	"5ax6rtgb/3Hb90D4el9Zut8DOPfXo8Mffnjcc+BiR/eN9qq2kSeRSGg3m3t15/JuhwjMHIl9DGYRQdat",
+	"et9//7y6pToMtvn89koJQkSbj2e9TKsSCtcicR85kV1AWMTUTVpcwu/NmGRE7JONe+pzf3cL+fwUl3qJ",
+	"7GcrLx5y8Qhy6OZYUnlN1iBQCeUcaQuXIai+ng/TyPV4QYJcLQBA71rURsQCA/tOFxSutg7A/dTFz6II",
+	"D947RIqd7szaWdKLBSKVT1QJ1bVCI5vsZZwaCUwT+acn3HkVkJ2s1Q92AyouwlcseXAZH6XCheSLcOpe",
+	"6+wNFpk/bQ1br1qDzomrJIp2dlCSkIthtSVnj3LNf+p5DScs+8TyikxV5njcGmr2D2R5+yjsvZVyeq8Y",
+	"PN6A3WIMdpM0Eqlm4TELTboIGY9ch1PKbUCFxZywcCFVyOpo80p8gEDAur0uQ5vPuVQNLyGZdAEzUF8B",
+	"6gyGwpn71aeiox7jlRuYIY1DVy4zXeQvoMYdpRNb0n/8e6bJrlQkErdAEP1poDzMUC/NSHGbt3WkEWgm",
+	"3B47zEInElgZHObgXffysnPaHKmQogtNT4WksGfxIz5m/5hMp7kkgm1TlbbUfhkNef4c3A8gl9Q9mI2f",
+	"LaAFsUNfuB+jRDYLsvuUgOpi/fvlcuQR8evR/Q+G42VA+dKJNod2KFmkySZdkFGXuoHsXGsM3jrHt85T",
+	"oszuHHbPFNisYOTezxf6UEaDOyoi1Xve3p4SW+9vLpMTGcpxkfpMcJsaVueA+hSxElAlW9/R3yUZOcRz",
+	"1TrZMhG4WSMpB11pO1KtdoOSXwk5x6vsA9Y/TWOR1Wt3cg6ZwUy6GCkiBDTdk6xRYBXaLvgdtazeP7XC",
+	"bLyXmygeskYQmHYMzhjQw18bh2hUv4cgB0MVNv2ch5Psm2m/xauUt6JNODA+PpnnmIWEMu8HMBHFajLt",
+	"zu5hFxRQCzdgl2wxMi6e6dlDRTDQ7piXnXr5gr2Tr4rrQ1PDMhFWZHWC15uXbVMbiqi4noyFvA34YMEO",
+	"l8WsZHry/gk3e5QiLSB85eoyLunYWz0Xs5CWuK+ziMnsvF01SSQkjWAtC/SweXh4eMSk8s3vEUTvR6pe",
+	"nAt45+1cx8L1etBTdvQUVUfM3ffygXS5JY01s8m3uLePVeDYCpJjZPHOZLHMBYAgC+YsWJJQTKbgPxcE",
+	"9sRTUJKTVEFYcnaO0vnsn6K36xVbJ0dbSVDpLuYo+hC/KwO9Iu0Iy6C6ULYmq6qB67JdMQ6We+A12WWr",
+	"P+y2zo5HyhmJsbsp926nzA7IbzlVYcgt53Bx0Fg0FvZWCMUOKWv3yMmp7hqfOPPzBz0OSumVhrXa2C6F",
+	"lkBBn3akcq1bGv9jM+Op0lWfcBuBoRAvYM10YE/MSBH0j90DmXA4FhMOqoOr94p4wanDpUt+YXWUeYOR",
+	"Qom3QSOXOPia0NlqYwaL4Iky7BADgCmY1YkLXn6nTw406yIzjCUk+sJRuvUwUTrJxVgRG5FBS07R3+RB",
+	"6b8uPD9S+EKrzertjve/Ze8kqTJraTWtNrYrxIFqQe2XVi2oDantIP7bO6NSx7Wg1sbkP5po16ainzv6",
+	"PVqQJmki7WoAd5PYrtKRaO9XSzCPFcYwr/GKhZe9wZAqQTbZlfENm7VyvzjvfNj0Nhc0AWAoQ65Pzq1d",
+	"+kAYFwC1pRQW/eiCILLFZOvIZvNL2R4kscOC7jG1dqq3VkKlkDJ/e7nzsFKdyrxOZqmeZiFaZqTcQ+7b",
+	"sNFk1OR1ye2cxZgal5Ia6Zs6+C08xakS85SUS2lGKhJKEiycj4GJu4lY2tIRjdRI/cd/sC6ep12NlIu5",
+	"gV8NHaqL2cmKcmLJ0IlvRJGIicCFcYreh1VGI1VAkXpebrLhWtnhDS08Ii3TS4EFHfyJFiIGRwrDa+rl",
+	"IwUlFE6LhWW8DRsnpUOekBCUYKQ+xRiVkKZeHMYhG0DegySg+quw17z/eVbkFNgDNRvE48y3pLMooMDx",
+	"CHyK+3hhatnrwN/W6gbe08qM1F/y6vWG1UNMtgwDWh/9VQhhod56vgN4SI2qXLn7kWKu4r2hXmSgB4Wb",
+	"Be4BC/7CTl0TDWJrTuLDlIKFjGNpxESryAU+ccXCcxMyk06n8q7JLqjjSCJgStot5WzxMbaS8skpkeBR",
+	"LJUwWaklYNwpxWiZrIU4PQRjIcxQY9NKW62w/qKefGTOULLQFJ1p2V9AMPpLMSI7YMs4NTBKuF7bLAzY",
+	"QqoU8Y1PhV2xBU9mUiEgin2Vqfb5T8PhpWc3MCaWxsAyu7WAjby8QR9cC+VR7T48gbknHjTs6vKy078e",
+	"XLTedRiVA8RC6pI8P3AB6ACeGFYgLk0YpIU8Jo4xxAq7BLp0mxeHP7BwrVuti+4A/GKRjEg5ZgxuwA3W",
+	"YIBb3AjYi8MXLMw6+IbsKXtx+D0LNxvihqyuNEY/wDjZOomKfX/4nIXFnFjCkL6wyeoAGzfQcrIAPZY7",
+	"xySQs6x+fcPfBmqeIub8Ruo0IQnWGQq8qy8bEWTzkfrDP/CHq3ylhWF/wPcHBwfM/QsfXxwewcafsz/Q",
+	"4kaxmlLNTuAXFq51RQ4R3kCZAF3FbUacMr8guvyy4L/SGHnLYrijm02YiVDDWsJil+WQFuZcuBgwXfdl",
+	"m3EifVvwK6OXUlqXXYWNfRt+py+A3VHzpz8YH3MVYZgzt/QVPfTj+m94VY5pESjUUcATUEHq9YlUBDPJ",
+	"pjQ3jXR0yP7IK0pPfO+RpVD2hKFU6Ms4k/AK4ASJ1L39PMBOa3846pEA+uQQXlK3YC/4ulw71wYAqREW",
+	"OAi9wI7Z2tTLIWwwqYwVPAIBL0ssx8VZGcfIVt0qngE0xnzykenpFOcKC3gcMk8D6x+ktSLBxG7UkGi5",
+	"ddcWdpnoO+z0Ok208l2VpD2uyNlzu+VWHDhnPzZvcmeohMVUL6RFAfv+7i5gShdT7XxyHo9jJBtEOdkf",
+	"WwBIiDvhy6WIAuZ3wcQdaWrAt2D7sPvbuXQt2zN4AaQ8MzNaK3RJcwUk4Ikpg+rE03diAwbeoW5NuPmr",
+	"/pnJsud88L24w45ksZxwJ83/QVG60mKjlneddmcjfr9QxfO4doQOpqVQfClrx7XnzcPmc/JjzFHA3So0",
+	"ZeGeGM6oTUU54QEmECJrCCuiQ8OqVl5Uac+nUwKuurjBzLoJvCyDFXV9jEFXy2ZA7QxjigHUIxWWW+KE",
+	"mw1+fNR0qaNXYUCMrtvAxCem8MhweMbqXmh8fshMwG5FHDvZM8OJkRoOzxos1sbzb0yMOnb75VhiTWAF",
+	"XmqE5lUmOxcUKaxTG5CKW2zsxS2+iMUajcf28Kw3GIaZBZdIgJM5fIR1aevURy3bFFCtvCWdb41nUGj1",
+	"5R1xTloqHaebuyA9+kW6uGHSi4WrnFhsRZa4bkZ5hzUdR8UKFkBdTrsD4Jmn4UhNpZJmLsrLg1HLdRyU",
+	"uEU2iYmC5pi9ODzMBQDPWbZwM1DBK7jTSQUTOkFiGBab6IM48/3dHcspa1Bm/KT6ZuJBN6JbE2VdqvK8",
+	"zFc6Wq0FHPMl3nx48+kHV0GB7EaPWZU2Wkvely1HNkkFpS5gBg1SgmeHh3/G/C5HBxewlhblim42gUS9",
+	"oNmrBs1W+fQVj7INwStHj79ypXhq5zqRv4mIXnr++EuvdTKWUSTQAf/i2Y+PvzHU+pyrlVudITcbEotd",
+	"lpi56NEKkS4WPFkhgJCX+yBiQP1CuZS54LGdn8DFSIhduAtIYVDYdpPP0CoCXEoJY8jMsZXkf9Bj8zRL",
+	"5q2m+b9wuIwuj55SpEJW96Z8zHlqoJhA9i5Mniad2KaJMuw3kWjM50dxyflcnfPCadUULkYsth7mebRw",
+	"uTa0FpCQW8r5DkAxNCFqEYX4MFgl2dGSBY9PfDLSjEsntRLTb47U0KV7P6GmiKwe5lmnTcoaD1zBR9gu",
+	"aZbY6gmNCiNVqCwQFEkjDUf6FQog+NmZ6aQ6mMZyNndWSUfk4LFcuabasnwiQS/LhnE/nZBIi63Fb6QX",
+	"QTam10nxpXw8adic4xZ0al0jf7SmewKLFj7fujMRTYZJLrD3/D2s65BEIjlmHG2TxHGyPk1TfwYWnZmW",
+	"f6R6lLhxkVCr/LGYS2RmzZHCuFUUYy+IH/hWUM62EuZ9rEI8tBOYmIoHqUL/K2JG2WvU83UuWOjabCGG",
+	"4hlSagKykqoNjldsmUidoP0DRVxXTtM3sFqxW5EIX1nZ1dmPjp2+QaJdlBVGmHIZp0mpJ2zMJ8IXPMZA",
+	"TJBXvfA554YtuQGeDivs5iUcKEozr/dQbmDq1F02E2QecPy7DsAqy9Icd6LRNQeCdWO9+IM30+RXpxDk",
+	"WVhAUG3Lc1OXSlmBiOHzBDGVg9tsGvwAh1BQSupYoz+ipzmbpnHsbk2u0+ip16QMFZ0uFqFgE21QpcgK",
+	"UVPqBqXZgbhUrJyBSwBF0q/RLZsEfsrk83Mdw9WZOEyg4L44ZrRYabPNc0+sgEq59RnLsVvIcoVe94LB",
+	"BhQokelPH8XSOt07o26kUsB06RL0BgnKv1+mRtRT1IUOC5O4Pvv0mmuqBjso7hrFYedEIVpJOJtVNJGE",
+	"VjNhyXgJ16M4AEEcpFh4/EkmvDn59n+StIYMAMjBnySp4fj/JCnNzb1dQnPcD2kkWjuMHMcrF5D6b6Gt",
+	"Umg78/V6UEwgQSmTCojb+NRTx519JyMvrWGVjR0kNVfefrusVlT9boGEeg9l1gvAYj0bV/vIlvq4Aw0w",
+	"riId1uIjc3+51QCTNvByRXU5wZFy9QTZ4+UEfaYeK9cNHKlS4UBcrNs79lJjTmxjM+2KI/qsQOTAPvd2",
+	"pOpKsxJTbZwwOWV5G4WotDdnhHGCaF5EypvjXL9NX2n/mBkhWFiqRtYsdlRoEP8ltoNtB6j1eeq435Y+",
+	"CECtfSeD3PA0FWoCurbr9snE3RJlf63EsbMGVBkLKBoMjjPWPHIlpwuGgywzG0k0COXZjDQOwcUZa46B",
+	"clPBuLBYko4pfRtQSTpgAluqdjnjjjfdoeEBhGqdWTawWh3VQXZmZs9Lsup1J5mUSs0yokaTUTk6+M7B",
+	"GBkaHRh8mwtfjtkC8khrRDw9JptuwXzqYkaciYj/yzIvVq+2bzaquJor2HeWF1X8+pxtrTDlN+Zt67Ug",
+	"K7hbLxNJ0Z+Cz2N9Oi97Ue3tfzO6akb3BuTxQkVaT2eLcngsiH+gpdNLf5/F6pS43c7oXnE7mXuK52oT",
+	"Orv0WkmCsMm2UrWsYO4xC3vvwtyjhfJxhb/UU6mcS4AeEWs1EwkrNBulKHLnJ8NWe0s9mR/nXq2SQwmU",
+	"WKRoRAmzpiE+Q12PkVZuaT6CJSWA2CH8aI6yo6rRZJ49kTa80KAYT3UCDAi16HIjINQesVd3wbIQ+/Ap",
+	"IwR2S5UzhdUCxqklhc3bjpuspViqPiqQITA+y/XzdSwNFDnnzPMw0gmBKPAqhHGw/p+kOWDJ0D+ZwhZK",
+	"rH5z+losiPpv6vq1qWsH7RxFU4meAgVF2bxgVUULsb+un0Naf8dgmvunXto2T383mKx8D6ufCbslpZzq",
+	"sGDJB0rtpPIHzpdOeeSFfvXOqugcqCDSxzGW1AL1g5Nxh2iozruIZRSYREukCSTuYyQHyoU2EVjwgqxg",
+	"bcLtAwrCdllFfz94JybigHKwQ8xspiwHjC1F+ReP44nJBvDvY2Wkk9xog7U/sHUD9Vg+PBivrBgpWI/L",
+	"V3elRNFxRRum9mWRcX1kDDPyN2fORyAGJIbDTiw28JEGY5Nc5RVZDrSlKJx62O71+1eXQPkur4Zhw3uh",
+	"MW+kuNxvQTMDFrb6w+7rVnuIUTLdi2tf/ANoJ4bVvO29us5Da4pvoBn34g2O/CMLUaG4RnoP724SY7Y3",
+	"LT51Ck/LITl6wBO+EFYkcFuqr2n+yNO3cEkuuZ3X7oMdCxU53SLrWg+PLmEEXyWoZnxRgDLZDnYkwb6S",
+	"xOaKsoqcdGWyeIjswuV3LFvaXGBDnmxx7tIgAzvwhaO2L3S/9m3v9+JMemKFPaCbXuZQ2axjqThmu67n",
+	"xN5XFkqQsQiYJx1NKm4VISr8XitRi4qgh/LxIiGqo8LlikRjYCpdbEwZ/cLDvf/XZpCHLx5/40Lb1zpV",
+	"boodOGpbq2ksKSvhn8eCB4gfKKpaYewBthlDBoBJfGUu9yWsN8kyDLfY8Xwx9AITDesU6+ZFZpKXWe4t",
+	"bYTObwJiN7LcgvSQOWjQ8mF8qoJLon5i2CRNEtCiYPP1qVATUhyGnnXjS5kLiqwmTtEj6wM5WwGxvAWF",
+	"vEZTsha66t9hHUGwtu5M5m+d9Tut039ct3vn593hEBmNuCm6P5yrw5u/ThhnkZyiRGILphtX60ZaW7Sh",
+	"vTj8caTCfmdwdTa8bvcuXp9128OwyUIXMnfMXLeg0BclMix0SS0h873jkB9j1Znstcx05F+iZ7JX/BhN",
+	"1vJJMrAeSoOJRgpBZWw5nYlytWRk8tjqXMRC/3kx3S/wCeA+Ji7haiaCzFsd65lpFPI1yIYmDbtNAEoK",
+	"pYbWZhThhEKbCpbM4yIieS8nSmPOyjpS2geLEugJg7M+r4mgAmSoA95KsktTw1SK2nUJ/yNlBDp+/zEY",
+	"ds6vaWEUIQtyA0YVH5fEh6JqnhlIk2JkaPEijBRownDLGgHbQAtWr0AtGMmn9mQIRllOecdeGA2En6Im",
+	"n2nv2JwnF65gFqe7jxSZzQFwImEzoZxE4y9no8m6PnkDAVDsdcCiRC9dcD+w+W+jOG/KeSd0OMVTqQDu",
+	"BoTKUIFBjp6z8LL1j7Ne6/R62Otdn7X6bzohqyMDxvzoH9i5fNU4waBZP0O2u88QJNctqiNVDBmVBe9A",
+	"pY0Va1lYl9j3BfLm+z/LeFAs+P/NrQelmvdbxLS8iUNOvOulZjdb2oH8q1sV/nyh6WiHNV0SNg+1xpLX",
+	"JGw92wUALgqfj2PRwYSgf66gdqkdr/S8FFPIK5TmvA165HWfvWQ2qbYLaW2tTOorpazng1Hsm91MFgxc",
+	"n3AfsjxSeXG0iXDh8xK70Rp6CmuyNprsQjPAQ8J7lxVDEWzewEYVT1Al0TrO1gV8vtwrEMQQl51gUs+/",
+	"XAwRgMxZZ3GUQpFP5PFI3C97vTPQ4s9bw/ZPebbdRW/IJgSWKEshT7D6pV/AhCsnplLGbGEpZGHxzFSw",
+	"WE6FD7VyaRNYTt+1lDAmRQnG5mHaR2yu0yTAfF8UjP7KIr4yjdwgBUDemTW+7XUvrtvA8bJ0lbq3a8Oa",
+	"G57XlcFxgokghbc7f7/s9onH5V9eDTqnX83c8VZLdUGtMP8M1gHD78U4jr7y1NvZBvwOagBek7X8w8CF",
+	"OLhsDcwQQEn7G7OLH78aNFxrnGruOaGUscwLVX2hT3yqFMUi0GUlgBztAJA3Wol/CvF3qdq141/fF1nB",
+	"MCGZuSIz19ORNQpcZALS5bc+wghMnn69RWHPCbOnk1Uzo7mY9GDqfxEWWYVTkb2CTzYmys9Fq3axpnvY",
+	"cJGEXv/yOrrhUyBwLfJh+llkXrS/PMxJpluqPDHcZVlGolDhW8dRtrJNllCd8pfpWjqORl6GoPrH6AlN",
+	"OGIluhhjPcMwXrQZwHtTYBtN1lsK5ewMedIysvWs5QDmglJoJrVHzGrv03bynnC4Dj8IcSEyj9Z9PTHu",
+	"I3xwqUoz59z1wdCLxnGmYvn4GQr7Zdz4ykw0Ib6CwbW+H9wtl2gzoZzBQtIPAJcMt8AefbgRxpkmThSm",
+	"hJxHOVfAwst+b9hr986ury4GV5eXvb7zZ+IpVaRg/pkuUTg9X7vgz2FNa/17vrFas96YZgtlLuBtoQXF",
+	"vx2h1fR9swjHr+/vS0Qf0IrVMecE2FfD9ewpA9lfYt/vo4rmV02c1dqgWd1r6xQf2QzcX5Oht/OjZONv",
+	"umnmhSww93SWqbP5tOufiYQgyIIjTeDU5HwMVGXu39//nwAAAP//",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

@@ -64,18 +64,25 @@ func TestInteractiveManifestsOverHTTP(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, http.StatusAccepted, en.StatusCode(), string(en.Body))
 	}
-	n := b.env.NewNode("cpp", 2, 4)
+	// 5 slots: the interactive job holds 2 (the program and the
+	// interactor), the communication job procs + 1 (docs/scheduling.md,
+	// "Slot weights").
+	n := b.env.NewNode("cpp", 5, 8)
 	nc := joinAndOpen(t, b.env, n.JoinCode, "boot-interactive-1")
 	b.env.ForceEnable(n.ID)
 	// A node is handed these jobs only once it reports both problem types.
 	reportFeatures(t, nc, machineapi.FeatureInteractive, machineapi.FeatureCommunication)
-	cl, err := nc.c.ClaimJobsWithResponse(ctx, machineapi.ClaimRequest{FreeSlots: 2, WaitMs: 1000})
+	cl, err := nc.c.ClaimJobsWithResponse(ctx, machineapi.ClaimRequest{FreeSlots: 5, WaitMs: 1000})
 	require.NoError(t, err)
 	require.Len(t, cl.JSON200.Jobs, 2)
 	types := map[machineapi.CheckerType]*machineapi.SpecialChecker{}
+	slots := map[machineapi.CheckerType]int32{}
 	for _, j := range cl.JSON200.Jobs {
 		types[j.Manifest.Checker.Type] = j.Manifest.Checker.Special
+		slots[j.Manifest.Checker.Type] = *j.Slots
 	}
+	require.Equal(t, map[machineapi.CheckerType]int32{machineapi.CheckerTypeInteractive: 2,
+		machineapi.CheckerTypeCommunication: int32(procs) + 1}, slots, "each answer says its slot weight")
 	require.Equal(t, timeMs, *types[machineapi.CheckerTypeInteractive].TimeMs)
 	require.Nil(t, types[machineapi.CheckerTypeInteractive].Processes)
 	require.Equal(t, procs, *types[machineapi.CheckerTypeCommunication].Processes)

@@ -215,6 +215,7 @@ func (m machineAPI) wireJobs(ctx context.Context, jobs []store.ClaimedJob) ([]ma
 		} else {
 			m.s.log.InfoContext(ctx, "job leased", "job_id", j.JobID, "lease_epoch", j.LeaseEpoch, "kind", j.Kind)
 		}
+		slots := int32(max(j.Slots, 1))
 		out = append(out, machineapi.ClaimedJob{
 			JobId: idString(j.JobID), LeaseEpoch: j.LeaseEpoch, LeaseRemainingMs: j.LeaseRemaining.Milliseconds(),
 			Kind: machineapi.JobKind(j.Kind), Pool: machineapi.Pool(j.Pool), Attempt: int32(j.Attempt),
@@ -222,6 +223,7 @@ func (m machineAPI) wireJobs(ctx context.Context, jobs []store.ClaimedJob) ([]ma
 			Submission: machineapi.JobSubmission{SubmissionType: j.SubmissionType, SubmissionId: j.SubmissionID,
 				Language: snap.Language, Source: snap.Source, Files: wireSourceFiles(snap.Files)},
 			Runtime: machineapi.JobRuntime{Language: j.Language, Pool: machineapi.Pool(j.Pool)},
+			Slots:   &slots,
 		})
 	}
 	return out, nil

@@ -124,6 +124,9 @@ func TestServerAcceptsAndProducesTheContractSamples(t *testing.T) {
 	for i, r := range results {
 		env.Enqueue("ALGO", "sample-"+r, "cpp17", "int main(){}", manID)
 		claimReq["freeSlots"] = 1
+		// A new claim, a new request id: the sample's id, once granted a
+		// lease, answers only that lease (or nothing once it ended).
+		claimReq["requestId"] = "claim-sample-" + r + "-0001"
 		status, body = raw.do("POST", "/api/v1/internal/judgers/jobs/claim", tok, encode(t, claimReq))
 		require.Equal(t, http.StatusOK, status, string(body))
 		var cr machineapi.ClaimResponse

@@ -27,6 +27,9 @@ type ClaimedJob struct {
 	ManifestID     int64
 	Snapshot       []byte
 	Attempt        int
+	// Slots is how many of the node's slots the job holds while it runs
+	// (its slot weight, slots.go).
+	Slots int
 	// ReadyWait is how long the job had been ready (now − available_at)
 	// when it was claimed: the pickup latency metrics report it.
 	ReadyWait time.Duration

@@ -54,54 +54,28 @@ func (s *Engine) claimTx(ctx context.Context, c *jobdb.ScriptConn, calls []claim
 	if err != nil {
 		return nil, err
 	}
-	groupFree := make(map[int64]int, len(lock.capacity))
-	for g, n := range lock.capacity {
-		groupFree[g] = n - busy.group[g]
-	}
-	// Capacities in call order; each call's jobs come out of its node's and
-	// its group's room (a node's calls share its room). CHECK jobs bound to
-	// a node come first and are picked per node, by its first call (rare);
-	// pool work for all ENABLED nodes is picked at once.
-	capacity := make([]int, len(calls))
-	nodeFree := make(map[int64]int, len(calls))
+	// Each call's jobs come out of its own free slots, its node's room (a
+	// node's calls share it) and its group's, by weight (slots.go). CHECK
+	// jobs bound to a node come first and are picked per node, by its first
+	// call (rare); pool work for all ENABLED nodes is picked at once.
+	rooms := newSlotRooms(calls, lock, busy, s.db.Cfg.ClaimBatchMax)
 	checked := make(map[int64]bool)
-	poolWant := 0
+	var enabled []int
 	for _, i := range live {
 		call := calls[i]
 		n := lock.nodes[call.sess.NodeID]
-		free, ok := nodeFree[call.sess.NodeID]
-		if !ok {
-			free = n.slots - busy.node[call.sess.NodeID]
-		}
-		room := min(call.free, free, groupFree[call.group], s.db.Cfg.ClaimBatchMax)
-		if room <= 0 {
-			nodeFree[call.sess.NodeID] = free
-			continue
-		}
-		if n.pendingChecks > 0 && !checked[call.sess.NodeID] {
+		if n.pendingChecks > 0 && !checked[call.sess.NodeID] && rooms.room(i, call) > 0 {
 			checked[call.sess.NodeID] = true
-			checks, err := pickReady(ctx, c.Conn, n.pool, call.sess.NodeID, n.caps, room, nil)
-			if err != nil {
+			if err := s.pickChecks(ctx, c.Conn, calls, i, n, rooms, out); err != nil {
 				return nil, err
 			}
-			if _, err := c.Conn.ExecContext(ctx,
-				`UPDATE judge_node SET pending_checks = IF(? < ?, 0, GREATEST(pending_checks - ?, 0)) WHERE id = ?`,
-				len(checks), room, len(checks), call.sess.NodeID); err != nil {
-				return nil, fmt.Errorf("store: claim: pending checks: %w", err)
-			}
-			out[i].jobs = checks
 		}
 		if n.state == jobdb.NodeEnabled {
-			capacity[i] = room - len(out[i].jobs)
+			enabled = append(enabled, i)
 		}
-		// Reserved for this call; what the pick does not fill was not
-		// there for later calls either (they pick from the same queue).
-		groupFree[call.group] -= len(out[i].jobs) + capacity[i]
-		nodeFree[call.sess.NodeID] = free - len(out[i].jobs) - capacity[i]
-		poolWant += capacity[i]
 	}
-	if poolWant > 0 {
-		if err := pickPool(ctx, c.Conn, calls, live, capacity, lock.nodes, out); err != nil {
+	if want := rooms.sizing(calls, enabled); slices.ContainsFunc(want, func(w int) bool { return w > 0 }) {
+		if err := pickPool(ctx, c.Conn, calls, enabled, want, lock.nodes, rooms, out); err != nil {
 			return nil, err
 		}
 	}
@@ -172,8 +146,9 @@ func grantsRead(nodesIn string, reqs int) string {
 // node's request id, for EXPLAIN in tests.
 func GrantsReadForExplain() string { return grantsRead("?", 1) }
 
-// busyCounts are the RUNNING jobs (expired-but-unreaped leases included)
-// per host group and per node, counted after the locks.
+// busyCounts are the slots RUNNING jobs hold (their slot weights;
+// expired-but-unreaped leases included) per host group and per node,
+// counted after the locks.
 type busyCounts struct {
 	group, node map[int64]int
 	reads       []func(jobdb.RowScanner) error
@@ -196,14 +171,14 @@ func countBusy(sc *jobdb.Script, groups []int64) *busyCounts {
 	return b
 }
 
-// busyCount counts the RUNNING jobs of the host groups in groupsIn (a
-// placeholder list) per group and node, through ix_job_lease (its state
+// busyCount sums the slot weights of the RUNNING jobs of the host groups in
+// groupsIn (a placeholder list) per group and node, through ix_job_lease (its state
 // leads it; running jobs are at most the fleet's slots). There is no key
 // on host_group_id, which every state change of a job would rewrite; the
 // index is forced, as the claim's candidate read forces its own, so a
 // table whose statistics are stale or still small is not scanned whole.
 func busyCount(groupsIn string) string {
-	return `SELECT host_group_id, node_id, COUNT(*) FROM judge_job FORCE INDEX (ix_job_lease)
+	return `SELECT host_group_id, node_id, SUM(slot_weight) FROM judge_job FORCE INDEX (ix_job_lease)
 	    WHERE host_group_id IN (` + groupsIn + `) AND state = 'RUNNING' GROUP BY host_group_id, node_id`
 }
 
@@ -329,13 +304,13 @@ func scanClaimed(r jobdb.RowScanner) (ClaimedJob, error) {
 	var c ClaimedJob
 	var waitedUs int64
 	err := r.Scan(&c.JobID, &c.LeaseEpoch, &c.Kind, &c.Pool, &c.SubmissionType, &c.SubmissionID,
-		&c.Generation, &c.Language, &c.ManifestID, &c.Snapshot, &c.Attempt, &waitedUs)
+		&c.Generation, &c.Language, &c.ManifestID, &c.Snapshot, &c.Attempt, &waitedUs, &c.Slots)
 	c.ReadyWait = time.Duration(waitedUs) * time.Microsecond
 	return c, err
 }
 
 const claimColumns = `id, lease_epoch, kind, pool, submission_type, submission_id, generation, runtime_spec, manifest_id,
- request_snapshot, attempt_count, TIMESTAMPDIFF(MICROSECOND, available_at, NOW(6))`
+ request_snapshot, attempt_count, TIMESTAMPDIFF(MICROSECOND, available_at, NOW(6)), slot_weight`
 
 const (
 	// claimReady is what makes a job claimable (arguments: pool, required
@@ -521,40 +496,57 @@ func (s *Engine) replayGranted(ctx context.Context, tx execQuerier, sess jobdb.N
 	return out, nil
 }
 
-// pickPool picks the pool work of the live calls, capacity[i] jobs at most
-// for call i, each only jobs its node can run. Nodes that support the same
-// capabilities (a pool's nodes, as a rule) share one pick; each further set
-// of capabilities in the batch costs one more, which skips the jobs already
-// picked (this transaction holds their locks, which SKIP LOCKED does not
-// skip).
-func pickPool(ctx context.Context, q jobdb.Querier, calls []claimCall, live, capacity []int,
-	nodes map[int64]lockedNode, out []claimAnswer) error {
+// pickPool picks the pool work of the live calls, want[i] slots at most
+// for call i (the candidates' count), each only jobs its node can run,
+// handed out by rooms (slots.go: by weight, in queue order). Nodes that
+// support the same capabilities (a pool's nodes, as a rule) share one
+// pick; each further set of capabilities in the batch costs one more,
+// which skips the jobs already picked (this transaction holds their locks,
+// which SKIP LOCKED does not skip). A picked job no call takes stays
+// queued; its lock ends with the transaction.
+func pickPool(ctx context.Context, q jobdb.Querier, calls []claimCall, live, want []int,
+	nodes map[int64]lockedNode, rooms *slotRooms, out []claimAnswer) error {
 	var order []uint64
-	want := map[uint64]int{}
+	wantOf := map[uint64]int{}
+	at := map[uint64][]int{}
 	for _, i := range live {
-		if capacity[i] <= 0 {
+		if want[i] <= 0 {
 			continue
 		}
 		caps := nodes[calls[i].sess.NodeID].caps
-		if _, ok := want[caps]; !ok {
+		if _, ok := wantOf[caps]; !ok {
 			order = append(order, caps)
 		}
-		want[caps] += capacity[i]
+		wantOf[caps] += want[i]
+		at[caps] = append(at[caps], i)
 	}
 	var picked []int64
 	for _, caps := range order {
-		more, err := pickReady(ctx, q, calls[0].pool, 0, caps, want[caps], picked)
+		more, err := pickReady(ctx, q, calls[0].pool, 0, caps, wantOf[caps], picked)
 		if err != nil {
 			return err
 		}
 		picked = append(picked, jobIDs(more)...)
-		for _, i := range live {
-			if nodes[calls[i].sess.NodeID].caps != caps {
-				continue
-			}
-			take := min(capacity[i], len(more))
-			out[i].jobs, more = append(out[i].jobs, more[:take]...), more[take:]
-		}
+		rooms.assign(calls, at[caps], more, out)
+	}
+	return nil
+}
+
+// pickChecks leases call i's node the CHECK jobs bound to it that fit
+// (rooms), and keeps its count of pending checks: what is left when the
+// read found fewer than it asked for, else one less per check leased.
+func (s *Engine) pickChecks(ctx context.Context, conn execQuerier, calls []claimCall, i int, n lockedNode, rooms *slotRooms, out []claimAnswer) error {
+	call := calls[i]
+	limit := rooms.room(i, call)
+	checks, err := pickReady(ctx, conn, n.pool, call.sess.NodeID, n.caps, limit, nil)
+	if err != nil {
+		return err
+	}
+	leased := rooms.assign(calls, []int{i}, checks, out)
+	if _, err := conn.ExecContext(ctx,
+		`UPDATE judge_node SET pending_checks = IF(? < ?, ?, GREATEST(pending_checks - ?, 0)) WHERE id = ?`,
+		len(checks), limit, len(checks)-leased, leased, call.sess.NodeID); err != nil {
+		return fmt.Errorf("store: claim: pending checks: %w", err)
 	}
 	return nil
 }

@@ -12,6 +12,8 @@
 //	claim.go         Claim, ClaimRequest, NextReady: the claim batcher and its ready read
 //	claim_tx.go      the claim transaction: group and node locks, replays, the pick
 //	                 (pickReady, pickPool), the lease
+//	slots.go         slot weights: a claim's rooms per call, node and group, the
+//	                 fit rule, jobs handed out in queue order (slotRooms)
 //	renew.go         Renew: batched in the lease writer, item by item when a lease is lost
 //	results.go       Result and its shape, validation against the manifest, a result
 //	                 prepared before anything is written (prepareResult)
@@ -41,7 +43,8 @@
 // bundle the store's tests share (control/internal/storetest): leases_test.go
 // (claims, renewals, results, batching), cycle_test.go, lease_end_test.go
 // (expiry, silent nodes, new boots, releases), stale_claim_test.go (a
-// request id whose leases ended takes no new ones), drain_deadline_test.go,
+// request id whose leases ended takes no new ones), slot_weight_test.go
+// (weights against node and group capacity), drain_deadline_test.go,
 // results_test.go and verdict_check_test.go, observed_test.go (who wakes);
 // fence_test.go and subtask_check_internal_test.go test internals.
 package lease

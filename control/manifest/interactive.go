@@ -47,3 +47,27 @@ func (m *Manifest) validateInteractive() error {
 	}
 	return nil
 }
+
+// SlotWeight is how many slots of its node and host group a job judged
+// against this manifest holds while it runs (docs/scheduling.md, "Slot
+// weights"). A slot is one sandboxed program running at the run ceiling
+// of its problem at the same time as the others: an ordinary problem runs
+// one program per case, and its special checker runs after the program,
+// not beside it (1); an interactive problem runs the program and the
+// interactor at once (2); a communication task runs its processes and the
+// manager at once (processes + 1, up to MaxProcesses + 1). Compiling runs
+// one program at a time whatever the kind.
+func (m *Manifest) SlotWeight() int {
+	switch m.Checker.Type {
+	case CheckerInteractive:
+		return 2
+	case CheckerCommunication:
+		if m.Checker.Special != nil {
+			return m.Checker.Special.Processes + 1
+		}
+	}
+	return 1
+}
+
+// MaxSlotWeight is the largest SlotWeight of a valid manifest.
+const MaxSlotWeight = MaxProcesses + 1

@@ -39,6 +39,10 @@ func (s *Nodes) StartCheck(ctx context.Context, r CheckRequest, actor, reason st
 		return CheckStarted{}, jobdb.Invalid("language", "%v", err)
 	}
 	snapshot, _ := json.Marshal(Snapshot{Language: r.Language, Source: r.Source})
+	weight := 1
+	if om, err := s.db.ReadManifest(ctx, s.db.Pool, r.ManifestID); err == nil {
+		weight = om.Manifest.SlotWeight() // self-check manifests are ordinary problems (1)
+	}
 	var out CheckStarted
 	err = s.db.InTx(ctx, func(tx *sql.Tx) error {
 		var nodePool string
@@ -69,6 +73,7 @@ func (s *Nodes) StartCheck(ctx context.Context, r CheckRequest, actor, reason st
 			submissionType: CheckSubmissionType, submissionID: sid, generation: 1, kind: KindCheck,
 			pool: pool, language: r.Language, manifestID: r.ManifestID, snapshot: snapshot,
 			digest: fmt.Sprintf("%x", sha256.Sum256(snapshot)), priority: -100, maxAttempts: 1, requiredNode: r.NodeID,
+			slotWeight: weight,
 		})
 		if err != nil {
 			return err

@@ -85,7 +85,7 @@ func (r EnqueueRequest) validate(maxSnapshot int) (pool string, snapshot []byte,
 // returns the existing current job when the request is the same, and a
 // conflict when it differs (use Rejudge for a new generation).
 func (s *core) enqueue(ctx context.Context, req EnqueueRequest) (EnqueueResult, error) {
-	pool, snapshot, digest, caps, err := s.validateEnqueue(ctx, req)
+	pool, snapshot, digest, needs, err := s.validateEnqueue(ctx, req)
 	if err != nil {
 		return EnqueueResult{}, err
 	}
@@ -93,17 +93,17 @@ func (s *core) enqueue(ctx context.Context, req EnqueueRequest) (EnqueueResult, 
 	// callers' new submissions into one autocommit INSERT. A duplicate
 	// identity (1062 on uk_job_identity) takes the locking path, which
 	// returns the existing job or a conflict.
-	n := newJob{req: req, pool: pool, snapshot: snapshot, digest: digest, caps: caps}
+	n := newJob{req: req, pool: pool, snapshot: snapshot, digest: digest, needs: needs}
 	res, err := s.enqueuer.Do(ctx, n)
 	if jobdb.IsDuplicate(err) {
 		err = s.db.InTx(ctx, func(tx *sql.Tx) error {
 			var err error
-			res, err = s.enqueueLocked(ctx, tx, req, pool, snapshot, digest, caps)
+			res, err = s.enqueueLocked(ctx, tx, req, pool, snapshot, digest, needs)
 			return err
 		})
 	}
 	if err == nil && res.Created {
-		s.db.NotifyJobs(pool, 1, caps)
+		s.db.NotifyJobs(pool, 1, needs.caps)
 	}
 	return res, err
 }
@@ -188,7 +188,7 @@ func (s *core) validateMany(ctx context.Context, reqs []EnqueueRequest) ([]newJo
 	seen := make(map[[2]string]int, len(reqs))
 	var bad BulkError
 	for i, req := range reqs {
-		pool, snapshot, digest, caps, err := s.validateEnqueue(ctx, req)
+		pool, snapshot, digest, needs, err := s.validateEnqueue(ctx, req)
 		if err != nil {
 			var ve *ValidationError
 			if !errors.As(err, &ve) {
@@ -204,7 +204,7 @@ func (s *core) validateMany(ctx context.Context, reqs []EnqueueRequest) ([]newJo
 			continue
 		}
 		seen[k] = i
-		jobs[i] = newJob{req: req, pool: pool, snapshot: snapshot, digest: digest, caps: caps}
+		jobs[i] = newJob{req: req, pool: pool, snapshot: snapshot, digest: digest, needs: needs}
 	}
 	if len(bad.Items) > 0 {
 		return nil, &bad
@@ -251,7 +251,7 @@ func (s *core) enqueueManyLocked(ctx context.Context, tx *sql.Tx, reqs []Enqueue
 	})
 	out := make([]EnqueueResult, len(reqs))
 	for _, i := range order {
-		r, err := s.enqueueLocked(ctx, tx, reqs[i], jobs[i].pool, jobs[i].snapshot, jobs[i].digest, jobs[i].caps)
+		r, err := s.enqueueLocked(ctx, tx, reqs[i], jobs[i].pool, jobs[i].snapshot, jobs[i].digest, jobs[i].needs)
 		if err != nil {
 			if errors.Is(err, ErrConflict) {
 				return nil, &ItemError{Index: i, Err: err}
@@ -270,7 +270,7 @@ func (s *core) notifyCreated(jobs []newJob, out []EnqueueResult) {
 	for i, r := range out {
 		if r.Created {
 			pools[jobs[i].pool]++
-			caps[jobs[i].pool] |= jobs[i].caps
+			caps[jobs[i].pool] |= jobs[i].needs.caps
 		}
 	}
 	for p, n := range pools {
@@ -285,7 +285,14 @@ type newJob struct {
 	pool     string
 	snapshot []byte
 	digest   string
-	caps     uint64 // required capabilities (requiredCaps)
+	needs    jobNeeds
+}
+
+// jobNeeds is what a job needs of the node that takes it, worked out from
+// its manifest and submission at enqueue.
+type jobNeeds struct {
+	caps   uint64 // required capabilities (jobdb.RequiredCaps)
+	weight int    // slots it holds while it runs (manifest.SlotWeight)
 }
 
 // enqueueBatch commits concurrent new submissions in one INSERT. If any of
@@ -339,7 +346,7 @@ func (s *core) firstGenerations(jobs []newJob) []jobRow {
 			submissionType: n.req.SubmissionType, submissionID: n.req.SubmissionID, generation: 1,
 			kind: KindSubmission, pool: n.pool, language: n.req.Language, manifestID: n.req.ManifestID,
 			snapshot: n.snapshot, digest: n.digest, priority: n.req.Priority, maxAttempts: s.db.Cfg.MaxAttempts,
-			requiredCaps: n.caps,
+			requiredCaps: n.needs.caps, slotWeight: n.needs.weight,
 		}
 	}
 	return rows
@@ -394,44 +401,44 @@ func (s *core) enqueueTxPublic(ctx context.Context, tx *sql.Tx, req EnqueueReque
 }
 
 func (s *core) enqueueTx(ctx context.Context, tx *sql.Tx, req EnqueueRequest) (EnqueueResult, string, error) {
-	pool, snapshot, digest, caps, err := s.validateEnqueue(ctx, req)
+	pool, snapshot, digest, needs, err := s.validateEnqueue(ctx, req)
 	if err != nil {
 		return EnqueueResult{}, "", err
 	}
-	res, err := s.enqueueLocked(ctx, tx, req, pool, snapshot, digest, caps)
+	res, err := s.enqueueLocked(ctx, tx, req, pool, snapshot, digest, needs)
 	return res, pool, err
 }
 
 // validateEnqueue checks the request and its manifest (manifests are
 // immutable and never deleted, so this needs no transaction).
-func (s *core) validateEnqueue(ctx context.Context, req EnqueueRequest) (pool string, snapshot []byte, digest string, caps uint64, err error) {
+func (s *core) validateEnqueue(ctx context.Context, req EnqueueRequest) (pool string, snapshot []byte, digest string, needs jobNeeds, err error) {
 	pool, snapshot, digest, err = req.validate(s.db.Cfg.MaxSnapshotBytes)
 	if err != nil {
-		return "", nil, "", 0, err
+		return "", nil, "", needs, err
 	}
 	m, err := s.manifestFor(ctx, req.Tenant, req.ManifestID)
 	if errors.Is(err, ErrNotFound) {
-		return "", nil, "", 0, jobdb.InvalidOf(ErrManifestMissing, "manifestId", "manifest %d does not exist", req.ManifestID)
+		return "", nil, "", needs, jobdb.InvalidOf(ErrManifestMissing, "manifestId", "manifest %d does not exist", req.ManifestID)
 	}
 	if err != nil {
-		return "", nil, "", 0, err
+		return "", nil, "", needs, err
 	}
 	if err := manifest.CheckPoolKind(pool, m.Kind); err != nil {
-		return "", nil, "", 0, jobdb.InvalidOf(ErrManifestMismatch, "language", "%v", err)
+		return "", nil, "", needs, jobdb.InvalidOf(ErrManifestMismatch, "language", "%v", err)
 	}
 	if err := manifest.CheckGraderLanguage(req.Language, m); err != nil {
-		return "", nil, "", 0, jobdb.InvalidOf(ErrManifestMismatch, "language", "%v", err)
+		return "", nil, "", needs, jobdb.InvalidOf(ErrManifestMismatch, "language", "%v", err)
 	}
 	if err := manifest.CheckLanguageMemory(req.Language, m); err != nil {
-		return "", nil, "", 0, jobdb.InvalidOf(ErrMemoryTooLow, "limits.memoryMb", "%v", err)
+		return "", nil, "", needs, jobdb.InvalidOf(ErrMemoryTooLow, "limits.memoryMb", "%v", err)
 	}
-	return pool, snapshot, digest, jobdb.RequiredCaps(req.Language, m, len(req.Files) > 0), nil
+	return pool, snapshot, digest, jobNeeds{caps: jobdb.RequiredCaps(req.Language, m, len(req.Files) > 0), weight: m.SlotWeight()}, nil
 }
 
 // enqueueLocked is the locking path: lock the submission (its pointer
 // comes before its jobs in the lock order, doc.go), then return the existing current job or insert
 // generation 1.
-func (s *core) enqueueLocked(ctx context.Context, tx *sql.Tx, req EnqueueRequest, pool string, snapshot []byte, digest string, caps uint64) (EnqueueResult, error) {
+func (s *core) enqueueLocked(ctx context.Context, tx *sql.Tx, req EnqueueRequest, pool string, snapshot []byte, digest string, needs jobNeeds) (EnqueueResult, error) {
 	cur, gen, err := lockSubmission(ctx, tx, req.SubmissionType, req.SubmissionID)
 	if err != nil {
 		return EnqueueResult{}, err
@@ -441,7 +448,7 @@ func (s *core) enqueueLocked(ctx context.Context, tx *sql.Tx, req EnqueueRequest
 			submissionType: req.SubmissionType, submissionID: req.SubmissionID, generation: 1,
 			kind: KindSubmission, pool: pool, language: req.Language, manifestID: req.ManifestID,
 			snapshot: snapshot, digest: digest, priority: req.Priority, maxAttempts: s.db.Cfg.MaxAttempts,
-			requiredCaps: caps,
+			requiredCaps: needs.caps, slotWeight: needs.weight,
 		})
 		switch {
 		case err == nil:

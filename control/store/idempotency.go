@@ -67,7 +67,7 @@ func (s *core) enqueueIdempotent(ctx context.Context, tokenID int64, key string,
 	if err != nil {
 		return EnqueueResult{}, err
 	}
-	pool, snapshot, digest, caps, err := s.validateEnqueue(ctx, req)
+	pool, snapshot, digest, needs, err := s.validateEnqueue(ctx, req)
 	if err != nil {
 		return EnqueueResult{}, err
 	}
@@ -102,7 +102,7 @@ func (s *core) enqueueIdempotent(ctx context.Context, tokenID int64, key string,
 		}
 		// This transaction inserted the key: enqueue and record the job. A
 		// refusal (conflict with the submission) rolls the key back too.
-		res, err = s.enqueueLocked(ctx, tx, req, pool, snapshot, digest, caps)
+		res, err = s.enqueueLocked(ctx, tx, req, pool, snapshot, digest, needs)
 		if err != nil {
 			return err
 		}
@@ -117,7 +117,7 @@ func (s *core) enqueueIdempotent(ctx context.Context, tokenID int64, key string,
 		return EnqueueResult{}, err
 	}
 	if res.Created {
-		s.db.NotifyJobs(pool, 1, caps)
+		s.db.NotifyJobs(pool, 1, needs.caps)
 	}
 	return res, nil
 }

@@ -97,6 +97,9 @@ type jobRow struct {
 	priority, maxAttempts        int
 	requiredNode                 int64
 	requiredCaps                 uint64
+	// slotWeight is the slots the job holds while it runs
+	// (manifest.SlotWeight); 0 is taken as 1.
+	slotWeight int
 }
 
 func (s *core) insertJob(ctx context.Context, tx *sql.Tx, j jobRow) (int64, error) {
@@ -155,15 +158,15 @@ func jobInsertSQL(jobs []jobRow) (string, []any) {
 	var q strings.Builder
 	q.WriteString(`INSERT INTO judge_job (submission_type, submission_id, generation, kind, pool, runtime_spec,
 	   manifest_id, request_snapshot, request_digest, priority, required_node_id, state, max_attempts,
-	   available_at, created_at, updated_at, required_caps) VALUES `)
-	args := make([]any, 0, 13*len(jobs))
+	   available_at, created_at, updated_at, required_caps, slot_weight) VALUES `)
+	args := make([]any, 0, 14*len(jobs))
 	for i, j := range jobs {
 		if i > 0 {
 			q.WriteString(", ")
 		}
-		q.WriteString("(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'QUEUED', ?, NOW(6), NOW(6), NOW(6), ?)")
+		q.WriteString("(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'QUEUED', ?, NOW(6), NOW(6), NOW(6), ?, ?)")
 		args = append(args, j.submissionType, j.submissionID, j.generation, j.kind, j.pool, j.language,
-			j.manifestID, j.snapshot, j.digest, j.priority, j.requiredNode, j.maxAttempts, j.requiredCaps)
+			j.manifestID, j.snapshot, j.digest, j.priority, j.requiredNode, j.maxAttempts, j.requiredCaps, max(j.slotWeight, 1))
 	}
 	return q.String(), args
 }
@@ -282,6 +285,13 @@ func (s *core) rejudge(ctx context.Context, typ, id string, onlyJob int64, actor
 		if j.kind != KindSubmission {
 			return jobdb.Invalid("submission", "only business submissions can be rejudged")
 		}
+		// Worked out again, not copied: a job enqueued before slot weights
+		// (migration 00018) and finished keeps the 1 it was given.
+		om, err := s.db.ReadManifest(ctx, tx, j.manifestID)
+		if err != nil {
+			return err
+		}
+		j.slotWeight = om.Manifest.SlotWeight()
 		if !state.Terminal() {
 			if err := cancelLocked(ctx, tx, cur, "SUPERSEDED"); err != nil {
 				return err

@@ -47,7 +47,7 @@ const nodeColumns = `n.id, n.name, n.pool, n.host_group_id, n.desired_state, n.s
   n.session_epoch, TIMESTAMPDIFF(MICROSECOND, n.last_heartbeat_at, NOW(6)) AS heartbeat_age_us,
   COALESCE(n.reported_runtime, '') AS reported_runtime, COALESCE(n.reported_health, '') AS reported_health,
   COALESCE(n.reported_slots_busy, 0) AS reported_slots_busy, n.reported_draining,
-  (SELECT COUNT(*) FROM judge_job j WHERE j.node_id = n.id AND j.state = 'RUNNING') AS slots_busy,
+  (SELECT COALESCE(SUM(j.slot_weight), 0) FROM judge_job j WHERE j.node_id = n.id AND j.state = 'RUNNING') AS slots_busy,
   IF(n.desired_state = 'DRAINING', n.drain_deadline_at, NULL) AS drain_deadline_at, n.created_at`
 
 // nodeRow is one row of nodeColumns; node() derives what SQL leaves raw.

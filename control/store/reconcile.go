@@ -40,9 +40,13 @@ const (
 	RuleStrayOpenAttempt = "STRAY_OPEN_ATTEMPT"
 	// RuleQueuedWithOwner: a QUEUED or terminal job still names a node lease.
 	RuleQueuedWithOwner = "NOT_RUNNING_WITH_LEASE"
-	// RuleNodeOverCapacity / RuleGroupOverCapacity: more RUNNING jobs than
-	// slots, and at least one of them was leased after the last capacity
-	// change (a shrink below work in flight is allowed and drains by itself).
+	// RuleNodeOverCapacity / RuleGroupOverCapacity: RUNNING jobs holding
+	// more slots than the node has (the group's capacity), and at least one
+	// of them leased after the last capacity change (a shrink below work in
+	// flight is allowed and drains by itself). A job holds its slot weight,
+	// counted here at most as the whole node (group): a job heavier than
+	// that runs there alone, as the claim allows (docs/scheduling.md, "Slot
+	// weights"), and is over capacity only with anything beside it.
 	RuleNodeOverCapacity  = "NODE_OVER_CAPACITY"
 	RuleGroupOverCapacity = "GROUP_OVER_CAPACITY"
 	// RuleSettlementMissing: a SUBMISSION job that ended (COMPLETED, FAILED
@@ -197,24 +201,24 @@ func (s *Store) ReconcileWith(ctx context.Context, o ReconcileOptions) (Report, 
 				return fmt.Sprintf("%s job still holds a lease", x[0]), map[string]any{"state": x[0], "nodeId": x[1]}
 			}},
 		{RuleNodeOverCapacity, SubjectNode,
-			`SELECT n.id, COUNT(*), n.slots FROM judge_node n
+			`SELECT n.id, SUM(LEAST(j.slot_weight, GREATEST(n.slots, 1))), n.slots FROM judge_node n
 			 JOIN judge_job j ON j.node_id = n.id AND j.state = 'RUNNING'
 			 JOIN judge_job_attempt a ON a.job_id = j.id AND a.lease_epoch = j.lease_epoch
 			 GROUP BY n.id, n.slots, n.updated_at
-			 HAVING COUNT(*) > n.slots AND MAX(a.started_at) > n.updated_at
+			 HAVING SUM(LEAST(j.slot_weight, GREATEST(n.slots, 1))) > n.slots AND MAX(a.started_at) > n.updated_at
 			 ORDER BY n.id LIMIT ?`, []any{lim},
 			func(x []string) (string, map[string]any) {
-				return fmt.Sprintf("node runs %s jobs with %s slots", x[0], x[1]), map[string]any{"running": x[0], "slots": x[1]}
+				return fmt.Sprintf("node's running jobs hold %s slots of %s", x[0], x[1]), map[string]any{"running": x[0], "slots": x[1]}
 			}},
 		{RuleGroupOverCapacity, SubjectHostGroup,
-			`SELECT g.id, COUNT(*), g.slot_capacity FROM judge_host_group g
+			`SELECT g.id, SUM(LEAST(j.slot_weight, GREATEST(g.slot_capacity, 1))), g.slot_capacity FROM judge_host_group g
 			 JOIN judge_job j ON j.host_group_id = g.id AND j.state = 'RUNNING'
 			 JOIN judge_job_attempt a ON a.job_id = j.id AND a.lease_epoch = j.lease_epoch
 			 GROUP BY g.id, g.slot_capacity, g.updated_at
-			 HAVING COUNT(*) > g.slot_capacity AND MAX(a.started_at) > g.updated_at
+			 HAVING SUM(LEAST(j.slot_weight, GREATEST(g.slot_capacity, 1))) > g.slot_capacity AND MAX(a.started_at) > g.updated_at
 			 ORDER BY g.id LIMIT ?`, []any{lim},
 			func(x []string) (string, map[string]any) {
-				return fmt.Sprintf("host group runs %s jobs with a capacity of %s", x[0], x[1]), map[string]any{"running": x[0], "capacity": x[1]}
+				return fmt.Sprintf("host group's running jobs hold %s slots of a capacity of %s", x[0], x[1]), map[string]any{"running": x[0], "capacity": x[1]}
 			}},
 		{RuleSettlementMissing, SubjectJob,
 			`SELECT j.id, j.state, j.submission_type, j.submission_id FROM judge_job j

@@ -236,7 +236,7 @@ const (
 	fleetQueueQuery = `SELECT COUNT(*), TIMESTAMPDIFF(MICROSECOND, MIN(IF(available_at <= NOW(6), available_at, NULL)), NOW(6))
 	 FROM judge_job FORCE INDEX (ix_job_claim) WHERE pool = ? AND state = 'QUEUED' AND required_node_id = 0`
 	fleetRunningQuery  = `SELECT pool, COUNT(*) FROM judge_job FORCE INDEX (ix_job_lease) WHERE state = 'RUNNING' GROUP BY pool`
-	groupsRunningQuery = `SELECT host_group_id, COUNT(*) AS busy FROM judge_job FORCE INDEX (ix_job_lease) WHERE state = 'RUNNING' GROUP BY host_group_id`
+	groupsRunningQuery = `SELECT host_group_id, SUM(slot_weight) AS busy FROM judge_job FORCE INDEX (ix_job_lease) WHERE state = 'RUNNING' GROUP BY host_group_id`
 	fleetNodesQuery    = `SELECT pool, desired_state, COALESCE(last_heartbeat_at > NOW(6) - INTERVAL ? MICROSECOND, FALSE) AS online,
 	   COUNT(*), COALESCE(SUM(slots), 0)
 	 FROM judge_node WHERE revoked_at IS NULL GROUP BY pool, desired_state, online`
