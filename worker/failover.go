@@ -437,8 +437,9 @@ func (cl *client) watched(deadline time.Duration) bool {
 // replica that cannot answer a request that does nothing is stopped, not
 // busy (a long-poll's own answer may rightly take its whole wait). The
 // client then moves to the next replica that is not hung at once
-// (moveOff), keeping the session, which also abandons every other call still waiting there (a
-// download's stream, a heartbeat), not only this attempt.
+// (moveOff), keeping the session, which also abandons every other call
+// still waiting there (a download's stream, a heartbeat), not only this
+// attempt.
 func (cl *client) watch(ctx context.Context, idx int, every time.Duration, end context.CancelCauseFunc) {
 	t := time.NewTicker(every)
 	defer t.Stop()
