@@ -29,6 +29,18 @@ const (
 	RunLogBytesDefault = 4 << 10
 	// CompileOutputBytesDefault is RLIMIT_FSIZE while compiling.
 	CompileOutputBytesDefault = 256 << 20
+	// CompileSpaceBytesDefault is the size of the compile space: the tmpfs
+	// a compile works in, holding the sources and everything the compiler
+	// writes beside them (docs/engine.md, "Compile sandbox").
+	CompileSpaceBytesDefault = 64 << 20
+	// CompileSpaceFilesDefault is how many files and directories the
+	// compile space holds (its tmpfs's nr_inodes).
+	CompileSpaceFilesDefault = 1024
+	// compileSpaceBytesMin and compileSpaceFilesMin are the smallest compile
+	// space Validate accepts: room for a submission's 16 further files, a
+	// grader's and a build.
+	compileSpaceBytesMin = 1 << 20
+	compileSpaceFilesMin = 64
 	// CleanupTimeoutDefault bounds container removal after the job context ends.
 	CleanupTimeoutDefault = 10 * time.Second
 	// DaemonTimeoutDefault bounds single daemon calls (create, start, inspect).
@@ -63,11 +75,16 @@ type Config struct {
 	ProcessesPerRun int64
 	OpenFiles       int64
 	TmpfsBytes      int64
-	CompileLogBytes int
-	RunLogBytes     int
-	CleanupTimeout  time.Duration
-	DaemonTimeout   time.Duration
-	CheckerTime     time.Duration
+	// CompileSpaceBytes and CompileSpaceFiles bound the compile space:
+	// what a compile may write, in bytes and in files, on a tmpfs charged
+	// to the sandbox's memory instead of the node's disk.
+	CompileSpaceBytes int64
+	CompileSpaceFiles int64
+	CompileLogBytes   int
+	RunLogBytes       int
+	CleanupTimeout    time.Duration
+	DaemonTimeout     time.Duration
+	CheckerTime       time.Duration
 
 	// Logger receives one line per container lifecycle problem; nil = slog.Default().
 	Logger *slog.Logger
@@ -79,6 +96,8 @@ func (c *Config) setDefaults() {
 	c.ProcessesPerRun = cmp.Or(c.ProcessesPerRun, ProcessesPerRunDefault)
 	c.OpenFiles = cmp.Or(c.OpenFiles, OpenFilesDefault)
 	c.TmpfsBytes = cmp.Or(c.TmpfsBytes, TmpfsBytesDefault)
+	c.CompileSpaceBytes = cmp.Or(c.CompileSpaceBytes, CompileSpaceBytesDefault)
+	c.CompileSpaceFiles = cmp.Or(c.CompileSpaceFiles, CompileSpaceFilesDefault)
 	c.CompileLogBytes = cmp.Or(c.CompileLogBytes, CompileLogBytesDefault)
 	c.RunLogBytes = cmp.Or(c.RunLogBytes, RunLogBytesDefault)
 	c.CleanupTimeout = cmp.Or(c.CleanupTimeout, CleanupTimeoutDefault)
@@ -109,6 +128,12 @@ func (c Config) Validate() error {
 	if c.ContainerCPUs < 0 || c.PidsLimit < 0 || c.ProcessesPerRun < 0 || c.OpenFiles < 0 || c.TmpfsBytes < 0 ||
 		c.CompileLogBytes < 0 || c.RunLogBytes < 0 || c.CleanupTimeout < 0 || c.DaemonTimeout < 0 || c.CheckerTime < 0 {
 		errs = append(errs, errors.New("limits must not be negative"))
+	}
+	if c.CompileSpaceBytes != 0 && c.CompileSpaceBytes < compileSpaceBytesMin {
+		errs = append(errs, fmt.Errorf("compile space %d bytes is below the minimum %d", c.CompileSpaceBytes, compileSpaceBytesMin))
+	}
+	if c.CompileSpaceFiles != 0 && c.CompileSpaceFiles < compileSpaceFilesMin {
+		errs = append(errs, fmt.Errorf("compile space of %d files is below the minimum %d", c.CompileSpaceFiles, compileSpaceFilesMin))
 	}
 	if c.PidsLimit != 0 && c.ProcessesPerRun > c.PidsLimit {
 		errs = append(errs, fmt.Errorf("processes per run %d exceed the container pids limit %d", c.ProcessesPerRun, c.PidsLimit))

@@ -95,6 +95,11 @@ func (x *Executor) Execute(ctx context.Context, task engine.Task, progress engin
 	if err := validateTask(task); err != nil {
 		return engine.Verdict{}, err
 	}
+	// A further file named like one the runtime would load in place of its
+	// own is the contestant's CE (the control plane refuses it at enqueue).
+	if err := refusedNames(task.Runtime, task.Files); err != nil {
+		return entryVerdict(task, err), nil
+	}
 	// The entry point is decided from the source before anything starts: a
 	// Java source with no runnable class is the user's CE, a checker's is
 	// the problem's fault.
@@ -118,11 +123,7 @@ func (x *Executor) Execute(ctx context.Context, task engine.Task, progress engin
 		err = gerr
 	}
 	if isEntryError(err) {
-		v := engine.Verdict{Status: engine.StatusCompileError, Message: err.Error(), CompileLog: err.Error()}
-		for _, c := range task.Cases {
-			v.MaxScore += c.Weight
-		}
-		return v, nil
+		return entryVerdict(task, err), nil
 	} else if err != nil {
 		return engine.Verdict{}, engine.Infra(engine.InfraConfig, err)
 	}
@@ -155,6 +156,15 @@ func (x *Executor) Execute(ctx context.Context, task engine.Task, progress engin
 		return engine.Verdict{}, engine.Infra(engine.InfraCancelled, ctx.Err())
 	}
 	return v, err
+}
+
+// entryVerdict is the CE of a submission refused before anything starts.
+func entryVerdict(task engine.Task, err error) engine.Verdict {
+	v := engine.Verdict{Status: engine.StatusCompileError, Message: err.Error(), CompileLog: err.Error()}
+	for _, c := range task.Cases {
+		v.MaxScore += c.Weight
+	}
+	return v
 }
 
 var idRE = regexp.MustCompile(`[^A-Za-z0-9_.-]+`)
@@ -219,12 +229,17 @@ func validateTask(t engine.Task) error {
 
 // prepare lays out the host work dir:
 //
-//	box/  source and build output; owned by the compile uid, read-only to runs
+//	src/  the source and further files (root's), copied into the compile space
+//	box/  the build the runs use: root's, written once by the compile step's
+//	      copy out of the compile space (session.go, buildSpace)
 //	in/   hard links (or copies) of the inputs; root-only, opened by the supervisor
 //	out/  stdout files, created by the supervisor (root); nobody else can write
 //	exp/  expected outputs, only for the special judge's own container
-//	cbox/ the special judge's source, its extra files (headers) and build
+//	csrc/ the special judge's source and extra files (headers)
+//	cbox/ the special judge's build
 //	cout/ the special judge's stdout files, created by the supervisor (root)
+//
+// A runtime without a compile command runs its source from box/ itself.
 func (j *job) prepare() error {
 	var r [6]byte
 	_, _ = rand.Read(r[:])
@@ -246,7 +261,7 @@ func (j *job) prepare() error {
 		sub  string
 		mode os.FileMode
 		uid  int
-	}{{"box", 0o755, j.compileUID}, {"in", 0o700, 0}, {"out", 0o755, 0}}
+	}{{"src", 0o755, 0}, {"box", 0o755, 0}, {"in", 0o700, 0}, {"out", 0o755, 0}}
 	if j.task.Checker.Interacts() {
 		dirs = append(dirs, struct {
 			sub  string
@@ -267,7 +282,11 @@ func (j *job) prepare() error {
 			sub  string
 			mode os.FileMode
 			uid  int
-		}{"cbox", 0o755, j.compileUID}, struct {
+		}{"csrc", 0o755, 0}, struct {
+			sub  string
+			mode os.FileMode
+			uid  int
+		}{"cbox", 0o755, 0}, struct {
 			sub  string
 			mode os.FileMode
 			uid  int
@@ -280,11 +299,12 @@ func (j *job) prepare() error {
 	}
 	// SourceFile is empty only for a version probe, which has no source.
 	if name := j.task.Runtime.SourceFile; name != "" {
-		if err := writeOwned(filepath.Join(j.dir, "box", name), j.task.Source, j.compileUID); err != nil {
+		dir := sourceDir(j.task.Runtime, "src", "box")
+		if err := writeOwned(filepath.Join(j.dir, dir, name), j.task.Source, 0); err != nil {
 			return hostErr("source", err)
 		}
 		for _, f := range j.task.Files {
-			if err := writeOwned(filepath.Join(j.dir, "box", f.Name), f.Data, j.compileUID); err != nil {
+			if err := writeOwned(filepath.Join(j.dir, dir, f.Name), f.Data, 0); err != nil {
 				return hostErr("source file "+f.Name, err)
 			}
 		}
@@ -304,18 +324,36 @@ func (j *job) prepare() error {
 			}
 		}
 	}
-	if j.task.Checker.HasProgram() {
-		src := filepath.Join(j.dir, "cbox", j.task.Checker.SpecialRuntime.SourceFile)
-		if err := writeOwned(src, j.task.Checker.SpecialSource, j.compileUID); err != nil {
+	if ck := j.task.Checker; ck.HasProgram() {
+		dir := sourceDir(ck.SpecialRuntime, "csrc", "cbox")
+		if err := writeOwned(filepath.Join(j.dir, dir, ck.SpecialRuntime.SourceFile), ck.SpecialSource, 0); err != nil {
 			return hostErr("special judge source", err)
 		}
-		for _, f := range j.task.Checker.SpecialFiles {
-			if err := writeOwned(filepath.Join(j.dir, "cbox", f.Name), f.Data, j.compileUID); err != nil {
+		for _, f := range ck.SpecialFiles {
+			if err := writeOwned(filepath.Join(j.dir, dir, f.Name), f.Data, 0); err != nil {
 				return hostErr("special judge file "+f.Name, err)
 			}
 		}
 	}
 	return nil
+}
+
+// sourceDir is the work dir a runtime's sources go to: src, copied into the
+// compile space, when it compiles; else box, where it runs.
+func sourceDir(rt engine.RuntimeSpec, src, box string) string {
+	if len(rt.CompileCmd) > 0 {
+		return src
+	}
+	return box
+}
+
+// buildSpace is the compile space of a sandbox whose runtime compiles
+// (session.go), from the work dir's src and box; nil for one that does not.
+func (j *job) buildSpace(rt engine.RuntimeSpec, src, box string) *buildSpace {
+	if len(rt.CompileCmd) == 0 {
+		return nil
+	}
+	return &buildSpace{src: filepath.Join(j.dir, src), box: filepath.Join(j.dir, box), uid: j.compileUID}
 }
 
 func caseFile(i int) string { return fmt.Sprintf("%d", i) }
@@ -396,7 +434,7 @@ func (j *job) judge(ctx context.Context) (engine.Verdict, error) {
 	var err error
 	j.userSession, err = j.x.startSession(ctx, sessionSpec{
 		image: t.Runtime.Image, role: "user", task: &j.task, memoryBytes: j.startMemory(), mounts: j.mounts("box", j.pipeMounts()...),
-		workBytes: j.workBytes,
+		workBytes: j.workBytes, build: j.buildSpace(t.Runtime, "src", "box"),
 	})
 	if err != nil {
 		return v, err
@@ -487,14 +525,23 @@ func (j *job) compile(ctx context.Context, s *session, rt engine.RuntimeSpec) (b
 	return c.ok, c.log, err
 }
 
-// compileRun runs the spec's compile command in box under the spec's compile
-// limits and says how it ended.
+// compileRun runs the spec's compile command in the session's compile space
+// under the spec's compile limits and says how it ended: the sources are
+// copied in first, a successful build copied out to boxDir after
+// (docs/engine.md, "Compile sandbox").
 func (j *job) compileRun(ctx context.Context, s *session, rt engine.RuntimeSpec) (compiled, error) {
 	cfg := j.x.cfg
+	if s.build == nil {
+		return compiled{}, engine.Infraf(engine.InfraInternal, "sandbox %s has no compile space", short(s.id))
+	}
+	if err := j.copyTree(ctx, s, srcDir, buildDir, "", engine.Infraf(engine.InfraConfig,
+		"the sources do not fit the compile space (%s): raise CompileSpaceBytes or CompileSpaceFiles", j.spaceWords())); err != nil {
+		return compiled{}, err
+	}
 	memory := max(rt.CompileMemoryBytes, j.memLimit)
 	res, err := s.run(ctx, sandboxinit.Request{
 		Argv:       expand(rt.CompileCmd, j.task.Limits.MemoryBytes),
-		Dir:        boxDir,
+		Dir:        buildDir,
 		Env:        []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "LANG=C.UTF-8", "HOME=" + tmpDir, "TMPDIR=" + tmpDir},
 		UID:        j.compileUID,
 		GID:        j.compileUID,
@@ -518,14 +565,86 @@ func (j *job) compileRun(ctx context.Context, s *session, rt engine.RuntimeSpec)
 		c.log += "\n[compiler output truncated]"
 	}
 	c.message = compileFailure(res, rt, memory)
+	if c.message == compileFailedMessage && strings.Contains(strings.ToLower(res.Log), "no space left on device") {
+		c.message = "compiler ran out of space: " + j.spaceWords()
+	}
 	if c.message != "" {
 		if c.message != compileFailedMessage {
 			c.log += "\n[" + c.message + "]"
 		}
 		return c, nil
 	}
+	if err := j.exportBuild(ctx, s); err != nil {
+		return compiled{}, err
+	}
 	c.ok = true
 	return c, nil
+}
+
+// spaceWords names what a compile may write: the compile space's bounds and /tmp.
+func (j *job) spaceWords() string {
+	cfg := j.x.cfg
+	return fmt.Sprintf("the compile space holds %d MiB in %d files, /tmp %d MiB",
+		cfg.CompileSpaceBytes>>20, cfg.CompileSpaceFiles, (cfg.TmpfsBytes+j.workBytes)>>20)
+}
+
+// copyTime is the CPU limit of one copy into or out of the compile space
+// (its wall limit is three times that); copying 64 MiB takes well under a
+// tenth of a second.
+const copyTime = 10 * time.Second
+
+// copyTree runs the supervisor's copy command (sandboxinit.copyCmd) in s as
+// the compile uid, from one sandbox directory into another, then empties
+// clean ("" for nothing). noSpace is the error when the target is full.
+func (j *job) copyTree(ctx context.Context, s *session, from, to, clean string, noSpace error) error {
+	cfg := j.x.cfg
+	res, err := s.run(ctx, sandboxinit.Request{
+		Argv: []string{supervisorTarget, "copy", from, to}, Dir: "/", Env: []string{"LANG=C.UTF-8"},
+		UID: j.compileUID, GID: j.compileUID, LogBytes: 4096,
+		CPUMillis: copyTime.Milliseconds(), WallMillis: 3 * copyTime.Milliseconds(),
+		FileSize: CompileOutputBytesDefault, Processes: cfg.ProcessesPerRun, Stack: 8 << 20, OpenFiles: cfg.OpenFiles,
+		CleanDir: clean,
+	})
+	switch {
+	case err != nil:
+		return err
+	case res.SetupError != "":
+		return engine.Infraf(engine.InfraConfig, "copy %s to %s did not start: %s", from, to, res.SetupError)
+	case res.Signal == 0 && res.ExitCode == 0:
+		return nil
+	case res.Signal == 0 && res.ExitCode == sandboxinit.CopyNoSpace:
+		return noSpace
+	}
+	return engine.Infraf(engine.InfraInternal, "copy %s to %s: exit %d signal %d: %s", from, to, res.ExitCode, res.Signal, clip(res.Log, 300))
+}
+
+// exportBuild copies a successful build out of the compile space into box,
+// the host directory the runs use, and empties the compile space, so its
+// pages have left the sandbox's memory before the run ceiling is set. The
+// compile uid may write box only during this copy: no process of that uid
+// is left by then (the supervisor kills every process after every run),
+// and the copy is the supervisor's own program. What it writes is bounded
+// by the compile space. Then everything in box becomes root's, so no
+// program of the job — an interactor runs as the compile uid — can add to
+// it or grow it.
+func (j *job) exportBuild(ctx context.Context, s *session) error {
+	if err := os.Chown(s.build.box, j.compileUID, j.compileUID); err != nil {
+		return hostErr("build dir", err)
+	}
+	err := j.copyTree(ctx, s, buildDir, boxDir, buildDir,
+		engine.Infraf(engine.InfraResourceExhausted, "the build does not fit the node's workspace %s", j.x.cfg.Workspace))
+	// Nothing runs in the sandbox while the host walks: it answers one
+	// request at a time, and the copy's processes are gone.
+	cerr := filepath.WalkDir(s.build.box, func(p string, _ os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		return os.Lchown(p, 0, 0)
+	})
+	if cerr != nil && err == nil {
+		err = hostErr("build dir", cerr)
+	}
+	return err
 }
 
 // compileFailedMessage is the message of an ordinary CE (the compiler

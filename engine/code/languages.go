@@ -107,7 +107,10 @@ func rawLanguage(id string) (engine.RuntimeSpec, bool) {
 		jvm := []string{"-XX:+UseSerialGC", "-XX:-UsePerfData", "-Xshare:auto"}
 		compile := []string{"javac", "-J-Xmx512m", "-J-XX:TieredStopAtLevel=1"} // short-lived: C1 only starts faster
 		compile = append(compile, prefixJ(jvm)...)
-		compile = append(compile, "--release", "17", "-encoding", "UTF-8", "-nowarn",
+		// -proc:none: javac starts no annotation processor (found through
+		// META-INF/services on the class path, "." by default) and so runs
+		// no code of the submission (docs/engine.md, "Compile sandbox").
+		compile = append(compile, "-proc:none", "--release", "17", "-encoding", "UTF-8", "-nowarn",
 			"-Xmaxerrs", fmt.Sprint(javaMaxErrs), "-Xmaxwarns", "10", "-d", ".", engine.SourcePlaceholder)
 		return engine.RuntimeSpec{
 			Pool:     "java",
@@ -138,7 +141,10 @@ func rawLanguage(id string) (engine.RuntimeSpec, bool) {
 			Pool:     "python",
 			Standard: "Python 3.11 (CPython)",
 			Entry:    engine.EntryFixedFile, SourceFile: "main.py",
-			CompileCmd:             []string{"python3", "-m", "py_compile", "main.py"},
+			// -I: the compile imports nothing from the working directory
+			// (no submission module shadows py_compile or what it imports);
+			// the run still puts main.py's directory first on the path.
+			CompileCmd:             []string{"python3", "-I", "-m", "py_compile", "main.py"},
 			RunCmd:                 []string{"python3", "-B", "main.py"},
 			CompileTime:            5 * time.Second,
 			CompileWallTime:        compileWall(5 * time.Second),

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/kece-oj/kece/engine"
+	"github.com/kece-oj/kece/internal/sourcenames"
 )
 
 // Multi-file submissions (docs/engine.md, "Multi-file submissions"): Source
@@ -190,6 +191,26 @@ func validateFiles(files []engine.SourceFile) error {
 			return engine.Infraf(engine.InfraCorruptInput, "source file name %q is not plain or repeats", f.Name)
 		}
 		seen[f.Name] = true
+	}
+	return nil
+}
+
+// refusedNames refuses a further file the runtime would load in place of
+// its own (internal/sourcenames): a Python module named like a
+// standard-library one, a C or C++ precompiled header. It is the
+// contestant's CE; the control plane refuses the same names at enqueue.
+func refusedNames(rt engine.RuntimeSpec, files []engine.SourceFile) error {
+	for _, f := range files {
+		var why string
+		switch rt.Pool {
+		case "python":
+			why = sourcenames.Python(f.Name)
+		case "cpp":
+			why = sourcenames.C(f.Name)
+		}
+		if why != "" {
+			return &entryError{"file " + why}
+		}
 	}
 	return nil
 }

@@ -33,7 +33,9 @@ const (
 // Paths inside the sandbox.
 const (
 	supervisorTarget = "/kece/init"
-	boxDir           = "/box" // writable by the compile uid only
+	boxDir           = "/box" // the build the runs use; root's, filled once by the compile step
+	srcDir           = "/src" // the sources, read-only, copied into buildDir to compile
+	buildDir         = "/build"
 	inDir            = "/in"  // trusted inputs, read-only, readable by the supervisor only
 	outDir           = "/out" // program stdout files, created by the supervisor
 	expDir           = "/exp" // special judge only: expected outputs
@@ -51,12 +53,29 @@ type sessionSpec struct {
 	// workBytes enlarges /tmp (and the memory its pages are charged to) for
 	// a file I/O job's input and output files; 0 otherwise.
 	workBytes int64
+	// build, for a sandbox that compiles, is its compile space; nil for one
+	// that only runs.
+	build *buildSpace
+}
+
+// buildSpace is where a sandbox compiles (docs/engine.md, "Compile
+// sandbox"): the sources, mounted read-only at srcDir, are copied into
+// buildDir, a tmpfs of Config.CompileSpaceBytes and CompileSpaceFiles owned
+// by the compile uid, charged to the sandbox's memory; the compiler writes
+// nowhere else but /tmp. A successful build is copied to box, the host
+// directory mounted at boxDir, which the compile uid may write only for
+// that copy.
+type buildSpace struct {
+	src string // host directory of the sources
+	box string // host directory mounted at boxDir
+	uid int    // the compile uid
 }
 
 // session is one running sandbox container and its supervisor channel.
 type session struct {
 	x       *Executor
 	id      string
+	build   *buildSpace
 	conn    client.HijackedResponse
 	lines   chan string
 	readErr chan error
@@ -78,6 +97,13 @@ func (x *Executor) startSession(ctx context.Context, s sessionSpec) (_ *session,
 	mounts := append([]mount.Mount{{
 		Type: mount.TypeBind, Source: x.cfg.SupervisorPath, Target: supervisorTarget, ReadOnly: true,
 	}}, s.mounts...)
+	tmpfs := map[string]string{tmpDir: fmt.Sprintf("rw,nosuid,nodev,noexec,size=%d,mode=1777", x.cfg.TmpfsBytes+s.workBytes)}
+	if b := s.build; b != nil {
+		mounts = append(mounts, mount.Mount{Type: mount.TypeBind, Source: b.src, Target: srcDir, ReadOnly: true})
+		// noexec: nothing runs from the compile space; runs use boxDir.
+		tmpfs[buildDir] = fmt.Sprintf("rw,nosuid,nodev,noexec,size=%d,nr_inodes=%d,mode=0700,uid=%d,gid=%d",
+			x.cfg.CompileSpaceBytes, x.cfg.CompileSpaceFiles, b.uid, b.uid)
+	}
 	dctx, cancel := context.WithTimeout(ctx, x.cfg.DaemonTimeout)
 	defer cancel()
 	created, err := x.cli.ContainerCreate(dctx, client.ContainerCreateOptions{
@@ -107,7 +133,7 @@ func (x *Executor) startSession(ctx context.Context, s sessionSpec) (_ *session,
 			ReadonlyRootfs: true,
 			SecurityOpt:    []string{"no-new-privileges", "seccomp=" + x.seccomp},
 			Mounts:         mounts,
-			Tmpfs:          map[string]string{tmpDir: fmt.Sprintf("rw,nosuid,nodev,noexec,size=%d,mode=1777", x.cfg.TmpfsBytes+s.workBytes)},
+			Tmpfs:          tmpfs,
 			LogConfig:      container.LogConfig{Type: "none"},
 			Resources: container.Resources{
 				Memory:     memory,
@@ -124,7 +150,7 @@ func (x *Executor) startSession(ctx context.Context, s sessionSpec) (_ *session,
 	if err != nil {
 		return nil, x.classifyDaemon(ctx, "create container", err)
 	}
-	ss := &session{x: x, id: created.ID, lines: make(chan string, 4), readErr: make(chan error, 1), diag: &boundedBuffer{max: 4096}, done: make(chan struct{})}
+	ss := &session{x: x, id: created.ID, build: s.build, lines: make(chan string, 4), readErr: make(chan error, 1), diag: &boundedBuffer{max: 4096}, done: make(chan struct{})}
 	defer func() {
 		if err != nil {
 			ss.close(ctx)

@@ -40,6 +40,7 @@ func (j *job) startChecker(ctx context.Context) error {
 		memoryBytes: max(rt.CompileMemoryBytes, checkerMemory+rt.ExtraMemoryBytes),
 		mounts: append([]mount.Mount{b("cbox", boxDir, false), b("cin", inDir, true), b("exp", expDir, true),
 			b("out", userDir, true), b("cout", outDir, false)}, j.pipeMounts()...),
+		build: j.buildSpace(rt, "csrc", "cbox"),
 	})
 	if err != nil {
 		return err

@@ -270,3 +270,39 @@ func TestReleasePipesHangsUpBeforeEPIPE(t *testing.T) {
 		})
 	}
 }
+
+// The copy command copies regular files and directories with their modes
+// and times, follows no link and refuses anything else.
+func TestCopyTree(t *testing.T) {
+	t.Parallel()
+	from, to := t.TempDir(), t.TempDir()
+	require.NoError(t, os.MkdirAll(filepath.Join(from, "p", "q"), 0o750))
+	require.NoError(t, os.WriteFile(filepath.Join(from, "main"), []byte("binary"), 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(from, "p", "q", "A.class"), []byte("class"), 0o640))
+	old := time.Date(2020, 1, 2, 3, 4, 5, 0, time.UTC)
+	require.NoError(t, os.Chtimes(filepath.Join(from, "main"), old, old))
+	require.Equal(t, 0, Main([]string{"kece-sandbox-init", "copy", from, to}))
+
+	st, err := os.Stat(filepath.Join(to, "main"))
+	require.NoError(t, err)
+	require.Equal(t, os.FileMode(0o755), st.Mode().Perm())
+	require.True(t, st.ModTime().Equal(old), st.ModTime())
+	b, err := os.ReadFile(filepath.Join(to, "p", "q", "A.class"))
+	require.NoError(t, err)
+	require.Equal(t, "class", string(b))
+	st, err = os.Stat(filepath.Join(to, "p"))
+	require.NoError(t, err)
+	require.Equal(t, os.FileMode(0o750), st.Mode().Perm())
+
+	// A symbolic link (here to a file outside the tree) is refused, not followed.
+	outside := filepath.Join(t.TempDir(), "secret")
+	require.NoError(t, os.WriteFile(outside, []byte("secret"), 0o644))
+	from2, to2 := t.TempDir(), t.TempDir()
+	require.NoError(t, os.Symlink(outside, filepath.Join(from2, "link")))
+	require.Equal(t, 1, Main([]string{"kece-sandbox-init", "copy", from2, to2}))
+	_, err = os.Lstat(filepath.Join(to2, "link"))
+	require.ErrorIs(t, err, os.ErrNotExist)
+	// A name already in the target is never overwritten.
+	require.Equal(t, 1, Main([]string{"kece-sandbox-init", "copy", from, to}))
+	require.Equal(t, 2, Main([]string{"kece-sandbox-init", "copy", from}))
+}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"strconv"
 	"strings"
@@ -25,7 +26,7 @@ const cgroupRoot = "/sys/fs/cgroup"
 // Main is the entry point of cmd/kece-sandbox-init.
 func Main(args []string) int {
 	if len(args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: kece-sandbox-init serve | clean <dir> | version")
+		fmt.Fprintln(os.Stderr, "usage: kece-sandbox-init serve | clean <dir> | copy <from> <to> | version")
 		return 2
 	}
 	switch args[1] {
@@ -46,6 +47,11 @@ func Main(args []string) int {
 			return 2
 		}
 		return clean(args[2])
+	case "copy":
+		if len(args) != 4 {
+			return 2
+		}
+		return copyCmd(args[2], args[3])
 	case "version":
 		fmt.Println(Version)
 		return 0
@@ -346,15 +352,21 @@ func reapAll(account func(*syscall.Rusage)) {
 }
 
 // cleanDir empties dir by running "clean" as the run uid, only when needed.
+// A directory the supervisor may not list (the compile space, 0700 and the
+// compile uid's: the supervisor holds no CAP_DAC_OVERRIDE) is cleaned
+// without looking first.
 func cleanDir(self, dir string, uid, gid int) {
 	f, err := os.Open(dir)
-	if err != nil {
+	switch {
+	case errors.Is(err, fs.ErrPermission):
+	case err != nil:
 		return
-	}
-	names, _ := f.Readdirnames(1)
-	f.Close()
-	if len(names) == 0 {
-		return
+	default:
+		names, _ := f.Readdirnames(1)
+		f.Close()
+		if len(names) == 0 {
+			return
+		}
 	}
 	pid, err := syscall.ForkExec(self, []string{self, "clean", dir}, &syscall.ProcAttr{
 		Dir: "/",
