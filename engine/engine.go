@@ -288,6 +288,34 @@ type Verdict struct {
 	Cases      []CaseResult
 	// Subtasks is set when the task has subtasks; Score is then their sum.
 	Subtasks []SubtaskResult
+	// Phases says where the executor's time went. It is a measurement, not
+	// part of the outcome: two judgings of one task agree on everything
+	// else, not on this.
+	Phases Phases
+}
+
+// Phases is where one Execute call spent its time, measured by the
+// executor with the monotonic clock. A phase that did not happen is zero.
+type Phases struct {
+	// Sandbox is the time until the sandboxes the task needs were ready to
+	// run a command (created and started, or taken ready from a node's
+	// pool of started ones).
+	Sandbox time.Duration
+	// Compile is the submission's compile step and Checker the checker's
+	// (interactor's, manager's) compile; either is a cache look-up when
+	// the matching Cached flag is set.
+	Compile time.Duration
+	Checker time.Duration
+	// Run is the program runs of every case together, Check the checking
+	// of their outputs (a special judge's runs included).
+	Run   time.Duration
+	Check time.Duration
+	// CompileCached and CheckerCached: that compile's outcome came from the
+	// node's compile cache. SandboxWarm: the program's sandbox was started
+	// before the task arrived.
+	CompileCached bool
+	CheckerCached bool
+	SandboxWarm   bool
 }
 
 // CaseResult is the outcome of one case.
