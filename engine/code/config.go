@@ -41,6 +41,10 @@ const (
 	// grader's and a build.
 	compileSpaceBytesMin = 1 << 20
 	compileSpaceFilesMin = 64
+	// CompileCacheDirName is the compile cache's directory under the
+	// workspace when Config.CompileCacheDir is empty. Work dirs are named
+	// after the node (janitor.go), so the janitor never takes it for one.
+	CompileCacheDirName = ".compile-cache"
 	// CleanupTimeoutDefault bounds container removal after the job context ends.
 	CleanupTimeoutDefault = 10 * time.Second
 	// DaemonTimeoutDefault bounds single daemon calls (create, start, inspect).
@@ -82,6 +86,13 @@ type Config struct {
 	CompileSpaceFiles int64
 	CompileLogBytes   int
 	RunLogBytes       int
+	// CompileCacheDir holds the node's compile cache (engine/compilecache):
+	// empty = CompileCacheDirName under Workspace. CompileCacheBytes bounds
+	// it (0 = compilecache.MaxBytesDefault). NoCompileCache turns it off:
+	// every job compiles.
+	CompileCacheDir   string
+	CompileCacheBytes int64
+	NoCompileCache    bool
 	CleanupTimeout    time.Duration
 	DaemonTimeout     time.Duration
 	CheckerTime       time.Duration
@@ -99,6 +110,7 @@ func (c *Config) setDefaults() {
 	c.CompileSpaceBytes = cmp.Or(c.CompileSpaceBytes, CompileSpaceBytesDefault)
 	c.CompileSpaceFiles = cmp.Or(c.CompileSpaceFiles, CompileSpaceFilesDefault)
 	c.CompileLogBytes = cmp.Or(c.CompileLogBytes, CompileLogBytesDefault)
+	c.CompileCacheDir = cmp.Or(c.CompileCacheDir, filepath.Join(c.Workspace, CompileCacheDirName))
 	c.RunLogBytes = cmp.Or(c.RunLogBytes, RunLogBytesDefault)
 	c.CleanupTimeout = cmp.Or(c.CleanupTimeout, CleanupTimeoutDefault)
 	c.DaemonTimeout = cmp.Or(c.DaemonTimeout, DaemonTimeoutDefault)
@@ -128,6 +140,12 @@ func (c Config) Validate() error {
 	if c.ContainerCPUs < 0 || c.PidsLimit < 0 || c.ProcessesPerRun < 0 || c.OpenFiles < 0 || c.TmpfsBytes < 0 ||
 		c.CompileLogBytes < 0 || c.RunLogBytes < 0 || c.CleanupTimeout < 0 || c.DaemonTimeout < 0 || c.CheckerTime < 0 {
 		errs = append(errs, errors.New("limits must not be negative"))
+	}
+	if c.CompileCacheDir != "" && !filepath.IsAbs(c.CompileCacheDir) {
+		errs = append(errs, fmt.Errorf("compile cache dir %q must be an absolute path", c.CompileCacheDir))
+	}
+	if c.CompileCacheBytes < 0 {
+		errs = append(errs, errors.New("compile cache bytes must not be negative (NoCompileCache turns the cache off)"))
 	}
 	if c.CompileSpaceBytes != 0 && c.CompileSpaceBytes < compileSpaceBytesMin {
 		errs = append(errs, fmt.Errorf("compile space %d bytes is below the minimum %d", c.CompileSpaceBytes, compileSpaceBytesMin))

@@ -32,7 +32,10 @@ func (x *Executor) Janitor(ctx context.Context, nodeID string, live func(jobID s
 	if err := x.removeWorkDirs(nodeID, live); err != nil {
 		return 0, err
 	}
-	return x.removeContainers(ctx, nodeID, func(labels map[string]string) bool {
+	return x.removeContainers(ctx, nodeID, func(id string, labels map[string]string) bool {
+		if labels[LabelRole] == roleWarm {
+			return x.warm.keep(id, live)
+		}
 		job, epoch, ok := labelLease(labels)
 		return ok && live(job, epoch)
 	})
@@ -48,7 +51,10 @@ func (x *Executor) Sweep(ctx context.Context, nodeID string, live func(jobID str
 	if nodeID == "" {
 		return 0, engine.Infraf(engine.InfraConfig, "sweep: empty node id")
 	}
-	return x.removeContainers(ctx, nodeID, func(labels map[string]string) bool {
+	return x.removeContainers(ctx, nodeID, func(id string, labels map[string]string) bool {
+		if labels[LabelRole] == roleWarm {
+			return x.warm.keep(id, live)
+		}
 		job, epoch, ok := labelLease(labels)
 		return !ok || live(job, epoch)
 	})
@@ -66,7 +72,7 @@ func labelLease(labels map[string]string) (jobID string, leaseEpoch int64, ok bo
 
 // removeContainers force-removes nodeID's containers, except those keep
 // (when given) says to keep.
-func (x *Executor) removeContainers(ctx context.Context, nodeID string, keep func(labels map[string]string) bool) (int, error) {
+func (x *Executor) removeContainers(ctx context.Context, nodeID string, keep func(id string, labels map[string]string) bool) (int, error) {
 	list, err := x.cli.ContainerList(ctx, client.ContainerListOptions{
 		All: true, Filters: make(client.Filters).Add("label", LabelNode+"="+nodeID),
 	})
@@ -78,7 +84,7 @@ func (x *Executor) removeContainers(ctx context.Context, nodeID string, keep fun
 		if c.Labels[LabelNode] != nodeID { // the filter is the daemon's; trust but verify
 			continue
 		}
-		if keep != nil && keep(c.Labels) {
+		if keep != nil && keep(c.ID, c.Labels) {
 			continue
 		}
 		_, err := x.cli.ContainerRemove(ctx, c.ID, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true})
@@ -101,7 +107,7 @@ func (x *Executor) Probe(ctx context.Context, spec engine.RuntimeSpec) (string, 
 	if _, err := x.cli.Ping(ctx, client.PingOptions{}); err != nil {
 		return "", engine.Infraf(engine.InfraDaemonUnreachable, "ping: %w", err)
 	}
-	if err := x.checkImage(ctx, spec.Image); err != nil {
+	if _, err := x.checkImage(ctx, spec.Image); err != nil {
 		return "", err
 	}
 	if len(spec.VersionProbe) == 0 {
@@ -149,7 +155,7 @@ func (x *Executor) removeWorkDirs(nodeID string, live func(jobID string, leaseEp
 		if !e.IsDir() || !strings.HasPrefix(e.Name(), prefix) {
 			continue
 		}
-		if job, epoch, ok := workDirLease(prefix, e.Name()); ok && live(job, epoch) {
+		if job, epoch, ok := workDirLease(prefix, e.Name()); ok && live(job, epoch) || x.warm.keepsDir(e.Name()) {
 			continue
 		}
 		if err := os.RemoveAll(filepath.Join(x.cfg.Workspace, e.Name())); err != nil {

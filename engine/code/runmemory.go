@@ -21,10 +21,11 @@ func (x *Executor) containerMemory(program int64) int64 {
 }
 
 // startMemory is what the user's container starts with: the compile budget
-// when the runtime compiles and that budget is larger than the run's, else
-// the run's own (the problem's limit plus the runtime's extra).
+// when the runtime compiles in it (not from the compile cache) and that
+// budget is larger than the run's, else the run's own (the problem's limit
+// plus the runtime's extra).
 func (j *job) startMemory() int64 {
-	if len(j.task.Runtime.CompileCmd) == 0 {
+	if len(j.task.Runtime.CompileCmd) == 0 || j.cachedBuild {
 		return j.memLimit
 	}
 	return max(j.task.Runtime.CompileMemoryBytes, j.memLimit)

@@ -50,6 +50,9 @@ type sessionSpec struct {
 	task        *engine.Task
 	memoryBytes int64
 	mounts      []mount.Mount
+	// created, when set, is told the container's id as soon as it exists
+	// (the warm pool's janitor must know a sandbox while it starts).
+	created func(id string)
 	// workBytes enlarges /tmp (and the memory its pages are charged to) for
 	// a file I/O job's input and output files; 0 otherwise.
 	workBytes int64
@@ -149,6 +152,9 @@ func (x *Executor) startSession(ctx context.Context, s sessionSpec) (_ *session,
 	})
 	if err != nil {
 		return nil, x.classifyDaemon(ctx, "create container", err)
+	}
+	if s.created != nil {
+		s.created(created.ID)
 	}
 	ss := &session{x: x, id: created.ID, build: s.build, lines: make(chan string, 4), readErr: make(chan error, 1), diag: &boundedBuffer{max: 4096}, done: make(chan struct{})}
 	defer func() {

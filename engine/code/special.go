@@ -9,12 +9,14 @@ import (
 	"regexp"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/moby/moby/api/types/mount"
 
 	"github.com/kece-oj/kece/engine"
 	"github.com/kece-oj/kece/engine/code/checker"
 	"github.com/kece-oj/kece/engine/code/sandboxinit"
+	"github.com/kece-oj/kece/engine/compilecache"
 )
 
 // checkerMemory is the special judge's memory: the checker is the problem's
@@ -22,19 +24,78 @@ import (
 // is Config.CheckerTime).
 const checkerMemory = 512 << 20
 
-// startChecker starts the special judge's own sandbox and compiles it there.
-// The user's container never sees expected outputs; this one sees the inputs
-// (/in), expected outputs (/exp) and the user's outputs (/user), all
-// read-only, and /out where the supervisor creates the checker's stdout files.
-func (j *job) startChecker(ctx context.Context) error {
+// pendingChecker is a checker sandbox starting in the background.
+type pendingChecker struct {
+	done   chan struct{}
+	cancel context.CancelFunc
+	err    error
+	phases engine.Phases // Checker and CheckerCached, written before done closes
+}
+
+// wait waits for the checker's sandbox and compile and says how they ended.
+func (p *pendingChecker) wait(j *job) error {
+	if p == nil {
+		return nil
+	}
+	<-p.done
+	j.phases.Checker, j.phases.CheckerCached = p.phases.Checker, p.phases.CheckerCached
+	return p.err
+}
+
+// abandon stops a start still under way (the job ended early: a compile
+// error) and waits for it, so the job's cleanup sees every sandbox.
+func (p *pendingChecker) abandon() {
+	if p != nil {
+		p.cancel()
+		<-p.done
+	}
+}
+
+// startCheckerAsync starts the checker program's sandbox and its compile
+// in the background when the task has a checker program (nil otherwise),
+// so that they overlap the user's sandbox and compile.
+func (j *job) startCheckerAsync(ctx context.Context) *pendingChecker {
+	if !j.task.Checker.HasProgram() {
+		return nil
+	}
+	cctx, cancel := context.WithCancel(ctx)
+	p := &pendingChecker{done: make(chan struct{}), cancel: cancel}
+	go func() {
+		defer close(p.done)
+		start := time.Now()
+		p.err = j.startChecker(cctx, &p.phases)
+		p.phases.Checker = time.Since(start)
+	}()
+	return p
+}
+
+// startChecker starts the special judge's own sandbox and compiles it there,
+// or restores its build from the node's compile cache: a checker is compiled
+// once per node, not once per job. The user's container never sees expected
+// outputs; this one sees the inputs (/in), expected outputs (/exp) and the
+// user's outputs (/user), all read-only, and /out where the supervisor
+// creates the checker's stdout files. It runs beside the user's compile and
+// writes only checkerSession and ph.
+func (j *job) startChecker(ctx context.Context, ph *engine.Phases) error {
 	rt := j.task.Checker.SpecialRuntime
-	if err := j.x.checkImage(ctx, rt.Image); err != nil {
+	imageID, err := j.x.checkImage(ctx, rt.Image)
+	if err != nil {
 		return err
+	}
+	compiles := len(rt.CompileCmd) > 0
+	var key compilecache.Key
+	var c compiled
+	if compiles {
+		if key, c, ph.CheckerCached, err = j.cachedCompile(rt, imageID, "csrc", "cbox"); err != nil {
+			return err
+		}
+		if ph.CheckerCached && !c.ok {
+			return checkerCompileError(c)
+		}
 	}
 	b := func(src, dst string, ro bool) mount.Mount {
 		return mount.Mount{Type: mount.TypeBind, Source: filepath.Join(j.dir, src), Target: dst, ReadOnly: ro}
 	}
-	var err error
 	j.checkerSession, err = j.x.startSession(ctx, sessionSpec{
 		image: rt.Image, role: "checker", task: &j.task,
 		memoryBytes: max(rt.CompileMemoryBytes, checkerMemory+rt.ExtraMemoryBytes),
@@ -42,20 +103,22 @@ func (j *job) startChecker(ctx context.Context) error {
 			b("out", userDir, true), b("cout", outDir, false)}, j.pipeMounts()...),
 		build: j.buildSpace(rt, "csrc", "cbox"),
 	})
-	if err != nil {
+	if err != nil || !compiles || ph.CheckerCached {
 		return err
 	}
-	if len(rt.CompileCmd) == 0 {
-		return nil
-	}
-	ok, log, err := j.compile(ctx, j.checkerSession, rt)
-	if err != nil {
+	if c, err = j.compileRun(ctx, j.checkerSession, rt); err != nil {
 		return err
 	}
-	if !ok {
-		return engine.Infraf(engine.InfraCheckerFailed, "special judge does not compile: %s", clip(log, 2000))
+	j.storeCompile(key, c, "cbox")
+	if !c.ok {
+		return checkerCompileError(c)
 	}
 	return nil
+}
+
+// checkerCompileError is the problem's fault of a checker that does not compile.
+func checkerCompileError(c compiled) error {
+	return engine.Infraf(engine.InfraCheckerFailed, "special judge does not compile: %s", clip(c.log, 2000))
 }
 
 // special runs the checker on case i. The protocol decides the argv order

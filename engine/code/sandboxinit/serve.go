@@ -106,52 +106,13 @@ func run(self string, req Request, cg cgroupCounter, cgOK bool) Result {
 		return res
 	}
 	defer logR.Close()
-	var stdio [2]uintptr
-	var pipeFDs []int // every FIFO descriptor, the program's stdin first
-	if req.Pipes != nil {
-		in, out, extra, err := openPipes(req.Pipes)
-		if err != nil {
-			logW.Close()
-			res.SetupError = err.Error()
-			return res
-		}
-		pipeFDs = append([]int{in, out}, extra...)
-		devNull, err := openStdin("")
-		if err != nil {
-			closeFDs(pipeFDs...)
-			logW.Close()
-			res.SetupError = err.Error()
-			return res
-		}
-		defer devNull.Close()
-		stdio = [2]uintptr{devNull.Fd(), logW.Fd()}
-		if in >= 0 {
-			stdio[0] = uintptr(in)
-		}
-		if out >= 0 {
-			stdio[1] = uintptr(out)
-		}
-	} else {
-		stdin, err := openStdin(req.Stdin)
-		if err != nil {
-			logW.Close()
-			res.SetupError = err.Error()
-			return res
-		}
-		defer stdin.Close()
-		stdout := logW
-		if req.Stdout != "" {
-			f, err := os.OpenFile(req.Stdout, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, 0o644)
-			if err != nil {
-				logW.Close()
-				res.SetupError = fmt.Sprintf("stdout: %v", err)
-				return res
-			}
-			defer f.Close()
-			stdout = f
-		}
-		stdio = [2]uintptr{stdin.Fd(), stdout.Fd()}
+	rio, err := openStdio(req, logW)
+	if err != nil {
+		logW.Close()
+		res.SetupError = err.Error()
+		return res
 	}
+	defer rio.close()
 	var placed []string
 	if req.Files != nil {
 		placed, err = placeFiles(req.Files, req.Dir)
@@ -167,8 +128,8 @@ func run(self string, req Request, cg cgroupCounter, cgOK bool) Result {
 	// Baselines before the fork: the program's exec counts as its time.
 	m := startMeter(cg, cgOK)
 	start := time.Now()
-	files := []uintptr{stdio[0], stdio[1], logW.Fd()}
-	for _, fd := range pipeFDs[min(2, len(pipeFDs)):] {
+	files := []uintptr{rio.fds[0], rio.fds[1], logW.Fd()}
+	for _, fd := range rio.pipeFDs[min(2, len(rio.pipeFDs)):] {
 		files = append(files, uintptr(fd))
 	}
 	pid, err := startTraced(req, files)
@@ -177,7 +138,7 @@ func run(self string, req Request, cg cgroupCounter, cgOK bool) Result {
 	if req.Pipes != nil {
 		// Ours are closed now that the program holds them; the copies in
 		// held stay open until the program is reaped (see holdPipes).
-		held = holdPipes(pipeFDs...)
+		held = holdPipes(rio.pipeFDs...)
 		defer func() { releasePipes(held) }()
 	}
 	if err != nil {
@@ -193,60 +154,7 @@ func run(self string, req Request, cg cgroupCounter, cgOK bool) Result {
 		defer wg.Done()
 		res.Log, res.LogTruncated = readBounded(logR, req.LogBytes)
 	}()
-
-	// Until the main process ends, reap whatever else ends too (orphans are
-	// reparented to PID 1): no zombie holds a pid, and the fallback measure
-	// gets their rusage. Nothing else of ours has children during a run.
-	done := make(chan struct{})
-	var ws syscall.WaitStatus
-	var ru syscall.Rusage
-	go func() {
-		defer close(done)
-		for {
-			var w syscall.WaitStatus
-			var r syscall.Rusage
-			got, err := syscall.Wait4(-1, &w, 0, &r)
-			if errors.Is(err, syscall.EINTR) {
-				continue
-			}
-			if err != nil {
-				return
-			}
-			if got == pid {
-				ws, ru = w, r
-				return
-			}
-			m.reaped(&r)
-		}
-	}()
-	var atKill time.Duration // the live sample that decided a CPU kill (0: none)
-	wall := time.NewTimer(time.Duration(req.WallMillis) * time.Millisecond)
-	tick := time.NewTicker(cpuPollInterval)
-	func() {
-		defer wall.Stop()
-		defer tick.Stop()
-		for {
-			select {
-			case <-done:
-				return
-			case <-wall.C:
-				res.WallExceeded = true
-				_ = syscall.Kill(-pid, syscall.SIGKILL)
-				_ = syscall.Kill(pid, syscall.SIGKILL)
-			case <-tick.C:
-				if res.CPUExceeded {
-					continue
-				}
-				if used := m.live(); overCPU(used, req.CPUMillis) {
-					atKill = used
-					res.CPUExceeded = true
-					_ = syscall.Kill(-pid, syscall.SIGKILL)
-					_ = syscall.Kill(pid, syscall.SIGKILL)
-				}
-			}
-		}
-	}()
-	<-done
+	ws, ru, atKill := supervise(pid, req, m, &res)
 	res.WallMicros = time.Since(start).Microseconds()
 	if len(held) > 0 {
 		res.PeerClosed = peerClosed(held[0])
@@ -278,6 +186,120 @@ func run(self string, req Request, cg cgroupCounter, cgOK bool) Result {
 		cleanDir(self, req.CleanDir, req.UID, req.GID)
 	}
 	return res
+}
+
+// runIO is what a run's program gets as descriptors 0 and 1, and the FIFOs
+// of an interactive or communication run; the supervisor's copies of the
+// files close when the run ends.
+type runIO struct {
+	fds     [2]uintptr
+	pipeFDs []int // every FIFO descriptor, the program's stdin first
+	files   []*os.File
+}
+
+func (r *runIO) close() {
+	for _, f := range r.files {
+		f.Close()
+	}
+}
+
+// openStdio opens a run's stdin and stdout: the request's FIFOs (stdin
+// /dev/null and stdout the log pipe where a FIFO does not stand in), or its
+// stdin file and a new stdout file (the log pipe when it names none).
+func openStdio(req Request, logW *os.File) (*runIO, error) {
+	r := &runIO{}
+	if req.Pipes != nil {
+		in, out, extra, err := openPipes(req.Pipes)
+		if err != nil {
+			return nil, err
+		}
+		r.pipeFDs = append([]int{in, out}, extra...)
+		devNull, err := openStdin("")
+		if err != nil {
+			closeFDs(r.pipeFDs...)
+			return nil, err
+		}
+		r.files = append(r.files, devNull)
+		r.fds = [2]uintptr{devNull.Fd(), logW.Fd()}
+		if in >= 0 {
+			r.fds[0] = uintptr(in)
+		}
+		if out >= 0 {
+			r.fds[1] = uintptr(out)
+		}
+		return r, nil
+	}
+	stdin, err := openStdin(req.Stdin)
+	if err != nil {
+		return nil, err
+	}
+	r.files = append(r.files, stdin)
+	stdout := logW
+	if req.Stdout != "" {
+		f, err := os.OpenFile(req.Stdout, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, 0o644)
+		if err != nil {
+			stdin.Close()
+			return nil, fmt.Errorf("stdout: %v", err)
+		}
+		r.files = append(r.files, f)
+		stdout = f
+	}
+	r.fds = [2]uintptr{stdin.Fd(), stdout.Fd()}
+	return r, nil
+}
+
+// supervise waits for the program pid to end, killing its process group
+// at the wall limit or when the meter shows it over its CPU limit (setting
+// res.WallExceeded or res.CPUExceeded). Until the main process ends it
+// reaps whatever else ends too (orphans are reparented to PID 1): no
+// zombie holds a pid, and the fallback measure gets their rusage. Nothing
+// else of ours has children during a run. atKill is the live sample that
+// decided a CPU kill (0: none).
+func supervise(pid int, req Request, m *meter, res *Result) (ws syscall.WaitStatus, ru syscall.Rusage, atKill time.Duration) {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			var w syscall.WaitStatus
+			var r syscall.Rusage
+			got, err := syscall.Wait4(-1, &w, 0, &r)
+			if errors.Is(err, syscall.EINTR) {
+				continue
+			}
+			if err != nil {
+				return
+			}
+			if got == pid {
+				ws, ru = w, r
+				return
+			}
+			m.reaped(&r)
+		}
+	}()
+	wall := time.NewTimer(time.Duration(req.WallMillis) * time.Millisecond)
+	defer wall.Stop()
+	tick := time.NewTicker(cpuPollInterval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-done:
+			return ws, ru, atKill
+		case <-wall.C:
+			res.WallExceeded = true
+			_ = syscall.Kill(-pid, syscall.SIGKILL)
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		case <-tick.C:
+			if res.CPUExceeded {
+				continue
+			}
+			if used := m.live(); overCPU(used, req.CPUMillis) {
+				atKill = used
+				res.CPUExceeded = true
+				_ = syscall.Kill(-pid, syscall.SIGKILL)
+				_ = syscall.Kill(pid, syscall.SIGKILL)
+			}
+		}
+	}
 }
 
 // overCPU is the one CPU limit rule, in whole microseconds (the unit
