@@ -16,6 +16,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -283,6 +284,7 @@ type chaosRun struct {
 	replicas  []*chaosReplica
 	nodes     []*chaosNode
 	biz       []*businessapi.ClientWithResponses
+	bizPref   atomic.Int32 // the replica that accepted the last submission
 	manifests map[string]string
 	urlList   bool // kece-node accepts several control URLs
 

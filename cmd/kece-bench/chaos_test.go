@@ -205,17 +205,18 @@ func TestChaosStaleClaimsAndFreezeLeasing(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 1, stale)
 
-	// A 5 s freeze at t0 with a 10 s quiet before it (lease 8 s + reap 1 s
-	// + 1 s): mysql leased 2 before (0.2/s) and 3 during (0.6/s), python
-	// none before and 1 during.
+	// A 5 s long freeze at t0 with a 10 s quiet before it (lease 8 s + reap
+	// 1 s + 1 s): mysql leased 2 before (0.2/s) and 3 during (0.6/s),
+	// python none before and 1 during.
 	r := &chaosRun{cfg: chaosConfig{poolList: []string{"mysql", "python"}, lease: 8 * time.Second, reap: time.Second},
 		f: &fleet{db: db}}
-	lines, err := r.freezeLeaseRates(t.Context(), []freezeWindow{{start: t0, end: t0.Add(5 * time.Second)}})
+	lines, err := r.freezeLeaseRates(t.Context(), []freezeWindow{{start: t0, end: t0.Add(5 * time.Second), long: true},
+		{start: t0.Add(-time.Hour), end: t0.Add(-time.Hour + time.Second)}}) // a short freeze: not counted
 	require.NoError(t, err)
 	require.Equal(t, "freeze_leased_per_s_before=0.20 freeze_leased_per_s_during=0.80 freeze_leased_ratio=4.00\n"+
 		"freeze_leased_per_s_before_mysql=0.20 freeze_leased_per_s_during_mysql=0.60 freeze_leased_ratio_mysql=3.00\n"+
 		"freeze_leased_per_s_before_python=0.00 freeze_leased_per_s_during_python=0.20 freeze_leased_ratio_python=NaN\n", lines)
-	none, err := r.freezeLeaseRates(t.Context(), nil)
+	none, err := r.freezeLeaseRates(t.Context(), []freezeWindow{{start: t0, end: t0.Add(5 * time.Second)}})
 	require.NoError(t, err)
-	require.Empty(t, none, "no freeze, no lines")
+	require.Empty(t, none, "no long freeze, no lines")
 }

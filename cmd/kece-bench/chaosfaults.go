@@ -37,10 +37,15 @@ func (r *chaosRun) faultSchedule(ctx context.Context, start time.Time) error {
 	longAt := r.cfg.longFreezeAt()
 	for ctx.Err() == nil {
 		if len(longAt) > 0 && time.Since(start) >= longAt[0] {
-			// Quiet before and after, so what the freeze costs is its own.
+			// Quiet before and after, so what the freeze costs is its own;
+			// a backlog from the quiet before to the freeze's end, so the
+			// jobs leased before and during it are the fleet's capacity.
 			longAt = longAt[1:]
+			stopBacklog := r.keepBacklog(ctx)
 			sleepCtx(ctx, r.freezeQuiet())
-			if err := r.faulting(func() error { return r.longFreeze(ctx) }); err != nil {
+			err := r.faulting(func() error { return r.longFreeze(ctx) })
+			stopBacklog()
+			if err != nil {
 				return fmt.Errorf("fault %s: %w", faultReplicaLongFreeze, err)
 			}
 			r.noteFault(faultReplicaLongFreeze, time.Now())

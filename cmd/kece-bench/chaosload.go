@@ -43,7 +43,8 @@ func chaosProgram(pool string, kind int) (source, want string) {
 }
 
 // enqueueLoop is the business client's submitter: rate submissions per
-// second, each retried on both replicas (same Idempotency-Key) until accepted.
+// second, each retried on both replicas (same Idempotency-Key) until
+// accepted, starting with the one that accepted the last.
 func (r *chaosRun) enqueueLoop(ctx context.Context) {
 	tick := time.NewTicker(time.Duration(float64(time.Second) / r.cfg.rate))
 	defer tick.Stop()
@@ -110,11 +111,16 @@ func (r *chaosRun) enqueue(ctx context.Context, s *chaosSub, src string) {
 	body := businessapi.SubmissionCreate{SubmissionType: "CHAOS", SubmissionId: s.id, Language: benchPrograms[s.pool].lang,
 		Source: src, ManifestId: r.manifests[s.pool]}
 	deadline := time.Now().Add(3 * time.Minute)
+	// First the replica that accepted the last submission: a client does
+	// not wait out a frozen replica's timeout for every submission.
+	first := int(r.bizPref.Load())
 	for k := 0; time.Now().Before(deadline); k++ {
+		i := (first + k) % len(r.biz)
 		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		resp, err := r.biz[k%2].EnqueueSubmissionWithResponse(cctx, &businessapi.EnqueueSubmissionParams{IdempotencyKey: &key}, body)
+		resp, err := r.biz[i].EnqueueSubmissionWithResponse(cctx, &businessapi.EnqueueSubmissionParams{IdempotencyKey: &key}, body)
 		cancel()
 		if err == nil && resp.StatusCode() >= 200 && resp.StatusCode() < 300 {
+			r.bizPref.Store(int32(i))
 			r.mu.Lock()
 			s.accepted = true
 			r.mu.Unlock()
