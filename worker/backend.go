@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync/atomic"
 
@@ -79,6 +80,9 @@ type CodeBackendConfig struct {
 	// image pinned by digest) for every language id of the pool; empty
 	// keeps code.ImageTag(Pool).
 	Image string
+	// WarmSandboxes is how many sandboxes of the pool's image the node
+	// keeps started before their jobs (code.Executor.Prewarm); 0: none.
+	WarmSandboxes int
 }
 
 // NewCodeBackend returns a factory for a code pool. It never touches SQL
@@ -108,7 +112,7 @@ func NewCodeBackend(cfg CodeBackendConfig) (BackendFactory, error) {
 		if err != nil {
 			return nil, err
 		}
-		return &codeBackend{x: x, pool: cfg.Pool, order: specs, langs: langs, nodeID: nodeID}, nil
+		return &codeBackend{x: x, pool: cfg.Pool, order: specs, langs: langs, nodeID: nodeID, warm: cfg.WarmSandboxes}, nil
 	}, nil
 }
 
@@ -119,6 +123,27 @@ type codeBackend struct {
 	langs  map[string]engine.RuntimeSpec // by id
 	nodeID string
 	swept  atomic.Bool
+	warm   int
+}
+
+// prewarmer is a backend that starts sandboxes before their jobs arrive.
+type prewarmer interface {
+	// Prewarm keeps them ready until ctx ends, then removes those no job
+	// took; it returns then.
+	Prewarm(ctx context.Context)
+}
+
+// Prewarm keeps the configured number of started sandboxes of each image
+// the pool's languages use (one image per pool unless an operator's
+// differs).
+func (b *codeBackend) Prewarm(ctx context.Context) {
+	var images []string
+	for _, s := range b.order {
+		if !slices.Contains(images, s.Image) {
+			images = append(images, s.Image)
+		}
+	}
+	b.x.Prewarm(ctx, images, b.warm)
 }
 
 func (b *codeBackend) Execute(ctx context.Context, task engine.Task, p engine.ProgressSink) (engine.Verdict, error) {

@@ -230,6 +230,11 @@ func (n *Node) Run(ctx context.Context) (err error) {
 	for _, loop := range []func(context.Context){n.heartbeatLoop, n.renewLoop, n.healthLoop, n.janitorLoop} {
 		loops.Go(func() { loop(loopsCtx) })
 	}
+	if p, ok := n.backend.(prewarmer); ok {
+		// Sandboxes wait only while the node claims: a drain or a stop
+		// removes the waiting ones (running jobs keep theirs).
+		loops.Go(func() { p.Prewarm(claimCtx) })
+	}
 	claimDone := make(chan struct{})
 	go func() {
 		defer close(claimDone)

@@ -174,6 +174,7 @@ type nodeFlags struct {
 	fs                                                     *settings.FlagSet
 	pool, controlURL, credFile, joinCode, slots, workspace *string
 	cacheDir, cacheMax, listen, image, supervisor, seccomp *string
+	warm, compileCacheMax                                  *string
 	dockerHost, dsnFile, controlIdentity, logLvl, logFmt   *string
 	heartbeat, renew, claimWait, margin, grace             *time.Duration
 	health, janitor, liveness                              *time.Duration
@@ -191,6 +192,8 @@ func newNodeFlags(getenv func(string) string) *nodeFlags {
 	n.workspace = st.String("workspace", "KECE_WORKSPACE", "", "work directory of code sandboxes (code pools)")
 	n.cacheDir = st.String("cache-dir", "KECE_CACHE_DIR", "", "artifact cache directory")
 	n.cacheMax = st.String("cache-max-bytes", "KECE_CACHE_MAX_BYTES", "", "artifact cache budget, bytes or with KiB/MiB/GiB (default 10GiB)")
+	n.warm = st.String("warm-sandboxes", "KECE_WARM_SANDBOXES", "", "sandboxes of the pool's image started before their jobs, each for one job (code pools; default: the local slots; 0: none)")
+	n.compileCacheMax = st.String("compile-cache-max-bytes", "KECE_COMPILE_CACHE_MAX_BYTES", "", "compile cache budget under the workspace, bytes or with KiB/MiB/GiB (code pools; default 2GiB; 0: no cache, every job compiles)")
 	n.listen = st.String("listen", "KECE_LISTEN", worker.ListenDefault, "address of /healthz and /metrics; \"off\" disables")
 	n.image = st.String("runtime-image", "KECE_RUNTIME_IMAGE", "", "sandbox image, pinned by digest (code pools; default: the local build's tag)")
 	n.supervisor = st.String("supervisor", "KECE_SUPERVISOR", "", "static kece-sandbox-init binary (code pools; default: next to kece-node)")
@@ -360,8 +363,23 @@ func (n *nodeFlags) backend(cfg *worker.Config, log *slog.Logger) error {
 		}
 		// The node serves every language id of its pool; an operator image
 		// replaces the local one for all of them.
-		f, err := worker.NewCodeBackend(worker.CodeBackendConfig{Pool: *n.pool, Image: *n.image, Executor: code.Config{
-			Workspace: *n.workspace, SupervisorPath: sup, SeccompProfilePath: *n.seccomp, DockerHost: *n.dockerHost, Logger: log}})
+		ec := code.Config{Workspace: *n.workspace, SupervisorPath: sup, SeccompProfilePath: *n.seccomp, DockerHost: *n.dockerHost, Logger: log}
+		warm := cfg.LocalSlots
+		if *n.warm != "" {
+			v, err := strconv.Atoi(*n.warm)
+			if err != nil || v < 0 || v > contracts.SlotsMax {
+				errs = append(errs, settings.Errorf(n.fs.Source("warm-sandboxes"), "%q must be a whole number from 0 to %d (or unset for the local slots)", *n.warm, contracts.SlotsMax))
+			}
+			warm = v
+		}
+		if *n.compileCacheMax != "" {
+			v, err := parseBytes(*n.compileCacheMax)
+			if err != nil {
+				errs = append(errs, settings.Errorf(n.fs.Source("compile-cache-max-bytes"), "%v", err))
+			}
+			ec.CompileCacheBytes, ec.NoCompileCache = v, v == 0
+		}
+		f, err := worker.NewCodeBackend(worker.CodeBackendConfig{Pool: *n.pool, Image: *n.image, Executor: ec, WarmSandboxes: warm})
 		if err != nil {
 			errs = append(errs, err)
 		}
