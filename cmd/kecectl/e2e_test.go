@@ -132,6 +132,13 @@ func TestKecectlEndToEnd(t *testing.T) {
 	for _, l := range lines {
 		require.Equal(t, followID, decode[adminapi.JudgeJob](t, l).JobId, "one JSON object per line")
 	}
+	// The job's phases, as its node sent them with the result.
+	require.Regexp(t, `(?m)^phases:\n\s+LEASE\s+QUEUE\s+DOWNLOAD\s+SANDBOX\s+COMPILE\s+CHECKER\s+RUN\s+CHECK\s+EXECUTOR\s+TOTAL\s+CACHED\n`+
+		`\s+1\s+\d+ms\s+4ms\s+210ms\s+1\.25s\s+0ms\s+30ms\s+2ms\s+1\.50s\s+1\.50s\s+checker\n`, c.ok("job", "show", followID))
+	shown := decode[adminapi.JudgeJobDetail](t, c.ok("job", "show", followID, "-o", "json"))
+	require.NotNil(t, shown.Attempts[0].Phases)
+	require.EqualValues(t, 1250, shown.Attempts[0].Phases.CompileMs)
+	require.NotContains(t, c.ok("job", "show", jobID), "phases:", "none for a job no node judged")
 	// The node judges whatever it is given while rejudge --wait follows
 	// the new generation (its id is known only once rejudge answers).
 	stop, stopped := make(chan struct{}), make(chan struct{})

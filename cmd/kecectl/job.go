@@ -164,7 +164,11 @@ func (c *cli) jobShow() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "show JOB_ID [--follow]",
 		Short: "One job with its verdict and attempts; --follow watches it until it ends",
-		Long: `One job with its verdict, case results, attempts, generations and audit.
+		Long: `One job with its verdict, case results, attempts, generations and audit,
+and where each attempt's time went as its node measured it (phases: queue
+wait, download, sandbox, compile, checker compile, runs, checking, the
+executor's call and claim to result; CACHED names what was ready before it
+was needed) when the node sent that with its result.
 
 --follow watches the job until it ends: on a terminal a progress line
 (state, phase, cases done), then the job as without --follow; in a pipe or
@@ -223,6 +227,7 @@ func (c *cli) printJob(d *adminapi.JudgeJobDetail) error {
 				stamp(a.StartedAt), ended)
 		}
 		_ = w.Flush()
+		c.printPhases(d.Attempts)
 		if len(d.Generations) > 1 {
 			fmt.Fprintln(c.out, "generations:")
 			w = c.table()
@@ -239,6 +244,51 @@ func (c *cli) printJob(d *adminapi.JudgeJobDetail) error {
 		}
 		return w.Flush()
 	})
+}
+
+// printPhases prints where each attempt's time went, for the attempts
+// whose node reported it with its result; nothing when none did.
+func (c *cli) printPhases(as []adminapi.Attempt) {
+	var w *tabwriter.Writer
+	for _, a := range as {
+		p := a.Phases
+		if p == nil {
+			continue
+		}
+		if w == nil {
+			fmt.Fprintln(c.out, "phases:")
+			w = c.table()
+			row(w, "  LEASE", "QUEUE", "DOWNLOAD", "SANDBOX", "COMPILE", "CHECKER", "RUN", "CHECK", "EXECUTOR", "TOTAL", "CACHED")
+		}
+		queue := "-"
+		if p.QueueMs != nil {
+			queue = phaseMs(*p.QueueMs)
+		}
+		var cached []string
+		for _, f := range []struct {
+			on   bool
+			name string
+		}{{p.CompileCached, "compile"}, {p.CheckerCached, "checker"}, {p.SandboxWarm, "sandbox"}} {
+			if f.on {
+				cached = append(cached, f.name)
+			}
+		}
+		row(w, "  "+strconv.FormatInt(a.LeaseEpoch, 10), queue, phaseMs(p.DownloadMs), phaseMs(p.SandboxMs), phaseMs(p.CompileMs),
+			phaseMs(p.CheckerMs), phaseMs(p.RunMs), phaseMs(p.CheckMs), phaseMs(p.ExecuteMs), phaseMs(p.TotalMs),
+			orDash(strings.Join(cached, ",")))
+	}
+	if w != nil {
+		_ = w.Flush()
+	}
+}
+
+// phaseMs prints a phase's milliseconds: as they are below a second, in
+// seconds above.
+func phaseMs(ms int64) string {
+	if ms < 1000 {
+		return strconv.FormatInt(ms, 10) + "ms"
+	}
+	return strconv.FormatFloat(float64(ms)/1000, 'f', 2, 64) + "s"
 }
 
 func (c *cli) jobRejudge() *cobra.Command {

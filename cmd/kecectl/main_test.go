@@ -125,7 +125,8 @@ func (n *fakeNode) claimWaiting(want int, waitMs int64) []machineapi.ClaimedJob 
 	return r.JSON200.Jobs
 }
 
-// pass posts an all-AC verdict for a claimed job.
+// pass posts an all-AC verdict for a claimed job, with phases as a node
+// measures them (the claim's queue wait and made-up timings).
 func (n *fakeNode) pass(job machineapi.ClaimedJob) {
 	n.t.Helper()
 	v := &machineapi.Verdict{Status: machineapi.VerdictStatusAC}
@@ -134,8 +135,11 @@ func (n *fakeNode) pass(job machineapi.ClaimedJob) {
 		v.Score += float64(c.Weight)
 	}
 	v.MaxScore = int64(v.Score)
+	require.NotNil(n.t, job.QueuedMs, "a claim answer tells the queue wait")
+	ph := &machineapi.ResultPhases{QueueMs: job.QueuedMs, DownloadMs: 4, SandboxMs: 210, CompileMs: 1250, RunMs: 30, CheckMs: 2,
+		ExecuteMs: 1495, TotalMs: 1502, CheckerCached: true}
 	res, err := n.nc.SubmitResultWithResponse(context.Background(), job.JobId, machineapi.ResultRequest{LeaseEpoch: job.LeaseEpoch,
-		Outcome: machineapi.OutcomeVerdict, Verdict: v})
+		Outcome: machineapi.OutcomeVerdict, Verdict: v, Phases: ph})
 	require.NoError(n.t, err)
 	require.Equal(n.t, http.StatusOK, res.StatusCode(), string(res.Body))
 }

@@ -691,6 +691,16 @@ type ClaimedJob struct {
 	// Pool A judge pool; one node process serves exactly one.
 	Pool Pool `json:"pool"`
 
+	// QueuedMs How long the job had waited ready in the queue when this lease
+	// was granted (since its enqueue, or since a retry's backoff
+	// ended), measured by the control plane on the database clock:
+	// the node is told a duration, never an instant, so its own clock
+	// does not enter it. The node reports it back as the result's
+	// `phases.queueMs`. Absent from an answer repeated for a claim
+	// retried after a lost answer (its wait was told the first time)
+	// and from a control plane before job phases.
+	QueuedMs *int64 `json:"queuedMs,omitempty"`
+
 	// Runtime The runtime the job must run on; the node refuses a pool it does not serve.
 	Runtime JobRuntime `json:"runtime"`
 
@@ -1162,6 +1172,55 @@ type ResultClaim struct {
 	RequestId string `json:"requestId"`
 }
 
+// ResultPhases Where the lease's time went, as the node measured it with its
+// monotonic clock, in whole milliseconds (docs/node.md, "Job phases").
+// A measurement, not part of the result: it is stored on the attempt
+// and never enters the normalized result whose digest decides
+// ALREADY_COMMITTED against a conflict, so the same verdict sent again
+// with other timings is the same result, and the first accepted
+// post's phases are kept. Optional: a node before job phases sends
+// none, and a node sends them only when its session answer said
+// `resultPhases`. A phase that did not happen is 0; `queueMs` is absent when
+// the node was told no `queuedMs`. The result post
+// itself cannot be in it; the node's metrics have it.
+type ResultPhases struct {
+	// CheckMs The checking of every case's output, a special judge's runs included.
+	CheckMs int64 `json:"checkMs"`
+
+	// CheckerCached The checker's compile outcome came from the node's compile cache.
+	CheckerCached bool `json:"checkerCached"`
+
+	// CheckerMs The checker's, interactor's or manager's compile step (a cache look-up when `checkerCached`).
+	CheckerMs int64 `json:"checkerMs"`
+
+	// CompileCached The submission's compile outcome came from the node's compile cache.
+	CompileCached bool `json:"compileCached"`
+
+	// CompileMs The submission's compile step (a cache look-up when `compileCached`).
+	CompileMs int64 `json:"compileMs"`
+
+	// DownloadMs Preparing the job's inputs: its manifest's files and test data fetched into the node's cache (downloads, or cache hits).
+	DownloadMs int64 `json:"downloadMs"`
+
+	// ExecuteMs The executor's whole call, from handing it the task to its verdict (the phases above it and whatever lies between them).
+	ExecuteMs int64 `json:"executeMs"`
+
+	// QueueMs The claim answer's `queuedMs`, the time ready in the queue before this lease.
+	QueueMs *int64 `json:"queueMs,omitempty"`
+
+	// RunMs The program runs of every case together.
+	RunMs int64 `json:"runMs"`
+
+	// SandboxMs Until the sandboxes the job needs were ready to run a command.
+	SandboxMs int64 `json:"sandboxMs"`
+
+	// SandboxWarm The program's sandbox was started before the job arrived.
+	SandboxWarm bool `json:"sandboxWarm"`
+
+	// TotalMs From the claim answer until the result was ready to post.
+	TotalMs int64 `json:"totalMs"`
+}
+
 // ResultRequest defines model for ResultRequest.
 type ResultRequest struct {
 	// Claim The node's next claim, sent with its result (a slot cycle: result,
@@ -1178,7 +1237,20 @@ type ResultRequest struct {
 	Error      *InfraError  `json:"error,omitempty"`
 	LeaseEpoch int64        `json:"leaseEpoch"`
 	Outcome    Outcome      `json:"outcome"`
-	Verdict    *Verdict     `json:"verdict,omitempty"`
+
+	// Phases Where the lease's time went, as the node measured it with its
+	// monotonic clock, in whole milliseconds (docs/node.md, "Job phases").
+	// A measurement, not part of the result: it is stored on the attempt
+	// and never enters the normalized result whose digest decides
+	// ALREADY_COMMITTED against a conflict, so the same verdict sent again
+	// with other timings is the same result, and the first accepted
+	// post's phases are kept. Optional: a node before job phases sends
+	// none, and a node sends them only when its session answer said
+	// `resultPhases`. A phase that did not happen is 0; `queueMs` is absent when
+	// the node was told no `queuedMs`. The result post
+	// itself cannot be in it; the node's metrics have it.
+	Phases  *ResultPhases `json:"phases,omitempty"`
+	Verdict *Verdict      `json:"verdict,omitempty"`
 }
 
 // ResultResponse defines model for ResultResponse.
@@ -1237,6 +1309,13 @@ type SessionResponse struct {
 	// slot cycle). A node sends one only when this is true; a control
 	// plane that predates it omits the field.
 	ResultClaims *bool `json:"resultClaims,omitempty"`
+
+	// ResultPhases The control plane takes `phases` with a result (ResultPhases,
+	// the job's timings) and tells each claimed job's `queuedMs`. A
+	// node sends phases only when this is true; a control plane that
+	// predates job phases omits the field (and would refuse the
+	// unknown property).
+	ResultPhases *bool `json:"resultPhases,omitempty"`
 
 	// SessionEpoch Increments with every new boot id; older sessions are refused.
 	SessionEpoch int64 `json:"sessionEpoch"`
@@ -1808,7 +1887,8 @@ type ClientInterface interface {
 	// call is idempotent: posting the same normalized result again for the
 	// same `(jobId, leaseEpoch)` answers `ALREADY_COMMITTED`, even after the
 	// lease expired; a different result for a committed lease is 409
-	// `RESULT_CONFLICT`. `outcome: VERDICT` requires `verdict` and no `error`;
+	// `RESULT_CONFLICT`. The normalized result is outcome, verdict and error:
+	// `phases` (timings) is not part of it. `outcome: VERDICT` requires `verdict` and no `error`;
 	// `outcome: ERROR` requires `error` and no `verdict`. A verdict is checked
 	// against the manifest (case ids from the manifest, each at most once,
 	// scores within range, bounded logs) before anything is written.
@@ -1842,7 +1922,8 @@ type ClientInterface interface {
 	// call is idempotent: posting the same normalized result again for the
 	// same `(jobId, leaseEpoch)` answers `ALREADY_COMMITTED`, even after the
 	// lease expired; a different result for a committed lease is 409
-	// `RESULT_CONFLICT`. `outcome: VERDICT` requires `verdict` and no `error`;
+	// `RESULT_CONFLICT`. The normalized result is outcome, verdict and error:
+	// `phases` (timings) is not part of it. `outcome: VERDICT` requires `verdict` and no `error`;
 	// `outcome: ERROR` requires `error` and no `verdict`. A verdict is checked
 	// against the manifest (case ids from the manifest, each at most once,
 	// scores within range, bounded logs) before anything is written.
@@ -2283,7 +2364,8 @@ func (c *Client) DownloadArtifact(ctx context.Context, jobId JobIdPath, sha256 S
 // call is idempotent: posting the same normalized result again for the
 // same `(jobId, leaseEpoch)` answers `ALREADY_COMMITTED`, even after the
 // lease expired; a different result for a committed lease is 409
-// `RESULT_CONFLICT`. `outcome: VERDICT` requires `verdict` and no `error`;
+// `RESULT_CONFLICT`. The normalized result is outcome, verdict and error:
+// `phases` (timings) is not part of it. `outcome: VERDICT` requires `verdict` and no `error`;
 // `outcome: ERROR` requires `error` and no `verdict`. A verdict is checked
 // against the manifest (case ids from the manifest, each at most once,
 // scores within range, bounded logs) before anything is written.
@@ -2327,7 +2409,8 @@ func (c *Client) SubmitResultWithBody(ctx context.Context, jobId JobIdPath, cont
 // call is idempotent: posting the same normalized result again for the
 // same `(jobId, leaseEpoch)` answers `ALREADY_COMMITTED`, even after the
 // lease expired; a different result for a committed lease is 409
-// `RESULT_CONFLICT`. `outcome: VERDICT` requires `verdict` and no `error`;
+// `RESULT_CONFLICT`. The normalized result is outcome, verdict and error:
+// `phases` (timings) is not part of it. `outcome: VERDICT` requires `verdict` and no `error`;
 // `outcome: ERROR` requires `error` and no `verdict`. A verdict is checked
 // against the manifest (case ids from the manifest, each at most once,
 // scores within range, bounded logs) before anything is written.
@@ -3114,7 +3197,8 @@ type ClientWithResponsesInterface interface {
 	// call is idempotent: posting the same normalized result again for the
 	// same `(jobId, leaseEpoch)` answers `ALREADY_COMMITTED`, even after the
 	// lease expired; a different result for a committed lease is 409
-	// `RESULT_CONFLICT`. `outcome: VERDICT` requires `verdict` and no `error`;
+	// `RESULT_CONFLICT`. The normalized result is outcome, verdict and error:
+	// `phases` (timings) is not part of it. `outcome: VERDICT` requires `verdict` and no `error`;
 	// `outcome: ERROR` requires `error` and no `verdict`. A verdict is checked
 	// against the manifest (case ids from the manifest, each at most once,
 	// scores within range, bounded logs) before anything is written.
@@ -3148,7 +3232,8 @@ type ClientWithResponsesInterface interface {
 	// call is idempotent: posting the same normalized result again for the
 	// same `(jobId, leaseEpoch)` answers `ALREADY_COMMITTED`, even after the
 	// lease expired; a different result for a committed lease is 409
-	// `RESULT_CONFLICT`. `outcome: VERDICT` requires `verdict` and no `error`;
+	// `RESULT_CONFLICT`. The normalized result is outcome, verdict and error:
+	// `phases` (timings) is not part of it. `outcome: VERDICT` requires `verdict` and no `error`;
 	// `outcome: ERROR` requires `error` and no `verdict`. A verdict is checked
 	// against the manifest (case ids from the manifest, each at most once,
 	// scores within range, bounded logs) before anything is written.
@@ -4268,7 +4353,8 @@ func (c *ClientWithResponses) DownloadArtifactWithResponse(ctx context.Context, 
 // call is idempotent: posting the same normalized result again for the
 // same `(jobId, leaseEpoch)` answers `ALREADY_COMMITTED`, even after the
 // lease expired; a different result for a committed lease is 409
-// `RESULT_CONFLICT`. `outcome: VERDICT` requires `verdict` and no `error`;
+// `RESULT_CONFLICT`. The normalized result is outcome, verdict and error:
+// `phases` (timings) is not part of it. `outcome: VERDICT` requires `verdict` and no `error`;
 // `outcome: ERROR` requires `error` and no `verdict`. A verdict is checked
 // against the manifest (case ids from the manifest, each at most once,
 // scores within range, bounded logs) before anything is written.
@@ -4308,7 +4394,8 @@ func (c *ClientWithResponses) SubmitResultWithBodyWithResponse(ctx context.Conte
 // call is idempotent: posting the same normalized result again for the
 // same `(jobId, leaseEpoch)` answers `ALREADY_COMMITTED`, even after the
 // lease expired; a different result for a committed lease is 409
-// `RESULT_CONFLICT`. `outcome: VERDICT` requires `verdict` and no `error`;
+// `RESULT_CONFLICT`. The normalized result is outcome, verdict and error:
+// `phases` (timings) is not part of it. `outcome: VERDICT` requires `verdict` and no `error`;
 // `outcome: ERROR` requires `error` and no `verdict`. A verdict is checked
 // against the manifest (case ids from the manifest, each at most once,
 // scores within range, bounded logs) before anything is written.
@@ -6662,268 +6749,285 @@ func (sh *strictHandler) OpenSession(w http.ResponseWriter, r *http.Request) {
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7L3dchpJtjD6KhnsL8IwXcKS7fZ0S/FdYITd2JLQAOqeOY2PKqESSLvIxJVZkuhuRezbc78jzhOcJzlv",
-	"sp/ki7VWZv1AIYHt9syOmBtbQFX+rFy5/n9+r030YqmVUNbUjn+vzQWPRIJ/9oVNVq2pFQl8ioSZJHJp",
-	"pVa149pATLSKDLOa3XJp2VhMdSJYAq9INWvWgloiPqUyEVHt2CapCGpmMhcLDkNNdbLgtnZck8o+f1YL",
-	"agup5CJd1I4Pg5pdLQX9JGYiqd3f3we1JU/4Qli3rrd63I0uuZ1vLms4F+yDHjMZwQokfLWEB4Oa4gsY",
-	"9gO8++Di/lciprXj2n88zeHylH41T7sRrScRZqmVEbicVzzqi0+pMBY+TbSyQuGffLmM5YTD0p5+MLC+",
-	"33ecp5Mk2m19c38JTcYiLQxT2rIFt5M5s3PBYPKETyyrh/3O3646g+F19+Ln1ln3NAxYeNnvDXvt3tn1",
-	"1cXg6vKy1x92TsNGs3Yf1NpaTWM5+UY7iAU3gklYPYu1momE2bk0bMLjWCRPzAnjY64irZi0uLzXOhnL",
-	"KBLqz19fK7VzoSyMKiI2Ti2CmMexvhXRCXtx+JyFF73TznW/83PvXec0ZMbqpUHwKx0JXO8brcS3AeUH",
-	"LRWb6EiwW24YjxPBoxVLjYiYTticGybuloDouK4LbV/rVEXfam1jWMRUxiJHVnEnDR3qJV/FmkdDrc94",
-	"MvtG8BrraMXE3USIyDBpDRsDPE6YEjciIfLFpGXcMGlwlUOtz7lauRtu/vxV9rkVLJYLCfhXD/utYef6",
-	"rHvexct6wsZ88pHp6ZRNdcKQQh8giWaGKDLQvXUafpAR8aoVuaefFsg9LutK8dTOdSJ/E98AYc6lMVLN",
-	"AGESMUUEniQigqvIY/jWCGOkVid439gk5nKBjAZXKu6WYmK/xToHIrkRyYGRkWBTnsaW1b+/u2Nh92LY",
-	"6V+0zoDQXl20fm51z1qvzjpwZIRVQCAMXwi2JLxnt9LO8Tj1dOq2sUz0RBjDx7HoKCvt6s/fzy8ijg+A",
-	"ITtqJ9VEKyMNTElLtHSVnxi24EpOhbFbr8u9Z6SIe21uRBePZMmtFQlM93//2jr4v/jBb4cHP77P/7xu",
-	"Hrz//TB4+fz+f9UyCcDYRKoZciduRF+YNCYgRJGExfP4MtFLkVgJfHjKYyOC2rLw1e+1SbaCh2Dj1nkf",
-	"1MSdtG0diUohZV0wCWoLsdDJ6t14/fGXLx6RaeBVYzgRvfJ5tOdi8lEkLJLTacCMnCkeMxBe4A4M/nbG",
-	"BJxkwLhlC20se8HeyVdw6Rf87kyoGUhFLw5/fFkBRjPRScWMU5AYpFbs//9/2a2Qs7llCRBFEbE5j6eM",
-	"3/IVmyZ6wX4TiQaJ7wWLxEQueMyWMZ8IM1J1zhZpbOUyFkxP2WHz8PDwiEnFfj0M3KDvGyeIStl00rAj",
-	"pGKtdsAORwr+5GrFplzGaSICxlXEbufcMs7MUkyADkwcdPgtT2CB2s5FciuNaI5ULcgPIdLpOBbVp6DS",
-	"xZgOgaBbIUWKZCEVt0CP/AngSwE7ZHLKlFaiWZxuFzk2qBnLbWoew8afRRLJiR3Qw/dBzcqFODcVmHJ5",
-	"xeC39ZXsgH23PI5pyL1evC/Kzb/625VtzGNYtuRsosJVKVyy7ADy6/A+m1SPP4iJxdtPZ/7o1V+T45S5",
-	"FQkDAPNEGq1YPdIT81SomVSiuYgCNvJDm1EtQFkJ8FPcgQCdpLEwjeZIhfg5BGwdr6xg4lPKY2lXTRZa",
-	"HYuEKxu6WYRhsVTCMI4MORELfSPVbKTMEm5JwCwfG8Tqdh/uLzzMBGhR8F2U6OUSMM4mXMbwh1gs7YqG",
-	"hIVMY82Lc1n9USjDjADtCIXVFWsN2t0uu51LK3DSILuphMBmpICmS8VCPjZDHYdAVsJExPh3PRExt/JG",
-	"wC0nYBBfZTc8TgXCw13FkCWpMvnVPPiQRjPBlomeJXwBV58YnorG+u6EGSFGakCPehIHFx5EsGWirZ7o",
-	"GHcJyIYU4kaEbME/AjgVK3wLj49jsThm+VIkHh1OOVL+WaCSt3M5mdNKpcLJ9K3yq4JfY4Hr9MuGJ4OR",
-	"sjz+iLqttEzfoHqSPfPEMGMjqfDQjI10all9KZeC0AfBMFK48gbRMDiCyP0MdwYOygpjYwlMNV8uqG83",
-	"IPBoNVIV2NrdBIIZ1RpNdqEdqw6lDlHeRlBO9GKRKicvZMBkpa+Z5ebjVlAuuOIzkcExA4t/vOkEFmEA",
-	"L5dSGKD+BWAFIyX4ZF4JfFiw/xLlXbNxRUdqVGtvLPehTdfWRQBC8xKp24050J34jBcdbB6j8+XLgIQe",
-	"R3pEVqHHh/DoOj3G9x+goK9lLPYUoMhqskWAuy5JcN89KMKZOX/2/ctHYUJPIWv+TVTzJ35HoH9x9OOL",
-	"54cv9uJYuJ1sMW6WByB26SjTJvP9Sd8SgVsTTLwVI8KbD9p4k7XGBoTpheDKsDAWMz5ZhSNVBxl6lQnV",
-	"bJmOY2nmQMjJmIY2kakUccQ+CrE0SFuQQzhVAumxG++Y8WR2w0KplqnN6bZO7TK14Qno3ZYdoqx1BDT/",
-	"GfulBa87QrT2Pr3GODLRkNVzcqWTSCSN4ngjdcR+aQXsGVsmAnZKNxXlVFZHehjhA47JM8NXhhndCNhz",
-	"9rrVPRupulTThBubpBObJsK92/6p037X6V/DM53TRsD+ypZaKmuOge6KJGHG8sQaJAMjFdKPbJQeHj6f",
-	"IMPCP0UI+km+g0+ptEt2mwCPZNIiTwO5xYMgfzjbJdIZFATiFdNKrHFVBgSbWEFA1A9X0mQttQJmO2Mi",
-	"NoLVUVqlMSc6AolgxpMxn4nAvTFSOrWoWoLcvOB3l/j1+wDIdsLNHE6Oo9R3oFPbAHQrQykYKdLN8HRB",
-	"2lJwNX6tEZrA1aS9ZdLa+/XbGtTuDuCtgxuewIUx8PqZf32YvT6g1/PbMnT0y0+JAIMZnZwEcirIMLWc",
-	"Rga1AmevBbUSb9pxaR03zTCf5rWbZpBN0y1N0y5PA1uIuVwUzLh70MhpIsQg1rZCRMevGTzAtMpMhCxB",
-	"JUvpW1bnIHIoQJEPeszmOnZmqdDAq6HTmT7osQFtO00UaGU6jjL9D4nEgqtVtULiqeXLIqE8qtIJnFmZ",
-	"1OV1k5SK9ILJiLg70DgAV8Amc22EQnnG7w2lIiB3fMalCkYqVZM5VzMRgRQhVG4HwTEAgxNhEwkUE8Vm",
-	"2D3RHXbLzUjF2liCApkb6DeTj4PWZJMLcyAy35D6OFJK0wXUauJ+nPMblLpFxOogWUbMgo55yw2bAfqI",
-	"yI3ob5JFuUmJW7j5qBOAkPGYRePg/e9/3coNb7m0VSodcJVYewqPlia24Cs6cVuw/cMAsC0QoW918rFa",
-	"B/SHf/T94eHhXowyx+lssZVskm4NOUP2vDaA0/C/tGLxqFKME4norR6j8YTfdektQGu3Kp4kfLWxEZxl",
-	"69JpxP3WDQe/WNpq39NEp4hB7iG6LN7dcezsHWgFkYmxAZNqkoiFUKS+jRSJBITo/q4BYaCrwd1QWjmB",
-	"3AsEcx4RLxRRc6TO6EIgWhOiO4HCP+4eZXW4W+4eumsVjFQiCP+B6eCVxoEiSS6FRPi3cQsNxhOBhn23",
-	"9TVDzIZlpJL2kFduB+dbUPso1aNPvtXjd/DYfVDDrXSWelLhLHwt1ATFKVCkQUVVESh8xOzdQShxG7BI",
-	"3yo02ZJMZ9LYFk/nYQNM5YZxWX2x4BJo/2eYYuASkNz4GDDO/XOFd3YF9lLrR/WYS3gGbl2qQC7Z4Wz6",
-	"7kkQ86v5JtBB4GlemwQ0BL0b2aljiI5ZEtmXllR34B4jBc85q+Nx0QwhIq+XGv8G8FHkDf/9n/9F13Ok",
-	"kK96BRvkWrJMlowQIATWi5YDQI0180MjYJl+zL5zl79K/2Z1XHb+sBuMOf270WRD793VaHRVjtTgPpDT",
-	"GjtSG6Dy48xhR7NEp8snoJ8s+UTa1UnOtGmskcoHQzaMgguNBEcWZ6AXKgLplo5B8BspEpidq83TkobN",
-	"ORIhreIVsxohGcXOW+qUI7Qgl/fnaFbhLE3jmB1toy+7CzomHS8k+pJ2wNVB/nAFa0HrZ4HEVFxsR7Hc",
-	"XQoy9lG6jKVFFa52fquqWNipWAJ5V5PVnrbRnwSP7RwuF6BxrCc8ZlE2GKufanJBcLHQKmBuDUwuUFUh",
-	"Q1/ELR9zIwIWSfOx0dwwvETCclmhOQ/mOkEFNeYKr0DARHPWJHMj6n1W3NkTpjQzYpIIa9a8G0eHz15U",
-	"yFRz3BSCwv021joWXMGPVXYMfvDb+1+99eL4AetFtRHBz1d9MgaeHlhuxTZBQU3lLE2ICBh4EC4GjxZS",
-	"MSNsJijg/awDg0Vb2RilwojR7Ah2r25ddi5Ouxdvrn/u9Luvu+3WsNu7qAW1zkXr1VnntBbUTvut7kX3",
-	"4g382R3Qt7upWJdCRVLNfhaJnHqtKah1FB/HArD3NCF8hz+loW9BqzqVZqmNtO6urVno2+3O5bBzyupA",
-	"EaV1JuwsEqQB4kbrrN9pnf7jut07P+8O8WmkHxSiETPBk1iKBF9gkYxKEPEz1ILaxjg77rw1mYilxU22",
-	"KLii7ReLOyS/6n7Xr4OyBeH6WEerzbszcT7IRz266EdBny5cNrN9IRTlVF5Hb0nPsczwEiENFneW1QH/",
-	"xB1fLJ2FXE+nhARkkUI4b+D9Vq/mT+mCqwOAHyCHv+GoXsGMwHK23PZKX+a6I4q8SQ85kXJobaztnE/m",
-	"Uol8dXQyEwzmyZFpLaCqFtSq4qlqQe1tr3tx3e6ddgqP5t91/n7Z7a89dzXALy57vbPr8+7gvDVs/1QL",
-	"au1+57RzMey2zgojDTqDQbd3UfHN4Oqy0x90TnGsYogSfhxev+5dXdC8r66Ln1v9Yfd1qz3EL7sX1+et",
-	"i+7rzmBY/Om8OxgQ5TjrtAad67Me/t7vDK7Ohtft3sXrs2576AZvty7anTOiOaVFXbb+cdZrnV4Pe73r",
-	"s1b/TScfIt9OMeClFtR8XEUtqBXCKmpB7bwz/Kl3iotunZ31fsGn/SENu+ed3tVwx0vu7D5ddcNjCVfd",
-	"232vlEmXS50QAXirpQIUyp/z33QoxqrwzZXBjyAcn0uDEXpwollESz7GgOJaNr4YpEuRGBHhOBc6En1x",
-	"oz+6Ty6MC+YbFz61EiunfGIvtO2q81yK8N+7IBs4RpBTzjT+SqEVWQggDtrmaiJiou6llaxHbfnX8/X3",
-	"uRVnFL/kDW/k5L1S/IbLmJMP5VzYuY4utG1RbB2OhOcwlAuhU4v09bXgQJgquIeX0BkcMPAQCn00TfeK",
-	"KbGCsTuBqYzFtdQkcaEzCQhHGlt5DT89YpAMarOERyLZEa9euUlfy1h0ewjJbM5zmPM1TfmQcTKovXFT",
-	"3mcD7cduXqOCpMie7z0CrA6UJ3M+GJTOTxgnV8X/zl2c3rDtdJCiozQPD0KvppvCOh8CTBs6x99I3erk",
-	"IzCPSCYCdKMVrgVFGloP2gF5RIEmIX1JQ9i5SMTJSGEQDLdoAwGlDZQHtvBhYzQKxhpKw35p0eK4dzo4",
-	"cyDqIJwlYpbGPMkex5nrnJnVIpbqY8Bed1/3QPzIl+s3ghEv9A5GqQXsl1YjyEHhFoIOzSb7BR2UAEwd",
-	"evXQ7ZbHRlf5lclnzDNIk3WSvBVKo4eguFPnX9HkYKWzarILQEE0zSxjLhU9jXg5UjD8IjUU2DpGVZaU",
-	"6nEq44iloIDWQ9BgwoDh/82/wF9/aX7gNzwMRir8S3MSc2PCRpP101igc33TX12JeKNalZc2w5gdnY0P",
-	"+hpz5Pkao+HhVQvx5bPE0ztBTNC45SJSBj5UIDuyggCVKSr3FZKLu/57Rr+waaowzOoAY2zQq0au/qVI",
-	"WMzVLMVbAedONI0ZnSYTMj6MlAsKxWgTGZPpD66GiAq3HmRFY7mygLv4dsBu59qIDEvxMecaxW2bqjAc",
-	"2iK59VssV4XhtjCerTYHrV8yUIbCXWRo8PyUilSMVN3LMddnrYs3V603nUy2apygrhVLblh9slwGDDA7",
-	"YMuVnWvVoIB6uCqwfIlGQdhmZEAry/y5ziqkk0gqnqw8P6pCb7+D3Q3eBJIz917Z6H30Ek0c/tMjFvB8",
-	"7vdbsSubZz8sG+bI42wJ7YC1v/suYG/5DQeUuUSI5icoozxyEZ5fimSk/K9N1n7a/u67403k8sQOidFk",
-	"uWRP3Z8nRFRpEU8MSxWGkSCKwhNkns6Q2HuYMubj0HykYinYWKDrFeg2rL9iHUj1mMG4cXq4NL3DfvdY",
-	"JCYxBmrhUj0o6hj/Bfskd5gRtnE8UiHdH6DbPgaHoj63XDR4xvAbEbFURQDEOhpRjI5TOJzmcpUF7eSH",
-	"JBcgy5pGZhfM4AYAJg4b0XKXqwzGBXD7lQllk1WTtdxJHr2k+BumpyP1gp3LVwF8dy5fMatnAhg4XOyM",
-	"CUUslh/91vBonng5wIxUHeYKGGfEZBz5vL5eriZ8MhfX12gYoNCf77yEQcCSZqQ8LXjx7BkLMxrg02Cq",
-	"bieufXdXVCGYZp9rGWQ38bEZirc+R4uvEIazhTI4sbiaQPwkeGLHgtvPc45nZkW5B4gLhs0ShJ8/2wRq",
-	"5E1PlRwarWfSGhFPAXf9w4xui1Zs0H0z7PTPG1XcOKhNnSpRPXhRATFkt3Kmb+JuZY4Hm4vSWKpZFtnG",
-	"l3wsYwmwGtUax4w7X5zzaHPKoPFm84IzLhGklI6Q3GXUFa41Oa5KupG0zB27aTJv9Dl2A6Ld3qLzy2Bg",
-	"s4s1osBMcSN1atx8JJnCI/gKmm9Gipz9auV3i5dWThhqXJkbBbdBl28nFPB636PnX2KtFalmOecpHJFb",
-	"a4CJC9aULdyk29i5WIxUHdYPQj55OMlmK6JKhwzBzeKkQK6BFAHYUOIqxEYkN07eTpXUiuJLKW0LHjKM",
-	"25EK33SG7Clfyqc3R0+zLYabx8cqT4/wYu349oC+p0B9fHGHQ9ATHj8YA1PwC5G/oWwAx/w6w+reK7eQ",
-	"qo7PBd4kDqM0Gg8HuTz7/uVjXlN30j+LxFQapS8ApqQIobPXIcYNPW+cr2JU+ygm4gAP4Kh52Dw8YbPJ",
-	"hB09az5rHo5qaybM74+eVekVsKNXqVltLuIthvu4uKAsWOgL975G/NcAEZQpdelIi2stENxHuMVnBYUQ",
-	"VvTFjaw+nq6PlzAkPWUuE4oxMgWXCa45INdK4zNyJKI1H87DDKvwLGig02kslcBkuso4Hw8mhmQbpdJc",
-	"WiOmZZiZ61vF3FifEWSQOde/HtaUgBKsH5efcgMAVahSFWjWYq+6b7oXQ1C6ODBAH2dJ1wYNeuSTqB3X",
-	"Xjxbi8M6Ovjx/a+HBz+CAHT0Q7U231XThO/mtNnfJZMP7v0yBYfI1/dprE1XcVlKQbWUrUgydd0I4aSU",
-	"Jj7Whq9LFtPTVue8d3F9ddHvtNo/OaN799zp0c4b0O5dDFvdi07/ut3vtIbOoN+76rc7152//9S6GpAV",
-	"v93r968uQQy/vBrC54KLoN27eN3FwUqRrLWg9vbq9E3n+vTV2iKyr/vdNz8NB0UnwW522VN0bF+pRPDJ",
-	"3Jmju8D6c/t4m7xSImkngnC9L0gW79zNeWrIuN3WSZIubVctUwsfC0bzNl6NWh58zyX98BZEj9NxeXb3",
-	"ZR/DHIpW8/f3aI5/56Ke1ljr1Ss8it4FkIvUCBcMSDHBaJhy9PHABQ4KEEDi6QHaZCj3eaSsRqEOyM4J",
-	"WREzCwxmReUfhyBOhu867c41ThE6WyUwTHsgFWaMoEE5cCp2wURJwVMkuJICiBE+GBP9QY/L4cr51jxi",
-	"7Hi2g2IgBcLew7CfByjtaePwUoAPf0HraZIqplUhiIYUT6BaS61j2HuW9I5CX3OrWWgfhXD3kKzt2h6O",
-	"UUVR3upxxu/8SfztqnNFvrWriwt/688vzzp0s7PLml/p3Q7qb6lIyetDgg55PpaxoKuV3Zf8UrlzHJTi",
-	"d/YJ1PZ6/pp/JE0QB51hhSwZzrzjzDIhq6OP6ABNGPl9MI3MZTLVCd4ieKK5q5w9wNGrTQlfz3qwVXtF",
-	"/4JLK7bizua2uWffv6zIK3728tnRi6rYmxwij0cWDorPlt4d7pD/NCg/vY7ka4OtrSwoXgIHm+prINWu",
-	"5o4yYEO4WpkBD+kAKp0utM9pf032CwivLl0ms8ZNUB0fi1irmSmo/HrKuCI6CSMGjg5JVTR9118c/jhS",
-	"YSmGIGyUxgZZeAV8AphOk4W5DgODhYzHt3xlUKOPXGZMbTNqm/zb1TillThASjkhddcJ59KYVEQupMmr",
-	"4HX0F7MjNtdpwlIVA3xgqV6g10bk+d05av6VRXxFokoxKOzZDyjI+s8/VGDpZ5PObNPbkeXztJ0sHOAB",
-	"61X+UOA1AjURTfZOiCUyWMU4mVazABY0GRWSMtavsRP6/efnVerpXBv7JtHpctdYYZjo68cVr8fe0SRZ",
-	"NGVxlUERnlUnVfRylIHtf2Efxcqp+JPl8uivAZvAPx/4DYf/yT/0PGA8+Qi6JXxPwwRssTKf4hPk+oV0",
-	"X1hmc01NKcQdfte8RnPt86NqbWXNDrOvxoKm9bZeLHiV9Nim3zEeGcgEpqPXf6dM/evF+J7sVXIhY55Q",
-	"pYe5jtErGIupK/rROHFp6nC5fV2Ex4M10YGAyW0PpFbm/Jis+2jehBcpW45cO5iBlJllCi4G0qrxENJx",
-	"LCdO88lcQzuaacSdTfg5wuTVylbJD/RjljykFbN6WciDHsdi8cRQRIAzPL/9+RztfnPBo8+xTcgq3dlF",
-	"KpadbTkuP4CG1989hIQLqR7cP1Aqs+BxLIxlhD1us0jsvfA84YoST8hjdcJifSsSn/nNE1Hhxf0M0OyZ",
-	"srD1dvRTVboZu+E1uol5Em2BkvsVnen+lJxpkTlfM8rHGT53Bz3W/u67o78S3r65uGLizgqFwierHxgb",
-	"/e+ZSuGJxgZCI53fWOLNNtOnowcJZvmU7Z5w18kSvlbYwceEu+XOvvuO1U/FWHLljKEHRy8a2+yiVetb",
-	"o/eyQOsz2OZ7CNaJXOlMS2Sm4iZvoHYl0xDcCComsn+C2678sJyl9BVyicone+kETXI4Y6y5NKz37jOu",
-	"l9nFHIowc8bQXZImaNCt0L8ETUUY8xnFn8ypq8S33QR69GhuZEBDDbXl8ZeP9a3QYjnn5tGTusSH7hF0",
-	"COOB+LTF6k5JtnlunH/Dmd6zhDhcdJMdUr2DkcpzFJ0txOUpMkcRE+trLIGek9eGxAQkmZAfTYlbHjuf",
-	"f2GpIfvv/+f/Y0eZM4w0F1DDuWFGE+GSFpSqmVSoUyWpyuw4dZdjREREqlkjYAYTlHz+pk+MsvoW6HZe",
-	"Cs09QH5NyiBDNyuP45Xf4onfjvOx4uLclCAKxNrYgLl0yyigMAbYxkauZWOkUNWbaKx6BZDE2HmfiglM",
-	"Kks9XfLEBixd+ho+zkuJoYtKUAJYsOF0AHhMuYzdGYcXnZ87/evBsIVVQjezrvYtFlV58YtY5zE2KFzc",
-	"0s3bSh/6gN//gqT5cQhs3dKWzKHeO1bHyyCiRsDOeoMhpQatdJoYNKcudCIaAcuMcaw+8fYzLKKYhXKX",
-	"bP29d7Wg5mL697Xj9T7CuxRJXrbVYRD4vlSbBMjz8VY5eylQPDnJQ4EpsbIcz/xwQvwPRz8+e4xOUzzS",
-	"u4qFDDIxjoIcJ3yJqwJc/aJlefvawwt7rB7c11nLy8MdeFleR26tqCSP4421FKvglMsF0o7WqkmIOzFJ",
-	"rU4eXubzw7V1Pn4Ps+J0GaoVDrvqRp4XMq33sAV2F4vUunQnYzFhklicDxRdOw+qTFEMcEfIUcC20iw0",
-	"n+KwicbatXfwlyALtA1/H+EmRrVjNqIqLKPafegLYuCoBh0XsqR/ASUhWyIKZAuhfCrGucFqNH1968KD",
-	"F/wORWY2AzVWkZ1xwVdsLNhhld0Q59w5AMxDvO2kk4JlHE973TY+yUsE7hC6B2/Msqjqx6NwUePWj0Ys",
-	"UW7GjiUK/A6zOgUZrXxQsKanQA7/9HiBsU+Ao4BpzsxOqSeb5Mz9QlWeKE3cNI6dmOdSO4rVjwLv0UNd",
-	"UJqRwqJQTTYQgrnR9gg2cm88fs5r99jlVTvI5UjghIYHr3Kb72+s3bOWLCYHDPYse0Yvba19tgPD2ndG",
-	"95absowZh+hCZrGYSSsX3Ip45ax9a/XFPqcEKab0P1zi7ejw8HDfyjVZUdIi/IuAXQNUCQLZsh7CHe+L",
-	"98ITUPFaUBv8bdfwA1f8dPCJ3Pu91E70ouRz/bnTP6V8yk6/3+vvOK6rHFvzWckw+KXXAvPVnl92z8iP",
-	"+/bq9A38teuynZbk4hUwBuyechyrQnlcQVCt45MsvmDNEVakKkV5dLJc1oLaB37DgZGg1b0W1NDqDvix",
-	"Auq346JxpLc00qUfqeVGOqeR7oNan7Swf2lDz062F7eRr2J9cWP1BTdVBsNf5oW6XzPpw1pd9PKYTz4e",
-	"uwiQ0JceCFmd3HsYRch0QpGq+lY1AhYOfroaDrsXb65Pe79chEFB3cbra0DHjSOft7bgEQhHPqV0a5Gj",
-	"EIOOBtfFqux5zYmRonhU7lJkGSYZoCqMShaWbCkUxyhUpMGIcn2rRqoennYuOxennYv2P2jxx6jNP1RI",
-	"A0Z2xWJ9LQ10H2EIOJpKsHAZFV4hMAJIG+U4mUJNhxL0MChqfdu1oLa2zl0DpvL6DoN5aq1Us1N9qzBQ",
-	"CQ6mnNmbh+/jQ++LmPQ5OQSEUDsLj5lNYKNS2IPZGUmG5TtcL3clNmJsaKXZYA9eqs9yGe8JizJZ2690",
-	"mpvqgT1ssVL0O1gk4JTVgSgoRNsAyx3qBLS7rQU8HrJplEsx0ATeaLFrlj8Z2ry5gvBSidtvh5WZJXsf",
-	"1NznWHA33wKxzv4ctMJCBEAAPyNKz6UXKHFnfX1KkzWxwCwPqtxW51RUarKaxOLYfRtgsqfyLwJvQv07",
-	"jhtN1lPxKi9e6YYB0di7XOuE3CNF2O1xOsdyqmeD8YB2I3GETN6eq4wUmW7DrAZjiDeAioD+93/+V+6C",
-	"WwhmE66Ma6jgCtjT+jB31mXYLbRCPa7Jui5tBwtImmM0dbtamy63FmdxpntMKLnllB+/CrJgIgdpl6yk",
-	"9RKLVh4sdRwbWEVqUh43WStPxnMwK/O2JguzoqO+PDmuGJ4aKRmJxVJjHxIvJnLDtGIhPhAe54yY7P4Z",
-	"UGTkSgJn37j58QzRTm8TmRXq5wzrIBIgaJczQTkrI1UoMVqZO7hT8VcMjhC3GJ3rS5FKU8AkqfBkfUXB",
-	"J1kBWAqwVQVBa45FEoRPVzX/pAqxX1IA9YFio/kc2wnE59HriScrD/PLnALdBzXhEwV2i/r/Yglf56rg",
-	"QzN6jZG8+ZHr27ZDU5FqYuwVAT/7Q5D/LN4SlcuAPZhJU3iUnKU7JeBkgcv0zrZkQNJMnAjvUA3uGhEU",
-	"Vl8WHeXS4l3TioSPP7dObRFEhW1vP4qBsPvXhEj0b0J5smOEPaG+HoZqnt/ZgKk0jpFcDf52xi6uzs6a",
-	"LMT81tCVb3Ygon4pWgkfkYWVvOJ0oaqqmcH3Zdni0TCVHHbF33NpXd+WB8z+gB2gIuJqnu07ctkGWWVt",
-	"Rnhs283LF/tOuZH4Q9Bye6zCAFch6vPo4FjrR4p8Oz8M8ik418xmg876OmdXV91Thr0J3N34smrYvv/L",
-	"1qTMIZZCxSptWbOYUtwUCQFLwT8iO0S9fJIu4CpLkz151Ny3MvHa0TjQba74wUP6vNBgICS/cGnP+V2V",
-	"hw2Lb7lC4OemWC98rhVqTtoJs19cGvzLUiHnPtURU5pu+KN9pyoZ497RyEjqh7bSO4m6C4vxwmZhm+NV",
-	"Vgg7orrPn5Fx+efEQAMSKnH7RQBMcsHGbK1IWtBJrGsW5Fmjq6blVaiCnBQ4OTlTqbCIz1o4ji5oUBKL",
-	"AgNxPmF8LTqF0tmXiYg4dedgGt2TVDJdxK68+GalBtcdckul72LacB7BBBI5XGkmoxOGkc2+yWQpHvVz",
-	"Mm9pmKH+KCrI2SvBE5FQ2XHktbQcyvCQLvOPKpr6oCpY5udE8W+pr40J5nkqxoKvMC7K1cLGsgh5sQNn",
-	"skG77dfNQS+Bae0Mg0di/dcykX3icRW5KVGDzcsUrBPbSmqeudXWaIm+FckBOknn4o4NfmodPPv+JYsk",
-	"UOd11nh48CM/mL7//eWLakZYSAfbO23etwjdJV1rj65Oe5dF9kupBGK55dW+4mt1pzljdUIxcYCkzoof",
-	"5DWfygHL1P+O5H9njddTFvpo7DAg+xG2fjMsxGTAh4sGrdX2vbMJdzmEMZdRNlwhoyEPAXSLNEV3RJ4x",
-	"MNFL9Df4Hk3NeUg15wkAZi6XVPSjUSj4h4S0VPEvYKmSn1LXUFNR/ZZi2UEPiNQIc0wOGbfSuq8AFbgC",
-	"UIGvDuX+ENa4vz6YE6qej6W/uFoxLBeISwjKu5dqVsrRgAkxOaMxUq4l4EZZKOaqQhVqQplSUahgpHAd",
-	"sCBMbBPqphk1rWmcMJNOgHm5ElGsUCFqpLaViPryWlBfI4EzawFV5X3DzqhZAy9s5EiNrHwk0BPj+koh",
-	"O4vkjYxcjW09UjNs81hsyOr0YiRmrhFs3b2PGc+xFEyqkSr3pmqsNTg7otZ8rmO6iyZ1Tcqc7+puEqdG",
-	"3ohzzypIU6vos7cWCbBNVs2b72U9FCqCJ0EG2daCgbob85lIWN3HUWEM1XobRdfT0VM+qk56zOa+Y0Wp",
-	"DeJIlUq3Zc0xbdZKkSCSByY+GtVd6Ei3A2ZmDeyyZOB940PcW4+24/uy2MX8bFSxIeajhzVSpdNi5fah",
-	"cCPWTo/8su3Lq5GiHCUfoLiGxUUzt58AaGT96JAZbNUTCSyoUa6L+6TUzpInwrfxwMiRJ4aF9FN4MlLu",
-	"zyYFUeZJw9lIMoqFAsWbisluCcHeFrD5uDq7kQydhcQUDr2Sj+eRZfu7aZwRavC3M7bkiaWQSA+hJht0",
-	"zjrtYV43zLW7JQ5i00jATRqp3IblKIyPSAqDrDpgwVkDXDQRU5EINRGDT9S9Ftv2ZS6CaSLMPGtrwerF",
-	"dn+OMtpb3Thhp+dn+fJgGMEn85EKbwrdEUL2KQWZPk9CzNbOsuDK6n6lQDexOPQge666p4WDTBvtRRfk",
-	"5ax6rtgb/3Hb90D4el9Zut8DOPfXo8Mffnjcc+BiR/eN9qq2kSeRSGg3m3t15/JuhwjMHIl9DGYRQdat",
-	"et9//7y6pToMtvn89koJQkSbj2e9TKsSCtcicR85kV1AWMTUTVpcwu/NmGRE7JONe+pzf3cL+fwUl3qJ",
-	"7GcrLx5y8Qhy6OZYUnlN1iBQCeUcaQuXIai+ng/TyPV4QYJcLQBA71rURsQCA/tOFxSutg7A/dTFz6II",
-	"D947RIqd7szaWdKLBSKVT1QJ1bVCI5vsZZwaCUwT+acn3HkVkJ2s1Q92AyouwlcseXAZH6XCheSLcOpe",
-	"6+wNFpk/bQ1br1qDzomrJIp2dlCSkIthtSVnj3LNf+p5DScs+8TyikxV5njcGmr2D2R5+yjsvZVyeq8Y",
-	"PN6A3WIMdpM0Eqlm4TELTboIGY9ch1PKbUCFxZywcCFVyOpo80p8gEDAur0uQ5vPuVQNLyGZdAEzUF8B",
-	"6gyGwpn71aeiox7jlRuYIY1DVy4zXeQvoMYdpRNb0n/8e6bJrlQkErdAEP1poDzMUC/NSHGbt3WkEWgm",
-	"3B47zEInElgZHObgXffysnPaHKmQogtNT4WksGfxIz5m/5hMp7kkgm1TlbbUfhkNef4c3A8gl9Q9mI2f",
-	"LaAFsUNfuB+jRDYLsvuUgOpi/fvlcuQR8evR/Q+G42VA+dKJNod2KFmkySZdkFGXuoHsXGsM3jrHt85T",
-	"oszuHHbPFNisYOTezxf6UEaDOyoi1Xve3p4SW+9vLpMTGcpxkfpMcJsaVueA+hSxElAlW9/R3yUZOcRz",
-	"1TrZMhG4WSMpB11pO1KtdoOSXwk5x6vsA9Y/TWOR1Wt3cg6ZwUy6GCkiBDTdk6xRYBXaLvgdtazeP7XC",
-	"bLyXmygeskYQmHYMzhjQw18bh2hUv4cgB0MVNv2ch5Psm2m/xauUt6JNODA+PpnnmIWEMu8HMBHFajLt",
-	"zu5hFxRQCzdgl2wxMi6e6dlDRTDQ7piXnXr5gr2Tr4rrQ1PDMhFWZHWC15uXbVMbiqi4noyFvA34YMEO",
-	"l8WsZHry/gk3e5QiLSB85eoyLunYWz0Xs5CWuK+ziMnsvF01SSQkjWAtC/SweXh4eMSk8s3vEUTvR6pe",
-	"nAt45+1cx8L1etBTdvQUVUfM3ffygXS5JY01s8m3uLePVeDYCpJjZPHOZLHMBYAgC+YsWJJQTKbgPxcE",
-	"9sRTUJKTVEFYcnaO0vnsn6K36xVbJ0dbSVDpLuYo+hC/KwO9Iu0Iy6C6ULYmq6qB67JdMQ6We+A12WWr",
-	"P+y2zo5HyhmJsbsp926nzA7IbzlVYcgt53Bx0Fg0FvZWCMUOKWv3yMmp7hqfOPPzBz0OSumVhrXa2C6F",
-	"lkBBn3akcq1bGv9jM+Op0lWfcBuBoRAvYM10YE/MSBH0j90DmXA4FhMOqoOr94p4wanDpUt+YXWUeYOR",
-	"Qom3QSOXOPia0NlqYwaL4Iky7BADgCmY1YkLXn6nTw406yIzjCUk+sJRuvUwUTrJxVgRG5FBS07R3+RB",
-	"6b8uPD9S+EKrzertjve/Ze8kqTJraTWtNrYrxIFqQe2XVi2oDantIP7bO6NSx7Wg1sbkP5po16ainzv6",
-	"PVqQJmki7WoAd5PYrtKRaO9XSzCPFcYwr/GKhZe9wZAqQTbZlfENm7VyvzjvfNj0Nhc0AWAoQ65Pzq1d",
-	"+kAYFwC1pRQW/eiCILLFZOvIZvNL2R4kscOC7jG1dqq3VkKlkDJ/e7nzsFKdyrxOZqmeZiFaZqTcQ+7b",
-	"sNFk1OR1ye2cxZgal5Ia6Zs6+C08xakS85SUS2lGKhJKEiycj4GJu4lY2tIRjdRI/cd/sC6ep12NlIu5",
-	"gV8NHaqL2cmKcmLJ0IlvRJGIicCFcYreh1VGI1VAkXpebrLhWtnhDS08Ii3TS4EFHfyJFiIGRwrDa+rl",
-	"IwUlFE6LhWW8DRsnpUOekBCUYKQ+xRiVkKZeHMYhG0DegySg+quw17z/eVbkFNgDNRvE48y3pLMooMDx",
-	"CHyK+3hhatnrwN/W6gbe08qM1F/y6vWG1UNMtgwDWh/9VQhhod56vgN4SI2qXLn7kWKu4r2hXmSgB4Wb",
-	"Be4BC/7CTl0TDWJrTuLDlIKFjGNpxESryAU+ccXCcxMyk06n8q7JLqjjSCJgStot5WzxMbaS8skpkeBR",
-	"LJUwWaklYNwpxWiZrIU4PQRjIcxQY9NKW62w/qKefGTOULLQFJ1p2V9AMPpLMSI7YMs4NTBKuF7bLAzY",
-	"QqoU8Y1PhV2xBU9mUiEgin2Vqfb5T8PhpWc3MCaWxsAyu7WAjby8QR9cC+VR7T48gbknHjTs6vKy078e",
-	"XLTedRiVA8RC6pI8P3AB6ACeGFYgLk0YpIU8Jo4xxAq7BLp0mxeHP7BwrVuti+4A/GKRjEg5ZgxuwA3W",
-	"YIBb3AjYi8MXLMw6+IbsKXtx+D0LNxvihqyuNEY/wDjZOomKfX/4nIXFnFjCkL6wyeoAGzfQcrIAPZY7",
-	"xySQs6x+fcPfBmqeIub8Ruo0IQnWGQq8qy8bEWTzkfrDP/CHq3ylhWF/wPcHBwfM/QsfXxwewcafsz/Q",
-	"4kaxmlLNTuAXFq51RQ4R3kCZAF3FbUacMr8guvyy4L/SGHnLYrijm02YiVDDWsJil+WQFuZcuBgwXfdl",
-	"m3EifVvwK6OXUlqXXYWNfRt+py+A3VHzpz8YH3MVYZgzt/QVPfTj+m94VY5pESjUUcATUEHq9YlUBDPJ",
-	"pjQ3jXR0yP7IK0pPfO+RpVD2hKFU6Ms4k/AK4ASJ1L39PMBOa3846pEA+uQQXlK3YC/4ulw71wYAqREW",
-	"OAi9wI7Z2tTLIWwwqYwVPAIBL0ssx8VZGcfIVt0qngE0xnzykenpFOcKC3gcMk8D6x+ktSLBxG7UkGi5",
-	"ddcWdpnoO+z0Ok208l2VpD2uyNlzu+VWHDhnPzZvcmeohMVUL6RFAfv+7i5gShdT7XxyHo9jJBtEOdkf",
-	"WwBIiDvhy6WIAuZ3wcQdaWrAt2D7sPvbuXQt2zN4AaQ8MzNaK3RJcwUk4Ikpg+rE03diAwbeoW5NuPmr",
-	"/pnJsud88L24w45ksZxwJ83/QVG60mKjlneddmcjfr9QxfO4doQOpqVQfClrx7XnzcPmc/JjzFHA3So0",
-	"ZeGeGM6oTUU54QEmECJrCCuiQ8OqVl5Uac+nUwKuurjBzLoJvCyDFXV9jEFXy2ZA7QxjigHUIxWWW+KE",
-	"mw1+fNR0qaNXYUCMrtvAxCem8MhweMbqXmh8fshMwG5FHDvZM8OJkRoOzxos1sbzb0yMOnb75VhiTWAF",
-	"XmqE5lUmOxcUKaxTG5CKW2zsxS2+iMUajcf28Kw3GIaZBZdIgJM5fIR1aevURy3bFFCtvCWdb41nUGj1",
-	"5R1xTloqHaebuyA9+kW6uGHSi4WrnFhsRZa4bkZ5hzUdR8UKFkBdTrsD4Jmn4UhNpZJmLsrLg1HLdRyU",
-	"uEU2iYmC5pi9ODzMBQDPWbZwM1DBK7jTSQUTOkFiGBab6IM48/3dHcspa1Bm/KT6ZuJBN6JbE2VdqvK8",
-	"zFc6Wq0FHPMl3nx48+kHV0GB7EaPWZU2Wkvely1HNkkFpS5gBg1SgmeHh3/G/C5HBxewlhblim42gUS9",
-	"oNmrBs1W+fQVj7INwStHj79ypXhq5zqRv4mIXnr++EuvdTKWUSTQAf/i2Y+PvzHU+pyrlVudITcbEotd",
-	"lpi56NEKkS4WPFkhgJCX+yBiQP1CuZS54LGdn8DFSIhduAtIYVDYdpPP0CoCXEoJY8jMsZXkf9Bj8zRL",
-	"5q2m+b9wuIwuj55SpEJW96Z8zHlqoJhA9i5Mniad2KaJMuw3kWjM50dxyflcnfPCadUULkYsth7mebRw",
-	"uTa0FpCQW8r5DkAxNCFqEYX4MFgl2dGSBY9PfDLSjEsntRLTb47U0KV7P6GmiKwe5lmnTcoaD1zBR9gu",
-	"aZbY6gmNCiNVqCwQFEkjDUf6FQog+NmZ6aQ6mMZyNndWSUfk4LFcuabasnwiQS/LhnE/nZBIi63Fb6QX",
-	"QTam10nxpXw8adic4xZ0al0jf7SmewKLFj7fujMRTYZJLrD3/D2s65BEIjlmHG2TxHGyPk1TfwYWnZmW",
-	"f6R6lLhxkVCr/LGYS2RmzZHCuFUUYy+IH/hWUM62EuZ9rEI8tBOYmIoHqUL/K2JG2WvU83UuWOjabCGG",
-	"4hlSagKykqoNjldsmUidoP0DRVxXTtM3sFqxW5EIX1nZ1dmPjp2+QaJdlBVGmHIZp0mpJ2zMJ8IXPMZA",
-	"TJBXvfA554YtuQGeDivs5iUcKEozr/dQbmDq1F02E2QecPy7DsAqy9Icd6LRNQeCdWO9+IM30+RXpxDk",
-	"WVhAUG3Lc1OXSlmBiOHzBDGVg9tsGvwAh1BQSupYoz+ipzmbpnHsbk2u0+ip16QMFZ0uFqFgE21QpcgK",
-	"UVPqBqXZgbhUrJyBSwBF0q/RLZsEfsrk83Mdw9WZOEyg4L44ZrRYabPNc0+sgEq59RnLsVvIcoVe94LB",
-	"BhQokelPH8XSOt07o26kUsB06RL0BgnKv1+mRtRT1IUOC5O4Pvv0mmuqBjso7hrFYedEIVpJOJtVNJGE",
-	"VjNhyXgJ16M4AEEcpFh4/EkmvDn59n+StIYMAMjBnySp4fj/JCnNzb1dQnPcD2kkWjuMHMcrF5D6b6Gt",
-	"Umg78/V6UEwgQSmTCojb+NRTx519JyMvrWGVjR0kNVfefrusVlT9boGEeg9l1gvAYj0bV/vIlvq4Aw0w",
-	"riId1uIjc3+51QCTNvByRXU5wZFy9QTZ4+UEfaYeK9cNHKlS4UBcrNs79lJjTmxjM+2KI/qsQOTAPvd2",
-	"pOpKsxJTbZwwOWV5G4WotDdnhHGCaF5EypvjXL9NX2n/mBkhWFiqRtYsdlRoEP8ltoNtB6j1eeq435Y+",
-	"CECtfSeD3PA0FWoCurbr9snE3RJlf63EsbMGVBkLKBoMjjPWPHIlpwuGgywzG0k0COXZjDQOwcUZa46B",
-	"clPBuLBYko4pfRtQSTpgAluqdjnjjjfdoeEBhGqdWTawWh3VQXZmZs9Lsup1J5mUSs0yokaTUTk6+M7B",
-	"GBkaHRh8mwtfjtkC8khrRDw9JptuwXzqYkaciYj/yzIvVq+2bzaquJor2HeWF1X8+pxtrTDlN+Zt67Ug",
-	"K7hbLxNJ0Z+Cz2N9Oi97Ue3tfzO6akb3BuTxQkVaT2eLcngsiH+gpdNLf5/F6pS43c7oXnE7mXuK52oT",
-	"Orv0WkmCsMm2UrWsYO4xC3vvwtyjhfJxhb/UU6mcS4AeEWs1EwkrNBulKHLnJ8NWe0s9mR/nXq2SQwmU",
-	"WKRoRAmzpiE+Q12PkVZuaT6CJSWA2CH8aI6yo6rRZJ49kTa80KAYT3UCDAi16HIjINQesVd3wbIQ+/Ap",
-	"IwR2S5UzhdUCxqklhc3bjpuspViqPiqQITA+y/XzdSwNFDnnzPMw0gmBKPAqhHGw/p+kOWDJ0D+ZwhZK",
-	"rH5z+losiPpv6vq1qWsH7RxFU4meAgVF2bxgVUULsb+un0Naf8dgmvunXto2T383mKx8D6ufCbslpZzq",
-	"sGDJB0rtpPIHzpdOeeSFfvXOqugcqCDSxzGW1AL1g5Nxh2iozruIZRSYREukCSTuYyQHyoU2EVjwgqxg",
-	"bcLtAwrCdllFfz94JybigHKwQ8xspiwHjC1F+ReP44nJBvDvY2Wkk9xog7U/sHUD9Vg+PBivrBgpWI/L",
-	"V3elRNFxRRum9mWRcX1kDDPyN2fORyAGJIbDTiw28JEGY5Nc5RVZDrSlKJx62O71+1eXQPkur4Zhw3uh",
-	"MW+kuNxvQTMDFrb6w+7rVnuIUTLdi2tf/ANoJ4bVvO29us5Da4pvoBn34g2O/CMLUaG4RnoP724SY7Y3",
-	"LT51Ck/LITl6wBO+EFYkcFuqr2n+yNO3cEkuuZ3X7oMdCxU53SLrWg+PLmEEXyWoZnxRgDLZDnYkwb6S",
-	"xOaKsoqcdGWyeIjswuV3LFvaXGBDnmxx7tIgAzvwhaO2L3S/9m3v9+JMemKFPaCbXuZQ2axjqThmu67n",
-	"xN5XFkqQsQiYJx1NKm4VISr8XitRi4qgh/LxIiGqo8LlikRjYCpdbEwZ/cLDvf/XZpCHLx5/40Lb1zpV",
-	"boodOGpbq2ksKSvhn8eCB4gfKKpaYewBthlDBoBJfGUu9yWsN8kyDLfY8Xwx9AITDesU6+ZFZpKXWe4t",
-	"bYTObwJiN7LcgvSQOWjQ8mF8qoJLon5i2CRNEtCiYPP1qVATUhyGnnXjS5kLiqwmTtEj6wM5WwGxvAWF",
-	"vEZTsha66t9hHUGwtu5M5m+d9Tut039ct3vn593hEBmNuCm6P5yrw5u/ThhnkZyiRGILphtX60ZaW7Sh",
-	"vTj8caTCfmdwdTa8bvcuXp9128OwyUIXMnfMXLeg0BclMix0SS0h873jkB9j1Znstcx05F+iZ7JX/BhN",
-	"1vJJMrAeSoOJRgpBZWw5nYlytWRk8tjqXMRC/3kx3S/wCeA+Ji7haiaCzFsd65lpFPI1yIYmDbtNAEoK",
-	"pYbWZhThhEKbCpbM4yIieS8nSmPOyjpS2geLEugJg7M+r4mgAmSoA95KsktTw1SK2nUJ/yNlBDp+/zEY",
-	"ds6vaWEUIQtyA0YVH5fEh6JqnhlIk2JkaPEijBRownDLGgHbQAtWr0AtGMmn9mQIRllOecdeGA2En6Im",
-	"n2nv2JwnF65gFqe7jxSZzQFwImEzoZxE4y9no8m6PnkDAVDsdcCiRC9dcD+w+W+jOG/KeSd0OMVTqQDu",
-	"BoTKUIFBjp6z8LL1j7Ne6/R62Otdn7X6bzohqyMDxvzoH9i5fNU4waBZP0O2u88QJNctqiNVDBmVBe9A",
-	"pY0Va1lYl9j3BfLm+z/LeFAs+P/NrQelmvdbxLS8iUNOvOulZjdb2oH8q1sV/nyh6WiHNV0SNg+1xpLX",
-	"JGw92wUALgqfj2PRwYSgf66gdqkdr/S8FFPIK5TmvA165HWfvWQ2qbYLaW2tTOorpazng1Hsm91MFgxc",
-	"n3AfsjxSeXG0iXDh8xK70Rp6CmuyNprsQjPAQ8J7lxVDEWzewEYVT1Al0TrO1gV8vtwrEMQQl51gUs+/",
-	"XAwRgMxZZ3GUQpFP5PFI3C97vTPQ4s9bw/ZPebbdRW/IJgSWKEshT7D6pV/AhCsnplLGbGEpZGHxzFSw",
-	"WE6FD7VyaRNYTt+1lDAmRQnG5mHaR2yu0yTAfF8UjP7KIr4yjdwgBUDemTW+7XUvrtvA8bJ0lbq3a8Oa",
-	"G57XlcFxgokghbc7f7/s9onH5V9eDTqnX83c8VZLdUGtMP8M1gHD78U4jr7y1NvZBvwOagBek7X8w8CF",
-	"OLhsDcwQQEn7G7OLH78aNFxrnGruOaGUscwLVX2hT3yqFMUi0GUlgBztAJA3Wol/CvF3qdq141/fF1nB",
-	"MCGZuSIz19ORNQpcZALS5bc+wghMnn69RWHPCbOnk1Uzo7mY9GDqfxEWWYVTkb2CTzYmys9Fq3axpnvY",
-	"cJGEXv/yOrrhUyBwLfJh+llkXrS/PMxJpluqPDHcZVlGolDhW8dRtrJNllCd8pfpWjqORl6GoPrH6AlN",
-	"OGIluhhjPcMwXrQZwHtTYBtN1lsK5ewMedIysvWs5QDmglJoJrVHzGrv03bynnC4Dj8IcSEyj9Z9PTHu",
-	"I3xwqUoz59z1wdCLxnGmYvn4GQr7Zdz4ykw0Ib6CwbW+H9wtl2gzoZzBQtIPAJcMt8AefbgRxpkmThSm",
-	"hJxHOVfAwst+b9hr986ury4GV5eXvb7zZ+IpVaRg/pkuUTg9X7vgz2FNa/17vrFas96YZgtlLuBtoQXF",
-	"vx2h1fR9swjHr+/vS0Qf0IrVMecE2FfD9ewpA9lfYt/vo4rmV02c1dqgWd1r6xQf2QzcX5Oht/OjZONv",
-	"umnmhSww93SWqbP5tOufiYQgyIIjTeDU5HwMVGXu39//nwAAAP//",
+	"7P3tchs31igK3wqKz64yOWnRku1kJlLtHzRFO7QlUUNSyTPv0K8aZIMi4ibANNCSmMRV++/5v6vOFZwr",
+	"OXfyXMmptRaA7iabEuU4ntlVzx9bJLvxsbCwvj9+a8z0cqWVUNY0jn9rLARPRIZ/DoXN1p25FRl8SoSZ",
+	"ZXJlpVaN48ZIzLRKDLOa3XFp2VTMdSZYBq9IddNuRI1M/JLLTCSNY5vlImqY2UIsOQw119mS28ZxQyr7",
+	"8kUjaiylkst82Tg+jBp2vRL0k7gRWePTp09RY8UzvhTWreudnvaTS24X28saLwT7WU+ZTGAFEr5awYNR",
+	"Q/ElDPszvPvg4v5HJuaN48Z/PC/g8px+Nc/7Ca0nE2allRG4nNc8GYpfcmEsfJppZYXCP/lqlcoZh6U9",
+	"/9nA+n7bc55elmm39e39ZTQZS7QwTGnLltzOFswuBIPJMz6zrBkPe3+/6o3G1/2LHztn/dM4YvHlcDAe",
+	"dAdn11cXo6vLy8Fw3DuNW+3Gp6jR1WqeytlX2kEquBFMwupZqtWNyJhdSMNmPE1F9sycMD7lKtGKSYvL",
+	"e6OzqUwSof789XVyuxDKwqgiYdPcIoh5muo7kZywV4cvWXwxOO1dD3s/Dt73TmNmrF4ZBL/SicD1vtVK",
+	"fB1Q/qylYjOdCHbHDeNpJniyZrkRCdMZW3DDxP0KEB3XdaHtG52r5GutbQqLmMtUFMgq7qWhQ73k61Tz",
+	"ZKz1Gc9uvhK8pjpZM3E/EyIxTFrDpgCPE6bErciIfDFpGTdMGlzlWOtzrtbuhps/f5VDbgVL5VIC/jXj",
+	"YWfcuz7rn/fxsp6wKZ99ZHo+Z3OdMaTQB0iimSGKDHRvk4YfBCJetyL39PMSucdlXSme24XO5K/iKyDM",
+	"uTRGqhtAmEzMEYFnmUjgKvIUvjXCGKnVCd43Nku5XCKjwZWK+5WY2a+xzpHIbkV2YGQi2JznqWXNb+/v",
+	"Wdy/GPeGF50zILRXF50fO/2zzuuzHhwZYRUQCMOXgq0I79mdtAs8Tj2fu22sMj0TxvBpKnrKSrv+8/fz",
+	"k0jTA2DIjtpJNdPKSANT0hItXeVnhi25knNh7M7r8skzUsS9Ljeij0ey4taKDKb7//+zc/D/4we/Hh58",
+	"/6H487p98OG3w+i7l5/+RyNIAMZmUt0gd+JGDIXJUwJCkkhYPE8vM70SmZXAh+c8NSJqrEpf/daYhRU8",
+	"BBu3zk9RQ9xL29WJqBVSNgWTqLEUS52t3083H//u1SMyDbxqDCeiVz2P7kLMPoqMJXI+j5iRN4qnDIQX",
+	"uAOjv58xAScZMW7ZUhvLXrH38jVc+iW/PxPqBqSiV4fff1cDRjPTWc2Mc5AYpFbs//2/2Z2QNwvLMiCK",
+	"ImELns4Zv+NrNs/0kv0qMg0S3yuWiJlc8pStUj4TZqKanC3z1MpVKpies8P24eHhEZOK/fMwcoN+aJ0g",
+	"KoXppGFHSMU63YgdThT8ydWazblM80xEjKuE3S24ZZyZlZgBHZg56PA7nsECtV2I7E4a0Z6oRlQcQqLz",
+	"aSrqT0HlyykdAkG3RooU2VIqboEe+RPAlyJ2yOScKa1EuzzdPnJs1DCW29w8ho0/iiyRMzuihz9FDSuX",
+	"4tzUYMrlFYPfNleyB/bd8TSlIZ/04qey3PxPf7vCxjyGhSWHiUpXpXTJwgEU1+FDmFRPfxYzi7efzvzR",
+	"q78hxylzJzIGAOaZNFqxZqJn5rlQN1KJ9jKJ2MQPbSaNCGUlwE9xDwJ0lqfCtNoTFePnGLB1uraCiV9y",
+	"nkq7brPY6lRkXNnYzSIMS6UShnFkyJlY6lupbibKrOCWRMzyqUGs7g7h/sLDTIAWBd8lmV6tAONsxmUK",
+	"f4jlyq5pSFjIPNW8PJfVH4UyzAjQjlBYXbPOqNvvs7uFtAInjcJNJQQ2EwU0XSoW86kZ6zQGshJnIsW/",
+	"m5lIuZW3Am45AYP4KrvlaS4QHu4qxizLlSmu5sHPeXIj2CrTNxlfwtUnhqeSqb4/YUaIiRrRo57EwYUH",
+	"EWyVaatnOsVdArIhhbgVMVvyjwBOxUrfwuPTVCyPWbEUiUeHU06Ufxao5N1Czha0UqlwMn2n/Krg11Tg",
+	"Ov2y4clooixPP6JuKy3Tt6iehGeeGWZsIhUemrGJzi1rruRKEPogGCYKV94iGgZHkLif4c7AQVlhbCqB",
+	"qRbLBfXtFgQerSaqBlv720Awk0arzS60Y9Wx1DHK2wjKmV4uc+XkhQBMVvmaWW4+7gTlkit+IwIcA1j8",
+	"420nsAgDeLmSwgD1LwErmijBZ4ta4MOC/Zco75qtKzpRk0Z3a7kPbbqxKQIQmldI3X7Mge7EZ7zoYPMY",
+	"na9eBiT0ONIjsgo9PoZHN+kxvv8ABX0jU/FEAYqsJjsEuOuKBPfNgyKcWfAX3373KEzoKWTNv4p6/sTv",
+	"CfSvjr5/9fLw1ZM4Fm4nLMbN8gDELh1l2ma+P+g7InAbgom3YiR480Ebb7PO1IAwvRRcGRan4obP1vFE",
+	"NUGGXgehmq3yaSrNAgg5GdPQJjKXIk3YRyFWBmkLcginSiA9duMdM57d3LJYqlVuC7qtc7vKbXwCerdl",
+	"hyhrHQHNf8F+6sDrjhBtvE+vMY5MNGbNglzpLBFZqzzeRB2xnzoRe8FWmYCd0k1FOZU1kR4m+IBj8szw",
+	"tWFGtyL2kr3p9M8mqinVPOPGZvnM5plw73Z/6HXf94bX8EzvtBWxv7KVlsqaY6C7IsuYsTyzBsnARMX0",
+	"I5vkh4cvZ8iw8E8Rg35S7OCXXNoVu8uARzJpkaeB3OJBUDwcdol0BgWBdM20EhtclQHBJlYQEfXDlbRZ",
+	"R62B2d4wkRrBmiit0pgznYBEcMOzKb8RkXtjonRuUbUEuXnJ7y/x6w8RkO2MmwWcHEep70DntgXoVoVS",
+	"NFGkm+HpgrSl4Gr8s0FoAleT9haktQ+btzVq3B/AWwe3PIMLY+D1M//6OLw+oteL2zJ29MtPiQCDGZ2c",
+	"BHIqyDCNgkZGjRJnb0SNCm/ac2k9N824mOaNm2YUpulXpulWp4EtpFwuS2bcJ9DIeSbEKNW2RkTHrxk8",
+	"wLQKJkKWoZKl9B1rchA5FKDIz3rKFjp1ZqnYwKux05l+1lMD2naeKdDKdJoE/Q+JxJKrdb1C4qnld2VC",
+	"eVSnEzizMqnLmyYpleglkwlxd6BxAK6IzRbaCIXyjN8bSkVA7vgNlyqaqFzNFlzdiASkCKEKOwiOARic",
+	"CZtJoJgoNsPuie6wO24mKtXGEhTI3EC/mWIctCabQpgDkfmW1MeJUpouoFYz9+OC36LULRLWBMkyYRZ0",
+	"zDtu2A2gj0jciP4mWZSblLiDm486AQgZj1k0Dj789ted3PCOS1un0gFXSbWn8GhpYku+phO3Jds/DADb",
+	"AhH6Tmcf63VAf/hH3x4eHj6JURY4HRZbyybp1pAz5InXBnAa/pdWLB9VinEikbzTUzSe8Ps+vQVo7VbF",
+	"s4yvtzaCs+xcOo34tHXDwS9Xtt73NNM5YpB7iC6Ld3ccO3sHWkFkZmzEpJplYikUqW8TRSIBIbq/a0AY",
+	"6GpwN5RWTiD3AsGCJ8QLRdKeqDO6EIjWhOhOoPCPu0dZE+6Wu4fuWkUTlQnCf2A6eKVxoESSSyET/m3c",
+	"QovxTKBh3219wxCzZRmppT3kldvD+RY1Pkr16JPv9PQ9PPYpauBWeis9q3EWvhFqhuIUKNKgoqoEFD5i",
+	"9u4glLiLWKLvFJpsSaYzeWrLp/OwAaZ2w7isoVhyCbT/M0wxcAlIbnwMGOf+udI7+wJ7pfWjeswlPPMp",
+	"avySi1wkj1I1ZHM8QQomSEJee2sBDuG5hL84E1UmzU0jgZIDkxAKn4/QOYDfcro5z4w3q08U4n8LZE9u",
+	"8oyMJMFTqtGAqQJzTrjlU7hgs1TPPh5PVOBqoBUj12VJnqHUEDkbOBonjOXKRszooNDiCBNVuL0U8bY2",
+	"GwcpQKw0SK/SklPH2Z8Iv54ZEGgXcA/buM1zEwdNAo2xXHk2mYmVQAMQWlDpPsM1LnNVzvCuuzeasEz0",
+	"2wNsrecueKNRumxNFOA6TbQBLE9M9JS5BW5d+T3QN8sVTLTHVR66J0ErrBezAMFABPLGBwDvM8Pw6QLp",
+	"ULYiKUFasvTAcU0UPOeM1Mdlq5VIvBnD+DdA7EJR4r/+1/8maj5RKIZ5ewyoQWTIrtisQGdolg1NAN0N",
+	"a1UrYsGcwr5xvKLOXIPHN1HFw24w5sw1LUKy6qkhecZ9oGBmbIHdAVR+nAXs6CbT+eoZqLMrPpN2fVLI",
+	"eDTWRBWDId6jnEsjwZGlAfRCJaAM0TEIfitFBrNztX1a0rAFR56lVbpmViMkk9Q5190NQIdDLVaWztK0",
+	"jtnRLna0v1xs8ulSoutxD1wdFQ/XSCJoLC9xpBo+4BicI71RkDYqtLuyqBInKG5VncRzKlZADdVs/URT",
+	"+g+Cp3YBlwvQONUznrIkDMaap5o8VlwsgS66NTC5RM2W7MKetEYskeZjq71lp0uE5bLG0DJa6AztGSlX",
+	"jvCK9k2brNNoJrDi3p4wpZkRs0xYs+EMOzp88apGBF/gphAU7rep1qngCn6sM3vxg18//NMbu44fMHbV",
+	"25z8fPUnY+DpkeVW7JIr1VzeONYD8psVyACSpVTMCBvkSryfTeA4yImmqEQkjGZHsHvt/LJ3cdq/eHv9",
+	"Y2/Yf9Pvdsb9wUUjavQuOq/PeqeNqHE67PQv+hdv4c/+iL7dTyO/FCqR6uZHkcm5V7KjRk/xaSoAe08z",
+	"wnf4Uxr6FpTwU2lW2kjr7tqGQ6fb7V2Oe6esCRRRWuuZuTO5tUAO6JwNe53Tf1x3B+fn/TE+jfSDInpS",
+	"JniWSpHhCyyRSQUifoZG1NgaZ8+dd2YzsbK4yQ7F4nT9YnGH5IZ/2vXroShKuD7VyXr77sycy/rRAAB0",
+	"u2EIAFw2s3shFBRXXcdgRc+xYKdLkAaLe8uagH/ini9XzqGi53NCAjJgIpy38H6nE/yHfMnVAcAPkMPf",
+	"cJS3YEZgOTtue63re9NvSc7Hh3yOBbS21nbOZwupRLE6OpkZxn4VyLQRf9eIGnXhd42o8W7Qv7juDk57",
+	"pUeL73r/edkfbjx3NcIvLgeDs+vz/ui8M+7+0Iga3WHvtHcx7nfOSiONeqNRf3BR883o6rI3HPVOcaxy",
+	"RBt+HF+/GVxd0Lyvr8ufO8Nx/02nO8Yv+xfX552L/pveaFz+6bw/GhHlOOt1Rr3rswH+PuyNrs7G193B",
+	"xZuzfnfsBu92Lrq9M6I5lUVddv5xNuicXo8Hg+uzzvBtrxii2E45PqoRNXwYTiNqlKJwGlHjvDf+YXCK",
+	"i+6cnQ1+wqf9IY37573B1XjPS+7MhH11y1MJV927Ca6UyVcg1CMBeKelAhQqnvPf9Cgkr/TNlcGPoEud",
+	"S4MBnXCiIQCqGGNEYVBbX4zylciMSHCcC52IobjVH90nF/UH801LnzqZlXM+sxfa9tV5IUX4711MFhwj",
+	"yClnGn+lSJwQMYqDdrmaiZSoe2Ulm0F+/vVi/UNuxRmFu3k7LcUEXCl+y2XKyeV2LuxCJxfadigUE0fC",
+	"cxjLpdC5Rfr6RnAgTDXcw0voDA4YeAhFypq2e8VUWMHUncBcpuJaapK40PcIhCNPrbyGnx6xX0eNm4wn",
+	"ItsTr167Sd/IVPQHCMkw5znM+YamfMiWHTXeuik/hYGexm7eoIKkyP3jHUisCZQn+KoMSucnjJM++j8L",
+	"j7j3gzgdpOxXL6LJ0AnuprDO5QTTxs5PPFF3OvsIzCORmQDdaI1rQZGG1oNmY+401Ji+pCHsQmTiZKIw",
+	"ZopbNCKA0gbKA1v6KEMaBUNTpWE/dWhx3PuonPUYdRDOMnGTpzwLj+PMTc7MeplK9TFib/pvBiB+FMv1",
+	"G8EAKXoHgxoj9lOnFRWgcAtB/3eb/YT+bACmjr166HbLU6PrwhAoxIAHSJMxm5xbSqNDqbxT547T5I+n",
+	"s2qzC0BBtOStUi4VPY14SXaAZW4oDnqKqiwp1dNcpgnLQQFtxqDBxBHD/9t/gb/+0v6Z3/I4mqj4L+1Z",
+	"yo2JW202zFOBsRjb4Q21iDdp1Dn1A8bs6Zt+0DVdIM+XGA0Pr16Ir54lnt4JYoLGLZeRMvKRJeHISgJU",
+	"UFQ+1Ugu7vo/MViKzXOFUXkHGJKFTliKDFmJjKVc3eR4K+DciaYxo/NsRsaHiXIxxBicJFOyFMPVEEnp",
+	"1oOsiJYywF18O2J3C21EwFJ8zHnScdumLmqLtkhRIB1WqMJwWxgPqy1A65cMlKF0Fxnax9G6NlFNL8dc",
+	"n3Uu3l513vaCbNU6QV0rldyw5my1ihhgdsRWa7vQqkX5F3BVYPkSbciwzcSAVlYY7cgqpLNEKp6tPT+q",
+	"Q2+/g/39IwSSM/de1Udy9B2aOPynRxwmxdwfdmJXmOdpWDYukMfZEroR637zTcTe8VsOKHOJEC1OUCZF",
+	"oCs8vxLZRPlf26z7vPvNN8fbyOWJHRKj2WrFnrs/T4io0iKeGZYrjDpCFIUnyJsRkNg7JAPzcWg+UakU",
+	"bCrQUw90G9Zfsw6kesxgmgE9XJneYb97LBGzFOP6cKkeFE0MF4R9kl3cCNs6nqiY7g/QbR+yRUHCOy4a",
+	"PGP4rUhYrhIAYhONKEanORxOe7UOMV7FIcklGqhbwS4Y4AYAJg6b0HJX6wDjErj9yoSy2brNOu4kj76j",
+	"cC2m5xP1ip3L1xF8dy5fM6tvBDBwuNiBCSUslR/91vBonnk5wExUE+aKGGfEZBz5vL5erWd8thDX12gY",
+	"oEixb7yEQcCSZqI8LXj14gWLAw3wWVN1txPXvr/nshR79ZRrGYWb+NgM5VtfoMUXiNraQRmcWFxPIH4Q",
+	"PLNTwe3nxVIEs6J8AohLhs0KhF++2AZq4k1PtRyafD3WiHQOuOsfZnRbtGKj/ttxb3jequPGUWPuVIn6",
+	"wcsKiCG7lTN9E3ercjzYXJKnUt2EQEi+4lOZSoDVpNE69q4eHwDBKeHKm81LvlvyNIlkguQuUFe41uTn",
+	"rOhG0jJ37KbNvNHn2A2IdnuLvlKDcfAuNI3ieMWt1Llx85FkCo/gK2i+mSiKDVFrv1u8tHLGUOMKbhTc",
+	"Bl2+vVDA632Pnn+FtdZkJhacp3REbq0R5rlYU7Vwk25jF2I5UU1YPwj55BAnm61Iah0yBDeLkwK5BlIE",
+	"YEOJqxRKk906eTtXUisKRyavKTxkGLcTFb/tjdlzvpLPb4+ehy3G28fHak+P8GLj+J4AfU+BhvjiHoeg",
+	"Zzx9MGSq5Bcif0PVAI7pmIY1vVduKVUTn4u8SRxGabUejol68e13e3opfxSZqTVKXwBMSRHC2ACHGLf0",
+	"vHG+iknjo5iJAzyAo/Zh+/CE3cxm7OhF+0X7cNLYMGF+e/SiTq+AHb3OzXp7Ee8wOsyFkYXYsj+49w3i",
+	"vwGIqEqpK0daXmuJ4D7CLT4rhoiwYihuZf3x9H14jSHpKbhMKCTNlFwmuOaIXCutz0ipSTZ8OA8zrNKz",
+	"oIHO56lUAnMvawMoPJgYkm2USgtpzQcomIW+U8yN9RkxKcG5/uWwpgKUaPO4/JRbAKhDlbq4xA573X/b",
+	"vxiD0sWBAfqwXLo2aNAjn0TjuPHqxUbY3tHB9x/+eXjwPQhAR3+r1+b7ap7x/Zw2T3fJFIN7v0zJIfLl",
+	"fRob09VclkoMNiW3kkzdNEI4KaWNj3Xh64rF9LTTOx9cXF9dDHud7g/O6N4/d3q08wZ0BxfjTv+iN7zu",
+	"DnudsTPoD66G3d517z9/6FyNyIrfHQyHV5cghl9ejeFzyUXQHVy86eNglcDnRtR4d3X6tnd9+npjEeHr",
+	"Yf/tD+NR2Umwn132FB3bVyoTfLZw5ug+sP7CPt4lr5TIupkgXB8KksV79wueGzJud3WW5SvbV6vcwseS",
+	"0byLV6NR5GpwST+8A9HjdFqd3X05xDCHstX8wyc0x793QXIbrPXqNR7F4ALIRW6Eix2lEHI0TDn6eODi",
+	"TAUIIOn8AG0ylCo/UVajUAdk54SsiMECg0l0xccxiJPx+163d41TxM5WCQzTHkiFCUZoUI6cil0yUVKs",
+	"HQmupABihA+G0P+sp9Xo9mJrHjH2PNtROZACYe9hOCwClJ5o4/BSgA9/QetpliumVSmIhhRPoForrVPY",
+	"ewgWQ6GvvdMs9BSFcP8Ivt3aHo5RR1He6Wngd/4k/n7VuyLf2tXFhb/155dnPbrZ4bIWV3q/g/o7hhfC",
+	"uCTokOdjlQq6WuG+FJfKneOoEr/zlLh+r+dv+EfyDHHQGVbIkuHMO84sE7Mm+ogO0IRR3AfTCi6Tuc7w",
+	"FsET7X3l7BGOXm9K+HLWg53aK/oXXBa6Ffe2sM29+Pa7mjT0F9+9OHpVF3tTQOTxQNRR+dnKu+M90uVG",
+	"1ac3kXxjsI2VReVL4GBTfw2k2tfcUQVsDFcrGPCQDqDS6UL7nPbXZj+B8Oqyq4I1bobq+FSkWt2Yksqv",
+	"54wropMwYuTokFRl03fz1eH3ExVXYgjiVmVskIXXwCeA6bRZXOgwMFjMeHrH1wY1+sQlUjW2g/zJv12P",
+	"U1qJA6SUM1J3nXAujcldNGuhgjfRX8yO2ELnGctVCvCBpXqBXhtRlAMoUPOvLOFrElXKQWEv/oaCrP/8",
+	"txos/WzSGTa9G1k+T9sJ4QAPWK+KhyKvEaiZaLP3QqyQwSrGybQaAljQZFTK4dm8xk7o959f1qmnC23s",
+	"20znq31Dy2GiLx+Gvhl7R5OEaMryKqMyPOtOquzlqALb/8I+irVT8Wer1dFfIzaDf37mtxz+J//Qy4jx",
+	"7CPolvA9DROx5dr8kp4g1y9lh8My2xtqSinu8Jv2NZprXx7VaysbdpinaixoWu/q5ZLXSY9d+h3jkYFM",
+	"YPWC5m9U2OF6Of1E9iq5lCnPqDDIQqfoFUzF3NWIaZ24qgZwuX0ZjceDNdGBgLmQD2TiFvyYrPto3oQX",
+	"KbmSXDuYsBbMMiUXA2nVeAj5NJUzp/kE19CeZhpxbzN+jjB5vbZ18gP9GBIatGJWr0pp89NULJ8Zighw",
+	"hud3P56j3W8hePI5tglZpzu7SMWqs63A5QfQ8Pqbh5BwKdWD+wdKZZY8TYWxjLDHbRaJvReeZ1xRnhJ5",
+	"rE5Yqu9E5gsF8EzUeHE/AzRPyXDJcrXzdgxzVbkZ++E1uol5luyAkvsVnen+lJxpkTlfM8rHAZ/7owHr",
+	"fvPN0V8Jb99eXDFxb4VC4ZM1D4xN/ueNyuGJ1hZCI53fWuLtLtOnowcZJoVV7Z5w18kSvlEHxMeEu+Xe",
+	"fPMNa56KqeTKGUMPjl61dtlF69a3Qe9lidYH2BZ7iDaJXOVMK2Sm5iZvoXYt0xDcCKo98/R8yH35YTWp",
+	"7QuknlVP9tIJmuRwxlhzadjg/WdcL7OPORRh5oyh+yRN0KA7oX8Jmoow5jNqhZlTV7hxtwn06NFU2oiG",
+	"GmvL0z8+1tdCC0zlepQS4kOfEHQI45H4ZYfVnXKyi1RK/4YzvYf8SVx0mx1SeYyJKlJanS3EpbUyRxEz",
+	"60tygZ5TlBLFBCSZkR9NiTueOp9/aakx+6//6/9hR8EZRpoLqOHcMKOJcEkLStWNVKhTZbkKdpymyzEi",
+	"IiLVTQtT/kBvcem+PjHK6jug20XlPPcA+TUpgwzdrDxN136LJ347zseKi3NTgiiQamMj5rJzk4jCGGAb",
+	"W6m5rYlCVW+msUgaQBJj533mLjCpkKm84pmNWL7yJZ+clxJDF5WgBLBoy+kA8Jhzmbozji96P/aG16Nx",
+	"B4vKfkZG4D4Xv4x1HmOj0sWt3Lyd9GEI+P1vSJofh8DOLe3IHBq8Z028DJgCezYYjSk1aK3zzKA5dakz",
+	"0YpYMMax5szbzzCtNoRyV2z9g/eNqOFi+p9qxxt8hHcpkrxqq8Mg8KdSbRIgz6c75eyVQPHkpAgFpsTK",
+	"ajzzw/UT/nb0/YvH6DTFI72vWcgoiHEU5DjjK1wV4OofWpa3rz28sMfKB36ZtXx3uAcvK8oObtQg5Wm6",
+	"tZZy0aRqdUna0UbxEXEvZrnV2cPLfHm4sc7H72GoZRhQrXTYdTfyvJSY/wRbYH+5zK1LdzIWEyaJxflA",
+	"0Y3zoEIm5QB3hBwFbCvNYvNLGrfRWLvxDv4ShUDb+LcJbmLSOGYTKtozaXyKff0UHNWg40JW9C+gJGRL",
+	"RIFsKZRPxTg3WLxoqO9cePCS36PIzG5AjVVkZ1zyNZsKdlhnN8Q59w4A8xDvOumkZBnH0960jc+KipJ7",
+	"hO7BGzchqvrxKFzUuPWjEUuUm7FnRQu/w1DWItDKBwVregrk8F8er0f3C+AoYJozs1PqyTY5c79QUTBK",
+	"EzetYyfmudSOcrGsyHv0JJV1mCisIdZmIyGYG+0JwUbujcfPeeMeu7xqB7kCCZzQ8OBV7vKnG2ufWHoY",
+	"kwNGT6ySRy/tLJW3B8N66ozuLTdlFTMO0YXMUnEjrVxyK9K1s/ZtlKP7nIq1mNL/cEXAo8PDw6cWOgo1",
+	"bMvwLwN2A1AVCIRlPYQ73hfvhSeg4o2oMfr7vuEHrlbu6Bdy7w9yO9PLis/1x97wlPIpe8PhYLjnuK7Q",
+	"cMNnJcPgl14LLFZ7ftk/Iz/uu6vTt/DXvst2WpKLV8AYsE+U41gXyuPqx2qdnoT4gg1HWJmqlOXR2WrV",
+	"iBo/81sOjASt7o2ogVZ3wI81UL89F40jvaORLv1IHTfSOY30KWoMSQv7tzb07GV7cRv5ItYXN9ZQcFNn",
+	"MPxpUSoTdyN9WKuLXp7y2cdjFwES+9IDMWuSew+jCJnOKFJV36lWxOLRD1fjcf/i7fXp4KeLOCqp23h9",
+	"Dei4aeLz1pY8AeHIp5TurIkVY9DR6LpcxL+oOTFRFI/KXYoswyQDVIVRycKSLaXiGKWKNBhRru/URDXj",
+	"095l7+K0d9H9By3+GLX5hwppwMiutrCvpYHuIwwBR1MJ1rmjwisERgBpqxonU6rpUIEeBkVtbrsRNTbW",
+	"uW/AVFHfYbTIrZXq5lTfKQxUgoOpZvYW4fv40IcyJn1ODgEh1N7CY7AJbBWWezA7IwtYvsf1cldiK8aG",
+	"VhoGe/BSfZbL+ImwqJK1p1Xac1M9sIcdVophD4sEnLImEAWFaBthdUydgXa3s4DHQzaNaikGmsAbLfbN",
+	"8idDmzdXEF4qcff1sDJYsp+Cmk85FtzN10Cssz8HrbAQARDAz4jSc+kFStxbX87UhJ4nmOVBhf6anIpK",
+	"zdazVBy7byNM9lT+ReBNqH+naavNBipdF7VO3TAgGnuXa5OQe6IIuz1OF1hO9WwwHnC7WB2ZvD1XmSgy",
+	"3cahZGeMN4Bqxv7X//rfhQtuKZjNuDKu/0al3hzmzroMu6VWqMe1Wd+l7WCtOHNcqjnnc2txFme6x4SS",
+	"O0758esoBBM5SLtkJa1XWA3wYKXT1MAqcpPztM06RTKeg1mVt7VZHGrU+mr2uGKqdycTsVxpbFvjxURu",
+	"mFYsxgfi44IRk90/AEUmroJ0+MbNj2eIdnqbydDXoVJKj3Z5IyhnZaJKFWlrcwf3qhWMwRHiDqNzfeVa",
+	"aUqYJBWerC9A+SzUC6YAW1UStBZYJEH4dFXzLyoo/Efq5T5Qm7aYYzeBQJ3GPJFC/IS54kE+fWbIPnkn",
+	"lI38zUH4hsKSsiAdE7XUSlutMIxEAzuTit0tdCrYUqapdL26XKofxlxRavu7UFRx0gDRrePHX+LEwOhW",
+	"PLNerCSM8GKzsTpzESUL4V1Ozh6ItxiLUPq1Z0ueyl+Ly0a5yIm8QesjBSVN1HZBLV/xDwvwYQkY9IKF",
+	"u3NLamWpCDT1HHGh2xbbdhkf81i6bgXBoDqUnlxO1Eob+8w4wKDt8aNY2Zrstq3SlHTViTT5ShlVErAk",
+	"l5y76sa3GfN0znCZTFSclTApbrMODe8r45KOseCrlcAgy8MTFvuinUj4p8GfXqopGkpvKu0eT7DI57hg",
+	"GrBxVHlEOmczrpwqgznMJ2XaugQKNXP23fpQTLR3ne8IyMEfsTDKvGTIC2nWUakFEyohz4xvqjJL84Sq",
+	"UzzgP/nu1eE+/gFnkuuCSpU8sFDMQXehHLDCmcaAoaWgcjBlnuOD1mDI+qRdN+KDkKFs/aJUJ/ZB8OU2",
+	"S9MYK1YgMJBSmGr98SBfEW7Flc3FrS8EMRfP8gDEipDmLwk0emQX0GrnfBA45X18KeD4ss07YlxWPJNF",
+	"UeJgNSBV3LtMXLEDVxs1OGbmwsJKASV0BXS4t6af2aBBgL5cSGu+0MbI17UT+t4V9sw4ngPiZETHvOBU",
+	"lU9SsRUsJ2upbLEn3FSn1tHaqUaCEnqxIR9JJaY82DtBMu7yC+3L0cwdF7FUphwEnkAxyfCD7LmmmnS5",
+	"lwrFmnyRpWa5OjcPZ0oggazQ06K8xRdZgwuqq1vHVai/62sZF4WQFfY+vROZh5cLc+E+gPGLru4nni0f",
+	"hNMzU7SE4ibY4cK50aJ5lsnb+ipIUcNqy2sdy288ZSsjT6k4sRd9vM4CoACe+yUgsJkKWxCj8smVSWmZ",
+	"F3kMiwLfLl/7YsubLGCTiVbPYbeQ/HlGjZnXvR82KhVqOhAvn027X2rsHzaD68Jf8tCM3q3iQ+HMftty",
+	"ygUFyiaug/Ye7R3r7Rzexu7X/NB5fZbZJqlW2H0wSb30KMUh7pXbHnIC6Z1ddTbI6B/UGEQ+oOqkq7Pm",
+	"qhyDKi2qsVqRXe/P7RhSBlFp27uPYiTs08utZfpXoTz9McKeUIdFQ92n7kHXy9MULQGjv5+xi6uzszaL",
+	"sXRM7BrpOBBR50qthE92wCK5ab5UdYWC4fuq2e7RCPACduXfC0O4vqsOGP6AHaCN35UTfurIVfd+XSAH",
+	"wmPXbr579dQpt3LqCVpuj3UY4Iqvfh71nGr9SLslF+KEJiA41+AOxTjYJmdXV/1Thl3i3N34Y32JfCfO",
+	"nfVOxthlAAsgh7adlZQEUq5Xgn9ESxO6vGb5Eq6yNOHJo/ZTe8RsHI0D3faKHzykz8u6A0LyE5f2nNeK",
+	"WljX1rVkOjflzk0LrdApoZ2d+A83afpjVUYWvooIVgu45Y92AK5lp09O9ENSP7a18hm6BViKFzZkRE3X",
+	"QVxLqAPPZxQz+XPSCwEJlbj7QwDMCnHI7Cz2XzL3W9e21bNGV6jWeydK0lXkTNDBW4H1MTci3XXJOSHJ",
+	"DJfl4qTo8uICv8m2tcpEwqlPItMY+Uf2OZG6Rk/bwni2YXTdb3+u182O7dFo5HRxyrqzI7qUZZGmhmGn",
+	"2RnxfW8WL9nVOhNVgoVTcB8FByugMVEBHCUL4wZYqGLjHUYekDuDTiVXH5W+A66NxGXd2gU/Z4Dc0bOq",
+	"XNGoSK5Q4o4BSWQyOWGYdOntmJVUuc8pCkTDjPVHUcMOXgueiYwaaKGsQsshS690RUmo2YLP94Blfk6C",
+	"8Y7WP1j7qsgSX/I16bLUpgdN9UUdNudNxpCSL1seqwKmjTOMHklD3iiS5Gsi1ZHrCjXdJkbRJrOq5YYh",
+	"4m+DFus7kR2gmWIh7tnoh87Bi2+/cw6BTdHi8OB7fjD/8Nt3r+oFiVKliidX9LKC0nz3qSTxhP7ET+7Y",
+	"4pdSC8Rq8+aniv/1PdOd/4ZTHR4XYBQV5WiruZTOq2JLBWf0nMU+UTSOyLXtjHsxWjEfrme60Xbk3mbc",
+	"GT9TLpMwXCnZushOcos05UipIpl5plcYCuW7DbcXMZkZCQBmIVdUj7BVqkWOjKhSjDxiuZK/5M6To6i0",
+	"ZNmQ5AGRG2GOKVbMrbTpi9NGrjZt5AvXuj+ENe6vn80JNfbCqsRcrRlWMsclRNXdS3VTSR+HCTFvvDVR",
+	"rrn9VsVa5grWlsrVmkq92miicB2wIKy5IdRtO2lb0zphJp8Bd3TVa1mpeO1E7ape+8fL1H6J2jKhmXFd",
+	"YCC3IOD4VtRMZ8y1ZC75e1x3Z2BnibyViWv/oyfqRt4SIswzF9rg7ApIzChElzXd+1iMKZWCSTVR1S7L",
+	"rY1W3UfUZJ5TwwmX6ObabbuwuvtZmht5K849qyBNt6Zj/EaQ8i5Zv2gjH9q71eR1gdCyqzvcM+MdU6zp",
+	"UzwwvUPFlYfjVuQkbKJ81DjhmC18M71KQ/+JqlSV9iRLWmZ5+tEwqwkihZH00YTTUm/1PTAztGIPdYqe",
+	"Grru3nq0sfwfS6sqzkaVHIbs0cOaqMppsbjUWIRuxMbpkZ+qe3k1UVQ+wedObWBx2TvlJwAa2Tw6ZAab",
+	"ziYCa/1VW3Y8oz6WpXwf12HQu8Vi+ik+mSj3Z5vyu4p6RmEkmaRCCeOqWuzKDt2VS/a4OWCrTlOI1i8d",
+	"ei0fL5Jenh5B5ox4o7+fhaAMHiDUZqPeWa87LkoaA3J6OBqbJ0Jhl8/CBugojE+WiKNQuLzkqwAumom5",
+	"yISaidEvaewqy5Wil+aZMIuimWmz3LjeUUZ7p1sn7PT8rFgeDAMa1ETFt6XGbTH7JQeZvqiPEtbOQt5X",
+	"bawT0k3sWzMKz9W323OQ6aK97YICMOue85DZzzQ/Er4UcahE8gDO/fXo8G9/ezyoyaW1PTURpd4zkSUi",
+	"o91s79Wdy/s9ksMKJPbpYWUE2bSKfvvtyzorLw22/fzuIm5CJNuPvzr6/tXLwx21TjaSBB85kX1AWMbU",
+	"bVpcwe/tdElE7JOte+rLEu2XjfZLWmlz+DRfQ/mQy0dQQLfAktprsgGBWigXSFu6DFH99XyYRm6mMhHk",
+	"GhEAet96myIVmHN0uqRMmk0APk1d/CyK8OC9Q6TY685snCW9WCJSxUS1UN2ogbjNXqa5kcA0kX96wl1E",
+	"1uxl7X+wUWl5Eb6Y4oPL+CgVLqRYhFP3Omdvsf/VaWfced0Z9U5ckwP0U4CShFwMC8E6e5TrS9osysti",
+	"RVpWFIutc2fg1lCzf6AAlU8QfbJSTu+V81pbsFtMD22TRiLVTXzMYpMvY8aThMqOUNo1KizmhMVLqWLW",
+	"RJtX5mOXI9Yf9BnafM6laoXox3wJM1DLM2pajMKZ+9VXyUI9xis3MEOexq6Sf74sXkCNO8lntqL/+PdM",
+	"m12pRGRugSD600BFBpRemYnithSDOQtRjrQ9dhiCNDNYGRzm6H3/8rJ32p6omBKfzEDFpLCH0HafTnxM",
+	"ttZCElkySXVeOl0070oTzsH9AHJJ04PZ+NkiWhA79D3FMIB9u1eUz1au7yP2tDTzIll3M/H4wUyhAJQ/",
+	"OtH20A4lyzTZ5Esy6lKjwr3LIMNb5/jWeU6U2Z3D/knM28VV3fvFQh9KtnZHRaT6ibd3oMTO+1vI5ESG",
+	"ClykFnjc5oY1OaA+eQ0iarIRWvlT/QOHeK6RAFtlAjdrJJXHUtpOVKfboro8hJzTdfiArRnyVIRWUk7O",
+	"ITOYyZcTRYSApnsWepjXoe2S349ggs/I+jZb7xUmioesEQSmPYNbRvTwl8YhGtXvISrAUIdNPxbhOE8t",
+	"ArbDa4Xkh/rpcGB8fLYoMAsJZdGqbCbKhS67vf3DVijXD27APoUsyLh4pm8eqs/nQ7jd6r57xd7L1+X1",
+	"oalhlQkrQguTzb7Ku9SGMipu1olA3gZ8sGSHCzE/QU9+ei2AJ3RJKCF87eoCl3TsrVmIWUhL3NchmSuc",
+	"tyt0j4SkFW0UqDlsHx4eHjGpmDMwIog+TFSzPBfwTorPpTZ0es6OnqPqWCRU5MgfUYFvbZhNvsa9faw4",
+	"4E6QHCOL91kMhQAQhTyzkiUJxWRKZ3BBdM88BSU5SZWEJWfnqJzP06uH7HvFNsnRThJUuYsFij7E76pA",
+	"r6mIgB0aXChgm9W153CFeDAom3vgtdllZzjud86OJ8oZiTlWxA4pHN4OyO84FYgrLOdwcdBY5MO7DymB",
+	"6MjJqe4anzjz8896GlUqvxjW6WInR1oCpdzYiSq0bmn8j+3AU6VzxLuN+NwT+Nud9DMzUQT9Y/dAEA6n",
+	"YsZBdXCtKBAvODXfd3n5rIkybzRRKPG2aOQKB98QOjtdTK4XPFOGHWLsAAUUOHHBy+/0yYFmU2SGsYRE",
+	"XzhKtx4mSmeFGCtSIwK05Bz9TR6U/uvS8xOFL3S6rNntef9beCfLldnI+O90sZM6DtSIGj91GlFjTB3R",
+	"8d/BGXVhaUSNLtYloYn2lBs/e/RPaEGa5Zm06xHcTWK7Siei+7Qy50UaI4bJTdcsvhyMxlSkvs2uDP6C",
+	"5k/3i/POx21vc0ETAIYyFPrkwtqVDyRyAWQ7cl1cwhgFQYTFhHWE2fxSdgdJ7LGgT1j1Z653htRTSJ6/",
+	"vdx5WKmEflHCv1LqvxTnMlHuIfdt3GqzHtXv5HbBUqzakZMa6fvN+S08x6ky85yUS2kmKhFKEiycj4GJ",
+	"+5lY2coRTdRE/cd/sD6ep11PlItZgl8NHaoLCgr9ArCbwcz3yMvETODCOCUWwyqTiSqhSLOohN9yXbbx",
+	"hpYekZbplcBac/5ESxGXE4XhNc3qkYISCqfF4irexq2TyiHPSAjKMImYYrQqSNMsD+OQDSDvQRJRawjY",
+	"60J73Sb0X8BErpDDVdqSDlFAkeMR+BT38dZsqpO1B39Xq1t4TyszUX8pGmsZ1oyxDkwc0fror1IIC7X9",
+	"Jm7eT2Lqoes6cU0Uc824DLVJBj0o3u69BVjwF3bq+vsRW3MSH2Y7V7JmCRsUi89NzEw+n8v7NrugZoiZ",
+	"gClpt1ROgk+xy63Pm08ET1KphAlJo8C4c4px890G/UMwFsIMNbZqTi9zhpKlpuhWy/4CgtFfyhHtEVul",
+	"uYFR4s2yy3HEllLliG98LuyaLXl2IxUCgq4cZkq4tkw/jMeXnt3AmFi1DzuANCI28fIGfUiE5TI1k8an",
+	"+ATmnnnQsKvLy97wenTRed9jVKkcezxJ8vzABaADeGZYibi0YZAO8pg0xRArbGDusmleHf6NxcPe3696",
+	"o/H1uH/eG1yNXXQH4JdPj4UxKIkH41jkUrQi9urwFYsvBuPrN4Ori9OYPWevDr9l8Xlv/MPg9Bp+6Jyd",
+	"DX7qncasqTRGP8A4YZ1Exb49fMnicrkewpChsNn6AHvK0XJCgCMrnGMSyFlordXyt4H6OooFv5U6z0iC",
+	"dYaCcv41jgiy+UT97h/43RXl1cKw3+H7g4MD5v6Fj68Oj2DjL9nvaHGjgEWpbk7gFxaPetjGKsRwILyB",
+	"MgG6irtAnIJfEF1+IfivMsbo6rI3HPVOe6dwR7vD3mnvAjh1MTiAD9YSXwxOe9fD3o+D9wBsXJhz4WLA",
+	"edN3lMGJ9F3Jr4xeSumTqG71R5G0/E5fAbujvrS/Mz7lKsEwcW7pK3ro+83f8Koc0yJQqKOApwhTs0Kl",
+	"IyxyMae5aaSjQ/Z70exm5tsiroSyJwylQt9hhoRXACdIpO7tlxE2gf7dUY8M0KeA8IqvU80TL/j6lHXX",
+	"sxWoEdZei0NqbTP2bebiFpPKWMETEPBCTQFK2ZdpimzVreIFQGPKZx+Zns9xrriExzELlQN+ltaKDGtO",
+	"oYZEy22ipIM1Q+8xEXKeaeUbvkp7XFNOxO2WW3HgnP3YV9adoRIWq1AgLYrYt/f3EVO6XAXE1w3haYpk",
+	"gygn+30HAAlxZ3y1EknE/C6YuCdNDfgWbB92f7eQqajCCyDlmZnRWqFLmisgAc9MFVQnnr4TGzDwDjWS",
+	"xc1fDc9MKOzhkxfEPTZLTuWMO2n+d4rSlRZ7SL7vdXtb+Q+lBgPHjSN0MK2E4ivZOG68bB+2X5IfY4EC",
+	"7k6hKYR7YjijNjWdTkZY2wRZQ1wTHRrXdRmmIuC+0gvgqosbDNZN4GUBVlQEIgVdLcyA2hnGFAOoJyqu",
+	"duuMt3uP+qjzSrPh0oAYXbeFic9M6ZHx+Iw1vdD48pCZiN2JNHWyZ8CJiRqPz1os1cbzb0wsO3b75Vj9",
+	"WWAQuKv2UOSVUqSwzm1EKm655zC3+CLWkTce2+OzwWgcBwsukQAnc/gI68rWqcVz2BRQraJbtu/abVBo",
+	"9ZXncU5aKh2nm7skPfpFurhh0ouFK+pe7pKcuUarRfNnnSbl4npAXU77I+CZp/FEzaWSZiGqy4NRqyXm",
+	"lLhDNonpmeaYvTo8LAQAz1l2cDNQwWu400kNEzpBYhgPO+Pe9Vn/vD+G7ybq2/t7VlDWqMr4SfUN4kE/",
+	"oVuThAa6RcmY1zpZbwQc8xXefHjz+c+uuBvZjR6zKm11vf9UtRzZLBeUGoEZSEgJXhwe/hnzuxwnXMBG",
+	"WpnrB9AGEvWKZq8bNKzy+WuehA3BK0ePv3KleG4XOpO/ioReevn4S290NpVJItAB/+rF94+/Mdb6nKu1",
+	"W50hNxsSi32WGFz0aIXIl0uerRFAyMt9EDGgfqmS40Lw1C5O4GJkxC7cBaQwKMxM5zdoFQEupYQxZObY",
+	"SfJ/1lPzPKRQ19P8nzhcRlfii1LMYtb0pnzMGWuhmED2LqzrRDqxzTNl2K8i01hqDMUl53N1zgunVVO4",
+	"GLHYZlzkIcPl2tJasCiRcr4DUAxNjFpEKT4MVkl2tGzJ0xOfzHXDpZNaiem3J2rsKlE9o37trBkXWbtt",
+	"KmgVuVr0sF3SLLELLRoVJqpU9Cwqk0YajvQrFEDwszPTSXUwT+XNwlklfW2PhSgp19T2gs8k6GVhGPfT",
+	"CYm0E7UQ/FZ6EWRrep2VXyrGkwarcFA15IkqMpA8gUULH1aPwJDcNsMkF9h78R6WnMsSkR0zjrZJV4vI",
+	"t5Cd+zOw6My0/COVyseNC+w9akDBkcjM2hOFcasoxl4QP/Bdap1tJS5a7MZ4aCcwMdU1VaXWvMSMwmu4",
+	"OwBD7DoAI4biGVJqArKSug1O12yVSZ2h/QNFXFfp3/fWXVMNC9f0xbUAS46dvkGiXRJqts25THOsHOUZ",
+	"MLao871YMBAT5FUvfC64YStugKfDCvtFdTmK0ixK0RXstVwN6kaQecDx7yYAqypLc9yJpupK397ftzbr",
+	"0nkzTXF1SkGepQVE9bY8N3Wlyi6IGD7PElM5uA3T4Ac4hJJS0sT2YQk9zdk8T1N3awqdRs+9JmWoH065",
+	"Ph6baYMqReiRQ6kblKYI4lK5qB8uARRJv0a3bBL4KVPQz3UMV2fmMIGC+9KU0WKlDZvnnlgBlXLrM5Zj",
+	"I8PVGr3uJYMNKFAi6E8fxco63TtQN1IpYLp8BXqDBOXfL1NTgRVqkI01E4F4BaHQ9XuGHZR3jeKwc6IQ",
+	"rSScDUXIJKHVjbBkvITrUR6AIA5SrCuO49bj5Nv/k6Q1ZABADv4kSQ3H/xdJaW7u3RJat8hdNWjtMHKa",
+	"rl1A6n8LbbVC25kvJYpiAglKQSogbuNTTx139k1WvbSGVUr2kNRc563dslpZ9bsDEuo9lKFNmcVSm64s",
+	"KzLoxJXKRhnNuGLZWCaczP3VLmhM2sjLFfWVzifKlTpnj1c695l6rFrSfKIqNc1xsW7v2OaZObGN3WhX",
+	"t91nBVLFLZd7O1FNpVmFqbZOmJyzosNbUtmbM8I4QbSob+vNcSCciyQ0kjtmRggWVwolt8vN3lrVMphO",
+	"GvJ9z3a2aANq7ZusFYanuVAz0LVT+RE7VYv7laRim+LYWQPqjAUUDRbKwVE3nJLhIGRmI4kGoTzMSOMQ",
+	"XJyx5hgoN9WyjsvVspnSdxFVywYmsKOgsDPueNMdGh5AqNbBsoGFtKlFizMze14SCmufBCmV+vglrTaj",
+	"StlYVc4Jn4DMdGDwbSF8OWYLyENFLY/Jplsyn7qYEWci4v+2zIs16+2brTqu5mqJnxX13r88Z9uomf+V",
+	"edtmmfoa7jYIIin6U/B5LIzrZS9qC/TfjK6e0b0FebzULMPT2bIcngriH2jp9NLfZ7E6Je52M7rX3M4W",
+	"nuK5sunOLr1RkiBus51ULfTyOGbx4H1ceLRQPq7xl3oqVXAJ0CNSrW5ExqYC/jDEimS5jm/CxErPFseF",
+	"V6viUAIlFikaUcLQz9BnqOsp0sodfRGxpAQQO4QfzVF1VLXazLMn0oaXGhTjuc6AAaEWXe1RitpjJrgt",
+	"WxZSHz5lBNUYljcKqwVMc0sKm7cdt1lHMV9tBOOzNKr7zLE0UOScM8/DSGcEosirEMbB+v8kzQG7GfzJ",
+	"FLbU/eGr09dyr4b/pq5fmrr20M5RNpXoOVBQlM1LVlW0EPvr+jmk9TcMpvn03Evb5vlvBpOVP8Hqb4Td",
+	"kVJOdViw5AOldlL5A+dLf1ZULCZrkLMqOgcqiPRpiiXJQP3gZNwhGqqLBseBApNoiTSBxH2M5EC50GYC",
+	"C16QFaxLuH1AQdguq+g/D96LmTigHOwYM5spywFjS1H+xeN4ZsIA/n0soXRSGG2w9gd2lbvlqUzY4cF0",
+	"bcVEwXpcvrrrcoCOK9owdVZOjGtxaZiRvzpzPgIxIjEcdmKxt6g0GJvkKq/IaqAtReE04+5gOLy6BMp3",
+	"eTWOW94LjXkj5eV+DZoZsbgzHPffdLpjjJLpX1z74h9AOzGs5t3g9XURWlN+A824F29x5O9ZjArFNdJ7",
+	"eHebGLMn0+JTp/B0HJKjBzzjS2FFBrel/poWjzx/B5fkkttF41O0Z6Eip1vgEWAHv8Yxut0bvkpQw/ii",
+	"AFWyHe1Jgn0lie0VhYqmdGVCPES4cMUdC0tbCOwVGhbnLg0ysANfOGr3Qp/WWfrDkziTnllhD+imVzlU",
+	"mHUqFcds182c2E+1hRJkKiLmSUebilsliAq/NSrUoibooXq8SIiaqHC5LhwYmEoXG1NG/+Dhfvr3ZpCH",
+	"rx5/40LbNzpXboo9OGrXNfL417LgEeIHiqpWGHtAhfYlpdTwDS73R1hvFjIMd9jxfJ+mEhONmxTr5kVm",
+	"kpdZ4S1txc5vAmI3styS9BAcNGj5MD5VodQjIc8y0KJg8825UDNSHMaedeNLwQVFVhPfvAAvw3Y/F/Ia",
+	"zcla6BoTxU0Ewca6g8y/1ewlxuSOkvvDuTq8+euEcZbIOUoktmS6cbVupLVlG9qrw+8nKh72Rldn4+vu",
+	"4OLNWb87jj0X31y/ND6ULgqtCVCZA9Z6DEqTqxjZDKUgnfnJR2hK22axG+OYuSapsS94ZFjsho2Zb5mN",
+	"Y2NFm/BaMEv5l+iZ8Iofo806YZnSl9pJJsq3y6mkSlEemExMEbddiG/omy+nEkY+udzH22Vc3YgoeMJT",
+	"DZsvckHIPicNu8vgBBRKJJ3tCMUZhU2VrKTHZST1HlSU9JwFd6K0D0SlY6Xb4W2nLBNU3Az1yztJNu85",
+	"l6lxEcGumMBEGYFO5X+Mxr3za1oYRd+CTIIRy8cV0aSs9gfja1aOOi1fsokCLRtucCtiWyjHmjVoCyP5",
+	"tKGAvJRBVTSPgNFAsCpbCYJlAHuSFoIbzOLsAhNFJnkAnMjYjVBOWvIXv9VmfZ8YggAot3hjSaZXLnEA",
+	"RIivo5Rvy5AndDjlU6kB7haEqlCBQY5esviy84+zQef0ejwYXJ91hm97MWsic8fc67+xc/m6dYIBuX6G",
+	"sLvPEFI3rbUTVQ5HlSXPQ639FutkWJc0+Adk2Q9/lmGi3MLhq1smKv0IdoiABVEvGEOz0uNzRxfEf3eL",
+	"xZ8vkB3tsaZLwuax1liOnAS5F/sAwEX482kqephs9K8VAi+145Wel2J6eo1CjjKhM2k6vepJ8qBUuwXA",
+	"rlYmX4aWOdVcM4qrs9uJiBEww9kihENPVFF4bSZcaD5IfgtuFkW/vlabXWgGeEh47zJuKDrOG++omgqq",
+	"O1qnYV3A56st0kEMcZkPJvf8y8UnAcic5RdHKRUQRR6PxP1yMDi7Pu+Pzjvj7g9FJt/FYMxmBJYkpKdn",
+	"WFnTL2DGlROBKRu3tBSy3nhmKlgq58KHcbmUDGx14Np9GJO7HlUhBPyILXSeRZhLjILRX1nC1678t0vv",
+	"nO1ve3k36F9cd4HjhVSYpreZw5pbntdVwXGCSSalt3v/edkfEo8rvrwa9U6/mCnlnZbqQifiT7Jpw/BP",
+	"YhxHX3jq3WwDfgcVA6/JRm5j5MInXCYIZh+gpP2V2cX3XwwartlRPfecUTpa8HDVX+gTn4ZFcQ50WQkg",
+	"R3sA5K1W4l9C/F0aeOP4nx/KrGCckcxck/Xr6cgGBS4zAelyZx9hBKZI7d5hDCgIs6eTdTOjEks6NvUm",
+	"icuswqnf3nhA9ivK/UWLeblefNxyUYpe//L6v+FzgS1h0T/qZ5FFQ4DqMCdBt1RF0rnL4ExEqXq4TpOw",
+	"sm2WUJ9OGHQtnSYTL0NQbWX0smacmr0uuAL1FEOE0R4B782BbbTZYCWUs2EUCdHI1kM7A8wzpbBP6gof",
+	"6vrTdopW2LgOPwhxITK9Nn2tMu6jh3CpSjPnOPaB1svWcVCxfGwOhRQzbnzVJ5qQOvvlNgptsO+4RHsM",
+	"5SOWEooAuGQUBvboQ5kwhjVzojAl+zzKuSIWXw4H40F3cHZ9dTG6urwcDJ2vFE+pJr3zz3S3wun5ugh/",
+	"Dmva6K30ldWazaZBOyhzCW9L7S3+28laT9+3C3z888OnCtEHtGJNzGcB9tVy/ZSqQPaX2PcSqaP5dROH",
+	"Oh40q3ttk+Ijm4H7awJ6Ox9NGH/bBbQoZZi5p0MW0PbTM2rXg4QgCoGXJnJqcjEGqjKfPnz6/wIAAP//",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"net/http"
 	"path"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -98,6 +99,30 @@ var funcs = template.FuncMap{
 	// isFalse: the flag is there and false (an absent one says nothing).
 	"isFalse": func(b *bool) bool { return b != nil && !*b },
 	"int64":   func(v int32) int64 { return int64(v) },
+	// phased keeps the attempts whose node reported its phases.
+	"phased": func(as []adminapi.Attempt) []adminapi.Attempt {
+		return slices.DeleteFunc(slices.Clone(as), func(a adminapi.Attempt) bool { return a.Phases == nil })
+	},
+	"phaseFlags": phaseFlags,
+}
+
+// phaseFlags names what was ready before an attempt needed it: compile
+// outcomes from the node's cache, a sandbox started ahead.
+func phaseFlags(p *adminapi.AttemptPhases) string {
+	var out []string
+	if p.CompileCached {
+		out = append(out, "compile cached")
+	}
+	if p.CheckerCached {
+		out = append(out, "checker cached")
+	}
+	if p.SandboxWarm {
+		out = append(out, "warm sandbox")
+	}
+	if len(out) == 0 {
+		return "—"
+	}
+	return strings.Join(out, ", ")
 }
 
 // verdictClass maps a verdict (a VerdictStatus or a pointer to one) to

@@ -118,6 +118,11 @@ func attemptOut(a store.Attempt) adminapi.Attempt {
 	if a.ReceiptDigest != "" {
 		out.ReceiptDigest = ptr(a.ReceiptDigest)
 	}
+	if p := a.Phases(); p != nil {
+		out.Phases = &adminapi.AttemptPhases{QueueMs: p.QueueMs, DownloadMs: p.DownloadMs, SandboxMs: p.SandboxMs,
+			CompileMs: p.CompileMs, CheckerMs: p.CheckerMs, RunMs: p.RunMs, CheckMs: p.CheckMs, ExecuteMs: p.ExecuteMs,
+			TotalMs: p.TotalMs, CompileCached: p.CompileCached, CheckerCached: p.CheckerCached, SandboxWarm: p.SandboxWarm}
+	}
 	return out
 }
 

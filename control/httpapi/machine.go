@@ -79,6 +79,7 @@ func (m machineAPI) OpenSession(ctx context.Context, req machineapi.OpenSessionR
 		RenewIntervalMs:     m.s.cfg.RenewInterval.Milliseconds(),
 		ClaimWaitMaxMs:      m.s.cfg.ClaimWaitMax.Milliseconds(),
 		ResultClaims:        new(true),
+		ResultPhases:        new(true),
 	}, nil
 }
 
@@ -216,6 +217,11 @@ func (m machineAPI) wireJobs(ctx context.Context, jobs []store.ClaimedJob) ([]ma
 			m.s.log.InfoContext(ctx, "job leased", "job_id", j.JobID, "lease_epoch", j.LeaseEpoch, "kind", j.Kind)
 		}
 		slots := int32(max(j.Slots, 1))
+		var queued *int64
+		if !j.Replayed {
+			// The database clock's wait; a repeated answer's was told already.
+			queued = ptr(max(j.ReadyWait.Milliseconds(), 0))
+		}
 		out = append(out, machineapi.ClaimedJob{
 			JobId: idString(j.JobID), LeaseEpoch: j.LeaseEpoch, LeaseRemainingMs: j.LeaseRemaining.Milliseconds(),
 			Kind: machineapi.JobKind(j.Kind), Pool: machineapi.Pool(j.Pool), Attempt: int32(j.Attempt),
@@ -223,7 +229,7 @@ func (m machineAPI) wireJobs(ctx context.Context, jobs []store.ClaimedJob) ([]ma
 			Submission: machineapi.JobSubmission{SubmissionType: j.SubmissionType, SubmissionId: j.SubmissionID,
 				Language: snap.Language, Source: snap.Source, Files: wireSourceFiles(snap.Files)},
 			Runtime: machineapi.JobRuntime{Language: j.Language, Pool: machineapi.Pool(j.Pool)},
-			Slots:   &slots,
+			Slots:   &slots, QueuedMs: queued,
 		})
 	}
 	return out, nil
@@ -349,6 +355,11 @@ func (m machineAPI) SubmitResult(ctx context.Context, req machineapi.SubmitResul
 	}
 	if e := req.Body.Error; e != nil {
 		res.Error = &store.ErrorResult{Code: string(e.Code), Message: e.Message}
+	}
+	if p := req.Body.Phases; p != nil {
+		res.Phases = &store.Phases{QueueMs: p.QueueMs, DownloadMs: p.DownloadMs, SandboxMs: p.SandboxMs,
+			CompileMs: p.CompileMs, CheckerMs: p.CheckerMs, RunMs: p.RunMs, CheckMs: p.CheckMs, ExecuteMs: p.ExecuteMs,
+			TotalMs: p.TotalMs, CompileCached: p.CompileCached, CheckerCached: p.CheckerCached, SandboxWarm: p.SandboxWarm}
 	}
 	var r store.CompleteResponse
 	var claimed []store.ClaimedJob

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -151,6 +152,20 @@ func TestServerAcceptsAndProducesTheContractSamples(t *testing.T) {
 		status, body = raw.do("POST", "/api/v1/internal/judgers/jobs/"+job.JobId+"/result", tok, encode(t, res))
 		require.Equal(t, http.StatusOK, status, string(body))
 		require.Contains(t, string(body), `"ALREADY_COMMITTED"`)
+		require.NotNil(t, job.QueuedMs, "a claim answer tells the queue wait")
+		if ph, ok := res["phases"].(map[string]any); ok {
+			// Other timings, the same result; the first post's are kept.
+			ph["runMs"] = 99999
+			status, body = raw.do("POST", "/api/v1/internal/judgers/jobs/"+job.JobId+"/result", tok, encode(t, res))
+			require.Equal(t, http.StatusOK, status, string(body))
+			require.Contains(t, string(body), `"ALREADY_COMMITTED"`)
+			id, err := strconv.ParseInt(job.JobId, 10, 64)
+			require.NoError(t, err)
+			atts, err := env.Store.Jobs().Attempts(env.Ctx, id)
+			require.NoError(t, err)
+			require.NotNil(t, atts[0].Phases(), r)
+			require.EqualValues(t, 9, atts[0].Phases().RunMs)
+		}
 	}
 
 	// Error bodies: every error the server wrote above and below validates

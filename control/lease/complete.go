@@ -416,6 +416,10 @@ func lockResult(ctx context.Context, tx *sql.Tx, sess jobdb.NodeSession, jobID, 
 // attempts remain (requeuedPool names its pool), else fails it.
 func (s *Engine) writeSlow(ctx context.Context, tx *sql.Tx, sess jobdb.NodeSession, j slowJob, res Result, cases caseCounts, body []byte, digest string) (out CompleteResponse, err error) {
 	ev := jobdb.Settlement{JobID: j.id, Kind: j.kind, Typ: j.typ, Sid: j.sid, Generation: j.generation, NodeID: sess.NodeID}
+	phases, err := res.phasesJSON()
+	if err != nil {
+		return out, err
+	}
 	if res.Outcome == OutcomeVerdict {
 		// Job and attempt receipt in one statement.
 		if _, err := tx.ExecContext(ctx,
@@ -423,8 +427,8 @@ func (s *Engine) writeSlow(ctx context.Context, tx *sql.Tx, sess jobdb.NodeSessi
 			 SET j.state = 'COMPLETED', j.verdict = ?, j.result = ?, j.result_digest = ?, j.cases_done = ?, j.cases_total = ?,
 			     j.status_version = j.status_version + 1, j.finished_at = NOW(6), j.updated_at = NOW(6),
 			     j.lease_until = NULL,
-			     a.outcome = 'COMPLETED', a.receipt_digest = ?, a.ended_at = NOW(6), a.judging_started = TRUE
-			 WHERE j.id = ?`, j.leaseEpoch, res.Verdict.Status, body, digest, cases.done, cases.total, digest, j.id); err != nil {
+			     a.outcome = 'COMPLETED', a.receipt_digest = ?, a.ended_at = NOW(6), a.judging_started = TRUE, a.phases = ?
+			 WHERE j.id = ?`, j.leaseEpoch, res.Verdict.Status, body, digest, cases.done, cases.total, digest, phases, j.id); err != nil {
 			return out, fmt.Errorf("store: complete: job: %w", err)
 		}
 		ev.Status, ev.Result = res.Verdict.Status, body
@@ -434,7 +438,7 @@ func (s *Engine) writeSlow(ctx context.Context, tx *sql.Tx, sess jobdb.NodeSessi
 	// result counts as an attempt whether or not judging started (the
 	// node judged the job's inputs unusable, say); a node that only
 	// cannot run it releases the lease instead.
-	if err := closeAttempt(ctx, tx, j.id, j.leaseEpoch, "INFRA_ERROR", res.Error.Code, digest, j.started); err != nil {
+	if err := closeAttempt(ctx, tx, j.id, j.leaseEpoch, "INFRA_ERROR", res.Error.Code, digest, j.started, phases); err != nil {
 		return out, err
 	}
 	if j.attempts < j.maxAttempts {
@@ -450,11 +454,13 @@ func (s *Engine) writeSlow(ctx context.Context, tx *sql.Tx, sess jobdb.NodeSessi
 	return CompleteResponse{Disposition: Accepted, JobState: jobdb.StateFailed}, jobdb.Settle(ctx, tx, ev)
 }
 
-func closeAttempt(ctx context.Context, tx *sql.Tx, jobID, leaseEpoch int64, outcome, errClass, digest string, started bool) error {
+// closeAttempt ends an attempt; phases (nil: none) are its node's timings,
+// when a result ends it.
+func closeAttempt(ctx context.Context, tx *sql.Tx, jobID, leaseEpoch int64, outcome, errClass, digest string, started bool, phases []byte) error {
 	if _, err := tx.ExecContext(ctx,
 		`UPDATE judge_job_attempt SET outcome = ?, error_class = NULLIF(?, ''), receipt_digest = NULLIF(?, ''),
-		   judging_started = ?, ended_at = NOW(6)
-		 WHERE job_id = ? AND lease_epoch = ?`, outcome, errClass, digest, started, jobID, leaseEpoch); err != nil {
+		   judging_started = ?, ended_at = NOW(6), phases = ?
+		 WHERE job_id = ? AND lease_epoch = ?`, outcome, errClass, digest, started, phases, jobID, leaseEpoch); err != nil {
 		return fmt.Errorf("store: close attempt: %w", err)
 	}
 	return nil
@@ -495,11 +501,14 @@ func (c *caseColumn) when(id int64, then string, args ...any) {
 }
 
 // set appends the assignment (none when no job has a WHEN) to sets/args.
-func (c *caseColumn) set(col string, sets *[]string, args *[]any) {
+func (c *caseColumn) set(col string, sets *[]string, args *[]any) { c.setOn("id", col, sets, args) }
+
+// setOn is set for a table whose job id column is key.
+func (c *caseColumn) setOn(key, col string, sets *[]string, args *[]any) {
 	if len(c.args) == 0 {
 		return
 	}
-	*sets = append(*sets, col+" = CASE id"+c.text.String()+" ELSE "+col+" END")
+	*sets = append(*sets, col+" = CASE "+key+c.text.String()+" ELSE "+col+" END")
 	*args = append(*args, c.args...)
 }
 
@@ -596,11 +605,15 @@ func leaseUpdate(ttl time.Duration, renews []renewCall, results []fastResult) (q
 // a belt to the fence.
 func attemptReceipts(items []fastResult) (string, []any) {
 	var digest, attempts strings.Builder
+	var phases caseColumn
 	var da, aa []any
 	ids := make([]int64, len(items))
 	for i, r := range items {
 		digest.WriteString(" WHEN ? THEN ?")
 		da = append(da, r.jobID, r.digest)
+		if r.phases != nil {
+			phases.when(r.jobID, "?", r.phases)
+		}
 		if i > 0 {
 			attempts.WriteString(", ")
 		}
@@ -609,8 +622,12 @@ func attemptReceipts(items []fastResult) (string, []any) {
 		ids[i] = r.jobID
 	}
 	in, idArgs := jobdb.InList(ids)
+	// The phases column only when some node sent phases: a batch without
+	// them is the statement it was before.
+	var sets []string
+	phases.setOn("job_id", "phases", &sets, &da)
 	return `UPDATE judge_job_attempt SET outcome = 'COMPLETED', receipt_digest = CASE job_id` + digest.String() + ` END,
-		   ended_at = NOW(6), judging_started = TRUE
+		   ended_at = NOW(6), judging_started = TRUE` + strings.Join(append([]string{""}, sets...), ", ") + `
 		 WHERE job_id IN (` + in + `) AND (job_id, lease_epoch) IN (` + attempts.String() + `) AND receipt_digest IS NULL`,
 		append(append(da, idArgs...), aa...)
 }

@@ -211,7 +211,7 @@ func (s *Engine) ExpireDrainDeadlines(ctx context.Context) (DrainExpiry, error) 
 			}
 			nodePools := map[string]bool{}
 			for _, l := range leases {
-				if err := closeAttempt(ctx, tx, l.jobID, l.epoch, "REVOKED", DrainDeadlineErrorCode, "", l.started); err != nil {
+				if err := closeAttempt(ctx, tx, l.jobID, l.epoch, "REVOKED", DrainDeadlineErrorCode, "", l.started, nil); err != nil {
 					return err
 				}
 				if _, err := tx.ExecContext(ctx,

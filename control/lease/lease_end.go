@@ -96,7 +96,7 @@ type leaseEnding struct {
 func (s *Engine) endLeaseLocked(ctx context.Context, tx *sql.Tx, l lockedLease, e leaseEnding) (jobdb.JobState, error) {
 	// A RUNNING attempt has no receipt yet: closeAttempt's empty digest
 	// leaves it NULL.
-	if err := closeAttempt(ctx, tx, l.jobID, l.leaseEpoch, e.outcome, e.errCode, "", l.started); err != nil {
+	if err := closeAttempt(ctx, tx, l.jobID, l.leaseEpoch, e.outcome, e.errCode, "", l.started, nil); err != nil {
 		return "", err
 	}
 	retries, uncount := l.attempts < l.maxAttempts, 0

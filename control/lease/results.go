@@ -31,6 +31,51 @@ type Result struct {
 	Outcome Outcome        `json:"outcome"`
 	Verdict *VerdictResult `json:"verdict,omitempty"`
 	Error   *ErrorResult   `json:"error,omitempty"`
+	// Phases is the node's timing of the lease, when it sent one. It is
+	// stored on the attempt and never enters the normalized result: the
+	// same verdict posted again with other timings is the same result.
+	Phases *Phases `json:"-"`
+}
+
+// Phases is where a lease's time went, as its node measured it, in
+// milliseconds (the machine contract's ResultPhases). QueueMs is the wait
+// the claim answer told the node; nil when it was told none.
+type Phases struct {
+	QueueMs       *int64 `json:"queueMs,omitempty"`
+	DownloadMs    int64  `json:"downloadMs"`
+	SandboxMs     int64  `json:"sandboxMs"`
+	CompileMs     int64  `json:"compileMs"`
+	CheckerMs     int64  `json:"checkerMs"`
+	RunMs         int64  `json:"runMs"`
+	CheckMs       int64  `json:"checkMs"`
+	ExecuteMs     int64  `json:"executeMs"`
+	TotalMs       int64  `json:"totalMs"`
+	CompileCached bool   `json:"compileCached"`
+	CheckerCached bool   `json:"checkerCached"`
+	SandboxWarm   bool   `json:"sandboxWarm"`
+}
+
+// phasesJSON is what the attempt's phases column holds: nil (NULL) when the
+// node sent no phases.
+func (r Result) phasesJSON() ([]byte, error) {
+	if r.Phases == nil {
+		return nil, nil
+	}
+	p := *r.Phases
+	ds := []int64{p.DownloadMs, p.SandboxMs, p.CompileMs, p.CheckerMs, p.RunMs, p.CheckMs, p.ExecuteMs, p.TotalMs}
+	if p.QueueMs != nil {
+		ds = append(ds, *p.QueueMs)
+	}
+	for _, v := range ds {
+		if v < 0 {
+			return nil, jobdb.Invalid("phases", "a duration is negative")
+		}
+	}
+	b, err := json.Marshal(p)
+	if err != nil {
+		return nil, fmt.Errorf("store: result phases: %w", err)
+	}
+	return b, nil
 }
 
 // VerdictResult is a user outcome with per-case detail.
@@ -132,6 +177,8 @@ func (r Result) validateShape() error {
 type preparedResult struct {
 	body   []byte
 	digest string
+	// phases is the attempt's phases column (nil: NULL), apart from body.
+	phases []byte
 	cases  caseCounts
 	fast   *fastResult
 }
@@ -143,6 +190,9 @@ func (s *Engine) prepareResult(ctx context.Context, sess jobdb.NodeSession, jobI
 	}
 	var err error
 	if p.body, p.digest, err = res.Normalize(); err != nil {
+		return p, err
+	}
+	if p.phases, err = res.phasesJSON(); err != nil {
 		return p, err
 	}
 	if len(p.body) > s.db.Cfg.MaxResultBytes {
@@ -174,7 +224,7 @@ func (s *Engine) prepareResult(ctx context.Context, sess jobdb.NodeSession, jobI
 		return p, fmt.Errorf("store: settle: %w", err)
 	}
 	p.fast = &fastResult{sess: sess, jobID: jobID, leaseEpoch: leaseEpoch, f: facts,
-		status: res.Verdict.Status, cases: p.cases, body: p.body, digest: p.digest, payload: payload}
+		status: res.Verdict.Status, cases: p.cases, body: p.body, digest: p.digest, phases: p.phases, payload: payload}
 	return p, nil
 }
 
@@ -224,6 +274,7 @@ type fastResult struct {
 	cases             caseCounts
 	body              []byte
 	digest            string
+	phases            []byte // the attempt's phases (nil: the node sent none)
 	payload           []byte
 }
 

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -138,6 +139,23 @@ type Attempt struct {
 	JudgingStarted *bool `db:"judging_started"`
 	// ClaimRequestID is the node's claim request that granted the lease.
 	ClaimRequestID string `db:"claim_request_id"`
+	// PhasesJSON is the node's timing of the lease (Phases decodes it);
+	// NULL when its result carried none or no result ended it.
+	PhasesJSON []byte `db:"phases"`
+}
+
+// Phases decodes the attempt's phases: nil when there are none, or when
+// the stored text is not what the lease engine writes (an attempt's
+// timing is not worth failing its job's page for).
+func (a Attempt) Phases() *Phases {
+	if len(a.PhasesJSON) == 0 {
+		return nil
+	}
+	var p Phases
+	if json.Unmarshal(a.PhasesJSON, &p) != nil {
+		return nil
+	}
+	return &p
 }
 
 // Attempts lists a job's attempts by lease epoch.
@@ -155,7 +173,7 @@ func (s *core) queryAttempts(ctx context.Context, where string, args ...any) ([]
 	if err := s.db.Pool.SelectContext(ctx, &out,
 		`SELECT job_id, lease_epoch, node_id, host_group_id, session_epoch, started_at, ended_at, outcome,
 		        COALESCE(error_class, '') AS error_class, COALESCE(receipt_digest, '') AS receipt_digest,
-		        judging_started, COALESCE(claim_request_id, '') AS claim_request_id
+		        judging_started, COALESCE(claim_request_id, '') AS claim_request_id, phases
 		 FROM judge_job_attempt `+where, args...); err != nil {
 		return nil, fmt.Errorf("store: attempts: %w", err)
 	}

@@ -118,6 +118,7 @@ type (
 	SubtaskResult    = lease.SubtaskResult
 	CaseResult       = lease.CaseResult
 	ErrorResult      = lease.ErrorResult
+	Phases           = lease.Phases
 	Disposition      = lease.Disposition
 	CompleteResponse = lease.CompleteResponse
 )
