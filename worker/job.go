@@ -34,6 +34,9 @@ type job struct {
 	claimed    time.Time
 	execStart  time.Time
 	judgeStart time.Time
+	// timing is what runJob measured of the job's phases (its goroutine
+	// only), sent with the result.
+	timing jobTiming
 
 	// slots is how many of the node's slots the job holds while it runs
 	// (its slot weight, jobSlots); passed (under the node's mu) is how many
@@ -140,7 +143,8 @@ func (n *Node) start(jobsCtx, hardCtx context.Context, wg *sync.WaitGroup, c mac
 	// A fresh lease shows as COMPILING on the control plane until a renew
 	// says otherwise, so that is the phase it already knows.
 	j := &job{c: c, key: jobKey(c.JobId, c.LeaseEpoch), deadline: deadline, phase: machineapi.PhaseCompiling,
-		reported: machineapi.PhaseCompiling, onPhase: n.phaseChanged, claimed: since, slots: jobSlots(c)}
+		reported: machineapi.PhaseCompiling, onPhase: n.phaseChanged, claimed: since, slots: jobSlots(c),
+		timing: jobTiming{queued: c.QueuedMs}}
 	if c.Manifest.Kind == machineapi.ManifestKindSql {
 		j.phase = machineapi.PhaseJudging
 		n.phaseChanged()
@@ -157,6 +161,9 @@ func (n *Node) start(jobsCtx, hardCtx context.Context, wg *sync.WaitGroup, c mac
 	n.mu.Unlock()
 	n.m.jobsStarted.Add(1)
 	log.Info("job leased", "kind", c.Kind, "attempt", c.Attempt, "lease_remaining_ms", c.LeaseRemainingMs)
+	if c.QueuedMs != nil {
+		n.prom.observePhase(phaseQueue, time.Duration(*c.QueuedMs)*time.Millisecond)
+	}
 	wg.Go(func() {
 		defer func() {
 			j.timer.Stop()
@@ -202,17 +209,25 @@ func (n *Node) runJob(j *job, log *slog.Logger) {
 		n.prom.jobDone(string(j.c.Kind), outcome, j.claimed, execStart, judgeStart, time.Now(),
 			j.c.Manifest.Kind != machineapi.ManifestKindSql)
 	}()
+	prepStart := time.Now()
 	task, release, err := n.prepare(j.execCtx, j)
+	j.timing.download = time.Since(prepStart)
 	started := err == nil
 	if started {
+		n.prom.observePhase(phaseDownload, j.timing.download)
 		n.m.executions.Add(1)
 		j.markStarted()
+		execStart := time.Now()
 		j.mu.Lock()
-		j.execStart = time.Now()
+		j.execStart = execStart
 		j.mu.Unlock()
 		n.m.executing.Add(int64(j.slots))
 		verdict, err = n.backend.Execute(j.execCtx, task, j)
 		n.m.executing.Add(-int64(j.slots))
+		// The executor's phases are measurements whatever became of the
+		// job: they count even when nothing is posted.
+		j.timing.execute, j.timing.engine = time.Since(execStart), verdict.Phases
+		n.prom.enginePhases(verdict.Phases)
 	}
 	release()
 
@@ -260,6 +275,9 @@ func (n *Node) runJob(j *job, log *slog.Logger) {
 		}
 	}
 	req := machineapi.ResultRequest{LeaseEpoch: j.c.LeaseEpoch}
+	if n.times().resultPhases {
+		req.Phases = resultPhases(j.timing, j.claimed)
+	}
 	if err != nil {
 		req.Outcome, req.Error = machineapi.OutcomeError, infraOf(err)
 		outcome = jobOutcomeInfra
@@ -475,6 +493,7 @@ func (n *Node) post(ctx context.Context, j *job, req machineapi.ResultRequest, l
 	// The claim for the slot this result frees goes with it, unchanged on
 	// every retry (its request id answers a lost answer's leases again).
 	req.Claim = n.cycleClaim(j)
+	start := time.Now()
 	for attempt := 1; ; attempt++ {
 		if attempt > 1 {
 			n.m.resultRetries.Add(1)
@@ -482,6 +501,7 @@ func (n *Node) post(ctx context.Context, j *job, req machineapi.ResultRequest, l
 		tok := n.cl.token.Load()
 		r, sent, err := n.cl.submit(ctx, j.c.JobId, req, j.localDeadline())
 		if err == nil {
+			n.prom.observePhase(phasePost, time.Since(start))
 			n.m.posted(r.Disposition)
 			next := 0
 			if r.Jobs != nil {

@@ -118,6 +118,11 @@ type promMetrics struct {
 	compile    prometheus.Histogram
 	run        prometheus.Histogram
 	claimRTT   *prometheus.HistogramVec
+	// phase, compileCache and sandboxes split a job into its phases
+	// (phases.go).
+	phase        *prometheus.HistogramVec
+	compileCache *prometheus.CounterVec
+	sandboxes    *prometheus.CounterVec
 }
 
 func newPromMetrics(n *Node) *promMetrics {
@@ -143,7 +148,26 @@ func newPromMetrics(n *Node) *promMetrics {
 	p.claimRTT = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "kece_node_claim_round_trip_seconds",
 		Help:    "Claim long-poll round trips, by result (jobs, empty, error).",
 		Buckets: []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 15, 20}}, []string{"result"})
-	r.MustRegister(p.info, p.jobs, p.infra, p.jobSeconds, p.compile, p.run, p.claimRTT)
+	p.phase = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "kece_node_job_phase_seconds",
+		Help: "A job's phases, each observed when it happened: queue (ready in the queue before the lease, the control plane's clock), " +
+			"download (inputs into the artifact cache), sandbox (until the sandboxes ran commands), compile, checker (checker, interactor or manager compile), " +
+			"run (every case's program runs), check (every case's checking), post (the result post, retries included).",
+		Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 20, 30, 60}}, []string{"phase"})
+	p.compileCache = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "kece_node_compile_cache_total",
+		Help: "Compile steps by what they compiled (submission, checker: a checker, interactor or manager) and whether the compile cache served them (hit) or they ran (miss)."},
+		[]string{"kind", "result"})
+	p.sandboxes = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "kece_node_sandboxes_total",
+		Help: "Jobs' sandboxes made ready, by start: warm (started before the job arrived) or cold."}, []string{"start"})
+	for _, ph := range jobPhases {
+		p.phase.WithLabelValues(ph)
+	}
+	for _, k := range []string{"submission", "checker"} {
+		p.compileCache.WithLabelValues(k, "hit")
+		p.compileCache.WithLabelValues(k, "miss")
+	}
+	p.sandboxes.WithLabelValues("warm")
+	p.sandboxes.WithLabelValues("cold")
+	r.MustRegister(p.info, p.jobs, p.infra, p.jobSeconds, p.compile, p.run, p.claimRTT, p.phase, p.compileCache, p.sandboxes)
 
 	m := n.m
 	counters := []struct {

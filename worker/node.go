@@ -89,6 +89,8 @@ type Node struct {
 type timing struct {
 	// resultClaims: the control plane takes a claim with a result.
 	resultClaims bool
+	// resultPhases: it takes a result's phases (the job's timings).
+	resultPhases bool
 	heartbeat    time.Duration
 	renew        time.Duration
 	claimWait    time.Duration

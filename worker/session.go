@@ -79,6 +79,8 @@ func (n *Node) openSession(ctx context.Context) error {
 		// A result's claim for the slot it frees (the slot cycle), unless
 		// the configuration turns it off.
 		resultClaims: s.ResultClaims != nil && *s.ResultClaims && !n.cfg.NoResultClaims,
+		// A control plane before job phases would refuse them.
+		resultPhases: s.ResultPhases != nil && *s.ResultPhases,
 	}
 	// Renew well inside the lease and keep the margin below a quarter of it.
 	t.renew = min(t.renew, t.leaseTTL/3)
