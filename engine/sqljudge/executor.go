@@ -166,7 +166,7 @@ func (e *Executor) Execute(ctx context.Context, task engine.Task, progress engin
 	defer e.release(names.DB)
 
 	log := e.log.With("node_id", e.cfg.NodeID, "job_id", task.JobID, "lease_epoch", task.LeaseEpoch)
-	l := &lease{e: e, srv: srv, names: names, jobID: task.JobID, epoch: task.LeaseEpoch, kind: p.Kind}
+	l := &lease{e: e, srv: srv, names: names, jobID: task.JobID, epoch: task.LeaseEpoch, kind: p.Kind, began: time.Now()}
 	defer func() {
 		if e.hooks.skipCleanup {
 			l.closeStudent()
@@ -207,6 +207,11 @@ type lease struct {
 	password string
 	created  []resource // recorded in the registry, in creation order
 	student  *studentSession
+	// began is when the lease's database work began; sandbox is how long
+	// its database, account, setup and the student's session took to be
+	// ready (Phases.Sandbox); checkFrom is when checking the outcome began.
+	began, checkFrom time.Time
+	sandbox          time.Duration
 }
 
 // privileges granted to the temporary account on its database, by problem kind.
@@ -314,6 +319,7 @@ func (l *lease) judge(ctx context.Context, task engine.Task) (engine.Verdict, er
 	if err != nil {
 		return engine.Verdict{}, err
 	}
+	l.sandbox = time.Since(l.began)
 
 	sc := newScrubber(l.names.User, l.names.DB, l.srv.StudentHost, e.cfg.MaxMessageBytes)
 	if len(task.Source) > e.cfg.MaxSourceBytes {
@@ -332,6 +338,7 @@ func (l *lease) judge(ctx context.Context, task engine.Task) (engine.Verdict, er
 	if err != nil {
 		return engine.Verdict{}, err
 	}
+	l.sandbox = time.Since(l.began)
 	if e.hooks.studentStarted != nil {
 		e.hooks.studentStarted()
 	}
@@ -355,6 +362,7 @@ func (l *lease) judge(ctx context.Context, task engine.Task) (engine.Verdict, er
 	// Closing the session ends any transaction the student left open (rolled
 	// back, as with any client that disconnects) before verification.
 	l.closeStudent()
+	l.checkFrom = time.Now()
 
 	if p.Kind == engine.SQLKindSelect {
 		if last == nil {
@@ -466,7 +474,14 @@ func (l *lease) verdict(task engine.Task, status engine.Status, msg string, elap
 			weight = task.Cases[0].Weight
 		}
 	}
-	v := engine.Verdict{Status: status, MaxScore: weight, Message: msg}
+	// The phases: the database work until the statements could run as
+	// the sandbox, the statements' time as the run, comparing or verifying
+	// as the check (none when no statement ran to its end).
+	ph := engine.Phases{Sandbox: l.sandbox, Run: elapsed}
+	if !l.checkFrom.IsZero() {
+		ph.Check = time.Since(l.checkFrom)
+	}
+	v := engine.Verdict{Status: status, MaxScore: weight, Message: msg, Phases: ph}
 	if status == engine.StatusAccepted {
 		v.Score = float64(weight)
 	}

@@ -487,3 +487,28 @@ func TestSubmissionAndTaskLimits(t *testing.T) {
 	require.Equal(t, engine.InfraCancelled, engine.ClassOf(err))
 	b.requireNoLeftovers(t)
 }
+
+// A verdict says where the job's time went: the database, account, setup
+// and the student's session as the sandbox, the statements as the run,
+// the comparison (SELECT) or verification (DML) as the check. No compile.
+// A submission refused before any statement runs has a sandbox only.
+func TestVerdictPhases(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	sel := b.requireVerdict(t, selectProblem("SELECT id, name FROM person WHERE dept = 'eng'", false),
+		"SELECT id, name FROM person WHERE dept = 'eng'", engine.StatusAccepted)
+	left := engine.SQLVerification{Query: "SELECT COUNT(*) FROM person", Expected: engine.ResultSet{Columns: []string{"c"}, Rows: rowsOf([]string{"3"})}}
+	dml := b.requireVerdict(t, dmlProblem(left), "DELETE FROM person WHERE dept IS NULL", engine.StatusAccepted)
+	for _, v := range []engine.Verdict{sel, dml} {
+		ph := v.Phases
+		require.Positive(t, ph.Sandbox)
+		require.Positive(t, ph.Run)
+		require.Positive(t, ph.Check)
+		require.Zero(t, ph.Compile)
+		require.Zero(t, ph.Checker)
+	}
+	empty := b.requireVerdict(t, dmlProblem(left), "-- nothing", engine.StatusRuntimeError)
+	require.Positive(t, empty.Phases.Sandbox)
+	require.Zero(t, empty.Phases.Run)
+	require.Zero(t, empty.Phases.Check)
+}
