@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"sync"
 
 	"github.com/moby/moby/client"
 
@@ -30,6 +31,9 @@ type Executor struct {
 	seccomp string
 	cache   *compilecache.Cache // nil: every job compiles (Config.NoCompileCache)
 	warm    *warmPool           // sandboxes started before their job (Prewarm)
+	// removing counts the finished jobs whose sandboxes and work dirs are
+	// still being removed (cleanupAfter); Close waits for them.
+	removing sync.WaitGroup
 }
 
 var _ engine.Executor = (*Executor)(nil)
@@ -68,7 +72,12 @@ func New(cfg Config) (*Executor, error) {
 }
 
 // Close releases the Docker client.
-func (x *Executor) Close() error { return x.cli.Close() }
+// Close waits for the removals of finished jobs' sandboxes still under way
+// and releases the Docker client.
+func (x *Executor) Close() error {
+	x.removing.Wait()
+	return x.cli.Close()
+}
 
 // job is the host side of one Execute call.
 type job struct {
@@ -96,7 +105,7 @@ type job struct {
 // sandbox container, check on the host (or with the special judge in a second
 // sandbox). A returned error is an infrastructure fault; the verdict is then
 // meaningless.
-func (x *Executor) Execute(ctx context.Context, task engine.Task, progress engine.ProgressSink) (engine.Verdict, error) {
+func (x *Executor) Execute(ctx context.Context, task engine.Task, progress engine.ProgressSink) (_ engine.Verdict, err error) {
 	if progress == nil {
 		progress = engine.NoProgress
 	}
@@ -155,7 +164,7 @@ func (x *Executor) Execute(ctx context.Context, task engine.Task, progress engin
 	}
 	j.compileUID = uidBase + int(binary.BigEndian.Uint32(r[:])%uidSpan)*2
 	j.runUID = j.compileUID + 1
-	defer j.cleanup(ctx)
+	defer func() { j.cleanupAfter(ctx, err) }()
 	if warmable(task) {
 		if w := x.warm.take(task.Runtime.Image, task.JobID, task.LeaseEpoch); w != nil {
 			dir := filepath.Join(x.cfg.Workspace, workDirName(x.cfg.NodeID, task.JobID, task.LeaseEpoch, hex.EncodeToString(r[:])))

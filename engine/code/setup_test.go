@@ -145,15 +145,25 @@ func (b *testBundle) run(t *testing.T, task engine.Task) engine.Verdict {
 	return v
 }
 
-// leftovers reports containers still labelled with this bundle's node.
+// leftovers reports containers still labelled with this bundle's node once
+// the removals under way have ended: a verdict's sandboxes are removed
+// after Execute returns (cleanupAfter), by b.x or by another executor a
+// test made for the same node, within the cleanup timeout.
 func (b *testBundle) leftovers(t testing.TB) error {
 	t.Helper()
-	list, err := b.x.cli.ContainerList(context.Background(), client.ContainerListOptions{
-		All: true, Filters: make(client.Filters).Add("label", LabelNode+"="+b.nodeID),
-	})
-	require.NoError(t, err)
-	if len(list.Items) > 0 {
-		return fmt.Errorf("%d containers left for node %s", len(list.Items), b.nodeID)
+	b.x.removing.Wait()
+	deadline := time.Now().Add(2 * CleanupTimeoutDefault)
+	for {
+		list, err := b.x.cli.ContainerList(context.Background(), client.ContainerListOptions{
+			All: true, Filters: make(client.Filters).Add("label", LabelNode+"="+b.nodeID),
+		})
+		require.NoError(t, err)
+		if len(list.Items) == 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%d containers left for node %s", len(list.Items), b.nodeID)
+		}
+		time.Sleep(50 * time.Millisecond) // poll interval while another executor's removals finish
 	}
-	return nil
 }

@@ -71,6 +71,7 @@ func TestWarmSandboxServesOneJob(t *testing.T) {
 		require.Equal(t, []engine.Status{engine.StatusAccepted, engine.StatusWrongAnswer}, statuses(v), "round %d", round)
 		require.True(t, v.Phases.SandboxWarm, "round %d took a started sandbox", round)
 		// The one it took (the newest) is gone with the job.
+		b.x.removing.Wait()
 		took := ids[len(ids)-1]
 		require.False(t, seen[took], "a sandbox served a second job")
 		seen[took] = true
@@ -120,6 +121,7 @@ func TestWarmSandboxesAndTheJanitor(t *testing.T) {
 	v := b.run(t, b.task(t, "python", "print(int(input())*2)", tcase{in: "21", exp: "42"}))
 	require.Equal(t, engine.StatusAccepted, v.Status)
 	require.True(t, v.Phases.SandboxWarm, "the sandbox the janitor kept still serves")
+	b.x.removing.Wait()
 	stop()
 	require.NoError(t, b.leftovers(t))
 }
@@ -147,5 +149,6 @@ func TestWarmSandboxOnlyWhereItFits(t *testing.T) {
 	v = b.run(t, b.task(t, "cpp", readTestdata(t, "prog.cpp"), tcase{in: "sum 1 2", exp: "3"}))
 	require.Equal(t, engine.StatusAccepted, v.Status)
 	require.False(t, v.Phases.SandboxWarm)
+	b.x.removing.Wait()
 	require.True(t, b.containerGone(t, stale))
 }

@@ -175,6 +175,23 @@ func copyFile(src, dst string, mode os.FileMode) error {
 	return out.Close()
 }
 
+// cleanupAfter removes the job's sandboxes and work dir: after a verdict in
+// the background, so the verdict is not held back by container removal
+// (every program of the job is dead by then: the supervisor kills them
+// after each run, and it alone is left in each container); after an error
+// or a cancellation (a lost lease) before Execute returns, as always.
+func (j *job) cleanupAfter(ctx context.Context, err error) {
+	if err != nil || ctx.Err() != nil {
+		j.cleanup(ctx)
+		return
+	}
+	j.x.removing.Add(1)
+	go func() {
+		defer j.x.removing.Done()
+		j.cleanup(context.WithoutCancel(ctx))
+	}()
+}
+
 func (j *job) cleanup(ctx context.Context) {
 	if j.warm != nil { // taken, but the job ended before it ran anything
 		j.userSession, j.warm = j.warm.s, nil
