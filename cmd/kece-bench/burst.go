@@ -387,8 +387,8 @@ func nodeJobTime(ctx context.Context, f *fleet) (jobTime, error) {
 		if err != nil {
 			return jt, err
 		}
-		jt.sum += s.Sum("kece_node_job_duration_seconds_sum", "kind", "SUBMISSION")
-		jt.count += s.Sum("kece_node_job_duration_seconds_count", "kind", "SUBMISSION")
+		jt.sum += s.Sum("kece_node_job_duration_seconds_sum", "kind", "submission")
+		jt.count += s.Sum("kece_node_job_duration_seconds_count", "kind", "submission")
 	}
 	return jt, nil
 }
