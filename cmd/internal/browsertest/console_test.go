@@ -137,6 +137,7 @@ func TestConsoleInBrowser(t *testing.T) {
 	b.open(jobURL)
 	require.Equal(t, "AC", b.text("#verdict"))
 	require.Contains(t, b.text("main"), "Attempts timeline")
+	require.NotContains(t, b.text("#job-phases"), "No attempt reported", "the mysql node sent the job's phases")
 	b.checkPage("job")
 
 	// Drain with a deadline: asked to confirm, with the leases in flight.
