@@ -156,13 +156,9 @@ func (j *job) runCase(ctx context.Context, i int, c engine.Case) (engine.CaseRes
 		return cr, err
 	}
 	if res.SetupError != "" {
-		return cr, engine.Infraf(engine.InfraConfig, "run command of %s (image %s) did not start: %s", t.Runtime.Pool, t.Runtime.Image, res.SetupError)
+		return cr, runNotStarted(t.Runtime, res.SetupError)
 	}
-	cr.CPUTime = time.Duration(res.CPUMicros) * time.Microsecond
-	cr.WallTime = time.Duration(res.WallMicros) * time.Microsecond
-	cr.MemoryKB = res.MaxRSSKB
-	cr.ExitCode = res.ExitCode
-	cr.Signal = res.Signal
+	measured(&cr, res)
 	outPath := filepath.Join(j.dir, "out", outName)
 	defer os.Remove(outPath)
 	stdout, stdoutSize, err := readOutput(outPath, l.OutputBytes)

@@ -133,13 +133,9 @@ func (j *job) runInteractive(ctx context.Context, i int, c engine.Case) (engine.
 		return cr, inter.err
 	}
 	if user.SetupError != "" {
-		return cr, engine.Infraf(engine.InfraConfig, "run command of %s (image %s) did not start: %s", t.Runtime.Pool, t.Runtime.Image, user.SetupError)
+		return cr, runNotStarted(t.Runtime, user.SetupError)
 	}
-	cr.CPUTime = time.Duration(user.CPUMicros) * time.Microsecond
-	cr.WallTime = time.Duration(user.WallMicros) * time.Microsecond
-	cr.MemoryKB = user.MaxRSSKB
-	cr.ExitCode = user.ExitCode
-	cr.Signal = user.Signal
+	measured(&cr, user)
 	var tout string
 	if inter.res.SetupError == "" {
 		var err error

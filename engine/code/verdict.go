@@ -9,6 +9,7 @@ import (
 	"os"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/kece-oj/kece/engine"
 	"github.com/kece-oj/kece/engine/code/sandboxinit"
@@ -142,4 +143,20 @@ func runFailure(s runSeen) (engine.Status, string) {
 		msg += ": " + clip(tail, 200)
 	}
 	return engine.StatusRuntimeError, msg
+}
+
+// measured fills a case result with what the supervisor measured of the
+// program's run: CPU and wall time, peak RSS, exit code or signal.
+func measured(cr *engine.CaseResult, res sandboxinit.Result) {
+	cr.CPUTime = time.Duration(res.CPUMicros) * time.Microsecond
+	cr.WallTime = time.Duration(res.WallMicros) * time.Microsecond
+	cr.MemoryKB = res.MaxRSSKB
+	cr.ExitCode = res.ExitCode
+	cr.Signal = res.Signal
+}
+
+// runNotStarted is the infrastructure fault of a program that did not
+// start: the image's run command is wrong, never the user's RE.
+func runNotStarted(rt engine.RuntimeSpec, setupError string) error {
+	return engine.Infraf(engine.InfraConfig, "run command of %s (image %s) did not start: %s", rt.Pool, rt.Image, setupError)
 }
