@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 	"sync/atomic"
 
@@ -135,15 +134,9 @@ type prewarmer interface {
 
 // Prewarm keeps the configured number of started sandboxes of each image
 // the pool's languages use (one image per pool unless an operator's
-// differs).
+// differs), each started with the memory its first language compiles in.
 func (b *codeBackend) Prewarm(ctx context.Context) {
-	var images []string
-	for _, s := range b.order {
-		if !slices.Contains(images, s.Image) {
-			images = append(images, s.Image)
-		}
-	}
-	b.x.Prewarm(ctx, images, b.warm)
+	b.x.Prewarm(ctx, b.order, b.warm)
 }
 
 func (b *codeBackend) Execute(ctx context.Context, task engine.Task, p engine.ProgressSink) (engine.Verdict, error) {

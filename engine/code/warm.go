@@ -49,6 +49,7 @@ type warmSandbox struct {
 	dir                string // host work dir
 	compileUID, runUID int
 	image, imageID     string
+	limit              int64 // its memory cgroup limit
 }
 
 // warmPool holds the waiting sandboxes and the ones jobs took.
@@ -78,20 +79,33 @@ func warmable(t engine.Task) bool {
 	return !t.Checker.Interacts() && ioWorkBytes(t) == 0
 }
 
-// Prewarm keeps n started sandboxes of each image ready until ctx ends,
-// then removes those no job took. It blocks: the node runs it in a
-// goroutine it owns. A start that fails is logged and tried again after a
-// pause. n ≤ 0 keeps none.
-func (x *Executor) Prewarm(ctx context.Context, images []string, n int) {
+// Prewarm keeps n started sandboxes ready for each distinct image of specs
+// (a pool's languages share one) until ctx ends, then removes those no job
+// took. It blocks: the node runs it in a goroutine it owns. A start that
+// fails is logged and tried again after a pause. n ≤ 0 keeps none.
+//
+// A sandbox starts with the memory cgroup of the first spec of its image
+// compiling there (its compile budget), so that a job of that language,
+// the common one, takes it without a change of limits; another job's limits
+// are set when it takes it (useWarm).
+func (x *Executor) Prewarm(ctx context.Context, specs []engine.RuntimeSpec, n int) {
 	defer x.warm.empty(ctx)
 	if n <= 0 {
 		return
+	}
+	var images []string
+	budget := map[string]int64{}
+	for _, s := range specs {
+		if _, ok := budget[s.Image]; !ok {
+			images = append(images, s.Image)
+			budget[s.Image] = s.CompileMemoryBytes
+		}
 	}
 	for {
 		failed := false
 		for _, image := range images {
 			for x.warm.count(image) < n && ctx.Err() == nil {
-				if err := x.newWarm(ctx, image); err != nil {
+				if err := x.newWarm(ctx, image, budget[image]); err != nil {
 					if ctx.Err() == nil {
 						x.cfg.Logger.Warn("warm sandbox not started", "image", image, "error", err)
 					}
@@ -113,8 +127,9 @@ func (x *Executor) Prewarm(ctx context.Context, images []string, n int) {
 	}
 }
 
-// newWarm starts one sandbox of image for no job yet and puts it in the pool.
-func (x *Executor) newWarm(ctx context.Context, image string) error {
+// newWarm starts one sandbox of image for no job yet, with the memory
+// cgroup of a program of memory bytes, and puts it in the pool.
+func (x *Executor) newWarm(ctx context.Context, image string, memory int64) error {
 	imageID, err := x.checkImage(ctx, image)
 	if err != nil {
 		return err
@@ -123,7 +138,7 @@ func (x *Executor) newWarm(ctx context.Context, image string) error {
 	if _, err := rand.Read(r[:]); err != nil {
 		return engine.Infra(engine.InfraInternal, err)
 	}
-	w := &warmSandbox{image: image, imageID: imageID}
+	w := &warmSandbox{image: image, imageID: imageID, limit: x.containerMemory(memory)}
 	w.compileUID = uidBase + int(binary.BigEndian.Uint32(r[:4])%uidSpan)*2
 	w.runUID = w.compileUID + 1
 	w.dir = filepath.Join(x.cfg.Workspace, workDirName(x.cfg.NodeID, warmJobName, 0, hex.EncodeToString(r[4:])))
@@ -137,7 +152,7 @@ func (x *Executor) newWarm(ctx context.Context, image string) error {
 		}
 	}
 	w.s, err = x.startSession(ctx, sessionSpec{
-		image: image, role: roleWarm, task: &engine.Task{}, memoryBytes: 0,
+		image: image, role: roleWarm, task: &engine.Task{}, memoryBytes: memory,
 		mounts: workMounts(w.dir, "box"), build: &buildSpace{src: filepath.Join(w.dir, "src"), box: filepath.Join(w.dir, "box"), uid: w.compileUID},
 		created: x.warm.started,
 	})
@@ -282,6 +297,9 @@ func (j *job) useWarm(ctx context.Context, imageID string) (bool, error) {
 	}
 	j.userSession = w.s
 	limit := j.x.containerMemory(j.startMemory()) + j.workBytes
+	if limit == w.limit {
+		return true, nil
+	}
 	dctx, cancel := context.WithTimeout(ctx, j.x.cfg.DaemonTimeout)
 	defer cancel()
 	if _, err := j.x.cli.ContainerUpdate(dctx, w.s.id, client.ContainerUpdateOptions{

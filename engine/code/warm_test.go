@@ -25,7 +25,7 @@ func (b *testBundle) prewarm(t *testing.T, pool string, n int) (image string, st
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		b.x.Prewarm(ctx, []string{rt.Image}, n)
+		b.x.Prewarm(ctx, []engine.RuntimeSpec{rt}, n)
 	}()
 	stop = func() { cancel(); <-done }
 	t.Cleanup(stop)
@@ -105,7 +105,7 @@ func TestWarmSandboxesAndTheJanitor(t *testing.T) {
 	require.NoError(t, err)
 	defer old.Close()
 	octx, ocancel := context.WithCancel(context.Background())
-	require.NoError(t, old.newWarm(octx, image))
+	require.NoError(t, old.newWarm(octx, image, 0))
 	oldID := old.warm.ready[image][0].s.id
 	ocancel()
 
@@ -151,4 +151,32 @@ func TestWarmSandboxOnlyWhereItFits(t *testing.T) {
 	require.False(t, v.Phases.SandboxWarm)
 	b.x.removing.Wait()
 	require.True(t, b.containerGone(t, stale))
+}
+
+// A job whose memory differs from the one a sandbox started with gets its
+// own: a program filling 950 MiB under a 1 GiB limit is judged in a taken
+// sandbox that started with the smaller compile budget of the pool.
+func TestWarmSandboxTakesTheJobsMemory(t *testing.T) {
+	t.Parallel()
+	b := setup(t, "cpp")
+	b.prewarm(t, "cpp", 1)
+	src := `#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+int main() {
+	size_t n = 950u << 20;
+	volatile char *p = (volatile char *)malloc(n);
+	if (!p) return 3;
+	for (size_t i = 0; i < n; i += 4096) p[i] = 1;
+	long s = 0;
+	for (size_t i = 0; i < n; i += 4096) s += p[i];
+	printf("%d\n", s == (long)(n / 4096));
+}
+`
+	task := b.task(t, "cpp", src, tcase{exp: "1"})
+	task.Limits.MemoryBytes = 1 << 30
+	task.Limits.CPUTime = 4 * time.Second
+	v := b.run(t, task)
+	require.True(t, v.Phases.SandboxWarm)
+	require.Equal(t, engine.StatusAccepted, v.Status, "%+v", v.Cases)
 }
