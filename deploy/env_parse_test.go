@@ -26,7 +26,7 @@ var externalEnv = map[string]string{
 // Node variables that only one kind of pool reads.
 var (
 	codeOnlyEnv = map[string]bool{"KECE_WORKSPACE": true, "KECE_SUPERVISOR": true, "KECE_RUNTIME_IMAGE": true,
-		"KECE_SECCOMP_PROFILE": true, "KECE_DOCKER_HOST": true}
+		"KECE_SECCOMP_PROFILE": true, "KECE_DOCKER_HOST": true, "KECE_WARM_SANDBOXES": true, "KECE_COMPILE_CACHE_MAX_BYTES": true}
 	sqlOnlyEnv = map[string]bool{"KECE_JUDGE_MYSQL_DSN_FILE": true, "KECE_CONTROL_DB_IDENTITY": true}
 )
 

@@ -159,6 +159,14 @@ sed -i -e "s|^KECE_LISTEN=.*|KECE_LISTEN=` + freeAddr(t) + `|" "/etc/kece/node-$
 			j, _ := h.exec(ctx, "journalctl", "-u", unit, "--no-pager", "-n", "30")
 			t.Fatalf("%s did not start:\n%s\n%s", unit, st, j)
 		}
+		t.Cleanup(func() {
+			if t.Failed() {
+				jctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+				defer cancel()
+				j, _ := h.exec(jctx, "journalctl", "-u", unit, "--no-pager", "-o", "cat", "-n", "40")
+				t.Logf("%s at the failure:\n%s", unit, j)
+			}
+		})
 		owner := h.must(ctx, "stat", "-c", "%U %a", "/var/lib/kece/node-"+n.name+"/credential")
 		require.Equal(t, "kece-node 600", strings.TrimSpace(owner), "join as root gave the credential to the unit's user")
 		p.waitOnline(ctx, n.name, 2*time.Minute)

@@ -119,7 +119,15 @@ type workSubdir struct {
 var userDirs = []workSubdir{{"src", 0o755}, {"box", 0o755}, {"in", 0o700}, {"out", 0o755}}
 
 // mkdirOwned makes p (or takes it as it is) with exactly mode, owned by uid.
+// A directory that is so already is left alone: a warm sandbox's (warm.go)
+// is root's, and a node without CAP_FOWNER (the systemd unit's) may not
+// chmod what it does not own.
 func mkdirOwned(p string, mode os.FileMode, uid int) error {
+	if st, err := os.Lstat(p); err == nil && st.IsDir() && st.Mode().Perm() == mode.Perm() {
+		if sys, ok := st.Sys().(*syscall.Stat_t); ok && int(sys.Uid) == uid && int(sys.Gid) == uid {
+			return nil
+		}
+	}
 	if err := os.MkdirAll(p, mode); err != nil {
 		return err
 	}
