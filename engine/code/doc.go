@@ -18,6 +18,8 @@
 //	spec, err := code.DefaultRuntime("cpp")     // the pool's default id (cpp17)
 //	version, err := x.Probe(ctx, spec)        // daemon, image and runtime answer
 //	verdict, err := x.Execute(ctx, task, sink) // engine.Executor
+//	go x.Prewarm(ctx, specs, n)                // n started sandboxes per image, until ctx ends
+//	x.Close()                                   // waits for finished jobs' sandbox removals
 //
 // Config: NodeID (container label), Workspace (host dir for per-job work
 // dirs), SupervisorPath (static kece-sandbox-init; a dynamic binary is a
@@ -63,5 +65,8 @@
 // Execute starts one container per job (a second one only for a special
 // judge), with the supervisor as PID 1; compile and every case run inside it
 // over the attach stream, so a case costs milliseconds, not a container
-// start. See docs/engine.md for the sandbox rules and measurements.
+// start. A job may take a container started before it arrived (warm.go),
+// never one another job used; its compile may come from the node's compile
+// cache (compile.go, engine/compilecache), keyed by everything the compile
+// reads. See docs/engine.md for the sandbox rules and measurements.
 package code
