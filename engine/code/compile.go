@@ -4,7 +4,7 @@ package code
 // compile space, compiled there under the compile limits, and the build
 // copied out to the box the runs use — or, when the node's compile cache
 // holds the outcome of exactly these inputs, that outcome restored into the
-// box with no compile at all (docs/engine.md, "Compile cache").
+// box with no compile at all (docs/engine.md, "What a job waits for").
 
 import (
 	"context"
