@@ -294,7 +294,7 @@ func (j *job) storeCompile(key compilecache.Key, c compiled, box string) {
 	dir := filepath.Join(j.dir, box)
 	var outs []string
 	if c.ok {
-		names, ok, err := compilecache.Outputs(dir, nil)
+		names, ok, err := compilecache.Outputs(dir)
 		if err != nil || !ok {
 			return
 		}

@@ -585,43 +585,22 @@ func readRegular(p string, limit int64) ([]byte, error) {
 	return io.ReadAll(io.LimitReader(f, limit))
 }
 
-// Outputs lists the regular files under dir that a compile produced or
-// changed: every file not among inputs, and an input whose bytes are no
-// longer its digest, as slash-separated relative names. ok is false when
-// dir holds anything but directories and regular files (a symlink, a FIFO),
-// which is never cached.
-func Outputs(dir string, inputs []Input) (names []string, ok bool, err error) {
-	was := map[string][32]byte{}
-	for _, in := range inputs {
-		was[in.Name] = in.Digest
-	}
+// Outputs lists every regular file under dir as slash-separated relative
+// names: what a finished compile step left in its build directory, which an
+// entry keeps whole. ok is false when dir holds anything but directories and
+// regular files (a symlink, a FIFO), which is never cached.
+func Outputs(dir string) (names []string, ok bool, err error) {
 	ok = true
 	err = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
+		if err != nil || p == dir || d.IsDir() {
 			return err
 		}
-		if p == dir {
-			return nil
-		}
-		rel, _ := filepath.Rel(dir, p)
-		rel = filepath.ToSlash(rel)
-		switch {
-		case d.IsDir():
-			return nil
-		case !d.Type().IsRegular():
+		if !d.Type().IsRegular() {
 			ok = false
 			return filepath.SkipAll
 		}
-		if digest, isInput := was[rel]; isInput {
-			b, err := readRegular(p, 1<<30)
-			if err != nil {
-				return err
-			}
-			if sha256.Sum256(b) == digest {
-				return nil
-			}
-		}
-		names = append(names, rel)
+		rel, _ := filepath.Rel(dir, p)
+		names = append(names, filepath.ToSlash(rel))
 		return nil
 	})
 	return names, ok, err
